@@ -1,0 +1,35 @@
+# The two commands the README promises: `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint typecheck fuzz bench-quick clean
+
+$(BIN)/polybus: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	@touch $@
+
+$(VENV)/.dev: $(BIN)/polybus
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+demo: $(BIN)/polybus
+	$(BIN)/polybus run examples/matmul/app.toml
+
+test: $(VENV)/.dev
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy
+
+fuzz: $(VENV)/.dev
+	POLYBUS_FUZZ_EXAMPLES=1000000 $(BIN)/python -m pytest -q tests/unit/test_fuzz_wire.py -p no:timeout
+
+bench-quick: $(BIN)/polybus
+	$(BIN)/polybus bench all --quick --out results/
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

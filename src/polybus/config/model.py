@@ -1,0 +1,157 @@
+"""The validated, bound configuration: what `polybus.config.load` returns.
+
+Everything here is plain, immutable data; nothing starts a process. Times are seconds,
+sizes are bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+CallKind = Literal["sync", "async", "async-demand"]
+
+
+@dataclass(frozen=True)
+class CallStyle:
+    """``sync`` | ``async`` | ``async-demand(N)`` | ``async-demand(auto)``."""
+
+    kind: CallKind = "sync"
+    window: int | None = None  # async-demand only: N outstanding per replica; None = auto
+
+    def __str__(self) -> str:
+        if self.kind != "async-demand":
+            return self.kind
+        return f"async-demand({'auto' if self.window is None else self.window})"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A migration trigger such as ``load>=10``: ``load`` is the replica's waiting calls."""
+
+    op: Literal["<", "<=", "==", "!=", ">=", ">"]
+    value: int
+
+    def holds(self, load: int) -> bool:
+        match self.op:
+            case "<":
+                return load < self.value
+            case "<=":
+                return load <= self.value
+            case "==":
+                return load == self.value
+            case "!=":
+                return load != self.value
+            case ">=":
+                return load >= self.value
+            case _:
+                return load > self.value
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """One replica of a module. ``host`` is None for the local engine."""
+
+    name: str
+    speed: float = 1.0  # 0 < speed <= 1; a call lasts real duration / speed
+    host: str | None = None
+    overload: Condition | None = None   # oc=(...) : sender-initiated migration
+    underload: Condition | None = None  # uc=(...) : receiver-initiated migration
+
+
+@dataclass(frozen=True)
+class MigrationPath:
+    """Calls may move between ``a`` and ``b`` (both directions), ``fraction`` at a time."""
+
+    a: str
+    b: str
+    fraction: float = 0.5
+
+
+@dataclass(frozen=True)
+class DefineSpec:
+    """Server-side options of one interface (``define.<iface>``)."""
+
+    priority: str | None = None          # expression source; compiled by config.expr
+    pool: int = 1                        # calls run at once on a replica
+    pool_kind: Literal["threads", "processes"] = "threads"
+    queue: int = 1000                    # bound of the replica's waiting calls
+    overflow: Literal["block", "reject"] = "block"
+    cache: tuple[str, ...] | Literal["auto"] | None = None
+    cache_bytes: int = 512 * 1024 * 1024
+    prefetch: Literal["all"] | None = None
+    timeout: float | None = None
+    idempotent: bool = True
+
+
+@dataclass(frozen=True)
+class UseSpec:
+    """Client-side options of one used interface (``use.<iface>``)."""
+
+    callstyle: CallStyle = field(default_factory=CallStyle)
+    loadratio: tuple[float, ...] | None = None
+    balance: Literal["none", "steal"] = "none"
+    aggregate: int | None = None         # calls per batch
+    aggregate_bytes: int | None = None   # or bytes per batch
+    linger: float = 0.001
+    timeout: float | None = None
+    transport: str | None = None         # overrides the target module's transport
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    """One ``[modules.<key>]`` table."""
+
+    key: str
+    source: Path                                   # absolute
+    replication: tuple[ReplicaSpec, ...] = ()      # empty for a pure client module
+    migration: tuple[MigrationPath, ...] = ()
+    define: dict[str, DefineSpec] = field(default_factory=dict)
+    use: dict[str, UseSpec] = field(default_factory=dict)
+    entrypoint: str | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    transport: Literal["tcp", "ipc", "shm"] = "tcp"
+    pickle: bool = False
+
+
+@dataclass(frozen=True)
+class Binding:
+    """``"client.compare" = "server.compare"``."""
+
+    user: str        # client module key
+    name: str        # the name the client passes to use()
+    module: str      # serving module key
+    interface: str   # interface name on the serving module
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """``[cluster]``: where the parts meet and how long silence means death."""
+
+    engine: Literal["local", "hosts", "mpi", "ray"] = "local"
+    registry: str | None = None       # HOST:PORT of a running registry; None = embedded
+    listen_host: str = "127.0.0.1"
+    heartbeat: float = 1.0            # seconds between heartbeats
+    max_frame: int = 1 << 30          # bytes
+    token_file: str | None = None
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    path: Path
+    modules: dict[str, ModuleSpec]
+    bindings: tuple[Binding, ...]
+    client: str                        # the module key that has the entrypoint
+    cluster: ClusterSpec = field(default_factory=ClusterSpec)
+
+    def binding(self, user: str, name: str) -> Binding | None:
+        for b in self.bindings:
+            if b.user == user and b.name == name:
+                return b
+        return None
+
+    def servers(self) -> list[ModuleSpec]:
+        """Modules that have replicas to start, in configuration order."""
+        return [m for m in self.modules.values() if m.replication]

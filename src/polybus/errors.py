@@ -1,0 +1,135 @@
+"""The one exception tree of polybus.
+
+Local mistakes (yours, found before or without the network) are kept apart from remote
+failures (something on the other side went wrong), so a caller can catch exactly what
+it can act on::
+
+    PolybusError
+    ├── ConfigError                 a configuration mistake (file, key, what, nearest name)
+    ├── UsageError                  the API used wrongly (use() outside a run, bad argument)
+    ├── ProtocolError               a peer broke the wire protocol (malformed, oversized frame)
+    │   └── AuthenticationError     a peer did not prove it holds the cluster token
+    ├── TransportError              a connection could not be made or broke
+    │   └── ConnectionLostError     an established connection closed under a call
+    ├── NoReplicaError              nobody serves the interface that was called
+    └── RemoteError                 a call was accepted but did not produce a value
+        ├── RemoteException         the module function raised (remote type, message, traceback)
+        ├── CallTimeoutError        the call's deadline passed before its answer came
+        ├── BusyError               the replica's queue was full and overflow = "reject"
+        ├── WorkerDiedError         the replica died holding a call that must not be re-run
+        └── PoisonCallError         the call killed several replicas in a row
+
+Nothing here ever carries the cluster token or a key in its message.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthenticationError",
+    "BusyError",
+    "CallTimeoutError",
+    "ConfigError",
+    "ConnectionLostError",
+    "NoReplicaError",
+    "PoisonCallError",
+    "PolybusError",
+    "ProtocolError",
+    "RemoteError",
+    "RemoteException",
+    "TransportError",
+    "UsageError",
+    "WorkerDiedError",
+]
+
+
+class PolybusError(Exception):
+    """Base of every error polybus raises."""
+
+
+class ConfigError(PolybusError):
+    """A configuration mistake, found before any process starts.
+
+    ``file`` and ``key`` say where (``key`` is a dotted path such as
+    ``modules.client.use.compare.callstyle``); ``hint`` is the nearest valid name or the
+    form that was expected, when there is one.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None,
+                 hint: str | None = None) -> None:
+        self.file = file
+        self.key = key
+        self.hint = hint
+        self.bare_message = message
+        where = ": ".join(p for p in (file, key) if p)
+        text = f"{where}: {message}" if where else message
+        if hint:
+            text += f" ({hint})"
+        super().__init__(text)
+
+
+class UsageError(PolybusError):
+    """The public API was used in a way it does not support."""
+
+
+class ProtocolError(PolybusError):
+    """A peer sent something that is not valid polybus protocol."""
+
+
+class AuthenticationError(ProtocolError):
+    """A peer failed the token handshake; nothing it sent was decoded."""
+
+
+class TransportError(PolybusError):
+    """A connection could not be made, or failed."""
+
+
+class ConnectionLostError(TransportError):
+    """An established connection closed while calls were outstanding on it."""
+
+
+class NoReplicaError(PolybusError):
+    """No replica serves the interface that was called."""
+
+
+class RemoteError(PolybusError):
+    """A call was accepted but ended without a value."""
+
+    def __init__(self, message: str, *, interface: str = "", replica: str = "") -> None:
+        self.interface = interface
+        self.replica = replica
+        super().__init__(message)
+
+
+class RemoteException(RemoteError):
+    """The module function raised on the replica.
+
+    ``remote_type`` is the qualified name of the exception type there, ``remote_message``
+    its message and ``remote_traceback`` the formatted traceback from the replica.
+    """
+
+    def __init__(self, remote_type: str, remote_message: str, remote_traceback: str, *,
+                 interface: str = "", replica: str = "") -> None:
+        self.remote_type = remote_type
+        self.remote_message = remote_message
+        self.remote_traceback = remote_traceback
+        where = f" in {interface}" if interface else ""
+        on = f" on {replica}" if replica else ""
+        super().__init__(f"{remote_type}: {remote_message} (raised{where}{on})\n"
+                         f"--- remote traceback ---\n{remote_traceback}",
+                         interface=interface, replica=replica)
+
+
+class CallTimeoutError(RemoteError):
+    """The call's deadline passed; an answer arriving later is discarded."""
+
+
+class BusyError(RemoteError):
+    """The replica's queue was full and the interface is configured to reject."""
+
+
+class WorkerDiedError(RemoteError):
+    """The replica died holding the call, and the interface is not idempotent."""
+
+
+class PoisonCallError(RemoteError):
+    """The call was running on each of several replicas when it died."""
