@@ -1,1 +1,80 @@
+"""The configuration: TOML file (plus ``--set`` overrides) -> validated, bound AppConfig.
 
+Pure: reads the configuration and the module sources (with ``ast``), imports none of the
+user's modules, starts nothing. Every mistake found is reported, each with its file and
+dotted key, in one ConfigError.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from polybus.config.bind import build
+from polybus.config.callstyle import parse_callstyle
+from polybus.config.expr import PriorityExpr, compile_priority
+from polybus.config.model import AppConfig
+from polybus.config.overrides import Overrides, apply_overrides, parse_override
+from polybus.config.problems import ConfigErrors, Problems
+from polybus.config.replication import parse_replication
+from polybus.config.units import parse_duration, parse_size
+from polybus.errors import ConfigError
+
+__all__ = [
+    "AppConfig",
+    "ConfigErrors",
+    "PriorityExpr",
+    "compile_priority",
+    "load",
+    "load_document",
+    "parse_callstyle",
+    "parse_duration",
+    "parse_override",
+    "parse_replication",
+    "parse_size",
+    "validate",
+]
+
+
+def load_document(path: str | Path) -> dict[str, Any]:
+    """The TOML document at ``path`` as a dict; ConfigError if unreadable or not TOML."""
+    file = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError("configuration file not found", file=file) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read the configuration file: {e}", file=file) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"not valid TOML: {e}", file=file) from None
+
+
+def validate(path: str | Path, overrides: Overrides = ()
+             ) -> tuple[AppConfig | None, list[ConfigError]]:
+    """The configuration at ``path`` with ``overrides`` applied, and every mistake in it.
+
+    ``overrides`` are ``"a.b.c=value"`` strings (as ``--set`` takes them) or a mapping of
+    dotted keys to values. The AppConfig is None whenever the list is not empty.
+    """
+    try:
+        doc = load_document(path)
+    except ConfigError as e:
+        return None, [e]
+    written, errors = apply_overrides(doc, overrides)
+    problems = Problems(str(path), written)
+    problems.errors.extend(errors)
+    config = build(doc, Path(path), problems)
+    if problems:
+        return None, list(problems.errors)
+    return config, []
+
+
+def load(path: str | Path, overrides: Overrides = ()) -> AppConfig:
+    """The validated configuration; raises ConfigErrors (a ConfigError) listing every mistake."""
+    config, errors = validate(path, overrides)
+    if errors or config is None:
+        raise ConfigErrors(errors, file=str(path))
+    return config

@@ -1,0 +1,227 @@
+"""From the parsed TOML document to a bound AppConfig: the checks that span tables.
+
+Module sources are read with ``ast`` (never imported) to check entrypoints, defined
+interfaces, priority and cache parameters, and the ``use("name")`` calls a module makes;
+``[bind]`` is resolved against the interfaces each serving module really has.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from polybus.config.expr import compile_priority
+from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec
+from polybus.config.problems import Problems, dotted, nearest
+from polybus.config.schema import TOP_KEYS, is_identifier, parse_cluster, parse_module
+from polybus.config.source import FunctionInfo, SourceInfo, inspect_source
+from polybus.errors import ConfigError
+
+__all__ = ["build"]
+
+
+def _names_hint(name: str, choices: list[str], what: str) -> str:
+    return nearest(name, choices) or (f"{what}: {', '.join(choices)}" if choices
+                                      else f"there are no {what}")
+
+
+def _sources(modules: dict[str, ModuleSpec], p: Problems) -> dict[str, SourceInfo]:
+    infos: dict[str, SourceInfo] = {}
+    for m in modules.values():
+        if m.source.is_file():
+            try:
+                infos[m.key] = inspect_source(m.source, client=m.entrypoint is not None)
+            except ConfigError as e:
+                p.add_error(e, dotted("modules", m.key, "source"))
+    return infos
+
+
+def _check_entrypoint(m: ModuleSpec, info: SourceInfo | None, p: Problems) -> None:
+    if m.entrypoint is None or info is None or m.entrypoint in info.functions:
+        return
+    p.add(f"entrypoint {m.entrypoint!r} is not a top-level function of {info.path.name}",
+          dotted("modules", m.key, "entrypoint"),
+          _names_hint(m.entrypoint, list(info.functions), "top-level functions"))
+
+
+def _check_define(m: ModuleSpec, info: SourceInfo, p: Problems) -> None:
+    functions = list(info.functions)
+    for iface, spec in m.define.items():
+        key = ("modules", m.key, "define", iface)
+        fn: FunctionInfo | None = info.functions.get(iface)
+        if fn is None:
+            p.add(f"interface {iface!r} is not a top-level function of {info.path.name}",
+                  dotted(*key), _names_hint(iface, functions, "top-level functions"))
+            continue
+        if spec.priority is not None:
+            try:
+                compile_priority(spec.priority, list(fn.params))
+            except ConfigError as e:
+                p.add_error(e, dotted(*key, "priority"))
+        if isinstance(spec.cache, tuple):
+            for name in spec.cache:
+                if name not in fn.params:
+                    p.add(f"cache parameter {name!r} is not a parameter of {iface}()",
+                          dotted(*key, "cache"),
+                          _names_hint(name, list(fn.params), "parameters"))
+
+
+def _interfaces(m: ModuleSpec, info: SourceInfo | None) -> list[str] | None:
+    """What ``m`` serves; None when it cannot be known (its source did not load)."""
+    if m.define:
+        return list(m.define)
+    return None if info is None else info.public()
+
+
+def _flatten_bind(table: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """``"client.compare" = ...`` and ``client.compare = ...`` (a nested table) alike."""
+    out: list[tuple[str, Any]] = []
+    for k, v in table.items():
+        name = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            out.extend(_flatten_bind(v, name))
+        else:
+            out.append((name, v))
+    return out
+
+
+def _bindings(raw: Any, modules: dict[str, ModuleSpec],
+              interfaces: dict[str, list[str] | None], p: Problems) -> list[Binding]:
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        p.wrong_type("a table", raw, "bind")
+        return []
+    result: list[Binding] = []
+    for left, right in _flatten_bind(raw):
+        key = dotted("bind", left)
+        user, _, name = left.partition(".")
+        if not name or not user:
+            p.add(f"bad binding name {left!r}", key, "expected \"module.name\" = "
+                  "\"servermodule.interface\", e.g. \"client.compare\" = \"server.compare\"")
+            continue
+        if user not in modules:
+            p.add(f"no module {user!r} (the user side of the binding)", key,
+                  _names_hint(user, list(modules), "modules"))
+        if not isinstance(right, str):
+            p.wrong_type("a string \"servermodule.interface\"", right, key)
+            continue
+        target, _, iface = right.partition(".")
+        if not target or not iface:
+            p.add(f"bad binding target {right!r}", key,
+                  "expected \"servermodule.interface\", e.g. \"server.compare\"")
+            continue
+        if target not in modules:
+            p.add(f"binding target module {target!r} does not exist", key,
+                  _names_hint(target, list(modules), "modules"))
+            continue
+        if not modules[target].replication:
+            p.add(f"binding target module {target!r} has no replicas", key,
+                  f"give modules.{target} a replication")
+            continue
+        served = interfaces.get(target)
+        if served is not None and iface not in served:
+            p.add(f"module {target!r} has no interface {iface!r}", key,
+                  _names_hint(iface, served, f"interfaces of {target}"))
+            continue
+        if any(b.user == user and b.name == name for b in result):
+            p.add(f"{left!r} is bound twice", key)
+            continue
+        result.append(Binding(user, name, target, iface))
+    return result
+
+
+def _unbound_hint(user: str, name: str, interfaces: dict[str, list[str] | None]) -> str:
+    servers = [k for k, names in interfaces.items() if names and name in names]
+    target = f"{servers[0]}.{name}" if len(servers) == 1 else "<module>.<interface>"
+    return f'add to [bind]: "{user}.{name}" = "{target}"'
+
+
+def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
+                bindings: list[Binding], interfaces: dict[str, list[str] | None],
+                p: Problems) -> None:
+    bound = {(b.user, b.name): b for b in bindings}
+    for m in modules.values():
+        for name, spec in m.use.items():
+            key = ("modules", m.key, "use", name)
+            b = bound.get((m.key, name))
+            if b is None:
+                p.add(f"unbound interface {name!r}", dotted(*key),
+                      _unbound_hint(m.key, name, interfaces))
+                continue
+            replicas = len(modules[b.module].replication)
+            if spec.loadratio is not None and len(spec.loadratio) != replicas:
+                p.add(f"the load ratio has {len(spec.loadratio)} shares but module "
+                      f"{b.module!r} has {replicas} replicas", dotted(*key, "loadratio"),
+                      "give one share per replica, in replica order")
+        info = infos.get(m.key)
+        reported: set[str] = set(m.use)
+        for call in info.uses if info else ():
+            if (m.key, call.name) in bound or call.name in reported:
+                continue
+            reported.add(call.name)
+            p.add(f"unbound interface {call.name!r}: {m.source.name} line {call.lineno} "
+                  f"calls use({call.name!r})", dotted("bind", f"{m.key}.{call.name}"),
+                  _unbound_hint(m.key, call.name, interfaces))
+
+
+def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | None:
+    """Validate the parsed (and overridden) document; None when ``p`` holds any mistake."""
+    base_dir = config_path.resolve().parent
+    p.unknown_keys(doc, TOP_KEYS)
+    raw_modules = doc.get("modules")
+    modules: dict[str, ModuleSpec] = {}
+    if raw_modules is None:
+        p.add("missing table [modules]", "modules", "e.g. [modules.server] with a source")
+    elif not isinstance(raw_modules, dict):
+        p.wrong_type("a table", raw_modules, "modules")
+    for key, table in (raw_modules if isinstance(raw_modules, dict) else {}).items():
+        if isinstance(table, dict):
+            modules[key] = parse_module(key, table, base_dir, p)
+        else:
+            p.wrong_type("a table", table, dotted("modules", key))
+    cluster = ClusterSpec()
+    if "cluster" in doc:
+        if isinstance(doc["cluster"], dict):
+            cluster = parse_cluster(doc["cluster"], base_dir, p)
+        else:
+            p.wrong_type("a table", doc["cluster"], "cluster")
+
+    clients = [m.key for m in modules.values() if m.entrypoint is not None]
+    if modules and not clients:
+        p.add("no module has an entrypoint", "modules",
+              'exactly one module (the client) needs entrypoint = "main" or similar')
+    for extra in clients[1:]:
+        p.add(f"several modules have an entrypoint ({', '.join(clients)}); exactly one "
+              "(the client) may", dotted("modules", extra, "entrypoint"))
+    for m in modules.values():
+        if m.entrypoint is not None and not is_identifier(m.entrypoint):
+            p.add(f"entrypoint {m.entrypoint!r} is not a function name",
+                  dotted("modules", m.key, "entrypoint"))
+
+    infos = _sources(modules, p)
+    interfaces: dict[str, list[str] | None] = {}
+    for m in modules.values():
+        info = infos.get(m.key)
+        _check_entrypoint(m, info, p)
+        if info is not None:
+            _check_define(m, info, p)
+        interfaces[m.key] = _interfaces(m, info)
+    bindings = _bindings(doc.get("bind"), modules, interfaces, p)
+    _check_uses(modules, infos, bindings, interfaces, p)
+    if p:
+        return None
+
+    for key, m in modules.items():
+        changes: dict[str, Any] = {}
+        served = interfaces[key]
+        if m.replication and not m.define and served:
+            changes["define"] = {name: DefineSpec() for name in served}
+        if cluster.engine == "hosts":
+            changes["replication"] = tuple(dataclasses.replace(r, host=r.name)
+                                           for r in m.replication)
+        if changes:
+            modules[key] = dataclasses.replace(m, **changes)
+    return AppConfig(path=config_path.resolve(), modules=modules, bindings=tuple(bindings),
+                     client=clients[0], cluster=cluster)

@@ -1,0 +1,35 @@
+"""Call styles: ``sync`` | ``async`` | ``async-demand(N)`` | ``async-demand(auto)``."""
+
+from __future__ import annotations
+
+import re
+
+from polybus.config.model import CallStyle
+from polybus.errors import ConfigError
+
+__all__ = ["CALLSTYLE_FORMS", "parse_callstyle"]
+
+CALLSTYLE_FORMS = "one of 'sync', 'async', 'async-demand(N)' with N >= 1, 'async-demand(auto)'"
+
+_DEMAND = re.compile(r"^async-demand\s*\(\s*([^)]*?)\s*\)$")
+
+
+def parse_callstyle(value: object) -> CallStyle:
+    """The CallStyle a configuration string names; ConfigError (no file/key) otherwise."""
+    if not isinstance(value, str):
+        raise ConfigError(f"expected a call style string, got {value!r}", hint=CALLSTYLE_FORMS)
+    text = value.strip()
+    if text == "sync":
+        return CallStyle("sync")
+    if text == "async":
+        return CallStyle("async")
+    m = _DEMAND.match(text)
+    if m is None:
+        raise ConfigError(f"unknown call style {value!r}", hint=CALLSTYLE_FORMS)
+    window = m.group(1)
+    if window == "auto":
+        return CallStyle("async-demand", None)
+    if not re.fullmatch(r"[0-9]+", window) or int(window) < 1:
+        raise ConfigError(f"bad window {window!r} in call style {value!r}: "
+                          "expected an integer >= 1 or 'auto'", hint=CALLSTYLE_FORMS)
+    return CallStyle("async-demand", int(window))

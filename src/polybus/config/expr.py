@@ -1,0 +1,260 @@
+"""The priority expression language: a small, safe subset of Python expressions.
+
+``define.compare = { priority = "len(query)" }`` orders a replica's waiting calls by the
+value of the expression over the call's arguments (larger first is the caller's rule, not
+ours). The source is parsed with ``ast`` once, checked against a whitelist, and evaluated
+by walking the checked tree; the user's string never reaches ``eval``.
+
+Allowed: parameter names; int, float, str, True/False/None literals; ``+ - * / // % **``;
+unary ``- + not``; comparisons (including ``in`` and ``is``); ``and``/``or``; calls of
+``len min max abs``; attribute access (no name starting with ``_``); subscripts and
+slices. Everything else is a ConfigError naming the line, column and construct.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from polybus.config.problems import nearest
+from polybus.errors import ConfigError
+
+__all__ = ["PriorityExpr", "compile_priority"]
+
+_BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
+}
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_,
+    ast.IsNot: operator.is_not, ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+_CALLS: dict[str, tuple[Callable[..., Any], int, int | None]] = {
+    # name: (function, fewest args, most args)
+    "len": (len, 1, 1), "abs": (abs, 1, 1), "min": (min, 1, None), "max": (max, 1, None),
+}
+_CONSTANT_TYPES = (int, float, str, bool, type(None))
+_MAX_POW_BITS = 1 << 16          # an int ** int result larger than this is refused
+_MAX_REPEAT = 1 << 20            # a sequence * int result longer than this is refused
+
+_CONSTRUCTS: dict[type[ast.AST], str] = {
+    ast.Lambda: "a lambda", ast.ListComp: "a list comprehension",
+    ast.SetComp: "a set comprehension", ast.DictComp: "a dict comprehension",
+    ast.GeneratorExp: "a generator expression", ast.NamedExpr: "an assignment expression (:=)",
+    ast.JoinedStr: "an f-string", ast.FormattedValue: "an f-string", ast.IfExp:
+    "a conditional expression (x if c else y)", ast.Await: "await", ast.Yield: "yield",
+    ast.YieldFrom: "yield from", ast.Starred: "a starred expression (*x)",
+    ast.List: "a list display", ast.Tuple: "a tuple display", ast.Set: "a set display",
+    ast.Dict: "a dict display", ast.BitAnd: "the operator &", ast.BitOr: "the operator |",
+    ast.BitXor: "the operator ^", ast.LShift: "the operator <<", ast.RShift: "the operator >>",
+    ast.MatMult: "the operator @", ast.Invert: "the operator ~",
+}
+
+
+def _where(node: ast.AST) -> str:
+    line = getattr(node, "lineno", 1)
+    column = getattr(node, "col_offset", 0) + 1
+    return f"line {line}, column {column}"
+
+
+class _Checker:
+    """Walks a parsed expression and refuses anything outside the language."""
+
+    def __init__(self, source: str, params: list[str]) -> None:
+        self.source = source
+        self.params = params
+        self.names: set[str] = set()
+
+    def refuse(self, node: ast.AST, what: str, hint: str | None = None) -> ConfigError:
+        return ConfigError(f"priority {self.source!r}: {_where(node)}: {what} is not allowed "
+                           "in a priority expression", hint=hint)
+
+    def construct(self, node: ast.AST) -> ConfigError:
+        what = _CONSTRUCTS.get(type(node), f"the construct {type(node).__name__!r}")
+        return self.refuse(node, what)
+
+    def check(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Constant):
+            if not isinstance(node.value, _CONSTANT_TYPES):
+                raise self.refuse(node, f"the literal {node.value!r}",
+                                  "literals are int, float, str, True, False, None")
+        elif isinstance(node, ast.Name):
+            if node.id not in self.params:
+                if node.id in _CALLS:
+                    raise self.refuse(node, f"{node.id!r} other than in a call")
+                hint = nearest(node.id, self.params) or (
+                    "parameters: " + ", ".join(self.params) if self.params else "no parameters")
+                raise ConfigError(f"priority {self.source!r}: {_where(node)}: name {node.id!r} "
+                                  "is not a parameter of the interface", hint=hint)
+            self.names.add(node.id)
+        elif isinstance(node, ast.BinOp):
+            if type(node.op) not in _BINOPS:
+                raise self.refuse(node, _CONSTRUCTS.get(type(node.op), "this operator"))
+            self.check(node.left)
+            self.check(node.right)
+        elif isinstance(node, ast.UnaryOp):
+            if type(node.op) not in _UNARY:
+                raise self.refuse(node, _CONSTRUCTS.get(type(node.op), "this operator"))
+            self.check(node.operand)
+        elif isinstance(node, ast.BoolOp):
+            for v in node.values:
+                self.check(v)
+        elif isinstance(node, ast.Compare):
+            self.check(node.left)
+            for c in node.comparators:
+                self.check(c)
+        elif isinstance(node, ast.Call):
+            self.check_call(node)
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("_"):
+                at = ast.Name(id=node.attr, lineno=node.end_lineno or node.lineno,
+                              col_offset=(node.end_col_offset or 0) - len(node.attr))
+                raise self.refuse(at, f"the attribute {node.attr!r} (starts with '_')")
+            self.check(node.value)
+        elif isinstance(node, ast.Subscript):
+            self.check(node.value)
+            if isinstance(node.slice, ast.Tuple):  # a[i, j] for arrays
+                for e in node.slice.elts:
+                    self.check(e)
+            else:
+                self.check(node.slice)
+        elif isinstance(node, ast.Slice):
+            for part in (node.lower, node.upper, node.step):
+                if part is not None:
+                    self.check(part)
+        else:
+            raise self.construct(node)
+
+    def check_call(self, node: ast.Call) -> None:
+        allowed = "only len, min, max, abs may be called"
+        if not isinstance(node.func, ast.Name) or node.func.id not in _CALLS:
+            try:
+                callee = ast.unparse(node.func)
+            except Exception:  # pragma: no cover - unparse handles every parsed node
+                callee = "?"
+            raise self.refuse(node, f"a call to {callee!r}", allowed)
+        if node.keywords:
+            raise self.refuse(node, f"a keyword argument in the call to {node.func.id!r}")
+        _, fewest, most = _CALLS[node.func.id]
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise self.construct(a)
+            self.check(a)
+        n = len(node.args)
+        if n < fewest or (most is not None and n > most):
+            count = f"{fewest}" if most == fewest else f"at least {fewest}"
+            raise ConfigError(f"priority {self.source!r}: {_where(node)}: {node.func.id}() "
+                              f"takes {count} argument(s), got {n}")
+
+
+def _pow(base: Any, exp: Any) -> Any:
+    if (isinstance(base, int) and isinstance(exp, int) and exp > 0 and abs(base) > 1
+            and abs(base).bit_length() * exp > _MAX_POW_BITS):
+        raise OverflowError("integer power too large in a priority expression")
+    return base ** exp
+
+
+def _mul(a: Any, b: Any) -> Any:
+    for seq, n in ((a, b), (b, a)):
+        if (isinstance(seq, str | bytes | list | tuple) and isinstance(n, int)
+                and len(seq) * n > _MAX_REPEAT):
+            raise OverflowError("sequence repetition too large in a priority expression")
+    return a * b
+
+
+def _mod(a: Any, b: Any) -> Any:
+    if isinstance(a, str | bytes):
+        raise TypeError("string formatting with % is not supported in a priority expression")
+    return a % b
+
+
+_SAFE_BINOPS = dict(_BINOPS)
+_SAFE_BINOPS.update({ast.Pow: _pow, ast.Mult: _mul, ast.Mod: _mod})
+
+
+def _evaluate(node: ast.AST, env: Mapping[str, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return env[node.id]
+    if isinstance(node, ast.BinOp):
+        return _SAFE_BINOPS[type(node.op)](_evaluate(node.left, env), _evaluate(node.right, env))
+    if isinstance(node, ast.UnaryOp):
+        return _UNARY[type(node.op)](_evaluate(node.operand, env))
+    if isinstance(node, ast.BoolOp):
+        is_and = isinstance(node.op, ast.And)
+        value: Any = None
+        for v in node.values:
+            value = _evaluate(v, env)
+            if bool(value) != is_and:
+                return value
+        return value
+    if isinstance(node, ast.Compare):
+        left = _evaluate(node.left, env)
+        for op, comp in zip(node.ops, node.comparators, strict=True):
+            right = _evaluate(comp, env)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.Call):
+        assert isinstance(node.func, ast.Name)
+        return _CALLS[node.func.id][0](*(_evaluate(a, env) for a in node.args))
+    if isinstance(node, ast.Attribute):
+        return getattr(_evaluate(node.value, env), node.attr)
+    if isinstance(node, ast.Subscript):
+        if isinstance(node.slice, ast.Tuple):
+            key: Any = tuple(_evaluate(e, env) for e in node.slice.elts)
+        else:
+            key = _evaluate(node.slice, env)
+        return _evaluate(node.value, env)[key]
+    if isinstance(node, ast.Slice):
+        return slice(*(None if p is None else _evaluate(p, env)
+                       for p in (node.lower, node.upper, node.step)))
+    raise AssertionError(f"unchecked node {type(node).__name__}")  # pragma: no cover
+
+
+class PriorityExpr:
+    """A checked priority expression; call it with the call's bound arguments."""
+
+    __slots__ = ("_body", "names", "source")
+
+    def __init__(self, source: str, body: ast.expr, names: frozenset[str]) -> None:
+        self.source = source
+        self.names = names          # the parameters the expression reads
+        self._body = body
+
+    def __call__(self, bound: Mapping[str, Any]) -> float:
+        return float(_evaluate(self._body, bound))
+
+    def __repr__(self) -> str:
+        return f"PriorityExpr({self.source!r})"
+
+
+def compile_priority(source: str, params: list[str]) -> PriorityExpr:
+    """Parse and check ``source`` against the interface's parameter names ``params``.
+
+    Raises ConfigError (without file or key) naming line, column and the refused construct.
+    """
+    if not isinstance(source, str):
+        raise ConfigError(f"expected a priority expression string, got {source!r}")
+    text = source.strip()
+    if not text:
+        raise ConfigError("empty priority expression", hint="e.g. 'len(query)'")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as e:
+        column = max(e.offset or 1, 1)
+        raise ConfigError(f"priority {source!r}: line {e.lineno or 1}, column {column}: "
+                          f"syntax error: {e.msg}") from None
+    checker = _Checker(source, list(params))
+    checker.check(tree.body)
+    return PriorityExpr(source, tree.body, frozenset(checker.names))

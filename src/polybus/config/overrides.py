@@ -1,0 +1,114 @@
+"""``--set a.b.c=value``: changes to the parsed document, applied before it is validated.
+
+The key is a TOML dotted key (``bind."client.compare"`` quotes a part with a dot). The
+value is read as a TOML value when it is one (``8``, ``"x"``, ``[1, 2]``, ``true``) and
+taken as a bare string otherwise, so ``callstyle=async-demand(5)`` needs no quoting.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from polybus.config.problems import dotted
+from polybus.errors import ConfigError
+
+__all__ = ["Overrides", "apply_overrides", "parse_key_path", "parse_override"]
+
+SET = "--set"
+Overrides = Iterable[str] | Mapping[str, Any]
+
+
+def parse_key_path(text: str) -> list[str]:
+    """``modules.server.replication`` -> ``["modules", "server", "replication"]``."""
+    bad = ConfigError(f"bad key path {text!r}", file=SET, key=text,
+                      hint="a dotted key such as modules.server.replication")
+    if not text.strip() or "\n" in text or "\r" in text or "=" in text or "#" in text:
+        raise bad
+    try:
+        node: Any = tomllib.loads(f"{text} = 0")
+    except tomllib.TOMLDecodeError:
+        raise bad from None
+    path: list[str] = []
+    while isinstance(node, dict):
+        if len(node) != 1:  # pragma: no cover - one key line makes one chain
+            raise bad
+        (k, node), = node.items()
+        path.append(k)
+    return path
+
+
+def _value(text: str) -> Any:
+    raw = text.strip()
+    # "a#b" is a migration path, not "a" plus a comment; only quoted forms may hold '#'.
+    if "#" in raw and raw[:1] not in "\"'[{":
+        return raw
+    if "\n" in raw or "\r" in raw:
+        return raw
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``"a.b.c=value"`` -> (``["a", "b", "c"]``, value); ConfigError(file="--set") if bad."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise ConfigError(f"expected KEY=VALUE, got {text!r}", file=SET, key=text.strip(),
+                          hint="e.g. --set modules.server.replication=8")
+    return parse_key_path(key.strip()), _value(value)
+
+
+def _normalise(path: list[str]) -> list[str]:
+    # [bind] keys are "user.name" strings: bind.client.compare means bind."client.compare".
+    if len(path) > 2 and path[0] == "bind":
+        return ["bind", ".".join(path[1:])]
+    return path
+
+
+def apply_overrides(doc: dict[str, Any], overrides: Overrides
+                    ) -> tuple[list[str], list[ConfigError]]:
+    """Apply in order to ``doc`` (in place); the dotted keys that were set, and mistakes."""
+    pairs: list[tuple[list[str], Any]] = []
+    errors: list[ConfigError] = []
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    if isinstance(overrides, Mapping):
+        for key, value in overrides.items():
+            try:
+                pairs.append((parse_key_path(key), value))
+            except ConfigError as e:
+                errors.append(e)
+    else:
+        for text in overrides:
+            try:
+                pairs.append(parse_override(text))
+            except ConfigError as e:
+                errors.append(e)
+    written: list[str] = []
+    for path, value in pairs:
+        path = _normalise(path)
+        full = dotted(*path)
+        node = doc
+        for i, part in enumerate(path[:-1]):
+            if i == 1 and path[0] == "modules" and part not in node:
+                known = list(node)
+                close = difflib.get_close_matches(part, known, n=1)
+                errors.append(ConfigError(
+                    f"no module {part!r} to override", file=SET, key=full,
+                    hint=f"did you mean {close[0]!r}?" if close
+                    else "modules: " + ", ".join(known)))
+                break
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                errors.append(ConfigError(f"cannot set {full}: {dotted(*path[: i + 1])} is "
+                                          "not a table", file=SET, key=full))
+                break
+            node = child
+        else:
+            node[path[-1]] = value
+            written.append(full)
+    return written, errors

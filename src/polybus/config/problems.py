@@ -1,0 +1,105 @@
+"""Collecting configuration mistakes: every check reports here, nothing stops at the first.
+
+Also the small helpers every checker shares: dotted key paths, "did you mean" hints and
+the one-line description of a value of the wrong type.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from polybus.errors import ConfigError
+
+__all__ = ["ConfigErrors", "Problems", "describe", "dotted", "nearest", "rekey"]
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class ConfigErrors(ConfigError):
+    """Several configuration mistakes at once; each is in ``errors``, one per line in the text."""
+
+    def __init__(self, errors: Sequence[ConfigError], *, file: str | None = None) -> None:
+        self.errors: list[ConfigError] = list(errors)
+        if len(self.errors) == 1:
+            only = self.errors[0]
+            super().__init__(only.bare_message, file=only.file, key=only.key, hint=only.hint)
+            return
+        lines = "\n".join(f"  {e}" for e in self.errors)
+        super().__init__(f"{len(self.errors)} configuration errors:\n{lines}", file=file)
+
+
+def dotted(*parts: str) -> str:
+    """``modules.client.use.compare``; a part that is not a bare TOML key is quoted."""
+    return ".".join(p if _BARE_KEY.match(p) else '"' + p.replace('"', '\\"') + '"' for p in parts)
+
+
+def nearest(name: str, choices: Iterable[str]) -> str | None:
+    """The closest valid name as a hint, or None when nothing is close."""
+    found = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {found[0]!r}?" if found else None
+
+
+def describe(value: Any) -> str:
+    """What was given, for "expected X, got Y" messages."""
+    kind = {bool: "boolean", int: "integer", float: "float", str: "string",
+            list: "array", dict: "table"}.get(type(value), type(value).__name__)
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return f"an array {value!r}" if len(repr(value)) <= 40 else "an array"
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    article = "an" if kind[0] in "aeiou" else "a"
+    return f"{article} {kind} {text}"
+
+
+def rekey(err: ConfigError, *, file: str | None, key: str | None) -> ConfigError:
+    """The same mistake, placed at ``file`` / ``key``."""
+    return ConfigError(err.bare_message, file=file, key=key, hint=err.hint)
+
+
+class Problems:
+    """The mistakes found so far in one configuration.
+
+    Keys that an override (``--set``) wrote are reported against ``--set`` instead of the
+    file, because that is where the user has to look.
+    """
+
+    def __init__(self, file: str, overridden: Iterable[str] = ()) -> None:
+        self.file = file
+        self.errors: list[ConfigError] = []
+        self._overridden = tuple(overridden)
+
+    def _origin(self, key: str | None) -> str:
+        if key is not None:
+            for o in self._overridden:
+                if key == o or key.startswith(o + "."):
+                    return "--set"
+        return self.file
+
+    def add(self, message: str, key: str | None = None, hint: str | None = None) -> None:
+        self.errors.append(ConfigError(message, file=self._origin(key), key=key, hint=hint))
+
+    def add_error(self, err: ConfigError, key: str | None) -> None:
+        """A mistake found by a value parser (which knows no file or key)."""
+        self.errors.append(rekey(err, file=self._origin(key), key=key))
+
+    def wrong_type(self, expected: str, value: Any, key: str) -> None:
+        self.add(f"expected {expected}, got {describe(value)}", key)
+
+    def unknown_keys(self, table: dict[str, Any], valid: Sequence[str], *prefix: str,
+                     extra_hints: dict[str, str] | None = None) -> None:
+        for k in table:
+            if k in valid:
+                continue
+            hint = (extra_hints or {}).get(k) or nearest(k, valid)
+            if hint is None:
+                hint = "valid keys: " + ", ".join(valid)
+            self.add(f"unknown key {k!r}", dotted(*prefix, k), hint)
+
+    def __bool__(self) -> bool:
+        return bool(self.errors)

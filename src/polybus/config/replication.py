@@ -1,0 +1,238 @@
+"""The ``replication`` value of a module: a count, or CORD's replica / migration notation.
+
+A count ``N`` names the replicas ``<module>-0`` .. ``<module>-{N-1}``. A string is a
+comma-separated list of items; an item is one replica or a migration path of replicas
+joined by ``#``::
+
+    spec     := item ("," item)*
+    item     := replica ("#" replica)* [":" "[" fraction "]"]
+    replica  := name ( ":speed=" float | "(" cond ("," cond)* ")" )*
+    cond     := ("oc" | "uc") "=" ["("] "load" op int [")"]
+    op       := "<" | "<=" | "==" | "!=" | ">=" | ">"
+    fraction := int "/" int | float                 (default 1/2)
+
+``a#b#c`` is a line (paths a-b and b-c), ``a#b#c#a`` a ring. ``oc`` is the overload
+condition (the replica pushes calls away), ``uc`` the underload one (it pulls calls in).
+A replica named only inside a path is still a replica. Positions in error messages are
+0-based offsets into the string.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal, cast
+
+from polybus.config.model import Condition, MigrationPath, ReplicaSpec
+from polybus.errors import ConfigError
+
+__all__ = ["REPLICATION_FORMS", "parse_replication"]
+
+REPLICATION_FORMS = ("a count N >= 1, or names such as 'a,b,c' or 'a:speed=0.5', "
+                     "or a migration path such as 'a(oc=(load>=10))#b(uc=(load==0)):[1/2]'")
+
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+_FLOAT = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+_INT = re.compile(r"[0-9]+")
+_RATIO = re.compile(r"([0-9]+)\s*/\s*([0-9]+)")
+_OPS = ("<=", ">=", "==", "!=", "<", ">")
+
+Op = Literal["<", "<=", "==", "!=", ">=", ">"]
+
+
+@dataclass
+class _Replica:
+    name: str
+    speed: float | None = None
+    overload: Condition | None = None
+    underload: Condition | None = None
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.replicas: dict[str, _Replica] = {}
+        self.bare: set[str] = set()
+        self.paths: list[MigrationPath] = []
+
+    # -- scanning ----------------------------------------------------------------------
+    def error(self, expected: str, pos: int | None = None) -> ConfigError:
+        at = self.pos if pos is None else pos
+        found = repr(self.text[at]) if at < len(self.text) else "end of text"
+        return ConfigError(f"bad replication {self.text!r}: at position {at}: expected "
+                           f"{expected}, found {found}", hint=REPLICATION_FORMS)
+
+    def problem(self, message: str, pos: int) -> ConfigError:
+        return ConfigError(f"bad replication {self.text!r}: at position {pos}: {message}",
+                           hint=REPLICATION_FORMS)
+
+    def skip_ws(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
+            self.pos += 1
+
+    def at(self, token: str) -> bool:
+        self.skip_ws()
+        return self.text.startswith(token, self.pos)
+
+    def expect(self, token: str) -> None:
+        if not self.at(token):
+            raise self.error(repr(token))
+        self.pos += len(token)
+
+    def match(self, pattern: re.Pattern[str], what: str) -> str:
+        self.skip_ws()
+        m = pattern.match(self.text, self.pos)
+        if m is None:
+            raise self.error(what)
+        self.pos = m.end()
+        return m.group(0)
+
+    # -- grammar -----------------------------------------------------------------------
+    def spec(self) -> None:
+        self.item()
+        while self.at(","):
+            self.pos += 1
+            self.item()
+        self.skip_ws()
+        if self.pos < len(self.text):
+            raise self.error("',' or '#' or end of text")
+
+    def item(self) -> None:
+        start = self.pos
+        names = [self.replica()]
+        starts = [start]
+        while self.at("#"):
+            self.pos += 1
+            self.skip_ws()
+            starts.append(self.pos)
+            names.append(self.replica())
+        fraction = 0.5
+        if self.at(":"):
+            self.pos += 1
+            if not self.at("["):
+                raise self.error("'[' of a fraction such as ':[1/2]'")
+            if len(names) == 1:
+                raise self.problem("a fraction is given but there is no migration path "
+                                   "(join replicas with '#')", self.pos)
+            fraction = self.fraction()
+        if len(names) == 1:
+            if names[0] in self.bare:
+                raise self.problem(f"duplicate replica {names[0]!r}", starts[0])
+            self.bare.add(names[0])
+        for i in range(len(names) - 1):
+            a, b = names[i], names[i + 1]
+            if a == b:
+                raise self.problem(f"a migration path from {a!r} to itself", starts[i + 1])
+            if any({p.a, p.b} == {a, b} for p in self.paths):
+                raise self.problem(f"duplicate migration path {a}#{b}", starts[i + 1])
+            self.paths.append(MigrationPath(a, b, fraction))
+
+    def replica(self) -> str:
+        name = self.match(_NAME, "a replica name")
+        rep = self.replicas.setdefault(name, _Replica(name))
+        seen: set[str] = set()
+        while True:
+            if self.at("("):
+                self.pos += 1
+                self.condition(rep, seen)
+                while self.at(","):
+                    self.pos += 1
+                    self.condition(rep, seen)
+                self.expect(")")
+            elif self.at(":") and self.text[self.pos + 1:].lstrip().startswith("speed"):
+                self.pos += 1
+                self.expect("speed")
+                where = self.pos
+                if "speed" in seen:
+                    raise self.problem(f"speed given twice for replica {name!r}", where)
+                seen.add("speed")
+                self.expect("=")
+                self.skip_ws()
+                where = self.pos
+                speed = float(self.match(_FLOAT, "a speed such as 0.5"))
+                if not 0 < speed <= 1:
+                    raise self.problem(f"speed {speed} is out of range (0 < speed <= 1)", where)
+                if rep.speed is not None and rep.speed != speed:
+                    raise self.problem(f"conflicting speeds for replica {name!r}", where)
+                rep.speed = speed
+            else:
+                break
+        return name
+
+    def condition(self, rep: _Replica, seen: set[str]) -> None:
+        self.skip_ws()
+        where = self.pos
+        if self.at("oc"):
+            which = "oc"
+        elif self.at("uc"):
+            which = "uc"
+        else:
+            raise self.error("'oc=' or 'uc='")
+        if which in seen:
+            raise self.problem(f"{which} given twice for replica {rep.name!r}", where)
+        seen.add(which)
+        self.pos += 2
+        self.expect("=")
+        parens = self.at("(")
+        if parens:
+            self.pos += 1
+        self.expect("load")
+        self.skip_ws()
+        op = next((o for o in _OPS if self.text.startswith(o, self.pos)), None)
+        if op is None:
+            raise self.error("one of < <= == != >= >")
+        self.pos += len(op)
+        value = int(self.match(_INT, "a whole number"))
+        if parens:
+            self.expect(")")
+        cond = Condition(cast(Op, op), value)
+        old = rep.overload if which == "oc" else rep.underload
+        if old is not None and old != cond:
+            raise self.problem(f"conflicting {which} conditions for replica {rep.name!r}", where)
+        if which == "oc":
+            rep.overload = cond
+        else:
+            rep.underload = cond
+
+    def fraction(self) -> float:
+        self.expect("[")
+        self.skip_ws()
+        where = self.pos
+        m = _RATIO.match(self.text, self.pos)
+        if m is not None:
+            if int(m.group(2)) == 0:
+                raise self.problem("a fraction with denominator 0", where)
+            value = float(Fraction(int(m.group(1)), int(m.group(2))))
+            self.pos = m.end()
+        else:
+            value = float(self.match(_FLOAT, "a fraction such as 1/2 or 0.25"))
+        if not 0 < value <= 1:
+            raise self.problem(f"fraction {value} is out of range (0 < fraction <= 1)", where)
+        self.expect("]")
+        return value
+
+
+def parse_replication(value: object, module: str
+                      ) -> tuple[tuple[ReplicaSpec, ...], tuple[MigrationPath, ...]]:
+    """Replicas and migration paths of ``module`` from its ``replication`` value.
+
+    Raises ConfigError (without file or key; the caller places it).
+    """
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigError(f"expected a replica count or a replication string, got {value!r}",
+                          hint=REPLICATION_FORMS)
+    if isinstance(value, int):
+        if value < 1:
+            raise ConfigError(f"the replica count must be at least 1, got {value}",
+                              hint=REPLICATION_FORMS)
+        return tuple(ReplicaSpec(f"{module}-{i}") for i in range(value)), ()
+    parser = _Parser(value)
+    parser.spec()
+    replicas = tuple(ReplicaSpec(r.name, 1.0 if r.speed is None else r.speed,
+                                 overload=r.overload, underload=r.underload)
+                     for r in parser.replicas.values())
+    return replicas, tuple(parser.paths)

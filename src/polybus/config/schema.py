@@ -1,0 +1,325 @@
+"""The shape of the TOML file: which tables and keys exist and what type each value has.
+
+Each ``parse_*`` turns one table into its typed spec, reporting every mistake to
+``Problems`` and carrying on with the default, so one pass finds them all. Checks that
+need more than one table (sources, bindings, replica counts) are in ``bind``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal, TypeVar, cast
+
+from polybus.config.callstyle import parse_callstyle
+from polybus.config.model import (
+    CallStyle,
+    ClusterSpec,
+    DefineSpec,
+    MigrationPath,
+    ModuleSpec,
+    ReplicaSpec,
+    UseSpec,
+)
+from polybus.config.problems import Problems, dotted
+from polybus.config.replication import parse_replication
+from polybus.config.units import parse_duration, parse_size
+from polybus.errors import ConfigError
+
+__all__ = [
+    "CLUSTER_KEYS", "DEFINE_KEYS", "MODULE_KEYS", "TOP_KEYS", "USE_KEYS",
+    "parse_cluster", "parse_module",
+]
+
+T = TypeVar("T")
+
+TOP_KEYS = ("modules", "bind", "cluster")
+MODULE_KEYS = ("source", "replication", "define", "use", "entrypoint", "args", "kwargs",
+               "transport", "pickle")
+DEFINE_KEYS = ("priority", "pool", "queue", "overflow", "cache", "cache_bytes", "prefetch",
+               "timeout", "idempotent")
+USE_KEYS = ("callstyle", "loadratio", "balance", "aggregate", "linger", "timeout", "transport")
+CLUSTER_KEYS = ("engine", "registry", "listen_host", "heartbeat", "max_frame", "token_file")
+
+TRANSPORTS = ("tcp", "ipc", "shm")
+ENGINES = ("local", "hosts", "mpi", "ray")
+_MODULE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_POOL = re.compile(r"^\s*(processes|threads)\s*:\s*([0-9]+)\s*$")
+_REGISTRY = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]+)$")
+
+_USE_HINTS = {"priority": "priority belongs to the serving side: define.<iface>.priority "
+                          "of the module the interface is bound to"}
+
+
+class _Table:
+    """Typed reads from one TOML table at a dotted path, reporting to Problems."""
+
+    def __init__(self, table: dict[str, Any], path: tuple[str, ...], problems: Problems) -> None:
+        self.t = table
+        self.path = path
+        self.p = problems
+
+    def key(self, k: str) -> str:
+        return dotted(*self.path, k)
+
+    def has(self, k: str) -> bool:
+        return k in self.t
+
+    def string(self, k: str, choices: tuple[str, ...] = ()) -> str | None:
+        if k not in self.t:
+            return None
+        v = self.t[k]
+        if not isinstance(v, str):
+            self.p.wrong_type("a string", v, self.key(k))
+            return None
+        if choices and v not in choices:
+            self.p.add(f"expected one of {', '.join(map(repr, choices))}, got {v!r}", self.key(k))
+            return None
+        return v
+
+    def boolean(self, k: str) -> bool | None:
+        if k not in self.t:
+            return None
+        v = self.t[k]
+        if not isinstance(v, bool):
+            self.p.wrong_type("true or false", v, self.key(k))
+            return None
+        return v
+
+    def integer(self, k: str, minimum: int) -> int | None:
+        if k not in self.t:
+            return None
+        v = self.t[k]
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.p.wrong_type(f"an integer >= {minimum}", v, self.key(k))
+            return None
+        if v < minimum:
+            self.p.add(f"expected an integer >= {minimum}, got {v}", self.key(k))
+            return None
+        return v
+
+    def table(self, k: str) -> dict[str, Any] | None:
+        if k not in self.t:
+            return None
+        v = self.t[k]
+        if not isinstance(v, dict):
+            self.p.wrong_type("a table", v, self.key(k))
+            return None
+        return v
+
+    def parsed(self, k: str, parser: Callable[[object], T]) -> T | None:
+        if k not in self.t:
+            return None
+        try:
+            return parser(self.t[k])
+        except ConfigError as e:
+            self.p.add_error(e, self.key(k))
+            return None
+
+    def positive_duration(self, k: str) -> float | None:
+        v = self.parsed(k, parse_duration)
+        if v is not None and v <= 0:
+            self.p.add(f"expected a duration > 0, got {self.t[k]!r}", self.key(k))
+            return None
+        return v
+
+
+def _pick(value: T | None, default: T) -> T:
+    return default if value is None else value
+
+
+def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> DefineSpec:
+    p.unknown_keys(table, DEFINE_KEYS, *path)
+    t = _Table(table, path, p)
+    d = DefineSpec()
+    pool, pool_kind = d.pool, d.pool_kind
+    if t.has("pool"):
+        raw = table["pool"]
+        m = _POOL.match(raw) if isinstance(raw, str) else None
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
+            pool = raw
+        elif m is not None and int(m.group(2)) >= 1:
+            pool, pool_kind = int(m.group(2)), cast(Literal["threads", "processes"], m.group(1))
+        else:
+            p.add(f"expected a pool size, got {raw!r}", t.key("pool"),
+                  "an integer >= 1, or 'threads:N' / 'processes:N' with N >= 1")
+    cache: tuple[str, ...] | Literal["auto"] | None = None
+    if t.has("cache"):
+        raw = table["cache"]
+        if raw == "auto":
+            cache = "auto"
+        elif isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+            cache = tuple(raw) or None
+        else:
+            p.wrong_type("'auto' or an array of parameter names", raw, t.key("cache"))
+    cache_bytes = t.parsed("cache_bytes", parse_size)
+    priority = t.string("priority")
+    return DefineSpec(
+        priority=priority,
+        pool=pool,
+        pool_kind=pool_kind,
+        queue=_pick(t.integer("queue", 1), d.queue),
+        overflow=cast(Literal["block", "reject"],
+                      _pick(t.string("overflow", ("block", "reject")), d.overflow)),
+        cache=cache,
+        cache_bytes=_pick(cache_bytes, d.cache_bytes),
+        prefetch=cast(Literal["all"] | None, t.string("prefetch", ("all",))),
+        timeout=t.positive_duration("timeout"),
+        idempotent=_pick(t.boolean("idempotent"), d.idempotent),
+    )
+
+
+def _loadratio(t: _Table) -> tuple[float, ...] | None:
+    if not t.has("loadratio"):
+        return None
+    raw = t.t["loadratio"]
+    forms = "a string such as '1:2:4' or an array of numbers such as [1, 2, 4]"
+    parts: list[Any]
+    if isinstance(raw, str):
+        parts = raw.split(":")
+        try:
+            numbers = [float(x) for x in parts]
+        except ValueError:
+            t.p.add(f"not a load ratio: {raw!r}", t.key("loadratio"), forms)
+            return None
+    elif isinstance(raw, list) and all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in raw):
+        numbers = [float(x) for x in raw]
+    else:
+        t.p.wrong_type(forms, raw, t.key("loadratio"))
+        return None
+    if not numbers or any(x < 0 for x in numbers) or not any(x > 0 for x in numbers):
+        t.p.add(f"a load ratio needs shares >= 0, at least one > 0; got {raw!r}",
+                t.key("loadratio"), forms)
+        return None
+    return tuple(numbers)
+
+
+def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseSpec:
+    p.unknown_keys(table, USE_KEYS, *path, extra_hints=_USE_HINTS)
+    t = _Table(table, path, p)
+    u = UseSpec()
+    aggregate: int | None = None
+    aggregate_bytes: int | None = None
+    if t.has("aggregate"):
+        raw = table["aggregate"]
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            aggregate = t.integer("aggregate", 1)
+        elif isinstance(raw, str):
+            aggregate_bytes = t.parsed("aggregate", parse_size)
+            if aggregate_bytes == 0:
+                p.add("expected a batch size > 0, got 0 bytes", t.key("aggregate"))
+        else:
+            p.wrong_type("a number of calls or a size such as '64KiB'", raw, t.key("aggregate"))
+    linger = t.parsed("linger", parse_duration)
+    return UseSpec(
+        callstyle=_pick(t.parsed("callstyle", parse_callstyle), CallStyle()),
+        loadratio=_loadratio(t),
+        balance=cast(Literal["none", "steal"], _pick(t.string("balance", ("none", "steal")),
+                                                     u.balance)),
+        aggregate=aggregate,
+        aggregate_bytes=aggregate_bytes,
+        linger=_pick(linger, u.linger),
+        timeout=t.positive_duration("timeout"),
+        transport=t.string("transport", TRANSPORTS),
+    )
+
+
+def _sub_tables(t: _Table, k: str, what: str) -> dict[str, dict[str, Any]]:
+    """``define.<iface>`` / ``use.<name>``: a table of tables."""
+    outer = t.table(k)
+    result: dict[str, dict[str, Any]] = {}
+    for name, v in (outer or {}).items():
+        if isinstance(v, dict):
+            result[name] = v
+        else:
+            t.p.wrong_type(f"a table of {what} options", v, dotted(*t.path, k, name))
+    return result
+
+
+def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems) -> ModuleSpec:
+    """One ``[modules.<key>]`` table; source existence is checked, its contents are not."""
+    path = ("modules", key)
+    if not _MODULE_KEY.match(key):
+        p.add(f"bad module name {key!r}", dotted(*path),
+              "letters, digits, '_' and '-', not starting with a digit")
+    p.unknown_keys(table, MODULE_KEYS, *path)
+    t = _Table(table, path, p)
+    source = base_dir
+    raw_source = t.string("source")
+    if raw_source is None and "source" not in table:
+        p.add("missing key 'source'", dotted(*path), "the module's Python file, "
+              "relative to the configuration file")
+    elif raw_source is not None:
+        source = (base_dir / Path(raw_source).expanduser()).resolve()
+        if not source.is_file():
+            p.add(f"source file {raw_source!r} not found (looked for {str(source)!r})",
+                  t.key("source"))
+    entrypoint = t.string("entrypoint")
+    replicas: tuple[ReplicaSpec, ...] = ()
+    paths: tuple[MigrationPath, ...] = ()
+    if "replication" in table:
+        try:
+            replicas, paths = parse_replication(table["replication"], key)
+        except ConfigError as e:
+            p.add_error(e, t.key("replication"))
+    elif "entrypoint" not in table:
+        replicas, paths = parse_replication(1, key)
+    define = {name: parse_define(v, (*path, "define", name), p)
+              for name, v in _sub_tables(t, "define", "define").items()}
+    use = {name: parse_use(v, (*path, "use", name), p)
+           for name, v in _sub_tables(t, "use", "use").items()}
+    args: tuple[Any, ...] = ()
+    if "args" in table:
+        if isinstance(table["args"], list):
+            args = tuple(table["args"])
+        else:
+            p.wrong_type("an array", table["args"], t.key("args"))
+    return ModuleSpec(
+        key=key,
+        source=source,
+        replication=replicas,
+        migration=paths,
+        define=define,
+        use=use,
+        entrypoint=entrypoint,
+        args=args,
+        kwargs=_pick(t.table("kwargs"), {}),
+        transport=cast(Literal["tcp", "ipc", "shm"], _pick(t.string("transport", TRANSPORTS),
+                                                           "tcp")),
+        pickle=_pick(t.boolean("pickle"), False),
+    )
+
+
+def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems) -> ClusterSpec:
+    p.unknown_keys(table, CLUSTER_KEYS, "cluster")
+    t = _Table(table, ("cluster",), p)
+    c = ClusterSpec()
+    registry = t.string("registry")
+    if registry is not None:
+        m = _REGISTRY.match(registry)
+        if m is None or not 1 <= int(m.group(2)) <= 65535:
+            p.add(f"bad registry address {registry!r}", t.key("registry"),
+                  "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'")
+            registry = None
+    max_frame = t.parsed("max_frame", parse_size)
+    if max_frame == 0:
+        p.add("expected a frame size > 0", t.key("max_frame"))
+    token_file = t.string("token_file")
+    if token_file is not None:
+        token_file = str((base_dir / Path(token_file).expanduser()).resolve())
+    return ClusterSpec(
+        engine=cast(Literal["local", "hosts", "mpi", "ray"],
+                    _pick(t.string("engine", ENGINES), c.engine)),
+        registry=registry,
+        listen_host=_pick(t.string("listen_host"), c.listen_host),
+        heartbeat=_pick(t.positive_duration("heartbeat"), c.heartbeat),
+        max_frame=_pick(max_frame, c.max_frame),
+        token_file=token_file,
+    )
+
+
+def is_identifier(name: str) -> bool:
+    return bool(_IDENTIFIER.match(name))

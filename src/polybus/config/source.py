@@ -1,0 +1,99 @@
+"""What a module's source declares, read with ``ast`` only (the module is never imported).
+
+The top-level functions with their parameter names (entrypoints, interfaces, priority and
+cache parameters), and the ``use("name")`` calls (interfaces the module will ask for).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+from polybus.errors import ConfigError
+
+__all__ = ["FunctionInfo", "SourceInfo", "UseCall", "inspect_source"]
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    name: str
+    params: tuple[str, ...]
+    lineno: int
+
+
+@dataclass(frozen=True)
+class UseCall:
+    """``use("name")`` with a string literal, at ``lineno`` (1-based) / ``col`` (0-based)."""
+
+    name: str
+    lineno: int
+    col: int
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    path: Path
+    functions: dict[str, FunctionInfo]
+    uses: tuple[UseCall, ...]
+
+    def public(self) -> list[str]:
+        """Top-level functions not starting with ``_``: the interfaces when none is defined."""
+        return [n for n in self.functions if not n.startswith("_")]
+
+
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+    a = fn.args
+    names = [p.arg for p in (*a.posonlyargs, *a.args)]
+    if a.vararg is not None:
+        names.append(a.vararg.arg)
+    names.extend(p.arg for p in a.kwonlyargs)
+    if a.kwarg is not None:
+        names.append(a.kwarg.arg)
+    return tuple(names)
+
+
+def _use_calls(tree: ast.Module, bare_use: bool) -> list[UseCall]:
+    """Calls of polybus's ``use`` whose first argument is a string literal.
+
+    ``bare_use`` counts any call of a plain name ``use`` (the client module); otherwise only
+    names imported from polybus (``from polybus import use as u``, ``import polybus as pb``).
+    """
+    funcs = {"use"} if bare_use else set()
+    modules: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "polybus":
+            funcs.update(a.asname or a.name for a in node.names if a.name == "use")
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname or a.name for a in node.names if a.name == "polybus")
+    found: list[UseCall] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        f = node.func
+        is_use = (isinstance(f, ast.Name) and f.id in funcs) or (
+            isinstance(f, ast.Attribute) and f.attr == "use"
+            and isinstance(f.value, ast.Name) and f.value.id in modules)
+        first = node.args[0]
+        if is_use and isinstance(first, ast.Constant) and isinstance(first.value, str):
+            found.append(UseCall(first.value, node.lineno, node.col_offset))
+    found.sort(key=lambda u: (u.lineno, u.col))
+    return found
+
+
+def inspect_source(path: Path, *, client: bool) -> SourceInfo:
+    """Read and parse ``path``; ConfigError (no file/key) when it cannot be read or parsed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read source file {str(path)!r}: {e}") from None
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as e:
+        raise ConfigError(f"source file {str(path)!r} has a syntax error at line {e.lineno}: "
+                          f"{e.msg}") from None
+    functions: dict[str, FunctionInfo] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            functions[node.name] = FunctionInfo(node.name, _params(node), node.lineno)
+    return SourceInfo(path, functions, tuple(_use_calls(tree, client)))

@@ -1,0 +1,70 @@
+"""Sizes and durations as people write them: ``"512MiB"``, ``"64KiB"``, ``"5s"``, ``"250us"``.
+
+A plain number is bytes (sizes) or seconds (durations). Both parsers raise ConfigError
+without a file or key; the caller places it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from polybus.errors import ConfigError
+
+__all__ = ["parse_duration", "parse_size"]
+
+_SIZE_UNITS: dict[str, int] = {
+    "b": 1,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
+    "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4,
+}
+_DURATION_UNITS: dict[str, float] = {
+    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
+}
+_NUMBER_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*([A-Za-zµ]*)\s*$")
+
+SIZE_FORMS = "a number of bytes or a string such as '64KiB', '512MiB', '1GB'"
+DURATION_FORMS = "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"
+
+
+def _split(text: str) -> tuple[float, str] | None:
+    m = _NUMBER_UNIT.match(text)
+    if m is None:
+        return None
+    number_text = text.strip()[: len(text.strip()) - len(m.group(2))]
+    return float(number_text), m.group(2)
+
+
+def parse_size(value: object) -> int:
+    """Bytes from ``1048576``, ``"1MiB"``, ``"64KiB"``, ``"1GB"`` (KB/MB/GB are powers of 1000)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ConfigError(f"expected a size, got {value!r}", hint=SIZE_FORMS)
+    if isinstance(value, int | float):
+        number, unit = float(value), "b"
+        if isinstance(value, float) and not value.is_integer():
+            raise ConfigError(f"a size in bytes must be whole, got {value!r}", hint=SIZE_FORMS)
+    else:
+        split = _split(value)
+        if split is None or split[1].lower() not in _SIZE_UNITS | {"": 1}:
+            raise ConfigError(f"not a size: {value!r}", hint=SIZE_FORMS)
+        number, unit = split[0], split[1].lower() or "b"
+    if number < 0 or not math.isfinite(number):
+        raise ConfigError(f"a size must not be negative, got {value!r}", hint=SIZE_FORMS)
+    return round(number * _SIZE_UNITS[unit])
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from ``5``, ``0.25``, ``"250us"``, ``"1ms"``, ``"5s"``, ``"2m"``, ``"1h"``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ConfigError(f"expected a duration, got {value!r}", hint=DURATION_FORMS)
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        split = _split(value)
+        if split is None or split[1] not in _DURATION_UNITS | {"": 1.0}:
+            raise ConfigError(f"not a duration: {value!r}", hint=DURATION_FORMS)
+        seconds = split[0] * _DURATION_UNITS.get(split[1], 1.0)
+    if seconds < 0 or not math.isfinite(seconds):
+        raise ConfigError(f"a duration must not be negative, got {value!r}", hint=DURATION_FORMS)
+    return seconds
