@@ -1,0 +1,115 @@
+"""latency (seeds/004): round trip of a call with 0 .. 10000-byte payloads, and 1 MB.
+
+Peers side by side: a raw Python socket ping-pong (TCP, and a Unix socket for the ipc
+transport), and a C TCP ping-pong (the floor). Each figure is the median over
+repetitions, each repetition the mean of many round trips on one open connection.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from polybus.bench._common import MB, fmt_bytes, try_peer
+from polybus.bench._common import PLACEMENT_NOTE as _PLACEMENT_NOTE
+from polybus.bench._common import unique as _unique
+from polybus.bench.peers import cpingpong, rawsocket
+from polybus.bench.placement import DEFAULT, Placement
+from polybus.bench.progress import Progress
+from polybus.bench.report import BenchResult, Row
+
+__all__ = ["METRIC", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows", "run"]
+
+METRIC = "rtt_us"
+SIZES = [0, 500, 1000, 2000, 4000, 6000, 8000, 10000, 1 * MB]
+QUICK_SIZES = [0, 1000, 10000]
+
+
+class Plan:
+    """What to measure: the payload sizes, repetitions, and round trips per repetition."""
+
+    def __init__(self, quick: bool) -> None:
+        self.sizes = QUICK_SIZES if quick else SIZES
+        self.reps = 3 if quick else 7
+        self.budget = 200 if quick else 2000  # round trips per repetition for small sizes
+        self.placements: list[Placement] = ["split"] if quick else ["split", "same"]
+
+    def iters(self, size: int) -> int:
+        return rawsocket.iters_for(size, self.budget)
+
+
+def plan(quick: bool) -> Plan:
+    return Plan(quick)
+
+
+def polybus_rows(quick: bool) -> list[Row]:
+    """The polybus rows of this benchmark, measured with :func:`plan` ``(quick)``.
+
+    TODO(runtime): measure a polybus call (echo of a ``size``-byte payload) for each
+    size in ``plan(quick).sizes`` and each transport, e.g.::
+
+        p = plan(quick)
+        rows.append(Row.of("polybus", {"transport": "tcp", "cpus": "split"}, size,
+                           METRIC, repeat(one_repetition_us, p.reps, warmup=1)))
+
+    with ``config["transport"]`` one of "tcp", "ipc", "shm" and ``config["cpus"]`` a
+    placement from ``p.placements`` (client and worker pinned as
+    :mod:`polybus.bench.placement` says). :func:`add_ratios` then reports
+    polybus/raw_socket and polybus/c_socket at each size and placement on its own.
+    """
+    return []
+
+
+def peer_rows(result: BenchResult, quick: bool, progress: Progress) -> None:
+    p = plan(quick)
+    for cpus in p.placements:
+        for family in ("tcp", "unix"):
+            with rawsocket.RawSocketPeer(family, cpus) as peer:
+                for size in p.sizes:
+                    st = peer.rtt_us(size, p.reps, p.iters(size))
+                    cfg = {"transport": family, "cpus": cpus}
+                    result.add(Row.of("raw_socket", cfg, size, METRIC, st))
+                    progress.advance(f"latency raw_socket {family} {cpus} {fmt_bytes(size)}")
+        for size in p.sizes:
+            cst = try_peer(result, "c_socket",
+                           partial(cpingpong.rtt_us, size, p.reps, p.iters(size), cpus))
+            if cst is not None:
+                cfg = {"transport": "tcp", "cpus": cpus}
+                result.add(Row.of("c_socket", cfg, size, METRIC, cst))
+            progress.advance(f"latency c_socket {cpus} {fmt_bytes(size)}")
+
+
+def add_ratios(result: BenchResult) -> None:
+    """Ratios of figures from this run: raw/C, and polybus against both (when present)."""
+    for size in sorted({r.x for r in result.rows}):
+        at = f"rtt at {int(size)} B"
+        for cpus in _unique(str(r.config.get("cpus", DEFAULT)) for r in result.rows):
+            on = "" if cpus == DEFAULT else f" (cpus={cpus})"
+            tcp = {"transport": "tcp", "cpus": cpus}
+            raw_tcp = result.find("raw_socket", size, METRIC, tcp)
+            c = result.find("c_socket", size, METRIC, tcp)
+            result.add_ratio(f"raw_socket/c_socket {at}{on}", raw_tcp, c)
+            for r in result.rows:
+                if r.system != "polybus" or r.x != size or r.config.get("cpus", DEFAULT) != cpus:
+                    continue
+                transport = str(r.config.get("transport", "tcp"))
+                if transport == "tcp":
+                    result.add_ratio(f"polybus/raw_socket {at}{on}", r, raw_tcp)
+                    result.add_ratio(f"polybus/c_socket {at}{on}", r, c)
+                else:
+                    raw_unix = result.find("raw_socket", size, METRIC,
+                                           {"transport": "unix", "cpus": cpus})
+                    result.add_ratio(f"polybus/raw_socket {at} ({r.label} vs unix)", r, raw_unix)
+
+
+def run(quick: bool, progress: Progress) -> BenchResult:
+    p = plan(quick)
+    result = BenchResult("latency", {"sizes": p.sizes, "reps": p.reps,
+                                     "round_trips_per_rep": [p.iters(s) for s in p.sizes]},
+                         x_label="payload bytes")
+    result.params["placements"] = list(p.placements)
+    result.notes.append(_PLACEMENT_NOTE)
+    progress.begin(3 * len(p.sizes) * len(p.placements), "latency")
+    peer_rows(result, quick, progress)
+    result.rows.extend(polybus_rows(quick))
+    add_ratios(result)
+    return result

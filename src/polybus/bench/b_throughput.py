@@ -1,0 +1,85 @@
+"""throughput: no-op calls per second with 2 workers, with and without aggregation.
+
+Peers side by side: concurrent.futures.ProcessPoolExecutor with chunksize 1 (one call
+per message) and 100 (aggregated), and multiprocessing.Pool.map with chunksize 1.
+Pools are started and warmed up before timing; x is the number of workers.
+"""
+
+from __future__ import annotations
+
+from polybus.bench.peers import pools
+from polybus.bench.progress import Progress
+from polybus.bench.report import BenchResult, Row
+
+__all__ = ["METRIC", "WORKERS", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows",
+           "run"]
+
+METRIC = "calls_per_s"
+WORKERS = 2
+
+
+class Plan:
+    """Calls per repetition (per configuration) and repetitions."""
+
+    def __init__(self, quick: bool) -> None:
+        self.reps = 3 if quick else 5
+        scale = 1 if quick else 20
+        self.calls_unbatched = 500 * scale    # chunksize 1: ~1e4 calls/s
+        self.calls_batched = 20_000 * scale   # chunksize 100: ~1e5-1e6 calls/s
+        self.calls_mp = 2_000 * scale
+
+
+def plan(quick: bool) -> Plan:
+    return Plan(quick)
+
+
+def polybus_rows(quick: bool) -> list[Row]:
+    """The polybus rows of this benchmark, measured with :func:`plan` ``(quick)``.
+
+    TODO(runtime): no-op calls/s against ``WORKERS`` local workers, without and with
+    aggregation (batching), e.g.::
+
+        rows.append(Row.of("polybus", {"callstyle": "async", "batch": 1}, WORKERS,
+                           METRIC, repeat(one_repetition_calls_per_s, p.reps, warmup=1)))
+
+    :func:`add_ratios` then reports each polybus row against the process pools.
+    """
+    return []
+
+
+def peer_rows(result: BenchResult, quick: bool, progress: Progress) -> None:
+    p = plan(quick)
+    for chunksize, calls in ((1, p.calls_unbatched), (100, p.calls_batched)):
+        st = pools.process_pool_calls_per_s(chunksize, calls, p.reps, WORKERS)
+        result.add(Row.of("process_pool", {"chunksize": chunksize}, WORKERS, METRIC, st))
+        progress.advance(f"throughput process_pool chunksize {chunksize}")
+    st = pools.mp_pool_calls_per_s(1, p.calls_mp, p.reps, WORKERS)
+    result.add(Row.of("multiprocessing", {"chunksize": 1}, WORKERS, METRIC, st))
+    progress.advance("throughput multiprocessing")
+
+
+def add_ratios(result: BenchResult) -> None:
+    """Each polybus row over ProcessPoolExecutor chunksize 1 and 100, and over mp.Pool."""
+    pp1 = result.find("process_pool", WORKERS, METRIC, {"chunksize": 1})
+    pp100 = result.find("process_pool", WORKERS, METRIC, {"chunksize": 100})
+    mp = result.find("multiprocessing", WORKERS, METRIC)
+    result.add_ratio("process_pool chunksize=100 / chunksize=1 calls/s", pp100, pp1)
+    for r in [r for r in result.rows if r.system == "polybus"]:
+        result.add_ratio(f"{r.label} / process_pool chunksize=1 calls/s", r, pp1)
+        result.add_ratio(f"{r.label} / process_pool chunksize=100 calls/s", r, pp100)
+        result.add_ratio(f"{r.label} / multiprocessing calls/s", r, mp)
+
+
+def run(quick: bool, progress: Progress) -> BenchResult:
+    p = plan(quick)
+    result = BenchResult("throughput", {"workers": WORKERS, "reps": p.reps,
+                                        "calls": {"process_pool chunksize=1": p.calls_unbatched,
+                                                  "process_pool chunksize=100": p.calls_batched,
+                                                  "multiprocessing": p.calls_mp},
+                                        "start_method": pools.START_METHOD},
+                         x_label="workers")
+    progress.begin(3, "throughput")
+    peer_rows(result, quick, progress)
+    result.rows.extend(polybus_rows(quick))
+    add_ratios(result)
+    return result

@@ -1,0 +1,72 @@
+"""The benchmarks of record by name (BENCHMARKS.md), each imported only when run.
+
+``REGISTRY`` maps a name to ``run(quick, progress) -> BenchResult``; the module behind a
+name is imported on first lookup, so ``polybus bench latency`` never imports what the
+other benchmarks need. A benchmark module defines ``run(quick: bool, progress:
+Progress) -> BenchResult``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import cast
+
+from polybus.bench.progress import NullProgress, Progress
+from polybus.bench.report import BenchResult
+from polybus.errors import UsageError
+
+__all__ = ["MODULES", "PLANNED", "REGISTRY", "RunFn", "get", "names", "register", "run"]
+
+RunFn = Callable[[bool, Progress], BenchResult]
+
+#: benchmark name -> module defining ``run``; written so far
+MODULES: dict[str, str] = {
+    "latency": "polybus.bench.b_latency",
+    "bandwidth": "polybus.bench.b_bandwidth",
+    "throughput": "polybus.bench.b_throughput",
+}
+#: in BENCHMARKS.md, not yet written (register() them as they land)
+PLANNED: tuple[str, ...] = ("sort", "matmul", "ep", "mandelbrot", "dna", "rudy")
+
+
+def register(name: str, module: str) -> None:
+    """Add (or replace) a benchmark: ``module`` must define ``run(quick, progress)``."""
+    MODULES[name] = module
+
+
+def names() -> list[str]:
+    return list(MODULES)
+
+
+def get(name: str) -> RunFn:
+    """The ``run`` function of benchmark ``name``, importing its module now."""
+    if name not in MODULES:
+        near = difflib.get_close_matches(name, [*MODULES, *PLANNED], n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        if name in PLANNED:
+            raise UsageError(f"benchmark {name!r} is not written yet")
+        raise UsageError(f"no benchmark {name!r} (known: {', '.join(MODULES)}){hint}")
+    module = importlib.import_module(MODULES[name])
+    return cast(RunFn, module.run)
+
+
+def run(name: str, quick: bool = False, progress: Progress | None = None) -> BenchResult:
+    return get(name)(quick, progress or NullProgress())
+
+
+class _Registry(Mapping[str, RunFn]):
+    def __getitem__(self, name: str) -> RunFn:
+        if name not in MODULES:
+            raise KeyError(name)
+        return get(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(MODULES))
+
+    def __len__(self) -> int:
+        return len(MODULES)
+
+
+REGISTRY: Mapping[str, RunFn] = _Registry()

@@ -1,0 +1,271 @@
+"""Benchmark results: rows of medians, ratios, and their JSON, table and plot.
+
+The JSON is the schema of BENCHMARKS.md (``bench``, ``polybus_version``, ``machine``,
+``params``, ``rows``, ``ratios``). Things that have no key of their own there (peers
+skipped and why, notes such as "work modelled as sleep") go under ``params``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+import polybus
+from polybus.bench.stats import Stat
+
+__all__ = ["METRIC_UNITS", "BenchResult", "Ratio", "Row", "machine_info", "plot", "print_table"]
+
+ConfigValue = str | int | float | bool
+Config = dict[str, ConfigValue]
+
+METRIC_UNITS: dict[str, str] = {
+    "rtt_us": "round trip, µs",
+    "gbps": "GB/s (1e9 bytes/s)",
+    "calls_per_s": "calls/s",
+    "seconds": "s",
+    "speedup": "speedup",
+    "efficiency": "efficiency",
+    "bytes_sent": "bytes sent",
+    "makespan_ratio": "makespan / lower bound",
+}
+DASH = "\u2013"  # en dash, as in the source tables
+_LOG_METRICS = {"rtt_us", "gbps", "seconds", "bytes_sent"}
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One figure: ``system`` under ``config`` at ``x``, the median of ``n`` repetitions."""
+
+    system: str
+    config: Config
+    x: float
+    metric: str
+    median: float
+    min: float
+    max: float
+    n: int
+
+    @classmethod
+    def of(cls, system: str, config: Mapping[str, ConfigValue], x: float, metric: str,
+           stat: Stat) -> Row:
+        return cls(system, dict(config), x, metric, stat.median, stat.min, stat.max, stat.n)
+
+    @property
+    def label(self) -> str:
+        """Column name: the system, with its configuration when it has one."""
+        if not self.config:
+            return self.system
+        return f"{self.system} " + ",".join(f"{k}={v}" for k, v in self.config.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"system": self.system, "config": dict(self.config), "x": self.x,
+                "metric": self.metric, "median": self.median, "min": self.min,
+                "max": self.max, "n": self.n}
+
+
+@dataclass(frozen=True, slots=True)
+class Ratio:
+    """A comparison of two figures measured side by side in the same run."""
+
+    name: str
+    value: float
+
+
+def machine_info() -> dict[str, Any]:
+    return {"cpus": os.cpu_count() or 1, "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+@dataclass
+class BenchResult:
+    bench: str
+    params: dict[str, Any] = field(default_factory=dict)
+    rows: list[Row] = field(default_factory=list)
+    ratios: list[Ratio] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Peers that could not run, with the reason (e.g. ``"c_socket": "no cc on PATH"``)."""
+    notes: list[str] = field(default_factory=list)
+    x_label: str = "x"
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+
+    def find(self, system: str, x: float, metric: str,
+             config: Mapping[str, ConfigValue] | None = None) -> Row | None:
+        """The first row of ``system`` at ``x`` whose config contains ``config``."""
+        for r in self.rows:
+            if (r.system == system and r.x == x and r.metric == metric
+                    and all(r.config.get(k) == v for k, v in (config or {}).items())):
+                return r
+        return None
+
+    def add_ratio(self, name: str, num: Row | None, den: Row | None) -> Ratio | None:
+        """Append ``num.median / den.median`` as ``name``; nothing if either is missing."""
+        if num is None or den is None or den.median == 0:
+            return None
+        ratio = Ratio(name, num.median / den.median)
+        self.ratios.append(ratio)
+        return ratio
+
+    def to_dict(self) -> dict[str, Any]:
+        params = dict(self.params)
+        params.setdefault("x_label", self.x_label)
+        if self.skipped:
+            params["skipped"] = dict(self.skipped)
+        if self.notes:
+            params["notes"] = list(self.notes)
+        return {
+            "bench": self.bench,
+            "polybus_version": polybus.__version__,
+            "machine": machine_info(),
+            "params": params,
+            "rows": [r.to_dict() for r in self.rows],
+            "ratios": [{"name": r.name, "value": r.value} for r in self.ratios],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def write_json(self, path: str | os.PathLike[str]) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(self.to_json() + "\n", encoding="utf-8")
+        return p
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BenchResult:
+        params = dict(d.get("params", {}))
+        skipped = dict(params.pop("skipped", {}))
+        notes = list(params.pop("notes", []))
+        x_label = str(params.pop("x_label", "x"))
+        rows = [Row(r["system"], dict(r["config"]), r["x"], r["metric"], r["median"],
+                    r["min"], r["max"], r["n"]) for r in d.get("rows", [])]
+        ratios = [Ratio(r["name"], r["value"]) for r in d.get("ratios", [])]
+        return cls(str(d["bench"]), params, rows, ratios, skipped, notes, x_label)
+
+    @classmethod
+    def from_json(cls, text: str) -> BenchResult:
+        return cls.from_dict(json.loads(text))
+
+
+def _fmt(v: float) -> str:
+    if not math.isfinite(v):
+        return str(v)
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1e5:
+        return f"{v:.3g}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 1:
+        return f"{v:.3g}" if a < 10 else f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def _fmt_x(x: float, label: str) -> str:
+    if "byte" in label and x >= 1_000_000 and x % 1_000_000 == 0:
+        return f"{int(x) // 1_000_000} MB"
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def print_table(result: BenchResult, console: Console | None = None) -> None:
+    """One table per metric: a row per x, a column per system/config, median [min-max] (en dash)."""
+    console = console or Console()
+    for metric in _unique(r.metric for r in result.rows):
+        rows = [r for r in result.rows if r.metric == metric]
+        labels = _unique(r.label for r in rows)
+        xs = sorted({r.x for r in rows})
+        unit = METRIC_UNITS.get(metric, metric)
+        table = Table(title=escape(f"{result.bench}: {unit}, median [min{DASH}max]"),
+                      title_justify="left")
+        table.add_column(escape(result.x_label), justify="right", style="bold")
+        for lab in labels:
+            table.add_column(escape(lab), justify="right")
+        cells = {(r.label, r.x): r for r in rows}
+        for x in xs:
+            line = [_fmt_x(x, result.x_label)]
+            for lab in labels:
+                r = cells.get((lab, x))
+                line.append(DASH if r is None else
+                            escape(f"{_fmt(r.median)} [{_fmt(r.min)}{DASH}{_fmt(r.max)}]"))
+            table.add_row(*line)
+        ns = sorted({r.n for r in rows})
+        table.caption = f"n = {', '.join(map(str, ns))} repetitions per cell"
+        console.print(table)
+    if result.ratios:
+        rt = Table(title=f"{result.bench}: ratios", title_justify="left")
+        rt.add_column("ratio")
+        rt.add_column("value", justify="right")
+        for ratio in result.ratios:
+            rt.add_row(escape(ratio.name), f"{ratio.value:.3g}")
+        console.print(rt)
+    for system, reason in result.skipped.items():
+        console.print(f"[yellow]skipped[/] {escape(system)}: {escape(reason)}")
+    for note in result.notes:
+        console.print(f"[dim]note:[/] {escape(note)}")
+
+
+def plot(result: BenchResult, path: str | os.PathLike[str]) -> Path:
+    """Write a picture of ``result``: a panel per metric, a line per system/config.
+
+    Latency and bandwidth against size are drawn log-log (with a linear stretch near
+    zero when a 0-byte payload is among the sizes). Error bars span min to max.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = _unique(r.metric for r in result.rows)
+    fig, axes = plt.subplots(1, max(1, len(metrics)), figsize=(6.5 * max(1, len(metrics)), 4.5),
+                             squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=False):
+        rows = [r for r in result.rows if r.metric == metric]
+        xs = sorted({r.x for r in rows})
+        labels = _unique(r.label for r in rows)
+        if len(xs) == 1:
+            meds = [next(r.median for r in rows if r.label == lab) for lab in labels]
+            lo = [m - next(r.min for r in rows if r.label == lab) for m, lab in zip(meds, labels, strict=True)]
+            hi = [next(r.max for r in rows if r.label == lab) - m for m, lab in zip(meds, labels, strict=True)]
+            ax.bar(range(len(labels)), meds, yerr=[lo, hi], capsize=4)
+            ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
+        else:
+            for lab in labels:
+                pts = sorted((r for r in rows if r.label == lab), key=lambda r: r.x)
+                x = [r.x for r in pts]
+                med = [r.median for r in pts]
+                err = [[r.median - r.min for r in pts], [r.max - r.median for r in pts]]
+                ax.errorbar(x, med, yerr=err, marker="o", capsize=3, label=lab)
+            if metric in _LOG_METRICS and all(r.median > 0 for r in rows):
+                ax.set_yscale("log")
+                positive = [x for x in xs if x > 0]
+                if positive and len(positive) < len(xs):
+                    ax.set_xscale("symlog", linthresh=min(positive))
+                elif positive:
+                    ax.set_xscale("log")
+            ax.set_xlabel(result.x_label)
+            ax.legend(fontsize=8)
+        ax.set_ylabel(METRIC_UNITS.get(metric, metric))
+        ax.set_title(f"{result.bench}: {metric}")
+        ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

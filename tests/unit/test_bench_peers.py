@@ -1,0 +1,104 @@
+"""Peers give positive finite figures on tiny runs and leave no child process behind.
+
+No timing is asserted: these machines are shared and noisy (BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from polybus.bench import registry
+from polybus.bench.peers import PeerUnavailable, cpingpong, pools, rawsocket
+from polybus.bench.peers._proc import spawned_pids
+from polybus.bench.placement import cpu_sets, pinned_self
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)  # (0, 0) if still running; reaps it if a zombie
+    except ChildProcessError:
+        return True  # already reaped: no longer a child of ours
+    return False
+
+
+@pytest.fixture
+def new_children() -> Iterator[list[int]]:
+    """PIDs the peers start during the test; afterwards each must be gone."""
+    before = set(spawned_pids())
+    started: list[int] = []
+    yield started
+    started.extend(p for p in spawned_pids() if p not in before)
+    left = [p for p in started if not _gone(p)]
+    assert not left, f"child processes left behind: {left}"
+
+
+def test_raw_socket_tcp_and_unix(new_children: list[int]) -> None:
+    families: list[rawsocket.Family] = ["tcp"]
+    if hasattr(socket, "AF_UNIX"):
+        families.append("unix")
+    for family in families:
+        rtt = rawsocket.rtt_us([0, 1000], reps=2, budget=20, family=family, placement="free")
+        assert set(rtt) == {0, 1000}
+        assert all(s.is_finite_positive() and s.n == 2 for s in rtt.values())
+        bw = rawsocket.bandwidth_gbps([200_000], reps=2, family=family, placement="free")
+        assert bw[200_000].is_finite_positive()
+    assert len(spawned_pids()) >= 2 * len(families)
+
+
+def test_raw_socket_server_reaped_on_error(new_children: list[int]) -> None:
+    with pytest.raises(ZeroDivisionError), rawsocket.RawSocketPeer("tcp", "free") as peer:
+        assert peer.pid in spawned_pids()
+        raise ZeroDivisionError
+
+
+def test_c_peer(new_children: list[int]) -> None:
+    try:
+        cpingpong.ensure_binary()
+    except PeerUnavailable as exc:
+        pytest.skip(f"C peer unavailable: {exc}")
+    n0 = len(spawned_pids())
+    assert cpingpong.rtt_us(100, reps=2, iters=20, placement="free").is_finite_positive()
+    assert cpingpong.bandwidth_gbps(200_000, reps=2, placement="free").is_finite_positive()
+    assert len(spawned_pids()) - n0 == 4  # a server and a client each time
+
+
+def test_c_peer_without_compiler_is_skipped_with_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(cpingpong.shutil, "which", lambda _name: None)
+    with pytest.raises(PeerUnavailable, match="cc"):
+        cpingpong.ensure_binary()
+
+
+def test_pools_and_memcpy() -> None:
+    assert pools.process_pool_calls_per_s(1, calls=40, reps=2).is_finite_positive()
+    assert pools.process_pool_calls_per_s(100, calls=400, reps=2).is_finite_positive()
+    assert pools.mp_pool_calls_per_s(1, calls=40, reps=2).is_finite_positive()
+    assert pools.memcpy_gbps(100_000, reps=2).is_finite_positive()
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_pinning_is_restored() -> None:
+    before = os.sched_getaffinity(0)
+    sets = cpu_sets("same")
+    assert sets is not None
+    with pinned_self(sets[0]):
+        assert os.sched_getaffinity(0) == sets[0]
+    assert os.sched_getaffinity(0) == before
+    assert cpu_sets("free") is None
+
+
+def test_quick_latency_bench_end_to_end(new_children: list[int]) -> None:
+    res = registry.run("latency", quick=True)
+    systems = {r.system for r in res.rows}
+    assert "raw_socket" in systems
+    assert "c_socket" in systems or "c_socket" in res.skipped
+    assert all(r.median > 0 and r.min <= r.median <= r.max for r in res.rows)
+    assert any(r.name.startswith("raw_socket/c_socket") for r in res.ratios) or res.skipped

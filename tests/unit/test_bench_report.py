@@ -1,0 +1,119 @@
+"""BenchResult JSON shape (BENCHMARKS.md), table, plot, stats and the registry."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import polybus
+from polybus.bench import registry
+from polybus.bench.peers import OPTIONAL_PEERS, available
+from polybus.bench.report import BenchResult, Row, plot, print_table
+from polybus.bench.stats import Stat, repeat, summarize, time_repeat
+from polybus.errors import UsageError
+
+
+def _result() -> BenchResult:
+    res = BenchResult("latency", {"sizes": [0, 1000, 1_000_000]}, x_label="payload bytes")
+    for x, (raw, pb) in {0: (20.0, 30.0), 1000: (22.0, 33.0), 1_000_000: (500.0, 600.0)}.items():
+        res.add(Row.of("raw_socket", {"transport": "tcp"}, x, "rtt_us",
+                       Stat(raw, raw * 0.9, raw * 1.2, 5)))
+        res.add(Row.of("polybus", {"transport": "tcp"}, x, "rtt_us",
+                       Stat(pb, pb * 0.9, pb * 1.2, 5)))
+    res.add_ratio("polybus/raw_socket rtt at 1000 B",
+                  res.find("polybus", 1000, "rtt_us"), res.find("raw_socket", 1000, "rtt_us"))
+    return res
+
+
+def test_stats_median_min_max() -> None:
+    assert summarize([3.0, 1.0, 2.0]) == Stat(2.0, 1.0, 3.0, 3)
+    values = iter([5.0, 1.0, 4.0, 2.0])
+    assert repeat(lambda: next(values), 3, warmup=1) == Stat(2.0, 1.0, 4.0, 3)
+    inv = Stat(2.0, 1.0, 4.0, 3).map(lambda s: 1 / s)
+    assert (inv.min, inv.median, inv.max) == (0.25, 0.5, 1.0)
+    assert time_repeat(lambda: None, 2).n == 2
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_json_has_exactly_the_schema_keys() -> None:
+    d = json.loads(_result().to_json())
+    assert set(d) == {"bench", "polybus_version", "machine", "params", "rows", "ratios"}
+    assert d["bench"] == "latency"
+    assert d["polybus_version"] == polybus.__version__
+    assert set(d["machine"]) == {"cpus", "python", "platform"}
+    assert isinstance(d["machine"]["cpus"], int)
+    assert d["params"]["sizes"] == [0, 1000, 1_000_000]
+    for row in d["rows"]:
+        assert set(row) == {"system", "config", "x", "metric", "median", "min", "max", "n"}
+        assert row["min"] <= row["median"] <= row["max"]
+    assert d["ratios"] == [{"name": "polybus/raw_socket rtt at 1000 B", "value": 1.5}]
+
+
+def test_json_round_trip_keeps_skipped_and_notes() -> None:
+    res = _result()
+    res.skipped["c_socket"] = "no C compiler"
+    res.notes.append("work modelled as sleep")
+    back = BenchResult.from_json(res.to_json())
+    assert back.rows == res.rows
+    assert back.ratios == res.ratios
+    assert back.skipped == {"c_socket": "no C compiler"}
+    assert back.notes == ["work modelled as sleep"]
+    assert back.x_label == "payload bytes"
+
+
+def test_find_and_ratio_skip_missing_rows() -> None:
+    res = _result()
+    assert res.find("raw_socket", 0, "rtt_us", {"transport": "unix"}) is None
+    assert res.add_ratio("nothing", None, res.find("polybus", 0, "rtt_us")) is None
+    assert len(res.ratios) == 1
+
+
+def test_print_table_rows_are_x_columns_are_systems() -> None:
+    console = Console(record=True, width=200, color_system=None)
+    res = _result()
+    res.skipped["c_socket"] = "no cc [on PATH]"
+    print_table(res, console)
+    text = console.export_text()
+    assert "raw_socket transport=tcp" in text and "polybus transport=tcp" in text
+    assert "1 MB" in text and "1000" in text
+    assert "22.0 [19.8\u201326.4]" in text  # median [min-max]
+    assert "polybus/raw_socket rtt at 1000 B" in text and "1.5" in text
+    assert "no cc [on PATH]" in text  # markup-looking text is printed as is
+
+
+def test_plot_writes_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
+    out = plot(_result(), tmp_path / "lat.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    one_x = BenchResult("throughput", x_label="workers")
+    one_x.add(Row.of("process_pool", {"chunksize": 1}, 2, "calls_per_s", Stat(1e4, 9e3, 1.1e4, 3)))
+    one_x.add(Row.of("multiprocessing", {}, 2, "calls_per_s", Stat(5e4, 4e4, 6e4, 3)))
+    assert plot(one_x, tmp_path / "thr.png").stat().st_size > 0
+
+
+def test_registry_is_lazy_and_names_mistakes() -> None:
+    assert {"latency", "bandwidth", "throughput"} <= set(registry.REGISTRY)
+    assert callable(registry.REGISTRY["throughput"])
+    with pytest.raises(UsageError, match="did you mean 'latency'"):
+        registry.get("latncy")
+    with pytest.raises(UsageError, match="not written yet"):
+        registry.get("sort")
+    with pytest.raises(KeyError):
+        registry.REGISTRY["nope"]
+
+
+def test_available_reports_each_optional_peer() -> None:
+    avail = available()
+    assert set(avail) == set(OPTIONAL_PEERS)
+    for reason in avail.values():
+        assert reason is None or (isinstance(reason, str) and reason)
+
+
+def test_stat_helpers_positive_finite() -> None:
+    assert Stat(1.0, 0.5, 2.0, 3).is_finite_positive()
+    assert not Stat(math.inf, 0.5, math.inf, 3).is_finite_positive()
