@@ -14,6 +14,7 @@ slices. Everything else is a ConfigError naming the line, column and construct.
 from __future__ import annotations
 
 import ast
+import numbers
 import operator
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -233,7 +234,11 @@ class PriorityExpr:
         self._body = body
 
     def __call__(self, bound: Mapping[str, Any]) -> float:
-        return float(_evaluate(self._body, bound))
+        result = _evaluate(self._body, bound)
+        if not isinstance(result, numbers.Real):
+            raise TypeError(f"priority {self.source!r} gave {type(result).__name__} "
+                            f"{result!r:.40}, not a number")
+        return float(result)
 
     def __repr__(self) -> str:
         return f"PriorityExpr({self.source!r})"
@@ -249,12 +254,24 @@ def compile_priority(source: str, params: list[str]) -> PriorityExpr:
     text = source.strip()
     if not text:
         raise ConfigError("empty priority expression", hint="e.g. 'len(query)'")
+    # Wrapped in parentheses on lines of their own so an expression may span lines (as
+    # in a TOML multi-line string); columns stay as written and lines shift by one.
     try:
-        tree = ast.parse(text, mode="eval")
+        tree = ast.parse(f"(\n{text}\n)", mode="eval")
     except SyntaxError as e:
+        lines = text.split("\n")
+        line = max((e.lineno or 2) - 1, 1)
         column = max(e.offset or 1, 1)
-        raise ConfigError(f"priority {source!r}: line {e.lineno or 1}, column {column}: "
+        if line > len(lines):  # found at the closing parenthesis: the text ended too soon
+            line, column = len(lines), len(lines[-1]) + 1
+        raise ConfigError(f"priority {source!r}: line {line}, column {column}: "
                           f"syntax error: {e.msg}") from None
+    body = tree.body
+    last = text.count("\n") + 2
+    if body.lineno < 2 or (body.end_lineno or last) > last:
+        raise ConfigError(f"priority {source!r}: line 1, column 1: syntax error: "
+                          "unbalanced parentheses")
+    ast.increment_lineno(body, -1)
     checker = _Checker(source, list(params))
-    checker.check(tree.body)
-    return PriorityExpr(source, tree.body, frozenset(checker.names))
+    checker.check(body)
+    return PriorityExpr(source, body, frozenset(checker.names))

@@ -100,6 +100,7 @@ class _Parser:
             raise self.error("',' or '#' or end of text")
 
     def item(self) -> None:
+        self.skip_ws()
         start = self.pos
         names = [self.replica()]
         starts = [start]
@@ -126,7 +127,7 @@ class _Parser:
             if a == b:
                 raise self.problem(f"a migration path from {a!r} to itself", starts[i + 1])
             if any({p.a, p.b} == {a, b} for p in self.paths):
-                raise self.problem(f"duplicate migration path {a}#{b}", starts[i + 1])
+                raise self.problem(f"duplicate migration path {a}#{b}", starts[i])
             self.paths.append(MigrationPath(a, b, fraction))
 
     def replica(self) -> str:

@@ -1,0 +1,71 @@
+"""Sizes and durations."""
+
+from __future__ import annotations
+
+import pytest
+
+from polybus.config import parse_duration, parse_size
+from polybus.errors import ConfigError
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (0, 0),
+    (4096, 4096),
+    ("4096", 4096),
+    ("512MiB", 512 * 1024**2),
+    ("64KiB", 64 * 1024),
+    ("1GB", 10**9),
+    ("1GiB", 1 << 30),
+    ("2 MB", 2_000_000),
+    ("10B", 10),
+    ("1.5KiB", 1536),
+    ("1kib", 1024),
+    ("1M", 1 << 20),
+    ("2TiB", 2 << 40),
+    (8.0, 8),
+])
+def test_sizes(text: object, expected: int) -> None:
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "MiB", "12 parsecs", "-1KiB", "1..2KB", "KiB12"])
+def test_bad_size_strings(bad: str) -> None:
+    with pytest.raises(ConfigError, match="not a size") as info:
+        parse_size(bad)
+    assert info.value.hint is not None and "64KiB" in info.value.hint
+
+
+@pytest.mark.parametrize("bad", [True, None, [1], 1.5, -3])
+def test_bad_size_values(bad: object) -> None:
+    with pytest.raises(ConfigError):
+        parse_size(bad)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (5, 5.0),
+    (0.25, 0.25),
+    ("5s", 5.0),
+    ("1ms", 0.001),
+    ("250us", 250e-6),
+    ("250µs", 250e-6),
+    ("100ns", 100e-9),
+    ("2m", 120.0),
+    ("1h", 3600.0),
+    ("1.5", 1.5),
+    ("0", 0.0),
+])
+def test_durations(text: object, expected: float) -> None:
+    assert parse_duration(text) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("bad", ["", "5 fortnights", "s", "-1s", "1e"])
+def test_bad_duration_strings(bad: str) -> None:
+    with pytest.raises(ConfigError, match="not a duration") as info:
+        parse_duration(bad)
+    assert info.value.hint is not None and "250us" in info.value.hint
+
+
+@pytest.mark.parametrize("bad", [False, None, {}, -0.5])
+def test_bad_duration_values(bad: object) -> None:
+    with pytest.raises(ConfigError):
+        parse_duration(bad)
