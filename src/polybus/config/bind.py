@@ -116,7 +116,8 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
             p.add(f"binding target module {target!r} does not exist", key,
                   _names_hint(target, list(modules), "modules"))
             continue
-        if not modules[target].replication:
+        if not modules[target].replication and not p.reported(
+                dotted("modules", target, "replication")):
             p.add(f"binding target module {target!r} has no replicas", key,
                   f"give modules.{target} a replication")
             continue
@@ -151,6 +152,8 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                       _unbound_hint(m.key, name, interfaces))
                 continue
             replicas = len(modules[b.module].replication)
+            if p.reported(dotted("modules", b.module, "replication")):
+                continue
             if spec.loadratio is not None and len(spec.loadratio) != replicas:
                 p.add(f"the load ratio has {len(spec.loadratio)} shares but module "
                       f"{b.module!r} has {replicas} replicas", dotted(*key, "loadratio"),
@@ -189,7 +192,9 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
             p.wrong_type("a table", doc["cluster"], "cluster")
 
     clients = [m.key for m in modules.values() if m.entrypoint is not None]
-    if modules and not clients:
+    if isinstance(raw_modules, dict) and not raw_modules:
+        p.add("no modules", "modules", "add [modules.<name>] tables, each with a source")
+    elif modules and not clients:
         p.add("no module has an entrypoint", "modules",
               'exactly one module (the client) needs entrypoint = "main" or similar')
     for extra in clients[1:]:
@@ -210,7 +215,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
         interfaces[m.key] = _interfaces(m, info)
     bindings = _bindings(doc.get("bind"), modules, interfaces, p)
     _check_uses(modules, infos, bindings, interfaces, p)
-    if p:
+    if p or not clients:
         return None
 
     for key, m in modules.items():

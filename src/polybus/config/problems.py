@@ -101,5 +101,9 @@ class Problems:
                 hint = "valid keys: " + ", ".join(valid)
             self.add(f"unknown key {k!r}", dotted(*prefix, k), hint)
 
+    def reported(self, key: str) -> bool:
+        """Whether a mistake at ``key`` was already found (so checks built on it are moot)."""
+        return any(e.key == key for e in self.errors)
+
     def __bool__(self) -> bool:
         return bool(self.errors)
