@@ -137,8 +137,8 @@ def test_many_mistakes_are_reported_together() -> None:
          "one of 'sync', 'async', 'async-demand(N)' with N >= 1, 'async-demand(auto)'"),
         ('bind."client.compare"', "binding target module 'sever' does not exist",
          "did you mean 'server'?"),
-        ("modules.client.use.compare", "unbound interface 'compare'",
-         'add to [bind]: "client.compare" = "server.compare"'),
+        ("modules.client.use.lookup", "unbound interface 'lookup'",
+         'add to [bind]: "client.lookup" = "<module>.<interface>"'),
     }
     assert all(e.file == path for e in errors)
 

@@ -38,7 +38,8 @@ def _sources(modules: dict[str, ModuleSpec], p: Problems) -> dict[str, SourceInf
 
 
 def _check_entrypoint(m: ModuleSpec, info: SourceInfo | None, p: Problems) -> None:
-    if m.entrypoint is None or info is None or m.entrypoint in info.functions:
+    if (m.entrypoint is None or info is None or m.entrypoint in info.functions
+            or not is_identifier(m.entrypoint)):
         return
     p.add(f"entrypoint {m.entrypoint!r} is not a top-level function of {info.path.name}",
           dotted("modules", m.key, "entrypoint"),
@@ -87,7 +88,9 @@ def _flatten_bind(table: dict[str, Any], prefix: str = "") -> list[tuple[str, An
 
 
 def _bindings(raw: Any, modules: dict[str, ModuleSpec],
-              interfaces: dict[str, list[str] | None], p: Problems) -> list[Binding]:
+              interfaces: dict[str, list[str] | None], p: Problems,
+              attempted: set[tuple[str, str]]) -> list[Binding]:
+    """The valid bindings; ``attempted`` gets every (user, name) that [bind] mentions."""
     if raw is None:
         return []
     if not isinstance(raw, dict):
@@ -97,6 +100,7 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
     for left, right in _flatten_bind(raw):
         key = dotted("bind", left)
         user, _, name = left.partition(".")
+        attempted.add((user, name))
         if not name or not user:
             p.add(f"bad binding name {left!r}", key, "expected \"module.name\" = "
                   "\"servermodule.interface\", e.g. \"client.compare\" = \"server.compare\"")
@@ -141,12 +145,15 @@ def _unbound_hint(user: str, name: str, interfaces: dict[str, list[str] | None])
 
 def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                 bindings: list[Binding], interfaces: dict[str, list[str] | None],
-                p: Problems) -> None:
+                p: Problems, attempted: set[tuple[str, str]]) -> None:
+    """Every used name must be bound (a [bind] entry that was wrong is reported already)."""
     bound = {(b.user, b.name): b for b in bindings}
     for m in modules.values():
         for name, spec in m.use.items():
             key = ("modules", m.key, "use", name)
             b = bound.get((m.key, name))
+            if b is None and (m.key, name) in attempted:
+                continue
             if b is None:
                 p.add(f"unbound interface {name!r}", dotted(*key),
                       _unbound_hint(m.key, name, interfaces))
@@ -161,7 +168,7 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
         info = infos.get(m.key)
         reported: set[str] = set(m.use)
         for call in info.uses if info else ():
-            if (m.key, call.name) in bound or call.name in reported:
+            if (m.key, call.name) in attempted or call.name in reported:
                 continue
             reported.add(call.name)
             p.add(f"unbound interface {call.name!r}: {m.source.name} line {call.lineno} "
@@ -213,8 +220,9 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
         if info is not None:
             _check_define(m, info, p)
         interfaces[m.key] = _interfaces(m, info)
-    bindings = _bindings(doc.get("bind"), modules, interfaces, p)
-    _check_uses(modules, infos, bindings, interfaces, p)
+    attempted: set[tuple[str, str]] = set()
+    bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted)
+    _check_uses(modules, infos, bindings, interfaces, p, attempted)
     if p or not clients:
         return None
 

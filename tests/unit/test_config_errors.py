@@ -1,0 +1,510 @@
+"""Every kind of configuration mistake: its message, its dotted key, its hint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from polybus.config import validate
+
+SERVER = '''\
+def compare(query: str, entry: str) -> int:
+    return 0
+
+
+def score(a, /, b, *rest, scale=1, **options):
+    return 0
+
+
+def _helper():
+    pass
+
+
+class Table:
+    def compare(self):
+        pass
+'''
+
+CLIENT = '''\
+from polybus import use
+
+compare = use("compare")
+
+
+def main(queries, entry):
+    return [compare(q, entry) for q in queries]
+
+
+def _setup():
+    pass
+'''
+
+BASE = '''\
+[modules.server]
+source = "server.py"
+replication = 4
+define.compare = { priority = "len(query)" }
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.compare = { callstyle = "async-demand(5)" }
+
+[bind]
+"client.compare" = "server.compare"
+'''
+
+Found = list[tuple[str | None, str, str | None]]
+
+
+def errors(tmp_path: Path, toml: str, *, server: str = SERVER, client: str = CLIENT,
+           **sources: str) -> Found:
+    (tmp_path / "server.py").write_text(server)
+    (tmp_path / "client.py").write_text(client)
+    for name, text in sources.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    path = tmp_path / "app.toml"
+    path.write_text(toml)
+    config, found = validate(str(path))
+    assert (config is None) == bool(found)
+    assert all(e.file == str(path) for e in found)
+    return [(e.key, e.bare_message, e.hint) for e in found]
+
+
+def one(tmp_path: Path, toml: str, **kw: str) -> tuple[str | None, str, str | None]:
+    found = errors(tmp_path, toml, **kw)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_the_base_is_valid(tmp_path: Path) -> None:
+    assert errors(tmp_path, BASE) == []
+
+
+# -- unknown keys ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("old", "new", "key", "name", "hint"), [
+    ("replication = 4", "replicaton = 4", "modules.server.replicaton", "replicaton",
+     "did you mean 'replication'?"),
+    ('source = "client.py"', 'source = "client.py"\nentrypont = "main"',
+     "modules.client.entrypont", "entrypont", "did you mean 'entrypoint'?"),
+    ('priority = "len(query)"', 'priorty = "len(query)"', "modules.server.define.compare.priorty",
+     "priorty", "did you mean 'priority'?"),
+    ('callstyle = "async-demand(5)"', 'calstyle = "async"', "modules.client.use.compare.calstyle",
+     "calstyle", "did you mean 'callstyle'?"),
+    ("[bind]", "[clustr]\n[bind]", "clustr", "clustr", "did you mean 'cluster'?"),
+    ("[bind]", "[cluster]\nheartbeet = 1\n[bind]", "cluster.heartbeet", "heartbeet",
+     "did you mean 'heartbeat'?"),
+])
+def test_unknown_key_suggests_the_nearest(tmp_path: Path, old: str, new: str, key: str,
+                                          name: str, hint: str) -> None:
+    assert one(tmp_path, BASE.replace(old, new, 1)) == (key, f"unknown key {name!r}", hint)
+    assert one(tmp_path, BASE.replace(old, new, 1))[1:] == (f"unknown key {name!r}", hint)
+
+
+def test_unknown_key_without_a_near_one_lists_the_valid_ones(tmp_path: Path) -> None:
+    assert one(tmp_path, BASE + "[cluster]\nzzz = 1\n") == (
+        "cluster.zzz", "unknown key 'zzz'",
+        "valid keys: engine, registry, listen_host, heartbeat, max_frame, token_file")
+
+
+def test_priority_in_use_points_to_define(tmp_path: Path) -> None:
+    toml = BASE.replace('callstyle = "async-demand(5)"', 'priority = "len(query)"')
+    assert one(tmp_path, toml) == (
+        "modules.client.use.compare.priority", "unknown key 'priority'",
+        "priority belongs to the serving side: define.<iface>.priority of the module the "
+        "interface is bound to")
+
+
+# -- wrong types and values --------------------------------------------------------------
+
+def set_server(key_line: str) -> str:
+    return BASE.replace('replication = 4\n', f"replication = 4\n{key_line}\n", 1)
+
+
+def set_define(item: str) -> str:
+    return BASE.replace('{ priority = "len(query)" }', f'{{ priority = "len(query)", {item} }}')
+
+
+def set_use(item: str) -> str:
+    return BASE.replace('{ callstyle = "async-demand(5)" }', f"{{ {item} }}")
+
+
+def set_cluster(item: str) -> str:
+    return BASE + f"\n[cluster]\n{item}\n"
+
+
+@pytest.mark.parametrize(("toml", "key", "message", "hint"), [
+    (BASE.replace('source = "server.py"', "source = 5"), "modules.server.source",
+     "expected a string, got an integer 5", None),
+    (set_server('pickle = "yes"'), "modules.server.pickle",
+     "expected true or false, got a string 'yes'", None),
+    (set_server('transport = "udp"'), "modules.server.transport",
+     "expected one of 'tcp', 'ipc', 'shm', got 'udp'", None),
+    (set_server("args = 5"), "modules.server.args", "expected an array, got an integer 5", None),
+    (set_server("kwargs = [1]"), "modules.server.kwargs",
+     "expected a table, got an array [1]", None),
+    (set_server("entrypoint = 3").replace('entrypoint = "main"', ""),
+     "modules.server.entrypoint", "expected a string, got an integer 3", None),
+    (set_define("pool = 0"), "modules.server.define.compare.pool",
+     "expected a pool size, got 0",
+     "an integer >= 1, or 'threads:N' / 'processes:N' with N >= 1"),
+    (set_define('pool = "processes:0"'), "modules.server.define.compare.pool",
+     "expected a pool size, got 'processes:0'",
+     "an integer >= 1, or 'threads:N' / 'processes:N' with N >= 1"),
+    (set_define("pool = true"), "modules.server.define.compare.pool",
+     "expected a pool size, got True",
+     "an integer >= 1, or 'threads:N' / 'processes:N' with N >= 1"),
+    (set_define('queue = "big"'), "modules.server.define.compare.queue",
+     "expected an integer >= 1, got a string 'big'", None),
+    (set_define("queue = 0"), "modules.server.define.compare.queue",
+     "expected an integer >= 1, got 0", None),
+    (set_define('overflow = "drop"'), "modules.server.define.compare.overflow",
+     "expected one of 'block', 'reject', got 'drop'", None),
+    (set_define("cache = 5"), "modules.server.define.compare.cache",
+     "expected 'auto' or an array of parameter names, got an integer 5", None),
+    (set_define("cache = [1]"), "modules.server.define.compare.cache",
+     "expected 'auto' or an array of parameter names, got an array [1]", None),
+    (set_define('cache_bytes = "lots"'), "modules.server.define.compare.cache_bytes",
+     "not a size: 'lots'", "a number of bytes or a string such as '64KiB', '512MiB', '1GB'"),
+    (set_define('prefetch = "some"'), "modules.server.define.compare.prefetch",
+     "expected one of 'all', got 'some'", None),
+    (set_define("timeout = 0"), "modules.server.define.compare.timeout",
+     "expected a duration > 0, got 0", None),
+    (set_define('timeout = "-1s"'), "modules.server.define.compare.timeout",
+     "not a duration: '-1s'",
+     "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"),
+    (set_define('idempotent = "no"'), "modules.server.define.compare.idempotent",
+     "expected true or false, got a string 'no'", None),
+    (BASE.replace('priority = "len(query)"', "priority = 5"),
+     "modules.server.define.compare.priority", "expected a string, got an integer 5", None),
+    (set_use('callstyle = "fast"'), "modules.client.use.compare.callstyle",
+     "unknown call style 'fast'",
+     "one of 'sync', 'async', 'async-demand(N)' with N >= 1, 'async-demand(auto)'"),
+    (set_use("callstyle = 5"), "modules.client.use.compare.callstyle",
+     "expected a call style string, got 5",
+     "one of 'sync', 'async', 'async-demand(N)' with N >= 1, 'async-demand(auto)'"),
+    (set_use('balance = "random"'), "modules.client.use.compare.balance",
+     "expected one of 'none', 'steal', got 'random'", None),
+    (set_use("aggregate = 0"), "modules.client.use.compare.aggregate",
+     "expected an integer >= 1, got 0", None),
+    (set_use("aggregate = true"), "modules.client.use.compare.aggregate",
+     "expected a number of calls or a size such as '64KiB', got a boolean True", None),
+    (set_use('aggregate = "0B"'), "modules.client.use.compare.aggregate",
+     "expected a batch size > 0, got 0 bytes", None),
+    (set_use('aggregate = "many"'), "modules.client.use.compare.aggregate",
+     "not a size: 'many'", "a number of bytes or a string such as '64KiB', '512MiB', '1GB'"),
+    (set_use('linger = "soon"'), "modules.client.use.compare.linger",
+     "not a duration: 'soon'",
+     "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"),
+    (set_use("timeout = false"), "modules.client.use.compare.timeout",
+     "expected a duration, got False",
+     "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"),
+    (set_use('transport = "carrier-pigeon"'), "modules.client.use.compare.transport",
+     "expected one of 'tcp', 'ipc', 'shm', got 'carrier-pigeon'", None),
+    (set_use('loadratio = "1:x:1:1"'), "modules.client.use.compare.loadratio",
+     "not a load ratio: '1:x:1:1'",
+     "a string such as '1:2:4' or an array of numbers such as [1, 2, 4]"),
+    (set_use('loadratio = [1, "a", 1, 1]'), "modules.client.use.compare.loadratio",
+     "expected a string such as '1:2:4' or an array of numbers such as [1, 2, 4], "
+     "got an array [1, 'a', 1, 1]", None),
+    (set_use("loadratio = [0, 0, 0, 0]"), "modules.client.use.compare.loadratio",
+     "a load ratio needs shares >= 0, at least one > 0; got [0, 0, 0, 0]",
+     "a string such as '1:2:4' or an array of numbers such as [1, 2, 4]"),
+    (set_use('loadratio = "1:-1:1:1"'), "modules.client.use.compare.loadratio",
+     "a load ratio needs shares >= 0, at least one > 0; got '1:-1:1:1'",
+     "a string such as '1:2:4' or an array of numbers such as [1, 2, 4]"),
+    (set_cluster('engine = "k8s"'), "cluster.engine",
+     "expected one of 'local', 'hosts', 'mpi', 'ray', got 'k8s'", None),
+    (set_cluster('registry = "localhost"'), "cluster.registry",
+     "bad registry address 'localhost'",
+     "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'"),
+    (set_cluster('registry = "h:70000"'), "cluster.registry", "bad registry address 'h:70000'",
+     "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'"),
+    (set_cluster("heartbeat = 0"), "cluster.heartbeat", "expected a duration > 0, got 0", None),
+    (set_cluster('max_frame = "0B"'), "cluster.max_frame", "expected a frame size > 0", None),
+    (set_cluster("listen_host = 127"), "cluster.listen_host",
+     "expected a string, got an integer 127", None),
+    (set_cluster("token_file = false"), "cluster.token_file",
+     "expected a string, got a boolean False", None),
+])
+def test_wrong_types_and_values(tmp_path: Path, toml: str, key: str, message: str,
+                                hint: str | None) -> None:
+    found = errors(tmp_path, toml)
+    assert (key, message, hint) in found
+    assert len(found) == 1 or all(k != key for k, _, _ in found[1:]), found
+
+
+def test_registry_forms(tmp_path: Path) -> None:
+    for good in ("10.0.0.5:7700", "node-1.cluster:1", "[::1]:65535"):
+        assert errors(tmp_path, set_cluster(f'registry = "{good}"')) == []
+
+
+@pytest.mark.parametrize(("toml", "key", "message"), [
+    ("modules = 5\n", "modules", "expected a table, got an integer 5"),
+    ("bind = 5\ncluster = 5\n" + BASE.replace("[bind]", "").replace(
+        '"client.compare" = "server.compare"', ""), "bind", "expected a table, got an integer 5"),
+    ("cluster = 5\n" + BASE, "cluster", "expected a table, got an integer 5"),
+    (BASE.replace("[modules.server]\n", "[modules]\nother = 5\n[modules.server]\n"),
+     "modules.other", "expected a table, got an integer 5"),
+    (BASE.replace("define.compare = { priority = \"len(query)\" }", "define = 5"),
+     "modules.server.define", "expected a table, got an integer 5"),
+    (BASE.replace("define.compare = { priority = \"len(query)\" }", "define.compare = 5"),
+     "modules.server.define.compare", "expected a table of define options, got an integer 5"),
+    (BASE.replace('use.compare = { callstyle = "async-demand(5)" }', 'use.compare = "sync"'),
+     "modules.client.use.compare", "expected a table of use options, got a string 'sync'"),
+])
+def test_wrong_table_types(tmp_path: Path, toml: str, key: str, message: str) -> None:
+    assert (key, message, None) in errors(tmp_path, toml)
+
+
+def test_missing_modules_table(tmp_path: Path) -> None:
+    assert one(tmp_path, "[cluster]\n") == ("modules", "missing table [modules]",
+                                            "e.g. [modules.server] with a source")
+
+
+# -- modules and their sources ------------------------------------------------------------
+
+def test_missing_source_key(tmp_path: Path) -> None:
+    toml = BASE.replace('source = "server.py"\n', "")
+    assert one(tmp_path, toml) == (
+        "modules.server", "missing key 'source'",
+        "the module's Python file, relative to the configuration file")
+
+
+def test_missing_source_file(tmp_path: Path) -> None:
+    toml = BASE.replace('source = "server.py"', 'source = "srv/server.py"')
+    found = one(tmp_path, toml)
+    assert found[0] == "modules.server.source"
+    assert found[1] == (f"source file 'srv/server.py' not found (looked for "
+                        f"{str(tmp_path / 'srv' / 'server.py')!r})")
+
+
+def test_source_is_relative_to_the_config_directory(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert errors(tmp_path, BASE) == []
+
+
+def test_source_with_a_syntax_error(tmp_path: Path) -> None:
+    key, message, _ = one(tmp_path, BASE, server="def compare(:\n")
+    assert key == "modules.server.source"
+    assert message == (f"source file {str(tmp_path / 'server.py')!r} has a syntax error at "
+                       "line 1: invalid syntax")
+
+
+def test_bad_module_name(tmp_path: Path) -> None:
+    toml = BASE.replace("[modules.server]", '[modules."my.server"]').replace(
+        '"server.compare"', '"server.compare"')
+    assert ('modules."my.server"', "bad module name 'my.server'",
+            "letters, digits, '_' and '-', not starting with a digit") in errors(tmp_path, toml)
+
+
+def test_no_modules(tmp_path: Path) -> None:
+    assert one(tmp_path, "[modules]\n") == (
+        "modules", "no modules", "add [modules.<name>] tables, each with a source")
+
+
+def test_no_entrypoint(tmp_path: Path) -> None:
+    toml = BASE.replace('entrypoint = "main"\n', "")
+    assert ("modules", "no module has an entrypoint",
+            'exactly one module (the client) needs entrypoint = "main" or similar'
+            ) in errors(tmp_path, toml)
+
+
+def test_two_entrypoints(tmp_path: Path) -> None:
+    toml = BASE.replace("replication = 4", 'replication = 4\nentrypoint = "compare"')
+    assert one(tmp_path, toml) == (
+        "modules.client.entrypoint",
+        "several modules have an entrypoint (server, client); exactly one (the client) may",
+        None)
+
+
+def test_entrypoint_not_a_top_level_function(tmp_path: Path) -> None:
+    assert one(tmp_path, BASE.replace('entrypoint = "main"', 'entrypoint = "mian"')) == (
+        "modules.client.entrypoint",
+        "entrypoint 'mian' is not a top-level function of client.py", "did you mean 'main'?")
+    assert one(tmp_path, BASE.replace('entrypoint = "main"', 'entrypoint = "zzz"')) == (
+        "modules.client.entrypoint",
+        "entrypoint 'zzz' is not a top-level function of client.py",
+        "top-level functions: main, _setup")
+
+
+def test_entrypoint_that_is_a_variable_is_not_a_function(tmp_path: Path) -> None:
+    assert one(tmp_path, BASE.replace('entrypoint = "main"', 'entrypoint = "compare"'))[1] == (
+        "entrypoint 'compare' is not a top-level function of client.py")
+
+
+def test_entrypoint_not_a_name(tmp_path: Path) -> None:
+    assert one(tmp_path, BASE.replace('entrypoint = "main"', 'entrypoint = "main()"')) == (
+        "modules.client.entrypoint", "entrypoint 'main()' is not a function name", None)
+
+
+def test_define_not_a_top_level_function(tmp_path: Path) -> None:
+    toml = BASE.replace("define.compare", "define.compre").replace(
+        '"server.compare"', '"server.compre"')
+    assert one(tmp_path, toml) == (
+        "modules.server.define.compre",
+        "interface 'compre' is not a top-level function of server.py",
+        "did you mean 'compare'?")
+
+
+def test_define_of_a_method_is_not_top_level(tmp_path: Path) -> None:
+    toml = BASE + '\n[modules.other]\nsource = "other.py"\ndefine.compare = {}\n'
+    found = one(tmp_path, toml, other="class A:\n    def compare(self):\n        pass\n")
+    assert found == ("modules.other.define.compare",
+                     "interface 'compare' is not a top-level function of other.py",
+                     "there are no top-level functions")
+
+
+# -- priorities and caches --------------------------------------------------------------
+
+def test_priority_name_not_a_parameter(tmp_path: Path) -> None:
+    assert one(tmp_path, BASE.replace("len(query)", "len(qeury) + size")) == (
+        "modules.server.define.compare.priority",
+        "priority 'len(qeury) + size': line 1, column 5: name 'qeury' is not a parameter of "
+        "the interface", "did you mean 'query'?")
+
+
+def test_priority_refused_construct(tmp_path: Path) -> None:
+    assert one(tmp_path, BASE.replace("len(query)", "__import__('os')")) == (
+        "modules.server.define.compare.priority",
+        "priority \"__import__('os')\": line 1, column 1: a call to '__import__' is not "
+        "allowed in a priority expression", "only len, min, max, abs may be called")
+
+
+def test_priority_sees_every_kind_of_parameter(tmp_path: Path) -> None:
+    toml = BASE + ('\n[modules.scorer]\nsource = "server.py"\n'
+                   'define.score = { priority = "a + b + len(rest) + scale + len(options)" }\n')
+    assert errors(tmp_path, toml) == []
+
+
+def test_cache_parameter_not_a_parameter(tmp_path: Path) -> None:
+    assert errors(tmp_path, set_define('cache = ["entry", "entri", "x"]')) == [
+        ("modules.server.define.compare.cache",
+         "cache parameter 'entri' is not a parameter of compare()", "did you mean 'entry'?"),
+        ("modules.server.define.compare.cache",
+         "cache parameter 'x' is not a parameter of compare()", "parameters: query, entry"),
+    ]
+
+
+# -- bindings -----------------------------------------------------------------------------
+
+def rebind(line: str) -> str:
+    return BASE.replace('"client.compare" = "server.compare"', line)
+
+
+@pytest.mark.parametrize(("line", "key", "message", "hint"), [
+    ('"client.compare" = "sever.compare"', 'bind."client.compare"',
+     "binding target module 'sever' does not exist", "did you mean 'server'?"),
+    ('"client.compare" = "zzz.compare"', 'bind."client.compare"',
+     "binding target module 'zzz' does not exist", "modules: server, client"),
+    ('"client.compare" = "server.compre"', 'bind."client.compare"',
+     "module 'server' has no interface 'compre'", "did you mean 'compare'?"),
+    ('"client.compare" = "server.score"', 'bind."client.compare"',
+     "module 'server' has no interface 'score'", "did you mean 'compare'?"),
+    ('"client.compare" = "server.zzz"', 'bind."client.compare"',
+     "module 'server' has no interface 'zzz'", "interfaces of server: compare"),
+    ('"client.compare" = "server"', 'bind."client.compare"', "bad binding target 'server'",
+     'expected "servermodule.interface", e.g. "server.compare"'),
+    ('"client.compare" = 5', 'bind."client.compare"',
+     'expected a string "servermodule.interface", got an integer 5', None),
+    ('"client.compare" = "client.main"', 'bind."client.compare"',
+     "binding target module 'client' has no replicas", "give modules.client a replication"),
+])
+def test_bad_bindings(tmp_path: Path, line: str, key: str, message: str,
+                      hint: str | None) -> None:
+    # only the binding is reported: the client's use of "compare" is not "unbound" as well
+    assert errors(tmp_path, rebind(line)) == [(key, message, hint)]
+
+
+def test_binding_from_a_missing_user_module(tmp_path: Path) -> None:
+    toml = rebind('"client.compare" = "server.compare"\n"clinet.compare" = "server.compare"')
+    assert one(tmp_path, toml) == ('bind."clinet.compare"',
+                                   "no module 'clinet' (the user side of the binding)",
+                                   "did you mean 'client'?")
+
+
+def test_binding_name_without_a_module(tmp_path: Path) -> None:
+    toml = rebind('"client.compare" = "server.compare"\ncompare = "server.compare"')
+    assert one(tmp_path, toml) == (
+        "bind.compare", "bad binding name 'compare'",
+        'expected "module.name" = "servermodule.interface", e.g. "client.compare" = '
+        '"server.compare"')
+
+
+def test_bound_twice(tmp_path: Path) -> None:
+    toml = rebind('"client.compare" = "server.compare"\nclient.compare = "server.compare"')
+    assert one(tmp_path, toml) == ('bind."client.compare"', "'client.compare' is bound twice",
+                                   None)
+
+
+def test_unquoted_bind_keys_are_nested_tables_and_work(tmp_path: Path) -> None:
+    assert errors(tmp_path, rebind('client.compare = "server.compare"')) == []
+
+
+def test_module_without_define_serves_its_public_functions(tmp_path: Path) -> None:
+    toml = BASE.replace('define.compare = { priority = "len(query)" }\n', "")
+    assert errors(tmp_path, toml) == []
+    found = one(tmp_path, rebind('"client.compare" = "server._helper"').replace(
+        'define.compare = { priority = "len(query)" }\n', ""))
+    assert found == ('bind."client.compare"', "module 'server' has no interface '_helper'",
+                     "interfaces of server: compare, score")
+
+
+# -- unbound interfaces ------------------------------------------------------------------
+
+def test_use_table_without_binding(tmp_path: Path) -> None:
+    assert one(tmp_path, rebind("")) == (
+        "modules.client.use.compare", "unbound interface 'compare'",
+        'add to [bind]: "client.compare" = "server.compare"')
+
+
+def test_use_call_without_binding(tmp_path: Path) -> None:
+    toml = rebind("").replace('use.compare = { callstyle = "async-demand(5)" }\n', "")
+    assert one(tmp_path, toml) == (
+        'bind."client.compare"',
+        "unbound interface 'compare': client.py line 3 calls use('compare')",
+        'add to [bind]: "client.compare" = "server.compare"')
+
+
+def test_use_call_of_an_interface_nobody_serves(tmp_path: Path) -> None:
+    client = CLIENT + '\nalign = use("align")\n'
+    assert one(tmp_path, BASE, client=client) == (
+        'bind."client.align"', "unbound interface 'align': client.py line 13 calls use('align')",
+        'add to [bind]: "client.align" = "<module>.<interface>"')
+
+
+def test_use_calls_through_polybus_module_and_aliases(tmp_path: Path) -> None:
+    client = CLIENT + ('\nimport polybus as pb\nfrom polybus import use as u\n'
+                       'a = pb.use("a")\nb = u("b")\nc = use(name)\nd = other.use("d")\n')
+    found = errors(tmp_path, BASE, client=client)
+    assert [k for k, _, _ in found] == ['bind."client.a"', 'bind."client.b"']
+
+
+def test_use_calls_in_server_modules_count_only_when_imported(tmp_path: Path) -> None:
+    stage = 'from polybus import use\nnext_stage = use("compare")\n\ndef work(x):\n    return x\n'
+    local = 'def use(x):\n    return x\n\nv = use("compare")\n\ndef work(x):\n    return x\n'
+    toml = BASE + '\n[modules.stage]\nsource = "stage.py"\n'
+    assert one(tmp_path, toml, stage=stage) == (
+        'bind."stage.compare"', "unbound interface 'compare': stage.py line 2 calls "
+        "use('compare')", 'add to [bind]: "stage.compare" = "server.compare"')
+    assert errors(tmp_path, toml, stage=local) == []
+
+
+def test_loadratio_must_match_the_replica_count(tmp_path: Path) -> None:
+    assert one(tmp_path, set_use('loadratio = "1:2:4"')) == (
+        "modules.client.use.compare.loadratio",
+        "the load ratio has 3 shares but module 'server' has 4 replicas",
+        "give one share per replica, in replica order")
+    assert errors(tmp_path, set_use('loadratio = "1:2:4:8"')) == []
+    assert errors(tmp_path, set_use("loadratio = [1, 1, 0, 2.5]")) == []
+
+
+def test_a_non_client_module_without_replication_has_one_replica(tmp_path: Path) -> None:
+    toml = BASE.replace("replication = 4\n", "")
+    assert errors(tmp_path, toml) == []
+    assert one(tmp_path, set_use('loadratio = "1:2"').replace("replication = 4\n", ""))[1] == (
+        "the load ratio has 2 shares but module 'server' has 1 replicas")
