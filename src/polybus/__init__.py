@@ -1,5 +1,38 @@
-"""polybus: distributed programs from plain Python modules; strategy lives in the configuration."""
+"""polybus: distributed programs from plain Python modules; strategy lives in the configuration.
+
+The whole public face::
+
+    from polybus import use, wait, run
+
+    compare = use("compare")          # in a client module: an interface the config binds
+    value = wait(promise)             # force an overlapped call's answer
+    out = run("app.toml", {"modules.server.replication": 4})   # from Python
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from polybus.client.promise import Promise, wait
+from polybus.client.stubs import use
+
+if TYPE_CHECKING:
+    from polybus.runner import RunResult
+
 __version__ = "0.1.0"
+__all__ = ["Promise", "RunResult", "__version__", "run", "use", "wait"]
+
+
+def run(path: Any, overrides: Any = (), **kwargs: Any) -> RunResult:
+    """Run the program a configuration file describes; see `polybus.runner.run`."""
+    from polybus.runner import run as _run
+
+    return _run(path, overrides, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RunResult":
+        from polybus.runner import RunResult
+
+        return RunResult
+    raise AttributeError(name)

@@ -1,0 +1,3 @@
+from polybus.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""polybus registry: a name server for workers started by hand."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from polybus.registry.service import RegistryService
+from polybus.token import make_token, read_token, write_token_file
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT",
+                   help="where to listen (default: loopback, a free port)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="read the token from FILE (else $POLYBUS_TOKEN, else make one)")
+    p.add_argument("--ttl", type=float, default=3.0, metavar="SECONDS",
+                   help="drop a worker not heard from for this long")
+
+
+def main(args: argparse.Namespace) -> int:
+    token = read_token(args.token_file, required=False)
+    made: Path | None = None
+    if token is None:
+        token = make_token()
+        made = write_token_file(token)
+    listen = args.listen if "://" in args.listen else f"tcp://{args.listen}"
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with RegistryService(token, listen, ttl=args.ttl) as reg:
+        host_port = f"{reg.address.host}:{reg.address.port}"
+        print(f"polybus registry listening on {host_port}", flush=True)
+        if made is not None:
+            print(f"token written to {made} (readable only by you); start workers with "
+                  f"--token-file {made}", flush=True)
+        sys.stdout.flush()
+        while not stop.wait(0.5):
+            pass
+    return 0

@@ -1,0 +1,48 @@
+"""polybus run app.toml: result on stdout, summary on stderr, --json for the figures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from polybus.runner import RunResult, run
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="the application's TOML configuration")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a configuration key, e.g. modules.server.replication=8")
+    p.add_argument("--json", metavar="FILE", help="write result and statistics as JSON")
+    p.add_argument("--registry", metavar="HOST:PORT",
+                   help="use the workers of a running registry instead of starting any")
+    p.add_argument("--token-file", metavar="FILE", help="the cluster token (else $POLYBUS_TOKEN)")
+    p.add_argument("--quiet", action="store_true", help="no summary on stderr")
+
+
+def summary(r: RunResult) -> Table:
+    t = Table(caption=f"elapsed {r.elapsed_s:.4f} s (start-up {r.startup_s:.2f} s apart), "
+                      f"{r.calls} calls, sent {r.bytes_sent:,} B, received {r.bytes_received:,} B",
+              caption_justify="left")
+    for col in ("replica", "speed", "calls", "busy s", "busy %", "queue wait s"):
+        t.add_column(col, justify="right" if col != "replica" else "left")
+    for rep in r.replicas:
+        busy = 100.0 * rep.busy_s / r.elapsed_s if r.elapsed_s > 0 else 0.0
+        t.add_row(rep.name, f"{rep.speed:g}", str(rep.calls), f"{rep.busy_s:.4f}",
+                  f"{busy:.0f}", f"{rep.queue_wait_s:.4f}")
+    return t
+
+
+def main(args: argparse.Namespace) -> int:
+    r = run(args.config, tuple(args.set), registry=args.registry, token_file=args.token_file)
+    print(r.result, flush=True)
+    if not args.quiet:
+        Console(stderr=True).print(summary(r))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(r.to_json(), f, indent=2)
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,13 @@
+"""polybus sweep (see BENCHMARKS.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?")
+
+
+def main(args: argparse.Namespace) -> int:
+    raise NotImplementedError("polybus sweep is not built yet")

@@ -1,0 +1,57 @@
+"""polybus worker: serve a module's functions, registered with a registry."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from pathlib import Path
+
+from polybus.errors import UsageError
+from polybus.token import read_token
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--registry", required=True, metavar="HOST:PORT")
+    p.add_argument("--module", metavar="FILE", help="the module to serve (all its public functions)")
+    p.add_argument("--config", metavar="FILE", help="serve a module of this configuration ...")
+    p.add_argument("--as", dest="as_key", metavar="KEY", help="... the one under [modules.KEY]")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--name", help="replica name (default: module-hostname-pid)")
+    p.add_argument("--listen", default="tcp://127.0.0.1:0", metavar="ADDRESS")
+    p.add_argument("--token-file", metavar="FILE")
+    p.add_argument("--heartbeat", type=float, default=1.0, metavar="SECONDS")
+    p.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
+
+
+def main(args: argparse.Namespace) -> int:
+    from polybus.worker.main import serve
+
+    token = read_token(args.token_file)
+    assert token is not None
+    spec = replica = None
+    max_frame = 1 << 30
+    if args.config:
+        from polybus.config import load
+
+        if not args.as_key:
+            raise UsageError("--config needs --as KEY (which [modules.KEY] to serve)")
+        app = load(args.config, tuple(args.set))
+        if args.as_key not in app.modules:
+            raise UsageError(f"{args.config} has no [modules.{args.as_key}] "
+                             f"(it has {', '.join(app.modules)})")
+        spec = app.modules[args.as_key]
+        path, key = spec.source, spec.key
+        max_frame = app.cluster.max_frame
+        if args.name:
+            replica = next((r for r in spec.replication if r.name == args.name), None)
+    elif args.module:
+        path = Path(args.module)
+        key = path.stem
+    else:
+        raise UsageError("give --module FILE, or --config FILE --as KEY")
+    name = args.name or f"{key}-{socket.gethostname()}-{os.getpid()}"
+    serve(registry=args.registry, module_path=path, name=name, module_key=key, token=token,
+          listen=args.listen, spec=spec, replica=replica, heartbeat=args.heartbeat,
+          max_frame=max_frame, exit_with_parent=args.exit_with_parent)
+    return 0

@@ -1,0 +1,41 @@
+"""`polybus` command line: one thin module per subcommand, loaded when used."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from polybus.errors import PolybusError
+
+COMMANDS = {
+    "run": "run a program: start its workers, run the client, print result and summary",
+    "check": "validate a configuration without starting anything",
+    "registry": "start a registry (name server) by hand",
+    "worker": "start a worker serving a module by hand",
+    "bench": "run a benchmark of record",
+    "sweep": "run a program under every combination of configuration values",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="polybus", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(f"polybus.cli.cmd_{name}")
+        mod.add_arguments(p)
+        p.set_defaults(_module=mod)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._module.main(args) or 0)
+    except PolybusError as exc:
+        print(f"polybus {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"polybus {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,95 @@
+"""A call in flight at the client, and the connection to one replica."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from polybus.errors import (
+    BusyError,
+    NoReplicaError,
+    PolybusError,
+    RemoteError,
+    RemoteException,
+)
+from polybus.transport.channel import Channel
+from polybus.wire.messages import Call, Fail
+
+if TYPE_CHECKING:
+    from polybus.client.dispatch import Dispatcher
+
+_PENDING = object()
+
+
+class CallRecord:
+    """One accepted call: gets exactly one outcome, a value or an error."""
+
+    __slots__ = ("args", "attempts", "dispatcher", "error", "id", "kwargs", "link", "prio",
+                 "sent_at", "value")
+
+    def __init__(self, id: int, dispatcher: Dispatcher, args: list[Any],
+                 kwargs: dict[str, Any] | None, prio: float) -> None:
+        self.id = id
+        self.dispatcher = dispatcher
+        self.args = args
+        self.kwargs = kwargs
+        self.prio = prio
+        self.link: ReplicaLink | None = None
+        self.value: Any = _PENDING
+        self.error: PolybusError | None = None
+        self.sent_at = 0.0
+        self.attempts = 0
+
+    @property
+    def done(self) -> bool:
+        return self.value is not _PENDING or self.error is not None
+
+    def message(self) -> Call:
+        return Call(self.id, self.dispatcher.interface, self.args, self.kwargs, self.prio)
+
+    def set_value(self, value: Any) -> bool:
+        if self.done:
+            return False  # a late or duplicate answer is discarded
+        self.value = value
+        return True
+
+    def set_error(self, error: PolybusError) -> bool:
+        if self.done:
+            return False
+        self.error = error
+        return True
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def error_from(fail: Fail, interface: str, replica: str) -> PolybusError:
+    """The typed error for a Fail message (the one place remote failures are translated)."""
+    if fail.kind == "exception":
+        return RemoteException(fail.type, fail.message, fail.traceback,
+                               interface=interface, replica=replica)
+    if fail.kind == "busy":
+        return BusyError(fail.message, interface=interface, replica=replica)
+    if fail.kind == "no-interface":
+        return NoReplicaError(fail.message)
+    return RemoteError(f"{fail.type}: {fail.message}", interface=interface, replica=replica)
+
+
+class ReplicaLink:
+    """The client's connection to one replica and the calls outstanding on it."""
+
+    __slots__ = ("calls", "channel", "dead", "held", "module", "name", "outstanding", "speed")
+
+    def __init__(self, name: str, module: str, channel: Channel, speed: float = 1.0) -> None:
+        self.name = name
+        self.module = module
+        self.channel = channel
+        self.speed = speed
+        self.outstanding: dict[int, CallRecord] = {}
+        self.dead = False
+        self.calls = 0  # answered calls
+        self.held: list[Call] = []  # calls for a busy replica, written together
+
+    def __repr__(self) -> str:
+        return f"<replica {self.name} {len(self.outstanding)} outstanding>"

@@ -1,0 +1,171 @@
+"""One used interface at the client: call style, balance, backlog, priority.
+
+``sync`` sends and waits; ``async`` sends at once and returns a promise;
+``async-demand(N)`` keeps at most N calls outstanding per replica and holds the rest
+in a priority backlog, handing each to whichever replica answers first.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.policies.balance import RoundRobin, WeightedRoundRobin, demand_pick
+from polybus.client.promise import Promise
+from polybus.config.model import CallStyle
+from polybus.errors import (
+    ConnectionLostError,
+    NoReplicaError,
+    PoisonCallError,
+    PolybusError,
+    WorkerDiedError,
+)
+from polybus.wire.codec import OOB_BYTES, OutOfBand
+
+if TYPE_CHECKING:
+    from polybus.client.reactor import Reactor
+
+BACKLOG_BOUND = 100_000
+_ids = itertools.count(1)
+
+
+def _wire(value: Any) -> Any:
+    """An argument as it travels: promises answered, large bytes out of band."""
+    t = type(value)
+    if t is Promise:
+        return value.__polybus_value__()
+    if t is bytes and len(value) >= OOB_BYTES:
+        return OutOfBand(value)
+    return value
+
+
+class Dispatcher:
+    def __init__(self, interface: str, reactor: Reactor, links: Sequence[ReplicaLink],
+                 style: CallStyle, *, loadratio: Sequence[float] | None = None,
+                 priority: Callable[[tuple[Any, ...], dict[str, Any]], float] | None = None,
+                 timeout: float | None = None, idempotent: bool = True,
+                 max_attempts: int = 3) -> None:
+        self.interface = interface
+        self.reactor = reactor
+        self.links = list(links)
+        self.style = style
+        self.policy: RoundRobin | WeightedRoundRobin = (
+            WeightedRoundRobin(loadratio) if loadratio else RoundRobin())
+        self.priority = priority
+        self.timeout = timeout
+        self.idempotent = idempotent
+        self.max_attempts = max_attempts
+        self.window = [style.window or 2] * len(self.links)
+        self.inflight = [0] * len(self.links)
+        self._index = {id(lk): i for i, lk in enumerate(self.links)}
+        self._backlog: list[tuple[float, int, CallRecord]] = []
+        self._seq = itertools.count()
+        self.calls = 0
+
+    # -- the call path -------------------------------------------------------------
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        prio = float(self.priority(args, kwargs)) if self.priority is not None else 0.0
+        rec = CallRecord(next(_ids), self, [_wire(a) for a in args],
+                         {k: _wire(v) for k, v in kwargs.items()} if kwargs else None, prio)
+        self.calls += 1
+        kind = self.style.kind
+        if kind == "sync":
+            self._send(rec, self._pick_any())
+            return self.reactor.wait(rec, self.timeout)
+        if kind == "async":
+            self._send(rec, self._pick_any())
+            return Promise(rec, self.reactor)
+        # async-demand
+        i = demand_pick(self.inflight, self.window, self._alive()) if not self._backlog else None
+        if i is not None:
+            self._send(rec, self.links[i], hold=self.inflight[i] > 0)
+        else:
+            if not any(self._alive()):
+                raise NoReplicaError(f"no live replica serves {self.interface}")
+            heapq.heappush(self._backlog, (-prio, next(self._seq), rec))
+            if len(self._backlog) % 256 == 1:  # take in answers now and then, not every call
+                self.reactor.poll()
+            while len(self._backlog) > BACKLOG_BOUND:  # bounded: the caller waits for room
+                self.reactor.step()
+        return Promise(rec, self.reactor)
+
+    def _alive(self) -> list[bool]:
+        return [not lk.dead for lk in self.links]
+
+    def _pick_any(self) -> ReplicaLink:
+        i = self.policy.pick(self._alive())
+        if i is None:
+            raise NoReplicaError(f"no live replica serves {self.interface}")
+        return self.links[i]
+
+    def _send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
+        rec.link = link
+        rec.attempts += 1
+        link.outstanding[rec.id] = rec
+        self.inflight[self._index[id(link)]] += 1
+        if hold:
+            self.reactor.hold(link, rec.message())
+        else:
+            self.reactor.send(link, rec.message())
+
+    # -- answers ---------------------------------------------------------------------
+    def completed(self, rec: CallRecord, link: ReplicaLink) -> None:
+        self.inflight[self._index[id(link)]] -= 1
+
+    def refill(self) -> None:
+        """Hand backlog calls to replicas with room (after answers came in), one write
+        per replica however many calls it gets."""
+        batches: dict[int, list[CallRecord]] = {}
+        while self._backlog:
+            i = demand_pick(self.inflight, self.window, self._alive())
+            if i is None:
+                break
+            _, _, rec = heapq.heappop(self._backlog)
+            if rec.done:
+                continue
+            link = self.links[i]
+            rec.link = link
+            rec.attempts += 1
+            link.outstanding[rec.id] = rec
+            self.inflight[i] += 1
+            batches.setdefault(i, []).append(rec)
+        for i, recs in batches.items():
+            self.reactor.send_many(self.links[i], [r.message() for r in recs])
+
+    def forget(self, rec: CallRecord) -> None:
+        """A call given up on (its deadline passed): its answer, if it comes, is dropped."""
+        if rec.link is not None and rec.link.outstanding.pop(rec.id, None) is not None:
+            self.inflight[self._index[id(rec.link)]] -= 1
+
+    def lost(self, link: ReplicaLink, error: PolybusError) -> None:
+        """``link``'s replica is gone: re-run what it held elsewhere, or fail it."""
+        i = self._index.get(id(link))
+        if i is None:
+            return
+        held = [r for r in list(link.outstanding.values()) if r.dispatcher is self]
+        for r in held:
+            del link.outstanding[r.id]
+        self.inflight[i] = 0
+        for rec in sorted(held, key=lambda r: r.id):
+            if not self.idempotent:
+                rec.set_error(WorkerDiedError(
+                    f"{link.name} died holding a call to {self.interface}, which is not "
+                    f"idempotent, so it was not re-run ({error})",
+                    interface=self.interface, replica=link.name))
+            elif rec.attempts >= self.max_attempts:
+                rec.set_error(PoisonCallError(
+                    f"call {rec.id} to {self.interface} was lost with {rec.attempts} replicas "
+                    f"in a row (last: {link.name}); it is not tried again",
+                    interface=self.interface, replica=link.name))
+            elif any(self._alive()):
+                if self.style.kind == "async-demand":
+                    heapq.heappush(self._backlog, (-rec.prio, next(self._seq), rec))
+                else:
+                    self._send(rec, self._pick_any())
+            else:
+                rec.set_error(ConnectionLostError(
+                    f"every replica of {self.interface} is gone (last: {link.name}: {error})"))
+        self.refill()

@@ -1,0 +1,68 @@
+"""Which replica gets the next call. Pure: a view of the replicas in, a choice out.
+
+A policy sees, for each live replica, its position and how many calls this interface
+has outstanding there; it never touches a socket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class RoundRobin:
+    """The name server's rotation of seeds/002: each replica in turn."""
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def pick(self, alive: Sequence[bool]) -> int | None:
+        n = len(alive)
+        for k in range(n):
+            i = (self._next + k) % n
+            if alive[i]:
+                self._next = i + 1
+                return i
+        return None
+
+
+class WeightedRoundRobin:
+    """Static load ratio (``loadratio = "1:2:4"``): smooth weighted rotation.
+
+    Over any window of sum(weights) calls each live replica i gets weights[i] of them,
+    spread out rather than in runs (the nginx smooth-weighted scheme).
+    """
+
+    def __init__(self, weights: Sequence[float]) -> None:
+        if not weights or any(w < 0 for w in weights) or sum(weights) <= 0:
+            raise ValueError("load ratio weights must be non-negative with a positive sum")
+        self.weights = list(weights)
+        self._current = [0.0] * len(weights)
+
+    def pick(self, alive: Sequence[bool]) -> int | None:
+        live = [i for i, a in enumerate(alive) if a and self.weights[i] > 0]
+        if not live:
+            return None
+        total = sum(self.weights[i] for i in live)
+        for i in live:
+            self._current[i] += self.weights[i]
+        best = max(live, key=lambda i: self._current[i])
+        self._current[best] -= total
+        return best
+
+
+def demand_pick(inflight: Sequence[int], window: Sequence[int], alive: Sequence[bool]) -> int | None:
+    """Demand-driven: the live replica with room in its window and the fewest calls
+    outstanding (first such in order on a tie); None when every window is full."""
+    best: int | None = None
+    for i, (n, w, a) in enumerate(zip(inflight, window, alive, strict=True)):
+        if a and n < w and (best is None or n < inflight[best]):
+            best = i
+    return best
+
+
+def auto_window(rtt_s: float, service_s: float, lo: int = 1, hi: int = 64) -> int:
+    """async-demand(auto): enough calls in flight to cover a round trip, about
+    1 + rtt/service, so a replica never idles waiting for its next call."""
+    if service_s <= 0:
+        return hi
+    return max(lo, min(hi, 1 + int(rtt_s / service_s + 0.999)))

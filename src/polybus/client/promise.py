@@ -1,0 +1,152 @@
+"""A promise: the answer of an overlapped call, used as if it were the answer.
+
+The program waits only where a value is first used (CORD's "latest receive"): any
+ordinary use — arithmetic, comparison, indexing, iteration, str, numpy — waits for the
+answer and then acts on it. `polybus.wait(x)` forces one explicitly, and also forces the
+promises inside lists, tuples and dicts.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from polybus.client.calls import CallRecord
+    from polybus.client.reactor import Reactor
+
+
+class Promise:
+    __slots__ = ("_reactor", "_rec")
+
+    def __init__(self, rec: CallRecord, reactor: Reactor) -> None:
+        object.__setattr__(self, "_rec", rec)
+        object.__setattr__(self, "_reactor", reactor)
+
+    def __polybus_value__(self) -> Any:
+        rec = self._rec
+        if rec.done:
+            return rec.outcome()
+        return self._reactor.wait(rec, rec.dispatcher.timeout)
+
+    @property
+    def done(self) -> bool:
+        """True once the answer (or error) is here; never waits."""
+        return bool(self._rec.done)
+
+    def __repr__(self) -> str:
+        return repr(self.__polybus_value__())
+
+    def __str__(self) -> str:
+        return str(self.__polybus_value__())
+
+    def __format__(self, spec: str) -> str:
+        return format(self.__polybus_value__(), spec)
+
+    def __bool__(self) -> bool:
+        return bool(self.__polybus_value__())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__polybus_value__(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.__polybus_value__(), name, value)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        arr = np.asarray(self.__polybus_value__())
+        return arr if dtype is None else arr.astype(dtype, copy=False)
+
+    def __hash__(self) -> int:
+        return hash(self.__polybus_value__())
+
+    def __iter__(self) -> Any:
+        return iter(self.__polybus_value__())
+
+    def __reversed__(self) -> Any:
+        return reversed(self.__polybus_value__())
+
+    def __len__(self) -> int:
+        return len(self.__polybus_value__())
+
+    def __contains__(self, item: Any) -> bool:
+        return item in self.__polybus_value__()
+
+    def __index__(self) -> int:
+        return operator.index(self.__polybus_value__())
+
+    def __int__(self) -> int:
+        return int(self.__polybus_value__())
+
+    def __float__(self) -> float:
+        return float(self.__polybus_value__())
+
+    def __complex__(self) -> complex:
+        return complex(self.__polybus_value__())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__polybus_value__()(*args, **kwargs)
+
+
+def _force(x: Any) -> Any:
+    return x.__polybus_value__() if isinstance(x, Promise) else x
+
+
+def _binary(op: Any) -> Any:
+    def fwd(self: Promise, other: Any) -> Any:
+        return op(self.__polybus_value__(), _force(other))
+
+    def rev(self: Promise, other: Any) -> Any:
+        return op(_force(other), self.__polybus_value__())
+
+    return fwd, rev
+
+
+_BINARY: dict[str, Any] = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul,
+    "truediv": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod,
+    "pow": operator.pow, "matmul": operator.matmul, "and": operator.and_,
+    "or": operator.or_, "xor": operator.xor, "lshift": operator.lshift,
+    "rshift": operator.rshift, "divmod": divmod,
+}
+_COMPARE: dict[str, Any] = {"lt": operator.lt, "le": operator.le, "eq": operator.eq, "ne": operator.ne,
+            "gt": operator.gt, "ge": operator.ge, "getitem": operator.getitem}
+_UNARY: dict[str, Any] = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs,
+          "invert": operator.invert, "round": round}
+
+
+def _unary(op: Any) -> Any:
+    return lambda self: op(self.__polybus_value__())
+
+
+def _install() -> None:
+    for name, op in _BINARY.items():
+        fwd, rev = _binary(op)
+        setattr(Promise, f"__{name}__", fwd)
+        setattr(Promise, f"__r{name}__", rev)
+    for name, op in _COMPARE.items():
+        setattr(Promise, f"__{name}__", _binary(op)[0])
+    for name, op in _UNARY.items():
+        setattr(Promise, f"__{name}__", _unary(op))
+    setattr(Promise, "__setitem__",  # noqa: B010 - installed with the rest
+            lambda self, k, v: operator.setitem(self.__polybus_value__(), _force(k), _force(v)))
+    setattr(Promise, "__delitem__",  # noqa: B010
+            lambda self, k: operator.delitem(self.__polybus_value__(), _force(k)))
+
+
+_install()
+
+
+def wait(x: Any) -> Any:
+    """The value of ``x``: a promise is waited for; lists, tuples and dicts of promises
+    are waited for element by element; anything else is returned as it is."""
+    if isinstance(x, Promise):
+        return x.__polybus_value__()
+    if type(x) is list:
+        return [wait(v) for v in x]
+    if type(x) is tuple:
+        return tuple(wait(v) for v in x)
+    if type(x) is dict:
+        return {k: wait(v) for k, v in x.items()}
+    return x

@@ -1,0 +1,196 @@
+"""Client I/O, driven by whichever thread needs an answer ("latest receive").
+
+There is no I/O thread: a thread waiting for an answer reads the sockets itself, so a
+synchronous call costs one send and one blocking receive, with no thread handoff.
+Answers that arrive for other calls are filed as they come; a send that would block
+reads meanwhile, so client and replica never both wait on full buffers.
+"""
+
+from __future__ import annotations
+
+import selectors
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from polybus.client.calls import CallRecord, ReplicaLink, error_from
+from polybus.errors import CallTimeoutError, PolybusError, ProtocolError
+from polybus.wire.messages import Call, Fail, Goodbye, Message, Pong, Released, Result, Stats
+
+
+class Reactor:
+    """Reads answers for every replica link of a session and hands them out."""
+
+    def __init__(self) -> None:
+        self.links: list[ReplicaLink] = []
+        self._sel = selectors.DefaultSelector()
+        self._lock = threading.Lock()       # held by the thread reading sockets
+        self._cv = threading.Condition()    # waiters on another thread's reading
+        self._in_send = 0
+        self.replies: dict[int, Message] = {}  # answers to control requests, by req
+        self.on_lost: Callable[[ReplicaLink, PolybusError], None] = lambda link, err: None
+        self.on_released: Callable[[ReplicaLink, list[int]], None] = lambda link, ids: None
+        self.after_step: Callable[[], None] = lambda: None
+
+    def add(self, link: ReplicaLink) -> None:
+        self.links.append(link)
+        self._sel.register(link.channel.sock, selectors.EVENT_READ, link)
+
+    # -- sending -------------------------------------------------------------------
+    def send(self, link: ReplicaLink, msg: Message) -> None:
+        """Send on ``link``; while the socket is full, take in what replicas sent."""
+        self._in_send += 1
+        try:
+            link.channel.send(msg, self._drain)
+        except PolybusError as exc:
+            self._lost(link, exc)
+        finally:
+            self._in_send -= 1
+
+    def hold(self, link: ReplicaLink, msg: Call) -> None:
+        """Queue ``msg`` for a replica that is busy anyway; written with the next ones."""
+        link.held.append(msg)
+        if len(link.held) >= 16:
+            self.flush(link)
+
+    def flush(self, link: ReplicaLink) -> None:
+        if link.held:
+            msgs, link.held = link.held, []
+            self.send_many(link, list(msgs))
+
+    def flush_all(self) -> None:
+        for link in self.links:
+            if link.held:
+                self.flush(link)
+
+    def send_many(self, link: ReplicaLink, msgs: list[Message]) -> None:
+        self._in_send += 1
+        try:
+            link.channel.send_many(msgs, self._drain)
+        except PolybusError as exc:
+            self._lost(link, exc)
+        finally:
+            self._in_send -= 1
+
+    def _drain(self) -> None:
+        for link in self.links:
+            if not link.dead:
+                self._receive(link, wait=False)
+
+    # -- receiving -----------------------------------------------------------------
+    def wait(self, rec: CallRecord, timeout: float | None = None) -> Any:
+        """Block until ``rec`` has its outcome; return the value or raise its error."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not rec.done:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                rec.set_error(CallTimeoutError(
+                    f"no answer from {rec.dispatcher.interface} within {timeout:g} s",
+                    interface=rec.dispatcher.interface))
+                rec.dispatcher.forget(rec)
+                break
+            self.step(rec.link, remaining)
+        return rec.outcome()
+
+    def step(self, prefer: ReplicaLink | None = None, timeout: float | None = None) -> None:
+        """Read once from whatever has something (blocking up to ``timeout``)."""
+        self.flush_all()
+        if not self._lock.acquire(blocking=False):
+            with self._cv:  # another thread is reading; it will wake us
+                self._cv.wait(0.05 if timeout is None else min(timeout, 0.05))
+            return
+        try:
+            busy = [lk for lk in self.links if lk.outstanding and not lk.dead]
+            if timeout is None and len(busy) == 1 and (prefer is None or prefer is busy[0]):
+                self._receive(busy[0], wait=True)  # the fast path: one blocking read
+            else:
+                for key, _ in self._sel.select(0.5 if timeout is None else timeout):
+                    link: ReplicaLink = key.data
+                    if not link.dead:
+                        self._receive(link, wait=False)
+        finally:
+            self._lock.release()
+        with self._cv:
+            self._cv.notify_all()
+        if not self._in_send:
+            self.after_step()
+
+    def poll(self) -> None:
+        """Take in whatever has already arrived, without waiting."""
+        self.flush_all()
+        if self._lock.acquire(blocking=False):
+            try:
+                for key, _ in self._sel.select(0):
+                    link: ReplicaLink = key.data
+                    if not link.dead:
+                        self._receive(link, wait=False)
+            finally:
+                self._lock.release()
+            if not self._in_send:
+                self.after_step()
+
+    def _receive(self, link: ReplicaLink, wait: bool) -> None:
+        try:
+            msgs = link.channel.receive(wait=wait)
+        except PolybusError as exc:
+            self._lost(link, exc)
+            return
+        for msg in msgs:
+            self._handle(link, msg)
+
+    def _handle(self, link: ReplicaLink, msg: Message) -> None:
+        match msg:
+            case Result(id=cid, value=value):
+                rec = link.outstanding.pop(cid, None)
+                if rec is not None:
+                    link.calls += 1
+                    if rec.set_value(value):
+                        rec.dispatcher.completed(rec, link)
+            case Fail(id=cid):
+                rec = link.outstanding.pop(cid, None)
+                if rec is not None:
+                    link.calls += 1
+                    if rec.set_error(error_from(msg, rec.dispatcher.interface, link.name)):
+                        rec.dispatcher.completed(rec, link)
+            case Released(ids=ids):
+                self.on_released(link, ids)
+            case Stats(req=req) | Pong(req=req):
+                self.replies[req] = msg
+            case Goodbye(reason=reason):
+                self._lost(link, ProtocolError(f"{link.name} closed the connection: {reason}"))
+            case _:
+                pass
+
+    def _lost(self, link: ReplicaLink, error: PolybusError) -> None:
+        if link.dead:
+            return
+        link.dead = True
+        try:
+            self._sel.unregister(link.channel.sock)
+        except (KeyError, ValueError):
+            pass
+        link.channel.close()
+        self.on_lost(link, error)
+
+    def request(self, link: ReplicaLink, msg: Message, req: int, timeout: float = 5.0) -> Message | None:
+        """Send a control request and wait for the answer with the same ``req``."""
+        self.send(link, msg)
+        deadline = time.monotonic() + timeout
+        while req not in self.replies and not link.dead and time.monotonic() < deadline:
+            if self._lock.acquire(blocking=False):
+                try:
+                    for key, _ in self._sel.select(0.05):
+                        lk: ReplicaLink = key.data
+                        if not lk.dead:
+                            self._receive(lk, wait=False)
+                finally:
+                    self._lock.release()
+            else:
+                time.sleep(0.001)
+        return self.replies.pop(req, None)
+
+    def close(self) -> None:
+        for link in self.links:
+            link.channel.close()
+        self._sel.close()

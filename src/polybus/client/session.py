@@ -1,0 +1,146 @@
+"""A client's session: replicas resolved, connections made, one dispatcher per binding."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from polybus.client.calls import ReplicaLink
+from polybus.client.dispatch import Dispatcher
+from polybus.client.reactor import Reactor
+from polybus.config.model import AppConfig, DefineSpec, UseSpec
+from polybus.errors import NoReplicaError, PolybusError, UsageError
+from polybus.registry.client import RegistryClient
+from polybus.transport.endpoints import connect
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Replica, Stats, StatsRequest
+
+_reqs = itertools.count(1)
+
+
+@dataclass
+class ReplicaStats:
+    name: str
+    calls: int = 0
+    busy_s: float = 0.0
+    queue_wait_s: float = 0.0
+    speed: float = 1.0
+
+
+@dataclass
+class SessionStats:
+    calls: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    replicas: list[ReplicaStats] = field(default_factory=list)
+
+
+def parameters(source: Path, function: str) -> list[str]:
+    """Positional parameter names of a top-level function, read from its source."""
+    tree = ast.parse(source.read_text(), str(source))
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
+            a = node.args
+            return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    return []
+
+
+def _priority_fn(expr_source: str, params: list[str]) -> Any:
+    from polybus.config.expr import compile_priority
+
+    expr = compile_priority(expr_source, params)
+
+    def prio(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
+        bound = dict(zip(params, args, strict=False))
+        bound.update(kwargs)
+        return float(expr(bound))
+
+    return prio
+
+
+class Session:
+    """Everything a client module's ``use``d names need, for one run."""
+
+    def __init__(self, app: AppConfig, registry: str, token: bytes) -> None:
+        self.app = app
+        self.token = token
+        self.registry = RegistryClient(registry, token)
+        self.reactor = Reactor()
+        self.links: dict[str, list[ReplicaLink]] = {}
+        self.dispatchers: dict[str, Dispatcher] = {}
+        self.reactor.on_lost = self._lost
+        self.reactor.after_step = self._refill
+        try:
+            for b in app.bindings:
+                if b.user != app.client:
+                    continue
+                links = self._links_for(b.module)
+                module = app.modules[b.module]
+                use = app.modules[b.user].use.get(b.name, UseSpec())
+                define = module.define.get(b.interface, DefineSpec())
+                prio = (_priority_fn(define.priority, parameters(module.source, b.interface))
+                        if define.priority else None)
+                self.dispatchers[b.name] = Dispatcher(
+                    b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,
+                    priority=prio, timeout=use.timeout or define.timeout,
+                    idempotent=define.idempotent)
+        except BaseException:
+            self.close()
+            raise
+
+    def _links_for(self, module: str) -> list[ReplicaLink]:
+        if module in self.links:
+            return self.links[module]
+        spec = self.app.modules[module]
+        replicas: list[Replica] = self.registry.resolve(module=module)
+        if not replicas:
+            raise NoReplicaError(f"no replica of module {module!r} is registered at "
+                                 f"{self.registry.address}")
+        links = []
+        for r in replicas:
+            codec = Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
+            link = ReplicaLink(r.name, module, connect(r.address, self.token, codec), r.speed)
+            self.reactor.add(link)
+            links.append(link)
+        self.links[module] = links
+        return links
+
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        try:
+            d = self.dispatchers[name]
+        except KeyError:
+            known = ", ".join(sorted(self.dispatchers)) or "none"
+            raise UsageError(f"use({name!r}): no binding for {name!r} in [bind] "
+                             f"(bound names: {known})") from None
+        return d(args, kwargs)
+
+    def _refill(self) -> None:
+        for d in self.dispatchers.values():
+            if d._backlog:
+                d.refill()
+
+    def _lost(self, link: ReplicaLink, error: PolybusError) -> None:
+        for d in self.dispatchers.values():
+            d.lost(link, error)
+
+    def stats(self) -> SessionStats:
+        out = SessionStats(calls=sum(d.calls for d in self.dispatchers.values()))
+        for links in self.links.values():
+            for link in links:
+                out.bytes_sent += link.channel.bytes_sent
+                out.bytes_received += link.channel.bytes_received
+                rs = ReplicaStats(link.name, calls=link.calls, speed=link.speed)
+                if not link.dead:
+                    req = next(_reqs)
+                    reply = self.reactor.request(link, StatsRequest(req), req)
+                    if isinstance(reply, Stats):
+                        rs.calls, rs.busy_s, rs.queue_wait_s = reply.calls, reply.busy_s, reply.queue_wait_s
+                out.replicas.append(rs)
+        return out
+
+    def close(self) -> None:
+        self.reactor.close()
+        self.registry.close()

@@ -1,0 +1,53 @@
+"""`use("name")`: the client module's handle on an interface the configuration binds.
+
+A stub is made at import time, before any run exists; each call finds the run's
+session then, so the same module works under every configuration.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from polybus.errors import UsageError
+
+if TYPE_CHECKING:
+    from polybus.client.session import Session
+
+_state = threading.local()
+_global: list[Session | None] = [None]
+
+
+def current() -> Session:
+    s = getattr(_state, "session", None) or _global[0]
+    if s is None:
+        raise UsageError("a use()d interface was called outside a polybus run; start the "
+                         "program with `polybus run app.toml` or polybus.run()")
+    return s
+
+
+def activate(session: Session | None) -> None:
+    """Make ``session`` the one stubs call through (for every thread of the program)."""
+    _global[0] = session
+
+
+class Stub:
+    """Calls the bound interface with the call style the configuration gives it."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return current().call(self.name, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"use({self.name!r})"
+
+
+def use(name: str) -> Stub:
+    """The interface ``name`` as the configuration binds it for this module."""
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"use() takes an interface name, not {name!r}")
+    return Stub(name)

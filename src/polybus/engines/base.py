@@ -1,0 +1,22 @@
+"""What an engine does: make the replicas a configuration asks for reachable through a
+registry, and take them down again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass
+class Cluster:
+    """A running cluster, as a client sees it."""
+
+    registry: str          # HOST:PORT or tcp://HOST:PORT
+    token: bytes = field(repr=False)
+    startup_s: float = 0.0
+
+
+class Engine(Protocol):
+    def start(self) -> Cluster: ...
+
+    def stop(self) -> None: ...

@@ -1,0 +1,111 @@
+"""The local engine: an embedded registry and worker processes on this machine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from polybus.config.model import AppConfig
+from polybus.engines.base import Cluster
+from polybus.errors import PolybusError, TransportError
+from polybus.registry.client import RegistryClient
+from polybus.registry.service import RegistryService
+from polybus.token import ENV, make_token
+
+START_TIMEOUT = 60.0
+
+
+class LocalEngine:
+    """Starts ``replication`` worker processes per server module; stops every one of them."""
+
+    def __init__(self, app: AppConfig, overrides: tuple[str, ...] = ()) -> None:
+        self.app = app
+        self.overrides = overrides
+        self.token = make_token()
+        self.registry: RegistryService | None = None
+        self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+
+    def start(self) -> Cluster:
+        t0 = time.perf_counter()
+        try:
+            self.registry = RegistryService(
+                self.token, f"tcp://{self.app.cluster.listen_host}:0",
+                ttl=3 * self.app.cluster.heartbeat)
+            for module in self.app.servers():
+                for replica in module.replication:
+                    self._spawn(module.key, replica.name)
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return Cluster(str(self.registry.address), self.token, time.perf_counter() - t0)
+
+    def _spawn(self, key: str, name: str) -> None:
+        assert self.registry is not None
+        log = Path(tempfile.mkstemp(prefix=f"polybus-{name}-", suffix=".log")[1])
+        cmd = [sys.executable, "-m", "polybus", "worker", "--registry",
+               str(self.registry.address), "--config", str(self.app.path), "--as", key,
+               "--name", name, "--exit-with-parent",
+               "--listen", f"tcp://{self.app.cluster.listen_host}:0"]
+        for o in self.overrides:
+            cmd += ["--set", o]
+        env = dict(os.environ, **{ENV: self.token.decode()})
+        with open(log, "wb") as err:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=err, env=env)
+        self.procs.append((name, proc, log))
+
+    def _wait_ready(self) -> None:
+        assert self.registry is not None
+        expected = {name for name, _, _ in self.procs}
+        client = RegistryClient(str(self.registry.address), self.token)
+        deadline = time.monotonic() + START_TIMEOUT
+        try:
+            while True:
+                for name, proc, log in self.procs:
+                    if proc.poll() is not None:
+                        raise PolybusError(f"worker {name} exited with status {proc.returncode} "
+                                           f"while starting:\n{_tail(log)}")
+                have = {r.name for r in client.resolve()}
+                if expected <= have:
+                    return
+                if time.monotonic() > deadline:
+                    missing = ", ".join(sorted(expected - have))
+                    raise TransportError(f"workers {missing} did not register within "
+                                         f"{START_TIMEOUT:g} s")
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        """SIGTERM every worker this engine started, SIGKILL what is left after 3 s."""
+        for _, proc, _ in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 3.0
+        for _, proc, log in self.procs:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            try:
+                log.unlink()
+            except OSError:
+                pass
+        self.procs.clear()
+        if self.registry is not None:
+            self.registry.close()
+            self.registry = None
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no output)"

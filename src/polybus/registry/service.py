@@ -1,0 +1,125 @@
+"""The registry as a service: one thread accepts, one thread a connection.
+
+Traffic to the registry is light (a registration, a heartbeat a second, a look-up per
+client), so threads keep this simple; the state it guards is `RegistryState`.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+
+from polybus.errors import PolybusError
+from polybus.registry.state import RegistryState
+from polybus.transport.channel import Channel
+from polybus.transport.endpoints import Address, accept, listen
+from polybus.wire.codec import Codec
+from polybus.wire.messages import (
+    Goodbye,
+    Heartbeat,
+    Message,
+    Register,
+    Registered,
+    Replicas,
+    Resolve,
+    Unregister,
+)
+
+log = logging.getLogger("polybus.registry")
+
+
+class RegistryService:
+    """Serves `RegistryState` on an address until `close()`."""
+
+    def __init__(self, token: bytes, address: str = "tcp://127.0.0.1:0", ttl: float = 3.0,
+                 max_frame: int = 16 * 1024 * 1024) -> None:
+        self._token = token
+        self._max_frame = max_frame
+        self.state = RegistryState(ttl=ttl)
+        self._lock = threading.Lock()
+        self._listener, self.address = listen(Address.parse(address))
+        self._channels: set[Channel] = set()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._accept_loop, name="polybus-registry",
+                                        daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> RegistryService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _accept_loop(self) -> None:
+        while not self._closed.is_set():
+            try:
+                ch = accept(self._listener, self._token, Codec(max_frame=self._max_frame))
+            except PolybusError as exc:
+                log.warning("registry refused a connection: %s", exc)
+                continue
+            except OSError:
+                if self._closed.is_set():
+                    return
+                continue
+            with self._lock:
+                self._channels.add(ch)
+            threading.Thread(target=self._serve, args=(ch,), daemon=True,
+                             name="polybus-registry-conn").start()
+
+    def _serve(self, ch: Channel) -> None:
+        owner = id(ch)
+        try:
+            while not self._closed.is_set():
+                for msg in ch.receive():
+                    reply = self._handle(msg, owner)
+                    if reply is not None:
+                        ch.send(reply)
+        except PolybusError as exc:
+            if not ch.closed:
+                log.warning("registry dropped %s: %s", ch.peer, exc)
+                try:
+                    ch.send(Goodbye(str(exc)))
+                except PolybusError:
+                    pass
+        finally:
+            with self._lock:
+                self.state.drop_owner(owner)
+                self._channels.discard(ch)
+            ch.close()
+
+    def _handle(self, msg: Message, owner: int) -> Message | None:
+        now = time.monotonic()
+        with self._lock:
+            match msg:
+                case Register(replica=r):
+                    why = self.state.register(r, owner, now)
+                    return Registered(why is None, why or "")
+                case Heartbeat(name=n):
+                    self.state.heartbeat(n, owner, now)
+                    return None
+                case Resolve(module=m, interface=i, req=req):
+                    return Replicas(self.state.resolve(module=m, interface=i, now=now), req)
+                case Unregister(name=n):
+                    self.state.unregister(n, owner)
+                    return None
+                case _:
+                    return Goodbye(f"the registry does not take {type(msg).__name__} messages")
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+        except OSError:
+            pass
+        try:
+            self._listener.close()
+        except OSError:
+            pass
+        with self._lock:
+            for ch in list(self._channels):
+                ch.close()
+        self._thread.join(timeout=2)

@@ -1,0 +1,77 @@
+"""The name server's state (seeds/002), pure: no sockets, time passed in.
+
+Workers register the interfaces they serve; clients resolve a module or an interface
+to its replicas; a replica not heard from for ``ttl`` seconds is dropped. A name is
+held by one live registration at a time: a second worker asking for a name that is
+alive is refused, so two workers never hold one name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from polybus.wire.messages import Replica
+
+
+@dataclass
+class _Entry:
+    replica: Replica
+    owner: int          # the connection that registered it
+    last_seen: float
+
+
+@dataclass
+class RegistryState:
+    ttl: float = 3.0
+    _entries: dict[str, _Entry] = field(default_factory=dict)
+
+    def register(self, replica: Replica, owner: int, now: float) -> str | None:
+        """None if accepted, else why not."""
+        self.expire(now)
+        old = self._entries.get(replica.name)
+        if old is not None and old.owner != owner:
+            return f"the name {replica.name!r} is held by a live replica at {old.replica.address}"
+        self._entries[replica.name] = _Entry(replica, owner, now)
+        return None
+
+    def heartbeat(self, name: str, owner: int, now: float) -> bool:
+        entry = self._entries.get(name)
+        if entry is None or entry.owner != owner:
+            return False
+        entry.last_seen = now
+        return True
+
+    def unregister(self, name: str, owner: int) -> None:
+        entry = self._entries.get(name)
+        if entry is not None and entry.owner == owner:
+            del self._entries[name]
+
+    def drop_owner(self, owner: int) -> list[str]:
+        """A connection closed: its registrations go with it."""
+        gone = [n for n, e in self._entries.items() if e.owner == owner]
+        for n in gone:
+            del self._entries[n]
+        return gone
+
+    def expire(self, now: float) -> list[str]:
+        gone = [n for n, e in self._entries.items() if now - e.last_seen > self.ttl]
+        for n in gone:
+            del self._entries[n]
+        return gone
+
+    def resolve(self, *, module: str = "", interface: str = "", now: float) -> list[Replica]:
+        """Live replicas of ``module`` and/or serving ``interface``, in name order."""
+        self.expire(now)
+        out = [e.replica for e in self._entries.values()
+               if (not module or e.replica.module == module)
+               and (not interface or interface in e.replica.interfaces)]
+        return sorted(out, key=lambda r: _natural(r.name))
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+
+def _natural(name: str) -> tuple[str, int]:
+    head = name.rstrip("0123456789")
+    tail = name[len(head):]
+    return (head, int(tail) if tail else -1)

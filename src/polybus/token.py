@@ -1,0 +1,48 @@
+"""The cluster token: made, stored and read without ever being printed."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from pathlib import Path
+
+from polybus.errors import UsageError
+
+ENV = "POLYBUS_TOKEN"
+
+
+def make_token() -> bytes:
+    return secrets.token_hex(32).encode()
+
+
+def write_token_file(token: bytes, path: Path | None = None) -> Path:
+    """Write ``token`` to a file only the user can read; returns the file's path."""
+    if path is None:
+        fd, name = tempfile.mkstemp(prefix="polybus-token-", suffix=".txt")
+        path = Path(name)
+    else:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(token)
+    os.chmod(path, 0o600)
+    return path
+
+
+def read_token(token_file: str | Path | None = None, *, required: bool = True) -> bytes | None:
+    """From ``token_file`` if given, else from $POLYBUS_TOKEN."""
+    if token_file is not None:
+        try:
+            data = Path(token_file).read_bytes().strip()
+        except OSError as exc:
+            raise UsageError(f"cannot read token file {token_file}: {exc.strerror}") from None
+        if not data:
+            raise UsageError(f"token file {token_file} is empty")
+        return data
+    env = os.environ.get(ENV, "").strip()
+    if env:
+        return env.encode()
+    if required:
+        raise UsageError(f"no cluster token: set ${ENV} or pass --token-file FILE "
+                         "(the file `polybus registry` wrote)")
+    return None

@@ -1,0 +1,131 @@
+"""An authenticated, framed connection over one stream socket.
+
+Sends never wait on a peer that is not reading: a send that would block hands control
+to ``on_blocked`` (which reads and handles what the peer sent meanwhile) before trying
+again, so two sides that both write before reading cannot deadlock (seeds/002's
+buffer deadlock is impossible by construction). Receives fill the frame decoder's
+memory directly, so large arrays are not copied on the way in.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+from collections.abc import Callable
+
+from polybus.errors import ConnectionLostError
+from polybus.wire.codec import Codec
+from polybus.wire.framing import FrameDecoder
+from polybus.wire.messages import Message
+
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+_IOV_MAX = 512
+
+
+class Channel:
+    """Messages over one connected, authenticated socket."""
+
+    def __init__(self, sock: socket.socket, codec: Codec, peer: str) -> None:
+        self.sock = sock
+        self.codec = codec
+        self.peer = peer
+        self.decoder = FrameDecoder(codec.max_frame)
+        self.send_lock = threading.Lock()
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.closed = False
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    # -- sending ---------------------------------------------------------------
+    def send(self, msg: Message, on_blocked: Callable[[], None] | None = None) -> int:
+        """Send one message; returns its size on the wire in bytes."""
+        with self.send_lock:
+            pieces = self.codec.encode(msg)
+            return self._send_pieces(pieces, on_blocked)
+
+    def send_many(self, msgs: list[Message], on_blocked: Callable[[], None] | None = None) -> int:
+        with self.send_lock:
+            pieces: list[bytes | memoryview] = []
+            for m in msgs:
+                pieces.extend(self.codec.encode(m))
+            return self._send_pieces(pieces, on_blocked)
+
+    def _send_pieces(self, pieces: list[bytes | memoryview], on_blocked: Callable[[], None] | None) -> int:
+        if self.closed:
+            raise ConnectionLostError(f"connection to {self.peer} is closed")
+        total = 0
+        views = [memoryview(p).cast("B") for p in pieces]
+        flags = _DONTWAIT if on_blocked is not None else 0
+        try:
+            while views:
+                try:
+                    if len(views) == 1:
+                        n = self.sock.send(views[0], flags)
+                    else:
+                        n = self.sock.sendmsg(views[:_IOV_MAX], [], flags)
+                except BlockingIOError:
+                    self._wait_writable(on_blocked)
+                    continue
+                total += n
+                while n and views:
+                    if n >= views[0].nbytes:
+                        n -= views[0].nbytes
+                        views.pop(0)
+                    else:
+                        views[0] = views[0][n:]
+                        n = 0
+        except OSError as exc:
+            self.closed = True
+            raise ConnectionLostError(f"connection to {self.peer} broke while sending: {exc}") from None
+        self.bytes_sent += total
+        return total
+
+    def _wait_writable(self, on_blocked: Callable[[], None] | None) -> None:
+        readable, _, _ = select.select([self.sock], [self.sock], [], 1.0)
+        if readable and on_blocked is not None:
+            on_blocked()
+
+    # -- receiving -------------------------------------------------------------
+    def pending(self) -> list[Message]:
+        """Messages already received in full (no system call)."""
+        out: list[Message] = []
+        while (frame := self.decoder.next_frame()) is not None:
+            out.append(self.codec.decode(frame))
+        return out
+
+    def receive(self, *, wait: bool = True) -> list[Message]:
+        """Read once from the socket (waiting for data if ``wait``) and decode what is whole.
+
+        Raises ConnectionLostError when the peer has closed, ProtocolError on bad bytes.
+        """
+        try:
+            buf = self.decoder.get_buffer()
+            n = self.sock.recv_into(buf, 0 if wait else _DONTWAIT)
+        except BlockingIOError:
+            return []
+        except OSError as exc:
+            self.closed = True
+            raise ConnectionLostError(f"connection to {self.peer} broke: {exc}") from None
+        if n == 0:
+            self.closed = True
+            raise ConnectionLostError(f"{self.peer} closed the connection")
+        self.decoder.buffer_updated(n)
+        self.bytes_received += n
+        return self.pending()
+
+    def receive_until(self, wanted: Callable[[list[Message]], bool]) -> None:
+        """Keep reading (blocking) until ``wanted`` says the batch it saw is enough."""
+        while not wanted(self.receive()):
+            pass
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+

@@ -1,0 +1,152 @@
+"""Addresses by scheme, listening and connecting, with the token handshake.
+
+``tcp://HOST:PORT`` (``HOST:PORT`` alone means tcp) and ``ipc:///path/to.sock`` (a Unix
+socket). Listening binds to loopback unless an address says otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+from polybus.errors import AuthenticationError, ProtocolError, TransportError
+from polybus.transport.channel import Channel
+from polybus.wire import handshake
+from polybus.wire.codec import Codec
+
+HANDSHAKE_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Address:
+    scheme: str  # "tcp" | "ipc"
+    host: str = ""
+    port: int = 0
+    path: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Address:
+        scheme, sep, rest = text.partition("://")
+        if not sep:
+            scheme, rest = "tcp", text
+        if scheme == "tcp":
+            host, colon, port = rest.rpartition(":")
+            if not colon or not port.isdigit():
+                raise TransportError(f"bad address {text!r}: expected tcp://HOST:PORT")
+            return cls("tcp", host.strip("[]") or "127.0.0.1", int(port))
+        if scheme == "ipc":
+            if not rest:
+                raise TransportError(f"bad address {text!r}: expected ipc:///path")
+            return cls("ipc", path=rest)
+        raise TransportError(f"unknown transport {scheme!r} in {text!r} (tcp, ipc)")
+
+    def __str__(self) -> str:
+        if self.scheme == "ipc":
+            return f"ipc://{self.path}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"tcp://{host}:{self.port}"
+
+
+def listen(address: Address, backlog: int = 128) -> tuple[socket.socket, Address]:
+    """A listening socket and the address it really has (port 0 becomes a real port)."""
+    if address.scheme == "ipc":
+        if os.path.exists(address.path):
+            os.unlink(address.path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(address.path)
+        os.chmod(address.path, 0o600)
+        sock.listen(backlog)
+        return sock, address
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((address.host, address.port))
+    except OSError as exc:
+        sock.close()
+        raise TransportError(f"cannot listen on {address}: {exc.strerror or exc}") from None
+    sock.listen(backlog)
+    host, port = sock.getsockname()[:2]
+    return sock, Address("tcp", host, port)
+
+
+def _tune(sock: socket.socket) -> None:
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, 4 * 1024 * 1024)
+        except OSError:
+            pass
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def connect(address: Address | str, token: bytes, codec: Codec,
+            timeout: float = HANDSHAKE_TIMEOUT) -> Channel:
+    """Connect and authenticate; raises TransportError / AuthenticationError."""
+    addr = Address.parse(address) if isinstance(address, str) else address
+    try:
+        if addr.scheme == "ipc":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(addr.path)
+        else:
+            sock = socket.create_connection((addr.host, addr.port), timeout=timeout)
+    except OSError as exc:
+        raise TransportError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
+    try:
+        _tune(sock)
+        hs = handshake.ClientHandshake(token)
+        sock.sendall(hs.proof(_recv_exact(sock, handshake.HELLO_SIZE)))
+        hs.verify(_recv_exact(sock, handshake.ANSWER_SIZE))
+        sock.settimeout(None)
+    except (ProtocolError, OSError) as exc:
+        sock.close()
+        if isinstance(exc, ProtocolError):
+            raise
+        raise TransportError(f"handshake with {addr} failed: {exc}") from None
+    return Channel(sock, codec, str(addr))
+
+
+def accept(listener: socket.socket, token: bytes, codec: Codec,
+           timeout: float = HANDSHAKE_TIMEOUT) -> Channel:
+    """Accept one connection and authenticate it (see `authenticate`)."""
+    sock, peer = listener.accept()
+    return authenticate(sock, peer, token, codec, timeout)
+
+
+def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
+                 timeout: float = HANDSHAKE_TIMEOUT) -> Channel:
+    """Run the server side of the handshake before anything the peer sends is decoded.
+
+    Raises AuthenticationError (the peer has been told why and disconnected) or
+    TransportError.
+    """
+    name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "local peer"
+    try:
+        sock.settimeout(timeout)
+        _tune(sock)
+        hs = handshake.ServerHandshake(token)
+        sock.sendall(hs.hello())
+        answer, error = hs.check(_recv_exact(sock, handshake.PROOF_SIZE))
+        sock.sendall(answer)
+        if error is not None:
+            raise AuthenticationError(f"{name}: {error}")
+        sock.settimeout(None)
+    except AuthenticationError:
+        sock.close()
+        raise
+    except OSError as exc:
+        sock.close()
+        raise TransportError(f"handshake with {name} failed: {exc}") from None
+    return Channel(sock, codec, name)

@@ -1,0 +1,167 @@
+"""Values <-> msgpack header + raw buffers.
+
+msgpack types travel in the header. numpy arrays (anywhere in a value) and large
+top-level bytes travel as raw buffers beside it, referred to by extension types:
+
+    ext 1  ndarray   data = msgpack [dtype.str, shape, buffer index]
+    ext 2  bytes     data = msgpack buffer index
+    ext 3  pickle    data = pickle protocol 5 (only where both sides enable pickle)
+    ext 4  ref       data = msgpack [kind, key]  (a cached operand or a forwarded value)
+
+Nothing is pickled unless the codec was made with ``allow_pickle=True``; a value the
+safe codec cannot carry is a clear TypeError at the sender.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from polybus.errors import ProtocolError
+from polybus.wire.framing import DEFAULT_MAX_FRAME, Frame, encode_frame
+from polybus.wire.messages import Message
+
+EXT_NDARRAY = 1
+EXT_BYTES = 2
+EXT_PICKLE = 3
+EXT_REF = 4
+OOB_BYTES = 64 * 1024  # top-level bytes at least this long travel out of band
+
+_meta_enc = msgspec.msgpack.Encoder()
+_meta_dec = msgspec.msgpack.Decoder()
+
+
+class OutOfBand:
+    """Marks a bytes-like value to be sent as a raw buffer."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        self.data = data
+
+
+class Ref:
+    """A named value held elsewhere (a cached operand, a forwarded result)."""
+
+    __slots__ = ("key", "kind")
+
+    def __init__(self, kind: str, key: Any) -> None:
+        self.kind = kind
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"Ref({self.kind!r}, {self.key!r})"
+
+
+class Codec:
+    """Encodes and decodes messages for one connection (not thread-safe: one per side)."""
+
+    def __init__(self, *, allow_pickle: bool = False, max_frame: int = DEFAULT_MAX_FRAME,
+                 ref_hook: Callable[[Ref], Any] | None = None) -> None:
+        self.allow_pickle = allow_pickle
+        self.max_frame = max_frame
+        self._out: list[memoryview] = []
+        self._in: list[bytearray | memoryview] = []
+        self._ref_hook = ref_hook
+        self._enc = msgspec.msgpack.Encoder(enc_hook=self._enc_hook)
+        self._dec = msgspec.msgpack.Decoder(Message, ext_hook=self._ext_hook)
+        self._any_dec = msgspec.msgpack.Decoder(ext_hook=self._ext_hook)
+
+    # -- encoding ---------------------------------------------------------------
+    def encode(self, msg: Message) -> list[bytes | memoryview]:
+        """The pieces of one frame, ready for sendmsg; large buffers are not copied."""
+        self._out = []
+        try:
+            header = self._enc.encode(msg)
+            bufs: list[bytes | memoryview] = list(self._out)
+        finally:
+            self._out = []
+        return encode_frame(header, bufs, self.max_frame)
+
+    def _enc_hook(self, obj: Any) -> Any:
+        if isinstance(obj, np.ndarray):
+            if obj.dtype.hasobject:
+                return self._pickled(obj)
+            arr = np.ascontiguousarray(obj)
+            idx = len(self._out)
+            self._out.append(memoryview(arr).cast("B") if arr.nbytes else memoryview(b""))  # type: ignore[arg-type]
+            return msgspec.msgpack.Ext(EXT_NDARRAY, _meta_enc.encode((arr.dtype.str, arr.shape, idx)))
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, OutOfBand):
+            idx = len(self._out)
+            self._out.append(memoryview(obj.data).cast("B"))
+            return msgspec.msgpack.Ext(EXT_BYTES, _meta_enc.encode(idx))
+        if isinstance(obj, Ref):
+            return msgspec.msgpack.Ext(EXT_REF, _meta_enc.encode((obj.kind, obj.key)))
+        if isinstance(obj, memoryview):
+            return obj.tobytes()
+        force = getattr(type(obj), "__polybus_value__", None)
+        if force is not None:  # a promise inside a value: its answer is what travels
+            return force(obj)
+        if isinstance(obj, complex):
+            return self._pickled(obj) if self.allow_pickle else [obj.real, obj.imag]
+        return self._pickled(obj)
+
+    def _pickled(self, obj: Any) -> msgspec.msgpack.Ext:
+        if not self.allow_pickle:
+            raise TypeError(
+                f"a value of type {type(obj).__qualname__} cannot be sent by the safe codec "
+                "(msgpack types, numpy arrays, bytes); convert it, or set pickle = true "
+                "on the serving module in the configuration")
+        return msgspec.msgpack.Ext(EXT_PICKLE, pickle.dumps(obj, protocol=5))
+
+    # -- decoding ---------------------------------------------------------------
+    def decode(self, frame: Frame) -> Message:
+        """One message; ProtocolError for anything malformed."""
+        self._in = frame.buffers
+        try:
+            msg: Message = self._dec.decode(frame.header)
+        except msgspec.DecodeError as exc:
+            raise ProtocolError(f"malformed message: {exc}") from None
+        except (ValueError, TypeError, IndexError, KeyError) as exc:
+            raise ProtocolError(f"malformed value in message: {exc}") from None
+        finally:
+            self._in = []
+        return msg
+
+    def decode_value(self, data: bytes, buffers: list[bytearray | memoryview]) -> Any:
+        self._in = buffers
+        try:
+            return self._any_dec.decode(data)
+        finally:
+            self._in = []
+
+    def _ext_hook(self, code: int, data: memoryview) -> Any:
+        if code == EXT_NDARRAY:
+            dtype, shape, idx = _meta_dec.decode(data)
+            buf = self._buffer(idx)
+            dt = np.dtype(dtype)
+            if dt.hasobject:
+                raise ProtocolError("object arrays are not sent as raw buffers")
+            count = 1
+            for s in shape:
+                count *= int(s)
+            if count * dt.itemsize != memoryview(buf).nbytes:
+                raise ProtocolError("array shape does not match its buffer")
+            return np.frombuffer(buf, dtype=dt).reshape(shape)
+        if code == EXT_BYTES:
+            return bytes(self._buffer(_meta_dec.decode(data)))
+        if code == EXT_PICKLE:
+            if not self.allow_pickle:
+                raise ProtocolError("peer sent a pickled value but pickle is not enabled here")
+            return pickle.loads(data)
+        if code == EXT_REF:
+            kind, key = _meta_dec.decode(data)
+            ref = Ref(kind, key)
+            return self._ref_hook(ref) if self._ref_hook is not None else ref
+        raise ProtocolError(f"unknown extension type {code}")
+
+    def _buffer(self, idx: Any) -> bytearray | memoryview:
+        if not isinstance(idx, int) or not 0 <= idx < len(self._in):
+            raise ProtocolError(f"reference to buffer {idx!r}, frame has {len(self._in)}")
+        return self._in[idx]

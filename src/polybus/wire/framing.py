@@ -1,0 +1,165 @@
+"""Frames on a byte stream, sans-IO: bytes in, frames out; no sockets here.
+
+A frame (all integers little-endian)::
+
+    u32  length        bytes that follow this field (<= the receiver's max_frame)
+    u16  nbufs         raw buffers carried beside the header
+    u16  flags         reserved, 0
+    u32  header_len    bytes of the msgpack header
+    u64  buf_len       nbufs times, one per buffer
+    ...  header        msgpack
+    ...  buffers       concatenated, in order
+
+The receiver fills memory the decoder lends it (`get_buffer` / `buffer_updated`, like
+asyncio's BufferedProtocol), so a large frame is received straight into its own
+bytearray and its buffers reach numpy without a copy. Small frames share one scratch
+area; their buffers are copied out (cheaply) so they stay valid.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from polybus.errors import ProtocolError
+
+PREFIX = struct.Struct("<IHHI")  # length, nbufs, flags, header_len
+BUFLEN = struct.Struct("<Q")
+_SPLIT = struct.Struct("<HHI")
+MAX_BUFFERS = 4096
+DEFAULT_MAX_FRAME = 1 << 30
+_SCRATCH = 256 * 1024
+_BIG = 128 * 1024  # frames at least this long get a bytearray of their own
+
+
+@dataclass(slots=True)
+class Frame:
+    header: bytes | memoryview
+    buffers: list[bytearray | memoryview]
+    size: int  # bytes on the wire, prefix included
+
+
+def frame_prefix(header_len: int, buffer_lens: list[int], max_frame: int) -> bytes:
+    """The bytes that precede ``header`` on the wire."""
+    n = len(buffer_lens)
+    if n > MAX_BUFFERS:
+        raise ProtocolError(f"a frame carries at most {MAX_BUFFERS} buffers, not {n}")
+    length = PREFIX.size - 4 + 8 * n + header_len + sum(buffer_lens)
+    if length > max_frame:
+        raise ProtocolError(f"message of {length} bytes is over the frame limit of {max_frame} bytes")
+    out = PREFIX.pack(length, n, 0, header_len)
+    if n:
+        out += b"".join(BUFLEN.pack(b) for b in buffer_lens)
+    return out
+
+
+def encode_frame(header: bytes, buffers: list[bytes | memoryview] | None = None,
+                 max_frame: int = DEFAULT_MAX_FRAME) -> list[bytes | memoryview]:
+    """The pieces to write, in order (for sendmsg / writelines); nothing is copied."""
+    bufs = buffers or []
+    prefix = frame_prefix(len(header), [memoryview(b).nbytes for b in bufs], max_frame)
+    if not bufs:
+        return [prefix + header]
+    return [prefix + header, *bufs]
+
+
+class FrameDecoder:
+    """Turns received bytes into `Frame`s, checking every length before trusting it."""
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.max_frame = max_frame
+        self._scratch = bytearray(_SCRATCH)
+        self._start = 0
+        self._end = 0
+        self._big: bytearray | None = None  # body of a large frame being received
+        self._big_filled = 0
+
+    # -- the receiving side's half -------------------------------------------------
+    def get_buffer(self) -> memoryview:
+        """Memory to receive into (at least 1 byte)."""
+        if self._big is not None:
+            return memoryview(self._big)[self._big_filled:]
+        if self._end == len(self._scratch):
+            pending = self._end - self._start
+            if self._start:
+                self._scratch[:pending] = self._scratch[self._start:self._end]
+                self._start, self._end = 0, pending
+            if self._end == len(self._scratch):  # a partial prefix larger than scratch
+                self._scratch.extend(bytes(len(self._scratch)))
+        return memoryview(self._scratch)[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big is not None:
+            self._big_filled += nbytes
+        else:
+            self._end += nbytes
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data`` in (for tests and callers without a socket)."""
+        view = memoryview(data).cast("B")
+        while view.nbytes:
+            buf = self.get_buffer()
+            n = min(buf.nbytes, view.nbytes)
+            buf[:n] = view[:n]
+            self.buffer_updated(n)
+            view = view[n:]
+
+    # -- frames out --------------------------------------------------------------
+    def next_frame(self) -> Frame | None:
+        """The next complete frame, or None until more bytes arrive."""
+        if self._big is not None:
+            if self._big_filled < len(self._big):
+                return None
+            body, self._big, self._big_filled = self._big, None, 0
+            return self._split(memoryview(body), copy=False)
+        avail = self._end - self._start
+        if avail < 4:
+            return None
+        (length,) = struct.unpack_from("<I", self._scratch, self._start)
+        if length > self.max_frame:
+            raise ProtocolError(f"frame of {length} bytes is over the limit of {self.max_frame} bytes")
+        if length < PREFIX.size - 4:
+            raise ProtocolError(f"frame length {length} is shorter than a frame header")
+        if avail - 4 >= length:
+            s = self._start + 4
+            self._start += 4 + length
+            if self._start == self._end:
+                self._start = self._end = 0
+            return self._split(memoryview(self._scratch)[s:s + length], copy=True)
+        if length >= _BIG:
+            # Give this frame its own memory and receive the rest straight into it.
+            body = bytearray(length)
+            have = avail - 4
+            body[:have] = self._scratch[self._start + 4:self._end]
+            self._start = self._end = 0
+            self._big, self._big_filled = body, have
+        return None
+
+    def _split(self, body: memoryview, *, copy: bool) -> Frame:
+        nbufs, _flags, header_len = _SPLIT.unpack_from(body, 0)
+        if nbufs == 0:  # the common small message: header only
+            if 8 + header_len != body.nbytes:
+                raise ProtocolError(f"frame lengths disagree: {8 + header_len} declared, "
+                                    f"{body.nbytes} received")
+            return Frame(bytes(body[8:]) if copy else body[8:], [], 4 + body.nbytes)
+        if nbufs > MAX_BUFFERS:
+            raise ProtocolError(f"frame declares {nbufs} buffers; at most {MAX_BUFFERS}")
+        off = 8
+        lens = []
+        if off + 8 * nbufs > body.nbytes:
+            raise ProtocolError("frame is shorter than its buffer table")
+        for _ in range(nbufs):
+            (n,) = BUFLEN.unpack_from(body, off)
+            lens.append(n)
+            off += 8
+        total = off + header_len + sum(lens)
+        if total != body.nbytes:
+            raise ProtocolError(f"frame lengths disagree: {total} declared, {body.nbytes} received")
+        header: bytes | memoryview = bytes(body[off:off + header_len]) if copy else body[off:off + header_len]
+        off += header_len
+        buffers: list[bytearray | memoryview] = []
+        for n in lens:
+            piece = body[off:off + n]
+            buffers.append(bytearray(piece) if copy else piece)
+            off += n
+        return Frame(header, buffers, 4 + body.nbytes)

@@ -1,0 +1,99 @@
+"""Mutual token authentication, sans-IO, with fixed-size messages only.
+
+Nothing a peer sends is decoded (no msgpack, no pickle) before it has proved it holds
+the cluster token; the token itself never crosses the wire::
+
+    server -> client  HELLO  40 bytes: b"PBUS" u16 version u16 flags  nonce_s[32]
+    client -> server  PROOF  72 bytes: b"PBUS" u16 version u16 flags  nonce_c[32]
+                                       HMAC-SHA256(token, b"c" + nonce_s + nonce_c)[32]
+    server -> client  ANSWER 33 bytes: u8 status  HMAC-SHA256(token, b"s" + nonce_c + nonce_s)[32]
+
+status: 0 accepted, 1 version not supported, 2 bad token, 3 not polybus. On any status
+but 0 the MAC is zeros and the server closes the connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import struct
+
+from polybus.errors import AuthenticationError, ProtocolError
+
+MAGIC = b"PBUS"
+VERSION = 1
+HELLO_SIZE = 40
+PROOF_SIZE = 72
+ANSWER_SIZE = 33
+_HEAD = struct.Struct("<4sHH")
+
+OK, BAD_VERSION, BAD_TOKEN, NOT_POLYBUS = 0, 1, 2, 3
+_REASONS = {BAD_VERSION: "protocol version not supported", BAD_TOKEN: "wrong cluster token",
+            NOT_POLYBUS: "not a polybus peer"}
+
+
+def _mac(token: bytes, role: bytes, a: bytes, b: bytes) -> bytes:
+    return hmac.new(token, role + a + b, hashlib.sha256).digest()
+
+
+class ServerHandshake:
+    """The accepting side: `hello()` to send, then `check(proof)` -> (answer, error)."""
+
+    def __init__(self, token: bytes) -> None:
+        self._token = token
+        self._nonce = os.urandom(32)
+
+    def hello(self) -> bytes:
+        return _HEAD.pack(MAGIC, VERSION, 0) + self._nonce
+
+    def check(self, proof: bytes) -> tuple[bytes, AuthenticationError | None]:
+        """The answer to send, and the reason to drop the peer (None if accepted)."""
+        status = OK
+        if len(proof) != PROOF_SIZE:
+            status = NOT_POLYBUS
+        else:
+            magic, version, _flags = _HEAD.unpack_from(proof, 0)
+            nonce_c, mac = proof[8:40], proof[40:72]
+            if magic != MAGIC:
+                status = NOT_POLYBUS
+            elif version != VERSION:
+                status = BAD_VERSION
+            elif not hmac.compare_digest(mac, _mac(self._token, b"c", self._nonce, nonce_c)):
+                status = BAD_TOKEN
+        if status != OK:
+            return bytes([status]) + bytes(32), AuthenticationError(
+                f"peer refused: {_REASONS[status]}")
+        return bytes([OK]) + _mac(self._token, b"s", nonce_c, self._nonce), None
+
+
+class ClientHandshake:
+    """The connecting side: `proof(hello)` to send, then `verify(answer)`."""
+
+    def __init__(self, token: bytes) -> None:
+        self._token = token
+        self._nonce = os.urandom(32)
+        self._server_nonce = b""
+
+    def proof(self, hello: bytes) -> bytes:
+        if len(hello) != HELLO_SIZE:
+            raise ProtocolError("peer is not a polybus server (short greeting)")
+        magic, version, _flags = _HEAD.unpack_from(hello, 0)
+        if magic != MAGIC:
+            raise ProtocolError("peer is not a polybus server")
+        if version != VERSION:
+            raise ProtocolError(f"server speaks protocol version {version}, this is {VERSION}")
+        self._server_nonce = hello[8:40]
+        return (_HEAD.pack(MAGIC, VERSION, 0) + self._nonce
+                + _mac(self._token, b"c", self._server_nonce, self._nonce))
+
+    def verify(self, answer: bytes) -> None:
+        if len(answer) != ANSWER_SIZE:
+            raise AuthenticationError("server closed the connection during the handshake")
+        status = answer[0]
+        if status != OK:
+            raise AuthenticationError(
+                f"server refused this connection: {_REASONS.get(status, f'status {status}')}")
+        expected = _mac(self._token, b"s", self._nonce, self._server_nonce)
+        if not hmac.compare_digest(answer[1:], expected):
+            raise AuthenticationError("server did not prove it holds the cluster token")

@@ -1,0 +1,138 @@
+"""Every message of the protocol, as typed, tagged msgspec Structs.
+
+Each encodes as a msgpack array whose first element is the integer tag (docs/protocol.md
+lists them). Values inside ``args``/``kwargs``/``value`` may contain msgpack extension
+types that refer to the frame's raw buffers (see codec.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class _Msg(msgspec.Struct, array_like=True, tag_field="t", omit_defaults=False):
+    pass
+
+
+# -- calls (client <-> worker) -----------------------------------------------------
+class Call(_Msg, tag=1):
+    id: int
+    iface: str
+    args: list[Any]
+    kwargs: dict[str, Any] | None = None
+    prio: float = 0.0            # higher is served first
+    deadline: float = 0.0        # seconds the caller will wait; 0 = none
+    forward: list[Any] | None = None  # forwarding target, see docs/protocol.md
+
+
+class Result(_Msg, tag=2):
+    id: int
+    value: Any
+
+
+class Fail(_Msg, tag=3):
+    id: int
+    kind: str            # "exception" | "busy" | "no-interface" | "bad-call" | "cache-miss"
+    type: str
+    message: str
+    traceback: str = ""
+
+
+class Batch(_Msg, tag=4):
+    """Several calls, or several answers, in one frame (aggregation)."""
+
+    items: list[Any]
+
+
+class Cancel(_Msg, tag=5):
+    ids: list[int]
+
+
+class Steal(_Msg, tag=6):
+    """Ask a replica to give back up to ``n`` calls still waiting in its queue."""
+
+    n: int
+    req: int = 0
+
+
+class Released(_Msg, tag=7):
+    """The calls a replica removed from its queue; it will never run them."""
+
+    ids: list[int]
+    req: int = 0
+
+
+class StatsRequest(_Msg, tag=8):
+    req: int = 0
+
+
+class Stats(_Msg, tag=9):
+    name: str
+    calls: int
+    busy_s: float
+    queue_wait_s: float
+    queued: int
+    running: int
+    speed: float = 1.0
+    req: int = 0
+
+
+class Ping(_Msg, tag=10):
+    req: int = 0
+
+
+class Pong(_Msg, tag=11):
+    req: int = 0
+    queued: int = 0
+    running: int = 0
+
+
+# -- registry --------------------------------------------------------------------
+class Replica(msgspec.Struct, array_like=True):
+    name: str
+    module: str
+    address: str
+    interfaces: list[str]
+    speed: float = 1.0
+    pid: int = 0
+
+
+class Register(_Msg, tag=20):
+    replica: Replica
+
+
+class Registered(_Msg, tag=21):
+    ok: bool
+    reason: str = ""
+
+
+class Heartbeat(_Msg, tag=22):
+    name: str
+
+
+class Resolve(_Msg, tag=23):
+    module: str = ""     # all replicas of a module, or
+    interface: str = ""  # all replicas serving an interface
+    req: int = 0
+
+
+class Replicas(_Msg, tag=24):
+    replicas: list[Replica]
+    req: int = 0
+
+
+class Unregister(_Msg, tag=25):
+    name: str
+
+
+class Goodbye(_Msg, tag=26):
+    """The sender is closing this connection on purpose, with a reason."""
+
+    reason: str = ""
+
+
+Message = (Call | Result | Fail | Batch | Cancel | Steal | Released | StatsRequest | Stats
+           | Ping | Pong | Register | Registered | Heartbeat | Resolve | Replicas
+           | Unregister | Goodbye)

@@ -1,0 +1,69 @@
+"""A worker process: load the module, serve it, stay registered until told to stop."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from polybus.config.model import ModuleSpec, ReplicaSpec
+from polybus.registry.client import Membership, RegistryClient
+from polybus.wire.messages import Replica
+from polybus.worker.module import interfaces, load_module
+from polybus.worker.runtime import ServeOptions, WorkerRuntime
+
+
+def _die_with_parent() -> None:
+    """Linux: end this worker when the process that started it ends (no orphans)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame: int) -> ServeOptions:
+    """A replica's servicing style: the largest pool and queue its interfaces ask for."""
+    opts = ServeOptions(max_frame=max_frame)
+    if spec is not None:
+        defines = list(spec.define.values())
+        if defines:
+            opts.pool = max(d.pool for d in defines)
+            opts.queue = max(d.queue for d in defines)
+            opts.overflow = "reject" if any(d.overflow == "reject" for d in defines) else "block"
+        opts.allow_pickle = spec.pickle
+    if replica is not None:
+        opts.speed = replica.speed
+    return opts
+
+
+def serve(*, registry: str, module_path: Path, name: str, module_key: str, token: bytes,
+          listen: str = "tcp://127.0.0.1:0", spec: ModuleSpec | None = None,
+          replica: ReplicaSpec | None = None, heartbeat: float = 1.0,
+          max_frame: int = 1 << 30, exit_with_parent: bool = False) -> None:
+    if exit_with_parent:
+        _die_with_parent()
+    module = load_module(module_path, f"polybus_user_{module_key}")
+    functions = interfaces(module, spec.define.keys() if spec else ())
+    runtime = WorkerRuntime(name, functions, token, listen,
+                            options_for(spec, replica, max_frame)).start()
+    me = Replica(name, module_key, str(runtime.address), sorted(functions),
+                 runtime.options.speed, os.getpid())
+    client = RegistryClient(registry, token)
+    membership = Membership(client, me, heartbeat)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        membership.start()
+        print(f"polybus worker {name}: serving {', '.join(sorted(functions))} "
+              f"at {runtime.address}", file=sys.stderr, flush=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        membership.stop()
+        client.close()
+        runtime.stop()

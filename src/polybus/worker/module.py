@@ -1,0 +1,46 @@
+"""Loading a user's module from its file, and the interfaces it serves."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from polybus.errors import ConfigError
+
+
+def load_module(path: Path | str, name: str | None = None) -> ModuleType:
+    """Import a module from its file; its folder goes on sys.path for its own imports."""
+    p = Path(path).resolve()
+    if not p.is_file():
+        raise ConfigError(f"module source {p} does not exist")
+    folder = str(p.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    mod_name = name or p.stem
+    spec = importlib.util.spec_from_file_location(mod_name, p)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"cannot import {p}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def interfaces(module: ModuleType, names: Iterable[str] = ()) -> dict[str, Callable[..., Any]]:
+    """``names`` if given, else every public function defined in the module itself."""
+    wanted = list(names)
+    if wanted:
+        out = {}
+        for n in wanted:
+            fn = getattr(module, n, None)
+            if not callable(fn):
+                raise ConfigError(f"{module.__file__}: {n!r} is not a function of the module")
+            out[n] = fn
+        return out
+    return {n: f for n, f in vars(module).items()
+            if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == module.__name__}

@@ -1,0 +1,383 @@
+"""A replica: serves a module's interfaces to authenticated clients.
+
+Threads share one role, the poller: whoever holds it reads the sockets; on reading a
+call it lets the role go and runs the call itself, so a call is never handed from an
+I/O thread to a compute thread (a handoff costs ~20 us in CPython, a third of a
+loopback round trip). ``pool`` threads run calls. One standby thread looks in every
+few milliseconds and takes the poller role only when a call has been running since
+its last look, so control messages (steal, cancel, stats) are answered during long
+calls and the network never waits on compute; when the replica is idle the standby
+looks less and less often (up to every 100 ms) and burns no CPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import selectors
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from polybus.errors import PolybusError, ProtocolError
+from polybus.transport.channel import Channel
+from polybus.transport.endpoints import Address, authenticate, listen
+from polybus.wire.codec import Codec
+from polybus.wire.messages import (
+    Batch,
+    Call,
+    Cancel,
+    Fail,
+    Goodbye,
+    Message,
+    Ping,
+    Pong,
+    Released,
+    Result,
+    Stats,
+    StatsRequest,
+    Steal,
+)
+from polybus.worker.servicing import CallQueue, Job
+
+log = logging.getLogger("polybus.worker")
+_LISTENER, _WAKE = object(), object()
+
+
+@dataclass
+class ServeOptions:
+    pool: int = 1
+    queue: int = 1000
+    overflow: str = "block"         # or "reject"
+    speed: float = 1.0              # 0 < speed <= 1: calls last real time / speed
+    allow_pickle: bool = False
+    max_frame: int = 1 << 30
+
+
+class WorkerRuntime:
+    """Serves ``functions`` (interface name -> callable) on ``address`` until `stop()`."""
+
+    def __init__(self, name: str, functions: dict[str, Callable[..., Any]], token: bytes,
+                 address: str = "tcp://127.0.0.1:0", options: ServeOptions | None = None) -> None:
+        self.name = name
+        self.functions = functions
+        self.options = options or ServeOptions()
+        self._token = token
+        self._listener, self.address = listen(Address.parse(address))
+        self._listener.setblocking(False)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._listener, selectors.EVENT_READ, _LISTENER)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
+        self._channels: set[Channel] = set()
+        self._new: list[Channel] = []
+        self._paused: set[Channel] = set()
+        self._queue = CallQueue(self.options.queue)
+        self._lock = threading.Lock()           # guards queue and roles
+        self._cv = threading.Condition(self._lock)  # idle threads wait on it
+        self._running = 0
+        self._polling = False
+        self._stopping = False
+        self.calls = 0
+        self.busy_s = 0.0
+        self.queue_wait_s = 0.0
+        self._started = 0  # calls started, for the standby's look
+        # Answers held back while more tiny calls wait, then written together.
+        self._corked: dict[Channel, list[Message]] = {}
+        self._cork_lock = threading.Lock()
+        self._stop_event = threading.Event()
+        self._threads = [threading.Thread(target=self._thread_main, daemon=True,
+                                          name=f"polybus-{name}-{i}")
+                         for i in range(self.options.pool)]
+        self._threads.append(threading.Thread(target=self._standby_main, daemon=True,
+                                              name=f"polybus-{name}-standby"))
+
+    def start(self) -> WorkerRuntime:
+        for t in self._threads:
+            t.start()
+        return self
+
+    # -- who polls, who runs ------------------------------------------------------
+    def _thread_main(self) -> None:
+        while True:
+            job: Job | None = None
+            if self._corked and not len(self._queue):
+                self._flush_corked()
+            with self._cv:
+                while True:
+                    if self._stopping:
+                        return
+                    if self._running < self.options.pool and (job := self._queue.pop()):
+                        self._running += 1
+                        self._started += 1
+                        break
+                    if not self._polling:
+                        self._polling = True
+                        break
+                    self._cv.wait()
+            if job is not None:
+                self._run(job)
+                with self._lock:
+                    self._running -= 1
+                    if self._paused and not self._queue.full():
+                        self._wake()
+                continue
+            self._poll_and_release(takes_job=True)
+
+    def _standby_main(self) -> None:
+        delay, seen = 0.002, -1
+        while not self._stop_event.wait(delay):
+            with self._lock:
+                stuck = self._running > 0 and self._started == seen and not self._polling
+                if stuck:
+                    self._polling = True
+                active = self._started != seen
+                seen = self._started
+            if stuck:
+                self._poll_and_release(takes_job=False)
+                delay = 0.002
+            else:
+                delay = 0.002 if active or self._running else min(delay * 2, 0.1)
+
+    def _poll_and_release(self, *, takes_job: bool) -> None:
+        try:
+            self._poll_once()
+        except Exception:  # a bug here must not silence the replica
+            log.exception("worker %s: poller failed", self.name)
+        finally:
+            with self._lock:
+                self._polling = False
+                # Wake an idle thread only for work this thread will not take itself.
+                if len(self._queue) > int(takes_job) and self._running + int(takes_job) < self.options.pool:
+                    self._cv.notify()
+                elif not takes_job:
+                    self._cv.notify()  # someone must hold the poller role again
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:
+            pass
+
+    def _poll_once(self) -> None:
+        self._resume_paused()
+        for key, _mask in self._sel.select(timeout=1.0):
+            data = key.data
+            if data is _LISTENER:
+                self._accept()
+            elif data is _WAKE:
+                try:
+                    self._wake_r.recv(4096)
+                except OSError:
+                    pass
+                self._adopt_new()
+            else:
+                self._read(data)
+
+    def _accept(self) -> None:
+        try:
+            sock, peer = self._listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=self._handshake, args=(sock, peer), daemon=True).start()
+
+    def _handshake(self, sock: socket.socket, peer: object) -> None:
+        # The handshake runs apart from the poller, so a slow or hostile peer stalls no one.
+        try:
+            ch = authenticate(sock, peer, self._token,
+                              Codec(allow_pickle=self.options.allow_pickle,
+                                    max_frame=self.options.max_frame))
+        except PolybusError as exc:
+            log.warning("worker %s refused a connection: %s", self.name, exc)
+            return
+        except OSError:
+            return
+        with self._lock:
+            self._new.append(ch)
+        self._wake()
+
+    def _adopt_new(self) -> None:
+        with self._lock:
+            new, self._new = self._new, []
+        for ch in new:
+            self._channels.add(ch)
+            self._sel.register(ch.sock, selectors.EVENT_READ, ch)
+
+    def _resume_paused(self) -> None:
+        if not self._paused or self._queue.full():
+            return
+        for ch in list(self._paused):
+            self._paused.discard(ch)
+            if not ch.closed:
+                self._sel.register(ch.sock, selectors.EVENT_READ, ch)
+
+    def _read(self, ch: Channel) -> None:
+        try:
+            msgs = ch.receive()
+        except ProtocolError as exc:
+            log.warning("worker %s: bad input from %s: %s", self.name, ch.peer, exc)
+            self._send_quietly(ch, Goodbye(f"protocol error: {exc}"))
+            self._drop(ch)
+            return
+        except PolybusError:
+            self._drop(ch)
+            return
+        for msg in msgs:
+            self._handle(ch, msg)
+        if self._queue.full() and self.options.overflow == "block" and ch not in self._paused:
+            # Backpressure: stop reading this peer until the queue has room.
+            self._sel.unregister(ch.sock)
+            self._paused.add(ch)
+
+    def _drop(self, ch: Channel) -> None:
+        if ch in self._channels:
+            self._channels.discard(ch)
+            if ch in self._paused:
+                self._paused.discard(ch)
+            else:
+                try:
+                    self._sel.unregister(ch.sock)
+                except (KeyError, ValueError):
+                    pass
+        with self._lock:
+            self._queue.remove_channel(ch)  # a dead client's waiting calls are not run
+        ch.close()
+
+    def _handle(self, ch: Channel, msg: Message) -> None:
+        match msg:
+            case Call():
+                self._enqueue(ch, msg)
+            case Batch(items=items):
+                for item in items:
+                    if isinstance(item, Call):
+                        self._enqueue(ch, item)
+            case Cancel(ids=ids):
+                with self._lock:
+                    self._queue.remove_ids(ch, set(ids))
+            case Steal(n=n, req=req):
+                with self._lock:
+                    jobs = self._queue.steal(ch, n)
+                self._send_quietly(ch, Released([j.call.id for j in jobs], req))
+            case StatsRequest(req=req):
+                self._send_quietly(ch, self.stats(req))
+            case Ping(req=req):
+                self._send_quietly(ch, Pong(req, len(self._queue), self._running))
+            case Goodbye():
+                self._drop(ch)
+            case _:
+                self._send_quietly(ch, Goodbye(f"a worker does not take {type(msg).__name__}"))
+                self._drop(ch)
+
+    def _enqueue(self, ch: Channel, call: Call) -> None:
+        if call.iface not in self.functions:
+            self._send_quietly(ch, Fail(call.id, "no-interface", "LookupError",
+                                        f"{self.name} does not serve {call.iface!r}; it serves "
+                                        f"{', '.join(sorted(self.functions)) or 'nothing'}"))
+            return
+        with self._lock:
+            if self._queue.full() and self.options.overflow == "reject":
+                busy = True
+            else:
+                busy = False
+                self._queue.push(call, ch, time.perf_counter())
+        if busy:
+            self._send_quietly(ch, Fail(call.id, "busy", "BusyError",
+                                        f"{self.name}: queue of {self.options.queue} calls is full"))
+
+    # -- running a call ----------------------------------------------------------
+    def _run(self, job: Job) -> None:
+        call: Call = job.call
+        fn = self.functions[call.iface]
+        t0 = time.perf_counter()
+        self.queue_wait_s += t0 - job.enqueued
+        reply: Message
+        try:
+            value = fn(*call.args, **call.kwargs) if call.kwargs else fn(*call.args)
+            reply = Result(call.id, value)
+        except Exception as exc:
+            reply = _failure(call.id, exc)
+        spent = time.perf_counter() - t0
+        if self.options.speed < 1.0:
+            # A slower machine, modelled: wait out the difference after the real work.
+            time.sleep(spent * (1.0 / self.options.speed - 1.0))
+            spent = time.perf_counter() - t0
+        self.calls += 1
+        self.busy_s += spent
+        if job.channel.closed:
+            return
+        if self.busy_s < 1e-4 * self.calls and len(self._queue):
+            # Tiny calls with more waiting: one write for many answers (the queue being
+            # drained, or someone going idle, flushes them; see _thread_main).
+            with self._cork_lock:
+                held = self._corked.setdefault(job.channel, [])
+                held.append(reply)
+                if len(held) < 64:
+                    return
+                del self._corked[job.channel]
+            self._write(job.channel, held)
+        else:
+            self._write(job.channel, [reply])
+
+    def _flush_corked(self) -> None:
+        with self._cork_lock:
+            corked, self._corked = self._corked, {}
+        for ch, msgs in corked.items():
+            self._write(ch, msgs)
+
+    def _write(self, ch: Channel, replies: list[Message]) -> None:
+        try:
+            ch.send_many(replies) if len(replies) > 1 else ch.send(replies[0])
+        except (TypeError, ValueError, OverflowError):
+            for r in replies:  # find the answer that cannot be encoded; send the rest
+                try:
+                    ch.send(r)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    self._send_quietly(ch, Fail(
+                        getattr(r, "id", 0), "exception", "TypeError",
+                        f"the result of call {getattr(r, 'id', 0)} cannot be sent: {exc}"))
+                except PolybusError:
+                    return
+        except PolybusError:
+            pass  # the client is gone; the poller drops its connection
+
+    def _send_quietly(self, ch: Channel, msg: Message) -> None:
+        try:
+            ch.send(msg)
+        except (PolybusError, TypeError, ValueError):
+            pass
+
+    def stats(self, req: int = 0) -> Stats:
+        return Stats(self.name, self.calls, self.busy_s, self.queue_wait_s,
+                     len(self._queue), self._running, self.options.speed, req)
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        self._stop_event.set()
+        self._wake()
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout=2)
+        for ch in list(self._channels):
+            ch.close()
+        for s in (self._listener, self._wake_r, self._wake_w):
+            s.close()
+        if self.address.scheme == "ipc":
+            try:
+                os.unlink(self.address.path)
+            except OSError:
+                pass
+
+
+def _failure(call_id: int, exc: BaseException) -> Fail:
+    kind = type(exc)
+    mod = kind.__module__
+    qual = kind.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{kind.__qualname__}"
+    tb = "".join(traceback.format_exception(exc)[1:])  # skip the runtime's own frame header
+    return Fail(call_id, "exception", qual, str(exc), tb)
