@@ -11,10 +11,12 @@ from __future__ import annotations
 from functools import partial
 
 from polybus.bench._common import MB, PLACEMENT_NOTE, fmt_bytes, try_peer
-from polybus.bench.peers import cpingpong, pools, rawsocket
+from polybus.bench.peers import PeerUnavailable, cpingpong, pools, rawsocket
 from polybus.bench.placement import DEFAULT, Placement
+from polybus.bench.polybus_runs import run_bench_client
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
+from polybus.bench.stats import summarize
 
 __all__ = ["METRIC", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows", "run"]
 
@@ -36,22 +38,31 @@ def plan(quick: bool) -> Plan:
     return Plan(quick)
 
 
-def polybus_rows(quick: bool) -> list[Row]:
-    """The polybus rows of this benchmark, measured with :func:`plan` ``(quick)``.
+def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
+    """One-way sync calls carrying a uint8 array through a real local cluster, GB/s.
 
-    TODO(runtime): for each size in ``plan(quick).sizes`` and each transport, send a
-    ``numpy.uint8`` array of that size one way to a worker (which answers with a small
-    ack) and report GB/s (``size / seconds / 1e9``), e.g.::
-
-        rows.append(Row.of("polybus", {"transport": "shm", "cpus": "split"}, size,
-                           METRIC, repeat(one_transfer_gbps, p.reps, warmup=1)))
-
-    with ``config["cpus"]`` a placement from ``p.placements`` (see
-    :mod:`polybus.bench.placement`).
-
-    :func:`add_ratios` then reports polybus/raw_socket and polybus/memcpy on its own.
+    The worker answers with the array's size (a few bytes), as the raw peer acks with
+    one byte. Transports that cannot run here go to ``result.skipped``.
     """
-    return []
+    p = plan(quick)
+    rows: list[Row] = []
+    transports = ["tcp"] if quick else ["tcp", "ipc"]
+    for cpus in p.placements:
+        for transport in transports:
+            key = f"polybus {transport}"
+            if result is not None and key in result.skipped:
+                continue
+            try:
+                out = run_bench_client("bandwidth", [p.sizes, p.reps], placement=cpus,
+                                       transport=transport)
+            except PeerUnavailable as exc:
+                if result is not None:
+                    result.skipped[key] = str(exc)
+                continue
+            for size, per_rep in zip(p.sizes, out["gbps"], strict=True):
+                rows.append(Row.of("polybus", {"transport": transport, "cpus": cpus}, size,
+                                   METRIC, summarize(per_rep)))
+    return rows
 
 
 def peer_rows(result: BenchResult, quick: bool, progress: Progress) -> None:
@@ -99,8 +110,9 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                          x_label="array bytes")
     result.params["placements"] = list(p.placements)
     result.notes.append(PLACEMENT_NOTE)
-    progress.begin((3 * len(p.placements) + 1) * len(p.sizes), "bandwidth")
+    progress.begin((3 * len(p.placements) + 1) * len(p.sizes) + 1, "bandwidth")
     peer_rows(result, quick, progress)
-    result.rows.extend(polybus_rows(quick))
+    result.rows.extend(polybus_rows(quick, result))
+    progress.advance("bandwidth polybus")
     add_ratios(result)
     return result

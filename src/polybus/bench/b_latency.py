@@ -12,10 +12,12 @@ from functools import partial
 from polybus.bench._common import MB, fmt_bytes, try_peer
 from polybus.bench._common import PLACEMENT_NOTE as _PLACEMENT_NOTE
 from polybus.bench._common import unique as _unique
-from polybus.bench.peers import cpingpong, rawsocket
+from polybus.bench.peers import PeerUnavailable, cpingpong, rawsocket
 from polybus.bench.placement import DEFAULT, Placement
+from polybus.bench.polybus_runs import run_bench_client
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
+from polybus.bench.stats import summarize
 
 __all__ = ["METRIC", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows", "run"]
 
@@ -41,22 +43,33 @@ def plan(quick: bool) -> Plan:
     return Plan(quick)
 
 
-def polybus_rows(quick: bool) -> list[Row]:
-    """The polybus rows of this benchmark, measured with :func:`plan` ``(quick)``.
+def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
+    """Sync echo round trips through a real local cluster, at each size and placement.
 
-    TODO(runtime): measure a polybus call (echo of a ``size``-byte payload) for each
-    size in ``plan(quick).sizes`` and each transport, e.g.::
-
-        p = plan(quick)
-        rows.append(Row.of("polybus", {"transport": "tcp", "cpus": "split"}, size,
-                           METRIC, repeat(one_repetition_us, p.reps, warmup=1)))
-
-    with ``config["transport"]`` one of "tcp", "ipc", "shm" and ``config["cpus"]`` a
-    placement from ``p.placements`` (client and worker pinned as
-    :mod:`polybus.bench.placement` says). :func:`add_ratios` then reports
-    polybus/raw_socket and polybus/c_socket at each size and placement on its own.
+    One cluster per (placement, transport); the client times ``iters(size)`` calls per
+    repetition, like the raw socket peer. Transports that cannot run here are recorded
+    in ``result.skipped`` (as ``polybus ipc``) when a result is given.
     """
-    return []
+    p = plan(quick)
+    rows: list[Row] = []
+    transports = ["tcp"] if quick else ["tcp", "ipc"]
+    for cpus in p.placements:
+        for transport in transports:
+            key = f"polybus {transport}"
+            if result is not None and key in result.skipped:
+                continue
+            try:
+                out = run_bench_client("latency", [p.sizes, p.reps,
+                                                   [p.iters(s) for s in p.sizes]],
+                                       placement=cpus, transport=transport)
+            except PeerUnavailable as exc:
+                if result is not None:
+                    result.skipped[key] = str(exc)
+                continue
+            for size, per_rep in zip(p.sizes, out["rtt_us"], strict=True):
+                rows.append(Row.of("polybus", {"transport": transport, "cpus": cpus}, size,
+                                   METRIC, summarize(per_rep)))
+    return rows
 
 
 def peer_rows(result: BenchResult, quick: bool, progress: Progress) -> None:
@@ -108,8 +121,9 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                          x_label="payload bytes")
     result.params["placements"] = list(p.placements)
     result.notes.append(_PLACEMENT_NOTE)
-    progress.begin(3 * len(p.sizes) * len(p.placements), "latency")
+    progress.begin(3 * len(p.sizes) * len(p.placements) + 1, "latency")
     peer_rows(result, quick, progress)
-    result.rows.extend(polybus_rows(quick))
+    result.rows.extend(polybus_rows(quick, result))
+    progress.advance("latency polybus")
     add_ratios(result)
     return result

@@ -8,14 +8,18 @@ Pools are started and warmed up before timing; x is the number of workers.
 from __future__ import annotations
 
 from polybus.bench.peers import pools
+from polybus.bench.polybus_runs import aggregation_available, run_bench_client
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
+from polybus.bench.stats import summarize
 
-__all__ = ["METRIC", "WORKERS", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows",
+__all__ = ["AGGREGATE", "DEMAND", "METRIC", "WORKERS", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows",
            "run"]
 
 METRIC = "calls_per_s"
 WORKERS = 2
+DEMAND = 64      # calls outstanding per replica (async-demand(N))
+AGGREGATE = 100  # calls per batch in the aggregated row, as process_pool chunksize=100
 
 
 class Plan:
@@ -27,24 +31,39 @@ class Plan:
         self.calls_unbatched = 500 * scale    # chunksize 1: ~1e4 calls/s
         self.calls_batched = 20_000 * scale   # chunksize 100: ~1e5-1e6 calls/s
         self.calls_mp = 2_000 * scale
+        self.calls_polybus = 2_000 * scale    # ~3e4 calls/s
 
 
 def plan(quick: bool) -> Plan:
     return Plan(quick)
 
 
-def polybus_rows(quick: bool) -> list[Row]:
-    """The polybus rows of this benchmark, measured with :func:`plan` ``(quick)``.
+def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
+    """No-op calls/s against ``WORKERS`` local replicas under ``async-demand(DEMAND)``.
 
-    TODO(runtime): no-op calls/s against ``WORKERS`` local workers, without and with
-    aggregation (batching), e.g.::
-
-        rows.append(Row.of("polybus", {"callstyle": "async", "batch": 1}, WORKERS,
-                           METRIC, repeat(one_repetition_calls_per_s, p.reps, warmup=1)))
-
-    :func:`add_ratios` then reports each polybus row against the process pools.
+    The client sends every call of a repetition before it waits for any answer; the
+    demand watermark keeps at most DEMAND outstanding per replica. The aggregated row
+    (``use.noop.aggregate``) is measured only when the client acts on that key; else its
+    reason goes to ``result.skipped``.
     """
-    return []
+    p = plan(quick)
+    rows: list[Row] = []
+    style = f"async-demand({DEMAND})"
+    variants: list[tuple[dict[str, str | int], dict[str, str]]] = [
+        ({"callstyle": style, "aggregate": 1}, {})]
+    why_not = aggregation_available()
+    if why_not is None:
+        variants.append(({"callstyle": style, "aggregate": AGGREGATE},
+                         {"modules.client.use.noop.aggregate": str(AGGREGATE)}))
+    elif result is not None:
+        result.skipped["polybus aggregate"] = why_not
+    for config, extra in variants:
+        calls = p.calls_polybus if config["aggregate"] == 1 else p.calls_batched
+        out = run_bench_client("throughput", [calls, p.reps], replicas=WORKERS,
+                               pass_cpus=False,
+                               extra={"modules.client.use.noop.callstyle": style, **extra})
+        rows.append(Row.of("polybus", config, WORKERS, METRIC, summarize(out["calls_per_s"])))
+    return rows
 
 
 def peer_rows(result: BenchResult, quick: bool, progress: Progress) -> None:
@@ -78,8 +97,10 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                                                   "multiprocessing": p.calls_mp},
                                         "start_method": pools.START_METHOD},
                          x_label="workers")
-    progress.begin(3, "throughput")
+    result.params["calls"]["polybus"] = p.calls_polybus
+    progress.begin(4, "throughput")
     peer_rows(result, quick, progress)
-    result.rows.extend(polybus_rows(quick))
+    result.rows.extend(polybus_rows(quick, result))
+    progress.advance("throughput polybus")
     add_ratios(result)
     return result

@@ -1,0 +1,73 @@
+"""Running the bench's own polybus programs: a real local cluster per measurement.
+
+Each measurement is one ``polybus.run`` of ``programs/bench.toml`` with the entrypoint,
+arguments, replication and call styles set by overrides, so the figures come from the
+same path a user's program takes. The workers are started while this process is pinned
+to the server CPUs (children inherit the affinity); the client pins its own thread to
+the client CPUs inside its entrypoint (see ``programs/bench_client.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from polybus.bench.peers import PeerUnavailable
+from polybus.bench.placement import Placement, cpu_sets, pinned_self
+
+__all__ = ["PROGRAMS", "aggregation_available", "run_bench_client"]
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+TOML = PROGRAMS / "bench.toml"
+
+
+def run_bench_client(entry: str, args: Sequence[Any], *, replicas: int = 1,
+                     placement: Placement = "free", transport: str = "tcp",
+                     extra: Mapping[str, Any] | None = None,
+                     pass_cpus: bool = True) -> dict[str, Any]:
+    """Run ``bench_client.<entry>(*args, cpus)`` against ``replicas`` echo servers.
+
+    Returns the client's result (a dict of per-repetition figures and ``family``).
+    PeerUnavailable when the requested transport is not what the calls went over.
+    """
+    from polybus.runner import run
+
+    cpus = cpu_sets(placement)
+    full = list(args)
+    if pass_cpus:
+        full.append(sorted(cpus[0]) if cpus else [])  # TOML has no null
+    sets = [f"modules.client.entrypoint={entry}",
+            f"modules.client.args={json.dumps(full)}",
+            f"modules.server.replication={replicas}"]
+    if transport != "tcp":
+        sets.append(f"modules.server.transport={transport}")
+    sets += [f"{k}={v}" for k, v in (extra or {}).items()]
+    with pinned_self(cpus[1] if cpus else None):
+        out = run(TOML, sets)
+    result: dict[str, Any] = out.result
+    want = "unix" if transport == "ipc" else "tcp"
+    if transport in ("tcp", "ipc") and result.get("family") != want:
+        raise PeerUnavailable(f"transport {transport!r} was configured but the calls went "
+                              f"over {result.get('family')} (not wired into the local "
+                              "engine yet)")
+    return result
+
+
+def aggregation_available() -> str | None:
+    """None if the client batches calls (``use.X.aggregate``); else why the row is skipped.
+
+    The configuration accepts ``aggregate`` before the dispatcher acts on it; a row
+    measured then would be an unaggregated one under a misleading name.
+    """
+    import inspect
+
+    from polybus.client import dispatch, session
+
+    src = inspect.getsource(dispatch) + inspect.getsource(session)
+    if "aggregate" not in src:
+        return "use.<iface>.aggregate is accepted by the configuration but not yet acted on"
+    return None
+
+

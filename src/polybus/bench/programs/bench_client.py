@@ -1,0 +1,99 @@
+"""Client module of the call-path benchmarks: each entrypoint times its own loop.
+
+The client thread pins itself to the CPUs it is given (the workers inherited theirs
+from the bench process when they were started), so polybus is measured at the same
+placement as the raw socket peers. Every entrypoint returns plain lists of figures
+and the socket family the calls went over (to tell tcp from ipc honestly).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+import numpy as np
+
+from polybus import use, wait
+
+echo = use("echo")
+sink = use("sink")
+noop = use("noop")
+
+
+def _family() -> str:
+    from polybus.client.stubs import current
+
+    families = {link.channel.sock.family for links in current().links.values()
+                for link in links}
+    return "unix" if families == {socket.AF_UNIX} else "tcp"
+
+
+class _Pinned:
+    def __init__(self, cpus: list[int] | None) -> None:
+        self.cpus = set(cpus) if cpus else None
+        self.before: set[int] | None = None
+
+    def __enter__(self) -> None:
+        if self.cpus is not None:
+            self.before = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, self.cpus)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.before is not None:
+            os.sched_setaffinity(0, self.before)
+
+
+def latency(sizes: list[int], reps: int, iters: list[int],
+            cpus: list[int] | None = None) -> dict[str, Any]:
+    """Mean round trip (µs) of a sync echo of ``size`` bytes, ``reps`` times per size."""
+    out: dict[str, Any] = {"family": "", "rtt_us": []}
+    with _Pinned(cpus):
+        echo(b"")  # connect and warm before any clock runs
+        out["family"] = _family()
+        for size, n in zip(sizes, iters, strict=True):
+            payload = b"\x07" * size
+            per_rep = []
+            for r in range(reps + 1):  # repetition 0 is an untimed warm-up
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    echo(payload)
+                if r:
+                    per_rep.append((time.perf_counter() - t0) / n * 1e6)
+            out["rtt_us"].append(per_rep)
+    return out
+
+
+def bandwidth(sizes: list[int], reps: int, cpus: list[int] | None = None) -> dict[str, Any]:
+    """GB/s of one-way transfers of a ``size``-byte uint8 array (the answer is its size)."""
+    out: dict[str, Any] = {"family": "", "gbps": []}
+    with _Pinned(cpus):
+        sink(np.zeros(1, dtype=np.uint8))
+        out["family"] = _family()
+        for size in sizes:
+            array = np.full(size, 7, dtype=np.uint8)
+            per_rep = []
+            for r in range(reps + 1):
+                t0 = time.perf_counter()
+                got = sink(array)
+                dt = time.perf_counter() - t0
+                if int(got) != size:
+                    raise AssertionError(f"sink saw {got} bytes of {size}")
+                if r:
+                    per_rep.append(size / dt / 1e9)
+            out["gbps"].append(per_rep)
+    return out
+
+
+def throughput(calls: int, reps: int) -> dict[str, Any]:
+    """No-op calls per second, every call sent before any answer is waited for."""
+    rates = []
+    for r in range(reps + 1):
+        t0 = time.perf_counter()
+        promises = [noop(i) for i in range(calls)]
+        for p in promises:
+            wait(p)
+        if r:
+            rates.append(calls / (time.perf_counter() - t0))
+    return {"family": _family(), "calls_per_s": rates}

