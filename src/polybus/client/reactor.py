@@ -30,7 +30,8 @@ class Reactor:
         self._in_send = 0
         self.replies: dict[int, Message] = {}  # answers to control requests, by req
         self.on_lost: Callable[[ReplicaLink, PolybusError], None] = lambda link, err: None
-        self.on_released: Callable[[ReplicaLink, list[int]], None] = lambda link, ids: None
+        self.on_released: Callable[[ReplicaLink, list[int], int], None] = (
+            lambda link, ids, req: None)
         self.after_step: Callable[[], None] = lambda: None
 
     def add(self, link: ReplicaLink) -> None:
@@ -153,8 +154,8 @@ class Reactor:
                     link.calls += 1
                     if rec.set_error(error_from(msg, rec.dispatcher.interface, link.name)):
                         rec.dispatcher.completed(rec, link)
-            case Released(ids=ids):
-                self.on_released(link, ids)
+            case Released(ids=ids, req=req):
+                self.on_released(link, ids, req)
             case Stats(req=req) | Pong(req=req):
                 self.replies[req] = msg
             case Goodbye(reason=reason):

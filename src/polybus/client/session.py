@@ -10,6 +10,8 @@ from typing import Any
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
+from polybus.client.operands import comm_for
+from polybus.client.migrate import Migrator, migrator_for
 from polybus.client.reactor import Reactor
 from polybus.config.model import AppConfig, DefineSpec, UseSpec
 from polybus.errors import NoReplicaError, PolybusError, UsageError
@@ -28,6 +30,9 @@ class ReplicaStats:
     busy_s: float = 0.0
     queue_wait_s: float = 0.0
     speed: float = 1.0
+    migrated_in: int = 0
+    migrated_out: int = 0
+    busy_fraction: float = 0.0  # busy_s / the run's elapsed time (filled in by the runner)
 
 
 @dataclass
@@ -73,6 +78,8 @@ class Session:
         self.dispatchers: dict[str, Dispatcher] = {}
         self.reactor.on_lost = self._lost
         self.reactor.after_step = self._refill
+        self.reactor.on_released = self._released
+        self.migrators: list[Migrator] = []
         try:
             for b in app.bindings:
                 if b.user != app.client:
@@ -87,6 +94,12 @@ class Session:
                     b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,
                     priority=prio, timeout=use.timeout or define.timeout,
                     idempotent=define.idempotent)
+                self.dispatchers[b.name].comm = comm_for(
+                    self, self.dispatchers[b.name], use, define,
+                    parameters(module.source, b.interface))
+                migrator = migrator_for(self.dispatchers[b.name], module, use, define)
+                if migrator is not None:
+                    self.migrators.append(migrator)
         except BaseException:
             self.close()
             raise
@@ -121,6 +134,14 @@ class Session:
         for d in self.dispatchers.values():
             if d._backlog:
                 d.refill()
+        for m in self.migrators:
+            m.tick()
+
+    def _released(self, link: ReplicaLink, ids: list[int], req: int) -> None:
+        for m in self.migrators:
+            if m.owns(req):
+                m.released(link, ids, req)
+                return
 
     def _lost(self, link: ReplicaLink, error: PolybusError) -> None:
         for d in self.dispatchers.values():
@@ -138,6 +159,9 @@ class Session:
                     reply = self.reactor.request(link, StatsRequest(req), req)
                     if isinstance(reply, Stats):
                         rs.calls, rs.busy_s, rs.queue_wait_s = reply.calls, reply.busy_s, reply.queue_wait_s
+                for m in self.migrators:
+                    rs.migrated_in += m.moved_in.get(link.name, 0)
+                    rs.migrated_out += m.moved_out.get(link.name, 0)
                 out.replicas.append(rs)
         return out
 

@@ -1,0 +1,117 @@
+"""Client-mediated task migration: exactly once by construction.
+
+The client knows every call it has outstanding on each replica. After each batch of
+answers it takes a snapshot (waiting ~ outstanding - pool, running ~ min(outstanding,
+pool)), asks `policies.migration.decide` what to move, and sends ``Steal(n)`` to each
+loaded replica. The replica removes up to n of this client's calls that have not
+started from its queue, atomically, and answers ``Released(ids)``. Only released calls
+are sent on; a call that started meanwhile stays where it is and is answered there.
+So a call runs once and is answered once, without any replica-to-replica protocol.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.policies.migration import Edge, ReplicaLoad, decide, edges, steal_edges
+from polybus.config.model import DefineSpec, ModuleSpec, UseSpec
+from polybus.wire.messages import Steal
+
+if TYPE_CHECKING:
+    from polybus.client.dispatch import Dispatcher
+
+_reqs = itertools.count(1 << 40)  # apart from the session's control request ids
+
+
+class Migrator:
+    """Migration for one dispatcher along ``rules`` (directed edges by replica name)."""
+
+    def __init__(self, dispatcher: Dispatcher, rules: Sequence[Edge], pool: int = 1) -> None:
+        self.d = dispatcher
+        self.rules = list(rules)
+        self.pool = max(1, pool)
+        self.by_name = {lk.name: lk for lk in dispatcher.links}
+        self._pending: dict[int, tuple[ReplicaLink, ReplicaLink, int]] = {}  # req -> src, dst, n
+        self.moved_in: dict[str, int] = dict.fromkeys(self.by_name, 0)
+        self.moved_out: dict[str, int] = dict.fromkeys(self.by_name, 0)
+        self.steals = 0
+
+    def snapshot(self) -> dict[str, ReplicaLoad]:
+        stealing = {src.name for src, _, _ in self._pending.values()}
+        incoming: dict[str, int] = {}
+        for _, dst, n in self._pending.values():
+            incoming[dst.name] = incoming.get(dst.name, 0) + n
+        out = {}
+        for i, lk in enumerate(self.d.links):
+            n = self.d.inflight[i]
+            running = min(n, self.pool)
+            out[lk.name] = ReplicaLoad(n - running, running, incoming.get(lk.name, 0),
+                                       lk.speed if lk.speed > 0 else 1.0,
+                                       lk.name in stealing, not lk.dead)
+        return out
+
+    def tick(self) -> None:
+        """Decide on the current snapshot and send the steals it calls for."""
+        if not any(self.d.inflight):
+            return
+        for req in [r for r, (src, _, _) in self._pending.items() if src.dead]:
+            del self._pending[req]  # its calls are re-placed by the dispatcher's lost()
+        for m in decide(self.snapshot(), self.rules):
+            src, dst = self.by_name[m.src], self.by_name[m.dst]
+            req = next(_reqs)
+            self._pending[req] = (src, dst, m.n)
+            self.steals += 1
+            self.d.reactor.send(src, Steal(m.n, req))
+
+    def owns(self, req: int) -> bool:
+        return req in self._pending
+
+    def released(self, link: ReplicaLink, ids: list[int], req: int) -> None:
+        """``link`` gave back ``ids``: none of them ran there; send them on."""
+        _, dst, _ = self._pending.pop(req, (link, link, 0))
+        recs: list[CallRecord] = []
+        for cid in ids:
+            rec = link.outstanding.pop(cid, None)
+            if rec is None or rec.done:
+                continue
+            d = rec.dispatcher
+            d.inflight[d._index[id(link)]] -= 1
+            recs.append(rec)
+        if not recs:
+            return
+        self.moved_out[link.name] = self.moved_out.get(link.name, 0) + len(recs)
+        if dst is link or dst.dead:
+            for rec in recs:  # nowhere planned to go: the dispatcher places them again
+                d = rec.dispatcher
+                if d.style.kind == "async-demand":
+                    heapq.heappush(d._backlog, (-rec.prio, next(d._seq), rec))
+                else:
+                    rec.attempts -= 1  # a move is not a failed attempt
+                    d._send(rec, d._pick_any())
+            return
+        self.moved_in[dst.name] = self.moved_in.get(dst.name, 0) + len(recs)
+        for rec in recs:
+            d = rec.dispatcher
+            rec.link = dst
+            dst.outstanding[rec.id] = rec
+            d.inflight[d._index[id(dst)]] += 1
+        self.d.reactor.send_many(dst, [r.message() for r in recs])
+
+
+def migrator_for(dispatcher: Dispatcher, module: ModuleSpec, use: UseSpec,
+                 define: DefineSpec) -> Migrator | None:
+    """The migration the configuration asks for on this binding, if any: the module's
+    migration paths, or ``balance = "steal"`` (idle replicas pull from any other)."""
+    names = [lk.name for lk in dispatcher.links]
+    if use.balance == "steal":
+        rules = steal_edges(names)
+    else:
+        rules = [e for e in edges(module.migration, module.replication)
+                 if e.src in names and e.dst in names]
+    if not rules or len(names) < 2:
+        return None
+    return Migrator(dispatcher, rules, define.pool)

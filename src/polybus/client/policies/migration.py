@@ -1,0 +1,130 @@
+"""Task migration between replicas (seeds/001 §3.2.3). Pure: a snapshot in, moves out.
+
+The configuration gives migration paths ``a#b`` (both directions) with an overload
+condition on the sending end (sender-initiated) and/or an underload condition on the
+receiving end (receiver-initiated), and the fraction of waiting calls that moves.
+`edges` turns them into directed edges; `decide` looks at one snapshot of the replicas'
+loads and says which calls to take back from whom and give to whom.
+
+Two rules keep migration from doing harm, whatever the conditions say:
+- at most one steal per replica is in flight, and calls already on their way to a
+  replica count as its load (no two receivers grab the same surplus);
+- a call moves only if the receiver would finish it sooner than the sender: the moved
+  count is capped so the receiver's estimated drain time stays below the sender's
+  (drain time = (waiting + running) / speed). On balanced load nothing moves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from polybus.config.model import Condition, MigrationPath, ReplicaSpec
+
+__all__ = ["DEFAULT_UNDERLOAD", "Edge", "Move", "ReplicaLoad", "decide", "edges", "steal_edges"]
+
+#: the underload condition used when a path names none on either end: pull when idle
+DEFAULT_UNDERLOAD = Condition("==", 0)
+
+
+@dataclass(frozen=True)
+class ReplicaLoad:
+    """What the client knows of one replica, for one interface."""
+
+    waiting: int              # calls queued there, not yet started (estimated)
+    running: int = 0          # calls being run there (estimated)
+    incoming: int = 0         # calls being migrated to it (steal asked, not yet released)
+    speed: float = 1.0        # relative speed (configured or measured); only ratios matter
+    stealing: bool = False    # a steal from this replica is unanswered
+    alive: bool = True
+
+    @property
+    def load(self) -> int:
+        """The ``load`` of conditions: calls waiting there or on their way there."""
+        return self.waiting + self.incoming
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Calls may move from ``src`` to ``dst`` when ``push`` holds for src's load
+    (sender-initiated) or ``pull`` holds for dst's load (receiver-initiated)."""
+
+    src: str
+    dst: str
+    fraction: float = 0.5
+    push: Condition | None = None
+    pull: Condition | None = None
+
+
+@dataclass(frozen=True)
+class Move:
+    """Take back up to ``n`` waiting calls from ``src`` and send them to ``dst``."""
+
+    src: str
+    dst: str
+    n: int
+
+
+def edges(paths: Sequence[MigrationPath], replicas: Sequence[ReplicaSpec]) -> list[Edge]:
+    """Directed edges (both ways) of configured paths. A path whose ends name no
+    condition at all gets receiver-initiated pulling when idle (``uc=(load==0)``)."""
+    spec = {r.name: r for r in replicas}
+    out: list[Edge] = []
+    for p in paths:
+        a, b = spec.get(p.a), spec.get(p.b)
+        oc = {p.a: a.overload if a else None, p.b: b.overload if b else None}
+        uc = {p.a: a.underload if a else None, p.b: b.underload if b else None}
+        if not any((*oc.values(), *uc.values())):
+            uc = {p.a: DEFAULT_UNDERLOAD, p.b: DEFAULT_UNDERLOAD}
+        for s, d in ((p.a, p.b), (p.b, p.a)):
+            if oc[s] is not None or uc[d] is not None:
+                out.append(Edge(s, d, p.fraction, oc[s], uc[d]))
+    return out
+
+
+def steal_edges(names: Sequence[str], fraction: float = 0.5) -> list[Edge]:
+    """``balance = "steal"``: every replica pulls from every other when it is idle."""
+    return [Edge(s, d, fraction, None, DEFAULT_UNDERLOAD)
+            for d in names for s in names if s != d]
+
+
+def _drain(w: int, r: int, speed: float) -> float:
+    return (w + r) / speed
+
+
+def _helpful(src: ReplicaLoad, dst: ReplicaLoad, k: int) -> int:
+    """The largest count <= k whose move leaves dst draining sooner than src."""
+    ws, rs, ss = src.waiting, src.running, src.speed
+    wd, rd, sd = dst.waiting + dst.incoming, dst.running, dst.speed
+    # (wd + rd + m) / sd < (ws + rs - m) / ss  <=>  m < (sd*(ws+rs) - ss*(wd+rd)) / (ss+sd)
+    bound = (sd * (ws + rs) - ss * (wd + rd)) / (ss + sd)
+    m = math.ceil(bound) - 1
+    return max(0, min(k, m, ws))
+
+
+def decide(loads: Mapping[str, ReplicaLoad], rules: Sequence[Edge]) -> list[Move]:
+    """The steals to make now: at most one per sending replica, most helpful first."""
+    state = dict(loads)
+    candidates: list[tuple[float, int, Edge]] = []
+    for i, e in enumerate(rules):
+        s, d = state.get(e.src), state.get(e.dst)
+        if s is None or d is None or not (s.alive and d.alive) or s.stealing or s.waiting <= 0:
+            continue
+        if (e.push is not None and e.push.holds(s.load)) or (
+                e.pull is not None and e.pull.holds(d.load)):
+            gain = _drain(s.waiting, s.running, s.speed) - _drain(d.load, d.running, d.speed)
+            candidates.append((-gain, i, e))
+    moves: list[Move] = []
+    for _, _, e in sorted(candidates):
+        s, d = state[e.src], state[e.dst]
+        if s.stealing:
+            continue
+        k = _helpful(s, d, max(1, math.ceil(e.fraction * s.waiting)))
+        if k <= 0:
+            continue
+        moves.append(Move(e.src, e.dst, k))
+        state[e.src] = ReplicaLoad(s.waiting - k, s.running, s.incoming, s.speed, True, s.alive)
+        state[e.dst] = ReplicaLoad(d.waiting, d.running, d.incoming + k, d.speed, d.stealing,
+                                   d.alive)
+    return moves

@@ -1,0 +1,112 @@
+"""Migration decisions from snapshots, without sockets."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from polybus.client.policies.migration import (
+    DEFAULT_UNDERLOAD,
+    Edge,
+    Move,
+    ReplicaLoad,
+    decide,
+    edges,
+    steal_edges,
+)
+from polybus.config.model import Condition, MigrationPath, ReplicaSpec
+
+OC10 = Condition(">=", 10)
+UC0 = Condition("==", 0)
+
+
+def test_sender_initiated_moves_the_fraction_when_overloaded() -> None:
+    rules = [Edge("a", "b", 0.5, push=OC10)]
+    loads = {"a": ReplicaLoad(20, 1), "b": ReplicaLoad(0, 0)}
+    assert decide(loads, rules) == [Move("a", "b", 10)]
+
+
+def test_sender_initiated_waits_below_the_condition() -> None:
+    rules = [Edge("a", "b", 0.5, push=OC10)]
+    assert decide({"a": ReplicaLoad(9, 1), "b": ReplicaLoad(0, 0)}, rules) == []
+
+
+def test_receiver_initiated_pulls_only_when_idle() -> None:
+    rules = [Edge("a", "b", 0.5, pull=UC0)]
+    # half of 8 would leave b (4 + 1 running) no sooner done than a: capped at 3
+    assert decide({"a": ReplicaLoad(8, 1), "b": ReplicaLoad(0, 1)}, rules) == [Move("a", "b", 3)]
+    assert decide({"a": ReplicaLoad(8, 1), "b": ReplicaLoad(1, 1)}, rules) == []
+
+
+def test_calls_on_their_way_count_as_load() -> None:
+    rules = [Edge("a", "b", 0.5, pull=UC0)]
+    assert decide({"a": ReplicaLoad(8, 1), "b": ReplicaLoad(0, 0, incoming=2)}, rules) == []
+
+
+def test_one_steal_in_flight_per_sender() -> None:
+    rules = [Edge("a", "b", 0.5, pull=UC0), Edge("a", "c", 0.5, pull=UC0)]
+    loads = {"a": ReplicaLoad(8, 1), "b": ReplicaLoad(0, 0), "c": ReplicaLoad(0, 0)}
+    moves = decide(loads, rules)
+    assert len(moves) == 1 and moves[0].src == "a"
+    stealing = {**loads, "a": ReplicaLoad(8, 1, stealing=True)}
+    assert decide(stealing, rules) == []
+
+
+def test_balanced_load_moves_nothing() -> None:
+    rules = steal_edges(["a", "b", "c"])
+    loads = {"a": ReplicaLoad(1, 1), "b": ReplicaLoad(0, 1), "c": ReplicaLoad(1, 1)}
+    assert decide(loads, rules) == []
+
+
+def test_a_slow_idle_replica_does_not_take_work_a_fast_one_would_finish_sooner() -> None:
+    rules = steal_edges(["fast", "slow"])
+    loads = {"fast": ReplicaLoad(2, 1, speed=1.0), "slow": ReplicaLoad(0, 0, speed=0.24)}
+    assert decide(loads, rules) == []
+    # but a fast idle replica takes the slow one's last waiting call
+    loads = {"fast": ReplicaLoad(0, 0, speed=1.0), "slow": ReplicaLoad(1, 1, speed=0.24)}
+    assert decide(loads, rules) == [Move("slow", "fast", 1)]
+
+
+def test_dead_replicas_neither_give_nor_take() -> None:
+    rules = steal_edges(["a", "b"])
+    assert decide({"a": ReplicaLoad(8, 1), "b": ReplicaLoad(0, 0, alive=False)}, rules) == []
+
+
+def test_edges_of_a_ring_and_default_conditions() -> None:
+    reps = [ReplicaSpec(n) for n in "abc"]
+    ring = [MigrationPath("a", "b"), MigrationPath("b", "c"), MigrationPath("c", "a")]
+    es = edges(ring, reps)
+    assert len(es) == 6
+    assert all(e.pull == DEFAULT_UNDERLOAD and e.push is None for e in es)
+
+
+def test_edges_follow_the_configured_conditions() -> None:
+    reps = [ReplicaSpec("harvey", overload=OC10), ReplicaSpec("bugs", underload=UC0)]
+    es = edges([MigrationPath("harvey", "bugs", 0.5)], reps)
+    # harvey pushes to bugs (its oc) and bugs pulls from harvey (its uc): one edge
+    assert es == [Edge("harvey", "bugs", 0.5, OC10, UC0)]
+
+
+def test_line_path_moves_work_down_the_line() -> None:
+    reps = [ReplicaSpec(n, overload=Condition(">=", 2)) for n in "abcd"]
+    es = edges([MigrationPath("a", "b"), MigrationPath("b", "c"), MigrationPath("c", "d")], reps)
+    loads = {"a": ReplicaLoad(40, 1), "b": ReplicaLoad(0, 0), "c": ReplicaLoad(0, 0),
+             "d": ReplicaLoad(0, 0)}
+    assert decide(loads, es) == [Move("a", "b", 20)]
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 2),
+                          st.sampled_from([0.24, 0.5, 1.0])), min_size=2, max_size=6),
+       st.sampled_from([0.25, 0.5, 1.0]))
+def test_moves_never_exceed_waiting_and_always_help(reps: list[tuple[int, int, float]],
+                                                    fraction: float) -> None:
+    names = [f"r{i}" for i in range(len(reps))]
+    loads = {n: ReplicaLoad(w, r, speed=s) for n, (w, r, s) in zip(names, reps, strict=True)}
+    moves = decide(loads, steal_edges(names, fraction))
+    assert len({m.src for m in moves}) == len(moves)
+    for m in moves:
+        s, d = loads[m.src], loads[m.dst]
+        assert 1 <= m.n <= s.waiting
+        incoming = sum(x.n for x in moves if x.dst == m.dst)
+        assert (d.waiting + d.running + incoming) / d.speed <= (
+            s.waiting + s.running) / s.speed + 1e-9
