@@ -1,13 +1,113 @@
-"""polybus bench (see BENCHMARKS.md)."""
+"""polybus bench NAME|all: the benchmarks of record (BENCHMARKS.md), peers side by side.
+
+``--json F`` / ``--plot F.png`` write one benchmark's figures and picture; ``--out DIR``
+writes ``DIR/NAME.json`` and ``DIR/NAME.png`` for each benchmark run and then
+regenerates the results page (``--page``, docs/results.md by default) from every JSON
+in DIR. ``--page-only`` regenerates the page without running anything.
+"""
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import sys
+import traceback
+from pathlib import Path
+
+from rich.console import Console
+
+from polybus.errors import UsageError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", nargs="?")
+    p.add_argument("name", nargs="?", help="a benchmark (see --list), or 'all'")
+    p.add_argument("--quick", action="store_true",
+                   help="a small version (proves it works; not figures of record)")
+    p.add_argument("--json", metavar="FILE", help="write the figures as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="write a picture of the figures")
+    p.add_argument("--out", metavar="DIR",
+                   help="write DIR/NAME.json and DIR/NAME.png per benchmark, then the page")
+    p.add_argument("--page", metavar="FILE", default="docs/results.md",
+                   help="the results page --out regenerates (default docs/results.md)")
+    p.add_argument("--page-only", action="store_true",
+                   help="regenerate --page from the JSON files in --out; run nothing")
+    p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
 
 
 def main(args: argparse.Namespace) -> int:
-    raise NotImplementedError("polybus bench is not built yet")
+    from polybus.bench import registry
+    from polybus.bench.results import write_page
+
+    console = Console()
+    if args.list:
+        for name in registry.names():
+            console.print(name)
+        for name in registry.PLANNED:
+            if name not in registry.MODULES:
+                console.print(f"{name} [dim](not written yet)[/]")
+        return 0
+    if args.page_only:
+        if not args.out:
+            raise UsageError("--page-only needs --out DIR (where the JSON files are)")
+        page = write_page(args.out, args.page, registry.names())
+        console.print(f"wrote {page}")
+        return 0
+    if not args.name:
+        raise UsageError("name a benchmark or 'all' (polybus bench --list shows them)")
+    names = registry.names() if args.name == "all" else [args.name]
+    if len(names) > 1 and (args.json or args.plot):
+        raise UsageError("--json/--plot name one benchmark's files; with 'all' use --out DIR")
+    for name in names:
+        registry.get(name)  # unknown names fail here, before anything runs
+    failed = []
+    for name in names:
+        if not _run_one(name, args, console):
+            failed.append(name)
+    if args.out:
+        page = write_page(args.out, args.page, registry.names())
+        console.print(f"wrote {page}")
+    if failed:
+        console.print(f"[red]failed:[/] {', '.join(failed)}")
+        return 1
+    return 0
+
+
+def _run_one(name: str, args: argparse.Namespace, console: Console) -> bool:
+    """Run, print, write; a benchmark that raises is reported and the others go on."""
+    from polybus.bench import registry
+    from polybus.bench.progress import RichProgress
+    from polybus.bench.report import BenchResult, plot, print_table
+    from polybus.bench.results import versions
+
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    ok = True
+    try:
+        with RichProgress() as progress:
+            result = registry.run(name, quick=args.quick, progress=progress)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        if len(registry.names()) == 1 or args.name != "all":
+            raise
+        traceback.print_exc(file=sys.stderr)
+        result = BenchResult(name, {"error": f"{type(exc).__name__}: {exc}"})
+        ok = False
+    result.params["date"] = date
+    result.params["versions"] = versions()
+    if args.quick:
+        result.params["quick"] = True
+    console.rule(f"polybus bench {name}{' --quick' if args.quick else ''}")
+    print_table(result, console)
+    targets: list[tuple[str | None, str | None]] = [(args.json, args.plot)]
+    if args.out:
+        out = Path(args.out)
+        targets.append((str(out / f"{name}.json"), str(out / f"{name}.png")))
+    for json_path, png_path in targets:
+        if json_path:
+            result.write_json(json_path)
+        if png_path and result.rows:
+            try:
+                plot(result, png_path)
+            except ImportError as exc:  # matplotlib is an extra
+                console.print(f"[yellow]no plot[/]: {exc} (pip install polybus[plot])")
+    return ok

@@ -1,13 +1,153 @@
-"""polybus sweep (see BENCHMARKS.md)."""
+"""polybus sweep app.toml --vary KEY=v1,v2 ...: every combination, medians, speedup.
+
+Each run is ``polybus.run(path, overrides)``; its ``elapsed_s`` (the entrypoint alone,
+start-up of processes apart) is the figure. A combination that fails shows its error in
+its row and the sweep goes on.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from polybus.errors import UsageError
+from polybus.sweep import Sweep, combinations, parse_baseline, parse_vary, run_sweep
+
+DASH = "\u2013"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", nargs="?")
+    p.add_argument("config", help="the application's TOML configuration")
+    p.add_argument("--vary", action="append", default=[], metavar="KEY=v1,v2,...",
+                   help="a key and the values to try (repeatable; every combination runs)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a fixed override for every run")
+    p.add_argument("--repeat", type=int, default=3, help="runs per combination (default 3)")
+    p.add_argument("--baseline", metavar="KEY=VALUE",
+                   help="what speedup is measured against, e.g. replication=1 "
+                        "(default: the first value of the first --vary)")
+    p.add_argument("--json", metavar="FILE", help="write every cell as JSON")
+    p.add_argument("--csv", metavar="FILE", help="write every cell as CSV")
+    p.add_argument("--plot", metavar="FILE.png", help="time, speedup and efficiency curves")
+
+
+def _runner(path: str, sets: Sequence[str]) -> float:
+    from polybus.runner import run
+
+    return run(path, tuple(sets)).elapsed_s
+
+
+def table(sweep: Sweep) -> Table:
+    keys = [k for k, _ in sweep.varies]
+    base = ", ".join(f"{k}={v}" for k, v in sweep.baseline.items())
+    t = Table(title=escape(f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of "
+                           f"{sweep.repeat}; speedup vs {base}"), title_justify="left")
+    for k in keys:
+        t.add_column(escape(k.rsplit(".", 1)[-1] if k.startswith("modules.") else k))
+    for col in ("elapsed s", "speedup", "efficiency"):
+        t.add_column(col, justify="right")
+    for c in sweep.cells:
+        vals = [escape(c.config[k]) for k in keys]
+        if not c.ok:
+            t.add_row(*vals, f"[red]failed[/]: {escape(c.error or 'no runs')}", DASH, DASH)
+            continue
+        t.add_row(*vals, f"{c.median:.4g} [{min(c.elapsed_s):.4g}{DASH}{max(c.elapsed_s):.4g}]",
+                  DASH if c.speedup is None else f"{c.speedup:.3g}",
+                  DASH if c.efficiency is None else f"{c.efficiency:.3g}")
+    return t
+
+
+def plot(sweep: Sweep, path: str) -> None:
+    """x: the first varied key whose values are all numbers (else the first); a line
+    per combination of the other keys; panels: time, speedup, efficiency."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k, _ in sweep.varies]
+
+    def number(v: str) -> float | None:
+        try:
+            f = float(v)
+        except ValueError:
+            return None
+        return f if math.isfinite(f) else None
+
+    xkey = next((k for k, vs in sweep.varies if all(number(v) is not None for v in vs)), keys[0])
+    values = dict(sweep.varies)[xkey]
+    numeric = all(number(v) is not None for v in values)
+    others = [k for k in keys if k != xkey]
+    panels = [("elapsed s", lambda c: c.median), ("speedup", lambda c: c.speedup),
+              ("efficiency", lambda c: c.efficiency)]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    groups: dict[tuple[str, ...], list[tuple[float, object]]] = {}
+    for c in sweep.cells:
+        if c.ok:
+            x = number(c.config[xkey]) if numeric else float(values.index(c.config[xkey]))
+            groups.setdefault(tuple(c.config[k] for k in others), []).append((x or 0.0, c))
+    for ax, (name, get) in zip(axes, panels, strict=True):
+        for group, pts in groups.items():
+            pts = sorted(pts, key=lambda t: t[0])
+            ys = [get(c) for _, c in pts]  # type: ignore[no-untyped-call]
+            if all(y is not None for y in ys):
+                lab = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(others, group,
+                                                                             strict=True))
+                ax.plot([x for x, _ in pts], ys, marker="o", label=lab or name)
+        if not numeric:
+            ax.set_xticks(range(len(values)), values)
+        ax.set_xlabel(xkey.rsplit(".", 1)[-1])
+        ax.set_ylabel(name)
+        ax.grid(True, alpha=0.3)
+        if others:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main(args: argparse.Namespace) -> int:
-    raise NotImplementedError("polybus sweep is not built yet")
+    if not args.vary:
+        raise UsageError("give at least one --vary KEY=v1,v2,...")
+    from polybus.config import load
+
+    varies = [parse_vary(v) for v in args.vary]
+    baseline = parse_baseline(args.baseline, varies)
+    combos = combinations(varies)
+    load(args.config, tuple(args.set))  # a broken file fails now, not once per cell
+    console = Console()
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                   console=Console(stderr=True), transient=True)
+    with bar:
+        task = bar.add_task("sweep", total=len(combos) * args.repeat)
+
+        class _Advance:
+            def advance(self, description: str) -> None:
+                bar.update(task, advance=1, description=description)
+
+        sweep = run_sweep(args.config, varies, args.repeat, _runner, baseline,
+                          fixed=args.set, progress=_Advance())
+    console.print(table(sweep))
+    if args.json:
+        sweep.write_json(args.json)
+    if args.csv:
+        Path(args.csv).write_text(sweep.to_csv(), encoding="utf-8")
+    if args.plot:
+        plot(sweep, args.plot)
+    return 0 if any(c.ok for c in sweep.cells) else 1

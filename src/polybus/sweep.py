@@ -1,0 +1,229 @@
+"""`polybus sweep`: run a program under every combination of configuration values.
+
+CORD's loop (seeds/001 §4) as one command: vary keys, repeat each combination, keep the
+median elapsed time with min and max, and compare each combination against a baseline
+(speedup; efficiency when a replication count is varied). A combination that fails is
+recorded with its error and the sweep goes on. The core here takes the runner as a
+parameter, so the combination, baseline and failure logic is tested without processes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from polybus.errors import UsageError
+
+__all__ = ["Cell", "Sweep", "combinations", "parse_baseline", "parse_vary", "run_sweep",
+           "split_values"]
+
+Runner = Callable[[str, Sequence[str]], float]
+"""(config path, ["key=value", ...]) -> elapsed seconds of one run."""
+
+
+class Progress(Protocol):
+    def advance(self, description: str) -> None: ...
+
+
+def split_values(text: str) -> list[str]:
+    """``"1,2,[3,4]"`` -> ``["1", "2", "[3,4]"]``: commas inside brackets or quotes stay."""
+    out: list[str] = []
+    cur: list[str] = []
+    depth, quote = 0, ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    out.append("".join(cur).strip())
+    if any(not v for v in out):
+        raise UsageError(f"empty value in {text!r}")
+    return out
+
+
+def parse_vary(text: str) -> tuple[str, list[str]]:
+    """``"modules.server.replication=1,2,4"`` -> (key, ["1", "2", "4"])."""
+    key, sep, values = text.partition("=")
+    if not sep or not key.strip():
+        raise UsageError(f"--vary expects KEY=v1,v2,..., got {text!r}")
+    return key.strip(), split_values(values)
+
+
+def _match_key(short: str, keys: Sequence[str]) -> str:
+    hits = [k for k in keys if k == short or k.endswith("." + short)]
+    if len(hits) != 1:
+        what = "no" if not hits else "more than one"
+        raise UsageError(f"--baseline key {short!r} matches {what} --vary key "
+                         f"(varied: {', '.join(keys)})")
+    return hits[0]
+
+
+def parse_baseline(text: str | None, varies: Sequence[tuple[str, list[str]]]) -> dict[str, str]:
+    """``"replication=1"`` (a varied key or its last parts) -> {full key: value}.
+
+    Without one, the baseline is the first value of the first varied key.
+    """
+    keys = [k for k, _ in varies]
+    if not text:
+        return {keys[0]: varies[0][1][0]} if keys else {}
+    out = {}
+    for part in split_values(text):
+        short, sep, value = part.partition("=")
+        if not sep:
+            raise UsageError(f"--baseline expects KEY=VALUE, got {part!r}")
+        key = _match_key(short.strip(), keys)
+        allowed = dict(varies)[key]
+        if value.strip() not in allowed:
+            raise UsageError(f"--baseline {key}={value.strip()} is not among the varied "
+                             f"values {', '.join(allowed)}")
+        out[key] = value.strip()
+    return out
+
+
+def combinations(varies: Sequence[tuple[str, list[str]]]) -> list[dict[str, str]]:
+    """Every combination, the first --vary changing slowest."""
+    keys = [k for k, _ in varies]
+    if len(set(keys)) != len(keys):
+        raise UsageError("a key is given to --vary twice")
+    return [dict(zip(keys, vals, strict=True))
+            for vals in itertools.product(*(v for _, v in varies))]
+
+
+@dataclass
+class Cell:
+    """One combination: its elapsed times, or the error that stopped it."""
+
+    config: dict[str, str]
+    elapsed_s: list[float] = field(default_factory=list)
+    error: str | None = None
+    speedup: float | None = None
+    efficiency: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.elapsed_s)
+
+    @property
+    def median(self) -> float:
+        return float(statistics.median(self.elapsed_s))
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"config": dict(self.config), "elapsed_s": list(self.elapsed_s),
+                             "error": self.error, "speedup": self.speedup,
+                             "efficiency": self.efficiency}
+        if self.ok:
+            d.update(median=self.median, min=min(self.elapsed_s), max=max(self.elapsed_s))
+        return d
+
+
+@dataclass
+class Sweep:
+    path: str
+    varies: list[tuple[str, list[str]]]
+    repeat: int
+    baseline: dict[str, str]
+    cells: list[Cell]
+    fixed: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        from polybus import __version__
+        from polybus.bench.report import machine_info
+
+        return {"sweep": self.path, "polybus_version": __version__, "machine": machine_info(),
+                "vary": {k: v for k, v in self.varies}, "set": list(self.fixed),
+                "repeat": self.repeat, "baseline": self.baseline,
+                "cells": [c.to_dict() for c in self.cells]}
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        keys = [k for k, _ in self.varies]
+        w.writerow([*keys, "median_s", "min_s", "max_s", "n", "speedup", "efficiency", "error"])
+        for c in self.cells:
+            stats = ([c.median, min(c.elapsed_s), max(c.elapsed_s)] if c.ok else ["", "", ""])
+            w.writerow([*(c.config[k] for k in keys), *stats, len(c.elapsed_s),
+                        "" if c.speedup is None else c.speedup,
+                        "" if c.efficiency is None else c.efficiency, c.error or ""])
+        return buf.getvalue()
+
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+
+def _workers(key: str, value: str) -> float | None:
+    """The number of replicas a value of a ``...replication`` key stands for, if it says."""
+    if not key.endswith("replication"):
+        return None
+    try:
+        return float(int(value))
+    except ValueError:
+        names = [n for n in value.split(",") if n.strip()]
+        return float(len(names)) if names and "#" not in value else None
+
+
+def compare(cells: Sequence[Cell], baseline: Mapping[str, str]) -> None:
+    """Speedup (baseline median / median) against the baseline with the other keys equal.
+
+    Efficiency is speedup / (replicas / baseline replicas) when the baseline key is a
+    replication count; otherwise it stays None.
+    """
+    by_config = {tuple(sorted(c.config.items())): c for c in cells}
+    for c in cells:
+        if not c.ok:
+            continue
+        ref_cfg = {**c.config, **baseline}
+        ref = by_config.get(tuple(sorted(ref_cfg.items())))
+        if ref is None or not ref.ok or c.median <= 0:
+            continue
+        c.speedup = ref.median / c.median
+        ratios = []
+        for key, base in baseline.items():
+            p, p0 = _workers(key, c.config[key]), _workers(key, base)
+            if p is not None and p0:
+                ratios.append(p / p0)
+        if ratios:
+            c.efficiency = c.speedup / ratios[0]
+
+
+def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
+              runner: Runner, baseline: Mapping[str, str] | None = None,
+              fixed: Sequence[str] = (), progress: Progress | None = None) -> Sweep:
+    """Run every combination ``repeat`` times with ``runner``; a failure ends only its cell."""
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    combos = combinations(varies)
+    cells = []
+    for combo in combos:
+        cell = Cell(combo)
+        label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in combo.items())
+        sets = [*fixed, *(f"{k}={v}" for k, v in combo.items())]
+        for i in range(repeat):
+            if cell.error is None:
+                try:
+                    cell.elapsed_s.append(float(runner(path, sets)))
+                except KeyboardInterrupt:
+                    raise
+                except Exception as exc:
+                    cell.error = f"{type(exc).__name__}: {exc}".strip()
+            if progress is not None:  # skipped repetitions still count, so the ETA holds
+                progress.advance(f"{label} ({i + 1}/{repeat})")
+        cells.append(cell)
+    base = dict(baseline) if baseline is not None else parse_baseline(None, varies)
+    compare(cells, base)
+    return Sweep(path, [(k, list(v)) for k, v in varies], repeat, base, cells, list(fixed))
