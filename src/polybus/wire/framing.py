@@ -77,7 +77,7 @@ class FrameDecoder:
     # -- the receiving side's half -------------------------------------------------
     def get_buffer(self) -> memoryview:
         """Memory to receive into (at least 1 byte)."""
-        if self._big is not None:
+        if self._big is not None and self._big_filled < len(self._big):
             return memoryview(self._big)[self._big_filled:]
         if self._end == len(self._scratch):
             pending = self._end - self._start
@@ -89,7 +89,9 @@ class FrameDecoder:
         return memoryview(self._scratch)[self._end:]
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._big is not None:
+        # A complete large frame not yet taken: later bytes go to scratch (feed() of
+        # more than one frame would otherwise get a 0-byte buffer and spin).
+        if self._big is not None and self._big_filled < len(self._big):
             self._big_filled += nbytes
         else:
             self._end += nbytes

@@ -1,0 +1,145 @@
+"""FrameDecoder / encode_frame: bytes in, frames out, every length checked."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from polybus.errors import ProtocolError
+from polybus.wire.framing import MAX_BUFFERS, FrameDecoder, encode_frame
+
+
+def wire(header: bytes, buffers: list[bytes] | None = None) -> bytes:
+    return b"".join(bytes(p) for p in encode_frame(header, list(buffers or [])))
+
+
+def frames(dec: FrameDecoder) -> list[tuple[bytes, list[bytes]]]:
+    out = []
+    while (f := dec.next_frame()) is not None:
+        out.append((bytes(f.header), [bytes(b) for b in f.buffers]))
+    return out
+
+
+def test_layout_is_little_endian_prefix_table_header_buffers() -> None:
+    data = wire(b"HDR", [b"ab", b"cde"])
+    length, nbufs, flags, hlen = struct.unpack_from("<IHHI", data)
+    assert (nbufs, flags, hlen) == (2, 0, 3)
+    assert length == len(data) - 4
+    assert struct.unpack_from("<QQ", data, 12) == (2, 3)
+    assert data[28:] == b"HDRabcde"
+
+
+def test_split_frame_fed_byte_by_byte() -> None:
+    data = wire(b"header", [b"x" * 10, b"y" * 3])
+    dec = FrameDecoder()
+    got = []
+    for i in range(len(data)):
+        dec.feed(data[i:i + 1])
+        got += frames(dec)
+        if i < len(data) - 1:
+            assert got == []
+    assert got == [(b"header", [b"x" * 10, b"y" * 3])]
+
+
+def test_several_frames_in_one_feed() -> None:
+    data = wire(b"one") + wire(b"two", [b"buf"]) + wire(b"three")
+    dec = FrameDecoder()
+    dec.feed(data)
+    assert frames(dec) == [(b"one", []), (b"two", [b"buf"]), (b"three", [])]
+
+
+def test_frame_and_a_half_then_the_rest() -> None:
+    a, b = wire(b"first"), wire(b"second", [b"z" * 100])
+    dec = FrameDecoder()
+    dec.feed(a + b[:7])
+    assert frames(dec) == [(b"first", [])]
+    dec.feed(b[7:])
+    assert frames(dec) == [(b"second", [b"z" * 100])]
+
+
+def test_large_frame_gets_its_own_memory_without_copy() -> None:
+    big = bytes(range(256)) * 1024  # 256 KiB, over the 128 KiB threshold
+    data = wire(b"h", [big])
+    dec = FrameDecoder()
+    dec.feed(data[:1000])
+    assert dec.next_frame() is None
+    # The rest is received straight into the frame's own bytearray.
+    view = dec.get_buffer()
+    assert view.nbytes == len(data) - 1000
+    view[:] = data[1000:]
+    dec.buffer_updated(len(data) - 1000)
+    f = dec.next_frame()
+    assert f is not None and bytes(f.header) == b"h"
+    assert isinstance(f.buffers[0], memoryview) and bytes(f.buffers[0]) == big
+    assert f.size == len(data)
+    dec.feed(wire(b"after"))
+    assert frames(dec) == [(b"after", [])]
+
+
+def test_large_frame_in_small_chunks() -> None:
+    big = b"q" * (300 * 1024)
+    data = wire(b"h", [big, b"tail"]) + wire(b"next")
+    dec = FrameDecoder()
+    got = []
+    for i in range(0, len(data), 4093):
+        dec.feed(data[i:i + 4093])
+        got += frames(dec)
+    assert got == [(b"h", [big, b"tail"]), (b"next", [])]
+
+
+def test_oversize_length_is_refused_before_reading_the_body() -> None:
+    dec = FrameDecoder(max_frame=1000)
+    dec.feed(struct.pack("<I", 1001))
+    with pytest.raises(ProtocolError, match="over the limit"):
+        dec.next_frame()
+
+
+def test_encoder_refuses_oversize_message() -> None:
+    with pytest.raises(ProtocolError, match="frame limit"):
+        encode_frame(b"h", [b"x" * 100], max_frame=50)
+
+
+def test_length_shorter_than_header_is_refused() -> None:
+    dec = FrameDecoder()
+    dec.feed(struct.pack("<I", 3) + b"abc")
+    with pytest.raises(ProtocolError, match="shorter"):
+        dec.next_frame()
+
+
+@pytest.mark.parametrize("nbufs", [0, 1])
+def test_lengths_that_disagree(nbufs: int) -> None:
+    good = bytearray(wire(b"header", [b"b"] * nbufs))
+    # Declare a header one byte longer than the frame carries.
+    struct.pack_into("<I", good, 8, 7)
+    dec = FrameDecoder()
+    dec.feed(good)
+    with pytest.raises(ProtocolError, match="disagree"):
+        dec.next_frame()
+
+
+def test_buffer_table_longer_than_frame() -> None:
+    body = struct.pack("<HHI", 5, 0, 0)  # 5 buffers declared, no table
+    dec = FrameDecoder()
+    dec.feed(struct.pack("<I", len(body)) + body)
+    with pytest.raises(ProtocolError, match="buffer table"):
+        dec.next_frame()
+
+
+def test_too_many_buffers() -> None:
+    body = struct.pack("<HHI", MAX_BUFFERS + 1, 0, 0) + bytes(8 * (MAX_BUFFERS + 1))
+    dec = FrameDecoder()
+    dec.feed(struct.pack("<I", len(body)) + body)
+    with pytest.raises(ProtocolError, match="buffers"):
+        dec.next_frame()
+    with pytest.raises(ProtocolError, match="at most"):
+        encode_frame(b"h", [b""] * (MAX_BUFFERS + 1))
+
+
+def test_small_frame_buffers_stay_valid_after_more_input() -> None:
+    dec = FrameDecoder()
+    dec.feed(wire(b"a", [b"first"]))
+    f = dec.next_frame()
+    assert f is not None
+    dec.feed(wire(b"b", [b"XXXXX"]))
+    assert bytes(f.buffers[0]) == b"first"
