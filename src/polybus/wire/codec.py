@@ -89,7 +89,8 @@ class Codec:
             arr = np.ascontiguousarray(obj)
             idx = len(self._out)
             self._out.append(memoryview(arr).cast("B") if arr.nbytes else memoryview(b""))  # type: ignore[arg-type]
-            return msgspec.msgpack.Ext(EXT_NDARRAY, _meta_enc.encode((arr.dtype.str, arr.shape, idx)))
+            # obj.shape, not arr.shape: ascontiguousarray makes a 0-d array 1-d.
+            return msgspec.msgpack.Ext(EXT_NDARRAY, _meta_enc.encode((arr.dtype.str, obj.shape, idx)))
         if isinstance(obj, np.generic):
             return obj.item()
         if isinstance(obj, OutOfBand):

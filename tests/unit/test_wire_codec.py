@@ -1,0 +1,186 @@
+"""Codec: messages <-> msgpack header + raw buffers, pickle only when allowed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+
+from polybus.errors import ProtocolError
+from polybus.wire.codec import EXT_BYTES, EXT_NDARRAY, EXT_PICKLE, Codec, OutOfBand, Ref
+from polybus.wire.framing import Frame, FrameDecoder
+from polybus.wire.messages import Call, Fail, Message, Result
+
+
+def roundtrip(msg: Message, enc: Codec | None = None, dec: Codec | None = None) -> Any:
+    pieces = (enc or Codec()).encode(msg)
+    d = FrameDecoder()
+    d.feed(b"".join(bytes(memoryview(p).cast("B")) for p in pieces))
+    frame = d.next_frame()
+    assert frame is not None and d.next_frame() is None
+    return (dec or Codec()).decode(frame)
+
+
+def header_frame(value_header: bytes, buffers: list[bytes] | None = None) -> Frame:
+    """A Result frame whose value is the given raw msgpack (for malformed input)."""
+    # [tag=2, id=7, value] : build the array header by hand to splice a raw value in.
+    head = b"\x93" + msgspec.msgpack.encode(2) + msgspec.msgpack.encode(7) + value_header
+    return Frame(head, [bytearray(b) for b in buffers or []], 0)
+
+
+@pytest.mark.parametrize("value", [
+    None, True, False, 0, -1, 2**63 - 1, -(2**63), 1.5, "", "héllo", b"", b"\x00\xff",
+    [], [1, "a", None], {"k": [1, {"n": 2.5}]}, {"": b"x"},
+])
+def test_msgpack_types_round_trip(value: Any) -> None:
+    out = roundtrip(Result(1, value))
+    assert isinstance(out, Result) and out.id == 1 and out.value == value
+
+
+def test_call_fields_round_trip() -> None:
+    msg = Call(42, "sort", [1, [2, 3]], {"reverse": True}, 3.5, 2.0, None)
+    assert roundtrip(msg) == msg
+    fail = Fail(3, "exception", "ValueError", "bad", "Traceback...")
+    assert roundtrip(fail) == fail
+
+
+def test_tuples_arrive_as_lists() -> None:
+    assert roundtrip(Result(1, (1, (2, 3)))).value == [1, [2, 3]]
+
+
+@pytest.mark.parametrize("arr", [
+    np.arange(12, dtype=np.int64).reshape(3, 4),
+    np.linspace(0, 1, 7, dtype=np.float32),
+    np.array(3.25),                                  # 0-d
+    np.zeros((0,), dtype=np.float64),                # empty
+    np.zeros((2, 0, 3), dtype=np.int16),             # empty with shape
+    np.array([[True, False]]),
+    np.array([1 + 2j, 3 - 4j], dtype=np.complex128),
+    np.arange(6, dtype=">u4").reshape(2, 3),         # big-endian
+    np.frombuffer(b"abcdef", dtype="S3"),
+    np.arange(24, dtype=np.uint8).reshape(2, 3, 4)[:, ::2],  # not contiguous
+])
+def test_numpy_arrays_round_trip(arr: np.ndarray) -> None:
+    out = roundtrip(Result(1, arr)).value
+    assert isinstance(out, np.ndarray)
+    assert out.dtype == arr.dtype and out.shape == arr.shape
+    np.testing.assert_array_equal(out, arr)
+
+
+def test_nested_arrays_travel_as_buffers_not_in_header() -> None:
+    a = np.ones((100, 100))
+    b = np.arange(5, dtype=np.int32)
+    pieces = Codec().encode(Call(1, "f", [[a, {"b": b}], "s"]))
+    assert len(pieces) == 3  # prefix+header, then one raw buffer per array
+    assert memoryview(pieces[1]).nbytes == a.nbytes
+    assert len(pieces[0]) < 200
+    out = roundtrip(Call(1, "f", [[a, {"b": b}], "s"]))
+    np.testing.assert_array_equal(out.args[0][0], a)
+    np.testing.assert_array_equal(out.args[0][1]["b"], b)
+    assert out.args[1] == "s"
+
+
+def test_large_array_is_not_copied_on_encode() -> None:
+    a = np.arange(1 << 16, dtype=np.float64)
+    pieces = Codec().encode(Result(1, a))
+    assert np.shares_memory(np.frombuffer(pieces[1], dtype=np.float64), a)
+
+
+def test_numpy_scalars_become_python_values() -> None:
+    assert roundtrip(Result(1, [np.int32(4), np.float64(0.5)])).value == [4, 0.5]
+
+
+def test_big_bytes_out_of_band() -> None:
+    data = bytes(range(256)) * 1000
+    pieces = Codec().encode(Result(1, OutOfBand(data)))
+    assert len(pieces) == 2 and memoryview(pieces[1]).nbytes == len(data)
+    assert roundtrip(Result(1, OutOfBand(data))).value == data
+
+
+class Point:
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Point) and other.x == self.x
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_pickle_refused_on_encode_without_allow_pickle() -> None:
+    with pytest.raises(TypeError, match="safe codec"):
+        Codec().encode(Result(1, Point(1)))
+    with pytest.raises(TypeError, match="safe codec"):
+        Codec().encode(Result(1, np.array([Point(1)], dtype=object)))
+
+
+def test_pickle_refused_on_decode_without_allow_pickle() -> None:
+    pieces = Codec(allow_pickle=True).encode(Result(1, Point(2)))
+    d = FrameDecoder()
+    d.feed(b"".join(bytes(p) for p in pieces))
+    frame = d.next_frame()
+    assert frame is not None
+    with pytest.raises(ProtocolError, match="pickle"):
+        Codec().decode(frame)
+
+
+def test_pickle_when_both_sides_allow() -> None:
+    both = Codec(allow_pickle=True)
+    assert roundtrip(Result(1, Point(3)), both, Codec(allow_pickle=True)).value == Point(3)
+
+
+def test_ref_round_trip_and_hook() -> None:
+    assert repr(roundtrip(Result(1, Ref("op", "abc"))).value) == "Ref('op', 'abc')"
+    hooked = Codec(ref_hook=lambda r: f"resolved {r.kind}:{r.key}")
+    assert roundtrip(Result(1, Ref("op", "k")), dec=hooked).value == "resolved op:k"
+
+
+def _ext(code: int, data: bytes) -> bytes:
+    return msgspec.msgpack.encode(msgspec.msgpack.Ext(code, data))
+
+
+def test_unknown_ext() -> None:
+    with pytest.raises(ProtocolError, match="unknown extension type 9"):
+        Codec().decode(header_frame(_ext(9, b"x")))
+
+
+def test_bad_buffer_index() -> None:
+    meta = msgspec.msgpack.encode(["<f8", [1], 3])
+    with pytest.raises(ProtocolError, match="buffer 3"):
+        Codec().decode(header_frame(_ext(EXT_NDARRAY, meta), [bytes(8)]))
+    with pytest.raises(ProtocolError, match="buffer"):
+        Codec().decode(header_frame(_ext(EXT_BYTES, msgspec.msgpack.encode("0"))))
+
+
+def test_array_shape_that_disagrees_with_buffer() -> None:
+    meta = msgspec.msgpack.encode(["<f8", [3], 0])
+    with pytest.raises(ProtocolError, match="shape"):
+        Codec().decode(header_frame(_ext(EXT_NDARRAY, meta), [bytes(16)]))
+
+
+def test_object_dtype_array_refused_as_raw_buffer() -> None:
+    meta = msgspec.msgpack.encode(["|O", [1], 0])
+    with pytest.raises(ProtocolError, match="object"):
+        Codec().decode(header_frame(_ext(EXT_NDARRAY, meta), [bytes(8)]))
+
+
+def test_malformed_header() -> None:
+    with pytest.raises(ProtocolError, match="malformed"):
+        Codec().decode(Frame(b"\x93\x63", [], 0))  # tag 99 does not exist
+    with pytest.raises(ProtocolError):
+        Codec().decode(Frame(b"\xc1", [], 0))
+
+
+def test_pickled_ext_carries_pickle_bytes() -> None:
+    pieces = Codec(allow_pickle=True).encode(Result(1, Point(5)))
+    assert bytes([EXT_PICKLE]) in bytes(pieces[0])
+
+
+def test_promise_like_values_are_forced_when_encoded() -> None:
+    class Lazy:
+        def __polybus_value__(self) -> Any:
+            return [1, 2]
+
+    assert roundtrip(Result(1, {"v": Lazy()})).value == {"v": [1, 2]}
