@@ -66,6 +66,8 @@ APP = '''
 [modules.server]
 source = "server.py"
 replication = 1
+define.work = {}
+define.compare = {}
 
 [modules.client]
 source = "client.py"
