@@ -96,6 +96,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
         result = wait(entry(*client.args, **client.kwargs))
         elapsed = time.perf_counter() - t0
         stats = session.stats()
+        for rep in stats.replicas:
+            rep.busy_fraction = rep.busy_s / elapsed if elapsed > 0 else 0.0
         return RunResult(result, elapsed, startup, stats.calls, stats.bytes_sent,
                          stats.bytes_received, stats.replicas)
     finally:

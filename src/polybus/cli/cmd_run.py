@@ -27,11 +27,13 @@ def summary(r: RunResult) -> Table:
     t = Table(caption=f"elapsed {r.elapsed_s:.4f} s (start-up {r.startup_s:.2f} s apart), "
                       f"{r.calls} calls, sent {r.bytes_sent:,} B, received {r.bytes_received:,} B",
               caption_justify="left")
-    for col in ("replica", "speed", "calls", "busy s", "busy %", "queue wait s"):
+    for col in ("replica", "speed", "calls", "moved in", "moved out", "busy s", "busy %",
+                "queue wait s"):
         t.add_column(col, justify="right" if col != "replica" else "left")
     for rep in r.replicas:
         busy = 100.0 * rep.busy_s / r.elapsed_s if r.elapsed_s > 0 else 0.0
-        t.add_row(rep.name, f"{rep.speed:g}", str(rep.calls), f"{rep.busy_s:.4f}",
+        t.add_row(rep.name, f"{rep.speed:g}", str(rep.calls), str(rep.migrated_in),
+                  str(rep.migrated_out), f"{rep.busy_s:.4f}",
                   f"{busy:.0f}", f"{rep.queue_wait_s:.4f}")
     return t
 
