@@ -113,7 +113,7 @@ _BINARY: dict[str, Any] = {
 _COMPARE: dict[str, Any] = {"lt": operator.lt, "le": operator.le, "eq": operator.eq, "ne": operator.ne,
             "gt": operator.gt, "ge": operator.ge, "getitem": operator.getitem}
 _UNARY: dict[str, Any] = {"neg": operator.neg, "pos": operator.pos, "abs": operator.abs,
-          "invert": operator.invert, "round": round}
+          "invert": operator.invert}
 
 
 def _unary(op: Any) -> Any:
@@ -129,6 +129,9 @@ def _install() -> None:
         setattr(Promise, f"__{name}__", _binary(op)[0])
     for name, op in _UNARY.items():
         setattr(Promise, f"__{name}__", _unary(op))
+    # round(p, ndigits) passes a second argument the unary ops do not take.
+    setattr(Promise, "__round__",  # noqa: B010
+            lambda self, *nd: round(self.__polybus_value__(), *nd))
     setattr(Promise, "__setitem__",  # noqa: B010 - installed with the rest
             lambda self, k, v: operator.setitem(self.__polybus_value__(), _force(k), _force(v)))
     setattr(Promise, "__delitem__",  # noqa: B010

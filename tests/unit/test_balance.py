@@ -1,0 +1,74 @@
+"""Balance policies: pure choices over a view of the replicas."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from polybus.client.policies.balance import (
+    RoundRobin,
+    WeightedRoundRobin,
+    auto_window,
+    demand_pick,
+)
+
+
+def test_round_robin_in_turn() -> None:
+    rr = RoundRobin()
+    assert [rr.pick([True] * 3) for _ in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_round_robin_skips_dead() -> None:
+    rr = RoundRobin()
+    alive = [True, False, True]
+    assert [rr.pick(alive) for _ in range(4)] == [0, 2, 0, 2]
+    assert rr.pick([False, False, False]) is None
+    assert rr.pick([]) is None
+
+
+def test_weighted_proportions_over_each_window() -> None:
+    w = [1, 2, 4]
+    p = WeightedRoundRobin(w)
+    picks = [p.pick([True] * 3) for _ in range(7 * 10)]
+    for k in range(10):
+        assert Counter(picks[7 * k:7 * k + 7]) == {0: 1, 1: 2, 2: 4}
+
+
+def test_weighted_is_smooth_not_in_runs() -> None:
+    p = WeightedRoundRobin([1, 1, 5])
+    picks = [p.pick([True] * 3) for _ in range(7)]
+    assert picks.count(2) == 5
+    # nginx smooth weighting: the heavy one never takes more than 3 in a row here
+    runs = max(len(r) for r in "".join(map(str, picks)).replace("0", " ").replace("1", " ").split())
+    assert runs <= 3
+
+
+def test_weighted_skips_dead_and_zero_weight() -> None:
+    p = WeightedRoundRobin([1, 0, 3])
+    picks = [p.pick([True, True, False]) for _ in range(5)]
+    assert picks == [0] * 5
+    assert p.pick([False, True, False]) is None
+
+
+@pytest.mark.parametrize("bad", [[], [0, 0], [1, -1]])
+def test_weighted_refuses_bad_weights(bad: list[float]) -> None:
+    with pytest.raises(ValueError):
+        WeightedRoundRobin(bad)
+
+
+def test_demand_pick_fewest_outstanding_with_room() -> None:
+    assert demand_pick([2, 1, 1], [3, 3, 3], [True] * 3) == 1      # first on a tie
+    assert demand_pick([0, 1, 1], [3, 3, 3], [False, True, True]) == 1
+    assert demand_pick([3, 3, 2], [3, 3, 3], [True] * 3) == 2
+    assert demand_pick([3, 3, 3], [3, 3, 3], [True] * 3) is None   # every window full
+    assert demand_pick([0, 5], [1, 8], [True, True]) == 0
+
+
+def test_auto_window() -> None:
+    assert auto_window(rtt_s=100e-6, service_s=100e-6) == 2
+    assert auto_window(rtt_s=1e-3, service_s=1e-4) == 11
+    assert auto_window(rtt_s=1e-6, service_s=1.0) == 1   # service dwarfs the round trip
+    assert auto_window(rtt_s=1.0, service_s=1e-9) == 64   # capped
+    assert auto_window(rtt_s=1.0, service_s=0.0) == 64
+    assert auto_window(rtt_s=0.0, service_s=1.0, lo=3) == 3

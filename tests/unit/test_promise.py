@@ -1,0 +1,131 @@
+"""Promise: behaves like its value for ordinary use; no network (a fake reactor)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from polybus.client.calls import CallRecord
+from polybus.client.promise import Promise, wait
+from polybus.errors import RemoteException
+
+
+class FakeReactor:
+    """Answers a record when someone waits on it, and counts the waits."""
+
+    def __init__(self) -> None:
+        self.answers: dict[int, Any] = {}
+        self.waits = 0
+
+    def wait(self, rec: CallRecord, timeout: float | None = None) -> Any:
+        self.waits += 1
+        answer = self.answers[rec.id]
+        if isinstance(answer, Exception):
+            rec.set_error(answer)  # type: ignore[arg-type]
+        else:
+            rec.set_value(answer)
+        return rec.outcome()
+
+
+_reactor = FakeReactor()
+_dispatcher = SimpleNamespace(interface="f", timeout=None)
+_next = [0]
+
+
+def P(value: Any) -> Any:
+    _next[0] += 1
+    rec = CallRecord(_next[0], _dispatcher, [], None, 0.0)  # type: ignore[arg-type]
+    _reactor.answers[rec.id] = value
+    return Promise(rec, _reactor)  # type: ignore[arg-type]
+
+
+def test_not_waited_for_until_used() -> None:
+    before = _reactor.waits
+    p = P(5)
+    assert not p.done and _reactor.waits == before
+    assert p + 1 == 6
+    assert p.done and _reactor.waits == before + 1
+    assert p * 2 == 10 and _reactor.waits == before + 1  # answered once, kept
+
+
+def test_arithmetic_both_sides() -> None:
+    assert P(7) + 3 == 10 and 3 + P(7) == 10
+    assert P(7) - 3 == 4 and 10 - P(7) == 3
+    assert P(7) * 2 == 14 and 2 * P(7) == 14
+    assert P(7) / 2 == 3.5 and 14 / P(7) == 2
+    assert P(7) // 2 == 3 and 15 // P(7) == 2
+    assert P(7) % 4 == 3 and 15 % P(7) == 1
+    assert P(2) ** 3 == 8 and 3 ** P(2) == 9
+    assert divmod(P(7), 2) == (3, 1) and divmod(7, P(2)) == (3, 1)
+    assert P(6) & 3 == 2 and P(6) | 1 == 7 and P(6) ^ 2 == 4 and 1 << P(3) == 8
+    assert P(3) + P(4) == 7
+    assert -P(3) == -3 and +P(3) == 3 and abs(P(-3)) == 3 and ~P(0) == -1
+    assert round(P(2.5)) == 2 and round(P(2.567), 1) == 2.6
+
+
+def test_comparison() -> None:
+    assert P(3) < 4 and P(3) <= 3 and P(3) > 2 and P(3) >= 3
+    assert P(3) == 3 and P(3) != 4 and 4 > P(3)  # noqa: SIM300 - the reflected side
+    assert P(2) < P(3)
+    assert sorted([P(3), P(1), P(2)]) == [1, 2, 3]
+    assert max(P(1), P(9)) == 9
+
+
+def test_indexing_iteration_len_contains() -> None:
+    assert P([10, 20, 30])[1] == 20
+    assert P({"a": 1})["a"] == 1
+    assert P([1, 2, 3])[P(0)] == 1
+    assert list(P([1, 2, 3])) == [1, 2, 3]
+    assert list(reversed(P([1, 2]))) == [2, 1]
+    a, b = P((4, 5))
+    assert (a, b) == (4, 5)
+    assert len(P("abcd")) == 4
+    assert 2 in P([1, 2]) and "x" not in P("abc")
+    assert [0, 1, 2][P(2)] == 2  # __index__
+    assert P({"k": "v"}).get("k") == "v"  # attributes of the value
+
+
+def test_str_repr_format_conversions() -> None:
+    assert str(P(3.5)) == "3.5" and repr(P("x")) == "'x'"
+    assert f"{P(3.14159):.2f}" == "3.14" and f"{P('ab')}" == "ab"
+    assert int(P("12")) == 12 and float(P(2)) == 2.0 and complex(P(1)) == 1 + 0j
+    assert hash(P("k")) == hash("k")
+
+
+def test_bool() -> None:
+    assert P([1]) and not P([]) and not P(0)
+    seen = "yes" if P(1) else "no"
+    assert seen == "yes"
+
+
+def test_numpy_ops_with_arrays() -> None:
+    a = np.arange(6.0).reshape(2, 3)
+    p = P(a)
+    np.testing.assert_array_equal(p + 1, a + 1)
+    np.testing.assert_array_equal(np.ones(3) + P(np.arange(3.0)), 1 + np.arange(3.0))
+    np.testing.assert_array_equal(P(a) @ np.ones(3), a @ np.ones(3))
+    assert np.asarray(P(a)).shape == (2, 3)
+    assert np.asarray(P(a), dtype=np.int32).dtype == np.int32
+    assert P(a).shape == (2, 3) and P(a).sum() == 15.0
+    np.testing.assert_array_equal(np.vstack([P(a[0]), P(a[1])]), a)
+    assert float(np.sum(P(a))) == 15.0
+    assert np.allclose(P(a), a)
+    np.testing.assert_array_equal(P(a)[1], a[1])
+
+
+def test_wait_on_nested_containers() -> None:
+    data = {"xs": [P(1), (P(2), 3)], "y": P("s"), "plain": [4]}
+    assert wait(data) == {"xs": [1, (2, 3)], "y": "s", "plain": [4]}
+    assert type(wait(data)["xs"][1]) is tuple
+    assert wait(P(5)) == 5 and wait(7) == 7 and wait([]) == []
+
+
+def test_a_remote_error_is_raised_where_the_value_is_used() -> None:
+    p = P(RemoteException("ValueError", "nope", "tb", interface="f"))
+    with pytest.raises(RemoteException, match="nope"):
+        p + 1
+    with pytest.raises(RemoteException):
+        wait([p])

@@ -1,0 +1,78 @@
+"""RegistryState: pure name-server logic, time passed in."""
+
+from __future__ import annotations
+
+from polybus.registry.state import RegistryState
+from polybus.wire.messages import Replica
+
+
+def rep(name: str, module: str = "server", ifaces: tuple[str, ...] = ("f",)) -> Replica:
+    return Replica(name, module, f"tcp://127.0.0.1:{1000 + len(name)}", list(ifaces))
+
+
+def test_register_and_resolve() -> None:
+    s = RegistryState(ttl=3.0)
+    assert s.register(rep("server-0"), owner=1, now=0.0) is None
+    assert [r.name for r in s.resolve(module="server", now=1.0)] == ["server-0"]
+    assert s.names() == ["server-0"]
+
+
+def test_duplicate_live_name_refused_from_another_owner() -> None:
+    s = RegistryState(ttl=3.0)
+    assert s.register(rep("a"), owner=1, now=0.0) is None
+    reason = s.register(rep("a"), owner=2, now=1.0)
+    assert reason is not None and "'a'" in reason and "live" in reason
+    # The same owner may register again (a refresh after a change).
+    assert s.register(rep("a"), owner=1, now=1.0) is None
+
+
+def test_name_is_free_again_once_its_holder_expired() -> None:
+    s = RegistryState(ttl=3.0)
+    s.register(rep("a"), owner=1, now=0.0)
+    assert s.register(rep("a"), owner=2, now=3.5) is None
+
+
+def test_heartbeat_keeps_alive_and_expire_drops_the_silent() -> None:
+    s = RegistryState(ttl=3.0)
+    s.register(rep("a"), owner=1, now=0.0)
+    s.register(rep("b"), owner=2, now=0.0)
+    assert s.heartbeat("a", owner=1, now=2.5)
+    assert not s.heartbeat("a", owner=2, now=2.5)   # not its owner
+    assert not s.heartbeat("nobody", owner=1, now=2.5)
+    assert s.expire(now=3.0) == []                  # exactly ttl is still alive
+    assert s.expire(now=3.1) == ["b"]
+    assert [r.name for r in s.resolve(now=5.0)] == ["a"]
+    assert [r.name for r in s.resolve(now=5.6)] == []
+
+
+def test_unregister_only_by_owner() -> None:
+    s = RegistryState()
+    s.register(rep("a"), owner=1, now=0.0)
+    s.unregister("a", owner=2)
+    assert s.names() == ["a"]
+    s.unregister("a", owner=1)
+    assert s.names() == []
+
+
+def test_drop_owner_takes_its_registrations() -> None:
+    s = RegistryState()
+    s.register(rep("a"), owner=1, now=0.0)
+    s.register(rep("b"), owner=1, now=0.0)
+    s.register(rep("c"), owner=2, now=0.0)
+    assert sorted(s.drop_owner(1)) == ["a", "b"]
+    assert s.names() == ["c"]
+    assert s.drop_owner(1) == []
+
+
+def test_resolve_by_module_and_interface_in_natural_order() -> None:
+    s = RegistryState(ttl=100)
+    for i in (10, 2, 1, 0):
+        s.register(rep(f"server-{i}", ifaces=("sort", "merge")), owner=i, now=0.0)
+    s.register(rep("server", ifaces=("sort",)), owner=99, now=0.0)
+    s.register(rep("other-0", module="other", ifaces=("merge",)), owner=50, now=0.0)
+    assert [r.name for r in s.resolve(module="server", now=1.0)] == [
+        "server", "server-0", "server-1", "server-2", "server-10"]
+    assert [r.name for r in s.resolve(interface="merge", now=1.0)] == [
+        "other-0", "server-0", "server-1", "server-2", "server-10"]
+    assert [r.name for r in s.resolve(module="other", interface="sort", now=1.0)] == []
+    assert s.resolve(module="server", interface="sort", now=1.0)[0].name == "server"
