@@ -1,0 +1,61 @@
+"""The results page is regenerated from the JSON files alone, byte for byte."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from polybus.bench.report import BenchResult, Row
+from polybus.bench.results import load_results, render_page, write_page
+from polybus.bench.stats import Stat
+from polybus.cli.main import main as cli
+
+
+def _write(directory: Path) -> None:
+    lat = BenchResult("latency", {"sizes": [0, 1000], "date": "2026-11-21 10:00 UTC",
+                                  "versions": {"polybus": "0.1.0", "numpy": "2.0"}},
+                      x_label="payload bytes")
+    for size, raw, pb in ((0, 60.0, 70.0), (1000, 62.0, 75.0)):
+        lat.add(Row.of("raw_socket", {"transport": "tcp"}, size, "rtt_us", Stat(raw, raw, raw, 3)))
+        lat.add(Row.of("polybus", {"transport": "tcp"}, size, "rtt_us", Stat(pb, pb - 1, pb + 1, 3)))
+    lat.add_ratio("polybus/raw_socket rtt at 0 B", lat.rows[1], lat.rows[0])
+    lat.skipped["mpi4py"] = "not installed (pip install mpi4py)"
+    lat.write_json(directory / "latency.json")
+    thr = BenchResult("throughput", {"date": "2026-11-21 10:05 UTC"}, x_label="workers")
+    thr.add(Row.of("polybus", {}, 2, "calls_per_s", Stat(3e4, 2e4, 4e4, 5)))
+    thr.write_json(directory / "throughput.json")
+    (directory / "sweep.json").write_text('{"sweep": "app.toml", "cells": []}')
+
+
+def test_page_is_deterministic_and_complete(tmp_path: Path) -> None:
+    res = tmp_path / "results"
+    res.mkdir()
+    _write(res)
+    page = tmp_path / "docs" / "results.md"
+    write_page(res, page, ["throughput", "latency"])
+    first = page.read_bytes()
+    text = first.decode()
+    # registry order, skipped peers with their reason, ratios, machine, versions, date
+    assert text.index("## throughput") < text.index("## latency")
+    assert "skipped **mpi4py**: not installed (pip install mpi4py)" in text
+    assert "| polybus/raw_socket rtt at 0 B | 1.17 |" in text
+    assert "numpy 2.0" in text and "2026-11-21 10:00 UTC .. 2026-11-21 10:05 UTC" in text
+    assert "| 1000 | 62.0 [62.0\u201362.0] | 75.0 [74.0\u201376.0] |" in text
+    # a copy of the same JSON files, read later, gives the same page
+    other = tmp_path / "copy"
+    shutil.copytree(res, other)
+    assert render_page(load_results(other, ["throughput", "latency"]), page) == text
+    write_page(res, page, ["throughput", "latency"])
+    assert page.read_bytes() == first
+
+
+def test_page_only_from_cli_links_plots(tmp_path: Path) -> None:
+    res = tmp_path / "results"
+    res.mkdir()
+    _write(res)
+    (res / "latency.png").write_bytes(b"\x89PNG")
+    page = tmp_path / "docs" / "results.md"
+    assert cli(["bench", "--page-only", "--out", str(res), "--page", str(page)]) == 0
+    text = page.read_text()
+    assert "![latency](../results/latency.png)" in text
+    assert "![throughput]" not in text

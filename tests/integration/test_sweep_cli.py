@@ -1,0 +1,72 @@
+"""`polybus sweep` end to end on real local workers: overrides reach each run, a broken
+combination is reported in its cell and the others still run, files are written."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from polybus.cli.main import main as cli
+
+SERVER = "def square(x):\n    return x * x\n"
+CLIENT = """from polybus import use
+
+square = use("square")
+
+
+def main(n):
+    return sum(int(square(i)) for i in range(n))
+"""
+TOML = """[modules.server]
+source = "server.py"
+replication = 1
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+args = [5]
+use.square = { callstyle = "sync" }
+
+[bind]
+"client.square" = "server.square"
+"""
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "client.py").write_text(CLIENT)
+    (tmp_path / "app.toml").write_text(TOML)
+    return tmp_path / "app.toml"
+
+
+@pytest.mark.slow
+def test_sweep_runs_combinations_and_keeps_going_after_a_failure(app: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]
+                                                                 ) -> None:
+    js, cs, png = tmp_path / "s.json", tmp_path / "s.csv", tmp_path / "s.png"
+    rc = cli(["sweep", str(app), "--vary", "modules.server.replication=1,2",
+              "--vary", "modules.client.use.square.callstyle=sync,nonsense,async",
+              "--set", "modules.client.args=[20]", "--repeat", "1",
+              "--baseline", "replication=1", "--json", str(js), "--csv", str(cs),
+              "--plot", str(png)])
+    assert rc == 0
+    d = json.loads(js.read_text())
+    assert len(d["cells"]) == 6 and d["set"] == ["modules.client.args=[20]"]
+    bad = [c for c in d["cells"] if c["error"]]
+    assert {c["config"]["modules.client.use.square.callstyle"] for c in bad} == {"nonsense"}
+    assert all("nonsense" in c["error"] for c in bad)
+    good = [c for c in d["cells"] if not c["error"]]
+    assert len(good) == 4 and all(c["median"] > 0 and c["speedup"] > 0 for c in good)
+    rows = list(csv.DictReader(cs.read_text().splitlines()))
+    assert len(rows) == 6 and png.stat().st_size > 0
+    out = capsys.readouterr().out
+    assert "failed" in out and "speedup" in out
+
+
+def test_sweep_rejects_a_broken_file_before_running(app: Path) -> None:
+    app.write_text(TOML.replace("entrypoint", "entrypiont"))
+    assert cli(["sweep", str(app), "--vary", "modules.server.replication=1"]) == 2

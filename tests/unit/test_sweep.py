@@ -1,0 +1,92 @@
+"""Sweep: combinations, overrides handed to each run, baseline, failures kept in their cell."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from polybus.errors import UsageError
+from polybus.sweep import combinations, parse_baseline, parse_vary, run_sweep, split_values
+
+
+def test_split_values_keeps_brackets_and_quotes() -> None:
+    assert split_values("1,2,[3,4],'a,b'") == ["1", "2", "[3,4]", "'a,b'"]
+    with pytest.raises(UsageError):
+        split_values("1,,2")
+
+
+def test_parse_vary_and_every_combination_first_key_slowest() -> None:
+    varies = [parse_vary("modules.server.replication=1,2"),
+              parse_vary("modules.client.use.f.callstyle=sync,async-demand(3)")]
+    assert combinations(varies) == [
+        {"modules.server.replication": "1", "modules.client.use.f.callstyle": "sync"},
+        {"modules.server.replication": "1", "modules.client.use.f.callstyle": "async-demand(3)"},
+        {"modules.server.replication": "2", "modules.client.use.f.callstyle": "sync"},
+        {"modules.server.replication": "2", "modules.client.use.f.callstyle": "async-demand(3)"},
+    ]
+    with pytest.raises(UsageError):
+        parse_vary("no-equals")
+    with pytest.raises(UsageError):
+        combinations([("a", ["1"]), ("a", ["2"])])
+
+
+def test_baseline_by_suffix_default_and_mistakes() -> None:
+    varies = [("modules.server.replication", ["1", "2"]), ("modules.client.args", ["[10]"])]
+    assert parse_baseline("replication=2", varies) == {"modules.server.replication": "2"}
+    assert parse_baseline(None, varies) == {"modules.server.replication": "1"}
+    with pytest.raises(UsageError, match="not among"):
+        parse_baseline("replication=3", varies)
+    with pytest.raises(UsageError, match="matches no"):
+        parse_baseline("speed=1", varies)
+
+
+def test_runs_each_combination_with_its_overrides_and_reports_failures() -> None:
+    seen: list[tuple[str, tuple[str, ...]]] = []
+    times = {"1": 8.0, "2": 4.0, "4": 2.5}
+
+    def runner(path: str, sets: Sequence[str]) -> float:
+        seen.append((path, tuple(sets)))
+        d = dict(s.split("=", 1) for s in sets)
+        if d["modules.server.replication"] == "3":
+            raise RuntimeError("worker died")
+        return times[d["modules.server.replication"]] * (2 if d["modules.client.args"] == "[2]" else 1)
+
+    class Count:
+        n = 0
+
+        def advance(self, description: str) -> None:
+            self.n += 1
+
+    progress = Count()
+    varies = [("modules.server.replication", ["1", "2", "3", "4"]),
+              ("modules.client.args", ["[1]", "[2]"])]
+    sweep = run_sweep("app.toml", varies, 3, runner, parse_baseline("replication=1", varies),
+                      fixed=["modules.client.use.f.callstyle=async"], progress=progress)
+    assert progress.n == 4 * 2 * 3  # failed repetitions still advance the bar
+    # every run got the fixed override first, then its combination
+    assert seen[0] == ("app.toml", ("modules.client.use.f.callstyle=async",
+                                    "modules.server.replication=1", "modules.client.args=[1]"))
+    # a failing combination is tried once, reported, and the sweep goes on
+    failed = [c for c in sweep.cells if not c.ok]
+    assert [c.config["modules.server.replication"] for c in failed] == ["3", "3"]
+    assert failed[0].error == "RuntimeError: worker died" and failed[0].speedup is None
+    assert len(seen) == 3 * 3 * 2 + 2
+    cell = {(c.config["modules.server.replication"], c.config["modules.client.args"]): c
+            for c in sweep.cells}
+    # speedup against replication=1 at the same args; efficiency per replica
+    assert cell["2", "[2]"].median == 8.0 and cell["2", "[2]"].speedup == 2.0
+    assert cell["4", "[1]"].speedup == pytest.approx(3.2)
+    assert cell["4", "[1]"].efficiency == pytest.approx(0.8)
+    assert "worker died" in sweep.to_csv()
+    d = sweep.to_dict()
+    assert d["baseline"] == {"modules.server.replication": "1"}
+    assert d["cells"][0]["median"] == 8.0 and d["cells"][0]["elapsed_s"] == [8.0] * 3
+
+
+def test_no_efficiency_when_the_baseline_is_not_a_replica_count() -> None:
+    varies = [("modules.client.use.f.callstyle", ["sync", "async"])]
+    sweep = run_sweep("a.toml", varies, 1,
+                      lambda p, s: 2.0 if s[-1].endswith("=sync") else 1.0)
+    assert [c.speedup for c in sweep.cells] == [1.0, 2.0]
+    assert [c.efficiency for c in sweep.cells] == [None, None]
