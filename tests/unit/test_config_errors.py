@@ -508,3 +508,11 @@ def test_a_non_client_module_without_replication_has_one_replica(tmp_path: Path)
     assert errors(tmp_path, toml) == []
     assert one(tmp_path, set_use('loadratio = "1:2"').replace("replication = 4\n", ""))[1] == (
         "the load ratio has 2 shares but module 'server' has 1 replicas")
+
+
+def test_source_that_is_not_utf8(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_bytes(b"\xff\xfe def f(): pass\n")
+    toml = BASE + '\n[modules.bad]\nsource = "bad.py"\n'
+    key, message, _ = one(tmp_path, toml)
+    assert key == "modules.bad.source"
+    assert message.startswith(f"cannot read source file {str(tmp_path / 'bad.py')!r}: ")

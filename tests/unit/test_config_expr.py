@@ -239,3 +239,17 @@ def test_unbalanced_parentheses_are_not_completed_by_the_wrapper() -> None:
 def test_multi_line_expressions_report_their_own_lines() -> None:
     assert refused("n +\n  eval(n)").bare_message.startswith(
         "priority 'n +\\n  eval(n)': line 2, column 3: a call to 'eval'")
+
+
+@pytest.mark.parametrize("source", ["-" * 4000 + "n", "n" + "+n" * 2000, "not " * 1000 + "n"])
+def test_deep_nesting_is_a_config_error(source: str) -> None:
+    assert "nested too deeply" in refused(source).bare_message
+
+
+def test_overlong_source() -> None:
+    assert refused("n" * 5000).bare_message == (
+        "priority expression is 5000 characters long; the limit is 4096")
+
+
+def test_long_but_shallow_source_is_fine() -> None:
+    assert value("n" + " + n" * 300, n=1) == 301.0

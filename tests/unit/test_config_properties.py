@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -53,7 +54,7 @@ def line_specs(draw: st.DrawFn) -> tuple[str, list[ReplicaSpec], list[MigrationP
         parts.append(text)
     text = "#".join(parts)
     paths = [MigrationPath(a.name, b.name, float(fraction))
-             for a, b in zip(replicas, replicas[1:], strict=False)]
+             for a, b in pairwise(replicas)]
     if count > 1:
         text += f":[{fraction}]"
     return text, replicas, paths

@@ -182,3 +182,9 @@ def test_syntax_errors_name_position_and_expectation(text: str, position: int,
 ])
 def test_semantic_errors_name_position(text: str, position: int, expected: str) -> None:
     assert position_of(text) == (position, expected)
+
+
+def test_absurd_counts_are_refused() -> None:
+    with pytest.raises(ConfigError, match="the replica count 100000 is more than 65536"):
+        parse_replication(100_000, "srv")
+    assert len(parse_replication(65536, "srv")[0]) == 65536

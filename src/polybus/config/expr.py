@@ -45,6 +45,7 @@ _CALLS: dict[str, tuple[Callable[..., Any], int, int | None]] = {
 _CONSTANT_TYPES = (int, float, str, bool, type(None))
 _MAX_POW_BITS = 1 << 16          # an int ** int result larger than this is refused
 _MAX_REPEAT = 1 << 20            # a sequence * int result longer than this is refused
+MAX_SOURCE = 4096                # characters in one priority expression
 
 _CONSTRUCTS: dict[type[ast.AST], str] = {
     ast.Lambda: "a lambda", ast.ListComp: "a list comprehension",
@@ -254,6 +255,10 @@ def compile_priority(source: str, params: list[str]) -> PriorityExpr:
     text = source.strip()
     if not text:
         raise ConfigError("empty priority expression", hint="e.g. 'len(query)'")
+    if len(text) > MAX_SOURCE:
+        raise ConfigError(f"priority expression is {len(text)} characters long; the limit is "
+                          f"{MAX_SOURCE}")
+    too_deep = ConfigError(f"priority {source!r:.60}: the expression is nested too deeply")
     # Wrapped in parentheses on lines of their own so an expression may span lines (as
     # in a TOML multi-line string); columns stay as written and lines shift by one.
     try:
@@ -266,6 +271,8 @@ def compile_priority(source: str, params: list[str]) -> PriorityExpr:
             line, column = len(lines), len(lines[-1]) + 1
         raise ConfigError(f"priority {source!r}: line {line}, column {column}: "
                           f"syntax error: {e.msg}") from None
+    except (RecursionError, MemoryError):
+        raise too_deep from None
     body = tree.body
     last = text.count("\n") + 2
     if body.lineno < 2 or (body.end_lineno or last) > last:
@@ -273,5 +280,8 @@ def compile_priority(source: str, params: list[str]) -> PriorityExpr:
                           "unbalanced parentheses")
     ast.increment_lineno(body, -1)
     checker = _Checker(source, list(params))
-    checker.check(body)
+    try:
+        checker.check(body)
+    except RecursionError:
+        raise too_deep from None
     return PriorityExpr(source, body, frozenset(checker.names))

@@ -27,10 +27,12 @@ from typing import Literal, cast
 from polybus.config.model import Condition, MigrationPath, ReplicaSpec
 from polybus.errors import ConfigError
 
-__all__ = ["REPLICATION_FORMS", "parse_replication"]
+__all__ = ["MAX_REPLICAS", "REPLICATION_FORMS", "parse_replication"]
 
 REPLICATION_FORMS = ("a count N >= 1, or names such as 'a,b,c' or 'a:speed=0.5', "
                      "or a migration path such as 'a(oc=(load>=10))#b(uc=(load==0)):[1/2]'")
+
+MAX_REPLICAS = 1 << 16  # a sanity bound: a typo like 40000000 should not build 40M specs
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _FLOAT = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
@@ -229,6 +231,9 @@ def parse_replication(value: object, module: str
     if isinstance(value, int):
         if value < 1:
             raise ConfigError(f"the replica count must be at least 1, got {value}",
+                              hint=REPLICATION_FORMS)
+        if value > MAX_REPLICAS:
+            raise ConfigError(f"the replica count {value} is more than {MAX_REPLICAS}",
                               hint=REPLICATION_FORMS)
         return tuple(ReplicaSpec(f"{module}-{i}") for i in range(value)), ()
     parser = _Parser(value)

@@ -92,6 +92,9 @@ def inspect_source(path: Path, *, client: bool) -> SourceInfo:
     except SyntaxError as e:
         raise ConfigError(f"source file {str(path)!r} has a syntax error at line {e.lineno}: "
                           f"{e.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as e:
+        raise ConfigError(f"source file {str(path)!r} cannot be parsed: "
+                          f"{type(e).__name__}") from None
     functions: dict[str, FunctionInfo] = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
