@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from polybus.client.operands import broadcast
 from polybus.client.promise import Promise, wait
 from polybus.client.stubs import use
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from polybus.runner import RunResult
 
 __version__ = "0.1.0"
-__all__ = ["Promise", "RunResult", "__version__", "run", "use", "wait"]
+__all__ = ["Promise", "RunResult", "__version__", "broadcast", "run", "use", "wait"]
 
 
 def run(path: Any, overrides: Any = (), **kwargs: Any) -> RunResult:

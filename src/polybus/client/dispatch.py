@@ -26,6 +26,7 @@ from polybus.errors import (
 from polybus.wire.codec import OOB_BYTES, OutOfBand
 
 if TYPE_CHECKING:
+    from polybus.client.operands import Comm
     from polybus.client.reactor import Reactor
 
 BACKLOG_BOUND = 100_000
@@ -64,6 +65,7 @@ class Dispatcher:
         self._backlog: list[tuple[float, int, CallRecord]] = []
         self._seq = itertools.count()
         self.calls = 0
+        self.comm: Comm | None = None  # caching / aggregation / broadcast (client/operands.py)
 
     # -- the call path -------------------------------------------------------------
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -106,7 +108,9 @@ class Dispatcher:
         rec.attempts += 1
         link.outstanding[rec.id] = rec
         self.inflight[self._index[id(link)]] += 1
-        if hold:
+        if self.comm is not None:
+            self.comm.send(rec, link, hold)
+        elif hold:
             self.reactor.hold(link, rec.message())
         else:
             self.reactor.send(link, rec.message())
@@ -133,7 +137,10 @@ class Dispatcher:
             self.inflight[i] += 1
             batches.setdefault(i, []).append(rec)
         for i, recs in batches.items():
-            self.reactor.send_many(self.links[i], [r.message() for r in recs])
+            if self.comm is not None:
+                self.comm.send_many(self.links[i], recs)
+            else:
+                self.reactor.send_many(self.links[i], [r.message() for r in recs])
 
     def forget(self, rec: CallRecord) -> None:
         """A call given up on (its deadline passed): its answer, if it comes, is dropped."""

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from polybus.client.calls import CallRecord, ReplicaLink, error_from
+from polybus.client.policies.aggregate import pack
 from polybus.errors import CallTimeoutError, PolybusError, ProtocolError
-from polybus.wire.messages import Call, Fail, Goodbye, Message, Pong, Released, Result, Stats
+from polybus.wire.messages import Batch, Call, Fail, Goodbye, Message, Pong, Released, Result, Stats
 
 
 class Reactor:
@@ -58,7 +59,7 @@ class Reactor:
     def flush(self, link: ReplicaLink) -> None:
         if link.held:
             msgs, link.held = link.held, []
-            self.send_many(link, list(msgs))
+            self.send_many(link, pack(msgs))  # calls travel as one Batch frame
 
     def flush_all(self) -> None:
         for link in self.links:
@@ -150,10 +151,15 @@ class Reactor:
                         rec.dispatcher.completed(rec, link)
             case Fail(id=cid):
                 rec = link.outstanding.pop(cid, None)
-                if rec is not None:
+                if rec is not None and msg.kind == "cache-miss" and rec.dispatcher.comm is not None:
+                    rec.dispatcher.comm.missed(rec, link, msg.message)  # re-sent with the value
+                elif rec is not None:
                     link.calls += 1
                     if rec.set_error(error_from(msg, rec.dispatcher.interface, link.name)):
                         rec.dispatcher.completed(rec, link)
+            case Batch(items=items):
+                for item in items:
+                    self._handle(link, item)
             case Released(ids=ids, req=req):
                 self.on_released(link, ids, req)
             case Stats(req=req) | Pong(req=req):

@@ -11,6 +11,7 @@ from typing import Any
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
 from polybus.client.operands import comm_for
+from polybus.client.operands import comm_for
 from polybus.client.migrate import Migrator, migrator_for
 from polybus.client.reactor import Reactor
 from polybus.config.model import AppConfig, DefineSpec, UseSpec
@@ -94,6 +95,9 @@ class Session:
                     b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,
                     priority=prio, timeout=use.timeout or define.timeout,
                     idempotent=define.idempotent)
+                self.dispatchers[b.name].comm = comm_for(
+                    self, self.dispatchers[b.name], use, define,
+                    parameters(module.source, b.interface))
                 self.dispatchers[b.name].comm = comm_for(
                     self, self.dispatchers[b.name], use, define,
                     parameters(module.source, b.interface))

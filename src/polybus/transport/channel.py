@@ -103,7 +103,7 @@ class Channel:
         """
         try:
             buf = self.decoder.get_buffer()
-            n = self.sock.recv_into(buf, 0 if wait else _DONTWAIT)
+            n = self.sock.recv_into(buf, 0, 0 if wait else _DONTWAIT)  # (buffer, nbytes, flags)
         except BlockingIOError:
             return []
         except OSError as exc:

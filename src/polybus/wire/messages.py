@@ -43,7 +43,15 @@ class Fail(_Msg, tag=3):
 class Batch(_Msg, tag=4):
     """Several calls, or several answers, in one frame (aggregation)."""
 
-    items: list[Any]
+    items: list[Call | Result | Fail]
+
+
+class Put(_Msg, tag=12):
+    """Store ``value`` in the replica's operand cache under its content hash ``key``;
+    later calls name it by ``Ref("op", key)`` (see worker/cache.py)."""
+
+    key: str
+    value: Any
 
 
 class Cancel(_Msg, tag=5):
@@ -133,6 +141,6 @@ class Goodbye(_Msg, tag=26):
     reason: str = ""
 
 
-Message = (Call | Result | Fail | Batch | Cancel | Steal | Released | StatsRequest | Stats
+Message = (Call | Result | Fail | Batch | Put | Cancel | Steal | Released | StatsRequest | Stats
            | Ping | Pong | Register | Registered | Heartbeat | Resolve | Replicas
            | Unregister | Goodbye)

@@ -34,6 +34,7 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
             opts.pool = max(d.pool for d in defines)
             opts.queue = max(d.queue for d in defines)
             opts.overflow = "reject" if any(d.overflow == "reject" for d in defines) else "block"
+            opts.cache_bytes = max(d.cache_bytes for d in defines)
         opts.allow_pickle = spec.pickle
     if replica is not None:
         opts.speed = replica.speed

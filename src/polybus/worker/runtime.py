@@ -36,12 +36,15 @@ from polybus.wire.messages import (
     Message,
     Ping,
     Pong,
+    Put,
     Released,
     Result,
     Stats,
     StatsRequest,
     Steal,
 )
+from polybus.worker.cache import OperandCache
+from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.servicing import CallQueue, Job
 
 log = logging.getLogger("polybus.worker")
@@ -56,6 +59,7 @@ class ServeOptions:
     speed: float = 1.0              # 0 < speed <= 1: calls last real time / speed
     allow_pickle: bool = False
     max_frame: int = 1 << 30
+    cache_bytes: int = 512 * 1024 * 1024  # operand cache (worker/cache.py)
 
 
 class WorkerRuntime:
@@ -78,6 +82,7 @@ class WorkerRuntime:
         self._new: list[Channel] = []
         self._paused: set[Channel] = set()
         self._queue = CallQueue(self.options.queue)
+        self.cache = OperandCache(self.options.cache_bytes)
         self._lock = threading.Lock()           # guards queue and roles
         self._cv = threading.Condition(self._lock)  # idle threads wait on it
         self._running = 0
@@ -252,6 +257,8 @@ class WorkerRuntime:
         match msg:
             case Call():
                 self._enqueue(ch, msg)
+            case Put(key=key, value=value):
+                self.cache.put(key, value)
             case Batch(items=items):
                 for item in items:
                     if isinstance(item, Call):
@@ -274,6 +281,10 @@ class WorkerRuntime:
                 self._drop(ch)
 
     def _enqueue(self, ch: Channel, call: Call) -> None:
+        miss = resolve_operands(self.cache, call)
+        if miss is not None:
+            self._send_quietly(ch, miss)
+            return
         if call.iface not in self.functions:
             self._send_quietly(ch, Fail(call.id, "no-interface", "LookupError",
                                         f"{self.name} does not serve {call.iface!r}; it serves "
@@ -331,7 +342,7 @@ class WorkerRuntime:
 
     def _write(self, ch: Channel, replies: list[Message]) -> None:
         try:
-            ch.send_many(replies) if len(replies) > 1 else ch.send(replies[0])
+            ch.send(Batch(replies)) if len(replies) > 1 else ch.send(replies[0])  # type: ignore[arg-type]
         except (TypeError, ValueError, OverflowError):
             for r in replies:  # find the answer that cannot be encoded; send the rest
                 try:

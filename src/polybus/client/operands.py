@@ -1,0 +1,258 @@
+"""Client side of operand caching, broadcast and aggregation: how a call's messages are made.
+
+A ``Comm`` sits between a dispatcher and the reactor when the configuration asks for
+``cache``, ``aggregate`` or the program uses `broadcast`. Cached operands are named by a
+content hash (blake2b of dtype, shape and bytes), sent to a replica in a ``Put`` the
+first time and as ``Ref("op", key)`` after; a replica that lost one answers
+``cache-miss`` and the call is re-sent with the value inline. Hashes are remembered per
+array object (by identity, dropped when the array is freed), so a cached array must not
+be changed in place between calls that use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from polybus.client.policies.aggregate import Aggregator
+from polybus.wire.codec import Ref
+from polybus.wire.messages import Message, Put
+
+if TYPE_CHECKING:
+    from polybus.client.calls import CallRecord, ReplicaLink
+    from polybus.client.dispatch import Dispatcher
+    from polybus.client.reactor import Reactor
+    from polybus.client.session import Session
+    from polybus.config.model import DefineSpec, UseSpec
+
+AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
+
+_memo: dict[int, tuple[weakref.ref[Any], str]] = {}
+
+
+def content_key(value: Any) -> str | None:
+    """The content name of an array or bytes value (None for anything else)."""
+    if isinstance(value, np.ndarray):
+        hit = _memo.get(id(value))
+        if hit is not None and hit[0]() is value:
+            return hit[1]
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"{value.dtype.str}{value.shape}".encode())
+        h.update(np.ascontiguousarray(value).reshape(-1).view(np.uint8).data)
+        key = h.hexdigest()
+        ident = id(value)
+        _memo[ident] = (weakref.ref(value, _forget(ident)), key)
+        return key
+    if isinstance(value, bytes | bytearray):
+        return hashlib.blake2b(bytes(value), digest_size=16).hexdigest()
+    return None
+
+
+def _forget(ident: int) -> Any:
+    def drop(_ref: Any) -> None:
+        _memo.pop(ident, None)
+    return drop
+
+
+def _big(value: Any) -> bool:
+    n = getattr(value, "nbytes", None)
+    if isinstance(n, int):
+        return n >= AUTO_THRESHOLD and isinstance(value, np.ndarray)
+    return isinstance(value, bytes | bytearray) and len(value) >= AUTO_THRESHOLD
+
+
+class Shared:
+    """A value `broadcast` to every replica: pass it as an argument; it travels as a Ref.
+
+    Where no cache is in the path it is sent by value, so it is always safe to pass.
+    """
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: str, value: Any) -> None:
+        self.key = key
+        self.value = value
+
+    def __polybus_value__(self) -> Any:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"<broadcast {self.key[:12]}>"
+
+
+class Known:
+    """Which operand keys each replica has been sent (one per session, by replica name)."""
+
+    def __init__(self) -> None:
+        self.by_replica: dict[str, set[str]] = {}
+
+    def of(self, link: ReplicaLink) -> set[str]:
+        s = self.by_replica.get(link.name)
+        if s is None:
+            s = self.by_replica[link.name] = set()
+        return s
+
+
+class Comm:
+    """Makes and sends the messages of one dispatcher's calls."""
+
+    def __init__(self, dispatcher: Dispatcher, reactor: Reactor, known: Known, *,
+                 positions: frozenset[int] = frozenset(), names: frozenset[str] = frozenset(),
+                 auto: bool = False, prefetch_all: bool = False,
+                 aggregator: Aggregator | None = None) -> None:
+        self.dispatcher = dispatcher
+        self.reactor = reactor
+        self.known = known
+        self.positions = positions
+        self.names = names
+        self.auto = auto
+        self.prefetch_all = prefetch_all
+        self.aggregator = aggregator
+        self.resent = 0  # calls re-sent after a cache miss
+
+    # -- making messages ---------------------------------------------------------
+    def _operand(self, index: int | str, value: Any) -> tuple[str, Any] | None:
+        if type(value) is Shared:
+            return value.key, value.value
+        if (index in self.positions if isinstance(index, int) else index in self.names) or (
+                self.auto and _big(value)):
+            key = content_key(value)
+            return (key, value) if key is not None else None
+        return None
+
+    def messages(self, rec: CallRecord, link: ReplicaLink, inline: bool = False) -> list[Message]:
+        call = rec.message()
+        puts: list[Message] = []
+        known = self.known.of(link)
+
+        def name(key: str, value: Any) -> Any:
+            if inline:
+                return value
+            if key not in known:
+                known.add(key)
+                puts.append(Put(key, value))
+                if self.prefetch_all:
+                    self._push_all(key, value, link)
+            return Ref("op", key)
+
+        args = call.args
+        for i, a in enumerate(args):
+            op = self._operand(i, a)
+            if op is not None:
+                if args is rec.args:
+                    args = call.args = list(args)
+                args[i] = name(*op)
+        if call.kwargs:
+            kw = dict(call.kwargs)
+            for k, v in kw.items():
+                op = self._operand(k, v)
+                if op is not None:
+                    kw[k] = name(*op)
+            call.kwargs = kw
+        puts.append(call)
+        return puts
+
+    def _push_all(self, key: str, value: Any, skip: ReplicaLink) -> None:
+        """prefetch = "all": every replica of this interface gets the operand now."""
+        for other in self.dispatcher.links:
+            if other is not skip and not other.dead:
+                k = self.known.of(other)
+                if key not in k:
+                    k.add(key)
+                    self.reactor.send(other, Put(key, value))
+
+    # -- sending -----------------------------------------------------------------
+    def send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
+        msgs = self.messages(rec, link)
+        if self.aggregator is not None and self.dispatcher.style.kind != "sync":
+            self.aggregator.add(link, msgs)
+        elif hold and len(msgs) == 1:
+            self.reactor.hold(link, msgs[0])  # type: ignore[arg-type]
+        elif len(msgs) == 1:
+            self.reactor.send(link, msgs[0])
+        else:
+            self.reactor.flush(link)
+            self.reactor.send_many(link, msgs)
+
+    def send_many(self, link: ReplicaLink, recs: list[CallRecord]) -> None:
+        msgs: list[Message] = []
+        for r in recs:
+            msgs.extend(self.messages(r, link))
+        self.reactor.flush(link)
+        self.reactor.send_many(link, msgs)
+
+    def missed(self, rec: CallRecord, link: ReplicaLink, key: str) -> None:
+        """The replica no longer holds ``key``: forget it there and re-send with values."""
+        self.known.of(link).discard(key)
+        self.resent += 1
+        if link.dead:
+            self.dispatcher.lost(link, _gone(link))
+            return
+        link.outstanding[rec.id] = rec
+        self.reactor.send_many(link, self.messages(rec, link, inline=True))
+
+
+def _gone(link: ReplicaLink) -> Any:
+    from polybus.errors import ConnectionLostError
+
+    return ConnectionLostError(f"{link.name} is gone")
+
+
+def broadcast(value: Any) -> Shared:
+    """Send ``value`` once to every replica of every module this client is bound to, and
+    return a handle to pass as an argument in its place (it travels as a short Ref)."""
+    from polybus.client.stubs import current
+
+    session = current()
+    key = content_key(value)
+    if key is None:
+        raise TypeError(f"broadcast() takes a numpy array or bytes, not {type(value).__name__}")
+    known = known_for(session)
+    for links in session.links.values():
+        for link in links:
+            k = known.of(link)
+            if key not in k and not link.dead:
+                k.add(key)
+                session.reactor.send(link, Put(key, value))
+    for d in session.dispatchers.values():
+        if d.comm is None:  # handles travel as Refs on every interface from now on
+            d.comm = Comm(d, session.reactor, known)
+    return Shared(key, value)
+
+
+_known: weakref.WeakKeyDictionary[Session, Known] = weakref.WeakKeyDictionary()
+
+
+def known_for(session: Session) -> Known:
+    k = _known.get(session)
+    if k is None:
+        k = _known[session] = Known()
+    return k
+
+
+def comm_for(session: Session, dispatcher: Dispatcher, use: UseSpec, define: DefineSpec,
+             params: list[str]) -> Comm | None:
+    """The Comm a binding's configuration asks for, or None (the plain, fastest path)."""
+    cache = define.cache
+    if not cache and use.aggregate is None and use.aggregate_bytes is None:
+        return None
+    positions: set[int] = set()
+    names: set[str] = set()
+    if isinstance(cache, tuple):
+        for n in cache:
+            names.add(n)
+            if n in params:
+                positions.add(params.index(n))
+    agg = None
+    if use.aggregate is not None or use.aggregate_bytes is not None:
+        agg = Aggregator(session.reactor, use.aggregate, use.aggregate_bytes, use.linger)
+    return Comm(dispatcher, session.reactor, known_for(session), positions=frozenset(positions),
+                names=frozenset(names), auto=cache == "auto",
+                prefetch_all=define.prefetch == "all", aggregator=agg)
+
+
+__all__ = ["AUTO_THRESHOLD", "Comm", "Known", "Shared", "broadcast", "comm_for", "content_key",
+           "known_for"]

@@ -1,0 +1,99 @@
+"""In-process cluster for the communication tests: a registry and worker runtimes on
+threads, and a client Session built from a configuration written to a temp dir."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from polybus.client.session import Session
+from polybus.client.stubs import activate
+from polybus.config import load
+from polybus.registry.client import RegistryClient
+from polybus.registry.service import RegistryService
+from polybus.token import make_token
+from polybus.wire.messages import Replica
+from polybus.worker.main import options_for
+from polybus.worker.module import interfaces, load_module
+from polybus.worker.runtime import WorkerRuntime
+
+SERVER = '''
+import numpy as np
+
+def mul(row, b):
+    return row @ b
+
+def scale(x, k):
+    if k < 0:
+        raise ValueError(f"negative scale {k}")
+    return x * k
+
+def add(x, y):
+    return x + y
+
+def double(x):
+    return x * 2
+
+def echo(x):
+    return x
+'''
+
+
+class Cluster:
+    def __init__(self, tmp: Path, toml: str, replicas: int = 1) -> None:
+        (tmp / "server.py").write_text(SERVER)
+        (tmp / "client.py").write_text("def main():\n    return None\n")
+        (tmp / "app.toml").write_text(textwrap.dedent(toml))
+        self.path = tmp / "app.toml"
+        self.app = load(self.path)
+        self.token = make_token()
+        self.registry = RegistryService(self.token, "tcp://127.0.0.1:0", ttl=30.0)
+        self.reg_client = RegistryClient(str(self.registry.address), self.token)
+        self.runtimes: list[WorkerRuntime] = []
+        spec = self.app.modules["server"]
+        module = load_module(spec.source, "polybus_test_comm_server")
+        self.functions = interfaces(module)
+        for i in range(replicas):
+            self.start_replica(f"server-{i}")
+        self.sessions: list[Session] = []
+
+    def start_replica(self, name: str) -> WorkerRuntime:
+        spec = self.app.modules["server"]
+        rt = WorkerRuntime(name, self.functions, self.token, "tcp://127.0.0.1:0",
+                           options_for(spec, None, 1 << 30)).start()
+        self.reg_client.register(Replica(name, "server", str(rt.address), sorted(self.functions)))
+        self.runtimes.append(rt)
+        return rt
+
+    def session(self) -> Session:
+        s = Session(self.app, str(self.registry.address), self.token)
+        self.sessions.append(s)
+        activate(s)
+        return s
+
+    def close(self) -> None:
+        activate(None)
+        for s in self.sessions:
+            s.close()
+        for rt in self.runtimes:
+            rt.stop()
+        self.reg_client.close()
+        self.registry.close()
+
+
+@contextmanager
+def cluster(tmp: Path, toml: str, replicas: int = 1) -> Iterator[Cluster]:
+    c = Cluster(tmp, toml, replicas)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def call(s: Session, name: str, *args: Any) -> Any:
+    from polybus import wait
+
+    return wait(s.call(name, args, {}))

@@ -1,0 +1,106 @@
+"""Operand caching end to end: bytes drop, misses repaired, clients interleave safely."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from comm_harness import call, cluster
+
+TOML = """
+[modules.server]
+source = "server.py"
+replication = 1
+define.mul = {{ cache = {cache}, cache_bytes = {cache_bytes} }}
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.mul = {{ callstyle = "{style}" }}
+
+[bind]
+"client.mul" = "server.mul"
+"""
+
+
+def toml(cache: str = '["b"]', cache_bytes: int = 1 << 26, style: str = "sync") -> str:
+    return TOML.format(cache=cache, cache_bytes=cache_bytes, style=style)
+
+
+def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.random((n, n)), rng.random((n, n))
+
+
+def test_hit_sends_b_once(tmp_path: Path) -> None:
+    a, b = _rows(64, 1)
+    with cluster(tmp_path, toml()) as c:
+        s = c.session()
+        rows = [call(s, "mul", a[i], b) for i in range(64)]
+        sent = sum(lk.channel.bytes_sent for lk in s.links["server"])
+        cache = c.runtimes[0].cache
+        assert np.allclose(np.vstack(rows), a @ b)
+        assert cache.hits == 64 and cache.misses == 0 and len(cache) == 1
+        # B (32 KiB) once plus 64 rows (512 B each) and headers; stateless would be ~2 MiB.
+        assert sent < b.nbytes + a.nbytes + 64 * 200
+
+
+def test_auto_caches_large_arguments_only(tmp_path: Path) -> None:
+    a, b = _rows(128, 2)  # b is 128 KiB: above the auto threshold; rows are not
+    with cluster(tmp_path, toml(cache='"auto"', style="async")) as c:
+        s = c.session()
+        rows = [s.call("mul", (a[i], b), {}) for i in range(128)]
+        assert np.allclose(np.vstack([np.asarray(r) for r in rows]), a @ b)
+        assert len(c.runtimes[0].cache) == 1
+
+
+def test_miss_after_restart_is_resent(tmp_path: Path) -> None:
+    a, b = _rows(32, 3)
+    with cluster(tmp_path, toml()) as c:
+        s = c.session()
+        assert np.allclose(call(s, "mul", a[0], b), a[0] @ b)
+        c.runtimes[0].cache.clear()  # what a restarted replica has: nothing
+        assert np.allclose(call(s, "mul", a[1], b), a[1] @ b)
+        assert s.dispatchers["mul"].comm is not None
+        assert s.dispatchers["mul"].comm.resent == 1
+        assert np.allclose(call(s, "mul", a[2], b), a[2] @ b)
+        assert c.runtimes[0].cache.misses == 1
+
+
+def test_eviction_keeps_answers_right(tmp_path: Path) -> None:
+    # Room for one 32 KiB matrix: alternating two B matrices evicts on every call.
+    a, b1 = _rows(64, 4)
+    _, b2 = _rows(64, 5)
+    with cluster(tmp_path, toml(cache_bytes=40_000, style="async")) as c:
+        s = c.session()
+        out = [s.call("mul", (a[i], b1 if i % 2 else b2), {}) for i in range(64)]
+        want = [a[i] @ (b1 if i % 2 else b2) for i in range(64)]
+        assert all(np.allclose(np.asarray(o), w) for o, w in zip(out, want, strict=True))
+        cache = c.runtimes[0].cache
+        assert cache.evictions > 0 and cache.bytes <= 40_000
+
+
+def test_two_clients_interleave_different_b(tmp_path: Path) -> None:
+    a1, b1 = _rows(48, 6)
+    a2, b2 = _rows(48, 7)
+    with cluster(tmp_path, toml(style="async"), replicas=2) as c:
+        s1, s2 = c.session(), c.session()
+        p1, p2 = [], []
+        for i in range(48):  # both clients' calls alternate on the same replicas
+            p1.append(s1.call("mul", (a1[i], b1), {}))
+            p2.append(s2.call("mul", (a2[i], b2), {}))
+        assert np.allclose(np.vstack([np.asarray(p) for p in p1]), a1 @ b1)
+        assert np.allclose(np.vstack([np.asarray(p) for p in p2]), a2 @ b2)
+        assert all(len(rt.cache) == 2 for rt in c.runtimes)
+
+
+def test_no_cache_is_identical(tmp_path: Path) -> None:
+    a, b = _rows(16, 8)
+    with cluster(tmp_path, toml(cache="[]")) as c:
+        s = c.session()
+        assert s.dispatchers["mul"].comm is None
+        got = np.vstack([call(s, "mul", a[i], b) for i in range(16)])
+    with cluster(tmp_path, toml()) as c:
+        s = c.session()
+        got2 = np.vstack([call(s, "mul", a[i], b) for i in range(16)])
+    assert np.array_equal(got, got2)
