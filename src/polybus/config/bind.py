@@ -186,7 +186,8 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
         p.add("missing table [modules]", "modules", "e.g. [modules.server] with a source")
     elif not isinstance(raw_modules, dict):
         p.wrong_type("a table", raw_modules, "modules")
-    for key, table in (raw_modules if isinstance(raw_modules, dict) else {}).items():
+    raw_tables: dict[str, Any] = raw_modules if isinstance(raw_modules, dict) else {}
+    for key, table in raw_tables.items():
         if isinstance(table, dict):
             modules[key] = parse_module(key, table, base_dir, p)
         else:
@@ -231,7 +232,9 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
         served = interfaces[key]
         if m.replication and not m.define and served:
             changes["define"] = {name: DefineSpec() for name in served}
-        if cluster.engine == "hosts":
+        named = raw_tables[key].get("replication")
+        if cluster.engine == "hosts" and isinstance(named, str) and not named.strip().isdigit():
+            # "harvey,bugs" under the hosts engine: each replica runs on the host it names
             changes["replication"] = tuple(dataclasses.replace(r, host=r.name)
                                            for r in m.replication)
         if changes:
