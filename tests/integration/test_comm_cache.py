@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from comm_harness import call, cluster
+
+from .comm_harness import call, cluster
 
 TOML = """
 [modules.server]

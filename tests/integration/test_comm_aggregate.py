@@ -1,0 +1,72 @@
+"""Aggregation (batched calls and answers) and broadcast, end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polybus
+from polybus.errors import RemoteException
+
+from .comm_harness import cluster
+
+TOML = """
+[modules.server]
+source = "server.py"
+replication = 2
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.scale = { callstyle = "async", aggregate = 8, linger = "50ms" }
+use.mul = { callstyle = "async" }
+
+[bind]
+"client.scale" = "server.scale"
+"client.mul" = "server.mul"
+"""
+
+
+def test_order_and_values_kept(tmp_path: Path) -> None:
+    with cluster(tmp_path, TOML, replicas=2) as c:
+        s = c.session()
+        out = [s.call("scale", (i, 3), {}) for i in range(200)]
+        assert [polybus.wait(p) for p in out] == [3 * i for i in range(200)]
+        comm = s.dispatchers["scale"].comm
+        assert comm is not None and comm.aggregator is not None
+        assert comm.aggregator.batches >= 200 // 8 - 2  # most calls went in full batches
+
+
+def test_one_failing_call_fails_alone(tmp_path: Path) -> None:
+    with cluster(tmp_path, TOML, replicas=1) as c:
+        s = c.session()
+        out = [s.call("scale", (i, -1 if i == 5 else 2), {}) for i in range(16)]
+        for i, p in enumerate(out):
+            if i == 5:
+                with pytest.raises(RemoteException, match="negative scale"):
+                    polybus.wait(p)
+            else:
+                assert polybus.wait(p) == 2 * i
+
+
+def test_single_call_is_not_held_back(tmp_path: Path) -> None:
+    # One call in flight: waiting for it writes it, so no linger is spent.
+    with cluster(tmp_path, TOML.replace('"50ms"', '"60s"'), replicas=1) as c:
+        s = c.session()
+        assert polybus.wait(s.call("scale", (7, 6), {})) == 42
+
+
+def test_broadcast_reaches_every_replica_once(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    a, b = rng.random((20, 40)), rng.random((40, 40))
+    with cluster(tmp_path, TOML, replicas=2) as c:
+        s = c.session()
+        h = polybus.broadcast(b)
+        sent0 = sum(lk.channel.bytes_sent for lk in s.links["server"])
+        rows = [s.call("mul", (a[i], h), {}) for i in range(20)]
+        assert np.allclose(np.vstack([np.asarray(r) for r in rows]), a @ b)
+        sent = sum(lk.channel.bytes_sent for lk in s.links["server"]) - sent0
+        assert sent < a.nbytes + 20 * 200  # B itself never travels again
+        assert all(len(rt.cache) == 1 for rt in c.runtimes)
