@@ -1,0 +1,141 @@
+"""sort (seeds/000 Tables 1-4): distributed insertion sort and quicksort, client merges.
+
+The client splits an array of n integers into one part per worker, the workers sort
+their parts at the same time, the client merges (examples/sort). Rows:
+
+- ``polybus`` ``model=real``: examples/sort run by ``polybus.run`` with ``replication``
+  = workers, for the worker counts this machine has cores for;
+- ``polybus`` ``model=sleep``: beyond the cores, each part's sort is measured here in
+  one process and a worker sleeps that long before sorting (BENCHMARKS.md: scaling
+  beyond the cores is modelled as time, never claimed); split, transfer, merge are real;
+- ``one_process``: the same sort function on the whole array in this process;
+- ``mpi4py``: the same program under mpiexec, when mpi4py can run here.
+
+x is the number of elements; speedup is one_process time / polybus time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from polybus.bench.peers import available
+from polybus.bench.polybus_runs import PROGRAMS
+from polybus.bench.progress import Progress
+from polybus.bench.report import BenchResult, Row
+from polybus.bench.stats import Stat, summarize
+
+__all__ = ["EXAMPLE", "Plan", "plan", "run"]
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sort"
+ALGORITHMS = {"insertion": "insertion_sort", "quicksort": "quicksort"}
+
+
+class Plan:
+    def __init__(self, quick: bool) -> None:
+        # Pure-Python insertion sort is O(n^2): 2^14 elements already take seconds.
+        self.sizes = ({"insertion": [2**10], "quicksort": [2**10, 2**12]} if quick else
+                      {"insertion": [2**10, 2**12, 2**14],
+                       "quicksort": [2**10, 2**14, 2**18, 2**20]})
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        workers = [1, 2] if quick else [1, 2, 4, 8, 16]
+        self.real = [p for p in workers if p <= max(cores, 1)]
+        self.modelled = [p for p in ([4] if quick else workers) if p not in self.real]
+        self.reps = 1 if quick else 3
+
+
+def plan(quick: bool) -> Plan:
+    return Plan(quick)
+
+
+def _data(n: int) -> Any:
+    return np.random.default_rng(0).integers(0, 1_000_000, size=n)  # as examples/sort
+
+
+def _sorters() -> dict[str, Callable[[Any], Any]]:
+    from polybus.worker.module import load_module
+
+    mod = load_module(EXAMPLE / "server.py", "polybus_bench_sort_server")
+    return {a: getattr(mod, f) for a, f in ALGORITHMS.items()}
+
+
+def _timed(fn: Callable[[Any], object], arg: Any) -> float:
+    t0 = time.perf_counter()
+    fn(arg)
+    return time.perf_counter() - t0
+
+
+def _polybus(toml: Path, sets: list[str]) -> float:
+    from polybus.runner import run
+
+    out = run(toml, sets)
+    if not out.result.get("correct"):
+        raise AssertionError(f"sort answered wrongly under {sets}")
+    return out.elapsed_s
+
+
+def _speedup(one: Stat, pb: Stat) -> Stat:
+    return Stat(one.median / pb.median, one.min / pb.max, one.max / pb.min, pb.n)
+
+
+def run(quick: bool, progress: Progress) -> BenchResult:
+    p = plan(quick)
+    result = BenchResult("sort", {"sizes": p.sizes, "reps": p.reps, "workers_real": p.real,
+                                  "workers_modelled": p.modelled}, x_label="elements")
+    steps = sum(len(s) for s in p.sizes.values()) * (1 + len(p.real) + len(p.modelled))
+    progress.begin(steps, "sort")
+    if not (EXAMPLE / "app.toml").exists():
+        result.skipped["polybus"] = f"examples/sort not found at {EXAMPLE}"
+        return result
+    sorters = _sorters()
+    why = available().get("mpi4py")
+    result.skipped["mpi4py"] = why or "the mpi4py version of this program is not written yet"
+    if p.modelled:
+        result.notes.append(f"workers {p.modelled}: more than this machine's cores; each "
+                            "part's sort is measured in one process and modelled as that "
+                            "much sleep on its worker (split, transfer and merge are real)")
+    result.notes.append("polybus times include the client's split, merge and numpy check; "
+                        "one_process is the sort alone")
+    for algo, sizes in p.sizes.items():
+        sort = sorters[algo]
+        for n in sizes:
+            data = _data(n)
+            one = summarize([_timed(sort, data) for _ in range(p.reps)])
+            result.add(Row.of("one_process", {"algorithm": algo}, n, "seconds", one))
+            progress.advance(f"sort one_process {algo} {n}")
+            for workers in [*p.real, *p.modelled]:
+                if workers in p.real:
+                    sets = [f"modules.server.replication={workers}",
+                            f'modules.client.args=[{n}, {workers}, "{algo}"]']
+                    toml = EXAMPLE / "app.toml"
+                else:
+                    costs = [_timed(sort, c) for c in np.array_split(data, workers)]
+                    sets = [f"modules.server.replication={workers}",
+                            f"modules.client.args=[{n}, {[round(c, 6) for c in costs]}]"]
+                    toml = PROGRAMS / "sort_model.toml"
+                st = summarize([_polybus(toml, sets) for _ in range(p.reps)])
+                cfg: dict[str, str | int] = {"algorithm": algo, "workers": workers,
+                                             "model": "real" if workers in p.real else "sleep"}
+                result.add(Row.of("polybus", cfg, n, "seconds", st))
+                result.add(Row.of("polybus", cfg, n, "speedup", _speedup(one, st)))
+                progress.advance(f"sort polybus {algo} {n} x{workers}")
+    _ratios(result)
+    return result
+
+
+def _ratios(result: BenchResult) -> None:
+    for algo in ALGORITHMS:
+        rows = [r for r in result.rows if r.config.get("algorithm") == algo]
+        if not rows:
+            continue
+        n = max(r.x for r in rows)
+        one = result.find("one_process", n, "seconds", {"algorithm": algo})
+        for r in rows:
+            if r.system == "polybus" and r.x == n and r.metric == "seconds":
+                result.add_ratio(f"one_process/polybus {algo} n={int(n)} "
+                                 f"workers={r.config['workers']} ({r.config['model']})", one, r)
