@@ -65,7 +65,7 @@ class Dispatcher:
         self._backlog: list[tuple[float, int, CallRecord]] = []
         self._seq = itertools.count()
         self.calls = 0
-        self.comm: Comm | None = None  # caching / aggregation / broadcast (client/operands.py)
+        self.comm: Comm | None = None  # define.cache, use.aggregate, broadcast: client/operands.py
 
     # -- the call path -------------------------------------------------------------
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
