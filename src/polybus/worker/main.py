@@ -13,6 +13,7 @@ from polybus.config.model import ModuleSpec, ReplicaSpec
 from polybus.registry.client import Membership, RegistryClient
 from polybus.wire.messages import Replica
 from polybus.worker.module import interfaces, load_module
+from polybus.worker.procpool import ProcessPool
 from polybus.worker.runtime import ServeOptions, WorkerRuntime
 
 
@@ -49,8 +50,13 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         _die_with_parent()
     module = load_module(module_path, f"polybus_user_{module_key}")
     functions = interfaces(module, spec.define.keys() if spec else ())
-    runtime = WorkerRuntime(name, functions, token, listen,
-                            options_for(spec, replica, max_frame)).start()
+    options = options_for(spec, replica, max_frame)
+    procs: ProcessPool | None = None
+    if spec is not None and any(d.pool_kind == "processes" for d in spec.define.values()):
+        procs = ProcessPool(options.pool, module_path, f"polybus_user_{module_key}")
+        functions = {n: (procs.wrap(n) if spec.define[n].pool_kind == "processes" else f)
+                     for n, f in functions.items()}
+    runtime = WorkerRuntime(name, functions, token, listen, options).start()
     me = Replica(name, module_key, str(runtime.address), sorted(functions),
                  runtime.options.speed, os.getpid())
     client = RegistryClient(registry, token)
@@ -68,3 +74,5 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         membership.stop()
         client.close()
         runtime.stop()
+        if procs is not None:
+            procs.close()

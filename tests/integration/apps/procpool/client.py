@@ -1,0 +1,5 @@
+from polybus import use, wait
+work = use("work")
+def main():
+    r = wait([work(20000) for _ in range(8)])
+    return {"ok": all(v[0] == r[0][0] for v in r), "pids": len({v[1] for v in r})}
