@@ -155,7 +155,10 @@ class Codec:
         if code == EXT_PICKLE:
             if not self.allow_pickle:
                 raise ProtocolError("peer sent a pickled value but pickle is not enabled here")
-            return pickle.loads(data)
+            try:
+                return pickle.loads(data)
+            except Exception as exc:  # a broken pickle raises anything; it is bad input
+                raise ProtocolError(f"malformed pickled value: {type(exc).__name__}") from None
         if code == EXT_REF:
             kind, key = _meta_dec.decode(data)
             ref = Ref(kind, key)

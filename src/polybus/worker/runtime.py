@@ -59,6 +59,7 @@ class ServeOptions:
     speed: float = 1.0              # 0 < speed <= 1: calls last real time / speed
     allow_pickle: bool = False
     max_frame: int = 1 << 30
+    handshake_timeout: float = 5.0  # a peer silent this long before proving itself is dropped
     cache_bytes: int = 512 * 1024 * 1024  # operand cache (worker/cache.py)
 
 
@@ -196,11 +197,13 @@ class WorkerRuntime:
         try:
             ch = authenticate(sock, peer, self._token,
                               Codec(allow_pickle=self.options.allow_pickle,
-                                    max_frame=self.options.max_frame))
+                                    max_frame=self.options.max_frame),
+                              self.options.handshake_timeout)
         except PolybusError as exc:
             log.warning("worker %s refused a connection: %s", self.name, exc)
             return
-        except OSError:
+        except OSError as exc:
+            log.warning("worker %s dropped a connection during the handshake: %s", self.name, exc)
             return
         with self._lock:
             self._new.append(ch)
