@@ -23,8 +23,8 @@ _PENDING = object()
 class CallRecord:
     """One accepted call: gets exactly one outcome, a value or an error."""
 
-    __slots__ = ("args", "attempts", "dispatcher", "error", "id", "kwargs", "link", "prio",
-                 "sent_at", "value")
+    __slots__ = ("ahead", "args", "attempts", "dispatcher", "error", "id", "kwargs", "link",
+                 "prio", "sent_at", "value")
 
     def __init__(self, id: int, dispatcher: Dispatcher, args: list[Any],
                  kwargs: dict[str, Any] | None, prio: float) -> None:
@@ -36,7 +36,8 @@ class CallRecord:
         self.link: ReplicaLink | None = None
         self.value: Any = _PENDING
         self.error: PolybusError | None = None
-        self.sent_at = 0.0
+        self.sent_at = 0.0   # perf_counter() at the last send
+        self.ahead = 0       # calls outstanding on its replica then, itself included
         self.attempts = 0
 
     @property

@@ -66,3 +66,32 @@ def auto_window(rtt_s: float, service_s: float, lo: int = 1, hi: int = 64) -> in
     if service_s <= 0:
         return hi
     return max(lo, min(hi, 1 + int(rtt_s / service_s + 0.999)))
+
+
+class WindowEstimator:
+    """async-demand(auto) for one replica: estimates its service time and the round
+    trip from answers as they come, and gives the window `auto_window` makes of them.
+
+    service: the gap between an answer and the later of its send and the previous
+    answer (while calls queue back to back, the replica's time for one call).
+    round trip: a call's time in the system less the service of the calls ahead of it
+    and its own. Both are smoothed (EWMA) so one outlier moves the window little.
+    """
+
+    def __init__(self, initial: int = 2, alpha: float = 0.2) -> None:
+        self.window = initial
+        self.alpha = alpha
+        self.service_s: float | None = None
+        self.rtt_s: float | None = None
+        self._last_done = 0.0
+
+    def observe(self, sent_at: float, ahead: int, done_at: float) -> int:
+        """``ahead``: calls outstanding on the replica when this one was sent, itself included."""
+        service = done_at - max(sent_at, self._last_done)
+        self._last_done = done_at
+        a = self.alpha
+        self.service_s = service if self.service_s is None else (1 - a) * self.service_s + a * service
+        rtt = max(0.0, (done_at - sent_at) - ahead * self.service_s)
+        self.rtt_s = rtt if self.rtt_s is None else (1 - a) * self.rtt_s + a * rtt
+        self.window = auto_window(self.rtt_s, self.service_s)
+        return self.window
