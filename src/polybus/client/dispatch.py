@@ -66,6 +66,10 @@ class Dispatcher:
         self._seq = itertools.count()
         self.calls = 0
         self.comm: Comm | None = None  # define.cache, use.aggregate, broadcast: client/operands.py
+        # Calls lost with a dead replica are retried alone on an idle replica, so a call
+        # that kills its worker is charged alone and its bystanders are not (see lost()).
+        self._suspects: set[int] = set()
+        self._isolated: dict[int, int] = {}  # link index -> the suspect it runs alone
 
     # -- the call path -------------------------------------------------------------
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -81,7 +85,7 @@ class Dispatcher:
             self._send(rec, self._pick_any())
             return Promise(rec, self.reactor)
         # async-demand
-        i = demand_pick(self.inflight, self.window, self._alive()) if not self._backlog else None
+        i = demand_pick(self.inflight, self.window, self._open()) if not self._backlog else None
         if i is not None:
             self._send(rec, self.links[i], hold=self.inflight[i] > 0)
         else:
@@ -97,8 +101,13 @@ class Dispatcher:
     def _alive(self) -> list[bool]:
         return [not lk.dead for lk in self.links]
 
+    def _open(self) -> list[bool]:
+        """Replicas that take new calls: alive and not running a suspect alone."""
+        return [not lk.dead and i not in self._isolated for i, lk in enumerate(self.links)]
+
     def _pick_any(self) -> ReplicaLink:
-        i = self.policy.pick(self._alive())
+        open_ = self._open()
+        i = self.policy.pick(open_ if any(open_) else self._alive())
         if i is None:
             raise NoReplicaError(f"no live replica serves {self.interface}")
         return self.links[i]
@@ -117,25 +126,48 @@ class Dispatcher:
 
     # -- answers ---------------------------------------------------------------------
     def completed(self, rec: CallRecord, link: ReplicaLink) -> None:
-        self.inflight[self._index[id(link)]] -= 1
+        i = self._index[id(link)]
+        self.inflight[i] -= 1
+        if self._suspects:
+            self._cleared(rec, i)
+
+    def _cleared(self, rec: CallRecord, i: int) -> None:
+        self._suspects.discard(rec.id)
+        if self._isolated.get(i) == rec.id:
+            del self._isolated[i]
 
     def refill(self) -> None:
         """Hand backlog calls to replicas with room (after answers came in), one write
         per replica however many calls it gets."""
         batches: dict[int, list[CallRecord]] = {}
+        waiting: list[tuple[float, int, CallRecord]] = []
         while self._backlog:
-            i = demand_pick(self.inflight, self.window, self._alive())
-            if i is None:
-                break
-            _, _, rec = heapq.heappop(self._backlog)
+            rec = self._backlog[0][2]
             if rec.done:
+                heapq.heappop(self._backlog)
                 continue
+            if rec.id in self._suspects:  # (queued first) alone, on a replica with nothing else
+                entry = heapq.heappop(self._backlog)
+                free = [j for j, lk in enumerate(self.links)
+                        if not lk.dead and not self.inflight[j] and j not in self._isolated]
+                if not free:
+                    waiting.append(entry)
+                    continue
+                i = free[0]
+                self._isolated[i] = rec.id
+            else:
+                i = demand_pick(self.inflight, self.window, self._open())  # type: ignore[assignment]
+                if i is None:
+                    break
+                heapq.heappop(self._backlog)
             link = self.links[i]
             rec.link = link
             rec.attempts += 1
             link.outstanding[rec.id] = rec
             self.inflight[i] += 1
             batches.setdefault(i, []).append(rec)
+        for entry in waiting:
+            heapq.heappush(self._backlog, entry)
         for i, recs in batches.items():
             if self.comm is not None:
                 self.comm.send_many(self.links[i], recs)
@@ -145,7 +177,9 @@ class Dispatcher:
     def forget(self, rec: CallRecord) -> None:
         """A call given up on (its deadline passed): its answer, if it comes, is dropped."""
         if rec.link is not None and rec.link.outstanding.pop(rec.id, None) is not None:
-            self.inflight[self._index[id(rec.link)]] -= 1
+            i = self._index[id(rec.link)]
+            self.inflight[i] -= 1
+            self._cleared(rec, i)
 
     def lost(self, link: ReplicaLink, error: PolybusError) -> None:
         """``link``'s replica is gone: re-run what it held elsewhere, or fail it."""
@@ -156,7 +190,9 @@ class Dispatcher:
         for r in held:
             del link.outstanding[r.id]
         self.inflight[i] = 0
+        self._isolated.pop(i, None)
         for rec in sorted(held, key=lambda r: r.id):
+            self._suspects.discard(rec.id)
             if not self.idempotent:
                 rec.set_error(WorkerDiedError(
                     f"{link.name} died holding a call to {self.interface}, which is not "
@@ -168,10 +204,9 @@ class Dispatcher:
                     f"in a row (last: {link.name}); it is not tried again",
                     interface=self.interface, replica=link.name))
             elif any(self._alive()):
-                if self.style.kind == "async-demand":
-                    heapq.heappush(self._backlog, (-rec.prio, next(self._seq), rec))
-                else:
-                    self._send(rec, self._pick_any())
+                # Retried alone (refill): a replica dying with one call charges that call.
+                self._suspects.add(rec.id)
+                heapq.heappush(self._backlog, (float("-inf"), next(self._seq), rec))
             else:
                 rec.set_error(ConnectionLostError(
                     f"every replica of {self.interface} is gone (last: {link.name}: {error})"))
