@@ -64,12 +64,15 @@ class Harness:
                                        "--listen", self.registry, "--ttl", str(ttl)])
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
+            probe = RegistryClient(self.registry, self.token, timeout=1)
             try:
-                RegistryClient(self.registry, self.token, timeout=1).resolve()
+                probe.resolve()
                 return proc
             except Exception:
                 assert proc.poll() is None, "registry process exited"
                 time.sleep(0.05)
+            finally:
+                probe.close()
         raise AssertionError("registry did not come up")
 
     def start(self, key: str, cmd: list[str]) -> subprocess.Popen[bytes]:
@@ -77,6 +80,9 @@ class Harness:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=log, env=self.env)
         log.close()
+        if key in self.procs:  # keep the earlier process too, so it is still reaped
+            old = self.procs.pop(key)
+            self.procs[f"{key}@{old.pid}"] = old
         self.procs[key] = proc
         return proc
 

@@ -101,11 +101,16 @@ class Channel:
 
         Raises ConnectionLostError when the peer has closed, ProtocolError on bad bytes.
         """
+        return self.pending() if self.fill(wait=wait) else []
+
+    def fill(self, *, wait: bool = True) -> int:
+        """Read once from the socket into the decoder, decoding nothing (see next_message);
+        the bytes read (0 if none were waiting). Raises ConnectionLostError."""
         try:
             buf = self.decoder.get_buffer()
             n = self.sock.recv_into(buf, 0, 0 if wait else _DONTWAIT)  # (buffer, nbytes, flags)
         except BlockingIOError:
-            return []
+            return 0
         except OSError as exc:
             self.closed = True
             raise ConnectionLostError(f"connection to {self.peer} broke: {exc}") from None
@@ -114,7 +119,12 @@ class Channel:
             raise ConnectionLostError(f"{self.peer} closed the connection")
         self.decoder.buffer_updated(n)
         self.bytes_received += n
-        return self.pending()
+        return n
+
+    def next_message(self) -> Message | None:
+        """The next message already received in full, or None; ProtocolError on bad bytes."""
+        frame = self.decoder.next_frame()
+        return None if frame is None else self.codec.decode(frame)
 
     def receive_until(self, wanted: Callable[[list[Message]], bool]) -> None:
         """Keep reading (blocking) until ``wanted`` says the batch it saw is enough."""

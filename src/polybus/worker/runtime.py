@@ -60,6 +60,7 @@ class ServeOptions:
     allow_pickle: bool = False
     max_frame: int = 1 << 30
     handshake_timeout: float = 5.0  # a peer silent this long before proving itself is dropped
+    handshake_timeout: float = 5.0  # a peer silent this long before proving itself is dropped
     cache_bytes: int = 512 * 1024 * 1024  # operand cache (worker/cache.py)
 
 
@@ -82,6 +83,7 @@ class WorkerRuntime:
         self._channels: set[Channel] = set()
         self._new: list[Channel] = []
         self._paused: set[Channel] = set()
+        self._stash: dict[Channel, Message] = {}  # a call read while the queue was full
         self._queue = CallQueue(self.options.queue)
         self.cache = OperandCache(self.options.cache_bytes)
         self._lock = threading.Lock()           # guards queue and roles
@@ -220,29 +222,47 @@ class WorkerRuntime:
         if not self._paused or self._queue.full():
             return
         for ch in list(self._paused):
+            if self._queue.full():
+                break
             self._paused.discard(ch)
             if not ch.closed:
                 self._sel.register(ch.sock, selectors.EVENT_READ, ch)
+                self._take(ch)  # what it sent before the pause
 
     def _read(self, ch: Channel) -> None:
         try:
-            msgs = ch.receive()
+            ch.fill()
+        except PolybusError:
+            self._drop(ch)
+            return
+        self._take(ch)
+
+    def _take(self, ch: Channel) -> None:
+        """Handle the messages ``ch`` has sent while the queue has room. Backpressure: a
+        call that does not fit is held (one per peer) and the peer is not read until there
+        is room, so the queue never holds more than its bound (a Batch is taken whole)."""
+        block = self.options.overflow == "block"
+        try:
+            while not ch.closed:
+                msg = self._stash.pop(ch, None)
+                if msg is None:
+                    msg = ch.next_message()
+                    if msg is None:
+                        return
+                if block and isinstance(msg, Call | Batch) and self._queue.full():
+                    self._stash[ch] = msg
+                    if ch not in self._paused:
+                        self._sel.unregister(ch.sock)
+                        self._paused.add(ch)
+                    return
+                self._handle(ch, msg)
         except ProtocolError as exc:
             log.warning("worker %s: bad input from %s: %s", self.name, ch.peer, exc)
             self._send_quietly(ch, Goodbye(f"protocol error: {exc}"))
             self._drop(ch)
-            return
-        except PolybusError:
-            self._drop(ch)
-            return
-        for msg in msgs:
-            self._handle(ch, msg)
-        if self._queue.full() and self.options.overflow == "block" and ch not in self._paused:
-            # Backpressure: stop reading this peer until the queue has room.
-            self._sel.unregister(ch.sock)
-            self._paused.add(ch)
 
     def _drop(self, ch: Channel) -> None:
+        self._stash.pop(ch, None)
         if ch in self._channels:
             self._channels.discard(ch)
             if ch in self._paused:

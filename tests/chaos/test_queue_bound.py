@@ -1,0 +1,99 @@
+"""The replica's queue bound holds exactly, however many calls one read brings in."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from polybus.client.calls import ReplicaLink
+from polybus.client.dispatch import Dispatcher
+from polybus.client.promise import wait
+from polybus.client.reactor import Reactor
+from polybus.config.model import CallStyle
+from polybus.errors import BusyError
+from polybus.token import make_token
+from polybus.transport.endpoints import connect
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Ping, Pong
+from polybus.worker.runtime import ServeOptions, WorkerRuntime
+
+BOUND = 20
+TOKEN = make_token()
+
+
+def square(i: int) -> int:
+    time.sleep(0.0005)
+    return i * i
+
+
+class Watched:
+    """A replica whose queue length is watched on every push."""
+
+    def __init__(self, overflow: str) -> None:
+        self.rt = WorkerRuntime("w", {"square": square}, TOKEN,
+                                options=ServeOptions(queue=BOUND, overflow=overflow))
+        self.longest = 0
+        queue = self.rt._queue
+        push = queue.push
+
+        def watched_push(*a: object) -> object:
+            job = push(*a)  # type: ignore[arg-type]
+            self.longest = max(self.longest, len(queue))
+            return job
+
+        queue.push = watched_push  # type: ignore[method-assign]
+        self.rt.start()
+
+
+@pytest.fixture(params=["block", "reject"])
+def replica(request: pytest.FixtureRequest) -> Iterator[Watched]:
+    w = Watched(request.param)
+    try:
+        yield w
+    finally:
+        w.rt.stop()
+
+
+def test_queue_never_exceeds_its_bound(replica: Watched) -> None:
+    reactor = Reactor()
+    link = ReplicaLink("w", "server", connect(replica.rt.address, TOKEN, Codec()))
+    reactor.add(link)
+    d = Dispatcher("square", reactor, [link], CallStyle("async"))
+    reactor.on_lost = d.lost
+    try:
+        n = 3000
+        promises = [d((i,), {}) for i in range(n)]  # far faster than 0.5 ms a call
+        # A second client is still answered (control messages pass a full queue).
+        other = connect(replica.rt.address, TOKEN, Codec())
+        other.send(Ping(7))
+        got: list[object] = []
+        t0 = time.monotonic()
+        done = threading.Event()
+
+        def read() -> None:
+            while not got:
+                got.extend(other.receive())
+            done.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        ok = busy = 0
+        for i, p in enumerate(promises):
+            try:
+                assert wait(p) == i * i
+                ok += 1
+            except BusyError:
+                busy += 1
+        assert done.wait(10) and isinstance(got[0], Pong)
+        assert time.monotonic() - t0 < 30
+        other.close()
+    finally:
+        reactor.close()
+    assert ok + busy == n  # every call answered: a value or a typed error
+    if replica.rt.options.overflow == "block":
+        assert busy == 0
+    else:
+        assert busy > 0
+    assert 0 < replica.longest <= BOUND, replica.longest
