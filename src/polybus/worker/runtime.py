@@ -60,7 +60,6 @@ class ServeOptions:
     allow_pickle: bool = False
     max_frame: int = 1 << 30
     handshake_timeout: float = 5.0  # a peer silent this long before proving itself is dropped
-    handshake_timeout: float = 5.0  # a peer silent this long before proving itself is dropped
     cache_bytes: int = 512 * 1024 * 1024  # operand cache (worker/cache.py)
 
 
