@@ -28,6 +28,7 @@ class Reactor:
         self._sel = selectors.DefaultSelector()
         self._lock = threading.Lock()       # held by the thread reading sockets
         self._cv = threading.Condition()    # waiters on another thread's reading
+        self._waiters = 0
         self._in_send = 0
         self.replies: dict[int, Message] = {}  # answers to control requests, by req
         self.on_lost: Callable[[ReplicaLink, PolybusError], None] = lambda link, err: None
@@ -100,7 +101,9 @@ class Reactor:
         self.flush_all()
         if not self._lock.acquire(blocking=False):
             with self._cv:  # another thread is reading; it will wake us
+                self._waiters += 1
                 self._cv.wait(0.05 if timeout is None else min(timeout, 0.05))
+                self._waiters -= 1
             return
         try:
             busy = [lk for lk in self.links if lk.outstanding and not lk.dead]
@@ -113,8 +116,9 @@ class Reactor:
                         self._receive(link, wait=False)
         finally:
             self._lock.release()
-        with self._cv:
-            self._cv.notify_all()
+        if self._waiters:  # only programs that wait from several threads pay for this
+            with self._cv:
+                self._cv.notify_all()
         if not self._in_send:
             self.after_step()
 

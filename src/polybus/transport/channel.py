@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 
@@ -20,6 +21,7 @@ from polybus.wire.framing import FrameDecoder
 from polybus.wire.messages import Message
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+_WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _IOV_MAX = 512
 
 
@@ -35,6 +37,12 @@ class Channel:
         self.bytes_sent = 0
         self.bytes_received = 0
         self.closed = False
+        # TLS: no sendmsg or recv flags, so the socket is non-blocking and waits use
+        # select; one lock keeps a reader and a writer thread out of OpenSSL together.
+        self.tls = isinstance(sock, ssl.SSLSocket)
+        self._tls_lock = threading.Lock()
+        if self.tls:
+            sock.setblocking(False)
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -56,17 +64,34 @@ class Channel:
     def _send_pieces(self, pieces: list[bytes | memoryview], on_blocked: Callable[[], None] | None) -> int:
         if self.closed:
             raise ConnectionLostError(f"connection to {self.peer} is closed")
+        flags = _DONTWAIT if on_blocked is not None else 0
+        if len(pieces) == 1 and type(pieces[0]) is bytes:
+            # The common small message: one write, no views (this is the hot path).
+            try:
+                n = self.sock.send(pieces[0], flags)
+            except BlockingIOError:
+                n = 0
+            except OSError as exc:
+                self.closed = True
+                raise ConnectionLostError(f"connection to {self.peer} broke while sending: {exc}") from None
+            if n == len(pieces[0]):
+                self.bytes_sent += n
+                return n
+            self.bytes_sent += n
+            return n + self._send_pieces([memoryview(pieces[0])[n:]], on_blocked)
         total = 0
         views = [memoryview(p).cast("B") for p in pieces]
-        flags = _DONTWAIT if on_blocked is not None else 0
         try:
             while views:
                 try:
-                    if len(views) == 1:
+                    if self.tls:
+                        with self._tls_lock:
+                            n = self.sock.send(views[0])
+                    elif len(views) == 1:
                         n = self.sock.send(views[0], flags)
                     else:
                         n = self.sock.sendmsg(views[:_IOV_MAX], [], flags)
-                except BlockingIOError:
+                except _WOULD_BLOCK:
                     self._wait_writable(on_blocked)
                     continue
                 total += n
@@ -106,6 +131,8 @@ class Channel:
     def fill(self, *, wait: bool = True) -> int:
         """Read once from the socket into the decoder, decoding nothing (see next_message);
         the bytes read (0 if none were waiting). Raises ConnectionLostError."""
+        if self.tls:
+            return self._fill_tls(wait)
         try:
             buf = self.decoder.get_buffer()
             n = self.sock.recv_into(buf, 0, 0 if wait else _DONTWAIT)  # (buffer, nbytes, flags)
@@ -120,6 +147,29 @@ class Channel:
         self.decoder.buffer_updated(n)
         self.bytes_received += n
         return n
+
+    def _fill_tls(self, wait: bool) -> int:
+        total = 0
+        while True:
+            try:
+                with self._tls_lock:
+                    n = self.sock.recv_into(self.decoder.get_buffer())
+            except _WOULD_BLOCK:
+                if total or not wait:
+                    return total
+                select.select([self.sock], [], [], 1.0)
+                continue
+            except OSError as exc:
+                self.closed = True
+                raise ConnectionLostError(f"connection to {self.peer} broke: {exc}") from None
+            if n == 0:
+                self.closed = True
+                raise ConnectionLostError(f"{self.peer} closed the connection")
+            self.decoder.buffer_updated(n)
+            self.bytes_received += n
+            total += n
+            if not (isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()):
+                return total  # else: decrypted bytes the selector cannot see; take them
 
     def next_message(self) -> Message | None:
         """The next message already received in full, or None; ProtocolError on bad bytes."""

@@ -4,7 +4,8 @@ A frame (all integers little-endian)::
 
     u32  length        bytes that follow this field (<= the receiver's max_frame)
     u16  nbufs         raw buffers carried beside the header
-    u16  flags         reserved, 0
+    u16  flags         0, except on local transports (transport/shm.py: 1 = some
+                       buffers are in shared memory, 2 = a channel control frame)
     u32  header_len    bytes of the msgpack header
     u64  buf_len       nbufs times, one per buffer
     ...  header        msgpack
@@ -37,9 +38,10 @@ class Frame:
     header: bytes | memoryview
     buffers: list[bytearray | memoryview]
     size: int  # bytes on the wire, prefix included
+    flags: int = 0
 
 
-def frame_prefix(header_len: int, buffer_lens: list[int], max_frame: int) -> bytes:
+def frame_prefix(header_len: int, buffer_lens: list[int], max_frame: int, flags: int = 0) -> bytes:
     """The bytes that precede ``header`` on the wire."""
     n = len(buffer_lens)
     if n > MAX_BUFFERS:
@@ -47,20 +49,22 @@ def frame_prefix(header_len: int, buffer_lens: list[int], max_frame: int) -> byt
     length = PREFIX.size - 4 + 8 * n + header_len + sum(buffer_lens)
     if length > max_frame:
         raise ProtocolError(f"message of {length} bytes is over the frame limit of {max_frame} bytes")
-    out = PREFIX.pack(length, n, 0, header_len)
+    out = PREFIX.pack(length, n, flags, header_len)
     if n:
         out += b"".join(BUFLEN.pack(b) for b in buffer_lens)
     return out
 
 
 def encode_frame(header: bytes, buffers: list[bytes | memoryview] | None = None,
-                 max_frame: int = DEFAULT_MAX_FRAME) -> list[bytes | memoryview]:
+                 max_frame: int = DEFAULT_MAX_FRAME, flags: int = 0) -> list[bytes | memoryview]:
     """The pieces to write, in order (for sendmsg / writelines); nothing is copied."""
-    bufs = buffers or []
-    prefix = frame_prefix(len(header), [memoryview(b).nbytes for b in bufs], max_frame)
-    if not bufs:
-        return [prefix + header]
-    return [prefix + header, *bufs]
+    if not buffers:
+        length = 8 + len(header)
+        if length > max_frame:
+            raise ProtocolError(f"message of {length} bytes is over the frame limit of {max_frame} bytes")
+        return [PREFIX.pack(length, 0, flags, len(header)) + header]
+    prefix = frame_prefix(len(header), [memoryview(b).nbytes for b in buffers], max_frame, flags)
+    return [prefix + header, *buffers]
 
 
 class FrameDecoder:
@@ -138,12 +142,12 @@ class FrameDecoder:
         return None
 
     def _split(self, body: memoryview, *, copy: bool) -> Frame:
-        nbufs, _flags, header_len = _SPLIT.unpack_from(body, 0)
+        nbufs, flags, header_len = _SPLIT.unpack_from(body, 0)
         if nbufs == 0:  # the common small message: header only
             if 8 + header_len != body.nbytes:
                 raise ProtocolError(f"frame lengths disagree: {8 + header_len} declared, "
                                     f"{body.nbytes} received")
-            return Frame(bytes(body[8:]) if copy else body[8:], [], 4 + body.nbytes)
+            return Frame(bytes(body[8:]) if copy else body[8:], [], 4 + body.nbytes, flags)
         if nbufs > MAX_BUFFERS:
             raise ProtocolError(f"frame declares {nbufs} buffers; at most {MAX_BUFFERS}")
         off = 8
@@ -164,4 +168,4 @@ class FrameDecoder:
             piece = body[off:off + n]
             buffers.append(bytearray(piece) if copy else piece)
             off += n
-        return Frame(header, buffers, 4 + body.nbytes)
+        return Frame(header, buffers, 4 + body.nbytes, flags)
