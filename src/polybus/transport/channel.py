@@ -80,7 +80,9 @@ class Channel:
             self.bytes_sent += n
             return n + self._send_pieces([memoryview(pieces[0])[n:]], on_blocked)
         total = 0
-        views = [memoryview(p).cast("B") for p in pieces]
+        # Empty buffers (an empty array) are dropped: send() of 0 bytes returns 0 and
+        # the loop below would never pop them.
+        views = [v for v in (memoryview(p).cast("B") for p in pieces) if v.nbytes]
         try:
             while views:
                 try:

@@ -1,0 +1,47 @@
+"""A client whose answer must not depend on the call style or the replication.
+
+It uses promises as values: arithmetic, comparison, numpy, indexing, iteration,
+str, passing one promise on as an argument of another call.
+"""
+
+import numpy as np
+
+from polybus import use, wait
+
+square = use("square")
+scale = use("scale")
+describe = use("describe")
+echo = use("echo")
+pair = use("pair")
+
+
+def main(n=12):
+    squares = [square(i) for i in range(n)]
+    total = sum(squares)                     # arithmetic on promises
+    biggest = max(squares)                   # comparison
+    shifted = [s + 1 for s in squares]       # promise + int
+    arrays = [
+        np.arange(6, dtype=np.int64).reshape(2, 3),
+        np.linspace(0, 1, 5, dtype=np.float32),
+        np.array(2.5),
+        np.zeros((0, 4)),
+        np.arange(10, dtype=np.uint8),
+    ]
+    scaled = [scale(a, 2) for a in arrays]
+    back = [echo(a) for a in arrays]
+    same = all(np.array_equal(np.asarray(b), a) and np.asarray(b).dtype == a.dtype
+               and np.asarray(b).shape == a.shape for a, b in zip(arrays, back))
+    m = scaled[0] @ np.ones(3)                # numpy op on a promise
+    norm = float(np.linalg.norm(scaled[1]))
+    nested = square(square(3))                # a promise passed on as an argument
+    p = pair("ab", {"k": [1, 2]})
+    first, second = p                         # iteration
+    texts = f"{square(4)}|{str(square(5))}|{len(echo('hello'))}"
+    kinds = [describe(a) for a in arrays[:2]]
+    return wait({
+        "total": total, "biggest": biggest, "shifted": shifted, "same": same,
+        "m": m.tolist(), "norm": round(norm, 6), "nested": nested,
+        "first": first, "second": second["k"][1], "texts": texts, "kinds": kinds,
+        "scaled0d": float(scaled[2]), "empty": list(np.asarray(scaled[3]).shape),
+        "bool": bool(square(0)), "index": ["a", "b", "c"][square(1)],
+    })

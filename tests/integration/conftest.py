@@ -1,0 +1,166 @@
+"""Helpers for tests with real processes on 127.0.0.1.
+
+Every process a test starts goes through `procs`, which kills and reaps it (and any
+worker it started, found through /proc) at the end of the test, pass or fail.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+POLYBUS = [sys.executable, "-m", "polybus"]
+
+
+def children(pid: int) -> set[int]:
+    """Direct children of ``pid`` (all its threads'), from /proc."""
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out.update(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            pass
+    return out
+
+
+def descendants(pid: int) -> set[int]:
+    seen: set[int] = set()
+    todo = [pid]
+    while todo:
+        for c in children(todo.pop()):
+            if c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return seen
+
+
+def alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_gone(pids: set[int], timeout: float = 10.0) -> set[int]:
+    """The pids still alive after ``timeout`` seconds (empty if all went)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = {p for p in pids if alive(p)}
+        if not left:
+            return set()
+        time.sleep(0.05)
+    return {p for p in pids if alive(p)}
+
+
+def kill_all(pids: set[int]) -> None:
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+class Procs:
+    """Starts processes and guarantees they (and their descendants) end with the test."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[str]] = []
+        self.extra: set[int] = set()   # pids seen (workers) to reap at the end
+
+    def start(self, *args: str | Path, env: dict[str, str] | None = None,
+              cwd: Path | None = None) -> subprocess.Popen[str]:
+        p = subprocess.Popen([*POLYBUS, *map(str, args)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                             env=env_with(env), cwd=cwd)
+        self.started.append(p)
+        return p
+
+    def watch(self, pids: set[int]) -> None:
+        self.extra |= pids
+
+    def close(self) -> None:
+        for p in self.started:
+            self.extra |= descendants(p.pid)
+        for p in self.started:
+            if p.poll() is None:
+                p.kill()
+            try:
+                p.communicate(timeout=10)
+            except (subprocess.TimeoutExpired, ValueError):
+                pass
+        kill_all({p for p in self.extra if alive(p)})
+
+
+@pytest.fixture
+def procs() -> Iterator[Procs]:
+    ps = Procs()
+    try:
+        yield ps
+    finally:
+        ps.close()
+
+
+def env_with(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "POLYBUS_TOKEN"}
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra or {})
+    return env
+
+
+def cli(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 60,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``polybus ARGS`` to completion (killed with its workers on timeout)."""
+    p = subprocess.Popen([*POLYBUS, *map(str, args)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                         env=env_with(env), cwd=cwd)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_all(descendants(p.pid))
+        p.kill()
+        out, err = p.communicate()
+        raise AssertionError(f"polybus {args} did not finish in {timeout} s:\n{err}") from None
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def write_app(where: Path, *, server: str, client: str, toml: str) -> Path:
+    """Write server.py, client.py and app.toml (dedented) into ``where``; the toml path."""
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "server.py").write_text(textwrap.dedent(server))
+    (where / "client.py").write_text(textwrap.dedent(client))
+    app = where / "app.toml"
+    app.write_text(textwrap.dedent(toml))
+    return app
+
+
+def read_line(stream: object, pattern: str, timeout: float = 20.0) -> re.Match[str]:
+    """Read lines from a text pipe until one matches ``pattern``."""
+    import select
+
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        if not r:
+            break
+        line = stream.readline()  # type: ignore[attr-defined]
+        if not line:
+            break
+        seen.append(line)
+        m = re.search(pattern, line)
+        if m:
+            return m
+    raise AssertionError(f"no line matching {pattern!r} within {timeout} s; got {seen!r}")
