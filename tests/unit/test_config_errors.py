@@ -106,7 +106,7 @@ def test_unknown_key_suggests_the_nearest(tmp_path: Path, old: str, new: str, ke
 def test_unknown_key_without_a_near_one_lists_the_valid_ones(tmp_path: Path) -> None:
     assert one(tmp_path, BASE + "[cluster]\nzzz = 1\n") == (
         "cluster.zzz", "unknown key 'zzz'",
-        "valid keys: engine, registry, listen_host, heartbeat, max_frame, token_file")
+        "valid keys: engine, registry, listen_host, heartbeat, max_frame, token_file, tls")
 
 
 def test_priority_in_use_points_to_define(tmp_path: Path) -> None:

@@ -127,6 +127,15 @@ class Binding:
 
 
 @dataclass(frozen=True)
+class TLSFiles:
+    """``[cluster] tls = { cert, key, ca }``: absolute paths of PEM files."""
+
+    cert: str
+    key: str
+    ca: str
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     """``[cluster]``: where the parts meet and how long silence means death."""
 
@@ -136,6 +145,7 @@ class ClusterSpec:
     heartbeat: float = 1.0            # seconds between heartbeats
     max_frame: int = 1 << 30          # bytes
     token_file: str | None = None
+    tls: TLSFiles | None = None       # mutual TLS for every connection (transport/tls.py)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from polybus.config.model import (
     MigrationPath,
     ModuleSpec,
     ReplicaSpec,
+    TLSFiles,
     UseSpec,
 )
 from polybus.config.problems import Problems, dotted
@@ -40,7 +41,8 @@ MODULE_KEYS = ("source", "replication", "define", "use", "entrypoint", "args", "
 DEFINE_KEYS = ("priority", "pool", "queue", "overflow", "cache", "cache_bytes", "prefetch",
                "timeout", "idempotent")
 USE_KEYS = ("callstyle", "loadratio", "balance", "aggregate", "linger", "timeout", "transport")
-CLUSTER_KEYS = ("engine", "registry", "listen_host", "heartbeat", "max_frame", "token_file")
+CLUSTER_KEYS = ("engine", "registry", "listen_host", "heartbeat", "max_frame", "token_file", "tls")
+TLS_KEYS = ("cert", "key", "ca")
 
 TRANSPORTS = ("tcp", "ipc", "shm")
 ENGINES = ("local", "hosts", "mpi", "ray")
@@ -311,6 +313,7 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems) -> Cluster
     if token_file is not None:
         token_file = str((base_dir / Path(token_file).expanduser()).resolve())
     return ClusterSpec(
+        tls=_parse_tls(t, base_dir, p),
         engine=cast(Literal["local", "hosts", "mpi", "ray"],
                     _pick(t.string("engine", ENGINES), c.engine)),
         registry=registry,
@@ -319,6 +322,23 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems) -> Cluster
         max_frame=_pick(max_frame, c.max_frame),
         token_file=token_file,
     )
+
+
+def _parse_tls(t: _Table, base_dir: Path, p: Problems) -> TLSFiles | None:
+    table = t.table("tls")
+    if table is None:
+        return None
+    p.unknown_keys(table, TLS_KEYS, "cluster", "tls")
+    tt = _Table(table, ("cluster", "tls"), p)
+    files = {}
+    for k in TLS_KEYS:
+        v = tt.string(k)
+        if v is None:
+            if k not in table:
+                p.add(f"tls needs {k!r}", t.key("tls"), "tls = { cert = FILE, key = FILE, ca = FILE }")
+            return None
+        files[k] = str((base_dir / Path(v).expanduser()).resolve())
+    return TLSFiles(**files)
 
 
 def is_identifier(name: str) -> bool:

@@ -11,6 +11,7 @@ import socket
 from dataclasses import dataclass
 
 from polybus.errors import AuthenticationError, ProtocolError, TransportError
+from polybus.transport import tls as _tls
 from polybus.transport.channel import Channel
 from polybus.wire import handshake
 from polybus.wire.codec import Codec
@@ -92,9 +93,13 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 def connect(address: Address | str, token: bytes, codec: Codec,
-            timeout: float = HANDSHAKE_TIMEOUT) -> Channel:
-    """Connect and authenticate; raises TransportError / AuthenticationError."""
+            timeout: float = HANDSHAKE_TIMEOUT, tls: _tls.TLSConfig | None = None) -> Channel:
+    """Connect and authenticate; raises TransportError / AuthenticationError.
+
+    TCP connections use mutual TLS when ``tls`` (or this process's `tls.configure`) says so.
+    """
     addr = Address.parse(address) if isinstance(address, str) else address
+    tls = tls or _tls.current()
     try:
         if addr.scheme == "ipc":
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -106,6 +111,8 @@ def connect(address: Address | str, token: bytes, codec: Codec,
         raise TransportError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
     try:
         _tune(sock)
+        if tls is not None and addr.scheme == "tcp":
+            sock = _tls.wrap_client(sock, tls, addr.host)
         hs = handshake.ClientHandshake(token)
         sock.sendall(hs.proof(_recv_exact(sock, handshake.HELLO_SIZE)))
         hs.verify(_recv_exact(sock, handshake.ANSWER_SIZE))
@@ -126,16 +133,19 @@ def accept(listener: socket.socket, token: bytes, codec: Codec,
 
 
 def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
-                 timeout: float = HANDSHAKE_TIMEOUT) -> Channel:
+                 timeout: float = HANDSHAKE_TIMEOUT, tls: _tls.TLSConfig | None = None) -> Channel:
     """Run the server side of the handshake before anything the peer sends is decoded.
 
     Raises AuthenticationError (the peer has been told why and disconnected) or
     TransportError.
     """
     name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "local peer"
+    tls = tls or _tls.current()
     try:
         sock.settimeout(timeout)
         _tune(sock)
+        if tls is not None and sock.family != socket.AF_UNIX:
+            sock = _tls.wrap_server(sock, tls)  # before anything else is read
         hs = handshake.ServerHandshake(token)
         sock.sendall(hs.hello())
         answer, error = hs.check(_recv_exact(sock, handshake.PROOF_SIZE))

@@ -1,0 +1,138 @@
+"""Mutual TLS: certificates from a CA the test makes (openssl CLI); skipped without it."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from polybus.config import load
+from polybus.errors import ConfigError, TransportError
+from polybus.transport import tls
+from polybus.transport.endpoints import connect
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Call, Result
+from polybus.worker.runtime import ServeOptions, WorkerRuntime
+
+TOKEN = b"tls-test-token-0123456789abcdef"
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
+                                reason="needs the openssl command to make a test CA")
+
+
+def _ossl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_ca(d: Path, name: str) -> None:
+    _ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}",
+          "-keyout", f"{name}.key", "-out", f"{name}.pem", cwd=d)
+
+
+def make_leaf(d: Path, ca: str, name: str) -> None:
+    (d / f"{name}.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                                   "extendedKeyUsage=serverAuth,clientAuth\n")
+    _ossl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+          "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)
+    _ossl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+          "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("pki")
+    make_ca(d, "ca")
+    make_ca(d, "otherca")
+    make_leaf(d, "ca", "node")
+    make_leaf(d, "otherca", "stranger")
+    return d
+
+
+def cfg(d: Path, leaf: str = "node", ca: str = "ca") -> tls.TLSConfig:
+    return tls.TLSConfig(str(d / f"{leaf}.pem"), str(d / f"{leaf}.key"), str(d / f"{ca}.pem"))
+
+
+@pytest.fixture
+def tls_worker(pki: Path) -> Iterator[WorkerRuntime]:
+    tls.configure(cfg(pki))
+    rt = WorkerRuntime("t0", {"echo": lambda x: x}, TOKEN,
+                       options=ServeOptions(handshake_timeout=2.0)).start()
+    try:
+        yield rt
+    finally:
+        rt.stop()
+        tls.configure(None)
+
+
+def test_mutual_tls_round_trip(tls_worker: WorkerRuntime) -> None:
+    ch = connect(tls_worker.address, TOKEN, Codec())
+    try:
+        assert ch.tls
+        version = ch.sock.version()  # type: ignore[attr-defined]
+        assert version in ("TLSv1.2", "TLSv1.3")
+        big = b"x" * 300_000  # many TLS records, and non-blocking reads of them
+        for i in range(20):
+            ch.send(Call(i, "echo", [i if i % 5 else big]))
+        got: list[object] = []
+        while len(got) < 20:
+            got += ch.receive()
+        got.sort(key=lambda r: r.id)  # type: ignore[attr-defined]
+        assert got == [Result(i, i if i % 5 else big) for i in range(20)]
+    finally:
+        ch.close()
+
+
+def _refused(address: str, ctx: ssl.SSLContext | None) -> None:
+    host, port = address.removeprefix("tcp://").rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=5)
+    try:
+        if ctx is not None:
+            s = ctx.wrap_socket(s, server_hostname="127.0.0.1")
+        s.sendall(b"\0" * 72)
+        data = s.recv(100)
+        assert not data.startswith(b"PBUS"), "a polybus greeting reached a peer without TLS"
+    except (ssl.SSLError, ConnectionError, TimeoutError):
+        pass
+    finally:
+        s.close()
+
+
+def test_peers_without_the_cluster_certificate_are_refused(tls_worker: WorkerRuntime, pki: Path) -> None:
+    addr = str(tls_worker.address)
+    _refused(addr, None)  # plain TCP: never greeted
+    no_cert = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+    _refused(addr, no_cert)  # TLS, but no client certificate
+    foreign = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+    foreign.load_cert_chain(str(pki / "stranger.pem"), str(pki / "stranger.key"))
+    _refused(addr, foreign)  # a certificate from another CA
+    # The client side checks the server too: trusting another CA, it refuses this one.
+    with pytest.raises(TransportError, match=r"handshake|certificate"):
+        connect(addr, TOKEN, Codec(), tls=cfg(pki, "stranger", "otherca"))
+    ok = connect(addr, TOKEN, Codec())  # the worker still serves its cluster
+    ok.close()
+
+
+def test_tls_key_in_configuration(pki: Path, tmp_path: Path) -> None:
+    (tmp_path / "s.py").write_text("def f(x):\n    return x\n")
+    (tmp_path / "c.py").write_text("def main():\n    return 1\n")
+    (tmp_path / "app.toml").write_text(
+        '[modules.s]\nsource = "s.py"\n[modules.c]\nsource = "c.py"\nentrypoint = "main"\n'
+        '[bind]\n"c.f" = "s.f"\n'
+        f'[cluster]\ntls = {{ cert = "{pki}/node.pem", key = "{pki}/node.key", ca = "{pki}/ca.pem" }}\n')
+    app = load(tmp_path / "app.toml")
+    assert app.cluster.tls is not None and app.cluster.tls.ca == str(pki / "ca.pem")
+    try:
+        tls.configure_cluster(app.cluster)
+        assert tls.current() == cfg(pki)
+    finally:
+        tls.configure(None)
+    with pytest.raises(ConfigError, match="no such file"):
+        tls.configure(tls.TLSConfig(str(tmp_path / "missing.pem"), "k", "ca"))
+    secret = (pki / "node.key").read_text()
+    with pytest.raises(ConfigError) as info:
+        tls.configure(tls.TLSConfig(str(pki / "node.pem"), str(pki / "stranger.key"), str(pki / "ca.pem")))
+    assert secret[40:80] not in str(info.value)
