@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from polybus.bench import peer_rows as optional_peers
 from polybus.bench._common import MB, PLACEMENT_NOTE, fmt_bytes, try_peer
 from polybus.bench.peers import PeerUnavailable, cpingpong, pools, rawsocket
 from polybus.bench.placement import DEFAULT, Placement
@@ -110,9 +111,12 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                          x_label="array bytes")
     result.params["placements"] = list(p.placements)
     result.notes.append(PLACEMENT_NOTE)
-    progress.begin((3 * len(p.placements) + 1) * len(p.sizes) + 1, "bandwidth")
+    progress.begin((3 * len(p.placements) + 1) * len(p.sizes) + 2 * len(p.placements) + 3,
+                   "bandwidth")
     peer_rows(result, quick, progress)
+    optional_peers.bandwidth(result, p, quick, progress)  # mpi4py, pyzmq, ray, dask
     result.rows.extend(polybus_rows(quick, result))
     progress.advance("bandwidth polybus")
     add_ratios(result)
+    optional_peers.bandwidth_ratios(result)
     return result

@@ -47,12 +47,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     reps = 1 if quick else 3
     result = BenchResult("ep", {"n": n, "block": block, "tasks": (n // block) ** 2,
                                 "reps": reps, "blas_threads": 1}, x_label="workers")
-    try:
-        import mpi4py  # noqa: F401
-        result.skipped["mpi4py"] = "mpi4py is importable but no mpirun launcher is wired in"
-    except ImportError:
-        result.skipped["mpi4py"] = "mpi4py is not installed"
-    progress.begin(1 + len(workers), "ep")
+    progress.begin(1 + 2 * len(workers), "ep")
     base = summarize(_one_process(n, block, max(reps, 3)))
     result.add(Row.of("one_process", {}, 1, "seconds", base))
     progress.advance("ep one process")
@@ -73,4 +68,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     result.add_ratio(f"one_process / polybus seconds, {workers[-1]} workers",
                      result.find("one_process", 1, "seconds"),
                      result.find("polybus", workers[-1], "seconds"))
+    from polybus.bench import peer_rows  # the mpi4py master/worker, same tasks
+
+    peer_rows.ep(result, n, block, workers, reps, progress)
     return result

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from polybus.bench import peer_rows as optional_peers
 from polybus.bench._common import MB, fmt_bytes, try_peer
 from polybus.bench._common import PLACEMENT_NOTE as _PLACEMENT_NOTE
 from polybus.bench._common import unique as _unique
@@ -121,9 +122,11 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                          x_label="payload bytes")
     result.params["placements"] = list(p.placements)
     result.notes.append(_PLACEMENT_NOTE)
-    progress.begin(3 * len(p.sizes) * len(p.placements) + 1, "latency")
+    progress.begin(3 * len(p.sizes) * len(p.placements) + 2 * len(p.placements) + 3, "latency")
     peer_rows(result, quick, progress)
+    optional_peers.latency(result, p, p.iters, quick, progress)  # mpi4py, pyzmq, ray, dask
     result.rows.extend(polybus_rows(quick, result))
     progress.advance("latency polybus")
     add_ratios(result)
+    optional_peers.latency_ratios(result)
     return result

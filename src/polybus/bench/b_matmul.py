@@ -105,12 +105,8 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                                     "blas_threads": 1, "cpus": cpus}, x_label="servers")
     result.notes.append(f"server counts above {cpus} (the cores here) are modelled: each "
                         "call sleeps the one-process time of one row instead of computing")
-    try:
-        import mpi4py  # noqa: F401
-        result.skipped["mpi4py"] = "mpi4py is importable but no mpirun launcher is wired in"
-    except ImportError:
-        result.skipped["mpi4py"] = "mpi4py is not installed"
-    progress.begin(len(sizes) * (1 + 2 * len(servers) + 2), "matmul")
+    progress.begin(len(sizes) * (1 + 2 * len(servers) + 2 + 2 * min(len(servers), cpus)),
+                   "matmul")
     for n in sizes:
         base = one_process_seconds(n, max(reps, 3))
         result.add(Row.of("one_process", {"n": n}, 1, "seconds", base))
@@ -146,6 +142,9 @@ def run(quick: bool, progress: Progress) -> BenchResult:
         big = max(sizes)
         if n == big:
             _ratios(result, n, min(2, cpus))
+    from polybus.bench import peer_rows  # mpi4py master/worker, same sizes and modes
+
+    peer_rows.matmul(result, sizes, servers, reps, progress)
     return result
 
 

@@ -7,6 +7,7 @@ Pools are started and warmed up before timing; x is the number of workers.
 
 from __future__ import annotations
 
+from polybus.bench import peer_rows as optional_peers
 from polybus.bench.peers import pools
 from polybus.bench.polybus_runs import aggregation_available, run_bench_client
 from polybus.bench.progress import Progress
@@ -98,9 +99,11 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                                         "start_method": pools.START_METHOD},
                          x_label="workers")
     result.params["calls"]["polybus"] = p.calls_polybus
-    progress.begin(4, "throughput")
+    progress.begin(7, "throughput")
     peer_rows(result, quick, progress)
+    optional_peers.throughput(result, WORKERS, quick, progress)  # mpi4py, ray, dask
     result.rows.extend(polybus_rows(quick, result))
     progress.advance("throughput polybus")
     add_ratios(result)
+    optional_peers.throughput_ratios(result, WORKERS)
     return result

@@ -19,9 +19,12 @@ __all__ = ["python_child_env", "reap", "spawn", "spawned_pids"]
 _spawned: deque[int] = deque(maxlen=512)
 
 
-def spawn(argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def spawn(argv: Sequence[str], env: dict[str, str] | None = None,
+          new_session: bool = False) -> subprocess.Popen[bytes]:
+    """Start ``argv``; ``new_session`` makes it a process-group leader, so whatever it
+    starts in turn (Ray's daemons, Dask's nannies) can be ended with its group."""
     proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+                            stderr=subprocess.PIPE, env=env, start_new_session=new_session)
     _spawned.append(proc.pid)
     return proc
 

@@ -1,0 +1,255 @@
+"""Rows of the optional peers (mpi4py, pyzmq, Ray, Dask) for the benchmarks of record.
+
+Each function adds its peers' rows to a benchmark's result in the same run as polybus,
+records how each peer was run under ``params["peers"]``, and a peer that cannot run
+here becomes a skipped row with its reason. The ``*_ratios`` functions compare polybus
+with them (the targets of the benchmarks page), once every row is in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol
+
+from polybus.bench._common import fmt_bytes, try_peer
+from polybus.bench.peers import PeerUnavailable
+from polybus.bench.placement import DEFAULT, Placement
+from polybus.bench.progress import Progress
+from polybus.bench.report import BenchResult, Row
+from polybus.bench.stats import Stat
+
+__all__ = ["bandwidth", "bandwidth_ratios", "ep", "latency", "latency_ratios", "matmul",
+           "sort", "throughput", "throughput_ratios"]
+
+#: round trips per repetition for Ray and Dask, whose calls take ~1-10 ms here
+SLOW_ITERS = 50
+QUICK_SLOW_ITERS = 5
+
+
+class _SizePlan(Protocol):
+    sizes: list[int]
+    reps: int
+    placements: list[Placement]
+
+
+def _record(result: BenchResult, system: str, info: dict[str, Any]) -> None:
+    result.params.setdefault("peers", {}).setdefault(system, {}).update(info)
+
+
+def _slow_peer(result: BenchResult, system: str, quick: bool, kind: str,
+               run: Callable[[], tuple[list[Stat], float]]) -> list[Stat] | None:
+    """Ray or Dask: run one driver; record its start-up; skip with the reason if not."""
+    def go() -> tuple[list[Stat], float]:
+        return run()
+    got = try_peer(result, system, go)
+    if got is None:
+        return None
+    stats, startup = got
+    _record(result, system, {f"startup_s ({kind})": round(startup, 3)})
+    return stats
+
+
+def latency(result: BenchResult, p: _SizePlan, iters: Callable[[int], int], quick: bool,
+            progress: Progress) -> None:
+    from polybus.bench.peers import dask_peer, mpi, ray_peer, zmq_peer
+
+    for cpus in p.placements:
+        st = try_peer(result, "mpi4py", partial(mpi.rtt_us, p.sizes, p.reps,
+                                                [iters(s) for s in p.sizes], cpus))
+        for size, s in (st or {}).items():
+            result.add(Row.of("mpi4py", {"transport": "sm", "cpus": cpus}, size, "rtt_us", s))
+        progress.advance(f"latency mpi4py {cpus}")
+
+        def zmq_rows(cpus: Placement = cpus) -> dict[int, Stat]:
+            with zmq_peer.ZmqPeer(cpus) as peer:
+                return {s: peer.rtt_us(s, p.reps, iters(s)) for s in p.sizes}
+        for size, s in (try_peer(result, "pyzmq", zmq_rows) or {}).items():
+            result.add(Row.of("pyzmq", {"transport": "tcp", "cpus": cpus}, size, "rtt_us", s))
+        progress.advance(f"latency pyzmq {cpus}")
+    if "mpi4py" not in result.skipped:
+        _record(result, "mpi4py", mpi.describe())
+    few = [min(iters(s), QUICK_SLOW_ITERS if quick else SLOW_ITERS) for s in p.sizes]
+    for system, mod, cfg in (("ray", ray_peer, ray_peer.CONFIG),
+                             ("dask", dask_peer, dask_peer.CONFIG)):
+        stats = _slow_peer(result, system, quick, "latency",
+                           partial(mod.measure, "latency", [p.sizes, p.reps, few]))
+        for size, s in zip(p.sizes, stats or [], strict=False):
+            result.add(Row.of(system, cfg, size, "rtt_us", s))
+        _record(result, system, {"round_trips_per_rep": few})
+        progress.advance(f"latency {system}")
+
+
+def latency_ratios(result: BenchResult) -> None:
+    """polybus/mpi4py per size and placement; ray/polybus and dask/polybus per size
+    (Ray and Dask place their own processes, so against polybus tcp at cpus=split)."""
+    for r in [r for r in result.rows if r.system == "polybus" and r.metric == "rtt_us"
+              and r.config.get("transport", "tcp") == "tcp"]:
+        cpus = r.config.get("cpus", DEFAULT)
+        at = f"rtt at {int(r.x)} B"
+        on = "" if cpus == DEFAULT else f" (cpus={cpus})"
+        result.add_ratio(f"polybus/mpi4py {at}{on}", r,
+                         result.find("mpi4py", r.x, "rtt_us", {"cpus": cpus}))
+        result.add_ratio(f"polybus/pyzmq {at}{on}", r,
+                         result.find("pyzmq", r.x, "rtt_us", {"cpus": cpus}))
+        if cpus == DEFAULT:
+            for peer in ("ray", "dask"):
+                result.add_ratio(f"{peer}/polybus {at} ({peer} cpus=free, polybus "
+                                 f"cpus={DEFAULT})", result.find(peer, r.x, "rtt_us"), r)
+
+
+def bandwidth(result: BenchResult, p: _SizePlan, quick: bool, progress: Progress) -> None:
+    from polybus.bench.peers import dask_peer, mpi, ray_peer, zmq_peer
+
+    for cpus in p.placements:
+        st = try_peer(result, "mpi4py", partial(mpi.bandwidth_gbps, p.sizes, p.reps, cpus))
+        for size, s in (st or {}).items():
+            result.add(Row.of("mpi4py", {"transport": "sm", "cpus": cpus}, size, "gbps", s))
+        progress.advance(f"bandwidth mpi4py {cpus}")
+
+        def zmq_rows(cpus: Placement = cpus) -> dict[int, Stat]:
+            with zmq_peer.ZmqPeer(cpus) as peer:
+                return {s: peer.bandwidth_gbps(s, p.reps) for s in p.sizes}
+        for size, s in (try_peer(result, "pyzmq", zmq_rows) or {}).items():
+            result.add(Row.of("pyzmq", {"transport": "tcp", "cpus": cpus}, size, "gbps", s))
+        progress.advance(f"bandwidth pyzmq {cpus}")
+    if "mpi4py" not in result.skipped:
+        _record(result, "mpi4py", mpi.describe())
+    if quick:
+        result.skipped.setdefault("ray", "left out of --quick: a Ray session takes ~10 s to "
+                                  "start and shut down (measured); see the full run")
+    for system, mod, cfg in (("ray", ray_peer, ray_peer.CONFIG),
+                             ("dask", dask_peer, dask_peer.CONFIG)):
+        stats = _slow_peer(result, system, quick, "bandwidth",
+                           partial(mod.measure, "bandwidth", [p.sizes, p.reps]))
+        for size, s in zip(p.sizes, stats or [], strict=False):
+            result.add(Row.of(system, cfg, size, "gbps", s))
+        progress.advance(f"bandwidth {system}")
+    _record(result, "ray", {"transfer": "ray.put(array) + an actor call taking the ref"})
+    _record(result, "dask", {"transfer": "client.scatter(array, workers=[one])"})
+
+
+def bandwidth_ratios(result: BenchResult) -> None:
+    for r in [r for r in result.rows if r.system == "polybus" and r.metric == "gbps"]:
+        cpus = r.config.get("cpus", DEFAULT)
+        suffix = f" ({r.label})"
+        at = f"GB/s at {fmt_bytes(r.x)}"
+        result.add_ratio(f"polybus/mpi4py {at}{suffix}", r,
+                         result.find("mpi4py", r.x, "gbps", {"cpus": cpus}))
+        if cpus == DEFAULT:
+            for peer in ("pyzmq", "ray", "dask"):
+                cfg = {"cpus": cpus} if peer == "pyzmq" else None
+                result.add_ratio(f"polybus/{peer} {at}{suffix}", r,
+                                 result.find(peer, r.x, "gbps", cfg))
+
+
+def throughput(result: BenchResult, workers: int, quick: bool, progress: Progress) -> None:
+    from polybus.bench.peers import dask_peer, mpi, ray_peer
+
+    reps = 3 if quick else 5
+    calls = {"mpi4py": 2_000 if quick else 40_000, "ray": 4_000, "dask": 200 if quick else 1_000}
+    result.params["calls"].update(calls)
+    st = try_peer(result, "mpi4py", partial(mpi.calls_per_s, calls["mpi4py"], reps, workers))
+    if st is not None:
+        result.add(Row.of("mpi4py", {"tasks": "on demand, 1 per worker", "ranks": workers + 1},
+                          workers, "calls_per_s", st))
+        _record(result, "mpi4py", mpi.describe())
+    progress.advance("throughput mpi4py")
+    if quick:
+        result.skipped.setdefault("ray", "left out of --quick: a Ray session takes ~10 s to "
+                                  "start and shut down (measured); see the full run")
+    for system, mod, cfg in (("ray", ray_peer, ray_peer.CONFIG),
+                             ("dask", dask_peer, dask_peer.CONFIG)):
+        stats = _slow_peer(result, system, quick, "throughput",
+                           partial(mod.measure, "throughput", [calls[system], reps]))
+        if stats:
+            result.add(Row.of(system, cfg, workers, "calls_per_s", stats[0]))
+        progress.advance(f"throughput {system}")
+
+
+def throughput_ratios(result: BenchResult, workers: int) -> None:
+    for r in [r for r in result.rows if r.system == "polybus"]:
+        for peer in ("mpi4py", "ray", "dask"):
+            result.add_ratio(f"{r.label} / {peer} calls/s", r,
+                             result.find(peer, workers, "calls_per_s"))
+
+
+def sort(result: BenchResult, sizes: dict[str, list[int]], real: Sequence[int], reps: int,
+         server: Path, polybus_seconds: Callable[[str, int, int], Stat], quick: bool,
+         progress: Progress) -> None:
+    """mpi4py beside every real polybus row; in a full run also the target: insertion
+    sort of 2^16 elements on 2 workers, polybus and mpi4py side by side."""
+    from polybus.bench.peers import mpi
+
+    def add(algo: str, n: int, k: int) -> None:
+        st = try_peer(result, "mpi4py", partial(mpi.sort_seconds, n, algo, k, reps, server))
+        if st is not None:
+            result.add(Row.of("mpi4py", {"algorithm": algo, "workers": k, "ranks": k}, n,
+                              "seconds", st))
+        progress.advance(f"sort mpi4py {algo} {n} x{k}")
+
+    for algo, ns in sizes.items():
+        for n in ns:
+            for k in real:
+                add(algo, n, k)
+    target = 2**16
+    if not quick and 2 in real and target not in sizes.get("insertion", []):
+        add("insertion", target, 2)
+        if "mpi4py" not in result.skipped:
+            st = polybus_seconds("insertion", target, 2)
+            result.add(Row.of("polybus", {"algorithm": "insertion", "workers": 2,
+                                          "model": "real"}, target, "seconds", st))
+    if "mpi4py" not in result.skipped:
+        _record(result, "mpi4py", {**mpi.describe(), "program": "rank 0 scatters (Scatterv), "
+                                   "every rank sorts its part, rank 0 gathers and merges"})
+    for r in [r for r in result.rows if r.system == "mpi4py"]:
+        how, workers = r.config["algorithm"], r.config["workers"]
+        result.add_ratio(f"polybus/mpi4py seconds {how} n={int(r.x)} workers={workers}",
+                         result.find("polybus", r.x, "seconds",
+                                     {"algorithm": how, "workers": workers, "model": "real"}),
+                         r)
+
+
+def matmul(result: BenchResult, sizes: Sequence[int], servers: Sequence[int], reps: int,
+           progress: Progress) -> None:
+    """mpi4py master/worker beside polybus at every real server count, both modes."""
+    from polybus.bench.peers import mpi
+
+    cpus = os.cpu_count() or 1
+    for n in sizes:
+        for mode in ("stateless", "stateful"):
+            for k in [s for s in servers if s <= cpus]:
+                st = try_peer(result, "mpi4py",
+                              partial(mpi.matmul_seconds, n, k, mode == "stateful", reps))
+                if st is None:
+                    return
+                cfg: dict[str, str | int] = {"n": n, "mode": mode, "ranks": k + 1}
+                result.add(Row.of("mpi4py", cfg, k, "seconds", st))
+                result.add_ratio(f"polybus/mpi4py seconds {mode} n={n} servers={k}",
+                                 result.find("polybus", k, "seconds", {"n": n, "mode": mode}),
+                                 result.rows[-1])
+                progress.advance(f"matmul mpi4py {mode} n={n} servers={k}")
+    _record(result, "mpi4py", {**mpi.describe(), "program": "rank 0 hands one row at a time "
+                               "to each worker rank on demand; stateless sends B with every "
+                               "row, stateful broadcasts B once (timed)"})
+
+
+def ep(result: BenchResult, n: int, block: int, workers: Sequence[int], reps: int,
+       progress: Progress) -> None:
+    from polybus.bench.peers import mpi
+
+    for k in workers:
+        st = try_peer(result, "mpi4py", partial(mpi.ep_seconds, n, block, k, reps))
+        if st is None:
+            return
+        result.add(Row.of("mpi4py", {"tasks": "on demand, 1 per worker", "ranks": k + 1}, k,
+                          "seconds", st))
+        result.add_ratio(f"polybus/mpi4py seconds, {k} workers",
+                         result.find("polybus", k, "seconds"), result.rows[-1])
+        progress.advance(f"ep mpi4py workers={k}")
+    try:
+        _record(result, "mpi4py", mpi.describe())
+    except PeerUnavailable:
+        pass

