@@ -143,3 +143,47 @@ def test_small_frame_buffers_stay_valid_after_more_input() -> None:
     assert f is not None
     dec.feed(wire(b"b", [b"XXXXX"]))
     assert bytes(f.buffers[0]) == b"first"
+
+
+def test_one_large_frame_fed_whole_gets_its_own_memory() -> None:
+    # Regression: feed() of a frame larger than the scratch area tried to grow the
+    # scratch while a view of it was exported (BufferError).
+    import numpy as np
+
+    from polybus.wire.codec import Codec
+    from polybus.wire.messages import Call
+
+    codec, dec = Codec(), FrameDecoder()
+    for piece in codec.encode(Call(1, "f", [np.arange(100_000, dtype=np.int64)])):
+        dec.feed(piece)
+    frame = dec.next_frame()
+    assert frame is not None
+    msg = codec.decode(frame)
+    assert isinstance(msg, Call)
+    assert (msg.args[0] == np.arange(100_000)).all()
+
+
+def test_large_frame_memory_is_reused_only_when_released() -> None:
+    import numpy as np
+
+    from polybus.wire.codec import Codec
+    from polybus.wire.messages import Call
+
+    codec, dec = Codec(), FrameDecoder()
+
+    def round_trip(fill: int) -> np.ndarray:
+        for piece in codec.encode(Call(1, "f", [np.full(2_000_000, fill, np.uint8)])):
+            dec.feed(piece)
+        frame = dec.next_frame()
+        assert frame is not None
+        msg = codec.decode(frame)
+        assert isinstance(msg, Call)
+        return msg.args[0]  # type: ignore[no-any-return]
+
+    a1, a2 = round_trip(1), round_trip(2)
+    assert a1[0] == 1 and a2[0] == 2  # a live array's memory is never handed out again
+    a1_base = a1.ctypes.data
+    del a1
+    a3 = round_trip(3)
+    assert a2[0] == 2 and a3[0] == 3
+    assert a3.ctypes.data == a1_base  # released memory was used again

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from polybus.errors import ConnectionLostError
 from polybus.wire.codec import Codec
-from polybus.wire.framing import FrameDecoder
+from polybus.wire.framing import Frame, FrameDecoder
 from polybus.wire.messages import Message
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
@@ -51,15 +51,26 @@ class Channel:
     def send(self, msg: Message, on_blocked: Callable[[], None] | None = None) -> int:
         """Send one message; returns its size on the wire in bytes."""
         with self.send_lock:
-            pieces = self.codec.encode(msg)
+            pieces = self._encode(msg)
             return self._send_pieces(pieces, on_blocked)
 
     def send_many(self, msgs: list[Message], on_blocked: Callable[[], None] | None = None) -> int:
         with self.send_lock:
             pieces: list[bytes | memoryview] = []
             for m in msgs:
-                pieces.extend(self.codec.encode(m))
+                pieces.extend(self._encode(m))
             return self._send_pieces(pieces, on_blocked)
+
+    # Hooks for a transport that carries some bytes its own way (transport/shm.py):
+    # how a message becomes pieces, how bytes are read, how frames come out.
+    def _encode(self, msg: Message) -> list[bytes | memoryview]:
+        return self.codec.encode(msg)
+
+    def _recv_into(self, buf: memoryview, flags: int) -> int:
+        return self.sock.recv_into(buf, 0, flags)
+
+    def _next_frame(self) -> Frame | None:
+        return self.decoder.next_frame()
 
     def _send_pieces(self, pieces: list[bytes | memoryview], on_blocked: Callable[[], None] | None) -> int:
         if self.closed:
@@ -119,7 +130,7 @@ class Channel:
     def pending(self) -> list[Message]:
         """Messages already received in full (no system call)."""
         out: list[Message] = []
-        while (frame := self.decoder.next_frame()) is not None:
+        while (frame := self._next_frame()) is not None:
             out.append(self.codec.decode(frame))
         return out
 
@@ -137,7 +148,7 @@ class Channel:
             return self._fill_tls(wait)
         try:
             buf = self.decoder.get_buffer()
-            n = self.sock.recv_into(buf, 0, 0 if wait else _DONTWAIT)  # (buffer, nbytes, flags)
+            n = self._recv_into(buf, 0 if wait else _DONTWAIT)
         except BlockingIOError:
             return 0
         except OSError as exc:
@@ -148,6 +159,22 @@ class Channel:
             raise ConnectionLostError(f"{self.peer} closed the connection")
         self.decoder.buffer_updated(n)
         self.bytes_received += n
+        # Inside a large frame, take everything already here before going back to the
+        # poller: one select per socket-buffer-full costs a third of the bandwidth.
+        while self.decoder.receiving_large:
+            try:
+                m = self._recv_into(self.decoder.get_buffer(), _DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self.closed = True
+                raise ConnectionLostError(f"connection to {self.peer} broke: {exc}") from None
+            if m == 0:
+                self.closed = True
+                raise ConnectionLostError(f"{self.peer} closed the connection")
+            self.decoder.buffer_updated(m)
+            self.bytes_received += m
+            n += m
         return n
 
     def _fill_tls(self, wait: bool) -> int:
@@ -175,7 +202,7 @@ class Channel:
 
     def next_message(self) -> Message | None:
         """The next message already received in full, or None; ProtocolError on bad bytes."""
-        frame = self.decoder.next_frame()
+        frame = self._next_frame()
         return None if frame is None else self.codec.decode(frame)
 
     def receive_until(self, wanted: Callable[[list[Message]], bool]) -> None:

@@ -20,6 +20,10 @@ area; their buffers are copied out (cheaply) so they stay valid.
 from __future__ import annotations
 
 import struct
+import sys
+from typing import Any
+
+import numpy as np
 from dataclasses import dataclass
 
 from polybus.errors import ProtocolError
@@ -67,6 +71,33 @@ def encode_frame(header: bytes, buffers: list[bytes | memoryview] | None = None,
     return [prefix + header, *buffers]
 
 
+class SpareBodies:
+    """Memory for large frame bodies, used again once nothing refers to it.
+
+    Touching fresh memory costs a page fault per 4 KiB (a 64 MB body: 16,000 faults,
+    as long as receiving it). An array handed to the program keeps its body alive
+    through numpy's base chain, so a spare whose only references are ours is free.
+    """
+
+    def __init__(self, keep_bytes: int = 512 * 1024 * 1024, keep: int = 4) -> None:
+        self.keep_bytes = keep_bytes
+        self.keep = keep
+        self._spares: list[Any] = []
+
+    def take(self, length: int) -> Any:
+        for i in range(len(self._spares)):
+            # 2 references when free: the list's and getrefcount's argument.
+            if self._spares[i].nbytes >= length and sys.getrefcount(self._spares[i]) == 2:
+                return self._spares[i][:length]
+        body = np.empty(length, dtype=np.uint8)
+        if length >= (1 << 20) and sum(b.nbytes for b in self._spares) + length <= self.keep_bytes:
+            self._spares.append(body)
+            if len(self._spares) > self.keep:
+                self._spares.pop(0)
+            return body[:length]
+        return body
+
+
 class FrameDecoder:
     """Turns received bytes into `Frame`s, checking every length before trusting it."""
 
@@ -75,7 +106,8 @@ class FrameDecoder:
         self._scratch = bytearray(_SCRATCH)
         self._start = 0
         self._end = 0
-        self._big: bytearray | None = None  # body of a large frame being received
+        self._big: Any = None  # body of a large frame being received (uint8 ndarray)
+        self._spares = SpareBodies()
         self._big_filled = 0
 
     # -- the receiving side's half -------------------------------------------------
@@ -88,7 +120,13 @@ class FrameDecoder:
             if self._start:
                 self._scratch[:pending] = self._scratch[self._start:self._end]
                 self._start, self._end = 0, pending
-            if self._end == len(self._scratch):  # a partial prefix larger than scratch
+            if self._end == len(self._scratch) and pending >= 4:
+                # Scratch is full of one frame's start: a large frame gets its own memory.
+                (length,) = struct.unpack_from("<I", self._scratch, self._start)
+                if _BIG <= length <= self.max_frame:
+                    self._begin_large(length)
+                    return memoryview(self._big)[self._big_filled:]
+            if self._end == len(self._scratch):  # whole small frames not yet taken
                 self._scratch.extend(bytes(len(self._scratch)))
         return memoryview(self._scratch)[self._end:]
 
@@ -107,8 +145,14 @@ class FrameDecoder:
             buf = self.get_buffer()
             n = min(buf.nbytes, view.nbytes)
             buf[:n] = view[:n]
+            del buf  # an exported view would stop the scratch from growing
             self.buffer_updated(n)
             view = view[n:]
+
+    @property
+    def receiving_large(self) -> bool:
+        """True while a large frame is only partly received."""
+        return self._big is not None and self._big_filled < len(self._big)
 
     # -- frames out --------------------------------------------------------------
     def next_frame(self) -> Frame | None:
@@ -133,13 +177,17 @@ class FrameDecoder:
                 self._start = self._end = 0
             return self._split(memoryview(self._scratch)[s:s + length], copy=True)
         if length >= _BIG:
-            # Give this frame its own memory and receive the rest straight into it.
-            body = bytearray(length)
-            have = avail - 4
-            body[:have] = self._scratch[self._start + 4:self._end]
-            self._start = self._end = 0
-            self._big, self._big_filled = body, have
+            self._begin_large(length)
         return None
+
+    def _begin_large(self, length: int) -> None:
+        """Give the frame at the front its own memory; the rest is received straight
+        into it (from spares: see SpareBodies). Buffers sliced from it stay writable."""
+        body = self._spares.take(length)
+        have = self._end - self._start - 4
+        memoryview(body)[:have] = self._scratch[self._start + 4:self._end]
+        self._start = self._end = 0
+        self._big, self._big_filled = body, have
 
     def _split(self, body: memoryview, *, copy: bool) -> Frame:
         nbufs, flags, header_len = _SPLIT.unpack_from(body, 0)
