@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import struct
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from dataclasses import dataclass
 
 from polybus.errors import ProtocolError
 
