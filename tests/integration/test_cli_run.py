@@ -1,0 +1,83 @@
+"""`polybus run` and `polybus check` as a user types them."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from integration.conftest import EXAMPLES, ROOT, cli
+
+CALC = ROOT / "tests" / "integration" / "apps" / "calc" / "app.toml"
+
+
+def test_json_output_and_set_overrides(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    p = cli("run", EXAMPLES / "matmul" / "app.toml", "--set", "modules.server.replication=3",
+            "--set", "modules.client.args=[30]", "--json", out)
+    assert p.returncode == 0, p.stderr
+    assert "'correct': True" in p.stdout and "'n': 30" in p.stdout
+    assert "server-2" in p.stderr and "calls" in p.stderr   # the summary table
+    data = json.loads(out.read_text())
+    assert {"result", "elapsed_s", "startup_s", "calls", "bytes_sent", "bytes_received",
+            "replicas"} <= set(data)
+    assert data["result"]["correct"] is True and data["calls"] == 30
+    assert [r["name"] for r in data["replicas"]] == ["server-0", "server-1", "server-2"]
+    for r in data["replicas"]:
+        assert {"name", "calls", "busy_s"} <= set(r) and r["calls"] == 10
+    assert data["bytes_sent"] > data["bytes_received"] > 0
+
+
+def broken(tmp_path: Path, callstyle: str = "sometimes") -> Path:
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "server.py").write_text(
+        "import os\nopen(os.environ['MARK'], 'a').write('imported\\n')\n\ndef f(x):\n    return x\n")
+    (tmp_path / "client.py").write_text(
+        "from polybus import use\nf = use('f')\n\ndef main():\n    return f(1)\n")
+    app = tmp_path / "app.toml"
+    app.write_text(f"""
+[modules.server]
+source = "server.py"
+replication = 2
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.f = {{ callstyle = "{callstyle}" }}
+
+[bind]
+"client.f" = "server.f"
+""")
+    return app
+
+
+def test_check_reports_file_key_and_hint(tmp_path: Path) -> None:
+    app = broken(tmp_path)
+    mark = tmp_path / "mark"
+    p = cli("check", app, env={"MARK": str(mark)})
+    assert p.returncode == 2
+    assert str(app) in p.stderr or "app.toml" in p.stderr
+    assert "modules.client.use.f.callstyle" in p.stderr
+    assert "sync" in p.stderr  # the valid styles are named
+    ok = cli("check", broken(tmp_path / "good", "async"), env={"MARK": str(mark)})
+    assert ok.returncode == 0, ok.stderr
+    assert not mark.exists()  # check imported nothing
+
+
+def test_run_refuses_a_broken_config_before_starting_processes(tmp_path: Path) -> None:
+    app = broken(tmp_path)
+    mark = tmp_path / "mark"
+    p = cli("run", app, env={"MARK": str(mark)})
+    assert p.returncode == 2
+    assert "callstyle" in p.stderr
+    assert not mark.exists()  # no worker ever imported the server module
+    good = cli("run", broken(tmp_path / "good", "async"), "--quiet", env={"MARK": str(mark)})
+    assert good.returncode == 0, good.stderr
+    assert mark.read_text().count("imported") == 2  # the marker works: 2 workers
+
+
+def test_unknown_key_gets_nearest_name(tmp_path: Path) -> None:
+    p = cli("check", EXAMPLES / "matmul" / "app.toml", "--set", "modules.server.replicaton=2")
+    assert p.returncode == 2
+    assert "replicaton" in p.stderr and "replication" in p.stderr
+    assert os.path.basename("app.toml") in p.stderr

@@ -1,0 +1,110 @@
+"""Failures arrive typed and clear; a failing call does not stop the worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import polybus
+from integration.conftest import write_app
+from polybus.errors import ConfigError, NoReplicaError, UsageError
+
+SERVER = """
+    import os
+
+    def fail(message):
+        raise ValueError(message)
+
+    def echo(x):
+        return x
+
+    def pid():
+        return os.getpid()
+"""
+
+TOML = """
+    [modules.server]
+    source = "server.py"
+    replication = 1
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+    use.fail = {{ callstyle = "{style}" }}
+    use.echo = {{ callstyle = "{style}" }}
+    use.pid = {{ callstyle = "sync" }}
+
+    [bind]
+    "client.fail" = "server.fail"
+    "client.echo" = "server.echo"
+    "client.pid" = "server.pid"
+"""
+
+
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_remote_exception_is_typed_and_the_worker_keeps_serving(tmp_path: Path, style: str) -> None:
+    app = write_app(tmp_path, server=SERVER, toml=TOML.format(style=style), client="""
+        from polybus import use, wait
+        from polybus.errors import RemoteException
+
+        fail, echo, pid = use("fail"), use("echo"), use("pid")
+
+        def main():
+            before = pid()
+            try:
+                wait(fail("boom 42"))
+            except RemoteException as exc:
+                caught = [exc.remote_type, exc.remote_message, exc.remote_traceback]
+            else:
+                caught = None
+            return {"caught": caught, "after": wait(echo("still here")), "same": pid() == before}
+    """)
+    r = polybus.run(app).result
+    remote_type, message, traceback = r["caught"]
+    assert remote_type.endswith("ValueError") and message == "boom 42"
+    assert "in fail" in traceback and "raise ValueError(message)" in traceback
+    assert r["after"] == "still here" and r["same"] is True
+
+
+def test_remote_exception_reaches_the_caller_of_run(tmp_path: Path) -> None:
+    app = write_app(tmp_path, server=SERVER, toml=TOML.format(style="sync"), client="""
+        from polybus import use
+        fail = use("fail")
+
+        def main():
+            return fail("uncaught")
+    """)
+    with pytest.raises(polybus.errors.RemoteException) as info:  # type: ignore[attr-defined]
+        polybus.run(app)
+    assert info.value.remote_message == "uncaught"
+
+
+def test_calling_an_unbound_name_is_a_usage_error(tmp_path: Path) -> None:
+    app = write_app(tmp_path, server=SERVER, toml=TOML.format(style="sync"), client="""
+        from polybus import use
+        nobody = use("no" + "body")  # built at run time, so the static check misses it
+
+        def main():
+            return nobody(1)
+    """)
+    with pytest.raises(UsageError, match="nobody"):
+        polybus.run(app)
+
+
+def test_server_module_without_the_bound_interface(tmp_path: Path) -> None:
+    app = write_app(tmp_path, server="def other(x):\n    return x\n",
+                    toml=TOML.format(style="sync"), client="def main():\n    return 1\n")
+    with pytest.raises(ConfigError) as info:
+        polybus.run(app)
+    text = str(info.value)
+    assert "fail" in text and "server" in text
+
+
+def test_use_outside_a_run() -> None:
+    with pytest.raises(UsageError, match="outside a polybus run"):
+        polybus.use("f")(1)
+
+
+def test_no_replica_error_is_a_polybus_error() -> None:
+    assert issubclass(NoReplicaError, polybus.errors.PolybusError)  # type: ignore[attr-defined]
