@@ -16,6 +16,7 @@ from polybus.config import load
 from polybus.engines.base import Cluster
 from polybus.errors import ConfigError
 from polybus.token import read_token
+from polybus.transport import tls
 from polybus.worker.module import load_module
 
 
@@ -74,12 +75,16 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
         raise ConfigError("no module has an entrypoint", file=str(path))
     registry = registry or app.cluster.registry
     engine = None
-    if not registry:
-        from polybus.engines.local import LocalEngine
-
-        engine = LocalEngine(app, sets)
     session: Session | None = None
+    # Every connection of this run (embedded registry, client) follows [cluster] tls;
+    # the workers the engine starts read the same configuration and do the same.
+    previous_tls = tls.current()
+    tls.configure_cluster(app.cluster)
     try:
+        if not registry:
+            from polybus.engines.local import LocalEngine
+
+            engine = LocalEngine(app, sets)
         if engine is not None:
             cluster = engine.start()
         else:
@@ -106,3 +111,4 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             session.close()
         if engine is not None:
             engine.stop()
+        tls.configure(previous_tls)

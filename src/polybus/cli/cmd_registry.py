@@ -19,9 +19,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="read the token from FILE (else $POLYBUS_TOKEN, else make one)")
     p.add_argument("--ttl", type=float, default=3.0, metavar="SECONDS",
                    help="drop a worker not heard from for this long")
+    p.add_argument("--config", metavar="FILE",
+                   help="use this configuration's [cluster] tls (mutual TLS) if it has one")
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.config:
+        from polybus.config import load
+        from polybus.transport import tls
+
+        tls.configure_cluster(load(args.config).cluster)
     token = read_token(args.token_file, required=False)
     made: Path | None = None
     if token is None:

@@ -37,6 +37,9 @@ def main(args: argparse.Namespace) -> int:
         if not args.as_key:
             raise UsageError("--config needs --as KEY (which [modules.KEY] to serve)")
         app = load(args.config, tuple(args.set))
+        from polybus.transport import tls
+
+        tls.configure_cluster(app.cluster)  # [cluster] tls: this worker's listen and connects
         if args.as_key not in app.modules:
             raise UsageError(f"{args.config} has no [modules.{args.as_key}] "
                              f"(it has {', '.join(app.modules)})")

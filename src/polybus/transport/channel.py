@@ -76,8 +76,9 @@ class Channel:
         if self.closed:
             raise ConnectionLostError(f"connection to {self.peer} is closed")
         flags = _DONTWAIT if on_blocked is not None else 0
-        if len(pieces) == 1 and type(pieces[0]) is bytes:
+        if len(pieces) == 1 and type(pieces[0]) is bytes and not self.tls:
             # The common small message: one write, no views (this is the hot path).
+            # (Not for TLS: an SSL socket takes no send flags; the loop below handles it.)
             try:
                 n = self.sock.send(pieces[0], flags)
             except BlockingIOError:
