@@ -48,3 +48,72 @@ def test_content_key_names_content_not_object() -> None:
     assert content_key(b"abc") == content_key(bytearray(b"abc"))
     assert content_key([1, 2]) is None
     assert content_key(np.array(1.0)) == content_key(np.array(1.0))
+
+
+def test_a_dropped_connection_frees_what_only_it_used() -> None:
+    c = OperandCache(10_000)
+    a, b = object(), object()
+    c.put("mine", b"1" * 10, a)
+    c.put("shared", b"2" * 10, a)
+    c.get("shared", b)              # b used it too
+    c.put("anon", b"3" * 10)        # no user (kept forwarding results): left to the LRU
+    assert resolve(c, Call(1, "f", [Ref("op", "mine")]), a) is None
+    assert c.users("shared") == 2
+    assert c.release(a) == 1
+    assert "mine" not in c and "shared" in c and "anon" in c
+    assert c.bytes == 20 and c.users("shared") == 1
+    assert c.release(a) == 0        # twice is harmless
+    assert c.release(b) == 1
+    assert "shared" not in c and "anon" in c and c.bytes == 10
+
+
+def test_lru_eviction_forgets_users_and_order_is_kept() -> None:
+    c = OperandCache(250)
+    a, b = object(), object()
+    c.put("x", np.zeros(100, np.uint8), a)
+    c.put("y", np.zeros(100, np.uint8), b)
+    c.get("x", b)                   # x most recent: y goes first
+    c.put("z", np.zeros(100, np.uint8), a)
+    assert "y" not in c and c.users("y") == 0
+    assert c.release(b) == 0        # x is still a's; y is already gone
+    assert "x" in c and "z" in c
+    c.put("w", np.zeros(100, np.uint8), b)  # LRU order unchanged by release: x goes
+    assert "x" not in c and "z" in c and "w" in c
+    assert c.release(a) == 1 and list(c._entries) == ["w"]
+
+
+def test_a_worker_frees_a_dead_clients_operands() -> None:
+    import time
+
+    from polybus.transport.channel import Channel
+    from polybus.transport.endpoints import connect
+    from polybus.wire.codec import Codec
+    from polybus.wire.messages import Message, Put, Result
+    from polybus.worker.runtime import WorkerRuntime
+
+    token = b"cache-test-token-0123456789abcdef"
+    rt = WorkerRuntime("c0", {"size": lambda x: len(x)}, token).start()
+    try:
+        keep = connect(rt.address, token, Codec())
+        gone = connect(rt.address, token, Codec())
+
+        def ask(ch: Channel, *msgs: Message) -> object:
+            ch.send_many(list(msgs))
+            got = ch.receive()
+            while not got:
+                got = ch.receive()
+            assert isinstance(got[0], Result)
+            return got[0].value
+
+        assert ask(keep, Put("both", b"b" * 100), Call(1, "size", [Ref("op", "both")])) == 100
+        assert ask(gone, Put("both", b"b" * 100), Put("only", b"o" * 50),
+                   Call(1, "size", [Ref("op", "only")])) == 50
+        assert "only" in rt.cache and "both" in rt.cache
+        gone.close()
+        deadline = time.monotonic() + 5
+        while "only" in rt.cache and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "only" not in rt.cache and "both" in rt.cache
+        keep.close()
+    finally:
+        rt.stop()

@@ -6,6 +6,11 @@ interleave on one replica can never see each other's operands by mistake (the ha
 seeds/002's stateful server). Entries leave least-recently-used first once the bytes held
 pass ``capacity``; a call naming an entry that is gone is answered
 ``Fail(kind="cache-miss")`` and the client re-sends it with the value.
+
+Each entry remembers which connections put or used it. When a client's connection
+drops, `release` evicts the entries no live connection has used, so a dead client's
+operands do not sit in memory until LRU pressure pushes them out (entries put without
+a user, such as kept forwarding results, are left to the LRU).
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ class OperandCache:
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
         self._entries: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._users: dict[str, set[object]] = {}      # key -> connections that used it
+        self._keys_of: dict[object, set[str]] = {}    # connection -> keys it used
         self._lock = threading.Lock()
         self.bytes = 0
         self.hits = 0
@@ -49,7 +56,8 @@ class OperandCache:
     def __contains__(self, key: str) -> bool:
         return key in self._entries
 
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: str, value: Any, user: object = None) -> None:
+        """Hold ``value`` under ``key``; ``user`` (a connection) is recorded as using it."""
         n = size_of(value)
         with self._lock:
             old = self._entries.pop(key, None)
@@ -57,12 +65,12 @@ class OperandCache:
                 self.bytes -= old[1]
             self._entries[key] = (value, n)
             self.bytes += n
+            if user is not None:
+                self._use(key, user)
             while self.bytes > self.capacity and len(self._entries) > 1:
-                _, (_, m) = self._entries.popitem(last=False)
-                self.bytes -= m
-                self.evictions += 1
+                self._evict(next(iter(self._entries)))
 
-    def get(self, key: str) -> Any:
+    def get(self, key: str, user: object = None) -> Any:
         """The value, or KeyError; a hit makes the entry the most recently used."""
         with self._lock:
             try:
@@ -72,41 +80,86 @@ class OperandCache:
                 raise
             self._entries.move_to_end(key)
             self.hits += 1
+            if user is not None:
+                self._use(key, user)
             return value
+
+    def release(self, user: object) -> int:
+        """``user``'s connection is gone: evict the entries only it had used.
+
+        Returns how many entries left. Entries another connection used stay (content
+        names are shared across clients), with their place in the LRU order.
+        """
+        with self._lock:
+            keys = self._keys_of.pop(user, set())
+            gone = 0
+            for key in keys:
+                users = self._users.get(key)
+                if users is None:
+                    continue
+                users.discard(user)
+                if not users:
+                    self._evict(key)
+                    gone += 1
+            return gone
+
+    def users(self, key: str) -> int:
+        """How many live connections have used ``key``."""
+        with self._lock:
+            return len(self._users.get(key, ()))
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._users.clear()
+            self._keys_of.clear()
             self.bytes = 0
 
+    # -- with the lock held ------------------------------------------------------------
+    def _use(self, key: str, user: object) -> None:
+        users = self._users.setdefault(key, set())
+        if user not in users:
+            users.add(user)
+            self._keys_of.setdefault(user, set()).add(key)
 
-def resolve(cache: OperandCache, call: Call) -> Fail | None:
+    def _evict(self, key: str) -> None:
+        _, m = self._entries.pop(key)
+        self.bytes -= m
+        self.evictions += 1
+        for user in self._users.pop(key, ()):
+            keys = self._keys_of.get(user)
+            if keys is not None:
+                keys.discard(key)
+
+
+def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | None:
     """Replace the ``Ref("op", key)`` arguments of ``call`` by their values, in place.
 
     Done when the call is queued, so an entry evicted while the call waits is still held
-    by the call. Returns the Fail to answer when an operand is not here.
+    by the call. ``user`` (the caller's connection) is recorded as using each entry.
+    Returns the Fail to answer when an operand is not here.
     """
     args = call.args
     for i, a in enumerate(args):
         if type(a) is Ref:
             try:
-                args[i] = _value(cache, a)
+                args[i] = _value(cache, a, user)
             except KeyError:
                 return _miss(call, a)
     if call.kwargs:
         for k, v in call.kwargs.items():
             if type(v) is Ref:
                 try:
-                    call.kwargs[k] = _value(cache, v)
+                    call.kwargs[k] = _value(cache, v, user)
                 except KeyError:
                     return _miss(call, v)
     return None
 
 
-def _value(cache: OperandCache, ref: Ref) -> Any:
+def _value(cache: OperandCache, ref: Ref, user: object) -> Any:
     if ref.kind != "op":
         raise KeyError(ref.key)
-    return cache.get(str(ref.key))
+    return cache.get(str(ref.key), user)
 
 
 def _miss(call: Call, ref: Ref) -> Fail:

@@ -273,6 +273,7 @@ class WorkerRuntime:
                     pass
         with self._lock:
             self._queue.remove_channel(ch)  # a dead client's waiting calls are not run
+        self.cache.release(ch)  # and the operands only it used are freed
         ch.close()
 
     def _handle(self, ch: Channel, msg: Message) -> None:
@@ -280,7 +281,7 @@ class WorkerRuntime:
             case Call():
                 self._enqueue(ch, msg)
             case Put(key=key, value=value):
-                self.cache.put(key, value)
+                self.cache.put(key, value, ch)
             case Batch(items=items):
                 for item in items:
                     if isinstance(item, Call):
@@ -303,7 +304,7 @@ class WorkerRuntime:
                 self._drop(ch)
 
     def _enqueue(self, ch: Channel, call: Call) -> None:
-        miss = resolve_operands(self.cache, call)
+        miss = resolve_operands(self.cache, call, ch)
         if miss is not None:
             self._send_quietly(ch, miss)
             return
