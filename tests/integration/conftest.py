@@ -7,14 +7,17 @@ worker it started, found through /proc) at the end of the test, pass or fail.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -146,21 +149,32 @@ def write_app(where: Path, *, server: str, client: str, toml: str) -> Path:
     return app
 
 
-def read_line(stream: object, pattern: str, timeout: float = 20.0) -> re.Match[str]:
-    """Read lines from a text pipe until one matches ``pattern``."""
-    import select
+_readers: dict[IO[str], queue.Queue[str]] = {}  # keyed by the pipe itself, kept alive
 
+
+def read_line(stream: IO[str], pattern: str, timeout: float = 20.0) -> re.Match[str]:
+    """Read lines from a text pipe until one matches ``pattern`` (a reader thread per
+    pipe, because a buffered text pipe hides lines from select())."""
+    q = _readers.get(stream)
+    if q is None:
+        q = _readers[stream] = queue.Queue()
+
+        def pump(qq: queue.Queue[str] = q) -> None:
+            for line in stream:
+                qq.put(line)
+            qq.put("")
+
+        threading.Thread(target=pump, daemon=True).start()
     deadline = time.monotonic() + timeout
     seen = []
-    while time.monotonic() < deadline:
-        r, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
-        if not r:
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = q.get(timeout=left)
+        except queue.Empty:
             break
-        line = stream.readline()  # type: ignore[attr-defined]
         if not line:
             break
         seen.append(line)
-        m = re.search(pattern, line)
-        if m:
+        if m := re.search(pattern, line):
             return m
     raise AssertionError(f"no line matching {pattern!r} within {timeout} s; got {seen!r}")

@@ -1,0 +1,70 @@
+"""Registry and workers started by hand, then `polybus run --registry`."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from integration.conftest import EXAMPLES, Procs, cli, read_line
+
+SORT = EXAMPLES / "sort"
+
+
+def start_registry(procs: Procs, env: dict[str, str] | None = None,
+                   *args: str) -> tuple[str, Path | None]:
+    reg = procs.start("registry", "--listen", "127.0.0.1:0", *args, env=env)
+    assert reg.stdout is not None
+    addr = read_line(reg.stdout, r"listening on (\S+)").group(1)
+    made = None
+    if env is None and not args:
+        made = Path(read_line(reg.stdout, r"token written to (\S+)").group(1))
+    return addr, made
+
+
+def start_worker(procs: Procs, addr: str, name: str, *args: str | Path,
+                 env: dict[str, str] | None = None) -> None:
+    w = procs.start("worker", "--registry", addr, "--module", SORT / "server.py",
+                    "--name", name, *args, env=env)
+    assert w.stderr is not None
+    read_line(w.stderr, "serving")  # printed once registered
+
+
+def test_registry_makes_a_private_token_file_and_workers_use_it(procs: Procs) -> None:
+    addr, token_file = start_registry(procs)
+    assert addr.startswith("127.0.0.1:")
+    assert token_file is not None and token_file.exists()
+    try:
+        assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
+        for i in range(2):
+            start_worker(procs, addr, f"server-{i}", "--token-file", token_file)
+        p = cli("run", SORT / "app.toml", "--registry", addr, "--token-file", token_file,
+                "--set", "modules.client.args=[5000, 2]", "--quiet", timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert "'correct': True" in p.stdout
+    finally:
+        token_file.unlink(missing_ok=True)
+
+
+def test_token_from_environment_and_wrong_token_refused(procs: Procs) -> None:
+    env = {"POLYBUS_TOKEN": "right-token-" + "x" * 20}
+    addr, _ = start_registry(procs, env)
+    for i in range(2):
+        start_worker(procs, addr, f"server-{i}", env=env)
+    ok = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
+             "--set", "modules.client.args=[3000, 2]", env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert "'correct': True" in ok.stdout
+    bad = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
+              env={"POLYBUS_TOKEN": "wrong-token"})
+    assert bad.returncode != 0
+    assert "token" in bad.stderr.lower()
+    intruder = procs.start("worker", "--registry", addr, "--module", SORT / "server.py",
+                           env={"POLYBUS_TOKEN": "wrong-token"})
+    assert intruder.wait(timeout=30) != 0
+    assert "token" in (intruder.stderr.read() if intruder.stderr else "").lower()
+
+
+def test_run_with_registry_needs_a_token() -> None:
+    p = cli("run", SORT / "app.toml", "--registry", "127.0.0.1:9", "--quiet")
+    assert p.returncode == 2 and "POLYBUS_TOKEN" in p.stderr

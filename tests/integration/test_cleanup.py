@@ -1,0 +1,75 @@
+"""No worker outlives its run: not when the client raises, not on Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from integration.conftest import Procs, alive, cli, descendants, wait_gone, write_app
+
+SERVER = """
+    import os
+
+    def pid():
+        return os.getpid()
+"""
+
+TOML = """
+    [modules.server]
+    source = "server.py"
+    replication = 2
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+    args = ["{pids}", {sleep}]
+    use.pid = {{ callstyle = "sync" }}
+
+    [bind]
+    "client.pid" = "server.pid"
+"""
+
+CLIENT = """
+    import time
+    from polybus import use
+
+    pid = use("pid")
+
+    def main(path, sleep):
+        pids = {pid() for _ in range(4)}
+        with open(path, "w") as f:
+            f.write(" ".join(map(str, sorted(pids))))
+        if sleep:
+            time.sleep(sleep)
+        raise RuntimeError("the client failed on purpose")
+"""
+
+
+def test_workers_end_when_the_client_raises(tmp_path: Path) -> None:
+    pids_file = tmp_path / "pids"
+    app = write_app(tmp_path, server=SERVER, client=CLIENT,
+                    toml=TOML.format(pids=pids_file, sleep=0))
+    p = cli("run", app, "--quiet")
+    assert p.returncode != 0 and "failed on purpose" in p.stderr
+    workers = {int(x) for x in pids_file.read_text().split()}
+    assert len(workers) == 2
+    assert wait_gone(workers, timeout=10) == set()
+
+
+def test_workers_end_on_sigint(tmp_path: Path, procs: Procs) -> None:
+    pids_file = tmp_path / "pids"
+    app = write_app(tmp_path, server=SERVER, client=CLIENT,
+                    toml=TOML.format(pids=pids_file, sleep=60))
+    run = procs.start("run", app, "--quiet")
+    deadline = time.monotonic() + 30
+    while not (pids_file.exists() and pids_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = {int(x) for x in pids_file.read_text().split()}
+    tree = descendants(run.pid)
+    procs.watch(tree | workers)
+    assert workers <= tree  # the workers are the run's own children
+    run.send_signal(signal.SIGINT)
+    assert run.wait(timeout=20) != 0
+    assert wait_gone(tree, timeout=10) == set()
+    assert not any(alive(p) for p in workers)
