@@ -9,22 +9,28 @@ reads meanwhile, so client and replica never both wait on full buffers.
 from __future__ import annotations
 
 import selectors
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from polybus.client.calls import CallRecord, ReplicaLink, error_from
+from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
-from polybus.errors import CallTimeoutError, PolybusError, ProtocolError
-from polybus.wire.messages import Batch, Call, Fail, Goodbye, Message, Pong, Released, Result, Stats
+from polybus.errors import CallTimeoutError, ConnectionLostError, PolybusError, ProtocolError
+from polybus.wire.messages import Batch, Call, Fail, Goodbye, Message, Ping, Pong, Released, Result, Stats
 
 
 class Reactor:
     """Reads answers for every replica link of a session and hands them out."""
 
-    def __init__(self) -> None:
+    def __init__(self, heartbeat: float | None = None) -> None:
         self.links: list[ReplicaLink] = []
+        # Silent replicas holding calls are pinged, then declared dead (liveness.py).
+        self.liveness: Liveness[ReplicaLink] | None = Liveness(heartbeat) if heartbeat else None
+        self._fast = True  # the one-blocking-read path wakes up after a silent heartbeat
         self._sel = selectors.DefaultSelector()
         self._lock = threading.Lock()       # held by the thread reading sockets
         self._cv = threading.Condition()    # waiters on another thread's reading
@@ -39,6 +45,13 @@ class Reactor:
     def add(self, link: ReplicaLink) -> None:
         self.links.append(link)
         self._sel.register(link.channel.sock, selectors.EVENT_READ, link)
+        if self.liveness is not None:
+            if link.channel.tls:  # its blocking read would not time out: use select
+                self._fast = False
+            else:  # set once per link, so a silent replica ends a blocking read
+                sec = self.liveness.heartbeat
+                link.channel.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                                             struct.pack("ll", int(sec), int(sec % 1 * 1e6)))
 
     # -- sending -------------------------------------------------------------------
     def send(self, link: ReplicaLink, msg: Message) -> None:
@@ -107,13 +120,22 @@ class Reactor:
             return
         try:
             busy = [lk for lk in self.links if lk.outstanding and not lk.dead]
-            if timeout is None and len(busy) == 1 and (prefer is None or prefer is busy[0]):
+            if (timeout is None and len(busy) == 1 and (prefer is None or prefer is busy[0])
+                    and self._fast):
+                before = busy[0].channel.bytes_received
                 self._receive(busy[0], wait=True)  # the fast path: one blocking read
+                if busy[0].channel.bytes_received == before and self.liveness is not None:
+                    self._check_liveness()  # a heartbeat passed in silence
             else:
-                for key, _ in self._sel.select(0.5 if timeout is None else timeout):
+                wait_s = 0.5 if timeout is None else timeout
+                if self.liveness is not None:
+                    wait_s = min(wait_s, self.liveness.heartbeat / 2)
+                for key, _ in self._sel.select(wait_s):
                     link: ReplicaLink = key.data
                     if not link.dead:
                         self._receive(link, wait=False)
+                if self.liveness is not None and self.liveness.due(time.monotonic()):
+                    self._check_liveness()
         finally:
             self._lock.release()
         if self._waiters:  # only programs that wait from several threads pay for this
@@ -172,6 +194,21 @@ class Reactor:
                 self._lost(link, ProtocolError(f"{link.name} closed the connection: {reason}"))
             case _:
                 pass
+
+    def _check_liveness(self) -> None:
+        """Ping replicas that hold calls and went silent; give up on those silent too long."""
+        live = self.liveness
+        assert live is not None
+        ping, dead = live.check(((lk, lk.channel.bytes_received, bool(lk.outstanding))
+                                 for lk in self.links if not lk.dead), time.monotonic())
+        for link in dead:
+            # Closed: answers it sends after all are never read, so none is taken twice.
+            self._lost(link, ConnectionLostError(
+                f"{link.name} sent nothing for {live.misses * live.heartbeat:g} s while "
+                f"holding calls (heartbeat {live.heartbeat:g} s); taken for dead"))
+        for link in ping:
+            if not link.dead:
+                self.send(link, Ping(0))  # req 0: no one waits for this Pong by name
 
     def _lost(self, link: ReplicaLink, error: PolybusError) -> None:
         if link.dead:

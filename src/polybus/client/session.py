@@ -74,7 +74,7 @@ class Session:
         self.app = app
         self.token = token
         self.registry = RegistryClient(registry, token)
-        self.reactor = Reactor()
+        self.reactor = Reactor(heartbeat=app.cluster.heartbeat)
         self.links: dict[str, list[ReplicaLink]] = {}
         self.dispatchers: dict[str, Dispatcher] = {}
         self.reactor.on_lost = self._lost
