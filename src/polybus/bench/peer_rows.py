@@ -24,6 +24,8 @@ from polybus.bench.stats import Stat
 __all__ = ["bandwidth", "bandwidth_ratios", "ep", "latency", "latency_ratios", "matmul",
            "sort", "throughput", "throughput_ratios"]
 
+RAY_QUICK = ("left out of --quick: starting a Ray session took 2.6-10.6 s here (measured), "
+             "plus its shutdown; see the full run")
 #: round trips per repetition for Ray and Dask, whose calls take ~1-10 ms here
 SLOW_ITERS = 50
 QUICK_SLOW_ITERS = 5
@@ -72,6 +74,8 @@ def latency(result: BenchResult, p: _SizePlan, iters: Callable[[int], int], quic
     if "mpi4py" not in result.skipped:
         _record(result, "mpi4py", mpi.describe())
     few = [min(iters(s), QUICK_SLOW_ITERS if quick else SLOW_ITERS) for s in p.sizes]
+    if quick:
+        result.skipped.setdefault("ray", RAY_QUICK)
     for system, mod, cfg in (("ray", ray_peer, ray_peer.CONFIG),
                              ("dask", dask_peer, dask_peer.CONFIG)):
         stats = _slow_peer(result, system, quick, "latency",
@@ -118,8 +122,7 @@ def bandwidth(result: BenchResult, p: _SizePlan, quick: bool, progress: Progress
     if "mpi4py" not in result.skipped:
         _record(result, "mpi4py", mpi.describe())
     if quick:
-        result.skipped.setdefault("ray", "left out of --quick: a Ray session takes ~10 s to "
-                                  "start and shut down (measured); see the full run")
+        result.skipped.setdefault("ray", RAY_QUICK)
     for system, mod, cfg in (("ray", ray_peer, ray_peer.CONFIG),
                              ("dask", dask_peer, dask_peer.CONFIG)):
         stats = _slow_peer(result, system, quick, "bandwidth",
@@ -158,8 +161,7 @@ def throughput(result: BenchResult, workers: int, quick: bool, progress: Progres
         _record(result, "mpi4py", mpi.describe())
     progress.advance("throughput mpi4py")
     if quick:
-        result.skipped.setdefault("ray", "left out of --quick: a Ray session takes ~10 s to "
-                                  "start and shut down (measured); see the full run")
+        result.skipped.setdefault("ray", RAY_QUICK)
     for system, mod, cfg in (("ray", ray_peer, ray_peer.CONFIG),
                              ("dask", dask_peer, dask_peer.CONFIG)):
         stats = _slow_peer(result, system, quick, "throughput",

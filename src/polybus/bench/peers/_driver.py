@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Sequence
@@ -18,7 +19,9 @@ from typing import Any
 from polybus.bench.peers import PeerUnavailable
 from polybus.bench.peers._proc import reap, spawn
 
-__all__ = ["run_json"]
+__all__ = ["loopback_only_prefix", "run_json"]
+
+_netns: list[str] | None = None
 
 
 def _kill_group(pgid: int) -> None:
@@ -26,6 +29,24 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def loopback_only_prefix() -> list[str]:
+    """``unshare`` argv that runs a command with only loopback up, or [] if not allowed."""
+    global _netns
+    if _netns is None:
+        _netns = []
+        unshare, ip = shutil.which("unshare"), shutil.which("ip")
+        if unshare and ip:
+            flag = "-n" if os.geteuid() == 0 else "-rn"
+            argv = [unshare, flag, "sh", "-c", f'{ip} link set lo up && exec "$0" "$@"']
+            try:
+                ok = subprocess.run([*argv, "true"], capture_output=True, timeout=10)
+                if ok.returncode == 0:
+                    _netns = argv
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+    return _netns
 
 
 def run_json(argv: Sequence[str], what: str, timeout: float,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from polybus.bench.peers import PeerUnavailable, available
-from polybus.bench.peers._driver import run_json
+from polybus.bench.peers._driver import loopback_only_prefix, run_json
 from polybus.bench.peers._proc import PYTHON, python_child_env
 from polybus.bench.stats import Stat, summarize
 
@@ -96,7 +96,8 @@ def measure(kind: str, args: Sequence[Any], timeout: float = 900) -> tuple[list[
     why = available().get("dask")
     if why:
         raise PeerUnavailable(why)
-    out = run_json([PYTHON, "-m", "polybus.bench.peers.dask_peer", kind,
+    # host="127.0.0.1" keeps Dask on loopback; a private namespace, where allowed, too.
+    out = run_json([*loopback_only_prefix(), PYTHON, "-m", "polybus.bench.peers.dask_peer", kind,
                     json.dumps(list(args))], f"dask {kind}", timeout, env=python_child_env())
     key = {"latency": "rtt_us", "bandwidth": "gbps", "throughput": "calls_per_s"}[kind]
     vals = out[key]

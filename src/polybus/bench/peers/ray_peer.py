@@ -2,7 +2,8 @@
 
 Run in a driver child (``python -m`` this module KIND ARGS) so Ray's daemons belong to
 that child's process group and are ended with it. ``ray.init(num_cpus=2,
-include_dashboard=False)`` on 127.0.0.1, usage stats off; ``ray.shutdown()`` at the
+include_dashboard=False)`` inside a private network namespace whose only interface is
+loopback (Ray otherwise binds to the host's outward address), usage stats off; ``ray.shutdown()`` at the
 end. Written as Ray's docs recommend: an actor for repeated calls, ``ray.put`` for a
 large operand (the object store), plain ``@ray.remote`` tasks for throughput.
 """
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from polybus.bench.peers import PeerUnavailable, available
-from polybus.bench.peers._driver import run_json
+from polybus.bench.peers._driver import loopback_only_prefix, run_json
 from polybus.bench.peers._proc import PYTHON, python_child_env
 from polybus.bench.stats import Stat, summarize
 
@@ -31,8 +32,8 @@ def _driver(kind: str, args: list[Any]) -> dict[str, Any]:
     import ray
 
     t0 = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False, configure_logging=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
     out: dict[str, Any] = {"startup_s": time.perf_counter() - t0}
     try:
         @ray.remote
@@ -100,8 +101,15 @@ def measure(kind: str, args: Sequence[Any], timeout: float = 900) -> tuple[list[
         raise PeerUnavailable(why)
     env = python_child_env()
     env.update(RAY_USAGE_STATS_ENABLED="0", RAY_ENABLE_UV_RUN_RUNTIME_ENV="0")
-    out = run_json([PYTHON, "-m", "polybus.bench.peers.ray_peer", kind, json.dumps(list(args))],
-                   f"ray {kind}", timeout, env=env)
+    # Ray picks the host's outward address for its daemons whatever ray.init is told;
+    # a private network namespace with only loopback keeps them on 127.0.0.1.
+    prefix = loopback_only_prefix()
+    if not prefix:
+        raise PeerUnavailable("Ray binds its daemons to the host's outward address; running "
+                              "it on loopback only needs a private network namespace "
+                              "(unshare -n), which is not permitted here")
+    out = run_json([*prefix, PYTHON, "-m", "polybus.bench.peers.ray_peer", kind,
+                    json.dumps(list(args))], f"ray {kind}", timeout, env=env)
     key = {"latency": "rtt_us", "bandwidth": "gbps", "throughput": "calls_per_s"}[kind]
     vals = out[key]
     stats = [summarize(v) for v in vals] if vals and isinstance(vals[0], list) else [
