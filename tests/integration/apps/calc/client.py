@@ -30,13 +30,13 @@ def main(n=12):
     scaled = [scale(a, 2) for a in arrays]
     back = [echo(a) for a in arrays]
     same = all(np.array_equal(np.asarray(b), a) and np.asarray(b).dtype == a.dtype
-               and np.asarray(b).shape == a.shape for a, b in zip(arrays, back))
+               and np.asarray(b).shape == a.shape for a, b in zip(arrays, back, strict=True))
     m = scaled[0] @ np.ones(3)                # numpy op on a promise
     norm = float(np.linalg.norm(scaled[1]))
     nested = square(square(3))                # a promise passed on as an argument
     p = pair("ab", {"k": [1, 2]})
     first, second = p                         # iteration
-    texts = f"{square(4)}|{str(square(5))}|{len(echo('hello'))}"
+    texts = f"{square(4)}|{square(5)!s}|{len(echo('hello'))}"
     kinds = [describe(a) for a in arrays[:2]]
     return wait({
         "total": total, "biggest": biggest, "shifted": shifted, "same": same,
