@@ -1,4 +1,5 @@
 from polybus import use, wait
+
 work = use("work")
 def main():
     r = wait([work(20000) for _ in range(8)])
