@@ -12,6 +12,7 @@ from polybus.errors import (
     RemoteException,
 )
 from polybus.transport.channel import Channel
+from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Fail
 
 if TYPE_CHECKING:
@@ -62,6 +63,10 @@ class CallRecord:
     def outcome(self) -> Any:
         if self.error is not None:
             raise self.error
+        if type(self.value) is Ref:  # forwarded to a next stage: the value stayed there
+            from polybus.client.forward import fetch
+
+            self.value = fetch(self)
         return self.value
 
 

@@ -26,6 +26,7 @@ from polybus.errors import (
 from polybus.wire.codec import OOB_BYTES, OutOfBand
 
 if TYPE_CHECKING:
+    from polybus.client.forward import Forwarder
     from polybus.client.operands import Comm
     from polybus.client.reactor import Reactor
 
@@ -66,6 +67,7 @@ class Dispatcher:
         self._seq = itertools.count()
         self.calls = 0
         self.comm: Comm | None = None  # define.cache, use.aggregate, broadcast: client/operands.py
+        self.forwarder: Forwarder | None = None  # unanswered promise arguments: client/forward.py
         # Calls lost with a dead replica are retried alone on an idle replica, so a call
         # that kills its worker is charged alone and its bystanders are not (see lost()).
         self._suspects: set[int] = set()
@@ -74,8 +76,12 @@ class Dispatcher:
     # -- the call path -------------------------------------------------------------
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         prio = float(self.priority(args, kwargs)) if self.priority is not None else 0.0
-        rec = CallRecord(next(_ids), self, [_wire(a) for a in args],
-                         {k: _wire(v) for k, v in kwargs.items()} if kwargs else None, prio)
+        fwd = self.forwarder
+        if fwd is not None and fwd.wants(args, kwargs):  # sent now; the values go replica to replica
+            rec = fwd.record(self, next(_ids), args, kwargs, prio)
+        else:
+            rec = CallRecord(next(_ids), self, [_wire(a) for a in args],
+                             {k: _wire(v) for k, v in kwargs.items()} if kwargs else None, prio)
         self.calls += 1
         kind = self.style.kind
         if kind == "sync":
@@ -130,6 +136,8 @@ class Dispatcher:
         self.inflight[i] -= 1
         if self._suspects:
             self._cleared(rec, i)
+        if self.comm is not None and (f := getattr(self.comm, "forwarder", None)) is not None:
+            f.answered(rec)
 
     def _cleared(self, rec: CallRecord, i: int) -> None:
         self._suspects.discard(rec.id)

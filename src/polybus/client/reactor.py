@@ -20,7 +20,19 @@ from polybus.client.calls import CallRecord, ReplicaLink, error_from
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.errors import CallTimeoutError, ConnectionLostError, PolybusError, ProtocolError
-from polybus.wire.messages import Batch, Call, Fail, Goodbye, Message, Ping, Pong, Released, Result, Stats
+from polybus.wire.messages import (
+    Batch,
+    Call,
+    Fail,
+    Fetched,
+    Goodbye,
+    Message,
+    Ping,
+    Pong,
+    Released,
+    Result,
+    Stats,
+)
 
 
 class Reactor:
@@ -188,7 +200,7 @@ class Reactor:
                     self._handle(link, item)
             case Released(ids=ids, req=req):
                 self.on_released(link, ids, req)
-            case Stats(req=req) | Pong(req=req):
+            case Stats(req=req) | Pong(req=req) | Fetched(req=req):
                 self.replies[req] = msg
             case Goodbye(reason=reason):
                 self._lost(link, ProtocolError(f"{link.name} closed the connection: {reason}"))

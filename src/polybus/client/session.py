@@ -10,6 +10,7 @@ from typing import Any
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
+from polybus.client.forward import forwarder_for
 from polybus.client.operands import comm_for
 from polybus.client.operands import comm_for
 from polybus.client.migrate import Migrator, migrator_for
@@ -104,6 +105,9 @@ class Session:
                 migrator = migrator_for(self.dispatchers[b.name], module, use, define)
                 if migrator is not None:
                     self.migrators.append(migrator)
+                elif use.forward and use.callstyle.kind != "sync":
+                    # (a migrated call is re-sent without its edges: no forwarding there)
+                    self.dispatchers[b.name].forwarder = forwarder_for(self)
         except BaseException:
             self.close()
             raise

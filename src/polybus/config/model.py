@@ -97,6 +97,7 @@ class UseSpec:
     linger: float = 0.001
     timeout: float | None = None
     transport: str | None = None         # overrides the target module's transport
+    forward: bool = True                 # unanswered promise arguments go replica to replica
 
 
 @dataclass(frozen=True)

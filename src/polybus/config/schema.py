@@ -40,7 +40,8 @@ MODULE_KEYS = ("source", "replication", "define", "use", "entrypoint", "args", "
                "transport", "pickle")
 DEFINE_KEYS = ("priority", "pool", "queue", "overflow", "cache", "cache_bytes", "prefetch",
                "timeout", "idempotent")
-USE_KEYS = ("callstyle", "loadratio", "balance", "aggregate", "linger", "timeout", "transport")
+USE_KEYS = ("callstyle", "loadratio", "balance", "aggregate", "linger", "timeout", "transport",
+            "forward")
 CLUSTER_KEYS = ("engine", "registry", "listen_host", "heartbeat", "max_frame", "token_file", "tls")
 TLS_KEYS = ("cert", "key", "ca")
 
@@ -226,6 +227,7 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
         linger=_pick(linger, u.linger),
         timeout=t.positive_duration("timeout"),
         transport=t.string("transport", TRANSPORTS),
+        forward=_pick(t.boolean("forward"), u.forward),
     )
 
 

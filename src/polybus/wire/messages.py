@@ -54,6 +54,41 @@ class Put(_Msg, tag=12):
     value: Any
 
 
+class Forward(_Msg, tag=13):
+    """Client -> producer replica: when call ``id`` (sent on this connection) is answered,
+    also send its outcome to the replica at ``to`` as ``Deliver(key, ...)``; the client
+    is then answered ``Result(id, Ref("fwd", [delivered keys]))`` instead of the
+    value, which the producer keeps under ``pkey`` for a later ``Fetch`` or re-forward
+    (see worker/forwarding.py)."""
+
+    id: int
+    pkey: str
+    key: str
+    to: str
+
+
+class Deliver(_Msg, tag=14):
+    """A forwarded value (or, with ``ok`` false, the upstream failure as [type, message,
+    traceback]) for the calls that name ``Ref("fwd", key)`` on the receiving replica."""
+
+    key: str
+    ok: bool
+    value: Any
+
+
+class Fetch(_Msg, tag=15):
+    """Client -> producer replica: send me the forwarded value kept under ``pkey``."""
+
+    pkey: str
+    req: int = 0
+
+
+class Fetched(_Msg, tag=16):
+    req: int
+    ok: bool
+    value: Any
+
+
 class Cancel(_Msg, tag=5):
     ids: list[int]
 
@@ -141,6 +176,7 @@ class Goodbye(_Msg, tag=26):
     reason: str = ""
 
 
-Message = (Call | Result | Fail | Batch | Put | Cancel | Steal | Released | StatsRequest | Stats
+Message = (Call | Result | Fail | Batch | Put | Forward | Deliver | Fetch | Fetched | Cancel
+           | Steal | Released | StatsRequest | Stats
            | Ping | Pong | Register | Registered | Heartbeat | Resolve | Replicas
            | Unregister | Goodbye)

@@ -31,7 +31,10 @@ from polybus.wire.messages import (
     Batch,
     Call,
     Cancel,
+    Deliver,
     Fail,
+    Fetch,
+    Forward,
     Goodbye,
     Message,
     Ping,
@@ -45,6 +48,7 @@ from polybus.wire.messages import (
 )
 from polybus.worker.cache import OperandCache
 from polybus.worker.cache import resolve as resolve_operands
+from polybus.worker.forwarding import Forwarding
 from polybus.worker.servicing import CallQueue, Job
 
 log = logging.getLogger("polybus.worker")
@@ -85,6 +89,7 @@ class WorkerRuntime:
         self._stash: dict[Channel, Message] = {}  # a call read while the queue was full
         self._queue = CallQueue(self.options.queue)
         self.cache = OperandCache(self.options.cache_bytes)
+        self.forwarding = Forwarding(self)  # results sent on to a next stage
         self._lock = threading.Lock()           # guards queue and roles
         self._cv = threading.Condition(self._lock)  # idle threads wait on it
         self._running = 0
@@ -273,6 +278,7 @@ class WorkerRuntime:
                     pass
         with self._lock:
             self._queue.remove_channel(ch)  # a dead client's waiting calls are not run
+        self.forwarding.dropped(ch)
         self.cache.release(ch)  # and the operands only it used are freed
         ch.close()
 
@@ -282,6 +288,8 @@ class WorkerRuntime:
                 self._enqueue(ch, msg)
             case Put(key=key, value=value):
                 self.cache.put(key, value, ch)
+            case Forward() | Deliver() | Fetch():
+                self.forwarding.handle(ch, msg)
             case Batch(items=items):
                 for item in items:
                     if isinstance(item, Call):
@@ -306,6 +314,8 @@ class WorkerRuntime:
     def _enqueue(self, ch: Channel, call: Call) -> None:
         miss = resolve_operands(self.cache, call, ch)
         if miss is not None:
+            if self.forwarding.hold(ch, call):  # it waits for values from other stages
+                return
             self._send_quietly(ch, miss)
             return
         if call.iface not in self.functions:
@@ -342,6 +352,7 @@ class WorkerRuntime:
             spent = time.perf_counter() - t0
         self.calls += 1
         self.busy_s += spent
+        reply = self.forwarding.finished(job.channel, call, reply)
         if job.channel.closed:
             return
         if self.busy_s < 1e-4 * self.calls and len(self._queue):
@@ -400,6 +411,7 @@ class WorkerRuntime:
                 t.join(timeout=2)
         for ch in list(self._channels):
             ch.close()
+        self.forwarding.close()
         for s in (self._listener, self._wake_r, self._wake_w):
             s.close()
         if self.address.scheme == "ipc":

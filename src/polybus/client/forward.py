@@ -1,0 +1,269 @@
+"""Forwarding between stages at the client (promise pipelining, seeds/001 Fig. 3).
+
+When an unanswered promise is passed to a call whose binding forwards (async styles, by
+default), the call is sent at once with ``Ref("fwd", key)`` in the promise's place, and
+the producer's replica is told (``Forward``) to send its result straight to the
+consumer's replica. The value passes through the client only if the program uses the
+promise itself: then the client fetches it from the producer's replica (``Fetch``).
+
+Each producer -> consumer pair is an *edge* with its own key. An edge is connected when
+both calls are placed on replicas (whichever is sent second connects it, so a producer
+still in a demand backlog, or a call re-sent after its replica died, is covered):
+
+- producer still running there: ``Forward`` to it;
+- producer answered by value (it finished before the ``Forward`` came): the client
+  sends the value itself (``Deliver``), since it has it anyway;
+- producer answered ``Ref`` (forwarded): ``Forward`` again; its replica keeps the value;
+- producer failed (a remote exception, or lost: died, poison, not idempotent): the
+  client sends the failure on, and the consumer's replica answers the consumer call
+  with a Fail naming it, so the stage-2 promise raises a typed RemoteException.
+
+A producer replica that dies before answering is a lost call like any other: the
+dispatcher re-runs it (idempotent interfaces) and, once it is placed again, its edges are
+connected again; if it is not re-run the consumer fails with the producer's error. A
+value fetched from a producer replica that has died since is a WorkerDiedError.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from polybus.client.operands import Comm, known_for
+from polybus.client.promise import Promise
+from polybus.errors import PolybusError, RemoteError, RemoteException, WorkerDiedError
+from polybus.wire.codec import Ref
+from polybus.wire.messages import Deliver, Fetch, Fetched, Forward
+
+if TYPE_CHECKING:
+    from polybus.client.calls import CallRecord, ReplicaLink
+    from polybus.client.dispatch import Dispatcher
+    from polybus.client.session import Session
+
+_reqs = itertools.count(1 << 40)  # apart from the session's stats requests
+FETCH_TIMEOUT = 300.0
+
+
+class Edge:
+    __slots__ = ("consumer", "key", "producer", "to")
+
+    def __init__(self, producer: CallRecord, consumer: CallRecord, key: str) -> None:
+        self.producer = producer
+        self.consumer = consumer
+        self.key = key
+        self.to: ReplicaLink | None = None  # where the consumer was placed last
+
+
+def _unsent(value: Any) -> bool:
+    """A promise whose value is not at the client: unanswered, or forwarded."""
+    if type(value) is not Promise:
+        return False
+    rec = value._rec
+    return not rec.done or (rec.error is None and type(rec.value) is Ref)
+
+
+class Forwarder:
+    """One session's forwarding: edges between calls, and the messages they need."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.reactor = session.reactor
+        self.nonce = secrets.token_hex(4)  # keys stay apart between clients of a replica
+        self.edges: dict[int, list[Edge]] = {}  # producer call id -> its edges
+        self.deps: dict[int, list[Edge]] = {}   # consumer call id -> its edges
+        self.forwarded = 0   # edges made (values that need not pass the client)
+        self.relayed = 0     # values the client sent on itself (it had them anyway)
+        self.fetched = 0     # forwarded values the program used, fetched back
+        before = self.reactor.on_lost
+
+        def on_lost(link: ReplicaLink, error: PolybusError) -> None:
+            before(link, error)
+            self._after_lost()
+
+        self.reactor.on_lost = on_lost
+
+    def pkey(self, producer: CallRecord) -> str:
+        return f"{self.nonce}.{producer.id}"
+
+    # -- making a call ---------------------------------------------------------------
+    @staticmethod
+    def wants(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        return any(_unsent(a) for a in args) or any(_unsent(v) for v in kwargs.values())
+
+    def record(self, d: Dispatcher, cid: int, args: tuple[Any, ...],
+               kwargs: dict[str, Any], prio: float) -> CallRecord:
+        from polybus.client.calls import CallRecord
+        from polybus.client.dispatch import _wire
+
+        edges: list[Edge] = []
+
+        def arg(value: Any) -> Any:
+            if not _unsent(value):
+                return _wire(value)
+            producer: CallRecord = value._rec
+            key = f"{self.nonce}.{cid}.{len(edges)}"
+            edges.append(Edge(producer, rec, key))
+            self.edges.setdefault(producer.id, []).append(edges[-1])
+            install(producer.dispatcher, self)
+            return Ref("fwd", key)
+
+        rec = CallRecord(cid, d, [], None, prio)
+        rec.args = [arg(a) for a in args]
+        rec.kwargs = {k: arg(v) for k, v in kwargs.items()} if kwargs else None
+        self.deps[cid] = edges
+        self.forwarded += len(edges)
+        install(d, self)
+        return rec
+
+    # -- placing calls -----------------------------------------------------------------
+    def placed(self, rec: CallRecord, link: ReplicaLink) -> None:
+        """``rec`` was just written to ``link``: connect the edges that now can be."""
+        for e in self.deps.get(rec.id, ()):
+            e.to = link
+            self._connect(e)
+        for e in self.edges.get(rec.id, ()):
+            if e.to is not None and not e.consumer.done:
+                self._connect(e)
+
+    def _connect(self, e: Edge) -> None:
+        p, to = e.producer, e.to
+        if to is None or to.dead:
+            return
+        if p.done:
+            if p.error is not None:
+                self._fail(e, p.error)
+            elif type(p.value) is Ref:
+                self._instruct(e)  # its replica keeps the value: sent on from there
+            else:
+                self.relayed += 1
+                self.reactor.send(to, Deliver(e.key, True, p.value))
+        elif p.link is not None and p.id in p.link.outstanding and not p.link.dead:
+            self._instruct(e)
+        # else the producer waits to be placed; placed() connects the edge then
+
+    def _instruct(self, e: Edge) -> None:
+        p, to = e.producer, e.to
+        if p.link is None or p.link.dead or to is None:
+            if to is not None:
+                self._fail(e, WorkerDiedError(
+                    f"the replica holding the result of call {p.id} to "
+                    f"{p.dispatcher.interface} is gone", interface=p.dispatcher.interface))
+            return
+        self.reactor.flush(p.link)  # the Forward must follow the producer's call
+        self.reactor.send(p.link, Forward(p.id, self.pkey(p), e.key, to.channel.peer))
+
+    def _fail(self, e: Edge, error: PolybusError) -> None:
+        if e.to is None or e.to.dead or e.consumer.done:
+            return
+        if isinstance(error, RemoteException):
+            info = [error.remote_type, str(error.remote_message), error.remote_traceback]
+        else:
+            info = [type(error).__name__, str(error), ""]
+        self.reactor.send(e.to, Deliver(e.key, False, info))
+
+    # -- answers ---------------------------------------------------------------------------
+    def answered(self, rec: CallRecord) -> None:
+        """``rec`` has its outcome: as a producer, repair what its replica did not send;
+        as a consumer, its edges are done."""
+        for e in self.deps.pop(rec.id, ()):
+            lst = self.edges.get(e.producer.id)
+            if lst is not None:
+                lst[:] = [x for x in lst if x is not e]
+                if not lst:
+                    del self.edges[e.producer.id]
+        edges = self.edges.get(rec.id)
+        if not edges:
+            return
+        sent: set[str] = set()
+        if rec.error is None and type(rec.value) is Ref:
+            sent = set(rec.value.key)
+        for e in edges:
+            if e.to is not None and not e.consumer.done and e.key not in sent:
+                self._connect(e)
+
+    def _after_lost(self) -> None:
+        """After a replica died: producers failed for good fail their consumers."""
+        for edges in list(self.edges.values()):
+            for e in edges:
+                if e.producer.error is not None and e.to is not None and not e.consumer.done:
+                    self._fail(e, e.producer.error)
+
+    # -- the program uses a forwarded value ----------------------------------------------
+    def fetch(self, rec: CallRecord) -> Any:
+        link = rec.link
+        iface = rec.dispatcher.interface
+        if link is None or link.dead:
+            raise WorkerDiedError(
+                f"the result of call {rec.id} to {iface} was forwarded and its replica "
+                f"({link.name if link else '?'}) is gone", interface=iface,
+                replica=link.name if link else "")
+        req = next(_reqs)
+        reply = self.reactor.request(link, Fetch(self.pkey(rec), req), req, FETCH_TIMEOUT)
+        if not isinstance(reply, Fetched) or not reply.ok:
+            raise RemoteError(f"the forwarded result of call {rec.id} to {iface} could not be "
+                              f"fetched from {link.name} (gone or evicted)",
+                              interface=iface, replica=link.name)
+        self.fetched += 1
+        return reply.value
+
+
+class ForwardComm(Comm):
+    """A dispatcher's Comm once forwarding is in use: places calls, then connects edges."""
+
+    forwarder: Forwarder
+
+    def send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
+        # Forwards first: the sooner a producer hears, the likelier it forwards (a producer
+        # that answers first sends its value to the client, which relays it).
+        if rec.id in self.forwarder.deps:
+            self.forwarder.placed(rec, link)
+            super().send(rec, link, hold)
+        else:
+            super().send(rec, link, hold)
+            self.forwarder.placed(rec, link)
+
+    def send_many(self, link: ReplicaLink, recs: list[CallRecord]) -> None:
+        super().send_many(link, recs)
+        for r in recs:
+            self.forwarder.placed(r, link)
+
+    def missed(self, rec: CallRecord, link: ReplicaLink, key: str) -> None:
+        super().missed(rec, link, key)
+        if not link.dead:
+            self.forwarder.placed(rec, link)  # the re-sent call needs its values again
+
+
+def forwarder_for(session: Session) -> Forwarder:
+    """The session's Forwarder (made on first use)."""
+    f = getattr(session, "forwarder", None)
+    if not isinstance(f, Forwarder):
+        f = Forwarder(session)
+        session.forwarder = f  # type: ignore[attr-defined]
+    return f
+
+
+def install(d: Dispatcher, f: Forwarder) -> None:
+    """Route ``d``'s sends through a ForwardComm, keeping its caching and aggregation.
+    Done for a consumer's binding and for its producers' (whatever their own setting),
+    so a producer placed later from a backlog still has its edges connected."""
+    if isinstance(d.comm, ForwardComm):
+        return
+    old = d.comm
+    fc = ForwardComm(d, d.reactor, old.known if old is not None else known_for(f.session))
+    if old is not None:
+        fc.positions, fc.names, fc.auto = old.positions, old.names, old.auto
+        fc.prefetch_all, fc.aggregator = old.prefetch_all, old.aggregator
+    fc.forwarder = f
+    d.comm = fc
+
+
+def fetch(rec: CallRecord) -> Any:
+    """The value of a forwarded call, fetched from the replica that keeps it."""
+    f = getattr(rec.dispatcher.comm, "forwarder", None)
+    if not isinstance(f, Forwarder):
+        raise RemoteError(f"call {rec.id} was forwarded by no forwarder of this session")
+    return f.fetch(rec)
+
+
+__all__ = ["ForwardComm", "Forwarder", "fetch", "forwarder_for", "install"]

@@ -1,0 +1,227 @@
+"""Forwarding between stages on a replica (promise pipelining, seeds/001 Fig. 3(c)).
+
+Producer side: the client's ``Forward(id, pkey, key, to)`` asks that when call ``id``
+is answered its outcome also goes to the replica at ``to`` as ``Deliver(key, ...)``, over
+a worker-to-worker connection authenticated with the cluster token. The client is then
+answered ``Result(id, Ref("fwd", [keys delivered]))`` instead of the value, and the
+value is kept in the operand cache under ``fwd:<pkey>`` for a ``Fetch`` or a later
+``Forward`` (one that comes after the answer is served from there). A failure is sent on
+as ``Deliver(key, ok=False, [type, message, traceback])`` and to the client as usual.
+
+Consumer side: a call naming ``Ref("fwd", key)`` is held (not queued) until every such
+value has arrived, then queued like any call; a failed upstream value answers it with a
+Fail naming the upstream failure. A key delivered twice (a producer re-run, the client
+repairing a race) is taken once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from polybus.errors import PolybusError
+from polybus.transport.channel import Channel
+from polybus.transport.endpoints import connect
+from polybus.wire.codec import Codec, Ref
+from polybus.wire.messages import Call, Deliver, Fail, Fetch, Fetched, Forward, Message, Result
+
+if TYPE_CHECKING:
+    from polybus.worker.runtime import WorkerRuntime
+
+log = logging.getLogger("polybus.worker")
+KEEP_PREFIX = "fwd:"
+TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates
+
+
+@dataclass(eq=False)
+class _Held:
+    ch: Channel
+    call: Call
+    missing: set[str] = field(default_factory=set)
+    where: dict[str, list[int | str]] = field(default_factory=dict)  # key -> arg positions
+    over: bool = False
+
+
+class Forwarding:
+    """A replica's forwarding state; every method is safe from any of its threads."""
+
+    def __init__(self, runtime: WorkerRuntime) -> None:
+        self.rt = runtime
+        self._lock = threading.Lock()
+        self._connect_lock = threading.Lock()
+        self.targets: dict[tuple[int, int], tuple[str, list[tuple[str, str]]]] = {}
+        self._held: dict[str, list[_Held]] = {}
+        self._arrived: dict[str, tuple[bool, Any]] = {}
+        self._taken: OrderedDict[str, None] = OrderedDict()
+        self._peers: dict[str, Channel] = {}
+        self.forwarded = 0   # values this replica sent to another stage
+        self.received = 0    # values it received from one
+
+    # -- messages --------------------------------------------------------------------
+    def handle(self, ch: Channel, msg: Message) -> None:
+        if isinstance(msg, Forward):
+            self._forward(ch, msg)
+        elif isinstance(msg, Deliver):
+            self.arrive(msg.key, msg.ok, msg.value)
+        elif isinstance(msg, Fetch):
+            try:
+                value = self.rt.cache.get(KEEP_PREFIX + msg.pkey)
+                reply = Fetched(msg.req, True, value)
+            except KeyError:
+                reply = Fetched(msg.req, False, None)
+            self.rt._send_quietly(ch, reply)
+
+    def _forward(self, ch: Channel, msg: Forward) -> None:
+        with self._lock:
+            kept = KEEP_PREFIX + msg.pkey in self.rt.cache
+            if not kept:  # the call has not been answered yet (or was, by value; see client)
+                entry = self.targets.setdefault((id(ch), msg.id), (msg.pkey, []))
+                entry[1].append((msg.to, msg.key))
+                return
+        try:
+            value = self.rt.cache.get(KEEP_PREFIX + msg.pkey)
+        except KeyError:  # evicted meanwhile: the consumer fails rather than waits forever
+            value, ok = ["LookupError", "the forwarded value was evicted from its replica", ""], False
+        else:
+            ok = True
+        self._send(msg.to, Deliver(msg.key, ok, value))
+
+    def finished(self, ch: Channel, call: Call, reply: Message) -> Message:
+        """The answer to send the client for ``call``, after forwarding it where asked."""
+        if not self.targets:  # the common case: nothing asked, no lock taken
+            return reply
+        with self._lock:
+            entry = self.targets.pop((id(ch), call.id), None)
+        if entry is None:
+            return reply
+        pkey, tos = entry
+        if isinstance(reply, Result):
+            self.rt.cache.put(KEEP_PREFIX + pkey, reply.value, ch)  # freed with its client
+            sent = [key for to, key in tos if self._send(to, Deliver(key, True, reply.value))]
+            return Result(call.id, Ref("fwd", sent))
+        if isinstance(reply, Fail):
+            for to, key in tos:
+                self._send(to, Deliver(key, False, [reply.type, reply.message, reply.traceback]))
+        return reply
+
+    # -- consumer side -----------------------------------------------------------------
+    def hold(self, ch: Channel, call: Call) -> bool:
+        """True if ``call`` names forwarded values: it is held (or queued, if they are all
+        here already) and the caller must not answer it."""
+        h = _Held(ch, call)
+        for pos, a in _refs(call):
+            h.where.setdefault(str(a.key), []).append(pos)
+        if not h.where:
+            return False
+        ready: list[tuple[str, bool, Any]] = []
+        with self._lock:
+            for key in h.where:
+                got = self._arrived.pop(key, None)
+                if got is None:
+                    h.missing.add(key)
+                    self._held.setdefault(key, []).append(h)
+                else:
+                    self._take(key)
+                    ready.append((key, *got))
+        for key, ok, value in ready:
+            self._fill(h, key, ok, value)
+        if not h.missing and not h.over:
+            self.rt._enqueue(ch, call)
+        return True
+
+    def arrive(self, key: str, ok: bool, value: Any) -> None:
+        with self._lock:
+            if key in self._arrived or key in self._taken:
+                return
+            self.received += 1
+            waiting = self._held.pop(key, None)
+            if waiting is None:
+                self._arrived[key] = (ok, value)
+                return
+            self._take(key)
+        for h in waiting:
+            self._fill(h, key, ok, value)
+            if not h.missing and not h.over:
+                self.rt._enqueue(h.ch, h.call)
+
+    def _take(self, key: str) -> None:
+        self._taken[key] = None
+        if len(self._taken) > TAKEN_BOUND:
+            self._taken.popitem(last=False)
+
+    def _fill(self, h: _Held, key: str, ok: bool, value: Any) -> None:
+        h.missing.discard(key)
+        if h.over:
+            return
+        if not ok:
+            h.over = True
+            kind, message, tb = ([*value, "", "", ""][:3] if isinstance(value, list)
+                                 else ["RemoteError", str(value), ""])
+            self.rt._send_quietly(h.ch, Fail(h.call.id, "exception", str(kind),
+                                             f"an upstream call failed: {message}", str(tb)))
+            return
+        for pos in h.where[key]:
+            if isinstance(pos, int):
+                h.call.args[pos] = value
+            elif h.call.kwargs is not None:
+                h.call.kwargs[pos] = value
+
+    def dropped(self, ch: Channel) -> None:
+        """``ch``'s client is gone: its held calls and forwarding requests go too."""
+        with self._lock:
+            for key in list(self._held):
+                rest = [h for h in self._held[key] if h.ch is not ch]
+                if rest:
+                    self._held[key] = rest
+                else:
+                    del self._held[key]
+            for k in [k for k in self.targets if k[0] == id(ch)]:
+                del self.targets[k]
+
+    # -- worker-to-worker ----------------------------------------------------------------
+    def _send(self, to: str, msg: Deliver) -> bool:
+        if to == str(self.rt.address):  # the next stage is this replica: no socket
+            self.forwarded += 1
+            self.arrive(msg.key, msg.ok, msg.value)
+            return True
+        try:
+            peer = self._peer(to)
+            peer.send(msg)
+        except (PolybusError, OSError) as exc:
+            log.warning("worker %s: cannot forward to %s: %s", self.rt.name, to, exc)
+            with self._connect_lock:
+                gone = self._peers.pop(to, None)
+            if gone is not None:
+                gone.close()
+            return False
+        except (TypeError, ValueError) as exc:  # a value this codec cannot carry
+            log.warning("worker %s: cannot forward a value to %s: %s", self.rt.name, to, exc)
+            return False
+        self.forwarded += 1
+        return True
+
+    def _peer(self, to: str) -> Channel:
+        with self._connect_lock:
+            ch = self._peers.get(to)
+            if ch is None or ch.closed:
+                codec = Codec(allow_pickle=self.rt.options.allow_pickle,
+                              max_frame=self.rt.options.max_frame)
+                ch = self._peers[to] = connect(to, self.rt._token, codec)
+            return ch
+
+    def close(self) -> None:
+        with self._connect_lock:
+            peers, self._peers = self._peers, {}
+        for ch in peers.values():
+            ch.close()
+
+
+def _refs(call: Call) -> list[tuple[int | str, Ref]]:
+    out: list[tuple[int | str, Ref]] = [
+        (i, a) for i, a in enumerate(call.args) if type(a) is Ref and a.kind == "fwd"]
+    if call.kwargs:
+        out.extend((k, v) for k, v in call.kwargs.items() if type(v) is Ref and v.kind == "fwd")
+    return out

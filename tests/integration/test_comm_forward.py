@@ -1,0 +1,179 @@
+"""Forwarding between stages (promise pipelining): values go replica to replica."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polybus
+from polybus.errors import RemoteException
+
+from . import comm_harness
+from .comm_harness import Cluster, cluster
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+EXTRA = '''
+import time as _time
+
+def slow_double(x, delay):
+    _time.sleep(delay)
+    return x * 2
+'''
+
+TOML = """
+[modules.server]
+source = "server.py"
+replication = {replicas}
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.double = {{ callstyle = "{style}", forward = {fwd} }}
+use.scale = {{ callstyle = "{style}", forward = {fwd} }}
+use.add = {{ callstyle = "{style}", forward = {fwd} }}
+use.slow_double = {{ callstyle = "{style}", forward = {fwd} }}
+
+[bind]
+"client.double" = "server.double"
+"client.scale" = "server.scale"
+"client.add" = "server.add"
+"client.slow_double" = "server.slow_double"
+"""
+
+
+@pytest.fixture(autouse=True)
+def _server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(comm_harness, "SERVER", comm_harness.SERVER + EXTRA)
+
+
+def at(tmp: Path, name: object) -> Path:
+    (tmp / str(name)).mkdir()
+    return tmp / str(name)
+
+
+def toml(fwd: bool = True, style: str = "async", replicas: int = 3) -> str:
+    return TOML.format(fwd=str(fwd).lower(), style=style, replicas=replicas)
+
+
+def client_bytes(c: Cluster) -> tuple[int, int]:
+    s = c.sessions[-1]
+    links = [lk for links in s.links.values() for lk in links]
+    return (sum(lk.channel.bytes_sent for lk in links),
+            sum(lk.channel.bytes_received for lk in links))
+
+
+def chain(c: Cluster, x: np.ndarray, k: int) -> np.ndarray:
+    # Stages that work a little (20 ms): a producer that answers before the client's
+    # Forward reaches it sends its value to the client, which relays it (still correct).
+    s = c.session()
+    p: object = x
+    for _ in range(k):
+        p = s.call("slow_double", (p, 0.02), {})
+    return np.asarray(p)
+
+
+def test_pipeline_bytes_drop_by_k_minus_1_transfers(tmp_path: Path) -> None:
+    k = 4
+    x = np.random.default_rng(1).random(16384)  # 128 KiB
+    out = {}
+    for fwd in (True, False):
+        with cluster(at(tmp_path, fwd), toml(fwd), replicas=3) as c:
+            out[fwd] = (chain(c, x, k), client_bytes(c),
+                        sum(rt.forwarding.forwarded for rt in c.runtimes))
+    (v_on, (sent_on, recv_on), moved_on), (v_off, (sent_off, recv_off), moved_off) = (
+        out[True], out[False])
+    assert np.array_equal(v_on, v_off) and np.allclose(v_on, x * 2**k)
+    assert moved_on == k - 1 and moved_off == 0
+    n = x.nbytes
+    # Without forwarding each of the k-1 intermediates goes out and back: 2(k-1) transfers.
+    assert sent_off + recv_off - (sent_on + recv_on) >= 2 * (k - 1) * n * 0.99
+    # With it the client sends x once and receives the last value once, plus small messages.
+    assert recv_on < n + 2048 and sent_on < n + 2048
+
+
+def test_client_never_receives_the_intermediate(tmp_path: Path) -> None:
+    x = np.arange(32768, dtype=np.float64)  # 256 KiB
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        s = c.session()
+        big = s.call("slow_double", (x, 0.02), {})
+        small = s.call("scale", (s.call("add", (big, big), {}), 0), {})
+        assert float(np.asarray(small).sum()) == 0.0
+        _, recv = client_bytes(c)
+        assert recv < x.nbytes + 4096  # the final (zeros) array, not big or big+big
+        assert s.forwarder.fetched == 0  # type: ignore[attr-defined]
+
+
+def test_client_using_the_promise_fetches_it(tmp_path: Path) -> None:
+    x = np.arange(1000.0)
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        s = c.session()
+        p1 = s.call("double", (x,), {})
+        p2 = s.call("double", (p1,), {})
+        assert np.allclose(np.asarray(p2), x * 4)
+        assert np.allclose(np.asarray(p1), x * 2)  # forwarded, then fetched back
+        p3 = s.call("add", (p1, p2), {})           # and forwarded again from its replica
+        assert np.allclose(np.asarray(p3), x * 6)
+
+
+def test_stage1_failure_reaches_both_promises_typed(tmp_path: Path) -> None:
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        s = c.session()
+        p1 = s.call("scale", (np.ones(4), -1), {})
+        p2 = s.call("double", (p1,), {})
+        with pytest.raises(RemoteException) as e2:
+            polybus.wait(p2)
+        assert e2.value.remote_type == "ValueError" and "upstream" in str(e2.value)
+        assert "negative scale" in str(e2.value)
+        with pytest.raises(RemoteException) as e1:
+            polybus.wait(p1)
+        assert e1.value.remote_type == "ValueError"
+
+
+def test_stage2_failure_is_typed_and_stage1_still_good(tmp_path: Path) -> None:
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        s = c.session()
+        p1 = s.call("double", (np.ones(4),), {})
+        p2 = s.call("scale", (p1, -3), {})
+        with pytest.raises(RemoteException) as e2:
+            polybus.wait(p2)
+        assert e2.value.remote_type == "ValueError" and "negative scale -3" in str(e2.value)
+        assert np.allclose(np.asarray(p1), 2.0)
+
+
+def test_demand_backlog_and_same_values_as_unforwarded(tmp_path: Path) -> None:
+    xs = [np.full(64, float(i)) for i in range(30)]
+    results = {}
+    for fwd in (True, False):
+        with cluster(at(tmp_path, fwd), toml(fwd, "async-demand(1)"), replicas=2) as c:
+            s = c.session()
+            outs = [s.call("add", (s.call("double", (x,), {}), s.call("scale", (x, 3), {})), {})
+                    for x in xs]
+            results[fwd] = [np.asarray(o) for o in outs]
+    for a, b, x in zip(results[True], results[False], xs, strict=True):
+        assert np.array_equal(a, b) and np.allclose(a, x * 5)
+
+
+def test_producer_replica_dying_reruns_stage1(tmp_path: Path) -> None:
+    x = np.arange(100.0)
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        s = c.session()
+        polybus.wait(s.call("double", (x,), {}))  # double's next call goes to the other replica
+        p1 = s.call("slow_double", (x, 0.5), {})  # on server-0
+        p2 = s.call("double", (p1,), {})           # on server-1, waiting for p1
+        time.sleep(0.1)
+        c.runtimes[0].stop()                       # the producer dies running p1
+        assert np.allclose(np.asarray(p2), x * 4)  # p1 re-run on server-1, forwarded locally
+
+
+def test_dna_pipeline_example(tmp_path: Path) -> None:
+    app = EXAMPLES / "dna" / "pipeline.toml"
+    small = {"modules.client.args": [6, 16, 12, 2]}
+    on = polybus.run(app, small)
+    off = polybus.run(app, {**small, **{f"modules.client.use.stage{i}.forward": False
+                                       for i in (2, 3, 4)}})
+    assert on.result == off.result and len(on.result) == 6 and len(on.result[0]) == 16
+    assert on.bytes_sent + on.bytes_received < off.bytes_sent + off.bytes_received
