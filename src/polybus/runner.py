@@ -74,6 +74,16 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
     if client.entrypoint is None:  # load() guarantees one; kept for the type checker
         raise ConfigError("no module has an entrypoint", file=str(path))
     registry = registry or app.cluster.registry
+    kind = app.cluster.engine
+    if kind in ("mpi", "ray"):
+        raise ConfigError(f"the {kind} engine is not part of this version of polybus",
+                          file=str(path), key="cluster.engine",
+                          hint="use engine = \"local\", or \"hosts\" with workers started "
+                               "by `polybus worker` and [cluster] registry")
+    if kind == "hosts" and not registry:
+        raise ConfigError("the hosts engine uses workers already running; it needs their "
+                          "registry", file=str(path), key="cluster.registry",
+                          hint="set registry = \"HOST:PORT\" or pass --registry")
     engine = None
     session: Session | None = None
     # Every connection of this run (embedded registry, client) follows [cluster] tls;

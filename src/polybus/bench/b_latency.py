@@ -53,7 +53,7 @@ def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
     """
     p = plan(quick)
     rows: list[Row] = []
-    transports = ["tcp"] if quick else ["tcp", "ipc"]
+    transports = ["tcp"] if quick else ["tcp", "ipc", "shm"]
     for cpus in p.placements:
         for transport in transports:
             key = f"polybus {transport}"

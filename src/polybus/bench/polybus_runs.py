@@ -47,11 +47,10 @@ def run_bench_client(entry: str, args: Sequence[Any], *, replicas: int = 1,
     with pinned_self(cpus[1] if cpus else None):
         out = run(TOML, sets)
     result: dict[str, Any] = out.result
-    want = "unix" if transport == "ipc" else "tcp"
-    if transport in ("tcp", "ipc") and result.get("family") != want:
+    want = {"tcp": "tcp", "ipc": "unix", "shm": "shm"}.get(transport)
+    if want is not None and result.get("family") != want:
         raise PeerUnavailable(f"transport {transport!r} was configured but the calls went "
-                              f"over {result.get('family')} (not wired into the local "
-                              "engine yet)")
+                              f"over {result.get('family')}")
     return result
 
 

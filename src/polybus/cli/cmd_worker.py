@@ -18,7 +18,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--as", dest="as_key", metavar="KEY", help="... the one under [modules.KEY]")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--name", help="replica name (default: module-hostname-pid)")
-    p.add_argument("--listen", default="tcp://127.0.0.1:0", metavar="ADDRESS")
+    p.add_argument("--listen", action="append", metavar="ADDRESS",
+                   help="tcp://HOST:PORT, ipc:///PATH or shm:///PATH; repeat to listen on "
+                        "several (the first is the replica's main address; "
+                        "default tcp://127.0.0.1:0)")
     p.add_argument("--token-file", metavar="FILE")
     p.add_argument("--heartbeat", type=float, default=1.0, metavar="SECONDS")
     p.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
@@ -55,6 +58,6 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("give --module FILE, or --config FILE --as KEY")
     name = args.name or f"{key}-{socket.gethostname()}-{os.getpid()}"
     serve(registry=args.registry, module_path=path, name=name, module_key=key, token=token,
-          listen=args.listen, spec=spec, replica=replica, heartbeat=args.heartbeat,
+          listen=args.listen or ["tcp://127.0.0.1:0"], spec=spec, replica=replica, heartbeat=args.heartbeat,
           max_frame=max_frame, exit_with_parent=args.exit_with_parent)
     return 0

@@ -68,6 +68,15 @@ def _priority_fn(expr_source: str, params: list[str]) -> Any:
     return prio
 
 
+def _pick(replica: Replica, scheme: str) -> str:
+    """The replica's address of ``scheme`` if it listens on one, else its main address
+    (a replica on another host, or started by hand, may offer only tcp)."""
+    for address in replica.addresses:
+        if address.startswith(f"{scheme}://"):
+            return address
+    return replica.address
+
+
 class Session:
     """Everything a client module's ``use``d names need, for one run."""
 
@@ -86,7 +95,8 @@ class Session:
             for b in app.bindings:
                 if b.user != app.client:
                     continue
-                links = self._links_for(b.module)
+                links = self._links_for(
+                    b.module, app.modules[b.user].use.get(b.name, UseSpec()).transport)
                 module = app.modules[b.module]
                 use = app.modules[b.user].use.get(b.name, UseSpec())
                 define = module.define.get(b.interface, DefineSpec())
@@ -112,10 +122,14 @@ class Session:
             self.close()
             raise
 
-    def _links_for(self, module: str) -> list[ReplicaLink]:
-        if module in self.links:
-            return self.links[module]
+    def _links_for(self, module: str, transport: str | None = None) -> list[ReplicaLink]:
+        """Connections to every replica of ``module`` over ``transport`` (default: the
+        module's own); a binding that overrides it gets connections of its own."""
         spec = self.app.modules[module]
+        scheme = transport or spec.transport
+        key = module if scheme == spec.transport else f"{module}@{scheme}"
+        if key in self.links:
+            return self.links[key]
         replicas: list[Replica] = self.registry.resolve(module=module)
         if not replicas:
             raise NoReplicaError(f"no replica of module {module!r} is registered at "
@@ -123,10 +137,11 @@ class Session:
         links = []
         for r in replicas:
             codec = Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
-            link = ReplicaLink(r.name, module, connect(r.address, self.token, codec), r.speed)
+            link = ReplicaLink(r.name, module, connect(_pick(r, scheme), self.token, codec),
+                               r.speed)
             self.reactor.add(link)
             links.append(link)
-        self.links[module] = links
+        self.links[key] = links
         return links
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +30,7 @@ class LocalEngine:
         self.token = make_token()
         self.registry: RegistryService | None = None
         self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+        self.sockdir: Path | None = None  # private (0700) home of ipc/shm socket files
 
     def start(self) -> Cluster:
         t0 = time.perf_counter()
@@ -50,8 +52,9 @@ class LocalEngine:
         log = Path(tempfile.mkstemp(prefix=f"polybus-{name}-", suffix=".log")[1])
         cmd = [sys.executable, "-m", "polybus", "worker", "--registry",
                str(self.registry.address), "--config", str(self.app.path), "--as", key,
-               "--name", name, "--exit-with-parent",
-               "--listen", f"tcp://{self.app.cluster.listen_host}:0"]
+               "--name", name, "--exit-with-parent"]
+        for scheme in transports_for(self.app, key):
+            cmd += ["--listen", self._address(scheme, len(self.procs))]
         for o in self.overrides:
             cmd += ["--set", o]
         env = dict(os.environ, **{ENV: self.token.decode()})
@@ -59,6 +62,14 @@ class LocalEngine:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=err, env=env)
         self.procs.append((name, proc, log))
+
+    def _address(self, scheme: str, index: int) -> str:
+        if scheme == "tcp":
+            return f"tcp://{self.app.cluster.listen_host}:0"
+        if self.sockdir is None:
+            # mkdtemp makes it 0700: only this user can reach the sockets (each also 0600).
+            self.sockdir = Path(tempfile.mkdtemp(prefix="polybus-"))
+        return f"{scheme}://{self.sockdir / f'{index}.{scheme}'}"
 
     def _wait_ready(self) -> None:
         assert self.registry is not None
@@ -99,9 +110,26 @@ class LocalEngine:
             except OSError:
                 pass
         self.procs.clear()
+        if self.sockdir is not None:
+            shutil.rmtree(self.sockdir, ignore_errors=True)
+            self.sockdir = None
         if self.registry is not None:
             self.registry.close()
             self.registry = None
+
+
+def transports_for(app: AppConfig, key: str) -> list[str]:
+    """What a replica of module ``key`` listens on: its module's transport first (its
+    main address), then any other a binding to it asks for, and always tcp."""
+    out: list[str] = [app.modules[key].transport]
+    for b in app.bindings:
+        if b.module == key:
+            use = app.modules[b.user].use.get(b.name)
+            if use is not None and use.transport and use.transport not in out:
+                out.append(use.transport)
+    if "tcp" not in out:
+        out.append("tcp")
+    return out
 
 
 def _tail(path: Path, lines: int = 30) -> str:

@@ -1,7 +1,10 @@
 """Addresses by scheme, listening and connecting, with the token handshake.
 
-``tcp://HOST:PORT`` (``HOST:PORT`` alone means tcp) and ``ipc:///path/to.sock`` (a Unix
-socket). Listening binds to loopback unless an address says otherwise.
+``tcp://HOST:PORT`` (``HOST:PORT`` alone means tcp), ``ipc:///path/to.sock`` (a Unix
+socket) and ``shm:///path/to.sock`` (a Unix socket whose large buffers travel in shared
+memory, see shm.py). An ``ipc``/``shm`` listener's socket file is made 0600 (put it
+in a 0700 directory; the local engine does). Listening binds to loopback unless an
+address says otherwise.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ HANDSHAKE_TIMEOUT = 5.0
 
 @dataclass(frozen=True)
 class Address:
-    scheme: str  # "tcp" | "ipc"
+    scheme: str  # "tcp" | "ipc" | "shm"
     host: str = ""
     port: int = 0
     path: str = ""
@@ -36,22 +39,22 @@ class Address:
             if not colon or not port.isdigit():
                 raise TransportError(f"bad address {text!r}: expected tcp://HOST:PORT")
             return cls("tcp", host.strip("[]") or "127.0.0.1", int(port))
-        if scheme == "ipc":
+        if scheme in ("ipc", "shm"):
             if not rest:
-                raise TransportError(f"bad address {text!r}: expected ipc:///path")
-            return cls("ipc", path=rest)
-        raise TransportError(f"unknown transport {scheme!r} in {text!r} (tcp, ipc)")
+                raise TransportError(f"bad address {text!r}: expected {scheme}:///path")
+            return cls(scheme, path=rest)
+        raise TransportError(f"unknown transport {scheme!r} in {text!r} (tcp, ipc, shm)")
 
     def __str__(self) -> str:
-        if self.scheme == "ipc":
-            return f"ipc://{self.path}"
+        if self.scheme in ("ipc", "shm"):
+            return f"{self.scheme}://{self.path}"
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"tcp://{host}:{self.port}"
 
 
 def listen(address: Address, backlog: int = 128) -> tuple[socket.socket, Address]:
     """A listening socket and the address it really has (port 0 becomes a real port)."""
-    if address.scheme == "ipc":
+    if address.scheme in ("ipc", "shm"):
         if os.path.exists(address.path):
             os.unlink(address.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -101,7 +104,7 @@ def connect(address: Address | str, token: bytes, codec: Codec,
     addr = Address.parse(address) if isinstance(address, str) else address
     tls = tls or _tls.current()
     try:
-        if addr.scheme == "ipc":
+        if addr.scheme in ("ipc", "shm"):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(timeout)
             sock.connect(addr.path)
@@ -122,22 +125,23 @@ def connect(address: Address | str, token: bytes, codec: Codec,
         if isinstance(exc, ProtocolError):
             raise
         raise TransportError(f"handshake with {addr} failed: {exc}") from None
-    return Channel(sock, codec, str(addr))
+    return _channel(sock, codec, str(addr), addr.scheme == "shm")
 
 
 def accept(listener: socket.socket, token: bytes, codec: Codec,
-           timeout: float = HANDSHAKE_TIMEOUT) -> Channel:
+           timeout: float = HANDSHAKE_TIMEOUT, *, shm: bool = False) -> Channel:
     """Accept one connection and authenticate it (see `authenticate`)."""
     sock, peer = listener.accept()
-    return authenticate(sock, peer, token, codec, timeout)
+    return authenticate(sock, peer, token, codec, timeout, shm=shm)
 
 
 def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
-                 timeout: float = HANDSHAKE_TIMEOUT, tls: _tls.TLSConfig | None = None) -> Channel:
+                 timeout: float = HANDSHAKE_TIMEOUT, tls: _tls.TLSConfig | None = None,
+                 *, shm: bool = False) -> Channel:
     """Run the server side of the handshake before anything the peer sends is decoded.
 
-    Raises AuthenticationError (the peer has been told why and disconnected) or
-    TransportError.
+    ``shm``: the socket came from an ``shm://`` listener. Raises AuthenticationError
+    (the peer has been told why and disconnected) or TransportError.
     """
     name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "local peer"
     tls = tls or _tls.current()
@@ -159,4 +163,12 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
     except OSError as exc:
         sock.close()
         raise TransportError(f"handshake with {name} failed: {exc}") from None
-    return Channel(sock, codec, name)
+    return _channel(sock, codec, name, shm)
+
+
+def _channel(sock: socket.socket, codec: Codec, peer: str, shm: bool) -> Channel:
+    if shm and sock.family == socket.AF_UNIX:
+        from polybus.transport.shm import ShmChannel
+
+        return ShmChannel(sock, codec, peer)
+    return Channel(sock, codec, peer)

@@ -74,13 +74,19 @@ class Codec:
     # -- encoding ---------------------------------------------------------------
     def encode(self, msg: Message) -> list[bytes | memoryview]:
         """The pieces of one frame, ready for sendmsg; large buffers are not copied."""
+        header, bufs = self.encode_parts(msg)
+        return encode_frame(header, bufs, self.max_frame)
+
+    def encode_parts(self, msg: Message) -> tuple[bytes, list[bytes | memoryview]]:
+        """The msgpack header and the raw buffers it refers to, not yet framed (a
+        transport may carry the buffers its own way, as transport/shm.py does)."""
         self._out = []
         try:
             header = self._enc.encode(msg)
             bufs: list[bytes | memoryview] = list(self._out)
         finally:
             self._out = []
-        return encode_frame(header, bufs, self.max_frame)
+        return header, bufs
 
     def _enc_hook(self, obj: Any) -> Any:
         if isinstance(obj, np.ndarray):

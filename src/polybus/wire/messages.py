@@ -140,6 +140,9 @@ class Replica(msgspec.Struct, array_like=True):
     interfaces: list[str]
     speed: float = 1.0
     pid: int = 0
+    # Every address the replica listens on (``address`` is its module's transport); a
+    # client picks by scheme. Last, so older records without it still decode.
+    addresses: list[str] = []
 
 
 class Register(_Msg, tag=20):

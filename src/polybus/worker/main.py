@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from polybus.config.model import ModuleSpec, ReplicaSpec
@@ -43,7 +44,7 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
 
 
 def serve(*, registry: str, module_path: Path, name: str, module_key: str, token: bytes,
-          listen: str = "tcp://127.0.0.1:0", spec: ModuleSpec | None = None,
+          listen: str | Sequence[str] = "tcp://127.0.0.1:0", spec: ModuleSpec | None = None,
           replica: ReplicaSpec | None = None, heartbeat: float = 1.0,
           max_frame: int = 1 << 30, exit_with_parent: bool = False) -> None:
     if exit_with_parent:
@@ -58,7 +59,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
                      for n, f in functions.items()}
     runtime = WorkerRuntime(name, functions, token, listen, options).start()
     me = Replica(name, module_key, str(runtime.address), sorted(functions),
-                 runtime.options.speed, os.getpid())
+                 runtime.options.speed, os.getpid(), [str(a) for a in runtime.addresses])
     client = RegistryClient(registry, token)
     membership = Membership(client, me, heartbeat)
     stop = threading.Event()

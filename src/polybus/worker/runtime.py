@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,7 @@ from polybus.worker.forwarding import Forwarding
 from polybus.worker.servicing import CallQueue, Job
 
 log = logging.getLogger("polybus.worker")
-_LISTENER, _WAKE = object(), object()
+_WAKE = object()  # listeners are keyed by their Address, channels by themselves
 
 
 @dataclass
@@ -68,20 +68,36 @@ class ServeOptions:
 
 
 class WorkerRuntime:
-    """Serves ``functions`` (interface name -> callable) on ``address`` until `stop()`."""
+    """Serves ``functions`` (interface name -> callable) on ``address`` until `stop()`.
+
+    ``address`` may be several (say tcp and ipc): the replica listens on each, and
+    ``addresses`` says where it really is; ``address`` is the first.
+    """
 
     def __init__(self, name: str, functions: dict[str, Callable[..., Any]], token: bytes,
-                 address: str = "tcp://127.0.0.1:0", options: ServeOptions | None = None) -> None:
+                 address: str | Sequence[str] = "tcp://127.0.0.1:0",
+                 options: ServeOptions | None = None) -> None:
         self.name = name
         self.functions = functions
         self.options = options or ServeOptions()
         self._token = token
-        self._listener, self.address = listen(Address.parse(address))
-        self._listener.setblocking(False)
+        self._listening: dict[Address, socket.socket] = {}
+        try:
+            for text in [address] if isinstance(address, str) else address:
+                sock, real = listen(Address.parse(text))
+                sock.setblocking(False)
+                self._listening[real] = sock
+        except BaseException:
+            for sock in self._listening.values():
+                sock.close()
+            raise
+        self.addresses = list(self._listening)
+        self.address = self.addresses[0]
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._sel = selectors.DefaultSelector()
-        self._sel.register(self._listener, selectors.EVENT_READ, _LISTENER)
+        for real, sock in self._listening.items():
+            self._sel.register(sock, selectors.EVENT_READ, real)
         self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
         self._channels: set[Channel] = set()
         self._new: list[Channel] = []
@@ -180,8 +196,8 @@ class WorkerRuntime:
         self._resume_paused()
         for key, _mask in self._sel.select(timeout=1.0):
             data = key.data
-            if data is _LISTENER:
-                self._accept()
+            if isinstance(data, Address):
+                self._accept(data)
             elif data is _WAKE:
                 try:
                     self._wake_r.recv(4096)
@@ -191,20 +207,21 @@ class WorkerRuntime:
             else:
                 self._read(data)
 
-    def _accept(self) -> None:
+    def _accept(self, where: Address) -> None:
         try:
-            sock, peer = self._listener.accept()
+            sock, peer = self._listening[where].accept()
         except OSError:
             return
-        threading.Thread(target=self._handshake, args=(sock, peer), daemon=True).start()
+        threading.Thread(target=self._handshake, args=(sock, peer, where.scheme == "shm"),
+                         daemon=True).start()
 
-    def _handshake(self, sock: socket.socket, peer: object) -> None:
+    def _handshake(self, sock: socket.socket, peer: object, shm: bool = False) -> None:
         # The handshake runs apart from the poller, so a slow or hostile peer stalls no one.
         try:
             ch = authenticate(sock, peer, self._token,
                               Codec(allow_pickle=self.options.allow_pickle,
                                     max_frame=self.options.max_frame),
-                              self.options.handshake_timeout)
+                              self.options.handshake_timeout, shm=shm)
         except PolybusError as exc:
             log.warning("worker %s refused a connection: %s", self.name, exc)
             return
@@ -412,13 +429,14 @@ class WorkerRuntime:
         for ch in list(self._channels):
             ch.close()
         self.forwarding.close()
-        for s in (self._listener, self._wake_r, self._wake_w):
+        for s in (*self._listening.values(), self._wake_r, self._wake_w):
             s.close()
-        if self.address.scheme == "ipc":
-            try:
-                os.unlink(self.address.path)
-            except OSError:
-                pass
+        for where in self.addresses:
+            if where.scheme in ("ipc", "shm"):
+                try:
+                    os.unlink(where.path)
+                except OSError:
+                    pass
 
 
 def _failure(call_id: int, exc: BaseException) -> Fail:

@@ -24,9 +24,12 @@ noop = use("noop")
 
 def _family() -> str:
     from polybus.client.stubs import current
+    from polybus.transport.shm import ShmChannel
 
-    families = {link.channel.sock.family for links in current().links.values()
-                for link in links}
+    channels = [link.channel for links in current().links.values() for link in links]
+    if channels and all(isinstance(ch, ShmChannel) for ch in channels):
+        return "shm"
+    families = {ch.sock.family for ch in channels}
     return "unix" if families == {socket.AF_UNIX} else "tcp"
 
 
