@@ -10,7 +10,9 @@ them in the order the client makes them. Each makespan is reported over the lowe
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
+import polybus
 from polybus.bench._balance import MODEL_NOTE, Harness, lower_bound
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, ConfigValue, Ratio, Row
@@ -68,4 +70,34 @@ def run(quick: bool, progress: Progress) -> BenchResult:
         for r, name in ((fifo, "fifo"), (prio, "priority")):
             if r is not None:
                 result.ratios.append(Ratio(f"{style} {name} / lower bound", r.median))
+    _pipeline(result, reps)
     return result
+
+
+PIPELINE = Path(__file__).resolve().parents[3] / "examples" / "dna" / "pipeline.toml"
+_STAGES = ("stage2", "stage3", "stage4")
+
+
+def _pipeline(result: BenchResult, reps: int) -> None:
+    """seeds/001 Fig. 1(c) and 3: the database in 4 stages, each stage's answer sent
+    straight to the next stage's replica (forwarding) or back through the client."""
+    if not PIPELINE.is_file():
+        result.skipped["pipeline"] = f"{PIPELINE} not found (examples/ ships with the source tree)"
+        return
+    off = {f"modules.client.use.{s}.forward": False for s in _STAGES}
+    answers = {}
+    for name, sets in (("forwarding", {}), ("through client", off)):
+        secs, through = [], []
+        for _ in range(reps):
+            r = polybus.run(PIPELINE, sets)
+            secs.append(r.elapsed_s)
+            through.append(float(r.bytes_sent + r.bytes_received))
+            answers[name] = r.result
+        cfg: dict[str, ConfigValue] = {"dispatch": "pipeline", "path": name}
+        result.add(Row.of("polybus", cfg, 4, "seconds", summarize(secs)))
+        result.add(Row.of("polybus", cfg, 4, "bytes_sent", summarize(through)))
+    assert answers["forwarding"] == answers["through client"], "forwarding changed the answer"
+    result.notes.append("pipeline rows: bytes_sent counts bytes through the client, both ways")
+    result.add_ratio("pipeline: bytes through client, no forwarding / forwarding",
+                     result.find("polybus", 4, "bytes_sent", {"path": "through client"}),
+                     result.find("polybus", 4, "bytes_sent", {"path": "forwarding"}))
