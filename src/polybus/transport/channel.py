@@ -147,9 +147,18 @@ class Channel:
         the bytes read (0 if none were waiting). Raises ConnectionLostError."""
         if self.tls:
             return self._fill_tls(wait)
+        n = self._read_once(0 if wait else _DONTWAIT)
+        # Inside a large frame, take everything already here before going back to the
+        # poller: one select per socket-buffer-full costs a third of the bandwidth.
+        while n and self.decoder.receiving_large and (more := self._read_once(_DONTWAIT)):
+            n += more
+        return n
+
+    def _read_once(self, flags: int) -> int:
+        """One read into the decoder's memory; 0 if nothing was waiting (or a receive
+        timeout passed). Raises ConnectionLostError."""
         try:
-            buf = self.decoder.get_buffer()
-            n = self._recv_into(buf, 0 if wait else _DONTWAIT)
+            n = self._recv_into(self.decoder.get_buffer(), flags)
         except BlockingIOError:
             return 0
         except OSError as exc:
@@ -160,22 +169,6 @@ class Channel:
             raise ConnectionLostError(f"{self.peer} closed the connection")
         self.decoder.buffer_updated(n)
         self.bytes_received += n
-        # Inside a large frame, take everything already here before going back to the
-        # poller: one select per socket-buffer-full costs a third of the bandwidth.
-        while self.decoder.receiving_large:
-            try:
-                m = self._recv_into(self.decoder.get_buffer(), _DONTWAIT)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError as exc:
-                self.closed = True
-                raise ConnectionLostError(f"connection to {self.peer} broke: {exc}") from None
-            if m == 0:
-                self.closed = True
-                raise ConnectionLostError(f"{self.peer} closed the connection")
-            self.decoder.buffer_updated(m)
-            self.bytes_received += m
-            n += m
         return n
 
     def _fill_tls(self, wait: bool) -> int:
