@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.calls import CallRecord, ReplicaLink
-from polybus.client.policies.balance import RoundRobin, WeightedRoundRobin, demand_pick
+from polybus.client.policies.balance import (
+    RoundRobin, WeightedRoundRobin, WindowEstimator, demand_pick,
+)
 from polybus.client.promise import Promise
 from polybus.config.model import CallStyle
 from polybus.errors import (
@@ -61,6 +64,9 @@ class Dispatcher:
         self.idempotent = idempotent
         self.max_attempts = max_attempts
         self.window = [style.window or 2] * len(self.links)
+        # async-demand(auto): each replica's window follows its measured service and rtt.
+        self._auto = ([WindowEstimator() for _ in self.links]
+                      if style.kind == "async-demand" and style.window is None else None)
         self.inflight = [0] * len(self.links)
         self._index = {id(lk): i for i, lk in enumerate(self.links)}
         self._backlog: list[tuple[float, int, CallRecord]] = []
@@ -134,6 +140,8 @@ class Dispatcher:
     def completed(self, rec: CallRecord, link: ReplicaLink) -> None:
         i = self._index[id(link)]
         self.inflight[i] -= 1
+        if self._auto is not None:
+            self.window[i] = self._auto[i].observe(rec.sent_at, rec.ahead, time.perf_counter())
         if self._suspects:
             self._cleared(rec, i)
         if self.comm is not None and (f := getattr(self.comm, "forwarder", None)) is not None:
@@ -148,6 +156,7 @@ class Dispatcher:
         """Hand backlog calls to replicas with room (after answers came in), one write
         per replica however many calls it gets."""
         batches: dict[int, list[CallRecord]] = {}
+        now = time.perf_counter()
         waiting: list[tuple[float, int, CallRecord]] = []
         while self._backlog:
             rec = self._backlog[0][2]
@@ -173,6 +182,7 @@ class Dispatcher:
             rec.attempts += 1
             link.outstanding[rec.id] = rec
             self.inflight[i] += 1
+            rec.sent_at, rec.ahead = now, self.inflight[i]
             batches.setdefault(i, []).append(rec)
         for entry in waiting:
             heapq.heappush(self._backlog, entry)

@@ -11,9 +11,8 @@ from typing import Any
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
-from polybus.client.operands import comm_for
-from polybus.client.operands import comm_for
 from polybus.client.migrate import Migrator, migrator_for
+from polybus.client.operands import comm_for
 from polybus.client.reactor import Reactor
 from polybus.config.model import AppConfig, DefineSpec, UseSpec
 from polybus.errors import NoReplicaError, PolybusError, UsageError
@@ -109,9 +108,6 @@ class Session:
                 self.dispatchers[b.name].comm = comm_for(
                     self, self.dispatchers[b.name], use, define,
                     parameters(module.source, b.interface))
-                self.dispatchers[b.name].comm = comm_for(
-                    self, self.dispatchers[b.name], use, define,
-                    parameters(module.source, b.interface))
                 migrator = migrator_for(self.dispatchers[b.name], module, use, define)
                 if migrator is not None:
                     self.migrators.append(migrator)
@@ -134,6 +130,10 @@ class Session:
         if not replicas:
             raise NoReplicaError(f"no replica of module {module!r} is registered at "
                                  f"{self.registry.address}")
+        # Configuration order, not the registry's: a load ratio's shares follow the
+        # replicas as the configuration lists them; others (started by hand) come after.
+        order = {r.name: i for i, r in enumerate(spec.replication)}
+        replicas.sort(key=lambda r: order.get(r.name, len(order)))
         links = []
         for r in replicas:
             codec = Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)

@@ -1,0 +1,26 @@
+"""A load ratio's shares follow the replicas in configuration order; auto windows work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polybus
+
+APP = Path(__file__).parent / "apps" / "ratio" / "app.toml"
+
+
+def test_loadratio_follows_configuration_order_not_name_order() -> None:
+    r = polybus.run(APP)
+    calls = {rep.name: rep.calls for rep in r.replicas}
+    # "zeta" is first in the configuration, so it takes every call of "1:0" — though
+    # "alpha" sorts first by name (the registry's order).
+    assert calls == {"zeta": 40, "alpha": 0}
+    assert [v[0] for v in r.result] == list(range(40))
+
+
+def test_async_demand_auto_gives_the_same_answers() -> None:
+    style = {"modules.client.use.who.callstyle": "async-demand(auto)",
+             "modules.client.use.who.loadratio": "1:1"}
+    r = polybus.run(APP, style)
+    assert [v[0] for v in r.result] == list(range(40))
+    assert sum(rep.calls for rep in r.replicas) == 40
