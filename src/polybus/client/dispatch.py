@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.policies.balance import (
-    RoundRobin, WeightedRoundRobin, WindowEstimator, demand_pick,
+    RoundRobin,
+    WeightedRoundRobin,
+    WindowEstimator,
+    demand_pick,
 )
 from polybus.client.promise import Promise
 from polybus.config.model import CallStyle
