@@ -1,4 +1,4 @@
-"""CPU-bound pure-Python work; the answer carries the process that ran it."""
+"""CPU-bound pure-Python work; the answer says which process ran it, and its parent."""
 
 import os
 
@@ -7,4 +7,4 @@ def work(n: int) -> list[int]:
     x = 0
     for i in range(n):
         x += i * i
-    return [x, os.getpid()]
+    return [x, os.getpid(), os.getppid()]
