@@ -1,0 +1,140 @@
+"""A single-producer, single-consumer byte ring in shared memory (the ``shm`` small path).
+
+Each side of an ``shm`` connection owns one ring for what it sends: a memfd whose
+descriptor goes to the peer over the Unix socket when the channel is made. The ring is
+a byte stream (the frames of shm.py, unchanged), so any frame fits: one larger than
+the free space is written in pieces as the reader frees room.
+
+Layout: three u64 counters, each on its own cache line, then ``capacity`` bytes
+(a power of two). ``written`` and ``read`` only ever grow; ``written - read`` bytes are
+waiting. ``awake`` is set by the reader while it spins on ``written``; a writer that
+finds it clear rings the socket's doorbell (one byte) so a sleeping reader wakes.
+
+Memory ordering (assumed, documented): x86-64 (TSO: stores become visible in program
+order, loads are not reordered with older loads), with CPython executing each
+``struct.pack_into`` of a native aligned ``Q`` as one 8-byte store. A counter is
+written only after the bytes it covers, so a reader that sees it sees them. The one
+reordering TSO allows, a later load passing an earlier store, matters only for the
+sleep/wake handshake (reader: clear ``awake`` then re-check ``written``; writer:
+publish ``written`` then check ``awake``); both sides put a full barrier between the
+two (``fence()``: a lock round trip, a locked instruction on x86-64).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import platform
+import struct
+import threading
+
+__all__ = ["CAPACITY", "Ring", "fence", "supported"]
+
+CAPACITY = 1 << 20
+_HEADER = 4096
+_WRITTEN, _READ, _AWAKE = 0, 64, 128
+_U64 = struct.Struct("Q")  # native and 8-byte aligned: a single store/load
+_FENCE = threading.Lock()
+
+
+def supported() -> bool:
+    """The ordering argument above holds here (x86-64 only; elsewhere shm uses the socket)."""
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def fence() -> None:
+    """A full memory barrier: acquiring a lock is a locked read-modify-write."""
+    _FENCE.acquire()
+    _FENCE.release()
+
+
+class Ring:
+    """One direction of a connection. The writer side made it (``create``); the reader
+    maps the descriptor it was sent (``attach``)."""
+
+    def __init__(self, fd: int, *, owns_fd: bool) -> None:
+        self.fd = fd if owns_fd else -1
+        self.map = mmap.mmap(fd, 0, mmap.MAP_SHARED)
+        self.capacity = len(self.map) - _HEADER
+        if self.capacity <= 0 or self.capacity & (self.capacity - 1):
+            self.map.close()
+            raise ValueError(f"bad ring size {len(self.map)}")
+        self.view = memoryview(self.map)
+        self.data = self.view[_HEADER:]
+        self._mask = self.capacity - 1
+        # Each side's own counter, kept locally; only the other one is read from memory.
+        self.written: int = _U64.unpack_from(self.map, _WRITTEN)[0]
+        self.read: int = _U64.unpack_from(self.map, _READ)[0]
+
+    @classmethod
+    def create(cls, capacity: int = CAPACITY) -> Ring:
+        fd = os.memfd_create("polybus-shm-ring", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, _HEADER + capacity)
+            return cls(fd, owns_fd=True)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @classmethod
+    def attach(cls, fd: int) -> Ring:
+        return cls(fd, owns_fd=False)
+
+    # -- writer ------------------------------------------------------------------
+    def free(self) -> int:
+        read: int = _U64.unpack_from(self.map, _READ)[0]
+        return self.capacity - (self.written - read)
+
+    def write(self, data: memoryview) -> int:
+        """Copy as much of ``data`` as fits and publish it; the bytes written."""
+        n = min(data.nbytes, self.free())
+        if n <= 0:
+            return 0
+        pos = self.written & self._mask
+        first = min(n, self.capacity - pos)
+        self.data[pos:pos + first] = data[:first]
+        if n > first:
+            self.data[:n - first] = data[first:n]
+        self.written += n
+        _U64.pack_into(self.map, _WRITTEN, self.written)  # after the bytes it covers
+        return n
+
+    def reader_awake(self) -> bool:
+        return self.view[_AWAKE] != 0
+
+    # -- reader ------------------------------------------------------------------
+    def available(self) -> int:
+        # A counter seen half-updated would be smaller than the real one; never larger.
+        written: int = _U64.unpack_from(self.map, _WRITTEN)[0]
+        return max(written - self.read, 0)
+
+    def read_into(self, buf: memoryview) -> int:
+        """Copy waiting bytes into ``buf`` (up to its size) and free their room."""
+        n = min(self.available(), buf.nbytes)
+        if n <= 0:
+            return 0
+        pos = self.read & self._mask
+        first = min(n, self.capacity - pos)
+        buf[:first] = self.data[pos:pos + first]
+        if n > first:
+            buf[first:n] = self.data[:n - first]
+        self.read += n
+        _U64.pack_into(self.map, _READ, self.read)
+        return n
+
+    def set_awake(self, awake: bool) -> None:
+        self.view[_AWAKE] = 1 if awake else 0
+
+    def close(self) -> None:
+        for v in (self.data, self.view):
+            try:
+                v.release()
+            except (BufferError, ValueError):
+                pass
+        try:
+            self.map.close()
+        except (BufferError, ValueError):
+            pass  # another thread's view of it is still alive; freed with it
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

@@ -1,0 +1,195 @@
+"""The shm transport's small path: the shared byte ring (transport/ring.py) and the
+channel that sends every frame through it, with doorbells only for a sleeping reader."""
+
+from __future__ import annotations
+
+import gc
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from polybus.errors import ConnectionLostError
+from polybus.testing.conformance import memfd_mappings
+from polybus.transport import ring as ring_mod
+from polybus.transport.ring import Ring
+from polybus.transport.shm import ShmChannel
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Call, Message, Result
+
+pytestmark = pytest.mark.skipif(not ring_mod.supported(), reason="the ring needs x86-64")
+
+
+def test_ring_wraps_and_fills() -> None:
+    w = Ring.create(4096)
+    fd = w.fd
+    r = Ring.attach(fd)
+    try:
+        rng = np.random.default_rng(3)
+        sent, got = bytearray(), bytearray()
+        buf = memoryview(bytearray(5000))
+        for _ in range(300):  # many passes round the ring, pieces of every length
+            chunk = rng.integers(0, 256, int(rng.integers(1, 3000)), dtype=np.uint8).tobytes()
+            n = w.write(memoryview(chunk))
+            sent += chunk[:n]
+            k = r.read_into(buf[:int(rng.integers(1, 5000))])
+            got += buf[:k]
+        while k := r.read_into(buf):
+            got += buf[:k]
+        assert got == sent and len(sent) > 20 * 4096
+        # full: a write takes what fits and no more; reading frees room again
+        assert w.write(memoryview(b"\1" * 5000)) == 4096 and w.free() == 0
+        assert w.write(memoryview(b"\2")) == 0
+        assert r.read_into(buf[:100]) == 100 and w.free() == 100
+    finally:
+        r.close()
+        w.close()
+    gc.collect()
+    assert memfd_mappings() == 0
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[ShmChannel, ShmChannel]]:
+    """Two channels on a socket pair with small rings (frames larger than the ring) and a
+    low shared-memory threshold (so large buffers go by segment, interleaved)."""
+    a, b = socket.socketpair(socket.AF_UNIX)
+    x = ShmChannel(a, Codec(), "x", threshold=8192, ring_capacity=4096)
+    y = ShmChannel(b, Codec(), "y", threshold=8192, ring_capacity=4096)
+    try:
+        yield x, y
+    finally:
+        x.close()
+        y.close()
+        gc.collect()
+        assert memfd_mappings() == 0
+
+
+def _echo(ch: ShmChannel) -> threading.Thread:
+    def serve() -> None:
+        try:
+            while True:
+                for msg in ch.receive():
+                    if isinstance(msg, Call):
+                        ch.send(Result(msg.id, msg.args), on_blocked=lambda: None)
+        except ConnectionLostError:
+            pass
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t
+
+
+def _value(i: int) -> Any:
+    if i % 7 == 0:
+        return np.full(5000 + i, i % 251, dtype=np.uint8)  # by segment
+    if i % 11 == 0:
+        return b"%d" % i * 3000  # a frame larger than the ring: streamed in pieces
+    return i
+
+
+def test_many_frames_in_order_with_large_buffers(pair: tuple[ShmChannel, ShmChannel]) -> None:
+    x, y = pair
+    server = _echo(y)
+    got: dict[int, Any] = {}
+
+    def drain() -> None:
+        for msg in x.receive(wait=False):
+            assert isinstance(msg, Result)
+            got[msg.id] = msg.value[0]
+
+    for i in range(300):  # one at a time
+        x.send(Call(i, "e", [_value(i)]))
+        while i not in got:
+            for msg in x.receive():
+                assert isinstance(msg, Result) and msg.id == i, "answers out of order"
+                got[msg.id] = msg.value[0]
+    batch: list[Message] = [Call(i, "e", [_value(i)]) for i in range(300, 3300)]
+    x.send_many(batch, on_blocked=drain)  # far more than the ring holds
+    while len(got) < 3300:
+        drain() if got else None
+        for msg in x.receive():
+            assert isinstance(msg, Result)
+            got[msg.id] = msg.value[0]
+    for i in range(3300):
+        want = _value(i)
+        if isinstance(want, np.ndarray):
+            assert np.array_equal(got[i], want), i
+        else:
+            assert got[i] == want, i
+    assert x.shm_bytes_sent > 0 and x.bytes_sent > 20 * 4096
+    got.clear()
+    x.close()
+    server.join(10)
+    assert not server.is_alive()
+
+
+def test_sleeping_reader_is_woken_and_sees_the_peer_go(
+        pair: tuple[ShmChannel, ShmChannel]) -> None:
+    x, y = pair
+    x.send(Call(0, "e", []))  # y learns x's ring
+    assert [m.id for m in y.receive() if isinstance(m, Call)] == [0]
+    seen: list[Message] = []
+    ended: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            while True:
+                seen.extend(y.receive())  # spins briefly, then sleeps on the socket
+        except ConnectionLostError as exc:
+            ended.append(exc)
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    for i in range(1, 6):
+        time.sleep(0.05)  # long past the spin: the reader is asleep, a doorbell wakes it
+        assert x._tx is not None and not x._tx.reader_awake()
+        x.send(Call(i, "e", []))
+        deadline = time.monotonic() + 5
+        while len(seen) < i and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(seen) == i, "a sleeping reader was not woken"
+    x.close()
+    t.join(10)
+    assert not t.is_alive() and ended
+
+
+def test_full_ring_never_deadlocks(pair: tuple[ShmChannel, ShmChannel]) -> None:
+    """Both sides write more than their rings hold before reading: reading while blocked
+    gets both through; a writer blocked on a reader that dies gets ConnectionLostError."""
+    x, y = pair
+    msgs: list[Message] = [Call(i, "e", [b"z" * 500]) for i in range(200)]
+    got_x: list[Message] = []
+    got_y: list[Message] = []
+
+    def other_side() -> None:
+        y.send_many(msgs, on_blocked=lambda: got_y.extend(y.receive(wait=False)))
+        while len(got_y) < 200:
+            got_y.extend(y.receive())
+
+    ty = threading.Thread(target=other_side, daemon=True)
+    ty.start()
+    x.send_many(msgs, on_blocked=lambda: got_x.extend(x.receive(wait=False)))
+    while len(got_x) < 200:
+        got_x.extend(x.receive())
+    ty.join(10)
+    assert not ty.is_alive()
+    assert [m.id for m in got_x] == [m.id for m in got_y] == list(range(200))  # type: ignore[attr-defined]
+    errors: list[BaseException] = []
+
+    def stuck() -> None:
+        try:
+            x.send_many(msgs)  # y never reads
+        except ConnectionLostError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=stuck, daemon=True)
+    t.start()
+    time.sleep(0.1)
+    assert t.is_alive()
+    y.close()
+    t.join(10)
+    assert not t.is_alive() and errors
