@@ -141,7 +141,7 @@ class WorkerRuntime:
             job: Job | None = None
             if self._corked and not len(self._queue):
                 self._flush_corked()
-            with self._cv:
+            with self._lock:  # the condition's own lock: cv.wait() below works under it
                 while True:
                     if self._stopping:
                         return
