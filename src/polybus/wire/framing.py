@@ -9,7 +9,10 @@ A frame (all integers little-endian)::
     u32  header_len    bytes of the msgpack header
     u64  buf_len       nbufs times, one per buffer
     ...  header        msgpack
-    ...  buffers       concatenated, in order
+    ...  buffers       in order, each starting at the next multiple of 64 bytes from
+                       the start of the nbufs field (zero bytes pad the gaps), so an
+                       array received in place is aligned for its dtype (numpy falls
+                       off BLAS for unaligned arrays: 10x slower for row @ B)
 
 The receiver fills memory the decoder lends it (`get_buffer` / `buffer_updated`, like
 asyncio's BufferedProtocol), so a large frame is received straight into its own
@@ -45,12 +48,28 @@ class Frame:
     flags: int = 0
 
 
+ALIGN = 64
+_ZEROS = bytes(ALIGN)
+
+
+def _padded(off: int) -> int:
+    return (off + ALIGN - 1) & ~(ALIGN - 1)
+
+
+def body_length(header_len: int, buffer_lens: list[int]) -> int:
+    """Bytes after the length field: fixed part, buffer table, header, padded buffers."""
+    off = 8 + 8 * len(buffer_lens) + header_len
+    for n in buffer_lens:
+        off = _padded(off) + n
+    return off
+
+
 def frame_prefix(header_len: int, buffer_lens: list[int], max_frame: int, flags: int = 0) -> bytes:
     """The bytes that precede ``header`` on the wire."""
     n = len(buffer_lens)
     if n > MAX_BUFFERS:
         raise ProtocolError(f"a frame carries at most {MAX_BUFFERS} buffers, not {n}")
-    length = PREFIX.size - 4 + 8 * n + header_len + sum(buffer_lens)
+    length = body_length(header_len, buffer_lens)
     if length > max_frame:
         raise ProtocolError(f"message of {length} bytes is over the frame limit of {max_frame} bytes")
     out = PREFIX.pack(length, n, flags, header_len)
@@ -67,8 +86,20 @@ def encode_frame(header: bytes, buffers: list[bytes | memoryview] | None = None,
         if length > max_frame:
             raise ProtocolError(f"message of {length} bytes is over the frame limit of {max_frame} bytes")
         return [PREFIX.pack(length, 0, flags, len(header)) + header]
-    prefix = frame_prefix(len(header), [memoryview(b).nbytes for b in buffers], max_frame, flags)
-    return [prefix + header, *buffers]
+    lens = [memoryview(b).nbytes for b in buffers]
+    head = frame_prefix(len(header), lens, max_frame, flags) + header
+    pieces: list[bytes | memoryview] = []
+    off = len(head) - 4  # offsets count from the nbufs field
+    for b, n in zip(buffers, lens, strict=True):
+        pad = _padded(off) - off
+        if pad:
+            if pieces:
+                pieces.append(_ZEROS[:pad])
+            else:
+                head += _ZEROS[:pad]
+        pieces.append(b)
+        off += pad + n
+    return [head, *pieces]
 
 
 class SpareBodies:
@@ -206,13 +237,14 @@ class FrameDecoder:
             (n,) = BUFLEN.unpack_from(body, off)
             lens.append(n)
             off += 8
-        total = off + header_len + sum(lens)
+        total = body_length(header_len, lens)
         if total != body.nbytes:
             raise ProtocolError(f"frame lengths disagree: {total} declared, {body.nbytes} received")
         header: bytes | memoryview = bytes(body[off:off + header_len]) if copy else body[off:off + header_len]
         off += header_len
         buffers: list[bytearray | memoryview] = []
         for n in lens:
+            off = _padded(off)
             piece = body[off:off + n]
             buffers.append(bytearray(piece) if copy else piece)
             off += n
