@@ -12,12 +12,11 @@ from functools import partial
 
 from polybus.bench import peer_rows as optional_peers
 from polybus.bench._common import MB, PLACEMENT_NOTE, fmt_bytes, try_peer
-from polybus.bench.peers import PeerUnavailable, cpingpong, pools, rawsocket
+from polybus.bench.peers import cpingpong, pools, rawsocket
 from polybus.bench.placement import DEFAULT, Placement
-from polybus.bench.polybus_runs import run_bench_client
+from polybus.bench.polybus_runs import call_path_rows
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
-from polybus.bench.stats import summarize
 
 __all__ = ["METRIC", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows", "run"]
 
@@ -46,24 +45,8 @@ def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
     one byte. Transports that cannot run here go to ``result.skipped``.
     """
     p = plan(quick)
-    rows: list[Row] = []
-    transports = ["tcp", "shm"] if quick else ["tcp", "ipc", "shm"]
-    for cpus in p.placements:
-        for transport in transports:
-            key = f"polybus {transport}"
-            if result is not None and key in result.skipped:
-                continue
-            try:
-                out = run_bench_client("bandwidth", [p.sizes, p.reps], placement=cpus,
-                                       transport=transport)
-            except PeerUnavailable as exc:
-                if result is not None:
-                    result.skipped[key] = str(exc)
-                continue
-            for size, per_rep in zip(p.sizes, out["gbps"], strict=True):
-                rows.append(Row.of("polybus", {"transport": transport, "cpus": cpus}, size,
-                                   METRIC, summarize(per_rep)))
-    return rows
+    return call_path_rows("bandwidth", [p.sizes, p.reps], "gbps", METRIC, p.sizes, p.placements,
+                          ["tcp", "shm"] if quick else ["tcp", "ipc", "shm"], result)
 
 
 def peer_rows(result: BenchResult, quick: bool, progress: Progress) -> None:

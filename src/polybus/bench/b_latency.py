@@ -13,12 +13,11 @@ from polybus.bench import peer_rows as optional_peers
 from polybus.bench._common import MB, fmt_bytes, try_peer
 from polybus.bench._common import PLACEMENT_NOTE as _PLACEMENT_NOTE
 from polybus.bench._common import unique as _unique
-from polybus.bench.peers import PeerUnavailable, cpingpong, rawsocket
+from polybus.bench.peers import cpingpong, rawsocket
 from polybus.bench.placement import DEFAULT, Placement
-from polybus.bench.polybus_runs import run_bench_client
+from polybus.bench.polybus_runs import call_path_rows
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
-from polybus.bench.stats import summarize
 
 __all__ = ["METRIC", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows", "run"]
 
@@ -52,25 +51,8 @@ def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
     in ``result.skipped`` (as ``polybus ipc``) when a result is given.
     """
     p = plan(quick)
-    rows: list[Row] = []
-    transports = ["tcp"] if quick else ["tcp", "ipc", "shm"]
-    for cpus in p.placements:
-        for transport in transports:
-            key = f"polybus {transport}"
-            if result is not None and key in result.skipped:
-                continue
-            try:
-                out = run_bench_client("latency", [p.sizes, p.reps,
-                                                   [p.iters(s) for s in p.sizes]],
-                                       placement=cpus, transport=transport)
-            except PeerUnavailable as exc:
-                if result is not None:
-                    result.skipped[key] = str(exc)
-                continue
-            for size, per_rep in zip(p.sizes, out["rtt_us"], strict=True):
-                rows.append(Row.of("polybus", {"transport": transport, "cpus": cpus}, size,
-                                   METRIC, summarize(per_rep)))
-    return rows
+    return call_path_rows("latency", [p.sizes, p.reps, [p.iters(s) for s in p.sizes]], "rtt_us", METRIC, p.sizes, p.placements,
+                          ["tcp"] if quick else ["tcp", "ipc", "shm"], result)
 
 
 def peer_rows(result: BenchResult, quick: bool, progress: Progress) -> None:

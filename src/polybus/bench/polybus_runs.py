@@ -16,8 +16,10 @@ from typing import Any
 
 from polybus.bench.peers import PeerUnavailable
 from polybus.bench.placement import Placement, cpu_sets, pinned_self
+from polybus.bench.report import BenchResult, Row
+from polybus.bench.stats import summarize
 
-__all__ = ["PROGRAMS", "aggregation_available", "run_bench_client"]
+__all__ = ["PROGRAMS", "aggregation_available", "call_path_rows", "run_bench_client"]
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 TOML = PROGRAMS / "bench.toml"
@@ -70,3 +72,27 @@ def aggregation_available() -> str | None:
     return None
 
 
+
+
+def call_path_rows(entry: str, args: Sequence[Any], figures: str, metric: str,
+                   sizes: Sequence[int], placements: Sequence[Placement],
+                   transports: Sequence[str], result: BenchResult | None) -> list[Row]:
+    """One polybus row per (placement, transport, size) from ``bench_client.<entry>``,
+    whose answer lists per-repetition ``figures`` for each size. A transport that
+    cannot run here goes to ``result.skipped`` as ``polybus <transport>``."""
+    rows: list[Row] = []
+    for cpus in placements:
+        for transport in transports:
+            key = f"polybus {transport}"
+            if result is not None and key in result.skipped:
+                continue
+            try:
+                out = run_bench_client(entry, args, placement=cpus, transport=transport)
+            except PeerUnavailable as exc:
+                if result is not None:
+                    result.skipped[key] = str(exc)
+                continue
+            for size, per_rep in zip(sizes, out[figures], strict=True):
+                rows.append(Row.of("polybus", {"transport": transport, "cpus": cpus}, size,
+                                   metric, summarize(per_rep)))
+    return rows
