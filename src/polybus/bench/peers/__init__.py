@@ -34,6 +34,11 @@ def _check(module: str, package: str) -> str | None:
     try:
         if importlib.util.find_spec(top) is None:
             return f"not installed (pip install {package})"
+        if top == "mpi4py":
+            # Load libmpi without MPI_Init: an MPI singleton in this process would leave
+            # its shared-memory segment in /dev/shm. The programs run under mpiexec.
+            rc = importlib.import_module("mpi4py").rc
+            rc.initialize = rc.finalize = False
         importlib.import_module(module)
     except Exception as exc:  # any import-time failure (missing libmpi, ...) is a reason
         return f"import {module} failed: {type(exc).__name__}: {exc}"

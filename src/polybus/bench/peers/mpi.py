@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,12 @@ def launch(name: str, args: Sequence[Any], ranks: int, timeout: float = 600,
     if os.geteuid() == 0 or _netns_prefix()[1:2] == ["-rn"]:
         argv.insert(len(_netns_prefix()) + 1, "--allow-run-as-root")
     argv += [PYTHON, "-m", "polybus.bench.peers.mpi_programs", name, json.dumps(list(args))]
-    out = run_json(argv, f"mpi4py {name}", timeout, env=python_child_env())
+    # Open MPI leaves its shared-memory backing files in /dev/shm when a launch ends;
+    # give them a directory of ours and remove it afterwards.
+    with tempfile.TemporaryDirectory(prefix="polybus-mpi-") as backing:
+        i = argv.index("--mca")
+        argv[i:i] = ["--mca", "btl_sm_backing_directory", backing]
+        out = run_json(argv, f"mpi4py {name}", timeout, env=python_child_env())
     if out.get("correct") is False:
         raise PeerUnavailable(f"mpi4py {name} computed a wrong answer")
     return out
