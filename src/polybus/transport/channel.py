@@ -158,8 +158,12 @@ class Channel:
         """One read into the decoder's memory; 0 if nothing was waiting (or a receive
         timeout passed). Raises ConnectionLostError."""
         try:
-            n = self._recv_into(self.decoder.get_buffer(), flags)
-        except BlockingIOError:
+            if self.tls:
+                with self._tls_lock:  # TLS records: no flags, one reader or writer at a time
+                    n = self.sock.recv_into(self.decoder.get_buffer())
+            else:
+                n = self._recv_into(self.decoder.get_buffer(), flags)
+        except _WOULD_BLOCK:
             return 0
         except OSError as exc:
             self.closed = True
@@ -174,22 +178,12 @@ class Channel:
     def _fill_tls(self, wait: bool) -> int:
         total = 0
         while True:
-            try:
-                with self._tls_lock:
-                    n = self.sock.recv_into(self.decoder.get_buffer())
-            except _WOULD_BLOCK:
+            n = self._read_once(0)
+            if not n:
                 if total or not wait:
                     return total
                 select.select([self.sock], [], [], 1.0)
                 continue
-            except OSError as exc:
-                self.closed = True
-                raise ConnectionLostError(f"connection to {self.peer} broke: {exc}") from None
-            if n == 0:
-                self.closed = True
-                raise ConnectionLostError(f"{self.peer} closed the connection")
-            self.decoder.buffer_updated(n)
-            self.bytes_received += n
             total += n
             if not (isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()):
                 return total  # else: decrypted bytes the selector cannot see; take them
