@@ -13,8 +13,12 @@ import sys
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["python_child_env", "reap", "spawn", "spawned_pids"]
+if TYPE_CHECKING:
+    from polybus.bench.stats import Stat
+
+__all__ = ["driver_figures", "python_child_env", "reap", "spawn", "spawned_pids"]
 
 _spawned: deque[int] = deque(maxlen=512)
 
@@ -60,3 +64,17 @@ def python_child_env() -> dict[str, str]:
 
 
 PYTHON = sys.executable
+
+
+_FIGURES = {"latency": "rtt_us", "bandwidth": "gbps", "throughput": "calls_per_s"}
+
+
+def driver_figures(out: dict[str, Any], kind: str) -> tuple[list[Stat], float]:
+    """A peer driver's JSON answer for ``kind``: a Stat per size (or one), and the
+    peer's start-up time in seconds."""
+    from polybus.bench.stats import summarize
+
+    vals = out[_FIGURES[kind]]
+    stats = ([summarize(v) for v in vals] if vals and isinstance(vals[0], list)
+             else [summarize(vals)])
+    return stats, float(out["startup_s"])

@@ -17,8 +17,8 @@ from typing import Any
 
 from polybus.bench.peers import PeerUnavailable, available
 from polybus.bench.peers._driver import loopback_only_prefix, run_json
-from polybus.bench.peers._proc import PYTHON, python_child_env
-from polybus.bench.stats import Stat, summarize
+from polybus.bench.peers._proc import PYTHON, driver_figures, python_child_env
+from polybus.bench.stats import Stat
 
 __all__ = ["CONFIG", "measure"]
 
@@ -99,11 +99,7 @@ def measure(kind: str, args: Sequence[Any], timeout: float = 900) -> tuple[list[
     # host="127.0.0.1" keeps Dask on loopback; a private namespace, where allowed, too.
     out = run_json([*loopback_only_prefix(), PYTHON, "-m", "polybus.bench.peers.dask_peer", kind,
                     json.dumps(list(args))], f"dask {kind}", timeout, env=python_child_env())
-    key = {"latency": "rtt_us", "bandwidth": "gbps", "throughput": "calls_per_s"}[kind]
-    vals = out[key]
-    stats = [summarize(v) for v in vals] if vals and isinstance(vals[0], list) else [
-        summarize(vals)]
-    return stats, float(out["startup_s"])
+    return driver_figures(out, kind)
 
 
 if __name__ == "__main__":
