@@ -131,8 +131,8 @@ class Channel:
     def pending(self) -> list[Message]:
         """Messages already received in full (no system call)."""
         out: list[Message] = []
-        while (frame := self._next_frame()) is not None:
-            out.append(self.codec.decode(frame))
+        while (msg := self.next_message()) is not None:
+            out.append(msg)
         return out
 
     def receive(self, *, wait: bool = True) -> list[Message]:
@@ -190,6 +190,9 @@ class Channel:
 
     def next_message(self) -> Message | None:
         """The next message already received in full, or None; ProtocolError on bad bytes."""
+        header = self.decoder.next_small()
+        if header is not None:
+            return self.codec.decode_header(header)
         frame = self._next_frame()
         return None if frame is None else self.codec.decode(frame)
 

@@ -22,7 +22,7 @@ import msgspec
 import numpy as np
 
 from polybus.errors import ProtocolError
-from polybus.wire.framing import DEFAULT_MAX_FRAME, Frame, encode_frame
+from polybus.wire.framing import DEFAULT_MAX_FRAME, PREFIX, Frame, encode_frame
 from polybus.wire.messages import Message
 
 EXT_NDARRAY = 1
@@ -74,8 +74,19 @@ class Codec:
     # -- encoding ---------------------------------------------------------------
     def encode(self, msg: Message) -> list[bytes | memoryview]:
         """The pieces of one frame, ready for sendmsg; large buffers are not copied."""
-        header, bufs = self.encode_parts(msg)
-        return encode_frame(header, bufs, self.max_frame)
+        out: list[memoryview] = []
+        self._out = out
+        try:
+            header = self._enc.encode(msg)
+        finally:
+            self._out = []
+        if not out:  # the common small message: one piece, prefix and header
+            length = 8 + len(header)
+            if length > self.max_frame:
+                raise ProtocolError(f"message of {length} bytes is over the frame limit of "
+                                    f"{self.max_frame} bytes")
+            return [PREFIX.pack(length, 0, 0, len(header)) + header]
+        return encode_frame(header, list(out), self.max_frame)
 
     def encode_parts(self, msg: Message) -> tuple[bytes, list[bytes | memoryview]]:
         """The msgpack header and the raw buffers it refers to, not yet framed (a
@@ -127,13 +138,18 @@ class Codec:
         """One message; ProtocolError for anything malformed."""
         self._in = frame.buffers
         try:
-            msg: Message = self._dec.decode(frame.header)
+            return self.decode_header(frame.header)
+        finally:
+            self._in = []
+
+    def decode_header(self, header: bytes | bytearray | memoryview) -> Message:
+        """The message of a frame that carries no buffers (FrameDecoder.next_small)."""
+        try:
+            msg: Message = self._dec.decode(header)
         except msgspec.DecodeError as exc:
             raise ProtocolError(f"malformed message: {exc}") from None
         except (ValueError, TypeError, IndexError, KeyError) as exc:
             raise ProtocolError(f"malformed value in message: {exc}") from None
-        finally:
-            self._in = []
         return msg
 
     def decode_value(self, data: bytes, buffers: list[bytearray | memoryview]) -> Any:

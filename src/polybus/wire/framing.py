@@ -186,6 +186,25 @@ class FrameDecoder:
         return self._big is not None and self._big_filled < len(self._big)
 
     # -- frames out --------------------------------------------------------------
+    def next_small(self) -> bytearray | None:
+        """The header of the next frame if it is whole, header-only and plain (no
+        buffers, flags 0: nearly every call and answer); else None, and `next_frame`
+        takes (or refuses) what is there. The hot path: no Frame, one small copy."""
+        start = self._start
+        if self._big is not None or self._end - start < 12:
+            return None
+        length, nbufs, flags, header_len = PREFIX.unpack_from(self._scratch, start)
+        if (nbufs or flags or length != 8 + header_len or length > self.max_frame
+                or self._end - start - 4 < length):
+            return None  # next_frame checks (and reports) anything malformed
+        end = start + 4 + length
+        header = self._scratch[start + 12:end]
+        if end == self._end:
+            self._start = self._end = 0
+        else:
+            self._start = end
+        return header
+
     def next_frame(self) -> Frame | None:
         """The next complete frame, or None until more bytes arrive."""
         if self._big is not None:
