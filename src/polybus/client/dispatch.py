@@ -30,6 +30,7 @@ from polybus.errors import (
     WorkerDiedError,
 )
 from polybus.wire.codec import OOB_BYTES, OutOfBand
+from polybus.wire.messages import Call
 
 if TYPE_CHECKING:
     from polybus.client.forward import Forwarder
@@ -67,6 +68,7 @@ class Dispatcher:
         self.idempotent = idempotent
         self.max_attempts = max_attempts
         self.window = [style.window or 2] * len(self.links)
+        self._plain_sync = style.kind == "sync" and priority is None and timeout is None
         # async-demand(auto): each replica's window follows its measured service and rtt.
         self._auto = ([WindowEstimator() for _ in self.links]
                       if style.kind == "async-demand" and style.window is None else None)
@@ -84,6 +86,8 @@ class Dispatcher:
 
     # -- the call path -------------------------------------------------------------
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._plain_sync and self.comm is None and self.forwarder is None:
+            return self._call_sync(args, kwargs)
         prio = float(self.priority(args, kwargs)) if self.priority is not None else 0.0
         fwd = self.forwarder
         if fwd is not None and fwd.wants(args, kwargs):  # sent now; the values go replica to replica
@@ -112,6 +116,21 @@ class Dispatcher:
             while len(self._backlog) > BACKLOG_BOUND:  # bounded: the caller waits for room
                 self.reactor.step()
         return Promise(rec, self.reactor)
+
+    def _call_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The plain sync call (no priority, timeout, cache, aggregation or forwarding):
+        the same steps as below with nothing that cannot apply (the latency hot path)."""
+        rec = CallRecord(next(_ids), self, [_wire(a) for a in args],
+                         {k: _wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
+        self.calls += 1
+        links = self.links
+        link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated else self._pick_any()
+        rec.link = link
+        rec.attempts = 1
+        link.outstanding[rec.id] = rec
+        self.inflight[self._index[id(link)]] += 1
+        self.reactor.send(link, Call(rec.id, self.interface, rec.args, rec.kwargs, 0.0))
+        return self.reactor.wait(rec)
 
     def _alive(self) -> list[bool]:
         return [not lk.dead for lk in self.links]

@@ -109,6 +109,8 @@ class Reactor:
     # -- receiving -----------------------------------------------------------------
     def wait(self, rec: CallRecord, timeout: float | None = None) -> Any:
         """Block until ``rec`` has its outcome; return the value or raise its error."""
+        if timeout is None and self._fast and rec.link is not None and self._alone(rec.link):
+            self._wait_alone(rec, rec.link)
         deadline = None if timeout is None else time.monotonic() + timeout
         while not rec.done:
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -120,6 +122,36 @@ class Reactor:
                 break
             self.step(rec.link, remaining)
         return rec.outcome()
+
+    def _alone(self, link: ReplicaLink) -> bool:
+        """Only ``link`` has calls in flight, and nothing is held back for any replica."""
+        return not any(lk.held or (lk.outstanding and lk is not link) for lk in self.links)
+
+    def _wait_alone(self, rec: CallRecord, link: ReplicaLink) -> None:
+        """`step`'s one-blocking-read path, kept in one loop while ``rec`` waits: the
+        sync call's hot path. Leaves ``rec`` undone only if another thread is reading."""
+        if not self._lock.acquire(blocking=False):
+            return
+        ch = link.channel
+        try:
+            while not rec.done and not link.dead:
+                msg = ch.next_message()
+                if msg is None:
+                    before = ch.bytes_received
+                    ch.fill(wait=True)
+                    if ch.bytes_received == before and self.liveness is not None:
+                        self._check_liveness()  # a heartbeat passed in silence
+                else:
+                    self._handle(link, msg)
+        except PolybusError as exc:
+            self._lost(link, exc)
+        finally:
+            self._lock.release()
+        if self._waiters:
+            with self._cv:
+                self._cv.notify_all()
+        if not self._in_send:
+            self.after_step()
 
     def step(self, prefer: ReplicaLink | None = None, timeout: float | None = None) -> None:
         """Read once from whatever has something (blocking up to ``timeout``)."""
@@ -180,6 +212,13 @@ class Reactor:
             self._handle(link, msg)
 
     def _handle(self, link: ReplicaLink, msg: Message) -> None:
+        if type(msg) is Result:  # the common case, ahead of the match
+            rec = link.outstanding.pop(msg.id, None)
+            if rec is not None:
+                link.calls += 1
+                if rec.set_value(msg.value):
+                    rec.dispatcher.completed(rec, link)
+            return
         match msg:
             case Result(id=cid, value=value):
                 rec = link.outstanding.pop(cid, None)
