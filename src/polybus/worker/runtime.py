@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import selectors
 import socket
 import threading
 import time
@@ -50,6 +49,7 @@ from polybus.wire.messages import (
 from polybus.worker.cache import OperandCache
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
+from polybus.worker.poller import ReadPoller
 from polybus.worker.servicing import CallQueue, Job
 
 log = logging.getLogger("polybus.worker")
@@ -96,10 +96,10 @@ class WorkerRuntime:
         self.address = self.addresses[0]
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
-        self._sel = selectors.DefaultSelector()
+        self._sel = ReadPoller()
         for real, sock in self._listening.items():
-            self._sel.register(sock, selectors.EVENT_READ, real)
-        self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
+            self._sel.register(sock, real)
+        self._sel.register(self._wake_r, _WAKE)
         self._channels: set[Channel] = set()
         self._new: list[Channel] = []
         self._paused: set[Channel] = set()
@@ -211,9 +211,10 @@ class WorkerRuntime:
                     return  # others' sockets are looked at within a millisecond
                 timeout = 0.0
         self._selected = time.perf_counter()
-        for key, _mask in self._sel.select(timeout=timeout):
-            data = key.data
-            if isinstance(data, Address):
+        for data in self._sel.poll(timeout):
+            if type(data) is Channel or type(data) is ShmChannel:
+                self._read(data)
+            elif isinstance(data, Address):
                 self._accept(data)
             elif data is _WAKE:
                 try:
@@ -222,7 +223,7 @@ class WorkerRuntime:
                     pass
                 self._adopt_new()
             else:
-                self._read(data)
+                self._read(data)  # a transport's own channel type
 
     def _accept(self, where: Address) -> None:
         try:
@@ -254,7 +255,7 @@ class WorkerRuntime:
             new, self._new = self._new, []
         for ch in new:
             self._channels.add(ch)
-            self._sel.register(ch.sock, selectors.EVENT_READ, ch)
+            self._sel.register(ch.sock, ch)
 
     def _resume_paused(self) -> None:
         if not self._paused or self._queue.full():
@@ -264,7 +265,7 @@ class WorkerRuntime:
                 break
             self._paused.discard(ch)
             if not ch.closed:
-                self._sel.register(ch.sock, selectors.EVENT_READ, ch)
+                self._sel.register(ch.sock, ch)
                 self._take(ch)  # what it sent before the pause
 
     def _read(self, ch: Channel) -> None:
@@ -319,6 +320,9 @@ class WorkerRuntime:
         ch.close()
 
     def _handle(self, ch: Channel, msg: Message) -> None:
+        if type(msg) is Call:  # the common case, ahead of the match
+            self._enqueue(ch, msg)
+            return
         match msg:
             case Call():
                 self._enqueue(ch, msg)
@@ -450,6 +454,7 @@ class WorkerRuntime:
         self.forwarding.close()
         for s in (*self._listening.values(), self._wake_r, self._wake_w):
             s.close()
+        self._sel.close()
         for where in self.addresses:
             if where.scheme in ("ipc", "shm"):
                 try:

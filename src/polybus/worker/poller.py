@@ -1,0 +1,66 @@
+"""Which sockets have something to read: the worker's one poller, made lean.
+
+`selectors` wraps each ready descriptor in a key tuple and checks masks in Python;
+on a replica answering one call per wake-up that is a measurable share of a round
+trip. Here ``poll`` hands back the registered objects themselves: epoll on Linux,
+``selectors`` elsewhere.
+"""
+
+from __future__ import annotations
+
+import select
+import selectors
+import socket
+from typing import Any
+
+
+class ReadPoller:
+    """Read readiness for registered sockets, each with the object it stands for."""
+
+    def __init__(self) -> None:
+        self._data: dict[int, Any] = {}
+        self._epoll = select.epoll() if hasattr(select, "epoll") else None
+        self._sel = None if self._epoll is not None else selectors.DefaultSelector()
+
+    def register(self, sock: socket.socket, data: Any) -> None:
+        fd = sock.fileno()
+        if self._epoll is not None:
+            self._epoll.register(fd, select.EPOLLIN)
+        else:
+            assert self._sel is not None
+            self._sel.register(fd, selectors.EVENT_READ)
+        self._data[fd] = data
+
+    def unregister(self, sock: socket.socket) -> None:
+        """Forget ``sock`` (KeyError if it was not registered, like selectors)."""
+        fd = sock.fileno()
+        if fd < 0 or fd not in self._data:
+            raise KeyError(sock)
+        del self._data[fd]
+        try:
+            if self._epoll is not None:
+                self._epoll.unregister(fd)
+            else:
+                assert self._sel is not None
+                self._sel.unregister(fd)
+        except (OSError, KeyError, ValueError):
+            pass  # closed meanwhile: the kernel already forgot it
+
+    def poll(self, timeout: float) -> list[Any]:
+        """The objects whose sockets are readable (or closed), waiting up to ``timeout`` s."""
+        data = self._data
+        if self._epoll is not None:
+            try:
+                ready = self._epoll.poll(timeout, len(data) or 1)
+            except InterruptedError:
+                return []
+            return [data[fd] for fd, _ in ready if fd in data]
+        assert self._sel is not None
+        return [data[key.fd] for key, _ in self._sel.select(timeout) if key.fd in data]
+
+    def close(self) -> None:
+        if self._epoll is not None:
+            self._epoll.close()
+        else:
+            assert self._sel is not None
+            self._sel.close()
