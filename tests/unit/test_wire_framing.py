@@ -195,3 +195,54 @@ def test_large_frame_memory_is_reused_only_when_released() -> None:
     a3 = round_trip(3)
     assert a2[0] == 2 and a3[0] == 3
     assert a3.ctypes.data == a1_base  # released memory was used again
+
+
+# -- next_small: the header-only fast path --------------------------------------------
+
+def test_next_small_takes_whole_header_only_frames_in_order() -> None:
+    dec = FrameDecoder()
+    dec.feed(wire(b"one") + wire(b"two") + wire(b"thr")[:5])
+    assert dec.next_small() == bytearray(b"one")
+    assert dec.next_small() == bytearray(b"two")
+    assert dec.next_small() is None  # the third is not whole yet
+    dec.feed(wire(b"thr")[5:])
+    assert dec.next_small() == bytearray(b"thr")
+    assert dec.next_small() is None and dec.next_frame() is None
+
+
+def test_next_small_leaves_frames_with_buffers_or_flags_to_next_frame() -> None:
+    dec = FrameDecoder()
+    dec.feed(wire(b"H", [b"buf"]) + b"".join(bytes(p) for p in encode_frame(b"F", [], flags=2))
+             + wire(b"plain"))
+    assert dec.next_small() is None
+    assert frames_one(dec) == (b"H", [b"buf"], 0)
+    assert dec.next_small() is None
+    assert frames_one(dec) == (b"F", [], 2)
+    assert dec.next_small() == bytearray(b"plain")
+
+
+def frames_one(dec: FrameDecoder) -> tuple[bytes, list[bytes], int]:
+    f = dec.next_frame()
+    assert f is not None
+    return bytes(f.header), [bytes(b) for b in f.buffers], f.flags
+
+
+def test_next_small_does_not_take_malformed_frames_next_frame_refuses_them() -> None:
+    dec = FrameDecoder(max_frame=64)
+    dec.feed(struct.pack("<IHHI", 100, 0, 0, 92) + bytes(100 - 8))
+    assert dec.next_small() is None
+    with pytest.raises(ProtocolError, match="over the limit"):
+        dec.next_frame()
+    dec = FrameDecoder()
+    dec.feed(struct.pack("<IHHI", 12, 0, 0, 3) + b"abcd")  # 8 + 3 != 12
+    assert dec.next_small() is None
+    with pytest.raises(ProtocolError, match="disagree"):
+        dec.next_frame()
+
+
+def test_next_small_header_is_a_copy_that_outlives_more_input() -> None:
+    dec = FrameDecoder()
+    dec.feed(wire(b"keep"))
+    header = dec.next_small()
+    dec.feed(wire(b"x" * 1000) * 300)  # reuses and grows the scratch
+    assert header == bytearray(b"keep")
