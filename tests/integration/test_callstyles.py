@@ -47,3 +47,13 @@ def test_every_replica_serves_and_stats_add_up(results: dict[tuple[str, int], An
         assert sum(rep.calls for rep in r.replicas) == r.calls
         assert all(rep.calls > 0 for rep in r.replicas)
         assert r.bytes_sent > 0 and r.bytes_received > 0 and r.elapsed_s > 0
+
+
+@pytest.mark.parametrize(("style", "replicas"), [("sync", 1), ("sync", 3), ("async", 2)])
+def test_calls_from_several_client_threads_get_their_own_answers(style: str, replicas: int) -> None:
+    sets = overrides(style, replicas)
+    sets["modules.client.entrypoint"] = "threads"
+    sets["modules.client.args"] = [4, 150]
+    r = polybus.run(CALC, sets)
+    assert r.result is True
+    assert r.calls == 4 * 150

@@ -45,3 +45,20 @@ def main(n=12):
         "scaled0d": float(scaled[2]), "empty": list(np.asarray(scaled[3]).shape),
         "bool": bool(square(0)), "index": ["a", "b", "c"][square(1)],
     })
+
+
+def threads(n_threads=4, per=150):
+    """Calls from several threads at once: every thread gets its own answers."""
+    import threading
+
+    out = [None] * n_threads
+
+    def work(t):
+        out[t] = [int(wait(square(t * 1000 + i))) for i in range(per)]
+
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    return all(out[t] == [(t * 1000 + i) ** 2 for i in range(per)] for t in range(n_threads))
