@@ -87,21 +87,27 @@ def latency(result: BenchResult, p: _SizePlan, iters: Callable[[int], int], quic
 
 
 def latency_ratios(result: BenchResult) -> None:
-    """polybus/mpi4py per size and placement; ray/polybus and dask/polybus per size
-    (Ray and Dask place their own processes, so against polybus tcp at cpus=split)."""
-    for r in [r for r in result.rows if r.system == "polybus" and r.metric == "rtt_us"
-              and r.config.get("transport", "tcp") == "tcp"]:
+    """polybus/mpi4py per size, placement and transport (mpi4py runs over shared memory:
+    its like is polybus shm); polybus/pyzmq over tcp; ray/polybus and dask/polybus per
+    size and transport (Ray and Dask place their own processes, so against polybus at
+    cpus=split)."""
+    for r in [r for r in result.rows if r.system == "polybus" and r.metric == "rtt_us"]:
         cpus = r.config.get("cpus", DEFAULT)
+        transport = r.config.get("transport", "tcp")
         at = f"rtt at {int(r.x)} B"
-        on = "" if cpus == DEFAULT else f" (cpus={cpus})"
-        result.add_ratio(f"polybus/mpi4py {at}{on}", r,
+        on = [] if cpus == DEFAULT else [f"cpus={cpus}"]
+        via = [] if transport == "tcp" else [f"transport={transport}"]
+        label = f" (polybus {','.join(via + on)})" if via else f" ({on[0]})" if on else ""
+        result.add_ratio(f"polybus/mpi4py {at}{label}", r,
                          result.find("mpi4py", r.x, "rtt_us", {"cpus": cpus}))
-        result.add_ratio(f"polybus/pyzmq {at}{on}", r,
-                         result.find("pyzmq", r.x, "rtt_us", {"cpus": cpus}))
+        if transport == "tcp":
+            result.add_ratio(f"polybus/pyzmq {at}{label}", r,
+                             result.find("pyzmq", r.x, "rtt_us", {"cpus": cpus}))
         if cpus == DEFAULT:
             for peer in ("ray", "dask"):
                 result.add_ratio(f"{peer}/polybus {at} ({peer} cpus=free, polybus "
-                                 f"cpus={DEFAULT})", result.find(peer, r.x, "rtt_us"), r)
+                                 f"{','.join([*via, f'cpus={DEFAULT}'])})",
+                                 result.find(peer, r.x, "rtt_us"), r)
 
 
 def bandwidth(result: BenchResult, p: _SizePlan, quick: bool, progress: Progress) -> None:
