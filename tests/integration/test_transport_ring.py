@@ -193,3 +193,26 @@ def test_full_ring_never_deadlocks(pair: tuple[ShmChannel, ShmChannel]) -> None:
     y.close()
     t.join(10)
     assert not t.is_alive() and errors
+
+
+def test_a_backlog_larger_than_the_receive_scratch_is_taken_whole_in_order() -> None:
+    """Small frames piled up past the decoder's scratch: one fill takes them all
+    (the scratch grows while the ring is drained) and they come out in order."""
+    a, b = socket.socketpair(socket.AF_UNIX)
+    x = ShmChannel(a, Codec(), "x")
+    y = ShmChannel(b, Codec(), "y")
+    try:
+        n = 10_000  # ~600 KB of frames: more than the 256 KiB scratch, less than the ring
+        for i in range(n):
+            x.send(Call(i, "e", [b"v" * 20]))
+        assert y.fill(wait=True) > 256 * 1024
+        ids = [m.id for m in y.pending() if isinstance(m, Call)]
+        while len(ids) < n:
+            y.fill(wait=True)
+            ids += [m.id for m in y.pending() if isinstance(m, Call)]
+        assert ids == list(range(n))
+    finally:
+        x.close()
+        y.close()
+        gc.collect()
+    assert memfd_mappings() == 0

@@ -99,6 +99,18 @@ class Ring:
         _U64.pack_into(self.map, _WRITTEN, self.written)  # after the bytes it covers
         return n
 
+    def write_small(self, data: bytes | bytearray | memoryview) -> int:
+        """All of ``data`` (bytes-like, 1-D) published at once if it fits without
+        wrapping round; else 0 and nothing written (`write` takes it in pieces)."""
+        n = len(data)
+        pos = self.written & self._mask
+        if pos + n > self.capacity or n > self.capacity - (self.written - _U64.unpack_from(self.map, _READ)[0]):
+            return 0
+        self.data[pos:pos + n] = data
+        self.written += n
+        _U64.pack_into(self.map, _WRITTEN, self.written)  # after the bytes it covers
+        return n
+
     def reader_awake(self) -> bool:
         return self.view[_AWAKE] != 0
 

@@ -150,8 +150,10 @@ class ShmChannel(Channel):
 
     # -- sending ---------------------------------------------------------------
     def _encode(self, msg: Message) -> list[bytes | memoryview]:
-        pieces = self._control()
+        pieces = self._control() if self._released or self._forget_out else []
         header, bufs = self.codec.encode_parts(msg)
+        if not bufs:  # most messages: one piece, as on any channel
+            return [*pieces, *encode_frame(header, None, self.codec.max_frame)]
         lens = [memoryview(b).nbytes for b in bufs]
         if not bufs or max(lens) < self.threshold:
             return pieces + encode_frame(header, bufs, self.codec.max_frame)
@@ -248,6 +250,8 @@ class ShmChannel(Channel):
                 self.sock.sendmsg([b"F"], anc)
                 self._fds_out = []
             total = 0
+            if len(pieces) == 1 and type(pieces[0]) is bytes and (n := tx.write_small(pieces[0])):
+                pieces, total = [], n  # the common small frame, in one go
             for piece in pieces:
                 view = memoryview(piece).cast("B")
                 while view.nbytes:
@@ -335,9 +339,17 @@ class ShmChannel(Channel):
         if rx is None:
             return 0
         total = 0
-        while n := rx.read_into(self.decoder.get_buffer()):
+        while True:
+            buf = self.decoder.get_buffer()
+            room = buf.nbytes
+            n = rx.read_into(buf)
+            del buf  # a live view would stop the decoder growing its scratch
+            if not n:
+                break
             self.decoder.buffer_updated(n)
             total += n
+            if n < room:
+                break  # took all there was (more that came meanwhile: the next fill)
         self.bytes_received += total
         return total
 
