@@ -316,11 +316,12 @@ class ShmChannel(Channel):
         n = self._drain_ring()
         if n:
             return n
-        if self._recv_bells(_DONTWAIT):
-            return self._drain_ring()
-        if not wait:
-            return 0
         rx = self._rx
+        if rx is None or not wait:  # (a waiting reader spins first: no system call)
+            if self._recv_bells(_DONTWAIT):
+                return self._drain_ring()
+            if not wait:
+                return 0
         if rx is not None:
             rx.set_awake(True)
             deadline = time.perf_counter() + SPIN_S

@@ -270,7 +270,7 @@ class WorkerRuntime:
 
     def _read(self, ch: Channel) -> None:
         try:
-            ch.fill()
+            ch.fill(wait=False)  # it is ready: what is there, without a wait
         except PolybusError:
             self._drop(ch)
             return
