@@ -35,7 +35,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-TOP_KEYS = ("modules", "bind", "cluster")
+TOP_KEYS = ("modules", "bind", "cluster", "serve")
 MODULE_KEYS = ("source", "replication", "define", "use", "entrypoint", "args", "kwargs",
                "transport", "pickle")
 DEFINE_KEYS = ("priority", "pool", "queue", "overflow", "cache", "cache_bytes", "prefetch",
