@@ -148,6 +148,10 @@ class WorkerRuntime:
                     if self._running < self.options.pool and (job := self._queue.pop()):
                         self._running += 1
                         self._started += 1
+                        # The poller wakes one thread per burst; each woken thread wakes
+                        # the next while work waits, so a burst fills the whole pool.
+                        if len(self._queue) and self._running < self.options.pool:
+                            self._cv.notify()
                         break
                     if not self._polling:
                         self._polling = True
