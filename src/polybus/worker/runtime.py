@@ -189,11 +189,11 @@ class WorkerRuntime:
         finally:
             with self._lock:
                 self._polling = False
-                # Wake an idle thread only for work this thread will not take itself.
-                if len(self._queue) > int(takes_job) and self._running + int(takes_job) < self.options.pool:
+                # The standby lets the role go: someone must hold it again. A pool thread
+                # that goes to run a call wakes an idle one to poll meanwhile (else calls
+                # that come wait for the standby's look, up to 100 ms on an idle replica).
+                if not takes_job or (len(self._queue) and self._running + 1 < self.options.pool):
                     self._cv.notify()
-                elif not takes_job:
-                    self._cv.notify()  # someone must hold the poller role again
 
     def _wake(self) -> None:
         try:
