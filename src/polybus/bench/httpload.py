@@ -37,9 +37,10 @@ async def _one_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWr
         status = int(head[9:12])
         lower = head.lower()
         at = lower.find(b"content-length:")
-        if at >= 0:
-            end = lower.index(b"\r\n", at)
-            await reader.readexactly(int(head[at + 15:end]))
+        if at < 0:  # every server of the benchmark frames its answers by length
+            raise RuntimeError(f"an answer without Content-Length: {bytes(head[:200])!r}")
+        end = lower.index(b"\r\n", at)
+        await reader.readexactly(int(head[at + 15:end]))
         out.done_at.append(time.perf_counter() - t0)
         if not 200 <= status < 300:
             out.failures[status] = out.failures.get(status, 0) + 1

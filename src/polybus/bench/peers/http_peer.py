@@ -64,11 +64,14 @@ def _uvicorn(pool: ThreadPoolExecutor) -> None:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         body = await asyncio.get_running_loop().run_in_executor(pool, work, query)
         await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json")]})
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # inherited by accepted ones
+    sock.listen(1024)  # connections wait in the backlog until uvicorn serves them
     print(f"port {sock.getsockname()[1]}", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
 
