@@ -117,7 +117,9 @@ def run(quick: bool, progress: Progress) -> BenchResult:
         "sequential: the time of the first N answers of one run of "
         f"{seq_ns[-1]} requests (the answers come one after another)",
         "requests/s (metric calls_per_s): no delay, "
-        f"{rate_n} requests over {rate_c} connections, pool {rate_pool}"]
+        f"{rate_n} requests over {rate_c} connections, pool {rate_pool}; polybus runs the "
+        "front door and a replica (two processes, a call between them per request), the "
+        "peer one process, beside the load generator on the same CPUs"]
     progress.begin(len(systems) * (len(pools) + 2), "rudy")
     path = f"/work?ms={DELAY_MS}"
     for system, start in systems.items():

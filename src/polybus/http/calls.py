@@ -61,9 +61,13 @@ class CallBridge:
             return wait(promise)
         fut: asyncio.Future[Any] = self.loop.create_future()
         self._pending[id(promise)] = (promise, fut)
-        self._schedule()  # calls held for a busy replica are written on the next step
+        if self._held():  # async-demand holds calls for a busy replica: written next step
+            self._schedule()
+        elif self._ticker is None:  # (the answer itself wakes _step through add_reader)
+            self._ticker = self.loop.call_later(_TICK_S, self._tick)
         try:
-            return await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):
+                return await fut
         except TimeoutError:
             rec = promise._rec  # the record is the dispatcher's to forget
             rec.set_error(CallTimeoutError(f"no answer from {name} within {timeout:g} s",
@@ -72,6 +76,9 @@ class CallBridge:
             raise rec.error from None
         finally:
             self._pending.pop(id(promise), None)
+
+    def _held(self) -> bool:
+        return any(link.held for link in self.reactor.links)
 
     def _schedule(self) -> None:
         if not self._step_soon:

@@ -27,6 +27,8 @@ _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
 def _fields(req: Request, subpath: str, wanted: tuple[str, ...]) -> dict[str, Any]:
+    if not wanted:
+        return {}
     every = {"method": req.method, "path": req.path, "query": req.query,
              "headers": req.headers, "body": req.body, "subpath": subpath}
     return {k: every[k] for k in wanted}
@@ -75,7 +77,8 @@ class FrontDoor:
                 await writer.drain()
                 return
             if event is None:
-                data = await asyncio.wait_for(reader.read(1 << 16), self.spec.idle_timeout)
+                async with asyncio.timeout(self.spec.idle_timeout):  # (no task, unlike wait_for)
+                    data = await reader.read(1 << 16)
                 if not data:
                     return
                 parser.feed(data)
