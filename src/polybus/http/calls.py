@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CallBridge"]
 
-_TICK_S = 0.05  # while calls are out: a step this often (TLS buffers, liveness)
+_TICK_S = 0.05  # while calls are out: a step this often (TLS buffers, liveness, answers
+#                 read while a send waited for room)
 
 
 class CallBridge:
