@@ -192,3 +192,24 @@ def test_the_rudy_example_serves_its_page_and_its_work(procs: Procs) -> None:
     assert get(c, "GET", "/work?ms=1")[::2] == (200, b'{"slept_ms":1.0}')
     assert get(c, "POST", "/echo/x")[0] == 400  # the example's own (status, headers, body)
     c.close()
+
+
+def test_serve_with_parts_started_by_hand(procs: Procs) -> None:
+    env = {"POLYBUS_TOKEN": "serve-token-" + "y" * 20}
+    app = EXAMPLES / "rudy" / "app.toml"
+    reg = procs.start("registry", "--listen", "127.0.0.1:0", env=env)
+    assert reg.stdout is not None
+    addr = read_line(reg.stdout, r"listening on (\S+)").group(1)
+    w = procs.start("worker", "--registry", addr, "--config", app, "--as", "web",
+                    "--name", "web-by-hand", env=env)
+    assert w.stderr is not None
+    read_line(w.stderr, r"serving .*work@http")  # the routed forms come from [serve]
+    p = procs.start("serve", app, "--registry", addr, "--listen", "127.0.0.1:0", env=env)
+    assert p.stderr is not None
+    m = read_line(p.stderr, r"listening on http://([0-9.]+):([0-9]+)", timeout=60)
+    c = http.client.HTTPConnection(m.group(1), int(m.group(2)), timeout=30)
+    assert get(c, "GET", "/work?ms=0")[::2] == (200, b'{"slept_ms":0.0}')
+    c.close()
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=20) == 0
+    assert w.poll() is None  # a worker started by hand is not serve's to stop
