@@ -8,7 +8,6 @@ table with ``to`` and the options of a ``use`` binding (callstyle, timeout, ...)
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
 from polybus.config.model import CallStyle, ModuleSpec, RouteSpec, ServeSpec, UseSpec
@@ -24,7 +23,6 @@ __all__ = ["ROUTE_KEYS", "SERVE_KEYS", "check_routes", "parse_serve"]
 SERVE_KEYS = ("listen", "routes", "max_body", "max_head", "max_connections", "idle_timeout",
               "tracebacks")
 ROUTE_KEYS = ("to", "callstyle", "loadratio", "timeout", "transport")
-_LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]+)$")
 _ROUTE_FORMS = ('"module.interface", or a table such as '
                 '{ to = "web.api", callstyle = "async-demand(4)", timeout = "2s" }')
 
@@ -69,14 +67,9 @@ def parse_serve(table: dict[str, Any], p: Problems) -> ServeSpec:
     p.unknown_keys(table, SERVE_KEYS, "serve")
     t = _Table(table, ("serve",), p)
     d = ServeSpec()
-    listen = t.string("listen")
-    if listen is not None:
-        m = _LISTEN.match(listen)
-        if m is None or int(m.group(2)) > 65535:
-            p.add(f"bad listen address {listen!r}", t.key("listen"),
-                  "expected HOST:PORT, e.g. '127.0.0.1:8080' (port 0: any free port; "
-                  "'0.0.0.0:8080' serves every interface)")
-            listen = None
+    listen = t.address("listen", "listen", "expected HOST:PORT, e.g. '127.0.0.1:8080' "
+                       "(port 0: any free port; '0.0.0.0:8080' serves every interface)",
+                       lowest_port=0)
     routes: list[RouteSpec] = []
     seen: dict[tuple[str | None, str], str] = {}
     for key, raw in (t.table("routes") or {}).items():
