@@ -14,7 +14,7 @@ import textwrap
 import threading
 from pathlib import Path
 
-from integration.conftest import EXAMPLES, Procs, descendants, read_line, wait_gone
+from integration.conftest import EXAMPLES, Procs, cli, descendants, read_line, wait_gone
 
 WEB = '''\
 import time
@@ -210,6 +210,16 @@ def test_serve_with_parts_started_by_hand(procs: Procs) -> None:
     c = http.client.HTTPConnection(m.group(1), int(m.group(2)), timeout=30)
     assert get(c, "GET", "/work?ms=0")[::2] == (200, b'{"slept_ms":0.0}')
     c.close()
-    p.send_signal(signal.SIGTERM)
+    p.send_signal(signal.SIGINT)  # Ctrl-C
     assert p.wait(timeout=20) == 0
     assert w.poll() is None  # a worker started by hand is not serve's to stop
+
+
+def test_a_port_in_use_is_one_clear_error_before_anything_starts() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        p = cli("serve", EXAMPLES / "rudy" / "app.toml", "--listen", f"127.0.0.1:{port}",
+                timeout=30)
+    assert p.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in p.stderr
+    assert "Traceback" not in p.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import signal
+import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 from polybus.client.session import Session
 from polybus.config import load
 from polybus.config.model import AppConfig, Binding, CallStyle, ServeSpec
-from polybus.errors import ConfigError
+from polybus.errors import ConfigError, UsageError
 from polybus.http.calls import CallBridge
 from polybus.http.response import HTTP_SUFFIX
 from polybus.http.server import FrontDoor
@@ -47,9 +48,16 @@ def _timeouts(app: AppConfig, spec: ServeSpec) -> dict[str, float | None]:
     return out
 
 
-def _split(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]"), int(port)
+def _listen(address: str) -> socket.socket:
+    """The front door's listening socket, made before anything starts, so that a port
+    in use is one clear error and no cluster is started for nothing."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        return socket.create_server((host, int(port)), backlog=1024,
+                                    family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as e:
+        raise UsageError(f"cannot listen on {address}: {e.strerror or e}") from None
 
 
 def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
@@ -70,15 +78,19 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
                           key="serve", hint='add [serve] with listen = "127.0.0.1:8080" and '
                                             '[serve.routes] such as "GET /" = "web.page"')
     spec = app.serve
-    with started_cluster(app, sets, registry=registry, token_file=token_file) as cluster:
-        session = Session(app, cluster.registry, cluster.token, _bindings(app, spec))
-        try:
-            asyncio.run(_main(app, spec, session, ready))
-        finally:
-            session.close()
+    sock = _listen(spec.listen)
+    try:
+        with started_cluster(app, sets, registry=registry, token_file=token_file) as cluster:
+            session = Session(app, cluster.registry, cluster.token, _bindings(app, spec))
+            try:
+                asyncio.run(_main(app, spec, session, sock, ready))
+            finally:
+                session.close()
+    finally:
+        sock.close()
 
 
-async def _main(app: AppConfig, spec: ServeSpec, session: Session,
+async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.socket,
                 ready: Callable[[str], None] | None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -86,12 +98,11 @@ async def _main(app: AppConfig, spec: ServeSpec, session: Session,
         loop.add_signal_handler(sig, stop.set)
     bridge = CallBridge(session, loop)
     door = FrontDoor(spec, bridge, _timeouts(app, spec))
-    host, port = _split(spec.listen)
-    server = await asyncio.start_server(door.connection, host, port, reuse_address=True,
+    server = await asyncio.start_server(door.connection, sock=sock,
                                         limit=spec.max_head + (1 << 16))
     try:
-        sock = server.sockets[0].getsockname()
-        url = f"http://{'[' + sock[0] + ']' if ':' in sock[0] else sock[0]}:{sock[1]}"
+        host, port = sock.getsockname()[:2]
+        url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
         routes = ", ".join(f"{r.key} -> {r.module}.{r.interface}" for r in spec.routes)
         print(f"polybus serve: listening on {url} ({routes})", file=sys.stderr, flush=True)
         if ready is not None:
