@@ -131,8 +131,10 @@ def test_serve_answers_and_keeps_serving_after_every_failure(procs: Procs, tmp_p
     assert raw(host, port, big_head).startswith(b"HTTP/1.1 431 ")
     still_ok()
     pipelined = raw(host, port, b"GET / HTTP/1.1\r\n\r\nHEAD / HTTP/1.1\r\n\r\n"
+                                b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
                                 b"GET /info/p HTTP/1.1\r\nConnection: close\r\n\r\n")
-    assert pipelined.count(b"HTTP/1.1 200 OK") == 3 and pipelined.count(b"hello") == 1
+    assert pipelined.count(b"HTTP/1.1 200 OK") == 4 and pipelined.count(b"hello") == 2
+    assert pipelined.count(b"Connection: keep-alive\r\n") == 1  # told to the 1.0 request
 
     workers = descendants(pid)
     assert workers, "the local engine's worker runs under polybus serve"

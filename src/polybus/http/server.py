@@ -86,6 +86,8 @@ class FrontDoor:
                 writer.write(_CONTINUE)
             else:
                 resp, extra = await self.respond(event)
+                if event.keep_alive and event.version == "1.0":  # 1.0 closes unless told
+                    extra.append(("Connection", "keep-alive"))
                 writer.write(serialize(resp, keep_alive=event.keep_alive, extra=extra,
                                        head_only=event.method == "HEAD"))
                 await writer.drain()
