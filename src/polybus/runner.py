@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from polybus.client.promise import wait
 from polybus.client.session import ReplicaStats, Session
 from polybus.client.stubs import activate
 from polybus.config import load
+from polybus.config.model import AppConfig
 from polybus.engines.base import Cluster
 from polybus.errors import ConfigError
 from polybus.token import read_token
@@ -70,55 +72,68 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
     """
     sets = override_strings(overrides)
     app = load(path, sets)
-    client = app.modules[app.client]
-    if client.entrypoint is None:  # load() guarantees one; kept for the type checker
-        raise ConfigError("no module has an entrypoint", file=str(path))
+    client = app.modules.get(app.client)
+    if client is None or client.entrypoint is None:
+        raise ConfigError("no module has an entrypoint", file=str(path), key="modules",
+                          hint="a configuration with only [serve] routes is started with "
+                               "`polybus serve`")
+    session: Session | None = None
+    with started_cluster(app, sets, registry=registry, token_file=token_file) as cluster:
+        try:
+            t0 = time.perf_counter()
+            session = Session(app, cluster.registry, cluster.token)
+            startup = cluster.startup_s + time.perf_counter() - t0
+            module = load_module(client.source, f"polybus_user_{client.key}")
+            entry = getattr(module, client.entrypoint)
+            activate(session)
+            t0 = time.perf_counter()
+            result = wait(entry(*client.args, **client.kwargs))
+            elapsed = time.perf_counter() - t0
+            stats = session.stats()
+            for rep in stats.replicas:
+                rep.busy_fraction = rep.busy_s / elapsed if elapsed > 0 else 0.0
+            return RunResult(result, elapsed, startup, stats.calls, stats.bytes_sent,
+                             stats.bytes_received, stats.replicas)
+        finally:
+            activate(None)
+            if session is not None:
+                session.close()
+
+
+@contextmanager
+def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
+                    registry: str | None = None,
+                    token_file: str | None = None) -> Iterator[Cluster]:
+    """The cluster ``app`` needs, up while the block runs: an embedded registry and the
+    local engine's workers, or (``registry`` / [cluster] registry) the replicas already
+    registered there. Everything started is stopped at the end, however it ends."""
     registry = registry or app.cluster.registry
     kind = app.cluster.engine
     if kind in ("mpi", "ray"):
         raise ConfigError(f"the {kind} engine is not part of this version of polybus",
-                          file=str(path), key="cluster.engine",
+                          file=str(app.path), key="cluster.engine",
                           hint="use engine = \"local\", or \"hosts\" with workers started "
                                "by `polybus worker` and [cluster] registry")
     if kind == "hosts" and not registry:
         raise ConfigError("the hosts engine uses workers already running; it needs their "
-                          "registry", file=str(path), key="cluster.registry",
+                          "registry", file=str(app.path), key="cluster.registry",
                           hint="set registry = \"HOST:PORT\" or pass --registry")
     engine = None
-    session: Session | None = None
     # Every connection of this run (embedded registry, client) follows [cluster] tls;
     # the workers the engine starts read the same configuration and do the same.
     previous_tls = tls.current()
     tls.configure_cluster(app.cluster)
     try:
-        if not registry:
-            from polybus.engines.local import LocalEngine
-
-            engine = LocalEngine(app, sets)
-        if engine is not None:
-            cluster = engine.start()
-        else:
+        if registry:
             token = read_token(token_file or app.cluster.token_file)
             assert token is not None
-            cluster = Cluster(str(registry), token)
-        t0 = time.perf_counter()
-        session = Session(app, cluster.registry, cluster.token)
-        startup = cluster.startup_s + time.perf_counter() - t0
-        module = load_module(client.source, f"polybus_user_{client.key}")
-        entry = getattr(module, client.entrypoint)
-        activate(session)
-        t0 = time.perf_counter()
-        result = wait(entry(*client.args, **client.kwargs))
-        elapsed = time.perf_counter() - t0
-        stats = session.stats()
-        for rep in stats.replicas:
-            rep.busy_fraction = rep.busy_s / elapsed if elapsed > 0 else 0.0
-        return RunResult(result, elapsed, startup, stats.calls, stats.bytes_sent,
-                         stats.bytes_received, stats.replicas)
+            yield Cluster(str(registry), token)
+        else:
+            from polybus.engines.local import LocalEngine
+
+            engine = LocalEngine(app, overrides)
+            yield engine.start()
     finally:
-        activate(None)
-        if session is not None:
-            session.close()
         if engine is not None:
             engine.stop()
         tls.configure(previous_tls)

@@ -96,15 +96,29 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
     assert plot(one_x, tmp_path / "thr.png").stat().st_size > 0
 
 
-def test_registry_is_lazy_and_names_mistakes() -> None:
-    assert {"latency", "bandwidth", "throughput"} <= set(registry.REGISTRY)
+def test_registry_is_lazy_and_names_mistakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert {"latency", "bandwidth", "throughput", "rudy"} <= set(registry.REGISTRY)
     assert callable(registry.REGISTRY["throughput"])
     with pytest.raises(UsageError, match="did you mean 'latency'"):
         registry.get("latncy")
+    monkeypatch.setattr(registry, "PLANNED", ("someday",))
     with pytest.raises(UsageError, match="not written yet"):
-        registry.get("rudy")  # planned, not registered
+        registry.get("someday")  # planned, not registered
     with pytest.raises(KeyError):
         registry.REGISTRY["nope"]
+
+
+def test_a_metric_may_have_its_own_x() -> None:
+    res = BenchResult("rudy", x_label="pool size (PS)",
+                      x_labels={"sequential_s": "requests (N), one client"})
+    res.add(Row.of("polybus", {}, 10, "seconds", Stat(0.4, 0.3, 0.5, 3)))
+    res.add(Row.of("polybus", {}, 500, "sequential_s", Stat(20.5, 20.4, 20.6, 3)))
+    back = BenchResult.from_json(res.to_json())
+    assert back.x_labels == res.x_labels and back.x_label_of("seconds") == "pool size (PS)"
+    console = Console(record=True, width=120)
+    print_table(back, console)
+    text = console.export_text()
+    assert "requests (N), one client" in text and "pool size (PS)" in text
 
 
 def test_available_reports_each_optional_peer() -> None:

@@ -310,8 +310,8 @@ def test_no_modules(tmp_path: Path) -> None:
 def test_no_entrypoint(tmp_path: Path) -> None:
     toml = BASE.replace('entrypoint = "main"\n', "")
     assert ("modules", "no module has an entrypoint",
-            'exactly one module (the client) needs entrypoint = "main" or similar'
-            ) in errors(tmp_path, toml)
+            'exactly one module (the client) needs entrypoint = "main" or similar, '
+            "or a [serve] table routes HTTP requests to the modules") in errors(tmp_path, toml)
 
 
 def test_two_entrypoints(tmp_path: Path) -> None:

@@ -37,9 +37,10 @@ METRIC_UNITS: dict[str, str] = {
     "efficiency": "efficiency",
     "bytes_sent": "bytes sent",
     "makespan_ratio": "makespan / lower bound",
+    "sequential_s": "s, sequential requests",
 }
 DASH = "\u2013"  # en dash, as in the source tables
-_LOG_METRICS = {"rtt_us", "gbps", "seconds", "bytes_sent"}
+_LOG_METRICS = {"rtt_us", "gbps", "seconds", "bytes_sent", "sequential_s"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,11 @@ class BenchResult:
     """Peers that could not run, with the reason (e.g. ``"c_socket": "no cc on PATH"``)."""
     notes: list[str] = field(default_factory=list)
     x_label: str = "x"
+    x_labels: dict[str, str] = field(default_factory=dict)
+    """What x is for a metric whose x is not ``x_label`` (e.g. rudy: N for sequential_s)."""
+
+    def x_label_of(self, metric: str) -> str:
+        return self.x_labels.get(metric, self.x_label)
 
     def add(self, row: Row) -> None:
         self.rows.append(row)
@@ -120,6 +126,8 @@ class BenchResult:
     def to_dict(self) -> dict[str, Any]:
         params = dict(self.params)
         params.setdefault("x_label", self.x_label)
+        if self.x_labels:
+            params["x_labels"] = dict(self.x_labels)
         if self.skipped:
             params["skipped"] = dict(self.skipped)
         if self.notes:
@@ -148,10 +156,11 @@ class BenchResult:
         skipped = dict(params.pop("skipped", {}))
         notes = list(params.pop("notes", []))
         x_label = str(params.pop("x_label", "x"))
+        x_labels = {str(k): str(v) for k, v in params.pop("x_labels", {}).items()}
         rows = [Row(r["system"], dict(r["config"]), r["x"], r["metric"], r["median"],
                     r["min"], r["max"], r["n"]) for r in d.get("rows", [])]
         ratios = [Ratio(r["name"], r["value"]) for r in d.get("ratios", [])]
-        return cls(str(d["bench"]), params, rows, ratios, skipped, notes, x_label)
+        return cls(str(d["bench"]), params, rows, ratios, skipped, notes, x_label, x_labels)
 
     @classmethod
     def from_json(cls, text: str) -> BenchResult:
@@ -193,12 +202,12 @@ def print_table(result: BenchResult, console: Console | None = None) -> None:
         unit = METRIC_UNITS.get(metric, metric)
         table = Table(title=escape(f"{result.bench}: {unit}, median [min{DASH}max]"),
                       title_justify="left")
-        table.add_column(escape(result.x_label), justify="right", style="bold")
+        table.add_column(escape(result.x_label_of(metric)), justify="right", style="bold")
         for lab in labels:
             table.add_column(escape(lab), justify="right")
         cells = {(r.label, r.x): r for r in rows}
         for x in xs:
-            line = [_fmt_x(x, result.x_label)]
+            line = [_fmt_x(x, result.x_label_of(metric))]
             for lab in labels:
                 r = cells.get((lab, x))
                 line.append(DASH if r is None else
@@ -258,7 +267,7 @@ def plot(result: BenchResult, path: str | os.PathLike[str]) -> Path:
                     ax.set_xscale("symlog", linthresh=min(positive))
                 elif positive:
                     ax.set_xscale("log")
-            ax.set_xlabel(result.x_label)
+            ax.set_xlabel(result.x_label_of(metric))
             ax.legend(fontsize=8)
         ax.set_ylabel(METRIC_UNITS.get(metric, metric))
         ax.set_title(f"{result.bench}: {metric}")

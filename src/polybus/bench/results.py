@@ -64,10 +64,10 @@ def _tables(result: BenchResult) -> list[str]:
         ns = ", ".join(map(str, sorted({r.n for r in rows})))
         lines += [f"**{METRIC_UNITS.get(metric, metric)}**, median [min{DASH}max], "
                   f"n = {ns} repetitions per cell", ""]
-        lines.append("| " + " | ".join([_md(result.x_label), *map(_md, labels)]) + " |")
+        lines.append("| " + " | ".join([_md(result.x_label_of(metric)), *map(_md, labels)]) + " |")
         lines.append("|" + "---:|" * (len(labels) + 1))
         for x in xs:
-            line = [_fmt_x(x, result.x_label)]
+            line = [_fmt_x(x, result.x_label_of(metric))]
             for lab in labels:
                 r = cells.get((lab, x))
                 line.append(DASH if r is None else
@@ -80,7 +80,7 @@ def _tables(result: BenchResult) -> list[str]:
 def _section(result: BenchResult, raw: dict[str, Any], image: str | None) -> list[str]:
     lines = [f"## {result.bench}", ""]
     params = {k: v for k, v in result.params.items()
-              if k not in ("date", "versions", "x_label", "quick", "error")}
+              if k not in ("date", "versions", "x_label", "x_labels", "quick", "error")}
     if result.params.get("quick"):
         lines += ["*Quick run (`--quick`): proves the benchmark works; not figures of "
                   "record.*", ""]

@@ -23,6 +23,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     assert app is not None
     servers = ", ".join(f"{m.key} x{len(m.replication)}" for m in app.servers())
-    print(f"{args.config}: ok (client {app.client}; servers {servers or 'none'}; "
-          f"{len(app.bindings)} binding(s))")
+    routes = f"; {len(app.serve.routes)} HTTP route(s)" if app.serve is not None else ""
+    print(f"{args.config}: ok (client {app.client or 'none'}; servers {servers or 'none'}; "
+          f"{len(app.bindings)} binding(s){routes})")
     return 0

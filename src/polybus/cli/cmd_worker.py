@@ -34,6 +34,7 @@ def main(args: argparse.Namespace) -> int:
     assert token is not None
     spec = replica = None
     max_frame = 1 << 30
+    http: list[str] = []
     if args.config:
         from polybus.config import load
 
@@ -49,6 +50,7 @@ def main(args: argparse.Namespace) -> int:
         spec = app.modules[args.as_key]
         path, key = spec.source, spec.key
         max_frame = app.cluster.max_frame
+        http = app.serve.interfaces_of(key) if app.serve is not None else []
         if args.name:
             replica = next((r for r in spec.replication if r.name == args.name), None)
     elif args.module:
@@ -59,5 +61,5 @@ def main(args: argparse.Namespace) -> int:
     name = args.name or f"{key}-{socket.gethostname()}-{os.getpid()}"
     serve(registry=args.registry, module_path=path, name=name, module_key=key, token=token,
           listen=args.listen or ["tcp://127.0.0.1:0"], spec=spec, replica=replica, heartbeat=args.heartbeat,
-          max_frame=max_frame, exit_with_parent=args.exit_with_parent)
+          max_frame=max_frame, exit_with_parent=args.exit_with_parent, http=http)
     return 0

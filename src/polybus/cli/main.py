@@ -15,6 +15,7 @@ COMMANDS = {
     "worker": "start a worker serving a module by hand",
     "bench": "run a benchmark of record",
     "sweep": "run a program under every combination of configuration values",
+    "serve": "start a program's cluster behind an HTTP front door ([serve] routes)",
 }
 
 

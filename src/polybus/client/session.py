@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from polybus.client.forward import forwarder_for
 from polybus.client.migrate import Migrator, migrator_for
 from polybus.client.operands import comm_for
 from polybus.client.reactor import Reactor
-from polybus.config.model import AppConfig, DefineSpec, UseSpec
+from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
 from polybus.errors import NoReplicaError, PolybusError, UsageError
 from polybus.registry.client import RegistryClient
 from polybus.transport.endpoints import connect
@@ -79,7 +80,11 @@ def _pick(replica: Replica, scheme: str) -> str:
 class Session:
     """Everything a client module's ``use``d names need, for one run."""
 
-    def __init__(self, app: AppConfig, registry: str, token: bytes) -> None:
+    def __init__(self, app: AppConfig, registry: str, token: bytes,
+                 bindings: Sequence[tuple[Binding, UseSpec]] | None = None) -> None:
+        """``bindings``: the names to serve and how to call them; default: the client
+        module's ``[bind]`` entries with its ``use`` options (the HTTP front door gives
+        its routes instead)."""
         self.app = app
         self.token = token
         self.registry = RegistryClient(registry, token)
@@ -91,15 +96,16 @@ class Session:
         self.reactor.on_released = self._released
         self.migrators: list[Migrator] = []
         try:
-            for b in app.bindings:
-                if b.user != app.client:
-                    continue
-                links = self._links_for(
-                    b.module, app.modules[b.user].use.get(b.name, UseSpec()).transport)
+            if bindings is None:
+                bindings = [(b, app.modules[b.user].use.get(b.name, UseSpec()))
+                            for b in app.bindings if b.user == app.client]
+            for b, use in bindings:
+                links = self._links_for(b.module, use.transport)
                 module = app.modules[b.module]
-                use = app.modules[b.user].use.get(b.name, UseSpec())
-                define = module.define.get(b.interface, DefineSpec())
-                prio = (_priority_fn(define.priority, parameters(module.source, b.interface))
+                # A derived form ("page@http", worker/main.py) has its interface's options.
+                base = b.interface.partition("@")[0]
+                define = module.define.get(base, DefineSpec())
+                prio = (_priority_fn(define.priority, parameters(module.source, base))
                         if define.priority else None)
                 self.dispatchers[b.name] = Dispatcher(
                     b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,
@@ -107,7 +113,7 @@ class Session:
                     idempotent=define.idempotent)
                 self.dispatchers[b.name].comm = comm_for(
                     self, self.dispatchers[b.name], use, define,
-                    parameters(module.source, b.interface))
+                    parameters(module.source, base))
                 migrator = migrator_for(self.dispatchers[b.name], module, use, define)
                 if migrator is not None:
                     self.migrators.append(migrator)

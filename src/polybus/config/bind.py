@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from polybus.config.expr import compile_priority
-from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec
+from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec, ServeSpec
 from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.schema import TOP_KEYS, is_identifier, parse_cluster, parse_module
+from polybus.config.serve import check_routes, parse_serve
 from polybus.config.source import FunctionInfo, SourceInfo, inspect_source
 from polybus.errors import ConfigError
 
@@ -198,13 +199,20 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
             cluster = parse_cluster(doc["cluster"], base_dir, p)
         else:
             p.wrong_type("a table", doc["cluster"], "cluster")
+    serve: ServeSpec | None = None
+    if "serve" in doc:
+        if isinstance(doc["serve"], dict):
+            serve = parse_serve(doc["serve"], p)
+        else:
+            p.wrong_type("a table", doc["serve"], "serve")
 
     clients = [m.key for m in modules.values() if m.entrypoint is not None]
     if isinstance(raw_modules, dict) and not raw_modules:
         p.add("no modules", "modules", "add [modules.<name>] tables, each with a source")
-    elif modules and not clients:
+    elif modules and not clients and "serve" not in doc:
         p.add("no module has an entrypoint", "modules",
-              'exactly one module (the client) needs entrypoint = "main" or similar')
+              'exactly one module (the client) needs entrypoint = "main" or similar, '
+              "or a [serve] table routes HTTP requests to the modules")
     for extra in clients[1:]:
         p.add(f"several modules have an entrypoint ({', '.join(clients)}); exactly one "
               "(the client) may", dotted("modules", extra, "entrypoint"))
@@ -224,7 +232,9 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
     attempted: set[tuple[str, str]] = set()
     bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted)
     _check_uses(modules, infos, bindings, interfaces, p, attempted)
-    if p or not clients:
+    if serve is not None:
+        serve = check_routes(serve, modules, interfaces, infos, p)
+    if p or not (clients or serve):
         return None
 
     for key, m in modules.items():
@@ -240,4 +250,4 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
         if changes:
             modules[key] = dataclasses.replace(m, **changes)
     return AppConfig(path=config_path.resolve(), modules=modules, bindings=tuple(bindings),
-                     client=clients[0], cluster=cluster)
+                     client=clients[0] if clients else "", cluster=cluster, serve=serve)

@@ -150,12 +150,43 @@ class ClusterSpec:
 
 
 @dataclass(frozen=True)
+class RouteSpec:
+    """One ``[serve.routes]`` entry: ``"GET /api" = "web.api"`` or a table with ``to``."""
+
+    key: str                     # as written
+    method: str | None           # None: any method
+    path: str                    # "/api": itself and everything below it
+    module: str                  # serving module key
+    interface: str
+    use: UseSpec = field(default_factory=lambda: UseSpec(CallStyle("async")))
+    fields: tuple[str, ...] = ()  # request fields the handler takes (filled in by bind)
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    """``[serve]``: the HTTP front door of `polybus serve`. Sizes in bytes, times in s."""
+
+    listen: str = "127.0.0.1:8080"
+    routes: tuple[RouteSpec, ...] = ()
+    max_body: int = 1 << 20
+    max_head: int = 64 * 1024
+    max_connections: int = 1024       # more wait to be accepted: backpressure
+    idle_timeout: float = 30.0        # a keep-alive connection silent this long is closed
+    tracebacks: bool = False          # 500 bodies carry the remote traceback
+
+    def interfaces_of(self, module: str) -> list[str]:
+        """The interfaces of ``module`` that routes call (served in HTTP form too)."""
+        return list(dict.fromkeys(r.interface for r in self.routes if r.module == module))
+
+
+@dataclass(frozen=True)
 class AppConfig:
     path: Path
     modules: dict[str, ModuleSpec]
     bindings: tuple[Binding, ...]
-    client: str                        # the module key that has the entrypoint
+    client: str                        # the module key with the entrypoint ("" if none)
     cluster: ClusterSpec = field(default_factory=ClusterSpec)
+    serve: ServeSpec | None = None     # [serve]: the HTTP front door
 
     def binding(self, user: str, name: str) -> Binding | None:
         for b in self.bindings:

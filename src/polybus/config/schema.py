@@ -35,7 +35,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-TOP_KEYS = ("modules", "bind", "cluster")
+TOP_KEYS = ("modules", "bind", "cluster", "serve")
 MODULE_KEYS = ("source", "replication", "define", "use", "entrypoint", "args", "kwargs",
                "transport", "pickle")
 DEFINE_KEYS = ("priority", "pool", "queue", "overflow", "cache", "cache_bytes", "prefetch",
@@ -50,7 +50,7 @@ ENGINES = ("local", "hosts", "mpi", "ray")
 _MODULE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POOL = re.compile(r"^\s*(processes|threads)\s*:\s*([0-9]+)\s*$")
-_REGISTRY = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]+)$")
+_ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]+)$")
 
 _USE_HINTS = {"priority": "priority belongs to the serving side: define.<iface>.priority "
                           "of the module the interface is bound to"}
@@ -120,6 +120,17 @@ class _Table:
         except ConfigError as e:
             self.p.add_error(e, self.key(k))
             return None
+
+    def address(self, k: str, what: str, hint: str, lowest_port: int = 1) -> str | None:
+        """A ``HOST:PORT`` string (``[v6]:PORT`` too) with ``lowest_port <= PORT <= 65535``."""
+        v = self.string(k)
+        if v is None:
+            return None
+        m = _ADDRESS.match(v)
+        if m is None or not lowest_port <= int(m.group(2)) <= 65535:
+            self.p.add(f"bad {what} address {v!r}", self.key(k), hint)
+            return None
+        return v
 
     def positive_duration(self, k: str) -> float | None:
         v = self.parsed(k, parse_duration)
@@ -301,13 +312,8 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems) -> Cluster
     p.unknown_keys(table, CLUSTER_KEYS, "cluster")
     t = _Table(table, ("cluster",), p)
     c = ClusterSpec()
-    registry = t.string("registry")
-    if registry is not None:
-        m = _REGISTRY.match(registry)
-        if m is None or not 1 <= int(m.group(2)) <= 65535:
-            p.add(f"bad registry address {registry!r}", t.key("registry"),
-                  "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'")
-            registry = None
+    registry = t.address("registry", "registry",
+                         "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'")
     max_frame = t.parsed("max_frame", parse_size)
     if max_frame == 0:
         p.add("expected a frame size > 0", t.key("max_frame"))

@@ -20,6 +20,9 @@ class FunctionInfo:
     name: str
     params: tuple[str, ...]
     lineno: int
+    required: tuple[str, ...] = ()         # named parameters without a default
+    positional_only: tuple[str, ...] = ()
+    var_keyword: bool = False              # takes **kwargs
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,19 @@ def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
     if a.kwarg is not None:
         names.append(a.kwarg.arg)
     return tuple(names)
+
+
+def _required(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    without = positional[:len(positional) - len(a.defaults)]
+    kwonly = [p for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is None]
+    return tuple(p.arg for p in (*without, *kwonly))
+
+
+def _info(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> FunctionInfo:
+    return FunctionInfo(fn.name, _params(fn), fn.lineno, _required(fn),
+                        tuple(p.arg for p in fn.args.posonlyargs), fn.args.kwarg is not None)
 
 
 def _use_calls(tree: ast.Module, bare_use: bool) -> list[UseCall]:
@@ -98,5 +114,5 @@ def inspect_source(path: Path, *, client: bool) -> SourceInfo:
     functions: dict[str, FunctionInfo] = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            functions[node.name] = FunctionInfo(node.name, _params(node), node.lineno)
+            functions[node.name] = _info(node)
     return SourceInfo(path, functions, tuple(_use_calls(tree, client)))

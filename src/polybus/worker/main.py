@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from polybus.config.model import ModuleSpec, ReplicaSpec
+from polybus.http.response import HTTP_SUFFIX, http_form
 from polybus.registry.client import Membership, RegistryClient
 from polybus.wire.messages import Replica
 from polybus.worker.module import interfaces, load_module
@@ -46,7 +47,10 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
 def serve(*, registry: str, module_path: Path, name: str, module_key: str, token: bytes,
           listen: str | Sequence[str] = "tcp://127.0.0.1:0", spec: ModuleSpec | None = None,
           replica: ReplicaSpec | None = None, heartbeat: float = 1.0,
-          max_frame: int = 1 << 30, exit_with_parent: bool = False) -> None:
+          max_frame: int = 1 << 30, exit_with_parent: bool = False,
+          http: Sequence[str] = ()) -> None:
+    """Serve until SIGTERM/SIGINT. ``http``: interfaces that [serve] routes call; each is
+    also served as ``<name>@http``, answering in response form (http/response.py)."""
     if exit_with_parent:
         _die_with_parent()
     module = load_module(module_path, f"polybus_user_{module_key}")
@@ -57,6 +61,9 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         procs = ProcessPool(options.pool, module_path, f"polybus_user_{module_key}")
         functions = {n: (procs.wrap(n) if spec.define[n].pool_kind == "processes" else f)
                      for n, f in functions.items()}
+    for n in http:
+        if n in functions:
+            functions[n + HTTP_SUFFIX] = http_form(functions[n])
     runtime = WorkerRuntime(name, functions, token, listen, options).start()
     me = Replica(name, module_key, str(runtime.address), sorted(functions),
                  runtime.options.speed, os.getpid(), [str(a) for a in runtime.addresses])

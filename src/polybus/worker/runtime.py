@@ -148,6 +148,10 @@ class WorkerRuntime:
                     if self._running < self.options.pool and (job := self._queue.pop()):
                         self._running += 1
                         self._started += 1
+                        # The poller wakes one thread per burst; each woken thread wakes
+                        # the next while work waits, so a burst fills the whole pool.
+                        if len(self._queue) and self._running < self.options.pool:
+                            self._cv.notify()
                         break
                     if not self._polling:
                         self._polling = True
@@ -185,11 +189,11 @@ class WorkerRuntime:
         finally:
             with self._lock:
                 self._polling = False
-                # Wake an idle thread only for work this thread will not take itself.
-                if len(self._queue) > int(takes_job) and self._running + int(takes_job) < self.options.pool:
+                # The standby lets the role go: someone must hold it again. A pool thread
+                # that goes to run a call wakes an idle one to poll meanwhile (else calls
+                # that come wait for the standby's look, up to 100 ms on an idle replica).
+                if not takes_job or (len(self._queue) and self._running + 1 < self.options.pool):
                     self._cv.notify()
-                elif not takes_job:
-                    self._cv.notify()  # someone must hold the poller role again
 
     def _wake(self) -> None:
         try:

@@ -1,0 +1,25 @@
+"""polybus serve app.toml: start the program's cluster and answer HTTP through its routes."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="the application's TOML configuration (with [serve])")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help="where the HTTP server listens (default: serve.listen, "
+                        "127.0.0.1:8080); port 0 picks a free one")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a configuration key, e.g. modules.web.define.page.pool=8")
+    p.add_argument("--registry", metavar="HOST:PORT",
+                   help="use the workers of a running registry instead of starting any")
+    p.add_argument("--token-file", metavar="FILE", help="the cluster token (else $POLYBUS_TOKEN)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from polybus.http.frontdoor import serve
+
+    serve(args.config, tuple(args.set), listen=args.listen, registry=args.registry,
+          token_file=args.token_file)
+    return 0

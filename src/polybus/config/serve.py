@@ -1,0 +1,148 @@
+"""``[serve]``: the HTTP front door's table, parsed and checked against the modules.
+
+Routes read like ``[bind]``: the left side is what the front door is asked for
+(``"GET /api"``), the right the serving module and interface (``"web.api"``), or a
+table with ``to`` and the options of a ``use`` binding (callstyle, timeout, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from polybus.config.model import CallStyle, ModuleSpec, RouteSpec, ServeSpec, UseSpec
+from polybus.config.problems import Problems, dotted, nearest
+from polybus.config.schema import USE_KEYS, _Table, parse_use
+from polybus.config.source import SourceInfo
+from polybus.config.units import parse_size
+from polybus.http.response import REQUEST_FIELDS
+from polybus.http.routes import split_route_key
+
+__all__ = ["ROUTE_KEYS", "SERVE_KEYS", "check_routes", "parse_serve"]
+
+SERVE_KEYS = ("listen", "routes", "max_body", "max_head", "max_connections", "idle_timeout",
+              "tracebacks")
+ROUTE_KEYS = ("to", "callstyle", "loadratio", "timeout", "transport")
+_ROUTE_FORMS = ('"module.interface", or a table such as '
+                '{ to = "web.api", callstyle = "async-demand(4)", timeout = "2s" }')
+
+
+def _route(key: str, raw: Any, p: Problems) -> RouteSpec | None:
+    path = ("serve", "routes", key)
+    try:
+        method, route_path = split_route_key(key)
+    except ValueError as e:
+        near = nearest(key, SERVE_KEYS) if "/" not in key else None
+        hint = (f"{near[:-1]} of [serve]? it is under [serve.routes] here" if near else
+                'e.g. "GET /", "POST /api" or "/files/*" (a prefix)')
+        p.add(f"bad route {key!r}: {e}", dotted(*path), hint)
+        return None
+    use = UseSpec(CallStyle("async"))
+    if isinstance(raw, dict):
+        p.unknown_keys(raw, ROUTE_KEYS, *path)
+        options = {k: v for k, v in raw.items() if k in USE_KEYS}
+        if options:
+            use = parse_use(options, path, p)
+            if "callstyle" not in options:
+                use = dataclasses.replace(use, callstyle=CallStyle("async"))
+        target = raw.get("to")
+        if target is None:
+            p.add("a route table needs 'to'", dotted(*path), _ROUTE_FORMS)
+            return None
+    else:
+        target = raw
+    key_of_target = dotted(*path, "to") if isinstance(raw, dict) else dotted(*path)
+    if not isinstance(target, str):
+        p.wrong_type(_ROUTE_FORMS, target, key_of_target)
+        return None
+    module, _, iface = target.partition(".")
+    if not module or not iface:
+        p.add(f"bad route target {target!r}", key_of_target,
+              'expected "module.interface", e.g. "web.page"')
+        return None
+    return RouteSpec(key, method, route_path, module, iface, use)
+
+
+def parse_serve(table: dict[str, Any], p: Problems) -> ServeSpec:
+    p.unknown_keys(table, SERVE_KEYS, "serve")
+    t = _Table(table, ("serve",), p)
+    d = ServeSpec()
+    listen = t.address("listen", "listen", "expected HOST:PORT, e.g. '127.0.0.1:8080' "
+                       "(port 0: any free port; '0.0.0.0:8080' serves every interface)",
+                       lowest_port=0)
+    routes: list[RouteSpec] = []
+    seen: dict[tuple[str | None, str], str] = {}
+    for key, raw in (t.table("routes") or {}).items():
+        r = _route(key, raw, p)
+        if r is None:
+            continue
+        if (r.method, r.path) in seen:
+            p.add(f"route {key!r} is the same as {seen[(r.method, r.path)]!r}",
+                  dotted("serve", "routes", key))
+            continue
+        seen[(r.method, r.path)] = key
+        routes.append(r)
+    if "routes" not in table:
+        p.add("[serve] needs routes", t.key("routes"),
+              '[serve.routes] with e.g. "GET /" = "web.page"')
+    sizes = {k: t.parsed(k, parse_size) for k in ("max_body", "max_head")}
+    if sizes["max_head"] is not None and sizes["max_head"] < 1024:
+        p.add("expected at least 1KiB", t.key("max_head"))
+        sizes["max_head"] = None
+    return ServeSpec(
+        listen=listen or d.listen,
+        routes=tuple(routes),
+        max_body=d.max_body if sizes["max_body"] is None else sizes["max_body"],
+        max_head=sizes["max_head"] or d.max_head,
+        max_connections=t.integer("max_connections", 1) or d.max_connections,
+        idle_timeout=t.positive_duration("idle_timeout") or d.idle_timeout,
+        tracebacks=bool(t.boolean("tracebacks")),
+    )
+
+
+def _fields(r: RouteSpec, info: SourceInfo | None, p: Problems) -> tuple[str, ...]:
+    """The request fields the handler names; each of its parameters must be one."""
+    fn = info.functions.get(r.interface) if info else None
+    if fn is None:
+        return REQUEST_FIELDS
+    key = dotted("serve", "routes", r.key)
+    for name in fn.required:
+        if name not in REQUEST_FIELDS:
+            p.add(f"handler {r.interface}() has a parameter {name!r} that a request cannot "
+                  "fill", key, nearest(name, REQUEST_FIELDS)
+                  or f"a handler takes any of {', '.join(REQUEST_FIELDS)} (by name)")
+    for name in fn.positional_only:
+        if name in REQUEST_FIELDS:
+            p.add(f"handler {r.interface}() takes {name!r} positional-only; request fields "
+                  "are passed by name", key)
+    if fn.var_keyword:
+        return REQUEST_FIELDS
+    return tuple(f for f in REQUEST_FIELDS if f in fn.params)
+
+
+def check_routes(serve: ServeSpec, modules: dict[str, ModuleSpec],
+                 interfaces: dict[str, list[str] | None], infos: dict[str, SourceInfo],
+                 p: Problems) -> ServeSpec:
+    """Targets exist and have replicas; handlers take only request fields."""
+    routes = []
+    for r in serve.routes:
+        key = dotted("serve", "routes", r.key)
+        if r.module not in modules:
+            p.add(f"route target module {r.module!r} does not exist", key,
+                  nearest(r.module, modules) or f"modules: {', '.join(modules)}")
+            continue
+        if not modules[r.module].replication:
+            p.add(f"route target module {r.module!r} has no replicas", key,
+                  f"give modules.{r.module} a replication")
+            continue
+        served = interfaces.get(r.module)
+        if served is not None and r.interface not in served:
+            p.add(f"module {r.module!r} has no interface {r.interface!r}", key,
+                  nearest(r.interface, served) or f"interfaces: {', '.join(served)}")
+            continue
+        n = len(modules[r.module].replication)
+        if r.use.loadratio is not None and len(r.use.loadratio) != n:
+            p.add(f"the load ratio has {len(r.use.loadratio)} shares but module "
+                  f"{r.module!r} has {n} replicas", dotted("serve", "routes", r.key, "loadratio"))
+        routes.append(dataclasses.replace(r, fields=_fields(r, infos.get(r.module), p)))
+    return dataclasses.replace(serve, routes=tuple(routes))

@@ -1,0 +1,110 @@
+"""The front door's polybus calls, made from its asyncio loop without blocking it.
+
+The client reactor is driven by whoever needs an answer (client/reactor.py). Here that
+is the event loop: each replica connection is watched with ``add_reader``; when one is
+readable the reactor takes one non-blocking step, and the requests whose answers came
+are woken. Calls are sent at once (``async``) or through the dispatcher's per-replica
+window (``async-demand(N)``); the loop never waits inside the reactor, except that a
+send to a replica that stopped reading (its queue full, ``overflow = "block"``) waits
+for room — that is the backpressure a full queue asks for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from polybus.client.promise import Promise, wait
+from polybus.errors import CallTimeoutError
+
+if TYPE_CHECKING:
+    from polybus.client.calls import ReplicaLink
+    from polybus.client.session import Session
+    from polybus.errors import PolybusError
+
+__all__ = ["CallBridge"]
+
+_TICK_S = 0.05  # while calls are out: a step this often (TLS buffers, liveness, answers
+#                 read while a send waited for room)
+
+
+class CallBridge:
+    def __init__(self, session: Session, loop: asyncio.AbstractEventLoop) -> None:
+        self.session = session
+        self.reactor = session.reactor
+        self.loop = loop
+        # keyed by id(): a promise's own hash and == would wait for its value
+        self._pending: dict[int, tuple[Promise, asyncio.Future[Any]]] = {}
+        self._fds: dict[int, int] = {}     # id(link) -> fd watched
+        self._step_soon = False
+        self._ticker: asyncio.TimerHandle | None = None
+        for link in self.reactor.links:
+            fd = link.channel.sock.fileno()
+            self._fds[id(link)] = fd
+            loop.add_reader(fd, self._step)
+        previous = self.reactor.on_lost
+
+        def lost(link: ReplicaLink, error: PolybusError) -> None:
+            fd = self._fds.pop(id(link), None)
+            if fd is not None:  # the reactor closed it; stop watching the number
+                loop.remove_reader(fd)
+            previous(link, error)
+            self._schedule()
+
+        self.reactor.on_lost = lost
+
+    async def call(self, name: str, kwargs: dict[str, Any], timeout: float | None) -> Any:
+        """The answer of the bound name ``name``; raises its typed error."""
+        promise = self.session.call(name, (), kwargs)
+        if not isinstance(promise, Promise):  # (a sync dispatcher answers at once)
+            return promise
+        if promise.done:
+            return wait(promise)
+        fut: asyncio.Future[Any] = self.loop.create_future()
+        self._pending[id(promise)] = (promise, fut)
+        if self._held():  # async-demand holds calls for a busy replica: written next step
+            self._schedule()
+        elif self._ticker is None:  # (the answer itself wakes _step through add_reader)
+            self._ticker = self.loop.call_later(_TICK_S, self._tick)
+        try:
+            async with asyncio.timeout(timeout):
+                return await fut
+        except TimeoutError:
+            rec = promise._rec  # the record is the dispatcher's to forget
+            rec.set_error(CallTimeoutError(f"no answer from {name} within {timeout:g} s",
+                                           interface=name))
+            rec.dispatcher.forget(rec)
+            raise rec.error from None
+        finally:
+            self._pending.pop(id(promise), None)
+
+    def _held(self) -> bool:
+        return any(link.held for link in self.reactor.links)
+
+    def _schedule(self) -> None:
+        if not self._step_soon:
+            self._step_soon = True
+            self.loop.call_soon(self._step)
+
+    def _step(self) -> None:
+        self._step_soon = False
+        self.reactor.step(timeout=0)
+        for promise, fut in list(self._pending.values()):
+            if promise.done and not fut.done():
+                try:
+                    fut.set_result(wait(promise))
+                except Exception as exc:  # the call's own typed error, for its request
+                    fut.set_exception(exc)
+        if self._pending and self._ticker is None:
+            self._ticker = self.loop.call_later(_TICK_S, self._tick)
+
+    def _tick(self) -> None:
+        self._ticker = None
+        self._step()
+
+    def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for fd in self._fds.values():
+            self.loop.remove_reader(fd)
+        self._fds.clear()

@@ -1,0 +1,117 @@
+"""`polybus serve`: the program's cluster, and an HTTP server calling its routes.
+
+The cluster starts as for `polybus run` (runner.started_cluster); the front door is
+then the program's client: one session whose bound names are the route keys, driven
+from an asyncio loop (http/calls.py). SIGINT and SIGTERM stop the server, close the
+session and stop every process the engine started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import signal
+import socket
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from polybus.client.session import Session
+from polybus.config import load
+from polybus.config.model import AppConfig, Binding, CallStyle, ServeSpec
+from polybus.errors import ConfigError, UsageError
+from polybus.http.calls import CallBridge
+from polybus.http.response import HTTP_SUFFIX
+from polybus.http.server import FrontDoor
+from polybus.runner import override_strings, started_cluster
+
+__all__ = ["serve"]
+
+
+def _bindings(app: AppConfig, spec: ServeSpec) -> list[tuple[Binding, Any]]:
+    out = []
+    for r in spec.routes:
+        # "sync" is served one call at a time by the front door (server.py), never by
+        # blocking the loop; promises are never arguments here, so nothing to forward.
+        style = r.use.callstyle if r.use.callstyle.kind != "sync" else CallStyle("async")
+        use = dataclasses.replace(r.use, callstyle=style, forward=False)
+        out.append((Binding("serve", r.key, r.module, r.interface + HTTP_SUFFIX), use))
+    return out
+
+
+def _timeouts(app: AppConfig, spec: ServeSpec) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for r in spec.routes:
+        define = app.modules[r.module].define.get(r.interface)
+        out[r.key] = r.use.timeout or (define.timeout if define else None)
+    return out
+
+
+def _listen(address: str) -> socket.socket:
+    """The front door's listening socket, made before anything starts, so that a port
+    in use is one clear error and no cluster is started for nothing."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        return socket.create_server((host, int(port)), backlog=1024,
+                                    family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as e:
+        raise UsageError(f"cannot listen on {address}: {e.strerror or e}") from None
+
+
+def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
+          listen: str | None = None, registry: str | None = None,
+          token_file: str | None = None,
+          ready: Callable[[str], None] | None = None) -> None:
+    """Serve the ``[serve]`` routes of ``path`` until SIGINT/SIGTERM.
+
+    ``listen`` (HOST:PORT) overrides ``serve.listen``; ``ready`` is called with the
+    server's URL once it accepts connections.
+    """
+    sets = override_strings(overrides)
+    if listen is not None:
+        sets = (*sets, f"serve.listen={listen}")
+    app = load(path, sets)
+    if app.serve is None:
+        raise ConfigError("no [serve] table: nothing to serve over HTTP", file=str(path),
+                          key="serve", hint='add [serve] with listen = "127.0.0.1:8080" and '
+                                            '[serve.routes] such as "GET /" = "web.page"')
+    spec = app.serve
+    sock = _listen(spec.listen)
+    try:
+        with started_cluster(app, sets, registry=registry, token_file=token_file) as cluster:
+            session = Session(app, cluster.registry, cluster.token, _bindings(app, spec))
+            try:
+                asyncio.run(_main(app, spec, session, sock, ready))
+            finally:
+                session.close()
+    finally:
+        sock.close()
+
+
+async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.socket,
+                ready: Callable[[str], None] | None) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    bridge = CallBridge(session, loop)
+    door = FrontDoor(spec, bridge, _timeouts(app, spec))
+    server = await asyncio.start_server(door.connection, sock=sock,
+                                        limit=spec.max_head + (1 << 16))
+    try:
+        host, port = sock.getsockname()[:2]
+        url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+        routes = ", ".join(f"{r.key} -> {r.module}.{r.interface}" for r in spec.routes)
+        print(f"polybus serve: listening on {url} ({routes})", file=sys.stderr, flush=True)
+        if ready is not None:
+            ready(url)
+        await stop.wait()
+        print(f"polybus serve: stopping after {door.requests} requests", file=sys.stderr,
+              flush=True)
+    finally:
+        server.close()
+        bridge.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)

@@ -1,0 +1,218 @@
+"""HTTP/1.1 requests from bytes, with no sockets: ``feed(data)``, then ``next_event()``.
+
+The front door's I/O layer (http/server.py) owns the socket; this only turns the bytes
+a client sent into `Request` events, or an `HTTPError` naming the status to answer with
+(400 malformed, 413 body too large, 431 head too large, 501 unknown transfer coding).
+Bodies come with a Content-Length or in chunks; requests may be pipelined.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, unquote
+
+__all__ = ["ExpectContinue", "HTTPError", "Request", "RequestParser"]
+
+_TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_VERSION = re.compile(rb"^HTTP/1\.([01])$")
+_HEX = re.compile(rb"^[0-9A-Fa-f]{1,16}$")
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+class HTTPError(Exception):
+    """The request cannot be served; answer ``status`` and close the connection."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request, decoded. Header names are lower case; repeated ones are joined
+    with ", " (RFC 9110 5.3). ``path`` is percent-decoded, without the query."""
+
+    method: str
+    target: str                      # as sent: "/a%20b?x=1"
+    path: str                        # "/a b"
+    query: dict[str, str]            # a key given twice keeps its last value
+    headers: dict[str, str]
+    body: bytes = b""
+    keep_alive: bool = True
+    version: str = "1.1"
+    query_string: str = ""
+
+
+@dataclass(frozen=True)
+class ExpectContinue:
+    """The client waits for ``100 Continue`` before it sends the body."""
+
+
+@dataclass
+class _Head:
+    method: str
+    target: str
+    version: str
+    headers: dict[str, str] = field(default_factory=dict)
+    length: int | None = None        # Content-Length
+    chunked: bool = False
+
+
+class RequestParser:
+    """One connection's requests. Limits are bytes: ``max_head`` for the request line
+    and headers together, ``max_body`` for a body (after de-chunking)."""
+
+    def __init__(self, *, max_head: int = 64 * 1024, max_body: int = 1 << 20) -> None:
+        self.max_head = max_head
+        self.max_body = max_body
+        self._buf = bytearray()
+        self._head: _Head | None = None
+        self._body = bytearray()
+        self._chunk_left: int | None = None  # chunked: bytes left of the current chunk
+        self._trailers = False
+        self._told_continue = False
+        self.closed = False                  # an error was raised; feed nothing more
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
+    def next_event(self) -> Request | ExpectContinue | None:
+        """The next complete request (or a request for ``100 Continue``), None if more
+        bytes are needed; raises HTTPError, after which the connection must close."""
+        if self.closed:
+            return None
+        try:
+            return self._next()
+        except HTTPError:
+            self.closed = True
+            raise
+
+    def _next(self) -> Request | ExpectContinue | None:
+        if self._head is None:
+            if not self._parse_head():
+                return None
+            head = self._head
+            assert head is not None
+            if (head.headers.get("expect", "").lower() == "100-continue"
+                    and not self._told_continue and (head.chunked or head.length)
+                    and not self._buf):
+                self._told_continue = True
+                return ExpectContinue()
+        head = self._head
+        assert head is not None
+        done = self._read_chunked() if head.chunked else self._read_length(head.length or 0)
+        if not done:
+            return None
+        self._head, body, self._body = None, bytes(self._body), bytearray()
+        self._told_continue = False
+        return _request(head, body)
+
+    def _parse_head(self) -> bool:
+        while self._buf[:2] == b"\r\n":  # RFC 9112 2.2: ignore empty lines before a request
+            del self._buf[:2]
+        end = self._buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self._buf) > self.max_head:
+                raise HTTPError(431, f"request head larger than {self.max_head} bytes")
+            return False
+        if end + 4 > self.max_head:
+            raise HTTPError(431, f"request head larger than {self.max_head} bytes")
+        lines = bytes(self._buf[:end]).split(b"\r\n")
+        del self._buf[:end + 4]
+        parts = lines[0].split(b" ")
+        if len(parts) != 3 or not _TOKEN.match(parts[0]) or not parts[1]:
+            raise HTTPError(400, "malformed request line")
+        version = _VERSION.match(parts[2])
+        if version is None:
+            raise HTTPError(400 if not parts[2].startswith(b"HTTP/") else 505,
+                            "unsupported HTTP version")
+        target = parts[1].decode("latin-1")
+        if not (target.startswith("/") or target == "*"):
+            raise HTTPError(400, "request target must be a path")
+        head = _Head(parts[0].decode("ascii"), target, f"1.{version.group(1).decode()}")
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep or not _TOKEN.match(name) or _BAD_VALUE.search(value):
+                raise HTTPError(400, "malformed header line")
+            key = name.decode("ascii").lower()
+            text = value.strip(b" \t").decode("latin-1")
+            old = head.headers.get(key)
+            head.headers[key] = text if old is None else f"{old}, {text}"
+        self._framing(head)
+        self._head = head
+        return True
+
+    def _framing(self, head: _Head) -> None:
+        coding = head.headers.get("transfer-encoding")
+        length = head.headers.get("content-length")
+        if coding is not None:
+            if length is not None:  # RFC 9112 6.1: both is a smuggling attempt
+                raise HTTPError(400, "both Transfer-Encoding and Content-Length")
+            if coding.strip().lower() != "chunked":
+                raise HTTPError(501, f"unsupported transfer coding {coding!r}")
+            head.chunked = True
+        elif length is not None:
+            values = {v.strip() for v in length.split(",")}
+            if len(values) != 1 or not next(iter(values)).isdigit():
+                raise HTTPError(400, "malformed Content-Length")
+            head.length = int(next(iter(values)))
+            if head.length > self.max_body:
+                raise HTTPError(413, f"body of {head.length} bytes is over the limit of "
+                                     f"{self.max_body}")
+
+    def _read_length(self, n: int) -> bool:
+        if len(self._buf) < n:
+            return False
+        self._body = self._buf[:n]
+        del self._buf[:n]
+        return True
+
+    def _read_chunked(self) -> bool:
+        while True:
+            if self._trailers:  # trailer lines until an empty one; they are dropped
+                end = self._buf.find(b"\r\n")
+                if end < 0:
+                    return self._check_pending()
+                del self._buf[:end + 2]
+                if end == 0:
+                    self._trailers = False
+                    return True
+                continue
+            if self._chunk_left is None:
+                end = self._buf.find(b"\r\n")
+                if end < 0:
+                    return self._check_pending()
+                size = bytes(self._buf[:end]).split(b";")[0].strip()
+                if not _HEX.match(size):
+                    raise HTTPError(400, "malformed chunk size")
+                del self._buf[:end + 2]
+                n = int(size, 16)
+                if len(self._body) + n > self.max_body:
+                    raise HTTPError(413, f"chunked body over the limit of {self.max_body} bytes")
+                if n == 0:
+                    self._trailers = True
+                    continue
+                self._chunk_left = n
+            if len(self._buf) < self._chunk_left + 2:
+                return False
+            if self._buf[self._chunk_left:self._chunk_left + 2] != b"\r\n":
+                raise HTTPError(400, "chunk not followed by CRLF")
+            self._body += self._buf[:self._chunk_left]
+            del self._buf[:self._chunk_left + 2]
+            self._chunk_left = None
+
+    def _check_pending(self) -> bool:
+        if len(self._buf) > self.max_head:  # a chunk-size or trailer line without end
+            raise HTTPError(400, "chunk framing line too long")
+        return False
+
+
+def _request(head: _Head, body: bytes) -> Request:
+    connection = {t.strip().lower() for t in head.headers.get("connection", "").split(",")}
+    keep = "keep-alive" in connection if head.version == "1.0" else "close" not in connection
+    raw_path, _, qs = head.target.partition("?")
+    return Request(head.method, head.target, unquote(raw_path),
+                   dict(parse_qsl(qs, keep_blank_values=True)), head.headers, body, keep,
+                   head.version, qs)

@@ -1,0 +1,136 @@
+"""Responses: a handler's return value -> (status, headers, body), and those -> bytes.
+
+`to_response` runs at the replica, where the handler's value still has its Python type
+(a tuple would arrive at the front door as a list); what travels back is always
+``[status, [[name, value], ...], body bytes]``. Pure; no sockets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from http import HTTPStatus
+from typing import Any
+
+__all__ = ["HTTP_SUFFIX", "REQUEST_FIELDS", "Response", "error_response", "http_form", "serialize",
+           "to_response"]
+
+#: What a handler may take, by parameter name (it takes only the ones it names).
+REQUEST_FIELDS = ("method", "path", "query", "headers", "body", "subpath")
+
+Response = tuple[int, list[tuple[str, str]], bytes]
+
+_TEXT = "text/plain; charset=utf-8"
+_HTML = "text/html; charset=utf-8"
+_JSON = "application/json"
+_JSONABLE = (dict, list, int, float, bool)
+
+
+def _body(value: Any) -> tuple[bytes, str | None]:
+    """A body and the content type it implies (None: no body, no type)."""
+    if value is None:
+        return b"", None
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value), "application/octet-stream"
+    if isinstance(value, str):
+        head = value.lstrip()[:15].lower()
+        html = head.startswith("<!doctype html") or head.startswith("<html")
+        return value.encode("utf-8"), _HTML if html else _TEXT
+    if isinstance(value, _JSONABLE) or hasattr(value, "tolist"):
+        plain = value.tolist() if hasattr(value, "tolist") else value
+        return json.dumps(plain, separators=(",", ":")).encode(), _JSON
+    raise TypeError(f"a handler returned a {type(value).__qualname__}, which is not a "
+                    "response: return str, bytes, a dict/list (JSON), None, or "
+                    "(status, headers, body)")
+
+
+def _headers(raw: Any) -> list[tuple[str, str]]:
+    if isinstance(raw, Mapping):
+        items = list(raw.items())
+    elif isinstance(raw, Sequence) and not isinstance(raw, str | bytes):
+        items = [tuple(x) for x in raw]
+    else:
+        raise TypeError("response headers must be a dict or a list of (name, value) pairs")
+    out = []
+    for item in items:
+        if len(item) != 2:
+            raise TypeError("response headers must be (name, value) pairs")
+        name, value = str(item[0]), str(item[1])
+        if any(c in name + value for c in "\r\n\0") or not name:
+            raise ValueError(f"response header {name!r} has a forbidden character")
+        out.append((name, value))
+    return out
+
+
+def to_response(value: Any) -> Response:
+    """The response a handler's return value stands for.
+
+    str -> 200 text/plain (text/html when it begins with ``<!doctype html`` or
+    ``<html``); bytes -> 200 application/octet-stream; dict, list, numbers -> 200 JSON;
+    None -> 204; ``(status, body)`` or ``(status, headers, body)`` for full control
+    (headers a dict or pairs; a Content-Type given there wins).
+    """
+    status = 200
+    headers: list[tuple[str, str]] = []
+    if isinstance(value, tuple):
+        if len(value) == 2:
+            status, value = value
+        elif len(value) == 3:
+            status, raw, value = value
+            headers = _headers(raw)
+        else:
+            raise TypeError(f"a response tuple is (status, body) or (status, headers, body), "
+                            f"not {len(value)} items")
+        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+            raise ValueError(f"bad response status {status!r}")
+    elif value is None:
+        status = 204
+    body, kind = _body(value)
+    if kind is not None and not any(n.lower() == "content-type" for n, _ in headers):
+        headers.append(("Content-Type", kind))
+    return status, headers, body
+
+
+def error_response(status: int, message: str) -> Response:
+    """A plain-text error page: the status line's phrase and one line saying why."""
+    return status, [("Content-Type", _TEXT)], f"{status} {_phrase(status)}: {message}\n".encode()
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+_DROPPED = {"content-length", "transfer-encoding", "connection"}  # framing is ours
+
+
+def serialize(resp: Response, *, keep_alive: bool, head_only: bool = False,
+              extra: Sequence[tuple[str, str]] = ()) -> bytes:
+    """The bytes of ``resp`` on an HTTP/1.1 connection (Content-Length framing)."""
+    status, headers, body = resp
+    lines = [f"HTTP/1.1 {status} {_phrase(status)}"]
+    lines += [f"{n}: {v}" for n, v in headers if n.lower() not in _DROPPED]
+    lines += [f"{n}: {v}" for n, v in extra]
+    no_body = status in (204, 304) or 100 <= status < 200
+    if not no_body:
+        lines.append(f"Content-Length: {len(body)}")
+    if not keep_alive:
+        lines.append("Connection: close")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head if (head_only or no_body) else head + body
+
+
+#: A routed interface is also served under this name, answering in response form.
+HTTP_SUFFIX = "@http"
+
+
+def http_form(fn: Callable[..., Any]) -> Callable[..., Response]:
+    """``fn`` answering with `to_response` of its value (wrapped at the replica)."""
+
+    def handler(**request: Any) -> Response:
+        return to_response(fn(**request))
+
+    handler.__name__ = getattr(fn, "__name__", "handler") + HTTP_SUFFIX
+    return handler

@@ -1,0 +1,135 @@
+"""The front door's connections: bytes in (http/parser.py), a call, bytes out.
+
+One asyncio task per connection serves its requests in order (pipelined ones too).
+Every failure becomes a status and the server goes on: no route 404 (405 when only the
+method is wrong), malformed 400, too large 413/431, the handler raised 500 (its type
+and message; the remote traceback only with ``tracebacks = true``), the replica's
+queue full under ``overflow = "reject"`` 503, a call past its timeout 504, replicas
+gone 502.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from polybus.config.model import RouteSpec, ServeSpec
+from polybus.errors import BusyError, CallTimeoutError, PolybusError, RemoteException
+from polybus.http.calls import CallBridge
+from polybus.http.parser import ExpectContinue, HTTPError, Request, RequestParser
+from polybus.http.response import Response, error_response, serialize
+from polybus.http.routes import RouteTable
+
+__all__ = ["FrontDoor"]
+
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def _fields(req: Request, subpath: str, wanted: tuple[str, ...]) -> dict[str, Any]:
+    if not wanted:
+        return {}
+    every = {"method": req.method, "path": req.path, "query": req.query,
+             "headers": req.headers, "body": req.body, "subpath": subpath}
+    return {k: every[k] for k in wanted}
+
+
+def _checked(value: Any) -> Response:
+    """The replica's answer in response form ([status, [[name, value]...], body])."""
+    status, headers, body = value
+    if not isinstance(status, int) or not isinstance(body, bytes):
+        raise TypeError("not a response")
+    return status, [(str(n), str(v)) for n, v in headers], body
+
+
+class FrontDoor:
+    """Serves ``spec``'s routes through ``bridge`` (whose session binds each route key)."""
+
+    def __init__(self, spec: ServeSpec, bridge: CallBridge,
+                 timeouts: dict[str, float | None]) -> None:
+        self.spec = spec
+        self.bridge = bridge
+        self.timeouts = timeouts
+        self.table = RouteTable([(r.method, r.path, r) for r in spec.routes])
+        # callstyle "sync": the route's requests are called one at a time, in order
+        self._one_at_a_time = {r.key: asyncio.Lock() for r in spec.routes
+                               if r.use.callstyle.kind == "sync"}
+        self._slots = asyncio.Semaphore(spec.max_connections)
+        self.requests = 0
+
+    async def connection(self, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter) -> None:
+        try:
+            async with self._slots:  # over max_connections: accepted, served later
+                await self._serve(reader, writer)
+        except (ConnectionError, TimeoutError, asyncio.IncompleteReadError):
+            pass  # the client went away or went quiet; nothing to answer
+        finally:
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        parser = RequestParser(max_head=self.spec.max_head, max_body=self.spec.max_body)
+        while True:
+            try:
+                event = parser.next_event()
+            except HTTPError as e:
+                writer.write(serialize(error_response(e.status, e.message), keep_alive=False))
+                await writer.drain()
+                return
+            if event is None:
+                async with asyncio.timeout(self.spec.idle_timeout):  # (no task, unlike wait_for)
+                    data = await reader.read(1 << 16)
+                if not data:
+                    return
+                parser.feed(data)
+            elif isinstance(event, ExpectContinue):
+                writer.write(_CONTINUE)
+            else:
+                resp, extra = await self.respond(event)
+                if event.keep_alive and event.version == "1.0":  # 1.0 closes unless told
+                    extra.append(("Connection", "keep-alive"))
+                writer.write(serialize(resp, keep_alive=event.keep_alive, extra=extra,
+                                       head_only=event.method == "HEAD"))
+                await writer.drain()
+                if not event.keep_alive:
+                    return
+
+    async def respond(self, req: Request) -> tuple[Response, list[tuple[str, str]]]:
+        """The response to ``req``, and headers the front door adds to it."""
+        self.requests += 1
+        m = self.table.match(req.method, req.path)
+        route: RouteSpec | None = m.target
+        if route is None:
+            if m.allowed:
+                return (error_response(405, f"{req.path} takes {', '.join(m.allowed)}"),
+                        [("Allow", ", ".join(m.allowed))])
+            return error_response(404, f"no route for {req.method} {req.path}"), []
+        kwargs = _fields(req, m.subpath, route.fields)
+        try:
+            lock = self._one_at_a_time.get(route.key)
+            if lock is None:
+                value = await self.bridge.call(route.key, kwargs, self.timeouts[route.key])
+            else:
+                async with lock:
+                    value = await self.bridge.call(route.key, kwargs, self.timeouts[route.key])
+            return _checked(value), []
+        except RemoteException as e:
+            text = f"{e.remote_type}: {e.remote_message}"
+            self._log(req, route, f"500 {text}")
+            if self.spec.tracebacks:
+                text += f"\n\nremote traceback ({e.replica}):\n{e.remote_traceback}"
+            return error_response(500, text), []
+        except BusyError as e:
+            return error_response(503, str(e)), [("Retry-After", "1")]
+        except CallTimeoutError as e:
+            self._log(req, route, f"504 {e}")
+            return error_response(504, str(e)), []
+        except PolybusError as e:
+            self._log(req, route, f"502 {e}")
+            return error_response(502, f"{route.module}.{route.interface}: {e}"), []
+        except (TypeError, ValueError):
+            return error_response(502, "the replica's answer is not a response"), []
+
+    def _log(self, req: Request, route: RouteSpec, what: str) -> None:
+        print(f"polybus serve: {req.method} {req.target} -> {route.module}."
+              f"{route.interface}: {what}", file=sys.stderr, flush=True)

@@ -1,0 +1,227 @@
+"""`polybus serve`: real HTTP requests on 127.0.0.1 through the front door to workers.
+
+Behaviour only: statuses, bodies, the server serving on after each failure, the
+pool/queue overflow policy, and every process gone after SIGTERM.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import socket
+import textwrap
+import threading
+from pathlib import Path
+
+from integration.conftest import EXAMPLES, Procs, cli, descendants, read_line, wait_gone
+
+WEB = '''\
+import time
+
+
+def hello():
+    return "hello"
+
+
+def info(method, path, query, headers, body, subpath):
+    return {"method": method, "path": path, "query": query, "body": len(body),
+            "subpath": subpath, "agent": headers.get("user-agent")}
+
+
+def boom(query):
+    raise ValueError("bad thing: " + query.get("why", "?"))
+
+
+def slow(query):
+    time.sleep(float(query.get("s", "0.3")))
+    return (201, {"X-Slow": "yes"}, "done")
+'''
+
+TOML = '''\
+[modules.web]
+source = "web.py"
+replication = 1
+# pool and queue are a replica's: the largest any of its interfaces asks for
+define.hello = {{ queue = {queue} }}
+define.info = {{ queue = {queue} }}
+define.boom = {{ queue = {queue} }}
+define.slow = {{ pool = 1, queue = {queue}, overflow = "{overflow}" }}
+
+[serve]
+listen = "127.0.0.1:0"
+max_body = "1KiB"
+tracebacks = {tracebacks}
+
+[serve.routes]
+"GET /" = "web.hello"
+"/info/*" = "web.info"
+"GET /boom" = "web.boom"
+"GET /slow" = "web.slow"
+"GET /late" = {{ to = "web.slow", timeout = "0.2s" }}
+'''
+
+
+def start(procs: Procs, where: Path, overflow: str = "block", tracebacks: bool = False,
+          queue: int = 1000) -> tuple[str, int, int]:
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "web.py").write_text(textwrap.dedent(WEB))
+    app = where / "app.toml"
+    app.write_text(TOML.format(overflow=overflow, tracebacks=str(tracebacks).lower(),
+                               queue=queue))
+    p = procs.start("serve", app)
+    assert p.stderr is not None
+    m = read_line(p.stderr, r"listening on http://([0-9.]+):([0-9]+)", timeout=60)
+    return m.group(1), int(m.group(2)), p.pid
+
+
+def get(conn: http.client.HTTPConnection, method: str, url: str,
+        body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+    conn.request(method, url, body=body)
+    r = conn.getresponse()
+    return r.status, dict(r.getheaders()), r.read()
+
+
+def raw(host: str, port: int, data: bytes) -> bytes:
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(data)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+def test_serve_answers_and_keeps_serving_after_every_failure(procs: Procs, tmp_path: Path) -> None:
+    host, port, pid = start(procs, tmp_path)
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+
+    def still_ok() -> None:
+        fresh = http.client.HTTPConnection(host, port, timeout=30)
+        assert get(fresh, "GET", "/")[::2] == (200, b"hello")
+        fresh.close()
+
+    status, headers, body = get(conn, "GET", "/")
+    assert (status, body) == (200, b"hello")
+    assert headers["Content-Type"].startswith("text/plain")
+    status, headers, body = get(conn, "POST", "/info/a%20b?x=1&y=2", b"abc")  # same connection
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    assert json.loads(body) == {"method": "POST", "path": "/info/a b", "query": {"x": "1", "y": "2"},
+                                "body": 3, "subpath": "/a b", "agent": None}
+
+    status, _, body = get(conn, "GET", "/nowhere")
+    assert status == 404 and b"no route for GET /nowhere" in body
+    status, headers, _ = get(conn, "DELETE", "/boom")
+    assert status == 405 and headers["Allow"] == "GET"
+    status, _, body = get(conn, "GET", "/boom?why=testing")
+    assert status == 500 and b"ValueError: bad thing: testing" in body
+    assert b"remote traceback" not in body and b"in boom" not in body
+    status, headers, body = get(conn, "GET", "/slow?s=0")
+    assert (status, headers["X-Slow"], body) == (201, "yes", b"done")
+    status, _, body = get(conn, "GET", "/late?s=1")
+    assert status == 504 and b"0.2 s" in body
+    still_ok()
+
+    status, _, body = get(conn, "POST", "/info/x", b"x" * 2000)
+    assert status == 413
+    conn.close()
+    still_ok()
+    assert raw(host, port, b"garbage\r\n\r\n").startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    still_ok()
+    big_head = b"GET / HTTP/1.1\r\nX: " + b"a" * 100_000 + b"\r\n\r\n"
+    assert raw(host, port, big_head).startswith(b"HTTP/1.1 431 ")
+    still_ok()
+    pipelined = raw(host, port, b"GET / HTTP/1.1\r\n\r\nHEAD / HTTP/1.1\r\n\r\n"
+                                b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+                                b"GET /info/p HTTP/1.1\r\nConnection: close\r\n\r\n")
+    assert pipelined.count(b"HTTP/1.1 200 OK") == 4 and pipelined.count(b"hello") == 2
+    assert pipelined.count(b"Connection: keep-alive\r\n") == 1  # told to the 1.0 request
+
+    workers = descendants(pid)
+    assert workers, "the local engine's worker runs under polybus serve"
+    procs.watch(workers)
+    proc = procs.started[-1]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    assert not wait_gone(workers)
+
+
+def _concurrent(host: str, port: int, n: int) -> list[tuple[int, dict[str, str]]]:
+    out: list[tuple[int, dict[str, str]]] = []
+    lock = threading.Lock()
+
+    def one() -> None:
+        c = http.client.HTTPConnection(host, port, timeout=60)
+        status, headers, _ = get(c, "GET", "/slow?s=0.4")
+        c.close()
+        with lock:
+            out.append((status, headers))
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    return out
+
+
+def test_a_full_queue_rejects_with_503_under_reject(procs: Procs, tmp_path: Path) -> None:
+    host, port, _ = start(procs, tmp_path, overflow="reject", tracebacks=True, queue=1)
+    got = _concurrent(host, port, 6)
+    statuses = sorted(s for s, _ in got)
+    assert len(got) == 6 and 201 in statuses and 503 in statuses
+    assert set(statuses) <= {201, 503}
+    assert all(h.get("Retry-After") == "1" for s, h in got if s == 503)
+    c = http.client.HTTPConnection(host, port, timeout=30)
+    status, _, body = get(c, "GET", "/boom")
+    assert status == 500 and b"remote traceback" in body and b"in boom" in body
+    assert get(c, "GET", "/slow?s=0")[0] == 201  # and it serves on
+    c.close()
+
+
+def test_a_full_queue_holds_the_requests_back_under_block(procs: Procs, tmp_path: Path) -> None:
+    host, port, _ = start(procs, tmp_path, overflow="block", queue=1)
+    got = _concurrent(host, port, 6)
+    assert sorted(s for s, _ in got) == [201] * 6
+
+
+def test_the_rudy_example_serves_its_page_and_its_work(procs: Procs) -> None:
+    p = procs.start("serve", EXAMPLES / "rudy" / "app.toml", "--listen", "127.0.0.1:0")
+    assert p.stderr is not None
+    m = read_line(p.stderr, r"listening on http://([0-9.]+):([0-9]+)", timeout=60)
+    c = http.client.HTTPConnection(m.group(1), int(m.group(2)), timeout=30)
+    status, headers, body = get(c, "GET", "/")
+    assert status == 200 and headers["Content-Type"].startswith("text/html") and b"rudy" in body
+    assert get(c, "GET", "/work?ms=1")[::2] == (200, b'{"slept_ms":1.0}')
+    assert get(c, "POST", "/echo/x")[0] == 400  # the example's own (status, headers, body)
+    c.close()
+
+
+def test_serve_with_parts_started_by_hand(procs: Procs) -> None:
+    env = {"POLYBUS_TOKEN": "serve-token-" + "y" * 20}
+    app = EXAMPLES / "rudy" / "app.toml"
+    reg = procs.start("registry", "--listen", "127.0.0.1:0", env=env)
+    assert reg.stdout is not None
+    addr = read_line(reg.stdout, r"listening on (\S+)").group(1)
+    w = procs.start("worker", "--registry", addr, "--config", app, "--as", "web",
+                    "--name", "web-by-hand", env=env)
+    assert w.stderr is not None
+    read_line(w.stderr, r"serving .*work@http")  # the routed forms come from [serve]
+    p = procs.start("serve", app, "--registry", addr, "--listen", "127.0.0.1:0", env=env)
+    assert p.stderr is not None
+    m = read_line(p.stderr, r"listening on http://([0-9.]+):([0-9]+)", timeout=60)
+    c = http.client.HTTPConnection(m.group(1), int(m.group(2)), timeout=30)
+    assert get(c, "GET", "/work?ms=0")[::2] == (200, b'{"slept_ms":0.0}')
+    c.close()
+    p.send_signal(signal.SIGINT)  # Ctrl-C
+    assert p.wait(timeout=20) == 0
+    assert w.poll() is None  # a worker started by hand is not serve's to stop
+
+
+def test_a_port_in_use_is_one_clear_error_before_anything_starts() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        p = cli("serve", EXAMPLES / "rudy" / "app.toml", "--listen", f"127.0.0.1:{port}",
+                timeout=30)
+    assert p.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in p.stderr
+    assert "Traceback" not in p.stderr

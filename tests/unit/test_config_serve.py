@@ -1,0 +1,133 @@
+"""``[serve]``: routes bound to module interfaces; mistakes named with file, key and hint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from polybus.config import load, validate
+from polybus.config.model import CallStyle
+
+WEB = '''\
+def page():
+    return "hi"
+
+
+def api(method, query, body=b"", **rest):
+    return {}
+
+
+def files(subpath, /, headers):
+    return b""
+
+
+def needs(user_id):
+    return 1
+'''
+
+BASE = '''\
+[modules.web]
+source = "web.py"
+replication = 2
+define.page = { pool = 4, timeout = "3s" }
+define.api = {}
+define.files = {}
+define.needs = {}
+
+[serve]
+listen = "127.0.0.1:0"
+
+[serve.routes]
+"GET /" = "web.page"
+"/api/*" = { to = "web.api", callstyle = "async-demand(2)", timeout = "2s" }
+'''
+
+
+def app(tmp_path: Path, extra: str = "", base: str = BASE) -> Path:
+    (tmp_path / "web.py").write_text(WEB)
+    p = tmp_path / "app.toml"
+    p.write_text(base + extra)
+    return p
+
+
+def errors(path: Path, *sets: str) -> list[tuple[str | None, str, str | None]]:
+    config, errs = validate(path, sets)
+    assert config is None and errs
+    return [(e.key, e.bare_message, e.hint) for e in errs]
+
+
+def test_a_serve_only_configuration_loads(tmp_path: Path) -> None:
+    cfg = load(app(tmp_path))
+    assert cfg.client == "" and cfg.serve is not None
+    page, api = cfg.serve.routes
+    assert (page.method, page.path, page.module, page.interface) == ("GET", "/", "web", "page")
+    assert page.use.callstyle == CallStyle("async") and page.fields == ()
+    assert api.method is None and api.path == "/api/*"
+    assert api.use.callstyle == CallStyle("async-demand", 2) and api.use.timeout == 2.0
+    assert set(api.fields) == {"method", "path", "query", "headers", "body", "subpath"}
+    assert cfg.serve.listen == "127.0.0.1:0" and cfg.serve.max_body == 1 << 20
+    assert cfg.serve.interfaces_of("web") == ["page", "api"]
+
+
+def test_defaults_are_loopback_and_bounded(tmp_path: Path) -> None:
+    cfg = load(app(tmp_path), ["serve.listen=127.0.0.1:8080", "serve.max_body=2KiB"])
+    assert cfg.serve is not None
+    assert cfg.serve.listen == "127.0.0.1:8080" and cfg.serve.max_body == 2048
+    assert not cfg.serve.tracebacks and cfg.serve.max_connections >= 1
+
+
+def test_unknown_keys_name_the_nearest(tmp_path: Path) -> None:
+    found = errors(app(tmp_path, 'max_bdy = 10\n"GET /x" = { to = "web.page", tiemout = 1 }\n'))
+    assert ("serve.routes.max_bdy", "bad route 'max_bdy': a route path starts with '/', got "
+            "'max_bdy'", "did you mean 'max_body' of [serve]? it is under [serve.routes] here"
+            ) in found
+    assert any(k == 'serve.routes."GET /x".tiemout' and h == "did you mean 'timeout'?"
+               for k, _, h in found)
+    found = errors(app(tmp_path), "serve.max_bdy=1")
+    assert found[0][0] == "serve.max_bdy" and found[0][2] == "did you mean 'max_body'?"
+
+
+def test_bad_targets(tmp_path: Path) -> None:
+    found = errors(app(tmp_path, '"GET /a" = "wbe.page"\n"GET /b" = "web.pgae"\n'
+                                 '"GET /c" = "web"\n"GET /d" = { callstyle = "async" }\n'))
+    assert ('serve.routes."GET /a"', "route target module 'wbe' does not exist",
+            "did you mean 'web'?") in found
+    assert ('serve.routes."GET /b"', "module 'web' has no interface 'pgae'",
+            "did you mean 'page'?") in found
+    assert any(k == 'serve.routes."GET /c"' and "bad route target" in m for k, m, _ in found)
+    assert any(k == 'serve.routes."GET /d"' and "needs 'to'" in m for k, m, _ in found)
+
+
+def test_bad_route_keys_and_listen(tmp_path: Path) -> None:
+    found = errors(app(tmp_path, '"get /x" = "web.page"\n"/" = "web.page"\n'),
+                   "serve.listen=localhost")
+    keys = [k for k, _, _ in found]
+    assert 'serve.routes."get /x"' in keys
+    assert any("bad listen address" in m and k == "serve.listen" for k, m, _ in found)
+    assert not any("same as" in m for _, m, _ in found)  # "/" and "GET /" both may be
+    found = errors(app(tmp_path, '"/x/" = "web.page"\n"/x" = "web.page"\n"/a/*/b" = "web.page"\n'))
+    assert ('serve.routes."/x"', "route '/x' is the same as '/x/'", None) in found
+    assert any("'*' may only end a path" in m for _, m, _ in found)
+
+
+def test_handler_parameters_must_be_request_fields(tmp_path: Path) -> None:
+    found = errors(app(tmp_path, '"GET /n" = "web.needs"\n"GET /f/*" = "web.files"\n'))
+    assert any(k == 'serve.routes."GET /n"' and "'user_id'" in m for k, m, _ in found)
+    assert any("positional-only" in m for _, m, _ in found)
+
+
+def test_a_client_program_and_serve_only_are_both_fine_but_not_nothing(tmp_path: Path) -> None:
+    p = app(tmp_path, base=BASE.split("[serve]")[0])
+    found = errors(p)
+    assert found[0][1] == "no module has an entrypoint" and "[serve]" in (found[0][2] or "")
+    found = errors(app(tmp_path, base=BASE.split("[serve.routes]")[0]))
+    assert found[0][0] == "serve.routes" and "needs routes" in found[0][1]
+
+
+def test_run_refuses_a_serve_only_configuration(tmp_path: Path) -> None:
+    from polybus.errors import ConfigError
+    from polybus.runner import run
+
+    with pytest.raises(ConfigError, match="polybus serve"):
+        run(app(tmp_path))

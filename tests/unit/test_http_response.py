@@ -1,0 +1,78 @@
+"""Handler values -> responses -> bytes; and routing. Pure."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from polybus.http.response import error_response, http_form, serialize, to_response
+from polybus.http.routes import RouteTable, split_route_key
+
+
+def test_values_map_to_responses() -> None:
+    assert to_response("hi") == (200, [("Content-Type", "text/plain; charset=utf-8")], b"hi")
+    assert to_response(" <!DOCTYPE html><p>")[1] == [("Content-Type", "text/html; charset=utf-8")]
+    assert to_response(b"\x00") == (200, [("Content-Type", "application/octet-stream")], b"\x00")
+    status, headers, body = to_response({"a": [1, 2.5, None]})
+    assert status == 200 and headers == [("Content-Type", "application/json")]
+    assert json.loads(body) == {"a": [1, 2.5, None]}
+    assert json.loads(to_response(np.arange(3))[2]) == [0, 1, 2]
+    assert to_response(None) == (204, [], b"")
+
+
+def test_tuples_give_full_control() -> None:
+    assert to_response((201, "made")) == (201, [("Content-Type", "text/plain; charset=utf-8")], b"made")
+    status, headers, body = to_response((302, {"Location": "/x"}, None))
+    assert status == 302 and headers == [("Location", "/x")] and body == b""
+    assert to_response((200, [("Content-Type", "text/csv")], "a,b"))[1] == [("Content-Type", "text/csv")]
+
+
+@pytest.mark.parametrize("bad", [{1, 2}, (200,), (99, "x"), ("200", "x"), (200, "nope", "x"),
+                                 (200, {"X": "a\r\nb"}, "x"), object()])
+def test_what_is_not_a_response_is_an_error(bad: object) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        to_response(bad)
+
+
+def test_http_form_passes_the_fields_and_converts() -> None:
+    def handler(method: str, body: bytes) -> dict[str, object]:
+        return {"m": method, "n": len(body)}
+
+    wrapped = http_form(handler)
+    assert wrapped(method="PUT", body=b"abc")[2] == b'{"m":"PUT","n":3}'
+
+
+def test_serialize_frames_the_body() -> None:
+    raw = serialize((200, [("X-A", "1"), ("Content-Length", "999")], b"hey"), keep_alive=True)
+    assert raw == b"HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 3\r\n\r\nhey"
+    closing = serialize(error_response(404, "no route"), keep_alive=False)
+    assert closing.startswith(b"HTTP/1.1 404 Not Found\r\n") and b"Connection: close\r\n" in closing
+    assert closing.endswith(b"\r\n\r\n404 Not Found: no route\n")
+    assert serialize((200, [], b"body"), keep_alive=True, head_only=True).endswith(b"\r\n\r\n")
+    assert b"Content-Length" not in serialize((204, [], b""), keep_alive=True)
+
+
+def test_route_keys() -> None:
+    assert split_route_key("GET /") == ("GET", "/")
+    assert split_route_key("/api/") == (None, "/api")
+    assert split_route_key("POST /api/*") == ("POST", "/api/*")
+    for bad in ("get /", "GET", "GET x", "GET /a/*/b", "A B C"):
+        with pytest.raises(ValueError):
+            split_route_key(bad)
+
+
+def test_route_matching() -> None:
+    t = RouteTable([("GET", "/", "index"), (None, "/api/*", "api"), ("POST", "/api/up", "up"),
+                    ("GET", "/static/*", "static"), ("GET", "/static/big/*", "big")])
+    assert t.match("GET", "/").target == "index"
+    assert t.match("GET", "/nope").target is None and not t.match("GET", "/nope").allowed
+    m = t.match("DELETE", "/api/x/y")
+    assert (m.target, m.subpath) == ("api", "/x/y")
+    assert t.match("POST", "/api/up").target == "up"
+    assert t.match("GET", "/api").target == "api" and t.match("GET", "/apix").target is None
+    assert t.match("GET", "/static/big/a").target == "big"
+    assert t.match("HEAD", "/static/a").target == "static"
+    m = t.match("POST", "/static/a")
+    assert m.target is None and m.allowed == ("GET",)
