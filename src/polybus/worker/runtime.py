@@ -251,6 +251,9 @@ class WorkerRuntime:
             log.warning("worker %s dropped a connection during the handshake: %s", self.name, exc)
             return
         with self._lock:
+            if self._stopping:  # too late: stop() has closed the others already
+                ch.close()
+                return
             self._new.append(ch)
         self._wake()
 
@@ -453,7 +456,9 @@ class WorkerRuntime:
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(timeout=2)
-        for ch in list(self._channels):
+        with self._lock:
+            new, self._new = self._new, []
+        for ch in [*self._channels, *new]:  # (new: authenticated, not yet adopted)
             ch.close()
         self.forwarding.close()
         for s in (*self._listening.values(), self._wake_r, self._wake_w):
