@@ -157,14 +157,15 @@ class WorkerRuntime:
                         self._polling = True
                         break
                     self._cv.wait()
-            if job is not None:
-                self._run(job)
-                with self._lock:
-                    self._running -= 1
-                    if self._paused and not self._queue.full():
-                        self._wake()
-                continue
-            self._poll_and_release(takes_job=True)
+            if job is None:  # this thread polled; it runs what came, if anything
+                job = self._poll_and_release(takes_job=True)
+                if job is None:
+                    continue
+            self._run(job)
+            with self._lock:
+                self._running -= 1
+                if self._paused and not self._queue.full():
+                    self._wake()
 
     def _standby_main(self) -> None:
         delay, seen = 0.002, -1
@@ -181,7 +182,9 @@ class WorkerRuntime:
             else:
                 delay = 0.002 if active or self._running else min(delay * 2, 0.1)
 
-    def _poll_and_release(self, *, takes_job: bool) -> None:
+    def _poll_and_release(self, *, takes_job: bool) -> Job | None:
+        """Poll once, let the role go, and (``takes_job``) take the next call to run."""
+        job: Job | None = None
         try:
             self._poll_once()
         except Exception:  # a bug here must not silence the replica
@@ -189,11 +192,15 @@ class WorkerRuntime:
         finally:
             with self._lock:
                 self._polling = False
+                if takes_job and self._running < self.options.pool and (job := self._queue.pop()):
+                    self._running += 1
+                    self._started += 1
                 # The standby lets the role go: someone must hold it again. A pool thread
                 # that goes to run a call wakes an idle one to poll meanwhile (else calls
                 # that come wait for the standby's look, up to 100 ms on an idle replica).
-                if not takes_job or (len(self._queue) and self._running + 1 < self.options.pool):
+                if not takes_job or (job is not None and self._running < self.options.pool):
                     self._cv.notify()
+        return job
 
     def _wake(self) -> None:
         try:
