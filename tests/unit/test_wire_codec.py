@@ -11,7 +11,7 @@ import pytest
 from polybus.errors import ProtocolError
 from polybus.wire.codec import EXT_BYTES, EXT_NDARRAY, EXT_PICKLE, Codec, OutOfBand, Ref
 from polybus.wire.framing import Frame, FrameDecoder
-from polybus.wire.messages import Call, Fail, Message, Result
+from polybus.wire.messages import Batch, Call, Fail, Message, Result
 
 
 def roundtrip(msg: Message, enc: Codec | None = None, dec: Codec | None = None) -> Any:
@@ -206,3 +206,23 @@ def test_arrays_received_in_a_large_frame_are_aligned_for_their_dtype() -> None:
         assert got.flags.aligned
         assert got.ctypes.data % got.dtype.alignment == 0
         assert (got == sent).all()
+
+
+@pytest.mark.parametrize("make", [
+    lambda v: Result(1, v),
+    lambda v: Batch([Result(1, 0), Result(2, v), Fail(3, "exception", "E", "m")]),
+])
+def test_large_bytes_values_travel_out_of_band_and_come_back_as_bytes(make: Any) -> None:
+    from polybus.wire.codec import OOB_BYTES
+
+    for n, out_of_band in [(OOB_BYTES - 1, False), (OOB_BYTES, True), (3 << 20, True)]:
+        data = bytes(range(256)) * (n // 256) + b"x" * (n % 256)
+        msg = make(data)
+        pieces = Codec().encode(msg)
+        assert (len(pieces) > 1) == out_of_band  # the bytes are a piece of their own
+        if out_of_band:
+            assert any(isinstance(p, memoryview) and p.obj is data for p in pieces)
+        out = roundtrip(msg)
+        value = out.value if isinstance(out, Result) else out.items[1].value
+        assert type(value) is bytes and value == data
+        assert (out.value if isinstance(out, Result) else out.items[1].value) == data

@@ -246,3 +246,43 @@ def test_next_small_header_is_a_copy_that_outlives_more_input() -> None:
     header = dec.next_small()
     dec.feed(wire(b"x" * 1000) * 300)  # reuses and grows the scratch
     assert header == bytearray(b"keep")
+
+
+def test_large_header_without_buffers_is_not_copied_into_the_prefix() -> None:
+    header = b"h" * 300_000
+    pieces = encode_frame(header)
+    assert len(pieces) == 2 and pieces[1] is header
+    assert len(encode_frame(b"small")) == 1  # one plain send for the common message
+    dec = FrameDecoder()
+    for p in pieces:
+        dec.feed(p)
+    assert frames(dec) == [(header, [])]
+
+
+def test_large_frame_bodies_are_64_byte_aligned_and_reused_from_128_kib() -> None:
+    import numpy as np
+
+    from polybus.wire.codec import Codec
+    from polybus.wire.messages import Call
+
+    codec, dec = Codec(), FrameDecoder()
+
+    def round_trip(n: int) -> np.ndarray:
+        for piece in codec.encode(Call(1, "f", [np.full(n, 5, np.uint8)])):
+            dec.feed(piece)
+        frame = dec.next_frame()
+        assert frame is not None
+        msg = codec.decode(frame)
+        assert isinstance(msg, Call) and (msg.args[0] == 5).all()
+        return msg.args[0]  # type: ignore[no-any-return]
+
+    got = round_trip(200_000)
+    assert got.ctypes.data % 64 == 0
+    first = got.ctypes.data
+    del got
+    assert round_trip(200_000).ctypes.data == first  # reused below 1 MiB too
+    # A small frame does not borrow a much larger spare (a kept array would pin it).
+    big = round_trip(4_000_000)
+    big_range = range(big.ctypes.data - 64, big.ctypes.data + big.nbytes)
+    del big
+    assert round_trip(150_000).ctypes.data not in big_range

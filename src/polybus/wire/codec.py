@@ -1,7 +1,8 @@
 """Values <-> msgpack header + raw buffers.
 
 msgpack types travel in the header. numpy arrays (anywhere in a value) and large
-top-level bytes travel as raw buffers beside it, referred to by extension types:
+top-level bytes (a call's argument, a message's ``value``) travel as raw buffers beside
+it, referred to by extension types:
 
     ext 1  ndarray   data = msgpack [dtype.str, shape, buffer index]
     ext 2  bytes     data = msgpack buffer index
@@ -23,7 +24,7 @@ import numpy as np
 
 from polybus.errors import ProtocolError
 from polybus.wire.framing import DEFAULT_MAX_FRAME, PREFIX, Frame, encode_frame
-from polybus.wire.messages import Message
+from polybus.wire.messages import Batch, Deliver, Fetched, Message, Put, Result
 
 EXT_NDARRAY = 1
 EXT_BYTES = 2
@@ -42,6 +43,25 @@ class OutOfBand:
 
     def __init__(self, data: bytes | bytearray | memoryview) -> None:
         self.data = data
+
+
+_VALUED = {Result, Deliver, Fetched, Put}  # messages whose ``value`` is a program's value
+
+
+def _lifted(msg: Any) -> Any:
+    """``msg`` with a large bytes ``value`` marked out of band, so the bytes go to the
+    socket as they are instead of being copied into the header (and again into the
+    frame); a Batch's items likewise. Other messages are returned as they are."""
+    t = type(msg)
+    if t in _VALUED:
+        v = msg.value
+        if type(v) is bytes and len(v) >= OOB_BYTES:
+            return msgspec.structs.replace(msg, value=OutOfBand(v))
+    elif t is Batch:
+        for m in msg.items:
+            if type(m) is Result and type(m.value) is bytes and len(m.value) >= OOB_BYTES:
+                return Batch([_lifted(m) for m in msg.items])
+    return msg
 
 
 class Ref:
@@ -93,7 +113,7 @@ class Codec:
         transport may carry the buffers its own way, as transport/shm.py does)."""
         self._out = []
         try:
-            header = self._enc.encode(msg)
+            header = self._enc.encode(_lifted(msg))
             bufs: list[bytes | memoryview] = list(self._out)
         finally:
             self._out = []

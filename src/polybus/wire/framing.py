@@ -36,7 +36,9 @@ BUFLEN = struct.Struct("<Q")
 _SPLIT = struct.Struct("<HHI")
 MAX_BUFFERS = 4096
 DEFAULT_MAX_FRAME = 1 << 30
-_SCRATCH = 256 * 1024
+# Small frames are read into one scratch area, many per read. A large frame's first
+# read lands there too and is copied out, so the scratch is kept small.
+_SCRATCH = 64 * 1024
 _BIG = 128 * 1024  # frames at least this long get a bytearray of their own
 
 
@@ -85,7 +87,9 @@ def encode_frame(header: bytes, buffers: list[bytes | memoryview] | None = None,
         length = 8 + len(header)
         if length > max_frame:
             raise ProtocolError(f"message of {length} bytes is over the frame limit of {max_frame} bytes")
-        return [PREFIX.pack(length, 0, flags, len(header)) + header]
+        prefix = PREFIX.pack(length, 0, flags, len(header))
+        # One piece is one plain send; a large header is not copied to make it one.
+        return [prefix + header] if length < _BIG else [prefix, header]
     lens = [memoryview(b).nbytes for b in buffers]
     head = frame_prefix(len(header), lens, max_frame, flags) + header
     pieces: list[bytes | memoryview] = []
@@ -116,17 +120,23 @@ class SpareBodies:
         self._spares: list[Any] = []
 
     def take(self, length: int) -> Any:
-        for i in range(len(self._spares)):
-            # 2 references when free: the list's and getrefcount's argument.
-            if self._spares[i].nbytes >= length and sys.getrefcount(self._spares[i]) == 2:
-                return self._spares[i][:length]
-        body = np.empty(length, dtype=np.uint8)
-        if length >= (1 << 20) and sum(b.nbytes for b in self._spares) + length <= self.keep_bytes:
-            self._spares.append(body)
-            if len(self._spares) > self.keep:
-                self._spares.pop(0)
-            return body[:length]
-        return body
+        """``length`` bytes starting on a 64-byte boundary (so are the buffers in them)."""
+        best = None
+        for spare in self._spares:
+            # Free: only the list, the loop and getrefcount's argument refer to it. The
+            # smallest that fits, and not 4x too big: an array the program keeps pins
+            # its whole body.
+            if (length + ALIGN <= spare.nbytes <= 4 * length and sys.getrefcount(spare) == 3
+                    and (best is None or spare.nbytes < best.nbytes)):
+                best = spare
+        if best is None:
+            best = np.empty(length + ALIGN, dtype=np.uint8)
+            if sum(b.nbytes for b in self._spares) + best.nbytes <= self.keep_bytes:
+                self._spares.append(best)
+                if len(self._spares) > self.keep:
+                    self._spares.pop(0)
+        skip = -best.ctypes.data % ALIGN
+        return best[skip:skip + length]
 
 
 class FrameDecoder:
@@ -168,6 +178,13 @@ class FrameDecoder:
             self._big_filled += nbytes
         else:
             self._end += nbytes
+            if self._end == len(self._scratch) and self._start == 0:
+                # The read filled the scratch with the start of a frame: if it is a large
+                # one, the rest goes straight to its own memory (and `receiving_large`
+                # tells the reader to go on reading).
+                (length,) = struct.unpack_from("<I", self._scratch, 0)
+                if _BIG <= length <= self.max_frame and 4 + length > self._end:
+                    self._begin_large(length)
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Copy ``data`` in (for tests and callers without a socket)."""
