@@ -6,6 +6,8 @@ runs an echo peer in a thread and checks, over one authenticated connection:
 - messages of mixed sizes (empty to several MiB, arrays of several dtypes and shapes,
   bytes in the header and out of band) come back equal, one at a time and many per
   write, including more in flight than the socket buffers hold;
+- bytes of every size, sent as a call's argument (out of band from 64 KiB, as the
+  client sends them) and answered as a Result's value, come back as equal ``bytes``;
 - a large array (``large`` bytes) makes the trip intact;
 - close: the far side sees ConnectionLostError on receive, a send on a closed channel
   raises ConnectionLostError, and a closed peer is seen by the other side;
@@ -27,7 +29,7 @@ import numpy as np
 from polybus.errors import ConnectionLostError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, authenticate, connect, listen
-from polybus.wire.codec import Codec, OutOfBand
+from polybus.wire.codec import OOB_BYTES, Codec, OutOfBand
 from polybus.wire.messages import Call, Message, Result
 
 __all__ = ["SIZES", "check_transport", "memfd_mappings"]
@@ -81,7 +83,9 @@ def _echo(ch: Channel, stop: threading.Event) -> None:
         while not stop.is_set():
             for msg in ch.receive():
                 if isinstance(msg, Call):
-                    ch.send(Result(msg.id, msg.args), on_blocked=lambda: None)
+                    # "value": the argument itself is the answer (a top-level value).
+                    answer = msg.args[0] if msg.iface == "value" else msg.args
+                    ch.send(Result(msg.id, answer), on_blocked=lambda: None)
     except ConnectionLostError:
         pass
     finally:
@@ -124,6 +128,13 @@ def check_transport(scheme: str, directory: Path, *, large: int = 64 << 20,
             client.send(Call(i, "echo", [value]))
             _collect(client, len(got) + 1, got)
             assert _same(got[i][0], value), f"message {i} changed on the way"
+        # bytes as a top-level argument and answer, both ways out of band when large
+        for n in [*SIZES, OOB_BYTES - 1, OOB_BYTES, 3 << 20]:
+            data = rng.integers(0, 255, n, dtype=np.uint8).tobytes()
+            client.send(Call(-2, "value", [OutOfBand(data) if n >= OOB_BYTES else data]))
+            _collect(client, len(got) + 1, got)
+            back = got.pop(-2)
+            assert type(back) is bytes and back == data, f"{n} bytes changed on the way"
         # many per write, more in flight than the socket holds; read while blocked
         base = len(payloads)
         batch: list[Message] = [Call(base + i, "echo", [payloads[i % len(payloads)]])

@@ -135,7 +135,7 @@ class SpareBodies:
                 self._spares.append(best)
                 if len(self._spares) > self.keep:
                     self._spares.pop(0)
-        skip = -best.ctypes.data % ALIGN
+        skip = -best.__array_interface__["data"][0] % ALIGN
         return best[skip:skip + length]
 
 
