@@ -23,8 +23,8 @@ import msgspec
 import numpy as np
 
 from polybus.errors import ProtocolError
-from polybus.wire.framing import DEFAULT_MAX_FRAME, PREFIX, Frame, encode_frame
-from polybus.wire.messages import Batch, Deliver, Fetched, Message, Put, Result
+from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, Frame, encode_frame
+from polybus.wire.messages import Batch, Call, Deliver, Fetched, Message, Put, Result
 
 EXT_NDARRAY = 1
 EXT_BYTES = 2
@@ -45,7 +45,7 @@ class OutOfBand:
         self.data = data
 
 
-_VALUED = {Result, Deliver, Fetched, Put}  # messages whose ``value`` is a program's value
+_VALUED = {Deliver, Fetched, Put}  # (and Result) messages whose ``value`` is a program's
 
 
 def _lifted(msg: Any) -> Any:
@@ -53,7 +53,11 @@ def _lifted(msg: Any) -> Any:
     socket as they are instead of being copied into the header (and again into the
     frame); a Batch's items likewise. Other messages are returned as they are."""
     t = type(msg)
-    if t in _VALUED:
+    if t is Result:
+        v = msg.value
+        if type(v) is bytes and len(v) >= OOB_BYTES:
+            return Result(msg.id, OutOfBand(v))
+    elif t in _VALUED:
         v = msg.value
         if type(v) is bytes and len(v) >= OOB_BYTES:
             return msgspec.structs.replace(msg, value=OutOfBand(v))
@@ -97,7 +101,7 @@ class Codec:
         out: list[memoryview] = []
         self._out = out
         try:
-            header = self._enc.encode(msg)
+            header = self._header(msg)
         finally:
             self._out = []
         if not out:  # the common small message: one piece, prefix and header
@@ -105,7 +109,9 @@ class Codec:
             if length > self.max_frame:
                 raise ProtocolError(f"message of {length} bytes is over the frame limit of "
                                     f"{self.max_frame} bytes")
-            return [PREFIX.pack(length, 0, 0, len(header)) + header]
+            if length < _BIG:
+                return [PREFIX.pack(length, 0, 0, len(header)) + header]
+            return [PREFIX.pack(length, 0, 0, len(header)), header]  # not copied to join
         return encode_frame(header, list(out), self.max_frame)
 
     def encode_parts(self, msg: Message) -> tuple[bytes, list[bytes | memoryview]]:
@@ -113,11 +119,30 @@ class Codec:
         transport may carry the buffers its own way, as transport/shm.py does)."""
         self._out = []
         try:
-            header = self._enc.encode(_lifted(msg))
+            header = self._header(msg)
             bufs: list[bytes | memoryview] = list(self._out)
         finally:
             self._out = []
         return header, bufs
+
+    def _header(self, msg: Message) -> bytes:
+        """Encode ``msg``, its raw buffers going to ``self._out``; large bytes in a value
+        go out of band (to the socket as they are, not copied into the header)."""
+        t = type(msg)
+        if t is Result:  # the common answer, checked inline (this is the hot path)
+            v = msg.value  # type: ignore[union-attr]  # (t is Result: not narrowed)
+            if type(v) is bytes and len(v) >= OOB_BYTES:
+                msg = Result(msg.id, OutOfBand(v))  # type: ignore[union-attr]
+        header = self._enc.encode(msg)
+        if t is not Result and t is not Call and len(header) >= OOB_BYTES:
+            # Rare: large bytes in another message's value or a Batch's Results;
+            # looked for only now, so a batch of small answers pays nothing.
+            # (A call's large bytes were marked out of band by the client.)
+            lifted = _lifted(msg)
+            if lifted is not msg:
+                del self._out[:]
+                header = self._enc.encode(lifted)
+        return header
 
     def _enc_hook(self, obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
