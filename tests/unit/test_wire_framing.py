@@ -286,3 +286,20 @@ def test_large_frame_bodies_are_64_byte_aligned_and_reused_from_128_kib() -> Non
     big_range = range(big.ctypes.data - 64, big.ctypes.data + big.nbytes)
     del big
     assert round_trip(150_000).ctypes.data not in big_range
+
+
+def test_whole_large_frame_in_a_grown_scratch_with_more_behind_it() -> None:
+    # Small frames left untaken grow the scratch; a large frame that then arrives whole,
+    # with the start of the next frame behind it, is split from the scratch as it is
+    # (the shm ring hands the decoder that much in one read).
+    dec = FrameDecoder()
+    small = b"".join(encode_frame(b"s", [b"x" * 1000]))
+    dec.feed(small * 300)  # more than the scratch holds: it grows
+    assert sum(1 for _ in iter(dec.next_frame, None)) == 300
+    big = b"".join(encode_frame(b"big", [b"y" * 150_000]))
+    tail = small * 400
+    dec.feed(big + tail)
+    frame = dec.next_frame()
+    assert frame is not None and frame.header == b"big"
+    assert bytes(frame.buffers[0]) == b"y" * 150_000
+    assert sum(1 for _ in iter(dec.next_frame, None)) == 400

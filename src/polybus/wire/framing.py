@@ -164,7 +164,9 @@ class FrameDecoder:
             if self._end == len(self._scratch) and pending >= 4:
                 # Scratch is full of one frame's start: a large frame gets its own memory.
                 (length,) = struct.unpack_from("<I", self._scratch, self._start)
-                if _BIG <= length <= self.max_frame:
+                # (Not if that frame is already whole here: a grown scratch can hold it
+                # and the start of the next, more than its own memory would take.)
+                if _BIG <= length <= self.max_frame and pending - 4 < length:
                     self._begin_large(length)
                     return memoryview(self._big)[self._big_filled:]
             if self._end == len(self._scratch):  # whole small frames not yet taken
