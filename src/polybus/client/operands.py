@@ -2,11 +2,13 @@
 
 A ``Comm`` sits between a dispatcher and the reactor when the configuration asks for
 ``cache``, ``aggregate`` or the program uses `broadcast`. Cached operands are named by a
-content hash (blake2b of dtype, shape and bytes), sent to a replica in a ``Put`` the
-first time and as ``Ref("op", key)`` after; a replica that lost one answers
-``cache-miss`` and the call is re-sent with the value inline. Hashes are remembered per
-array object (by identity, dropped when the array is freed), so a cached array must not
-be changed in place between calls that use it.
+content hash (SHA-256 of dtype, shape and bytes, 128 bits kept: with the CPU's SHA
+instructions it hashes 8 MB in ~4.5 ms here where blake2b took ~12.7 ms, on the path
+before the first call can leave), sent to a replica in a ``Put`` the first time and as
+``Ref("op", key)`` after; a replica that lost one answers ``cache-miss`` and the call is
+re-sent with the value inline. Hashes are remembered per array object (by identity,
+dropped when the array is freed), so a cached array must not be changed in place between
+calls that use it.
 """
 
 from __future__ import annotations
@@ -39,15 +41,14 @@ def content_key(value: Any) -> str | None:
         hit = _memo.get(id(value))
         if hit is not None and hit[0]() is value:
             return hit[1]
-        h = hashlib.blake2b(digest_size=16)
-        h.update(f"{value.dtype.str}{value.shape}".encode())
+        h = hashlib.sha256(f"{value.dtype.str}{value.shape}".encode())
         h.update(np.ascontiguousarray(value).reshape(-1).view(np.uint8).data)
-        key = h.hexdigest()
+        key = h.hexdigest()[:32]
         ident = id(value)
         _memo[ident] = (weakref.ref(value, _forget(ident)), key)
         return key
     if isinstance(value, bytes | bytearray):
-        return hashlib.blake2b(bytes(value), digest_size=16).hexdigest()
+        return hashlib.sha256(value).hexdigest()[:32]
     return None
 
 
