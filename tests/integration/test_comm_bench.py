@@ -5,12 +5,15 @@ from __future__ import annotations
 import pytest
 
 from polybus.bench import registry
+from polybus.bench.b_matmul import chunk_of
 
 
 def test_ep_quick() -> None:
     r = registry.run("ep", quick=True)
     assert not any("WRONG" in n for n in r.notes)
-    assert r.find("polybus", 2, "speedup") is not None
+    for transport in ("tcp", "shm"):
+        assert r.find("polybus", 2, "speedup", {"transport": transport}) is not None
+    assert r.find("process_pool", 2, "seconds") is not None
     assert "mpi4py" in r.skipped or r.find("mpi4py", 2, "seconds") is not None
 
 
@@ -18,7 +21,16 @@ def test_ep_quick() -> None:
 def test_matmul_quick_stateful_sends_less() -> None:
     r = registry.run("matmul", quick=True)
     assert not any("WRONG" in n for n in r.notes)
-    full = r.find("polybus", 2, "bytes_sent", {"n": 200, "mode": "stateless"})
-    state = r.find("polybus", 2, "bytes_sent", {"n": 200, "mode": "stateful"})
+    n = 200
+    calls = -(-n // chunk_of(n))
+    full = r.find("polybus", 2, "bytes_sent", {"n": n, "mode": "stateless"})
+    state = r.find("polybus", 2, "bytes_sent", {"n": n, "mode": "stateful"})
     assert full is not None and state is not None
-    assert state.median < full.median / 10
+    # Stateless: B with every call; stateful: A once and B once per server.
+    assert full.median >= 8 * n * n * calls
+    assert state.median <= 1.2 * 8 * n * n * (1 + 2)
+    for mode in ("stateless", "stateful"):
+        assert r.find("polybus", 2, "seconds", {"n": n, "mode": mode, "transport": "shm"})
+    # the baseline runs the same tasks, and the whole product is beside it for reference
+    assert r.find("one_process", 1, "seconds", {"n": n}) is not None
+    assert r.find("one_process", 1, "seconds", {"n": n, "kernel": "A@B"}) is not None

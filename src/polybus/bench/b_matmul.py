@@ -1,13 +1,19 @@
-"""matmul: seeds/002 Appendix A-C — distributed C = A B, one row of A per call.
+"""matmul: seeds/002 Appendix A-C — distributed C = A B, a block of rows of A per call.
 
-Stateless servers get all of B with every row (bytes O(N^3)); stateful ones keep B in
-their operand cache (``define.multiply_row.cache = ["b"]``; bytes O(N^2)). Same modules,
-the configuration is the only switch. Beside them: the same program over
-ProcessPoolExecutor (B with every task, or B given once per worker by an initializer),
-mpi4py when importable, and the one-process row loop (the baseline of speedup).
-BLAS is pinned to one thread per process. Server counts above the machine's cores are
-modelled: each call sleeps the one-process time of one row instead of computing it
-(BENCHMARKS.md), so those rows measure communication and scheduling, not the kernel.
+The decomposition, the same for every system: C is computed ``chunk`` rows at a time,
+one BLAS product ``A[lo:hi] @ B`` per task, with ``chunk = ceil(n / CALLS)`` (seeds/002
+sent one row per call; blocks of rows let each task run BLAS on a block, as a row set
+per server did there). Stateless servers get all of B with every block (bytes
+O(N^2 * calls)); stateful ones keep B in their operand cache
+(``define.multiply_rows.cache = ["b"]``; bytes O(N^2)). Same modules, the configuration
+is the only switch. Beside them, the same tasks: the one-process loop over the same
+blocks (the baseline of speedup), ProcessPoolExecutor and, when importable, an mpi4py
+master/worker. Every system repeats inside one start-up (one polybus run, one pool,
+one mpiexec), each repetition with fresh matrices, so a stateful server is sent each
+repetition's B inside the timed part. BLAS is pinned to one thread per process. Server
+counts above the machine's cores are modelled: each call sleeps the one-process time of
+its block instead of computing it (BENCHMARKS.md), so those rows measure communication
+and scheduling, not the kernel.
 """
 
 from __future__ import annotations
@@ -21,19 +27,57 @@ from typing import Any
 import numpy as np
 
 from polybus.bench.progress import Progress
-from polybus.bench.report import BenchResult, Row
+from polybus.bench.report import BenchResult, Ratio, Row
 from polybus.bench.stats import Stat, summarize
 
-__all__ = ["one_process_seconds", "pin_blas", "run"]
+__all__ = ["CALLS", "chunk_of", "one_process_seconds", "pin_blas", "run"]
 
 _BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+CALLS = 20  # tasks per product: enough to spread over 10 servers, blocks big enough for BLAS
 _B: Any = None
 
 
 def pin_blas() -> None:
-    """One BLAS thread in every process started from here on (workers inherit it)."""
+    """One BLAS thread in every process started from here on (workers inherit it), and
+    in this one, whose BLAS was loaded (with its threads) before the variables were set:
+    the one-process baseline runs here."""
     for v in _BLAS_VARS:
         os.environ[v] = "1"
+    _set_loaded_blas_threads(1)
+
+
+_SETTERS = ("openblas_set_num_threads", "scipy_openblas_set_num_threads64_",
+            "openblas_set_num_threads64_", "MKL_Set_Num_Threads")
+
+
+def _set_loaded_blas_threads(n: int) -> bool:
+    """Tell the BLAS library numpy loaded to use ``n`` threads; False if none was found."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as f:
+            libs = {line.split()[-1] for line in f
+                    if ("blas" in line.lower() or "mkl" in line.lower()) and ".so" in line}
+    except OSError:
+        return False
+    done = False
+    for path in sorted(libs):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in _SETTERS:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn(ctypes.c_int(n))
+                done = True
+                break
+    return done
+
+
+def chunk_of(n: int) -> int:
+    """Rows of A per task."""
+    return max(1, -(-n // CALLS))
 
 
 def _programs() -> Any:
@@ -42,20 +86,28 @@ def _programs() -> Any:
     return PROGRAMS
 
 
-def one_process_seconds(n: int, reps: int) -> Stat:
-    """The same row kernel in one process, one row at a time."""
-    rng = np.random.default_rng(1)
-    a, b = rng.random((n, n)), rng.random((n, n))
+def _matrices(n: int, rep: int) -> tuple[Any, Any]:
+    rng = np.random.default_rng(1 + rep)  # as the polybus and mpi4py clients make them
+    return rng.random((n, n)), rng.random((n, n))
+
+
+def one_process_seconds(n: int, reps: int, chunk: int | None = None) -> Stat:
+    """The same tasks in one process: ``A[lo:hi] @ B`` block by block into C (with
+    ``chunk=n``, the whole product as one BLAS call)."""
+    step = chunk_of(n) if chunk is None else chunk
     times = []
-    for _ in range(reps):
+    for rep in range(reps):
+        a, b = _matrices(n, rep)
         t0 = time.perf_counter()
-        np.vstack([a[i] @ b for i in range(n)])
+        c = np.empty((n, n))
+        for lo in range(0, n, step):
+            c[lo:lo + step] = a[lo:lo + step] @ b
         times.append(time.perf_counter() - t0)
     return summarize(times)
 
 
-def _row_with_b(row: Any, b: Any) -> Any:
-    return row @ b
+def _rows_with_b(rows: Any, b: Any) -> Any:
+    return rows @ b
 
 
 def _set_b(b: Any) -> None:
@@ -63,36 +115,48 @@ def _set_b(b: Any) -> None:
     _B = b
 
 
-def _row_cached(row: Any) -> Any:
-    return row @ _B
+def _rows_cached(rows: Any) -> Any:
+    return rows @ _B
 
 
 def pool_seconds(n: int, workers: int, stateful: bool, reps: int) -> Stat:
-    rng = np.random.default_rng(1)
-    a, b = rng.random((n, n)), rng.random((n, n))
+    """The same blocks over ProcessPoolExecutor. Stateful: a pool cannot address one
+    worker, so B is given to each by the initializer, before the timing (in its favour)."""
+    step = chunk_of(n)
     times = []
+    a, b = _matrices(n, 0)
     kw: dict[str, Any] = {"initializer": _set_b, "initargs": (b,)} if stateful else {}
     with ProcessPoolExecutor(workers, **kw) as pool:
         list(pool.map(abs, range(workers)))  # started before timing
-        for _ in range(reps):
+        for rep in range(reps):
+            if not stateful:
+                a, b = _matrices(n, rep)
             t0 = time.perf_counter()
             if stateful:
-                futs = [pool.submit(_row_cached, a[i]) for i in range(n)]
+                futs = [pool.submit(_rows_cached, a[lo:lo + step]) for lo in range(0, n, step)]
             else:
-                futs = [pool.submit(_row_with_b, a[i], b) for i in range(n)]
-            np.vstack([f.result() for f in futs])
+                futs = [pool.submit(_rows_with_b, a[lo:lo + step], b) for lo in range(0, n, step)]
+            c = np.empty((n, n))
+            for lo, f in zip(range(0, n, step), futs, strict=True):
+                c[lo:lo + step] = f.result()
             times.append(time.perf_counter() - t0)
     return summarize(times)
 
 
-def polybus_run(n: int, servers: int, stateful: bool, cost: float) -> tuple[float, int, bool]:
+def polybus_run(n: int, servers: int, stateful: bool, cost: float, reps: int,
+                transport: str = "tcp") -> tuple[Stat, float, bool]:
+    """One polybus run of ``reps`` products: their seconds, bytes sent per product, and
+    whether every answer was right."""
     from polybus.runner import run as prun
 
     toml = _programs() / ("matmul_stateful.toml" if stateful else "matmul.toml")
-    out = prun(toml, [f"modules.server.replication={servers}",
-                      "modules.client.entrypoint=rows",
-                      f"modules.client.args={json.dumps([n, 1, cost])}"])
-    return float(out.result["seconds"]), out.bytes_sent, bool(out.result["correct"])
+    sets = [f"modules.server.replication={servers}", "modules.client.entrypoint=rows",
+            f"modules.client.args={json.dumps([n, 1, cost, chunk_of(n), reps])}"]
+    if transport != "tcp":
+        sets.append(f"modules.server.transport={transport}")
+    out = prun(toml, sets)
+    return (summarize(out.result["seconds"]), out.bytes_sent / reps,
+            bool(out.result["correct"]))
 
 
 def run(quick: bool, progress: Progress) -> BenchResult:
@@ -100,51 +164,58 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     cpus = os.cpu_count() or 1
     sizes = [100, 200] if quick else [10, 100, 200, 500, 1000]
     servers = [1, 2] if quick else [1, 2, 4, 6, 8, 10]
-    reps = 1 if quick else 3
+    reps = 1 if quick else 5
+    real = [s for s in servers if s <= cpus]
     result = BenchResult("matmul", {"sizes": sizes, "servers": servers, "reps": reps,
+                                    "calls": CALLS, "chunk": {n: chunk_of(n) for n in sizes},
                                     "blas_threads": 1, "cpus": cpus}, x_label="servers")
+    result.notes.append(f"every system runs the same tasks: C computed ceil(n/{CALLS}) rows "
+                        "at a time (A[lo:hi] @ B, one BLAS call each); one_process is that "
+                        "loop in one process, one_process kernel=A@B the whole product as "
+                        "one call (for reference)")
     result.notes.append(f"server counts above {cpus} (the cores here) are modelled: each "
-                        "call sleeps the one-process time of one row instead of computing")
-    progress.begin(len(sizes) * (1 + 2 * len(servers) + 2 + 2 * min(len(servers), cpus)),
-                   "matmul")
+                        "call sleeps the one-process time of its block instead of computing")
+    progress.begin(len(sizes) * (1 + 2 * (len(servers) + len(real)) + 2 * min(len(real), 1)
+                                 + 2 * len(real)), "matmul")
     for n in sizes:
         base = one_process_seconds(n, max(reps, 3))
         result.add(Row.of("one_process", {"n": n}, 1, "seconds", base))
-        per_row = base.median / n
+        whole = one_process_seconds(n, max(reps, 3), chunk=n)
+        result.add(Row.of("one_process", {"n": n, "kernel": "A@B"}, 1, "seconds", whole))
+        progress.advance(f"matmul one process n={n}")
+        per_call = base.median / -(-n // chunk_of(n))
         for stateful in (False, True):
             mode = "stateful" if stateful else "stateless"
-            for k in servers:
+            # tcp at every server count; shm (the same host's shared memory, as mpi4py
+            # uses) where the servers are real
+            for k, transport in [(k, "tcp") for k in servers] + [(k, "shm") for k in real]:
                 modelled = k > cpus
-                cost = per_row if modelled else 0.0
-                secs, sent, ok = [], [], True
-                for _ in range(reps):
-                    s, b, good = polybus_run(n, k, stateful, cost)
-                    secs.append(s)
-                    sent.append(float(b))
-                    ok = ok and good
+                st, sent, ok = polybus_run(n, k, stateful, per_call if modelled else 0.0, reps,
+                                           transport)
                 if not ok:
-                    result.notes.append(f"polybus {mode} n={n} servers={k}: WRONG RESULT")
-                cfg: dict[str, str | int | bool] = {"n": n, "mode": mode, "modelled": modelled}
-                st = summarize(secs)
+                    result.notes.append(f"polybus {mode} {transport} n={n} servers={k}: "
+                                        "WRONG RESULT")
+                cfg: dict[str, str | int | bool] = {"n": n, "mode": mode, "transport": transport,
+                                                    "modelled": modelled}
                 result.add(Row.of("polybus", cfg, k, "seconds", st))
                 speed = st.map(_over(base.median))
                 result.add(Row.of("polybus", cfg, k, "speedup", speed))
                 result.add(Row.of("polybus", cfg, k, "efficiency", speed.map(_per(k))))
-                result.add(Row.of("polybus", cfg, k, "bytes_sent", summarize(sent)))
-                progress.advance(f"matmul polybus {mode} n={n} servers={k}")
-            for k in [s for s in servers if s <= cpus][-1:]:
+                if transport == "tcp":  # (over shm the arrays bypass the socket's count)
+                    result.add(Row.of("polybus", cfg, k, "bytes_sent", summarize([sent])))
+                progress.advance(f"matmul polybus {mode} {transport} n={n} servers={k}")
+            for k in real[-1:]:
                 st = pool_seconds(n, k, stateful, reps)
                 cfg2: dict[str, str | int | bool] = {"n": n, "mode": mode}
                 result.add(Row.of("process_pool", cfg2, k, "seconds", st))
                 result.add(Row.of("process_pool", cfg2, k, "speedup",
                                   st.map(_over(base.median))))
                 progress.advance(f"matmul process_pool {mode} n={n} workers={k}")
-        big = max(sizes)
-        if n == big:
-            _ratios(result, n, min(2, cpus))
-    from polybus.bench import peer_rows  # mpi4py master/worker, same sizes and modes
+    from polybus.bench import peer_rows  # mpi4py master/worker, same sizes, modes and tasks
 
-    peer_rows.matmul(result, sizes, servers, reps, progress)
+    peer_rows.matmul(result, sizes, servers, reps, progress, chunk_of)
+    for n in sizes:
+        _ratios(result, n, min(2, cpus))
     return result
 
 
@@ -165,19 +236,19 @@ def _ratios(result: BenchResult, n: int, k: int) -> None:
     full = result.find("polybus", k, "bytes_sent", {"n": n, "mode": "stateless"})
     state = result.find("polybus", k, "bytes_sent", {"n": n, "mode": "stateful"})
     if state is not None:
-        result.ratios.append(_ratio(f"stateful bytes sent / minimum (A + B per server) n={n} "
-                                    f"servers={k}", state.median / minimum))
+        result.ratios.append(Ratio(f"stateful bytes sent / minimum (A + B per server) n={n} "
+                                   f"servers={k}", state.median / minimum))
     result.add_ratio(f"stateless / stateful bytes sent n={n} servers={k}", full, state)
-    result.add_ratio(f"one_process / polybus stateful seconds n={n} servers={k}",
-                     result.find("one_process", 1, "seconds", {"n": n}),
-                     result.find("polybus", k, "seconds", {"n": n, "mode": "stateful"}))
-    result.add_ratio(f"process_pool stateful / polybus stateful seconds n={n} servers={k}",
-                     result.find("process_pool", k, "seconds", {"n": n, "mode": "stateful"}),
-                     result.find("polybus", k, "seconds", {"n": n, "mode": "stateful"}))
-
-
-def _ratio(name: str, value: float) -> Any:
-    from polybus.bench.report import Ratio
-
-    return Ratio(name, value)
-
+    for tr in ("tcp", "shm"):
+        for mode in ("stateful", "stateless"):
+            mine = result.find("polybus", k, "seconds", {"n": n, "mode": mode, "transport": tr})
+            at = f"{mode} seconds n={n} servers={k} (polybus {tr})"
+            result.add_ratio(f"one_process (same tasks) / polybus {at}",
+                             result.find("one_process", 1, "seconds", {"n": n}), mine)
+            result.add_ratio(f"one_process (A@B whole) / polybus {at}",
+                             result.find("one_process", 1, "seconds", {"n": n, "kernel": "A@B"}),
+                             mine)
+            result.add_ratio(f"polybus/process_pool {at}", mine,
+                             result.find("process_pool", k, "seconds", {"n": n, "mode": mode}))
+            result.add_ratio(f"polybus/mpi4py {at}", mine,
+                             result.find("mpi4py", k, "seconds", {"n": n, "mode": mode}))

@@ -221,27 +221,26 @@ def sort(result: BenchResult, sizes: dict[str, list[int]], real: Sequence[int], 
 
 
 def matmul(result: BenchResult, sizes: Sequence[int], servers: Sequence[int], reps: int,
-           progress: Progress) -> None:
-    """mpi4py master/worker beside polybus at every real server count, both modes."""
+           progress: Progress, chunk_of: Callable[[int], int]) -> None:
+    """mpi4py master/worker beside polybus at every real server count, both modes, on the
+    same tasks (``chunk_of(n)`` rows of A each); b_matmul adds the ratios."""
     from polybus.bench.peers import mpi
 
     cpus = os.cpu_count() or 1
     for n in sizes:
         for mode in ("stateless", "stateful"):
             for k in [s for s in servers if s <= cpus]:
-                st = try_peer(result, "mpi4py",
-                              partial(mpi.matmul_seconds, n, k, mode == "stateful", reps))
+                st = try_peer(result, "mpi4py", partial(mpi.matmul_seconds, n, k,
+                                                        mode == "stateful", reps, chunk_of(n)))
                 if st is None:
                     return
                 cfg: dict[str, str | int] = {"n": n, "mode": mode, "ranks": k + 1}
                 result.add(Row.of("mpi4py", cfg, k, "seconds", st))
-                result.add_ratio(f"polybus/mpi4py seconds {mode} n={n} servers={k}",
-                                 result.find("polybus", k, "seconds", {"n": n, "mode": mode}),
-                                 result.rows[-1])
                 progress.advance(f"matmul mpi4py {mode} n={n} servers={k}")
-    _record(result, "mpi4py", {**mpi.describe(), "program": "rank 0 hands one row at a time "
-                               "to each worker rank on demand; stateless sends B with every "
-                               "row, stateful broadcasts B once (timed)"})
+    _record(result, "mpi4py", {**mpi.describe(), "program": "rank 0 hands one block of rows "
+                               "at a time to each worker rank on demand (buffer Send/Recv); "
+                               "stateless sends B with every block, stateful broadcasts B "
+                               "once per repetition (timed)"})
 
 
 def ep(result: BenchResult, n: int, block: int, workers: Sequence[int], reps: int,
@@ -254,8 +253,6 @@ def ep(result: BenchResult, n: int, block: int, workers: Sequence[int], reps: in
             return
         result.add(Row.of("mpi4py", {"tasks": "on demand, 1 per worker", "ranks": k + 1}, k,
                           "seconds", st))
-        result.add_ratio(f"polybus/mpi4py seconds, {k} workers",
-                         result.find("polybus", k, "seconds"), result.rows[-1])
         progress.advance(f"ep mpi4py workers={k}")
     try:
         _record(result, "mpi4py", mpi.describe())

@@ -111,9 +111,10 @@ def sort_seconds(n: int, algorithm: str, workers: int, reps: int, server: Path) 
     return summarize(out["seconds"])
 
 
-def matmul_seconds(n: int, workers: int, stateful: bool, reps: int) -> Stat:
-    """seeds/002 rows on demand over ``workers`` worker ranks plus the master."""
-    return summarize(launch("matmul", [n, stateful, reps], workers + 1, 3600)["seconds"])
+def matmul_seconds(n: int, workers: int, stateful: bool, reps: int, chunk: int = 1) -> Stat:
+    """seeds/002 blocks of ``chunk`` rows on demand over ``workers`` worker ranks plus the
+    master."""
+    return summarize(launch("matmul", [n, stateful, reps, chunk], workers + 1, 3600)["seconds"])
 
 
 def ep_seconds(n: int, block: int, workers: int, reps: int) -> Stat:

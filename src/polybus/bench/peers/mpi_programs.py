@@ -180,44 +180,47 @@ def _mpi_type(name: str) -> Any:
     return {"int64": MPI.INT64_T}[name]
 
 
-def matmul(comm: Any, n: int, stateful: bool, reps: int) -> dict[str, Any]:
-    """seeds/002: C = A B one row per task on demand; stateless sends B with every row,
-    stateful broadcasts B once per run (inside the timed part, as polybus sends it once)."""
+def matmul(comm: Any, n: int, stateful: bool, reps: int, chunk: int = 1) -> dict[str, Any]:
+    """seeds/002: C = A B, one task per block of ``chunk`` rows of A, handed out on demand;
+    stateless sends B with every task, stateful broadcasts B once per repetition (inside
+    the timed part, as polybus sends it once). Each repetition has fresh matrices."""
     rank = comm.Get_rank()
-    rng = np.random.default_rng(1)
-    a: Any = rng.random((n, n)) if rank == 0 else None
-    b: Any = rng.random((n, n)) if rank == 0 else None
-    bw: Any = np.empty((n, n)) if rank else None
-    row = np.empty(n)
+    bw: Any = np.empty((n, n))
+    rows = np.empty((chunk, n))
     c, hdr = np.empty((n, n) if rank == 0 else 0), np.zeros(2, dtype=np.int64)
     secs: list[float] = []
     ok = True
-    for _ in range(reps):
+    for rep in range(reps):
+        rng = np.random.default_rng(1 + rep)
+        a: Any = rng.random((n, n)) if rank == 0 else None
+        b: Any = rng.random((n, n)) if rank == 0 else None
         comm.Barrier()
         t0 = time.perf_counter()
         if stateful:
             comm.Bcast(b if rank == 0 else bw, root=0)
         if rank:
             def serve(hdr: Any) -> None:
-                comm.Recv(row, source=0, tag=TASK)
+                part = rows[:int(hdr[1])]
+                comm.Recv(part, source=0, tag=TASK)
                 if not stateful:
                     comm.Recv(bw, source=0, tag=TASK)
-                comm.Send(row @ bw, dest=0, tag=TASK)
+                comm.Send(part @ bw, dest=0, tag=TASK)
             _worker(comm, serve)
             continue
         assert a is not None and b is not None
 
-        def send(w: int, i: int) -> None:
-            hdr[0] = i
+        def send(w: int, lo: int, a: Any = a, b: Any = b) -> None:
+            hdr[:] = lo, min(chunk, n - lo)
             comm.Send(hdr, dest=w, tag=TASK)
-            comm.Send(a[i], dest=w, tag=TASK)
+            comm.Send(a[lo:lo + chunk], dest=w, tag=TASK)
             if not stateful:
                 comm.Send(b, dest=w, tag=TASK)
 
-        def take(i: int, ans: Any) -> None:
-            c[i] = ans
+        def take(lo: int, ans: Any) -> None:  # a short last block fills part of ans
+            k = min(chunk, n - lo)
+            c[lo:lo + k] = ans[:k]
 
-        _master(comm, iter(range(n)), send, lambda: np.empty(n), take)
+        _master(comm, iter(range(0, n, chunk)), send, lambda: np.empty((chunk, n)), take)
         _stop_workers(comm)
         secs.append(time.perf_counter() - t0)
         ok = ok and bool(np.allclose(c, a @ b))

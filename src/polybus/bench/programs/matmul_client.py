@@ -1,4 +1,9 @@
-"""Clients of the matmul and ep benchmarks: time the distributed part only."""
+"""Clients of the matmul and ep benchmarks: time the distributed part only.
+
+Each run times ``reps`` repetitions against the same replicas (as the one-process and
+peer baselines repeat inside one process), each with fresh matrices, so a stateful
+server is sent every repetition's B and no repetition reuses another's answer.
+"""
 
 import time
 from typing import Any
@@ -7,33 +12,53 @@ import numpy as np
 
 from polybus import use, wait
 
-multiply_row = use("multiply_row")
+multiply_rows = use("multiply_rows")
 multiply_block = use("multiply_block")
 
 
-def rows(n: int, seed: int = 1, cost: float = 0.0) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
-    a = rng.random((n, n))
-    b = rng.random((n, n))
-    t0 = time.perf_counter()
-    out = [multiply_row(a[i], b, cost) for i in range(n)]
-    c = np.vstack([np.asarray(r) for r in out])
-    seconds = time.perf_counter() - t0
-    ok = True if cost > 0 else bool(np.allclose(c, a @ b))
+def row_blocks(n: int, chunk: int) -> list[tuple[int, int]]:
+    """The decomposition: ``chunk`` rows of A per call (the last block may be shorter)."""
+    return [(i, min(i + chunk, n)) for i in range(0, n, chunk)]
+
+
+def rows(n: int, seed: int = 1, cost: float = 0.0, chunk: int = 1,
+         reps: int = 1) -> dict[str, Any]:
+    """C = A B, ``chunk`` rows of A per call, every call sent at once (seeds/002's
+    deferred-synchronous client); each answer is written into C as it is waited for."""
+    seconds: list[float] = []
+    ok = True
+    for rep in range(reps):
+        rng = np.random.default_rng(seed + rep)
+        a = rng.random((n, n))
+        b = rng.random((n, n))
+        t0 = time.perf_counter()
+        parts = [(lo, hi, multiply_rows(a[lo:hi], b, cost)) for lo, hi in row_blocks(n, chunk)]
+        c = np.empty((n, n))
+        for lo, hi, p in parts:
+            c[lo:hi] = wait(p)
+        seconds.append(time.perf_counter() - t0)
+        del parts
+        ok = ok and (cost > 0 or bool(np.allclose(c, a @ b)))
     return {"seconds": seconds, "correct": ok}
 
 
-def blocks(n: int, block: int, seed: int = 1) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
-    a = rng.random((n, n))
-    b = rng.random((n, n))
-    t0 = time.perf_counter()
-    tasks: dict[tuple[int, int], Any] = {}
-    for i in range(0, n, block):
-        for j in range(0, n, block):
-            tasks[i, j] = multiply_block(a[i:i + block], b[:, j:j + block])
-    c = np.empty((n, n))
-    for (i, j), p in tasks.items():
-        c[i:i + block, j:j + block] = wait(p)
-    seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "correct": bool(np.allclose(c, a @ b))}
+def blocks(n: int, block: int, seed: int = 1, reps: int = 1) -> dict[str, Any]:
+    """seeds/004: one call per (row block of A, column block of B), waited in order."""
+    seconds: list[float] = []
+    ok = True
+    for rep in range(reps):
+        rng = np.random.default_rng(seed + rep)
+        a = rng.random((n, n))
+        b = rng.random((n, n))
+        t0 = time.perf_counter()
+        tasks: dict[tuple[int, int], Any] = {}
+        for i in range(0, n, block):
+            for j in range(0, n, block):
+                tasks[i, j] = multiply_block(a[i:i + block], b[:, j:j + block])
+        c = np.empty((n, n))
+        for (i, j), p in tasks.items():
+            c[i:i + block, j:j + block] = wait(p)
+        seconds.append(time.perf_counter() - t0)
+        del tasks
+        ok = ok and bool(np.allclose(c, a @ b))
+    return {"seconds": seconds, "correct": ok}
