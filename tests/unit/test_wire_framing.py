@@ -303,3 +303,33 @@ def test_whole_large_frame_in_a_grown_scratch_with_more_behind_it() -> None:
     assert frame is not None and frame.header == b"big"
     assert bytes(frame.buffers[0]) == b"y" * 150_000
     assert sum(1 for _ in iter(dec.next_frame, None)) == 400
+
+
+def test_a_spare_is_made_ready_while_a_large_body_is_held() -> None:
+    import numpy as np
+
+    from polybus.wire.codec import Codec
+    from polybus.wire.messages import Put
+
+    codec, dec = Codec(), FrameDecoder()
+
+    def receive(fill: int) -> np.ndarray:
+        for piece in codec.encode(Put("k", np.full(2_000_000, fill, np.uint8))):
+            dec.feed(piece)
+        frame = dec.next_frame()
+        assert frame is not None
+        msg = codec.decode(frame)
+        assert isinstance(msg, Put)
+        return msg.value  # type: ignore[no-any-return]
+
+    held = receive(1)  # kept alive, as a replica's operand cache keeps it
+    assert dec.wants_spare
+    dec.prepare_spare()
+    assert not dec.wants_spare
+    ready = dec._spares._spares[-1]
+    start, end = ready.ctypes.data, ready.ctypes.data + ready.nbytes
+    del ready  # (a reference of ours would make it look in use)
+    second = receive(2)
+    assert held[0] == 1 and second[0] == 2 and (second == 2).all()
+    assert start <= second.ctypes.data < end  # received into the prepared memory
+    assert dec.wants_spare  # that was the last free one: the next idle time makes another
