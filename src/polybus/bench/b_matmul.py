@@ -173,6 +173,10 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                         "at a time (A[lo:hi] @ B, one BLAS call each); one_process is that "
                         "loop in one process, one_process kernel=A@B the whole product as "
                         "one call (for reference)")
+    result.notes.append("process_pool stateful: a pool cannot address one worker, so B is "
+                        "given to each by its initializer before the timing (its time "
+                        "excludes sending B; polybus and mpi4py send each repetition's B "
+                        "inside the timed part)")
     result.notes.append(f"server counts above {cpus} (the cores here) are modelled: each "
                         "call sleeps the one-process time of its block instead of computing")
     progress.begin(len(sizes) * (1 + 2 * (len(servers) + len(real)) + 2 * min(len(real), 1)
