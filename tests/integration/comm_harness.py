@@ -39,6 +39,11 @@ def double(x):
 
 def echo(x):
     return x
+
+def nap(x, seconds):
+    import time
+    time.sleep(seconds)
+    return x
 '''
 
 

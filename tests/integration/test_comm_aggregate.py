@@ -34,9 +34,8 @@ def test_order_and_values_kept(tmp_path: Path) -> None:
         s = c.session()
         out = [s.call("scale", (i, 3), {}) for i in range(200)]
         assert [polybus.wait(p) for p in out] == [3 * i for i in range(200)]
-        comm = s.dispatchers["scale"].comm
-        assert comm is not None and comm.aggregator is not None
-        assert comm.aggregator.batches >= 200 // 8 - 2  # most calls went in full batches
+        (batcher,) = s.batchers
+        assert batcher.batches >= 200 // 8 - 2  # most calls went in full batches
 
 
 def test_one_failing_call_fails_alone(tmp_path: Path) -> None:

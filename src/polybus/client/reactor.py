@@ -22,6 +22,7 @@ from polybus.client.policies.aggregate import pack
 from polybus.errors import CallTimeoutError, ConnectionLostError, PolybusError, ProtocolError
 from polybus.wire.messages import (
     Batch,
+    BatchResult,
     Call,
     Fail,
     Fetched,
@@ -53,6 +54,8 @@ class Reactor:
         self.on_released: Callable[[ReplicaLink, list[int], int], None] = (
             lambda link, ids, req: None)
         self.after_step: Callable[[], None] = lambda: None
+        # Aggregating bindings' open batches, written before any read (client/batching.py).
+        self.flushers: list[Callable[[], None]] = []
 
     def add(self, link: ReplicaLink) -> None:
         self.links.append(link)
@@ -88,6 +91,8 @@ class Reactor:
             self.send_many(link, pack(msgs))  # calls travel as one Batch frame
 
     def flush_all(self) -> None:
+        for f in self.flushers:
+            f()
         for link in self.links:
             if link.held:
                 self.flush(link)
@@ -237,6 +242,10 @@ class Reactor:
             case Batch(items=items):
                 for item in items:
                     self._handle(link, item)
+            case BatchResult(id=cid):
+                batch = link.outstanding.pop(cid, None)
+                if batch is not None:
+                    batch.answered(link, msg)  # type: ignore[attr-defined]
             case Released(ids=ids, req=req):
                 self.on_released(link, ids, req)
             case Stats(req=req) | Pong(req=req) | Fetched(req=req):

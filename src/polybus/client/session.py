@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from polybus.client.batching import Batcher, batcher_for
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
@@ -91,6 +92,9 @@ class Session:
         self.reactor = Reactor(heartbeat=app.cluster.heartbeat)
         self.links: dict[str, list[ReplicaLink]] = {}
         self.dispatchers: dict[str, Dispatcher] = {}
+        # What a use()d name calls: its dispatcher, or an aggregating binding's Batcher.
+        self.entries: dict[str, Any] = {}
+        self.batchers: list[Batcher] = []
         self.reactor.on_lost = self._lost
         self.reactor.after_step = self._refill
         self.reactor.on_released = self._released
@@ -120,6 +124,12 @@ class Session:
                 elif use.forward and use.callstyle.kind != "sync":
                     # (a migrated call is re-sent without its edges: no forwarding there)
                     self.dispatchers[b.name].forwarder = forwarder_for(self)
+                batcher = batcher_for(self.dispatchers[b.name], self.reactor, use.aggregate,
+                                      use.aggregate_bytes, use.linger,
+                                      general=bool(define.cache) or migrator is not None)
+                if batcher is not None:
+                    self.batchers.append(batcher)
+                self.entries[b.name] = batcher or self.dispatchers[b.name]
         except BaseException:
             self.close()
             raise
@@ -152,7 +162,7 @@ class Session:
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
-            d = self.dispatchers[name]
+            d = self.entries[name]
         except KeyError:
             known = ", ".join(sorted(self.dispatchers)) or "none"
             raise UsageError(f"use({name!r}): no binding for {name!r} in [bind] "
@@ -160,6 +170,9 @@ class Session:
         return d(args, kwargs)
 
     def _refill(self) -> None:
+        for bt in self.batchers:
+            if bt.backlog:
+                bt.pump()
         for d in self.dispatchers.values():
             if d._backlog:
                 d.refill()
@@ -175,6 +188,8 @@ class Session:
     def _lost(self, link: ReplicaLink, error: PolybusError) -> None:
         for d in self.dispatchers.values():
             d.lost(link, error)
+        for bt in self.batchers:
+            bt.lost(link, error)
 
     def stats(self) -> SessionStats:
         out = SessionStats(calls=sum(d.calls for d in self.dispatchers.values()))
@@ -195,5 +210,7 @@ class Session:
         return out
 
     def close(self) -> None:
+        for bt in self.batchers:
+            bt.close()
         self.reactor.close()
         self.registry.close()

@@ -46,6 +46,28 @@ class Batch(_Msg, tag=4):
     items: list[Call | Result | Fail]
 
 
+class CallBatch(_Msg, tag=17):
+    """``len(args)`` calls to ``iface`` in one message (aggregation): call i takes the
+    positional arguments ``args[i]``; the calls have no ids of their own. The worker
+    runs them in order as one queued job and answers one ``BatchResult`` with the same
+    ``id``, or one ``Fail`` with that id if it takes none of them."""
+
+    id: int
+    iface: str
+    args: list[list[Any]]
+    prio: float = 0.0
+
+
+class BatchResult(_Msg, tag=18):
+    """The answers of ``CallBatch`` ``id``: ``values[i]`` is call i's value, except for
+    the calls listed in ``fails`` (each ``Fail.id`` is the index i in the batch; its
+    value slot holds nil)."""
+
+    id: int
+    values: list[Any]
+    fails: list[Fail] = []
+
+
 class Put(_Msg, tag=12):
     """Store ``value`` in the replica's operand cache under its content hash ``key``;
     later calls name it by ``Ref("op", key)`` (see worker/cache.py)."""
@@ -179,7 +201,7 @@ class Goodbye(_Msg, tag=26):
     reason: str = ""
 
 
-Message = (Call | Result | Fail | Batch | Put | Forward | Deliver | Fetch | Fetched | Cancel
+Message = (Call | Result | Fail | Batch | CallBatch | BatchResult | Put | Forward | Deliver | Fetch | Fetched | Cancel
            | Steal | Released | StatsRequest | Stats
            | Ping | Pong | Register | Registered | Heartbeat | Resolve | Replicas
            | Unregister | Goodbye)

@@ -30,6 +30,7 @@ from polybus.wire.codec import Codec
 from polybus.wire.messages import (
     Batch,
     Call,
+    CallBatch,
     Cancel,
     Deliver,
     Fail,
@@ -46,6 +47,7 @@ from polybus.wire.messages import (
     StatsRequest,
     Steal,
 )
+from polybus.worker import batching
 from polybus.worker.cache import OperandCache
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
@@ -314,7 +316,7 @@ class WorkerRuntime:
                     msg = ch.next_message()
                     if msg is None:
                         return
-                if block and isinstance(msg, Call | Batch) and self._queue.full():
+                if block and isinstance(msg, Call | Batch | CallBatch) and self._queue.full():
                     self._stash[ch] = msg
                     if ch not in self._paused:
                         self._sel.unregister(ch.sock)
@@ -350,6 +352,8 @@ class WorkerRuntime:
         match msg:
             case Call():
                 self._enqueue(ch, msg)
+            case CallBatch():  # aggregated calls: one job (worker/batching.py)
+                batching.enqueue(self, ch, msg)
             case Put(key=key, value=value):
                 self.cache.put(key, value, ch)
             case Forward() | Deliver() | Fetch():
@@ -399,6 +403,8 @@ class WorkerRuntime:
 
     # -- running a call ----------------------------------------------------------
     def _run(self, job: Job) -> None:
+        if type(job.call) is CallBatch:
+            return batching.run(self, job)
         call: Call = job.call
         fn = self.functions[call.iface]
         t0 = time.perf_counter()

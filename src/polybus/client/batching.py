@@ -1,0 +1,432 @@
+"""The lean path of an aggregating binding: calls appended to an open batch.
+
+When ``use.<iface>.aggregate`` is set on an async binding, a call does not become a
+CallRecord and a ``Call`` message: its argument tuple is appended to the binding's
+open batch and it gets a promise on a `Slot` (the batch and its index). The batch
+closes when it holds ``aggregate`` calls (or ``aggregate = "64KiB"`` of arguments),
+when a call comes ``linger`` after the first, when the program waits for any answer
+(the reactor flushes before it reads), or when the linger timer finds it still open.
+A closed batch travels as one ``CallBatch`` to the replica with the fewest batches in
+flight (async-demand(N): at most N batches per replica, the rest wait here in order;
+async: the balance policy picks) and is answered by one ``BatchResult``.
+
+A batch is the unit of placement: if its replica is lost, the whole batch runs again
+elsewhere (idempotent interfaces), or each of its calls fails with the typed error the
+unaggregated path would give. Calls this path cannot carry (keyword arguments, a
+promise or broadcast handle among the arguments, large bytes) take the general path;
+so do bindings with a priority, operand caching or migration.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from polybus.client.calls import error_from
+from polybus.client.promise import Promise
+from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
+from polybus.wire.codec import OOB_BYTES
+from polybus.wire.messages import BatchResult, CallBatch
+
+if TYPE_CHECKING:
+    from polybus.client.calls import ReplicaLink
+    from polybus.client.dispatch import Dispatcher
+    from polybus.client.reactor import Reactor
+
+
+def _ids() -> Any:
+    from polybus.client import dispatch
+
+    return dispatch._ids  # one id space per connection, shared with single calls
+
+
+def arg_bytes(args: tuple[Any, ...]) -> int:
+    """Roughly what ``args`` adds to a batch (the ``aggregate = "64KiB"`` trigger)."""
+    n = 8
+    for a in args:
+        s = getattr(a, "nbytes", None)
+        n += s if isinstance(s, int) else (len(a) if isinstance(a, bytes | str) else 8)
+    return n
+
+
+# A promise made without Promise.__init__'s two object.__setattr__ calls (the call path).
+_new = Promise.__new__
+_set_rec = Promise._rec.__set__  # type: ignore[attr-defined]
+_set_reactor = Promise._reactor.__set__  # type: ignore[attr-defined]
+
+
+class Pending:
+    """One batch: open (taking calls), in flight on ``link``, or answered."""
+
+    __slots__ = ("args", "attempts", "batcher", "dispatcher", "done", "error", "fails", "id",
+                 "late", "link", "opened", "size", "values")
+
+    def __init__(self, batcher: Batcher, now: float) -> None:
+        self.batcher = batcher
+        self.dispatcher = batcher  # what Dispatcher.lost() and the reactor look at
+        self.args: list[tuple[Any, ...]] = []
+        self.opened = now
+        self.size = 0
+        self.id = 0
+        self.link: ReplicaLink | None = None
+        self.attempts = 0
+        self.done = False
+        self.values: list[Any] = []
+        self.fails: dict[int, PolybusError] | None = None
+        self.error: PolybusError | None = None  # the whole batch failed
+        self.late: dict[int, PolybusError] | None = None  # calls given up on (timeout)
+
+    def answered(self, link: ReplicaLink, msg: BatchResult) -> None:
+        if self.done:
+            return
+        if msg.fails:
+            iface = self.batcher.interface
+            self.fails = {f.id: error_from(f, iface, link.name) for f in msg.fails}
+        self.values = msg.values
+        self.done = True
+        link.calls += len(self.args)
+        self.batcher.completed(self, link)
+
+    # The reactor treats a Fail with the batch's id like one for a single call.
+    def set_error(self, error: PolybusError) -> bool:
+        if self.done:
+            return False
+        self.error, self.done = error, True
+        return True
+
+    def message(self) -> CallBatch:
+        return CallBatch(self.id, self.batcher.interface, self.args)  # type: ignore[arg-type]
+
+
+class Slot:
+    """One call of a batch, as a promise sees it (the parts of CallRecord it uses)."""
+
+    __slots__ = ("batch", "i")
+
+    def __init__(self, batch: Pending, i: int) -> None:
+        self.batch = batch
+        self.i = i
+
+    @property
+    def done(self) -> bool:
+        b = self.batch
+        return b.done or (b.late is not None and self.i in b.late)
+
+    @property
+    def link(self) -> ReplicaLink | None:
+        return self.batch.link
+
+    @property
+    def dispatcher(self) -> Batcher:
+        return self.batch.batcher
+
+    @property
+    def id(self) -> int:
+        return self.batch.id
+
+    def set_error(self, error: PolybusError) -> bool:
+        if self.done:
+            return False
+        b = self.batch
+        if b.late is None:
+            b.late = {}
+        b.late[self.i] = error
+        return True
+
+    def outcome(self) -> Any:
+        b = self.batch
+        if b.late is not None and self.i in b.late:
+            raise b.late[self.i]
+        if b.error is not None:
+            raise b.error
+        if b.fails is not None and self.i in b.fails:
+            raise b.fails[self.i]
+        return b.values[self.i]
+
+
+class Batcher:
+    """The lean call path of one aggregating binding (see the module docstring).
+
+    The caller's threads and the linger timer share the open batch without a lock on
+    the call path: the caller raises ``_inside`` while it works on the batches, the
+    timer raises ``_closing`` and acts only if ``_inside`` is down (each checks the
+    other's flag after raising its own, so under the GIL the two never act at once).
+    """
+
+    def __init__(self, dispatcher: Dispatcher, reactor: Reactor, count: int | None,
+                 nbytes: int | None, linger: float) -> None:
+        self.d = dispatcher
+        self.interface = dispatcher.interface
+        self.timeout = dispatcher.timeout
+        self.comm = None  # the reactor looks for a cache on a failed call's dispatcher
+        self.reactor = reactor
+        self.count = count if count is not None else (1 << 30 if nbytes else 64)
+        self.nbytes = nbytes
+        self.linger = linger
+        style = dispatcher.style
+        self.demand = style.kind == "async-demand"
+        self.window = style.window or 2  # batches in flight per replica
+        self.links = dispatcher.links
+        self.inflight = [0] * len(self.links)
+        self._index = {id(lk): i for i, lk in enumerate(self.links)}
+        self.backlog: collections.deque[Pending] = collections.deque()
+        self.open: Pending | None = None
+        self.batches = 0
+        self.ids = _ids()
+        self._inside = 0       # caller-side depth (a send that waits reads, which may re-enter)
+        self._closing = False  # the linger timer is closing a batch
+        self._wake = threading.Condition(threading.Lock())
+        self._stopped = False
+        self._idle = False
+        self._timer: threading.Thread | None = None
+        reactor.flushers.append(self.flush)
+
+    # -- the call path -------------------------------------------------------------
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if kwargs:
+            return self.d(args, kwargs)
+        for a in args:
+            t = type(a)
+            if t is bytes:
+                if len(a) >= OOB_BYTES:
+                    return self.d(args, kwargs)
+            elif hasattr(t, "__polybus_value__"):  # a promise or broadcast handle
+                return self.d(args, kwargs)
+        self._inside += 1
+        if self._closing:
+            self._yield()
+        try:
+            b = self.open
+            if b is None:
+                b = self._start()
+            i = len(b.args)
+            b.args.append(args)
+            p = _new(Promise)
+            _set_rec(p, Slot(b, i))
+            _set_reactor(p, self.reactor)
+            if self.nbytes is not None:
+                b.size += arg_bytes(args)
+                if b.size >= self.nbytes:
+                    self._close(b)
+                    return p
+            if i + 1 >= self.count or time.monotonic() - b.opened >= self.linger:
+                self._close(b)
+            return p
+        finally:
+            self._inside -= 1
+
+    def _yield(self) -> None:
+        """The timer is closing a batch: step aside until it is done."""
+        self._inside -= 1
+        while self._closing:
+            time.sleep(0)
+        self._inside += 1
+
+    def _start(self) -> Pending:
+        b = self.open = Pending(self, time.monotonic())
+        if self._timer is None:
+            self._timer = threading.Thread(target=self._linger_main, daemon=True,
+                                           name=f"polybus-linger-{self.interface}")
+            self._timer.start()
+        if self._idle:  # (set before the timer looks at self.open: no wake-up is lost)
+            with self._wake:
+                self._wake.notify()
+        return b
+
+    def _close(self, b: Pending) -> None:
+        """The open batch is complete: place it, or queue it behind the others."""
+        self._seal(b)
+        if self.backlog or not self._place(b):
+            self.backlog.append(b)
+            self.reactor.poll()  # take in answers: they make room
+
+    def _seal(self, b: Pending) -> None:
+        self.open = None
+        self.batches += 1
+        self.d.calls += len(b.args)
+        b.id = next(self.ids)
+
+    # -- placing batches -------------------------------------------------------------
+    def _pick(self) -> int | None:
+        links, inflight = self.links, self.inflight
+        if self.demand:
+            best = None
+            for i, lk in enumerate(links):
+                n = inflight[i]
+                if not lk.dead and n < self.window and (best is None or n < inflight[best]):
+                    best = i
+            return best
+        return self.d.policy.pick([not lk.dead for lk in links])
+
+    def _place(self, b: Pending, send: bool = True) -> bool:
+        """Send ``b`` to a replica with room; False (nothing done) if none has room."""
+        i = self._pick()
+        if i is None:
+            if not any(not lk.dead for lk in self.links):
+                b.set_error(ConnectionLostError(f"every replica of {self.interface} is gone"))
+                return True
+            return False
+        link = self.links[i]
+        b.link = link
+        b.attempts += 1
+        link.outstanding[b.id] = b  # type: ignore[assignment]
+        self.inflight[i] += 1
+        if send:
+            self.reactor.send(link, b.message())
+        return True
+
+    def pump(self) -> None:
+        """Queued batches to replicas with room, oldest first."""
+        self._inside += 1
+        if self._closing:
+            self._yield()
+        try:
+            while self.backlog:
+                if not self._place(self.backlog[0]):
+                    break
+                self.backlog.popleft()
+        finally:
+            self._inside -= 1
+
+    def flush(self) -> None:
+        """Before the reactor reads: the open batch goes now (a waiter may need it)."""
+        if self.open is not None:
+            self._inside += 1
+            if self._closing:
+                self._yield()
+            try:
+                if self.open is not None:
+                    self._close(self.open)
+            finally:
+                self._inside -= 1
+        if self.backlog:
+            self.pump()
+
+    def _linger_main(self) -> None:
+        """A lone open batch is sent when its linger runs out, even if the program does
+        nothing more with polybus. While batches keep coming the timer looks once per
+        linger; after a quiet spell it sleeps until the next batch opens."""
+        quiet = 0
+        while not self._stopped:
+            b = self.open
+            if b is None:
+                quiet += 1
+                if quiet < 50:
+                    time.sleep(self.linger or 0.001)
+                    continue
+                with self._wake:
+                    self._idle = True
+                    if self.open is None and not self._stopped:
+                        self._wake.wait()
+                    self._idle = False
+                quiet = 0
+                continue
+            quiet = 0
+            left = b.opened + self.linger - time.monotonic()
+            if left > 0:
+                time.sleep(left)
+                continue
+            if self._close_stale(b):
+                continue
+            time.sleep(self.linger / 4 or 0.0005)  # the caller is busy; it closes it itself
+
+    def _close_stale(self, b: Pending) -> bool:
+        """Close ``b`` from the timer thread if no caller is at work (True if done with it)."""
+        reactor = self.reactor
+        if not reactor._lock.acquire(blocking=False):
+            return False  # a caller is reading; it flushed before it read
+        link = None
+        try:
+            self._closing = True
+            if self._inside:
+                return False
+            if self.open is not b:
+                return True
+            self._seal(b)
+            # Behind others it waits for room, made by the caller's next read.
+            if self.backlog or not self._place(b, send=False):
+                self.backlog.append(b)
+                return True
+            link = b.link
+        finally:
+            self._closing = False
+            reactor._lock.release()
+        # Written outside the flags, and never read here: the caller's reactor reads.
+        try:
+            if link is not None:
+                link.channel.send(b.message())
+        except PolybusError:
+            pass  # the reactor finds the connection dead and re-runs the batch
+        return True
+
+    # -- answers and losses -----------------------------------------------------------
+    def completed(self, b: Pending, link: ReplicaLink) -> None:
+        i = self._index[id(link)]
+        if self.inflight[i] > 0:
+            self.inflight[i] -= 1
+        # Queued batches go out in the reactor's after_step (never from inside a read).
+
+    def forget(self, slot: Slot) -> None:
+        """A call given up on (timeout): its batch still runs; its value is dropped."""
+
+    def lost(self, link: ReplicaLink, error: PolybusError) -> None:
+        """``link``'s replica is gone: its batches run again elsewhere, or fail."""
+        i = self._index.get(id(link))
+        if i is None:
+            return
+        self._inside += 1
+        if self._closing:
+            self._yield()
+        try:
+            self._requeue(link, i, error)
+        finally:
+            self._inside -= 1
+
+    def _requeue(self, link: ReplicaLink, i: int, error: PolybusError) -> None:
+        everything: list[Any] = list(link.outstanding.values())
+        held: list[Pending] = [b for b in everything if type(b) is Pending and b.batcher is self]
+        for b in held:
+            del link.outstanding[b.id]
+        self.inflight[i] = 0
+        d = self.d
+        for b in sorted(held, key=lambda b: b.id, reverse=True):
+            if b.done:
+                continue
+            if not d.idempotent:
+                b.set_error(WorkerDiedError(
+                    f"{link.name} died holding a batch of {len(b.args)} calls to "
+                    f"{self.interface}, which is not idempotent, so they were not re-run "
+                    f"({error})", interface=self.interface, replica=link.name))
+            elif b.attempts >= d.max_attempts:
+                b.set_error(PoisonCallError(
+                    f"a batch of {len(b.args)} calls to {self.interface} was lost with "
+                    f"{b.attempts} replicas in a row (last: {link.name}); it is not tried "
+                    f"again", interface=self.interface, replica=link.name))
+            elif any(not lk.dead for lk in self.links):
+                b.link = None
+                self.backlog.appendleft(b)  # first in line, in its old order
+            else:
+                b.set_error(ConnectionLostError(
+                    f"every replica of {self.interface} is gone (last: {link.name}: "
+                    f"{error})"))
+
+    def close(self) -> None:
+        self._stopped = True
+        with self._wake:
+            self._wake.notify()
+
+
+def batcher_for(dispatcher: Dispatcher, reactor: Reactor, count: int | None,
+                nbytes: int | None, linger: float, *, general: bool) -> Batcher | None:
+    """The lean path for an aggregating async binding, unless ``general`` (a priority,
+    operand caching or migration needs every call as a record of its own)."""
+    if (count is None and nbytes is None) or general or dispatcher.style.kind == "sync":
+        return None
+    if dispatcher.priority is not None:
+        return None
+    return Batcher(dispatcher, reactor, count, nbytes, linger)
+
+
+__all__ = ["Batcher", "Pending", "Slot", "arg_bytes", "batcher_for"]

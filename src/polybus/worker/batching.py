@@ -1,0 +1,86 @@
+"""A replica's side of aggregation: a ``CallBatch`` is one queued job run in a tight loop.
+
+The calls of a batch run in order on one thread; each call's exception is caught on its
+own (its slot in the answer is nil and a ``Fail`` with its index says why), so one
+failing call fails alone. All answers go back as one ``BatchResult``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from polybus.errors import PolybusError
+from polybus.wire.messages import BatchResult, CallBatch, Fail, Result
+
+if TYPE_CHECKING:
+    from polybus.transport.channel import Channel
+    from polybus.worker.runtime import WorkerRuntime
+    from polybus.worker.servicing import Job
+
+
+def enqueue(rt: WorkerRuntime, ch: Channel, batch: CallBatch) -> None:
+    if batch.iface not in rt.functions:
+        rt._send_quietly(ch, Fail(batch.id, "no-interface", "LookupError",
+                                  f"{rt.name} does not serve {batch.iface!r}; it serves "
+                                  f"{', '.join(sorted(rt.functions)) or 'nothing'}"))
+        return
+    with rt._lock:
+        busy = rt._queue.full() and rt.options.overflow == "reject"
+        if not busy:
+            rt._queue.push(batch, ch, time.perf_counter())
+    if busy:
+        rt._send_quietly(ch, Fail(batch.id, "busy", "BusyError",
+                                  f"{rt.name}: queue of {rt.options.queue} calls is full"))
+
+
+def run(rt: WorkerRuntime, job: Job) -> None:
+    from polybus.worker.runtime import _failure
+
+    batch: CallBatch = job.call
+    fn = rt.functions[batch.iface]
+    t0 = time.perf_counter()
+    rt.queue_wait_s += t0 - job.enqueued
+    values: list[Any] = []
+    fails: list[Fail] = []
+    append = values.append
+    for args in batch.args:
+        try:
+            append(fn(*args))
+        except Exception as exc:
+            fails.append(_failure(len(values), exc))
+            append(None)
+    spent = time.perf_counter() - t0
+    if rt.options.speed < 1.0:  # a slower machine, modelled as in WorkerRuntime._run
+        time.sleep(spent * (1.0 / rt.options.speed - 1.0))
+        spent = time.perf_counter() - t0
+    rt.calls += len(values)
+    rt.busy_s += spent
+    ch = job.channel
+    if ch.closed:
+        return
+    reply = BatchResult(batch.id, values, fails)
+    try:
+        ch.send(reply)
+    except (TypeError, ValueError, OverflowError):
+        try:
+            ch.send(_sendable(ch, reply))
+        except PolybusError:
+            pass
+    except PolybusError:
+        pass  # the client is gone; the poller drops its connection
+
+
+def _sendable(ch: Channel, reply: BatchResult) -> BatchResult:
+    """``reply`` with each value that cannot be encoded replaced by its own failure."""
+    failed = {f.id for f in reply.fails}
+    for i, v in enumerate(reply.values):
+        if i in failed:
+            continue
+        try:
+            ch.codec.encode_parts(Result(i, v))
+        except (TypeError, ValueError, OverflowError) as exc:
+            reply.values[i] = None
+            reply.fails.append(Fail(i, "exception", "TypeError",
+                                    f"the result of call {i} of the batch cannot be sent: {exc}"))
+    return reply

@@ -1,0 +1,125 @@
+"""Aggregation's lean path (client/batching.py, worker/batching.py): calls travel as
+CallBatch messages; behaviour must be that of the same calls sent one by one."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import polybus
+from polybus.client.batching import Batcher
+from polybus.client.session import Session
+from polybus.errors import RemoteException
+
+from .comm_harness import cluster
+
+TOML = """
+[modules.server]
+source = "server.py"
+replication = 2
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.scale = { callstyle = "async-demand(1)", aggregate = 16, linger = "60s" }
+use.nap = { callstyle = "async-demand(1)", aggregate = 4, linger = "60s" }
+use.echo = { callstyle = "async", aggregate = "1KiB", linger = "60s" }
+
+[bind]
+"client.scale" = "server.scale"
+"client.nap" = "server.nap"
+"client.echo" = "server.echo"
+"""
+
+PLAIN = TOML.replace(', aggregate = 16, linger = "60s"', "")
+
+
+def _batcher(s: Session, name: str) -> Batcher:
+    (b,) = [b for b in s.batchers if b.interface == name]
+    return b
+
+
+def _outcome(p: Any) -> Any:
+    try:
+        return ("value", polybus.wait(p))
+    except RemoteException as exc:
+        return ("error", exc.remote_type, exc.remote_message)
+
+
+def test_one_batch_keeps_order_and_fails_one_call_alone(tmp_path: Path) -> None:
+    with cluster(tmp_path, TOML, replicas=1) as c:
+        s = c.session()
+        out = [s.call("scale", (i, -1 if i == 5 else 3), {}) for i in range(16)]
+        assert _batcher(s, "scale").batches == 1  # the 16th call closed the one batch
+        for i, p in enumerate(out):
+            if i == 5:
+                with pytest.raises(RemoteException, match="negative scale -1"):
+                    polybus.wait(p)
+            else:
+                assert polybus.wait(p) == 3 * i
+
+
+def test_same_results_with_and_without_aggregation(tmp_path: Path) -> None:
+    def results(toml: str, where: Path) -> list[Any]:
+        where.mkdir()
+        with cluster(where, toml, replicas=2) as c:
+            s = c.session()
+            calls = [s.call("scale", (i, -1 if i % 7 == 3 else i % 5), {}) for i in range(300)]
+            calls.append(s.call("scale", (2,), {"k": 4}))  # keyword arguments: general path
+            calls.append(s.call("scale", (calls[0], 9), {}))  # a promise argument, too
+            return [_outcome(p) for p in calls]
+
+    aggregated = results(TOML, tmp_path / "agg")
+    assert aggregated == results(PLAIN, tmp_path / "plain")
+    assert sum(1 for o in aggregated if o[0] == "error") == 43
+
+
+def test_lone_call_is_sent_when_its_linger_runs_out(tmp_path: Path) -> None:
+    toml = TOML.replace('aggregate = 16, linger = "60s"', 'aggregate = 16, linger = "20ms"')
+    with cluster(tmp_path, toml, replicas=1) as c:
+        s = c.session()
+        p = s.call("scale", (7, 6), {})
+        deadline = time.monotonic() + 10
+        while c.runtimes[0].calls == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the program does nothing with polybus meanwhile
+        assert c.runtimes[0].calls == 1
+        assert polybus.wait(p) == 42
+
+
+def test_lone_call_is_sent_when_waited_for(tmp_path: Path) -> None:
+    with cluster(tmp_path, TOML, replicas=1) as c:  # linger 60 s: only the wait sends it
+        s = c.session()
+        assert polybus.wait(s.call("scale", (7, 6), {})) == 42
+        assert _batcher(s, "scale").batches == 1
+
+
+def test_byte_size_closes_the_batch(tmp_path: Path) -> None:
+    with cluster(tmp_path, TOML, replicas=1) as c:
+        s = c.session()
+        b = _batcher(s, "echo")
+        payload = b"x" * 100
+        out = [s.call("echo", (payload,), {}) for _ in range(9)]
+        assert b.batches == 0  # 9 calls of ~108 bytes: under 1 KiB, still open
+        out.append(s.call("echo", (payload,), {}))
+        assert b.batches == 1 and b.open is None  # the 10th crossed 1 KiB
+        out += [s.call("echo", (payload,), {}) for _ in range(3)]
+        assert b.batches == 1 and b.open is not None and len(b.open.args) == 3
+        assert [polybus.wait(p) for p in out] == [payload] * 13
+
+
+def test_replica_death_mid_batch_reruns_the_batch_elsewhere(tmp_path: Path) -> None:
+    with cluster(tmp_path, TOML, replicas=2) as c:
+        s = c.session()
+        out = [s.call("nap", (i, 0.3), {}) for i in range(8)]  # one batch of 4 per replica
+        b = _batcher(s, "nap")
+        assert b.batches == 2 and all(n == 1 for n in b.inflight)
+        deadline = time.monotonic() + 10
+        while any(rt._running == 0 for rt in c.runtimes) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for ch in list(c.runtimes[0]._channels):  # dies mid-batch: its answers never come
+            ch.close()
+        assert [polybus.wait(p) for p in out] == list(range(8))
+        assert c.runtimes[1].calls == 8  # its own batch and the lost one, run again
