@@ -6,7 +6,6 @@ session then, so the same module works under every configuration.
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any
 
 from polybus.errors import UsageError
@@ -14,12 +13,11 @@ from polybus.errors import UsageError
 if TYPE_CHECKING:
     from polybus.client.session import Session
 
-_state = threading.local()
 _global: list[Session | None] = [None]
 
 
 def current() -> Session:
-    s = getattr(_state, "session", None) or _global[0]
+    s = _global[0]
     if s is None:
         raise UsageError("a use()d interface was called outside a polybus run; start the "
                          "program with `polybus run app.toml` or polybus.run()")
