@@ -1,5 +1,8 @@
 """throughput: no-op calls per second with 2 workers, with and without aggregation.
 
+The polybus pair: the same ``async-demand(DEMAND)`` calls each carrying (and getting
+back) a PAYLOAD-byte bytes value, unaggregated and with ``aggregate = AGGREGATE``.
+
 Peers side by side: concurrent.futures.ProcessPoolExecutor with chunksize 1 (one call
 per message) and 100 (aggregated), and multiprocessing.Pool.map with chunksize 1.
 Pools are started and warmed up before timing; x is the number of workers.
@@ -14,13 +17,16 @@ from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
 from polybus.bench.stats import summarize
 
-__all__ = ["AGGREGATE", "DEMAND", "METRIC", "WORKERS", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows",
+__all__ = ["AGGREGATE", "DEMAND", "LINGER", "LONE", "METRIC", "PAYLOAD", "WORKERS", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows",
            "run"]
 
 METRIC = "calls_per_s"
 WORKERS = 2
 DEMAND = 64      # calls outstanding per replica (async-demand(N))
 AGGREGATE = 100  # calls per batch in the aggregated row, as process_pool chunksize=100
+PAYLOAD = 100    # bytes each polybus call carries and gets back
+LINGER = "1ms"   # the configuration's default linger
+LONE = "one_in_flight_us"  # µs per call made only after the last was answered
 
 
 class Plan:
@@ -33,6 +39,7 @@ class Plan:
         self.calls_batched = 20_000 * scale   # chunksize 100: ~1e5-1e6 calls/s
         self.calls_mp = 2_000 * scale
         self.calls_polybus = 2_000 * scale    # ~3e4 calls/s
+        self.lone = 200 * scale               # one call in flight: ~100 us each
 
 
 def plan(quick: bool) -> Plan:
@@ -40,7 +47,8 @@ def plan(quick: bool) -> Plan:
 
 
 def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
-    """No-op calls/s against ``WORKERS`` local replicas under ``async-demand(DEMAND)``.
+    """No-op calls/s of PAYLOAD bytes against ``WORKERS`` local replicas under
+    ``async-demand(DEMAND)``, unaggregated and aggregated (the same calls otherwise).
 
     The client sends every call of a repetition before it waits for any answer; the
     demand watermark keeps at most DEMAND outstanding per replica. The aggregated row
@@ -51,19 +59,21 @@ def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
     rows: list[Row] = []
     style = f"async-demand({DEMAND})"
     variants: list[tuple[dict[str, str | int], dict[str, str]]] = [
-        ({"callstyle": style, "aggregate": 1}, {})]
+        ({"callstyle": style, "aggregate": 1, "payload": PAYLOAD}, {})]
     why_not = aggregation_available()
     if why_not is None:
-        variants.append(({"callstyle": style, "aggregate": AGGREGATE},
+        variants.append(({"callstyle": style, "aggregate": AGGREGATE, "payload": PAYLOAD},
                          {"modules.client.use.noop.aggregate": str(AGGREGATE)}))
     elif result is not None:
         result.skipped["polybus aggregate"] = why_not
     for config, extra in variants:
         calls = p.calls_polybus if config["aggregate"] == 1 else p.calls_batched
-        out = run_bench_client("throughput", [calls, p.reps], replicas=WORKERS,
+        out = run_bench_client("throughput", [calls, p.reps, PAYLOAD, p.lone], replicas=WORKERS,
                                pass_cpus=False,
                                extra={"modules.client.use.noop.callstyle": style, **extra})
         rows.append(Row.of("polybus", config, WORKERS, METRIC, summarize(out["calls_per_s"])))
+        rows.append(Row.of("polybus", {**config, "linger": LINGER if config["aggregate"] != 1
+                                       else "-"}, WORKERS, LONE, summarize(out[LONE])))
     return rows
 
 
@@ -84,7 +94,7 @@ def add_ratios(result: BenchResult) -> None:
     pp100 = result.find("process_pool", WORKERS, METRIC, {"chunksize": 100})
     mp = result.find("multiprocessing", WORKERS, METRIC)
     result.add_ratio("process_pool chunksize=100 / chunksize=1 calls/s", pp100, pp1)
-    for r in [r for r in result.rows if r.system == "polybus"]:
+    for r in [r for r in result.rows if r.system == "polybus" and r.metric == METRIC]:
         result.add_ratio(f"{r.label} / process_pool chunksize=1 calls/s", r, pp1)
         result.add_ratio(f"{r.label} / process_pool chunksize=100 calls/s", r, pp100)
         result.add_ratio(f"{r.label} / multiprocessing calls/s", r, mp)
@@ -106,4 +116,14 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     progress.advance("throughput polybus")
     add_ratios(result)
     optional_peers.throughput_ratios(result, WORKERS)
+    one = result.find("polybus", WORKERS, METRIC, {"aggregate": 1})
+    agg = result.find("polybus", WORKERS, METRIC, {"aggregate": AGGREGATE})
+    result.add_ratio(f"polybus aggregate={AGGREGATE} / aggregate=1 calls/s ({PAYLOAD}-byte calls)",
+                     agg, one)
+    result.add_ratio(f"polybus aggregate={AGGREGATE} / mpi4py calls/s", agg,
+                     result.find("mpi4py", WORKERS, METRIC))
+    lone1 = result.find("polybus", WORKERS, LONE, {"aggregate": 1})
+    lone_agg = result.find("polybus", WORKERS, LONE, {"aggregate": AGGREGATE})
+    result.add_ratio(f"polybus one call in flight, aggregate={AGGREGATE} / aggregate=1 us",
+                     lone_agg, lone1)
     return result

@@ -178,7 +178,7 @@ def throughput(result: BenchResult, workers: int, quick: bool, progress: Progres
 
 
 def throughput_ratios(result: BenchResult, workers: int) -> None:
-    for r in [r for r in result.rows if r.system == "polybus"]:
+    for r in [r for r in result.rows if r.system == "polybus" and r.metric == "calls_per_s"]:
         for peer in ("mpi4py", "ray", "dask"):
             result.add_ratio(f"{r.label} / {peer} calls/s", r,
                              result.find(peer, workers, "calls_per_s"))

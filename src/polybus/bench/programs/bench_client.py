@@ -89,14 +89,26 @@ def bandwidth(sizes: list[int], reps: int, cpus: list[int] | None = None) -> dic
     return out
 
 
-def throughput(calls: int, reps: int) -> dict[str, Any]:
-    """No-op calls per second, every call sent before any answer is waited for."""
-    rates = []
+def throughput(calls: int, reps: int, payload: int = 0, lone: int = 0) -> dict[str, Any]:
+    """Calls per second of ``noop``, every call sent before any answer is waited for;
+    each call carries (and gets back) ``payload`` bytes, or a small int if 0. With
+    ``lone``, also the mean µs of ``lone`` calls made one at a time, each waited for
+    before the next (one call in flight: what aggregation adds to latency)."""
+    rates: list[float] = []
+    lone_us: list[float] = []
+    data = b"\x07" * payload
     for r in range(reps + 1):
+        args = [data] * calls if payload else range(calls)
         t0 = time.perf_counter()
-        promises = [noop(i) for i in range(calls)]
+        promises = [noop(a) for a in args]
         for p in promises:
             wait(p)
         if r:
             rates.append(calls / (time.perf_counter() - t0))
-    return {"family": _family(), "calls_per_s": rates}
+    for r in range(reps + 1 if lone else 0):
+        t0 = time.perf_counter()
+        for _ in range(lone):
+            wait(noop(data))
+        if r:
+            lone_us.append((time.perf_counter() - t0) / lone * 1e6)
+    return {"family": _family(), "calls_per_s": rates, "one_in_flight_us": lone_us}
