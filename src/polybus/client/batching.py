@@ -51,17 +51,11 @@ def arg_bytes(args: tuple[Any, ...]) -> int:
     return n
 
 
-# A promise made without Promise.__init__'s two object.__setattr__ calls (the call path).
-_new = Promise.__new__
-_set_rec = Promise._rec.__set__  # type: ignore[attr-defined]
-_set_reactor = Promise._reactor.__set__  # type: ignore[attr-defined]
-
-
 class Pending:
     """One batch: open (taking calls), in flight on ``link``, or answered."""
 
-    __slots__ = ("args", "attempts", "batcher", "dispatcher", "done", "error", "fails", "id",
-                 "late", "link", "opened", "size", "values")
+    __slots__ = ("args", "attempts", "batcher", "clean", "dispatcher", "done", "error", "fails",
+                 "id", "late", "link", "opened", "size", "values")
 
     def __init__(self, batcher: Batcher, now: float) -> None:
         self.batcher = batcher
@@ -73,6 +67,7 @@ class Pending:
         self.link: ReplicaLink | None = None
         self.attempts = 0
         self.done = False
+        self.clean = False  # answered, and no call of it failed or was given up on
         self.values: list[Any] = []
         self.fails: dict[int, PolybusError] | None = None
         self.error: PolybusError | None = None  # the whole batch failed
@@ -86,6 +81,7 @@ class Pending:
             self.fails = {f.id: error_from(f, iface, link.name) for f in msg.fails}
         self.values = msg.values
         self.done = True
+        self.clean = not msg.fails and self.late is None
         link.calls += len(self.args)
         self.batcher.completed(self, link)
 
@@ -101,7 +97,8 @@ class Pending:
 
 
 class Slot:
-    """One call of a batch, as a promise sees it (the parts of CallRecord it uses)."""
+    """One call of a batch as the reactor's wait sees it (the parts of CallRecord it
+    uses); made only when a promise is waited for before its batch is answered."""
 
     __slots__ = ("batch", "i")
 
@@ -133,6 +130,7 @@ class Slot:
         if b.late is None:
             b.late = {}
         b.late[self.i] = error
+        b.clean = False
         return True
 
     def outcome(self) -> Any:
@@ -144,6 +142,34 @@ class Slot:
         if b.fails is not None and self.i in b.fails:
             raise b.fails[self.i]
         return b.values[self.i]
+
+
+class BatchPromise(Promise):
+    """The promise of call ``_i`` of batch ``_rec``: no record of its own, so a call
+    costs two small objects (this and its argument tuple) however it is waited for."""
+
+    __slots__ = ("_i",)
+
+    def __polybus_value__(self) -> Any:
+        b: Pending = self._rec
+        if b.clean:
+            return b.values[self._i]
+        slot = Slot(b, self._i)
+        if slot.done:
+            return slot.outcome()
+        return self._reactor.wait(slot, b.batcher.timeout)
+
+    @property
+    def done(self) -> bool:
+        """True once the answer (or error) is here; never waits."""
+        return Slot(self._rec, self._i).done
+
+
+# Made without Promise.__init__ (two object.__setattr__ calls): the call path.
+_new = Promise.__new__
+_set_rec = Promise._rec.__set__  # type: ignore[attr-defined]
+_set_reactor = Promise._reactor.__set__  # type: ignore[attr-defined]
+_set_i = BatchPromise._i.__set__  # type: ignore[attr-defined]
 
 
 class Batcher:
@@ -203,9 +229,10 @@ class Batcher:
                 b = self._start()
             i = len(b.args)
             b.args.append(args)
-            p = _new(Promise)
-            _set_rec(p, Slot(b, i))
+            p = _new(BatchPromise)
+            _set_rec(p, b)
             _set_reactor(p, self.reactor)
+            _set_i(p, i)
             if self.nbytes is not None:
                 b.size += arg_bytes(args)
                 if b.size >= self.nbytes:
@@ -429,4 +456,4 @@ def batcher_for(dispatcher: Dispatcher, reactor: Reactor, count: int | None,
     return Batcher(dispatcher, reactor, count, nbytes, linger)
 
 
-__all__ = ["Batcher", "Pending", "Slot", "arg_bytes", "batcher_for"]
+__all__ = ["BatchPromise", "Batcher", "Pending", "Slot", "arg_bytes", "batcher_for"]

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from polybus.client.batching import BatchPromise
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.policies.balance import (
     RoundRobin,
@@ -44,7 +45,7 @@ _ids = itertools.count(1)
 def _wire(value: Any) -> Any:
     """An argument as it travels: promises answered, large bytes out of band."""
     t = type(value)
-    if t is Promise:
+    if t is Promise or t is BatchPromise:
         return value.__polybus_value__()
     if t is bytes and len(value) >= OOB_BYTES:
         return OutOfBand(value)

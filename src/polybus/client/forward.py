@@ -60,8 +60,6 @@ def _unsent(value: Any) -> bool:
     if type(value) is not Promise:
         return False
     rec = value._rec
-    if not hasattr(rec, "error"):  # a call of an aggregated batch: waited for, then sent
-        return False
     return not rec.done or (rec.error is None and type(rec.value) is Ref)
 
 
