@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.batching import BatchPromise
+from polybus.client.batchcalls import BatchPromise
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.policies.balance import (
     RoundRobin,

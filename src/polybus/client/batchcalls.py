@@ -1,0 +1,152 @@
+"""A batch of aggregated calls at the client, and the promise of one call in it.
+
+`Pending` is one batch (open, in flight, or answered); a call's promise is a
+`BatchPromise` on (batch, index), so a call costs no record of its own. `Slot` is made
+only when a promise is waited for before its batch is answered: it is what the
+reactor's wait needs of a call (client/batching.py places and sends the batches).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from polybus.client.calls import error_from
+from polybus.client.promise import Promise
+from polybus.errors import PolybusError
+from polybus.wire.messages import BatchResult, CallBatch
+
+if TYPE_CHECKING:
+    from polybus.client.batching import Batcher
+    from polybus.client.calls import ReplicaLink
+
+def arg_bytes(args: tuple[Any, ...]) -> int:
+    """Roughly what ``args`` adds to a batch (the ``aggregate = "64KiB"`` trigger)."""
+    n = 8
+    for a in args:
+        s = getattr(a, "nbytes", None)
+        n += s if isinstance(s, int) else (len(a) if isinstance(a, bytes | str) else 8)
+    return n
+
+
+class Pending:
+    """One batch: open (taking calls), in flight on ``link``, or answered."""
+
+    __slots__ = ("args", "attempts", "batcher", "clean", "dispatcher", "done", "error", "fails",
+                 "id", "late", "link", "opened", "size", "values")
+
+    def __init__(self, batcher: Batcher, now: float) -> None:
+        self.batcher = batcher
+        self.dispatcher = batcher  # what Dispatcher.lost() and the reactor look at
+        self.args: list[tuple[Any, ...]] = []
+        self.opened = now
+        self.size = 0
+        self.id = 0
+        self.link: ReplicaLink | None = None
+        self.attempts = 0
+        self.done = False
+        self.clean = False  # answered, and no call of it failed or was given up on
+        self.values: list[Any] = []
+        self.fails: dict[int, PolybusError] | None = None
+        self.error: PolybusError | None = None  # the whole batch failed
+        self.late: dict[int, PolybusError] | None = None  # calls given up on (timeout)
+
+    def answered(self, link: ReplicaLink, msg: BatchResult) -> None:
+        if self.done:
+            return
+        if msg.fails:
+            iface = self.batcher.interface
+            self.fails = {f.id: error_from(f, iface, link.name) for f in msg.fails}
+        self.values = msg.values
+        self.done = True
+        self.clean = not msg.fails and self.late is None
+        link.calls += len(self.args)
+        self.batcher.completed(self, link)
+
+    # The reactor treats a Fail with the batch's id like one for a single call.
+    def set_error(self, error: PolybusError) -> bool:
+        if self.done:
+            return False
+        self.error, self.done = error, True
+        return True
+
+    def message(self) -> CallBatch:
+        return CallBatch(self.id, self.batcher.interface, self.args)  # type: ignore[arg-type]
+
+
+class Slot:
+    """One call of a batch as the reactor's wait sees it (the parts of CallRecord it
+    uses); made only when a promise is waited for before its batch is answered."""
+
+    __slots__ = ("batch", "i")
+
+    def __init__(self, batch: Pending, i: int) -> None:
+        self.batch = batch
+        self.i = i
+
+    @property
+    def done(self) -> bool:
+        b = self.batch
+        return b.done or (b.late is not None and self.i in b.late)
+
+    @property
+    def link(self) -> ReplicaLink | None:
+        return self.batch.link
+
+    @property
+    def dispatcher(self) -> Batcher:
+        return self.batch.batcher
+
+    @property
+    def id(self) -> int:
+        return self.batch.id
+
+    def set_error(self, error: PolybusError) -> bool:
+        if self.done:
+            return False
+        b = self.batch
+        if b.late is None:
+            b.late = {}
+        b.late[self.i] = error
+        b.clean = False
+        return True
+
+    def outcome(self) -> Any:
+        b = self.batch
+        if b.late is not None and self.i in b.late:
+            raise b.late[self.i]
+        if b.error is not None:
+            raise b.error
+        if b.fails is not None and self.i in b.fails:
+            raise b.fails[self.i]
+        return b.values[self.i]
+
+
+class BatchPromise(Promise):
+    """The promise of call ``_i`` of batch ``_rec``: no record of its own, so a call
+    costs two small objects (this and its argument tuple) however it is waited for."""
+
+    __slots__ = ("_i",)
+
+    def __polybus_value__(self) -> Any:
+        b: Pending = self._rec
+        if b.clean:
+            return b.values[self._i]
+        slot = Slot(b, self._i)
+        if slot.done:
+            return slot.outcome()
+        return self._reactor.wait(slot, b.batcher.timeout)
+
+    @property
+    def done(self) -> bool:
+        """True once the answer (or error) is here; never waits."""
+        return Slot(self._rec, self._i).done
+
+
+# Made without Promise.__init__ (two object.__setattr__ calls): the call path.
+_new = Promise.__new__
+_set_rec = Promise._rec.__set__  # type: ignore[attr-defined]
+_set_reactor = Promise._reactor.__set__  # type: ignore[attr-defined]
+_set_i = BatchPromise._i.__set__  # type: ignore[attr-defined]
+
+
+__all__ = ["BatchPromise", "Pending", "Slot", "arg_bytes"]
