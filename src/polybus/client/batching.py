@@ -8,7 +8,11 @@ when a call comes ``linger`` after the first, when the program waits for any ans
 (the reactor flushes before it reads), or when the linger timer finds it still open.
 A closed batch travels as one ``CallBatch`` to the replica with the fewest batches in
 flight (async-demand(N): at most N batches per replica, the rest wait here in order;
-async: the balance policy picks) and is answered by one ``BatchResult``.
+async: the balance policy picks) and is answered by one ``BatchResult``. While a
+replica still has two sent batches to answer, the next ones for it are held and
+written together (up to HOLD per write): fewer writes and fewer wake-ups of a replica
+that is busy anyway; anything held is written before the client reads, and by the
+timer within a linger.
 
 A batch is the unit of placement: if its replica is lost, the whole batch runs again
 elsewhere (idempotent interfaces), or each of its calls fails with the typed error the
@@ -36,11 +40,28 @@ from polybus.client.batchcalls import (
 )
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
 from polybus.wire.codec import OOB_BYTES
+from polybus.wire.messages import Message
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
     from polybus.client.dispatch import Dispatcher
     from polybus.client.reactor import Reactor
+
+
+HOLD = 4  # batches written together at most, while their replica is busy anyway
+
+
+def _plain(args: tuple[Any, ...]) -> bool:
+    """No promise or broadcast handle (they need the general path's care) and no bytes
+    large enough to travel out of band among ``args``."""
+    for a in args:
+        t = type(a)
+        if t is bytes:
+            if len(a) >= OOB_BYTES:
+                return False
+        elif hasattr(t, "__polybus_value__"):
+            return False
+    return True
 
 
 def _ids() -> Any:
@@ -75,6 +96,7 @@ class Batcher:
         self.inflight = [0] * len(self.links)
         self._index = {id(lk): i for i, lk in enumerate(self.links)}
         self.backlog: collections.deque[Pending] = collections.deque()
+        self.held: list[list[Message]] = [[] for _ in self.links]  # placed, not yet written
         self.open: Pending | None = None
         self.batches = 0
         self.ids = _ids()
@@ -90,13 +112,15 @@ class Batcher:
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if kwargs:
             return self.d(args, kwargs)
-        for a in args:
-            t = type(a)
+        if len(args) == 1:  # (the common case, without the loop's iterator)
+            t = type(args[0])
             if t is bytes:
-                if len(a) >= OOB_BYTES:
+                if len(args[0]) >= OOB_BYTES:
                     return self.d(args, kwargs)
             elif hasattr(t, "__polybus_value__"):  # a promise or broadcast handle
                 return self.d(args, kwargs)
+        elif not _plain(args):
+            return self.d(args, kwargs)
         self._inside += 1
         if self._closing:
             self._yield()
@@ -177,9 +201,24 @@ class Batcher:
         b.attempts += 1
         link.outstanding[b.id] = b  # type: ignore[assignment]
         self.inflight[i] += 1
-        if send:
-            self.reactor.send(link, b.message())
+        h = self.held[i]
+        h.append(b.message())
+        # While the replica has two sent batches still to answer, this one waits to be
+        # written with up to HOLD-1 others: fewer writes (and wake-ups of the replica).
+        if not send or (len(h) < HOLD and self.inflight[i] - len(h) >= 2):
+            return True
+        self.held[i] = []
+        if len(h) == 1:
+            self.reactor.send(link, h[0])
+        else:
+            self.reactor.send_many(link, h)
         return True
+
+    def _write_held(self) -> None:
+        for i, h in enumerate(self.held):
+            if h:
+                self.held[i] = []
+                self.reactor.send_many(self.links[i], h)
 
     def pump(self) -> None:
         """Queued batches to replicas with room, oldest first."""
@@ -207,15 +246,27 @@ class Batcher:
                 self._inside -= 1
         if self.backlog:
             self.pump()
+        if any(self.held):
+            self._inside += 1
+            if self._closing:
+                self._yield()
+            try:
+                self._write_held()
+            finally:
+                self._inside -= 1
 
     def _linger_main(self) -> None:
-        """A lone open batch is sent when its linger runs out, even if the program does
-        nothing more with polybus. While batches keep coming the timer looks once per
-        linger; after a quiet spell it sleeps until the next batch opens."""
+        """A lone open batch (and any batch held for company) is sent when its linger
+        runs out, even if the program does nothing more with polybus. While batches keep
+        coming the timer looks once per linger; after a quiet spell it sleeps until the
+        next batch opens."""
         quiet = 0
         while not self._stopped:
             b = self.open
             if b is None:
+                if any(self.held):
+                    self._timer_flush(None)
+                    quiet = 0
                 quiet += 1
                 if quiet < 50:
                     time.sleep(self.linger or 0.001)
@@ -232,37 +283,38 @@ class Batcher:
             if left > 0:
                 time.sleep(left)
                 continue
-            if self._close_stale(b):
-                continue
-            time.sleep(self.linger / 4 or 0.0005)  # the caller is busy; it closes it itself
+            if not self._timer_flush(b):
+                time.sleep(self.linger / 4 or 0.0005)  # the caller is busy; it closes it itself
 
-    def _close_stale(self, b: Pending) -> bool:
-        """Close ``b`` from the timer thread if no caller is at work (True if done with it)."""
+    def _timer_flush(self, b: Pending | None) -> bool:
+        """From the timer thread, if no caller is at work: close ``b`` if it is still the
+        open batch, and write every batch held back (False if it had to leave them)."""
         reactor = self.reactor
         if not reactor._lock.acquire(blocking=False):
             return False  # a caller is reading; it flushed before it read
-        link = None
+        out: list[tuple[ReplicaLink, list[Message]]] = []
         try:
             self._closing = True
             if self._inside:
                 return False
-            if self.open is not b:
-                return True
-            self._seal(b)
-            # Behind others it waits for room, made by the caller's next read.
-            if self.backlog or not self._place(b, send=False):
-                self.backlog.append(b)
-                return True
-            link = b.link
+            if b is not None and self.open is b and b.args:
+                self._seal(b)
+                # Behind others it waits for room, made by the caller's next read.
+                if self.backlog or not self._place(b, send=False):
+                    self.backlog.append(b)
+            for i, h in enumerate(self.held):
+                if h:
+                    self.held[i] = []
+                    out.append((self.links[i], h))
         finally:
             self._closing = False
             reactor._lock.release()
         # Written outside the flags, and never read here: the caller's reactor reads.
-        try:
-            if link is not None:
-                link.channel.send(b.message())
-        except PolybusError:
-            pass  # the reactor finds the connection dead and re-runs the batch
+        for link, msgs in out:
+            try:
+                link.channel.send_many(msgs)
+            except PolybusError:
+                pass  # the reactor finds the connection dead and re-runs the batches
         return True
 
     # -- answers and losses -----------------------------------------------------------
@@ -294,6 +346,7 @@ class Batcher:
         for b in held:
             del link.outstanding[b.id]
         self.inflight[i] = 0
+        self.held[i] = []  # (their batches are among those re-run or failed below)
         d = self.d
         for b in sorted(held, key=lambda b: b.id, reverse=True):
             if b.done:
