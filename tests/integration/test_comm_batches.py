@@ -12,7 +12,7 @@ import pytest
 import polybus
 from polybus.client.batching import Batcher
 from polybus.client.session import Session
-from polybus.errors import RemoteException
+from polybus.errors import CallTimeoutError, RemoteException
 
 from .comm_harness import cluster
 
@@ -123,3 +123,18 @@ def test_replica_death_mid_batch_reruns_the_batch_elsewhere(tmp_path: Path) -> N
             ch.close()
         assert [polybus.wait(p) for p in out] == list(range(8))
         assert c.runtimes[1].calls == 8  # its own batch and the lost one, run again
+
+
+def test_timeout_fails_the_waited_call_and_its_batch_still_answers(tmp_path: Path) -> None:
+    toml = TOML.replace('use.nap = { callstyle = "async-demand(1)", aggregate = 4, linger = "60s" }',
+                        'use.nap = { callstyle = "async", aggregate = 4, linger = "60s", '
+                        'timeout = "100ms" }')
+    with cluster(tmp_path, toml, replicas=1) as c:
+        s = c.session()
+        slow, fast = s.call("nap", (1, 0.5), {}), s.call("nap", (2, 0.0), {})
+        with pytest.raises(CallTimeoutError):
+            polybus.wait(slow)
+        with pytest.raises(CallTimeoutError):  # answered with its batch, after the deadline
+            polybus.wait(fast)
+        time.sleep(0.5)  # the replica finishes the slow batch; its late answer is dropped
+        assert polybus.wait(s.call("nap", (3, 0.0), {})) == 3

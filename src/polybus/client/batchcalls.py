@@ -60,6 +60,7 @@ class Pending:
         self.done = True
         self.clean = not msg.fails and self.late is None
         link.calls += len(self.args)
+        self.args = []  # not sent again: the arguments need not live as long as the promises
         self.batcher.completed(self, link)
 
     # The reactor treats a Fail with the batch's id like one for a single call.
