@@ -138,3 +138,14 @@ def test_timeout_fails_the_waited_call_and_its_batch_still_answers(tmp_path: Pat
             polybus.wait(fast)
         time.sleep(0.5)  # the replica finishes the slow batch; its late answer is dropped
         assert polybus.wait(s.call("nap", (3, 0.0), {})) == 3
+
+
+def test_waiting_on_a_batch_held_back_writes_it(tmp_path: Path) -> None:
+    toml = TOML.replace('aggregate = 16, linger = "60s"', 'aggregate = 2, linger = "60s"').replace(
+        '"async-demand(1)", aggregate = 2', '"async-demand(8)", aggregate = 2')
+    with cluster(tmp_path, toml, replicas=1) as c:
+        s = c.session()
+        out = [s.call("scale", (i, 2), {}) for i in range(6)]
+        assert _batcher(s, "scale").held[0]  # the third batch waits for company
+        assert polybus.wait(out[-1]) == 10  # waited for first: it must be written
+        assert [polybus.wait(p) for p in out] == [2 * i for i in range(6)]

@@ -135,6 +135,9 @@ class BatchPromise(Promise):
         slot = Slot(b, self._i)
         if slot.done:
             return slot.outcome()
+        # Written first if still open or held back: the reactor's lone-call wait reads
+        # without flushing.
+        b.batcher.flush()
         return self._reactor.wait(slot, b.batcher.timeout)
 
     @property
