@@ -18,7 +18,8 @@ from polybus.token import make_token
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Ping, Pong
-from polybus.worker.runtime import ServeOptions, WorkerRuntime
+from polybus.worker.options import ServeOptions
+from polybus.worker.runtime import WorkerRuntime
 
 BOUND = 20
 TOKEN = make_token()

@@ -23,7 +23,8 @@ from polybus.wire import handshake
 from polybus.wire.codec import Codec
 from polybus.wire.framing import encode_frame
 from polybus.wire.messages import Call, Goodbye, Result
-from polybus.worker.runtime import ServeOptions, WorkerRuntime
+from polybus.worker.options import ServeOptions
+from polybus.worker.runtime import WorkerRuntime
 
 TOKEN = b"s3cret-token-for-tests-0123456789"
 

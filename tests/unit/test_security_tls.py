@@ -17,7 +17,8 @@ from polybus.transport import tls
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, Result
-from polybus.worker.runtime import ServeOptions, WorkerRuntime
+from polybus.worker.options import ServeOptions
+from polybus.worker.runtime import WorkerRuntime
 
 TOKEN = b"tls-test-token-0123456789abcdef"
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.errors import PolybusError
 from polybus.wire.messages import BatchResult, CallBatch, Fail, Result
+from polybus.worker.replies import failure
 
 if TYPE_CHECKING:
     from polybus.transport.channel import Channel
@@ -35,8 +36,6 @@ def enqueue(rt: WorkerRuntime, ch: Channel, batch: CallBatch) -> None:
 
 
 def run(rt: WorkerRuntime, job: Job) -> None:
-    from polybus.worker.runtime import _failure
-
     batch: CallBatch = job.call
     fn = rt.functions[batch.iface]
     t0 = time.perf_counter()
@@ -48,7 +47,7 @@ def run(rt: WorkerRuntime, job: Job) -> None:
         try:
             append(fn(*args))
         except Exception as exc:
-            fails.append(_failure(len(values), exc))
+            fails.append(failure(len(values), exc))
             append(None)
     spent = time.perf_counter() - t0
     if rt.options.speed < 1.0:  # a slower machine, modelled as in WorkerRuntime._run

@@ -15,8 +15,9 @@ from polybus.http.response import HTTP_SUFFIX, http_form
 from polybus.registry.client import Membership, RegistryClient
 from polybus.wire.messages import Replica
 from polybus.worker.module import interfaces, load_module
+from polybus.worker.options import ServeOptions
 from polybus.worker.procpool import ProcessPool
-from polybus.worker.runtime import ServeOptions, WorkerRuntime
+from polybus.worker.runtime import WorkerRuntime
 
 
 def _die_with_parent() -> None:

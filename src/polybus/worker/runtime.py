@@ -17,9 +17,7 @@ import os
 import socket
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from polybus.errors import PolybusError, ProtocolError
@@ -51,23 +49,13 @@ from polybus.worker import batching
 from polybus.worker.cache import OperandCache
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
+from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
+from polybus.worker.replies import Corked, failure, send_quietly, write
 from polybus.worker.servicing import CallQueue, Job
 
 log = logging.getLogger("polybus.worker")
 _WAKE = object()  # listeners are keyed by their Address, channels by themselves
-
-
-@dataclass
-class ServeOptions:
-    pool: int = 1
-    queue: int = 1000
-    overflow: str = "block"         # or "reject"
-    speed: float = 1.0              # 0 < speed <= 1: calls last real time / speed
-    allow_pickle: bool = False
-    max_frame: int = 1 << 30
-    handshake_timeout: float = 5.0  # a peer silent this long before proving itself is dropped
-    cache_bytes: int = 512 * 1024 * 1024  # operand cache (worker/cache.py)
 
 
 class WorkerRuntime:
@@ -123,9 +111,7 @@ class WorkerRuntime:
         self.busy_s = 0.0
         self.queue_wait_s = 0.0
         self._started = 0  # calls started, for the standby's look
-        # Answers held back while more tiny calls wait, then written together.
-        self._corked: dict[Channel, list[Message]] = {}
-        self._cork_lock = threading.Lock()
+        self._corked = Corked()  # tiny answers written together (replies.py)
         self._stop_event = threading.Event()
         self._threads = [threading.Thread(target=self._thread_main, daemon=True,
                                           name=f"polybus-{name}-{i}")
@@ -142,8 +128,8 @@ class WorkerRuntime:
     def _thread_main(self) -> None:
         while True:
             job: Job | None = None
-            if self._corked and not len(self._queue):
-                self._flush_corked()
+            if self._corked.held and not len(self._queue):
+                self._corked.flush()
             with self._lock:  # the condition's own lock: cv.wait() below works under it
                 while True:
                     if self._stopping:
@@ -414,7 +400,7 @@ class WorkerRuntime:
             value = fn(*call.args, **call.kwargs) if call.kwargs else fn(*call.args)
             reply = Result(call.id, value)
         except Exception as exc:
-            reply = _failure(call.id, exc)
+            reply = failure(call.id, exc)
         spent = time.perf_counter() - t0
         if self.options.speed < 1.0:
             # A slower machine, modelled: wait out the difference after the real work.
@@ -426,45 +412,12 @@ class WorkerRuntime:
         if job.channel.closed:
             return
         if self.busy_s < 1e-4 * self.calls and len(self._queue):
-            # Tiny calls with more waiting: one write for many answers (the queue being
-            # drained, or someone going idle, flushes them; see _thread_main).
-            with self._cork_lock:
-                held = self._corked.setdefault(job.channel, [])
-                held.append(reply)
-                if len(held) < 64:
-                    return
-                del self._corked[job.channel]
-            self._write(job.channel, held)
+            self._corked.hold(job.channel, reply)  # tiny calls, more waiting: written together
         else:
-            self._write(job.channel, [reply])
-
-    def _flush_corked(self) -> None:
-        with self._cork_lock:
-            corked, self._corked = self._corked, {}
-        for ch, msgs in corked.items():
-            self._write(ch, msgs)
-
-    def _write(self, ch: Channel, replies: list[Message]) -> None:
-        try:
-            ch.send(Batch(replies)) if len(replies) > 1 else ch.send(replies[0])  # type: ignore[arg-type]
-        except (TypeError, ValueError, OverflowError):
-            for r in replies:  # find the answer that cannot be encoded; send the rest
-                try:
-                    ch.send(r)
-                except (TypeError, ValueError, OverflowError) as exc:
-                    self._send_quietly(ch, Fail(
-                        getattr(r, "id", 0), "exception", "TypeError",
-                        f"the result of call {getattr(r, 'id', 0)} cannot be sent: {exc}"))
-                except PolybusError:
-                    return
-        except PolybusError:
-            pass  # the client is gone; the poller drops its connection
+            write(job.channel, [reply])
 
     def _send_quietly(self, ch: Channel, msg: Message) -> None:
-        try:
-            ch.send(msg)
-        except (PolybusError, TypeError, ValueError):
-            pass
+        send_quietly(ch, msg)
 
     def stats(self, req: int = 0) -> Stats:
         return Stats(self.name, self.calls, self.busy_s, self.queue_wait_s,
@@ -494,10 +447,3 @@ class WorkerRuntime:
                 except OSError:
                     pass
 
-
-def _failure(call_id: int, exc: BaseException) -> Fail:
-    kind = type(exc)
-    mod = kind.__module__
-    qual = kind.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{kind.__qualname__}"
-    tb = "".join(traceback.format_exception(exc)[1:])  # skip the runtime's own frame header
-    return Fail(call_id, "exception", qual, str(exc), tb)

@@ -1,0 +1,17 @@
+"""How a replica serves: its pool, queue, overflow policy, speed and limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class ServeOptions:
+    pool: int = 1
+    queue: int = 1000
+    overflow: str = "block"         # or "reject"
+    speed: float = 1.0              # 0 < speed <= 1: calls last real time / speed
+    allow_pickle: bool = False
+    max_frame: int = 1 << 30
+    handshake_timeout: float = 5.0  # a peer silent this long before proving itself is dropped
+    cache_bytes: int = 512 * 1024 * 1024  # operand cache (worker/cache.py)

@@ -1,0 +1,76 @@
+"""Answers on their way back to clients.
+
+Tiny calls answered while more wait in the queue are held ("corked") and written
+together, one write for up to 64 answers; the queue draining, or a thread going idle,
+flushes them. An answer that cannot be encoded is found and replaced by its own typed
+failure, so the others in its write still go.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+
+from polybus.errors import PolybusError
+from polybus.transport.channel import Channel
+from polybus.wire.messages import Batch, Fail, Message
+
+CORK_LIMIT = 64
+
+
+def failure(call_id: int, exc: BaseException) -> Fail:
+    """The Fail for a call whose function raised ``exc`` (type, message, traceback)."""
+    kind = type(exc)
+    mod = kind.__module__
+    qual = kind.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{kind.__qualname__}"
+    tb = "".join(traceback.format_exception(exc)[1:])  # skip the runtime's own frame header
+    return Fail(call_id, "exception", qual, str(exc), tb)
+
+
+def send_quietly(ch: Channel, msg: Message) -> None:
+    """Send ``msg`` if the client is still there (a gone client is the poller's business)."""
+    try:
+        ch.send(msg)
+    except (PolybusError, TypeError, ValueError):
+        pass
+
+
+def write(ch: Channel, replies: list[Message]) -> None:
+    """Send ``replies`` in one frame; one that cannot be encoded fails alone."""
+    try:
+        ch.send(Batch(replies)) if len(replies) > 1 else ch.send(replies[0])  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        for r in replies:  # find the answer that cannot be encoded; send the rest
+            try:
+                ch.send(r)
+            except (TypeError, ValueError, OverflowError) as exc:
+                send_quietly(ch, Fail(
+                    getattr(r, "id", 0), "exception", "TypeError",
+                    f"the result of call {getattr(r, 'id', 0)} cannot be sent: {exc}"))
+            except PolybusError:
+                return
+    except PolybusError:
+        pass  # the client is gone; the poller drops its connection
+
+
+class Corked:
+    """Answers held back per connection, written together."""
+
+    def __init__(self) -> None:
+        self.held: dict[Channel, list[Message]] = {}
+        self._lock = threading.Lock()
+
+    def hold(self, ch: Channel, reply: Message) -> None:
+        with self._lock:
+            held = self.held.setdefault(ch, [])
+            held.append(reply)
+            if len(held) < CORK_LIMIT:
+                return
+            del self.held[ch]
+        write(ch, held)
+
+    def flush(self) -> None:
+        with self._lock:
+            held, self.held = self.held, {}
+        for ch, msgs in held.items():
+            write(ch, msgs)
