@@ -20,21 +20,6 @@ if TYPE_CHECKING:
     from polybus.worker.servicing import Job
 
 
-def enqueue(rt: WorkerRuntime, ch: Channel, batch: CallBatch) -> None:
-    if batch.iface not in rt.functions:
-        rt._send_quietly(ch, Fail(batch.id, "no-interface", "LookupError",
-                                  f"{rt.name} does not serve {batch.iface!r}; it serves "
-                                  f"{', '.join(sorted(rt.functions)) or 'nothing'}"))
-        return
-    with rt._lock:
-        busy = rt._queue.full() and rt.options.overflow == "reject"
-        if not busy:
-            rt._queue.push(batch, ch, time.perf_counter())
-    if busy:
-        rt._send_quietly(ch, Fail(batch.id, "busy", "BusyError",
-                                  f"{rt.name}: queue of {rt.options.queue} calls is full"))
-
-
 def run(rt: WorkerRuntime, job: Job) -> None:
     batch: CallBatch = job.call
     fn = rt.functions[batch.iface]

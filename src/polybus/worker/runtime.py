@@ -339,7 +339,7 @@ class WorkerRuntime:
             case Call():
                 self._enqueue(ch, msg)
             case CallBatch():  # aggregated calls: one job (worker/batching.py)
-                batching.enqueue(self, ch, msg)
+                self._admit(ch, msg)
             case Put(key=key, value=value):
                 self.cache.put(key, value, ch)
             case Forward() | Deliver() | Fetch():
@@ -372,19 +372,22 @@ class WorkerRuntime:
                 return
             self._send_quietly(ch, miss)
             return
-        if call.iface not in self.functions:
-            self._send_quietly(ch, Fail(call.id, "no-interface", "LookupError",
-                                        f"{self.name} does not serve {call.iface!r}; it serves "
+        self._admit(ch, call)
+
+    def _admit(self, ch: Channel, item: Call | CallBatch) -> None:
+        """Queue a call (or an aggregated batch, one job) unless no function here has
+        its interface or a rejecting queue is full; either is answered at once."""
+        if item.iface not in self.functions:
+            self._send_quietly(ch, Fail(item.id, "no-interface", "LookupError",
+                                        f"{self.name} does not serve {item.iface!r}; it serves "
                                         f"{', '.join(sorted(self.functions)) or 'nothing'}"))
             return
         with self._lock:
-            if self._queue.full() and self.options.overflow == "reject":
-                busy = True
-            else:
-                busy = False
-                self._queue.push(call, ch, time.perf_counter())
+            busy = self._queue.full() and self.options.overflow == "reject"
+            if not busy:
+                self._queue.push(item, ch, time.perf_counter())
         if busy:
-            self._send_quietly(ch, Fail(call.id, "busy", "BusyError",
+            self._send_quietly(ch, Fail(item.id, "busy", "BusyError",
                                         f"{self.name}: queue of {self.options.queue} calls is full"))
 
     # -- running a call ----------------------------------------------------------
