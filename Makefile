@@ -26,7 +26,7 @@ lint: $(VENV)/.dev
 	$(BIN)/mypy
 
 fuzz: $(VENV)/.dev
-	POLYBUS_FUZZ_EXAMPLES=1000000 $(BIN)/python -m pytest -q tests/unit/test_fuzz_wire.py -p no:timeout
+	POLYBUS_FUZZ_EXAMPLES=1000000 $(BIN)/python -m pytest -q tests/unit/test_fuzz_wire.py --timeout=0
 
 bench-quick: $(BIN)/polybus
 	$(BIN)/polybus bench all --quick --out results/
