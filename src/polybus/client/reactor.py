@@ -134,14 +134,21 @@ class Reactor:
 
     def _wait_alone(self, rec: CallRecord, link: ReplicaLink) -> None:
         """`step`'s one-blocking-read path, kept in one loop while ``rec`` waits: the
-        sync call's hot path. Leaves ``rec`` undone only if another thread is reading."""
+        sync call's hot path. It stays only while it is alone: once another thread
+        waits, or another replica has calls in flight, it leaves ``rec`` to `wait`'s
+        general loop (which reads every busy replica and hands answers out), so no
+        replica goes unread (and so unheard, for liveness) behind this one."""
         if not self._lock.acquire(blocking=False):
             return
         ch = link.channel
         try:
             while not rec.done and not link.dead:
+                if self._waiters:
+                    break
                 msg = ch.next_message()
                 if msg is None:
+                    if not self._alone(link):
+                        break
                     before = ch.bytes_received
                     ch.fill(wait=True)
                     if ch.bytes_received == before and self.liveness is not None:

@@ -1,0 +1,86 @@
+"""The reactor with several client threads: a thread waiting on one replica never keeps
+another thread's replica unread (and so unheard, for liveness)."""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+from typing import Any
+
+from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.reactor import Reactor
+from polybus.errors import PolybusError
+from polybus.transport.channel import Channel
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Ping, Pong, Result
+
+
+class _Dispatcher:
+    interface = "x"
+    comm = None
+
+    def completed(self, rec: CallRecord, link: ReplicaLink) -> None:
+        pass
+
+
+def _serve(ch: Channel, stop: threading.Event, answer: tuple[int, Any] | None = None,
+           release: threading.Event | None = None) -> None:
+    """Answer pings; send ``answer`` once ``release`` is set (at once if there is none)."""
+    pending = answer
+    while not stop.is_set():
+        if pending is not None and (release is None or release.is_set()):
+            ch.send(Result(*pending))
+            pending = None
+        if select.select([ch.sock], [], [], 0.02)[0]:
+            try:
+                for m in ch.receive(wait=False):
+                    if isinstance(m, Ping):
+                        ch.send(Pong(m.req))
+            except PolybusError:
+                return
+
+
+def test_a_second_thread_is_answered_while_the_first_waits_on_a_quiet_replica() -> None:
+    reactor = Reactor(heartbeat=0.1)
+    lost: list[str] = []
+    reactor.on_lost = lambda link, err: lost.append(f"{link.name}: {err}")
+    socks, servers, links = [], [], []
+    for name in ("L", "M"):
+        a, b = socket.socketpair()
+        socks += [a, b]
+        link = ReplicaLink(name, "m", Channel(a, Codec(), name))
+        reactor.add(link)
+        links.append(link)
+        servers.append(Channel(b, Codec(), f"server {name}"))
+    slow, fast = links
+    d: Any = _Dispatcher()
+    stop, b_done = threading.Event(), threading.Event()
+    threads = [threading.Thread(target=_serve, args=(servers[0], stop, (1, 42), b_done)),
+               threading.Thread(target=_serve, args=(servers[1], stop))]
+    out: dict[str, Any] = {}
+    try:
+        for t in threads:
+            t.start()
+        ra = CallRecord(1, d, [], None, 0.0)
+        ra.link = slow
+        slow.outstanding[1] = ra
+        waiter = threading.Thread(target=lambda: out.__setitem__("A", reactor.wait(ra)))
+        waiter.start()  # waits on L, which stays quiet until B has its answer
+        rb = CallRecord(2, d, [], None, 0.0)
+        rb.link = fast
+        fast.outstanding[2] = rb
+        servers[1].send(Result(2, 7))
+        out["B"] = reactor.wait(rb, timeout=10.0)
+        b_done.set()
+        waiter.join(10.0)
+        assert out == {"A": 42, "B": 7}
+        assert lost == []  # M answered pings all along: never taken for dead
+    finally:
+        b_done.set()
+        stop.set()
+        for t in threads:
+            t.join(5.0)
+        reactor.close()
+        for s in socks:
+            s.close()
