@@ -53,10 +53,19 @@ def repeat(fn: Callable[[], float], n: int, warmup: int = 0) -> Stat:
 
 def time_repeat(fn: Callable[[], object], n: int, warmup: int = 0) -> Stat:
     """Wall-clock seconds of ``fn()``, ``n`` repetitions after ``warmup`` untimed calls."""
+    return summarize(seconds_each(fn, n, warmup))
 
-    def once() -> float:
+
+def seconds_each(fn: Callable[[], object], n: int, warmup: int = 1) -> list[float]:
+    """Wall-clock seconds of each of ``n`` calls of ``fn()`` after ``warmup`` untimed ones,
+    unsummarized (for a peer driver that reports its repetitions to the bench)."""
+    if n < 1:
+        raise ValueError(f"seconds_each() needs n >= 1, got {n}")
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(n):
         t0 = time.perf_counter()
         fn()
-        return time.perf_counter() - t0
-
-    return repeat(once, n, warmup)
+        out.append(time.perf_counter() - t0)
+    return out

@@ -18,7 +18,7 @@ from typing import Any
 from polybus.bench.peers import PeerUnavailable, available
 from polybus.bench.peers._driver import loopback_only_prefix, run_json
 from polybus.bench.peers._proc import PYTHON, driver_figures, python_child_env
-from polybus.bench.stats import Stat
+from polybus.bench.stats import Stat, seconds_each
 
 __all__ = ["CONFIG", "measure"]
 
@@ -51,14 +51,12 @@ def _driver(kind: str, args: list[Any]) -> dict[str, Any]:
             res = []
             for size, k in zip(sizes, iters, strict=True):
                 payload = bytes(size)
-                per = []
-                for rep in range(reps + 1):
-                    t = time.perf_counter()
+
+                def round_trips(k: int = k, payload: bytes = payload) -> None:
                     for _ in range(k):
                         client.submit(echo, payload, pure=False).result()
-                    if rep:
-                        per.append((time.perf_counter() - t) / k * 1e6)
-                res.append(per)
+
+                res.append([s / k * 1e6 for s in seconds_each(round_trips, reps)])
             out["rtt_us"] = res
         elif kind == "bandwidth":
             sizes, reps = args
@@ -78,13 +76,8 @@ def _driver(kind: str, args: list[Any]) -> dict[str, Any]:
             out["gbps"] = res
         elif kind == "throughput":
             calls, reps = args
-            per = []
-            for rep in range(reps + 1):
-                t = time.perf_counter()
-                client.gather(client.map(noop, range(calls), pure=False))
-                if rep:
-                    per.append(calls / (time.perf_counter() - t))
-            out["calls_per_s"] = per
+            out["calls_per_s"] = [calls / s for s in seconds_each(
+                lambda: client.gather(client.map(noop, range(calls), pure=False)), reps)]
     finally:
         client.close()
         cluster.close()
