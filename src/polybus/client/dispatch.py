@@ -31,7 +31,6 @@ from polybus.errors import (
     WorkerDiedError,
 )
 from polybus.wire.codec import OOB_BYTES, OutOfBand
-from polybus.wire.messages import Call
 
 if TYPE_CHECKING:
     from polybus.client.forward import Forwarder
@@ -126,11 +125,7 @@ class Dispatcher:
         self.calls += 1
         links = self.links
         link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated else self._pick_any()
-        rec.link = link
-        rec.attempts = 1
-        link.outstanding[rec.id] = rec
-        self.inflight[self._index[id(link)]] += 1
-        self.reactor.send(link, Call(rec.id, self.interface, rec.args, rec.kwargs, 0.0))
+        self._send(rec, link)
         return self.reactor.wait(rec)
 
     def _alive(self) -> list[bool]:

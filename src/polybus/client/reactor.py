@@ -232,12 +232,6 @@ class Reactor:
                     rec.dispatcher.completed(rec, link)
             return
         match msg:
-            case Result(id=cid, value=value):
-                rec = link.outstanding.pop(cid, None)
-                if rec is not None:
-                    link.calls += 1
-                    if rec.set_value(value):
-                        rec.dispatcher.completed(rec, link)
             case Fail(id=cid):
                 rec = link.outstanding.pop(cid, None)
                 if rec is not None and msg.kind == "cache-miss" and rec.dispatcher.comm is not None:

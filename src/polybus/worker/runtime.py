@@ -336,8 +336,6 @@ class WorkerRuntime:
             self._enqueue(ch, msg)
             return
         match msg:
-            case Call():
-                self._enqueue(ch, msg)
             case CallBatch():  # aggregated calls: one job (worker/batching.py)
                 self._admit(ch, msg)
             case Put(key=key, value=value):
