@@ -153,8 +153,9 @@ class Session:
         links = []
         for r in replicas:
             codec = Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
-            link = ReplicaLink(r.name, module, connect(_pick(r, scheme), self.token, codec),
-                               r.speed)
+            channel = connect(_pick(r, scheme), self.token, codec)
+            channel.spin_s = spec.spin  # waits for its answers poll first (spinning.py)
+            link = ReplicaLink(r.name, module, channel, r.speed)
             self.reactor.add(link)
             links.append(link)
         self.links[key] = links

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from polybus.transport.spinning import SPIN_S
+
 CallKind = Literal["sync", "async", "async-demand"]
 
 
@@ -115,6 +117,7 @@ class ModuleSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)
     transport: Literal["tcp", "ipc", "shm"] = "tcp"
     pickle: bool = False
+    spin: float = SPIN_S   # a waiting reader polls this long before it sleeps
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from polybus.config.problems import Problems, dotted
 from polybus.config.replication import parse_replication
 from polybus.config.units import parse_duration, parse_size
 from polybus.errors import ConfigError
+from polybus.transport.spinning import SPIN_S
 
 __all__ = [
     "CLUSTER_KEYS", "DEFINE_KEYS", "MODULE_KEYS", "TOP_KEYS", "USE_KEYS",
@@ -37,7 +38,7 @@ T = TypeVar("T")
 
 TOP_KEYS = ("modules", "bind", "cluster", "serve")
 MODULE_KEYS = ("source", "replication", "define", "use", "entrypoint", "args", "kwargs",
-               "transport", "pickle")
+               "transport", "pickle", "spin")
 DEFINE_KEYS = ("priority", "pool", "queue", "overflow", "cache", "cache_bytes", "prefetch",
                "timeout", "idempotent")
 USE_KEYS = ("callstyle", "loadratio", "balance", "aggregate", "linger", "timeout", "transport",
@@ -305,7 +306,18 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems) -
         transport=cast(Literal["tcp", "ipc", "shm"], _pick(t.string("transport", TRANSPORTS),
                                                            "tcp")),
         pickle=_pick(t.boolean("pickle"), False),
+        spin=_spin(t),
     )
+
+
+def _spin(t: _Table) -> float:
+    """``spin``: how long a waiting reader polls before it sleeps (transport/spinning.py)."""
+    v = t.parsed("spin", parse_duration)
+    if v is not None and v > 0.01:
+        t.p.add(f"a spin of {v:g} s would burn a CPU for nothing", t.key("spin"),
+                "at most '10ms'; '0' to block at once")
+        return SPIN_S
+    return _pick(v, SPIN_S)
 
 
 def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems) -> ClusterSpec:

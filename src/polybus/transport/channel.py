@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 
 from polybus.errors import ConnectionLostError
+from polybus.transport.spinning import spin_until
 from polybus.wire.codec import Codec
 from polybus.wire.framing import Frame, FrameDecoder
 from polybus.wire.messages import Message
@@ -27,6 +28,10 @@ _IOV_MAX = 512
 
 class Channel:
     """Messages over one connected, authenticated socket."""
+
+    # A waiting fill polls this long before it sleeps in the kernel (spinning.py);
+    # 0 blocks at once. Set per connection by whoever owns it (the client's session).
+    spin_s = 0.0
 
     def __init__(self, sock: socket.socket, codec: Codec, peer: str) -> None:
         self.sock = sock
@@ -147,12 +152,19 @@ class Channel:
         the bytes read (0 if none were waiting). Raises ConnectionLostError."""
         if self.tls:
             return self._fill_tls(wait)
-        n = self._read_once(0 if wait else _DONTWAIT)
+        n = 0
+        if wait and self.spin_s:
+            n = spin_until(self._read_nowait, self.spin_s)
+        if not n:
+            n = self._read_once(0 if wait else _DONTWAIT)
         # Inside a large frame, take everything already here before going back to the
         # poller: one select per socket-buffer-full costs a third of the bandwidth.
         while n and self.decoder.receiving_large and (more := self._read_once(_DONTWAIT)):
             n += more
         return n
+
+    def _read_nowait(self) -> int:
+        return self._read_once(_DONTWAIT)
 
     def _read_once(self, flags: int) -> int:
         """One read into the decoder's memory; 0 if nothing was waiting (or a receive

@@ -21,7 +21,7 @@ Small path (ring.py): on x86-64 every frame (headers and small buffers; large bu
 still by segment reference) goes through a shared ring per direction instead of the
 socket, which then carries only descriptors, the peer's going, and one-byte doorbells
 that a writer sends only when the reader has said it is going to sleep. A reader that
-expects data spins ``SPIN_S`` on the ring first (yielding the CPU each turn), so a busy
+expects data spins ``spin_s`` on the ring first (yielding the CPU each turn), so a busy
 pair makes no system call; `spin` does the same for a worker's poller over its channels.
 
 Frame flags (wire/framing.py): ``FLAG_SHM`` — the last buffer is a table of
@@ -50,6 +50,7 @@ import numpy as np
 from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport import ring as _ring
 from polybus.transport.channel import Channel
+from polybus.transport.spinning import SPIN_S, yield_cpu
 from polybus.wire.codec import Codec
 from polybus.wire.framing import Frame, encode_frame, frame_prefix
 from polybus.wire.messages import Message
@@ -65,12 +66,11 @@ MAX_FDS = 250  # per frame; Linux passes at most 253 descriptors in one message
 _DESC = struct.Struct("<IIQQ")  # buffer index, has_fd, segment id, length
 _ANC = socket.CMSG_SPACE(MAX_FDS * 4)
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
-# How long a reader that expects data spins on its ring before it sleeps on the socket
-# (a round trip over the ring is a few microseconds; a wake-up through the kernel ~20-50).
-SPIN_S = 100e-6
-# A spinning reader yields the CPU each turn: with client and replica on one CPU, a pure
-# spin would hold off the very peer it waits for (measured: 600 us a round trip, not 30).
-_yield = os.sched_yield
+# A waiting reader spins on its ring (each turn yielding the CPU: with client and
+# replica on one CPU, a pure spin would hold off the very peer it waits for; measured:
+# 600 us a round trip, not 30) for the channel's ``spin_s`` before it sleeps on the
+# socket. Whoever owns the channel sets it (the module's ``spin``; spinning.py).
+_yield = yield_cpu
 
 
 class _Segment:
@@ -324,7 +324,7 @@ class ShmChannel(Channel):
                 return 0
         if rx is not None:
             rx.set_awake(True)
-            deadline = time.perf_counter() + SPIN_S
+            deadline = time.perf_counter() + self.spin_s
             while not rx.available() and time.perf_counter() < deadline:
                 _yield()  # lets a peer on this same CPU run (else we spin it out)
             rx.set_awake(False)

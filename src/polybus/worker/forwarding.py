@@ -210,6 +210,7 @@ class Forwarding:
                 codec = Codec(allow_pickle=self.rt.options.allow_pickle,
                               max_frame=self.rt.options.max_frame)
                 ch = self._peers[to] = connect(to, self.rt._token, codec)
+                ch.spin_s = self.rt.options.spin_s
             return ch
 
     def close(self) -> None:

@@ -40,6 +40,7 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
             opts.overflow = "reject" if any(d.overflow == "reject" for d in defines) else "block"
             opts.cache_bytes = max(d.cache_bytes for d in defines)
         opts.allow_pickle = spec.pickle
+        opts.spin_s = spec.spin
     if replica is not None:
         opts.speed = replica.speed
     return opts

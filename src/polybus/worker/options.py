@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from polybus.transport.spinning import SPIN_S
+
 
 @dataclass
 class ServeOptions:
@@ -15,3 +17,4 @@ class ServeOptions:
     max_frame: int = 1 << 30
     handshake_timeout: float = 5.0  # a peer silent this long before proving itself is dropped
     cache_bytes: int = 512 * 1024 * 1024  # operand cache (worker/cache.py)
+    spin_s: float = SPIN_S          # after answering, look this long before sleeping

@@ -13,6 +13,8 @@ import selectors
 import socket
 from typing import Any
 
+from polybus.transport.spinning import spin_until
+
 
 class ReadPoller:
     """Read readiness for registered sockets, each with the object it stands for."""
@@ -46,8 +48,19 @@ class ReadPoller:
         except (OSError, KeyError, ValueError):
             pass  # closed meanwhile: the kernel already forgot it
 
-    def poll(self, timeout: float) -> list[Any]:
-        """The objects whose sockets are readable (or closed), waiting up to ``timeout`` s."""
+    def poll(self, timeout: float, spin: float = 0.0) -> list[Any]:
+        """The objects whose sockets are readable (or closed), waiting up to ``timeout`` s;
+        with ``spin``, looking without sleeping for that long first (spinning.py)."""
+        if spin and timeout:
+            ready = spin_until(self._poll_now, spin)
+            if ready:
+                return ready
+        return self._poll_at_most(timeout)
+
+    def _poll_now(self) -> list[Any]:
+        return self._poll_at_most(0.0)
+
+    def _poll_at_most(self, timeout: float) -> list[Any]:
         data = self._data
         if self._epoll is not None:
             try:

@@ -99,6 +99,7 @@ class WorkerRuntime:
         self._hot: set[ShmChannel] = set()
         self._unwarm: set[Channel] = set()  # their next large frame would touch fresh memory
         self._selected = 0.0  # when the selector was last asked
+        self._calls_seen = 0  # calls answered when the poller last looked (for its spin)
         self._queue = CallQueue(self.options.queue)
         self.cache = OperandCache(self.options.cache_bytes)
         self.forwarding = Forwarding(self)  # results sent on to a next stage
@@ -200,9 +201,11 @@ class WorkerRuntime:
     def _poll_once(self) -> None:
         self._resume_paused()
         timeout = 1.0
-        if self._hot:
+        rings_spun = bool(self._hot)
+        if rings_spun:
             hot, self._hot = self._hot, set()
-            ready = spin([ch for ch in hot if ch in self._channels and ch not in self._paused])
+            ready = spin([ch for ch in hot if ch in self._channels and ch not in self._paused],
+                         self.options.spin_s)
             for ch in ready:
                 self._read(ch)
             if ready:
@@ -217,8 +220,14 @@ class WorkerRuntime:
             for c in warm:
                 if not c.closed:
                     c.decoder.prepare_spare()
+        # Having just answered, and with nothing else running, look again for a while
+        # before sleeping: a busy client's next call then costs no wake-up (spinning.py).
+        look_s = 0.0
+        if self.calls != self._calls_seen and not self._running and not rings_spun:
+            look_s = self.options.spin_s
+        self._calls_seen = self.calls
         self._selected = time.perf_counter()
-        for data in self._sel.poll(timeout):
+        for data in self._sel.poll(timeout, look_s):
             if type(data) is Channel or type(data) is ShmChannel:
                 self._read(data)
             elif isinstance(data, Address):
@@ -253,6 +262,7 @@ class WorkerRuntime:
         except OSError as exc:
             log.warning("worker %s dropped a connection during the handshake: %s", self.name, exc)
             return
+        ch.spin_s = self.options.spin_s
         with self._lock:
             if self._stopping:  # too late: stop() has closed the others already
                 ch.close()
