@@ -51,6 +51,15 @@ def test_raw_socket_tcp_and_unix(new_children: list[int]) -> None:
     assert len(spawned_pids()) >= 2 * len(families)
 
 
+def test_raw_socket_that_polls_before_blocking(new_children: list[int]) -> None:
+    with rawsocket.RawSocketPeer("tcp", "free", poll_s=1e-4) as peer:
+        # Echoes of every size come back whole, polled for or blocked for.
+        for size in (0, 1000, 300_000):
+            st = peer.rtt_us(size, reps=2, iters=5)
+            assert st.is_finite_positive() and st.n == 2
+        assert peer.pid in spawned_pids()
+
+
 def test_raw_socket_server_reaped_on_error(new_children: list[int]) -> None:
     with pytest.raises(ZeroDivisionError), rawsocket.RawSocketPeer("tcp", "free") as peer:
         assert peer.pid in spawned_pids()
@@ -98,7 +107,8 @@ def test_pinning_is_restored() -> None:
 def test_quick_latency_bench_end_to_end(new_children: list[int]) -> None:
     res = registry.run("latency", quick=True)
     systems = {r.system for r in res.rows}
-    assert "raw_socket" in systems
+    assert {"raw_socket", "raw_socket_poll"} <= systems
+    assert any(r.name.startswith("polybus/raw_socket_poll") for r in res.ratios)
     assert "c_socket" in systems or "c_socket" in res.skipped
     assert all(r.median > 0 and r.min <= r.median <= r.max for r in res.rows)
     assert any(r.name.startswith("raw_socket/c_socket") for r in res.ratios) or res.skipped

@@ -1,7 +1,8 @@
 """latency (seeds/004): round trip of a call with 0 .. 10000-byte payloads, and 1 MB.
 
 Peers side by side: a raw Python socket ping-pong (TCP, and a Unix socket for the ipc
-transport), and a C TCP ping-pong (the floor). Each figure is the median over
+transport; over TCP also polling before it blocks, as polybus waits by default), and a
+C TCP ping-pong (the floor). Each figure is the median over
 repetitions, each repetition the mean of many round trips on one open connection.
 """
 
@@ -18,10 +19,15 @@ from polybus.bench.placement import DEFAULT, Placement
 from polybus.bench.polybus_runs import call_path_rows
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
+from polybus.transport.spinning import SPIN_S
 
 __all__ = ["METRIC", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows", "run"]
 
 METRIC = "rtt_us"
+# The raw socket ping-pong as a plain program writes it (blocking reads), and as polybus
+# waits by default (polls SPIN_S before blocking, both ends): the same technique, raw.
+_RAW: list[tuple[str, rawsocket.Family, float]] = [
+    ("raw_socket", "tcp", 0.0), ("raw_socket", "unix", 0.0), ("raw_socket_poll", "tcp", SPIN_S)]
 SIZES = [0, 500, 1000, 2000, 4000, 6000, 8000, 10000, 1 * MB]
 QUICK_SIZES = [0, 1000, 10000]
 
@@ -58,13 +64,13 @@ def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
 def peer_rows(result: BenchResult, quick: bool, progress: Progress) -> None:
     p = plan(quick)
     for cpus in p.placements:
-        for family in ("tcp", "unix"):
-            with rawsocket.RawSocketPeer(family, cpus) as peer:
+        for system, family, poll_s in _RAW:
+            with rawsocket.RawSocketPeer(family, cpus, poll_s) as peer:
                 for size in p.sizes:
                     st = peer.rtt_us(size, p.reps, p.iters(size))
                     cfg = {"transport": family, "cpus": cpus}
-                    result.add(Row.of("raw_socket", cfg, size, METRIC, st))
-                    progress.advance(f"latency raw_socket {family} {cpus} {fmt_bytes(size)}")
+                    result.add(Row.of(system, cfg, size, METRIC, st))
+                    progress.advance(f"latency {system} {family} {cpus} {fmt_bytes(size)}")
         for size in p.sizes:
             cst = try_peer(result, "c_socket",
                            partial(cpingpong.rtt_us, size, p.reps, p.iters(size), cpus))
@@ -90,6 +96,8 @@ def add_ratios(result: BenchResult) -> None:
                 transport = str(r.config.get("transport", "tcp"))
                 if transport == "tcp":
                     result.add_ratio(f"polybus/raw_socket {at}{on}", r, raw_tcp)
+                    result.add_ratio(f"polybus/raw_socket_poll {at}{on}", r,
+                                     result.find("raw_socket_poll", size, METRIC, tcp))
                     result.add_ratio(f"polybus/c_socket {at}{on}", r, c)
                 else:
                     raw_unix = result.find("raw_socket", size, METRIC,
@@ -104,7 +112,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                          x_label="payload bytes")
     result.params["placements"] = list(p.placements)
     result.notes.append(_PLACEMENT_NOTE)
-    progress.begin(3 * len(p.sizes) * len(p.placements) + 2 * len(p.placements) + 3, "latency")
+    progress.begin(4 * len(p.sizes) * len(p.placements) + 2 * len(p.placements) + 3, "latency")
     peer_rows(result, quick, progress)
     optional_peers.latency(result, p, p.iters, quick, progress)  # mpi4py, pyzmq, ray, dask
     result.rows.extend(polybus_rows(quick, result))

@@ -6,19 +6,23 @@ length) and then ``length`` payload bytes. ``ECHO`` sends header and payload bac
 ``SINK`` reads the payload into a preallocated buffer and answers with one ack byte.
 
 This is the baseline the DESIGN measures the polybus call path against: the least a
-Python program has to do to move the same bytes over the same kind of socket.
+Python program has to do to move the same bytes over the same kind of socket. With
+``poll_s`` both ends wait the way polybus does by default (transport/spinning.py):
+non-blocking reads, yielding the CPU between them, for up to ``poll_s`` before a
+blocking one; so polybus is compared with the same technique in raw Python, too.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import socket
 import struct
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
@@ -37,6 +41,7 @@ Family = Literal["tcp", "unix"]
 HEADER = struct.Struct("<II")
 ECHO, SINK = 1, 2
 _ACK = b"\x01"
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 
 
 def iters_for(size: int, budget: int) -> int:
@@ -44,11 +49,31 @@ def iters_for(size: int, budget: int) -> int:
     return max(3, min(budget, budget * 16384 // max(size, 1)))
 
 
-def _recv_exact(conn: socket.socket, view: memoryview) -> bool:
+def _polling_recv(conn: socket.socket, poll_s: float) -> Callable[[memoryview], int]:
+    """``conn.recv_into``, or with ``poll_s`` one that polls that long before blocking."""
+    if not poll_s:
+        return conn.recv_into
+    recv_into, clock = conn.recv_into, time.perf_counter
+    nap = getattr(os, "sched_yield", lambda: None)
+
+    def recv(view: memoryview) -> int:
+        deadline = clock() + poll_s
+        while True:
+            try:
+                return recv_into(view, 0, _DONTWAIT)
+            except BlockingIOError:
+                if clock() >= deadline:
+                    return recv_into(view)
+                nap()
+    return recv
+
+
+def _recv_exact(conn: socket.socket, view: memoryview, poll_s: float = 0.0) -> bool:
     """Fill ``view``; False on EOF before the first byte."""
     got, n = 0, len(view)
+    recv = _polling_recv(conn, poll_s)
     while got < n:
-        k = conn.recv_into(view[got:])
+        k = recv(view[got:])
         if k == 0:
             if got == 0:
                 return False
@@ -62,7 +87,7 @@ def _nodelay(conn: socket.socket) -> None:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-def _serve(listener: socket.socket) -> None:
+def _serve(listener: socket.socket, poll_s: float = 0.0) -> None:
     conn, _ = listener.accept()
     listener.close()
     _nodelay(conn)
@@ -71,12 +96,12 @@ def _serve(listener: socket.socket) -> None:
     buf = bytearray(0)
     view = memoryview(buf)
     with conn:
-        while _recv_exact(conn, hview):
+        while _recv_exact(conn, hview, poll_s):
             op, n = HEADER.unpack(hdr)
             if len(buf) < n:
                 buf = bytearray(n)
                 view = memoryview(buf)
-            if n and not _recv_exact(conn, view[:n]):
+            if n and not _recv_exact(conn, view[:n], poll_s):
                 return
             if op == ECHO:
                 if n <= 65536:
@@ -95,6 +120,7 @@ def _serve_main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("family", choices=["tcp", "unix"])
     ap.add_argument("path", nargs="?")
+    ap.add_argument("--poll", type=float, default=0.0)
     args = ap.parse_args(argv)
     if args.family == "tcp":
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -107,19 +133,21 @@ def _serve_main(argv: list[str] | None = None) -> None:
     listener.listen(1)
     sys.stdout.write(address + "\n")
     sys.stdout.flush()
-    _serve(listener)
+    _serve(listener, args.poll)
 
 
 class RawSocketPeer:
     """A connected client with its server child; use as a context manager."""
 
-    def __init__(self, family: Family = "tcp", placement: Placement = DEFAULT) -> None:
+    def __init__(self, family: Family = "tcp", placement: Placement = DEFAULT,
+                 poll_s: float = 0.0) -> None:
         if family not in ("tcp", "unix"):
             raise ValueError(f"family must be 'tcp' or 'unix', not {family!r}")
         if family == "unix" and not hasattr(socket, "AF_UNIX"):
             raise PeerUnavailable("no Unix sockets on this platform")
         self.family: Family = family
         self.placement: Placement = placement
+        self.poll_s = poll_s
         self._cpus = cpu_sets(placement)
         self._stack = ExitStack()
         self.pid: int | None = None
@@ -128,7 +156,7 @@ class RawSocketPeer:
 
     def __enter__(self) -> RawSocketPeer:
         argv = [PYTHON, "-c", "from polybus.bench.peers.rawsocket import _serve_main; "
-                "_serve_main()", self.family]
+                "_serve_main()", "--poll", repr(self.poll_s), self.family]
         if self.family == "unix":
             self._tmp = tempfile.mkdtemp(prefix="polybus-bench-")
             argv.append(str(Path(self._tmp) / "s"))
@@ -150,6 +178,9 @@ class RawSocketPeer:
                 sock.settimeout(30)
                 sock.connect(line)
             _nodelay(sock)
+            # Blocking from here on: with a timeout, every recv would poll() first (one
+            # more system call a read than a plain blocking socket, and no real polling).
+            sock.settimeout(None)
             self._sock = sock
         except BaseException:
             self._close()
@@ -185,7 +216,7 @@ class RawSocketPeer:
         sock = self.sock
         msg = HEADER.pack(ECHO, size) + bytes(size)
         reply = memoryview(bytearray(HEADER.size + size))
-        sendall, recv_into = sock.sendall, sock.recv_into
+        sendall, recv_into = sock.sendall, _polling_recv(sock, self.poll_s)
         total = len(reply)
 
         def once() -> float:
