@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
 
 _PENDING = object()
+_NO_ARGS: list[Any] = []
 
 
 class CallRecord:
@@ -52,13 +53,24 @@ class CallRecord:
         if self.done:
             return False  # a late or duplicate answer is discarded
         self.value = value
+        if type(value) is not Ref:  # (a forwarded one may yet be re-run: forward.py)
+            self._let_go()
         return True
 
     def set_error(self, error: PolybusError) -> bool:
         if self.done:
             return False
         self.error = error
+        self._let_go()
         return True
+
+    def _let_go(self) -> None:
+        # Answered: never sent again, so the arguments need not live as long as the
+        # promise (a program that keeps its promises, or only the last one, would pin
+        # every argument: a cached operand's array then lives on, and is dropped at its
+        # replica (client/operands.py) a round late).
+        self.args = _NO_ARGS
+        self.kwargs = None
 
     def outcome(self) -> Any:
         if self.error is not None:
