@@ -105,3 +105,69 @@ def test_no_cache_is_identical(tmp_path: Path) -> None:
         s = c.session()
         got2 = np.vstack([call(s, "mul", a[i], b) for i in range(16)])
     assert np.array_equal(got, got2)
+
+
+def test_freed_operand_is_dropped_at_the_replica(tmp_path: Path) -> None:
+    a, _ = _rows(32, 9)
+    with cluster(tmp_path, toml()) as c:
+        s = c.session()
+        cache = c.runtimes[0].cache
+        for seed in range(4):  # a fresh B each round, the last one freed before the next
+            b = _rows(32, 20 + seed)[1]
+            assert np.allclose(call(s, "mul", a[0], b), a[0] @ b)
+            assert np.allclose(call(s, "mul", a[1], b), a[1] @ b)
+            del b
+        # Each freed B was dropped ahead of the next round's Put: one B is held, not four.
+        assert len(cache) == 1 and cache.evictions == 3 and cache.misses == 0
+
+
+def test_drop_waits_for_the_last_array_of_that_content(tmp_path: Path) -> None:
+    a, b = _rows(32, 10)
+    twin = b.copy()  # same content, so the same name
+    with cluster(tmp_path, toml()) as c:
+        s = c.session()
+        cache = c.runtimes[0].cache
+        assert np.allclose(call(s, "mul", a[0], b), a[0] @ b)
+        assert np.allclose(call(s, "mul", a[1], twin), a[1] @ twin)  # (a Ref: same name)
+        del b
+        assert np.allclose(call(s, "mul", a[2], twin), a[2] @ twin)
+        assert len(cache) == 1 and cache.evictions == 0  # still held: twin is alive
+        del twin
+        other = _rows(32, 11)[1]
+        assert np.allclose(call(s, "mul", a[3], other), a[3] @ other)
+        assert len(cache) == 1 and cache.evictions == 1 and cache.misses == 0
+
+
+def test_drop_spares_an_entry_another_client_uses(tmp_path: Path) -> None:
+    a, b = _rows(32, 12)
+    with cluster(tmp_path, toml()) as c:
+        s1, s2 = c.session(), c.session()
+        shared = b.copy()
+        assert np.allclose(call(s1, "mul", a[0], b), a[0] @ b)
+        assert np.allclose(call(s2, "mul", a[1], shared), a[1] @ b)
+        del b, shared  # both clients' arrays of that content are gone
+        other = _rows(32, 13)[1]
+        assert np.allclose(call(s1, "mul", a[2], other), a[2] @ other)
+        # s1 dropped its use; s2 has not written since, so the entry stays for it.
+        cache = c.runtimes[0].cache
+        assert len(cache) == 2 and cache.evictions == 0
+
+
+def test_a_kept_promise_does_not_pin_its_arguments(tmp_path: Path) -> None:
+    import weakref
+
+    from polybus import wait
+
+    a, _ = _rows(32, 14)
+    with cluster(tmp_path, toml(style="async")) as c:
+        s = c.session()
+        b = _rows(32, 15)[1]
+        p = s.call("mul", (a[0], b), {})
+        assert np.allclose(wait(p), a[0] @ b)
+        gone = weakref.ref(b)
+        del b
+        assert gone() is None  # the answered call let its arguments go; p still answers
+        assert np.allclose(wait(p), a[0] @ _rows(32, 15)[1])
+        other = _rows(32, 16)[1]
+        assert np.allclose(wait(s.call("mul", (a[1], other), {})), a[1] @ other)
+        assert len(c.runtimes[0].cache) == 1  # so the old B was dropped with this call

@@ -67,6 +67,21 @@ def test_a_dropped_connection_frees_what_only_it_used() -> None:
     assert "shared" not in c and "anon" in c and c.bytes == 10
 
 
+def test_drop_evicts_only_what_no_other_connection_uses() -> None:
+    cache = OperandCache()
+    me, other = object(), object()
+    cache.put("mine", b"x" * 10, me)
+    cache.put("both", b"y" * 10, me)
+    cache.get("both", other)
+    cache.put("theirs", b"z" * 10, other)
+    cache.put("kept", b"w" * 10)  # put without a user (a kept forwarding result)
+    assert cache.drop(["mine", "both", "theirs", "kept", "unknown"], me) == 1
+    assert "mine" not in cache and "both" in cache and "theirs" in cache and "kept" in cache
+    assert cache.users("both") == 1
+    assert cache.drop(["both"], other) == 1 and "both" not in cache
+    assert cache.bytes == 20
+
+
 def test_lru_eviction_forgets_users_and_order_is_kept() -> None:
     c = OperandCache(250)
     a, b = object(), object()

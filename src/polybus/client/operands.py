@@ -8,7 +8,11 @@ before the first call can leave), sent to a replica in a ``Put`` the first time 
 ``Ref("op", key)`` after; a replica that lost one answers ``cache-miss`` and the call is
 re-sent with the value inline. Hashes are remembered per array object (by identity,
 dropped when the array is freed), so a cached array must not be changed in place between
-calls that use it.
+calls that use it. When the last live array of a content is freed, each replica it was
+sent to is told (``Drop``, ahead of the next message to that replica) and forgets it:
+a program that sends a fresh B every round keeps one B per replica, and its memory,
+over ``shm`` the sender's segment, is reused warm instead of faulted in anew (~1 ms per
+MB on these machines).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 
 from polybus.client.policies.aggregate import Aggregator
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Message, Put
+from polybus.wire.messages import Drop, Message, Put
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
 AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
 
 _memo: dict[int, tuple[weakref.ref[Any], str]] = {}
+_live: dict[str, int] = {}  # content key -> live memoized arrays with that content
+_knowns: weakref.WeakSet[Known] = weakref.WeakSet()  # every session's, told of freed keys
 
 
 def content_key(value: Any) -> str | None:
@@ -45,16 +51,26 @@ def content_key(value: Any) -> str | None:
         h.update(np.ascontiguousarray(value).reshape(-1).view(np.uint8).data)
         key = h.hexdigest()[:32]
         ident = id(value)
-        _memo[ident] = (weakref.ref(value, _forget(ident)), key)
+        _memo[ident] = (weakref.ref(value, _forget(ident, key)), key)
+        _live[key] = _live.get(key, 0) + 1
         return key
     if isinstance(value, bytes | bytearray):
         return hashlib.sha256(value).hexdigest()[:32]
     return None
 
 
-def _forget(ident: int) -> Any:
+def _forget(ident: int, key: str) -> Any:
     def drop(_ref: Any) -> None:
+        # Runs wherever the array is freed (any thread, inside any call): only notes the
+        # key; each Known turns it into Drop messages when it next writes to a replica.
         _memo.pop(ident, None)
+        left = _live.get(key, 1) - 1
+        if left > 0:
+            _live[key] = left
+            return
+        _live.pop(key, None)
+        for known in list(_knowns):
+            known.dead.append(key)
     return drop
 
 
@@ -85,10 +101,25 @@ class Shared:
 
 
 class Known:
-    """Which operand keys each replica has been sent (one per session, by replica name)."""
+    """Which operand keys each replica has been sent (one per session, by replica name),
+    and which of them to tell it to drop (their arrays are gone)."""
 
     def __init__(self) -> None:
         self.by_replica: dict[str, set[str]] = {}
+        self.dead: list[str] = []  # keys whose last array was freed (appended by finalizers)
+        self._drops: dict[str, list[str]] = {}  # replica name -> keys to drop there
+        _knowns.add(self)
+
+    def drops_for(self, link: ReplicaLink) -> list[str]:
+        """Keys ``link``'s replica holds from us whose arrays are gone; they count as not
+        sent from now on (a later array with the same content is sent again)."""
+        while self.dead:
+            key = self.dead.pop()  # (atomic: a finalizer may append meanwhile)
+            for name, keys in self.by_replica.items():
+                if key in keys:
+                    keys.discard(key)
+                    self._drops.setdefault(name, []).append(key)
+        return self._drops.pop(link.name, []) if self._drops else []
 
     def of(self, link: ReplicaLink) -> set[str]:
         s = self.by_replica.get(link.name)
@@ -126,7 +157,8 @@ class Comm:
 
     def messages(self, rec: CallRecord, link: ReplicaLink, inline: bool = False) -> list[Message]:
         call = rec.message()
-        puts: list[Message] = []
+        drops = self.known.drops_for(link)
+        puts: list[Message] = [Drop(drops)] if drops else []
         known = self.known.of(link)
 
         def name(key: str, value: Any) -> Any:

@@ -76,6 +76,15 @@ class Put(_Msg, tag=12):
     value: Any
 
 
+class Drop(_Msg, tag=19):
+    """Client -> replica: this connection no longer uses the operands ``keys`` (the
+    client's arrays behind them are gone). The replica forgets each one that no other
+    live connection uses, so its memory (and, on ``shm``, the sender's segment) is
+    free for the next operand at once rather than when the LRU gets to it."""
+
+    keys: list[str]
+
+
 class Forward(_Msg, tag=13):
     """Client -> producer replica: when call ``id`` (sent on this connection) is answered,
     also send its outcome to the replica at ``to`` as ``Deliver(key, ...)``; the client
@@ -201,7 +210,7 @@ class Goodbye(_Msg, tag=26):
     reason: str = ""
 
 
-Message = (Call | Result | Fail | Batch | CallBatch | BatchResult | Put | Forward | Deliver | Fetch | Fetched | Cancel
+Message = (Call | Result | Fail | Batch | CallBatch | BatchResult | Put | Drop | Forward | Deliver | Fetch | Fetched | Cancel
            | Steal | Released | StatsRequest | Stats
            | Ping | Pong | Register | Registered | Heartbeat | Resolve | Replicas
            | Unregister | Goodbye)

@@ -10,7 +10,10 @@ pass ``capacity``; a call naming an entry that is gone is answered
 Each entry remembers which connections put or used it. When a client's connection
 drops, `release` evicts the entries no live connection has used, so a dead client's
 operands do not sit in memory until LRU pressure pushes them out (entries put without
-a user, such as kept forwarding results, are left to the LRU).
+a user, such as kept forwarding results, are left to the LRU). A live client that lets
+an operand's array go says so (``Drop``), and `drop` does the same for those keys: a
+client that sends a fresh B every round keeps one B here, not a cache full of old ones
+(and, over ``shm``, the segment the old one arrived in goes back to the sender at once).
 """
 
 from __future__ import annotations
@@ -101,6 +104,25 @@ class OperandCache:
                 if not users:
                     self._evict(key)
                     gone += 1
+            return gone
+
+    def drop(self, keys: list[str], user: object) -> int:
+        """``user`` no longer uses ``keys`` (its client let the arrays go): evict each
+        entry no other connection uses. Returns how many entries left. Entries ``user``
+        never used are left alone (another client's, or kept without a user)."""
+        with self._lock:
+            mine = self._keys_of.get(user)
+            gone = 0
+            for key in keys:
+                if mine is None or key not in mine:
+                    continue
+                mine.discard(key)
+                users = self._users.get(key)
+                if users is not None:
+                    users.discard(user)
+                    if not users and key in self._entries:
+                        self._evict(key)
+                        gone += 1
             return gone
 
     def users(self, key: str) -> int:

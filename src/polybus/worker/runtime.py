@@ -31,6 +31,7 @@ from polybus.wire.messages import (
     CallBatch,
     Cancel,
     Deliver,
+    Drop,
     Fail,
     Fetch,
     Forward,
@@ -350,6 +351,8 @@ class WorkerRuntime:
                 self._admit(ch, msg)
             case Put(key=key, value=value):
                 self.cache.put(key, value, ch)
+            case Drop(keys=keys):
+                self.cache.drop(keys, ch)
             case Forward() | Deliver() | Fetch():
                 self.forwarding.handle(ch, msg)
             case Batch(items=items):
