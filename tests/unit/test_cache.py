@@ -50,6 +50,20 @@ def test_content_key_names_content_not_object() -> None:
     assert content_key(np.array(1.0)) == content_key(np.array(1.0))
 
 
+def test_content_key_of_a_large_array_covers_both_halves() -> None:
+    from polybus.client.operands import SPLIT_BYTES
+
+    a = np.arange(SPLIT_BYTES // 4, dtype=np.float64)  # 2 MB: hashed in two halves
+    key = content_key(a)
+    assert key == content_key(a.copy())
+    for i in (0, len(a) - 1):  # a change in either half changes the name
+        b = a.copy()
+        b[i] += 1
+        assert content_key(b) != key
+    assert content_key(a.reshape(2, -1)) != key
+    assert content_key(a[: len(a) // 2]) != content_key(a[: len(a) // 2 + 1])
+
+
 def test_a_dropped_connection_frees_what_only_it_used() -> None:
     c = OperandCache(10_000)
     a, b = object(), object()
