@@ -7,7 +7,8 @@ loopback round trip). ``pool`` threads run calls. One standby thread looks in ev
 few milliseconds and takes the poller role only when a call has been running since
 its last look, so control messages (steal, cancel, stats) are answered during long
 calls and the network never waits on compute; when the replica is idle the standby
-looks less and less often (up to every 100 ms) and burns no CPU.
+looks less and less often (up to every 100 ms) and burns no CPU. What a connection
+brings in (reading, backpressure, each message handled) is intake.py's.
 """
 
 from __future__ import annotations
@@ -20,46 +21,26 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from polybus.errors import PolybusError, ProtocolError
+from polybus.errors import PolybusError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, authenticate, listen
 from polybus.transport.shm import ShmChannel, spin
 from polybus.wire.codec import Codec
-from polybus.wire.messages import (
-    Batch,
-    Call,
-    CallBatch,
-    Cancel,
-    Deliver,
-    Drop,
-    Fail,
-    Fetch,
-    Forward,
-    Goodbye,
-    Message,
-    Ping,
-    Pong,
-    Put,
-    Released,
-    Result,
-    Stats,
-    StatsRequest,
-    Steal,
-)
+from polybus.wire.messages import Call, CallBatch, Message, Result, Stats
 from polybus.worker import batching
 from polybus.worker.cache import OperandCache
-from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
+from polybus.worker.intake import Intake
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
-from polybus.worker.replies import Corked, failure, send_quietly, write
+from polybus.worker.replies import Corked, failure, write
 from polybus.worker.servicing import CallQueue, Job
 
 log = logging.getLogger("polybus.worker")
 _WAKE = object()  # listeners are keyed by their Address, channels by themselves
 
 
-class WorkerRuntime:
+class WorkerRuntime(Intake):
     """Serves ``functions`` (interface name -> callable) on ``address`` until `stop()`.
 
     ``address`` may be several (say tcp and ipc): the replica listens on each, and
@@ -289,118 +270,6 @@ class WorkerRuntime:
                 self._sel.register(ch.sock, ch)
                 self._take(ch)  # what it sent before the pause
 
-    def _read(self, ch: Channel) -> None:
-        try:
-            ch.fill(wait=False)  # it is ready: what is there, without a wait
-        except PolybusError:
-            self._drop(ch)
-            return
-        if type(ch) is ShmChannel:
-            self._hot.add(ch)
-        if ch.decoder.wants_spare:
-            self._unwarm.add(ch)
-        self._take(ch)
-
-    def _take(self, ch: Channel) -> None:
-        """Handle the messages ``ch`` has sent while the queue has room. Backpressure: a
-        call that does not fit is held (one per peer) and the peer is not read until there
-        is room, so the queue never holds more than its bound (a Batch is taken whole)."""
-        block = self.options.overflow == "block"
-        try:
-            while not ch.closed:
-                msg = self._stash.pop(ch, None)
-                if msg is None:
-                    msg = ch.next_message()
-                    if msg is None:
-                        return
-                if block and isinstance(msg, Call | Batch | CallBatch) and self._queue.full():
-                    self._stash[ch] = msg
-                    if ch not in self._paused:
-                        self._sel.unregister(ch.sock)
-                        self._paused.add(ch)
-                    return
-                self._handle(ch, msg)
-        except ProtocolError as exc:
-            log.warning("worker %s: bad input from %s: %s", self.name, ch.peer, exc)
-            self._send_quietly(ch, Goodbye(f"protocol error: {exc}"))
-            self._drop(ch)
-
-    def _drop(self, ch: Channel) -> None:
-        self._stash.pop(ch, None)
-        if ch in self._channels:
-            self._channels.discard(ch)
-            if ch in self._paused:
-                self._paused.discard(ch)
-            else:
-                try:
-                    self._sel.unregister(ch.sock)
-                except (KeyError, ValueError):
-                    pass
-        with self._lock:
-            self._queue.remove_channel(ch)  # a dead client's waiting calls are not run
-        self.forwarding.dropped(ch)
-        self.cache.release(ch)  # and the operands only it used are freed
-        ch.close()
-
-    def _handle(self, ch: Channel, msg: Message) -> None:
-        if type(msg) is Call:  # the common case, ahead of the match
-            self._enqueue(ch, msg)
-            return
-        match msg:
-            case CallBatch():  # aggregated calls: one job (worker/batching.py)
-                self._admit(ch, msg)
-            case Put(key=key, value=value):
-                self.cache.put(key, value, ch)
-            case Drop(keys=keys):
-                self.cache.drop(keys, ch)
-            case Forward() | Deliver() | Fetch():
-                self.forwarding.handle(ch, msg)
-            case Batch(items=items):
-                for item in items:
-                    if isinstance(item, Call):
-                        self._enqueue(ch, item)
-            case Cancel(ids=ids):
-                with self._lock:
-                    self._queue.remove_ids(ch, set(ids))
-            case Steal(n=n, req=req):
-                with self._lock:
-                    jobs = self._queue.steal(ch, n)
-                self._send_quietly(ch, Released([j.call.id for j in jobs], req))
-            case StatsRequest(req=req):
-                self._send_quietly(ch, self.stats(req))
-            case Ping(req=req):
-                self._send_quietly(ch, Pong(req, len(self._queue), self._running))
-            case Goodbye():
-                self._drop(ch)
-            case _:
-                self._send_quietly(ch, Goodbye(f"a worker does not take {type(msg).__name__}"))
-                self._drop(ch)
-
-    def _enqueue(self, ch: Channel, call: Call) -> None:
-        miss = resolve_operands(self.cache, call, ch)
-        if miss is not None:
-            if self.forwarding.hold(ch, call):  # it waits for values from other stages
-                return
-            self._send_quietly(ch, miss)
-            return
-        self._admit(ch, call)
-
-    def _admit(self, ch: Channel, item: Call | CallBatch) -> None:
-        """Queue a call (or an aggregated batch, one job) unless no function here has
-        its interface or a rejecting queue is full; either is answered at once."""
-        if item.iface not in self.functions:
-            self._send_quietly(ch, Fail(item.id, "no-interface", "LookupError",
-                                        f"{self.name} does not serve {item.iface!r}; it serves "
-                                        f"{', '.join(sorted(self.functions)) or 'nothing'}"))
-            return
-        with self._lock:
-            busy = self._queue.full() and self.options.overflow == "reject"
-            if not busy:
-                self._queue.push(item, ch, time.perf_counter())
-        if busy:
-            self._send_quietly(ch, Fail(item.id, "busy", "BusyError",
-                                        f"{self.name}: queue of {self.options.queue} calls is full"))
-
     # -- running a call ----------------------------------------------------------
     def _run(self, job: Job) -> None:
         if type(job.call) is CallBatch:
@@ -429,9 +298,6 @@ class WorkerRuntime:
             self._corked.hold(job.channel, reply)  # tiny calls, more waiting: written together
         else:
             write(job.channel, [reply])
-
-    def _send_quietly(self, ch: Channel, msg: Message) -> None:
-        send_quietly(ch, msg)
 
     def stats(self, req: int = 0) -> Stats:
         return Stats(self.name, self.calls, self.busy_s, self.queue_wait_s,

@@ -1,0 +1,184 @@
+"""What comes in on a replica's connections: reading, backpressure, and each message
+handled (calls queued after their cached operands resolve, control answered at once).
+
+A mixin of `WorkerRuntime` (runtime.py), which owns the state declared here; kept
+apart so the leader/follower core there stays short.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from polybus.errors import PolybusError, ProtocolError
+from polybus.transport.channel import Channel
+from polybus.transport.shm import ShmChannel
+from polybus.wire.messages import (
+    Batch,
+    Call,
+    CallBatch,
+    Cancel,
+    Deliver,
+    Drop,
+    Fail,
+    Fetch,
+    Forward,
+    Goodbye,
+    Message,
+    Ping,
+    Pong,
+    Put,
+    Released,
+    Stats,
+    StatsRequest,
+    Steal,
+)
+from polybus.worker.cache import OperandCache
+from polybus.worker.cache import resolve as resolve_operands
+from polybus.worker.forwarding import Forwarding
+from polybus.worker.options import ServeOptions
+from polybus.worker.poller import ReadPoller
+from polybus.worker.replies import send_quietly
+from polybus.worker.servicing import CallQueue
+
+log = logging.getLogger("polybus.worker")
+
+
+class Intake:
+    """Reads and handles what clients send; the state is the runtime's."""
+
+    name: str
+    functions: dict[str, Callable[..., Any]]
+    options: ServeOptions
+    cache: OperandCache
+    forwarding: Forwarding
+    _sel: ReadPoller
+    _lock: threading.Lock
+    _queue: CallQueue
+    _channels: set[Channel]
+    _paused: set[Channel]
+    _stash: dict[Channel, Message]
+    _hot: set[ShmChannel]
+    _unwarm: set[Channel]
+    _running: int
+
+    def stats(self, req: int = 0) -> Stats:
+        raise NotImplementedError  # the runtime's
+
+    def _read(self, ch: Channel) -> None:
+        try:
+            ch.fill(wait=False)  # it is ready: what is there, without a wait
+        except PolybusError:
+            self._drop(ch)
+            return
+        if type(ch) is ShmChannel:
+            self._hot.add(ch)
+        if ch.decoder.wants_spare:
+            self._unwarm.add(ch)
+        self._take(ch)
+
+    def _take(self, ch: Channel) -> None:
+        """Handle the messages ``ch`` has sent while the queue has room. Backpressure: a
+        call that does not fit is held (one per peer) and the peer is not read until there
+        is room, so the queue never holds more than its bound (a Batch is taken whole)."""
+        block = self.options.overflow == "block"
+        try:
+            while not ch.closed:
+                msg = self._stash.pop(ch, None)
+                if msg is None:
+                    msg = ch.next_message()
+                    if msg is None:
+                        return
+                if block and isinstance(msg, Call | Batch | CallBatch) and self._queue.full():
+                    self._stash[ch] = msg
+                    if ch not in self._paused:
+                        self._sel.unregister(ch.sock)
+                        self._paused.add(ch)
+                    return
+                self._handle(ch, msg)
+        except ProtocolError as exc:
+            log.warning("worker %s: bad input from %s: %s", self.name, ch.peer, exc)
+            self._send_quietly(ch, Goodbye(f"protocol error: {exc}"))
+            self._drop(ch)
+
+    def _drop(self, ch: Channel) -> None:
+        self._stash.pop(ch, None)
+        if ch in self._channels:
+            self._channels.discard(ch)
+            if ch in self._paused:
+                self._paused.discard(ch)
+            else:
+                try:
+                    self._sel.unregister(ch.sock)
+                except (KeyError, ValueError):
+                    pass
+        with self._lock:
+            self._queue.remove_channel(ch)  # a dead client's waiting calls are not run
+        self.forwarding.dropped(ch)
+        self.cache.release(ch)  # and the operands only it used are freed
+        ch.close()
+
+    def _handle(self, ch: Channel, msg: Message) -> None:
+        if type(msg) is Call:  # the common case, ahead of the match
+            self._enqueue(ch, msg)
+            return
+        match msg:
+            case CallBatch():  # aggregated calls: one job (worker/batching.py)
+                self._admit(ch, msg)
+            case Put(key=key, value=value):
+                self.cache.put(key, value, ch)
+            case Drop(keys=keys):
+                self.cache.drop(keys, ch)
+            case Forward() | Deliver() | Fetch():
+                self.forwarding.handle(ch, msg)
+            case Batch(items=items):
+                for item in items:
+                    if isinstance(item, Call):
+                        self._enqueue(ch, item)
+            case Cancel(ids=ids):
+                with self._lock:
+                    self._queue.remove_ids(ch, set(ids))
+            case Steal(n=n, req=req):
+                with self._lock:
+                    jobs = self._queue.steal(ch, n)
+                self._send_quietly(ch, Released([j.call.id for j in jobs], req))
+            case StatsRequest(req=req):
+                self._send_quietly(ch, self.stats(req))
+            case Ping(req=req):
+                self._send_quietly(ch, Pong(req, len(self._queue), self._running))
+            case Goodbye():
+                self._drop(ch)
+            case _:
+                self._send_quietly(ch, Goodbye(f"a worker does not take {type(msg).__name__}"))
+                self._drop(ch)
+
+    def _enqueue(self, ch: Channel, call: Call) -> None:
+        miss = resolve_operands(self.cache, call, ch)
+        if miss is not None:
+            if self.forwarding.hold(ch, call):  # it waits for values from other stages
+                return
+            self._send_quietly(ch, miss)
+            return
+        self._admit(ch, call)
+
+    def _admit(self, ch: Channel, item: Call | CallBatch) -> None:
+        """Queue a call (or an aggregated batch, one job) unless no function here has
+        its interface or a rejecting queue is full; either is answered at once."""
+        if item.iface not in self.functions:
+            self._send_quietly(ch, Fail(item.id, "no-interface", "LookupError",
+                                        f"{self.name} does not serve {item.iface!r}; it serves "
+                                        f"{', '.join(sorted(self.functions)) or 'nothing'}"))
+            return
+        with self._lock:
+            busy = self._queue.full() and self.options.overflow == "reject"
+            if not busy:
+                self._queue.push(item, ch, time.perf_counter())
+        if busy:
+            self._send_quietly(ch, Fail(item.id, "busy", "BusyError",
+                                        f"{self.name}: queue of {self.options.queue} calls is full"))
+
+    def _send_quietly(self, ch: Channel, msg: Message) -> None:
+        send_quietly(ch, msg)
