@@ -19,7 +19,7 @@ from polybus.bench.stats import summarize
 
 __all__ = ["row_costs", "run", "strategies"]
 
-ORDER = sorted(NAMES)  # replicas as the client sees them (name order): loadratio shares
+ORDER = NAMES  # replicas as the configuration lists them: loadratio shares follow it
 
 
 def row_costs(total_s: float, size: int = 200, maxiter: int = 256) -> list[float]:
