@@ -37,7 +37,7 @@ class Channel:
         self.sock = sock
         self.codec = codec
         self.peer = peer
-        self.decoder = FrameDecoder(codec.max_frame)
+        self.decoder = FrameDecoder(codec.max_frame, codec.bytes_buffers)
         self.send_lock = threading.Lock()
         self.bytes_sent = 0
         self.bytes_received = 0

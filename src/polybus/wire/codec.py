@@ -16,7 +16,7 @@ safe codec cannot carry is a clear TypeError at the sender.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -89,11 +89,13 @@ class Codec:
         self.allow_pickle = allow_pickle
         self.max_frame = max_frame
         self._out: list[memoryview] = []
-        self._in: list[bytearray | memoryview] = []
+        self._in: Sequence[bytes | bytearray | memoryview] = []
         self._ref_hook = ref_hook
         self._enc = msgspec.msgpack.Encoder(enc_hook=self._enc_hook)
         self._dec = msgspec.msgpack.Decoder(Message, ext_hook=self._ext_hook)
         self._any_dec = msgspec.msgpack.Decoder(ext_hook=self._ext_hook)
+        self._refs: list[tuple[int, Any]] = []
+        self._scan_dec = msgspec.msgpack.Decoder(ext_hook=self._scan_hook)
 
     # -- encoding ---------------------------------------------------------------
     def encode(self, msg: Message) -> list[bytes | memoryview]:
@@ -197,6 +199,29 @@ class Codec:
             raise ProtocolError(f"malformed value in message: {exc}") from None
         return msg
 
+    def bytes_buffers(self, header: memoryview) -> list[int]:
+        """The buffers ``header`` names as bytes values, each named once and only as
+        bytes: a large frame's receiver puts those straight into bytes objects
+        (wire/placing.py). Empty for anything it cannot read (decode reports that)."""
+        refs: list[tuple[int, Any]] = []
+        self._refs = refs
+        try:
+            self._scan_dec.decode(header)
+        except Exception:  # malformed: decoding the frame for real says how
+            return []
+        finally:
+            self._refs = []
+        named = [idx for _, idx in refs]
+        return [idx for code, idx in refs
+                if code == EXT_BYTES and type(idx) is int and named.count(idx) == 1]
+
+    def _scan_hook(self, code: int, data: memoryview) -> None:
+        if code == EXT_BYTES:
+            self._refs.append((code, _meta_dec.decode(data)))
+        elif code == EXT_NDARRAY:
+            meta = _meta_dec.decode(data)
+            self._refs.append((code, meta[2] if isinstance(meta, list) and len(meta) == 3 else None))
+
     def decode_value(self, data: bytes, buffers: list[bytearray | memoryview]) -> Any:
         self._in = buffers
         try:
@@ -216,9 +241,13 @@ class Codec:
                 count *= int(s)
             if count * dt.itemsize != memoryview(buf).nbytes:
                 raise ProtocolError("array shape does not match its buffer")
+            if type(buf) is bytes:  # (only a buffer named as bytes too; arrays stay writable)
+                buf = bytearray(buf)
             return np.frombuffer(buf, dtype=dt).reshape(shape)
         if code == EXT_BYTES:
-            return bytes(self._buffer(_meta_dec.decode(data)))
+            buf = self._buffer(_meta_dec.decode(data))
+            # Received into its own bytes object (wire/placing.py): handed out as it is.
+            return buf if type(buf) is bytes else bytes(buf)
         if code == EXT_PICKLE:
             if not self.allow_pickle:
                 raise ProtocolError("peer sent a pickled value but pickle is not enabled here")
@@ -232,7 +261,7 @@ class Codec:
             return self._ref_hook(ref) if self._ref_hook is not None else ref
         raise ProtocolError(f"unknown extension type {code}")
 
-    def _buffer(self, idx: Any) -> bytearray | memoryview:
+    def _buffer(self, idx: Any) -> bytes | bytearray | memoryview:
         if not isinstance(idx, int) or not 0 <= idx < len(self._in):
             raise ProtocolError(f"reference to buffer {idx!r}, frame has {len(self._in)}")
         return self._in[idx]

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from polybus.errors import ProtocolError
+from polybus.wire.placing import BytesBuffers, Placed, plan
 
 PREFIX = struct.Struct("<IHHI")  # length, nbufs, flags, header_len
 BUFLEN = struct.Struct("<Q")
@@ -47,7 +48,7 @@ _PREPARE_MAX = 64 << 20  # and up to this long made ready ahead (memory held in 
 @dataclass(slots=True)
 class Frame:
     header: bytes | memoryview
-    buffers: list[bytearray | memoryview]
+    buffers: list[bytes | bytearray | memoryview]  # bytes: see wire/placing.py
     size: int  # bytes on the wire, prefix included
     flags: int = 0
 
@@ -171,20 +172,24 @@ class SpareBodies:
 class FrameDecoder:
     """Turns received bytes into `Frame`s, checking every length before trusting it."""
 
-    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME,
+                 bytes_buffers: BytesBuffers | None = None) -> None:
         self.max_frame = max_frame
+        self.bytes_buffers = bytes_buffers  # which buffers are bytes values (wire/placing.py)
         self._scratch = bytearray(_SCRATCH)
         self._start = 0
         self._end = 0
         self._big: Any = None  # body of a large frame being received (uint8 ndarray)
         self._spares = SpareBodies()
         self._big_filled = 0
+        self._big_len = 0  # the large frame's body length (its memory may be shorter)
+        self._placed: Placed | None = None  # its bytes buffers' own memory, if any
 
     # -- the receiving side's half -------------------------------------------------
     def get_buffer(self) -> memoryview:
         """Memory to receive into (at least 1 byte)."""
-        if self._big is not None and self._big_filled < len(self._big):
-            return memoryview(self._big)[self._big_filled:]
+        if self._big is not None and self._big_filled < self._big_len:
+            return self._big_view()
         if self._end == len(self._scratch):
             pending = self._end - self._start
             if self._start:
@@ -197,7 +202,7 @@ class FrameDecoder:
                 # and the start of the next, more than its own memory would take.)
                 if _BIG <= length <= self.max_frame and pending - 4 < length:
                     self._begin_large(length)
-                    return memoryview(self._big)[self._big_filled:]
+                    return self._big_view()
             if self._end == len(self._scratch):  # whole small frames not yet taken
                 self._scratch.extend(bytes(len(self._scratch)))
         return memoryview(self._scratch)[self._end:]
@@ -205,7 +210,7 @@ class FrameDecoder:
     def buffer_updated(self, nbytes: int) -> None:
         # A complete large frame not yet taken: later bytes go to scratch (feed() of
         # more than one frame would otherwise get a 0-byte buffer and spin).
-        if self._big is not None and self._big_filled < len(self._big):
+        if self._big is not None and self._big_filled < self._big_len:
             self._big_filled += nbytes
         else:
             self._end += nbytes
@@ -241,7 +246,7 @@ class FrameDecoder:
     @property
     def receiving_large(self) -> bool:
         """True while a large frame is only partly received."""
-        return self._big is not None and self._big_filled < len(self._big)
+        return self._big is not None and self._big_filled < self._big_len
 
     # -- frames out --------------------------------------------------------------
     def next_small(self) -> bytearray | None:
@@ -266,9 +271,11 @@ class FrameDecoder:
     def next_frame(self) -> Frame | None:
         """The next complete frame, or None until more bytes arrive."""
         if self._big is not None:
-            if self._big_filled < len(self._big):
+            if self._big_filled < self._big_len:
                 return None
             body, self._big, self._big_filled = self._big, None, 0
+            if self._placed is not None:
+                return self._take_placed()
             return self._split(memoryview(body), copy=False)
         avail = self._end - self._start
         if avail < 4:
@@ -291,11 +298,39 @@ class FrameDecoder:
     def _begin_large(self, length: int) -> None:
         """Give the frame at the front its own memory; the rest is received straight
         into it (from spares: see SpareBodies). Buffers sliced from it stay writable."""
-        body = self._spares.take(length)
         have = self._end - self._start - 4
-        memoryview(body)[:have] = self._scratch[self._start + 4:self._end]
+        start = memoryview(self._scratch)[self._start + 4:self._end]
+        try:
+            placed = plan(start, length, self.bytes_buffers) if self.bytes_buffers else None
+        finally:
+            start.release()  # (an exported scratch could not grow)
+        if placed is not None:
+            body = placed.body
+        else:
+            body = self._spares.take(length)
+            memoryview(body)[:have] = self._scratch[self._start + 4:self._end]
         self._start = self._end = 0
-        self._big, self._big_filled = body, have
+        self._big, self._big_filled, self._big_len, self._placed = body, have, length, placed
+
+    def _big_view(self) -> memoryview:
+        """Memory for the next bytes of the large frame (a placed frame's is in pieces)."""
+        if self._placed is None:
+            return memoryview(self._big)[self._big_filled:]
+        at = self._big_filled
+        for start, end, view in self._placed.segments:
+            if at < end:
+                return view[at - start:]
+        raise AssertionError("placed segments end before the frame does")
+
+    def _take_placed(self) -> Frame:
+        p, self._placed = self._placed, None
+        assert p is not None
+        p.segments.clear()  # no writable view outlives the filling of a bytes object
+        body = memoryview(p.body)
+        off, n = p.header
+        buffers: list[bytes | bytearray | memoryview] = [
+            p.placed[i] if i in p.placed else body[o:o + ln] for i, (o, ln) in enumerate(p.buffers)]
+        return Frame(body[off:off + n], buffers, 4 + self._big_len, p.flags)
 
     def _split(self, body: memoryview, *, copy: bool) -> Frame:
         nbufs, flags, header_len = _SPLIT.unpack_from(body, 0)
@@ -319,7 +354,7 @@ class FrameDecoder:
             raise ProtocolError(f"frame lengths disagree: {total} declared, {body.nbytes} received")
         header: bytes | memoryview = bytes(body[off:off + header_len]) if copy else body[off:off + header_len]
         off += header_len
-        buffers: list[bytearray | memoryview] = []
+        buffers: list[bytes | bytearray | memoryview] = []
         for n in lens:
             off = _padded(off)
             piece = body[off:off + n]
