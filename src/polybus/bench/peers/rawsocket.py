@@ -87,6 +87,20 @@ def _nodelay(conn: socket.socket) -> None:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+def _send_both(conn: socket.socket, head: memoryview, payload: memoryview) -> None:
+    """Header and payload in one gathered send (as polybus writes a frame), finishing a
+    partial send without copying: two sends would put the header in a segment of its
+    own and make the echo slower than the least a program has to do."""
+    parts = [head, payload]
+    while parts:
+        sent = conn.sendmsg(parts)
+        while parts and sent >= parts[0].nbytes:
+            sent -= parts[0].nbytes
+            parts.pop(0)
+        if parts and sent:
+            parts[0] = parts[0][sent:]
+
+
 def _serve(listener: socket.socket, poll_s: float = 0.0) -> None:
     conn, _ = listener.accept()
     listener.close()
@@ -104,14 +118,7 @@ def _serve(listener: socket.socket, poll_s: float = 0.0) -> None:
             if n and not _recv_exact(conn, view[:n], poll_s):
                 return
             if op == ECHO:
-                if n <= 65536:
-                    sent = conn.sendmsg([hview, view[:n]])
-                    if sent < HEADER.size + n:  # rare partial send: finish it
-                        rest = (bytes(hdr) + bytes(view[:n]))[sent:]
-                        conn.sendall(rest)
-                else:
-                    conn.sendall(hview)
-                    conn.sendall(view[:n])
+                _send_both(conn, hview, view[:n])
             else:
                 conn.sendall(_ACK)
 
