@@ -130,7 +130,10 @@ class Reactor:
 
     def _alone(self, link: ReplicaLink) -> bool:
         """Only ``link`` has calls in flight, and nothing is held back for any replica."""
-        return not any(lk.held or (lk.outstanding and lk is not link) for lk in self.links)
+        links = self.links
+        if len(links) == 1:  # one replica: the common sync case
+            return not links[0].held
+        return not any(lk.held or (lk.outstanding and lk is not link) for lk in links)
 
     def _wait_alone(self, rec: CallRecord, link: ReplicaLink) -> None:
         """`step`'s one-blocking-read path, kept in one loop while ``rec`` waits: the

@@ -117,8 +117,8 @@ class Ring:
     # -- reader ------------------------------------------------------------------
     def available(self) -> int:
         # A counter seen half-updated would be smaller than the real one; never larger.
-        written: int = _U64.unpack_from(self.map, _WRITTEN)[0]
-        return max(written - self.read, 0)
+        n: int = _U64.unpack_from(self.map, _WRITTEN)[0] - self.read
+        return n if n > 0 else 0
 
     def read_into(self, buf: memoryview) -> int:
         """Copy waiting bytes into ``buf`` (up to its size) and free their room."""

@@ -92,7 +92,8 @@ class Intake:
                     msg = ch.next_message()
                     if msg is None:
                         return
-                if block and isinstance(msg, Call | Batch | CallBatch) and self._queue.full():
+                if block and (type(msg) is Call or isinstance(msg, Batch | CallBatch)) \
+                        and self._queue.full():
                     self._stash[ch] = msg
                     if ch not in self._paused:
                         self._sel.unregister(ch.sock)

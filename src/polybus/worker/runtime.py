@@ -181,7 +181,8 @@ class WorkerRuntime(Intake):
             pass
 
     def _poll_once(self) -> None:
-        self._resume_paused()
+        if self._paused:
+            self._resume_paused()
         timeout = 1.0
         rings_spun = bool(self._hot)
         if rings_spun:
