@@ -48,7 +48,7 @@ def nap(x, seconds):
 
 
 class Cluster:
-    def __init__(self, tmp: Path, toml: str, replicas: int = 1) -> None:
+    def __init__(self, tmp: Path, toml: str, replicas: int = 1, transport: str = "tcp") -> None:
         (tmp / "server.py").write_text(SERVER)
         (tmp / "client.py").write_text("def main():\n    return None\n")
         (tmp / "app.toml").write_text(textwrap.dedent(toml))
@@ -58,6 +58,7 @@ class Cluster:
         self.registry = RegistryService(self.token, "tcp://127.0.0.1:0", ttl=30.0)
         self.reg_client = RegistryClient(str(self.registry.address), self.token)
         self.runtimes: list[WorkerRuntime] = []
+        self.tmp, self.transport = tmp, transport
         spec = self.app.modules["server"]
         module = load_module(spec.source, "polybus_test_comm_server")
         self.functions = interfaces(module)
@@ -67,7 +68,9 @@ class Cluster:
 
     def start_replica(self, name: str) -> WorkerRuntime:
         spec = self.app.modules["server"]
-        rt = WorkerRuntime(name, self.functions, self.token, "tcp://127.0.0.1:0",
+        listen = ("tcp://127.0.0.1:0" if self.transport == "tcp"
+                  else f"{self.transport}://{self.tmp}/{name}.sock")
+        rt = WorkerRuntime(name, self.functions, self.token, listen,
                            options_for(spec, None, 1 << 30)).start()
         self.reg_client.register(Replica(name, "server", str(rt.address), sorted(self.functions)))
         self.runtimes.append(rt)
@@ -90,8 +93,8 @@ class Cluster:
 
 
 @contextmanager
-def cluster(tmp: Path, toml: str, replicas: int = 1) -> Iterator[Cluster]:
-    c = Cluster(tmp, toml, replicas)
+def cluster(tmp: Path, toml: str, replicas: int = 1, transport: str = "tcp") -> Iterator[Cluster]:
+    c = Cluster(tmp, toml, replicas, transport)
     try:
         yield c
     finally:

@@ -17,6 +17,11 @@ sender. A sender keeps at most ``POOL_BYTES`` of segments; beyond that a release
 segment is closed and the receiver told to forget its mapping. Closing the channel
 frees everything; arrays the program still holds keep their own mapping alive.
 
+The value of a ``Put`` (an operand named by its content hash) goes instead by the
+process's one segment for that key (shmshare.py), shared by every channel that sends
+it and given to receivers read-only: a client caching B on several replicas copies it
+once.
+
 Small path (ring.py): on x86-64 every frame (headers and small buffers; large buffers
 still by segment reference) goes through a shared ring per direction instead of the
 socket, which then carries only descriptors, the peer's going, and one-byte doorbells
@@ -25,9 +30,10 @@ expects data spins ``spin_s`` on the ring first (yielding the CPU each turn), so
 pair makes no system call; `spin` does the same for a worker's poller over its channels.
 
 Frame flags (wire/framing.py): ``FLAG_SHM`` — the last buffer is a table of
-``(buffer index, has_fd, segment, length)`` entries and those buffers are empty on the
-wire; ``FLAG_CTL`` — not a message: buffer 0 lists released segments, buffer 1
-segments the receiver must forget (little-endian u64 each).
+``(buffer index, has_fd, segment, length)`` entries (has_fd 2: a shared segment's
+read-only descriptor) and those buffers are empty on the wire; ``FLAG_CTL`` — not a
+message: buffer 0 lists released segments, buffer 1 segments the receiver must forget
+(little-endian u64 each).
 """
 
 from __future__ import annotations
@@ -50,10 +56,11 @@ import numpy as np
 from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport import ring as _ring
 from polybus.transport.channel import Channel
+from polybus.transport.shmshare import SHARED_BIT, Segment, SharedSegment, segment_size, shelf
 from polybus.transport.spinning import SPIN_S, yield_cpu
 from polybus.wire.codec import Codec
 from polybus.wire.framing import Frame, encode_frame, frame_prefix
-from polybus.wire.messages import Message
+from polybus.wire.messages import Message, Put
 
 __all__ = ["FLAG_CTL", "FLAG_SHM", "POOL_BYTES", "SPIN_S", "THRESHOLD", "ShmChannel", "spin"]
 
@@ -61,9 +68,9 @@ FLAG_SHM = 1
 FLAG_CTL = 2
 THRESHOLD = 256 * 1024
 POOL_BYTES = 1 << 30
-MIN_SEGMENT = 1 << 20
 MAX_FDS = 250  # per frame; Linux passes at most 253 descriptors in one message
 _DESC = struct.Struct("<IIQQ")  # buffer index, has_fd, segment id, length
+FD_READONLY = 2  # has_fd: a shared segment's descriptor, to be mapped read-only
 _ANC = socket.CMSG_SPACE(MAX_FDS * 4)
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 # A waiting reader spins on its ring (each turn yielding the CPU: with client and
@@ -71,36 +78,6 @@ _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 # 600 us a round trip, not 30) for the channel's ``spin_s`` before it sleeps on the
 # socket. Whoever owns the channel sets it (the module's ``spin``; spinning.py).
 _yield = yield_cpu
-
-
-class _Segment:
-    __slots__ = ("busy", "fd", "id", "map", "shared", "size", "view")
-
-    def __init__(self, seg_id: int, size: int) -> None:
-        self.id = seg_id
-        self.size = size
-        self.fd = os.memfd_create(f"polybus-shm-{seg_id}", os.MFD_CLOEXEC)
-        try:
-            os.ftruncate(self.fd, size)
-            self.map = mmap.mmap(self.fd, size, mmap.MAP_SHARED)
-        except OSError:
-            os.close(self.fd)
-            raise
-        self.view = memoryview(self.map)
-        self.busy = False
-        self.shared = False  # the receiver has its descriptor
-
-    def close(self) -> None:
-        self.view.release()
-        self.map.close()
-        os.close(self.fd)
-
-
-def _segment_size(n: int) -> int:
-    size = MIN_SEGMENT
-    while size < n:
-        size <<= 1
-    return size
 
 
 def _u64s(ids: list[int]) -> bytes:
@@ -117,11 +94,15 @@ class ShmChannel(Channel):
         self.threshold = threshold
         self.pool_bytes = pool_bytes
         # sender side
-        self._segments: dict[int, _Segment] = {}
+        self._segments: dict[int, Segment] = {}
         self._next_id = 1
         self._pooled = 0  # bytes of all segments held
         self._fds_out: list[int] = []
         self._forget_out: list[int] = []
+        # shared segments (operands, shmshare.py) by id: frames sent and not yet released
+        self._lent: dict[int, tuple[SharedSegment, int]] = {}
+        self._lent_fds: set[int] = set()  # those whose descriptor the peer has
+        self._shelved = False  # counted among the shelf's channels
         # The reading thread returns segments while a sending thread picks them.
         self._seg_lock = threading.Lock()
         # receiver side
@@ -162,22 +143,49 @@ class ShmChannel(Channel):
         out: list[bytes | memoryview] = list(bufs)
         table = bytearray()
         fds: list[int] = []
+        put = msg.key if type(msg) is Put else None  # an operand: one segment per host
         for i, (b, n) in enumerate(zip(bufs, lens, strict=True)):
             if n < self.threshold or len(fds) >= MAX_FDS:
                 continue
-            with self._seg_lock:
-                seg = self._acquire(n)
-            seg.view[:n] = memoryview(b).cast("B")
-            has_fd = not seg.shared
-            if has_fd:
-                fds.append(seg.fd)
-                seg.shared = True
-            table += _DESC.pack(i, int(has_fd), seg.id, n)
+            if put is not None:
+                table += self._lend(put, i, memoryview(b), fds)
+            else:
+                with self._seg_lock:
+                    seg = self._acquire(n)
+                seg.view[:n] = memoryview(b).cast("B")
+                has_fd = not seg.shared
+                if has_fd:
+                    fds.append(seg.fd)
+                    seg.shared = True
+                table += _DESC.pack(i, int(has_fd), seg.id, n)
             out[i] = b""
             self.shm_bytes_sent += n
         out.append(bytes(table))
         self._fds_out.extend(fds)
         return pieces + encode_frame(header, out, self.codec.max_frame, FLAG_SHM)
+
+    def _lend(self, key: str, i: int, data: memoryview, fds: list[int]) -> bytes:
+        """Buffer ``i`` of operand ``key`` by the process's shared segment for it
+        (transport/shmshare.py), read-only at the receiver; its table entry."""
+        if not self._shelved:
+            self._shelved = True
+            shelf().enter()
+        s = shelf().lend(key, i, data)
+        with self._seg_lock:
+            held = self._lent.get(s.id)
+            self._lent[s.id] = (s, 1 if held is None else held[1] + 1)
+        has_fd = s.id not in self._lent_fds
+        if has_fd:
+            fds.append(s.ro_fd)
+            self._lent_fds.add(s.id)
+            s.peers[self] = self._forget_later
+        return _DESC.pack(i, FD_READONLY if has_fd else 0, s.id, data.nbytes)
+
+    def _forget_later(self, seg_id: int) -> None:
+        """A shared segment was closed: the peer is told to unmap it with the next frame."""
+        with self._seg_lock:
+            self._forget_out.append(seg_id)
+            self._lent_fds.discard(seg_id)
 
     def _control(self) -> list[bytes | memoryview]:
         """A control frame with the releases and forgets not yet told to the peer."""
@@ -189,24 +197,24 @@ class ShmChannel(Channel):
             forget, self._forget_out = self._forget_out, []
         return encode_frame(b"", [_u64s(released), _u64s(forget)], self.codec.max_frame, FLAG_CTL)
 
-    def _acquire(self, n: int) -> _Segment:
-        best: _Segment | None = None
+    def _acquire(self, n: int) -> Segment:
+        best: Segment | None = None
         for seg in self._segments.values():
             if not seg.busy and n <= seg.size <= 4 * n and (best is None or seg.size < best.size):
                 best = seg
         if best is None:
-            size = _segment_size(n)
+            size = segment_size(n)
             if self._pooled + size > self.pool_bytes:
                 for seg in [s for s in self._segments.values() if not s.busy]:
                     self._drop_segment(seg)
-            best = _Segment(self._next_id, size)
+            best = Segment(self._next_id, size)
             self._next_id += 1
             self._segments[best.id] = best
             self._pooled += size
         best.busy = True
         return best
 
-    def _drop_segment(self, seg: _Segment) -> None:
+    def _drop_segment(self, seg: Segment) -> None:
         del self._segments[seg.id]
         self._pooled -= seg.size
         if seg.shared:
@@ -402,13 +410,25 @@ class ShmChannel(Channel):
         if len(frame.buffers) != 2 or any(len(b) % 8 for b in frame.buffers):
             raise ProtocolError("malformed shared-memory control frame")
         released, forget = (struct.unpack(f"<{len(b) // 8}Q", b) for b in frame.buffers)
+        back: list[SharedSegment] = []
         with self._seg_lock:
             for seg_id in released:
+                if seg_id & SHARED_BIT:
+                    held = self._lent.get(seg_id)
+                    if held is not None:
+                        back.append(held[0])
+                        if held[1] > 1:
+                            self._lent[seg_id] = (held[0], held[1] - 1)
+                        else:
+                            del self._lent[seg_id]
+                    continue
                 seg = self._segments.get(seg_id)
                 if seg is not None:
                     seg.busy = False
                     if self._pooled > self.pool_bytes:
                         self._drop_segment(seg)
+        for s in back:  # (outside the channel's lock: the shelf's is taken first)
+            shelf().give_back(s)
         for seg_id in forget:
             self._maps.pop(seg_id, None)  # arrays still viewing it keep the mapping alive
 
@@ -428,8 +448,11 @@ class ShmChannel(Channel):
                 if not self._fds_in:
                     raise ProtocolError("shared-memory frame without its descriptor")
                 fd = self._fds_in.popleft()
+                prot = mmap.PROT_READ | (mmap.PROT_WRITE if has_fd == 1 else 0)
                 try:
-                    self._maps[seg_id] = mmap.mmap(fd, 0, mmap.MAP_SHARED)
+                    if has_fd not in (1, FD_READONLY):
+                        raise ValueError(f"descriptor kind {has_fd}")
+                    self._maps[seg_id] = mmap.mmap(fd, 0, mmap.MAP_SHARED, prot)
                 except (OSError, ValueError) as exc:
                     raise ProtocolError(f"cannot map shared segment: {exc}") from None
                 finally:
@@ -453,6 +476,12 @@ class ShmChannel(Channel):
                 seg.close()
             self._segments.clear()
             self._pooled = 0
+            lent, self._lent = self._lent, {}
+        for shared, times in lent.values():  # the peer may still view them: not reused
+            shelf().give_back(shared, times, orphan=True)
+        if self._shelved:
+            self._shelved = False
+            shelf().leave()
         self._maps.clear()
         while self._fds_in:
             os.close(self._fds_in.popleft())

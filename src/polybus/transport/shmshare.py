@@ -1,0 +1,216 @@
+"""Shared-memory segments, and one segment per cached operand for every replica.
+
+`Segment` is a sender's memfd (transport/shm.py pools them per channel). `Shelf` is the
+process-wide part: the value of a ``Put`` (an operand named by its content hash) that
+goes over ``shm`` is copied once into a segment of its own, and every channel that
+sends a ``Put`` of the same key passes that same segment: a client caching B on two
+replicas of one host copies B once, not once per replica, and each replica maps it and
+uses it in place. Those segments are given to the receivers read-only (a descriptor
+opened ``O_RDONLY``, mapped ``PROT_READ``): what one replica holds another reads, so
+none may write it, and the arrays a replica makes from it are read-only.
+
+A segment is held once per frame that named it, until that receiver's last array of it
+is freed (the release rides back as for any segment; for a cached operand, when the
+replica's cache lets it go, e.g. on ``Drop``). A segment no receiver holds keeps its
+content and its key, so a later ``Put`` of the same key sends it again without a copy,
+until the memory is wanted for another operand (warm pages are reused: fresh shared
+memory costs ~1 ms per MB to fault in here). A segment whose channel closed while
+its peer still held it is never reused (that peer's arrays may still view it); it is
+closed when the last hold elsewhere goes. Closing a segment tells every peer it was
+sent to to forget its mapping.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "KEEP_BYTES",
+    "SHARED_BIT",
+    "Segment",
+    "SharedSegment",
+    "Shelf",
+    "segment_size",
+    "shelf",
+]
+
+MIN_SEGMENT = 1 << 20
+SHARED_BIT = 1 << 63  # segment ids of shared segments (a channel's own count up from 1)
+KEEP_BYTES = 256 << 20  # free shared segments kept warm for the next operands, at most
+
+
+class Segment:
+    __slots__ = ("busy", "fd", "id", "map", "shared", "size", "view")
+
+    def __init__(self, seg_id: int, size: int) -> None:
+        self.id = seg_id
+        self.size = size
+        self.fd = os.memfd_create(f"polybus-shm-{seg_id}", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(self.fd, size)
+            self.map = mmap.mmap(self.fd, size, mmap.MAP_SHARED)
+        except OSError:
+            os.close(self.fd)
+            raise
+        self.view = memoryview(self.map)
+        self.busy = False
+        self.shared = False  # the receiver has its descriptor
+
+    def close(self) -> None:
+        self.view.release()
+        self.map.close()
+        os.close(self.fd)
+
+
+def segment_size(n: int) -> int:
+    size = MIN_SEGMENT
+    while size < n:
+        size <<= 1
+    return size
+
+
+class SharedSegment:
+    """A segment holding one operand's bytes for every channel that sends it."""
+
+    __slots__ = ("dead", "holds", "key", "length", "peers", "ro_fd", "seg")
+
+    def __init__(self, seg: Segment) -> None:
+        self.seg = seg
+        # What receivers get: the same memory, but they cannot map it for writing.
+        self.ro_fd = os.open(f"/proc/self/fd/{seg.fd}", os.O_RDONLY | os.O_CLOEXEC)
+        self.key: tuple[str, int] | None = None
+        self.length = 0
+        self.holds = 0  # frames naming it whose receiver has not released it yet
+        self.dead = False  # never reused (a closed channel's peer may still view it)
+        # forget(seg_id) of each channel that passed the descriptor
+        self.peers: weakref.WeakKeyDictionary[Any, Callable[[int], None]] = (
+            weakref.WeakKeyDictionary())
+
+    @property
+    def id(self) -> int:
+        return self.seg.id
+
+    def close(self) -> None:
+        for forget in list(self.peers.values()):
+            forget(self.seg.id)
+        self.peers.clear()
+        os.close(self.ro_fd)
+        self.seg.close()
+
+
+class Shelf:
+    """The process's shared segments, by operand key."""
+
+    def __init__(self, keep_bytes: int = KEEP_BYTES) -> None:
+        self.keep_bytes = keep_bytes
+        self._lock = threading.Lock()
+        self._by_key: dict[tuple[str, int], SharedSegment] = {}
+        self._free: list[SharedSegment] = []  # held by no receiver, oldest first
+        self._free_bytes = 0
+        self._next_id = 1
+        self._channels = 0  # open channels that have lent segments
+        self.copies = 0  # operands copied in (a Put sent twice from one copy counts once)
+
+    def lend(self, key: str, index: int, data: memoryview) -> SharedSegment:
+        """The segment holding buffer ``index`` of the operand ``key`` (copied in now if
+        no segment has it), held once more: the caller sends it in one frame."""
+        n = data.nbytes
+        with self._lock:
+            s = self._by_key.get((key, index))
+            if s is None or s.length != n:
+                s = self._take(n)
+                s.seg.view[:n] = data.cast("B")
+                self.copies += 1
+                s.key, s.length = (key, index), n
+                self._by_key[key, index] = s
+            elif s.holds == 0:
+                self._free.remove(s)
+                self._free_bytes -= s.seg.size
+            s.holds += 1
+            return s
+
+    def give_back(self, s: SharedSegment, times: int = 1, *, orphan: bool = False) -> None:
+        """A receiver released ``s`` (``times`` frames' worth); with ``orphan``, its
+        channel closed while the peer may still view it, so it is never reused."""
+        with self._lock:
+            s.holds -= times
+            if orphan and not s.dead:
+                s.dead = True
+                self._unkey(s)
+            if s.holds > 0:
+                return
+            if s.dead:
+                s.close()
+                return
+            self._free.append(s)
+            self._free_bytes += s.seg.size
+            while self._free_bytes > self.keep_bytes and self._free:
+                self._close_free(self._free[0])
+
+    def enter(self) -> None:
+        """A channel lends its first segment."""
+        with self._lock:
+            self._channels += 1
+
+    def leave(self) -> None:
+        """A channel that lent closed; with the last one, the free segments close too
+        (closing every channel frees everything, as for a channel's own segments)."""
+        with self._lock:
+            self._channels -= 1
+            if self._channels <= 0:
+                while self._free:
+                    self._close_free(self._free[0])
+
+    def held(self) -> int:
+        """Shared segments open (for tests and stats)."""
+        with self._lock:
+            return len(self._free) + sum(1 for s in self._by_key.values() if s.holds)
+
+    # -- with the lock held ------------------------------------------------------------
+    def _take(self, n: int) -> SharedSegment:
+        best: SharedSegment | None = None
+        for s in self._free:
+            if n <= s.seg.size <= 4 * n and (best is None or s.seg.size < best.seg.size):
+                best = s
+        if best is not None:
+            self._free.remove(best)
+            self._free_bytes -= best.seg.size
+            self._unkey(best)
+            return best
+        seg = Segment(SHARED_BIT | self._next_id, segment_size(n))
+        self._next_id += 1
+        try:
+            return SharedSegment(seg)
+        except OSError:
+            seg.close()
+            raise
+
+    def _unkey(self, s: SharedSegment) -> None:
+        if s.key is not None and self._by_key.get(s.key) is s:
+            del self._by_key[s.key]
+        s.key = None
+
+    def _close_free(self, s: SharedSegment) -> None:
+        self._free.remove(s)
+        self._free_bytes -= s.seg.size
+        self._unkey(s)
+        s.close()
+
+
+_shelf: Shelf | None = None
+_shelf_lock = threading.Lock()
+
+
+def shelf() -> Shelf:
+    """This process's shelf (made on first use)."""
+    global _shelf
+    if _shelf is None:
+        with _shelf_lock:
+            if _shelf is None:
+                _shelf = Shelf()
+    return _shelf
