@@ -17,6 +17,10 @@ sender. A sender keeps at most ``POOL_BYTES`` of segments; beyond that a release
 segment is closed and the receiver told to forget its mapping. Closing the channel
 frees everything; arrays the program still holds keep their own mapping alive.
 
+A large array that is not contiguous (a column block of a matrix) is gathered
+straight into its segment: one pass over its bytes, where making it contiguous first
+cost a second copy into fresh memory.
+
 The value of a ``Put`` (an operand named by its content hash) goes instead by the
 process's one segment for that key (shmshare.py), shared by every channel that sends
 it and given to receivers read-only: a client caching B on several replicas copies it
@@ -56,7 +60,14 @@ import numpy as np
 from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport import ring as _ring
 from polybus.transport.channel import Channel
-from polybus.transport.shmshare import SHARED_BIT, Segment, SharedSegment, segment_size, shelf
+from polybus.transport.shmshare import (
+    SHARED_BIT,
+    Segment,
+    SharedSegment,
+    copy_into,
+    segment_size,
+    shelf,
+)
 from polybus.transport.spinning import SPIN_S, yield_cpu
 from polybus.wire.codec import Codec
 from polybus.wire.framing import Frame, encode_frame, frame_prefix
@@ -78,6 +89,14 @@ _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 # 600 us a round trip, not 30) for the channel's ``spin_s`` before it sleeps on the
 # socket. Whoever owns the channel sets it (the module's ``spin``; spinning.py).
 _yield = yield_cpu
+
+
+def _contiguous(b: bytes | memoryview | np.ndarray[Any, Any]) -> bytes | memoryview:
+    """A buffer as the frame carries it (an array left to gather that does not go by
+    segment after all is made contiguous here)."""
+    if type(b) is np.ndarray:
+        return memoryview(np.ascontiguousarray(b)).cast("B")  # type: ignore[arg-type]
+    return b  # type: ignore[return-value]
 
 
 def _u64s(ids: list[int]) -> bytes:
@@ -132,15 +151,17 @@ class ShmChannel(Channel):
     # -- sending ---------------------------------------------------------------
     def _encode(self, msg: Message) -> list[bytes | memoryview]:
         pieces = self._control() if self._released or self._forget_out else []
-        header, bufs = self.codec.encode_parts(msg)
+        # Large non-contiguous arrays (a column block) come as they are and are gathered
+        # straight into their segment: one copy of their bytes here, not two.
+        header, bufs = self.codec.encode_parts(msg, self.threshold)
         if not bufs:  # most messages: one piece, as on any channel
             return [*pieces, *encode_frame(header, None, self.codec.max_frame)]
-        lens = [memoryview(b).nbytes for b in bufs]
-        if not bufs or max(lens) < self.threshold:
-            return pieces + encode_frame(header, bufs, self.codec.max_frame)
+        lens = [b.nbytes if isinstance(b, np.ndarray) else memoryview(b).nbytes for b in bufs]
+        if max(lens) < self.threshold:
+            return pieces + encode_frame(header, bufs, self.codec.max_frame)  # type: ignore[arg-type]
         # The limit applies to the message, wherever its bytes travel.
         frame_prefix(len(header), lens, self.codec.max_frame)
-        out: list[bytes | memoryview] = list(bufs)
+        out = list(bufs)
         table = bytearray()
         fds: list[int] = []
         put = msg.key if type(msg) is Put else None  # an operand: one segment per host
@@ -148,11 +169,11 @@ class ShmChannel(Channel):
             if n < self.threshold or len(fds) >= MAX_FDS:
                 continue
             if put is not None:
-                table += self._lend(put, i, memoryview(b), fds)
+                table += self._lend(put, i, b, n, fds)
             else:
                 with self._seg_lock:
                     seg = self._acquire(n)
-                seg.view[:n] = memoryview(b).cast("B")
+                copy_into(seg.view, b)
                 has_fd = not seg.shared
                 if has_fd:
                     fds.append(seg.fd)
@@ -162,15 +183,16 @@ class ShmChannel(Channel):
             self.shm_bytes_sent += n
         out.append(bytes(table))
         self._fds_out.extend(fds)
-        return pieces + encode_frame(header, out, self.codec.max_frame, FLAG_SHM)
+        return pieces + encode_frame(header, [_contiguous(b) for b in out], self.codec.max_frame,
+                                     FLAG_SHM)
 
-    def _lend(self, key: str, i: int, data: memoryview, fds: list[int]) -> bytes:
+    def _lend(self, key: str, i: int, data: Any, n: int, fds: list[int]) -> bytes:
         """Buffer ``i`` of operand ``key`` by the process's shared segment for it
         (transport/shmshare.py), read-only at the receiver; its table entry."""
         if not self._shelved:
             self._shelved = True
             shelf().enter()
-        s = shelf().lend(key, i, data)
+        s = shelf().lend(key, i, data, n)
         with self._seg_lock:
             held = self._lent.get(s.id)
             self._lent[s.id] = (s, 1 if held is None else held[1] + 1)
@@ -179,7 +201,7 @@ class ShmChannel(Channel):
             fds.append(s.ro_fd)
             self._lent_fds.add(s.id)
             s.peers[self] = self._forget_later
-        return _DESC.pack(i, FD_READONLY if has_fd else 0, s.id, data.nbytes)
+        return _DESC.pack(i, FD_READONLY if has_fd else 0, s.id, n)
 
     def _forget_later(self, seg_id: int) -> None:
         """A shared segment was closed: the peer is told to unmap it with the next frame."""

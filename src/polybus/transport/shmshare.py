@@ -29,6 +29,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 __all__ = [
     "KEEP_BYTES",
     "SHARED_BIT",
@@ -65,6 +67,18 @@ class Segment:
         self.view.release()
         self.map.close()
         os.close(self.fd)
+
+
+def copy_into(view: memoryview, data: Any) -> int:
+    """Copy a buffer (bytes-like, or an array that may not be contiguous: gathered in
+    the same pass) to the start of ``view``; the bytes copied."""
+    if isinstance(data, np.ndarray):
+        n = data.nbytes
+        np.copyto(np.frombuffer(view[:n], data.dtype).reshape(data.shape), data, casting="no")
+        return n
+    src = memoryview(data).cast("B")
+    view[:src.nbytes] = src
+    return src.nbytes
 
 
 def segment_size(n: int) -> int:
@@ -116,15 +130,15 @@ class Shelf:
         self._channels = 0  # open channels that have lent segments
         self.copies = 0  # operands copied in (a Put sent twice from one copy counts once)
 
-    def lend(self, key: str, index: int, data: memoryview) -> SharedSegment:
-        """The segment holding buffer ``index`` of the operand ``key`` (copied in now if
-        no segment has it), held once more: the caller sends it in one frame."""
-        n = data.nbytes
+    def lend(self, key: str, index: int, data: Any, n: int) -> SharedSegment:
+        """The segment holding buffer ``index`` (``n`` bytes) of the operand ``key``
+        (copied in now if no segment has it), held once more: the caller sends it in
+        one frame."""
         with self._lock:
             s = self._by_key.get((key, index))
             if s is None or s.length != n:
                 s = self._take(n)
-                s.seg.view[:n] = data.cast("B")
+                copy_into(s.seg.view, data)
                 self.copies += 1
                 s.key, s.length = (key, index), n
                 self._by_key[key, index] = s

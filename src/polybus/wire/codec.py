@@ -88,7 +88,8 @@ class Codec:
                  ref_hook: Callable[[Ref], Any] | None = None) -> None:
         self.allow_pickle = allow_pickle
         self.max_frame = max_frame
-        self._out: list[memoryview] = []
+        self._out: list[memoryview | np.ndarray[Any, Any]] = []
+        self._gather = 0  # see encode_parts
         self._in: Sequence[bytes | bytearray | memoryview] = []
         self._ref_hook = ref_hook
         self._enc = msgspec.msgpack.Encoder(enc_hook=self._enc_hook)
@@ -100,7 +101,7 @@ class Codec:
     # -- encoding ---------------------------------------------------------------
     def encode(self, msg: Message) -> list[bytes | memoryview]:
         """The pieces of one frame, ready for sendmsg; large buffers are not copied."""
-        out: list[memoryview] = []
+        out: list[Any] = []  # (memoryviews only: nothing is left to gather here)
         self._out = out
         try:
             header = self._header(msg)
@@ -116,15 +117,22 @@ class Codec:
             return [PREFIX.pack(length, 0, 0, len(header)), header]  # not copied to join
         return encode_frame(header, list(out), self.max_frame)
 
-    def encode_parts(self, msg: Message) -> tuple[bytes, list[bytes | memoryview]]:
+    def encode_parts(self, msg: Message, gather: int = 0
+                     ) -> tuple[bytes, list[bytes | memoryview | np.ndarray[Any, Any]]]:
         """The msgpack header and the raw buffers it refers to, not yet framed (a
-        transport may carry the buffers its own way, as transport/shm.py does)."""
+        transport may carry the buffers its own way, as transport/shm.py does).
+
+        With ``gather``, a non-contiguous array of at least that many bytes is left as
+        it is (the buffer is the array itself): a transport that copies the bytes
+        anyway gathers them as it copies, one pass over them instead of two."""
         self._out = []
+        self._gather = gather
         try:
             header = self._header(msg)
-            bufs: list[bytes | memoryview] = list(self._out)
+            bufs: list[bytes | memoryview | np.ndarray[Any, Any]] = list(self._out)
         finally:
             self._out = []
+            self._gather = 0
         return header, bufs
 
     def _header(self, msg: Message) -> bytes:
@@ -150,8 +158,12 @@ class Codec:
         if isinstance(obj, np.ndarray):
             if obj.dtype.hasobject:
                 return self._pickled(obj)
-            arr = np.ascontiguousarray(obj)
             idx = len(self._out)
+            if self._gather and obj.nbytes >= self._gather and not obj.flags.c_contiguous:
+                self._out.append(obj)  # the caller gathers it (encode_parts)
+                return msgspec.msgpack.Ext(EXT_NDARRAY,
+                                           _meta_enc.encode((obj.dtype.str, obj.shape, idx)))
+            arr = np.ascontiguousarray(obj)
             self._out.append(memoryview(arr).cast("B") if arr.nbytes else memoryview(b""))  # type: ignore[arg-type]
             # obj.shape, not arr.shape: ascontiguousarray makes a 0-d array 1-d.
             return msgspec.msgpack.Ext(EXT_NDARRAY, _meta_enc.encode((arr.dtype.str, obj.shape, idx)))
