@@ -1,0 +1,262 @@
+"""How the ``shm`` transport's frames carry large buffers by segment (see shm.py).
+
+The segment half of `ShmChannel`: the sender copies (or, for a non-contiguous array,
+gathers) each large buffer into a pooled segment of its own, or a ``Put``'s value into
+the process's shared segment for that operand (shmshare.py), and writes a table in
+its place; the receiver maps the segments and hands numpy views of them, given back
+when the last view goes. The ring and the socket are shm.py's.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+import weakref
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from polybus.errors import ProtocolError
+from polybus.transport.shmshare import (
+    SHARED_BIT,
+    Segment,
+    SharedSegment,
+    copy_into,
+    segment_size,
+    shelf,
+)
+from polybus.wire.codec import Codec
+from polybus.wire.framing import Frame, encode_frame, frame_prefix
+from polybus.wire.messages import Message, Put
+
+__all__ = ["FD_READONLY", "FLAG_CTL", "FLAG_SHM", "MAX_FDS", "SegmentFrames"]
+
+FLAG_SHM = 1
+FLAG_CTL = 2
+MAX_FDS = 250  # per frame; Linux passes at most 253 descriptors in one message
+_DESC = struct.Struct("<IIQQ")  # buffer index, has_fd, segment id, length
+FD_READONLY = 2  # has_fd: a shared segment's descriptor, to be mapped read-only
+
+
+def _contiguous(b: bytes | memoryview | np.ndarray[Any, Any]) -> bytes | memoryview:
+    """A buffer as the frame carries it (an array left to gather that does not go by
+    segment after all is made contiguous here)."""
+    if type(b) is np.ndarray:
+        return memoryview(np.ascontiguousarray(b)).cast("B")  # type: ignore[arg-type]
+    return b  # type: ignore[return-value]
+
+
+def _u64s(ids: list[int]) -> bytes:
+    return struct.pack(f"<{len(ids)}Q", *ids)
+
+
+class SegmentFrames:
+    """Mixed into ShmChannel: the segment side of its frames."""
+
+    codec: Codec
+    closed: bool
+
+    def _fds_pending(self) -> bool:
+        """Read the socket once more for a descriptor the peer sent ahead of the frame
+        that names it; False if none can still come that way."""
+        return False
+
+    def _init_segments(self, threshold: int, pool_bytes: int) -> None:
+        self.threshold = threshold
+        self.pool_bytes = pool_bytes
+        # sender side
+        self._segments: dict[int, Segment] = {}
+        self._next_id = 1
+        self._pooled = 0  # bytes of all segments held
+        self._fds_out: list[int] = []
+        self._forget_out: list[int] = []
+        # shared segments (operands, shmshare.py) by id: frames sent and not yet released
+        self._lent: dict[int, tuple[SharedSegment, int]] = {}
+        self._lent_fds: set[int] = set()  # those whose descriptor the peer has
+        self._shelved = False  # counted among the shelf's channels
+        # The reading thread returns segments while a sending thread picks them.
+        self._seg_lock = threading.Lock()
+        # receiver side
+        self._maps: dict[int, mmap.mmap] = {}
+        self._fds_in: deque[int] = deque()
+        # Filled by finalizers in any thread; list.append/del are atomic under the GIL.
+        self._released: list[int] = []
+        self.shm_bytes_sent = 0
+
+    # -- sending ---------------------------------------------------------------
+    def _encode(self, msg: Message) -> list[bytes | memoryview]:
+        pieces = self._control() if self._released or self._forget_out else []
+        # Large non-contiguous arrays (a column block) come as they are and are gathered
+        # straight into their segment: one copy of their bytes here, not two.
+        header, bufs = self.codec.encode_parts(msg, self.threshold)
+        if not bufs:  # most messages: one piece, as on any channel
+            return [*pieces, *encode_frame(header, None, self.codec.max_frame)]
+        lens = [b.nbytes if isinstance(b, np.ndarray) else memoryview(b).nbytes for b in bufs]
+        if max(lens) < self.threshold:
+            return pieces + encode_frame(header, bufs, self.codec.max_frame)  # type: ignore[arg-type]
+        # The limit applies to the message, wherever its bytes travel.
+        frame_prefix(len(header), lens, self.codec.max_frame)
+        out = list(bufs)
+        table = bytearray()
+        fds: list[int] = []
+        put = msg.key if type(msg) is Put else None  # an operand: one segment per host
+        for i, (b, n) in enumerate(zip(bufs, lens, strict=True)):
+            if n < self.threshold or len(fds) >= MAX_FDS:
+                continue
+            if put is not None:
+                table += self._lend(put, i, b, n, fds)
+            else:
+                with self._seg_lock:
+                    seg = self._acquire(n)
+                copy_into(seg.view, b)
+                has_fd = not seg.shared
+                if has_fd:
+                    fds.append(seg.fd)
+                    seg.shared = True
+                table += _DESC.pack(i, int(has_fd), seg.id, n)
+            out[i] = b""
+            self.shm_bytes_sent += n
+        out.append(bytes(table))
+        self._fds_out.extend(fds)
+        return pieces + encode_frame(header, [_contiguous(b) for b in out], self.codec.max_frame,
+                                     FLAG_SHM)
+
+    def _lend(self, key: str, i: int, data: Any, n: int, fds: list[int]) -> bytes:
+        """Buffer ``i`` of operand ``key`` by the process's shared segment for it
+        (transport/shmshare.py), read-only at the receiver; its table entry."""
+        if not self._shelved:
+            self._shelved = True
+            shelf().enter()
+        s = shelf().lend(key, i, data, n)
+        with self._seg_lock:
+            held = self._lent.get(s.id)
+            self._lent[s.id] = (s, 1 if held is None else held[1] + 1)
+        has_fd = s.id not in self._lent_fds
+        if has_fd:
+            fds.append(s.ro_fd)
+            self._lent_fds.add(s.id)
+            s.peers[self] = self._forget_later
+        return _DESC.pack(i, FD_READONLY if has_fd else 0, s.id, n)
+
+    def _forget_later(self, seg_id: int) -> None:
+        """A shared segment was closed: the peer is told to unmap it with the next frame."""
+        with self._seg_lock:
+            self._forget_out.append(seg_id)
+            self._lent_fds.discard(seg_id)
+
+    def _control(self) -> list[bytes | memoryview]:
+        """A control frame with the releases and forgets not yet told to the peer."""
+        if not self._released and not self._forget_out:
+            return []
+        released = self._released[:]
+        del self._released[:len(released)]
+        with self._seg_lock:
+            forget, self._forget_out = self._forget_out, []
+        return encode_frame(b"", [_u64s(released), _u64s(forget)], self.codec.max_frame, FLAG_CTL)
+
+    def _acquire(self, n: int) -> Segment:
+        best: Segment | None = None
+        for seg in self._segments.values():
+            if not seg.busy and n <= seg.size <= 4 * n and (best is None or seg.size < best.size):
+                best = seg
+        if best is None:
+            size = segment_size(n)
+            if self._pooled + size > self.pool_bytes:
+                for seg in [s for s in self._segments.values() if not s.busy]:
+                    self._drop_segment(seg)
+            best = Segment(self._next_id, size)
+            self._next_id += 1
+            self._segments[best.id] = best
+            self._pooled += size
+        best.busy = True
+        return best
+
+    def _drop_segment(self, seg: Segment) -> None:
+        del self._segments[seg.id]
+        self._pooled -= seg.size
+        if seg.shared:
+            self._forget_out.append(seg.id)
+        seg.close()
+
+    def _on_control(self, frame: Frame) -> None:
+        if len(frame.buffers) != 2 or any(len(b) % 8 for b in frame.buffers):
+            raise ProtocolError("malformed shared-memory control frame")
+        released, forget = (struct.unpack(f"<{len(b) // 8}Q", b) for b in frame.buffers)
+        back: list[SharedSegment] = []
+        with self._seg_lock:
+            for seg_id in released:
+                if seg_id & SHARED_BIT:
+                    held = self._lent.get(seg_id)
+                    if held is not None:
+                        back.append(held[0])
+                        if held[1] > 1:
+                            self._lent[seg_id] = (held[0], held[1] - 1)
+                        else:
+                            del self._lent[seg_id]
+                    continue
+                seg = self._segments.get(seg_id)
+                if seg is not None:
+                    seg.busy = False
+                    if self._pooled > self.pool_bytes:
+                        self._drop_segment(seg)
+        for s in back:  # (outside the channel's lock: the shelf's is taken first)
+            shelf().give_back(s)
+        for seg_id in forget:
+            self._maps.pop(seg_id, None)  # arrays still viewing it keep the mapping alive
+
+    def _attach(self, frame: Frame) -> None:
+        if not frame.buffers:
+            raise ProtocolError("shared-memory frame without its table")
+        table = memoryview(frame.buffers.pop()).cast("B")
+        if table.nbytes % _DESC.size:
+            raise ProtocolError("malformed shared-memory table")
+        release = self._released.append
+        for idx, has_fd, seg_id, length in _DESC.iter_unpack(table):
+            if not 0 <= idx < len(frame.buffers) or len(frame.buffers[idx]):
+                raise ProtocolError(f"shared-memory table names buffer {idx} badly")
+            if has_fd:
+                while not self._fds_in and self._fds_pending():
+                    pass  # sent on the socket before the ring frame
+                if not self._fds_in:
+                    raise ProtocolError("shared-memory frame without its descriptor")
+                fd = self._fds_in.popleft()
+                prot = mmap.PROT_READ | (mmap.PROT_WRITE if has_fd == 1 else 0)
+                try:
+                    if has_fd not in (1, FD_READONLY):
+                        raise ValueError(f"descriptor kind {has_fd}")
+                    self._maps[seg_id] = mmap.mmap(fd, 0, mmap.MAP_SHARED, prot)
+                except (OSError, ValueError) as exc:
+                    raise ProtocolError(f"cannot map shared segment: {exc}") from None
+                finally:
+                    os.close(fd)
+            seg = self._maps.get(seg_id)
+            if seg is None or length > len(seg):
+                raise ProtocolError(f"shared-memory reference to unknown segment {seg_id}")
+            # The carrier is the base of every array the codec makes from this buffer;
+            # when the last one goes, the segment goes back to the sender.
+            carrier: np.ndarray[Any, Any] = np.frombuffer(seg, np.uint8, count=length)
+            weakref.finalize(carrier, release, seg_id).atexit = False
+            frame.buffers[idx] = memoryview(carrier)  # type: ignore[arg-type]
+
+    def _close_segments(self) -> None:
+        with self._seg_lock:
+            for seg in list(self._segments.values()):
+                seg.close()
+            self._segments.clear()
+            self._pooled = 0
+            lent, self._lent = self._lent, {}
+        for shared, times in lent.values():  # the peer may still view them: not reused
+            shelf().give_back(shared, times, orphan=True)
+        if self._shelved:
+            self._shelved = False
+            shelf().leave()
+        self._maps.clear()
+
+    def segments_held(self) -> int:
+        """Shared segments this side owns (for tests and stats)."""
+        return len(self._segments)
+
+
