@@ -40,6 +40,10 @@ def double(x):
 def echo(x):
     return x
 
+def bump(row, b):
+    b += 1.0  # writes its operand in place
+    return row @ b
+
 def nap(x, seconds):
     import time
     time.sleep(seconds)

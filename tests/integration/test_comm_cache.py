@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
+
+from polybus.errors import RemoteException
 
 from .comm_harness import call, cluster
 
@@ -171,3 +174,38 @@ def test_a_kept_promise_does_not_pin_its_arguments(tmp_path: Path) -> None:
         other = _rows(32, 16)[1]
         assert np.allclose(wait(s.call("mul", (a[1], other), {})), a[1] @ other)
         assert len(c.runtimes[0].cache) == 1  # so the old B was dropped with this call
+
+
+RO_TOML = """
+[modules.server]
+source = "server.py"
+replication = 1
+define.mul = { cache = ["b"] }
+define.bump = { cache = ["b"] }
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+
+[bind]
+"client.mul" = "server.mul"
+"client.bump" = "server.bump"
+"""
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_a_cached_operand_is_read_only_on_every_transport(tmp_path: Path,
+                                                          transport: str) -> None:
+    """Every call naming B's content gets the replica's one copy: a function that writes
+    it in place fails alone (the same error whichever transport carried B), and B stays
+    as it was for the calls after."""
+    a, b = _rows(16, 9)
+    with cluster(tmp_path, RO_TOML, transport=transport) as c:
+        s = c.session()
+        assert np.allclose(call(s, "mul", a[0], b), a[0] @ b)
+        with pytest.raises(RemoteException) as err:
+            call(s, "bump", a[1], b)
+        assert err.value.remote_type == "ValueError"
+        assert "read-only" in str(err.value)
+        assert np.allclose(call(s, "mul", a[2], b), a[2] @ b)
+        assert c.runtimes[0].cache.hits >= 2

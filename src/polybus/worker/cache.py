@@ -23,6 +23,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+import numpy as np
+
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Fail
 
@@ -60,7 +62,14 @@ class OperandCache:
         return key in self._entries
 
     def put(self, key: str, value: Any, user: object = None) -> None:
-        """Hold ``value`` under ``key``; ``user`` (a connection) is recorded as using it."""
+        """Hold ``value`` under ``key``; ``user`` (a connection) is recorded as using it.
+
+        An array is made read-only here, on every transport: every call that names this
+        content gets this one object, so a write in place would change what later calls
+        (from any client) see. Over shm the memory is read-only anyway (shmshare.py); so a
+        module behaves the same whichever transport its configuration picks."""
+        if isinstance(value, np.ndarray) and value.flags.writeable:
+            value.flags.writeable = False
         n = size_of(value)
         with self._lock:
             old = self._entries.pop(key, None)
