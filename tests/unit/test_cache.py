@@ -146,3 +146,36 @@ def test_a_worker_frees_a_dead_clients_operands() -> None:
         keep.close()
     finally:
         rt.stop()
+
+
+def test_content_key_of_a_large_array_works_in_a_forked_child() -> None:
+    """The half-hasher thread does not survive fork(): a child (multiprocessing's default
+    on Linux) hashing a large array must not wait on the parent's dead thread forever."""
+    import os
+    import signal
+    import time
+    import warnings
+
+    big = np.arange(1 << 18, dtype=np.float64)  # 2 MB: hashed in two halves
+    parent_key = content_key(big)  # the parent has started its hashing thread
+    other = big + 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # (fork with threads, 3.12+)
+        pid = os.fork()
+    if pid == 0:  # the child: hash, report, leave without running pytest's teardown
+        code = 1
+        try:
+            code = 0 if content_key(other) not in (None, parent_key) else 2
+        finally:
+            os._exit(code)
+    done = (0, 0)
+    try:
+        deadline = time.monotonic() + 30  # a hang guard, not a speed limit
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert done[0] == pid, "the child hung hashing a large array"
+        assert os.waitstatus_to_exitcode(done[1]) == 0
+    finally:
+        if done[0] == 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)

@@ -19,6 +19,7 @@ MB on these machines).
 from __future__ import annotations
 
 import hashlib
+import os
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -83,6 +84,17 @@ def _hasher() -> ThreadPoolExecutor:
     if _pool is None:
         _pool = ThreadPoolExecutor(1, thread_name_prefix="polybus-hash")
     return _pool
+
+
+def _after_fork() -> None:
+    # A forked child has the parent's executor but not its thread: work submitted there
+    # would wait forever. The child makes its own when it first needs one.
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def _forget(ident: int, key: str) -> Any:
