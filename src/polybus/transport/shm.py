@@ -44,14 +44,13 @@ import array
 import os
 import select
 import socket
-import time
 from collections.abc import Callable
 
 from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport import ring as _ring
 from polybus.transport.channel import Channel
 from polybus.transport.shmseg import FLAG_CTL, FLAG_SHM, MAX_FDS, SegmentFrames
-from polybus.transport.spinning import SPIN_S, yield_cpu
+from polybus.transport.spinning import SPIN_S, spin_until
 from polybus.wire.codec import Codec
 from polybus.wire.framing import Frame
 
@@ -61,11 +60,10 @@ THRESHOLD = 256 * 1024
 POOL_BYTES = 1 << 30
 _ANC = socket.CMSG_SPACE(MAX_FDS * 4)
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
-# A waiting reader spins on its ring (each turn yielding the CPU: with client and
-# replica on one CPU, a pure spin would hold off the very peer it waits for; measured:
-# 600 us a round trip, not 30) for the channel's ``spin_s`` before it sleeps on the
-# socket. Whoever owns the channel sets it (the module's ``spin``; spinning.py).
-_yield = yield_cpu
+# A waiting reader spins on its ring (spin_until yields the CPU each turn: with client
+# and replica on one CPU, a pure spin would hold off the very peer it waits for;
+# measured: 600 us a round trip, not 30) for the channel's ``spin_s`` before it sleeps
+# on the socket. Whoever owns the channel sets it (the module's ``spin``; spinning.py).
 
 
 class ShmChannel(SegmentFrames, Channel):
@@ -168,11 +166,8 @@ class ShmChannel(SegmentFrames, Channel):
             self._doorbell()
         if on_blocked is not None:
             on_blocked()
-        deadline = time.perf_counter() + SPIN_S
-        while time.perf_counter() < deadline:
-            if tx.free() > 0:
-                return
-            _yield()
+        if spin_until(tx.free, SPIN_S) > 0:
+            return
         if self._hup is None:
             self._hup = select.poll()
             self._hup.register(self.sock, select.POLLRDHUP)
@@ -205,9 +200,7 @@ class ShmChannel(SegmentFrames, Channel):
                 return 0
         if rx is not None:
             rx.set_awake(True)
-            deadline = time.perf_counter() + self.spin_s
-            while not rx.available() and time.perf_counter() < deadline:
-                _yield()  # lets a peer on this same CPU run (else we spin it out)
+            spin_until(rx.available, self.spin_s)
             rx.set_awake(False)
             _ring.fence()  # clear the flag, then look once more (see ring.py)
             n = self._drain_ring()
@@ -304,18 +297,10 @@ def spin(channels: list[ShmChannel], seconds: float = SPIN_S) -> list[ShmChannel
         return []
     for r in rings:
         r.set_awake(True)
-    clock = time.perf_counter
-    deadline = clock() + seconds
     try:
-        if len(rings) == 1:  # the common case, one client: the tightest loop
-            available = rings[0].available
-            while not available() and clock() < deadline:
-                _yield()
-        else:
-            while clock() < deadline:
-                if any(r.available() for r in rings):
-                    break
-                _yield()
+        # One client (the common case) looks at its ring alone: the tightest loop.
+        spin_until(rings[0].available if len(rings) == 1 else
+                   lambda: any(r.available() for r in rings), seconds)
     finally:
         for r in rings:
             r.set_awake(False)
