@@ -19,8 +19,6 @@ from polybus.bench.stats import summarize
 
 __all__ = ["row_costs", "run", "strategies"]
 
-ORDER = NAMES  # replicas as the configuration lists them: loadratio shares follow it
-
 
 def row_costs(total_s: float, size: int = 200, maxiter: int = 256) -> list[float]:
     """Seconds per row (on a speed-1 server): 1 + escape iterations, scaled to total_s."""
@@ -38,7 +36,8 @@ def row_costs(total_s: float, size: int = 200, maxiter: int = 256) -> list[float
 
 
 def _ratio(weights: dict[str, float]) -> str:
-    return ":".join(f"{weights[n]:g}" for n in ORDER)
+    # In the order the configuration lists the replicas: a load ratio's shares follow it.
+    return ":".join(f"{weights[n]:g}" for n in NAMES)
 
 
 def strategies() -> dict[str, tuple[str, ...]]:

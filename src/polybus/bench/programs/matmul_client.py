@@ -16,6 +16,12 @@ multiply_rows = use("multiply_rows")
 multiply_block = use("multiply_block")
 
 
+def _pair(n: int, seed: int) -> tuple[Any, Any]:
+    """A and B of one repetition (bench/b_matmul.py and the peers make the same)."""
+    rng = np.random.default_rng(seed)
+    return rng.random((n, n)), rng.random((n, n))
+
+
 def row_blocks(n: int, chunk: int) -> list[tuple[int, int]]:
     """The decomposition: ``chunk`` rows of A per call (the last block may be shorter)."""
     return [(i, min(i + chunk, n)) for i in range(0, n, chunk)]
@@ -28,9 +34,7 @@ def rows(n: int, seed: int = 1, cost: float = 0.0, chunk: int = 1,
     seconds: list[float] = []
     ok = True
     for rep in range(reps):
-        rng = np.random.default_rng(seed + rep)
-        a = rng.random((n, n))
-        b = rng.random((n, n))
+        a, b = _pair(n, seed + rep)
         t0 = time.perf_counter()
         parts = [(lo, hi, multiply_rows(a[lo:hi], b, cost)) for lo, hi in row_blocks(n, chunk)]
         c = np.empty((n, n))
@@ -47,9 +51,7 @@ def blocks(n: int, block: int, seed: int = 1, reps: int = 1) -> dict[str, Any]:
     seconds: list[float] = []
     ok = True
     for rep in range(reps):
-        rng = np.random.default_rng(seed + rep)
-        a = rng.random((n, n))
-        b = rng.random((n, n))
+        a, b = _pair(n, seed + rep)
         t0 = time.perf_counter()
         tasks: dict[tuple[int, int], Any] = {}
         for i in range(0, n, block):
