@@ -46,3 +46,24 @@ def test_launch_runs_loopback_only() -> None:
     info = mpi.describe()
     assert info["btl"] == "self,sm"
     assert "loopback" in info["network"] or "shared memory" in info["network"]
+
+
+def test_matmul_and_ep_over_loopback_tcp() -> None:
+    # the like-for-like peer of polybus's tcp rows: Open MPI's TCP transport on loopback,
+    # run only inside the private namespace (skipped with that reason where not permitted)
+    from polybus.bench.peers import PeerUnavailable
+    from polybus.bench.peers._driver import loopback_only_prefix
+
+    if not loopback_only_prefix():
+        with pytest.raises(PeerUnavailable, match="namespace"):
+            mpi.ep_seconds(64, 16, 2, 1, transport="tcp")
+        return
+    with leaves_nothing():
+        positive([mpi.matmul_seconds(20, 2, False, 1, transport="tcp"),
+                  mpi.ep_seconds(64, 16, 2, 1, transport="tcp")])
+    assert "btl_tcp_if_include lo" in mpi.describe()["btl (transport=tcp)"]
+
+
+def test_unknown_transport_is_refused() -> None:
+    with pytest.raises(ValueError, match="expected one of"):
+        mpi.ep_seconds(64, 16, 2, 1, transport="udp")

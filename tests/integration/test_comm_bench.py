@@ -15,6 +15,12 @@ def test_ep_quick() -> None:
         assert r.find("polybus", 2, "speedup", {"transport": transport}) is not None
     assert r.find("process_pool", 2, "seconds") is not None
     assert "mpi4py" in r.skipped or r.find("mpi4py", 2, "seconds") is not None
+    # polybus tcp is compared with mpi4py over tcp as well as over its shared memory
+    names = [x.name for x in r.ratios]
+    for mt in ("sm", "tcp"):
+        if r.find("mpi4py", 2, "seconds", {"transport": mt}) is not None:
+            assert f"polybus/mpi4py seconds, 2 workers (polybus tcp) (mpi4py {mt})" in names
+    assert not any("(polybus shm) (mpi4py tcp)" in n for n in names)
 
 
 @pytest.mark.slow

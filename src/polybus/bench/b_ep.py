@@ -72,7 +72,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     reps = 1 if quick else 5
     result = BenchResult("ep", {"n": n, "block": block, "tasks": (n // block) ** 2,
                                 "reps": reps, "blas_threads": 1}, x_label="workers")
-    progress.begin(1 + 4 * len(workers), "ep")
+    progress.begin(1 + 5 * len(workers), "ep")
     base = summarize(_one_process(n, block, max(reps, 3)))
     result.add(Row.of("one_process", {}, 1, "seconds", base))
     progress.advance("ep one process")
@@ -104,7 +104,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
             at = f"seconds, {k} workers (polybus {transport})"
             result.add_ratio(f"one_process / polybus {at}",
                              result.find("one_process", 1, "seconds"), mine)
-            result.add_ratio(f"polybus/mpi4py {at}", mine, result.find("mpi4py", k, "seconds"))
+            peer_rows.mpi_ratios(result, at, mine, transport, k, {})
             result.add_ratio(f"polybus/process_pool {at}", mine,
                              result.find("process_pool", k, "seconds"))
     return result

@@ -180,7 +180,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     result.notes.append(f"server counts above {cpus} (the cores here) are modelled: each "
                         "call sleeps the one-process time of its block instead of computing")
     progress.begin(len(sizes) * (1 + 2 * (len(servers) + len(real)) + 2 * min(len(real), 1)
-                                 + 2 * len(real)), "matmul")
+                                 + 4 * len(real)), "matmul")
     for n in sizes:
         base = one_process_seconds(n, max(reps, 3))
         result.add(Row.of("one_process", {"n": n}, 1, "seconds", base))
@@ -236,6 +236,8 @@ def _per(k: int) -> Any:
 
 
 def _ratios(result: BenchResult, n: int, k: int) -> None:
+    from polybus.bench import peer_rows
+
     minimum = 8 * n * n * (1 + k)  # A once and B once per server, 8-byte floats
     full = result.find("polybus", k, "bytes_sent", {"n": n, "mode": "stateless"})
     state = result.find("polybus", k, "bytes_sent", {"n": n, "mode": "stateful"})
@@ -254,5 +256,4 @@ def _ratios(result: BenchResult, n: int, k: int) -> None:
                              mine)
             result.add_ratio(f"polybus/process_pool {at}", mine,
                              result.find("process_pool", k, "seconds", {"n": n, "mode": mode}))
-            result.add_ratio(f"polybus/mpi4py {at}", mine,
-                             result.find("mpi4py", k, "seconds", {"n": n, "mode": mode}))
+            peer_rows.mpi_ratios(result, at, mine, tr, k, {"n": n, "mode": mode})

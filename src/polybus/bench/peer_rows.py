@@ -21,7 +21,7 @@ from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
 from polybus.bench.stats import Stat
 
-__all__ = ["bandwidth", "bandwidth_ratios", "ep", "latency", "latency_ratios", "matmul",
+__all__ = ["bandwidth", "bandwidth_ratios", "ep", "latency", "latency_ratios", "matmul", "mpi_ratios",
            "sort", "throughput", "throughput_ratios"]
 
 RAY_QUICK = ("left out of --quick: starting a Ray session took 2.6-10.6 s here (measured), "
@@ -29,6 +29,28 @@ RAY_QUICK = ("left out of --quick: starting a Ray session took 2.6-10.6 s here (
 #: round trips per repetition for Ray and Dask, whose calls take ~1-10 ms here
 SLOW_ITERS = 50
 QUICK_SLOW_ITERS = 5
+
+
+#: Open MPI transports the compute benchmarks run mpi4py over: its shared memory (its best
+#: on one host) and TCP over loopback (like for like with polybus's tcp rows)
+MPI_TRANSPORTS = ("sm", "tcp")
+#: which polybus transport is compared with which mpi4py transport (like for like)
+MPI_LIKE = {"tcp": "tcp", "shm": "sm", "ipc": "sm"}
+
+
+def _mpi_system(transport: str) -> str:
+    """The name a skipped mpi4py run is recorded under (tcp may be skipped alone)."""
+    return "mpi4py" if transport == "sm" else f"mpi4py ({transport})"
+
+
+def mpi_ratios(result: BenchResult, name: str, mine: Row | None, polybus_transport: str,
+               x: float, config: dict[str, Any]) -> None:
+    """polybus/mpi4py against mpi4py over the like transport, and, for tcp, also against
+    mpi4py's shared memory (MPI's best on one host), each ratio saying which it is."""
+    like = MPI_LIKE.get(polybus_transport, "sm")
+    for mt in dict.fromkeys([like, "sm"]):
+        theirs = result.find("mpi4py", x, "seconds", {**config, "transport": mt})
+        result.add_ratio(f"polybus/mpi4py {name} (mpi4py {mt})", mine, theirs)
 
 
 class _SizePlan(Protocol):
@@ -223,20 +245,27 @@ def sort(result: BenchResult, sizes: dict[str, list[int]], real: Sequence[int], 
 def matmul(result: BenchResult, sizes: Sequence[int], servers: Sequence[int], reps: int,
            progress: Progress, chunk_of: Callable[[int], int]) -> None:
     """mpi4py master/worker beside polybus at every real server count, both modes, on the
-    same tasks (``chunk_of(n)`` rows of A each); b_matmul adds the ratios."""
+    same tasks (``chunk_of(n)`` rows of A each), over shared memory and over loopback TCP;
+    b_matmul adds the ratios."""
     from polybus.bench.peers import mpi
 
     cpus = os.cpu_count() or 1
-    for n in sizes:
-        for mode in ("stateless", "stateful"):
-            for k in [s for s in servers if s <= cpus]:
-                st = try_peer(result, "mpi4py", partial(mpi.matmul_seconds, n, k,
-                                                        mode == "stateful", reps, chunk_of(n)))
-                if st is None:
-                    return
-                cfg: dict[str, str | int] = {"n": n, "mode": mode, "ranks": k + 1}
-                result.add(Row.of("mpi4py", cfg, k, "seconds", st))
-                progress.advance(f"matmul mpi4py {mode} n={n} servers={k}")
+
+    def over(transport: str) -> None:  # a transport that cannot run is skipped once
+        for n in sizes:
+            for mode in ("stateless", "stateful"):
+                for k in [s for s in servers if s <= cpus]:
+                    st = try_peer(result, _mpi_system(transport), partial(
+                        mpi.matmul_seconds, n, k, mode == "stateful", reps, chunk_of(n),
+                        transport))
+                    progress.advance(f"matmul mpi4py {transport} {mode} n={n} servers={k}")
+                    if st is None:
+                        return
+                    cfg: dict[str, str | int] = {"n": n, "mode": mode, "ranks": k + 1,
+                                                 "transport": transport}
+                    result.add(Row.of("mpi4py", cfg, k, "seconds", st))
+    for transport in MPI_TRANSPORTS:
+        over(transport)
     _record(result, "mpi4py", {**mpi.describe(), "program": "rank 0 hands one block of rows "
                                "at a time to each worker rank on demand (buffer Send/Recv); "
                                "stateless sends B with every block, stateful broadcasts B "
@@ -245,15 +274,18 @@ def matmul(result: BenchResult, sizes: Sequence[int], servers: Sequence[int], re
 
 def ep(result: BenchResult, n: int, block: int, workers: Sequence[int], reps: int,
        progress: Progress) -> None:
+    """mpi4py's master/worker on the same tasks, over shared memory and loopback TCP."""
     from polybus.bench.peers import mpi
 
-    for k in workers:
-        st = try_peer(result, "mpi4py", partial(mpi.ep_seconds, n, block, k, reps))
-        if st is None:
-            return
-        result.add(Row.of("mpi4py", {"tasks": "on demand, 1 per worker", "ranks": k + 1}, k,
-                          "seconds", st))
-        progress.advance(f"ep mpi4py workers={k}")
+    for transport in MPI_TRANSPORTS:
+        for k in workers:
+            st = try_peer(result, _mpi_system(transport),
+                          partial(mpi.ep_seconds, n, block, k, reps, transport))
+            progress.advance(f"ep mpi4py {transport} workers={k}")
+            if st is None:
+                break
+            result.add(Row.of("mpi4py", {"tasks": "on demand, 1 per worker", "ranks": k + 1,
+                                         "transport": transport}, k, "seconds", st))
     try:
         _record(result, "mpi4py", mpi.describe())
     except PeerUnavailable:

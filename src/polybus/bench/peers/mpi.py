@@ -2,11 +2,15 @@
 
 Launch: ``mpiexec --oversubscribe --bind-to none --mca btl self,sm -n RANKS python -m
 polybus.bench.peers.mpi_programs NAME ARGS`` (plus ``--allow-run-as-root`` as root).
-Ranks talk through Open MPI's shared-memory transport only. Open MPI's launcher also
+Ranks talk through Open MPI's shared-memory transport (``sm``), or, where a benchmark
+asks for ``transport="tcp"``, through its TCP transport over loopback only (``--mca btl
+self,tcp --mca btl_tcp_if_include lo``), so that polybus over TCP is compared with MPI
+over TCP as well as with MPI's best transport on one host. Open MPI's launcher also
 opens a listening socket for its daemons on every interface it finds and refuses to use
 loopback alone, so when this machine allows it (``unshare -n``, or ``-rn`` as a user)
 the whole launch runs in a private network namespace whose only interface is
-loopback: nothing can leave 127.0.0.1. ``describe()`` records which was used.
+loopback: nothing can leave 127.0.0.1. ``describe()`` records which was used. The TCP
+transport is only run inside that namespace (it is skipped with the reason otherwise).
 Ranks pin themselves to the placement's CPUs (``--bind-to none`` leaves that to them).
 """
 
@@ -28,10 +32,13 @@ from polybus.bench.peers._proc import PYTHON, python_child_env
 from polybus.bench.placement import DEFAULT, Placement, cpu_sets
 from polybus.bench.stats import Stat, summarize
 
-__all__ = ["BTL", "bandwidth_gbps", "calls_per_s", "describe", "ep_seconds", "launch",
+__all__ = ["BTL", "BTLS", "bandwidth_gbps", "calls_per_s", "describe", "ep_seconds", "launch",
            "matmul_seconds", "mpiexec", "rtt_us", "sort_seconds"]
 
 BTL = "self,sm"
+#: Open MPI's transport per ``transport`` name; tcp is kept to the loopback interface
+BTLS = {"sm": ["--mca", "btl", BTL],
+        "tcp": ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"]}
 
 
 def mpiexec() -> str:
@@ -48,21 +55,27 @@ def mpiexec() -> str:
 
 def describe() -> dict[str, Any]:
     """How the peer is launched, for the result's params."""
-    return {"launcher": mpiexec(), "btl": BTL, "bind_to": "none (ranks pin themselves)",
+    return {"launcher": mpiexec(), "btl": BTL, "btl (transport=tcp)": " ".join(BTLS["tcp"]),
+            "bind_to": "none (ranks pin themselves)",
             "network": "private namespace, loopback only" if _netns_prefix()
             else "host namespace (unshare not permitted); ranks use shared memory only"}
 
 
 def launch(name: str, args: Sequence[Any], ranks: int, timeout: float = 600,
-           yield_idle: bool = False) -> dict[str, Any]:
-    """Run program ``name`` on ``ranks`` ranks; rank 0's JSON result.
+           yield_idle: bool = False, transport: str = "sm") -> dict[str, Any]:
+    """Run program ``name`` on ``ranks`` ranks over ``transport``; rank 0's JSON result.
 
     ``yield_idle``: a rank waiting for a message yields its CPU between polls. Open MPI
     does so by itself when there are more ranks than cores; two ranks pinned to one CPU
     must be told, or each spins through the other's time slice (8 ms round trips).
     """
+    if transport not in BTLS:
+        raise ValueError(f"mpi4py transport {transport!r}: expected one of {sorted(BTLS)}")
+    if transport == "tcp" and not _netns_prefix():
+        raise PeerUnavailable("mpi4py over tcp runs only in a private loopback-only network "
+                              "namespace, which this machine does not permit (unshare -n)")
     argv = [*_netns_prefix(), mpiexec(), "--oversubscribe", "--bind-to", "none",
-            "--mca", "btl", BTL, "-n", str(ranks)]
+            *BTLS[transport], "-n", str(ranks)]
     if yield_idle:
         argv[-2:-2] = ["--mca", "mpi_yield_when_idle", "1"]
     if os.geteuid() == 0 or _netns_prefix()[1:2] == ["-rn"]:
@@ -111,12 +124,15 @@ def sort_seconds(n: int, algorithm: str, workers: int, reps: int, server: Path) 
     return summarize(out["seconds"])
 
 
-def matmul_seconds(n: int, workers: int, stateful: bool, reps: int, chunk: int = 1) -> Stat:
+def matmul_seconds(n: int, workers: int, stateful: bool, reps: int, chunk: int = 1,
+                   transport: str = "sm") -> Stat:
     """seeds/002 blocks of ``chunk`` rows on demand over ``workers`` worker ranks plus the
     master."""
-    return summarize(launch("matmul", [n, stateful, reps, chunk], workers + 1, 3600)["seconds"])
+    out = launch("matmul", [n, stateful, reps, chunk], workers + 1, 3600, transport=transport)
+    return summarize(out["seconds"])
 
 
-def ep_seconds(n: int, block: int, workers: int, reps: int) -> Stat:
+def ep_seconds(n: int, block: int, workers: int, reps: int, transport: str = "sm") -> Stat:
     """seeds/004 blocks on demand over ``workers`` worker ranks plus the master."""
-    return summarize(launch("ep", [n, block, reps], workers + 1, 3600)["seconds"])
+    out = launch("ep", [n, block, reps], workers + 1, 3600, transport=transport)
+    return summarize(out["seconds"])
