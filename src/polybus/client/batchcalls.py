@@ -70,6 +70,11 @@ class Pending:
         if self.done:
             return False
         self.error, self.done = error, True
+        if self.id:
+            # Sealed (no call joins it any more) and never sent again: its arguments go,
+            # as on an answer. An argument holding one of its promises then makes no
+            # cycle the collector cannot see (promises are not tracked).
+            self.args = []
         return True
 
     def message(self) -> CallBatch:
