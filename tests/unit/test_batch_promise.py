@@ -56,3 +56,18 @@ def test_one_failing_call_raises_alone() -> None:
     assert wait(BatchPromise(b, 0)) == 1 and wait(BatchPromise(b, 2)) == 3
     with pytest.raises(RemoteException, match="boom"):
         wait(BatchPromise(b, 1))
+
+
+def test_a_batch_failed_whole_drops_its_arguments_once_sealed() -> None:
+    batcher: Any = SimpleNamespace(interface="f", timeout=None)
+    open_batch = Pending(batcher, 0.0)
+    open_batch.args.append((1,))
+    open_batch.set_error(RemoteException("ValueError", "x", ""))
+    assert open_batch.args == [(1,)]  # still open (no id yet): calls may be appended
+    sealed = Pending(batcher, 0.0)
+    sealed.args.append((1,))
+    sealed.id = 7
+    assert sealed.set_error(RemoteException("ValueError", "gone", ""))
+    assert sealed.args == [] and not sealed.set_error(RemoteException("ValueError", "y", ""))
+    with pytest.raises(RemoteException, match="gone"):
+        wait(BatchPromise(sealed, 0))
