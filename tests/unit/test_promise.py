@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from polybus.client.calls import CallRecord
-from polybus.client.promise import Promise, wait
+from polybus.client.promise import CallPromise, wait
 from polybus.errors import RemoteException
 
 
@@ -39,7 +39,7 @@ def P(value: Any) -> Any:
     _next[0] += 1
     rec = CallRecord(_next[0], _dispatcher, [], None, 0.0)  # type: ignore[arg-type]
     _reactor.answers[rec.id] = value
-    return Promise(rec, _reactor)  # type: ignore[arg-type]
+    return CallPromise(rec, _reactor)  # type: ignore[arg-type]
 
 
 def test_not_waited_for_until_used() -> None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from polybus.client.calls import error_from
-from polybus.client.promise import Promise
+from polybus.client.promise import Promise, behave_as_promise
 from polybus.errors import PolybusError
 from polybus.wire.messages import BatchResult, CallBatch
 
@@ -68,6 +70,11 @@ class Pending:
         if self.done:
             return False
         self.error, self.done = error, True
+        if self.id:
+            # Sealed (no call joins it any more) and never sent again: its arguments go,
+            # as on an answer. An argument holding one of its promises then makes no
+            # cycle the collector cannot see (promises are not tracked).
+            self.args = []
         return True
 
     def message(self) -> CallBatch:
@@ -122,14 +129,21 @@ class Slot:
         return b.values[self.i]
 
 
-class BatchPromise(Promise):
+class BatchPromise(msgspec.Struct, Promise, gc=False):
     """The promise of call ``_i`` of batch ``_rec``: no record of its own, so a call
-    costs two small objects (this and its argument tuple) however it is waited for."""
+    costs two small objects (this and its argument tuple) however it is waited for.
 
-    __slots__ = ("_i",)
+    A msgspec Struct made with ``gc=False``: the cyclic garbage collector never tracks
+    it. A program that makes 10^5-10^6 calls before it waits holds as many promises;
+    tracked, they set off full collections over all of them again and again (measured:
+    about a quarter of the client's time at 4e5 calls/s). It can be in no cycle: it
+    refers only to its batch, which never refers back to it."""
+
+    _rec: Pending
+    _i: int
 
     def __polybus_value__(self) -> Any:
-        b: Pending = self._rec
+        b = self._rec
         if b.clean:
             return b.values[self._i]
         slot = Slot(b, self._i)
@@ -138,7 +152,7 @@ class BatchPromise(Promise):
         # Written first if still open or held back: the reactor's lone-call wait reads
         # without flushing.
         b.batcher.flush()
-        return self._reactor.wait(slot, b.batcher.timeout)
+        return b.batcher.reactor.wait(slot, b.batcher.timeout)  # type: ignore[arg-type]  # (a Slot is what wait uses of a record)
 
     @property
     def done(self) -> bool:
@@ -146,11 +160,7 @@ class BatchPromise(Promise):
         return Slot(self._rec, self._i).done
 
 
-# Made without Promise.__init__ (two object.__setattr__ calls): the call path.
-_new = Promise.__new__
-_set_rec = Promise._rec.__set__  # type: ignore[attr-defined]
-_set_reactor = Promise._reactor.__set__  # type: ignore[attr-defined]
-_set_i = BatchPromise._i.__set__  # type: ignore[attr-defined]
+behave_as_promise(BatchPromise)
 
 
 __all__ = ["BatchPromise", "Pending", "Slot", "arg_bytes"]

@@ -28,16 +28,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.batchcalls import (
-    BatchPromise,
-    Pending,
-    Slot,
-    _new,
-    _set_i,
-    _set_reactor,
-    _set_rec,
-    arg_bytes,
-)
+from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.messages import Message
@@ -130,10 +121,7 @@ class Batcher:
                 b = self._start()
             i = len(b.args)
             b.args.append(args)
-            p = _new(BatchPromise)
-            _set_rec(p, b)
-            _set_reactor(p, self.reactor)
-            _set_i(p, i)
+            p = BatchPromise(b, i)
             if self.nbytes is not None:
                 b.size += arg_bytes(args)
                 if b.size >= self.nbytes:

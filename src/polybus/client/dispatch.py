@@ -21,7 +21,7 @@ from polybus.client.policies.balance import (
     WindowEstimator,
     demand_pick,
 )
-from polybus.client.promise import Promise
+from polybus.client.promise import CallPromise
 from polybus.config.model import CallStyle
 from polybus.errors import (
     ConnectionLostError,
@@ -44,7 +44,7 @@ _ids = itertools.count(1)
 def _wire(value: Any) -> Any:
     """An argument as it travels: promises answered, large bytes out of band."""
     t = type(value)
-    if t is Promise or t is BatchPromise:
+    if t is CallPromise or t is BatchPromise:
         return value.__polybus_value__()
     if t is bytes and len(value) >= OOB_BYTES:
         return OutOfBand(value)
@@ -102,7 +102,7 @@ class Dispatcher:
             return self.reactor.wait(rec, self.timeout)
         if kind == "async":
             self._send(rec, self._pick_any())
-            return Promise(rec, self.reactor)
+            return CallPromise(rec, self.reactor)
         # async-demand
         i = demand_pick(self.inflight, self.window, self._open()) if not self._backlog else None
         if i is not None:
@@ -115,7 +115,7 @@ class Dispatcher:
                 self.reactor.poll()
             while len(self._backlog) > BACKLOG_BOUND:  # bounded: the caller waits for room
                 self.reactor.step()
-        return Promise(rec, self.reactor)
+        return CallPromise(rec, self.reactor)
 
     def _call_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The plain sync call (no priority, timeout, cache, aggregation or forwarding):

@@ -31,7 +31,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.operands import Comm, known_for
-from polybus.client.promise import Promise
+from polybus.client.promise import CallPromise
 from polybus.errors import PolybusError, RemoteError, RemoteException, WorkerDiedError
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Deliver, Fetch, Fetched, Forward
@@ -57,7 +57,7 @@ class Edge:
 
 def _unsent(value: Any) -> bool:
     """A promise whose value is not at the client: unanswered, or forwarded."""
-    if type(value) is not Promise:
+    if type(value) is not CallPromise:
         return False
     rec = value._rec
     return not rec.done or (rec.error is None and type(rec.value) is Ref)

@@ -17,22 +17,19 @@ if TYPE_CHECKING:
 
 
 class Promise:
-    __slots__ = ("_reactor", "_rec")
+    """What every promise does (the type a program can test for). It holds nothing: each
+    kind of call has its own subclass with what it needs to wait (`CallPromise` here,
+    ``client/batchcalls.BatchPromise`` for an aggregated call)."""
 
-    def __init__(self, rec: CallRecord, reactor: Reactor) -> None:
-        object.__setattr__(self, "_rec", rec)
-        object.__setattr__(self, "_reactor", reactor)
+    __slots__ = ()
 
     def __polybus_value__(self) -> Any:
-        rec = self._rec
-        if rec.done:
-            return rec.outcome()
-        return self._reactor.wait(rec, rec.dispatcher.timeout)
+        raise NotImplementedError
 
     @property
     def done(self) -> bool:
         """True once the answer (or error) is here; never waits."""
-        return bool(self._rec.done)
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return repr(self.__polybus_value__())
@@ -139,6 +136,39 @@ def _install() -> None:
 
 
 _install()
+
+# What a subclass must not take from another base (a msgspec Struct defines these too).
+_OWN = frozenset(k for k in Promise.__dict__ if k not in (
+    "__slots__", "__module__", "__doc__", "__init__", "__polybus_value__", "done"))
+
+
+def behave_as_promise(cls: type[Promise]) -> None:
+    """Give ``cls`` every behaviour of Promise that a base before Promise in its MRO
+    (a msgspec Struct's equality, hash, repr, setattr) would otherwise take over."""
+    for name in _OWN:
+        if name not in cls.__dict__ and getattr(cls, name, None) is not Promise.__dict__[name]:
+            setattr(cls, name, Promise.__dict__[name])
+
+
+class CallPromise(Promise):
+    """The promise of one call that has a record of its own (client/calls.py)."""
+
+    __slots__ = ("_reactor", "_rec")
+
+    def __init__(self, rec: CallRecord, reactor: Reactor) -> None:
+        object.__setattr__(self, "_rec", rec)
+        object.__setattr__(self, "_reactor", reactor)
+
+    def __polybus_value__(self) -> Any:
+        rec = self._rec
+        if rec.done:
+            return rec.outcome()
+        return self._reactor.wait(rec, rec.dispatcher.timeout)
+
+    @property
+    def done(self) -> bool:
+        """True once the answer (or error) is here; never waits."""
+        return bool(self._rec.done)
 
 
 def wait(x: Any) -> Any:

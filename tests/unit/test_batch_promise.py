@@ -1,0 +1,73 @@
+"""The promise of an aggregated call: behaves like its value as any promise does, and is
+never tracked by the cyclic garbage collector (no network: a batch answered by hand)."""
+
+from __future__ import annotations
+
+import gc
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from polybus.client.batchcalls import BatchPromise, Pending
+from polybus.client.promise import CallPromise, Promise, wait
+from polybus.errors import RemoteException
+
+
+def _answered(values: list[Any]) -> Pending:
+    batcher: Any = SimpleNamespace(interface="f", timeout=None)
+    b = Pending(batcher, 0.0)
+    b.values, b.done, b.clean = values, True, True
+    return b
+
+
+class Box:
+    def __init__(self) -> None:
+        self.size = 3
+
+
+def test_is_a_promise_and_untracked() -> None:
+    p = BatchPromise(_answered([5]), 0)
+    assert isinstance(p, Promise) and not isinstance(p, CallPromise)
+    assert not gc.is_tracked(p)
+    assert p.done and wait(p) == 5 and wait([p, (p,)]) == [5, (5,)]
+
+
+def test_behaves_like_its_value() -> None:
+    b = _answered([7, "ab", [1, 2], Box()])
+    seven, text, items, box = (BatchPromise(b, i) for i in range(4))
+    # What a msgspec Struct defines itself (equality, order, hash, repr, str) is the
+    # value's here, as for every promise.
+    assert seven == 7 and seven != 8 and seven < 8 and seven >= 7
+    assert hash(seven) == hash(7) and {seven: 1}[7] == 1
+    assert repr(text) == "'ab'" and str(seven) == "7" and f"{seven:03d}" == "007"
+    assert seven + 1 == 8 and 1 + seven == 8 and -seven == -7 and int(seven) == 7
+    assert len(items) == 2 and list(items) == [1, 2] and items[1] == 2 and 2 in items
+    assert text.upper() == "AB"
+    assert box.size == 3
+    box.size = 4  # set on the value, not on the promise
+    assert b.values[3].size == 4
+
+
+def test_one_failing_call_raises_alone() -> None:
+    b = _answered([1, None, 3])
+    b.clean = False
+    b.fails = {1: RemoteException("ValueError", "boom", "", interface="f", replica="r")}
+    assert wait(BatchPromise(b, 0)) == 1 and wait(BatchPromise(b, 2)) == 3
+    with pytest.raises(RemoteException, match="boom"):
+        wait(BatchPromise(b, 1))
+
+
+def test_a_batch_failed_whole_drops_its_arguments_once_sealed() -> None:
+    batcher: Any = SimpleNamespace(interface="f", timeout=None)
+    open_batch = Pending(batcher, 0.0)
+    open_batch.args.append((1,))
+    open_batch.set_error(RemoteException("ValueError", "x", ""))
+    assert open_batch.args == [(1,)]  # still open (no id yet): calls may be appended
+    sealed = Pending(batcher, 0.0)
+    sealed.args.append((1,))
+    sealed.id = 7
+    assert sealed.set_error(RemoteException("ValueError", "gone", ""))
+    assert sealed.args == [] and not sealed.set_error(RemoteException("ValueError", "y", ""))
+    with pytest.raises(RemoteException, match="gone"):
+        wait(BatchPromise(sealed, 0))
