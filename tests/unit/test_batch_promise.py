@@ -71,3 +71,23 @@ def test_a_batch_failed_whole_drops_its_arguments_once_sealed() -> None:
     assert sealed.args == [] and not sealed.set_error(RemoteException("ValueError", "y", ""))
     with pytest.raises(RemoteException, match="gone"):
         wait(BatchPromise(sealed, 0))
+
+
+def test_giving_up_on_one_call_of_a_batch_leaves_the_others() -> None:
+    # (the HTTP front door's deadline for one request)
+    from polybus.errors import CallTimeoutError
+    from polybus.http.calls import _give_up
+
+    forgotten: list[Any] = []
+    batcher: Any = SimpleNamespace(interface="f", timeout=None, forget=forgotten.append)
+    b = Pending(batcher, 0.0)
+    b.id = 1  # sent, not answered yet
+    first, second = BatchPromise(b, 0), BatchPromise(b, 1)
+    late = CallTimeoutError("no answer from f within 1 s", interface="f")
+    assert _give_up(first, late) and len(forgotten) == 1
+    assert first.done and not second.done and b.error is None
+    b.values, b.done = [None, 2], True  # the batch's answer comes after all
+    assert wait(second) == 2
+    with pytest.raises(CallTimeoutError):
+        wait(first)
+    assert not _give_up(second, late)  # answered: nothing to give up

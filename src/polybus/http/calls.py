@@ -14,18 +14,37 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.promise import Promise, wait
-from polybus.errors import CallTimeoutError
+from polybus.client.batchcalls import BatchPromise, Slot
+from polybus.client.promise import CallPromise, Promise, wait
+from polybus.errors import CallTimeoutError, PolybusError
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
     from polybus.client.session import Session
-    from polybus.errors import PolybusError
 
 __all__ = ["CallBridge"]
 
 _TICK_S = 0.05  # while calls are out: a step this often (TLS buffers, liveness, answers
 #                 read while a send waited for room)
+
+
+def _give_up(promise: Promise, error: PolybusError) -> bool:
+    """Fail this one call with ``error`` (its answer, if it comes, is dropped); False if it
+    was already answered. An aggregated call is one slot of its batch: the batch's other
+    calls go on."""
+    if isinstance(promise, BatchPromise):
+        slot = Slot(promise._rec, promise._i)
+        if not slot.set_error(error):
+            return False
+        promise._rec.batcher.forget(slot)
+        return True
+    if not isinstance(promise, CallPromise):
+        raise TypeError(f"not a call's promise: {type(promise).__name__}")
+    rec = promise._rec  # the record is the dispatcher's to forget
+    if not rec.set_error(error):
+        return False
+    rec.dispatcher.forget(rec)
+    return True
 
 
 class CallBridge:
@@ -70,11 +89,11 @@ class CallBridge:
             async with asyncio.timeout(timeout):
                 return await fut
         except TimeoutError:
-            rec = promise._rec  # the record is the dispatcher's to forget
-            rec.set_error(CallTimeoutError(f"no answer from {name} within {timeout:g} s",
-                                           interface=name))
-            rec.dispatcher.forget(rec)
-            raise rec.error from None
+            late = CallTimeoutError(f"no answer from {name} within {timeout:g} s",
+                                    interface=name)
+            if _give_up(promise, late):
+                raise late from None
+            return wait(promise)  # its answer came in the same instant
         finally:
             self._pending.pop(id(promise), None)
 
