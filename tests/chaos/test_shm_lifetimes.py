@@ -167,3 +167,67 @@ def test_a_client_short_of_descriptors_gets_every_answer_of_a_burst(harness: Har
     p = harness.start("burst", [sys.executable, str(CLIENT), "burst", harness.registry])
     out, _ = p.communicate(timeout=100)
     assert p.returncode == 0 and out.strip().endswith(b"wrong 0"), harness.stderr("burst")
+
+
+def test_arrays_held_by_user_code_never_change_while_memory_is_reused(
+        harness: Harness) -> None:
+    # Sizes: copied out of the ring (100 KB), a frame of its own (200 KB), by segment
+    # (300 KB, 2 MB). The replica keeps what it received; the client keeps answers;
+    # many calls of the same sizes follow, which reuse segments and frame memory.
+    _cluster(harness, ["w0"])
+    s = _session(harness)
+    sizes = [100_000, 200_000, 300_000, 2_000_000]
+    sent = {n: np.arange(n // 8, dtype=np.float64) + n for n in sizes}
+    held = []
+    for n in sizes:
+        assert s.call("keep", (n, sent[n]), {}) == sent[n].sum()
+        held.append((n, np.asarray(wait(s.call("echo", (sent[n] * 2,), {})))))
+    for i in range(30):
+        for n in sizes:
+            x = np.full(n // 8, float(i))
+            assert np.array_equal(np.asarray(wait(s.call("echo", (x,), {}))), x)
+            assert s.call("keep", (-n, x), {}) == x.sum()  # the slot others reuse
+    for n in sizes:
+        assert np.array_equal(np.asarray(s.call("kept", (n,), {})), sent[n])
+    assert all(np.array_equal(a, sent[n] * 2) for n, a in held)
+
+
+def test_a_stranger_on_the_shm_socket_never_gets_a_descriptor(harness: Harness) -> None:
+    import array
+    import socket
+
+    from polybus.wire import handshake
+
+    _cluster(harness, ["w0"])
+    path = str(harness.tmp / "w0.sock")
+
+    def descriptors(proof: object) -> list[int]:
+        """Connect, answer the challenge with ``proof(hello)``, read until the worker
+        hangs up or 1 s passes; the descriptors that came (closed again here)."""
+        fds: list[int] = []
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(1.0)
+            sock.connect(path)
+            hello = b""
+            while len(hello) < handshake.HELLO_SIZE:
+                hello += sock.recv(handshake.HELLO_SIZE - len(hello))
+            sock.sendall(proof(hello))  # type: ignore[operator]
+            try:
+                while True:
+                    data, anc, _, _ = sock.recvmsg(4096, socket.CMSG_SPACE(64 * 4))
+                    for level, kind, raw in anc:
+                        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                            fds += array.array("i", raw[:len(raw) - len(raw) % 4])
+                    if not data:
+                        break
+            except TimeoutError:
+                pass
+        for fd in fds:
+            os.close(fd)
+        return fds
+
+    assert descriptors(lambda h: bytes(handshake.PROOF_SIZE)) == []  # wrong proof
+    stranger = handshake.ClientHandshake(b"another cluster's token, 32 bytes")
+    assert descriptors(stranger.proof) == []
+    # The control: the token holder gets the worker's ring (its first descriptor).
+    assert len(descriptors(handshake.ClientHandshake(harness.token).proof)) == 1
