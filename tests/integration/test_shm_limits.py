@@ -25,24 +25,29 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def _burst(sender: ShmChannel, receiver: ShmChannel) -> list[Message]:
-    """Send BURST calls while the receiver takes them all and keeps every one (so no
+def _pump(sender: ShmChannel, receiver: ShmChannel, msgs: list[Message]) -> list[Message]:
+    """Send ``msgs`` while the receiver takes them all and keeps every one (so no
     segment comes back); the messages received."""
     got: list[Message] = []
 
     def take() -> None:
-        while len(got) < BURST:
+        while len(got) < len(msgs):
             got.extend(receiver.receive())
 
     t = threading.Thread(target=take)
     t.start()
     try:
-        for i in range(BURST):
-            sender.send(Call(i, "f", [np.full(SIZE // 8, float(i))]))
+        for m in msgs:
+            sender.send(m)
     finally:
         t.join(30)
     assert not t.is_alive()
     return got
+
+
+def _burst(sender: ShmChannel, receiver: ShmChannel) -> list[Message]:
+    return _pump(sender, receiver,
+                 [Call(i, "f", [np.full(SIZE // 8, float(i))]) for i in range(BURST)])
 
 
 def test_a_burst_in_flight_takes_bounded_segments_and_descriptors() -> None:
@@ -78,6 +83,31 @@ def test_the_pool_bounds_segments_in_flight_too() -> None:
         assert len(got) == BURST and sender.segments_held() <= 8
         assert all(np.array_equal(m.args[0], np.full(SIZE // 8, float(i)))  # type: ignore[attr-defined]
                    for i, m in enumerate(got))
+        del got
+    finally:
+        sender.close()
+        receiver.close()
+    gc.collect()
+    assert memfd_mappings() == 0
+
+
+def test_many_live_operands_take_bounded_shared_segments() -> None:
+    # One shared segment per cached operand (shmshare.py), three descriptors each at the
+    # sender: 120 distinct operands alive at once used to take 360 of them. Past the
+    # bound an operand's Put carries its value in the frame, and arrives all the same.
+    from polybus.transport.shmshare import shelf
+    from polybus.wire.messages import Put
+
+    a, b = socket.socketpair(socket.AF_UNIX)
+    sender, receiver = ShmChannel(a, Codec(), "client"), ShmChannel(b, Codec(), "replica")
+    fds = _open_fds()
+    values = [np.full(SIZE // 8, float(i)) for i in range(BURST)]
+    try:
+        got = _pump(sender, receiver, [Put(f"limits-{i}", v) for i, v in enumerate(values)])
+        assert [m.key for m in got] == [f"limits-{i}" for i in range(BURST)]  # type: ignore[attr-defined]
+        assert all(np.array_equal(m.value, v) for m, v in zip(got, values, strict=True))  # type: ignore[attr-defined]
+        assert shelf().held() <= shelf().max_segments < BURST
+        assert _open_fds() - fds <= 3 * shelf().max_segments + 8  # 2 here, 1 there
         del got
     finally:
         sender.close()

@@ -114,9 +114,12 @@ class SegmentFrames:
                 continue
             if put is not None:
                 try:
-                    table += self._lend(put, i, b, n, fds)
+                    entry = self._lend(put, i, b, n, fds)
                 except OSError:  # no descriptor or memory for it: in the frame
                     continue
+                if entry is None:
+                    continue  # the shelf is full of held operands: in the frame
+                table += entry
             else:
                 with self._seg_lock:
                     seg = self._acquire(n)
@@ -135,13 +138,16 @@ class SegmentFrames:
         return pieces + encode_frame(header, [_contiguous(b) for b in out], self.codec.max_frame,
                                      FLAG_SHM)
 
-    def _lend(self, key: str, i: int, data: Any, n: int, fds: list[int]) -> bytes:
+    def _lend(self, key: str, i: int, data: Any, n: int, fds: list[int]) -> bytes | None:
         """Buffer ``i`` of operand ``key`` by the process's shared segment for it
-        (transport/shmshare.py), read-only at the receiver; its table entry."""
+        (transport/shmshare.py), read-only at the receiver; its table entry (None if
+        the shelf has no segment to give)."""
         if not self._shelved:
             self._shelved = True
             shelf().enter()
         s = shelf().lend(key, i, data, n)
+        if s is None:
+            return None
         with self._seg_lock:
             held = self._lent.get(s.id)
             self._lent[s.id] = (s, 1 if held is None else held[1] + 1)
