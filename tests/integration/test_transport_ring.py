@@ -216,3 +216,26 @@ def test_a_backlog_larger_than_the_receive_scratch_is_taken_whole_in_order() -> 
         y.close()
         gc.collect()
     assert memfd_mappings() == 0
+
+
+def test_large_frames_queued_in_the_ring_all_arrive() -> None:
+    # Arrays of 200 KB go in the frame (below the segment threshold): three queued
+    # before the reader looks are drained at once. Only the last used to arrive.
+    a, b = socket.socketpair(socket.AF_UNIX)
+    x, y = ShmChannel(a, Codec(), "x"), ShmChannel(b, Codec(), "y")
+    try:
+        for i in range(3):
+            x.send(Call(i, "f", [np.full(25_000, float(i))]))
+        got: list[Message] = []
+        deadline = time.monotonic() + 10
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += y.receive(wait=False)
+        assert [m.id for m in got] == [0, 1, 2]  # type: ignore[attr-defined]
+        for i, m in enumerate(got):
+            assert np.array_equal(m.args[0], np.full(25_000, float(i)))  # type: ignore[attr-defined]
+        del got, m
+    finally:
+        x.close()
+        y.close()
+    gc.collect()
+    assert memfd_mappings() == 0

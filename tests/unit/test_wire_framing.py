@@ -305,6 +305,23 @@ def test_whole_large_frame_in_a_grown_scratch_with_more_behind_it() -> None:
     assert sum(1 for _ in iter(dec.next_frame, None)) == 400
 
 
+def test_large_frames_fed_before_any_is_taken_all_come_out_in_order() -> None:
+    # The shm ring hands the decoder everything waiting in one drain: a large frame
+    # completed and not yet taken must not be replaced by the next large one (before
+    # the fix only the last of three came out; the others were silently lost).
+    bigs = [wire(b"b%d" % i, [bytes([i]) * 200_000]) for i in range(3)]
+    dec = FrameDecoder()
+    dec.feed(b"".join(bigs))
+    assert frames(dec) == [(b"b%d" % i, [bytes([i]) * 200_000]) for i in range(3)]
+    dec = FrameDecoder()
+    for b in bigs:
+        dec.feed(b)
+        dec.feed(wire(b"s", [b"x" * 10]))
+    got = frames(dec)
+    assert [h for h, _ in got] == [b"b0", b"s", b"b1", b"s", b"b2", b"s"]
+    assert [bufs for h, bufs in got if h != b"s"] == [[bytes([i]) * 200_000] for i in range(3)]
+
+
 def test_a_spare_is_made_ready_while_a_large_body_is_held() -> None:
     import numpy as np
 

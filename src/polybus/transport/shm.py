@@ -13,8 +13,9 @@ machines (page allocation runs at well under 1 GB/s, against 6-8 GB/s for a copy
 pages already mapped), which is why segments are pooled rather than made per message.
 The receiver gives a segment back when the last array viewing it is garbage collected
 (``weakref.finalize`` on the view's base); the release rides on its next frame to the
-sender. A sender keeps at most ``POOL_BYTES`` of segments; beyond that a released
-segment is closed and the receiver told to forget its mapping. Closing the channel
+sender. A sender holds at most ``POOL_BYTES`` and ``MAX_SEGMENTS`` of segments, in
+flight or pooled (free ones are closed to make room, and the receiver told to forget
+its mapping); a buffer that finds none then travels in the frame, as on ipc. Closing the channel
 frees everything; arrays the program still holds keep their own mapping alive.
 
 A large array that is not contiguous (a column block of a matrix) is gathered

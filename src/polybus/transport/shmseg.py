@@ -37,6 +37,11 @@ __all__ = ["FD_READONLY", "FLAG_CTL", "FLAG_SHM", "MAX_FDS", "SegmentFrames"]
 FLAG_SHM = 1
 FLAG_CTL = 2
 MAX_FDS = 250  # per frame; Linux passes at most 253 descriptors in one message
+# Segments a sender holds at once (in flight or pooled). Each costs two descriptors here
+# (the memfd and mmap's own copy of it) and one at the receiver: one per message in
+# flight, an async client's burst of 2,000 large calls died of EMFILE at the usual
+# limit of 1,024. A buffer that finds no segment travels in the frame, as on ipc.
+MAX_SEGMENTS = 32
 _DESC = struct.Struct("<IIQQ")  # buffer index, has_fd, segment id, length
 FD_READONLY = 2  # has_fd: a shared segment's descriptor, to be mapped read-only
 
@@ -67,6 +72,7 @@ class SegmentFrames:
     def _init_segments(self, threshold: int, pool_bytes: int) -> None:
         self.threshold = threshold
         self.pool_bytes = pool_bytes
+        self.max_segments = MAX_SEGMENTS
         # sender side
         self._segments: dict[int, Segment] = {}
         self._next_id = 1
@@ -107,10 +113,18 @@ class SegmentFrames:
             if n < self.threshold or len(fds) >= MAX_FDS:
                 continue
             if put is not None:
-                table += self._lend(put, i, b, n, fds)
+                try:
+                    entry = self._lend(put, i, b, n, fds)
+                except OSError:  # no descriptor or memory for it: in the frame
+                    continue
+                if entry is None:
+                    continue  # the shelf is full of held operands: in the frame
+                table += entry
             else:
                 with self._seg_lock:
                     seg = self._acquire(n)
+                if seg is None:
+                    continue  # none to be had within the bounds: in the frame
                 copy_into(seg.view, b)
                 has_fd = not seg.shared
                 if has_fd:
@@ -124,13 +138,16 @@ class SegmentFrames:
         return pieces + encode_frame(header, [_contiguous(b) for b in out], self.codec.max_frame,
                                      FLAG_SHM)
 
-    def _lend(self, key: str, i: int, data: Any, n: int, fds: list[int]) -> bytes:
+    def _lend(self, key: str, i: int, data: Any, n: int, fds: list[int]) -> bytes | None:
         """Buffer ``i`` of operand ``key`` by the process's shared segment for it
-        (transport/shmshare.py), read-only at the receiver; its table entry."""
+        (transport/shmshare.py), read-only at the receiver; its table entry (None if
+        the shelf has no segment to give)."""
         if not self._shelved:
             self._shelved = True
             shelf().enter()
         s = shelf().lend(key, i, data, n)
+        if s is None:
+            return None
         with self._seg_lock:
             held = self._lent.get(s.id)
             self._lent[s.id] = (s, 1 if held is None else held[1] + 1)
@@ -157,22 +174,34 @@ class SegmentFrames:
             forget, self._forget_out = self._forget_out, []
         return encode_frame(b"", [_u64s(released), _u64s(forget)], self.codec.max_frame, FLAG_CTL)
 
-    def _acquire(self, n: int) -> Segment:
+    def _acquire(self, n: int) -> Segment | None:
+        """A free segment for ``n`` bytes, or a new one within ``pool_bytes`` and
+        ``max_segments`` (free ones of other sizes closed to make room); else None."""
         best: Segment | None = None
         for seg in self._segments.values():
             if not seg.busy and n <= seg.size <= 4 * n and (best is None or seg.size < best.size):
                 best = seg
         if best is None:
             size = segment_size(n)
-            if self._pooled + size > self.pool_bytes:
-                for seg in [s for s in self._segments.values() if not s.busy]:
-                    self._drop_segment(seg)
-            best = Segment(self._next_id, size)
+            for seg in [s for s in self._segments.values() if not s.busy]:  # oldest first
+                if not self._full(size):
+                    break
+                self._drop_segment(seg)
+            if self._full(size):
+                return None  # the rest are in flight
+            try:
+                best = Segment(self._next_id, size)
+            except OSError:
+                return None  # out of descriptors or memory
             self._next_id += 1
             self._segments[best.id] = best
             self._pooled += size
         best.busy = True
         return best
+
+    def _full(self, size: int) -> bool:
+        return (self._pooled + size > self.pool_bytes
+                or len(self._segments) >= self.max_segments)
 
     def _drop_segment(self, seg: Segment) -> None:
         del self._segments[seg.id]

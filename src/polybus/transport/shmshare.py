@@ -17,7 +17,8 @@ until the memory is wanted for another operand (warm pages are reused: fresh sha
 memory costs ~1 ms per MB to fault in here). A segment whose channel closed while
 its peer still held it is never reused (that peer's arrays may still view it); it is
 closed when the last hold elsewhere goes. Closing a segment tells every peer it was
-sent to to forget its mapping.
+sent to to forget its mapping. At most ``MAX_SHARED`` are open at once (descriptors);
+past that, with none free, an operand's value travels in its frame.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 
 __all__ = [
     "KEEP_BYTES",
+    "MAX_SHARED",
     "SHARED_BIT",
     "Segment",
     "SharedSegment",
@@ -44,6 +46,10 @@ __all__ = [
 MIN_SEGMENT = 1 << 20
 SHARED_BIT = 1 << 63  # segment ids of shared segments (a channel's own count up from 1)
 KEEP_BYTES = 256 << 20  # free shared segments kept warm for the next operands, at most
+# Shared segments open at once, held or free: each costs two descriptors here (the
+# read-only one to send, mmap's copy of the memfd) and one per replica mapping it. Past
+# this an operand's value goes in its frame (120 live operands took 360 before).
+MAX_SHARED = 64
 
 
 class Segment:
@@ -66,7 +72,8 @@ class Segment:
     def close(self) -> None:
         self.view.release()
         self.map.close()
-        os.close(self.fd)
+        if self.fd >= 0:
+            os.close(self.fd)
 
 
 def copy_into(view: memoryview, data: Any) -> int:
@@ -97,6 +104,8 @@ class SharedSegment:
         self.seg = seg
         # What receivers get: the same memory, but they cannot map it for writing.
         self.ro_fd = os.open(f"/proc/self/fd/{seg.fd}", os.O_RDONLY | os.O_CLOEXEC)
+        os.close(seg.fd)  # never sent: the mapping (and its own copy) is enough here
+        seg.fd = -1
         self.key: tuple[str, int] | None = None
         self.length = 0
         self.holds = 0  # frames naming it whose receiver has not released it yet
@@ -127,17 +136,22 @@ class Shelf:
         self._free: list[SharedSegment] = []  # held by no receiver, oldest first
         self._free_bytes = 0
         self._next_id = 1
+        self.max_segments = MAX_SHARED
+        self._open = 0  # segments open, held, free or orphaned
         self._channels = 0  # open channels that have lent segments
         self.copies = 0  # operands copied in (a Put sent twice from one copy counts once)
 
-    def lend(self, key: str, index: int, data: Any, n: int) -> SharedSegment:
+    def lend(self, key: str, index: int, data: Any, n: int) -> SharedSegment | None:
         """The segment holding buffer ``index`` (``n`` bytes) of the operand ``key``
         (copied in now if no segment has it), held once more: the caller sends it in
-        one frame."""
+        one frame. None if ``max_segments`` are open and held: the caller sends the
+        value in the frame."""
         with self._lock:
             s = self._by_key.get((key, index))
             if s is None or s.length != n:
                 s = self._take(n)
+                if s is None:
+                    return None
                 copy_into(s.seg.view, data)
                 self.copies += 1
                 s.key, s.length = (key, index), n
@@ -159,7 +173,7 @@ class Shelf:
             if s.holds > 0:
                 return
             if s.dead:
-                s.close()
+                self._close(s)
                 return
             self._free.append(s)
             self._free_bytes += s.seg.size
@@ -183,10 +197,10 @@ class Shelf:
     def held(self) -> int:
         """Shared segments open (for tests and stats)."""
         with self._lock:
-            return len(self._free) + sum(1 for s in self._by_key.values() if s.holds)
+            return self._open
 
     # -- with the lock held ------------------------------------------------------------
-    def _take(self, n: int) -> SharedSegment:
+    def _take(self, n: int) -> SharedSegment | None:
         best: SharedSegment | None = None
         for s in self._free:
             if n <= s.seg.size <= 4 * n and (best is None or s.seg.size < best.seg.size):
@@ -196,13 +210,19 @@ class Shelf:
             self._free_bytes -= best.seg.size
             self._unkey(best)
             return best
+        while self._open >= self.max_segments and self._free:
+            self._close_free(self._free[0])  # none fits: the oldest free one makes room
+        if self._open >= self.max_segments:
+            return None
         seg = Segment(SHARED_BIT | self._next_id, segment_size(n))
         self._next_id += 1
         try:
-            return SharedSegment(seg)
+            s = SharedSegment(seg)
         except OSError:
             seg.close()
             raise
+        self._open += 1
+        return s
 
     def _unkey(self, s: SharedSegment) -> None:
         if s.key is not None and self._by_key.get(s.key) is s:
@@ -213,6 +233,10 @@ class Shelf:
         self._free.remove(s)
         self._free_bytes -= s.seg.size
         self._unkey(s)
+        self._close(s)
+
+    def _close(self, s: SharedSegment) -> None:
+        self._open -= 1
         s.close()
 
 

@@ -199,8 +199,10 @@ class FrameDecoder:
                 # Scratch is full of one frame's start: a large frame gets its own memory.
                 (length,) = struct.unpack_from("<I", self._scratch, self._start)
                 # (Not if that frame is already whole here: a grown scratch can hold it
-                # and the start of the next, more than its own memory would take.)
-                if _BIG <= length <= self.max_frame and pending - 4 < length:
+                # and the start of the next, more than its own memory would take; nor
+                # while a whole large frame waits to be taken: it has the memory.)
+                if (self._big is None and _BIG <= length <= self.max_frame
+                        and pending - 4 < length):
                     self._begin_large(length)
                     return self._big_view()
             if self._end == len(self._scratch):  # whole small frames not yet taken
@@ -214,10 +216,11 @@ class FrameDecoder:
             self._big_filled += nbytes
         else:
             self._end += nbytes
-            if self._end == len(self._scratch) and self._start == 0:
+            if self._end == len(self._scratch) and self._start == 0 and self._big is None:
                 # The read filled the scratch with the start of a frame: if it is a large
                 # one, the rest goes straight to its own memory (and `receiving_large`
-                # tells the reader to go on reading).
+                # tells the reader to go on reading). Not while a whole large frame
+                # waits to be taken: that would lose it (next_frame starts this one).
                 (length,) = struct.unpack_from("<I", self._scratch, 0)
                 if _BIG <= length <= self.max_frame and 4 + length > self._end:
                     self._begin_large(length)
