@@ -97,12 +97,21 @@ class Procs:
     def close(self) -> None:
         for p in self.started:
             self.extra |= descendants(p.pid)
+        # SIGTERM first: `polybus run`/`serve` then stop their engine, which removes its
+        # workers' logs and socket directory from /tmp; SIGKILL what is left after 5 s.
         for p in self.started:
             if p.poll() is None:
-                p.kill()
+                p.terminate()
+        for p in self.started:
             try:
-                p.communicate(timeout=10)
-            except (subprocess.TimeoutExpired, ValueError):
+                p.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                try:
+                    p.communicate(timeout=10)
+                except (subprocess.TimeoutExpired, ValueError):
+                    pass
+            except ValueError:
                 pass
         kill_all({p for p in self.extra if alive(p)})
 

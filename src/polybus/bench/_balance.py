@@ -9,6 +9,7 @@ so start-up is paid once and never inside a figure.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -99,8 +100,12 @@ class Harness:
         (self.dir / "client.py").write_text(CLIENT)
         (self.dir / "app.toml").write_text(APP)
         self.base = (f"modules.server.replication={replication}",)
-        self.engine = LocalEngine(load(self.dir / "app.toml", self.base), self.base)
-        self.cluster = self.engine.start()
+        try:
+            self.engine = LocalEngine(load(self.dir / "app.toml", self.base), self.base)
+            self.cluster = self.engine.start()  # (stops what it started if it fails)
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         self.module = load_module(self.dir / "client.py", "polybus_user_bench_balance")
 
     def run(self, entry: str, args: Sequence[Any], overrides: Sequence[str] = ()
@@ -119,7 +124,10 @@ class Harness:
         return elapsed, result, stats
 
     def close(self) -> None:
-        self.engine.stop()
+        try:
+            self.engine.stop()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> Harness:
         return self
