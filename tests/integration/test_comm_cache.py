@@ -209,3 +209,22 @@ def test_a_cached_operand_is_read_only_on_every_transport(tmp_path: Path,
         assert "read-only" in str(err.value)
         assert np.allclose(call(s, "mul", a[2], b), a[2] @ b)
         assert c.runtimes[0].cache.hits >= 2
+
+
+def test_a_stolen_call_names_its_cached_operand(tmp_path: Path) -> None:
+    # Replica 0 gets the slow calls (round-robin, even ones), so the idle replica 1 steals
+    # from it; a moved call goes by name, with a Put if its new replica lacks the operand,
+    # never with the operand inline.
+    x = np.arange(1 << 17, dtype=np.float64)  # 1 MiB
+    cfg = toml(style="async").replace("define.mul =", "define.nap =").replace(
+        'use.mul = { callstyle = "async" }', 'use.nap = { callstyle = "async", balance = "steal" }'
+    ).replace('"client.mul" = "server.mul"', '"client.nap" = "server.nap"')
+    cfg = cfg.replace('cache = ["b"]', 'cache = ["x"]')
+    with cluster(tmp_path, cfg, replicas=2) as c:
+        s = c.session()
+        ps = [s.call("nap", (x, 0.05 if i % 2 == 0 else 0.0), {}) for i in range(12)]
+        assert all(np.array_equal(np.asarray(p), x) for p in ps)
+        migrator = s.migrators[0]
+        assert sum(migrator.moved_in.values()) > 0  # something did move
+        sent = sum(lk.channel.bytes_sent for lk in s.links["server"])
+        assert sent < 2 * x.nbytes + 64 * 1024  # x once per replica, whatever moved

@@ -99,7 +99,10 @@ class Migrator:
             rec.link = dst
             dst.outstanding[rec.id] = rec
             d.inflight[d._index[id(dst)]] += 1
-        self.d.reactor.send_many(dst, [r.message() for r in recs])
+        if self.d.comm is not None:  # cached operands go by name (a Put if dst lacks one)
+            self.d.comm.send_many(dst, recs)
+        else:
+            self.d.reactor.send_many(dst, [r.message() for r in recs])
 
 
 def migrator_for(dispatcher: Dispatcher, module: ModuleSpec, use: UseSpec,

@@ -14,7 +14,11 @@ is freed (the release rides back as for any segment; for a cached operand, when 
 replica's cache lets it go, e.g. on ``Drop``). A segment no receiver holds keeps its
 content and its key, so a later ``Put`` of the same key sends it again without a copy,
 until the memory is wanted for another operand (warm pages are reused: fresh shared
-memory costs ~1 ms per MB to fault in here). A segment whose channel closed while
+memory costs ~1 ms per MB to fault in here). When an operand needs a new segment, a
+helper thread makes one more of that size, pages touched, for the next operand: a
+program that sends a fresh B every round needs two (the replicas still hold the last
+one when the next is copied in), and its second round no longer pays the faults on the
+path of its first call. A segment whose channel closed while
 its peer still held it is never reused (that peer's arrays may still view it); it is
 closed when the last hold elsewhere goes. Closing a segment tells every peer it was
 sent to to forget its mapping. At most ``MAX_SHARED`` are open at once (descriptors);
@@ -55,13 +59,14 @@ MAX_SHARED = 64
 class Segment:
     __slots__ = ("busy", "fd", "id", "map", "shared", "size", "view")
 
-    def __init__(self, seg_id: int, size: int) -> None:
+    def __init__(self, seg_id: int, size: int, populate: bool = False) -> None:
         self.id = seg_id
         self.size = size
         self.fd = os.memfd_create(f"polybus-shm-{seg_id}", os.MFD_CLOEXEC)
+        flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
         try:
             os.ftruncate(self.fd, size)
-            self.map = mmap.mmap(self.fd, size, mmap.MAP_SHARED)
+            self.map = mmap.mmap(self.fd, size, flags)
         except OSError:
             os.close(self.fd)
             raise
@@ -140,6 +145,7 @@ class Shelf:
         self._open = 0  # segments open, held, free or orphaned
         self._channels = 0  # open channels that have lent segments
         self.copies = 0  # operands copied in (a Put sent twice from one copy counts once)
+        self._makers: dict[int, threading.Thread] = {}  # segment size -> making a spare
 
     def lend(self, key: str, index: int, data: Any, n: int) -> SharedSegment | None:
         """The segment holding buffer ``index`` (``n`` bytes) of the operand ``key``
@@ -149,13 +155,15 @@ class Shelf:
         with self._lock:
             s = self._by_key.get((key, index))
             if s is None or s.length != n:
-                s = self._take(n)
+                s, fresh = self._take(n)
                 if s is None:
                     return None
                 copy_into(s.seg.view, data)
                 self.copies += 1
                 s.key, s.length = (key, index), n
                 self._by_key[key, index] = s
+                if fresh:
+                    self._spare_for(s.seg.size)
             elif s.holds == 0:
                 self._free.remove(s)
                 self._free_bytes -= s.seg.size
@@ -190,9 +198,13 @@ class Shelf:
         (closing every channel frees everything, as for a channel's own segments)."""
         with self._lock:
             self._channels -= 1
-            if self._channels <= 0:
+            last = self._channels <= 0
+            if last:
                 while self._free:
                     self._close_free(self._free[0])
+            makers = list(self._makers.values()) if last else []
+        for t in makers:  # (each closes its spare itself, seeing no channel left)
+            t.join()
 
     def held(self) -> int:
         """Shared segments open (for tests and stats)."""
@@ -200,7 +212,9 @@ class Shelf:
             return self._open
 
     # -- with the lock held ------------------------------------------------------------
-    def _take(self, n: int) -> SharedSegment | None:
+    def _take(self, n: int) -> tuple[SharedSegment | None, bool]:
+        """A free segment for ``n`` bytes, or a new one, and whether it is new; None if
+        ``max_segments`` are open and none is free."""
         best: SharedSegment | None = None
         for s in self._free:
             if n <= s.seg.size <= 4 * n and (best is None or s.seg.size < best.seg.size):
@@ -209,11 +223,11 @@ class Shelf:
             self._free.remove(best)
             self._free_bytes -= best.seg.size
             self._unkey(best)
-            return best
+            return best, False
         while self._open >= self.max_segments and self._free:
             self._close_free(self._free[0])  # none fits: the oldest free one makes room
         if self._open >= self.max_segments:
-            return None
+            return None, False
         seg = Segment(SHARED_BIT | self._next_id, segment_size(n))
         self._next_id += 1
         try:
@@ -222,7 +236,47 @@ class Shelf:
             seg.close()
             raise
         self._open += 1
-        return s
+        return s, True
+
+    def _spare_for(self, size: int) -> None:
+        """A new segment had to be made (and faulted in, ~1 ms per MB here, on the path
+        of the Put): make one more of that size, pages touched, on a helper thread,
+        while the replicas compute. A program that sends a fresh operand every round
+        needs two (the replicas still hold the last one when the next is copied in), so
+        its second round copies into warm memory too. At most ``keep_bytes / 4`` each,
+        and only while the free segments stay within ``keep_bytes``."""
+        if (size > self.keep_bytes // 4 or size in self._makers
+                or self._free_bytes + size > self.keep_bytes
+                or self._open + len(self._makers) >= self.max_segments):
+            return
+        t = threading.Thread(target=self._make_spare, args=(size,), daemon=True,
+                             name="polybus-shm-spare")
+        self._makers[size] = t
+        t.start()
+
+    def _make_spare(self, size: int) -> None:
+        s: SharedSegment | None = None
+        try:
+            with self._lock:
+                seg_id = self._next_id
+                self._next_id += 1
+            seg = Segment(SHARED_BIT | seg_id, size, populate=True)  # (the GIL is let go)
+            try:
+                s = SharedSegment(seg)
+            except OSError:
+                seg.close()
+        except OSError:
+            pass  # no spare: the next operand gets a new segment, as without one
+        with self._lock:
+            del self._makers[size]
+            if (s is not None and self._channels > 0 and self._free_bytes + size <= self.keep_bytes
+                    and self._open < self.max_segments):
+                self._free.append(s)
+                self._free_bytes += size
+                self._open += 1
+                s = None
+        if s is not None:
+            s.close()
 
     def _unkey(self, s: SharedSegment) -> None:
         if s.key is not None and self._by_key.get(s.key) is s:

@@ -1,0 +1,67 @@
+"""The shelf of shared operand segments: a spare is made ahead for the next operand."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+
+from polybus.testing.conformance import memfd_mappings
+from polybus.transport.shmshare import Shelf, segment_size
+
+
+def _wait_for_spares(sh: Shelf) -> None:
+    for t in list(sh._makers.values()):
+        t.join()
+
+
+def test_a_new_operand_segment_brings_a_warm_spare_for_the_next() -> None:
+    sh = Shelf(keep_bytes=64 << 20)
+    sh.enter()
+    b1 = np.random.default_rng(1).random(1 << 18)  # 2 MiB
+    b2 = np.random.default_rng(2).random(1 << 18)
+    try:
+        s1 = sh.lend("b1", 0, b1, b1.nbytes)
+        _wait_for_spares(sh)
+        assert sh.held() == 2  # b1's segment and a free spare of its size
+        # The next operand, while b1 is still held (as replicas hold the last B when the
+        # next round's is copied in), goes into the spare: no third segment.
+        s2 = sh.lend("b2", 0, b2, b2.nbytes)
+        _wait_for_spares(sh)
+        assert s2 is not s1 and s2.seg.size == s1.seg.size == segment_size(b1.nbytes)
+        assert sh.held() == 2 and sh.copies == 2
+        assert np.array_equal(np.frombuffer(s2.seg.view[:b2.nbytes]), b2)
+        sh.give_back(s1)
+        sh.give_back(s2)
+    finally:
+        sh.leave()  # the last channel: free segments (spare included) are closed
+    assert sh.held() == 0
+    gc.collect()
+    assert memfd_mappings() == 0
+
+
+def test_no_spare_beyond_a_quarter_of_keep_bytes() -> None:
+    sh = Shelf(keep_bytes=4 << 20)
+    sh.enter()
+    try:
+        b = np.zeros(1 << 18)  # 2 MiB: its 2 MiB segment is above 4 MiB / 4
+        s = sh.lend("b", 0, b, b.nbytes)
+        _wait_for_spares(sh)
+        assert sh.held() == 1
+        sh.give_back(s)
+    finally:
+        sh.leave()
+    gc.collect()
+    assert memfd_mappings() == 0
+
+
+def test_a_spare_still_being_made_when_the_last_channel_closes_is_closed() -> None:
+    sh = Shelf(keep_bytes=64 << 20)
+    sh.enter()
+    b = np.zeros(1 << 20)  # 8 MiB
+    s = sh.lend("b", 0, b, b.nbytes)
+    sh.give_back(s)
+    sh.leave()  # waits for the maker, which sees no channel left and closes its spare
+    assert not sh._makers and sh.held() == 0
+    gc.collect()
+    assert memfd_mappings() == 0
