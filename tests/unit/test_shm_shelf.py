@@ -65,3 +65,27 @@ def test_a_spare_still_being_made_when_the_last_channel_closes_is_closed() -> No
     assert not sh._makers and sh.held() == 0
     gc.collect()
     assert memfd_mappings() == 0
+
+
+def test_spares_count_toward_the_segment_cap() -> None:
+    sh = Shelf(keep_bytes=64 << 20)
+    sh.max_segments = 2
+    sh.enter()
+    ops = [np.full(1 << 17, float(i)) for i in range(3)]  # 1 MiB each
+    try:
+        s0 = sh.lend("b0", 0, ops[0], ops[0].nbytes)
+        _wait_for_spares(sh)
+        assert sh.held() == 2  # its segment and the spare: the cap, no more spares
+        s1 = sh.lend("b1", 0, ops[1], ops[1].nbytes)  # into the spare
+        _wait_for_spares(sh)
+        assert s1 is not None and sh.held() == 2
+        # both held: a third operand finds no segment, and its value goes in the frame
+        assert sh.lend("b2", 0, ops[2], ops[2].nbytes) is None
+        assert s0 is not None
+        sh.give_back(s0)
+        sh.give_back(s1)
+    finally:
+        sh.leave()
+    assert sh.held() == 0
+    gc.collect()
+    assert memfd_mappings() == 0
