@@ -125,8 +125,11 @@ class Dispatcher:
         self.calls += 1
         links = self.links
         link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated else self._pick_any()
-        self._send(rec, link)
-        return self.reactor.wait(rec)
+        rec.link = link  # (what _send does, the message left to the reactor)
+        rec.attempts = 1
+        link.outstanding[rec.id] = rec
+        self.inflight[self._index[id(link)]] += 1
+        return self.reactor.call_alone(rec, link)
 
     def _alive(self) -> list[bool]:
         return [not lk.dead for lk in self.links]
