@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from polybus.errors import PolybusError, ProtocolError
 from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
-from polybus.wire.messages import Call, Goodbye
+from polybus.wire.messages import Call, Goodbye, Message, Result
 from polybus.worker.cache import resolve as resolve_operands
+from polybus.worker.replies import failure, write
 from polybus.worker.servicing import Job
 
 if TYPE_CHECKING:
@@ -48,12 +50,10 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             msg = ch.next_message()
             if msg is None:
                 if ch.closed or clock() - rt._selected >= _FAIR_S or rt._stopping:
-                    return True
+                    break
                 if not ch.fill_soon(spin_s):
                     rt._calls_seen = rt.calls  # the window was spent here: sleep next
-                    return True
-                if ch.decoder.wants_spare:
-                    rt._unwarm.add(ch)
+                    break
                 continue
         except PolybusError as exc:
             if isinstance(exc, ProtocolError):
@@ -65,7 +65,12 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
                 or rt._paused or resolve_operands(rt.cache, msg, ch) is not None):
             rt._stash[ch] = msg  # the general intake takes it (and what follows it)
             rt._take(ch)
-            if len(queue) or ch.closed or ch in rt._paused:
+            if len(queue) or rt._paused:  # queued work: the pool runs it, someone polls
+                with lock:
+                    rt._polling = False
+                    rt._cv.notify()
+                return False
+            if ch.closed:
                 return True
             continue
         with lock:  # run it, the role let go meanwhile (as _poll_and_release does)
@@ -74,7 +79,10 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             rt._started += 1
             if rt._running < rt.options.pool:
                 rt._cv.notify()
-        rt._run(Job(msg, ch, clock()))
+        if rt.options.speed < 1.0:
+            rt._run(Job(msg, ch, clock()))  # (the general run models a slower machine)
+        else:
+            _answer(rt, ch, msg, functions[msg.iface])
         with lock:
             rt._running -= 1
             if (rt._polling or rt._running or len(queue) or rt._stopping or rt._corked.held
@@ -83,3 +91,30 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
                     rt._wake()
                 return False
             rt._polling = True
+    if ch.decoder.wants_spare:  # a large frame came: the idle poller readies the next one's memory
+        rt._unwarm.add(ch)
+    return True
+
+
+def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) -> None:
+    """`WorkerRuntime._run`'s steps for a plain call that never waited in the queue."""
+    clock = time.perf_counter
+    t0 = clock()
+    reply: Message
+    try:
+        value = fn(*call.args, **call.kwargs) if call.kwargs else fn(*call.args)
+        reply = Result(call.id, value)
+    except Exception as exc:
+        reply = failure(call.id, exc)
+    rt.busy_s += clock() - t0
+    rt.calls += 1
+    if rt.forwarding.targets:
+        reply = rt.forwarding.finished(ch, call, reply)
+    if ch.closed:
+        return
+    try:
+        ch.send(reply)
+    except (TypeError, ValueError, OverflowError):
+        write(ch, [reply])  # answers the call with why its result cannot be sent
+    except PolybusError:
+        pass  # the client is gone; the poller drops its connection
