@@ -226,9 +226,12 @@ class Channel:
 
     def next_message(self) -> Message | None:
         """The next message already received in full, or None; ProtocolError on bad bytes."""
-        header = self.decoder.next_small()
+        d = self.decoder
+        header = d.next_small()
         if header is not None:
             return self.codec.decode_header(header)
+        if d.empty:  # nothing received: the common look of a waiting reader
+            return None
         frame = self._next_frame()
         return None if frame is None else self.codec.decode(frame)
 
