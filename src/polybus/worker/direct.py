@@ -61,10 +61,17 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
                 rt._send_quietly(ch, Goodbye(f"protocol error: {exc}"))
             rt._drop(ch)
             return True
-        if (type(msg) is not Call or msg.iface not in functions or len(queue)
-                or rt._paused or resolve_operands(rt.cache, msg, ch) is not None):
+        general = (type(msg) is not Call or msg.iface not in functions or bool(len(queue))
+                   or bool(rt._paused))
+        if general:
             rt._stash[ch] = msg  # the general intake takes it (and what follows it)
             rt._take(ch)
+        elif (miss := resolve_operands(rt.cache, msg, ch)) is not None:  # type: ignore[arg-type]
+            # A cached operand is not here: Intake._enqueue's answer (the miss counted once).
+            general = True
+            if not rt.forwarding.hold(ch, msg):  # type: ignore[arg-type]
+                rt._send_quietly(ch, miss)
+        if general:
             if len(queue) or rt._paused:  # queued work: the pool runs it, someone polls
                 with lock:
                     rt._polling = False
@@ -73,6 +80,7 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             if ch.closed:
                 return True
             continue
+        call: Call = msg  # type: ignore[assignment]  # (not general: a Call)
         with lock:  # run it, the role let go meanwhile (as _poll_and_release does)
             rt._polling = False
             rt._running += 1
@@ -80,9 +88,9 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             if rt._running < rt.options.pool:
                 rt._cv.notify()
         if rt.options.speed < 1.0:
-            rt._run(Job(msg, ch, clock()))  # (the general run models a slower machine)
+            rt._run(Job(call, ch, clock()))  # (the general run models a slower machine)
         else:
-            _answer(rt, ch, msg, functions[msg.iface])
+            _answer(rt, ch, call, functions[call.iface])
         with lock:
             rt._running -= 1
             if (rt._polling or rt._running or len(queue) or rt._stopping or rt._corked.held
