@@ -168,10 +168,15 @@ class Channel:
         """Read what arrives within ``seconds``, polling and never sleeping in the kernel
         (a replica waiting for a client's next call, worker/direct.py); the bytes read,
         0 if none came. Raises ConnectionLostError."""
+        if self.tls:  # (whole records, and what OpenSSL has decrypted but select cannot see)
+            return spin_until(self._fill_tls_nowait, seconds)
         n = spin_until(self._read_nowait, seconds)
         while n and self.decoder.receiving_large and (more := self._read_once(_DONTWAIT)):
             n += more
         return n
+
+    def _fill_tls_nowait(self) -> int:
+        return self._fill_tls(False)
 
     def _read_nowait(self) -> int:
         """A spinning reader's look: a read only when the socket has something (an
