@@ -350,3 +350,25 @@ def test_a_spare_is_made_ready_while_a_large_body_is_held() -> None:
     assert held[0] == 1 and second[0] == 2 and (second == 2).all()
     assert start <= second.ctypes.data < end  # received into the prepared memory
     assert dec.wants_spare  # that was the last free one: the next idle time makes another
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096, 1 << 20])
+def test_empty_says_whether_any_byte_is_waiting(chunk: int) -> None:
+    """``empty`` (a waiting reader's cheap look) is true exactly when nothing received
+    is left to take: small frames, frames with buffers, a large frame, in any chunks."""
+    data = (wire(b"a") + wire(b"bb", [b"x" * 100]) + wire(b"c" * 10, [bytes(300_000)])
+            + wire(b"d"))
+    dec = FrameDecoder()
+    assert dec.empty
+    got = []
+    for i in range(0, len(data), chunk):
+        dec.feed(data[i:i + chunk])
+        assert not dec.empty
+        while True:
+            h = dec.next_small()
+            f = dec.next_frame() if h is None else None
+            if h is None and f is None:
+                break
+            got.append(bytes(h if h is not None else f.header))  # type: ignore[union-attr]
+    assert got == [b"a", b"bb", b"c" * 10, b"d"]
+    assert dec.empty

@@ -85,9 +85,14 @@ class Dispatcher:
         self._isolated: dict[int, int] = {}  # link index -> the suspect it runs alone
 
     # -- the call path -------------------------------------------------------------
+    @property
+    def plain_sync(self) -> bool:
+        """Sync, with no priority, timeout, cache, aggregation or forwarding."""
+        return self._plain_sync and self.comm is None and self.forwarder is None
+
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if self._plain_sync and self.comm is None and self.forwarder is None:
-            return self._call_sync(args, kwargs)
+        if self.plain_sync:
+            return self.call_sync(args, kwargs)
         prio = float(self.priority(args, kwargs)) if self.priority is not None else 0.0
         fwd = self.forwarder
         if fwd is not None and fwd.wants(args, kwargs):  # sent now; the values go replica to replica
@@ -117,7 +122,7 @@ class Dispatcher:
                 self.reactor.step()
         return CallPromise(rec, self.reactor)
 
-    def _call_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def call_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The plain sync call (no priority, timeout, cache, aggregation or forwarding):
         the same steps as below with nothing that cannot apply (the latency hot path)."""
         rec = CallRecord(next(_ids), self, [_wire(a) for a in args],
@@ -125,8 +130,11 @@ class Dispatcher:
         self.calls += 1
         links = self.links
         link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated else self._pick_any()
-        self._send(rec, link)
-        return self.reactor.wait(rec)
+        rec.link = link  # (what _send does, the message left to the reactor)
+        rec.attempts = 1
+        link.outstanding[rec.id] = rec
+        self.inflight[self._index[id(link)]] += 1
+        return self.reactor.call_alone(rec, link)
 
     def _alive(self) -> list[bool]:
         return [not lk.dead for lk in self.links]

@@ -20,6 +20,7 @@ from polybus.client.calls import CallRecord, ReplicaLink, error_from
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.errors import CallTimeoutError, ConnectionLostError, PolybusError, ProtocolError
+from polybus.wire.codec import Ref
 from polybus.wire.messages import (
     Batch,
     BatchResult,
@@ -34,6 +35,8 @@ from polybus.wire.messages import (
     Result,
     Stats,
 )
+
+_NOTHING = object()
 
 
 class Reactor:
@@ -127,6 +130,61 @@ class Reactor:
                 break
             self.step(rec.link, remaining)
         return rec.outcome()
+
+    def call_alone(self, rec: CallRecord, link: ReplicaLink) -> Any:
+        """Send ``rec`` (already outstanding on ``link``) and wait for its outcome: the
+        plain sync call's whole round trip in one loop (the latency hot path). While it
+        is alone it reads ``link`` itself and takes its own answer straight from the
+        message; anything else (another thread waiting, other replicas busy, a message
+        for someone else, the replica lost) goes the general way (`send`, `wait`)."""
+        if not self._fast or self._waiters or not self._alone(link) \
+                or not self._lock.acquire(blocking=False):
+            self.send(link, rec.message())
+            return self.wait(rec)
+        ch = link.channel
+        rid = rec.id
+        value: Any = _NOTHING
+        try:
+            try:
+                ch.send(Call(rid, rec.dispatcher.interface, rec.args, rec.kwargs), self._drain)
+            except (TypeError, ValueError, OverflowError):
+                rec.dispatcher.forget(rec)  # never sent: nothing is outstanding
+                raise
+            while not link.dead:
+                msg = ch.next_message()
+                if msg is None:
+                    if self._waiters or not self._alone(link):
+                        break
+                    before = ch.bytes_received
+                    ch.fill(wait=True)
+                    if ch.bytes_received == before and self.liveness is not None:
+                        self._check_liveness()  # a heartbeat passed in silence
+                elif type(msg) is Result and msg.id == rid:
+                    del link.outstanding[rid]
+                    link.calls += 1
+                    rec.dispatcher.completed(rec, link)
+                    value = msg.value
+                    break
+                else:
+                    self._handle(link, msg)
+                    if rec.done:
+                        break
+        except PolybusError as exc:
+            self._lost(link, exc)
+        finally:
+            self._lock.release()
+        if self._waiters:
+            with self._cv:
+                self._cv.notify_all()
+        if not self._in_send:
+            self.after_step()
+        if value is _NOTHING:  # not answered here: the general loop waits for it
+            return self.wait(rec)
+        if type(value) is Ref:  # forwarded: the record fetches it (forward.py)
+            rec.set_value(value)
+            return rec.outcome()
+        rec.value = value
+        return value
 
     def _alone(self, link: ReplicaLink) -> bool:
         """Only ``link`` has calls in flight, and nothing is held back for any replica."""

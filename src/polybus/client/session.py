@@ -129,7 +129,9 @@ class Session:
                                       general=bool(define.cache) or migrator is not None)
                 if batcher is not None:
                     self.batchers.append(batcher)
-                self.entries[b.name] = batcher or self.dispatchers[b.name]
+                d = self.dispatchers[b.name]
+                # A plain sync binding's stub goes straight to the call's hot path.
+                self.entries[b.name] = batcher or (d.call_sync if d.plain_sync else d)
         except BaseException:
             self.close()
             raise

@@ -44,6 +44,7 @@ class Channel:
         self.closed = False
         # TLS: no sendmsg or recv flags, so the socket is non-blocking and waits use
         # select; one lock keeps a reader and a writer thread out of OpenSSL together.
+        self._look: select.epoll | None = None  # made when a reader first spins
         self.tls = isinstance(sock, ssl.SSLSocket)
         self._tls_lock = threading.Lock()
         if self.tls:
@@ -163,7 +164,35 @@ class Channel:
             n += more
         return n
 
+    def fill_soon(self, seconds: float) -> int:
+        """Read what arrives within ``seconds``, polling and never sleeping in the kernel
+        (a replica waiting for a client's next call, worker/direct.py); the bytes read,
+        0 if none came. Raises ConnectionLostError."""
+        if self.tls:  # (whole records, and what OpenSSL has decrypted but select cannot see)
+            return spin_until(self._fill_tls_nowait, seconds)
+        n = spin_until(self._read_nowait, seconds)
+        while n and self.decoder.receiving_large and (more := self._read_once(_DONTWAIT)):
+            n += more
+        return n
+
+    def _fill_tls_nowait(self) -> int:
+        return self._fill_tls(False)
+
     def _read_nowait(self) -> int:
+        """A spinning reader's look: a read only when the socket has something (an
+        empty epoll look costs a quarter of a failed non-blocking read, which raises)."""
+        look = self._look
+        if look is None:
+            if self.tls or not hasattr(select, "epoll"):  # (TLS: decrypted bytes poll cannot see)
+                return self._read_once(_DONTWAIT)
+            look = self._look = select.epoll(1)
+            look.register(self.sock.fileno(), select.EPOLLIN)
+        try:
+            if not look.poll(0):
+                return 0
+        except (ValueError, OSError):  # closed by another thread meanwhile
+            self.closed = True
+            raise ConnectionLostError(f"connection to {self.peer} is closed") from None
         return self._read_once(_DONTWAIT)
 
     def _read_once(self, flags: int) -> int:
@@ -202,9 +231,12 @@ class Channel:
 
     def next_message(self) -> Message | None:
         """The next message already received in full, or None; ProtocolError on bad bytes."""
-        header = self.decoder.next_small()
+        d = self.decoder
+        header = d.next_small()
         if header is not None:
             return self.codec.decode_header(header)
+        if d.empty:  # nothing received: the common look of a waiting reader
+            return None
         frame = self._next_frame()
         return None if frame is None else self.codec.decode(frame)
 
@@ -216,6 +248,8 @@ class Channel:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+        if self._look is not None:
+            self._look.close()
         try:
             self.sock.close()
         except OSError:

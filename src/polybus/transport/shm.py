@@ -189,6 +189,26 @@ class ShmChannel(SegmentFrames, Channel):
             self.closed = True
             raise ConnectionLostError(f"connection to {self.peer} is closed") from None
 
+    def fill_soon(self, seconds: float) -> int:
+        if self._tx is None:
+            return super().fill_soon(seconds)
+        rx = self._rx
+        try:
+            n = self._drain_ring()
+            if n or rx is None:  # (no ring from the peer yet: its descriptor, then)
+                return n or self._fill_ring(False)
+            rx.set_awake(True)  # the writer rings no doorbell meanwhile
+            spin_until(rx.available, seconds)
+            rx.set_awake(False)
+            _ring.fence()  # clear the flag, then look once more (see ring.py)
+            return self._drain_ring()
+        except OSError as exc:
+            self.closed = True
+            raise ConnectionLostError(f"connection to {self.peer} broke: {exc}") from None
+        except ValueError:  # unmapped by close() in another thread
+            self.closed = True
+            raise ConnectionLostError(f"connection to {self.peer} is closed") from None
+
     def _fill_ring(self, wait: bool) -> int:
         n = self._drain_ring()
         if n:

@@ -103,8 +103,14 @@ class Codec:
         """The pieces of one frame, ready for sendmsg; large buffers are not copied."""
         out: list[Any] = []  # (memoryviews only: nothing is left to gather here)
         self._out = out
+        t = type(msg)
         try:
-            header = self._header(msg)
+            # A call, or an answer that is not large bytes, as it is (the hot path).
+            if t is Call or (t is Result and (type(v := msg.value) is not bytes  # type: ignore[union-attr]
+                                              or len(v) < OOB_BYTES)):
+                header = self._enc.encode(msg)
+            else:
+                header = self._header(msg)
         finally:
             self._out = []
         if not out:  # the common small message: one piece, prefix and header

@@ -184,6 +184,7 @@ class FrameDecoder:
         self._big_filled = 0
         self._big_len = 0  # the large frame's body length (its memory may be shorter)
         self._placed: Placed | None = None  # its bytes buffers' own memory, if any
+        self.empty = True  # no byte received and not yet taken (kept by the methods below)
 
     # -- the receiving side's half -------------------------------------------------
     def get_buffer(self) -> memoryview:
@@ -212,6 +213,8 @@ class FrameDecoder:
     def buffer_updated(self, nbytes: int) -> None:
         # A complete large frame not yet taken: later bytes go to scratch (feed() of
         # more than one frame would otherwise get a 0-byte buffer and spin).
+        if nbytes:
+            self.empty = False
         if self._big is not None and self._big_filled < self._big_len:
             self._big_filled += nbytes
         else:
@@ -267,6 +270,7 @@ class FrameDecoder:
         header = self._scratch[start + 12:end]
         if end == self._end:
             self._start = self._end = 0
+            self.empty = True
         else:
             self._start = end
         return header
@@ -277,6 +281,7 @@ class FrameDecoder:
             if self._big_filled < self._big_len:
                 return None
             body, self._big, self._big_filled = self._big, None, 0
+            self.empty = self._start == self._end
             if self._placed is not None:
                 return self._take_placed()
             return self._split(memoryview(body), copy=False)
@@ -293,6 +298,7 @@ class FrameDecoder:
             self._start += 4 + length
             if self._start == self._end:
                 self._start = self._end = 0
+                self.empty = True
             return self._split(memoryview(self._scratch)[s:s + length], copy=True)
         if length >= _BIG:
             self._begin_large(length)

@@ -27,8 +27,9 @@ from polybus.transport.endpoints import Address, authenticate, listen
 from polybus.transport.shm import ShmChannel, spin
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, CallBatch, Message, Result, Stats
-from polybus.worker import batching
+from polybus.worker import batching, direct
 from polybus.worker.cache import OperandCache
+from polybus.worker.direct import DIRECT_TYPES
 from polybus.worker.forwarding import Forwarding
 from polybus.worker.intake import Intake
 from polybus.worker.options import ServeOptions
@@ -109,12 +110,13 @@ class WorkerRuntime(Intake):
 
     # -- who polls, who runs ------------------------------------------------------
     def _thread_main(self) -> None:
+        polling = False  # this thread holds the poller role already (direct.py gave it back)
         while True:
             job: Job | None = None
             if self._corked.held and not len(self._queue):
                 self._corked.flush()
             with self._lock:  # the condition's own lock: cv.wait() below works under it
-                while True:
+                while not polling:
                     if self._stopping:
                         return
                     if self._running < self.options.pool and (job := self._queue.pop()):
@@ -129,6 +131,7 @@ class WorkerRuntime(Intake):
                         self._polling = True
                         break
                     self._cv.wait()
+            polling = False
             if job is None:  # this thread polled; it runs what came, if anything
                 job = self._poll_and_release(takes_job=True)
                 if job is None:
@@ -138,6 +141,15 @@ class WorkerRuntime(Intake):
                 self._running -= 1
                 if self._paused and not self._queue.full():
                     self._wake()
+                # Answered, nothing else to do: wait for that client's next call on its
+                # connection alone (direct.py), holding the poller role.
+                lone = (not self._polling and not self._running and not len(self._queue)
+                        and not self._paused and not self._stopping and not self._corked.held
+                        and type(job.call) is Call and type(job.channel) in DIRECT_TYPES)
+                if lone:
+                    self._polling = True
+            if lone:
+                polling = direct.serve(self, job.channel)
 
     def _standby_main(self) -> None:
         delay, seen = 0.002, -1

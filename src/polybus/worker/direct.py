@@ -1,0 +1,128 @@
+"""A replica answering one client's calls as they come, without the general poll.
+
+A sync client sends its next call a few microseconds after its answer arrives. The
+thread that has just answered (with nothing else running or waiting) takes the poller
+role and looks at that one connection for the spin window: a call that comes runs
+right there, with no selector, queue or hand-off between threads (on one CPU every
+microsecond of either side adds to the round trip). The role is let go while the
+call runs, as in the general path, so another thread (or the standby) reads the other
+connections and the control messages meanwhile. Anything but a plain call (control,
+cached operands that are missing, a full or busy queue) goes to the general intake;
+and after a millisecond, or a spin window with nothing, the general poll takes over
+(so other connections and new clients are looked at at least every millisecond).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from polybus.errors import PolybusError, ProtocolError
+from polybus.transport.channel import Channel
+from polybus.transport.shm import ShmChannel
+from polybus.wire.messages import Call, Goodbye, Message, Result
+from polybus.worker.cache import resolve as resolve_operands
+from polybus.worker.replies import failure, write
+from polybus.worker.servicing import Job
+
+if TYPE_CHECKING:
+    from polybus.worker.runtime import WorkerRuntime
+
+log = logging.getLogger("polybus.worker")
+
+#: connection types whose ``fill_soon`` polls only that connection (others: general poll)
+DIRECT_TYPES = (Channel, ShmChannel)
+_FAIR_S = 0.001  # the other connections are looked at within this long
+
+
+def serve(rt: WorkerRuntime, ch: Channel) -> bool:
+    """Answer ``ch``'s lone calls inline. Called holding the poller role; True if it
+    returns still holding it (nothing waits in the queue), False if it let it go."""
+    functions = rt.functions
+    queue = rt._queue
+    lock = rt._lock
+    clock = time.perf_counter
+    spin_s = rt.options.spin_s
+    while True:
+        try:
+            msg = ch.next_message()
+            if msg is None:
+                if ch.closed or clock() - rt._selected >= _FAIR_S or rt._stopping:
+                    break
+                if not ch.fill_soon(spin_s):
+                    rt._calls_seen = rt.calls  # the window was spent here: sleep next
+                    break
+                continue
+        except PolybusError as exc:
+            if isinstance(exc, ProtocolError):
+                log.warning("worker %s: bad input from %s: %s", rt.name, ch.peer, exc)
+                rt._send_quietly(ch, Goodbye(f"protocol error: {exc}"))
+            rt._drop(ch)
+            return True
+        general = (type(msg) is not Call or msg.iface not in functions or bool(len(queue))
+                   or bool(rt._paused))
+        if general:
+            rt._stash[ch] = msg  # the general intake takes it (and what follows it)
+            rt._take(ch)
+        elif (miss := resolve_operands(rt.cache, msg, ch)) is not None:  # type: ignore[arg-type]
+            # A cached operand is not here: Intake._enqueue's answer (the miss counted once).
+            general = True
+            if not rt.forwarding.hold(ch, msg):  # type: ignore[arg-type]
+                rt._send_quietly(ch, miss)
+        if general:
+            if len(queue) or rt._paused:  # queued work: the pool runs it, someone polls
+                with lock:
+                    rt._polling = False
+                    rt._cv.notify()
+                return False
+            if ch.closed:
+                return True
+            continue
+        call: Call = msg  # type: ignore[assignment]  # (not general: a Call)
+        with lock:  # run it, the role let go meanwhile (as _poll_and_release does)
+            rt._polling = False
+            rt._running += 1
+            rt._started += 1
+            if rt._running < rt.options.pool:
+                rt._cv.notify()
+        if rt.options.speed < 1.0:
+            rt._run(Job(call, ch, clock()))  # (the general run models a slower machine)
+        else:
+            _answer(rt, ch, call, functions[call.iface])
+        with lock:
+            rt._running -= 1
+            if (rt._polling or rt._running or len(queue) or rt._stopping or rt._corked.held
+                    or rt._paused):
+                if rt._paused and not queue.full():
+                    rt._wake()
+                return False
+            rt._polling = True
+    if ch.decoder.wants_spare:  # a large frame came: the idle poller readies the next one's memory
+        rt._unwarm.add(ch)
+    return True
+
+
+def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) -> None:
+    """`WorkerRuntime._run`'s steps for a plain call that never waited in the queue."""
+    clock = time.perf_counter
+    t0 = clock()
+    reply: Message
+    try:
+        value = fn(*call.args, **call.kwargs) if call.kwargs else fn(*call.args)
+        reply = Result(call.id, value)
+    except Exception as exc:
+        reply = failure(call.id, exc)
+    rt.busy_s += clock() - t0
+    rt.calls += 1
+    if rt.forwarding.targets:
+        reply = rt.forwarding.finished(ch, call, reply)
+    if ch.closed:
+        return
+    try:
+        ch.send(reply)
+    except (TypeError, ValueError, OverflowError):
+        write(ch, [reply])  # answers the call with why its result cannot be sent
+    except PolybusError:
+        pass  # the client is gone; the poller drops its connection

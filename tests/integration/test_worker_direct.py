@@ -1,0 +1,100 @@
+"""A replica answering a lone client's calls on its connection (worker/direct.py) still
+does everything the general path does: other messages, queued work, long calls, errors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from polybus.transport.channel import Channel
+from polybus.transport.endpoints import connect
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Batch, Call, Fail, Message, Ping, Pong, Result
+from polybus.worker.options import ServeOptions
+from polybus.worker.runtime import WorkerRuntime
+
+TOKEN = b"k" * 32
+
+
+def _boom(x: int) -> int:
+    raise ValueError(f"no {x}")
+
+
+@pytest.fixture(params=["tcp", "shm"])
+def pair(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[tuple[WorkerRuntime, Channel]]:
+    where = "tcp://127.0.0.1:0" if request.param == "tcp" else f"shm://{tmp_path}/w.sock"
+    rt = WorkerRuntime("w", {"echo": lambda x: x, "nap": time.sleep, "boom": _boom}, TOKEN,
+                       where, ServeOptions(pool=1)).start()
+    ch = connect(str(rt.address), TOKEN, Codec())
+    ch.spin_s = 100e-6
+    try:
+        yield rt, ch
+    finally:
+        ch.close()
+        rt.stop()
+
+
+def _next(ch: Channel, timeout: float = 5.0) -> Message:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = ch.next_message()
+        if msg is not None:
+            return msg
+        ch.fill(wait=False)
+        time.sleep(0.0005)
+    raise AssertionError("no answer in time")
+
+
+def test_lone_calls_then_other_messages_between_them(pair: tuple[WorkerRuntime, Channel]) -> None:
+    rt, ch = pair
+    for i in range(200):  # each answered, the next comes while the replica looks at ch
+        ch.send(Call(i, "echo", [i]))
+        assert _next(ch) == Result(i, i)
+    ch.send(Ping(7))  # control, read by the direct loop, answered by the general intake
+    assert _next(ch) == Pong(7, 0, 0)
+    ch.send(Call(500, "boom", [3]))
+    fail = _next(ch)
+    assert isinstance(fail, Fail) and fail.type == "ValueError" and "no 3" in fail.traceback
+    ch.send(Call(501, "nope", []))
+    assert isinstance(miss := _next(ch), Fail) and miss.kind == "no-interface"
+    assert rt.calls == 201
+
+
+def _spun(ch: Channel) -> Message:
+    """The next message, read as a sync client does (spinning first: no pause)."""
+    while (msg := ch.next_message()) is None:
+        ch.fill(wait=True)
+    return msg
+
+
+def test_calls_that_queue_are_run_at_once(pair: tuple[WorkerRuntime, Channel]) -> None:
+    """A batch read while answering lone calls is queued: the pool runs it right away
+    (the direct loop lets the role go rather than sleep in the selector holding it)."""
+    _, ch = pair
+    worst = 0.0
+    for i in range(0, 100, 3):
+        ch.send(Call(i, "echo", [i]))
+        assert _spun(ch) == Result(i, i)
+        t0 = time.monotonic()
+        ch.send(Batch([Call(i + 1, "echo", [i + 1]), Call(i + 2, "echo", [i + 2])]))
+        got: list[Message] = []
+        while len(got) < 2:
+            msg = _spun(ch)
+            got.extend(msg.items if isinstance(msg, Batch) else [msg])
+        assert sorted(r.id for r in got if isinstance(r, Result)) == [i + 1, i + 2]
+        worst = max(worst, time.monotonic() - t0)
+    assert worst < 0.5
+
+
+def test_a_long_call_leaves_the_connection_read(pair: tuple[WorkerRuntime, Channel]) -> None:
+    """While a call runs inline the role is let go: the standby answers a ping."""
+    _, ch = pair
+    ch.send(Call(1, "echo", [1]))
+    assert _next(ch) == Result(1, 1)
+    ch.send(Call(2, "nap", [0.6]))
+    time.sleep(0.05)
+    ch.send(Ping(9))
+    assert _next(ch, 0.5) == Pong(9, 0, 1)
+    assert _next(ch) == Result(2, None)
