@@ -164,3 +164,14 @@ def test_a_promise_of_an_aggregated_call_inside_arguments_or_broadcast(tmp_path:
         assert polybus.wait(s.call("scale", ([p], 2), {})) == [6, 6]
         h = polybus.broadcast(arr)  # a promise of an array: its value goes to every replica
         assert np.array_equal(polybus.wait(s.call("echo", (h,), {})), np.arange(4.0))
+
+
+def test_a_promise_of_an_open_batch_inside_an_argument(tmp_path: Path) -> None:
+    # Waited for when the call is made: waited for only while its batch was being
+    # written, it waited for that very batch, never sent (the client hung).
+    with cluster(tmp_path, TOML, replicas=1) as c:
+        s = c.session()
+        p = s.call("scale", (3, 2), {})  # its batch stays open (linger 60 s)
+        q = s.call("scale", ([p, 1], 2), {})
+        r = s.call("echo", ({"k": (p,)},), {})
+        assert polybus.wait(q) == [6, 1, 6, 1] and polybus.wait(r) == {"k": [6]}
