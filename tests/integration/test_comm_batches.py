@@ -149,3 +149,29 @@ def test_waiting_on_a_batch_held_back_writes_it(tmp_path: Path) -> None:
         assert _batcher(s, "scale").held[0]  # the third batch waits for company
         assert polybus.wait(out[-1]) == 10  # waited for first: it must be written
         assert [polybus.wait(p) for p in out] == [2 * i for i in range(6)]
+
+
+def test_a_promise_of_an_aggregated_call_inside_arguments_or_broadcast(tmp_path: Path) -> None:
+    import numpy as np
+
+    with cluster(tmp_path, TOML, replicas=1) as c:
+        s = c.session()
+        p = s.call("scale", (3, 2), {})
+        arr = s.call("echo", (np.arange(4.0),), {})
+        assert polybus.wait(p) == 6
+        # inside a list and a dict (keyword arguments: the general path)
+        assert polybus.wait(s.call("echo", (), {"x": {"v": [p, 1]}})) == {"v": [6, 1]}
+        assert polybus.wait(s.call("scale", ([p], 2), {})) == [6, 6]
+        h = polybus.broadcast(arr)  # a promise of an array: its value goes to every replica
+        assert np.array_equal(polybus.wait(s.call("echo", (h,), {})), np.arange(4.0))
+
+
+def test_a_promise_of_an_open_batch_inside_an_argument(tmp_path: Path) -> None:
+    # Waited for when the call is made: waited for only while its batch was being
+    # written, it waited for that very batch, never sent (the client hung).
+    with cluster(tmp_path, TOML, replicas=1) as c:
+        s = c.session()
+        p = s.call("scale", (3, 2), {})  # its batch stays open (linger 60 s)
+        q = s.call("scale", ([p, 1], 2), {})
+        r = s.call("echo", ({"k": (p,)},), {})
+        assert polybus.wait(q) == [6, 1, 6, 1] and polybus.wait(r) == {"k": [6]}

@@ -91,3 +91,34 @@ def test_giving_up_on_one_call_of_a_batch_leaves_the_others() -> None:
     with pytest.raises(CallTimeoutError):
         wait(first)
     assert not _give_up(second, late)  # answered: nothing to give up
+
+
+def test_inside_a_value_it_travels_as_its_answer() -> None:
+    # msgspec encodes a Struct itself, field by field (no hook): a promise in a list,
+    # tuple or dict argument must still go as its value, not fail on its batch.
+    from polybus.wire.codec import Codec
+    from polybus.wire.framing import FrameDecoder
+    from polybus.wire.messages import Call
+
+    b = _answered([5, "x"])
+    five, x = BatchPromise(b, 0), BatchPromise(b, 1)
+    codec = Codec()
+    dec = FrameDecoder()
+    for piece in codec.encode(Call(1, "f", [[five, 1], {"k": (x,)}], {"y": [five]})):
+        dec.feed(piece)
+    frame = dec.next_frame()
+    assert frame is not None
+    msg: Any = codec.decode(frame)
+    assert msg.args == [[5, 1], {"k": [x.__polybus_value__()]}] and msg.kwargs == {"y": [5]}
+
+
+def test_pickled_and_copied_as_its_value() -> None:
+    import copy
+    import pickle
+
+    b = _answered([[1, 2], 9])
+    items = BatchPromise(b, 0)
+    assert pickle.loads(pickle.dumps(items)) == [1, 2]
+    assert pickle.loads(pickle.dumps({"n": BatchPromise(b, 1)})) == {"n": 9}
+    deep = copy.deepcopy(items)
+    assert deep == [1, 2] and type(deep) is list and deep is not b.values[0]

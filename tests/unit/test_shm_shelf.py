@@ -89,3 +89,57 @@ def test_spares_count_toward_the_segment_cap() -> None:
     assert sh.held() == 0
     gc.collect()
     assert memfd_mappings() == 0
+
+
+def test_a_spare_being_made_counts_toward_the_cap_from_the_start() -> None:
+    # The cap bounds descriptors: a spare still being made (its memfd open, pages being
+    # touched) is one of them, so an operand that comes meanwhile finds the cap reached.
+    import os
+    import threading
+
+    from polybus.transport import shmshare
+
+    def memfds() -> int:
+        """Segments open in this process (each has two descriptors: its own, mmap's)."""
+        inodes = set()
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if "memfd:polybus-shm" in os.readlink(f"/proc/self/fd/{fd}"):
+                    inodes.add(os.stat(f"/proc/self/fd/{fd}").st_ino)
+            except OSError:
+                pass
+        return len(inodes)
+
+    made, go = threading.Event(), threading.Event()
+
+    class SlowSpare(shmshare.Segment):
+        def __init__(self, seg_id: int, size: int, populate: bool = False) -> None:
+            super().__init__(seg_id, size, populate)
+            if populate:  # the spare: hold it here, made, until the test has looked
+                made.set()
+                go.wait(30)
+
+    sh = Shelf(keep_bytes=64 << 20)
+    sh.max_segments = 2
+    before = memfds()
+    real = shmshare.Segment
+    shmshare.Segment = SlowSpare  # type: ignore[misc]
+    ops = [np.full(1 << 17, float(i)) for i in range(2)]  # 1 MiB each
+    sh.enter()
+    try:
+        s0 = sh.lend("b0", 0, ops[0], ops[0].nbytes)
+        assert s0 is not None and made.wait(30)
+        s1 = sh.lend("b1", 0, ops[1], ops[1].nbytes)  # b0's segment and the spare: the cap
+        assert memfds() - before <= sh.max_segments
+        assert s1 is None
+        go.set()
+        _wait_for_spares(sh)
+        assert sh.held() == 2
+        sh.give_back(s0)
+    finally:
+        go.set()
+        shmshare.Segment = real  # type: ignore[misc]
+        sh.leave()
+    assert sh.held() == 0 and memfds() == before
+    gc.collect()
+    assert memfd_mappings() == 0

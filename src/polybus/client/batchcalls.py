@@ -33,6 +33,10 @@ def arg_bytes(args: tuple[Any, ...]) -> int:
 class Pending:
     """One batch: open (taking calls), in flight on ``link``, or answered."""
 
+    # A BatchPromise is a Struct, which msgspec encodes field by field: the codec that
+    # meets its batch (its first field) answers the message's promises and starts again.
+    __polybus_promise_inside__ = True
+
     __slots__ = ("args", "attempts", "batcher", "clean", "dispatcher", "done", "error", "fails",
                  "id", "late", "link", "opened", "size", "values")
 

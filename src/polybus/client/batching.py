@@ -18,7 +18,9 @@ A batch is the unit of placement: if its replica is lost, the whole batch runs a
 elsewhere (idempotent interfaces), or each of its calls fails with the typed error the
 unaggregated path would give. Calls this path cannot carry (keyword arguments, a
 promise or broadcast handle among the arguments, large bytes) take the general path;
-so do bindings with a priority, operand caching or migration.
+so do bindings with a priority, operand caching or migration. A promise inside a list,
+tuple or dict argument is waited for when the call is made (its value joins the batch):
+waited for only once the batch is being written, it could need that very batch.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes
+from polybus.client.promise import wait
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.messages import Message
@@ -42,17 +45,34 @@ if TYPE_CHECKING:
 HOLD = 4  # batches written together at most, while their replica is busy anyway
 
 
-def _plain(args: tuple[Any, ...]) -> bool:
-    """No promise or broadcast handle (they need the general path's care) and no bytes
-    large enough to travel out of band among ``args``."""
+def _plain(args: tuple[Any, ...]) -> bool | None:
+    """True if the lean path takes ``args`` as they are; False if the general path must
+    (a promise or broadcast handle, which need its care, or bytes large enough to travel
+    out of band); None if a list, tuple or dict among them holds a promise (waited for
+    first: see the module docstring)."""
+    inside = False
     for a in args:
         t = type(a)
         if t is bytes:
             if len(a) >= OOB_BYTES:
                 return False
+        elif t is list or t is tuple or t is dict:
+            inside = inside or _holds_promise(a)
         elif hasattr(t, "__polybus_value__"):
             return False
-    return True
+    return None if inside else True
+
+
+def _holds_promise(x: Any) -> bool:
+    """A promise (or broadcast handle) somewhere in a list, tuple or dict argument."""
+    t = type(x)
+    if hasattr(t, "__polybus_value__"):
+        return True
+    if t is list or t is tuple:
+        return any(_holds_promise(v) for v in x)
+    if t is dict:
+        return any(_holds_promise(k) or _holds_promise(v) for k, v in x.items())
+    return False
 
 
 def _ids() -> Any:
@@ -110,8 +130,14 @@ class Batcher:
                     return self.d(args, kwargs)
             elif hasattr(t, "__polybus_value__"):  # a promise or broadcast handle
                 return self.d(args, kwargs)
-        elif not _plain(args):
-            return self.d(args, kwargs)
+            elif (t is list or t is tuple or t is dict) and _holds_promise(args[0]):
+                args = wait(args)  # (see _plain)
+        else:
+            plain = _plain(args)
+            if plain is False:
+                return self.d(args, kwargs)
+            if plain is None:
+                args = wait(args)
         self._inside += 1
         if self._closing:
             self._yield()

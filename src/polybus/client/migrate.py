@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.policies.migration import Edge, ReplicaLoad, decide, edges, steal_edges
 from polybus.config.model import DefineSpec, ModuleSpec, UseSpec
-from polybus.wire.messages import Steal
+from polybus.wire.messages import Message, Steal
 
 if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
@@ -99,10 +99,14 @@ class Migrator:
             rec.link = dst
             dst.outstanding[rec.id] = rec
             d.inflight[d._index[id(dst)]] += 1
-        if self.d.comm is not None:  # cached operands go by name (a Put if dst lacks one)
-            self.d.comm.send_many(dst, recs)
-        else:
-            self.d.reactor.send_many(dst, [r.message() for r in recs])
+        # Each by its own binding (a steal releases calls of any interface of the module):
+        # cached operands go by name (a Put if dst lacks one), other calls as they are.
+        msgs: list[Message] = []
+        for rec in recs:
+            comm = rec.dispatcher.comm
+            msgs.extend(comm.messages(rec, dst) if comm is not None else [rec.message()])
+        self.d.reactor.flush(dst)  # (calls held for dst go first, as Comm.send_many does)
+        self.d.reactor.send_many(dst, msgs)
 
 
 def migrator_for(dispatcher: Dispatcher, module: ModuleSpec, use: UseSpec,

@@ -24,6 +24,7 @@ import numpy as np
 import xxhash
 
 from polybus.client.policies.aggregate import Aggregator
+from polybus.client.promise import Promise
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Drop, Message, Put
 
@@ -246,6 +247,8 @@ def broadcast(value: Any) -> Shared:
     from polybus.client.stubs import current
 
     session = current()
+    if isinstance(value, Promise):  # (content_key looks at the value's type)
+        value = value.__polybus_value__()
     key = content_key(value)
     if key is None:
         raise TypeError(f"broadcast() takes a numpy array or bytes, not {type(value).__name__}")

@@ -85,6 +85,15 @@ class Promise:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.__polybus_value__()(*args, **kwargs)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (and deep-copied) as its value: never its record, batch or reactor,
+        # which hold sockets and threads.
+        return _as_is, (self.__polybus_value__(),)
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
 
 def _force(x: Any) -> Any:
     return x.__polybus_value__() if isinstance(x, Promise) else x

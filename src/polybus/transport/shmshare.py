@@ -247,12 +247,17 @@ class Shelf:
         and only while the free segments stay within ``keep_bytes``."""
         if (size > self.keep_bytes // 4 or size in self._makers
                 or self._free_bytes + size > self.keep_bytes
-                or self._open + len(self._makers) >= self.max_segments):
+                or self._open >= self.max_segments):
             return
+        self._open += 1  # counted from now: its descriptors are open while it is made
         t = threading.Thread(target=self._make_spare, args=(size,), daemon=True,
                              name="polybus-shm-spare")
         self._makers[size] = t
-        t.start()
+        try:
+            t.start()
+        except RuntimeError:  # no thread to be had: no spare (and nothing counted)
+            del self._makers[size]
+            self._open -= 1
 
     def _make_spare(self, size: int) -> None:
         s: SharedSegment | None = None
@@ -269,12 +274,12 @@ class Shelf:
             pass  # no spare: the next operand gets a new segment, as without one
         with self._lock:
             del self._makers[size]
-            if (s is not None and self._channels > 0 and self._free_bytes + size <= self.keep_bytes
-                    and self._open < self.max_segments):
+            if s is not None and self._channels > 0 and self._free_bytes + size <= self.keep_bytes:
                 self._free.append(s)
                 self._free_bytes += size
-                self._open += 1
                 s = None
+            else:
+                self._open -= 1  # (counted when its maker started)
         if s is not None:
             s.close()
 

@@ -68,6 +68,34 @@ def _lifted(msg: Any) -> Any:
     return msg
 
 
+# What a promise that msgspec encodes itself (a Struct: client/batchcalls.BatchPromise)
+# holds first: the enc_hook meeting it means a promise is inside the message, which is
+# then encoded again with its promises answered (msgspec calls no hook for a Struct).
+PROMISE_INSIDE = "__polybus_promise_inside__"
+
+
+class _PromiseInside(Exception):
+    pass
+
+
+def _answered(x: Any) -> Any:
+    """``x`` with every promise in it (lists, tuples, dicts, Structs) answered."""
+    t = type(x)
+    force = getattr(t, "__polybus_value__", None)
+    if force is not None:
+        return force(x)
+    if t is list:
+        return [_answered(v) for v in x]
+    if t is tuple:
+        return tuple(_answered(v) for v in x)
+    if t is dict:
+        return {_answered(k): _answered(v) for k, v in x.items()}
+    if isinstance(x, msgspec.Struct):
+        return msgspec.structs.replace(x, **{f: _answered(getattr(x, f))
+                                             for f in x.__struct_fields__})
+    return x
+
+
 class Ref:
     """A named value held elsewhere (a cached operand, a forwarded result)."""
 
@@ -149,7 +177,12 @@ class Codec:
             v = msg.value  # type: ignore[union-attr]  # (t is Result: not narrowed)
             if type(v) is bytes and len(v) >= OOB_BYTES:
                 msg = Result(msg.id, OutOfBand(v))  # type: ignore[union-attr]
-        header = self._enc.encode(msg)
+        try:
+            header = self._enc.encode(msg)
+        except _PromiseInside:  # rare: the common promise is answered before it gets here
+            del self._out[:]
+            msg = _answered(msg)
+            header = self._enc.encode(msg)
         if t is not Result and t is not Call and len(header) >= OOB_BYTES:
             # Rare: large bytes in another message's value or a Batch's Results;
             # looked for only now, so a batch of small answers pays nothing.
@@ -186,6 +219,8 @@ class Codec:
         force = getattr(type(obj), "__polybus_value__", None)
         if force is not None:  # a promise inside a value: its answer is what travels
             return force(obj)
+        if getattr(type(obj), PROMISE_INSIDE, False):
+            raise _PromiseInside
         if isinstance(obj, complex):
             return self._pickled(obj) if self.allow_pickle else [obj.real, obj.imag]
         return self._pickled(obj)

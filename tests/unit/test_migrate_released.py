@@ -1,0 +1,56 @@
+"""Calls a replica released to a steal are sent on each by its own binding's rules: a
+replica gives up any of the client's waiting calls, whichever interface (and so
+whichever binding, with or without a cache) made them (no network: fakes)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from polybus.client.migrate import Migrator
+from polybus.config.model import CallStyle
+
+
+class FakeComm:
+    """Names every call it is given (as a Comm names cached operands)."""
+
+    def __init__(self) -> None:
+        self.named: list[int] = []
+
+    def messages(self, rec: Any, link: Any, inline: bool = False) -> list[Any]:
+        self.named.append(rec.id)
+        return [("named", rec.id)]
+
+    def send_many(self, link: Any, recs: list[Any]) -> None:
+        link.got.extend(m for r in recs for m in self.messages(r, link))
+
+
+def _link(name: str) -> Any:
+    return SimpleNamespace(name=name, dead=False, outstanding={}, held=[], got=[], speed=1.0)
+
+
+def test_each_released_call_goes_by_its_own_binding() -> None:
+    src, dst = _link("r0"), _link("r1")
+    reactor = SimpleNamespace(flush=lambda link: None,
+                              send_many=lambda link, msgs: link.got.extend(msgs))
+    style = CallStyle(kind="async")
+
+    def dispatcher(comm: Any) -> Any:
+        return SimpleNamespace(links=[src, dst], inflight=[0, 0], style=style, comm=comm,
+                               reactor=reactor, _index={id(src): 0, id(dst): 1})
+
+    cached = FakeComm()
+    a, b = dispatcher(cached), dispatcher(None)  # two interfaces of one module
+    recs = {}
+    for cid, d in ((1, a), (2, b)):
+        recs[cid] = rec = SimpleNamespace(id=cid, dispatcher=d, done=False, link=src, attempts=1,
+                                          message=lambda cid=cid: ("inline", cid))
+        src.outstanding[cid] = rec
+        d.inflight[0] += 1
+    m = Migrator(a, [], pool=1)  # a's migrator: its steal released b's call too
+    m._pending[7] = (src, dst, 2)
+    m.released(src, [1, 2], 7)
+    assert sorted(dst.got) == [("inline", 2), ("named", 1)]
+    assert cached.named == [1]  # b's call was not named by a's cache rules
+    assert a.inflight == [0, 1] and b.inflight == [0, 1]
+    assert dst.outstanding == {1: recs[1], 2: recs[2]}
