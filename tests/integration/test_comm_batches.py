@@ -175,3 +175,26 @@ def test_a_promise_of_an_open_batch_inside_an_argument(tmp_path: Path) -> None:
         q = s.call("scale", ([p, 1], 2), {})
         r = s.call("echo", ({"k": (p,)},), {})
         assert polybus.wait(q) == [6, 1, 6, 1] and polybus.wait(r) == {"k": [6]}
+
+
+def test_a_promise_inside_an_argument_of_an_unaggregated_call(tmp_path: Path) -> None:
+    # The general path waits for a promise inside a list/dict argument when the call is
+    # made, before any send lock is taken: waited for while its message was being
+    # encoded (that link's send lock held), a wait that had to send on the same link
+    # (here: write the open batch) deadlocked.
+    import threading
+
+    toml = TOML.replace('use.echo = { callstyle = "async", aggregate = "1KiB", linger = "60s" }',
+                        'use.echo = { callstyle = "async" }')
+    with cluster(tmp_path, toml, replicas=1) as c:
+        s = c.session()
+        got: list[Any] = []
+        p = s.call("scale", (3, 2), {})  # its batch stays open (linger 60 s)
+
+        def run() -> None:
+            got.append(polybus.wait(s.call("echo", ([p, 1, {"k": (p,)}],), {})))
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(30)
+        assert not t.is_alive(), "the call with a promise inside its argument hung"
+        assert got == [[6, 1, {"k": [6]}]]

@@ -31,6 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes
+from polybus.client.dispatch import holds_promise
 from polybus.client.promise import wait
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
 from polybus.wire.codec import OOB_BYTES
@@ -57,22 +58,10 @@ def _plain(args: tuple[Any, ...]) -> bool | None:
             if len(a) >= OOB_BYTES:
                 return False
         elif t is list or t is tuple or t is dict:
-            inside = inside or _holds_promise(a)
+            inside = inside or holds_promise(a)
         elif hasattr(t, "__polybus_value__"):
             return False
     return None if inside else True
-
-
-def _holds_promise(x: Any) -> bool:
-    """A promise (or broadcast handle) somewhere in a list, tuple or dict argument."""
-    t = type(x)
-    if hasattr(t, "__polybus_value__"):
-        return True
-    if t is list or t is tuple:
-        return any(_holds_promise(v) for v in x)
-    if t is dict:
-        return any(_holds_promise(k) or _holds_promise(v) for k, v in x.items())
-    return False
 
 
 def _ids() -> Any:
@@ -130,7 +119,7 @@ class Batcher:
                     return self.d(args, kwargs)
             elif hasattr(t, "__polybus_value__"):  # a promise or broadcast handle
                 return self.d(args, kwargs)
-            elif (t is list or t is tuple or t is dict) and _holds_promise(args[0]):
+            elif (t is list or t is tuple or t is dict) and holds_promise(args[0]):
                 args = wait(args)  # (see _plain)
         else:
             plain = _plain(args)
