@@ -88,6 +88,14 @@ def test_unknown_keys_name_the_nearest(tmp_path: Path) -> None:
     assert found[0][0] == "serve.max_bdy" and found[0][2] == "did you mean 'max_body'?"
 
 
+def test_a_misspelled_method_is_named(tmp_path: Path) -> None:
+    found = errors(app(tmp_path, '"GTE /g" = "web.page"\n"FROB /f" = "web.page"\n'))
+    assert ('serve.routes."GTE /g"', "bad route 'GTE /g': unknown HTTP method 'GTE'",
+            "did you mean 'GET'?") in found
+    assert any(k == 'serve.routes."FROB /f"' and h.startswith("one of GET, HEAD")
+               for k, _, h in found)
+
+
 def test_bad_targets(tmp_path: Path) -> None:
     found = errors(app(tmp_path, '"GET /a" = "wbe.page"\n"GET /b" = "web.pgae"\n'
                                  '"GET /c" = "web"\n"GET /d" = { callstyle = "async" }\n'))

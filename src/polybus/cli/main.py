@@ -1,4 +1,5 @@
-"""`polybus` command line: one thin module per subcommand, loaded when used."""
+"""polybus: run distributed client/server programs of plain Python modules, with every
+performance decision in one configuration file."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import sys
 
 from polybus.errors import PolybusError
 
+# One thin module per subcommand (cli/cmd_*.py), imported when used. The docstring
+# above is what `polybus --help` shows.
 COMMANDS = {
     "run": "run a program: start its workers, run the client, print result and summary",
     "check": "validate a configuration without starting anything",

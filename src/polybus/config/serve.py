@@ -18,11 +18,14 @@ from polybus.config.units import parse_size
 from polybus.http.response import REQUEST_FIELDS
 from polybus.http.routes import split_route_key
 
-__all__ = ["ROUTE_KEYS", "SERVE_KEYS", "check_routes", "parse_serve"]
+__all__ = ["HTTP_METHODS", "ROUTE_KEYS", "SERVE_KEYS", "check_routes", "parse_serve"]
 
 SERVE_KEYS = ("listen", "routes", "max_body", "max_head", "max_connections", "idle_timeout",
               "tracebacks")
 ROUTE_KEYS = ("to", "callstyle", "loadratio", "timeout", "transport")
+#: the methods of RFC 9110 and PATCH: a route's method outside them is taken for a typo
+#: ("GTE /" would otherwise answer every GET with 405)
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH")
 _ROUTE_FORMS = ('"module.interface", or a table such as '
                 '{ to = "web.api", callstyle = "async-demand(4)", timeout = "2s" }')
 
@@ -36,6 +39,10 @@ def _route(key: str, raw: Any, p: Problems) -> RouteSpec | None:
         hint = (f"{near[:-1]} of [serve]? it is under [serve.routes] here" if near else
                 'e.g. "GET /", "POST /api" or "/files/*" (a prefix)')
         p.add(f"bad route {key!r}: {e}", dotted(*path), hint)
+        return None
+    if method is not None and method not in HTTP_METHODS:
+        p.add(f"bad route {key!r}: unknown HTTP method {method!r}", dotted(*path),
+              nearest(method, HTTP_METHODS) or f"one of {', '.join(HTTP_METHODS)}")
         return None
     use = UseSpec(CallStyle("async"))
     if isinstance(raw, dict):
