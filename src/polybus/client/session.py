@@ -99,6 +99,7 @@ class Session:
         self.reactor.after_step = self._refill
         self.reactor.on_released = self._released
         self.migrators: list[Migrator] = []
+        self._base: dict[int, Stats | None] = {}
         try:
             if bindings is None:
                 bindings = [(b, app.modules[b.user].use.get(b.name, UseSpec()))
@@ -132,9 +133,20 @@ class Session:
                 d = self.dispatchers[b.name]
                 # A plain sync binding's stub goes straight to the call's hot path.
                 self.entries[b.name] = batcher or (d.call_sync if d.plain_sync else d)
+            # A replica's counters run for its whole life (it may have served other runs,
+            # as workers started by hand do): this run's figures are the difference.
+            self._base = {id(lk): self._ask_stats(lk)
+                          for links in self.links.values() for lk in links}
         except BaseException:
             self.close()
             raise
+
+    def _ask_stats(self, link: ReplicaLink) -> Stats | None:
+        if link.dead:
+            return None
+        req = next(_reqs)
+        reply = self.reactor.request(link, StatsRequest(req), req)
+        return reply if isinstance(reply, Stats) else None
 
     def _links_for(self, module: str, transport: str | None = None) -> list[ReplicaLink]:
         """Connections to every replica of ``module`` over ``transport`` (default: the
@@ -201,11 +213,12 @@ class Session:
                 out.bytes_sent += link.channel.bytes_sent
                 out.bytes_received += link.channel.bytes_received
                 rs = ReplicaStats(link.name, calls=link.calls, speed=link.speed)
-                if not link.dead:
-                    req = next(_reqs)
-                    reply = self.reactor.request(link, StatsRequest(req), req)
-                    if isinstance(reply, Stats):
-                        rs.calls, rs.busy_s, rs.queue_wait_s = reply.calls, reply.busy_s, reply.queue_wait_s
+                reply = self._ask_stats(link)
+                if reply is not None:  # (the replica's, so other clients' calls count too)
+                    base = self._base.get(id(link)) or Stats(link.name, 0, 0.0, 0.0, 0, 0)
+                    rs.calls = reply.calls - base.calls
+                    rs.busy_s = reply.busy_s - base.busy_s
+                    rs.queue_wait_s = reply.queue_wait_s - base.queue_wait_s
                 for m in self.migrators:
                     rs.migrated_in += m.moved_in.get(link.name, 0)
                     rs.migrated_out += m.moved_out.get(link.name, 0)

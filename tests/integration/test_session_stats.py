@@ -1,0 +1,40 @@
+"""A run's per-replica figures are that run's, though its replicas served runs before
+(workers started by hand live on between runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polybus
+
+from .comm_harness import cluster
+
+TOML = """
+[modules.server]
+source = "server.py"
+replication = 1
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.double = { callstyle = "sync" }
+
+[bind]
+"client.double" = "server.double"
+"""
+
+
+def test_a_second_session_counts_only_its_own_calls(tmp_path: Path) -> None:
+    with cluster(tmp_path, TOML, replicas=1) as c:
+        first = c.session()
+        assert [polybus.wait(first.call("double", (i,), {})) for i in range(5)] == \
+            [0, 2, 4, 6, 8]
+        (one,) = first.stats().replicas
+        assert one.calls == 5
+        second = c.session()  # the same replica, which has served 5 calls already
+        for i in range(3):
+            assert polybus.wait(second.call("double", (i,), {})) == 2 * i
+        (two,) = second.stats().replicas
+        assert two.calls == 3 and two.busy_s >= 0.0 and two.queue_wait_s >= 0.0
+        (again,) = first.stats().replicas  # (the replica's: the second run's calls count)
+        assert again.calls == 8
