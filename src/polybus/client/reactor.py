@@ -173,11 +173,7 @@ class Reactor:
             self._lost(link, exc)
         finally:
             self._lock.release()
-        if self._waiters:
-            with self._cv:
-                self._cv.notify_all()
-        if not self._in_send:
-            self.after_step()
+        self._stepped()
         if value is _NOTHING:  # not answered here: the general loop waits for it
             return self.wait(rec)
         if type(value) is Ref:  # forwarded: the record fetches it (forward.py)
@@ -220,6 +216,12 @@ class Reactor:
             self._lost(link, exc)
         finally:
             self._lock.release()
+        self._stepped()
+
+    def _stepped(self) -> None:
+        """After a read, with the lock let go: wake threads waiting for their answers
+        (only programs that wait from several threads pay for this), then the session's
+        after-step work (refills), unless inside a send."""
         if self._waiters:
             with self._cv:
                 self._cv.notify_all()
@@ -255,11 +257,7 @@ class Reactor:
                     self._check_liveness()
         finally:
             self._lock.release()
-        if self._waiters:  # only programs that wait from several threads pay for this
-            with self._cv:
-                self._cv.notify_all()
-        if not self._in_send:
-            self.after_step()
+        self._stepped()
 
     def poll(self) -> None:
         """Take in whatever has already arrived, without waiting."""

@@ -182,12 +182,8 @@ class ShmChannel(SegmentFrames, Channel):
             return super().fill(wait=wait)
         try:
             return self._fill_ring(wait)
-        except OSError as exc:
-            self.closed = True
-            raise ConnectionLostError(f"connection to {self.peer} broke: {exc}") from None
-        except ValueError:  # unmapped by close() in another thread
-            self.closed = True
-            raise ConnectionLostError(f"connection to {self.peer} is closed") from None
+        except (OSError, ValueError) as exc:
+            raise self._broken(exc) from None
 
     def fill_soon(self, seconds: float) -> int:
         if self._tx is None:
@@ -202,12 +198,16 @@ class ShmChannel(SegmentFrames, Channel):
             rx.set_awake(False)
             _ring.fence()  # clear the flag, then look once more (see ring.py)
             return self._drain_ring()
-        except OSError as exc:
-            self.closed = True
-            raise ConnectionLostError(f"connection to {self.peer} broke: {exc}") from None
-        except ValueError:  # unmapped by close() in another thread
-            self.closed = True
-            raise ConnectionLostError(f"connection to {self.peer} is closed") from None
+        except (OSError, ValueError) as exc:
+            raise self._broken(exc) from None
+
+    def _broken(self, exc: OSError | ValueError) -> ConnectionLostError:
+        """The error a failed ring read becomes (ValueError: unmapped by close() in
+        another thread); the channel is closed from then on."""
+        self.closed = True
+        if isinstance(exc, ValueError):
+            return ConnectionLostError(f"connection to {self.peer} is closed")
+        return ConnectionLostError(f"connection to {self.peer} broke: {exc}")
 
     def _fill_ring(self, wait: bool) -> int:
         n = self._drain_ring()
