@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 from pathlib import Path
+
+import pytest
 
 from integration.conftest import EXAMPLES, Procs, cli, read_line
 
@@ -68,3 +71,26 @@ def test_token_from_environment_and_wrong_token_refused(procs: Procs) -> None:
 def test_run_with_registry_needs_a_token() -> None:
     p = cli("run", SORT / "app.toml", "--registry", "127.0.0.1:9", "--quiet")
     assert p.returncode == 2 and "POLYBUS_TOKEN" in p.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_registry_removes_the_token_file_it_made_when_stopped(procs: Procs, sig: int) -> None:
+    _, token_file = start_registry(procs)
+    assert token_file is not None and token_file.exists()
+    try:
+        reg = procs.started[-1]
+        reg.send_signal(sig)
+        assert reg.wait(timeout=30) == 0
+        assert not token_file.exists()
+    finally:
+        token_file.unlink(missing_ok=True)
+
+
+def test_registry_keeps_a_token_file_the_user_gave(procs: Procs, tmp_path: Path) -> None:
+    given = tmp_path / "token"
+    given.write_text("user-token-" + "y" * 20)
+    start_registry(procs, None, "--token-file", str(given))
+    reg = procs.started[-1]
+    reg.send_signal(signal.SIGTERM)
+    assert reg.wait(timeout=30) == 0
+    assert given.read_text() == "user-token-" + "y" * 20

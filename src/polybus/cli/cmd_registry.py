@@ -29,22 +29,28 @@ def main(args: argparse.Namespace) -> int:
         from polybus.transport import tls
 
         tls.configure_cluster(load(args.config).cluster)
-    token = read_token(args.token_file, required=False)
-    made: Path | None = None
-    if token is None:
-        token = make_token()
-        made = write_token_file(token)
-    listen = args.listen if "://" in args.listen else f"tcp://{args.listen}"
+    # Handlers first: a SIGINT/SIGTERM from here on ends the loop below, and the finally
+    # removes the token file this command made (a file the user named is theirs to keep).
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    with RegistryService(token, listen, ttl=args.ttl) as reg:
-        host_port = f"{reg.address.host}:{reg.address.port}"
-        print(f"polybus registry listening on {host_port}", flush=True)
+    token = read_token(args.token_file, required=False)
+    made: Path | None = None
+    try:
+        if token is None:
+            token = make_token()
+            made = write_token_file(token)
+        listen = args.listen if "://" in args.listen else f"tcp://{args.listen}"
+        with RegistryService(token, listen, ttl=args.ttl) as reg:
+            host_port = f"{reg.address.host}:{reg.address.port}"
+            print(f"polybus registry listening on {host_port}", flush=True)
+            if made is not None:
+                print(f"token written to {made} (readable only by you, removed when the "
+                      f"registry stops); start workers with --token-file {made}", flush=True)
+            sys.stdout.flush()
+            while not stop.wait(0.5):
+                pass
+    finally:
         if made is not None:
-            print(f"token written to {made} (readable only by you); start workers with "
-                  f"--token-file {made}", flush=True)
-        sys.stdout.flush()
-        while not stop.wait(0.5):
-            pass
+            made.unlink(missing_ok=True)
     return 0
