@@ -23,14 +23,15 @@ from polybus.config import load
 from polybus.engines.local import LocalEngine
 from polybus.worker.module import load_module
 
-#: seeds/001 Table 1 (a): single-server async times 125, 59, 52, 30 s
+#: Kim and Purtilo (CORD), Table 1 (a): single-server async times 125, 59, 52, 30 s
 PAPER_TIMES = {"harvey": 125.0, "rimfire": 59.0, "thumper": 52.0, "highpower": 30.0}
 #: speeds proportional to 1/time, the fastest 1
 SPEEDS = {n: round(min(PAPER_TIMES.values()) / t, 3) for n, t in PAPER_TIMES.items()}
 NAMES = list(PAPER_TIMES)
 MODEL_NOTE = ("work modelled as time: a task of cost c seconds sleeps c/s on a replica of "
               "speed s (2-core machine); speeds proportional to 1/125, 1/59, 1/52, 1/30 "
-              "(seeds/001 Table 1), fastest = 1")
+              "(Kim and Purtilo, \"Configuration-level optimization of RPC-based "
+              "distributed programs\", Table 1), fastest = 1")
 
 SERVER = '''
 import time
