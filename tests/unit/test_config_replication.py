@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from polybus.config import parse_replication
@@ -188,3 +190,46 @@ def test_absurd_counts_are_refused() -> None:
     with pytest.raises(ConfigError, match="the replica count 100000 is more than 65536"):
         parse_replication(100_000, "srv")
     assert len(parse_replication(65536, "srv")[0]) == 65536
+
+
+# -- a lone word that is not a replica list ------------------------------------------------
+
+@pytest.mark.parametrize(("bad", "count"), [
+    ("two", "replication = 2"), ("Four", "replication = 4"), (" ten ", "replication = 10"),
+    ("twenty-one", "replication = 21"), ("twentyone", "replication = 21"),
+    ("one_hundred", "replication = 100"), ("zero", "a whole number N >= 1")])
+def test_a_number_word_is_not_a_replica_name(bad: str, count: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_replication(bad, "srv")
+    assert f"{bad.strip()!r} reads as a number word" in e.value.bare_message
+    assert count in e.value.bare_message
+    assert e.value.hint is not None and "a count N >= 1" in e.value.hint
+
+
+@pytest.mark.parametrize("bad", ["2.0", "1e3", "4x", "3O", "2replicas"])
+def test_a_lone_word_that_starts_like_a_count_is_a_typo(bad: str) -> None:
+    with pytest.raises(ConfigError, match="is not a whole number of replicas"):
+        parse_replication(bad, "srv")
+
+
+@pytest.mark.parametrize("good", ["harvey", "thumper.cs.umd.edu", "10.0.0.7", "node1",
+                                  "server-3", "tw", "four:speed=1", "two,three", "one#two"])
+def test_a_lone_name_or_an_explicit_list_is_still_accepted(good: str) -> None:
+    assert names(good)
+
+
+def test_the_error_names_file_key_and_the_accepted_forms(tmp_path: Path) -> None:
+    from polybus.config import validate
+
+    (tmp_path / "server.py").write_text("def f(x):\n    return x\n")
+    (tmp_path / "client.py").write_text("from polybus import use\nf = use('f')\n\n"
+                                        "def main():\n    return f(1)\n")
+    app = tmp_path / "app.toml"
+    app.write_text('[modules.server]\nsource = "server.py"\nreplication = "two"\n\n'
+                   '[modules.client]\nsource = "client.py"\nentrypoint = "main"\n\n'
+                   '[bind]\n"client.f" = "server.f"\n')
+    _, found = validate(app)
+    assert [(e.file, e.key) for e in found] == [(str(app), "modules.server.replication")]
+    assert "replication = 2" in str(found[0]) and "a count N >= 1" in str(found[0])
+    _, found = validate(app, ("modules.server.replication=three",))
+    assert [(e.file, e.key) for e in found] == [("--set", "modules.server.replication")]

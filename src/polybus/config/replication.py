@@ -15,6 +15,11 @@ joined by ``#``::
 condition (the replica pushes calls away), ``uc`` the underload one (it pulls calls in).
 A replica named only inside a path is still a replica. Positions in error messages are
 0-based offsets into the string.
+
+A string that is one bare word is one replica of that name, with two exceptions, both
+mistakes for a count rather than names: a number word (``"two"``, ``"Twenty-one"``) and a
+word that starts with a digit but is not a count or a dotted host (``"4x"``, ``"2.0"``,
+``"1e3"``). A replica really named so is written with its speed: ``"two:speed=1"``.
 """
 
 from __future__ import annotations
@@ -41,6 +46,18 @@ _RATIO = re.compile(r"([0-9]+)\s*/\s*([0-9]+)")
 _OPS = ("<=", ">=", "==", "!=", "<", ">")
 
 Op = Literal["<", "<=", "==", "!=", ">=", ">"]
+
+_UNITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+          "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+          "seventeen", "eighteen", "nineteen")
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
+         "eighty": 80, "ninety": 90}
+_NUMBER_WORD_VALUES = {**{w: i for i, w in enumerate(_UNITS)}, **_TENS,
+                       "hundred": 100, "thousand": 1000, "dozen": 12}
+# Longest first, so "seventeen" is one word and not "seven" + "teen".
+_NUMBER_WORD = "|".join(sorted(_NUMBER_WORD_VALUES, key=len, reverse=True))
+_NUMBER_WORDS = re.compile(rf"(?:(?:{_NUMBER_WORD})[-_ ]?)+", re.IGNORECASE)
+_A_FLOAT = re.compile(r"[0-9]+\.[0-9]*|\.[0-9]+")
 
 
 @dataclass
@@ -217,6 +234,39 @@ class _Parser:
         return value
 
 
+def _number_word_value(word: str) -> int | None:
+    """The number ``word`` spells (``"twenty-one"`` -> 21), None if it spells none."""
+    if not _NUMBER_WORDS.fullmatch(word):
+        return None
+    total = current = 0
+    for token in re.findall(_NUMBER_WORD, word.lower()):
+        value = _NUMBER_WORD_VALUES[token]
+        if value == 1000:
+            total, current = total + max(current, 1) * 1000, 0
+        elif value == 100:
+            current = max(current, 1) * 100
+        else:
+            current += value
+    return total + current
+
+
+def _not_a_name(word: str) -> ConfigError | None:
+    """Why a lone bare word is a mistaken count rather than one replica's name, if it is."""
+    spelled = _number_word_value(word)
+    if spelled is not None:
+        count = (f"replication = {spelled}" if spelled >= 1
+                 else "a whole number N >= 1, such as replication = 2")
+        return ConfigError(f"{word!r} reads as a number word, not a replica name: a count is "
+                           f"written as a number ({count}); a single replica really named "
+                           f"{word!r} is written '{word}:speed=1'", hint=REPLICATION_FORMS)
+    if word[0].isdigit() and ("." not in word or _A_FLOAT.fullmatch(word)):
+        return ConfigError(f"{word!r} is not a whole number of replicas: a count is written "
+                           "as a bare whole number (replication = 4); a single replica "
+                           f"whose name starts with a digit is written '{word}:speed=1'",
+                           hint=REPLICATION_FORMS)
+    return None
+
+
 def parse_replication(value: object, module: str
                       ) -> tuple[tuple[ReplicaSpec, ...], tuple[MigrationPath, ...]]:
     """Replicas and migration paths of ``module`` from its ``replication`` value.
@@ -236,6 +286,11 @@ def parse_replication(value: object, module: str
             raise ConfigError(f"the replica count {value} is more than {MAX_REPLICAS}",
                               hint=REPLICATION_FORMS)
         return tuple(ReplicaSpec(f"{module}-{i}") for i in range(value)), ()
+    word = value.strip()
+    if _NAME.fullmatch(word) or _NUMBER_WORDS.fullmatch(word):
+        mistake = _not_a_name(word)
+        if mistake is not None:
+            raise mistake
     parser = _Parser(value)
     parser.spec()
     replicas = tuple(ReplicaSpec(r.name, 1.0 if r.speed is None else r.speed,
