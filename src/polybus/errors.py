@@ -7,6 +7,7 @@ it can act on::
     PolybusError
     ├── ConfigError                 a configuration mistake (file, key, what, nearest name)
     ├── UsageError                  the API used wrongly (use() outside a run, bad argument)
+    ├── ModuleImportError           a user's module failed to import (module, file, line)
     ├── ProtocolError               a peer broke the wire protocol (malformed, oversized frame)
     │   └── AuthenticationError     a peer did not prove it holds the cluster token
     ├── TransportError              a connection could not be made or broke
@@ -30,6 +31,7 @@ __all__ = [
     "CallTimeoutError",
     "ConfigError",
     "ConnectionLostError",
+    "ModuleImportError",
     "NoReplicaError",
     "PoisonCallError",
     "PolybusError",
@@ -69,6 +71,20 @@ class ConfigError(PolybusError):
 
 class UsageError(PolybusError):
     """The public API was used in a way it does not support."""
+
+
+class ModuleImportError(PolybusError):
+    """A user's module raised while it was imported (or lacks a function the configuration
+    names). The message names the module's key, its file and the line, and shows only the
+    user's own traceback frames; ``line`` is None when no frame is in the module's file."""
+
+    # Defaults so that an unpickled copy (from a process pool's child) can be rebuilt.
+    def __init__(self, message: str, *, module: str = "", file: str = "",
+                 line: int | None = None) -> None:
+        self.module = module
+        self.file = file
+        self.line = line
+        super().__init__(message)
 
 
 class ProtocolError(PolybusError):

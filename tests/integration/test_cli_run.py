@@ -59,9 +59,11 @@ def test_check_reports_file_key_and_hint(tmp_path: Path) -> None:
     assert str(app) in p.stderr or "app.toml" in p.stderr
     assert "modules.client.use.f.callstyle" in p.stderr
     assert "sync" in p.stderr  # the valid styles are named
+    assert not mark.exists()  # a configuration with mistakes: no module is imported
     ok = cli("check", broken(tmp_path / "good", "async"), env={"MARK": str(mark)})
     assert ok.returncode == 0, ok.stderr
-    assert not mark.exists()  # check imported nothing
+    # a valid one: each module is imported once, in a child process (test_module_errors)
+    assert mark.read_text() == "imported\n"
 
 
 def test_run_refuses_a_broken_config_before_starting_processes(tmp_path: Path) -> None:

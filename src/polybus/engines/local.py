@@ -80,8 +80,7 @@ class LocalEngine:
             while True:
                 for name, proc, log in self.procs:
                     if proc.poll() is not None:
-                        raise PolybusError(f"worker {name} exited with status {proc.returncode} "
-                                           f"while starting:\n{_tail(log)}")
+                        raise PolybusError(_start_failure(name, proc.returncode, log))
                 have = {r.name for r in client.resolve()}
                 if expected <= have:
                     return
@@ -130,6 +129,19 @@ def transports_for(app: AppConfig, key: str) -> list[str]:
     if "tcp" not in out:
         out.append("tcp")
     return out
+
+
+_ERROR_LINE = "polybus worker: error: "
+
+
+def _start_failure(name: str, status: int, log: Path) -> str:
+    """Why worker ``name`` did not start: the error it reported (a module that does not
+    import, a bad option) without the rest of its output, else the end of its output."""
+    text = _tail(log)
+    at = text.find(_ERROR_LINE)
+    if at >= 0:
+        return f"worker {name} could not start: {text[at + len(_ERROR_LINE):]}"
+    return f"worker {name} exited with status {status} while starting:\n{text}"
 
 
 def _tail(path: Path, lines: int = 30) -> str:

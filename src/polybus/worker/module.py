@@ -27,7 +27,13 @@ def load_module(path: Path | str, name: str | None = None) -> ModuleType:
         raise ConfigError(f"cannot import {p}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:  # the user's mistake: name their file and line
+        from polybus.usercode import import_failure
+
+        sys.modules.pop(mod_name, None)
+        raise import_failure(exc, mod_name.removeprefix("polybus_user_"), p) from None
     return module
 
 

@@ -1,0 +1,99 @@
+"""A module that does not import: `check` finds it (importing in a child process), and
+`run` says which module, file and line, with the user's frames only."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from integration.conftest import cli, write_app
+
+TOML = """\
+[modules.server]
+source = "server.py"
+replication = 2
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+
+[bind]
+"client.f" = "server.f"
+"""
+SERVER = "def f(x):\n    return x\n"
+CLIENT = "from polybus import use\nf = use('f')\n\n\ndef main():\n    return f(1)\n"
+
+
+def assert_users_terms(stderr: str) -> None:
+    """No polybus-internal frame, no importlib frame: only what the user wrote."""
+    assert "polybus/" not in stderr.replace("polybus/tests", "")
+    assert "<frozen" not in stderr and "Traceback (most recent call last)" not in stderr
+
+
+@pytest.mark.parametrize(("server", "client", "expected"), [
+    ("import numpyy\n\n" + SERVER, CLIENT,
+     "module 'server' (server.py) failed to import: ModuleNotFoundError: No module named "
+     "'numpyy' at line 1"),
+    (SERVER, "import helper\n" + CLIENT,
+     "module 'client' (client.py) failed to import: ZeroDivisionError: division by zero "
+     "at line 1"),
+    ("from quiet import g\n\n" + SERVER, CLIENT,
+     "module 'server' (server.py) failed to import: ImportError: cannot import name 'g' "
+     "from 'quiet'"),
+    (SERVER + "\nf = 3\n", CLIENT,
+     "module 'server' (server.py): 'f', which the configuration names, is a int, "
+     "not a function once the module is imported"),
+], ids=["missing-import", "helper-raises", "missing-name", "not-a-function"])
+def test_check_imports_each_module_and_names_file_and_line(
+        tmp_path: Path, server: str, client: str, expected: str) -> None:
+    app = write_app(tmp_path, server=server, client=client, toml=TOML)
+    (tmp_path / "helper.py").write_text("x = 1\ny = x / 0\n")
+    (tmp_path / "quiet.py").write_text("h = 1\n")
+    p = cli("check", "app.toml", cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert expected in p.stderr
+    assert "do not import" in p.stderr
+    assert_users_terms(p.stderr)
+    assert cli("check", "--no-import", app).returncode == 0
+
+
+def test_check_runs_a_modules_top_level_in_a_child_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from polybus.cli import cmd_check
+
+    mark = tmp_path / "mark"
+    server = f"import os\nopen({str(mark)!r}, 'a').write(str(os.getpid()))\n\n" + SERVER
+    app = write_app(tmp_path, server=server, client=CLIENT, toml=TOML)
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2] / "src")
+                       + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    args = argparse.Namespace(config=str(app), set=[], no_import=False)
+    assert cmd_check.main(args) == 0, capsys.readouterr().err
+    assert mark.read_text() and int(mark.read_text()) != os.getpid()  # once, elsewhere
+    assert "polybus_user_server" not in sys.modules
+
+
+def test_run_reports_a_server_that_does_not_import_in_a_few_lines(tmp_path: Path) -> None:
+    write_app(tmp_path, server="import numpyy\n\n" + SERVER, client=CLIENT, toml=TOML)
+    p = cli("run", "app.toml", cwd=tmp_path)
+    assert p.returncode == 2
+    assert "could not start: module 'server' (server.py) failed to import: " \
+           "ModuleNotFoundError: No module named 'numpyy' at line 1" in p.stderr
+    assert 'server.py", line 1, in <module>' in p.stderr
+    assert_users_terms(p.stderr)
+    assert len(p.stderr.strip().splitlines()) <= 4, p.stderr
+
+
+def test_run_reports_a_client_that_does_not_import_in_a_few_lines(tmp_path: Path) -> None:
+    write_app(tmp_path, server=SERVER, client=CLIENT.replace("\n\ndef", "\n1 / 0\n\ndef"),
+              toml=TOML)
+    p = cli("run", "app.toml", cwd=tmp_path)
+    assert p.returncode == 2
+    assert "module 'client' (client.py) failed to import: ZeroDivisionError: division by " \
+           "zero at line 4" in p.stderr
+    assert_users_terms(p.stderr)
+    assert len(p.stderr.strip().splitlines()) <= 4, p.stderr
