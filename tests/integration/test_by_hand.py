@@ -94,3 +94,24 @@ def test_registry_keeps_a_token_file_the_user_gave(procs: Procs, tmp_path: Path)
     reg.send_signal(signal.SIGTERM)
     assert reg.wait(timeout=30) == 0
     assert given.read_text() == "user-token-" + "y" * 20
+
+
+def test_fewer_replicas_than_configured_warns_once_and_runs(procs: Procs) -> None:
+    env = {"POLYBUS_TOKEN": "fewer-token-" + "z" * 20}
+    addr, _ = start_registry(procs, env)
+    start_worker(procs, addr, "server-0", env=env)
+    p = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
+            "--set", "modules.client.args=[3000, 2]", env=env)
+    assert p.returncode == 0, p.stderr
+    assert "'correct': True" in p.stdout
+    warnings = [ln for ln in p.stderr.splitlines() if "warning" in ln]
+    # two bindings reach module 'server': one warning, naming what was asked and found
+    assert len(warnings) == 1, p.stderr
+    assert "module 'server'" in warnings[0] and "'quicksort'" in warnings[0]
+    assert "configured 2" in warnings[0] and "found 1" in warnings[0]
+    assert f"at {addr}" in warnings[0] or addr in warnings[0]
+    start_worker(procs, addr, "server-1", env=env)
+    full = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
+               "--set", "modules.client.args=[3000, 2]", env=env)
+    assert full.returncode == 0, full.stderr
+    assert "warning" not in full.stderr

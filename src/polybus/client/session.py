@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica, Stats, StatsRequest
 
 _reqs = itertools.count(1)
+log = logging.getLogger("polybus.client")
 
 
 @dataclass
@@ -100,6 +102,7 @@ class Session:
         self.reactor.on_released = self._released
         self.migrators: list[Migrator] = []
         self._base: dict[int, Stats | None] = {}
+        self._short: set[str] = set()  # modules already warned about (once a session)
         try:
             if bindings is None:
                 bindings = [(b, app.modules[b.user].use.get(b.name, UseSpec()))
@@ -107,6 +110,7 @@ class Session:
             for b, use in bindings:
                 links = self._links_for(b.module, use.transport)
                 module = app.modules[b.module]
+                self._warn_if_short(b, len(links))
                 # A derived form ("page@http", worker/main.py) has its interface's options.
                 base = b.interface.partition("@")[0]
                 define = module.define.get(base, DefineSpec())
@@ -140,6 +144,17 @@ class Session:
         except BaseException:
             self.close()
             raise
+
+    def _warn_if_short(self, b: Binding, found: int) -> None:
+        """Workers started by hand may be fewer than the replication asks for: the run
+        goes on with those found (none is an error, in _links_for), but says so once."""
+        configured = len(self.app.modules[b.module].replication)
+        if found >= configured or b.module in self._short:
+            return
+        self._short.add(b.module)
+        log.warning("polybus: warning: interface %r (module %r): configured %d replica(s), "
+                    "found %d registered at %s; running with %d", b.interface, b.module,
+                    configured, found, self.registry.address, found)
 
     def _ask_stats(self, link: ReplicaLink) -> Stats | None:
         if link.dead:
