@@ -108,7 +108,13 @@ class NoReplicaError(PolybusError):
 
 
 class RemoteError(PolybusError):
-    """A call was accepted but ended without a value."""
+    """A call was accepted but ended without a value.
+
+    ``call_site`` is ``FILE:LINE`` of the user's code where the error came out of the
+    client (the call, or where its promise was used), once ``polybus.run`` has placed it.
+    """
+
+    call_site: str | None = None
 
     def __init__(self, message: str, *, interface: str = "", replica: str = "") -> None:
         self.interface = interface

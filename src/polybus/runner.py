@@ -10,13 +10,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from polybus.callsite import place
 from polybus.client.promise import wait
 from polybus.client.session import ReplicaStats, Session
 from polybus.client.stubs import activate
 from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.engines.base import Cluster
-from polybus.errors import ConfigError
+from polybus.errors import ConfigError, RemoteError
 from polybus.token import read_token
 from polybus.transport import tls
 from polybus.worker.module import load_module
@@ -87,7 +88,11 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             entry = getattr(module, client.entrypoint)
             activate(session)
             t0 = time.perf_counter()
-            result = wait(entry(*client.args, **client.kwargs))
+            try:
+                result = wait(entry(*client.args, **client.kwargs))
+            except RemoteError as exc:
+                place(exc, app, client.key)  # the user's line, and a signature that misfits
+                raise
             elapsed = time.perf_counter() - t0
             stats = session.stats()
             for rep in stats.replicas:

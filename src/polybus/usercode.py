@@ -22,7 +22,7 @@ from pathlib import Path
 from polybus.config.model import AppConfig
 from polybus.errors import ModuleImportError
 
-__all__ = ["check_imports", "import_failure"]
+__all__ = ["check_imports", "import_failure", "is_polybus_frame"]
 
 _POLYBUS = str(Path(__file__).resolve().parent) + os.sep
 IMPORT_TIMEOUT = 60.0
@@ -34,10 +34,13 @@ def shown(path: Path | str) -> str:
     return str(path) if rel.startswith("..") else rel
 
 
+def is_polybus_frame(frame: traceback.FrameSummary) -> bool:
+    """A frame of polybus itself or of importlib: nothing a user can act on."""
+    return frame.filename.startswith((_POLYBUS, "<frozen"))
+
+
 def _user_frames(exc: BaseException) -> list[traceback.FrameSummary]:
-    frames = traceback.extract_tb(exc.__traceback__)
-    return [f for f in frames
-            if not f.filename.startswith((_POLYBUS, "<frozen"))]
+    return [f for f in traceback.extract_tb(exc.__traceback__) if not is_polybus_frame(f)]
 
 
 def import_failure(exc: BaseException, key: str, path: Path) -> ModuleImportError:

@@ -23,6 +23,7 @@ class FunctionInfo:
     required: tuple[str, ...] = ()         # named parameters without a default
     positional_only: tuple[str, ...] = ()
     var_keyword: bool = False              # takes **kwargs
+    signature: str = ""                    # "f(x, y=2, *, scale=1)", as written
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ def _required(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
 
 def _info(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> FunctionInfo:
     return FunctionInfo(fn.name, _params(fn), fn.lineno, _required(fn),
-                        tuple(p.arg for p in fn.args.posonlyargs), fn.args.kwarg is not None)
+                        tuple(p.arg for p in fn.args.posonlyargs), fn.args.kwarg is not None,
+                        f"{fn.name}({ast.unparse(fn.args)})")
 
 
 def _use_calls(tree: ast.Module, bare_use: bool) -> list[UseCall]:

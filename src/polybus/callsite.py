@@ -1,0 +1,81 @@
+"""Where in the user's client code a remote error came out, and, for a call whose
+arguments do not fit the function, the function's signature.
+
+A remote error's own traceback is the replica's; the user also needs the line of their
+client module that made the call (or used its promise). ``place`` finds it in the local
+traceback as the innermost frame outside polybus, and rewrites the error's message to
+name it. A ``TypeError`` that the function's own call raised (wrong number or names of
+arguments, the replica's traceback never entering the user's function) gets the
+function's signature and file:line instead of that traceback, which shows only
+polybus's frame.
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from pathlib import Path
+
+from polybus.config.model import AppConfig
+from polybus.config.source import FunctionInfo, inspect_source
+from polybus.errors import ConfigError, RemoteError, RemoteException
+from polybus.usercode import is_polybus_frame
+
+__all__ = ["place"]
+
+_STUBS = str(Path(__file__).resolve().parent / "client" / "stubs.py")
+_ARGUMENTS = re.compile(r"(?:takes|missing|got) ")
+
+
+def _user_frame(exc: BaseException) -> tuple[traceback.FrameSummary, bool] | None:
+    """The innermost frame of the user's code, and whether the call itself is the next one
+    (a stub's ``__call__``) rather than the use of a promise."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    for i in range(len(frames) - 1, -1, -1):
+        if not is_polybus_frame(frames[i]):
+            called = i + 1 < len(frames) and frames[i + 1].filename == _STUBS
+            return frames[i], called
+    return None
+
+
+def _served(app: AppConfig, client: str, interface: str) -> tuple[Path, FunctionInfo] | None:
+    """The source file and function that ``interface``, as ``client`` binds it, runs."""
+    for b in app.bindings:
+        if b.user == client and b.interface == interface:
+            source = app.modules[b.module].source
+            try:
+                fn = inspect_source(source, client=False).functions.get(interface)
+            except ConfigError:
+                return None
+            return (source, fn) if fn is not None else None
+    return None
+
+
+def _bad_arguments(exc: RemoteException, source: Path) -> bool:
+    """The call of the function raised, before its first line ran."""
+    return (exc.remote_type == "TypeError"
+            and exc.remote_message.startswith(f"{exc.interface}() ")
+            and _ARGUMENTS.match(exc.remote_message, len(exc.interface) + 3) is not None
+            and f'File "{source}"' not in exc.remote_traceback)
+
+
+def place(exc: RemoteError, app: AppConfig, client: str) -> None:
+    """Name the user's line (and, for arguments that do not fit, the signature) in ``exc``."""
+    if exc.call_site is not None:
+        return
+    found = _user_frame(exc)
+    if found is None:
+        return
+    frame, called = found
+    exc.call_site = f"{frame.filename}:{frame.lineno}"
+    what = "the call" if called else "the call whose answer was used"
+    at = (f'  {what} at File "{frame.filename}", line {frame.lineno}, in {frame.name}'
+          + (f":\n    {frame.line}" if frame.line else ""))
+    head, _, rest = str(exc).partition("\n")
+    served = _served(app, client, exc.interface) if isinstance(exc, RemoteException) else None
+    if isinstance(exc, RemoteException) and served is not None and _bad_arguments(exc, served[0]):
+        source, fn = served
+        exc.args = (f"{head}\n{at}\n  does not fit {fn.signature}, defined at "
+                    f'File "{source}", line {fn.lineno}',)
+        return
+    exc.args = (f"{head}\n{at}" + (f"\n{rest}" if rest else ""),)
