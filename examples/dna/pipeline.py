@@ -1,5 +1,6 @@
-"""Search queries against a database split into parts, one part per stage (seeds/001
-Fig. 1(c)): each query flows through the stages, each adding the scores for its part.
+"""Search queries against a database split into parts, one part per stage (Kim and
+Purtilo's CORD paper, Fig. 1(c)): each query flows through the stages, each adding the
+scores for its part.
 
 With the async call style each stage's answer is a promise passed straight to the next
 stage; forwarding (on by default) sends it replica to replica, so only the query goes

@@ -1,5 +1,5 @@
-"""Compare a query sequence against a database entry (seeds/001 §2): best local match
-score by a simple Smith-Waterman dynamic programme, pure Python."""
+"""Compare a query sequence against a database entry (Kim and Purtilo's CORD paper, §2):
+best local match score by a simple Smith-Waterman dynamic programme, pure Python."""
 
 
 def compare(query: str, entry: str) -> int:
@@ -15,7 +15,8 @@ def compare(query: str, entry: str) -> int:
     return best
 
 
-# -- the pipeline of seeds/001 Fig. 1(c): the database split into parts, one per stage --
+# -- the pipeline of Kim and Purtilo's CORD paper, Fig. 1(c): the database split into
+#    parts, one per stage --
 
 def _database(size: int, entry_len: int, seed: int) -> list[str]:
     import random

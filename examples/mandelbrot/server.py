@@ -1,4 +1,5 @@
-"""One row of the Mandelbrot set (seeds/001 Table 1): escape counts, pure Python."""
+"""One row of the Mandelbrot set (Kim and Purtilo's CORD paper, Table 1): escape counts,
+pure Python."""
 
 
 def mandel_row(y: int, width: int, height: int, maxiter: int,

@@ -11,8 +11,8 @@ def main(n: int = 200, seed: int = 1) -> dict:
     rng = np.random.default_rng(seed)
     a = rng.random((n, n))
     b = rng.random((n, n))
-    # Every call is sent at once (deferred-synchronous, as in seeds/002); with an
-    # async call style the rows come back as promises and are waited for here.
+    # Every call is sent at once (deferred-synchronous, as in Schnaidt, Duman and Lewis);
+    # with an async call style the rows come back as promises and are waited for here.
     rows = [multiply_row(a[i], b) for i in range(n)]
     c = np.vstack([np.asarray(r) for r in rows])
     ok = bool(np.allclose(c, a @ b))

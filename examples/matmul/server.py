@@ -1,4 +1,4 @@
-"""Matrix-multiply server (seeds/002): plain functions, no polybus import."""
+"""Matrix-multiply server (Schnaidt, Duman and Lewis): plain functions, no polybus import."""
 
 import numpy as np
 

@@ -1,4 +1,5 @@
-"""Rudy (seeds/003): a web server whose requests each take 40 ms of work.
+"""Rudy (Sigurdsson, KTH course report, 2016): a web server whose requests each take
+40 ms of work.
 
 Plain functions; the front door (`polybus serve app.toml`) calls them with the request
 fields they name (method, path, query, headers, body, subpath) and turns what they

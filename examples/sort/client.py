@@ -1,4 +1,4 @@
-"""Sorting client (seeds/000): split the array into one part per replica, have the
+"""Sorting client (Eggen et al.): split the array into one part per replica, have the
 servers sort the parts at the same time, merge the sorted parts, check against numpy."""
 
 import heapq

@@ -1,4 +1,4 @@
-"""Sorting servers (seeds/000): plain functions, no polybus import.
+"""Sorting servers (Eggen et al.): plain functions, no polybus import.
 
 Both take a numpy array or a list and return a sorted numpy array. insertion_sort is
 the O(n^2) algorithm of the paper, in pure Python on purpose, so that distributing it
