@@ -1,0 +1,55 @@
+"""A module that fails to import becomes a ModuleImportError in the user's terms."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from polybus.errors import ModuleImportError
+from polybus.worker.module import load_module
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Iterator[Path]:
+    before = list(sys.path)
+    yield tmp_path
+    sys.path[:] = before  # load_module puts the module's folder on sys.path
+    for name in ("polybus_user_srv", "helper_for_usercode"):
+        sys.modules.pop(name, None)
+
+
+def failure(path: Path) -> ModuleImportError:
+    with pytest.raises(ModuleImportError) as e:
+        load_module(path, "polybus_user_srv")
+    assert "polybus_user_srv" not in sys.modules
+    return e.value
+
+
+def test_a_syntax_error_names_module_file_and_line(folder: Path) -> None:
+    src = folder / "srv.py"
+    src.write_text("def f(x):\n    return x\n\ndef g(:\n    pass\n")
+    e = failure(src)
+    assert (e.module, e.file, e.line) == ("srv", str(src), 4)
+    assert "module 'srv'" in str(e) and "SyntaxError" in str(e) and "at line 4" in str(e)
+    assert "def g(:" in str(e)  # the offending line, with its caret
+    assert "importlib" not in str(e) and "<frozen" not in str(e)
+
+
+def test_a_failure_in_a_helper_shows_both_files_and_the_modules_line(folder: Path) -> None:
+    (folder / "helper_for_usercode.py").write_text("x = {}\ny = x['missing']\n")
+    src = folder / "srv.py"
+    src.write_text("import os\nimport helper_for_usercode\n")
+    e = failure(src)
+    assert e.line == 2 and "KeyError: 'missing' at line 2" in str(e)
+    assert 'helper_for_usercode.py", line 2' in str(e) and 'srv.py", line 2' in str(e)
+    assert "polybus/" not in str(e)
+
+
+def test_exiting_at_import_is_reported_not_obeyed(folder: Path) -> None:
+    src = folder / "srv.py"
+    src.write_text("import sys\nsys.exit(3)\n")
+    e = failure(src)
+    assert e.line == 2 and "the module exits when it is imported" in str(e)
