@@ -21,7 +21,6 @@ from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.errors import CallTimeoutError, ConnectionLostError, PolybusError, ProtocolError
 from polybus.transport.shm import ShmChannel, spin
-from polybus.transport.spinning import spin_until
 from polybus.wire.codec import Ref
 from polybus.wire.messages import (
     Batch,
@@ -262,21 +261,20 @@ class Reactor:
         self._stepped()
 
     def _spin(self, busy: list[ReplicaLink], most: float) -> list[ReplicaLink]:
-        """Several replicas owe answers: look for one without sleeping, for the links'
-        spin window, before the blocking select (a reader asleep in the kernel costs
-        25-35 us to wake here, spinning.py; an async burst's answers come every few
-        tens of us). Over shm the rings are looked at, their writers ringing no
-        doorbell meanwhile; over sockets, a zero-timeout select a look. The links with
-        something to read ([]: the select's turn)."""
-        seconds = min(max(lk.channel.spin_s for lk in busy), most)
-        if not seconds:
-            return []
+        """Several replicas over shm owe answers: look at their rings without sleeping,
+        for the links' spin window, before the blocking select (a reader asleep in the
+        kernel costs 25-35 us to wake here, spinning.py, and each answer that finds it
+        asleep a doorbell at the replica; an async burst's answers come every few tens
+        of us). A look costs no system call. Over sockets a look would be a select
+        each: measured, spinning so slowed matmul over tcp (the replicas want both
+        CPUs), so they go to the select at once. The links with frames waiting ([]:
+        the select's turn)."""
         rings = [lk.channel for lk in busy if type(lk.channel) is ShmChannel]
-        if len(rings) == len(busy):
-            by_channel = {id(lk.channel): lk for lk in busy}
-            return [by_channel[id(ch)] for ch in spin(rings, seconds)]
-        sel = self._sel
-        return [key.data for key, _ in spin_until(lambda: sel.select(0), seconds)]
+        seconds = min(max(lk.channel.spin_s for lk in busy), most)
+        if len(rings) < len(busy) or not seconds:
+            return []
+        by_channel = {id(lk.channel): lk for lk in busy}
+        return [by_channel[id(ch)] for ch in spin(rings, seconds)]
 
     def poll(self) -> None:
         """Take in whatever has already arrived, without waiting."""
