@@ -289,6 +289,18 @@ class ShmChannel(SegmentFrames, Channel):
         self._recv_bells(0)
         return True
 
+    def stay_awake(self, on: bool) -> None:
+        """Say whether this side will look at its ring before it next sleeps: while it
+        will, the peer rings no doorbell (a system call, with a wake-up of a process
+        that was running anyway). A reader that clears it fences and looks once more
+        before sleeping (see `spin`)."""
+        rx = self._rx
+        if rx is not None and not self.closed:
+            try:
+                rx.set_awake(on)
+            except ValueError:  # unmapped by close() in another thread
+                pass
+
     def ring_ready(self) -> bool:
         """Frames wait in the ring (no system call)."""
         return self._rx is not None and self._rx.available() > 0
