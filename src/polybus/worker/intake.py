@@ -62,6 +62,7 @@ class Intake:
     _paused: set[Channel]
     _stash: dict[Channel, Message]
     _hot: set[ShmChannel]
+    _awake: set[ShmChannel]
     _unwarm: set[Channel]
     _running: int
 
@@ -76,6 +77,10 @@ class Intake:
             return
         if type(ch) is ShmChannel:
             self._hot.add(ch)
+            # This client is active: until the poller next sleeps (which looks at the
+            # ring first, runtime._rings_down), its calls need no doorbell.
+            ch.stay_awake(True)
+            self._awake.add(ch)
         if ch.decoder.wants_spare:
             self._unwarm.add(ch)
         self._take(ch)
