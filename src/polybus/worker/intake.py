@@ -103,6 +103,9 @@ class Intake:
                     if ch not in self._paused:
                         self._sel.unregister(ch.sock)
                         self._paused.add(ch)
+                        if type(ch) is ShmChannel:  # it rings from now on (see _resume)
+                            ch.stay_awake(False)
+                            self._awake.discard(ch)
                     return
                 self._handle(ch, msg)
         except ProtocolError as exc:

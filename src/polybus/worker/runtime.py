@@ -301,6 +301,9 @@ class WorkerRuntime(Intake):
             if not ch.closed:
                 self._sel.register(ch.sock, ch)
                 self._take(ch)  # what it sent before the pause
+                if (type(ch) is ShmChannel and not ch.closed and ch not in self._paused
+                        and ch.ring_ready()):
+                    self._read(ch)  # written before its flag went down: no doorbell came
 
     # -- running a call ----------------------------------------------------------
     def _run(self, job: Job) -> None:
