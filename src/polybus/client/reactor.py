@@ -257,7 +257,7 @@ class Reactor:
                 if self.liveness is not None:
                     wait_s = min(wait_s, self.liveness.heartbeat / 2)
                 ready = self._spin(busy, wait_s) if busy and wait_s > 0 else []
-                if not ready and wait_s > 0:
+                if not ready:  # (also with no wait: what came with the flag up rang no bell)
                     ready = self._rings_down()
                 for link in ready or [key.data for key, _ in self._sel.select(wait_s)]:
                     if not link.dead:
@@ -312,8 +312,11 @@ class Reactor:
         self.flush_all()
         if self._lock.acquire(blocking=False):
             try:
-                for key, _ in self._sel.select(0):
-                    link: ReplicaLink = key.data
+                ready: list[ReplicaLink] = [key.data for key, _ in self._sel.select(0)]
+                # (rings: what came while the flag was up rang no doorbell, _rings_up)
+                ready += [link for link, ch in self._rings
+                          if not link.dead and link not in ready and ch.ring_ready()]
+                for link in ready:
                     if not link.dead:
                         self._receive(link, wait=False)
             finally:
