@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from polybus.client import rings
 from polybus.client.calls import CallRecord, ReplicaLink, error_from
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.errors import CallTimeoutError, ConnectionLostError, PolybusError, ProtocolError
-from polybus.transport.ring import fence
-from polybus.transport.shm import ShmChannel, spin
+from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import Ref
 from polybus.wire.messages import (
     Batch,
@@ -46,7 +46,7 @@ class Reactor:
 
     def __init__(self, heartbeat: float | None = None) -> None:
         self.links: list[ReplicaLink] = []
-        self._rings: list[tuple[ReplicaLink, ShmChannel]] = []  # the shm links' channels
+        self._rings: rings.Rings = []  # the shm links and their channels (client/rings.py)
         # Silent replicas holding calls are pinged, then declared dead (liveness.py).
         self.liveness: Liveness[ReplicaLink] | None = Liveness(heartbeat) if heartbeat else None
         self._fast = True  # the one-blocking-read path wakes up after a silent heartbeat
@@ -177,7 +177,7 @@ class Reactor:
         except PolybusError as exc:
             self._lost(link, exc)
         finally:
-            self._rings_up()
+            rings.up(self._rings)
             self._lock.release()
         self._stepped()
         if value is _NOTHING:  # not answered here: the general loop waits for it
@@ -221,7 +221,7 @@ class Reactor:
         except PolybusError as exc:
             self._lost(link, exc)
         finally:
-            self._rings_up()
+            rings.up(self._rings)
             self._lock.release()
         self._stepped()
 
@@ -256,56 +256,18 @@ class Reactor:
                 wait_s = 0.5 if timeout is None else timeout
                 if self.liveness is not None:
                     wait_s = min(wait_s, self.liveness.heartbeat / 2)
-                ready = self._spin(busy, wait_s) if busy and wait_s > 0 else []
+                ready = rings.spin_busy(busy, wait_s) if busy and wait_s > 0 else []
                 if not ready:  # (also with no wait: what came with the flag up rang no bell)
-                    ready = self._rings_down()
+                    ready = rings.down(self._rings)
                 for link in ready or [key.data for key, _ in self._sel.select(wait_s)]:
                     if not link.dead:
                         self._receive(link, wait=False)
                 if self.liveness is not None and self.liveness.due(time.monotonic()):
                     self._check_liveness()
         finally:
-            self._rings_up()
+            rings.up(self._rings)
             self._lock.release()
         self._stepped()
-
-    def _spin(self, busy: list[ReplicaLink], most: float) -> list[ReplicaLink]:
-        """Several replicas over shm owe answers: look at their rings without sleeping,
-        for the links' spin window, before the blocking select (a reader asleep in the
-        kernel costs 25-35 us to wake here, spinning.py, and each answer that finds it
-        asleep a doorbell at the replica; an async burst's answers come every few tens
-        of us). A look costs no system call. Over sockets a look would be a select
-        each: measured, spinning so slowed matmul over tcp (the replicas want both
-        CPUs), so they go to the select at once. The links with frames waiting ([]:
-        the select's turn)."""
-        rings = [lk.channel for lk in busy if type(lk.channel) is ShmChannel]
-        seconds = min(max(lk.channel.spin_s for lk in busy), most)
-        if len(rings) < len(busy) or not seconds:
-            return []
-        by_channel = {id(lk.channel): lk for lk in busy}
-        return [by_channel[id(ch)] for ch in spin(rings, seconds)]
-
-    def _rings_up(self) -> None:
-        """On the way out of a read, the lock still held: this client runs on, and looks
-        at every ring before it next sleeps (`_rings_down`, or a channel's own waiting
-        fill), so its replicas need ring no doorbell meanwhile. An async burst's answers
-        came while the client was still sending, each with a doorbell: a system call at
-        the replica (~1/6 of its time per call in matmul n=10 over shm), and bells here
-        to read and select on."""
-        for link, ch in self._rings:
-            if not link.dead:
-                ch.stay_awake(True)
-
-    def _rings_down(self) -> list[ReplicaLink]:
-        """Before a blocking select: every ring's flag cleared (its writer rings from
-        now on), a fence, then one last look (ring.py); the links with frames waiting."""
-        rings = [(link, ch) for link, ch in self._rings if not link.dead]
-        if not rings:
-            return []
-        for _, ch in rings:
-            ch.stay_awake(False)
-        fence()
-        return [link for link, ch in rings if ch.ring_ready()]
 
     def poll(self) -> None:
         """Take in whatever has already arrived, without waiting."""
@@ -313,9 +275,7 @@ class Reactor:
         if self._lock.acquire(blocking=False):
             try:
                 ready: list[ReplicaLink] = [key.data for key, _ in self._sel.select(0)]
-                # (rings: what came while the flag was up rang no doorbell, _rings_up)
-                ready += [link for link, ch in self._rings
-                          if not link.dead and link not in ready and ch.ring_ready()]
+                ready += rings.waiting(self._rings, ready)  # (they rang no doorbell)
                 for link in ready:
                     if not link.dead:
                         self._receive(link, wait=False)
@@ -399,11 +359,11 @@ class Reactor:
         while req not in self.replies and not link.dead and time.monotonic() < deadline:
             if self._lock.acquire(blocking=False):
                 try:
-                    for lk in self._rings_down() or [key.data for key, _ in self._sel.select(0.05)]:
+                    for lk in rings.down(self._rings) or [key.data for key, _ in self._sel.select(0.05)]:
                         if not lk.dead:
                             self._receive(lk, wait=False)
                 finally:
-                    self._rings_up()
+                    rings.up(self._rings)
                     self._lock.release()
             else:
                 time.sleep(0.001)
