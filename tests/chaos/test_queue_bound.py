@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -33,8 +34,8 @@ def square(i: int) -> int:
 class Watched:
     """A replica whose queue length is watched on every push."""
 
-    def __init__(self, overflow: str) -> None:
-        self.rt = WorkerRuntime("w", {"square": square}, TOKEN,
+    def __init__(self, overflow: str, address: str) -> None:
+        self.rt = WorkerRuntime("w", {"square": square}, TOKEN, address,
                                 options=ServeOptions(queue=BOUND, overflow=overflow))
         self.longest = 0
         queue = self.rt._queue
@@ -49,9 +50,13 @@ class Watched:
         self.rt.start()
 
 
-@pytest.fixture(params=["block", "reject"])
-def replica(request: pytest.FixtureRequest) -> Iterator[Watched]:
-    w = Watched(request.param)
+# Over shm, calls a paused client wrote into its ring while the replica's awake flag was
+# up came with no doorbell: resuming it must look at the ring (runtime._resume_paused).
+@pytest.fixture(params=[("block", "tcp"), ("reject", "tcp"), ("block", "shm")],
+                ids=["block-tcp", "reject-tcp", "block-shm"])
+def replica(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Watched]:
+    overflow, transport = request.param
+    w = Watched(overflow, "tcp://127.0.0.1:0" if transport == "tcp" else f"shm://{tmp_path}/w.sock")
     try:
         yield w
     finally:

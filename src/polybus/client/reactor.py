@@ -16,10 +16,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from polybus.client import rings
 from polybus.client.calls import CallRecord, ReplicaLink, error_from
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.errors import CallTimeoutError, ConnectionLostError, PolybusError, ProtocolError
+from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import Ref
 from polybus.wire.messages import (
     Batch,
@@ -44,6 +46,7 @@ class Reactor:
 
     def __init__(self, heartbeat: float | None = None) -> None:
         self.links: list[ReplicaLink] = []
+        self._rings: rings.Rings = []  # the shm links and their channels (client/rings.py)
         # Silent replicas holding calls are pinged, then declared dead (liveness.py).
         self.liveness: Liveness[ReplicaLink] | None = Liveness(heartbeat) if heartbeat else None
         self._fast = True  # the one-blocking-read path wakes up after a silent heartbeat
@@ -62,6 +65,8 @@ class Reactor:
 
     def add(self, link: ReplicaLink) -> None:
         self.links.append(link)
+        if type(link.channel) is ShmChannel:
+            self._rings.append((link, link.channel))
         self._sel.register(link.channel.sock, selectors.EVENT_READ, link)
         if self.liveness is not None:
             if link.channel.tls:  # its blocking read would not time out: use select
@@ -172,6 +177,7 @@ class Reactor:
         except PolybusError as exc:
             self._lost(link, exc)
         finally:
+            rings.up(self._rings)
             self._lock.release()
         self._stepped()
         if value is _NOTHING:  # not answered here: the general loop waits for it
@@ -215,6 +221,7 @@ class Reactor:
         except PolybusError as exc:
             self._lost(link, exc)
         finally:
+            rings.up(self._rings)
             self._lock.release()
         self._stepped()
 
@@ -249,13 +256,16 @@ class Reactor:
                 wait_s = 0.5 if timeout is None else timeout
                 if self.liveness is not None:
                     wait_s = min(wait_s, self.liveness.heartbeat / 2)
-                for key, _ in self._sel.select(wait_s):
-                    link: ReplicaLink = key.data
+                ready = rings.spin_busy(busy, wait_s) if busy and wait_s > 0 else []
+                if not ready:  # (also with no wait: what came with the flag up rang no bell)
+                    ready = rings.down(self._rings)
+                for link in ready or [key.data for key, _ in self._sel.select(wait_s)]:
                     if not link.dead:
                         self._receive(link, wait=False)
                 if self.liveness is not None and self.liveness.due(time.monotonic()):
                     self._check_liveness()
         finally:
+            rings.up(self._rings)
             self._lock.release()
         self._stepped()
 
@@ -264,8 +274,9 @@ class Reactor:
         self.flush_all()
         if self._lock.acquire(blocking=False):
             try:
-                for key, _ in self._sel.select(0):
-                    link: ReplicaLink = key.data
+                ready: list[ReplicaLink] = [key.data for key, _ in self._sel.select(0)]
+                ready += rings.waiting(self._rings, ready)  # (they rang no doorbell)
+                for link in ready:
                     if not link.dead:
                         self._receive(link, wait=False)
             finally:
@@ -348,11 +359,11 @@ class Reactor:
         while req not in self.replies and not link.dead and time.monotonic() < deadline:
             if self._lock.acquire(blocking=False):
                 try:
-                    for key, _ in self._sel.select(0.05):
-                        lk: ReplicaLink = key.data
+                    for lk in rings.down(self._rings) or [key.data for key, _ in self._sel.select(0.05)]:
                         if not lk.dead:
                             self._receive(lk, wait=False)
                 finally:
+                    rings.up(self._rings)
                     self._lock.release()
             else:
                 time.sleep(0.001)

@@ -35,6 +35,7 @@ _HEADER = 4096
 _WRITTEN, _READ, _AWAKE = 0, 64, 128
 _U64 = struct.Struct("Q")  # native and 8-byte aligned: a single store/load
 _FENCE = threading.Lock()
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # (Linux)
 
 
 def supported() -> bool:
@@ -54,7 +55,10 @@ class Ring:
 
     def __init__(self, fd: int, *, owns_fd: bool) -> None:
         self.fd = fd if owns_fd else -1
-        self.map = mmap.mmap(fd, 0, mmap.MAP_SHARED)
+        # Mapped with its pages in: a ring's first laps otherwise fault page by page on
+        # both sides, in the middle of the first calls (matmul n=100 over shm: ~1,000
+        # faults across client and replicas in the first product); here it is setup.
+        self.map = mmap.mmap(fd, 0, mmap.MAP_SHARED | _POPULATE)
         self.capacity = len(self.map) - _HEADER
         if self.capacity <= 0 or self.capacity & (self.capacity - 1):
             self.map.close()

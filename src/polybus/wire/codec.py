@@ -33,6 +33,9 @@ EXT_REF = 4
 OOB_BYTES = 64 * 1024  # top-level bytes at least this long travel out of band
 
 _meta_enc = msgspec.msgpack.Encoder()
+# dtype -> dtype.str (which builds its string anew each time: ~0.4 us an array); only
+# dtypes without objects are kept, so a hit needs no hasobject check.
+_DTYPE_STR: dict[Any, str] = {}
 _meta_dec = msgspec.msgpack.Decoder()
 
 
@@ -199,17 +202,22 @@ class Codec:
 
     def _enc_hook(self, obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
-            if obj.dtype.hasobject:
-                return self._pickled(obj)
+            dt = obj.dtype
+            dstr = _DTYPE_STR.get(dt)
+            if dstr is None:
+                if dt.hasobject:
+                    return self._pickled(obj)
+                dstr = dt.str
+                if len(_DTYPE_STR) < 256:  # (made-up structured dtypes could be endless)
+                    _DTYPE_STR[dt] = dstr
             idx = len(self._out)
             if self._gather and obj.nbytes >= self._gather and not obj.flags.c_contiguous:
                 self._out.append(obj)  # the caller gathers it (encode_parts)
-                return msgspec.msgpack.Ext(EXT_NDARRAY,
-                                           _meta_enc.encode((obj.dtype.str, obj.shape, idx)))
+                return msgspec.msgpack.Ext(EXT_NDARRAY, _meta_enc.encode((dstr, obj.shape, idx)))
             arr = np.ascontiguousarray(obj)
             self._out.append(memoryview(arr).cast("B") if arr.nbytes else memoryview(b""))  # type: ignore[arg-type]
             # obj.shape, not arr.shape: ascontiguousarray makes a 0-d array 1-d.
-            return msgspec.msgpack.Ext(EXT_NDARRAY, _meta_enc.encode((arr.dtype.str, obj.shape, idx)))
+            return msgspec.msgpack.Ext(EXT_NDARRAY, _meta_enc.encode((dstr, obj.shape, idx)))
         if isinstance(obj, np.generic):
             return obj.item()
         if isinstance(obj, OutOfBand):

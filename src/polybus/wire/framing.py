@@ -93,20 +93,28 @@ def encode_frame(header: bytes, buffers: list[bytes | memoryview] | None = None,
         prefix = PREFIX.pack(length, 0, flags, len(header))
         # One piece is one plain send; a large header is not copied to make it one.
         return [prefix + header] if length < _BIG else [prefix, header]
-    lens = [memoryview(b).nbytes for b in buffers]
-    head = frame_prefix(len(header), lens, max_frame, flags) + header
+    # frame_prefix and body_length's steps in one pass (a call's frame is made per call:
+    # ~0.8 us less than calling them).
+    count = len(buffers)
+    if count > MAX_BUFFERS:
+        raise ProtocolError(f"a frame carries at most {MAX_BUFFERS} buffers, not {count}")
+    lens = [b.nbytes if type(b) is memoryview else memoryview(b).nbytes for b in buffers]
+    off = 8 + 8 * count + len(header)  # offsets count from the nbufs field
     pieces: list[bytes | memoryview] = []
-    off = len(head) - 4  # offsets count from the nbufs field
+    first_pad = b""
     for b, n in zip(buffers, lens, strict=True):
-        pad = _padded(off) - off
+        pad = -off & (ALIGN - 1)
         if pad:
             if pieces:
                 pieces.append(_ZEROS[:pad])
             else:
-                head += _ZEROS[:pad]
+                first_pad = _ZEROS[:pad]
         pieces.append(b)
         off += pad + n
-    return [head, *pieces]
+    if off > max_frame:
+        raise ProtocolError(f"message of {off} bytes is over the frame limit of {max_frame} bytes")
+    head = PREFIX.pack(off, count, flags, len(header)) + struct.pack(f"<{count}Q", *lens)
+    return [head + header + first_pad, *pieces]
 
 
 class SpareBodies:

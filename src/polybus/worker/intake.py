@@ -62,6 +62,7 @@ class Intake:
     _paused: set[Channel]
     _stash: dict[Channel, Message]
     _hot: set[ShmChannel]
+    _awake: set[ShmChannel]
     _unwarm: set[Channel]
     _running: int
 
@@ -76,6 +77,10 @@ class Intake:
             return
         if type(ch) is ShmChannel:
             self._hot.add(ch)
+            # This client is active: until the poller next sleeps (which looks at the
+            # ring first, runtime._rings_down), its calls need no doorbell.
+            ch.stay_awake(True)
+            self._awake.add(ch)
         if ch.decoder.wants_spare:
             self._unwarm.add(ch)
         self._take(ch)
@@ -98,6 +103,9 @@ class Intake:
                     if ch not in self._paused:
                         self._sel.unregister(ch.sock)
                         self._paused.add(ch)
+                        if type(ch) is ShmChannel:  # it rings from now on (see _resume)
+                            ch.stay_awake(False)
+                            self._awake.discard(ch)
                     return
                 self._handle(ch, msg)
         except ProtocolError as exc:

@@ -24,6 +24,7 @@ from typing import Any
 from polybus.errors import PolybusError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, authenticate, listen
+from polybus.transport.ring import fence
 from polybus.transport.shm import ShmChannel, spin
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, CallBatch, Message, Result, Stats
@@ -80,6 +81,7 @@ class WorkerRuntime(Intake):
         # shm channels read from in the last poll: the next poll spins on their rings
         # before it blocks, so a busy client's next call costs no system call.
         self._hot: set[ShmChannel] = set()
+        self._awake: set[ShmChannel] = set()  # their rings' awake flag is up (intake._read)
         self._unwarm: set[Channel] = set()  # their next large frame would touch fresh memory
         self._selected = 0.0  # when the selector was last asked
         self._calls_seen = 0  # calls answered when the poller last looked (for its spin)
@@ -221,6 +223,8 @@ class WorkerRuntime(Intake):
         if self.calls != self._calls_seen and not self._running and not rings_spun:
             look_s = self.options.spin_s
         self._calls_seen = self.calls
+        if timeout and self._awake and self._rings_down():
+            return  # frames came with no doorbell: read, not slept on
         self._selected = time.perf_counter()
         for data in self._sel.poll(timeout, look_s):
             if type(data) is Channel or type(data) is ShmChannel:
@@ -235,6 +239,21 @@ class WorkerRuntime(Intake):
                 self._adopt_new()
             else:
                 self._read(data)  # a transport's own channel type
+
+    def _rings_down(self) -> bool:
+        """Before the poller may sleep: the awake flags it raised go down (clients ring
+        from now on), a fence, and a last look at those rings (ring.py); True if it
+        read any. Between, a client's calls went with no doorbell: in an async burst
+        that was a send (and a wake-up here) per call at the client."""
+        up, self._awake = self._awake, set()
+        for ch in up:
+            ch.stay_awake(False)
+        fence()
+        waiting = [ch for ch in up if ch in self._channels and ch not in self._paused
+                   and not ch.closed and ch.ring_ready()]
+        for ch in waiting:
+            self._read(ch)
+        return bool(waiting)
 
     def _accept(self, where: Address) -> None:
         try:
@@ -282,6 +301,9 @@ class WorkerRuntime(Intake):
             if not ch.closed:
                 self._sel.register(ch.sock, ch)
                 self._take(ch)  # what it sent before the pause
+                if (type(ch) is ShmChannel and not ch.closed and ch not in self._paused
+                        and ch.ring_ready()):
+                    self._read(ch)  # written before its flag went down: no doorbell came
 
     # -- running a call ----------------------------------------------------------
     def _run(self, job: Job) -> None:
