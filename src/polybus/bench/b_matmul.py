@@ -10,7 +10,8 @@ is the only switch. Beside them, the same tasks: the one-process loop over the s
 blocks (the baseline of speedup), ProcessPoolExecutor and, when importable, an mpi4py
 master/worker. Every system repeats inside one start-up (one polybus run, one pool,
 one mpiexec), each repetition with fresh matrices, so a stateful server is sent each
-repetition's B inside the timed part. BLAS is pinned to one thread per process. Server
+repetition's B inside the timed part; one untimed warm-up repetition comes first in
+each (``WARMUP``). BLAS is pinned to one thread per process. Server
 counts above the machine's cores are modelled: each call sleeps the one-process time of
 its block instead of computing it (BENCHMARKS.md), so those rows measure communication
 and scheduling, not the kernel.
