@@ -98,3 +98,22 @@ def test_a_long_call_leaves_the_connection_read(pair: tuple[WorkerRuntime, Chann
     ch.send(Ping(9))
     assert _next(ch, 0.5) == Pong(9, 0, 1)
     assert _next(ch) == Result(2, None)
+
+
+def test_calls_read_with_a_lone_one_are_not_left_unread(pair: tuple[WorkerRuntime, Channel]) -> None:
+    """Calls that arrive together with the one the direct loop runs inline are queued
+    before it runs: while a long call runs the standby takes the poller role and sleeps
+    in the selector, which cannot see frames already read into the connection's
+    decoder (they waited for the client's next ping, a second or more)."""
+    _, ch = pair
+    ch.send(Call(1, "echo", [1]))
+    assert _spun(ch) == Result(1, 1)
+    for rnd in range(3):
+        base = 100 * (rnd + 1)
+        t0 = time.monotonic()
+        ch.send_many([Call(base + k, "nap", [0.005]) for k in range(4)])
+        got = {_next(ch, 5.0).id for _ in range(4)}  # type: ignore[union-attr]
+        assert got == {base + k for k in range(4)}
+        assert time.monotonic() - t0 < 0.5
+        ch.send(Call(base + 50, "echo", [rnd]))  # a lone call again: the direct loop
+        assert _spun(ch) == Result(base + 50, rnd)

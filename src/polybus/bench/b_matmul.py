@@ -10,7 +10,8 @@ is the only switch. Beside them, the same tasks: the one-process loop over the s
 blocks (the baseline of speedup), ProcessPoolExecutor and, when importable, an mpi4py
 master/worker. Every system repeats inside one start-up (one polybus run, one pool,
 one mpiexec), each repetition with fresh matrices, so a stateful server is sent each
-repetition's B inside the timed part. BLAS is pinned to one thread per process. Server
+repetition's B inside the timed part; one untimed warm-up repetition comes first in
+each (``WARMUP``). BLAS is pinned to one thread per process. Server
 counts above the machine's cores are modelled: each call sleeps the one-process time of
 its block instead of computing it (BENCHMARKS.md), so those rows measure communication
 and scheduling, not the kernel.
@@ -30,10 +31,15 @@ from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Ratio, Row
 from polybus.bench.stats import Stat, summarize
 
-__all__ = ["CALLS", "chunk_of", "one_process_seconds", "pin_blas", "run"]
+__all__ = ["CALLS", "WARMUP", "chunk_of", "one_process_seconds", "pin_blas", "run"]
 
 _BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 CALLS = 20  # tasks per product: enough to spread over 10 servers, blocks big enough for BLAS
+# Untimed repetitions before the timed ones, for every system alike: the first product
+# of a run pays one-off costs (a polybus run's first shared-memory segments faulted in,
+# 60 ms against 30 for the next at n=1000; BLAS buffers, first page faults of C), which
+# put one outlier in each system's median of a few repetitions.
+WARMUP = 1
 _B: Any = None
 
 
@@ -91,18 +97,26 @@ def _matrices(n: int, rep: int) -> tuple[Any, Any]:
     return rng.random((n, n)), rng.random((n, n))
 
 
-def one_process_seconds(n: int, reps: int, chunk: int | None = None) -> Stat:
+def _order(reps: int, warmup: int) -> list[int]:
+    """Repetition numbers: ``warmup`` untimed ones first, with matrices of their own
+    (after the timed ones' seeds, as the polybus client makes them), then the timed."""
+    return [reps + w for w in range(warmup)] + list(range(reps))
+
+
+def one_process_seconds(n: int, reps: int, chunk: int | None = None,
+                        warmup: int = WARMUP) -> Stat:
     """The same tasks in one process: ``A[lo:hi] @ B`` block by block into C (with
     ``chunk=n``, the whole product as one BLAS call)."""
     step = chunk_of(n) if chunk is None else chunk
     times = []
-    for rep in range(reps):
+    for rep in _order(reps, warmup):
         a, b = _matrices(n, rep)
         t0 = time.perf_counter()
         c = np.empty((n, n))
         for lo in range(0, n, step):
             c[lo:lo + step] = a[lo:lo + step] @ b
-        times.append(time.perf_counter() - t0)
+        if rep < reps:
+            times.append(time.perf_counter() - t0)
     return summarize(times)
 
 
@@ -119,7 +133,7 @@ def _rows_cached(rows: Any) -> Any:
     return rows @ _B
 
 
-def pool_seconds(n: int, workers: int, stateful: bool, reps: int) -> Stat:
+def pool_seconds(n: int, workers: int, stateful: bool, reps: int, warmup: int = WARMUP) -> Stat:
     """The same blocks over ProcessPoolExecutor. Stateful: a pool cannot address one
     worker, so B is given to each by the initializer, before the timing (in its favour)."""
     step = chunk_of(n)
@@ -128,7 +142,7 @@ def pool_seconds(n: int, workers: int, stateful: bool, reps: int) -> Stat:
     kw: dict[str, Any] = {"initializer": _set_b, "initargs": (b,)} if stateful else {}
     with ProcessPoolExecutor(workers, **kw) as pool:
         list(pool.map(abs, range(workers)))  # started before timing
-        for rep in range(reps):
+        for rep in _order(reps, warmup):
             if not stateful:
                 a, b = _matrices(n, rep)
             t0 = time.perf_counter()
@@ -139,23 +153,25 @@ def pool_seconds(n: int, workers: int, stateful: bool, reps: int) -> Stat:
             c = np.empty((n, n))
             for lo, f in zip(range(0, n, step), futs, strict=True):
                 c[lo:lo + step] = f.result()
-            times.append(time.perf_counter() - t0)
+            if rep < reps:
+                times.append(time.perf_counter() - t0)
     return summarize(times)
 
 
 def polybus_run(n: int, servers: int, stateful: bool, cost: float, reps: int,
-                transport: str = "tcp") -> tuple[Stat, float, bool]:
-    """One polybus run of ``reps`` products: their seconds, bytes sent per product, and
-    whether every answer was right."""
+                transport: str = "tcp", warmup: int = WARMUP) -> tuple[Stat, float, bool]:
+    """One polybus run of ``reps`` products (after ``warmup`` untimed ones): their
+    seconds, bytes sent per product, and whether every answer was right."""
     from polybus.runner import run as prun
 
     toml = _programs() / ("matmul_stateful.toml" if stateful else "matmul.toml")
     sets = [f"modules.server.replication={servers}", "modules.client.entrypoint=rows",
-            f"modules.client.args={json.dumps([n, 1, cost, chunk_of(n), reps])}"]
+            f"modules.client.args={json.dumps([n, 1, cost, chunk_of(n), reps, warmup])}"]
     if transport != "tcp":
         sets.append(f"modules.server.transport={transport}")
     out = prun(toml, sets)
-    return (summarize(out.result["seconds"]), out.bytes_sent / reps,
+    # (every product sends the same: fresh A, and a fresh B to each stateful server)
+    return (summarize(out.result["seconds"]), out.bytes_sent / (reps + warmup),
             bool(out.result["correct"]))
 
 
@@ -164,15 +180,19 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     cpus = os.cpu_count() or 1
     sizes = [100, 200] if quick else [10, 100, 200, 500, 1000]
     servers = [1, 2] if quick else [1, 2, 4, 6, 8, 10]
-    reps = 1 if quick else 5
+    reps = 1 if quick else 7
     real = [s for s in servers if s <= cpus]
     result = BenchResult("matmul", {"sizes": sizes, "servers": servers, "reps": reps,
+                                    "warmup": WARMUP,
                                     "calls": CALLS, "chunk": {n: chunk_of(n) for n in sizes},
                                     "blas_threads": 1, "cpus": cpus}, x_label="servers")
     result.notes.append(f"every system runs the same tasks: C computed ceil(n/{CALLS}) rows "
                         "at a time (A[lo:hi] @ B, one BLAS call each); one_process is that "
                         "loop in one process, one_process kernel=A@B the whole product as "
                         "one call (for reference)")
+    result.notes.append(f"each system runs {WARMUP} untimed repetition(s) with matrices of "
+                        "their own before the timed ones (one-off costs of a run's first "
+                        "product: first shared-memory segments, BLAS buffers, page faults)")
     result.notes.append("process_pool stateful: a pool cannot address one worker, so B is "
                         "given to each by its initializer before the timing (its time "
                         "excludes sending B; polybus and mpi4py send each repetition's B "
@@ -217,7 +237,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                 progress.advance(f"matmul process_pool {mode} n={n} workers={k}")
     from polybus.bench import peer_rows  # mpi4py master/worker, same sizes, modes and tasks
 
-    peer_rows.matmul(result, sizes, servers, reps, progress, chunk_of)
+    peer_rows.matmul(result, sizes, servers, reps, progress, chunk_of, WARMUP)
     for n in sizes:
         _ratios(result, n, min(2, cpus))
     return result

@@ -125,10 +125,11 @@ def sort_seconds(n: int, algorithm: str, workers: int, reps: int, server: Path) 
 
 
 def matmul_seconds(n: int, workers: int, stateful: bool, reps: int, chunk: int = 1,
-                   transport: str = "sm") -> Stat:
+                   transport: str = "sm", warmup: int = 0) -> Stat:
     """seeds/002 blocks of ``chunk`` rows on demand over ``workers`` worker ranks plus the
-    master."""
-    out = launch("matmul", [n, stateful, reps, chunk], workers + 1, 3600, transport=transport)
+    master (after ``warmup`` untimed products)."""
+    out = launch("matmul", [n, stateful, reps, chunk, warmup], workers + 1, 3600,
+                 transport=transport)
     return summarize(out["seconds"])
 
 

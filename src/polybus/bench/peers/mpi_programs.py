@@ -180,17 +180,19 @@ def _mpi_type(name: str) -> Any:
     return {"int64": MPI.INT64_T}[name]
 
 
-def matmul(comm: Any, n: int, stateful: bool, reps: int, chunk: int = 1) -> dict[str, Any]:
+def matmul(comm: Any, n: int, stateful: bool, reps: int, chunk: int = 1,
+           warmup: int = 0) -> dict[str, Any]:
     """seeds/002: C = A B, one task per block of ``chunk`` rows of A, handed out on demand;
     stateless sends B with every task, stateful broadcasts B once per repetition (inside
-    the timed part, as polybus sends it once). Each repetition has fresh matrices."""
+    the timed part, as polybus sends it once). Each repetition has fresh matrices;
+    ``warmup`` untimed ones (matrices of their own) come first, as b_matmul's do."""
     rank = comm.Get_rank()
     bw: Any = np.empty((n, n))
     rows = np.empty((chunk, n))
     c, hdr = np.empty((n, n) if rank == 0 else 0), np.zeros(2, dtype=np.int64)
     secs: list[float] = []
     ok = True
-    for rep in range(reps):
+    for rep in [reps + w for w in range(warmup)] + list(range(reps)):
         rng = np.random.default_rng(1 + rep)
         a: Any = rng.random((n, n)) if rank == 0 else None
         b: Any = rng.random((n, n)) if rank == 0 else None
@@ -222,7 +224,8 @@ def matmul(comm: Any, n: int, stateful: bool, reps: int, chunk: int = 1) -> dict
 
         _master(comm, iter(range(0, n, chunk)), send, lambda: np.empty((chunk, n)), take)
         _stop_workers(comm)
-        secs.append(time.perf_counter() - t0)
+        if rep < reps:
+            secs.append(time.perf_counter() - t0)
         ok = ok and bool(np.allclose(c, a @ b))
     return {"seconds": secs, "correct": ok}
 

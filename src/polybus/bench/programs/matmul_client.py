@@ -2,7 +2,8 @@
 
 Each run times ``reps`` repetitions against the same replicas (as the one-process and
 peer baselines repeat inside one process), each with fresh matrices, so a stateful
-server is sent every repetition's B and no repetition reuses another's answer.
+server is sent every repetition's B and no repetition reuses another's answer; `rows`
+can run untimed warm-up repetitions first, as the baselines do.
 """
 
 import time
@@ -28,19 +29,22 @@ def row_blocks(n: int, chunk: int) -> list[tuple[int, int]]:
 
 
 def rows(n: int, seed: int = 1, cost: float = 0.0, chunk: int = 1,
-         reps: int = 1) -> dict[str, Any]:
+         reps: int = 1, warmup: int = 0) -> dict[str, Any]:
     """C = A B, ``chunk`` rows of A per call, every call sent at once (seeds/002's
-    deferred-synchronous client); each answer is written into C as it is waited for."""
+    deferred-synchronous client); each answer is written into C as it is waited for.
+    ``warmup`` untimed repetitions come first, with matrices of their own (seeds after
+    the timed ones': a cached B is never one a timed repetition will send)."""
     seconds: list[float] = []
     ok = True
-    for rep in range(reps):
+    for rep in [reps + w for w in range(warmup)] + list(range(reps)):
         a, b = _pair(n, seed + rep)
         t0 = time.perf_counter()
         parts = [(lo, hi, multiply_rows(a[lo:hi], b, cost)) for lo, hi in row_blocks(n, chunk)]
         c = np.empty((n, n))
         for lo, hi, p in parts:
             c[lo:hi] = wait(p)
-        seconds.append(time.perf_counter() - t0)
+        if rep < reps:
+            seconds.append(time.perf_counter() - t0)
         del parts
         ok = ok and (cost > 0 or bool(np.allclose(c, a @ b)))
     return {"seconds": seconds, "correct": ok}
