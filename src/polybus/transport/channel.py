@@ -144,8 +144,14 @@ class Channel:
     def receive(self, *, wait: bool = True) -> list[Message]:
         """Read once from the socket (waiting for data if ``wait``) and decode what is whole.
 
-        Raises ConnectionLostError when the peer has closed, ProtocolError on bad bytes.
+        Messages already whole in the decoder are returned first, without reading: a
+        reader that took only its own answer leaves the rest there, and a wait on the
+        socket for them would never end. Raises ConnectionLostError when the peer has
+        closed, ProtocolError on bad bytes.
         """
+        msgs = self.pending()
+        if msgs:
+            return msgs
         return self.pending() if self.fill(wait=wait) else []
 
     def fill(self, *, wait: bool = True) -> int:
