@@ -177,7 +177,8 @@ class Reactor:
         except PolybusError as exc:
             self._lost(link, exc)
         finally:
-            rings.up(self._rings)
+            if self._rings:  # (tcp and ipc links have none: no call on the hot path)
+                rings.up(self._rings)
             self._lock.release()
         self._stepped()
         if value is _NOTHING:  # not answered here: the general loop waits for it
@@ -221,7 +222,8 @@ class Reactor:
         except PolybusError as exc:
             self._lost(link, exc)
         finally:
-            rings.up(self._rings)
+            if self._rings:  # (tcp and ipc links have none: no call on the hot path)
+                rings.up(self._rings)
             self._lock.release()
         self._stepped()
 
@@ -265,7 +267,8 @@ class Reactor:
                 if self.liveness is not None and self.liveness.due(time.monotonic()):
                     self._check_liveness()
         finally:
-            rings.up(self._rings)
+            if self._rings:  # (tcp and ipc links have none: no call on the hot path)
+                rings.up(self._rings)
             self._lock.release()
         self._stepped()
 
