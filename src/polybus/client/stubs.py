@@ -48,6 +48,14 @@ class Stub:
     def __repr__(self) -> str:
         return f"use({self.name!r})"
 
+    def __getattr__(self, attr: str) -> Any:
+        # Only for names a Stub lacks: `use("echo").echo(x)` is a natural first guess.
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise AttributeError(
+            f"use({self.name!r}) is the interface itself, a function with no attributes: "
+            f"call it as {self.name}(...), not .{attr}(...)")
+
 
 def use(name: str) -> Stub:
     """The interface ``name`` as the configuration binds it for this module."""

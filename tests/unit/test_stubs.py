@@ -1,0 +1,27 @@
+"""What a client module gets from use(): the interface as a function."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from polybus import use
+from polybus.errors import UsageError
+
+
+def test_a_method_style_call_says_how_to_call_the_interface() -> None:
+    echo = use("echo")
+    with pytest.raises(AttributeError, match=r"call it as echo\(\.\.\.\), not \.echo\(\.\.\.\)"):
+        echo.echo  # noqa: B018  (the attribute a new user reaches for)
+
+
+def test_dunder_lookups_stay_plain_attribute_errors() -> None:
+    echo = use("echo")
+    assert not hasattr(echo, "__array__")  # numpy and copy probe for these
+    assert copy.copy(echo).name == "echo"
+
+
+def test_use_wants_a_name() -> None:
+    with pytest.raises(UsageError, match="interface name"):
+        use("")
