@@ -79,3 +79,48 @@ def test_threads_mixing_sync_and_async_calls_all_get_answers(transport: str, tmp
         reactor.close()
         for rt in rts:
             rt.stop()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_a_call_to_an_idle_replica_is_not_held_behind_another_threads_wait(
+        transport: str, tmp_path: Path) -> None:
+    """Thread A waits for a long call on replica 0, asleep on that replica's socket (the
+    sync fast path). The main thread's call to replica 1 must come back at once, not
+    when A's answer comes: it rings A awake (transport/wake.py) and A's general loop
+    reads replica 1 too. Before, it waited for A's answer (or a heartbeat, 0.7 s)."""
+    if transport == "shm" and not ring_mod.supported():
+        pytest.skip("the ring needs x86-64")
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> bool:
+        entered.set()
+        return release.wait(20)  # False: nobody released it (the main thread was stuck)
+
+    def echo(x: int) -> int:
+        return x
+
+    addr = [f"shm://{tmp_path}/w{i}.sock" if transport == "shm" else "tcp://127.0.0.1:0"
+            for i in range(2)]
+    funcs = {"hold": hold, "echo": echo}
+    rts = [WorkerRuntime(f"w{i}", funcs, TOKEN, addr[i]).start() for i in range(2)]
+    reactor = Reactor(heartbeat=None)  # no heartbeat: nothing else ends A's sleep
+    try:
+        links = [ReplicaLink(rt.name, "server", connect(rt.address, TOKEN, Codec())) for rt in rts]
+        for link in links:
+            reactor.add(link)
+        held = Dispatcher("hold", reactor, [links[0]], CallStyle("sync"))
+        quick = Dispatcher("echo", reactor, [links[1]], CallStyle("sync"))
+        outcome: list[bool] = []
+        a = threading.Thread(target=lambda: outcome.append(held((), {})), daemon=True)
+        a.start()
+        assert entered.wait(10)
+        time.sleep(0.05)  # (A is past its spin window, asleep on replica 0's socket)
+        assert quick((7,), {}) == 7
+        release.set()
+        a.join(30)
+        assert outcome == [True]  # released by us: the echo came back while A still waited
+    finally:
+        release.set()
+        reactor.close()
+        for rt in rts:
+            rt.stop()

@@ -6,6 +6,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from polybus.config import load
 from polybus.errors import ConfigError, TransportError
 from polybus.transport import tls
 from polybus.transport.endpoints import connect
+from polybus.transport.wake import Wake
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, Result
 from polybus.worker.options import ServeOptions
@@ -137,3 +139,24 @@ def test_tls_key_in_configuration(pki: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         tls.configure(tls.TLSConfig(str(pki / "node.pem"), str(pki / "stranger.key"), str(pki / "ca.pem")))
     assert secret[40:80] not in str(info.value)
+
+
+def test_a_tls_reader_asleep_wakes_when_rung(tls_worker: WorkerRuntime) -> None:
+    """A client thread waiting on a TLS connection comes back when another rings its
+    Wake (transport/wake.py), with nothing read, rather than waiting for data."""
+    ch = connect(tls_worker.address, TOKEN, Codec())
+    wake = Wake()
+    ch.wake = wake
+    ringer = threading.Timer(0.1, wake.ring)
+    try:
+        ringer.start()
+        assert ch.fill(wait=True) == 0  # (without the ring: asleep until data, i.e. for ever)
+        ch.send(Call(1, "echo", [5]))
+        got: list[object] = []
+        while not got:
+            got += ch.receive()
+        assert got == [Result(1, 5)]  # the connection is as it was
+    finally:
+        ringer.cancel()
+        ch.close()
+        wake.close()

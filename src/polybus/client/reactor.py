@@ -22,6 +22,7 @@ from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.errors import CallTimeoutError, ConnectionLostError, PolybusError, ProtocolError
 from polybus.transport.shm import ShmChannel
+from polybus.transport.wake import Wake
 from polybus.wire.codec import Ref
 from polybus.wire.messages import (
     Batch,
@@ -52,6 +53,9 @@ class Reactor:
         self._fast = True  # the one-blocking-read path wakes up after a silent heartbeat
         self._sel = selectors.DefaultSelector()
         self._lock = threading.Lock()       # held by the thread reading sockets
+        # Rung by a thread that finds the reading role taken, so a reader asleep on one
+        # replica's socket (the fast paths) comes back and reads every replica.
+        self._wake = Wake()
         self._cv = threading.Condition()    # waiters on another thread's reading
         self._waiters = 0
         self._in_send = 0
@@ -68,7 +72,9 @@ class Reactor:
         if type(link.channel) is ShmChannel:
             self._rings.append((link, link.channel))
         self._sel.register(link.channel.sock, selectors.EVENT_READ, link)
+        link.channel.wake = self._wake
         if self.liveness is not None:
+            link.channel.sleep_s = self.liveness.heartbeat
             if link.channel.tls:  # its blocking read would not time out: use select
                 self._fast = False
             else:  # set once per link, so a silent replica ends a blocking read
@@ -243,6 +249,7 @@ class Reactor:
         if not self._lock.acquire(blocking=False):
             with self._cv:  # another thread is reading; it will wake us
                 self._waiters += 1
+                self._wake.ring()  # (it may be asleep on another replica's socket)
                 self._cv.wait(0.05 if timeout is None else min(timeout, 0.05))
                 self._waiters -= 1
             return
@@ -376,3 +383,4 @@ class Reactor:
         for link in self.links:
             link.channel.close()
         self._sel.close()
+        self._wake.close()

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from polybus.errors import ConnectionLostError
 from polybus.transport.spinning import spin_until
+from polybus.transport.wake import Wake
 from polybus.wire.codec import Codec
 from polybus.wire.framing import Frame, FrameDecoder
 from polybus.wire.messages import Message
@@ -45,6 +46,11 @@ class Channel:
         # TLS: no sendmsg or recv flags, so the socket is non-blocking and waits use
         # select; one lock keeps a reader and a writer thread out of OpenSSL together.
         self._look: select.epoll | None = None  # made when a reader first spins
+        # A reader that sleeps here also wakes when ``wake`` rings (transport/wake.py),
+        # and after ``sleep_s`` at most (None: until data). Set by the client's reactor.
+        self.wake: Wake | None = None
+        self.sleep_s: float | None = None
+        self._sleeper: select.poll | None = None
         self.tls = isinstance(sock, ssl.SSLSocket)
         self._tls_lock = threading.Lock()
         if self.tls:
@@ -163,6 +169,8 @@ class Channel:
         if wait and self.spin_s:
             n = spin_until(self._read_nowait, self.spin_s)
         if not n:
+            if wait and self.wake is not None and not self._sleep():
+                return 0  # rung, or sleep_s passed: the caller looks again
             n = self._read_once(0 if wait else _DONTWAIT)
         # Inside a large frame, take everything already here before going back to the
         # poller: one select per socket-buffer-full costs a third of the bandwidth.
@@ -201,6 +209,26 @@ class Channel:
             raise ConnectionLostError(f"connection to {self.peer} is closed") from None
         return self._read_once(_DONTWAIT)
 
+    def _sleep(self) -> bool:
+        """Sleep until the socket has something (True), or ``wake`` rings or ``sleep_s``
+        passes (False). Raises ConnectionLostError if the socket was closed meanwhile."""
+        wake = self.wake
+        assert wake is not None
+        sleeper = self._sleeper
+        if sleeper is None:
+            sleeper = self._sleeper = select.poll()
+            sleeper.register(self.sock.fileno(), select.POLLIN)
+            sleeper.register(wake.fileno(), select.POLLIN)
+        try:
+            events = sleeper.poll(-1 if self.sleep_s is None else self.sleep_s * 1000)
+        except (ValueError, OSError):  # closed by another thread meanwhile
+            self.closed = True
+            raise ConnectionLostError(f"connection to {self.peer} is closed") from None
+        if any(fd == wake.fileno() for fd, _ in events):
+            wake.clear()
+            return False
+        return bool(events)
+
     def _read_once(self, flags: int) -> int:
         """One read into the decoder's memory; 0 if nothing was waiting (or a receive
         timeout passed). Raises ConnectionLostError."""
@@ -229,7 +257,12 @@ class Channel:
             if not n:
                 if total or not wait:
                     return total
-                select.select([self.sock], [], [], 1.0)
+                if self.wake is None:
+                    select.select([self.sock], [], [], 1.0)
+                elif self.wake.fileno() in select.select(
+                        [self.sock.fileno(), self.wake.fileno()], [], [], 1.0)[0]:
+                    self.wake.clear()
+                    return 0
                 continue
             total += n
             if not (isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()):

@@ -242,6 +242,8 @@ class ShmChannel(SegmentFrames, Channel):
             n = self._drain_ring()
             if n:
                 return n
+        if self.wake is not None and not self._sleep():
+            return self._drain_ring()  # rung, or sleep_s passed: the caller looks again
         self._recv_bells(0)  # sleep until a doorbell (or the peer's end)
         return self._drain_ring()
 
