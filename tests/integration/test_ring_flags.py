@@ -81,6 +81,6 @@ def test_a_replica_lowers_the_flag_before_it_sleeps_and_is_woken_after(
     while any(r.reader_awake() for r in tx if r is not None) and time.monotonic() < deadline:
         time.sleep(0.005)  # idle replicas: past their spin, asleep, flags down
     assert not any(r.reader_awake() for r in tx if r is not None)
-    t0 = time.monotonic()
+    # Woken by doorbells: a replica past its select timeout does not look at the rings
+    # again, so a bell lost here would leave these calls unanswered (the test's timeout).
     assert [wait(d((i,), {})) for i in range(10)] == [i * i for i in range(10)]
-    assert time.monotonic() - t0 < 2  # woken by doorbells, not by a poll timeout

@@ -18,6 +18,19 @@ reordering TSO allows, a later load passing an earlier store, matters only for t
 sleep/wake handshake (reader: clear ``awake`` then re-check ``written``; writer:
 publish ``written`` then check ``awake``); both sides put a full barrier between the
 two (``fence()``: a lock round trip, a locked instruction on x86-64).
+
+Why no wakeup is lost (Dekker): the reader stores ``awake = 0``, fences, loads
+``written``; the writer stores ``written``, fences, loads ``awake``. With a full fence on
+each side the four accesses fall in one order that keeps each side's own, so either the
+writer's store comes before the reader's load (the reader sees the frame and does not
+sleep) or the reader's store comes before the writer's load (the writer sees the flag
+down and rings). A bell for a frame the reader took anyway only wakes it to an empty
+ring. Raising the flag needs no fence (a writer that sees it up skips a bell the reader
+does not need); what the protocol needs is that every raise is followed, before that
+side next sleeps in the kernel, by a lowering, a fence and a look at that ring
+(ShmChannel's fills, ``spin``, client/rings.py ``down``, the worker's ``_rings_down``).
+A peer that dies with its flag up leaves no one asleep: a sleeping reader sleeps on the
+socket as well, which the kernel closes with the dead process.
 """
 
 from __future__ import annotations
