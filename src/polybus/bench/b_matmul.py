@@ -14,7 +14,10 @@ repetition's B inside the timed part; one untimed warm-up repetition comes first
 each (``WARMUP``). BLAS is pinned to one thread per process. Server
 counts above the machine's cores are modelled: each call sleeps the one-process time of
 its block instead of computing it (BENCHMARKS.md), so those rows measure communication
-and scheduling, not the kernel.
+and scheduling, not the kernel. At small n (``AGGREGATE_MAX_N``) one extra polybus row per
+mode, labelled ``aggregate`` in its config, runs the same modules over shm with one
+configuration change, the client's calls to a replica packed into one message; it has
+ratios of its own, and the plain rows and theirs are kept as they are.
 """
 
 from __future__ import annotations
