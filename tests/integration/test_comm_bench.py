@@ -40,3 +40,34 @@ def test_matmul_quick_stateful_sends_less() -> None:
     # the baseline runs the same tasks, and the whole product is beside it for reference
     assert r.find("one_process", 1, "seconds", {"n": n}) is not None
     assert r.find("one_process", 1, "seconds", {"n": n, "kernel": "A@B"}) is not None
+    # the aggregated row is extra (n <= 100), labelled, with its own ratio; the plain
+    # shm row is still the one the plain ratios find
+    for mode in ("stateless", "stateful"):
+        plain = r.find("polybus", 2, "seconds", {"n": 100, "mode": mode, "transport": "shm"})
+        assert plain is not None and "aggregate" not in plain.config
+        agg = r.find("polybus", 2, "seconds", {"n": 100, "mode": mode, "aggregate": 10})
+        assert agg is not None and agg.config["transport"] == "shm"
+        if r.find("mpi4py", 2, "seconds", {"n": 100, "mode": mode, "transport": "sm"}):
+            assert (f"polybus/mpi4py {mode} seconds n=100 servers=2 (polybus shm "
+                    "aggregate=10) (mpi4py sm)") in [x.name for x in r.ratios]
+    assert r.find("polybus", 2, "seconds", {"n": 200, "aggregate": 10}) is None
+
+
+@pytest.mark.parametrize("stateful", [False, True])
+def test_matmul_aggregated_flushes_when_the_client_waits(stateful: bool) -> None:
+    """aggregate 64 > the 10 calls each replica gets and a linger of 100 s: only the
+    client's wait can send the batches (a stall would hit the test's timeout); the
+    answers are the same products."""
+    import json
+
+    from polybus.bench.b_matmul import _programs
+    from polybus.runner import run
+
+    toml = _programs() / ("matmul_stateful.toml" if stateful else "matmul.toml")
+    n = 30
+    out = run(toml, ["modules.server.replication=2", "modules.server.transport=shm",
+                     f"modules.client.args={json.dumps([n, 1, 0.0, chunk_of(n), 3, 1])}",
+                     'modules.client.use.multiply_rows={callstyle="async", aggregate=64, '
+                     'linger="100s"}'])
+    assert out.result["correct"] is True
+    assert len(out.result["seconds"]) == 3

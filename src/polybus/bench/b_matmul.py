@@ -14,7 +14,10 @@ repetition's B inside the timed part; one untimed warm-up repetition comes first
 each (``WARMUP``). BLAS is pinned to one thread per process. Server
 counts above the machine's cores are modelled: each call sleeps the one-process time of
 its block instead of computing it (BENCHMARKS.md), so those rows measure communication
-and scheduling, not the kernel.
+and scheduling, not the kernel. At small n (``AGGREGATE_MAX_N``) one extra polybus row per
+mode, labelled ``aggregate`` in its config, runs the same modules over shm with one
+configuration change, the client's calls to a replica packed into one message; it has
+ratios of its own, and the plain rows and theirs are kept as they are.
 """
 
 from __future__ import annotations
@@ -159,9 +162,12 @@ def pool_seconds(n: int, workers: int, stateful: bool, reps: int, warmup: int = 
 
 
 def polybus_run(n: int, servers: int, stateful: bool, cost: float, reps: int,
-                transport: str = "tcp", warmup: int = WARMUP) -> tuple[Stat, float, bool]:
+                transport: str = "tcp", warmup: int = WARMUP,
+                aggregate: int | None = None) -> tuple[Stat, float, bool]:
     """One polybus run of ``reps`` products (after ``warmup`` untimed ones): their
-    seconds, bytes sent per product, and whether every answer was right."""
+    seconds, bytes sent per product, and whether every answer was right. ``aggregate``
+    (a configuration change only): the client's calls to one replica travel ``aggregate``
+    to a message (``use.multiply_rows.aggregate``)."""
     from polybus.runner import run as prun
 
     toml = _programs() / ("matmul_stateful.toml" if stateful else "matmul.toml")
@@ -169,6 +175,9 @@ def polybus_run(n: int, servers: int, stateful: bool, cost: float, reps: int,
             f"modules.client.args={json.dumps([n, 1, cost, chunk_of(n), reps, warmup])}"]
     if transport != "tcp":
         sets.append(f"modules.server.transport={transport}")
+    if aggregate is not None:
+        sets.append("modules.client.use.multiply_rows="
+                    f'{{callstyle="async", aggregate={aggregate}}}')
     out = prun(toml, sets)
     # (every product sends the same: fresh A, and a fresh B to each stateful server)
     return (summarize(out.result["seconds"]), out.bytes_sent / (reps + warmup),
@@ -199,7 +208,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                         "inside the timed part)")
     result.notes.append(f"server counts above {cpus} (the cores here) are modelled: each "
                         "call sleeps the one-process time of its block instead of computing")
-    progress.begin(len(sizes) * (1 + 2 * (len(servers) + len(real)) + 2 * min(len(real), 1)
+    progress.begin(len(sizes) * (1 + 2 * (len(servers) + len(real) + 1) + 2 * min(len(real), 1)
                                  + 4 * len(real)), "matmul")
     for n in sizes:
         base = one_process_seconds(n, max(reps, 3))
@@ -228,6 +237,8 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                 if transport == "tcp":  # (over shm the arrays bypass the socket's count)
                     result.add(Row.of("polybus", cfg, k, "bytes_sent", summarize([sent])))
                 progress.advance(f"matmul polybus {mode} {transport} n={n} servers={k}")
+            _aggregated_row(result, n, real[-1], stateful, reps, base.median)
+            progress.advance(f"matmul polybus {mode} shm aggregated n={n}")
             for k in real[-1:]:
                 st = pool_seconds(n, k, stateful, reps)
                 cfg2: dict[str, str | int | bool] = {"n": n, "mode": mode}
@@ -241,6 +252,31 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     for n in sizes:
         _ratios(result, n, min(2, cpus))
     return result
+
+
+# Small products only: above this the blocks are large and few per replica, and
+# aggregation has little per-call cost left to save.
+AGGREGATE_MAX_N = 100
+
+
+def _aggregated_row(result: BenchResult, n: int, k: int, stateful: bool, reps: int,
+                    base: float) -> None:
+    """An extra, labelled polybus row at small n: the same modules over shm on ``k``
+    servers, with one configuration change, the client's calls to one replica packed
+    into one message (``aggregate`` = the calls each replica gets per product). The
+    plain rows and their ratios stay as they are; this row has its own."""
+    if n > AGGREGATE_MAX_N:
+        return
+    mode = "stateful" if stateful else "stateless"
+    calls = -(-n // chunk_of(n))
+    per_replica = -(-calls // k)
+    st, _, ok = polybus_run(n, k, stateful, 0.0, reps, "shm", aggregate=per_replica)
+    if not ok:
+        result.notes.append(f"polybus {mode} shm aggregate n={n} servers={k}: WRONG RESULT")
+    cfg: dict[str, str | int | bool] = {"n": n, "mode": mode, "transport": "shm",
+                                        "modelled": False, "aggregate": per_replica}
+    result.add(Row.of("polybus", cfg, k, "seconds", st))
+    result.add(Row.of("polybus", cfg, k, "speedup", st.map(_over(base))))
 
 
 def _over(b0: float) -> Any:
@@ -277,3 +313,13 @@ def _ratios(result: BenchResult, n: int, k: int) -> None:
             result.add_ratio(f"polybus/process_pool {at}", mine,
                              result.find("process_pool", k, "seconds", {"n": n, "mode": mode}))
             peer_rows.mpi_ratios(result, at, mine, tr, k, {"n": n, "mode": mode})
+    for mode in ("stateful", "stateless"):  # the aggregated rows' own, beside the plain
+        agg = next((r for r in result.rows if r.system == "polybus" and r.x == k
+                    and r.metric == "seconds" and "aggregate" in r.config
+                    and r.config.get("n") == n and r.config.get("mode") == mode), None)
+        if agg is not None:
+            at = (f"{mode} seconds n={n} servers={k} (polybus shm "
+                  f"aggregate={agg.config['aggregate']})")
+            peer_rows.mpi_ratios(result, at, agg, "shm", k, {"n": n, "mode": mode})
+            result.add_ratio(f"polybus/process_pool {at}", agg,
+                             result.find("process_pool", k, "seconds", {"n": n, "mode": mode}))
