@@ -136,8 +136,10 @@ class RemoteException(RemoteError):
         self.remote_traceback = remote_traceback
         where = f" in {interface}" if interface else ""
         on = f" on {replica}" if replica else ""
-        super().__init__(f"{remote_type}: {remote_message} (raised{where}{on})\n"
-                         f"--- remote traceback ---\n{remote_traceback}",
+        # A failure with no remote frames (a result the codec could not send) gets no
+        # empty traceback section under its message.
+        tb = f"\n--- remote traceback ---\n{remote_traceback}" if remote_traceback.strip() else ""
+        super().__init__(f"{remote_type}: {remote_message} (raised{where}{on}){tb}",
                          interface=interface, replica=replica)
 
 

@@ -520,3 +520,12 @@ def test_source_that_is_not_utf8(tmp_path: Path) -> None:
     key, message, _ = one(tmp_path, toml)
     assert key == "modules.bad.source"
     assert message.startswith(f"cannot read source file {str(tmp_path / 'bad.py')!r}: ")
+
+
+def test_misspelt_use_call_names_the_binding_it_was_meant_for(tmp_path: Path) -> None:
+    # client.py calls use("compar") while [bind] has "client.compare": the hint says so
+    client = CLIENT.replace('use("compare")', 'use("compar")')
+    found = one(tmp_path, BASE, client=client)
+    assert found[0] == 'bind."client.compar"'
+    assert found[2].startswith(
+        "did you mean 'compare' (bound in [bind] as \"client.compare\")? or add to [bind]")

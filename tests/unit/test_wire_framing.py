@@ -103,8 +103,11 @@ def test_oversize_length_is_refused_before_reading_the_body() -> None:
 
 
 def test_encoder_refuses_oversize_message() -> None:
-    with pytest.raises(ProtocolError, match="frame limit"):
+    # the message names the key that raises the limit
+    with pytest.raises(ProtocolError, match=r"frame limit of 50 bytes \(\[cluster\] max_frame"):
         encode_frame(b"h", [b"x" * 100], max_frame=50)
+    with pytest.raises(ProtocolError, match=r"\[cluster\] max_frame"):
+        encode_frame(b"h" * 100, max_frame=50)
 
 
 def test_length_shorter_than_header_is_refused() -> None:

@@ -8,6 +8,8 @@ interfaces, priority and cache parameters, and the ``use("name")`` calls a modul
 from __future__ import annotations
 
 import dataclasses
+import difflib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -138,10 +140,15 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
     return result
 
 
-def _unbound_hint(user: str, name: str, interfaces: dict[str, list[str] | None]) -> str:
+def _unbound_hint(user: str, name: str, interfaces: dict[str, list[str] | None],
+                  bound: Iterable[str] = ()) -> str:
     servers = [k for k, names in interfaces.items() if names and name in names]
     target = f"{servers[0]}.{name}" if len(servers) == 1 else "<module>.<interface>"
-    return f'add to [bind]: "{user}.{name}" = "{target}"'
+    hint = f'add to [bind]: "{user}.{name}" = "{target}"'
+    # A misspelt use('...') next to a binding of the right name: say so first.
+    close = difflib.get_close_matches(name, list(bound), n=1, cutoff=0.6)
+    return (f'did you mean {close[0]!r} (bound in [bind] as "{user}.{close[0]}")? or {hint}'
+            if close else hint)
 
 
 def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
@@ -174,7 +181,8 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
             reported.add(call.name)
             p.add(f"unbound interface {call.name!r}: {m.source.name} line {call.lineno} "
                   f"calls use({call.name!r})", dotted("bind", f"{m.key}.{call.name}"),
-                  _unbound_hint(m.key, call.name, interfaces))
+                  _unbound_hint(m.key, call.name, interfaces,
+                                [b.name for b in bindings if b.user == m.key]))
 
 
 def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | None:

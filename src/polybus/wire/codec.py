@@ -152,7 +152,7 @@ class Codec:
             length = 8 + len(header)
             if length > self.max_frame:
                 raise ProtocolError(f"message of {length} bytes is over the frame limit of "
-                                    f"{self.max_frame} bytes")
+                                    f"{self.max_frame} bytes ([cluster] max_frame in the configuration)")
             if length < _BIG:
                 return [PREFIX.pack(length, 0, 0, len(header)) + header]
             return [PREFIX.pack(length, 0, 0, len(header)), header]  # not copied to join

@@ -78,7 +78,8 @@ def _prefix(length: int, header_len: int, buffer_lens: list[int], max_frame: int
             flags: int) -> bytes:
     """The prefix of a frame whose body (after the length field) is ``length`` bytes."""
     if length > max_frame:
-        raise ProtocolError(f"message of {length} bytes is over the frame limit of {max_frame} bytes")
+        raise ProtocolError(f"message of {length} bytes is over the frame limit of {max_frame} bytes "
+                                "([cluster] max_frame in the configuration)")
     n = len(buffer_lens)
     out = PREFIX.pack(length, n, flags, header_len)
     return out + struct.pack(f"<{n}Q", *buffer_lens) if n else out
@@ -96,7 +97,8 @@ def encode_frame(header: bytes, buffers: list[bytes | memoryview] | None = None,
     if not buffers:
         length = 8 + len(header)
         if length > max_frame:
-            raise ProtocolError(f"message of {length} bytes is over the frame limit of {max_frame} bytes")
+            raise ProtocolError(f"message of {length} bytes is over the frame limit of {max_frame} bytes "
+                                "([cluster] max_frame in the configuration)")
         prefix = PREFIX.pack(length, 0, flags, len(header))
         # One piece is one plain send; a large header is not copied to make it one.
         return [prefix + header] if length < _BIG else [prefix, header]
