@@ -49,6 +49,8 @@ class WorkerRuntime(Intake):
     ``addresses`` says where it really is; ``address`` is the first.
     """
 
+    idle_s = 1.0  # the longest a poller with nothing to do sleeps before looking again
+
     def __init__(self, name: str, functions: dict[str, Callable[..., Any]], token: bytes,
                  address: str | Sequence[str] = "tcp://127.0.0.1:0",
                  options: ServeOptions | None = None) -> None:
@@ -197,7 +199,12 @@ class WorkerRuntime(Intake):
     def _poll_once(self) -> None:
         if self._paused:
             self._resume_paused()
-        timeout = 1.0
+        # With calls waiting and a thread free to run them (those a resumed client's
+        # stash just queued), look without sleeping: the poller takes one on its way
+        # out, and no one else would (the standby steps in only while a call runs), so
+        # a sleep here stalled them for the whole timeout (~1 s stalls under
+        # backpressure, found by a stress run).
+        timeout = 0.0 if len(self._queue) and self._running < self.options.pool else self.idle_s
         rings_spun = bool(self._hot)
         if rings_spun:
             hot, self._hot = self._hot, set()
