@@ -9,7 +9,8 @@ it can act on::
     ├── UsageError                  the API used wrongly (use() outside a run, bad argument)
     ├── ModuleImportError           a user's module failed to import (module, file, line)
     ├── ProtocolError               a peer broke the wire protocol (malformed, oversized frame)
-    │   └── AuthenticationError     a peer did not prove it holds the cluster token
+    │   ├── AuthenticationError     a peer did not prove it holds the cluster token
+    │   └── MessageTooLarge         a message to send is over the frame limit (also a ValueError)
     ├── TransportError              a connection could not be made or broke
     │   └── ConnectionLostError     an established connection closed under a call
     ├── NoReplicaError              nobody serves the interface that was called
@@ -31,6 +32,7 @@ __all__ = [
     "CallTimeoutError",
     "ConfigError",
     "ConnectionLostError",
+    "MessageTooLarge",
     "ModuleImportError",
     "NoReplicaError",
     "PoisonCallError",
@@ -93,6 +95,11 @@ class ProtocolError(PolybusError):
 
 class AuthenticationError(ProtocolError):
     """A peer failed the token handshake; nothing it sent was decoded."""
+
+
+class MessageTooLarge(ProtocolError, ValueError):
+    """A message to send is over the frame limit (``[cluster] max_frame``). Raised before
+    a byte of it is written: the call fails alone, and the connection is as it was."""
 
 
 class TransportError(PolybusError):

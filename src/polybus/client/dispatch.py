@@ -201,12 +201,16 @@ class Dispatcher:
         rec.attempts += 1
         link.outstanding[rec.id] = rec
         self.inflight[self._index[id(link)]] += 1
-        if self.comm is not None:
-            self.comm.send(rec, link, hold)
-        elif hold:
-            self.reactor.hold(link, rec.message())
-        else:
-            self.reactor.send(link, rec.message())
+        try:
+            if self.comm is not None:
+                self.comm.send(rec, link, hold)
+            elif hold:
+                self.reactor.hold(link, rec.message())
+            else:
+                self.reactor.send(link, rec.message())
+        except (TypeError, ValueError, OverflowError):  # (MessageTooLarge is one)
+            self.forget(rec)  # never sent: nothing is outstanding, the caller gets why
+            raise
 
     # -- answers ---------------------------------------------------------------------
     def completed(self, rec: CallRecord, link: ReplicaLink) -> None:

@@ -20,7 +20,13 @@ from polybus.client import rings
 from polybus.client.calls import CallRecord, ReplicaLink, error_from
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
-from polybus.errors import CallTimeoutError, ConnectionLostError, PolybusError, ProtocolError
+from polybus.errors import (
+    CallTimeoutError,
+    ConnectionLostError,
+    MessageTooLarge,
+    PolybusError,
+    ProtocolError,
+)
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
 from polybus.wire.codec import Ref
@@ -88,6 +94,8 @@ class Reactor:
         self._in_send += 1
         try:
             link.channel.send(msg, self._drain)
+        except MessageTooLarge:
+            raise  # nothing was written: the caller's call fails, the link is as it was
         except PolybusError as exc:
             self._lost(link, exc)
         finally:
@@ -115,6 +123,8 @@ class Reactor:
         self._in_send += 1
         try:
             link.channel.send_many(msgs, self._drain)
+        except MessageTooLarge:
+            raise
         except PolybusError as exc:
             self._lost(link, exc)
         finally:
@@ -180,6 +190,8 @@ class Reactor:
                     self._handle(link, msg)
                     if rec.done:
                         break
+        except MessageTooLarge:
+            raise  # (never sent, forgotten above)
         except PolybusError as exc:
             self._lost(link, exc)
         finally:

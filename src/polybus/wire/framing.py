@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from polybus.errors import ProtocolError
+from polybus.errors import MessageTooLarge, ProtocolError
 from polybus.wire.placing import BytesBuffers, Placed, plan
 
 PREFIX = struct.Struct("<IHHI")  # length, nbufs, flags, header_len
@@ -78,8 +78,8 @@ def _prefix(length: int, header_len: int, buffer_lens: list[int], max_frame: int
             flags: int) -> bytes:
     """The prefix of a frame whose body (after the length field) is ``length`` bytes."""
     if length > max_frame:
-        raise ProtocolError(f"message of {length} bytes is over the frame limit of {max_frame} bytes "
-                                "([cluster] max_frame in the configuration)")
+        raise MessageTooLarge(f"message of {length} bytes is over the frame limit of "
+                              f"{max_frame} bytes ([cluster] max_frame in the configuration)")
     n = len(buffer_lens)
     out = PREFIX.pack(length, n, flags, header_len)
     return out + struct.pack(f"<{n}Q", *buffer_lens) if n else out
@@ -97,8 +97,8 @@ def encode_frame(header: bytes, buffers: list[bytes | memoryview] | None = None,
     if not buffers:
         length = 8 + len(header)
         if length > max_frame:
-            raise ProtocolError(f"message of {length} bytes is over the frame limit of {max_frame} bytes "
-                                "([cluster] max_frame in the configuration)")
+            raise MessageTooLarge(f"message of {length} bytes is over the frame limit of "
+                              f"{max_frame} bytes ([cluster] max_frame in the configuration)")
         prefix = PREFIX.pack(length, 0, flags, len(header))
         # One piece is one plain send; a large header is not copied to make it one.
         return [prefix + header] if length < _BIG else [prefix, header]

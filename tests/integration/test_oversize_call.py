@@ -1,0 +1,44 @@
+"""A call too large to send fails alone, with a clear error, and its replica serves on.
+It was taken for a broken connection: the link was dropped and the caller told "every
+replica of size is gone", though nothing had been written."""
+
+from __future__ import annotations
+
+import pytest
+
+from polybus.client.calls import ReplicaLink
+from polybus.client.dispatch import Dispatcher
+from polybus.client.promise import wait
+from polybus.client.reactor import Reactor
+from polybus.config.model import CallStyle
+from polybus.errors import MessageTooLarge
+from polybus.token import make_token
+from polybus.transport.endpoints import connect
+from polybus.wire.codec import Codec
+from polybus.worker.runtime import WorkerRuntime
+
+TOKEN = make_token()
+LIMIT = 1 << 20
+
+
+def size(b: bytes) -> int:
+    return len(b)
+
+
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_a_call_over_the_frame_limit_fails_alone(style: str) -> None:
+    rt = WorkerRuntime("w", {"size": size}, TOKEN).start()
+    reactor = Reactor()
+    try:
+        link = ReplicaLink("w", "server", connect(rt.address, TOKEN, Codec(max_frame=LIMIT)))
+        reactor.add(link)
+        d = Dispatcher("size", reactor, [link], CallStyle(style))
+        reactor.on_lost = d.lost
+        with pytest.raises(MessageTooLarge, match=r"over the frame limit.*max_frame"):
+            d((b"x" * (2 * LIMIT),), {})
+        assert not link.dead and not link.outstanding
+        got = d((b"y" * 1000,), {})
+        assert (got if style == "sync" else wait(got)) == 1000  # the same replica serves on
+    finally:
+        reactor.close()
+        rt.stop()
