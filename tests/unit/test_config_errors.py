@@ -117,6 +117,22 @@ def test_priority_in_use_points_to_define(tmp_path: Path) -> None:
         "interface is bound to")
 
 
+def test_cache_in_use_points_to_define(tmp_path: Path) -> None:
+    # Every serving-side key misplaced in a use table gets the same pointer, not only priority.
+    toml = BASE.replace('callstyle = "async-demand(5)"', 'cache = ["query"]')
+    assert one(tmp_path, toml) == (
+        "modules.client.use.compare.cache", "unknown key 'cache'",
+        "cache belongs to the serving side: define.<iface>.cache of the module the "
+        "interface is bound to")
+
+
+def test_callstyle_in_define_points_to_use(tmp_path: Path) -> None:
+    toml = BASE.replace('priority = "len(query)"', 'callstyle = "async"')
+    assert one(tmp_path, toml) == (
+        "modules.server.define.compare.callstyle", "unknown key 'callstyle'",
+        "callstyle belongs to the calling side: use.<iface>.callstyle of the client module")
+
+
 # -- wrong types and values --------------------------------------------------------------
 
 def set_server(key_line: str) -> str:

@@ -90,3 +90,11 @@ def test_no_efficiency_when_the_baseline_is_not_a_replica_count() -> None:
                       lambda p, s: 2.0 if s[-1].endswith("=sync") else 1.0)
     assert [c.speedup for c in sweep.cells] == [1.0, 2.0]
     assert [c.efficiency for c in sweep.cells] == [None, None]
+
+
+def test_a_failed_cell_shows_the_first_line_of_its_error() -> None:
+    from polybus.cli.cmd_sweep import brief
+    assert brief(None) == "no runs"
+    assert brief("ValueError: neg") == "ValueError: neg"
+    assert brief("ValueError: neg\n  File 'x.py', line 3\n") == (
+        "ValueError: neg (full text in --json/--csv)")

@@ -51,6 +51,15 @@ def _runner(path: str, sets: Sequence[str]) -> float:
     return run(path, tuple(sets)).elapsed_s
 
 
+def brief(error: str | None) -> str:
+    """A failed cell's first line: a remote traceback wrapped in a narrow column buried
+    the table; the whole text stays in --json and --csv."""
+    if not error:
+        return "no runs"
+    first, _, rest = error.strip().partition("\n")
+    return f"{first} (full text in --json/--csv)" if rest.strip() else first
+
+
 def table(sweep: Sweep) -> Table:
     keys = [k for k, _ in sweep.varies]
     base = ", ".join(f"{k}={v}" for k, v in sweep.baseline.items())
@@ -63,7 +72,7 @@ def table(sweep: Sweep) -> Table:
     for c in sweep.cells:
         vals = [escape(c.config[k]) for k in keys]
         if not c.ok:
-            t.add_row(*vals, f"[red]failed[/]: {escape(c.error or 'no runs')}", DASH, DASH)
+            t.add_row(*vals, f"[red]failed[/]: {escape(brief(c.error))}", DASH, DASH)
             continue
         t.add_row(*vals, f"{c.median:.4g} [{min(c.elapsed_s):.4g}{DASH}{max(c.elapsed_s):.4g}]",
                   DASH if c.speedup is None else f"{c.speedup:.3g}",

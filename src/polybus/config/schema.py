@@ -53,8 +53,14 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POOL = re.compile(r"^\s*(processes|threads)\s*:\s*([0-9]+)\s*$")
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]+)$")
 
-_USE_HINTS = {"priority": "priority belongs to the serving side: define.<iface>.priority "
-                          "of the module the interface is bound to"}
+# A serving-side key written in a client's use table (or the reverse) is a mistake of
+# place, not of spelling: say where the key belongs instead of listing this table's keys.
+_USE_HINTS = {k: f"{k} belongs to the serving side: define.<iface>.{k} "
+                 "of the module the interface is bound to"
+              for k in DEFINE_KEYS if k not in USE_KEYS}
+_DEFINE_HINTS = {k: f"{k} belongs to the calling side: use.<iface>.{k} "
+                    "of the client module"
+                 for k in USE_KEYS if k not in DEFINE_KEYS}
 
 
 class _Table:
@@ -146,7 +152,7 @@ def _pick(value: T | None, default: T) -> T:
 
 
 def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> DefineSpec:
-    p.unknown_keys(table, DEFINE_KEYS, *path)
+    p.unknown_keys(table, DEFINE_KEYS, *path, extra_hints=_DEFINE_HINTS)
     t = _Table(table, path, p)
     d = DefineSpec()
     pool, pool_kind = d.pool, d.pool_kind
