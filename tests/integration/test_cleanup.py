@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
-from integration.conftest import Procs, alive, cli, descendants, wait_gone, write_app
+from integration.conftest import (
+    POLYBUS,
+    Procs,
+    alive,
+    cli,
+    descendants,
+    env_with,
+    kill_all,
+    wait_gone,
+    write_app,
+)
 
 SERVER = """
     import os
@@ -73,3 +85,57 @@ def test_workers_end_on_sigint(tmp_path: Path, procs: Procs) -> None:
     assert run.wait(timeout=20) != 0
     assert wait_gone(tree, timeout=10) == set()
     assert not any(alive(p) for p in workers)
+
+
+NAP = """
+    import time
+
+    def nap(s):
+        time.sleep(s)
+        return s
+"""
+
+CLIENT_NAPPING = """
+    from polybus import use
+
+    pid = use("pid")
+    nap = use("nap")
+
+    def main(path, sleep):
+        pids = {pid() for _ in range(4)}
+        with open(path, "w") as f:
+            f.write(" ".join(map(str, sorted(pids))))
+        return nap(sleep)
+"""
+
+
+def test_ctrl_c_at_a_terminal_interrupts_the_run_not_its_replicas(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C sends SIGINT to the whole process group, replicas included,
+    here while the client waits for a long call. The run must report "interrupted" (exit
+    130) and stop its replicas itself; they used to stop first, and the run said "every
+    replica of pid is gone" (exit 2)."""
+    pids_file = tmp_path / "pids"
+    app = write_app(tmp_path, server=SERVER + NAP, client=CLIENT_NAPPING,
+                    toml=TOML.format(pids=pids_file, sleep=60).replace(
+                        '"client.pid" = "server.pid"',
+                        '"client.pid" = "server.pid"\n    "client.nap" = "server.nap"'))
+    run = subprocess.Popen([*POLYBUS, "run", str(app), "--quiet"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                           env=env_with(), start_new_session=True)  # its own group, as a shell's job
+    tree: set[int] = set()
+    try:
+        deadline = time.monotonic() + 30
+        while not (pids_file.exists() and pids_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = {int(x) for x in pids_file.read_text().split()}
+        tree = descendants(run.pid) | workers
+        os.killpg(run.pid, signal.SIGINT)  # what the terminal does
+        _, err = run.communicate(timeout=30)
+        assert run.returncode == 130, err
+        assert "interrupted" in err and "gone" not in err
+        assert wait_gone(tree, timeout=10) == set()
+    finally:
+        kill_all(tree | descendants(run.pid))
+        if run.poll() is None:
+            run.kill()
+            run.communicate()

@@ -54,6 +54,10 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     """Serve until SIGTERM/SIGINT. ``http``: interfaces that [serve] routes call; each is
     also served as ``<name>@http``, answering in response form (http/response.py)."""
     if exit_with_parent:
+        # Started by a run's engine, which stops it (SIGTERM, or by dying). A terminal's
+        # Ctrl-C goes to the whole process group: the run must get it with its replicas
+        # still there (it stops them), not lose them first and report them gone.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         _die_with_parent()
     module = load_module(module_path, f"polybus_user_{module_key}")
     functions = interfaces(module, spec.define.keys() if spec else ())
@@ -72,7 +76,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     client = RegistryClient(registry, token)
     membership = Membership(client, me, heartbeat)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM,) if exit_with_parent else (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
         membership.start()
