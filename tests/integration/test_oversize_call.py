@@ -11,10 +11,11 @@ from polybus.client.dispatch import Dispatcher
 from polybus.client.promise import wait
 from polybus.client.reactor import Reactor
 from polybus.config.model import CallStyle
-from polybus.errors import MessageTooLarge
+from polybus.errors import MessageTooLarge, RemoteException
 from polybus.token import make_token
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
+from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
 TOKEN = make_token()
@@ -39,6 +40,28 @@ def test_a_call_over_the_frame_limit_fails_alone(style: str) -> None:
         assert not link.dead and not link.outstanding
         got = d((b"y" * 1000,), {})
         assert (got if style == "sync" else wait(got)) == 1000  # the same replica serves on
+    finally:
+        reactor.close()
+        rt.stop()
+
+
+def big(n: int) -> bytes:
+    return b"z" * n
+
+
+def test_a_result_over_the_frame_limit_is_answered_with_why() -> None:
+    """The replica cannot send a result over its frame limit: the call gets an error
+    that says so (it used to get nothing: the failed send was taken for a lost client)."""
+    rt = WorkerRuntime("w", {"big": big}, TOKEN, options=ServeOptions(max_frame=LIMIT)).start()
+    reactor = Reactor()
+    try:
+        link = ReplicaLink("w", "server", connect(rt.address, TOKEN, Codec()))
+        reactor.add(link)
+        d = Dispatcher("big", reactor, [link], CallStyle("sync"))
+        reactor.on_lost = d.lost
+        with pytest.raises(RemoteException, match="over the frame limit"):
+            d((2 * LIMIT,), {})
+        assert d((10,), {}) == b"z" * 10  # and it serves on
     finally:
         reactor.close()
         rt.stop()
