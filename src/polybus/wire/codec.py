@@ -22,8 +22,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from polybus.errors import MessageTooLarge, ProtocolError
-from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, Frame, encode_frame
+from polybus.errors import ProtocolError
+from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, Frame, encode_frame, too_large
 from polybus.wire.messages import Batch, Call, Deliver, Fetched, Message, Put, Result
 
 EXT_NDARRAY = 1
@@ -151,8 +151,7 @@ class Codec:
         if not out:  # the common small message: one piece, prefix and header
             length = 8 + len(header)
             if length > self.max_frame:
-                raise MessageTooLarge(f"message of {length} bytes is over the frame limit of "
-                                    f"{self.max_frame} bytes ([cluster] max_frame in the configuration)")
+                raise too_large(length, self.max_frame)
             if length < _BIG:
                 return [PREFIX.pack(length, 0, 0, len(header)) + header]
             return [PREFIX.pack(length, 0, 0, len(header)), header]  # not copied to join

@@ -69,6 +69,13 @@ def body_length(header_len: int, buffer_lens: list[int]) -> int:
     return off
 
 
+def too_large(length: int, max_frame: int) -> MessageTooLarge:
+    """The error for a message of ``length`` bytes over ``max_frame`` (raised by the
+    encoder before anything is written)."""
+    return MessageTooLarge(f"message of {length} bytes is over the frame limit of "
+                           f"{max_frame} bytes ([cluster] max_frame in the configuration)")
+
+
 def _counted(n: int) -> None:
     if n > MAX_BUFFERS:
         raise ProtocolError(f"a frame carries at most {MAX_BUFFERS} buffers, not {n}")
@@ -78,8 +85,7 @@ def _prefix(length: int, header_len: int, buffer_lens: list[int], max_frame: int
             flags: int) -> bytes:
     """The prefix of a frame whose body (after the length field) is ``length`` bytes."""
     if length > max_frame:
-        raise MessageTooLarge(f"message of {length} bytes is over the frame limit of "
-                              f"{max_frame} bytes ([cluster] max_frame in the configuration)")
+        raise too_large(length, max_frame)
     n = len(buffer_lens)
     out = PREFIX.pack(length, n, flags, header_len)
     return out + struct.pack(f"<{n}Q", *buffer_lens) if n else out
@@ -97,8 +103,7 @@ def encode_frame(header: bytes, buffers: list[bytes | memoryview] | None = None,
     if not buffers:
         length = 8 + len(header)
         if length > max_frame:
-            raise MessageTooLarge(f"message of {length} bytes is over the frame limit of "
-                              f"{max_frame} bytes ([cluster] max_frame in the configuration)")
+            raise too_large(length, max_frame)
         prefix = PREFIX.pack(length, 0, flags, len(header))
         # One piece is one plain send; a large header is not copied to make it one.
         return [prefix + header] if length < _BIG else [prefix, header]
