@@ -23,6 +23,7 @@ ratios of its own, and the plain rows and theirs are kept as they are.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -259,6 +260,12 @@ def run(quick: bool, progress: Progress) -> BenchResult:
 AGGREGATE_MAX_N = 100
 
 
+def _per_replica(n: int, k: int) -> int:
+    """The calls each of ``k`` replicas gets per product (the aggregated row's batch)."""
+    calls = math.ceil(n / chunk_of(n))
+    return math.ceil(calls / k)
+
+
 def _aggregated_row(result: BenchResult, n: int, k: int, stateful: bool, reps: int,
                     base: float) -> None:
     """An extra, labelled polybus row at small n: the same modules over shm on ``k``
@@ -268,8 +275,7 @@ def _aggregated_row(result: BenchResult, n: int, k: int, stateful: bool, reps: i
     if n > AGGREGATE_MAX_N:
         return
     mode = "stateful" if stateful else "stateless"
-    calls = -(-n // chunk_of(n))
-    per_replica = -(-calls // k)
+    per_replica = _per_replica(n, k)
     st, _, ok = polybus_run(n, k, stateful, 0.0, reps, "shm", aggregate=per_replica)
     if not ok:
         result.notes.append(f"polybus {mode} shm aggregate n={n} servers={k}: WRONG RESULT")
@@ -313,13 +319,12 @@ def _ratios(result: BenchResult, n: int, k: int) -> None:
             result.add_ratio(f"polybus/process_pool {at}", mine,
                              result.find("process_pool", k, "seconds", {"n": n, "mode": mode}))
             peer_rows.mpi_ratios(result, at, mine, tr, k, {"n": n, "mode": mode})
+    per_replica = _per_replica(n, k)
     for mode in ("stateful", "stateless"):  # the aggregated rows' own, beside the plain
-        agg = next((r for r in result.rows if r.system == "polybus" and r.x == k
-                    and r.metric == "seconds" and "aggregate" in r.config
-                    and r.config.get("n") == n and r.config.get("mode") == mode), None)
+        agg = result.find("polybus", k, "seconds",
+                          {"n": n, "mode": mode, "aggregate": per_replica})
         if agg is not None:
-            at = (f"{mode} seconds n={n} servers={k} (polybus shm "
-                  f"aggregate={agg.config['aggregate']})")
+            at = f"{mode} seconds n={n} servers={k} (polybus shm aggregate={per_replica})"
             peer_rows.mpi_ratios(result, at, agg, "shm", k, {"n": n, "mode": mode})
             result.add_ratio(f"polybus/process_pool {at}", agg,
                              result.find("process_pool", k, "seconds", {"n": n, "mode": mode}))
