@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Iterator
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from integration.mixed_calls import run_threads
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
 from polybus.client.promise import wait
@@ -134,30 +134,9 @@ def test_backpressure_with_one_thread_answers_every_call_of_two_client_threads(
         burst = Dispatcher("square", reactor, [link], CallStyle("async"))
         one = Dispatcher("square", reactor, [link], CallStyle("sync"))
         reactor.on_lost = burst.lost
-        done = [0, 0]
-        errors: list[str] = []
-
-        def client(seed: int) -> None:
-            r = random.Random(seed)
-            try:
-                for _ in range(150):  # sync calls and bursts that fill the queue
-                    if r.random() < 0.5:
-                        i = r.randrange(10**6)
-                        assert one((i,), {}) == i * i
-                    else:
-                        xs = [r.randrange(10**6) for _ in range(r.randrange(1, 30))]
-                        assert [wait(p) for p in [burst((i,), {}) for i in xs]] == [
-                            i * i for i in xs]
-                    done[seed] += 1
-            except Exception as exc:  # reported below
-                errors.append(f"thread {seed}: {exc!r}")
-
-        threads = [threading.Thread(target=client, args=(s,), daemon=True) for s in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(40)
-        assert not any(t.is_alive() for t in threads), f"stalled after rounds {done}"
+        done, errors, hung = run_threads(one, burst, threads=2, rounds=150, most=30,
+                                         join_s=40)
+        assert not hung, f"stalled after rounds {done}"
         assert errors == [] and done == [150, 150]
     finally:
         reactor.close()

@@ -5,16 +5,15 @@ socket for bytes already read: the program hung (found by a stress run)."""
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from integration.mixed_calls import run_threads
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
-from polybus.client.promise import wait
 from polybus.client.reactor import Reactor
 from polybus.config.model import CallStyle
 from polybus.token import make_token
@@ -47,32 +46,9 @@ def test_threads_mixing_sync_and_async_calls_all_get_answers(transport: str, tmp
         burst = Dispatcher("square", reactor, links, CallStyle("async"))
         one = Dispatcher("square", reactor, links, CallStyle("sync"))
         reactor.on_lost = burst.lost
-        rounds = [0] * 3
-        errors: list[str] = []
-
-        def client(seed: int) -> None:
-            r = random.Random(seed)
-            try:
-                for _ in range(300):
-                    if r.random() < 0.5:
-                        i = r.randrange(10**6)
-                        assert one((i,), {}) == i * i
-                    else:
-                        xs = [r.randrange(10**6) for _ in range(r.randrange(1, 20))]
-                        ps = [burst((i,), {}) for i in xs]
-                        assert [wait(p) for p in ps] == [i * i for i in xs]
-                    rounds[seed] += 1
-                    if r.random() < 0.3:
-                        time.sleep(r.choice([0, 5e-5, 2e-4, 1e-3]))
-            except Exception as exc:  # reported below, with the thread's seed
-                errors.append(f"thread {seed}: {exc!r}")
-
-        threads = [threading.Thread(target=client, args=(s,), daemon=True) for s in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert not [t for t in threads if t.is_alive()], f"hung after rounds {rounds}"
+        rounds, errors, hung = run_threads(one, burst, threads=3, rounds=300, most=20,
+                                           pauses=[0, 5e-5, 2e-4, 1e-3])
+        assert not hung, f"hung after rounds {rounds}"
         assert errors == []
         assert rounds == [300] * 3
     finally:

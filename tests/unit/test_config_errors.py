@@ -109,20 +109,13 @@ def test_unknown_key_without_a_near_one_lists_the_valid_ones(tmp_path: Path) -> 
         "valid keys: engine, registry, listen_host, heartbeat, max_frame, token_file, tls")
 
 
-def test_priority_in_use_points_to_define(tmp_path: Path) -> None:
-    toml = BASE.replace('callstyle = "async-demand(5)"', 'priority = "len(query)"')
+# Every serving-side key misplaced in a use table gets the same pointer, not only priority.
+@pytest.mark.parametrize(("key", "value"), [("priority", '"len(query)"'), ("cache", '["query"]')])
+def test_a_serving_side_key_in_use_points_to_define(tmp_path: Path, key: str, value: str) -> None:
+    toml = BASE.replace('callstyle = "async-demand(5)"', f"{key} = {value}")
     assert one(tmp_path, toml) == (
-        "modules.client.use.compare.priority", "unknown key 'priority'",
-        "priority belongs to the serving side: define.<iface>.priority of the module the "
-        "interface is bound to")
-
-
-def test_cache_in_use_points_to_define(tmp_path: Path) -> None:
-    # Every serving-side key misplaced in a use table gets the same pointer, not only priority.
-    toml = BASE.replace('callstyle = "async-demand(5)"', 'cache = ["query"]')
-    assert one(tmp_path, toml) == (
-        "modules.client.use.compare.cache", "unknown key 'cache'",
-        "cache belongs to the serving side: define.<iface>.cache of the module the "
+        f"modules.client.use.compare.{key}", f"unknown key {key!r}",
+        f"{key} belongs to the serving side: define.<iface>.{key} of the module the "
         "interface is bound to")
 
 
