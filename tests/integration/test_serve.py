@@ -10,11 +10,23 @@ import http.client
 import json
 import signal
 import socket
+import subprocess
+import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
-from integration.conftest import EXAMPLES, Procs, cli, descendants, read_line, wait_gone
+from integration.conftest import (
+    EXAMPLES,
+    Procs,
+    cli,
+    descendants,
+    env_with,
+    kill_all,
+    read_line,
+    wait_gone,
+)
 
 WEB = '''\
 import time
@@ -225,3 +237,44 @@ def test_a_port_in_use_is_one_clear_error_before_anything_starts() -> None:
     assert p.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+PARENT = """
+import subprocess, sys, time
+err = open(sys.argv[2], "wb")
+child = subprocess.Popen([sys.executable, "-m", "polybus", "serve", sys.argv[1], "--listen",
+                          "127.0.0.1:0", "--exit-with-parent"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=err)
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_front_door_started_with_exit_with_parent_ends_with_its_parent(tmp_path: Path) -> None:
+    """The rudy benchmark starts `polybus serve` itself; killed outright (no cleanup
+    runs), it must not leave the front door and its replicas behind."""
+    (tmp_path / "web.py").write_text(textwrap.dedent(WEB))
+    app = tmp_path / "app.toml"
+    app.write_text(TOML.format(overflow="block", tracebacks="false", queue=1000))
+    log = tmp_path / "serve.log"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(app), str(log)],
+                              stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                              env=env_with())
+    tree: set[int] = set()
+    try:
+        assert parent.stdout is not None
+        serve_pid = int(parent.stdout.readline())
+        deadline = time.monotonic() + 60
+        while "listening on http://" not in log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.05)
+        tree = {serve_pid} | descendants(serve_pid)
+        assert len(tree) > 1  # the front door and its replica(s)
+        parent.kill()  # no finally, no atexit: only the kernel's death signal is left
+        parent.communicate()
+        assert wait_gone(tree, timeout=20) == set()
+    finally:
+        kill_all(tree)
+        if parent.poll() is None:
+            parent.kill()
+            parent.communicate()

@@ -38,7 +38,7 @@ def polybus_server(pool: int) -> Iterator[int]:
     with tempfile.NamedTemporaryFile(prefix="polybus-rudy-", suffix=".log") as log:
         proc = subprocess.Popen(
             [PYTHON, "-m", "polybus", "serve", str(PROGRAM), "--listen", "127.0.0.1:0",
-             "--set", f"modules.web.define.work.pool={pool}"],
+             "--set", f"modules.web.define.work.pool={pool}", "--exit-with-parent"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
             env=python_child_env())
         try:

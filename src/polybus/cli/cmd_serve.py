@@ -15,11 +15,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", metavar="HOST:PORT",
                    help="use the workers of a running registry instead of starting any")
     p.add_argument("--token-file", metavar="FILE", help="the cluster token (else $POLYBUS_TOKEN)")
+    # For a program that starts the front door itself (the rudy benchmark): it then ends
+    # with that program, as the engine's workers do, even if the program is killed.
+    p.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
 
 
 def main(args: argparse.Namespace) -> int:
     from polybus.http.frontdoor import serve
 
+    if args.exit_with_parent:
+        from polybus.worker.main import die_with_parent
+
+        die_with_parent()
     serve(args.config, tuple(args.set), listen=args.listen, registry=args.registry,
           token_file=args.token_file)
     return 0

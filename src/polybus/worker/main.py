@@ -20,8 +20,8 @@ from polybus.worker.procpool import ProcessPool
 from polybus.worker.runtime import WorkerRuntime
 
 
-def _die_with_parent() -> None:
-    """Linux: end this worker when the process that started it ends (no orphans)."""
+def die_with_parent() -> None:
+    """Linux: SIGTERM this process when the one that started it ends (no orphans)."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -58,7 +58,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         # Ctrl-C goes to the whole process group: the run must get it with its replicas
         # still there (it stops them), not lose them first and report them gone.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        _die_with_parent()
+        die_with_parent()
     module = load_module(module_path, f"polybus_user_{module_key}")
     functions = interfaces(module, spec.define.keys() if spec else ())
     options = options_for(spec, replica, max_frame)
