@@ -279,6 +279,11 @@ class Channel:
         frame = self._next_frame()
         return None if frame is None else self.codec.decode(frame)
 
+    def buffered(self) -> bool:
+        """Something already read that no selector will report (frames whole or partial
+        in the decoder): a reader that sleeps before taking it waits for the next bytes."""
+        return not self.decoder.empty
+
     def receive_until(self, wanted: Callable[[list[Message]], bool]) -> None:
         """Keep reading (blocking) until ``wanted`` says the batch it saw is enough."""
         while not wanted(self.receive()):

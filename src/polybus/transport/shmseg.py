@@ -98,11 +98,17 @@ class SegmentFrames:
         # Large non-contiguous arrays (a column block) come as they are and are gathered
         # straight into their segment: one copy of their bytes here, not two.
         header, bufs = self.codec.encode_parts(msg, self.threshold)
+        return pieces + self._frame(msg, header, bufs)
+
+    def _frame(self, msg: Message, header: bytes,
+               bufs: list[bytes | memoryview | np.ndarray[Any, Any]]) -> list[bytes | memoryview]:
+        """The pieces of ``msg``'s frame from its encoded parts, large buffers placed in
+        segments (their descriptors left in ``_fds_out`` for the send to pass)."""
         if not bufs:  # most messages: one piece, as on any channel
-            return [*pieces, *encode_frame(header, None, self.codec.max_frame)]
+            return encode_frame(header, None, self.codec.max_frame)
         lens = [b.nbytes if isinstance(b, np.ndarray) else memoryview(b).nbytes for b in bufs]
         if max(lens) < self.threshold:
-            return pieces + encode_frame(header, bufs, self.codec.max_frame)  # type: ignore[arg-type]
+            return encode_frame(header, bufs, self.codec.max_frame)  # type: ignore[arg-type]
         # The limit applies to the message, wherever its bytes travel.
         frame_prefix(len(header), lens, self.codec.max_frame)
         out = list(bufs)
@@ -135,8 +141,7 @@ class SegmentFrames:
             self.shm_bytes_sent += n
         out.append(bytes(table))
         self._fds_out.extend(fds)
-        return pieces + encode_frame(header, [_contiguous(b) for b in out], self.codec.max_frame,
-                                     FLAG_SHM)
+        return encode_frame(header, [_contiguous(b) for b in out], self.codec.max_frame, FLAG_SHM)
 
     def _lend(self, key: str, i: int, data: Any, n: int, fds: list[int]) -> bytes | None:
         """Buffer ``i`` of operand ``key`` by the process's shared segment for it

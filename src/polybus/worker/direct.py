@@ -64,9 +64,10 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
         # More bytes read with it: not a lone call. They go to the queue now, while this
         # thread holds the role: once it lets the role go to run the call, the poller
         # that takes it sleeps in the selector, which cannot see frames already in the
-        # decoder (they waited for the client's next frame: for ever over tcp).
+        # decoder, nor those left in an shm ring (they waited for the client's next
+        # frame: for ever over tcp).
         general = (type(msg) is not Call or msg.iface not in functions or bool(len(queue))
-                   or bool(rt._paused) or not ch.decoder.empty)
+                   or bool(rt._paused) or ch.buffered())
         if general:
             rt._stash[ch] = msg  # the general intake takes it (and what follows it)
             rt._take(ch)
