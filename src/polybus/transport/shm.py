@@ -31,6 +31,8 @@ socket, which then carries only descriptors, the peer's going, and one-byte door
 that a writer sends only when the reader has said it is going to sleep. A reader that
 expects data spins ``spin_s`` on the ring first (yielding the CPU each turn), so a busy
 pair makes no system call; `spin` does the same for a worker's poller over its channels.
+(The ring half of the channel, writing and reading frames, is ringchannel.py; this
+module adds the socket: the rings' descriptors, the bells, sleeping.)
 
 Frame flags (wire/framing.py): ``FLAG_SHM`` — the last buffer is a table of
 ``(buffer index, has_fd, segment, length)`` entries (has_fd 2: a shared segment's
@@ -49,11 +51,11 @@ from collections.abc import Callable
 
 from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport import ring as _ring
-from polybus.transport.channel import Channel
+from polybus.transport.ringchannel import RingChannel
 from polybus.transport.shmseg import FLAG_CTL, FLAG_SHM, MAX_FDS, SegmentFrames
 from polybus.transport.spinning import SPIN_S, spin_until
 from polybus.wire.codec import Codec
-from polybus.wire.framing import PREFIX, Frame, too_large
+from polybus.wire.framing import Frame
 from polybus.wire.messages import Message
 
 __all__ = ["FLAG_CTL", "FLAG_SHM", "POOL_BYTES", "SPIN_S", "THRESHOLD", "ShmChannel", "spin"]
@@ -67,21 +69,7 @@ _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 # measured: 600 us a round trip, not 30) for the channel's ``spin_s`` before it sleeps
 # on the socket. Whoever owns the channel sets it (the module's ``spin``; spinning.py).
 
-# A frame of several pieces (a header and small arrays) up to this long is joined and
-# written to the ring at once: each piece written apart costs ~1.2 us of Python (view,
-# bounds, counter), the join of a few KiB a fraction of that (measured: a call with a
-# 1x10 and a 10x10 array, 4 pieces, 5.0 us written piecewise, 0.9 us joined).
-JOIN_MAX = 16 * 1024
-
-
-def _small(pieces: list[bytes | memoryview]) -> bool:
-    size = 0
-    for p in pieces:
-        size += p.nbytes if type(p) is memoryview else len(p)
-    return size <= JOIN_MAX
-
-
-class ShmChannel(SegmentFrames, Channel):
+class ShmChannel(SegmentFrames, RingChannel):
     """A Channel over a connected AF_UNIX socket that moves large buffers through memfds."""
 
     def __init__(self, sock: socket.socket, codec: Codec, peer: str,
@@ -110,42 +98,6 @@ class ShmChannel(SegmentFrames, Channel):
             os.close(self._tx.fd)  # the mapping is enough; the peer holds its own copy
             self._tx.fd = -1
 
-    def send(self, msg: Message, on_blocked: Callable[[], None] | None = None) -> int:
-        """`Channel.send`; a message with no buffers goes into the ring in one piece,
-        prefix and header written together (the small-call hot path: half the Python
-        steps of the general way, measured 2.8 -> 1.2 us a send)."""
-        tx = self._tx
-        if tx is None:
-            return super().send(msg, on_blocked)
-        with self.send_lock:
-            if self._released or self._forget_out or self._fds_out:
-                return self._send_pieces(self._encode(msg), on_blocked)
-            header, bufs = self.codec.encode_parts(msg, self.threshold)
-            if bufs:
-                return self._send_pieces(self._frame(msg, header, bufs), on_blocked)
-            length = 8 + len(header)
-            if length > self.codec.max_frame:
-                raise too_large(length, self.codec.max_frame)
-            data = PREFIX.pack(length, 0, 0, len(header)) + header
-            if self.closed:
-                raise ConnectionLostError(f"connection to {self.peer} is closed")
-            try:
-                n = tx.write_small(data)
-                if not n:  # no room in one piece: in pieces, as the reader frees it
-                    return self._send_ring(tx, [data], on_blocked)
-                _ring.fence()  # publish, then look at the reader's flag (see ring.py)
-                if not tx.reader_awake():
-                    self._doorbell()
-            except OSError as exc:
-                self.closed = True
-                raise ConnectionLostError(
-                    f"connection to {self.peer} broke while sending: {exc}") from None
-            except ValueError:  # the ring was unmapped by close() in another thread
-                self.closed = True
-                raise ConnectionLostError(f"connection to {self.peer} is closed") from None
-            self.bytes_sent += n
-            return n
-
     def _send_pieces(self, pieces: list[bytes | memoryview],
                      on_blocked: Callable[[], None] | None) -> int:
         if self._tx is not None:
@@ -171,67 +123,6 @@ class ShmChannel(SegmentFrames, Channel):
             return 1 + super()._send_pieces([first[1:], *pieces[1:]], on_blocked)
         return super()._send_pieces(pieces, on_blocked)
 
-    def _send_ring(self, tx: _ring.Ring, pieces: list[bytes | memoryview],
-                   on_blocked: Callable[[], None] | None) -> int:
-        if self.closed:
-            raise ConnectionLostError(f"connection to {self.peer} is closed")
-        try:
-            if self._fds_out:
-                # Descriptors go first on the socket, so they are there to be taken when
-                # the reader meets the frame that names them in the ring.
-                anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", self._fds_out))]
-                self.sock.sendmsg([b"F"], anc)
-                self._fds_out = []
-            total = 0
-            if len(pieces) == 1 and type(pieces[0]) is bytes and (n := tx.write_small(pieces[0])):
-                pieces, total = [], n  # the common small frame, in one go
-            elif len(pieces) > 1 and _small(pieces) and (n := tx.write_small(b"".join(pieces))):
-                pieces, total = [], n  # a small frame with arrays: joined, then in one go
-            for piece in pieces:
-                view = memoryview(piece).cast("B")
-                while view.nbytes:
-                    n = tx.write(view)
-                    if n == 0:
-                        self._wait_room(tx, on_blocked)
-                        continue
-                    view = view[n:]
-                    total += n
-            _ring.fence()  # publish, then look at the reader's flag (see ring.py)
-            if not tx.reader_awake():
-                self._doorbell()
-        except OSError as exc:
-            self.closed = True
-            raise ConnectionLostError(
-                f"connection to {self.peer} broke while sending: {exc}") from None
-        except ValueError:  # the ring was unmapped by close() in another thread
-            self.closed = True
-            raise ConnectionLostError(f"connection to {self.peer} is closed") from None
-        self.bytes_sent += total
-        return total
-
-    def _doorbell(self) -> None:
-        try:
-            self.sock.send(b"\0", _DONTWAIT)
-        except BlockingIOError:
-            pass  # bytes the reader has not taken yet will wake it anyway
-
-    def _wait_room(self, tx: _ring.Ring, on_blocked: Callable[[], None] | None) -> None:
-        """The ring is full: wake the reader, read meanwhile, notice if it died."""
-        _ring.fence()
-        if not tx.reader_awake():
-            self._doorbell()
-        if on_blocked is not None:
-            on_blocked()
-        if spin_until(tx.free, SPIN_S) > 0:
-            return
-        if self._hup is None:
-            self._hup = select.poll()
-            self._hup.register(self.sock, select.POLLRDHUP)
-        for _, ev in self._hup.poll(1):  # also the pause before looking again
-            if ev & (select.POLLHUP | select.POLLERR | select.POLLRDHUP):
-                raise ConnectionLostError(f"{self.peer} closed the connection")
-
-    # -- receiving -------------------------------------------------------------
     def fill(self, *, wait: bool = True) -> int:
         if self._tx is None:
             return super().fill(wait=wait)
@@ -287,69 +178,6 @@ class ShmChannel(SegmentFrames, Channel):
         self._recv_bells(0)  # sleep until a doorbell (or the peer's end)
         return self._drain_ring()
 
-    def _drain_ring(self) -> int:
-        rx = self._rx
-        if rx is None or not rx.available():
-            return 0  # (an empty look, the common one while waiting: no view made)
-        if self._ready is None and self.decoder.empty:
-            # The common small frame is decoded where it lies in the ring: no copy into
-            # the decoder, no second look for it there. (Malformed: the decoder's way,
-            # which reports it when it is read.)
-            before = self.bytes_received
-            try:
-                self._ready = self._take_plain(rx)
-            except ProtocolError:
-                pass
-            if self._ready is not None:
-                return self.bytes_received - before
-        total = 0
-        while True:
-            buf = self.decoder.get_buffer()
-            room = buf.nbytes
-            n = rx.read_into(buf)
-            del buf  # a live view would stop the decoder growing its scratch
-            if not n:
-                break
-            self.decoder.buffer_updated(n)
-            total += n
-            if n < room:
-                break  # took all there was (more that came meanwhile: the next fill)
-        self.bytes_received += total
-        return total
-
-    def _take_plain(self, rx: _ring.Ring) -> Message | None:
-        """The message at the head of the ring, decoded in place, if a whole plain frame
-        (no buffers, no flags: nearly every call and answer) lies there in one piece."""
-        try:
-            pos, n = rx.peek()
-            if n < 12:
-                return None
-            length, nbufs, flags, header_len = PREFIX.unpack_from(rx.data, pos)
-            if nbufs or flags or length != 8 + header_len or n < 4 + length \
-                    or length > self.codec.max_frame:
-                return None
-            header = rx.data[pos + 12:pos + 4 + length]
-        except ValueError:  # the ring was unmapped by close() in another thread
-            self.closed = True
-            raise ConnectionLostError(f"connection to {self.peer} is closed") from None
-        msg = self.codec.decode_header(header)  # (copies what it keeps: bytes, strings)
-        del header
-        rx.consume(4 + length)  # the writer may reuse the room only now
-        self.bytes_received += 4 + length
-        return msg
-
-    def next_message(self) -> Message | None:
-        msg = self._ready
-        if msg is not None:
-            self._ready = None
-            return msg
-        if self.decoder.empty:
-            rx = self._rx
-            # (Anything else in the ring, a frame in pieces or with buffers: the next
-            # fill copies it into the decoder.)
-            return None if rx is None else self._take_plain(rx)
-        return super().next_message()
-
     def _recv_bells(self, flags: int) -> int:
         """Take doorbells and descriptors off the socket; the bytes (0 if none waited)."""
         try:
@@ -374,27 +202,6 @@ class ShmChannel(SegmentFrames, Channel):
             return False
         self._recv_bells(0)
         return True
-
-    def stay_awake(self, on: bool) -> None:
-        """Say whether this side will look at its ring before it next sleeps: while it
-        will, the peer rings no doorbell (a system call, with a wake-up of a process
-        that was running anyway). A reader that clears it fences and looks once more
-        before sleeping (see `spin`)."""
-        rx = self._rx
-        if rx is not None and not self.closed:
-            try:
-                rx.set_awake(on)
-            except ValueError:  # unmapped by close() in another thread
-                pass
-
-    def buffered(self) -> bool:
-        # Frames left in the ring count: those written while this side's flag was up
-        # rang no doorbell, so no selector reports them either.
-        return not self.decoder.empty or self.ring_ready()
-
-    def ring_ready(self) -> bool:
-        """Frames wait in the ring (no system call)."""
-        return self._ready is not None or (self._rx is not None and self._rx.available() > 0)
 
     def _recv_into(self, buf: memoryview, flags: int) -> int:
         n, anc, msg_flags, _ = self.sock.recvmsg_into([buf], _ANC, flags)
