@@ -50,6 +50,13 @@ def test_tuples_arrive_as_lists() -> None:
     assert roundtrip(Result(1, (1, (2, 3)))).value == [1, [2, 3]]
 
 
+def test_sets_arrive_as_lists_as_documented() -> None:
+    """msgpack has one kind of sequence: a set or frozenset arrives as a list of its
+    members (configuration.md, protocol.md §4 say so), never pickled or refused."""
+    got = roundtrip(Result(1, {"s": {3, 1, 2}, "f": frozenset({"a"})})).value
+    assert sorted(got["s"]) == [1, 2, 3] and got["f"] == ["a"]
+
+
 @pytest.mark.parametrize("arr", [
     np.arange(12, dtype=np.int64).reshape(3, 4),
     np.linspace(0, 1, 7, dtype=np.float32),
