@@ -31,6 +31,7 @@ __all__ = [
     "BusyError",
     "CallTimeoutError",
     "ConfigError",
+    "ConfigWarning",
     "ConnectionLostError",
     "MessageTooLarge",
     "ModuleImportError",
@@ -69,6 +70,11 @@ class ConfigError(PolybusError):
         if hint:
             text += f" ({hint})"
         super().__init__(text)
+
+
+class ConfigWarning(UserWarning):
+    """A likely configuration mistake the files cannot prove (a binding nothing uses):
+    said, and the program runs. Formatted like a ConfigError (file, key, hint)."""
 
 
 class UsageError(PolybusError):

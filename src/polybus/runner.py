@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -17,7 +18,7 @@ from polybus.client.stubs import activate
 from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.engines.base import Cluster
-from polybus.errors import ConfigError, RemoteError
+from polybus.errors import ConfigError, ConfigWarning, RemoteError
 from polybus.token import read_token
 from polybus.transport import tls
 from polybus.worker.module import load_module
@@ -73,6 +74,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
     """
     sets = override_strings(overrides)
     app = load(path, sets)
+    for note in app.notes:
+        warnings.warn(str(note), ConfigWarning, stacklevel=2)
     client = app.modules.get(app.client)
     if client is None or client.entrypoint is None:
         raise ConfigError("no module has an entrypoint", file=str(path), key="modules",

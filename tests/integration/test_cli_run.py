@@ -66,6 +66,19 @@ def test_check_reports_file_key_and_hint(tmp_path: Path) -> None:
     assert mark.read_text() == "imported\n"
 
 
+def test_a_binding_nothing_uses_is_a_warning_and_the_run_goes_ahead(tmp_path: Path) -> None:
+    app = broken(tmp_path, "sync")
+    app.write_text(app.read_text() + '"client.ff" = "server.f"\n')
+    mark = tmp_path / "mark"
+    for command in ("check", "run"):
+        p = cli(command, app, env={"MARK": str(mark)})
+        assert p.returncode == 0, p.stderr
+        warning = [ln for ln in p.stderr.splitlines() if ln.startswith("warning:")]
+        assert len(warning) == 1 and 'bind."client.ff"' in warning[0], p.stderr
+        assert "did you mean 'f'?" in warning[0] and "app.toml" in warning[0]
+    assert p.stdout.strip() == "1"  # (the run's result)
+
+
 def test_run_refuses_a_broken_config_before_starting_processes(tmp_path: Path) -> None:
     app = broken(tmp_path)
     mark = tmp_path / "mark"

@@ -538,3 +538,28 @@ def test_misspelt_use_call_names_the_binding_it_was_meant_for(tmp_path: Path) ->
     assert found[0] == 'bind."client.compar"'
     assert found[2].startswith(
         "did you mean 'compare' (bound in [bind] as \"client.compare\")? or add to [bind]")
+
+
+# -- likely mistakes that are only noted (the run goes ahead) ------------------------------
+
+def notes(tmp_path: Path, toml: str, *, client: str = CLIENT) -> Found:
+    assert errors(tmp_path, toml, client=client) == []
+    config, _ = validate(str(tmp_path / "app.toml"))
+    assert config is not None
+    return [(n.key, n.bare_message, n.hint) for n in config.notes]
+
+
+def test_a_binding_nothing_uses_is_noted_with_the_nearest_used_name(tmp_path: Path) -> None:
+    toml = BASE + '"client.comparre" = "server.compare"\n'
+    assert notes(tmp_path, toml) == [(
+        'bind."client.comparre"',
+        "module 'client' (client.py) never calls use('comparre') and has no use.comparre key: "
+        "nothing uses this binding", "did you mean 'compare'?")]
+    assert notes(tmp_path, BASE) == []
+
+
+def test_a_binding_used_only_in_the_source_or_by_a_name_made_at_run_time_is_not_noted(
+        tmp_path: Path) -> None:
+    toml = BASE + '"client.extra" = "server.compare"\n'
+    assert notes(tmp_path, toml, client=CLIENT + '\nextra = use("extra")\n') == []
+    assert notes(tmp_path, toml, client=CLIENT + '\nname = "ex" + "tra"\nx = use(name)\n') == []

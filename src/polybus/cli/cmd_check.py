@@ -31,6 +31,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"{len(errors)} problem(s) in {args.config}", file=sys.stderr)
         return 2
     assert app is not None
+    for note in app.notes:
+        print(f"warning: {note}", file=sys.stderr)
     if not args.no_import:
         from polybus.usercode import check_imports
 

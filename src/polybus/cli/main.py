@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
-from polybus.errors import PolybusError
+from polybus.errors import ConfigWarning, PolybusError
 
 # One thin module per subcommand (cli/cmd_*.py), imported when used. The docstring
 # above is what `polybus --help` shows.
@@ -33,8 +34,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _format_warning(message: Warning | str, category: type[Warning], filename: str,
+                    lineno: int, line: str | None = None) -> str:
+    if issubclass(category, ConfigWarning):  # (no file and line of polybus's own code)
+        return f"warning: {message}\n"
+    return _plain_format(message, category, filename, lineno, line)
+
+
+_plain_format = warnings.formatwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    warnings.formatwarning = _format_warning
     try:
         return int(args._module.main(args) or 0)
     except PolybusError as exc:

@@ -185,6 +185,25 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                                 [b.name for b in bindings if b.user == m.key]))
 
 
+def _note_unused(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
+                 bindings: list[Binding], p: Problems) -> None:
+    """A binding its module neither configures (``use.<name>``) nor names in a literal
+    ``use("<name>")`` is most likely misspelt. Only noted: the name may come from
+    another file the module imports, or be built at run time (then nothing is said)."""
+    for b in bindings:
+        m = modules.get(b.user)
+        info = infos.get(b.user)
+        if m is None or info is None or info.dynamic_use or b.name in m.use:
+            continue
+        used = sorted({*m.use, *(u.name for u in info.uses)})
+        if b.name in used:
+            continue
+        close = nearest(b.name, used)
+        p.note(f"module {b.user!r} ({m.source.name}) never calls use({b.name!r}) and has no "
+               f"use.{b.name} key: nothing uses this binding", dotted("bind", f"{b.user}.{b.name}"),
+               close or "ignore this if another file it imports calls use() with that name")
+
+
 def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | None:
     """Validate the parsed (and overridden) document; None when ``p`` holds any mistake."""
     base_dir = config_path.resolve().parent
@@ -240,6 +259,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
     attempted: set[tuple[str, str]] = set()
     bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted)
     _check_uses(modules, infos, bindings, interfaces, p, attempted)
+    _note_unused(modules, infos, bindings, p)
     if serve is not None:
         serve = check_routes(serve, modules, interfaces, infos, p)
     if p or not (clients or serve):
@@ -258,4 +278,5 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
         if changes:
             modules[key] = dataclasses.replace(m, **changes)
     return AppConfig(path=config_path.resolve(), modules=modules, bindings=tuple(bindings),
-                     client=clients[0] if clients else "", cluster=cluster, serve=serve)
+                     client=clients[0] if clients else "", cluster=cluster, serve=serve,
+                     notes=tuple(p.notes))

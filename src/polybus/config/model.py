@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from polybus.errors import ConfigError
 from polybus.transport.spinning import SPIN_S
 
 CallKind = Literal["sync", "async", "async-demand"]
@@ -190,6 +191,8 @@ class AppConfig:
     client: str                        # the module key with the entrypoint ("" if none)
     cluster: ClusterSpec = field(default_factory=ClusterSpec)
     serve: ServeSpec | None = None     # [serve]: the HTTP front door
+    # Warnings: likely mistakes the files cannot prove (a binding nothing uses)
+    notes: tuple[ConfigError, ...] = ()
 
     def binding(self, user: str, name: str) -> Binding | None:
         for b in self.bindings:

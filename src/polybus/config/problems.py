@@ -72,6 +72,8 @@ class Problems:
     def __init__(self, file: str, overridden: Iterable[str] = ()) -> None:
         self.file = file
         self.errors: list[ConfigError] = []
+        # Likely mistakes that cannot be proven from the files (the run goes ahead).
+        self.notes: list[ConfigError] = []
         self._overridden = tuple(overridden)
 
     def _origin(self, key: str | None) -> str:
@@ -83,6 +85,9 @@ class Problems:
 
     def add(self, message: str, key: str | None = None, hint: str | None = None) -> None:
         self.errors.append(ConfigError(message, file=self._origin(key), key=key, hint=hint))
+
+    def note(self, message: str, key: str | None = None, hint: str | None = None) -> None:
+        self.notes.append(ConfigError(message, file=self._origin(key), key=key, hint=hint))
 
     def add_error(self, err: ConfigError, key: str | None) -> None:
         """A mistake found by a value parser (which knows no file or key)."""

@@ -40,6 +40,9 @@ class SourceInfo:
     path: Path
     functions: dict[str, FunctionInfo]
     uses: tuple[UseCall, ...]
+    # use() called with something other than a string literal: which names it uses
+    # cannot be known from the source
+    dynamic_use: bool = False
 
     def public(self) -> list[str]:
         """Top-level functions not starting with ``_``: the interfaces when none is defined."""
@@ -71,8 +74,9 @@ def _info(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> FunctionInfo:
                         f"{fn.name}({ast.unparse(fn.args)})")
 
 
-def _use_calls(tree: ast.Module, bare_use: bool) -> list[UseCall]:
-    """Calls of polybus's ``use`` whose first argument is a string literal.
+def _use_calls(tree: ast.Module, bare_use: bool) -> tuple[list[UseCall], bool]:
+    """Calls of polybus's ``use`` whose first argument is a string literal, and whether
+    any other call of it was seen (a name built at run time).
 
     ``bare_use`` counts any call of a plain name ``use`` (the client module); otherwise only
     names imported from polybus (``from polybus import use as u``, ``import polybus as pb``).
@@ -85,18 +89,23 @@ def _use_calls(tree: ast.Module, bare_use: bool) -> list[UseCall]:
         elif isinstance(node, ast.Import):
             modules.update(a.asname or a.name for a in node.names if a.name == "polybus")
     found: list[UseCall] = []
+    dynamic = False
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or not node.args:
+        if not isinstance(node, ast.Call):
             continue
         f = node.func
         is_use = (isinstance(f, ast.Name) and f.id in funcs) or (
             isinstance(f, ast.Attribute) and f.attr == "use"
             and isinstance(f.value, ast.Name) and f.value.id in modules)
-        first = node.args[0]
-        if is_use and isinstance(first, ast.Constant) and isinstance(first.value, str):
+        if not is_use:
+            continue
+        first = node.args[0] if node.args else None
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
             found.append(UseCall(first.value, node.lineno, node.col_offset))
+        else:
+            dynamic = True
     found.sort(key=lambda u: (u.lineno, u.col))
-    return found
+    return found, dynamic
 
 
 def inspect_source(path: Path, *, client: bool) -> SourceInfo:
@@ -117,4 +126,5 @@ def inspect_source(path: Path, *, client: bool) -> SourceInfo:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             functions[node.name] = _info(node)
-    return SourceInfo(path, functions, tuple(_use_calls(tree, client)))
+    uses, dynamic = _use_calls(tree, client)
+    return SourceInfo(path, functions, tuple(uses), dynamic)
