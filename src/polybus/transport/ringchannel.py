@@ -92,16 +92,9 @@ class RingChannel(Channel):
                 n = tx.write_small(data)
                 if not n:  # no room in one piece: in pieces, as the reader frees it
                     return self._send_ring(tx, [data], on_blocked)
-                _ring.fence()  # publish, then look at the reader's flag (see ring.py)
-                if not tx.reader_awake():
-                    self._doorbell()
-            except OSError as exc:
-                self.closed = True
-                raise ConnectionLostError(
-                    f"connection to {self.peer} broke while sending: {exc}") from None
-            except ValueError:  # the ring was unmapped by close() in another thread
-                self.closed = True
-                raise ConnectionLostError(f"connection to {self.peer} is closed") from None
+                self._publish(tx)
+            except (OSError, ValueError) as exc:
+                raise self._broken(exc, sending=True) from None
             self.bytes_sent += n
             return n
 
@@ -130,18 +123,26 @@ class RingChannel(Channel):
                         continue
                     view = view[n:]
                     total += n
-            _ring.fence()  # publish, then look at the reader's flag (see ring.py)
-            if not tx.reader_awake():
-                self._doorbell()
-        except OSError as exc:
-            self.closed = True
-            raise ConnectionLostError(
-                f"connection to {self.peer} broke while sending: {exc}") from None
-        except ValueError:  # the ring was unmapped by close() in another thread
-            self.closed = True
-            raise ConnectionLostError(f"connection to {self.peer} is closed") from None
+            self._publish(tx)
+        except (OSError, ValueError) as exc:
+            raise self._broken(exc, sending=True) from None
         self.bytes_sent += total
         return total
+
+    def _publish(self, tx: _ring.Ring) -> None:
+        """After writing: fence, then ring the bell if the reader is not looking (ring.py)."""
+        _ring.fence()
+        if not tx.reader_awake():
+            self._doorbell()
+
+    def _broken(self, exc: OSError | ValueError, *, sending: bool = False) -> ConnectionLostError:
+        """The error a failed ring write or read becomes (ValueError: unmapped by close()
+        in another thread); the channel is closed from then on."""
+        self.closed = True
+        if isinstance(exc, ValueError):
+            return ConnectionLostError(f"connection to {self.peer} is closed")
+        doing = " while sending" if sending else ""
+        return ConnectionLostError(f"connection to {self.peer} broke{doing}: {exc}")
 
     def _doorbell(self) -> None:
         try:
@@ -151,9 +152,7 @@ class RingChannel(Channel):
 
     def _wait_room(self, tx: _ring.Ring, on_blocked: Callable[[], None] | None) -> None:
         """The ring is full: wake the reader, read meanwhile, notice if it died."""
-        _ring.fence()
-        if not tx.reader_awake():
-            self._doorbell()
+        self._publish(tx)
         if on_blocked is not None:
             on_blocked()
         if spin_until(tx.free, SPIN_S) > 0:
@@ -208,9 +207,8 @@ class RingChannel(Channel):
                     or length > self.codec.max_frame:
                 return None
             header = rx.data[pos + 12:pos + 4 + length]
-        except ValueError:  # the ring was unmapped by close() in another thread
-            self.closed = True
-            raise ConnectionLostError(f"connection to {self.peer} is closed") from None
+        except ValueError as exc:  # the ring was unmapped by close() in another thread
+            raise self._broken(exc) from None
         msg = self.codec.decode_header(header)  # (copies what it keeps: bytes, strings)
         del header
         rx.consume(4 + length)  # the writer may reuse the room only now

@@ -147,14 +147,6 @@ class ShmChannel(SegmentFrames, RingChannel):
         except (OSError, ValueError) as exc:
             raise self._broken(exc) from None
 
-    def _broken(self, exc: OSError | ValueError) -> ConnectionLostError:
-        """The error a failed ring read becomes (ValueError: unmapped by close() in
-        another thread); the channel is closed from then on."""
-        self.closed = True
-        if isinstance(exc, ValueError):
-            return ConnectionLostError(f"connection to {self.peer} is closed")
-        return ConnectionLostError(f"connection to {self.peer} broke: {exc}")
-
     def _fill_ring(self, wait: bool) -> int:
         n = self._drain_ring()
         if n:
