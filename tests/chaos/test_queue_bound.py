@@ -119,13 +119,15 @@ def test_backpressure_with_one_thread_answers_every_call_of_two_client_threads(
         transport: str, tmp_path: Path) -> None:
     """A queue of 4 and one thread, two client threads mixing sync calls and bursts that
     fill it: the client is paused and resumed over and over, and every call is answered
-    with its own value. (A poller that resumed a client and then slept in select with
-    its calls queued stalled them for the poll timeout, ~1 s; that path is fixed. A
-    rarer stall remains: with the timeout raised to 60 s this test hangs about 1 run
-    in 7, so it keeps the default and checks answers, not stalls.)"""
+    with its own value, with no stall: the poll timeout is raised to 60 s, so a client
+    left paused shows as a hang. (Two such stalls are fixed: a poller that resumed a
+    client and then slept with its calls queued; and a poller that paused a client
+    while the pool drained the queue, the pool having looked for paused clients just
+    before, which hung about 1 run in 80 of this test.)"""
     address = "tcp://127.0.0.1:0" if transport == "tcp" else f"shm://{tmp_path}/w.sock"
     rt = WorkerRuntime("w", {"square": _uneven_square}, TOKEN, address,
                        options=ServeOptions(queue=4, overflow="block", pool=1))
+    rt.idle_s = 60.0
     rt.start()
     reactor = Reactor()
     try:
@@ -135,7 +137,7 @@ def test_backpressure_with_one_thread_answers_every_call_of_two_client_threads(
         one = Dispatcher("square", reactor, [link], CallStyle("sync"))
         reactor.on_lost = burst.lost
         done, errors, hung = run_threads(one, burst, threads=2, rounds=150, most=30,
-                                         join_s=40)
+                                         join_s=30)
         assert not hung, f"stalled after rounds {done}"
         assert errors == [] and done == [150, 150]
     finally:

@@ -232,6 +232,12 @@ class WorkerRuntime(Intake):
         self._calls_seen = self.calls
         if timeout and self._awake and self._rings_down():
             return  # frames came with no doorbell: read, not slept on
+        if self._paused and not self._queue.full():
+            # A client this poll paused (its call found the queue full) while the pool
+            # drained the queue: the pool looked for paused clients before this one was,
+            # so no wake comes; resume it now, not after a sleep (found by a stress run
+            # with a 60 s poll timeout: such a client waited the whole timeout).
+            timeout = look_s = 0.0
         self._selected = time.perf_counter()
         for data in self._sel.poll(timeout, look_s):
             if type(data) is Channel or type(data) is ShmChannel:
