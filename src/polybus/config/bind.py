@@ -193,7 +193,7 @@ def _note_unused(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
     for b in bindings:
         m = modules.get(b.user)
         info = infos.get(b.user)
-        if m is None or info is None or info.dynamic_use or b.name in m.use:
+        if m is None or info is None or info.dynamic_use:
             continue
         used = sorted({*m.use, *(u.name for u in info.uses)})
         if b.name in used:
