@@ -177,7 +177,7 @@ class Reactor:
                     if self._waiters or not self._alone(link):
                         break
                     before = ch.bytes_received
-                    ch.fill(wait=True)
+                    ch.fill(wait=True, stay=True)  # (rings.up on the way out)
                     if ch.bytes_received == before and self.liveness is not None:
                         self._check_liveness()  # a heartbeat passed in silence
                 elif type(msg) is Result and msg.id == rid:
@@ -232,7 +232,7 @@ class Reactor:
                     if not self._alone(link):
                         break
                     before = ch.bytes_received
-                    ch.fill(wait=True)
+                    ch.fill(wait=True, stay=True)  # (rings.up on the way out)
                     if ch.bytes_received == before and self.liveness is not None:
                         self._check_liveness()  # a heartbeat passed in silence
                 else:

@@ -160,9 +160,10 @@ class Channel:
             return msgs
         return self.pending() if self.fill(wait=wait) else []
 
-    def fill(self, *, wait: bool = True) -> int:
+    def fill(self, *, wait: bool = True, stay: bool = False) -> int:
         """Read once from the socket into the decoder, decoding nothing (see next_message);
-        the bytes read (0 if none were waiting). Raises ConnectionLostError."""
+        the bytes read (0 if none were waiting). Raises ConnectionLostError. ``stay``:
+        see `fill_soon`."""
         if self.tls:
             return self._fill_tls(wait)
         n = 0
@@ -178,10 +179,12 @@ class Channel:
             n += more
         return n
 
-    def fill_soon(self, seconds: float) -> int:
+    def fill_soon(self, seconds: float, stay: bool = False) -> int:
         """Read what arrives within ``seconds``, polling and never sleeping in the kernel
         (a replica waiting for a client's next call, worker/direct.py); the bytes read,
-        0 if none came. Raises ConnectionLostError."""
+        0 if none came. Raises ConnectionLostError. ``stay`` (shm): a frame that came
+        while this side spun leaves its awake flag up, the caller having undertaken to
+        lower it, fence and look before it next sleeps (transport/ring.py)."""
         if self.tls:  # (whole records, and what OpenSSL has decrypted but select cannot see)
             return spin_until(self._fill_tls_nowait, seconds)
         n = spin_until(self._read_nowait, seconds)

@@ -45,15 +45,18 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
     lock = rt._lock
     clock = time.perf_counter
     spin_s = rt.options.spin_s
+    shm = type(ch) is ShmChannel
     while True:
         try:
             msg = ch.next_message()
             if msg is None:
                 if ch.closed or clock() - rt._selected >= _FAIR_S or rt._stopping:
                     break
-                if not ch.fill_soon(spin_s):
+                if not ch.fill_soon(spin_s, True):
                     rt._calls_seen = rt.calls  # the window was spent here: sleep next
                     break
+                if shm:  # its flag may be up still: the poller lowers it before it sleeps
+                    rt._awake.add(ch)  # type: ignore[arg-type]
                 continue
         except PolybusError as exc:
             if isinstance(exc, ProtocolError):
