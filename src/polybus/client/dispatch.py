@@ -17,6 +17,7 @@ import msgspec
 
 from polybus.client.batchcalls import BatchPromise
 from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.lane import MISS, SyncLane
 from polybus.client.policies.balance import (
     RoundRobin,
     WeightedRoundRobin,
@@ -32,6 +33,7 @@ from polybus.errors import (
     PolybusError,
     WorkerDiedError,
 )
+from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import OOB_BYTES, PROMISE_INSIDE, OutOfBand
 
 if TYPE_CHECKING:
@@ -129,6 +131,9 @@ class Dispatcher:
         # that kills its worker is charged alone and its bystanders are not (see lost()).
         self._suspects: set[int] = set()
         self._isolated: dict[int, int] = {}  # link index -> the suspect it runs alone
+        # The plain sync call over a lone shm link, in one frame (client/lane.py).
+        self._lane = (SyncLane(self, self.links[0]) if self._plain_sync and len(self.links) == 1
+                      and type(self.links[0].channel) is ShmChannel else None)
 
     # -- the call path -------------------------------------------------------------
     @property
@@ -171,7 +176,13 @@ class Dispatcher:
     def call_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The plain sync call (no priority, timeout, cache, aggregation or forwarding):
         the same steps as below with nothing that cannot apply (the latency hot path)."""
-        rec = CallRecord(next(_ids), self, [_wire(a) for a in args],
+        rid = next(_ids)
+        lane = self._lane
+        if lane is not None and not kwargs:
+            value = lane.call(args, rid, _wire)
+            if value is not MISS:
+                return value
+        rec = CallRecord(rid, self, [_wire(a) for a in args],
                          {k: _wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
         self.calls += 1
         links = self.links

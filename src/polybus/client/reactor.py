@@ -70,6 +70,9 @@ class Reactor:
         self.on_released: Callable[[ReplicaLink, list[int], int], None] = (
             lambda link, ids, req: None)
         self.after_step: Callable[[], None] = lambda: None
+        # False once the session knows after_step has nothing to do (no demand-driven
+        # backlog, batcher or migrator): the sync lane then skips it (client/lane.py).
+        self.refills = True
         # Aggregating bindings' open batches, written before any read (client/batching.py).
         self.flushers: list[Callable[[], None]] = []
 

@@ -137,6 +137,8 @@ class Session:
                 d = self.dispatchers[b.name]
                 # A plain sync binding's stub goes straight to the call's hot path.
                 self.entries[b.name] = batcher or (d.call_sync if d.plain_sync else d)
+            self.reactor.refills = bool(self.batchers or self.migrators or any(
+                d.style.kind == "async-demand" for d in self.dispatchers.values()))
             # A replica's counters run for its whole life (it may have served other runs,
             # as workers started by hand do): this run's figures are the difference.
             self._base = {id(lk): self._ask_stats(lk)
