@@ -23,11 +23,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.calls import CallRecord, ReplicaLink
-from polybus.errors import ConnectionLostError, PolybusError
+from polybus.errors import MessageTooLarge, PolybusError
 from polybus.transport import ring as _ring
 from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import OOB_BYTES, Ref
-from polybus.wire.framing import PREFIX, too_large
+from polybus.wire.framing import PREFIX
 from polybus.wire.messages import Call, Message, Result
 
 if TYPE_CHECKING:
@@ -42,7 +42,6 @@ _AS_IS = frozenset({int, float, str, bool, type(None)})
 _yield = getattr(os, "sched_yield", lambda: None)
 _clock = time.perf_counter
 _U64 = _ring._U64
-_FENCE = _ring._FENCE
 _WRITTEN, _READ, _AWAKE = _ring._WRITTEN, _ring._READ, _ring._AWAKE
 
 
@@ -89,7 +88,7 @@ class SyncLane:
             return MISS
         d.calls += 1
         try:
-            broke = self._send(tx, Call(rid, d.interface, wargs), inline)
+            broke = self._send(Call(rid, d.interface, wargs), inline)
         except BaseException:
             r._lock.release()  # never sent (too large, not encodable): nothing outstanding
             raise
@@ -140,46 +139,19 @@ class SyncLane:
             r._stepped()
         return msg.value
 
-    def _send(self, tx: _ring.Ring, msg: Call, inline: bool) -> PolybusError | None:
-        """Write ``msg`` (the reactor lock held); the error if the connection broke."""
+    def _send(self, msg: Call, inline: bool) -> PolybusError | None:
+        """Write ``msg`` (the reactor lock held); the error if the connection broke.
+        Encoding errors (too large, not encodable) are raised: nothing was sent."""
         ch = self.channel
-        if not inline:
-            try:
+        try:
+            if inline and not (ch._fds_out or ch._released or ch._forget_out):
+                ch.send_header(self._encode(msg), self.reactor._drain)
+            else:
                 ch.send(msg, self.reactor._drain)
-            except PolybusError as exc:
-                return exc
-            return None
-        header = self._encode(msg)
-        length = 8 + len(header)
-        codec = ch.codec
-        if length > codec.max_frame:
-            raise too_large(length, codec.max_frame)
-        data = PREFIX.pack(length, 0, 0, len(header)) + header
-        with ch.send_lock:
-            try:
-                if ch.closed:
-                    return ConnectionLostError(f"connection to {ch.peer} is closed")
-                if ch._fds_out or ch._released or ch._forget_out:
-                    ch._send_pieces([data], self.reactor._drain)  # (those go first)
-                    return None
-                n = len(data)
-                written = tx.written
-                pos = written & tx._mask
-                if pos + n > tx.capacity or n > tx.capacity - (written - _U64.unpack_from(tx.map, _READ)[0]):
-                    ch._send_ring(tx, [data], self.reactor._drain)  # (in pieces, as room frees)
-                    return None
-                tx.data[pos:pos + n] = data
-                tx.written = written = written + n
-                _U64.pack_into(tx.map, _WRITTEN, written)  # after the bytes it covers
-                _FENCE.acquire()  # a full barrier, then look at the reader's flag (ring.py)
-                _FENCE.release()
-                if not tx.view[_AWAKE]:
-                    ch._doorbell()
-            except (OSError, ValueError) as exc:
-                return ch._broken(exc, sending=True)
-            except PolybusError as exc:
-                return exc
-        ch.bytes_sent += n
+        except PolybusError as exc:
+            if isinstance(exc, MessageTooLarge):
+                raise
+            return exc
         return None
 
     def _general(self, rid: int, wargs: list[Any], msg: Message | None = None,

@@ -15,8 +15,10 @@ read by copying into the decoder, as on any channel.
 from __future__ import annotations
 
 import array
+import os
 import select
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,12 +28,18 @@ from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport import ring as _ring
 from polybus.transport.channel import Channel
 from polybus.transport.spinning import SPIN_S, spin_until
+from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import PREFIX, encode_frame, too_large
-from polybus.wire.messages import Message
+from polybus.wire.messages import Message, Result
 
 __all__ = ["JOIN_MAX", "RingChannel"]
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+_U64, _FENCE = _ring._U64, _ring._FENCE
+_WRITTEN, _READ, _AWAKE = _ring._WRITTEN, _ring._READ, _ring._AWAKE
+# Answer values encoded as they are, with no hook to call (no buffers, no pickle).
+_PLAIN = frozenset({type(None), bool, int, float, str, bytes})
+_yield = getattr(os, "sched_yield", lambda: None)  # (as spinning.py: a peer on this CPU runs)
 
 # A frame of several pieces (a header and small arrays) up to this long is joined and
 # written to the ring at once: each piece written apart costs ~1.2 us of Python (view,
@@ -79,24 +87,53 @@ class RingChannel(Channel):
         with self.send_lock:
             if self._released or self._forget_out or self._fds_out:
                 return self._send_pieces(self._encode(msg), on_blocked)
-            header, bufs = self.codec.encode_parts(msg, self.threshold)
-            if bufs:
-                return self._send_pieces(self._frame(msg, header, bufs), on_blocked)
-            length = 8 + len(header)
-            if length > self.codec.max_frame:
-                raise too_large(length, self.codec.max_frame)
-            data = PREFIX.pack(length, 0, 0, len(header)) + header
-            if self.closed:
-                raise ConnectionLostError(f"connection to {self.peer} is closed")
-            try:
-                n = tx.write_small(data)
-                if not n:  # no room in one piece: in pieces, as the reader frees it
-                    return self._send_ring(tx, [data], on_blocked)
-                self._publish(tx)
-            except (OSError, ValueError) as exc:
-                raise self._broken(exc, sending=True) from None
-            self.bytes_sent += n
-            return n
+            if type(msg) is Result and type(v := msg.value) in _PLAIN and (
+                    type(v) is not bytes or len(v) < OOB_BYTES):
+                header = self.codec._enc.encode(msg)  # (a plain answer: no hook, no buffers)
+            else:
+                header, bufs = self.codec.encode_parts(msg, self.threshold)
+                if bufs:
+                    return self._send_pieces(self._frame(msg, header, bufs), on_blocked)
+            return self._put_header(tx, header, on_blocked)
+
+    def send_header(self, header: bytes, on_blocked: Callable[[], None] | None = None) -> int:
+        """Send a message already encoded with no buffers (the client's sync lane,
+        client/lane.py); the caller has found no descriptors or segment notes to send
+        first (`send` sends those)."""
+        tx = self._tx
+        assert tx is not None
+        with self.send_lock:
+            return self._put_header(tx, header, on_blocked)
+
+    def _put_header(self, tx: _ring.Ring, header: bytes,
+                    on_blocked: Callable[[], None] | None) -> int:
+        """A frame of no buffers into the ring in one piece, prefix and header together
+        (the ring's write_small and _publish written out: the small-call hot path). The
+        send lock held."""
+        length = 8 + len(header)
+        if length > self.codec.max_frame:
+            raise too_large(length, self.codec.max_frame)
+        data = PREFIX.pack(length, 0, 0, len(header)) + header
+        if self.closed:
+            raise ConnectionLostError(f"connection to {self.peer} is closed")
+        try:
+            n = len(data)
+            written = tx.written
+            pos = written & tx._mask
+            if pos + n > tx.capacity or n > tx.capacity - (
+                    written - _U64.unpack_from(tx.map, _READ)[0]):
+                return self._send_ring(tx, [data], on_blocked)  # in pieces, as room frees
+            tx.data[pos:pos + n] = data
+            tx.written = written = written + n
+            _U64.pack_into(tx.map, _WRITTEN, written)  # after the bytes it covers
+            _FENCE.acquire()  # a full barrier, then the reader's flag (ring.py)
+            _FENCE.release()
+            if not tx.view[_AWAKE]:
+                self._doorbell()
+        except (OSError, ValueError) as exc:
+            raise self._broken(exc, sending=True) from None
+        self.bytes_sent += n
+        return n
 
     def _send_ring(self, tx: _ring.Ring, pieces: list[bytes | memoryview],
                    on_blocked: Callable[[], None] | None) -> int:
@@ -227,6 +264,65 @@ class RingChannel(Channel):
             return None if rx is None else self._take_plain(rx)
         return super().next_message()
 
+    def take_soon(self, seconds: float) -> Message | None:
+        """The next message, if one is here or comes within ``seconds`` (spinning on
+        the ring, never sleeping): `next_message` and `fill_soon(seconds, stay=True)`
+        in one call, for a replica waiting for a lone client's next call
+        (worker/direct.py). The awake flag is left up if a frame came (the caller has
+        the poller lower it before it sleeps); None if none did (the flag lowered, a
+        fence and a last look; with no ``seconds``, nothing is here) or if what came is
+        not a whole message yet."""
+        msg = self._ready
+        if msg is not None:
+            self._ready = None
+            return msg
+        rx = self._rx
+        if rx is None or not self.decoder.empty:
+            msg = self.next_message()
+            if msg is None and self.fill_soon(seconds, True):
+                msg = self.next_message()
+            return msg
+        try:
+            rmap = rx.map
+            unpack = _U64.unpack_from
+            read = rx.read
+            if unpack(rmap, _WRITTEN)[0] == read:
+                if not seconds:
+                    return None
+                rx.view[_AWAKE] = 1  # the writer rings no doorbell meanwhile
+                clock = time.perf_counter
+                deadline = clock() + seconds
+                while unpack(rmap, _WRITTEN)[0] == read:
+                    if clock() >= deadline:
+                        rx.view[_AWAKE] = 0
+                        _FENCE.acquire()  # flag down, then look once more (ring.py)
+                        _FENCE.release()
+                        if unpack(rmap, _WRITTEN)[0] == read:
+                            return None
+                        break
+                    _yield()
+            # A whole plain frame at the head: decoded where it lies (`_take_plain`,
+            # written out: the hot path).
+            pos = read & rx._mask
+            if pos <= rx.capacity - 12:
+                length, nbufs, flags, header_len = PREFIX.unpack_from(rx.data, pos)
+                if not (nbufs or flags or length != 8 + header_len
+                        or length > self.codec.max_frame or pos + 4 + length > rx.capacity
+                        or unpack(rmap, _WRITTEN)[0] - read < 4 + length):
+                    header = rx.data[pos + 12:pos + 4 + length]
+                    try:
+                        msg = self.codec.decode_header(header)  # (ProtocolError: malformed)
+                    finally:
+                        del header
+                    rx.read = read = read + 4 + length
+                    _U64.pack_into(rmap, _READ, read)  # the writer may reuse the room now
+                    self.bytes_received += 4 + length
+                    return msg
+        except ValueError as exc:  # unmapped by close() in another thread
+            raise self._broken(exc) from None
+        self._drain_ring()  # buffers, or in pieces: the decoder's way
+        return self.next_message()
+
     def stay_awake(self, on: bool) -> None:
         """Say whether this side will look at its ring before it next sleeps: while it
         will, the peer rings no doorbell (a system call, with a wake-up of a process
@@ -242,7 +338,9 @@ class RingChannel(Channel):
     def buffered(self) -> bool:
         # Frames left in the ring count: those written while this side's flag was up
         # rang no doorbell, so no selector reports them either.
-        return not self.decoder.empty or self.ring_ready()
+        rx = self._rx  # (ring_ready's look, written out: once per call on a replica)
+        return (not self.decoder.empty or self._ready is not None
+                or (rx is not None and _U64.unpack_from(rx.map, _WRITTEN)[0] != rx.read))
 
     def ring_ready(self) -> bool:
         """Frames wait in the ring (no system call)."""
