@@ -45,18 +45,27 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
     lock = rt._lock
     clock = time.perf_counter
     spin_s = rt.options.spin_s
-    shm = type(ch) is ShmChannel
+    ring = type(ch) is ShmChannel and ch._rx is not None
+    msg: Message | None
     while True:
         try:
-            msg = ch.next_message()
-            if msg is None:
+            if ring:  # (the same steps as below, the ring's in fewer Python calls)
+                msg = ch.take_soon(0.0)  # type: ignore[attr-defined]
+                if msg is None:
+                    if ch.closed or clock() - rt._selected >= _FAIR_S or rt._stopping:
+                        break
+                    msg = ch.take_soon(spin_s)  # type: ignore[attr-defined]
+                    rt._awake.add(ch)  # type: ignore[arg-type]  # (its flag: see below)
+                    if msg is None:
+                        if not ch.buffered():
+                            rt._calls_seen = rt.calls  # the window was spent here
+                        break
+            elif (msg := ch.next_message()) is None:
                 if ch.closed or clock() - rt._selected >= _FAIR_S or rt._stopping:
                     break
                 if not ch.fill_soon(spin_s, True):
                     rt._calls_seen = rt.calls  # the window was spent here: sleep next
                     break
-                if shm:  # its flag may be up still: the poller lowers it before it sleeps
-                    rt._awake.add(ch)  # type: ignore[arg-type]
                 continue
         except PolybusError as exc:
             if isinstance(exc, ProtocolError):
@@ -69,7 +78,7 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
         # that takes it sleeps in the selector, which cannot see frames already in the
         # decoder, nor those left in an shm ring (they waited for the client's next
         # frame: for ever over tcp).
-        general = (type(msg) is not Call or msg.iface not in functions or bool(len(queue))
+        general = (type(msg) is not Call or msg.iface not in functions or bool(queue._live)
                    or bool(rt._paused) or ch.buffered())
         if general:
             rt._stash[ch] = msg  # the general intake takes it (and what follows it)
