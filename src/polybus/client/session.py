@@ -19,6 +19,7 @@ from polybus.client.operands import comm_for
 from polybus.client.reactor import Reactor
 from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
 from polybus.errors import NoReplicaError, PolybusError, UsageError
+from polybus.memory import keep_freed_memory
 from polybus.registry.client import RegistryClient
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
@@ -88,6 +89,7 @@ class Session:
         """``bindings``: the names to serve and how to call them; default: the client
         module's ``[bind]`` entries with its ``use`` options (the HTTP front door gives
         its routes instead)."""
+        keep_freed_memory()  # large answers reuse their memory (memory.py)
         self.app = app
         self.token = token
         self.registry = RegistryClient(registry, token)

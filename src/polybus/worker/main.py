@@ -12,6 +12,7 @@ from pathlib import Path
 
 from polybus.config.model import ModuleSpec, ReplicaSpec
 from polybus.http.response import HTTP_SUFFIX, http_form
+from polybus.memory import keep_freed_memory
 from polybus.registry.client import Membership, RegistryClient
 from polybus.wire.messages import Replica
 from polybus.worker.module import interfaces, load_module
@@ -59,6 +60,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         # still there (it stops them), not lose them first and report them gone.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         die_with_parent()
+    keep_freed_memory()  # large messages reuse their memory (memory.py)
     module = load_module(module_path, f"polybus_user_{module_key}")
     functions = interfaces(module, spec.define.keys() if spec else ())
     options = options_for(spec, replica, max_frame)
