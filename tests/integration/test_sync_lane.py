@@ -171,3 +171,26 @@ def test_a_replica_asleep_is_woken_by_the_lane_call(lane: Lane) -> None:
     before = lane.general
     assert [lane("echo", i) for i in range(10)] == list(range(10))  # (a lost bell: a hang)
     assert lane.general == before
+
+
+class _Interrupt(BaseException):
+    """Stands for a KeyboardInterrupt arriving while the lane waits."""
+
+
+def test_an_interrupt_while_waiting_lets_the_reader_lock_go(lane: Lane) -> None:
+    assert lane("echo", 0) == 0
+    sl = lane.d["echo"]._lane
+    assert sl is not None
+    decode = sl._decode
+
+    def interrupted(header: Any) -> Any:
+        raise _Interrupt
+    sl._decode = interrupted  # type: ignore[method-assign]
+    with pytest.raises(_Interrupt):
+        lane("echo", 1)
+    sl._decode = decode  # type: ignore[method-assign]
+    assert not lane.reactor._lock.locked()
+    # The interrupted call's answer is still in the ring: the next call meets it first,
+    # drops it (no one waits for it) and gets its own.
+    assert [lane("echo", i) for i in range(5, 10)] == list(range(5, 10))
+    assert not lane.link.outstanding

@@ -129,6 +129,9 @@ class SyncLane:
             return self._general(rid, wargs)
         except (OSError, ValueError) as exc:  # (ValueError: unmapped by close() elsewhere)
             back = ch._broken(exc)
+        except BaseException:  # (Ctrl-C while it spins: a late answer is dropped when read)
+            r._lock.release()
+            raise
         if back is not None:
             return self._general(rid, wargs, error=back)
         if type(msg) is not Result or msg.id != rid or type(msg.value) is Ref:
