@@ -116,6 +116,20 @@ class Procs:
         kill_all({p for p in self.extra if alive(p)})
 
 
+def finish(p: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """``p``'s output once it ends; if it has not ended within ``timeout``, fail the test
+    with every thread's stack (`polybus` prints them on SIGUSR1) and kill it."""
+    try:
+        out, err = p.communicate(timeout=timeout)
+        return out, err
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+        p.kill()
+        out, err = p.communicate(timeout=10)
+        pytest.fail(f"{p.args} still running after {timeout:g} s; its stacks:\n{err}")
+
+
 @pytest.fixture
 def procs() -> Iterator[Procs]:
     ps = Procs()

@@ -15,6 +15,7 @@ from integration.conftest import (
     cli,
     descendants,
     env_with,
+    finish,
     kill_all,
     wait_gone,
     write_app,
@@ -82,7 +83,8 @@ def test_workers_end_on_sigint(tmp_path: Path, procs: Procs) -> None:
     procs.watch(tree | workers)
     assert workers <= tree  # the workers are the run's own children
     run.send_signal(signal.SIGINT)
-    assert run.wait(timeout=20) != 0
+    finish(run, timeout=20)
+    assert run.returncode != 0
     assert wait_gone(tree, timeout=10) == set()
     assert not any(alive(p) for p in workers)
 
@@ -130,7 +132,7 @@ def test_ctrl_c_at_a_terminal_interrupts_the_run_not_its_replicas(tmp_path: Path
         workers = {int(x) for x in pids_file.read_text().split()}
         tree = descendants(run.pid) | workers
         os.killpg(run.pid, signal.SIGINT)  # what the terminal does
-        _, err = run.communicate(timeout=30)
+        _, err = finish(run, timeout=30)
         assert run.returncode == 130, err
         assert "interrupted" in err and "gone" not in err
         assert wait_gone(tree, timeout=10) == set()
@@ -139,3 +141,18 @@ def test_ctrl_c_at_a_terminal_interrupts_the_run_not_its_replicas(tmp_path: Path
         if run.poll() is None:
             run.kill()
             run.communicate()
+
+
+def test_sigusr1_prints_the_stacks_and_the_run_goes_on(tmp_path: Path, procs: Procs) -> None:
+    """`kill -USR1` on a run that seems stuck shows what each thread waits on."""
+    pids_file = tmp_path / "pids"
+    app = write_app(tmp_path, server=SERVER, client=CLIENT,
+                    toml=TOML.format(pids=pids_file, sleep=3))
+    run = procs.start("run", app, "--quiet")
+    deadline = time.monotonic() + 30
+    while not (pids_file.exists() and pids_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run.send_signal(signal.SIGUSR1)
+    _, err = finish(run, timeout=30)
+    assert "Current thread" in err and "in main" in err  # the client's frame, sleeping
+    assert "failed on purpose" in err  # it went on to the end of its entrypoint

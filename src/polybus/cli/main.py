@@ -4,7 +4,9 @@ performance decision in one configuration file."""
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
+import signal
 import sys
 import warnings
 
@@ -47,6 +49,10 @@ _plain_format = warnings.formatwarning
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.formatwarning = _format_warning
+    if hasattr(signal, "SIGUSR1"):
+        # `kill -USR1 PID` prints every thread's stack to stderr: what a run that seems
+        # stuck is waiting on, without stopping it.
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         return int(args._module.main(args) or 0)
     except PolybusError as exc:
