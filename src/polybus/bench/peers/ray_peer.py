@@ -44,7 +44,7 @@ def _driver(kind: str, args: list[Any]) -> dict[str, Any]:
             def size(self, x: Any) -> int:
                 return int(x.nbytes)
 
-        @ray.remote
+        @ray.remote  # type: ignore[untyped-decorator, unused-ignore]
         def noop(x: int) -> int:
             return x
 
