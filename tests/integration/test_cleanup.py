@@ -59,6 +59,13 @@ CLIENT = """
 """
 
 
+def _wait_for(pids_file: Path) -> None:
+    """Until the client has written its replicas' pids (it is then running)."""
+    deadline = time.monotonic() + 30
+    while not (pids_file.exists() and pids_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_workers_end_when_the_client_raises(tmp_path: Path) -> None:
     pids_file = tmp_path / "pids"
     app = write_app(tmp_path, server=SERVER, client=CLIENT,
@@ -75,9 +82,7 @@ def test_workers_end_on_sigint(tmp_path: Path, procs: Procs) -> None:
     app = write_app(tmp_path, server=SERVER, client=CLIENT,
                     toml=TOML.format(pids=pids_file, sleep=60))
     run = procs.start("run", app, "--quiet")
-    deadline = time.monotonic() + 30
-    while not (pids_file.exists() and pids_file.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _wait_for(pids_file)
     workers = {int(x) for x in pids_file.read_text().split()}
     tree = descendants(run.pid)
     procs.watch(tree | workers)
@@ -126,9 +131,7 @@ def test_ctrl_c_at_a_terminal_interrupts_the_run_not_its_replicas(tmp_path: Path
                            env=env_with(), start_new_session=True)  # its own group, as a shell's job
     tree: set[int] = set()
     try:
-        deadline = time.monotonic() + 30
-        while not (pids_file.exists() and pids_file.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_for(pids_file)
         workers = {int(x) for x in pids_file.read_text().split()}
         tree = descendants(run.pid) | workers
         os.killpg(run.pid, signal.SIGINT)  # what the terminal does
@@ -149,9 +152,7 @@ def test_sigusr1_prints_the_stacks_and_the_run_goes_on(tmp_path: Path, procs: Pr
     app = write_app(tmp_path, server=SERVER, client=CLIENT,
                     toml=TOML.format(pids=pids_file, sleep=3))
     run = procs.start("run", app, "--quiet")
-    deadline = time.monotonic() + 30
-    while not (pids_file.exists() and pids_file.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _wait_for(pids_file)
     run.send_signal(signal.SIGUSR1)
     _, err = finish(run, timeout=30)
     assert "Current thread" in err and "in main" in err  # the client's frame, sleeping
