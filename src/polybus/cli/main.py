@@ -52,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGUSR1"):
         # `kill -USR1 PID` prints every thread's stack to stderr: what a run that seems
         # stuck is waiting on, without stopping it.
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        try:
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
+        except (OSError, ValueError, AttributeError):  # stderr with no file (called in-process)
+            pass
     try:
         return int(args._module.main(args) or 0)
     except PolybusError as exc:
