@@ -49,12 +49,13 @@ _plain_format = warnings.formatwarning
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.formatwarning = _format_warning
-    if hasattr(signal, "SIGUSR1"):
-        # `kill -USR1 PID` prints every thread's stack to stderr: what a run that seems
-        # stuck is waiting on, without stopping it.
+    if argv is None and hasattr(signal, "SIGUSR1"):
+        # The program itself (not main() called from Python, whose process this is not
+        # ours to change): `kill -USR1 PID` prints every thread's stack to stderr, what
+        # a run that seems stuck is waiting on, without stopping it.
         try:
             faulthandler.register(signal.SIGUSR1, all_threads=True)
-        except (OSError, ValueError, AttributeError):  # stderr with no file (called in-process)
+        except (OSError, ValueError):  # an stderr with no file descriptor
             pass
     try:
         return int(args._module.main(args) or 0)
