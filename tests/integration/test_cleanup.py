@@ -66,6 +66,16 @@ def _wait_for(pids_file: Path) -> None:
         time.sleep(0.05)
 
 
+def _running(tmp_path: Path, procs: Procs, sleep: float) -> tuple[subprocess.Popen[str], set[int]]:
+    """A `polybus run` of CLIENT sleeping ``sleep`` s, once it runs; its workers' pids."""
+    pids_file = tmp_path / "pids"
+    app = write_app(tmp_path, server=SERVER, client=CLIENT,
+                    toml=TOML.format(pids=pids_file, sleep=sleep))
+    run = procs.start("run", app, "--quiet")
+    _wait_for(pids_file)
+    return run, {int(x) for x in pids_file.read_text().split()}
+
+
 def test_workers_end_when_the_client_raises(tmp_path: Path) -> None:
     pids_file = tmp_path / "pids"
     app = write_app(tmp_path, server=SERVER, client=CLIENT,
@@ -78,12 +88,7 @@ def test_workers_end_when_the_client_raises(tmp_path: Path) -> None:
 
 
 def test_workers_end_on_sigint(tmp_path: Path, procs: Procs) -> None:
-    pids_file = tmp_path / "pids"
-    app = write_app(tmp_path, server=SERVER, client=CLIENT,
-                    toml=TOML.format(pids=pids_file, sleep=60))
-    run = procs.start("run", app, "--quiet")
-    _wait_for(pids_file)
-    workers = {int(x) for x in pids_file.read_text().split()}
+    run, workers = _running(tmp_path, procs, sleep=60)
     tree = descendants(run.pid)
     procs.watch(tree | workers)
     assert workers <= tree  # the workers are the run's own children
@@ -148,11 +153,7 @@ def test_ctrl_c_at_a_terminal_interrupts_the_run_not_its_replicas(tmp_path: Path
 
 def test_sigusr1_prints_the_stacks_and_the_run_goes_on(tmp_path: Path, procs: Procs) -> None:
     """`kill -USR1` on a run that seems stuck shows what each thread waits on."""
-    pids_file = tmp_path / "pids"
-    app = write_app(tmp_path, server=SERVER, client=CLIENT,
-                    toml=TOML.format(pids=pids_file, sleep=3))
-    run = procs.start("run", app, "--quiet")
-    _wait_for(pids_file)
+    run, _ = _running(tmp_path, procs, sleep=3)
     run.send_signal(signal.SIGUSR1)
     _, err = finish(run, timeout=30)
     assert "Current thread" in err and "in main" in err  # the client's frame, sleeping
