@@ -261,3 +261,32 @@ def test_frames_left_in_the_ring_count_as_buffered() -> None:
     finally:
         x.close()
         y.close()
+
+
+def test_small_array_frames_are_decoded_in_the_ring_and_their_arrays_keep_their_values() -> None:
+    """A frame with buffers under 128 KiB is decoded where it lies in the ring (nothing
+    copied into the frame decoder); its arrays have memory of their own, so frames
+    written later over the same room (the ring wraps many times) change nothing."""
+    a, b = socket.socketpair(socket.AF_UNIX)
+    x, y = ShmChannel(a, Codec(), "x", ring_capacity=64 * 1024), ShmChannel(b, Codec(), "y")
+    try:
+        fed = []  # reads into the frame decoder (only a frame split by the ring's end)
+        updated = y.decoder.buffer_updated
+        y.decoder.buffer_updated = lambda n: (fed.append(n), updated(n))[1]  # type: ignore[method-assign]
+        kept: list[Any] = []
+        for i in range(200):  # 200 x ~4 KB: the 64 KiB ring wraps ~12 times
+            x.send(Call(i, "f", [np.full(500, float(i)), "tag"]))
+            deadline = time.monotonic() + 10
+            while (msg := y.take_soon(0.01)) is None and time.monotonic() < deadline:
+                pass
+            assert isinstance(msg, Call) and msg.id == i
+            kept.append(msg.args[0])
+        assert 0 < len(fed) <= 20  # the ~12 frames the ring's end split, not the 200
+        for i, arr in enumerate(kept):
+            assert arr.flags.writeable and (arr == float(i)).all()
+        assert y.bytes_received == x.bytes_sent
+    finally:
+        x.close()
+        y.close()
+    gc.collect()
+    assert memfd_mappings() == 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import Any
 
 import msgspec
 from hypothesis import HealthCheck, given, settings
@@ -104,6 +105,13 @@ def test_random_bytes(data: bytes) -> None:
     only_protocol_errors(data)
 
 
+def _small_array(meta: tuple[Any, ...], raw: bytes, skew: int) -> bytes:
+    """An ext 5 payload (an array inside the header): its meta's length (off by
+    ``skew``), the meta, then the bytes."""
+    packed = msgspec.msgpack.encode(meta)
+    return bytes(((len(packed) + skew) % 256,)) + packed + raw
+
+
 @_settings("structured")
 @given(st.data())
 def test_structured_frames_with_random_parts(data: st.DataObject) -> None:
@@ -121,11 +129,13 @@ def test_structured_frames_with_random_parts(data: st.DataObject) -> None:
                          for _ in range(min(nbufs, 6)))
         blob += data.draw(st.binary(max_size=300))
     elif kind == "ext":  # extension values with random payloads (arrays, bytes, pickle, refs)
-        code = data.draw(st.integers(-128, 127) | st.sampled_from([1, 2, 3, 4]))
+        code = data.draw(st.integers(-128, 127) | st.sampled_from([1, 2, 3, 4, 5]))
+        dtypes = st.text(max_size=6) | st.sampled_from(["<f8", "|O", "<i4", "V3", "O"])
+        shapes = st.lists(st.integers(-3, 2**40) | st.integers(0, 4), max_size=3)
         payload = data.draw(st.binary(max_size=40) | st.builds(
-            msgspec.msgpack.encode,
-            st.tuples(st.text(max_size=6) | st.sampled_from(["<f8", "|O", "<i4", "V3", "O"]),
-                      st.lists(st.integers(-3, 2**40), max_size=3), st.integers(-2, 5))))
+            msgspec.msgpack.encode, st.tuples(dtypes, shapes, st.integers(-2, 5)))
+            | st.builds(_small_array, st.tuples(dtypes, shapes), st.binary(max_size=40),
+                        st.integers(-2, 2)))
         header = msgspec.msgpack.encode([2, 7, msgspec.msgpack.Ext(code, payload)])  # Result(7, ext)
         blob = _frame(header, data.draw(st.lists(st.binary(max_size=64), max_size=2)))
     elif kind == "oversized":

@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 
 from polybus.errors import ProtocolError
-from polybus.wire.codec import EXT_BYTES, EXT_NDARRAY, EXT_PICKLE, Codec, OutOfBand, Ref
+from polybus.wire.codec import (
+    EXT_BYTES,
+    EXT_NDARRAY,
+    EXT_PICKLE,
+    EXT_SMALL,
+    INLINE_MAX,
+    Codec,
+    OutOfBand,
+    Ref,
+)
 from polybus.wire.framing import Frame, FrameDecoder
 from polybus.wire.messages import Batch, Call, Fail, Message, Result
 
@@ -76,17 +85,44 @@ def test_numpy_arrays_round_trip(arr: np.ndarray) -> None:
     np.testing.assert_array_equal(out, arr)
 
 
-def test_nested_arrays_travel_as_buffers_not_in_header() -> None:
+def test_large_arrays_travel_as_buffers_and_small_ones_in_the_header() -> None:
     a = np.ones((100, 100))
     b = np.arange(5, dtype=np.int32)
     pieces = Codec().encode(Call(1, "f", [[a, {"b": b}], "s"]))
-    assert len(pieces) == 3  # prefix+header, then one raw buffer per array
+    assert len(pieces) == 2  # prefix, header (with b's 20 bytes inside), then a's buffer
     assert memoryview(pieces[1]).nbytes == a.nbytes
     assert len(pieces[0]) < 200
     out = roundtrip(Call(1, "f", [[a, {"b": b}], "s"]))
     np.testing.assert_array_equal(out.args[0][0], a)
     np.testing.assert_array_equal(out.args[0][1]["b"], b)
     assert out.args[1] == "s"
+
+
+@pytest.mark.parametrize("arr", [
+    np.arange(10.0), np.arange(INLINE_MAX // 8, dtype=np.float64), np.array(2.5),
+    np.zeros((0, 3)), np.arange(6, dtype=">u4").reshape(2, 3), np.ones((4, 4), order="F"),
+    np.arange(20, dtype=np.int8).reshape(4, 5)[:, ::2],
+])
+def test_small_arrays_travel_inside_the_header(arr: np.ndarray) -> None:
+    header, bufs = Codec().encode_parts(Result(1, arr))
+    assert bufs == [] and len(header) < arr.nbytes + 40  # no buffers: every in-place path applies
+    out = roundtrip(Result(1, arr)).value
+    assert out.dtype == arr.dtype and out.shape == arr.shape
+    np.testing.assert_array_equal(out, arr)
+    assert out.flags.writeable  # its own memory, as an array received as a buffer
+    assert len(Codec().encode_parts(Result(1, np.zeros(INLINE_MAX // 8 + 1)))[1]) == 1  # just over
+
+
+def test_small_array_ext_that_lies_about_its_size_or_meta() -> None:
+    meta = msgspec.msgpack.encode(["<f8", [3]])
+    good = bytes((len(meta),)) + meta + bytes(24)
+    Codec().decode(header_frame(_ext(EXT_SMALL, good)))  # (the well-formed one decodes)
+    for bad, why in [(good[:-1], "shape"), (bytes((len(meta) + 3,)) + meta + bytes(24), "malformed"),
+                     (b"", "malformed"), (bytes((len(meta),)) + msgspec.msgpack.encode(["|O", [1]])
+                                         + bytes(8), "object|malformed"),
+                     (bytes((9,)) + msgspec.msgpack.encode(["<f8", [-1, -3]]) + bytes(24), "malformed")]:
+        with pytest.raises(ProtocolError, match=why):
+            Codec().decode(header_frame(_ext(EXT_SMALL, bad)))
 
 
 def test_large_array_is_not_copied_on_encode() -> None:

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from polybus.errors import ProtocolError
-from polybus.wire.framing import MAX_BUFFERS, FrameDecoder, encode_frame
+from polybus.wire.framing import JOIN_MAX, MAX_BUFFERS, FrameDecoder, encode_frame
 
 
 def wire(header: bytes, buffers: list[bytes] | None = None) -> bytes:
@@ -260,6 +260,18 @@ def test_large_header_without_buffers_is_not_copied_into_the_prefix() -> None:
     for p in pieces:
         dec.feed(p)
     assert frames(dec) == [(header, [])]
+
+
+def test_a_small_frame_with_buffers_is_one_piece_and_a_larger_one_is_not_copied() -> None:
+    small = encode_frame(b"hdr", [b"x" * 100, memoryview(b"y" * 30)])
+    assert len(small) == 1  # joined: one write, one iovec
+    big_buf = b"z" * (JOIN_MAX + 1)
+    big = encode_frame(b"hdr", [big_buf])
+    assert len(big) == 2 and big[1] is big_buf
+    dec = FrameDecoder()
+    for p in small + big:
+        dec.feed(p)
+    assert frames(dec) == [(b"hdr", [b"x" * 100, b"y" * 30]), (b"hdr", [big_buf])]
 
 
 def test_large_frame_bodies_are_64_byte_aligned_and_reused_from_128_kib() -> None:

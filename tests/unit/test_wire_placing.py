@@ -76,7 +76,7 @@ def test_a_namer_that_names_nonsense_changes_nothing() -> None:
 
 def test_codec_names_bytes_buffers_named_once_and_only_as_bytes() -> None:
     codec = Codec()
-    blob, arr = b"x" * 100_000, np.arange(4.0)
+    blob, arr = b"x" * 100_000, np.arange(4000.0)  # (an array over INLINE_MAX: a buffer)
     header = bytes(codec.encode(Call(1, "f", [OutOfBand(blob), arr, OutOfBand(blob)]))[0])
     _, _, _, hlen = struct.unpack_from("<IHHI", header)
     start = 12 + 8 * 3

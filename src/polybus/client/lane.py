@@ -22,12 +22,14 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.transport import ring as _ring
 from polybus.transport.shm import ShmChannel
-from polybus.wire.codec import OOB_BYTES, Ref
-from polybus.wire.framing import PREFIX
+from polybus.wire.codec import INLINE_DIMS, INLINE_MAX, OOB_BYTES, Ref
+from polybus.wire.framing import _BIG, PREFIX
 from polybus.wire.messages import Call, Message, Result
 
 if TYPE_CHECKING:
@@ -79,8 +81,9 @@ class SyncLane:
         wargs = []
         for a in args:
             t = type(a)
-            if t in _AS_IS or (t is bytes and len(a) < OOB_BYTES):
-                wargs.append(a)
+            if t in _AS_IS or (t is bytes and len(a) < OOB_BYTES) or (
+                    t is np.ndarray and a.nbytes <= INLINE_MAX and a.ndim <= INLINE_DIMS):
+                wargs.append(a)  # (in the header: no buffers, see wire/codec.py)
             else:
                 wargs.append(wire(a))  # (may wait for a promise: before the lock is taken)
                 inline = False
@@ -95,7 +98,8 @@ class SyncLane:
         if broke is not None:
             return self._general(rid, wargs, error=broke)
         # The answer: spin on the ring (its flag up, so the replica rings no bell), then
-        # decode it where it lies if it is a whole plain frame, as RingChannel does.
+        # decode it where it lies if it is a whole plain frame (small buffers copied
+        # out), as RingChannel does.
         rmap = rx.map
         unpack = _U64.unpack_from
         back: PolybusError | None = None
@@ -112,16 +116,17 @@ class SyncLane:
             if pos > rx.capacity - 12:
                 raise _Back  # (the prefix wraps round the ring's end)
             length, nbufs, flags, header_len = PREFIX.unpack_from(rx.data, pos)
-            if (nbufs or flags or length != 8 + header_len or length > ch.codec.max_frame
-                    or unpack(rmap, _WRITTEN)[0] - read < 4 + length or pos + 4 + length > rx.capacity):
+            if (flags or length > ch.codec.max_frame or unpack(rmap, _WRITTEN)[0] - read < 4 + length
+                    or pos + 4 + length > rx.capacity
+                    or (length != 8 + header_len if not nbufs else length >= _BIG or length < 8)):
                 raise _Back  # (the channel's own way reads it)
-            header = rx.data[pos + 12:pos + 4 + length]
+            body = rx.data[pos + (4 if nbufs else 12):pos + 4 + length]  # (a header, if no buffers)
             try:
-                msg: Message = self._decode(header)
+                msg: Message = ch._decode_body(body, nbufs) if nbufs else self._decode(body)
             except Exception:  # malformed: the channel's own way reports it
                 raise _Back from None
             finally:
-                del header
+                del body
             rx.read = read = read + 4 + length
             _U64.pack_into(rmap, _READ, read)  # the writer may reuse the room only now
             ch.bytes_received += 4 + length

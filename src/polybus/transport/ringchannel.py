@@ -5,11 +5,12 @@ the peer's going, and one-byte doorbells, sent only when the reader has said it 
 going to sleep (the awake flag; the ordering argument is ring.py's). transport/shm.py
 adds the socket side (bells, descriptors, sleeping) and shmseg.py the large buffers.
 
-The small-call hot path has its own steps on both sides. A message with no buffers is
-written prefix and header in one piece; a whole plain frame at the head of the peer's
-ring (no buffers, no flags: nearly every call and answer) is decoded where it lies,
-never copied into the frame decoder. Anything else is joined or written in pieces, and
-read by copying into the decoder, as on any channel.
+The small-call hot path has its own steps on both sides. A message with no buffers or
+small ones (arrays of a few KiB) is written in one piece, prefix, header and buffers;
+a whole plain frame at the head of the peer's ring (no flags, under 128 KiB: nearly
+every call and answer) is decoded where it lies, never copied into the frame decoder
+(its buffers are copied out: they outlive their room in the ring). Anything else is
+written in pieces, and read by copying into the decoder, as on any channel.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ from polybus.transport import ring as _ring
 from polybus.transport.channel import Channel
 from polybus.transport.spinning import SPIN_S, spin_until
 from polybus.wire.codec import OOB_BYTES
-from polybus.wire.framing import PREFIX, encode_frame, too_large
+from polybus.wire.framing import _BIG, JOIN_MAX, PREFIX, encode_frame, split, too_large
 from polybus.wire.messages import Message, Result
 
-__all__ = ["JOIN_MAX", "RingChannel"]
+__all__ = ["RingChannel"]
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 _U64, _FENCE = _ring._U64, _ring._FENCE
@@ -41,18 +42,14 @@ _WRITTEN, _READ, _AWAKE = _ring._WRITTEN, _ring._READ, _ring._AWAKE
 _PLAIN = frozenset({type(None), bool, int, float, str, bytes})
 _yield = getattr(os, "sched_yield", lambda: None)  # (as spinning.py: a peer on this CPU runs)
 
-# A frame of several pieces (a header and small arrays) up to this long is joined and
-# written to the ring at once: each piece written apart costs ~1.2 us of Python (view,
-# bounds, counter), the join of a few KiB a fraction of that (measured: a call with a
-# 1x10 and a 10x10 array, 4 pieces, 5.0 us written piecewise, 0.9 us joined).
-JOIN_MAX = 16 * 1024
 
 
-def _small(pieces: list[bytes | memoryview]) -> bool:
+def _size(pieces: list[Any]) -> int:
+    """The bytes in ``pieces`` (bytes, memoryviews, arrays)."""
     size = 0
     for p in pieces:
-        size += p.nbytes if type(p) is memoryview else len(p)
-    return size <= JOIN_MAX
+        size += len(p) if type(p) is bytes else p.nbytes
+    return size
 
 
 class RingChannel(Channel):
@@ -78,9 +75,9 @@ class RingChannel(Channel):
 
     # -- sending ---------------------------------------------------------------
     def send(self, msg: Message, on_blocked: Callable[[], None] | None = None) -> int:
-        """`Channel.send`; a message with no buffers goes into the ring in one piece,
-        prefix and header written together (the small-call hot path: about half the
-        Python steps of the general way; design.md has the round trips measured)."""
+        """`Channel.send`; a message with no buffers, or small ones, goes into the ring
+        in one piece (the small-call hot path: about half the Python steps of the
+        general way; design.md has the round trips measured)."""
         tx = self._tx
         if tx is None:
             return super().send(msg, on_blocked)
@@ -93,7 +90,14 @@ class RingChannel(Channel):
             else:
                 header, bufs = self.codec.encode_parts(msg, self.threshold)
                 if bufs:
-                    return self._send_pieces(self._frame(msg, header, bufs), on_blocked)
+                    if (size := _size(bufs)) > JOIN_MAX or size >= self.threshold:
+                        return self._send_pieces(self._frame(msg, header, bufs), on_blocked)
+                    # Small buffers (not by segment): joined with the header by
+                    # encode_frame, one write.
+                    pieces = encode_frame(header, bufs, self.codec.max_frame)  # type: ignore[arg-type]
+                    if len(pieces) > 1:
+                        return self._send_pieces(pieces, on_blocked)
+                    return self._put_frame(tx, pieces[0], on_blocked)  # type: ignore[arg-type]
             return self._put_header(tx, header, on_blocked)
 
     def send_header(self, header: bytes, on_blocked: Callable[[], None] | None = None) -> int:
@@ -107,13 +111,17 @@ class RingChannel(Channel):
 
     def _put_header(self, tx: _ring.Ring, header: bytes,
                     on_blocked: Callable[[], None] | None) -> int:
-        """A frame of no buffers into the ring in one piece, prefix and header together
-        (the ring's write_small and _publish written out: the small-call hot path). The
-        send lock held."""
+        """A frame of no buffers into the ring in one piece, prefix and header together.
+        The send lock held."""
         length = 8 + len(header)
         if length > self.codec.max_frame:
             raise too_large(length, self.codec.max_frame)
-        data = PREFIX.pack(length, 0, 0, len(header)) + header
+        return self._put_frame(tx, PREFIX.pack(length, 0, 0, len(header)) + header, on_blocked)
+
+    def _put_frame(self, tx: _ring.Ring, data: bytes,
+                   on_blocked: Callable[[], None] | None) -> int:
+        """A whole frame into the ring in one piece (the ring's write_small and _publish
+        written out: the small-call hot path). The send lock held."""
         if self.closed:
             raise ConnectionLostError(f"connection to {self.peer} is closed")
         try:
@@ -149,8 +157,8 @@ class RingChannel(Channel):
             total = 0
             if len(pieces) == 1 and type(pieces[0]) is bytes and (n := tx.write_small(pieces[0])):
                 pieces, total = [], n  # the common small frame, in one go
-            elif len(pieces) > 1 and _small(pieces) and (n := tx.write_small(b"".join(pieces))):
-                pieces, total = [], n  # a small frame with arrays: joined, then in one go
+            elif len(pieces) > 1 and _size(pieces) <= JOIN_MAX and (n := tx.write_small(b"".join(pieces))):
+                pieces, total = [], n  # small pieces (segment notes and a frame): joined
             for piece in pieces:
                 view = memoryview(piece).cast("B")
                 while view.nbytes:
@@ -208,7 +216,7 @@ class RingChannel(Channel):
             return 0  # (an empty look, the common one while waiting: no view made)
         if self._ready is None and self.decoder.empty:
             # The common small frame is decoded where it lies in the ring: no copy into
-            # the decoder, no second look for it there. (Malformed: the decoder's way,
+            # the decoder, no second look for it there (its small buffers copied out). (Malformed: the decoder's way,
             # which reports it when it is read.)
             before = self.bytes_received
             try:
@@ -234,23 +242,35 @@ class RingChannel(Channel):
 
     def _take_plain(self, rx: _ring.Ring) -> Message | None:
         """The message at the head of the ring, decoded in place, if a whole plain frame
-        (no buffers, no flags: nearly every call and answer) lies there in one piece."""
+        (no flags, small buffers if any: nearly every call and answer) lies there in
+        one piece."""
         try:
             pos, n = rx.peek()
             if n < 12:
                 return None
             length, nbufs, flags, header_len = PREFIX.unpack_from(rx.data, pos)
-            if nbufs or flags or length != 8 + header_len or n < 4 + length \
-                    or length > self.codec.max_frame:
+            if flags or n < 4 + length or length > self.codec.max_frame or (
+                    length != 8 + header_len if not nbufs else length >= _BIG or length < 8):
                 return None
-            header = rx.data[pos + 12:pos + 4 + length]
+            body = rx.data[pos + 4:pos + 4 + length]
         except ValueError as exc:  # the ring was unmapped by close() in another thread
             raise self._broken(exc) from None
-        msg = self.codec.decode_header(header)  # (copies what it keeps: bytes, strings)
-        del header
+        try:
+            msg = self._decode_body(body, nbufs)
+        finally:
+            del body
         rx.consume(4 + length)  # the writer may reuse the room only now
         self.bytes_received += 4 + length
         return msg
+
+    def _decode_body(self, body: memoryview, nbufs: int) -> Message:
+        """The message of a whole frame lying in the ring (``body``: after its length
+        field); buffers are copied out, as they must outlive the frame's room (a frame
+        with buffers is under 128 KiB here: a larger one goes the decoder's way, into
+        memory of its own). ProtocolError for anything malformed."""
+        if not nbufs:
+            return self.codec.decode_header(body[8:])  # (copies what it keeps)
+        return self.codec.decode(split(body, copy=True))
 
     def next_message(self) -> Message | None:
         msg = self._ready
@@ -306,14 +326,21 @@ class RingChannel(Channel):
             pos = read & rx._mask
             if pos <= rx.capacity - 12:
                 length, nbufs, flags, header_len = PREFIX.unpack_from(rx.data, pos)
-                if not (nbufs or flags or length != 8 + header_len
-                        or length > self.codec.max_frame or pos + 4 + length > rx.capacity
-                        or unpack(rmap, _WRITTEN)[0] - read < 4 + length):
-                    header = rx.data[pos + 12:pos + 4 + length]
-                    try:
-                        msg = self.codec.decode_header(header)  # (ProtocolError: malformed)
-                    finally:
-                        del header
+                if not (flags or length > self.codec.max_frame or pos + 4 + length > rx.capacity
+                        or unpack(rmap, _WRITTEN)[0] - read < 4 + length
+                        or (length != 8 + header_len if not nbufs else length >= _BIG or length < 8)):
+                    if nbufs:
+                        body = rx.data[pos + 4:pos + 4 + length]
+                        try:
+                            msg = self._decode_body(body, nbufs)
+                        finally:
+                            del body
+                    else:
+                        header = rx.data[pos + 12:pos + 4 + length]
+                        try:
+                            msg = self.codec.decode_header(header)  # (ProtocolError: malformed)
+                        finally:
+                            del header
                     rx.read = read = read + 4 + length
                     _U64.pack_into(rmap, _READ, read)  # the writer may reuse the room now
                     self.bytes_received += 4 + length

@@ -2,12 +2,15 @@
 
 msgpack types travel in the header. numpy arrays (anywhere in a value) and large
 top-level bytes (a call's argument, a message's ``value``) travel as raw buffers beside
-it, referred to by extension types:
+it, referred to by extension types; small arrays travel inside the header, their bytes
+in the extension's data (a frame of no buffers is the cheapest to write and read):
 
     ext 1  ndarray   data = msgpack [dtype.str, shape, buffer index]
     ext 2  bytes     data = msgpack buffer index
     ext 3  pickle    data = pickle protocol 5 (only where both sides enable pickle)
     ext 4  ref       data = msgpack [kind, key]  (a cached operand or a forwarded value)
+    ext 5  small     data = u8 n, n bytes of msgpack [dtype.str, shape], the array's bytes
+                     (an array of at most INLINE_MAX bytes, carried in the header)
 
 Nothing is pickled unless the codec was made with ``allow_pickle=True``; a value the
 safe codec cannot carry is a clear TypeError at the sender.
@@ -30,6 +33,11 @@ EXT_NDARRAY = 1
 EXT_BYTES = 2
 EXT_PICKLE = 3
 EXT_REF = 4
+EXT_SMALL = 5
+# Arrays up to this size (and of at most INLINE_DIMS dimensions) travel inside the
+# header (ext 5), not as buffers beside it.
+INLINE_MAX = 2048
+INLINE_DIMS = 16
 OOB_BYTES = 64 * 1024  # top-level bytes at least this long travel out of band
 
 _meta_enc = msgspec.msgpack.Encoder()
@@ -37,6 +45,68 @@ _meta_enc = msgspec.msgpack.Encoder()
 # dtypes without objects are kept, so a hit needs no hasobject check.
 _DTYPE_STR: dict[Any, str] = {}
 _meta_dec = msgspec.msgpack.Decoder()
+# dtype.str -> dtype (np.dtype parses the string each time), for dtypes without objects.
+_DTYPES: dict[str, np.dtype[Any]] = {}
+
+
+def _layout(dtype: str, shape: list[int]) -> tuple[np.dtype[Any], tuple[int, ...], int]:
+    """A received array's dtype, shape and byte count; ProtocolError for an object
+    dtype (anything else malformed raises TypeError or ValueError, which
+    `Codec.decode_header` reports too)."""
+    dt = _DTYPES.get(dtype)  # (TypeError if not a string)
+    if dt is None:
+        dt = np.dtype(dtype)
+        if dt.hasobject:
+            raise ProtocolError("object arrays are not sent as raw buffers")
+        if len(_DTYPES) < 256:  # (made-up structured dtypes could be endless)
+            _DTYPES[dtype] = dt
+    dims = tuple(int(s) for s in shape)
+    count = 1
+    for s in dims:
+        if s < 0:
+            raise ValueError("negative dimension")
+        count *= s
+    return dt, dims, count * dt.itemsize
+
+
+def _array(dtype: str, shape: list[int], buf: bytearray | memoryview) -> np.ndarray[Any, Any]:
+    """The array of ``dtype`` and ``shape`` over ``buf`` (a buffer beside the header)."""
+    dt, dims, nbytes = _layout(dtype, shape)
+    if nbytes != (buf.nbytes if type(buf) is memoryview else len(buf)):
+        raise ProtocolError("array shape does not match its buffer")
+    return np.ndarray(dims, dt, buf)
+
+
+# The meta of small arrays (ext 5), both ways: (dtype, shape) -> the bytes before the
+# array's (a length and msgpack [dtype.str, shape]), and those bytes -> (dtype, shape,
+# nbytes). Each is emptied when full (shapes are few in a program, but need not be).
+_HEADS: dict[tuple[Any, tuple[int, ...]], bytes] = {}
+_SMALL: dict[bytes, tuple[np.dtype[Any], tuple[int, ...], int]] = {}
+_CACHED = 1024
+
+
+def _small_head(obj: np.ndarray[Any, Any]) -> bytes:
+    """The bytes before ``obj``'s in its ext 5 (b"" if it cannot go so: objects, or too
+    many dimensions for a one-byte meta length)."""
+    if obj.dtype.hasobject or obj.ndim > INLINE_DIMS:
+        return b""
+    meta = _meta_enc.encode((obj.dtype.str, obj.shape))
+    head = bytes((len(meta),)) + meta  # (under 256: a dtype's str is short, the shape too)
+    if len(_HEADS) >= _CACHED:
+        _HEADS.clear()
+    _HEADS[(obj.dtype, obj.shape)] = head
+    return head
+
+
+def _small_meta(meta: bytes) -> tuple[np.dtype[Any], tuple[int, ...], int]:
+    """A received ext 5's dtype, shape and byte count from its meta (``meta``: the
+    length byte and the msgpack), kept for the next array like it."""
+    dtype, shape = _meta_dec.decode(meta[1:])
+    got = _layout(dtype, shape)
+    if len(_SMALL) >= _CACHED:
+        _SMALL.clear()
+    _SMALL[meta] = got
+    return got
 
 
 class OutOfBand:
@@ -201,6 +271,15 @@ class Codec:
 
     def _enc_hook(self, obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
+            if obj.nbytes <= INLINE_MAX:
+                # Small: its bytes in the header, after its meta (a frame of no buffers
+                # takes every in-place path on both sides; the buffer's own steps, a
+                # table, padding and a copy out, cost more than the bytes).
+                head = _HEADS.get((obj.dtype, obj.shape))
+                if head is None:
+                    head = _small_head(obj)
+                if head:
+                    return msgspec.msgpack.Ext(EXT_SMALL, head + obj.tobytes())
             dt = obj.dtype
             dstr = _DTYPE_STR.get(dt)
             if dstr is None:
@@ -294,20 +373,21 @@ class Codec:
             self._in = []
 
     def _ext_hook(self, code: int, data: memoryview) -> Any:
+        if code == EXT_SMALL:
+            n = data[0] + 1
+            meta = bytes(data[:n])
+            got = _SMALL.get(meta)
+            if got is None:
+                got = _small_meta(meta)
+            dt, shape, nbytes = got
+            if data.nbytes - n != nbytes:
+                raise ProtocolError("array shape does not match its bytes")
+            return np.ndarray(shape, dt, bytearray(data[n:]))
         if code == EXT_NDARRAY:
             dtype, shape, idx = _meta_dec.decode(data)
             buf = self._buffer(idx)
-            dt = np.dtype(dtype)
-            if dt.hasobject:
-                raise ProtocolError("object arrays are not sent as raw buffers")
-            count = 1
-            for s in shape:
-                count *= int(s)
-            if count * dt.itemsize != memoryview(buf).nbytes:
-                raise ProtocolError("array shape does not match its buffer")
-            if type(buf) is bytes:  # (only a buffer named as bytes too; arrays stay writable)
-                buf = bytearray(buf)
-            return np.frombuffer(buf, dtype=dt).reshape(shape)
+            # (bytes: only a buffer named as bytes too; arrays stay writable)
+            return _array(dtype, shape, bytearray(buf) if isinstance(buf, bytes) else buf)
         if code == EXT_BYTES:
             buf = self._buffer(_meta_dec.decode(data))
             # Received into its own bytes object (wire/placing.py): handed out as it is.
