@@ -44,7 +44,16 @@ CALLS = 20  # tasks per product: enough to spread over 10 servers, blocks big en
 # 60 ms against 30 for the next at n=1000; BLAS buffers, first page faults of C), which
 # put one outlier in each system's median of a few repetitions.
 WARMUP = 1
+# Products of about a millisecond or less are repeated more: with 7 of them, a median
+# was one scheduler hiccup away from another (three runs of the same code at n=10 gave
+# polybus/mpi4py 1.9, 1.4 and 6.2 over shm on these VMs).
+REPS_SMALL = {10: 201, 100: 51}
 _B: Any = None
+
+
+def reps_for(n: int, reps: int) -> int:
+    """The timed repetitions at size ``n`` (``reps``, or more for small products)."""
+    return max(reps, REPS_SMALL.get(n, 0)) if reps > 1 else reps
 
 
 def pin_blas() -> None:
@@ -193,6 +202,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     reps = 1 if quick else 7
     real = [s for s in servers if s <= cpus]
     result = BenchResult("matmul", {"sizes": sizes, "servers": servers, "reps": reps,
+                                    "reps_by_size": {n: reps_for(n, reps) for n in sizes},
                                     "warmup": WARMUP,
                                     "calls": CALLS, "chunk": {n: chunk_of(n) for n in sizes},
                                     "blas_threads": 1, "cpus": cpus}, x_label="servers")
@@ -212,9 +222,10 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     progress.begin(len(sizes) * (1 + 2 * (len(servers) + len(real) + 1) + 2 * min(len(real), 1)
                                  + 4 * len(real)), "matmul")
     for n in sizes:
-        base = one_process_seconds(n, max(reps, 3))
+        reps_n = reps_for(n, reps)
+        base = one_process_seconds(n, max(reps_n, 3))
         result.add(Row.of("one_process", {"n": n}, 1, "seconds", base))
-        whole = one_process_seconds(n, max(reps, 3), chunk=n)
+        whole = one_process_seconds(n, max(reps_n, 3), chunk=n)
         result.add(Row.of("one_process", {"n": n, "kernel": "A@B"}, 1, "seconds", whole))
         progress.advance(f"matmul one process n={n}")
         per_call = base.median / -(-n // chunk_of(n))
@@ -224,7 +235,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
             # uses) where the servers are real
             for k, transport in [(k, "tcp") for k in servers] + [(k, "shm") for k in real]:
                 modelled = k > cpus
-                st, sent, ok = polybus_run(n, k, stateful, per_call if modelled else 0.0, reps,
+                st, sent, ok = polybus_run(n, k, stateful, per_call if modelled else 0.0, reps_n,
                                            transport)
                 if not ok:
                     result.notes.append(f"polybus {mode} {transport} n={n} servers={k}: "
@@ -238,10 +249,10 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                 if transport == "tcp":  # (over shm the arrays bypass the socket's count)
                     result.add(Row.of("polybus", cfg, k, "bytes_sent", summarize([sent])))
                 progress.advance(f"matmul polybus {mode} {transport} n={n} servers={k}")
-            _aggregated_row(result, n, real[-1], stateful, reps, base.median)
+            _aggregated_row(result, n, real[-1], stateful, reps_n, base.median)
             progress.advance(f"matmul polybus {mode} shm aggregated n={n}")
             for k in real[-1:]:
-                st = pool_seconds(n, k, stateful, reps)
+                st = pool_seconds(n, k, stateful, reps_n)
                 cfg2: dict[str, str | int | bool] = {"n": n, "mode": mode}
                 result.add(Row.of("process_pool", cfg2, k, "seconds", st))
                 result.add(Row.of("process_pool", cfg2, k, "speedup",
@@ -249,7 +260,8 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                 progress.advance(f"matmul process_pool {mode} n={n} workers={k}")
     from polybus.bench import peer_rows  # mpi4py master/worker, same sizes, modes and tasks
 
-    peer_rows.matmul(result, sizes, servers, reps, progress, chunk_of, WARMUP)
+    peer_rows.matmul(result, sizes, servers, lambda n: reps_for(n, reps), progress, chunk_of,
+                     WARMUP)
     for n in sizes:
         _ratios(result, n, min(2, cpus))
     return result

@@ -242,11 +242,12 @@ def sort(result: BenchResult, sizes: dict[str, list[int]], real: Sequence[int], 
                          r)
 
 
-def matmul(result: BenchResult, sizes: Sequence[int], servers: Sequence[int], reps: int,
-           progress: Progress, chunk_of: Callable[[int], int], warmup: int = 0) -> None:
+def matmul(result: BenchResult, sizes: Sequence[int], servers: Sequence[int],
+           reps_of: Callable[[int], int], progress: Progress, chunk_of: Callable[[int], int],
+           warmup: int = 0) -> None:
     """mpi4py master/worker beside polybus at every real server count, both modes, on the
-    same tasks (``chunk_of(n)`` rows of A each), over shared memory and over loopback TCP;
-    b_matmul adds the ratios."""
+    same tasks (``chunk_of(n)`` rows of A each, ``reps_of(n)`` products), over shared
+    memory and over loopback TCP; b_matmul adds the ratios."""
     from polybus.bench.peers import mpi
 
     cpus = os.cpu_count() or 1
@@ -256,7 +257,7 @@ def matmul(result: BenchResult, sizes: Sequence[int], servers: Sequence[int], re
             for mode in ("stateless", "stateful"):
                 for k in [s for s in servers if s <= cpus]:
                     st = try_peer(result, _mpi_system(transport), partial(
-                        mpi.matmul_seconds, n, k, mode == "stateful", reps, chunk_of(n),
+                        mpi.matmul_seconds, n, k, mode == "stateful", reps_of(n), chunk_of(n),
                         transport, warmup))
                     progress.advance(f"matmul mpi4py {transport} {mode} n={n} servers={k}")
                     if st is None:
