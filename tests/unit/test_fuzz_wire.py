@@ -130,8 +130,9 @@ def test_structured_frames_with_random_parts(data: st.DataObject) -> None:
         blob += data.draw(st.binary(max_size=300))
     elif kind == "ext":  # extension values with random payloads (arrays, bytes, pickle, refs)
         code = data.draw(st.integers(-128, 127) | st.sampled_from([1, 2, 3, 4, 5]))
-        dtypes = st.text(max_size=6) | st.sampled_from(["<f8", "|O", "<i4", "V3", "O"])
-        shapes = st.lists(st.integers(-3, 2**40) | st.integers(0, 4), max_size=3)
+        dtypes = st.text(max_size=6) | st.sampled_from(["<f8", "|O", "<i4", "V3", "O", "|S0", "V0"])
+        shapes = st.lists(st.integers(-3, 2**40) | st.integers(0, 4) | st.floats()
+                          | st.booleans(), max_size=3)
         payload = data.draw(st.binary(max_size=40) | st.builds(
             msgspec.msgpack.encode, st.tuples(dtypes, shapes, st.integers(-2, 5)))
             | st.builds(_small_array, st.tuples(dtypes, shapes), st.binary(max_size=40),

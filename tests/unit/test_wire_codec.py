@@ -113,16 +113,35 @@ def test_small_arrays_travel_inside_the_header(arr: np.ndarray) -> None:
     assert len(Codec().encode_parts(Result(1, np.zeros(INLINE_MAX // 8 + 1)))[1]) == 1  # just over
 
 
+def _small(dtype: Any, shape: Any, data: bytes) -> bytes:
+    meta = msgspec.msgpack.encode([dtype, shape])
+    return bytes((len(meta),)) + meta + data
+
+
 def test_small_array_ext_that_lies_about_its_size_or_meta() -> None:
-    meta = msgspec.msgpack.encode(["<f8", [3]])
-    good = bytes((len(meta),)) + meta + bytes(24)
+    good = _small("<f8", [3], bytes(24))
     Codec().decode(header_frame(_ext(EXT_SMALL, good)))  # (the well-formed one decodes)
-    for bad, why in [(good[:-1], "shape"), (bytes((len(meta) + 3,)) + meta + bytes(24), "malformed"),
-                     (b"", "malformed"), (bytes((len(meta),)) + msgspec.msgpack.encode(["|O", [1]])
-                                         + bytes(8), "object|malformed"),
-                     (bytes((9,)) + msgspec.msgpack.encode(["<f8", [-1, -3]]) + bytes(24), "malformed")]:
+    for bad, why in [
+        (good[:-1], "shape"), (bytes((good[0] + 3,)) + good[1:], "malformed"), (b"", "malformed"),
+        (_small("|O", [1], bytes(8)), "object"),
+        (_small("<f8", [-1, -3], bytes(24)), "dimension -1"),
+        (_small("<f8", [float("inf")], bytes(8)), "dimension inf"),  # (int(inf): OverflowError)
+        (_small("<f8", [1.0], bytes(8)), "dimension 1.0"), (_small("<f8", [True], bytes(8)), "dimension"),
+        (_small("<f8", "1", bytes(8)), "not a list"), (_small(None, [1], bytes(8)), "not a dtype"),
+        (_small("|S0", [2**62], b""), "zero bytes"),  # (numpy takes it; iterating it never ends)
+        (_small("f8," * 30, [1], bytes(240)), "not a dtype"),  # (long strings: large dtypes)
+        (_small("<q9", [1], bytes(8)), "malformed"),  # (numpy cannot read it: TypeError)
+    ]:
         with pytest.raises(ProtocolError, match=why):
             Codec().decode(header_frame(_ext(EXT_SMALL, bad)))
+
+
+def test_buffered_array_meta_is_checked_as_strictly() -> None:
+    for meta, buf, why in [(["<f8", [float("inf")], 0], b"", "dimension inf"),
+                           (["|V0", [2**40], 0], b"", "zero bytes"),
+                           (["f8," * 30, [1], 0], bytes(240), "not a dtype")]:
+        with pytest.raises(ProtocolError, match=why):
+            Codec().decode(header_frame(_ext(EXT_NDARRAY, msgspec.msgpack.encode(meta)), [buf]))
 
 
 def test_large_array_is_not_copied_on_encode() -> None:

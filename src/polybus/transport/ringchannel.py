@@ -7,9 +7,9 @@ adds the socket side (bells, descriptors, sleeping) and shmseg.py the large buff
 
 The small-call hot path has its own steps on both sides. A message with no buffers or
 small ones (arrays of a few KiB) is written in one piece, prefix, header and buffers;
-a whole plain frame at the head of the peer's ring (no flags, under 128 KiB: nearly
-every call and answer) is decoded where it lies, never copied into the frame decoder
-(its buffers are copied out: they outlive their room in the ring). Anything else is
+a whole plain frame at the head of the peer's ring (no flags, and if it has buffers
+under 128 KiB: nearly every call and answer) is decoded where it lies, never copied
+into the frame decoder (its buffers are copied out: they outlive their room). Anything else is
 written in pieces, and read by copying into the decoder, as on any channel.
 """
 
@@ -324,10 +324,12 @@ class RingChannel(Channel):
             # A whole plain frame at the head: decoded where it lies (`_take_plain`,
             # written out: the hot path).
             pos = read & rx._mask
-            if pos <= rx.capacity - 12:
+            # (The count first: the prefix is read only once all of it is written; a
+            # writer short of room publishes a frame in pieces.)
+            if pos <= rx.capacity - 12 and (ahead := unpack(rmap, _WRITTEN)[0] - read) >= 12:
                 length, nbufs, flags, header_len = PREFIX.unpack_from(rx.data, pos)
                 if not (flags or length > self.codec.max_frame or pos + 4 + length > rx.capacity
-                        or unpack(rmap, _WRITTEN)[0] - read < 4 + length
+                        or ahead < 4 + length
                         or (length != 8 + header_len if not nbufs else length >= _BIG or length < 8)):
                     if nbufs:
                         body = rx.data[pos + 4:pos + 4 + length]

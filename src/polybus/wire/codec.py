@@ -47,26 +47,34 @@ _DTYPE_STR: dict[Any, str] = {}
 _meta_dec = msgspec.msgpack.Decoder()
 # dtype.str -> dtype (np.dtype parses the string each time), for dtypes without objects.
 _DTYPES: dict[str, np.dtype[Any]] = {}
+_DTYPE_LEN = 64  # longer strings are refused: numpy parses them (slowly) into large dtypes
 
 
 def _layout(dtype: str, shape: list[int]) -> tuple[np.dtype[Any], tuple[int, ...], int]:
-    """A received array's dtype, shape and byte count; ProtocolError for an object
-    dtype (anything else malformed raises TypeError or ValueError, which
-    `Codec.decode_header` reports too)."""
-    dt = _DTYPES.get(dtype)  # (TypeError if not a string)
+    """A received array's dtype, shape and byte count; ProtocolError for anything that is
+    not one an encoder makes: a dtype that is not a short string or holds objects, a
+    shape that is not a list of non-negative ints, elements of zero bytes by the many.
+    (A dtype string numpy cannot read raises TypeError: `Codec.decode_header` reports
+    that too.)"""
+    dt = _DTYPES.get(dtype) if type(dtype) is str else None
     if dt is None:
+        if type(dtype) is not str or len(dtype) > _DTYPE_LEN:  # (dtype.str is short)
+            raise ProtocolError(f"array dtype {str(dtype)[:40]!r} is not a dtype string")
         dt = np.dtype(dtype)
         if dt.hasobject:
             raise ProtocolError("object arrays are not sent as raw buffers")
-        if len(_DTYPES) < 256:  # (made-up structured dtypes could be endless)
+        if len(_DTYPES) < 256:
             _DTYPES[dtype] = dt
-    dims = tuple(int(s) for s in shape)
+    if type(shape) is not list:
+        raise ProtocolError("array shape is not a list")
     count = 1
-    for s in dims:
-        if s < 0:
-            raise ValueError("negative dimension")
+    for s in shape:
+        if type(s) is not int or s < 0:
+            raise ProtocolError(f"array dimension {s!r} is not a non-negative int")
         count *= s
-    return dt, dims, count * dt.itemsize
+    if not dt.itemsize and count > INLINE_MAX:  # (no bytes to check the count against)
+        raise ProtocolError(f"{count} elements of zero bytes")
+    return dt, tuple(shape), count * dt.itemsize
 
 
 def _array(dtype: str, shape: list[int], buf: bytearray | memoryview) -> np.ndarray[Any, Any]:
@@ -338,7 +346,7 @@ class Codec:
             msg: Message = self._dec.decode(header)
         except msgspec.DecodeError as exc:
             raise ProtocolError(f"malformed message: {exc}") from None
-        except (ValueError, TypeError, IndexError, KeyError) as exc:
+        except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as exc:
             raise ProtocolError(f"malformed value in message: {exc}") from None
         return msg
 
