@@ -77,6 +77,8 @@ def test_sets_arrive_as_lists_as_documented() -> None:
     np.arange(6, dtype=">u4").reshape(2, 3),         # big-endian
     np.frombuffer(b"abcdef", dtype="S3"),
     np.arange(24, dtype=np.uint8).reshape(2, 3, 4)[:, ::2],  # not contiguous
+    np.arange(10).astype("m8[ms]"),                  # inside the header
+    np.arange(1000).astype("M8[s]"),                 # a buffer (no datetime in the buffer protocol)
 ])
 def test_numpy_arrays_round_trip(arr: np.ndarray) -> None:
     out = roundtrip(Result(1, arr)).value

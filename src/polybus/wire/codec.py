@@ -301,7 +301,9 @@ class Codec:
                 self._out.append(obj)  # the caller gathers it (encode_parts)
                 return msgspec.msgpack.Ext(EXT_NDARRAY, _meta_enc.encode((dstr, obj.shape, idx)))
             arr = np.ascontiguousarray(obj)
-            self._out.append(memoryview(arr).cast("B") if arr.nbytes else memoryview(b""))  # type: ignore[arg-type]
+            # (a uint8 view, not memoryview.cast: the buffer protocol has no datetime64)
+            self._out.append(memoryview(arr.reshape(-1).view(np.uint8)) if arr.nbytes  # type: ignore[arg-type]
+                             else memoryview(b""))
             # obj.shape, not arr.shape: ascontiguousarray makes a 0-d array 1-d.
             return msgspec.msgpack.Ext(EXT_NDARRAY, _meta_enc.encode((dstr, obj.shape, idx)))
         if isinstance(obj, np.generic):
