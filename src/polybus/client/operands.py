@@ -179,7 +179,10 @@ class Comm:
             return Ref("op", key)
 
         args = call.args
+        positions, auto = self.positions, self.auto
         for i, a in enumerate(args):
+            if i not in positions and type(a) is not Shared and not auto:
+                continue  # (the common argument, looked at no further)
             op = self._operand(i, a)
             if op is not None:
                 if args is rec.args:
