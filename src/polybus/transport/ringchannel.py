@@ -9,8 +9,9 @@ The small-call hot path has its own steps on both sides. A message with no buffe
 small ones (arrays of a few KiB) is written in one piece, prefix, header and buffers;
 a whole plain frame at the head of the peer's ring (no flags, and if it has buffers
 under 128 KiB: nearly every call and answer) is decoded where it lies, never copied
-into the frame decoder (its buffers are copied out: they outlive their room). Anything else is
-written in pieces, and read by copying into the decoder, as on any channel.
+into the frame decoder (its buffers are copied out: they outlive their room).
+Anything else is written in pieces, and read by copying into the decoder, as on any
+channel.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ _WRITTEN, _READ, _AWAKE = _ring._WRITTEN, _ring._READ, _ring._AWAKE
 # Answer values encoded as they are, with no hook to call (no buffers, no pickle).
 _PLAIN = frozenset({type(None), bool, int, float, str, bytes})
 _yield = getattr(os, "sched_yield", lambda: None)  # (as spinning.py: a peer on this CPU runs)
-
 
 
 def _size(pieces: list[Any]) -> int:
@@ -216,8 +216,8 @@ class RingChannel(Channel):
             return 0  # (an empty look, the common one while waiting: no view made)
         if self._ready is None and self.decoder.empty:
             # The common small frame is decoded where it lies in the ring: no copy into
-            # the decoder, no second look for it there (its small buffers copied out). (Malformed: the decoder's way,
-            # which reports it when it is read.)
+            # the decoder, no second look for it there (small buffers are copied out).
+            # (Malformed: the decoder's way, which reports it when it is read.)
             before = self.bytes_received
             try:
                 self._ready = self._take_plain(rx)
