@@ -224,6 +224,15 @@ def test_array_shape_that_disagrees_with_buffer() -> None:
         Codec().decode(header_frame(_ext(EXT_NDARRAY, meta), [bytes(16)]))
 
 
+@pytest.mark.parametrize("n", [3, 1000])  # (inside the header, and as a buffer)
+def test_structured_arrays_are_refused_not_sent_without_their_field_names(n: int) -> None:
+    arr = np.zeros(n, dtype=[("a", "<i4"), ("b", "<f8")])
+    with pytest.raises(TypeError, match="structured numpy array \\(fields a, b\\)"):
+        Codec().encode(Result(1, arr))
+    out = roundtrip(Result(1, arr), Codec(allow_pickle=True), Codec(allow_pickle=True)).value
+    assert out.dtype == arr.dtype and out.dtype.names == ("a", "b")
+
+
 def test_object_dtype_array_refused_as_raw_buffer() -> None:
     meta = msgspec.msgpack.encode(["|O", [1], 0])
     with pytest.raises(ProtocolError, match="object"):

@@ -96,7 +96,7 @@ _CACHED = 1024
 def _small_head(obj: np.ndarray[Any, Any]) -> bytes:
     """The bytes before ``obj``'s in its ext 5 (b"" if it cannot go so: objects, or too
     many dimensions for a one-byte meta length)."""
-    if obj.dtype.hasobject or obj.ndim > INLINE_DIMS:
+    if obj.dtype.hasobject or obj.dtype.names is not None or obj.ndim > INLINE_DIMS:
         return b""
     meta = _meta_enc.encode((obj.dtype.str, obj.shape))
     head = bytes((len(meta),)) + meta  # (under 256: a dtype's str is short, the shape too)
@@ -291,7 +291,7 @@ class Codec:
             dt = obj.dtype
             dstr = _DTYPE_STR.get(dt)
             if dstr is None:
-                if dt.hasobject:
+                if dt.hasobject or dt.names is not None:  # (dtype.str drops field names)
                     return self._pickled(obj)
                 dstr = dt.str
                 if len(_DTYPE_STR) < 256:  # (made-up structured dtypes could be endless)
@@ -326,6 +326,12 @@ class Codec:
         return self._pickled(obj)
 
     def _pickled(self, obj: Any) -> msgspec.msgpack.Ext:
+        if not self.allow_pickle and isinstance(obj, np.ndarray) and obj.dtype.names:
+            raise TypeError(
+                f"a structured numpy array (fields {', '.join(obj.dtype.names)}) cannot be "
+                "sent by the safe codec: it carries a dtype as a type string, which has no "
+                "field names; send its fields as arrays of their own, or set pickle = true "
+                "on the serving module in the configuration")
         if not self.allow_pickle:
             raise TypeError(
                 f"a value of type {type(obj).__qualname__} cannot be sent by the safe codec "
