@@ -90,14 +90,12 @@ class RingChannel(Channel):
             else:
                 header, bufs = self.codec.encode_parts(msg, self.threshold)
                 if bufs:
-                    if (size := _size(bufs)) > JOIN_MAX or size >= self.threshold:
-                        return self._send_pieces(self._frame(msg, header, bufs), on_blocked)
-                    # Small buffers (not by segment): joined with the header by
-                    # encode_frame, one write.
-                    pieces = encode_frame(header, bufs, self.codec.max_frame)  # type: ignore[arg-type]
-                    if len(pieces) > 1:
+                    # A frame of at most JOIN_MAX comes as one piece (encode_frame joins
+                    # it): one write, unless it has descriptors to pass first.
+                    pieces = self._frame(msg, header, bufs)
+                    if len(pieces) > 1 or self._fds_out:
                         return self._send_pieces(pieces, on_blocked)
-                    return self._put_frame(tx, pieces[0], on_blocked)  # type: ignore[arg-type]
+                    return self._put_frame(tx, pieces[0], on_blocked)
             return self._put_header(tx, header, on_blocked)
 
     def send_header(self, header: bytes, on_blocked: Callable[[], None] | None = None) -> int:
@@ -118,7 +116,7 @@ class RingChannel(Channel):
             raise too_large(length, self.codec.max_frame)
         return self._put_frame(tx, PREFIX.pack(length, 0, 0, len(header)) + header, on_blocked)
 
-    def _put_frame(self, tx: _ring.Ring, data: bytes,
+    def _put_frame(self, tx: _ring.Ring, data: bytes | memoryview,
                    on_blocked: Callable[[], None] | None) -> int:
         """A whole frame into the ring in one piece (the ring's write_small and _publish
         written out: the small-call hot path). The send lock held."""

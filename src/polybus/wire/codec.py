@@ -93,12 +93,10 @@ _SMALL: dict[bytes, tuple[np.dtype[Any], tuple[int, ...], int]] = {}
 _CACHED = 1024
 
 
-def _small_head(obj: np.ndarray[Any, Any]) -> bytes:
-    """The bytes before ``obj``'s in its ext 5 (b"" if it cannot go so: objects, or too
-    many dimensions for a one-byte meta length)."""
-    if obj.dtype.hasobject or obj.dtype.names is not None or obj.ndim > INLINE_DIMS:
-        return b""
-    meta = _meta_enc.encode((obj.dtype.str, obj.shape))
+def _small_head(obj: np.ndarray[Any, Any], dstr: str) -> bytes:
+    """The bytes before ``obj``'s in its ext 5 (``dstr``: its dtype's str), kept for the
+    next array like it."""
+    meta = _meta_enc.encode((dstr, obj.shape))
     head = bytes((len(meta),)) + meta  # (under 256: a dtype's str is short, the shape too)
     if len(_HEADS) >= _CACHED:
         _HEADS.clear()
@@ -279,15 +277,9 @@ class Codec:
 
     def _enc_hook(self, obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
-            if obj.nbytes <= INLINE_MAX:
-                # Small: its bytes in the header, after its meta (a frame of no buffers
-                # takes every in-place path on both sides; the buffer's own steps, a
-                # table, padding and a copy out, cost more than the bytes).
-                head = _HEADS.get((obj.dtype, obj.shape))
-                if head is None:
-                    head = _small_head(obj)
-                if head:
-                    return msgspec.msgpack.Ext(EXT_SMALL, head + obj.tobytes())
+            small = obj.nbytes <= INLINE_MAX
+            if small and (head := _HEADS.get((obj.dtype, obj.shape))) is not None:
+                return msgspec.msgpack.Ext(EXT_SMALL, head + obj.tobytes())  # (the common one)
             dt = obj.dtype
             dstr = _DTYPE_STR.get(dt)
             if dstr is None:
@@ -296,6 +288,11 @@ class Codec:
                 dstr = dt.str
                 if len(_DTYPE_STR) < 256:  # (made-up structured dtypes could be endless)
                     _DTYPE_STR[dt] = dstr
+            if small and obj.ndim <= INLINE_DIMS:
+                # Small: its bytes in the header, after its meta (a frame of no buffers
+                # takes every in-place path on both sides; the buffer's own steps, a
+                # table, padding and a copy out, cost more than the bytes).
+                return msgspec.msgpack.Ext(EXT_SMALL, _small_head(obj, dstr) + obj.tobytes())
             idx = len(self._out)
             if self._gather and obj.nbytes >= self._gather and not obj.flags.c_contiguous:
                 self._out.append(obj)  # the caller gathers it (encode_parts)
@@ -326,17 +323,15 @@ class Codec:
         return self._pickled(obj)
 
     def _pickled(self, obj: Any) -> msgspec.msgpack.Ext:
-        if not self.allow_pickle and isinstance(obj, np.ndarray) and obj.dtype.names:
-            raise TypeError(
-                f"a structured numpy array (fields {', '.join(obj.dtype.names)}) cannot be "
-                "sent by the safe codec: it carries a dtype as a type string, which has no "
-                "field names; send its fields as arrays of their own, or set pickle = true "
-                "on the serving module in the configuration")
         if not self.allow_pickle:
-            raise TypeError(
-                f"a value of type {type(obj).__qualname__} cannot be sent by the safe codec "
-                "(msgpack types, numpy arrays, bytes); convert it, or set pickle = true "
-                "on the serving module in the configuration")
+            names = obj.dtype.names if isinstance(obj, np.ndarray) else None
+            why = (f"a structured numpy array (fields {', '.join(names)}) cannot be sent by "
+                   "the safe codec: it carries a dtype as a type string, which has no field "
+                   "names; send its fields as arrays of their own" if names else
+                   f"a value of type {type(obj).__qualname__} cannot be sent by the safe "
+                   "codec (msgpack types, numpy arrays, bytes); convert it")
+            raise TypeError(f"{why}, or set pickle = true on the serving module in the "
+                            "configuration")
         return msgspec.msgpack.Ext(EXT_PICKLE, pickle.dumps(obj, protocol=5))
 
     # -- decoding ---------------------------------------------------------------
