@@ -143,3 +143,57 @@ def test_backpressure_with_one_thread_answers_every_call_of_two_client_threads(
     finally:
         reactor.close()
         rt.stop()
+
+
+def test_wakes_never_block_the_pool_however_many_pile_up() -> None:
+    """A pool thread wakes the poller once per call it runs while a client is paused,
+    holding the pool's lock; with one thread (the only poller) none are read until the
+    queue is drained. Sent blocking, the wakes filled the socket's buffer and the next
+    one never returned: the replica stopped for good (an async burst of 2,000 small
+    array calls over shm hung there). A wake that finds the buffer full is dropped, and
+    the ones waiting still wake the poller."""
+    rt = WorkerRuntime("w", {"square": square}, TOKEN, "tcp://127.0.0.1:0")
+    try:
+        sent = threading.Event()
+
+        def wake_many() -> None:
+            for _ in range(50_000):  # far more than any socket buffer holds
+                rt._wake()
+            sent.set()
+
+        threading.Thread(target=wake_many, daemon=True).start()
+        assert sent.wait(30), "a wake blocked on a full socket buffer"
+        assert rt._sel.poll(0.0)  # the wakes that fit are there for the poller
+    finally:
+        rt.stop()
+
+
+def _echo(x: object) -> object:
+    return x
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_a_long_burst_through_a_full_queue_with_one_thread_is_answered(
+        transport: str, tmp_path: Path) -> None:
+    """The default queue (1,000) and one thread, a burst three times that of small
+    arrays: the client is paused while the thread runs the whole queue (a wake per call
+    run), and every call is answered with its own value."""
+    import numpy as np
+
+    address = "tcp://127.0.0.1:0" if transport == "tcp" else f"shm://{tmp_path}/w.sock"
+    rt = WorkerRuntime("w", {"echo": _echo}, TOKEN, address,
+                       options=ServeOptions(pool=1)).start()
+    reactor = Reactor(heartbeat=1.0)  # (a stalled replica fails the test, not hangs it)
+    try:
+        link = ReplicaLink("w", "server", connect(rt.address, TOKEN, Codec()))
+        reactor.add(link)
+        d = Dispatcher("echo", reactor, [link], CallStyle("async"))
+        reactor.on_lost = d.lost
+        xs = [np.full(10, float(i)) for i in range(3000)]
+        for _ in range(3):
+            promises = [d((x,), {}) for x in xs]
+            for x, p in zip(xs, promises, strict=True):
+                assert np.array_equal(wait(p), x)
+    finally:
+        reactor.close()
+        rt.stop()

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import select
 import selectors
-import socket
-from typing import Any
+from typing import Any, Protocol
 
 from polybus.transport.spinning import spin_until
+
+
+class _HasFileno(Protocol):
+    def fileno(self) -> int: ...
 
 
 class ReadPoller:
@@ -24,7 +27,7 @@ class ReadPoller:
         self._epoll = select.epoll() if hasattr(select, "epoll") else None
         self._sel = None if self._epoll is not None else selectors.DefaultSelector()
 
-    def register(self, sock: socket.socket, data: Any) -> None:
+    def register(self, sock: _HasFileno, data: Any) -> None:
         fd = sock.fileno()
         if self._epoll is not None:
             self._epoll.register(fd, select.EPOLLIN)
@@ -33,7 +36,7 @@ class ReadPoller:
             self._sel.register(fd, selectors.EVENT_READ)
         self._data[fd] = data
 
-    def unregister(self, sock: socket.socket) -> None:
+    def unregister(self, sock: _HasFileno) -> None:
         """Forget ``sock`` (KeyError if it was not registered, like selectors)."""
         fd = sock.fileno()
         if fd < 0 or fd not in self._data:

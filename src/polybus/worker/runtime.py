@@ -26,6 +26,7 @@ from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, authenticate, listen
 from polybus.transport.ring import fence
 from polybus.transport.shm import ShmChannel, spin
+from polybus.transport.wake import Wake
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, CallBatch, Message, Result, Stats
 from polybus.worker import batching, direct
@@ -70,12 +71,15 @@ class WorkerRuntime(Intake):
             raise
         self.addresses = list(self._listening)
         self.address = self.addresses[0]
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
+        # Rung (once per call run while a client is paused, under the pool's lock) to end
+        # the poller's sleep. Never blocks: sent blocking, the rings of a thread running
+        # a whole queue filled the socket's buffer with no poller to read them, and the
+        # replica stopped for good (an async burst of 2,000 small calls over shm).
+        self._bell = Wake()
         self._sel = ReadPoller()
         for real, sock in self._listening.items():
             self._sel.register(sock, real)
-        self._sel.register(self._wake_r, _WAKE)
+        self._sel.register(self._bell, _WAKE)
         self._channels: set[Channel] = set()
         self._new: list[Channel] = []
         self._paused: set[Channel] = set()
@@ -191,10 +195,7 @@ class WorkerRuntime(Intake):
         return job
 
     def _wake(self) -> None:
-        try:
-            self._wake_w.send(b"\0")
-        except OSError:
-            pass
+        self._bell.ring()
 
     def _poll_once(self) -> None:
         if self._paused:
@@ -245,10 +246,7 @@ class WorkerRuntime(Intake):
             elif isinstance(data, Address):
                 self._accept(data)
             elif data is _WAKE:
-                try:
-                    self._wake_r.recv(4096)
-                except OSError:
-                    pass
+                self._bell.clear()
                 self._adopt_new()
             else:
                 self._read(data)  # a transport's own channel type
@@ -358,15 +356,16 @@ class WorkerRuntime(Intake):
         self._stop_event.set()
         self._wake()
         for t in self._threads:
-            if t is not threading.current_thread():
+            if t is not threading.current_thread() and t.ident is not None:  # (started)
                 t.join(timeout=2)
         with self._lock:
             new, self._new = self._new, []
         for ch in [*self._channels, *new]:  # (new: authenticated, not yet adopted)
             ch.close()
         self.forwarding.close()
-        for s in (*self._listening.values(), self._wake_r, self._wake_w):
+        for s in self._listening.values():
             s.close()
+        self._bell.close()
         self._sel.close()
         for where in self.addresses:
             if where.scheme in ("ipc", "shm"):
