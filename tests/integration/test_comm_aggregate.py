@@ -22,10 +22,12 @@ source = "client.py"
 entrypoint = "main"
 use.scale = { callstyle = "async", aggregate = 8, linger = "50ms" }
 use.mul = { callstyle = "async" }
+use.mul_sync = { callstyle = "sync" }
 
 [bind]
 "client.scale" = "server.scale"
 "client.mul" = "server.mul"
+"client.mul_sync" = "server.mul"
 """
 
 
@@ -57,14 +59,15 @@ def test_single_call_is_not_held_back(tmp_path: Path) -> None:
         assert polybus.wait(s.call("scale", (7, 6), {})) == 42
 
 
-def test_broadcast_reaches_every_replica_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["mul", "mul_sync"])
+def test_broadcast_reaches_every_replica_once(tmp_path: Path, name: str) -> None:
     rng = np.random.default_rng(3)
     a, b = rng.random((20, 40)), rng.random((40, 40))
     with cluster(tmp_path, TOML, replicas=2) as c:
         s = c.session()
         h = polybus.broadcast(b)
         sent0 = sum(lk.channel.bytes_sent for lk in s.links["server"])
-        rows = [s.call("mul", (a[i], h), {}) for i in range(20)]
+        rows = [s.call(name, (a[i], h), {}) for i in range(20)]
         assert np.allclose(np.vstack([np.asarray(r) for r in rows]), a @ b)
         sent = sum(lk.channel.bytes_sent for lk in s.links["server"]) - sent0
         assert sent < a.nbytes + 20 * 200  # B itself never travels again

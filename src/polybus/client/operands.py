@@ -262,9 +262,11 @@ def broadcast(value: Any) -> Shared:
             if key not in k and not link.dead:
                 k.add(key)
                 session.reactor.send(link, Put(key, value))
-    for d in session.dispatchers.values():
+    for name, d in session.dispatchers.items():
         if d.comm is None:  # handles travel as Refs on every interface from now on
             d.comm = Comm(d, session.reactor, known)
+            if session.entries.get(name) == d.call_sync:
+                session.entries[name] = d  # (the sync hot path has no Comm in it)
     return Shared(key, value)
 
 
