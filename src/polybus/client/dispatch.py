@@ -117,6 +117,7 @@ class Dispatcher:
         self.max_attempts = max_attempts
         self.window = [style.window or 2] * len(self.links)
         self._plain_sync = style.kind == "sync" and priority is None and timeout is None
+        self.plain_async = style.kind == "async" and priority is None
         # async-demand(auto): each replica's window follows its measured service and rtt.
         self._auto = ([WindowEstimator() for _ in self.links]
                       if style.kind == "async-demand" and style.window is None else None)
@@ -173,6 +174,27 @@ class Dispatcher:
                 self.reactor.step()
         return CallPromise(rec, self.reactor)
 
+    def call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The plain async call (no priority; while no cache, aggregation or forwarding
+        applies): `__call__`'s steps for it and nothing else (the async hot path)."""
+        fwd = self.forwarder
+        if self.comm is not None or (fwd is not None and fwd.wants(args, kwargs)):
+            return self(args, kwargs)
+        rec = CallRecord(next(_ids), self, [_wire(a) for a in args],
+                         {k: _wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
+        self.calls += 1
+        link = self._pick_any()
+        rec.link = link  # (what _send does, with no comm and nothing held)
+        rec.attempts = 1
+        link.outstanding[rec.id] = rec
+        self.inflight[self._index[id(link)]] += 1
+        try:
+            self.reactor.send(link, rec.message())
+        except (TypeError, ValueError, OverflowError):
+            self.forget(rec)
+            raise
+        return CallPromise(rec, self.reactor)
+
     def call_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The plain sync call (no priority, timeout, cache, aggregation or forwarding):
         the same steps as below with nothing that cannot apply (the latency hot path)."""
@@ -201,6 +223,11 @@ class Dispatcher:
         return [not lk.dead and i not in self._isolated for i, lk in enumerate(self.links)]
 
     def _pick_any(self) -> ReplicaLink:
+        policy = self.policy
+        if type(policy) is RoundRobin:  # (the common rotation: no lists made)
+            i = policy.pick_open(self.links, self._isolated)
+            if i is not None:
+                return self.links[i]
         open_ = self._open()
         i = self.policy.pick(open_ if any(open_) else self._alive())
         if i is None:

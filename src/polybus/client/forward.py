@@ -89,7 +89,15 @@ class Forwarder:
     # -- making a call ---------------------------------------------------------------
     @staticmethod
     def wants(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        return any(_unsent(a) for a in args) or any(_unsent(v) for v in kwargs.values())
+        # (loops, not any() over generators: this runs on every async call)
+        for a in args:
+            if type(a) is CallPromise and _unsent(a):
+                return True
+        if kwargs:
+            for v in kwargs.values():
+                if type(v) is CallPromise and _unsent(v):
+                    return True
+        return False
 
     def record(self, d: Dispatcher, cid: int, args: tuple[Any, ...],
                kwargs: dict[str, Any], prio: float) -> CallRecord:

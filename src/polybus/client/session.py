@@ -137,8 +137,9 @@ class Session:
                 if batcher is not None:
                     self.batchers.append(batcher)
                 d = self.dispatchers[b.name]
-                # A plain sync binding's stub goes straight to the call's hot path.
-                self.entries[b.name] = batcher or (d.call_sync if d.plain_sync else d)
+                # A plain sync or async binding's stub goes straight to its hot path.
+                self.entries[b.name] = batcher or (
+                    d.call_sync if d.plain_sync else d.call_async if d.plain_async else d)
             self.reactor.refills = bool(self.batchers or self.migrators or any(
                 d.style.kind == "async-demand" for d in self.dispatchers.values()))
             # A replica's counters run for its whole life (it may have served other runs,

@@ -6,7 +6,8 @@ has outstanding there; it never touches a socket.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
+from typing import Any
 
 
 class RoundRobin:
@@ -20,6 +21,17 @@ class RoundRobin:
         for k in range(n):
             i = (self._next + k) % n
             if alive[i]:
+                self._next = i + 1
+                return i
+        return None
+
+    def pick_open(self, links: Sequence[Any], isolated: Container[int]) -> int | None:
+        """`pick` over replica links: the next one not dead and not running a suspect
+        alone (``isolated``), with no list made (the async hot path)."""
+        n = len(links)
+        for k in range(n):
+            i = (self._next + k) % n
+            if not links[i].dead and i not in isolated:
                 self._next = i + 1
                 return i
         return None
