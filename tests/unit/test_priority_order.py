@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
 from polybus.client.session import _priority_fn
@@ -67,3 +70,36 @@ def test_steal_takes_the_last_to_run() -> None:
     assert [j.call.id for j in q.steal("c", 1)] == [1]
     assert q.steal("other", 5) == []
     assert len(q) == 2
+
+
+@given(st.lists(st.tuples(st.sampled_from(["push", "pop", "steal", "drop"]),
+                          st.sampled_from([0.0, 0.0, 0.0, 1.0, -1.0, 2.5]),
+                          st.sampled_from(["a", "b"]), st.integers(0, 3)), max_size=60))
+def test_replica_queue_runs_in_the_order_of_a_sorted_list(ops: list[tuple[str, float, str, int]]) -> None:
+    """Priority 0 waits in a FIFO, the rest in a heap: together they keep one order,
+    highest priority first and first come first among equals, through pops, steals
+    and a client's calls dropped (checked against a plain sorted list)."""
+    q = CallQueue(1000)
+    ref: list[tuple[float, int, str]] = []  # (-prio, id, channel): sorted = run order
+    for i, (op, prio, ch, n) in enumerate(ops):
+        if op == "push":
+            q.push(Call(i, "f", [], None, prio), channel=ch, now=0.0)
+            ref.append((-prio, i, ch))
+        elif op == "pop":
+            job = q.pop()
+            ref.sort()
+            want = ref.pop(0) if ref else None
+            assert (job.call.id if job else None) == (want[1] if want else None)
+        elif op == "steal":
+            got = [j.call.id for j in q.steal(ch, n)]
+            mine = sorted((e for e in ref if e[2] == ch), reverse=True)[:n]
+            assert got == [e[1] for e in mine]
+            ref = [e for e in ref if e not in mine]
+        else:
+            assert sorted(j.call.id for j in q.remove_channel(ch)) == sorted(
+                e[1] for e in ref if e[2] == ch)
+            ref = [e for e in ref if e[2] != ch]
+        assert len(q) == len(ref)
+        assert q.waiting("a") == sum(1 for e in ref if e[2] == "a")
+    ref.sort()
+    assert [j.call.id for j in iter(q.pop, None)] == [e[1] for e in ref]
