@@ -187,7 +187,9 @@ def set_cluster(item: str) -> str:
     (set_define('idempotent = "no"'), "modules.server.define.compare.idempotent",
      "expected true or false, got a string 'no'", None),
     (BASE.replace('priority = "len(query)"', "priority = 5"),
-     "modules.server.define.compare.priority", "expected a string, got an integer 5", None),
+     "modules.server.define.compare.priority", "expected an expression string, got an integer 5",
+     "the priority is a Python expression over the call's parameters; "
+     'write it quoted: priority = "5"'),
     (set_use('callstyle = "fast"'), "modules.client.use.compare.callstyle",
      "unknown call style 'fast'",
      "one of 'sync', 'async', 'async-demand(N)' with N >= 1, 'async-demand(auto)'"),

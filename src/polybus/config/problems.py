@@ -76,7 +76,8 @@ class Problems:
         self.notes: list[ConfigError] = []
         self._overridden = tuple(overridden)
 
-    def _origin(self, key: str | None) -> str:
+    def origin(self, key: str | None) -> str:
+        """Where the value at ``key`` came from: ``--set`` or the file."""
         if key is not None:
             for o in self._overridden:
                 if key == o or key.startswith(o + "."):
@@ -84,14 +85,14 @@ class Problems:
         return self.file
 
     def add(self, message: str, key: str | None = None, hint: str | None = None) -> None:
-        self.errors.append(ConfigError(message, file=self._origin(key), key=key, hint=hint))
+        self.errors.append(ConfigError(message, file=self.origin(key), key=key, hint=hint))
 
     def note(self, message: str, key: str | None = None, hint: str | None = None) -> None:
-        self.notes.append(ConfigError(message, file=self._origin(key), key=key, hint=hint))
+        self.notes.append(ConfigError(message, file=self.origin(key), key=key, hint=hint))
 
     def add_error(self, err: ConfigError, key: str | None) -> None:
         """A mistake found by a value parser (which knows no file or key)."""
-        self.errors.append(rekey(err, file=self._origin(key), key=key))
+        self.errors.append(rekey(err, file=self.origin(key), key=key))
 
     def wrong_type(self, expected: str, value: Any, key: str) -> None:
         self.add(f"expected {expected}, got {describe(value)}", key)

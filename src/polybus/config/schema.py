@@ -23,7 +23,7 @@ from polybus.config.model import (
     TLSFiles,
     UseSpec,
 )
-from polybus.config.problems import Problems, dotted
+from polybus.config.problems import Problems, describe, dotted
 from polybus.config.replication import parse_replication
 from polybus.config.units import parse_duration, parse_size
 from polybus.errors import ConfigError
@@ -176,9 +176,8 @@ def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> D
         else:
             p.wrong_type("'auto' or an array of parameter names", raw, t.key("cache"))
     cache_bytes = t.parsed("cache_bytes", parse_size)
-    priority = t.string("priority")
     return DefineSpec(
-        priority=priority,
+        priority=_priority(t),
         pool=pool,
         pool_kind=pool_kind,
         queue=_pick(t.integer("queue", 1), d.queue),
@@ -190,6 +189,20 @@ def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> D
         timeout=t.positive_duration("timeout"),
         idempotent=_pick(t.boolean("idempotent"), d.idempotent),
     )
+
+
+def _priority(t: _Table) -> str | None:
+    """An expression string: a bare ``priority = 0`` is the usual slip, so show the quoting."""
+    raw = t.t.get("priority")
+    if raw is None or isinstance(raw, str):
+        return raw
+    key = t.key("priority")
+    text = str(raw).lower() if isinstance(raw, int | float) else "len(query)"
+    hint = (f"quote it for TOML inside the shell's quotes: --set '{key}=\"{text}\"'"
+            if t.p.origin(key) == "--set" else f'write it quoted: priority = "{text}"')
+    t.p.add(f"expected an expression string, got {describe(raw)}", key,
+            f"the priority is a Python expression over the call's parameters; {hint}")
+    return None
 
 
 def _loadratio(t: _Table) -> tuple[float, ...] | None:
