@@ -77,3 +77,46 @@ def test_the_example_comment_command_is_valid(example: str) -> None:
     for line in lines:
         sets = line.split("--set '", 1)[1].rsplit("'", 1)[0]
         assert validate(app, [sets])[1] == []
+
+
+@pytest.mark.parametrize(("module", "item", "hint"), [
+    ("client", 'balance = "steal"', "'balance' is an option of a used interface: "
+     "modules.client.use.compare.balance"),
+    ("client", 'callstyle = "sync"', "'callstyle' is an option of a used interface: "
+     "modules.client.use.compare.callstyle"),
+    ("server", 'priority = "1"', "'priority' is an option of a defined interface: "
+     "modules.server.define.compare.priority"),
+    ("server", "cache = ['entry']", "'cache' is an option of a defined interface: "
+     "modules.server.define.compare.cache"),
+    ("client", "timeout = 1", "'timeout' is an option of a used interface: "
+     "modules.client.use.compare.timeout, or of a defined interface: "
+     "define.<iface>.timeout of the module that serves it"),
+])
+def test_an_interface_option_on_the_module_says_where_it_belongs(
+        tmp_path: Path, module: str, item: str, hint: str) -> None:
+    toml = BASE.replace(f"[modules.{module}]\n", f"[modules.{module}]\n{item}\n")
+    assert errors(tmp_path, toml) == [
+        ("file", f"modules.{module}.{item.split()[0]}", f"unknown key {item.split()[0]!r}", hint)]
+
+
+def test_the_interfaces_are_named_from_bind_when_the_module_has_no_table(tmp_path: Path) -> None:
+    toml = BASE.replace('use.compare = { callstyle = "async" }\n', "")
+    assert errors(tmp_path, toml, ("modules.client.aggregate=8",)) == [
+        ("--set", "modules.client.aggregate", "unknown key 'aggregate'",
+         "'aggregate' is an option of a used interface: modules.client.use.compare.aggregate")]
+    toml = BASE.replace("[bind]", "[zzz]")
+    assert ("file", "modules.client.linger", "unknown key 'linger'",  # (from its use table)
+            "'linger' is an option of a used interface: modules.client.use.compare.linger"
+            ) in errors(tmp_path, toml.replace("use.compare", "linger = 1\nuse.compare"))
+
+
+def test_a_misspelt_module_key_still_gets_the_nearest_name(tmp_path: Path) -> None:
+    toml = BASE.replace("replication = 2", "replicaton = 2")
+    assert ("file", "modules.server.replicaton", "unknown key 'replicaton'",
+            "did you mean 'replication'?") in errors(tmp_path, toml)
+
+
+def test_mandelbrot_comment_option_is_valid_where_it_says() -> None:
+    app = Path(__file__).resolve().parents[2] / "examples" / "mandelbrot" / "app.toml"
+    assert "modules.client.use.mandel_row.balance=steal" in app.read_text()
+    assert validate(app, ["modules.client.use.mandel_row.balance=steal"])[1] == []

@@ -90,6 +90,21 @@ def _flatten_bind(table: dict[str, Any], prefix: str = "") -> list[tuple[str, An
     return out
 
 
+def _bound_names(raw: Any) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Who uses and who serves which interface by [bind] as written (for hints only:
+    the bindings are checked in `_bindings`)."""
+    used: dict[str, list[str]] = {}
+    served: dict[str, list[str]] = {}
+    for left, right in _flatten_bind(raw) if isinstance(raw, dict) else ():
+        user, _, name = left.partition(".")
+        if name:
+            used.setdefault(user, []).append(name)
+        target, _, iface = right.partition(".") if isinstance(right, str) else ("", "", "")
+        if iface:
+            served.setdefault(target, []).append(iface)
+    return used, served
+
+
 def _bindings(raw: Any, modules: dict[str, ModuleSpec],
               interfaces: dict[str, list[str] | None], p: Problems,
               attempted: set[tuple[str, str]]) -> list[Binding]:
@@ -215,9 +230,11 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
     elif not isinstance(raw_modules, dict):
         p.wrong_type("a table", raw_modules, "modules")
     raw_tables: dict[str, Any] = raw_modules if isinstance(raw_modules, dict) else {}
+    uses, serves = _bound_names(doc.get("bind"))
     for key, table in raw_tables.items():
         if isinstance(table, dict):
-            modules[key] = parse_module(key, table, base_dir, p)
+            modules[key] = parse_module(key, table, base_dir, p, uses.get(key, ()),
+                                        serves.get(key, ()))
         else:
             p.wrong_type("a table", table, dotted("modules", key))
     cluster = ClusterSpec()

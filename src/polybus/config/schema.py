@@ -8,11 +8,22 @@ need more than one table (sources, bindings, replica counts) are in ``bind``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
 from polybus.config.callstyle import parse_callstyle
+from polybus.config.keys import (
+    CLUSTER_KEYS,
+    DEFINE_HINTS,
+    DEFINE_KEYS,
+    MODULE_KEYS,
+    TLS_KEYS,
+    TOP_KEYS,
+    USE_HINTS,
+    USE_KEYS,
+    module_hints,
+)
 from polybus.config.model import (
     CallStyle,
     ClusterSpec,
@@ -36,15 +47,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-TOP_KEYS = ("modules", "bind", "cluster", "serve")
-MODULE_KEYS = ("source", "replication", "define", "use", "entrypoint", "args", "kwargs",
-               "transport", "pickle", "spin")
-DEFINE_KEYS = ("priority", "pool", "queue", "overflow", "cache", "cache_bytes", "prefetch",
-               "timeout", "idempotent")
-USE_KEYS = ("callstyle", "loadratio", "balance", "aggregate", "linger", "timeout", "transport",
-            "forward")
-CLUSTER_KEYS = ("engine", "registry", "listen_host", "heartbeat", "max_frame", "token_file", "tls")
-TLS_KEYS = ("cert", "key", "ca")
 
 TRANSPORTS = ("tcp", "ipc", "shm")
 ENGINES = ("local", "hosts", "mpi", "ray")
@@ -52,16 +54,6 @@ _MODULE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POOL = re.compile(r"^\s*(processes|threads)\s*:\s*([0-9]+)\s*$")
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]+)$")
-
-# A serving-side key written in a client's use table (or the reverse) is a mistake of
-# place, not of spelling: say where the key belongs instead of listing this table's keys.
-_USE_HINTS = {k: f"{k} belongs to the serving side: define.<iface>.{k} "
-                 "of the module the interface is bound to"
-              for k in DEFINE_KEYS if k not in USE_KEYS}
-_DEFINE_HINTS = {k: f"{k} belongs to the calling side: use.<iface>.{k} "
-                    "of the client module"
-                 for k in USE_KEYS if k not in DEFINE_KEYS}
-
 
 class _Table:
     """Typed reads from one TOML table at a dotted path, reporting to Problems."""
@@ -152,7 +144,7 @@ def _pick(value: T | None, default: T) -> T:
 
 
 def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> DefineSpec:
-    p.unknown_keys(table, DEFINE_KEYS, *path, extra_hints=_DEFINE_HINTS)
+    p.unknown_keys(table, DEFINE_KEYS, *path, extra_hints=DEFINE_HINTS)
     t = _Table(table, path, p)
     d = DefineSpec()
     pool, pool_kind = d.pool, d.pool_kind
@@ -232,7 +224,7 @@ def _loadratio(t: _Table) -> tuple[float, ...] | None:
 
 
 def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseSpec:
-    p.unknown_keys(table, USE_KEYS, *path, extra_hints=_USE_HINTS)
+    p.unknown_keys(table, USE_KEYS, *path, extra_hints=USE_HINTS)
     t = _Table(table, path, p)
     u = UseSpec()
     aggregate: int | None = None
@@ -274,13 +266,23 @@ def _sub_tables(t: _Table, k: str, what: str) -> dict[str, dict[str, Any]]:
     return result
 
 
-def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems) -> ModuleSpec:
-    """One ``[modules.<key>]`` table; source existence is checked, its contents are not."""
+def _names(table: dict[str, Any], k: str, more: Sequence[str]) -> list[str]:
+    sub = table.get(k)
+    return list(dict.fromkeys([*(sub if isinstance(sub, dict) else ()), *more]))
+
+
+def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
+                 used: Sequence[str] = (), served: Sequence[str] = ()) -> ModuleSpec:
+    """One ``[modules.<key>]`` table; source existence is checked, its contents are not.
+
+    ``used`` / ``served``: the interfaces [bind] says it uses / serves, named in the hint
+    for an interface option written on the module itself."""
     path = ("modules", key)
     if not _MODULE_KEY.match(key):
         p.add(f"bad module name {key!r}", dotted(*path),
               "letters, digits, '_' and '-', not starting with a digit")
-    p.unknown_keys(table, MODULE_KEYS, *path)
+    p.unknown_keys(table, MODULE_KEYS, *path, extra_hints=module_hints(
+        key, _names(table, "use", used), _names(table, "define", served)))
     t = _Table(table, path, p)
     source = base_dir
     raw_source = t.string("source")
