@@ -120,3 +120,27 @@ def test_mandelbrot_comment_option_is_valid_where_it_says() -> None:
     app = Path(__file__).resolve().parents[2] / "examples" / "mandelbrot" / "app.toml"
     assert "modules.client.use.mandel_row.balance=steal" in app.read_text()
     assert validate(app, ["modules.client.use.mandel_row.balance=steal"])[1] == []
+
+
+def test_an_unbound_use_table_made_by_set_blames_set_and_names_the_nearest(
+        tmp_path: Path) -> None:
+    assert errors(tmp_path, overrides=("modules.client.use.compares.callstyle=sync",)) == [
+        ("--set", "modules.client.use.compares", "unbound interface 'compares'",
+         "did you mean 'compare' (bound in [bind] as \"client.compare\")? or add to [bind]: "
+         '"client.compares" = "<module>.<interface>"')]
+
+
+def test_an_unbound_use_table_in_the_file_blames_the_file(tmp_path: Path) -> None:
+    toml = BASE.replace('use.compare = { callstyle = "async" }',
+                        'use.compare = { callstyle = "async" }\nuse.compar = { callstyle = "sync" }')
+    assert errors(tmp_path, toml) == [
+        ("file", "modules.client.use.compar", "unbound interface 'compar'",
+         "did you mean 'compare' (bound in [bind] as \"client.compare\")? or add to [bind]: "
+         '"client.compar" = "<module>.<interface>"')]
+
+
+def test_a_set_into_a_use_table_of_the_file_leaves_the_file_blamed(tmp_path: Path) -> None:
+    toml = BASE.replace('use.compare = { callstyle = "async" }',
+                        'use.compare = { callstyle = "async" }\nuse.other = { callstyle = "sync" }')
+    assert [f for f, *_ in errors(tmp_path, toml, ("modules.client.use.other.linger=1",))] == [
+        "file"]

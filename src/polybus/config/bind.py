@@ -179,7 +179,8 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                 continue
             if b is None:
                 p.add(f"unbound interface {name!r}", dotted(*key),
-                      _unbound_hint(m.key, name, interfaces))
+                      _unbound_hint(m.key, name, interfaces,
+                                    [b.name for b in bindings if b.user == m.key]))
                 continue
             replicas = len(modules[b.module].replication)
             if p.reported(dotted("modules", b.module, "replication")):

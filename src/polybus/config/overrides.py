@@ -71,7 +71,10 @@ def _normalise(path: list[str]) -> list[str]:
 
 def apply_overrides(doc: dict[str, Any], overrides: Overrides
                     ) -> tuple[list[str], list[ConfigError]]:
-    """Apply in order to ``doc`` (in place); the dotted keys that were set, and mistakes."""
+    """Apply in order to ``doc`` (in place); the dotted keys that were set, and mistakes.
+
+    The keys set include the tables an override made (``use.<name>`` that the file does
+    not have): a mistake found there is the override's, not the file's."""
     pairs: list[tuple[list[str], Any]] = []
     errors: list[ConfigError] = []
     if isinstance(overrides, str):
@@ -102,6 +105,8 @@ def apply_overrides(doc: dict[str, Any], overrides: Overrides
                     hint=f"did you mean {close[0]!r}?" if close
                     else "modules: " + ", ".join(known)))
                 break
+            if part not in node:
+                written.append(dotted(*path[: i + 1]))
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
                 errors.append(ConfigError(f"cannot set {full}: {dotted(*path[: i + 1])} is "
