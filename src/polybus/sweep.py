@@ -2,9 +2,11 @@
 
 CORD's loop (seeds/001 §4) as one command: vary keys, repeat each combination, keep the
 median elapsed time with min and max, and compare each combination against a baseline
-(speedup; efficiency when a replication count is varied). A combination that fails is
-recorded with its error and the sweep goes on. The core here takes the runner as a
-parameter, so the combination, baseline and failure logic is tested without processes.
+(speedup; efficiency when a replication count is varied). Every combination's
+configuration is checked before the first run (`check_combinations`), so a bad value
+costs no runs; a combination that fails at run time is recorded with its error and the
+sweep goes on. The core here takes the runner as a parameter, so the combination,
+baseline and failure logic is tested without processes.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from polybus.errors import UsageError
+from polybus.errors import ConfigError, UsageError
 
-__all__ = ["Cell", "Sweep", "combinations", "parse_baseline", "parse_vary", "run_sweep",
-           "split_values"]
+__all__ = ["Cell", "Sweep", "check_combinations", "combinations", "parse_baseline",
+           "parse_vary", "run_sweep", "split_values"]
 
 Runner = Callable[[str, Sequence[str]], float]
 """(config path, ["key=value", ...]) -> elapsed seconds of one run."""
@@ -103,6 +105,34 @@ def combinations(varies: Sequence[tuple[str, list[str]]]) -> list[dict[str, str]
         raise UsageError("a key is given to --vary twice")
     return [dict(zip(keys, vals, strict=True))
             for vals in itertools.product(*(v for _, v in varies))]
+
+
+def _sets(fixed: Sequence[str], combo: Mapping[str, str]) -> list[str]:
+    return [*fixed, *(f"{k}={v}" for k, v in combo.items())]
+
+
+def _varied(key: str | None, keys: Sequence[str]) -> bool:
+    return key is not None and any(key == k or key.startswith(k + ".") or k.startswith(key + ".")
+                                   for k in keys)
+
+
+def check_combinations(path: str, varies: Sequence[tuple[str, list[str]]],
+                       fixed: Sequence[str] = ()) -> None:
+    """Validate every combination's configuration before anything runs; ConfigErrors
+    (each distinct mistake once) if any is wrong. A mistake in a varied key is blamed on
+    ``--vary``, which is where the value came from."""
+    from polybus.config import ConfigErrors, validate
+    from polybus.config.problems import rekey
+
+    keys = [k for k, _ in varies]
+    found: dict[str, ConfigError] = {}
+    for combo in combinations(varies):
+        for e in validate(path, _sets(fixed, combo))[1]:
+            if e.file == "--set" and _varied(e.key, keys):
+                e = rekey(e, file="--vary", key=e.key)
+            found.setdefault(str(e), e)
+    if found:
+        raise ConfigErrors(list(found.values()), file=path)
 
 
 @dataclass
@@ -212,7 +242,7 @@ def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
     for combo in combos:
         cell = Cell(combo)
         label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in combo.items())
-        sets = [*fixed, *(f"{k}={v}" for k, v in combo.items())]
+        sets = _sets(fixed, combo)
         for i in range(repeat):
             if cell.error is None:
                 try:

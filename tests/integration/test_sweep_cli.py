@@ -1,5 +1,6 @@
-"""`polybus sweep` end to end on real local workers: overrides reach each run, a broken
-combination is reported in its cell and the others still run, files are written."""
+"""`polybus sweep` end to end on real local workers: overrides reach each run, a combination
+that fails at run time is reported in its cell and the others still run, files are
+written; a bad configuration value stops the sweep before anything runs."""
 
 from __future__ import annotations
 
@@ -48,23 +49,32 @@ def test_sweep_runs_combinations_and_keeps_going_after_a_failure(app: Path, tmp_
                                                                  capsys: pytest.CaptureFixture[str]
                                                                  ) -> None:
     js, cs, png = tmp_path / "s.json", tmp_path / "s.csv", tmp_path / "s.png"
+    # args = ["x"] is a valid configuration whose run fails (range("x") in the client)
     rc = cli(["sweep", str(app), "--vary", "modules.server.replication=1,2",
-              "--vary", "modules.client.use.square.callstyle=sync,nonsense,async",
-              "--set", "modules.client.args=[20]", "--repeat", "1",
+              "--vary", 'modules.client.args=[20],["x"]',
+              "--set", "modules.client.use.square.callstyle=async", "--repeat", "1",
               "--baseline", "replication=1", "--json", str(js), "--csv", str(cs),
               "--plot", str(png)])
-    assert rc == 0
+    assert rc == 1  # a combination failed; the table and files are written all the same
     d = json.loads(js.read_text())
-    assert len(d["cells"]) == 6 and d["set"] == ["modules.client.args=[20]"]
+    assert len(d["cells"]) == 4 and d["set"] == ["modules.client.use.square.callstyle=async"]
     bad = [c for c in d["cells"] if c["error"]]
-    assert {c["config"]["modules.client.use.square.callstyle"] for c in bad} == {"nonsense"}
-    assert all("nonsense" in c["error"] for c in bad)
+    assert {c["config"]["modules.client.args"] for c in bad} == {'["x"]'}
+    assert all("TypeError" in c["error"] for c in bad)
     good = [c for c in d["cells"] if not c["error"]]
-    assert len(good) == 4 and all(c["median"] > 0 and c["speedup"] > 0 for c in good)
+    assert len(good) == 2 and all(c["median"] > 0 and c["speedup"] > 0 for c in good)
     rows = list(csv.DictReader(cs.read_text().splitlines()))
-    assert len(rows) == 6 and png.stat().st_size > 0
+    assert len(rows) == 4 and png.stat().st_size > 0
     out = capsys.readouterr().out
     assert "failed" in out and "speedup" in out
+
+
+def test_sweep_rejects_a_bad_vary_value_before_running(app: Path, tmp_path: Path) -> None:
+    js = tmp_path / "s.json"
+    assert cli(["sweep", str(app), "--vary", "modules.server.replication=1,2",
+                "--vary", "modules.client.use.square.callstyle=sync,nonsense",
+                "--json", str(js)]) == 2
+    assert not js.exists()
 
 
 def test_sweep_rejects_a_broken_file_before_running(app: Path) -> None:

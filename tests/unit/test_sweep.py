@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
-from polybus.errors import UsageError
-from polybus.sweep import combinations, parse_baseline, parse_vary, run_sweep, split_values
+from polybus.errors import ConfigError, UsageError
+from polybus.sweep import (
+    check_combinations,
+    combinations,
+    parse_baseline,
+    parse_vary,
+    run_sweep,
+    split_values,
+)
 
 
 def test_split_values_keeps_brackets_and_quotes() -> None:
@@ -98,3 +106,78 @@ def test_a_failed_cell_shows_the_first_line_of_its_error() -> None:
     assert brief("ValueError: neg") == "ValueError: neg"
     assert brief("ValueError: neg\n  File 'x.py', line 3\n") == (
         "ValueError: neg (full text in --json/--csv)")
+
+
+APP = {
+    "server.py": "def square(x):\n    return x * x\n",
+    "client.py": 'from polybus import use\n\nsquare = use("square")\n\n\ndef main(n):\n'
+                 "    return square(n)\n",
+    "app.toml": '[modules.server]\nsource = "server.py"\n\n[modules.client]\n'
+                'source = "client.py"\nentrypoint = "main"\nargs = [3]\n\n'
+                '[bind]\n"client.square" = "server.square"\n',
+}
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> str:
+    for name, text in APP.items():
+        (tmp_path / name).write_text(text)
+    return str(tmp_path / "app.toml")
+
+
+def test_every_combination_is_checked_and_a_bad_value_is_blamed_on_vary(app: str) -> None:
+    varies = [("modules.server.replication", ["1", "2"]),
+              ("modules.client.use.square.callstyle", ["sync", "nonsense"])]
+    with pytest.raises(ConfigError) as info:
+        check_combinations(app, varies)
+    # once, though two combinations have it
+    assert [(e.file, e.key, e.bare_message) for e in info.value.errors] == [  # type: ignore[attr-defined]
+        ("--vary", "modules.client.use.square.callstyle", "unknown call style 'nonsense'")]
+    check_combinations(app, [("modules.server.replication", ["1", "2"])])  # all valid: quiet
+
+
+def test_a_mistake_in_a_fixed_override_stays_blamed_on_set(app: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        check_combinations(app, [("modules.server.replication", ["1"])],
+                           ["modules.client.use.sqare.callstyle=sync"])
+    assert (info.value.file, info.value.key) == ("--set", "modules.client.use.sqare")
+
+
+def _cli(app: str, monkeypatch: pytest.MonkeyPatch, fail: str | None, *vary: str
+         ) -> tuple[int, list[list[str]]]:
+    from polybus.cli import cmd_sweep
+    from polybus.cli.main import main
+
+    runs: list[list[str]] = []
+
+    def runner(path: str, sets: Sequence[str]) -> float:
+        runs.append(list(sets))
+        if fail is not None and fail in sets:
+            raise RuntimeError("it broke")
+        return 1.0
+
+    monkeypatch.setattr(cmd_sweep, "_runner", runner)
+    args = ["sweep", app, "--repeat", "1"]
+    for v in vary:
+        args += ["--vary", v]
+    return main(args), runs
+
+
+def test_cli_an_invalid_combination_runs_nothing_and_exits_2(
+        app: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, runs = _cli(app, monkeypatch, None, "modules.server.replication=1,2",
+                    "modules.client.use.square.callstyle=sync,nonsense")
+    assert (rc, runs) == (2, [])
+    assert "--vary: modules.client.use.square.callstyle: unknown call style 'nonsense'" in (
+        capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(("fail", "status"), [
+    (None, 0), ("modules.server.replication=2", 1), ("modules.server.replication=1", 1)])
+def test_cli_exit_status_is_1_when_any_combination_failed_at_run_time(
+        app: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        fail: str | None, status: int) -> None:
+    rc, runs = _cli(app, monkeypatch, fail, "modules.server.replication=1,2")
+    assert rc == status and len(runs) == 2  # every combination still ran
+    out = capsys.readouterr().out
+    assert "speedup" in out and ("failed" in out) == (fail is not None)

@@ -1,8 +1,10 @@
 """polybus sweep app.toml --vary KEY=v1,v2 ...: every combination, medians, speedup.
 
 Each run is ``polybus.run(path, overrides)``; its ``elapsed_s`` (the entrypoint alone,
-start-up of processes apart) is the figure. A combination that fails shows its error in
-its row and the sweep goes on.
+start-up of processes apart) is the figure. Every combination's configuration is checked
+first: a mistake is reported as any configuration error is (exit status 2) and nothing
+runs. A combination that fails at run time shows its error in its row and the sweep
+goes on; the exit status is then 1, so a script sees that not every cell has a figure.
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ from rich.progress import (
 from rich.table import Table
 
 from polybus.errors import UsageError
-from polybus.sweep import Sweep, combinations, parse_baseline, parse_vary, run_sweep
+from polybus.sweep import (
+    Sweep,
+    check_combinations,
+    combinations,
+    parse_baseline,
+    parse_vary,
+    run_sweep,
+)
 
 DASH = "\u2013"
 
@@ -133,12 +142,10 @@ def plot(sweep: Sweep, path: str) -> None:
 def main(args: argparse.Namespace) -> int:
     if not args.vary:
         raise UsageError("give at least one --vary KEY=v1,v2,...")
-    from polybus.config import load
-
     varies = [parse_vary(v) for v in args.vary]
     baseline = parse_baseline(args.baseline, varies)
     combos = combinations(varies)
-    load(args.config, tuple(args.set))  # a broken file fails now, not once per cell
+    check_combinations(args.config, varies, args.set)  # a bad value fails now, not in its cell
     console = Console()
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
@@ -159,4 +166,4 @@ def main(args: argparse.Namespace) -> int:
         Path(args.csv).write_text(sweep.to_csv(), encoding="utf-8")
     if args.plot:
         plot(sweep, args.plot)
-    return 0 if any(c.ok for c in sweep.cells) else 1
+    return 0 if all(c.ok for c in sweep.cells) else 1
