@@ -16,7 +16,8 @@ from polybus.errors import ConfigWarning, PolybusError
 # above is what `polybus --help` shows.
 COMMANDS = {
     "run": "run a program: start its workers, run the client, print result and summary",
-    "check": "validate a configuration without starting anything",
+    "check": "validate a configuration, then import each module in a child process "
+             "(--no-import: the configuration alone); starts no workers",
     "registry": "start a registry (name server) by hand",
     "worker": "start a worker serving a module by hand",
     "bench": "run a benchmark of record",
