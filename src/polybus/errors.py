@@ -7,6 +7,7 @@ it can act on::
     PolybusError
     ├── ConfigError                 a configuration mistake (file, key, what, nearest name)
     ├── UsageError                  the API used wrongly (use() outside a run, bad argument)
+    │   └── UnsendableError         a call's argument the codec cannot carry (also a TypeError)
     ├── ModuleImportError           a user's module failed to import (module, file, line)
     ├── ProtocolError               a peer broke the wire protocol (malformed, oversized frame)
     │   ├── AuthenticationError     a peer did not prove it holds the cluster token
@@ -42,6 +43,7 @@ __all__ = [
     "RemoteError",
     "RemoteException",
     "TransportError",
+    "UnsendableError",
     "UsageError",
     "WorkerDiedError",
 ]
@@ -79,6 +81,12 @@ class ConfigWarning(UserWarning):
 
 class UsageError(PolybusError):
     """The public API was used in a way it does not support."""
+
+
+class UnsendableError(UsageError, TypeError):
+    """A call's argument the connection's codec cannot carry (an ``object()``, or anything
+    unpicklable where pickle is on). The message names the interface and the argument;
+    nothing of the call was sent. A TypeError too, as the codec's own error was."""
 
 
 class ModuleImportError(PolybusError):

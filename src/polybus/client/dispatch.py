@@ -25,6 +25,7 @@ from polybus.client.policies.balance import (
     demand_pick,
 )
 from polybus.client.promise import CallPromise, wait
+from polybus.client.unsendable import refused, send_accepted
 from polybus.config.model import CallStyle
 from polybus.errors import (
     ConnectionLostError,
@@ -190,8 +191,10 @@ class Dispatcher:
         self.inflight[self._index[id(link)]] += 1
         try:
             self.reactor.send(link, rec.message())
-        except (TypeError, ValueError, OverflowError):
+        except (TypeError, ValueError, OverflowError) as exc:
             self.forget(rec)
+            if isinstance(exc, TypeError):  # which argument: the codec does not say
+                raise refused(rec, exc) from None
             raise
         return CallPromise(rec, self.reactor)
 
@@ -246,8 +249,10 @@ class Dispatcher:
                 self.reactor.hold(link, rec.message())
             else:
                 self.reactor.send(link, rec.message())
-        except (TypeError, ValueError, OverflowError):  # (MessageTooLarge is one)
+        except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
             self.forget(rec)  # never sent: nothing is outstanding, the caller gets why
+            if isinstance(exc, TypeError):  # which argument: the codec does not say
+                raise refused(rec, exc) from None
             raise
 
     # -- answers ---------------------------------------------------------------------
@@ -303,8 +308,8 @@ class Dispatcher:
         for i, recs in batches.items():
             if self.comm is not None:
                 self.comm.send_many(self.links[i], recs)
-            else:
-                self.reactor.send_many(self.links[i], [r.message() for r in recs])
+            else:  # (accepted calls: one that cannot be sent fails alone)
+                send_accepted(self.reactor, self.links[i], [r.message() for r in recs])
 
     def forget(self, rec: CallRecord) -> None:
         """A call given up on (its deadline passed): its answer, if it comes, is dropped."""

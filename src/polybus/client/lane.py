@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.unsendable import named
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.transport import ring as _ring
 from polybus.transport.shm import ShmChannel
@@ -92,6 +93,9 @@ class SyncLane:
         d.calls += 1
         try:
             broke = self._send(Call(rid, d.interface, wargs), inline)
+        except TypeError as exc:  # not encodable: say which argument (unsendable.py)
+            r._lock.release()
+            raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle) from None
         except BaseException:
             r._lock.release()  # never sent (too large, not encodable): nothing outstanding
             raise

@@ -20,12 +20,14 @@ from polybus.client import rings
 from polybus.client.calls import CallRecord, ReplicaLink, error_from
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
+from polybus.client.unsendable import refused, send_accepted
 from polybus.errors import (
     CallTimeoutError,
     ConnectionLostError,
     MessageTooLarge,
     PolybusError,
     ProtocolError,
+    UnsendableError,
 )
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
@@ -113,7 +115,8 @@ class Reactor:
     def flush(self, link: ReplicaLink) -> None:
         if link.held:
             msgs, link.held = link.held, []
-            self.send_many(link, pack(msgs))  # calls travel as one Batch frame
+            # as one Batch frame; a call that cannot be encoded fails alone (unsendable.py)
+            send_accepted(self, link, pack(msgs))
 
     def flush_all(self) -> None:
         for f in self.flushers:
@@ -163,7 +166,13 @@ class Reactor:
         for someone else, the replica lost) goes the general way (`send`, `wait`)."""
         if not self._fast or self._waiters or not self._alone(link) \
                 or not self._lock.acquire(blocking=False):
-            self.send(link, rec.message())
+            try:
+                self.send(link, rec.message())
+            except (TypeError, ValueError, OverflowError) as exc:
+                rec.dispatcher.forget(rec)  # never sent: nothing is outstanding
+                if isinstance(exc, TypeError):  # which argument: the codec does not say
+                    raise refused(rec, exc) from None
+                raise
             return self.wait(rec)
         ch = link.channel
         rid = rec.id
@@ -171,8 +180,10 @@ class Reactor:
         try:
             try:
                 ch.send(Call(rid, rec.dispatcher.interface, rec.args, rec.kwargs), self._drain)
-            except (TypeError, ValueError, OverflowError):
+            except (TypeError, ValueError, OverflowError) as exc:
                 rec.dispatcher.forget(rec)  # never sent: nothing is outstanding
+                if isinstance(exc, TypeError):
+                    raise refused(rec, exc) from None
                 raise
             while not link.dead:
                 msg = ch.next_message()
@@ -193,7 +204,7 @@ class Reactor:
                     self._handle(link, msg)
                     if rec.done:
                         break
-        except MessageTooLarge:
+        except (MessageTooLarge, UnsendableError):
             raise  # (never sent, forgotten above)
         except PolybusError as exc:
             self._lost(link, exc)

@@ -1,0 +1,82 @@
+"""Which argument of a call the codec could not encode, for the error the caller sees.
+
+The codec's TypeError says what value it met, not where: with several arguments, or a
+value deep inside one, "a value of type object cannot be sent" leaves the user to guess.
+Only after an encoding has failed is each argument encoded alone (with a codec of its
+own, the connection's may be in use by another thread), so a call that succeeds pays
+nothing for this.
+
+Calls accepted earlier and sent later (held for a busy replica, or waiting in an
+async-demand backlog) are encoded when whichever call comes next flushes them: one that
+cannot be encoded must fail alone, in its own promise, not in that caller's hands while
+the calls sent with it are never answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from polybus.errors import PolybusError, UnsendableError
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Batch, Call, Message
+
+if TYPE_CHECKING:
+    from polybus.client.calls import CallRecord, ReplicaLink
+    from polybus.client.reactor import Reactor
+
+__all__ = ["named", "refused", "send_accepted"]
+
+
+def _fails(codec: Codec, interface: str, args: list[Any], kwargs: dict[str, Any] | None) -> bool:
+    try:
+        codec.encode_parts(Call(0, interface, args, kwargs))
+    except (TypeError, OverflowError):
+        return True
+    except ValueError:  # (too large, say: not this kind of mistake)
+        return False
+    return False
+
+
+def named(interface: str, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
+          exc: Exception, allow_pickle: bool) -> UnsendableError:
+    """``exc`` (raised encoding a call of ``interface``) as an UnsendableError naming the
+    first argument that cannot be encoded: ``f(...) argument 2: ...`` (1 is the first
+    positional one) or ``f(...) argument 'key': ...``."""
+    codec = Codec(allow_pickle=allow_pickle)
+    where = ""
+    for i, a in enumerate(args, 1):
+        if _fails(codec, interface, [a], None):
+            where = f" argument {i}"
+            break
+    else:
+        for k, v in (kwargs or {}).items():
+            if _fails(codec, interface, [], {k: v}):
+                where = f" argument {k!r}"
+                break
+    return UnsendableError(f"{interface}(...){where}: {exc}")
+
+
+def refused(rec: CallRecord, exc: Exception) -> UnsendableError:
+    """`named` for a call record whose message could not be encoded for its link."""
+    link = rec.link
+    pickle = link.channel.codec.allow_pickle if link is not None else False
+    return named(rec.dispatcher.interface, rec.args, rec.kwargs, exc, pickle)
+
+
+def send_accepted(reactor: Reactor, link: ReplicaLink, msgs: list[Message]) -> None:
+    """``reactor.send_many`` for accepted calls; if it cannot encode them, each is sent
+    alone and one that still cannot be fails its record with the reason."""
+    try:
+        reactor.send_many(link, msgs)
+    except (TypeError, ValueError, OverflowError):  # (MessageTooLarge is one)
+        for msg in msgs:
+            for one in msg.items if type(msg) is Batch else [msg]:
+                try:
+                    reactor.send_many(link, [one])
+                except (TypeError, ValueError, OverflowError) as exc:
+                    rec = link.outstanding.get(one.id) if type(one) is Call else None
+                    if rec is None:
+                        raise  # not a call of ours: as it was
+                    rec.dispatcher.forget(rec)
+                    rec.set_error(exc if isinstance(exc, PolybusError) else refused(rec, exc))
