@@ -11,6 +11,7 @@ import socket
 import threading
 
 import numpy as np
+import pytest
 
 from polybus.testing.conformance import memfd_mappings
 from polybus.transport.shm import ShmChannel
@@ -114,3 +115,40 @@ def test_many_live_operands_take_bounded_shared_segments() -> None:
         receiver.close()
     gc.collect()
     assert memfd_mappings() == 0
+
+
+def _pair() -> tuple[ShmChannel, ShmChannel]:
+    a, b = socket.socketpair(socket.AF_UNIX)
+    return ShmChannel(a, Codec(), "client"), ShmChannel(b, Codec(), "replica")
+
+
+def _busy(ch: ShmChannel) -> int:
+    return sum(1 for s in ch._segments.values() if s.busy)
+
+
+def test_a_message_that_cannot_be_encoded_leaves_the_channel_as_it_was() -> None:
+    """Calls sent together (send_many: a held batch, an async-demand refill) whose last
+    holds a value the codec refuses: nothing is taken for the first ones either. Before,
+    the first call's segment was taken and its descriptor left to ride on the next send
+    (a descriptor for a frame never sent), and pending release notes were spent on a
+    frame that never left (the peer held those segments until the connection closed)."""
+    sender, receiver = _pair()
+    try:
+        x = np.full(SIZE // 8, 3.0)
+        got = _pump(sender, receiver, [Call(1, "f", [x])])
+        del got
+        gc.collect()  # the receiver lets the array go: a release note for the sender
+        assert receiver._released
+        with pytest.raises(TypeError):
+            receiver.send_many([Call(2, "f", [np.full(SIZE // 8, 4.0)]), Call(3, "f", [object()])])
+        assert receiver._released and not receiver._fds_out and _busy(receiver) == 0
+        with pytest.raises(TypeError):
+            receiver.send(Call(4, "f", [object()]))
+        assert receiver._released  # still to be told
+        back = _pump(receiver, sender, [Call(5, "f", [np.full(SIZE // 8, 5.0)])])
+        assert np.array_equal(back[0].args[0], np.full(SIZE // 8, 5.0))  # type: ignore[attr-defined]
+        assert not receiver._released  # told with that frame
+        assert _busy(sender) == 0  # and the sender has its segment back
+    finally:
+        sender.close()
+        receiver.close()

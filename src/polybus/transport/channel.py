@@ -68,15 +68,18 @@ class Channel:
 
     def send_many(self, msgs: list[Message], on_blocked: Callable[[], None] | None = None) -> int:
         with self.send_lock:
-            pieces: list[bytes | memoryview] = []
-            for m in msgs:
-                pieces.extend(self._encode(m))
-            return self._send_pieces(pieces, on_blocked)
+            return self._send_pieces(self._encode_many(msgs), on_blocked)
 
     # Hooks for a transport that carries some bytes its own way (transport/shm.py):
-    # how a message becomes pieces, how bytes are read, how frames come out.
+    # how messages become pieces, how bytes are read, how frames come out.
     def _encode(self, msg: Message) -> list[bytes | memoryview]:
         return self.codec.encode(msg)
+
+    def _encode_many(self, msgs: list[Message]) -> list[bytes | memoryview]:
+        pieces: list[bytes | memoryview] = []
+        for m in msgs:
+            pieces.extend(self._encode(m))
+        return pieces
 
     def _recv_into(self, buf: memoryview, flags: int) -> int:
         return self.sock.recv_into(buf, 0, flags)

@@ -29,7 +29,7 @@ from polybus.transport.shmshare import (
     shelf,
 )
 from polybus.wire.codec import Codec
-from polybus.wire.framing import Frame, encode_frame, frame_prefix
+from polybus.wire.framing import Frame, encode_frame, frame_prefix, too_large
 from polybus.wire.messages import Message, Put
 
 __all__ = ["FD_READONLY", "FLAG_CTL", "FLAG_SHM", "MAX_FDS", "SegmentFrames"]
@@ -94,11 +94,30 @@ class SegmentFrames:
 
     # -- sending ---------------------------------------------------------------
     def _encode(self, msg: Message) -> list[bytes | memoryview]:
+        return self._encode_many([msg])
+
+    def _encode_many(self, msgs: list[Message]) -> list[bytes | memoryview]:
+        """Every message is encoded and its size checked before a segment is taken or a
+        release note is consumed: one that cannot be sent (a value the codec refuses,
+        too large) leaves the channel as it was. Taken first, a segment (and its
+        descriptor, passed with the next send) went to a frame never sent, and release
+        notes went nowhere (the peer's segments were held until the connection closed)."""
+        max_frame = self.codec.max_frame
+        parts = []
+        for m in msgs:
+            # Large non-contiguous arrays (a column block) come as they are and are
+            # gathered straight into their segment: one copy of their bytes, not two.
+            header, bufs = self.codec.encode_parts(m, self.threshold)
+            if bufs:
+                frame_prefix(len(header), [b.nbytes if isinstance(b, np.ndarray)
+                                           else memoryview(b).nbytes for b in bufs], max_frame)
+            elif 8 + len(header) > max_frame:
+                raise too_large(8 + len(header), max_frame)
+            parts.append((m, header, bufs))
         pieces = self._control() if self._released or self._forget_out else []
-        # Large non-contiguous arrays (a column block) come as they are and are gathered
-        # straight into their segment: one copy of their bytes here, not two.
-        header, bufs = self.codec.encode_parts(msg, self.threshold)
-        return pieces + self._frame(msg, header, bufs)
+        for m, header, bufs in parts:
+            pieces += self._frame(m, header, bufs)
+        return pieces
 
     def _frame(self, msg: Message, header: bytes,
                bufs: list[bytes | memoryview | np.ndarray[Any, Any]]) -> list[bytes | memoryview]:
