@@ -67,3 +67,35 @@ def test_the_error_names_the_interface_and_argument(tmp_path: Path, style: str,
         ["UnsendableError", f"echo(...) argument 'y': {WHY}"], [0, 1, 2],
         5,
     ]
+
+
+PICKLING_CLIENT = """
+    from polybus import use, wait
+
+    echo = use("echo")
+
+    def main():
+        good = [echo(i) for i in range(3)]
+        try:
+            wait(echo(1, lambda: 0))  # pickle cannot take a lambda
+        except TypeError as exc:
+            why = [type(exc).__name__, str(exc)]
+        return [why, wait(good), wait(echo((2, 3)))]
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("style", ["sync", "async", "async-demand(1)"])
+def test_a_value_pickle_refuses_is_named_the_same_way(tmp_path: Path, style: str) -> None:
+    """With pickle allowed, a value pickle cannot take (a lambda) fails its call alone,
+    as a TypeError naming the argument, and the calls around it are answered (pickle's
+    own errors, PicklingError or AttributeError, went past every send path's handling:
+    the call stayed outstanding)."""
+    toml = TOML.format(style=style, transport="tcp").replace(
+        'replication = 1', 'replication = 1\n    pickle = true')
+    app = write_app(tmp_path, server=SERVER, client=PICKLING_CLIENT, toml=toml)
+    why, good, last = polybus.run(app).result
+    assert why[0] == "UnsendableError"
+    assert why[1].startswith("echo(...) argument 2: a value of type function cannot be "
+                             "pickled: "), why[1]
+    assert good == [0, 1, 2] and last == [2, 3]

@@ -332,7 +332,13 @@ class Codec:
                    "codec (msgpack types, numpy arrays, bytes); convert it")
             raise TypeError(f"{why}, or set pickle = true on the serving module in the "
                             "configuration")
-        return msgspec.msgpack.Ext(EXT_PICKLE, pickle.dumps(obj, protocol=5))
+        try:
+            return msgspec.msgpack.Ext(EXT_PICKLE, pickle.dumps(obj, protocol=5))
+        except Exception as exc:  # PicklingError, AttributeError (a local function), ...
+            # A TypeError, as from the safe codec: every send path takes a call that
+            # cannot be encoded back as never sent, and says which argument it was.
+            raise TypeError(f"a value of type {type(obj).__qualname__} cannot be pickled: "
+                            f"{exc}") from None
 
     # -- decoding ---------------------------------------------------------------
     def decode(self, frame: Frame) -> Message:
