@@ -76,6 +76,14 @@ def kill_all(pids: set[int]) -> None:
             pass
 
 
+def interruptible() -> None:
+    """In a child, before exec: SIGINT's default disposition back. A test run a shell
+    started in the background (``make test &``, a CI job) inherits SIGINT ignored, and
+    Python leaves an ignored SIGINT ignored: the tests that interrupt a run would wait
+    for nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Procs:
     """Starts processes and guarantees they (and their descendants) end with the test."""
 
@@ -87,7 +95,7 @@ class Procs:
               cwd: Path | None = None) -> subprocess.Popen[str]:
         p = subprocess.Popen([*POLYBUS, *map(str, args)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                             env=env_with(env), cwd=cwd)
+                             env=env_with(env), cwd=cwd, preexec_fn=interruptible)
         self.started.append(p)
         return p
 

@@ -16,6 +16,7 @@ from integration.conftest import (
     descendants,
     env_with,
     finish,
+    interruptible,
     kill_all,
     wait_gone,
     write_app,
@@ -133,7 +134,8 @@ def test_ctrl_c_at_a_terminal_interrupts_the_run_not_its_replicas(tmp_path: Path
                         '"client.pid" = "server.pid"\n    "client.nap" = "server.nap"'))
     run = subprocess.Popen([*POLYBUS, "run", str(app), "--quiet"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                           env=env_with(), start_new_session=True)  # its own group, as a shell's job
+                           env=env_with(), start_new_session=True,  # its own group, as a shell's job
+                           preexec_fn=interruptible)
     tree: set[int] = set()
     try:
         _wait_for(pids_file)
