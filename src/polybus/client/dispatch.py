@@ -25,7 +25,7 @@ from polybus.client.policies.balance import (
     demand_pick,
 )
 from polybus.client.promise import CallPromise, wait
-from polybus.client.unsendable import refused, send_accepted
+from polybus.client.unsendable import not_sent, send_accepted
 from polybus.config.model import CallStyle
 from polybus.errors import (
     ConnectionLostError,
@@ -184,18 +184,7 @@ class Dispatcher:
         rec = CallRecord(next(_ids), self, [_wire(a) for a in args],
                          {k: _wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
         self.calls += 1
-        link = self._pick_any()
-        rec.link = link  # (what _send does, with no comm and nothing held)
-        rec.attempts = 1
-        link.outstanding[rec.id] = rec
-        self.inflight[self._index[id(link)]] += 1
-        try:
-            self.reactor.send(link, rec.message())
-        except (TypeError, ValueError, OverflowError) as exc:
-            self.forget(rec)
-            if isinstance(exc, TypeError):  # which argument: the codec does not say
-                raise refused(rec, exc) from None
-            raise
+        self._send(rec, self._pick_any())
         return CallPromise(rec, self.reactor)
 
     def call_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -250,10 +239,7 @@ class Dispatcher:
             else:
                 self.reactor.send(link, rec.message())
         except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
-            self.forget(rec)  # never sent: nothing is outstanding, the caller gets why
-            if isinstance(exc, TypeError):  # which argument: the codec does not say
-                raise refused(rec, exc) from None
-            raise
+            raise not_sent(rec, exc) from None
 
     # -- answers ---------------------------------------------------------------------
     def completed(self, rec: CallRecord, link: ReplicaLink) -> None:

@@ -20,7 +20,7 @@ from polybus.client import rings
 from polybus.client.calls import CallRecord, ReplicaLink, error_from
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
-from polybus.client.unsendable import refused, send_accepted
+from polybus.client.unsendable import not_sent, send_accepted
 from polybus.errors import (
     CallTimeoutError,
     ConnectionLostError,
@@ -169,10 +169,7 @@ class Reactor:
             try:
                 self.send(link, rec.message())
             except (TypeError, ValueError, OverflowError) as exc:
-                rec.dispatcher.forget(rec)  # never sent: nothing is outstanding
-                if isinstance(exc, TypeError):  # which argument: the codec does not say
-                    raise refused(rec, exc) from None
-                raise
+                raise not_sent(rec, exc) from None
             return self.wait(rec)
         ch = link.channel
         rid = rec.id
@@ -181,10 +178,7 @@ class Reactor:
             try:
                 ch.send(Call(rid, rec.dispatcher.interface, rec.args, rec.kwargs), self._drain)
             except (TypeError, ValueError, OverflowError) as exc:
-                rec.dispatcher.forget(rec)  # never sent: nothing is outstanding
-                if isinstance(exc, TypeError):
-                    raise refused(rec, exc) from None
-                raise
+                raise not_sent(rec, exc) from None
             while not link.dead:
                 msg = ch.next_message()
                 if msg is None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.reactor import Reactor
 
-__all__ = ["named", "refused", "send_accepted"]
+__all__ = ["named", "not_sent", "refused", "send_accepted"]
 
 
 def _fails(codec: Codec, interface: str, args: list[Any], kwargs: dict[str, Any] | None) -> bool:
@@ -62,6 +62,14 @@ def refused(rec: CallRecord, exc: Exception) -> UnsendableError:
     link = rec.link
     pickle = link.channel.codec.allow_pickle if link is not None else False
     return named(rec.dispatcher.interface, rec.args, rec.kwargs, exc, pickle)
+
+
+def not_sent(rec: CallRecord, exc: Exception) -> Exception:
+    """The error for the caller of a call whose message could not be encoded (``exc``:
+    TypeError, ValueError or OverflowError; MessageTooLarge is a ValueError), the call
+    forgotten first: it was never sent, so nothing is outstanding."""
+    rec.dispatcher.forget(rec)
+    return refused(rec, exc) if isinstance(exc, TypeError) else exc
 
 
 def send_accepted(reactor: Reactor, link: ReplicaLink, msgs: list[Message]) -> None:

@@ -54,6 +54,11 @@ def _contiguous(b: bytes | memoryview | np.ndarray[Any, Any]) -> bytes | memoryv
     return b  # type: ignore[return-value]
 
 
+def _lens(bufs: list[bytes | memoryview | np.ndarray[Any, Any]]) -> list[int]:
+    """The byte length of each buffer of a message (arrays left to gather included)."""
+    return [b.nbytes if isinstance(b, np.ndarray) else memoryview(b).nbytes for b in bufs]
+
+
 def _u64s(ids: list[int]) -> bytes:
     return struct.pack(f"<{len(ids)}Q", *ids)
 
@@ -109,8 +114,7 @@ class SegmentFrames:
             # gathered straight into their segment: one copy of their bytes, not two.
             header, bufs = self.codec.encode_parts(m, self.threshold)
             if bufs:
-                frame_prefix(len(header), [b.nbytes if isinstance(b, np.ndarray)
-                                           else memoryview(b).nbytes for b in bufs], max_frame)
+                frame_prefix(len(header), _lens(bufs), max_frame)
             elif 8 + len(header) > max_frame:
                 raise too_large(8 + len(header), max_frame)
             parts.append((m, header, bufs))
@@ -125,7 +129,7 @@ class SegmentFrames:
         segments (their descriptors left in ``_fds_out`` for the send to pass)."""
         if not bufs:  # most messages: one piece, as on any channel
             return encode_frame(header, None, self.codec.max_frame)
-        lens = [b.nbytes if isinstance(b, np.ndarray) else memoryview(b).nbytes for b in bufs]
+        lens = _lens(bufs)
         if max(lens) < self.threshold:
             return encode_frame(header, bufs, self.codec.max_frame)  # type: ignore[arg-type]
         # The limit applies to the message, wherever its bytes travel.

@@ -112,8 +112,7 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             rt._running -= 1
             if (rt._polling or rt._running or len(queue) or rt._stopping or rt._corked.held
                     or rt._paused):
-                if rt._paused and not queue.full():
-                    rt._wake()
+                rt._room_for_paused()
                 return False
             rt._polling = True
     if ch.decoder.wants_spare:  # a large frame came: the idle poller readies the next one's memory

@@ -147,11 +147,7 @@ class WorkerRuntime(Intake):
             self._run(job)
             with self._lock:
                 self._running -= 1
-                if self._paused and self._polling and not self._queue.full():
-                    # (a poller asleep resumes the paused client; with none, whoever
-                    # polls next does, first thing: a wake per call ran ~6% of a
-                    # replica's time in a burst that had paused its client)
-                    self._wake()
+                self._room_for_paused()
                 # Answered, nothing else to do: wait for that client's next call on its
                 # connection alone (direct.py), holding the poller role.
                 lone = (not self._polling and not self._running and not len(self._queue)
@@ -199,6 +195,14 @@ class WorkerRuntime(Intake):
 
     def _wake(self) -> None:
         self._bell.ring()
+
+    def _room_for_paused(self) -> None:
+        """A call has run (the lock held): if a client is paused and the queue has room,
+        a poller that may be asleep is woken to resume it. With none holding the role,
+        whoever polls next resumes it first thing (`_poll_once`), so no bell: a wake
+        per call run was ~6% of a replica's time in a burst that had paused its client."""
+        if self._paused and self._polling and not self._queue.full():
+            self._wake()
 
     def _poll_once(self) -> None:
         if self._paused:
