@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from polybus.client import rings
-from polybus.client.calls import CallRecord, ReplicaLink, error_from
+from polybus.client import answers, rings
+from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.client.unsendable import not_sent, send_accepted
@@ -26,26 +26,12 @@ from polybus.errors import (
     ConnectionLostError,
     MessageTooLarge,
     PolybusError,
-    ProtocolError,
     UnsendableError,
 )
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
 from polybus.wire.codec import Ref
-from polybus.wire.messages import (
-    Batch,
-    BatchResult,
-    Call,
-    Fail,
-    Fetched,
-    Goodbye,
-    Message,
-    Ping,
-    Pong,
-    Released,
-    Result,
-    Stats,
-)
+from polybus.wire.messages import Call, Message, Ping, Result
 
 _NOTHING = object()
 
@@ -324,37 +310,14 @@ class Reactor:
             self._handle(link, msg)
 
     def _handle(self, link: ReplicaLink, msg: Message) -> None:
-        if type(msg) is Result:  # the common case, ahead of the match
+        if type(msg) is Result:  # the common case, filed here; the rest in answers.py
             rec = link.outstanding.pop(msg.id, None)
             if rec is not None:
                 link.calls += 1
                 if rec.set_value(msg.value):
                     rec.dispatcher.completed(rec, link)
             return
-        match msg:
-            case Fail(id=cid):
-                rec = link.outstanding.pop(cid, None)
-                if rec is not None and msg.kind == "cache-miss" and rec.dispatcher.comm is not None:
-                    rec.dispatcher.comm.missed(rec, link, msg.message)  # re-sent with the value
-                elif rec is not None:
-                    link.calls += 1
-                    if rec.set_error(error_from(msg, rec.dispatcher.interface, link.name)):
-                        rec.dispatcher.completed(rec, link)
-            case Batch(items=items):
-                for item in items:
-                    self._handle(link, item)
-            case BatchResult(id=cid):
-                batch = link.outstanding.pop(cid, None)
-                if batch is not None:
-                    batch.answered(link, msg)  # type: ignore[attr-defined]
-            case Released(ids=ids, req=req):
-                self.on_released(link, ids, req)
-            case Stats(req=req) | Pong(req=req) | Fetched(req=req):
-                self.replies[req] = msg
-            case Goodbye(reason=reason):
-                self._lost(link, ProtocolError(f"{link.name} closed the connection: {reason}"))
-            case _:
-                pass
+        answers.handle(self, link, msg)  # (the rarer kinds: client/answers.py)
 
     def _check_liveness(self) -> None:
         """Ping replicas that hold calls and went silent; give up on those silent too long."""

@@ -1,0 +1,57 @@
+"""What the reactor does with each kind of message a replica sends, beside a Result.
+
+`Reactor._handle` files the common answer (a `Result`) itself; everything else comes
+here: a failed call (or a cache miss, re-sent with its value), the answers of an
+aggregated batch, released calls, answers to control requests, and a replica's goodbye.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from polybus.client.calls import ReplicaLink, error_from
+from polybus.errors import ProtocolError
+from polybus.wire.messages import (
+    Batch,
+    BatchResult,
+    Fail,
+    Fetched,
+    Goodbye,
+    Message,
+    Pong,
+    Released,
+    Stats,
+)
+
+if TYPE_CHECKING:
+    from polybus.client.reactor import Reactor
+
+__all__ = ["handle"]
+
+
+def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
+    """File ``msg`` from ``link`` (any message but a Result; unknown kinds are ignored)."""
+    match msg:
+        case Fail(id=cid):
+            rec = link.outstanding.pop(cid, None)
+            if rec is not None and msg.kind == "cache-miss" and rec.dispatcher.comm is not None:
+                rec.dispatcher.comm.missed(rec, link, msg.message)  # re-sent with the value
+            elif rec is not None:
+                link.calls += 1
+                if rec.set_error(error_from(msg, rec.dispatcher.interface, link.name)):
+                    rec.dispatcher.completed(rec, link)
+        case Batch(items=items):
+            for item in items:
+                reactor._handle(link, item)
+        case BatchResult(id=cid):
+            batch = link.outstanding.pop(cid, None)
+            if batch is not None:
+                batch.answered(link, msg)  # type: ignore[attr-defined]
+        case Released(ids=ids, req=req):
+            reactor.on_released(link, ids, req)
+        case Stats(req=req) | Pong(req=req) | Fetched(req=req):
+            reactor.replies[req] = msg
+        case Goodbye(reason=reason):
+            reactor._lost(link, ProtocolError(f"{link.name} closed the connection: {reason}"))
+        case _:
+            pass
