@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from polybus.errors import ProtocolError
+from polybus.wire.arrays import INLINE_MAX
 from polybus.wire.codec import (
     EXT_BYTES,
     EXT_NDARRAY,
     EXT_PICKLE,
     EXT_SMALL,
-    INLINE_MAX,
     Codec,
     OutOfBand,
     Ref,

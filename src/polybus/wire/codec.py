@@ -26,6 +26,17 @@ import msgspec
 import numpy as np
 
 from polybus.errors import ProtocolError
+from polybus.wire.arrays import (
+    DTYPE_STR,
+    HEADS,
+    INLINE_MAX,
+    META_DEC,
+    META_ENC,
+    SMALL,
+    array_over,
+    small_head,
+    small_meta,
+)
 from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, Frame, encode_frame, too_large
 from polybus.wire.messages import Batch, Call, Deliver, Fetched, Message, Put, Result
 
@@ -36,84 +47,8 @@ EXT_REF = 4
 EXT_SMALL = 5
 # Arrays up to this size (and of at most INLINE_DIMS dimensions) travel inside the
 # header (ext 5), not as buffers beside it.
-INLINE_MAX = 2048
 INLINE_DIMS = 16
 OOB_BYTES = 64 * 1024  # top-level bytes at least this long travel out of band
-
-_meta_enc = msgspec.msgpack.Encoder()
-# dtype -> dtype.str (which builds its string anew each time: ~0.4 us an array); only
-# dtypes without objects are kept, so a hit needs no hasobject check.
-_DTYPE_STR: dict[Any, str] = {}
-_meta_dec = msgspec.msgpack.Decoder()
-# dtype.str -> dtype (np.dtype parses the string each time), for dtypes without objects.
-_DTYPES: dict[str, np.dtype[Any]] = {}
-_DTYPE_LEN = 64  # longer strings are refused: numpy parses them (slowly) into large dtypes
-
-
-def _layout(dtype: str, shape: list[int]) -> tuple[np.dtype[Any], tuple[int, ...], int]:
-    """A received array's dtype, shape and byte count; ProtocolError for anything that is
-    not one an encoder makes: a dtype that is not a short string or holds objects, a
-    shape that is not a list of non-negative ints, elements of zero bytes by the many.
-    (A dtype string numpy cannot read raises TypeError: `Codec.decode_header` reports
-    that too.)"""
-    dt = _DTYPES.get(dtype) if type(dtype) is str else None
-    if dt is None:
-        if type(dtype) is not str or len(dtype) > _DTYPE_LEN:  # (dtype.str is short)
-            raise ProtocolError(f"array dtype {str(dtype)[:40]!r} is not a dtype string")
-        dt = np.dtype(dtype)
-        if dt.hasobject:
-            raise ProtocolError("object arrays are not sent as raw buffers")
-        if len(_DTYPES) < 256:
-            _DTYPES[dtype] = dt
-    if type(shape) is not list:
-        raise ProtocolError("array shape is not a list")
-    count = 1
-    for s in shape:
-        if type(s) is not int or s < 0:
-            raise ProtocolError(f"array dimension {s!r} is not a non-negative int")
-        count *= s
-    if not dt.itemsize and count > INLINE_MAX:  # (no bytes to check the count against)
-        raise ProtocolError(f"{count} elements of zero bytes")
-    return dt, tuple(shape), count * dt.itemsize
-
-
-def _array(dtype: str, shape: list[int], buf: bytearray | memoryview) -> np.ndarray[Any, Any]:
-    """The array of ``dtype`` and ``shape`` over ``buf`` (a buffer beside the header)."""
-    dt, dims, nbytes = _layout(dtype, shape)
-    if nbytes != (buf.nbytes if type(buf) is memoryview else len(buf)):
-        raise ProtocolError("array shape does not match its buffer")
-    return np.ndarray(dims, dt, buf)
-
-
-# The meta of small arrays (ext 5), both ways: (dtype, shape) -> the bytes before the
-# array's (a length and msgpack [dtype.str, shape]), and those bytes -> (dtype, shape,
-# nbytes). Each is emptied when full (shapes are few in a program, but need not be).
-_HEADS: dict[tuple[Any, tuple[int, ...]], bytes] = {}
-_SMALL: dict[bytes, tuple[np.dtype[Any], tuple[int, ...], int]] = {}
-_CACHED = 1024
-
-
-def _small_head(obj: np.ndarray[Any, Any], dstr: str) -> bytes:
-    """The bytes before ``obj``'s in its ext 5 (``dstr``: its dtype's str), kept for the
-    next array like it."""
-    meta = _meta_enc.encode((dstr, obj.shape))
-    head = bytes((len(meta),)) + meta  # (under 256: a dtype's str is short, the shape too)
-    if len(_HEADS) >= _CACHED:
-        _HEADS.clear()
-    _HEADS[(obj.dtype, obj.shape)] = head
-    return head
-
-
-def _small_meta(meta: bytes) -> tuple[np.dtype[Any], tuple[int, ...], int]:
-    """A received ext 5's dtype, shape and byte count from its meta (``meta``: the
-    length byte and the msgpack), kept for the next array like it."""
-    dtype, shape = _meta_dec.decode(meta[1:])
-    got = _layout(dtype, shape)
-    if len(_SMALL) >= _CACHED:
-        _SMALL.clear()
-    _SMALL[meta] = got
-    return got
-
 
 class OutOfBand:
     """Marks a bytes-like value to be sent as a raw buffer."""
@@ -278,39 +213,39 @@ class Codec:
     def _enc_hook(self, obj: Any) -> Any:
         if isinstance(obj, np.ndarray):
             small = obj.nbytes <= INLINE_MAX
-            if small and (head := _HEADS.get((obj.dtype, obj.shape))) is not None:
+            if small and (head := HEADS.get((obj.dtype, obj.shape))) is not None:
                 return msgspec.msgpack.Ext(EXT_SMALL, head + obj.tobytes())  # (the common one)
             dt = obj.dtype
-            dstr = _DTYPE_STR.get(dt)
+            dstr = DTYPE_STR.get(dt)
             if dstr is None:
                 if dt.hasobject or dt.names is not None:  # (dtype.str drops field names)
                     return self._pickled(obj)
                 dstr = dt.str
-                if len(_DTYPE_STR) < 256:  # (made-up structured dtypes could be endless)
-                    _DTYPE_STR[dt] = dstr
+                if len(DTYPE_STR) < 256:  # (made-up structured dtypes could be endless)
+                    DTYPE_STR[dt] = dstr
             if small and obj.ndim <= INLINE_DIMS:
                 # Small: its bytes in the header, after its meta (a frame of no buffers
                 # takes every in-place path on both sides; the buffer's own steps, a
                 # table, padding and a copy out, cost more than the bytes).
-                return msgspec.msgpack.Ext(EXT_SMALL, _small_head(obj, dstr) + obj.tobytes())
+                return msgspec.msgpack.Ext(EXT_SMALL, small_head(obj, dstr) + obj.tobytes())
             idx = len(self._out)
             if self._gather and obj.nbytes >= self._gather and not obj.flags.c_contiguous:
                 self._out.append(obj)  # the caller gathers it (encode_parts)
-                return msgspec.msgpack.Ext(EXT_NDARRAY, _meta_enc.encode((dstr, obj.shape, idx)))
+                return msgspec.msgpack.Ext(EXT_NDARRAY, META_ENC.encode((dstr, obj.shape, idx)))
             arr = np.ascontiguousarray(obj)
             # (a uint8 view, not memoryview.cast: the buffer protocol has no datetime64)
             self._out.append(memoryview(arr.reshape(-1).view(np.uint8)) if arr.nbytes  # type: ignore[arg-type]
                              else memoryview(b""))
             # obj.shape, not arr.shape: ascontiguousarray makes a 0-d array 1-d.
-            return msgspec.msgpack.Ext(EXT_NDARRAY, _meta_enc.encode((dstr, obj.shape, idx)))
+            return msgspec.msgpack.Ext(EXT_NDARRAY, META_ENC.encode((dstr, obj.shape, idx)))
         if isinstance(obj, np.generic):
             return obj.item()
         if isinstance(obj, OutOfBand):
             idx = len(self._out)
             self._out.append(memoryview(obj.data).cast("B"))
-            return msgspec.msgpack.Ext(EXT_BYTES, _meta_enc.encode(idx))
+            return msgspec.msgpack.Ext(EXT_BYTES, META_ENC.encode(idx))
         if isinstance(obj, Ref):
-            return msgspec.msgpack.Ext(EXT_REF, _meta_enc.encode((obj.kind, obj.key)))
+            return msgspec.msgpack.Ext(EXT_REF, META_ENC.encode((obj.kind, obj.key)))
         if isinstance(obj, memoryview):
             return obj.tobytes()
         force = getattr(type(obj), "__polybus_value__", None)
@@ -377,9 +312,9 @@ class Codec:
 
     def _scan_hook(self, code: int, data: memoryview) -> None:
         if code == EXT_BYTES:
-            self._refs.append((code, _meta_dec.decode(data)))
+            self._refs.append((code, META_DEC.decode(data)))
         elif code == EXT_NDARRAY:
-            meta = _meta_dec.decode(data)
+            meta = META_DEC.decode(data)
             self._refs.append((code, meta[2] if isinstance(meta, list) and len(meta) == 3 else None))
 
     def decode_value(self, data: bytes, buffers: list[bytearray | memoryview]) -> Any:
@@ -393,20 +328,20 @@ class Codec:
         if code == EXT_SMALL:
             n = data[0] + 1
             meta = bytes(data[:n])
-            got = _SMALL.get(meta)
+            got = SMALL.get(meta)
             if got is None:
-                got = _small_meta(meta)
+                got = small_meta(meta)
             dt, shape, nbytes = got
             if data.nbytes - n != nbytes:
                 raise ProtocolError("array shape does not match its bytes")
             return np.ndarray(shape, dt, bytearray(data[n:]))
         if code == EXT_NDARRAY:
-            dtype, shape, idx = _meta_dec.decode(data)
+            dtype, shape, idx = META_DEC.decode(data)
             buf = self._buffer(idx)
             # (bytes: only a buffer named as bytes too; arrays stay writable)
-            return _array(dtype, shape, bytearray(buf) if isinstance(buf, bytes) else buf)
+            return array_over(dtype, shape, bytearray(buf) if isinstance(buf, bytes) else buf)
         if code == EXT_BYTES:
-            buf = self._buffer(_meta_dec.decode(data))
+            buf = self._buffer(META_DEC.decode(data))
             # Received into its own bytes object (wire/placing.py): handed out as it is.
             return buf if type(buf) is bytes else bytes(buf)
         if code == EXT_PICKLE:
@@ -417,7 +352,7 @@ class Codec:
             except Exception as exc:  # a broken pickle raises anything; it is bad input
                 raise ProtocolError(f"malformed pickled value: {type(exc).__name__}") from None
         if code == EXT_REF:
-            kind, key = _meta_dec.decode(data)
+            kind, key = META_DEC.decode(data)
             ref = Ref(kind, key)
             return self._ref_hook(ref) if self._ref_hook is not None else ref
         raise ProtocolError(f"unknown extension type {code}")

@@ -1,0 +1,97 @@
+"""numpy arrays on the wire: checking a received array's layout, and the cached meta
+of small arrays (ext 5, wire/codec.py) both ways.
+
+Every array a peer sends is checked here before numpy sees it (`layout`): a dtype that
+is not a short string or holds objects, a shape that is not a list of non-negative
+ints, or a byte count that does not match is a ProtocolError, not a crash.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from polybus.errors import ProtocolError
+
+__all__ = ["DTYPE_STR", "HEADS", "INLINE_MAX", "META_DEC", "META_ENC", "SMALL", "array_over",
+           "layout", "small_head", "small_meta"]
+
+# Arrays up to this size (and of at most codec.INLINE_DIMS dimensions) travel inside the
+# header (ext 5), not as buffers beside it.
+INLINE_MAX = 2048
+
+META_ENC = msgspec.msgpack.Encoder()
+# dtype -> dtype.str (which builds its string anew each time: ~0.4 us an array); only
+# dtypes without objects are kept, so a hit needs no hasobject check.
+DTYPE_STR: dict[Any, str] = {}
+META_DEC = msgspec.msgpack.Decoder()
+# dtype.str -> dtype (np.dtype parses the string each time), for dtypes without objects.
+_DTYPES: dict[str, np.dtype[Any]] = {}
+_DTYPE_LEN = 64  # longer strings are refused: numpy parses them (slowly) into large dtypes
+
+
+def layout(dtype: str, shape: list[int]) -> tuple[np.dtype[Any], tuple[int, ...], int]:
+    """A received array's dtype, shape and byte count; ProtocolError for anything that is
+    not one an encoder makes: a dtype that is not a short string or holds objects, a
+    shape that is not a list of non-negative ints, elements of zero bytes by the many.
+    (A dtype string numpy cannot read raises TypeError: `Codec.decode_header` reports
+    that too.)"""
+    dt = _DTYPES.get(dtype) if type(dtype) is str else None
+    if dt is None:
+        if type(dtype) is not str or len(dtype) > _DTYPE_LEN:  # (dtype.str is short)
+            raise ProtocolError(f"array dtype {str(dtype)[:40]!r} is not a dtype string")
+        dt = np.dtype(dtype)
+        if dt.hasobject:
+            raise ProtocolError("object arrays are not sent as raw buffers")
+        if len(_DTYPES) < 256:
+            _DTYPES[dtype] = dt
+    if type(shape) is not list:
+        raise ProtocolError("array shape is not a list")
+    count = 1
+    for s in shape:
+        if type(s) is not int or s < 0:
+            raise ProtocolError(f"array dimension {s!r} is not a non-negative int")
+        count *= s
+    if not dt.itemsize and count > INLINE_MAX:  # (no bytes to check the count against)
+        raise ProtocolError(f"{count} elements of zero bytes")
+    return dt, tuple(shape), count * dt.itemsize
+
+
+def array_over(dtype: str, shape: list[int], buf: bytearray | memoryview) -> np.ndarray[Any, Any]:
+    """The array of ``dtype`` and ``shape`` over ``buf`` (a buffer beside the header)."""
+    dt, dims, nbytes = layout(dtype, shape)
+    if nbytes != (buf.nbytes if type(buf) is memoryview else len(buf)):
+        raise ProtocolError("array shape does not match its buffer")
+    return np.ndarray(dims, dt, buf)
+
+
+# The meta of small arrays (ext 5), both ways: (dtype, shape) -> the bytes before the
+# array's (a length and msgpack [dtype.str, shape]), and those bytes -> (dtype, shape,
+# nbytes). Each is emptied when full (shapes are few in a program, but need not be).
+HEADS: dict[tuple[Any, tuple[int, ...]], bytes] = {}
+SMALL: dict[bytes, tuple[np.dtype[Any], tuple[int, ...], int]] = {}
+_CACHED = 1024
+
+
+def small_head(obj: np.ndarray[Any, Any], dstr: str) -> bytes:
+    """The bytes before ``obj``'s in its ext 5 (``dstr``: its dtype's str), kept for the
+    next array like it."""
+    meta = META_ENC.encode((dstr, obj.shape))
+    head = bytes((len(meta),)) + meta  # (under 256: a dtype's str is short, the shape too)
+    if len(HEADS) >= _CACHED:
+        HEADS.clear()
+    HEADS[(obj.dtype, obj.shape)] = head
+    return head
+
+
+def small_meta(meta: bytes) -> tuple[np.dtype[Any], tuple[int, ...], int]:
+    """A received ext 5's dtype, shape and byte count from its meta (``meta``: the
+    length byte and the msgpack), kept for the next array like it."""
+    dtype, shape = META_DEC.decode(meta[1:])
+    got = layout(dtype, shape)
+    if len(SMALL) >= _CACHED:
+        SMALL.clear()
+    SMALL[meta] = got
+    return got
