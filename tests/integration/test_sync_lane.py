@@ -1,6 +1,7 @@
-"""The sync lane (client/lane.py): a plain sync call over a lone shm link in one frame.
-It must give what the general path gives in every case, and hand anything unusual over
-to it: errors, answers that are not plain, slow calls, other threads, a lost replica."""
+"""The sync lanes (client/lane.py over shm, client/socketlane.py over tcp): a plain sync
+call over a lone link in one frame. Each must give what the general path gives in every
+case, and hand anything unusual over to it: errors, answers that are not plain, slow
+calls, other threads, a lost replica."""
 
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ from polybus.config.model import CallStyle
 from polybus.errors import ConnectionLostError, RemoteException
 from polybus.token import make_token
 from polybus.transport import ring as ring_mod
+from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import Codec
 from polybus.worker.runtime import WorkerRuntime
 
-pytestmark = pytest.mark.skipif(not ring_mod.supported(), reason="the ring needs x86-64")
+_SHM = pytest.param("shm", marks=pytest.mark.skipif(not ring_mod.supported(),
+                                                    reason="the ring needs x86-64"))
 TOKEN = make_token()
 
 
@@ -38,13 +41,16 @@ FUNCTIONS = {"echo": lambda x: x, "boom": _boom, "nap": lambda s: time.sleep(s) 
 
 
 class Lane:
-    """A one-replica shm session: a dispatcher per function, the replica in this process."""
+    """A one-replica session over ``transport``: a dispatcher per function, the replica
+    in this process."""
 
-    def __init__(self, tmp_path: Path) -> None:
-        self.rt = WorkerRuntime("w", FUNCTIONS, TOKEN, f"shm://{tmp_path}/w.sock").start()
+    def __init__(self, tmp_path: Path, transport: str) -> None:
+        address = f"shm://{tmp_path}/w.sock" if transport == "shm" else "tcp://127.0.0.1:0"
+        self.rt = WorkerRuntime("w", FUNCTIONS, TOKEN, address).start()
         self.reactor = Reactor()
         ch = connect(self.rt.address, TOKEN, Codec())
-        assert type(ch) is ShmChannel
+        assert type(ch) is (ShmChannel if transport == "shm" else Channel)
+        self.shm = transport == "shm"
         ch.spin_s = 100e-6
         self.channel = ch
         self.link = ReplicaLink("w", "server", ch)
@@ -69,9 +75,20 @@ class Lane:
         self.rt.stop()
 
 
+@pytest.fixture(params=[_SHM, "tcp"])
+def lane(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Lane]:
+    s = Lane(tmp_path, request.param)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
 @pytest.fixture
-def lane(tmp_path: Path) -> Iterator[Lane]:
-    s = Lane(tmp_path)
+def shm_lane(tmp_path: Path) -> Iterator[Lane]:
+    if not ring_mod.supported():
+        pytest.skip("the ring needs x86-64")
+    s = Lane(tmp_path, "shm")
     try:
         yield s
     finally:
@@ -88,8 +105,9 @@ def test_plain_calls_go_by_the_lane_and_count_as_calls(lane: Lane) -> None:
     assert lane.channel.bytes_sent > sent and lane.channel.bytes_received > received
     assert lane.d["echo"].calls == 1 + len(values) and lane.link.calls == 1 + len(values)
     assert not lane.link.outstanding and lane.d["echo"].inflight == [0]
-    rx = lane.channel._rx
-    assert rx is not None and rx.reader_awake()  # left up: the client runs on
+    if lane.shm:
+        rx = lane.channel._rx  # type: ignore[attr-defined]
+        assert rx is not None and rx.reader_awake()  # left up: the client runs on
 
 
 def test_an_error_is_raised_and_the_next_call_goes_by_the_lane(lane: Lane) -> None:
@@ -124,7 +142,8 @@ def test_a_call_longer_than_the_spin_is_waited_for_the_general_way(lane: Lane) -
     assert not lane.link.outstanding and lane.d["nap"].inflight == [0]
 
 
-def test_frames_that_wrap_round_the_rings(lane: Lane) -> None:
+def test_frames_that_wrap_round_the_rings(shm_lane: Lane) -> None:
+    lane = shm_lane
     payloads = [bytes([i % 251]) * (900 + i % 300) for i in range(3000)]  # ~3 MB each way
     assert all(lane("echo", p) == p for p in payloads)
     tx, rx = lane.channel._tx, lane.channel._rx
@@ -160,7 +179,8 @@ def test_a_replica_lost_during_a_call_fails_it_with_a_clear_error(lane: Lane) ->
     assert lane.link.dead and not lane.link.outstanding
 
 
-def test_a_replica_asleep_is_woken_by_the_lane_call(lane: Lane) -> None:
+def test_a_replica_asleep_is_woken_by_the_lane_call(shm_lane: Lane) -> None:
+    lane = shm_lane
     assert [lane("echo", i) for i in range(10)] == list(range(10))
     tx = lane.channel._tx
     assert tx is not None
@@ -181,18 +201,43 @@ def test_an_interrupt_while_waiting_lets_the_reader_lock_go(lane: Lane) -> None:
     assert lane("echo", 0) == 0
     sl = lane.d["echo"]._lane
     assert sl is not None
-    decode = sl._decode
+    # An interrupt where the lane meets the answer (its decode over shm, the channel's
+    # next message over tcp).
+    target: Any = sl if lane.shm else lane.channel
+    name = "_decode" if lane.shm else "next_message"
+    original = getattr(target, name)
 
-    def interrupted(header: Any) -> Any:
-        raise _Interrupt
-    sl._decode = interrupted  # type: ignore[method-assign]
+    def interrupted(*args: Any) -> Any:
+        if lane.shm or original(*args) is not None:
+            raise _Interrupt
+        return None
+    setattr(target, name, interrupted)
     lane.channel.spin_s = 10.0  # the lane meets the answer (on a loaded machine too)
     with pytest.raises(_Interrupt):
         lane("echo", 1)
     lane.channel.spin_s = 100e-6
-    sl._decode = decode  # type: ignore[method-assign]
+    setattr(target, name, original)
     assert not lane.reactor._lock.locked()
-    # The interrupted call's answer is still in the ring: the next call meets it first,
-    # drops it (no one waits for it) and gets its own.
+    # The interrupted call's answer is dropped (over shm the next call meets it first, no
+    # one waits for it); each next call gets its own.
     assert [lane("echo", i) for i in range(5, 10)] == list(range(5, 10))
     assert not lane.link.outstanding
+
+
+
+def test_bad_bytes_from_the_replica_fail_the_call_and_drop_the_link(tmp_path: Path) -> None:
+    lane = Lane(tmp_path, "tcp")  # (bytes written straight into the replica's socket)
+    try:
+        assert lane("echo", 0) == 0
+
+        def garble() -> None:
+            time.sleep(0.05)
+            for ch in list(lane.rt._channels):  # a frame length no encoder makes, mid-call
+                ch.sock.send(b"\xff\xff\xff\x7f" + bytes(12))
+        threading.Thread(target=garble).start()
+        with pytest.raises(ConnectionLostError, match="every replica of nap is gone") as info:
+            lane("nap", 0.5)
+        assert "over the limit" in str(info.value)
+        assert lane.link.dead and not lane.link.outstanding
+    finally:
+        lane.close()

@@ -25,6 +25,7 @@ from polybus.client.policies.balance import (
     demand_pick,
 )
 from polybus.client.promise import CallPromise, wait
+from polybus.client.socketlane import SocketLane
 from polybus.client.unsendable import not_sent, send_accepted
 from polybus.config.model import CallStyle
 from polybus.errors import (
@@ -34,6 +35,7 @@ from polybus.errors import (
     PolybusError,
     WorkerDiedError,
 )
+from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import OOB_BYTES, PROMISE_INSIDE, OutOfBand
 
@@ -60,6 +62,16 @@ def _wire(value: Any) -> Any:
     if (t is list or t is tuple or t is dict) and holds_promise(value):
         return wait(value)
     return value
+
+
+def _lane_for(d: Dispatcher) -> SyncLane | SocketLane | None:
+    """The sync lane for ``d``'s lone link's channel, if its kind has one."""
+    ch = d.links[0].channel
+    if type(ch) is ShmChannel:
+        return SyncLane(d, d.links[0])
+    if type(ch) is Channel and not ch.tls:
+        return SocketLane(d, d.links[0])
+    return None
 
 
 class _Found(Exception):
@@ -133,9 +145,9 @@ class Dispatcher:
         # that kills its worker is charged alone and its bystanders are not (see lost()).
         self._suspects: set[int] = set()
         self._isolated: dict[int, int] = {}  # link index -> the suspect it runs alone
-        # The plain sync call over a lone shm link, in one frame (client/lane.py).
-        self._lane = (SyncLane(self, self.links[0]) if self._plain_sync and len(self.links) == 1
-                      and type(self.links[0].channel) is ShmChannel else None)
+        # The plain sync call over a lone link, in one frame (client/lane.py for shm,
+        # client/socketlane.py for tcp and ipc).
+        self._lane = _lane_for(self) if self._plain_sync and len(self.links) == 1 else None
 
     # -- the call path -------------------------------------------------------------
     @property

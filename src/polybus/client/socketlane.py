@@ -1,0 +1,132 @@
+"""The plain sync call over one ``tcp`` or ``ipc`` link, in one Python frame.
+
+The socket twin of client/lane.py (which does this for ``shm``): where a sync call's
+answer comes within the spin window, the general path's steps (a call record, the
+reactor's loop and bookkeeping, the channel's fill and the spinner's frames) are half
+of the client's Python per call. This lane sends the call, spins on the socket for the
+answer (an ``epoll`` look, then one non-blocking read, each turn yielding the CPU)
+and takes it from the frame decoder.
+
+It takes a call only when nothing else can be going on (one replica link in the
+session, no call outstanding or held on it, no other thread reading, nothing left in
+the decoder, no TLS); anything else, found before the call is sent, is left to the
+general path (`Dispatcher.call_sync`). Found after (the spin window passed, a frame with
+buffers, an answer that is not a plain Result of this call, the connection broken), the
+call becomes an ordinary outstanding call and the general wait takes it from there,
+with the message the lane decoded, if any, filed by the reactor first.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.lane import _AS_IS, MISS
+from polybus.client.unsendable import named
+from polybus.errors import MessageTooLarge, PolybusError
+from polybus.transport.channel import Channel
+from polybus.wire.codec import Ref
+from polybus.wire.messages import Call, Message, Result
+
+if TYPE_CHECKING:
+    from polybus.client.dispatch import Dispatcher
+
+__all__ = ["SocketLane"]
+
+_yield = getattr(os, "sched_yield", lambda: None)
+_clock = time.perf_counter
+
+
+class SocketLane:
+    """``dispatcher``'s plain sync calls on ``link`` (its only replica, over a socket)."""
+
+    def __init__(self, dispatcher: Dispatcher, link: ReplicaLink) -> None:
+        ch = link.channel
+        assert type(ch) is Channel and not ch.tls
+        self.dispatcher = dispatcher
+        self.link = link
+        self.channel = ch
+        self.reactor = dispatcher.reactor
+
+    def call(self, args: tuple[Any, ...], rid: int, wire: Any) -> Any:
+        """The call's value (or its error raised), or MISS if the lane did not take it
+        (then nothing was sent). ``rid``: the call's id; ``wire``: `dispatch._wire`."""
+        d = self.dispatcher
+        link = self.link
+        ch = self.channel
+        r = self.reactor
+        if (link.dead or link.outstanding or link.held or r._waiters or not r._fast
+                or len(r.links) != 1 or d._isolated or not ch.decoder.empty or ch.closed):
+            return MISS
+        wargs = [a if type(a) in _AS_IS else wire(a) for a in args]  # (wire may wait)
+        if not r._lock.acquire(blocking=False):
+            return MISS
+        d.calls += 1
+        try:
+            ch.send(Call(rid, d.interface, wargs), r._drain)
+        except TypeError as exc:  # not encodable: say which argument (unsendable.py)
+            r._lock.release()
+            raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle) from None
+        except PolybusError as exc:
+            if isinstance(exc, MessageTooLarge):
+                r._lock.release()
+                raise  # never sent: nothing outstanding
+            return self._general(rid, wargs, error=exc)
+        except BaseException:
+            r._lock.release()  # never sent (not encodable): nothing outstanding
+            raise
+        # The answer: a look and a read, until it is whole or the window ends (read
+        # first: the decoder was empty, unless a send that blocked read meanwhile).
+        msg: Message | None = None
+        try:
+            deadline = 0.0
+            if not ch.decoder.empty:
+                msg = ch.next_message()
+            while msg is None:
+                if ch._read_nowait():
+                    msg = ch.next_message()  # (a plain header, decoded where it lies; any frame)
+                else:
+                    now = _clock()
+                    if not deadline:
+                        deadline = now + ch.spin_s
+                    if now >= deadline:
+                        break  # the general wait blocks
+                    _yield()
+        except PolybusError as exc:  # broken, or bad bytes: as the general path has it
+            return self._general(rid, wargs, error=exc)
+        except BaseException:  # (Ctrl-C while it spins: a late answer is dropped when read)
+            r._lock.release()
+            raise
+        if msg is None or type(msg) is not Result or msg.id != rid or type(msg.value) is Ref:
+            return self._general(rid, wargs, msg)
+        link.calls += 1
+        r._lock.release()
+        if r._waiters or r.refills:
+            r._stepped()
+        return msg.value
+
+    def _general(self, rid: int, wargs: list[Any], msg: Message | None = None,
+                 error: PolybusError | None = None) -> Any:
+        """The call, sent, becomes an ordinary outstanding call, as `Reactor.call_alone`
+        would have made it (the reactor lock held on entry); ``msg``, decoded but not
+        its plain answer, is filed as the reactor files any message; ``error``: the link
+        is lost."""
+        d = self.dispatcher
+        link = self.link
+        r = self.reactor
+        rec = CallRecord(rid, d, wargs, None, 0.0)
+        rec.link = link
+        rec.attempts = 1
+        link.outstanding[rid] = rec
+        d.inflight[0] += 1
+        try:
+            if error is not None:
+                r._lost(link, error)  # (re-run elsewhere, or failed, by the dispatcher)
+            elif msg is not None:
+                r._handle(link, msg)
+        finally:
+            r._lock.release()
+        r._stepped()
+        return r.wait(rec)
