@@ -356,15 +356,19 @@ class WorkerRuntime(Intake):
         return Stats(self.name, self.calls, self.busy_s, self.queue_wait_s,
                      len(self._queue), self._running, self.options.speed, req)
 
-    def stop(self) -> None:
+    def stop(self, grace: float = 2.0) -> None:
+        """Stop serving. Calls still running after ``grace`` seconds (all threads
+        together, not each) are left to their threads, which are daemons: a pool of 100
+        inside long calls used to hold a SIGTERMed worker 2 s per thread."""
         with self._cv:
             self._stopping = True
             self._cv.notify_all()
         self._stop_event.set()
         self._wake()
+        deadline = time.monotonic() + grace
         for t in self._threads:
             if t is not threading.current_thread() and t.ident is not None:  # (started)
-                t.join(timeout=2)
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
         with self._lock:
             new, self._new = self._new, []
         for ch in [*self._channels, *new]:  # (new: authenticated, not yet adopted)
