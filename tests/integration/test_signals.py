@@ -8,6 +8,8 @@ within a generous bound, and the files the engine made in $TMPDIR go with them.
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import subprocess
 import time
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.conftest import Procs, read_line, write_app
+from integration.conftest import Procs, alive, descendants, read_line, wait_gone, write_app
 from polybus.client.session import Session
 from polybus.config import load
 from polybus.registry.service import RegistryService
@@ -150,6 +152,15 @@ def by_hand(app: Path, procs: Procs) -> Iterator[ByHand]:
         h.close()
 
 
+def _semaphores(pid: int) -> set[str]:
+    """The named semaphores (multiprocessing's queues) ``pid`` has mapped."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return set()
+    return set(re.findall(r"/dev/shm/sem\.\S+", maps))
+
+
 @pytest.mark.parametrize("fn", ["nap", "spin"])
 def test_sigterm_ends_a_worker_whose_whole_pool_runs_long_calls(by_hand: ByHand, fn: str) -> None:
     """Every thread of a pool of 8 inside a 60 s call. The worker used to wait up to 2 s
@@ -161,3 +172,38 @@ def test_sigterm_ends_a_worker_whose_whole_pool_runs_long_calls(by_hand: ByHand,
     _until(lambda: _started(by_hand.app) == 8)
     w.send_signal(signal.SIGTERM)
     assert w.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("fn", ["spin", "deaf"])
+def test_sigterm_ends_a_worker_and_its_process_pool_inside_a_long_call(
+        by_hand: ByHand, fn: str) -> None:
+    """pool = "processes:2" with a child inside a 60 s pure-Python call (that ignores
+    SIGTERM itself, for `deaf`). The worker used to wait for the call to end."""
+    w = by_hand.worker(f'modules.server.define.{fn}.pool="processes:2"')
+    session = by_hand.session()
+    session.call(fn, (60,), {})
+    _until(lambda: _started(by_hand.app) == 1)
+    tree = descendants(w.pid)
+    by_hand.procs.watch(tree)
+    sems = _semaphores(w.pid)
+    assert len(tree) >= 2 and sems  # two children (and multiprocessing's tracker)
+    w.send_signal(signal.SIGTERM)
+    assert w.wait(timeout=10) == 0
+    assert wait_gone(tree, timeout=10) == set()
+    assert not [s for s in sems if os.path.exists(s)]
+
+
+def test_a_killed_worker_takes_its_process_pool_with_it(by_hand: ByHand) -> None:
+    """SIGKILL (the engine's last resort) leaves no child of a process pool behind; an
+    idle child used to wait forever on a queue whose writing end it held itself."""
+    w = by_hand.worker('modules.server.define.spin.pool="processes:2"')
+    session = by_hand.session()
+    session.call("spin", (60,), {})
+    _until(lambda: _started(by_hand.app) == 1)
+    tree = descendants(w.pid)
+    by_hand.procs.watch(tree)
+    assert len(tree) >= 2
+    w.kill()
+    w.wait(timeout=10)
+    assert wait_gone(tree, timeout=10) == set()
+    assert not any(alive(p) for p in tree)

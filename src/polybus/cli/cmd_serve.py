@@ -24,7 +24,7 @@ def main(args: argparse.Namespace) -> int:
     from polybus.http.frontdoor import serve
 
     if args.exit_with_parent:
-        from polybus.worker.main import die_with_parent
+        from polybus.worker.lifetime import die_with_parent
 
         die_with_parent()
     serve(args.config, tuple(args.set), listen=args.listen, registry=args.registry,

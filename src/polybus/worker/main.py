@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import sys
@@ -15,19 +14,11 @@ from polybus.http.response import HTTP_SUFFIX, http_form
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import Membership, RegistryClient
 from polybus.wire.messages import Replica
+from polybus.worker.lifetime import die_with_parent
 from polybus.worker.module import interfaces, load_module
 from polybus.worker.options import ServeOptions
 from polybus.worker.procpool import ProcessPool
 from polybus.worker.runtime import WorkerRuntime
-
-
-def die_with_parent() -> None:
-    """Linux: SIGTERM this process when the one that started it ends (no orphans)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame: int) -> ServeOptions:

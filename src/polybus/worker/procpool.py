@@ -3,11 +3,18 @@
 Threads cannot run pure-Python work in parallel (the GIL); child processes can. Each
 child imports the module once; a call's arguments and answer cross to the child by
 pickle, which is safe here: both ends are this replica's own processes.
+
+The children end with the replica: when it stops they are ended, not waited for (a call
+may run on for ever, or ignore SIGTERM), and the kernel kills them if it dies (an idle
+child would otherwise wait for ever on a queue whose writing end it holds itself).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -17,10 +24,14 @@ from typing import Any
 _module: ModuleType | None = None
 
 
-def _load(path: str, name: str) -> None:
+def _load(path: str, name: str, replica: int) -> None:
     global _module
+    from polybus.worker.lifetime import die_with_parent
     from polybus.worker.module import load_module
 
+    # Sent when the replica's thread that started this child ends: a pool thread, which
+    # runs until the replica stops (submit starts children on demand).
+    die_with_parent(signal.SIGKILL, replica)
     _module = load_module(Path(path), name)
 
 
@@ -35,7 +46,7 @@ class ProcessPool:
     def __init__(self, workers: int, module_path: Path, module_name: str) -> None:
         ctx = multiprocessing.get_context("spawn")  # no forking of a threaded process
         self._executor = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_load,
-                                             initargs=(str(module_path), module_name))
+                                             initargs=(str(module_path), module_name, os.getpid()))
 
     def wrap(self, fn_name: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -44,5 +55,18 @@ class ProcessPool:
         call.__name__ = fn_name
         return call
 
-    def close(self) -> None:
+    def close(self, grace: float = 1.0) -> None:
+        """Cancel the calls not started and end the children: SIGTERM, then SIGKILL after
+        ``grace`` s. A running call is not waited for: a SIGTERMed replica used to wait
+        as long as it ran (for ever, for a loop)."""
+        children = list(self._executor._processes.values())  # (3.14 has terminate_workers)
+        for p in children:
+            p.terminate()
+        deadline = time.monotonic() + grace
+        for p in children:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.exitcode is None:
+                p.kill()
+                p.join(1.0)
+        # The executor now finds its pool broken, fails what it held and lets go.
         self._executor.shutdown(wait=True, cancel_futures=True)
