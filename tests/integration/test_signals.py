@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from integration.conftest import Procs, alive, descendants, read_line, wait_gone, write_app
+from integration.conftest import (
+    Procs,
+    alive,
+    descendants,
+    finish,
+    read_line,
+    wait_gone,
+    write_app,
+)
 from polybus.client.session import Session
 from polybus.config import load
 from polybus.registry.service import RegistryService
@@ -207,3 +215,31 @@ def test_a_killed_worker_takes_its_process_pool_with_it(by_hand: ByHand) -> None
     w.wait(timeout=10)
     assert wait_gone(tree, timeout=10) == set()
     assert not any(alive(p) for p in tree)
+
+
+@pytest.mark.parametrize(("signals", "transport", "status"), [
+    (["SIGTERM"], "tcp", 143),
+    (["SIGINT", "SIGINT"], "shm", 130),  # the second one while the engine stops its workers
+])
+def test_a_signalled_run_stops_its_workers_and_leaves_no_files(
+        app: Path, procs: Procs, tmp_path: Path, signals: list[str], transport: str,
+        status: int) -> None:
+    """SIGTERM used to end `polybus run` at once: its workers went only by their death
+    signal, and their logs (and the shm socket directory) stayed in $TMPDIR; so did
+    they when a second Ctrl-C cut the engine's stop short."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    run = procs.start("run", app, "--quiet", "--set", f'modules.server.transport="{transport}"',
+                      env={"TMPDIR": str(tmp), "MARKS": str(tmp_path / "marks")})
+    _until(lambda: _started(app) == 1)  # the client waits on nap(60)
+    workers = {int(p) for p in (tmp_path / "pids").read_text().split()}
+    procs.watch(workers)
+    assert len(workers) == 2 and workers <= descendants(run.pid)
+    for name in signals:
+        run.send_signal(getattr(signal, name))
+        time.sleep(0.3)
+    _, err = finish(run, timeout=20)
+    assert run.returncode == status, err
+    assert ("terminated" if status == 143 else "interrupted") in err
+    assert wait_gone(workers, timeout=10) == set()
+    assert list(tmp.iterdir()) == []

@@ -47,9 +47,21 @@ def _format_warning(message: Warning | str, category: type[Warning], filename: s
 _plain_format = warnings.formatwarning
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt, so every
+    `finally` on the way out runs: the engine stops its workers and removes its files.
+    (`polybus worker` and `registry` set handlers of their own.)"""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.formatwarning = _format_warning
+    if argv is None:
+        signal.signal(signal.SIGTERM, _terminate)
     if argv is None and hasattr(signal, "SIGUSR1"):
         # The program itself (not main() called from Python, whose process this is not
         # ours to change): `kill -USR1 PID` prints every thread's stack to stderr, what
@@ -63,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     except PolybusError as exc:
         print(f"polybus {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print(f"polybus {args.command}: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print(f"polybus {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -93,15 +93,25 @@ class LocalEngine:
             client.close()
 
     def stop(self) -> None:
-        """SIGTERM every worker this engine started, SIGKILL what is left after 3 s."""
-        for _, proc, _ in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 3.0
+        """SIGTERM every worker this engine started, SIGKILL what is left after 3 s, or
+        at once if the wait is interrupted (a second Ctrl-C): the logs, the socket
+        directory and the registry go either way."""
+        try:
+            for _, proc, _ in self.procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 3.0
+            for _, proc, _ in self.procs:
+                try:
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+        finally:
+            self._release()
+
+    def _release(self) -> None:
         for _, proc, log in self.procs:
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            if proc.poll() is None:
                 proc.kill()
                 proc.wait()
             try:
