@@ -115,3 +115,13 @@ def test_fewer_replicas_than_configured_warns_once_and_runs(procs: Procs) -> Non
                "--set", "modules.client.args=[3000, 2]", env=env)
     assert full.returncode == 0, full.stderr
     assert "warning" not in full.stderr
+
+
+def test_a_worker_whose_registry_is_not_there_says_so() -> None:
+    """It used to end in a traceback of its own shutdown (joining a heartbeat thread
+    that never started), which hid the reason."""
+    p = cli("worker", "--registry", "127.0.0.1:9", "--module", SORT / "server.py",
+            env={"POLYBUS_TOKEN": "absent-token-" + "w" * 20}, timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert "polybus worker: error: cannot connect to tcp://127.0.0.1:9" in p.stderr
+    assert "Traceback" not in p.stderr

@@ -104,4 +104,5 @@ class Membership:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=2)
+        if self._thread.ident is not None:  # (not started when the first register failed)
+            self._thread.join(timeout=2)
