@@ -19,10 +19,13 @@ from pathlib import Path
 import pytest
 
 from integration.conftest import (
+    POLYBUS,
     Procs,
     alive,
     descendants,
+    env_with,
     finish,
+    kill_all,
     read_line,
     wait_gone,
     write_app,
@@ -243,3 +246,26 @@ def test_a_signalled_run_stops_its_workers_and_leaves_no_files(
     assert ("terminated" if status == 143 else "interrupted") in err
     assert wait_gone(workers, timeout=10) == set()
     assert list(tmp.iterdir()) == []
+
+
+def test_an_engine_worker_whose_run_died_before_it_started_ends(
+        by_hand: ByHand, tmp_path: Path) -> None:
+    """The death signal is asked for once the worker runs Python: a run that died
+    sooner (SIGKILL during start-up) sends none. Here its parent, a shell, is gone at
+    once; the worker used to serve on, registered, an orphan."""
+    marks = tmp_path / "marks"
+    (tmp_path / "server.py").write_text(f"open({str(marks / 'imported')!r}, 'w').close()\n"
+                                        "def pid():\n    return 0\n")
+    cmd = " ".join([*POLYBUS, "worker", "--registry", by_hand.address, "--module",
+                    str(tmp_path / "server.py"), "--exit-with-parent", "--parent", "$$"])
+    err = tmp_path / "worker.err"
+    sh = subprocess.run(["sh", "-c", f"{cmd} >/dev/null 2>{err} </dev/null & echo $!"],
+                        env=env_with({ENV: by_hand.token.decode()}), capture_output=True,
+                        text=True, timeout=10, check=True)
+    worker = int(sh.stdout)
+    try:
+        assert wait_gone({worker}, timeout=10) == set()
+        assert not (marks / "imported").exists()  # it ended before the user's module ran
+        assert "polybus worker: terminated" in err.read_text(), err.read_text()
+    finally:
+        kill_all({worker})

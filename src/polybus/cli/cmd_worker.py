@@ -25,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-file", metavar="FILE")
     p.add_argument("--heartbeat", type=float, default=1.0, metavar="SECONDS")
     p.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
+    # With --exit-with-parent: the pid of the process that started this one. If it is
+    # gone already, the kernel will send no death signal; the worker ends at once.
+    p.add_argument("--parent", type=int, metavar="PID", help=argparse.SUPPRESS)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -61,5 +64,6 @@ def main(args: argparse.Namespace) -> int:
     name = args.name or f"{key}-{socket.gethostname()}-{os.getpid()}"
     serve(registry=args.registry, module_path=path, name=name, module_key=key, token=token,
           listen=args.listen or ["tcp://127.0.0.1:0"], spec=spec, replica=replica, heartbeat=args.heartbeat,
-          max_frame=max_frame, exit_with_parent=args.exit_with_parent, http=http)
+          max_frame=max_frame, exit_with_parent=args.exit_with_parent, parent=args.parent,
+          http=http)
     return 0

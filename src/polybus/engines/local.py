@@ -52,7 +52,7 @@ class LocalEngine:
         log = Path(tempfile.mkstemp(prefix=f"polybus-{name}-", suffix=".log")[1])
         cmd = [sys.executable, "-m", "polybus", "worker", "--registry",
                str(self.registry.address), "--config", str(self.app.path), "--as", key,
-               "--name", name, "--exit-with-parent"]
+               "--name", name, "--exit-with-parent", "--parent", str(os.getpid())]
         for scheme in transports_for(self.app, key):
             cmd += ["--listen", self._address(scheme, len(self.procs))]
         for o in self.overrides:

@@ -42,15 +42,16 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
           listen: str | Sequence[str] = "tcp://127.0.0.1:0", spec: ModuleSpec | None = None,
           replica: ReplicaSpec | None = None, heartbeat: float = 1.0,
           max_frame: int = 1 << 30, exit_with_parent: bool = False,
-          http: Sequence[str] = ()) -> None:
+          parent: int | None = None, http: Sequence[str] = ()) -> None:
     """Serve until SIGTERM/SIGINT. ``http``: interfaces that [serve] routes call; each is
-    also served as ``<name>@http``, answering in response form (http/response.py)."""
+    also served as ``<name>@http``, answering in response form (http/response.py).
+    ``exit_with_parent``: SIGTERM when the parent ends, or now if it is not ``parent``."""
     if exit_with_parent:
         # Started by a run's engine, which stops it (SIGTERM, or by dying). A terminal's
         # Ctrl-C goes to the whole process group: the run must get it with its replicas
         # still there (it stops them), not lose them first and report them gone.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        die_with_parent()
+        die_with_parent(parent=parent)
     keep_freed_memory()  # large messages reuse their memory (memory.py)
     module = load_module(module_path, f"polybus_user_{module_key}")
     functions = interfaces(module, spec.define.keys() if spec else ())
