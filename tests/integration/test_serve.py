@@ -75,13 +75,13 @@ tracebacks = {tracebacks}
 
 
 def start(procs: Procs, where: Path, overflow: str = "block", tracebacks: bool = False,
-          queue: int = 1000) -> tuple[str, int, int]:
+          queue: int = 1000, env: dict[str, str] | None = None) -> tuple[str, int, int]:
     where.mkdir(parents=True, exist_ok=True)
     (where / "web.py").write_text(textwrap.dedent(WEB))
     app = where / "app.toml"
     app.write_text(TOML.format(overflow=overflow, tracebacks=str(tracebacks).lower(),
                                queue=queue))
-    p = procs.start("serve", app)
+    p = procs.start("serve", app, env=env)
     assert p.stderr is not None
     m = read_line(p.stderr, r"listening on http://([0-9.]+):([0-9]+)", timeout=60)
     return m.group(1), int(m.group(2)), p.pid
@@ -155,6 +155,27 @@ def test_serve_answers_and_keeps_serving_after_every_failure(procs: Procs, tmp_p
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     assert not wait_gone(workers)
+
+
+def test_a_second_sigterm_while_serve_stops_still_cleans_up(procs: Procs, tmp_path: Path) -> None:
+    """The first SIGTERM stops the front door; a second one, while the engine waits for
+    a replica inside a long call, used to end serve outright (asyncio had put SIGTERM's
+    default action back) and leave the replica's log in $TMPDIR."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    host, port, pid = start(procs, tmp_path / "app", env={"TMPDIR": str(tmp)})
+    workers = descendants(pid)
+    procs.watch(workers)
+    with socket.create_connection((host, port), timeout=10) as pending:
+        pending.sendall(b"GET /slow?s=60 HTTP/1.1\r\n\r\n")
+        time.sleep(1.0)  # the replica is inside the call
+        proc = procs.started[-1]
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) in (0, 143)
+    assert not wait_gone(workers)
+    assert list(tmp.iterdir()) == []
 
 
 def _concurrent(host: str, port: int, n: int) -> list[tuple[int, dict[str, str]]]:

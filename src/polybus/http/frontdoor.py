@@ -94,7 +94,11 @@ async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.
                 ready: Callable[[str], None] | None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # Put back after the loop what was there (SIGTERM raises Terminated, cli/main.py):
+    # asyncio's removal leaves the default action, and a second SIGTERM while the engine
+    # stopped its workers ended serve outright, leaving their logs behind.
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
         loop.add_signal_handler(sig, stop.set)
     bridge = CallBridge(session, loop)
     door = FrontDoor(spec, bridge, _timeouts(app, spec))
@@ -113,5 +117,7 @@ async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.
     finally:
         server.close()
         bridge.close()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig, handler in previous.items():
             loop.remove_signal_handler(sig)
+            if handler is not None:
+                signal.signal(sig, handler)
