@@ -30,8 +30,10 @@ from integration.conftest import (
     wait_gone,
     write_app,
 )
+from polybus.client.promise import wait
 from polybus.client.session import Session
 from polybus.config import load
+from polybus.errors import RemoteError
 from polybus.registry.service import RegistryService
 from polybus.token import ENV, make_token
 
@@ -181,6 +183,15 @@ def test_sigterm_ends_a_worker_whose_whole_pool_runs_long_calls(by_hand: ByHand,
     for _ in range(8):
         session.call(fn, (60,), {})
     _until(lambda: _started(by_hand.app) == 8)
+    w.send_signal(signal.SIGTERM)
+    assert w.wait(timeout=10) == 0
+
+
+def test_a_call_in_a_pool_thread_cannot_make_its_worker_ignore_sigterm(by_hand: ByHand) -> None:
+    """Only a main thread may set a signal handler: the call fails, the worker stops."""
+    w = by_hand.worker()
+    with pytest.raises(RemoteError, match="ValueError: signal only works in main thread"):
+        wait(by_hand.session().call("deaf", (60,), {}))
     w.send_signal(signal.SIGTERM)
     assert w.wait(timeout=10) == 0
 
