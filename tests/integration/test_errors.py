@@ -67,6 +67,73 @@ def test_remote_exception_is_typed_and_the_worker_keeps_serving(tmp_path: Path, 
     assert r["after"] == "still here" and r["same"] is True
 
 
+EXITING = """
+    import os
+    import sys
+
+    def leave(code):
+        sys.exit(code)
+
+    def interrupt():
+        raise KeyboardInterrupt("from the module")
+
+    def echo(x):
+        return x
+
+    def pid():
+        return os.getpid()
+"""
+
+
+@pytest.mark.parametrize("use", ['{ callstyle = "sync" }', '{ callstyle = "async" }',
+                                 '{ callstyle = "async", aggregate = 4 }'],
+                         ids=["sync", "async", "aggregated"])
+def test_sys_exit_or_keyboardinterrupt_in_a_function_fails_that_call_only(
+        tmp_path: Path, use: str) -> None:
+    """Not the pool thread's end: with one thread (the default pool) the replica would
+    answer nothing more."""
+    toml = f"""
+        [modules.server]
+        source = "server.py"
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+        use.leave = {use}
+        use.interrupt = {use}
+        use.echo = {use}
+        use.pid = {{ callstyle = "sync" }}
+
+        [bind]
+        "client.leave" = "server.leave"
+        "client.interrupt" = "server.interrupt"
+        "client.echo" = "server.echo"
+        "client.pid" = "server.pid"
+    """
+    app = write_app(tmp_path, server=EXITING, toml=toml, client="""
+        from polybus import use, wait
+        from polybus.errors import RemoteException
+
+        leave, interrupt, echo, pid = use("leave"), use("interrupt"), use("echo"), use("pid")
+
+        def caught(call, *args):
+            try:
+                wait(call(*args))  # (a sync call raises here, an async one at the wait)
+            except RemoteException as exc:
+                return [exc.remote_type, exc.remote_message]
+            return None
+
+        def main():
+            before = pid()
+            out = [caught(leave, 3), caught(interrupt), wait([echo(i) for i in range(8)])]
+            return out + [pid() == before]
+    """)
+    left, interrupted, echoed, same = polybus.run(app).result
+    assert left == ["SystemExit", "3"]
+    assert interrupted == ["KeyboardInterrupt", "from the module"]
+    assert echoed == list(range(8)) and same is True
+
+
 def test_remote_exception_reaches_the_caller_of_run(tmp_path: Path) -> None:
     app = write_app(tmp_path, server=SERVER, toml=TOML.format(style="sync"), client="""
         from polybus import use

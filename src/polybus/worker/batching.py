@@ -31,7 +31,7 @@ def run(rt: WorkerRuntime, job: Job) -> None:
     for args in batch.args:
         try:
             append(fn(*args))
-        except Exception as exc:
+        except BaseException as exc:  # (as WorkerRuntime._run)
             fails.append(failure(len(values), exc))
             append(None)
     spent = time.perf_counter() - t0

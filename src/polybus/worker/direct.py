@@ -128,7 +128,7 @@ def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) 
     try:
         value = fn(*call.args, **call.kwargs) if call.kwargs else fn(*call.args)
         reply = Result(call.id, value)
-    except Exception as exc:
+    except BaseException as exc:  # (as WorkerRuntime._run)
         reply = failure(call.id, exc)
     rt.busy_s += clock() - t0
     rt.calls += 1

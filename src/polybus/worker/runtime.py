@@ -335,7 +335,7 @@ class WorkerRuntime(Intake):
         try:
             value = fn(*call.args, **call.kwargs) if call.kwargs else fn(*call.args)
             reply = Result(call.id, value)
-        except Exception as exc:
+        except BaseException as exc:  # (sys.exit() in user code too: the call fails alone)
             reply = failure(call.id, exc)
         spent = time.perf_counter() - t0
         if self.options.speed < 1.0:
