@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,7 +38,7 @@ from polybus.wire.messages import Call, Message, Result
 if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
 
-__all__ = ["MISS", "SyncLane"]
+__all__ = ["MISS", "SyncLane", "hand_over"]
 
 MISS: Any = object()  # the lane did not take the call (nothing was sent)
 
@@ -169,23 +170,33 @@ class SyncLane:
 
     def _general(self, rid: int, wargs: list[Any], msg: Message | None = None,
                  error: PolybusError | None = None) -> Any:
-        """The call, sent, becomes an ordinary outstanding call, as `Reactor.call_alone`
-        would have made it (the reactor lock held on entry); ``msg``, decoded but not
-        its answer, is put back for the general reader; ``error``: the link is lost."""
-        d = self.dispatcher
-        link = self.link
-        r = self.reactor
-        rec = CallRecord(rid, d, wargs, None, 0.0)
-        rec.link = link
-        rec.attempts = 1
-        link.outstanding[rid] = rec
-        d.inflight[0] += 1
-        try:
-            if error is not None:
-                r._lost(link, error)  # (re-run elsewhere, or failed, by the dispatcher)
-            elif msg is not None:
-                self.channel._ready = msg
-        finally:
-            r._lock.release()
-        r._stepped()
-        return r.wait(rec)
+        """`hand_over`, a message decoded but not the answer put back for the general
+        reader (``RingChannel._ready``)."""
+        return hand_over(self.dispatcher, self.link, rid, wargs, msg, error, self._put_back)
+
+    def _put_back(self, msg: Message) -> None:
+        self.channel._ready = msg
+
+
+def hand_over(d: Dispatcher, link: ReplicaLink, rid: int, wargs: list[Any],
+              msg: Message | None, error: PolybusError | None,
+              keep: Callable[[Message], None]) -> Any:
+    """A lane's call, sent, becomes an ordinary outstanding call, as `Reactor.call_alone`
+    would have made it (the reactor lock held on entry), and the general wait takes it:
+    ``msg``, decoded but not its plain answer, goes to ``keep``; ``error``: the link is
+    lost."""
+    r = d.reactor
+    rec = CallRecord(rid, d, wargs, None, 0.0)
+    rec.link = link
+    rec.attempts = 1
+    link.outstanding[rid] = rec
+    d.inflight[0] += 1
+    try:
+        if error is not None:
+            r._lost(link, error)  # (re-run elsewhere, or failed, by the dispatcher)
+        elif msg is not None:
+            keep(msg)
+    finally:
+        r._lock.release()
+    r._stepped()
+    return r.wait(rec)

@@ -22,8 +22,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.calls import CallRecord, ReplicaLink
-from polybus.client.lane import _AS_IS, MISS
+from polybus.client.calls import ReplicaLink
+from polybus.client.lane import _AS_IS, MISS, hand_over
 from polybus.client.unsendable import named
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.transport.channel import Channel
@@ -109,24 +109,9 @@ class SocketLane:
 
     def _general(self, rid: int, wargs: list[Any], msg: Message | None = None,
                  error: PolybusError | None = None) -> Any:
-        """The call, sent, becomes an ordinary outstanding call, as `Reactor.call_alone`
-        would have made it (the reactor lock held on entry); ``msg``, decoded but not
-        its plain answer, is filed as the reactor files any message; ``error``: the link
-        is lost."""
-        d = self.dispatcher
-        link = self.link
-        r = self.reactor
-        rec = CallRecord(rid, d, wargs, None, 0.0)
-        rec.link = link
-        rec.attempts = 1
-        link.outstanding[rid] = rec
-        d.inflight[0] += 1
-        try:
-            if error is not None:
-                r._lost(link, error)  # (re-run elsewhere, or failed, by the dispatcher)
-            elif msg is not None:
-                r._handle(link, msg)
-        finally:
-            r._lock.release()
-        r._stepped()
-        return r.wait(rec)
+        """`lane.hand_over`, a message decoded but not the answer filed as the reactor
+        files any message."""
+        return hand_over(self.dispatcher, self.link, rid, wargs, msg, error, self._file)
+
+    def _file(self, msg: Message) -> None:
+        self.reactor._handle(self.link, msg)
