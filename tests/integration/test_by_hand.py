@@ -117,11 +117,24 @@ def test_fewer_replicas_than_configured_warns_once_and_runs(procs: Procs) -> Non
     assert "warning" not in full.stderr
 
 
-def test_a_worker_whose_registry_is_not_there_says_so() -> None:
-    """It used to end in a traceback of its own shutdown (joining a heartbeat thread
-    that never started), which hid the reason."""
-    p = cli("worker", "--registry", "127.0.0.1:9", "--module", SORT / "server.py",
-            env={"POLYBUS_TOKEN": "absent-token-" + "w" * 20}, timeout=30)
-    assert p.returncode == 2, p.stderr
-    assert "polybus worker: error: cannot connect to tcp://127.0.0.1:9" in p.stderr
-    assert "Traceback" not in p.stderr
+def test_worker_refused_by_the_registry_says_which_and_what_to_do(procs: Procs) -> None:
+    addr, _ = start_registry(procs, {"POLYBUS_TOKEN": "right-token-" + "w" * 20})
+    wrong = cli("worker", "--registry", addr, "--module", SORT / "server.py",
+                env={"POLYBUS_TOKEN": "wrong-token"}, timeout=30)
+    # (it was a RuntimeError traceback: the heartbeat thread joined before it started)
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr, wrong.stderr
+    assert f"registry at {addr} refused this connection: wrong cluster token" in wrong.stderr
+    assert "--token-file" in wrong.stderr
+
+
+def test_worker_and_run_without_a_registry_say_so() -> None:
+    env = {"POLYBUS_TOKEN": "any-token-" + "v" * 20}
+    for args in (("worker", "--registry", "127.0.0.1:9", "--module", SORT / "server.py"),
+                 ("run", SORT / "app.toml", "--registry", "127.0.0.1:9")):
+        p = cli(*args, env=env, timeout=30)
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        assert "no registry answers at 127.0.0.1:9" in p.stderr
+        assert "polybus registry" in p.stderr
+    bad = cli("run", SORT / "app.toml", "--registry", "localhost", env=env)
+    assert bad.returncode == 2
+    assert "registry address: bad address 'localhost': expected HOST:PORT" in bad.stderr

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-from polybus.errors import PolybusError, TransportError
+from polybus.errors import AuthenticationError, PolybusError, ProtocolError, TransportError
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import connect
+from polybus.transport.endpoints import Address, connect
 from polybus.wire.codec import Codec
 from polybus.wire.messages import (
     Goodbye,
@@ -24,6 +24,10 @@ class RegistryClient:
     """A blocking request/response connection to the registry (thread-safe)."""
 
     def __init__(self, address: str, token: bytes, timeout: float = 5.0) -> None:
+        try:
+            Address.parse(address)
+        except TransportError as exc:
+            raise TransportError(f"registry address: {exc}") from None
         self.address = address
         self._token = token
         self._timeout = timeout
@@ -32,7 +36,22 @@ class RegistryClient:
 
     def _channel(self) -> Channel:
         if self._ch is None or self._ch.closed:
-            self._ch = connect(self.address, self._token, Codec(), timeout=self._timeout)
+            # Said as the registry, with what to do: the bare transport error names an
+            # address only, and a token refusal names no one.
+            try:
+                self._ch = connect(self.address, self._token, Codec(), timeout=self._timeout)
+            except AuthenticationError as exc:
+                raise AuthenticationError(
+                    f"registry at {self.address} {str(exc).removeprefix('server ')} (use "
+                    "the registry's token: --token-file with the file it printed or was "
+                    "given, or the same $POLYBUS_TOKEN)") from None
+            except ProtocolError as exc:
+                raise ProtocolError(f"registry at {self.address}: {exc} (is that address "
+                                    "a `polybus registry`?)") from None
+            except TransportError as exc:
+                raise TransportError(
+                    f"no registry answers at {self.address} ({exc}): is `polybus "
+                    "registry` running? It prints the HOST:PORT to pass") from None
         return self._ch
 
     def resolve(self, *, module: str = "", interface: str = "") -> list[Replica]:

@@ -37,7 +37,7 @@ class Address:
         if scheme == "tcp":
             host, colon, port = rest.rpartition(":")
             if not colon or not port.isdigit():
-                raise TransportError(f"bad address {text!r}: expected tcp://HOST:PORT")
+                raise TransportError(f"bad address {text!r}: expected HOST:PORT or tcp://HOST:PORT")
             return cls("tcp", host.strip("[]") or "127.0.0.1", int(port))
         if scheme in ("ipc", "shm"):
             if not rest:

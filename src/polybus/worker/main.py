@@ -53,6 +53,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         die_with_parent(parent=parent)
     keep_freed_memory()  # large messages reuse their memory (memory.py)
+    client = RegistryClient(registry, token)  # (a malformed address fails here, first)
     module = load_module(module_path, f"polybus_user_{module_key}")
     functions = interfaces(module, spec.define.keys() if spec else ())
     options = options_for(spec, replica, max_frame)
@@ -67,7 +68,6 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     runtime = WorkerRuntime(name, functions, token, listen, options).start()
     me = Replica(name, module_key, str(runtime.address), sorted(functions),
                  runtime.options.speed, os.getpid(), [str(a) for a in runtime.addresses])
-    client = RegistryClient(registry, token)
     membership = Membership(client, me, heartbeat)
     stop = threading.Event()
     for sig in (signal.SIGTERM,) if exit_with_parent else (signal.SIGTERM, signal.SIGINT):
