@@ -138,3 +138,27 @@ def test_worker_and_run_without_a_registry_say_so() -> None:
     bad = cli("run", SORT / "app.toml", "--registry", "localhost", env=env)
     assert bad.returncode == 2
     assert "registry address: bad address 'localhost': expected HOST:PORT" in bad.stderr
+
+
+def test_a_worker_of_another_file_under_the_same_key_is_named_before_any_call(
+        procs: Procs, tmp_path: Path) -> None:
+    env = {"POLYBUS_TOKEN": "shared-token-" + "u" * 20}
+    addr, _ = start_registry(procs, env)
+    none = cli("run", SORT / "app.toml", "--registry", addr, "--quiet", env=env)
+    assert none.returncode == 2
+    assert (f"no replica of module 'server' is registered at {addr} (start one: `polybus "
+            f"worker --registry {addr} --config {SORT / 'app.toml'} --as server`)"
+            in none.stderr), none.stderr
+    other = tmp_path / "server.py"  # another program's server.py: also module 'server'
+    other.write_text("def mandel_row(y):\n    return y\n")
+    start_worker(procs, addr, "server-0", env=env)
+    w = procs.start("worker", "--registry", addr, "--module", other, "--name", "stray",
+                    env=env)
+    assert w.stderr is not None
+    read_line(w.stderr, "serving")
+    # Two parts go to server-0 and one more replica: it failed only when a call hit it.
+    p = cli("run", SORT / "app.toml", "--registry", addr, "--quiet", env=env)
+    assert p.returncode == 2, p.stderr
+    assert ("replica stray of module 'server' (registered at " in p.stderr
+            and "does not serve 'quicksort'; it serves mandel_row" in p.stderr
+            and "another file" in p.stderr), p.stderr

@@ -105,12 +105,14 @@ class Session:
         self.migrators: list[Migrator] = []
         self._base: dict[int, Stats | None] = {}
         self._short: set[str] = set()  # modules already warned about (once a session)
+        self._serves: dict[str, list[str]] = {}  # replica name -> its interfaces
         try:
             if bindings is None:
                 bindings = [(b, app.modules[b.user].use.get(b.name, UseSpec()))
                             for b in app.bindings if b.user == app.client]
             for b, use in bindings:
                 links = self._links_for(b.module, use.transport)
+                self._check_serves(b, links)
                 module = app.modules[b.module]
                 self._warn_if_short(b, len(links))
                 # A derived form ("page@http", worker/main.py) has its interface's options.
@@ -161,6 +163,27 @@ class Session:
                     "found %d registered at %s; running with %d", b.interface, b.module,
                     configured, found, self.registry.address, found)
 
+    def _check_serves(self, b: Binding, links: list[ReplicaLink]) -> None:
+        """Every replica found must serve the bound interface: one registered under the
+        module's key from another file (two programs' `server.py` started by hand with
+        --module) would fail only the calls sent to it, at random."""
+        for link in links:
+            serves = self._serves.get(link.name)
+            if serves is None or b.interface in serves:
+                continue
+            base, http, _ = b.interface.partition("@")
+            if http and base in serves:  # (the HTTP form is made from [serve])
+                raise NoReplicaError(
+                    f"replica {link.name} serves {base!r} but not its HTTP form: start "
+                    f"the workers of a served program with `polybus worker --config "
+                    f"{self.app.path} --as {b.module}`, not --module")
+            raise NoReplicaError(
+                f"replica {link.name} of module {b.module!r} (registered at "
+                f"{self.registry.address}) does not serve {b.interface!r}; it serves "
+                f"{', '.join(serves) or 'nothing'}: a worker of another file registered "
+                f"under the same module key; stop it, or give this program a registry "
+                f"of its own")
+
     def _ask_stats(self, link: ReplicaLink) -> Stats | None:
         if link.dead:
             return None
@@ -179,7 +202,10 @@ class Session:
         replicas: list[Replica] = self.registry.resolve(module=module)
         if not replicas:
             raise NoReplicaError(f"no replica of module {module!r} is registered at "
-                                 f"{self.registry.address}")
+                                 f"{self.registry.address} (start one: `polybus worker "
+                                 f"--registry {self.registry.address} --config "
+                                 f"{self.app.path} --as {module}`)")
+        self._serves.update((r.name, list(r.interfaces)) for r in replicas)
         # Configuration order, not the registry's: a load ratio's shares follow the
         # replicas as the configuration lists them; others (started by hand) come after.
         order = {r.name: i for i, r in enumerate(spec.replication)}
