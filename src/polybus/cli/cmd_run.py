@@ -23,13 +23,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no summary on stderr")
 
 
+def caption(r: RunResult) -> str:
+    return (f"elapsed {r.elapsed_s:.4f} s (start-up {r.startup_s:.2f} s apart), "
+            f"{r.calls} calls, sent {r.bytes_sent:,} B, received {r.bytes_received:,} B")
+
+
 def summary(r: RunResult) -> Table:
-    t = Table(caption=f"elapsed {r.elapsed_s:.4f} s (start-up {r.startup_s:.2f} s apart), "
-                      f"{r.calls} calls, sent {r.bytes_sent:,} B, received {r.bytes_received:,} B",
-              caption_justify="left")
-    for col in ("replica", "speed", "calls", "moved in", "moved out", "busy s", "busy %",
+    t = Table()
+    # Replica names whole (workers started by hand are named module-host-pid): rich
+    # would cut them to fit 80 columns when stderr is not a terminal.
+    t.add_column("replica", no_wrap=True,
+                 min_width=max((len(rep.name) for rep in r.replicas), default=7))
+    for col in ("speed", "calls", "moved in", "moved out", "busy s", "busy %",
                 "queue wait s"):
-        t.add_column(col, justify="right" if col != "replica" else "left")
+        t.add_column(col, justify="right")
     for rep in r.replicas:
         busy = 100.0 * rep.busy_s / r.elapsed_s if r.elapsed_s > 0 else 0.0
         t.add_row(rep.name, f"{rep.speed:g}", str(rep.calls), str(rep.migrated_in),
@@ -43,6 +50,7 @@ def main(args: argparse.Namespace) -> int:
     print(r.result, flush=True)
     if not args.quiet:
         Console(stderr=True).print(summary(r))
+        print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(r.to_json(), f, indent=2)
