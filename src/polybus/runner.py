@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,6 +16,7 @@ from polybus.client.session import ReplicaStats, Session
 from polybus.client.stubs import activate
 from polybus.config import load
 from polybus.config.model import AppConfig
+from polybus.config.overrides import toml_value
 from polybus.engines.base import Cluster
 from polybus.errors import ConfigError, ConfigWarning, RemoteError
 from polybus.token import read_token
@@ -58,9 +58,10 @@ def jsonable(x: Any) -> Any:
 
 
 def override_strings(overrides: Mapping[str, Any] | Sequence[str]) -> tuple[str, ...]:
+    """``KEY=VALUE`` strings (what the engine's workers get as --set) for ``overrides``; a
+    mapping's Python values are written as TOML, so each reads back as itself."""
     if isinstance(overrides, Mapping):
-        return tuple(f"{k}={v if isinstance(v, str) else json.dumps(v)}"
-                     for k, v in overrides.items())
+        return tuple(f"{k}={toml_value(v, k)}" for k, v in overrides.items())
     return tuple(overrides)
 
 

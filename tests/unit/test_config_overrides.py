@@ -107,3 +107,27 @@ def test_mapping_keys_are_parsed_values_are_not() -> None:
     assert doc == {"a": {"b": "8"}}
     assert written == ["a", "a.b"]
     assert [e.key for e in errors] == ["bad key"]
+
+
+@pytest.mark.parametrize("value", [
+    "0", "len(query)", "true", "[1, 2]", "a#b", "x\ny \"q\" \\ \x7f é 😀", "",
+    0, -3, 1.5, float("inf"), True, [3000, 4, "insertion"], (1, "2"),
+    {"seed": 3, "a b": ["x"]}, {"callstyle": "async-demand(2)"},
+])
+def test_a_python_override_reaches_the_workers_as_itself(value: Any) -> None:
+    # polybus.run(path, {key: value}) hands the workers KEY=VALUE strings: a str "0" came
+    # back as the integer 0 (a priority "expected an expression string"), a dict as the
+    # string '{"seed": 3}'.
+    from polybus.runner import override_strings
+
+    (text,) = override_strings({"modules.client.kwargs.x": value})
+    want = list(value) if isinstance(value, tuple) else value
+    assert parse_override(text) == (["modules", "client", "kwargs", "x"], want)
+
+
+def test_a_python_override_with_no_toml_form_names_its_key() -> None:
+    from polybus.runner import override_strings
+
+    with pytest.raises(ConfigError, match=r"overrides: modules.client.args: a value of "
+                                          r"type NoneType has no TOML form"):
+        override_strings({"modules.client.args": None})

@@ -8,6 +8,7 @@ taken as a bare string otherwise, so ``callstyle=async-demand(5)`` needs no quot
 from __future__ import annotations
 
 import difflib
+import json
 import tomllib
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from polybus.config.problems import dotted
 from polybus.errors import ConfigError
 
-__all__ = ["Overrides", "apply_overrides", "parse_key_path", "parse_override"]
+__all__ = ["Overrides", "apply_overrides", "parse_key_path", "parse_override", "toml_value"]
 
 SET = "--set"
 Overrides = Iterable[str] | Mapping[str, Any]
@@ -51,6 +52,31 @@ def _value(text: str) -> Any:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         return raw
+
+
+def toml_value(value: Any, key: str = "") -> str:
+    """A Python override's value written as TOML, so that ``KEY=<it>`` (as a worker's
+    --set gets it) reads back the same value: a str stays a str (``"0"`` is not 0, an
+    expression is not a number), a dict is a table, a tuple a list."""
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        value = value.item()  # a numpy scalar
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)  # (nan, inf and -inf are TOML too)
+    if isinstance(value, str):  # a JSON string is a TOML basic string, DEL escaped
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)} = "
+                               f"{toml_value(v, key)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v, key) for v in value) + "]"
+    raise ConfigError(f"a value of type {type(value).__name__} has no TOML form",
+                      file="overrides", key=key or None,
+                      hint="use str, int, float, bool, list or dict; leave the key out "
+                           "for its default")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
