@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from polybus.cli.main import COMMANDS, main
@@ -15,3 +17,32 @@ def test_check_help_says_it_imports_the_modules(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         main(["check", "--help"])
     assert "child process" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "app.toml", "--json", "{missing}/run.json"],
+    ["sweep", "app.toml", "--vary", "modules.server.replication=1,2", "--csv",
+     "{missing}/sweep.csv"],
+])
+def test_an_output_file_that_cannot_be_written_is_refused_before_the_run(
+        argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # It was a FileNotFoundError traceback after the whole run had been paid for.
+    app = write_sort_like_app(tmp_path)
+    missing = tmp_path / "no-such-dir"
+    argv = [a.replace("app.toml", str(app)).format(missing=missing) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    option = "--json" if "--json" in argv else "--csv"
+    assert f"polybus {argv[0]}: error: {option} {missing}/" in err
+    assert f"directory {missing} does not exist" in err
+
+
+def write_sort_like_app(where: Path) -> Path:
+    (where / "server.py").write_text("def f(x):\n    return x\n")
+    (where / "client.py").write_text("from polybus import use\nf = use('f')\n"
+                                     "def main():\n    return f(1)\n")
+    app = where / "app.toml"
+    app.write_text('[modules.server]\nsource = "server.py"\n[modules.client]\n'
+                   'source = "client.py"\nentrypoint = "main"\n'
+                   '[bind]\n"client.f" = "server.f"\n')
+    return app

@@ -9,6 +9,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from polybus.cli.outputs import check_writable
 from polybus.runner import RunResult, run
 
 
@@ -46,6 +47,7 @@ def summary(r: RunResult) -> Table:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_writable(args.json, "--json")
     r = run(args.config, tuple(args.set), registry=args.registry, token_file=args.token_file)
     print(r.result, flush=True)
     if not args.quiet:

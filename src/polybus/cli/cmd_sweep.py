@@ -26,6 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from polybus.cli.outputs import check_writable
 from polybus.errors import UsageError
 from polybus.sweep import (
     Sweep,
@@ -146,6 +147,8 @@ def main(args: argparse.Namespace) -> int:
     baseline = parse_baseline(args.baseline, varies)
     combos = combinations(varies)
     check_combinations(args.config, varies, args.set)  # a bad value fails now, not in its cell
+    check_writable(args.json, "--json")
+    check_writable(args.csv, "--csv")
     console = Console()
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
