@@ -175,3 +175,25 @@ def test_use_outside_a_run() -> None:
 
 def test_no_replica_error_is_a_polybus_error() -> None:
     assert issubclass(NoReplicaError, polybus.errors.PolybusError)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("pool", ["1", '"processes:1"'])
+def test_remote_traceback_shows_the_users_frames_only(tmp_path: Path, pool: str) -> None:
+    # It began with the replica's own frame (worker/runtime.py); under a process pool it
+    # showed only concurrent.futures' frames, the user's lost in a cause it left out.
+    toml = TOML.format(style="sync").replace(
+        'replication = 1', f'replication = 1\ndefine.fail = {{ pool = {pool} }}\n'
+        'define.echo = {}\ndefine.pid = {}')
+    app = write_app(tmp_path, server=SERVER, toml=toml, client="""
+        from polybus import use
+        fail = use("fail")
+
+        def main():
+            return fail("deep")
+    """)
+    with pytest.raises(polybus.errors.RemoteException) as info:  # type: ignore[attr-defined]
+        polybus.run(app)
+    tb = info.value.remote_traceback
+    assert tb.startswith(f'  File "{tmp_path / "server.py"}", line 5, in fail\n'), tb
+    assert "raise ValueError(message)" in tb and tb.rstrip().endswith("ValueError: deep")
+    assert "polybus" not in tb and "concurrent" not in tb, tb

@@ -11,6 +11,7 @@ child would otherwise wait for ever on a queue whose writing end it holds itself
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -37,7 +38,16 @@ def _load(path: str, name: str, replica: int) -> None:
 
 def _invoke(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     assert _module is not None
-    return getattr(_module, fn_name)(*args, **kwargs)
+    try:
+        return getattr(_module, fn_name)(*args, **kwargs)
+    except Exception as exc:
+        # The user's frames are here; in the replica the exception has only the pool's
+        # (the child's text rides as a __cause__ that replies.failure would not show).
+        from polybus.worker.replies import CHILD_TRACEBACK, remote_traceback
+
+        with contextlib.suppress(Exception):  # (an exception that refuses attributes)
+            setattr(exc, CHILD_TRACEBACK, remote_traceback(exc))
+        raise
 
 
 class ProcessPool:

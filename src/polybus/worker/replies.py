@@ -8,14 +8,41 @@ failure, so the others in its write still go.
 
 from __future__ import annotations
 
+import os
 import threading
 import traceback
+from pathlib import Path
+from types import TracebackType
 
 from polybus.errors import PolybusError
 from polybus.transport.channel import Channel
 from polybus.wire.messages import Batch, Fail, Message
 
 CORK_LIMIT = 64
+CHILD_TRACEBACK = "polybus_traceback"  # an attribute: pickled with the exception
+_POLYBUS = str(Path(__file__).resolve().parents[1]) + os.sep
+
+
+def _from_user_code(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` from the first frame that is not polybus's own (the replica's frames that
+    called the function say nothing the user can act on); all of it if none is."""
+    t = tb
+    while t is not None:
+        if not t.tb_frame.f_code.co_filename.startswith(_POLYBUS):
+            return t
+        t = t.tb_next
+    return tb
+
+
+def remote_traceback(exc: BaseException) -> str:
+    """The traceback a client is shown: from the user's function down. A call run in a
+    process pool's child brings the one formatted there (procpool.py)."""
+    child = getattr(exc, CHILD_TRACEBACK, None)
+    if isinstance(child, str):
+        return child
+    # ([1:]: without the "Traceback (most recent call last):" header)
+    return "".join(traceback.format_exception(type(exc), exc,
+                                              _from_user_code(exc.__traceback__))[1:])
 
 
 def failure(call_id: int, exc: BaseException) -> Fail:
@@ -23,8 +50,7 @@ def failure(call_id: int, exc: BaseException) -> Fail:
     kind = type(exc)
     mod = kind.__module__
     qual = kind.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{kind.__qualname__}"
-    tb = "".join(traceback.format_exception(exc)[1:])  # skip the runtime's own frame header
-    return Fail(call_id, "exception", qual, str(exc), tb)
+    return Fail(call_id, "exception", qual, str(exc), remote_traceback(exc))
 
 
 def send_quietly(ch: Channel, msg: Message) -> None:
