@@ -418,8 +418,9 @@ def rebind(line: str) -> str:
      "binding target module 'zzz' does not exist", "modules: server, client"),
     ('"client.compare" = "server.compre"', 'bind."client.compare"',
      "module 'server' has no interface 'compre'", "did you mean 'compare'?"),
-    ('"client.compare" = "server.score"', 'bind."client.compare"',
-     "module 'server' has no interface 'score'", "did you mean 'compare'?"),
+    ('"client.compare" = "server.score"', 'bind."client.compare"',  # (a function define omits)
+     "module 'server' does not serve 'score': a module with a define table serves only "
+     "the interfaces it lists (compare)", "add define.score = {} to [modules.server]"),
     ('"client.compare" = "server.zzz"', 'bind."client.compare"',
      "module 'server' has no interface 'zzz'", "interfaces of server: compare"),
     ('"client.compare" = "server"', 'bind."client.compare"', "bad binding target 'server'",

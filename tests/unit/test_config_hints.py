@@ -36,9 +36,10 @@ use.compare = { callstyle = "async" }
 Found = list[tuple[str | None, str | None, str, str | None]]
 
 
-def errors(tmp_path: Path, toml: str = BASE, overrides: tuple[str, ...] = ()) -> Found:
+def errors(tmp_path: Path, toml: str = BASE, overrides: tuple[str, ...] = (),
+           server: str = SERVER) -> Found:
     """(file as the user sees it, key, message, hint) of every mistake."""
-    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "server.py").write_text(server)
     (tmp_path / "client.py").write_text(CLIENT)
     path = tmp_path / "app.toml"
     path.write_text(toml)
@@ -144,3 +145,18 @@ def test_a_set_into_a_use_table_of_the_file_leaves_the_file_blamed(tmp_path: Pat
                         'use.compare = { callstyle = "async" }\nuse.other = { callstyle = "sync" }')
     assert [f for f, *_ in errors(tmp_path, toml, ("modules.client.use.other.linger=1",))] == [
         "file"]
+
+
+def test_a_function_left_out_by_the_define_table_says_so(tmp_path: Path) -> None:
+    # "has no interface 'stats' (interfaces of server: compare)" while server.py plainly
+    # has a stats(): the define table is what limits what the module serves.
+    server = SERVER + "\n\ndef stats():\n    return 1\n"
+    found = errors(tmp_path, overrides=('bind."client.stats"=server.stats',), server=server)
+    assert found == [("--set", 'bind."client.stats"',
+                      "module 'server' does not serve 'stats': a module with a define "
+                      "table serves only the interfaces it lists (compare)",
+                      "add define.stats = {} to [modules.server]")]
+    # A name the module does not have at all is still a spelling question.
+    found = errors(tmp_path, overrides=('bind."client.stats"=server.comprae',), server=server)
+    assert found[0][2:] == ("module 'server' has no interface 'comprae'",
+                            "did you mean 'compare'?")

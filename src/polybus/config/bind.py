@@ -107,7 +107,8 @@ def _bound_names(raw: Any) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
 
 def _bindings(raw: Any, modules: dict[str, ModuleSpec],
               interfaces: dict[str, list[str] | None], p: Problems,
-              attempted: set[tuple[str, str]]) -> list[Binding]:
+              attempted: set[tuple[str, str]],
+              infos: dict[str, SourceInfo] | None = None) -> list[Binding]:
     """The valid bindings; ``attempted`` gets every (user, name) that [bind] mentions."""
     if raw is None:
         return []
@@ -145,8 +146,15 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
             continue
         served = interfaces.get(target)
         if served is not None and iface not in served:
-            p.add(f"module {target!r} has no interface {iface!r}", key,
-                  _names_hint(iface, served, f"interfaces of {target}"))
+            info = (infos or {}).get(target)
+            if modules[target].define and info is not None and iface in info.public():
+                # The function is there: the define table is what leaves it out.
+                p.add(f"module {target!r} does not serve {iface!r}: a module with a define "
+                      f"table serves only the interfaces it lists ({', '.join(served)})",
+                      key, f"add define.{iface} = {{}} to [modules.{target}]")
+            else:
+                p.add(f"module {target!r} has no interface {iface!r}", key,
+                      _names_hint(iface, served, f"interfaces of {target}"))
             continue
         if any(b.user == user and b.name == name for b in result):
             p.add(f"{left!r} is bound twice", key)
@@ -275,7 +283,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
             _check_define(m, info, p)
         interfaces[m.key] = _interfaces(m, info)
     attempted: set[tuple[str, str]] = set()
-    bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted)
+    bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted, infos)
     _check_uses(modules, infos, bindings, interfaces, p, attempted)
     _note_unused(modules, infos, bindings, p)
     if serve is not None:
