@@ -160,3 +160,21 @@ def test_a_function_left_out_by_the_define_table_says_so(tmp_path: Path) -> None
     found = errors(tmp_path, overrides=('bind."client.stats"=server.comprae',), server=server)
     assert found[0][2:] == ("module 'server' has no interface 'comprae'",
                             "did you mean 'compare'?")
+
+
+def test_a_define_table_made_by_set_is_blamed_when_it_leaves_a_binding_out(
+        tmp_path: Path) -> None:
+    # "Switch strategy with --set": a timeout for one interface must not read as a
+    # mistake of the file's [bind].
+    server = SERVER + "\n\ndef stats():\n    return 1\n"
+    toml = BASE.replace('define.compare = { priority = "len(query)" }\n', "") + (
+        '"client.stats" = "server.stats"\n')
+    assert errors(tmp_path, toml, server=server) == []
+    found = errors(tmp_path, toml, ("modules.server.define.compare.timeout=5s",), server)
+    assert found == [("--set", "modules.server.define",
+                      "module 'server' does not serve 'stats': a module with a define table "
+                      "serves only the interfaces it lists (compare); "
+                      'bind."client.stats" binds it',
+                      "add --set 'modules.server.define.stats={}'")]
+    assert errors(tmp_path, toml, ("modules.server.define.compare.timeout=5s",
+                                   "modules.server.define.stats={}"), server) == []

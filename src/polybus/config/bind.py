@@ -149,9 +149,13 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
             info = (infos or {}).get(target)
             if modules[target].define and info is not None and iface in info.public():
                 # The function is there: the define table is what leaves it out.
+                table = dotted("modules", target, "define")
+                by_set = p.origin(table) == "--set"  # (a --set made the table: blame it)
                 p.add(f"module {target!r} does not serve {iface!r}: a module with a define "
-                      f"table serves only the interfaces it lists ({', '.join(served)})",
-                      key, f"add define.{iface} = {{}} to [modules.{target}]")
+                      f"table serves only the interfaces it lists ({', '.join(served)})"
+                      + (f"; {key} binds it" if by_set else ""), table if by_set else key,
+                      f"add --set '{table}.{iface}={{}}'" if by_set
+                      else f"add define.{iface} = {{}} to [modules.{target}]")
             else:
                 p.add(f"module {target!r} has no interface {iface!r}", key,
                       _names_hint(iface, served, f"interfaces of {target}"))
