@@ -38,3 +38,20 @@ def test_a_second_session_counts_only_its_own_calls(tmp_path: Path) -> None:
         assert two.calls == 3 and two.busy_s >= 0.0 and two.queue_wait_s >= 0.0
         (again,) = first.stats().replicas  # (the replica's: the second run's calls count)
         assert again.calls == 8
+
+
+def test_a_binding_with_its_own_transport_does_not_count_a_replica_twice(
+        tmp_path: Path) -> None:
+    # Its own connections to the same replica made a second row with the same counters
+    # (8 calls shown as 4 + 4 twice over).
+    toml = TOML.replace('use.double = { callstyle = "sync" }',
+                        'use.double = { callstyle = "sync" }\n'
+                        'use.echo = { callstyle = "sync", transport = "ipc" }') + (
+        '"client.echo" = "server.echo"\n')
+    with cluster(tmp_path, toml, replicas=1) as c:
+        s = c.session()
+        for i in range(3):
+            assert polybus.wait(s.call("double", (i,), {})) == 2 * i
+            assert polybus.wait(s.call("echo", (i,), {})) == i
+        (one,) = s.stats().replicas
+        assert one.name == "server-0" and one.calls == 6

@@ -254,21 +254,31 @@ class Session:
 
     def stats(self) -> SessionStats:
         out = SessionStats(calls=sum(d.calls for d in self.dispatchers.values()))
+        # One row per replica: a binding with a transport of its own has connections of
+        # its own to the same replicas, whose counters must not be shown twice.
+        rows: dict[str, ReplicaStats] = {}
+        answered: set[str] = set()
         for links in self.links.values():
             for link in links:
                 out.bytes_sent += link.channel.bytes_sent
                 out.bytes_received += link.channel.bytes_received
-                rs = ReplicaStats(link.name, calls=link.calls, speed=link.speed)
+                rs = rows.get(link.name)
+                if rs is None:
+                    rs = rows[link.name] = ReplicaStats(link.name, speed=link.speed)
+                    for m in self.migrators:
+                        rs.migrated_in += m.moved_in.get(link.name, 0)
+                        rs.migrated_out += m.moved_out.get(link.name, 0)
+                if link.name in answered:
+                    continue
+                rs.calls += link.calls
                 reply = self._ask_stats(link)
                 if reply is not None:  # (the replica's, so other clients' calls count too)
+                    answered.add(link.name)
                     base = self._base.get(id(link)) or Stats(link.name, 0, 0.0, 0.0, 0, 0)
                     rs.calls = reply.calls - base.calls
                     rs.busy_s = reply.busy_s - base.busy_s
                     rs.queue_wait_s = reply.queue_wait_s - base.queue_wait_s
-                for m in self.migrators:
-                    rs.migrated_in += m.moved_in.get(link.name, 0)
-                    rs.migrated_out += m.moved_out.get(link.name, 0)
-                out.replicas.append(rs)
+        out.replicas = list(rows.values())
         return out
 
     def close(self) -> None:
