@@ -117,12 +117,7 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
     local engine's workers, or (``registry`` / [cluster] registry) the replicas already
     registered there. Everything started is stopped at the end, however it ends."""
     registry = registry or app.cluster.registry
-    kind = app.cluster.engine
-    if kind in ("mpi", "ray"):
-        raise ConfigError(f"the {kind} engine is not part of this version of polybus",
-                          file=str(app.path), key="cluster.engine",
-                          hint="use engine = \"local\", or \"hosts\" with workers started "
-                               "by `polybus worker` and [cluster] registry")
+    kind = app.cluster.engine  # (mpi and ray are refused when the configuration loads)
     if kind == "hosts" and not registry:
         raise ConfigError("the hosts engine uses workers already running; it needs their "
                           "registry", file=str(app.path), key="cluster.registry",

@@ -49,7 +49,7 @@ T = TypeVar("T")
 
 
 TRANSPORTS = ("tcp", "ipc", "shm")
-ENGINES = ("local", "hosts", "mpi", "ray")
+ENGINES = ("local", "hosts")
 _MODULE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POOL = re.compile(r"^\s*(processes|threads)\s*:\s*([0-9]+)\s*$")
@@ -353,10 +353,16 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems) -> Cluster
     token_file = t.string("token_file")
     if token_file is not None:
         token_file = str((base_dir / Path(token_file).expanduser()).resolve())
+    engine = None
+    if table.get("engine") in ("mpi", "ray"):  # (check refuses them as run does)
+        p.add(f"the {table['engine']} engine is not part of this version of polybus",
+              t.key("engine"), "use engine = \"local\", or \"hosts\" with workers "
+                               "started by `polybus worker` and [cluster] registry")
+    else:
+        engine = t.string("engine", ENGINES)
     return ClusterSpec(
         tls=_parse_tls(t, base_dir, p),
-        engine=cast(Literal["local", "hosts", "mpi", "ray"],
-                    _pick(t.string("engine", ENGINES), c.engine)),
+        engine=cast(Literal["local", "hosts", "mpi", "ray"], _pick(engine, c.engine)),
         registry=registry,
         listen_host=_pick(t.string("listen_host"), c.listen_host),
         heartbeat=_pick(t.positive_duration("heartbeat"), c.heartbeat),
