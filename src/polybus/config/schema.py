@@ -385,6 +385,8 @@ def _parse_tls(t: _Table, base_dir: Path, p: Problems) -> TLSFiles | None:
                 p.add(f"tls needs {k!r}", t.key("tls"), "tls = { cert = FILE, key = FILE, ca = FILE }")
             return None
         files[k] = str((base_dir / Path(v).expanduser()).resolve())
+        if not Path(files[k]).is_file():  # (found by check, not when run connects)
+            p.add(f"{k} file {v!r} not found (looked for {files[k]!r})", tt.key(k))
     return TLSFiles(**files)
 
 
