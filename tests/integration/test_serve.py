@@ -250,6 +250,24 @@ def test_serve_with_parts_started_by_hand(procs: Procs) -> None:
     assert w.poll() is None  # a worker started by hand is not serve's to stop
 
 
+def test_a_worker_started_with_module_for_a_served_program_is_named(procs: Procs) -> None:
+    # --module serves no HTTP forms ([serve] makes them): every request was a 5xx.
+    env = {"POLYBUS_TOKEN": "serve-token-" + "x" * 20}
+    app = EXAMPLES / "rudy" / "app.toml"
+    reg = procs.start("registry", "--listen", "127.0.0.1:0", env=env)
+    assert reg.stdout is not None
+    addr = read_line(reg.stdout, r"listening on (\S+)").group(1)
+    w = procs.start("worker", "--registry", addr, "--module", EXAMPLES / "rudy" / "web.py",
+                    "--name", "web-plain", env=env)
+    assert w.stderr is not None
+    read_line(w.stderr, "serving")
+    p = cli("serve", app, "--registry", addr, "--listen", "127.0.0.1:0", env=env, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert ("replica web-plain serves 'page' but not its HTTP form: start the workers of a "
+            f"served program with `polybus worker --config {app} --as web`, not --module"
+            in p.stderr), p.stderr
+
+
 def test_a_port_in_use_is_one_clear_error_before_anything_starts() -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
