@@ -46,3 +46,14 @@ def write_sort_like_app(where: Path) -> Path:
                    'source = "client.py"\nentrypoint = "main"\n'
                    '[bind]\n"client.f" = "server.f"\n')
     return app
+
+
+def test_a_bad_listen_is_blamed_on_listen(capsys: pytest.CaptureFixture[str]) -> None:
+    # serve said "--set: serve.listen: expected a string, got an integer 8080", and
+    # registry "bad address 'tcp://8080'": neither was what the user wrote.
+    assert main(["serve", "examples/rudy/app.toml", "--listen", "8080"]) == 2
+    assert ("polybus serve: error: --listen '8080': expected HOST:PORT, e.g. 127.0.0.1:8080"
+            in capsys.readouterr().err)
+    assert main(["registry", "--listen", "8080"]) == 2
+    assert ("polybus registry: error: --listen '8080': expected HOST:PORT"
+            in capsys.readouterr().err)

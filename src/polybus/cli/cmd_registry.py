@@ -8,8 +8,10 @@ import sys
 import threading
 from pathlib import Path
 
+from polybus.errors import TransportError, UsageError
 from polybus.registry.service import RegistryService
 from polybus.token import make_token, read_token, write_token_file
+from polybus.transport.endpoints import Address
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,6 +26,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    listen = args.listen if "://" in args.listen else f"tcp://{args.listen}"
+    try:
+        Address.parse(listen)
+    except TransportError:  # (it said "bad address 'tcp://8080'", an address not given)
+        raise UsageError(f"--listen {args.listen!r}: expected HOST:PORT, e.g. "
+                         "127.0.0.1:7700 (port 0: any free port)") from None
     if args.config:
         from polybus.config import load
         from polybus.transport import tls
@@ -40,7 +48,6 @@ def main(args: argparse.Namespace) -> int:
         if token is None:
             token = make_token()
             made = write_token_file(token)
-        listen = args.listen if "://" in args.listen else f"tcp://{args.listen}"
         with RegistryService(token, listen, ttl=args.ttl) as reg:
             host_port = f"{reg.address.host}:{reg.address.port}"
             print(f"polybus registry listening on {host_port}", flush=True)

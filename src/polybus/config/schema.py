@@ -125,8 +125,7 @@ class _Table:
         v = self.string(k)
         if v is None:
             return None
-        m = _ADDRESS.match(v)
-        if m is None or not lowest_port <= int(m.group(2)) <= 65535:
+        if not is_address(v, lowest_port):
             self.p.add(f"bad {what} address {v!r}", self.key(k), hint)
             return None
         return v
@@ -137,6 +136,12 @@ class _Table:
             self.p.add(f"expected a duration > 0, got {self.t[k]!r}", self.key(k))
             return None
         return v
+
+
+def is_address(text: str, lowest_port: int = 1) -> bool:
+    """``HOST:PORT`` (``[v6]:PORT`` too) with ``lowest_port <= PORT <= 65535``."""
+    m = _ADDRESS.match(text)
+    return m is not None and lowest_port <= int(m.group(2)) <= 65535
 
 
 def _pick(value: T | None, default: T) -> T:

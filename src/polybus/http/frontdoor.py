@@ -20,6 +20,8 @@ from typing import Any
 from polybus.client.session import Session
 from polybus.config import load
 from polybus.config.model import AppConfig, Binding, CallStyle, ServeSpec
+from polybus.config.overrides import toml_value
+from polybus.config.schema import is_address
 from polybus.errors import ConfigError, UsageError
 from polybus.http.calls import CallBridge
 from polybus.http.response import HTTP_SUFFIX
@@ -71,7 +73,10 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
     """
     sets = override_strings(overrides)
     if listen is not None:
-        sets = (*sets, f"serve.listen={listen}")
+        if not is_address(listen, lowest_port=0):  # (said as --listen's, not as a --set)
+            raise UsageError(f"--listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8080 "
+                             "(port 0: any free port)")
+        sets = (*sets, f"serve.listen={toml_value(listen)}")
     app = load(path, sets)
     if app.serve is None:
         raise ConfigError("no [serve] table: nothing to serve over HTTP", file=str(path),
