@@ -22,6 +22,7 @@ def test_duplicate_live_name_refused_from_another_owner() -> None:
     assert s.register(rep("a"), owner=1, now=0.0) is None
     reason = s.register(rep("a"), owner=2, now=1.0)
     assert reason is not None and "'a'" in reason and "live" in reason
+    assert reason.endswith("give this one another name (--name)")  # (what to do)
     # The same owner may register again (a refresh after a change).
     assert s.register(rep("a"), owner=1, now=1.0) is None
 

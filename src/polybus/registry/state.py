@@ -30,7 +30,8 @@ class RegistryState:
         self.expire(now)
         old = self._entries.get(replica.name)
         if old is not None and old.owner != owner:
-            return f"the name {replica.name!r} is held by a live replica at {old.replica.address}"
+            return (f"the name {replica.name!r} is held by a live replica at "
+                    f"{old.replica.address}; give this one another name (--name)")
         self._entries[replica.name] = _Entry(replica, owner, now)
         return None
 
