@@ -178,3 +178,22 @@ def test_a_define_table_made_by_set_is_blamed_when_it_leaves_a_binding_out(
                       "add --set 'modules.server.define.stats={}'")]
     assert errors(tmp_path, toml, ("modules.server.define.compare.timeout=5s",
                                    "modules.server.define.stats={}"), server) == []
+
+
+@pytest.mark.parametrize(("sets", "key", "message"), [
+    (("modules.client.use.compare.linger=5ms",), "modules.client.use.compare.linger",
+     "linger is how long a batch may wait to fill, and this binding does not aggregate"),
+    (("modules.server.define.compare.prefetch=all",), "modules.server.define.compare.prefetch",
+     "prefetch pushes cached operands, and this interface caches none"),
+])
+def test_an_option_that_does_nothing_where_it_is_is_a_warning(
+        tmp_path: Path, sets: tuple[str, ...], key: str, message: str) -> None:
+    # check said ok and the run ignored it: a linger with no batches to wait for.
+    assert errors(tmp_path, overrides=sets) == []
+    cfg, _ = validate(str(tmp_path / "app.toml"), sets)
+    assert cfg is not None
+    assert [(n.file, n.key, n.bare_message) for n in cfg.notes] == [("--set", key, message)]
+    fixed = (*sets, "modules.client.use.compare.aggregate=8",
+             'modules.server.define.compare.cache="auto"')
+    cfg, _ = validate(str(tmp_path / "app.toml"), fixed)
+    assert cfg is not None and cfg.notes == ()

@@ -232,6 +232,24 @@ def _note_unused(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                close or "ignore this if another file it imports calls use() with that name")
 
 
+def _note_no_ops(modules: dict[str, ModuleSpec], raw: dict[str, Any], p: Problems) -> None:
+    """Options that do nothing where they are written: said, and the run goes on."""
+    for key, m in modules.items():
+        for iface, d in m.define.items():
+            if d.prefetch is not None and d.cache is None:
+                p.note("prefetch pushes cached operands, and this interface caches none",
+                       dotted("modules", key, "define", iface, "prefetch"),
+                       'add cache = ["<parameter>", ...] or cache = "auto"')
+        uses = raw.get(key, {}).get("use") if isinstance(raw.get(key), dict) else None
+        for name, u in m.use.items():
+            table = uses.get(name) if isinstance(uses, dict) else None
+            if (isinstance(table, dict) and "linger" in table and u.aggregate is None
+                    and u.aggregate_bytes is None):
+                p.note("linger is how long a batch may wait to fill, and this binding "
+                       "does not aggregate", dotted("modules", key, "use", name, "linger"),
+                       'add aggregate = 64 (calls per batch) or a size such as "64KiB"')
+
+
 def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | None:
     """Validate the parsed (and overridden) document; None when ``p`` holds any mistake."""
     base_dir = config_path.resolve().parent
@@ -290,6 +308,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
     bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted, infos)
     _check_uses(modules, infos, bindings, interfaces, p, attempted)
     _note_unused(modules, infos, bindings, p)
+    _note_no_ops(modules, raw_tables, p)
     if serve is not None:
         serve = check_routes(serve, modules, interfaces, infos, p)
     if p or not (clients or serve):
