@@ -162,3 +162,23 @@ def test_a_worker_of_another_file_under_the_same_key_is_named_before_any_call(
     assert ("replica stray of module 'server' (registered at " in p.stderr
             and "does not serve 'quicksort'; it serves mandel_row" in p.stderr
             and "another file" in p.stderr), p.stderr
+
+
+def test_parts_started_with_config_read_its_token_file(procs: Procs, tmp_path: Path) -> None:
+    # run read [cluster] token_file; worker --config said "no cluster token" and
+    # registry --config made a token of its own.
+    (tmp_path / "token").write_text("config-token-" + "t" * 20)
+    app = tmp_path / "app.toml"
+    app.write_text((SORT / "app.toml").read_text().replace('"server.py"', f'"{SORT}/server.py"')
+                   .replace('"client.py"', f'"{SORT}/client.py"')
+                   + '\n[cluster]\ntoken_file = "token"\n')
+    addr, made = start_registry(procs, None, "--config", str(app))
+    assert made is None
+    for i in range(2):
+        w = procs.start("worker", "--registry", addr, "--config", app, "--as", "server",
+                        "--name", f"server-{i}")
+        assert w.stderr is not None
+        read_line(w.stderr, "serving")
+    p = cli("run", app, "--registry", addr, "--quiet", "--set", "modules.client.args=[3000, 2]")
+    assert p.returncode == 0, p.stderr
+    assert "'correct': True" in p.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from polybus.errors import TransportError, UsageError
 from polybus.registry.service import RegistryService
-from polybus.token import make_token, read_token, write_token_file
+from polybus.token import ENV, make_token, read_token, write_token_file
 from polybus.transport.endpoints import Address
 
 
@@ -22,7 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ttl", type=float, default=3.0, metavar="SECONDS",
                    help="drop a worker not heard from for this long")
     p.add_argument("--config", metavar="FILE",
-                   help="use this configuration's [cluster] tls (mutual TLS) if it has one")
+                   help="use this configuration's [cluster] tls (mutual TLS) and "
+                        "token_file, if it has them")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -32,17 +34,21 @@ def main(args: argparse.Namespace) -> int:
     except TransportError:  # (it said "bad address 'tcp://8080'", an address not given)
         raise UsageError(f"--listen {args.listen!r}: expected HOST:PORT, e.g. "
                          "127.0.0.1:7700 (port 0: any free port)") from None
+    token_file = args.token_file
     if args.config:
         from polybus.config import load
         from polybus.transport import tls
 
-        tls.configure_cluster(load(args.config).cluster)
+        cluster = load(args.config).cluster
+        tls.configure_cluster(cluster)
+        if token_file is None and not os.environ.get(ENV, "").strip():
+            token_file = cluster.token_file  # ([cluster] token_file, as run reads it)
     # Handlers first: a SIGINT/SIGTERM from here on ends the loop below, and the finally
     # removes the token file this command made (a file the user named is theirs to keep).
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    token = read_token(args.token_file, required=False)
+    token = read_token(token_file, required=False)
     made: Path | None = None
     try:
         if token is None:
