@@ -57,3 +57,15 @@ def test_a_bad_listen_is_blamed_on_listen(capsys: pytest.CaptureFixture[str]) ->
     assert main(["registry", "--listen", "8080"]) == 2
     assert ("polybus registry: error: --listen '8080': expected HOST:PORT"
             in capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("argv", [["registry", "--ttl", "-1"],
+                                  ["worker", "--registry", "127.0.0.1:9", "--heartbeat", "0"]])
+def test_a_duration_that_is_not_positive_is_refused(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # --ttl -1 dropped every worker as it registered ("no replica ... registered");
+    # --heartbeat 0 spun a CPU at 100 %.
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert f"expected a number of seconds > 0, got '{argv[-1]}'" in capsys.readouterr().err

@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+from polybus.cli.values import seconds
 from polybus.errors import TransportError, UsageError
 from polybus.registry.service import RegistryService
 from polybus.token import ENV, make_token, read_token, write_token_file
@@ -20,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where to listen (default: loopback, a free port)")
     p.add_argument("--token-file", metavar="FILE",
                    help="read the token from FILE (else $POLYBUS_TOKEN, else make one)")
-    p.add_argument("--ttl", type=float, default=3.0, metavar="SECONDS",
+    p.add_argument("--ttl", type=seconds, default=3.0, metavar="SECONDS",
                    help="drop a worker not heard from for this long")
     p.add_argument("--config", metavar="FILE",
                    help="use this configuration's [cluster] tls (mutual TLS) and "

@@ -9,7 +9,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from polybus.cli.outputs import check_writable
+from polybus.cli.values import check_writable
 from polybus.runner import RunResult, run
 
 

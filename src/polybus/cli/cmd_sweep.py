@@ -26,7 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from polybus.cli.outputs import check_writable
+from polybus.cli.values import check_writable
 from polybus.errors import UsageError
 from polybus.sweep import (
     Sweep,

@@ -1,8 +1,9 @@
-"""Output files named on the command line (--json, --csv): refused before anything runs,
-so a mistyped directory does not cost a whole run and end in a traceback."""
+"""Command-line values checked before anything starts: output files (--json, --csv), so
+a mistyped directory does not cost a whole run and end in a traceback; durations."""
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
@@ -21,3 +22,15 @@ def check_writable(path: str | None, option: str) -> None:
         raise UsageError(f"{option} {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise UsageError(f"{option} {path}: not writable by this user")
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a duration in seconds > 0 (a --ttl of -1 dropped every worker at
+    once; a --heartbeat of 0 spun a CPU)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
