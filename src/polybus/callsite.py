@@ -18,7 +18,7 @@ from pathlib import Path
 
 from polybus.config.model import AppConfig
 from polybus.config.source import FunctionInfo, inspect_source
-from polybus.errors import ConfigError, RemoteError, RemoteException
+from polybus.errors import ConfigError, RemoteError, RemoteException, UsageError
 from polybus.usercode import is_polybus_frame
 
 __all__ = ["place"]
@@ -59,9 +59,11 @@ def _bad_arguments(exc: RemoteException, source: Path) -> bool:
             and f'File "{source}"' not in exc.remote_traceback)
 
 
-def place(exc: RemoteError, app: AppConfig, client: str) -> None:
-    """Name the user's line (and, for arguments that do not fit, the signature) in ``exc``."""
-    if exc.call_site is not None:
+def place(exc: RemoteError | UsageError, app: AppConfig, client: str) -> None:
+    """Name the user's line (and, for arguments that do not fit, the signature) in ``exc``:
+    a remote error, or a call the client could not make (an unbound name, an argument
+    that cannot be sent), whose one-line message said nothing of where."""
+    if getattr(exc, "call_site", None) is not None:
         return
     found = _user_frame(exc)
     if found is None:

@@ -80,7 +80,13 @@ class ConfigWarning(UserWarning):
 
 
 class UsageError(PolybusError):
-    """The public API was used in a way it does not support."""
+    """The public API was used in a way it does not support.
+
+    ``call_site`` is ``FILE:LINE`` of the user's client code that made the call, once
+    ``polybus.run`` has placed it (as for a RemoteError).
+    """
+
+    call_site: str | None = None
 
 
 class UnsendableError(UsageError, TypeError):

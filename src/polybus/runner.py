@@ -18,7 +18,7 @@ from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.config.overrides import toml_value
 from polybus.engines.base import Cluster
-from polybus.errors import ConfigError, ConfigWarning, RemoteError
+from polybus.errors import ConfigError, ConfigWarning, RemoteError, UsageError
 from polybus.token import read_token
 from polybus.transport import tls
 from polybus.worker.module import load_module
@@ -94,7 +94,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             t0 = time.perf_counter()
             try:
                 result = wait(entry(*client.args, **client.kwargs))
-            except RemoteError as exc:
+            except (RemoteError, UsageError) as exc:
                 place(exc, app, client.key)  # the user's line, and a signature that misfits
                 raise
             elapsed = time.perf_counter() - t0

@@ -155,8 +155,12 @@ def test_calling_an_unbound_name_is_a_usage_error(tmp_path: Path) -> None:
         def main():
             return nobody(1)
     """)
-    with pytest.raises(UsageError, match="nobody"):
+    with pytest.raises(UsageError, match="nobody") as info:
         polybus.run(app)
+    # The one-line message said nothing of where; the user's line is named as for a
+    # remote error.
+    assert info.value.call_site == f"{tmp_path / 'client.py'}:6"
+    assert f'the call at File "{tmp_path / "client.py"}", line 6, in main' in str(info.value)
 
 
 def test_server_module_without_the_bound_interface(tmp_path: Path) -> None:
