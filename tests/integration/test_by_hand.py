@@ -140,15 +140,26 @@ def test_worker_and_run_without_a_registry_say_so() -> None:
     assert "registry address: bad address 'localhost': expected HOST:PORT" in bad.stderr
 
 
-def test_a_worker_of_another_file_under_the_same_key_is_named_before_any_call(
+def test_workers_of_the_wrong_module_are_named_before_any_call(
         procs: Procs, tmp_path: Path) -> None:
+    # None at all, one under another key (--module names it by its file), one of another
+    # file under the same key: each said at start, with what to do.
     env = {"POLYBUS_TOKEN": "shared-token-" + "u" * 20}
     addr, _ = start_registry(procs, env)
     none = cli("run", SORT / "app.toml", "--registry", addr, "--quiet", env=env)
     assert none.returncode == 2
-    assert (f"no replica of module 'server' is registered at {addr} (start one: `polybus "
-            f"worker --registry {addr} --config {SORT / 'app.toml'} --as server`)"
-            in none.stderr), none.stderr
+    assert (f"no replica of module 'server' is registered at {addr} (nothing is "
+            f"registered there). Start one: `polybus worker --registry {addr} --config "
+            f"{SORT / 'app.toml'} --as server`" in none.stderr), none.stderr
+    stem = tmp_path / "srv.py"  # module 'srv', not 'server'
+    stem.write_text("def quicksort(xs):\n    return xs\n")
+    w = procs.start("worker", "--registry", addr, "--module", stem, env=env)
+    assert w.stderr is not None
+    read_line(w.stderr, "serving")
+    named = cli("run", SORT / "app.toml", "--registry", addr, "--quiet", env=env)
+    assert named.returncode == 2
+    assert ("(modules registered there: srv; a worker started with --module FILE serves "
+            "the module named as FILE's stem)" in named.stderr), named.stderr
     other = tmp_path / "server.py"  # another program's server.py: also module 'server'
     other.write_text("def mandel_row(y):\n    return y\n")
     start_worker(procs, addr, "server-0", env=env)

@@ -201,10 +201,14 @@ class Session:
             return self.links[key]
         replicas: list[Replica] = self.registry.resolve(module=module)
         if not replicas:
+            others = sorted({r.module for r in self.registry.resolve()})
+            there = (f"modules registered there: {', '.join(others)}; a worker started "
+                     f"with --module FILE serves the module named as FILE's stem"
+                     if others else "nothing is registered there")
             raise NoReplicaError(f"no replica of module {module!r} is registered at "
-                                 f"{self.registry.address} (start one: `polybus worker "
-                                 f"--registry {self.registry.address} --config "
-                                 f"{self.app.path} --as {module}`)")
+                                 f"{self.registry.address} ({there}). Start one: `polybus "
+                                 f"worker --registry {self.registry.address} --config "
+                                 f"{self.app.path} --as {module}`")
         self._serves.update((r.name, list(r.interfaces)) for r in replicas)
         # Configuration order, not the registry's: a load ratio's shares follow the
         # replicas as the configuration lists them; others (started by hand) come after.
