@@ -14,7 +14,9 @@ from polybus.token import read_token
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", required=True, metavar="HOST:PORT")
-    p.add_argument("--module", metavar="FILE", help="the module to serve (all its public functions)")
+    p.add_argument("--module", metavar="FILE",
+                   help="the module to serve (all its public functions), registered as "
+                        "the module named by FILE's stem (server.py: 'server')")
     p.add_argument("--config", metavar="FILE", help="serve a module of this configuration ...")
     p.add_argument("--as", dest="as_key", metavar="KEY", help="... the one under [modules.KEY]")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
