@@ -62,8 +62,7 @@ class ServerHandshake:
             elif not hmac.compare_digest(mac, _mac(self._token, b"c", self._nonce, nonce_c)):
                 status = BAD_TOKEN
         if status != OK:
-            return bytes([status]) + bytes(32), AuthenticationError(
-                f"peer refused: {_REASONS[status]}")
+            return bytes([status]) + bytes(32), AuthenticationError(_REASONS[status])
         return bytes([OK]) + _mac(self._token, b"s", nonce_c, self._nonce), None
 
 
