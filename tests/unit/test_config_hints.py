@@ -197,3 +197,11 @@ def test_an_option_that_does_nothing_where_it_is_is_a_warning(
              'modules.server.define.compare.cache="auto"')
     cfg, _ = validate(str(tmp_path / "app.toml"), fixed)
     assert cfg is not None and cfg.notes == ()
+
+
+def test_a_misspelt_define_name_is_one_error_not_one_per_binding(tmp_path: Path) -> None:
+    toml = BASE.replace("define.compare", "define.comprae")
+    assert errors(tmp_path, toml) == [
+        ("file", "modules.server.define.comprae",
+         "interface 'comprae' is not a top-level function of server.py",
+         "did you mean 'compare'?")]

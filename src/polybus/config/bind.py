@@ -146,6 +146,8 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
             continue
         served = interfaces.get(target)
         if served is not None and iface not in served:
+            if any(p.reported(dotted("modules", target, "define", n)) for n in served):
+                continue  # (a misspelt define name, already said: the rest follows from it)
             info = (infos or {}).get(target)
             if modules[target].define and info is not None and iface in info.public():
                 # The function is there: the define table is what leaves it out.
