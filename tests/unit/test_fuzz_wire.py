@@ -194,7 +194,8 @@ TOKEN = b"t" * 32
     st.binary(min_size=64, max_size=64)))
 def test_server_handshake_refuses_anything_but_a_proof(proof: bytes) -> None:
     answer, error = handshake.ServerHandshake(TOKEN).check(proof)
-    assert isinstance(error, AuthenticationError) and "refused" in str(error)
+    assert isinstance(error, AuthenticationError)
+    assert str(error) in handshake._REASONS.values()  # the reason, as the refuser logs it
     assert len(answer) == handshake.ANSWER_SIZE and answer[0] != handshake.OK
     assert answer[1:] == bytes(32)  # nothing about the token leaks to a refused peer
 
