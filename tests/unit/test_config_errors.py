@@ -49,6 +49,7 @@ define.compare = { priority = "len(query)" }
 [modules.client]
 source = "client.py"
 entrypoint = "main"
+args = [["ACGT"], "ACGT"]
 use.compare = { callstyle = "async-demand(5)" }
 
 [bind]

@@ -27,6 +27,7 @@ define.compare = { priority = "len(query)" }
 [modules.client]
 source = "client.py"
 entrypoint = "main"
+args = [["ACGT"], "ACGT"]
 use.compare = { callstyle = "async" }
 
 [bind]
@@ -205,3 +206,23 @@ def test_a_misspelt_define_name_is_one_error_not_one_per_binding(tmp_path: Path)
         ("file", "modules.server.define.comprae",
          "interface 'comprae' is not a top-level function of server.py",
          "did you mean 'compare'?")]
+
+
+ENTRY = "the entrypoint main(queries, entry) cannot take these arguments: "
+
+
+@pytest.mark.parametrize(("sets", "key", "why", "hint"), [
+    (("modules.client.args=[1, 2, 3]",), "modules.client.args",
+     "too many positional arguments", None),
+    (("modules.client.args=[1]",), "modules.client.args",
+     "missing a required argument: 'entry'", None),
+    (("modules.client.kwargs={entyr = 1}", "modules.client.args=[1, 2]"),
+     "modules.client.kwargs", "got an unexpected keyword argument 'entyr'",
+     "did you mean 'entry'?"),
+])
+def test_entrypoint_arguments_that_do_not_fit_are_found_by_check(
+        tmp_path: Path, sets: tuple[str, ...], key: str, why: str, hint: str | None) -> None:
+    # check said ok; run ended in a TypeError traceback from polybus's runner.
+    assert errors(tmp_path, overrides=sets) == [("--set", key, ENTRY + why, hint)]
+    assert errors(tmp_path, overrides=("modules.client.args=[1]",
+                                       "modules.client.kwargs={entry = 2}")) == []

@@ -18,7 +18,7 @@ from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, Mo
 from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.schema import TOP_KEYS, is_identifier, parse_cluster, parse_module
 from polybus.config.serve import check_routes, parse_serve
-from polybus.config.source import FunctionInfo, SourceInfo, inspect_source
+from polybus.config.source import FunctionInfo, SourceInfo, call_error, inspect_source
 from polybus.errors import ConfigError
 
 __all__ = ["build"]
@@ -47,6 +47,22 @@ def _check_entrypoint(m: ModuleSpec, info: SourceInfo | None, p: Problems) -> No
     p.add(f"entrypoint {m.entrypoint!r} is not a top-level function of {info.path.name}",
           dotted("modules", m.key, "entrypoint"),
           _names_hint(m.entrypoint, list(info.functions), "top-level functions"))
+
+
+def _check_entry_arguments(m: ModuleSpec, info: SourceInfo | None, p: Problems) -> None:
+    """args and kwargs that the entrypoint cannot take (the run failed with a traceback
+    from polybus's runner); said with its signature and the nearest parameter name."""
+    if info is None or m.entrypoint not in info.functions:
+        return
+    fn = info.functions[m.entrypoint]
+    error = call_error(info.path, fn.name, m.args, m.kwargs)
+    if error is None:
+        return
+    unknown = error.partition("unexpected keyword argument ")[2].strip("'")
+    which = "kwargs" if unknown or (m.kwargs and not m.args) else "args"
+    p.add(f"the entrypoint {fn.signature or fn.name} cannot take these arguments: "
+          f"{error}", dotted("modules", m.key, which),
+          nearest(unknown, list(fn.params)) if unknown else None)
 
 
 def _check_define(m: ModuleSpec, info: SourceInfo, p: Problems) -> None:
@@ -303,6 +319,8 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
     for m in modules.values():
         info = infos.get(m.key)
         _check_entrypoint(m, info, p)
+        if len(clients) == 1:  # (several entrypoints are one mistake already)
+            _check_entry_arguments(m, info, p)
         if info is not None:
             _check_define(m, info, p)
         interfaces[m.key] = _interfaces(m, info)

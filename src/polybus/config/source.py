@@ -7,12 +7,14 @@ cache parameters), and the ``use("name")`` calls (interfaces the module will ask
 from __future__ import annotations
 
 import ast
+import copy
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
 from polybus.errors import ConfigError
 
-__all__ = ["FunctionInfo", "SourceInfo", "UseCall", "inspect_source"]
+__all__ = ["FunctionInfo", "SourceInfo", "UseCall", "call_error", "inspect_source"]
 
 
 @dataclass(frozen=True)
@@ -128,3 +130,37 @@ def inspect_source(path: Path, *, client: bool) -> SourceInfo:
             functions[node.name] = _info(node)
     uses, dynamic = _use_calls(tree, client)
     return SourceInfo(path, functions, tuple(uses), dynamic)
+
+
+def call_error(path: Path, name: str, args: tuple[object, ...],
+               kwargs: dict[str, object]) -> str | None:
+    """Why calling the top-level function ``name`` of ``path`` with ``args`` and ``kwargs``
+    would fail before its first line (too many arguments, a missing or unknown one), or
+    None. The module is not imported: a stand-in with the same parameters, its defaults
+    None and no annotations (so none of the user's expressions runs), is bound instead.
+    A decorated function may take other arguments than it declares: None."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None  # (said by inspect_source)
+    defs = [n for n in tree.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name]
+    node = defs[-1] if defs else None  # (the last def is the one the module keeps)
+    if node is None or node.decorator_list:
+        return None
+    stub = copy.deepcopy(node)
+    stub.body, stub.returns = [ast.Pass()], None
+    a = stub.args
+    for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg):
+        if arg is not None:
+            arg.annotation = None
+    a.defaults = [ast.Constant(None) for _ in a.defaults]
+    a.kw_defaults = [None if d is None else ast.Constant(None) for d in a.kw_defaults]
+    module = ast.fix_missing_locations(ast.Module(body=[stub], type_ignores=[]))
+    space: dict[str, object] = {}
+    exec(compile(module, str(path), "exec"), space)  # (a bodiless stand-in: safe)
+    try:
+        inspect.signature(space[name]).bind(*args, **kwargs)  # type: ignore[arg-type]
+    except TypeError as exc:
+        return str(exc)
+    return None
