@@ -75,4 +75,4 @@ def test_route_matching() -> None:
     assert t.match("GET", "/static/big/a").target == "big"
     assert t.match("HEAD", "/static/a").target == "static"
     m = t.match("POST", "/static/a")
-    assert m.target is None and m.allowed == ("GET",)
+    assert m.target is None and m.allowed == ("GET", "HEAD")  # (HEAD: by GET routes)

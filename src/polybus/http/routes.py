@@ -66,4 +66,6 @@ class RouteTable(Generic[T]):
             if m is None or m in (method, look):
                 return Match(target, path[len(base):] if prefix else "")
             allowed.append(m)
+            if m == "GET":  # (HEAD is served by GET routes, so Allow names it too)
+                allowed.append("HEAD")
         return Match(None, allowed=tuple(dict.fromkeys(allowed)))
