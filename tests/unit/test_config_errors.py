@@ -256,16 +256,6 @@ def test_wrong_types_and_values(tmp_path: Path, toml: str, key: str, message: st
     assert len(found) == 1 or all(k != key for k, _, _ in found[1:]), found
 
 
-def test_tls_files_that_do_not_exist_are_found_by_check(tmp_path: Path) -> None:
-    # check said ok; the run stopped at its first connection ("tls.cert: no such file").
-    toml = set_cluster('tls = { cert = "certs/a.pem", key = "k.pem", ca = "ca.pem" }')
-    (tmp_path / "k.pem").write_text("")
-    (tmp_path / "ca.pem").write_text("")
-    assert errors(tmp_path, toml) == [
-        ("cluster.tls.cert", "cert file 'certs/a.pem' not found (looked for "
-         f"'{tmp_path.resolve() / 'certs' / 'a.pem'}')", None)]
-
-
 def test_registry_forms(tmp_path: Path) -> None:
     for good in ("10.0.0.5:7700", "node-1.cluster:1", "[::1]:65535"):
         assert errors(tmp_path, set_cluster(f'registry = "{good}"')) == []

@@ -226,3 +226,13 @@ def test_entrypoint_arguments_that_do_not_fit_are_found_by_check(
     assert errors(tmp_path, overrides=sets) == [("--set", key, ENTRY + why, hint)]
     assert errors(tmp_path, overrides=("modules.client.args=[1]",
                                        "modules.client.kwargs={entry = 2}")) == []
+
+
+def test_tls_files_that_do_not_exist_are_found_by_check(tmp_path: Path) -> None:
+    # check said ok; the run stopped at its first connection ("tls.cert: no such file").
+    toml = BASE + '\n[cluster]\ntls = { cert = "certs/a.pem", key = "k.pem", ca = "ca.pem" }\n'
+    (tmp_path / "k.pem").write_text("")
+    (tmp_path / "ca.pem").write_text("")
+    assert errors(tmp_path, toml) == [
+        ("file", "cluster.tls.cert", "cert file 'certs/a.pem' not found (looked for "
+         f"'{tmp_path.resolve() / 'certs' / 'a.pem'}')", None)]
