@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from polybus.config import parse_duration, parse_size
+from polybus.config.units import duration_text
 from polybus.errors import ConfigError
 
 
@@ -69,3 +70,13 @@ def test_bad_duration_strings(bad: str) -> None:
 def test_bad_duration_values(bad: object) -> None:
     with pytest.raises(ConfigError):
         parse_duration(bad)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (1e-6, "1 us"), (250e-6, "250 us"), (2e-3, "2 ms"), (0.5, "0.5 s"), (1.5, "1.5 s"),
+    (120.0, "120 s"), (0.0, "0 s"),
+])
+def test_durations_in_messages_read_as_written(seconds: float, text: str) -> None:
+    """A timeout of "1us" is said as 1 us in its error, not 1e-06 s."""
+    assert duration_text(seconds) == text
+    assert parse_duration(text.replace(" ", "")) == pytest.approx(seconds)

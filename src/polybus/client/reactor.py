@@ -21,6 +21,7 @@ from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.client.unsendable import not_sent, send_accepted
+from polybus.config.units import duration_text
 from polybus.errors import (
     CallTimeoutError,
     ConnectionLostError,
@@ -137,7 +138,7 @@ class Reactor:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 rec.set_error(CallTimeoutError(
-                    f"no answer from {rec.dispatcher.interface} within {timeout:g} s",
+                    f"no answer from {rec.dispatcher.interface} within {duration_text(timeout or 0.0)}",
                     interface=rec.dispatcher.interface))
                 rec.dispatcher.forget(rec)
                 break

@@ -11,7 +11,7 @@ import re
 
 from polybus.errors import ConfigError
 
-__all__ = ["parse_duration", "parse_size"]
+__all__ = ["duration_text", "parse_duration", "parse_size"]
 
 _SIZE_UNITS: dict[str, int] = {
     "b": 1,
@@ -68,3 +68,11 @@ def parse_duration(value: object) -> float:
     if seconds < 0 or not math.isfinite(seconds):
         raise ConfigError(f"a duration must not be negative, got {value!r}", hint=DURATION_FORMS)
     return seconds
+
+
+def duration_text(seconds: float) -> str:
+    """``seconds`` as a person writes it: ``"1 us"``, ``"2 ms"``, ``"0.5 s"`` (messages)."""
+    for unit, size, least in (("s", 1.0, 0.1), ("ms", 1e-3, 1e-3), ("us", 1e-6, 1e-6)):
+        if abs(seconds) >= least:
+            return f"{seconds / size:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns" if seconds else "0 s"

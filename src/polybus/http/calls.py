@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Slot
 from polybus.client.promise import CallPromise, Promise, wait
+from polybus.config.units import duration_text
 from polybus.errors import CallTimeoutError, PolybusError
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ class CallBridge:
             async with asyncio.timeout(timeout):
                 return await fut
         except TimeoutError:
-            late = CallTimeoutError(f"no answer from {name} within {timeout:g} s",
+            late = CallTimeoutError(f"no answer from {name} within {duration_text(timeout or 0.0)}",
                                     interface=name)
             if _give_up(promise, late):
                 raise late from None
