@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from polybus.config import parse_callstyle
@@ -33,6 +35,27 @@ def test_unknown(bad: str) -> None:
         parse_callstyle(bad)
     assert info.value.hint is not None
     assert "async-demand(N)" in info.value.hint and "async-demand(auto)" in info.value.hint
+
+
+@pytest.mark.parametrize(("typo", "meant"), [
+    ("asynch", "async"), ("snyc", "sync"), ("async_demand(4)", "async-demand(4)"),
+    ("async-demnd(auto)", "async-demand(auto)")])
+def test_a_near_miss_is_named(typo: str, meant: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_callstyle(typo)
+    assert f"did you mean {meant!r}?" in (info.value.hint or "")
+
+
+def test_a_wrong_choice_of_a_string_key_is_named(tmp_path: Path) -> None:
+    from polybus.config import validate
+
+    (tmp_path / "s.py").write_text("def f(x):\n    return x\n")
+    (tmp_path / "c.py").write_text("def main():\n    return 1\n")
+    (tmp_path / "app.toml").write_text(
+        '[modules.s]\nsource = "s.py"\ntransport = "shmm"\n'
+        '[modules.c]\nsource = "c.py"\nentrypoint = "main"\n')
+    _, errors = validate(tmp_path / "app.toml", ())
+    assert any("did you mean 'shm'?" in str(e) for e in errors), errors
 
 
 @pytest.mark.parametrize("bad", ["async-demand(0)", "async-demand(-2)", "async-demand(x)",

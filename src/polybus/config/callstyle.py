@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from polybus.config.model import CallStyle
+from polybus.config.problems import nearest
 from polybus.errors import ConfigError
 
 __all__ = ["CALLSTYLE_FORMS", "parse_callstyle"]
@@ -25,7 +26,7 @@ def parse_callstyle(value: object) -> CallStyle:
         return CallStyle("async")
     m = _DEMAND.match(text)
     if m is None:
-        raise ConfigError(f"unknown call style {value!r}", hint=CALLSTYLE_FORMS)
+        raise ConfigError(f"unknown call style {value!r}", hint=_near(text))
     window = m.group(1)
     if window == "auto":
         return CallStyle("async-demand", None)
@@ -33,3 +34,12 @@ def parse_callstyle(value: object) -> CallStyle:
         raise ConfigError(f"bad window {window!r} in call style {value!r}: "
                           "expected an integer >= 1 or 'auto'", hint=CALLSTYLE_FORMS)
     return CallStyle("async-demand", int(window))
+
+
+def _near(text: str) -> str:
+    """The forms, led by the one ``text`` was likely meant to be (``asynch`` -> async,
+    ``async_demand(4)`` -> async-demand(4))."""
+    window = re.search(r"\(([^)]*)\)", text)
+    demand = f"async-demand({window.group(1).strip() or 'N'})" if window else "async-demand(N)"
+    close = nearest(text, ["sync", "async", demand, "async-demand(auto)"])
+    return f"{close} A call style is {CALLSTYLE_FORMS}" if close else CALLSTYLE_FORMS

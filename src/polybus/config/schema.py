@@ -34,7 +34,7 @@ from polybus.config.model import (
     TLSFiles,
     UseSpec,
 )
-from polybus.config.problems import Problems, describe, dotted
+from polybus.config.problems import Problems, describe, dotted, nearest
 from polybus.config.replication import parse_replication
 from polybus.config.units import parse_duration, parse_size
 from polybus.errors import ConfigError
@@ -77,7 +77,8 @@ class _Table:
             self.p.wrong_type("a string", v, self.key(k))
             return None
         if choices and v not in choices:
-            self.p.add(f"expected one of {', '.join(map(repr, choices))}, got {v!r}", self.key(k))
+            self.p.add(f"expected one of {', '.join(map(repr, choices))}, got {v!r}", self.key(k),
+                       hint=nearest(v, choices))
             return None
         return v
 
