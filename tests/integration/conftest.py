@@ -209,3 +209,16 @@ def read_line(stream: IO[str], pattern: str, timeout: float = 20.0) -> re.Match[
         if m := re.search(pattern, line):
             return m
     raise AssertionError(f"no line matching {pattern!r} within {timeout} s; got {seen!r}")
+
+
+def start_registry(procs: Procs, env: dict[str, str] | None = None,
+                   *args: str) -> tuple[str, Path | None]:
+    """`polybus registry` on a free loopback port: its address, and the token file it
+    wrote (None when given a token)."""
+    reg = procs.start("registry", "--listen", "127.0.0.1:0", *args, env=env)
+    assert reg.stdout is not None
+    addr = read_line(reg.stdout, r"listening on (\S+)").group(1)
+    made = None
+    if env is None and not args:
+        made = Path(read_line(reg.stdout, r"token written to (\S+)").group(1))
+    return addr, made

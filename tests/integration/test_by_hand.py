@@ -9,20 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from integration.conftest import EXAMPLES, Procs, cli, read_line
+from integration.conftest import EXAMPLES, Procs, cli, read_line, start_registry
 
 SORT = EXAMPLES / "sort"
-
-
-def start_registry(procs: Procs, env: dict[str, str] | None = None,
-                   *args: str) -> tuple[str, Path | None]:
-    reg = procs.start("registry", "--listen", "127.0.0.1:0", *args, env=env)
-    assert reg.stdout is not None
-    addr = read_line(reg.stdout, r"listening on (\S+)").group(1)
-    made = None
-    if env is None and not args:
-        made = Path(read_line(reg.stdout, r"token written to (\S+)").group(1))
-    return addr, made
 
 
 def start_worker(procs: Procs, addr: str, name: str, *args: str | Path,

@@ -25,6 +25,7 @@ from integration.conftest import (
     env_with,
     kill_all,
     read_line,
+    start_registry,
     wait_gone,
 )
 
@@ -232,9 +233,7 @@ def test_the_rudy_example_serves_its_page_and_its_work(procs: Procs) -> None:
 def test_serve_with_parts_started_by_hand(procs: Procs) -> None:
     env = {"POLYBUS_TOKEN": "serve-token-" + "y" * 20}
     app = EXAMPLES / "rudy" / "app.toml"
-    reg = procs.start("registry", "--listen", "127.0.0.1:0", env=env)
-    assert reg.stdout is not None
-    addr = read_line(reg.stdout, r"listening on (\S+)").group(1)
+    addr, _ = start_registry(procs, env)
     w = procs.start("worker", "--registry", addr, "--config", app, "--as", "web",
                     "--name", "web-by-hand", env=env)
     assert w.stderr is not None
@@ -254,9 +253,7 @@ def test_a_worker_started_with_module_for_a_served_program_is_named(procs: Procs
     # --module serves no HTTP forms ([serve] makes them): every request was a 5xx.
     env = {"POLYBUS_TOKEN": "serve-token-" + "x" * 20}
     app = EXAMPLES / "rudy" / "app.toml"
-    reg = procs.start("registry", "--listen", "127.0.0.1:0", env=env)
-    assert reg.stdout is not None
-    addr = read_line(reg.stdout, r"listening on (\S+)").group(1)
+    addr, _ = start_registry(procs, env)
     w = procs.start("worker", "--registry", addr, "--module", EXAMPLES / "rudy" / "web.py",
                     "--name", "web-plain", env=env)
     assert w.stderr is not None
