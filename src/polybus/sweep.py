@@ -122,14 +122,15 @@ def check_combinations(path: str, varies: Sequence[tuple[str, list[str]]],
     (each distinct mistake once) if any is wrong. A mistake in a varied key is blamed on
     ``--vary``, which is where the value came from."""
     from polybus.config import ConfigErrors, validate
+    from polybus.config.origin import SET, VARY
     from polybus.config.problems import rekey
 
     keys = [k for k, _ in varies]
     found: dict[str, ConfigError] = {}
     for combo in combinations(varies):
         for e in validate(path, _sets(fixed, combo))[1]:
-            if e.file == "--set" and _varied(e.key, keys):
-                e = rekey(e, file="--vary", key=e.key)
+            if e.file == SET.label and _varied(e.key, keys):
+                e = rekey(e, file=VARY.label, key=e.key)
             found.setdefault(str(e), e)
     if found:
         raise ConfigErrors(list(found.values()), file=path)

@@ -1,4 +1,4 @@
-"""The configuration: TOML file (plus ``--set`` overrides) -> validated, bound AppConfig.
+"""The configuration: TOML file (plus overrides) -> validated, bound AppConfig.
 
 Pure: reads the configuration and the module sources (with ``ast``), imports none of the
 user's modules, starts nothing. Every mistake found is reported, each with its file and
@@ -15,6 +15,7 @@ from polybus.config.bind import build
 from polybus.config.callstyle import parse_callstyle
 from polybus.config.expr import PriorityExpr, compile_priority
 from polybus.config.model import AppConfig
+from polybus.config.origin import SET, Origin
 from polybus.config.overrides import Overrides, apply_overrides, parse_override
 from polybus.config.problems import ConfigErrors, Problems
 from polybus.config.replication import parse_replication
@@ -52,19 +53,21 @@ def load_document(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"not valid TOML: {e}", file=file) from None
 
 
-def validate(path: str | Path, overrides: Overrides = ()
+def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET
              ) -> tuple[AppConfig | None, list[ConfigError]]:
     """The configuration at ``path`` with ``overrides`` applied, and every mistake in it.
 
     ``overrides`` are ``"a.b.c=value"`` strings (as ``--set`` takes them) or a mapping of
-    dotted keys to values. The AppConfig is None whenever the list is not empty.
+    dotted keys to values; a mistake in one is labelled as from ``origin`` (``--set``;
+    origin.PYTHON for ``polybus.run``'s). The AppConfig is None whenever the list is not
+    empty.
     """
     try:
         doc = load_document(path)
     except ConfigError as e:
         return None, [e]
-    written, errors = apply_overrides(doc, overrides)
-    problems = Problems(str(path), written)
+    written, errors = apply_overrides(doc, overrides, origin)
+    problems = Problems(str(path), written, origin)
     problems.errors.extend(errors)
     config = build(doc, Path(path), problems)
     if problems:
@@ -72,9 +75,9 @@ def validate(path: str | Path, overrides: Overrides = ()
     return config, []
 
 
-def load(path: str | Path, overrides: Overrides = ()) -> AppConfig:
+def load(path: str | Path, overrides: Overrides = (), origin: Origin = SET) -> AppConfig:
     """The validated configuration; raises ConfigErrors (a ConfigError) listing every mistake."""
-    config, errors = validate(path, overrides)
+    config, errors = validate(path, overrides, origin)
     if errors or config is None:
         raise ConfigErrors(errors, file=str(path))
     return config

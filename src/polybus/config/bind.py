@@ -168,11 +168,11 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
             if modules[target].define and info is not None and iface in info.public():
                 # The function is there: the define table is what leaves it out.
                 table = dotted("modules", target, "define")
-                by_set = p.origin(table) == "--set"  # (a --set made the table: blame it)
+                by = p.override(table)  # (an override made the table: blame it)
                 p.add(f"module {target!r} does not serve {iface!r}: a module with a define "
                       f"table serves only the interfaces it lists ({', '.join(served)})"
-                      + (f"; {key} binds it" if by_set else ""), table if by_set else key,
-                      f"add --set '{table}.{iface}={{}}'" if by_set
+                      + (f"; {key} binds it" if by else ""), table if by else key,
+                      by.add_hint(f"{table}.{iface}", "{}") if by
                       else f"add define.{iface} = {{}} to [modules.{target}]")
             else:
                 p.add(f"module {target!r} has no interface {iface!r}", key,

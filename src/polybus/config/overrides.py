@@ -1,4 +1,5 @@
-"""``--set a.b.c=value``: changes to the parsed document, applied before it is validated.
+"""``--set a.b.c=value`` (or ``polybus.run``'s overrides): changes to the parsed document,
+applied before it is validated; a mistake is labelled by its origin (origin.py).
 
 The key is a TOML dotted key (``bind."client.compare"`` quotes a part with a dot). The
 value is read as a TOML value when it is one (``8``, ``"x"``, ``[1, 2]``, ``true``) and
@@ -13,18 +14,18 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from polybus.config.origin import PYTHON, SET, Origin
 from polybus.config.problems import dotted
 from polybus.errors import ConfigError
 
 __all__ = ["Overrides", "apply_overrides", "parse_key_path", "parse_override", "toml_value"]
 
-SET = "--set"
 Overrides = Iterable[str] | Mapping[str, Any]
 
 
-def parse_key_path(text: str) -> list[str]:
+def parse_key_path(text: str, origin: Origin = SET) -> list[str]:
     """``modules.server.replication`` -> ``["modules", "server", "replication"]``."""
-    bad = ConfigError(f"bad key path {text!r}", file=SET, key=text,
+    bad = ConfigError(f"bad key path {text!r}", file=origin.label, key=text,
                       hint="a dotted key such as modules.server.replication")
     if not text.strip() or "\n" in text or "\r" in text or "=" in text or "#" in text:
         raise bad
@@ -74,18 +75,20 @@ def toml_value(value: Any, key: str = "") -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(toml_value(v, key) for v in value) + "]"
     raise ConfigError(f"a value of type {type(value).__name__} has no TOML form",
-                      file="overrides", key=key or None,
+                      file=PYTHON.label, key=key or None,
                       hint="use str, int, float, bool, list or dict; leave the key out "
                            "for its default")
 
 
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """``"a.b.c=value"`` -> (``["a", "b", "c"]``, value); ConfigError(file="--set") if bad."""
+def parse_override(text: str, origin: Origin = SET) -> tuple[list[str], Any]:
+    """``"a.b.c=value"`` -> (``["a", "b", "c"]``, value); ConfigError (labelled as from
+    ``origin``) if bad."""
     key, sep, value = text.partition("=")
     if not sep:
-        raise ConfigError(f"expected KEY=VALUE, got {text!r}", file=SET, key=text.strip(),
-                          hint="e.g. --set modules.server.replication=8")
-    return parse_key_path(key.strip()), _value(value)
+        raise ConfigError(f"expected KEY=VALUE, got {text!r}", file=origin.label,
+                          key=text.strip(),
+                          hint=f"e.g. {origin.example('modules.server.replication', '8')}")
+    return parse_key_path(key.strip(), origin), _value(value)
 
 
 def _normalise(path: list[str]) -> list[str]:
@@ -95,9 +98,10 @@ def _normalise(path: list[str]) -> list[str]:
     return path
 
 
-def apply_overrides(doc: dict[str, Any], overrides: Overrides
+def apply_overrides(doc: dict[str, Any], overrides: Overrides, origin: Origin = SET
                     ) -> tuple[list[str], list[ConfigError]]:
-    """Apply in order to ``doc`` (in place); the dotted keys that were set, and mistakes.
+    """Apply in order to ``doc`` (in place); the dotted keys that were set, and mistakes
+    (labelled as from ``origin``).
 
     The keys set include the tables an override made (``use.<name>`` that the file does
     not have): a mistake found there is the override's, not the file's."""
@@ -108,13 +112,13 @@ def apply_overrides(doc: dict[str, Any], overrides: Overrides
     if isinstance(overrides, Mapping):
         for key, value in overrides.items():
             try:
-                pairs.append((parse_key_path(key), value))
+                pairs.append((parse_key_path(key, origin), value))
             except ConfigError as e:
                 errors.append(e)
     else:
         for text in overrides:
             try:
-                pairs.append(parse_override(text))
+                pairs.append(parse_override(text, origin))
             except ConfigError as e:
                 errors.append(e)
     written: list[str] = []
@@ -127,7 +131,7 @@ def apply_overrides(doc: dict[str, Any], overrides: Overrides
                 known = list(node)
                 close = difflib.get_close_matches(part, known, n=1)
                 errors.append(ConfigError(
-                    f"no module {part!r} to override", file=SET, key=full,
+                    f"no module {part!r} to override", file=origin.label, key=full,
                     hint=f"did you mean {close[0]!r}?" if close
                     else "modules: " + ", ".join(known)))
                 break
@@ -136,7 +140,7 @@ def apply_overrides(doc: dict[str, Any], overrides: Overrides
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
                 errors.append(ConfigError(f"cannot set {full}: {dotted(*path[: i + 1])} is "
-                                          "not a table", file=SET, key=full))
+                                          "not a table", file=origin.label, key=full))
                 break
             node = child
         else:

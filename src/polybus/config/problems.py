@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from polybus.config.origin import SET, Origin
 from polybus.errors import ConfigError
 
 __all__ = ["ConfigErrors", "Problems", "describe", "dotted", "nearest", "rekey"]
@@ -65,24 +66,32 @@ def rekey(err: ConfigError, *, file: str | None, key: str | None) -> ConfigError
 class Problems:
     """The mistakes found so far in one configuration.
 
-    Keys that an override (``--set``) wrote are reported against ``--set`` instead of the
-    file, because that is where the user has to look.
+    Keys that an override wrote are reported against the overrides (``--set``, or
+    ``overrides`` from Python: ``origin``) instead of the file, because that is where the
+    user has to look.
     """
 
-    def __init__(self, file: str, overridden: Iterable[str] = ()) -> None:
+    def __init__(self, file: str, overridden: Iterable[str] = (), origin: Origin = SET
+                 ) -> None:
         self.file = file
+        self._from = origin
         self.errors: list[ConfigError] = []
         # Likely mistakes that cannot be proven from the files (the run goes ahead).
         self.notes: list[ConfigError] = []
         self._overridden = tuple(overridden)
 
-    def origin(self, key: str | None) -> str:
-        """Where the value at ``key`` came from: ``--set`` or the file."""
+    def override(self, key: str | None) -> Origin | None:
+        """Where the overrides came from, when one wrote ``key`` (or a table above it)."""
         if key is not None:
             for o in self._overridden:
                 if key == o or key.startswith(o + "."):
-                    return "--set"
-        return self.file
+                    return self._from
+        return None
+
+    def origin(self, key: str | None) -> str:
+        """Where the value at ``key`` came from: the overrides' label or the file."""
+        by = self.override(key)
+        return by.label if by is not None else self.file
 
     def add(self, message: str, key: str | None = None, hint: str | None = None) -> None:
         self.errors.append(ConfigError(message, file=self.origin(key), key=key, hint=hint))

@@ -196,8 +196,8 @@ def _priority(t: _Table) -> str | None:
         return raw
     key = t.key("priority")
     text = str(raw).lower() if isinstance(raw, int | float) else "len(query)"
-    hint = (f"quote it for TOML inside the shell's quotes: --set '{key}=\"{text}\"'"
-            if t.p.origin(key) == "--set" else f'write it quoted: priority = "{text}"')
+    by = t.p.override(key)
+    hint = by.string_hint(key, text) if by else f'write it quoted: priority = "{text}"'
     t.p.add(f"expected an expression string, got {describe(raw)}", key,
             f"the priority is a Python expression over the call's parameters; {hint}")
     return None
