@@ -16,6 +16,7 @@ from polybus.client.session import ReplicaStats, Session
 from polybus.client.stubs import activate
 from polybus.config import load
 from polybus.config.model import AppConfig
+from polybus.config.origin import PYTHON, Origin
 from polybus.config.overrides import toml_value
 from polybus.engines.base import Cluster
 from polybus.errors import ConfigError, ConfigWarning, RemoteError, UsageError
@@ -66,15 +67,17 @@ def override_strings(overrides: Mapping[str, Any] | Sequence[str]) -> tuple[str,
 
 
 def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
-        registry: str | None = None, token_file: str | None = None) -> RunResult:
+        registry: str | None = None, token_file: str | None = None,
+        origin: Origin = PYTHON) -> RunResult:
     """Run the program ``path`` configures and return its result and statistics.
 
-    ``overrides`` are ``{"modules.server.replication": 8}`` or ``["key=value", ...]``.
+    ``overrides`` are ``{"modules.server.replication": 8}`` or ``["key=value", ...]``; a
+    mistake in one is reported against ``overrides`` (``origin``: the CLI's are --set).
     With ``registry`` (HOST:PORT), use the workers registered there instead of
     starting any; the token then comes from ``token_file`` or $POLYBUS_TOKEN.
     """
     sets = override_strings(overrides)
-    app = load(path, sets)
+    app = load(path, sets, origin)  # (the workers get them as --set, checked here first)
     for note in app.notes:
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
     client = app.modules.get(app.client)

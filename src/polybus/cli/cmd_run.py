@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from polybus.cli.values import check_writable
+from polybus.config.origin import SET
 from polybus.runner import RunResult, run
 
 
@@ -48,7 +49,8 @@ def summary(r: RunResult) -> Table:
 
 def main(args: argparse.Namespace) -> int:
     check_writable(args.json, "--json")
-    r = run(args.config, tuple(args.set), registry=args.registry, token_file=args.token_file)
+    r = run(args.config, tuple(args.set), registry=args.registry, token_file=args.token_file,
+            origin=SET)
     print(r.result, flush=True)
     if not args.quiet:
         Console(stderr=True).print(summary(r))

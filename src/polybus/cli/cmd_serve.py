@@ -21,6 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from polybus.config.origin import SET
     from polybus.http.frontdoor import serve
 
     if args.exit_with_parent:
@@ -28,5 +29,5 @@ def main(args: argparse.Namespace) -> int:
 
         die_with_parent()
     serve(args.config, tuple(args.set), listen=args.listen, registry=args.registry,
-          token_file=args.token_file)
+          token_file=args.token_file, origin=SET)
     return 0

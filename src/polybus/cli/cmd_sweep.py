@@ -56,9 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _runner(path: str, sets: Sequence[str]) -> float:
+    from polybus.config.origin import SET
     from polybus.runner import run
 
-    return run(path, tuple(sets)).elapsed_s
+    return run(path, tuple(sets), origin=SET).elapsed_s
 
 
 def brief(error: str | None) -> str:

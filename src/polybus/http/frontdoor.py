@@ -20,6 +20,7 @@ from typing import Any
 from polybus.client.session import Session
 from polybus.config import load
 from polybus.config.model import AppConfig, Binding, CallStyle, ServeSpec
+from polybus.config.origin import PYTHON, Origin
 from polybus.config.overrides import toml_value
 from polybus.config.schema import is_address
 from polybus.errors import ConfigError, UsageError
@@ -65,11 +66,11 @@ def _listen(address: str) -> socket.socket:
 def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
           listen: str | None = None, registry: str | None = None,
           token_file: str | None = None,
-          ready: Callable[[str], None] | None = None) -> None:
+          ready: Callable[[str], None] | None = None, origin: Origin = PYTHON) -> None:
     """Serve the ``[serve]`` routes of ``path`` until SIGINT/SIGTERM.
 
     ``listen`` (HOST:PORT) overrides ``serve.listen``; ``ready`` is called with the
-    server's URL once it accepts connections.
+    server's URL once it accepts connections. ``overrides`` as for `polybus.run`.
     """
     sets = override_strings(overrides)
     if listen is not None:
@@ -77,7 +78,7 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
             raise UsageError(f"--listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8080 "
                              "(port 0: any free port)")
         sets = (*sets, f"serve.listen={toml_value(listen)}")
-    app = load(path, sets)
+    app = load(path, sets, origin)
     if app.serve is None:
         raise ConfigError("no [serve] table: nothing to serve over HTTP", file=str(path),
                           key="serve", hint='add [serve] with listen = "127.0.0.1:8080" and '

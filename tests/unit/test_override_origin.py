@@ -1,0 +1,78 @@
+"""A mistake in an override names where the user wrote it: ``--set`` on the command line,
+``overrides`` from ``polybus.run(...)``; only the shell's gets shell advice.
+
+Validation only: a run refuses a bad configuration before it starts anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import polybus
+from polybus.cli.main import main
+from polybus.config import validate
+from polybus.config.origin import PYTHON
+from polybus.errors import ConfigError
+from polybus.runner import override_strings
+
+KEY = "modules.server.define.compare.priority"
+WHY = "the priority is a Python expression over the call's parameters; "
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> str:
+    (tmp_path / "server.py").write_text("def compare(query, entry):\n    return 0\n\n\n"
+                                        "def stats():\n    return 1\n")
+    (tmp_path / "client.py").write_text("from polybus import use\ncompare = use('compare')\n"
+                                        "\n\ndef main():\n    return compare('a', 'b')\n")
+    (tmp_path / "app.toml").write_text(
+        '[modules.server]\nsource = "server.py"\n'
+        '[modules.client]\nsource = "client.py"\nentrypoint = "main"\n'
+        '[bind]\n"client.compare" = "server.compare"\n')
+    return str(tmp_path / "app.toml")
+
+
+@pytest.mark.parametrize("overrides", [{KEY: 0}, [f"{KEY}=0"]], ids=["mapping", "strings"])
+def test_a_python_override_is_named_overrides_with_python_advice(
+        app: str, overrides: dict[str, int] | list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        polybus.run(app, overrides)
+    e = info.value
+    assert (e.file, e.key, e.bare_message) == (
+        "overrides", KEY, "expected an expression string, got an integer 0")
+    assert e.hint == WHY + f'pass it as a str: {{"{KEY}": "0"}}'
+    assert str(e).startswith(f"overrides: {KEY}: ")
+    assert "--set" not in str(e) and "shell" not in str(e)
+    # The advice is right: a str is an expression string.
+    assert validate(app, override_strings({KEY: "0"}), PYTHON)[1] == []
+
+
+def test_the_same_override_on_the_command_line_is_still_set(
+        app: str, capsys: pytest.CaptureFixture[str]) -> None:
+    hint = WHY + f"""quote it for TOML inside the shell's quotes: --set '{KEY}="0"'"""
+    for command in ("run", "check"):
+        assert main([command, app, "--set", f"{KEY}=0"]) == 2
+        err = capsys.readouterr().err
+        assert f"error: --set: {KEY}: expected an expression string, got an integer 0 " \
+               f"({hint})" in err, err
+        assert "overrides" not in err
+
+
+def test_a_define_table_made_from_python_says_how_to_add_to_the_overrides(app: str) -> None:
+    sets = ["modules.server.define.compare.timeout=5s", 'bind."client.stats"=server.stats']
+    _, found = validate(app, sets, PYTHON)
+    assert [(e.file, e.key, e.hint) for e in found] == [
+        ("overrides", "modules.server.define",
+         'add {"modules.server.define.stats": {}} to the overrides')]
+    _, found = validate(app, sets)
+    assert [(e.file, e.hint) for e in found] == [
+        ("--set", "add --set 'modules.server.define.stats={}'")]
+
+
+def test_a_malformed_python_override_is_named_overrides(app: str) -> None:
+    _, found = validate(app, ["no-equals-sign", "modules.srever.replication=2"], PYTHON)
+    assert [(e.file, e.key, e.hint) for e in found] == [
+        ("overrides", "no-equals-sign", 'e.g. {"modules.server.replication": 8}'),
+        ("overrides", "modules.srever.replication", "did you mean 'server'?")]
