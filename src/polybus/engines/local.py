@@ -50,18 +50,24 @@ class LocalEngine:
     def _spawn(self, key: str, name: str) -> None:
         assert self.registry is not None
         log = Path(tempfile.mkstemp(prefix=f"polybus-{name}-", suffix=".log")[1])
-        cmd = [sys.executable, "-m", "polybus", "worker", "--registry",
-               str(self.registry.address), "--config", str(self.app.path), "--as", key,
-               "--name", name, "--exit-with-parent", "--parent", str(os.getpid())]
-        for scheme in transports_for(self.app, key):
-            cmd += ["--listen", self._address(scheme, len(self.procs))]
-        for o in self.overrides:
-            cmd += ["--set", o]
-        env = dict(os.environ, **{ENV: self.token.decode()})
-        with open(log, "wb") as err:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=err, env=env)
-        self.procs.append((name, proc, log))
+        proc: subprocess.Popen[bytes] | None = None
+        try:
+            cmd = [sys.executable, "-m", "polybus", "worker", "--registry",
+                   str(self.registry.address), "--config", str(self.app.path), "--as", key,
+                   "--name", name, "--exit-with-parent", "--parent", str(os.getpid())]
+            for scheme in transports_for(self.app, key):
+                cmd += ["--listen", self._address(scheme, len(self.procs))]
+            for o in self.overrides:
+                cmd += ["--set", o]
+            env = dict(os.environ, **{ENV: self.token.decode()})
+            with open(log, "wb") as err:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=err, env=env)
+        finally:  # (a Ctrl-C here too: stop() ends what is listed and removes its log)
+            if proc is not None:
+                self.procs.append((name, proc, log))
+            else:
+                log.unlink(missing_ok=True)
 
     def _address(self, scheme: str, index: int) -> str:
         if scheme == "tcp":
