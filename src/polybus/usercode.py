@@ -21,10 +21,10 @@ from pathlib import Path
 
 from polybus.config.model import AppConfig
 from polybus.errors import ModuleImportError
+from polybus.ownfiles import is_polybus_file
 
 __all__ = ["check_imports", "import_failure", "is_polybus_frame"]
 
-_POLYBUS = str(Path(__file__).resolve().parent) + os.sep
 IMPORT_TIMEOUT = 60.0
 
 
@@ -36,7 +36,7 @@ def shown(path: Path | str) -> str:
 
 def is_polybus_frame(frame: traceback.FrameSummary) -> bool:
     """A frame of polybus itself or of importlib: nothing a user can act on."""
-    return frame.filename.startswith((_POLYBUS, "<frozen"))
+    return is_polybus_file(frame.filename) or frame.filename.startswith("<frozen")
 
 
 def _user_frames(exc: BaseException) -> list[traceback.FrameSummary]:

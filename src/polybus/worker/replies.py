@@ -8,19 +8,17 @@ failure, so the others in its write still go.
 
 from __future__ import annotations
 
-import os
 import threading
 import traceback
-from pathlib import Path
 from types import TracebackType
 
 from polybus.errors import PolybusError
+from polybus.ownfiles import is_polybus_file
 from polybus.transport.channel import Channel
 from polybus.wire.messages import Batch, Fail, Message
 
 CORK_LIMIT = 64
 CHILD_TRACEBACK = "polybus_traceback"  # an attribute: pickled with the exception
-_POLYBUS = str(Path(__file__).resolve().parents[1]) + os.sep
 
 
 def _from_user_code(tb: TracebackType | None) -> TracebackType | None:
@@ -28,7 +26,7 @@ def _from_user_code(tb: TracebackType | None) -> TracebackType | None:
     called the function say nothing the user can act on); all of it if none is."""
     t = tb
     while t is not None:
-        if not t.tb_frame.f_code.co_filename.startswith(_POLYBUS):
+        if not is_polybus_file(t.tb_frame.f_code.co_filename):
             return t
         t = t.tb_next
     return tb
