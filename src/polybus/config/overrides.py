@@ -8,14 +8,13 @@ taken as a bare string otherwise, so ``callstyle=async-demand(5)`` needs no quot
 
 from __future__ import annotations
 
-import difflib
 import json
 import tomllib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from polybus.config.origin import PYTHON, SET, Origin
-from polybus.config.problems import dotted
+from polybus.config.problems import dotted, nearest
 from polybus.errors import ConfigError
 
 __all__ = ["Overrides", "apply_overrides", "parse_key_path", "parse_override", "toml_value"]
@@ -129,11 +128,9 @@ def apply_overrides(doc: dict[str, Any], overrides: Overrides, origin: Origin = 
         for i, part in enumerate(path[:-1]):
             if i == 1 and path[0] == "modules" and part not in node:
                 known = list(node)
-                close = difflib.get_close_matches(part, known, n=1)
                 errors.append(ConfigError(
                     f"no module {part!r} to override", file=origin.label, key=full,
-                    hint=f"did you mean {close[0]!r}?" if close
-                    else "modules: " + ", ".join(known)))
+                    hint=nearest(part, known) or "modules: " + ", ".join(known)))
                 break
             if part not in node:
                 written.append(dotted(*path[: i + 1]))
