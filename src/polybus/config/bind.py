@@ -55,7 +55,7 @@ def _check_entry_arguments(m: ModuleSpec, info: SourceInfo | None, p: Problems) 
     if info is None or m.entrypoint not in info.functions:
         return
     fn = info.functions[m.entrypoint]
-    error = call_error(info.path, fn.name, m.args, m.kwargs)
+    error = call_error(fn, str(info.path), m.args, m.kwargs)
     if error is None:
         return
     unknown = error.partition("unexpected keyword argument ")[2].strip("'")

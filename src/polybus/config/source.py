@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from polybus.errors import ConfigError
@@ -26,6 +26,9 @@ class FunctionInfo:
     positional_only: tuple[str, ...] = ()
     var_keyword: bool = False              # takes **kwargs
     signature: str = ""                    # "f(x, y=2, *, scale=1)", as written
+    # its definition, for call_error (the file is parsed once)
+    node: ast.FunctionDef | ast.AsyncFunctionDef | None = field(
+        default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ def _required(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
 def _info(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> FunctionInfo:
     return FunctionInfo(fn.name, _params(fn), fn.lineno, _required(fn),
                         tuple(p.arg for p in fn.args.posonlyargs), fn.args.kwarg is not None,
-                        f"{fn.name}({ast.unparse(fn.args)})")
+                        f"{fn.name}({ast.unparse(fn.args)})", fn)
 
 
 def _use_calls(tree: ast.Module, bare_use: bool) -> tuple[list[UseCall], bool]:
@@ -132,20 +135,15 @@ def inspect_source(path: Path, *, client: bool) -> SourceInfo:
     return SourceInfo(path, functions, tuple(uses), dynamic)
 
 
-def call_error(path: Path, name: str, args: tuple[object, ...],
+def call_error(fn: FunctionInfo, filename: str, args: tuple[object, ...],
                kwargs: dict[str, object]) -> str | None:
-    """Why calling the top-level function ``name`` of ``path`` with ``args`` and ``kwargs``
-    would fail before its first line (too many arguments, a missing or unknown one), or
-    None. The module is not imported: a stand-in with the same parameters, its defaults
-    None and no annotations (so none of the user's expressions runs), is bound instead.
-    A decorated function may take other arguments than it declares: None."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-        return None  # (said by inspect_source)
-    defs = [n for n in tree.body
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name]
-    node = defs[-1] if defs else None  # (the last def is the one the module keeps)
+    """Why calling the top-level function ``fn`` (of the file ``filename``) with ``args``
+    and ``kwargs`` would fail before its first line (too many arguments, a missing or
+    unknown one), or None. The module is not imported: a stand-in with the same
+    parameters, its defaults None and no annotations (so none of the user's expressions
+    runs), is bound instead. A decorated function may take other arguments than it
+    declares: None."""
+    node = fn.node
     if node is None or node.decorator_list:
         return None
     stub = copy.deepcopy(node)
@@ -158,9 +156,9 @@ def call_error(path: Path, name: str, args: tuple[object, ...],
     a.kw_defaults = [None if d is None else ast.Constant(None) for d in a.kw_defaults]
     module = ast.fix_missing_locations(ast.Module(body=[stub], type_ignores=[]))
     space: dict[str, object] = {}
-    exec(compile(module, str(path), "exec"), space)  # (a bodiless stand-in: safe)
+    exec(compile(module, filename, "exec"), space)  # (a bodiless stand-in: safe)
     try:
-        inspect.signature(space[name]).bind(*args, **kwargs)  # type: ignore[arg-type]
+        inspect.signature(space[fn.name]).bind(*args, **kwargs)  # type: ignore[arg-type]
     except TypeError as exc:
         return str(exc)
     return None
