@@ -48,7 +48,10 @@ def test_an_interrupt_while_workers_start_leaves_no_process_or_log(
         return started[0]
     monkeypatch.setattr(local.subprocess, "Popen", popen)
     engine = LocalEngine(load(APP, ("modules.server.replication=2",)))
-    with pytest.raises(KeyboardInterrupt):
-        engine.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            engine.start()
+    finally:
+        engine.stop()  # (a no-op when start stopped it; else nothing outlives the test)
     assert len(started) == 1 and started[0].poll() is not None  # stopped, and reaped
     assert not list(tmp_path.glob("polybus-*"))
