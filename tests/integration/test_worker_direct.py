@@ -3,15 +3,17 @@ does everything the general path does: other messages, queued work, long calls, 
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
-from polybus.wire.messages import Batch, Call, Fail, Message, Ping, Pong, Result
+from polybus.wire.messages import Batch, Call, Fail, Goodbye, Message, Ping, Pong, Result
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -25,7 +27,8 @@ def _boom(x: int) -> int:
 @pytest.fixture(params=["tcp", "shm"])
 def pair(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[tuple[WorkerRuntime, Channel]]:
     where = "tcp://127.0.0.1:0" if request.param == "tcp" else f"shm://{tmp_path}/w.sock"
-    rt = WorkerRuntime("w", {"echo": lambda x: x, "nap": time.sleep, "boom": _boom}, TOKEN,
+    rt = WorkerRuntime("w", {"echo": lambda x: x, "nap": time.sleep, "boom": _boom,
+                             "pair": lambda a, b=0: (a, b)}, TOKEN,
                        where, ServeOptions(pool=1)).start()
     ch = connect(str(rt.address), TOKEN, Codec())
     ch.spin_s = 100e-6
@@ -117,3 +120,58 @@ def test_calls_read_with_a_lone_one_are_not_left_unread(pair: tuple[WorkerRuntim
         assert time.monotonic() - t0 < 0.5
         ch.send(Call(base + 50, "echo", [rnd]))  # a lone call again: the direct loop
         assert _spun(ch) == Result(base + 50, rnd)
+
+
+def test_frames_that_are_not_one_lone_call_a_read_are_answered_alike(
+        pair: tuple[WorkerRuntime, Channel]) -> None:
+    """The loop takes a read that is one plain frame as it is; anything else (part of a
+    frame, a frame with buffers, keywords, a large frame) goes by the decoder, and the
+    lone calls after it are taken inline again. Bytes are counted either way."""
+    rt, ch = pair
+    ch.send(Call(1, "echo", [1]))
+    assert _spun(ch) == Result(1, 1)
+    if type(ch) is Channel:  # a write in two halves, the second after the replica read
+        frame = b"".join(bytes(p) for p in ch.codec.encode(Call(2, "echo", ["split in two"])))
+        ch.sock.sendall(frame[:7])
+        time.sleep(0.02)
+        ch.sock.sendall(frame[7:])
+        ch.bytes_sent += len(frame)
+    else:  # (the ring carries whole frames)
+        ch.send(Call(2, "echo", ["split in two"]))
+    assert _spun(ch) == Result(2, "split in two")
+    a = np.arange(20000.0)  # buffers beside the header
+    ch.send(Call(3, "echo", [a]))
+    got = _spun(ch)
+    assert isinstance(got, Result) and np.array_equal(got.value, a)
+    big = bytes(range(256)) * 4096  # 1 MiB: a large frame, read on into its own memory
+    ch.send(Call(4, "echo", [big]))
+    assert _spun(ch) == Result(4, big)
+    ch.send(Call(5, "pair", [1], {"b": 2}))
+    assert _spun(ch) == Result(5, [1, 2])
+    for i in range(6, 50):
+        ch.send(Call(i, "echo", [i]))
+        assert _spun(ch) == Result(i, i)
+    assert rt.calls == 49
+    if type(ch) is Channel:
+        (served,) = rt._channels
+        assert served.bytes_received == ch.bytes_sent and served.bytes_sent == ch.bytes_received
+
+
+def test_a_malformed_call_is_refused_and_others_are_served_on(
+        pair: tuple[WorkerRuntime, Channel]) -> None:
+    """A frame whose header is not a message, read by the inline loop: the client is
+    told why and dropped; the replica serves a new client as before."""
+    rt, ch = pair
+    ch.send(Call(1, "echo", [1]))
+    assert _spun(ch) == Result(1, 1)
+    junk = b"\xc1\xc1\xc1"  # (0xc1: never used in msgpack)
+    with ch.send_lock:
+        ch._send_pieces([struct.pack("<IHHI", 8 + len(junk), 0, 0, len(junk)) + junk], None)
+    bye = _next(ch)
+    assert isinstance(bye, Goodbye) and "malformed message" in bye.reason
+    other = connect(str(rt.address), TOKEN, Codec())
+    try:
+        other.send(Call(2, "echo", ["still here"]))
+        assert _next(other) == Result(2, "still here")
+    finally:
+        other.close()

@@ -26,6 +26,7 @@ from polybus.wire.messages import Call, Goodbye, Message, Result
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.replies import failure, write
 from polybus.worker.servicing import Job
+from polybus.worker.socketserve import serve_socket, usable
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
@@ -47,9 +48,18 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
     spin_s = rt.options.spin_s
     ring = type(ch) is ShmChannel and ch._rx is not None
     msg: Message | None
+    first: Message | None = None  # a message serve_socket read and handed over
+    if not ring and usable(rt, ch):  # a plain socket: its lone calls in one frame
+        done, first = serve_socket(rt, ch, _FAIR_S)
+        if done is not None:
+            if done and ch.decoder.wants_spare:
+                rt._unwarm.add(ch)
+            return done
     while True:
         try:
-            if ring:  # (the same steps as below, the ring's in fewer Python calls)
+            if first is not None:
+                msg, first = first, None
+            elif ring:  # (the same steps as below, the ring's in fewer Python calls)
                 msg = ch.take_soon(0.0)  # type: ignore[attr-defined]
                 if msg is None:
                     if ch.closed or clock() - rt._selected >= _FAIR_S or rt._stopping:

@@ -1,0 +1,174 @@
+"""direct.py's inline serving over a plain socket, in one Python frame.
+
+The twin of client/socketlane.py on the replica's side. A sync client's calls over
+``tcp`` or ``ipc`` come one at a time, each a lone small frame. The general steps
+(the channel's fill, the spinner, the frame decoder's buffer and header calls, the
+codec's and the channel's send calls) were two thirds of a replica's Python per
+call. Here one loop spins on the socket (an ``epoll`` look, each turn yielding the
+CPU), reads what came into a bytes object, and when that is exactly one plain frame
+(no buffers, no flags) decodes its header where it lies, runs the call and writes
+the answer.
+
+Anything else goes back to direct.serve's general loop, with nothing lost: bytes that
+are not one plain frame (part of a frame, several frames, a frame with buffers) are
+fed to the channel's decoder first, and a message that is not a plain call (control,
+an unknown interface, a queue that is busy or paused, cached operands to look up) is
+handed over as it was decoded.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from polybus.errors import ConnectionLostError
+from polybus.transport.channel import Channel
+from polybus.transport.spinning import yield_cpu
+from polybus.wire.codec import Ref
+from polybus.wire.framing import PREFIX
+from polybus.wire.messages import Call, Message, Result
+from polybus.worker.replies import failure, write
+
+if TYPE_CHECKING:
+    from polybus.worker.runtime import WorkerRuntime
+
+__all__ = ["READ_MAX", "serve_socket", "usable"]
+
+READ_MAX = 64 * 1024  # one read's most; a lone call's frame is far smaller
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+_HEAD = PREFIX.size  # 12: length, nbufs, flags, header_len
+
+
+def usable(rt: WorkerRuntime, ch: Channel) -> bool:
+    """Whether `serve_socket` may serve ``ch``: a plain (not TLS) socket channel with
+    nothing already in its decoder, on a replica that runs calls at full speed."""
+    return (type(ch) is Channel and not ch.tls and _DONTWAIT != 0 and ch.decoder.empty
+            and rt.options.speed >= 1.0 and hasattr(select, "epoll"))
+
+
+def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
+                 ) -> tuple[bool | None, Message | None]:
+    """Serve ``ch``'s lone plain calls (`usable` said yes; the poller role held).
+
+    Returns ``(done, None)`` when direct.serve returns ``done`` at once (True: the role
+    is still held), or ``(None, msg)`` when its general loop goes on from here, with
+    ``msg`` as the first message to handle (None: the next one in the decoder)."""
+    functions = rt.functions
+    queue = rt._queue
+    lock = rt._lock
+    clock = time.perf_counter
+    spin_s = rt.options.spin_s
+    sock = ch.sock
+    codec = ch.codec
+    dec = codec._dec.decode
+    encode = codec.encode
+    send_lock = ch.send_lock
+    max_frame = codec.max_frame
+    look = ch._look
+    if look is None:
+        look = ch._look = select.epoll(1)
+        look.register(sock.fileno(), select.EPOLLIN)
+    poll = look.poll
+    unpack = PREFIX.unpack_from
+    while True:
+        # Wait for bytes: a look, then a read; for the spin window at most.
+        deadline = 0.0
+        try:
+            while not poll(0):
+                now = clock()
+                if not deadline:
+                    if ch.closed or now - rt._selected >= fair_s or rt._stopping:
+                        return True, None
+                    deadline = now + spin_s
+                elif now >= deadline:
+                    rt._calls_seen = rt.calls  # the window was spent here: sleep next
+                    return True, None
+                yield_cpu()
+            data = sock.recv(READ_MAX, _DONTWAIT)
+        except BlockingIOError:
+            continue
+        except (OSError, ValueError):  # broken, or closed by another thread meanwhile
+            ch.closed = True
+            rt._drop(ch)
+            return True, None
+        n = len(data)
+        if not n:  # the client closed its end
+            ch.closed = True
+            rt._drop(ch)
+            return True, None
+        ch.bytes_received += n
+        if n < _HEAD:
+            ch.decoder.feed(data)
+            return None, None
+        length, nbufs, flags, hlen = unpack(data)
+        if nbufs or flags or length != n - 4 or length != 8 + hlen or length > max_frame:
+            ch.decoder.feed(data)  # not one plain frame: the decoder takes (or refuses) it
+            return None, None
+        view = memoryview(data)[_HEAD:]
+        try:
+            msg = dec(view)
+        except Exception:  # malformed: the general loop decodes it again and says how
+            view.release()
+            ch.decoder.feed(data)
+            return None, None
+        if (type(msg) is not Call or msg.iface not in functions or queue._live
+                or rt._paused or msg.kwargs):
+            return None, msg
+        args = msg.args
+        for a in args:
+            if type(a) is Ref:  # cached operands: the general loop looks them up
+                return None, msg
+        with lock:  # run it, the role let go meanwhile (as direct.serve does)
+            rt._polling = False
+            rt._running += 1
+            rt._started += 1
+            if rt._running < rt.options.pool:
+                rt._cv.notify()
+        t0 = clock()
+        reply: Message
+        try:
+            reply = Result(msg.id, functions[msg.iface](*args))
+        except BaseException as exc:  # (as WorkerRuntime._run)
+            reply = failure(msg.id, exc)
+        rt.busy_s += clock() - t0
+        rt.calls += 1
+        if rt.forwarding.targets:
+            reply = rt.forwarding.finished(ch, msg, reply)
+        if not ch.closed:
+            _send(ch, reply, encode, send_lock)
+        with lock:
+            rt._running -= 1
+            if (rt._polling or rt._running or len(queue) or rt._stopping or rt._corked.held
+                    or rt._paused):
+                rt._room_for_paused()
+                return False, None
+            rt._polling = True
+
+
+def _send(ch: Channel, reply: Message,
+          encode: Callable[[Message], list[bytes | memoryview]], send_lock: threading.Lock) -> None:
+    """Write ``reply`` (direct._answer's sending, the one-piece frame written here)."""
+    try:
+        pieces = encode(reply)
+    except (TypeError, ValueError, OverflowError):
+        write(ch, [reply])  # answers the call with why its result cannot be sent
+        return
+    with send_lock:
+        try:
+            if len(pieces) == 1 and type(p := pieces[0]) is bytes:
+                sent = ch.sock.send(p)  # (a blocking write: all of it, or an error)
+                if sent == len(p):
+                    ch.bytes_sent += sent
+                    return
+                ch._send_pieces([memoryview(p)[sent:]], None)
+                ch.bytes_sent += sent
+            else:
+                ch._send_pieces(pieces, None)
+        except OSError:
+            ch.closed = True  # the client is gone; the poller drops its connection
+        except ConnectionLostError:
+            pass
