@@ -35,7 +35,6 @@ from polybus.errors import (
     PolybusError,
     WorkerDiedError,
 )
-from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import OOB_BYTES, PROMISE_INSIDE, OutOfBand
 
@@ -69,7 +68,7 @@ def _lane_for(d: Dispatcher) -> SyncLane | SocketLane | None:
     ch = d.links[0].channel
     if type(ch) is ShmChannel:
         return SyncLane(d, d.links[0])
-    if type(ch) is Channel and not ch.tls:
+    if SocketLane.usable(ch):
         return SocketLane(d, d.links[0])
     return None
 

@@ -19,15 +19,19 @@ with the message the lane decoded, if any, filed by the reactor first.
 from __future__ import annotations
 
 import os
+import select
+import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.lane import _AS_IS, MISS, hand_over
 from polybus.client.unsendable import named
-from polybus.errors import MessageTooLarge, PolybusError
+from polybus.errors import ConnectionLostError, MessageTooLarge, PolybusError
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
+from polybus.wire.framing import PREFIX
 from polybus.wire.messages import Call, Message, Result
 
 if TYPE_CHECKING:
@@ -37,18 +41,34 @@ __all__ = ["SocketLane"]
 
 _yield = getattr(os, "sched_yield", lambda: None)
 _clock = time.perf_counter
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+_HEAD = PREFIX.size
+_unpack = PREFIX.unpack_from
+READ_MAX = 64 * 1024  # one read's most; a lone answer's frame is far smaller
 
 
 class SocketLane:
     """``dispatcher``'s plain sync calls on ``link`` (its only replica, over a socket)."""
 
+    @staticmethod
+    def usable(ch: object) -> bool:
+        """Whether a lane can serve ``ch``: a plain (not TLS) socket channel, on a system
+        with ``epoll`` and non-blocking reads by flag."""
+        return (type(ch) is Channel and not ch.tls and hasattr(select, "epoll")
+                and _DONTWAIT != 0)
+
     def __init__(self, dispatcher: Dispatcher, link: ReplicaLink) -> None:
         ch = link.channel
-        assert type(ch) is Channel and not ch.tls
+        assert type(ch) is Channel and self.usable(ch)
         self.dispatcher = dispatcher
         self.link = link
         self.channel = ch
         self.reactor = dispatcher.reactor
+        look = ch._look  # (the channel's own epoll look: see Channel._read_nowait)
+        if look is None:
+            look = ch._look = select.epoll(1)
+            look.register(ch.sock.fileno(), select.EPOLLIN)
+        self._poll = look.poll
 
     def call(self, args: tuple[Any, ...], rid: int, wire: Any) -> Any:
         """The call's value (or its error raised), or MISS if the lane did not take it
@@ -65,7 +85,7 @@ class SocketLane:
             return MISS
         d.calls += 1
         try:
-            ch.send(Call(rid, d.interface, wargs), r._drain)
+            _send(ch, Call(rid, d.interface, wargs), r._drain)
         except TypeError as exc:  # not encodable: say which argument (unsendable.py)
             r._lock.release()
             raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle) from None
@@ -77,23 +97,29 @@ class SocketLane:
         except BaseException:
             r._lock.release()  # never sent (not encodable): nothing outstanding
             raise
-        # The answer: a look and a read, until it is whole or the window ends (read
-        # first: the decoder was empty, unless a send that blocked read meanwhile).
+        # The answer: a look and a read, until it is whole or the window ends. A read
+        # that is one plain frame is decoded where it lies; anything else goes to the
+        # frame decoder, and later reads go straight into its memory.
         msg: Message | None = None
         try:
             deadline = 0.0
-            if not ch.decoder.empty:
+            whole: bool = ch.decoder.empty  # (not empty: a send that blocked read meanwhile)
+            if not whole:
                 msg = ch.next_message()
             while msg is None:
-                if ch._read_nowait():
-                    msg = ch.next_message()  # (a plain header, decoded where it lies; any frame)
-                else:
-                    now = _clock()
-                    if not deadline:
-                        deadline = now + ch.spin_s
-                    if now >= deadline:
-                        break  # the general wait blocks
-                    _yield()
+                if not whole:
+                    if ch._read_nowait():
+                        msg = ch.next_message()  # (a plain header, decoded where it lies; any frame)
+                        continue
+                elif self._poll(0):
+                    msg, whole = _take(ch)
+                    continue
+                now = _clock()
+                if not deadline:
+                    deadline = now + ch.spin_s
+                if now >= deadline:
+                    break  # the general wait blocks
+                _yield()
         except PolybusError as exc:  # broken, or bad bytes: as the general path has it
             return self._general(rid, wargs, error=exc)
         except BaseException:  # (Ctrl-C while it spins: a late answer is dropped when read)
@@ -115,3 +141,52 @@ class SocketLane:
 
     def _file(self, msg: Message) -> None:
         self.reactor._handle(self.link, msg)
+
+
+def _send(ch: Channel, msg: Message, on_blocked: Callable[[], None]) -> None:
+    """`Channel.send`, the one-piece frame written here (a write that would block, and
+    a frame of several pieces, go on in the channel's own loop)."""
+    with ch.send_lock:
+        pieces = ch.codec.encode(msg)
+        if ch.closed:
+            raise ConnectionLostError(f"connection to {ch.peer} is closed")
+        if len(pieces) == 1 and type(p := pieces[0]) is bytes:
+            try:
+                sent = ch.sock.send(p, _DONTWAIT)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                ch.closed = True
+                raise ConnectionLostError(f"connection to {ch.peer} broke while sending: {exc}") from None
+            ch.bytes_sent += sent
+            if sent == len(p):
+                return
+            pieces = [memoryview(p)[sent:]]
+        ch._send_pieces(pieces, on_blocked)
+
+
+def _take(ch: Channel) -> tuple[Message | None, bool]:
+    """One read, the socket having something: the message if it is one plain frame
+    (decoded where it lies), else what the frame decoder makes of it; and whether the
+    decoder is still empty (the next read may be taken this way again)."""
+    try:
+        data = ch.sock.recv(READ_MAX, _DONTWAIT)
+    except BlockingIOError:
+        return None, True
+    except (OSError, ValueError) as exc:  # (ValueError: closed by another thread)
+        ch.closed = True
+        raise ConnectionLostError(f"connection to {ch.peer} broke: {exc}") from None
+    n = len(data)
+    if not n:
+        ch.closed = True
+        raise ConnectionLostError(f"{ch.peer} closed the connection")
+    ch.bytes_received += n
+    if n >= _HEAD:
+        length, nbufs, flags, hlen = _unpack(data)
+        if not (nbufs or flags) and length == n - 4 == 8 + hlen and length <= ch.codec.max_frame:
+            try:
+                return ch.codec._dec.decode(memoryview(data)[_HEAD:]), True
+            except Exception:  # malformed: the decoder's path below says how
+                pass
+    ch.decoder.feed(data)
+    return ch.next_message(), ch.decoder.empty
