@@ -3,9 +3,11 @@
 The socket twin of client/lane.py (which does this for ``shm``): where a sync call's
 answer comes within the spin window, the general path's steps (a call record, the
 reactor's loop and bookkeeping, the channel's fill and the spinner's frames) are half
-of the client's Python per call. This lane sends the call, spins on the socket for the
-answer (an ``epoll`` look, then one non-blocking read, each turn yielding the CPU)
-and takes it from the frame decoder.
+of the client's Python per call. This lane encodes and writes the call, spins on the
+socket for the answer (an ``epoll`` look, each turn yielding the CPU), reads what came
+into a bytes object and, when that is one plain frame (no buffers), decodes it where
+it lies. Anything else read goes to the channel's frame decoder, and the reads after
+it straight into the decoder's memory, as the channel's own reads do.
 
 It takes a call only when nothing else can be going on (one replica link in the
 session, no call outstanding or held on it, no other thread reading, nothing left in
@@ -22,7 +24,6 @@ import os
 import select
 import socket
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.calls import ReplicaLink
@@ -30,7 +31,7 @@ from polybus.client.lane import _AS_IS, MISS, hand_over
 from polybus.client.unsendable import named
 from polybus.errors import ConnectionLostError, MessageTooLarge, PolybusError
 from polybus.transport.channel import Channel
-from polybus.wire.codec import Ref
+from polybus.wire.codec import OOB_BYTES, Ref
 from polybus.wire.framing import PREFIX
 from polybus.wire.messages import Call, Message, Result
 
@@ -80,12 +81,33 @@ class SocketLane:
         if (link.dead or link.outstanding or link.held or r._waiters or not r._fast
                 or len(r.links) != 1 or d._isolated or not ch.decoder.empty or ch.closed):
             return MISS
-        wargs = [a if type(a) in _AS_IS else wire(a) for a in args]  # (wire may wait)
+        wargs = list(args)
+        for i, a in enumerate(args):
+            t = type(a)
+            if t not in _AS_IS and (t is not bytes or len(a) >= OOB_BYTES):
+                wargs[i] = wire(a)  # (promises answered, large bytes out of band; may wait)
         if not r._lock.acquire(blocking=False):
             return MISS
         d.calls += 1
-        try:
-            _send(ch, Call(rid, d.interface, wargs), r._drain)
+        try:  # Channel.send's steps, a one-piece frame written here
+            with ch.send_lock:  # (held while encoding too: the codec is the connection's)
+                pieces = ch.codec.encode(Call(rid, d.interface, wargs))
+                if ch.closed:
+                    raise ConnectionLostError(f"connection to {ch.peer} is closed")
+                if len(pieces) == 1 and type(p := pieces[0]) is bytes:
+                    try:
+                        sent = ch.sock.send(p, _DONTWAIT)
+                    except BlockingIOError:
+                        sent = 0
+                    except OSError as exc:
+                        ch.closed = True
+                        raise ConnectionLostError(
+                            f"connection to {ch.peer} broke while sending: {exc}") from None
+                    ch.bytes_sent += sent
+                    if sent != len(p):  # (the rest as the channel writes, reading meanwhile)
+                        ch._send_pieces([memoryview(p)[sent:]], r._drain)
+                else:
+                    ch._send_pieces(pieces, r._drain)
         except TypeError as exc:  # not encodable: say which argument (unsendable.py)
             r._lock.release()
             raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle) from None
@@ -112,7 +134,30 @@ class SocketLane:
                         msg = ch.next_message()  # (a plain header, decoded where it lies; any frame)
                         continue
                 elif self._poll(0):
-                    msg, whole = _take(ch)
+                    try:
+                        data = ch.sock.recv(READ_MAX, _DONTWAIT)
+                    except BlockingIOError:
+                        continue
+                    except (OSError, ValueError) as exc:  # (ValueError: closed meanwhile)
+                        ch.closed = True
+                        raise ConnectionLostError(f"connection to {ch.peer} broke: {exc}") from None
+                    n = len(data)
+                    if not n:
+                        ch.closed = True
+                        raise ConnectionLostError(f"{ch.peer} closed the connection")
+                    ch.bytes_received += n
+                    if n >= _HEAD:
+                        length, nbufs, flags, hlen = _unpack(data)
+                        if not (nbufs or flags) and length == n - 4 == 8 + hlen \
+                                and length <= ch.codec.max_frame:
+                            try:
+                                msg = ch.codec._dec.decode(memoryview(data)[_HEAD:])
+                                continue
+                            except Exception:  # malformed: the decoder's path says how
+                                pass
+                    ch.decoder.feed(data)
+                    msg = ch.next_message()
+                    whole = ch.decoder.empty
                     continue
                 now = _clock()
                 if not deadline:
@@ -142,51 +187,3 @@ class SocketLane:
     def _file(self, msg: Message) -> None:
         self.reactor._handle(self.link, msg)
 
-
-def _send(ch: Channel, msg: Message, on_blocked: Callable[[], None]) -> None:
-    """`Channel.send`, the one-piece frame written here (a write that would block, and
-    a frame of several pieces, go on in the channel's own loop)."""
-    with ch.send_lock:
-        pieces = ch.codec.encode(msg)
-        if ch.closed:
-            raise ConnectionLostError(f"connection to {ch.peer} is closed")
-        if len(pieces) == 1 and type(p := pieces[0]) is bytes:
-            try:
-                sent = ch.sock.send(p, _DONTWAIT)
-            except BlockingIOError:
-                sent = 0
-            except OSError as exc:
-                ch.closed = True
-                raise ConnectionLostError(f"connection to {ch.peer} broke while sending: {exc}") from None
-            ch.bytes_sent += sent
-            if sent == len(p):
-                return
-            pieces = [memoryview(p)[sent:]]
-        ch._send_pieces(pieces, on_blocked)
-
-
-def _take(ch: Channel) -> tuple[Message | None, bool]:
-    """One read, the socket having something: the message if it is one plain frame
-    (decoded where it lies), else what the frame decoder makes of it; and whether the
-    decoder is still empty (the next read may be taken this way again)."""
-    try:
-        data = ch.sock.recv(READ_MAX, _DONTWAIT)
-    except BlockingIOError:
-        return None, True
-    except (OSError, ValueError) as exc:  # (ValueError: closed by another thread)
-        ch.closed = True
-        raise ConnectionLostError(f"connection to {ch.peer} broke: {exc}") from None
-    n = len(data)
-    if not n:
-        ch.closed = True
-        raise ConnectionLostError(f"{ch.peer} closed the connection")
-    ch.bytes_received += n
-    if n >= _HEAD:
-        length, nbufs, flags, hlen = _unpack(data)
-        if not (nbufs or flags) and length == n - 4 == 8 + hlen and length <= ch.codec.max_frame:
-            try:
-                return ch.codec._dec.decode(memoryview(data)[_HEAD:]), True
-            except Exception:  # malformed: the decoder's path below says how
-                pass
-    ch.decoder.feed(data)
-    return ch.next_message(), ch.decoder.empty

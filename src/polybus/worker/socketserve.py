@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import select
 import socket
-import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from polybus.errors import ConnectionLostError
@@ -138,37 +136,31 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
         rt.calls += 1
         if rt.forwarding.targets:
             reply = rt.forwarding.finished(ch, msg, reply)
-        if not ch.closed:
-            _send(ch, reply, encode, send_lock)
+        if not ch.closed:  # the answer: Channel.send's steps, a one-piece frame written here
+            unsendable = False
+            with send_lock:  # (held while encoding too: the codec is the connection's)
+                try:
+                    pieces = encode(reply)
+                    if len(pieces) == 1 and type(p := pieces[0]) is bytes:
+                        sent = sock.send(p)  # (a blocking write: all of it, or an error)
+                        ch.bytes_sent += sent
+                        if sent != len(p):
+                            ch._send_pieces([memoryview(p)[sent:]], None)
+                    else:
+                        ch._send_pieces(pieces, None)
+                except (TypeError, ValueError, OverflowError):
+                    unsendable = True
+                except OSError:
+                    ch.closed = True  # the client is gone; the poller drops its connection
+                except ConnectionLostError:
+                    pass
+            if unsendable:
+                write(ch, [reply])  # answers the call with why its result cannot be sent
         with lock:
             rt._running -= 1
-            if (rt._polling or rt._running or len(queue) or rt._stopping or rt._corked.held
+            if (rt._polling or rt._running or queue._live or rt._stopping or rt._corked.held
                     or rt._paused):
                 rt._room_for_paused()
                 return False, None
             rt._polling = True
 
-
-def _send(ch: Channel, reply: Message,
-          encode: Callable[[Message], list[bytes | memoryview]], send_lock: threading.Lock) -> None:
-    """Write ``reply`` (direct._answer's sending, the one-piece frame written here)."""
-    try:
-        pieces = encode(reply)
-    except (TypeError, ValueError, OverflowError):
-        write(ch, [reply])  # answers the call with why its result cannot be sent
-        return
-    with send_lock:
-        try:
-            if len(pieces) == 1 and type(p := pieces[0]) is bytes:
-                sent = ch.sock.send(p)  # (a blocking write: all of it, or an error)
-                if sent == len(p):
-                    ch.bytes_sent += sent
-                    return
-                ch._send_pieces([memoryview(p)[sent:]], None)
-                ch.bytes_sent += sent
-            else:
-                ch._send_pieces(pieces, None)
-        except OSError:
-            ch.closed = True  # the client is gone; the poller drops its connection
-        except ConnectionLostError:
-            pass
