@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from polybus.bench._ceiling import ceiling_seconds
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Ratio, Row
 from polybus.bench.stats import Stat, summarize
@@ -219,8 +220,14 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                         "inside the timed part)")
     result.notes.append(f"server counts above {cpus} (the cores here) are modelled: each "
                         "call sleeps the one-process time of its block instead of computing")
+    ceilings = [(n, k) for n in sizes if n >= CEILING_MIN_N for k in real if k > 1]
+    if ceilings:
+        result.notes.append("parallel_ceiling: the same tasks over k forked processes that "
+                            "hold A and B before the clock starts and send nothing (round "
+                            "robin's share each): the most k servers could gain on this "
+                            "machine in this run (bench/_ceiling.py)")
     progress.begin(len(sizes) * (1 + 2 * (len(servers) + len(real) + 1) + 2 * min(len(real), 1)
-                                 + 4 * len(real)), "matmul")
+                                 + 4 * len(real)) + len(ceilings), "matmul")
     for n in sizes:
         reps_n = reps_for(n, reps)
         base = one_process_seconds(n, max(reps_n, 3))
@@ -228,6 +235,11 @@ def run(quick: bool, progress: Progress) -> BenchResult:
         whole = one_process_seconds(n, max(reps_n, 3), chunk=n)
         result.add(Row.of("one_process", {"n": n, "kernel": "A@B"}, 1, "seconds", whole))
         progress.advance(f"matmul one process n={n}")
+        for k in [k for m, k in ceilings if m == n]:
+            ceiling = ceiling_seconds(n, k, max(reps_n, 3), chunk_of(n), _matrices,
+                                      _order(max(reps_n, 3), WARMUP))
+            result.add(Row.of("parallel_ceiling", {"n": n}, k, "seconds", ceiling))
+            progress.advance(f"matmul parallel ceiling n={n} processes={k}")
         per_call = base.median / -(-n // chunk_of(n))
         for stateful in (False, True):
             mode = "stateful" if stateful else "stateless"
@@ -266,6 +278,10 @@ def run(quick: bool, progress: Progress) -> BenchResult:
         _ratios(result, n, min(2, cpus))
     return result
 
+
+# The parallel ceiling is timed for products at least this large (smaller ones take
+# less than its start and done signals would blur).
+CEILING_MIN_N = 500
 
 # Small products only: above this the blocks are large and few per replica, and
 # aggregation has little per-call cost left to save.
@@ -313,6 +329,9 @@ def _ratios(result: BenchResult, n: int, k: int) -> None:
     from polybus.bench import peer_rows
 
     minimum = 8 * n * n * (1 + k)  # A once and B once per server, 8-byte floats
+    result.add_ratio(f"one_process / parallel_ceiling n={n} processes={k} (this machine's "
+                     "most)", result.find("one_process", 1, "seconds", {"n": n}),
+                     result.find("parallel_ceiling", k, "seconds", {"n": n}))
     full = result.find("polybus", k, "bytes_sent", {"n": n, "mode": "stateless"})
     state = result.find("polybus", k, "bytes_sent", {"n": n, "mode": "stateful"})
     if state is not None:
@@ -330,6 +349,8 @@ def _ratios(result: BenchResult, n: int, k: int) -> None:
                              mine)
             result.add_ratio(f"polybus/process_pool {at}", mine,
                              result.find("process_pool", k, "seconds", {"n": n, "mode": mode}))
+            result.add_ratio(f"parallel_ceiling / polybus {at}",
+                             result.find("parallel_ceiling", k, "seconds", {"n": n}), mine)
             peer_rows.mpi_ratios(result, at, mine, tr, k, {"n": n, "mode": mode})
     per_replica = _per_replica(n, k)
     for mode in ("stateful", "stateless"):  # the aggregated rows' own, beside the plain
