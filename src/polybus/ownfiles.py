@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import TracebackType
 
-__all__ = ["is_polybus_file"]
+__all__ = ["from_user_code", "is_polybus_file"]
 
 _POLYBUS = str(Path(__file__).resolve().parent) + os.sep
 
@@ -15,3 +16,14 @@ _POLYBUS = str(Path(__file__).resolve().parent) + os.sep
 def is_polybus_file(filename: str) -> bool:
     """True for a file of the polybus package itself."""
     return filename.startswith(_POLYBUS)
+
+
+def from_user_code(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` from its first frame that is not polybus's own (the frames that called the
+    user's function say nothing the user can act on); all of it if none is."""
+    t = tb
+    while t is not None:
+        if not is_polybus_file(t.tb_frame.f_code.co_filename):
+            return t
+        t = t.tb_next
+    return tb

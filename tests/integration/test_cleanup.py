@@ -82,7 +82,11 @@ def test_workers_end_when_the_client_raises(tmp_path: Path) -> None:
     app = write_app(tmp_path, server=SERVER, client=CLIENT,
                     toml=TOML.format(pids=pids_file, sleep=0))
     p = cli("run", app, "--quiet")
-    assert p.returncode != 0 and "failed on purpose" in p.stderr
+    assert p.returncode == 1 and "failed on purpose" in p.stderr
+    # The client's traceback from its own code: no frame of polybus's that called it.
+    assert "polybus run: the client raised RuntimeError" in p.stderr
+    assert 'client.py", line 13, in main' in p.stderr
+    assert "polybus/" not in p.stderr.replace("polybus run:", "")
     workers = {int(x) for x in pids_file.read_text().split()}
     assert len(workers) == 2
     assert wait_gone(workers, timeout=10) == set()

@@ -8,9 +8,11 @@ import faulthandler
 import importlib
 import signal
 import sys
+import traceback
 import warnings
 
 from polybus.errors import ConfigWarning, PolybusError
+from polybus.ownfiles import from_user_code
 
 # One thin module per subcommand (cli/cmd_*.py), imported when used. The docstring
 # above is what `polybus --help` shows.
@@ -81,3 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"polybus {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # The client program's own exception: its traceback from the user's first frame
+        # (polybus's frames that called the entrypoint say nothing one can act on). One
+        # with no frame of the user's is polybus's own failure: all of it, for a report.
+        tb = from_user_code(exc.__traceback__)
+        if args.command != "run" or tb is exc.__traceback__:
+            raise
+        print(f"polybus run: the client raised {type(exc).__name__}", file=sys.stderr)
+        traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+        return 1

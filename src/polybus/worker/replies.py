@@ -10,26 +10,14 @@ from __future__ import annotations
 
 import threading
 import traceback
-from types import TracebackType
 
 from polybus.errors import PolybusError
-from polybus.ownfiles import is_polybus_file
+from polybus.ownfiles import from_user_code
 from polybus.transport.channel import Channel
 from polybus.wire.messages import Batch, Fail, Message
 
 CORK_LIMIT = 64
 CHILD_TRACEBACK = "polybus_traceback"  # an attribute: pickled with the exception
-
-
-def _from_user_code(tb: TracebackType | None) -> TracebackType | None:
-    """``tb`` from the first frame that is not polybus's own (the replica's frames that
-    called the function say nothing the user can act on); all of it if none is."""
-    t = tb
-    while t is not None:
-        if not is_polybus_file(t.tb_frame.f_code.co_filename):
-            return t
-        t = t.tb_next
-    return tb
 
 
 def remote_traceback(exc: BaseException) -> str:
@@ -40,7 +28,7 @@ def remote_traceback(exc: BaseException) -> str:
         return child
     # ([1:]: without the "Traceback (most recent call last):" header)
     return "".join(traceback.format_exception(type(exc), exc,
-                                              _from_user_code(exc.__traceback__))[1:])
+                                              from_user_code(exc.__traceback__))[1:])
 
 
 def failure(call_id: int, exc: BaseException) -> Fail:
