@@ -72,6 +72,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
         look.register(sock.fileno(), select.EPOLLIN)
     poll = look.poll
     unpack = PREFIX.unpack_from
+    decoder = ch.decoder
     while True:
         # Wait for bytes: a look, then a read; for the spin window at most.
         deadline = 0.0
@@ -86,6 +87,8 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
                     rt._calls_seen = rt.calls  # the window was spent here: sleep next
                     return True, None
                 yield_cpu()
+            if not decoder.empty:  # another thread read meanwhile (a call ran): its way
+                return None, None
             data = sock.recv(READ_MAX, _DONTWAIT)
         except BlockingIOError:
             continue
@@ -100,18 +103,18 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
             return True, None
         ch.bytes_received += n
         if n < _HEAD:
-            ch.decoder.feed(data)
+            decoder.feed(data)
             return None, None
         length, nbufs, flags, hlen = unpack(data)
         if nbufs or flags or length != n - 4 or length != 8 + hlen or length > max_frame:
-            ch.decoder.feed(data)  # not one plain frame: the decoder takes (or refuses) it
+            decoder.feed(data)  # not one plain frame: the decoder takes (or refuses) it
             return None, None
         view = memoryview(data)[_HEAD:]
         try:
             msg = dec(view)
         except Exception:  # malformed: the general loop decodes it again and says how
             view.release()
-            ch.decoder.feed(data)
+            decoder.feed(data)
             return None, None
         if (type(msg) is not Call or msg.iface not in functions or queue._live
                 or rt._paused or msg.kwargs):
