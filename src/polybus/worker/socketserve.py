@@ -129,6 +129,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
             rt._started += 1
             if rt._running < rt.options.pool:
                 rt._cv.notify()
+        # direct._answer's steps, written out here (one Python frame less a call)
         t0 = clock()
         reply: Message
         try:
