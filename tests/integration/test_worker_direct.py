@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from polybus.errors import RemoteError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
@@ -24,11 +25,19 @@ def _boom(x: int) -> int:
     raise ValueError(f"no {x}")
 
 
+class _FailedPromise:
+    """A promise whose call failed, inside a result: encoding the result forces it."""
+
+    def __polybus_value__(self) -> None:
+        raise RemoteError("the upstream call failed")
+
+
 @pytest.fixture(params=["tcp", "shm"])
 def pair(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[tuple[WorkerRuntime, Channel]]:
     where = "tcp://127.0.0.1:0" if request.param == "tcp" else f"shm://{tmp_path}/w.sock"
     rt = WorkerRuntime("w", {"echo": lambda x: x, "nap": time.sleep, "boom": _boom,
-                             "pair": lambda a, b=0: (a, b)}, TOKEN,
+                             "pair": lambda a, b=0: (a, b),
+                             "forwards": lambda: [_FailedPromise()]}, TOKEN,
                        where, ServeOptions(pool=1)).start()
     ch = connect(str(rt.address), TOKEN, Codec())
     ch.spin_s = 100e-6
@@ -175,3 +184,21 @@ def test_a_malformed_call_is_refused_and_others_are_served_on(
         assert _next(other) == Result(2, "still here")
     finally:
         other.close()
+
+
+def test_a_result_that_fails_as_it_is_encoded_is_answered_and_serving_goes_on(
+        pair: tuple[WorkerRuntime, Channel]) -> None:
+    """Encoding a result can raise a polybus error (a failed promise inside it): the
+    call gets a Fail saying so, and the replica answers the next calls (the inline
+    loop's thread used to die of it, leaving a pool of one with no one to run calls)."""
+    rt, ch = pair
+    ch.send(Call(1, "echo", [1]))
+    assert _spun(ch) == Result(1, 1)
+    ch.send(Call(2, "forwards", []))
+    fail = _next(ch)
+    assert isinstance(fail, Fail) and fail.id == 2
+    assert "cannot be sent: the upstream call failed" in fail.message
+    for i in range(3, 20):
+        ch.send(Call(i, "echo", [i]))
+        assert _next(ch) == Result(i, i)
+    assert rt._running == 0

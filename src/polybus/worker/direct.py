@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from polybus.errors import PolybusError, ProtocolError
+from polybus.errors import PolybusError, ProtocolError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
 from polybus.wire.messages import Call, Goodbye, Message, Result
 from polybus.worker.cache import resolve as resolve_operands
-from polybus.worker.replies import failure, write
+from polybus.worker.replies import UNSENDABLE, failure, write
 from polybus.worker.servicing import Job
 from polybus.worker.socketserve import serve_socket, usable
 
@@ -148,7 +148,7 @@ def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) 
         return
     try:
         ch.send(reply)
-    except (TypeError, ValueError, OverflowError):
-        write(ch, [reply])  # answers the call with why its result cannot be sent
-    except PolybusError:
+    except TransportError:
         pass  # the client is gone; the poller drops its connection
+    except UNSENDABLE:
+        write(ch, [reply])  # answers the call with why its result cannot be sent

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import traceback
 
-from polybus.errors import PolybusError
+from polybus.errors import PolybusError, TransportError
 from polybus.ownfiles import from_user_code
 from polybus.transport.channel import Channel
 from polybus.wire.messages import Batch, Fail, Message
@@ -47,22 +47,29 @@ def send_quietly(ch: Channel, msg: Message) -> None:
         pass
 
 
+# What a send raises for an answer that cannot be encoded (rather than for a client
+# that is gone, a TransportError): a value the codec cannot carry, one over the frame
+# limit (MessageTooLarge is a ValueError), or any other polybus error met while encoding
+# it (a promise inside the result whose call failed).
+UNSENDABLE = (TypeError, ValueError, OverflowError, PolybusError)
+
+
 def write(ch: Channel, replies: list[Message]) -> None:
     """Send ``replies`` in one frame; one that cannot be encoded fails alone."""
     try:
         ch.send(Batch(replies)) if len(replies) > 1 else ch.send(replies[0])  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
+    except TransportError:
+        pass  # the client is gone; the poller drops its connection
+    except UNSENDABLE:
         for r in replies:  # find the answer that cannot be encoded; send the rest
             try:
                 ch.send(r)
-            except (TypeError, ValueError, OverflowError) as exc:
+            except TransportError:
+                return
+            except UNSENDABLE as exc:
                 send_quietly(ch, Fail(
                     getattr(r, "id", 0), "exception", "TypeError",
                     f"the result of call {getattr(r, 'id', 0)} cannot be sent: {exc}"))
-            except PolybusError:
-                return
-    except PolybusError:
-        pass  # the client is gone; the poller drops its connection
 
 
 class Corked:

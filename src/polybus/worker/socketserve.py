@@ -23,13 +23,13 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
-from polybus.errors import ConnectionLostError
+from polybus.errors import TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.spinning import yield_cpu
 from polybus.wire.codec import Ref
 from polybus.wire.framing import PREFIX
 from polybus.wire.messages import Call, Message, Result
-from polybus.worker.replies import failure, write
+from polybus.worker.replies import UNSENDABLE, failure, write
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
@@ -152,12 +152,12 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
                             ch._send_pieces([memoryview(p)[sent:]], None)
                     else:
                         ch._send_pieces(pieces, None)
-                except (TypeError, ValueError, OverflowError):
-                    unsendable = True
                 except OSError:
                     ch.closed = True  # the client is gone; the poller drops its connection
-                except ConnectionLostError:
+                except TransportError:
                     pass
+                except UNSENDABLE:
+                    unsendable = True
             if unsendable:
                 write(ch, [reply])  # answers the call with why its result cannot be sent
         with lock:
