@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from integration.conftest import EXAMPLES, ROOT, cli
 
 CALC = ROOT / "tests" / "integration" / "apps" / "calc" / "app.toml"
@@ -96,3 +98,18 @@ def test_unknown_key_gets_nearest_name(tmp_path: Path) -> None:
     assert p.returncode == 2
     assert "replicaton" in p.stderr and "replication" in p.stderr
     assert os.path.basename("app.toml") in p.stderr
+
+
+def test_a_json_file_that_cannot_be_written_is_a_clear_error(tmp_path: Path) -> None:
+    """A --json that passes the check before the run but fails as it is written (a full
+    disk) is an error that names it, not an OSError traceback out of json.dump."""
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full (Linux)")
+    (tmp_path / "client.py").write_text("def main():\n    return list(range(100000))\n")
+    app = tmp_path / "app.toml"
+    app.write_text('[modules.client]\nsource = "client.py"\nentrypoint = "main"\n')
+    p = cli("run", app, "--quiet", "--json", "/dev/full")
+    assert p.returncode == 2
+    assert "polybus run: error: --json /dev/full: could not be written: No space left" \
+        in p.stderr
+    assert "Traceback" not in p.stderr

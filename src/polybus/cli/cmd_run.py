@@ -11,6 +11,7 @@ from rich.table import Table
 
 from polybus.cli.values import check_writable
 from polybus.config.origin import SET
+from polybus.errors import UsageError
 from polybus.runner import RunResult, run
 
 
@@ -56,7 +57,11 @@ def main(args: argparse.Namespace) -> int:
         Console(stderr=True).print(summary(r))
         print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(r.to_json(), f, indent=2)
+        try:
+            with open(args.json, "w") as f:
+                json.dump(r.to_json(), f, indent=2)
+        except OSError as exc:  # (checked before the run; a full disk shows only now)
+            raise UsageError(f"--json {args.json}: could not be written: "
+                             f"{exc.strerror or exc}") from None
     sys.stdout.flush()
     return 0

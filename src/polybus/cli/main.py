@@ -10,9 +10,10 @@ import signal
 import sys
 import traceback
 import warnings
+from types import TracebackType
 
 from polybus.errors import ConfigWarning, PolybusError
-from polybus.ownfiles import from_user_code
+from polybus.ownfiles import is_polybus_file
 
 # One thin module per subcommand (cli/cmd_*.py), imported when used. The docstring
 # above is what `polybus --help` shows.
@@ -84,12 +85,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"polybus {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        # The client program's own exception: its traceback from the user's first frame
-        # (polybus's frames that called the entrypoint say nothing one can act on). One
-        # with no frame of the user's is polybus's own failure: all of it, for a report.
-        tb = from_user_code(exc.__traceback__)
-        if args.command != "run" or tb is exc.__traceback__:
+        # The client program's own exception: its traceback from the entrypoint's frame
+        # (polybus's frames that called it say nothing one can act on). Anything else
+        # is polybus's own failure: all of it, for a report.
+        tb = _from_entrypoint(exc.__traceback__) if args.command == "run" else None
+        if tb is None:
             raise
         print(f"polybus run: the client raised {type(exc).__name__}", file=sys.stderr)
         traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
         return 1
+
+
+def _from_entrypoint(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` from the frame `runner.run` called the user's entrypoint in, if the
+    exception came out of that call; else None."""
+    from polybus import runner
+
+    code = runner.run.__code__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            below = tb.tb_next  # (the entrypoint's frame, or polybus's wait for its value)
+            if below is None or is_polybus_file(below.tb_frame.f_code.co_filename):
+                return None
+            return below
+        tb = tb.tb_next
+    return None
