@@ -32,3 +32,13 @@ def test_the_matmul_ratios_set_polybus_against_the_ceiling() -> None:
     got = {r.name: r.value for r in result.ratios}
     assert got["one_process / parallel_ceiling n=500 processes=2 (this machine's most)"] == pytest.approx(1.6)
     assert got["parallel_ceiling / polybus stateful seconds n=500 servers=2 (polybus shm)"] == pytest.approx(0.8)
+
+
+def _no_memory(n: int, rep: int) -> tuple[object, object]:
+    raise MemoryError("no room for the matrices")
+
+
+def test_a_ceiling_process_that_dies_is_an_error_not_a_hang() -> None:
+    with pytest.raises(RuntimeError, match=r"ended.* before it said 'ready'"):
+        ceiling_seconds(64, 2, 2, 16, _no_memory, _order(2, 0))
+    assert not mp.active_children()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 from collections.abc import Callable
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from polybus.bench.stats import Stat, summarize
@@ -47,33 +47,52 @@ def ceiling_seconds(n: int, k: int, reps: int, step: int, matrices: Matrices,
     """Seconds per repetition of the tasks (``step`` rows of A at a time) over ``k``
     processes with nothing sent; repetitions in ``order`` (those ``>= reps`` untimed)."""
     ctx = mp.get_context("fork")  # (the children inherit numpy and the BLAS pinning)
-    pipes = [ctx.Pipe() for _ in range(k)]
-    procs = [ctx.Process(target=_worker, args=(child, n, k, i, step, matrices), daemon=True)
-             for i, (_, child) in enumerate(pipes)]
-    for p in procs:
-        p.start()
+    pipes: list[Connection] = []
+    procs: list[Any] = []
     times: list[float] = []
     try:
+        for i in range(k):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=_worker, args=(child, n, k, i, step, matrices), daemon=True)
+            p.start()
+            child.close()  # (here, and so in the children forked after: a dead one is EOF)
+            pipes.append(parent)
+            procs.append(p)
         for rep in order:
-            for parent, _ in pipes:
+            for parent in pipes:
                 parent.send(rep)
-            for parent, _ in pipes:
-                parent.recv()  # ready
+            for parent, p in zip(pipes, procs, strict=True):
+                _expect(parent, p, "ready")
             t0 = time.perf_counter()
-            for parent, _ in pipes:
+            for parent in pipes:
                 parent.send("go")
-            for parent, _ in pipes:
-                parent.recv()  # done
+            for parent, p in zip(pipes, procs, strict=True):
+                _expect(parent, p, "done")
             if rep < reps:
                 times.append(time.perf_counter() - t0)
     finally:
-        for (parent, _), p in zip(pipes, procs, strict=True):
+        for parent in pipes:
             try:
                 parent.send(None)
             except OSError:
                 pass
+        for p in procs:
             p.join(5)
             if p.is_alive():
                 p.kill()
                 p.join()
     return summarize(times)
+
+
+def _expect(conn: Connection, proc: Any, what: str) -> None:
+    """Wait for ``what`` from ``proc``; RuntimeError if it died first."""
+    while not wait([conn, proc.sentinel]) or not conn.poll():
+        if not proc.is_alive():
+            raise RuntimeError(f"a parallel-ceiling process ended (exit code {proc.exitcode}) "
+                               f"before it said {what!r}")
+    try:
+        got = conn.recv()
+    except EOFError:
+        raise RuntimeError(f"a parallel-ceiling process ended before it said {what!r}") from None
+    if got != what:
+        raise RuntimeError(f"a parallel-ceiling process said {got!r}, not {what!r}")
