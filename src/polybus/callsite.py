@@ -59,14 +59,21 @@ def _bad_arguments(exc: RemoteException, source: Path) -> bool:
             and f'File "{source}"' not in exc.remote_traceback)
 
 
-def place(exc: RemoteError | UsageError, app: AppConfig, client: str) -> None:
+def place(exc: RemoteError | UsageError, app: AppConfig, client: str,
+          returned_by: str | None = None) -> None:
     """Name the user's line (and, for arguments that do not fit, the signature) in ``exc``:
     a remote error, or a call the client could not make (an unbound name, an argument
-    that cannot be sent), whose one-line message said nothing of where."""
+    that cannot be sent), whose one-line message said nothing of where. ``returned_by``:
+    the entrypoint, when ``exc`` came out of waiting for the value it returned (a
+    promise it did not wait for itself: no line of the user's is on the stack then)."""
     if getattr(exc, "call_site", None) is not None:
         return
     found = _user_frame(exc)
     if found is None:
+        if returned_by is not None:
+            head, _, rest = str(exc).partition("\n")
+            exc.args = (f"{head}\n  the call whose promise {returned_by}() returned, waited "
+                        "for when it returned" + (f"\n{rest}" if rest else ""),)
         return
     frame, called = found
     exc.call_site = f"{frame.filename}:{frame.lineno}"

@@ -96,9 +96,14 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             activate(session)
             t0 = time.perf_counter()
             try:
-                result = wait(entry(*client.args, **client.kwargs))
+                value = entry(*client.args, **client.kwargs)
             except (RemoteError, UsageError) as exc:
                 place(exc, app, client.key)  # the user's line, and a signature that misfits
+                raise
+            try:
+                result = wait(value)  # (a promise returned unforced is waited for here)
+            except (RemoteError, UsageError) as exc:
+                place(exc, app, client.key, returned_by=client.entrypoint)
                 raise
             elapsed = time.perf_counter() - t0
             stats = session.stats()

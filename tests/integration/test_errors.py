@@ -147,6 +147,24 @@ def test_remote_exception_reaches_the_caller_of_run(tmp_path: Path) -> None:
     assert info.value.remote_message == "uncaught"
 
 
+def test_a_failed_promise_the_entrypoint_returns_says_so(tmp_path: Path) -> None:
+    """An async call's promise returned as it is, not waited for in the user's code: no
+    line of theirs is on the stack when its error comes, so the message says where the
+    value came from instead."""
+    app = write_app(tmp_path, server=SERVER, toml=TOML.format(style="async"), client="""
+        from polybus import use
+        fail = use("fail")
+
+        def main():
+            return fail("unforced")
+    """)
+    with pytest.raises(polybus.errors.RemoteException) as info:  # type: ignore[attr-defined]
+        polybus.run(app)
+    assert info.value.remote_message == "unforced"
+    assert "the call whose promise main() returned, waited for when it returned" \
+        in str(info.value)
+
+
 def test_calling_an_unbound_name_is_a_usage_error(tmp_path: Path) -> None:
     app = write_app(tmp_path, server=SERVER, toml=TOML.format(style="sync"), client="""
         from polybus import use
