@@ -10,6 +10,9 @@ connections and the control messages meanwhile. Anything but a plain call (contr
 cached operands that are missing, a full or busy queue) goes to the general intake;
 and after a millisecond, or a spin window with nothing, the general poll takes over
 (so other connections and new clients are looked at at least every millisecond).
+
+Over a plain tcp or ipc socket the lone calls are first taken by worker/socketserve.py,
+which does the same in one Python frame and hands anything else to the loop here.
 """
 
 from __future__ import annotations
