@@ -299,3 +299,23 @@ def test_large_bytes_values_travel_out_of_band_and_come_back_as_bytes(make: Any)
         value = out.value if isinstance(out, Result) else out.items[1].value
         assert type(value) is bytes and value == data
         assert (out.value if isinstance(out, Result) else out.items[1].value) == data
+
+
+def test_decode_lone_takes_exactly_one_plain_frame() -> None:
+    """What the socket lanes read in one piece: one whole frame with no buffers is its
+    message; anything else is None, left to the frame decoder."""
+    import struct
+
+
+
+    codec = Codec()
+    one = b"".join(bytes(p) for p in codec.encode(Call(7, "echo", [1, "x"])))
+    assert codec.decode_lone(one) == Call(7, "echo", [1, "x"])
+    assert codec.decode_lone(one + one) is None  # two frames
+    assert codec.decode_lone(one[:-1]) is None  # part of one
+    assert codec.decode_lone(one[:5]) is None  # not even a prefix
+    arr = b"".join(bytes(p) for p in codec.encode(Result(1, np.arange(5000.0))))
+    assert codec.decode_lone(arr) is None  # buffers beside the header
+    junk = b"\xc1\xc1"
+    assert codec.decode_lone(struct.pack("<IHHI", 8 + len(junk), 0, 0, len(junk)) + junk) is None
+    assert Codec(max_frame=8).decode_lone(one) is None  # over this side's limit

@@ -32,7 +32,6 @@ from polybus.client.unsendable import named
 from polybus.errors import ConnectionLostError, MessageTooLarge, PolybusError
 from polybus.transport.channel import Channel
 from polybus.wire.codec import OOB_BYTES, Ref
-from polybus.wire.framing import PREFIX
 from polybus.wire.messages import Call, Message, Result
 
 if TYPE_CHECKING:
@@ -43,8 +42,6 @@ __all__ = ["SocketLane"]
 _yield = getattr(os, "sched_yield", lambda: None)
 _clock = time.perf_counter
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
-_HEAD = PREFIX.size
-_unpack = PREFIX.unpack_from
 READ_MAX = 64 * 1024  # one read's most; a lone answer's frame is far smaller
 
 
@@ -65,11 +62,7 @@ class SocketLane:
         self.link = link
         self.channel = ch
         self.reactor = dispatcher.reactor
-        look = ch._look  # (the channel's own epoll look: see Channel._read_nowait)
-        if look is None:
-            look = ch._look = select.epoll(1)
-            look.register(ch.sock.fileno(), select.EPOLLIN)
-        self._poll = look.poll
+        self._poll = ch.look().poll
 
     def call(self, args: tuple[Any, ...], rid: int, wire: Any) -> Any:
         """The call's value (or its error raised), or MISS if the lane did not take it
@@ -146,16 +139,10 @@ class SocketLane:
                         ch.closed = True
                         raise ConnectionLostError(f"{ch.peer} closed the connection")
                     ch.bytes_received += n
-                    if n >= _HEAD:
-                        length, nbufs, flags, hlen = _unpack(data)
-                        if not (nbufs or flags) and length == n - 4 == 8 + hlen \
-                                and length <= ch.codec.max_frame:
-                            try:
-                                msg = ch.codec._dec.decode(memoryview(data)[_HEAD:])
-                                continue
-                            except Exception:  # malformed: the decoder's path says how
-                                pass
-                    ch.decoder.feed(data)
+                    msg = ch.codec.decode_lone(data)
+                    if msg is not None:
+                        continue
+                    ch.decoder.feed(data)  # (and the decoder says what is wrong with it)
                     msg = ch.next_message()
                     whole = ch.decoder.empty
                     continue

@@ -198,15 +198,23 @@ class Channel:
     def _fill_tls_nowait(self) -> int:
         return self._fill_tls(False)
 
-    def _read_nowait(self) -> int:
-        """A spinning reader's look: a read only when the socket has something (an
-        empty epoll look costs a quarter of a failed non-blocking read, which raises)."""
+    def look(self) -> select.epoll:
+        """The socket's own ``epoll`` (made on first use): a spinning reader's look, a
+        quarter of the cost of a failed non-blocking read, which raises. Not for TLS
+        (decrypted bytes it cannot see) nor where there is no epoll."""
         look = self._look
         if look is None:
-            if self.tls or not hasattr(select, "epoll"):  # (TLS: decrypted bytes poll cannot see)
-                return self._read_once(_DONTWAIT)
             look = self._look = select.epoll(1)
             look.register(self.sock.fileno(), select.EPOLLIN)
+        return look
+
+    def _read_nowait(self) -> int:
+        """A spinning reader's look: a read only when the socket has something."""
+        look = self._look
+        if look is None:
+            if self.tls or not hasattr(select, "epoll"):
+                return self._read_once(_DONTWAIT)
+            look = self.look()
         try:
             if not look.poll(0):
                 return 0

@@ -49,6 +49,8 @@ EXT_SMALL = 5
 # header (ext 5), not as buffers beside it.
 INLINE_DIMS = 16
 OOB_BYTES = 64 * 1024  # top-level bytes at least this long travel out of band
+_HEAD = PREFIX.size
+_UNPACK = PREFIX.unpack_from
 
 class OutOfBand:
     """Marks a bytes-like value to be sent as a raw buffer."""
@@ -292,6 +294,22 @@ class Codec:
             raise ProtocolError(f"malformed message: {exc}") from None
         except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as exc:
             raise ProtocolError(f"malformed value in message: {exc}") from None
+        return msg
+
+    def decode_lone(self, data: bytes) -> Message | None:
+        """The message of ``data`` if it is exactly one whole frame that carries no
+        buffers and no flags (a lone call or answer, read in one piece), else None:
+        then ``data`` is for the frame decoder, which also says what is wrong with it."""
+        n = len(data)
+        if n < _HEAD:
+            return None
+        length, nbufs, flags, header_len = _UNPACK(data)
+        if nbufs or flags or length != n - 4 or length != 8 + header_len or length > self.max_frame:
+            return None
+        try:
+            msg: Message = self._dec.decode(memoryview(data)[_HEAD:])
+        except Exception:  # malformed: the decoder's way reports it
+            return None
         return msg
 
     def bytes_buffers(self, header: memoryview) -> list[int]:

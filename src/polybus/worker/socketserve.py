@@ -27,7 +27,6 @@ from polybus.errors import TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.spinning import yield_cpu
 from polybus.wire.codec import Ref
-from polybus.wire.framing import PREFIX
 from polybus.wire.messages import Call, Message, Result
 from polybus.worker.replies import UNSENDABLE, failure, write
 
@@ -38,7 +37,6 @@ __all__ = ["READ_MAX", "serve_socket", "usable"]
 
 READ_MAX = 64 * 1024  # one read's most; a lone call's frame is far smaller
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
-_HEAD = PREFIX.size  # 12: length, nbufs, flags, header_len
 
 
 def usable(rt: WorkerRuntime, ch: Channel) -> bool:
@@ -62,16 +60,10 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
     spin_s = rt.options.spin_s
     sock = ch.sock
     codec = ch.codec
-    dec = codec._dec.decode
+    decode_lone = codec.decode_lone
     encode = codec.encode
     send_lock = ch.send_lock
-    max_frame = codec.max_frame
-    look = ch._look
-    if look is None:
-        look = ch._look = select.epoll(1)
-        look.register(sock.fileno(), select.EPOLLIN)
-    poll = look.poll
-    unpack = PREFIX.unpack_from
+    poll = ch.look().poll
     decoder = ch.decoder
     while True:
         # Wait for bytes: a look, then a read; for the spin window at most.
@@ -102,18 +94,8 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
             rt._drop(ch)
             return True, None
         ch.bytes_received += n
-        if n < _HEAD:
-            decoder.feed(data)
-            return None, None
-        length, nbufs, flags, hlen = unpack(data)
-        if nbufs or flags or length != n - 4 or length != 8 + hlen or length > max_frame:
-            decoder.feed(data)  # not one plain frame: the decoder takes (or refuses) it
-            return None, None
-        view = memoryview(data)[_HEAD:]
-        try:
-            msg = dec(view)
-        except Exception:  # malformed: the general loop decodes it again and says how
-            view.release()
+        msg = decode_lone(data)
+        if msg is None:  # not one plain frame: the decoder takes (or refuses) it
             decoder.feed(data)
             return None, None
         if (type(msg) is not Call or msg.iface not in functions or queue._live
