@@ -66,7 +66,7 @@ def place(exc: RemoteError | UsageError, app: AppConfig, client: str,
     that cannot be sent), whose one-line message said nothing of where. ``returned_by``:
     the entrypoint, when ``exc`` came out of waiting for the value it returned (a
     promise it did not wait for itself: no line of the user's is on the stack then)."""
-    if getattr(exc, "call_site", None) is not None:
+    if exc.call_site is not None:
         return
     found = _user_frame(exc)
     if found is None:

@@ -30,8 +30,8 @@ from polybus.client.unsendable import named
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.transport import ring as _ring
 from polybus.transport.shm import ShmChannel
-from polybus.wire.arrays import INLINE_MAX
-from polybus.wire.codec import INLINE_DIMS, OOB_BYTES, Ref
+from polybus.wire.arrays import INLINE_DIMS, INLINE_MAX
+from polybus.wire.codec import OOB_BYTES, Ref
 from polybus.wire.framing import _BIG, PREFIX
 from polybus.wire.messages import Call, Message, Result
 

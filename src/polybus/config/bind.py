@@ -124,7 +124,7 @@ def _bound_names(raw: Any) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
 def _bindings(raw: Any, modules: dict[str, ModuleSpec],
               interfaces: dict[str, list[str] | None], p: Problems,
               attempted: set[tuple[str, str]],
-              infos: dict[str, SourceInfo] | None = None) -> list[Binding]:
+              infos: dict[str, SourceInfo]) -> list[Binding]:
     """The valid bindings; ``attempted`` gets every (user, name) that [bind] mentions."""
     if raw is None:
         return []
@@ -164,7 +164,7 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
         if served is not None and iface not in served:
             if any(p.reported(dotted("modules", target, "define", n)) for n in served):
                 continue  # (a misspelt define name, already said: the rest follows from it)
-            info = (infos or {}).get(target)
+            info = infos.get(target)
             if modules[target].define and info is not None and iface in info.public():
                 # The function is there: the define table is what leaves it out.
                 table = dotted("modules", target, "define")

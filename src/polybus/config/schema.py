@@ -360,7 +360,7 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems) -> Cluster
     if token_file is not None:
         token_file = str((base_dir / Path(token_file).expanduser()).resolve())
     engine = None
-    if table.get("engine") in ("mpi", "ray"):  # (check refuses them as run does)
+    if table.get("engine") in ("mpi", "ray"):  # (named by the papers: said plainly)
         p.add(f"the {table['engine']} engine is not part of this version of polybus",
               t.key("engine"), "use engine = \"local\", or \"hosts\" with workers "
                                "started by `polybus worker` and [cluster] registry")
@@ -368,7 +368,7 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems) -> Cluster
         engine = t.string("engine", ENGINES)
     return ClusterSpec(
         tls=_parse_tls(t, base_dir, p),
-        engine=cast(Literal["local", "hosts", "mpi", "ray"], _pick(engine, c.engine)),
+        engine=cast(Literal["local", "hosts"], _pick(engine, c.engine)),
         registry=registry,
         listen_host=_pick(t.string("listen_host"), c.listen_host),
         heartbeat=_pick(t.positive_duration("heartbeat"), c.heartbeat),

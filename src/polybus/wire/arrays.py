@@ -15,12 +15,13 @@ import numpy as np
 
 from polybus.errors import ProtocolError
 
-__all__ = ["DTYPE_STR", "HEADS", "INLINE_MAX", "META_DEC", "META_ENC", "SMALL", "array_over",
+__all__ = ["DTYPE_STR", "HEADS", "INLINE_DIMS", "INLINE_MAX", "META_DEC", "META_ENC", "SMALL", "array_over",
            "layout", "small_head", "small_meta"]
 
-# Arrays up to this size (and of at most codec.INLINE_DIMS dimensions) travel inside the
+# Arrays up to this size (and of at most INLINE_DIMS dimensions) travel inside the
 # header (ext 5), not as buffers beside it.
 INLINE_MAX = 2048
+INLINE_DIMS = 16
 
 META_ENC = msgspec.msgpack.Encoder()
 # dtype -> dtype.str (which builds its string anew each time: ~0.4 us an array); only

@@ -29,6 +29,7 @@ from polybus.errors import ProtocolError
 from polybus.wire.arrays import (
     DTYPE_STR,
     HEADS,
+    INLINE_DIMS,
     INLINE_MAX,
     META_DEC,
     META_ENC,
@@ -45,9 +46,6 @@ EXT_BYTES = 2
 EXT_PICKLE = 3
 EXT_REF = 4
 EXT_SMALL = 5
-# Arrays up to this size (and of at most INLINE_DIMS dimensions) travel inside the
-# header (ext 5), not as buffers beside it.
-INLINE_DIMS = 16
 OOB_BYTES = 64 * 1024  # top-level bytes at least this long travel out of band
 _HEAD = PREFIX.size
 _UNPACK = PREFIX.unpack_from

@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from polybus.wire.spares import ALIGN  # (buffers start on its multiples: framing.py)
+
 MIN_PLACED = 64 * 1024  # smaller bytes values are copied out: cheap, and no ctypes call
 _SPLIT = struct.Struct("<HHI")
-_ALIGN = 64
 
 # Given a frame's msgpack header: the indices of the buffers it names as bytes values.
 BytesBuffers = Callable[[memoryview], Collection[int]]
@@ -87,7 +88,7 @@ def plan(start: memoryview, length: int, bytes_buffers: BytesBuffers | None) -> 
     bufs: list[tuple[int, int]] = []
     off = head_end
     for n in lens:
-        off = (off + _ALIGN - 1) & ~(_ALIGN - 1)
+        off = (off + ALIGN - 1) & ~(ALIGN - 1)
         bufs.append((off, n))
         off += n
     if off != length:
