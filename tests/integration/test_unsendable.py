@@ -99,3 +99,46 @@ def test_a_value_pickle_refuses_is_named_the_same_way(tmp_path: Path, style: str
     assert why[1].startswith("echo(...) argument 2: a value of type function cannot be "
                              "pickled: "), why[1]
     assert good == [0, 1, 2] and last == [2, 3]
+
+
+AS_IS_CLIENT = """
+    import numpy as np
+    from polybus import use, wait
+
+    echo = use("echo")
+
+    def main():
+        out = []
+        for args in [(1, 1 << 70), (np.array([object()], dtype=object),)]:
+            good = [echo(i) for i in range(3)]
+            try:
+                wait(echo(*args))
+            except TypeError as exc:
+                out.append([type(exc).__name__, str(exc)])
+            out.append(wait(good))
+        out.append(wait(echo(5)))
+        return out
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("replicas", [1, 2])
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_values_of_the_kinds_sent_as_they_are_are_named_too(
+        tmp_path: Path, style: str, transport: str, replicas: int) -> None:
+    """An int beyond msgpack's 64 bits and an array of Python objects take the call
+    paths that send numbers and arrays with no look at them (the sync lanes, the plain
+    async call): the error still names the argument, the calls around it are answered,
+    and an int too large is an UnsendableError as an object is (it was a bare
+    OverflowError naming neither interface nor argument)."""
+    toml = TOML.format(style=style, transport=transport).replace(
+        "replication = 1", f"replication = {replicas}")
+    app = write_app(tmp_path, server=SERVER, client=AS_IS_CLIENT, toml=toml)
+    big, good1, obj, good2, last = polybus.run(app).result
+    assert big[0] == "UnsendableError"
+    assert big[1].startswith("echo(...) argument 2: "), big[1]
+    assert obj == ["UnsendableError", "echo(...) argument 1: a value of type ndarray cannot "
+                   "be sent by the safe codec (msgpack types, numpy arrays, bytes); convert "
+                   "it, or set pickle = true on the serving module in the configuration"]
+    assert good1 == good2 == [0, 1, 2] and last == 5

@@ -95,7 +95,7 @@ class SyncLane:
         d.calls += 1
         try:
             broke = self._send(Call(rid, d.interface, wargs), inline)
-        except TypeError as exc:  # not encodable: say which argument (unsendable.py)
+        except (TypeError, OverflowError) as exc:  # not encodable: which argument (unsendable.py)
             r._lock.release()
             raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle) from None
         except BaseException:

@@ -101,7 +101,7 @@ class SocketLane:
                         ch._send_pieces([memoryview(p)[sent:]], r._drain)
                 else:
                     ch._send_pieces(pieces, r._drain)
-        except TypeError as exc:  # not encodable: say which argument (unsendable.py)
+        except (TypeError, OverflowError) as exc:  # not encodable: which argument (unsendable.py)
             r._lock.release()
             raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle) from None
         except PolybusError as exc:

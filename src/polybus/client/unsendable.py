@@ -67,9 +67,10 @@ def refused(rec: CallRecord, exc: Exception) -> UnsendableError:
 def not_sent(rec: CallRecord, exc: Exception) -> Exception:
     """The error for the caller of a call whose message could not be encoded (``exc``:
     TypeError, ValueError or OverflowError; MessageTooLarge is a ValueError), the call
-    forgotten first: it was never sent, so nothing is outstanding."""
+    forgotten first: it was never sent, so nothing is outstanding. A value the codec
+    cannot carry (TypeError; OverflowError: an int beyond msgpack's 64 bits) is named."""
     rec.dispatcher.forget(rec)
-    return refused(rec, exc) if isinstance(exc, TypeError) else exc
+    return refused(rec, exc) if isinstance(exc, TypeError | OverflowError) else exc
 
 
 def send_accepted(reactor: Reactor, link: ReplicaLink, msgs: list[Message]) -> None:
