@@ -50,11 +50,12 @@ class CallRecord:
         return Call(self.id, self.dispatcher.interface, self.args, self.kwargs, self.prio)
 
     def set_value(self, value: Any) -> bool:
-        if self.done:
+        if self.value is not _PENDING or self.error is not None:  # (done, written out)
             return False  # a late or duplicate answer is discarded
         self.value = value
         if type(value) is not Ref:  # (a forwarded one may yet be re-run: forward.py)
-            self._let_go()
+            self.args = _NO_ARGS  # (_let_go, written out: once per answer)
+            self.kwargs = None
         return True
 
     def set_error(self, error: PolybusError) -> bool:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING, Any
 
+from polybus.client.calls import _PENDING
+from polybus.wire.codec import Ref
+
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord
     from polybus.client.reactor import Reactor
@@ -170,6 +173,9 @@ class CallPromise(Promise):
 
     def __polybus_value__(self) -> Any:
         rec = self._rec
+        value = rec.value
+        if value is not _PENDING and type(value) is not Ref:
+            return value  # (answered: the common case once the first wait has read)
         if rec.done:
             return rec.outcome()
         return self._reactor.wait(rec, rec.dispatcher.timeout)
