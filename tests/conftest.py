@@ -1,10 +1,19 @@
-"""Shared test settings: every test starts from a clean polybus client state."""
+"""Shared test settings: every test starts from a clean polybus client state; each
+quick benchmark runs once per session (`quick_bench`), however many tests check it."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from polybus.bench.report import BenchResult
 
 
 @pytest.fixture(autouse=True)
@@ -14,3 +23,68 @@ def _no_active_session() -> Iterator[None]:
     from polybus.client.stubs import activate
 
     activate(None)
+
+
+@dataclass(frozen=True)
+class QuickRun:
+    """One ``polybus bench NAME --quick --json F``, run in this process through the CLI."""
+
+    name: str
+    exit_code: int
+    json: dict[str, Any]
+    """The file the CLI wrote, parsed."""
+    result: BenchResult
+    """The same file read back (BenchResult.from_dict)."""
+    left_behind: list[int]
+    """Peer children (bench.peers spawn) the run started that were still there right
+    after it ended; each must be gone."""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)  # (0, 0) if still running; reaps it if a zombie
+    except ChildProcessError:
+        return True  # already reaped: no longer a child of ours
+    return False
+
+
+class QuickBenchmarks:
+    """Each quick benchmark run once per test session, on first request (it takes up to
+    20 s; several tests check the same run). A run that raised raises again for every
+    test that asks for it."""
+
+    def __init__(self, where: Path) -> None:
+        self.where = where
+        self.runs: dict[str, QuickRun | Exception] = {}
+
+    def __call__(self, name: str) -> QuickRun:
+        if name not in self.runs:
+            try:
+                self.runs[name] = self._run(name)
+            except Exception as exc:
+                self.runs[name] = exc
+                raise
+        run = self.runs[name]
+        if isinstance(run, Exception):
+            raise run
+        return run
+
+    def _run(self, name: str) -> QuickRun:
+        from polybus.bench.peers._proc import spawned_pids
+        from polybus.bench.report import BenchResult
+        from polybus.cli.main import main as cli
+
+        out = self.where / f"{name}.json"
+        before = set(spawned_pids())
+        code = cli(["bench", name, "--quick", "--json", str(out)])
+        started = [p for p in spawned_pids() if p not in before]
+        left = [p for p in started if not _gone(p)]
+        d = json.loads(out.read_text()) if out.exists() else {}
+        result = BenchResult.from_dict(d) if d else BenchResult(name)
+        return QuickRun(name, code, d, result, left)
+
+
+@pytest.fixture(scope="session")
+def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> QuickBenchmarks:
+    """``quick_bench(NAME)``: the session's one quick run of benchmark NAME."""
+    return QuickBenchmarks(tmp_path_factory.mktemp("bench-quick"))

@@ -2,19 +2,21 @@
 
 Proves the benchmarks work; judges no speed. Parametrized over the registry, so the
 benchmarks other engineers register are covered as they land; the planned ones not yet
-written are skipped with that reason.
+written are skipped with that reason. The run itself is the session's one quick run of
+each benchmark (`quick_bench`, tests/conftest.py), which other tests check for content.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from polybus.bench import registry
-from polybus.cli.main import main as cli
+
+if TYPE_CHECKING:
+    from conftest import QuickBenchmarks  # tests/conftest.py
 
 ALL = sorted({*registry.names(), *registry.PLANNED})
 KEYS = {"bench", "polybus_version", "machine", "params", "rows", "ratios"}
@@ -23,12 +25,13 @@ ROW_KEYS = {"system", "config", "x", "metric", "median", "min", "max", "n"}
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
-def test_quick_benchmark_runs_and_writes_schema(name: str, tmp_path: Path) -> None:
+def test_quick_benchmark_runs_and_writes_schema(name: str, quick_bench: QuickBenchmarks
+                                                ) -> None:
     if name not in registry.names():
         pytest.skip(f"benchmark {name!r} is not written yet")
-    out = tmp_path / f"{name}.json"
-    assert cli(["bench", name, "--quick", "--json", str(out)]) == 0
-    d = json.loads(out.read_text())
+    run = quick_bench(name)  # `polybus bench NAME --quick --json F`, in this process
+    assert run.exit_code == 0
+    d = run.json
     assert set(d) >= KEYS and d["bench"] == name
     assert d["rows"], "a benchmark writes at least one row"
     for row in d["rows"]:

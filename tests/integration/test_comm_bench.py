@@ -1,15 +1,23 @@
-"""The matmul and ep benchmarks run (--quick) and give correct, complete tables."""
+"""The matmul and ep benchmarks run (--quick) and give correct, complete tables.
+
+The quick runs checked here are the session's (`quick_bench`, tests/conftest.py), which
+test_bench_quick checks for the JSON schema.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from polybus.bench import registry
 from polybus.bench.b_matmul import chunk_of
 
+if TYPE_CHECKING:
+    from conftest import QuickBenchmarks  # tests/conftest.py
 
-def test_ep_quick() -> None:
-    r = registry.run("ep", quick=True)
+
+def test_ep_quick(quick_bench: QuickBenchmarks) -> None:
+    r = quick_bench("ep").result
     assert not any("WRONG" in n for n in r.notes)
     for transport in ("tcp", "shm"):
         assert r.find("polybus", 2, "speedup", {"transport": transport}) is not None
@@ -24,8 +32,8 @@ def test_ep_quick() -> None:
 
 
 @pytest.mark.slow
-def test_matmul_quick_stateful_sends_less() -> None:
-    r = registry.run("matmul", quick=True)
+def test_matmul_quick_stateful_sends_less(quick_bench: QuickBenchmarks) -> None:
+    r = quick_bench("matmul").result
     assert not any("WRONG" in n for n in r.notes)
     n = 200
     calls = -(-n // chunk_of(n))

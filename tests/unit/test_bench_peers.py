@@ -10,13 +10,16 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from polybus.bench import registry
 from polybus.bench.peers import PeerUnavailable, cpingpong, pools, rawsocket
 from polybus.bench.peers._proc import spawned_pids
 from polybus.bench.placement import cpu_sets, pinned_self
+
+if TYPE_CHECKING:
+    from conftest import QuickBenchmarks  # tests/conftest.py
 
 
 def _gone(pid: int) -> bool:
@@ -104,8 +107,11 @@ def test_pinning_is_restored() -> None:
     assert cpu_sets("free") is None
 
 
-def test_quick_latency_bench_end_to_end(new_children: list[int]) -> None:
-    res = registry.run("latency", quick=True)
+def test_quick_latency_bench_end_to_end(new_children: list[int],
+                                        quick_bench: QuickBenchmarks) -> None:
+    run = quick_bench("latency")  # the session's one run (tests/conftest.py)
+    assert not run.left_behind, f"child processes left behind: {run.left_behind}"
+    res = run.result
     systems = {r.system for r in res.rows}
     assert {"raw_socket", "raw_socket_poll"} <= systems
     assert any(r.name.startswith("polybus/raw_socket_poll") for r in res.ratios)
