@@ -198,8 +198,6 @@ class Dispatcher:
         arrays) take the steps written out here: no `_wire` per argument, no forwarding
         look, no `_send`, and with a lone live replica no pick (a third of the Python
         calls of an async call and its wait, design.md)."""
-        if self.comm is not None:
-            return self(args, kwargs)
         for a in args:
             t = type(a)
             if t not in _AS_IS_ASYNC and (t is not bytes or len(a) >= OOB_BYTES):
@@ -209,6 +207,9 @@ class Dispatcher:
         rid = next(_ids)
         rec = CallRecord(rid, self, list(args), None, 0.0)
         self.calls += 1
+        if self.comm is not None:  # cached operands or aggregation: its messages (operands.py)
+            self._send(rec, self._pick_any())
+            return CallPromise(rec, self.reactor)
         links = self.links
         link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated \
             else self._pick_any()
@@ -224,9 +225,9 @@ class Dispatcher:
 
     def _call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """`call_async` for arguments that may need `_wire` (promises, large bytes,
-        containers) or forwarding."""
+        containers) or forwarding, and for keywords."""
         fwd = self.forwarder
-        if fwd is not None and fwd.wants(args, kwargs):
+        if self.comm is not None or (fwd is not None and fwd.wants(args, kwargs)):
             return self(args, kwargs)
         rec = CallRecord(next(_ids), self, [_wire(a) for a in args],
                          {k: _wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
