@@ -40,7 +40,8 @@ class QuickRun:
     after it ended; each must be gone."""
 
 
-def _gone(pid: int) -> bool:
+def gone(pid: int) -> bool:
+    """A child process ``pid`` has ended (reaped here if it was a zombie)."""
     try:
         os.waitpid(pid, os.WNOHANG)  # (0, 0) if still running; reaps it if a zombie
     except ChildProcessError:
@@ -78,7 +79,7 @@ class QuickBenchmarks:
         before = set(spawned_pids())
         code = cli(["bench", name, "--quick", "--json", str(out)])
         started = [p for p in spawned_pids() if p not in before]
-        left = [p for p in started if not _gone(p)]
+        left = [p for p in started if not gone(p)]
         d = json.loads(out.read_text()) if out.exists() else {}
         result = BenchResult.from_dict(d) if d else BenchResult(name)
         return QuickRun(name, code, d, result, left)

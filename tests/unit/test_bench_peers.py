@@ -14,20 +14,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from conftest import gone  # tests/conftest.py
 from polybus.bench.peers import PeerUnavailable, cpingpong, pools, rawsocket
 from polybus.bench.peers._proc import spawned_pids
 from polybus.bench.placement import cpu_sets, pinned_self
 
 if TYPE_CHECKING:
     from conftest import QuickBenchmarks  # tests/conftest.py
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.waitpid(pid, os.WNOHANG)  # (0, 0) if still running; reaps it if a zombie
-    except ChildProcessError:
-        return True  # already reaped: no longer a child of ours
-    return False
 
 
 @pytest.fixture
@@ -37,7 +30,7 @@ def new_children() -> Iterator[list[int]]:
     started: list[int] = []
     yield started
     started.extend(p for p in spawned_pids() if p not in before)
-    left = [p for p in started if not _gone(p)]
+    left = [p for p in started if not gone(p)]
     assert not left, f"child processes left behind: {left}"
 
 
