@@ -241,23 +241,28 @@ class RingChannel(Channel):
     def _take_plain(self, rx: _ring.Ring) -> Message | None:
         """The message at the head of the ring, decoded in place, if a whole plain frame
         (no flags, small buffers if any: nearly every call and answer) lies there in
-        one piece."""
+        one piece (the ring's peek and consume written out: once per message)."""
         try:
-            pos, n = rx.peek()
-            if n < 12:
+            read = rx.read
+            pos = read & rx._mask
+            # (The count first: the prefix is read only once all of it is written; a
+            # writer short of room publishes a frame in pieces.)
+            if pos > rx.capacity - 12 or (ahead := _U64.unpack_from(rx.map, _WRITTEN)[0] - read) < 12:
                 return None
             length, nbufs, flags, header_len = PREFIX.unpack_from(rx.data, pos)
-            if flags or n < 4 + length or length > self.codec.max_frame or (
-                    length != 8 + header_len if not nbufs else length >= _BIG or length < 8):
+            if (flags or length > self.codec.max_frame or pos + 4 + length > rx.capacity
+                    or ahead < 4 + length
+                    or (length != 8 + header_len if not nbufs else length >= _BIG or length < 8)):
                 return None
-            body = rx.data[pos + 4:pos + 4 + length]
+            body = rx.data[pos + (4 if nbufs else 12):pos + 4 + length]
         except ValueError as exc:  # the ring was unmapped by close() in another thread
             raise self._broken(exc) from None
-        try:
-            msg = self._decode_body(body, nbufs)
+        try:  # (ProtocolError: malformed)
+            msg = self._decode_body(body, nbufs) if nbufs else self.codec.decode_header(body)
         finally:
             del body
-        rx.consume(4 + length)  # the writer may reuse the room only now
+        rx.read = read = read + 4 + length
+        _U64.pack_into(rx.map, _READ, read)  # the writer may reuse the room only now
         self.bytes_received += 4 + length
         return msg
 
@@ -319,32 +324,9 @@ class RingChannel(Channel):
                             return None
                         break
                     _yield()
-            # A whole plain frame at the head: decoded where it lies (`_take_plain`,
-            # written out: the hot path).
-            pos = read & rx._mask
-            # (The count first: the prefix is read only once all of it is written; a
-            # writer short of room publishes a frame in pieces.)
-            if pos <= rx.capacity - 12 and (ahead := unpack(rmap, _WRITTEN)[0] - read) >= 12:
-                length, nbufs, flags, header_len = PREFIX.unpack_from(rx.data, pos)
-                if not (flags or length > self.codec.max_frame or pos + 4 + length > rx.capacity
-                        or ahead < 4 + length
-                        or (length != 8 + header_len if not nbufs else length >= _BIG or length < 8)):
-                    if nbufs:
-                        body = rx.data[pos + 4:pos + 4 + length]
-                        try:
-                            msg = self._decode_body(body, nbufs)
-                        finally:
-                            del body
-                    else:
-                        header = rx.data[pos + 12:pos + 4 + length]
-                        try:
-                            msg = self.codec.decode_header(header)  # (ProtocolError: malformed)
-                        finally:
-                            del header
-                    rx.read = read = read + 4 + length
-                    _U64.pack_into(rmap, _READ, read)  # the writer may reuse the room now
-                    self.bytes_received += 4 + length
-                    return msg
+            msg = self._take_plain(rx)  # (a whole plain frame at the head)
+            if msg is not None:
+                return msg
         except ValueError as exc:  # unmapped by close() in another thread
             raise self._broken(exc) from None
         self._drain_ring()  # buffers, or in pieces: the decoder's way
