@@ -152,7 +152,8 @@ class WorkerRuntime(Intake):
                 # connection alone (direct.py), holding the poller role.
                 lone = (not self._polling and not self._running and not len(self._queue)
                         and not self._paused and not self._stopping and not self._corked.held
-                        and type(job.call) is Call and type(job.channel) in DIRECT_TYPES)
+                        and type(job.call) is Call and type(job.channel) in DIRECT_TYPES
+                        and not job.channel.closed)  # (its client may have gone meanwhile)
                 if lone:
                     self._polling = True
             if lone:
