@@ -137,19 +137,6 @@ class Ring:
         n: int = _U64.unpack_from(self.map, _WRITTEN)[0] - self.read
         return n if n > 0 else 0
 
-    def peek(self) -> tuple[int, int]:
-        """Where the waiting bytes start in ``data``, and how many of them lie there in
-        one piece (up to the end of the ring): a reader may decode them in place, then
-        `consume` them (the writer reuses their room only after that)."""
-        n: int = _U64.unpack_from(self.map, _WRITTEN)[0] - self.read
-        pos = self.read & self._mask
-        return pos, min(n, self.capacity - pos) if n > 0 else 0
-
-    def consume(self, n: int) -> None:
-        """Free the first ``n`` waiting bytes (read in place, see `peek`)."""
-        self.read += n
-        _U64.pack_into(self.map, _READ, self.read)
-
     def read_into(self, buf: memoryview) -> int:
         """Copy waiting bytes into ``buf`` (up to its size) and free their room."""
         n = min(self.available(), buf.nbytes)

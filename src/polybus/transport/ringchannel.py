@@ -241,7 +241,8 @@ class RingChannel(Channel):
     def _take_plain(self, rx: _ring.Ring) -> Message | None:
         """The message at the head of the ring, decoded in place, if a whole plain frame
         (no flags, small buffers if any: nearly every call and answer) lies there in
-        one piece (the ring's peek and consume written out: once per message)."""
+        one piece: read where it lies, then its room freed (``read`` advanced), with no
+        call into the ring (this runs once per message)."""
         try:
             read = rx.read
             pos = read & rx._mask
