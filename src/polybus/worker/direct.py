@@ -52,8 +52,6 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
     ring = type(ch) is ShmChannel and ch._rx is not None
     msg: Message | None
     first: Message | None = None  # a message serve_socket read and handed over
-    if ch.closed:  # dropped by whoever polled while the call ran (its client went)
-        return True
     if not ring and usable(rt, ch):  # a plain socket: its lone calls in one frame
         done, first = serve_socket(rt, ch, _FAIR_S)
         if done is not None:

@@ -153,7 +153,9 @@ class WorkerRuntime(Intake):
                 lone = (not self._polling and not self._running and not len(self._queue)
                         and not self._paused and not self._stopping and not self._corked.held
                         and type(job.call) is Call and type(job.channel) in DIRECT_TYPES
-                        and not job.channel.closed)  # (its client may have gone meanwhile)
+                        # (dropped by whoever polled while the call ran: its client went,
+                        # and its closed socket has no descriptor for direct.py's look)
+                        and not job.channel.closed)
                 if lone:
                     self._polling = True
             if lone:
