@@ -117,10 +117,13 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             rt._started += 1
             if rt._running < rt.options.pool:
                 rt._cv.notify()
-        if rt.options.speed < 1.0:
-            rt._run(Job(call, ch, clock()))  # (the general run models a slower machine)
-        else:
-            _answer(rt, ch, call, functions[call.iface])
+        try:
+            if rt.options.speed < 1.0:
+                rt._run(Job(call, ch, clock()))  # (the general run models a slower machine)
+            else:
+                _answer(rt, ch, call, functions[call.iface])
+        except Exception as exc:  # a fault in polybus's steps: the call fails alone
+            rt.fault(ch, call.id, exc)
         with lock:
             rt._running -= 1
             if (rt._polling or rt._running or len(queue) or rt._stopping or rt._corked.held

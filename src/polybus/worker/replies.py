@@ -39,6 +39,15 @@ def failure(call_id: int, exc: BaseException) -> Fail:
     return Fail(call_id, "exception", qual, str(exc), remote_traceback(exc))
 
 
+def internal_failure(worker: str, call_id: int, exc: Exception) -> Fail:
+    """The Fail for a call that polybus's own steps failed to answer (a fault the worker
+    logs in full): the call fails alone, and the replica serves on."""
+    kind = type(exc)
+    return Fail(call_id, "exception", f"{kind.__module__}.{kind.__qualname__}",
+                f"worker {worker} failed while answering this call (a fault in polybus, "
+                f"logged by the worker): {exc}")
+
+
 def send_quietly(ch: Channel, msg: Message) -> None:
     """Send ``msg`` if the client is still there (a gone client is the poller's business)."""
     try:

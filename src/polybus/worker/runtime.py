@@ -36,7 +36,7 @@ from polybus.worker.forwarding import Forwarding
 from polybus.worker.intake import Intake
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
-from polybus.worker.replies import Corked, failure, write
+from polybus.worker.replies import Corked, failure, internal_failure, send_quietly, write
 from polybus.worker.servicing import CallQueue, Job
 
 log = logging.getLogger("polybus.worker")
@@ -122,7 +122,10 @@ class WorkerRuntime(Intake):
         while True:
             job: Job | None = None
             if self._corked.held and not len(self._queue):
-                self._corked.flush()
+                try:
+                    self._corked.flush()
+                except Exception:  # (as below: a fault here must not end the thread)
+                    log.exception("worker %s: writing held answers failed", self.name)
             with self._lock:  # the condition's own lock: cv.wait() below works under it
                 while not polling:
                     if self._stopping:
@@ -144,7 +147,10 @@ class WorkerRuntime(Intake):
                 job = self._poll_and_release(takes_job=True)
                 if job is None:
                     continue
-            self._run(job)
+            try:
+                self._run(job)
+            except Exception as exc:  # a fault in polybus's steps: the call fails alone
+                self.fault(job.channel, job.call.id, exc)
             with self._lock:
                 self._running -= 1
                 self._room_for_paused()
@@ -159,7 +165,19 @@ class WorkerRuntime(Intake):
                 if lone:
                     self._polling = True
             if lone:
-                polling = direct.serve(self, job.channel)
+                try:
+                    polling = direct.serve(self, job.channel)
+                except Exception:  # (only while it holds the role: it answers its calls' faults)
+                    log.exception("worker %s: serving %s failed; its connection is dropped",
+                                  self.name, job.channel.peer)
+                    self._drop(job.channel)
+                    polling = True
+
+    def fault(self, ch: Channel, call_id: int, exc: Exception) -> None:
+        """Call ``call_id`` met ``exc`` in polybus's own steps (not the user's function,
+        whose errors are its answer): log it in full, and fail that call alone."""
+        log.error("worker %s: answering call %d failed", self.name, call_id, exc_info=exc)
+        send_quietly(ch, internal_failure(self.name, call_id, exc))
 
     def _standby_main(self) -> None:
         delay, seen = 0.002, -1

@@ -112,36 +112,39 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
             if rt._running < rt.options.pool:
                 rt._cv.notify()
         # direct._answer's steps, written out here (one Python frame less a call)
-        t0 = clock()
-        reply: Message
         try:
-            reply = Result(msg.id, functions[msg.iface](*args))
-        except BaseException as exc:  # (as WorkerRuntime._run)
-            reply = failure(msg.id, exc)
-        rt.busy_s += clock() - t0
-        rt.calls += 1
-        if rt.forwarding.targets:
-            reply = rt.forwarding.finished(ch, msg, reply)
-        if not ch.closed:  # the answer: Channel.send's steps, a one-piece frame written here
-            unsendable = False
-            with send_lock:  # (held while encoding too: the codec is the connection's)
-                try:
-                    pieces = encode(reply)
-                    if len(pieces) == 1 and type(p := pieces[0]) is bytes:
-                        sent = sock.send(p)  # (a blocking write: all of it, or an error)
-                        ch.bytes_sent += sent
-                        if sent != len(p):
-                            ch._send_pieces([memoryview(p)[sent:]], None)
-                    else:
-                        ch._send_pieces(pieces, None)
-                except OSError:
-                    ch.closed = True  # the client is gone; the poller drops its connection
-                except TransportError:
-                    pass
-                except UNSENDABLE:
-                    unsendable = True
-            if unsendable:
-                write(ch, [reply])  # answers the call with why its result cannot be sent
+            t0 = clock()
+            reply: Message
+            try:
+                reply = Result(msg.id, functions[msg.iface](*args))
+            except BaseException as exc:  # (as WorkerRuntime._run)
+                reply = failure(msg.id, exc)
+            rt.busy_s += clock() - t0
+            rt.calls += 1
+            if rt.forwarding.targets:
+                reply = rt.forwarding.finished(ch, msg, reply)
+            if not ch.closed:  # the answer: Channel.send's steps, a one-piece frame written here
+                unsendable = False
+                with send_lock:  # (held while encoding too: the codec is the connection's)
+                    try:
+                        pieces = encode(reply)
+                        if len(pieces) == 1 and type(p := pieces[0]) is bytes:
+                            sent = sock.send(p)  # (a blocking write: all of it, or an error)
+                            ch.bytes_sent += sent
+                            if sent != len(p):
+                                ch._send_pieces([memoryview(p)[sent:]], None)
+                        else:
+                            ch._send_pieces(pieces, None)
+                    except OSError:
+                        ch.closed = True  # the client is gone; the poller drops its connection
+                    except TransportError:
+                        pass
+                    except UNSENDABLE:
+                        unsendable = True
+                if unsendable:
+                    write(ch, [reply])  # answers the call with why its result cannot be sent
+        except Exception as exc:  # a fault in polybus's steps: the call fails alone
+            rt.fault(ch, msg.id, exc)
         with lock:
             rt._running -= 1
             if (rt._polling or rt._running or queue._live or rt._stopping or rt._corked.held

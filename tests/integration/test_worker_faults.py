@@ -1,0 +1,149 @@
+"""A fault in polybus's own steps on a replica (not the user's function, whose errors are
+answers) fails the call it met, or drops the one connection it met, and the replica
+serves on: no pool thread ends with it, on the general path (the poller's read, a pool
+thread's run) or on a lone client's inline loop (tcp: socketserve.py, shm: direct.py)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from polybus.errors import PolybusError
+from polybus.transport.channel import Channel
+from polybus.transport.endpoints import connect
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Call, Fail, Goodbye, Message, Result
+from polybus.worker import direct, runtime, socketserve
+from polybus.worker.options import ServeOptions
+from polybus.worker.runtime import WorkerRuntime
+
+TOKEN = b"f" * 32
+
+
+def _boom(x: int) -> int:
+    raise ValueError(f"no {x}")
+
+
+@pytest.fixture(params=["tcp", "shm"])
+def worker(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[WorkerRuntime]:
+    where = "tcp://127.0.0.1:0" if request.param == "tcp" else f"shm://{tmp_path}/w.sock"
+    # (a long spin window: each next call comes within it, so it is answered inline)
+    rt = WorkerRuntime("w", {"echo": lambda x: x, "boom": _boom}, TOKEN, where,
+                       ServeOptions(pool=1, spin_s=0.05)).start()
+    try:
+        yield rt
+    finally:
+        rt.stop()
+
+
+def _client(rt: WorkerRuntime) -> Channel:
+    ch = connect(str(rt.address), TOKEN, Codec())
+    ch.spin_s = 100e-6
+    return ch
+
+
+def _next(ch: Channel, timeout: float = 5.0) -> Message:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = ch.next_message()
+        if msg is not None:
+            return msg
+        ch.fill(wait=False)  # (no sleep: the next call follows at once)
+    raise AssertionError("no answer in time")
+
+
+def _serves(rt: WorkerRuntime, first: int = 100) -> None:
+    """A new client's calls are answered, and every pool thread is alive."""
+    other = _client(rt)
+    try:
+        for i in range(first, first + 5):
+            other.send(Call(i, "echo", [i]))
+            assert _next(other) == Result(i, i)
+    finally:
+        other.close()
+    assert all(t.is_alive() for t in rt._threads)
+
+
+def _broken_failure(where: str) -> Callable[..., Fail]:
+    def broken(*_: Any) -> Fail:
+        raise RuntimeError(f"injected: building the Fail broke in {where}")
+    return broken
+
+
+def test_a_fault_answering_a_call_fails_that_call_alone_on_every_path(
+        worker: WorkerRuntime, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Building a raising call's Fail is made to raise on each path that answers calls.
+    The first call is read by the poller and run by a pool thread (`_run`); later ones
+    are answered inline. Each such call gets a Fail naming the fault; the calls
+    around them are answered as before."""
+    for module in (runtime, direct, socketserve):
+        monkeypatch.setattr(module, "failure", _broken_failure(module.__name__))
+    monkeypatch.setattr(direct, "_FAIR_S", 60.0)  # (the inline loop keeps this client)
+    seen: list[str] = []
+    ch = _client(worker)
+    try:
+        with caplog.at_level(logging.ERROR, logger="polybus.worker"):
+            for i in range(1, 31):
+                ch.send(Call(i, "boom" if i % 3 == 1 else "echo", [i]))
+                got = _next(ch)
+                if i % 3 == 1:
+                    assert isinstance(got, Fail) and got.id == i, got
+                    assert got.type == "builtins.RuntimeError"
+                    assert "failed while answering this call" in got.message
+                    assert "injected: building the Fail broke in " in got.message
+                    seen.append(got.message.rsplit(" ", 1)[1])
+                else:
+                    assert got == Result(i, i)
+        assert sum("answering call" in r.getMessage() for r in caplog.records) == 10
+        inline = "polybus.worker.direct" if worker.address.scheme == "shm" else \
+            "polybus.worker.socketserve"
+        assert seen[0] == "polybus.worker.runtime" and set(seen[1:]) == {inline}, seen
+        deadline = time.monotonic() + 5  # (the count drops just after the last answer's write)
+        while worker._running and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert worker._running == 0
+    finally:
+        ch.close()
+    _serves(worker)
+
+
+def test_a_fault_in_the_inline_loop_drops_that_connection_and_serving_goes_on(
+        worker: WorkerRuntime, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The inline loop raising an unexpected error (here at its start, holding the
+    poller role) used to end the pool's only thread, and the replica never answered
+    again. Now that client's connection is dropped, and a new client is served."""
+    real: Callable[..., bool] = direct.serve
+    raised: list[bool] = []
+
+    def serve_once_broken(rt: WorkerRuntime, ch: Channel) -> bool:
+        if not raised:
+            raised.append(True)
+            raise RuntimeError("injected: the inline loop broke")
+        return real(rt, ch)
+
+    monkeypatch.setattr(direct, "serve", serve_once_broken)
+    ch = _client(worker)
+    try:
+        with caplog.at_level(logging.ERROR, logger="polybus.worker"):
+            ch.send(Call(1, "echo", [1]))
+            assert _next(ch) == Result(1, 1)  # answered; the fault comes after
+            deadline = time.monotonic() + 5
+            while not raised and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert raised
+            try:  # the connection was dropped: the client hears so
+                ch.send(Call(2, "echo", [2]))
+                got = _next(ch)
+                assert isinstance(got, Goodbye), got
+            except PolybusError:
+                pass
+        assert any("its connection is dropped" in r.getMessage() for r in caplog.records)
+    finally:
+        ch.close()
+    _serves(worker)
