@@ -20,7 +20,7 @@ from polybus.config.origin import PYTHON, Origin
 from polybus.config.overrides import toml_value
 from polybus.engines.base import Cluster
 from polybus.errors import ConfigError, ConfigWarning, RemoteError, UsageError
-from polybus.token import read_token
+from polybus.token import cluster_token
 from polybus.transport import tls
 from polybus.worker.module import load_module
 
@@ -137,7 +137,7 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
     tls.configure_cluster(app.cluster)
     try:
         if registry:
-            token = read_token(token_file or app.cluster.token_file)
+            token = cluster_token(token_file, app.cluster.token_file)
             assert token is not None
             yield Cluster(str(registry), token)
         else:

@@ -46,3 +46,16 @@ def read_token(token_file: str | Path | None = None, *, required: bool = True) -
         raise UsageError(f"no cluster token: set ${ENV} or pass --token-file FILE "
                          "(the file `polybus registry` wrote)")
     return None
+
+
+def cluster_token(token_file: str | Path | None, config_token_file: str | Path | None,
+                  *, required: bool = True) -> bytes | None:
+    """The cluster token, as every part reads it (run, worker, registry): the file of
+    ``--token-file``, else $POLYBUS_TOKEN, else the configuration's [cluster]
+    token_file; the command line before the environment before the file."""
+    token = read_token(token_file, required=False)
+    if token is None and config_token_file:
+        token = read_token(config_token_file)
+    if token is None and required:
+        read_token(None)  # (raises the "no cluster token" error)
+    return token

@@ -182,3 +182,31 @@ def test_parts_started_with_config_read_its_token_file(procs: Procs, tmp_path: P
     p = cli("run", app, "--registry", addr, "--quiet", "--set", "modules.client.args=[3000, 2]")
     assert p.returncode == 0, p.stderr
     assert "'correct': True" in p.stdout
+
+
+def test_every_part_takes_the_environments_token_before_the_configurations(
+        procs: Procs, tmp_path: Path) -> None:
+    # One rule for run, worker and registry: --token-file, else $POLYBUS_TOKEN, else
+    # [cluster] token_file. run used to read the file first: with $POLYBUS_TOKEN set
+    # for the cluster and a stale token in the file, every part but run agreed.
+    (tmp_path / "token").write_text("stale-token-" + "s" * 20)
+    app = tmp_path / "app.toml"
+    app.write_text((SORT / "app.toml").read_text().replace('"server.py"', f'"{SORT}/server.py"')
+                   .replace('"client.py"', f'"{SORT}/client.py"')
+                   + '\n[cluster]\ntoken_file = "token"\n')
+    env = {"POLYBUS_TOKEN": "env-token-" + "e" * 20}
+    addr, made = start_registry(procs, env, "--config", str(app))
+    assert made is None
+    for i in range(2):
+        w = procs.start("worker", "--registry", addr, "--config", app, "--as", "server",
+                        "--name", f"server-{i}", env=env)
+        assert w.stderr is not None
+        read_line(w.stderr, "serving")
+    p = cli("run", app, "--registry", addr, "--quiet", "--set", "modules.client.args=[3000, 2]",
+            env=env)
+    assert p.returncode == 0, p.stderr
+    assert "'correct': True" in p.stdout
+    # and --token-file comes before both: the stale file named on the command line
+    p = cli("run", app, "--registry", addr, "--quiet", "--token-file", tmp_path / "token",
+            env=env)
+    assert p.returncode != 0 and "token" in p.stderr.lower(), p.stderr

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
@@ -12,7 +11,7 @@ from pathlib import Path
 from polybus.cli.values import seconds
 from polybus.errors import TransportError, UsageError
 from polybus.registry.service import RegistryService
-from polybus.token import ENV, make_token, read_token, write_token_file
+from polybus.token import cluster_token, make_token, write_token_file
 from polybus.transport.endpoints import Address
 
 
@@ -35,21 +34,20 @@ def main(args: argparse.Namespace) -> int:
     except TransportError:  # (it said "bad address 'tcp://8080'", an address not given)
         raise UsageError(f"--listen {args.listen!r}: expected HOST:PORT, e.g. "
                          "127.0.0.1:7700 (port 0: any free port)") from None
-    token_file = args.token_file
+    config_token_file = None
     if args.config:
         from polybus.config import load
         from polybus.transport import tls
 
         cluster = load(args.config).cluster
         tls.configure_cluster(cluster)
-        if token_file is None and not os.environ.get(ENV, "").strip():
-            token_file = cluster.token_file  # ([cluster] token_file, as run reads it)
+        config_token_file = cluster.token_file
     # Handlers first: a SIGINT/SIGTERM from here on ends the loop below, and the finally
     # removes the token file this command made (a file the user named is theirs to keep).
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    token = read_token(token_file, required=False)
+    token = cluster_token(args.token_file, config_token_file, required=False)
     made: Path | None = None
     try:
         if token is None:

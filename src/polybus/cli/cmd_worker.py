@@ -9,7 +9,7 @@ from pathlib import Path
 
 from polybus.cli.values import seconds
 from polybus.errors import UsageError
-from polybus.token import read_token
+from polybus.token import cluster_token
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from polybus.worker.main import serve
 
-    token = read_token(args.token_file, required=False)
+    config_token_file = None
     spec = replica = None
     max_frame = 1 << 30
     http: list[str] = []
@@ -46,8 +46,7 @@ def main(args: argparse.Namespace) -> int:
         if not args.as_key:
             raise UsageError("--config needs --as KEY (which [modules.KEY] to serve)")
         app = load(args.config, tuple(args.set))
-        if token is None and app.cluster.token_file:  # ([cluster] token_file, as run reads it)
-            token = read_token(app.cluster.token_file)
+        config_token_file = app.cluster.token_file
         from polybus.transport import tls
 
         tls.configure_cluster(app.cluster)  # [cluster] tls: this worker's listen and connects
@@ -65,8 +64,7 @@ def main(args: argparse.Namespace) -> int:
         key = path.stem
     else:
         raise UsageError("give --module FILE, or --config FILE --as KEY")
-    if token is None:
-        token = read_token(None)  # (the "no cluster token" error)
+    token = cluster_token(args.token_file, config_token_file)
     assert token is not None
     name = args.name or f"{key}-{socket.gethostname()}-{os.getpid()}"
     serve(registry=args.registry, module_path=path, name=name, module_key=key, token=token,

@@ -1,0 +1,50 @@
+"""Where the cluster token comes from: one rule for run, worker and registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from polybus.errors import UsageError
+from polybus.token import ENV, cluster_token
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    flag, config = tmp_path / "flag", tmp_path / "config"
+    flag.write_text("from-the-flag\n")
+    config.write_text("from-the-config\n")
+    return flag, config
+
+
+def test_the_command_line_comes_first(files: tuple[Path, Path],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "from-the-env")
+    assert cluster_token(files[0], files[1]) == b"from-the-flag"
+
+
+def test_then_the_environment(files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "from-the-env")
+    assert cluster_token(None, files[1]) == b"from-the-env"
+
+
+def test_then_the_configurations_file(files: tuple[Path, Path],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    assert cluster_token(None, files[1]) == b"from-the-config"
+
+
+def test_none_at_all_is_an_error_that_says_where_one_comes_from(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    with pytest.raises(UsageError, match=r"no cluster token: set \$POLYBUS_TOKEN or pass --token-file"):
+        cluster_token(None, None)
+    assert cluster_token(None, None, required=False) is None  # (registry: it makes one)
+
+
+def test_a_named_file_that_cannot_be_read_is_an_error_even_with_the_environment_set(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, "from-the-env")
+    with pytest.raises(UsageError, match=r"cannot read token file .*missing"):
+        cluster_token(tmp_path / "missing", None)
