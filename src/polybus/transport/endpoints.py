@@ -38,6 +38,8 @@ class Address:
             host, colon, port = rest.rpartition(":")
             if not colon or not port.isdigit():
                 raise TransportError(f"bad address {text!r}: expected HOST:PORT or tcp://HOST:PORT")
+            if int(port) > 65535:  # (bind and connect raised a bare OverflowError)
+                raise TransportError(f"bad address {text!r}: the port must be 0-65535")
             return cls("tcp", host.strip("[]") or "127.0.0.1", int(port))
         if scheme in ("ipc", "shm"):
             if not rest:
