@@ -68,4 +68,41 @@ def test_a_duration_that_is_not_positive_is_refused(
     with pytest.raises(SystemExit) as info:
         main(argv)
     assert info.value.code == 2
-    assert f"expected a number of seconds > 0, got '{argv[-1]}'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "expected a duration > 0 (" in err and f"got '{argv[-1]}'" in err, err
+
+
+def test_a_duration_on_the_command_line_is_written_as_in_the_configuration() -> None:
+    from polybus.cli.main import build_parser
+
+    args = build_parser().parse_args(["registry", "--ttl", "1500ms"])
+    assert args.ttl == 1.5
+    args = build_parser().parse_args(["worker", "--registry", "127.0.0.1:9", "--heartbeat", "2"])
+    assert args.heartbeat == 2.0
+
+
+def test_a_duration_that_is_not_one_says_what_is_expected(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["registry", "--ttl", "soon"])
+    assert ("expected a duration > 0 (a number of seconds or a string such as '250us', '1ms', "
+            "'5s', '2m'), got 'soon'") in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["registry", "--listen", "127.0.0.1:99999"],
+    ["worker", "--registry", "127.0.0.1:99999", "--module", "examples/sort/server.py"],
+    ["worker", "--registry", "127.0.0.1:9", "--module", "examples/sort/server.py",
+     "--listen", "tcp://127.0.0.1:70000"],
+    ["run", "examples/sort/app.toml", "--registry", "127.0.0.1:99999"],
+])
+def test_a_port_over_65535_is_a_usage_error_not_a_traceback(
+        argv: list[str], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # bind() and connect() raised a bare OverflowError ("port must be 0-65535").
+    monkeypatch.setenv("POLYBUS_TOKEN", "t" * 32)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "OverflowError" not in err, err
+    assert f"polybus {argv[0]}: error: " in err
+    assert "port must be 0-65535" in err or "expected HOST:PORT" in err, err

@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where to listen (default: loopback, a free port)")
     p.add_argument("--token-file", metavar="FILE",
                    help="read the token from FILE (else $POLYBUS_TOKEN, else make one)")
-    p.add_argument("--ttl", type=seconds, default=3.0, metavar="SECONDS",
+    p.add_argument("--ttl", type=seconds, default=3.0, metavar="DURATION",
                    help="drop a worker not heard from for this long")
     p.add_argument("--config", metavar="FILE",
                    help="use this configuration's [cluster] tls (mutual TLS) and "

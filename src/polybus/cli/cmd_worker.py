@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "several (the first is the replica's main address; "
                         "default tcp://127.0.0.1:0)")
     p.add_argument("--token-file", metavar="FILE")
-    p.add_argument("--heartbeat", type=seconds, default=1.0, metavar="SECONDS")
+    p.add_argument("--heartbeat", type=seconds, default=1.0, metavar="DURATION")
     p.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
     # With --exit-with-parent: the pid of the process that started this one. If it is
     # gone already, the kernel will send no death signal; the worker ends at once.

@@ -1,5 +1,6 @@
 """Command-line values checked before anything starts: output files (--json, --csv), so
-a mistyped directory does not cost a whole run and end in a traceback; durations."""
+a mistyped directory does not cost a whole run and end in a traceback; durations, read
+as the configuration reads them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import argparse
 import os
 from pathlib import Path
 
-from polybus.errors import UsageError
+from polybus.config.units import DURATION_FORMS, parse_duration
+from polybus.errors import ConfigError, UsageError
 
 
 def check_writable(path: str | None, option: str) -> None:
@@ -25,12 +27,14 @@ def check_writable(path: str | None, option: str) -> None:
 
 
 def seconds(text: str) -> float:
-    """An argparse type: a duration in seconds > 0 (a --ttl of -1 dropped every worker at
-    once; a --heartbeat of 0 spun a CPU)."""
+    """An argparse type: a duration > 0, written as the configuration writes one (``3``,
+    ``0.5``, ``"250ms"``, ``"2s"``: config/units.py). A --ttl of -1 dropped every worker
+    at once; a --heartbeat of 0 spun a CPU."""
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+        value: float | None = parse_duration(text)
+    except ConfigError:
+        value = None
+    if value is None or not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a duration > 0 ({DURATION_FORMS}), "
+                                         f"got {text!r}")
     return value
