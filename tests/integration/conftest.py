@@ -21,6 +21,9 @@ from typing import IO
 
 import pytest
 
+from polybus.transport.channel import Channel
+from polybus.wire.messages import Message
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 POLYBUS = [sys.executable, "-m", "polybus"]
@@ -222,3 +225,17 @@ def start_registry(procs: Procs, env: dict[str, str] | None = None,
     if env is None and not args:
         made = Path(read_line(reg.stdout, r"token written to (\S+)").group(1))
     return addr, made
+
+
+def next_message(ch: Channel, timeout: float = 5.0, pause: float = 0.0005) -> Message:
+    """The next message on ``ch``, read without blocking, ``pause`` s between looks (0: a
+    client that sends its next call at once); AssertionError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = ch.next_message()
+        if msg is not None:
+            return msg
+        ch.fill(wait=False)
+        if pause:
+            time.sleep(pause)
+    raise AssertionError("no answer in time")

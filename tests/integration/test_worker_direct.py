@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from integration.conftest import next_message
 from polybus.errors import RemoteError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
@@ -49,29 +50,18 @@ def pair(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[tuple[Wor
         rt.stop()
 
 
-def _next(ch: Channel, timeout: float = 5.0) -> Message:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        msg = ch.next_message()
-        if msg is not None:
-            return msg
-        ch.fill(wait=False)
-        time.sleep(0.0005)
-    raise AssertionError("no answer in time")
-
-
 def test_lone_calls_then_other_messages_between_them(pair: tuple[WorkerRuntime, Channel]) -> None:
     rt, ch = pair
     for i in range(200):  # each answered, the next comes while the replica looks at ch
         ch.send(Call(i, "echo", [i]))
-        assert _next(ch) == Result(i, i)
+        assert next_message(ch) == Result(i, i)
     ch.send(Ping(7))  # control, read by the direct loop, answered by the general intake
-    assert _next(ch) == Pong(7, 0, 0)
+    assert next_message(ch) == Pong(7, 0, 0)
     ch.send(Call(500, "boom", [3]))
-    fail = _next(ch)
+    fail = next_message(ch)
     assert isinstance(fail, Fail) and fail.type == "ValueError" and "no 3" in fail.traceback
     ch.send(Call(501, "nope", []))
-    assert isinstance(miss := _next(ch), Fail) and miss.kind == "no-interface"
+    assert isinstance(miss := next_message(ch), Fail) and miss.kind == "no-interface"
     assert rt.calls == 201
 
 
@@ -105,12 +95,12 @@ def test_a_long_call_leaves_the_connection_read(pair: tuple[WorkerRuntime, Chann
     """While a call runs inline the role is let go: the standby answers a ping."""
     _, ch = pair
     ch.send(Call(1, "echo", [1]))
-    assert _next(ch) == Result(1, 1)
+    assert next_message(ch) == Result(1, 1)
     ch.send(Call(2, "nap", [0.6]))
     time.sleep(0.05)
     ch.send(Ping(9))
-    assert _next(ch, 0.5) == Pong(9, 0, 1)
-    assert _next(ch) == Result(2, None)
+    assert next_message(ch, 0.5) == Pong(9, 0, 1)
+    assert next_message(ch) == Result(2, None)
 
 
 def test_calls_read_with_a_lone_one_are_not_left_unread(pair: tuple[WorkerRuntime, Channel]) -> None:
@@ -125,7 +115,7 @@ def test_calls_read_with_a_lone_one_are_not_left_unread(pair: tuple[WorkerRuntim
         base = 100 * (rnd + 1)
         t0 = time.monotonic()
         ch.send_many([Call(base + k, "nap", [0.005]) for k in range(4)])
-        got = {_next(ch, 5.0).id for _ in range(4)}  # type: ignore[union-attr]
+        got = {next_message(ch, 5.0).id for _ in range(4)}  # type: ignore[union-attr]
         assert got == {base + k for k in range(4)}
         assert time.monotonic() - t0 < 0.5
         ch.send(Call(base + 50, "echo", [rnd]))  # a lone call again: the direct loop
@@ -177,12 +167,12 @@ def test_a_malformed_call_is_refused_and_others_are_served_on(
     junk = b"\xc1\xc1\xc1"  # (0xc1: never used in msgpack)
     with ch.send_lock:
         ch._send_pieces([struct.pack("<IHHI", 8 + len(junk), 0, 0, len(junk)) + junk], None)
-    bye = _next(ch)
+    bye = next_message(ch)
     assert isinstance(bye, Goodbye) and "malformed message" in bye.reason
     other = connect(str(rt.address), TOKEN, Codec())
     try:
         other.send(Call(2, "echo", ["still here"]))
-        assert _next(other) == Result(2, "still here")
+        assert next_message(other) == Result(2, "still here")
     finally:
         other.close()
 
@@ -196,12 +186,12 @@ def test_a_result_that_fails_as_it_is_encoded_is_answered_and_serving_goes_on(
     ch.send(Call(1, "echo", [1]))
     assert _spun(ch) == Result(1, 1)
     ch.send(Call(2, "forwards", []))
-    fail = _next(ch)
+    fail = next_message(ch)
     assert isinstance(fail, Fail) and fail.id == 2
     assert "cannot be sent: the upstream call failed" in fail.message
     for i in range(3, 20):
         ch.send(Call(i, "echo", [i]))
-        assert _next(ch) == Result(i, i)
+        assert next_message(ch) == Result(i, i)
     assert rt._running == 0
 
 
@@ -233,7 +223,7 @@ def test_a_client_gone_while_its_call_runs_leaves_the_replica_serving(
         try:
             for i in range(3):
                 other.send(Call(10 + i, "echo", [i]))
-                assert _next(other) == Result(10 + i, i)
+                assert next_message(other) == Result(10 + i, i)
         finally:
             other.close()
         assert all(t.is_alive() for t in rt._threads)

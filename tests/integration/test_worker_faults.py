@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
+from integration.conftest import next_message
 from polybus.errors import PolybusError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
-from polybus.wire.messages import Call, Fail, Goodbye, Message, Result
+from polybus.wire.messages import Call, Fail, Goodbye, Result
 from polybus.worker import direct, runtime, socketserve
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
@@ -46,23 +47,13 @@ def _client(rt: WorkerRuntime) -> Channel:
     return ch
 
 
-def _next(ch: Channel, timeout: float = 5.0) -> Message:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        msg = ch.next_message()
-        if msg is not None:
-            return msg
-        ch.fill(wait=False)  # (no sleep: the next call follows at once)
-    raise AssertionError("no answer in time")
-
-
 def _serves(rt: WorkerRuntime, first: int = 100) -> None:
     """A new client's calls are answered, and every pool thread is alive."""
     other = _client(rt)
     try:
         for i in range(first, first + 5):
             other.send(Call(i, "echo", [i]))
-            assert _next(other) == Result(i, i)
+            assert next_message(other, pause=0) == Result(i, i)
     finally:
         other.close()
     assert all(t.is_alive() for t in rt._threads)
@@ -90,7 +81,7 @@ def test_a_fault_answering_a_call_fails_that_call_alone_on_every_path(
         with caplog.at_level(logging.ERROR, logger="polybus.worker"):
             for i in range(1, 31):
                 ch.send(Call(i, "boom" if i % 3 == 1 else "echo", [i]))
-                got = _next(ch)
+                got = next_message(ch, pause=0)
                 if i % 3 == 1:
                     assert isinstance(got, Fail) and got.id == i, got
                     assert got.type == "builtins.RuntimeError"
@@ -132,14 +123,14 @@ def test_a_fault_in_the_inline_loop_drops_that_connection_and_serving_goes_on(
     try:
         with caplog.at_level(logging.ERROR, logger="polybus.worker"):
             ch.send(Call(1, "echo", [1]))
-            assert _next(ch) == Result(1, 1)  # answered; the fault comes after
+            assert next_message(ch, pause=0) == Result(1, 1)  # answered; the fault comes after
             deadline = time.monotonic() + 5
             while not raised and time.monotonic() < deadline:
                 time.sleep(0.001)
             assert raised
             try:  # the connection was dropped: the client hears so
                 ch.send(Call(2, "echo", [2]))
-                got = _next(ch)
+                got = next_message(ch, pause=0)
                 assert isinstance(got, Goodbye), got
             except PolybusError:
                 pass
