@@ -39,6 +39,7 @@ def test_same_answer_under_every_call_style_and_replication(results: dict[tuple[
     assert reference["same"] is True          # numpy arrays of several dtypes came back intact
     assert reference["nested"] == 81 and reference["texts"] == "16|25|5"
     assert reference["empty"] == [0, 4] and reference["scaled0d"] == 5.0
+    assert reference["counted"] == {"a": 5, "b": 1}  # (Counter.update took a promise)
 
 
 def test_every_replica_serves_and_stats_add_up(results: dict[tuple[str, int], Any]) -> None:

@@ -129,3 +129,43 @@ def test_a_remote_error_is_raised_where_the_value_is_used() -> None:
         p + 1
     with pytest.raises(RemoteException):
         wait([p])
+
+
+def test_isinstance_sees_the_answers_class() -> None:
+    # Counter.update(p) asks isinstance(p, Mapping): a dict's promise was taken for a
+    # list of keys, and each word counted once (a word count over async calls was 100x
+    # off, and said nothing).
+    from collections import Counter
+    from collections.abc import Mapping, Sequence
+    from functools import singledispatch
+
+    from polybus.client.promise import Promise
+
+    counts = P({"the": 2, "cat": 1})
+    before = _reactor.waits
+    assert isinstance(counts, Promise) and type(counts) is CallPromise
+    assert not counts.done and _reactor.waits == before  # (neither waited)
+    assert isinstance(counts, dict) and isinstance(counts, Mapping)
+    total: Counter[str] = Counter({"the": 1})
+    total.update(counts)
+    assert total == Counter({"the": 3, "cat": 1})
+    assert Counter(P({"a": 5})) == Counter({"a": 5})
+    assert isinstance(P([1, 2]), list) and isinstance(P((1,)), Sequence)
+    assert not isinstance(P([1, 2]), dict)
+    assert isinstance(P(np.arange(3)), np.ndarray) and isinstance(P(3), int)
+
+    @singledispatch
+    def kind(x: object) -> str:
+        return "other"
+
+    @kind.register
+    def _(x: dict) -> str:  # type: ignore[type-arg]
+        return "dict"
+
+    assert kind(P({"k": 1})) == "dict"
+
+
+def test_isinstance_of_a_failed_promise_raises_its_error() -> None:
+    p = P(RemoteException("ValueError", "nope", "tb", interface="f"))
+    with pytest.raises(RemoteException, match="nope"):
+        isinstance(p, dict)

@@ -34,6 +34,15 @@ class Promise:
         """True once the answer (or error) is here; never waits."""
         raise NotImplementedError
 
+    # isinstance(p, dict), and so Counter.update(p), json's and numpy's checks, and
+    # functools.singledispatch, see the answer's class, as for a proxy (wrapt's, say):
+    # isinstance looks at __class__ when the type itself does not match. Counter.update
+    # took a dict's promise for a list of its keys, and counted 1 per key. type(p) and
+    # isinstance(p, Promise) still say promise, without waiting.
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(self.__polybus_value__())
+
     def __repr__(self) -> str:
         return repr(self.__polybus_value__())
 
@@ -151,7 +160,8 @@ _install()
 
 # What a subclass must not take from another base (a msgspec Struct defines these too).
 _OWN = frozenset(k for k in Promise.__dict__ if k not in (
-    "__slots__", "__module__", "__doc__", "__init__", "__polybus_value__", "done"))
+    "__slots__", "__module__", "__doc__", "__init__", "__polybus_value__", "done",
+    "__class__"))  # (a Struct has no __class__ of its own; setattr cannot install one)
 
 
 def behave_as_promise(cls: type[Promise]) -> None:

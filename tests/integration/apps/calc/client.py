@@ -4,6 +4,8 @@ It uses promises as values: arithmetic, comparison, numpy, indexing, iteration,
 str, passing one promise on as an argument of another call.
 """
 
+from collections import Counter
+
 import numpy as np
 
 from polybus import use, wait
@@ -38,12 +40,16 @@ def main(n=12):
     first, second = p                         # iteration
     texts = f"{square(4)}|{square(5)!s}|{len(echo('hello'))}"
     kinds = [describe(a) for a in arrays[:2]]
+    counted = Counter()
+    for part in [echo({"a": 2, "b": 1}), echo({"a": 3})]:
+        counted.update(part)                  # isinstance(part, Mapping) on a promise
     return wait({
         "total": total, "biggest": biggest, "shifted": shifted, "same": same,
         "m": m.tolist(), "norm": round(norm, 6), "nested": nested,
         "first": first, "second": second["k"][1], "texts": texts, "kinds": kinds,
         "scaled0d": float(scaled[2]), "empty": list(np.asarray(scaled[3]).shape),
         "bool": bool(square(0)), "index": ["a", "b", "c"][square(1)],
+        "counted": dict(counted),
     })
 
 
