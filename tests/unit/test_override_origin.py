@@ -76,3 +76,34 @@ def test_a_malformed_python_override_is_named_overrides(app: str) -> None:
     assert [(e.file, e.key, e.hint) for e in found] == [
         ("overrides", "no-equals-sign", 'e.g. {"modules.server.replication": 8}'),
         ("overrides", "modules.srever.replication", "did you mean 'server'?")]
+
+
+@pytest.mark.parametrize(("typed", "fixed"), [
+    ("[3000,4,insertion]", '[3000,4,"insertion"]'),
+    ("[1e3,-2,x1.5, \"a b\", inf]", '[1e3,-2,"x1.5", "a b", inf]'),
+])
+def test_an_array_the_shell_unquoted_says_how_to_quote_it(
+        app: str, capsys: pytest.CaptureFixture[str], typed: str, fixed: str) -> None:
+    # --set modules.client.args=[3000,4,insertion]: the shell ate the quotes, the value
+    # was no TOML and so a string, and the error said only "expected an array".
+    assert main(["check", app, "--set", f"modules.client.args={typed}"]) == 2
+    err = capsys.readouterr().err
+    assert "it did not read as TOML, so it was taken as a string; quote the strings in " \
+           "it for TOML, inside the shell's quotes: " \
+           f"--set 'modules.client.args={fixed}'" in err, err
+    import tomllib
+
+    assert type(tomllib.loads(f"v = {fixed}")["v"]) is list  # (the advice is right)
+
+
+def test_a_table_for_an_array_gets_no_quoting_advice(
+        app: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", app, "--set", "modules.client.args={n=3,kind=quick}"]) == 2
+    err = capsys.readouterr().err
+    assert "expected an array, got a string '{n=3,kind=quick}'" in err and "TOML" not in err
+
+
+def test_the_quoting_hint_is_for_shells_only(app: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        polybus.run(app, {"modules.client.args": "[1,x]"})
+    assert info.value.hint is None or "shell" not in info.value.hint

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import tomllib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -58,6 +59,27 @@ def describe(value: Any) -> str:
     return f"{article} {kind} {text}"
 
 
+_BARE = re.compile(r'"[^"]*"|\'[^\']*\'|(?<![\w.+\-])([A-Za-z_][\w.()\-]*)')
+
+
+def _quoted_words(text: str) -> str | None:
+    """``text`` (an array or table that is not TOML) with its bare words quoted, if
+    that makes it TOML: ``[3000,4,insertion]`` -> ``[3000,4,"insertion"]``."""
+    def quote(m: re.Match[str]) -> str:
+        word = m.group(1)
+        if word is None or word in ("true", "false", "inf", "nan"):
+            return m.group(0)
+        end = m.end()
+        rest = text[end:].lstrip()
+        return word if rest[:1] == "=" else f'"{word}"'  # (a table's key stays bare)
+    fixed = _BARE.sub(quote, text)
+    try:
+        tomllib.loads(f"v = {fixed}")
+    except tomllib.TOMLDecodeError:
+        return None
+    return fixed
+
+
 def rekey(err: ConfigError, *, file: str | None, key: str | None) -> ConfigError:
     """The same mistake, placed at ``file`` / ``key``."""
     return ConfigError(err.bare_message, file=file, key=key, hint=err.hint)
@@ -104,7 +126,18 @@ class Problems:
         self.errors.append(rekey(err, file=self.origin(key), key=key))
 
     def wrong_type(self, expected: str, value: Any, key: str) -> None:
-        self.add(f"expected {expected}, got {describe(value)}", key)
+        by = self.override(key)
+        hint = None
+        if (by is not None and by.shell and isinstance(value, str)
+                and ("array" if value[:1] == "[" else "table" if value[:1] == "{" else "-")
+                in expected):
+            # --set key=[3000,4,insertion]: not TOML (a bare word), so read as a string
+            hint = ("it did not read as TOML, so it was taken as a string; quote the "
+                    "strings in it for TOML, inside the shell's quotes")
+            fixed = _quoted_words(value)
+            if fixed is not None:
+                hint += ": " + by.example(key, fixed)
+        self.add(f"expected {expected}, got {describe(value)}", key, hint)
 
     def unknown_keys(self, table: dict[str, Any], valid: Sequence[str], *prefix: str,
                      extra_hints: dict[str, str] | None = None) -> None:
