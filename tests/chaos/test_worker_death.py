@@ -74,6 +74,9 @@ def test_poison_call_fails_alone(harness: Harness) -> None:
     assert "poison" in str(outcomes[bad]) or "3 replicas" in str(outcomes[bad])
     assert all(outcomes[i] == i * i for i in range(300) if i != bad)
     assert harness.executions()[bad] == 3
+    # the summary's figures say which replicas the poison took (3 of 4)
+    stats = session.stats().replicas
+    assert len(stats) == 4 and sum(r.lost for r in stats) == 3, stats
 
 
 def test_not_idempotent_calls_are_never_rerun(harness: Harness) -> None:

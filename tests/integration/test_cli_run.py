@@ -113,3 +113,53 @@ def test_a_json_file_that_cannot_be_written_is_a_clear_error(tmp_path: Path) -> 
     assert "polybus run: error: --json /dev/full: could not be written: No space left" \
         in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_a_replica_lost_during_the_run_is_marked_in_the_summary_and_the_json(
+        tmp_path: Path) -> None:
+    # A worker that died mid-run showed as "server-1 | 0 calls", like an idle one.
+    from integration.conftest import write_app
+
+    app = write_app(tmp_path, server="""
+        import os
+
+        def f(x):
+            if x == 3:
+                os._exit(3)
+            return x
+    """, client="""
+        from polybus import use
+        from polybus.errors import WorkerDiedError
+
+        f = use("f")
+
+        def main():
+            out = []
+            for x in range(8):
+                try:
+                    out.append(f(x))
+                except WorkerDiedError:
+                    out.append(None)
+            return out
+    """, toml="""
+        [modules.server]
+        source = "server.py"
+        replication = 2
+        define.f = { idempotent = false }
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+
+        [bind]
+        "client.f" = "server.f"
+    """)
+    p = cli("run", app, "--json", tmp_path / "run.json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[0, 1, 2, None, 4, 5, 6, 7]"
+    d = json.loads((tmp_path / "run.json").read_text())
+    lost = [r["name"] for r in d["replicas"] if r["lost"]]
+    assert len(lost) == 1 and len(d["replicas"]) == 2, d["replicas"]
+    assert f"{lost[0]} (lost)" in p.stderr, p.stderr
+    kept = next(r["name"] for r in d["replicas"] if not r["lost"])
+    assert f"{kept} (lost)" not in p.stderr

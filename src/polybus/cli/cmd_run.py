@@ -35,14 +35,14 @@ def summary(r: RunResult) -> Table:
     t = Table()
     # Replica names whole (workers started by hand are named module-host-pid): rich
     # would cut them to fit 80 columns when stderr is not a terminal.
-    t.add_column("replica", no_wrap=True,
-                 min_width=max((len(rep.name) for rep in r.replicas), default=7))
+    names = [rep.name + (" (lost)" if rep.lost else "") for rep in r.replicas]
+    t.add_column("replica", no_wrap=True, min_width=max(map(len, names), default=7))
     for col in ("speed", "calls", "moved in", "moved out", "busy s", "busy %",
                 "queue wait s"):
         t.add_column(col, justify="right")
-    for rep in r.replicas:
+    for rep, name in zip(r.replicas, names, strict=True):
         busy = 100.0 * rep.busy_s / r.elapsed_s if r.elapsed_s > 0 else 0.0
-        t.add_row(rep.name, f"{rep.speed:g}", str(rep.calls), str(rep.migrated_in),
+        t.add_row(name, f"{rep.speed:g}", str(rep.calls), str(rep.migrated_in),
                   str(rep.migrated_out), f"{rep.busy_s:.4f}",
                   f"{busy:.0f}", f"{rep.queue_wait_s:.4f}")
     return t

@@ -39,6 +39,7 @@ class ReplicaStats:
     migrated_in: int = 0
     migrated_out: int = 0
     busy_fraction: float = 0.0  # busy_s / the run's elapsed time (filled in by the runner)
+    lost: bool = False  # gone during the run (its connections broke): its figures stop there
 
 
 @dataclass
@@ -262,8 +263,11 @@ class Session:
         # its own to the same replicas, whose counters must not be shown twice.
         rows: dict[str, ReplicaStats] = {}
         answered: set[str] = set()
+        alive: set[str] = set()
         for links in self.links.values():
             for link in links:
+                if not link.dead:
+                    alive.add(link.name)
                 out.bytes_sent += link.channel.bytes_sent
                 out.bytes_received += link.channel.bytes_received
                 rs = rows.get(link.name)
@@ -282,6 +286,8 @@ class Session:
                     rs.calls = reply.calls - base.calls
                     rs.busy_s = reply.busy_s - base.busy_s
                     rs.queue_wait_s = reply.queue_wait_s - base.queue_wait_s
+        for rs in rows.values():
+            rs.lost = rs.name not in alive
         out.replicas = list(rows.values())
         return out
 
