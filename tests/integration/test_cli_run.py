@@ -163,3 +163,45 @@ def test_a_replica_lost_during_the_run_is_marked_in_the_summary_and_the_json(
     assert f"{lost[0]} (lost)" in p.stderr, p.stderr
     kept = next(r["name"] for r in d["replicas"] if not r["lost"])
     assert f"{kept} (lost)" not in p.stderr
+
+
+@pytest.mark.parametrize("aggregate", [False, True])
+def test_a_call_that_ends_every_replica_it_runs_on_is_named_as_the_likely_cause(
+        tmp_path: Path, aggregate: bool) -> None:
+    # It was re-run after each loss and took both replicas with it; the error said only
+    # "every replica of f is gone (last: ...: closed the connection)".
+    from integration.conftest import write_app
+
+    use = '{ callstyle = "async", aggregate = 4 }' if aggregate else '{ callstyle = "sync" }'
+    app = write_app(tmp_path, server="""
+        import os
+
+        def f(x):
+            if x == 3:
+                os._exit(3)
+            return x
+    """, client="""
+        from polybus import use, wait
+
+        f = use("f")
+
+        def main():
+            return wait([f(x) for x in range(6)])
+    """, toml=f"""
+        [modules.server]
+        source = "server.py"
+        replication = 2
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+        use.f = {use}
+
+        [bind]
+        "client.f" = "server.f"
+    """)
+    p = cli("run", app, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert "every replica of f is gone" in p.stderr, p.stderr
+    assert "this call was running on each of the 2 replicas that went, so it may be what " \
+           "ends them" in p.stderr and "define.f.idempotent = false" in p.stderr, p.stderr

@@ -31,6 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes
+from polybus.client.calls import suspect_note
 from polybus.client.dispatch import holds_promise
 from polybus.client.promise import wait
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
@@ -370,7 +371,7 @@ class Batcher:
             else:
                 b.set_error(ConnectionLostError(
                     f"every replica of {self.interface} is gone (last: {link.name}: "
-                    f"{error})"))
+                    f"{error})" + suspect_note(self.interface, b.attempts)))
 
     def close(self) -> None:
         self._stopped = True

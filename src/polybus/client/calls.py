@@ -112,3 +112,13 @@ class ReplicaLink:
 
     def __repr__(self) -> str:
         return f"<replica {self.name} {len(self.outstanding)} outstanding>"
+
+
+def suspect_note(interface: str, attempts: int) -> str:
+    """What "every replica is gone" adds for a call that was running on each replica that
+    went (it was re-run after each loss): the call itself may be what ends them."""
+    if attempts < 2:
+        return ""
+    return (f"; this call was running on each of the {attempts} replicas that went, so it "
+            "may be what ends them (a call lost with its replica runs again elsewhere; "
+            f"define.{interface}.idempotent = false stops that)")

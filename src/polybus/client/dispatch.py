@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 
 from polybus.client.batchcalls import BatchPromise
-from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.calls import CallRecord, ReplicaLink, suspect_note
 from polybus.client.lane import _AS_IS, MISS, SyncLane
 from polybus.client.policies.balance import (
     RoundRobin,
@@ -380,5 +380,6 @@ class Dispatcher:
                 heapq.heappush(self._backlog, (float("-inf"), next(self._seq), rec))
             else:
                 rec.set_error(ConnectionLostError(
-                    f"every replica of {self.interface} is gone (last: {link.name}: {error})"))
+                    f"every replica of {self.interface} is gone (last: {link.name}: {error})"
+                    + suspect_note(self.interface, rec.attempts)))
         self.refill()
