@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from integration.conftest import EXAMPLES, Procs, cli, read_line, start_registry
+from polybus.registry.client import RegistryClient
 
 SORT = EXAMPLES / "sort"
 
@@ -114,6 +116,50 @@ def test_worker_refused_by_the_registry_says_which_and_what_to_do(procs: Procs) 
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr, wrong.stderr
     assert f"registry at {addr} refused this connection: wrong cluster token" in wrong.stderr
     assert "--token-file" in wrong.stderr
+
+
+def test_a_worker_says_when_a_restarted_registry_refuses_its_token_and_when_it_is_back(
+        procs: Procs, tmp_path: Path) -> None:
+    # A registry restarted on its address with another token (one that made its own
+    # makes a new one) refused the worker at every retry, logging each refusal, while
+    # the worker said nothing at all.
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text("token-a-" + "a" * 20)
+    b.write_text("token-b-" + "b" * 20)
+    addr, _ = start_registry(procs, None, "--token-file", str(a))
+    reg = procs.started[-1]
+    w = procs.start("worker", "--registry", addr, "--module", SORT / "server.py",
+                    "--name", "w0", "--token-file", a, "--heartbeat", "200ms")
+    assert w.stderr is not None
+    read_line(w.stderr, "serving")
+
+    def stop(reg: subprocess.Popen[str]) -> None:
+        reg.send_signal(signal.SIGTERM)
+        assert reg.wait(timeout=30) == 0
+
+    stop(reg)
+    said = read_line(w.stderr, r"worker w0: .*").group(0)
+    assert said == (f"worker w0: lost the registry at {addr}; serving on, and registering "
+                    "again when a registry answers there")
+    start_registry(procs, None, "--listen", addr, "--token-file", str(b))
+    said = read_line(w.stderr, r"worker w0: .*").group(0)
+    assert said.startswith(f"worker w0: the registry at {addr} refused this worker's "
+                           "cluster token; was it restarted with another token? Restart "
+                           "it with --token-file FILE or $POLYBUS_TOKEN"), said
+    reg = procs.started[-1]
+    assert reg.stderr is not None
+    for _ in range(2):  # refused twice, said once: its next word is about the next change
+        read_line(reg.stderr, "wrong cluster token")
+    stop(reg)
+    assert "lost the registry" in read_line(w.stderr, r"worker w0: .*").group(0)
+    start_registry(procs, None, "--listen", addr, "--token-file", str(a))
+    said = read_line(w.stderr, r"worker w0: .*").group(0)
+    assert said == f"worker w0: registered again with the registry at {addr}"
+    client = RegistryClient(addr, a.read_bytes())
+    try:
+        assert [r.name for r in client.resolve(module="server")] == ["w0"]
+    finally:
+        client.close()
 
 
 def test_worker_and_run_without_a_registry_say_so() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from polybus.errors import AuthenticationError, PolybusError, ProtocolError, TransportError
 from polybus.transport.channel import Channel
@@ -18,6 +19,10 @@ from polybus.wire.messages import (
     Replicas,
     Resolve,
 )
+
+
+class RegistrationRefused(TransportError):
+    """The registry answered a registration, and said no (the name is taken)."""
 
 
 class RegistryClient:
@@ -73,7 +78,7 @@ class RegistryClient:
                 for msg in ch.receive():
                     if isinstance(msg, Registered):
                         if not msg.ok:
-                            raise TransportError(f"registry refused {replica.name}: {msg.reason}")
+                            raise RegistrationRefused(f"registry refused {replica.name}: {msg.reason}")
                         return
                     if isinstance(msg, Goodbye):
                         raise TransportError(f"registry closed the connection: {msg.reason}")
@@ -90,12 +95,19 @@ class RegistryClient:
 
 
 class Membership:
-    """Keeps one replica registered: heartbeats, and re-registers after a registry restart."""
+    """Keeps one replica registered: heartbeats, and re-registers after a registry restart.
 
-    def __init__(self, client: RegistryClient, replica: Replica, interval: float) -> None:
+    ``say`` (a worker's stderr) is told once per change of state, not at every retry:
+    the registry lost, a re-registration refused (a wrong token, a name taken), and
+    registered again. A worker started by hand otherwise serves on in silence while the
+    registry logs its refusals."""
+
+    def __init__(self, client: RegistryClient, replica: Replica, interval: float,
+                 say: Callable[[str], None] | None = None) -> None:
         self._client = client
         self._replica = replica
         self._interval = interval
+        self._say = say
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="polybus-heartbeat", daemon=True)
 
@@ -104,22 +116,51 @@ class Membership:
         self._thread.start()
 
     def _loop(self) -> None:
-        registered = True
+        state = "registered"
         while not self._stop.wait(self._interval):
             try:
-                if registered:
+                if state == "registered":
                     self._client.heartbeat(self._replica.name)
                 else:
                     self._client.register(self._replica)
-                    registered = True
-            except PolybusError:
-                registered = False
+                    self._tell(state, "registered", "")
+                    state = "registered"
+            except (PolybusError, OSError) as exc:
                 self._client.close()
-            except OSError:
-                registered = False
-                self._client.close()
-            if not registered:
+                now = self._trouble(exc)
+                self._tell(state, now, str(exc))
+                state = now
+            if state != "registered":
                 time.sleep(min(self._interval, 0.5))
+
+    @staticmethod
+    def _trouble(exc: BaseException) -> str:
+        """The state a failed heartbeat or registration leaves: "token" (the registry
+        refused the cluster token), "refused" (it answered, and said no), else "lost"."""
+        if isinstance(exc, AuthenticationError):
+            return "token"
+        if isinstance(exc, ProtocolError | RegistrationRefused):
+            return "refused"
+        return "lost"
+
+    def _tell(self, was: str, now: str, detail: str) -> None:
+        if self._say is None or now == was:
+            return
+        who = f"polybus worker {self._replica.name}"
+        at = self._client.address
+        if now == "registered":
+            self._say(f"{who}: registered again with the registry at {at}")
+        elif now == "token":
+            self._say(f"{who}: the registry at {at} refused this worker's cluster token; "
+                      "was it restarted with another token? Restart it with --token-file "
+                      "FILE or $POLYBUS_TOKEN set to this worker's token (a registry that "
+                      "made its own token deleted it when it stopped), or restart this "
+                      "worker with the registry's new token. Serving on, and retrying")
+        elif now == "refused":
+            self._say(f"{who}: {detail}. Serving on, and retrying")
+        else:
+            self._say(f"{who}: lost the registry at {at}; serving on, and registering "
+                      "again when a registry answers there")
 
     def stop(self) -> None:
         self._stop.set()

@@ -21,6 +21,10 @@ from polybus.worker.procpool import ProcessPool
 from polybus.worker.runtime import WorkerRuntime
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame: int) -> ServeOptions:
     """A replica's servicing style: the largest pool and queue its interfaces ask for."""
     opts = ServeOptions(max_frame=max_frame)
@@ -68,7 +72,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     runtime = WorkerRuntime(name, functions, token, listen, options).start()
     me = Replica(name, module_key, str(runtime.address), sorted(functions),
                  runtime.options.speed, os.getpid(), [str(a) for a in runtime.addresses])
-    membership = Membership(client, me, heartbeat)
+    membership = Membership(client, me, heartbeat, say=_say)
     stop = threading.Event()
     for sig in (signal.SIGTERM,) if exit_with_parent else (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -1,0 +1,85 @@
+"""What a worker says about its registration (registry/client.Membership): once per change
+of state, never once per retry."""
+
+from __future__ import annotations
+
+import threading
+
+from polybus.errors import AuthenticationError, TransportError
+from polybus.registry.client import Membership, RegistrationRefused
+from polybus.wire.messages import Replica
+
+
+class FakeRegistry:
+    """Stands in for a RegistryClient: heartbeats and registrations fail or succeed as
+    scripted (an exception to raise, or None), then succeed."""
+
+    address = "127.0.0.1:7700"
+
+    def __init__(self, heartbeats: list[Exception | None],
+                 registrations: list[Exception | None]) -> None:
+        self.heartbeats = heartbeats
+        self.registrations = registrations
+        self.done = threading.Event()  # the script has run out and a heartbeat followed
+
+    def register(self, replica: Replica) -> None:
+        if self.registrations:
+            exc = self.registrations.pop(0)
+            if exc is not None:
+                raise exc
+
+    def heartbeat(self, name: str) -> None:
+        if self.heartbeats:
+            exc = self.heartbeats.pop(0)
+            if exc is not None:
+                raise exc
+        elif not self.registrations:
+            self.done.set()
+
+    def close(self) -> None:
+        pass
+
+
+def run(fake: FakeRegistry) -> list[str]:
+    """What the worker said while ``fake`` played its script."""
+    said: list[str] = []
+    me = Replica("w0", "server", "tcp://127.0.0.1:1", ["f"], 1.0, 1, [])
+    m = Membership(fake, me, 0.001, say=said.append)  # type: ignore[arg-type]
+    m.start()
+    try:
+        assert fake.done.wait(20), "the scripted registry never saw the end of its script"
+    finally:
+        m.stop()
+    return said
+
+
+def test_a_restart_with_another_token_is_said_once_and_so_is_the_recovery() -> None:
+    down = TransportError("cannot connect")
+    wrong = AuthenticationError("server refused this connection: wrong cluster token")
+    fake = FakeRegistry([None, TransportError("broken pipe")],
+                        [None, down, down, wrong, wrong, wrong, down, down])
+    # (the first registration is start()'s)
+    said = run(fake)
+    assert len(said) == 4, said
+    assert said[0] == ("polybus worker w0: lost the registry at 127.0.0.1:7700; serving "
+                       "on, and registering again when a registry answers there")
+    assert said[1].startswith("polybus worker w0: the registry at 127.0.0.1:7700 refused "
+                              "this worker's cluster token; was it restarted with another "
+                              "token?")
+    assert "--token-file" in said[1] and "$POLYBUS_TOKEN" in said[1]
+    assert said[2] == said[0]
+    assert said[3] == "polybus worker w0: registered again with the registry at 127.0.0.1:7700"
+
+
+def test_a_name_taken_meanwhile_is_said_with_the_registry_s_reason() -> None:
+    taken = RegistrationRefused("registry refused w0: the name 'w0' is held by a live "
+                                "replica at tcp://127.0.0.1:2")
+    fake = FakeRegistry([OSError("reset")], [None, taken, taken])
+    said = run(fake)
+    assert [s.split(": ", 1)[1][:20] for s in said] == [
+        "lost the registry at", "registry refused w0:", "registered again wit"]
+    assert "held by a live replica" in said[1]
+
+
+def test_a_worker_that_stays_registered_says_nothing() -> None:
+    assert run(FakeRegistry([None, None, None], [None])) == []
