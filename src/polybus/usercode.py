@@ -7,31 +7,45 @@ code (polybus's and importlib's frames say nothing the user can act on).
 ``check_imports`` is what ``polybus check`` does after the configuration is valid: each
 module is imported in a child process of its own (``python -m polybus.usercode``), so its
 top-level code runs once there, the way a worker would run it, and never inside the
-checking process; a module that hangs on import is reported after ``timeout`` seconds.
+checking process; a module whose import takes over 2 s is named while the check waits,
+and one that hangs is reported after ``timeout`` seconds with the line it was running.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import re
 import subprocess
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from polybus.config.model import AppConfig
 from polybus.errors import ModuleImportError
 from polybus.ownfiles import is_polybus_file
 
-__all__ = ["check_imports", "import_failure", "is_polybus_frame"]
+__all__ = ["check_imports", "import_failure", "is_polybus_frame", "shown", "stuck_at"]
 
 IMPORT_TIMEOUT = 60.0
+SLOW_IMPORT = 2.0   # a module's check not over by then is named while it goes on
+CHILD_GRACE = 10.0  # for the child's own start, beyond the import's ``timeout``
+_HUNG = re.compile(r"^Timeout \([0-9:.]+\)!$", re.MULTILINE)  # faulthandler's, below
 
 
 def shown(path: Path | str) -> str:
     """``path`` relative to the working directory when it is below it, else absolute."""
     rel = os.path.relpath(path)
     return str(path) if rel.startswith("..") else rel
+
+
+def stuck_at(dump: str, source: Path | str) -> int | None:
+    """The line of ``source`` that the innermost frame of that file was running in
+    ``dump`` (stacks as faulthandler prints them), or None if no frame is of that file."""
+    m = re.search(rf'File "{re.escape(str(Path(source).resolve()))}", line (\d+)', dump)
+    return int(m.group(1)) if m else None
 
 
 def is_polybus_frame(frame: traceback.FrameSummary) -> bool:
@@ -72,26 +86,50 @@ def _names(app: AppConfig, key: str) -> list[str]:
     return names
 
 
-def check_imports(app: AppConfig, timeout: float = IMPORT_TIMEOUT) -> list[str]:
-    """One line (or a few) per module that fails to import or lacks a named function."""
+def check_imports(app: AppConfig, timeout: float = IMPORT_TIMEOUT,
+                  notice: Callable[[str], None] | None = None,
+                  slow: float = SLOW_IMPORT) -> list[str]:
+    """One line (or a few) per module that fails to import or lacks a named function.
+
+    ``notice`` is told, for a module whose check has not ended after ``slow`` seconds,
+    which one it is waiting for (the check is otherwise silent for up to ``timeout``)."""
     problems: list[str] = []
     for key, m in app.modules.items():
-        cmd = [sys.executable, "-m", "polybus.usercode", str(m.source), key, *_names(app, key)]
+        cmd = [sys.executable, "-m", "polybus.usercode", str(m.source), f"{timeout:g}", key,
+               *_names(app, key)]
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        ended = True
         try:
-            p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                               timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            problems.append(f"module {key!r} ({shown(m.source)}): importing it did not finish "
-                            f"within {timeout:g} s (does its top-level code wait or loop?)")
-            continue
-        lines = p.stdout.strip().splitlines()
+            try:
+                out, err = p.communicate(timeout=slow)
+            except subprocess.TimeoutExpired:
+                if notice is not None:
+                    notice(f"importing module {key!r} ({shown(m.source)}) is taking more "
+                           f"than {slow:g} s; waiting up to {timeout:g} s for it")
+                # (the child ends itself after ``timeout`` s of import, saying where it was)
+                out, err = p.communicate(timeout=timeout + CHILD_GRACE)
+        except subprocess.TimeoutExpired:  # (the child did not end itself: ended here)
+            ended, out, err = False, "", ""
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        lines = out.strip().splitlines()
         try:
             error = json.loads(lines[-1])["error"] if lines else None
             found = bool(lines)
         except (ValueError, KeyError, TypeError):
             found = False
-        if not found:
-            tail = "\n".join(p.stderr.strip().splitlines()[-5:])
+        hung = _HUNG.search(err)
+        if not found and (hung is not None or not ended):
+            line = stuck_at(err[hung.end():], m.source) if hung is not None else None
+            at = f"; it was at line {line}" if line is not None else ""
+            problems.append(f"module {key!r} ({shown(m.source)}): importing it did not "
+                            f"finish within {timeout:g} s (does its top-level code wait or "
+                            f"loop?){at}")
+        elif not found:
+            tail = "\n".join(err.strip().splitlines()[-5:])
             problems.append(f"module {key!r} ({shown(m.source)}): the import check ended "
                             f"with status {p.returncode} and no answer\n{tail}")
         elif error:
@@ -103,11 +141,14 @@ def _child(argv: list[str]) -> int:
     """Import one module and check its named functions; print {"error": ...} as JSON."""
     from polybus.worker.module import load_module
 
-    path, key, *names = argv
+    path, timeout, key, *names = argv
     answer = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)            # what the module prints must not garble the answer
     sys.stdout = sys.stderr
     error: str | None = None
+    # An import still running after ``timeout`` s: its stacks to stderr, under a line
+    # "Timeout (0:01:00)!", and this process ends (from faulthandler's own thread).
+    faulthandler.dump_traceback_later(float(timeout), exit=True)
     try:
         module = load_module(Path(path), f"polybus_user_{key}")
     except ModuleImportError as exc:
@@ -120,6 +161,8 @@ def _child(argv: list[str]) -> int:
                 error = (f"module {key!r} ({shown(path)}): {name!r}, which the configuration "
                          f"names, is {what} once the module is imported")
                 break
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     answer.write(json.dumps({"error": error}) + "\n")
     answer.flush()
     return 0

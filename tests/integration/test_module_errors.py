@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.conftest import cli, write_app
+from integration.conftest import ROOT, cli, write_app
 
 TOML = """\
 [modules.server]
@@ -97,3 +97,26 @@ def test_run_reports_a_client_that_does_not_import_in_a_few_lines(tmp_path: Path
            "zero at line 4" in p.stderr
     assert_users_terms(p.stderr)
     assert len(p.stderr.strip().splitlines()) <= 4, p.stderr
+
+
+# Line 3 blocks.
+BLOCKING = "import time\nopen({mark!r}, 'w').close()\ntime.sleep(3600)\n\n" + SERVER
+
+
+def test_check_names_a_module_slow_to_import_and_the_line_a_hung_one_was_at(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `polybus check` waited 60 s in silence on such a module.
+    from polybus.config import load
+    from polybus.usercode import check_imports
+
+    app = write_app(tmp_path, server=BLOCKING.format(mark=str(tmp_path / "m")),
+                    client=CLIENT, toml=TOML)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src") + os.pathsep
+                       + os.environ.get("PYTHONPATH", ""))
+    said: list[str] = []
+    problems = check_imports(load(app), timeout=1.0, notice=said.append, slow=0.2)
+    assert ("importing module 'server' (server.py) is taking more than 0.2 s; waiting up "
+            "to 1 s for it") in said
+    assert problems == ["module 'server' (server.py): importing it did not finish within "
+                        "1 s (does its top-level code wait or loop?); it was at line 3"]

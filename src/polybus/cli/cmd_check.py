@@ -2,8 +2,9 @@
 import, before anything starts.
 
 Each module is imported in a child process of its own (usercode.check_imports), so its
-top-level code runs there, as a worker would run it, and never in this process;
-``--no-import`` checks the configuration alone.
+top-level code runs there, as a worker would run it, and never in this process. An
+import that takes over 2 s is named while the check waits for it (60 s at most; then
+the line it was running is said); ``--no-import`` checks the configuration alone.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "otherwise imported once, in a child process)")
 
 
+def _note(line: str) -> None:
+    print(f"note: {line}", file=sys.stderr, flush=True)
+
+
 def main(args: argparse.Namespace) -> int:
     app, errors = validate(args.config, tuple(args.set))
     if errors:
@@ -36,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.no_import:
         from polybus.usercode import check_imports
 
-        failed = check_imports(app)
+        failed = check_imports(app, notice=_note)
         for line in failed:
             print(f"error: {line}", file=sys.stderr)
         if failed:
