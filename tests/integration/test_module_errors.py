@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from integration.conftest import ROOT, cli, write_app
+from integration.conftest import ROOT, alive, cli, write_app
 
 TOML = """\
 [modules.server]
@@ -99,8 +100,46 @@ def test_run_reports_a_client_that_does_not_import_in_a_few_lines(tmp_path: Path
     assert len(p.stderr.strip().splitlines()) <= 4, p.stderr
 
 
-# Line 3 blocks.
+# Line 3 blocks; line 2 says the import has begun (the test waits for it, not a time).
 BLOCKING = "import time\nopen({mark!r}, 'w').close()\ntime.sleep(3600)\n\n" + SERVER
+
+
+def test_a_server_blocking_at_import_is_named_when_its_worker_does_not_register(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # It was "workers s-0 did not register within 60 s", and no more.
+    from polybus.config import load
+    from polybus.engines.local import LocalEngine
+    from polybus.errors import TransportError
+
+    mark = tmp_path / "importing"
+    app = write_app(tmp_path, server=BLOCKING.format(mark=str(mark)), client=CLIENT,
+                    toml=TOML.replace("replication = 2", "replication = 1"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src") + os.pathsep
+                       + os.environ.get("PYTHONPATH", ""))
+    engine = LocalEngine(load(app), start_timeout=0.5)  # (the run's own: 60 s)
+    wait_ready = engine._wait_ready
+    pids: list[int] = []
+
+    def once_importing() -> None:
+        pids.extend(p.pid for _, p, _ in engine.procs)
+        for _ in range(1500):
+            if mark.exists():
+                break
+            time.sleep(0.02)
+        wait_ready()
+
+    monkeypatch.setattr(engine, "_wait_ready", once_importing)
+    try:
+        with pytest.raises(TransportError) as info:
+            engine.start()
+    finally:
+        engine.stop()  # (a no-op when start stopped it)
+    assert str(info.value) == (
+        "worker server-0 did not register within 0.5 s: a worker imports its module before "
+        "it registers, and slow or blocking top-level code in server.py keeps it from "
+        "registering; server-0 was still running, at server.py line 3")
+    assert len(pids) == 1 and not alive(pids[0])
 
 
 def test_check_names_a_module_slow_to_import_and_the_line_a_hung_one_was_at(

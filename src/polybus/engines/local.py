@@ -17,6 +17,7 @@ from polybus.errors import PolybusError, TransportError
 from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
 from polybus.token import ENV, make_token
+from polybus.usercode import shown, stuck_at
 
 START_TIMEOUT = 60.0
 
@@ -24,9 +25,11 @@ START_TIMEOUT = 60.0
 class LocalEngine:
     """Starts ``replication`` worker processes per server module; stops every one of them."""
 
-    def __init__(self, app: AppConfig, overrides: tuple[str, ...] = ()) -> None:
+    def __init__(self, app: AppConfig, overrides: tuple[str, ...] = (),
+                 start_timeout: float = START_TIMEOUT) -> None:
         self.app = app
         self.overrides = overrides
+        self.start_timeout = start_timeout  # for every worker to register, in seconds
         self.token = make_token()
         self.registry: RegistryService | None = None
         self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
@@ -81,7 +84,7 @@ class LocalEngine:
         assert self.registry is not None
         expected = {name for name, _, _ in self.procs}
         client = RegistryClient(str(self.registry.address), self.token)
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         try:
             while True:
                 for name, proc, log in self.procs:
@@ -91,12 +94,27 @@ class LocalEngine:
                 if expected <= have:
                     return
                 if time.monotonic() > deadline:
-                    missing = ", ".join(sorted(expected - have))
-                    raise TransportError(f"workers {missing} did not register within "
-                                         f"{START_TIMEOUT:g} s")
+                    raise TransportError(self._not_registered(sorted(expected - have)))
                 time.sleep(0.02)
         finally:
             client.close()
+
+    def _not_registered(self, missing: list[str]) -> str:
+        """Why workers ``missing`` did not register in time, as far as can be told: a
+        worker imports its module first, and those still running are asked (SIGUSR1,
+        cli/main.py) where they stand in its file."""
+        sources = {r.name: m.source for m in self.app.servers() for r in m.replication}
+        files = " or ".join(dict.fromkeys(shown(sources[n]) for n in missing))
+        who = f"worker{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+        text = (f"{who} did not register within {self.start_timeout:g} s: a worker imports "
+                "its module before it registers, and slow or blocking top-level code in "
+                f"{files} keeps it from registering")
+        running = [(n, p, log) for n, p, log in self.procs if n in missing and p.poll() is None]
+        at = _lines_running(running, sources)
+        for n, _, _ in running:
+            where = f", at {shown(sources[n])} line {at[n]}" if n in at else ""
+            text += f"; {n} was still running{where}"
+        return text
 
     def stop(self) -> None:
         """SIGTERM every worker this engine started, SIGKILL what is left after 3 s, or
@@ -145,6 +163,36 @@ def transports_for(app: AppConfig, key: str) -> list[str]:
     if "tcp" not in out:
         out.append("tcp")
     return out
+
+
+def _lines_running(procs: list[tuple[str, subprocess.Popen[bytes], Path]],
+                   sources: dict[str, Path], wait: float = 1.0) -> dict[str, int]:
+    """The line of its module's file each of ``procs`` is running, by name: from the
+    stacks a worker prints to its log on SIGUSR1, read for at most ``wait`` seconds. A
+    worker not in its file (or not answering) is left out."""
+    sizes = {}
+    for name, proc, log in procs:
+        try:
+            sizes[name] = log.stat().st_size
+            proc.send_signal(signal.SIGUSR1)
+        except OSError:
+            pass
+    found: dict[str, int] = {}
+    deadline = time.monotonic() + wait
+    while len(found) < len(sizes) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        for name, _, log in procs:
+            if name in sizes and name not in found:
+                try:
+                    with open(log, "rb") as f:
+                        f.seek(sizes[name])
+                        dump = f.read().decode(errors="replace")
+                except OSError:
+                    continue
+                line = stuck_at(dump, sources[name])
+                if line is not None:
+                    found[name] = line
+    return found
 
 
 _ERROR_LINE = "polybus worker: error: "
