@@ -106,3 +106,6 @@ def test_a_port_over_65535_is_a_usage_error_not_a_traceback(
     assert "Traceback" not in err and "OverflowError" not in err, err
     assert f"polybus {argv[0]}: error: " in err
     assert "port must be 0-65535" in err or "expected HOST:PORT" in err, err
+    import sys
+
+    assert "polybus_user_server" not in sys.modules  # (refused before the module loads)

@@ -34,8 +34,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from polybus.transport.endpoints import Address
     from polybus.worker.main import serve
 
+    for where in args.listen or []:  # (before the module is imported: a typo costs nothing)
+        Address.parse(where)
     config_token_file = None
     spec = replica = None
     max_frame = 1 << 30
