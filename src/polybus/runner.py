@@ -19,7 +19,16 @@ from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, Origin
 from polybus.config.overrides import toml_value
 from polybus.engines.base import Cluster
-from polybus.errors import ConfigError, ConfigWarning, RemoteError, UsageError
+from polybus.errors import (
+    ConfigError,
+    ConfigWarning,
+    ConnectionLostError,
+    PoisonCallError,
+    PolybusError,
+    RemoteError,
+    UsageError,
+    WorkerDiedError,
+)
 from polybus.token import cluster_token
 from polybus.transport import tls
 from polybus.worker.module import load_module
@@ -144,7 +153,14 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
             from polybus.engines.local import LocalEngine
 
             engine = LocalEngine(app, overrides)
-            yield engine.start()
+            cluster = engine.start()
+            try:
+                yield cluster
+            except PolybusError as exc:  # what became of workers that went meanwhile
+                lost = isinstance(exc, ConnectionLostError | WorkerDiedError | PoisonCallError)
+                for line in engine.ended(settle=0.2 if lost else 0.0):
+                    exc.add_note(line)
+                raise
     finally:
         if engine is not None:
             engine.stop()

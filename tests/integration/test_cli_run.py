@@ -205,3 +205,6 @@ def test_a_call_that_ends_every_replica_it_runs_on_is_named_as_the_likely_cause(
     assert "every replica of f is gone" in p.stderr, p.stderr
     assert "this call was running on each of the 2 replicas that went, so it may be what " \
            "ends them" in p.stderr and "define.f.idempotent = false" in p.stderr, p.stderr
+    # and what became of the workers, from the processes the run started
+    for name in ("server-0", "server-1"):
+        assert f"\n  worker {name} exited with status 3\n" in p.stderr + "\n", p.stderr

@@ -77,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._module.main(args) or 0)
     except PolybusError as exc:
         print(f"polybus {args.command}: error: {exc}", file=sys.stderr)
+        for note in getattr(exc, "__notes__", ()):  # (what the run found out after: runner.py)
+            print(f"  {note}", file=sys.stderr)
         return 2
     except Terminated:
         print(f"polybus {args.command}: terminated", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -115,6 +116,30 @@ class LocalEngine:
             where = f", at {shown(sources[n])} line {at[n]}" if n in at else ""
             text += f"; {n} was still running{where}"
         return text
+
+    def ended(self, settle: float = 0.0) -> list[str]:
+        """One line for each worker that ended before it was stopped: its exit status or
+        signal, and the last line of its log. ``settle``: wait up to this long for one
+        to be reaped (a worker's connections close as it exits, a moment before)."""
+        deadline = time.monotonic() + settle
+        while any(p.poll() is None for _, p, _ in self.procs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        out = []
+        for name, proc, log in self.procs:
+            code = proc.poll()
+            if code is None:
+                continue
+            if code < 0:
+                how = f"was killed by signal {-code}"
+                with contextlib.suppress(ValueError):
+                    how += f" ({signal.Signals(-code).name})"
+            else:
+                how = f"exited with status {code}"
+            own = f"polybus worker {name}: serving "  # (its first line: nothing said)
+            last = next((ln.strip() for ln in reversed(_tail(log, 20).splitlines())
+                         if ln.strip() and ln != "(no output)" and not ln.startswith(own)), "")
+            out.append(f"worker {name} {how}" + (f"; its log ends: {last}" if last else ""))
+        return out
 
     def stop(self) -> None:
         """SIGTERM every worker this engine started, SIGKILL what is left after 3 s, or
