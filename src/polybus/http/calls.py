@@ -33,13 +33,15 @@ def _give_up(promise: Promise, error: PolybusError) -> bool:
     """Fail this one call with ``error`` (its answer, if it comes, is dropped); False if it
     was already answered. An aggregated call is one slot of its batch: the batch's other
     calls go on."""
-    if isinstance(promise, BatchPromise):
+    # (type(), not isinstance: isinstance of a promise looks at its answer's class, and
+    # so waits for it, client/promise.py)
+    if type(promise) is BatchPromise:
         slot = Slot(promise._rec, promise._i)
         if not slot.set_error(error):
             return False
         promise._rec.batcher.forget(slot)
         return True
-    if not isinstance(promise, CallPromise):
+    if type(promise) is not CallPromise:
         raise TypeError(f"not a call's promise: {type(promise).__name__}")
     rec = promise._rec  # the record is the dispatcher's to forget
     if not rec.set_error(error):
