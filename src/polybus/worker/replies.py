@@ -31,12 +31,24 @@ def remote_traceback(exc: BaseException) -> str:
                                               from_user_code(exc.__traceback__))[1:])
 
 
+def text_of(exc: BaseException) -> str:
+    """``str(exc)``, or what can be said of it when its ``__str__`` itself raises."""
+    try:
+        return str(exc)
+    except Exception as inner:
+        return f"(its message could not be made: {type(inner).__name__})"
+
+
 def failure(call_id: int, exc: BaseException) -> Fail:
     """The Fail for a call whose function raised ``exc`` (type, message, traceback)."""
     kind = type(exc)
     mod = kind.__module__
     qual = kind.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{kind.__qualname__}"
-    return Fail(call_id, "exception", qual, str(exc), remote_traceback(exc))
+    try:
+        tb = remote_traceback(exc)
+    except Exception:  # (formatting calls the exception's __str__ again)
+        tb = ""
+    return Fail(call_id, "exception", qual, text_of(exc), tb)
 
 
 def internal_failure(worker: str, call_id: int, exc: Exception) -> Fail:
@@ -45,7 +57,7 @@ def internal_failure(worker: str, call_id: int, exc: Exception) -> Fail:
     kind = type(exc)
     return Fail(call_id, "exception", f"{kind.__module__}.{kind.__qualname__}",
                 f"worker {worker} failed while answering this call (a fault in polybus, "
-                f"logged by the worker): {exc}")
+                f"logged by the worker): {text_of(exc)}")
 
 
 def send_quietly(ch: Channel, msg: Message) -> None:
@@ -60,7 +72,7 @@ def send_quietly(ch: Channel, msg: Message) -> None:
 # that is gone, a TransportError): a value the codec cannot carry, one over the frame
 # limit (MessageTooLarge is a ValueError), or any other polybus error met while encoding
 # it (a promise inside the result whose call failed).
-UNSENDABLE = (TypeError, ValueError, OverflowError, PolybusError)
+UNSENDABLE = (TypeError, ValueError, OverflowError, RecursionError, PolybusError)
 
 
 def write(ch: Channel, replies: list[Message]) -> None:
@@ -69,16 +81,17 @@ def write(ch: Channel, replies: list[Message]) -> None:
         ch.send(Batch(replies)) if len(replies) > 1 else ch.send(replies[0])  # type: ignore[arg-type]
     except TransportError:
         pass  # the client is gone; the poller drops its connection
-    except UNSENDABLE:
+    except Exception:  # (UNSENDABLE, or anything else encoding met: no answer is lost)
         for r in replies:  # find the answer that cannot be encoded; send the rest
             try:
                 ch.send(r)
             except TransportError:
                 return
-            except UNSENDABLE as exc:
+            except Exception as exc:
                 send_quietly(ch, Fail(
                     getattr(r, "id", 0), "exception", "TypeError",
-                    f"the result of call {getattr(r, 'id', 0)} cannot be sent: {exc}"))
+                    f"the result of call {getattr(r, 'id', 0)} cannot be sent: "
+                    f"{text_of(exc)}"))
 
 
 class Corked:

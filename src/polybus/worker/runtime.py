@@ -177,7 +177,10 @@ class WorkerRuntime(Intake):
         """Call ``call_id`` met ``exc`` in polybus's own steps (not the user's function,
         whose errors are its answer): log it in full, and fail that call alone."""
         log.error("worker %s: answering call %d failed", self.name, call_id, exc_info=exc)
-        send_quietly(ch, internal_failure(self.name, call_id, exc))
+        try:
+            send_quietly(ch, internal_failure(self.name, call_id, exc))
+        except Exception:  # (it must not raise: its callers hold counts it would leave up)
+            log.exception("worker %s: could not tell the client of call %d", self.name, call_id)
 
     def _standby_main(self) -> None:
         delay, seen = 0.002, -1
