@@ -107,3 +107,21 @@ def test_the_quoting_hint_is_for_shells_only(app: str) -> None:
     with pytest.raises(ConfigError) as info:
         polybus.run(app, {"modules.client.args": "[1,x]"})
     assert info.value.hint is None or "shell" not in info.value.hint
+
+
+@pytest.mark.parametrize(("typed", "advice"), [
+    ('"[1, 2]"', None),                                   # quoted by the user: it read
+    ("[" * 1500 + "x" + "]" * 1500, "no example"),        # past the parser's depth
+    ("[" * 1500 + "x" + "]" * 1500 + "\nx", None),        # lines: never read as TOML
+    ("[a]\nb = 2", None),
+])
+def test_no_quoting_advice_where_it_would_be_wrong_and_no_traceback(
+        app: str, capsys: pytest.CaptureFixture[str], typed: str, advice: str | None) -> None:
+    # A TOML string that reads as an array was quoted by the user (not eaten by the
+    # shell); a value nested past the parser's depth raised RecursionError; one of
+    # several lines got advice it could not follow.
+    assert main(["check", app, "--set", f"modules.client.args={typed}"]) == 2
+    err = capsys.readouterr().err
+    assert "expected an array, got a string" in err and "Traceback" not in err, err[-500:]
+    assert ("quote the strings in it" in err) == (advice is not None), err[-500:]
+    assert "--set 'modules.client.args=" not in err

@@ -32,8 +32,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         Address.parse(listen)
     except TransportError:  # (it said "bad address 'tcp://8080'", an address not given)
-        raise UsageError(f"--listen {args.listen!r}: expected HOST:PORT, e.g. "
-                         "127.0.0.1:7700 (port 0: any free port)") from None
+        raise UsageError(f"--listen {args.listen!r}: expected HOST:PORT with a port "
+                         "0-65535, e.g. 127.0.0.1:7700 (port 0: any free port)") from None
     config_token_file = None
     if args.config:
         from polybus.config import load

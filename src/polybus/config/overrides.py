@@ -50,7 +50,7 @@ def _value(text: str) -> Any:
         return raw
     try:
         return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # (nested past the parser's depth)
         return raw
 
 

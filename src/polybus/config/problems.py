@@ -72,12 +72,19 @@ def _quoted_words(text: str) -> str | None:
         end = m.end()
         rest = text[end:].lstrip()
         return word if rest[:1] == "=" else f'"{word}"'  # (a table's key stays bare)
+    if "\n" in text or "\r" in text or _reads(text):
+        return None  # (a value of lines is never read as TOML; one that reads was quoted)
     fixed = _BARE.sub(quote, text)
+    return fixed if _reads(fixed) else None
+
+
+def _reads(text: str) -> bool:
+    """Whether ``text`` is a TOML value (nested too deep for the parser: no)."""
     try:
-        tomllib.loads(f"v = {fixed}")
-    except tomllib.TOMLDecodeError:
-        return None
-    return fixed
+        tomllib.loads(f"v = {text}")
+    except (tomllib.TOMLDecodeError, RecursionError):
+        return False
+    return True
 
 
 def rekey(err: ConfigError, *, file: str | None, key: str | None) -> ConfigError:
@@ -130,7 +137,7 @@ class Problems:
         hint = None
         if (by is not None and by.shell and isinstance(value, str)
                 and ("array" if value[:1] == "[" else "table" if value[:1] == "{" else "-")
-                in expected):
+                in expected and "\n" not in value and not _reads(value)):
             # --set key=[3000,4,insertion]: not TOML (a bare word), so read as a string
             hint = ("it did not read as TOML, so it was taken as a string; quote the "
                     "strings in it for TOML, inside the shell's quotes")

@@ -36,7 +36,7 @@ class Address:
             scheme, rest = "tcp", text
         if scheme == "tcp":
             host, colon, port = rest.rpartition(":")
-            if not colon or not port.isdigit():
+            if not colon or not (port.isascii() and port.isdecimal()):  # (not '²' or '٣')
                 raise TransportError(f"bad address {text!r}: expected HOST:PORT or tcp://HOST:PORT")
             if int(port) > 65535:  # (bind and connect raised a bare OverflowError)
                 raise TransportError(f"bad address {text!r}: the port must be 0-65535")
