@@ -58,3 +58,86 @@ use.slow = { callstyle = "async" }
 def test_a_burst_fills_the_whole_pool(tmp_path: Path) -> None:
     app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
     assert polybus.run(app).result == 8
+
+
+MIXED_SERVER = SERVER + '''
+
+import os
+
+_per = {}  # interface -> [now, most at once]
+
+
+def _held(name, seconds):
+    with _lock:
+        now = _per.setdefault(name, [0, 0])
+        now[0] += 1
+        now[1] = max(now[1], now[0])
+    time.sleep(seconds)
+    with _lock:
+        now[0] -= 1
+    return now[1], os.getpid()
+
+
+def serial(seconds):
+    return _held("serial", seconds)
+
+
+def wide(seconds):
+    return _held("wide", seconds)
+'''
+
+MIXED_CLIENT = '''\
+from polybus import use, wait
+
+serial = use("serial")
+wide = use("wide")
+
+
+def main(n, seconds):
+    # (wide's first: a serial call past its gate waits holding a thread, so serial calls
+    # queued ahead of wide ones would keep wide from its whole pool)
+    w = wait([wide(seconds) for _ in range(n)] + [serial(seconds) for _ in range(n)])
+    got, s = w[:n], w[n:]
+    return {"serial": max(m for m, _ in s), "wide": max(m for m, _ in got),
+            "serial_pids": len({p for _, p in s}), "wide_pids": len({p for _, p in got})}
+'''
+
+
+def _mixed(tmp_path: Path, serial: str, wide: str) -> dict[str, int]:
+    app = write_app(tmp_path, server=MIXED_SERVER, client=MIXED_CLIENT, toml=f'''\
+[modules.server]
+source = "server.py"
+define.serial = {{ pool = {serial} }}
+define.wide = {{ pool = {wide} }}
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+args = [8, 0.2]
+use.serial = {{ callstyle = "async" }}
+use.wide = {{ callstyle = "async" }}
+
+[bind]
+"client.serial" = "server.serial"
+"client.wide" = "server.wide"
+''')
+    result: dict[str, int] = polybus.run(app).result
+    return result
+
+
+def test_each_interface_runs_at_most_its_own_pool_at_once(tmp_path: Path) -> None:
+    # pool = 1 beside pool = 4 ran the first 4 at once (the replica's threads are the
+    # largest pool): a function that is not thread-safe lost updates.
+    got = _mixed(tmp_path, "1", "4")
+    assert got["serial"] == 1 and got["wide"] == 4, got
+
+
+def test_process_and_thread_interfaces_keep_their_own_kind_and_size(tmp_path: Path) -> None:
+    # "processes:2" beside a thread pool of 4 started 4 children; a thread pool of 1
+    # beside "processes:4" ran 4 at once.
+    got = _mixed(tmp_path, '"processes:2"', "4")
+    assert got["serial"] == 1 and got["serial_pids"] <= 2 and got["wide"] == 4, got
+    assert got["wide_pids"] == 1  # (threads: the replica itself)
+    got = _mixed(tmp_path, "1", '"processes:4"')
+    assert got["serial"] == 1 and got["serial_pids"] == 1, got
+    assert got["wide_pids"] >= 2, got

@@ -15,6 +15,7 @@ from polybus.memory import keep_freed_memory
 from polybus.registry.client import Membership, RegistryClient
 from polybus.wire.messages import Replica
 from polybus.worker.lifetime import die_with_parent
+from polybus.worker.limits import gated, process_count
 from polybus.worker.module import interfaces, load_module
 from polybus.worker.options import ServeOptions
 from polybus.worker.procpool import ProcessPool
@@ -62,10 +63,12 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     functions = interfaces(module, spec.define.keys() if spec else ())
     options = options_for(spec, replica, max_frame)
     procs: ProcessPool | None = None
-    if spec is not None and any(d.pool_kind == "processes" for d in spec.define.values()):
-        procs = ProcessPool(options.pool, module_path, f"polybus_user_{module_key}")
+    if spec is not None and (children := process_count(spec)):
+        procs = ProcessPool(children, module_path, f"polybus_user_{module_key}")
         functions = {n: (procs.wrap(n) if spec.define[n].pool_kind == "processes" else f)
                      for n, f in functions.items()}
+    if spec is not None:
+        functions = gated(functions, spec, options.pool)  # each interface's own pool
     for n in http:
         if n in functions:
             functions[n + HTTP_SUFFIX] = http_form(functions[n])
