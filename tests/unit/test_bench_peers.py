@@ -111,3 +111,25 @@ def test_quick_latency_bench_end_to_end(new_children: list[int],
     assert "c_socket" in systems or "c_socket" in res.skipped
     assert all(r.median > 0 and r.min <= r.median <= r.max for r in res.rows)
     assert any(r.name.startswith("raw_socket/c_socket") for r in res.ratios) or res.skipped
+
+
+def test_peer_rows_go_on_without_mpi4py(monkeypatch: pytest.MonkeyPatch) -> None:
+    # bench matmul --quick ran 20 s, then ended "polybus bench: error: not installed
+    # (pip install mpi4py)" with no output: mpi.describe() was called unguarded.
+    from polybus.bench import peer_rows
+    from polybus.bench.peers import mpi
+    from polybus.bench.progress import NullProgress
+    from polybus.bench.report import BenchResult
+
+    def missing(*_: object, **__: object) -> None:
+        raise PeerUnavailable("not installed (pip install mpi4py)")
+
+    for name in ("describe", "matmul_seconds", "ep_seconds", "mpiexec"):
+        monkeypatch.setattr(mpi, name, missing)
+    result = BenchResult("matmul")
+    peer_rows.matmul(result, [10], [1], lambda n: 1, NullProgress(), lambda n: 1)
+    assert result.skipped["mpi4py"] == "not installed (pip install mpi4py)"
+    assert not result.rows and "mpi4py" not in result.params.get("peers", {})
+    result = BenchResult("ep")
+    peer_rows.ep(result, 8, 4, [1], 1, NullProgress())
+    assert "mpi4py" in result.skipped and not result.rows

@@ -63,6 +63,17 @@ def _record(result: BenchResult, system: str, info: dict[str, Any]) -> None:
     result.params.setdefault("peers", {}).setdefault(system, {}).update(info)
 
 
+def _record_mpi(result: BenchResult, **more: str) -> None:
+    """How mpi4py was launched, in the result's params; nothing if it cannot be (not
+    installed: its rows are skipped already, and the benchmark goes on)."""
+    from polybus.bench.peers import mpi
+
+    try:
+        _record(result, "mpi4py", {**mpi.describe(), **more})
+    except PeerUnavailable:
+        pass
+
+
 def _slow_peer(result: BenchResult, system: str, quick: bool, kind: str,
                run: Callable[[], tuple[list[Stat], float]]) -> list[Stat] | None:
     """Ray or Dask: run one driver; record its start-up; skip with the reason if not."""
@@ -93,8 +104,7 @@ def latency(result: BenchResult, p: _SizePlan, iters: Callable[[int], int], quic
         for size, s in (try_peer(result, "pyzmq", zmq_rows) or {}).items():
             result.add(Row.of("pyzmq", {"transport": "tcp", "cpus": cpus}, size, "rtt_us", s))
         progress.advance(f"latency pyzmq {cpus}")
-    if "mpi4py" not in result.skipped:
-        _record(result, "mpi4py", mpi.describe())
+    _record_mpi(result)
     few = [min(iters(s), QUICK_SLOW_ITERS if quick else SLOW_ITERS) for s in p.sizes]
     if quick:
         result.skipped.setdefault("ray", RAY_QUICK)
@@ -147,8 +157,7 @@ def bandwidth(result: BenchResult, p: _SizePlan, quick: bool, progress: Progress
         for size, s in (try_peer(result, "pyzmq", zmq_rows) or {}).items():
             result.add(Row.of("pyzmq", {"transport": "tcp", "cpus": cpus}, size, "gbps", s))
         progress.advance(f"bandwidth pyzmq {cpus}")
-    if "mpi4py" not in result.skipped:
-        _record(result, "mpi4py", mpi.describe())
+    _record_mpi(result)
     if quick:
         result.skipped.setdefault("ray", RAY_QUICK)
     for system, mod, cfg in (("ray", ray_peer, ray_peer.CONFIG),
@@ -186,7 +195,7 @@ def throughput(result: BenchResult, workers: int, quick: bool, progress: Progres
     if st is not None:
         result.add(Row.of("mpi4py", {"tasks": "on demand, 1 per worker", "ranks": workers + 1},
                           workers, "calls_per_s", st))
-        _record(result, "mpi4py", mpi.describe())
+        _record_mpi(result)
     progress.advance("throughput mpi4py")
     if quick:
         result.skipped.setdefault("ray", RAY_QUICK)
@@ -231,9 +240,8 @@ def sort(result: BenchResult, sizes: dict[str, list[int]], real: Sequence[int], 
             st = polybus_seconds("insertion", target, 2)
             result.add(Row.of("polybus", {"algorithm": "insertion", "workers": 2,
                                           "model": "real"}, target, "seconds", st))
-    if "mpi4py" not in result.skipped:
-        _record(result, "mpi4py", {**mpi.describe(), "program": "rank 0 scatters (Scatterv), "
-                                   "every rank sorts its part, rank 0 gathers and merges"})
+    _record_mpi(result, program="rank 0 scatters (Scatterv), every rank sorts its part, "
+                "rank 0 gathers and merges")
     for r in [r for r in result.rows if r.system == "mpi4py"]:
         how, workers = r.config["algorithm"], r.config["workers"]
         result.add_ratio(f"polybus/mpi4py seconds {how} n={int(r.x)} workers={workers}",
@@ -267,10 +275,9 @@ def matmul(result: BenchResult, sizes: Sequence[int], servers: Sequence[int],
                     result.add(Row.of("mpi4py", cfg, k, "seconds", st))
     for transport in MPI_TRANSPORTS:
         over(transport)
-    _record(result, "mpi4py", {**mpi.describe(), "program": "rank 0 hands one block of rows "
-                               "at a time to each worker rank on demand (buffer Send/Recv); "
-                               "stateless sends B with every block, stateful broadcasts B "
-                               "once per repetition (timed)"})
+    _record_mpi(result, program="rank 0 hands one block of rows at a time to each worker "
+                "rank on demand (buffer Send/Recv); stateless sends B with every block, "
+                "stateful broadcasts B once per repetition (timed)")
 
 
 def ep(result: BenchResult, n: int, block: int, workers: Sequence[int], reps: int,
@@ -287,7 +294,4 @@ def ep(result: BenchResult, n: int, block: int, workers: Sequence[int], reps: in
                 break
             result.add(Row.of("mpi4py", {"tasks": "on demand, 1 per worker", "ranks": k + 1,
                                          "transport": transport}, k, "seconds", st))
-    try:
-        _record(result, "mpi4py", mpi.describe())
-    except PeerUnavailable:
-        pass
+    _record_mpi(result)
