@@ -112,3 +112,33 @@ def test_a_port_over_65535_is_a_usage_error_not_a_traceback(
     import sys
 
     assert "polybus_user_server" not in sys.modules  # (refused before the module loads)
+
+
+def test_a_plot_without_matplotlib_names_the_extra(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # rich took "[plot]" for markup: the hint read "(pip install polybus)".
+    import argparse
+    import io
+
+    from rich.console import Console
+
+    from polybus.bench import registry, report
+    from polybus.bench.report import BenchResult, Row
+    from polybus.bench.stats import summarize
+    from polybus.cli import cmd_bench
+
+    def fake_run(name: str, quick: bool = False, progress: object = None) -> BenchResult:
+        r = BenchResult(name)
+        r.rows.append(Row.of("polybus", {}, 1, "seconds", summarize([1.0])))
+        return r
+
+    def no_matplotlib(*_: object) -> None:
+        raise ImportError("No module named 'matplotlib'")
+
+    monkeypatch.setattr(registry, "run", fake_run)
+    monkeypatch.setattr(report, "plot", no_matplotlib)
+    out = io.StringIO()
+    args = argparse.Namespace(json=None, plot=str(tmp_path / "p.png"), out=None, quick=True,
+                              name="latency")
+    assert cmd_bench._run_one("latency", args, Console(file=out, width=200))
+    assert "(pip install polybus[plot])" in out.getvalue(), out.getvalue()

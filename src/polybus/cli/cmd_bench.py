@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from polybus.errors import UsageError
 
@@ -109,5 +110,7 @@ def _run_one(name: str, args: argparse.Namespace, console: Console) -> bool:
             try:
                 plot(result, png_path)
             except ImportError as exc:  # matplotlib is an extra
-                console.print(f"[yellow]no plot[/]: {exc} (pip install polybus[plot])")
+                # (escaped: rich took "[plot]" for markup and printed "polybus")
+                console.print(f"[yellow]no plot[/]: {escape(str(exc))} "
+                              f"{escape('(pip install polybus[plot])')}")
     return ok
