@@ -22,6 +22,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from polybus.errors import PolybusError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
@@ -33,6 +35,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("polybus.worker")
 KEEP_PREFIX = "fwd:"
+# An answer this large is worth keeping off the client: before it is sent, the replica
+# reads what that client sent while the call ran (WorkerRuntime.heed), so a Forward
+# request for it is seen in time. A producer answering inline read nothing meanwhile,
+# and a 5 ms stage sent its 1.6 MB value to the client in 3 runs of 6.
+FORWARD_MIN = 64 * 1024
 TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates
 
 
@@ -43,6 +50,18 @@ class _Held:
     missing: set[str] = field(default_factory=set)
     where: dict[str, list[int | str]] = field(default_factory=dict)  # key -> arg positions
     over: bool = False
+
+
+def worth_heeding(reply: Message) -> bool:
+    """Whether ``reply`` is a value large enough that a Forward request for it, sent
+    while its call ran, should be read before it goes (see FORWARD_MIN)."""
+    if type(reply) is not Result:
+        return False
+    v = reply.value
+    t = type(v)
+    if t is np.ndarray:
+        return bool(v.nbytes >= FORWARD_MIN)
+    return (t is bytes or t is bytearray) and len(v) >= FORWARD_MIN
 
 
 class Forwarding:

@@ -32,7 +32,7 @@ from polybus.wire.messages import Call, CallBatch, Message, Result, Stats
 from polybus.worker import batching, direct
 from polybus.worker.cache import OperandCache
 from polybus.worker.direct import DIRECT_TYPES
-from polybus.worker.forwarding import Forwarding
+from polybus.worker.forwarding import Forwarding, worth_heeding
 from polybus.worker.intake import Intake
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
@@ -172,6 +172,24 @@ class WorkerRuntime(Intake):
                                   self.name, job.channel.peer)
                     self._drop(job.channel)
                     polling = True
+
+    def heed(self, ch: Channel) -> None:
+        """Before a large answer goes back on ``ch``: read what its client sent while the
+        call ran, unless another thread polls (and so reads it). A Forward request for
+        this answer then sends it to the next stage, not to the client (forwarding.py)."""
+        with self._lock:
+            if self._polling or ch.closed or ch in self._paused:
+                return
+            self._polling = True
+        try:
+            self._read(ch)
+        except Exception:  # (as the poller's: a fault here must not lose the answer)
+            log.exception("worker %s: reading %s before an answer failed", self.name, ch.peer)
+        finally:
+            with self._lock:
+                self._polling = False
+                if len(self._queue) and self._running < self.options.pool:
+                    self._cv.notify()  # calls it read wait for a thread
 
     def fault(self, ch: Channel, call_id: int, exc: Exception) -> None:
         """Call ``call_id`` met ``exc`` in polybus's own steps (not the user's function,
@@ -368,6 +386,8 @@ class WorkerRuntime(Intake):
             spent = time.perf_counter() - t0
         self.calls += 1
         self.busy_s += spent
+        if worth_heeding(reply):
+            self.heed(job.channel)
         reply = self.forwarding.finished(job.channel, call, reply)
         if job.channel.closed:
             return
