@@ -186,6 +186,10 @@ def test_a_define_table_made_by_set_is_blamed_when_it_leaves_a_binding_out(
      "linger is how long a batch may wait to fill, and this binding does not aggregate"),
     (("modules.server.define.compare.prefetch=all",), "modules.server.define.compare.prefetch",
      "prefetch pushes cached operands, and this interface caches none"),
+    (("modules.client.use.compare.callstyle=sync", "modules.client.use.compare.aggregate=8"),
+     "modules.client.use.compare.aggregate",
+     "aggregate batches async calls, and this binding's calls are sync (each waits for its "
+     "answer, so none travel together)"),
 ])
 def test_an_option_that_does_nothing_where_it_is_is_a_warning(
         tmp_path: Path, sets: tuple[str, ...], key: str, message: str) -> None:
@@ -195,7 +199,8 @@ def test_an_option_that_does_nothing_where_it_is_is_a_warning(
     assert cfg is not None
     assert [(n.file, n.key, n.bare_message) for n in cfg.notes] == [("--set", key, message)]
     fixed = (*sets, "modules.client.use.compare.aggregate=8",
-             'modules.server.define.compare.cache="auto"')
+             'modules.server.define.compare.cache="auto"',
+             "modules.client.use.compare.callstyle=async")
     cfg, _ = validate(str(tmp_path / "app.toml"), fixed)
     assert cfg is not None and cfg.notes == ()
 

@@ -266,6 +266,12 @@ def _note_no_ops(modules: dict[str, ModuleSpec], raw: dict[str, Any], p: Problem
                 p.note("linger is how long a batch may wait to fill, and this binding "
                        "does not aggregate", dotted("modules", key, "use", name, "linger"),
                        'add aggregate = 64 (calls per batch) or a size such as "64KiB"')
+            if ((u.aggregate is not None or u.aggregate_bytes is not None)
+                    and u.callstyle.kind == "sync"):
+                p.note("aggregate batches async calls, and this binding's calls are sync "
+                       "(each waits for its answer, so none travel together)",
+                       dotted("modules", key, "use", name, "aggregate"),
+                       'set callstyle = "async" or "async-demand(N)"')
 
 
 def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | None:
