@@ -115,19 +115,40 @@ def test_a_json_file_that_cannot_be_written_is_a_clear_error(tmp_path: Path) -> 
     assert "Traceback" not in p.stderr
 
 
+DIES_AT_3 = """
+    import os
+
+    def f(x):
+        if x == 3:
+            os._exit(3)
+        return x
+"""
+
+
+def _app_of_f(tmp_path: Path, client: str, *, define: str = "", use: str = "") -> Path:
+    """server.py (DIES_AT_3, 2 replicas), ``client`` and their app.toml."""
+    from integration.conftest import write_app
+
+    return write_app(tmp_path, server=DIES_AT_3, client=client, toml=f"""
+        [modules.server]
+        source = "server.py"
+        replication = 2
+        {define}
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+        {use}
+
+        [bind]
+        "client.f" = "server.f"
+    """)
+
+
 def test_a_replica_lost_during_the_run_is_marked_in_the_summary_and_the_json(
         tmp_path: Path) -> None:
     # A worker that died mid-run showed as "server-1 | 0 calls", like an idle one.
-    from integration.conftest import write_app
-
-    app = write_app(tmp_path, server="""
-        import os
-
-        def f(x):
-            if x == 3:
-                os._exit(3)
-            return x
-    """, client="""
+    app = _app_of_f(tmp_path, """
         from polybus import use
         from polybus.errors import WorkerDiedError
 
@@ -141,19 +162,7 @@ def test_a_replica_lost_during_the_run_is_marked_in_the_summary_and_the_json(
                 except WorkerDiedError:
                     out.append(None)
             return out
-    """, toml="""
-        [modules.server]
-        source = "server.py"
-        replication = 2
-        define.f = { idempotent = false }
-
-        [modules.client]
-        source = "client.py"
-        entrypoint = "main"
-
-        [bind]
-        "client.f" = "server.f"
-    """)
+    """, define="define.f = { idempotent = false }")
     p = cli("run", app, "--json", tmp_path / "run.json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[0, 1, 2, None, 4, 5, 6, 7]"
@@ -170,36 +179,15 @@ def test_a_call_that_ends_every_replica_it_runs_on_is_named_as_the_likely_cause(
         tmp_path: Path, aggregate: bool) -> None:
     # It was re-run after each loss and took both replicas with it; the error said only
     # "every replica of f is gone (last: ...: closed the connection)".
-    from integration.conftest import write_app
-
     use = '{ callstyle = "async", aggregate = 4 }' if aggregate else '{ callstyle = "sync" }'
-    app = write_app(tmp_path, server="""
-        import os
-
-        def f(x):
-            if x == 3:
-                os._exit(3)
-            return x
-    """, client="""
+    app = _app_of_f(tmp_path, """
         from polybus import use, wait
 
         f = use("f")
 
         def main():
             return wait([f(x) for x in range(6)])
-    """, toml=f"""
-        [modules.server]
-        source = "server.py"
-        replication = 2
-
-        [modules.client]
-        source = "client.py"
-        entrypoint = "main"
-        use.f = {use}
-
-        [bind]
-        "client.f" = "server.f"
-    """)
+    """, use=f"use.f = {use}")
     p = cli("run", app, cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     assert "every replica of f is gone" in p.stderr, p.stderr
