@@ -27,7 +27,7 @@ from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
 from polybus.wire.messages import Call, Goodbye, Message, Result
 from polybus.worker.cache import resolve as resolve_operands
-from polybus.worker.forwarding import worth_heeding
+from polybus.worker.forwarding import HEEDED
 from polybus.worker.replies import UNSENDABLE, failure, write
 from polybus.worker.servicing import Job
 from polybus.worker.socketserve import serve_socket, usable
@@ -149,9 +149,7 @@ def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) 
         reply = failure(call.id, exc)
     rt.busy_s += clock() - t0
     rt.calls += 1
-    if worth_heeding(reply):
-        rt.heed(ch)
-    if rt.forwarding.targets:
+    if rt.forwarding.targets or (type(reply) is Result and type(reply.value) in HEEDED):
         reply = rt.forwarding.finished(ch, call, reply)
     if ch.closed:
         return

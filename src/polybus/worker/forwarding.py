@@ -40,6 +40,7 @@ KEEP_PREFIX = "fwd:"
 # request for it is seen in time. A producer answering inline read nothing meanwhile,
 # and a 5 ms stage sent its 1.6 MB value to the client in 3 runs of 6.
 FORWARD_MIN = 64 * 1024
+HEEDED = frozenset({np.ndarray, bytes, bytearray})  # the kinds of value that may be so large
 TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates
 
 
@@ -52,16 +53,10 @@ class _Held:
     over: bool = False
 
 
-def worth_heeding(reply: Message) -> bool:
-    """Whether ``reply`` is a value large enough that a Forward request for it, sent
-    while its call ran, should be read before it goes (see FORWARD_MIN)."""
-    if type(reply) is not Result:
-        return False
-    v = reply.value
-    t = type(v)
-    if t is np.ndarray:
-        return bool(v.nbytes >= FORWARD_MIN)
-    return (t is bytes or t is bytearray) and len(v) >= FORWARD_MIN
+def _large(value: Any) -> bool:
+    """An array or bytes of FORWARD_MIN or more (its type is in HEEDED)."""
+    n = value.nbytes if type(value) is np.ndarray else len(value)
+    return bool(n >= FORWARD_MIN)
 
 
 class Forwarding:
@@ -109,7 +104,11 @@ class Forwarding:
         self._send(msg.to, Deliver(msg.key, ok, value))
 
     def finished(self, ch: Channel, call: Call, reply: Message) -> Message:
-        """The answer to send the client for ``call``, after forwarding it where asked."""
+        """The answer to send the client for ``call``, after forwarding it where asked.
+        A large value waits until its client's messages are read (FORWARD_MIN). The
+        inline paths call this only for such a value, or with targets waiting."""
+        if type(reply) is Result and type(reply.value) in HEEDED and _large(reply.value):
+            self.rt.heed(ch)
         if not self.targets:  # the common case: nothing asked, no lock taken
             return reply
         with self._lock:

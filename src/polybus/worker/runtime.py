@@ -32,7 +32,7 @@ from polybus.wire.messages import Call, CallBatch, Message, Result, Stats
 from polybus.worker import batching, direct
 from polybus.worker.cache import OperandCache
 from polybus.worker.direct import DIRECT_TYPES
-from polybus.worker.forwarding import Forwarding, worth_heeding
+from polybus.worker.forwarding import Forwarding
 from polybus.worker.intake import Intake
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
@@ -386,8 +386,6 @@ class WorkerRuntime(Intake):
             spent = time.perf_counter() - t0
         self.calls += 1
         self.busy_s += spent
-        if worth_heeding(reply):
-            self.heed(job.channel)
         reply = self.forwarding.finished(job.channel, call, reply)
         if job.channel.closed:
             return

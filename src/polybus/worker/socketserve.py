@@ -28,7 +28,7 @@ from polybus.transport.channel import Channel
 from polybus.transport.spinning import yield_cpu
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Message, Result
-from polybus.worker.forwarding import worth_heeding
+from polybus.worker.forwarding import HEEDED
 from polybus.worker.replies import UNSENDABLE, failure, write
 
 if TYPE_CHECKING:
@@ -122,9 +122,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
                 reply = failure(msg.id, exc)
             rt.busy_s += clock() - t0
             rt.calls += 1
-            if worth_heeding(reply):
-                rt.heed(ch)
-            if rt.forwarding.targets:
+            if rt.forwarding.targets or (type(reply) is Result and type(reply.value) in HEEDED):
                 reply = rt.forwarding.finished(ch, msg, reply)
             if not ch.closed:  # the answer: Channel.send's steps, a one-piece frame written here
                 unsendable = False
