@@ -62,9 +62,12 @@ def describe(value: Any) -> str:
 _BARE = re.compile(r'"[^"]*"|\'[^\']*\'|(?<![\w.+\-])([A-Za-z_][\w.()\-]*)')
 
 
+_OPENS = {"[": "array", "{": "table"}  # how the expected kind's TOML begins
+
+
 def _quoted_words(text: str) -> str | None:
-    """``text`` (an array or table that is not TOML) with its bare words quoted, if
-    that makes it TOML: ``[3000,4,insertion]`` -> ``[3000,4,"insertion"]``."""
+    """``text`` (an array or table of one line that is not TOML) with its bare words
+    quoted, if that makes it TOML: ``[3000,4,insertion]`` -> ``[3000,4,"insertion"]``."""
     def quote(m: re.Match[str]) -> str:
         word = m.group(1)
         if word is None or word in ("true", "false", "inf", "nan"):
@@ -72,8 +75,6 @@ def _quoted_words(text: str) -> str | None:
         end = m.end()
         rest = text[end:].lstrip()
         return word if rest[:1] == "=" else f'"{word}"'  # (a table's key stays bare)
-    if "\n" in text or "\r" in text or _reads(text):
-        return None  # (a value of lines is never read as TOML; one that reads was quoted)
     fixed = _BARE.sub(quote, text)
     return fixed if _reads(fixed) else None
 
@@ -136,9 +137,10 @@ class Problems:
         by = self.override(key)
         hint = None
         if (by is not None and by.shell and isinstance(value, str)
-                and ("array" if value[:1] == "[" else "table" if value[:1] == "{" else "-")
-                in expected and "\n" not in value and not _reads(value)):
-            # --set key=[3000,4,insertion]: not TOML (a bare word), so read as a string
+                and _OPENS.get(value[:1], "\0") in expected
+                and "\n" not in value and "\r" not in value and not _reads(value)):
+            # --set key=[3000,4,insertion]: not TOML (a bare word), so read as a string.
+            # (A value of lines is never read as TOML; one that reads was quoted.)
             hint = ("it did not read as TOML, so it was taken as a string; quote the "
                     "strings in it for TOML, inside the shell's quotes")
             fixed = _quoted_words(value)
