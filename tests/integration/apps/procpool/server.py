@@ -1,5 +1,6 @@
 """CPU-bound pure-Python work; the answer says which process ran it, and its parent."""
 
+import multiprocessing
 import os
 
 
@@ -8,3 +9,8 @@ def work(n: int) -> list[int]:
     for i in range(n):
         x += i * i
     return [x, os.getpid(), os.getppid()]
+
+
+def children() -> int:
+    """How many child processes this replica has (run in the replica: a thread pool)."""
+    return len(multiprocessing.active_children())
