@@ -16,7 +16,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from polybus.bench.report import DASH, METRIC_UNITS, BenchResult, _fmt, _fmt_x, _unique
+from polybus.bench.report import (
+    DASH,
+    METRIC_UNITS,
+    BenchResult,
+    Row,
+    _fmt,
+    _fmt_x,
+    _unique,
+)
 
 __all__ = ["VERSIONED", "load_results", "render_page", "versions", "write_page"]
 
@@ -54,26 +62,76 @@ def _md(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+#: a metric's table with more columns than this is split by a configuration key (below)
+MAX_COLUMNS = 12
+
+
+def _label(row: Row, fixed: Sequence[str]) -> str:
+    """The column name of ``row`` in a table whose heading already names ``fixed`` keys."""
+    config = {k: v for k, v in row.config.items() if k not in fixed}
+    if not config:
+        return row.system
+    return f"{row.system} " + ",".join(f"{k}={v}" for k, v in config.items())
+
+
+def _split(rows: list[Row], fixed: tuple[str, ...], depth: int = 2
+           ) -> list[tuple[tuple[str, ...], list[Row]]]:
+    """Tables of at most MAX_COLUMNS columns where a configuration key allows. Rows are
+    grouped by one key's values; a row without that key (a baseline) goes in every
+    group. The key chosen gives the narrowest widest table, among keys that make at most
+    six tables and repeat few columns (at most half as many again as there were):
+    matmul splits by ``n`` and then by ``mode``. Returns (heading keys, rows) per table."""
+    width = len(_unique(_label(r, fixed) for r in rows))
+    if depth == 0 or width <= MAX_COLUMNS:
+        return [(fixed, rows)]
+    best: tuple[int, int, str, list[str]] | None = None
+    for key in _unique(k for r in rows for k in r.config if k not in fixed):
+        values = _unique(str(r.config[key]) for r in rows if key in r.config)
+        if not 2 <= len(values) <= 6:
+            continue
+        keys = (*fixed, key)
+        widths = [len(_unique(_label(r, keys) for r in rows
+                              if key not in r.config or str(r.config[key]) == v))
+                  for v in values]
+        if 2 * sum(widths) > 3 * width:
+            continue
+        if best is None or (max(widths), len(values)) < best[:2]:
+            best = (max(widths), len(values), key, values)
+    if best is None:
+        return [(fixed, rows)]
+    _, _, key, values = best
+    out = []
+    for v in values:
+        group = [r for r in rows if key not in r.config or str(r.config[key]) == v]
+        out += _split(group, (*fixed, f"{key}={v}"), depth - 1)
+    return out
+
+
 def _tables(result: BenchResult) -> list[str]:
     lines: list[str] = []
     for metric in _unique(r.metric for r in result.rows):
-        rows = [r for r in result.rows if r.metric == metric]
-        labels = _unique(r.label for r in rows)
-        xs = sorted({r.x for r in rows})
-        cells = {(r.label, r.x): r for r in rows}
-        ns = ", ".join(map(str, sorted({r.n for r in rows})))
+        every = [r for r in result.rows if r.metric == metric]
+        ns = ", ".join(map(str, sorted({r.n for r in every})))
         lines += [f"**{METRIC_UNITS.get(metric, metric)}**, median [min{DASH}max], "
                   f"n = {ns} repetitions per cell", ""]
-        lines.append("| " + " | ".join([_md(result.x_label_of(metric)), *map(_md, labels)]) + " |")
-        lines.append("|" + "---:|" * (len(labels) + 1))
-        for x in xs:
-            line = [_fmt_x(x, result.x_label_of(metric))]
-            for lab in labels:
-                r = cells.get((lab, x))
-                line.append(DASH if r is None else
-                            f"{_fmt(r.median)} [{_fmt(r.min)}{DASH}{_fmt(r.max)}]")
-            lines.append("| " + " | ".join(line) + " |")
-        lines.append("")
+        for heading, rows in _split(every, ()):
+            keys = tuple(h.split("=", 1)[0] for h in heading)
+            if heading:
+                lines += ["*" + _md(", ".join(heading)) + "*", ""]
+            labels = _unique(_label(r, keys) for r in rows)
+            xs = sorted({r.x for r in rows})
+            cells = {(_label(r, keys), r.x): r for r in rows}
+            lines.append("| " + " | ".join([_md(result.x_label_of(metric)),
+                                            *map(_md, labels)]) + " |")
+            lines.append("|" + "---:|" * (len(labels) + 1))
+            for x in xs:
+                line = [_fmt_x(x, result.x_label_of(metric))]
+                for lab in labels:
+                    r = cells.get((lab, x))
+                    line.append(DASH if r is None else
+                                f"{_fmt(r.median)} [{_fmt(r.min)}{DASH}{_fmt(r.max)}]")
+                lines.append("| " + " | ".join(line) + " |")
+            lines.append("")
     return lines
 
 
