@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -70,3 +72,29 @@ def test_registry_restart(harness: Harness) -> None:
     assert [session.call("square", (i, 0.0), {}) for i in range(10)] == [i * i for i in range(10)]
     link = session.links["server"][0]
     assert isinstance(session.reactor.request(link, Ping(5), 5), Pong)
+
+
+def test_a_worker_the_registry_dropped_while_stopped_registers_again(harness: Harness) -> None:
+    """SIGSTOP a worker past the registry's ttl: the registry drops it while its
+    connection stays open. Once resumed, its next heartbeat is answered "not registered"
+    and it registers again (saying so once), and look-ups find it again."""
+    app = harness.app("modules.server.replication=1")
+    harness.embedded_registry(ttl=0.5)
+    worker = harness.workers(1, heartbeat=0.1)[0]
+    pid = harness.procs[worker].pid
+    look = RegistryClient(harness.registry, harness.token)
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + 5
+            while worker in {r.name for r in look.resolve()}:
+                assert time.monotonic() < deadline, "the registry never dropped the worker"
+                time.sleep(0.05)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    finally:
+        look.close()
+    harness.wait_registered([worker], timeout=5.0)
+    assert harness.stderr(worker).count("registered again") == 1, harness.stderr(worker)
+    session = harness.session(app)
+    assert session.call("square", (7, 0.0), {}) == 49

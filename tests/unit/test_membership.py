@@ -12,14 +12,16 @@ from polybus.wire.messages import Replica
 
 class FakeRegistry:
     """Stands in for a RegistryClient: heartbeats and registrations fail or succeed as
-    scripted (an exception to raise, or None), then succeed."""
+    scripted (an exception to raise, or None; for a heartbeat also False, "the registry
+    does not hold this name"), then succeed."""
 
     address = "127.0.0.1:7700"
 
-    def __init__(self, heartbeats: list[Exception | None],
+    def __init__(self, heartbeats: list[Exception | bool | None],
                  registrations: list[Exception | None]) -> None:
         self.heartbeats = heartbeats
         self.registrations = registrations
+        self.registered: list[Replica] = []  # every registration that succeeded
         self.done = threading.Event()  # the script has run out and a heartbeat followed
 
     def register(self, replica: Replica) -> None:
@@ -27,23 +29,29 @@ class FakeRegistry:
             exc = self.registrations.pop(0)
             if exc is not None:
                 raise exc
+        self.registered.append(replica)
 
-    def heartbeat(self, name: str) -> None:
+    def heartbeat(self, name: str) -> bool:
         if self.heartbeats:
-            exc = self.heartbeats.pop(0)
-            if exc is not None:
-                raise exc
-        elif not self.registrations:
+            answer = self.heartbeats.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer is not False
+        if not self.registrations:
             self.done.set()
+        return True
 
     def close(self) -> None:
         pass
 
 
+ME = Replica("w0", "server", "tcp://127.0.0.1:1", ["f"], 1.0, 1, [])
+
+
 def run(fake: FakeRegistry) -> list[str]:
     """What the worker said while ``fake`` played its script."""
     said: list[str] = []
-    me = Replica("w0", "server", "tcp://127.0.0.1:1", ["f"], 1.0, 1, [])
+    me = ME
     m = Membership(fake, me, 0.001, say=said.append)  # type: ignore[arg-type]
     m.start()
     try:
@@ -83,3 +91,24 @@ def test_a_name_taken_meanwhile_is_said_with_the_registry_s_reason() -> None:
 
 def test_a_worker_that_stays_registered_says_nothing() -> None:
     assert run(FakeRegistry([None, None, None], [None])) == []
+
+
+def test_a_worker_the_registry_dropped_registers_again_and_says_so_once() -> None:
+    # The registry dropped it (missed heartbeats, connection still open): its heartbeat
+    # is answered "not registered". It registers again, as itself, at once.
+    fake = FakeRegistry([None, False, None, None], [None])
+    said = run(fake)
+    assert fake.registered == [ME, ME]  # start()'s, then the one after the drop
+    assert said == ["polybus worker w0: the registry at 127.0.0.1:7700 had dropped this "
+                    "worker (no heartbeat reached it within its ttl: was this process "
+                    "stopped or starved?); registered again"]
+
+
+def test_a_dropped_worker_whose_name_was_taken_meanwhile_says_so_and_retries() -> None:
+    taken = RegistrationRefused("registry refused w0: the name 'w0' is held by a live "
+                                "replica at tcp://127.0.0.1:2")
+    fake = FakeRegistry([False], [None, taken, taken])
+    said = run(fake)
+    assert [s.split(": ", 1)[1][:20] for s in said] == [
+        "registry refused w0:", "registered again wit"]
+    assert fake.registered == [ME, ME]

@@ -77,3 +77,15 @@ def test_resolve_by_module_and_interface_in_natural_order() -> None:
         "other-0", "server-0", "server-1", "server-2", "server-10"]
     assert [r.name for r in s.resolve(module="other", interface="sort", now=1.0)] == []
     assert s.resolve(module="server", interface="sort", now=1.0)[0].name == "server"
+
+
+def test_a_heartbeat_after_expiry_is_refused_and_resurrects_nothing() -> None:
+    # (The service answers it Registered(false): the worker, alive since it sent one,
+    # registers again; the state itself never brings an expired entry back.)
+    s = RegistryState(ttl=1.0)
+    s.register(rep("a"), owner=1, now=0.0)
+    assert s.expire(now=1.5) == ["a"]
+    assert not s.heartbeat("a", owner=1, now=1.6)
+    assert s.resolve(now=1.6) == []
+    assert s.register(rep("a"), owner=1, now=1.6) is None
+    assert [r.name for r in s.resolve(now=1.7)] == ["a"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -83,9 +84,25 @@ class RegistryClient:
                     if isinstance(msg, Goodbye):
                         raise TransportError(f"registry closed the connection: {msg.reason}")
 
-    def heartbeat(self, name: str) -> None:
+    def heartbeat(self, name: str) -> bool:
+        """False if the registry no longer holds ``name`` for this connection (it dropped
+        it: no heartbeat came within its ttl, the process being stopped or starved)."""
         with self._lock:
-            self._channel().send(Heartbeat(name))
+            ch = self._channel()
+            ch.send(Heartbeat(name))
+            deadline = time.monotonic() + self._timeout
+            while True:
+                for msg in ch.pending():
+                    if isinstance(msg, Registered):
+                        return msg.ok
+                    if isinstance(msg, Goodbye):
+                        raise TransportError(f"registry closed the connection: {msg.reason}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TransportError(f"the registry at {self.address} did not answer a "
+                                         f"heartbeat within {self._timeout:g} s")
+                if select.select([ch], [], [], left)[0]:
+                    ch.fill(wait=False)
 
     def close(self) -> None:
         with self._lock:
@@ -95,12 +112,14 @@ class RegistryClient:
 
 
 class Membership:
-    """Keeps one replica registered: heartbeats, and re-registers after a registry restart.
+    """Keeps one replica registered: heartbeats, and registers again after a registry
+    restart, or when a heartbeat is answered "not registered" (the registry dropped it
+    after missed heartbeats while its connection stayed open).
 
     ``say`` (a worker's stderr) is told once per change of state, not at every retry:
     the registry lost, a re-registration refused (a wrong token, a name taken), and
-    registered again. A worker started by hand otherwise serves on in silence while the
-    registry logs its refusals."""
+    registered again (after a drop, one line that says why). A worker started by hand
+    otherwise serves on in silence while the registry logs its refusals."""
 
     def __init__(self, client: RegistryClient, replica: Replica, interval: float,
                  say: Callable[[str], None] | None = None) -> None:
@@ -120,7 +139,9 @@ class Membership:
         while not self._stop.wait(self._interval):
             try:
                 if state == "registered":
-                    self._client.heartbeat(self._replica.name)
+                    if not self._client.heartbeat(self._replica.name) and not self._stop.is_set():
+                        self._client.register(self._replica)  # (same name, address, interfaces)
+                        self._tell("dropped", "registered", "")
                 else:
                     self._client.register(self._replica)
                     self._tell(state, "registered", "")
@@ -148,7 +169,11 @@ class Membership:
             return
         who = f"polybus worker {self._replica.name}"
         at = self._client.address
-        if now == "registered":
+        if now == "registered" and was == "dropped":
+            self._say(f"{who}: the registry at {at} had dropped this worker (no heartbeat "
+                      "reached it within its ttl: was this process stopped or starved?); "
+                      "registered again")
+        elif now == "registered":
             self._say(f"{who}: registered again with the registry at {at}")
         elif now == "token":
             self._say(f"{who}: the registry at {at} refused this worker's cluster token; "

@@ -97,8 +97,12 @@ class RegistryService:
                     why = self.state.register(r, owner, now)
                     return Registered(why is None, why or "")
                 case Heartbeat(name=n):
-                    self.state.heartbeat(n, owner, now)
-                    return None
+                    # Answered, so that a worker dropped while its connection stayed open
+                    # (stopped or starved past the ttl) learns it and registers again.
+                    if self.state.heartbeat(n, owner, now):
+                        return Registered(True)
+                    return Registered(False, f"{n!r} is not registered on this connection "
+                                             f"(no heartbeat within {self.state.ttl:g} s?)")
                 case Resolve(module=m, interface=i, req=req):
                     return Replicas(self.state.resolve(module=m, interface=i, now=now), req)
                 case Unregister(name=n):
