@@ -86,6 +86,37 @@ def test_print_table_rows_are_x_columns_are_systems() -> None:
     assert "no cc [on PATH]" in text  # markup-looking text is printed as is
 
 
+def _wide() -> BenchResult:
+    res = BenchResult("latency", x_label="payload bytes")
+    for i in range(10):
+        for x in (0, 1000):
+            res.add(Row.of(f"peer_system_{i}", {"transport": "tcp", "placement": "split"}, x,
+                           "rtt_us", Stat(1000.0 + 11 * i + x, 900.0, 3000.0 + x, 3)))
+    return res
+
+
+def _cells(res: BenchResult) -> list[str]:
+    return [*{r.label for r in res.rows},
+            *(f"{r.median:.0f} [{r.min:.0f}\u2013{r.max:.0f}]" for r in res.rows)]
+
+
+def test_a_wide_table_is_whole_when_stdout_is_not_a_terminal(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # rich fell back to 80 columns when not writing to a terminal: `polybus bench latency
+    # | cat` and `> file` had headers and cells cut to "\u2026".
+    from polybus.cli.main import main
+
+    monkeypatch.setattr(registry, "run", lambda name, quick=False, progress=None: _wide())
+    assert main(["bench", "latency"]) == 0
+    print_table(_wide())  # the default console, as a script calling it would get
+    out = capsys.readouterr().out
+    assert "\u2026" not in out
+    for cell in _cells(_wide()):
+        assert out.count(cell) == 2, cell
+    # one row a line, not wrapped; the rule above each benchmark stays 80 columns long
+    assert 200 < max(len(line) for line in out.splitlines()) < 2000
+
+
 def test_plot_writes_a_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
     out = plot(_result(), tmp_path / "lat.png")

@@ -181,3 +181,17 @@ def test_cli_exit_status_is_1_when_any_combination_failed_at_run_time(
     assert rc == status and len(runs) == 2  # every combination still ran
     out = capsys.readouterr().out
     assert "speedup" in out and ("failed" in out) == (fail is not None)
+
+
+def test_cli_a_wide_sweep_table_is_whole_when_stdout_is_not_a_terminal(
+        app: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # cut to 80 columns ("\u2026") when piped or redirected, as rich does off a terminal
+    words = [f"a-rather-long-argument-number-{i}-of-the-client" for i in range(4)]
+    args = [f'[["{words[0]}", "{words[1]}"]]', f'[["{words[2]}", "{words[3]}"]]']
+    rc, runs = _cli(app, monkeypatch, None, "modules.server.replication=1,2",
+                    f"modules.client.args={args[0]},{args[1]}")
+    assert rc == 0 and len(runs) == 4
+    out = capsys.readouterr().out
+    assert "\u2026" not in out
+    for text in [*args, "speedup", "efficiency", "speedup vs modules.server.replication=1"]:
+        assert text in out, text

@@ -193,8 +193,14 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 def print_table(result: BenchResult, console: Console | None = None) -> None:
-    """One table per metric: a row per x, a column per system/config, median [min-max] (en dash)."""
-    console = console or Console()
+    """One table per metric: a row per x, a column per system/config, median [min-max] (en dash).
+
+    Without ``console``, standard output, unbounded in width when it is not a terminal.
+    """
+    if console is None:
+        from polybus.cli.output import result_console
+
+        console = result_console()
     for metric in _unique(r.metric for r in result.rows):
         rows = [r for r in result.rows if r.metric == metric]
         labels = _unique(r.label for r in rows)

@@ -26,6 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from polybus.cli.output import result_console
 from polybus.cli.values import check_writable
 from polybus.errors import UsageError
 from polybus.sweep import (
@@ -150,7 +151,7 @@ def main(args: argparse.Namespace) -> int:
     check_combinations(args.config, varies, args.set)  # a bad value fails now, not in its cell
     check_writable(args.json, "--json")
     check_writable(args.csv, "--csv")
-    console = Console()
+    console = result_console()  # piped or redirected: the table whole, not cut at 80
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
                    console=Console(stderr=True), transient=True)
