@@ -127,6 +127,43 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
     assert plot(one_x, tmp_path / "thr.png").stat().st_size > 0
 
 
+def test_a_series_keeps_its_colour_in_every_panel() -> None:
+    # sort's panels show different series (seconds: one_process, polybus, mpi4py;
+    # speedup: polybus only), and each panel coloured its own series from the first colour
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
+    import matplotlib.pyplot as plt
+
+    from polybus.bench.report import figure, series_colours
+
+    res = BenchResult("sort", x_label="elements")
+    for n in (1024, 4096):
+        res.add(Row.of("one_process", {"algorithm": "quicksort"}, n, "seconds",
+                       Stat(1.0, 0.9, 1.1, 3)))
+        for k in (1, 2):
+            cfg = {"algorithm": "quicksort", "workers": k}
+            res.add(Row.of("polybus", cfg, n, "seconds", Stat(1.0 / k, 0.4, 1.2, 3)))
+            res.add(Row.of("polybus", cfg, n, "speedup", Stat(float(k), 0.9, 2.1, 3)))
+            res.add(Row.of("mpi4py", {"algorithm": "quicksort", "ranks": k}, n, "seconds",
+                           Stat(0.9 / k, 0.4, 1.0, 3)))
+    fig = figure(res)
+    try:
+        drawn: dict[str, set[str]] = {}
+        panels_of: dict[str, int] = {}
+        for ax in fig.axes:
+            in_panel = {c.get_label(): c.lines[0].get_color() for c in ax.containers}
+            assert len(set(in_panel.values())) == len(in_panel)  # distinct within a panel
+            for label, colour in in_panel.items():
+                drawn.setdefault(label, set()).add(colour)
+                panels_of[label] = panels_of.get(label, 0) + 1
+    finally:
+        plt.close(fig)
+    polybus_labels = [lab for lab in drawn if lab.startswith("polybus")]
+    assert len(polybus_labels) == 2 and all(panels_of[lab] == 2 for lab in polybus_labels)
+    assert all(len(colours) == 1 for colours in drawn.values()), drawn
+    expected = series_colours(r.label for r in res.rows)
+    assert {lab: colours.pop() for lab, colours in drawn.items()} == expected
+
+
 def test_registry_is_lazy_and_names_mistakes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert {"latency", "bandwidth", "throughput", "rudy"} <= set(registry.REGISTRY)
     assert callable(registry.REGISTRY["throughput"])
