@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 from polybus.errors import ConfigError, UsageError
 
-__all__ = ["Cell", "Sweep", "check_combinations", "combinations", "parse_baseline",
-           "parse_vary", "run_sweep", "split_values"]
+__all__ = ["Cell", "Sweep", "check_combinations", "combinations", "efficiency_reference",
+           "parse_baseline", "parse_vary", "replicas", "run_sweep", "split_values"]
 
 Runner = Callable[[str, Sequence[str]], float]
 """(config path, ["key=value", ...]) -> elapsed seconds of one run."""
@@ -172,6 +172,11 @@ class Sweep:
     cells: list[Cell]
     fixed: list[str] = field(default_factory=list)
 
+    @property
+    def efficiency_vs(self) -> tuple[str, str] | None:
+        """(replication key, value) efficiency is measured against; None: no efficiency."""
+        return efficiency_reference(self.cells, self.baseline)
+
     def to_dict(self) -> dict[str, Any]:
         from polybus import __version__
         from polybus.bench.report import machine_info
@@ -197,7 +202,7 @@ class Sweep:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
 
 
-def _workers(key: str, value: str) -> float | None:
+def replicas(key: str, value: str) -> float | None:
     """The number of replicas a value of a ``...replication`` key stands for, if it says."""
     if not key.endswith("replication"):
         return None
@@ -208,28 +213,48 @@ def _workers(key: str, value: str) -> float | None:
         return float(len(names)) if names and "#" not in value else None
 
 
+def efficiency_reference(cells: Sequence[Cell], baseline: Mapping[str, str]
+                         ) -> tuple[str, str] | None:
+    """The replication key efficiency is measured along, and the value it is measured
+    against: the baseline's replication key if it has one, else the first varied
+    replication key at its first value (so ``--vary callstyle=sync,async --vary
+    replication=1,2`` still has an efficiency); None when no replica count is varied."""
+    for key, base in baseline.items():
+        if replicas(key, base):
+            return key, base
+    first = cells[0].config if cells else {}
+    return next(((k, v) for k, v in first.items() if replicas(k, v)), None)
+
+
 def compare(cells: Sequence[Cell], baseline: Mapping[str, str]) -> None:
     """Speedup (baseline median / median) against the baseline with the other keys equal.
 
-    Efficiency is speedup / (replicas / baseline replicas) when the baseline key is a
-    replication count; otherwise it stays None.
+    Efficiency is (reference median / median) / (replicas / reference replicas): when the
+    baseline is a replication count, the reference is the baseline's cell (efficiency =
+    speedup per replica); else the cell at ``efficiency_reference`` with the other keys
+    equal. None when no replication count is varied.
     """
     by_config = {tuple(sorted(c.config.items())): c for c in cells}
+
+    def ok_cell(config: Mapping[str, str]) -> Cell | None:
+        found = by_config.get(tuple(sorted(config.items())))
+        return found if found is not None and found.ok else None
+
+    along = efficiency_reference(cells, baseline)
     for c in cells:
-        if not c.ok:
+        if not c.ok or c.median <= 0:
             continue
-        ref_cfg = {**c.config, **baseline}
-        ref = by_config.get(tuple(sorted(ref_cfg.items())))
-        if ref is None or not ref.ok or c.median <= 0:
+        ref = ok_cell({**c.config, **baseline})
+        if ref is not None:
+            c.speedup = ref.median / c.median
+        if along is None:
             continue
-        c.speedup = ref.median / c.median
-        ratios = []
-        for key, base in baseline.items():
-            p, p0 = _workers(key, c.config[key]), _workers(key, base)
-            if p is not None and p0:
-                ratios.append(p / p0)
-        if ratios:
-            c.efficiency = c.speedup / ratios[0]
+        key, value = along
+        if key not in baseline:
+            ref = ok_cell({**c.config, key: value})
+        p, p0 = replicas(key, c.config[key]), replicas(key, value)
+        if ref is not None and p is not None and p0:
+            c.efficiency = ref.median / c.median / (p / p0)
 
 
 def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,

@@ -39,6 +39,9 @@ def test_quick_benchmark_runs_and_writes_schema(name: str, quick_bench: QuickBen
         assert row["min"] <= row["median"] <= row["max"] and row["n"] >= 1
         assert all(math.isfinite(row[k]) for k in ("median", "min", "max"))
     assert d["params"]["quick"] is True
+    if name == "sort":  # every cell alike, the one_process baseline included (not one cold run)
+        assert {r["n"] for r in d["rows"]} == {d["params"]["reps"]}
+        assert d["params"]["reps"] >= 3 and d["params"]["warmup"] >= 1
     if name in ("latency", "bandwidth", "throughput"):
         assert any(r["system"] == "polybus" for r in d["rows"])
         assert any(r["name"].startswith("polybus") for r in d["ratios"])

@@ -86,6 +86,37 @@ def test_print_table_rows_are_x_columns_are_systems() -> None:
     assert "no cc [on PATH]" in text  # markup-looking text is printed as is
 
 
+def _wide() -> BenchResult:
+    res = BenchResult("latency", x_label="payload bytes")
+    for i in range(10):
+        for x in (0, 1000):
+            res.add(Row.of(f"peer_system_{i}", {"transport": "tcp", "placement": "split"}, x,
+                           "rtt_us", Stat(1000.0 + 11 * i + x, 900.0, 3000.0 + x, 3)))
+    return res
+
+
+def _cells(res: BenchResult) -> list[str]:
+    return [*{r.label for r in res.rows},
+            *(f"{r.median:.0f} [{r.min:.0f}\u2013{r.max:.0f}]" for r in res.rows)]
+
+
+def test_a_wide_table_is_whole_when_stdout_is_not_a_terminal(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # rich fell back to 80 columns when not writing to a terminal: `polybus bench latency
+    # | cat` and `> file` had headers and cells cut to "\u2026".
+    from polybus.cli.main import main
+
+    monkeypatch.setattr(registry, "run", lambda name, quick=False, progress=None: _wide())
+    assert main(["bench", "latency"]) == 0
+    print_table(_wide())  # the default console, as a script calling it would get
+    out = capsys.readouterr().out
+    assert "\u2026" not in out
+    for cell in _cells(_wide()):
+        assert out.count(cell) == 2, cell
+    # one row a line, not wrapped; the rule above each benchmark stays 80 columns long
+    assert 200 < max(len(line) for line in out.splitlines()) < 2000
+
+
 def test_plot_writes_a_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
     out = plot(_result(), tmp_path / "lat.png")
@@ -94,6 +125,43 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
     one_x.add(Row.of("process_pool", {"chunksize": 1}, 2, "calls_per_s", Stat(1e4, 9e3, 1.1e4, 3)))
     one_x.add(Row.of("multiprocessing", {}, 2, "calls_per_s", Stat(5e4, 4e4, 6e4, 3)))
     assert plot(one_x, tmp_path / "thr.png").stat().st_size > 0
+
+
+def test_a_series_keeps_its_colour_in_every_panel() -> None:
+    # sort's panels show different series (seconds: one_process, polybus, mpi4py;
+    # speedup: polybus only), and each panel coloured its own series from the first colour
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
+    import matplotlib.pyplot as plt
+
+    from polybus.bench.report import figure, series_colours
+
+    res = BenchResult("sort", x_label="elements")
+    for n in (1024, 4096):
+        res.add(Row.of("one_process", {"algorithm": "quicksort"}, n, "seconds",
+                       Stat(1.0, 0.9, 1.1, 3)))
+        for k in (1, 2):
+            cfg = {"algorithm": "quicksort", "workers": k}
+            res.add(Row.of("polybus", cfg, n, "seconds", Stat(1.0 / k, 0.4, 1.2, 3)))
+            res.add(Row.of("polybus", cfg, n, "speedup", Stat(float(k), 0.9, 2.1, 3)))
+            res.add(Row.of("mpi4py", {"algorithm": "quicksort", "ranks": k}, n, "seconds",
+                           Stat(0.9 / k, 0.4, 1.0, 3)))
+    fig = figure(res)
+    try:
+        drawn: dict[str, set[str]] = {}
+        panels_of: dict[str, int] = {}
+        for ax in fig.axes:
+            in_panel = {c.get_label(): c.lines[0].get_color() for c in ax.containers}
+            assert len(set(in_panel.values())) == len(in_panel)  # distinct within a panel
+            for label, colour in in_panel.items():
+                drawn.setdefault(label, set()).add(colour)
+                panels_of[label] = panels_of.get(label, 0) + 1
+    finally:
+        plt.close(fig)
+    polybus_labels = [lab for lab in drawn if lab.startswith("polybus")]
+    assert len(polybus_labels) == 2 and all(panels_of[lab] == 2 for lab in polybus_labels)
+    assert all(len(colours) == 1 for colours in drawn.values()), drawn
+    expected = series_colours(r.label for r in res.rows)
+    assert {lab: colours.pop() for lab, colours in drawn.items()} == expected
 
 
 def test_registry_is_lazy_and_names_mistakes(monkeypatch: pytest.MonkeyPatch) -> None:

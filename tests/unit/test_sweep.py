@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from polybus.errors import ConfigError, UsageError
 from polybus.sweep import (
+    Sweep,
     check_combinations,
     combinations,
     parse_baseline,
@@ -100,6 +102,59 @@ def test_no_efficiency_when_the_baseline_is_not_a_replica_count() -> None:
     assert [c.efficiency for c in sweep.cells] == [None, None]
 
 
+def _callstyle_first(repeat: int = 1) -> Sweep:
+    # the first --vary is not a number and is the default baseline; replication comes second
+    varies = [("modules.client.use.f.callstyle", ["sync", "async"]),
+              ("modules.server.replication", ["1", "2"])]
+    times = {("sync", "1"): 8.0, ("sync", "2"): 5.0, ("async", "1"): 4.0, ("async", "2"): 2.5}
+
+    def runner(path: str, sets: Sequence[str]) -> float:
+        d = dict(s.rsplit(".", 1)[-1].split("=", 1) for s in sets)
+        return times[d["callstyle"], d["replication"]]
+
+    return run_sweep("a.toml", varies, repeat, runner)
+
+
+def test_efficiency_is_along_a_varied_replication_count_whatever_the_baseline() -> None:
+    # The baseline is callstyle=sync, not a replica count: efficiency was None in every
+    # cell, and the plot's efficiency panel was empty.
+    sweep = _callstyle_first()
+    assert sweep.baseline == {"modules.client.use.f.callstyle": "sync"}
+    assert sweep.efficiency_vs == ("modules.server.replication", "1")
+    got = {tuple(c.config.values()): (c.speedup, c.efficiency) for c in sweep.cells}
+    assert got["async", "1"] == (2.0, 1.0)  # speedup vs sync; efficiency vs replication=1
+    assert got["sync", "2"] == (1.0, pytest.approx(0.8))  # 8 / 5 / 2
+    assert got["async", "2"] == (2.0, pytest.approx(0.8))  # 4 / 2.5 / 2
+
+
+def test_plot_with_a_first_vary_that_is_not_a_number_warns_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
+    from polybus.cli.cmd_sweep import plot
+
+    png = tmp_path / "s.png"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "No artists with labels found to put in legend"
+        plot(_callstyle_first(), str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_panels_efficiency_against_replicas_or_none() -> None:
+    from polybus.cli.cmd_sweep import panels
+
+    time, speedup, efficiency = panels(_callstyle_first())
+    assert (time.name, time.xlabel) == ("elapsed s", "replication")
+    assert speedup.lines == {"callstyle=sync": [(1.0, 1.0), (2.0, 1.0)],
+                             "callstyle=async": [(1.0, 2.0), (2.0, 2.0)]}
+    assert (efficiency.name, efficiency.xlabel) == ("efficiency", "replication (replicas)")
+    assert efficiency.lines == {"callstyle=sync": [(1.0, 1.0), (2.0, pytest.approx(0.8))],
+                                "callstyle=async": [(1.0, 1.0), (2.0, pytest.approx(0.8))]}
+    # no replica count varied: no efficiency to draw, so no efficiency panel
+    only = run_sweep("a.toml", [("modules.client.use.f.callstyle", ["sync", "async"])], 1,
+                     lambda p, s: 1.0)
+    assert [(p.name, p.ticks) for p in panels(only)] == [
+        ("elapsed s", ["sync", "async"]), ("speedup", ["sync", "async"])]
+
+
 def test_a_failed_cell_shows_the_first_line_of_its_error() -> None:
     from polybus.cli.cmd_sweep import brief
     assert brief(None) == "no runs"
@@ -181,3 +236,17 @@ def test_cli_exit_status_is_1_when_any_combination_failed_at_run_time(
     assert rc == status and len(runs) == 2  # every combination still ran
     out = capsys.readouterr().out
     assert "speedup" in out and ("failed" in out) == (fail is not None)
+
+
+def test_cli_a_wide_sweep_table_is_whole_when_stdout_is_not_a_terminal(
+        app: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # cut to 80 columns ("\u2026") when piped or redirected, as rich does off a terminal
+    words = [f"a-rather-long-argument-number-{i}-of-the-client" for i in range(4)]
+    args = [f'[["{words[0]}", "{words[1]}"]]', f'[["{words[2]}", "{words[3]}"]]']
+    rc, runs = _cli(app, monkeypatch, None, "modules.server.replication=1,2",
+                    f"modules.client.args={args[0]},{args[1]}")
+    assert rc == 0 and len(runs) == 4
+    out = capsys.readouterr().out
+    assert "\u2026" not in out
+    for text in [*args, "speedup", "efficiency", "speedup vs modules.server.replication=1"]:
+        assert text in out, text

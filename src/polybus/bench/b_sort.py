@@ -17,8 +17,8 @@ x is the number of elements; speedup is one_process time / polybus time.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from polybus.bench.peers import available
 from polybus.bench.polybus_runs import PROGRAMS
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
-from polybus.bench.stats import Stat, summarize
+from polybus.bench.stats import Stat, repeat, time_repeat
 
 __all__ = ["EXAMPLE", "Plan", "plan", "run"]
 
@@ -47,7 +47,10 @@ class Plan:
         workers = [1, 2] if quick else [1, 2, 4, 8, 16]
         self.real = [p for p in workers if p <= max(cores, 1)]
         self.modelled = [p for p in ([4] if quick else workers) if p not in self.real]
-        self.reps = 1 if quick else 3
+        # Every cell alike, the one_process baseline included, --quick too: a single cold
+        # baseline run once made 2 workers look 1.5x faster than they were.
+        self.reps = 3
+        self.warmup = 1
 
 
 def plan(quick: bool) -> Plan:
@@ -65,12 +68,6 @@ def _sorters() -> dict[str, Callable[[Any], Any]]:
     return {a: getattr(mod, f) for a, f in ALGORITHMS.items()}
 
 
-def _timed(fn: Callable[[Any], object], arg: Any) -> float:
-    t0 = time.perf_counter()
-    fn(arg)
-    return time.perf_counter() - t0
-
-
 def _polybus(toml: Path, sets: list[str]) -> float:
     from polybus.runner import run
 
@@ -86,8 +83,9 @@ def _speedup(one: Stat, pb: Stat) -> Stat:
 
 def run(quick: bool, progress: Progress) -> BenchResult:
     p = plan(quick)
-    result = BenchResult("sort", {"sizes": p.sizes, "reps": p.reps, "workers_real": p.real,
-                                  "workers_modelled": p.modelled}, x_label="elements")
+    result = BenchResult("sort", {"sizes": p.sizes, "reps": p.reps, "warmup": p.warmup,
+                                  "workers_real": p.real, "workers_modelled": p.modelled},
+                         x_label="elements")
     steps = sum(len(s) for s in p.sizes.values()) * (1 + len(p.real) + len(p.modelled))
     progress.begin(steps, "sort")
     if not (EXAMPLE / "app.toml").exists():
@@ -99,41 +97,45 @@ def run(quick: bool, progress: Progress) -> BenchResult:
         result.skipped["mpi4py"] = why
     if p.modelled:
         result.notes.append(f"workers {p.modelled}: more than this machine's cores; each "
-                            "part's sort is measured in one process and modelled as that "
-                            "much sleep on its worker (split, transfer and merge are real)")
+                            "part's sort is measured in one process (median of the "
+                            "repetitions) and modelled as that much sleep on its worker "
+                            "(split, transfer and merge are real)")
     result.notes.append("polybus times include the client's split, merge and numpy check; "
                         "one_process is the sort alone")
+    result.notes.append(f"every cell, one_process included: {p.warmup} untimed run(s), then "
+                        f"the median of {p.reps}")
+
+    def timed(toml: Path, sets: list[str]) -> Stat:
+        return repeat(partial(_polybus, toml, sets), p.reps, p.warmup)
+
+    def real_run(algo: str, n: int, workers: int) -> Stat:
+        return timed(EXAMPLE / "app.toml", [f"modules.server.replication={workers}",
+                                            f'modules.client.args=[{n}, {workers}, "{algo}"]'])
+
     for algo, sizes in p.sizes.items():
         sort = sorters[algo]
         for n in sizes:
             data = _data(n)
-            one = summarize([_timed(sort, data) for _ in range(p.reps)])
+            one = time_repeat(partial(sort, data), p.reps, p.warmup)
             result.add(Row.of("one_process", {"algorithm": algo}, n, "seconds", one))
             progress.advance(f"sort one_process {algo} {n}")
             for workers in [*p.real, *p.modelled]:
                 if workers in p.real:
-                    sets = [f"modules.server.replication={workers}",
-                            f'modules.client.args=[{n}, {workers}, "{algo}"]']
-                    toml = EXAMPLE / "app.toml"
+                    st = real_run(algo, n, workers)
                 else:
-                    costs = [_timed(sort, c) for c in np.array_split(data, workers)]
-                    sets = [f"modules.server.replication={workers}",
-                            f"modules.client.args=[{n}, {[round(c, 6) for c in costs]}]"]
-                    toml = PROGRAMS / "sort_model.toml"
-                st = summarize([_polybus(toml, sets) for _ in range(p.reps)])
+                    costs = [time_repeat(partial(sort, c), p.reps, p.warmup).median
+                             for c in np.array_split(data, workers)]
+                    st = timed(PROGRAMS / "sort_model.toml",
+                               [f"modules.server.replication={workers}",
+                                f"modules.client.args=[{n}, {[round(c, 6) for c in costs]}]"])
                 cfg: dict[str, str | int] = {"algorithm": algo, "workers": workers,
                                              "model": "real" if workers in p.real else "sleep"}
                 result.add(Row.of("polybus", cfg, n, "seconds", st))
                 result.add(Row.of("polybus", cfg, n, "speedup", _speedup(one, st)))
                 progress.advance(f"sort polybus {algo} {n} x{workers}")
 
-    def real_run(algo: str, n: int, workers: int) -> Stat:
-        sets = [f"modules.server.replication={workers}",
-                f'modules.client.args=[{n}, {workers}, "{algo}"]']
-        return summarize([_polybus(EXAMPLE / "app.toml", sets) for _ in range(p.reps)])
-
-    optional_peers.sort(result, p.sizes, p.real, p.reps, EXAMPLE / "server.py", real_run,
-                        quick, progress)  # mpi4py beside the real rows, and the 2^16 target
+    optional_peers.sort(result, p.sizes, p.real, p.reps, p.warmup, EXAMPLE / "server.py",
+                        real_run, quick, progress)  # mpi4py beside the real rows, and 2^16
     _ratios(result)
     return result
 

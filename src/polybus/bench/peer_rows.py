@@ -216,14 +216,16 @@ def throughput_ratios(result: BenchResult, workers: int) -> None:
 
 
 def sort(result: BenchResult, sizes: dict[str, list[int]], real: Sequence[int], reps: int,
-         server: Path, polybus_seconds: Callable[[str, int, int], Stat], quick: bool,
-         progress: Progress) -> None:
-    """mpi4py beside every real polybus row; in a full run also the target: insertion
-    sort of 2^16 elements on 2 workers, polybus and mpi4py side by side."""
+         warmup: int, server: Path, polybus_seconds: Callable[[str, int, int], Stat],
+         quick: bool, progress: Progress) -> None:
+    """mpi4py beside every real polybus row (``warmup`` untimed sorts, then ``reps``, as
+    polybus); in a full run also the target: insertion sort of 2^16 elements on 2
+    workers, polybus and mpi4py side by side."""
     from polybus.bench.peers import mpi
 
     def add(algo: str, n: int, k: int) -> None:
-        st = try_peer(result, "mpi4py", partial(mpi.sort_seconds, n, algo, k, reps, server))
+        st = try_peer(result, "mpi4py", partial(mpi.sort_seconds, n, algo, k, reps, server,
+                                                warmup))
         if st is not None:
             result.add(Row.of("mpi4py", {"algorithm": algo, "workers": k, "ranks": k}, n,
                               "seconds", st))

@@ -23,7 +23,8 @@ from rich.table import Table
 import polybus
 from polybus.bench.stats import Stat
 
-__all__ = ["METRIC_UNITS", "BenchResult", "Ratio", "Row", "machine_info", "plot", "print_table"]
+__all__ = ["METRIC_UNITS", "BenchResult", "Ratio", "Row", "figure", "machine_info", "plot",
+           "print_table", "series_colours"]
 
 ConfigValue = str | int | float | bool
 Config = dict[str, ConfigValue]
@@ -193,8 +194,14 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 def print_table(result: BenchResult, console: Console | None = None) -> None:
-    """One table per metric: a row per x, a column per system/config, median [min-max] (en dash)."""
-    console = console or Console()
+    """One table per metric: a row per x, a column per system/config, median [min-max] (en dash).
+
+    Without ``console``, standard output, unbounded in width when it is not a terminal.
+    """
+    if console is None:
+        from polybus.cli.output import result_console
+
+        console = result_console()
     for metric in _unique(r.metric for r in result.rows):
         rows = [r for r in result.rows if r.metric == metric]
         labels = _unique(r.label for r in rows)
@@ -229,8 +236,22 @@ def print_table(result: BenchResult, console: Console | None = None) -> None:
         console.print(f"[dim]note:[/] {escape(note)}")
 
 
-def plot(result: BenchResult, path: str | os.PathLike[str]) -> Path:
-    """Write a picture of ``result``: a panel per metric, a line per system/config.
+def series_colours(labels: Iterable[str]) -> dict[str, str]:
+    """A colour per series label (first seen, first colour), to be used in every panel,
+    so that a series keeps its colour where panels show different subsets of series
+    (sort: seconds has one_process and mpi4py, speedup only polybus). tab10, or tab20
+    past ten series (then repeating past twenty)."""
+    import matplotlib
+    from matplotlib.colors import to_hex
+
+    names = _unique(labels)
+    cmap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
+    return {lab: to_hex(cmap(i % cmap.N)) for i, lab in enumerate(names)}
+
+
+def figure(result: BenchResult) -> Any:
+    """A matplotlib Figure of ``result``: a panel per metric, a line per system/config,
+    each series one colour in every panel (``series_colours``).
 
     Latency and bandwidth against size are drawn log-log (with a linear stretch near
     zero when a 0-byte payload is among the sizes). Error bars span min to max.
@@ -241,6 +262,7 @@ def plot(result: BenchResult, path: str | os.PathLike[str]) -> Path:
     import matplotlib.pyplot as plt
 
     metrics = _unique(r.metric for r in result.rows)
+    colour = series_colours(r.label for r in result.rows)
     fig, axes = plt.subplots(1, max(1, len(metrics)), figsize=(6.5 * max(1, len(metrics)), 4.5),
                              squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=False):
@@ -251,7 +273,8 @@ def plot(result: BenchResult, path: str | os.PathLike[str]) -> Path:
             meds = [next(r.median for r in rows if r.label == lab) for lab in labels]
             lo = [m - next(r.min for r in rows if r.label == lab) for m, lab in zip(meds, labels, strict=True)]
             hi = [next(r.max for r in rows if r.label == lab) - m for m, lab in zip(meds, labels, strict=True)]
-            ax.bar(range(len(labels)), meds, yerr=[lo, hi], capsize=4)
+            ax.bar(range(len(labels)), meds, yerr=[lo, hi], capsize=4,
+                   color=[colour[lab] for lab in labels])
             ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
         else:
             for lab in labels:
@@ -259,7 +282,8 @@ def plot(result: BenchResult, path: str | os.PathLike[str]) -> Path:
                 x = [r.x for r in pts]
                 med = [r.median for r in pts]
                 err = [[r.median - r.min for r in pts], [r.max - r.median for r in pts]]
-                ax.errorbar(x, med, yerr=err, marker="o", capsize=3, label=lab)
+                ax.errorbar(x, med, yerr=err, marker="o", capsize=3, label=lab,
+                            color=colour[lab])
             if metric in _LOG_METRICS and all(r.median > 0 for r in rows):
                 ax.set_yscale("log")
                 positive = [x for x in xs if x > 0]
@@ -273,6 +297,14 @@ def plot(result: BenchResult, path: str | os.PathLike[str]) -> Path:
         ax.set_title(f"{result.bench}: {metric}")
         ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
+    return fig
+
+
+def plot(result: BenchResult, path: str | os.PathLike[str]) -> Path:
+    """Write ``figure(result)`` to ``path`` (PNG)."""
+    fig = figure(result)  # (selects the Agg backend before pyplot is imported here)
+    import matplotlib.pyplot as plt
+
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from polybus.cli.output import result_console, rule
 from polybus.errors import UsageError
 
 
@@ -39,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
     from polybus.bench import registry
     from polybus.bench.results import write_page
 
-    console = Console()
+    console = result_console()  # piped or redirected: tables whole, not cut at 80 columns
     if args.list:
         for name in registry.names():
             console.print(name)
@@ -97,7 +98,7 @@ def _run_one(name: str, args: argparse.Namespace, console: Console) -> bool:
     result.params["versions"] = versions()
     if args.quick:
         result.params["quick"] = True
-    console.rule(f"polybus bench {name}{' --quick' if args.quick else ''}")
+    rule(console, f"polybus bench {name}{' --quick' if args.quick else ''}")
     print_table(result, console)
     targets: list[tuple[str | None, str | None]] = [(args.json, args.plot)]
     if args.out:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -26,14 +27,17 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from polybus.cli.output import result_console
 from polybus.cli.values import check_writable
 from polybus.errors import UsageError
 from polybus.sweep import (
+    Cell,
     Sweep,
     check_combinations,
     combinations,
     parse_baseline,
     parse_vary,
+    replicas,
     run_sweep,
 )
 
@@ -74,8 +78,11 @@ def brief(error: str | None) -> str:
 def table(sweep: Sweep) -> Table:
     keys = [k for k, _ in sweep.varies]
     base = ", ".join(f"{k}={v}" for k, v in sweep.baseline.items())
+    along = sweep.efficiency_vs
+    per = (f"; efficiency per replica vs {along[0]}={along[1]}"
+           if along is not None and along[0] not in sweep.baseline else "")
     t = Table(title=escape(f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of "
-                           f"{sweep.repeat}; speedup vs {base}"), title_justify="left")
+                           f"{sweep.repeat}; speedup vs {base}{per}"), title_justify="left")
     for k in keys:
         t.add_column(escape(k.rsplit(".", 1)[-1] if k.startswith("modules.") else k))
     for col in ("elapsed s", "speedup", "efficiency"):
@@ -91,54 +98,91 @@ def table(sweep: Sweep) -> Table:
     return t
 
 
-def plot(sweep: Sweep, path: str) -> None:
-    """x: the first varied key whose values are all numbers (else the first); a line
-    per combination of the other keys; panels: time, speedup, efficiency."""
+def _short(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def _number(v: str) -> float | None:
+    try:
+        f = float(v)
+    except ValueError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+@dataclass
+class Panel:
+    """One panel of the plot: ``name`` (the y label) against ``xlabel``, a line per
+    combination of the other varied keys (label "" when there are none)."""
+
+    name: str
+    xlabel: str
+    lines: dict[str, list[tuple[float, float]]]
+    ticks: list[str] | None = None
+    """Labels of x = 0, 1, ... when x is not a number."""
+
+
+def _panel(sweep: Sweep, name: str, get: Callable[[Cell], float | None], xkey: str,
+           x_of: Callable[[str], float | None], xlabel: str,
+           ticks: list[str] | None = None) -> Panel:
+    others = [k for k, _ in sweep.varies if k != xkey]
+    lines: dict[str, list[tuple[float, float]]] = {}
+    for c in sweep.cells:
+        x, y = x_of(c.config[xkey]), get(c) if c.ok else None
+        if x is not None and y is not None:
+            label = ", ".join(f"{_short(k)}={c.config[k]}" for k in others)
+            lines.setdefault(label, []).append((x, y))
+    return Panel(name, xlabel, {k: sorted(v) for k, v in lines.items()}, ticks)
+
+
+def panels(sweep: Sweep) -> list[Panel]:
+    """Time and speedup against the first varied key whose values are all numbers (else
+    the first key, its values as categories); efficiency against the replica count it
+    is measured along (``Sweep.efficiency_vs``), and no efficiency panel when there is
+    none (no replication count is varied, or no cell has a figure)."""
+    keys = [k for k, _ in sweep.varies]
+    xkey = next((k for k, vs in sweep.varies if all(_number(v) is not None for v in vs)),
+                keys[0])
+    values = dict(sweep.varies)[xkey]
+    numeric = all(_number(v) is not None for v in values)
+    x_of = _number if numeric else lambda v: float(values.index(v))
+    ticks = None if numeric else values
+    out = [_panel(sweep, "elapsed s", lambda c: c.median, xkey, x_of, _short(xkey), ticks),
+           _panel(sweep, "speedup", lambda c: c.speedup, xkey, x_of, _short(xkey), ticks)]
+    along = sweep.efficiency_vs
+    if along is not None and any(c.efficiency is not None for c in sweep.cells):
+        key = along[0]
+        out.append(_panel(sweep, "efficiency", lambda c: c.efficiency, key,
+                          lambda v: replicas(key, v), f"{_short(key)} (replicas)"))
+    return out
+
+
+def plot(sweep: Sweep, path: str) -> list[Panel]:
+    """Write ``panels(sweep)`` side by side to ``path`` (PNG); return them."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = [k for k, _ in sweep.varies]
-
-    def number(v: str) -> float | None:
-        try:
-            f = float(v)
-        except ValueError:
-            return None
-        return f if math.isfinite(f) else None
-
-    xkey = next((k for k, vs in sweep.varies if all(number(v) is not None for v in vs)), keys[0])
-    values = dict(sweep.varies)[xkey]
-    numeric = all(number(v) is not None for v in values)
-    others = [k for k in keys if k != xkey]
-    panels = [("elapsed s", lambda c: c.median), ("speedup", lambda c: c.speedup),
-              ("efficiency", lambda c: c.efficiency)]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    groups: dict[tuple[str, ...], list[tuple[float, object]]] = {}
-    for c in sweep.cells:
-        if c.ok:
-            x = number(c.config[xkey]) if numeric else float(values.index(c.config[xkey]))
-            groups.setdefault(tuple(c.config[k] for k in others), []).append((x or 0.0, c))
-    for ax, (name, get) in zip(axes, panels, strict=True):
-        for group, pts in groups.items():
-            pts = sorted(pts, key=lambda t: t[0])
-            ys = [get(c) for _, c in pts]  # type: ignore[no-untyped-call]
-            if all(y is not None for y in ys):
-                lab = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in zip(others, group,
-                                                                             strict=True))
-                ax.plot([x for x, _ in pts], ys, marker="o", label=lab or name)
-        if not numeric:
-            ax.set_xticks(range(len(values)), values)
-        ax.set_xlabel(xkey.rsplit(".", 1)[-1])
-        ax.set_ylabel(name)
+    drawn = panels(sweep)
+    fig, axes = plt.subplots(1, len(drawn), figsize=(5.4 * len(drawn), 4.5), squeeze=False)
+    for ax, panel in zip(axes[0], drawn, strict=True):
+        for label, pts in panel.lines.items():
+            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=label)
+        if not panel.lines:  # e.g. speedup when every baseline cell failed
+            ax.text(0.5, 0.5, f"no {panel.name} figures", ha="center", transform=ax.transAxes)
+        if panel.ticks is not None:
+            ax.set_xticks(range(len(panel.ticks)), panel.ticks)
+        ax.set_xlabel(panel.xlabel)
+        ax.set_ylabel(panel.name)
         ax.grid(True, alpha=0.3)
-        if others:
+        if any(panel.lines):  # a legend only of labelled lines (matplotlib warns otherwise)
             ax.legend(fontsize=8)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return drawn
 
 
 def main(args: argparse.Namespace) -> int:
@@ -150,7 +194,7 @@ def main(args: argparse.Namespace) -> int:
     check_combinations(args.config, varies, args.set)  # a bad value fails now, not in its cell
     check_writable(args.json, "--json")
     check_writable(args.csv, "--csv")
-    console = Console()
+    console = result_console()  # piped or redirected: the table whole, not cut at 80
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
                    console=Console(stderr=True), transient=True)

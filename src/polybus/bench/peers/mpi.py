@@ -118,9 +118,11 @@ def calls_per_s(calls: int, reps: int, workers: int) -> Stat:
     return summarize(launch("throughput", [calls, reps], workers + 1)["calls_per_s"])
 
 
-def sort_seconds(n: int, algorithm: str, workers: int, reps: int, server: Path) -> Stat:
-    """seeds/000 on ``workers`` ranks (rank 0 scatters, sorts its part, merges)."""
-    out = launch("sort", [n, algorithm, reps, str(server)], workers, timeout=3600)
+def sort_seconds(n: int, algorithm: str, workers: int, reps: int, server: Path,
+                 warmup: int = 0) -> Stat:
+    """seeds/000 on ``workers`` ranks (rank 0 scatters, sorts its part, merges), ``reps``
+    timed sorts after ``warmup`` untimed ones."""
+    out = launch("sort", [n, algorithm, reps, str(server), warmup], workers, timeout=3600)
     return summarize(out["seconds"])
 
 

@@ -142,9 +142,11 @@ def throughput(comm: Any, calls: int, reps: int) -> dict[str, Any]:
     return {"calls_per_s": rates}
 
 
-def sort(comm: Any, n: int, algorithm: str, reps: int, server: str) -> dict[str, Any]:
+def sort(comm: Any, n: int, algorithm: str, reps: int, server: str,
+         warmup: int = 0) -> dict[str, Any]:
     """seeds/000: rank 0 scatters one part per rank, every rank sorts its part with the
-    same pure-Python function as the polybus server module, rank 0 gathers and merges."""
+    same pure-Python function as the polybus server module, rank 0 gathers and merges;
+    ``reps`` timed sorts after ``warmup`` untimed ones."""
     from polybus.worker.module import load_module
 
     mod = load_module(Path(server), "polybus_bench_mpi_sort_server")
@@ -154,7 +156,7 @@ def sort(comm: Any, n: int, algorithm: str, reps: int, server: str) -> dict[str,
     displs = [sum(counts[:i]) for i in range(size)]
     secs: list[float] = []
     ok = True
-    for _ in range(reps):
+    for i in range(warmup + reps):
         comm.Barrier()
         t0 = time.perf_counter()
         data = np.random.default_rng(0).integers(0, 1_000_000, size=n) if rank == 0 else None
@@ -170,7 +172,8 @@ def sort(comm: Any, n: int, algorithm: str, reps: int, server: str) -> dict[str,
             parts = [whole[d:d + c] for d, c in zip(displs, counts, strict=True)]
             merged = np.asarray(list(heapq.merge(*(p.tolist() for p in parts))))
             ok = ok and bool(np.array_equal(merged, np.sort(data)))
-            secs.append(time.perf_counter() - t0)
+            if i >= warmup:
+                secs.append(time.perf_counter() - t0)
     return {"seconds": secs, "correct": ok}
 
 
