@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 
-from rich.console import Console
 from rich.table import Table
 
+from polybus.cli.output import result_console
 from polybus.cli.values import check_writable
 from polybus.config.origin import SET
 from polybus.errors import UsageError
@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
             origin=SET)
     print(r.result, flush=True)
     if not args.quiet:
-        Console(stderr=True).print(summary(r))
+        result_console(sys.stderr).print(summary(r))
         print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)
     if args.json:
         try:
