@@ -72,3 +72,19 @@ def test_broadcast_reaches_every_replica_once(tmp_path: Path, name: str) -> None
         sent = sum(lk.channel.bytes_sent for lk in s.links["server"]) - sent0
         assert sent < a.nbytes + 20 * 200  # B itself never travels again
         assert all(len(rt.cache) == 1 for rt in c.runtimes)
+
+
+def test_an_array_changed_in_place_and_broadcast_again_is_the_new_value(
+        tmp_path: Path) -> None:
+    """``b[:] = ...; broadcast(b)`` again: the new handle names the new bytes (the name
+    used to be remembered per array object, and the replicas kept the old B)."""
+    rng = np.random.default_rng(4)
+    a, b = rng.random((4, 40)), rng.random((40, 40))
+    with cluster(tmp_path, TOML, replicas=2) as c:
+        s = c.session()
+        first = polybus.broadcast(b)
+        assert np.allclose(np.asarray(s.call("mul", (a[0], first), {})), a[0] @ b)
+        b[:] = 2.0
+        second = polybus.broadcast(b)
+        rows = [s.call("mul", (a[i], second), {}) for i in range(4)]
+        assert np.allclose(np.vstack([np.asarray(r) for r in rows]), a @ b)

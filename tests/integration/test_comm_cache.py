@@ -141,6 +141,42 @@ def test_drop_waits_for_the_last_array_of_that_content(tmp_path: Path) -> None:
         assert len(cache) == 1 and cache.evictions == 1 and cache.misses == 0
 
 
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_an_operand_changed_in_place_is_sent_again(tmp_path: Path, transport: str) -> None:
+    """A power iteration updates its vector in place (``x[:] = ...``) between calls: each
+    call must see the new bytes. The name used to be remembered per array object, and
+    the replica answered every call after the first with the first round's B."""
+    a, b = _rows(32, 14)
+    with cluster(tmp_path, toml(), transport=transport) as c:
+        s = c.session()
+        cache = c.runtimes[0].cache
+        for k in range(4):
+            b[:] = k  # the same array object, new content
+            assert np.allclose(call(s, "mul", a[k], b), a[k] @ b)
+        # The old contents were dropped as they were replaced: one B held, as before.
+        assert len(cache) == 1 and cache.misses == 0
+
+
+def test_a_read_only_operand_is_hashed_once(tmp_path: Path) -> None:
+    """A frozen array cannot change, so its name is remembered (no pass over its bytes
+    per call); every call still finds it cached."""
+    from polybus.client import operands
+
+    a, b = _rows(32, 15)
+    b.flags.writeable = False
+    with cluster(tmp_path, toml()) as c:
+        s = c.session()
+        hashed = []
+        real = operands._array_digest
+        operands._array_digest = lambda arr: hashed.append(1) or real(arr)  # type: ignore[assignment, func-returns-value]
+        try:
+            for i in range(4):
+                assert np.allclose(call(s, "mul", a[i], b), a[i] @ b)
+        finally:
+            operands._array_digest = real  # type: ignore[assignment]
+        assert len(hashed) == 1 and c.runtimes[0].cache.hits == 4
+
+
 def test_drop_spares_an_entry_another_client_uses(tmp_path: Path) -> None:
     a, b = _rows(32, 12)
     with cluster(tmp_path, toml()) as c:

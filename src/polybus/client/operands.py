@@ -6,9 +6,9 @@ content hash (XXH3-128 of dtype, shape and bytes: 8 MB in ~0.2 ms here, where SH
 took ~4.5 ms on the path before the first call can leave; why a non-cryptographic hash
 is enough: docs/security.md, "Operand names"), sent to a replica in a ``Put`` the first time and as
 ``Ref("op", key)`` after; a replica that lost one answers ``cache-miss`` and the call is
-re-sent with the value inline. Hashes are remembered per array object (by identity,
-dropped when the array is freed), so a cached array must not be changed in place between
-calls that use it. When the last live array of a content is freed, each replica it was
+re-sent with the value inline. An array is hashed again at each call (it may have been
+changed in place), unless it is read-only through and through: then its hash is
+remembered per array object (by identity, dropped when the array is freed). When the last live array of a content is freed, each replica it was
 sent to is told (``Drop``, ahead of the next message to that replica) and forgets it:
 a program that sends a fresh B every round keeps one B per replica, and its memory,
 over ``shm`` the sender's segment, is reused warm instead of faulted in anew (~1 ms per
@@ -43,20 +43,50 @@ _knowns: weakref.WeakSet[Known] = weakref.WeakSet()  # every session's, told of 
 
 
 def content_key(value: Any) -> str | None:
-    """The content name of an array or bytes value (None for anything else)."""
+    """The content name of an array or bytes value (None for anything else).
+
+    An array's bytes are hashed at every call, unless they cannot change: a program may
+    change an array in place between two calls (``x[:] = ...``), and a name remembered
+    from before would send the replica's old copy in place of the new bytes. An array
+    that is read-only, and views only read-only arrays or bytes (`_frozen`), is hashed
+    once: XXH3 hashes 16-30 GB/s here, so freezing a large operand that many calls share
+    (``b.flags.writeable = False``) saves the client that pass per call."""
     if isinstance(value, np.ndarray):
-        hit = _memo.get(id(value))
-        if hit is not None and hit[0]() is value:
-            return hit[1]
-        key = _digest(f"{value.dtype.str}{value.shape}".encode(),
-                      np.ascontiguousarray(value).reshape(-1).view(np.uint8).data)
-        ident = id(value)
-        _memo[ident] = (weakref.ref(value, _forget(ident, key)), key)
+        arr: np.ndarray[Any, Any] = value
+        ident = id(arr)
+        hit = _memo.get(ident)
+        if hit is not None and hit[0]() is arr:
+            if _frozen(arr):
+                return hit[1]
+            key = _array_digest(arr)
+            if key == hit[1]:
+                return key
+            _release(hit[1])  # changed in place: one array less holds the old content
+        else:
+            key = _array_digest(arr)
+        # (a replaced weakref is freed with its callback, which then never runs)
+        _memo[ident] = (weakref.ref(arr, _forget(ident, key)), key)
         _live[key] = _live.get(key, 0) + 1
         return key
     if isinstance(value, bytes | bytearray):
         return xxhash.xxh3_128_hexdigest(value)
     return None
+
+
+def _frozen(a: np.ndarray[Any, Any]) -> bool:
+    """Whether ``a``'s bytes cannot change: it and every array it views are read-only,
+    down to memory no array owns that is immutable (bytes) or none at all."""
+    x: Any = a
+    while isinstance(x, np.ndarray):
+        if x.flags.writeable:
+            return False
+        x = x.base
+    return x is None or isinstance(x, bytes)
+
+
+def _array_digest(a: np.ndarray[Any, Any]) -> str:
+    return _digest(f"{a.dtype.str}{a.shape}".encode(),
+                   np.ascontiguousarray(a).reshape(-1).view(np.uint8).data)
 
 
 def _digest(prefix: bytes, data: memoryview) -> str:
@@ -71,14 +101,20 @@ def _forget(ident: int, key: str) -> Any:
         # Runs wherever the array is freed (any thread, inside any call): only notes the
         # key; each Known turns it into Drop messages when it next writes to a replica.
         _memo.pop(ident, None)
-        left = _live.get(key, 1) - 1
-        if left > 0:
-            _live[key] = left
-            return
-        _live.pop(key, None)
-        for known in list(_knowns):
-            known.dead.append(key)
+        _release(key)
     return drop
+
+
+def _release(key: str) -> None:
+    """One array with content ``key`` less (freed, or changed in place); at none, each
+    session is told, to have the replicas holding it drop it."""
+    left = _live.get(key, 1) - 1
+    if left > 0:
+        _live[key] = left
+        return
+    _live.pop(key, None)
+    for known in list(_knowns):
+        known.dead.append(key)
 
 
 def _big(value: Any) -> bool:
@@ -164,8 +200,7 @@ class Comm:
 
     def messages(self, rec: CallRecord, link: ReplicaLink, inline: bool = False) -> list[Message]:
         call = rec.message()
-        drops = self.known.drops_for(link)
-        puts: list[Message] = [Drop(drops)] if drops else []
+        puts: list[Message] = []
         known = self.known.of(link)
 
         def name(key: str, value: Any) -> Any:
@@ -196,6 +231,11 @@ class Comm:
                     kw[k] = name(*op)
             call.kwargs = kw
         puts.append(call)
+        # Asked after naming this call's operands: an array changed in place since its
+        # last call released its old content just now, which goes in this same message.
+        drops = self.known.drops_for(link)
+        if drops:
+            puts.insert(0, Drop(drops))
         return puts
 
     def _push_all(self, key: str, value: Any, skip: ReplicaLink) -> None:
