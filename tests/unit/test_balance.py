@@ -72,3 +72,28 @@ def test_auto_window() -> None:
     assert auto_window(rtt_s=1.0, service_s=1e-9) == 64   # capped
     assert auto_window(rtt_s=1.0, service_s=0.0) == 64
     assert auto_window(rtt_s=0.0, service_s=1.0, lo=3) == 3
+
+
+def test_demand_pick_weighs_every_interfaces_calls() -> None:
+    # Both have room for this interface; replica 0 runs another interface's call.
+    assert demand_pick([0, 0], [1, 1], [True, True], load=[1, 0]) == 1
+    # The load breaks no window: a full window stays full whatever the load elsewhere.
+    assert demand_pick([1, 0], [1, 1], [True, True], load=[1, 5]) == 1
+    # Equal load: this interface's own calls, then the first in order.
+    assert demand_pick([1, 0], [2, 2], [True, True], load=[2, 2]) == 1
+    assert demand_pick([0, 0], [1, 1], [True, True], load=[0, 0]) == 0
+
+
+class _Link:
+    def __init__(self, dead: bool = False, abandoned: tuple[int, ...] = ()) -> None:
+        self.dead = dead
+        self.abandoned = set(abandoned)
+
+
+def test_round_robin_passes_over_a_replica_running_an_abandoned_call() -> None:
+    rr = RoundRobin()
+    links = [_Link(abandoned=(9,)), _Link(), _Link()]
+    assert [rr.pick_open(links, ()) for _ in range(4)] == [1, 2, 1, 2]
+    # When every open replica has one, the rotation goes on over them all.
+    links = [_Link(abandoned=(1,)), _Link(dead=True), _Link(abandoned=(2,))]
+    assert [rr.pick_open(links, ()) for _ in range(3)] == [0, 2, 0]

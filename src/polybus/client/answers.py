@@ -34,9 +34,11 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
     match msg:
         case Fail(id=cid):
             rec = link.outstanding.pop(cid, None)
-            if rec is not None and msg.kind == "cache-miss" and rec.dispatcher.comm is not None:
+            if rec is None:
+                link.abandoned.discard(cid)  # (a late answer to a call given up on)
+            elif msg.kind == "cache-miss" and rec.dispatcher.comm is not None:
                 rec.dispatcher.comm.missed(rec, link, msg.message)  # re-sent with the value
-            elif rec is not None:
+            else:
                 link.calls += 1
                 if rec.set_error(error_from(msg, rec.dispatcher.interface, link.name)):
                     rec.dispatcher.completed(rec, link)

@@ -98,7 +98,8 @@ def error_from(fail: Fail, interface: str, replica: str) -> PolybusError:
 class ReplicaLink:
     """The client's connection to one replica and the calls outstanding on it."""
 
-    __slots__ = ("calls", "channel", "dead", "held", "module", "name", "outstanding", "speed")
+    __slots__ = ("abandoned", "calls", "channel", "dead", "held", "module", "name",
+                 "outstanding", "speed")
 
     def __init__(self, name: str, module: str, channel: Channel, speed: float = 1.0) -> None:
         self.name = name
@@ -109,6 +110,16 @@ class ReplicaLink:
         self.dead = False
         self.calls = 0  # answered calls
         self.held: list[Call] = []  # calls for a busy replica, written together
+        # Calls given up on (their deadline passed) that the replica is still running:
+        # their answers are dropped when they come, and till then the replica counts as
+        # busy with them when a replica is picked (load, balance.py).
+        self.abandoned: set[int] = set()
+
+    @property
+    def load(self) -> int:
+        """Calls this client has running or queued on the replica, every interface's,
+        those given up on included."""
+        return len(self.outstanding) + len(self.abandoned)
 
     def __repr__(self) -> str:
         return f"<replica {self.name} {len(self.outstanding)} outstanding>"

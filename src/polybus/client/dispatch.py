@@ -178,7 +178,8 @@ class Dispatcher:
             self._send(rec, self._pick_any())
             return CallPromise(rec, self.reactor)
         # async-demand
-        i = demand_pick(self.inflight, self.window, self._open()) if not self._backlog else None
+        i = demand_pick(self.inflight, self.window, self._open(), self._load()) \
+            if not self._backlog else None
         if i is not None:
             self._send(rec, self.links[i], hold=self.inflight[i] > 0)
         else:
@@ -258,6 +259,10 @@ class Dispatcher:
     def _alive(self) -> list[bool]:
         return [not lk.dead for lk in self.links]
 
+    def _load(self) -> list[int]:
+        """Each replica's calls from this client, every interface's (`ReplicaLink.load`)."""
+        return [lk.load for lk in self.links]
+
     def _open(self) -> list[bool]:
         """Replicas that take new calls: alive and not running a suspect alone."""
         return [not lk.dead and i not in self._isolated for i, lk in enumerate(self.links)]
@@ -326,7 +331,8 @@ class Dispatcher:
                 i = free[0]
                 self._isolated[i] = rec.id
             else:
-                i = demand_pick(self.inflight, self.window, self._open())  # type: ignore[assignment]
+                i = demand_pick(self.inflight, self.window, self._open(),  # type: ignore[assignment]
+                                self._load())
                 if i is None:
                     break
                 heapq.heappop(self._backlog)
@@ -346,8 +352,11 @@ class Dispatcher:
                 send_accepted(self.reactor, self.links[i], [r.message() for r in recs])
 
     def forget(self, rec: CallRecord) -> None:
-        """A call given up on (its deadline passed): its answer, if it comes, is dropped."""
+        """A call given up on (its deadline passed): its answer, if it comes, is dropped;
+        till then its replica counts as busy with it (``link.abandoned``)."""
         if rec.link is not None and rec.link.outstanding.pop(rec.id, None) is not None:
+            if not rec.link.dead:
+                rec.link.abandoned.add(rec.id)
             i = self._index[id(rec.link)]
             self.inflight[i] -= 1
             self._cleared(rec, i)

@@ -317,6 +317,8 @@ class Reactor:
                 link.calls += 1
                 if rec.set_value(msg.value):
                     rec.dispatcher.completed(rec, link)
+            elif link.abandoned:
+                link.abandoned.discard(msg.id)  # a late answer: the replica is free of it
             return
         answers.handle(self, link, msg)  # (the rarer kinds: client/answers.py)
 
@@ -339,6 +341,7 @@ class Reactor:
         if link.dead:
             return
         link.dead = True
+        link.abandoned.clear()
         try:
             self._sel.unregister(link.channel.sock)
         except (KeyError, ValueError):

@@ -27,14 +27,25 @@ class RoundRobin:
 
     def pick_open(self, links: Sequence[Any], isolated: Container[int]) -> int | None:
         """`pick` over replica links: the next one not dead and not running a suspect
-        alone (``isolated``), with no list made (the async hot path)."""
+        alone (``isolated``), with no list made (the async hot path). A replica still
+        running a call the client gave up on (``abandoned``) is passed over while
+        another is free of them: a call sent there would wait behind it."""
         n = len(links)
+        later: int | None = None
         for k in range(n):
             i = (self._next + k) % n
-            if not links[i].dead and i not in isolated:
-                self._next = i + 1
-                return i
-        return None
+            lk = links[i]
+            if lk.dead or i in isolated:
+                continue
+            if lk.abandoned:
+                if later is None:
+                    later = i
+                continue
+            self._next = i + 1
+            return i
+        if later is not None:
+            self._next = later + 1
+        return later
 
 
 class WeightedRoundRobin:
@@ -62,12 +73,22 @@ class WeightedRoundRobin:
         return best
 
 
-def demand_pick(inflight: Sequence[int], window: Sequence[int], alive: Sequence[bool]) -> int | None:
-    """Demand-driven: the live replica with room in its window and the fewest calls
-    outstanding (first such in order on a tie); None when every window is full."""
+def demand_pick(inflight: Sequence[int], window: Sequence[int], alive: Sequence[bool],
+                load: Sequence[int] | None = None) -> int | None:
+    """Demand-driven: the live replica with room in its window and the least ``load``
+    (every interface's calls there, those given up on included: a replica busy with
+    another interface's long call is not free), then the fewest of this interface's
+    calls outstanding, the first in order on a tie; None when every window is full."""
     best: int | None = None
     for i, (n, w, a) in enumerate(zip(inflight, window, alive, strict=True)):
-        if a and n < w and (best is None or n < inflight[best]):
+        if not a or n >= w:
+            continue
+        if best is None:
+            best = i
+        elif load is not None:
+            if (load[i], n) < (load[best], inflight[best]):
+                best = i
+        elif n < inflight[best]:
             best = i
     return best
 

@@ -1,0 +1,73 @@
+"""A replica busy with a call, of any interface, or with one the client gave up on, is
+passed over while another is free: a call sent there would wait behind it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+import polybus
+from polybus.errors import CallTimeoutError
+
+from .comm_harness import call, cluster
+
+TOML = """
+[modules.server]
+source = "server.py"
+replication = 2
+define.nap = {{}}
+define.echo = {{}}
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.nap = {{ {nap} }}
+use.echo = {{ {echo} }}
+
+[bind]
+"client.nap" = "server.nap"
+"client.echo" = "server.echo"
+"""
+
+
+def test_calls_after_one_given_up_on_go_to_the_free_replica(tmp_path: Path) -> None:
+    """Round robin (sync): the replica still running a timed-out call is skipped. The
+    next calls of another interface used to go there and wait out the abandoned call."""
+    toml = TOML.format(nap='timeout = "0.2s"', echo="")
+    with cluster(tmp_path, toml, replicas=2) as c:
+        s = c.session()
+        with pytest.raises(CallTimeoutError):
+            call(s, "nap", 1, 2.0)
+        links = s.links["server"]
+        busy = [lk for lk in links if lk.abandoned]
+        assert len(busy) == 1
+        free = next(lk for lk in links if lk is not busy[0])
+        before = {lk.name: lk.calls for lk in links}
+        assert [call(s, "echo", i) for i in range(3)] == [0, 1, 2]
+        assert free.calls == before[free.name] + 3
+        assert busy[0].calls == before[busy[0].name]
+        # Its late answer is dropped, and frees the replica for the rotation again.
+        deadline = time.monotonic() + 20.0
+        while busy[0].abandoned and time.monotonic() < deadline:
+            s.reactor.poll()
+            time.sleep(0.05)
+        assert not busy[0].abandoned
+
+
+def test_async_demand_counts_the_calls_of_every_interface(tmp_path: Path) -> None:
+    """async-demand(1) on echo, while nap (another interface) runs on one replica: echo
+    goes to the other. Each interface counted only its own calls, so the replica busy
+    with nap looked free to echo."""
+    toml = TOML.format(nap='callstyle = "async"', echo='callstyle = "async-demand(1)"')
+    with cluster(tmp_path, toml, replicas=2) as c:
+        s = c.session()
+        napping = s.call("nap", (1, 1.0), {})
+        links = s.links["server"]
+        busy = next(lk for lk in links if lk.outstanding)
+        free = next(lk for lk in links if lk is not busy)
+        p = s.call("echo", (7,), {})
+        assert polybus.wait(p) == 7
+        assert free.calls == 1 and busy.calls == 0
+        assert polybus.wait(napping) == 1
