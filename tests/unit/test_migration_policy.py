@@ -33,9 +33,19 @@ def test_sender_initiated_waits_below_the_condition() -> None:
 
 def test_receiver_initiated_pulls_only_when_idle() -> None:
     rules = [Edge("a", "b", 0.5, pull=UC0)]
-    # half of 8 would leave b (4 + 1 running) no sooner done than a: capped at 3
-    assert decide({"a": ReplicaLoad(8, 1), "b": ReplicaLoad(0, 1)}, rules) == [Move("a", "b", 3)]
+    # half of 8: both then done at 5 (4 + 1 running each), where 3 left a done at 6
+    assert decide({"a": ReplicaLoad(8, 1), "b": ReplicaLoad(0, 1)}, rules) == [Move("a", "b", 4)]
     assert decide({"a": ReplicaLoad(8, 1), "b": ReplicaLoad(1, 1)}, rules) == []
+
+
+def test_one_call_waiting_behind_a_running_one_moves_to_an_idle_replica() -> None:
+    """Both are then done after one call's time, where a alone took two. The rule
+    wanted b done strictly sooner than a after the move, and left the call waiting
+    behind a long one while b idled."""
+    rules = steal_edges(["a", "b"])
+    assert decide({"a": ReplicaLoad(1, 1), "b": ReplicaLoad(0, 0)}, rules) == [Move("a", "b", 1)]
+    # but not to a replica as busy: it would be done no sooner there
+    assert decide({"a": ReplicaLoad(1, 1), "b": ReplicaLoad(0, 1)}, rules) == []
 
 
 def test_calls_on_their_way_count_as_load() -> None:

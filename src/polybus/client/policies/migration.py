@@ -94,13 +94,30 @@ def _drain(w: int, r: int, speed: float) -> float:
 
 
 def _helpful(src: ReplicaLoad, dst: ReplicaLoad, k: int) -> int:
-    """The largest count <= k whose move leaves dst draining sooner than src."""
-    ws, rs, ss = src.waiting, src.running, src.speed
-    wd, rd, sd = dst.waiting + dst.incoming, dst.running, dst.speed
-    # (wd + rd + m) / sd < (ws + rs - m) / ss  <=>  m < (sd*(ws+rs) - ss*(wd+rd)) / (ss+sd)
-    bound = (sd * (ws + rs) - ss * (wd + rd)) / (ss + sd)
-    m = math.ceil(bound) - 1
-    return max(0, min(k, m, ws))
+    """How many of ``src``'s waiting calls (at most k) to move to ``dst``: the fewest
+    that make the later of the two done soonest, 0 when no move makes it sooner.
+
+    With S calls at src and D at dst (running and waiting, dst's incoming too), moving
+    m makes them done at (S - m)/ss and (D + m)/sd: the later of those falls until m
+    reaches (sd*S - ss*D)/(ss + sd), and rises after. One call waiting behind a running
+    one moves to an idle replica (both then done at 1, where src alone was at 2); the
+    rule this replaced wanted dst done strictly sooner than src after the move, and
+    left that call waiting."""
+    big_s = src.waiting + src.running
+    big_d = dst.waiting + dst.incoming + dst.running
+    ss, sd = src.speed, dst.speed
+    cap = min(k, src.waiting)
+
+    def later(m: int) -> float:
+        return max((big_s - m) / ss, (big_d + m) / sd)
+
+    turn = math.floor((sd * big_s - ss * big_d) / (ss + sd))
+    best, done = 0, later(0)
+    for m in (turn, turn + 1):
+        m = min(cap, max(0, m))
+        if later(m) < done - 1e-12 or (m < best and later(m) <= done + 1e-12):
+            best, done = m, later(m)
+    return best
 
 
 def decide(loads: Mapping[str, ReplicaLoad], rules: Sequence[Edge]) -> list[Move]:
