@@ -2,10 +2,11 @@
 
 The whole public face::
 
-    from polybus import use, wait, run
+    from polybus import as_completed, use, wait, run
 
     compare = use("compare")          # in a client module: an interface the config binds
     value = wait(promise)             # force an overlapped call's answer
+    for p in as_completed(promises):  # the first answered first
     out = run("app.toml", {"modules.server.replication": 4})   # from Python
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from polybus.client.completion import as_completed
 from polybus.client.operands import broadcast
 from polybus.client.promise import Promise, wait
 from polybus.client.stubs import use
@@ -21,7 +23,8 @@ if TYPE_CHECKING:
     from polybus.runner import RunResult
 
 __version__ = "0.1.0"
-__all__ = ["Promise", "RunResult", "__version__", "broadcast", "run", "use", "wait"]
+__all__ = ["Promise", "RunResult", "__version__", "as_completed", "broadcast", "run", "use",
+           "wait"]
 
 
 def run(path: Any, overrides: Any = (), **kwargs: Any) -> RunResult:

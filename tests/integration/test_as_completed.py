@@ -1,0 +1,71 @@
+"""polybus.as_completed: promises in the order their answers come."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import polybus
+from polybus.errors import RemoteException
+
+from .comm_harness import cluster
+
+TOML = """
+[modules.server]
+source = "server.py"
+replication = 2
+define.nap = {{ pool = 2 }}
+define.scale = {{}}
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.nap = {{ callstyle = "async" }}
+use.scale = {{ callstyle = "async"{agg} }}
+
+[bind]
+"client.nap" = "server.nap"
+"client.scale" = "server.scale"
+"""
+
+
+def test_the_first_answered_comes_first(tmp_path: Path) -> None:
+    with cluster(tmp_path, TOML.format(agg=""), replicas=2) as c:
+        s = c.session()
+        slow = s.call("nap", ("slow", 3.0), {})
+        quick = s.call("nap", ("quick", 0.0), {})
+        got = list(polybus.as_completed([slow, 42, quick]))
+        assert got[0] == 42  # not a promise: at once
+        assert [polybus.wait(p) for p in got[1:]] == ["quick", "slow"]
+
+
+def test_a_failed_call_is_yielded_and_raises_when_used(tmp_path: Path) -> None:
+    with cluster(tmp_path, TOML.format(agg=""), replicas=2) as c:
+        s = c.session()
+        ps = [s.call("scale", (i, -1 if i == 2 else 2), {}) for i in range(4)]
+        got = list(polybus.as_completed(ps))
+        assert len(got) == 4 and {id(p) for p in got} == {id(p) for p in ps}  # each once
+        with pytest.raises(RemoteException, match="negative scale"):
+            polybus.wait(ps[2])
+        assert [polybus.wait(p) for p in ps if p is not ps[2]] == [0, 2, 6]
+
+
+def test_aggregated_calls_held_in_a_batch_are_sent_and_come(tmp_path: Path) -> None:
+    """A batch lingering (60 s here) is written when as_completed waits on it."""
+    with cluster(tmp_path, TOML.format(agg=', aggregate = 8, linger = "60s"'), replicas=1) as c:
+        s = c.session()
+        ps = [s.call("scale", (i, 3), {}) for i in range(3)]
+        assert sorted(polybus.wait(p) for p in polybus.as_completed(ps)) == [0, 3, 6]
+
+
+def test_a_timeout_says_how_many_were_left(tmp_path: Path) -> None:
+    with cluster(tmp_path, TOML.format(agg=""), replicas=1) as c:
+        s = c.session()
+        slow = s.call("nap", ("slow", 2.0), {})
+        quick = s.call("nap", ("quick", 0.0), {})
+        it = polybus.as_completed([slow, quick], timeout=0.5)
+        assert polybus.wait(next(it)) == "quick"
+        with pytest.raises(TimeoutError, match="1 of the promises"):
+            next(it)
+        assert polybus.wait(slow) == "slow"
