@@ -56,7 +56,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: the first value of the first --vary)")
     p.add_argument("--json", metavar="FILE", help="write every cell as JSON")
     p.add_argument("--csv", metavar="FILE", help="write every cell as CSV")
-    p.add_argument("--plot", metavar="FILE.png", help="time, speedup and efficiency curves")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="time, speedup and efficiency curves (needs the plot extra: "
+                        "pip install 'polybus[plot]')")
+
+
+def check_plot_extra() -> None:
+    """UsageError unless matplotlib imports: --plot draws only after every combination
+    ran, and a missing extra ended a whole sweep in a traceback there."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise UsageError(f"--plot needs matplotlib, which did not import ({exc}): "
+                         "pip install 'polybus[plot]', or leave out --plot") from None
 
 
 def _runner(path: str, sets: Sequence[str]) -> float:
@@ -194,6 +206,8 @@ def main(args: argparse.Namespace) -> int:
     check_combinations(args.config, varies, args.set)  # a bad value fails now, not in its cell
     check_writable(args.json, "--json")
     check_writable(args.csv, "--csv")
+    if args.plot:
+        check_plot_extra()
     console = result_console()  # piped or redirected: the table whole, not cut at 80
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
