@@ -13,6 +13,7 @@ import argparse
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -59,6 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="FILE.png",
                    help="time, speedup and efficiency curves (needs the plot extra: "
                         "pip install 'polybus[plot]')")
+    p.add_argument("--no-worker-output", action="store_true",
+                   help="do not forward what the workers print to stderr")
 
 
 def check_plot_extra() -> None:
@@ -71,11 +74,11 @@ def check_plot_extra() -> None:
                          "pip install 'polybus[plot]', or leave out --plot") from None
 
 
-def _runner(path: str, sets: Sequence[str]) -> float:
+def _runner(path: str, sets: Sequence[str], worker_output: bool = True) -> float:
     from polybus.config.origin import SET
     from polybus.runner import run
 
-    return run(path, tuple(sets), origin=SET).elapsed_s
+    return run(path, tuple(sets), origin=SET, worker_output=worker_output).elapsed_s
 
 
 def brief(error: str | None) -> str:
@@ -219,7 +222,8 @@ def main(args: argparse.Namespace) -> int:
             def advance(self, description: str) -> None:
                 bar.update(task, advance=1, description=description)
 
-        sweep = run_sweep(args.config, varies, args.repeat, _runner, baseline,
+        runner = partial(_runner, worker_output=False) if args.no_worker_output else _runner
+        sweep = run_sweep(args.config, varies, args.repeat, runner, baseline,
                           fixed=args.set, progress=_Advance())
     console.print(table(sweep))
     if args.json:
