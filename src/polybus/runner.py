@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from polybus.callsite import place
 from polybus.client.promise import wait
@@ -77,13 +78,18 @@ def override_strings(overrides: Mapping[str, Any] | Sequence[str]) -> tuple[str,
 
 def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
         registry: str | None = None, token_file: str | None = None,
-        origin: Origin = PYTHON) -> RunResult:
+        origin: Origin = PYTHON, worker_output: bool | TextIO = True) -> RunResult:
     """Run the program ``path`` configures and return its result and statistics.
 
     ``overrides`` are ``{"modules.server.replication": 8}`` or ``["key=value", ...]``; a
     mistake in one is reported against ``overrides`` (``origin``: the CLI's are --set).
     With ``registry`` (HOST:PORT), use the workers registered there instead of
     starting any; the token then comes from ``token_file`` or $POLYBUS_TOKEN.
+
+    What the workers it starts print (stdout and stderr) is forwarded, line by line and
+    prefixed with the replica's name (``(server-0) ...``), to ``sys.stderr`` as it is
+    when the run starts, or to the text stream ``worker_output`` names; ``False``: not
+    forwarded. Workers of a ``registry`` print where they were started.
     """
     sets = override_strings(overrides)
     app = load(path, sets, origin)  # (the workers get them as --set, checked here first)
@@ -95,7 +101,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
                           hint="a configuration with only [serve] routes is started with "
                                "`polybus serve`")
     session: Session | None = None
-    with started_cluster(app, sets, registry=registry, token_file=token_file) as cluster:
+    with started_cluster(app, sets, registry=registry, token_file=token_file,
+                         worker_output=echo_to(worker_output)) as cluster:
         try:
             t0 = time.perf_counter()
             session = Session(app, cluster.registry, cluster.token)
@@ -126,13 +133,23 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
                 session.close()
 
 
+def echo_to(worker_output: bool | TextIO) -> TextIO | None:
+    """Where ``worker_output`` (`run`'s) sends the workers' lines: True is sys.stderr as
+    it is now (a test's capture, say), False nowhere."""
+    if worker_output is True:
+        return sys.stderr
+    return None if worker_output is False else worker_output
+
+
 @contextmanager
 def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
                     registry: str | None = None,
-                    token_file: str | None = None) -> Iterator[Cluster]:
+                    token_file: str | None = None,
+                    worker_output: TextIO | None = None) -> Iterator[Cluster]:
     """The cluster ``app`` needs, up while the block runs: an embedded registry and the
     local engine's workers, or (``registry`` / [cluster] registry) the replicas already
-    registered there. Everything started is stopped at the end, however it ends."""
+    registered there. Everything started is stopped at the end, however it ends.
+    ``worker_output``: where the local engine forwards its workers' lines, if anywhere."""
     registry = registry or app.cluster.registry
     kind = app.cluster.engine  # (mpi and ray are refused when the configuration loads)
     if kind == "hosts" and not registry:
@@ -152,7 +169,7 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
         else:
             from polybus.engines.local import LocalEngine
 
-            engine = LocalEngine(app, overrides)
+            engine = LocalEngine(app, overrides, echo=worker_output)
             cluster = engine.start()
             try:
                 yield cluster

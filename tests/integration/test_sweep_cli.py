@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,25 @@ def test_sweep_rejects_a_bad_vary_value_before_running(app: Path, tmp_path: Path
 def test_sweep_rejects_a_broken_file_before_running(app: Path) -> None:
     app.write_text(TOML.replace("entrypoint", "entrypiont"))
     assert cli(["sweep", str(app), "--vary", "modules.server.replication=1"]) == 2
+
+
+def test_sweep_plot_without_matplotlib_fails_before_any_run(
+        app: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--plot without the plot extra: said at once, not after every combination ran
+    (it was a raw ModuleNotFoundError traceback then, exit status 1)."""
+    from polybus.cli import cmd_sweep
+
+    runs: list[tuple[str, tuple[str, ...]]] = []
+    monkeypatch.setattr(cmd_sweep, "_runner",
+                        lambda path, sets: runs.append((path, tuple(sets))) or 1.0)
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
+    png = tmp_path / "s.png"
+    assert cli(["sweep", str(app), "--vary", "modules.server.replication=1,2",
+                "--repeat", "1", "--plot", str(png)]) == 2
+    err = capsys.readouterr().err
+    assert "--plot needs matplotlib" in err and "pip install 'polybus[plot]'" in err
+    assert "Traceback" not in err
+    assert runs == [] and not png.exists()

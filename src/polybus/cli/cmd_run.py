@@ -23,7 +23,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", metavar="HOST:PORT",
                    help="use the workers of a running registry instead of starting any")
     p.add_argument("--token-file", metavar="FILE", help="the cluster token (else $POLYBUS_TOKEN)")
-    p.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    p.add_argument("--quiet", action="store_true",
+                   help="no summary on stderr (what the program prints, client and "
+                        "workers, is still shown)")
+    p.add_argument("--no-worker-output", action="store_true",
+                   help="do not forward what the workers print to stderr")
 
 
 def caption(r: RunResult) -> str:
@@ -51,7 +55,7 @@ def summary(r: RunResult) -> Table:
 def main(args: argparse.Namespace) -> int:
     check_writable(args.json, "--json")
     r = run(args.config, tuple(args.set), registry=args.registry, token_file=args.token_file,
-            origin=SET)
+            origin=SET, worker_output=not args.no_worker_output)
     print(r.result, flush=True)
     if not args.quiet:
         result_console(sys.stderr).print(summary(r))

@@ -15,6 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", metavar="HOST:PORT",
                    help="use the workers of a running registry instead of starting any")
     p.add_argument("--token-file", metavar="FILE", help="the cluster token (else $POLYBUS_TOKEN)")
+    p.add_argument("--no-worker-output", action="store_true",
+                   help="do not forward what the workers print to stderr")
     # For a program that starts the front door itself (the rudy benchmark): it then ends
     # with that program, as the engine's workers do, even if the program is killed.
     p.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
@@ -29,5 +31,6 @@ def main(args: argparse.Namespace) -> int:
 
         die_with_parent()
     serve(args.config, tuple(args.set), listen=args.listen, registry=args.registry,
-          token_file=args.token_file, origin=SET)
+          token_file=args.token_file, origin=SET,
+          worker_output=not args.no_worker_output)
     return 0

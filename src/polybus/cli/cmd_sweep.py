@@ -13,6 +13,7 @@ import argparse
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -56,14 +57,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: the first value of the first --vary)")
     p.add_argument("--json", metavar="FILE", help="write every cell as JSON")
     p.add_argument("--csv", metavar="FILE", help="write every cell as CSV")
-    p.add_argument("--plot", metavar="FILE.png", help="time, speedup and efficiency curves")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="time, speedup and efficiency curves (needs the plot extra: "
+                        "pip install 'polybus[plot]')")
+    p.add_argument("--no-worker-output", action="store_true",
+                   help="do not forward what the workers print to stderr")
 
 
-def _runner(path: str, sets: Sequence[str]) -> float:
+def check_plot_extra() -> None:
+    """UsageError unless matplotlib imports: --plot draws only after every combination
+    ran, and a missing extra ended a whole sweep in a traceback there."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise UsageError(f"--plot needs matplotlib, which did not import ({exc}): "
+                         "pip install 'polybus[plot]', or leave out --plot") from None
+
+
+def _runner(path: str, sets: Sequence[str], worker_output: bool = True) -> float:
     from polybus.config.origin import SET
     from polybus.runner import run
 
-    return run(path, tuple(sets), origin=SET).elapsed_s
+    return run(path, tuple(sets), origin=SET, worker_output=worker_output).elapsed_s
 
 
 def brief(error: str | None) -> str:
@@ -194,6 +209,8 @@ def main(args: argparse.Namespace) -> int:
     check_combinations(args.config, varies, args.set)  # a bad value fails now, not in its cell
     check_writable(args.json, "--json")
     check_writable(args.csv, "--csv")
+    if args.plot:
+        check_plot_extra()
     console = result_console()  # piped or redirected: the table whole, not cut at 80
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
@@ -205,7 +222,8 @@ def main(args: argparse.Namespace) -> int:
             def advance(self, description: str) -> None:
                 bar.update(task, advance=1, description=description)
 
-        sweep = run_sweep(args.config, varies, args.repeat, _runner, baseline,
+        runner = partial(_runner, worker_output=False) if args.no_worker_output else _runner
+        sweep = run_sweep(args.config, varies, args.repeat, runner, baseline,
                           fixed=args.set, progress=_Advance())
     console.print(table(sweep))
     if args.json:

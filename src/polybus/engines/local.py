@@ -11,9 +11,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TextIO
 
 from polybus.config.model import AppConfig
 from polybus.engines.base import Cluster
+from polybus.engines.logfollow import LogFollower, is_banner
 from polybus.errors import PolybusError, TransportError
 from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
@@ -24,11 +26,17 @@ START_TIMEOUT = 60.0
 
 
 class LocalEngine:
-    """Starts ``replication`` worker processes per server module; stops every one of them."""
+    """Starts ``replication`` worker processes per server module; stops every one of them.
+
+    Each worker's stdout and stderr go to a log file of its own. With ``echo``, once
+    every worker has registered, their lines are forwarded there as they come, each
+    prefixed with its worker's name (engines/logfollow.py), until `stop`."""
 
     def __init__(self, app: AppConfig, overrides: tuple[str, ...] = (),
-                 start_timeout: float = START_TIMEOUT) -> None:
+                 start_timeout: float = START_TIMEOUT, echo: TextIO | None = None) -> None:
         self.app = app
+        self.echo = echo
+        self.follower: LogFollower | None = None
         self.overrides = overrides
         self.start_timeout = start_timeout  # for every worker to register, in seconds
         self.token = make_token()
@@ -46,6 +54,11 @@ class LocalEngine:
                 for replica in module.replication:
                     self._spawn(module.key, replica.name)
             self._wait_ready()
+            if self.echo is not None:
+                # (Not while they start: a start that fails reports the worker's own
+                # words, and the stacks asked of one that is slow, in its error.)
+                self.follower = LogFollower([(n, log) for n, _, log in self.procs],
+                                            self.echo).start()
         except BaseException:
             self.stop()
             raise
@@ -63,10 +76,14 @@ class LocalEngine:
                 cmd += ["--listen", self._address(scheme, len(self.procs))]
             for o in self.overrides:
                 cmd += ["--set", o]
-            env = dict(os.environ, **{ENV: self.token.decode()})
-            with open(log, "wb") as err:
+            # Unbuffered: a line printed is in the log at once, for the follower and
+            # for the death diagnostics, in the worker and any Python it starts (its
+            # process pool). The worker makes its own stdout line-buffered
+            # (worker/main.py), so a line is one write.
+            env = dict(os.environ, **{ENV: self.token.decode(), "PYTHONUNBUFFERED": "1"})
+            with open(log, "ab") as out:  # (appends: several processes write to it)
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=err, env=env)
+                                        stdout=out, stderr=out, env=env)
         finally:  # (a Ctrl-C here too: stop() ends what is listed and removes its log)
             if proc is not None:
                 self.procs.append((name, proc, log))
@@ -135,16 +152,17 @@ class LocalEngine:
                     how += f" ({signal.Signals(-code).name})"
             else:
                 how = f"exited with status {code}"
-            own = f"polybus worker {name}: serving "  # (its first line: nothing said)
             last = next((ln.strip() for ln in reversed(_tail(log, 20).splitlines())
-                         if ln.strip() and ln != "(no output)" and not ln.startswith(own)), "")
+                         if ln.strip() and ln != "(no output)"
+                         and not is_banner(name, ln)), "")  # (the banner says nothing)
             out.append(f"worker {name} {how}" + (f"; its log ends: {last}" if last else ""))
         return out
 
     def stop(self) -> None:
         """SIGTERM every worker this engine started, SIGKILL what is left after 3 s, or
         at once if the wait is interrupted (a second Ctrl-C): the logs, the socket
-        directory and the registry go either way."""
+        directory and the registry go either way. What the workers printed until they
+        ended is forwarded (``echo``) before their logs go."""
         try:
             for _, proc, _ in self.procs:
                 if proc.poll() is None:
@@ -159,15 +177,23 @@ class LocalEngine:
             self._release()
 
     def _release(self) -> None:
-        for _, proc, log in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            try:
-                log.unlink()
-            except OSError:
-                pass
-        self.procs.clear()
+        try:
+            for _, proc, _ in self.procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            if self.follower is not None:
+                self.follower.close()
+        finally:
+            self.follower = None
+            for _, proc, log in self.procs:
+                if proc.poll() is None:  # (the wait above interrupted)
+                    proc.kill()
+                try:
+                    log.unlink()
+                except OSError:
+                    pass
+            self.procs.clear()
         if self.sockdir is not None:
             shutil.rmtree(self.sockdir, ignore_errors=True)
             self.sockdir = None

@@ -15,7 +15,7 @@ import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from polybus.client.session import Session
 from polybus.config import load
@@ -27,7 +27,7 @@ from polybus.errors import ConfigError, UsageError
 from polybus.http.calls import CallBridge
 from polybus.http.response import HTTP_SUFFIX
 from polybus.http.server import FrontDoor
-from polybus.runner import override_strings, started_cluster
+from polybus.runner import echo_to, override_strings, started_cluster
 
 __all__ = ["serve"]
 
@@ -66,11 +66,14 @@ def _listen(address: str) -> socket.socket:
 def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
           listen: str | None = None, registry: str | None = None,
           token_file: str | None = None,
-          ready: Callable[[str], None] | None = None, origin: Origin = PYTHON) -> None:
+          ready: Callable[[str], None] | None = None, origin: Origin = PYTHON,
+          worker_output: bool | TextIO = True) -> None:
     """Serve the ``[serve]`` routes of ``path`` until SIGINT/SIGTERM.
 
     ``listen`` (HOST:PORT) overrides ``serve.listen``; ``ready`` is called with the
     server's URL once it accepts connections. ``overrides`` as for `polybus.run`.
+    ``worker_output``: what the workers started here print is forwarded as by
+    `polybus.run` (to sys.stderr, or that stream; False: not forwarded).
     """
     sets = override_strings(overrides)
     if listen is not None:
@@ -86,7 +89,8 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
     spec = app.serve
     sock = _listen(spec.listen)
     try:
-        with started_cluster(app, sets, registry=registry, token_file=token_file) as cluster:
+        with started_cluster(app, sets, registry=registry, token_file=token_file,
+                             worker_output=echo_to(worker_output)) as cluster:
             session = Session(app, cluster.registry, cluster.token, _bindings(app, spec))
             try:
                 asyncio.run(_main(app, spec, session, sock, ready))

@@ -26,6 +26,19 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def line_buffered() -> None:
+    """stdout and stderr written a whole line at a time, as on a terminal, whatever
+    they are (a log file, for a worker the local engine started): a print is one write,
+    seen at once by whoever reads the file (engines/logfollow.py)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(line_buffering=True, write_through=False)
+            except (OSError, ValueError):
+                pass
+
+
 def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame: int) -> ServeOptions:
     """A replica's servicing style: the largest pool and queue its interfaces ask for."""
     opts = ServeOptions(max_frame=max_frame)
@@ -57,6 +70,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         # still there (it stops them), not lose them first and report them gone.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         die_with_parent(parent=parent)
+    line_buffered()  # (before the module's top-level code prints anything)
     keep_freed_memory()  # large messages reuse their memory (memory.py)
     client = RegistryClient(registry, token)  # (a malformed address fails here, first)
     module = load_module(module_path, f"polybus_user_{module_key}")
