@@ -241,3 +241,20 @@ def test_tls_files_that_do_not_exist_are_found_by_check(tmp_path: Path) -> None:
     assert errors(tmp_path, toml) == [
         ("file", "cluster.tls.cert", "cert file 'certs/a.pem' not found (looked for "
          f"'{tmp_path.resolve() / 'certs' / 'a.pem'}')", None)]
+
+
+def test_a_priority_over_a_parameter_whose_default_is_not_a_literal_is_a_warning(
+        tmp_path: Path) -> None:
+    # The client binds a call's arguments without importing the module: a default it
+    # cannot read (SIZE) fails a call that leaves the parameter out.
+    server = "SIZE = 3\n\n\ndef compare(query, entry, n=SIZE, k=2):\n    return 0\n"
+    sets = ('modules.server.define.compare.priority="len(query) * n * k"',)
+    assert errors(tmp_path, overrides=sets, server=server) == []
+    cfg, _ = validate(str(tmp_path / "app.toml"), sets)
+    assert cfg is not None
+    assert [(n.file, n.key, n.bare_message, n.hint) for n in cfg.notes] == [(
+        "--set", PRIORITY, "the priority reads 'n', whose default SIZE is not a literal: the "
+        "client does not import the module, so a call that leaves n out fails there",
+        "pass n in every call, or give it a literal default")]
+    cfg, _ = validate(str(tmp_path / "app.toml"), ('modules.server.define.compare.priority="k"',))
+    assert cfg is not None and cfg.notes == ()

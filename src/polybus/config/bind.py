@@ -18,7 +18,14 @@ from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, Mo
 from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.schema import TOP_KEYS, is_identifier, parse_cluster, parse_module
 from polybus.config.serve import check_routes, parse_serve
-from polybus.config.source import FunctionInfo, SourceInfo, call_error, inspect_source
+from polybus.config.source import (
+    FunctionInfo,
+    OpaqueDefault,
+    SourceInfo,
+    call_error,
+    defaults,
+    inspect_source,
+)
 from polybus.errors import ConfigError
 
 __all__ = ["build"]
@@ -76,9 +83,17 @@ def _check_define(m: ModuleSpec, info: SourceInfo, p: Problems) -> None:
             continue
         if spec.priority is not None:
             try:
-                compile_priority(spec.priority, list(fn.params))
+                expr = compile_priority(spec.priority, list(fn.params))
             except ConfigError as e:
                 p.add_error(e, dotted(*key, "priority"))
+            else:
+                for name, default in defaults(fn).items():
+                    if name in expr.names and isinstance(default, OpaqueDefault):
+                        p.note(f"the priority reads {name!r}, whose default {default!r} is "
+                               "not a literal: the client does not import the module, so a "
+                               f"call that leaves {name} out fails there",
+                               dotted(*key, "priority"),
+                               f"pass {name} in every call, or give it a literal default")
         if isinstance(spec.cache, tuple):
             for name in spec.cache:
                 if name not in fn.params:
