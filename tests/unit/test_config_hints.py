@@ -258,3 +258,25 @@ def test_a_priority_over_a_parameter_whose_default_is_not_a_literal_is_a_warning
         "pass n in every call, or give it a literal default")]
     cfg, _ = validate(str(tmp_path / "app.toml"), ('modules.server.define.compare.priority="k"',))
     assert cfg is not None and cfg.notes == ()
+
+
+def test_a_queue_smaller_than_another_define_of_its_module_asks_for_is_a_warning(
+        tmp_path: Path) -> None:
+    # A replica has one queue, as long as the largest any define asks for: slow's
+    # queue = 1 with overflow = "reject" never rejected (compare kept the default 1000).
+    server = SERVER + "\n\ndef slow(query):\n    return 0\n"
+    sets = ('modules.server.define.slow={ queue = 1, overflow = "reject" }',)
+    assert errors(tmp_path, overrides=sets, server=server) == []
+    cfg, _ = validate(str(tmp_path / "app.toml"), sets)
+    assert cfg is not None
+    assert [(n.file, n.key, n.bare_message, n.hint) for n in cfg.notes] == [(
+        "--set", "modules.server.define.slow.queue",
+        "queue = 1 has no effect: a replica of module 'server' has one queue for all its "
+        "interfaces, bounded by the largest queue any of its defines asks for (1000, the "
+        "default, of define.compare), so overflow = \"reject\" refuses a call only when 1000 "
+        "wait", "give every define of module 'server' queue = 1, or put slow in a module of "
+        "its own: another [modules.<key>] with the same source")]
+    for fixed in ((*sets, "modules.server.define.compare.queue=1"),
+                  ('modules.server.define.slow={ queue = 1000, overflow = "reject" }',)):
+        cfg, _ = validate(str(tmp_path / "app.toml"), fixed)
+        assert cfg is not None and cfg.notes == ()

@@ -273,6 +273,7 @@ def _note_no_ops(modules: dict[str, ModuleSpec], raw: dict[str, Any], p: Problem
                 p.note("prefetch pushes cached operands, and this interface caches none",
                        dotted("modules", key, "define", iface, "prefetch"),
                        'add cache = ["<parameter>", ...] or cache = "auto"')
+        _note_shared_queue(key, m, raw, p)
         uses = raw.get(key, {}).get("use") if isinstance(raw.get(key), dict) else None
         for name, u in m.use.items():
             table = uses.get(name) if isinstance(uses, dict) else None
@@ -287,6 +288,31 @@ def _note_no_ops(modules: dict[str, ModuleSpec], raw: dict[str, Any], p: Problem
                        "(each waits for its answer, so none travel together)",
                        dotted("modules", key, "use", name, "aggregate"),
                        'set callstyle = "async" or "async-demand(N)"')
+
+
+def _note_shared_queue(key: str, m: ModuleSpec, raw: dict[str, Any], p: Problems) -> None:
+    """A replica has one queue, the largest any define of its module asks for
+    (worker/main.py): a smaller ``queue`` written on one define bounds nothing."""
+    table = raw.get(key)
+    defines = table.get("define") if isinstance(table, dict) else None
+    if not m.define or not isinstance(defines, dict):
+        return
+    largest = max(d.queue for d in m.define.values())
+    by = [f"define.{i}" for i, d in m.define.items() if d.queue == largest]
+    of = ", ".join(by[:3]) + (f" and {len(by) - 3} more" if len(by) > 3 else "")
+    default = ", the default," if largest == DefineSpec().queue else ""
+    for iface, d in m.define.items():
+        written = defines.get(iface)
+        if not (isinstance(written, dict) and "queue" in written and d.queue < largest):
+            continue
+        then = (f'overflow = "reject" refuses a call only when {largest} wait'
+                if d.overflow == "reject" else f"the senders are held back only when {largest} wait")
+        p.note(f"queue = {d.queue} has no effect: a replica of module {key!r} has one queue "
+               "for all its interfaces, bounded by the largest queue any of its defines asks "
+               f"for ({largest}{default} of {of}), so {then}",
+               dotted("modules", key, "define", iface, "queue"),
+               f"give every define of module {key!r} queue = {d.queue}, or put {iface} in a "
+               "module of its own: another [modules.<key>] with the same source")
 
 
 def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | None:
