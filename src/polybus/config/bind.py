@@ -13,10 +13,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from polybus.config.cluster import parse_cluster
 from polybus.config.expr import compile_priority
 from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec, ServeSpec
 from polybus.config.problems import Problems, dotted, nearest
-from polybus.config.schema import TOP_KEYS, is_identifier, parse_cluster, parse_module
+from polybus.config.schema import TOP_KEYS, is_identifier, parse_module
 from polybus.config.serve import check_routes, parse_serve
 from polybus.config.source import (
     FunctionInfo,

@@ -18,7 +18,6 @@ from polybus.config.keys import (
     DEFINE_HINTS,
     DEFINE_KEYS,
     MODULE_KEYS,
-    TLS_KEYS,
     TOP_KEYS,
     USE_HINTS,
     USE_KEYS,
@@ -26,12 +25,10 @@ from polybus.config.keys import (
 )
 from polybus.config.model import (
     CallStyle,
-    ClusterSpec,
     DefineSpec,
     MigrationPath,
     ModuleSpec,
     ReplicaSpec,
-    TLSFiles,
     UseSpec,
 )
 from polybus.config.problems import Problems, describe, dotted, nearest
@@ -41,8 +38,7 @@ from polybus.errors import ConfigError
 from polybus.transport.spinning import SPIN_S
 
 __all__ = [
-    "CLUSTER_KEYS", "DEFINE_KEYS", "MODULE_KEYS", "TOP_KEYS", "USE_KEYS",
-    "parse_cluster", "parse_module",
+    "CLUSTER_KEYS", "DEFINE_KEYS", "MODULE_KEYS", "TOP_KEYS", "USE_KEYS", "parse_module",
 ]
 
 T = TypeVar("T")
@@ -345,55 +341,6 @@ def _spin(t: _Table) -> float:
                 "at most '10ms'; '0' to block at once")
         return SPIN_S
     return _pick(v, SPIN_S)
-
-
-def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems) -> ClusterSpec:
-    p.unknown_keys(table, CLUSTER_KEYS, "cluster")
-    t = _Table(table, ("cluster",), p)
-    c = ClusterSpec()
-    registry = t.address("registry", "registry",
-                         "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'")
-    max_frame = t.parsed("max_frame", parse_size)
-    if max_frame == 0:
-        p.add("expected a frame size > 0", t.key("max_frame"))
-    token_file = t.string("token_file")
-    if token_file is not None:
-        token_file = str((base_dir / Path(token_file).expanduser()).resolve())
-    engine = None
-    if table.get("engine") in ("mpi", "ray"):  # (named by the papers: said plainly)
-        p.add(f"the {table['engine']} engine is not part of this version of polybus",
-              t.key("engine"), "use engine = \"local\", or \"hosts\" with workers "
-                               "started by `polybus worker` and [cluster] registry")
-    else:
-        engine = t.string("engine", ENGINES)
-    return ClusterSpec(
-        tls=_parse_tls(t, base_dir, p),
-        engine=cast(Literal["local", "hosts"], _pick(engine, c.engine)),
-        registry=registry,
-        listen_host=_pick(t.string("listen_host"), c.listen_host),
-        heartbeat=_pick(t.positive_duration("heartbeat"), c.heartbeat),
-        max_frame=_pick(max_frame, c.max_frame),
-        token_file=token_file,
-    )
-
-
-def _parse_tls(t: _Table, base_dir: Path, p: Problems) -> TLSFiles | None:
-    table = t.table("tls")
-    if table is None:
-        return None
-    p.unknown_keys(table, TLS_KEYS, "cluster", "tls")
-    tt = _Table(table, ("cluster", "tls"), p)
-    files = {}
-    for k in TLS_KEYS:
-        v = tt.string(k)
-        if v is None:
-            if k not in table:
-                p.add(f"tls needs {k!r}", t.key("tls"), "tls = { cert = FILE, key = FILE, ca = FILE }")
-            return None
-        files[k] = str((base_dir / Path(v).expanduser()).resolve())
-        if not Path(files[k]).is_file():  # (found by check, not when run connects)
-            p.add(f"{k} file {v!r} not found (looked for {files[k]!r})", tt.key(k))
-    return TLSFiles(**files)
 
 
 def is_identifier(name: str) -> bool:
