@@ -36,6 +36,19 @@ def test_what_is_not_a_response_is_an_error(bad: object) -> None:
         to_response(bad)
 
 
+def test_what_is_not_a_response_is_said_with_its_article_and_the_handler() -> None:
+    with pytest.raises(TypeError, match=r"^a handler returned an object, which is not a "):
+        to_response(object())
+    with pytest.raises(TypeError, match=r"^a handler returned a set, which is not a "):
+        to_response({1})
+
+    def weird() -> object:
+        return object()
+
+    with pytest.raises(TypeError, match=r"^weird\(\) returned an object, which is not a "):
+        http_form(weird)()
+
+
 def test_http_form_passes_the_fields_and_converts() -> None:
     def handler(method: str, body: bytes) -> dict[str, object]:
         return {"m": method, "n": len(body)}
