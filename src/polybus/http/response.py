@@ -39,7 +39,14 @@ def _body(value: Any, who: str) -> tuple[bytes, str | None]:
         return value.encode("utf-8"), _HTML if html else _TEXT
     if isinstance(value, _JSONABLE) or hasattr(value, "tolist"):
         plain = value.tolist() if hasattr(value, "tolist") else value
-        return json.dumps(plain, separators=(",", ":")).encode(), _JSON
+        try:  # strict: NaN and Infinity are not JSON, and no JSON parser takes them
+            return json.dumps(plain, separators=(",", ":"), allow_nan=False).encode(), _JSON
+        except ValueError as e:
+            if not str(e).startswith("Out of range float"):
+                raise
+            raise ValueError(f"{who} returned a value that is not valid JSON: it holds a float "
+                             "NaN or infinity, which JSON has no form for; return None (null) "
+                             "or a string in its place") from None
     kind = type(value).__qualname__
     raise TypeError(f"{who} returned {'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, which "
                     "is not a response: return str, bytes, a dict/list (JSON), None, or "
@@ -69,8 +76,8 @@ def to_response(value: Any, who: str = "a handler") -> Response:
     messages).
 
     str -> 200 text/plain (text/html when it begins with ``<!doctype html`` or
-    ``<html``); bytes -> 200 application/octet-stream; dict, list, numbers -> 200 JSON;
-    None -> 204; ``(status, body)`` or ``(status, headers, body)`` for full control
+    ``<html``); bytes -> 200 application/octet-stream; dict, list, numbers -> 200 JSON
+    (strict: a float NaN or infinity in it is a ValueError, so a 500); None -> 204; ``(status, body)`` or ``(status, headers, body)`` for full control
     (headers a dict or pairs; a Content-Type given there wins).
     """
     status = 200
