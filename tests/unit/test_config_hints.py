@@ -280,3 +280,23 @@ def test_a_queue_smaller_than_another_define_of_its_module_asks_for_is_a_warning
                   ('modules.server.define.slow={ queue = 1000, overflow = "reject" }',)):
         cfg, _ = validate(str(tmp_path / "app.toml"), fixed)
         assert cfg is not None and cfg.notes == ()
+
+
+def test_a_zero_share_with_nothing_to_feed_its_replica_is_a_warning(tmp_path: Path) -> None:
+    # loadratio = "1:0" was taken silently and server-1 idled. A 0 is meaningful where
+    # stealing or a migration path brings calls to the replica (CORD's line fed at its
+    # head), so it is a warning, not an error.
+    sets = ('modules.client.use.compare.loadratio="1:0"',)
+    assert errors(tmp_path, overrides=sets) == []
+    cfg, _ = validate(str(tmp_path / "app.toml"), sets)
+    assert cfg is not None
+    assert [(n.file, n.key, n.bare_message, n.hint) for n in cfg.notes] == [(
+        "--set", "modules.client.use.compare.loadratio",
+        "replica 'server-1' of module 'server' has share 0, and nothing moves calls to it "
+        "(no balance = \"steal\", no migration path through it): it gets none of these calls",
+        "give every replica a share > 0, or add balance = \"steal\"; a 0 is for a replica "
+        "that calls reach by stealing or migration")]
+    for fed in ('modules.client.use.compare.balance="steal"',
+                'modules.server.replication="a#b"'):
+        cfg, _ = validate(str(tmp_path / "app.toml"), (*sets, fed))
+        assert cfg is not None and cfg.notes == (), fed
