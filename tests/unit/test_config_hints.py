@@ -300,3 +300,17 @@ def test_a_zero_share_with_nothing_to_feed_its_replica_is_a_warning(tmp_path: Pa
                 'modules.server.replication="a#b"'):
         cfg, _ = validate(str(tmp_path / "app.toml"), (*sets, fed))
         assert cfg is not None and cfg.notes == (), fed
+
+
+@pytest.mark.parametrize(("written", "hint"), [
+    ("servre.py", "did you mean 'server.py'?"),
+    ("server", "did you mean 'server.py'?"),
+    ("./Server.py", "did you mean 'server.py'?"),
+    ("nothing_like_it.py", None),
+])
+def test_a_missing_source_file_gets_the_nearest_file_beside_it(
+        tmp_path: Path, written: str, hint: str | None) -> None:
+    toml = BASE.replace('source = "server.py"', f'source = "{written}"')
+    [(_, key, message, got)] = errors(tmp_path, toml)
+    assert (key, message.split(" (")[0], got) == (
+        "modules.server.source", f"source file {written!r} not found", hint)

@@ -7,6 +7,7 @@ need more than one table (sources, bindings, replica counts) are in ``bind``.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -295,7 +296,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
         source = (base_dir / Path(raw_source).expanduser()).resolve()
         if not source.is_file():
             p.add(f"source file {raw_source!r} not found (looked for {str(source)!r})",
-                  t.key("source"))
+                  t.key("source"), _nearest_file(raw_source, source))
     entrypoint = t.string("entrypoint")
     replicas: tuple[ReplicaSpec, ...] = ()
     paths: tuple[MigrationPath, ...] = ()
@@ -331,6 +332,17 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
         pickle=_pick(t.boolean("pickle"), False),
         spin=_spin(t),
     )
+
+
+def _nearest_file(written: str, looked: Path) -> str | None:
+    """The Python file beside ``looked`` (a source not found) whose name is nearest, said
+    as ``written`` would say it, or None."""
+    try:
+        names = [f.name for f in looked.parent.iterdir() if f.suffix == ".py" and f.is_file()]
+    except OSError:  # (no such directory: nothing to suggest)
+        return None
+    found = difflib.get_close_matches(looked.name, names, n=1, cutoff=0.6)
+    return f"did you mean {str(Path(written).with_name(found[0]))!r}?" if found else None
 
 
 def _spin(t: _Table) -> float:
