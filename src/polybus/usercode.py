@@ -157,7 +157,9 @@ def _child(argv: list[str]) -> int:
         for name in names:
             fn = getattr(module, name, None)
             if not callable(fn):
-                what = "missing" if fn is None else f"a {type(fn).__name__}, not a function"
+                kind = type(fn).__name__
+                what = "missing" if fn is None else (
+                    f"{'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, not a function")
                 error = (f"module {key!r} ({shown(path)}): {name!r}, which the configuration "
                          f"names, is {what} once the module is imported")
                 break

@@ -46,7 +46,7 @@ def assert_users_terms(stderr: str) -> None:
      "module 'server' (server.py) failed to import: ImportError: cannot import name 'g' "
      "from 'quiet'"),
     (SERVER + "\nf = 3\n", CLIENT,
-     "module 'server' (server.py): 'f', which the configuration names, is a int, "
+     "module 'server' (server.py): 'f', which the configuration names, is an int, "
      "not a function once the module is imported"),
 ], ids=["missing-import", "helper-raises", "missing-name", "not-a-function"])
 def test_check_imports_each_module_and_names_file_and_line(

@@ -213,6 +213,21 @@ def test_a_full_queue_rejects_with_503_under_reject(procs: Procs, tmp_path: Path
     c.close()
 
 
+def test_serve_warns_of_a_queue_that_bounds_nothing(procs: Procs, tmp_path: Path) -> None:
+    # slow's queue = 1 beside hello's default 1000: the replica's queue is 1000 and
+    # nothing is rejected; check warned, and serve said nothing.
+    (tmp_path / "web.py").write_text(textwrap.dedent(WEB))
+    app = tmp_path / "app.toml"
+    app.write_text('[modules.web]\nsource = "web.py"\ndefine.hello = {}\n'
+                   'define.slow = { queue = 1, overflow = "reject" }\n'
+                   '[serve]\nlisten = "127.0.0.1:0"\n[serve.routes]\n"GET /" = "web.hello"\n')
+    p = procs.start("serve", app)
+    assert p.stderr is not None
+    read_line(p.stderr, r"^warning: .*modules\.web\.define\.slow\.queue: queue = 1 has no "
+                        r"effect", timeout=60)
+    read_line(p.stderr, r"listening on http://", timeout=60)
+
+
 def test_a_full_queue_holds_the_requests_back_under_block(procs: Procs, tmp_path: Path) -> None:
     host, port, _ = start(procs, tmp_path, overflow="block", queue=1)
     got = _concurrent(host, port, 6)

@@ -241,3 +241,76 @@ def test_tls_files_that_do_not_exist_are_found_by_check(tmp_path: Path) -> None:
     assert errors(tmp_path, toml) == [
         ("file", "cluster.tls.cert", "cert file 'certs/a.pem' not found (looked for "
          f"'{tmp_path.resolve() / 'certs' / 'a.pem'}')", None)]
+
+
+def test_a_priority_over_a_parameter_whose_default_is_not_a_literal_is_a_warning(
+        tmp_path: Path) -> None:
+    # The client binds a call's arguments without importing the module: a default it
+    # cannot read (SIZE) fails a call that leaves the parameter out.
+    server = "SIZE = 3\n\n\ndef compare(query, entry, n=SIZE, k=2):\n    return 0\n"
+    sets = ('modules.server.define.compare.priority="len(query) * n * k"',)
+    assert errors(tmp_path, overrides=sets, server=server) == []
+    cfg, _ = validate(str(tmp_path / "app.toml"), sets)
+    assert cfg is not None
+    assert [(n.file, n.key, n.bare_message, n.hint) for n in cfg.notes] == [(
+        "--set", PRIORITY, "the priority reads 'n', whose default SIZE is not a literal: the "
+        "client does not import the module, so a call that leaves n out fails there",
+        "pass n in every call, or give it a literal default")]
+    cfg, _ = validate(str(tmp_path / "app.toml"), ('modules.server.define.compare.priority="k"',))
+    assert cfg is not None and cfg.notes == ()
+
+
+def test_a_queue_smaller_than_another_define_of_its_module_asks_for_is_a_warning(
+        tmp_path: Path) -> None:
+    # A replica has one queue, as long as the largest any define asks for: slow's
+    # queue = 1 with overflow = "reject" never rejected (compare kept the default 1000).
+    server = SERVER + "\n\ndef slow(query):\n    return 0\n"
+    sets = ('modules.server.define.slow={ queue = 1, overflow = "reject" }',)
+    assert errors(tmp_path, overrides=sets, server=server) == []
+    cfg, _ = validate(str(tmp_path / "app.toml"), sets)
+    assert cfg is not None
+    assert [(n.file, n.key, n.bare_message, n.hint) for n in cfg.notes] == [(
+        "--set", "modules.server.define.slow.queue",
+        "queue = 1 has no effect: a replica of module 'server' has one queue for all its "
+        "interfaces, bounded by the largest queue any of its defines asks for (1000, the "
+        "default, of define.compare), so overflow = \"reject\" refuses a call only when 1000 "
+        "wait", "give every define of module 'server' queue = 1, or put slow in a module of "
+        "its own: another [modules.<key>] with the same source")]
+    for fixed in ((*sets, "modules.server.define.compare.queue=1"),
+                  ('modules.server.define.slow={ queue = 1000, overflow = "reject" }',)):
+        cfg, _ = validate(str(tmp_path / "app.toml"), fixed)
+        assert cfg is not None and cfg.notes == ()
+
+
+def test_a_zero_share_with_nothing_to_feed_its_replica_is_a_warning(tmp_path: Path) -> None:
+    # loadratio = "1:0" was taken silently and server-1 idled. A 0 is meaningful where
+    # stealing or a migration path brings calls to the replica (CORD's line fed at its
+    # head), so it is a warning, not an error.
+    sets = ('modules.client.use.compare.loadratio="1:0"',)
+    assert errors(tmp_path, overrides=sets) == []
+    cfg, _ = validate(str(tmp_path / "app.toml"), sets)
+    assert cfg is not None
+    assert [(n.file, n.key, n.bare_message, n.hint) for n in cfg.notes] == [(
+        "--set", "modules.client.use.compare.loadratio",
+        "replica 'server-1' of module 'server' has share 0, and nothing moves calls to it "
+        "(no balance = \"steal\", no migration path through it): it gets none of these calls",
+        "give every replica a share > 0, or add balance = \"steal\"; a 0 is for a replica "
+        "that calls reach by stealing or migration")]
+    for fed in ('modules.client.use.compare.balance="steal"',
+                'modules.server.replication="a#b"'):
+        cfg, _ = validate(str(tmp_path / "app.toml"), (*sets, fed))
+        assert cfg is not None and cfg.notes == (), fed
+
+
+@pytest.mark.parametrize(("written", "hint"), [
+    ("servre.py", "did you mean 'server.py'?"),
+    ("server", "did you mean 'server.py'?"),
+    ("./Server.py", "did you mean 'server.py'?"),
+    ("nothing_like_it.py", None),
+])
+def test_a_missing_source_file_gets_the_nearest_file_beside_it(
+        tmp_path: Path, written: str, hint: str | None) -> None:
+    toml = BASE.replace('source = "server.py"', f'source = "{written}"')
+    [(_, key, message, got)] = errors(tmp_path, toml)
+    assert (key, message.split(" (")[0], got) == (
+        "modules.server.source", f"source file {written!r} not found", hint)

@@ -36,6 +36,32 @@ def test_what_is_not_a_response_is_an_error(bad: object) -> None:
         to_response(bad)
 
 
+def test_what_is_not_a_response_is_said_with_its_article_and_the_handler() -> None:
+    with pytest.raises(TypeError, match=r"^a handler returned an object, which is not a "):
+        to_response(object())
+    with pytest.raises(TypeError, match=r"^a handler returned a set, which is not a "):
+        to_response({1})
+
+    def weird() -> object:
+        return object()
+
+    with pytest.raises(TypeError, match=r"^weird\(\) returned an object, which is not a "):
+        http_form(weird)()
+
+
+@pytest.mark.parametrize("value", [float("nan"), [1.0, float("inf")], {"x": -float("inf")},
+                                   np.array([np.nan])])
+def test_json_is_strict_a_nan_is_an_error_naming_the_handler(value: object) -> None:
+    # json.dumps wrote NaN / Infinity, which no JSON parser takes, as application/json.
+    def floaty() -> object:
+        return value
+
+    with pytest.raises(ValueError, match=r"^floaty\(\) returned a value that is not valid "
+                       r"JSON: it holds a float NaN or infinity, which JSON has no form for; "
+                       r"return None \(null\) or a string in its place$"):
+        http_form(floaty)()
+
+
 def test_http_form_passes_the_fields_and_converts() -> None:
     def handler(method: str, body: bytes) -> dict[str, object]:
         return {"m": method, "n": len(body)}

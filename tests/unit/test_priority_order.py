@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -38,7 +40,8 @@ class FakeReactor:
 def test_client_backlog_hands_out_the_highest_priority_first(tmp_path: Any) -> None:
     reactor = FakeReactor()
     link = ReplicaLink("r", "m", channel=None)  # type: ignore[arg-type]
-    prio = _priority_fn("len(query)", ["query"])
+    (tmp_path / "server.py").write_text("def compare(query):\n    return 0\n")
+    prio = _priority_fn("len(query)", tmp_path / "server.py", "compare")
     d = Dispatcher("compare", reactor, [link], CallStyle("async-demand", 1),  # type: ignore[arg-type]
                    priority=prio)
     for q in ["a", "aaaaa", "aa", "aaaa", "aaa"]:
@@ -51,6 +54,29 @@ def test_client_backlog_hands_out_the_highest_priority_first(tmp_path: Any) -> N
         d.refill()
     assert [m.args[0] for m in reactor.sent] == ["a", "aaaaa", "aaaa", "aaa", "aa"]
     assert [m.prio for m in reactor.sent] == [1, 5, 4, 3, 2]
+
+
+def test_priority_binds_arguments_as_the_function_does_defaults_included(tmp_path: Path) -> None:
+    (tmp_path / "server.py").write_text(
+        "def sample(seed, n, tag=0, *rest, scale=1.5, **kw):\n    return 0\n")
+    prio = _priority_fn("tag * scale + len(rest) + len(kw)", tmp_path / "server.py", "sample")
+    assert prio((1, 2), {}) == 0.0                 # tag and scale left out: their defaults
+    assert prio((1, 2, 4), {}) == 6.0
+    assert prio((1,), {"n": 2, "tag": 2, "scale": 3}) == 6.0
+    assert prio((1, 2, 3, "x", "y"), {"z": 0}) == 7.5
+
+
+def test_priority_over_a_missing_argument_names_interface_and_expression(tmp_path: Path) -> None:
+    (tmp_path / "server.py").write_text("SIZE = 3\n\n\ndef sample(seed, n=SIZE):\n    return 0\n")
+    prio = _priority_fn("seed + n", tmp_path / "server.py", "sample")
+    assert prio((1, 2), {}) == 3.0
+    with pytest.raises(TypeError, match=r"^interface 'sample': priority 'seed \+ n' cannot be "
+                       r"computed for this call: sample\(\) missing 1 required positional "
+                       r"argument: 'seed'"):
+        prio((), {"n": 1})
+    with pytest.raises(TypeError, match=r"reads 'n', which this call leaves out, and its "
+                       r"default SIZE is not a literal .* pass n in the call"):
+        prio((1,), {})
 
 
 def test_replica_queue_serves_highest_priority_first_fifo_among_equals() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from polybus.config import load
+from polybus.config import load, validate
 from polybus.errors import ConfigError, TransportError
 from polybus.transport import tls
 from polybus.transport.endpoints import connect
@@ -52,6 +52,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     make_ca(d, "otherca")
     make_leaf(d, "ca", "node")
     make_leaf(d, "otherca", "stranger")
+    _ossl("pkey", "-in", "node.key", "-aes128", "-passout", "pass:pw", "-out", "locked.key", cwd=d)
+    (d / "junk.pem").write_text("not PEM\n")
     return d
 
 
@@ -160,3 +162,53 @@ def test_a_tls_reader_asleep_wakes_when_rung(tls_worker: WorkerRuntime) -> None:
         ringer.cancel()
         ch.close()
         wake.close()
+
+
+def _check(pki: Path, tmp_path: Path, **files: str) -> list[tuple[str | None, str]]:
+    """(key, message) of each mistake `polybus check` finds in [cluster] tls."""
+    names = {"cert": "node.pem", "key": "node.key", "ca": "ca.pem", **files}
+    (tmp_path / "s.py").write_text("def f(x):\n    return x\n")
+    (tmp_path / "c.py").write_text("def main():\n    return 1\n")
+    (tmp_path / "app.toml").write_text(
+        '[modules.s]\nsource = "s.py"\n[modules.c]\nsource = "c.py"\nentrypoint = "main"\n'
+        '[bind]\n"c.f" = "s.f"\n[cluster]\ntls = { '
+        + ", ".join(f'{k} = "{pki / v}"' for k, v in names.items()) + " }\n")
+    _, found = validate(tmp_path / "app.toml")
+    return [(e.key, e.bare_message) for e in found]
+
+
+def test_check_loads_the_tls_files_and_names_the_key_at_fault(pki: Path, tmp_path: Path) -> None:
+    # check said ok, and run failed with "cannot load node.pem / ca.pem: KEY_VALUES_MISMATCH"
+    assert _check(pki, tmp_path) == []
+    assert _check(pki, tmp_path, key="ca.key") == [(
+        "cluster.tls.key", f"{pki}/ca.key is not the private key of the certificate "
+        f"{pki}/node.pem (cluster.tls.cert): key values mismatch")]
+    assert _check(pki, tmp_path, key="locked.key") == [(
+        "cluster.tls.key", f"{pki}/locked.key is encrypted with a passphrase; polybus needs "
+        "the key unencrypted (a file only its owner can read)")]
+    assert _check(pki, tmp_path, key="junk.pem") == [(
+        "cluster.tls.key", f"cannot load {pki}/junk.pem as a private key (PEM): PEM lib")]
+    assert _check(pki, tmp_path, cert="junk.pem") == [(
+        "cluster.tls.cert", f"cannot load {pki}/junk.pem as a certificate (PEM): it holds none")]
+    assert _check(pki, tmp_path, ca="node.key") == [(
+        "cluster.tls.ca", f"cannot load {pki}/node.key as the CA's certificate (PEM): "
+        "NO_CERTIFICATE_OR_CRL_FOUND")]
+    # A certificate and key that match, from another CA: every peer would refuse it.
+    [(key, message)] = _check(pki, tmp_path, cert="stranger.pem", key="stranger.key")
+    assert key == "cluster.tls.cert"
+    assert message.startswith(f"the certificate {pki}/stranger.pem is not signed by the CA "
+                              f"{pki}/ca.pem (cluster.tls.ca): ")
+    # The CA's own certificate verifies, but names no host: run's connections to
+    # 127.0.0.1 (the local engine's listen_host) would fail.
+    [(key, message)] = _check(pki, tmp_path, cert="ca.pem", key="ca.key")
+    assert (key, message.split(":")[0]) == (
+        "cluster.tls.cert", f"the certificate {pki}/ca.pem does not name 127.0.0.1, where this "
+        "cluster's connections go")
+
+
+def test_a_tls_file_that_does_not_load_at_run_time_names_its_key(pki: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        tls.configure(tls.TLSConfig(str(pki / "node.pem"), str(pki / "ca.key"), str(pki / "ca.pem")))
+    assert str(info.value) == (f"cluster.tls.key: {pki}/ca.key is not the private key of the "
+                               f"certificate {pki}/node.pem (cluster.tls.cert): key values mismatch")
+    assert tls.current() is None

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,15 +61,35 @@ def parameters(source: Path, function: str) -> list[str]:
     return []
 
 
-def _priority_fn(expr_source: str, params: list[str]) -> Any:
+def _priority_fn(expr_source: str, source: Path,
+                 function: str) -> Callable[[tuple[Any, ...], dict[str, Any]], float]:
+    """The priority of a call of ``function`` (of the module file ``source``): the
+    expression over the call's arguments bound as the function binds them (positional
+    or keyword), a parameter the call leaves out taking its default."""
     from polybus.config.expr import compile_priority
+    from polybus.config.source import OpaqueDefault, binder, inspect_source
 
-    expr = compile_priority(expr_source, params)
+    fn = inspect_source(source, client=False).functions.get(function)
+    expr = compile_priority(expr_source, list(fn.params) if fn is not None else [])
+    if fn is None:  # (an expression of literals only: compile_priority refuses names)
+        return lambda args, kwargs: expr({})
+    bind = binder(fn, str(source), expr.names)
+    defaults = inspect.signature(bind).parameters
+    opaque = [n for n in expr.names if isinstance(defaults[n].default, OpaqueDefault)]
+    where = f"interface {function!r}: priority {expr_source!r}"
 
     def prio(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
-        bound = dict(zip(params, args, strict=False))
-        bound.update(kwargs)
-        return float(expr(bound))
+        try:
+            bound = bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{where} cannot be computed for this call: {e}") from None
+        for n in opaque:
+            if isinstance(bound[n], OpaqueDefault):
+                raise TypeError(
+                    f"{where} reads {n!r}, which this call leaves out, and its default "
+                    f"{bound[n]!r} is not a literal (the client does not import "
+                    f"{source.name}): pass {n} in the call, or give it a literal default")
+        return expr(bound)
 
     return prio
 
@@ -119,7 +140,7 @@ class Session:
                 # A derived form ("page@http", worker/main.py) has its interface's options.
                 base = b.interface.partition("@")[0]
                 define = module.define.get(base, DefineSpec())
-                prio = (_priority_fn(define.priority, parameters(module.source, base))
+                prio = (_priority_fn(define.priority, module.source, base)
                         if define.priority else None)
                 self.dispatchers[b.name] = Dispatcher(
                     b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,

@@ -13,12 +13,21 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from polybus.config.cluster import parse_cluster
 from polybus.config.expr import compile_priority
 from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec, ServeSpec
+from polybus.config.notes import note_idle_shares, note_no_ops, note_unused
 from polybus.config.problems import Problems, dotted, nearest
-from polybus.config.schema import TOP_KEYS, is_identifier, parse_cluster, parse_module
+from polybus.config.schema import TOP_KEYS, is_identifier, parse_module
 from polybus.config.serve import check_routes, parse_serve
-from polybus.config.source import FunctionInfo, SourceInfo, call_error, inspect_source
+from polybus.config.source import (
+    FunctionInfo,
+    OpaqueDefault,
+    SourceInfo,
+    call_error,
+    defaults,
+    inspect_source,
+)
 from polybus.errors import ConfigError
 
 __all__ = ["build"]
@@ -76,9 +85,17 @@ def _check_define(m: ModuleSpec, info: SourceInfo, p: Problems) -> None:
             continue
         if spec.priority is not None:
             try:
-                compile_priority(spec.priority, list(fn.params))
+                expr = compile_priority(spec.priority, list(fn.params))
             except ConfigError as e:
                 p.add_error(e, dotted(*key, "priority"))
+            else:
+                for name, default in defaults(fn).items():
+                    if name in expr.names and isinstance(default, OpaqueDefault):
+                        p.note(f"the priority reads {name!r}, whose default {default!r} is "
+                               "not a literal: the client does not import the module, so a "
+                               f"call that leaves {name} out fails there",
+                               dotted(*key, "priority"),
+                               f"pass {name} in every call, or give it a literal default")
         if isinstance(spec.cache, tuple):
             for name in spec.cache:
                 if name not in fn.params:
@@ -231,49 +248,6 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                                 [b.name for b in bindings if b.user == m.key]))
 
 
-def _note_unused(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
-                 bindings: list[Binding], p: Problems) -> None:
-    """A binding its module neither configures (``use.<name>``) nor names in a literal
-    ``use("<name>")`` is most likely misspelt. Only noted: the name may come from
-    another file the module imports, or be built at run time (then nothing is said)."""
-    for b in bindings:
-        m = modules.get(b.user)
-        info = infos.get(b.user)
-        if m is None or info is None or info.dynamic_use:
-            continue
-        used = sorted({*m.use, *(u.name for u in info.uses)})
-        if b.name in used:
-            continue
-        close = nearest(b.name, used)
-        p.note(f"module {b.user!r} ({m.source.name}) never calls use({b.name!r}) and has no "
-               f"use.{b.name} key: nothing uses this binding", dotted("bind", f"{b.user}.{b.name}"),
-               close or "ignore this if another file it imports calls use() with that name")
-
-
-def _note_no_ops(modules: dict[str, ModuleSpec], raw: dict[str, Any], p: Problems) -> None:
-    """Options that do nothing where they are written: said, and the run goes on."""
-    for key, m in modules.items():
-        for iface, d in m.define.items():
-            if d.prefetch is not None and d.cache is None:
-                p.note("prefetch pushes cached operands, and this interface caches none",
-                       dotted("modules", key, "define", iface, "prefetch"),
-                       'add cache = ["<parameter>", ...] or cache = "auto"')
-        uses = raw.get(key, {}).get("use") if isinstance(raw.get(key), dict) else None
-        for name, u in m.use.items():
-            table = uses.get(name) if isinstance(uses, dict) else None
-            if (isinstance(table, dict) and "linger" in table and u.aggregate is None
-                    and u.aggregate_bytes is None):
-                p.note("linger is how long a batch may wait to fill, and this binding "
-                       "does not aggregate", dotted("modules", key, "use", name, "linger"),
-                       'add aggregate = 64 (calls per batch) or a size such as "64KiB"')
-            if ((u.aggregate is not None or u.aggregate_bytes is not None)
-                    and u.callstyle.kind == "sync"):
-                p.note("aggregate batches async calls, and this binding's calls are sync "
-                       "(each waits for its answer, so none travel together)",
-                       dotted("modules", key, "use", name, "aggregate"),
-                       'set callstyle = "async" or "async-demand(N)"')
-
-
 def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | None:
     """Validate the parsed (and overridden) document; None when ``p`` holds any mistake."""
     base_dir = config_path.resolve().parent
@@ -333,10 +307,11 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
     attempted: set[tuple[str, str]] = set()
     bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted, infos)
     _check_uses(modules, infos, bindings, interfaces, p, attempted)
-    _note_unused(modules, infos, bindings, p)
-    _note_no_ops(modules, raw_tables, p)
+    note_unused(modules, infos, bindings, p)
+    note_no_ops(modules, raw_tables, p)
     if serve is not None:
         serve = check_routes(serve, modules, interfaces, infos, p)
+    note_idle_shares(modules, bindings, serve, p)
     if p or not (clients or serve):
         return None
 

@@ -7,6 +7,7 @@ need more than one table (sources, bindings, replica counts) are in ``bind``.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,7 +19,6 @@ from polybus.config.keys import (
     DEFINE_HINTS,
     DEFINE_KEYS,
     MODULE_KEYS,
-    TLS_KEYS,
     TOP_KEYS,
     USE_HINTS,
     USE_KEYS,
@@ -26,12 +26,10 @@ from polybus.config.keys import (
 )
 from polybus.config.model import (
     CallStyle,
-    ClusterSpec,
     DefineSpec,
     MigrationPath,
     ModuleSpec,
     ReplicaSpec,
-    TLSFiles,
     UseSpec,
 )
 from polybus.config.problems import Problems, describe, dotted, nearest
@@ -41,8 +39,7 @@ from polybus.errors import ConfigError
 from polybus.transport.spinning import SPIN_S
 
 __all__ = [
-    "CLUSTER_KEYS", "DEFINE_KEYS", "MODULE_KEYS", "TOP_KEYS", "USE_KEYS",
-    "parse_cluster", "parse_module",
+    "CLUSTER_KEYS", "DEFINE_KEYS", "MODULE_KEYS", "TOP_KEYS", "USE_KEYS", "parse_module",
 ]
 
 T = TypeVar("T")
@@ -299,7 +296,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
         source = (base_dir / Path(raw_source).expanduser()).resolve()
         if not source.is_file():
             p.add(f"source file {raw_source!r} not found (looked for {str(source)!r})",
-                  t.key("source"))
+                  t.key("source"), _nearest_file(raw_source, source))
     entrypoint = t.string("entrypoint")
     replicas: tuple[ReplicaSpec, ...] = ()
     paths: tuple[MigrationPath, ...] = ()
@@ -337,6 +334,17 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
     )
 
 
+def _nearest_file(written: str, looked: Path) -> str | None:
+    """The Python file beside ``looked`` (a source not found) whose name is nearest, said
+    as ``written`` would say it, or None."""
+    try:
+        names = [f.name for f in looked.parent.iterdir() if f.suffix == ".py" and f.is_file()]
+    except OSError:  # (no such directory: nothing to suggest)
+        return None
+    found = difflib.get_close_matches(looked.name, names, n=1, cutoff=0.6)
+    return f"did you mean {str(Path(written).with_name(found[0]))!r}?" if found else None
+
+
 def _spin(t: _Table) -> float:
     """``spin``: how long a waiting reader polls before it sleeps (transport/spinning.py)."""
     v = t.parsed("spin", parse_duration)
@@ -345,55 +353,6 @@ def _spin(t: _Table) -> float:
                 "at most '10ms'; '0' to block at once")
         return SPIN_S
     return _pick(v, SPIN_S)
-
-
-def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems) -> ClusterSpec:
-    p.unknown_keys(table, CLUSTER_KEYS, "cluster")
-    t = _Table(table, ("cluster",), p)
-    c = ClusterSpec()
-    registry = t.address("registry", "registry",
-                         "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'")
-    max_frame = t.parsed("max_frame", parse_size)
-    if max_frame == 0:
-        p.add("expected a frame size > 0", t.key("max_frame"))
-    token_file = t.string("token_file")
-    if token_file is not None:
-        token_file = str((base_dir / Path(token_file).expanduser()).resolve())
-    engine = None
-    if table.get("engine") in ("mpi", "ray"):  # (named by the papers: said plainly)
-        p.add(f"the {table['engine']} engine is not part of this version of polybus",
-              t.key("engine"), "use engine = \"local\", or \"hosts\" with workers "
-                               "started by `polybus worker` and [cluster] registry")
-    else:
-        engine = t.string("engine", ENGINES)
-    return ClusterSpec(
-        tls=_parse_tls(t, base_dir, p),
-        engine=cast(Literal["local", "hosts"], _pick(engine, c.engine)),
-        registry=registry,
-        listen_host=_pick(t.string("listen_host"), c.listen_host),
-        heartbeat=_pick(t.positive_duration("heartbeat"), c.heartbeat),
-        max_frame=_pick(max_frame, c.max_frame),
-        token_file=token_file,
-    )
-
-
-def _parse_tls(t: _Table, base_dir: Path, p: Problems) -> TLSFiles | None:
-    table = t.table("tls")
-    if table is None:
-        return None
-    p.unknown_keys(table, TLS_KEYS, "cluster", "tls")
-    tt = _Table(table, ("cluster", "tls"), p)
-    files = {}
-    for k in TLS_KEYS:
-        v = tt.string(k)
-        if v is None:
-            if k not in table:
-                p.add(f"tls needs {k!r}", t.key("tls"), "tls = { cert = FILE, key = FILE, ca = FILE }")
-            return None
-        files[k] = str((base_dir / Path(v).expanduser()).resolve())
-        if not Path(files[k]).is_file():  # (found by check, not when run connects)
-            p.add(f"{k} file {v!r} not found (looked for {files[k]!r})", tt.key(k))
-    return TLSFiles(**files)
 
 
 def is_identifier(name: str) -> bool:

@@ -9,12 +9,15 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from polybus.errors import ConfigError
 
-__all__ = ["FunctionInfo", "SourceInfo", "UseCall", "call_error", "inspect_source"]
+__all__ = ["FunctionInfo", "OpaqueDefault", "SourceInfo", "UseCall", "binder", "call_error",
+           "defaults", "inspect_source"]
 
 
 @dataclass(frozen=True)
@@ -135,19 +138,33 @@ def inspect_source(path: Path, *, client: bool) -> SourceInfo:
     return SourceInfo(path, functions, tuple(uses), dynamic)
 
 
-def call_error(fn: FunctionInfo, filename: str, args: tuple[object, ...],
-               kwargs: dict[str, object]) -> str | None:
-    """Why calling the top-level function ``fn`` (of the file ``filename``) with ``args``
-    and ``kwargs`` would fail before its first line (too many arguments, a missing or
-    unknown one), or None. The module is not imported: a stand-in with the same
-    parameters, its defaults None and no annotations (so none of the user's expressions
-    runs), is bound instead. A decorated function may take other arguments than it
-    declares: None."""
+class OpaqueDefault:
+    """Stands for a default that is not a literal (``x=SIZE``, ``x=f()``): its value is
+    known only where the module is imported, not from its source."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _default(node: ast.expr) -> object:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return OpaqueDefault(ast.unparse(node))
+
+
+def _stand_in(fn: FunctionInfo, filename: str, body: list[ast.stmt]) -> Any:
+    """A function with ``fn``'s parameters, no annotations, no decorators and ``body``,
+    its defaults None; none of the user's expressions runs in making it."""
     node = fn.node
-    if node is None or node.decorator_list:
-        return None
+    assert node is not None
     stub = copy.deepcopy(node)
-    stub.body, stub.returns = [ast.Pass()], None
+    stub.body, stub.returns, stub.decorator_list = body, None, []
     a = stub.args
     for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg):
         if arg is not None:
@@ -156,9 +173,59 @@ def call_error(fn: FunctionInfo, filename: str, args: tuple[object, ...],
     a.kw_defaults = [None if d is None else ast.Constant(None) for d in a.kw_defaults]
     module = ast.fix_missing_locations(ast.Module(body=[stub], type_ignores=[]))
     space: dict[str, object] = {}
-    exec(compile(module, filename, "exec"), space)  # (a bodiless stand-in: safe)
+    exec(compile(module, filename, "exec"), space)  # (a signature and ``body``: safe)
+    return space[fn.name]
+
+
+def binder(fn: FunctionInfo, filename: str,
+           names: Iterable[str]) -> Callable[..., dict[str, Any]]:
+    """A stand-in for ``fn`` (of the file ``filename``) that binds its arguments as
+    ``fn`` would, defaults filled in, and returns the values of the parameters ``names``
+    (a priority expression's). A literal default is its value; any other is an
+    `OpaqueDefault` (the module is not imported). A call ``fn`` could not take raises
+    TypeError as ``fn`` would (``sample() missing 1 required positional argument: 'n'``)."""
+    node = fn.node
+    assert node is not None
+    wanted = [n for n in fn.params if n in set(names)]
+    ret = ast.Return(ast.Dict([ast.Constant(n) for n in wanted],
+                              [ast.Name(n, ast.Load()) for n in wanted]))
+    stand_in = _stand_in(fn, filename, [ret])
+    given = defaults(fn)
+    a = node.args
+    stand_in.__defaults__ = tuple(given[p.arg] for p in (*a.posonlyargs, *a.args)
+                                  if p.arg in given) or None
+    stand_in.__kwdefaults__ = {p.arg: given[p.arg] for p in a.kwonlyargs
+                               if p.arg in given} or None
+    return stand_in  # type: ignore[no-any-return]
+
+
+def defaults(fn: FunctionInfo) -> dict[str, object]:
+    """``fn``'s parameters that have a default, with it: its value when it is a literal,
+    else an `OpaqueDefault`."""
+    if fn.node is None:
+        return {}
+    a = fn.node.args
+    positional = [*a.posonlyargs, *a.args]
+    out = {p.arg: _default(d) for p, d in zip(positional[len(positional) - len(a.defaults):],
+                                              a.defaults, strict=True)}
+    out.update((p.arg, _default(d)) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
+               if d is not None)
+    return out
+
+
+def call_error(fn: FunctionInfo, filename: str, args: tuple[object, ...],
+               kwargs: dict[str, object]) -> str | None:
+    """Why calling the top-level function ``fn`` (of the file ``filename``) with ``args``
+    and ``kwargs`` would fail before its first line (too many arguments, a missing or
+    unknown one), or None. The module is not imported: a stand-in with the same
+    parameters, its defaults None and no annotations (so none of the user's expressions
+    runs), is bound instead. A decorated function may take other arguments than it
+    declares: None."""
+    if fn.node is None or fn.node.decorator_list:
+        return None
+    stand_in = _stand_in(fn, filename, [ast.Pass()])
     try:
-        inspect.signature(space[fn.name]).bind(*args, **kwargs)  # type: ignore[arg-type]
+        inspect.signature(stand_in).bind(*args, **kwargs)
     except TypeError as exc:
         return str(exc)
     return None

@@ -13,6 +13,7 @@ import dataclasses
 import signal
 import socket
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -23,7 +24,7 @@ from polybus.config.model import AppConfig, Binding, CallStyle, ServeSpec
 from polybus.config.origin import PYTHON, Origin
 from polybus.config.overrides import toml_value
 from polybus.config.schema import is_address
-from polybus.errors import ConfigError, UsageError
+from polybus.errors import ConfigError, ConfigWarning, UsageError
 from polybus.http.calls import CallBridge
 from polybus.http.response import HTTP_SUFFIX
 from polybus.http.server import FrontDoor
@@ -82,6 +83,8 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
                              "(port 0: any free port)")
         sets = (*sets, f"serve.listen={toml_value(listen)}")
     app = load(path, sets, origin)
+    for note in app.notes:  # (as `polybus.run` says them)
+        warnings.warn(str(note), ConfigWarning, stacklevel=2)
     if app.serve is None:
         raise ConfigError("no [serve] table: nothing to serve over HTTP", file=str(path),
                           key="serve", hint='add [serve] with listen = "127.0.0.1:8080" and '

@@ -26,8 +26,9 @@ _JSON = "application/json"
 _JSONABLE = (dict, list, int, float, bool)
 
 
-def _body(value: Any) -> tuple[bytes, str | None]:
-    """A body and the content type it implies (None: no body, no type)."""
+def _body(value: Any, who: str) -> tuple[bytes, str | None]:
+    """A body and the content type it implies (None: no body, no type); ``who`` names
+    the handler in a mistake's message."""
     if value is None:
         return b"", None
     if isinstance(value, bytes | bytearray | memoryview):
@@ -38,9 +39,17 @@ def _body(value: Any) -> tuple[bytes, str | None]:
         return value.encode("utf-8"), _HTML if html else _TEXT
     if isinstance(value, _JSONABLE) or hasattr(value, "tolist"):
         plain = value.tolist() if hasattr(value, "tolist") else value
-        return json.dumps(plain, separators=(",", ":")).encode(), _JSON
-    raise TypeError(f"a handler returned a {type(value).__qualname__}, which is not a "
-                    "response: return str, bytes, a dict/list (JSON), None, or "
+        try:  # strict: NaN and Infinity are not JSON, and no JSON parser takes them
+            return json.dumps(plain, separators=(",", ":"), allow_nan=False).encode(), _JSON
+        except ValueError as e:
+            if not str(e).startswith("Out of range float"):
+                raise
+            raise ValueError(f"{who} returned a value that is not valid JSON: it holds a float "
+                             "NaN or infinity, which JSON has no form for; return None (null) "
+                             "or a string in its place") from None
+    kind = type(value).__qualname__
+    raise TypeError(f"{who} returned {'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, which "
+                    "is not a response: return str, bytes, a dict/list (JSON), None, or "
                     "(status, headers, body)")
 
 
@@ -62,12 +71,13 @@ def _headers(raw: Any) -> list[tuple[str, str]]:
     return out
 
 
-def to_response(value: Any) -> Response:
-    """The response a handler's return value stands for.
+def to_response(value: Any, who: str = "a handler") -> Response:
+    """The response a handler's return value stands for (``who``: the handler, for
+    messages).
 
     str -> 200 text/plain (text/html when it begins with ``<!doctype html`` or
-    ``<html``); bytes -> 200 application/octet-stream; dict, list, numbers -> 200 JSON;
-    None -> 204; ``(status, body)`` or ``(status, headers, body)`` for full control
+    ``<html``); bytes -> 200 application/octet-stream; dict, list, numbers -> 200 JSON
+    (strict: a float NaN or infinity in it is a ValueError, so a 500); None -> 204; ``(status, body)`` or ``(status, headers, body)`` for full control
     (headers a dict or pairs; a Content-Type given there wins).
     """
     status = 200
@@ -85,7 +95,7 @@ def to_response(value: Any) -> Response:
             raise ValueError(f"bad response status {status!r}")
     elif value is None:
         status = 204
-    body, kind = _body(value)
+    body, kind = _body(value, who)
     if kind is not None and not any(n.lower() == "content-type" for n, _ in headers):
         headers.append(("Content-Type", kind))
     return status, headers, body
@@ -129,8 +139,10 @@ HTTP_SUFFIX = "@http"
 def http_form(fn: Callable[..., Any]) -> Callable[..., Response]:
     """``fn`` answering with `to_response` of its value (wrapped at the replica)."""
 
-    def handler(**request: Any) -> Response:
-        return to_response(fn(**request))
+    name = getattr(fn, "__name__", "handler")
 
-    handler.__name__ = getattr(fn, "__name__", "handler") + HTTP_SUFFIX
+    def handler(**request: Any) -> Response:
+        return to_response(fn(**request), f"{name}()")
+
+    handler.__name__ = name + HTTP_SUFFIX
     return handler

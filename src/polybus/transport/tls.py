@@ -9,6 +9,7 @@ so registry, workers and clients of one cluster all speak TLS or none does.
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 from dataclasses import dataclass
@@ -40,14 +41,99 @@ class TLSConfig:
         ctx.verify_mode = ssl.CERT_REQUIRED
         for what, path in (("cert", self.cert), ("key", self.key), ("ca", self.ca)):
             if not Path(path).is_file():
-                raise ConfigError(f"tls.{what}: no such file {path!r}")
+                raise _bad(what, f"no such file {path!r}")
+        # Each file on its own, so the message names the one at fault (messages give
+        # OpenSSL's reason only, never file contents).
         try:
-            ctx.load_cert_chain(self.cert, self.key)
             ctx.load_verify_locations(cafile=self.ca)
         except (ssl.SSLError, OSError) as exc:
-            # The reason only (e.g. "key values mismatch"), never file contents.
-            raise ConfigError(f"tls: cannot load {self.cert} / {self.ca}: "
-                              f"{getattr(exc, 'reason', None) or type(exc).__name__}") from None
+            raise _bad("ca", f"cannot load {self.ca} as the CA's certificate (PEM): "
+                             f"{_reason(exc)}") from None
+        try:
+            ctx.load_cert_chain(self.cert, self.key, password=_no_passphrase)
+        except _Encrypted:
+            raise _bad("key", f"{self.key} is encrypted with a passphrase; polybus needs the "
+                              "key unencrypted (a file only its owner can read)") from None
+        except (ssl.SSLError, OSError) as exc:
+            reason = _reason(exc)
+            if reason == "KEY_VALUES_MISMATCH":
+                raise _bad("key", f"{self.key} is not the private key of the certificate "
+                                  f"{self.cert} (cluster.tls.cert): key values mismatch") from None
+            if not _holds_certificate(self.cert):
+                raise _bad("cert", f"cannot load {self.cert} as a certificate (PEM): it holds "
+                                   "none") from None
+            raise _bad("key", f"cannot load {self.key} as a private key (PEM): {reason}") from None
+
+    def verify(self, host: str | None = None) -> None:
+        """Load the files as `configure` does and make a handshake between two contexts of
+        this configuration in memory (no socket), as two members of the cluster would,
+        the certificate checked against ``host`` when given: ConfigError naming the
+        ``cluster.tls`` key and the file at fault."""
+        server = self.server_context()
+        client = self.client_context()
+        client.check_hostname = host is not None
+        try:
+            _handshake(server, client, host)
+        except ssl.SSLError as exc:
+            why = getattr(exc, "verify_message", None) or _reason(exc)
+            if getattr(exc, "verify_code", None) in _NAME_MISMATCH:
+                raise _bad("cert", f"the certificate {self.cert} does not name {host}, where "
+                                   f"this cluster's connections go: {why}",
+                           "its subjectAltName must name that host, e.g. IP:127.0.0.1 or "
+                           "DNS:node1.example.org") from None
+            raise _bad("cert", f"the certificate {self.cert} is not signed by the CA {self.ca} "
+                               f"(cluster.tls.ca): {why}") from None
+
+
+_NAME_MISMATCH = (62, 64)  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+
+
+class _Encrypted(Exception):
+    pass
+
+
+def _no_passphrase() -> bytes:
+    raise _Encrypted  # (else OpenSSL would ask for it on the terminal)
+
+
+def _bad(what: str, message: str, hint: str | None = None) -> ConfigError:
+    return ConfigError(message, key=f"cluster.tls.{what}", hint=hint)
+
+
+def _reason(exc: BaseException) -> str:
+    """OpenSSL's reason ("KEY_VALUES_MISMATCH"), else the error's text without its
+    library tag and source line ("[SSL] PEM lib (_ssl.c:3926)": "PEM lib")."""
+    text = getattr(exc, "reason", None) or getattr(exc, "strerror", None)
+    text = re.sub(r"^\[\w+\]\s*|\s*\(_ssl\.c:\d+\)$", "", str(text or ""))
+    return text or type(exc).__name__
+
+
+def _holds_certificate(path: str) -> bool:
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+    except (ssl.SSLError, OSError):
+        return False
+    return True
+
+
+def _handshake(server: ssl.SSLContext, client: ssl.SSLContext, host: str | None) -> None:
+    """A TLS handshake between ``client`` (dialling ``host``) and ``server`` through
+    memory; SSLError (the first side's) when it fails."""
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    c = client.wrap_bio(to_client, to_server, server_side=False, server_hostname=host)
+    s = server.wrap_bio(to_server, to_client, server_side=True)
+    done = {id(c): False, id(s): False}
+    for _ in range(16):  # (a handshake takes 2-3 flights each way)
+        for side in (c, s):
+            if not done[id(side)]:
+                try:
+                    side.do_handshake()
+                    done[id(side)] = True
+                except ssl.SSLWantReadError:
+                    pass
+        if all(done.values()):
+            return
+    raise ssl.SSLError("the in-memory handshake did not finish")
 
 
 _current: TLSConfig | None = None
@@ -57,8 +143,7 @@ def configure(config: TLSConfig | None) -> None:
     """Use ``config`` (None: plain TCP) for this process's connections from now on."""
     global _current
     if config is not None:  # fail now, on a bad file, not at the first connection
-        config.server_context()
-        config.client_context()
+        config.verify()
     _current = config
 
 

@@ -1,0 +1,111 @@
+"""Likely mistakes the files cannot prove: noted (``check`` and ``run`` say them as
+warnings) and the program runs. Each says which key does nothing, or nothing useful,
+and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from polybus.config.model import Binding, DefineSpec, ModuleSpec, ServeSpec, UseSpec
+from polybus.config.problems import Problems, dotted, nearest
+from polybus.config.source import SourceInfo
+
+__all__ = ["note_idle_shares", "note_no_ops", "note_unused"]
+
+
+def note_unused(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
+                bindings: list[Binding], p: Problems) -> None:
+    """A binding its module neither configures (``use.<name>``) nor names in a literal
+    ``use("<name>")`` is most likely misspelt. Only noted: the name may come from
+    another file the module imports, or be built at run time (then nothing is said)."""
+    for b in bindings:
+        m = modules.get(b.user)
+        info = infos.get(b.user)
+        if m is None or info is None or info.dynamic_use:
+            continue
+        used = sorted({*m.use, *(u.name for u in info.uses)})
+        if b.name in used:
+            continue
+        close = nearest(b.name, used)
+        p.note(f"module {b.user!r} ({m.source.name}) never calls use({b.name!r}) and has no "
+               f"use.{b.name} key: nothing uses this binding", dotted("bind", f"{b.user}.{b.name}"),
+               close or "ignore this if another file it imports calls use() with that name")
+
+
+def note_no_ops(modules: dict[str, ModuleSpec], raw: dict[str, Any], p: Problems) -> None:
+    """Options that do nothing where they are written: said, and the run goes on."""
+    for key, m in modules.items():
+        for iface, d in m.define.items():
+            if d.prefetch is not None and d.cache is None:
+                p.note("prefetch pushes cached operands, and this interface caches none",
+                       dotted("modules", key, "define", iface, "prefetch"),
+                       'add cache = ["<parameter>", ...] or cache = "auto"')
+        _note_shared_queue(key, m, raw, p)
+        uses = raw.get(key, {}).get("use") if isinstance(raw.get(key), dict) else None
+        for name, u in m.use.items():
+            table = uses.get(name) if isinstance(uses, dict) else None
+            if (isinstance(table, dict) and "linger" in table and u.aggregate is None
+                    and u.aggregate_bytes is None):
+                p.note("linger is how long a batch may wait to fill, and this binding "
+                       "does not aggregate", dotted("modules", key, "use", name, "linger"),
+                       'add aggregate = 64 (calls per batch) or a size such as "64KiB"')
+            if ((u.aggregate is not None or u.aggregate_bytes is not None)
+                    and u.callstyle.kind == "sync"):
+                p.note("aggregate batches async calls, and this binding's calls are sync "
+                       "(each waits for its answer, so none travel together)",
+                       dotted("modules", key, "use", name, "aggregate"),
+                       'set callstyle = "async" or "async-demand(N)"')
+
+
+def _note_shared_queue(key: str, m: ModuleSpec, raw: dict[str, Any], p: Problems) -> None:
+    """A replica has one queue, the largest any define of its module asks for
+    (worker/main.py): a smaller ``queue`` written on one define bounds nothing."""
+    table = raw.get(key)
+    defines = table.get("define") if isinstance(table, dict) else None
+    if not m.define or not isinstance(defines, dict):
+        return
+    largest = max(d.queue for d in m.define.values())
+    by = [f"define.{i}" for i, d in m.define.items() if d.queue == largest]
+    of = ", ".join(by[:3]) + (f" and {len(by) - 3} more" if len(by) > 3 else "")
+    default = ", the default," if largest == DefineSpec().queue else ""
+    for iface, d in m.define.items():
+        written = defines.get(iface)
+        if not (isinstance(written, dict) and "queue" in written and d.queue < largest):
+            continue
+        then = (f'overflow = "reject" refuses a call only when {largest} wait'
+                if d.overflow == "reject" else f"the senders are held back only when {largest} wait")
+        p.note(f"queue = {d.queue} has no effect: a replica of module {key!r} has one queue "
+               "for all its interfaces, bounded by the largest queue any of its defines asks "
+               f"for ({largest}{default} of {of}), so {then}",
+               dotted("modules", key, "define", iface, "queue"),
+               f"give every define of module {key!r} queue = {d.queue}, or put {iface} in a "
+               "module of its own: another [modules.<key>] with the same source")
+
+
+def note_idle_shares(modules: dict[str, ModuleSpec], bindings: list[Binding],
+                     serve: ServeSpec | None, p: Problems) -> None:
+    """A share of 0 in a load ratio sends its replica none of the binding's calls: right
+    for the head of a migration line (CORD's Type 2) or with stealing, where calls reach
+    it otherwise; anywhere else the replica idles for these calls."""
+    uses: list[tuple[str, str, UseSpec]] = [
+        (b.module, dotted("modules", b.user, "use", b.name, "loadratio"),
+         modules[b.user].use[b.name]) for b in bindings
+        if b.user in modules and b.name in modules[b.user].use]
+    uses += [(r.module, dotted("serve", "routes", r.key, "loadratio"), r.use)
+             for r in serve.routes] if serve is not None else []
+    for module, key, use in uses:
+        m = modules.get(module)
+        if m is None or use.loadratio is None or use.balance == "steal" or p.reported(key):
+            continue
+        fed = {name for path in m.migration for name in (path.a, path.b)}
+        idle = [r.name for r, share in zip(m.replication, use.loadratio, strict=False)
+                if share == 0 and r.name not in fed]
+        if idle:
+            one = len(idle) == 1
+            p.note(f"replica{'' if one else 's'} {', '.join(repr(n) for n in idle)} of module "
+                   f"{module!r} {'has' if one else 'have'} share 0, and nothing moves calls "
+                   f"to {'it' if one else 'them'} (no balance = \"steal\", no migration path "
+                   f"through {'it' if one else 'them'}): {'it gets' if one else 'they get'} "
+                   "none of these calls", key,
+                   "give every replica a share > 0, or add balance = \"steal\"; a 0 is for "
+                   "a replica that calls reach by stealing or migration")
