@@ -199,3 +199,24 @@ def test_available_reports_each_optional_peer() -> None:
 def test_stat_helpers_positive_finite() -> None:
     assert Stat(1.0, 0.5, 2.0, 3).is_finite_positive()
     assert not Stat(math.inf, 0.5, math.inf, 3).is_finite_positive()
+
+
+def test_bench_plot_without_matplotlib_fails_before_running(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`polybus bench NAME --plot F` without the plot extra: said at once; it ran the
+    whole benchmark and then printed "no plot"."""
+    import sys
+
+    from polybus.cli.main import main as cli
+
+    ran: list[str] = []
+    monkeypatch.setattr(registry, "run",
+                        lambda name, quick=False, progress=None: ran.append(name) or _wide())
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    png = tmp_path / "b.png"
+    assert cli(["bench", "latency", "--quick", "--plot", str(png)]) == 2
+    err = capsys.readouterr().err
+    assert "--plot needs matplotlib" in err and ran == [] and not png.exists()

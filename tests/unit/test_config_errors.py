@@ -528,7 +528,7 @@ def test_a_non_client_module_without_replication_has_one_replica(tmp_path: Path)
     toml = BASE.replace("replication = 4\n", "")
     assert errors(tmp_path, toml) == []
     assert one(tmp_path, set_use('loadratio = "1:2"').replace("replication = 4\n", ""))[1] == (
-        "the load ratio has 2 shares but module 'server' has 1 replicas")
+        "the load ratio has 2 shares but module 'server' has 1 replica")
 
 
 def test_source_that_is_not_utf8(tmp_path: Path) -> None:

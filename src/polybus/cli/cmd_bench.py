@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from polybus.cli.output import result_console, rule
+from polybus.cli.values import check_plot_extra
 from polybus.errors import UsageError
 
 
@@ -61,6 +62,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--json/--plot name one benchmark's files; with 'all' use --out DIR")
     for name in names:
         registry.get(name)  # unknown names fail here, before anything runs
+    if args.plot:
+        check_plot_extra()  # (before the runs, not after them)
     failed = []
     for name in names:
         if not _run_one(name, args, console):

@@ -29,7 +29,7 @@ from rich.progress import (
 from rich.table import Table
 
 from polybus.cli.output import result_console
-from polybus.cli.values import check_writable
+from polybus.cli.values import check_plot_extra, check_writable
 from polybus.errors import UsageError
 from polybus.sweep import (
     Cell,
@@ -62,16 +62,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "pip install 'polybus[plot]')")
     p.add_argument("--no-worker-output", action="store_true",
                    help="do not forward what the workers print to stderr")
-
-
-def check_plot_extra() -> None:
-    """UsageError unless matplotlib imports: --plot draws only after every combination
-    ran, and a missing extra ended a whole sweep in a traceback there."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as exc:
-        raise UsageError(f"--plot needs matplotlib, which did not import ({exc}): "
-                         "pip install 'polybus[plot]', or leave out --plot") from None
 
 
 def _runner(path: str, sets: Sequence[str], worker_output: bool = True) -> float:

@@ -38,3 +38,14 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a duration > 0 ({DURATION_FORMS}), "
                                          f"got {text!r}")
     return value
+
+
+def check_plot_extra() -> None:
+    """UsageError unless matplotlib imports: --plot draws only after everything ran
+    (every combination of a sweep, every cell of a benchmark), and a missing extra ended
+    a whole sweep in a traceback there, or a benchmark in \"no plot\"."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise UsageError(f"--plot needs matplotlib, which did not import ({exc}): "
+                         "pip install 'polybus[plot]', or leave out --plot") from None

@@ -234,7 +234,8 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                 continue
             if spec.loadratio is not None and len(spec.loadratio) != replicas:
                 p.add(f"the load ratio has {len(spec.loadratio)} shares but module "
-                      f"{b.module!r} has {replicas} replicas", dotted(*key, "loadratio"),
+                      f"{b.module!r} has {replicas} replica{'' if replicas == 1 else 's'}",
+                      dotted(*key, "loadratio"),
                       "give one share per replica, in replica order")
         info = infos.get(m.key)
         reported: set[str] = set(m.use)

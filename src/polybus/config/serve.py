@@ -150,6 +150,7 @@ def check_routes(serve: ServeSpec, modules: dict[str, ModuleSpec],
         n = len(modules[r.module].replication)
         if r.use.loadratio is not None and len(r.use.loadratio) != n:
             p.add(f"the load ratio has {len(r.use.loadratio)} shares but module "
-                  f"{r.module!r} has {n} replicas", dotted("serve", "routes", r.key, "loadratio"))
+                  f"{r.module!r} has {n} replica{'' if n == 1 else 's'}",
+                  dotted("serve", "routes", r.key, "loadratio"))
         routes.append(dataclasses.replace(r, fields=_fields(r, infos.get(r.module), p)))
     return dataclasses.replace(serve, routes=tuple(routes))
