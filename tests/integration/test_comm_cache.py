@@ -177,6 +177,33 @@ def test_a_read_only_operand_is_hashed_once(tmp_path: Path) -> None:
         assert len(hashed) == 1 and c.runtimes[0].cache.hits == 4
 
 
+def test_a_fresh_array_of_a_freed_arrays_content_is_not_dropped(tmp_path: Path) -> None:
+    """b = b0.copy() each round: the freed array's content is live again when the
+    drops are worked out (after the call's operands are named), so it is not dropped
+    in the very message that names it (which made every round a miss and a re-send)."""
+    a, b0 = _rows(32, 16)
+    with cluster(tmp_path, toml()) as c:
+        s = c.session()
+        cache = c.runtimes[0].cache
+        b = b0.copy()
+        for k in range(4):
+            assert np.allclose(call(s, "mul", a[k], b), a[k] @ b0)
+            b = b0.copy()  # the old one is freed here
+        assert cache.misses == 0 and len(cache) == 1
+
+
+def test_an_array_frozen_after_a_change_is_hashed_again(tmp_path: Path) -> None:
+    """Hashed while writable, changed, then frozen: the name remembered while it was
+    writable is not trusted."""
+    a, b = _rows(32, 17)
+    with cluster(tmp_path, toml()) as c:
+        s = c.session()
+        assert np.allclose(call(s, "mul", a[0], b), a[0] @ b)
+        b[:] = 7.0
+        b.flags.writeable = False
+        assert np.allclose(call(s, "mul", a[1], b), a[1] @ b)
+
+
 def test_drop_spares_an_entry_another_client_uses(tmp_path: Path) -> None:
     a, b = _rows(32, 12)
     with cluster(tmp_path, toml()) as c:

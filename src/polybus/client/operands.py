@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
 
-_memo: dict[int, tuple[weakref.ref[Any], str]] = {}
+# id -> (the array, its key, whether it was read-only through and through when hashed)
+_memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
 _live: dict[str, int] = {}  # content key -> live memoized arrays with that content
 _knowns: weakref.WeakSet[Known] = weakref.WeakSet()  # every session's, told of freed keys
 
@@ -50,22 +51,27 @@ def content_key(value: Any) -> str | None:
     from before would send the replica's old copy in place of the new bytes. An array
     that is read-only, and views only read-only arrays or bytes (`_frozen`), is hashed
     once: XXH3 hashes 16-30 GB/s here, so freezing a large operand that many calls share
-    (``b.flags.writeable = False``) saves the client that pass per call."""
+    (``b.flags.writeable = False``) saves the client that pass per call. Its name is
+    remembered from then on: an array made writable again, changed and frozen again
+    keeps its old name (configuration.md says not to)."""
     if isinstance(value, np.ndarray):
         arr: np.ndarray[Any, Any] = value
         ident = id(arr)
         hit = _memo.get(ident)
+        frozen = _frozen(arr)
         if hit is not None and hit[0]() is arr:
-            if _frozen(arr):
+            if frozen and hit[2]:  # read-only when hashed and since (see the docs)
                 return hit[1]
             key = _array_digest(arr)
             if key == hit[1]:
+                if frozen and not hit[2]:
+                    _memo[ident] = (hit[0], key, True)
                 return key
             _release(hit[1])  # changed in place: one array less holds the old content
         else:
             key = _array_digest(arr)
         # (a replaced weakref is freed with its callback, which then never runs)
-        _memo[ident] = (weakref.ref(arr, _forget(ident, key)), key)
+        _memo[ident] = (weakref.ref(arr, _forget(ident, key)), key, frozen)
         _live[key] = _live.get(key, 0) + 1
         return key
     if isinstance(value, bytes | bytearray):
@@ -158,6 +164,8 @@ class Known:
         sent from now on (a later array with the same content is sent again)."""
         while self.dead:
             key = self.dead.pop()  # (atomic: a finalizer may append meanwhile)
+            if key in _live:
+                continue  # an array of that content again (named in this very call, say)
             for name, keys in self.by_replica.items():
                 if key in keys:
                     keys.discard(key)
