@@ -71,3 +71,53 @@ def test_async_demand_counts_the_calls_of_every_interface(tmp_path: Path) -> Non
         assert polybus.wait(p) == 7
         assert free.calls == 1 and busy.calls == 0
         assert polybus.wait(napping) == 1
+
+
+def test_a_call_that_could_not_be_sent_leaves_no_replica_busy(tmp_path: Path) -> None:
+    """It never left, so no answer will come: it used to be counted as given up on,
+    and its replica was passed over for the rest of the run."""
+    from polybus.errors import UnsendableError
+
+    toml = TOML.format(nap="", echo="")
+    with cluster(tmp_path, toml, replicas=2) as c:
+        s = c.session()
+        with pytest.raises(UnsendableError):
+            call(s, "echo", object())
+        links = s.links["server"]
+        assert not any(lk.abandoned for lk in links)
+        assert [call(s, "echo", i) for i in range(4)] == [0, 1, 2, 3]
+        assert sorted(lk.calls for lk in links) == [2, 2]
+
+
+def test_sync_calls_read_the_late_answer_of_a_call_given_up_on(tmp_path: Path) -> None:
+    """A sync program that never polls: its calls to the other replica read the late
+    answer too (they read only their own replica, and the first stayed passed over)."""
+    toml = TOML.format(nap='timeout = "0.2s"', echo="")
+    with cluster(tmp_path, toml, replicas=2) as c:
+        s = c.session()
+        with pytest.raises(CallTimeoutError):
+            call(s, "nap", 1, 0.5)
+        links = s.links["server"]
+        (busy,) = [lk for lk in links if lk.abandoned]
+        deadline = time.monotonic() + 20.0
+        while busy.abandoned and time.monotonic() < deadline:
+            assert call(s, "echo", 1) == 1
+        assert not busy.abandoned
+
+
+def test_a_call_given_up_on_and_given_back_by_a_steal_is_forgotten(tmp_path: Path) -> None:
+    """A steal takes back waiting calls from the end of a replica's queue, one given up
+    on among them: it will never run, so its replica is not busy with it."""
+    toml = TOML.format(nap='callstyle = "async", balance = "steal", timeout = "1s"', echo="")
+    with cluster(tmp_path, toml, replicas=2) as c:
+        s = c.session()
+        ps = [s.call("nap", (i, t), {}) for i, t in enumerate([3.0, 1.5, 0.0, 0.0, 0.0])]
+        with pytest.raises(CallTimeoutError):
+            polybus.wait(ps[4])
+        links = s.links["server"]
+        deadline = time.monotonic() + 20.0
+        while (any(lk.abandoned or lk.outstanding for lk in links)
+               and time.monotonic() < deadline):
+            s.reactor.poll()
+            time.sleep(0.05)
+        assert not any(lk.abandoned for lk in links)

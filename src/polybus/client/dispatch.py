@@ -351,11 +351,12 @@ class Dispatcher:
             else:  # (accepted calls: one that cannot be sent fails alone)
                 send_accepted(self.reactor, self.links[i], [r.message() for r in recs])
 
-    def forget(self, rec: CallRecord) -> None:
+    def forget(self, rec: CallRecord, sent: bool = True) -> None:
         """A call given up on (its deadline passed): its answer, if it comes, is dropped;
-        till then its replica counts as busy with it (``link.abandoned``)."""
+        till then its replica counts as busy with it (``link.abandoned``). ``sent``
+        False: it never left (it could not be encoded), so no answer will come."""
         if rec.link is not None and rec.link.outstanding.pop(rec.id, None) is not None:
-            if not rec.link.dead:
+            if sent and not rec.link.dead:
                 rec.link.abandoned.add(rec.id)
             i = self._index[id(rec.link)]
             self.inflight[i] -= 1

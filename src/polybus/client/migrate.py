@@ -75,6 +75,7 @@ class Migrator:
         _, dst, _ = self._pending.pop(req, (link, link, 0))
         recs: list[CallRecord] = []
         for cid in ids:
+            link.abandoned.discard(cid)  # (given up on, and now known never to run)
             rec = link.outstanding.pop(cid, None)
             if rec is None or rec.done:
                 continue

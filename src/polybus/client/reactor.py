@@ -207,7 +207,10 @@ class Reactor:
         links = self.links
         if len(links) == 1:  # one replica: the common sync case
             return not links[0].held
-        return not any(lk.held or (lk.outstanding and lk is not link) for lk in links)
+        # (a replica still running a call given up on counts: its late answer must be
+        # read, or the replica would stay passed over for good)
+        return not any(lk.held or ((lk.outstanding or lk.abandoned) and lk is not link)
+                       for lk in links)
 
     def _wait_alone(self, rec: CallRecord, link: ReplicaLink) -> None:
         """`step`'s one-blocking-read path, kept in one loop while ``rec`` waits: the
@@ -261,7 +264,7 @@ class Reactor:
                 self._waiters -= 1
             return
         try:
-            busy = [lk for lk in self.links if lk.outstanding and not lk.dead]
+            busy = [lk for lk in self.links if (lk.outstanding or lk.abandoned) and not lk.dead]
             if (timeout is None and len(busy) == 1 and (prefer is None or prefer is busy[0])
                     and self._fast):
                 before = busy[0].channel.bytes_received

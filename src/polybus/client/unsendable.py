@@ -69,7 +69,7 @@ def not_sent(rec: CallRecord, exc: Exception) -> Exception:
     TypeError, ValueError or OverflowError; MessageTooLarge is a ValueError), the call
     forgotten first: it was never sent, so nothing is outstanding. A value the codec
     cannot carry (TypeError; OverflowError: an int beyond msgpack's 64 bits) is named."""
-    rec.dispatcher.forget(rec)
+    rec.dispatcher.forget(rec, sent=False)
     return refused(rec, exc) if isinstance(exc, TypeError | OverflowError) else exc
 
 
@@ -87,5 +87,5 @@ def send_accepted(reactor: Reactor, link: ReplicaLink, msgs: list[Message]) -> N
                     rec = link.outstanding.get(one.id) if type(one) is Call else None
                     if rec is None:
                         raise  # not a call of ours: as it was
-                    rec.dispatcher.forget(rec)
+                    rec.dispatcher.forget(rec, sent=False)
                     rec.set_error(exc if isinstance(exc, PolybusError) else refused(rec, exc))
