@@ -44,3 +44,37 @@ def test_priority_uses_the_defaults_of_parameters_the_call_left_out(
     app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML.format(priority=priority))
     r = polybus.run(app)
     assert r.result == [[1, 2, 0, 1], [3, 4, 5, 1], [6, 7, 8, 1], [9, 10, 0, 2]]
+
+
+DECORATED = """\
+import functools
+
+
+def retrying(f):
+    @functools.wraps(f)
+    def w(*args, retries=3, **kw):
+        return f(*args, **kw) + [retries]
+    return w
+
+
+@retrying
+def sample(seed, n, tag=0):
+    return [seed, n, tag]
+"""
+DECORATED_CLIENT = """\
+from polybus import use, wait
+
+sample = use("sample")
+
+
+def main():
+    return wait([sample(1, 2, retries=1), sample(3, 4, 5)])
+"""
+
+
+def test_a_decorated_function_takes_what_its_wrapper_takes(tmp_path: Path) -> None:
+    """The wrapper takes ``retries``, which ``sample`` does not declare: the priority is
+    read from the declared parameters the call gives, and the call is not refused."""
+    app = write_app(tmp_path, server=DECORATED, client=DECORATED_CLIENT,
+                    toml=TOML.format(priority="tag"))
+    assert polybus.run(app).result == [[1, 2, 0, 1], [3, 4, 5, 3]]

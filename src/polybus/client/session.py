@@ -6,7 +6,7 @@ import ast
 import inspect
 import itertools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,29 @@ def parameters(source: Path, function: str) -> list[str]:
     return []
 
 
+def _lenient(fn: Any, names: Iterable[str]) -> Callable[..., dict[str, Any]]:
+    """For a decorated function, which may take other arguments than it declares: the
+    call's positional arguments matched to the declared parameters in order, its
+    keywords by name, declared defaults for the rest; nothing refused."""
+    from polybus.config.source import defaults
+
+    given = defaults(fn)
+    params = list(fn.params)
+    names = list(names)
+
+    def bind(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        bound = {**given, **dict(zip(params, args, strict=False)), **kwargs}
+        missing = [n for n in names if n not in bound]
+        if missing:
+            raise TypeError(f"missing argument {missing[0]!r}")
+        return {n: bound[n] for n in names}
+
+    bind.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=given.get(n, None))
+         for n in names])
+    return bind
+
+
 def _priority_fn(expr_source: str, source: Path,
                  function: str) -> Callable[[tuple[Any, ...], dict[str, Any]], float]:
     """The priority of a call of ``function`` (of the module file ``source``): the
@@ -73,7 +96,8 @@ def _priority_fn(expr_source: str, source: Path,
     expr = compile_priority(expr_source, list(fn.params) if fn is not None else [])
     if fn is None:  # (an expression of literals only: compile_priority refuses names)
         return lambda args, kwargs: expr({})
-    bind = binder(fn, str(source), expr.names)
+    bind = _lenient(fn, expr.names) if fn.node is not None and fn.node.decorator_list \
+        else binder(fn, str(source), expr.names)
     defaults = inspect.signature(bind).parameters
     opaque = [n for n in expr.names if isinstance(defaults[n].default, OpaqueDefault)]
     where = f"interface {function!r}: priority {expr_source!r}"
