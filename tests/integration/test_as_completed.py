@@ -69,3 +69,18 @@ def test_a_timeout_says_how_many_were_left(tmp_path: Path) -> None:
         with pytest.raises(TimeoutError, match="1 of the promises"):
             next(it)
         assert polybus.wait(slow) == "slow"
+
+
+def test_an_interface_timeout_fails_the_call_as_wait_would(tmp_path: Path) -> None:
+    """``use.nap.timeout``: the call is yielded failed once it passes, not when the
+    late answer comes (or never, for a call that hangs)."""
+    from polybus.errors import CallTimeoutError
+
+    toml = TOML.format(agg="").replace('use.nap = { callstyle = "async" }',
+                                       'use.nap = { callstyle = "async", timeout = "0.3s" }')
+    with cluster(tmp_path, toml, replicas=1) as c:
+        s = c.session()
+        slow = s.call("nap", ("slow", 2.0), {})
+        (got,) = polybus.as_completed([slow], timeout=1.5)
+        with pytest.raises(CallTimeoutError):
+            polybus.wait(got)

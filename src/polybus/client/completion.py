@@ -12,34 +12,61 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from polybus.client.promise import Promise, wait
+from polybus.errors import PolybusError
 
 __all__ = ["as_completed"]
 
 _STEP_S = 0.05  # the longest one read waits before the promises are looked at again
+_LOOK_S = 2e-6  # per promise still waiting: reads between two looks at them all take
+# at least this long each, so the looks cost a small share of the time (a look over
+# 12,000 promises made as_completed 3.5x slower than waiting in order, looked at after
+# each read)
 
 
 def as_completed(xs: Iterable[Any], timeout: float | None = None) -> Iterator[Any]:
     """Yield each of ``xs`` once its answer is here, the first answered first: the
     promise itself (use it, or ``wait(p)``, which raises the call's error if it
-    failed); a value that is not a promise comes at once. ``timeout`` (seconds, for
-    them all): TimeoutError once it passes with promises still unanswered."""
+    failed); a value that is not a promise comes at once. A call whose interface has a
+    ``timeout`` is yielded failed (CallTimeoutError) once that long has passed here, as
+    ``wait`` would. ``timeout`` (seconds, for them all): TimeoutError once it passes
+    with promises still unanswered."""
     pending = list(xs)
-    deadline = None if timeout is None else time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
     while pending:
+        now = time.monotonic()
         still = []
         for x in pending:
-            if not isinstance(x, Promise) or x.done:  # (neither waits)
-                yield x
+            if not isinstance(x, Promise) or x.done or _timed_out(x, now - start):
+                yield x  # (isinstance and done never wait)
             else:
                 still.append(x)
         pending = still
         if not pending:
             return
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            raise TimeoutError(f"{len(pending)} of the promises were not answered "
-                               f"within {timeout:g} s")
-        _read(pending[0], _STEP_S if left is None else min(_STEP_S, left))
+        look_at = time.monotonic() + min(_STEP_S, len(pending) * _LOOK_S)
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"{len(pending)} of the promises were not answered "
+                                   f"within {timeout:g} s")
+            _read(pending[0], _STEP_S if left is None else min(_STEP_S, left))
+            if time.monotonic() >= look_at:
+                break
+
+
+def _timed_out(p: Promise, waited: float) -> bool:
+    """Whether ``p``'s call has a timeout that ``waited`` passed: then it is failed now,
+    as ``wait`` fails it (CallTimeoutError; its late answer dropped)."""
+    rec = getattr(p, "_rec", None)
+    limit = getattr(getattr(rec, "dispatcher", None), "timeout", None)
+    if limit is None or waited < limit:
+        return False
+    try:
+        p._reactor.wait(rec, 0.0)
+    except PolybusError:
+        pass
+    return bool(p.done)
 
 
 def _read(p: Promise, seconds: float) -> None:
