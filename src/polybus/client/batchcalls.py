@@ -163,6 +163,11 @@ class BatchPromise(msgspec.Struct, Promise, gc=False):
         """True once the answer (or error) is here; never waits."""
         return Slot(self._rec, self._i).done
 
+    def _read_answers(self, seconds: float) -> None:
+        batcher = self._rec.batcher
+        batcher.flush()  # (its batch may not be written yet)
+        batcher.reactor.step(None, seconds)
+
 
 behave_as_promise(BatchPromise)
 

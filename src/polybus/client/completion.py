@@ -11,8 +11,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from polybus.client.promise import Promise, wait
-from polybus.errors import PolybusError
+from polybus.client.promise import Promise
 
 __all__ = ["as_completed"]
 
@@ -37,10 +36,12 @@ def as_completed(xs: Iterable[Any], timeout: float | None = None) -> Iterator[An
         now = time.monotonic()
         still = []
         for x in pending:
-            if not isinstance(x, Promise) or x.done or _timed_out(x, now - start):
-                yield x  # (isinstance and done never wait)
-            else:
-                still.append(x)
+            if isinstance(x, Promise) and not x.done:  # (neither waits)
+                x._expire(now - start)
+                if not x.done:
+                    still.append(x)
+                    continue
+            yield x
         pending = still
         if not pending:
             return
@@ -50,35 +51,7 @@ def as_completed(xs: Iterable[Any], timeout: float | None = None) -> Iterator[An
             if left is not None and left <= 0:
                 raise TimeoutError(f"{len(pending)} of the promises were not answered "
                                    f"within {timeout:g} s")
-            _read(pending[0], _STEP_S if left is None else min(_STEP_S, left))
+            pending[0]._read_answers(_STEP_S if left is None else min(_STEP_S, left))
             if time.monotonic() >= look_at:
                 break
 
-
-def _timed_out(p: Promise, waited: float) -> bool:
-    """Whether ``p``'s call has a timeout that ``waited`` passed: then it is failed now,
-    as ``wait`` fails it (CallTimeoutError; its late answer dropped)."""
-    rec = getattr(p, "_rec", None)
-    limit = getattr(getattr(rec, "dispatcher", None), "timeout", None)
-    if limit is None or waited < limit:
-        return False
-    try:
-        p._reactor.wait(rec, 0.0)
-    except PolybusError:
-        pass
-    return bool(p.done)
-
-
-def _read(p: Promise, seconds: float) -> None:
-    """Let answers in for up to ``seconds``: one read by ``p``'s session, whose answers
-    (to any of its calls) are filed as it goes."""
-    reactor = getattr(p, "_reactor", None)
-    rec = getattr(p, "_rec", None)
-    batcher = getattr(rec, "batcher", None)
-    if batcher is not None:  # an aggregated call: its batch may not be written yet
-        batcher.flush()
-        reactor = batcher.reactor
-    if reactor is None:  # a kind of promise with no session to read: wait for it
-        wait(p)
-        return
-    reactor.step(None, seconds)

@@ -8,10 +8,12 @@ promises inside lists, tuples and dicts.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.calls import _PENDING
+from polybus.errors import PolybusError
 from polybus.wire.codec import Ref
 
 if TYPE_CHECKING:
@@ -33,6 +35,18 @@ class Promise:
     def done(self) -> bool:
         """True once the answer (or error) is here; never waits."""
         raise NotImplementedError
+
+    # -- for as_completed (client/completion.py) ------------------------------------
+    def _read_answers(self, seconds: float) -> None:
+        """Let answers in for up to ``seconds``: one read by the session this promise's
+        call went through, which files the answers of any of its calls. (This default,
+        for a kind with no session to read, waits for its own answer.)"""
+        with contextlib.suppress(Exception):  # (its error is the caller's, when used)
+            self.__polybus_value__()
+
+    def _expire(self, waited: float) -> None:
+        """Fail the call as ``wait`` would once its interface's timeout is shorter than
+        ``waited`` (seconds); by default a promise has no timeout."""
 
     # isinstance(p, dict), and so Counter.update(p), json's and numpy's checks, and
     # functools.singledispatch, see the answer's class, as for a proxy (wrapt's, say):
@@ -194,6 +208,16 @@ class CallPromise(Promise):
     def done(self) -> bool:
         """True once the answer (or error) is here; never waits."""
         return bool(self._rec.done)
+
+    def _read_answers(self, seconds: float) -> None:
+        self._reactor.step(None, seconds)
+
+    def _expire(self, waited: float) -> None:
+        rec = self._rec
+        limit = rec.dispatcher.timeout
+        if limit is not None and waited >= limit and not rec.done:
+            with contextlib.suppress(PolybusError):  # (CallTimeoutError: rec has it now)
+                self._reactor.wait(rec, 0.0)
 
 
 def wait(x: Any) -> Any:

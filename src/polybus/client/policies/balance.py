@@ -79,16 +79,10 @@ def demand_pick(inflight: Sequence[int], window: Sequence[int], alive: Sequence[
     (every interface's calls there, those given up on included: a replica busy with
     another interface's long call is not free), then the fewest of this interface's
     calls outstanding, the first in order on a tie; None when every window is full."""
+    weigh = inflight if load is None else load
     best: int | None = None
     for i, (n, w, a) in enumerate(zip(inflight, window, alive, strict=True)):
-        if not a or n >= w:
-            continue
-        if best is None:
-            best = i
-        elif load is not None:
-            if (load[i], n) < (load[best], inflight[best]):
-                best = i
-        elif n < inflight[best]:
+        if a and n < w and (best is None or (weigh[i], n) < (weigh[best], inflight[best])):
             best = i
     return best
 
