@@ -4,7 +4,9 @@ passed over while another is free: a call sent there would wait behind it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +34,15 @@ use.echo = {{ {echo} }}
 """
 
 
+def _poll_until(s: Any, done: Callable[[], bool], seconds: float = 20.0) -> None:
+    """Take in answers (as a program's next wait would) until ``done()``, at most
+    ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        s.reactor.poll()
+        time.sleep(0.05)
+
+
 def test_calls_after_one_given_up_on_go_to_the_free_replica(tmp_path: Path) -> None:
     """Round robin (sync): the replica still running a timed-out call is skipped. The
     next calls of another interface used to go there and wait out the abandoned call."""
@@ -49,10 +60,7 @@ def test_calls_after_one_given_up_on_go_to_the_free_replica(tmp_path: Path) -> N
         assert free.calls == before[free.name] + 3
         assert busy[0].calls == before[busy[0].name]
         # Its late answer is dropped, and frees the replica for the rotation again.
-        deadline = time.monotonic() + 20.0
-        while busy[0].abandoned and time.monotonic() < deadline:
-            s.reactor.poll()
-            time.sleep(0.05)
+        _poll_until(s, lambda: not busy[0].abandoned)
         assert not busy[0].abandoned
 
 
@@ -115,9 +123,5 @@ def test_a_call_given_up_on_and_given_back_by_a_steal_is_forgotten(tmp_path: Pat
         with pytest.raises(CallTimeoutError):
             polybus.wait(ps[4])
         links = s.links["server"]
-        deadline = time.monotonic() + 20.0
-        while (any(lk.abandoned or lk.outstanding for lk in links)
-               and time.monotonic() < deadline):
-            s.reactor.poll()
-            time.sleep(0.05)
+        _poll_until(s, lambda: not any(lk.abandoned or lk.outstanding for lk in links))
         assert not any(lk.abandoned for lk in links)
