@@ -4,15 +4,16 @@ A ``Comm`` sits between a dispatcher and the reactor when the configuration asks
 ``cache``, ``aggregate`` or the program uses `broadcast`. Cached operands are named by a
 content hash (XXH3-128 of dtype, shape and bytes: 8 MB in ~0.2 ms here, where SHA-256
 took ~4.5 ms on the path before the first call can leave; why a non-cryptographic hash
-is enough: docs/security.md, "Operand names"), sent to a replica in a ``Put`` the first time and as
-``Ref("op", key)`` after; a replica that lost one answers ``cache-miss`` and the call is
-re-sent with the value inline. An array is hashed again at each call (it may have been
-changed in place), unless it is read-only through and through: then its hash is
-remembered per array object (by identity, dropped when the array is freed). When the last live array of a content is freed, each replica it was
-sent to is told (``Drop``, ahead of the next message to that replica) and forgets it:
-a program that sends a fresh B every round keeps one B per replica, and its memory,
-over ``shm`` the sender's segment, is reused warm instead of faulted in anew (~1 ms per
-MB on these machines).
+is enough: docs/security.md, "Operand names"), sent to a replica in a ``Put`` the first
+time and as ``Ref("op", key)`` after; a replica that lost one answers ``cache-miss``
+and the call is re-sent with the value inline. An array is hashed again at each call
+(it may have been changed in place), unless it is read-only through and through: then
+its hash is remembered per array object (by identity, dropped when the array is
+freed). When the last live array of a content is freed or changed, each replica it
+was sent to is told (``Drop``, in the next message to that replica) and forgets it: a
+program that sends a fresh B every round keeps one B per replica, and its memory, over
+``shm`` the sender's segment, is reused warm instead of faulted in anew (~1 ms per MB
+on these machines).
 """
 
 from __future__ import annotations
