@@ -194,8 +194,11 @@ def read_line(stream: IO[str], pattern: str, timeout: float = 20.0) -> re.Match[
         q = _readers[stream] = queue.Queue()
 
         def pump(qq: queue.Queue[str] = q) -> None:
-            for line in stream:
-                qq.put(line)
+            try:
+                for line in stream:
+                    qq.put(line)
+            except (ValueError, OSError):  # the test closed the pipe (its cleanup): done
+                pass
             qq.put("")
 
         threading.Thread(target=pump, daemon=True).start()
