@@ -30,7 +30,8 @@ class LocalEngine:
 
     Each worker's stdout and stderr go to a log file of its own. With ``echo``, once
     every worker has registered, their lines are forwarded there as they come, each
-    prefixed with its worker's name (engines/logfollow.py), until `stop`."""
+    prefixed with its worker's name (engines/logfollow.py), until `stop`; with or
+    without it, what has been read of a log is freed as it grows (logfollow.py)."""
 
     def __init__(self, app: AppConfig, overrides: tuple[str, ...] = (),
                  start_timeout: float = START_TIMEOUT, echo: TextIO | None = None) -> None:
@@ -54,11 +55,11 @@ class LocalEngine:
                 for replica in module.replication:
                     self._spawn(module.key, replica.name)
             self._wait_ready()
-            if self.echo is not None:
-                # (Not while they start: a start that fails reports the worker's own
-                # words, and the stacks asked of one that is slow, in its error.)
-                self.follower = LogFollower([(n, log) for n, _, log in self.procs],
-                                            self.echo).start()
+            # (Not while they start: a start that fails reports the worker's own words,
+            # and the stacks asked of one that is slow, in its error.) Without echo the
+            # lines are read and dropped: the logs' read parts are freed either way.
+            self.follower = LogFollower([(n, log) for n, _, log in self.procs],
+                                        self.echo).start()
         except BaseException:
             self.stop()
             raise
@@ -259,8 +260,20 @@ def _start_failure(name: str, status: int, log: Path) -> str:
     return f"worker {name} exited with status {status} while starting:\n{text}"
 
 
+TAIL_BYTES = 1 << 16  # the end of a log read for diagnostics (logfollow.KEEP keeps it)
+
+
 def _tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log, read from its last ``TAIL_BYTES`` only (a log
+    may be long; its read part is freed, logfollow.py)."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - TAIL_BYTES))
+            text = f.read().decode(errors="replace")
     except OSError:
         return "(no output)"
+    kept = text.splitlines()
+    if size > TAIL_BYTES and kept:
+        kept = kept[1:]  # (the first may be the end of a longer line)
+    return "\n".join(kept[-lines:])
