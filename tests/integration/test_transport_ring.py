@@ -18,6 +18,7 @@ from polybus.testing.conformance import memfd_mappings
 from polybus.transport import ring as ring_mod
 from polybus.transport.ring import Ring
 from polybus.transport.shm import ShmChannel
+from polybus.wire.arrays import INLINE_MAX
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, Message, Result
 
@@ -85,7 +86,7 @@ def _echo(ch: ShmChannel) -> threading.Thread:
 
 def _value(i: int) -> Any:
     if i % 7 == 0:
-        return np.full(5000 + i, i % 251, dtype=np.uint8)  # by segment
+        return np.full(INLINE_MAX + 1 + i, i % 251, dtype=np.uint8)  # by segment (a buffer)
     if i % 11 == 0:
         return b"%d" % i * 3000  # a frame larger than the ring: streamed in pieces
     return i

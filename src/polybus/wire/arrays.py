@@ -19,8 +19,14 @@ __all__ = ["DTYPE_STR", "HEADS", "INLINE_DIMS", "INLINE_MAX", "META_DEC", "META_
            "layout", "small_head", "small_meta"]
 
 # Arrays up to this size (and of at most INLINE_DIMS dimensions) travel inside the
-# header (ext 5), not as buffers beside it.
-INLINE_MAX = 2048
+# header (ext 5), not as buffers beside it: a frame with no buffers takes the in-place
+# paths on both sides, where a buffer's own steps (its table, padding, a copy out, the
+# general intake) cost more than copying a few KiB. Raised from 2 KiB to the size of a
+# frame that is written in one piece anyway (framing.JOIN_MAX): matmul n=100 over shm,
+# a 4 KB block of A per call, stateful with 2 replicas 1.45 -> 1.09 ms a product
+# (design.md, "Arrays inside the header").
+INLINE_MAX = 16 * 1024
+ZERO_ITEMS_MAX = 2048  # elements of a zero-byte dtype a receiver takes (none to count)
 INLINE_DIMS = 16
 
 META_ENC = msgspec.msgpack.Encoder()
@@ -55,7 +61,7 @@ def layout(dtype: str, shape: list[int]) -> tuple[np.dtype[Any], tuple[int, ...]
         if type(s) is not int or s < 0:
             raise ProtocolError(f"array dimension {s!r} is not a non-negative int")
         count *= s
-    if not dt.itemsize and count > INLINE_MAX:  # (no bytes to check the count against)
+    if not dt.itemsize and count > ZERO_ITEMS_MAX:  # (no bytes to check the count against)
         raise ProtocolError(f"{count} elements of zero bytes")
     return dt, tuple(shape), count * dt.itemsize
 
