@@ -18,7 +18,9 @@ on these machines).
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,6 +44,11 @@ AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
 _memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
 _live: dict[str, int] = {}  # content key -> live memoized arrays with that content
 _knowns: weakref.WeakSet[Known] = weakref.WeakSet()  # every session's, told of freed keys
+# Keys of memoized arrays freed (appended by their finalizers, in any thread) and not yet
+# counted in _live; _lock orders the counting (content_key and drops_for, which may run
+# in several threads of one program at once).
+_freed: deque[str] = deque()
+_lock = threading.Lock()
 
 
 def content_key(value: Any) -> str | None:
@@ -60,20 +67,21 @@ def content_key(value: Any) -> str | None:
         ident = id(arr)
         hit = _memo.get(ident)
         frozen = _frozen(arr)
-        if hit is not None and hit[0]() is arr:
-            if frozen and hit[2]:  # read-only when hashed and since (see the docs)
-                return hit[1]
-            key = _array_digest(arr)
-            if key == hit[1]:
-                if frozen and not hit[2]:
-                    _memo[ident] = (hit[0], key, True)
-                return key
-            _release(hit[1])  # changed in place: one array less holds the old content
-        else:
-            key = _array_digest(arr)
-        # (a replaced weakref is freed with its callback, which then never runs)
-        _memo[ident] = (weakref.ref(arr, _forget(ident, key)), key, frozen)
-        _live[key] = _live.get(key, 0) + 1
+        if hit is not None and hit[0]() is arr and frozen and hit[2]:
+            return hit[1]  # read-only when hashed and since (see the docs)
+        key = _array_digest(arr)  # (outside the lock: 8 MB take ~0.2 ms)
+        with _lock:
+            _settle()
+            hit = _memo.get(ident)
+            if hit is not None and hit[0]() is arr:
+                if key == hit[1]:
+                    if frozen and not hit[2]:
+                        _memo[ident] = (hit[0], key, True)
+                    return key
+                _release(hit[1])  # changed in place: one array less holds the old content
+            # (a replaced weakref is freed with its callback, which then never runs)
+            _memo[ident] = (weakref.ref(arr, _forget(ident, key)), key, frozen)
+            _live[key] = _live.get(key, 0) + 1
         return key
     if isinstance(value, bytes | bytearray):
         return xxhash.xxh3_128_hexdigest(value)
@@ -105,16 +113,27 @@ def _digest(prefix: bytes, data: memoryview) -> str:
 
 def _forget(ident: int, key: str) -> Any:
     def drop(_ref: Any) -> None:
-        # Runs wherever the array is freed (any thread, inside any call): only notes the
-        # key; each Known turns it into Drop messages when it next writes to a replica.
+        # Runs wherever the array is freed: any thread, inside any call, even inside
+        # content_key's own locked steps (a collection there), so it takes no lock and
+        # counts nothing: it notes the key, and the next holder of the lock settles it.
         _memo.pop(ident, None)
-        _release(key)
+        _freed.append(key)
     return drop
 
 
+def _settle() -> None:
+    """Count the arrays freed since the last look (holding ``_lock``)."""
+    while _freed:
+        try:
+            key = _freed.popleft()
+        except IndexError:  # (another thread took the last)
+            return
+        _release(key)
+
+
 def _release(key: str) -> None:
-    """One array with content ``key`` less (freed, or changed in place); at none, each
-    session is told, to have the replicas holding it drop it."""
+    """One array with content ``key`` less (freed, or changed in place; holding
+    ``_lock``); at none, each session is told, to have the replicas holding it drop it."""
     left = _live.get(key, 1) - 1
     if left > 0:
         _live[key] = left
@@ -163,8 +182,11 @@ class Known:
     def drops_for(self, link: ReplicaLink) -> list[str]:
         """Keys ``link``'s replica holds from us whose arrays are gone; they count as not
         sent from now on (a later array with the same content is sent again)."""
+        if _freed:
+            with _lock:
+                _settle()
         while self.dead:
-            key = self.dead.pop()  # (atomic: a finalizer may append meanwhile)
+            key = self.dead.pop()  # (atomic: another thread's _settle may append meanwhile)
             if key in _live:
                 continue  # an array of that content again (named in this very call, say)
             for name, keys in self.by_replica.items():
