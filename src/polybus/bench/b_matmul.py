@@ -258,7 +258,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                 speed = st.map(_over(base.median))
                 result.add(Row.of("polybus", cfg, k, "speedup", speed))
                 result.add(Row.of("polybus", cfg, k, "efficiency", speed.map(_per(k))))
-                if transport == "tcp":  # (over shm the arrays bypass the socket's count)
+                if transport == "tcp":  # (shm counts the same bytes: one column is enough)
                     result.add(Row.of("polybus", cfg, k, "bytes_sent", summarize([sent])))
                 progress.advance(f"matmul polybus {mode} {transport} n={n} servers={k}")
             _aggregated_row(result, n, real[-1], stateful, reps_n, base.median)

@@ -313,8 +313,9 @@ class Session:
             for link in links:
                 if not link.dead:
                     alive.add(link.name)
-                out.bytes_sent += link.channel.bytes_sent
-                out.bytes_received += link.channel.bytes_received
+                ch = link.channel  # (over shm, with what went by segment: shmseg.py)
+                out.bytes_sent += ch.bytes_sent + getattr(ch, "shm_bytes_sent", 0)
+                out.bytes_received += ch.bytes_received + getattr(ch, "shm_bytes_received", 0)
                 rs = rows.get(link.name)
                 if rs is None:
                     rs = rows[link.name] = ReplicaStats(link.name, speed=link.speed)

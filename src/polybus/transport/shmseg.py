@@ -95,7 +95,11 @@ class SegmentFrames:
         self._fds_in: deque[int] = deque()
         # Filled by finalizers in any thread; list.append/del are atomic under the GIL.
         self._released: list[int] = []
+        # Bytes passed by segment (not counted in bytes_sent/bytes_received, which are
+        # what went through the socket and the rings): a shared segment lent to several
+        # receivers counts once per frame that names it, as the bytes would in a frame.
         self.shm_bytes_sent = 0
+        self.shm_bytes_received = 0
 
     # -- sending ---------------------------------------------------------------
     def _encode(self, msg: Message) -> list[bytes | memoryview]:
@@ -294,6 +298,7 @@ class SegmentFrames:
                 raise ProtocolError(f"shared-memory reference to unknown segment {seg_id}")
             # The carrier is the base of every array the codec makes from this buffer;
             # when the last one goes, the segment goes back to the sender.
+            self.shm_bytes_received += length
             carrier: np.ndarray[Any, Any] = np.frombuffer(seg, np.uint8, count=length)
             weakref.finalize(carrier, release, seg_id).atexit = False
             frame.buffers[idx] = memoryview(carrier)  # type: ignore[arg-type]
