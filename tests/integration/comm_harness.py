@@ -44,6 +44,13 @@ def bump(row, b):
     b += 1.0  # writes its operand in place
     return row @ b
 
+def kinds(a, *rest, b=None, **extra):
+    # which arguments arrived read-only: the cached ones (test_comm_cache)
+    ro = lambda x: not x.flags.writeable
+    total = float(a.sum() + sum(x.sum() for x in rest) + b.sum() + sum(v.sum() for v in extra.values()))
+    return [ro(a), [ro(x) for x in rest], ro(b), {k: ro(v) for k, v in sorted(extra.items())},
+            total]
+
 def nap(x, seconds):
     import time
     time.sleep(seconds)

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from polybus import wait
 from polybus.errors import RemoteException
 
 from .comm_harness import call, cluster
@@ -291,3 +292,24 @@ def test_a_stolen_call_names_its_cached_operand(tmp_path: Path) -> None:
         assert sum(migrator.moved_in.values()) > 0  # something did move
         sent = sum(lk.channel.bytes_sent for lk in s.links["server"])
         assert sent < 2 * x.nbytes + 64 * 1024  # x once per replica, whatever moved
+
+
+@pytest.mark.parametrize(("cache", "expected"), [
+    ('["b"]', [False, [False, False], True, {"e": False}]),
+    ('["a"]', [True, [False, False], False, {"e": False}]),
+    ('["rest"]', [False, [True, True], False, {"e": False}]),
+    ('["extra"]', [False, [False, False], False, {"e": True}]),
+])
+def test_cache_finds_each_kind_of_parameter(tmp_path: Path, cache: str,
+                                            expected: list[object]) -> None:
+    # kinds(a, *rest, b=None, **extra): a keyword-only parameter is not a position (b
+    # named the first of *rest), *args caches every extra position, **kwargs every
+    # keyword no other parameter takes.
+    text = toml().replace("define.mul", "define.kinds").replace('["b"]', cache)
+    text = text.replace("use.mul", "use.kinds").replace('"client.mul" = "server.mul"',
+                                                        '"client.kinds" = "server.kinds"')
+    x = [np.full(4, float(i)) for i in range(5)]
+    with cluster(tmp_path, text) as c:
+        s = c.session()
+        got = wait(s.call("kinds", (x[0], x[1], x[2]), {"b": x[3], "e": x[4]}))
+        assert got == [*expected, 40.0]  # (and every value arrived: 4 * (0+1+2+3+4))

@@ -260,8 +260,7 @@ def install(d: Dispatcher, f: Forwarder) -> None:
     old = d.comm
     fc = ForwardComm(d, d.reactor, old.known if old is not None else known_for(f.session))
     if old is not None:
-        fc.positions, fc.names, fc.auto = old.positions, old.names, old.auto
-        fc.prefetch_all, fc.aggregator = old.prefetch_all, old.aggregator
+        fc.copy_plan(old)
     fc.forwarder = f
     d.comm = fc
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import xxhash
@@ -169,6 +169,15 @@ class Shared:
         return f"<broadcast {self.key[:12]}>"
 
 
+class Signature(NamedTuple):
+    """A function's parameters by kind (client/session.py reads them from its source)."""
+
+    positional: tuple[str, ...]   # positional-only and positional-or-keyword, in order
+    keyword_only: tuple[str, ...]
+    var_positional: str | None    # the name of *args, if any
+    var_keyword: str | None       # the name of **kwargs, if any
+
+
 class Known:
     """Which operand keys each replica has been sent (one per session, by replica name),
     and which of them to tell it to drop (their arrays are gone)."""
@@ -207,24 +216,44 @@ class Comm:
 
     def __init__(self, dispatcher: Dispatcher, reactor: Reactor, known: Known, *,
                  positions: frozenset[int] = frozenset(), names: frozenset[str] = frozenset(),
+                 rest_from: int | None = None, other_names: frozenset[str] | None = None,
                  auto: bool = False, prefetch_all: bool = False,
                  aggregator: Aggregator | None = None) -> None:
         self.dispatcher = dispatcher
         self.reactor = reactor
         self.known = known
+        # Which arguments are cached: positions (of named positional parameters), every
+        # position from rest_from on (cache names the *args parameter), keywords by name,
+        # and any keyword not in other_names (cache names the **kwargs parameter).
         self.positions = positions
         self.names = names
+        self.rest_from = rest_from
+        self.other_names = other_names
         self.auto = auto
         self.prefetch_all = prefetch_all
         self.aggregator = aggregator
         self.resent = 0  # calls re-sent after a cache miss
 
+    def copy_plan(self, other: Comm) -> None:
+        """Cache the same arguments as ``other`` and aggregate with its aggregator."""
+        self.positions, self.names, self.auto = other.positions, other.names, other.auto
+        self.rest_from, self.other_names = other.rest_from, other.other_names
+        self.prefetch_all, self.aggregator = other.prefetch_all, other.aggregator
+
     # -- making messages ---------------------------------------------------------
+    def _named(self, index: int | str) -> bool:
+        """Whether the configuration caches the argument at ``index`` (a position or a
+        keyword)."""
+        if isinstance(index, int):
+            return index in self.positions or (
+                self.rest_from is not None and index >= self.rest_from)
+        return index in self.names or (
+            self.other_names is not None and index not in self.other_names)
+
     def _operand(self, index: int | str, value: Any) -> tuple[str, Any] | None:
         if type(value) is Shared:
             return value.key, value.value
-        if (index in self.positions if isinstance(index, int) else index in self.names) or (
-                self.auto and _big(value)):
+        if self._named(index) or (self.auto and _big(value)):
             key = content_key(value)
             return (key, value) if key is not None else None
         return None
@@ -246,8 +275,9 @@ class Comm:
 
         args = call.args
         positions, auto = self.positions, self.auto
+        rest = len(args) if self.rest_from is None else self.rest_from
         for i, a in enumerate(args):
-            if i not in positions and type(a) is not Shared and not auto:
+            if i not in positions and i < rest and type(a) is not Shared and not auto:
                 continue  # (the common argument, looked at no further)
             op = self._operand(i, a)
             if op is not None:
@@ -352,25 +382,37 @@ def known_for(session: Session) -> Known:
 
 
 def comm_for(session: Session, dispatcher: Dispatcher, use: UseSpec, define: DefineSpec,
-             params: list[str]) -> Comm | None:
-    """The Comm a binding's configuration asks for, or None (the plain, fastest path)."""
+             sig: Signature) -> Comm | None:
+    """The Comm a binding's configuration asks for, or None (the plain, fastest path).
+
+    A cached parameter is found where a call can put it: a positional one by its
+    position or its keyword, a keyword-only one by keyword, ``*args`` as every position
+    after the named ones, ``**kwargs`` as every keyword no other parameter takes."""
     cache = define.cache
     if not cache and use.aggregate is None and use.aggregate_bytes is None:
         return None
     positions: set[int] = set()
     names: set[str] = set()
+    rest_from: int | None = None
+    other_names: frozenset[str] | None = None
     if isinstance(cache, tuple):
         for n in cache:
-            names.add(n)
-            if n in params:
-                positions.add(params.index(n))
+            if n in sig.positional:
+                positions.add(sig.positional.index(n))
+                names.add(n)
+            elif n == sig.var_positional:
+                rest_from = len(sig.positional)
+            elif n == sig.var_keyword:
+                other_names = frozenset((*sig.positional, *sig.keyword_only))
+            else:
+                names.add(n)  # keyword-only (check refuses a name that is no parameter)
     agg = None
     if use.aggregate is not None or use.aggregate_bytes is not None:
         agg = Aggregator(session.reactor, use.aggregate, use.aggregate_bytes, use.linger)
     return Comm(dispatcher, session.reactor, known_for(session), positions=frozenset(positions),
-                names=frozenset(names), auto=cache == "auto",
-                prefetch_all=define.prefetch == "all", aggregator=agg)
+                names=frozenset(names), rest_from=rest_from, other_names=other_names,
+                auto=cache == "auto", prefetch_all=define.prefetch == "all", aggregator=agg)
 
 
-__all__ = ["AUTO_THRESHOLD", "Comm", "Known", "Shared", "broadcast", "comm_for", "content_key",
-           "known_for"]
+__all__ = ["AUTO_THRESHOLD", "Comm", "Known", "Shared", "Signature", "broadcast", "comm_for",
+           "content_key", "known_for"]

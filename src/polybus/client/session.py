@@ -16,7 +16,7 @@ from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
 from polybus.client.migrate import Migrator, migrator_for
-from polybus.client.operands import comm_for
+from polybus.client.operands import Signature, comm_for
 from polybus.client.reactor import Reactor
 from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
 from polybus.errors import NoReplicaError, PolybusError, UsageError
@@ -51,14 +51,18 @@ class SessionStats:
     replicas: list[ReplicaStats] = field(default_factory=list)
 
 
-def parameters(source: Path, function: str) -> list[str]:
-    """Positional parameter names of a top-level function, read from its source."""
+def parameters(source: Path, function: str) -> Signature:
+    """A top-level function's parameters by kind, read from its source: where a call's
+    positional arguments and keywords land (operand caching names parameters)."""
     tree = ast.parse(source.read_text(), str(source))
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
             a = node.args
-            return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
-    return []
+            return Signature(tuple(p.arg for p in (*a.posonlyargs, *a.args)),
+                             tuple(p.arg for p in a.kwonlyargs),
+                             a.vararg.arg if a.vararg else None,
+                             a.kwarg.arg if a.kwarg else None)
+    return Signature((), (), None, None)
 
 
 def _lenient(fn: Any, names: Iterable[str]) -> Callable[..., dict[str, Any]]:
