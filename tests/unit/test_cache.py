@@ -6,8 +6,8 @@ import numpy as np
 
 from polybus.client.operands import content_key
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Call
-from polybus.worker.cache import OperandCache, resolve
+from polybus.wire.messages import Call, CallBatch
+from polybus.worker.cache import OperandCache, resolve, resolve_batch
 
 
 def test_hit_and_miss() -> None:
@@ -20,6 +20,23 @@ def test_hit_and_miss() -> None:
     fail = resolve(c, Call(2, "f", [Ref("op", "nope")]))
     assert fail is not None and fail.kind == "cache-miss" and fail.message == "nope"
     assert c.hits == 3 and c.misses == 1
+
+
+def test_a_batch_resolves_every_call_or_misses_whole() -> None:
+    c = OperandCache(1000)
+    c.put("b", b"B" * 10)
+    batch = CallBatch(7, "f", [[1, Ref("op", "b")], [2, Ref("op", "b")], [3, 4]])
+    assert resolve_batch(c, batch) is None
+    assert batch.args == [[1, b"B" * 10], [2, b"B" * 10], [3, 4]]
+    assert c.hits == 2  # a hit per call naming it (looked up once)
+    missing = CallBatch(8, "f", [[1, Ref("op", "b")], [2, Ref("op", "gone")]])
+    fail = resolve_batch(c, missing)
+    assert fail is not None and (fail.id, fail.kind, fail.message) == (8, "cache-miss", "gone")
+    # A Ref that names no cached operand (a forwarded result's, from a confused peer)
+    # is a miss too: the batch is not run with a Ref for an argument.
+    odd = CallBatch(9, "f", [[Ref("fwd", ["k1", "k2"])]])
+    fail = resolve_batch(c, odd)
+    assert fail is not None and fail.kind == "cache-miss"
 
 
 def test_lru_eviction_by_bytes() -> None:

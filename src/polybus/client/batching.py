@@ -18,7 +18,10 @@ A batch is the unit of placement: if its replica is lost, the whole batch runs a
 elsewhere (idempotent interfaces), or each of its calls fails with the typed error the
 unaggregated path would give. Calls this path cannot carry (keyword arguments, a
 promise or broadcast handle among the arguments, large bytes) take the general path;
-so do bindings with a priority, operand caching or migration. A promise inside a list,
+so do bindings with a priority or migration. With operand caching (``define.cache``)
+a batch is written for the replica it is placed on: the binding's Comm names the cached
+operands of its calls and puts those the replica lacks first; a replica that lacks one
+answers the whole batch ``cache-miss`` and it goes again with values. A promise inside a list,
 tuple or dict argument is waited for when the call is made (its value joins the batch):
 waited for only once the batch is being written, it could need that very batch.
 """
@@ -41,6 +44,7 @@ from polybus.wire.messages import Message
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
     from polybus.client.dispatch import Dispatcher
+    from polybus.client.operands import Comm
     from polybus.client.reactor import Reactor
 
 
@@ -81,11 +85,13 @@ class Batcher:
     """
 
     def __init__(self, dispatcher: Dispatcher, reactor: Reactor, count: int | None,
-                 nbytes: int | None, linger: float) -> None:
+                 nbytes: int | None, linger: float, comm: Comm | None = None) -> None:
         self.d = dispatcher
         self.interface = dispatcher.interface
         self.timeout = dispatcher.timeout
-        self.comm = None  # the reactor looks for a cache on a failed call's dispatcher
+        # Operand caching (define.cache): it names a batch's cached operands for the
+        # replica it goes to, and the reactor gives it a batch's cache miss to re-send.
+        self.comm = comm
         self.reactor = reactor
         self.count = count if count is not None else (1 << 30 if nbytes else 64)
         self.nbytes = nbytes
@@ -206,10 +212,16 @@ class Batcher:
         link.outstanding[b.id] = b  # type: ignore[assignment]
         self.inflight[i] += 1
         h = self.held[i]
-        h.append(b.message())
+        if self.comm is None:
+            h.append(b.message())
+            alone = True
+        else:
+            msgs = self.comm.batch_messages(b, link)
+            h.extend(msgs)
+            alone = len(msgs) == 1  # (with Puts or Drops it is written now)
         # While the replica has two sent batches still to answer, this one waits to be
         # written with up to HOLD-1 others: fewer writes (and wake-ups of the replica).
-        if not send or (len(h) < HOLD and self.inflight[i] - len(h) >= 2):
+        if not send or (alone and len(h) < HOLD and self.inflight[i] - len(h) >= 2):
             return True
         self.held[i] = []
         if len(h) == 1:
@@ -381,13 +393,18 @@ class Batcher:
 
 def batcher_for(dispatcher: Dispatcher, reactor: Reactor, count: int | None,
                 nbytes: int | None, linger: float, *, general: bool) -> Batcher | None:
-    """The lean path for an aggregating async binding, unless ``general`` (a priority,
-    operand caching or migration needs every call as a record of its own)."""
+    """The lean path for an aggregating async binding, unless ``general`` (a priority
+    or migration needs every call as a record of its own). Operand caching is done on
+    it by the binding's Comm (client/operands.py)."""
     if (count is None and nbytes is None) or general or dispatcher.style.kind == "sync":
         return None
     if dispatcher.priority is not None:
         return None
-    return Batcher(dispatcher, reactor, count, nbytes, linger)
+    comm = dispatcher.comm if dispatcher.comm is not None and (
+        dispatcher.comm.positions or dispatcher.comm.names or dispatcher.comm.auto
+        or dispatcher.comm.rest_from is not None
+        or dispatcher.comm.other_names is not None) else None
+    return Batcher(dispatcher, reactor, count, nbytes, linger, comm)
 
 
 __all__ = ["Batcher", "batcher_for"]

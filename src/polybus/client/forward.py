@@ -30,6 +30,7 @@ import itertools
 import secrets
 from typing import TYPE_CHECKING, Any
 
+from polybus.client.batchcalls import Pending
 from polybus.client.operands import Comm, known_for
 from polybus.client.promise import CallPromise
 from polybus.errors import PolybusError, RemoteError, RemoteException, WorkerDiedError
@@ -236,9 +237,9 @@ class ForwardComm(Comm):
         for r in recs:
             self.forwarder.placed(r, link)
 
-    def missed(self, rec: CallRecord, link: ReplicaLink, key: str) -> None:
+    def missed(self, rec: CallRecord | Pending, link: ReplicaLink, key: str) -> None:
         super().missed(rec, link, key)
-        if not link.dead:
+        if not link.dead and not isinstance(rec, Pending):
             self.forwarder.placed(rec, link)  # the re-sent call needs its values again
 
 

@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import xxhash
 
+from polybus.client.batchcalls import Pending
 from polybus.client.policies.aggregate import Aggregator
 from polybus.client.promise import Promise
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Drop, Message, Put
+from polybus.wire.messages import CallBatch, Drop, Message, Put
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
@@ -258,42 +259,84 @@ class Comm:
             return (key, value) if key is not None else None
         return None
 
-    def messages(self, rec: CallRecord, link: ReplicaLink, inline: bool = False) -> list[Message]:
-        call = rec.message()
-        puts: list[Message] = []
-        known = self.known.of(link)
-
-        def name(key: str, value: Any) -> Any:
-            if inline:
-                return value
-            if key not in known:
-                known.add(key)
-                puts.append(Put(key, value))
-                if self.prefetch_all:
-                    self._push_all(key, value, link)
-            return Ref("op", key)
-
-        args = call.args
+    def _name(self, args: Any, known: set[str] | None, puts: list[Message],
+              link: ReplicaLink, seen: dict[int, Any] | None = None) -> list[Any] | None:
+        """``args`` with its cached operands named by Ref (a new list), or None if it has
+        none; a Put for each operand ``link``'s replica has not been sent is appended to
+        ``puts``. With ``known`` None (a re-send after a miss) they go by value. ``seen``
+        (the calls of one batch) maps objects already named to their Refs: a batch's
+        calls that share B hash it, and encode its name, once."""
+        out = None
         positions, auto = self.positions, self.auto
         rest = len(args) if self.rest_from is None else self.rest_from
         for i, a in enumerate(args):
             if i not in positions and i < rest and type(a) is not Shared and not auto:
                 continue  # (the common argument, looked at no further)
+            if seen is not None and (ref := seen.get(id(a))) is not None:
+                if out is None:
+                    out = list(args)
+                out[i] = ref
+                continue
             op = self._operand(i, a)
             if op is not None:
-                if args is rec.args:
-                    args = call.args = list(args)
-                args[i] = name(*op)
+                if out is None:
+                    out = list(args)
+                out[i] = self._ref(op, known, puts, link)
+                if seen is not None:
+                    seen[id(a)] = out[i]  # (a lives while the batch is written)
+        return out
+
+    def _ref(self, op: tuple[str, Any], known: set[str] | None, puts: list[Message],
+             link: ReplicaLink) -> Any:
+        key, value = op
+        if known is None:
+            return value
+        if key not in known:
+            known.add(key)
+            puts.append(Put(key, value))
+            if self.prefetch_all:
+                self._push_all(key, value, link)
+        return Ref("op", key)
+
+    def messages(self, rec: CallRecord, link: ReplicaLink, inline: bool = False) -> list[Message]:
+        call = rec.message()
+        puts: list[Message] = []
+        known = None if inline else self.known.of(link)
+        named = self._name(call.args, known, puts, link)
+        if named is not None:
+            call.args = named
         if call.kwargs:
             kw = dict(call.kwargs)
             for k, v in kw.items():
                 op = self._operand(k, v)
                 if op is not None:
-                    kw[k] = name(*op)
+                    kw[k] = self._ref(op, known, puts, link)
             call.kwargs = kw
         puts.append(call)
         # Asked after naming this call's operands: an array changed in place since its
         # last call released its old content just now, which goes in this same message.
+        drops = self.known.drops_for(link)
+        if drops:
+            puts.insert(0, Drop(drops))
+        return puts
+
+    def batch_messages(self, batch: Pending, link: ReplicaLink) -> list[Message]:
+        """What an aggregated batch sends to ``link`` (client/batching.py): one CallBatch
+        whose calls name their cached operands, after a Put of each operand the replica
+        lacks (and a Drop of those it may forget)."""
+        known = self.known.of(link)
+        puts: list[Message] = []
+        rows = batch.args
+        out: list[Any] | None = None
+        seen: dict[int, Any] = {}
+        for j, args in enumerate(rows):
+            named = self._name(args, known, puts, link, seen)
+            if named is not None:
+                if out is None:
+                    out = list(rows)
+                out[j] = named
+        puts.append(CallBatch(batch.id, batch.batcher.interface,
+                              out if out is not None else rows))  # type: ignore[arg-type]
         drops = self.known.drops_for(link)
         if drops:
             puts.insert(0, Drop(drops))
@@ -328,15 +371,18 @@ class Comm:
         self.reactor.flush(link)
         self.reactor.send_many(link, msgs)
 
-    def missed(self, rec: CallRecord, link: ReplicaLink, key: str) -> None:
-        """The replica no longer holds ``key``: forget it there and re-send with values."""
+    def missed(self, rec: CallRecord | Pending, link: ReplicaLink, key: str) -> None:
+        """The replica no longer holds ``key``: forget it there and re-send with values
+        (a call, or an aggregated batch, whole)."""
         self.known.of(link).discard(key)
         self.resent += 1
-        if link.dead:
-            self.dispatcher.lost(link, _gone(link))
-            return
-        link.outstanding[rec.id] = rec
-        self.reactor.send_many(link, self.messages(rec, link, inline=True))
+        link.outstanding[rec.id] = rec  # type: ignore[assignment]
+        if link.dead:  # (it runs again elsewhere, with what the replica held)
+            (rec.batcher if type(rec) is Pending else self.dispatcher).lost(link, _gone(link))
+        elif type(rec) is Pending:
+            self.reactor.send(link, rec.message())
+        else:
+            self.reactor.send_many(link, self.messages(rec, link, inline=True))  # type: ignore[arg-type]
 
 
 def _gone(link: ReplicaLink) -> Any:

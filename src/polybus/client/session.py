@@ -185,7 +185,7 @@ class Session:
                     self.dispatchers[b.name].forwarder = forwarder_for(self)
                 batcher = batcher_for(self.dispatchers[b.name], self.reactor, use.aggregate,
                                       use.aggregate_bytes, use.linger,
-                                      general=bool(define.cache) or migrator is not None)
+                                      general=migrator is not None)
                 if batcher is not None:
                     self.batchers.append(batcher)
                 d = self.dispatchers[b.name]

@@ -113,11 +113,12 @@ def _answered(x: Any) -> Any:
 class Ref:
     """A named value held elsewhere (a cached operand, a forwarded result)."""
 
-    __slots__ = ("key", "kind")
+    __slots__ = ("ext", "key", "kind")
 
     def __init__(self, kind: str, key: Any) -> None:
         self.kind = kind
         self.key = key
+        self.ext: msgspec.msgpack.Ext | None = None  # its encoding, made once (_enc_hook)
 
     def __repr__(self) -> str:
         return f"Ref({self.kind!r}, {self.key!r})"
@@ -212,6 +213,11 @@ class Codec:
 
     def _enc_hook(self, obj: Any) -> Any:
         t = type(obj)
+        if t is Ref:  # (a batch names one operand in each of its calls: encoded once)
+            ext = obj.ext
+            if ext is None:
+                ext = obj.ext = msgspec.msgpack.Ext(EXT_REF, META_ENC.encode((obj.kind, obj.key)))
+            return ext
         if t is not np.ndarray and (force := getattr(t, "__polybus_value__", None)) is not None:
             # A promise inside a value: its answer is what travels. Looked for first: a
             # promise passes isinstance as its answer's class (client/promise.py).
@@ -249,8 +255,6 @@ class Codec:
             idx = len(self._out)
             self._out.append(memoryview(obj.data).cast("B"))
             return msgspec.msgpack.Ext(EXT_BYTES, META_ENC.encode(idx))
-        if isinstance(obj, Ref):
-            return msgspec.msgpack.Ext(EXT_REF, META_ENC.encode((obj.kind, obj.key)))
         if isinstance(obj, memoryview):
             return obj.tobytes()
         if getattr(t, PROMISE_INSIDE, False):

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Call, Fail
+from polybus.wire.messages import Call, CallBatch, Fail
 
 DEFAULT_CAPACITY = 512 * 1024 * 1024
 
@@ -184,6 +184,28 @@ def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | None
                     call.kwargs[k] = _value(cache, v, user)
                 except KeyError:
                     return _miss(call, v)
+    return None
+
+
+def resolve_batch(cache: OperandCache, batch: CallBatch, user: object = None) -> Fail | None:
+    """`resolve` for every call of an aggregated batch: a batch whose calls name cached
+    operands (client/batching.py) runs only if all of them are here; otherwise the
+    whole batch is answered ``cache-miss`` (with the batch's id) and none of it runs."""
+    got: dict[Any, Any] = {}  # (the calls of a batch often name one operand: looked up once)
+    for args in batch.args:
+        for i, a in enumerate(args):
+            if type(a) is Ref:
+                v = got.get(a.key, got) if type(a.key) is str else got  # (a peer's list: no key)
+                if v is got:
+                    try:
+                        v = _value(cache, a, user)
+                    except KeyError:
+                        return Fail(batch.id, "cache-miss", "KeyError", str(a.key))
+                    if type(a.key) is str:
+                        got[a.key] = v
+                else:
+                    cache.hits += 1  # (a hit per call that names it, as for single calls)
+                args[i] = v
     return None
 
 

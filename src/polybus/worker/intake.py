@@ -36,7 +36,7 @@ from polybus.wire.messages import (
     StatsRequest,
     Steal,
 )
-from polybus.worker.cache import OperandCache
+from polybus.worker.cache import OperandCache, resolve_batch
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
 from polybus.worker.options import ServeOptions
@@ -136,6 +136,10 @@ class Intake:
             return
         match msg:
             case CallBatch():  # aggregated calls: one job (worker/batching.py)
+                miss = resolve_batch(self.cache, msg, ch)
+                if miss is not None:
+                    self._send_quietly(ch, miss)
+                    return
                 self._admit(ch, msg)
             case Put(key=key, value=value):
                 self.cache.put(key, value, ch)

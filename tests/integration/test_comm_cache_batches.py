@@ -1,0 +1,79 @@
+"""Operand caching on the lean aggregation path: a batch names its calls' cached
+operands, a replica that lost one answers for the whole batch, and freed operands are
+dropped as on single calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from polybus import wait
+from polybus.client.batching import Batcher
+
+from .comm_harness import cluster
+from .test_comm_cache import _rows, toml
+
+
+def agg_toml(cache: str = '["b"]', count: int = 8) -> str:
+    return toml(cache=cache, style="async").replace(
+        'callstyle = "async" }', f'callstyle = "async", aggregate = {count}, linger = "1s" }}')
+
+
+def _products(s: object, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    rows = [s.call("mul", (a[i], b), {}) for i in range(len(a))]  # type: ignore[attr-defined]
+    return np.vstack([wait(r) for r in rows])
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_batches_send_b_once(tmp_path: Path, transport: str) -> None:
+    a, b = _rows(64, 31)
+    with cluster(tmp_path, agg_toml(), transport=transport) as c:
+        s = c.session()
+        assert type(s.entries["mul"]) is Batcher  # the lean path, with the cache on it
+        assert np.allclose(_products(s, a, b), a @ b)
+        sent = sum(lk.channel.bytes_sent for lk in s.links["server"])
+        if transport == "shm":
+            sent += sum(lk.channel.shm_bytes_sent for lk in s.links["server"])
+        cache = c.runtimes[0].cache
+        # 8 batches of 8 calls: every call found B here, sent once (32 KiB) with the rows
+        # (512 B each, and ~60 B of header); sent by value it would be 64 times, 2 MiB.
+        assert cache.hits == 64 and cache.misses == 0 and len(cache) == 1
+        assert s.batchers[0].batches == 8
+        assert sent < b.nbytes + a.nbytes + 64 * 100
+
+
+def test_batch_miss_is_resent_with_values(tmp_path: Path) -> None:
+    a, b = _rows(16, 32)
+    with cluster(tmp_path, agg_toml()) as c:
+        s = c.session()
+        assert np.allclose(_products(s, a[:8], b), a[:8] @ b)
+        c.runtimes[0].cache.clear()  # what a restarted replica has: nothing
+        assert np.allclose(_products(s, a[8:], b), a[8:] @ b)  # one batch, missed whole
+        assert s.batchers[0].comm is not None and s.batchers[0].comm.resent == 1
+        assert c.runtimes[0].cache.misses == 1
+        # The batch went again with B by value; the next one sends B again (a Put).
+        assert np.allclose(_products(s, a[:8], b), a[:8] @ b)
+        assert len(c.runtimes[0].cache) == 1
+
+
+def test_freed_operands_are_dropped_between_batches(tmp_path: Path) -> None:
+    a, _ = _rows(16, 33)
+    with cluster(tmp_path, agg_toml()) as c:
+        s = c.session()
+        cache = c.runtimes[0].cache
+        for seed in range(4):  # a fresh B each round, freed before the next
+            b = _rows(16, 40 + seed)[1]
+            assert np.allclose(_products(s, a[:8], b), a[:8] @ b)
+            del b
+        assert len(cache) == 1 and cache.evictions == 3 and cache.misses == 0
+
+
+def test_only_the_named_argument_is_cached_in_a_batch(tmp_path: Path) -> None:
+    a, b = _rows(32, 34)
+    with cluster(tmp_path, agg_toml(cache='["row"]')) as c:
+        s = c.session()
+        assert np.allclose(_products(s, a[:8], b), a[:8] @ b)
+        # The 8 rows are cached (8 entries), B is not.
+        assert len(c.runtimes[0].cache) == 8
