@@ -269,17 +269,40 @@ def test_a_queue_smaller_than_another_define_of_its_module_asks_for_is_a_warning
     assert errors(tmp_path, overrides=sets, server=server) == []
     cfg, _ = validate(str(tmp_path / "app.toml"), sets)
     assert cfg is not None
-    assert [(n.file, n.key, n.bare_message, n.hint) for n in cfg.notes] == [(
+    # (the note on slow's overflow: the next test)
+    assert [(n.file, n.key, n.bare_message, n.hint) for n in cfg.notes
+            if n.key.endswith(".queue")] == [(
         "--set", "modules.server.define.slow.queue",
         "queue = 1 has no effect: a replica of module 'server' has one queue for all its "
         "interfaces, bounded by the largest queue any of its defines asks for (1000, the "
         "default, of define.compare), so overflow = \"reject\" refuses a call only when 1000 "
         "wait", "give every define of module 'server' queue = 1, or put slow in a module of "
         "its own: another [modules.<key>] with the same source")]
-    for fixed in ((*sets, "modules.server.define.compare.queue=1"),
-                  ('modules.server.define.slow={ queue = 1000, overflow = "reject" }',)):
+    both = 'modules.server.define.compare.overflow="reject"'  # (see the next test)
+    for fixed in ((*sets, "modules.server.define.compare.queue=1", both),
+                  ('modules.server.define.slow={ queue = 1000, overflow = "reject" }', both)):
         cfg, _ = validate(str(tmp_path / "app.toml"), fixed)
         assert cfg is not None and cfg.notes == ()
+
+
+def test_reject_on_one_define_of_a_module_is_a_warning(tmp_path: Path) -> None:
+    # One queue per replica: slow's overflow = "reject" made a full queue refuse calls
+    # to compare as well, which asked for the default "block", and nothing said so.
+    server = SERVER + "\n\ndef slow(query):\n    return 0\n"
+    sets = ('modules.server.define.slow={ overflow = "reject" }',)
+    assert errors(tmp_path, overrides=sets, server=server) == []
+    cfg, _ = validate(str(tmp_path / "app.toml"), sets)
+    assert cfg is not None
+    assert [(n.file, n.key, n.bare_message, n.hint) for n in cfg.notes] == [(
+        "--set", "modules.server.define.slow.overflow",
+        'overflow = "reject" applies to the whole queue of each replica of module \'server\', '
+        "which all its interfaces share: when it is full, calls to compare are refused too "
+        '(BusyError), though they ask for "block"',
+        'set overflow = "reject" on every define of module \'server\', or put slow in a module '
+        "of its own: another [modules.<key>] with the same source")]
+    fixed = (*sets, 'modules.server.define.compare.overflow="reject"')
+    cfg, _ = validate(str(tmp_path / "app.toml"), fixed)
+    assert cfg is not None and cfg.notes == ()
 
 
 def test_a_zero_share_with_nothing_to_feed_its_replica_is_a_warning(tmp_path: Path) -> None:

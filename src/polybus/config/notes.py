@@ -41,6 +41,7 @@ def note_no_ops(modules: dict[str, ModuleSpec], raw: dict[str, Any], p: Problems
                        dotted("modules", key, "define", iface, "prefetch"),
                        'add cache = ["<parameter>", ...] or cache = "auto"')
         _note_shared_queue(key, m, raw, p)
+        _note_shared_overflow(key, m, p)
         uses = raw.get(key, {}).get("use") if isinstance(raw.get(key), dict) else None
         for name, u in m.use.items():
             table = uses.get(name) if isinstance(uses, dict) else None
@@ -80,6 +81,24 @@ def _note_shared_queue(key: str, m: ModuleSpec, raw: dict[str, Any], p: Problems
                dotted("modules", key, "define", iface, "queue"),
                f"give every define of module {key!r} queue = {d.queue}, or put {iface} in a "
                "module of its own: another [modules.<key>] with the same source")
+
+
+def _note_shared_overflow(key: str, m: ModuleSpec, p: Problems) -> None:
+    """A replica's one queue rejects if any define of its module says ``overflow =
+    "reject"`` (worker/main.py): the calls of its other interfaces are refused too."""
+    blocking = sorted(i for i, d in m.define.items() if d.overflow == "block")
+    if not blocking:
+        return
+    others = ", ".join(blocking[:3]) + (f" and {len(blocking) - 3} more" if len(blocking) > 3
+                                        else "")
+    for iface, d in m.define.items():
+        if d.overflow == "reject":
+            p.note(f'overflow = "reject" applies to the whole queue of each replica of module '
+                   f"{key!r}, which all its interfaces share: when it is full, calls to "
+                   f"{others} are refused too (BusyError), though they ask for \"block\"",
+                   dotted("modules", key, "define", iface, "overflow"),
+                   f'set overflow = "reject" on every define of module {key!r}, or put '
+                   f"{iface} in a module of its own: another [modules.<key>] with the same source")
 
 
 def note_idle_shares(modules: dict[str, ModuleSpec], bindings: list[Binding],
