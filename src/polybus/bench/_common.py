@@ -11,7 +11,8 @@ from polybus.bench.report import BenchResult
 __all__ = ["MB", "PLACEMENT_NOTE", "fmt_bytes", "try_peer", "unique"]
 
 PLACEMENT_NOTE = ("cpus=split: client and server pinned to different CPUs; cpus=same: both on "
-                  "one CPU (see polybus.bench.placement). Compare rows at the same placement.")
+                  "one CPU; cpus=free: nothing pinned, as a user's own run is (see "
+                  "polybus.bench.placement). Compare rows at the same placement.")
 
 MB = 1_000_000
 T = TypeVar("T")

@@ -39,7 +39,9 @@ class Plan:
         self.sizes = QUICK_SIZES if quick else SIZES
         self.reps = 3 if quick else 7
         self.budget = 200 if quick else 2000  # round trips per repetition for small sizes
-        self.placements: list[Placement] = ["split"] if quick else ["split", "same"]
+        # free: nothing pinned, as a user's own run is (the scheduler may put both ends
+        # on one CPU or on two, and moves them); split and same are its two extremes.
+        self.placements: list[Placement] = ["split"] if quick else ["split", "same", "free"]
 
     def iters(self, size: int) -> int:
         return rawsocket.iters_for(size, self.budget)
