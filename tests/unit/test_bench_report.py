@@ -220,3 +220,53 @@ def test_bench_plot_without_matplotlib_fails_before_running(
     assert cli(["bench", "latency", "--quick", "--plot", str(png)]) == 2
     err = capsys.readouterr().err
     assert "--plot needs matplotlib" in err and ran == [] and not png.exists()
+
+
+def test_a_metric_measured_at_several_placements_gets_a_panel_each() -> None:
+    # latency measures split, same and free: one crowded panel of every series at every
+    # placement (with its legend over the lines) was unreadable
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
+    import matplotlib.pyplot as plt
+
+    from polybus.bench.report import figure
+
+    res = BenchResult("latency", x_label="payload bytes")
+    for cpus in ("split", "same"):
+        for size in (0, 1000, 10000):
+            for system in ("raw_socket", "polybus"):
+                res.add(Row.of(system, {"transport": "tcp", "cpus": cpus}, size, "rtt_us",
+                               Stat(20.0, 19.0, 21.0, 3)))
+    res.add(Row.of("ray", {"num_cpus": 2}, 0, "rtt_us", Stat(700.0, 690.0, 710.0, 3)))
+    res.add(Row.of("ray", {"num_cpus": 2}, 1000, "rtt_us", Stat(710.0, 690.0, 720.0, 3)))
+    fig = figure(res)
+    try:
+        titles = [ax.get_title() for ax in fig.axes]
+        series = [{c.get_label(): c.lines[0].get_color() for c in ax.containers} for ax in fig.axes]
+        left = [ax.get_xlim()[0] for ax in fig.axes]
+    finally:
+        plt.close(fig)
+    assert titles == ["latency: rtt_us, cpus=split", "latency: rtt_us, cpus=same"]
+    # named without the placement, the same colour in both panels; a row with no
+    # placement (ray places its own processes) is drawn in each
+    assert series[0] == series[1]
+    assert set(series[0]) == {"raw_socket transport=tcp", "polybus transport=tcp", "ray num_cpus=2"}
+    assert left == [0, 0]  # a 0-byte payload on a symlog axis: no ticks below zero
+
+
+def test_one_placement_keeps_one_panel_and_full_names() -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
+    import matplotlib.pyplot as plt
+
+    from polybus.bench.report import figure
+
+    res = BenchResult("latency", x_label="payload bytes")
+    for size in (0, 1000):
+        res.add(Row.of("polybus", {"transport": "tcp", "cpus": "split"}, size, "rtt_us",
+                       Stat(20.0, 19.0, 21.0, 3)))
+    fig = figure(res)
+    try:
+        assert [ax.get_title() for ax in fig.axes] == ["latency: rtt_us"]
+        assert [c.get_label() for c in fig.axes[0].containers] == [
+            "polybus transport=tcp,cpus=split"]
+    finally:
+        plt.close(fig)

@@ -44,6 +44,12 @@ DASH = "\u2013"  # en dash, as in the source tables
 _LOG_METRICS = {"rtt_us", "gbps", "seconds", "bytes_sent", "sequential_s"}
 
 
+def label_of(system: str, config: Mapping[str, ConfigValue], leave: str = "") -> str:
+    """A series name: the system, with its configuration (less the key ``leave``)."""
+    items = [f"{k}={v}" for k, v in config.items() if k != leave]
+    return f"{system} " + ",".join(items) if items else system
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     """One figure: ``system`` under ``config`` at ``x``, the median of ``n`` repetitions."""
@@ -65,9 +71,7 @@ class Row:
     @property
     def label(self) -> str:
         """Column name: the system, with its configuration when it has one."""
-        if not self.config:
-            return self.system
-        return f"{self.system} " + ",".join(f"{k}={v}" for k, v in self.config.items())
+        return label_of(self.system, self.config)
 
     def to_dict(self) -> dict[str, Any]:
         return {"system": self.system, "config": dict(self.config), "x": self.x,
@@ -249,9 +253,21 @@ def series_colours(labels: Iterable[str]) -> dict[str, str]:
     return {lab: to_hex(cmap(i % cmap.N)) for i, lab in enumerate(names)}
 
 
+_LEGEND_INSIDE = 6  # series a panel's legend may hold over the lines; more go below it
+
+
+def _placements(rows: Iterable[Row], metric: str) -> list[str | None]:
+    """The placements (``config["cpus"]``, bench/placement.py) ``metric`` was measured at,
+    a panel each when there are several; ``[None]``, one panel, otherwise. A row with no
+    placement is drawn in each of its metric's panels."""
+    found = _unique(str(r.config["cpus"]) for r in rows if r.metric == metric and "cpus" in r.config)
+    return list(found) if len(found) > 1 else [None]
+
+
 def figure(result: BenchResult) -> Any:
-    """A matplotlib Figure of ``result``: a panel per metric, a line per system/config,
-    each series one colour in every panel (``series_colours``).
+    """A matplotlib Figure of ``result``: a panel per metric (and per placement, where a
+    metric was measured at several: the series then named without it), a line per
+    system/config, each series one colour in every panel (``series_colours``).
 
     Latency and bandwidth against size are drawn log-log (with a linear stretch near
     zero when a 0-byte payload is among the sizes). Error bars span min to max.
@@ -262,23 +278,27 @@ def figure(result: BenchResult) -> Any:
     import matplotlib.pyplot as plt
 
     metrics = _unique(r.metric for r in result.rows)
-    colour = series_colours(r.label for r in result.rows)
-    fig, axes = plt.subplots(1, max(1, len(metrics)), figsize=(6.5 * max(1, len(metrics)), 4.5),
+    panels = [(m, cpus) for m in metrics for cpus in _placements(result.rows, m)]
+    leave = "cpus" if any(cpus is not None for _, cpus in panels) else ""
+    name = {id(r): label_of(r.system, r.config, leave) for r in result.rows}
+    colour = series_colours(name[id(r)] for r in result.rows)
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(6.5 * max(1, len(panels)), 4.5),
                              squeeze=False)
-    for ax, metric in zip(axes[0], metrics, strict=False):
-        rows = [r for r in result.rows if r.metric == metric]
+    for ax, (metric, cpus) in zip(axes[0], panels, strict=False):
+        rows = [r for r in result.rows if r.metric == metric
+                and (cpus is None or str(r.config.get("cpus", cpus)) == cpus)]
         xs = sorted({r.x for r in rows})
-        labels = _unique(r.label for r in rows)
+        labels = _unique(name[id(r)] for r in rows)
         if len(xs) == 1:
-            meds = [next(r.median for r in rows if r.label == lab) for lab in labels]
-            lo = [m - next(r.min for r in rows if r.label == lab) for m, lab in zip(meds, labels, strict=True)]
-            hi = [next(r.max for r in rows if r.label == lab) - m for m, lab in zip(meds, labels, strict=True)]
+            meds = [next(r.median for r in rows if name[id(r)] == lab) for lab in labels]
+            lo = [m - next(r.min for r in rows if name[id(r)] == lab) for m, lab in zip(meds, labels, strict=True)]
+            hi = [next(r.max for r in rows if name[id(r)] == lab) - m for m, lab in zip(meds, labels, strict=True)]
             ax.bar(range(len(labels)), meds, yerr=[lo, hi], capsize=4,
                    color=[colour[lab] for lab in labels])
             ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=8)
         else:
             for lab in labels:
-                pts = sorted((r for r in rows if r.label == lab), key=lambda r: r.x)
+                pts = sorted((r for r in rows if name[id(r)] == lab), key=lambda r: r.x)
                 x = [r.x for r in pts]
                 med = [r.median for r in pts]
                 err = [[r.median - r.min for r in pts], [r.max - r.median for r in pts]]
@@ -289,12 +309,16 @@ def figure(result: BenchResult) -> Any:
                 positive = [x for x in xs if x > 0]
                 if positive and len(positive) < len(xs):
                     ax.set_xscale("symlog", linthresh=min(positive))
+                    ax.set_xlim(left=0)  # (sizes are never negative: no ticks left of 0)
                 elif positive:
                     ax.set_xscale("log")
             ax.set_xlabel(result.x_label_of(metric))
-            ax.legend(fontsize=8)
+            if len(labels) > _LEGEND_INSIDE:  # beside the lines it would cover
+                ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+            else:
+                ax.legend(fontsize=8)
         ax.set_ylabel(METRIC_UNITS.get(metric, metric))
-        ax.set_title(f"{result.bench}: {metric}")
+        ax.set_title(f"{result.bench}: {metric}" + ("" if cpus is None else f", cpus={cpus}"))
         ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -307,6 +331,6 @@ def plot(result: BenchResult, path: str | os.PathLike[str]) -> Path:
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=110, bbox_inches="tight")  # (legends below their panel included)
     plt.close(fig)
     return out
