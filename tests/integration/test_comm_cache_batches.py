@@ -77,3 +77,39 @@ def test_only_the_named_argument_is_cached_in_a_batch(tmp_path: Path) -> None:
         assert np.allclose(_products(s, a[:8], b), a[:8] @ b)
         # The 8 rows are cached (8 entries), B is not.
         assert len(c.runtimes[0].cache) == 8
+
+
+def _outcome(p: object) -> object:
+    try:
+        return np.asarray(wait(p)).tolist()
+    except TypeError as exc:  # (UnsendableError is one)
+        return [type(exc).__name__, str(exc)]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("bad", ["object-array", "object"])
+def test_an_unsendable_call_in_a_batch_fails_alone(tmp_path: Path, transport: str,
+                                                    bad: str) -> None:
+    # cache = ["x"]: an array of Python objects cannot be hashed (named) nor encoded; a
+    # plain object() in the other argument cannot be encoded. Either call fails alone,
+    # as an UnsendableError naming its argument, as it did when a cached binding took
+    # the general path; the calls batched with it are answered.
+    text = agg_toml(cache='["x"]').replace("define.mul", "define.scale").replace(
+        "use.mul", "use.scale").replace('"client.mul" = "server.mul"',
+                                        '"client.scale" = "server.scale"')
+    x = np.arange(3.0)
+    args = ((np.array([object()], dtype=object), 2) if bad == "object-array"
+            else (x, object()))
+    with cluster(tmp_path, text, transport=transport) as c:
+        s = c.session()
+        assert type(s.entries["scale"]) is Batcher
+        for _ in range(2):  # (the second time: nothing was left stuck by the first)
+            calls = [s.call("scale", (x, k), {}) for k in range(3)]
+            calls.append(s.call("scale", args, {}))
+            calls += [s.call("scale", (x, k), {}) for k in range(3, 5)]
+            out = [_outcome(p) for p in calls]
+            assert out[:3] + out[4:] == [(x * k).tolist() for k in range(5)]
+            why = out[3]
+            assert isinstance(why, list) and why[0] == "UnsendableError", why
+            assert why[1].startswith(f"scale(...) argument {1 if bad == 'object-array' else 2}"), why

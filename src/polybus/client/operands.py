@@ -320,21 +320,32 @@ class Comm:
             puts.insert(0, Drop(drops))
         return puts
 
+    def named_inline(self, args: Any, link: ReplicaLink) -> None:
+        """Hash the operands of ``args`` this binding caches, as `batch_messages` would
+        (raising as it would for one that cannot be named), naming nothing."""
+        self._name(args, None, [], link)
+
     def batch_messages(self, batch: Pending, link: ReplicaLink) -> list[Message]:
         """What an aggregated batch sends to ``link`` (client/batching.py): one CallBatch
         whose calls name their cached operands, after a Put of each operand the replica
         lacks (and a Drop of those it may forget)."""
         known = self.known.of(link)
         puts: list[Message] = []
-        rows = batch.args
+        rows = batch.rows()
         out: list[Any] | None = None
         seen: dict[int, Any] = {}
-        for j, args in enumerate(rows):
-            named = self._name(args, known, puts, link, seen)
-            if named is not None:
-                if out is None:
-                    out = list(rows)
-                out[j] = named
+        try:
+            for j, args in enumerate(rows):
+                named = self._name(args, known, puts, link, seen)
+                if named is not None:
+                    if out is None:
+                        out = list(rows)
+                    out[j] = named
+        except (TypeError, ValueError):  # an operand that cannot be named (batching.py)
+            for p in puts:  # not sent: the replica does not have them
+                if type(p) is Put:
+                    known.discard(p.key)
+            raise
         puts.append(CallBatch(batch.id, batch.batcher.interface,
                               out if out is not None else rows))  # type: ignore[arg-type]
         drops = self.known.drops_for(link)
