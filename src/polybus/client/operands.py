@@ -177,6 +177,7 @@ class Signature(NamedTuple):
     keyword_only: tuple[str, ...]
     var_positional: str | None    # the name of *args, if any
     var_keyword: str | None       # the name of **kwargs, if any
+    positional_only: int = 0      # how many of ``positional`` (the first) are positional-only
 
 
 class Known:
@@ -455,12 +456,15 @@ def comm_for(session: Session, dispatcher: Dispatcher, use: UseSpec, define: Def
     if isinstance(cache, tuple):
         for n in cache:
             if n in sig.positional:
-                positions.add(sig.positional.index(n))
-                names.add(n)
+                at = sig.positional.index(n)
+                positions.add(at)
+                if at >= sig.positional_only:  # (a keyword of a positional-only name
+                    names.add(n)               # is not it: it goes to **kwargs)
             elif n == sig.var_positional:
                 rest_from = len(sig.positional)
             elif n == sig.var_keyword:
-                other_names = frozenset((*sig.positional, *sig.keyword_only))
+                other_names = frozenset((*sig.positional[sig.positional_only:],
+                                         *sig.keyword_only))
             else:
                 names.add(n)  # keyword-only (check refuses a name that is no parameter)
     agg = None
