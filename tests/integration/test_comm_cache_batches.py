@@ -44,7 +44,7 @@ def test_batches_send_b_once(tmp_path: Path, transport: str) -> None:
         assert sent < b.nbytes + a.nbytes + 64 * 100
 
 
-def test_batch_miss_is_resent_with_values(tmp_path: Path) -> None:
+def test_batch_miss_is_resent_with_its_operand_put_again(tmp_path: Path) -> None:
     a, b = _rows(16, 32)
     with cluster(tmp_path, agg_toml()) as c:
         s = c.session()
@@ -53,8 +53,9 @@ def test_batch_miss_is_resent_with_values(tmp_path: Path) -> None:
         assert np.allclose(_products(s, a[8:], b), a[8:] @ b)  # one batch, missed whole
         assert s.batchers[0].comm is not None and s.batchers[0].comm.resent == 1
         assert c.runtimes[0].cache.misses == 1
-        # The batch went again with B by value; the next one sends B again (a Put).
+        # The batch went again after a Put of B; the next one names it.
         assert np.allclose(_products(s, a[:8], b), a[:8] @ b)
+        assert c.runtimes[0].cache.misses == 1
         assert len(c.runtimes[0].cache) == 1
 
 
@@ -113,3 +114,37 @@ def test_an_unsendable_call_in_a_batch_fails_alone(tmp_path: Path, transport: st
             why = out[3]
             assert isinstance(why, list) and why[0] == "UnsendableError", why
             assert why[1].startswith(f"scale(...) argument {1 if bad == 'object-array' else 2}"), why
+
+
+@pytest.mark.timeout(60)
+def test_a_missed_batch_goes_again_within_max_frame(tmp_path: Path) -> None:
+    # 8 calls naming one B of 320 KB, max_frame 1 MiB: sent again with B by value in
+    # each call, the batch was 2.5 MB, over the limit; MessageTooLarge came out of the
+    # read that took the miss and the batch's calls were never answered.
+    a, b = _rows(200, 35)
+    text = agg_toml() + '\n[cluster]\nmax_frame = "1MiB"\n'
+    with cluster(tmp_path, text) as c:
+        s = c.session()
+        assert np.allclose(_products(s, a[:8], b), a[:8] @ b)
+        c.runtimes[0].cache.clear()  # (evicted, or a restarted replica)
+        assert np.allclose(_products(s, a[8:16], b), a[8:16] @ b)
+        assert s.batchers[0].comm is not None and s.batchers[0].comm.resent == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_whose_operands_do_not_fit_in_the_cache_still_runs(tmp_path: Path) -> None:
+    # Each call names two 160 KB operands; the replica's cache holds one. Put again, a
+    # missed operand evicts another the batch names, so it misses again: then it goes
+    # with values, and every call is answered.
+    text = agg_toml(cache='["x", "y"]').replace("define.mul", "define.add").replace(
+        "use.mul", "use.add").replace('"client.mul" = "server.mul"',
+                                      '"client.add" = "server.add"').replace(
+        f"cache_bytes = {1 << 26}", "cache_bytes = 200000")
+    xs = [np.full(20000, float(i)) for i in range(8)]
+    with cluster(tmp_path, text) as c:
+        s = c.session()
+        for _ in range(2):
+            calls = [s.call("add", (xs[i], xs[(i + 1) % 8]), {}) for i in range(8)]
+            assert [float(np.asarray(wait(p))[0]) for p in calls] == [
+                float(i + (i + 1) % 8) for i in range(8)]
+        assert c.runtimes[0].cache.misses >= 2

@@ -38,7 +38,7 @@ class Pending:
     __polybus_promise_inside__ = True
 
     __slots__ = ("args", "attempts", "batcher", "clean", "dispatcher", "done", "error", "fails",
-                 "id", "late", "link", "only", "opened", "size", "values")
+                 "id", "late", "link", "only", "opened", "resent", "size", "values")
 
     def __init__(self, batcher: Batcher, now: float) -> None:
         self.batcher = batcher
@@ -58,6 +58,7 @@ class Pending:
         # The calls sent, by index, once some could not be (each failed alone, in late):
         # the CallBatch carries only these, and its answers are put back in their places.
         self.only: list[int] | None = None
+        self.resent = False  # sent again after a cache miss (client/operands.py: missed)
 
     def answered(self, link: ReplicaLink, msg: BatchResult) -> None:
         if self.done:

@@ -21,7 +21,8 @@ promise or broadcast handle among the arguments, large bytes) take the general p
 so do bindings with a priority or migration. With operand caching (``define.cache``)
 a batch is written for the replica it is placed on: the binding's Comm names the cached
 operands of its calls and puts those the replica lacks first; a replica that lacks one
-answers the whole batch ``cache-miss`` and it goes again with values. A promise inside a list,
+answers the whole batch ``cache-miss`` and it goes again, that operand put first (with
+values if it misses again: client/operands.py, ``missed``). A promise inside a list,
 tuple or dict argument is waited for when the call is made (its value joins the batch):
 waited for only once the batch is being written, it could need that very batch.
 """

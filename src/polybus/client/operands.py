@@ -29,6 +29,7 @@ import xxhash
 from polybus.client.batchcalls import Pending
 from polybus.client.policies.aggregate import Aggregator
 from polybus.client.promise import Promise
+from polybus.errors import MessageTooLarge
 from polybus.wire.codec import Ref
 from polybus.wire.messages import CallBatch, Drop, Message, Put
 
@@ -384,15 +385,27 @@ class Comm:
         self.reactor.send_many(link, msgs)
 
     def missed(self, rec: CallRecord | Pending, link: ReplicaLink, key: str) -> None:
-        """The replica no longer holds ``key``: forget it there and re-send with values
-        (a call, or an aggregated batch, whole)."""
+        """The replica no longer holds ``key``: forget it there and send again, a call
+        with values; an aggregated batch (whole) named again, a Put of each operand the
+        replica lacks first, and with values if it misses again. Not with values the
+        first time: a batch's calls usually share B, and with values each call carries
+        its own copy (64 calls, 64 copies of B in one frame, which may pass max_frame)."""
         self.known.of(link).discard(key)
         self.resent += 1
         link.outstanding[rec.id] = rec  # type: ignore[assignment]
         if link.dead:  # (it runs again elsewhere, with what the replica held)
             (rec.batcher if type(rec) is Pending else self.dispatcher).lost(link, _gone(link))
         elif type(rec) is Pending:
-            self.reactor.send(link, rec.message())
+            try:
+                if rec.resent:  # (its operands do not all fit in the replica's cache)
+                    self.reactor.send(link, rec.message())
+                else:
+                    rec.resent = True
+                    self.reactor.send_many(link, self.batch_messages(rec, link))
+            except MessageTooLarge as exc:  # nothing was written: the batch fails whole
+                left: Any = link.outstanding.pop(rec.id, None)
+                if left is rec and rec.set_error(exc):
+                    rec.batcher.completed(rec, link)
         else:
             self.reactor.send_many(link, self.messages(rec, link, inline=True))  # type: ignore[arg-type]
 
