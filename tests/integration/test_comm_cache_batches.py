@@ -4,6 +4,7 @@ dropped as on single calls."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -148,3 +149,51 @@ def test_a_batch_whose_operands_do_not_fit_in_the_cache_still_runs(tmp_path: Pat
             assert [float(np.asarray(wait(p))[0]) for p in calls] == [
                 float(i + (i + 1) % 8) for i in range(8)]
         assert c.runtimes[0].cache.misses >= 2
+
+
+@pytest.mark.timeout(60)
+def test_the_linger_timer_prefetching_to_a_lost_replica_does_not_hang(tmp_path: Path) -> None:
+    # prefetch = "all": a batch the linger timer closes and places pushes B to the other
+    # replica too. Sent from the timer through the reactor, that Put found server-1 gone
+    # and the loss handling waited for the timer to step aside: the timer waited for
+    # itself, and every later call (and this wait) with it, for ever.
+    text = agg_toml().replace(
+        "replication = 1", "replication = 2").replace(
+        "cache_bytes", 'prefetch = "all", cache_bytes').replace(
+        'callstyle = "async"', 'callstyle = "async-demand(1)"').replace(
+        'linger = "1s"', 'linger = "20ms"')
+    rng = np.random.default_rng(36)
+    row, b = rng.random(2000), rng.random((2000, 1000))  # B of 16 MB
+    with cluster(tmp_path, text, replicas=2) as c:
+        s = c.session()
+        batcher = s.batchers[0]
+        for ch in list(c.runtimes[1]._channels):  # server-1 is gone; the client is not told
+            ch.close()
+        p = s.call("mul", (row, b), {})  # a lone call: its batch is the timer's to place
+        deadline = time.monotonic() + 20
+        while batcher.open is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert batcher.open is None  # (the timer closed it)
+        assert np.allclose(wait(p), row @ b)
+        assert np.allclose(wait(s.call("mul", (row, b), {})), row @ b)
+        assert c.runtimes[0].calls == 2
+
+
+@pytest.mark.timeout(60)
+def test_the_linger_timer_still_prefetches_to_every_replica(tmp_path: Path) -> None:
+    # (the Puts it leaves for the other replicas are written with what is held for them)
+    text = agg_toml().replace(
+        "replication = 1", "replication = 2").replace(
+        "cache_bytes", 'prefetch = "all", cache_bytes').replace(
+        'callstyle = "async"', 'callstyle = "async-demand(1)"').replace(
+        'linger = "1s"', 'linger = "20ms"')
+    rng = np.random.default_rng(37)
+    row, b = rng.random(200), rng.random((200, 100))
+    with cluster(tmp_path, text, replicas=2) as c:
+        s = c.session()
+        p = s.call("mul", (row, b), {})  # a lone call: its batch is the timer's to place
+        deadline = time.monotonic() + 20
+        while len(c.runtimes[1].cache) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(c.runtimes[0].cache) == len(c.runtimes[1].cache) == 1
+        assert np.allclose(wait(p), row @ b)

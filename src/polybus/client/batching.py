@@ -52,7 +52,7 @@ from polybus.wire.messages import CallBatch, Drop, Message, Put
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
     from polybus.client.dispatch import Dispatcher
-    from polybus.client.operands import Comm
+    from polybus.client.operands import Comm, Pushes
     from polybus.client.reactor import Reactor
 
 
@@ -221,18 +221,25 @@ class Batcher:
         self.inflight[i] += 1
         h = self.held[i]
         msgs: list[Message]
+        # From the linger timer (send False) prefetch's Puts to the other replicas are
+        # held with their batches, not sent: a send through the reactor may read, and
+        # find a replica lost, whose batches this timer cannot requeue (lost() waits for
+        # the timer to step aside: it waited for itself, for ever).
+        pushes: Pushes | None = None if send else []
         if self.comm is None:
             msgs = [b.message()]
         else:
             try:
-                msgs = self.comm.batch_messages(b, link)
+                msgs = self.comm.batch_messages(b, link, pushes)
             except (TypeError, ValueError) as exc:  # an operand that cannot be hashed
                 if not self._refuse(b, link, exc):
                     raise
                 if b.done:  # (none of its calls could be sent)
                     self._unplace(b, link)
+                    self._hold(pushes)
                     return True
-                msgs = self.comm.batch_messages(b, link)
+                msgs = self.comm.batch_messages(b, link, pushes)
+        self._hold(pushes)
         h.extend(msgs)
         alone = len(msgs) == 1  # (with Puts or Drops it is written now)
         # While the replica has two sent batches still to answer, this one waits to be
@@ -242,6 +249,14 @@ class Batcher:
         self.held[i] = []
         self._write(link, h)
         return True
+
+    def _hold(self, pushes: Pushes | None) -> None:
+        """Prefetch's Puts to other replicas, written with what is held for them."""
+        if pushes:
+            for other, put in pushes:
+                j = self._index.get(id(other))
+                if j is not None:
+                    self.held[j].append(put)
 
     def _write_held(self) -> None:
         for i, h in enumerate(self.held):
@@ -278,13 +293,19 @@ class Batcher:
             for m in msgs:
                 if type(m) is Put and known is not None:
                     known.discard(m.key)
+            pushes: Pushes | None = [] if direct else None
             for b in batches:
                 if b.done:  # (none of its calls could be sent)
                     self._unplace(b, link)
                 elif self.comm is None:
                     out.append(b.message())
                 else:
-                    out.extend(self.comm.batch_messages(b, link))
+                    out.extend(self.comm.batch_messages(b, link, pushes))
+            for other, put in pushes or ():  # (from the timer: on the connection itself)
+                try:
+                    other.channel.send_many([put])
+                except PolybusError:
+                    pass  # the reactor finds the connection dead
             if out:
                 self._write(link, out, direct)
 

@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
 AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
 
+# prefetch's Puts to other replicas, left for the caller to write (Comm.batch_messages)
+Pushes = list[tuple["ReplicaLink", Message]]
+
 # id -> (the array, its key, whether it was read-only through and through when hashed)
 _memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
 _live: dict[str, int] = {}  # content key -> live memoized arrays with that content
@@ -262,7 +265,8 @@ class Comm:
         return None
 
     def _name(self, args: Any, known: set[str] | None, puts: list[Message],
-              link: ReplicaLink, seen: dict[int, Any] | None = None) -> list[Any] | None:
+              link: ReplicaLink, seen: dict[int, Any] | None = None,
+              pushes: Pushes | None = None) -> list[Any] | None:
         """``args`` with its cached operands named by Ref (a new list), or None if it has
         none; a Put for each operand ``link``'s replica has not been sent is appended to
         ``puts``. With ``known`` None (a re-send after a miss) they go by value. ``seen``
@@ -283,13 +287,13 @@ class Comm:
             if op is not None:
                 if out is None:
                     out = list(args)
-                out[i] = self._ref(op, known, puts, link)
+                out[i] = self._ref(op, known, puts, link, pushes)
                 if seen is not None:
                     seen[id(a)] = out[i]  # (a lives while the batch is written)
         return out
 
     def _ref(self, op: tuple[str, Any], known: set[str] | None, puts: list[Message],
-             link: ReplicaLink) -> Any:
+             link: ReplicaLink, pushes: Pushes | None = None) -> Any:
         key, value = op
         if known is None:
             return value
@@ -297,7 +301,7 @@ class Comm:
             known.add(key)
             puts.append(Put(key, value))
             if self.prefetch_all:
-                self._push_all(key, value, link)
+                self._push_all(key, value, link, pushes)
         return Ref("op", key)
 
     def messages(self, rec: CallRecord, link: ReplicaLink, inline: bool = False) -> list[Message]:
@@ -327,10 +331,13 @@ class Comm:
         (raising as it would for one that cannot be named), naming nothing."""
         self._name(args, None, [], link)
 
-    def batch_messages(self, batch: Pending, link: ReplicaLink) -> list[Message]:
+    def batch_messages(self, batch: Pending, link: ReplicaLink,
+                       pushes: Pushes | None = None) -> list[Message]:
         """What an aggregated batch sends to ``link`` (client/batching.py): one CallBatch
         whose calls name their cached operands, after a Put of each operand the replica
-        lacks (and a Drop of those it may forget)."""
+        lacks (and a Drop of those it may forget). With ``pushes`` (the linger timer, which
+        must not send through the reactor), prefetch's Puts to the other replicas are
+        appended there for the caller to write, instead of sent."""
         known = self.known.of(link)
         puts: list[Message] = []
         rows = batch.rows()
@@ -338,7 +345,7 @@ class Comm:
         seen: dict[int, Any] = {}
         try:
             for j, args in enumerate(rows):
-                named = self._name(args, known, puts, link, seen)
+                named = self._name(args, known, puts, link, seen, pushes)
                 if named is not None:
                     if out is None:
                         out = list(rows)
@@ -355,14 +362,19 @@ class Comm:
             puts.insert(0, Drop(drops))
         return puts
 
-    def _push_all(self, key: str, value: Any, skip: ReplicaLink) -> None:
-        """prefetch = "all": every replica of this interface gets the operand now."""
+    def _push_all(self, key: str, value: Any, skip: ReplicaLink,
+                  pushes: Pushes | None = None) -> None:
+        """prefetch = "all": every replica of this interface gets the operand now (or, with
+        ``pushes``, its Put is left there for the caller to write)."""
         for other in self.dispatcher.links:
             if other is not skip and not other.dead:
                 k = self.known.of(other)
                 if key not in k:
                     k.add(key)
-                    self.reactor.send(other, Put(key, value))
+                    if pushes is not None:
+                        pushes.append((other, Put(key, value)))
+                    else:
+                        self.reactor.send(other, Put(key, value))
 
     # -- sending -----------------------------------------------------------------
     def send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
