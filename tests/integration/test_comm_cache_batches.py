@@ -197,3 +197,21 @@ def test_the_linger_timer_still_prefetches_to_every_replica(tmp_path: Path) -> N
             time.sleep(0.01)
         assert len(c.runtimes[0].cache) == len(c.runtimes[1].cache) == 1
         assert np.allclose(wait(p), row @ b)
+
+
+def test_an_array_changed_after_a_held_call_does_not_take_its_old_name(tmp_path: Path) -> None:
+    # A call with a keyword argument takes the general path, where an aggregating binding
+    # holds its messages to write them together. Its Put was held too, and encoded when
+    # written: x changed in place meanwhile went to the replica under the name of its old
+    # content (zeros), and a later call naming zeros got fives.
+    text = agg_toml(cache='["x"]').replace("define.mul", "define.scale").replace(
+        "use.mul", "use.scale").replace('"client.mul" = "server.mul"',
+                                        '"client.scale" = "server.scale"')
+    with cluster(tmp_path, text) as c:
+        s = c.session()
+        x = np.zeros(3)
+        first = s.call("scale", (x,), {"k": 1})
+        x += 5
+        wait(first)
+        assert np.asarray(wait(s.call("scale", (np.zeros(3),), {"k": 1}))).tolist() == [0.0] * 3
+        assert np.asarray(wait(s.call("scale", (np.zeros(3), 1), {}))).tolist() == [0.0] * 3

@@ -380,6 +380,12 @@ class Comm:
     def send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
         msgs = self.messages(rec, link)
         if self.aggregator is not None and self.dispatcher.style.kind != "sync":
+            if len(msgs) > 1:
+                # Its Puts (and Drop) go now, the call is held: a value is encoded when
+                # it is written, and an array changed in place meanwhile would reach the
+                # replica under the name of the content it had when it was hashed.
+                self.reactor.send_many(link, msgs[:-1])
+                msgs = msgs[-1:]
             self.aggregator.add(link, msgs)
         elif hold and len(msgs) == 1:
             self.reactor.hold(link, msgs[0])  # type: ignore[arg-type]
