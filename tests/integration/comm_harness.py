@@ -51,6 +51,11 @@ def kinds(a, *rest, b=None, **extra):
     return [ro(a), [ro(x) for x in rest], ro(b), {k: ro(v) for k, v in sorted(extra.items())},
             total]
 
+def kinds_po(a, /, **extra):
+    # a positional-only parameter beside **kwargs, which may take a keyword of its name
+    ro = lambda x: not x.flags.writeable
+    return [ro(a), {k: ro(v) for k, v in sorted(extra.items())}]
+
 def nap(x, seconds):
     import time
     time.sleep(seconds)

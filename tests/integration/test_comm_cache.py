@@ -313,3 +313,21 @@ def test_cache_finds_each_kind_of_parameter(tmp_path: Path, cache: str,
         s = c.session()
         got = wait(s.call("kinds", (x[0], x[1], x[2]), {"b": x[3], "e": x[4]}))
         assert got == [*expected, 40.0]  # (and every value arrived: 4 * (0+1+2+3+4))
+
+
+@pytest.mark.parametrize(("cache", "expected"), [
+    ('["a"]', [True, {"a": False}]),
+    ('["extra"]', [False, {"a": True}]),
+])
+def test_cache_tells_a_positional_only_name_from_a_keyword_of_kwargs(
+        tmp_path: Path, cache: str, expected: list[object]) -> None:
+    # kinds_po(a, /, **extra) called kinds_po(x0, a=x1): the keyword a is not the
+    # parameter a (positional-only) but an entry of **extra, so cache = ["a"] caches x0
+    # alone, and cache = ["extra"] caches x1 ("every keyword no other parameter takes").
+    text = toml().replace("define.mul", "define.kinds_po").replace('["b"]', cache)
+    text = text.replace("use.mul", "use.kinds_po").replace(
+        '"client.mul" = "server.mul"', '"client.kinds_po" = "server.kinds_po"')
+    x = [np.full(4, float(i)) for i in range(2)]
+    with cluster(tmp_path, text) as c:
+        s = c.session()
+        assert wait(s.call("kinds_po", (x[0],), {"a": x[1]})) == expected

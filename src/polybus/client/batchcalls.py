@@ -38,7 +38,7 @@ class Pending:
     __polybus_promise_inside__ = True
 
     __slots__ = ("args", "attempts", "batcher", "clean", "dispatcher", "done", "error", "fails",
-                 "id", "late", "link", "opened", "size", "values")
+                 "id", "late", "link", "only", "opened", "resent", "size", "values")
 
     def __init__(self, batcher: Batcher, now: float) -> None:
         self.batcher = batcher
@@ -55,17 +55,28 @@ class Pending:
         self.fails: dict[int, PolybusError] | None = None
         self.error: PolybusError | None = None  # the whole batch failed
         self.late: dict[int, PolybusError] | None = None  # calls given up on (timeout)
+        # The calls sent, by index, once some could not be (each failed alone, in late):
+        # the CallBatch carries only these, and its answers are put back in their places.
+        self.only: list[int] | None = None
+        self.resent = False  # sent again after a cache miss (client/operands.py: missed)
 
     def answered(self, link: ReplicaLink, msg: BatchResult) -> None:
         if self.done:
             return
+        only = self.only
         if msg.fails:
             iface = self.batcher.interface
-            self.fails = {f.id: error_from(f, iface, link.name) for f in msg.fails}
-        self.values = msg.values
+            self.fails = {(f.id if only is None else only[f.id]): error_from(f, iface, link.name)
+                          for f in msg.fails}
+        if only is None:
+            self.values = msg.values
+        else:
+            self.values = [None] * len(self.args)
+            for k, j in enumerate(only):
+                self.values[j] = msg.values[k]
         self.done = True
         self.clean = not msg.fails and self.late is None
-        link.calls += len(self.args)
+        link.calls += len(self.args) if only is None else len(only)
         self.args = []  # not sent again: the arguments need not live as long as the promises
         self.batcher.completed(self, link)
 
@@ -81,8 +92,14 @@ class Pending:
             self.args = []
         return True
 
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The argument tuples this batch sends (all, unless some could not be sent)."""
+        if self.only is None:
+            return self.args
+        return [self.args[j] for j in self.only]
+
     def message(self) -> CallBatch:
-        return CallBatch(self.id, self.batcher.interface, self.args)  # type: ignore[arg-type]
+        return CallBatch(self.id, self.batcher.interface, self.rows())  # type: ignore[arg-type]
 
 
 class Slot:

@@ -29,6 +29,7 @@ import xxhash
 from polybus.client.batchcalls import Pending
 from polybus.client.policies.aggregate import Aggregator
 from polybus.client.promise import Promise
+from polybus.errors import MessageTooLarge
 from polybus.wire.codec import Ref
 from polybus.wire.messages import CallBatch, Drop, Message, Put
 
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
     from polybus.config.model import DefineSpec, UseSpec
 
 AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
+
+# prefetch's Puts to other replicas, left for the caller to write (Comm.batch_messages)
+Pushes = list[tuple["ReplicaLink", Message]]
 
 # id -> (the array, its key, whether it was read-only through and through when hashed)
 _memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
@@ -177,6 +181,7 @@ class Signature(NamedTuple):
     keyword_only: tuple[str, ...]
     var_positional: str | None    # the name of *args, if any
     var_keyword: str | None       # the name of **kwargs, if any
+    positional_only: int = 0      # how many of ``positional`` (the first) are positional-only
 
 
 class Known:
@@ -260,7 +265,8 @@ class Comm:
         return None
 
     def _name(self, args: Any, known: set[str] | None, puts: list[Message],
-              link: ReplicaLink, seen: dict[int, Any] | None = None) -> list[Any] | None:
+              link: ReplicaLink, seen: dict[int, Any] | None = None,
+              pushes: Pushes | None = None) -> list[Any] | None:
         """``args`` with its cached operands named by Ref (a new list), or None if it has
         none; a Put for each operand ``link``'s replica has not been sent is appended to
         ``puts``. With ``known`` None (a re-send after a miss) they go by value. ``seen``
@@ -281,13 +287,13 @@ class Comm:
             if op is not None:
                 if out is None:
                     out = list(args)
-                out[i] = self._ref(op, known, puts, link)
+                out[i] = self._ref(op, known, puts, link, pushes)
                 if seen is not None:
                     seen[id(a)] = out[i]  # (a lives while the batch is written)
         return out
 
     def _ref(self, op: tuple[str, Any], known: set[str] | None, puts: list[Message],
-             link: ReplicaLink) -> Any:
+             link: ReplicaLink, pushes: Pushes | None = None) -> Any:
         key, value = op
         if known is None:
             return value
@@ -295,7 +301,7 @@ class Comm:
             known.add(key)
             puts.append(Put(key, value))
             if self.prefetch_all:
-                self._push_all(key, value, link)
+                self._push_all(key, value, link, pushes)
         return Ref("op", key)
 
     def messages(self, rec: CallRecord, link: ReplicaLink, inline: bool = False) -> list[Message]:
@@ -320,21 +326,35 @@ class Comm:
             puts.insert(0, Drop(drops))
         return puts
 
-    def batch_messages(self, batch: Pending, link: ReplicaLink) -> list[Message]:
+    def named_inline(self, args: Any, link: ReplicaLink) -> None:
+        """Hash the operands of ``args`` this binding caches, as `batch_messages` would
+        (raising as it would for one that cannot be named), naming nothing."""
+        self._name(args, None, [], link)
+
+    def batch_messages(self, batch: Pending, link: ReplicaLink,
+                       pushes: Pushes | None = None) -> list[Message]:
         """What an aggregated batch sends to ``link`` (client/batching.py): one CallBatch
         whose calls name their cached operands, after a Put of each operand the replica
-        lacks (and a Drop of those it may forget)."""
+        lacks (and a Drop of those it may forget). With ``pushes`` (the linger timer, which
+        must not send through the reactor), prefetch's Puts to the other replicas are
+        appended there for the caller to write, instead of sent."""
         known = self.known.of(link)
         puts: list[Message] = []
-        rows = batch.args
+        rows = batch.rows()
         out: list[Any] | None = None
         seen: dict[int, Any] = {}
-        for j, args in enumerate(rows):
-            named = self._name(args, known, puts, link, seen)
-            if named is not None:
-                if out is None:
-                    out = list(rows)
-                out[j] = named
+        try:
+            for j, args in enumerate(rows):
+                named = self._name(args, known, puts, link, seen, pushes)
+                if named is not None:
+                    if out is None:
+                        out = list(rows)
+                    out[j] = named
+        except (TypeError, ValueError):  # an operand that cannot be named (batching.py)
+            for p in puts:  # not sent: the replica does not have them
+                if type(p) is Put:
+                    known.discard(p.key)
+            raise
         puts.append(CallBatch(batch.id, batch.batcher.interface,
                               out if out is not None else rows))  # type: ignore[arg-type]
         drops = self.known.drops_for(link)
@@ -342,19 +362,30 @@ class Comm:
             puts.insert(0, Drop(drops))
         return puts
 
-    def _push_all(self, key: str, value: Any, skip: ReplicaLink) -> None:
-        """prefetch = "all": every replica of this interface gets the operand now."""
+    def _push_all(self, key: str, value: Any, skip: ReplicaLink,
+                  pushes: Pushes | None = None) -> None:
+        """prefetch = "all": every replica of this interface gets the operand now (or, with
+        ``pushes``, its Put is left there for the caller to write)."""
         for other in self.dispatcher.links:
             if other is not skip and not other.dead:
                 k = self.known.of(other)
                 if key not in k:
                     k.add(key)
-                    self.reactor.send(other, Put(key, value))
+                    if pushes is not None:
+                        pushes.append((other, Put(key, value)))
+                    else:
+                        self.reactor.send(other, Put(key, value))
 
     # -- sending -----------------------------------------------------------------
     def send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
         msgs = self.messages(rec, link)
         if self.aggregator is not None and self.dispatcher.style.kind != "sync":
+            if len(msgs) > 1:
+                # Its Puts (and Drop) go now, the call is held: a value is encoded when
+                # it is written, and an array changed in place meanwhile would reach the
+                # replica under the name of the content it had when it was hashed.
+                self.reactor.send_many(link, msgs[:-1])
+                msgs = msgs[-1:]
             self.aggregator.add(link, msgs)
         elif hold and len(msgs) == 1:
             self.reactor.hold(link, msgs[0])  # type: ignore[arg-type]
@@ -372,15 +403,27 @@ class Comm:
         self.reactor.send_many(link, msgs)
 
     def missed(self, rec: CallRecord | Pending, link: ReplicaLink, key: str) -> None:
-        """The replica no longer holds ``key``: forget it there and re-send with values
-        (a call, or an aggregated batch, whole)."""
+        """The replica no longer holds ``key``: forget it there and send again, a call
+        with values; an aggregated batch (whole) named again, a Put of each operand the
+        replica lacks first, and with values if it misses again. Not with values the
+        first time: a batch's calls usually share B, and with values each call carries
+        its own copy (64 calls, 64 copies of B in one frame, which may pass max_frame)."""
         self.known.of(link).discard(key)
         self.resent += 1
         link.outstanding[rec.id] = rec  # type: ignore[assignment]
         if link.dead:  # (it runs again elsewhere, with what the replica held)
             (rec.batcher if type(rec) is Pending else self.dispatcher).lost(link, _gone(link))
         elif type(rec) is Pending:
-            self.reactor.send(link, rec.message())
+            try:
+                if rec.resent:  # (its operands do not all fit in the replica's cache)
+                    self.reactor.send(link, rec.message())
+                else:
+                    rec.resent = True
+                    self.reactor.send_many(link, self.batch_messages(rec, link))
+            except MessageTooLarge as exc:  # nothing was written: the batch fails whole
+                left: Any = link.outstanding.pop(rec.id, None)
+                if left is rec and rec.set_error(exc):
+                    rec.batcher.completed(rec, link)
         else:
             self.reactor.send_many(link, self.messages(rec, link, inline=True))  # type: ignore[arg-type]
 
@@ -444,12 +487,15 @@ def comm_for(session: Session, dispatcher: Dispatcher, use: UseSpec, define: Def
     if isinstance(cache, tuple):
         for n in cache:
             if n in sig.positional:
-                positions.add(sig.positional.index(n))
-                names.add(n)
+                at = sig.positional.index(n)
+                positions.add(at)
+                if at >= sig.positional_only:  # (a keyword of a positional-only name
+                    names.add(n)               # is not it: it goes to **kwargs)
             elif n == sig.var_positional:
                 rest_from = len(sig.positional)
             elif n == sig.var_keyword:
-                other_names = frozenset((*sig.positional, *sig.keyword_only))
+                other_names = frozenset((*sig.positional[sig.positional_only:],
+                                         *sig.keyword_only))
             else:
                 names.add(n)  # keyword-only (check refuses a name that is no parameter)
     agg = None

@@ -61,7 +61,7 @@ def parameters(source: Path, function: str) -> Signature:
             return Signature(tuple(p.arg for p in (*a.posonlyargs, *a.args)),
                              tuple(p.arg for p in a.kwonlyargs),
                              a.vararg.arg if a.vararg else None,
-                             a.kwarg.arg if a.kwarg else None)
+                             a.kwarg.arg if a.kwarg else None, len(a.posonlyargs))
     return Signature((), (), None, None)
 
 
