@@ -88,3 +88,21 @@ def test_an_array_changed_in_place_and_broadcast_again_is_the_new_value(
         second = polybus.broadcast(b)
         rows = [s.call("mul", (a[i], second), {}) for i in range(4)]
         assert np.allclose(np.vstack([np.asarray(r) for r in rows]), a @ b)
+
+
+@pytest.mark.parametrize("keyword", [False, True], ids=["lean", "general"])
+def test_a_batch_never_outgrows_the_frame_limit(tmp_path: Path, keyword: bool) -> None:
+    # Forty calls of 200 KB each fit a 1 MiB frame, but with aggregate = 64 they were
+    # packed into one 8 MB batch and the program failed on a message it never made
+    # ("message of 8000... bytes is over the frame limit"). A batch now closes before a
+    # call would take it past half the limit. Keyword arguments take the general path.
+    toml = ("[cluster]\nmax_frame = \"1MiB\"\n" + TOML).replace(
+        'use.mul = { callstyle = "async" }',
+        'use.mul = { callstyle = "async", aggregate = 64, linger = "50ms" }')
+    with cluster(tmp_path, toml, replicas=2) as c:
+        s = c.session()
+        rows = [np.full(12_500, float(i)) for i in range(40)]
+        b = np.full(12_500, 0.5)
+        out = [s.call("mul", (r,), {"b": b}) if keyword else s.call("mul", (r, b), {})
+               for r in rows]
+        assert [polybus.wait(p) for p in out] == [float(r @ b) for r in rows]

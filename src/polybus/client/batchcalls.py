@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from polybus.client.calls import error_from
+from polybus.client.policies.aggregate import arg_bytes
 from polybus.client.promise import Promise, behave_as_promise
 from polybus.errors import PolybusError
 from polybus.wire.messages import BatchResult, CallBatch
@@ -20,15 +21,6 @@ from polybus.wire.messages import BatchResult, CallBatch
 if TYPE_CHECKING:
     from polybus.client.batching import Batcher
     from polybus.client.calls import ReplicaLink
-
-def arg_bytes(args: tuple[Any, ...]) -> int:
-    """Roughly what ``args`` adds to a batch (the ``aggregate = "64KiB"`` trigger)."""
-    n = 8
-    for a in args:
-        s = getattr(a, "nbytes", None)
-        n += s if isinstance(s, int) else (len(a) if isinstance(a, bytes | str) else 8)
-    return n
-
 
 class Pending:
     """One batch: open (taking calls), in flight on ``link``, or answered."""

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes
 from polybus.client.calls import suspect_note
 from polybus.client.dispatch import holds_promise
+from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
 from polybus.client.unsendable import named
 from polybus.errors import (
@@ -47,6 +48,7 @@ from polybus.errors import (
     WorkerDiedError,
 )
 from polybus.wire.codec import OOB_BYTES, Codec
+from polybus.wire.framing import DEFAULT_MAX_FRAME
 from polybus.wire.messages import CallBatch, Drop, Message, Put
 
 if TYPE_CHECKING:
@@ -93,7 +95,8 @@ class Batcher:
     """
 
     def __init__(self, dispatcher: Dispatcher, reactor: Reactor, count: int | None,
-                 nbytes: int | None, linger: float, comm: Comm | None = None) -> None:
+                 nbytes: int | None, linger: float, comm: Comm | None = None,
+                 max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.d = dispatcher
         self.interface = dispatcher.interface
         self.timeout = dispatcher.timeout
@@ -103,6 +106,10 @@ class Batcher:
         self.reactor = reactor
         self.count = count if count is not None else (1 << 30 if nbytes else 64)
         self.nbytes = nbytes
+        # A batch is one frame: it closes before it would pass half the limit (policies/
+        # aggregate.py). Not with operand caching: a cached operand goes as a Ref of a few
+        # bytes, and arg_bytes, counting it whole, would make every batch one call.
+        self.cap = frame_cap(max_frame) if comm is None else 1 << 62
         self.linger = linger
         style = dispatcher.style
         self.demand = style.kind == "async-demand"
@@ -149,14 +156,17 @@ class Batcher:
             b = self.open
             if b is None:
                 b = self._start()
+            size = arg_bytes(args)
+            if b.args and b.size + size > self.cap:  # (it would outgrow a frame: it goes first)
+                self._close(b)
+                b = self._start()
             i = len(b.args)
             b.args.append(args)
+            b.size += size
             p = BatchPromise(b, i)
-            if self.nbytes is not None:
-                b.size += arg_bytes(args)
-                if b.size >= self.nbytes:
-                    self._close(b)
-                    return p
+            if self.nbytes is not None and b.size >= self.nbytes:
+                self._close(b)
+                return p
             if i + 1 >= self.count or time.monotonic() - b.opened >= self.linger:
                 self._close(b)
             return p
@@ -506,7 +516,8 @@ class Batcher:
 
 
 def batcher_for(dispatcher: Dispatcher, reactor: Reactor, count: int | None,
-                nbytes: int | None, linger: float, *, general: bool) -> Batcher | None:
+                nbytes: int | None, linger: float, *, general: bool,
+                max_frame: int = DEFAULT_MAX_FRAME) -> Batcher | None:
     """The lean path for an aggregating async binding, unless ``general`` (a priority
     or migration needs every call as a record of its own). Operand caching is done on
     it by the binding's Comm (client/operands.py)."""
@@ -518,7 +529,7 @@ def batcher_for(dispatcher: Dispatcher, reactor: Reactor, count: int | None,
         dispatcher.comm.positions or dispatcher.comm.names or dispatcher.comm.auto
         or dispatcher.comm.rest_from is not None
         or dispatcher.comm.other_names is not None) else None
-    return Batcher(dispatcher, reactor, count, nbytes, linger, comm)
+    return Batcher(dispatcher, reactor, count, nbytes, linger, comm, max_frame)
 
 
 __all__ = ["Batcher", "batcher_for"]

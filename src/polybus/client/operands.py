@@ -500,7 +500,8 @@ def comm_for(session: Session, dispatcher: Dispatcher, use: UseSpec, define: Def
                 names.add(n)  # keyword-only (check refuses a name that is no parameter)
     agg = None
     if use.aggregate is not None or use.aggregate_bytes is not None:
-        agg = Aggregator(session.reactor, use.aggregate, use.aggregate_bytes, use.linger)
+        agg = Aggregator(session.reactor, use.aggregate, use.aggregate_bytes, use.linger,
+                         session.app.cluster.max_frame)
     return Comm(dispatcher, session.reactor, known_for(session), positions=frozenset(positions),
                 names=frozenset(names), rest_from=rest_from, other_names=other_names,
                 auto=cache == "auto", prefetch_all=define.prefetch == "all", aggregator=agg)

@@ -185,7 +185,8 @@ class Session:
                     self.dispatchers[b.name].forwarder = forwarder_for(self)
                 batcher = batcher_for(self.dispatchers[b.name], self.reactor, use.aggregate,
                                       use.aggregate_bytes, use.linger,
-                                      general=migrator is not None)
+                                      general=migrator is not None,
+                                      max_frame=self.app.cluster.max_frame)
                 if batcher is not None:
                     self.batchers.append(batcher)
                 d = self.dispatchers[b.name]

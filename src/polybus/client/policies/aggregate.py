@@ -4,7 +4,10 @@ A window opens with the first call held for a replica and closes (the calls are
 written, packed into one ``Batch`` frame by the reactor) when it holds ``count`` calls,
 or ``nbytes`` bytes of arguments, or the next call comes ``linger`` seconds after the
 first, or the program waits for any answer (the reactor writes everything held before
-it reads). So with one call in flight the added delay is at most the linger, and in
+it reads). A window never takes a call that would bring it past half the frame limit
+(``frame_cap``): it is written first, so calls that each fit in a frame never make a
+batch that does not (``max_frame`` of 1 MiB and forty 100 KB calls with ``aggregate =
+64`` failed the program on a message it never made). So with one call in flight the added delay is at most the linger, and in
 practice none: waiting for its answer sends it.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from polybus.wire.framing import DEFAULT_MAX_FRAME
 from polybus.wire.messages import Batch, Call, Message
 
 if TYPE_CHECKING:
@@ -22,22 +26,44 @@ if TYPE_CHECKING:
 CALL_OVERHEAD = 48  # bytes a call adds to a batch besides its array and bytes arguments
 
 
-def approx_size(msg: Message) -> int:
-    n = CALL_OVERHEAD
-    for a in getattr(msg, "args", None) or ():
+def arg_bytes(args: tuple[Any, ...] | list[Any]) -> int:
+    """Roughly what ``args`` adds to a batch: arrays, bytes and strings by their size, a
+    list, tuple or dict at 9 bytes an item (a float's msgpack), anything else 8."""
+    n = 8
+    for a in args:
         s = getattr(a, "nbytes", None)
-        n += s if isinstance(s, int) else (len(a) if isinstance(a, bytes | str) else 8)
+        if isinstance(s, int):
+            n += s
+        elif isinstance(a, bytes | str):
+            n += len(a)
+        elif isinstance(a, list | tuple | dict):
+            n += 9 * len(a)
+        else:
+            n += 8
     return n
+
+
+def approx_size(msg: Message) -> int:
+    """What ``msg`` adds to a window: its positional and keyword arguments (arg_bytes)."""
+    args = getattr(msg, "args", None) or ()
+    kwargs = getattr(msg, "kwargs", None)
+    return CALL_OVERHEAD - 8 + arg_bytes([*args, *kwargs.values()] if kwargs else args)
+
+
+def frame_cap(max_frame: int) -> int:
+    """The estimated bytes a batch may hold: half the frame limit, as the estimate is rough."""
+    return max(1, max_frame // 2)
 
 
 class Aggregator:
     """Per-replica windows of held calls for one dispatcher (pure bookkeeping + flush)."""
 
     def __init__(self, reactor: Reactor, count: int | None, nbytes: int | None,
-                 linger: float) -> None:
+                 linger: float, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.reactor = reactor
         self.count = count if count is not None else (1 << 30 if nbytes else 64)
         self.nbytes = nbytes if nbytes is not None else 1 << 62
+        self.cap = frame_cap(max_frame)
         self.linger = linger
         self._opened: dict[str, float] = {}
         self._bytes: dict[str, int] = {}
@@ -46,11 +72,15 @@ class Aggregator:
     def add(self, link: ReplicaLink, msgs: list[Message]) -> None:
         now = time.monotonic()
         name = link.name
+        adds = sum(approx_size(m) for m in msgs)
+        if link.held and self._bytes.get(name, 0) + adds > self.cap:
+            self.batches += 1
+            self.reactor.flush(link)  # (the window is written; these open the next)
         if not link.held:
             self._opened[name] = now
             self._bytes[name] = 0
         link.held.extend(msgs)  # type: ignore[arg-type]
-        size = self._bytes[name] = self._bytes.get(name, 0) + sum(approx_size(m) for m in msgs)
+        size = self._bytes[name] = self._bytes.get(name, 0) + adds
         if (len(link.held) >= self.count or size >= self.nbytes
                 or now - self._opened.get(name, now) >= self.linger):
             self.batches += 1
