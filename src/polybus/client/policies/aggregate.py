@@ -24,22 +24,27 @@ if TYPE_CHECKING:
     from polybus.client.reactor import Reactor
 
 CALL_OVERHEAD = 48  # bytes a call adds to a batch besides its array and bytes arguments
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def arg_bytes(args: tuple[Any, ...] | list[Any]) -> int:
     """Roughly what ``args`` adds to a batch: arrays, bytes and strings by their size, a
     list, tuple or dict at 9 bytes an item (a float's msgpack), anything else 8."""
     n = 8
-    for a in args:
-        s = getattr(a, "nbytes", None)
-        if isinstance(s, int):
-            n += s
-        elif isinstance(a, bytes | str):
+    for a in args:  # (on every aggregated call: the common types by exact type first)
+        t = type(a)
+        if t is bytes or t is str:
             n += len(a)
-        elif isinstance(a, list | tuple | dict):
-            n += 9 * len(a)
-        else:
+        elif t in _SCALARS:
             n += 8
+        else:
+            s = getattr(a, "nbytes", None)
+            if isinstance(s, int):
+                n += s
+            elif isinstance(a, list | tuple | dict):
+                n += 9 * len(a)
+            else:
+                n += 8
     return n
 
 
