@@ -26,7 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "several (the first is the replica's main address; "
                         "default tcp://127.0.0.1:0)")
     p.add_argument("--token-file", metavar="FILE")
-    p.add_argument("--heartbeat", type=seconds, default=1.0, metavar="DURATION")
+    p.add_argument("--heartbeat", type=seconds, default=None, metavar="DURATION",
+                   help="seconds between heartbeats (default: --config's [cluster] "
+                        "heartbeat, else 1)")
     p.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
     # With --exit-with-parent: the pid of the process that started this one. If it is
     # gone already, the kernel will send no death signal; the worker ends at once.
@@ -42,6 +44,7 @@ def main(args: argparse.Namespace) -> int:
     config_token_file = None
     spec = replica = None
     max_frame = 1 << 30
+    heartbeat = 1.0
     http: list[str] = []
     if args.config:
         from polybus.config import load
@@ -59,6 +62,9 @@ def main(args: argparse.Namespace) -> int:
         spec = app.modules[args.as_key]
         path, key = spec.source, spec.key
         max_frame = app.cluster.max_frame
+        # The local engine's registry drops a replica silent for 3 x this: a worker it
+        # starts (with --config) must heartbeat at the configured rate, not at 1 s.
+        heartbeat = app.cluster.heartbeat
         http = app.serve.interfaces_of(key) if app.serve is not None else []
         if args.name:
             replica = next((r for r in spec.replication if r.name == args.name), None)
@@ -71,7 +77,8 @@ def main(args: argparse.Namespace) -> int:
     assert token is not None
     name = args.name or f"{key}-{socket.gethostname()}-{os.getpid()}"
     serve(registry=args.registry, module_path=path, name=name, module_key=key, token=token,
-          listen=args.listen or ["tcp://127.0.0.1:0"], spec=spec, replica=replica, heartbeat=args.heartbeat,
+          listen=args.listen or ["tcp://127.0.0.1:0"], spec=spec, replica=replica,
+          heartbeat=args.heartbeat if args.heartbeat is not None else heartbeat,
           max_frame=max_frame, exit_with_parent=args.exit_with_parent, parent=args.parent,
           http=http)
     return 0
