@@ -35,3 +35,9 @@ def test_a_name_too_long_for_80_columns_is_whole_in_a_log_file() -> None:
     result_console(out).print(summary(r))
     assert name in out.getvalue() and "(lost)" in out.getvalue()
     assert "\u2026" not in out.getvalue()
+
+
+def test_one_call_is_not_one_calls() -> None:
+    r = RunResult(None, 0.5, 1.0, 1, 10, 20, [ReplicaStats("server-0", calls=1, busy_s=0.1)])
+    assert caption(r) == ("elapsed 0.5000 s (start-up 1.00 s apart), 1 call, "
+                          "sent 10 B, received 20 B")

@@ -32,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def caption(r: RunResult) -> str:
     return (f"elapsed {r.elapsed_s:.4f} s (start-up {r.startup_s:.2f} s apart), "
-            f"{r.calls} calls, sent {r.bytes_sent:,} B, received {r.bytes_received:,} B")
+            f"{r.calls} call{'' if r.calls == 1 else 's'}, sent {r.bytes_sent:,} B, "
+            f"received {r.bytes_received:,} B")
 
 
 def summary(r: RunResult) -> Table:
