@@ -110,6 +110,7 @@ class Batcher:
         # aggregate.py). Not with operand caching: a cached operand goes as a Ref of a few
         # bytes, and arg_bytes, counting it whole, would make every batch one call.
         self.cap = frame_cap(max_frame) if comm is None else 1 << 62
+        self.sized = comm is None or nbytes is not None  # (else no call's size is looked at)
         self.linger = linger
         style = dispatcher.style
         self.demand = style.kind == "async-demand"
@@ -156,13 +157,14 @@ class Batcher:
             b = self.open
             if b is None:
                 b = self._start()
-            size = arg_bytes(args)
-            if b.args and b.size + size > self.cap:  # (it would outgrow a frame: it goes first)
-                self._close(b)
-                b = self._start()
+            if self.sized:
+                size = arg_bytes(args)
+                if b.args and b.size + size > self.cap:  # (it would outgrow a frame: it goes first)
+                    self._close(b)
+                    b = self._start()
+                b.size += size
             i = len(b.args)
             b.args.append(args)
-            b.size += size
             p = BatchPromise(b, i)
             if self.nbytes is not None and b.size >= self.nbytes:
                 self._close(b)
