@@ -151,17 +151,23 @@ def test_a_batch_whose_operands_do_not_fit_in_the_cache_still_runs(tmp_path: Pat
         assert c.runtimes[0].cache.misses >= 2
 
 
+def _timer_prefetch_toml() -> str:
+    """2 replicas, prefetch = "all", one call in flight each, a short linger: a lone
+    call's batch is closed and placed by the linger timer, which pushes B to both."""
+    return agg_toml().replace(
+        "replication = 1", "replication = 2").replace(
+        "cache_bytes", 'prefetch = "all", cache_bytes').replace(
+        'callstyle = "async"', 'callstyle = "async-demand(1)"').replace(
+        'linger = "1s"', 'linger = "20ms"')
+
+
 @pytest.mark.timeout(60)
 def test_the_linger_timer_prefetching_to_a_lost_replica_does_not_hang(tmp_path: Path) -> None:
     # prefetch = "all": a batch the linger timer closes and places pushes B to the other
     # replica too. Sent from the timer through the reactor, that Put found server-1 gone
     # and the loss handling waited for the timer to step aside: the timer waited for
     # itself, and every later call (and this wait) with it, for ever.
-    text = agg_toml().replace(
-        "replication = 1", "replication = 2").replace(
-        "cache_bytes", 'prefetch = "all", cache_bytes').replace(
-        'callstyle = "async"', 'callstyle = "async-demand(1)"').replace(
-        'linger = "1s"', 'linger = "20ms"')
+    text = _timer_prefetch_toml()
     rng = np.random.default_rng(36)
     row, b = rng.random(2000), rng.random((2000, 1000))  # B of 16 MB
     with cluster(tmp_path, text, replicas=2) as c:
@@ -182,11 +188,7 @@ def test_the_linger_timer_prefetching_to_a_lost_replica_does_not_hang(tmp_path: 
 @pytest.mark.timeout(60)
 def test_the_linger_timer_still_prefetches_to_every_replica(tmp_path: Path) -> None:
     # (the Puts it leaves for the other replicas are written with what is held for them)
-    text = agg_toml().replace(
-        "replication = 1", "replication = 2").replace(
-        "cache_bytes", 'prefetch = "all", cache_bytes').replace(
-        'callstyle = "async"', 'callstyle = "async-demand(1)"').replace(
-        'linger = "1s"', 'linger = "20ms"')
+    text = _timer_prefetch_toml()
     rng = np.random.default_rng(37)
     row, b = rng.random(200), rng.random((200, 100))
     with cluster(tmp_path, text, replicas=2) as c:
