@@ -50,6 +50,8 @@ WARMUP = 1
 # polybus/mpi4py 1.9, 1.4 and 6.2 over shm on these VMs).
 REPS_SMALL = {10: 201, 100: 51}
 _B: Any = None
+_BARRIER: Any = None
+BARRIER_S = 60.0  # a worker that never comes fails the row rather than hang it
 
 
 def reps_for(n: int, reps: int) -> int:
@@ -147,19 +149,50 @@ def _rows_cached(rows: Any) -> Any:
     return rows @ _B
 
 
-def pool_seconds(n: int, workers: int, stateful: bool, reps: int, warmup: int = WARMUP) -> Stat:
-    """The same blocks over ProcessPoolExecutor. Stateful: a pool cannot address one
-    worker, so B is given to each by the initializer, before the timing (in its favour)."""
+def _keep_barrier(barrier: Any) -> None:
+    global _BARRIER
+    _BARRIER = barrier
+
+
+def _take_b(b: Any) -> int:
+    """Each worker's copy of this repetition's B: a pool cannot address one worker, so
+    one such task goes to each, held at a barrier of all the workers until every one has
+    taken its own (no worker takes two)."""
+    global _B
+    _B = b
+    _BARRIER.wait(BARRIER_S)
+    return os.getpid()
+
+
+def pool_seconds(n: int, workers: int, stateful: bool, reps: int, warmup: int = WARMUP,
+                 b_untimed: bool = False) -> Stat:
+    """The same blocks over ProcessPoolExecutor, each repetition with fresh matrices.
+    Stateful: each worker is sent the repetition's B once, inside the timed part, as the
+    polybus and mpi4py servers are (`_take_b`); with ``b_untimed``, instead, one B for
+    every repetition, given to each worker by the pool's initializer before the timing
+    (the usual way to give a pool's workers state, and in its favour)."""
+    import multiprocessing as mp
+
     step = chunk_of(n)
     times = []
     a, b = _matrices(n, 0)
-    kw: dict[str, Any] = {"initializer": _set_b, "initargs": (b,)} if stateful else {}
+    kw: dict[str, Any] = {}
+    if stateful and b_untimed:
+        kw = {"initializer": _set_b, "initargs": (b,)}
+    elif stateful:
+        kw = {"initializer": _keep_barrier, "initargs": (mp.get_context().Barrier(workers),)}
     with ProcessPoolExecutor(workers, **kw) as pool:
         list(pool.map(abs, range(workers)))  # started before timing
         for rep in _order(reps, warmup):
-            if not stateful:
+            if stateful and b_untimed:
+                a = _matrices(n, rep)[0]
+            else:
                 a, b = _matrices(n, rep)
             t0 = time.perf_counter()
+            if stateful and not b_untimed:
+                took = list(pool.map(_take_b, [b] * workers))
+                if len(set(took)) != workers:
+                    raise RuntimeError(f"B reached {len(set(took))} of {workers} workers")
             if stateful:
                 futs = [pool.submit(_rows_cached, a[lo:lo + step]) for lo in range(0, n, step)]
             else:
@@ -169,6 +202,8 @@ def pool_seconds(n: int, workers: int, stateful: bool, reps: int, warmup: int = 
                 c[lo:lo + step] = f.result()
             if rep < reps:
                 times.append(time.perf_counter() - t0)
+            if not np.allclose(c, a @ b):
+                raise RuntimeError(f"process_pool n={n}: wrong product")
     return summarize(times)
 
 
@@ -214,10 +249,12 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     result.notes.append(f"each system runs {WARMUP} untimed repetition(s) with matrices of "
                         "their own before the timed ones (one-off costs of a run's first "
                         "product: first shared-memory segments, BLAS buffers, page faults)")
-    result.notes.append("process_pool stateful: a pool cannot address one worker, so B is "
-                        "given to each by its initializer before the timing (its time "
-                        "excludes sending B; polybus and mpi4py send each repetition's B "
-                        "inside the timed part)")
+    result.notes.append("process_pool stateful: a pool cannot address one worker, so each "
+                        "repetition's B goes to each worker as one task apiece, held at a "
+                        "barrier until every worker has its own, inside the timed part as "
+                        "polybus and mpi4py send it; the row labelled b='initializer, "
+                        "untimed' gives one B to each worker by the pool's initializer "
+                        "before the timing instead (sending B is then not in its time)")
     result.notes.append(f"server counts above {cpus} (the cores here) are modelled: each "
                         "call sleeps the one-process time of its block instead of computing")
     ceilings = [(n, k) for n in sizes if n >= CEILING_MIN_N for k in real if k > 1]
@@ -226,7 +263,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                             "hold A and B before the clock starts and send nothing (round "
                             "robin's share each): the most k servers could gain on this "
                             "machine in this run (bench/_ceiling.py)")
-    progress.begin(len(sizes) * (1 + 2 * (len(servers) + len(real) + 1) + 2 * min(len(real), 1)
+    progress.begin(len(sizes) * (1 + 2 * (len(servers) + len(real) + 1) + 3 * min(len(real), 1)
                                  + 4 * len(real)) + len(ceilings), "matmul")
     for n in sizes:
         reps_n = reps_for(n, reps)
@@ -264,12 +301,15 @@ def run(quick: bool, progress: Progress) -> BenchResult:
             _aggregated_row(result, n, real[-1], stateful, reps_n, base.median)
             progress.advance(f"matmul polybus {mode} shm aggregated n={n}")
             for k in real[-1:]:
-                st = pool_seconds(n, k, stateful, reps_n)
-                cfg2: dict[str, str | int | bool] = {"n": n, "mode": mode}
-                result.add(Row.of("process_pool", cfg2, k, "seconds", st))
-                result.add(Row.of("process_pool", cfg2, k, "speedup",
-                                  st.map(_over(base.median))))
-                progress.advance(f"matmul process_pool {mode} n={n} workers={k}")
+                for b_untimed in (False, True) if stateful else (False,):
+                    st = pool_seconds(n, k, stateful, reps_n, b_untimed=b_untimed)
+                    cfg2: dict[str, str | int | bool] = {"n": n, "mode": mode}
+                    if b_untimed:
+                        cfg2["b"] = "initializer, untimed"
+                    result.add(Row.of("process_pool", cfg2, k, "seconds", st))
+                    result.add(Row.of("process_pool", cfg2, k, "speedup",
+                                      st.map(_over(base.median))))
+                    progress.advance(f"matmul process_pool {mode} n={n} workers={k}")
     from polybus.bench import peer_rows  # mpi4py master/worker, same sizes, modes and tasks
 
     peer_rows.matmul(result, sizes, servers, lambda n: reps_for(n, reps), progress, chunk_of,
@@ -350,6 +390,9 @@ def _ratios(result: BenchResult, n: int, k: int) -> None:
                              mine)
             result.add_ratio(f"polybus/process_pool {at}", mine,
                              result.find("process_pool", k, "seconds", {"n": n, "mode": mode}))
+            result.add_ratio(f"polybus/process_pool b='initializer, untimed' {at}", mine,
+                             result.find("process_pool", k, "seconds",
+                                         {"n": n, "mode": mode, "b": "initializer, untimed"}))
             result.add_ratio(f"parallel_ceiling / polybus {at}",
                              result.find("parallel_ceiling", k, "seconds", {"n": n}), mine)
             peer_rows.mpi_ratios(result, at, mine, tr, k, {"n": n, "mode": mode})
