@@ -39,6 +39,7 @@ from polybus.client.calls import suspect_note
 from polybus.client.dispatch import holds_promise
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
+from polybus.client.snapshot import Keep, snapshot_row
 from polybus.client.unsendable import named
 from polybus.errors import (
     ConnectionLostError,
@@ -142,14 +143,17 @@ class Batcher:
                     return self.d(args, kwargs)
             elif hasattr(t, "__polybus_value__"):  # a promise or broadcast handle
                 return self.d(args, kwargs)
-            elif (t is list or t is tuple or t is dict) and holds_promise(args[0]):
-                args = wait(args)  # (see _plain)
+            else:
+                if (t is list or t is tuple or t is dict) and holds_promise(args[0]):
+                    args = wait(args)  # (see _plain)
+                args = snapshot_row(args, self._keep())  # held: as it is now (snapshot.py)
         else:
             plain = _plain(args)
             if plain is False:
                 return self.d(args, kwargs)
             if plain is None:
                 args = wait(args)
+            args = snapshot_row(args, self._keep())
         self._inside += 1
         if self._closing:
             self._yield()
@@ -174,6 +178,11 @@ class Batcher:
             return p
         finally:
             self._inside -= 1
+
+    def _keep(self) -> Keep | None:
+        """How a held call keeps its cached operands (operands.py, Comm.held)."""
+        comm = self.d.comm
+        return comm.held if comm is not None else None
 
     def _yield(self) -> None:
         """The timer is closing a batch: step aside until it is done."""

@@ -26,6 +26,7 @@ from polybus.client.policies.balance import (
     demand_pick,
 )
 from polybus.client.promise import CallPromise, wait
+from polybus.client.snapshot import snapshot, snapshot_kwargs
 from polybus.client.socketlane import SocketLane
 from polybus.client.unsendable import not_sent, send_accepted
 from polybus.config.model import CallStyle
@@ -145,6 +146,9 @@ class Dispatcher:
         self.calls = 0
         self.comm: Comm | None = None  # define.cache, use.aggregate, broadcast: client/operands.py
         self.forwarder: Forwarder | None = None  # unanswered promise arguments: client/forward.py
+        # Calls that migration may send again from another replica keep their arguments
+        # as they were at the call (client/snapshot.py; set with the binding's Migrator).
+        self.keep_args = False
         # Calls lost with a dead replica are retried alone on an idle replica, so a call
         # that kills its worker is charged alone and its bystanders are not (see lost()).
         self._suspects: set[int] = set()
@@ -174,14 +178,18 @@ class Dispatcher:
         if kind == "sync":
             self._send(rec, self._pick_any())
             return self.reactor.wait(rec, self.timeout)
+        i = demand_pick(self.inflight, self.window, self._open(), self._load()) \
+            if kind == "async-demand" and not self._backlog else None
+        hold = kind == "async-demand" and (i is None or self.inflight[i] > 0)
+        if hold or self.keep_args:  # written later, or perhaps again: as it is now
+            keep = self.comm.held if self.comm is not None else None  # (snapshot.py)
+            rec.args, rec.kwargs = snapshot(rec.args, keep), snapshot_kwargs(rec.kwargs, keep)
         if kind == "async":
             self._send(rec, self._pick_any())
             return CallPromise(rec, self.reactor)
         # async-demand
-        i = demand_pick(self.inflight, self.window, self._open(), self._load()) \
-            if not self._backlog else None
         if i is not None:
-            self._send(rec, self.links[i], hold=self.inflight[i] > 0)
+            self._send(rec, self.links[i], hold=hold)
         else:
             if not any(self._alive()):
                 raise NoReplicaError(f"no live replica serves {self.interface}")

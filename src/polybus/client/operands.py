@@ -29,6 +29,7 @@ import xxhash
 from polybus.client.batchcalls import Pending
 from polybus.client.policies.aggregate import Aggregator
 from polybus.client.promise import Promise
+from polybus.client.snapshot import frozen, snapshot, snapshot_kwargs
 from polybus.errors import MessageTooLarge
 from polybus.wire.codec import Ref
 from polybus.wire.messages import CallBatch, Drop, Message, Put
@@ -54,6 +55,8 @@ _knowns: weakref.WeakSet[Known] = weakref.WeakSet()  # every session's, told of 
 # in several threads of one program at once).
 _freed: deque[str] = deque()
 _lock = threading.Lock()
+# content key -> the read-only copy held calls share of an array that could change (held)
+_copies: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 
 
 def content_key(value: Any) -> str | None:
@@ -62,7 +65,7 @@ def content_key(value: Any) -> str | None:
     An array's bytes are hashed at every call, unless they cannot change: a program may
     change an array in place between two calls (``x[:] = ...``), and a name remembered
     from before would send the replica's old copy in place of the new bytes. An array
-    that is read-only, and views only read-only arrays or bytes (`_frozen`), is hashed
+    that is read-only, and views only read-only arrays or bytes (`frozen`), is hashed
     once: XXH3 hashes 16-30 GB/s here, so freezing a large operand that many calls share
     (``b.flags.writeable = False``) saves the client that pass per call. Its name is
     remembered from then on: an array made writable again, changed and frozen again
@@ -71,8 +74,8 @@ def content_key(value: Any) -> str | None:
         arr: np.ndarray[Any, Any] = value
         ident = id(arr)
         hit = _memo.get(ident)
-        frozen = _frozen(arr)
-        if hit is not None and hit[0]() is arr and frozen and hit[2]:
+        still = frozen(arr)
+        if hit is not None and hit[0]() is arr and still and hit[2]:
             return hit[1]  # read-only when hashed and since (see the docs)
         key = _array_digest(arr)  # (outside the lock: 8 MB take ~0.2 ms)
         with _lock:
@@ -80,28 +83,17 @@ def content_key(value: Any) -> str | None:
             hit = _memo.get(ident)
             if hit is not None and hit[0]() is arr:
                 if key == hit[1]:
-                    if frozen and not hit[2]:
+                    if still and not hit[2]:
                         _memo[ident] = (hit[0], key, True)
                     return key
                 _release(hit[1])  # changed in place: one array less holds the old content
             # (a replaced weakref is freed with its callback, which then never runs)
-            _memo[ident] = (weakref.ref(arr, _forget(ident, key)), key, frozen)
+            _memo[ident] = (weakref.ref(arr, _forget(ident, key)), key, still)
             _live[key] = _live.get(key, 0) + 1
         return key
     if isinstance(value, bytes | bytearray):
         return xxhash.xxh3_128_hexdigest(value)
     return None
-
-
-def _frozen(a: np.ndarray[Any, Any]) -> bool:
-    """Whether ``a``'s bytes cannot change: it and every array it views are read-only,
-    down to memory no array owns that is immutable (bytes) or none at all."""
-    x: Any = a
-    while isinstance(x, np.ndarray):
-        if x.flags.writeable:
-            return False
-        x = x.base
-    return x is None or isinstance(x, bytes)
 
 
 def _array_digest(a: np.ndarray[Any, Any]) -> str:
@@ -377,16 +369,40 @@ class Comm:
                         self.reactor.send(other, Put(key, value))
 
     # -- sending -----------------------------------------------------------------
+    def held(self, index: int | str, value: Any) -> Any:
+        """A held call's argument at ``index`` if this binding caches it, as it is now
+        (snapshot.py): an array that could change is copied once per content, read-only,
+        and the copy shared by every held call naming that content (64 calls sharing a
+        writable B hold one copy, not 64); None for an argument it does not cache."""
+        if type(value) is not np.ndarray or frozen(value) or not (
+                self._named(index) or (self.auto and _big(value))):
+            return None
+        try:
+            key = content_key(value)
+        except (TypeError, ValueError):  # (an array of objects: it fails when sent, alone)
+            return None
+        copy = _copies.get(key) if key is not None else None
+        if copy is None:
+            copy = value.copy()
+            copy.flags.writeable = False
+            if key is not None:
+                _copies[key] = copy
+        return copy
+
     def send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
+        aggregated = self.aggregator is not None and self.dispatcher.style.kind != "sync"
+        if aggregated:  # held in a batch: sent as it is now, and re-sent so after a miss
+            rec.args = snapshot(rec.args, self.held)
+            rec.kwargs = snapshot_kwargs(rec.kwargs, self.held)
         msgs = self.messages(rec, link)
-        if self.aggregator is not None and self.dispatcher.style.kind != "sync":
+        if aggregated:
             if len(msgs) > 1:
                 # Its Puts (and Drop) go now, the call is held: a value is encoded when
                 # it is written, and an array changed in place meanwhile would reach the
                 # replica under the name of the content it had when it was hashed.
                 self.reactor.send_many(link, msgs[:-1])
                 msgs = msgs[-1:]
-            self.aggregator.add(link, msgs)
+            self.aggregator.add(link, msgs)  # type: ignore[union-attr]
         elif hold and len(msgs) == 1:
             self.reactor.hold(link, msgs[0])  # type: ignore[arg-type]
         elif len(msgs) == 1:

@@ -180,6 +180,8 @@ class Session:
                 migrator = migrator_for(self.dispatchers[b.name], module, use, define)
                 if migrator is not None:
                     self.migrators.append(migrator)
+                    self.dispatchers[b.name].keep_args = True  # (its calls may move)
+                    self.dispatchers[b.name].plain_async = False
                 elif use.forward and use.callstyle.kind != "sync":
                     # (a migrated call is re-sent without its edges: no forwarding there)
                     self.dispatchers[b.name].forwarder = forwarder_for(self)

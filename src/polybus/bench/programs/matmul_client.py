@@ -38,7 +38,10 @@ def rows(n: int, seed: int = 1, cost: float = 0.0, chunk: int = 1,
     ok = True
     for rep in [reps + w for w in range(warmup)] + list(range(reps)):
         a, b = _pair(n, seed + rep)
-        b.flags.writeable = False  # never changed: a cached B is hashed once, not per call
+        # Never changed: a cached B is hashed once, not per call, and a call held in a
+        # batch or a backlog keeps its blocks as they are, uncopied (a held call copies
+        # what the program could still change: client/snapshot.py).
+        a.flags.writeable = b.flags.writeable = False
         t0 = time.perf_counter()
         parts = [(lo, hi, multiply_rows(a[lo:hi], b, cost)) for lo, hi in row_blocks(n, chunk)]
         c = np.empty((n, n))
@@ -57,6 +60,7 @@ def blocks(n: int, block: int, seed: int = 1, reps: int = 1) -> dict[str, Any]:
     ok = True
     for rep in range(reps):
         a, b = _pair(n, seed + rep)
+        a.flags.writeable = b.flags.writeable = False  # never changed (see rows)
         t0 = time.perf_counter()
         tasks: dict[tuple[int, int], Any] = {}
         for i in range(0, n, block):

@@ -1,0 +1,111 @@
+"""What a held call's arguments were when it was made.
+
+A call that is written at once (``sync``, ``async``) is encoded before it returns, so
+the program may change an argument the moment after: ``x[:] = i; f(x)`` in a loop sends
+each ``i``. A call that is held instead (in ``async-demand``'s backlog or among the
+calls written with the next ones, or in an aggregated batch) is encoded later, and
+before this it sent whatever the array held by then: with ``aggregate = 8`` that loop
+sent ``7`` eight times. A configuration switch must not change a program's results, so
+a held call keeps a copy of each argument the program could change: a writable array
+(an array that is read-only through and through, ``b.flags.writeable = False``, cannot
+change and is not copied: freeze large shared operands to skip the copy), a bytearray
+or memoryview (as bytes), and lists and dicts (made anew, with copies of what they hold
+that could change). Anything else is kept as it is: numbers, strings, bytes and tuples
+of those cannot change, and the codec's other kinds (a Struct, say) are the program's
+to leave alone until the call is answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Keep", "frozen", "snapshot", "snapshot_kwargs", "snapshot_row"]
+
+_AS_IS = frozenset({int, float, bool, str, bytes, type(None), complex})
+
+
+# keep(index, value): a held call's cached operand as it is now, shared among the held
+# calls naming the same content (client/operands.py, Comm.held), or None for an
+# argument it does not cache
+Keep = Callable[[int | str, Any], Any]
+
+
+def snapshot(args: list[Any], keep: Keep | None = None) -> list[Any]:
+    """``args`` (itself, if nothing in it could change) with a copy of each argument
+    the program could change after the call."""
+    out: list[Any] | None = None
+    for i, a in enumerate(args):
+        if type(a) in _AS_IS:
+            continue
+        c = keep(i, a) if keep is not None else None
+        if c is None:
+            c = _copy(a)
+        if c is not a:
+            if out is None:
+                out = list(args)
+            out[i] = c
+    return args if out is None else out
+
+
+def snapshot_row(args: tuple[Any, ...], keep: Keep | None = None) -> tuple[Any, ...]:
+    """`snapshot` for the positional arguments of one call, as a tuple."""
+    for a in args:
+        if type(a) not in _AS_IS:
+            out = snapshot(list(args), keep)
+            return args if all(x is y for x, y in zip(out, args, strict=True)) else tuple(out)
+    return args
+
+
+def snapshot_kwargs(kwargs: dict[str, Any] | None,
+                    keep: Keep | None = None) -> dict[str, Any] | None:
+    """`snapshot` for keyword arguments."""
+    if not kwargs:
+        return kwargs
+    out: dict[str, Any] | None = None
+    for k, v in kwargs.items():
+        if type(v) in _AS_IS:
+            continue
+        c = keep(k, v) if keep is not None else None
+        if c is None:
+            c = _copy(v)
+        if c is not v:
+            if out is None:
+                out = dict(kwargs)
+            out[k] = c
+    return kwargs if out is None else out
+
+
+def _copy(a: Any) -> Any:
+    t = type(a)
+    if t in _AS_IS:
+        return a
+    if isinstance(a, np.ndarray):
+        if frozen(a):
+            return a
+        c = a.copy()  # (read-only: a second look, or its hash, knows it cannot change)
+        c.flags.writeable = False
+        return c
+    if t is bytearray or t is memoryview:
+        return bytes(a)
+    if t is list:
+        return [_copy(x) for x in a]
+    if t is dict:
+        return {k: _copy(v) for k, v in a.items()}
+    if t is tuple:
+        items = [_copy(x) for x in a]
+        return a if all(x is y for x, y in zip(items, a, strict=True)) else tuple(items)
+    return a
+
+
+def frozen(a: np.ndarray[Any, Any]) -> bool:
+    """Whether ``a``'s bytes cannot change: it and every array it views are read-only,
+    down to memory no array owns that is immutable (bytes) or none at all."""
+    x: Any = a
+    while isinstance(x, np.ndarray):
+        if x.flags.writeable:
+            return False
+        x = x.base
+    return x is None or isinstance(x, bytes)
