@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -71,7 +72,12 @@ def test_poison_call_fails_alone(harness: Harness) -> None:
             outcomes[i] = exc
     poisoned = [i for i, v in outcomes.items() if isinstance(v, PoisonCallError)]
     assert poisoned == [bad]
-    assert "poison" in str(outcomes[bad]) or "3 replicas" in str(outcomes[bad])
+    # It named the call by a number of the session's ("call 37 to poison"), which the
+    # program never sees; it names the interface and the last replica lost.
+    text = str(outcomes[bad])
+    assert "poison" in text and "3 replicas" in text, text
+    assert re.search(r"\bcall \d", text) is None, text
+    assert f"(last: {outcomes[bad].replica})" in text, text  # type: ignore[attr-defined]
     assert all(outcomes[i] == i * i for i in range(300) if i != bad)
     assert harness.executions()[bad] == 3
     # the summary's figures say which replicas the poison took (3 of 4)

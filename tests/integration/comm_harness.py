@@ -56,6 +56,10 @@ def kinds_po(a, /, **extra):
     ro = lambda x: not x.flags.writeable
     return [ro(a), {k: ro(v) for k, v in sorted(extra.items())}]
 
+def held(row, b):
+    # whether the operand arrived read-only, and which object it is (test_comm_cache)
+    return [not b.flags.writeable, id(b)]
+
 def nap(x, seconds):
     import time
     time.sleep(seconds)

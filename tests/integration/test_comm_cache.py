@@ -72,6 +72,41 @@ def test_miss_after_restart_is_resent(tmp_path: Path) -> None:
         assert c.runtimes[0].cache.misses == 1
 
 
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_an_operand_sent_again_after_a_miss_is_the_cached_read_only_one(
+        tmp_path: Path, style: str) -> None:
+    """A call sent again after a miss (B evicted, or a restarted replica) gets B as a hit
+    does: the read-only object the cache holds. It used to carry B inline, so the
+    function got a writable array of its own on that call alone, and nothing was kept."""
+    from polybus.client.operands import content_key
+
+    a, b = _rows(16, 18)
+    text = toml(style=style).replace("mul", "held")
+    with cluster(tmp_path, text) as c:
+        s = c.session()
+        cache = c.runtimes[0].cache
+        assert wait(s.call("held", (a[0], b), {}))[0] is True
+        cache.clear()  # what a restarted replica has: nothing
+        read_only, ident = wait(s.call("held", (a[1], b), {}))
+        assert cache.misses == 1 and s.dispatchers["held"].comm.resent == 1  # type: ignore[union-attr]
+        assert read_only is True
+        assert ident == id(cache.get(content_key(b)))  # kept, and the very object
+        assert wait(s.call("held", (a[2], b), {})) == [True, ident]
+        assert cache.misses == 1
+
+
+def test_a_call_whose_operands_do_not_fit_in_the_cache_still_runs(tmp_path: Path) -> None:
+    # Two 160 KB operands, a cache of 200 KB: the Put of one evicts the other, so the
+    # call misses again after its Put; then it goes with values, and is answered.
+    text = toml(cache='["x", "y"]', cache_bytes=200_000).replace("mul", "add")
+    xs = [np.full(20000, float(i)) for i in range(3)]
+    with cluster(tmp_path, text) as c:
+        s = c.session()
+        for i in range(3):
+            assert float(call(s, "add", xs[i], xs[(i + 1) % 3])[0]) == i + (i + 1) % 3
+        assert c.runtimes[0].cache.misses >= 2
+
+
 def test_eviction_keeps_answers_right(tmp_path: Path) -> None:
     # Room for one 32 KiB matrix: alternating two B matrices evicts on every call.
     a, b1 = _rows(64, 4)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 import polybus
-from polybus.errors import RemoteException
+from polybus.errors import RemoteError, RemoteException
 
 from . import comm_harness
 from .comm_harness import Cluster, cluster
@@ -138,6 +139,24 @@ def test_client_using_the_promise_fetches_it(tmp_path: Path) -> None:
         assert np.allclose(np.asarray(p1), x * 2)  # forwarded, then fetched back
         p3 = s.call("add", (p1, p2), {})           # and forwarded again from its replica
         assert np.allclose(np.asarray(p3), x * 6)
+
+
+def test_a_forwarded_result_lost_before_its_fetch_names_interface_and_replica(
+        tmp_path: Path) -> None:
+    # It said "the forwarded result of call 0 to double ...": a number of the session's.
+    x = np.arange(1000.0)
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        s = c.session()
+        p1 = s.call("double", (x,), {})
+        assert np.allclose(np.asarray(s.call("double", (p1,), {})), x * 4)
+        for rt in c.runtimes:
+            rt.cache.clear()  # the kept value is gone (evicted)
+        with pytest.raises(RemoteError) as err:
+            np.asarray(p1)
+        text = str(err.value)
+        assert err.value.interface == "double" and err.value.replica in ("server-0", "server-1")
+        assert re.search(r"\bcall \d", text) is None, text
+        assert "double" in text and err.value.replica in text, text
 
 
 def test_stage1_failure_reaches_both_promises_typed(tmp_path: Path) -> None:

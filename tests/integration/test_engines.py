@@ -55,3 +55,54 @@ def test_an_interrupt_while_workers_start_leaves_no_process_or_log(
         engine.stop()  # (a no-op when start stopped it; else nothing outlives the test)
     assert len(started) == 1 and started[0].poll() is not None  # stopped, and reaped
     assert not list(tmp_path.glob("polybus-*"))
+
+
+def test_the_next_run_removes_a_dead_runs_directory_and_nothing_else(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run SIGKILLed leaves its directory (its workers' logs, its socket files) in
+    $TMPDIR: ``polybus-<its pid>-<random>``, holding a mark that names that pid. The next
+    run's engine removes it, and only what it can tell is such a directory whose run is
+    gone: not one of a live process, nor one without the mark or whose mark names
+    another pid, nor a file or a link of that name, nor anything else there."""
+    import os
+    import subprocess
+    import tempfile
+
+    from polybus.config import load
+    from polybus.engines.local import LocalEngine
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # (reaped: its pid names no process now)
+    dead, live = gone.pid, os.getpid()
+
+    def rundir(name: str, mark: str | None) -> Path:
+        d = tmp_path / name
+        d.mkdir(mode=0o700)
+        if mark is not None:
+            (d / "polybus-run").write_text(mark)
+        (d / "server-0.log").write_text("a line\n")
+        return d
+
+    stale = rundir(f"polybus-{dead}-a1b2c3d4", f"{dead}\n")
+    kept = [
+        rundir(f"polybus-{live}-e5f6g7h8", f"{live}\n"),   # its run is alive (this one)
+        rundir(f"polybus-{dead}-nomark00", None),           # not shown to be polybus's
+        rundir(f"polybus-{dead}-otherpid", "1\n"),          # the mark names another pid
+        rundir("polybus-x-a1b2c3d4", f"{dead}\n"),          # not a pid
+        rundir("other", f"{dead}\n"),
+    ]
+    target = rundir("target", f"{dead}\n")
+    (tmp_path / f"polybus-{dead}-alink000").symlink_to(target)
+    (tmp_path / f"polybus-{dead}-afile000").write_text(f"{dead}\n")
+    (tmp_path / "polybus-server-0-abcd1234.log").write_text("an older run's log\n")
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    engine = LocalEngine(load(APP))
+    try:
+        engine.start()
+        assert not stale.exists()
+        assert all((d / "server-0.log").exists() for d in [*kept, target])
+    finally:
+        engine.stop()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [n for n in before if n != stale.name]

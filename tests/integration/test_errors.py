@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,54 @@ def test_sys_exit_or_keyboardinterrupt_in_a_function_fails_that_call_only(
     assert left == ["SystemExit", "3"]
     assert interrupted == ["KeyboardInterrupt", "from the module"]
     assert echoed == list(range(8)) and same is True
+
+
+OPAQUE = """
+    def opaque(x):
+        return [x, object()]
+"""
+
+
+def test_a_result_that_cannot_be_sent_names_the_function_not_a_call_number(
+        tmp_path: Path) -> None:
+    """The message said "the result of call 1 cannot be sent" ("call 0 of the batch"
+    when aggregated): a number of the connection's, which the program never sees."""
+    toml = """
+        [modules.server]
+        source = "server.py"
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+        use.plain = { callstyle = "sync" }
+        use.held = { callstyle = "async", aggregate = 4 }
+
+        [bind]
+        "client.plain" = "server.opaque"
+        "client.held" = "server.opaque"
+    """
+    app = write_app(tmp_path, server=OPAQUE, toml=toml, client="""
+        from polybus import use, wait
+        from polybus.errors import RemoteException
+
+        plain, held = use("plain"), use("held")
+
+        def main():
+            out = []
+            for f in (plain, held):
+                try:
+                    wait(f(1))
+                except RemoteException as exc:
+                    out.append([str(exc), exc.interface, exc.replica, exc.remote_type])
+            return out
+    """)
+    out = polybus.run(app).result
+    assert len(out) == 2
+    for text, interface, replica, remote_type in out:
+        assert (interface, replica, remote_type) == ("opaque", "server-0", "TypeError")
+        assert re.search(r"\bcall \d", text) is None, text
+        assert "a value of type object cannot be sent" in text, text
+        assert text.endswith("(raised in opaque on server-0)"), text
 
 
 def test_remote_exception_reaches_the_caller_of_run(tmp_path: Path) -> None:

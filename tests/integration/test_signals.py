@@ -259,6 +259,46 @@ def test_a_signalled_run_stops_its_workers_and_leaves_no_files(
     assert list(tmp.iterdir()) == []
 
 
+def test_a_run_killed_outright_leaves_one_directory_that_the_next_run_removes(
+        app: Path, procs: Procs, tmp_path: Path) -> None:
+    """Nothing runs in a SIGKILLed run, so its files stay: they were a log per worker
+    and the shm socket directory, loose in $TMPDIR for good. Now they are in one
+    directory named with the run's pid, which the next run removes."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp), "MARKS": str(tmp_path / "marks")}
+    run = procs.start("run", app, "--quiet", "--set", 'modules.server.transport="shm"', env=env)
+    _until(lambda: _started(app) == 1)  # the client waits on nap(60)
+    workers = {int(p) for p in (tmp_path / "pids").read_text().split()}
+    procs.watch(workers)
+    run.kill()
+    run.wait(timeout=10)
+    assert wait_gone(workers, timeout=10) == set()
+    left = list(tmp.iterdir())
+    assert len(left) == 1 and left[0].name.startswith(f"polybus-{run.pid}-"), left
+    assert left[0].is_dir() and len(list(left[0].glob("*.log"))) == 2
+    quick = write_app(tmp_path / "quick", server="def one():\n    return 1\n",
+                      client="from polybus import use\n\ndef main():\n    return use('one')()\n",
+                      toml=TOML_QUICK)
+    again = procs.start("run", quick, "--quiet", env=env)
+    _, err = finish(again, timeout=60)
+    assert again.returncode == 0, err
+    assert list(tmp.iterdir()) == []
+
+
+TOML_QUICK = """
+    [modules.server]
+    source = "server.py"
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+
+    [bind]
+    "client.one" = "server.one"
+"""
+
+
 def test_an_engine_worker_whose_run_died_before_it_started_ends(
         by_hand: ByHand, tmp_path: Path) -> None:
     """The death signal is asked for once the worker runs Python: a run that died

@@ -37,7 +37,7 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
             if rec is None:
                 link.abandoned.discard(cid)  # (a late answer to a call given up on)
             elif msg.kind == "cache-miss" and rec.dispatcher.comm is not None:
-                rec.dispatcher.comm.missed(rec, link, msg.message)  # re-sent with the value
+                rec.dispatcher.comm.missed(rec, link, msg.message)  # sent again, the operand Put first
             else:
                 link.calls += 1
                 if rec.set_error(error_from(msg, rec.dispatcher.interface, link.name)):

@@ -26,7 +26,9 @@ class CallRecord:
     """One accepted call: gets exactly one outcome, a value or an error."""
 
     __slots__ = ("ahead", "args", "attempts", "dispatcher", "error", "id", "kwargs", "link",
-                 "prio", "sent_at", "value")
+                 "prio", "resent", "sent_at", "value")
+
+    resent: bool  # sent again after a cache miss (set then only: operands.Comm.missed)
 
     def __init__(self, id: int, dispatcher: Dispatcher, args: list[Any],
                  kwargs: dict[str, Any] | None, prio: float) -> None:

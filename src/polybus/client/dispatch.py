@@ -389,7 +389,7 @@ class Dispatcher:
                     interface=self.interface, replica=link.name))
             elif rec.attempts >= self.max_attempts:
                 rec.set_error(PoisonCallError(
-                    f"call {rec.id} to {self.interface} was lost with {rec.attempts} replicas "
+                    f"a call to {self.interface} was lost with {rec.attempts} replicas "
                     f"in a row (last: {link.name}); it is not tried again",
                     interface=self.interface, replica=link.name))
             elif any(self._alive()):

@@ -155,9 +155,11 @@ class Forwarder:
         p, to = e.producer, e.to
         if p.link is None or p.link.dead or to is None:
             if to is not None:
+                gone = p.link.name if p.link is not None else ""
                 self._fail(e, WorkerDiedError(
-                    f"the replica holding the result of call {p.id} to "
-                    f"{p.dispatcher.interface} is gone", interface=p.dispatcher.interface))
+                    f"the replica holding the result of a call to {p.dispatcher.interface} "
+                    f"is gone{f' ({gone})' if gone else ''}",
+                    interface=p.dispatcher.interface, replica=gone))
             return
         self.reactor.flush(p.link)  # the Forward must follow the producer's call
         self.reactor.send(p.link, Forward(p.id, self.pkey(p), e.key, to.channel.peer))
@@ -204,13 +206,13 @@ class Forwarder:
         iface = rec.dispatcher.interface
         if link is None or link.dead:
             raise WorkerDiedError(
-                f"the result of call {rec.id} to {iface} was forwarded and its replica "
+                f"the result of this call to {iface} was forwarded and its replica "
                 f"({link.name if link else '?'}) is gone", interface=iface,
                 replica=link.name if link else "")
         req = next(_reqs)
         reply = self.reactor.request(link, Fetch(self.pkey(rec), req), req, FETCH_TIMEOUT)
         if not isinstance(reply, Fetched) or not reply.ok:
-            raise RemoteError(f"the forwarded result of call {rec.id} to {iface} could not be "
+            raise RemoteError(f"the forwarded result of this call to {iface} could not be "
                               f"fetched from {link.name} (gone or evicted)",
                               interface=iface, replica=link.name)
         self.fetched += 1
@@ -270,7 +272,10 @@ def fetch(rec: CallRecord) -> Any:
     """The value of a forwarded call, fetched from the replica that keeps it."""
     f = getattr(rec.dispatcher.comm, "forwarder", None)
     if not isinstance(f, Forwarder):
-        raise RemoteError(f"call {rec.id} was forwarded by no forwarder of this session")
+        iface = rec.dispatcher.interface
+        raise RemoteError(f"the result of this call to {iface} was forwarded by no forwarder "
+                          "of this session", interface=iface,
+                          replica=rec.link.name if rec.link is not None else "")
     return f.fetch(rec)
 
 

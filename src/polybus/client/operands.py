@@ -6,14 +6,14 @@ content hash (XXH3-128 of dtype, shape and bytes: 8 MB in ~0.2 ms here, where SH
 took ~4.5 ms on the path before the first call can leave; why a non-cryptographic hash
 is enough: docs/security.md, "Operand names"), sent to a replica in a ``Put`` the first
 time and as ``Ref("op", key)`` after; a replica that lost one answers ``cache-miss``
-and the call is re-sent with the value inline. An array is hashed again at each call
-(it may have been changed in place), unless it is read-only through and through: then
-its hash is remembered per array object (by identity, dropped when the array is
-freed). When the last live array of a content is freed or changed, each replica it
-was sent to is told (``Drop``, in the next message to that replica) and forgets it: a
-program that sends a fresh B every round keeps one B per replica, and its memory, over
-``shm`` the sender's segment, is reused warm instead of faulted in anew (~1 ms per MB
-on these machines).
+and the call is named again after a ``Put`` of it (`Comm.missed`). An array is hashed
+again at each call (it may have been changed in place), unless it is read-only through
+and through: then its hash is remembered per array object (by identity, dropped when
+the array is freed). When the last live array of a content is freed or changed, each
+replica it was sent to is told (``Drop``, in the next message to that replica) and
+forgets it: a program that sends a fresh B every round keeps one B per replica, and its
+memory, over ``shm`` the sender's segment, is reused warm instead of faulted in anew
+(~1 ms per MB on these machines).
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ class Comm:
               pushes: Pushes | None = None) -> list[Any] | None:
         """``args`` with its cached operands named by Ref (a new list), or None if it has
         none; a Put for each operand ``link``'s replica has not been sent is appended to
-        ``puts``. With ``known`` None (a re-send after a miss) they go by value. ``seen``
+        ``puts``. With ``known`` None (a call that missed twice) they go by value. ``seen``
         (the calls of one batch) maps objects already named to their Refs: a batch's
         calls that share B hash it, and encode its name, once."""
         out = None
@@ -419,11 +419,14 @@ class Comm:
         self.reactor.send_many(link, msgs)
 
     def missed(self, rec: CallRecord | Pending, link: ReplicaLink, key: str) -> None:
-        """The replica no longer holds ``key``: forget it there and send again, a call
-        with values; an aggregated batch (whole) named again, a Put of each operand the
-        replica lacks first, and with values if it misses again. Not with values the
-        first time: a batch's calls usually share B, and with values each call carries
-        its own copy (64 calls, 64 copies of B in one frame, which may pass max_frame)."""
+        """The replica no longer holds ``key``: forget it there and send again, named
+        again, a Put of each operand the replica lacks first, and with values only if it
+        misses again (its operands do not fit in the replica's cache together). A call
+        or an aggregated batch (whole) alike. Named, not with values, so that the
+        function gets what a hit gives it: the cache's one read-only array (a call sent
+        with values got a writable copy of its own on that call alone, and the replica
+        kept nothing); and with values a batch's calls would each carry their own copy
+        of the B they share (64 calls, 64 copies in one frame, which may pass max_frame)."""
         self.known.of(link).discard(key)
         self.resent += 1
         link.outstanding[rec.id] = rec  # type: ignore[assignment]
@@ -441,7 +444,10 @@ class Comm:
                 if left is rec and rec.set_error(exc):
                     rec.batcher.completed(rec, link)
         else:
-            self.reactor.send_many(link, self.messages(rec, link, inline=True))  # type: ignore[arg-type]
+            # (a slot no call sets until it misses: CallRecord's hot path is untouched)
+            again = getattr(rec, "resent", False)
+            rec.resent = True
+            self.reactor.send_many(link, self.messages(rec, link, inline=again))  # type: ignore[arg-type]
 
 
 def _gone(link: ReplicaLink) -> Any:

@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TextIO
@@ -16,6 +15,7 @@ from typing import TextIO
 from polybus.config.model import AppConfig
 from polybus.engines.base import Cluster
 from polybus.engines.logfollow import LogFollower, is_banner
+from polybus.engines.rundir import make_run_dir, remove_stale_run_dirs
 from polybus.errors import PolybusError, TransportError
 from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
@@ -31,7 +31,9 @@ class LocalEngine:
     Each worker's stdout and stderr go to a log file of its own. With ``echo``, once
     every worker has registered, their lines are forwarded there as they come, each
     prefixed with its worker's name (engines/logfollow.py), until `stop`; with or
-    without it, what has been read of a log is freed as it grows (logfollow.py)."""
+    without it, what has been read of a log is freed as it grows (logfollow.py). The
+    logs and the ipc/shm socket files are in the run's own directory, which `stop`
+    removes; `start` first removes those that runs killed outright left (rundir.py)."""
 
     def __init__(self, app: AppConfig, overrides: tuple[str, ...] = (),
                  start_timeout: float = START_TIMEOUT, echo: TextIO | None = None) -> None:
@@ -43,11 +45,13 @@ class LocalEngine:
         self.token = make_token()
         self.registry: RegistryService | None = None
         self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
-        self.sockdir: Path | None = None  # private (0700) home of ipc/shm socket files
+        self.rundir: Path | None = None  # private (0700) home of the logs and socket files
 
     def start(self) -> Cluster:
         t0 = time.perf_counter()
         try:
+            remove_stale_run_dirs()  # (what runs killed outright left)
+            self.rundir = make_run_dir()
             self.registry = RegistryService(
                 self.token, f"tcp://{self.app.cluster.listen_host}:0",
                 ttl=3 * self.app.cluster.heartbeat)
@@ -66,8 +70,8 @@ class LocalEngine:
         return Cluster(str(self.registry.address), self.token, time.perf_counter() - t0)
 
     def _spawn(self, key: str, name: str) -> None:
-        assert self.registry is not None
-        log = Path(tempfile.mkstemp(prefix=f"polybus-{name}-", suffix=".log")[1])
+        assert self.registry is not None and self.rundir is not None
+        log = self.rundir / f"{name}.log"
         proc: subprocess.Popen[bytes] | None = None
         try:
             cmd = [sys.executable, "-m", "polybus", "worker", "--registry",
@@ -94,10 +98,9 @@ class LocalEngine:
     def _address(self, scheme: str, index: int) -> str:
         if scheme == "tcp":
             return f"tcp://{self.app.cluster.listen_host}:0"
-        if self.sockdir is None:
-            # mkdtemp makes it 0700: only this user can reach the sockets (each also 0600).
-            self.sockdir = Path(tempfile.mkdtemp(prefix="polybus-"))
-        return f"{scheme}://{self.sockdir / f'{index}.{scheme}'}"
+        assert self.rundir is not None
+        # The directory is 0700: only this user can reach the sockets (each also 0600).
+        return f"{scheme}://{self.rundir / f'{index}.{scheme}'}"
 
     def _wait_ready(self) -> None:
         assert self.registry is not None
@@ -161,8 +164,8 @@ class LocalEngine:
 
     def stop(self) -> None:
         """SIGTERM every worker this engine started, SIGKILL what is left after 3 s, or
-        at once if the wait is interrupted (a second Ctrl-C): the logs, the socket
-        directory and the registry go either way. What the workers printed until they
+        at once if the wait is interrupted (a second Ctrl-C): the run's directory
+        (logs, socket files) and the registry go either way. What the workers printed until they
         ended is forwarded (``echo``) before their logs go."""
         try:
             for _, proc, _ in self.procs:
@@ -195,9 +198,9 @@ class LocalEngine:
                 except OSError:
                     pass
             self.procs.clear()
-        if self.sockdir is not None:
-            shutil.rmtree(self.sockdir, ignore_errors=True)
-            self.sockdir = None
+        if self.rundir is not None:
+            shutil.rmtree(self.rundir, ignore_errors=True)
+            self.rundir = None
         if self.registry is not None:
             self.registry.close()
             self.registry = None

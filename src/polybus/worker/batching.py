@@ -66,5 +66,5 @@ def _sendable(ch: Channel, reply: BatchResult) -> BatchResult:
         except (TypeError, ValueError, OverflowError) as exc:
             reply.values[i] = None
             reply.fails.append(Fail(i, "exception", "TypeError",
-                                    f"the result of call {i} of the batch cannot be sent: {exc}"))
+                                    f"the value it returned cannot be sent: {exc}"))
     return reply

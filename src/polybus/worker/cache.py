@@ -5,7 +5,8 @@ A client sends a cached operand once in a ``Put(key, value)`` and names it after
 interleave on one replica can never see each other's operands by mistake (the hazard of
 seeds/002's stateful server). Entries leave least-recently-used first once the bytes held
 pass ``capacity``; a call naming an entry that is gone is answered
-``Fail(kind="cache-miss")`` and the client re-sends it with the value.
+``Fail(kind="cache-miss")`` and the client sends it again after a ``Put`` of the operand
+(with the value in place of the ``Ref`` only if it misses again).
 
 Each entry remembers which connections put or used it. When a client's connection
 drops, `release` evicts the entries no live connection has used, so a dead client's

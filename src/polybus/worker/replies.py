@@ -90,8 +90,7 @@ def write(ch: Channel, replies: list[Message]) -> None:
             except Exception as exc:
                 send_quietly(ch, Fail(
                     getattr(r, "id", 0), "exception", "TypeError",
-                    f"the result of call {getattr(r, 'id', 0)} cannot be sent: "
-                    f"{text_of(exc)}"))
+                    f"the value it returned cannot be sent: {text_of(exc)}"))
 
 
 class Corked:

@@ -1,0 +1,83 @@
+"""A run's own directory in ``$TMPDIR``, and the removal of those whose run is gone.
+
+The local engine keeps what it makes on disk (each worker's log, the ipc/shm socket
+files) in one directory per run, ``polybus-<pid>-<random>`` (0700, as ``mkdtemp`` makes
+it), and removes it when it stops. A run killed outright (SIGKILL) cannot: its
+directory stays. So each run first removes the directories of runs that are gone,
+which bounds what dead runs leave to the ones killed since the last run started.
+
+A directory is removed only when it can be shown to be one of these whose run is gone:
+its name has that form, it is a directory (not a link to one) owned by this user, it
+holds the mark a run writes, a file naming the same pid, and no process has that pid.
+Anything else in ``$TMPDIR`` is left as it is, whatever its name: one whose pid was
+taken by another process since waits for that process to end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+__all__ = ["MARK", "make_run_dir", "remove_stale_run_dirs"]
+
+MARK = "polybus-run"  # the file in a run's directory that names the run's pid
+_NAME = re.compile(r"polybus-([1-9][0-9]*)-[a-z0-9_]+")
+
+
+def make_run_dir() -> Path:
+    """A new directory for this run's files, marked with this process's pid."""
+    pid = os.getpid()
+    d = Path(tempfile.mkdtemp(prefix=f"polybus-{pid}-"))
+    (d / MARK).write_text(f"{pid}\n")
+    return d
+
+
+def remove_stale_run_dirs(where: Path | None = None) -> list[Path]:
+    """Remove the run directories in ``where`` (``$TMPDIR``) whose run is gone; the
+    paths removed."""
+    base = Path(where) if where is not None else Path(tempfile.gettempdir())
+    try:
+        names = [e.name for e in os.scandir(base)]
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        m = _NAME.fullmatch(name)
+        if m is None:
+            continue
+        path, pid = base / name, int(m.group(1))
+        if pid != os.getpid() and _marked(path, pid) and not _alive(pid):
+            shutil.rmtree(path, ignore_errors=True)  # (never follows a link inside)
+            removed.append(path)
+    return removed
+
+
+def _marked(path: Path, pid: int) -> bool:
+    """``path`` is a directory of this user's (not a link) holding a mark for ``pid``."""
+    uid = os.getuid()
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+            return False
+        mark = path / MARK
+        mt = os.lstat(mark)
+        if not stat.S_ISREG(mt.st_mode) or mt.st_uid != uid or mt.st_size > 32:
+            return False
+        return mark.read_text(encoding="ascii").strip() == str(pid)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process has ``pid`` (one this user may not signal counts too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (EPERM: someone else's process)
+        return True
+    return True
