@@ -3,7 +3,8 @@
 `Pending` is one batch (open, in flight, or answered); a call's promise is a
 `BatchPromise` on (batch, index), so a call costs no record of its own. `Slot` is made
 only when a promise is waited for before its batch is answered: it is what the
-reactor's wait needs of a call (client/batching.py places and sends the batches).
+reactor's wait needs of a call (client/batching.py places the batches, batchsend.py
+writes them).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ answers the whole batch ``cache-miss`` and it goes again, that operand put first
 values if it misses again: client/operands.py, ``missed``). A promise inside a list,
 tuple or dict argument is waited for when the call is made (its value joins the batch):
 waited for only once the batch is being written, it could need that very batch.
+Batches are written, and a call that cannot be sent is failed alone, by batchsend.py.
 """
 
 from __future__ import annotations
@@ -35,21 +36,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes
+from polybus.client.batchsend import refuse, unplace, write
 from polybus.client.calls import suspect_note
 from polybus.client.dispatch import holds_promise
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
-from polybus.client.unsendable import named
-from polybus.errors import (
-    ConnectionLostError,
-    PoisonCallError,
-    PolybusError,
-    UnsendableError,
-    WorkerDiedError,
-)
-from polybus.wire.codec import OOB_BYTES, Codec
+from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
+from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import DEFAULT_MAX_FRAME
-from polybus.wire.messages import CallBatch, Drop, Message, Put
+from polybus.wire.messages import Message
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
@@ -244,10 +239,10 @@ class Batcher:
             try:
                 msgs = self.comm.batch_messages(b, link, pushes)
             except (TypeError, ValueError) as exc:  # an operand that cannot be hashed
-                if not self._refuse(b, link, exc):
+                if not refuse(self, b, link, exc):
                     raise
                 if b.done:  # (none of its calls could be sent)
-                    self._unplace(b, link)
+                    unplace(self, b, link)
                     self._hold(pushes)
                     return True
                 msgs = self.comm.batch_messages(b, link, pushes)
@@ -259,7 +254,7 @@ class Batcher:
         if not send or (alone and len(h) < HOLD and self.inflight[i] - len(h) >= 2):
             return True
         self.held[i] = []
-        self._write(link, h)
+        write(self, link, h)
         return True
 
     def _hold(self, pushes: Pushes | None) -> None:
@@ -274,93 +269,7 @@ class Batcher:
         for i, h in enumerate(self.held):
             if h:
                 self.held[i] = []
-                self._write(self.links[i], h)
-
-    def _write(self, link: ReplicaLink, msgs: list[Message], direct: bool = False) -> None:
-        """Write ``msgs`` (batches placed on ``link``, and the Puts and Drops they need);
-        if they cannot be encoded, each call that cannot be sent fails alone (as on the
-        unaggregated path: unsendable.py) and the rest of its batch goes. ``direct``:
-        from the linger timer, on the connection itself (it never reads)."""
-        try:
-            if direct:
-                link.channel.send_many(msgs)
-            elif len(msgs) == 1:
-                self.reactor.send(link, msgs[0])
-            else:
-                self.reactor.send_many(link, msgs)
-        except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
-            batches: list[Pending] = []
-            for m in msgs:
-                if type(m) is CallBatch:
-                    p: Any = link.outstanding.get(m.id)
-                    if type(p) is Pending and p.batcher is self:
-                        batches.append(p)
-            refused = [self._refuse(b, link, exc) for b in batches]
-            if not any(refused):
-                raise
-            # Nothing was written (a frame is encoded whole before it is written): the
-            # batches are named again for what is left of them, their Puts too.
-            out: list[Message] = [m for m in msgs if type(m) is Drop]
-            known = self.comm.known.of(link) if self.comm is not None else None
-            for m in msgs:
-                if type(m) is Put and known is not None:
-                    known.discard(m.key)
-            pushes: Pushes | None = [] if direct else None
-            for b in batches:
-                if b.done:  # (none of its calls could be sent)
-                    self._unplace(b, link)
-                elif self.comm is None:
-                    out.append(b.message())
-                else:
-                    out.extend(self.comm.batch_messages(b, link, pushes))
-            for other, put in pushes or ():  # (from the timer: on the connection itself)
-                try:
-                    other.channel.send_many([put])
-                except PolybusError:
-                    pass  # the reactor finds the connection dead
-            if out:
-                self._write(link, out, direct)
-
-    def _refuse(self, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
-        """``b`` could not be named or encoded (``exc``): each of its calls that cannot be
-        sent on its own fails alone, with the error the unaggregated call would give
-        (UnsendableError naming the argument); the batch goes on with the others, or is
-        done if none is left. False if every call can be sent (the fault is elsewhere)."""
-        codec = Codec(allow_pickle=link.channel.codec.allow_pickle)
-        keep: list[int] = []
-        bad: dict[int, PolybusError] = {}
-        for j in (range(len(b.args)) if b.only is None else b.only):
-            args = b.args[j]
-            try:
-                if self.comm is not None:
-                    self.comm.named_inline(args, link)  # its operands' names (hashing)
-                codec.encode_parts(CallBatch(0, self.interface, [list(args)]))
-            except (TypeError, ValueError, OverflowError) as why:
-                bad[j] = (named(self.interface, args, None, why, codec.allow_pickle)
-                          if isinstance(why, TypeError | OverflowError)
-                          else why if isinstance(why, PolybusError) else UnsendableError(
-                              f"{self.interface}(...): {why}"))
-            else:
-                keep.append(j)
-        if not bad:
-            return False
-        if b.late is None:
-            b.late = {}
-        b.late.update(bad)
-        b.clean = False
-        b.only = keep
-        if not keep:
-            b.done = True
-            b.args = []
-        return True
-
-    def _unplace(self, b: Pending, link: ReplicaLink) -> None:
-        """``b`` was placed on ``link`` but none of it is sent after all."""
-        if link.outstanding.get(b.id) is b:  # type: ignore[comparison-overlap]
-            del link.outstanding[b.id]
-            i = self._index[id(link)]
-            if self.inflight[i] > 0:
-                self.inflight[i] -= 1
+                write(self, self.links[i], h)
 
     def pump(self) -> None:
         """Queued batches to replicas with room, oldest first."""
@@ -454,7 +363,7 @@ class Batcher:
         # Written outside the flags, and never read here: the caller's reactor reads.
         for link, msgs in out:
             try:
-                self._write(link, msgs, direct=True)
+                write(self, link, msgs, direct=True)
             except PolybusError:
                 pass  # the reactor finds the connection dead and re-runs the batches
         return True
