@@ -39,6 +39,7 @@ from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes
 from polybus.client.batchsend import refuse, unplace, write
 from polybus.client.calls import suspect_note
 from polybus.client.dispatch import holds_promise
+from polybus.client.linger import linger_main
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
@@ -180,7 +181,7 @@ class Batcher:
     def _start(self) -> Pending:
         b = self.open = Pending(self, time.monotonic())
         if self._timer is None:
-            self._timer = threading.Thread(target=self._linger_main, daemon=True,
+            self._timer = threading.Thread(target=linger_main, args=(self,), daemon=True,
                                            name=f"polybus-linger-{self.interface}")
             self._timer.start()
         if self._idle:  # (set before the timer looks at self.open: no wake-up is lost)
@@ -305,68 +306,6 @@ class Batcher:
                 self._write_held()
             finally:
                 self._inside -= 1
-
-    def _linger_main(self) -> None:
-        """A lone open batch (and any batch held for company) is sent when its linger
-        runs out, even if the program does nothing more with polybus. While batches keep
-        coming the timer looks once per linger; after a quiet spell it sleeps until the
-        next batch opens."""
-        quiet = 0
-        while not self._stopped:
-            b = self.open
-            if b is None:
-                if any(self.held):
-                    self._timer_flush(None)
-                    quiet = 0
-                quiet += 1
-                if quiet < 50:
-                    time.sleep(self.linger or 0.001)
-                    continue
-                with self._wake:
-                    self._idle = True
-                    if self.open is None and not self._stopped:
-                        self._wake.wait()
-                    self._idle = False
-                quiet = 0
-                continue
-            quiet = 0
-            left = b.opened + self.linger - time.monotonic()
-            if left > 0:
-                time.sleep(left)
-                continue
-            if not self._timer_flush(b):
-                time.sleep(self.linger / 4 or 0.0005)  # the caller is busy; it closes it itself
-
-    def _timer_flush(self, b: Pending | None) -> bool:
-        """From the timer thread, if no caller is at work: close ``b`` if it is still the
-        open batch, and write every batch held back (False if it had to leave them)."""
-        reactor = self.reactor
-        if not reactor._lock.acquire(blocking=False):
-            return False  # a caller is reading; it flushed before it read
-        out: list[tuple[ReplicaLink, list[Message]]] = []
-        try:
-            self._closing = True
-            if self._inside:
-                return False
-            if b is not None and self.open is b and b.args:
-                self._seal(b)
-                # Behind others it waits for room, made by the caller's next read.
-                if self.backlog or not self._place(b, send=False):
-                    self.backlog.append(b)
-            for i, h in enumerate(self.held):
-                if h:
-                    self.held[i] = []
-                    out.append((self.links[i], h))
-        finally:
-            self._closing = False
-            reactor._lock.release()
-        # Written outside the flags, and never read here: the caller's reactor reads.
-        for link, msgs in out:
-            try:
-                write(self, link, msgs, direct=True)
-            except PolybusError:
-                pass  # the reactor finds the connection dead and re-runs the batches
-        return True
 
     # -- answers and losses -----------------------------------------------------------
     def completed(self, b: Pending, link: ReplicaLink) -> None:
