@@ -22,7 +22,9 @@ so do bindings with a priority or migration. With operand caching (``define.cach
 a batch is written for the replica it is placed on: the binding's Comm names the cached
 operands of its calls and puts those the replica lacks first; a replica that lacks one
 answers the whole batch ``cache-miss`` and it goes again, that operand put first (with
-values if it misses again: client/operands.py, ``missed``). A promise inside a list,
+values if it misses again: client/operands.py, ``missed``). A batch names at most
+``cache_bytes`` of distinct operands, or its Puts would evict them (Pending.joins);
+one call whose operands never fit at once goes alone, by value. A promise inside a list,
 tuple or dict argument is waited for when the call is made (its value joins the batch):
 waited for only once the batch is being written, it could need that very batch.
 Batches are written, and a call that cannot be sent is failed alone, by batchsend.py.
@@ -35,11 +37,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes
+from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes, operand_bytes
 from polybus.client.batchsend import refuse, unplace, write
 from polybus.client.calls import suspect_note
 from polybus.client.dispatch import holds_promise
 from polybus.client.linger import linger_main
+from polybus.client.operands import AUTO_THRESHOLD
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
@@ -107,6 +110,13 @@ class Batcher:
         # bytes, and arg_bytes, counting it whole, would make every batch one call.
         self.cap = frame_cap(max_frame) if comm is None else 1 << 62
         self.sized = comm is None or nbytes is not None  # (else no call's size is looked at)
+        # With caching, a batch names at most cache_bytes of distinct cached operands
+        # (Pending.joins): else each of its Puts may evict one it names, and it misses.
+        self.bound = (comm.cache_bytes or 0) if comm is not None else 0
+        self.most = frame_cap(max_frame)  # (a batch's operands sent by value: at most this)
+        if comm is not None:
+            self.at = tuple(sorted(comm.positions))
+            self.rest, self.auto = comm.rest_from, AUTO_THRESHOLD if comm.auto else 0
         self.linger = linger
         style = dispatcher.style
         self.demand = style.kind == "async-demand"
@@ -146,6 +156,7 @@ class Batcher:
                 return self.d(args, kwargs)
             if plain is None:
                 args = wait(args)
+        ops = operand_bytes(args, self.at, self.rest, self.auto) if self.bound else None
         self._inside += 1
         if self._closing:
             self._yield()
@@ -153,6 +164,10 @@ class Batcher:
             b = self.open
             if b is None:
                 b = self._start()
+            if ops is not None and not b.joins(ops, self.bound):
+                self._close(b)  # (the call opens the next; with a Comm no frame cap below)
+                b = self._start()
+                b.joins(ops, self.bound)
             if self.sized:
                 size = arg_bytes(args)
                 if b.args and b.size + size > self.cap:  # (it would outgrow a frame: it goes first)
@@ -234,7 +249,7 @@ class Batcher:
         # find a replica lost, whose batches this timer cannot requeue (lost() waits for
         # the timer to step aside: it waited for itself, for ever).
         pushes: Pushes | None = None if send else []
-        if self.comm is None:
+        if self.comm is None or b.by_value(self.bound, self.most):
             msgs = [b.message()]
         else:
             try:

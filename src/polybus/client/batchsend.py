@@ -56,7 +56,7 @@ def write(bt: Batcher, link: ReplicaLink, msgs: list[Message], direct: bool = Fa
         for b in batches:
             if b.done:  # (none of its calls could be sent)
                 unplace(bt, b, link)
-            elif bt.comm is None:
+            elif bt.comm is None or b.by_value(bt.bound, bt.most):
                 out.append(b.message())
             else:
                 out.extend(bt.comm.batch_messages(b, link, pushes))
