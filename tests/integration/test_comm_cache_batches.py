@@ -12,6 +12,7 @@ import pytest
 
 from polybus import wait
 from polybus.client.batching import Batcher
+from polybus.errors import MessageTooLarge
 
 from .comm_harness import cluster
 from .test_comm_cache import _rows, toml
@@ -25,6 +26,20 @@ def agg_toml(cache: str = '["b"]', count: int = 8) -> str:
 def _products(s: object, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     rows = [s.call("mul", (a[i], b), {}) for i in range(len(a))]  # type: ignore[attr-defined]
     return np.vstack([wait(r) for r in rows])
+
+
+def _add_toml(cache_bytes: int) -> str:
+    return agg_toml(cache='["x", "y"]').replace("define.mul", "define.add").replace(
+        "use.mul", "use.add").replace('"client.mul" = "server.mul"',
+                                      '"client.add" = "server.add"').replace(
+        f"cache_bytes = {1 << 26}", f"cache_bytes = {cache_bytes}")
+
+
+def _scale_toml(cache_bytes: int) -> str:
+    return agg_toml(cache='["x"]').replace("define.mul", "define.scale").replace(
+        "use.mul", "use.scale").replace('"client.mul" = "server.mul"',
+                                        '"client.scale" = "server.scale"').replace(
+        f"cache_bytes = {1 << 26}", f"cache_bytes = {cache_bytes}")
 
 
 @pytest.mark.parametrize("transport", ["tcp", "shm"])
@@ -133,14 +148,14 @@ def test_a_missed_batch_goes_again_within_max_frame(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_a_batch_whose_operands_do_not_fit_in_the_cache_still_runs(tmp_path: Path) -> None:
-    # Each call names two 160 KB operands; the replica's cache holds one. Put again, a
-    # missed operand evicts another the batch names, so it misses again: then it goes
-    # with values, and every call is answered.
-    text = agg_toml(cache='["x", "y"]').replace("define.mul", "define.add").replace(
-        "use.mul", "use.add").replace('"client.mul" = "server.mul"',
-                                      '"client.add" = "server.add"').replace(
-        f"cache_bytes = {1 << 26}", "cache_bytes = 200000")
+def test_a_call_whose_operands_do_not_fit_in_the_cache_goes_alone_by_value(
+        tmp_path: Path) -> None:
+    # Each call names two 160 KB operands; the replica's cache holds one. Batched and
+    # Put, each Put evicted an operand the batch named: it missed, went again after a
+    # Put of that one, missed again and went with values (4 misses and 6.9 MB here for
+    # the 16 calls). Such a call now goes in a batch of its own, with its values: no
+    # Put, no miss, each call's two operands sent once (5.1 MB).
+    text = _add_toml(200000)
     xs = [np.full(20000, float(i)) for i in range(8)]
     with cluster(tmp_path, text) as c:
         s = c.session()
@@ -148,7 +163,49 @@ def test_a_batch_whose_operands_do_not_fit_in_the_cache_still_runs(tmp_path: Pat
             calls = [s.call("add", (xs[i], xs[(i + 1) % 8]), {}) for i in range(8)]
             assert [float(np.asarray(wait(p))[0]) for p in calls] == [
                 float(i + (i + 1) % 8) for i in range(8)]
-        assert c.runtimes[0].cache.misses >= 2
+        cache = c.runtimes[0].cache
+        assert cache.misses == 0 and len(cache) == 0
+        assert s.batchers[0].batches == 16
+        sent = sum(lk.channel.bytes_sent for lk in s.links["server"])
+        assert sent < 16 * 2 * xs[0].nbytes + 16 * 200
+
+
+@pytest.mark.timeout(60)
+def test_operands_that_fit_neither_the_cache_nor_a_frame_fail_their_call_alone(
+        tmp_path: Path) -> None:
+    # Two 600 KB operands a call, a cache of 200000 bytes, max_frame 1 MiB: by value the
+    # call is no frame, so it is named as any (Puts, two misses); with values at last it
+    # fails with MessageTooLarge on its promise, not in the hands of whoever placed it.
+    text = _add_toml(200000) + '\n[cluster]\nmax_frame = "1MiB"\n'
+    xs = [np.full(75000, float(i)) for i in range(3)]
+    with cluster(tmp_path, text) as c:
+        s = c.session()
+        calls = [s.call("add", (xs[i], xs[i + 1]), {}) for i in range(2)]
+        for p in calls:
+            with pytest.raises(MessageTooLarge):
+                wait(p)
+        small = np.ones(3)
+        assert np.asarray(wait(s.call("add", (small, small), {}))).tolist() == [2.0] * 3
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_that_misses_again_goes_with_values(tmp_path: Path) -> None:
+    # The replica lost both operands a batch names (restarted, say), which the client
+    # believes it holds: the batch misses on the first, goes again after a Put of it,
+    # misses on the second, and goes with its values (no third try).
+    xs = [np.full(10000, float(i)) for i in range(2)]
+    with cluster(tmp_path, _scale_toml(1 << 26)) as c:
+        s = c.session()
+        cache = c.runtimes[0].cache
+        for r in range(3):
+            calls = [s.call("scale", (xs[i % 2], 2), {}) for i in range(8)]
+            assert [float(np.asarray(wait(p))[0]) for p in calls] == [
+                2.0 * (i % 2) for i in range(8)]
+            if r == 0:
+                cache.clear()
+        comm = s.batchers[0].comm
+        assert comm is not None and comm.resent == 2 and cache.misses == 2
+        assert s.batchers[0].batches == 3 and len(cache) == 2  # (the third put the second)
 
 
 def _timer_prefetch_toml() -> str:
@@ -219,3 +276,41 @@ def test_an_array_changed_after_a_held_call_does_not_take_its_old_name(tmp_path:
         wait(first)
         assert np.asarray(wait(s.call("scale", (np.zeros(3),), {"k": 1}))).tolist() == [0.0] * 3
         assert np.asarray(wait(s.call("scale", (np.zeros(3), 1), {}))).tolist() == [0.0] * 3
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_holds_no_more_distinct_operands_than_the_cache(tmp_path: Path) -> None:
+    # 8 calls a round, each naming its own 80 KB operand; the replica's cache holds two.
+    # In one batch of 8, each Put evicted an operand the batch named: it missed, went
+    # again after a Put of that one, missed again (another evicted) and went with every
+    # value: two misses a batch, 2.7 MB sent for 1.3 MB of operands, where calls one by
+    # one send each once. A batch now closes before its operands would pass cache_bytes:
+    # 4 batches of 2 a round.
+    xs = [np.full(10000, float(i)) for i in range(16)]
+    with cluster(tmp_path, _scale_toml(200000)) as c:
+        s = c.session()
+        cache = c.runtimes[0].cache
+        for r in range(2):  # (a fresh set of operands each round)
+            calls = [s.call("scale", (xs[8 * r + i], 2), {}) for i in range(8)]
+            assert [float(np.asarray(wait(p))[0]) for p in calls] == [
+                2.0 * (8 * r + i) for i in range(8)]
+        sent = sum(lk.channel.bytes_sent for lk in s.links["server"])
+        batcher = s.batchers[0]
+        assert batcher.comm is not None
+        assert cache.misses == 0 and batcher.comm.resent == 0
+        assert batcher.batches == 8
+        assert sent < 16 * xs[0].nbytes + 16 * 200  # each operand once (and headers)
+
+
+def test_one_operand_larger_than_the_cache_is_still_put_once_for_full_batches(
+        tmp_path: Path) -> None:
+    # B (32 KiB) is more than the cache's 16000 bytes: the replica keeps it alone, so the
+    # calls that share it still go 8 to a batch, naming it, and it is sent once.
+    a, b = _rows(64, 38)
+    text = agg_toml().replace(f"cache_bytes = {1 << 26}", "cache_bytes = 16000")
+    with cluster(tmp_path, text) as c:
+        s = c.session()
+        assert np.allclose(_products(s, a, b), a @ b)
+        cache = c.runtimes[0].cache
+        assert cache.hits == 64 and cache.misses == 0 and len(cache) == 1
+        assert s.batchers[0].batches == 8

@@ -3,7 +3,8 @@
 `Pending` is one batch (open, in flight, or answered); a call's promise is a
 `BatchPromise` on (batch, index), so a call costs no record of its own. `Slot` is made
 only when a promise is waited for before its batch is answered: it is what the
-reactor's wait needs of a call (client/batching.py places and sends the batches).
+reactor's wait needs of a call (client/batching.py places the batches, batchsend.py
+writes them).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+import numpy as np
 
 from polybus.client.calls import error_from
 from polybus.client.policies.aggregate import arg_bytes
@@ -30,7 +32,8 @@ class Pending:
     __polybus_promise_inside__ = True
 
     __slots__ = ("args", "attempts", "batcher", "clean", "dispatcher", "done", "error", "fails",
-                 "id", "late", "link", "only", "opened", "resent", "size", "values")
+                 "id", "late", "link", "only", "opbytes", "opened", "ops", "resent", "size",
+                 "values")
 
     def __init__(self, batcher: Batcher, now: float) -> None:
         self.batcher = batcher
@@ -51,6 +54,41 @@ class Pending:
         # the CallBatch carries only these, and its answers are put back in their places.
         self.only: list[int] | None = None
         self.resent = False  # sent again after a cache miss (client/operands.py: missed)
+        # With operand caching: the distinct cached operands its calls name (object id ->
+        # bytes) and their bytes together (joins).
+        self.ops: dict[int, int] | None = None
+        self.opbytes = 0
+
+    def joins(self, ops: dict[int, int], bound: int) -> bool:
+        """Whether a call naming the cached operands ``ops`` (id -> bytes) may join this
+        batch: yes if its distinct operands stay within ``bound`` with them (the replica's
+        cache_bytes: its Puts then evict none the batch names), or it has none yet (one
+        call's are let in whatever their size). They are counted in if so."""
+        have = self.ops
+        if have is None:
+            self.ops, self.opbytes = ops, sum(ops.values())
+            return True
+        if self.opbytes > bound and len(have) > 1:
+            return False  # (it goes by value, that call alone: by_value)
+        new = 0
+        for k, n in ops.items():
+            if k not in have:
+                new += n
+        if new:
+            if self.opbytes + new > bound:
+                return False
+            have.update(ops)
+            self.opbytes += new
+        return True
+
+    def by_value(self, bound: int, most: int) -> bool:
+        """Whether its cached operands go by value: more than one, which together pass
+        ``bound``, so never all in the replica's cache at once (Put, each would evict
+        another, and the batch miss). Only one call of it names operands (joins). Not if
+        they pass ``most`` (half a frame): named as usual, the batch goes with values,
+        and fails with MessageTooLarge, only if it misses twice (operands.py, missed)."""
+        return (self.ops is not None and len(self.ops) > 1
+                and bound < self.opbytes <= most)
 
     def answered(self, link: ReplicaLink, msg: BatchResult) -> None:
         if self.done:
@@ -92,6 +130,26 @@ class Pending:
 
     def message(self) -> CallBatch:
         return CallBatch(self.id, self.batcher.interface, self.rows())  # type: ignore[arg-type]
+
+
+def operand_bytes(args: tuple[Any, ...], at: tuple[int, ...], rest: int | None,
+                  auto: int) -> dict[int, int] | None:
+    """The operands of ``args`` its binding caches, as its Comm finds them (operands.py,
+    ``_name``): arrays and bytes at the positions ``at`` (sorted), at every position from
+    ``rest`` on, or of ``auto`` bytes or more anywhere; by object (id -> bytes)."""
+    out: dict[int, int] | None = None
+    n = len(args)
+    for i in (range(n) if rest is not None or auto else at):
+        if i >= n:
+            break
+        a = args[i]
+        size = (a.nbytes if isinstance(a, np.ndarray)
+                else len(a) if isinstance(a, bytes | bytearray) else 0)
+        if size and (i in at or (rest is not None and i >= rest) or 0 < auto <= size):
+            if out is None:
+                out = {}
+            out[id(a)] = size
+    return out
 
 
 class Slot:
@@ -181,4 +239,4 @@ class BatchPromise(msgspec.Struct, Promise, gc=False):
 behave_as_promise(BatchPromise)
 
 
-__all__ = ["BatchPromise", "Pending", "Slot", "arg_bytes"]
+__all__ = ["BatchPromise", "Pending", "Slot", "arg_bytes", "operand_bytes"]

@@ -22,9 +22,12 @@ so do bindings with a priority or migration. With operand caching (``define.cach
 a batch is written for the replica it is placed on: the binding's Comm names the cached
 operands of its calls and puts those the replica lacks first; a replica that lacks one
 answers the whole batch ``cache-miss`` and it goes again, that operand put first (with
-values if it misses again: client/operands.py, ``missed``). A promise inside a list,
+values if it misses again: client/operands.py, ``missed``). A batch names at most
+``cache_bytes`` of distinct operands, or its Puts would evict them (Pending.joins);
+one call whose operands never fit at once goes alone, by value. A promise inside a list,
 tuple or dict argument is waited for when the call is made (its value joins the batch):
 waited for only once the batch is being written, it could need that very batch.
+Batches are written, and a call that cannot be sent is failed alone, by batchsend.py.
 """
 
 from __future__ import annotations
@@ -34,23 +37,19 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes
+from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes, operand_bytes
+from polybus.client.batchsend import refuse, unplace, write
 from polybus.client.calls import suspect_note
 from polybus.client.dispatch import holds_promise
+from polybus.client.linger import linger_main
+from polybus.client.operands import AUTO_THRESHOLD
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
-from polybus.client.snapshot import Keep, snapshot_row
-from polybus.client.unsendable import named
-from polybus.errors import (
-    ConnectionLostError,
-    PoisonCallError,
-    PolybusError,
-    UnsendableError,
-    WorkerDiedError,
-)
-from polybus.wire.codec import OOB_BYTES, Codec
+from polybus.client.snapshot import AS_IS, Keep, snapshot_row
+from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
+from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import DEFAULT_MAX_FRAME
-from polybus.wire.messages import CallBatch, Drop, Message, Put
+from polybus.wire.messages import Message
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
@@ -112,6 +111,13 @@ class Batcher:
         # bytes, and arg_bytes, counting it whole, would make every batch one call.
         self.cap = frame_cap(max_frame) if comm is None else 1 << 62
         self.sized = comm is None or nbytes is not None  # (else no call's size is looked at)
+        # With caching, a batch names at most cache_bytes of distinct cached operands
+        # (Pending.joins): else each of its Puts may evict one it names, and it misses.
+        self.bound = (comm.cache_bytes or 0) if comm is not None else 0
+        self.most = frame_cap(max_frame)  # (a batch's operands sent by value: at most this)
+        if comm is not None:
+            self.at = tuple(sorted(comm.positions))
+            self.rest, self.auto = comm.rest_from, AUTO_THRESHOLD if comm.auto else 0
         self.linger = linger
         style = dispatcher.style
         self.demand = style.kind == "async-demand"
@@ -146,14 +152,19 @@ class Batcher:
             else:
                 if (t is list or t is tuple or t is dict) and holds_promise(args[0]):
                     args = wait(args)  # (see _plain)
-                args = snapshot_row(args, self._keep())  # held: as it is now (snapshot.py)
+                if t not in AS_IS:  # held: as it is now (snapshot.py)
+                    args = snapshot_row(args, self._keep())
         else:
             plain = _plain(args)
             if plain is False:
                 return self.d(args, kwargs)
             if plain is None:
                 args = wait(args)
-            args = snapshot_row(args, self._keep())
+            for a in args:
+                if type(a) not in AS_IS:  # held: as it is now (snapshot.py)
+                    args = snapshot_row(args, self._keep())
+                    break
+        ops = operand_bytes(args, self.at, self.rest, self.auto) if self.bound else None
         self._inside += 1
         if self._closing:
             self._yield()
@@ -161,6 +172,10 @@ class Batcher:
             b = self.open
             if b is None:
                 b = self._start()
+            if ops is not None and not b.joins(ops, self.bound):
+                self._close(b)  # (the call opens the next; with a Comm no frame cap below)
+                b = self._start()
+                b.joins(ops, self.bound)
             if self.sized:
                 size = arg_bytes(args)
                 if b.args and b.size + size > self.cap:  # (it would outgrow a frame: it goes first)
@@ -194,7 +209,7 @@ class Batcher:
     def _start(self) -> Pending:
         b = self.open = Pending(self, time.monotonic())
         if self._timer is None:
-            self._timer = threading.Thread(target=self._linger_main, daemon=True,
+            self._timer = threading.Thread(target=linger_main, args=(self,), daemon=True,
                                            name=f"polybus-linger-{self.interface}")
             self._timer.start()
         if self._idle:  # (set before the timer looks at self.open: no wake-up is lost)
@@ -247,16 +262,16 @@ class Batcher:
         # find a replica lost, whose batches this timer cannot requeue (lost() waits for
         # the timer to step aside: it waited for itself, for ever).
         pushes: Pushes | None = None if send else []
-        if self.comm is None:
+        if self.comm is None or b.by_value(self.bound, self.most):
             msgs = [b.message()]
         else:
             try:
                 msgs = self.comm.batch_messages(b, link, pushes)
             except (TypeError, ValueError) as exc:  # an operand that cannot be hashed
-                if not self._refuse(b, link, exc):
+                if not refuse(self, b, link, exc):
                     raise
                 if b.done:  # (none of its calls could be sent)
-                    self._unplace(b, link)
+                    unplace(self, b, link)
                     self._hold(pushes)
                     return True
                 msgs = self.comm.batch_messages(b, link, pushes)
@@ -268,7 +283,7 @@ class Batcher:
         if not send or (alone and len(h) < HOLD and self.inflight[i] - len(h) >= 2):
             return True
         self.held[i] = []
-        self._write(link, h)
+        write(self, link, h)
         return True
 
     def _hold(self, pushes: Pushes | None) -> None:
@@ -283,93 +298,7 @@ class Batcher:
         for i, h in enumerate(self.held):
             if h:
                 self.held[i] = []
-                self._write(self.links[i], h)
-
-    def _write(self, link: ReplicaLink, msgs: list[Message], direct: bool = False) -> None:
-        """Write ``msgs`` (batches placed on ``link``, and the Puts and Drops they need);
-        if they cannot be encoded, each call that cannot be sent fails alone (as on the
-        unaggregated path: unsendable.py) and the rest of its batch goes. ``direct``:
-        from the linger timer, on the connection itself (it never reads)."""
-        try:
-            if direct:
-                link.channel.send_many(msgs)
-            elif len(msgs) == 1:
-                self.reactor.send(link, msgs[0])
-            else:
-                self.reactor.send_many(link, msgs)
-        except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
-            batches: list[Pending] = []
-            for m in msgs:
-                if type(m) is CallBatch:
-                    p: Any = link.outstanding.get(m.id)
-                    if type(p) is Pending and p.batcher is self:
-                        batches.append(p)
-            refused = [self._refuse(b, link, exc) for b in batches]
-            if not any(refused):
-                raise
-            # Nothing was written (a frame is encoded whole before it is written): the
-            # batches are named again for what is left of them, their Puts too.
-            out: list[Message] = [m for m in msgs if type(m) is Drop]
-            known = self.comm.known.of(link) if self.comm is not None else None
-            for m in msgs:
-                if type(m) is Put and known is not None:
-                    known.discard(m.key)
-            pushes: Pushes | None = [] if direct else None
-            for b in batches:
-                if b.done:  # (none of its calls could be sent)
-                    self._unplace(b, link)
-                elif self.comm is None:
-                    out.append(b.message())
-                else:
-                    out.extend(self.comm.batch_messages(b, link, pushes))
-            for other, put in pushes or ():  # (from the timer: on the connection itself)
-                try:
-                    other.channel.send_many([put])
-                except PolybusError:
-                    pass  # the reactor finds the connection dead
-            if out:
-                self._write(link, out, direct)
-
-    def _refuse(self, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
-        """``b`` could not be named or encoded (``exc``): each of its calls that cannot be
-        sent on its own fails alone, with the error the unaggregated call would give
-        (UnsendableError naming the argument); the batch goes on with the others, or is
-        done if none is left. False if every call can be sent (the fault is elsewhere)."""
-        codec = Codec(allow_pickle=link.channel.codec.allow_pickle)
-        keep: list[int] = []
-        bad: dict[int, PolybusError] = {}
-        for j in (range(len(b.args)) if b.only is None else b.only):
-            args = b.args[j]
-            try:
-                if self.comm is not None:
-                    self.comm.named_inline(args, link)  # its operands' names (hashing)
-                codec.encode_parts(CallBatch(0, self.interface, [list(args)]))
-            except (TypeError, ValueError, OverflowError) as why:
-                bad[j] = (named(self.interface, args, None, why, codec.allow_pickle)
-                          if isinstance(why, TypeError | OverflowError)
-                          else why if isinstance(why, PolybusError) else UnsendableError(
-                              f"{self.interface}(...): {why}"))
-            else:
-                keep.append(j)
-        if not bad:
-            return False
-        if b.late is None:
-            b.late = {}
-        b.late.update(bad)
-        b.clean = False
-        b.only = keep
-        if not keep:
-            b.done = True
-            b.args = []
-        return True
-
-    def _unplace(self, b: Pending, link: ReplicaLink) -> None:
-        """``b`` was placed on ``link`` but none of it is sent after all."""
-        if link.outstanding.get(b.id) is b:  # type: ignore[comparison-overlap]
-            del link.outstanding[b.id]
-            i = self._index[id(link)]
-            if self.inflight[i] > 0:
-                self.inflight[i] -= 1
+                write(self, self.links[i], h)
 
     def pump(self) -> None:
         """Queued batches to replicas with room, oldest first."""
@@ -405,68 +334,6 @@ class Batcher:
                 self._write_held()
             finally:
                 self._inside -= 1
-
-    def _linger_main(self) -> None:
-        """A lone open batch (and any batch held for company) is sent when its linger
-        runs out, even if the program does nothing more with polybus. While batches keep
-        coming the timer looks once per linger; after a quiet spell it sleeps until the
-        next batch opens."""
-        quiet = 0
-        while not self._stopped:
-            b = self.open
-            if b is None:
-                if any(self.held):
-                    self._timer_flush(None)
-                    quiet = 0
-                quiet += 1
-                if quiet < 50:
-                    time.sleep(self.linger or 0.001)
-                    continue
-                with self._wake:
-                    self._idle = True
-                    if self.open is None and not self._stopped:
-                        self._wake.wait()
-                    self._idle = False
-                quiet = 0
-                continue
-            quiet = 0
-            left = b.opened + self.linger - time.monotonic()
-            if left > 0:
-                time.sleep(left)
-                continue
-            if not self._timer_flush(b):
-                time.sleep(self.linger / 4 or 0.0005)  # the caller is busy; it closes it itself
-
-    def _timer_flush(self, b: Pending | None) -> bool:
-        """From the timer thread, if no caller is at work: close ``b`` if it is still the
-        open batch, and write every batch held back (False if it had to leave them)."""
-        reactor = self.reactor
-        if not reactor._lock.acquire(blocking=False):
-            return False  # a caller is reading; it flushed before it read
-        out: list[tuple[ReplicaLink, list[Message]]] = []
-        try:
-            self._closing = True
-            if self._inside:
-                return False
-            if b is not None and self.open is b and b.args:
-                self._seal(b)
-                # Behind others it waits for room, made by the caller's next read.
-                if self.backlog or not self._place(b, send=False):
-                    self.backlog.append(b)
-            for i, h in enumerate(self.held):
-                if h:
-                    self.held[i] = []
-                    out.append((self.links[i], h))
-        finally:
-            self._closing = False
-            reactor._lock.release()
-        # Written outside the flags, and never read here: the caller's reactor reads.
-        for link, msgs in out:
-            try:
-                self._write(link, msgs, direct=True)
-            except PolybusError:
-                pass  # the reactor finds the connection dead and re-runs the batches
-        return True
 
     # -- answers and losses -----------------------------------------------------------
     def completed(self, b: Pending, link: ReplicaLink) -> None:

@@ -216,7 +216,7 @@ class Comm:
                  positions: frozenset[int] = frozenset(), names: frozenset[str] = frozenset(),
                  rest_from: int | None = None, other_names: frozenset[str] | None = None,
                  auto: bool = False, prefetch_all: bool = False,
-                 aggregator: Aggregator | None = None) -> None:
+                 aggregator: Aggregator | None = None, cache_bytes: int | None = None) -> None:
         self.dispatcher = dispatcher
         self.reactor = reactor
         self.known = known
@@ -230,6 +230,7 @@ class Comm:
         self.auto = auto
         self.prefetch_all = prefetch_all
         self.aggregator = aggregator
+        self.cache_bytes = cache_bytes  # define.cache_bytes (an aggregated batch's bound)
         self.resent = 0  # calls re-sent after a cache miss
 
     def copy_plan(self, other: Comm) -> None:
@@ -237,6 +238,7 @@ class Comm:
         self.positions, self.names, self.auto = other.positions, other.names, other.auto
         self.rest_from, self.other_names = other.rest_from, other.other_names
         self.prefetch_all, self.aggregator = other.prefetch_all, other.aggregator
+        self.cache_bytes = other.cache_bytes
 
     # -- making messages ---------------------------------------------------------
     def _named(self, index: int | str) -> bool:
@@ -526,7 +528,8 @@ def comm_for(session: Session, dispatcher: Dispatcher, use: UseSpec, define: Def
                          session.app.cluster.max_frame)
     return Comm(dispatcher, session.reactor, known_for(session), positions=frozenset(positions),
                 names=frozenset(names), rest_from=rest_from, other_names=other_names,
-                auto=cache == "auto", prefetch_all=define.prefetch == "all", aggregator=agg)
+                auto=cache == "auto", prefetch_all=define.prefetch == "all", aggregator=agg,
+                cache_bytes=define.cache_bytes if cache else None)
 
 
 __all__ = ["AUTO_THRESHOLD", "Comm", "Known", "Shared", "Signature", "broadcast", "comm_for",

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Keep", "frozen", "snapshot", "snapshot_kwargs", "snapshot_row"]
+__all__ = ["AS_IS", "Keep", "frozen", "snapshot", "snapshot_kwargs", "snapshot_row"]
 
-_AS_IS = frozenset({int, float, bool, str, bytes, type(None), complex})
+AS_IS = frozenset({int, float, bool, str, bytes, type(None), complex})
 
 
 # keep(index, value): a held call's cached operand as it is now, shared among the held
@@ -38,7 +38,7 @@ def snapshot(args: list[Any], keep: Keep | None = None) -> list[Any]:
     the program could change after the call."""
     out: list[Any] | None = None
     for i, a in enumerate(args):
-        if type(a) in _AS_IS:
+        if type(a) in AS_IS:
             continue
         c = keep(i, a) if keep is not None else None
         if c is None:
@@ -53,7 +53,7 @@ def snapshot(args: list[Any], keep: Keep | None = None) -> list[Any]:
 def snapshot_row(args: tuple[Any, ...], keep: Keep | None = None) -> tuple[Any, ...]:
     """`snapshot` for the positional arguments of one call, as a tuple."""
     for a in args:
-        if type(a) not in _AS_IS:
+        if type(a) not in AS_IS:
             out = snapshot(list(args), keep)
             return args if all(x is y for x, y in zip(out, args, strict=True)) else tuple(out)
     return args
@@ -66,7 +66,7 @@ def snapshot_kwargs(kwargs: dict[str, Any] | None,
         return kwargs
     out: dict[str, Any] | None = None
     for k, v in kwargs.items():
-        if type(v) in _AS_IS:
+        if type(v) in AS_IS:
             continue
         c = keep(k, v) if keep is not None else None
         if c is None:
@@ -80,7 +80,7 @@ def snapshot_kwargs(kwargs: dict[str, Any] | None,
 
 def _copy(a: Any) -> Any:
     t = type(a)
-    if t in _AS_IS:
+    if t in AS_IS:
         return a
     if isinstance(a, np.ndarray):
         if frozen(a):

@@ -1,0 +1,115 @@
+"""Writing an aggregating binding's placed batches, and what is done with a batch that
+cannot be sent as it is (client/batching.py places them).
+
+A batch that cannot be named or encoded is not failed whole: each of its calls that
+cannot be sent on its own fails alone, with the error the unaggregated call would give
+(unsendable.py), and the batch goes on with the others, or is taken back from its
+replica (``unplace``) if none is left.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from polybus.client.batchcalls import Pending
+from polybus.client.unsendable import named
+from polybus.errors import PolybusError, UnsendableError
+from polybus.wire.codec import Codec
+from polybus.wire.messages import CallBatch, Drop, Message, Put
+
+if TYPE_CHECKING:
+    from polybus.client.batching import Batcher
+    from polybus.client.calls import ReplicaLink
+    from polybus.client.operands import Pushes
+
+
+def write(bt: Batcher, link: ReplicaLink, msgs: list[Message], direct: bool = False) -> None:
+    """Write ``msgs`` (batches placed on ``link``, and the Puts and Drops they need);
+    if they cannot be encoded, each call that cannot be sent fails alone (as on the
+    unaggregated path: unsendable.py) and the rest of its batch goes. ``direct``:
+    from the linger timer, on the connection itself (it never reads)."""
+    try:
+        if direct:
+            link.channel.send_many(msgs)
+        elif len(msgs) == 1:
+            bt.reactor.send(link, msgs[0])
+        else:
+            bt.reactor.send_many(link, msgs)
+    except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
+        batches: list[Pending] = []
+        for m in msgs:
+            if type(m) is CallBatch:
+                p: Any = link.outstanding.get(m.id)
+                if type(p) is Pending and p.batcher is bt:
+                    batches.append(p)
+        refused = [refuse(bt, b, link, exc) for b in batches]
+        if not any(refused):
+            raise
+        # Nothing was written (a frame is encoded whole before it is written): the
+        # batches are named again for what is left of them, their Puts too.
+        out: list[Message] = [m for m in msgs if type(m) is Drop]
+        known = bt.comm.known.of(link) if bt.comm is not None else None
+        for m in msgs:
+            if type(m) is Put and known is not None:
+                known.discard(m.key)
+        pushes: Pushes | None = [] if direct else None
+        for b in batches:
+            if b.done:  # (none of its calls could be sent)
+                unplace(bt, b, link)
+            elif bt.comm is None or b.by_value(bt.bound, bt.most):
+                out.append(b.message())
+            else:
+                out.extend(bt.comm.batch_messages(b, link, pushes))
+        for other, put in pushes or ():  # (from the timer: on the connection itself)
+            try:
+                other.channel.send_many([put])
+            except PolybusError:
+                pass  # the reactor finds the connection dead
+        if out:
+            write(bt, link, out, direct)
+
+
+def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
+    """``b`` could not be named or encoded (``exc``): each of its calls that cannot be
+    sent on its own fails alone, with the error the unaggregated call would give
+    (UnsendableError naming the argument); the batch goes on with the others, or is
+    done if none is left. False if every call can be sent (the fault is elsewhere)."""
+    codec = Codec(allow_pickle=link.channel.codec.allow_pickle)
+    keep: list[int] = []
+    bad: dict[int, PolybusError] = {}
+    for j in (range(len(b.args)) if b.only is None else b.only):
+        args = b.args[j]
+        try:
+            if bt.comm is not None:
+                bt.comm.named_inline(args, link)  # its operands' names (hashing)
+            codec.encode_parts(CallBatch(0, bt.interface, [list(args)]))
+        except (TypeError, ValueError, OverflowError) as why:
+            bad[j] = (named(bt.interface, args, None, why, codec.allow_pickle)
+                      if isinstance(why, TypeError | OverflowError)
+                      else why if isinstance(why, PolybusError) else UnsendableError(
+                          f"{bt.interface}(...): {why}"))
+        else:
+            keep.append(j)
+    if not bad:
+        return False
+    if b.late is None:
+        b.late = {}
+    b.late.update(bad)
+    b.clean = False
+    b.only = keep
+    if not keep:
+        b.done = True
+        b.args = []
+    return True
+
+
+def unplace(bt: Batcher, b: Pending, link: ReplicaLink) -> None:
+    """``b`` was placed on ``link`` but none of it is sent after all."""
+    if link.outstanding.get(b.id) is b:  # type: ignore[comparison-overlap]
+        del link.outstanding[b.id]
+        i = bt._index[id(link)]
+        if bt.inflight[i] > 0:
+            bt.inflight[i] -= 1
+
+
+__all__ = ["refuse", "unplace", "write"]

@@ -1,0 +1,89 @@
+"""The linger timer of an aggregating binding (client/batching.py): one daemon thread
+per Batcher that closes a batch left open ``linger`` after its first call, and writes
+batches held back for a busy replica, when the program does nothing more with polybus.
+
+It shares the Batcher's state with the caller's threads without a lock on the call
+path (the ``_inside`` and ``_closing`` flags: see the Batcher's docstring), and never
+reads: what it writes goes on the connection itself, and the caller's reactor reads.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from polybus.client.batchsend import write
+from polybus.errors import PolybusError
+
+if TYPE_CHECKING:
+    from polybus.client.batchcalls import Pending
+    from polybus.client.batching import Batcher
+    from polybus.client.calls import ReplicaLink
+    from polybus.wire.messages import Message
+
+
+def linger_main(bt: Batcher) -> None:
+    """A lone open batch (and any batch held for company) is sent when its linger
+    runs out, even if the program does nothing more with polybus. While batches keep
+    coming the timer looks once per linger; after a quiet spell it sleeps until the
+    next batch opens."""
+    quiet = 0
+    while not bt._stopped:
+        b = bt.open
+        if b is None:
+            if any(bt.held):
+                timer_flush(bt, None)
+                quiet = 0
+            quiet += 1
+            if quiet < 50:
+                time.sleep(bt.linger or 0.001)
+                continue
+            with bt._wake:
+                bt._idle = True
+                if bt.open is None and not bt._stopped:
+                    bt._wake.wait()
+                bt._idle = False
+            quiet = 0
+            continue
+        quiet = 0
+        left = b.opened + bt.linger - time.monotonic()
+        if left > 0:
+            time.sleep(left)
+            continue
+        if not timer_flush(bt, b):
+            time.sleep(bt.linger / 4 or 0.0005)  # the caller is busy; it closes it itself
+
+
+def timer_flush(bt: Batcher, b: Pending | None) -> bool:
+    """From the timer thread, if no caller is at work: close ``b`` if it is still the
+    open batch, and write every batch held back (False if it had to leave them)."""
+    reactor = bt.reactor
+    if not reactor._lock.acquire(blocking=False):
+        return False  # a caller is reading; it flushed before it read
+    out: list[tuple[ReplicaLink, list[Message]]] = []
+    try:
+        bt._closing = True
+        if bt._inside:
+            return False
+        if b is not None and bt.open is b and b.args:
+            bt._seal(b)
+            # Behind others it waits for room, made by the caller's next read.
+            if bt.backlog or not bt._place(b, send=False):
+                bt.backlog.append(b)
+        for i, h in enumerate(bt.held):
+            if h:
+                bt.held[i] = []
+                out.append((bt.links[i], h))
+    finally:
+        bt._closing = False
+        reactor._lock.release()
+    # Written outside the flags, and never read here: the caller's reactor reads.
+    for link, msgs in out:
+        try:
+            write(bt, link, msgs, direct=True)
+        except PolybusError:
+            pass  # the reactor finds the connection dead and re-runs the batches
+    return True
+
+
+__all__ = ["linger_main", "timer_flush"]
