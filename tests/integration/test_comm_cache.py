@@ -78,7 +78,7 @@ def test_an_operand_sent_again_after_a_miss_is_the_cached_read_only_one(
     """A call sent again after a miss (B evicted, or a restarted replica) gets B as a hit
     does: the read-only object the cache holds. It used to carry B inline, so the
     function got a writable array of its own on that call alone, and nothing was kept."""
-    from polybus.client.operands import content_key
+    from polybus.client.naming import content_key
 
     a, b = _rows(16, 18)
     text = toml(style=style).replace("mul", "held")
@@ -196,20 +196,20 @@ def test_an_operand_changed_in_place_is_sent_again(tmp_path: Path, transport: st
 def test_a_read_only_operand_is_hashed_once(tmp_path: Path) -> None:
     """A frozen array cannot change, so its name is remembered (no pass over its bytes
     per call); every call still finds it cached."""
-    from polybus.client import operands
+    from polybus.client import naming
 
     a, b = _rows(32, 15)
     b.flags.writeable = False
     with cluster(tmp_path, toml()) as c:
         s = c.session()
         hashed = []
-        real = operands._array_digest
-        operands._array_digest = lambda arr: hashed.append(1) or real(arr)  # type: ignore[assignment, func-returns-value]
+        real = naming._array_digest
+        naming._array_digest = lambda arr: hashed.append(1) or real(arr)  # type: ignore[assignment, func-returns-value]
         try:
             for i in range(4):
                 assert np.allclose(call(s, "mul", a[i], b), a[i] @ b)
         finally:
-            operands._array_digest = real  # type: ignore[assignment]
+            naming._array_digest = real  # type: ignore[assignment]
         assert len(hashed) == 1 and c.runtimes[0].cache.hits == 4
 
 

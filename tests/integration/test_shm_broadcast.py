@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from polybus.client.operands import content_key
+from polybus.client.naming import content_key
 from polybus.testing.conformance import memfd_mappings
 from polybus.transport.shm import ShmChannel
 from polybus.transport.shmshare import shelf

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from polybus.client.operands import content_key
+from polybus.client.naming import content_key
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, CallBatch
 from polybus.worker.cache import OperandCache, resolve, resolve_batch

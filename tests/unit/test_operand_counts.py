@@ -1,4 +1,4 @@
-"""The client's count of live arrays per operand key (client/operands.py) when an array
+"""The client's count of live arrays per operand key (client/naming.py) when an array
 is freed in another thread while the program names one of the same content: each is
 counted once, so a key whose arrays are all gone leaves the count and is reported dead
 (to be dropped on the replicas), and one with an array alive stays."""
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from polybus.client import operands
-from polybus.client.operands import Known, content_key
+from polybus.client import naming
+from polybus.client.naming import Known, content_key
 
 
 class _Interleaved(dict[str, int]):
@@ -38,8 +38,8 @@ class _Interleaved(dict[str, int]):
 
 def _settled() -> None:
     gc.collect()
-    with operands._lock:
-        operands._settle()
+    with naming._lock:
+        naming._settle()
 
 
 def test_an_array_freed_in_another_thread_meanwhile_is_counted_once(
@@ -49,7 +49,7 @@ def test_an_array_freed_in_another_thread_meanwhile_is_counted_once(
     known = Known()  # (after the first array's death was reported)
     holder = [np.arange(64.0)]
     live = _Interleaved(key, None)
-    monkeypatch.setattr(operands, "_live", live)
+    monkeypatch.setattr(naming, "_live", live)
     assert content_key(holder[0]) == key
     assert live.get(key) == 1
     live.meanwhile = holder.clear  # the other thread frees that array mid-count

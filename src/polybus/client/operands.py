@@ -1,32 +1,25 @@
 """Client side of operand caching, broadcast and aggregation: how a call's messages are made.
 
 A ``Comm`` sits between a dispatcher and the reactor when the configuration asks for
-``cache``, ``aggregate`` or the program uses `broadcast`. Cached operands are named by a
-content hash (XXH3-128 of dtype, shape and bytes: 8 MB in ~0.2 ms here, where SHA-256
-took ~4.5 ms on the path before the first call can leave; why a non-cryptographic hash
-is enough: docs/security.md, "Operand names"), sent to a replica in a ``Put`` the first
-time and as ``Ref("op", key)`` after; a replica that lost one answers ``cache-miss``
-and the call is named again after a ``Put`` of it (`Comm.missed`). An array is hashed
-again at each call (it may have been changed in place), unless it is read-only through
-and through: then its hash is remembered per array object (by identity, dropped when
-the array is freed). When the last live array of a content is freed or changed, each
-replica it was sent to is told (``Drop``, in the next message to that replica) and
-forgets it: a program that sends a fresh B every round keeps one B per replica, and its
-memory, over ``shm`` the sender's segment, is reused warm instead of faulted in anew
-(~1 ms per MB on these machines).
+``cache``, ``aggregate`` or the program uses `broadcast`. Cached operands are named by
+their content (client/naming.py), sent to a replica in a ``Put`` the first time and as
+``Ref("op", key)`` after; a replica that lost one answers ``cache-miss`` and the call is
+named again after a ``Put`` of it (`Comm.missed`). When the last live array of a
+content is freed or changed, each replica it was sent to is told (``Drop``, in the next
+message to that replica) and forgets it: a program that sends a fresh B every round
+keeps one B per replica, and its memory, over ``shm`` the sender's segment, is reused
+warm instead of faulted in anew (~1 ms per MB on these machines).
 """
 
 from __future__ import annotations
 
-import threading
 import weakref
-from collections import deque
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-import xxhash
 
 from polybus.client.batchcalls import Pending
+from polybus.client.naming import Known, content_key
 from polybus.client.policies.aggregate import Aggregator
 from polybus.client.promise import Promise
 from polybus.client.snapshot import frozen, snapshot, snapshot_kwargs
@@ -46,98 +39,8 @@ AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
 # prefetch's Puts to other replicas, left for the caller to write (Comm.batch_messages)
 Pushes = list[tuple["ReplicaLink", Message]]
 
-# id -> (the array, its key, whether it was read-only through and through when hashed)
-_memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
-_live: dict[str, int] = {}  # content key -> live memoized arrays with that content
-_knowns: weakref.WeakSet[Known] = weakref.WeakSet()  # every session's, told of freed keys
-# Keys of memoized arrays freed (appended by their finalizers, in any thread) and not yet
-# counted in _live; _lock orders the counting (content_key and drops_for, which may run
-# in several threads of one program at once).
-_freed: deque[str] = deque()
-_lock = threading.Lock()
 # content key -> the read-only copy held calls share of an array that could change (held)
 _copies: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
-
-
-def content_key(value: Any) -> str | None:
-    """The content name of an array or bytes value (None for anything else).
-
-    An array's bytes are hashed at every call, unless they cannot change: a program may
-    change an array in place between two calls (``x[:] = ...``), and a name remembered
-    from before would send the replica's old copy in place of the new bytes. An array
-    that is read-only, and views only read-only arrays or bytes (`frozen`), is hashed
-    once: XXH3 hashes 16-30 GB/s here, so freezing a large operand that many calls share
-    (``b.flags.writeable = False``) saves the client that pass per call. Its name is
-    remembered from then on: an array made writable again, changed and frozen again
-    keeps its old name (configuration.md says not to)."""
-    if isinstance(value, np.ndarray):
-        arr: np.ndarray[Any, Any] = value
-        ident = id(arr)
-        hit = _memo.get(ident)
-        still = frozen(arr)
-        if hit is not None and hit[0]() is arr and still and hit[2]:
-            return hit[1]  # read-only when hashed and since (see the docs)
-        key = _array_digest(arr)  # (outside the lock: 8 MB take ~0.2 ms)
-        with _lock:
-            _settle()
-            hit = _memo.get(ident)
-            if hit is not None and hit[0]() is arr:
-                if key == hit[1]:
-                    if still and not hit[2]:
-                        _memo[ident] = (hit[0], key, True)
-                    return key
-                _release(hit[1])  # changed in place: one array less holds the old content
-            # (a replaced weakref is freed with its callback, which then never runs)
-            _memo[ident] = (weakref.ref(arr, _forget(ident, key)), key, still)
-            _live[key] = _live.get(key, 0) + 1
-        return key
-    if isinstance(value, bytes | bytearray):
-        return xxhash.xxh3_128_hexdigest(value)
-    return None
-
-
-def _array_digest(a: np.ndarray[Any, Any]) -> str:
-    return _digest(f"{a.dtype.str}{a.shape}".encode(),
-                   np.ascontiguousarray(a).reshape(-1).view(np.uint8).data)
-
-
-def _digest(prefix: bytes, data: memoryview) -> str:
-    """XXH3-128 of ``prefix`` and ``data``, as 32 hex digits."""
-    h = xxhash.xxh3_128(prefix)
-    h.update(data)
-    return h.hexdigest()
-
-
-def _forget(ident: int, key: str) -> Any:
-    def drop(_ref: Any) -> None:
-        # Runs wherever the array is freed: any thread, inside any call, even inside
-        # content_key's own locked steps (a collection there), so it takes no lock and
-        # counts nothing: it notes the key, and the next holder of the lock settles it.
-        _memo.pop(ident, None)
-        _freed.append(key)
-    return drop
-
-
-def _settle() -> None:
-    """Count the arrays freed since the last look (holding ``_lock``)."""
-    while _freed:
-        try:
-            key = _freed.popleft()
-        except IndexError:  # (another thread took the last)
-            return
-        _release(key)
-
-
-def _release(key: str) -> None:
-    """One array with content ``key`` less (freed, or changed in place; holding
-    ``_lock``); at none, each session is told, to have the replicas holding it drop it."""
-    left = _live.get(key, 1) - 1
-    if left > 0:
-        _live[key] = left
-        return
-    _live.pop(key, None)
-    for known in list(_knowns):
-        known.dead.append(key)
 
 
 def _big(value: Any) -> bool:
@@ -174,39 +77,6 @@ class Signature(NamedTuple):
     var_positional: str | None    # the name of *args, if any
     var_keyword: str | None       # the name of **kwargs, if any
     positional_only: int = 0      # how many of ``positional`` (the first) are positional-only
-
-
-class Known:
-    """Which operand keys each replica has been sent (one per session, by replica name),
-    and which of them to tell it to drop (their arrays are gone)."""
-
-    def __init__(self) -> None:
-        self.by_replica: dict[str, set[str]] = {}
-        self.dead: list[str] = []  # keys whose last array was freed (appended by finalizers)
-        self._drops: dict[str, list[str]] = {}  # replica name -> keys to drop there
-        _knowns.add(self)
-
-    def drops_for(self, link: ReplicaLink) -> list[str]:
-        """Keys ``link``'s replica holds from us whose arrays are gone; they count as not
-        sent from now on (a later array with the same content is sent again)."""
-        if _freed:
-            with _lock:
-                _settle()
-        while self.dead:
-            key = self.dead.pop()  # (atomic: another thread's _settle may append meanwhile)
-            if key in _live:
-                continue  # an array of that content again (named in this very call, say)
-            for name, keys in self.by_replica.items():
-                if key in keys:
-                    keys.discard(key)
-                    self._drops.setdefault(name, []).append(key)
-        return self._drops.pop(link.name, []) if self._drops else []
-
-    def of(self, link: ReplicaLink) -> set[str]:
-        s = self.by_replica.get(link.name)
-        if s is None:
-            s = self.by_replica[link.name] = set()
-        return s
 
 
 class Comm:
