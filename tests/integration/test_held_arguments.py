@@ -130,3 +130,36 @@ def test_a_call_moved_to_another_replica_sends_its_arguments_as_at_the_call(app:
                           "modules.cli.args": [24, 10, 0.02]})
     assert r.result == [float(i * 10) for i in range(24)]
     assert sum(s.migrated_in for s in r.replicas) > 0  # calls did move
+
+
+SIBLINGS = """
+[modules.server]
+source = "server.py"
+replication = 2
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.double = { callstyle = "async", balance = "steal" }
+use.add = { callstyle = "async" }
+use.scale = { callstyle = "async-demand(2)" }
+
+[bind]
+"client.double" = "server.double"
+"client.add" = "server.add"
+"client.scale" = "server.scale"
+"""
+
+
+def test_every_binding_to_a_module_whose_calls_may_move_keeps_its_arguments(
+        tmp_path: Path) -> None:
+    """A replica that gives calls up to a steal takes them from the back of its queue,
+    of any interface on the connection: add and scale have no migration of their own,
+    but their calls to these replicas may move with double's, so they keep theirs too
+    (and add's calls leave the plain async entry, which keeps nothing)."""
+    from .comm_harness import cluster
+
+    with cluster(tmp_path, SIBLINGS, replicas=2) as c:
+        s = c.session()
+        assert all(s.dispatchers[n].keep_args for n in ("double", "add", "scale"))
+        assert s.entries["add"] is s.dispatchers["add"]

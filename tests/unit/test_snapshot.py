@@ -86,3 +86,41 @@ def test_held_by_keyword_and_auto() -> None:
     big = np.zeros(64 * 1024 // 8)
     assert auto.held(0, big) is not None
     assert auto.held(0, np.zeros(4)) is None
+
+
+def test_subclasses_sets_namedtuples_and_numpy_scalars() -> None:
+    from collections import OrderedDict, defaultdict, namedtuple
+
+    pair = namedtuple("pair", "a b")
+    x = np.zeros(2)
+    scalar = np.float64(3.0)
+    od: OrderedDict[str, Any] = OrderedDict(k=x)
+    dd: defaultdict[str, list[Any]] = defaultdict(list, k=[x])
+    out = snapshot([pair(x, 1), od, dd, {1, 2}, scalar, pair(1, 2)])
+    x[:] = 9
+    assert type(out[0]) is pair and out[0].a.tolist() == [0.0, 0.0] and out[0].b == 1
+    assert type(out[1]) is OrderedDict and out[1]["k"].tolist() == [0.0, 0.0]
+    assert type(out[2]) is defaultdict and out[2].default_factory is list
+    assert out[2]["k"][0].tolist() == [0.0, 0.0]
+    assert out[3] == {1, 2}
+    assert out[4] is scalar  # cannot change
+    assert out[5] is not None and snapshot([pair(1, 2)])[0] == pair(1, 2)
+
+
+def test_a_binding_that_caches_nothing_has_no_keep() -> None:
+    assert _comm().keep() is None
+    assert _comm(positions=frozenset({0})).keep() is not None
+
+
+def test_a_held_copy_is_named_without_hashing_it_again(monkeypatch: Any) -> None:
+    from polybus.client import naming
+
+    comm = _comm(positions=frozenset({0}))
+    b = np.arange(50.0)
+    hashed: list[int] = []
+    real = naming._array_digest
+    monkeypatch.setattr(naming, "_array_digest", lambda a: hashed.append(1) or real(a))
+    (c,) = snapshot([b], comm.held)
+    assert len(hashed) == 1  # b, once
+    key = naming.content_key(c)
+    assert len(hashed) == 1 and key == real(b)  # the copy's name is known: no second pass

@@ -197,7 +197,7 @@ class Batcher:
     def _keep(self) -> Keep | None:
         """How a held call keeps its cached operands (operands.py, Comm.held)."""
         comm = self.d.comm
-        return comm.held if comm is not None else None
+        return comm.keep() if comm is not None else None
 
     def _yield(self) -> None:
         """The timer is closing a batch: step aside until it is done."""

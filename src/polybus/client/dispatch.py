@@ -182,7 +182,7 @@ class Dispatcher:
             if kind == "async-demand" and not self._backlog else None
         hold = kind == "async-demand" and (i is None or self.inflight[i] > 0)
         if hold or self.keep_args:  # written later, or perhaps again: as it is now
-            keep = self.comm.held if self.comm is not None else None  # (snapshot.py)
+            keep = self.comm.keep() if self.comm is not None else None  # (snapshot.py)
             rec.args, rec.kwargs = snapshot(rec.args, keep), snapshot_kwargs(rec.kwargs, keep)
         if kind == "async":
             self._send(rec, self._pick_any())

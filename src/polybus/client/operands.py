@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from polybus.client.batchcalls import Pending
-from polybus.client.naming import Known, content_key
+from polybus.client.naming import Known, adopt, content_key
 from polybus.client.policies.aggregate import Aggregator
 from polybus.client.promise import Promise
-from polybus.client.snapshot import frozen, snapshot, snapshot_kwargs
+from polybus.client.snapshot import Keep, frozen, snapshot, snapshot_kwargs
 from polybus.errors import MessageTooLarge
 from polybus.wire.codec import Ref
 from polybus.wire.messages import CallBatch, Drop, Message, Put
@@ -259,13 +259,21 @@ class Comm:
             copy.flags.writeable = False
             if key is not None:
                 _copies[key] = copy
+                adopt(copy, key)  # (named once: its bytes are not hashed again)
         return copy
+
+    def keep(self) -> Keep | None:
+        """`held`, if this binding caches any argument (snapshot.py's ``keep``)."""
+        caches = (self.positions or self.names or self.auto or self.rest_from is not None
+                  or self.other_names is not None)
+        return self.held if caches else None
 
     def send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
         aggregated = self.aggregator is not None and self.dispatcher.style.kind != "sync"
-        if aggregated:  # held in a batch: sent as it is now, and re-sent so after a miss
-            rec.args = snapshot(rec.args, self.held)
-            rec.kwargs = snapshot_kwargs(rec.kwargs, self.held)
+        if aggregated and not (hold or self.dispatcher.keep_args):  # (or done already)
+            keep = self.keep()  # held in a batch: as it is now, and re-sent so after a miss
+            rec.args = snapshot(rec.args, keep)
+            rec.kwargs = snapshot_kwargs(rec.kwargs, keep)
         msgs = self.messages(rec, link)
         if aggregated:
             if len(msgs) > 1:

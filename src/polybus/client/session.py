@@ -195,6 +195,7 @@ class Session:
                 # A plain sync or async binding's stub goes straight to its hot path.
                 self.entries[b.name] = batcher or (
                     d.call_sync if d.plain_sync else d.call_async if d.plain_async else d)
+            self._keep_moving_args()
             self.reactor.refills = bool(self.batchers or self.migrators or any(
                 d.style.kind == "async-demand" for d in self.dispatchers.values()))
             # A replica's counters run for its whole life (it may have served other runs,
@@ -204,6 +205,18 @@ class Session:
         except BaseException:
             self.close()
             raise
+
+    def _keep_moving_args(self) -> None:
+        """A replica that lets calls be stolen gives up queued calls of any interface on
+        the connection, not only the migrating binding's: every binding sharing a link
+        with a Migrator keeps its calls' arguments as they were (client/snapshot.py)."""
+        moving = {id(lk) for m in self.migrators for lk in m.d.links}
+        for name, d in self.dispatchers.items():
+            if not d.keep_args and any(id(lk) in moving for lk in d.links):
+                d.keep_args = True
+                d.plain_async = False
+                if self.entries.get(name) == d.call_async:
+                    self.entries[name] = d
 
     def _warn_if_short(self, b: Binding, found: int) -> None:
         """Workers started by hand may be fewer than the replication asks for: the run

@@ -9,16 +9,18 @@ sent ``7`` eight times. A configuration switch must not change a program's resul
 a held call keeps a copy of each argument the program could change: a writable array
 (an array that is read-only through and through, ``b.flags.writeable = False``, cannot
 change and is not copied: freeze large shared operands to skip the copy), a bytearray
-or memoryview (as bytes), and lists and dicts (made anew, with copies of what they hold
-that could change). Anything else is kept as it is: numbers, strings, bytes and tuples
-of those cannot change, and the codec's other kinds (a Struct, say) are the program's
-to leave alone until the call is answered.
+or memoryview (as bytes), lists, dicts and sets (subclasses too: namedtuples and other
+tuples are made anew only when they hold something copied). Anything else is kept as
+it is: numbers, strings, bytes and numpy scalars cannot change; the codec's other kinds
+(a Struct, say) and the elements of an array of objects are the program's to leave
+alone until the call is answered (configuration.md says so).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from copy import copy as shallow
+from typing import Any, cast
 
 import numpy as np
 
@@ -88,15 +90,28 @@ def _copy(a: Any) -> Any:
         c = a.copy()  # (read-only: a second look, or its hash, knows it cannot change)
         c.flags.writeable = False
         return c
+    if isinstance(a, np.generic):  # a numpy scalar cannot change
+        return a
     if t is bytearray or t is memoryview:
         return bytes(a)
     if t is list:
         return [_copy(x) for x in a]
     if t is dict:
         return {k: _copy(v) for k, v in a.items()}
-    if t is tuple:
+    if isinstance(a, tuple):
         items = [_copy(x) for x in a]
-        return a if all(x is y for x, y in zip(items, a, strict=True)) else tuple(items)
+        if all(x is y for x, y in zip(items, a, strict=True)):
+            return a
+        return tuple(items) if t is tuple else (
+            t._make(items) if hasattr(t, "_make") else t(items))  # (a namedtuple: _make)
+    if isinstance(a, list | dict | set):  # a subclass (OrderedDict, defaultdict...) or a set
+        c = shallow(cast(Any, a))
+        if isinstance(a, list):
+            c[:] = [_copy(x) for x in a]
+        elif isinstance(a, dict):
+            for k, v in a.items():
+                c[k] = _copy(v)
+        return c
     return a
 
 
