@@ -164,6 +164,35 @@ def test_a_series_keeps_its_colour_in_every_panel() -> None:
     assert {lab: colours.pop() for lab, colours in drawn.items()} == expected
 
 
+def test_matmul_draws_a_panel_per_size_and_one_legend() -> None:
+    # 5 sizes in one panel per metric were 75 lines with a legend longer than the plot:
+    # now a row per metric, a panel per n, series named without n, one legend below
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
+    import matplotlib.pyplot as plt
+
+    from polybus.bench.report import figure
+
+    res = BenchResult("matmul", x_label="servers")
+    for n in (100, 200, 500):
+        res.add(Row.of("one_process", {"n": n}, 1, "seconds", Stat(1.0, 0.9, 1.1, 3)))
+        for k in (1, 2):
+            for mode in ("stateless", "stateful"):
+                cfg = {"n": n, "mode": mode}
+                res.add(Row.of("polybus", cfg, k, "seconds", Stat(1.0 / k, 0.4, 1.2, 3)))
+                res.add(Row.of("polybus", cfg, k, "speedup", Stat(float(k), 0.9, 2.1, 3)))
+    fig = figure(res)
+    try:
+        titles = sorted(ax.get_title() for ax in fig.axes if ax.get_visible())
+        assert titles == sorted(f"matmul: {m}, n={n}" for m in ("seconds", "speedup")
+                                for n in (100, 200, 500))
+        assert all(ax.get_legend() is None for ax in fig.axes)
+        (legend,) = fig.legends
+        labels = {t.get_text() for t in legend.get_texts()}
+        assert labels == {"one_process", "polybus mode=stateless", "polybus mode=stateful"}
+    finally:
+        plt.close(fig)
+
+
 def test_registry_is_lazy_and_names_mistakes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert {"latency", "bandwidth", "throughput", "rudy"} <= set(registry.REGISTRY)
     assert callable(registry.REGISTRY["throughput"])
