@@ -18,7 +18,7 @@ alone until the call is answered (configuration.md says so).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from copy import copy as shallow
 from typing import Any, cast
 
@@ -38,18 +38,13 @@ Keep = Callable[[int | str, Any], Any]
 def snapshot(args: list[Any], keep: Keep | None = None) -> list[Any]:
     """``args`` (itself, if nothing in it could change) with a copy of each argument
     the program could change after the call."""
-    out: list[Any] | None = None
-    for i, a in enumerate(args):
-        if type(a) in AS_IS:
-            continue
-        c = keep(i, a) if keep is not None else None
-        if c is None:
-            c = _copy(a)
-        if c is not a:
-            if out is None:
-                out = list(args)
-            out[i] = c
-    return args if out is None else out
+    changed = _changed(enumerate(args), keep)
+    if not changed:
+        return args
+    out = list(args)
+    for i, c in changed:
+        out[i] = c
+    return out
 
 
 def snapshot_row(args: tuple[Any, ...], keep: Keep | None = None) -> tuple[Any, ...]:
@@ -64,20 +59,26 @@ def snapshot_row(args: tuple[Any, ...], keep: Keep | None = None) -> tuple[Any, 
 def snapshot_kwargs(kwargs: dict[str, Any] | None,
                     keep: Keep | None = None) -> dict[str, Any] | None:
     """`snapshot` for keyword arguments."""
-    if not kwargs:
+    changed = _changed(kwargs.items(), keep) if kwargs else None
+    if not changed:
         return kwargs
-    out: dict[str, Any] | None = None
-    for k, v in kwargs.items():
+    out = dict(kwargs)  # type: ignore[arg-type]
+    out.update(changed)
+    return out
+
+
+def _changed(items: Iterable[tuple[Any, Any]], keep: Keep | None) -> list[tuple[Any, Any]]:
+    """(index or name, copy) for each of ``items`` the program could still change."""
+    out = []
+    for k, v in items:
         if type(v) in AS_IS:
             continue
         c = keep(k, v) if keep is not None else None
         if c is None:
             c = _copy(v)
         if c is not v:
-            if out is None:
-                out = dict(kwargs)
-            out[k] = c
-    return kwargs if out is None else out
+            out.append((k, c))
+    return out
 
 
 def _copy(a: Any) -> Any:
