@@ -38,6 +38,11 @@ Keep = Callable[[int | str, Any], Any]
 def snapshot(args: list[Any], keep: Keep | None = None) -> list[Any]:
     """``args`` (itself, if nothing in it could change) with a copy of each argument
     the program could change after the call."""
+    for a in args:
+        if type(a) not in AS_IS:
+            break
+    else:
+        return args  # (numbers, strings, bytes: the common call, looked at once)
     changed = _changed(enumerate(args), keep)
     if not changed:
         return args
