@@ -22,6 +22,18 @@ def slow_total(x, delay):
     time.sleep(delay)
     return float(x.sum())
 
+_log = []
+
+def append(x):
+    _log.append(x)
+    return len(_log)
+
+def log():
+    return list(_log)
+
+def first(b, tag):
+    return float(b[0])
+
 def total(x, extra=None):
     s = float(x.sum())
     if extra is not None:
@@ -51,6 +63,21 @@ def main(calls, size, nested):
 
 slow_total = use("slow_total")
 
+first = use("first")
+append = use("append")
+log = use("log")
+
+def ordered(n):
+    for i in range(n):
+        append(i)
+    return log()  # (sync: after the appends, which an open batch still holds)
+
+def evicted():
+    b, c = np.zeros(100_000), np.ones(100_000)  # 800 KB each; the cache holds one
+    out = [first(b, 0), first(c, 1), first(b, 2)]
+    b[0] = 99.0  # (after the calls: the third is re-sent, after c's Put evicted b)
+    return [wait(p) for p in out]
+
 def stolen(calls, size, delay):
     x = np.zeros(size)
     ps = []
@@ -67,14 +94,25 @@ replication = 2
 define.total = {}
 define.slow_total = {}
 
+[modules.evict]
+source = "srv.py"
+define.first = { cache = ["b"], cache_bytes = "1MiB" }
+define.append = {}
+define.log = {}
+
 [modules.cli]
 source = "cli.py"
 entrypoint = "main"
 args = [20, 10, false]
 use.total = { callstyle = "async" }
+use.first = { callstyle = "async" }
+use.append = { callstyle = "async", aggregate = 8, linger = "1s" }
 use.slow_total = { callstyle = "async", balance = "steal", loadratio = "1:0" }
 
 [bind]
+"cli.first" = "evict.first"
+"cli.append" = "evict.append"
+"cli.log" = "evict.log"
 "cli.total" = "srv.total"
 "cli.slow_total" = "srv.slow_total"
 '''
@@ -163,3 +201,17 @@ def test_every_binding_to_a_module_whose_calls_may_move_keeps_its_arguments(
         s = c.session()
         assert all(s.dispatchers[n].keep_args for n in ("double", "add", "scale"))
         assert s.entries["add"] is s.dispatchers["add"]
+
+
+def test_a_call_sent_again_after_its_operand_was_evicted_sends_it_as_it_was(app: Path) -> None:
+    """The client's own next operand evicts the one an unanswered call names; the call
+    misses and goes again by value: with b as it was at the call, not as changed since."""
+    r = polybus.run(app, {"modules.cli.entrypoint": "evicted", "modules.cli.args": []})
+    assert r.result == [0.0, 1.0, 0.0]
+
+
+def test_a_sync_call_writes_the_batches_made_before_it_first(app: Path) -> None:
+    """Six appends wait in an open batch (aggregate = 8, linger 1 s); the sync call to
+    log made after them used to be written first and saw none of them."""
+    r = polybus.run(app, {"modules.cli.entrypoint": "ordered", "modules.cli.args": [6]})
+    assert r.result == [0, 1, 2, 3, 4, 5]

@@ -176,6 +176,8 @@ class Dispatcher:
         self.calls += 1
         kind = self.style.kind
         if kind == "sync":
+            if self.reactor.refills:
+                self.reactor.flush_all()  # (as in call_sync)
             self._send(rec, self._pick_any())
             return self.reactor.wait(rec, self.timeout)
         i = demand_pick(self.inflight, self.window, self._open(), self._load()) \
@@ -248,6 +250,8 @@ class Dispatcher:
         """The plain sync call (no priority, timeout, cache, aggregation or forwarding):
         the same steps as below with nothing that cannot apply (the latency hot path)."""
         rid = next(_ids)
+        if self.reactor.refills:  # (batches or held calls may be waiting to be written)
+            self.reactor.flush_all()  # written first: they were made first
         lane = self._lane
         if lane is not None and not kwargs:
             value = lane.call(args, rid, _wire)

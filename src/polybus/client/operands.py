@@ -22,7 +22,7 @@ from polybus.client.batchcalls import Pending
 from polybus.client.naming import Known, adopt, content_key
 from polybus.client.policies.aggregate import Aggregator
 from polybus.client.promise import Promise
-from polybus.client.snapshot import Keep, frozen, snapshot, snapshot_kwargs
+from polybus.client.snapshot import Keep, frozen, kept, snapshot, snapshot_kwargs
 from polybus.errors import MessageTooLarge
 from polybus.wire.codec import Ref
 from polybus.wire.messages import CallBatch, Drop, Message, Put
@@ -274,6 +274,10 @@ class Comm:
             keep = self.keep()  # held in a batch: as it is now, and re-sent so after a miss
             rec.args = snapshot(rec.args, keep)
             rec.kwargs = snapshot_kwargs(rec.kwargs, keep)
+        elif not (hold or self.dispatcher.keep_args) and self.dispatcher.style.kind != "sync":
+            keep = self.keep()  # written now, but sent again by value after a miss
+            if keep is not None:
+                rec.args, rec.kwargs = kept(rec.args, rec.kwargs, keep)
         msgs = self.messages(rec, link)
         if aggregated:
             if len(msgs) > 1:

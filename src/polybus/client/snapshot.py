@@ -24,7 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 
-__all__ = ["AS_IS", "Keep", "frozen", "snapshot", "snapshot_kwargs", "snapshot_row"]
+__all__ = ["AS_IS", "Keep", "frozen", "kept", "snapshot", "snapshot_kwargs", "snapshot_row"]
 
 AS_IS = frozenset({int, float, bool, str, bytes, type(None), complex})
 
@@ -72,14 +72,35 @@ def snapshot_kwargs(kwargs: dict[str, Any] | None,
     return out
 
 
-def _changed(items: Iterable[tuple[Any, Any]], keep: Keep | None) -> list[tuple[Any, Any]]:
-    """(index or name, copy) for each of ``items`` the program could still change."""
+def kept(args: list[Any], kwargs: dict[str, Any] | None,
+         keep: Keep) -> tuple[list[Any], dict[str, Any] | None]:
+    """Only the cached operands of a call written at once, kept as they are now
+    (``keep``): it is sent again from them after a cache miss, which the client's own
+    next operand may cause by evicting this one."""
+    changed = _changed(enumerate(args), keep, only_kept=True)
+    if changed:
+        args = list(args)
+        for i, c in changed:
+            args[i] = c
+    if kwargs:
+        more = _changed(kwargs.items(), keep, only_kept=True)
+        if more:
+            kwargs = {**kwargs, **dict(more)}
+    return args, kwargs
+
+
+def _changed(items: Iterable[tuple[Any, Any]], keep: Keep | None,
+             only_kept: bool = False) -> list[tuple[Any, Any]]:
+    """(index or name, copy) for each of ``items`` the program could still change (with
+    ``only_kept``, for those ``keep`` keeps)."""
     out = []
     for k, v in items:
         if type(v) in AS_IS:
             continue
         c = keep(k, v) if keep is not None else None
         if c is None:
+            if only_kept:
+                continue
             c = _copy(v)
         if c is not v:
             out.append((k, c))
