@@ -262,6 +262,27 @@ class Comm:
                 adopt(copy, key)  # (named once: its bytes are not hashed again)
         return copy
 
+    def _keep_cached(self, rec: CallRecord) -> None:
+        """A call written at once keeps its cached operands as they are now (`held`).
+        Where only positions are cached (the usual plan) just those are looked at: a
+        frozen operand costs a walk of its bases, ~0.2 us, where the general loop over
+        every argument cost ~0.9 us."""
+        if rec.kwargs or self.names or self.auto or self.rest_from is not None \
+                or self.other_names is not None:
+            keep = self.keep()
+            if keep is not None:
+                rec.args, rec.kwargs = kept(rec.args, rec.kwargs, keep)
+            return
+        args = rec.args
+        for i in self.positions:
+            if i < len(args) and type(args[i]) is np.ndarray and not frozen(args[i]):
+                c = self.held(i, args[i])
+                if c is not None:
+                    if args is rec.args:
+                        args = list(args)
+                    args[i] = c
+        rec.args = args
+
     def keep(self) -> Keep | None:
         """`held`, if this binding caches any argument (snapshot.py's ``keep``)."""
         caches = (self.positions or self.names or self.auto or self.rest_from is not None
@@ -275,9 +296,7 @@ class Comm:
             rec.args = snapshot(rec.args, keep)
             rec.kwargs = snapshot_kwargs(rec.kwargs, keep)
         elif not (hold or self.dispatcher.keep_args) and self.dispatcher.style.kind != "sync":
-            keep = self.keep()  # written now, but sent again by value after a miss
-            if keep is not None:
-                rec.args, rec.kwargs = kept(rec.args, rec.kwargs, keep)
+            self._keep_cached(rec)  # written now, but sent again by value after a miss
         msgs = self.messages(rec, link)
         if aggregated:
             if len(msgs) > 1:
