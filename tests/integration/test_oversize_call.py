@@ -4,8 +4,11 @@ replica of size is gone", though nothing had been written."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+import polybus
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
 from polybus.client.promise import wait
@@ -35,7 +38,9 @@ def test_a_call_over_the_frame_limit_fails_alone(style: str) -> None:
         reactor.add(link)
         d = Dispatcher("size", reactor, [link], CallStyle(style))
         reactor.on_lost = d.lost
-        with pytest.raises(MessageTooLarge, match=r"over the frame limit.*max_frame"):
+        # (named: the run's error said only how many bytes, with no call in sight)
+        with pytest.raises(MessageTooLarge, match=r"^size\(\.\.\.\): the call's message of "
+                           r"\d+ bytes is over the frame limit.*max_frame"):
             d((b"x" * (2 * LIMIT),), {})
         assert not link.dead and not link.outstanding
         got = d((b"y" * 1000,), {})
@@ -65,3 +70,21 @@ def test_a_result_over_the_frame_limit_is_answered_with_why() -> None:
     finally:
         reactor.close()
         rt.stop()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_a_plain_sync_call_over_the_limit_names_its_interface(tmp_path: Path,
+                                                             transport: str) -> None:
+    """The sync lanes (client/lane.py for shm, socketlane.py for tcp) raise it too."""
+    (tmp_path / "srv.py").write_text("def size(b):\n    return len(b)\n")
+    (tmp_path / "cli.py").write_text(
+        "from polybus import use\n\nsize = use('size')\n\n"
+        "def main():\n    try:\n        size(b'x' * 3_000_000)\n"
+        "    except Exception as e:\n        return [type(e).__name__, str(e), size(b'y')]\n")
+    (tmp_path / "app.toml").write_text(
+        f'[modules.server]\nsource = "srv.py"\ntransport = "{transport}"\n'
+        '[modules.client]\nsource = "cli.py"\nentrypoint = "main"\n'
+        '[bind]\n"client.size" = "server.size"\n[cluster]\nmax_frame = "1MiB"\n')
+    name, text, after = polybus.run(tmp_path / "app.toml").result
+    assert name == "MessageTooLarge" and text.startswith("size(...): the call's message of ")
+    assert after == 1  # (and the replica serves on)

@@ -152,6 +152,8 @@ def set_cluster(item: str) -> str:
      "expected true or false, got a string 'yes'", None),
     (set_server('transport = "udp"'), "modules.server.transport",
      "expected one of 'tcp', 'ipc', 'shm', got 'udp'", None),
+    (set_server("transport = 1"), "modules.server.transport",
+     "expected one of 'tcp', 'ipc', 'shm', got an integer 1", None),
     (set_server("args = 5"), "modules.server.args", "expected an array, got an integer 5", None),
     (set_server("kwargs = [1]"), "modules.server.kwargs",
      "expected a table, got an array [1]", None),

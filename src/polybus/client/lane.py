@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from polybus.client.calls import CallRecord, ReplicaLink
-from polybus.client.unsendable import named
+from polybus.client.unsendable import named, too_large
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.transport import ring as _ring
 from polybus.transport.shm import ShmChannel
@@ -98,8 +98,11 @@ class SyncLane:
         except (TypeError, OverflowError) as exc:  # not encodable: which argument (unsendable.py)
             r._lock.release()
             raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle) from None
+        except MessageTooLarge as exc:
+            r._lock.release()  # never sent: nothing outstanding
+            raise too_large(d.interface, exc) from None
         except BaseException:
-            r._lock.release()  # never sent (too large, not encodable): nothing outstanding
+            r._lock.release()  # never sent (not encodable): nothing outstanding
             raise
         if broke is not None:
             return self._general(rid, wargs, error=broke)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.lane import _AS_IS, MISS, hand_over
-from polybus.client.unsendable import named
+from polybus.client.unsendable import named, too_large
 from polybus.errors import ConnectionLostError, MessageTooLarge, PolybusError
 from polybus.transport.channel import Channel
 from polybus.wire.codec import OOB_BYTES, Ref
@@ -107,7 +107,7 @@ class SocketLane:
         except PolybusError as exc:
             if isinstance(exc, MessageTooLarge):
                 r._lock.release()
-                raise  # never sent: nothing outstanding
+                raise too_large(d.interface, exc) from None  # never sent: nothing outstanding
             return self._general(rid, wargs, error=exc)
         except BaseException:
             r._lock.release()  # never sent (not encodable): nothing outstanding

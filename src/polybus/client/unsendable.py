@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from polybus.errors import PolybusError, UnsendableError
+from polybus.errors import MessageTooLarge, PolybusError, UnsendableError
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Batch, Call, Message
 
@@ -70,7 +70,17 @@ def not_sent(rec: CallRecord, exc: Exception) -> Exception:
     forgotten first: it was never sent, so nothing is outstanding. A value the codec
     cannot carry (TypeError; OverflowError: an int beyond msgpack's 64 bits) is named."""
     rec.dispatcher.forget(rec, sent=False)
+    if isinstance(exc, MessageTooLarge):
+        return too_large(rec.dispatcher.interface, exc)
     return refused(rec, exc) if isinstance(exc, TypeError | OverflowError) else exc
+
+
+def too_large(interface: str, exc: MessageTooLarge) -> MessageTooLarge:
+    """``exc`` naming the interface whose call made the message (it said only how many
+    bytes, with no call in sight)."""
+    if str(exc).startswith(f"{interface}(...)"):
+        return exc
+    return MessageTooLarge(f"{interface}(...): the call's {exc}")
 
 
 def send_accepted(reactor: Reactor, link: ReplicaLink, msgs: list[Message]) -> None:
@@ -88,4 +98,6 @@ def send_accepted(reactor: Reactor, link: ReplicaLink, msgs: list[Message]) -> N
                     if rec is None:
                         raise  # not a call of ours: as it was
                     rec.dispatcher.forget(rec, sent=False)
-                    rec.set_error(exc if isinstance(exc, PolybusError) else refused(rec, exc))
+                    rec.set_error(too_large(rec.dispatcher.interface, exc)
+                                  if isinstance(exc, MessageTooLarge)
+                                  else exc if isinstance(exc, PolybusError) else refused(rec, exc))

@@ -70,8 +70,9 @@ class _Table:
         if k not in self.t:
             return None
         v = self.t[k]
-        if not isinstance(v, str):
-            self.p.wrong_type("a string", v, self.key(k))
+        if not isinstance(v, str):  # (with choices, name them: 'prefetch = true' is a guess)
+            self.p.wrong_type(f"one of {', '.join(map(repr, choices))}" if choices
+                              else "a string", v, self.key(k))
             return None
         if choices and v not in choices:
             self.p.add(f"expected one of {', '.join(map(repr, choices))}, got {v!r}", self.key(k),
