@@ -39,7 +39,7 @@ Pair = namedtuple("Pair", "a b")
 
 # What the table's expressions may name (the classes as the table describes them).
 NAMES = {"datetime": datetime, "decimal": decimal, "uuid": uuid, "Color": Color,
-         "Point": Point, "Pair": Pair}
+         "Point": Point, "Pair": Pair, "numpy": np}
 
 
 def rows() -> list[tuple[str, str]]:
@@ -70,7 +70,8 @@ def through(value: Any, pickle: bool) -> Any:
 def test_the_table_has_a_row_for_each_converted_type() -> None:
     sent = {type(eval(s, NAMES)) for s, _ in rows()}
     assert {datetime.datetime, datetime.date, datetime.time, datetime.timedelta,
-            decimal.Decimal, uuid.UUID, complex, Color, Point, Pair, bytearray} <= sent
+            decimal.Decimal, uuid.UUID, complex, Color, Point, Pair, bytearray,
+            np.float32} <= sent
 
 
 @pytest.mark.parametrize(("sent", "arrives"), rows(), ids=[s for s, _ in rows()])
@@ -90,6 +91,9 @@ def test_what_the_rows_say_in_words() -> None:
     assert repr(through(utc, pickle=False)) == repr(utc)  # "arrives exactly as sent"
     assert through(np.complex128(1 + 2j), pickle=False) == [1.0, 2.0]
     assert through(memoryview(b"ab"), pickle=False) == b"ab"
+    got = through(np.uint8(7), pickle=False)  # "numpy.uint8(7)": a Python int
+    assert type(got) is int and got == 7
+    assert repr(through(np.array(2.5), pickle=False)) == "array(2.5)"  # "a 0-d array ..."
     with pytest.raises(OverflowError):  # "an int outside -2**63 .. 2**64-1, pickle or not"
         through(2**64, pickle=True)
     with pytest.raises(TypeError):
