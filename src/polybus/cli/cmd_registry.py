@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
 from pathlib import Path
 
 from polybus.cli.values import seconds
 from polybus.errors import TransportError, UsageError
 from polybus.registry.service import RegistryService
+from polybus.stopsignals import StopSignals
 from polybus.token import cluster_token, make_token, write_token_file
 from polybus.transport.endpoints import Address
 
@@ -42,11 +42,9 @@ def main(args: argparse.Namespace) -> int:
         cluster = load(args.config).cluster
         tls.configure_cluster(cluster)
         config_token_file = cluster.token_file
-    # Handlers first: a SIGINT/SIGTERM from here on ends the loop below, and the finally
+    # Handlers first: a SIGINT/SIGTERM from here on ends the wait below, and the finally
     # removes the token file this command made (a file the user named is theirs to keep).
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = StopSignals((signal.SIGTERM, signal.SIGINT))  # (no lock in a handler: stopsignals.py)
     token = cluster_token(args.token_file, config_token_file, required=False)
     made: Path | None = None
     try:
@@ -60,9 +58,9 @@ def main(args: argparse.Namespace) -> int:
                 print(f"token written to {made} (readable only by you, removed when the "
                       f"registry stops); start workers with --token-file {made}", flush=True)
             sys.stdout.flush()
-            while not stop.wait(0.5):
-                pass
+            stop.wait()
     finally:
+        stop.close()
         if made is not None:
             made.unlink(missing_ok=True)
     return 0

