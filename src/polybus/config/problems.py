@@ -39,9 +39,19 @@ def dotted(*parts: str) -> str:
 
 
 def nearest(name: str, choices: Iterable[str]) -> str | None:
-    """The closest valid name as a hint, or None when nothing is close."""
-    found = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f"did you mean {found[0]!r}?" if found else None
+    """The closest valid name as a hint, or None when nothing is close.
+
+    Case is ignored: a name that differs only in case is the one meant (``SHM`` ->
+    ``shm``, ``Async`` -> ``async`` rather than ``sync``), and the spelling comparison is
+    made on the lower-case forms so a short word in capitals still finds its match."""
+    folded: dict[str, str] = {}
+    for choice in choices:
+        folded.setdefault(choice.casefold(), choice)
+    key = name.casefold()
+    if key in folded:
+        return f"did you mean {folded[key]!r}?"
+    found = difflib.get_close_matches(key, list(folded), n=1, cutoff=0.6)
+    return f"did you mean {folded[found[0]]!r}?" if found else None
 
 
 def describe(value: Any) -> str:
