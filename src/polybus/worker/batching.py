@@ -32,7 +32,7 @@ def run(rt: WorkerRuntime, job: Job) -> None:
         try:
             append(fn(*args))
         except BaseException as exc:  # (as WorkerRuntime._run)
-            fails.append(failure(len(values), exc))
+            fails.append(failure(len(values), exc, fn, args))
             append(None)
     spent = time.perf_counter() - t0
     if rt.options.speed < 1.0:  # a slower machine, modelled as in WorkerRuntime._run

@@ -146,7 +146,7 @@ def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) 
         value = fn(*call.args, **call.kwargs) if call.kwargs else fn(*call.args)
         reply = Result(call.id, value)
     except BaseException as exc:  # (as WorkerRuntime._run)
-        reply = failure(call.id, exc)
+        reply = failure(call.id, exc, fn, call.args, call.kwargs)
     rt.busy_s += clock() - t0
     rt.calls += 1
     if rt.forwarding.targets or (type(reply) is Result and type(reply.value) in HEEDED):

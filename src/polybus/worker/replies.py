@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import threading
 import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from polybus.errors import PolybusError, TransportError
 from polybus.ownfiles import from_user_code
 from polybus.transport.channel import Channel
 from polybus.wire.messages import Batch, Fail, Message
+from polybus.worker import readonly
 
 CORK_LIMIT = 64
 CHILD_TRACEBACK = "polybus_traceback"  # an attribute: pickled with the exception
@@ -39,8 +42,12 @@ def text_of(exc: BaseException) -> str:
         return f"(its message could not be made: {type(inner).__name__})"
 
 
-def failure(call_id: int, exc: BaseException) -> Fail:
-    """The Fail for a call whose function raised ``exc`` (type, message, traceback)."""
+def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = None,
+            args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None) -> Fail:
+    """The Fail for a call whose function raised ``exc`` (type, message, traceback).
+
+    Given the call (``fn``, ``args``, ``kwargs``), a write refused by a read-only cached
+    operand gets a note after its message naming the operand (readonly.py)."""
     kind = type(exc)
     mod = kind.__module__
     qual = kind.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{kind.__qualname__}"
@@ -48,7 +55,15 @@ def failure(call_id: int, exc: BaseException) -> Fail:
         tb = remote_traceback(exc)
     except Exception:  # (formatting calls the exception's __str__ again)
         tb = ""
-    return Fail(call_id, "exception", qual, text_of(exc), tb)
+    message = text_of(exc)
+    if args or kwargs:
+        try:
+            why = readonly.note(exc, message, fn, args, kwargs)
+        except Exception:  # (a note is a courtesy: the call's own error goes regardless)
+            why = None
+        if why is not None:
+            message += f" ({why})"
+    return Fail(call_id, "exception", qual, message, tb)
 
 
 def internal_failure(worker: str, call_id: int, exc: Exception) -> Fail:

@@ -378,7 +378,7 @@ class WorkerRuntime(Intake):
             value = fn(*call.args, **call.kwargs) if call.kwargs else fn(*call.args)
             reply = Result(call.id, value)
         except BaseException as exc:  # (sys.exit() in user code too: the call fails alone)
-            reply = failure(call.id, exc)
+            reply = failure(call.id, exc, fn, call.args, call.kwargs)
         spent = time.perf_counter() - t0
         if self.options.speed < 1.0:
             # A slower machine, modelled: wait out the difference after the real work.

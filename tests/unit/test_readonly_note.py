@@ -1,0 +1,61 @@
+"""The note a replica adds to a write refused by a read-only (cached) operand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from polybus.worker.replies import failure
+
+
+def frozen(n: int = 3) -> np.ndarray[Any, Any]:
+    a = np.zeros(n)
+    a.flags.writeable = False
+    return a
+
+
+def refused(fn: Any, *args: Any, **kwargs: Any) -> str:
+    try:
+        fn(*args, **kwargs)
+    except BaseException as exc:
+        fail = failure(7, exc, fn, args, kwargs)
+        assert fail.type == type(exc).__name__
+        return fail.message
+    raise AssertionError("it did not raise")
+
+
+def both(a: Any, b: Any) -> None:
+    a[0] = 1
+
+
+def spread(x: Any, *arrays: Any) -> None:
+    arrays[0][0] = 1
+
+
+def test_every_read_only_argument_is_named_and_the_copy_shown() -> None:
+    assert refused(both, frozen(), frozen()) == (
+        "assignment destination is read-only (a and b are cached operands: cached operands "
+        "are read-only and shared between calls, so copy one before writing to it, "
+        "e.g. a = a.copy())")
+    assert refused(both, frozen(), b=np.zeros(2)).startswith(
+        "assignment destination is read-only (a is a cached operand: ")
+
+
+def test_extra_positional_arguments_are_named_by_their_place() -> None:
+    assert refused(spread, np.zeros(2), frozen()).endswith(
+        "(arrays[0] is a cached operand: cached operands are read-only and shared between "
+        "calls, so copy one before writing to it, e.g. arrays[0].copy())")
+
+
+def test_no_note_without_a_read_only_argument_or_for_another_error() -> None:
+    def own(a: Any) -> None:
+        np.broadcast_to(a, (2, 2))[0, 0] = 1
+
+    assert refused(own, np.zeros(2)) == "assignment destination is read-only"
+
+    def other(a: Any) -> None:
+        raise TypeError("read-only")
+
+    assert refused(other, frozen()) == "read-only"
+    assert failure(7, ValueError("x is read-only")).message == "x is read-only"
