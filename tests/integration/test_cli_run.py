@@ -93,6 +93,26 @@ def test_run_refuses_a_broken_config_before_starting_processes(tmp_path: Path) -
     assert mark.read_text().count("imported") == 2  # the marker works: 2 workers
 
 
+def test_a_define_table_made_by_set_leaves_the_other_interfaces_served(
+        tmp_path: Path) -> None:
+    # --set 'modules.server.define.f.cache=["b"]' on a module with no define table made
+    # that table all the module served: g, bound and called, was refused.
+    (tmp_path / "server.py").write_text(
+        "def f(a, b):\n    return float(a.sum() + b.sum())\n\n\n"
+        "def g(x):\n    return x + 1\n")
+    (tmp_path / "client.py").write_text(
+        "import numpy as np\nfrom polybus import use\nf, g = use('f'), use('g')\n\n\n"
+        "def main():\n    b = np.ones(100_000)\n"
+        "    return [f(np.ones(3), b) for _ in range(3)] + [g(1)]\n")
+    app = tmp_path / "app.toml"
+    app.write_text('[modules.server]\nsource = "server.py"\n\n'
+                   '[modules.client]\nsource = "client.py"\nentrypoint = "main"\n\n'
+                   '[bind]\n"client.f" = "server.f"\n"client.g" = "server.g"\n')
+    p = cli("run", app, "--quiet", "--set", 'modules.server.define.f.cache=["b"]')
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[100003.0, 100003.0, 100003.0, 2]"
+
+
 def test_unknown_key_gets_nearest_name(tmp_path: Path) -> None:
     p = cli("check", EXAMPLES / "matmul" / "app.toml", "--set", "modules.server.replicaton=2")
     assert p.returncode == 2

@@ -163,22 +163,37 @@ def test_a_function_left_out_by_the_define_table_says_so(tmp_path: Path) -> None
                             "did you mean 'compare'?")
 
 
-def test_a_define_table_made_by_set_is_blamed_when_it_leaves_a_binding_out(
+def test_a_define_table_made_by_set_adds_options_and_the_module_serves_the_rest(
         tmp_path: Path) -> None:
-    # "Switch strategy with --set": a timeout for one interface must not read as a
-    # mistake of the file's [bind].
+    # --set 'modules.server.define.compare.timeout=5s' on a module the file gives no define
+    # table made that table list all the module served: stats, bound in [bind], was not
+    # served any more. A table only --set made configures what it names.
     server = SERVER + "\n\ndef stats():\n    return 1\n"
     toml = BASE.replace('define.compare = { priority = "len(query)" }\n', "") + (
         '"client.stats" = "server.stats"\n')
-    assert errors(tmp_path, toml, server=server) == []
-    found = errors(tmp_path, toml, ("modules.server.define.compare.timeout=5s",), server)
+    sets = ("modules.server.define.compare.timeout=5s",)
+    assert errors(tmp_path, toml, sets, server) == []
+    cfg, _ = validate(str(tmp_path / "app.toml"), sets)
+    assert cfg is not None
+    define = cfg.modules["server"].define
+    assert list(define) == ["compare", "stats"]
+    assert (define["compare"].timeout, define["stats"].timeout) == (5.0, None)
+    # The file's own define table still lists what the module serves, whatever --set adds.
+    toml = BASE + '"client.stats" = "server.stats"\n'
+    found = errors(tmp_path, toml, sets, server)
+    assert found == [("file", 'bind."client.stats"',
+                      "module 'server' does not serve 'stats': a module with a define table "
+                      "serves only the interfaces it lists (compare)",
+                      "add define.stats = {} to [modules.server]")]
+    # And a --set that replaces the file's table whole is blamed for what it leaves out.
+    whole = ('modules.server.define={compare = {timeout = "5s"}}',)
+    found = errors(tmp_path, toml, whole, server)
     assert found == [("--set", "modules.server.define",
                       "module 'server' does not serve 'stats': a module with a define table "
                       "serves only the interfaces it lists (compare); "
                       'bind."client.stats" binds it',
                       "add --set 'modules.server.define.stats={}'")]
-    assert errors(tmp_path, toml, ("modules.server.define.compare.timeout=5s",
-                                   "modules.server.define.stats={}"), server) == []
+    assert errors(tmp_path, toml, (*whole, "modules.server.define.stats={}"), server) == []
 
 
 @pytest.mark.parametrize(("sets", "key", "message"), [

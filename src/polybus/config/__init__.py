@@ -53,6 +53,13 @@ def load_document(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"not valid TOML: {e}", file=file) from None
 
 
+def _with_define(doc: dict[str, Any]) -> set[str]:
+    """The modules of ``doc`` that have a define table."""
+    modules = doc.get("modules")
+    return {k for k, t in modules.items() if isinstance(t, dict) and "define" in t
+            } if isinstance(modules, dict) else set()
+
+
 def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET
              ) -> tuple[AppConfig | None, list[ConfigError]]:
     """The configuration at ``path`` with ``overrides`` applied, and every mistake in it.
@@ -66,10 +73,11 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET
         doc = load_document(path)
     except ConfigError as e:
         return None, [e]
+    before = _with_define(doc)
     written, errors = apply_overrides(doc, overrides, origin)
     problems = Problems(str(path), written, origin)
     problems.errors.extend(errors)
-    config = build(doc, Path(path), problems)
+    config = build(doc, Path(path), problems, added_define=_with_define(doc) - before)
     if problems:
         return None, list(problems.errors)
     return config, []

@@ -111,6 +111,15 @@ def _interfaces(m: ModuleSpec, info: SourceInfo | None) -> list[str] | None:
     return None if info is None else info.public()
 
 
+def _define_all(m: ModuleSpec, info: SourceInfo) -> ModuleSpec:
+    """``m``, whose define table only overrides made, serving every public function as a
+    module without one does, with the options the overrides gave: ``--set
+    modules.server.define.f.cache=...`` configures f, it does not stop the rest."""
+    names = [*info.public(), *(n for n in m.define if n in info.functions)]
+    return dataclasses.replace(m, define={n: m.define.get(n, DefineSpec())
+                                          for n in dict.fromkeys(names)})
+
+
 def _flatten_bind(table: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     """``"client.compare" = ...`` and ``client.compare = ...`` (a nested table) alike."""
     out: list[tuple[str, Any]] = []
@@ -249,8 +258,14 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                                 [b.name for b in bindings if b.user == m.key]))
 
 
-def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | None:
-    """Validate the parsed (and overridden) document; None when ``p`` holds any mistake."""
+def build(doc: dict[str, Any], config_path: Path, p: Problems,
+          added_define: Iterable[str] = ()) -> AppConfig | None:
+    """Validate the parsed (and overridden) document; None when ``p`` holds any mistake.
+
+    ``added_define``: the modules whose define table the overrides made (the file has
+    none); such a table adds options to the interfaces it names and leaves the module
+    serving all its functions (`_define_all`)."""
+    added = set(added_define)
     base_dir = config_path.resolve().parent
     p.unknown_keys(doc, TOP_KEYS)
     raw_modules = doc.get("modules")
@@ -297,13 +312,15 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems) -> AppConfig | No
 
     infos = _sources(modules, p)
     interfaces: dict[str, list[str] | None] = {}
-    for m in modules.values():
+    for m in list(modules.values()):  # (a define only overrides made is filled in)
         info = infos.get(m.key)
         _check_entrypoint(m, info, p)
         if len(clients) == 1:  # (several entrypoints are one mistake already)
             _check_entry_arguments(m, info, p)
         if info is not None:
             _check_define(m, info, p)
+            if m.key in added and m.define:
+                m = modules[m.key] = _define_all(m, info)
         interfaces[m.key] = _interfaces(m, info)
     attempted: set[tuple[str, str]] = set()
     bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted, infos)
