@@ -74,9 +74,12 @@ def ordered(n):
 
 def evicted():
     b, c = np.zeros(100_000), np.ones(100_000)  # 800 KB each; the cache holds one
-    out = [first(b, 0), first(c, 1), first(b, 2)]
-    b[0] = 99.0  # (after the calls: the third is re-sent, after c's Put evicted b)
-    return [wait(p) for p in out]
+    out = [wait(first(b, 0)), wait(first(c, 1))]  # c's Put evicts b (no call holds it)
+    p = first(b, 2)  # named, as the client thinks the replica has b: it misses
+    b[0] = 99.0  # (after the call: it is re-sent, after the miss, with b as it was)
+    out.append(wait(p))
+    from polybus.client.stubs import current
+    return out + [current().dispatchers["first"].comm.resent]
 
 def stolen(calls, size, delay):
     x = np.zeros(size)
@@ -207,7 +210,7 @@ def test_a_call_sent_again_after_its_operand_was_evicted_sends_it_as_it_was(app:
     """The client's own next operand evicts the one an unanswered call names; the call
     misses and goes again by value: with b as it was at the call, not as changed since."""
     r = polybus.run(app, {"modules.cli.entrypoint": "evicted", "modules.cli.args": []})
-    assert r.result == [0.0, 1.0, 0.0]
+    assert r.result == [0.0, 1.0, 0.0, 1]  # (the last: calls re-sent after a miss)
 
 
 def test_a_sync_call_writes_the_batches_made_before_it_first(app: Path) -> None:

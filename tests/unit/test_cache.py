@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from polybus.client.naming import content_key
@@ -197,3 +199,21 @@ def test_content_key_of_a_large_array_works_in_a_forked_child() -> None:
         if done[0] == 0:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+
+
+def test_the_replica_cache_is_bounded_by_the_interfaces_that_cache() -> None:
+    """One cache per replica: an interface that caches nothing (its cache_bytes is the
+    default 512 MiB) used to set the bound, so `cache_bytes = "1MiB"` on the one that
+    caches was ignored whenever the module defined another interface."""
+    from polybus.config.model import DefineSpec, ModuleSpec
+    from polybus.worker.main import options_for
+
+    def spec(**define: DefineSpec) -> ModuleSpec:
+        return ModuleSpec(key="srv", source=Path("srv.py"), define=define)
+
+    small = DefineSpec(cache=("b",), cache_bytes=1 << 20)
+    assert options_for(spec(first=small, log=DefineSpec()), None, 1 << 30).cache_bytes == 1 << 20
+    two = DefineSpec(cache="auto", cache_bytes=4 << 20)
+    assert options_for(spec(a=small, b=two, c=DefineSpec()), None, 1 << 30).cache_bytes == 4 << 20
+    plain = options_for(spec(f=DefineSpec(cache_bytes=1 << 20), g=DefineSpec()), None, 1 << 30)
+    assert plain.cache_bytes == DefineSpec().cache_bytes  # (nothing cached: the largest)

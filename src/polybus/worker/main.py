@@ -48,7 +48,9 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
             opts.pool = max(d.pool for d in defines)
             opts.queue = max(d.queue for d in defines)
             opts.overflow = "reject" if any(d.overflow == "reject" for d in defines) else "block"
-            opts.cache_bytes = max(d.cache_bytes for d in defines)
+            # One cache per replica, bounded by the interfaces that cache: an interface
+            # that caches nothing has the default bound, which would otherwise win.
+            opts.cache_bytes = max(d.cache_bytes for d in [d for d in defines if d.cache] or defines)
         opts.allow_pickle = spec.pickle
         opts.spin_s = spec.spin
     if replica is not None:
