@@ -264,11 +264,11 @@ class Comm:
 
     def _keep_cached(self, rec: CallRecord) -> None:
         """A call written at once keeps its cached operands as they are now (`held`).
-        Where only positions are cached (the usual plan) just those are looked at: a
+        A call without keywords, where only named parameters are cached (the usual plan:
+        ``cache = ["b"]`` caches position 1 and keyword b), looks at just those positions: a
         frozen operand costs a walk of its bases, ~0.2 us, where the general loop over
         every argument cost ~0.9 us."""
-        if rec.kwargs or self.names or self.auto or self.rest_from is not None \
-                or self.other_names is not None:
+        if rec.kwargs or self.auto or self.rest_from is not None:  # (names: keywords only)
             keep = self.keep()
             if keep is not None:
                 rec.args, rec.kwargs = kept(rec.args, rec.kwargs, keep)
