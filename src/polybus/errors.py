@@ -161,12 +161,16 @@ class RemoteException(RemoteError):
         self.remote_type = remote_type
         self.remote_message = remote_message
         self.remote_traceback = remote_traceback
-        where = f" in {interface}" if interface else ""
-        on = f" on {replica}" if replica else ""
         # A failure with no remote frames (a result the codec could not send) gets no
-        # empty traceback section under its message.
-        tb = f"\n--- remote traceback ---\n{remote_traceback}" if remote_traceback.strip() else ""
-        super().__init__(f"{remote_type}: {remote_message} (raised{where}{on}){tb}",
+        # empty traceback section under its message, and is not said to be raised in a
+        # function that returned.
+        frames = bool(remote_traceback.strip())
+        said = " ".join(filter(None, (
+            "raised" if frames else "",
+            (f"in {interface}" if frames else f"from {interface}") if interface else "",
+            f"on {replica}" if replica else "")))
+        tb = f"\n--- remote traceback ---\n{remote_traceback}" if frames else ""
+        super().__init__(f"{remote_type}: {remote_message} ({said or 'remote'}){tb}",
                          interface=interface, replica=replica)
 
 

@@ -180,7 +180,7 @@ def test_a_result_that_cannot_be_sent_names_the_function_not_a_call_number(
         assert (interface, replica, remote_type) == ("opaque", "server-0", "TypeError")
         assert re.search(r"\bcall \d", text) is None, text
         assert "a value of type object cannot be sent" in text, text
-        assert text.endswith("(raised in opaque on server-0)"), text
+        assert text.endswith("(from opaque on server-0)"), text  # (it returned: no "raised")
 
 
 def test_remote_exception_reaches_the_caller_of_run(tmp_path: Path) -> None:

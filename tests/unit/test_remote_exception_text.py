@@ -11,5 +11,11 @@ def test_traceback_section_when_frames_came() -> None:
 def test_no_empty_traceback_section() -> None:
     # e.g. a result the safe codec could not send: the replica has no frames to give
     e = RemoteException("TypeError", "cannot be sent", "", interface="f", replica="server-0")
-    assert str(e) == "TypeError: cannot be sent (raised in f on server-0)"
+    assert str(e) == "TypeError: cannot be sent (from f on server-0)"  # (not "raised")
     assert "remote traceback" not in str(e)
+
+
+def test_every_part_of_where_may_be_missing() -> None:
+    assert str(RemoteException("E", "m", "tb\n")) == "E: m (raised)\n--- remote traceback ---\ntb\n"
+    assert str(RemoteException("E", "m", "", replica="r-0")) == "E: m (on r-0)"
+    assert str(RemoteException("E", "m", "")) == "E: m (remote)"
