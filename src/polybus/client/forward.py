@@ -31,7 +31,8 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import Pending
-from polybus.client.operands import Comm, known_for
+from polybus.client.naming import known_for
+from polybus.client.operands import Comm
 from polybus.client.promise import CallPromise
 from polybus.errors import PolybusError, RemoteError, RemoteException, WorkerDiedError
 from polybus.wire.codec import Ref

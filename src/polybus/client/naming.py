@@ -25,8 +25,9 @@ from polybus.client.snapshot import frozen
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
+    from polybus.client.session import Session
 
-__all__ = ["Known", "adopt", "content_key"]
+__all__ = ["Known", "adopt", "content_key", "known_for"]
 
 # id -> (the array, its key, whether it was read-only through and through when hashed)
 _memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
@@ -161,3 +162,14 @@ class Known:
         if s is None:
             s = self.by_replica[link.name] = set()
         return s
+
+
+_known: weakref.WeakKeyDictionary[Session, Known] = weakref.WeakKeyDictionary()
+
+
+def known_for(session: Session) -> Known:
+    """The session's `Known` (made at its first cached operand or broadcast)."""
+    k = _known.get(session)
+    if k is None:
+        k = _known[session] = Known()
+    return k

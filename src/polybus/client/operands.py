@@ -14,12 +14,12 @@ warm instead of faulted in anew (~1 ms per MB on these machines).
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from polybus.client.batchcalls import Pending
-from polybus.client.naming import Known, adopt, content_key
+from polybus.client.naming import Known, adopt, content_key, known_for
 from polybus.client.policies.aggregate import Aggregator
 from polybus.client.promise import Promise
 from polybus.client.snapshot import Keep, frozen, kept, snapshot, snapshot_kwargs
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.dispatch import Dispatcher
     from polybus.client.reactor import Reactor
-    from polybus.client.session import Session
-    from polybus.config.model import DefineSpec, UseSpec
 
 AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
 
@@ -67,16 +65,6 @@ class Shared:
 
     def __repr__(self) -> str:
         return f"<broadcast {self.key[:12]}>"
-
-
-class Signature(NamedTuple):
-    """A function's parameters by kind (client/session.py reads them from its source)."""
-
-    positional: tuple[str, ...]   # positional-only and positional-or-keyword, in order
-    keyword_only: tuple[str, ...]
-    var_positional: str | None    # the name of *args, if any
-    var_keyword: str | None       # the name of **kwargs, if any
-    positional_only: int = 0      # how many of ``positional`` (the first) are positional-only
 
 
 class Comm:
@@ -385,53 +373,4 @@ def broadcast(value: Any) -> Shared:
     return Shared(key, value)
 
 
-_known: weakref.WeakKeyDictionary[Session, Known] = weakref.WeakKeyDictionary()
-
-
-def known_for(session: Session) -> Known:
-    k = _known.get(session)
-    if k is None:
-        k = _known[session] = Known()
-    return k
-
-
-def comm_for(session: Session, dispatcher: Dispatcher, use: UseSpec, define: DefineSpec,
-             sig: Signature) -> Comm | None:
-    """The Comm a binding's configuration asks for, or None (the plain, fastest path).
-
-    A cached parameter is found where a call can put it: a positional one by its
-    position or its keyword, a keyword-only one by keyword, ``*args`` as every position
-    after the named ones, ``**kwargs`` as every keyword no other parameter takes."""
-    cache = define.cache
-    if not cache and use.aggregate is None and use.aggregate_bytes is None:
-        return None
-    positions: set[int] = set()
-    names: set[str] = set()
-    rest_from: int | None = None
-    other_names: frozenset[str] | None = None
-    if isinstance(cache, tuple):
-        for n in cache:
-            if n in sig.positional:
-                at = sig.positional.index(n)
-                positions.add(at)
-                if at >= sig.positional_only:  # (a keyword of a positional-only name
-                    names.add(n)               # is not it: it goes to **kwargs)
-            elif n == sig.var_positional:
-                rest_from = len(sig.positional)
-            elif n == sig.var_keyword:
-                other_names = frozenset((*sig.positional[sig.positional_only:],
-                                         *sig.keyword_only))
-            else:
-                names.add(n)  # keyword-only (check refuses a name that is no parameter)
-    agg = None
-    if use.aggregate is not None or use.aggregate_bytes is not None:
-        agg = Aggregator(session.reactor, use.aggregate, use.aggregate_bytes, use.linger,
-                         session.app.cluster.max_frame)
-    return Comm(dispatcher, session.reactor, known_for(session), positions=frozenset(positions),
-                names=frozenset(names), rest_from=rest_from, other_names=other_names,
-                auto=cache == "auto", prefetch_all=define.prefetch == "all", aggregator=agg,
-                cache_bytes=define.cache_bytes if cache else None)
-
-
-__all__ = ["AUTO_THRESHOLD", "Comm", "Known", "Shared", "Signature", "broadcast", "comm_for",
-           "content_key", "known_for"]
+__all__ = ["AUTO_THRESHOLD", "Comm", "Known", "Shared", "broadcast", "content_key"]

@@ -16,7 +16,7 @@ from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
 from polybus.client.migrate import Migrator, migrator_for
-from polybus.client.operands import Signature, comm_for
+from polybus.client.plan import Signature, comm_for
 from polybus.client.reactor import Reactor
 from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
 from polybus.errors import NoReplicaError, PolybusError, UsageError
