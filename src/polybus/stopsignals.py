@@ -14,10 +14,16 @@ from __future__ import annotations
 import os
 import select
 import signal
+import time
 from collections.abc import Iterable
 from types import FrameType, TracebackType
 
 __all__ = ["StopSignals"]
+
+# The longest one select in `wait` blocks. The kernel gives a signal to the main thread
+# only when that thread does not block it; given to another thread, it interrupts no
+# select, and its handler runs when the main thread next runs Python code.
+_SLICE = 0.5
 
 
 class StopSignals:
@@ -25,13 +31,24 @@ class StopSignals:
 
     def __init__(self, signals: Iterable[signal.Signals]) -> None:
         self.signum: int | None = None
+        self._pid = os.getpid()
         self._r, self._w = os.pipe()  # (close-on-exec: no child inherits them)
+        os.set_blocking(self._r, False)
         os.set_blocking(self._w, False)
         self._open = True
-        for sig in signals:
-            signal.signal(sig, self._handle)
+        try:
+            for sig in signals:
+                signal.signal(sig, self._handle)
+        except BaseException:  # (ValueError outside the main thread): no pipe left open
+            self.close()
+            raise
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        # A child forked after the handlers were set (multiprocessing's "fork" context, in
+        # a served function) runs this handler too, and holds this very pipe: its signal
+        # is not this process's, and must not wake this process's wait.
+        if os.getpid() != self._pid:
+            return
         if self.signum is None:
             self.signum = signum
         if self._open:  # (a closed descriptor's number may belong to another file now)
@@ -41,13 +58,24 @@ class StopSignals:
                 pass
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until a signal has come (True) or ``timeout`` seconds pass (False)."""
-        if self.signum is None:
-            select.select([self._r], [], [], timeout)
+        """Block until a signal has come (True) or ``timeout`` seconds pass (False). A
+        byte in the pipe with no signal noted wakes nothing: only ``signum`` ends it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.signum is None and self._open:
+            left = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
+            if left <= 0:
+                break
+            ready, _, _ = select.select([self._r], [], [], left)
+            if ready:
+                try:
+                    os.read(self._r, 4096)
+                except OSError:  # (BlockingIOError: another holder of the pipe read it)
+                    pass
         return self.signum is not None
 
     def close(self) -> None:
-        """Close the pipe; the handlers stay, and still note a signal."""
+        """Close the pipe; the handlers stay, and still note a signal. A `wait` after
+        this does not block."""
         if not self._open:
             return
         self._open = False

@@ -45,9 +45,9 @@ def main(args: argparse.Namespace) -> int:
     # Handlers first: a SIGINT/SIGTERM from here on ends the wait below, and the finally
     # removes the token file this command made (a file the user named is theirs to keep).
     stop = StopSignals((signal.SIGTERM, signal.SIGINT))  # (no lock in a handler: stopsignals.py)
-    token = cluster_token(args.token_file, config_token_file, required=False)
     made: Path | None = None
     try:
+        token = cluster_token(args.token_file, config_token_file, required=False)
         if token is None:
             token = make_token()
             made = write_token_file(token)
