@@ -117,8 +117,13 @@ class Forwarding:
             return reply
         pkey, tos = entry
         if isinstance(reply, Result):
-            self.rt.cache.put(KEEP_PREFIX + pkey, reply.value, ch)  # freed with its client
-            sent = [key for to, key in tos if self._send(to, Deliver(key, True, reply.value))]
+            # The cache makes an array it holds read-only: it holds a copy, not the array
+            # the function returned (which may be its own state, updated by its next call).
+            kept = reply.value
+            if type(kept) is np.ndarray and kept.flags.writeable:
+                kept = kept.copy()
+            self.rt.cache.put(KEEP_PREFIX + pkey, kept, ch)  # freed with its client
+            sent = [key for to, key in tos if self._send(to, Deliver(key, True, kept))]
             return Result(call.id, Ref("fwd", sent))
         if isinstance(reply, Fail):
             for to, key in tos:
@@ -203,7 +208,12 @@ class Forwarding:
     def _send(self, to: str, msg: Deliver) -> bool:
         if to == str(self.rt.address):  # the next stage is this replica: no socket
             self.forwarded += 1
-            self.arrive(msg.key, msg.ok, msg.value)
+            # An array of its own, writable, as a Deliver over a socket gives: the one
+            # kept in the cache is read-only and serves later Fetches and Forwards.
+            value = msg.value
+            if type(value) is np.ndarray and not value.flags.writeable:
+                value = value.copy()
+            self.arrive(msg.key, msg.ok, value)
             return True
         try:
             peer = self._peer(to)
