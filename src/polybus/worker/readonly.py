@@ -7,7 +7,8 @@ read-only" or "assignment destination is read-only", which says nothing of the c
 `note` names the read-only arguments so the client's RemoteException can say it.
 
 Only arguments delivered from the cache arrive read-only: the others are decoded into
-memory of their own, writable on every transport (process pools get pickled copies).
+memory of their own, writable on every transport. A process pool's child gets pickled
+copies of the arguments, writable, so a call that failed there gets no note (replies.py).
 """
 
 from __future__ import annotations

@@ -56,7 +56,9 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
     except Exception:  # (formatting calls the exception's __str__ again)
         tb = ""
     message = text_of(exc)
-    if args or kwargs:
+    # (Not for a call that failed in a process pool's child: it got pickled copies of
+    # the arguments, writable, and ``fn`` here is the pool's ``call(*args, **kwargs)``.)
+    if (args or kwargs) and not hasattr(exc, CHILD_TRACEBACK):
         try:
             why = readonly.note(exc, message, fn, args, kwargs)
         except Exception:  # (a note is a courtesy: the call's own error goes regardless)
