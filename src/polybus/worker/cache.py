@@ -164,16 +164,32 @@ class OperandCache:
                 keys.discard(key)
 
 
+# What `resolve` returns for a call whose cached operands are all here and that waits for
+# a forwarded value (``Ref("fwd", key)``, left in place): Forwarding.hold holds it.
+FORWARDED = Fail(-1, "forwarded", "", "")
+
+
 def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | None:
     """Replace the ``Ref("op", key)`` arguments of ``call`` by their values, in place.
 
     Done when the call is queued, so an entry evicted while the call waits is still held
     by the call. ``user`` (the caller's connection) is recorded as using each entry.
-    Returns the Fail to answer when an operand is not here.
+    Returns the Fail to answer when an operand is not here; else `FORWARDED` when the call
+    names a forwarded value, else None.
+
+    Every cached operand is looked up, whatever forwarded values the call also names: a
+    call held for one holds its operands too (the forwarded value, kept in this same
+    cache, may evict them meanwhile), and a call that misses one is answered at once,
+    before it takes a forwarded value, which is delivered once (the client sends the
+    call again naming the same forwarded key, which must still be here for it).
     """
+    waits: Fail | None = None
     args = call.args
     for i, a in enumerate(args):
         if type(a) is Ref:
+            if a.kind == "fwd":
+                waits = FORWARDED
+                continue
             try:
                 args[i] = _value(cache, a, user)
             except KeyError:
@@ -181,11 +197,14 @@ def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | None
     if call.kwargs:
         for k, v in call.kwargs.items():
             if type(v) is Ref:
+                if v.kind == "fwd":
+                    waits = FORWARDED
+                    continue
                 try:
                     call.kwargs[k] = _value(cache, v, user)
                 except KeyError:
                     return _miss(call, v)
-    return None
+    return waits
 
 
 def resolve_batch(cache: OperandCache, batch: CallBatch, user: object = None) -> Fail | None:

@@ -26,6 +26,7 @@ from polybus.errors import PolybusError, ProtocolError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
 from polybus.wire.messages import Call, Goodbye, Message, Result
+from polybus.worker.cache import FORWARDED
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import HEEDED
 from polybus.worker.replies import UNSENDABLE, failure, write
@@ -98,9 +99,12 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             rt._stash[ch] = msg  # the general intake takes it (and what follows it)
             rt._take(ch)
         elif (miss := resolve_operands(rt.cache, msg, ch)) is not None:  # type: ignore[arg-type]
-            # A cached operand is not here: Intake._enqueue's answer (the miss counted once).
+            # A cached operand is not here, or a forwarded value: Intake._enqueue's answer
+            # (the miss counted once).
             general = True
-            if not rt.forwarding.hold(ch, msg):  # type: ignore[arg-type]
+            if miss is FORWARDED:
+                rt.forwarding.hold(ch, msg)  # type: ignore[arg-type]
+            else:
                 rt._send_quietly(ch, miss)
         if general:
             if len(queue) or rt._paused:  # queued work: the pool runs it, someone polls

@@ -36,7 +36,7 @@ from polybus.wire.messages import (
     StatsRequest,
     Steal,
 )
-from polybus.worker.cache import OperandCache, resolve_batch
+from polybus.worker.cache import FORWARDED, OperandCache, resolve_batch
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
 from polybus.worker.options import ServeOptions
@@ -170,9 +170,10 @@ class Intake:
 
     def _enqueue(self, ch: Channel, call: Call) -> None:
         miss = resolve_operands(self.cache, call, ch)
+        if miss is FORWARDED:  # it waits for values from other stages (or hold queues it)
+            self.forwarding.hold(ch, call)
+            return
         if miss is not None:
-            if self.forwarding.hold(ch, call):  # it waits for values from other stages
-                return
             self._send_quietly(ch, miss)
             return
         self._admit(ch, call)

@@ -1,0 +1,111 @@
+"""f0f79d1: the operand cache's bound now ignores interfaces that set no ``cache``, but
+the cache also keeps forwarded answers (worker/forwarding.py: ``fwd:<pkey>``).
+
+Here ``consume`` caches B with cache_bytes = "1MiB" and ``produce`` caches nothing. Before
+f0f79d1 the replica's cache was 512 MiB (produce's default); now it is 1 MiB, and:
+
+- ``consume(p, b1)`` hung for ever: the call was held for p's forwarded value with b1
+  not looked up (resolve stopped at the first Ref, p's); p's 1.6 MB answer, kept in the
+  cache, evicted b1; the call then missed b1, and the client sent it again naming p's
+  forwarded key, which the replica had already taken and never gets again. (The same
+  hang was there before f0f79d1 with a small enough bound on every define.) Fixed.
+- the Put of the next B evicts produce's forwarded answer, and ``wait(p)`` fails with
+  "could not be fetched ... (gone or evicted)". Not fixed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import polybus
+from integration.conftest import write_app
+
+SERVER = """
+    import time
+    import numpy as np
+
+    def produce(n):
+        time.sleep(0.3)  # (unanswered when consume is called: its answer is forwarded)
+        return np.ones(n)
+
+    def consume(x, b):
+        return float(x.sum() + b.sum())
+"""
+
+CLIENT = """
+    import numpy as np
+    from polybus import use, wait
+    from polybus.errors import RemoteError
+
+    produce, consume = use("produce"), use("consume")
+
+    def main():
+        b1, b2 = np.zeros(100_000), np.ones(100_000)
+        p = produce(200_000)
+        first = wait(consume(p, b1))
+        second = wait(consume(np.zeros(10), b2))  # its Put comes after p's answer
+        try:
+            kept = float(wait(p).sum())
+        except RemoteError as exc:
+            kept = str(exc)
+        return [first, second, kept]
+"""
+
+TOML = """
+    [modules.server]
+    source = "server.py"
+    define.produce = {}
+    define.consume = { cache = ["b"], cache_bytes = "1MiB" }
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+    use.produce = { callstyle = "async" }
+    use.consume = { callstyle = "async" }
+
+    [bind]
+    "client.produce" = "server.produce"
+    "client.consume" = "server.consume"
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_call_held_for_a_forwarded_value_keeps_its_cached_operand(tmp_path: Path) -> None:
+    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    out = polybus.run(app, worker_output=None).result
+    assert out[:2] == [200_000.0, 100_000.0]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.xfail(strict=True, reason="not fixed: forwarded answers share the operand "
+                                       "cache, bounded by the caching interfaces only")
+def test_a_forwarded_answer_can_still_be_fetched_after_the_next_put(tmp_path: Path) -> None:
+    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    out = polybus.run(app, worker_output=None).result
+    assert out == [200_000.0, 100_000.0, 200_000.0]
+
+
+MISSING_CLIENT = """
+    import numpy as np
+    from polybus import use, wait
+
+    produce, consume = use("produce"), use("consume")
+
+    def main():
+        b1, b2 = np.zeros(100_000), np.ones(100_000)
+        p = produce(200_000)
+        wait(consume(np.zeros(10), b1))
+        wait(consume(np.zeros(10), b2))  # its Put evicts b1 (1 MiB): the client does not know
+        return wait(consume(p, b1))  # names b1 and p's forwarded value
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_call_that_misses_an_operand_does_not_take_its_forwarded_value(tmp_path: Path) -> None:
+    """The call was held for p with b1 not looked up, took p's value when it came, then
+    missed b1; sent again naming p's key, already taken, it waited for ever."""
+    toml = TOML.replace('cache_bytes = "1MiB" }', 'cache_bytes = "1MiB", pool = 2 }')
+    app = write_app(tmp_path, server=SERVER, client=MISSING_CLIENT, toml=toml)
+    assert polybus.run(app, worker_output=None).result == 200_000.0
