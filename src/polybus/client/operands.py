@@ -233,7 +233,10 @@ class Comm:
         """A held call's argument at ``index`` if this binding caches it, as it is now
         (snapshot.py): an array that could change is copied once per content, read-only,
         and the copy shared by every held call naming that content (64 calls sharing a
-        writable B hold one copy, not 64); None for an argument it does not cache."""
+        writable B hold one copy, not 64); None for an argument it does not cache. A
+        bytearray is kept as bytes (what the replica gets for one anyway)."""
+        if type(value) is bytearray:
+            return bytes(value) if self._named(index) or (self.auto and _big(value)) else None
         if type(value) is not np.ndarray or frozen(value) or not (
                 self._named(index) or (self.auto and _big(value))):
             return None
@@ -263,7 +266,8 @@ class Comm:
             return
         args = rec.args
         for i in self.positions:
-            if i < len(args) and type(args[i]) is np.ndarray and not frozen(args[i]):
+            if i < len(args) and ((type(args[i]) is np.ndarray and not frozen(args[i]))
+                                  or type(args[i]) is bytearray):
                 c = self.held(i, args[i])
                 if c is not None:
                     if args is rec.args:
