@@ -46,8 +46,14 @@ class StopSignals:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         # A child forked after the handlers were set (multiprocessing's "fork" context, in
         # a served function) runs this handler too, and holds this very pipe: its signal
-        # is not this process's, and must not wake this process's wait.
+        # is not this process's, and must not wake this process's wait. The child gets
+        # what Python's own handling would do (terminate() of a forked child ends it).
         if os.getpid() != self._pid:
+            if signum == signal.SIGINT:
+                signal.signal(signum, signal.default_int_handler)
+                raise KeyboardInterrupt
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
             return
         if self.signum is None:
             self.signum = signum
