@@ -116,7 +116,13 @@ def _define_all(m: ModuleSpec, info: SourceInfo) -> ModuleSpec:
     module without one does, with the options the overrides gave: ``--set
     modules.server.define.f.cache=...`` configures f, it does not stop the rest."""
     names = [*info.public(), *(n for n in m.define if n in info.functions)]
-    return dataclasses.replace(m, define={n: m.define.get(n, DefineSpec())
+    # What a replica takes as a whole (its queue's bound, what a full queue does) comes
+    # from every entry: the ones filled in carry the named ones', not the defaults, so a
+    # --set of define.f.queue = 10 still bounds the queue at 10.
+    given = list(m.define.values())
+    rest = DefineSpec(queue=max(d.queue for d in given),
+                      overflow="reject" if any(d.overflow == "reject" for d in given) else "block")
+    return dataclasses.replace(m, define={n: m.define.get(n, rest)
                                           for n in dict.fromkeys(names)})
 
 

@@ -1,12 +1,11 @@
-"""a92787b: a define table made only by --set fills in every public function with the
-defaults, and the defaults take part in the module-wide options.
+"""A define table made only by --set fills in the module's other public functions; what a
+replica takes as a whole (the queue's bound, a full queue's overflow) still comes from
+the entries the override named.
 
 A replica's queue is the largest ``queue`` of its module's defines (worker/main.py,
-options_for). ``--set modules.server.define.f.queue=10`` on a module whose file has no
-define table bounded the replica's queue at 10 before a92787b (f was the one define);
-now g is filled in with the default 1000 and the override bounds nothing (``check``
-warns, naming define.g, which nobody wrote). Not fixed here: whether the filled-in
-interfaces should take the module-wide options of the named ones is a design choice.
+options_for). When the filled-in entries had the default queue of 1000, ``--set
+modules.server.define.f.queue=10`` on a module whose file has no define table bounded
+nothing (and ``check`` warned about define.g, which nobody wrote).
 """
 
 from __future__ import annotations
@@ -41,8 +40,13 @@ def app(tmp_path: Path) -> Path:
     return tmp_path / "app.toml"
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed: the filled-in g asks for queue 1000")
 def test_a_queue_set_on_the_one_overridden_define_still_bounds_the_replica(app: Path) -> None:
     spec = load(app, ("modules.server.define.f.queue=10",)).modules["server"]
     assert sorted(spec.define) == ["f", "g"]  # (a92787b: the module serves g too)
     assert options_for(spec, None, 1 << 20).queue == 10
+
+
+def test_a_reject_overflow_set_on_the_one_overridden_define_holds(app: Path) -> None:
+    spec = load(app, ("modules.server.define.f.overflow=\"reject\"",)).modules["server"]
+    assert spec.define["g"].overflow == "reject"
+    assert options_for(spec, None, 1 << 20).overflow == "reject"
