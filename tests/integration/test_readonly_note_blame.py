@@ -67,8 +67,7 @@ TOML = """
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("pool", [
-    pytest.param("1", marks=pytest.mark.xfail(strict=True, reason=(
-        "not fixed: the note cannot tell which array the write was into"))),
+    "1",
     '"processes:1"'])
 def test_a_write_into_the_functions_own_array_does_not_blame_the_cached_operand(
         tmp_path: Path, pool: str) -> None:

@@ -33,11 +33,26 @@ def spread(x: Any, *arrays: Any) -> None:
     arrays[0][0] = 1
 
 
-def test_every_read_only_argument_is_named_and_the_copy_shown() -> None:
-    assert refused(both, frozen(), frozen()) == (
-        "assignment destination is read-only (a and b are cached operands: cached operands "
+def both_at_once(a: Any, b: Any) -> None:
+    np.add(a, b, out=b if b.flags.writeable else a)[0] = 1
+
+
+def test_the_read_only_arguments_the_failing_line_names_are_named_and_the_copy_shown() -> None:
+    assert refused(both_at_once, frozen(), frozen()) == (
+        "output array is read-only (a and b are cached operands: cached operands "
         "are read-only and shared between calls, so copy one before writing to it, "
         "e.g. a = a.copy())")
+    assert refused(both, frozen(), frozen()).endswith(
+        "(a is a cached operand: cached operands are read-only and shared between calls, "
+        "so copy one before writing to it, e.g. a = a.copy())")  # (b is not on its line)
+
+
+def test_a_write_into_an_array_of_the_functions_own_blames_no_argument() -> None:
+    def own(a: Any, b: Any) -> None:
+        c = np.frombuffer(bytes(8), dtype=np.float64)  # read-only: over bytes
+        c[0] = 1.0
+
+    assert refused(own, frozen(), frozen()) == "assignment destination is read-only"
     assert refused(both, frozen(), b=np.zeros(2)).startswith(
         "assignment destination is read-only (a is a cached operand: ")
 

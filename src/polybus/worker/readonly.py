@@ -9,11 +9,16 @@ read-only" or "assignment destination is read-only", which says nothing of the c
 Only arguments delivered from the cache arrive read-only: the others are decoded into
 memory of their own, writable on every transport. A process pool's child gets pickled
 copies of the arguments, writable, so a call that failed there gets no note (replies.py).
+The note names only the read-only arguments the failing line of the function's own file
+mentions (a write into an array of the function's own making, beside a cached operand,
+blamed the operand); with no source to read, it names them all.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -30,6 +35,9 @@ def note(exc: BaseException, message: str, fn: Callable[..., Any] | None,
         return None
     names = [name for name, value in _arguments(fn, args, kwargs or {})
              if isinstance(value, np.ndarray) and not value.flags.writeable]
+    line = _failing_line(exc, fn)
+    if line is not None:  # (the write's own line: only what it names, a[...] by its a)
+        names = [n for n in names if re.search(rf"\b{re.escape(n.split('[')[0])}\b", line)]
     if not names:
         return None
     first = names[0]
@@ -60,3 +68,15 @@ def _arguments(fn: Callable[..., Any] | None, args: Sequence[Any],
             yield from value.items()
         else:
             yield name, value
+
+
+def _failing_line(exc: BaseException, fn: Callable[..., Any] | None) -> str | None:
+    """The source line, in ``fn``'s file, of the innermost frame there (where its code
+    made the write, or called what made it); None if there is none or no source."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == code.co_filename:
+            return frame.line or None
+    return None
