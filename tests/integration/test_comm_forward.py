@@ -152,7 +152,7 @@ def test_a_forwarded_result_lost_before_its_fetch_names_interface_and_replica(
         p1 = s.call("slow_double", (x, 0.3), {})
         assert np.allclose(np.asarray(s.call("double", (p1,), {})), x * 4)
         for rt in c.runtimes:
-            rt.cache.clear()  # the kept value is gone (evicted)
+            rt.forwarding.kept.clear()  # the kept value is gone (evicted)
         with pytest.raises(RemoteError) as err:
             np.asarray(p1)
         text = str(err.value)

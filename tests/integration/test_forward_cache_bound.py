@@ -9,8 +9,9 @@ f0f79d1 the replica's cache was 512 MiB (produce's default); now it is 1 MiB, an
   cache, evicted b1; the call then missed b1, and the client sent it again naming p's
   forwarded key, which the replica had already taken and never gets again. (The same
   hang was there before f0f79d1 with a small enough bound on every define.) Fixed.
-- the Put of the next B evicts produce's forwarded answer, and ``wait(p)`` fails with
-  "could not be fetched ... (gone or evicted)". Not fixed.
+- the Put of the next B evicted produce's forwarded answer, and ``wait(p)`` failed with
+  "could not be fetched ... (gone or evicted)". Fixed: forwarded answers are kept in a
+  store of their own (Forwarding.kept), not in the operand cache.
 """
 
 from __future__ import annotations
@@ -79,8 +80,6 @@ def test_a_call_held_for_a_forwarded_value_keeps_its_cached_operand(tmp_path: Pa
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason="not fixed: forwarded answers share the operand "
-                                       "cache, bounded by the caching interfaces only")
 def test_a_forwarded_answer_can_still_be_fetched_after_the_next_put(tmp_path: Path) -> None:
     app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
     out = polybus.run(app, worker_output=None).result

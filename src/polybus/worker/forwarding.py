@@ -29,6 +29,7 @@ from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec, Ref
 from polybus.wire.messages import Call, Deliver, Fail, Fetch, Fetched, Forward, Message, Result
+from polybus.worker.cache import OperandCache
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
@@ -73,6 +74,10 @@ class Forwarding:
         self._peers: dict[str, Channel] = {}
         self.forwarded = 0   # values this replica sent to another stage
         self.received = 0    # values it received from one
+        # Answers forwarded to other stages, kept for the client's Fetch and for later
+        # Forwards: a store of their own, not the operand cache, whose bound is the
+        # caching interfaces' cache_bytes and whose next Put would evict them.
+        self.kept = OperandCache()
 
     # -- messages --------------------------------------------------------------------
     def handle(self, ch: Channel, msg: Message) -> None:
@@ -82,7 +87,7 @@ class Forwarding:
             self.arrive(msg.key, msg.ok, msg.value)
         elif isinstance(msg, Fetch):
             try:
-                value = self.rt.cache.get(KEEP_PREFIX + msg.pkey)
+                value = self.kept.get(KEEP_PREFIX + msg.pkey)
                 reply = Fetched(msg.req, True, value)
             except KeyError:
                 reply = Fetched(msg.req, False, None)
@@ -90,13 +95,13 @@ class Forwarding:
 
     def _forward(self, ch: Channel, msg: Forward) -> None:
         with self._lock:
-            kept = KEEP_PREFIX + msg.pkey in self.rt.cache
+            kept = KEEP_PREFIX + msg.pkey in self.kept
             if not kept:  # the call has not been answered yet (or was, by value; see client)
                 entry = self.targets.setdefault((id(ch), msg.id), (msg.pkey, []))
                 entry[1].append((msg.to, msg.key))
                 return
         try:
-            value = self.rt.cache.get(KEEP_PREFIX + msg.pkey)
+            value = self.kept.get(KEEP_PREFIX + msg.pkey)
         except KeyError:  # evicted meanwhile: the consumer fails rather than waits forever
             value, ok = ["LookupError", "the forwarded value was evicted from its replica", ""], False
         else:
@@ -122,7 +127,7 @@ class Forwarding:
             kept = reply.value
             if type(kept) is np.ndarray and kept.flags.writeable:
                 kept = kept.copy()
-            self.rt.cache.put(KEEP_PREFIX + pkey, kept, ch)  # freed with its client
+            self.kept.put(KEEP_PREFIX + pkey, kept, ch)  # freed with its client
             sent = [key for to, key in tos if self._send(to, Deliver(key, True, kept))]
             return Result(call.id, Ref("fwd", sent))
         if isinstance(reply, Fail):
@@ -203,6 +208,7 @@ class Forwarding:
                     del self._held[key]
             for k in [k for k in self.targets if k[0] == id(ch)]:
                 del self.targets[k]
+        self.kept.release(ch)  # the answers kept for it alone
 
     # -- worker-to-worker ----------------------------------------------------------------
     def _send(self, to: str, msg: Deliver) -> bool:
