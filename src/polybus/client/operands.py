@@ -266,13 +266,11 @@ class Comm:
             return
         args = rec.args
         for i in self.positions:
-            if i < len(args) and ((type(args[i]) is np.ndarray and not frozen(args[i]))
-                                  or type(args[i]) is bytearray):
-                c = self.held(i, args[i])
-                if c is not None:
-                    if args is rec.args:
-                        args = list(args)
-                    args[i] = c
+            c = self.held(i, args[i]) if i < len(args) else None  # (None: kept as it is)
+            if c is not None:
+                if args is rec.args:
+                    args = list(args)
+                args[i] = c
         rec.args = args
 
     def keep(self) -> Keep | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.errors import PolybusError
 from polybus.wire.messages import BatchResult, CallBatch, Fail, Result
-from polybus.worker.replies import failure
+from polybus.worker.replies import failure, unsendable
 
 if TYPE_CHECKING:
     from polybus.transport.channel import Channel
@@ -65,6 +65,5 @@ def _sendable(ch: Channel, reply: BatchResult) -> BatchResult:
             ch.codec.encode_parts(Result(i, v))
         except (TypeError, ValueError, OverflowError) as exc:
             reply.values[i] = None
-            reply.fails.append(Fail(i, "exception", "TypeError",
-                                    f"the value it returned cannot be sent: {exc}"))
+            reply.fails.append(unsendable(i, exc))
     return reply

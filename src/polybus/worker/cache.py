@@ -178,10 +178,10 @@ def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | None
     names a forwarded value, else None.
 
     Every cached operand is looked up, whatever forwarded values the call also names: a
-    call held for one holds its operands too (the forwarded value, kept in this same
-    cache, may evict them meanwhile), and a call that misses one is answered at once,
-    before it takes a forwarded value, which is delivered once (the client sends the
-    call again naming the same forwarded key, which must still be here for it).
+    call held for one holds its operands too (other Puts may evict them meanwhile), and a
+    call that misses one is answered at once, before it takes a forwarded value, which is
+    delivered once (the client sends the call again naming the same forwarded key, which
+    must still be here for it).
     """
     waits: Fail | None = None
     args = call.args

@@ -4,8 +4,9 @@ Producer side: the client's ``Forward(id, pkey, key, to)`` asks that when call `
 is answered its outcome also goes to the replica at ``to`` as ``Deliver(key, ...)``, over
 a worker-to-worker connection authenticated with the cluster token. The client is then
 answered ``Result(id, Ref("fwd", [keys delivered]))`` instead of the value, and the
-value is kept in the operand cache under ``fwd:<pkey>`` for a ``Fetch`` or a later
-``Forward`` (one that comes after the answer is served from there). A failure is sent on
+value is kept under ``pkey`` in a store of its own (`Forwarding.kept`, not the operand
+cache) for a ``Fetch`` or a later ``Forward`` (one that comes after the answer is served
+from there). A failure is sent on
 as ``Deliver(key, ok=False, [type, message, traceback])`` and to the client as usual.
 
 Consumer side: a call naming ``Ref("fwd", key)`` is held (not queued) until every such
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("polybus.worker")
-KEEP_PREFIX = "fwd:"
 # An answer this large is worth keeping off the client: before it is sent, the replica
 # reads what that client sent while the call ran (WorkerRuntime.heed), so a Forward
 # request for it is seen in time. A producer answering inline read nothing meanwhile,
@@ -87,7 +87,7 @@ class Forwarding:
             self.arrive(msg.key, msg.ok, msg.value)
         elif isinstance(msg, Fetch):
             try:
-                value = self.kept.get(KEEP_PREFIX + msg.pkey)
+                value = self.kept.get(msg.pkey)
                 reply = Fetched(msg.req, True, value)
             except KeyError:
                 reply = Fetched(msg.req, False, None)
@@ -95,13 +95,13 @@ class Forwarding:
 
     def _forward(self, ch: Channel, msg: Forward) -> None:
         with self._lock:
-            kept = KEEP_PREFIX + msg.pkey in self.kept
+            kept = msg.pkey in self.kept
             if not kept:  # the call has not been answered yet (or was, by value; see client)
                 entry = self.targets.setdefault((id(ch), msg.id), (msg.pkey, []))
                 entry[1].append((msg.to, msg.key))
                 return
         try:
-            value = self.kept.get(KEEP_PREFIX + msg.pkey)
+            value = self.kept.get(msg.pkey)
         except KeyError:  # evicted meanwhile: the consumer fails rather than waits forever
             value, ok = ["LookupError", "the forwarded value was evicted from its replica", ""], False
         else:
@@ -122,12 +122,12 @@ class Forwarding:
             return reply
         pkey, tos = entry
         if isinstance(reply, Result):
-            # The cache makes an array it holds read-only: it holds a copy, not the array
+            # The store makes an array it holds read-only: it holds a copy, not the array
             # the function returned (which may be its own state, updated by its next call).
             kept = reply.value
             if type(kept) is np.ndarray and kept.flags.writeable:
                 kept = kept.copy()
-            self.kept.put(KEEP_PREFIX + pkey, kept, ch)  # freed with its client
+            self.kept.put(pkey, kept, ch)  # freed with its client
             sent = [key for to, key in tos if self._send(to, Deliver(key, True, kept))]
             return Result(call.id, Ref("fwd", sent))
         if isinstance(reply, Fail):
@@ -215,7 +215,7 @@ class Forwarding:
         if to == str(self.rt.address):  # the next stage is this replica: no socket
             self.forwarded += 1
             # An array of its own, writable, as a Deliver over a socket gives: the one
-            # kept in the cache is read-only and serves later Fetches and Forwards.
+            # kept in the store is read-only and serves later Fetches and Forwards.
             value = msg.value
             if type(value) is np.ndarray and not value.flags.writeable:
                 value = value.copy()

@@ -68,6 +68,12 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
     return Fail(call_id, "exception", qual, message, tb)
 
 
+def unsendable(call_id: int, exc: BaseException) -> Fail:
+    """The Fail for a call whose function returned a value the codec cannot carry."""
+    return Fail(call_id, "exception", "TypeError",
+                f"the value it returned cannot be sent: {text_of(exc)}")
+
+
 def internal_failure(worker: str, call_id: int, exc: Exception) -> Fail:
     """The Fail for a call that polybus's own steps failed to answer (a fault the worker
     logs in full): the call fails alone, and the replica serves on."""
@@ -105,9 +111,7 @@ def write(ch: Channel, replies: list[Message]) -> None:
             except TransportError:
                 return
             except Exception as exc:
-                send_quietly(ch, Fail(
-                    getattr(r, "id", 0), "exception", "TypeError",
-                    f"the value it returned cannot be sent: {text_of(exc)}"))
+                send_quietly(ch, unsendable(getattr(r, "id", 0), exc))
 
 
 class Corked:
