@@ -13,10 +13,11 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from polybus.errors import AuthenticationError
+from polybus.errors import AuthenticationError, ConnectionLostError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire import handshake
@@ -203,3 +204,48 @@ def test_token_is_not_in_refusal_errors() -> None:
 def test_encode_frame_guard() -> None:
     with pytest.raises(Exception, match="over the frame limit"):
         encode_frame(b"x" * 100, max_frame=50)
+
+
+def _next(ch: Channel, limit: float = 3.0) -> object:
+    """The next message on ``ch`` within ``limit`` seconds; None if none came, or if the
+    peer closed the connection without one."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            ch.fill_soon(0.05)
+        except ConnectionLostError:
+            return ch.next_message()
+        msg = ch.next_message()
+        if msg is not None:
+            return msg
+    return None
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc", "shm"])
+def test_a_frame_nested_too_deeply_drops_its_peer_alone(
+        transport: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A small frame of arrays nested 200,000 deep (msgspec: RecursionError) is bad
+    input like any other: the peer is told and dropped, the replica serves on. It used
+    to escape as a poller failure: over tcp/ipc the peer was never told; over shm the
+    frame stayed at the head of its ring and every poll failed on it again, at full
+    CPU, and the replica answered no one, on any transport."""
+    caplog.set_level(logging.WARNING, logger="polybus.worker")
+    where = "tcp://127.0.0.1:0" if transport == "tcp" else f"{transport}://{tmp_path}/w.sock"
+    rt = WorkerRuntime("w", {"echo": lambda x: x}, TOKEN, where, ServeOptions(pool=2)).start()
+    try:
+        bad = connect(str(rt.address), TOKEN, Codec())
+        header = b"\x94\x01\x01\xa4echo\x91" + b"\x91" * 200_000 + b"\xc0"
+        with bad.send_lock:
+            bad._send_pieces([struct.pack("<IHHI", 8 + len(header), 0, 0, len(header)) + header], None)
+        bye = _next(bad)
+        bad.close()
+        assert isinstance(bye, Goodbye) and "nested too deeply" in bye.reason
+        good = connect(str(rt.address), TOKEN, Codec())
+        try:
+            good.send(Call(2, "echo", ["still here"]))
+            assert _next(good) == Result(2, "still here")
+        finally:
+            good.close()
+    finally:
+        rt.stop()
+    assert "nested too deeply" in caplog.text and "poller failed" not in caplog.text
