@@ -3,7 +3,9 @@ channel that sends every frame through it, with doorbells only for a sleeping re
 
 from __future__ import annotations
 
+import array
 import gc
+import os
 import socket
 import threading
 import time
@@ -13,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from polybus.errors import ConnectionLostError
+from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.testing.conformance import memfd_mappings
 from polybus.transport import ring as ring_mod
 from polybus.transport.ring import Ring
@@ -289,5 +291,32 @@ def test_small_array_frames_are_decoded_in_the_ring_and_their_arrays_keep_their_
     finally:
         x.close()
         y.close()
+    gc.collect()
+    assert memfd_mappings() == 0
+
+
+def test_a_ring_over_the_limit_is_refused_before_it_is_mapped() -> None:
+    """A peer's first descriptor is its ring, which is mapped with its pages faulted
+    in: a 16 GiB memfd (sparse, free to make) took 16 GiB of this process's memory, the
+    replica's poller stuck in the mapping meanwhile. A ring over ATTACH_MAX is now a
+    protocol error, found from the descriptor's size before anything is mapped."""
+    a, b = socket.socketpair(socket.AF_UNIX)
+    fd = os.memfd_create("too-big-ring")
+    try:
+        os.ftruncate(fd, 4096 + (256 << 20))  # over ATTACH_MAX (64 MiB), a power of two
+        with pytest.raises(ValueError, match="over the limit"):
+            Ring.attach(fd)
+        ch = ShmChannel(b, Codec(), "peer")
+        try:
+            a.sendmsg([b"R"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
+            with pytest.raises(ProtocolError, match="cannot map the peer's ring: ring of "
+                                                    r"\d+ bytes is over the limit"):
+                ch.fill(wait=True)
+            assert ch._rx is None
+        finally:
+            ch.close()
+    finally:
+        os.close(fd)
+        a.close()
     gc.collect()
     assert memfd_mappings() == 0

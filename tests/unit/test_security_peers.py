@@ -13,16 +13,17 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from polybus.errors import AuthenticationError
+from polybus.errors import AuthenticationError, ConnectionLostError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire import handshake
 from polybus.wire.codec import Codec
 from polybus.wire.framing import encode_frame
-from polybus.wire.messages import Call, Goodbye, Result
+from polybus.wire.messages import Call, Goodbye, Register, Replica, Result
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -203,3 +204,136 @@ def test_token_is_not_in_refusal_errors() -> None:
 def test_encode_frame_guard() -> None:
     with pytest.raises(Exception, match="over the frame limit"):
         encode_frame(b"x" * 100, max_frame=50)
+
+
+def _next(ch: Channel, limit: float = 3.0) -> object:
+    """The next message on ``ch`` within ``limit`` seconds; None if none came, or if the
+    peer closed the connection without one."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            ch.fill_soon(0.05)
+        except ConnectionLostError:
+            return ch.next_message()
+        msg = ch.next_message()
+        if msg is not None:
+            return msg
+    return None
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc", "shm"])
+def test_a_frame_nested_too_deeply_drops_its_peer_alone(
+        transport: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A small frame of arrays nested 200,000 deep (msgspec: RecursionError) is bad
+    input like any other: the peer is told and dropped, the replica serves on. It used
+    to escape as a poller failure: over tcp/ipc the peer was never told; over shm the
+    frame stayed at the head of its ring and every poll failed on it again, at full
+    CPU, and the replica answered no one, on any transport."""
+    caplog.set_level(logging.WARNING, logger="polybus.worker")
+    where = "tcp://127.0.0.1:0" if transport == "tcp" else f"{transport}://{tmp_path}/w.sock"
+    rt = WorkerRuntime("w", {"echo": lambda x: x}, TOKEN, where, ServeOptions(pool=2)).start()
+    try:
+        bad = connect(str(rt.address), TOKEN, Codec())
+        header = b"\x94\x01\x01\xa4echo\x91" + b"\x91" * 200_000 + b"\xc0"
+        with bad.send_lock:
+            bad._send_pieces([struct.pack("<IHHI", 8 + len(header), 0, 0, len(header)) + header], None)
+        bye = _next(bad)
+        bad.close()
+        assert isinstance(bye, Goodbye) and "nested too deeply" in bye.reason
+        good = connect(str(rt.address), TOKEN, Codec())
+        try:
+            good.send(Call(2, "echo", ["still here"]))
+            assert _next(good) == Result(2, "still here")
+        finally:
+            good.close()
+    finally:
+        rt.stop()
+    assert "nested too deeply" in caplog.text and "poller failed" not in caplog.text
+
+
+def _serving(rt: WorkerRuntime, n: int) -> None:
+    good = connect(str(rt.address), TOKEN, Codec())
+    try:
+        good.send(Call(n, "echo", [n]))
+        assert _next(good) == Result(n, n)
+    finally:
+        good.close()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_a_fault_reading_a_connection_drops_it_alone(
+        transport: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Decoding a frame raises something that is not a ProtocolError (a fault in
+    polybus's own steps): that connection is told, logged and dropped. Left to the
+    poller's catch-all, the peer was never dropped; over shm the frame stayed at the
+    head of the ring and failed every poll after, and the replica served no one."""
+    real = Codec.decode_header
+
+    def faulty(self: Codec, header: bytes | bytearray | memoryview) -> object:
+        if b"explode" in bytes(header):
+            raise RuntimeError("a fault decoding")
+        return real(self, header)
+
+    monkeypatch.setattr(Codec, "decode_header", faulty)
+    caplog.set_level(logging.WARNING, logger="polybus.worker")
+    where = "tcp://127.0.0.1:0" if transport == "tcp" else f"shm://{tmp_path}/w.sock"
+    rt = WorkerRuntime("w", {"echo": lambda x: x}, TOKEN, where, ServeOptions(pool=2)).start()
+    try:
+        bad = connect(str(rt.address), TOKEN, Codec())
+        bad.send(Call(1, "echo", ["explode"]))
+        bye = _next(bad)
+        bad.close()
+        assert isinstance(bye, Goodbye) and "failed reading this connection" in bye.reason
+        _serving(rt, 2)
+    finally:
+        rt.stop()
+    assert "failed; its connection is dropped" in caplog.text
+    assert "RuntimeError: a fault decoding" in caplog.text and "poller failed" not in caplog.text
+
+
+def _raw_to(rt: WorkerRuntime) -> socket.socket:
+    addr = rt.address
+    if addr.scheme == "tcp":
+        return _raw(rt)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(3)
+    s.connect(addr.path)
+    return s
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+@pytest.mark.parametrize(("declared", "sent", "said"), [
+    (1000, 10, "22 of its 1004 bytes"), (1 << 20, 200_000, "200012 of its 1048580 bytes")],
+    ids=["small", "large"])
+def test_a_peer_gone_in_the_middle_of_a_frame_is_logged(
+        transport: str, declared: int, sent: int, said: str, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A peer that closes its connection with a frame half sent: the frame is lost, and
+    the log says so, with how much of it came (it was dropped without a word); a peer
+    that sends a message a worker does not take is logged too; serving goes on."""
+    caplog.set_level(logging.WARNING, logger="polybus.worker")
+    where = "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp_path}/w.sock"
+    rt = WorkerRuntime("w", {"echo": lambda x: x}, TOKEN, where, ServeOptions(pool=2)).start()
+    try:
+        s = _raw_to(rt)
+        hs = handshake.ClientHandshake(TOKEN)
+        s.sendall(hs.proof(s.recv(handshake.HELLO_SIZE)))
+        hs.verify(s.recv(handshake.ANSWER_SIZE))
+        s.sendall(struct.pack("<IHHI", declared, 0, 0, declared - 8) + b"\x91" * sent)
+        time.sleep(0.2)
+        s.close()
+        deadline = time.monotonic() + 3
+        while "middle of a frame" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _serving(rt, 1)
+        other = connect(str(rt.address), TOKEN, Codec())
+        other.send(Register(Replica("n", "m", "tcp://127.0.0.1:1", [])))
+        bye = _next(other)
+        other.close()
+        assert isinstance(bye, Goodbye) and "does not take Register" in bye.reason
+        _serving(rt, 2)
+    finally:
+        rt.stop()
+    assert f"went in the middle of a frame ({said} received; dropped)" in caplog.text
+    assert "sent Register, which a worker does not take; dropped" in caplog.text

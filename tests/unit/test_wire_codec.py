@@ -246,6 +246,18 @@ def test_malformed_header() -> None:
         Codec().decode(Frame(b"\xc1", [], 0))
 
 
+@pytest.mark.parametrize("nest", [b"\x91", b"\x81\xa1k"], ids=["arrays", "maps"])
+def test_nesting_too_deep_to_decode_is_a_protocol_error(nest: bytes) -> None:
+    """A small frame of arrays (or maps) nested 200,000 deep: msgspec raises
+    RecursionError, which is not a ProtocolError and escaped every reader's handling (a
+    replica reading it from an shm ring retried it forever, serving no one)."""
+    header = b"\x94\x01\x01\xa4echo\x91" + nest * 200_000 + b"\xc0"  # (in args)
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        Codec().decode(Frame(header, [], 0))
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        Codec().decode_header(memoryview(header))
+
+
 def test_pickled_ext_carries_pickle_bytes() -> None:
     pieces = Codec(allow_pickle=True).encode(Result(1, Point(5)))
     assert bytes([EXT_PICKLE]) in bytes(pieces[0])

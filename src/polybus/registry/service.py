@@ -14,7 +14,7 @@ import time
 from polybus.errors import PolybusError
 from polybus.registry.state import RegistryState
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import Address, accept, listen
+from polybus.transport.endpoints import Address, authenticate, listen
 from polybus.wire.codec import Codec
 from polybus.wire.messages import (
     Goodbye,
@@ -55,34 +55,52 @@ class RegistryService:
     def _accept_loop(self) -> None:
         while not self._closed.is_set():
             try:
-                ch = accept(self._listener, self._token, Codec(max_frame=self._max_frame))
-            except PolybusError as exc:
-                log.warning("registry refused a connection: %s", exc)
-                continue
+                sock, peer = self._listener.accept()
             except OSError:
                 if self._closed.is_set():
                     return
                 continue
-            with self._lock:
-                self._channels.add(ch)
-            threading.Thread(target=self._serve, args=(ch,), daemon=True,
+            # The handshake runs in the connection's own thread: run here, a peer that
+            # connected and said nothing held every later one up for the handshake's
+            # timeout (three such peers and a worker's registration timed out).
+            threading.Thread(target=self._serve, args=(sock, peer), daemon=True,
                              name="polybus-registry-conn").start()
 
-    def _serve(self, ch: Channel) -> None:
+    def _serve(self, sock: socket.socket, peer: object) -> None:
+        try:
+            ch = authenticate(sock, peer, self._token, Codec(max_frame=self._max_frame))
+        except PolybusError as exc:
+            log.warning("registry refused a connection: %s", exc)
+            return
+        with self._lock:
+            if self._closed.is_set():
+                ch.close()
+                return
+            self._channels.add(ch)
         owner = id(ch)
         try:
             while not self._closed.is_set():
                 for msg in ch.receive():
+                    if isinstance(msg, Goodbye):  # the peer is leaving: no answer
+                        return
                     reply = self._handle(msg, owner)
                     if reply is not None:
                         ch.send(reply)
+                    if isinstance(reply, Goodbye):  # a message it does not take: closed
+                        log.warning("registry dropped %s: %s", ch.peer, reply.reason)
+                        return
         except PolybusError as exc:
-            if not ch.closed:
+            if not ch.closed:  # bad input (a ProtocolError), or an answer it cannot send
                 log.warning("registry dropped %s: %s", ch.peer, exc)
                 try:
                     ch.send(Goodbye(str(exc)))
                 except PolybusError:
                     pass
+            elif not self._closed.is_set() and (lost := ch.decoder.partial()):
+                log.warning("registry: %s went in the middle of a frame (%s received; "
+                            "dropped): %s", ch.peer, lost, exc)
+        except Exception:  # a fault in polybus's steps: this connection alone goes
+            log.exception("registry: serving %s failed; its connection is dropped", ch.peer)
         finally:
             with self._lock:
                 self.state.drop_owner(owner)

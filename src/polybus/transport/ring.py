@@ -41,9 +41,13 @@ import platform
 import struct
 import threading
 
-__all__ = ["CAPACITY", "Ring", "fence", "supported"]
+__all__ = ["ATTACH_MAX", "CAPACITY", "Ring", "fence", "supported"]
 
 CAPACITY = 1 << 20
+# The largest ring a peer may hand over: its pages are faulted in as it is mapped
+# (MAP_POPULATE), so a peer's 16 GiB memfd took that much memory here, and the mapping
+# held the replica up meanwhile. Rings are made at CAPACITY.
+ATTACH_MAX = 64 << 20
 _HEADER = 4096
 _WRITTEN, _READ, _AWAKE = 0, 64, 128
 _U64 = struct.Struct("Q")  # native and 8-byte aligned: a single store/load
@@ -95,6 +99,11 @@ class Ring:
 
     @classmethod
     def attach(cls, fd: int) -> Ring:
+        """The ring a peer sent; ValueError for one over ATTACH_MAX (or not a ring)."""
+        size = os.fstat(fd).st_size
+        if size > _HEADER + ATTACH_MAX:
+            raise ValueError(f"ring of {size} bytes is over the limit of "
+                             f"{_HEADER + ATTACH_MAX} bytes")
         return cls(fd, owns_fd=False)
 
     # -- writer ------------------------------------------------------------------

@@ -298,6 +298,8 @@ class Codec:
             raise ProtocolError(f"malformed message: {exc}") from None
         except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as exc:
             raise ProtocolError(f"malformed value in message: {exc}") from None
+        except RecursionError:  # (a RuntimeError: arrays or maps nested thousands deep)
+            raise ProtocolError("malformed message: values nested too deeply") from None
         return msg
 
     def decode_lone(self, data: bytes) -> Message | None:

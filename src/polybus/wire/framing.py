@@ -251,6 +251,17 @@ class FrameDecoder:
         (SpareBodies.prepare). Call from the receiving thread only."""
         self._spares.prepare()
 
+    def partial(self) -> str:
+        """What is held of a frame not yet whole, for a report ("" if nothing is): a
+        peer that goes in the middle of a frame loses it, and the log says how much."""
+        if self._big is not None and self._big_filled < self._big_len:
+            return f"{4 + self._big_filled} of its {4 + self._big_len} bytes"
+        have = self._end - self._start
+        if have < 4:
+            return f"{have} of the 4 bytes of its length" if have else ""
+        (length,) = struct.unpack_from("<I", self._scratch, self._start)
+        return f"{have} of its {4 + length} bytes"
+
     @property
     def receiving_large(self) -> bool:
         """True while a large frame is only partly received."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.errors import PolybusError, ProtocolError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
-from polybus.wire.messages import Call, Goodbye, Message, Result
+from polybus.wire.messages import Call, Message, Result
 from polybus.worker.cache import FORWARDED
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import HEEDED
@@ -82,11 +82,11 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
                     rt._calls_seen = rt.calls  # the window was spent here: sleep next
                     break
                 continue
+        except ProtocolError as exc:
+            rt._refuse(ch, exc)
+            return True
         except PolybusError as exc:
-            if isinstance(exc, ProtocolError):
-                log.warning("worker %s: bad input from %s: %s", rt.name, ch.peer, exc)
-                rt._send_quietly(ch, Goodbye(f"protocol error: {exc}"))
-            rt._drop(ch)
+            rt._lost(ch, exc)
             return True
         # More bytes read with it: not a lone call. They go to the queue now, while this
         # thread holds the role: once it lets the role go to run the call, the poller

@@ -72,8 +72,14 @@ class Intake:
     def _read(self, ch: Channel) -> None:
         try:
             ch.fill(wait=False)  # it is ready: what is there, without a wait
-        except PolybusError:
-            self._drop(ch)
+        except ProtocolError as exc:  # (shm: the peer's ring or descriptors)
+            self._refuse(ch, exc)
+            return
+        except PolybusError as exc:  # the peer went (or broke the connection)
+            self._lost(ch, exc)
+            return
+        except Exception:  # a fault in polybus's steps: this peer alone is dropped
+            self._fault_reading(ch)
             return
         if type(ch) is ShmChannel:
             self._hot.add(ch)
@@ -109,9 +115,34 @@ class Intake:
                     return
                 self._handle(ch, msg)
         except ProtocolError as exc:
-            log.warning("worker %s: bad input from %s: %s", self.name, ch.peer, exc)
-            self._send_quietly(ch, Goodbye(f"protocol error: {exc}"))
-            self._drop(ch)
+            self._refuse(ch, exc)
+        except Exception:  # (left to the poller, the same bytes failed it on every poll)
+            self._fault_reading(ch)
+
+    def _refuse(self, ch: Channel, exc: ProtocolError) -> None:
+        log.warning("worker %s: bad input from %s: %s", self.name, ch.peer, exc)
+        self._send_quietly(ch, Goodbye(f"protocol error: {exc}"))
+        self._drop(ch)
+
+    def _lost(self, ch: Channel, exc: PolybusError) -> None:
+        """``ch``'s peer went (``exc`` says how): dropped; logged if it went in the
+        middle of a frame, which is lost (a peer going between frames is no news)."""
+        lost = ch.decoder.partial()
+        if lost:
+            log.warning("worker %s: %s went in the middle of a frame (%s received; "
+                        "dropped): %s", self.name, ch.peer, lost, exc)
+        self._drop(ch)
+
+    def _fault_reading(self, ch: Channel) -> None:
+        """Reading or handling what ``ch`` sent raised (not a ProtocolError): a fault in
+        polybus's own steps. Logged in full, and that connection dropped: left to the
+        poller, a frame that fails stays where it is (an shm ring's head) and fails every
+        poll after, and the replica serves no one."""
+        log.exception("worker %s: reading %s failed; its connection is dropped",
+                      self.name, ch.peer)
+        self._send_quietly(ch, Goodbye("the replica failed reading this connection "
+                                       "(its log says why)"))
+        self._drop(ch)
 
     def _drop(self, ch: Channel) -> None:
         self._stash.pop(ch, None)
@@ -165,6 +196,8 @@ class Intake:
             case Goodbye():
                 self._drop(ch)
             case _:
+                log.warning("worker %s: %s sent %s, which a worker does not take; dropped",
+                            self.name, ch.peer, type(msg).__name__)
                 self._send_quietly(ch, Goodbye(f"a worker does not take {type(msg).__name__}"))
                 self._drop(ch)
 

@@ -1,0 +1,128 @@
+"""Strangers and bad peers at a live registry (in-process, over loopback TCP).
+
+A bad peer is dropped with a reason (a Goodbye to it, a line in the log), a peer that
+says nothing holds no one else up, and the registry answers a good client throughout.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from polybus.errors import ConnectionLostError
+from polybus.registry.service import RegistryService
+from polybus.transport.channel import Channel
+from polybus.transport.endpoints import connect
+from polybus.wire import handshake
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Goodbye, Message, Replicas, Resolve
+
+TOKEN = b"registry-token-for-tests-0123456789"
+
+
+@pytest.fixture
+def registry() -> Iterator[RegistryService]:
+    with RegistryService(TOKEN, "tcp://127.0.0.1:0") as reg:
+        yield reg
+
+
+def _raw(reg: RegistryService) -> socket.socket:
+    return socket.create_connection((reg.address.host, reg.address.port), timeout=3)
+
+
+def _next(ch: Channel, limit: float = 3.0) -> Message | str | None:
+    """The next message within ``limit`` seconds; "closed" if the registry closed the
+    connection first; None if nothing came."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            ch.fill_soon(0.05)
+        except ConnectionLostError:
+            return ch.next_message() or "closed"
+        msg = ch.next_message()
+        if msg is not None:
+            return msg
+    return None
+
+
+def _resolves(reg: RegistryService, req: int) -> float:
+    """A good client's look-up; the seconds it took, connecting included."""
+    t0 = time.monotonic()
+    ch = connect(str(reg.address), TOKEN, Codec())
+    try:
+        ch.send(Resolve(module="m", req=req))
+        assert _next(ch) == Replicas([], req)
+    finally:
+        ch.close()
+    return time.monotonic() - t0
+
+
+def test_peers_that_say_nothing_hold_no_one_up(registry: RegistryService) -> None:
+    """The registry ran each handshake in its accepting thread: a peer that connected
+    and said nothing held every later connection up for the handshake's 5 s timeout,
+    and with three such peers a good client's own handshake timed out."""
+    silent = [_raw(registry) for _ in range(3)]
+    try:
+        time.sleep(0.1)
+        assert _resolves(registry, 1) < 1.0
+    finally:
+        for s in silent:
+            s.close()
+
+
+def _frame(header: bytes) -> bytes:
+    return struct.pack("<IHHI", 8 + len(header), 0, 0, len(header)) + header
+
+
+@pytest.mark.parametrize(("header", "answer", "logged"), [
+    (_frame(b"\x91\x1a"), "closed", None),  # Goodbye(): the peer leaves, unanswered
+    (_frame(b"\x94\x01\x01\xa4echo\x90"), "does not take Call", "does not take Call"),
+    (_frame(b"\x94\x01\x01\xa4echo\x91" + b"\x91" * 200_000 + b"\xc0"), "nested too deeply", "nested too deeply"),
+], ids=["goodbye", "not-taken", "nested"])
+def test_a_peer_is_answered_and_dropped_for_what_the_registry_does_not_take(
+        registry: RegistryService, caplog: pytest.LogCaptureFixture,
+        header: bytes, answer: str, logged: str | None) -> None:
+    """A Goodbye closes the connection quietly (the registry answered it with a Goodbye
+    of its own, "does not take Goodbye messages", and kept it open); a message it does
+    not take is logged, answered with Goodbye and the connection closed (it stayed
+    open, unlogged); input nested too deeply is a protocol error (its thread died with
+    a bare RecursionError)."""
+    caplog.set_level(logging.WARNING, logger="polybus.registry")
+    ch = connect(str(registry.address), TOKEN, Codec())
+    try:
+        with ch.send_lock:
+            ch._send_pieces([header], None)
+        got = _next(ch)
+        if answer == "closed":
+            assert got == "closed"
+        else:
+            assert isinstance(got, Goodbye) and answer in got.reason
+            assert _next(ch) == "closed"
+    finally:
+        ch.close()
+    assert _resolves(registry, 2) < 1.0
+    if logged is not None:
+        assert logged in caplog.text
+    assert "Traceback" not in caplog.text
+
+
+def test_a_peer_gone_in_the_middle_of_a_frame_is_logged(
+        registry: RegistryService, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="polybus.registry")
+    s = _raw(registry)
+    hs = handshake.ClientHandshake(TOKEN)
+    s.sendall(hs.proof(s.recv(handshake.HELLO_SIZE)))
+    hs.verify(s.recv(handshake.ANSWER_SIZE))
+    s.sendall(struct.pack("<IHHI", 1000, 0, 0, 992) + b"\x91" * 10)
+    time.sleep(0.1)
+    s.close()
+    deadline = time.monotonic() + 3
+    while "middle of a frame" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert "went in the middle of a frame (22 of its 1004 bytes received; dropped)" in caplog.text
+    assert _resolves(registry, 3) < 1.0
