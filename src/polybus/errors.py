@@ -28,6 +28,7 @@ Nothing here ever carries the cluster token or a key in its message.
 from __future__ import annotations
 
 __all__ = [
+    "UPSTREAM_FAILED",
     "AuthenticationError",
     "BusyError",
     "CallTimeoutError",
@@ -149,6 +150,11 @@ class RemoteError(PolybusError):
         super().__init__(message)
 
 
+# How a replica begins the message of a call it fails because a forwarded value it
+# waited for failed upstream (worker/forwarding.py); the client names that call.
+UPSTREAM_FAILED = "an upstream call failed: "
+
+
 class RemoteException(RemoteError):
     """The module function raised on the replica.
 
@@ -157,7 +163,7 @@ class RemoteException(RemoteError):
     """
 
     def __init__(self, remote_type: str, remote_message: str, remote_traceback: str, *,
-                 interface: str = "", replica: str = "") -> None:
+                 interface: str = "", replica: str = "", origin: str = "") -> None:
         self.remote_type = remote_type
         self.remote_message = remote_message
         self.remote_traceback = remote_traceback
@@ -165,10 +171,18 @@ class RemoteException(RemoteError):
         # empty traceback section under its message, and is not said to be raised in a
         # function that returned.
         frames = bool(remote_traceback.strip())
-        said = " ".join(filter(None, (
-            "raised" if frames else "",
-            (f"in {interface}" if frames else f"from {interface}") if interface else "",
-            f"on {replica}" if replica else "")))
+        where = f"on {replica}" if replica else ""
+        if remote_message.startswith(UPSTREAM_FAILED):
+            # The call's replica answered for the call whose value it waited for
+            # (forwarding): the frames are that call's, ``origin`` ("f on server-0").
+            said = " ".join(filter(None, (
+                ("raised" if frames else "failed") + (f" in {origin}," if origin else ""),
+                "upstream of", interface or "this call", where)))
+        else:
+            said = " ".join(filter(None, (
+                "raised" if frames else "",
+                (f"in {interface}" if frames else f"from {interface}") if interface else "",
+                where)))
         tb = f"\n--- remote traceback ---\n{remote_traceback}" if frames else ""
         super().__init__(f"{remote_type}: {remote_message} ({said or 'remote'}){tb}",
                          interface=interface, replica=replica)

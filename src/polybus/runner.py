@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 import warnings
@@ -54,15 +55,21 @@ class RunResult:
 
 
 def jsonable(x: Any) -> Any:
-    """A JSON-friendly copy of a result (arrays become lists)."""
+    """A copy of a result that strict JSON can hold: arrays and numpy scalars become
+    lists and numbers (their elements made so in turn: an array of dates or objects),
+    a float NaN or infinity the string "nan", "inf" or "-inf", anything else its repr."""
     if hasattr(x, "tolist"):
-        return x.tolist()
+        x = x.tolist()
+        if hasattr(x, "tolist"):  # (an object that only looks like an array)
+            return repr(x)
     if isinstance(x, dict):
         return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
         return [jsonable(v) for v in x]
     if isinstance(x, bytes):
         return x.decode("latin-1")
+    if isinstance(x, float) and not math.isfinite(x):
+        return repr(x)
     if x is None or isinstance(x, bool | int | float | str):
         return x
     return repr(x)

@@ -176,6 +176,22 @@ def test_stage1_failure_reaches_both_promises_typed(tmp_path: Path) -> None:
         assert e1.value.remote_type == "ValueError"
 
 
+def test_an_upstream_failure_names_the_call_that_raised_it(tmp_path: Path) -> None:
+    # The consumer's replica answers for a producer that failed: the message said
+    # "raised in double on server-1" over slow_double's traceback from server-0.
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        s = c.session()
+        p1 = s.call("slow_double", (None, 0.2), {})  # None * 2 raises, after 0.2 s
+        p2 = s.call("double", (p1,), {})              # held at its replica for p1's value
+        with pytest.raises(RemoteException) as e2:
+            polybus.wait(p2)
+        producer, consumer = p1._rec.link.name, p2._rec.link.name  # type: ignore[attr-defined]
+        text = str(e2.value).splitlines()[0]
+        assert e2.value.remote_type == "TypeError" and "upstream" in text, text
+        assert f"raised in slow_double on {producer}, upstream of double on {consumer}" in text
+        assert e2.value.interface == "double" and e2.value.replica == consumer
+
+
 def test_stage2_failure_is_typed_and_stage1_still_good(tmp_path: Path) -> None:
     with cluster(tmp_path, toml(), replicas=2) as c:
         s = c.session()

@@ -55,3 +55,23 @@ def test_a_binding_with_its_own_transport_does_not_count_a_replica_twice(
             assert polybus.wait(s.call("echo", (i,), {})) == i
         (one,) = s.stats().replicas
         assert one.name == "server-0" and one.calls == 6
+
+
+def test_a_session_that_makes_no_call_reports_no_bytes(tmp_path: Path) -> None:
+    # The bytes are what the calls and their answers carried: the request for each
+    # replica's counters at the start of a run (to report that run's own) is not one
+    # (a program of no calls reported 15 B sent, 54 B received per replica).
+    with cluster(tmp_path, TOML.replace("replication = 1", "replication = 2"),
+                 replicas=2) as c:
+        idle = c.session().stats()
+        assert (idle.calls, idle.bytes_sent, idle.bytes_received) == (0, 0, 0)
+        s = c.session()
+        assert polybus.wait(s.call("double", (1,), {})) == 2
+        one = s.stats()
+        s2 = c.session()
+        for i in range(2):
+            assert polybus.wait(s2.call("double", (i,), {})) == 2 * i
+        two = s2.stats()
+        assert one.bytes_sent > 0 and one.bytes_received > 0
+        assert (two.bytes_sent, two.bytes_received) == (2 * one.bytes_sent,
+                                                        2 * one.bytes_received)

@@ -25,3 +25,13 @@ def test_dunder_lookups_stay_plain_attribute_errors() -> None:
 def test_use_wants_a_name() -> None:
     with pytest.raises(UsageError, match="interface name"):
         use("")
+
+
+def test_broadcast_outside_a_run_says_broadcast_not_use() -> None:
+    import numpy as np
+
+    import polybus
+
+    with pytest.raises(UsageError, match=r"polybus\.broadcast\(\) was called outside") as e:
+        polybus.broadcast(np.ones(3))
+    assert "use()d" not in str(e.value)

@@ -62,9 +62,10 @@ def main(args: argparse.Namespace) -> int:
         result_console(sys.stderr).print(summary(r))
         print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)
     if args.json:
+        text = json.dumps(r.to_json(), indent=2, allow_nan=False)  # (whole, before the file)
         try:
             with open(args.json, "w") as f:
-                json.dump(r.to_json(), f, indent=2)
+                f.write(text + "\n")
         except OSError as exc:  # (checked before the run; a full disk shows only now)
             raise UsageError(f"--json {args.json}: could not be written: "
                              f"{exc.strerror or exc}") from None

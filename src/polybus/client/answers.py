@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from polybus.client.calls import ReplicaLink, error_from
-from polybus.errors import ProtocolError
+from polybus.errors import UPSTREAM_FAILED, ProtocolError
 from polybus.wire.messages import (
     Batch,
     BatchResult,
@@ -40,7 +40,10 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
                 rec.dispatcher.comm.missed(rec, link, msg.message)  # sent again, the operand Put first
             else:
                 link.calls += 1
-                if rec.set_error(error_from(msg, rec.dispatcher.interface, link.name)):
+                fwd = rec.dispatcher.forwarder
+                origin = (fwd.origin(rec, msg.message)
+                          if fwd is not None and msg.message.startswith(UPSTREAM_FAILED) else "")
+                if rec.set_error(error_from(msg, rec.dispatcher.interface, link.name, origin)):
                     rec.dispatcher.completed(rec, link)
         case Batch(items=items):
             for item in items:

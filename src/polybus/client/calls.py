@@ -85,11 +85,12 @@ class CallRecord:
         return self.value
 
 
-def error_from(fail: Fail, interface: str, replica: str) -> PolybusError:
-    """The typed error for a Fail message (the one place remote failures are translated)."""
+def error_from(fail: Fail, interface: str, replica: str, origin: str = "") -> PolybusError:
+    """The typed error for a Fail message (the one place remote failures are translated);
+    ``origin`` names the upstream call a forwarded value came from ("f on server-0")."""
     if fail.kind == "exception":
         return RemoteException(fail.type, fail.message, fail.traceback,
-                               interface=interface, replica=replica)
+                               interface=interface, replica=replica, origin=origin)
     if fail.kind == "busy":
         return BusyError(fail.message, interface=interface, replica=replica)
     if fail.kind == "no-interface":

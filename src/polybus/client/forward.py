@@ -34,7 +34,13 @@ from polybus.client.batchcalls import Pending
 from polybus.client.naming import known_for
 from polybus.client.operands import Comm
 from polybus.client.promise import CallPromise
-from polybus.errors import PolybusError, RemoteError, RemoteException, WorkerDiedError
+from polybus.errors import (
+    UPSTREAM_FAILED,
+    PolybusError,
+    RemoteError,
+    RemoteException,
+    WorkerDiedError,
+)
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Deliver, Fetch, Fetched, Forward
 
@@ -193,6 +199,21 @@ class Forwarder:
         for e in edges:
             if e.to is not None and not e.consumer.done and e.key not in sent:
                 self._connect(e)
+
+    def origin(self, rec: CallRecord, message: str) -> str:
+        """Which producer a failure of consumer ``rec`` came from ("f on server-0"), as
+        its replica says only that an upstream call failed: one whose failure the client
+        has, its message first; else its one unanswered producer; else "" (unknown)."""
+        producers = [e.producer for e in self.deps.get(rec.id, ())]
+        said = message.removeprefix(UPSTREAM_FAILED)
+        failed = [p for p in producers if p.error is not None]
+        failed.sort(key=lambda p: getattr(p.error, "remote_message", str(p.error)) != said)
+        waiting = [p for p in producers if not p.done]
+        p = failed[0] if failed else waiting[0] if len(waiting) == 1 else None
+        if p is None:
+            return ""
+        where = p.link.name if p.link is not None else ""
+        return f"{p.dispatcher.interface} on {where}" if where else p.dispatcher.interface
 
     def _after_lost(self) -> None:
         """After a replica died: producers failed for good fail their consumers."""

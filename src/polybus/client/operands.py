@@ -354,7 +354,7 @@ def broadcast(value: Any) -> Shared:
     return a handle to pass as an argument in its place (it travels as a short Ref)."""
     from polybus.client.stubs import current
 
-    session = current()
+    session = current("polybus.broadcast() was called")
     if isinstance(value, Promise):  # (content_key looks at the value's type)
         value = value.__polybus_value__()
     key = content_key(value)

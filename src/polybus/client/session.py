@@ -88,6 +88,14 @@ def _lenient(fn: Any, names: Iterable[str]) -> Callable[..., dict[str, Any]]:
     return bind
 
 
+def _bytes(link: ReplicaLink) -> tuple[int, int]:
+    """What ``link``'s connection has sent and received, over shm with what went by
+    segment (shmseg.py)."""
+    ch = link.channel
+    return (ch.bytes_sent + getattr(ch, "shm_bytes_sent", 0),
+            ch.bytes_received + getattr(ch, "shm_bytes_received", 0))
+
+
 def _priority_fn(expr_source: str, source: Path,
                  function: str) -> Callable[[tuple[Any, ...], dict[str, Any]], float]:
     """The priority of a call of ``function`` (of the module file ``source``): the
@@ -154,6 +162,7 @@ class Session:
         self.reactor.on_released = self._released
         self.migrators: list[Migrator] = []
         self._base: dict[int, Stats | None] = {}
+        self._bytes0: dict[int, tuple[int, int]] = {}  # each link's (sent, received) then
         self._short: set[str] = set()  # modules already warned about (once a session)
         self._serves: dict[str, list[str]] = {}  # replica name -> its interfaces
         try:
@@ -202,6 +211,9 @@ class Session:
             # as workers started by hand do): this run's figures are the difference.
             self._base = {id(lk): self._ask_stats(lk)
                           for links in self.links.values() for lk in links}
+            # ... and its bytes are what its calls carried, not that request's.
+            self._bytes0 = {id(lk): _bytes(lk) for links in self.links.values()
+                            for lk in links}
         except BaseException:
             self.close()
             raise
@@ -333,9 +345,10 @@ class Session:
             for link in links:
                 if not link.dead:
                     alive.add(link.name)
-                ch = link.channel  # (over shm, with what went by segment: shmseg.py)
-                out.bytes_sent += ch.bytes_sent + getattr(ch, "shm_bytes_sent", 0)
-                out.bytes_received += ch.bytes_received + getattr(ch, "shm_bytes_received", 0)
+                sent, received = _bytes(link)
+                sent0, received0 = self._bytes0.get(id(link), (0, 0))
+                out.bytes_sent += sent - sent0
+                out.bytes_received += received - received0
                 rs = rows.get(link.name)
                 if rs is None:
                     rs = rows[link.name] = ReplicaStats(link.name, speed=link.speed)

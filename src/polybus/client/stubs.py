@@ -16,10 +16,10 @@ if TYPE_CHECKING:
 _global: list[Session | None] = [None]
 
 
-def current() -> Session:
+def current(what: str = "a use()d interface was called") -> Session:
     s = _global[0]
     if s is None:
-        raise UsageError("a use()d interface was called outside a polybus run; start the "
+        raise UsageError(f"{what} outside a polybus run; start the "
                          "program with `polybus run app.toml` or polybus.run()")
     return s
 

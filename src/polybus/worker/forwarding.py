@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from polybus.errors import PolybusError
+from polybus.errors import UPSTREAM_FAILED, PolybusError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec, Ref
@@ -189,7 +189,7 @@ class Forwarding:
             kind, message, tb = ([*value, "", "", ""][:3] if isinstance(value, list)
                                  else ["RemoteError", str(value), ""])
             self.rt._send_quietly(h.ch, Fail(h.call.id, "exception", str(kind),
-                                             f"an upstream call failed: {message}", str(tb)))
+                                             f"{UPSTREAM_FAILED}{message}", str(tb)))
             return
         for pos in h.where[key]:
             if isinstance(pos, int):

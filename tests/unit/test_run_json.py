@@ -1,0 +1,37 @@
+"""`polybus run --json`: the result as JSON that any parser reads, whatever it holds."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+
+import numpy as np
+
+from polybus.runner import RunResult, jsonable
+
+
+def _strict(x: object) -> object:
+    """``x`` written as strict JSON (no NaN or Infinity, which JSON has no form for)."""
+    return json.loads(json.dumps(x, allow_nan=False))
+
+
+def test_an_array_of_dates_or_objects_is_written_not_a_traceback() -> None:
+    # .tolist() gave datetime.date and set objects, and json.dump raised TypeError after
+    # the run, leaving a file cut off after '"result": '.
+    dates = np.array(["2024-01-01"], dtype="datetime64[D]")
+    objs = np.array([{1, 2}, None], dtype=object)
+    assert _strict(jsonable(dates)) == [repr(datetime.date(2024, 1, 1))]
+    assert _strict(jsonable(objs)) == ["{1, 2}", None]
+    r = RunResult({"d": dates, "o": objs}, 0.5, 1.0, 0, 0, 0)
+    assert _strict(r.to_json())["result"] == {"d": ["datetime.date(2024, 1, 1)"],
+                                              "o": ["{1, 2}", None]}
+
+
+def test_nan_and_infinity_are_strings_not_invalid_json() -> None:
+    # json.dump wrote "result": NaN, which jq, JavaScript and strict parsers refuse.
+    assert _strict(jsonable(math.nan)) == "nan"
+    assert _strict(jsonable([math.inf, -math.inf, 1.5])) == ["inf", "-inf", 1.5]
+    assert _strict(jsonable(np.array([1.0, np.nan]))) == [1.0, "nan"]
+    assert _strict(jsonable(np.float32("nan"))) == "nan"
+    assert _strict(jsonable({"x": (2, 3.0)})) == {"x": [2, 3.0]}
