@@ -253,3 +253,9 @@ def test_overlong_source() -> None:
 
 def test_long_but_shallow_source_is_fine() -> None:
     assert value("n" + " + n" * 300, n=1) == 301.0
+
+
+def test_a_nan_priority_is_an_error_that_names_the_expression() -> None:
+    expr = compile_priority("x * 2", ["x"])
+    with pytest.raises(ValueError, match=r"priority 'x \* 2' gave nan"):
+        expr({"x": float("nan")})

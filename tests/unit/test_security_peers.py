@@ -11,6 +11,7 @@ import logging
 import pickle
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ from polybus.transport.endpoints import connect
 from polybus.wire import handshake
 from polybus.wire.codec import Codec
 from polybus.wire.framing import encode_frame
-from polybus.wire.messages import Call, Goodbye, Register, Replica, Result
+from polybus.wire.messages import Call, Fail, Goodbye, Register, Replica, Result
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -337,3 +338,36 @@ def test_a_peer_gone_in_the_middle_of_a_frame_is_logged(
         rt.stop()
     assert f"went in the middle of a frame ({said} received; dropped)" in caplog.text
     assert "sent Register, which a worker does not take; dropped" in caplog.text
+
+
+def test_a_nan_priority_is_refused_and_the_order_of_others_kept() -> None:
+    """A Call whose prio is NaN would sit in the replica's heap compared false with every
+    other, breaking the order of other clients' calls: it is answered bad-call alone."""
+    order: list[int] = []
+    gate = threading.Event()
+
+    def f(x: int) -> int:
+        if x == 0:
+            gate.wait(3)  # holds the one handler while the others queue behind it
+        order.append(x)
+        return x
+
+    rt = WorkerRuntime("w0", {"f": f}, TOKEN, options=ServeOptions(pool=1)).start()
+    try:
+        ch = connect(rt.address, TOKEN, Codec())
+        try:
+            ch.send(Call(0, "f", [0]))
+            time.sleep(0.2)  # 0 runs, and holds the handler
+            for i, prio in [(1, 1.0), (2, float("nan")), (3, 5.0), (4, 2.0), (5, 3.0)]:
+                ch.send(Call(i, "f", [i], None, prio))
+            nan = _next(ch)
+            gate.set()
+            got = [_next(ch) for _ in range(5)]
+        finally:
+            ch.close()
+    finally:
+        rt.stop()
+    assert isinstance(nan, Fail) and nan.id == 2 and nan.kind == "bad-call", nan
+    assert "priority nan is not a number" in nan.message
+    assert sorted(m.id for m in got if isinstance(m, Result)) == [0, 1, 3, 4, 5]
+    assert order == [0, 3, 5, 4, 1]  # highest first, as if the NaN call never came

@@ -239,7 +239,10 @@ class PriorityExpr:
         if not isinstance(result, numbers.Real):
             raise TypeError(f"priority {self.source!r} gave {type(result).__name__} "
                             f"{result!r:.40}, not a number")
-        return float(result)
+        value = float(result)
+        if value != value:  # NaN: ordered neither before nor after any other call
+            raise ValueError(f"priority {self.source!r} gave nan, not a number to order by")
+        return value
 
     def __repr__(self) -> str:
         return f"PriorityExpr({self.source!r})"

@@ -214,6 +214,10 @@ class Intake:
     def _admit(self, ch: Channel, item: Call | CallBatch) -> None:
         """Queue a call (or an aggregated batch, one job) unless no function here has
         its interface or a rejecting queue is full; either is answered at once."""
+        if item.prio != item.prio:  # NaN: no order among the others' calls (heap, fifo)
+            self._send_quietly(ch, Fail(item.id, "bad-call", "ValueError",
+                                        f"{self.name}: priority {item.prio!r} is not a number"))
+            return
         if item.iface not in self.functions:
             self._send_quietly(ch, Fail(item.id, "no-interface", "LookupError",
                                         f"{self.name} does not serve {item.iface!r}; it serves "
