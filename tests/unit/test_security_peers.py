@@ -344,10 +344,11 @@ def test_a_nan_priority_is_refused_and_the_order_of_others_kept() -> None:
     """A Call whose prio is NaN would sit in the replica's heap compared false with every
     other, breaking the order of other clients' calls: it is answered bad-call alone."""
     order: list[int] = []
-    gate = threading.Event()
+    gate, started = threading.Event(), threading.Event()
 
     def f(x: int) -> int:
         if x == 0:
+            started.set()
             gate.wait(3)  # holds the one handler while the others queue behind it
         order.append(x)
         return x
@@ -357,8 +358,9 @@ def test_a_nan_priority_is_refused_and_the_order_of_others_kept() -> None:
         ch = connect(rt.address, TOKEN, Codec())
         try:
             ch.send(Call(0, "f", [0]))
-            time.sleep(0.2)  # 0 runs, and holds the handler
-            for i, prio in [(1, 1.0), (2, float("nan")), (3, 5.0), (4, 2.0), (5, 3.0)]:
+            assert started.wait(3)  # 0 runs, and holds the handler
+            # (the NaN call last: its answer says every call before it is queued)
+            for i, prio in [(1, 1.0), (3, 5.0), (4, 2.0), (5, 3.0), (2, float("nan"))]:
                 ch.send(Call(i, "f", [i], None, prio))
             nan = _next(ch)
             gate.set()
