@@ -373,3 +373,24 @@ def test_a_nan_priority_is_refused_and_the_order_of_others_kept() -> None:
     assert "priority nan is not a number" in nan.message
     assert sorted(m.id for m in got if isinstance(m, Result)) == [0, 1, 3, 4, 5]
     assert order == [0, 3, 5, 4, 1]  # highest first, as if the NaN call never came
+
+
+def test_an_shm_frame_over_the_receivers_limit_is_refused(tmp_path: Path) -> None:
+    """Over shm a large array travels by segment, beside a small frame: the receiver
+    held only that frame to its limit, so a peer could hand it a value of any size (and
+    a bytes value was copied out whole). The message's full size is checked, as on the
+    other transports, and the replica serves on."""
+    import numpy as np
+
+    rt = WorkerRuntime("w", {"echo": lambda x: x}, TOKEN, f"shm://{tmp_path}/w.sock",
+                       ServeOptions(pool=2, max_frame=1 << 20)).start()
+    try:
+        bad = connect(str(rt.address), TOKEN, Codec(max_frame=64 << 20))
+        bad.send(Call(1, "echo", [np.zeros(4 << 20, np.uint8)]))  # 4 MiB, by segment
+        bye = _next(bad)
+        bad.close()
+        assert isinstance(bye, Goodbye), bye
+        assert "over the frame limit of 1048576 bytes" in bye.reason
+        _serving(rt, 2)
+    finally:
+        rt.stop()

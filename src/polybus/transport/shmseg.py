@@ -274,6 +274,12 @@ class SegmentFrames:
         table = memoryview(frame.buffers.pop()).cast("B")
         if table.nbytes % _DESC.size:
             raise ProtocolError("malformed shared-memory table")
+        # The message's full size is held to the limit wherever its bytes travel
+        # (protocol.md): checked before anything is mapped or viewed.
+        size = frame.size + sum(d[3] for d in _DESC.iter_unpack(table))
+        if size > self.codec.max_frame:
+            raise ProtocolError(f"shared-memory frame of {size} bytes is over the frame "
+                                f"limit of {self.codec.max_frame} bytes")
         release = self._released.append
         for idx, has_fd, seg_id, length in _DESC.iter_unpack(table):
             if not 0 <= idx < len(frame.buffers) or len(frame.buffers[idx]):

@@ -17,7 +17,6 @@ which does the same in one Python frame and hands anything else to the loop here
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -36,7 +35,6 @@ from polybus.worker.socketserve import serve_socket, usable
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
 
-log = logging.getLogger("polybus.worker")
 
 #: connection types whose ``fill_soon`` polls only that connection (others: general poll)
 DIRECT_TYPES = (Channel, ShmChannel)
