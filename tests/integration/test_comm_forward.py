@@ -236,3 +236,28 @@ def test_dna_pipeline_example(tmp_path: Path) -> None:
                                        for i in (2, 3, 4)}})
     assert on.result == off.result and len(on.result) == 6 and len(on.result[0]) == 16
     assert on.bytes_sent + on.bytes_received < off.bytes_sent + off.bytes_received
+
+
+def test_forward_false_on_the_producing_binding_keeps_its_answers_at_the_client(
+        tmp_path: Path) -> None:
+    """``use.f.forward = false`` on the binding that makes the promise: its answers are
+    not forwarded even to a binding that forwards (it used to do nothing there: only the
+    consuming binding's key counted). The values are the same either way."""
+    x = np.random.default_rng(2).random(16384)  # 128 KiB
+    out = {}
+    for producer_forwards in (True, False):
+        text = toml(True).replace(
+            'use.slow_double = { callstyle = "async", forward = true }',
+            f'use.slow_double = {{ callstyle = "async", forward = {str(producer_forwards).lower()} }}')
+        with cluster(at(tmp_path, producer_forwards), text, replicas=3) as c:
+            s = c.session()
+            p = s.call("slow_double", (x, 0.02), {})  # the producer
+            q = s.call("double", (p,), {})            # a consumer that forwards
+            out[producer_forwards] = (np.asarray(q), client_bytes(c),
+                                      sum(rt.forwarding.forwarded for rt in c.runtimes))
+    (v_on, (sent_on, recv_on), moved_on), (v_off, (sent_off, recv_off), moved_off) = (
+        out[True], out[False])
+    assert np.array_equal(v_on, v_off) and np.allclose(v_on, x * 4)
+    assert moved_on == 1 and moved_off == 0
+    # Kept at the client: p comes back to it and goes out again (two transfers more).
+    assert sent_off + recv_off - (sent_on + recv_on) >= 2 * x.nbytes * 0.99

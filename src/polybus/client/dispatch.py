@@ -146,6 +146,9 @@ class Dispatcher:
         self.calls = 0
         self.comm: Comm | None = None  # define.cache, use.aggregate, broadcast: client/operands.py
         self.forwarder: Forwarder | None = None  # unanswered promise arguments: client/forward.py
+        # False (``use.forward = false`` on this binding): its answers come to the client,
+        # even when a promise of it is passed to a binding that forwards.
+        self.forwards_answers = True
         # Calls that migration may send again from another replica keep their arguments
         # as they were at the call (client/snapshot.py; set with the binding's Migrator).
         self.keep_args = False

@@ -64,11 +64,14 @@ class Edge:
 
 
 def _unsent(value: Any) -> bool:
-    """A promise whose value is not at the client: unanswered, or forwarded."""
+    """A promise whose value is not at the client: unanswered (of a binding whose
+    answers may be forwarded), or forwarded."""
     if type(value) is not CallPromise:
         return False
     rec = value._rec
-    return not rec.done or (rec.error is None and type(rec.value) is Ref)
+    if not rec.done:
+        return bool(rec.dispatcher.forwards_answers)
+    return rec.error is None and type(rec.value) is Ref
 
 
 class Forwarder:

@@ -186,6 +186,7 @@ class Session:
                 self.dispatchers[b.name].comm = comm_for(
                     self, self.dispatchers[b.name], use, define,
                     parameters(module.source, base))
+                self.dispatchers[b.name].forwards_answers = use.forward
                 migrator = migrator_for(self.dispatchers[b.name], module, use, define)
                 if migrator is not None:
                     self.migrators.append(migrator)
