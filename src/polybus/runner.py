@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any, TextIO
 
 from polybus.callsite import place
@@ -31,6 +32,7 @@ from polybus.errors import (
     UsageError,
     WorkerDiedError,
 )
+from polybus.ownfiles import is_polybus_file
 from polybus.token import cluster_token
 from polybus.transport import tls
 from polybus.worker.module import load_module
@@ -138,6 +140,22 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             activate(None)
             if session is not None:
                 session.close()
+
+
+def client_traceback(exc: BaseException) -> TracebackType | None:
+    """``exc``'s traceback from the frame `run` called the user's entrypoint in, if the
+    exception came out of that call (the client program raised it); else None. (The
+    frames of polybus that called it say nothing one can act on.)"""
+    code = run.__code__
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            below = tb.tb_next  # (the entrypoint's frame, or polybus's wait for its value)
+            if below is None or is_polybus_file(below.tb_frame.f_code.co_filename):
+                return None
+            return below
+        tb = tb.tb_next
+    return None
 
 
 def echo_to(worker_output: bool | TextIO) -> TextIO | None:

@@ -16,12 +16,13 @@ import io
 import itertools
 import json
 import statistics
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from polybus.errors import ConfigError, UsageError
+from polybus.errors import ConfigError, PolybusError, UsageError
 
 __all__ = ["Cell", "Sweep", "check_combinations", "combinations", "efficiency_reference",
            "parse_baseline", "parse_vary", "replicas", "run_sweep", "split_values"]
@@ -257,6 +258,19 @@ def compare(cells: Sequence[Cell], baseline: Mapping[str, str]) -> None:
             c.efficiency = ref.median / c.median / (p / p0)
 
 
+def error_text(exc: Exception) -> str:
+    """A failed cell's error: its first line says what, and an exception the client
+    program raised keeps its traceback from the entrypoint down below it, as `run`
+    shows it (the cell's first line in the table, the whole in --json/--csv)."""
+    from polybus.runner import client_traceback
+
+    what = f"{type(exc).__name__}: {exc}".strip()
+    tb = None if isinstance(exc, PolybusError) else client_traceback(exc)
+    if tb is None:
+        return what
+    return what + "\n" + "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+
+
 def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
               runner: Runner, baseline: Mapping[str, str] | None = None,
               fixed: Sequence[str] = (), progress: Progress | None = None) -> Sweep:
@@ -276,7 +290,7 @@ def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
                 except KeyboardInterrupt:
                     raise
                 except Exception as exc:
-                    cell.error = f"{type(exc).__name__}: {exc}".strip()
+                    cell.error = error_text(exc)
             if progress is not None:  # skipped repetitions still count, so the ETA holds
                 progress.advance(f"{label} ({i + 1}/{repeat})")
         cells.append(cell)

@@ -103,3 +103,19 @@ def test_sweep_plot_without_matplotlib_fails_before_any_run(
     assert "--plot needs matplotlib" in err and "pip install 'polybus[plot]'" in err
     assert "Traceback" not in err
     assert runs == [] and not png.exists()
+
+
+def test_a_cell_whose_client_raised_keeps_its_traceback(app: Path, tmp_path: Path) -> None:
+    """The client program's own exception: the cell's text says what, then the traceback
+    from the entrypoint down, as `run` prints it (before, only "TypeError: ..."); the
+    table shows the first line."""
+    js = tmp_path / "s.json"
+    rc = cli(["sweep", str(app), "--vary", 'modules.client.args=[3],["x"]', "--json", str(js)])
+    assert rc == 1
+    bad = [c for c in json.loads(js.read_text())["cells"] if c["error"]]
+    assert len(bad) == 1
+    first, _, rest = bad[0]["error"].partition("\n")
+    assert first.startswith("TypeError: ")
+    assert "Traceback (most recent call last):" in rest
+    assert "client.py" in rest and "in main" in rest and "range(n)" in rest
+    assert "polybus/runner.py" not in rest  # polybus's own frames are left out, as in run

@@ -10,10 +10,8 @@ import signal
 import sys
 import traceback
 import warnings
-from types import TracebackType
 
 from polybus.errors import ConfigWarning, PolybusError
-from polybus.ownfiles import is_polybus_file
 
 # One thin module per subcommand (cli/cmd_*.py), imported when used. The docstring
 # above is what `polybus --help` shows.
@@ -90,25 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         # The client program's own exception: its traceback from the entrypoint's frame
         # (polybus's frames that called it say nothing one can act on). Anything else
         # is polybus's own failure: all of it, for a report.
-        tb = _from_entrypoint(exc.__traceback__) if args.command == "run" else None
+        from polybus.runner import client_traceback
+
+        tb = client_traceback(exc) if args.command == "run" else None
         if tb is None:
             raise
         print(f"polybus run: the client raised {type(exc).__name__}", file=sys.stderr)
         traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
         return 1
-
-
-def _from_entrypoint(tb: TracebackType | None) -> TracebackType | None:
-    """``tb`` from the frame `runner.run` called the user's entrypoint in, if the
-    exception came out of that call; else None."""
-    from polybus import runner
-
-    code = runner.run.__code__
-    while tb is not None:
-        if tb.tb_frame.f_code is code:
-            below = tb.tb_next  # (the entrypoint's frame, or polybus's wait for its value)
-            if below is None or is_polybus_file(below.tb_frame.f_code.co_filename):
-                return None
-            return below
-        tb = tb.tb_next
-    return None
