@@ -394,3 +394,42 @@ def test_an_shm_frame_over_the_receivers_limit_is_refused(tmp_path: Path) -> Non
         _serving(rt, 2)
     finally:
         rt.stop()
+
+
+def test_an_shm_message_at_the_limit_is_taken_as_over_tcp(tmp_path: Path) -> None:
+    """The receiver counts a message by segment as its sender did (the frame it would
+    be with every buffer in it): counted as the shm frame's own size (its prefix, its
+    table, its empty buffer slots) plus its segments, a message of exactly max_frame,
+    which the sender let through and tcp answers, was refused and its connection
+    dropped. One byte more is refused by the sender, as on every transport."""
+    import numpy as np
+
+    from polybus.errors import MessageTooLarge
+    from polybus.wire.framing import body_length
+
+    limit = 1 << 20
+    codec = Codec(max_frame=limit)
+
+    def length(n: int) -> int:
+        header, bufs = codec.encode_parts(Call(1, "size", [np.zeros(n, np.uint8)]), 1 << 30)
+        return body_length(len(header), [memoryview(b).nbytes for b in bufs])
+
+    n = limit - 256
+    while length(n + 1) <= limit:
+        n += 1
+    assert length(n) == limit  # (the largest message the sender lets through)
+    rt = WorkerRuntime("w", {"size": lambda x: x.nbytes}, TOKEN, f"shm://{tmp_path}/w.sock",
+                       ServeOptions(pool=2, max_frame=limit)).start()
+    try:
+        ch = connect(str(rt.address), TOKEN, Codec(max_frame=limit))
+        try:
+            ch.send(Call(1, "size", [np.zeros(n, np.uint8)]))  # by segment
+            assert _next(ch) == Result(1, n)
+            with pytest.raises(MessageTooLarge):
+                ch.send(Call(2, "size", [np.zeros(n + 1, np.uint8)]))
+            ch.send(Call(3, "size", [np.zeros(n, np.uint8)]))  # the connection serves on
+            assert _next(ch) == Result(3, n)
+        finally:
+            ch.close()
+    finally:
+        rt.stop()
