@@ -433,3 +433,27 @@ def test_an_shm_message_at_the_limit_is_taken_as_over_tcp(tmp_path: Path) -> Non
             ch.close()
     finally:
         rt.stop()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc", "shm"])
+def test_a_nan_priority_is_refused_on_the_lone_call_path_too(
+        transport: str, tmp_path: Path) -> None:
+    """After an answer the replica serves that client's next lone call inline
+    (direct.py, socketserve.py), not through Intake._admit: a NaN-priority call that
+    came then was run and answered, one that came later refused bad-call. It is
+    refused on every path, as protocol.md says."""
+    where = "tcp://127.0.0.1:0" if transport == "tcp" else f"{transport}://{tmp_path}/w.sock"
+    rt = WorkerRuntime("w", {"f": lambda x: x}, TOKEN, where, ServeOptions(pool=1)).start()
+    try:
+        ch = connect(str(rt.address), TOKEN, Codec())
+        try:
+            for i in range(5):
+                ch.send(Call(100 + i, "f", [i]))
+                assert _next(ch) == Result(100 + i, i)
+                ch.send(Call(i, "f", [i], None, float("nan")))  # (at once: served inline)
+                got = _next(ch)
+                assert isinstance(got, Fail) and got.kind == "bad-call", got
+        finally:
+            ch.close()
+    finally:
+        rt.stop()
