@@ -126,3 +126,20 @@ def test_a_peer_gone_in_the_middle_of_a_frame_is_logged(
         time.sleep(0.01)
     assert "went in the middle of a frame (22 of its 1004 bytes received; dropped)" in caplog.text
     _resolves(registry, 3)
+
+
+def test_close_ends_the_handshakes_under_way(caplog: pytest.LogCaptureFixture) -> None:
+    """A connection in its handshake when the registry closes is closed with it: its
+    thread held the socket open (and the peer waiting) until the handshake's 5 s
+    timeout, then logged it as refused."""
+    caplog.set_level(logging.WARNING, logger="polybus.registry")
+    reg = RegistryService(TOKEN, "tcp://127.0.0.1:0")
+    s = _raw(reg)
+    try:
+        assert len(s.recv(handshake.HELLO_SIZE)) == handshake.HELLO_SIZE  # in its handshake
+        reg.close()
+        assert s.recv(1) == b""  # closed by the registry (the socket's timeout is 3 s)
+    finally:
+        s.close()
+        reg.close()
+    assert "refused" not in caplog.text
