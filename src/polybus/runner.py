@@ -8,7 +8,7 @@ import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
@@ -51,7 +51,10 @@ class RunResult:
     replicas: list[ReplicaStats] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+        # (the result left out of asdict, which deep-copies what it holds: a result
+        # that cannot be copied, a lock or a socket, raised TypeError after the run,
+        # and a large array was copied whole only to be turned into lists)
+        d = asdict(replace(self, result=None))
         d["result"] = jsonable(self.result)
         return d
 

@@ -320,3 +320,33 @@ def test_a_ring_over_the_limit_is_refused_before_it_is_mapped() -> None:
         a.close()
     gc.collect()
     assert memfd_mappings() == 0
+
+
+def test_a_ring_grown_after_its_size_is_checked_is_mapped_at_the_size_checked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The peer holds its ring's memfd too: grown between attach's size check and the
+    mapping (here, as the check returns), the whole file was mapped with its pages
+    faulted in, past the limit. The size checked is what is mapped."""
+    monkeypatch.setattr(ring_mod, "ATTACH_MAX", 1 << 20)
+    fd = os.memfd_create("growing-ring")
+    real = os.fstat
+
+    def fstat_then_grown(f: int) -> os.stat_result:
+        st = real(f)
+        if f == fd:
+            os.ftruncate(fd, 4096 + (4 << 20))  # the peer, in the window
+        return st
+
+    try:
+        os.ftruncate(fd, 4096 + (1 << 20))
+        monkeypatch.setattr(ring_mod.os, "fstat", fstat_then_grown)
+        r = Ring.attach(fd)
+        monkeypatch.undo()
+        try:
+            assert len(r.map) == 4096 + (1 << 20) and r.capacity == 1 << 20
+        finally:
+            r.close()
+    finally:
+        os.close(fd)
+    gc.collect()
+    assert memfd_mappings() == 0

@@ -35,3 +35,16 @@ def test_nan_and_infinity_are_strings_not_invalid_json() -> None:
     assert _strict(jsonable(np.array([1.0, np.nan]))) == [1.0, "nan"]
     assert _strict(jsonable(np.float32("nan"))) == "nan"
     assert _strict(jsonable({"x": (2, 3.0)})) == {"x": [2, 3.0]}
+
+
+def test_a_result_that_cannot_be_copied_is_written_as_its_repr() -> None:
+    # to_json took asdict() of the whole result, which deep-copies it first: a lock
+    # (or a socket, a generator) raised TypeError there, before jsonable saw it.
+    import threading
+
+    lock = threading.Lock()
+    r = RunResult({"lock": lock, "x": [1.5]}, 0.5, 1.0, 2, 3, 4)
+    d = _strict(r.to_json())
+    assert isinstance(d, dict)
+    assert d["result"] == {"lock": repr(lock), "x": [1.5]}
+    assert (d["elapsed_s"], d["calls"], d["bytes_received"], d["replicas"]) == (0.5, 2, 4, [])

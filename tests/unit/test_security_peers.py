@@ -322,8 +322,7 @@ def test_a_peer_gone_in_the_middle_of_a_frame_is_logged(
         s.sendall(hs.proof(s.recv(handshake.HELLO_SIZE)))
         hs.verify(s.recv(handshake.ANSWER_SIZE))
         s.sendall(struct.pack("<IHHI", declared, 0, 0, declared - 8) + b"\x91" * sent)
-        time.sleep(0.2)
-        s.close()
+        s.close()  # (what was sent before is read before the end: no wait needed)
         deadline = time.monotonic() + 3
         while "middle of a frame" not in caplog.text and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -392,5 +391,68 @@ def test_an_shm_frame_over_the_receivers_limit_is_refused(tmp_path: Path) -> Non
         assert isinstance(bye, Goodbye), bye
         assert "over the frame limit of 1048576 bytes" in bye.reason
         _serving(rt, 2)
+    finally:
+        rt.stop()
+
+
+def test_an_shm_message_at_the_limit_is_taken_as_over_tcp(tmp_path: Path) -> None:
+    """The receiver counts a message by segment as its sender did (the frame it would
+    be with every buffer in it): counted as the shm frame's own size (its prefix, its
+    table, its empty buffer slots) plus its segments, a message of exactly max_frame,
+    which the sender let through and tcp answers, was refused and its connection
+    dropped. One byte more is refused by the sender, as on every transport."""
+    import numpy as np
+
+    from polybus.errors import MessageTooLarge
+    from polybus.wire.framing import body_length
+
+    limit = 1 << 20
+    codec = Codec(max_frame=limit)
+
+    def length(n: int) -> int:
+        header, bufs = codec.encode_parts(Call(1, "size", [np.zeros(n, np.uint8)]), 1 << 30)
+        return body_length(len(header), [memoryview(b).nbytes for b in bufs])
+
+    n = limit - 256
+    while length(n + 1) <= limit:
+        n += 1
+    assert length(n) == limit  # (the largest message the sender lets through)
+    rt = WorkerRuntime("w", {"size": lambda x: x.nbytes}, TOKEN, f"shm://{tmp_path}/w.sock",
+                       ServeOptions(pool=2, max_frame=limit)).start()
+    try:
+        ch = connect(str(rt.address), TOKEN, Codec(max_frame=limit))
+        try:
+            ch.send(Call(1, "size", [np.zeros(n, np.uint8)]))  # by segment
+            assert _next(ch) == Result(1, n)
+            with pytest.raises(MessageTooLarge):
+                ch.send(Call(2, "size", [np.zeros(n + 1, np.uint8)]))
+            ch.send(Call(3, "size", [np.zeros(n, np.uint8)]))  # the connection serves on
+            assert _next(ch) == Result(3, n)
+        finally:
+            ch.close()
+    finally:
+        rt.stop()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc", "shm"])
+def test_a_nan_priority_is_refused_on_the_lone_call_path_too(
+        transport: str, tmp_path: Path) -> None:
+    """After an answer the replica serves that client's next lone call inline
+    (direct.py, socketserve.py), not through Intake._admit: a NaN-priority call that
+    came then was run and answered, one that came later refused bad-call. It is
+    refused on every path, as protocol.md says."""
+    where = "tcp://127.0.0.1:0" if transport == "tcp" else f"{transport}://{tmp_path}/w.sock"
+    rt = WorkerRuntime("w", {"f": lambda x: x}, TOKEN, where, ServeOptions(pool=1)).start()
+    try:
+        ch = connect(str(rt.address), TOKEN, Codec())
+        try:
+            for i in range(5):
+                ch.send(Call(100 + i, "f", [i]))
+                assert _next(ch) == Result(100 + i, i)
+                ch.send(Call(i, "f", [i], None, float("nan")))  # (at once: served inline)
+                got = _next(ch)
+                assert isinstance(got, Fail) and got.kind == "bad-call", got
+        finally:
+            ch.close()
     finally:
         rt.stop()

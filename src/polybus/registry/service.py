@@ -41,6 +41,7 @@ class RegistryService:
         self._lock = threading.Lock()
         self._listener, self.address = listen(Address.parse(address))
         self._channels: set[Channel] = set()
+        self._greeting: set[socket.socket] = set()  # accepted, in their handshake
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._accept_loop, name="polybus-registry",
                                         daemon=True)
@@ -63,6 +64,11 @@ class RegistryService:
             # The handshake runs in the connection's own thread: run here, a peer that
             # connected and said nothing held every later one up for the handshake's
             # timeout (three such peers and a worker's registration timed out).
+            with self._lock:
+                if self._closed.is_set():
+                    sock.close()
+                    return
+                self._greeting.add(sock)  # (close() ends its handshake)
             threading.Thread(target=self._serve, args=(sock, peer), daemon=True,
                              name="polybus-registry-conn").start()
 
@@ -70,8 +76,12 @@ class RegistryService:
         try:
             ch = authenticate(sock, peer, self._token, Codec(max_frame=self._max_frame))
         except PolybusError as exc:
-            log.warning("registry refused a connection: %s", exc)
+            if not self._closed.is_set():  # (else close() ended it)
+                log.warning("registry refused a connection: %s", exc)
             return
+        finally:
+            with self._lock:
+                self._greeting.discard(sock)
         with self._lock:
             if self._closed.is_set():
                 ch.close()
@@ -144,4 +154,9 @@ class RegistryService:
         with self._lock:
             for ch in list(self._channels):
                 ch.close()
+            for sock in self._greeting:  # wakes its thread, which closes it
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
         self._thread.join(timeout=2)

@@ -70,12 +70,13 @@ class Ring:
     """One direction of a connection. The writer side made it (``create``); the reader
     maps the descriptor it was sent (``attach``)."""
 
-    def __init__(self, fd: int, *, owns_fd: bool) -> None:
+    def __init__(self, fd: int, *, owns_fd: bool, length: int = 0) -> None:
         self.fd = fd if owns_fd else -1
         # Mapped with its pages in: a ring's first laps otherwise fault page by page on
         # both sides, in the middle of the first calls (matmul n=100 over shm: ~1,000
         # faults across client and replicas in the first product); here it is setup.
-        self.map = mmap.mmap(fd, 0, mmap.MAP_SHARED | _POPULATE)
+        # ``length``: that much of it (0: all of it).
+        self.map = mmap.mmap(fd, length, mmap.MAP_SHARED | _POPULATE)
         self.capacity = len(self.map) - _HEADER
         if self.capacity <= 0 or self.capacity & (self.capacity - 1):
             self.map.close()
@@ -104,7 +105,11 @@ class Ring:
         if size > _HEADER + ATTACH_MAX:
             raise ValueError(f"ring of {size} bytes is over the limit of "
                              f"{_HEADER + ATTACH_MAX} bytes")
-        return cls(fd, owns_fd=False)
+        if size <= _HEADER:
+            raise ValueError(f"bad ring size {size}")
+        # The size checked, not the file's whole length when it is mapped: the peer
+        # holds the memfd too, and may grow it between the two.
+        return cls(fd, owns_fd=False, length=size)
 
     # -- writer ------------------------------------------------------------------
     def free(self) -> int:

@@ -29,7 +29,7 @@ from polybus.transport.shmshare import (
     shelf,
 )
 from polybus.wire.codec import Codec
-from polybus.wire.framing import Frame, encode_frame, frame_prefix, too_large
+from polybus.wire.framing import Frame, body_length, encode_frame, frame_prefix, too_large
 from polybus.wire.messages import Message, Put
 
 __all__ = ["FD_READONLY", "FLAG_CTL", "FLAG_SHM", "MAX_FDS", "SegmentFrames"]
@@ -275,8 +275,16 @@ class SegmentFrames:
         if table.nbytes % _DESC.size:
             raise ProtocolError("malformed shared-memory table")
         # The message's full size is held to the limit wherever its bytes travel
-        # (protocol.md): checked before anything is mapped or viewed.
-        size = frame.size + sum(d[3] for d in _DESC.iter_unpack(table))
+        # (protocol.md): checked before anything is mapped or viewed, and counted as
+        # its sender did (frame_prefix: the frame it would be with every buffer in it).
+        # Counted as this frame's size plus the segments', its prefix, table and empty
+        # buffer slots made a message of up to the limit (sent: over tcp, answered)
+        # refused here, and its connection dropped.
+        lens = [len(b) for b in frame.buffers]
+        for idx, _has_fd, _seg_id, length in _DESC.iter_unpack(table):
+            if 0 <= idx < len(lens):  # (a bad index is refused below)
+                lens[idx] += length
+        size = body_length(len(frame.header), lens)
         if size > self.codec.max_frame:
             raise ProtocolError(f"shared-memory frame of {size} bytes is over the frame "
                                 f"limit of {self.codec.max_frame} bytes")

@@ -91,8 +91,9 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
         # that takes it sleeps in the selector, which cannot see frames already in the
         # decoder, nor those left in an shm ring (they waited for the client's next
         # frame: for ever over tcp).
+        # (a NaN prio too: Intake._admit answers it bad-call, on every path)
         general = (type(msg) is not Call or msg.iface not in functions or bool(queue._live)
-                   or bool(rt._paused) or ch.buffered())
+                   or bool(rt._paused) or ch.buffered() or msg.prio != msg.prio)
         if general:
             rt._stash[ch] = msg  # the general intake takes it (and what follows it)
             rt._take(ch)
