@@ -14,7 +14,7 @@ import time
 from polybus.errors import PolybusError
 from polybus.registry.state import RegistryState
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import Address, authenticate, listen
+from polybus.transport.endpoints import Address, HandshakeGate, authenticate, listen
 from polybus.wire.codec import Codec
 from polybus.wire.messages import (
     Goodbye,
@@ -42,6 +42,7 @@ class RegistryService:
         self._listener, self.address = listen(Address.parse(address))
         self._channels: set[Channel] = set()
         self._greeting: set[socket.socket] = set()  # accepted, in their handshake
+        self._gate = HandshakeGate()  # handshakes under way (connected peers not counted)
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._accept_loop, name="polybus-registry",
                                         daemon=True)
@@ -63,7 +64,15 @@ class RegistryService:
                 continue
             # The handshake runs in the connection's own thread: run here, a peer that
             # connected and said nothing held every later one up for the handshake's
-            # timeout (three such peers and a worker's registration timed out).
+            # timeout (three such peers and a worker's registration timed out). So many
+            # at once, and a new connection is closed at once (a thread each, unbounded).
+            refused = self._gate.enter()
+            if refused:
+                sock.close()
+                if refused == 1:  # (said once while the gate stays full)
+                    log.warning("registry: %d handshakes are under way, the most at once; "
+                                "new connections are closed until one ends", self._gate.limit)
+                continue
             with self._lock:
                 if self._closed.is_set():
                     sock.close()
@@ -82,6 +91,9 @@ class RegistryService:
         finally:
             with self._lock:
                 self._greeting.discard(sock)
+            if (refused := self._gate.leave()) > 1:  # (the first was said when it came)
+                log.warning("registry: %d connections were closed while %d handshakes "
+                            "were under way", refused, self._gate.limit)
         with self._lock:
             if self._closed.is_set():
                 ch.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from dataclasses import dataclass
 
 from polybus.errors import AuthenticationError, ProtocolError, TransportError
@@ -20,6 +21,40 @@ from polybus.wire import handshake
 from polybus.wire.codec import Codec
 
 HANDSHAKE_TIMEOUT = 5.0
+# Handshakes under way at once per listener, each in a thread of its own (so a silent
+# peer holds no one else up) for up to its timeout. A crowd of strangers took a thread
+# and a socket each, without limit; past this a new connection is closed at once.
+# Peers that have passed the handshake are not counted.
+MAX_HANDSHAKES = 64
+
+
+class HandshakeGate:
+    """Counts one listener's handshakes under way, at most ``limit`` at once."""
+
+    def __init__(self, limit: int = MAX_HANDSHAKES) -> None:
+        self.limit = limit
+        self.pending = 0
+        self.refused = 0  # connections closed since the gate was last below its limit
+        self._lock = threading.Lock()
+
+    def enter(self) -> int:
+        """0 if a handshake may start (it counts until `leave`); else how many
+        connections have been refused since the gate was last below its limit, this
+        one included (1: the first, the one to say why)."""
+        with self._lock:
+            if self.pending < self.limit:
+                self.pending += 1
+                return 0
+            self.refused += 1
+            return self.refused
+
+    def leave(self) -> int:
+        """A handshake ended (passed or not); how many connections were refused while
+        the gate was full, the first time it is below its limit again (else 0)."""
+        with self._lock:
+            self.pending -= 1
+            refused, self.refused = self.refused, 0
+            return refused
 
 
 @dataclass(frozen=True)

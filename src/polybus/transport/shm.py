@@ -52,7 +52,7 @@ from collections.abc import Callable
 from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport import ring as _ring
 from polybus.transport.ringchannel import RingChannel
-from polybus.transport.shmseg import FLAG_CTL, FLAG_SHM, MAX_FDS, SegmentFrames
+from polybus.transport.shmseg import FLAG_CTL, FLAG_SHM, MAX_FDS, MAX_FDS_PENDING, SegmentFrames
 from polybus.transport.spinning import SPIN_S, spin_until
 from polybus.wire.codec import Codec
 from polybus.wire.framing import Frame
@@ -204,14 +204,25 @@ class ShmChannel(SegmentFrames, RingChannel):
 
     def _recv_into(self, buf: memoryview, flags: int) -> int:
         n, anc, msg_flags, _ = self.sock.recvmsg_into([buf], _ANC, flags)
-        for level, kind, data in anc:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds = array.array("i")
-                fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
-                self._fds_in.extend(fds)
+        if anc:  # (descriptors: rare, a segment's first use; never per frame)
+            for level, kind, data in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds = array.array("i")
+                    fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
+                    self._fds_in.extend(fds)
+            if len(self._fds_in) > MAX_FDS_PENDING:
+                self._refuse_fds(f"{len(self._fds_in)} descriptors passed that no frame "
+                                 f"has named (at most {MAX_FDS_PENDING} may wait)")
         if msg_flags & socket.MSG_CTRUNC:
-            raise ConnectionLostError(f"{self.peer} sent more descriptors than fit")
+            self._refuse_fds(f"more than {MAX_FDS} descriptors in one message")
         return n
+
+    def _refuse_fds(self, why: str) -> None:
+        """The peer passed descriptors it may not: they are closed (every one not yet
+        taken), and the peer refused; the connection is left for its owner to close."""
+        while self._fds_in:
+            os.close(self._fds_in.popleft())
+        raise ProtocolError(f"{self.peer} sent {why}")
 
     def _next_frame(self) -> Frame | None:
         while (frame := self.decoder.next_frame()) is not None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from polybus.errors import ProtocolError
 from polybus.transport.shmshare import (
+    MAX_SHARED,
     SHARED_BIT,
     Segment,
     SharedSegment,
@@ -32,7 +33,7 @@ from polybus.wire.codec import Codec
 from polybus.wire.framing import Frame, body_length, encode_frame, frame_prefix, too_large
 from polybus.wire.messages import Message, Put
 
-__all__ = ["FD_READONLY", "FLAG_CTL", "FLAG_SHM", "MAX_FDS", "SegmentFrames"]
+__all__ = ["FD_READONLY", "FLAG_CTL", "FLAG_SHM", "MAX_FDS", "MAX_FDS_PENDING", "SegmentFrames"]
 
 FLAG_SHM = 1
 FLAG_CTL = 2
@@ -42,6 +43,13 @@ MAX_FDS = 250  # per frame; Linux passes at most 253 descriptors in one message
 # flight, an async client's burst of 2,000 large calls died of EMFILE at the usual
 # limit of 1,024. A buffer that finds no segment travels in the frame, as on ipc.
 MAX_SEGMENTS = 32
+# Descriptors a peer has passed that no frame has named yet, at most. A sender passes a
+# segment's descriptor once, with (or just before) the first frame that names it, and a
+# segment cannot be replaced before the frame is read (it is busy, or held, till then):
+# a well-behaved one has at most its ring, MAX_SEGMENTS and the MAX_SHARED of its process
+# outstanding (97). Past twice that the peer is refused (a ProtocolError) and they are
+# closed: unbounded, one peer could fill the process's descriptor table, every peer's.
+MAX_FDS_PENDING = 2 * (1 + MAX_SEGMENTS + MAX_SHARED)
 _DESC = struct.Struct("<IIQQ")  # buffer index, has_fd, segment id, length
 FD_READONLY = 2  # has_fd: a shared segment's descriptor, to be mapped read-only
 

@@ -34,7 +34,7 @@ class Result(_Msg, tag=2):
 
 class Fail(_Msg, tag=3):
     id: int
-    kind: str            # "exception" | "busy" | "no-interface" | "bad-call" | "cache-miss"
+    kind: str  # "exception" | "busy" | "no-interface" | "bad-call" | "cache-miss" | "forward-dropped"
     type: str
     message: str
     traceback: str = ""

@@ -12,12 +12,17 @@ as ``Deliver(key, ok=False, [type, message, traceback])`` and to the client as u
 Consumer side: a call naming ``Ref("fwd", key)`` is held (not queued) until every such
 value has arrived, then queued like any call; a failed upstream value answers it with a
 Fail naming the upstream failure. A key delivered twice (a producer re-run, the client
-repairing a race) is taken once.
+repairing a race) is taken once. A value that arrives before its call (the usual order:
+the producer's replica sends it as soon as it has it) waits for it, bounded: at most
+``ARRIVED_BOUND`` values and the forward store's bytes wait at once, and past that the
+oldest is dropped and its key remembered (as many as ``TAKEN_BOUND``), so that the call
+naming it is answered at once, ``Fail(kind="forward-dropped")``, not held for ever.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -30,7 +35,7 @@ from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec, Ref
 from polybus.wire.messages import Call, Deliver, Fail, Fetch, Fetched, Forward, Message, Result
-from polybus.worker.cache import OperandCache
+from polybus.worker.cache import OperandCache, size_of
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
@@ -42,7 +47,14 @@ log = logging.getLogger("polybus.worker")
 # and a 5 ms stage sent its 1.6 MB value to the client in 3 runs of 6.
 FORWARD_MIN = 64 * 1024
 HEEDED = frozenset({np.ndarray, bytes, bytearray})  # the kinds of value that may be so large
-TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates
+TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates (and as dropped)
+# Values that arrived with no call yet to take them, at most (and at most the forward
+# store's bytes, ``kept.capacity``). Many may wait legitimately: a busy replica reads a
+# client's calls late, while their values come straight from the producers. Unbounded,
+# a peer's Delivers for keys no call names were kept for ever.
+ARRIVED_BOUND = 100_000
+ENTRY_BYTES = 200  # counted for each such value beside its own bytes (its key, its place)
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 @dataclass(eq=False)
@@ -69,8 +81,12 @@ class Forwarding:
         self._connect_lock = threading.Lock()
         self.targets: dict[tuple[int, int], tuple[str, list[tuple[str, str]]]] = {}
         self._held: dict[str, list[_Held]] = {}
-        self._arrived: dict[str, tuple[bool, Any]] = {}
+        # Values no call has taken yet, oldest first: (ok, value, bytes counted).
+        self._arrived: dict[str, tuple[bool, Any, int]] = {}
+        self._arrived_bytes = 0
         self._taken: OrderedDict[str, None] = OrderedDict()
+        self._dropped: OrderedDict[str, None] = OrderedDict()  # dropped from _arrived
+        self.unclaimed_dropped = 0  # values dropped so, ever
         self._peers: dict[str, Channel] = {}
         self.forwarded = 0   # values this replica sent to another stage
         self.received = 0    # values it received from one
@@ -78,6 +94,8 @@ class Forwarding:
         # Forwards: a store of their own, not the operand cache, whose bound is the
         # caching interfaces' cache_bytes and whose next Put would evict them.
         self.kept = OperandCache()
+        self.arrived_bytes_max = self.kept.capacity
+        self.arrived_max = ARRIVED_BOUND
 
     # -- messages --------------------------------------------------------------------
     def handle(self, ch: Channel, msg: Message) -> None:
@@ -145,15 +163,29 @@ class Forwarding:
         if not h.where:
             return False
         ready: list[tuple[str, bool, Any]] = []
+        dropped = ""
         with self._lock:
             for key in h.where:
                 got = self._arrived.pop(key, None)
-                if got is None:
+                if got is not None:
+                    self._arrived_bytes -= got[2]
+                    self._take(key)
+                    ready.append((key, got[0], got[1]))
+                elif key in self._dropped:
+                    dropped = dropped or key
+                else:
                     h.missing.add(key)
                     self._held.setdefault(key, []).append(h)
-                else:
-                    self._take(key)
-                    ready.append((key, *got))
+            # Answered now, as for a failed upstream value: its other values are taken
+            # (and let go) when they come, and nothing of it is queued.
+            h.over = bool(dropped)
+        if dropped:
+            self.rt._send_quietly(ch, Fail(
+                call.id, "forward-dropped", "LookupError",
+                f"the forwarded value {dropped} was dropped on {self.rt.name} before this "
+                f"call came: too many values arrived unclaimed (at most {self.arrived_max} "
+                f"or {self.arrived_bytes_max} bytes wait for their calls)"))
+            return True
         for key, ok, value in ready:
             self._fill(h, key, ok, value)
         if not h.missing and not h.over:
@@ -167,7 +199,7 @@ class Forwarding:
             self.received += 1
             waiting = self._held.pop(key, None)
             if waiting is None:
-                self._arrived[key] = (ok, value)
+                self._keep(key, ok, value)
                 return
             self._take(key)
         for h in waiting:
@@ -179,6 +211,28 @@ class Forwarding:
         self._taken[key] = None
         if len(self._taken) > TAKEN_BOUND:
             self._taken.popitem(last=False)
+
+    def _keep(self, key: str, ok: bool, value: Any) -> None:
+        """Hold a value no call has taken yet (the lock held); past the bounds the oldest
+        go (a value larger than the byte bound is kept alone, as the forward store does:
+        max_frame bounds it), their keys remembered as dropped."""
+        n = ENTRY_BYTES + len(key) + _nbytes(value)
+        self._dropped.pop(key, None)  # (delivered again after it was dropped: kept now)
+        self._arrived[key] = (ok, value, n)
+        self._arrived_bytes += n
+        while ((self._arrived_bytes > self.arrived_bytes_max
+                or len(self._arrived) > self.arrived_max) and len(self._arrived) > 1):
+            old = next(iter(self._arrived))
+            self._arrived_bytes -= self._arrived.pop(old)[2]
+            self._dropped[old] = None
+            if len(self._dropped) > TAKEN_BOUND:
+                self._dropped.popitem(last=False)
+            self.unclaimed_dropped += 1
+            if self.unclaimed_dropped & (self.unclaimed_dropped - 1) == 0:  # 1, 2, 4, ...
+                log.warning("worker %s: %d forwarded values dropped so far, unclaimed: more "
+                            "than %d (or %d bytes) arrived before their calls; a call that "
+                            "names one fails", self.rt.name, self.unclaimed_dropped,
+                            self.arrived_max, self.arrived_bytes_max)
 
     def _fill(self, h: _Held, key: str, ok: bool, value: Any) -> None:
         h.missing.discard(key)
@@ -252,6 +306,34 @@ class Forwarding:
             peers, self._peers = self._peers, {}
         for ch in peers.values():
             ch.close()
+
+
+def _nbytes(value: Any) -> int:
+    """The memory a received value holds, about (its arrays' and buffers' bytes, and
+    its containers'): walked, as a list of lists of bytes is not the size of its outer
+    list. A container of numbers alone is counted without a Python step per item."""
+    total = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is np.ndarray:
+            total += v.nbytes
+        elif t is bytes or t is bytearray or t is str:
+            total += len(v)
+        elif t is list or t is tuple:
+            total += sys.getsizeof(v)
+            if _SCALARS.issuperset(map(type, v)):
+                total += 32 * len(v)
+            else:
+                stack.extend(v)
+        elif t is dict:
+            total += sys.getsizeof(v)
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        else:
+            total += size_of(v)
+    return total
 
 
 def _refs(call: Call) -> list[tuple[int | str, Ref]]:

@@ -8,6 +8,7 @@ apart so the leader/follower core there stays short.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -15,7 +16,9 @@ from typing import Any
 
 from polybus.errors import PolybusError, ProtocolError
 from polybus.transport.channel import Channel
+from polybus.transport.endpoints import Address, HandshakeGate, authenticate
 from polybus.transport.shm import ShmChannel
+from polybus.wire.codec import Codec
 from polybus.wire.messages import (
     Batch,
     Call,
@@ -65,9 +68,61 @@ class Intake:
     _awake: set[ShmChannel]
     _unwarm: set[Channel]
     _running: int
+    _token: bytes
+    _listening: dict[Address, socket.socket]
+    _gates: dict[Address, HandshakeGate]  # handshakes under way, per listener
+    _new: list[Channel]  # authenticated, for the poller to adopt
+    _stopping: bool
 
     def stats(self, req: int = 0) -> Stats:
         raise NotImplementedError  # the runtime's
+
+    def _wake(self) -> None:
+        raise NotImplementedError  # the runtime's
+
+    # -- new connections ---------------------------------------------------------
+    def _accept(self, where: Address) -> None:
+        try:
+            sock, peer = self._listening[where].accept()
+        except OSError:
+            return
+        gate = self._gates[where]
+        refused = gate.enter()
+        if refused:  # (said once while the gate stays full, not per connection)
+            sock.close()
+            if refused == 1:
+                log.warning("worker %s: %d handshakes are under way on %s, the most at "
+                            "once; new connections are closed until one ends", self.name,
+                            gate.limit, where)
+            return
+        threading.Thread(target=self._handshake, args=(sock, peer, where, gate),
+                         daemon=True).start()
+
+    def _handshake(self, sock: socket.socket, peer: object, where: Address,
+                   gate: HandshakeGate) -> None:
+        # The handshake runs apart from the poller, so a slow or hostile peer stalls no one.
+        try:
+            ch = authenticate(sock, peer, self._token,
+                              Codec(allow_pickle=self.options.allow_pickle,
+                                    max_frame=self.options.max_frame),
+                              self.options.handshake_timeout, shm=where.scheme == "shm")
+        except PolybusError as exc:
+            log.warning("worker %s refused a connection: %s", self.name, exc)
+            return
+        except OSError as exc:
+            log.warning("worker %s dropped a connection during the handshake: %s", self.name, exc)
+            return
+        finally:
+            if (refused := gate.leave()) > 1:  # (the first was said when it came)
+                log.warning("worker %s: %d connections to %s were closed while %d "
+                            "handshakes were under way", self.name, refused, where, gate.limit)
+        ch.spin_s = self.options.spin_s
+        with self._lock:
+            if self._stopping:  # too late: stop() has closed the others already
+                ch.close()
+                return
+            self._new.append(ch)
+        self._wake()
 
     def _read(self, ch: Channel) -> None:
         try:

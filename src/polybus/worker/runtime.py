@@ -21,13 +21,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from polybus.errors import PolybusError
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import Address, authenticate, listen
+from polybus.transport.endpoints import Address, HandshakeGate, listen
 from polybus.transport.ring import fence
 from polybus.transport.shm import ShmChannel, spin
 from polybus.transport.wake import Wake
-from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, CallBatch, Message, Result, Stats
 from polybus.worker import batching, direct
 from polybus.worker.cache import OperandCache
@@ -70,6 +68,7 @@ class WorkerRuntime(Intake):
                 sock.close()
             raise
         self.addresses = list(self._listening)
+        self._gates = {real: HandshakeGate() for real in self._listening}  # (intake.py)
         self.address = self.addresses[0]
         # Rung (once per call run while a client is paused, under the pool's lock) to end
         # the poller's sleep. Never blocks: sent blocking, the rings of a thread running
@@ -314,35 +313,6 @@ class WorkerRuntime(Intake):
         for ch in waiting:
             self._read(ch)
         return bool(waiting)
-
-    def _accept(self, where: Address) -> None:
-        try:
-            sock, peer = self._listening[where].accept()
-        except OSError:
-            return
-        threading.Thread(target=self._handshake, args=(sock, peer, where.scheme == "shm"),
-                         daemon=True).start()
-
-    def _handshake(self, sock: socket.socket, peer: object, shm: bool = False) -> None:
-        # The handshake runs apart from the poller, so a slow or hostile peer stalls no one.
-        try:
-            ch = authenticate(sock, peer, self._token,
-                              Codec(allow_pickle=self.options.allow_pickle,
-                                    max_frame=self.options.max_frame),
-                              self.options.handshake_timeout, shm=shm)
-        except PolybusError as exc:
-            log.warning("worker %s refused a connection: %s", self.name, exc)
-            return
-        except OSError as exc:
-            log.warning("worker %s dropped a connection during the handshake: %s", self.name, exc)
-            return
-        ch.spin_s = self.options.spin_s
-        with self._lock:
-            if self._stopping:  # too late: stop() has closed the others already
-                ch.close()
-                return
-            self._new.append(ch)
-        self._wake()
 
     def _adopt_new(self) -> None:
         with self._lock:
