@@ -14,13 +14,13 @@ import gc
 import logging
 import os
 import socket
-import time
 from pathlib import Path
 
 import pytest
 
-from polybus.errors import ConnectionLostError, ProtocolError
+from polybus.errors import ProtocolError
 from polybus.testing.conformance import memfd_mappings
+from polybus.testing.peers import next_message
 from polybus.transport.endpoints import connect
 from polybus.transport.shm import ShmChannel
 from polybus.transport.shmseg import MAX_FDS, MAX_FDS_PENDING, MAX_SEGMENTS
@@ -80,16 +80,7 @@ def test_descriptors_no_frame_names_are_refused_and_closed() -> None:
 
 
 def _next(ch: ShmChannel, limit: float = 5.0) -> object:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        try:
-            ch.fill_soon(0.05)
-        except ConnectionLostError:
-            return ch.next_message()
-        msg = ch.next_message()
-        if msg is not None:
-            return msg
-    return None
+    return next_message(ch, limit)
 
 
 def test_a_replica_says_goodbye_to_that_peer_alone(

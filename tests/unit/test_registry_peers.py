@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from polybus.errors import ConnectionLostError
 from polybus.registry.service import RegistryService
+from polybus.testing.peers import next_message
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire import handshake
@@ -38,16 +38,7 @@ def _raw(reg: RegistryService) -> socket.socket:
 def _next(ch: Channel, limit: float = 3.0) -> Message | str | None:
     """The next message within ``limit`` seconds; "closed" if the registry closed the
     connection first; None if nothing came."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        try:
-            ch.fill_soon(0.05)
-        except ConnectionLostError:
-            return ch.next_message() or "closed"
-        msg = ch.next_message()
-        if msg is not None:
-            return msg
-    return None
+    return next_message(ch, limit, closed="closed")
 
 
 def _resolves(reg: RegistryService, req: int) -> None:

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from polybus.errors import AuthenticationError, ConnectionLostError
+from polybus.errors import AuthenticationError
+from polybus.testing.peers import next_message
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire import handshake
 from polybus.wire.codec import Codec
 from polybus.wire.framing import encode_frame
-from polybus.wire.messages import Call, Fail, Goodbye, Register, Replica, Result
+from polybus.wire.messages import Call, Fail, Goodbye, Message, Register, Replica, Result
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -210,16 +211,7 @@ def test_encode_frame_guard() -> None:
 def _next(ch: Channel, limit: float = 3.0) -> object:
     """The next message on ``ch`` within ``limit`` seconds; None if none came, or if the
     peer closed the connection without one."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        try:
-            ch.fill_soon(0.05)
-        except ConnectionLostError:
-            return ch.next_message()
-        msg = ch.next_message()
-        if msg is not None:
-            return msg
-    return None
+    return next_message(ch, limit)
 
 
 @pytest.mark.parametrize("transport", ["tcp", "ipc", "shm"])
@@ -241,15 +233,20 @@ def test_a_frame_nested_too_deeply_drops_its_peer_alone(
         bye = _next(bad)
         bad.close()
         assert isinstance(bye, Goodbye) and "nested too deeply" in bye.reason
-        good = connect(str(rt.address), TOKEN, Codec())
-        try:
-            good.send(Call(2, "echo", ["still here"]))
-            assert _next(good) == Result(2, "still here")
-        finally:
-            good.close()
+        _serving(rt, 2)
     finally:
         rt.stop()
     assert "nested too deeply" in caplog.text and "poller failed" not in caplog.text
+
+
+def _answer_to(rt: WorkerRuntime, msg: Message) -> object:
+    """What a new connection that sends ``msg`` hears back first (it is closed after)."""
+    ch = connect(str(rt.address), TOKEN, Codec())
+    try:
+        ch.send(msg)
+        return _next(ch)
+    finally:
+        ch.close()
 
 
 def _serving(rt: WorkerRuntime, n: int) -> None:
@@ -281,10 +278,7 @@ def test_a_fault_reading_a_connection_drops_it_alone(
     where = "tcp://127.0.0.1:0" if transport == "tcp" else f"shm://{tmp_path}/w.sock"
     rt = WorkerRuntime("w", {"echo": lambda x: x}, TOKEN, where, ServeOptions(pool=2)).start()
     try:
-        bad = connect(str(rt.address), TOKEN, Codec())
-        bad.send(Call(1, "echo", ["explode"]))
-        bye = _next(bad)
-        bad.close()
+        bye = _answer_to(rt, Call(1, "echo", ["explode"]))
         assert isinstance(bye, Goodbye) and "failed reading this connection" in bye.reason
         _serving(rt, 2)
     finally:
@@ -327,10 +321,7 @@ def test_a_peer_gone_in_the_middle_of_a_frame_is_logged(
         while "middle of a frame" not in caplog.text and time.monotonic() < deadline:
             time.sleep(0.01)
         _serving(rt, 1)
-        other = connect(str(rt.address), TOKEN, Codec())
-        other.send(Register(Replica("n", "m", "tcp://127.0.0.1:1", [])))
-        bye = _next(other)
-        other.close()
+        bye = _answer_to(rt, Register(Replica("n", "m", "tcp://127.0.0.1:1", [])))
         assert isinstance(bye, Goodbye) and "does not take Register" in bye.reason
         _serving(rt, 2)
     finally:
