@@ -8,6 +8,7 @@ getting answers; nothing a stranger sends reaches pickle.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import socket
 import struct
@@ -447,3 +448,18 @@ def test_a_nan_priority_is_refused_on_the_lone_call_path_too(
             ch.close()
     finally:
         rt.stop()
+
+
+def test_a_local_peer_is_named_by_its_process_in_the_log(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Over ipc (and shm) the peer has no address: the log named every one "local peer",
+    so two local clients could not be told apart. It names the process (SO_PEERCRED)."""
+    caplog.set_level(logging.WARNING, logger="polybus.worker")
+    rt = WorkerRuntime("w", {"echo": lambda x: x}, TOKEN, f"ipc://{tmp_path}/w.sock",
+                       ServeOptions(pool=2)).start()
+    try:
+        bye = _answer_to(rt, Register(Replica("n", "m", "tcp://127.0.0.1:1", [])))
+        assert isinstance(bye, Goodbye)
+    finally:
+        rt.stop()
+    assert f"local peer pid {os.getpid()} sent Register" in caplog.text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import threading
 from dataclasses import dataclass
 
@@ -172,6 +173,22 @@ def accept(listener: socket.socket, token: bytes, codec: Codec,
     return authenticate(sock, peer, token, codec, timeout, shm=shm)
 
 
+_CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def _local_name(sock: socket.socket) -> str:
+    """A Unix-socket peer by its process ("local peer pid 4242"), so the log tells two
+    local clients apart; "local peer" where the system does not say (SO_PEERCRED)."""
+    opt = getattr(socket, "SO_PEERCRED", None)
+    if opt is None:
+        return "local peer"
+    try:
+        pid, _uid, _gid = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, opt, _CRED.size))
+    except (OSError, struct.error):
+        return "local peer"
+    return f"local peer pid {pid}"
+
+
 def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
                  timeout: float = HANDSHAKE_TIMEOUT, tls: _tls.TLSConfig | None = None,
                  *, shm: bool = False) -> Channel:
@@ -180,7 +197,7 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
     ``shm``: the socket came from an ``shm://`` listener. Raises AuthenticationError
     (the peer has been told why and disconnected) or TransportError.
     """
-    name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "local peer"
+    name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else _local_name(sock)
     tls = tls or _tls.current()
     try:
         sock.settimeout(timeout)
