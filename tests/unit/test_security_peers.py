@@ -463,3 +463,23 @@ def test_a_local_peer_is_named_by_its_process_in_the_log(
     finally:
         rt.stop()
     assert f"local peer pid {os.getpid()} sent Register" in caplog.text
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+def test_frame_flags_are_refused_where_the_transport_uses_none(
+        transport: str, tmp_path: Path) -> None:
+    """Flags 1 and 2 mean something only on shm connections (protocol.md); elsewhere a
+    frame that sets them was decoded as if they were 0. It is bad input now."""
+    where = "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp_path}/w.sock"
+    rt = WorkerRuntime("w", {"echo": lambda x: x}, TOKEN, where, ServeOptions(pool=2)).start()
+    try:
+        bad = connect(str(rt.address), TOKEN, Codec())
+        header = Codec().encode_parts(Call(1, "echo", [1]), 1 << 30)[0]
+        with bad.send_lock:  # flags 1, as a shared-memory frame says
+            bad._send_pieces([struct.pack("<IHHI", 8 + len(header), 0, 1, len(header)) + header], None)
+        bye = _next(bad)
+        bad.close()
+        assert isinstance(bye, Goodbye) and "frame flags 1" in bye.reason, bye
+        _serving(rt, 2)
+    finally:
+        rt.stop()

@@ -15,7 +15,7 @@ import ssl
 import threading
 from collections.abc import Callable
 
-from polybus.errors import ConnectionLostError
+from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport.spinning import spin_until
 from polybus.transport.wake import Wake
 from polybus.wire.codec import Codec
@@ -85,7 +85,11 @@ class Channel:
         return self.sock.recv_into(buf, 0, flags)
 
     def _next_frame(self) -> Frame | None:
-        return self.decoder.next_frame()
+        frame = self.decoder.next_frame()
+        if frame is not None and frame.flags:  # (shm's frames are ShmChannel's)
+            raise ProtocolError(f"frame flags {frame.flags} from {self.peer}: this "
+                                "transport uses none")
+        return frame
 
     def _send_pieces(self, pieces: list[bytes | memoryview], on_blocked: Callable[[], None] | None) -> int:
         if self.closed:
