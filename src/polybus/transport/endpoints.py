@@ -93,12 +93,13 @@ class Address:
 def listen(address: Address, backlog: int = 128) -> tuple[socket.socket, Address]:
     """A listening socket and the address it really has (port 0 becomes a real port)."""
     if address.scheme in ("ipc", "shm"):
-        if os.path.exists(address.path):
-            os.unlink(address.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(address.path)
-        os.chmod(address.path, 0o600)
-        sock.listen(backlog)
+        try:
+            _bind_private(sock, address.path)
+            sock.listen(backlog)
+        except OSError as exc:
+            sock.close()
+            raise TransportError(f"cannot listen on {address}: {exc.strerror or exc}") from None
         return sock, address
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -111,6 +112,23 @@ def listen(address: Address, backlog: int = 128) -> tuple[socket.socket, Address
     sock.listen(backlog)
     host, port = sock.getsockname()[:2]
     return sock, Address("tcp", host, port)
+
+
+def _bind_private(sock: socket.socket, path: str) -> None:
+    """Bind ``sock`` at ``path`` as a file of mode 0600 from its first moment.
+
+    Bound as it was, the file took the umask's mode until the chmod after the bind, and
+    another user of the host could connect through it meanwhile. On Linux the file
+    takes the socket's own mode (less the umask), so the socket is made 0600 first;
+    where that does nothing, the chmod after the bind remains."""
+    try:
+        os.fchmod(sock.fileno(), 0o600)
+    except OSError:
+        pass
+    if os.path.lexists(path):
+        os.unlink(path)  # a file left by an earlier run
+    sock.bind(path)
+    os.chmod(path, 0o600)
 
 
 def _tune(sock: socket.socket) -> None:
