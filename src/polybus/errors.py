@@ -127,6 +127,13 @@ class TransportError(PolybusError):
     """A connection could not be made, or failed."""
 
 
+class TLSHandshakeError(TransportError):
+    """A peer was reached, but the mutual TLS of ``[cluster] tls`` did not come about
+    between the two: one side speaks no TLS, or a certificate was refused; or, on a plain
+    connection, the peer sent no polybus greeting (as a TLS peer sends none). The message
+    says which, rather than that nothing answers."""
+
+
 class ConnectionLostError(TransportError):
     """An established connection closed while calls were outstanding on it."""
 

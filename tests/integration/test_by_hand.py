@@ -108,6 +108,38 @@ def test_fewer_replicas_than_configured_warns_once_and_runs(procs: Procs) -> Non
     assert "warning" not in full.stderr
 
 
+def test_a_registered_replica_that_cannot_be_reached_is_left_out_by_name(procs: Procs) -> None:
+    """A replica the registry still lists but that does not answer (here stopped, and the
+    registry's ttl long) failed the whole run with `handshake with tcp://127.0.0.1:PORT
+    failed: timed out`, naming no replica; it is left out as one not registered is."""
+    env = {"POLYBUS_TOKEN": "unreachable-token-" + "u" * 20}
+    addr, _ = start_registry(procs, env, "--ttl", "60")
+    start_worker(procs, addr, "server-0", env=env)
+    start_worker(procs, addr, "server-1", env=env)
+    zero, one = procs.started[-2:]
+    try:
+        one.send_signal(signal.SIGSTOP)
+        p = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
+                "--set", "modules.client.args=[3000, 2]", env=env, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert "'correct': True" in p.stdout
+        warnings = [ln for ln in p.stderr.splitlines() if "warning" in ln]
+        assert len(warnings) == 1, p.stderr  # (this one, not also "found 1" of 2)
+        assert "module 'server': 1 of 2 replica(s)" in warnings[0]
+        assert "server-1 at tcp://127.0.0.1:" in warnings[0]
+        assert "cannot be reached" in warnings[0] and "running with 1" in warnings[0]
+        zero.send_signal(signal.SIGSTOP)
+        none = cli("run", SORT / "app.toml", "--registry", addr, "--quiet", env=env,
+                   timeout=60)
+        assert none.returncode == 2
+        assert (f"no replica of module 'server' registered at {addr} can be reached: "
+                "server-0 at tcp://127.0.0.1:") in none.stderr
+        assert "; server-1 at tcp://127.0.0.1:" in none.stderr
+    finally:
+        for w in (zero, one):
+            w.send_signal(signal.SIGCONT)
+
+
 def test_worker_refused_by_the_registry_says_which_and_what_to_do(procs: Procs) -> None:
     addr, _ = start_registry(procs, {"POLYBUS_TOKEN": "right-token-" + "w" * 20})
     wrong = cli("worker", "--registry", addr, "--module", SORT / "server.py",

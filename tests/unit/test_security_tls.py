@@ -7,15 +7,16 @@ import socket
 import ssl
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from polybus.config import load, validate
-from polybus.errors import ConfigError, TransportError
+from polybus.errors import ConfigError, TLSHandshakeError, TransportError
+from polybus.registry.client import RegistryClient
 from polybus.transport import tls
-from polybus.transport.endpoints import connect
+from polybus.transport.endpoints import authenticate, connect
 from polybus.transport.wake import Wake
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, Result
@@ -212,3 +213,71 @@ def test_a_tls_file_that_does_not_load_at_run_time_names_its_key(pki: Path) -> N
     assert str(info.value) == (f"cluster.tls.key: {pki}/ca.key is not the private key of the "
                                f"certificate {pki}/node.pem (cluster.tls.cert): key values mismatch")
     assert tls.current() is None
+
+
+@pytest.fixture
+def server() -> Iterator[Callable[[tls.TLSConfig | None, float], str]]:
+    """server(tls, timeout): a listener on loopback whose every connection gets the
+    server side of the handshake (`authenticate`) with that TLS setting, whatever this
+    process's `tls.configure` says; its address."""
+    listeners: list[socket.socket] = []
+
+    def start(config: tls.TLSConfig | None, timeout: float) -> str:
+        lst = socket.create_server(("127.0.0.1", 0))
+        listeners.append(lst)
+
+        def serve() -> None:
+            while True:
+                try:
+                    sock, peer = lst.accept()
+                except OSError:
+                    return
+                try:
+                    authenticate(sock, peer, TOKEN, Codec(), timeout, tls=config).close()
+                except Exception:  # (refused: what the client says is under test)
+                    pass
+
+        threading.Thread(target=serve, daemon=True).start()
+        return f"127.0.0.1:{lst.getsockname()[1]}"
+
+    yield start
+    for lst in listeners:
+        lst.close()
+
+
+def test_a_tls_mismatch_is_said_as_such_not_as_a_registry_that_does_not_answer(
+        pki: Path, tmp_path: Path, server: Callable[[tls.TLSConfig | None, float], str]) -> None:
+    # A registry that is running, in another TLS setting than the client's, was reported
+    # as "no registry answers at ... : is `polybus registry` running?".
+    assert tls.current() is None
+    node = cfg(pki)
+    # A plain client, a TLS registry that waits for a ClientHello (longer than the
+    # client waits for a greeting, then not).
+    for server_timeout, said in ((5.0, "sent no polybus greeting within 1 s"),
+                                 (0.2, "closed the connection without a polybus greeting")):
+        with pytest.raises(TLSHandshakeError) as info:
+            RegistryClient(server(node, server_timeout), TOKEN, timeout=1.0).resolve()
+        assert said in str(info.value)
+        assert "[cluster] tls" in str(info.value)
+        assert "no registry answers" not in str(info.value)
+    # A TLS client, a plain registry.
+    plain = server(None, 2.0)
+    with pytest.raises(TLSHandshakeError, match=r"the peer does not speak TLS .*was it "
+                                                r"started without \[cluster\] tls"):
+        connect(plain, TOKEN, Codec(), timeout=2.0, tls=node)
+    # Both in TLS: a registry whose certificate this client's CA did not sign, and one
+    # that refuses this client's certificate (from a CA this client trusts, it does not).
+    at = server(node, 2.0)
+    with pytest.raises(TLSHandshakeError) as info:
+        connect(at, TOKEN, Codec(), timeout=2.0, tls=cfg(pki, "stranger", "otherca"))
+    assert f"its certificate is not signed by this process's CA {pki}/otherca.pem" in str(info.value)
+    bundle = tmp_path / "both.pem"
+    bundle.write_text((pki / "ca.pem").read_text() + (pki / "otherca.pem").read_text())
+    stranger = tls.TLSConfig(str(pki / "stranger.pem"), str(pki / "stranger.key"), str(bundle))
+    with pytest.raises(TLSHandshakeError) as info:
+        connect(at, TOKEN, Codec(), timeout=2.0, tls=stranger)
+    assert (f"the peer refused this process's certificate {pki}/stranger.pem "
+            "(cluster.tls.cert)") in str(info.value)
+    # The same peers, in the same setting, still meet.
+    connect(at, TOKEN, Codec(), timeout=2.0, tls=node).close()
+    connect(plain, TOKEN, Codec(), timeout=2.0).close()

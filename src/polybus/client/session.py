@@ -19,7 +19,7 @@ from polybus.client.migrate import Migrator, migrator_for
 from polybus.client.plan import Signature, comm_for
 from polybus.client.reactor import Reactor
 from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
-from polybus.errors import NoReplicaError, PolybusError, UsageError
+from polybus.errors import NoReplicaError, PolybusError, TransportError, UsageError
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import RegistryClient
 from polybus.transport.endpoints import connect
@@ -294,13 +294,32 @@ class Session:
         order = {r.name: i for i, r in enumerate(spec.replication)}
         replicas.sort(key=lambda r: order.get(r.name, len(order)))
         links = []
+        unreachable: list[str] = []
         for r in replicas:
             codec = Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
-            channel = connect(_pick(r, scheme), self.token, codec)
+            # A replica still registered that cannot be reached (stopped, gone within the
+            # registry's ttl, or registered with an address this host cannot dial) is
+            # left out as one not registered is, and said by name; none reached is an
+            # error that names each. (It failed the run, naming only an address.)
+            try:
+                channel = connect(_pick(r, scheme), self.token, codec)
+            except TransportError as exc:
+                unreachable.append(f"{r.name} at {_pick(r, scheme)}: {exc}")
+                continue
             channel.spin_s = spec.spin  # waits for its answers poll first (spinning.py)
             link = ReplicaLink(r.name, module, channel, r.speed)
             self.reactor.add(link)
             links.append(link)
+        if unreachable and not links:
+            raise NoReplicaError(
+                f"no replica of module {module!r} registered at {self.registry.address} "
+                f"can be reached: {'; '.join(unreachable)}")
+        if unreachable and module not in self._short:
+            self._short.add(module)  # (said here: the count warning would say less)
+            log.warning("polybus: warning: module %r: %d of %d replica(s) registered at "
+                        "%s cannot be reached (%s); running with %d of the %d configured",
+                        module, len(unreachable), len(replicas), self.registry.address,
+                        "; ".join(unreachable), len(links), len(spec.replication))
         self.links[key] = links
         return links
 

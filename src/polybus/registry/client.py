@@ -7,7 +7,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from polybus.errors import AuthenticationError, PolybusError, ProtocolError, TransportError
+from polybus.errors import (
+    AuthenticationError,
+    PolybusError,
+    ProtocolError,
+    TLSHandshakeError,
+    TransportError,
+)
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, connect
 from polybus.wire.codec import Codec
@@ -54,6 +60,8 @@ class RegistryClient:
             except ProtocolError as exc:
                 raise ProtocolError(f"registry at {self.address}: {exc} (is that address "
                                     "a `polybus registry`?)") from None
+            except TLSHandshakeError as exc:  # (it answers: in another TLS setting)
+                raise TLSHandshakeError(f"registry at {self.address}: {exc}") from None
             except TransportError as exc:
                 raise TransportError(
                     f"no registry answers at {self.address} ({exc}): is `polybus "

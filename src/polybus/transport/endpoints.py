@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import struct
 import threading
 from dataclasses import dataclass
 
-from polybus.errors import AuthenticationError, ProtocolError, TransportError
+from polybus.errors import AuthenticationError, ProtocolError, TLSHandshakeError, TransportError
 from polybus.transport import tls as _tls
 from polybus.transport.channel import Channel
 from polybus.wire import handshake
@@ -168,18 +169,44 @@ def connect(address: Address | str, token: bytes, codec: Codec,
             sock = socket.create_connection((addr.host, addr.port), timeout=timeout)
     except OSError as exc:
         raise TransportError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
+    tls = tls if addr.scheme == "tcp" else None  # (ipc and shm stay local and plain)
+    greeted = False
     try:
         _tune(sock)
-        if tls is not None and addr.scheme == "tcp":
+        if tls is not None:
             sock = _tls.wrap_client(sock, tls, addr.host)
         hs = handshake.ClientHandshake(token)
-        sock.sendall(hs.proof(_recv_exact(sock, handshake.HELLO_SIZE)))
+        hello = _recv_exact(sock, handshake.HELLO_SIZE)
+        greeted = bool(hello)
+        if not greeted and tls is None and addr.scheme == "tcp":
+            raise TLSHandshakeError(
+                f"handshake with {addr} failed: it closed the connection without a "
+                f"polybus greeting (a peer that uses TLS, [cluster] tls, closes a plain "
+                f"connection so; a polybus peer also does while {MAX_HANDSHAKES} "
+                f"handshakes are under way)")
+        sock.sendall(hs.proof(hello))
         hs.verify(_recv_exact(sock, handshake.ANSWER_SIZE))
         sock.settimeout(None)
+    except TLSHandshakeError:
+        sock.close()
+        raise
     except (ProtocolError, OSError) as exc:
         sock.close()
         if isinstance(exc, ProtocolError):
             raise
+        # Said as what went wrong between the two, not as a peer that does not answer:
+        # a TLS side and a plain one, or a certificate refused (a server's refusal of
+        # this side's certificate may come with TLS 1.3 only at the first read).
+        if isinstance(exc, ssl.SSLError) and tls is not None:
+            raise TLSHandshakeError(f"TLS handshake with {addr} failed: "
+                                    f"{_tls.refusal(exc, tls, addr.host)}") from None
+        if isinstance(exc, TimeoutError) and not greeted and tls is None \
+                and addr.scheme == "tcp":
+            raise TLSHandshakeError(
+                f"handshake with {addr} failed: it accepted the connection but sent no "
+                f"polybus greeting within {timeout:g} s (a peer that uses TLS, [cluster] "
+                f"tls, waits for this side to start TLS; else it is stopped or "
+                f"overloaded)") from None
         raise TransportError(f"handshake with {addr} failed: {exc}") from None
     return _channel(sock, codec, str(addr), addr.scheme == "shm")
 

@@ -168,6 +168,32 @@ def _context(config: TLSConfig, server: bool) -> ssl.SSLContext:
     return ctx
 
 
+_NOT_TLS = ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG",
+            "HTTP_REQUEST")
+
+
+def refusal(exc: ssl.SSLError, config: TLSConfig, host: str) -> str:
+    """Why a TLS handshake this process started (as a client, dialling ``host``) failed,
+    said as what the user can change: the peer speaks no TLS, its certificate is not the
+    cluster CA's or does not name the host, or it refused this process's certificate."""
+    reason = _reason(exc)
+    why = getattr(exc, "verify_message", None) or reason
+    if getattr(exc, "verify_code", None) in _NAME_MISMATCH:
+        return (f"its certificate does not name {host} ({why}): its subjectAltName must "
+                f"name the host dialled")
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"its certificate is not signed by this process's CA {config.ca} "
+                f"(cluster.tls.ca): {why}")
+    if reason in _NOT_TLS:
+        return (f"the peer does not speak TLS ({reason}): was it started without "
+                f"[cluster] tls? (a registry takes it with --config app.toml, a worker with "
+                f"--config app.toml --as KEY, not --module)")
+    if "ALERT" in reason:
+        return (f"the peer refused this process's certificate {config.cert} "
+                f"(cluster.tls.cert) ({reason}): does it trust another CA?")
+    return reason
+
+
 def wrap_server(sock: socket.socket, config: TLSConfig) -> ssl.SSLSocket:
     """The TLS handshake as the accepting side (bounded by ``sock``'s timeout)."""
     return _context(config, True).wrap_socket(sock, server_side=True)
