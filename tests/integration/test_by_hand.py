@@ -288,3 +288,39 @@ def test_every_part_takes_the_environments_token_before_the_configurations(
     p = cli("run", app, "--registry", addr, "--quiet", "--token-file", tmp_path / "token",
             env=env)
     assert p.returncode != 0 and "token" in p.stderr.lower(), p.stderr
+
+
+def test_parts_started_with_config_find_the_registry_it_names(
+        procs: Procs, tmp_path: Path) -> None:
+    """[cluster] registry is where the run looks for the registry; `polybus registry
+    --config` now listens there and `polybus worker --config` registers there, with no
+    --listen or --registry (the worker said --registry was required; the registry took
+    a free port the configuration did not name)."""
+    import socket
+
+    with socket.socket() as s:  # a free loopback port for the configuration to name
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "token").write_text("config-token-" + "r" * 20)
+    app = tmp_path / "app.toml"
+    app.write_text((SORT / "app.toml").read_text().replace('"server.py"', f'"{SORT}/server.py"')
+                   .replace('"client.py"', f'"{SORT}/client.py"')
+                   + f'\n[cluster]\nregistry = "127.0.0.1:{port}"\ntoken_file = "token"\n')
+    reg = procs.start("registry", "--config", str(app))
+    assert reg.stdout is not None
+    assert read_line(reg.stdout, r"listening on (\S+)").group(1) == f"127.0.0.1:{port}"
+    for i in range(2):
+        w = procs.start("worker", "--config", app, "--as", "server", "--name", f"server-{i}")
+        assert w.stderr is not None
+        read_line(w.stderr, "serving")
+    p = cli("run", app, "--quiet", "--set", "modules.client.args=[3000, 2]")
+    assert p.returncode == 0, p.stderr
+    assert "'correct': True" in p.stdout
+
+
+def test_a_worker_without_a_registry_to_go_to_says_how_to_name_one() -> None:
+    p = cli("worker", "--module", SORT / "server.py",
+            env={"POLYBUS_TOKEN": "any-token-" + "w" * 20}, timeout=30)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "give --registry HOST:PORT (or --config a configuration whose [cluster] " \
+           "registry names it)" in p.stderr

@@ -16,8 +16,9 @@ from polybus.transport.endpoints import Address
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT",
-                   help="where to listen (default: loopback, a free port)")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help="where to listen (default: --config's [cluster] registry, else "
+                        "loopback, a free port)")
     p.add_argument("--token-file", metavar="FILE",
                    help="read the token from FILE (else $POLYBUS_TOKEN, else make one)")
     p.add_argument("--ttl", type=seconds, default=3.0, metavar="DURATION",
@@ -28,13 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    listen = args.listen if "://" in args.listen else f"tcp://{args.listen}"
-    try:
-        Address.parse(listen)
-    except TransportError:  # (it said "bad address 'tcp://8080'", an address not given)
-        raise UsageError(f"--listen {args.listen!r}: expected HOST:PORT with a port "
-                         "0-65535, e.g. 127.0.0.1:7700 (port 0: any free port)") from None
-    config_token_file = None
+    config_token_file = cluster = None
     if args.config:
         from polybus.config import load
         from polybus.transport import tls
@@ -42,6 +37,16 @@ def main(args: argparse.Namespace) -> int:
         cluster = load(args.config).cluster
         tls.configure_cluster(cluster)
         config_token_file = cluster.token_file
+    # Where to listen: --listen, else the address the configuration's parts will look
+    # for it at ([cluster] registry), else loopback on a free port.
+    given = args.listen or (cluster.registry if cluster is not None else None) or "127.0.0.1:0"
+    listen = given if "://" in given else f"tcp://{given}"
+    try:
+        Address.parse(listen)
+    except TransportError:  # (it said "bad address 'tcp://8080'", an address not given)
+        what = "--listen" if args.listen else "[cluster] registry"
+        raise UsageError(f"{what} {given!r}: expected HOST:PORT with a port "
+                         "0-65535, e.g. 127.0.0.1:7700 (port 0: any free port)") from None
     # Handlers first: a SIGINT/SIGTERM from here on ends the wait below, and the finally
     # removes the token file this command made (a file the user named is theirs to keep).
     stop = StopSignals((signal.SIGTERM, signal.SIGINT))  # (no lock in a handler: stopsignals.py)

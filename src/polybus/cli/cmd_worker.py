@@ -13,7 +13,9 @@ from polybus.token import cluster_token
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--registry", required=True, metavar="HOST:PORT")
+    p.add_argument("--registry", metavar="HOST:PORT",
+                   help="the registry to register with (default: --config's [cluster] "
+                        "registry)")
     p.add_argument("--module", metavar="FILE",
                    help="the module to serve (all its public functions), registered as "
                         "the module named by FILE's stem (server.py: 'server')")
@@ -41,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
 
     for where in args.listen or []:  # (before the module is imported: a typo costs nothing)
         Address.parse(where)
-    config_token_file = None
+    config_token_file = config_registry = None
     spec = replica = None
     max_frame = 1 << 30
     heartbeat = 1.0
@@ -53,6 +55,7 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError("--config needs --as KEY (which [modules.KEY] to serve)")
         app = load(args.config, tuple(args.set))
         config_token_file = app.cluster.token_file
+        config_registry = app.cluster.registry
         from polybus.transport import tls
 
         tls.configure_cluster(app.cluster)  # [cluster] tls: this worker's listen and connects
@@ -73,10 +76,14 @@ def main(args: argparse.Namespace) -> int:
         key = path.stem
     else:
         raise UsageError("give --module FILE, or --config FILE --as KEY")
+    registry = args.registry or config_registry
+    if registry is None:
+        raise UsageError("give --registry HOST:PORT (or --config a configuration whose "
+                         "[cluster] registry names it)")
     token = cluster_token(args.token_file, config_token_file)
     assert token is not None
     name = args.name or f"{key}-{socket.gethostname()}-{os.getpid()}"
-    serve(registry=args.registry, module_path=path, name=name, module_key=key, token=token,
+    serve(registry=registry, module_path=path, name=name, module_key=key, token=token,
           listen=args.listen or ["tcp://127.0.0.1:0"], spec=spec, replica=replica,
           heartbeat=args.heartbeat if args.heartbeat is not None else heartbeat,
           max_frame=max_frame, exit_with_parent=args.exit_with_parent, parent=args.parent,
