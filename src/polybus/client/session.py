@@ -92,8 +92,10 @@ def _bytes(link: ReplicaLink) -> tuple[int, int]:
     """What ``link``'s connection has sent and received, over shm with what went by
     segment (shmseg.py)."""
     ch = link.channel
-    return (ch.bytes_sent + getattr(ch, "shm_bytes_sent", 0),
-            ch.bytes_received + getattr(ch, "shm_bytes_received", 0))
+    return (ch.bytes_sent + getattr(ch, "shm_bytes_sent", 0)
+            - getattr(ch, "shm_overhead_sent", 0),
+            ch.bytes_received + getattr(ch, "shm_bytes_received", 0)
+            - getattr(ch, "shm_overhead_received", 0))
 
 
 def _priority_fn(expr_source: str, source: Path,

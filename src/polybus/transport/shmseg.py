@@ -67,6 +67,10 @@ def _lens(bufs: list[bytes | memoryview | np.ndarray[Any, Any]]) -> list[int]:
     return [b.nbytes if isinstance(b, np.ndarray) else memoryview(b).nbytes for b in bufs]
 
 
+def _nbytes(pieces: list[bytes | memoryview]) -> int:
+    return sum(memoryview(p).nbytes for p in pieces)
+
+
 def _u64s(ids: list[int]) -> bytes:
     return struct.pack(f"<{len(ids)}Q", *ids)
 
@@ -108,6 +112,11 @@ class SegmentFrames:
         # receivers counts once per frame that names it, as the bytes would in a frame.
         self.shm_bytes_sent = 0
         self.shm_bytes_received = 0
+        # What the segments' bookkeeping added to those counts (control frames, tables,
+        # empty buffer slots): a run reports its traffic without it, so the same program
+        # counts the same bytes on every transport (client/session.py).
+        self.shm_overhead_sent = 0
+        self.shm_overhead_received = 0
 
     # -- sending ---------------------------------------------------------------
     def _encode(self, msg: Message) -> list[bytes | memoryview]:
@@ -150,6 +159,7 @@ class SegmentFrames:
         table = bytearray()
         fds: list[int] = []
         put = msg.key if type(msg) is Put else None  # an operand: one segment per host
+        moved = 0
         for i, (b, n) in enumerate(zip(bufs, lens, strict=True)):
             if n < self.threshold or len(fds) >= MAX_FDS:
                 continue
@@ -174,9 +184,14 @@ class SegmentFrames:
                 table += _DESC.pack(i, int(has_fd), seg.id, n)
             out[i] = b""
             self.shm_bytes_sent += n
+            moved += n
         out.append(bytes(table))
         self._fds_out.extend(fds)
-        return encode_frame(header, [_contiguous(b) for b in out], self.codec.max_frame, FLAG_SHM)
+        pieces = encode_frame(header, [_contiguous(b) for b in out], self.codec.max_frame,
+                              FLAG_SHM)
+        self.shm_overhead_sent += (_nbytes(pieces) + moved
+                                   - 4 - body_length(len(header), lens))
+        return pieces
 
     def _lend(self, key: str, i: int, data: Any, n: int, fds: list[int]) -> bytes | None:
         """Buffer ``i`` of operand ``key`` by the process's shared segment for it
@@ -212,7 +227,10 @@ class SegmentFrames:
         del self._released[:len(released)]
         with self._seg_lock:
             forget, self._forget_out = self._forget_out, []
-        return encode_frame(b"", [_u64s(released), _u64s(forget)], self.codec.max_frame, FLAG_CTL)
+        pieces = encode_frame(b"", [_u64s(released), _u64s(forget)], self.codec.max_frame,
+                              FLAG_CTL)
+        self.shm_overhead_sent += _nbytes(pieces)
+        return pieces
 
     def _acquire(self, n: int) -> Segment | None:
         """A free segment for ``n`` bytes, or a new one within ``pool_bytes`` and
@@ -251,6 +269,7 @@ class SegmentFrames:
         seg.close()
 
     def _on_control(self, frame: Frame) -> None:
+        self.shm_overhead_received += frame.size
         if len(frame.buffers) != 2 or any(len(b) % 8 for b in frame.buffers):
             raise ProtocolError("malformed shared-memory control frame")
         released, forget = (struct.unpack(f"<{len(b) // 8}Q", b) for b in frame.buffers)
@@ -296,6 +315,8 @@ class SegmentFrames:
         if size > self.codec.max_frame:
             raise ProtocolError(f"shared-memory frame of {size} bytes is over the frame "
                                 f"limit of {self.codec.max_frame} bytes")
+        moved = sum(d[3] for d in _DESC.iter_unpack(table))
+        self.shm_overhead_received += frame.size + moved - 4 - size
         release = self._released.append
         for idx, has_fd, seg_id, length in _DESC.iter_unpack(table):
             if not 0 <= idx < len(frame.buffers) or len(frame.buffers[idx]):
