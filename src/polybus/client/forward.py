@@ -68,9 +68,9 @@ def _unsent(value: Any) -> bool:
     answers may be forwarded), or forwarded."""
     if type(value) is not CallPromise:
         return False
-    rec = value._rec
+    rec: CallRecord = value._rec
     if not rec.done:
-        return bool(rec.dispatcher.forwards_answers)
+        return rec.dispatcher.forwards_answers
     return rec.error is None and type(rec.value) is Ref
 
 

@@ -302,23 +302,22 @@ class SegmentFrames:
         if table.nbytes % _DESC.size:
             raise ProtocolError("malformed shared-memory table")
         # The message's full size is held to the limit wherever its bytes travel
-        # (protocol.md): checked before anything is mapped or viewed, and counted as
-        # its sender did (frame_prefix: the frame it would be with every buffer in it).
-        # Counted as this frame's size plus the segments', its prefix, table and empty
-        # buffer slots made a message of up to the limit (sent: over tcp, answered)
-        # refused here, and its connection dropped.
+        # (protocol.md), counted as its sender did (frame_prefix: the frame it would be
+        # with every buffer in it), before anything is mapped or viewed.
+        entries = list(_DESC.iter_unpack(table))
         lens = [len(b) for b in frame.buffers]
-        for idx, _has_fd, _seg_id, length in _DESC.iter_unpack(table):
+        moved = 0
+        for idx, _has_fd, _seg_id, length in entries:
+            moved += length
             if 0 <= idx < len(lens):  # (a bad index is refused below)
                 lens[idx] += length
         size = body_length(len(frame.header), lens)
         if size > self.codec.max_frame:
             raise ProtocolError(f"shared-memory frame of {size} bytes is over the frame "
                                 f"limit of {self.codec.max_frame} bytes")
-        moved = sum(d[3] for d in _DESC.iter_unpack(table))
         self.shm_overhead_received += frame.size + moved - 4 - size
         release = self._released.append
-        for idx, has_fd, seg_id, length in _DESC.iter_unpack(table):
+        for idx, has_fd, seg_id, length in entries:
             if not 0 <= idx < len(frame.buffers) or len(frame.buffers[idx]):
                 raise ProtocolError(f"shared-memory table names buffer {idx} badly")
             if has_fd:
