@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -171,16 +170,6 @@ def cli(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 6
         out, err = p.communicate()
         raise AssertionError(f"polybus {args} did not finish in {timeout} s:\n{err}") from None
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
-
-
-def write_app(where: Path, *, server: str, client: str, toml: str) -> Path:
-    """Write server.py, client.py and app.toml (dedented) into ``where``; the toml path."""
-    where.mkdir(parents=True, exist_ok=True)
-    (where / "server.py").write_text(textwrap.dedent(server))
-    (where / "client.py").write_text(textwrap.dedent(client))
-    app = where / "app.toml"
-    app.write_text(textwrap.dedent(toml))
-    return app
 
 
 _readers: dict[IO[str], queue.Queue[str]] = {}  # keyed by the pipe itself, kept alive

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import polybus
-from integration.conftest import write_app
+from polybus.testing.apps import write_app
 
 SERVER = """
     def scale(a, b):

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import polybus
-from integration.conftest import cli, write_app
+from integration.conftest import cli
 from polybus.errors import RemoteException
+from polybus.testing.apps import write_app
 
 SERVER = """\
 def f(x, y=2, *, scale=1):

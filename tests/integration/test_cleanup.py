@@ -19,8 +19,8 @@ from integration.conftest import (
     interruptible,
     kill_all,
     wait_gone,
-    write_app,
 )
+from polybus.testing.apps import write_app
 
 SERVER = """
     import os

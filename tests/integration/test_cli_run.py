@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from integration.conftest import EXAMPLES, ROOT, cli
+from polybus.testing.apps import write_app
 
 CALC = ROOT / "tests" / "integration" / "apps" / "calc" / "app.toml"
 
@@ -147,8 +148,6 @@ DIES_AT_3 = """
 
 def _app_of_f(tmp_path: Path, client: str, *, define: str = "", use: str = "") -> Path:
     """server.py (DIES_AT_3, 2 replicas), ``client`` and their app.toml."""
-    from integration.conftest import write_app
-
     return write_app(tmp_path, server=DIES_AT_3, client=client, toml=f"""
         [modules.server]
         source = "server.py"

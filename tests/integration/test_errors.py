@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import polybus
-from integration.conftest import write_app
 from polybus.errors import ConfigError, NoReplicaError, UsageError
+from polybus.testing.apps import write_app
 
 SERVER = """
     import os

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import polybus
-from integration.conftest import write_app
+from polybus.testing.apps import write_app
 
 SERVER = """
     import time

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.integration.conftest import write_app
 
 import polybus
+from polybus.testing.apps import write_app
 
 SERVER = """
     import os

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from integration.conftest import ROOT, alive, cli, write_app
+from integration.conftest import ROOT, alive, cli
+from polybus.testing.apps import write_app
 
 TOML = """\
 [modules.server]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import polybus
-from integration.conftest import write_app
+from polybus.testing.apps import write_app
 
 TOML = """\
 [modules.server]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from integration.conftest import POLYBUS, Procs, descendants, env_with, read_line, write_app
+from integration.conftest import POLYBUS, Procs, descendants, env_with, read_line
+from polybus.testing.apps import write_app
 from polybus.wire import handshake
 
 SERVER = """

@@ -28,13 +28,13 @@ from integration.conftest import (
     kill_all,
     read_line,
     wait_gone,
-    write_app,
 )
 from polybus.client.promise import wait
 from polybus.client.session import Session
 from polybus.config import load
 from polybus.errors import RemoteError
 from polybus.registry.service import RegistryService
+from polybus.testing.apps import write_app
 from polybus.token import ENV, make_token
 
 SERVER = """

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from polybus.cli.main import main as cli
+from polybus.testing.apps import write_app
 
 SERVER = "def square(x):\n    return x * x\n"
 CLIENT = """from polybus import use
@@ -39,10 +40,7 @@ use.square = { callstyle = "sync" }
 
 @pytest.fixture
 def app(tmp_path: Path) -> Path:
-    (tmp_path / "server.py").write_text(SERVER)
-    (tmp_path / "client.py").write_text(CLIENT)
-    (tmp_path / "app.toml").write_text(TOML)
-    return tmp_path / "app.toml"
+    return write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
 
 
 @pytest.mark.slow

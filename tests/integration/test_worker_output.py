@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import polybus
-from integration.conftest import cli, write_app
+from integration.conftest import cli
+from polybus.testing.apps import write_app
 
 SERVER = """\
     import os

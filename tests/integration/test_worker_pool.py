@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import polybus
-from integration.conftest import write_app
+from polybus.testing.apps import write_app
 
 SERVER = '''\
 import threading

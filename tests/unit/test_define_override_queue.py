@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from polybus.config import load
+from polybus.testing.apps import write_app
 from polybus.worker.main import options_for
 
 SERVER = "def f(x):\n    return x\n\n\ndef g(x):\n    return x\n"
@@ -34,10 +35,7 @@ entrypoint = "main"
 
 @pytest.fixture
 def app(tmp_path: Path) -> Path:
-    (tmp_path / "server.py").write_text(SERVER)
-    (tmp_path / "client.py").write_text(CLIENT)
-    (tmp_path / "app.toml").write_text(TOML)
-    return tmp_path / "app.toml"
+    return write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
 
 
 def test_a_queue_set_on_the_one_overridden_define_still_bounds_the_replica(app: Path) -> None:

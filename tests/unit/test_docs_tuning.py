@@ -10,6 +10,7 @@ import pytest
 
 from polybus.config import load
 from polybus.errors import ConfigError
+from polybus.testing.apps import write_app
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tuning.md"
 # where a bare key of the guide belongs: the server module, f's define or f's use
@@ -43,8 +44,6 @@ def app(tmp_path: Path, snippet: str) -> Path:
         use = '{ callstyle = "async", ' + snippet + " }"
     else:
         raise AssertionError(f"docs/tuning.md shows {snippet!r}: add where {key!r} goes")
-    (tmp_path / "server.py").write_text(SERVER)
-    (tmp_path / "client.py").write_text(CLIENT)
     lines = ["[modules.server]", *server]
     if define:
         lines.append(f"define.f = {define}")
@@ -52,9 +51,7 @@ def app(tmp_path: Path, snippet: str) -> Path:
     if use:
         lines.append(f"use.f = {use}")
     lines += ["", "[bind]", '"client.f" = "server.f"', ""]
-    path = tmp_path / "app.toml"
-    path.write_text("\n".join(lines))
-    return path
+    return write_app(tmp_path, server=SERVER, client=CLIENT, toml="\n".join(lines))
 
 
 def test_the_guide_shows_snippets() -> None:
