@@ -88,6 +88,13 @@ def override_strings(overrides: Mapping[str, Any] | Sequence[str]) -> tuple[str,
     return tuple(overrides)
 
 
+def busy_share(busy_s: float, elapsed_s: float, handlers: int = 1) -> float:
+    """The share of a replica's handlers' time spent in calls: ``busy_s`` (the calls'
+    durations summed, so a pool's overlapping calls can add up past the elapsed time)
+    over ``elapsed_s`` times its ``handlers``; 0 for no time."""
+    return busy_s / (elapsed_s * max(1, handlers)) if elapsed_s > 0 else 0.0
+
+
 def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
         registry: str | None = None, token_file: str | None = None,
         origin: Origin = PYTHON, worker_output: bool | TextIO = True) -> RunResult:
@@ -136,7 +143,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             elapsed = time.perf_counter() - t0
             stats = session.stats()
             for rep in stats.replicas:
-                rep.busy_fraction = rep.busy_s / elapsed if elapsed > 0 else 0.0
+                rep.busy_fraction = busy_share(rep.busy_s, elapsed, rep.handlers)
             return RunResult(result, elapsed, startup, stats.calls, stats.bytes_sent,
                              stats.bytes_received, stats.replicas)
         finally:

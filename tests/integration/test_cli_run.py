@@ -215,3 +215,43 @@ def test_a_call_that_ends_every_replica_it_runs_on_is_named_as_the_likely_cause(
     # and what became of the workers, from the processes the run started
     for name in ("server-0", "server-1"):
         assert f"\n  worker {name} exited with status 3\n" in p.stderr + "\n", p.stderr
+
+
+def test_busy_share_is_of_the_pool_not_past_a_hundred_percent(tmp_path: Path) -> None:
+    """Two calls that run at once in a pool of two: their durations add up to about twice
+    the run, which showed as ~200 busy %; the share is of the replica's two handlers."""
+    from polybus import run
+
+    app = write_app(tmp_path, server="""
+        import time
+
+        def nap(s):
+            time.sleep(s)
+            return s
+    """, client="""
+        from polybus import use, wait
+
+        nap = use("nap")
+
+        def main():
+            first, second = nap(0.3), nap(0.3)
+            return wait(first) + wait(second)
+    """, toml="""
+        [modules.server]
+        source = "server.py"
+        define.nap = { pool = 2 }
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+        use.nap = { callstyle = "async" }
+
+        [bind]
+        "client.nap" = "server.nap"
+    """)
+    r = run(app)
+    (rep,) = r.replicas
+    assert r.result == 0.6 and rep.calls == 2 and rep.handlers == 2
+    assert rep.busy_s >= 0.6  # (each call slept its 0.3 s)
+    assert rep.busy_fraction == rep.busy_s / (r.elapsed_s * 2) <= 1.0
+    assert "handlers" in r.to_json()["replicas"][0]

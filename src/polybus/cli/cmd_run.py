@@ -46,7 +46,7 @@ def summary(r: RunResult) -> Table:
                 "queue wait s"):
         t.add_column(col, justify="right")
     for rep, name in zip(r.replicas, names, strict=True):
-        busy = 100.0 * rep.busy_s / r.elapsed_s if r.elapsed_s > 0 else 0.0
+        busy = 100.0 * rep.busy_fraction
         t.add_row(name, f"{rep.speed:g}", str(rep.calls), str(rep.migrated_in),
                   str(rep.migrated_out), f"{rep.busy_s:.4f}",
                   f"{busy:.0f}", f"{rep.queue_wait_s:.4f}")

@@ -39,7 +39,10 @@ class ReplicaStats:
     speed: float = 1.0
     migrated_in: int = 0
     migrated_out: int = 0
-    busy_fraction: float = 0.0  # busy_s / the run's elapsed time (filled in by the runner)
+    # busy_s / (the run's elapsed time x handlers), filled in by the runner: the share of
+    # its handlers' time spent in calls (busy_s sums calls that ran at once in a pool)
+    busy_fraction: float = 0.0
+    handlers: int = 1  # calls the replica can run at once (its pool)
     lost: bool = False  # gone during the run (its connections broke): its figures stop there
 
 
@@ -387,6 +390,7 @@ class Session:
                     rs.calls = reply.calls - base.calls
                     rs.busy_s = reply.busy_s - base.busy_s
                     rs.queue_wait_s = reply.queue_wait_s - base.queue_wait_s
+                    rs.handlers = max(1, reply.handlers)
         for rs in rows.values():
             rs.lost = rs.name not in alive
         out.replicas = list(rows.values())

@@ -151,6 +151,7 @@ class Stats(_Msg, tag=9):
     running: int
     speed: float = 1.0
     req: int = 0
+    handlers: int = 1  # calls it can run at once (its pool's threads)
 
 
 class Ping(_Msg, tag=10):

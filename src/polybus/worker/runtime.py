@@ -366,7 +366,8 @@ class WorkerRuntime(Intake):
 
     def stats(self, req: int = 0) -> Stats:
         return Stats(self.name, self.calls, self.busy_s, self.queue_wait_s,
-                     len(self._queue), self._running, self.options.speed, req)
+                     len(self._queue), self._running, self.options.speed, req,
+                     self.options.pool)
 
     def stop(self, grace: float = 2.0) -> None:
         """Stop serving. Calls still running after ``grace`` seconds (all threads
