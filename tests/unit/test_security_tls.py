@@ -281,3 +281,28 @@ def test_a_tls_mismatch_is_said_as_such_not_as_a_registry_that_does_not_answer(
     # The same peers, in the same setting, still meet.
     connect(at, TOKEN, Codec(), timeout=2.0, tls=node).close()
     connect(plain, TOKEN, Codec(), timeout=2.0).close()
+
+
+def test_the_registry_close_ends_a_tls_handshake_under_way(pki: Path) -> None:
+    """A connection still in its TLS handshake when the registry closes is closed with
+    it. The registry shut accepted sockets down to end their handshakes, but a TLS one
+    is wrapped (the wrapper takes the descriptor): it ran on to its 5 s timeout."""
+    from polybus.registry.service import RegistryService
+
+    tls.configure(cfg(pki))
+    reg = RegistryService(TOKEN, "tcp://127.0.0.1:0")
+    s = socket.create_connection((reg.address.host, reg.address.port), timeout=3)
+    try:
+        s.settimeout(0.3)  # (the registry waits for our TLS hello: it sends nothing)
+        with pytest.raises(TimeoutError):
+            s.recv(1)
+        s.settimeout(3)
+        reg.close()
+        try:
+            assert s.recv(1) == b""  # closed by the registry, well within 3 s
+        except ConnectionResetError:
+            pass  # (also closed by it)
+    finally:
+        s.close()
+        reg.close()
+        tls.configure(None)

@@ -41,7 +41,10 @@ class RegistryService:
         self._lock = threading.Lock()
         self._listener, self.address = listen(Address.parse(address))
         self._channels: set[Channel] = set()
-        self._greeting: set[socket.socket] = set()  # accepted, in their handshake
+        # Accepted, in their handshake: for each, a duplicate of its descriptor, owned
+        # here, for close() to shut the connection down with. (The socket itself is no
+        # use for that: under TLS it is wrapped, and the wrapper takes its descriptor.)
+        self._greeting: set[socket.socket] = set()
         self._gate = HandshakeGate()  # handshakes under way (connected peers not counted)
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._accept_loop, name="polybus-registry",
@@ -73,15 +76,22 @@ class RegistryService:
                     log.warning("registry: %d handshakes are under way, the most at once; "
                                 "new connections are closed until one ends", self._gate.limit)
                 continue
+            try:
+                waker = sock.dup()
+            except OSError:  # (out of descriptors: as if the gate were full)
+                sock.close()
+                self._gate.leave()
+                continue
             with self._lock:
                 if self._closed.is_set():
                     sock.close()
+                    waker.close()
                     return
-                self._greeting.add(sock)  # (close() ends its handshake)
-            threading.Thread(target=self._serve, args=(sock, peer), daemon=True,
+                self._greeting.add(waker)  # (close() ends its handshake)
+            threading.Thread(target=self._serve, args=(sock, peer, waker), daemon=True,
                              name="polybus-registry-conn").start()
 
-    def _serve(self, sock: socket.socket, peer: object) -> None:
+    def _serve(self, sock: socket.socket, peer: object, waker: socket.socket) -> None:
         try:
             ch = authenticate(sock, peer, self._token, Codec(max_frame=self._max_frame))
         except PolybusError as exc:
@@ -90,7 +100,8 @@ class RegistryService:
             return
         finally:
             with self._lock:
-                self._greeting.discard(sock)
+                self._greeting.discard(waker)
+            waker.close()
             if (refused := self._gate.leave()) > 1:  # (the first was said when it came)
                 log.warning("registry: %d connections were closed while %d handshakes "
                             "were under way", refused, self._gate.limit)
@@ -166,7 +177,7 @@ class RegistryService:
         with self._lock:
             for ch in list(self._channels):
                 ch.close()
-            for sock in self._greeting:  # wakes its thread, which closes it
+            for sock in self._greeting:  # wakes its thread, which closes the connection
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
