@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from polybus.cli.main import main
 from polybus.config import load, validate
 from polybus.errors import ConfigError, TLSHandshakeError, TransportError
 from polybus.registry.client import RegistryClient
@@ -37,8 +38,8 @@ def make_ca(d: Path, name: str) -> None:
           "-keyout", f"{name}.key", "-out", f"{name}.pem", cwd=d)
 
 
-def make_leaf(d: Path, ca: str, name: str) -> None:
-    (d / f"{name}.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+def make_leaf(d: Path, ca: str, name: str, san: str = "IP:127.0.0.1,DNS:localhost") -> None:
+    (d / f"{name}.ext").write_text(f"subjectAltName={san}\n"
                                    "extendedKeyUsage=serverAuth,clientAuth\n")
     _ossl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
           "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)
@@ -53,6 +54,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     make_ca(d, "otherca")
     make_leaf(d, "ca", "node")
     make_leaf(d, "otherca", "stranger")
+    make_leaf(d, "ca", "node2", "DNS:node2.example.org")  # one host's own, not the registry's
     _ossl("pkey", "-in", "node.key", "-aes128", "-passout", "pass:pw", "-out", "locked.key", cwd=d)
     (d / "junk.pem").write_text("not PEM\n")
     return d
@@ -205,6 +207,67 @@ def test_check_loads_the_tls_files_and_names_the_key_at_fault(pki: Path, tmp_pat
     assert (key, message.split(":")[0]) == (
         "cluster.tls.cert", f"the certificate {pki}/ca.pem does not name 127.0.0.1, where this "
         "cluster's connections go")
+
+
+def _host_app(pki: Path, tmp_path: Path, cluster: str) -> str:
+    """app.toml of a cluster whose [cluster] tls is node2's own certificate."""
+    (tmp_path / "s.py").write_text("def f(x):\n    return x\n")
+    (tmp_path / "c.py").write_text("def main():\n    return 1\n")
+    (tmp_path / "app.toml").write_text(
+        '[modules.s]\nsource = "s.py"\n[modules.c]\nsource = "c.py"\nentrypoint = "main"\n'
+        f'[bind]\n"c.f" = "s.f"\n[cluster]\n{cluster}'
+        f'tls = {{ cert = "{pki}/node2.pem", key = "{pki}/node2.key", ca = "{pki}/ca.pem" }}\n')
+    return str(tmp_path / "app.toml")
+
+
+MULTI_HOST = 'engine = "hosts"\nregistry = "node1.example.org:7700"\n'
+
+
+def test_check_host_accepts_a_certificate_for_the_host_this_machine_is_dialled_at(
+        pki: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A multi-host cluster with one certificate per host: on node2 (not the registry's
+    host) its certificate names node2 only. check compared it with the registry's host
+    and refused it; a worker or client there refused to start with the same message."""
+    app = _host_app(pki, tmp_path, MULTI_HOST)
+    # By default check compares with the registry's host, says so, and names the option.
+    assert main(["check", app, "--no-import"]) == 2
+    err = capsys.readouterr().err
+    assert (f"cluster.tls.cert: the certificate {pki}/node2.pem does not name "
+            "node1.example.org, the [cluster] registry's host: ") in err
+    assert "check with `polybus check --host NAME`" in err
+    # Told the name this machine is dialled at, check accepts the certificate.
+    assert main(["check", app, "--no-import", "--host", "node2.example.org"]) == 0
+    assert f"{app}: ok" in capsys.readouterr().out
+    # A worker, client or run there loads the configuration (its role unknown to the
+    # file: no name checked); `polybus registry --config` still checks the registry's.
+    assert load(app).cluster.registry == "node1.example.org:7700"
+    with pytest.raises(ConfigError, match="does not name node1.example.org, the "
+                                          r"\[cluster\] registry's host"):
+        load(app, tls_hosts="registry")
+
+
+def test_check_host_refuses_a_certificate_that_names_neither_host(
+        pki: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    app = _host_app(pki, tmp_path, MULTI_HOST)
+    assert main(["check", app, "--no-import", "--host", "node3.example.org"]) == 2
+    err = capsys.readouterr().err
+    assert (f"cluster.tls.cert: the certificate {pki}/node2.pem does not name "
+            "node3.example.org, the host given by --host: ") in err
+    # Each name given must be named: the registry's host and a worker's on one machine.
+    assert main(["check", app, "--no-import", "--host", "node2.example.org",
+                 "--host", "10.0.0.5"]) == 2
+    err = capsys.readouterr().err
+    assert "does not name 10.0.0.5, the host given by --host" in err
+    assert "does not name node2.example.org" not in err
+    with pytest.raises(SystemExit):  # a host, not an address with its port
+        main(["check", app, "--no-import", "--host", "node2.example.org:7700"])
+    assert "give the host alone, without :PORT" in capsys.readouterr().err
+    # Without a registry every process of the run listens at listen_host, checked even
+    # when --host names another host.
+    app = _host_app(pki, tmp_path, "")
+    assert main(["check", app, "--no-import", "--host", "node2.example.org"]) == 2
+    assert (f"the certificate {pki}/node2.pem does not name 127.0.0.1, where this "
+            "cluster's connections go") in capsys.readouterr().err
 
 
 def test_a_tls_file_that_does_not_load_at_run_time_names_its_key(pki: Path) -> None:

@@ -5,11 +5,17 @@ Each module is imported in a child process of its own (usercode.check_imports), 
 top-level code runs there, as a worker would run it, and never in this process. An
 import that takes over 2 s is named while the check waits for it (60 s at most; then
 the line it was running is said); ``--no-import`` checks the configuration alone.
+
+With ``[cluster] tls`` and ``registry``, the one file serves every host of the cluster,
+and each host's certificate must name the host that one is dialled at: the registry's
+host (the default), else what ``--host`` says, which a worker's host gives as the address
+its workers register (that of their ``--listen``). Without ``registry``, ``listen_host``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import sys
 
 from polybus.config import validate
@@ -22,6 +28,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-import", action="store_true",
                    help="check the configuration only; do not import the modules (each is "
                         "otherwise imported once, in a child process)")
+    p.add_argument("--host", action="append", type=_host, metavar="NAME",
+                   help="with [cluster] tls and registry: a host name or address other "
+                        "processes dial this machine at, which its certificate must name "
+                        "(repeatable; default: the registry's host). On a worker's host: "
+                        "the address its workers register, that of their --listen. "
+                        "Without a registry, listen_host is checked as well")
+
+
+def _host(text: str) -> str:
+    """``--host NAME``: a host name or IP address (``[::1]`` as ``::1``), without a port."""
+    name = text.strip().strip("[]")
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        pass
+    if ":" in name:
+        raise argparse.ArgumentTypeError(f"{text!r}: give the host alone, without :PORT")
+    try:
+        ok = bool(name) and not name.startswith(".") and bool(name.encode("idna"))
+    except UnicodeError:
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a host name or IP address "
+                                         "(e.g. node2.example.org or 10.0.0.6)")
+    return name
 
 
 def _note(line: str) -> None:
@@ -29,7 +60,7 @@ def _note(line: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    app, errors = validate(args.config, tuple(args.set))
+    app, errors = validate(args.config, tuple(args.set), tls_hosts=args.host or "registry")
     if errors:
         for e in errors:
             print(f"error: {e}", file=sys.stderr)

@@ -34,7 +34,8 @@ def main(args: argparse.Namespace) -> int:
         from polybus.config import load
         from polybus.transport import tls
 
-        cluster = load(args.config).cluster
+        # Its peers dial it at [cluster] registry: its certificate must name that host.
+        cluster = load(args.config, tls_hosts="registry").cluster
         tls.configure_cluster(cluster)
         config_token_file = cluster.token_file
     # Where to listen: --listen, else the address the configuration's parts will look

@@ -13,6 +13,7 @@ from typing import Any
 
 from polybus.config.bind import build
 from polybus.config.callstyle import parse_callstyle
+from polybus.config.cluster import TLSHosts
 from polybus.config.expr import PriorityExpr, compile_priority
 from polybus.config.model import AppConfig
 from polybus.config.origin import SET, Origin
@@ -60,14 +61,17 @@ def _with_define(doc: dict[str, Any]) -> set[str]:
             } if isinstance(modules, dict) else set()
 
 
-def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET
-             ) -> tuple[AppConfig | None, list[ConfigError]]:
+def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
+             tls_hosts: TLSHosts = None) -> tuple[AppConfig | None, list[ConfigError]]:
     """The configuration at ``path`` with ``overrides`` applied, and every mistake in it.
 
     ``overrides`` are ``"a.b.c=value"`` strings (as ``--set`` takes them) or a mapping of
     dotted keys to values; a mistake in one is labelled as from ``origin`` (``--set``;
     origin.PYTHON for ``polybus.run``'s). The AppConfig is None whenever the list is not
-    empty.
+    empty. ``tls_hosts``: the hosts this machine is dialled at, which the [cluster] tls
+    certificate must name (config/cluster.py): None, not known (only ``listen_host``
+    when there is no ``registry``); "registry", the registry's host, as ``polybus check``
+    assumes unless given ``--host``.
     """
     try:
         doc = load_document(path)
@@ -77,15 +81,17 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET
     written, errors = apply_overrides(doc, overrides, origin)
     problems = Problems(str(path), written, origin)
     problems.errors.extend(errors)
-    config = build(doc, Path(path), problems, added_define=_with_define(doc) - before)
+    config = build(doc, Path(path), problems, added_define=_with_define(doc) - before,
+                   tls_hosts=tls_hosts)
     if problems:
         return None, list(problems.errors)
     return config, []
 
 
-def load(path: str | Path, overrides: Overrides = (), origin: Origin = SET) -> AppConfig:
+def load(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
+         tls_hosts: TLSHosts = None) -> AppConfig:
     """The validated configuration; raises ConfigErrors (a ConfigError) listing every mistake."""
-    config, errors = validate(path, overrides, origin)
+    config, errors = validate(path, overrides, origin, tls_hosts)
     if errors or config is None:
         raise ConfigErrors(errors, file=str(path))
     return config

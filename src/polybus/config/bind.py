@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from polybus.config.cluster import parse_cluster
+from polybus.config.cluster import TLSHosts, parse_cluster
 from polybus.config.expr import compile_priority
 from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec, ServeSpec
 from polybus.config.notes import note_idle_shares, note_no_ops, note_unused
@@ -265,12 +265,13 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
 
 
 def build(doc: dict[str, Any], config_path: Path, p: Problems,
-          added_define: Iterable[str] = ()) -> AppConfig | None:
+          added_define: Iterable[str] = (), tls_hosts: TLSHosts = None) -> AppConfig | None:
     """Validate the parsed (and overridden) document; None when ``p`` holds any mistake.
 
     ``added_define``: the modules whose define table the overrides made (the file has
     none); such a table adds options to the interfaces it names and leaves the module
-    serving all its functions (`_define_all`)."""
+    serving all its functions (`_define_all`). ``tls_hosts``: the hosts the [cluster] tls
+    certificate must name (config/cluster.py)."""
     added = set(added_define)
     base_dir = config_path.resolve().parent
     p.unknown_keys(doc, TOP_KEYS)
@@ -291,7 +292,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     cluster = ClusterSpec()
     if "cluster" in doc:
         if isinstance(doc["cluster"], dict):
-            cluster = parse_cluster(doc["cluster"], base_dir, p)
+            cluster = parse_cluster(doc["cluster"], base_dir, p, tls_hosts)
         else:
             p.wrong_type("a table", doc["cluster"], "cluster")
     serve: ServeSpec | None = None

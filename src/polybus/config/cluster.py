@@ -3,12 +3,22 @@
 The TLS files are loaded as ``run`` loads them (transport/tls.py), so ``check`` finds a
 key that does not match its certificate, an unreadable CA or a certificate the CA did not
 sign, naming the ``cluster.tls`` key and the file.
+
+The certificate must also name the host(s) other processes dial this machine at
+(``TLSHosts``). Without ``registry`` every process of a run is on this machine, at
+``listen_host``, and that is checked always. With one, the same file is read on the
+registry's host, on every worker's host and on the clients': which one this is, the
+file does not say, so the caller says it: ``polybus check`` compares with the
+registry's host unless given ``--host NAME`` (the names this host is dialled at), and
+``polybus registry --config`` with the registry's host; every other process checks no
+name at load (a peer that dials it checks the name; a client's is never checked).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeAlias, cast
 
 from polybus.config.keys import CLUSTER_KEYS, TLS_KEYS
 from polybus.config.model import ClusterSpec, TLSFiles
@@ -17,10 +27,17 @@ from polybus.config.schema import ENGINES, _pick, _Table
 from polybus.config.units import parse_size
 from polybus.errors import ConfigError
 
-__all__ = ["parse_cluster"]
+__all__ = ["TLSHosts", "parse_cluster"]
+
+TLSHosts: TypeAlias = Sequence[str] | Literal["registry"] | None
+"""The hosts the ``[cluster] tls`` certificate must name (with no ``registry``, besides
+``listen_host``). None: no other, this machine's role being unknown (a process loading
+the configuration). "registry": the registry's host (``polybus check``'s default, and
+``polybus registry --config``'s). Else each of these names (``polybus check --host``)."""
 
 
-def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems) -> ClusterSpec:
+def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
+                  tls_hosts: TLSHosts = None) -> ClusterSpec:
     p.unknown_keys(table, CLUSTER_KEYS, "cluster")
     t = _Table(table, ("cluster",), p)
     c = ClusterSpec()
@@ -51,15 +68,38 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems) -> Cluster
     if spec.tls is not None and not any(p.reported(f"cluster.tls.{k}") for k in TLS_KEYS):
         from polybus.transport.tls import TLSConfig  # (imports ssl: only when asked for)
 
-        # The files loaded, and a handshake in memory, as run will make them; the
-        # certificate must name the host connections go to: the registry's, else the
-        # local engine's listen_host.
-        host = spec.registry.rpartition(":")[0].strip("[]") if spec.registry else spec.listen_host
+        # The files loaded, and a handshake in memory, as run will make them; then the
+        # certificate checked against each host this machine is dialled at (_dialled).
+        config = TLSConfig(spec.tls.cert, spec.tls.key, spec.tls.ca)
         try:
-            TLSConfig(spec.tls.cert, spec.tls.key, spec.tls.ca).verify(host)
+            config.verify()
+            for host, where, hint in _dialled(spec, tls_hosts):
+                try:
+                    config.verify(host, where, hint)
+                except ConfigError as e:
+                    p.add_error(e, e.key)
         except ConfigError as e:
             p.add_error(e, e.key)
     return spec
+
+
+_OTHER_HOSTS = ("; on another host of the cluster, whose certificate names the host that "
+                "one is dialled at (a worker's host: the address its workers register, from "
+                "their --listen), check with `polybus check --host NAME`")
+
+
+def _dialled(spec: ClusterSpec, tls_hosts: TLSHosts) -> list[tuple[str, str, str]]:
+    """(host, what it is, a hint to add) for each host the certificate must name."""
+    if tls_hosts == "registry" and spec.registry is not None:
+        return [(spec.registry.rpartition(":")[0].strip("[]"), "the [cluster] registry's host",
+                 _OTHER_HOSTS)]
+    found: dict[str, tuple[str, str]] = {}
+    if spec.registry is None:  # the local engine: every process listens at listen_host
+        found[spec.listen_host] = ("where this cluster's connections go", "")
+    if tls_hosts is not None and tls_hosts != "registry":
+        for host in tls_hosts:
+            found.setdefault(host, ("the host given by --host", ""))
+    return [(host, where, hint) for host, (where, hint) in found.items()]
 
 
 def _parse_tls(t: _Table, base_dir: Path, p: Problems) -> TLSFiles | None:

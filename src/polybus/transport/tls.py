@@ -64,11 +64,13 @@ class TLSConfig:
                                    "none") from None
             raise _bad("key", f"cannot load {self.key} as a private key (PEM): {reason}") from None
 
-    def verify(self, host: str | None = None) -> None:
+    def verify(self, host: str | None = None,
+               where: str = "where this cluster's connections go", hint: str = "") -> None:
         """Load the files as `configure` does and make a handshake between two contexts of
         this configuration in memory (no socket), as two members of the cluster would,
         the certificate checked against ``host`` when given: ConfigError naming the
-        ``cluster.tls`` key and the file at fault."""
+        ``cluster.tls`` key and the file at fault. ``where`` says what ``host`` is, in
+        the message of a certificate that does not name it; ``hint`` is added to its hint."""
         server = self.server_context()
         client = self.client_context()
         client.check_hostname = host is not None
@@ -77,10 +79,10 @@ class TLSConfig:
         except ssl.SSLError as exc:
             why = getattr(exc, "verify_message", None) or _reason(exc)
             if getattr(exc, "verify_code", None) in _NAME_MISMATCH:
-                raise _bad("cert", f"the certificate {self.cert} does not name {host}, where "
-                                   f"this cluster's connections go: {why}",
+                raise _bad("cert", f"the certificate {self.cert} does not name {host}, "
+                                   f"{where}: {why}",
                            "its subjectAltName must name that host, e.g. IP:127.0.0.1 or "
-                           "DNS:node1.example.org") from None
+                           "DNS:node1.example.org" + hint) from None
             raise _bad("cert", f"the certificate {self.cert} is not signed by the CA {self.ca} "
                                f"(cluster.tls.ca): {why}") from None
 
