@@ -2,7 +2,8 @@
 
 `Reactor._handle` files the common answer (a `Result`) itself; everything else comes
 here: a failed call (or a cache miss, re-sent with its value), the answers of an
-aggregated batch, released calls, answers to control requests, and a replica's goodbye.
+aggregated batch, released calls, answers to control requests, a forwarded value that
+could not be sent on, and a replica's goodbye.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from polybus.wire.messages import (
     Pong,
     Released,
     Stats,
+    Undelivered,
 )
 
 if TYPE_CHECKING:
@@ -56,6 +58,8 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
             reactor.on_released(link, ids, req)
         case Stats(req=req) | Pong(req=req) | Fetched(req=req):
             reactor.replies[req] = msg
+        case Undelivered():  # a forwarded value its replica could not send on (forward.py)
+            reactor.on_undelivered(link, msg)
         case Goodbye(reason=reason):
             reactor._lost(link, ProtocolError(f"{link.name} closed the connection: {reason}"))
         case _:

@@ -102,7 +102,7 @@ class ReplicaLink:
     """The client's connection to one replica and the calls outstanding on it."""
 
     __slots__ = ("abandoned", "calls", "channel", "dead", "held", "module", "name",
-                 "outstanding", "speed")
+                 "outstanding", "speed", "watch")
 
     def __init__(self, name: str, module: str, channel: Channel, speed: float = 1.0) -> None:
         self.name = name
@@ -117,6 +117,10 @@ class ReplicaLink:
         # their answers are dropped when they come, and till then the replica counts as
         # busy with them when a replica is picked (load, balance.py).
         self.abandoned: set[int] = set()
+        # Forwards sent it for calls it has answered whose consumers still wait
+        # (client/forward.py): one it cannot send on comes back as Undelivered, so it is
+        # read meanwhile as if it held calls.
+        self.watch = 0
 
     @property
     def load(self) -> int:

@@ -338,8 +338,9 @@ class Dispatcher:
                 continue
             if rec.id in self._suspects:  # (queued first) alone, on a replica with nothing else
                 entry = heapq.heappop(self._backlog)
-                free = [j for j, lk in enumerate(self.links)
-                        if not lk.dead and not self.inflight[j] and j not in self._isolated]
+                f = getattr(self.comm, "forwarder", None)  # (its own held consumers aside)
+                free = [j for j, lk in enumerate(self.links) if not lk.dead and j not in self._isolated
+                        and (not self.inflight[j] or (f is not None and f.only_behind(rec, lk)))]
                 if not free:
                     waiting.append(entry)
                     continue
@@ -369,13 +370,16 @@ class Dispatcher:
     def forget(self, rec: CallRecord, sent: bool = True) -> None:
         """A call given up on (its deadline passed): its answer, if it comes, is dropped;
         till then its replica counts as busy with it (``link.abandoned``). ``sent``
-        False: it never left (it could not be encoded), so no answer will come."""
+        False: it never left (it could not be encoded), so no answer will come. Its
+        forwarding edges are settled (Forwarder.given_up)."""
         if rec.link is not None and rec.link.outstanding.pop(rec.id, None) is not None:
             if sent and not rec.link.dead:
                 rec.link.abandoned.add(rec.id)
             i = self._index[id(rec.link)]
             self.inflight[i] -= 1
             self._cleared(rec, i)
+        if (f := getattr(self.comm, "forwarder", None)) is not None:
+            f.given_up(rec, sent)
 
     def lost(self, link: ReplicaLink, error: PolybusError) -> None:
         """``link``'s replica is gone: re-run what it held elsewhere, or fail it."""

@@ -22,6 +22,14 @@ A producer replica that dies before answering is a lost call like any other: the
 dispatcher re-runs it (idempotent interfaces) and, once it is placed again, its edges are
 connected again; if it is not re-run the consumer fails with the producer's error. A
 value fetched from a producer replica that has died since is a WorkerDiedError.
+
+Whenever the producer's value will never reach the consumer's replica, the client sends
+it the failure (``Deliver(key, ok=False, ...)``), which answers the held consumer call
+and frees it there: the producer failed or was lost (above), was given up (its timeout:
+`given_up`), or its replica could not send the value on (``Undelivered``: `undelivered`).
+A consumer given up is failed so too, so its replica does not hold it for a value that
+may never come. The client names only keys of its own edges (its session's nonce, 64
+random bits, begins each), and only to the replica each was placed on.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from polybus.errors import (
     WorkerDiedError,
 )
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Deliver, Fetch, Fetched, Forward
+from polybus.wire.messages import Deliver, Fetch, Fetched, Forward, Undelivered
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
@@ -54,13 +62,15 @@ FETCH_TIMEOUT = 300.0
 
 
 class Edge:
-    __slots__ = ("consumer", "key", "producer", "to")
+    __slots__ = ("consumer", "failed", "key", "producer", "to", "watched")
 
     def __init__(self, producer: CallRecord, consumer: CallRecord, key: str) -> None:
         self.producer = producer
         self.consumer = consumer
         self.key = key
         self.to: ReplicaLink | None = None  # where the consumer was placed last
+        self.failed = ""  # the message of the failure the client sent ``to`` for it
+        self.watched: ReplicaLink | None = None  # whose ``watch`` counts it
 
 
 def _unsent(value: Any) -> bool:
@@ -80,7 +90,7 @@ class Forwarder:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.reactor = session.reactor
-        self.nonce = secrets.token_hex(4)  # keys stay apart between clients of a replica
+        self.nonce = secrets.token_hex(8)  # keys stay apart between clients of a replica
         self.edges: dict[int, list[Edge]] = {}  # producer call id -> its edges
         self.deps: dict[int, list[Edge]] = {}   # consumer call id -> its edges
         self.forwarded = 0   # edges made (values that need not pass the client)
@@ -93,6 +103,7 @@ class Forwarder:
             self._after_lost()
 
         self.reactor.on_lost = on_lost
+        self.reactor.on_undelivered = self.undelivered
 
     def pkey(self, producer: CallRecord) -> str:
         return f"{self.nonce}.{producer.id}"
@@ -139,7 +150,7 @@ class Forwarder:
     def placed(self, rec: CallRecord, link: ReplicaLink) -> None:
         """``rec`` was just written to ``link``: connect the edges that now can be."""
         for e in self.deps.get(rec.id, ()):
-            e.to = link
+            e.to, e.failed = link, ""
             self._connect(e)
         for e in self.edges.get(rec.id, ()):
             if e.to is not None and not e.consumer.done:
@@ -171,23 +182,87 @@ class Forwarder:
                     f"is gone{f' ({gone})' if gone else ''}",
                     interface=p.dispatcher.interface, replica=gone))
             return
+        if p.done and e.watched is None:  # served from its store: read for an Undelivered
+            e.watched = p.link
+            p.link.watch += 1
         self.reactor.flush(p.link)  # the Forward must follow the producer's call
         self.reactor.send(p.link, Forward(p.id, self.pkey(p), e.key, to.channel.peer))
 
-    def _fail(self, e: Edge, error: PolybusError) -> None:
-        if e.to is None or e.to.dead or e.consumer.done:
-            return
+    def _fail(self, e: Edge, error: PolybusError, given_up: bool = False) -> None:
         if isinstance(error, RemoteException):
             info = [error.remote_type, str(error.remote_message), error.remote_traceback]
         else:
             info = [type(error).__name__, str(error), ""]
+        self._send_failure(e, info, given_up)
+
+    def _send_failure(self, e: Edge, info: list[str], given_up: bool = False) -> None:
+        """Tell the consumer's replica that ``e``'s value will never come: the held
+        consumer call is answered with ``info`` and let go (once per placing)."""
+        if e.to is None or e.to.dead or e.failed or (e.consumer.done and not given_up):
+            return
+        e.failed = info[1] or info[0]
+        self._unwatch(e)
+        self.reactor.flush(e.to)  # after the consumer's call, if it is held back
         self.reactor.send(e.to, Deliver(e.key, False, info))
+
+    @staticmethod
+    def _unwatch(e: Edge) -> None:
+        if e.watched is not None:
+            e.watched.watch -= 1
+            e.watched = None
+
+    def undelivered(self, link: ReplicaLink, msg: Undelivered) -> None:
+        """The producer's replica could not send ``msg.key``'s value on: its consumer
+        fails with why. Heeded only for an edge of this session, from the replica that
+        holds its producer, about the replica its consumer is placed on."""
+        e = self._edge(msg.key)
+        if (e is None or e.producer.link is not link or e.to is None
+                or e.to.channel.peer != msg.to):
+            return
+        self._send_failure(e, [msg.type, msg.message, ""])
+
+    def _edge(self, key: str) -> Edge | None:
+        """The edge of this session whose key is ``key`` ("nonce.consumer id.index")."""
+        nonce, _, rest = key.partition(".")
+        cid, _, index = rest.partition(".")
+        if nonce != self.nonce:
+            return None
+        try:
+            e = self.deps.get(int(cid), [])[int(index)]
+        except (ValueError, IndexError):
+            return None
+        return e if e.key == key else None
+
+    def given_up(self, rec: CallRecord, sent: bool) -> None:
+        """``rec`` was given up (its timeout passed, or it could not be sent): as a
+        producer its consumers fail with its error; as a consumer (``sent``) its replica
+        is told to answer it, and so let go of it if it is held for a value."""
+        if sent and rec.error is not None:
+            for e in self.deps.get(rec.id, ()):
+                self._fail(e, rec.error, given_up=True)
+        self.answered(rec)
+
+    def only_behind(self, rec: CallRecord, link: ReplicaLink) -> bool:
+        """Every call of ``rec``'s interface outstanding on ``link`` waits, directly or
+        not, for ``rec``'s value: held there, none runs next to it, so ``rec`` may run
+        there alone (dispatch.py's isolation; else it would wait for ever for a replica
+        its own consumers keep busy)."""
+        behind: set[int] = set()
+        todo = [rec.id]
+        while todo:
+            for e in self.edges.get(todo.pop(), ()):
+                if e.consumer.id not in behind and not e.consumer.done:
+                    behind.add(e.consumer.id)
+                    todo.append(e.consumer.id)
+        return bool(behind) and all(r.id in behind for r in link.outstanding.values()
+                                    if r.dispatcher is rec.dispatcher)
 
     # -- answers ---------------------------------------------------------------------------
     def answered(self, rec: CallRecord) -> None:
         """``rec`` has its outcome: as a producer, repair what its replica did not send;
         as a consumer, its edges are done."""
         for e in self.deps.pop(rec.id, ()):
+            self._unwatch(e)
             lst = self.edges.get(e.producer.id)
             if lst is not None:
                 lst[:] = [x for x in lst if x is not e]
@@ -200,30 +275,34 @@ class Forwarder:
         if rec.error is None and type(rec.value) is Ref:
             sent = set(rec.value.key)
         for e in edges:
-            if e.to is not None and not e.consumer.done and e.key not in sent:
+            if e.to is not None and not e.consumer.done and not e.failed and e.key not in sent:
                 self._connect(e)
 
     def origin(self, rec: CallRecord, message: str) -> str:
         """Which producer a failure of consumer ``rec`` came from ("f on server-0"), as
         its replica says only that an upstream call failed: one whose failure the client
-        has, its message first; else its one unanswered producer; else "" (unknown)."""
-        producers = [e.producer for e in self.deps.get(rec.id, ())]
+        has or sent on, its message first; else its one unanswered producer; else ""."""
+        edges = self.deps.get(rec.id, ())
         said = message.removeprefix(UPSTREAM_FAILED)
-        failed = [p for p in producers if p.error is not None]
-        failed.sort(key=lambda p: getattr(p.error, "remote_message", str(p.error)) != said)
-        waiting = [p for p in producers if not p.done]
-        p = failed[0] if failed else waiting[0] if len(waiting) == 1 else None
+        failed = [e for e in edges if e.failed or e.producer.error is not None]
+        failed.sort(key=lambda e: (e.failed or getattr(e.producer.error, "remote_message",
+                                                       str(e.producer.error))) != said)
+        waiting = [e.producer for e in edges if not e.producer.done]
+        p = failed[0].producer if failed else waiting[0] if len(waiting) == 1 else None
         if p is None:
             return ""
         where = p.link.name if p.link is not None else ""
         return f"{p.dispatcher.interface} on {where}" if where else p.dispatcher.interface
 
     def _after_lost(self) -> None:
-        """After a replica died: producers failed for good fail their consumers."""
+        """After a replica died: producers failed for good fail their consumers, and
+        consumers failed so (not answered: Dispatcher.lost) let go of their edges."""
         for edges in list(self.edges.values()):
             for e in edges:
-                if e.producer.error is not None and e.to is not None and not e.consumer.done:
+                if e.producer.error is not None:
                     self._fail(e, e.producer.error)
+        for edges in [es for es in self.deps.values() if es and es[0].consumer.done]:
+            self.answered(edges[0].consumer)
 
     # -- the program uses a forwarded value ----------------------------------------------
     def fetch(self, rec: CallRecord) -> Any:

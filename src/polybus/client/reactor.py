@@ -32,7 +32,7 @@ from polybus.errors import (
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Call, Message, Ping, Result
+from polybus.wire.messages import Call, Message, Ping, Result, Undelivered
 
 _NOTHING = object()
 
@@ -58,6 +58,8 @@ class Reactor:
         self.on_lost: Callable[[ReplicaLink, PolybusError], None] = lambda link, err: None
         self.on_released: Callable[[ReplicaLink, list[int], int], None] = (
             lambda link, ids, req: None)
+        self.on_undelivered: Callable[[ReplicaLink, Undelivered], None] = (
+            lambda link, msg: None)
         self.after_step: Callable[[], None] = lambda: None
         # False once the session knows after_step has nothing to do (no demand-driven
         # backlog, batcher or migrator): the sync lane then skips it (client/lane.py).
@@ -209,8 +211,8 @@ class Reactor:
             return not links[0].held
         # (a replica still running a call given up on counts: its late answer must be
         # read, or the replica would stay passed over for good)
-        return not any(lk.held or ((lk.outstanding or lk.abandoned) and lk is not link)
-                       for lk in links)
+        return not any(lk.held or ((lk.outstanding or lk.abandoned or lk.watch)
+                                   and lk is not link) for lk in links)
 
     def _wait_alone(self, rec: CallRecord, link: ReplicaLink) -> None:
         """`step`'s one-blocking-read path, kept in one loop while ``rec`` waits: the
@@ -264,7 +266,8 @@ class Reactor:
                 self._waiters -= 1
             return
         try:
-            busy = [lk for lk in self.links if (lk.outstanding or lk.abandoned) and not lk.dead]
+            busy = [lk for lk in self.links
+                    if (lk.outstanding or lk.abandoned or lk.watch) and not lk.dead]
             if (timeout is None and len(busy) == 1 and (prefer is None or prefer is busy[0])
                     and self._fast):
                 before = busy[0].channel.bytes_received

@@ -97,7 +97,7 @@ def send_accepted(reactor: Reactor, link: ReplicaLink, msgs: list[Message]) -> N
                     rec = link.outstanding.get(one.id) if type(one) is Call else None
                     if rec is None:
                         raise  # not a call of ours: as it was
-                    rec.dispatcher.forget(rec, sent=False)
                     rec.set_error(too_large(rec.dispatcher.interface, exc)
                                   if isinstance(exc, MessageTooLarge)
                                   else exc if isinstance(exc, PolybusError) else refused(rec, exc))
+                    rec.dispatcher.forget(rec, sent=False)  # (its error first: its consumers get it)

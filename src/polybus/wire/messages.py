@@ -107,6 +107,17 @@ class Deliver(_Msg, tag=14):
     value: Any
 
 
+class Undelivered(_Msg, tag=27):
+    """Producer replica -> client: the ``Deliver`` for ``key`` could not be sent to the
+    replica at ``to`` (unreachable, or a value the codec cannot carry), ``type`` and
+    ``message`` saying why. The client fails the consumer call waiting there for it."""
+
+    key: str
+    to: str
+    type: str
+    message: str
+
+
 class Fetch(_Msg, tag=15):
     """Client -> producer replica: send me the forwarded value kept under ``pkey``."""
 
@@ -211,7 +222,8 @@ class Goodbye(_Msg, tag=26):
     reason: str = ""
 
 
-Message = (Call | Result | Fail | Batch | CallBatch | BatchResult | Put | Drop | Forward | Deliver | Fetch | Fetched | Cancel
+Message = (Call | Result | Fail | Batch | CallBatch | BatchResult | Put | Drop | Forward | Deliver
+           | Undelivered | Fetch | Fetched | Cancel
            | Steal | Released | StatsRequest | Stats
            | Ping | Pong | Register | Registered | Heartbeat | Resolve | Replicas
            | Unregister | Goodbye)

@@ -6,17 +6,22 @@ a worker-to-worker connection authenticated with the cluster token. The client i
 answered ``Result(id, Ref("fwd", [keys delivered]))`` instead of the value, and the
 value is kept under ``pkey`` in a store of its own (`Forwarding.kept`, not the operand
 cache) for a ``Fetch`` or a later ``Forward`` (one that comes after the answer is served
-from there). A failure is sent on
-as ``Deliver(key, ok=False, [type, message, traceback])`` and to the client as usual.
+from there). A failure is sent on as ``Deliver(key, ok=False, [type, message, traceback])``
+and to the client as usual. A value it cannot send on (the consumer's replica unreachable,
+a value the codec cannot carry) is said to the client, ``Undelivered(key, to, type,
+message)``, which fails the consumer call: only the producer's replica knows.
 
 Consumer side: a call naming ``Ref("fwd", key)`` is held (not queued) until every such
 value has arrived, then queued like any call; a failed upstream value answers it with a
-Fail naming the upstream failure. A key delivered twice (a producer re-run, the client
-repairing a race) is taken once. A value that arrives before its call (the usual order:
-the producer's replica sends it as soon as it has it) waits for it, bounded: at most
-``ARRIVED_BOUND`` values and the forward store's bytes wait at once, and past that the
-oldest is dropped and its key remembered (as many as ``TAKEN_BOUND``), so that the call
-naming it is answered at once, ``Fail(kind="forward-dropped")``, not held for ever.
+Fail naming the upstream failure, and lets go of it: the other values it waited for are
+taken (not kept) when they come. The client sends such a failure itself when the value
+will never come (its producer lost or given up, or Undelivered). A key delivered twice
+(a producer re-run, the client repairing a race) is taken once. A value that arrives
+before its call (the usual order: the producer's replica sends it as soon as it has it)
+waits for it, bounded: at most ``ARRIVED_BOUND`` values and the forward store's bytes
+wait at once, and past that the oldest is dropped and its key remembered (as many as
+``TAKEN_BOUND``), so that the call naming it is answered at once,
+``Fail(kind="forward-dropped")``, not held for ever.
 """
 
 from __future__ import annotations
@@ -34,7 +39,17 @@ from polybus.errors import UPSTREAM_FAILED, PolybusError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec, Ref
-from polybus.wire.messages import Call, Deliver, Fail, Fetch, Fetched, Forward, Message, Result
+from polybus.wire.messages import (
+    Call,
+    Deliver,
+    Fail,
+    Fetch,
+    Fetched,
+    Forward,
+    Message,
+    Result,
+    Undelivered,
+)
 from polybus.worker.cache import OperandCache, size_of
 
 if TYPE_CHECKING:
@@ -124,7 +139,9 @@ class Forwarding:
             value, ok = ["LookupError", "the forwarded value was evicted from its replica", ""], False
         else:
             ok = True
-        self._send(msg.to, Deliver(msg.key, ok, value))
+        miss = self._send(msg.to, Deliver(msg.key, ok, value))
+        if miss is not None:
+            self.rt._send_quietly(ch, miss)  # the client fails the consumer (Undelivered)
 
     def finished(self, ch: Channel, call: Call, reply: Message) -> Message:
         """The answer to send the client for ``call``, after forwarding it where asked.
@@ -146,10 +163,16 @@ class Forwarding:
             if type(kept) is np.ndarray and kept.flags.writeable:
                 kept = kept.copy()
             self.kept.put(pkey, kept, ch)  # freed with its client
-            sent = [key for to, key in tos if self._send(to, Deliver(key, True, kept))]
+            sent = []
+            for to, key in tos:
+                miss = self._send(to, Deliver(key, True, kept))
+                if miss is None:
+                    sent.append(key)
+                else:  # said before the answer: the client does not ask again
+                    self.rt._send_quietly(ch, miss)
             return Result(call.id, Ref("fwd", sent))
         if isinstance(reply, Fail):
-            for to, key in tos:
+            for to, key in tos:  # (if it cannot, the client sends the Fail on itself)
                 self._send(to, Deliver(key, False, [reply.type, reply.message, reply.traceback]))
         return reply
 
@@ -164,6 +187,7 @@ class Forwarding:
             return False
         ready: list[tuple[str, bool, Any]] = []
         dropped = ""
+        settled: tuple[bool, Any] | None = None
         with self._lock:
             for key in h.where:
                 got = self._arrived.pop(key, None)
@@ -175,10 +199,17 @@ class Forwarding:
                     dropped = dropped or key
                 else:
                     h.missing.add(key)
+            if dropped:
+                # Answered now, as for a failed upstream value: its other values are let
+                # go when they come, and nothing of it is queued.
+                h.over = True
+                self._let_go(h)
+            else:
+                for key in h.missing:
                     self._held.setdefault(key, []).append(h)
-            # Answered now, as for a failed upstream value: its other values are taken
-            # (and let go) when they come, and nothing of it is queued.
-            h.over = bool(dropped)
+                for key, ok, value in ready:
+                    if self._fill(h, key, ok, value):
+                        settled = (ok, value)
         if dropped:
             self.rt._send_quietly(ch, Fail(
                 call.id, "forward-dropped", "LookupError",
@@ -186,10 +217,8 @@ class Forwarding:
                 f"call came: too many values arrived unclaimed (at most {self.arrived_max} "
                 f"or {self.arrived_bytes_max} bytes wait for their calls)"))
             return True
-        for key, ok, value in ready:
-            self._fill(h, key, ok, value)
-        if not h.missing and not h.over:
-            self.rt._enqueue(ch, call)
+        if settled is not None:
+            self._settle(h, *settled)
         return True
 
     def arrive(self, key: str, ok: bool, value: Any) -> None:
@@ -202,10 +231,9 @@ class Forwarding:
                 self._keep(key, ok, value)
                 return
             self._take(key)
-        for h in waiting:
-            self._fill(h, key, ok, value)
-            if not h.missing and not h.over:
-                self.rt._enqueue(h.ch, h.call)
+            settled = [h for h in waiting if self._fill(h, key, ok, value)]
+        for h in settled:
+            self._settle(h, ok, value)
 
     def _take(self, key: str) -> None:
         self._taken[key] = None
@@ -234,22 +262,50 @@ class Forwarding:
                             "names one fails", self.rt.name, self.unclaimed_dropped,
                             self.arrived_max, self.arrived_bytes_max)
 
-    def _fill(self, h: _Held, key: str, ok: bool, value: Any) -> None:
+    def _fill(self, h: _Held, key: str, ok: bool, value: Any) -> bool:
+        """(The lock held) ``key``'s value for ``h``: True if that settles it, to be
+        answered (a failed value) or queued (its last value) by `_settle`."""
         h.missing.discard(key)
         if h.over:
-            return
+            return False
         if not ok:
             h.over = True
-            kind, message, tb = ([*value, "", "", ""][:3] if isinstance(value, list)
-                                 else ["RemoteError", str(value), ""])
-            self.rt._send_quietly(h.ch, Fail(h.call.id, "exception", str(kind),
-                                             f"{UPSTREAM_FAILED}{message}", str(tb)))
-            return
+            self._let_go(h)
+            return True
         for pos in h.where[key]:
             if isinstance(pos, int):
                 h.call.args[pos] = value
             elif h.call.kwargs is not None:
                 h.call.kwargs[pos] = value
+        return not h.missing
+
+    def _let_go(self, h: _Held) -> None:
+        """(The lock held) ``h`` is answered: it waits for nothing more, and the values
+        it still waited for are taken, so they are not kept when they come. (It stayed
+        held for them, with its arguments, for ever if they never came.)"""
+        for key in h.missing:
+            rest = [x for x in self._held.get(key, ()) if x is not h]
+            if rest:
+                self._held[key] = rest
+            else:
+                self._held.pop(key, None)
+            self._take(key)
+        h.missing.clear()
+
+    def _settle(self, h: _Held, ok: bool, value: Any) -> None:
+        """Answer ``h`` for a failed upstream value, or queue it: it has every value."""
+        if ok:
+            self.rt._enqueue(h.ch, h.call)
+            return
+        kind, message, tb = ([*value, "", "", ""][:3] if isinstance(value, list)
+                             else ["RemoteError", str(value), ""])
+        self.rt._send_quietly(h.ch, Fail(h.call.id, "exception", str(kind),
+                                         f"{UPSTREAM_FAILED}{message}", str(tb)))
+
+    def held_calls(self) -> int:
+        """Calls held now for forwarded values (each once, however many it waits for)."""
+        with self._lock:
+            return len({id(h) for hs in self._held.values() for h in hs})
 
     def dropped(self, ch: Channel) -> None:
         """``ch``'s client is gone: its held calls and forwarding requests go too."""
@@ -265,7 +321,9 @@ class Forwarding:
         self.kept.release(ch)  # the answers kept for it alone
 
     # -- worker-to-worker ----------------------------------------------------------------
-    def _send(self, to: str, msg: Deliver) -> bool:
+    def _send(self, to: str, msg: Deliver) -> Undelivered | None:
+        """Send ``msg`` to the replica at ``to``: None once sent, else what to tell the
+        client, whose consumer call would otherwise wait there for ever."""
         if to == str(self.rt.address):  # the next stage is this replica: no socket
             self.forwarded += 1
             # An array of its own, writable, as a Deliver over a socket gives: the one
@@ -274,7 +332,7 @@ class Forwarding:
             if type(value) is np.ndarray and not value.flags.writeable:
                 value = value.copy()
             self.arrive(msg.key, msg.ok, value)
-            return True
+            return None
         try:
             peer = self._peer(to)
             peer.send(msg)
@@ -284,12 +342,16 @@ class Forwarding:
                 gone = self._peers.pop(to, None)
             if gone is not None:
                 gone.close()
-            return False
+            return self._undelivered(to, msg, exc)
         except (TypeError, ValueError) as exc:  # a value this codec cannot carry
             log.warning("worker %s: cannot forward a value to %s: %s", self.rt.name, to, exc)
-            return False
+            return self._undelivered(to, msg, exc)
         self.forwarded += 1
-        return True
+        return None
+
+    def _undelivered(self, to: str, msg: Deliver, exc: Exception) -> Undelivered:
+        return Undelivered(msg.key, to, type(exc).__name__,
+                           f"{self.rt.name} could not send the value to {to}: {exc}")
 
     def _peer(self, to: str) -> Channel:
         with self._connect_lock:

@@ -1,0 +1,297 @@
+"""A consumer call held for a forwarded value that will never come is let go at once.
+
+A call naming ``Ref("fwd", key)`` waits at its replica (C) for the producer's replica
+(P) to send that value. When the value will never come, because P cannot reach C, P
+died, or the client gave up the producer call (its ``timeout``), the consumer fails with
+a typed error naming the producer, and C frees the held call (and its arguments) then,
+not when the client disconnects. A consumer the client gives up is freed on C too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import polybus
+from polybus.client.forward import Forwarder
+from polybus.client.promise import Promise
+from polybus.errors import CallTimeoutError, RemoteException, TransportError, WorkerDiedError
+from polybus.worker.runtime import WorkerRuntime
+
+from . import comm_harness
+from .comm_harness import Cluster, cluster
+
+EXTRA = '''
+import time as _time
+
+def slow_double(x, delay):
+    _time.sleep(delay)
+    return x * 2
+'''
+
+TOML = """
+[modules.server]
+source = "server.py"
+replication = 2
+define.double = {{}}
+define.nap = {{}}
+define.slow_double = {{ idempotent = {idempotent} }}
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.double = {{ callstyle = "async" }}
+use.nap = {{ callstyle = "async"{consumer_timeout} }}
+use.slow_double = {{ callstyle = "async"{producer_timeout} }}
+
+[bind]
+"client.double" = "server.double"
+"client.nap" = "server.nap"
+"client.slow_double" = "server.slow_double"
+"""
+
+X = np.arange(64.0)
+
+
+@pytest.fixture(autouse=True)
+def _server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(comm_harness, "SERVER", comm_harness.SERVER + EXTRA)
+
+
+def toml(idempotent: bool = True, producer_timeout: float = 0, consumer_timeout: float = 0) -> str:
+    return TOML.format(
+        idempotent=str(idempotent).lower(),
+        producer_timeout=f", timeout = {producer_timeout}" if producer_timeout else "",
+        consumer_timeout=f", timeout = {consumer_timeout}" if consumer_timeout else "")
+
+
+def replica(c: Cluster, p: Any) -> WorkerRuntime:
+    name = p._rec.link.name
+    return next(rt for rt in c.runtimes if rt.name == name)
+
+
+def apart(c: Cluster, consumer: str, delay: float) -> tuple[Any, Callable[[Any], Any]]:
+    """A slow producer on server-0 and a way to make ``consumer`` calls on server-1
+    (each interface picks replicas in turn: one call to it first)."""
+    s = c.session()
+    polybus.wait(s.call(consumer, (X, 0) if consumer == "nap" else (X,), {}))
+    p1 = s.call("slow_double", (X, delay), {})
+
+    def consume(p: Any) -> Any:
+        return s.call(consumer, (p, 0) if consumer == "nap" else (p,), {})
+
+    return p1, consume
+
+
+def outcome(p: Promise, within: float = 5.0) -> Any:
+    """``wait(p)``, but a test that would wait for ever fails instead."""
+    for _ in polybus.as_completed([p], timeout=within):
+        pass
+    return polybus.wait(p)
+
+
+def wait_guarded(p: Any, c: Cluster, within: float = 5.0) -> Any:
+    """``wait(p)`` as a program waits (its one-replica fast path included), for a
+    consumer held on its replica: if nothing has answered it within ``within``, the
+    test fails it there itself ("the test's watchdog") rather than wait for ever."""
+    f = c.sessions[-1].forwarder  # type: ignore[attr-defined]
+    keys = [e.key for e in f.deps.get(p._rec.id, ())]
+    rt = replica(c, p)
+
+    def watchdog() -> None:
+        for key in keys:
+            rt.forwarding.arrive(key, False, ["TimeoutError", "the test's watchdog", ""])
+
+    timer = threading.Timer(within, watchdog)
+    timer.start()
+    try:
+        return polybus.wait(p)
+    finally:
+        timer.cancel()
+        timer.join()
+
+
+def held_soon(rt: WorkerRuntime, within: float = 1.0) -> int:
+    """The calls ``rt`` still holds for forwarded values, once none do or ``within`` passed."""
+    deadline = time.monotonic() + within
+    while rt.forwarding.held_calls() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return rt.forwarding.held_calls()
+
+
+def upstream_named(err: RemoteException, producer: str, consumer: str) -> str:
+    text = str(err).splitlines()[0]
+    assert "upstream" in text, text
+    assert f"in slow_double on {producer}, upstream of double on {consumer}" in text, text
+    assert err.interface == "double" and err.replica == consumer
+    return text
+
+
+def test_a_consumer_replica_the_producer_cannot_reach_fails_the_consumer_and_frees_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # It waited for ever (the client too): the producer's replica logged "cannot forward
+    # to ...", answered Ref("fwd", []), the client asked it to forward again, and it
+    # failed again, silently.
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        p1, consume = apart(c, "double", 0.2)
+        producer = replica(c, p1)
+
+        def unreachable(to: str) -> Any:
+            raise TransportError(f"cannot connect to {to}: no route to host")
+
+        monkeypatch.setattr(producer.forwarding, "_peer", unreachable)
+        p2 = consume(p1)
+        consumer = replica(c, p2)
+        assert producer is not consumer
+        assert consumer.forwarding.held_calls() <= 1
+        with pytest.raises(RemoteException) as err:
+            outcome(p2)
+        text = upstream_named(err.value, producer.name, consumer.name)
+        assert err.value.remote_type == "TransportError"
+        assert f"{producer.name} could not send the value to {consumer.address}" in text, text
+        assert held_soon(consumer) == 0
+        # A consumer made once the producer has answered: its value is sent on from the
+        # producer's store, and the client, waiting on the consumer alone, hears that
+        # it could not be.
+        polybus.wait(consume(X))  # (on the producer's replica: the next goes to the other)
+        p3 = consume(p1)
+        assert replica(c, p3) is consumer
+        with pytest.raises(RemoteException) as err:
+            wait_guarded(p3, c)
+        upstream_named(err.value, producer.name, consumer.name)
+        assert err.value.remote_type == "TransportError"
+        assert held_soon(consumer) == 0
+        assert producer.forwarding.kept  # (served from there)
+        assert np.allclose(np.asarray(p1), X * 2)  # the producer's own value is still good
+
+
+def test_a_producer_given_up_fails_its_consumer_and_frees_it(tmp_path: Path) -> None:
+    # The consumer stayed held until the producer finished (for ever, if it never did),
+    # and then ran: its value came though its upstream promise had failed.
+    with cluster(tmp_path, toml(producer_timeout=0.3), replicas=2) as c:
+        p1, consume = apart(c, "double", 2.0)
+        p2 = consume(p1)
+        producer, consumer = replica(c, p1), replica(c, p2)
+        assert producer is not consumer
+        with pytest.raises(CallTimeoutError):
+            polybus.wait(p1)
+        assert held_soon(consumer, within=0.8) == 0  # (the producer runs on for 1.5 s)
+        with pytest.raises(RemoteException) as err:
+            outcome(p2)
+        upstream_named(err.value, producer.name, consumer.name)
+        assert err.value.remote_type == "CallTimeoutError"
+
+
+def test_a_consumer_given_up_is_freed_on_its_replica(tmp_path: Path) -> None:
+    # It stayed held until the producer's value came (for ever, if it never did).
+    with cluster(tmp_path, toml(consumer_timeout=0.3), replicas=2) as c:
+        p1, consume = apart(c, "nap", 2.0)
+        p2 = consume(p1)
+        consumer = replica(c, p2)
+        assert replica(c, p1) is not consumer
+        with pytest.raises(CallTimeoutError):
+            polybus.wait(p2)
+        assert held_soon(consumer, within=0.8) == 0
+        # The producer's value, when it comes, is not kept there for a call that is gone.
+        assert np.allclose(np.asarray(p1), X * 2)
+        time.sleep(0.1)
+        assert not consumer.forwarding._arrived
+        assert not c.sessions[-1].forwarder.deps  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_producer_replica_dying_mid_call_frees_the_consumer(
+        tmp_path: Path, idempotent: bool) -> None:
+    # (This worked before: the client re-runs the producer, or sends its failure on.)
+    with cluster(tmp_path, toml(idempotent=idempotent), replicas=2) as c:
+        p1, consume = apart(c, "double", 1.0)
+        p2 = consume(p1)
+        producer, consumer = replica(c, p1), replica(c, p2)
+        assert producer is not consumer
+        time.sleep(0.1)
+        def dead(to: str) -> Any:
+            raise TransportError("killed")
+
+        producer.forwarding._peer = dead  # type: ignore[method-assign]
+        producer.stop(grace=0.05)  # killed: it sends nothing more
+        if idempotent:  # run again on the consumer's replica, delivered there
+            assert np.allclose(outcome(p2), X * 4)
+        else:
+            with pytest.raises(RemoteException) as err:
+                outcome(p2)
+            upstream_named(err.value, producer.name, consumer.name)
+            assert err.value.remote_type == "WorkerDiedError"
+        assert held_soon(consumer) == 0
+
+
+def test_the_client_heeds_undelivered_only_for_its_own_edges(tmp_path: Path) -> None:
+    """An ``Undelivered`` names a key of this session and the consumer's replica it was
+    for; any other (a stranger's key, a replica the consumer is no longer on, sent by a
+    replica that does not hold the producer) changes nothing."""
+    from polybus.wire.messages import Undelivered
+
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        p1, consume = apart(c, "double", 0.5)
+        p2 = consume(p1)
+        f = c.sessions[-1].forwarder  # type: ignore[attr-defined]
+        assert isinstance(f, Forwarder)
+        (edge,) = f.deps[p2._rec.id]  # type: ignore[attr-defined]
+        to = edge.to.channel.peer  # type: ignore[union-attr]
+        plink, clink = p1._rec.link, p2._rec.link  # type: ignore[attr-defined]
+        stranger = "0" * len(f.nonce) + edge.key[len(f.nonce):]
+        for link, msg in [(plink, Undelivered(stranger, to, "OSError", "x")),
+                          (plink, Undelivered(edge.key, "tcp://127.0.0.1:1", "OSError", "x")),
+                          (clink, Undelivered(edge.key, to, "OSError", "x")),
+                          (plink, Undelivered("no.such.key.here", to, "OSError", "x")),
+                          (plink, Undelivered("", to, "OSError", "x"))]:
+            f.undelivered(link, msg)
+        assert not edge.failed
+        assert np.allclose(outcome(p2), X * 4)
+
+
+def test_a_producer_rerun_is_not_kept_from_a_replica_by_its_own_held_consumer(
+        tmp_path: Path) -> None:
+    # Producer and consumer of one interface: the producer, lost with its replica, runs
+    # again alone (dispatch.py's isolation) on a replica with no other call of its
+    # interface, and the only one left held the consumer, waiting for that very value:
+    # both waited for ever. Calls held for its value do not count against it now.
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        s = c.session()
+        p1 = s.call("slow_double", (X, 1.0), {})
+        p2 = s.call("slow_double", (p1, 0), {})
+        producer, consumer = replica(c, p1), replica(c, p2)
+        assert producer is not consumer
+        time.sleep(0.1)
+
+        def dead(to: str) -> Any:
+            raise TransportError("killed")
+
+        producer.forwarding._peer = dead  # type: ignore[method-assign]
+        producer.stop(grace=0.05)  # killed: it sends nothing more
+        assert np.allclose(outcome(p2), X * 4)
+        assert held_soon(consumer) == 0
+
+
+def test_a_consumer_lost_with_its_replica_lets_go_of_its_edges(tmp_path: Path) -> None:
+    # A consumer failed with its replica (not idempotent: not re-run) kept its edges at
+    # the client for the session's life; the producer's value, sent nowhere, stays good.
+    with cluster(tmp_path, toml(idempotent=False), replicas=2) as c:
+        s = c.session()
+        p1 = s.call("slow_double", (X, 0.5), {})
+        p2 = s.call("slow_double", (p1, 0), {})
+        producer, consumer = replica(c, p1), replica(c, p2)
+        assert producer is not consumer
+        time.sleep(0.1)
+        consumer.stop(grace=0.05)
+        with pytest.raises(WorkerDiedError):
+            outcome(p2)
+        assert np.allclose(outcome(p1), X * 2)
+        f = s.forwarder  # type: ignore[attr-defined]
+        assert not f.deps and not f.edges
+        assert not any(lk.watch for lk in s.reactor.links)

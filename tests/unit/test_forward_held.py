@@ -1,0 +1,113 @@
+"""A replica lets go of held calls, and says when it cannot forward, at once.
+
+Consumer side: a call held for several forwarded values and failed by one of them (an
+upstream failure, or a value dropped unclaimed) is answered then; it stayed held for
+its other values, with its arguments, until they came (for ever, if they never did).
+Producer side: a value it cannot send to the consumer's replica is said to the client
+(``Undelivered``), which fails the consumer; it was only logged, and the consumer waited.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from polybus.transport.channel import Channel
+from polybus.transport.endpoints import connect
+from polybus.wire.codec import Codec, Ref
+from polybus.wire.messages import Call, Deliver, Fail, Forward, Message, Result, Undelivered
+from polybus.worker.options import ServeOptions
+from polybus.worker.runtime import WorkerRuntime
+
+TOKEN = b"forward-held-token-0123456789abcdef"
+
+
+@pytest.fixture
+def worker() -> Iterator[WorkerRuntime]:
+    rt = WorkerRuntime("w", {"echo": lambda *xs: list(xs)}, TOKEN,
+                       options=ServeOptions(pool=2)).start()
+    try:
+        yield rt
+    finally:
+        rt.stop()
+
+
+@pytest.fixture
+def client(worker: WorkerRuntime) -> Iterator[Channel]:
+    ch = connect(worker.address, TOKEN, Codec())
+    try:
+        yield ch
+    finally:
+        ch.close()
+
+
+_read: dict[Channel, list[Message]] = {}
+
+
+def _next(ch: Channel) -> Message | None:
+    """The next message ``ch`` received (a read may bring several), or None after 5 s."""
+    waiting = _read.setdefault(ch, [])
+    deadline = time.monotonic() + 5
+    while not waiting and time.monotonic() < deadline:
+        waiting.extend(ch.receive())
+    return waiting.pop(0) if waiting else None
+
+
+def _closed_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_a_call_failed_by_one_value_lets_go_of_the_others(
+        worker: WorkerRuntime, client: Channel) -> None:
+    fwd = worker.forwarding
+    client.send(Call(1, "echo", [Ref("fwd", "a"), Ref("fwd", "b"), Ref("fwd", "c")]))
+    client.send(Deliver("a", True, 1))
+    client.send(Deliver("b", False, ["ValueError", "bad b", "tb"]))
+    got = _next(client)
+    assert isinstance(got, Fail) and got.id == 1 and got.type == "ValueError", got
+    assert fwd.held_calls() == 0 and not fwd._held  # not held for c any more
+    client.send(Deliver("c", True, 3))  # c, when it comes, is let go: not kept
+    client.send(Call(2, "echo", [5]))
+    assert _next(client) == Result(2, [5])
+    assert not fwd._arrived and fwd.held_calls() == 0
+
+
+def test_a_call_naming_a_dropped_value_is_held_for_none_of_the_others(
+        worker: WorkerRuntime, client: Channel) -> None:
+    fwd = worker.forwarding
+    fwd.arrived_max = 1
+    client.send(Deliver("gone", True, 1))
+    client.send(Deliver("other", True, 2))  # "gone" is dropped unclaimed
+    client.send(Call(1, "echo", [Ref("fwd", "gone"), Ref("fwd", "later")]))
+    got = _next(client)
+    assert isinstance(got, Fail) and got.kind == "forward-dropped", got
+    assert fwd.held_calls() == 0 and not fwd._held
+    client.send(Deliver("later", True, 3))
+    client.send(Call(2, "echo", [Ref("fwd", "other")]))
+    assert _next(client) == Result(2, [2])
+    assert not fwd._arrived
+
+
+def test_a_value_the_producer_cannot_send_on_is_said_to_the_client(
+        worker: WorkerRuntime, client: Channel) -> None:
+    to = _closed_port()  # nothing listens there: the connection is refused
+    # The Forward first, so it waits for the call's answer (the usual order at a replica
+    # is the call first; either way its value is forwarded from there).
+    client.send(Forward(1, "p.1", "k.1.0", to))
+    client.send(Call(1, "echo", [7]))
+    got = _next(client)
+    assert isinstance(got, Undelivered) and got.key == "k.1.0" and got.to == to, got
+    assert got.message.startswith(f"w could not send the value to {to}: "), got.message
+    assert got.type, got
+    got = _next(client)  # answered: the value was delivered nowhere, and is kept here
+    assert isinstance(got, Result) and got.id == 1, got
+    assert type(got.value) is Ref and got.value.kind == "fwd" and got.value.key == [], got
+    # Asked again (the client repairs a Forward that came after the answer), from the store.
+    client.send(Forward(1, "p.1", "k.1.1", to))
+    got = _next(client)
+    assert isinstance(got, Undelivered) and got.key == "k.1.1" and got.to == to, got
