@@ -73,7 +73,7 @@ def test_check_runs_a_modules_top_level_in_a_child_process(
     app = write_app(tmp_path, server=server, client=CLIENT, toml=TOML)
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2] / "src")
                        + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    args = argparse.Namespace(config=str(app), set=[], no_import=False)
+    args = argparse.Namespace(config=str(app), set=[], no_import=False, host=None)
     assert cmd_check.main(args) == 0, capsys.readouterr().err
     assert mark.read_text() and int(mark.read_text()) != os.getpid()  # once, elsewhere
     assert "polybus_user_server" not in sys.modules
