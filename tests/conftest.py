@@ -89,3 +89,34 @@ class QuickBenchmarks:
 def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> QuickBenchmarks:
     """``quick_bench(NAME)``: the session's one quick run of benchmark NAME."""
     return QuickBenchmarks(tmp_path_factory.mktemp("bench-quick"))
+
+
+FORWARD_TOKEN = b"forward-test-token-0123456789abcdef"
+
+
+@pytest.fixture
+def echo_worker() -> Iterator[Any]:
+    """A replica in this process serving ``echo`` (its arguments back, as a list) with
+    two handlers, under `FORWARD_TOKEN` (for tests of forwarded values, held calls)."""
+    from polybus.worker.options import ServeOptions
+    from polybus.worker.runtime import WorkerRuntime
+
+    rt = WorkerRuntime("w", {"echo": lambda *xs: list(xs)}, FORWARD_TOKEN,
+                       options=ServeOptions(pool=2)).start()
+    try:
+        yield rt
+    finally:
+        rt.stop()
+
+
+@pytest.fixture
+def echo_peer(echo_worker: Any) -> Iterator[Any]:
+    """A channel to `echo_worker`, authenticated, for a test to speak the protocol on."""
+    from polybus.transport.endpoints import connect
+    from polybus.wire.codec import Codec
+
+    ch = connect(echo_worker.address, FORWARD_TOKEN, Codec())
+    try:
+        yield ch
+    finally:
+        ch.close()

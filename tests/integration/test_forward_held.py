@@ -133,6 +133,17 @@ def upstream_named(err: RemoteException, producer: str, consumer: str) -> str:
     return text
 
 
+
+def kill(producer: Any) -> None:
+    """Stop the producer's replica mid-call as a kill would: it sends nothing more."""
+    time.sleep(0.1)
+
+    def dead(to: str) -> Any:
+        raise TransportError("killed")
+
+    producer.forwarding._peer = dead
+    producer.stop(grace=0.05)
+
 def test_a_consumer_replica_the_producer_cannot_reach_fails_the_consumer_and_frees_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # It waited for ever (the client too): the producer's replica logged "cannot forward
@@ -214,12 +225,7 @@ def test_a_producer_replica_dying_mid_call_frees_the_consumer(
         p2 = consume(p1)
         producer, consumer = replica(c, p1), replica(c, p2)
         assert producer is not consumer
-        time.sleep(0.1)
-        def dead(to: str) -> Any:
-            raise TransportError("killed")
-
-        producer.forwarding._peer = dead  # type: ignore[method-assign]
-        producer.stop(grace=0.05)  # killed: it sends nothing more
+        kill(producer)
         if idempotent:  # run again on the consumer's replica, delivered there
             assert np.allclose(outcome(p2), X * 4)
         else:
@@ -241,9 +247,9 @@ def test_the_client_heeds_undelivered_only_for_its_own_edges(tmp_path: Path) -> 
         p2 = consume(p1)
         f = c.sessions[-1].forwarder  # type: ignore[attr-defined]
         assert isinstance(f, Forwarder)
-        (edge,) = f.deps[p2._rec.id]  # type: ignore[attr-defined]
+        (edge,) = f.deps[p2._rec.id]
         to = edge.to.channel.peer  # type: ignore[union-attr]
-        plink, clink = p1._rec.link, p2._rec.link  # type: ignore[attr-defined]
+        plink, clink = p1._rec.link, p2._rec.link
         stranger = "0" * len(f.nonce) + edge.key[len(f.nonce):]
         for link, msg in [(plink, Undelivered(stranger, to, "OSError", "x")),
                           (plink, Undelivered(edge.key, "tcp://127.0.0.1:1", "OSError", "x")),
@@ -267,13 +273,7 @@ def test_a_producer_rerun_is_not_kept_from_a_replica_by_its_own_held_consumer(
         p2 = s.call("slow_double", (p1, 0), {})
         producer, consumer = replica(c, p1), replica(c, p2)
         assert producer is not consumer
-        time.sleep(0.1)
-
-        def dead(to: str) -> Any:
-            raise TransportError("killed")
-
-        producer.forwarding._peer = dead  # type: ignore[method-assign]
-        producer.stop(grace=0.05)  # killed: it sends nothing more
+        kill(producer)
         assert np.allclose(outcome(p2), X * 4)
         assert held_soon(consumer) == 0
 

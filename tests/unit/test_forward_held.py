@@ -11,38 +11,13 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import connect
-from polybus.wire.codec import Codec, Ref
+from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Deliver, Fail, Forward, Message, Result, Undelivered
-from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
-
-TOKEN = b"forward-held-token-0123456789abcdef"
-
-
-@pytest.fixture
-def worker() -> Iterator[WorkerRuntime]:
-    rt = WorkerRuntime("w", {"echo": lambda *xs: list(xs)}, TOKEN,
-                       options=ServeOptions(pool=2)).start()
-    try:
-        yield rt
-    finally:
-        rt.stop()
-
-
-@pytest.fixture
-def client(worker: WorkerRuntime) -> Iterator[Channel]:
-    ch = connect(worker.address, TOKEN, Codec())
-    try:
-        yield ch
-    finally:
-        ch.close()
-
 
 _read: dict[Channel, list[Message]] = {}
 
@@ -61,6 +36,16 @@ def _closed_port() -> str:
         s.bind(("127.0.0.1", 0))
         return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
+
+
+@pytest.fixture
+def worker(echo_worker: WorkerRuntime) -> WorkerRuntime:
+    return echo_worker  # (tests/conftest.py)
+
+
+@pytest.fixture
+def client(echo_peer: Channel) -> Channel:
+    return echo_peer
 
 def test_a_call_failed_by_one_value_lets_go_of_the_others(
         worker: WorkerRuntime, client: Channel) -> None:

@@ -11,7 +11,6 @@ remembered, and a call naming one is answered at once with a ``forward-dropped``
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -19,34 +18,13 @@ import pytest
 from polybus.client.calls import error_from
 from polybus.errors import RemoteError
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import connect
-from polybus.wire.codec import Codec, Ref
+from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Deliver, Fail, Message, Result
 from polybus.worker.cache import DEFAULT_CAPACITY
 from polybus.worker.forwarding import ARRIVED_BOUND, TAKEN_BOUND
-from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
 TOKEN = b"forward-unclaimed-token-0123456789"
-
-
-@pytest.fixture
-def worker() -> Iterator[WorkerRuntime]:
-    rt = WorkerRuntime("w", {"echo": lambda *xs: list(xs)}, TOKEN,
-                       options=ServeOptions(pool=2)).start()
-    try:
-        yield rt
-    finally:
-        rt.stop()
-
-
-@pytest.fixture
-def peer(worker: WorkerRuntime) -> Iterator[Channel]:
-    ch = connect(worker.address, TOKEN, Codec())
-    try:
-        yield ch
-    finally:
-        ch.close()
 
 
 def _next(ch: Channel) -> Message | None:
@@ -67,6 +45,16 @@ def _dropped_fail(msg: Message | None, cid: int, key: str) -> None:
     err = error_from(msg, "echo", "w")  # what the program gets: a typed RemoteError
     assert type(err) is RemoteError and "was dropped on w" in str(err)
 
+
+
+@pytest.fixture
+def worker(echo_worker: WorkerRuntime) -> WorkerRuntime:
+    return echo_worker  # (tests/conftest.py)
+
+
+@pytest.fixture
+def peer(echo_peer: Channel) -> Channel:
+    return echo_peer
 
 def test_the_default_bounds() -> None:
     rt = WorkerRuntime("d", {}, TOKEN)
