@@ -64,6 +64,12 @@ def nap(x, seconds):
     import time
     time.sleep(seconds)
     return x
+
+def slow_double(x, delay):
+    # a producer that takes its time (test_comm_forward, test_forward_held)
+    import time
+    time.sleep(delay)
+    return x * 2
 '''
 
 

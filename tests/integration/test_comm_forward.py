@@ -12,18 +12,9 @@ import pytest
 import polybus
 from polybus.errors import RemoteError, RemoteException
 
-from . import comm_harness
 from .comm_harness import Cluster, cluster
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-EXTRA = '''
-import time as _time
-
-def slow_double(x, delay):
-    _time.sleep(delay)
-    return x * 2
-'''
 
 TOML = """
 [modules.server]
@@ -44,11 +35,6 @@ use.slow_double = {{ callstyle = "{style}", forward = {fwd} }}
 "client.add" = "server.add"
 "client.slow_double" = "server.slow_double"
 """
-
-
-@pytest.fixture(autouse=True)
-def _server(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(comm_harness, "SERVER", comm_harness.SERVER + EXTRA)
 
 
 def at(tmp: Path, name: object) -> Path:

@@ -24,16 +24,7 @@ from polybus.client.promise import Promise
 from polybus.errors import CallTimeoutError, RemoteException, TransportError, WorkerDiedError
 from polybus.worker.runtime import WorkerRuntime
 
-from . import comm_harness
 from .comm_harness import Cluster, cluster
-
-EXTRA = '''
-import time as _time
-
-def slow_double(x, delay):
-    _time.sleep(delay)
-    return x * 2
-'''
 
 TOML = """
 [modules.server]
@@ -57,11 +48,6 @@ use.slow_double = {{ callstyle = "async"{producer_timeout} }}
 """
 
 X = np.arange(64.0)
-
-
-@pytest.fixture(autouse=True)
-def _server(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(comm_harness, "SERVER", comm_harness.SERVER + EXTRA)
 
 
 def toml(idempotent: bool = True, producer_timeout: float = 0, consumer_timeout: float = 0) -> str:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import socket
 import time
 
-import pytest
-
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Deliver, Fail, Forward, Message, Result, Undelivered
@@ -37,62 +35,52 @@ def _closed_port() -> str:
         return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
-
-@pytest.fixture
-def worker(echo_worker: WorkerRuntime) -> WorkerRuntime:
-    return echo_worker  # (tests/conftest.py)
-
-
-@pytest.fixture
-def client(echo_peer: Channel) -> Channel:
-    return echo_peer
-
 def test_a_call_failed_by_one_value_lets_go_of_the_others(
-        worker: WorkerRuntime, client: Channel) -> None:
-    fwd = worker.forwarding
-    client.send(Call(1, "echo", [Ref("fwd", "a"), Ref("fwd", "b"), Ref("fwd", "c")]))
-    client.send(Deliver("a", True, 1))
-    client.send(Deliver("b", False, ["ValueError", "bad b", "tb"]))
-    got = _next(client)
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    fwd = echo_worker.forwarding
+    echo_peer.send(Call(1, "echo", [Ref("fwd", "a"), Ref("fwd", "b"), Ref("fwd", "c")]))
+    echo_peer.send(Deliver("a", True, 1))
+    echo_peer.send(Deliver("b", False, ["ValueError", "bad b", "tb"]))
+    got = _next(echo_peer)
     assert isinstance(got, Fail) and got.id == 1 and got.type == "ValueError", got
     assert fwd.held_calls() == 0 and not fwd._held  # not held for c any more
-    client.send(Deliver("c", True, 3))  # c, when it comes, is let go: not kept
-    client.send(Call(2, "echo", [5]))
-    assert _next(client) == Result(2, [5])
+    echo_peer.send(Deliver("c", True, 3))  # c, when it comes, is let go: not kept
+    echo_peer.send(Call(2, "echo", [5]))
+    assert _next(echo_peer) == Result(2, [5])
     assert not fwd._arrived and fwd.held_calls() == 0
 
 
 def test_a_call_naming_a_dropped_value_is_held_for_none_of_the_others(
-        worker: WorkerRuntime, client: Channel) -> None:
-    fwd = worker.forwarding
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    fwd = echo_worker.forwarding
     fwd.arrived_max = 1
-    client.send(Deliver("gone", True, 1))
-    client.send(Deliver("other", True, 2))  # "gone" is dropped unclaimed
-    client.send(Call(1, "echo", [Ref("fwd", "gone"), Ref("fwd", "later")]))
-    got = _next(client)
+    echo_peer.send(Deliver("gone", True, 1))
+    echo_peer.send(Deliver("other", True, 2))  # "gone" is dropped unclaimed
+    echo_peer.send(Call(1, "echo", [Ref("fwd", "gone"), Ref("fwd", "later")]))
+    got = _next(echo_peer)
     assert isinstance(got, Fail) and got.kind == "forward-dropped", got
     assert fwd.held_calls() == 0 and not fwd._held
-    client.send(Deliver("later", True, 3))
-    client.send(Call(2, "echo", [Ref("fwd", "other")]))
-    assert _next(client) == Result(2, [2])
+    echo_peer.send(Deliver("later", True, 3))
+    echo_peer.send(Call(2, "echo", [Ref("fwd", "other")]))
+    assert _next(echo_peer) == Result(2, [2])
     assert not fwd._arrived
 
 
 def test_a_value_the_producer_cannot_send_on_is_said_to_the_client(
-        worker: WorkerRuntime, client: Channel) -> None:
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
     to = _closed_port()  # nothing listens there: the connection is refused
     # The Forward first, so it waits for the call's answer (the usual order at a replica
     # is the call first; either way its value is forwarded from there).
-    client.send(Forward(1, "p.1", "k.1.0", to))
-    client.send(Call(1, "echo", [7]))
-    got = _next(client)
+    echo_peer.send(Forward(1, "p.1", "k.1.0", to))
+    echo_peer.send(Call(1, "echo", [7]))
+    got = _next(echo_peer)
     assert isinstance(got, Undelivered) and got.key == "k.1.0" and got.to == to, got
     assert got.message.startswith(f"w could not send the value to {to}: "), got.message
     assert got.type, got
-    got = _next(client)  # answered: the value was delivered nowhere, and is kept here
+    got = _next(echo_peer)  # answered: the value was delivered nowhere, and is kept here
     assert isinstance(got, Result) and got.id == 1, got
     assert type(got.value) is Ref and got.value.kind == "fwd" and got.value.key == [], got
     # Asked again (the client repairs a Forward that came after the answer), from the store.
-    client.send(Forward(1, "p.1", "k.1.1", to))
-    got = _next(client)
+    echo_peer.send(Forward(1, "p.1", "k.1.1", to))
+    got = _next(echo_peer)
     assert isinstance(got, Undelivered) and got.key == "k.1.1" and got.to == to, got

@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import pytest
 
 from polybus.client.calls import error_from
 from polybus.errors import RemoteError
@@ -46,16 +45,6 @@ def _dropped_fail(msg: Message | None, cid: int, key: str) -> None:
     assert type(err) is RemoteError and "was dropped on w" in str(err)
 
 
-
-@pytest.fixture
-def worker(echo_worker: WorkerRuntime) -> WorkerRuntime:
-    return echo_worker  # (tests/conftest.py)
-
-
-@pytest.fixture
-def peer(echo_peer: Channel) -> Channel:
-    return echo_peer
-
 def test_the_default_bounds() -> None:
     rt = WorkerRuntime("d", {}, TOKEN)
     try:
@@ -66,53 +55,53 @@ def test_the_default_bounds() -> None:
 
 
 def test_unclaimed_values_are_bounded_by_count_and_a_call_for_a_dropped_one_fails_at_once(
-        worker: WorkerRuntime, peer: Channel) -> None:
-    fwd = worker.forwarding
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    fwd = echo_worker.forwarding
     fwd.arrived_max = 4
     for i in range(10):
-        peer.send(Deliver(f"k{i}", True, i))
+        echo_peer.send(Deliver(f"k{i}", True, i))
     # (a channel's messages are handled in order: this call comes after every Deliver)
-    peer.send(Call(1, "echo", [Ref("fwd", "k9"), Ref("fwd", "k8")]))
-    assert _next(peer) == Result(1, [9, 8])
+    echo_peer.send(Call(1, "echo", [Ref("fwd", "k9"), Ref("fwd", "k8")]))
+    assert _next(echo_peer) == Result(1, [9, 8])
     assert len(fwd._arrived) == 2 and fwd.unclaimed_dropped == 6  # k6, k7 wait; k0-k5 went
-    peer.send(Call(2, "echo", [Ref("fwd", "k0")]))
-    _dropped_fail(_next(peer), 2, "k0")
+    echo_peer.send(Call(2, "echo", [Ref("fwd", "k0")]))
+    _dropped_fail(_next(echo_peer), 2, "k0")
     # Named with values that are here and one that has not come: answered at once all
     # the same, and nothing of it is queued when the rest comes.
-    peer.send(Call(3, "echo", [Ref("fwd", "k6"), Ref("fwd", "k1"), Ref("fwd", "later")]))
-    _dropped_fail(_next(peer), 3, "k1")
-    peer.send(Deliver("later", True, "x"))
-    peer.send(Call(4, "echo", [Ref("fwd", "k7")]))  # the one left: still served
-    assert _next(peer) == Result(4, [7])
+    echo_peer.send(Call(3, "echo", [Ref("fwd", "k6"), Ref("fwd", "k1"), Ref("fwd", "later")]))
+    _dropped_fail(_next(echo_peer), 3, "k1")
+    echo_peer.send(Deliver("later", True, "x"))
+    echo_peer.send(Call(4, "echo", [Ref("fwd", "k7")]))  # the one left: still served
+    assert _next(echo_peer) == Result(4, [7])
     assert not fwd._arrived and fwd._arrived_bytes == 0 and not fwd._held
 
 
-def test_unclaimed_values_are_bounded_by_bytes(worker: WorkerRuntime, peer: Channel) -> None:
-    fwd = worker.forwarding
+def test_unclaimed_values_are_bounded_by_bytes(echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    fwd = echo_worker.forwarding
     fwd.arrived_bytes_max = 1 << 20
     block = np.ones(300_000 // 8)  # 300 kB: three fit under the bound
     for i in range(8):
-        peer.send(Deliver(f"b{i}", True, block * i))
+        echo_peer.send(Deliver(f"b{i}", True, block * i))
     # Lists of bytes are counted by what they hold, not by their outer list.
-    peer.send(Deliver("nested", True, [[b"z" * 400_000]]))
-    peer.send(Call(1, "echo", [Ref("fwd", "b7")]))
-    got = _next(peer)
+    echo_peer.send(Deliver("nested", True, [[b"z" * 400_000]]))
+    echo_peer.send(Call(1, "echo", [Ref("fwd", "b7")]))
+    got = _next(echo_peer)
     assert isinstance(got, Result) and float(got.value[0].sum()) == 7 * block.size
     assert fwd._arrived_bytes <= fwd.arrived_bytes_max
     # b7 taken; b0-b4 dropped for b5-b7, b5 for the nested 400 kB
     assert list(fwd._arrived) == ["b6", "nested"] and fwd.unclaimed_dropped == 6
-    peer.send(Call(2, "echo", [Ref("fwd", "b5")]))
-    _dropped_fail(_next(peer), 2, "b5")
+    echo_peer.send(Call(2, "echo", [Ref("fwd", "b5")]))
+    _dropped_fail(_next(echo_peer), 2, "b5")
 
 
 def test_a_value_delivered_again_after_it_was_dropped_is_kept(
-        worker: WorkerRuntime, peer: Channel) -> None:
-    fwd = worker.forwarding
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    fwd = echo_worker.forwarding
     fwd.arrived_max = 1
-    peer.send(Deliver("a", True, 1))
-    peer.send(Deliver("b", True, 2))  # a is dropped
-    peer.send(Deliver("a", True, 3))  # (a producer re-run): kept, b dropped
-    peer.send(Call(1, "echo", [Ref("fwd", "a")]))
-    assert _next(peer) == Result(1, [3])
-    peer.send(Call(2, "echo", [Ref("fwd", "b")]))
-    _dropped_fail(_next(peer), 2, "b")
+    echo_peer.send(Deliver("a", True, 1))
+    echo_peer.send(Deliver("b", True, 2))  # a is dropped
+    echo_peer.send(Deliver("a", True, 3))  # (a producer re-run): kept, b dropped
+    echo_peer.send(Call(1, "echo", [Ref("fwd", "a")]))
+    assert _next(echo_peer) == Result(1, [3])
+    echo_peer.send(Call(2, "echo", [Ref("fwd", "b")]))
+    _dropped_fail(_next(echo_peer), 2, "b")
