@@ -139,9 +139,7 @@ class Forwarding:
             value, ok = ["LookupError", "the forwarded value was evicted from its replica", ""], False
         else:
             ok = True
-        miss = self._send(msg.to, Deliver(msg.key, ok, value))
-        if miss is not None:
-            self.rt._send_quietly(ch, miss)  # the client fails the consumer (Undelivered)
+        self._send(msg.to, Deliver(msg.key, ok, value), ch)
 
     def finished(self, ch: Channel, call: Call, reply: Message) -> Message:
         """The answer to send the client for ``call``, after forwarding it where asked.
@@ -163,13 +161,8 @@ class Forwarding:
             if type(kept) is np.ndarray and kept.flags.writeable:
                 kept = kept.copy()
             self.kept.put(pkey, kept, ch)  # freed with its client
-            sent = []
-            for to, key in tos:
-                miss = self._send(to, Deliver(key, True, kept))
-                if miss is None:
-                    sent.append(key)
-                else:  # said before the answer: the client does not ask again
-                    self.rt._send_quietly(ch, miss)
+            # (one not sent is said to the client before this answer: it does not ask again)
+            sent = [key for to, key in tos if self._send(to, Deliver(key, True, kept), ch)]
             return Result(call.id, Ref("fwd", sent))
         if isinstance(reply, Fail):
             for to, key in tos:  # (if it cannot, the client sends the Fail on itself)
@@ -321,9 +314,10 @@ class Forwarding:
         self.kept.release(ch)  # the answers kept for it alone
 
     # -- worker-to-worker ----------------------------------------------------------------
-    def _send(self, to: str, msg: Deliver) -> Undelivered | None:
-        """Send ``msg`` to the replica at ``to``: None once sent, else what to tell the
-        client, whose consumer call would otherwise wait there for ever."""
+    def _send(self, to: str, msg: Deliver, client: Channel | None = None) -> bool:
+        """Send ``msg`` to the replica at ``to``; whether it went. One that did not is
+        said to ``client`` (``Undelivered``), whose consumer call would otherwise wait
+        there for ever."""
         if to == str(self.rt.address):  # the next stage is this replica: no socket
             self.forwarded += 1
             # An array of its own, writable, as a Deliver over a socket gives: the one
@@ -332,7 +326,7 @@ class Forwarding:
             if type(value) is np.ndarray and not value.flags.writeable:
                 value = value.copy()
             self.arrive(msg.key, msg.ok, value)
-            return None
+            return True
         try:
             peer = self._peer(to)
             peer.send(msg)
@@ -342,16 +336,20 @@ class Forwarding:
                 gone = self._peers.pop(to, None)
             if gone is not None:
                 gone.close()
-            return self._undelivered(to, msg, exc)
+            self._undelivered(to, msg, exc, client)
+            return False
         except (TypeError, ValueError) as exc:  # a value this codec cannot carry
             log.warning("worker %s: cannot forward a value to %s: %s", self.rt.name, to, exc)
-            return self._undelivered(to, msg, exc)
+            self._undelivered(to, msg, exc, client)
+            return False
         self.forwarded += 1
-        return None
+        return True
 
-    def _undelivered(self, to: str, msg: Deliver, exc: Exception) -> Undelivered:
-        return Undelivered(msg.key, to, type(exc).__name__,
-                           f"{self.rt.name} could not send the value to {to}: {exc}")
+    def _undelivered(self, to: str, msg: Deliver, exc: Exception, client: Channel | None) -> None:
+        if client is not None:
+            self.rt._send_quietly(client, Undelivered(
+                msg.key, to, type(exc).__name__,
+                f"{self.rt.name} could not send the value to {to}: {exc}"))
 
     def _peer(self, to: str) -> Channel:
         with self._connect_lock:
