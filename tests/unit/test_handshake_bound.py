@@ -4,21 +4,30 @@ Each connection's handshake runs in a thread of its own, so that a peer that say
 nothing holds no one else up; a crowd of strangers took a thread and a socket each,
 without limit. Past ``MAX_HANDSHAKES`` under way a new connection is closed at once
 (no challenge sent), with a warning in the log saying why; peers that have passed the
-handshake are not counted, and once the crowd goes good clients connect again.
+handshake are not counted, and once the crowd goes good clients connect again. A
+replica's stop() ends the handshakes under way (their threads held on to their timeout).
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from polybus.registry.service import RegistryService
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import MAX_HANDSHAKES, Address, HandshakeGate, connect
+from polybus.transport.endpoints import (
+    HANDSHAKE_TIMEOUT,
+    MAX_HANDSHAKES,
+    Address,
+    HandshakeGate,
+    connect,
+)
 from polybus.wire import handshake
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, Message, Replicas, Resolve, Result
@@ -141,3 +150,71 @@ def test_a_registry_closes_connections_past_the_bound_at_once(
     said = [r.getMessage() for r in caplog.records if "handshakes" in r.getMessage()]
     assert said == [f"registry: {MAX_HANDSHAKES} handshakes are under way, the most at once; "
                     "new connections are closed until one ends"]
+
+
+def _stranger(address: Address) -> socket.socket:
+    """A peer that connects and says nothing, its handshake under way (it has been
+    sent the challenge)."""
+    if address.scheme == "tcp":
+        s = socket.create_connection((address.host, address.port), timeout=10)
+    else:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        try:
+            s.connect(address.path)
+        except BaseException:
+            s.close()
+            raise
+    try:
+        assert len(s.recv(handshake.HELLO_SIZE, socket.MSG_WAITALL)) == handshake.HELLO_SIZE
+    except BaseException:
+        s.close()
+        raise
+    return s
+
+
+def _closed_by_peer(s: socket.socket) -> bool:
+    """True if ``s``'s peer closed it (EOF or a reset) within its timeout."""
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+@pytest.mark.parametrize("scheme", ["tcp", "ipc", "shm"])
+def test_a_replica_s_stop_ends_the_handshakes_under_way(
+        scheme: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A peer in its handshake when the replica stops (it connected and said nothing)
+    is closed with it, and the handshake's thread ends: both ran on to the handshake's
+    timeout (60 s here), the thread then logging the connection as refused."""
+    caplog.set_level(logging.WARNING, logger="polybus.worker")
+    where = "tcp://127.0.0.1:0" if scheme == "tcp" else f"{scheme}://{tmp_path}/w.sock"
+    before = set(threading.enumerate())
+    rt = WorkerRuntime("hs-stop", {"echo": lambda x: x}, TOKEN, where,
+                       options=ServeOptions(pool=2, handshake_timeout=60.0)).start()
+    stopped = False
+    try:
+        s = _stranger(rt.address)
+        try:
+            [greeting] = [t for t in threading.enumerate()
+                          if t.name == "polybus-hs-stop-handshake"]
+            assert rt._gates[rt.address].pending == 1
+            rt.stop()
+            stopped = True
+            greeting.join(timeout=HANDSHAKE_TIMEOUT)  # a bound, well short of the 60 s
+            assert not greeting.is_alive()
+            assert _closed_by_peer(s)  # (its timeout is 10 s, the handshake's 60 s)
+            assert rt._gates[rt.address].pending == 0
+        finally:
+            s.close()
+    finally:
+        if not stopped:
+            rt.stop()
+    left = [t for t in set(threading.enumerate()) - before if t.name.startswith("polybus-hs-stop")]
+    for t in left:  # (stop() has joined the pool's: this is a bound)
+        t.join(timeout=HANDSHAKE_TIMEOUT)
+    assert [t.name for t in left if t.is_alive()] == []
+    assert "refused" not in caplog.text
+    assert "dropped a connection" not in caplog.text

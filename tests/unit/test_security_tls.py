@@ -7,6 +7,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -368,4 +369,40 @@ def test_the_registry_close_ends_a_tls_handshake_under_way(pki: Path) -> None:
     finally:
         s.close()
         reg.close()
+        tls.configure(None)
+
+
+def test_a_replica_s_stop_ends_a_tls_handshake_under_way(pki: Path) -> None:
+    """As the registry's close(): a connection still in its TLS handshake when the
+    replica stops is closed with it, and its thread ends (they ran on to the
+    handshake's timeout, 60 s here)."""
+    tls.configure(cfg(pki))
+    rt = WorkerRuntime("tls-stop", {"echo": lambda x: x}, TOKEN,
+                       options=ServeOptions(pool=1, handshake_timeout=60.0)).start()
+    stopped = False
+    try:
+        s = socket.create_connection((rt.address.host, rt.address.port), timeout=3)
+        try:
+            s.settimeout(0.3)  # (the replica waits for our TLS hello: it sends nothing)
+            with pytest.raises(TimeoutError):
+                s.recv(1)
+            deadline = time.monotonic() + 3  # (accepted by the replica's poller)
+            while not (greeting := [t for t in threading.enumerate()
+                                    if t.name == "polybus-tls-stop-handshake"]):
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            s.settimeout(3)
+            rt.stop()
+            stopped = True
+            greeting[0].join(timeout=3)  # a bound, well short of the 60 s
+            assert not greeting[0].is_alive()
+            try:
+                assert s.recv(1) == b""  # closed by the replica, well within 3 s
+            except ConnectionResetError:
+                pass  # (also closed by it)
+        finally:
+            s.close()
+    finally:
+        if not stopped:
+            rt.stop()
         tls.configure(None)

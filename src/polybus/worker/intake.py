@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from polybus.errors import PolybusError, ProtocolError
@@ -42,6 +43,7 @@ from polybus.wire.messages import (
 from polybus.worker.cache import FORWARDED, OperandCache, resolve_batch
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
+from polybus.worker.greeting import Greeting
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
 from polybus.worker.replies import send_quietly
@@ -71,6 +73,7 @@ class Intake:
     _token: bytes
     _listening: dict[Address, socket.socket]
     _gates: dict[Address, HandshakeGate]  # handshakes under way, per listener
+    _greeting: Greeting  # the same handshakes, for stop() to end
     _new: list[Channel]  # authenticated, for the poller to adopt
     _stopping: bool
 
@@ -95,24 +98,31 @@ class Intake:
                             "once; new connections are closed until one ends", self.name,
                             gate.limit, where)
             return
-        threading.Thread(target=self._handshake, args=(sock, peer, where, gate),
-                         daemon=True).start()
+        # The handshake runs apart from the poller, so a slow or hostile peer stalls no
+        # one; stop() ends it (greeting.py). Not started (stopping, or no descriptor or
+        # thread to spare): closed, as if the gate were full.
+        if not self._greeting.start(sock, partial(self._handshake, sock, peer, where, gate)):
+            sock.close()
+            gate.leave()
 
     def _handshake(self, sock: socket.socket, peer: object, where: Address,
-                   gate: HandshakeGate) -> None:
-        # The handshake runs apart from the poller, so a slow or hostile peer stalls no one.
+                   gate: HandshakeGate, waker: socket.socket) -> None:
         try:
             ch = authenticate(sock, peer, self._token,
                               Codec(allow_pickle=self.options.allow_pickle,
                                     max_frame=self.options.max_frame),
                               self.options.handshake_timeout, shm=where.scheme == "shm")
         except PolybusError as exc:
-            log.warning("worker %s refused a connection: %s", self.name, exc)
+            if not self._stopping:  # (else stop() ended it)
+                log.warning("worker %s refused a connection: %s", self.name, exc)
             return
         except OSError as exc:
-            log.warning("worker %s dropped a connection during the handshake: %s", self.name, exc)
+            if not self._stopping:
+                log.warning("worker %s dropped a connection during the handshake: %s",
+                            self.name, exc)
             return
         finally:
+            self._greeting.done(waker)
             if (refused := gate.leave()) > 1:  # (the first was said when it came)
                 log.warning("worker %s: %d connections to %s were closed while %d "
                             "handshakes were under way", self.name, refused, where, gate.limit)

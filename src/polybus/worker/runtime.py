@@ -31,6 +31,7 @@ from polybus.worker import batching, direct
 from polybus.worker.cache import OperandCache
 from polybus.worker.direct import DIRECT_TYPES
 from polybus.worker.forwarding import Forwarding
+from polybus.worker.greeting import Greeting
 from polybus.worker.intake import Intake
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
@@ -69,6 +70,7 @@ class WorkerRuntime(Intake):
             raise
         self.addresses = list(self._listening)
         self._gates = {real: HandshakeGate() for real in self._listening}  # (intake.py)
+        self._greeting = Greeting(name)  # their threads, for stop() to end (intake.py)
         self.address = self.addresses[0]
         # Rung (once per call run while a client is paused, under the pool's lock) to end
         # the poller's sleep. Never blocks: sent blocking, the rings of a thread running
@@ -379,6 +381,7 @@ class WorkerRuntime(Intake):
         self._stop_event.set()
         self._wake()
         deadline = time.monotonic() + grace
+        self._greeting.end(timeout=min(grace, 1.0))  # handshakes under way end now
         for t in self._threads:
             if t is not threading.current_thread() and t.ident is not None:  # (started)
                 t.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -1,0 +1,74 @@
+"""A replica's connections in their handshake, each in a thread of its own (intake.py),
+for `stop()` to end: a peer that connected and said nothing held its thread (and its
+socket open, the peer waiting) for the handshake's timeout after the replica stopped.
+
+As the registry's (registry/service.py): each connection is held here by a duplicate
+of its descriptor, owned here, to shut it down with; the socket itself is no use for
+that, as under TLS it is wrapped and the wrapper takes its descriptor.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+
+class Greeting:
+    """The handshakes under way: started by `start`, each ended with `done`, and all of
+    them cut short by `end`."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._under_way: dict[socket.socket, threading.Thread] = {}  # duplicate -> thread
+        self._ended = False
+
+    def start(self, sock: socket.socket, handshake: Callable[[socket.socket], None]) -> bool:
+        """Run ``handshake(duplicate)`` (``sock``'s, which it gives to `done` when its
+        handshake ends, passed or not) in a thread of its own. False, and nothing
+        started, once `end` has been called or with no descriptor or thread to spare:
+        then ``sock`` is the caller's to close."""
+        try:
+            waker = sock.dup()
+        except OSError:  # (out of descriptors)
+            return False
+        thread = threading.Thread(target=handshake, args=(waker,), daemon=True,
+                                  name=f"polybus-{self._name}-handshake")
+        with self._lock:
+            # Started under the lock: `end` finds every thread it is given started.
+            started = not self._ended
+            if started:
+                try:
+                    thread.start()
+                except RuntimeError:  # (no thread to spare)
+                    started = False
+                else:
+                    self._under_way[waker] = thread
+        if not started:
+            waker.close()
+        return started
+
+    def done(self, waker: socket.socket) -> None:
+        """The handshake ``waker`` stands for has ended (passed or not)."""
+        with self._lock:  # (not while `end` shuts it down: its descriptor is not reused)
+            self._under_way.pop(waker, None)
+            waker.close()
+
+    def end(self, timeout: float) -> None:
+        """Shut down the connections in their handshake, which ends each at once (its
+        thread closes the connection), and wait up to ``timeout`` seconds, all together,
+        for their threads. Handshakes started after are not started at all."""
+        with self._lock:
+            self._ended = True
+            for waker in self._under_way:
+                try:
+                    waker.shutdown(socket.SHUT_RDWR)
+                except OSError:  # (the peer went already)
+                    pass
+            threads = list(self._under_way.values())
+        deadline = time.monotonic() + timeout
+        for t in threads:
+            if t is not threading.current_thread():
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
