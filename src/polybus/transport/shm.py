@@ -18,9 +18,6 @@ flight or pooled (free ones are closed to make room, and the receiver told to fo
 its mapping); a buffer that finds none then travels in the frame, as on ipc. Closing the channel
 frees everything; arrays the program still holds keep their own mapping alive.
 
-A buffer that cannot change (a frozen array, bytes) goes by neither once the receiver
-has shown it may read this process: it reads it from here itself (cma.py).
-
 A large array that is not contiguous (a column block of a matrix) is gathered
 straight into its segment: one pass over its bytes, where making it contiguous first
 cost a second copy into fresh memory. The value of a ``Put`` (an operand named by its content hash) goes instead by the
