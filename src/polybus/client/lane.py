@@ -161,7 +161,7 @@ class SyncLane:
         Encoding errors (too large, not encodable) are raised: nothing was sent."""
         ch = self.channel
         try:
-            if inline and not (ch._fds_out or ch._released or ch._forget_out or ch._notes):
+            if inline and not (ch._fds_out or ch._released or ch._forget_out):
                 ch.send_header(self._encode(msg), self.reactor._drain)
             else:
                 ch.send(msg, self.reactor._drain)

@@ -67,7 +67,6 @@ class RingChannel(Channel):
     _fds_out: list[int]
     _released: list[int]
     _forget_out: list[int]
-    _notes: list[bytes]
 
     def _frame(self, msg: Message, header: bytes,
                bufs: list[bytes | memoryview | np.ndarray[Any, Any]]) -> list[bytes | memoryview]:
@@ -83,7 +82,7 @@ class RingChannel(Channel):
         if tx is None:
             return super().send(msg, on_blocked)
         with self.send_lock:
-            if self._released or self._forget_out or self._fds_out or self._notes:
+            if self._released or self._forget_out or self._fds_out:
                 return self._send_pieces(self._encode(msg), on_blocked)
             if type(msg) is Result and type(v := msg.value) in _PLAIN and (
                     type(v) is not bytes or len(v) < OOB_BYTES):

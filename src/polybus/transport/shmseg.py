@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import socket
 import struct
 import threading
 import weakref
@@ -21,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from polybus.errors import ProtocolError
-from polybus.transport import cma
 from polybus.transport.shmshare import (
     MAX_SHARED,
     SHARED_BIT,
@@ -82,7 +80,6 @@ class SegmentFrames:
 
     codec: Codec
     closed: bool
-    sock: socket.socket
 
     def _fds_pending(self) -> bool:
         """Read the socket once more for a descriptor the peer sent ahead of the frame
@@ -92,8 +89,6 @@ class SegmentFrames:
     def _init_segments(self, threshold: int, pool_bytes: int) -> None:
         self.threshold = threshold
         self.pool_bytes = pool_bytes
-        self._lender = cma.Lender(self.sock, pool_bytes)  # single-copy arguments (cma.py)
-        self._notes = self._lender.notes  # (the send paths look for it, as for _released)
         self.max_segments = MAX_SEGMENTS
         # sender side
         self._segments: dict[int, Segment] = {}
@@ -144,7 +139,7 @@ class SegmentFrames:
             elif 8 + len(header) > max_frame:
                 raise too_large(8 + len(header), max_frame)
             parts.append((m, header, bufs))
-        pieces = self._control() if self._released or self._forget_out or self._notes else []
+        pieces = self._control() if self._released or self._forget_out else []
         for m, header, bufs in parts:
             pieces += self._frame(m, header, bufs)
         return pieces
@@ -176,8 +171,6 @@ class SegmentFrames:
                 if entry is None:
                     continue  # the shelf is full of held operands: in the frame
                 table += entry
-            elif type(b) is memoryview and (addr := self._lender.lend(b)):
-                table += _DESC.pack(i, cma.KIND, addr, n)  # read by the peer (cma.py)
             else:
                 with self._seg_lock:
                     seg = self._acquire(n)
@@ -228,15 +221,14 @@ class SegmentFrames:
 
     def _control(self) -> list[bytes | memoryview]:
         """A control frame with the releases and forgets not yet told to the peer."""
-        notes = self._lender.take_notes()
-        if not self._released and not self._forget_out and not notes:
+        if not self._released and not self._forget_out:
             return []
         released = self._released[:]
         del self._released[:len(released)]
         with self._seg_lock:
             forget, self._forget_out = self._forget_out, []
-        pieces = encode_frame(b"", [_u64s(released), _u64s(forget), *notes],
-                              self.codec.max_frame, FLAG_CTL)
+        pieces = encode_frame(b"", [_u64s(released), _u64s(forget)], self.codec.max_frame,
+                              FLAG_CTL)
         self.shm_overhead_sent += _nbytes(pieces)
         return pieces
 
@@ -278,18 +270,12 @@ class SegmentFrames:
 
     def _on_control(self, frame: Frame) -> None:
         self.shm_overhead_received += frame.size
-        bufs = frame.buffers
-        if len(bufs) not in (2, 4) or any(len(b) % 8 for b in bufs[:2]):
+        if len(frame.buffers) != 2 or any(len(b) % 8 for b in frame.buffers):
             raise ProtocolError("malformed shared-memory control frame")
-        if len(bufs) == 4:  # (single-copy advert and acknowledgement: cma.py)
-            self._lender.on_notes(bytes(bufs[2]), bytes(bufs[3]))
-        released, forget = (struct.unpack(f"<{len(b) // 8}Q", b) for b in bufs[:2])
+        released, forget = (struct.unpack(f"<{len(b) // 8}Q", b) for b in frame.buffers)
         back: list[SharedSegment] = []
         with self._seg_lock:
             for seg_id in released:
-                if seg_id & cma.CMA_BIT and not seg_id & SHARED_BIT:
-                    self._lender.released(seg_id & ~cma.CMA_BIT)
-                    continue
                 if seg_id & SHARED_BIT:
                     held = self._lent.get(seg_id)
                     if held is not None:
@@ -334,11 +320,6 @@ class SegmentFrames:
         for idx, has_fd, seg_id, length in entries:
             if not 0 <= idx < len(frame.buffers) or len(frame.buffers[idx]):
                 raise ProtocolError(f"shared-memory table names buffer {idx} badly")
-            if has_fd == cma.KIND:  # lent: read it from the sender, then say so
-                frame.buffers[idx] = self._lender.read(seg_id, length)
-                release(seg_id | cma.CMA_BIT)
-                self.shm_bytes_received += length
-                continue
             if has_fd:
                 while not self._fds_in and self._fds_pending():
                     pass  # sent on the socket before the ring frame
@@ -365,7 +346,6 @@ class SegmentFrames:
             frame.buffers[idx] = memoryview(carrier)  # type: ignore[arg-type]
 
     def _close_segments(self) -> None:
-        self._lender.close()  # (the socket is closed first: see cma.py)
         with self._seg_lock:
             for seg in list(self._segments.values()):
                 seg.close()

@@ -16,7 +16,7 @@ import numpy as np
 from polybus.errors import ProtocolError
 
 __all__ = ["DTYPE_STR", "HEADS", "INLINE_DIMS", "INLINE_MAX", "META_DEC", "META_ENC", "SMALL", "array_over",
-           "frozen", "layout", "small_head", "small_meta"]
+           "layout", "small_head", "small_meta"]
 
 # Arrays up to this size (and of at most INLINE_DIMS dimensions) travel inside the
 # header (ext 5), not as buffers beside it: a frame with no buffers takes the in-place
@@ -102,14 +102,3 @@ def small_meta(meta: bytes) -> tuple[np.dtype[Any], tuple[int, ...], int]:
         SMALL.clear()
     SMALL[meta] = got
     return got
-
-
-def frozen(a: np.ndarray[Any, Any]) -> bool:
-    """Whether ``a``'s bytes cannot change: it and every array it views are read-only,
-    down to memory no array owns that is immutable (bytes) or none at all."""
-    x: Any = a
-    while isinstance(x, np.ndarray):
-        if x.flags.writeable:
-            return False
-        x = x.base
-    return x is None or isinstance(x, bytes)

@@ -33,12 +33,9 @@ def _sockets() -> list[dict[str, Any]]:
             sock = link.channel.sock
             if sock.family == socket.AF_UNIX:
                 path = sock.getpeername()
-                lender = getattr(link.channel, "_lender", None)  # (shm: transport/cma.py)
                 out.append({"path": path, "mode": stat.S_IMODE(os.stat(path).st_mode),
                             "dir_mode": stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode),
-                            "channel": type(link.channel).__name__,
-                            "lending": bool(lender and lender.lending),
-                            "lent": lender.lent if lender else 0})
+                            "channel": type(link.channel).__name__})
             else:
                 out.append({"path": "", "channel": type(link.channel).__name__})
     return out
@@ -56,9 +53,6 @@ def main(sizes: list[int]) -> dict[str, Any]:
         seen.append(_digest(scaled(arr, 2.0)))
         raw = rng.integers(0, 255, n, dtype=np.uint8).tobytes()
         seen.append(_digest(echo(raw)))
-        arr.flags.writeable = False  # frozen: over shm, read from here by the replica
-        seen.append(_digest(echo(arr)))
-        seen.append(_digest(scaled(arr[::2], 3.0)))
     seen.append(_digest(make(3_000_000)))
     for i in range(200):  # many small calls, some large, interleaved
         seen.append(_digest(echo(np.full(1 + (i % 7) * 60_000, i, dtype=np.int32))))
