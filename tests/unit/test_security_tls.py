@@ -347,6 +347,22 @@ def test_a_tls_mismatch_is_said_as_such_not_as_a_registry_that_does_not_answer(
     connect(plain, TOKEN, Codec(), timeout=2.0).close()
 
 
+
+def _waits_for_our_hello(s: socket.socket) -> None:
+    """The peer sends nothing first (it waits for our TLS hello); then a 3 s bound."""
+    s.settimeout(0.3)
+    with pytest.raises(TimeoutError):
+        s.recv(1)
+    s.settimeout(3)
+
+
+def _closed_by_peer(s: socket.socket) -> None:
+    """The peer closed ``s`` (well within its 3 s timeout)."""
+    try:
+        assert s.recv(1) == b""
+    except ConnectionResetError:
+        pass  # (also closed by it)
+
 def test_the_registry_close_ends_a_tls_handshake_under_way(pki: Path) -> None:
     """A connection still in its TLS handshake when the registry closes is closed with
     it. The registry shut accepted sockets down to end their handshakes, but a TLS one
@@ -357,15 +373,9 @@ def test_the_registry_close_ends_a_tls_handshake_under_way(pki: Path) -> None:
     reg = RegistryService(TOKEN, "tcp://127.0.0.1:0")
     s = socket.create_connection((reg.address.host, reg.address.port), timeout=3)
     try:
-        s.settimeout(0.3)  # (the registry waits for our TLS hello: it sends nothing)
-        with pytest.raises(TimeoutError):
-            s.recv(1)
-        s.settimeout(3)
+        _waits_for_our_hello(s)
         reg.close()
-        try:
-            assert s.recv(1) == b""  # closed by the registry, well within 3 s
-        except ConnectionResetError:
-            pass  # (also closed by it)
+        _closed_by_peer(s)
     finally:
         s.close()
         reg.close()
@@ -383,23 +393,17 @@ def test_a_replica_s_stop_ends_a_tls_handshake_under_way(pki: Path) -> None:
     try:
         s = socket.create_connection((rt.address.host, rt.address.port), timeout=3)
         try:
-            s.settimeout(0.3)  # (the replica waits for our TLS hello: it sends nothing)
-            with pytest.raises(TimeoutError):
-                s.recv(1)
+            _waits_for_our_hello(s)
             deadline = time.monotonic() + 3  # (accepted by the replica's poller)
             while not (greeting := [t for t in threading.enumerate()
                                     if t.name == "polybus-tls-stop-handshake"]):
                 assert time.monotonic() < deadline
                 time.sleep(0.01)
-            s.settimeout(3)
             rt.stop()
             stopped = True
             greeting[0].join(timeout=3)  # a bound, well short of the 60 s
             assert not greeting[0].is_alive()
-            try:
-                assert s.recv(1) == b""  # closed by the replica, well within 3 s
-            except ConnectionResetError:
-                pass  # (also closed by it)
+            _closed_by_peer(s)
         finally:
             s.close()
     finally:
