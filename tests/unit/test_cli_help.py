@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from polybus.cli.main import COMMANDS, main
+from polybus.testing.apps import write_one_call_app
 
 
 def test_check_help_says_it_imports_the_modules(capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,14 +39,7 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_run(
 
 
 def write_sort_like_app(where: Path) -> Path:
-    (where / "server.py").write_text("def f(x):\n    return x\n")
-    (where / "client.py").write_text("from polybus import use\nf = use('f')\n"
-                                     "def main():\n    return f(1)\n")
-    app = where / "app.toml"
-    app.write_text('[modules.server]\nsource = "server.py"\n[modules.client]\n'
-                   'source = "client.py"\nentrypoint = "main"\n'
-                   '[bind]\n"client.f" = "server.f"\n')
-    return app
+    return write_one_call_app(where)
 
 
 def test_a_bad_listen_is_blamed_on_listen(capsys: pytest.CaptureFixture[str]) -> None:

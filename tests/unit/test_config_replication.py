@@ -9,6 +9,7 @@ import pytest
 from polybus.config import parse_replication
 from polybus.config.model import Condition, MigrationPath, ReplicaSpec
 from polybus.errors import ConfigError
+from polybus.testing.apps import write_one_call_app
 
 
 def names(value: object, module: str = "srv") -> list[str]:
@@ -221,13 +222,7 @@ def test_a_lone_name_or_an_explicit_list_is_still_accepted(good: str) -> None:
 def test_the_error_names_file_key_and_the_accepted_forms(tmp_path: Path) -> None:
     from polybus.config import validate
 
-    (tmp_path / "server.py").write_text("def f(x):\n    return x\n")
-    (tmp_path / "client.py").write_text("from polybus import use\nf = use('f')\n\n"
-                                        "def main():\n    return f(1)\n")
-    app = tmp_path / "app.toml"
-    app.write_text('[modules.server]\nsource = "server.py"\nreplication = "two"\n\n'
-                   '[modules.client]\nsource = "client.py"\nentrypoint = "main"\n\n'
-                   '[bind]\n"client.f" = "server.f"\n')
+    app = write_one_call_app(tmp_path, server_keys='replication = "two"')
     _, found = validate(app)
     assert [(e.file, e.key) for e in found] == [(str(app), "modules.server.replication")]
     assert "replication = 2" in str(found[0]) and "a count N >= 1" in str(found[0])

@@ -15,27 +15,13 @@ from pathlib import Path
 import pytest
 
 from polybus.config import load
-from polybus.testing.apps import write_app
+from polybus.testing.apps import ONE_CALL_SERVER, write_one_call_app
 from polybus.worker.main import options_for
-
-SERVER = "def f(x):\n    return x\n\n\ndef g(x):\n    return x\n"
-CLIENT = "from polybus import use\n\nf = use('f')\n\n\ndef main():\n    return f(1)\n"
-TOML = """
-[modules.server]
-source = "server.py"
-
-[modules.client]
-source = "client.py"
-entrypoint = "main"
-
-[bind]
-"client.f" = "server.f"
-"""
 
 
 @pytest.fixture
 def app(tmp_path: Path) -> Path:
-    return write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    return write_one_call_app(tmp_path, server=ONE_CALL_SERVER + "\n\ndef g(x):\n    return x\n")
 
 
 def test_a_queue_set_on_the_one_overridden_define_still_bounds_the_replica(app: Path) -> None:

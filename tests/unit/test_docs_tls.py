@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from polybus.testing.apps import write_app
+from polybus.testing.apps import write_one_call_app
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "security.md"
@@ -21,21 +21,6 @@ HEADING = "### Making a CA and certificates"
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None or shutil.which("sh") is None,
                                 reason="needs the openssl command (and sh) to run the "
                                        "commands docs/security.md gives")
-
-SERVER = "def f(x):\n    return x\n"
-CLIENT = "from polybus import use\n\nf = use('f')\n\ndef main():\n    return f(1)\n"
-APP = """\
-[modules.server]
-source = "server.py"
-
-[modules.client]
-source = "client.py"
-entrypoint = "main"
-
-[bind]
-"client.f" = "server.f"
-
-"""
 
 
 def section() -> str:
@@ -64,7 +49,7 @@ def make_pki(d: Path) -> Path:
 def check(d: Path) -> subprocess.CompletedProcess[str]:
     """`polybus check app.toml` on a small app in ``d`` with the section's TOML."""
     [toml] = blocks("toml")
-    write_app(d, server=SERVER, client=CLIENT, toml=APP + toml)
+    write_one_call_app(d, tail="\n" + toml)
     return subprocess.run([sys.executable, "-m", "polybus", "check", "app.toml"], cwd=d,
                           capture_output=True, text=True, timeout=60, check=False)
 

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from polybus.config import validate
+from polybus.testing.apps import write_one_call_app
 from polybus.transport.channel import Channel
 from polybus.transport.spinning import SPIN_S, spin_until
 from polybus.wire.codec import Codec
@@ -83,14 +84,8 @@ def test_a_spinning_poll_returns_what_became_ready_and_blocks_after() -> None:
 
 
 def test_the_spin_setting_reaches_the_replica_options(tmp_path: Path) -> None:
-    (tmp_path / "server.py").write_text("def f(x):\n    return x\n")
-    (tmp_path / "client.py").write_text(
-        "from polybus import use\nf = use('f')\ndef main():\n    return f(1)\n")
-    base = ('[modules.server]\nsource = "server.py"\n{spin}\n'
-            '[modules.client]\nsource = "client.py"\nentrypoint = "main"\n'
-            '[bind]\n"client.f" = "server.f"\n')
     for line, expected in (("", SPIN_S), ('spin = "0"', 0.0), ('spin = "250us"', 250e-6)):
-        (tmp_path / "app.toml").write_text(base.format(spin=line))
+        write_one_call_app(tmp_path, server_keys=line)
         config, problems = validate(str(tmp_path / "app.toml"))
         assert not problems and config is not None
         spec = config.modules["server"]

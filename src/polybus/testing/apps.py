@@ -3,6 +3,8 @@
 ``write_app(where, server=..., client=..., toml=...)`` writes ``server.py``,
 ``client.py`` and ``app.toml`` (each dedented, so they can be indented in a test) and
 returns the configuration's path, ready for ``polybus.run`` or ``polybus.config.load``.
+``write_one_call_app`` writes the smallest whole program (a server's ``f(x)`` returning
+``x``, a client calling ``f(1)``, the binding between them) for tests of one key.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-__all__ = ["write_app"]
+__all__ = ["ONE_CALL_CLIENT", "ONE_CALL_SERVER", "write_app", "write_one_call_app"]
 
 
 def write_app(where: Path, *, server: str, client: str, toml: str) -> Path:
@@ -21,3 +23,28 @@ def write_app(where: Path, *, server: str, client: str, toml: str) -> Path:
     app = where / "app.toml"
     app.write_text(textwrap.dedent(toml))
     return app
+
+
+ONE_CALL_SERVER = "def f(x):\n    return x\n"
+ONE_CALL_CLIENT = "from polybus import use\n\nf = use('f')\n\n\ndef main():\n    return f(1)\n"
+_ONE_CALL_TOML = """\
+[modules.server]
+source = "server.py"
+{server}
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+
+[bind]
+"client.f" = "server.f"
+{tail}"""
+
+
+def write_one_call_app(where: Path, *, server_keys: str = "", tail: str = "",
+                       server: str = ONE_CALL_SERVER) -> Path:
+    """`write_app` of the one-call program: ``server_keys`` are lines added to
+    ``[modules.server]``, ``tail`` is TOML after ``[bind]`` (a ``[cluster]`` table, say),
+    ``server`` replaces the server's source (it must define ``f``)."""
+    return write_app(where, server=server, client=ONE_CALL_CLIENT,
+                     toml=_ONE_CALL_TOML.format(server=server_keys, tail=tail))
