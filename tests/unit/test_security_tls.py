@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +19,7 @@ from polybus.cli.main import main
 from polybus.config import load, validate
 from polybus.errors import ConfigError, TLSHandshakeError, TransportError
 from polybus.registry.client import RegistryClient
+from polybus.testing.apps import write_one_call_app
 from polybus.transport import tls
 from polybus.transport.endpoints import authenticate, connect
 from polybus.transport.wake import Wake
@@ -410,3 +413,40 @@ def test_a_replica_s_stop_ends_a_tls_handshake_under_way(pki: Path) -> None:
         if not stopped:
             rt.stop()
         tls.configure(None)
+
+
+def test_a_worker_checks_at_start_that_its_certificate_names_its_address(pki: Path) -> None:
+    from polybus.transport.endpoints import Address
+    from polybus.worker.main import check_certificate
+
+    here = [Address.parse("tcp://127.0.0.1:7000"), Address.parse("ipc:///tmp/x.sock")]
+    check_certificate(here)  # no tls configured: nothing to check
+    tls.configure(cfg(pki))  # names IP:127.0.0.1
+    try:
+        check_certificate(here)
+        tls.configure(cfg(pki, "node2"))  # names DNS:node2.example.org only
+        check_certificate([Address.parse("tcp://0.0.0.0:7000")])  # a wildcard names no host
+        with pytest.raises(ConfigError) as info:
+            check_certificate(here)
+        assert info.value.key == "cluster.tls.cert"
+        assert (f"the certificate {pki}/node2.pem does not name 127.0.0.1, the address this "
+                "worker registers (tcp://127.0.0.1:7000)") in str(info.value)
+    finally:
+        tls.configure(None)
+
+
+def test_polybus_worker_with_a_certificate_for_another_host_fails_at_start(
+        pki: Path, tmp_path: Path) -> None:
+    """Before it registers (nothing listens at the registry's address here): the error
+    names the key, the file and the address, rather than every peer's refused dial."""
+    app = write_one_call_app(tmp_path, tail=(
+        '[cluster]\nregistry = "127.0.0.1:9"\n'
+        f'tls = {{ cert = "{pki}/node2.pem", key = "{pki}/node2.key", ca = "{pki}/ca.pem" }}\n'))
+    p = subprocess.run([sys.executable, "-m", "polybus", "worker", "--config", str(app),
+                        "--as", "server"],
+                       env={**os.environ, "POLYBUS_TOKEN": "t" * 32},
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert "cluster.tls.cert" in p.stderr
+    assert "does not name 127.0.0.1, the address this worker registers (tcp://127.0.0.1:" in p.stderr
+    assert "serving" not in p.stderr

@@ -13,6 +13,7 @@ from polybus.http.response import HTTP_SUFFIX, http_form
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import Membership, RegistryClient
 from polybus.stopsignals import StopSignals
+from polybus.transport.endpoints import Address
 from polybus.wire.messages import Replica
 from polybus.worker.lifetime import die_with_parent
 from polybus.worker.limits import gated, process_count
@@ -20,6 +21,8 @@ from polybus.worker.module import interfaces, load_module
 from polybus.worker.options import ServeOptions
 from polybus.worker.procpool import ProcessPool
 from polybus.worker.runtime import WorkerRuntime
+
+_WILDCARDS = ("0.0.0.0", "::", "")
 
 
 def _say(line: str) -> None:
@@ -58,6 +61,22 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
     return opts
 
 
+def check_certificate(addresses: Sequence[Address]) -> None:
+    """With ``[cluster] tls``: this process's certificate names the host of each TCP
+    address the worker registers, where its peers dial it; else ConfigError at start,
+    naming ``cluster.tls.cert`` and the address (not a refused handshake at each peer's
+    first call). A wildcard address (0.0.0.0, ::) names no host to check."""
+    from polybus.transport import tls
+
+    config = tls.current()
+    if config is None:
+        return
+    for a in addresses:
+        if a.scheme == "tcp" and a.host not in _WILDCARDS:
+            config.verify(a.host, f"the address this worker registers ({a})",
+                          "; or give --listen a host the certificate names")
+
+
 def serve(*, registry: str, module_path: Path, name: str, module_key: str, token: bytes,
           listen: str | Sequence[str] = "tcp://127.0.0.1:0", spec: ModuleSpec | None = None,
           replica: ReplicaSpec | None = None, heartbeat: float = 1.0,
@@ -88,7 +107,15 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     for n in http:
         if n in functions:
             functions[n + HTTP_SUFFIX] = http_form(functions[n])
-    runtime = WorkerRuntime(name, functions, token, listen, options).start()
+    runtime = WorkerRuntime(name, functions, token, listen, options)
+    try:
+        check_certificate(runtime.addresses)
+    except BaseException:
+        runtime.stop()
+        if procs is not None:
+            procs.close()
+        raise
+    runtime.start()
     me = Replica(name, module_key, str(runtime.address), sorted(functions),
                  runtime.options.speed, os.getpid(), [str(a) for a in runtime.addresses])
     membership = Membership(client, me, heartbeat, say=_say)
