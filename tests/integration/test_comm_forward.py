@@ -247,3 +247,23 @@ def test_forward_false_on_the_producing_binding_keeps_its_answers_at_the_client(
     assert moved_on == 1 and moved_off == 0
     # Kept at the client: p comes back to it and goes out again (two transfers more).
     assert sent_off + recv_off - (sent_on + recv_on) >= 2 * x.nbytes * 0.99
+
+
+def test_a_producer_that_answered_before_its_forward_came_forgets_the_forward(
+        tmp_path: Path) -> None:
+    # The producer's answer is read only when the program next calls: the consumer's call
+    # finds it outstanding and sends a Forward, which its replica reads after answering
+    # by value. The client sends the value on itself, and Cancel: the replica kept the
+    # Forward until the client went (and every later answer looked it up).
+    x = np.arange(10.0)
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        s = c.session()
+        for _ in range(3):
+            p1 = s.call("double", (x,), {})
+            time.sleep(0.05)  # answered meanwhile, by value: no Forward has come yet
+            assert np.array_equal(np.asarray(s.call("double", (p1,), {})), x * 4)
+        assert s.forwarder.relayed == 3  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 5  # (until the replica has read the last Cancel)
+        while any(rt.forwarding.targets for rt in c.runtimes) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [rt.forwarding.targets for rt in c.runtimes] == [{}, {}]

@@ -14,7 +14,16 @@ import time
 
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Call, Deliver, Fail, Forward, Message, Result, Undelivered
+from polybus.wire.messages import (
+    Call,
+    Cancel,
+    Deliver,
+    Fail,
+    Forward,
+    Message,
+    Result,
+    Undelivered,
+)
 from polybus.worker.runtime import WorkerRuntime
 
 _read: dict[Channel, list[Message]] = {}
@@ -84,3 +93,20 @@ def test_a_value_the_producer_cannot_send_on_is_said_to_the_client(
     echo_peer.send(Forward(1, "p.1", "k.1.1", to))
     got = _next(echo_peer)
     assert isinstance(got, Undelivered) and got.key == "k.1.1" and got.to == to, got
+
+
+def test_a_forward_read_after_its_call_was_answered_is_forgotten_on_cancel(
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    # The client's Forward crossed the answer: the replica answered by value, then read
+    # the Forward, and kept it (waiting for an answer already sent) until the client went.
+    fwd = echo_worker.forwarding
+    echo_peer.send(Call(1, "echo", [7]))
+    assert _next(echo_peer) == Result(1, [7])
+    echo_peer.send(Forward(1, "p.1", "p.2.0", _closed_port()))
+    echo_peer.send(Call(2, "echo", [8]))  # read after the Forward
+    assert _next(echo_peer) == Result(2, [8])
+    assert len(fwd.targets) == 1  # kept: the call may still have been running
+    echo_peer.send(Cancel([1]))  # the client got the value, and sends it on itself
+    echo_peer.send(Call(3, "echo", [9]))
+    assert _next(echo_peer) == Result(3, [9])
+    assert not fwd.targets

@@ -12,7 +12,8 @@ still in a demand backlog, or a call re-sent after its replica died, is covered)
 
 - producer still running there: ``Forward`` to it;
 - producer answered by value (it finished before the ``Forward`` came): the client
-  sends the value itself (``Deliver``), since it has it anyway;
+  sends the value itself (``Deliver``), since it has it anyway, and tells the producer's
+  replica to forget the ``Forward`` (``Cancel``), which it read after answering;
 - producer answered ``Ref`` (forwarded): ``Forward`` again; its replica keeps the value;
 - producer failed (a remote exception, or lost: died, poison, not idempotent): the
   client sends the failure on, and the consumer's replica answers the consumer call
@@ -50,7 +51,7 @@ from polybus.errors import (
     WorkerDiedError,
 )
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Deliver, Fetch, Fetched, Forward, Undelivered
+from polybus.wire.messages import Cancel, Deliver, Fetch, Fetched, Forward, Undelivered
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
@@ -62,7 +63,7 @@ FETCH_TIMEOUT = 300.0
 
 
 class Edge:
-    __slots__ = ("consumer", "failed", "key", "producer", "to", "watched")
+    __slots__ = ("asked", "consumer", "failed", "key", "producer", "to", "watched")
 
     def __init__(self, producer: CallRecord, consumer: CallRecord, key: str) -> None:
         self.producer = producer
@@ -71,6 +72,7 @@ class Edge:
         self.to: ReplicaLink | None = None  # where the consumer was placed last
         self.failed = ""  # the message of the failure the client sent ``to`` for it
         self.watched: ReplicaLink | None = None  # whose ``watch`` counts it
+        self.asked = False  # a Forward went for it while its producer was unanswered
 
 
 def _unsent(value: Any) -> bool:
@@ -185,6 +187,7 @@ class Forwarder:
         if p.done and e.watched is None:  # served from its store: read for an Undelivered
             e.watched = p.link
             p.link.watch += 1
+        e.asked = e.asked or not p.done
         self.reactor.flush(p.link)  # the Forward must follow the producer's call
         self.reactor.send(p.link, Forward(p.id, self.pkey(p), e.key, to.channel.peer))
 
@@ -274,6 +277,11 @@ class Forwarder:
         sent: set[str] = set()
         if rec.error is None and type(rec.value) is Ref:
             sent = set(rec.value.key)
+        elif any(e.asked for e in edges) and rec.link is not None and not rec.link.dead:
+            # Answered before its replica read our Forward, which it then keeps waiting
+            # for an answer already sent: Cancel tells it to forget (after the Forward,
+            # on the same connection). The value goes on from here (below).
+            self.reactor.send(rec.link, Cancel([rec.id]))
         for e in edges:
             if e.to is not None and not e.consumer.done and not e.failed and e.key not in sent:
                 self._connect(e)

@@ -6,8 +6,9 @@ a worker-to-worker connection authenticated with the cluster token. The client i
 answered ``Result(id, Ref("fwd", [keys delivered]))`` instead of the value, and the
 value is kept under ``pkey`` in a store of its own (`Forwarding.kept`, not the operand
 cache) for a ``Fetch`` or a later ``Forward`` (one that comes after the answer is served
-from there). A failure is sent on as ``Deliver(key, ok=False, [type, message, traceback])``
-and to the client as usual. A value it cannot send on (the consumer's replica unreachable,
+from there; one that comes after the call was answered by value is forgotten on the
+client's ``Cancel``). A failure is sent on as ``Deliver(key, ok=False, [type, message,
+traceback])`` and to the client as usual. A value it cannot send on (the consumer's replica unreachable,
 a value the codec cannot carry) is said to the client, ``Undelivered(key, to, type,
 message)``, which fails the consumer call: only the producer's replica knows.
 
@@ -168,6 +169,16 @@ class Forwarding:
             for to, key in tos:  # (if it cannot, the client sends the Fail on itself)
                 self._send(to, Deliver(key, False, [reply.type, reply.message, reply.traceback]))
         return reply
+
+    def forget(self, ch: Channel, ids: list[int]) -> None:
+        """``ch``'s client wants nothing more of calls ``ids`` (``Cancel``): their Forward
+        requests go. One that came after its call was answered by value was kept,
+        waiting for an answer already sent, until the client went."""
+        if not self.targets:
+            return
+        with self._lock:
+            for i in ids:
+                self.targets.pop((id(ch), i), None)
 
     # -- consumer side -----------------------------------------------------------------
     def hold(self, ch: Channel, call: Call) -> bool:

@@ -250,6 +250,7 @@ class Intake:
             case Cancel(ids=ids):
                 with self._lock:
                     self._queue.remove_ids(ch, set(ids))
+                self.forwarding.forget(ch, ids)
             case Steal(n=n, req=req):
                 with self._lock:
                     jobs = self._queue.steal(ch, n)
