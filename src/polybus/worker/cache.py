@@ -30,6 +30,7 @@ from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, CallBatch, Fail
 
 DEFAULT_CAPACITY = 512 * 1024 * 1024
+_SCALARS = frozenset({int, float, bool, type(None)})  # (held_bytes: no walk into these)
 
 
 def size_of(value: Any) -> int:
@@ -39,6 +40,34 @@ def size_of(value: Any) -> int:
     if isinstance(value, bytes | bytearray | str):
         return len(value)
     return sys.getsizeof(value)
+
+
+def held_bytes(value: Any) -> int:
+    """The memory a received value holds, about (its arrays' and buffers' bytes, and
+    its containers'): walked, as a list of lists of bytes is not the size of its outer
+    list. A container of numbers alone is counted without a Python step per item."""
+    total = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is np.ndarray:
+            total += v.nbytes
+        elif t is bytes or t is bytearray or t is str:
+            total += len(v)
+        elif t is list or t is tuple:
+            total += sys.getsizeof(v)
+            if _SCALARS.issuperset(map(type, v)):
+                total += 32 * len(v)
+            else:
+                stack.extend(v)
+        elif t is dict:
+            total += sys.getsizeof(v)
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        else:
+            total += size_of(v)
+    return total
 
 
 class OperandCache:

@@ -28,7 +28,6 @@ wait at once, and past that the oldest is dropped and its key remembered (as man
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -51,7 +50,7 @@ from polybus.wire.messages import (
     Result,
     Undelivered,
 )
-from polybus.worker.cache import OperandCache, size_of
+from polybus.worker.cache import OperandCache, held_bytes
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
@@ -70,7 +69,6 @@ TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates (and 
 # a peer's Delivers for keys no call names were kept for ever.
 ARRIVED_BOUND = 100_000
 ENTRY_BYTES = 200  # counted for each such value beside its own bytes (its key, its place)
-_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 @dataclass(eq=False)
@@ -248,7 +246,7 @@ class Forwarding:
         """Hold a value no call has taken yet (the lock held); past the bounds the oldest
         go (a value larger than the byte bound is kept alone, as the forward store does:
         max_frame bounds it), their keys remembered as dropped."""
-        n = ENTRY_BYTES + len(key) + _nbytes(value)
+        n = ENTRY_BYTES + len(key) + held_bytes(value)
         self._dropped.pop(key, None)  # (delivered again after it was dropped: kept now)
         self._arrived[key] = (ok, value, n)
         self._arrived_bytes += n
@@ -377,34 +375,6 @@ class Forwarding:
             peers, self._peers = self._peers, {}
         for ch in peers.values():
             ch.close()
-
-
-def _nbytes(value: Any) -> int:
-    """The memory a received value holds, about (its arrays' and buffers' bytes, and
-    its containers'): walked, as a list of lists of bytes is not the size of its outer
-    list. A container of numbers alone is counted without a Python step per item."""
-    total = 0
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        t = type(v)
-        if t is np.ndarray:
-            total += v.nbytes
-        elif t is bytes or t is bytearray or t is str:
-            total += len(v)
-        elif t is list or t is tuple:
-            total += sys.getsizeof(v)
-            if _SCALARS.issuperset(map(type, v)):
-                total += 32 * len(v)
-            else:
-                stack.extend(v)
-        elif t is dict:
-            total += sys.getsizeof(v)
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        else:
-            total += size_of(v)
-    return total
 
 
 def _refs(call: Call) -> list[tuple[int | str, Ref]]:
