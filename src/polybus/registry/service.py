@@ -10,11 +10,13 @@ import logging
 import socket
 import threading
 import time
+from functools import partial
 
 from polybus.errors import PolybusError
 from polybus.registry.state import RegistryState
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, HandshakeGate, authenticate, listen
+from polybus.transport.greeting import Greeting
 from polybus.wire.codec import Codec
 from polybus.wire.messages import (
     Goodbye,
@@ -41,10 +43,7 @@ class RegistryService:
         self._lock = threading.Lock()
         self._listener, self.address = listen(Address.parse(address))
         self._channels: set[Channel] = set()
-        # Accepted, in their handshake: for each, a duplicate of its descriptor, owned
-        # here, for close() to shut the connection down with. (The socket itself is no
-        # use for that: under TLS it is wrapped, and the wrapper takes its descriptor.)
-        self._greeting: set[socket.socket] = set()
+        self._greeting = Greeting("polybus-registry-conn")  # for close() to end
         self._gate = HandshakeGate()  # handshakes under way (connected peers not counted)
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._accept_loop, name="polybus-registry",
@@ -76,20 +75,12 @@ class RegistryService:
                     log.warning("registry: %d handshakes are under way, the most at once; "
                                 "new connections are closed until one ends", self._gate.limit)
                 continue
-            try:
-                waker = sock.dup()
-            except OSError:  # (out of descriptors: as if the gate were full)
+            # (Not started once close() began, or with no descriptor or thread to spare.)
+            if not self._greeting.start(sock, partial(self._serve, sock, peer)):
                 sock.close()
                 self._gate.leave()
-                continue
-            with self._lock:
                 if self._closed.is_set():
-                    sock.close()
-                    waker.close()
                     return
-                self._greeting.add(waker)  # (close() ends its handshake)
-            threading.Thread(target=self._serve, args=(sock, peer, waker), daemon=True,
-                             name="polybus-registry-conn").start()
 
     def _serve(self, sock: socket.socket, peer: object, waker: socket.socket) -> None:
         try:
@@ -99,9 +90,7 @@ class RegistryService:
                 log.warning("registry refused a connection: %s", exc)
             return
         finally:
-            with self._lock:
-                self._greeting.discard(waker)
-            waker.close()
+            self._greeting.done(waker)
             if (refused := self._gate.leave()) > 1:  # (the first was said when it came)
                 log.warning("registry: %d connections were closed while %d handshakes "
                             "were under way", refused, self._gate.limit)
@@ -177,9 +166,5 @@ class RegistryService:
         with self._lock:
             for ch in list(self._channels):
                 ch.close()
-            for sock in self._greeting:  # wakes its thread, which closes the connection
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+        self._greeting.end(timeout=0.0)  # handshakes under way end (their threads close)
         self._thread.join(timeout=2)

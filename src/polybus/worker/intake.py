@@ -18,6 +18,7 @@ from typing import Any
 from polybus.errors import PolybusError, ProtocolError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, HandshakeGate, authenticate
+from polybus.transport.greeting import Greeting
 from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import Codec
 from polybus.wire.messages import (
@@ -43,7 +44,6 @@ from polybus.wire.messages import (
 from polybus.worker.cache import FORWARDED, OperandCache, resolve_batch
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
-from polybus.worker.greeting import Greeting
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
 from polybus.worker.replies import send_quietly
@@ -99,7 +99,7 @@ class Intake:
                             gate.limit, where)
             return
         # The handshake runs apart from the poller, so a slow or hostile peer stalls no
-        # one; stop() ends it (greeting.py). Not started (stopping, or no descriptor or
+        # one; stop() ends it (transport/greeting.py). Not started (stopping, or no descriptor or
         # thread to spare): closed, as if the gate were full.
         if not self._greeting.start(sock, partial(self._handshake, sock, peer, where, gate)):
             sock.close()

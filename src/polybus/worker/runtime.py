@@ -23,6 +23,7 @@ from typing import Any
 
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, HandshakeGate, listen
+from polybus.transport.greeting import Greeting
 from polybus.transport.ring import fence
 from polybus.transport.shm import ShmChannel, spin
 from polybus.transport.wake import Wake
@@ -31,7 +32,6 @@ from polybus.worker import batching, direct
 from polybus.worker.cache import OperandCache
 from polybus.worker.direct import DIRECT_TYPES
 from polybus.worker.forwarding import Forwarding
-from polybus.worker.greeting import Greeting
 from polybus.worker.intake import Intake
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
@@ -70,7 +70,7 @@ class WorkerRuntime(Intake):
             raise
         self.addresses = list(self._listening)
         self._gates = {real: HandshakeGate() for real in self._listening}  # (intake.py)
-        self._greeting = Greeting(name)  # their threads, for stop() to end (intake.py)
+        self._greeting = Greeting(f"polybus-{name}-handshake")  # for stop() to end
         self.address = self.addresses[0]
         # Rung (once per call run while a client is paused, under the pool's lock) to end
         # the poller's sleep. Never blocks: sent blocking, the rings of a thread running

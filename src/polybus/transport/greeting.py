@@ -1,10 +1,11 @@
-"""A replica's connections in their handshake, each in a thread of its own (intake.py),
-for `stop()` to end: a peer that connected and said nothing held its thread (and its
-socket open, the peer waiting) for the handshake's timeout after the replica stopped.
+"""Accepted connections in their handshake, each in a thread of its own, for whoever
+accepted them (a replica, worker/intake.py; the registry, registry/service.py) to end
+when it stops: a peer that connected and said nothing held its thread (and its socket
+open, the peer waiting) for the handshake's timeout after the replica stopped.
 
-As the registry's (registry/service.py): each connection is held here by a duplicate
-of its descriptor, owned here, to shut it down with; the socket itself is no use for
-that, as under TLS it is wrapped and the wrapper takes its descriptor.
+Each connection is held here by a duplicate of its descriptor, owned here, to shut it
+down with; the socket itself is no use for that, as under TLS it is wrapped and the
+wrapper takes its descriptor.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ class Greeting:
     """The handshakes under way: started by `start`, each ended with `done`, and all of
     them cut short by `end`."""
 
-    def __init__(self, name: str) -> None:
-        self._name = name
+    def __init__(self, thread_name: str) -> None:
+        self._thread_name = thread_name  # each handshake's thread (and the connection's, after)
         self._lock = threading.Lock()
         self._under_way: dict[socket.socket, threading.Thread] = {}  # duplicate -> thread
         self._ended = False
@@ -35,7 +36,7 @@ class Greeting:
         except OSError:  # (out of descriptors)
             return False
         thread = threading.Thread(target=handshake, args=(waker,), daemon=True,
-                                  name=f"polybus-{self._name}-handshake")
+                                  name=self._thread_name)
         with self._lock:
             # Started under the lock: `end` finds every thread it is given started.
             started = not self._ended
