@@ -31,7 +31,15 @@ from polybus.transport import ring as _ring
 from polybus.transport.channel import Channel
 from polybus.transport.spinning import SPIN_S, spin_until
 from polybus.wire.codec import OOB_BYTES
-from polybus.wire.framing import _BIG, JOIN_MAX, PREFIX, encode_frame, split, too_large
+from polybus.wire.framing import (
+    _BIG,
+    JOIN_MAX,
+    PREFIX,
+    encode_frame,
+    pieces_size,
+    split,
+    too_large,
+)
 from polybus.wire.messages import Message, Result
 
 __all__ = ["RingChannel"]
@@ -42,14 +50,6 @@ _WRITTEN, _READ, _AWAKE = _ring._WRITTEN, _ring._READ, _ring._AWAKE
 # Answer values encoded as they are, with no hook to call (no buffers, no pickle).
 _PLAIN = frozenset({type(None), bool, int, float, str, bytes})
 _yield = getattr(os, "sched_yield", lambda: None)  # (as spinning.py: a peer on this CPU runs)
-
-
-def _size(pieces: list[Any]) -> int:
-    """The bytes in ``pieces`` (bytes, memoryviews, arrays)."""
-    size = 0
-    for p in pieces:
-        size += len(p) if type(p) is bytes else p.nbytes
-    return size
 
 
 class RingChannel(Channel):
@@ -155,7 +155,7 @@ class RingChannel(Channel):
             total = 0
             if len(pieces) == 1 and type(pieces[0]) is bytes and (n := tx.write_small(pieces[0])):
                 pieces, total = [], n  # the common small frame, in one go
-            elif len(pieces) > 1 and _size(pieces) <= JOIN_MAX and (n := tx.write_small(b"".join(pieces))):
+            elif len(pieces) > 1 and pieces_size(pieces) <= JOIN_MAX and (n := tx.write_small(b"".join(pieces))):
                 pieces, total = [], n  # small pieces (segment notes and a frame): joined
             for piece in pieces:
                 view = memoryview(piece).cast("B")

@@ -30,7 +30,14 @@ from polybus.transport.shmshare import (
     shelf,
 )
 from polybus.wire.codec import Codec
-from polybus.wire.framing import Frame, body_length, encode_frame, frame_prefix, too_large
+from polybus.wire.framing import (
+    Frame,
+    body_length,
+    encode_frame,
+    frame_prefix,
+    pieces_size,
+    too_large,
+)
 from polybus.wire.messages import Message, Put
 
 __all__ = ["FD_READONLY", "FLAG_CTL", "FLAG_SHM", "MAX_FDS", "MAX_FDS_PENDING", "SegmentFrames"]
@@ -65,10 +72,6 @@ def _contiguous(b: bytes | memoryview | np.ndarray[Any, Any]) -> bytes | memoryv
 def _lens(bufs: list[bytes | memoryview | np.ndarray[Any, Any]]) -> list[int]:
     """The byte length of each buffer of a message (arrays left to gather included)."""
     return [b.nbytes if isinstance(b, np.ndarray) else memoryview(b).nbytes for b in bufs]
-
-
-def _nbytes(pieces: list[bytes | memoryview]) -> int:
-    return sum(memoryview(p).nbytes for p in pieces)
 
 
 def _u64s(ids: list[int]) -> bytes:
@@ -189,7 +192,7 @@ class SegmentFrames:
         self._fds_out.extend(fds)
         pieces = encode_frame(header, [_contiguous(b) for b in out], self.codec.max_frame,
                               FLAG_SHM)
-        self.shm_overhead_sent += (_nbytes(pieces) + moved
+        self.shm_overhead_sent += (pieces_size(pieces) + moved
                                    - 4 - body_length(len(header), lens))
         return pieces
 
@@ -229,7 +232,7 @@ class SegmentFrames:
             forget, self._forget_out = self._forget_out, []
         pieces = encode_frame(b"", [_u64s(released), _u64s(forget)], self.codec.max_frame,
                               FLAG_CTL)
-        self.shm_overhead_sent += _nbytes(pieces)
+        self.shm_overhead_sent += pieces_size(pieces)
         return pieces
 
     def _acquire(self, n: int) -> Segment | None:

@@ -101,6 +101,14 @@ def frame_prefix(header_len: int, buffer_lens: list[int], max_frame: int, flags:
     return _prefix(body_length(header_len, buffer_lens), header_len, buffer_lens, max_frame, flags)
 
 
+def pieces_size(pieces: list[Any]) -> int:
+    """The bytes in a frame's ``pieces`` (bytes, bytearrays, memoryviews, arrays)."""
+    size = 0
+    for p in pieces:
+        size += len(p) if type(p) is bytes or type(p) is bytearray else p.nbytes
+    return size
+
+
 def encode_frame(header: bytes, buffers: list[bytes | memoryview] | None = None,
                  max_frame: int = DEFAULT_MAX_FRAME, flags: int = 0) -> list[bytes | memoryview]:
     """The pieces to write, in order (for sendmsg / writelines). Buffers are not copied,
