@@ -31,6 +31,7 @@ class StopSignals:
 
     def __init__(self, signals: Iterable[signal.Signals]) -> None:
         self.signum: int | None = None
+        self.requested = False  # `request` was called: a stop asked for without a signal
         self._pid = os.getpid()
         self._r, self._w = os.pipe()  # (close-on-exec: no child inherits them)
         os.set_blocking(self._r, False)
@@ -63,11 +64,21 @@ class StopSignals:
             except OSError:  # (the pipe is full: the flag is what counts)
                 pass
 
+    def request(self) -> None:
+        """Stop `wait` as a signal would, from any thread (an engine's own stop: the
+        mpi engine's ranks are told to stop by a message, not a signal)."""
+        self.requested = True
+        if self._open:
+            try:
+                os.write(self._w, b"\0")
+            except OSError:
+                pass
+
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until a signal has come (True) or ``timeout`` seconds pass (False). A
-        byte in the pipe with no signal noted wakes nothing: only ``signum`` ends it."""
+        """Block until a signal has come or `request` was called (True), or ``timeout``
+        seconds pass (False). A byte in the pipe with neither noted wakes nothing."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.signum is None and self._open:
+        while self.signum is None and not self.requested and self._open:
             left = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
             if left <= 0:
                 break
@@ -77,7 +88,7 @@ class StopSignals:
                     os.read(self._r, 4096)
                 except OSError:  # (BlockingIOError: another holder of the pipe read it)
                     pass
-        return self.signum is not None
+        return self.signum is not None or self.requested
 
     def close(self) -> None:
         """Close the pipe; the handlers stay, and still note a signal. A `wait` after

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from polybus.config.model import ModuleSpec, ReplicaSpec
@@ -81,10 +82,14 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
           listen: str | Sequence[str] = "tcp://127.0.0.1:0", spec: ModuleSpec | None = None,
           replica: ReplicaSpec | None = None, heartbeat: float = 1.0,
           max_frame: int = 1 << 30, exit_with_parent: bool = False,
-          parent: int | None = None, http: Sequence[str] = ()) -> None:
+          parent: int | None = None, http: Sequence[str] = (), advertise: str | None = None,
+          on_serving: Callable[[Callable[[], None]], None] | None = None) -> None:
     """Serve until SIGTERM/SIGINT. ``http``: interfaces that [serve] routes call; each is
     also served as ``<name>@http``, answering in response form (http/response.py).
-    ``exit_with_parent``: SIGTERM when the parent ends, or now if it is not ``parent``."""
+    ``exit_with_parent``: SIGTERM when the parent ends, or now if it is not ``parent``.
+    ``advertise``: the host registered for a TCP address bound to a wildcard (0.0.0.0,
+    ::), which no peer can dial. ``on_serving``: called once registered, with a function
+    that stops the serving from any thread (the mpi engine's ranks are stopped so)."""
     if exit_with_parent:
         # Started by a run's engine, which stops it (SIGTERM, or by dying). A terminal's
         # Ctrl-C goes to the whole process group: the run must get it with its replicas
@@ -108,22 +113,27 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         if n in functions:
             functions[n + HTTP_SUFFIX] = http_form(functions[n])
     runtime = WorkerRuntime(name, functions, token, listen, options)
+    addresses = [dataclasses.replace(a, host=advertise)
+                 if advertise and a.scheme == "tcp" and a.host in _WILDCARDS else a
+                 for a in runtime.addresses]
     try:
-        check_certificate(runtime.addresses)
+        check_certificate(addresses)
     except BaseException:
         runtime.stop()
         if procs is not None:
             procs.close()
         raise
     runtime.start()
-    me = Replica(name, module_key, str(runtime.address), sorted(functions),
-                 runtime.options.speed, os.getpid(), [str(a) for a in runtime.addresses])
+    me = Replica(name, module_key, str(addresses[0]), sorted(functions),
+                 runtime.options.speed, os.getpid(), [str(a) for a in addresses])
     membership = Membership(client, me, heartbeat, say=_say)
     stop = StopSignals((signal.SIGTERM,) if exit_with_parent else (signal.SIGTERM, signal.SIGINT))
     try:
         membership.start()
         print(f"polybus worker {name}: serving {', '.join(sorted(functions))} "
-              f"at {runtime.address}", file=sys.stderr, flush=True)
+              f"at {addresses[0]}", file=sys.stderr, flush=True)
+        if on_serving is not None:
+            on_serving(stop.request)
         stop.wait()
     finally:
         stop.close()
