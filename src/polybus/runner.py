@@ -21,7 +21,7 @@ from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, Origin
 from polybus.config.overrides import toml_value
-from polybus.engines.base import Cluster
+from polybus.engines.base import Cluster, Engine
 from polybus.errors import (
     ConfigError,
     ConfigWarning,
@@ -186,12 +186,17 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
     registered there. Everything started is stopped at the end, however it ends.
     ``worker_output``: where the local engine forwards its workers' lines, if anywhere."""
     registry = registry or app.cluster.registry
-    kind = app.cluster.engine  # (mpi and ray are refused when the configuration loads)
+    kind = app.cluster.engine  # (ray is refused when the configuration loads)
+    if kind == "mpi" and registry:
+        raise ConfigError("the mpi engine starts its own registry on rank 0; it uses no "
+                          "other", file=str(app.path), key="cluster.registry",
+                          hint="remove [cluster] registry (and --registry), or use the "
+                               "hosts engine")
     if kind == "hosts" and not registry:
         raise ConfigError("the hosts engine uses workers already running; it needs their "
                           "registry", file=str(app.path), key="cluster.registry",
                           hint="set registry = \"HOST:PORT\" or pass --registry")
-    engine = None
+    engine: Engine | None = None
     # Every connection of this run (embedded registry, client) follows [cluster] tls;
     # the workers the engine starts read the same configuration and do the same.
     previous_tls = tls.current()
@@ -202,9 +207,7 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
             assert token is not None
             yield Cluster(str(registry), token)
         else:
-            from polybus.engines.local import LocalEngine
-
-            engine = LocalEngine(app, overrides, echo=worker_output)
+            engine = _engine(app, overrides, worker_output)
             cluster = engine.start()
             try:
                 yield cluster
@@ -217,3 +220,18 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
         if engine is not None:
             engine.stop()
         tls.configure(previous_tls)
+
+
+def _engine(app: AppConfig, overrides: tuple[str, ...], echo: TextIO | None) -> Engine:
+    """The engine that starts this run's replicas (each imported only when named). Under
+    the mpi engine, every rank but 0 serves its replica here and exits."""
+    if app.cluster.engine == "mpi":
+        from polybus.engines.mpi import MpiEngine
+
+        mpi = MpiEngine(app, overrides, echo=echo)
+        if mpi.rank != 0:
+            mpi.serve_rank()
+        return mpi
+    from polybus.engines.local import LocalEngine
+
+    return LocalEngine(app, overrides, echo=echo)

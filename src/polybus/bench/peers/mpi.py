@@ -33,6 +33,7 @@ from polybus.bench.placement import DEFAULT, Placement, cpu_sets
 from polybus.bench.stats import Stat, summarize
 
 __all__ = ["BTL", "BTLS", "bandwidth_gbps", "calls_per_s", "describe", "ep_seconds", "launch",
+           "launcher",
            "matmul_seconds", "mpiexec", "rtt_us", "sort_seconds"]
 
 BTL = "self,sm"
@@ -61,6 +62,18 @@ def describe() -> dict[str, Any]:
             else "host namespace (unshare not permitted); ranks use shared memory only"}
 
 
+def launcher() -> list[str]:
+    """``mpiexec`` and the options every launch here takes: in a private loopback-only
+    network namespace when permitted (Open MPI's launcher listens on every interface it
+    finds), ranks placed freely, as many as asked whatever the cores, and allowed to run
+    as root (or as the namespace's root)."""
+    prefix = _netns_prefix()
+    argv = [*prefix, mpiexec(), "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0 or prefix[1:2] == ["-rn"]:
+        argv.append("--allow-run-as-root")
+    return argv
+
+
 def launch(name: str, args: Sequence[Any], ranks: int, timeout: float = 600,
            yield_idle: bool = False, transport: str = "sm") -> dict[str, Any]:
     """Run program ``name`` on ``ranks`` ranks over ``transport``; rank 0's JSON result.
@@ -74,12 +87,9 @@ def launch(name: str, args: Sequence[Any], ranks: int, timeout: float = 600,
     if transport == "tcp" and not _netns_prefix():
         raise PeerUnavailable("mpi4py over tcp runs only in a private loopback-only network "
                               "namespace, which this machine does not permit (unshare -n)")
-    argv = [*_netns_prefix(), mpiexec(), "--oversubscribe", "--bind-to", "none",
-            *BTLS[transport], "-n", str(ranks)]
+    argv = [*launcher(), *BTLS[transport], "-n", str(ranks)]
     if yield_idle:
         argv[-2:-2] = ["--mca", "mpi_yield_when_idle", "1"]
-    if os.geteuid() == 0 or _netns_prefix()[1:2] == ["-rn"]:
-        argv.insert(len(_netns_prefix()) + 1, "--allow-run-as-root")
     argv += [PYTHON, "-m", "polybus.bench.peers.mpi_programs", name, json.dumps(list(args))]
     # Open MPI leaves its shared-memory backing files in /dev/shm when a launch ends;
     # give them a directory of ours and remove it afterwards.

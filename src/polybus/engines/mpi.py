@@ -1,0 +1,245 @@
+"""The mpi engine: a program launched by ``mpiexec`` (or ``srun``), one rank per replica.
+
+``mpiexec -n 1+R polybus run app.toml --set cluster.engine=mpi``, where R is the number
+of replicas the configuration's server modules ask for. Every rank loads the same
+configuration. Rank 0 runs the registry and the client; rank i (1..R) serves the i-th
+replica, the server modules taken in their order in the file and each module's
+replicas in order (`replica_of`). MPI carries the start and the end only:
+
+1. rank 0 makes the run's token and the registry, and broadcasts both (MPI's own
+   channels are the launcher's, inside the job; see docs/security.md);
+2. each other rank serves its replica and registers; one that cannot start (a module
+   that does not import) sends rank 0 its error, which rank 0 raises, naming the rank;
+3. when the client is done, rank 0 sends each rank a stop; each stops serving and its
+   process exits (as dask-mpi's workers do: a rank that served never returns to the
+   program that called `polybus.run`).
+
+Calls travel on polybus's own transports, as with any engine: TCP, and the module's
+``ipc`` or ``shm`` between ranks on rank 0's host. Placement is the launcher's
+(``--host``, ``--map-by``). Across hosts, ``[cluster] listen_host`` must be an address
+the other hosts reach: a wildcard (``"0.0.0.0"``) binds every interface and registers
+each rank's host name. mpi4py is imported only here (``pip install polybus[mpi]``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from polybus.config.model import AppConfig, ModuleSpec, ReplicaSpec
+from polybus.engines.base import Cluster
+from polybus.engines.local import START_TIMEOUT, transports_for
+from polybus.engines.rundir import make_run_dir
+from polybus.errors import ConfigError, PolybusError, TransportError
+from polybus.registry.client import RegistryClient
+from polybus.registry.service import RegistryService
+from polybus.token import make_token
+
+__all__ = ["MpiEngine", "replica_of", "replicas_in_order"]
+
+TAG_FAILED = 7101  # a rank could not start: its error, to rank 0
+TAG_STOP = 7102    # rank 0 to each rank: the client is done
+_WILDCARDS = ("0.0.0.0", "::", "")
+_STOP_POLL_S = 0.05  # how often a serving rank looks for its stop (no busy MPI wait)
+_FAILED_WAIT_S = 60.0  # a rank that failed waits this long for rank 0's stop, at most
+
+
+def replicas_in_order(app: AppConfig) -> list[tuple[ModuleSpec, ReplicaSpec]]:
+    """Every replica the configuration asks for: server modules in the file's order,
+    each module's replicas in order. Rank i (from 1) serves entry i - 1."""
+    return [(m, r) for m in app.servers() for r in m.replication]
+
+
+def replica_of(app: AppConfig, rank: int) -> tuple[ModuleSpec, ReplicaSpec]:
+    return replicas_in_order(app)[rank - 1]
+
+
+# Set in each process a launcher starts (Open MPI and PMIx, MPICH's Hydra and PMI, Slurm's
+# srun). Without one, MPI is not initialized at all: a process that no launcher started
+# is told how to launch (initializing MPI alone, as a singleton, ended a test runner).
+_LAUNCHED_BY = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID")
+
+
+def _launched() -> bool:
+    return any(v in os.environ for v in _LAUNCHED_BY)
+
+
+def _world() -> Any:
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise ConfigError(f"the mpi engine needs mpi4py, which does not import ({exc})",
+                          key="cluster.engine",
+                          hint="pip install 'polybus[mpi]' (mpi4py and Open MPI)") from None
+    return MPI
+
+
+def _check_size(app: AppConfig, size: int) -> None:
+    """The same check on every rank, so every rank stops with the same error (none is
+    left waiting in a broadcast the others never make)."""
+    want = 1 + len(replicas_in_order(app))
+    if size != want:
+        launched = "without mpiexec (1 process)" if size == 1 else f"on {size} ranks"
+        raise ConfigError(
+            f"the mpi engine runs one rank for the client and one per replica: this "
+            f"configuration has {want - 1} replica(s), so {want} ranks; it was started "
+            f"{launched}", file=str(app.path), key="cluster.engine",
+            hint=f"mpiexec -n {want} polybus run {app.path.name} ...")
+
+
+def _dialled(host: str) -> str:
+    """The host others dial for one bound to ``host`` (a wildcard: this host's name)."""
+    return socket.gethostname() if host in _WILDCARDS else host
+
+
+class MpiEngine:
+    """Rank 0's side (`start`, `stop`); the other ranks call `serve_rank` and never
+    return."""
+
+    def __init__(self, app: AppConfig, overrides: tuple[str, ...] = (),
+                 start_timeout: float = START_TIMEOUT, echo: TextIO | None = None) -> None:
+        self.app = app
+        self.overrides = overrides
+        self.start_timeout = start_timeout
+        if not _launched():
+            _check_size(app, 1)  # (raises: one process, no launcher)
+        self.mpi = _world()
+        self.comm = self.mpi.COMM_WORLD
+        self.rank: int = self.comm.Get_rank()
+        self.registry: RegistryService | None = None
+        self._started = False
+
+    def start(self) -> Cluster:
+        t0 = time.perf_counter()
+        _check_size(self.app, self.comm.Get_size())
+        cluster = self.app.cluster
+        token = make_token()
+        try:
+            self.registry = RegistryService(token, f"tcp://{cluster.listen_host}:0",
+                                            ttl=3 * cluster.heartbeat)
+            address = self.registry.address
+            dialled = f"tcp://{_dialled(address.host)}:{address.port}"
+            self.comm.bcast({"token": token, "registry": dialled,
+                             "host": self.mpi.Get_processor_name()}, root=0)
+            self._started = True
+            self._wait_ready(str(address), token)
+        except BaseException:
+            self.stop()
+            raise
+        return Cluster(str(address), token, time.perf_counter() - t0)
+
+    def _wait_ready(self, registry: str, token: bytes) -> None:
+        names = {r.name: i + 1 for i, (_, r) in enumerate(replicas_in_order(self.app))}
+        client = RegistryClient(registry, token)
+        deadline = time.monotonic() + self.start_timeout
+        try:
+            while True:
+                status = self.mpi.Status()
+                if self.comm.iprobe(source=self.mpi.ANY_SOURCE, tag=TAG_FAILED, status=status):
+                    rank = status.Get_source()
+                    why = self.comm.recv(source=rank, tag=TAG_FAILED)
+                    name = next((n for n, r in names.items() if r == rank), "?")
+                    raise PolybusError(f"worker {name} (mpi rank {rank}) could not start: {why}")
+                missing = set(names) - {r.name for r in client.resolve()}
+                if not missing:
+                    return
+                if time.monotonic() > deadline:
+                    ranks = ", ".join(f"{n} (rank {names[n]})" for n in sorted(missing))
+                    raise TransportError(
+                        f"not registered within {self.start_timeout:g} s: {ranks}; is "
+                        f"[cluster] listen_host ({self.app.cluster.listen_host!r}) an "
+                        f"address every rank's host reaches?")
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        """Every serving rank told to stop (each exits once it has), the registry closed."""
+        if self._started:
+            self._started = False
+            reqs = [self.comm.isend(None, dest=r, tag=TAG_STOP)
+                    for r in range(1, self.comm.Get_size())]
+            self.mpi.Request.waitall(reqs)
+        if self.registry is not None:
+            self.registry.close()
+            self.registry = None
+
+    def ended(self, settle: float = 0.0) -> list[str]:
+        """What became of the replicas: under MPI a rank that dies ends the whole job
+        (the launcher's rule), so nothing is left to report from here."""
+        return []
+
+    def serve_rank(self) -> NoReturn:
+        """This rank's replica, served until rank 0 says stop; then the process exits
+        (status 0, or 1 if the replica could not start)."""
+        _check_size(self.app, self.comm.Get_size())
+        start = self.comm.bcast(None, root=0)
+        stopped = threading.Event()
+        stop_serving: list[Any] = []
+
+        def watch() -> None:  # rank 0's stop, looked for now and then (MPI would spin)
+            req = self.comm.irecv(source=0, tag=TAG_STOP)
+            while not req.test()[0]:
+                time.sleep(_STOP_POLL_S)
+            stopped.set()
+            for f in stop_serving:
+                f()
+
+        threading.Thread(target=watch, name="polybus-mpi-stop", daemon=True).start()
+
+        def serving(stop: Any) -> None:
+            stop_serving.append(stop)
+            if stopped.is_set():
+                stop()
+
+        rundir: Path | None = None
+        status = 0
+        try:
+            rundir = self._serve(start, serving)
+        except BaseException as exc:  # (told to rank 0, which raises it for the run)
+            status = 1
+            self.comm.send(f"{type(exc).__name__}: {exc}", dest=0, tag=TAG_FAILED)
+            stopped.wait(_FAILED_WAIT_S)
+        finally:
+            if rundir is not None:
+                shutil.rmtree(rundir, ignore_errors=True)
+        sys.stdout.flush()
+        sys.exit(status)
+
+    def _serve(self, start: dict[str, Any], serving: Any) -> Path | None:
+        from polybus.transport import tls
+        from polybus.worker.main import serve
+
+        module, replica = replica_of(self.app, self.rank)
+        cluster = self.app.cluster
+        here = self.mpi.Get_processor_name() == start["host"]
+        if not here and cluster.listen_host in ("127.0.0.1", "::1", "localhost"):
+            raise ConfigError(
+                f"this rank is on {self.mpi.Get_processor_name()}, rank 0 on "
+                f"{start['host']}: listening on {cluster.listen_host} it cannot be reached",
+                file=str(self.app.path), key="cluster.listen_host",
+                hint='listen_host = "0.0.0.0" (every interface; each rank registers its '
+                     'host name), with [cluster] tls for traffic between hosts')
+        tls.configure_cluster(cluster)
+        # ipc and shm between processes of rank 0's host only; tcp everywhere.
+        schemes = transports_for(self.app, module.key) if here else ["tcp"]
+        rundir = make_run_dir() if any(s != "tcp" for s in schemes) else None
+        listen = [f"tcp://{cluster.listen_host}:0" if rundir is None or s == "tcp"
+                  else f"{s}://{rundir / f'{replica.name}.{s}'}" for s in schemes]
+        http = self.app.serve.interfaces_of(module.key) if self.app.serve is not None else []
+        try:
+            serve(registry=start["registry"], module_path=module.source, name=replica.name,
+                  module_key=module.key, token=start["token"], listen=listen, spec=module,
+                  replica=replica, heartbeat=cluster.heartbeat, max_frame=cluster.max_frame,
+                  http=http, advertise=socket.gethostname(), on_serving=serving)
+        except BaseException:
+            if rundir is not None:
+                shutil.rmtree(rundir, ignore_errors=True)
+            raise
+        return rundir

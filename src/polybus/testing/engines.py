@@ -1,0 +1,168 @@
+"""Conformance checks every engine passes: the same programs, started the engine's way,
+give the same answers and the same errors.
+
+An engine is given by how ``polybus run`` is launched under it (`command`): the local
+engine runs the command as it is; the mpi engine runs it under ``mpiexec`` with one rank
+for the client and one per replica. `CASES` are the checks; `check(engine, case, where)`
+writes the case's program into ``where``, runs it (bounded in time; the process group
+it starts is killed if it overruns) and raises AssertionError, with the run's output,
+if the run does not behave as the case says. A new engine is added to `ENGINES` and
+passes every case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from polybus.testing.apps import write_app
+
+__all__ = ["CASES", "ENGINES", "Case", "check", "command", "mpi_unavailable"]
+
+ENGINES = ("local", "mpi")
+TIMEOUT_S = 120.0
+
+_SERVER = """\
+    import os
+
+    import numpy as np
+
+
+    def work(x):
+        if x == "boom":
+            raise ValueError("boom asked for")
+        return [os.getpid(), x * 2]
+
+
+    def scaled(b, i):
+        return float(np.asarray(b).sum()) * i
+"""
+_CLIENT = """\
+    import numpy as np
+    from polybus import use, wait
+
+    work = use("work")
+    scaled = use("scaled")
+
+
+    def main(kind="answers"):
+        if kind == "boom":
+            return wait(work("boom"))
+        if kind == "cached":
+            b = np.arange(100_000, dtype=np.float64)
+            return [wait(p) for p in [scaled(b, i) for i in range(6)]]
+        got = [wait(p) for p in [work(i) for i in range(12)]]
+        return {"processes": len({g[0] for g in got}), "values": [g[1] for g in got]}
+"""
+_TOML = """\
+    [modules.server]
+    source = "server.py"
+    replication = 2
+    define.work = {{}}
+    define.scaled = {{ cache = ["b"] }}
+    {server}
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+    args = ["{kind}"]
+    use.work = {{ callstyle = "async" }}
+    use.scaled = {{ callstyle = "async" }}
+
+    [bind]
+    "client.work" = "server.work"
+    "client.scaled" = "server.scaled"
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    """A program (the client's ``kind``, lines added to ``[modules.server]``) and what
+    its run must give: the result, or a failed run whose error output holds each of
+    ``error``."""
+
+    name: str
+    kind: str
+    server: str = ""
+    result: Any = None
+    error: tuple[str, ...] = ()
+    server_source: str = _SERVER
+    replicas: int = 2
+
+
+_SUM = float(sum(range(100_000)))
+_ANSWERS = {"processes": 2, "values": [2 * i for i in range(12)]}
+CASES = (
+    Case("answers over tcp", "answers", result=_ANSWERS),
+    Case("answers over shm", "answers", 'transport = "shm"', result=_ANSWERS),
+    Case("answers over ipc", "answers", 'transport = "ipc"', result=_ANSWERS),
+    Case("cached operand", "cached", 'transport = "shm"', result=[_SUM * i for i in range(6)]),
+    Case("a call that raises", "boom", error=("remote traceback", "ValueError: boom asked for")),
+    Case("a module that does not import", "answers",
+         server_source=("def work(x):\n    return x\n\n\ndef scaled(b, i):\n    return i\n\n\n"
+                        "raise RuntimeError('this module refuses to load')\n"),
+         error=("could not start", "this module refuses to load")),
+)
+
+
+def mpi_unavailable() -> str | None:
+    """Why the mpi engine cannot be launched here, or None."""
+    try:
+        from polybus.bench.peers.mpi import mpiexec
+
+        mpiexec()
+    except Exception as exc:  # (PeerUnavailable: mpi4py or mpiexec missing)
+        return str(exc)
+    return None
+
+
+def command(engine: str, app: Path, replicas: int, out: Path,
+            ranks: int | None = None) -> list[str]:
+    """The argv that runs ``app`` under ``engine``, writing its result to ``out``; under
+    mpi on ``ranks`` ranks (by default the right number, one more than ``replicas``)."""
+    run = [sys.executable, "-m", "polybus", "run", str(app), "--json", str(out), "--quiet",
+           "--set", f'cluster.engine="{engine}"']
+    if engine == "local":
+        return run
+    if engine != "mpi":
+        raise ValueError(f"unknown engine {engine!r} (one of {ENGINES})")
+    from polybus.bench.peers.mpi import launcher
+
+    # (in a private loopback-only network namespace where permitted, as the bench runs)
+    argv = launcher()
+    return [*argv, "-n", str(1 + replicas if ranks is None else ranks), *run]
+
+
+def check(engine: str, case: Case, where: Path) -> Any:
+    """Run ``case`` under ``engine`` in ``where``; its result (AssertionError if the run
+    does not do what the case says)."""
+    app = write_app(where, server=case.server_source, client=_CLIENT,
+                    toml=_TOML.format(server=case.server, kind=case.kind))
+    out = where / "result.json"
+    argv = command(engine, app, case.replicas, out)
+    proc = subprocess.Popen(argv, cwd=where, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # (the group this call started, alone)
+        stdout, stderr = proc.communicate()
+        raise AssertionError(f"{engine}: {case.name}: no end within {TIMEOUT_S:g} s\n"
+                             f"{stderr.decode(errors='replace')[-3000:]}") from None
+    text = (stdout + stderr).decode(errors="replace")
+    said = f"{engine}: {case.name}: exit status {proc.returncode}\n{text[-3000:]}"
+    if case.error:
+        assert proc.returncode != 0, said
+        for words in case.error:
+            assert words in text, f"{said}\n(expected {words!r} in the output)"
+        return None
+    assert proc.returncode == 0, said
+    result = json.loads(out.read_text())["result"]
+    assert result == case.result, f"{said}\nresult {result!r}, expected {case.result!r}"
+    return result

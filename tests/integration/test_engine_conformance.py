@@ -1,0 +1,23 @@
+"""Every engine passes the same checks (polybus/testing/engines.py): the same programs
+give the same answers and the same errors, started locally or under mpiexec."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from polybus.testing.engines import CASES, ENGINES, Case, check, mpi_unavailable
+
+from .conftest import descendants
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_engine_conformance(engine: str, case: Case, tmp_path: Path) -> None:
+    if engine == "mpi" and (why := mpi_unavailable()):
+        pytest.skip(f"mpi engine: {why}")
+    before = descendants(os.getpid())
+    check(engine, case, tmp_path)
+    assert descendants(os.getpid()) <= before  # every rank and worker ended

@@ -1,0 +1,85 @@
+"""The mpi engine's pure parts: which rank serves which replica, the rank count every
+rank checks alike, and what a configuration may not ask of it."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+import polybus
+from polybus.config import load
+from polybus.engines import mpi
+from polybus.engines.mpi import _check_size, replica_of, replicas_in_order
+from polybus.errors import ConfigError
+from polybus.stopsignals import StopSignals
+from polybus.testing.apps import write_app
+
+TWO_SERVERS = """\
+    [modules.a]
+    source = "server.py"
+    replication = 2
+    [modules.b]
+    source = "server.py"
+    replication = 3
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+    [bind]
+    "client.f" = "b.f"
+    [cluster]
+    engine = "mpi"
+"""
+
+
+CLIENT = "from polybus import use\n\nf = use('f')\n\n\ndef main():\n    return f(1)\n"
+
+
+def _app(tmp_path: Path) -> Path:
+    return write_app(tmp_path, server="def f(x):\n    return x\n",
+                     client=CLIENT, toml=TWO_SERVERS)
+
+
+def test_ranks_serve_the_replicas_in_the_files_order(tmp_path: Path) -> None:
+    app = load(_app(tmp_path))
+    names = [r.name for _, r in replicas_in_order(app)]
+    assert names == ["a-0", "a-1", "b-0", "b-1", "b-2"]
+    module, replica = replica_of(app, 3)  # rank 0 is the client's
+    assert (module.key, replica.name) == ("b", "b-0")
+
+
+@pytest.mark.parametrize("size", [1, 5, 7])
+def test_a_wrong_rank_count_names_the_right_one(tmp_path: Path, size: int) -> None:
+    app = load(_app(tmp_path))
+    _check_size(app, 6)  # 1 client + 5 replicas: no error
+    with pytest.raises(ConfigError) as info:
+        _check_size(app, size)
+    assert info.value.key == "cluster.engine"
+    assert "so 6 ranks" in str(info.value) and "mpiexec -n 6" in str(info.value)
+
+
+def test_the_mpi_engine_with_a_registry_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        polybus.run(_app(tmp_path), {"cluster.registry": "127.0.0.1:7700"})
+    assert info.value.key == "cluster.registry" and "mpi" in str(info.value)
+
+
+def test_run_without_mpiexec_says_how_to_launch(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    for v in mpi._LAUNCHED_BY:
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setattr(mpi, "_world", lambda: pytest.fail("MPI initialized unlaunched"))
+    with pytest.raises(ConfigError) as info:
+        polybus.run(_app(tmp_path))
+    assert "started without mpiexec" in str(info.value)
+
+
+def test_request_ends_a_wait_from_another_thread() -> None:
+    stop = StopSignals(())
+    try:
+        threading.Timer(0.05, stop.request).start()
+        assert stop.wait(10.0) is True
+        assert stop.requested and stop.signum is None
+    finally:
+        stop.close()
