@@ -186,10 +186,10 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
     registered there. Everything started is stopped at the end, however it ends.
     ``worker_output``: where the local engine forwards its workers' lines, if anywhere."""
     registry = registry or app.cluster.registry
-    kind = app.cluster.engine  # (ray is refused when the configuration loads)
-    if kind == "mpi" and registry:
-        raise ConfigError("the mpi engine starts its own registry on rank 0; it uses no "
-                          "other", file=str(app.path), key="cluster.registry",
+    kind = app.cluster.engine
+    if kind in ("mpi", "ray") and registry:
+        raise ConfigError(f"the {kind} engine starts its own registry; it uses no other",
+                          file=str(app.path), key="cluster.registry",
                           hint="remove [cluster] registry (and --registry), or use the "
                                "hosts engine")
     if kind == "hosts" and not registry:
@@ -232,6 +232,10 @@ def _engine(app: AppConfig, overrides: tuple[str, ...], echo: TextIO | None) -> 
         if mpi.rank != 0:
             mpi.serve_rank()
         return mpi
+    if app.cluster.engine == "ray":
+        from polybus.engines.ray import RayEngine
+
+        return RayEngine(app, overrides, echo=echo)
     from polybus.engines.local import LocalEngine
 
     return LocalEngine(app, overrides, echo=echo)

@@ -1,5 +1,6 @@
 """Every engine passes the same checks (polybus/testing/engines.py): the same programs
-give the same answers and the same errors, started locally or under mpiexec."""
+give the same answers and the same errors, started locally, under mpiexec or as Ray
+actors."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from polybus.testing.engines import CASES, ENGINES, Case, check, mpi_unavailable
+from polybus.testing.engines import CASES, ENGINES, Case, check, unavailable
 
 from .conftest import descendants
 
@@ -16,8 +17,8 @@ from .conftest import descendants
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_engine_conformance(engine: str, case: Case, tmp_path: Path) -> None:
-    if engine == "mpi" and (why := mpi_unavailable()):
-        pytest.skip(f"mpi engine: {why}")
+    if why := unavailable(engine):
+        pytest.skip(f"{engine} engine: {why}")
     before = descendants(os.getpid())
     check(engine, case, tmp_path)
     assert descendants(os.getpid()) <= before  # every rank and worker ended

@@ -12,11 +12,13 @@ from polybus.errors import ConfigError
 APP = Path(__file__).parent / "apps" / "procpool" / "app.toml"
 
 
-def test_the_ray_engine_not_built_is_a_config_error_not_a_silent_local_run() -> None:
+@pytest.mark.parametrize("engine", ["mpi", "ray"])
+def test_an_engine_that_starts_its_own_registry_refuses_another(engine: str) -> None:
+    """(Not a silent run on the named registry's workers, nor on the engine's.)"""
     with pytest.raises(ConfigError) as info:
-        polybus.run(APP, {"cluster.engine": "ray"})
-    assert info.value.key == "cluster.engine"
-    assert "ray" in str(info.value)
+        polybus.run(APP, {"cluster.engine": engine, "cluster.registry": "127.0.0.1:7700"})
+    assert info.value.key == "cluster.registry"
+    assert f"the {engine} engine starts its own registry" in str(info.value)
 
 
 def test_hosts_engine_without_a_registry_says_what_is_missing() -> None:

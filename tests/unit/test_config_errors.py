@@ -234,11 +234,7 @@ def set_cluster(item: str) -> str:
     (set_server('spin = "1s"'), "modules.server.spin",
      "a spin of 1 s would burn a CPU for nothing", "at most '10ms'; '0' to block at once"),
     (set_cluster('engine = "k8s"'), "cluster.engine",
-     "expected one of 'local', 'hosts', 'mpi', got 'k8s'", None),
-    (set_cluster('engine = "ray"'), "cluster.engine",  # (check said ok; run refused it)
-     "the ray engine is not part of this version of polybus",
-     "use engine = \"local\", \"mpi\" (under mpiexec), or \"hosts\" with workers started "
-     "by `polybus worker` and [cluster] registry"),
+     "expected one of 'local', 'hosts', 'mpi', 'ray', got 'k8s'", None),
     (set_cluster('registry = "localhost"'), "cluster.registry",
      "bad registry address 'localhost'",
      "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'"),

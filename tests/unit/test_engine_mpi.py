@@ -11,7 +11,8 @@ import pytest
 import polybus
 from polybus.config import load
 from polybus.engines import mpi
-from polybus.engines.mpi import _check_size, replica_of, replicas_in_order
+from polybus.engines.mpi import _check_size, replica_of
+from polybus.engines.served import replicas_in_order
 from polybus.errors import ConfigError
 from polybus.stopsignals import StopSignals
 from polybus.testing.apps import write_app
@@ -57,12 +58,6 @@ def test_a_wrong_rank_count_names_the_right_one(tmp_path: Path, size: int) -> No
         _check_size(app, size)
     assert info.value.key == "cluster.engine"
     assert "so 6 ranks" in str(info.value) and "mpiexec -n 6" in str(info.value)
-
-
-def test_the_mpi_engine_with_a_registry_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError) as info:
-        polybus.run(_app(tmp_path), {"cluster.registry": "127.0.0.1:7700"})
-    assert info.value.key == "cluster.registry" and "mpi" in str(info.value)
 
 
 def test_run_without_mpiexec_says_how_to_launch(tmp_path: Path,

@@ -49,16 +49,10 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
     token_file = t.string("token_file")
     if token_file is not None:
         token_file = str((base_dir / Path(token_file).expanduser()).resolve())
-    engine = None
-    if table.get("engine") == "ray":  # (named by design.md: said plainly)
-        p.add("the ray engine is not part of this version of polybus", t.key("engine"),
-              "use engine = \"local\", \"mpi\" (under mpiexec), or \"hosts\" with "
-              "workers started by `polybus worker` and [cluster] registry")
-    else:
-        engine = t.string("engine", ENGINES)
+    engine = t.string("engine", ENGINES)
     spec = ClusterSpec(
         tls=_parse_tls(t, base_dir, p),
-        engine=cast(Literal["local", "hosts", "mpi"], _pick(engine, c.engine)),
+        engine=cast(Literal["local", "hosts", "mpi", "ray"], _pick(engine, c.engine)),
         registry=registry,
         listen_host=_pick(t.string("listen_host"), c.listen_host),
         heartbeat=_pick(t.positive_duration("heartbeat"), c.heartbeat),

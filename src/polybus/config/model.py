@@ -144,7 +144,7 @@ class TLSFiles:
 class ClusterSpec:
     """``[cluster]``: where the parts meet and how long silence means death."""
 
-    engine: Literal["local", "hosts", "mpi"] = "local"
+    engine: Literal["local", "hosts", "mpi", "ray"] = "local"
     registry: str | None = None       # HOST:PORT of a running registry; None = embedded
     listen_host: str = "127.0.0.1"
     heartbeat: float = 1.0            # seconds between heartbeats

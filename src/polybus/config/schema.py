@@ -46,7 +46,7 @@ T = TypeVar("T")
 
 
 TRANSPORTS = ("tcp", "ipc", "shm")
-ENGINES = ("local", "hosts", "mpi")
+ENGINES = ("local", "hosts", "mpi", "ray")
 _MODULE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POOL = re.compile(r"^\s*(processes|threads)\s*:\s*([0-9]+)\s*$")

@@ -24,40 +24,30 @@ each rank's host name. mpi4py is imported only here (``pip install polybus[mpi]`
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from polybus.config.model import AppConfig, ModuleSpec, ReplicaSpec
+from polybus.engines import served
 from polybus.engines.base import Cluster
-from polybus.engines.local import START_TIMEOUT, transports_for
-from polybus.engines.rundir import make_run_dir
+from polybus.engines.local import START_TIMEOUT
 from polybus.errors import ConfigError, PolybusError, TransportError
 from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
 from polybus.token import make_token
 
-__all__ = ["MpiEngine", "replica_of", "replicas_in_order"]
+__all__ = ["MpiEngine", "replica_of"]
 
 TAG_FAILED = 7101  # a rank could not start: its error, to rank 0
 TAG_STOP = 7102    # rank 0 to each rank: the client is done
-_WILDCARDS = ("0.0.0.0", "::", "")
 _STOP_POLL_S = 0.05  # how often a serving rank looks for its stop (no busy MPI wait)
 _FAILED_WAIT_S = 60.0  # a rank that failed waits this long for rank 0's stop, at most
 
 
-def replicas_in_order(app: AppConfig) -> list[tuple[ModuleSpec, ReplicaSpec]]:
-    """Every replica the configuration asks for: server modules in the file's order,
-    each module's replicas in order. Rank i (from 1) serves entry i - 1."""
-    return [(m, r) for m in app.servers() for r in m.replication]
-
-
 def replica_of(app: AppConfig, rank: int) -> tuple[ModuleSpec, ReplicaSpec]:
-    return replicas_in_order(app)[rank - 1]
+    return served.replicas_in_order(app)[rank - 1]
 
 
 # Set in each process a launcher starts (Open MPI and PMIx, MPICH's Hydra and PMI, Slurm's
@@ -83,7 +73,7 @@ def _world() -> Any:
 def _check_size(app: AppConfig, size: int) -> None:
     """The same check on every rank, so every rank stops with the same error (none is
     left waiting in a broadcast the others never make)."""
-    want = 1 + len(replicas_in_order(app))
+    want = 1 + len(served.replicas_in_order(app))
     if size != want:
         launched = "without mpiexec (1 process)" if size == 1 else f"on {size} ranks"
         raise ConfigError(
@@ -91,11 +81,6 @@ def _check_size(app: AppConfig, size: int) -> None:
             f"configuration has {want - 1} replica(s), so {want} ranks; it was started "
             f"{launched}", file=str(app.path), key="cluster.engine",
             hint=f"mpiexec -n {want} polybus run {app.path.name} ...")
-
-
-def _dialled(host: str) -> str:
-    """The host others dial for one bound to ``host`` (a wildcard: this host's name)."""
-    return socket.gethostname() if host in _WILDCARDS else host
 
 
 class MpiEngine:
@@ -124,7 +109,7 @@ class MpiEngine:
             self.registry = RegistryService(token, f"tcp://{cluster.listen_host}:0",
                                             ttl=3 * cluster.heartbeat)
             address = self.registry.address
-            dialled = f"tcp://{_dialled(address.host)}:{address.port}"
+            dialled = f"tcp://{served.dialled(address.host)}:{address.port}"
             self.comm.bcast({"token": token, "registry": dialled,
                              "host": self.mpi.Get_processor_name()}, root=0)
             self._started = True
@@ -135,7 +120,7 @@ class MpiEngine:
         return Cluster(str(address), token, time.perf_counter() - t0)
 
     def _wait_ready(self, registry: str, token: bytes) -> None:
-        names = {r.name: i + 1 for i, (_, r) in enumerate(replicas_in_order(self.app))}
+        names = {r.name: i + 1 for i, (_, r) in enumerate(served.replicas_in_order(self.app))}
         client = RegistryClient(registry, token)
         deadline = time.monotonic() + self.start_timeout
         try:
@@ -198,48 +183,15 @@ class MpiEngine:
             if stopped.is_set():
                 stop()
 
-        rundir: Path | None = None
         status = 0
+        module, replica = replica_of(self.app, self.rank)
         try:
-            rundir = self._serve(start, serving)
+            served.serve_replica(self.app, module, replica, registry=start["registry"],
+                                 token=start["token"], client_host=start["host"],
+                                 here=self.mpi.Get_processor_name(), on_serving=serving)
         except BaseException as exc:  # (told to rank 0, which raises it for the run)
             status = 1
             self.comm.send(f"{type(exc).__name__}: {exc}", dest=0, tag=TAG_FAILED)
             stopped.wait(_FAILED_WAIT_S)
-        finally:
-            if rundir is not None:
-                shutil.rmtree(rundir, ignore_errors=True)
         sys.stdout.flush()
         sys.exit(status)
-
-    def _serve(self, start: dict[str, Any], serving: Any) -> Path | None:
-        from polybus.transport import tls
-        from polybus.worker.main import serve
-
-        module, replica = replica_of(self.app, self.rank)
-        cluster = self.app.cluster
-        here = self.mpi.Get_processor_name() == start["host"]
-        if not here and cluster.listen_host in ("127.0.0.1", "::1", "localhost"):
-            raise ConfigError(
-                f"this rank is on {self.mpi.Get_processor_name()}, rank 0 on "
-                f"{start['host']}: listening on {cluster.listen_host} it cannot be reached",
-                file=str(self.app.path), key="cluster.listen_host",
-                hint='listen_host = "0.0.0.0" (every interface; each rank registers its '
-                     'host name), with [cluster] tls for traffic between hosts')
-        tls.configure_cluster(cluster)
-        # ipc and shm between processes of rank 0's host only; tcp everywhere.
-        schemes = transports_for(self.app, module.key) if here else ["tcp"]
-        rundir = make_run_dir() if any(s != "tcp" for s in schemes) else None
-        listen = [f"tcp://{cluster.listen_host}:0" if rundir is None or s == "tcp"
-                  else f"{s}://{rundir / f'{replica.name}.{s}'}" for s in schemes]
-        http = self.app.serve.interfaces_of(module.key) if self.app.serve is not None else []
-        try:
-            serve(registry=start["registry"], module_path=module.source, name=replica.name,
-                  module_key=module.key, token=start["token"], listen=listen, spec=module,
-                  replica=replica, heartbeat=cluster.heartbeat, max_frame=cluster.max_frame,
-                  http=http, advertise=socket.gethostname(), on_serving=serving)
-        except BaseException:
-            if rundir is not None:
-                shutil.rmtree(rundir, ignore_errors=True)
-            raise
-        return rundir

@@ -3,7 +3,8 @@ give the same answers and the same errors.
 
 An engine is given by how ``polybus run`` is launched under it (`command`): the local
 engine runs the command as it is; the mpi engine runs it under ``mpiexec`` with one rank
-for the client and one per replica. `CASES` are the checks; `check(engine, case, where)`
+for the client and one per replica; the ray engine starts a private Ray for the run,
+in a loopback-only network namespace. `CASES` are the checks; `check(engine, case, where)`
 writes the case's program into ``where``, runs it (bounded in time; the process group
 it starts is killed if it overruns) and raises AssertionError, with the run's output,
 if the run does not behave as the case says. A new engine is added to `ENGINES` and
@@ -23,9 +24,10 @@ from typing import Any
 
 from polybus.testing.apps import write_app
 
-__all__ = ["CASES", "ENGINES", "Case", "check", "command", "mpi_unavailable"]
+__all__ = ["CASES", "ENGINES", "Case", "check", "command", "mpi_unavailable", "ray_unavailable",
+           "unavailable"]
 
-ENGINES = ("local", "mpi")
+ENGINES = ("local", "mpi", "ray")
 TIMEOUT_S = 120.0
 
 _SERVER = """\
@@ -122,6 +124,26 @@ def mpi_unavailable() -> str | None:
     return None
 
 
+def ray_unavailable() -> str | None:
+    """Why the ray engine cannot be run here, or None. Ray binds its daemons to the
+    host's outward address, so it is run only in a private loopback-only namespace."""
+    from polybus.bench.peers import available
+    from polybus.bench.peers._driver import loopback_only_prefix
+
+    why = available().get("ray")
+    if why:
+        return why
+    if not loopback_only_prefix():
+        return ("Ray binds the host's outward address; it runs here only in a private "
+                "loopback-only network namespace, which this machine does not permit")
+    return None
+
+
+def unavailable(engine: str) -> str | None:
+    """Why ``engine`` cannot be run here, or None."""
+    return {"mpi": mpi_unavailable, "ray": ray_unavailable}.get(engine, lambda: None)()
+
+
 def command(engine: str, app: Path, replicas: int, out: Path,
             ranks: int | None = None) -> list[str]:
     """The argv that runs ``app`` under ``engine``, writing its result to ``out``; under
@@ -130,6 +152,10 @@ def command(engine: str, app: Path, replicas: int, out: Path,
            "--set", f'cluster.engine="{engine}"']
     if engine == "local":
         return run
+    if engine == "ray":  # (a private Ray for the run, on loopback only)
+        from polybus.bench.peers._driver import loopback_only_prefix
+
+        return [*loopback_only_prefix(), *run]
     if engine != "mpi":
         raise ValueError(f"unknown engine {engine!r} (one of {ENGINES})")
     from polybus.bench.peers.mpi import launcher

@@ -83,13 +83,16 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
           replica: ReplicaSpec | None = None, heartbeat: float = 1.0,
           max_frame: int = 1 << 30, exit_with_parent: bool = False,
           parent: int | None = None, http: Sequence[str] = (), advertise: str | None = None,
-          on_serving: Callable[[Callable[[], None]], None] | None = None) -> None:
+          on_serving: Callable[[Callable[[], None]], None] | None = None,
+          signals: Sequence[signal.Signals] | None = None) -> None:
     """Serve until SIGTERM/SIGINT. ``http``: interfaces that [serve] routes call; each is
     also served as ``<name>@http``, answering in response form (http/response.py).
     ``exit_with_parent``: SIGTERM when the parent ends, or now if it is not ``parent``.
     ``advertise``: the host registered for a TCP address bound to a wildcard (0.0.0.0,
     ::), which no peer can dial. ``on_serving``: called once registered, with a function
-    that stops the serving from any thread (the mpi engine's ranks are stopped so)."""
+    that stops the serving from any thread (the mpi engine's ranks are stopped so).
+    ``signals``: those that stop it (default SIGTERM, and SIGINT unless
+    ``exit_with_parent``); () for none, as outside a main thread (a Ray actor's)."""
     if exit_with_parent:
         # Started by a run's engine, which stops it (SIGTERM, or by dying). A terminal's
         # Ctrl-C goes to the whole process group: the run must get it with its replicas
@@ -127,7 +130,9 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     me = Replica(name, module_key, str(addresses[0]), sorted(functions),
                  runtime.options.speed, os.getpid(), [str(a) for a in addresses])
     membership = Membership(client, me, heartbeat, say=_say)
-    stop = StopSignals((signal.SIGTERM,) if exit_with_parent else (signal.SIGTERM, signal.SIGINT))
+    if signals is None:
+        signals = (signal.SIGTERM,) if exit_with_parent else (signal.SIGTERM, signal.SIGINT)
+    stop = StopSignals(signals)
     try:
         membership.start()
         print(f"polybus worker {name}: serving {', '.join(sorted(functions))} "

@@ -1,0 +1,199 @@
+"""The ray engine: each replica is an actor of a Ray cluster.
+
+``polybus run app.toml --set cluster.engine=ray`` joins the cluster ``$RAY_ADDRESS``
+names (``ray start --head`` on a cluster's head), or starts a private one on this
+machine for the run (ended with it). The run makes the token and the registry as the
+local engine does, then starts one actor per replica (``num_cpus = 1``, named
+``polybus-<replica>``); each serves its replica in a thread (`served.serve_replica`),
+registers, and is stopped by a method call when the client is done, then killed.
+
+Ray carries only the start (the registry's address and the token, as actor arguments:
+see docs/security.md) and the stop; calls travel on polybus's own transports, the
+module's ``ipc`` or ``shm`` to actors on the client's node, TCP to the others. An actor
+that cannot start (a module that does not import) fails the run with its error. The
+module files are read by path on the actor's node: on a cluster of several nodes, the
+same path on each (a shared file system). Ray is imported only here
+(``pip install 'polybus[ray]'``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from typing import Any, TextIO
+
+from polybus.config.model import AppConfig
+from polybus.engines import served
+from polybus.engines.base import Cluster
+from polybus.engines.local import START_TIMEOUT
+from polybus.errors import ConfigError, PolybusError, TransportError
+from polybus.registry.client import RegistryClient
+from polybus.registry.service import RegistryService
+from polybus.token import make_token
+
+__all__ = ["RayEngine"]
+
+STOP_S = 10.0  # for every actor to stop serving before it is killed regardless
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError(f"the ray engine needs ray, which does not import ({exc})",
+                          key="cluster.engine", hint="pip install 'polybus[ray]'") from None
+    return ray
+
+
+class _Replica:
+    """The actor: serves one replica in a thread; `stop` ends it."""
+
+    def __init__(self) -> None:
+        self._stop: list[Any] = []
+        self._asked = threading.Event()
+        self._done = threading.Event()
+        self._error: str | None = None
+
+    def serve(self, path: str, overrides: tuple[str, ...], index: int, registry: str,
+              token: bytes, client_host: str) -> str:
+        """Start serving replica ``index`` of the configuration at ``path`` (loaded here
+        as the run loaded it); returns the host it serves on once it is registered, or
+        raises the reason it could not start."""
+        from polybus.config import load
+
+        app = load(path, overrides)
+        module, replica = served.replicas_in_order(app)[index]
+        started = threading.Event()
+
+        def serving(stop: Any) -> None:
+            self._stop.append(stop)
+            if self._asked.is_set():
+                stop()
+            started.set()
+
+        def run() -> None:
+            try:
+                served.serve_replica(app, module, replica, registry=registry, token=token,
+                                     client_host=client_host, here=socket.gethostname(),
+                                     on_serving=serving, signals=())
+            except BaseException as exc:
+                self._error = f"{type(exc).__name__}: {exc}"
+            finally:
+                self._done.set()
+                started.set()
+
+        threading.Thread(target=run, name=f"polybus-{replica.name}", daemon=True).start()
+        started.wait()
+        if self._error is not None:
+            raise PolybusError(self._error)
+        return socket.gethostname()
+
+    def stop(self) -> bool:
+        self._asked.set()
+        for f in self._stop:
+            f()
+        return self._done.wait(STOP_S)
+
+
+class RayEngine:
+    """Starts one Ray actor per replica; stops and kills every one of them."""
+
+    def __init__(self, app: AppConfig, overrides: tuple[str, ...] = (),
+                 start_timeout: float = START_TIMEOUT, echo: TextIO | None = None) -> None:
+        self.app = app
+        self.overrides = overrides
+        self.start_timeout = start_timeout
+        self.ray = _ray()
+        self.registry: RegistryService | None = None
+        self.actors: list[Any] = []
+        self._own_ray = False
+
+    def start(self) -> Cluster:
+        t0 = time.perf_counter()
+        ray = self.ray
+        cluster = self.app.cluster
+        token = make_token()
+        try:
+            if not ray.is_initialized():
+                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+                address = os.environ.get("RAY_ADDRESS")
+                ray.init(address=address, include_dashboard=False, configure_logging=False,
+                         log_to_driver=True)
+                self._own_ray = True
+            self.registry = RegistryService(token, f"tcp://{cluster.listen_host}:0",
+                                            ttl=3 * cluster.heartbeat)
+            where = self.registry.address
+            registry = f"tcp://{served.dialled(where.host)}:{where.port}"
+            actor = ray.remote(max_concurrency=2)(_Replica)  # (serve and stop at once)
+            replicas = served.replicas_in_order(self.app)
+            calls = []
+            for i, (_, r) in enumerate(replicas):
+                a = actor.options(name=f"polybus-{r.name}-{os.getpid()}", num_cpus=1).remote()
+                self.actors.append(a)
+                calls.append(a.serve.remote(str(self.app.path), self.overrides, i, registry,
+                                            token, socket.gethostname()))
+            self._wait_ready(calls, [r.name for _, r in replicas], str(where), token)
+        except BaseException:
+            self.stop()
+            raise
+        return Cluster(str(where), token, time.perf_counter() - t0)
+
+    def _wait_ready(self, calls: list[Any], names: list[str], registry: str,
+                    token: bytes) -> None:
+        ray = self.ray
+        try:
+            ray.get(calls, timeout=self.start_timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise TransportError(f"not every actor registered within "
+                                 f"{self.start_timeout:g} s (has the Ray cluster a CPU "
+                                 f"free for each of the {len(names)} replicas?)") from None
+        except ray.exceptions.RayTaskError as exc:
+            done, _ = ray.wait(calls, num_returns=len(calls), timeout=0)
+            for name, ref in zip(names, calls, strict=True):
+                if ref in done:
+                    try:
+                        ray.get(ref)
+                    except ray.exceptions.RayTaskError as err:
+                        raise PolybusError(f"worker {name} (a Ray actor) could not start: "
+                                           f"{_cause(err)}") from None
+            raise PolybusError(f"a Ray actor could not start: {_cause(exc)}") from None
+        client = RegistryClient(registry, token)
+        try:
+            missing = set(names) - {r.name for r in client.resolve()}
+        finally:
+            client.close()
+        if missing:
+            raise TransportError(f"actors served but did not register: {sorted(missing)}")
+
+    def stop(self) -> None:
+        """Each actor told to stop serving (waited for, boundedly), then killed; the
+        registry closed; a Ray this run started, shut down."""
+        ray = self.ray
+        actors, self.actors = self.actors, []
+        if actors:
+            try:
+                ray.get([a.stop.remote() for a in actors], timeout=STOP_S)
+            except Exception:  # (a dead or stuck actor: killed below all the same)
+                pass
+            for a in actors:
+                try:
+                    ray.kill(a)
+                except Exception:
+                    pass
+        if self.registry is not None:
+            self.registry.close()
+            self.registry = None
+        if self._own_ray:
+            self._own_ray = False
+            ray.shutdown()
+
+    def ended(self, settle: float = 0.0) -> list[str]:
+        return []
+
+
+def _cause(err: Any) -> str:
+    """The actor's own error, without Ray's wrapping of it."""
+    cause = getattr(err, "cause", None)
+    return str(cause) if cause is not None else str(err).strip().splitlines()[-1]

@@ -1,0 +1,73 @@
+"""A replica served inside a process another launcher started (an MPI rank, a Ray
+actor): which replicas a configuration asks for, in order, and serving one of them.
+
+The process is not one the local engine spawned, so it makes what the local engine
+would have given it: its listen addresses (the module's ``ipc`` or ``shm`` only when it
+is on the client's host, in a private run directory removed when it stops; TCP always),
+and the host it registers for a wildcard bind (its own name).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from polybus.config.model import AppConfig, ModuleSpec, ReplicaSpec
+from polybus.engines.local import transports_for
+from polybus.engines.rundir import make_run_dir
+from polybus.errors import ConfigError
+
+__all__ = ["WILDCARDS", "dialled", "replicas_in_order", "serve_replica"]
+
+WILDCARDS = ("0.0.0.0", "::", "")
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def replicas_in_order(app: AppConfig) -> list[tuple[ModuleSpec, ReplicaSpec]]:
+    """Every replica the configuration asks for: server modules in the file's order,
+    each module's replicas in order."""
+    return [(m, r) for m in app.servers() for r in m.replication]
+
+
+def dialled(host: str) -> str:
+    """The host others dial for one bound to ``host`` (a wildcard: this host's name)."""
+    return socket.gethostname() if host in WILDCARDS else host
+
+
+def serve_replica(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *,
+                  registry: str, token: bytes, client_host: str, here: str,
+                  on_serving: Callable[[Callable[[], None]], None],
+                  signals: Sequence[signal.Signals] | None = None) -> None:
+    """Serve ``replica`` until stopped (through ``on_serving``'s function or a signal).
+    ``here`` and ``client_host``: this process's host and the client's, as the launcher
+    names them; ConfigError if they differ and ``listen_host`` is loopback."""
+    from polybus.transport import tls
+    from polybus.worker.main import serve
+
+    cluster = app.cluster
+    local = here == client_host
+    if not local and cluster.listen_host in _LOOPBACK:
+        raise ConfigError(
+            f"this replica is on {here}, the client on {client_host}: listening on "
+            f"{cluster.listen_host} it cannot be reached", file=str(app.path),
+            key="cluster.listen_host",
+            hint='listen_host = "0.0.0.0" (every interface; each replica registers its '
+                 'host name), with [cluster] tls for traffic between hosts')
+    tls.configure_cluster(cluster)
+    schemes = transports_for(app, module.key) if local else ["tcp"]
+    rundir: Path | None = make_run_dir() if any(s != "tcp" for s in schemes) else None
+    listen = [f"tcp://{cluster.listen_host}:0" if rundir is None or s == "tcp"
+              else f"{s}://{rundir / f'{replica.name}.{s}'}" for s in schemes]
+    http = app.serve.interfaces_of(module.key) if app.serve is not None else []
+    try:
+        serve(registry=registry, module_path=module.source, name=replica.name,
+              module_key=module.key, token=token, listen=listen, spec=module,
+              replica=replica, heartbeat=cluster.heartbeat, max_frame=cluster.max_frame,
+              http=http, advertise=socket.gethostname(), on_serving=on_serving,
+              signals=signals)
+    finally:
+        if rundir is not None:
+            shutil.rmtree(rundir, ignore_errors=True)
