@@ -192,6 +192,8 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
                           file=str(app.path), key="cluster.registry",
                           hint="remove [cluster] registry (and --registry), or use the "
                                "hosts engine")
+    if kind == "local" and not registry:
+        _warn_if_launched(app)
     if kind == "hosts" and not registry:
         raise ConfigError("the hosts engine uses workers already running; it needs their "
                           "registry", file=str(app.path), key="cluster.registry",
@@ -239,3 +241,29 @@ def _engine(app: AppConfig, overrides: tuple[str, ...], echo: TextIO | None) -> 
     from polybus.engines.local import LocalEngine
 
     return LocalEngine(app, overrides, echo=echo)
+
+
+def _warn_if_launched(app: AppConfig) -> None:
+    """Under mpiexec (or srun) with the local engine, each of the launcher's processes
+    runs the whole program with replicas of its own: said, since it is most likely
+    a forgotten ``engine = "mpi"``."""
+    from polybus.engines.mpi import launched_rank, world_size
+
+    size = world_size()
+    if launched_rank() is not None and size is not None and size > 1:
+        warnings.warn(str(ConfigError(
+            f"started by an MPI launcher as one of {size} processes, with the local "
+            f"engine: each process runs the whole program with replicas of its own",
+            file=str(app.path), key="cluster.engine",
+            hint='engine = "mpi" runs one rank per replica (--set cluster.engine=mpi)')),
+            ConfigWarning, stacklevel=4)
+
+
+def serving_rank(app: AppConfig) -> bool:
+    """This process is an mpi engine's rank that serves a replica (not rank 0's client):
+    it must not take what rank 0 takes (the front door's port)."""
+    if app.cluster.engine != "mpi":
+        return False
+    from polybus.engines.mpi import launched_rank
+
+    return bool(launched_rank())

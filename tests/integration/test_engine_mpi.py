@@ -6,6 +6,7 @@ loopback)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from polybus.testing.apps import write_one_call_app
 from polybus.testing.engines import CASES, check, command, mpi_unavailable
 
 from .conftest import descendants
@@ -47,18 +49,31 @@ def test_too_few_ranks_is_a_clear_error_on_every_rank(tmp_path: Path) -> None:
     assert descendants(os.getpid()) <= before
 
 
+ADDRESSES_CLIENT = """\
+from polybus import use
+from polybus.client.stubs import current
+
+f = use("f")
+
+
+def main():
+    f(1)
+    return sorted(a for r in current().registry.resolve() for a in r.addresses)
+"""
+
+
 def test_ranks_on_every_interface_register_their_host_name(tmp_path: Path) -> None:
     from polybus.bench.peers._driver import loopback_only_prefix
 
     if not loopback_only_prefix():
         pytest.skip("binds every interface: run only in a private loopback-only namespace, "
                     "which this machine does not permit")
-    check("local", CASES[0], tmp_path)
-    argv = command("mpi", tmp_path / "app.toml", 2, tmp_path / "out.json")
-    argv = [a.replace("--quiet", "--no-worker-output") for a in argv]
+    app = write_one_call_app(tmp_path, server_keys="replication = 2")
+    (tmp_path / "client.py").write_text(ADDRESSES_CLIENT)
+    argv = command("mpi", app, 2, tmp_path / "out.json")
     argv += ["--set", 'cluster.listen_host="0.0.0.0"']
     status, out = _launch(argv, tmp_path)
     assert status == 0, out
+    got = json.loads((tmp_path / "out.json").read_text())["result"]
     host = socket.gethostname()
-    assert out.count(f"at tcp://{host}:") == 2, out  # each rank's registered address
-    assert "0.0.0.0" not in out
+    assert len(got) == 2 and all(a.startswith(f"tcp://{host}:") for a in got), got

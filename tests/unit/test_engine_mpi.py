@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 import polybus
-from polybus.config import load
+from polybus.config import load, validate
 from polybus.engines import mpi
 from polybus.engines.mpi import _check_size, replica_of
 from polybus.engines.served import replicas_in_order
-from polybus.errors import ConfigError
+from polybus.errors import ConfigError, ConfigWarning
+from polybus.runner import serving_rank
 from polybus.stopsignals import StopSignals
 from polybus.testing.apps import write_app
 
@@ -62,7 +63,7 @@ def test_a_wrong_rank_count_names_the_right_one(tmp_path: Path, size: int) -> No
 
 def test_run_without_mpiexec_says_how_to_launch(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    for v in mpi._LAUNCHED_BY:
+    for v in mpi._RANK_VARS:
         monkeypatch.delenv(v, raising=False)
     monkeypatch.setattr(mpi, "_world", lambda: pytest.fail("MPI initialized unlaunched"))
     with pytest.raises(ConfigError) as info:
@@ -78,3 +79,36 @@ def test_request_ends_a_wait_from_another_thread() -> None:
         assert stop.requested and stop.signum is None
     finally:
         stop.close()
+
+
+@pytest.mark.parametrize("engine", ["mpi", "ray"])
+def test_check_refuses_a_registry_beside_an_engine_that_makes_its_own(
+        tmp_path: Path, engine: str) -> None:
+    _, found = validate(_app(tmp_path), (f"cluster.engine={engine}",
+                                         'cluster.registry="127.0.0.1:7700"'))
+    assert [(e.key, e.bare_message) for e in found] == [
+        ("cluster.registry", f"the {engine} engine starts its own registry; it uses no other")]
+
+
+def test_a_forgotten_engine_under_mpiexec_is_said(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of mpiexec's processes would run the whole program with its own replicas."""
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "0")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "3")
+    with pytest.warns(ConfigWarning, match="started by an MPI launcher as one of 3"):
+        assert polybus.run(_app(tmp_path), {"cluster.engine": "local"},
+                           worker_output=False).result == 1
+
+
+def test_only_rank_0_is_not_a_serving_rank(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """(`polybus serve` binds its front door's port on rank 0 alone.)"""
+    app = load(_app(tmp_path))
+    for v in mpi._RANK_VARS:
+        monkeypatch.delenv(v, raising=False)
+    assert not serving_rank(app)
+    monkeypatch.setenv("PMIX_RANK", "0")
+    assert not serving_rank(app)
+    monkeypatch.setenv("PMIX_RANK", "2")
+    assert serving_rank(app)
+    assert not serving_rank(load(_app(tmp_path), ("cluster.engine=local",)))

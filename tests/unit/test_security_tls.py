@@ -450,3 +450,29 @@ def test_polybus_worker_with_a_certificate_for_another_host_fails_at_start(
     assert "cluster.tls.cert" in p.stderr
     assert "does not name 127.0.0.1, the address this worker registers (tcp://127.0.0.1:" in p.stderr
     assert "serving" not in p.stderr
+
+
+@pytest.mark.parametrize("engine", ["mpi", "ray"])
+def test_an_engine_bound_to_every_interface_is_checked_at_the_host_name_it_registers(
+        pki: Path, tmp_path: Path, engine: str) -> None:
+    """listen_host "0.0.0.0": each mpi rank or Ray actor registers its host's name
+    (engines/served.py), so the certificate must name that, not 0.0.0.0 (a certificate
+    naming only the host name was refused)."""
+    host = socket.gethostname()
+    for f in ("ca.pem", "ca.key"):
+        shutil.copy(pki / f, tmp_path / f)
+    make_leaf(tmp_path, "ca", "named", f"DNS:{host}")
+    (tmp_path / "s.py").write_text("def f(x):\n    return x\n")
+    (tmp_path / "c.py").write_text("def main():\n    return 1\n")
+
+    def check(engine: str) -> list[tuple[str | None, str]]:
+        (tmp_path / "app.toml").write_text(
+            '[modules.s]\nsource = "s.py"\n[modules.c]\nsource = "c.py"\nentrypoint = "main"\n'
+            f'[bind]\n"c.f" = "s.f"\n[cluster]\nengine = "{engine}"\nlisten_host = "0.0.0.0"\n'
+            f'tls = {{ cert = "named.pem", key = "named.key", ca = "ca.pem" }}\n')
+        _, found = validate(tmp_path / "app.toml")
+        return [(e.key, e.bare_message) for e in found]
+
+    assert check(engine) == []
+    [(key, message)] = check("local")  # (its workers register 0.0.0.0 itself)
+    assert key == "cluster.tls.cert" and "does not name 0.0.0.0" in message

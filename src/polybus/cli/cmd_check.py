@@ -80,6 +80,8 @@ def main(args: argparse.Namespace) -> int:
             return 2
     servers = ", ".join(f"{m.key} x{len(m.replication)}" for m in app.servers())
     routes = f"; {len(app.serve.routes)} HTTP route(s)" if app.serve is not None else ""
+    ranks = sum(len(m.replication) for m in app.servers()) + 1
+    engine = f"; mpi: mpiexec -n {ranks}" if app.cluster.engine == "mpi" else ""
     print(f"{args.config}: ok (client {app.client or 'none'}; servers {servers or 'none'}; "
-          f"{len(app.bindings)} binding(s){routes})")
+          f"{len(app.bindings)} binding(s){routes}{engine})")
     return 0

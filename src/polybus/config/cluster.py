@@ -16,6 +16,7 @@ name at load (a peer that dials it checks the name; a client's is never checked)
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeAlias, cast
@@ -26,6 +27,7 @@ from polybus.config.problems import Problems
 from polybus.config.schema import ENGINES, _pick, _Table
 from polybus.config.units import parse_size
 from polybus.errors import ConfigError
+from polybus.transport.endpoints import WILDCARDS
 
 __all__ = ["TLSHosts", "parse_cluster"]
 
@@ -50,6 +52,9 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
     if token_file is not None:
         token_file = str((base_dir / Path(token_file).expanduser()).resolve())
     engine = t.string("engine", ENGINES)
+    if engine in ("mpi", "ray") and registry is not None:
+        p.add(f"the {engine} engine starts its own registry; it uses no other",
+              t.key("registry"), "remove [cluster] registry, or use the hosts engine")
     spec = ClusterSpec(
         tls=_parse_tls(t, base_dir, p),
         engine=cast(Literal["local", "hosts", "mpi", "ray"], _pick(engine, c.engine)),
@@ -89,7 +94,10 @@ def _dialled(spec: ClusterSpec, tls_hosts: TLSHosts) -> list[tuple[str, str, str
                  _OTHER_HOSTS)]
     found: dict[str, tuple[str, str]] = {}
     if spec.registry is None:  # the local engine: every process listens at listen_host
-        found[spec.listen_host] = ("where this cluster's connections go", "")
+        host = spec.listen_host
+        if host in WILDCARDS and spec.engine in ("mpi", "ray"):
+            host = socket.gethostname()  # (what each of their replicas registers: served.py)
+        found[host] = ("where this cluster's connections go", "")
     if tls_hosts is not None and tls_hosts != "registry":
         for host in tls_hosts:
             found.setdefault(host, ("the host given by --host", ""))

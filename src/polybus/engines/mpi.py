@@ -14,6 +14,12 @@ replicas in order (`replica_of`). MPI carries the start and the end only:
    process exits (as dask-mpi's workers do: a rank that served never returns to the
    program that called `polybus.run`).
 
+Every rank ends with a barrier, waited for at most ``END_S``: a rank that never gets
+there (stuck importing its module, or in a call that does not end) would hold the job
+in MPI's finalize for good, so then rank 0 aborts the job once it has said why. A start
+that fails on rank 0 before the broadcast broadcasts the failure instead, and the other
+ranks end at once.
+
 Calls travel on polybus's own transports, as with any engine: TCP, and the module's
 ``ipc`` or ``shm`` between ranks on rank 0's host. Placement is the launcher's
 (``--host``, ``--map-by``). Across hosts, ``[cluster] listen_host`` must be an address
@@ -23,7 +29,9 @@ each rank's host name. mpi4py is imported only here (``pip install polybus[mpi]`
 
 from __future__ import annotations
 
+import atexit
 import os
+import shlex
 import sys
 import threading
 import time
@@ -38,12 +46,13 @@ from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
 from polybus.token import make_token
 
-__all__ = ["MpiEngine", "replica_of"]
+__all__ = ["MpiEngine", "launched_rank", "replica_of", "world_size"]
 
 TAG_FAILED = 7101  # a rank could not start: its error, to rank 0
 TAG_STOP = 7102    # rank 0 to each rank: the client is done
-_STOP_POLL_S = 0.05  # how often a serving rank looks for its stop (no busy MPI wait)
+_POLL_S = 0.02  # how often a rank looks for a message or a barrier (no busy MPI wait)
 _FAILED_WAIT_S = 60.0  # a rank that failed waits this long for rank 0's stop, at most
+END_S = 15.0  # for every rank to reach the last barrier; past it, the job is aborted
 
 
 def replica_of(app: AppConfig, rank: int) -> tuple[ModuleSpec, ReplicaSpec]:
@@ -53,11 +62,24 @@ def replica_of(app: AppConfig, rank: int) -> tuple[ModuleSpec, ReplicaSpec]:
 # Set in each process a launcher starts (Open MPI and PMIx, MPICH's Hydra and PMI, Slurm's
 # srun). Without one, MPI is not initialized at all: a process that no launcher started
 # is told how to launch (initializing MPI alone, as a singleton, ended a test runner).
-_LAUNCHED_BY = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID")
+_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
+_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 
 
-def _launched() -> bool:
-    return any(v in os.environ for v in _LAUNCHED_BY)
+def launched_rank() -> int | None:
+    """This process's rank as its launcher set it, or None if no launcher started it."""
+    for v in _RANK_VARS:
+        if os.environ.get(v, "").isdigit():
+            return int(os.environ[v])
+    return None
+
+
+def world_size() -> int | None:
+    """How many processes the launcher started, as it says (None if it does not)."""
+    for v in _SIZE_VARS:
+        if os.environ.get(v, "").isdigit():
+            return int(os.environ[v])
+    return None
 
 
 def _world() -> Any:
@@ -70,17 +92,35 @@ def _world() -> Any:
     return MPI
 
 
-def _check_size(app: AppConfig, size: int) -> None:
+def _check_size(app: AppConfig, size: int, launched: bool = True) -> None:
     """The same check on every rank, so every rank stops with the same error (none is
     left waiting in a broadcast the others never make)."""
     want = 1 + len(served.replicas_in_order(app))
     if size != want:
-        launched = "without mpiexec (1 process)" if size == 1 else f"on {size} ranks"
+        how = (f"on {size} rank{'s' if size != 1 else ''}" if launched
+               else "without mpiexec (1 process)")
+        try:
+            where = os.path.relpath(app.path)
+        except ValueError:
+            where = str(app.path)
         raise ConfigError(
             f"the mpi engine runs one rank for the client and one per replica: this "
             f"configuration has {want - 1} replica(s), so {want} ranks; it was started "
-            f"{launched}", file=str(app.path), key="cluster.engine",
-            hint=f"mpiexec -n {want} polybus run {app.path.name} ...")
+            f"{how}", file=str(app.path), key="cluster.engine",
+            hint=f"mpiexec -n {want} polybus run {shlex.quote(where)} ... (with "
+                 f"--oversubscribe if that is more than this host's cores)")
+
+
+def _barrier(comm: Any, seconds: float) -> bool:
+    """Every rank met here within ``seconds`` (a non-blocking barrier, looked at now
+    and then: a blocking one spins a CPU)."""
+    req = comm.Ibarrier()
+    deadline = time.monotonic() + seconds
+    while not req.Test():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(_POLL_S)
+    return True
 
 
 class MpiEngine:
@@ -92,13 +132,14 @@ class MpiEngine:
         self.app = app
         self.overrides = overrides
         self.start_timeout = start_timeout
-        if not _launched():
-            _check_size(app, 1)  # (raises: one process, no launcher)
+        if launched_rank() is None:
+            _check_size(app, 1, launched=False)  # (raises: one process, no launcher)
         self.mpi = _world()
         self.comm = self.mpi.COMM_WORLD
         self.rank: int = self.comm.Get_rank()
         self.registry: RegistryService | None = None
-        self._started = False
+        self._told = False    # the start was broadcast (or its failure): barrier at the end
+        self._serving = False  # ... and the ranks serve: each is sent a stop
 
     def start(self) -> Cluster:
         t0 = time.perf_counter()
@@ -106,13 +147,18 @@ class MpiEngine:
         cluster = self.app.cluster
         token = make_token()
         try:
-            self.registry = RegistryService(token, f"tcp://{cluster.listen_host}:0",
-                                            ttl=3 * cluster.heartbeat)
+            try:
+                self.registry = RegistryService(token, f"tcp://{cluster.listen_host}:0",
+                                                ttl=3 * cluster.heartbeat)
+            except BaseException as exc:  # (the other ranks are told, and end)
+                self._told = True
+                self.comm.bcast({"failed": f"{type(exc).__name__}: {exc}"}, root=0)
+                raise
             address = self.registry.address
             dialled = f"tcp://{served.dialled(address.host)}:{address.port}"
             self.comm.bcast({"token": token, "registry": dialled,
                              "host": self.mpi.Get_processor_name()}, root=0)
-            self._started = True
+            self._told = self._serving = True
             self._wait_ready(str(address), token)
         except BaseException:
             self.stop()
@@ -137,20 +183,27 @@ class MpiEngine:
                 if time.monotonic() > deadline:
                     ranks = ", ".join(f"{n} (rank {names[n]})" for n in sorted(missing))
                     raise TransportError(
-                        f"not registered within {self.start_timeout:g} s: {ranks}; is "
-                        f"[cluster] listen_host ({self.app.cluster.listen_host!r}) an "
-                        f"address every rank's host reaches?")
-                time.sleep(0.02)
+                        f"not registered within {self.start_timeout:g} s: {ranks} (a "
+                        f"module slow to import, or one that hangs there; or ranks on other "
+                        f"hosts that cannot reach [cluster] listen_host "
+                        f"{self.app.cluster.listen_host!r})")
+                time.sleep(_POLL_S)
         finally:
             client.close()
 
     def stop(self) -> None:
-        """Every serving rank told to stop (each exits once it has), the registry closed."""
-        if self._started:
-            self._started = False
+        """Every serving rank told to stop, every rank met at the last barrier (else the
+        job is aborted when this process exits, once the run has said why), the
+        registry closed."""
+        if self._serving:
+            self._serving = False
             reqs = [self.comm.isend(None, dest=r, tag=TAG_STOP)
                     for r in range(1, self.comm.Get_size())]
             self.mpi.Request.waitall(reqs)
+        if self._told:
+            self._told = False
+            if not _barrier(self.comm, END_S):
+                atexit.register(self.comm.Abort, 1)  # (after mpi4py's finalize is queued)
         if self.registry is not None:
             self.registry.close()
             self.registry = None
@@ -161,17 +214,19 @@ class MpiEngine:
         return []
 
     def serve_rank(self) -> NoReturn:
-        """This rank's replica, served until rank 0 says stop; then the process exits
-        (status 0, or 1 if the replica could not start)."""
+        """This rank's replica, served until rank 0 says stop; then the last barrier, and
+        the process exits (status 0, or 1 if the replica could not start)."""
         _check_size(self.app, self.comm.Get_size())
         start = self.comm.bcast(None, root=0)
+        if "failed" in start:  # (rank 0 reports it)
+            self._end(0)
         stopped = threading.Event()
         stop_serving: list[Any] = []
 
         def watch() -> None:  # rank 0's stop, looked for now and then (MPI would spin)
             req = self.comm.irecv(source=0, tag=TAG_STOP)
             while not req.test()[0]:
-                time.sleep(_STOP_POLL_S)
+                time.sleep(_POLL_S)
             stopped.set()
             for f in stop_serving:
                 f()
@@ -193,5 +248,11 @@ class MpiEngine:
             status = 1
             self.comm.send(f"{type(exc).__name__}: {exc}", dest=0, tag=TAG_FAILED)
             stopped.wait(_FAILED_WAIT_S)
+        self._end(status)
+
+    def _end(self, status: int) -> NoReturn:
         sys.stdout.flush()
+        if not _barrier(self.comm, END_S):
+            sys.stderr.flush()
+            self.comm.Abort(status or 1)
         sys.exit(status)

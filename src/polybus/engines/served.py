@@ -17,12 +17,12 @@ from pathlib import Path
 
 from polybus.config.model import AppConfig, ModuleSpec, ReplicaSpec
 from polybus.engines.local import transports_for
-from polybus.engines.rundir import make_run_dir
+from polybus.engines.rundir import make_run_dir, remove_stale_run_dirs
 from polybus.errors import ConfigError
+from polybus.transport.endpoints import WILDCARDS
 
-__all__ = ["WILDCARDS", "dialled", "replicas_in_order", "serve_replica"]
+__all__ = ["dialled", "replicas_in_order", "serve_replica"]
 
-WILDCARDS = ("0.0.0.0", "::", "")
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
@@ -58,7 +58,10 @@ def serve_replica(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *,
                  'host name), with [cluster] tls for traffic between hosts')
     tls.configure_cluster(cluster)
     schemes = transports_for(app, module.key) if local else ["tcp"]
-    rundir: Path | None = make_run_dir() if any(s != "tcp" for s in schemes) else None
+    rundir: Path | None = None
+    if any(s != "tcp" for s in schemes):
+        remove_stale_run_dirs()  # (a replica killed outright could not remove its own)
+        rundir = make_run_dir()
     listen = [f"tcp://{cluster.listen_host}:0" if rundir is None or s == "tcp"
               else f"{s}://{rundir / f'{replica.name}.{s}'}" for s in schemes]
     http = app.serve.interfaces_of(module.key) if app.serve is not None else []
@@ -67,7 +70,7 @@ def serve_replica(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *,
               module_key=module.key, token=token, listen=listen, spec=module,
               replica=replica, heartbeat=cluster.heartbeat, max_frame=cluster.max_frame,
               http=http, advertise=socket.gethostname(), on_serving=on_serving,
-              signals=signals)
+              signals=signals, banner=False)
     finally:
         if rundir is not None:
             shutil.rmtree(rundir, ignore_errors=True)

@@ -28,7 +28,7 @@ from polybus.errors import ConfigError, ConfigWarning, UsageError
 from polybus.http.calls import CallBridge
 from polybus.http.response import HTTP_SUFFIX
 from polybus.http.server import FrontDoor
-from polybus.runner import echo_to, override_strings, started_cluster
+from polybus.runner import echo_to, override_strings, serving_rank, started_cluster
 
 __all__ = ["serve"]
 
@@ -90,17 +90,21 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
                           key="serve", hint='add [serve] with listen = "127.0.0.1:8080" and '
                                             '[serve.routes] such as "GET /" = "web.page"')
     spec = app.serve
-    sock = _listen(spec.listen)
+    # (an mpi rank that serves a replica goes from started_cluster to its end, never
+    # here: the front door's port is rank 0's alone)
+    sock = None if serving_rank(app) else _listen(spec.listen)
     try:
         with started_cluster(app, sets, registry=registry, token_file=token_file,
                              worker_output=echo_to(worker_output)) as cluster:
+            assert sock is not None
             session = Session(app, cluster.registry, cluster.token, _bindings(app, spec))
             try:
                 asyncio.run(_main(app, spec, session, sock, ready))
             finally:
                 session.close()
     finally:
-        sock.close()
+        if sock is not None:
+            sock.close()
 
 
 async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.socket,

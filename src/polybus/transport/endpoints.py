@@ -59,6 +59,9 @@ class HandshakeGate:
             return refused
 
 
+WILDCARDS = ("0.0.0.0", "::", "")  # hosts that bind every interface and name none to dial
+
+
 @dataclass(frozen=True)
 class Address:
     scheme: str  # "tcp" | "ipc" | "shm"

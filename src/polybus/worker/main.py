@@ -14,7 +14,7 @@ from polybus.http.response import HTTP_SUFFIX, http_form
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import Membership, RegistryClient
 from polybus.stopsignals import StopSignals
-from polybus.transport.endpoints import Address
+from polybus.transport.endpoints import WILDCARDS, Address
 from polybus.wire.messages import Replica
 from polybus.worker.lifetime import die_with_parent
 from polybus.worker.limits import gated, process_count
@@ -22,8 +22,6 @@ from polybus.worker.module import interfaces, load_module
 from polybus.worker.options import ServeOptions
 from polybus.worker.procpool import ProcessPool
 from polybus.worker.runtime import WorkerRuntime
-
-_WILDCARDS = ("0.0.0.0", "::", "")
 
 
 def _say(line: str) -> None:
@@ -73,7 +71,7 @@ def check_certificate(addresses: Sequence[Address]) -> None:
     if config is None:
         return
     for a in addresses:
-        if a.scheme == "tcp" and a.host not in _WILDCARDS:
+        if a.scheme == "tcp" and a.host not in WILDCARDS:
             config.verify(a.host, f"the address this worker registers ({a})",
                           "; or give --listen a host the certificate names")
 
@@ -84,7 +82,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
           max_frame: int = 1 << 30, exit_with_parent: bool = False,
           parent: int | None = None, http: Sequence[str] = (), advertise: str | None = None,
           on_serving: Callable[[Callable[[], None]], None] | None = None,
-          signals: Sequence[signal.Signals] | None = None) -> None:
+          signals: Sequence[signal.Signals] | None = None, banner: bool = True) -> None:
     """Serve until SIGTERM/SIGINT. ``http``: interfaces that [serve] routes call; each is
     also served as ``<name>@http``, answering in response form (http/response.py).
     ``exit_with_parent``: SIGTERM when the parent ends, or now if it is not ``parent``.
@@ -92,7 +90,8 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     ::), which no peer can dial. ``on_serving``: called once registered, with a function
     that stops the serving from any thread (the mpi engine's ranks are stopped so).
     ``signals``: those that stop it (default SIGTERM, and SIGINT unless
-    ``exit_with_parent``); () for none, as outside a main thread (a Ray actor's)."""
+    ``exit_with_parent``); () for none, as outside a main thread (a Ray actor's).
+    ``banner``: say where it serves on stderr (not for a run's own replicas)."""
     if exit_with_parent:
         # Started by a run's engine, which stops it (SIGTERM, or by dying). A terminal's
         # Ctrl-C goes to the whole process group: the run must get it with its replicas
@@ -117,7 +116,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
             functions[n + HTTP_SUFFIX] = http_form(functions[n])
     runtime = WorkerRuntime(name, functions, token, listen, options)
     addresses = [dataclasses.replace(a, host=advertise)
-                 if advertise and a.scheme == "tcp" and a.host in _WILDCARDS else a
+                 if advertise and a.scheme == "tcp" and a.host in WILDCARDS else a
                  for a in runtime.addresses]
     try:
         check_certificate(addresses)
@@ -135,8 +134,9 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     stop = StopSignals(signals)
     try:
         membership.start()
-        print(f"polybus worker {name}: serving {', '.join(sorted(functions))} "
-              f"at {addresses[0]}", file=sys.stderr, flush=True)
+        if banner:
+            print(f"polybus worker {name}: serving {', '.join(sorted(functions))} "
+                  f"at {addresses[0]}", file=sys.stderr, flush=True)
         if on_serving is not None:
             on_serving(stop.request)
         stop.wait()
