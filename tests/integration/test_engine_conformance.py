@@ -22,3 +22,16 @@ def test_engine_conformance(engine: str, case: Case, tmp_path: Path) -> None:
     before = descendants(os.getpid())
     check(engine, case, tmp_path)
     assert descendants(os.getpid()) <= before  # every rank and worker ended
+
+
+def test_a_private_ray_takes_more_replicas_than_cores(tmp_path: Path) -> None:
+    """As the local engine starts a process per replica whatever the cores, a private
+    Ray gets a CPU per replica (each actor asks for one); it had only the cores, and a
+    run of more replicas waited its minute and failed."""
+    if why := unavailable("ray"):
+        pytest.skip(f"ray engine: {why}")
+    replicas = (os.cpu_count() or 1) + 1
+    case = Case("more replicas than cores", "answers",
+                result={"processes": replicas, "values": [2 * i for i in range(12)]},
+                replicas=replicas)
+    check("ray", case, tmp_path)

@@ -15,6 +15,7 @@ its workers register (that of their ``--listen``). Without ``registry``, ``liste
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import ipaddress
 import sys
 
@@ -78,10 +79,17 @@ def main(args: argparse.Namespace) -> int:
         if failed:
             print(f"{len(failed)} module(s) of {args.config} do not import", file=sys.stderr)
             return 2
+    needs = {"mpi": ("mpi4py", "mpi"), "ray": ("ray", "ray")}.get(app.cluster.engine)
+    if needs is not None and importlib.util.find_spec(needs[0]) is None:
+        print(f"error: {args.config}: cluster.engine: the {app.cluster.engine} engine needs "
+              f"{needs[0]}, which is not installed (pip install 'polybus[{needs[1]}]')",
+              file=sys.stderr)
+        return 2
     servers = ", ".join(f"{m.key} x{len(m.replication)}" for m in app.servers())
     routes = f"; {len(app.serve.routes)} HTTP route(s)" if app.serve is not None else ""
     ranks = sum(len(m.replication) for m in app.servers()) + 1
-    engine = f"; mpi: mpiexec -n {ranks}" if app.cluster.engine == "mpi" else ""
+    engine = {"mpi": f"; mpi: mpiexec -n {ranks}",
+              "ray": f"; ray: {ranks - 1} actor(s) of 1 CPU"}.get(app.cluster.engine, "")
     print(f"{args.config}: ok (client {app.client or 'none'}; servers {servers or 'none'}; "
           f"{len(app.bindings)} binding(s){routes}{engine})")
     return 0

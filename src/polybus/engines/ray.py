@@ -2,7 +2,7 @@
 
 ``polybus run app.toml --set cluster.engine=ray`` joins the cluster ``$RAY_ADDRESS``
 names (``ray start --head`` on a cluster's head), or starts a private one on this
-machine for the run (ended with it). The run makes the token and the registry as the
+machine for the run (ended with it), with a CPU for each replica. The run makes the token and the registry as the
 local engine does, then starts one actor per replica (``num_cpus = 1``, named
 ``polybus-<replica>``); each serves its replica in a thread (`served.serve_replica`),
 registers, and is stopped by a method call when the client is done, then killed.
@@ -19,6 +19,7 @@ same path on each (a shared file system). Ray is imported only here
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -35,7 +36,7 @@ from polybus.token import make_token
 
 __all__ = ["RayEngine"]
 
-STOP_S = 10.0  # for every actor to stop serving before it is killed regardless
+STOP_S = 5.0  # for every actor to stop serving before it is killed regardless
 
 
 def _ray() -> Any:
@@ -50,7 +51,8 @@ def _ray() -> Any:
 class _Replica:
     """The actor: serves one replica in a thread; `stop` ends it."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
+        self.name = name
         self._stop: list[Any] = []
         self._asked = threading.Event()
         self._done = threading.Event()
@@ -90,6 +92,9 @@ class _Replica:
             raise PolybusError(self._error)
         return socket.gethostname()
 
+    def __repr__(self) -> str:  # (Ray prefixes the actor's output lines with it)
+        return self.name
+
     def stop(self) -> bool:
         self._asked.set()
         for f in self._stop:
@@ -105,6 +110,7 @@ class RayEngine:
         self.app = app
         self.overrides = overrides
         self.start_timeout = start_timeout
+        self.echo = echo
         self.ray = _ray()
         self.registry: RegistryService | None = None
         self.actors: list[Any] = []
@@ -116,21 +122,19 @@ class RayEngine:
         cluster = self.app.cluster
         token = make_token()
         try:
+            replicas = served.replicas_in_order(self.app)
             if not ray.is_initialized():
-                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-                address = os.environ.get("RAY_ADDRESS")
-                ray.init(address=address, include_dashboard=False, configure_logging=False,
-                         log_to_driver=True)
-                self._own_ray = True
+                self._init(len(replicas))
+            self._enough_cpus(len(replicas))
             self.registry = RegistryService(token, f"tcp://{cluster.listen_host}:0",
                                             ttl=3 * cluster.heartbeat)
             where = self.registry.address
             registry = f"tcp://{served.dialled(where.host)}:{where.port}"
             actor = ray.remote(max_concurrency=2)(_Replica)  # (serve and stop at once)
-            replicas = served.replicas_in_order(self.app)
             calls = []
             for i, (_, r) in enumerate(replicas):
-                a = actor.options(name=f"polybus-{r.name}-{os.getpid()}", num_cpus=1).remote()
+                a = actor.options(name=f"polybus-{r.name}-{os.getpid()}",
+                                  num_cpus=1).remote(r.name)
                 self.actors.append(a)
                 calls.append(a.serve.remote(str(self.app.path), self.overrides, i, registry,
                                             token, socket.gethostname()))
@@ -140,15 +144,50 @@ class RayEngine:
             raise
         return Cluster(str(where), token, time.perf_counter() - t0)
 
+    def _init(self, replicas: int) -> None:
+        """Join the cluster $RAY_ADDRESS names, or start a private one for this run (never
+        one that happens to run here: ``address=None`` would join it) with a CPU for
+        each replica, as the local engine starts a process for each whatever the cores.
+        The run's own SIGTERM and SIGINT handling is put back after Ray's."""
+        ray = self.ray
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        address = os.environ.get("RAY_ADDRESS")
+        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        kw: dict[str, Any] = {"include_dashboard": False, "configure_logging": False,
+                              "log_to_driver": self.echo is not None}
+        if address:
+            ray.init(address=address, **kw)
+        else:
+            ray.init(address="local", num_cpus=max(replicas, os.cpu_count() or 1), **kw)
+        self._own_ray = True
+        if threading.current_thread() is threading.main_thread():
+            for sig, handler in handlers.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
+
+    def _enough_cpus(self, replicas: int) -> None:
+        """Each actor takes a CPU of the cluster's: fewer than the replicas is said now,
+        not as a start that never ends."""
+        have = self.ray.cluster_resources().get("CPU", 0)
+        if have < replicas:
+            raise ConfigError(
+                f"the ray engine runs each of the {replicas} replicas as an actor of one "
+                f"CPU; this Ray cluster has {have:g}", file=str(self.app.path),
+                key="cluster.engine", hint="fewer replicas, or a cluster with more CPUs "
+                "(ray start --head --num-cpus N, then RAY_ADDRESS=auto)")
+
     def _wait_ready(self, calls: list[Any], names: list[str], registry: str,
                     token: bytes) -> None:
         ray = self.ray
         try:
             ray.get(calls, timeout=self.start_timeout)
         except ray.exceptions.GetTimeoutError:
-            raise TransportError(f"not every actor registered within "
-                                 f"{self.start_timeout:g} s (has the Ray cluster a CPU "
-                                 f"free for each of the {len(names)} replicas?)") from None
+            done, _ = ray.wait(calls, num_returns=len(calls), timeout=0)
+            late = [n for n, ref in zip(names, calls, strict=True) if ref not in done]
+            raise TransportError(
+                f"not started within {self.start_timeout:g} s: {', '.join(late)} (a module "
+                f"slow to import, or one that hangs there; or CPUs of the Ray cluster "
+                f"taken by other work)") from None
         except ray.exceptions.RayTaskError as exc:
             done, _ = ray.wait(calls, num_returns=len(calls), timeout=0)
             for name, ref in zip(names, calls, strict=True):

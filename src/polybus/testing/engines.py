@@ -65,7 +65,7 @@ _CLIENT = """\
 _TOML = """\
     [modules.server]
     source = "server.py"
-    replication = 2
+    replication = {replicas}
     define.work = {{}}
     define.scaled = {{ cache = ["b"] }}
     {server}
@@ -169,7 +169,8 @@ def check(engine: str, case: Case, where: Path) -> Any:
     """Run ``case`` under ``engine`` in ``where``; its result (AssertionError if the run
     does not do what the case says)."""
     app = write_app(where, server=case.server_source, client=_CLIENT,
-                    toml=_TOML.format(server=case.server, kind=case.kind))
+                    toml=_TOML.format(server=case.server, kind=case.kind,
+                                      replicas=case.replicas))
     out = where / "result.json"
     argv = command(engine, app, case.replicas, out)
     proc = subprocess.Popen(argv, cwd=where, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -1,0 +1,66 @@
+"""The ray engine's parts that need no Ray: a cluster too small for the replicas is said
+at once, and `polybus check` says what each engine will start, or what it lacks."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polybus.cli.main import main
+from polybus.config import load
+from polybus.engines.ray import RayEngine
+from polybus.errors import ConfigError
+from polybus.testing.apps import write_one_call_app
+
+
+class _FakeRay:
+    def __init__(self, cpus: float) -> None:
+        self.cpus = cpus
+
+    def cluster_resources(self) -> dict[str, Any]:
+        return {"CPU": self.cpus}
+
+
+def _engine(tmp_path: Path, cpus: float) -> RayEngine:
+    engine = RayEngine.__new__(RayEngine)  # (no Ray imported: only its resources asked)
+    engine.app = load(write_one_call_app(tmp_path, server_keys="replication = 3"))
+    engine.ray = _FakeRay(cpus)
+    return engine
+
+
+def test_a_cluster_with_fewer_cpus_than_replicas_is_said_at_once(tmp_path: Path) -> None:
+    _engine(tmp_path, 3)._enough_cpus(3)  # enough: nothing said
+    with pytest.raises(ConfigError) as info:
+        _engine(tmp_path, 2)._enough_cpus(3)
+    assert info.value.key == "cluster.engine"
+    assert "each of the 3 replicas as an actor of one CPU; this Ray cluster has 2" in str(
+        info.value)
+
+
+@pytest.mark.parametrize(("engine", "says"), [("mpi", "mpi: mpiexec -n 3"),
+                                              ("ray", "ray: 2 actor(s) of 1 CPU")])
+def test_check_says_what_the_engine_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           engine: str, says: str) -> None:
+    app = write_one_call_app(tmp_path, server_keys="replication = 2",
+                             tail=f'[cluster]\nengine = "{engine}"\n')
+    status = main(["check", str(app)])
+    out = capsys.readouterr()
+    if importlib.util.find_spec({"mpi": "mpi4py", "ray": "ray"}[engine]) is None:
+        assert status == 2 and "is not installed" in out.err
+    else:
+        assert status == 0 and says in out.out, out
+
+
+def test_check_says_an_engine_whose_package_is_missing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "ray" else real(name, *a))
+    app = write_one_call_app(tmp_path, tail='[cluster]\nengine = "ray"\n')
+    assert main(["check", str(app)]) == 2
+    assert "the ray engine needs ray, which is not installed (pip install 'polybus[ray]')" in (
+        capsys.readouterr().err)
