@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from polybus.testing.apps import write_one_call_app
-from polybus.testing.engines import CASES, check, command, mpi_unavailable
+from polybus.testing.engines import CASES, check, command, launch, mpi_unavailable
 
 from .conftest import descendants
 
@@ -27,23 +25,11 @@ def _need_mpi() -> None:
         pytest.skip(f"mpi engine: {why}")
 
 
-def _launch(argv: list[str], cwd: Path) -> tuple[int, str]:
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # (the group started here, alone)
-        proc.communicate()
-        raise
-    return proc.returncode, out.decode(errors="replace")
-
-
 def test_too_few_ranks_is_a_clear_error_on_every_rank(tmp_path: Path) -> None:
     before = descendants(os.getpid())
     check("local", CASES[0], tmp_path)  # (writes the program; 2 replicas: 3 ranks)
     argv = command("mpi", tmp_path / "app.toml", 2, tmp_path / "out.json", ranks=2)
-    status, out = _launch(argv, tmp_path)
+    status, out = launch(argv, tmp_path)
     assert status != 0
     assert out.count("so 3 ranks; it was started on 2 ranks") == 2, out
     assert descendants(os.getpid()) <= before
@@ -72,7 +58,7 @@ def test_ranks_on_every_interface_register_their_host_name(tmp_path: Path) -> No
     (tmp_path / "client.py").write_text(ADDRESSES_CLIENT)
     argv = command("mpi", app, 2, tmp_path / "out.json")
     argv += ["--set", 'cluster.listen_host="0.0.0.0"']
-    status, out = _launch(argv, tmp_path)
+    status, out = launch(argv, tmp_path)
     assert status == 0, out
     got = json.loads((tmp_path / "out.json").read_text())["result"]
     host = socket.gethostname()

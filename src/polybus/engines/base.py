@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from polybus.config.model import ClusterSpec
+from polybus.registry.service import RegistryService
+
 
 @dataclass
 class Cluster:
@@ -25,3 +28,9 @@ class Engine(Protocol):
         """Lines saying what became of replicas that ended during the run (added to the
         run's error), waiting up to ``settle`` s for them to be seen."""
         ...
+
+
+def run_registry(cluster: ClusterSpec, token: bytes) -> RegistryService:
+    """A run's embedded registry: at ``listen_host`` on a free port, dropping a replica
+    silent for three heartbeats."""
+    return RegistryService(token, f"tcp://{cluster.listen_host}:0", ttl=3 * cluster.heartbeat)

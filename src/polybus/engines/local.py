@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from polybus.config.model import AppConfig
-from polybus.engines.base import Cluster
+from polybus.engines.base import Cluster, run_registry
 from polybus.engines.logfollow import LogFollower, is_banner
 from polybus.engines.rundir import make_run_dir, remove_stale_run_dirs
 from polybus.errors import PolybusError, TransportError
@@ -52,9 +52,7 @@ class LocalEngine:
         try:
             remove_stale_run_dirs()  # (what runs killed outright left)
             self.rundir = make_run_dir()
-            self.registry = RegistryService(
-                self.token, f"tcp://{self.app.cluster.listen_host}:0",
-                ttl=3 * self.app.cluster.heartbeat)
+            self.registry = run_registry(self.app.cluster, self.token)
             for module in self.app.servers():
                 for replica in module.replication:
                     self._spawn(module.key, replica.name)

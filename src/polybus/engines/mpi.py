@@ -39,7 +39,7 @@ from typing import Any, NoReturn, TextIO
 
 from polybus.config.model import AppConfig, ModuleSpec, ReplicaSpec
 from polybus.engines import served
-from polybus.engines.base import Cluster
+from polybus.engines.base import Cluster, run_registry
 from polybus.engines.local import START_TIMEOUT
 from polybus.errors import ConfigError, PolybusError, TransportError
 from polybus.registry.client import RegistryClient
@@ -148,15 +148,13 @@ class MpiEngine:
         token = make_token()
         try:
             try:
-                self.registry = RegistryService(token, f"tcp://{cluster.listen_host}:0",
-                                                ttl=3 * cluster.heartbeat)
+                self.registry = run_registry(cluster, token)
             except BaseException as exc:  # (the other ranks are told, and end)
                 self._told = True
                 self.comm.bcast({"failed": f"{type(exc).__name__}: {exc}"}, root=0)
                 raise
             address = self.registry.address
-            dialled = f"tcp://{served.dialled(address.host)}:{address.port}"
-            self.comm.bcast({"token": token, "registry": dialled,
+            self.comm.bcast({"token": token, "registry": served.dialled(address),
                              "host": self.mpi.Get_processor_name()}, root=0)
             self._told = self._serving = True
             self._wait_ready(str(address), token)

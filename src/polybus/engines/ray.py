@@ -2,10 +2,11 @@
 
 ``polybus run app.toml --set cluster.engine=ray`` joins the cluster ``$RAY_ADDRESS``
 names (``ray start --head`` on a cluster's head), or starts a private one on this
-machine for the run (ended with it), with a CPU for each replica. The run makes the token and the registry as the
-local engine does, then starts one actor per replica (``num_cpus = 1``, named
-``polybus-<replica>``); each serves its replica in a thread (`served.serve_replica`),
-registers, and is stopped by a method call when the client is done, then killed.
+machine for the run (ended with it), with a CPU for each replica. The run makes the
+token and the registry as the local engine does, then starts one actor per replica
+(``num_cpus = 1``, named ``polybus-<replica>``); each serves its replica in a thread
+(`served.serve_replica`), registers, and is stopped by a method call when the client is
+done, then killed.
 
 Ray carries only the start (the registry's address and the token, as actor arguments:
 see docs/security.md) and the stop; calls travel on polybus's own transports, the
@@ -27,10 +28,9 @@ from typing import Any, TextIO
 
 from polybus.config.model import AppConfig
 from polybus.engines import served
-from polybus.engines.base import Cluster
+from polybus.engines.base import Cluster, run_registry
 from polybus.engines.local import START_TIMEOUT
 from polybus.errors import ConfigError, PolybusError, TransportError
-from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
 from polybus.token import make_token
 
@@ -59,10 +59,10 @@ class _Replica:
         self._error: str | None = None
 
     def serve(self, path: str, overrides: tuple[str, ...], index: int, registry: str,
-              token: bytes, client_host: str) -> str:
+              token: bytes, client_host: str) -> None:
         """Start serving replica ``index`` of the configuration at ``path`` (loaded here
-        as the run loaded it); returns the host it serves on once it is registered, or
-        raises the reason it could not start."""
+        as the run loaded it); returns once it is registered, or raises the reason it
+        could not start."""
         from polybus.config import load
 
         app = load(path, overrides)
@@ -90,7 +90,6 @@ class _Replica:
         started.wait()
         if self._error is not None:
             raise PolybusError(self._error)
-        return socket.gethostname()
 
     def __repr__(self) -> str:  # (Ray prefixes the actor's output lines with it)
         return self.name
@@ -119,17 +118,15 @@ class RayEngine:
     def start(self) -> Cluster:
         t0 = time.perf_counter()
         ray = self.ray
-        cluster = self.app.cluster
         token = make_token()
         try:
             replicas = served.replicas_in_order(self.app)
             if not ray.is_initialized():
                 self._init(len(replicas))
             self._enough_cpus(len(replicas))
-            self.registry = RegistryService(token, f"tcp://{cluster.listen_host}:0",
-                                            ttl=3 * cluster.heartbeat)
+            self.registry = run_registry(self.app.cluster, token)
             where = self.registry.address
-            registry = f"tcp://{served.dialled(where.host)}:{where.port}"
+            registry = served.dialled(where)
             actor = ray.remote(max_concurrency=2)(_Replica)  # (serve and stop at once)
             calls = []
             for i, (_, r) in enumerate(replicas):
@@ -138,7 +135,7 @@ class RayEngine:
                 self.actors.append(a)
                 calls.append(a.serve.remote(str(self.app.path), self.overrides, i, registry,
                                             token, socket.gethostname()))
-            self._wait_ready(calls, [r.name for _, r in replicas], str(where), token)
+            self._wait_ready(calls, [r.name for _, r in replicas])
         except BaseException:
             self.stop()
             raise
@@ -176,8 +173,9 @@ class RayEngine:
                 key="cluster.engine", hint="fewer replicas, or a cluster with more CPUs "
                 "(ray start --head --num-cpus N, then RAY_ADDRESS=auto)")
 
-    def _wait_ready(self, calls: list[Any], names: list[str], registry: str,
-                    token: bytes) -> None:
+    def _wait_ready(self, calls: list[Any], names: list[str]) -> None:
+        """Every actor's ``serve`` returned: each has registered (registration is part
+        of starting to serve), or the first that could not start is raised."""
         ray = self.ray
         try:
             ray.get(calls, timeout=self.start_timeout)
@@ -198,13 +196,6 @@ class RayEngine:
                         raise PolybusError(f"worker {name} (a Ray actor) could not start: "
                                            f"{_cause(err)}") from None
             raise PolybusError(f"a Ray actor could not start: {_cause(exc)}") from None
-        client = RegistryClient(registry, token)
-        try:
-            missing = set(names) - {r.name for r in client.resolve()}
-        finally:
-            client.close()
-        if missing:
-            raise TransportError(f"actors served but did not register: {sorted(missing)}")
 
     def stop(self) -> None:
         """Each actor told to stop serving (waited for, boundedly), then killed; the

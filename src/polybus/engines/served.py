@@ -9,6 +9,7 @@ and the host it registers for a wildcard bind (its own name).
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import signal
 import socket
@@ -19,7 +20,7 @@ from polybus.config.model import AppConfig, ModuleSpec, ReplicaSpec
 from polybus.engines.local import transports_for
 from polybus.engines.rundir import make_run_dir, remove_stale_run_dirs
 from polybus.errors import ConfigError
-from polybus.transport.endpoints import WILDCARDS
+from polybus.transport.endpoints import WILDCARDS, Address
 
 __all__ = ["dialled", "replicas_in_order", "serve_replica"]
 
@@ -32,9 +33,10 @@ def replicas_in_order(app: AppConfig) -> list[tuple[ModuleSpec, ReplicaSpec]]:
     return [(m, r) for m in app.servers() for r in m.replication]
 
 
-def dialled(host: str) -> str:
-    """The host others dial for one bound to ``host`` (a wildcard: this host's name)."""
-    return socket.gethostname() if host in WILDCARDS else host
+def dialled(address: Address) -> str:
+    """Where others dial a TCP listener at ``address`` (a wildcard: this host's name)."""
+    host = socket.gethostname() if address.host in WILDCARDS else address.host
+    return str(dataclasses.replace(address, host=host))
 
 
 def serve_replica(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *,

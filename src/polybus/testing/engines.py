@@ -24,7 +24,7 @@ from typing import Any
 
 from polybus.testing.apps import write_app
 
-__all__ = ["CASES", "ENGINES", "Case", "check", "command", "mpi_unavailable", "ray_unavailable",
+__all__ = ["CASES", "ENGINES", "Case", "check", "command", "launch", "mpi_unavailable", "ray_unavailable",
            "unavailable"]
 
 ENGINES = ("local", "mpi", "ray")
@@ -165,6 +165,28 @@ def command(engine: str, app: Path, replicas: int, out: Path,
     return [*argv, "-n", str(1 + replicas if ranks is None else ranks), *run]
 
 
+def launch(argv: list[str], cwd: Path) -> tuple[int, str]:
+    """Run ``argv`` in a session of its own, for at most ``TIMEOUT_S``; its exit status
+    and its output (stdout, then stderr). Whatever is left of that session afterwards
+    (a launcher's or Ray's daemons, however the run ended) is killed: only it."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        stdout, stderr = b"", b""
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # (the session's group: this call's alone)
+        except ProcessLookupError:
+            pass
+    if proc.returncode is None:
+        _, stderr = proc.communicate()
+        raise AssertionError(f"no end within {TIMEOUT_S:g} s: {argv}\n"
+                             f"{stderr.decode(errors='replace')[-3000:]}")
+    return proc.returncode, (stdout + stderr).decode(errors="replace")
+
+
 def check(engine: str, case: Case, where: Path) -> Any:
     """Run ``case`` under ``engine`` in ``where``; its result (AssertionError if the run
     does not do what the case says)."""
@@ -172,24 +194,14 @@ def check(engine: str, case: Case, where: Path) -> Any:
                     toml=_TOML.format(server=case.server, kind=case.kind,
                                       replicas=case.replicas))
     out = where / "result.json"
-    argv = command(engine, app, case.replicas, out)
-    proc = subprocess.Popen(argv, cwd=where, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # (the group this call started, alone)
-        stdout, stderr = proc.communicate()
-        raise AssertionError(f"{engine}: {case.name}: no end within {TIMEOUT_S:g} s\n"
-                             f"{stderr.decode(errors='replace')[-3000:]}") from None
-    text = (stdout + stderr).decode(errors="replace")
-    said = f"{engine}: {case.name}: exit status {proc.returncode}\n{text[-3000:]}"
+    status, text = launch(command(engine, app, case.replicas, out), where)
+    said = f"{engine}: {case.name}: exit status {status}\n{text[-3000:]}"
     if case.error:
-        assert proc.returncode != 0, said
+        assert status != 0, said
         for words in case.error:
             assert words in text, f"{said}\n(expected {words!r} in the output)"
         return None
-    assert proc.returncode == 0, said
+    assert status == 0, said
     result = json.loads(out.read_text())["result"]
     assert result == case.result, f"{said}\nresult {result!r}, expected {case.result!r}"
     return result
