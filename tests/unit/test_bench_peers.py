@@ -124,14 +124,15 @@ def test_peer_rows_go_on_without_mpi4py(monkeypatch: pytest.MonkeyPatch) -> None
     def missing(*_: object, **__: object) -> None:
         raise PeerUnavailable("not installed (pip install mpi4py)")
 
-    for name in ("describe", "matmul_seconds", "ep_seconds", "mpiexec"):
+    for name in ("describe", "matmul_seconds", "ep_times", "mpiexec"):
         monkeypatch.setattr(mpi, name, missing)
     result = BenchResult("matmul")
     peer_rows.matmul(result, [10], [1], lambda n: 1, NullProgress(), lambda n: 1)
     assert result.skipped["mpi4py"] == "not installed (pip install mpi4py)"
     assert not result.rows and "mpi4py" not in result.params.get("peers", {})
     result = BenchResult("ep")
-    peer_rows.ep(result, 8, 4, [1], 1, NullProgress())
+    assert peer_rows.ep_times(result, 8, 4, 1, 1, "sm") is None
+    peer_rows.ep_rows(result, {})
     assert "mpi4py" in result.skipped and not result.rows
 
 

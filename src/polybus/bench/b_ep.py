@@ -5,7 +5,8 @@ configuration change seeds/004 studied, measured in the same run.
 
 Peers, on the same tasks: the one-process block loop (the speedup baseline),
 ProcessPoolExecutor and, when importable, an mpi4py master/worker (skipped with its
-reason otherwise). Each repeats inside one start-up. BLAS is pinned to one thread.
+reason otherwise). Each repeats inside one start-up, and the full run does it in
+``ROUNDS`` interleaved rounds. BLAS is pinned to one thread.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ WATERMARK = 2  # the configuration's (programs/matmul.toml): calls in flight per
 # (transport, watermark) of the polybus runs: the configuration's on each transport, and
 # over shm the watermarks around it (1: mpi4py's master/worker's own; 4: a deeper pipe).
 _RUNS = [("tcp", WATERMARK), ("shm", WATERMARK), ("shm", 1), ("shm", 4)]
+# Rounds of the full run, interleaved: each runs every system once, so a drift in this
+# machine's speed from minute to minute (the one-process loop took 42-54 ms in one
+# sitting here) falls on every system alike rather than on whichever ran last. Each
+# system's row pools the repetitions of all rounds.
+ROUNDS = 3
+REPS = 7  # timed repetitions per system per round (inside one start-up)
 
 
 def _one_process(n: int, block: int, reps: int) -> list[float]:
@@ -67,46 +74,83 @@ def _pool(n: int, block: int, workers: int, reps: int) -> list[float]:
     return out
 
 
-def run(quick: bool, progress: Progress) -> BenchResult:
+def _polybus_times(n: int, block: int, k: int, reps: int, transport: str,
+                   watermark: int) -> tuple[list[float], bool]:
+    """One polybus run of the ep tasks: each repetition's seconds, and whether every
+    product was right."""
     from polybus.bench.polybus_runs import PROGRAMS
     from polybus.runner import run as prun
+
+    style = f"async-demand({watermark})"
+    sets = [f"modules.server.replication={k}", "modules.client.entrypoint=blocks",
+            f"modules.client.args={json.dumps([n, block, 1, reps])}",
+            f'modules.client.use.multiply_block={{callstyle="{style}"}}']
+    if transport != "tcp":
+        sets.append(f"modules.server.transport={transport}")
+    out = prun(PROGRAMS / "matmul.toml", sets)
+    return [float(s) for s in out.result["seconds"]], bool(out.result["correct"])
+
+
+def run(quick: bool, progress: Progress) -> BenchResult:
+    from polybus.bench import peer_rows  # the mpi4py master/worker, same tasks
+    from polybus.bench.peer_rows import MPI_TRANSPORTS
 
     pin_blas()
     cpus = os.cpu_count() or 1
     n = 512 if quick else 1024
     block = 128
     workers = [1, 2] if quick else [w for w in (1, 2, 4) if w <= max(cpus, 2)]
-    reps = 1 if quick else 11
+    reps = 1 if quick else REPS
+    rounds = 1 if quick else ROUNDS
     result = BenchResult("ep", {"n": n, "block": block, "tasks": (n // block) ** 2,
-                                "reps": reps, "blas_threads": 1}, x_label="workers")
-    progress.begin(1 + (len(_RUNS) + 3) * len(workers), "ep")
-    base = summarize(_one_process(n, block, max(reps, 3)))
-    result.add(Row.of("one_process", {}, 1, "seconds", base))
-    progress.advance("ep one process")
-    for k in workers:
-        # All repetitions inside one run, as the one-process loop and mpi4py repeat
-        # inside one start-up; tcp, and shm (the host's shared memory, as mpi4py uses).
-        for transport, watermark in _RUNS:
-            style = f"async-demand({watermark})"
-            sets = [f"modules.server.replication={k}", "modules.client.entrypoint=blocks",
-                    f"modules.client.args={json.dumps([n, block, 1, reps])}",
-                    f'modules.client.use.multiply_block={{callstyle="{style}"}}']
-            if transport != "tcp":
-                sets.append(f"modules.server.transport={transport}")
-            out = prun(PROGRAMS / "matmul.toml", sets)
-            if not out.result["correct"]:
-                result.notes.append(f"polybus {transport} {style} workers={k}: WRONG RESULT")
-            st = summarize([float(s) for s in out.result["seconds"]])
-            cfg = {"callstyle": style, "transport": transport}
-            result.add(Row.of("polybus", cfg, k, "seconds", st))
-            result.add(Row.of("polybus", cfg, k, "speedup", st.map(lambda t: base.median / t)))
-            progress.advance(f"ep polybus {transport} {style} workers={k}")
-        pool = summarize(_pool(n, block, k, reps))
-        result.add(Row.of("process_pool", {}, k, "seconds", pool))
-        progress.advance(f"ep process_pool workers={k}")
-    from polybus.bench import peer_rows  # the mpi4py master/worker, same tasks
+                                "reps": reps, "rounds": rounds, "blas_threads": 1},
+                         x_label="workers")
+    result.notes.append(f"{rounds} round(s), interleaved: each round runs every system once "
+                        f"({reps} repetitions inside one start-up each); a row is the "
+                        "median of all its rounds' repetitions")
+    progress.begin(rounds * (1 + (len(_RUNS) + 1 + len(MPI_TRANSPORTS)) * len(workers)), "ep")
+    base: list[float] = []
+    mine: dict[tuple[int, str, int], list[float]] = {}
+    pool: dict[int, list[float]] = {}
+    theirs: dict[tuple[str, int], list[float]] = {}
+    for r in range(rounds):
+        at = f" (round {r + 1} of {rounds})" if rounds > 1 else ""
+        base += _one_process(n, block, max(reps, 3))
+        progress.advance(f"ep one process{at}")
+        for k in workers:
+            # tcp, and shm (the host's shared memory, as mpi4py uses)
+            for transport, watermark in _RUNS:
+                times, ok = _polybus_times(n, block, k, reps, transport, watermark)
+                if not ok:
+                    result.notes.append(f"polybus {transport} async-demand({watermark}) "
+                                        f"workers={k}: WRONG RESULT")
+                mine.setdefault((k, transport, watermark), []).extend(times)
+                progress.advance(f"ep polybus {transport} async-demand({watermark}) "
+                                 f"workers={k}{at}")
+            pool.setdefault(k, []).extend(_pool(n, block, k, reps))
+            progress.advance(f"ep process_pool workers={k}{at}")
+            for transport in MPI_TRANSPORTS:
+                got = peer_rows.ep_times(result, n, block, k, reps, transport)
+                if got is not None:
+                    theirs.setdefault((transport, k), []).extend(got)
+                progress.advance(f"ep mpi4py {transport} workers={k}{at}")
+    one = summarize(base)
+    result.add(Row.of("one_process", {}, 1, "seconds", one))
+    for (k, transport, watermark), times in mine.items():
+        st = summarize(times)
+        cfg = {"callstyle": f"async-demand({watermark})", "transport": transport}
+        result.add(Row.of("polybus", cfg, k, "seconds", st))
+        result.add(Row.of("polybus", cfg, k, "speedup", st.map(lambda t: one.median / t)))
+    for k, times in pool.items():
+        result.add(Row.of("process_pool", {}, k, "seconds", summarize(times)))
+    peer_rows.ep_rows(result, theirs)
+    _ratios(result, workers)
+    return result
 
-    peer_rows.ep(result, n, block, workers, reps, progress)
+
+def _ratios(result: BenchResult, workers: list[int]) -> None:
+    from polybus.bench import peer_rows
+
     for k in workers:
         for transport, watermark in _RUNS:
             style = f"async-demand({watermark})"
@@ -118,4 +162,3 @@ def run(quick: bool, progress: Progress) -> BenchResult:
             peer_rows.mpi_ratios(result, at, mine, transport, k, {})
             result.add_ratio(f"polybus/process_pool {at}", mine,
                              result.find("process_pool", k, "seconds"))
-    return result

@@ -231,6 +231,8 @@ def polybus_run(n: int, servers: int, stateful: bool, cost: float, reps: int,
 
 
 def run(quick: bool, progress: Progress) -> BenchResult:
+    from polybus.bench import peer_rows
+
     pin_blas()
     cpus = os.cpu_count() or 1
     sizes = [100, 200] if quick else [10, 100, 200, 500, 1000]
@@ -310,10 +312,10 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                     result.add(Row.of("process_pool", cfg2, k, "speedup",
                                       st.map(_over(base.median))))
                     progress.advance(f"matmul process_pool {mode} n={n} workers={k}")
-    from polybus.bench import peer_rows  # mpi4py master/worker, same sizes, modes and tasks
-
-    peer_rows.matmul(result, sizes, servers, lambda n: reps_for(n, reps), progress, chunk_of,
-                     WARMUP)
+        # mpi4py master/worker, same modes and tasks, measured right after polybus at
+        # this size (not after every size: the machine's speed drifts over the run)
+        peer_rows.matmul(result, [n], servers, lambda n: reps_for(n, reps), progress,
+                         chunk_of, WARMUP)
     for n in sizes:
         _ratios(result, n, min(2, cpus))
     return result

@@ -19,9 +19,9 @@ from polybus.bench.peers import PeerUnavailable
 from polybus.bench.placement import DEFAULT, Placement
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
-from polybus.bench.stats import Stat
+from polybus.bench.stats import Stat, summarize
 
-__all__ = ["bandwidth", "bandwidth_ratios", "ep", "latency", "latency_ratios", "matmul", "mpi_ratios",
+__all__ = ["bandwidth", "bandwidth_ratios", "ep_rows", "ep_times", "latency", "latency_ratios", "matmul", "mpi_ratios",
            "sort", "throughput", "throughput_ratios"]
 
 RAY_QUICK = ("left out of --quick: starting a Ray session took 2.6-10.6 s here (measured), "
@@ -282,18 +282,21 @@ def matmul(result: BenchResult, sizes: Sequence[int], servers: Sequence[int],
                 "stateful broadcasts B once per repetition (timed)")
 
 
-def ep(result: BenchResult, n: int, block: int, workers: Sequence[int], reps: int,
-       progress: Progress) -> None:
-    """mpi4py's master/worker on the same tasks, over shared memory and loopback TCP."""
+def ep_times(result: BenchResult, n: int, block: int, k: int, reps: int,
+             transport: str) -> list[float] | None:
+    """One launch of mpi4py's master/worker on the ep tasks (``k`` workers, over
+    ``transport``): each repetition's seconds, or None if mpi4py (or that transport)
+    cannot run here, recorded as skipped with the reason."""
     from polybus.bench.peers import mpi
 
-    for transport in MPI_TRANSPORTS:
-        for k in workers:
-            st = try_peer(result, _mpi_system(transport),
-                          partial(mpi.ep_seconds, n, block, k, reps, transport))
-            progress.advance(f"ep mpi4py {transport} workers={k}")
-            if st is None:
-                break
-            result.add(Row.of("mpi4py", {"tasks": "on demand, 1 per worker", "ranks": k + 1,
-                                         "transport": transport}, k, "seconds", st))
+    return try_peer(result, _mpi_system(transport),
+                    partial(mpi.ep_times, n, block, k, reps, transport))
+
+
+def ep_rows(result: BenchResult, times: dict[tuple[str, int], list[float]]) -> None:
+    """The mpi4py rows of ep from the seconds `ep_times` gave, per (transport, workers),
+    pooled over the benchmark's rounds; how mpi4py was launched, in the params."""
+    for (transport, k), seconds in times.items():
+        result.add(Row.of("mpi4py", {"tasks": "on demand, 1 per worker", "ranks": k + 1,
+                                     "transport": transport}, k, "seconds", summarize(seconds)))
     _record_mpi(result)

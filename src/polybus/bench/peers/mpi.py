@@ -147,5 +147,10 @@ def matmul_seconds(n: int, workers: int, stateful: bool, reps: int, chunk: int =
 
 def ep_seconds(n: int, block: int, workers: int, reps: int, transport: str = "sm") -> Stat:
     """seeds/004 blocks on demand over ``workers`` worker ranks plus the master."""
+    return summarize(ep_times(n, block, workers, reps, transport))
+
+
+def ep_times(n: int, block: int, workers: int, reps: int, transport: str = "sm") -> list[float]:
+    """`ep_seconds`' repetitions, each one's seconds (to pool over several launches)."""
     out = launch("ep", [n, block, reps], workers + 1, 3600, transport=transport)
-    return summarize(out["seconds"])
+    return [float(s) for s in out["seconds"]]
