@@ -4,12 +4,13 @@ actors."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 
-from polybus.testing.engines import CASES, ENGINES, Case, check, unavailable
+from polybus.testing.engines import CASES, DEATH, ENGINES, Case, check, unavailable
 
 from .conftest import descendants
 
@@ -35,3 +36,19 @@ def test_a_private_ray_takes_more_replicas_than_cores(tmp_path: Path) -> None:
                 result={"processes": replicas, "values": [2 * i for i in range(12)]},
                 replicas=replicas)
     check("ray", case, tmp_path)
+
+
+# What the run's error adds of a replica that died, by engine (the local engine waits
+# for the process; Ray says only what it saw of the actor's end, not a signal).
+_DEATH_SAID = {"local": ("worker server-0 was killed by signal 9 (SIGKILL)",),
+               "ray": ("worker server-0 (a Ray actor) ended: ", "(Ray: SYSTEM_ERROR)")}
+
+
+@pytest.mark.parametrize("engine", sorted(_DEATH_SAID))
+def test_a_replica_that_dies_is_named_with_how(engine: str, tmp_path: Path) -> None:
+    if why := unavailable(engine):
+        pytest.skip(f"{engine} engine: {why}")
+    case = dataclasses.replace(DEATH, error=DEATH.error + _DEATH_SAID[engine])
+    before = descendants(os.getpid())
+    check(engine, case, tmp_path)
+    assert descendants(os.getpid()) <= before

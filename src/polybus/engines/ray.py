@@ -20,6 +20,7 @@ same path on each (a shared file system). Ray is imported only here
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import threading
@@ -94,6 +95,10 @@ class _Replica:
     def __repr__(self) -> str:  # (Ray prefixes the actor's output lines with it)
         return self.name
 
+    def alive(self) -> bool:
+        """Answers while the actor lives (`RayEngine.ended` asks)."""
+        return True
+
     def stop(self) -> bool:
         self._asked.set()
         for f in self._stop:
@@ -113,6 +118,7 @@ class RayEngine:
         self.ray = _ray()
         self.registry: RegistryService | None = None
         self.actors: list[Any] = []
+        self.names: list[str] = []  # the replica each actor serves, in order
         self._own_ray = False
 
     def start(self) -> Cluster:
@@ -133,6 +139,7 @@ class RayEngine:
                 a = actor.options(name=f"polybus-{r.name}-{os.getpid()}",
                                   num_cpus=1).remote(r.name)
                 self.actors.append(a)
+                self.names.append(r.name)
                 calls.append(a.serve.remote(str(self.app.path), self.overrides, i, registry,
                                             token, socket.gethostname()))
             self._wait_ready(calls, [r.name for _, r in replicas])
@@ -201,7 +208,7 @@ class RayEngine:
         """Each actor told to stop serving (waited for, boundedly), then killed; the
         registry closed; a Ray this run started, shut down."""
         ray = self.ray
-        actors, self.actors = self.actors, []
+        actors, self.actors, self.names = self.actors, [], []
         if actors:
             try:
                 ray.get([a.stop.remote() for a in actors], timeout=STOP_S)
@@ -220,7 +227,37 @@ class RayEngine:
             ray.shutdown()
 
     def ended(self, settle: float = 0.0) -> list[str]:
-        return []
+        """One line for each actor that ended before it was stopped, with what Ray says
+        of its death (the exit type and detail; Ray does not know a signal), found by
+        asking each actor to answer (at most ``settle`` s, and 2 s, for all)."""
+        ray = self.ray
+        refs = [a.alive.remote() for a in self.actors]
+        if not refs:
+            return []
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=max(settle, 2.0))
+        out = []
+        for name, ref in zip(self.names, refs, strict=True):
+            if ref in done:
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayActorError as exc:
+                    out.append(f"worker {name} (a Ray actor) ended: {_death(exc)}")
+                except Exception:  # (a lost connection to Ray itself: nothing to say)
+                    pass
+        return out
+
+
+_EXIT = re.compile(r"Worker exit type: (\S+) Worker exit detail: (.*?)(?: Some common causes|$)",
+                   re.S)
+
+
+def _death(err: Any) -> str:
+    """What Ray says of an actor's death, in one line, without its troubleshooting."""
+    text = " ".join(str(err).split())
+    m = _EXIT.search(text)
+    if m is not None:
+        return f"{m.group(2).strip()} (Ray: {m.group(1)})"
+    return text.splitlines()[-1] if text else type(err).__name__
 
 
 def _cause(err: Any) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from polybus.testing.apps import write_app
 
-__all__ = ["CASES", "ENGINES", "Case", "check", "command", "launch", "mpi_unavailable", "ray_unavailable",
+__all__ = ["CASES", "DEATH", "ENGINES", "Case", "check", "command", "launch", "mpi_unavailable", "ray_unavailable",
            "unavailable"]
 
 ENGINES = ("local", "mpi", "ray")
@@ -98,6 +98,14 @@ class Case:
     replicas: int = 2
 
 
+#: a replica that dies (SIGKILL) in the call the "boom" client makes, and in its retry on
+#: the other replica; what each engine says of it differs (under mpi the launcher ends
+#: the job), so `DEATH` says only the client's part, and tests add each engine's
+DEATH = Case("a replica killed in a call", "boom", error=("every replica of work is gone",),
+             server_source=_SERVER.replace(
+                 '        if x == "boom":\n',
+                 '        if x == "boom":\n            import signal\n'
+                 '            os.kill(os.getpid(), signal.SIGKILL)\n'))
 _SUM = float(sum(range(100_000)))
 _ANSWERS = {"processes": 2, "values": [2 * i for i in range(12)]}
 CASES = (
