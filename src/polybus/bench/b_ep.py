@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from polybus.bench import peer_rows  # the mpi4py master/worker, same tasks
 from polybus.bench.b_matmul import pin_blas
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
@@ -97,9 +98,6 @@ def _polybus_times(n: int, block: int, k: int, reps: int, transport: str,
 
 
 def run(quick: bool, progress: Progress) -> BenchResult:
-    from polybus.bench import peer_rows  # the mpi4py master/worker, same tasks
-    from polybus.bench.peer_rows import MPI_TRANSPORTS
-
     pin_blas()
     cpus = os.cpu_count() or 1
     n = 512 if quick else 1024
@@ -113,7 +111,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     result.notes.append(f"{rounds} round(s), interleaved: each round runs every system once "
                         f"({reps} repetitions inside one start-up each); a row is the "
                         "median of all its rounds' repetitions")
-    progress.begin(rounds * (1 + (len(_RUNS) + 1 + len(MPI_TRANSPORTS)) * len(workers)), "ep")
+    progress.begin(rounds * (1 + (len(_RUNS) + 1 + len(peer_rows.MPI_TRANSPORTS)) * len(workers)), "ep")
     base: list[float] = []
     mine: dict[tuple[int, str, int], list[float]] = {}
     pool: dict[int, list[float]] = {}
@@ -134,7 +132,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                                  f"workers={k}{at}")
             pool.setdefault(k, []).extend(_pool(n, block, k, reps))
             progress.advance(f"ep process_pool workers={k}{at}")
-            for transport in MPI_TRANSPORTS:
+            for transport in peer_rows.MPI_TRANSPORTS:
                 got = peer_rows.ep_times(result, n, block, k, reps, transport)
                 if got is not None:
                     theirs.setdefault((transport, k), []).extend(got)
@@ -154,8 +152,6 @@ def run(quick: bool, progress: Progress) -> BenchResult:
 
 
 def _ratios(result: BenchResult, workers: list[int]) -> None:
-    from polybus.bench import peer_rows
-
     for k in workers:
         for transport, watermark in _RUNS:
             style = f"async-demand({watermark})"

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from polybus.bench import peer_rows  # the mpi4py master/worker, same tasks
 from polybus.bench._ceiling import ceiling_seconds
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Ratio, Row
@@ -231,8 +232,6 @@ def polybus_run(n: int, servers: int, stateful: bool, cost: float, reps: int,
 
 
 def run(quick: bool, progress: Progress) -> BenchResult:
-    from polybus.bench import peer_rows
-
     pin_blas()
     cpus = os.cpu_count() or 1
     sizes = [100, 200] if quick else [10, 100, 200, 500, 1000]
@@ -369,8 +368,6 @@ def _per(k: int) -> Any:
 
 
 def _ratios(result: BenchResult, n: int, k: int) -> None:
-    from polybus.bench import peer_rows
-
     minimum = 8 * n * n * (1 + k)  # A once and B once per server, 8-byte floats
     result.add_ratio(f"one_process / parallel_ceiling n={n} processes={k} (this machine's "
                      "most)", result.find("one_process", 1, "seconds", {"n": n}),
