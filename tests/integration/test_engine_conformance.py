@@ -40,7 +40,7 @@ def test_a_private_ray_takes_more_replicas_than_cores(tmp_path: Path) -> None:
 
 # What the run's error adds of a replica that died, by engine (the local engine waits
 # for the process; Ray says only what it saw of the actor's end, not a signal).
-_DEATH_SAID = {"local": ("worker server-0 was killed by signal 9 (SIGKILL)",),
+_DEATH_SAID = {"hosts": (), "local": ("worker server-0 was killed by signal 9 (SIGKILL)",),
                "ray": ("worker server-0 (a Ray actor) ended: ", "(Ray: SYSTEM_ERROR)")}
 
 

@@ -4,7 +4,8 @@ give the same answers and the same errors.
 An engine is given by how ``polybus run`` is launched under it (`command`): the local
 engine runs the command as it is; the mpi engine runs it under ``mpiexec`` with one rank
 for the client and one per replica; the ray engine starts a private Ray for the run,
-in a loopback-only network namespace. `CASES` are the checks; `check(engine, case, where)`
+in a loopback-only network namespace; under the hosts engine a registry and a worker
+per replica are started by hand first (testing/hosts.py). `CASES` are the checks; `check(engine, case, where)`
 writes the case's program into ``where``, runs it (bounded in time; the process group
 it starts is killed if it overruns) and raises AssertionError, with the run's output,
 if the run does not behave as the case says. A new engine is added to `ENGINES` and
@@ -23,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from polybus.testing.apps import write_app
+from polybus.testing.hosts import by_hand
 
 __all__ = ["CASES", "DEATH", "ENGINES", "Case", "check", "command", "launch", "mpi_unavailable", "ray_unavailable",
            "unavailable"]
 
-ENGINES = ("local", "mpi", "ray")
+ENGINES = ("local", "mpi", "ray", "hosts")
 TIMEOUT_S = 120.0
 
 _SERVER = """\
@@ -96,6 +98,9 @@ class Case:
     error: tuple[str, ...] = ()
     server_source: str = _SERVER
     replicas: int = 2
+    # more of the error, said where the engine starts the replicas itself (not hosts,
+    # whose workers are started by hand: each says its own error where it was started)
+    started_error: tuple[str, ...] = ()
 
 
 #: a replica that dies (SIGKILL) in the call the "boom" client makes, and in its retry on
@@ -117,7 +122,8 @@ CASES = (
     Case("a module that does not import", "answers",
          server_source=("def work(x):\n    return x\n\n\ndef scaled(b, i):\n    return i\n\n\n"
                         "raise RuntimeError('this module refuses to load')\n"),
-         error=("could not start", "this module refuses to load")),
+         error=("failed to import", "this module refuses to load"),
+         started_error=("could not start",)),
 )
 
 
@@ -156,8 +162,10 @@ def command(engine: str, app: Path, replicas: int, out: Path,
             ranks: int | None = None) -> list[str]:
     """The argv that runs ``app`` under ``engine``, writing its result to ``out``; under
     mpi on ``ranks`` ranks (by default the right number, one more than ``replicas``)."""
-    run = [sys.executable, "-m", "polybus", "run", str(app), "--json", str(out), "--quiet",
-           "--set", f'cluster.engine="{engine}"']
+    run = [sys.executable, "-m", "polybus", "run", str(app), "--json", str(out), "--quiet"]
+    if engine == "hosts":  # (given --registry by the caller: testing/hosts.py)
+        return run
+    run += ["--set", f'cluster.engine="{engine}"']
     if engine == "local":
         return run
     if engine == "ray":  # (a private Ray for the run, on loopback only)
@@ -202,11 +210,18 @@ def check(engine: str, case: Case, where: Path) -> Any:
                     toml=_TOML.format(server=case.server, kind=case.kind,
                                       replicas=case.replicas))
     out = where / "result.json"
-    status, text = launch(command(engine, app, case.replicas, out), where)
+    argv = command(engine, app, case.replicas, out)
+    if engine == "hosts":  # a registry and the workers started by hand first
+        printed: list[str] = []
+        with by_hand(app, case.replicas, printed) as use:
+            status, text = launch([*argv, *use], where)
+        text = "".join(printed) + text
+    else:
+        status, text = launch(argv, where)
     said = f"{engine}: {case.name}: exit status {status}\n{text[-3000:]}"
     if case.error:
         assert status != 0, said
-        for words in case.error:
+        for words in case.error + (case.started_error if engine != "hosts" else ()):
             assert words in text, f"{said}\n(expected {words!r} in the output)"
         return None
     assert status == 0, said
