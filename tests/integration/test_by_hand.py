@@ -324,3 +324,33 @@ def test_a_worker_without_a_registry_to_go_to_says_how_to_name_one() -> None:
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert "give --registry HOST:PORT (or --config a configuration whose [cluster] " \
            "registry names it)" in p.stderr
+
+
+def test_a_worker_with_config_listens_on_its_modules_transport(procs: Procs) -> None:
+    """`polybus worker --config --as` of a module with ``transport = "shm"`` serves on shm
+    beside TCP (it listened on TCP alone, and the run went by TCP whatever the
+    configuration said). TCP stays its main address, for clients on other hosts; a run
+    here uses shm; the socket directory goes when the worker stops."""
+    token = "by-hand-shm-token-" + "s" * 20
+    env = {"POLYBUS_TOKEN": token}
+    shm = 'modules.server.transport="shm"'
+    addr, _ = start_registry(procs, env)
+    w = procs.start("worker", "--registry", addr, "--config", SORT / "app.toml", "--as",
+                    "server", "--name", "server-0", "--set", shm, env=env)
+    assert w.stderr is not None
+    read_line(w.stderr, "serving")
+    client = RegistryClient(addr, token.encode())
+    try:
+        [r] = client.resolve(module="server")
+    finally:
+        client.close()
+    assert r.address.startswith("tcp://127.0.0.1:")
+    [path] = [a.removeprefix("shm://") for a in r.addresses if a.startswith("shm://")]
+    assert Path(path).exists()
+    p = cli("run", SORT / "app.toml", "--registry", addr, "--quiet", "--set", shm,
+            "--set", "modules.client.args=[3000, 1]", env=env)
+    assert p.returncode == 0, p.stderr
+    assert "'correct': True" in p.stdout
+    w.send_signal(signal.SIGTERM)
+    assert w.wait(timeout=30) == 0
+    assert not Path(path).parent.exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -26,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", action="append", metavar="ADDRESS",
                    help="tcp://HOST:PORT, ipc:///PATH or shm:///PATH; repeat to listen on "
                         "several (the first is the replica's main address; "
-                        "default tcp://127.0.0.1:0)")
+                        "default tcp://127.0.0.1:0, and with --config also the "
+                        "module's ipc or shm, in a private directory)")
     p.add_argument("--token-file", metavar="FILE")
     p.add_argument("--heartbeat", type=seconds, default=None, metavar="DURATION",
                    help="seconds between heartbeats (default: --config's [cluster] "
@@ -83,9 +85,22 @@ def main(args: argparse.Namespace) -> int:
     token = cluster_token(args.token_file, config_token_file)
     assert token is not None
     name = args.name or f"{key}-{socket.gethostname()}-{os.getpid()}"
-    serve(registry=registry, module_path=path, name=name, module_key=key, token=token,
-          listen=args.listen or ["tcp://127.0.0.1:0"], spec=spec, replica=replica,
-          heartbeat=args.heartbeat if args.heartbeat is not None else heartbeat,
-          max_frame=max_frame, exit_with_parent=args.exit_with_parent, parent=args.parent,
-          http=http)
+    listen, rundir = args.listen or ["tcp://127.0.0.1:0"], None
+    if args.config and not args.listen:
+        # The module's own transport too (ipc, shm), as the local engine's workers
+        # listen: a configuration's `transport` holds for workers started by hand.
+        # TCP stays the main address, for clients on other hosts.
+        from polybus.engines.served import listen_addresses
+
+        listen, rundir = listen_addresses(app, key, name, "127.0.0.1", local=True,
+                                          tcp_first=True)
+    try:
+        serve(registry=registry, module_path=path, name=name, module_key=key, token=token,
+              listen=listen, spec=spec, replica=replica,
+              heartbeat=args.heartbeat if args.heartbeat is not None else heartbeat,
+              max_frame=max_frame, exit_with_parent=args.exit_with_parent,
+              parent=args.parent, http=http)
+    finally:
+        if rundir is not None:
+            shutil.rmtree(rundir, ignore_errors=True)
     return 0

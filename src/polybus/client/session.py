@@ -22,6 +22,7 @@ from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
 from polybus.errors import NoReplicaError, PolybusError, TransportError, UsageError
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import RegistryClient
+from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica, Stats, StatsRequest
@@ -142,6 +143,24 @@ def _pick(replica: Replica, scheme: str) -> str:
         if address.startswith(f"{scheme}://"):
             return address
     return replica.address
+
+
+def _connect(replica: Replica, scheme: str, token: bytes, codec: Codec) -> Channel:
+    """A channel to ``replica`` over ``scheme`` if it offers it, else its main address;
+    and its main address if the ``scheme`` one cannot be dialled from here (an ipc or
+    shm path of a replica on another host, started by hand: it listens on its module's
+    transport beside TCP)."""
+    where = _pick(replica, scheme)
+    try:
+        return connect(where, token, codec)
+    except TransportError as first:
+        if where == replica.address:
+            raise
+        said = first
+    try:
+        return connect(replica.address, token, codec)
+    except TransportError as exc:
+        raise TransportError(f"{said}; and at {replica.address}: {exc}") from None
 
 
 class Session:
@@ -307,7 +326,7 @@ class Session:
             # left out as one not registered is, and said by name; none reached is an
             # error that names each. (It failed the run, naming only an address.)
             try:
-                channel = connect(_pick(r, scheme), self.token, codec)
+                channel = _connect(r, scheme, self.token, codec)
             except TransportError as exc:
                 unreachable.append(f"{r.name} at {_pick(r, scheme)}: {exc}")
                 continue

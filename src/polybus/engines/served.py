@@ -22,7 +22,7 @@ from polybus.engines.rundir import make_run_dir, remove_stale_run_dirs
 from polybus.errors import ConfigError
 from polybus.transport.endpoints import WILDCARDS, Address
 
-__all__ = ["dialled", "replicas_in_order", "serve_replica"]
+__all__ = ["dialled", "listen_addresses", "replicas_in_order", "serve_replica"]
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -37,6 +37,25 @@ def dialled(address: Address) -> str:
     """Where others dial a TCP listener at ``address`` (a wildcard: this host's name)."""
     host = socket.gethostname() if address.host in WILDCARDS else address.host
     return str(dataclasses.replace(address, host=host))
+
+
+def listen_addresses(app: AppConfig, key: str, name: str, host: str, *, local: bool,
+                     tcp_first: bool = False) -> tuple[list[str], Path | None]:
+    """Where replica ``name`` of module ``key`` listens when no launcher chose: TCP on
+    ``host``, and, if it is on the client's host (``local``), the ``ipc`` or ``shm`` its
+    module or a binding asks for, in a new private run directory (returned, for the
+    caller to remove when the replica stops). The module's transport is the main
+    address (the first), or TCP with ``tcp_first`` (a replica a client on another host
+    may use)."""
+    schemes = transports_for(app, key) if local else ["tcp"]
+    if tcp_first:
+        schemes = ["tcp", *(s for s in schemes if s != "tcp")]
+    rundir: Path | None = None
+    if any(s != "tcp" for s in schemes):
+        remove_stale_run_dirs()  # (a replica killed outright could not remove its own)
+        rundir = make_run_dir()
+    return [f"tcp://{host}:0" if rundir is None or s == "tcp"
+            else f"{s}://{rundir / f'{name}.{s}'}" for s in schemes], rundir
 
 
 def serve_replica(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *,
@@ -59,13 +78,8 @@ def serve_replica(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *,
             hint='listen_host = "0.0.0.0" (every interface; each replica registers its '
                  'host name), with [cluster] tls for traffic between hosts')
     tls.configure_cluster(cluster)
-    schemes = transports_for(app, module.key) if local else ["tcp"]
-    rundir: Path | None = None
-    if any(s != "tcp" for s in schemes):
-        remove_stale_run_dirs()  # (a replica killed outright could not remove its own)
-        rundir = make_run_dir()
-    listen = [f"tcp://{cluster.listen_host}:0" if rundir is None or s == "tcp"
-              else f"{s}://{rundir / f'{replica.name}.{s}'}" for s in schemes]
+    listen, rundir = listen_addresses(app, module.key, replica.name,
+                                      cluster.listen_host, local=local)
     http = app.serve.interfaces_of(module.key) if app.serve is not None else []
     try:
         serve(registry=registry, module_path=module.source, name=replica.name,

@@ -2,9 +2,9 @@
 started by hand, then ``polybus run --registry``.
 
 `by_hand` writes a token file, starts ``polybus registry`` on a free loopback port and
-``polybus worker --config APP --as server --name server-i`` per replica, each listening
-where the local engine would have it listen (the module's transport beside TCP, its
-sockets in the check's directory), and waits for each to say it serves (or to end);
+``polybus worker --config APP --as server --name server-i`` per replica (each listens,
+as by default, on its module's transport beside TCP), and waits for each to say it
+serves (or to end);
 the client is then run with ``--registry``. The registry and the workers are ended
 afterwards, whatever the outcome (SIGTERM, then SIGKILL, by process group: each is
 started in a session of its own), and what they printed is kept, as a terminal that
@@ -25,8 +25,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from polybus.config import load
-from polybus.engines.local import transports_for
 from polybus.token import make_token, write_token_file
 
 __all__ = ["by_hand"]
@@ -93,13 +91,9 @@ def by_hand(app: Path, replicas: int, said: list[str]) -> Iterator[list[str]]:
         if found is None:
             raise AssertionError(f"the registry did not start:\n{reg.end()}")
         registry = found.group(1)
-        schemes = transports_for(load(app), "server")
         for i in range(replicas):
-            name = f"server-{i}"
-            listen = [f"--listen={s}://127.0.0.1:0" if s == "tcp"
-                      else f"--listen={s}://{where / f'{name}.{s}'}" for s in schemes]
             w = _Started([*py, "worker", "--config", str(app), "--as", "server", "--name",
-                          name, "--registry", registry, "--token-file", token, *listen],
+                          f"server-{i}", "--registry", registry, "--token-file", token],
                          where)
             started.append(w)
             w.wait_for(r"serving")  # (or it ended: the run says what that means)

@@ -183,8 +183,9 @@ class Replica(msgspec.Struct, array_like=True):
     interfaces: list[str]
     speed: float = 1.0
     pid: int = 0
-    # Every address the replica listens on (``address`` is its module's transport); a
-    # client picks by scheme. Last, so older records without it still decode.
+    # Every address the replica listens on (``address`` is its main one: its module's
+    # transport, or TCP for a worker started by hand); a client picks by scheme. Last,
+    # so older records without it still decode.
     addresses: list[str] = []
 
 
