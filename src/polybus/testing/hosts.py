@@ -60,7 +60,9 @@ class _Started:
 
     def end(self) -> str:
         """SIGTERM its process group, SIGKILL it if still there after STOP_S; all it
-        printed."""
+        printed (once ended, again the same)."""
+        if self.proc.returncode is not None:
+            return self.out.decode(errors="replace")
         for sig in (signal.SIGTERM, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError):  # (ended already: read the rest)
                 os.killpg(self.proc.pid, sig)
