@@ -117,8 +117,7 @@ class RayEngine:
         self.echo = echo
         self.ray = _ray()
         self.registry: RegistryService | None = None
-        self.actors: list[Any] = []
-        self.names: list[str] = []  # the replica each actor serves, in order
+        self.actors: dict[str, Any] = {}  # replica name -> the actor serving it
         self._own_ray = False
 
     def start(self) -> Cluster:
@@ -138,8 +137,7 @@ class RayEngine:
             for i, (_, r) in enumerate(replicas):
                 a = actor.options(name=f"polybus-{r.name}-{os.getpid()}",
                                   num_cpus=1).remote(r.name)
-                self.actors.append(a)
-                self.names.append(r.name)
+                self.actors[r.name] = a
                 calls.append(a.serve.remote(str(self.app.path), self.overrides, i, registry,
                                             token, socket.gethostname()))
             self._wait_ready(calls, [r.name for _, r in replicas])
@@ -208,7 +206,7 @@ class RayEngine:
         """Each actor told to stop serving (waited for, boundedly), then killed; the
         registry closed; a Ray this run started, shut down."""
         ray = self.ray
-        actors, self.actors, self.names = self.actors, [], []
+        actors, self.actors = list(self.actors.values()), {}
         if actors:
             try:
                 ray.get([a.stop.remote() for a in actors], timeout=STOP_S)
@@ -231,12 +229,13 @@ class RayEngine:
         of its death (the exit type and detail; Ray does not know a signal), found by
         asking each actor to answer (at most ``settle`` s, and 2 s, for all)."""
         ray = self.ray
-        refs = [a.alive.remote() for a in self.actors]
+        refs = {name: a.alive.remote() for name, a in self.actors.items()}
         if not refs:
             return []
-        done, _ = ray.wait(refs, num_returns=len(refs), timeout=max(settle, 2.0))
+        done, _ = ray.wait(list(refs.values()), num_returns=len(refs),
+                           timeout=max(settle, 2.0))
         out = []
-        for name, ref in zip(self.names, refs, strict=True):
+        for name, ref in refs.items():
             if ref in done:
                 try:
                     ray.get(ref)
@@ -257,7 +256,7 @@ def _death(err: Any) -> str:
     m = _EXIT.search(text)
     if m is not None:
         return f"{m.group(2).strip()} (Ray: {m.group(1)})"
-    return text.splitlines()[-1] if text else type(err).__name__
+    return text or type(err).__name__
 
 
 def _cause(err: Any) -> str:
