@@ -50,6 +50,28 @@ def test_hit_sends_b_once(tmp_path: Path) -> None:
         assert sent < b.nbytes + a.nbytes + 64 * 200
 
 
+def test_blocks_of_frozen_matrices_go_once_though_each_call_slices_anew(
+        tmp_path: Path) -> None:
+    """ep's client: a fresh view ``a[i:i+k]``, ``b[:, j:j+k]`` per task of frozen A and
+    B. Cached, each block is sent once (named by its place in A or B, kept while A and B
+    live), not once per task that uses it."""
+    a, b = _rows(64, 4)
+    a.flags.writeable = b.flags.writeable = False
+    k = 16
+    with cluster(tmp_path, toml(cache='["row", "b"]')) as c:
+        s = c.session()
+        out = np.empty((64, 64))
+        for i in range(0, 64, k):
+            for j in range(0, 64, k):  # each call's views are freed before the next
+                out[i:i + k, j:j + k] = call(s, "mul", a[i:i + k], b[:, j:j + k])
+        sent = sum(lk.channel.bytes_sent for lk in s.links["server"])
+        cache = c.runtimes[0].cache
+        assert np.allclose(out, a @ b)
+        assert len(cache) == 8 and cache.misses == 0  # 4 row blocks, 4 column blocks
+        # A and B once each and 16 calls' headers; uncached it would be 4x A and B
+        assert sent < a.nbytes + b.nbytes + 16 * 400
+
+
 def test_auto_caches_large_arguments_only(tmp_path: Path) -> None:
     a, b = _rows(128, 2)  # b is 128 KiB: above the auto threshold; rows are not
     with cluster(tmp_path, toml(cache='"auto"', style="async")) as c:

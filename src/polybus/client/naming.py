@@ -31,6 +31,10 @@ __all__ = ["Known", "adopt", "content_key", "known_for"]
 
 # id -> (the array, its key, whether it was read-only through and through when hashed)
 _memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
+# (owner id, byte offset, shape, strides, dtype) of a frozen view -> (owner, its key),
+# and owner id -> (the owner, the places of it named): `_view_key`
+_views: dict[tuple[Any, ...], tuple[weakref.ref[Any], str]] = {}
+_owned: dict[int, tuple[weakref.ref[Any], list[tuple[Any, ...]]]] = {}
 _live: dict[str, int] = {}  # content key -> live memoized arrays with that content
 _knowns: weakref.WeakSet[Known] = weakref.WeakSet()  # every session's, told of freed keys
 # Keys of memoized arrays freed (appended by their finalizers, in any thread) and not yet
@@ -58,6 +62,8 @@ def content_key(value: Any) -> str | None:
         still = frozen(arr)
         if hit is not None and hit[0]() is arr and still and hit[2]:
             return hit[1]  # read-only when hashed and since (see the docs)
+        if still and isinstance(arr.base, np.ndarray):
+            return _view_key(arr)
         key = _array_digest(arr)  # (outside the lock: 8 MB take ~0.2 ms)
         with _lock:
             _settle()
@@ -75,6 +81,46 @@ def content_key(value: Any) -> str | None:
     if isinstance(value, bytes | bytearray):
         return xxhash.xxh3_128_hexdigest(value)
     return None
+
+
+def _view_key(view: np.ndarray[Any, Any]) -> str:
+    """The name of a read-only view of a read-only array (``a[i:j]``, ``b[:, j:k]``),
+    remembered per place in the array it views (its owner: the last array of its bases),
+    for as long as the owner lives: a program that makes a fresh view of the same
+    frozen rows for every call (ep's ``a[i:i+k]``) hashes them once, and their name
+    stays live (the replicas keep them) while the owner does, not just while one call's
+    view does."""
+    owner: Any = view.base
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    start = view.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    place = (id(owner), start, view.shape, view.strides, view.dtype.str)
+    hit = _views.get(place)
+    if hit is not None and hit[0]() is owner:
+        return hit[1]
+    key = _array_digest(view)
+    with _lock:
+        _settle()
+        hit = _views.get(place)
+        if hit is not None and hit[0]() is owner:
+            return hit[1]
+        places = _owned.get(id(owner))
+        if places is None or places[0]() is not owner:
+            places = _owned[id(owner)] = (weakref.ref(owner, _forget_owner(id(owner))), [])
+        places[1].append(place)
+        _views[place] = (places[0], key)
+        _live[key] = _live.get(key, 0) + 1
+    return key
+
+
+def _forget_owner(ident: int) -> Any:
+    def drop(_ref: Any) -> None:  # (as _forget's: any thread, no lock, nothing counted)
+        places = _owned.pop(ident, None)
+        for place in places[1] if places is not None else ():
+            hit = _views.pop(place, None)
+            if hit is not None:
+                _freed.append(hit[1])
+    return drop
 
 
 def adopt(arr: np.ndarray[Any, Any], key: str) -> None:

@@ -1,0 +1,72 @@
+"""Content names of operands (client/naming.py): what is hashed once, what every call."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import numpy as np
+
+from polybus.client import naming
+from polybus.client.naming import Known, content_key
+
+
+def _frozen(shape: tuple[int, ...] = (8, 8), seed: int = 0) -> np.ndarray[Any, Any]:
+    a = np.random.default_rng(seed).random(shape)
+    a.flags.writeable = False
+    return a
+
+
+def test_a_fresh_view_of_a_frozen_array_is_named_once_per_place(monkeypatch: Any) -> None:
+    a = _frozen()
+    hashed: list[tuple[int, ...]] = []
+    digest = naming._array_digest
+
+    def counted(x: np.ndarray[Any, Any]) -> str:
+        hashed.append(x.shape)
+        return digest(x)
+
+    monkeypatch.setattr(naming, "_array_digest", counted)
+    first = content_key(a[2:4])
+    assert content_key(a[2:4]) == first  # another view object, the same rows
+    assert content_key(a[:, 1:3]) != first and content_key(a[:, 1:3]) == content_key(a[:, 1:3])
+    assert hashed == [(2, 8), (8, 2)]  # each place hashed once
+    # the name is the content's, whatever the place: a copy of those rows has it too
+    assert first == naming._array_digest(np.array(a[2:4]))
+
+
+def test_views_of_a_writable_array_are_hashed_at_every_call() -> None:
+    a = np.random.default_rng(1).random((4, 4))
+    v = a[1:3]
+    v.flags.writeable = False  # read-only itself, but what it views can change
+    before = content_key(v)
+    a[1, 0] += 1.0
+    assert content_key(a[1:3]) != before
+
+
+def test_a_view_name_lives_as_long_as_the_array_it_views() -> None:
+    """The rows stay named (kept at the replicas) while the matrix lives, though every
+    call's view is freed; when the matrix goes, each session is told to drop them."""
+    known = Known()
+    a = _frozen(seed=2)
+    key = content_key(a[0:2])
+    assert key is not None
+    gc.collect()  # the view is gone
+    _settle()
+    assert naming._live.get(key, 0) == 1 and key not in known.dead
+    del a
+    gc.collect()
+    _settle()
+    assert key not in naming._live and key in known.dead
+
+
+def _settle() -> None:
+    with naming._lock:
+        naming._settle()
+
+
+def test_a_view_of_a_view_is_named_by_its_place_in_the_owner() -> None:
+    a = _frozen((6, 6), seed=3)
+    rows = a[1:5]
+    assert content_key(rows[1:3]) == content_key(a[2:4])
+    assert content_key(a[2:4][:, ::2]) == naming._array_digest(np.array(a[2:4, ::2]))
