@@ -20,15 +20,24 @@ def test_ep_quick(quick_bench: QuickBenchmarks) -> None:
     r = quick_bench("ep").result
     assert not any("WRONG" in n for n in r.notes)
     for transport in ("tcp", "shm"):
-        assert r.find("polybus", 2, "speedup", {"transport": transport}) is not None
+        for mode in ("stateful", "stateless"):
+            assert r.find("polybus", 2, "speedup", {"transport": transport, "mode": mode})
+    # stateful: each block of A and of B goes to a replica once, not with each of its tasks
+    sent = {mode: r.find("polybus", 2, "bytes_sent", {"transport": "tcp", "mode": mode,
+                                                      "callstyle": "async-demand(4)"})
+            for mode in ("stateful", "stateless")}
+    assert sent["stateful"] and sent["stateless"]
+    assert sent["stateful"].median * 1.5 < sent["stateless"].median
     assert r.find("process_pool", 2, "seconds") is not None
     assert "mpi4py" in r.skipped or r.find("mpi4py", 2, "seconds") is not None
     # polybus tcp is compared with mpi4py over tcp as well as over its shared memory
     names = [x.name for x in r.ratios]
     for mt in ("sm", "tcp"):
         if r.find("mpi4py", 2, "seconds", {"transport": mt}) is not None:
-            assert f"polybus/mpi4py seconds, 2 workers (polybus tcp) (mpi4py {mt})" in names
-    assert not any("(polybus shm) (mpi4py tcp)" in n for n in names)
+            for mode in ("stateful", "stateless"):
+                assert (f"polybus/mpi4py seconds, 2 workers (polybus tcp {mode}) (mpi4py {mt})"
+                        in names)
+    assert not any("(polybus shm" in n and "(mpi4py tcp)" in n for n in names)
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ SERVER_KEYS = {"transport", "replication", "spin"}
 DEFINE_KEYS = {"pool", "queue", "overflow", "priority", "cache", "cache_bytes"}
 USE_KEYS = {"callstyle", "aggregate", "linger", "balance", "loadratio", "forward"}
 
-SERVER = "def f(b=None, query=''):\n    return 0\n"
+SERVER = "def f(b=None, query='', rows=None, cols=None):\n    return 0\n"
 CLIENT = "from polybus import use\n\nf = use('f')\n\ndef main():\n    return f(1)\n"
 
 

@@ -2,7 +2,9 @@
 (row block of A) x (column block of B), ``async-demand(4)`` per replica (the
 configuration's watermark), and over ``shm`` also with watermarks 1 (seeds/004's own:
 a task per worker at a time) and 2: the configuration change seeds/004 studied,
-measured in the same run.
+measured in the same run. Each also with stateful servers (programs/matmul_stateful.toml:
+``cache = ["rows", "cols"]``): a row block of A or column block of B goes to a replica
+once, not with each of the 8 tasks that use it; the module is the same.
 
 Peers, on the same tasks: the one-process block loop (the speedup baseline),
 ProcessPoolExecutor and, when importable, an mpi4py master/worker (skipped with its
@@ -33,9 +35,13 @@ __all__ = ["run"]
 # this benchmark here (polybus/mpi4py 0.86-1.22, median 1.07, against 0.94-1.36, median
 # 1.14); with 1 worker the two were alike (0.92-1.18 against 0.85-1.00).
 WATERMARK = 4
-# (transport, watermark) of the polybus runs: the configuration's on each transport, and
-# over shm the watermarks below it (1: mpi4py's master/worker's own).
-_RUNS = [("tcp", WATERMARK), ("shm", WATERMARK), ("shm", 1), ("shm", 2)]
+# (transport, watermark, mode) of the polybus runs: the configuration's on each transport,
+# stateful (blocks cached) and stateless (every task carries its blocks, as mpi4py's
+# master/worker sends them), and over shm the watermarks below it (1: mpi4py's own).
+_RUNS = [("tcp", WATERMARK, "stateful"), ("shm", WATERMARK, "stateful"),
+         ("tcp", WATERMARK, "stateless"), ("shm", WATERMARK, "stateless"),
+         ("shm", 1, "stateless"), ("shm", 2, "stateless")]
+_PROGRAM = {"stateless": "matmul.toml", "stateful": "matmul_stateful.toml"}
 # Rounds of the full run, interleaved: each runs every system once, so a drift in this
 # machine's speed from minute to minute (the one-process loop took 42-54 ms in one
 # sitting here) falls on every system alike rather than on whichever ran last. Each
@@ -81,9 +87,9 @@ def _pool(n: int, block: int, workers: int, reps: int) -> list[float]:
 
 
 def _polybus_times(n: int, block: int, k: int, reps: int, transport: str,
-                   watermark: int) -> tuple[list[float], bool]:
-    """One polybus run of the ep tasks: each repetition's seconds, and whether every
-    product was right."""
+                   watermark: int, mode: str = "stateless") -> tuple[list[float], bool, float]:
+    """One polybus run of the ep tasks: each repetition's seconds, whether every
+    product was right, and the client's bytes sent per product."""
     from polybus.bench.polybus_runs import PROGRAMS
     from polybus.runner import run as prun
 
@@ -93,8 +99,9 @@ def _polybus_times(n: int, block: int, k: int, reps: int, transport: str,
             f'modules.client.use.multiply_block={{callstyle="{style}"}}']
     if transport != "tcp":
         sets.append(f"modules.server.transport={transport}")
-    out = prun(PROGRAMS / "matmul.toml", sets)
-    return [float(s) for s in out.result["seconds"]], bool(out.result["correct"])
+    out = prun(PROGRAMS / _PROGRAM[mode], sets)
+    return ([float(s) for s in out.result["seconds"]], bool(out.result["correct"]),
+            out.bytes_sent / reps)
 
 
 def run(quick: bool, progress: Progress) -> BenchResult:
@@ -113,7 +120,8 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                         "median of all its rounds' repetitions")
     progress.begin(rounds * (1 + (len(_RUNS) + 1 + len(peer_rows.MPI_TRANSPORTS)) * len(workers)), "ep")
     base: list[float] = []
-    mine: dict[tuple[int, str, int], list[float]] = {}
+    mine: dict[tuple[int, str, int, str], list[float]] = {}
+    bytes_sent: dict[tuple[int, str, int, str], list[float]] = {}  # per product, each round
     pool: dict[int, list[float]] = {}
     theirs: dict[tuple[str, int], list[float]] = {}
     for r in range(rounds):
@@ -122,14 +130,14 @@ def run(quick: bool, progress: Progress) -> BenchResult:
         progress.advance(f"ep one process{at}")
         for k in workers:
             # tcp, and shm (the host's shared memory, as mpi4py uses)
-            for transport, watermark in _RUNS:
-                times, ok = _polybus_times(n, block, k, reps, transport, watermark)
+            for transport, watermark, mode in _RUNS:
+                times, ok, sent = _polybus_times(n, block, k, reps, transport, watermark, mode)
+                bytes_sent.setdefault((k, transport, watermark, mode), []).append(sent)
+                what = f"{transport} async-demand({watermark}) {mode}"
                 if not ok:
-                    result.notes.append(f"polybus {transport} async-demand({watermark}) "
-                                        f"workers={k}: WRONG RESULT")
-                mine.setdefault((k, transport, watermark), []).extend(times)
-                progress.advance(f"ep polybus {transport} async-demand({watermark}) "
-                                 f"workers={k}{at}")
+                    result.notes.append(f"polybus {what} workers={k}: WRONG RESULT")
+                mine.setdefault((k, transport, watermark, mode), []).extend(times)
+                progress.advance(f"ep polybus {what} workers={k}{at}")
             pool.setdefault(k, []).extend(_pool(n, block, k, reps))
             progress.advance(f"ep process_pool workers={k}{at}")
             for transport in peer_rows.MPI_TRANSPORTS:
@@ -139,11 +147,13 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                 progress.advance(f"ep mpi4py {transport} workers={k}{at}")
     one = summarize(base)
     result.add(Row.of("one_process", {}, 1, "seconds", one))
-    for (k, transport, watermark), times in mine.items():
+    for (k, transport, watermark, mode), times in mine.items():
         st = summarize(times)
-        cfg = {"callstyle": f"async-demand({watermark})", "transport": transport}
+        cfg = {"callstyle": f"async-demand({watermark})", "transport": transport, "mode": mode}
         result.add(Row.of("polybus", cfg, k, "seconds", st))
         result.add(Row.of("polybus", cfg, k, "speedup", st.map(lambda t: one.median / t)))
+        result.add(Row.of("polybus", cfg, k, "bytes_sent",
+                          summarize(bytes_sent[k, transport, watermark, mode])))
     for k, times in pool.items():
         result.add(Row.of("process_pool", {}, k, "seconds", summarize(times)))
     peer_rows.ep_rows(result, theirs)
@@ -153,10 +163,11 @@ def run(quick: bool, progress: Progress) -> BenchResult:
 
 def _ratios(result: BenchResult, workers: list[int]) -> None:
     for k in workers:
-        for transport, watermark in _RUNS:
+        for transport, watermark, mode in _RUNS:
             style = f"async-demand({watermark})"
-            mine = result.find("polybus", k, "seconds", {"transport": transport, "callstyle": style})
-            at = f"seconds, {k} workers (polybus {transport}" + (
+            mine = result.find("polybus", k, "seconds",
+                               {"transport": transport, "callstyle": style, "mode": mode})
+            at = f"seconds, {k} workers (polybus {transport} {mode}" + (
                 ")" if watermark == WATERMARK else f", {style})")
             result.add_ratio(f"one_process / polybus {at}",
                              result.find("one_process", 1, "seconds"), mine)
