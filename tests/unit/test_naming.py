@@ -70,3 +70,14 @@ def test_a_view_of_a_view_is_named_by_its_place_in_the_owner() -> None:
     rows = a[1:5]
     assert content_key(rows[1:3]) == content_key(a[2:4])
     assert content_key(a[2:4][:, ::2]) == naming._array_digest(np.array(a[2:4, ::2]))
+
+
+def test_places_remembered_are_bounded(monkeypatch: Any) -> None:
+    """Past VIEW_PLACES places at once, a view is named per object, as before: a program
+    slicing ever new windows of one frozen array does not grow the memo for its life."""
+    monkeypatch.setattr(naming, "VIEW_PLACES", len(naming._views) + 2)
+    a = _frozen((16, 4), seed=4)
+    keys = [content_key(a[i:i + 2]) for i in range(6)]
+    assert len(set(keys)) == 6  # every window named by its content all the same
+    assert sum(1 for place in naming._views if place[0] == id(a)) == 2
+    assert content_key(a[5:7]) == keys[5]

@@ -32,7 +32,10 @@ __all__ = ["Known", "adopt", "content_key", "known_for"]
 # id -> (the array, its key, whether it was read-only through and through when hashed)
 _memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
 # (owner id, byte offset, shape, strides, dtype) of a frozen view -> (owner, its key),
-# and owner id -> (the owner, the places of it named): `_view_key`
+# and owner id -> (the owner, the places of it named): `_view_key`. At most VIEW_PLACES
+# places at once (a program slicing ever new windows of one frozen array would grow
+# them for the array's life): past that, a view is named as any array is, per object.
+VIEW_PLACES = 1 << 16
 _views: dict[tuple[Any, ...], tuple[weakref.ref[Any], str]] = {}
 _owned: dict[int, tuple[weakref.ref[Any], list[tuple[Any, ...]]]] = {}
 _live: dict[str, int] = {}  # content key -> live memoized arrays with that content
@@ -62,7 +65,7 @@ def content_key(value: Any) -> str | None:
         still = frozen(arr)
         if hit is not None and hit[0]() is arr and still and hit[2]:
             return hit[1]  # read-only when hashed and since (see the docs)
-        if still and isinstance(arr.base, np.ndarray):
+        if still and isinstance(arr.base, np.ndarray) and len(_views) < VIEW_PLACES:
             return _view_key(arr)
         key = _array_digest(arr)  # (outside the lock: 8 MB take ~0.2 ms)
         with _lock:
