@@ -57,6 +57,11 @@ def test_matmul_quick_stateful_sends_less(quick_bench: QuickBenchmarks) -> None:
     # the baseline runs the same tasks, and the whole product is beside it for reference
     assert r.find("one_process", 1, "seconds", {"n": n}) is not None
     assert r.find("one_process", 1, "seconds", {"n": n, "kernel": "A@B"}) is not None
+    # the speedup of record again, one process and polybus back to back (one round here)
+    paired = r.find("polybus", 2, "speedup", {"n": n, "interleaved": 1})
+    assert paired is not None and paired.n == 1 and paired.median > 0
+    plain = r.find("polybus", 2, "speedup", {"n": n, "mode": "stateful", "transport": "shm"})
+    assert plain is not None and "interleaved" not in plain.config  # (found first)
     # the aggregated row is extra (n <= 200), labelled, with its own ratio; the plain
     # shm row is still the one the plain ratios find
     for m in (100, 200):  # (20 calls, 10 to each replica: one batch each)

@@ -17,7 +17,9 @@ its block instead of computing it (BENCHMARKS.md), so those rows measure communi
 and scheduling, not the kernel. At small n (``AGGREGATE_MAX_N``) one extra polybus row per
 mode, labelled ``aggregate`` in its config, runs the same modules over shm with one
 configuration change, the client's calls to a replica packed into one message; it has
-ratios of its own, and the plain rows and theirs are kept as they are.
+ratios of its own, and the plain rows and theirs are kept as they are. Last, the
+speedup of record (stateful over shm, the largest size, 2 servers) is measured again
+with one process and polybus back to back in each of several rounds (bench/_paired.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 
 from polybus.bench import peer_rows  # the mpi4py master/worker, same tasks
 from polybus.bench._ceiling import ceiling_seconds
+from polybus.bench._paired import ROUNDS, paired_speedup
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Ratio, Row
 from polybus.bench.stats import Stat, summarize
@@ -265,7 +268,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                             "robin's share each): the most k servers could gain on this "
                             "machine in this run (bench/_ceiling.py)")
     progress.begin(len(sizes) * (1 + 2 * (len(servers) + len(real) + 1) + 3 * min(len(real), 1)
-                                 + 4 * len(real)) + len(ceilings), "matmul")
+                                 + 4 * len(real)) + len(ceilings) + 1, "matmul")
     for n in sizes:
         reps_n = reps_for(n, reps)
         base = one_process_seconds(n, max(reps_n, 3))
@@ -315,6 +318,11 @@ def run(quick: bool, progress: Progress) -> BenchResult:
         # this size (not after every size: the machine's speed drifts over the run)
         peer_rows.matmul(result, [n], servers, lambda n: reps_for(n, reps), progress,
                          chunk_of, WARMUP)
+    n, k = sizes[-1], min(2, cpus)  # the speedup of record again, in interleaved rounds
+    paired_speedup(result, n, k, 1 if quick else ROUNDS,
+                   lambda: one_process_seconds(n, reps_for(n, reps)),
+                   lambda: polybus_run(n, k, True, 0.0, reps_for(n, reps), "shm")[0])
+    progress.advance(f"matmul one process and polybus stateful shm n={n}, interleaved")
     for n in sizes:
         _ratios(result, n, min(2, cpus))
     return result
