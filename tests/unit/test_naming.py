@@ -19,14 +19,7 @@ def _frozen(shape: tuple[int, ...] = (8, 8), seed: int = 0) -> np.ndarray[Any, A
 
 def test_a_fresh_view_of_a_frozen_array_is_named_once_per_place(monkeypatch: Any) -> None:
     a = _frozen()
-    hashed: list[tuple[int, ...]] = []
-    digest = naming._array_digest
-
-    def counted(x: np.ndarray[Any, Any]) -> str:
-        hashed.append(x.shape)
-        return digest(x)
-
-    monkeypatch.setattr(naming, "_array_digest", counted)
+    hashed = _counting(monkeypatch)
     first = content_key(a[2:4])
     assert content_key(a[2:4]) == first  # another view object, the same rows
     assert content_key(a[:, 1:3]) != first and content_key(a[:, 1:3]) == content_key(a[:, 1:3])
@@ -65,19 +58,59 @@ def _settle() -> None:
         naming._settle()
 
 
-def test_a_view_of_a_view_is_named_by_its_place_in_the_owner() -> None:
+def test_a_view_of_a_view_is_named_by_its_place_in_the_owner(monkeypatch: Any) -> None:
     a = _frozen((6, 6), seed=3)
+    hashed = _counting(monkeypatch)
     rows = a[1:5]
-    assert content_key(rows[1:3]) == content_key(a[2:4])
+    key = content_key(rows[1:3])
+    assert content_key(a[2:4]) == key and hashed == [(2, 6)]  # one place, hashed once
     assert content_key(a[2:4][:, ::2]) == naming._array_digest(np.array(a[2:4, ::2]))
 
 
 def test_places_remembered_are_bounded(monkeypatch: Any) -> None:
-    """Past VIEW_PLACES places at once, a view is named per object, as before: a program
-    slicing ever new windows of one frozen array does not grow the memo for its life."""
-    monkeypatch.setattr(naming, "VIEW_PLACES", len(naming._views) + 2)
+    """Past VIEW_PLACES places at once, a new place's view is named per object, as
+    before; the places remembered are still found without a pass over their bytes."""
     a = _frozen((16, 4), seed=4)
-    keys = [content_key(a[i:i + 2]) for i in range(6)]
-    assert len(set(keys)) == 6  # every window named by its content all the same
+    monkeypatch.setattr(naming, "VIEW_PLACES", len(naming._views) + 2)
+    hashed = _counting(monkeypatch)
+    first = [content_key(a[i:i + 2]) for i in range(2)]
+    assert len(hashed) == 2
+    late = a[8:10]
+    assert content_key(late) == content_key(late)  # per object: remembered by id
+    assert content_key(a[8:10]) is not None and len(hashed) == 4  # a new view: hashed
     assert sum(1 for place in naming._views if place[0] == id(a)) == 2
-    assert content_key(a[5:7]) == keys[5]
+    assert [content_key(a[i:i + 2]) for i in range(2)] == first and len(hashed) == 4
+
+
+def test_an_array_made_writable_again_forgets_the_places_named_in_it() -> None:
+    """Seen writable (a call while it is), an array's remembered places go: a view of it
+    frozen again after a change is named by its new bytes, not the old place's name."""
+    a = np.random.default_rng(5).random((4, 4))
+    a.flags.writeable = False
+    before = content_key(a[0:2])
+    a.flags.writeable = True
+    a[0, 0] += 1.0
+    assert content_key(a[0:2]) != before
+    a.flags.writeable = False
+    after = content_key(a[0:2])
+    assert after != before and after == naming._array_digest(np.array(a[0:2]))
+
+
+def test_structured_dtypes_of_one_size_have_names_of_their_own() -> None:
+    raw = np.arange(8, dtype=np.uint8)
+    one = raw.view(np.dtype([("x", "<u4"), ("y", "<u4")]))
+    other = raw.view(np.dtype([("a", "<u8")]))
+    assert content_key(one) != content_key(other)
+
+
+def _counting(monkeypatch: Any) -> list[tuple[int, ...]]:
+    """The shapes `_array_digest` is asked to hash from now on."""
+    hashed: list[tuple[int, ...]] = []
+    digest = naming._array_digest
+
+    def counted(x: np.ndarray[Any, Any]) -> str:
+        hashed.append(x.shape)
+        return digest(x)
+
+    monkeypatch.setattr(naming, "_array_digest", counted)
+    return hashed

@@ -32,10 +32,11 @@ __all__ = ["Known", "adopt", "content_key", "known_for"]
 # id -> (the array, its key, whether it was read-only through and through when hashed)
 _memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
 # (owner id, byte offset, shape, strides, dtype) of a frozen view -> (owner, its key),
-# and owner id -> (the owner, the places of it named): `_view_key`. At most VIEW_PLACES
+# and owner id -> (the owner, the places of it named): `_place`. At most VIEW_PLACES
 # places at once (a program slicing ever new windows of one frozen array would grow
-# them for the array's life): past that, a view is named as any array is, per object.
-VIEW_PLACES = 1 << 16
+# them, ~0.5 KB each, and keep their blocks at the replicas, for the array's life):
+# past that, a new place's view is named as any array is, per object.
+VIEW_PLACES = 1 << 14
 _views: dict[tuple[Any, ...], tuple[weakref.ref[Any], str]] = {}
 _owned: dict[int, tuple[weakref.ref[Any], list[tuple[Any, ...]]]] = {}
 _live: dict[str, int] = {}  # content key -> live memoized arrays with that content
@@ -65,9 +66,18 @@ def content_key(value: Any) -> str | None:
         still = frozen(arr)
         if hit is not None and hit[0]() is arr and still and hit[2]:
             return hit[1]  # read-only when hashed and since (see the docs)
-        if still and isinstance(arr.base, np.ndarray) and len(_views) < VIEW_PLACES:
-            return _view_key(arr)
-        key = _array_digest(arr)  # (outside the lock: 8 MB take ~0.2 ms)
+        if still and isinstance(arr.base, np.ndarray):
+            owner, place = _place(arr)
+            seen = _views.get(place)
+            if seen is not None and seen[0]() is owner:
+                return seen[1]
+            key = _array_digest(arr)
+            if _placed(owner, place, key):
+                return key
+        else:
+            if _owned and not still:  # writable now: what was named in it may change
+                _unplace(arr)
+            key = _array_digest(arr)  # (outside the lock: 8 MB take ~0.2 ms)
         with _lock:
             _settle()
             hit = _memo.get(ident)
@@ -86,34 +96,55 @@ def content_key(value: Any) -> str | None:
     return None
 
 
-def _view_key(view: np.ndarray[Any, Any]) -> str:
-    """The name of a read-only view of a read-only array (``a[i:j]``, ``b[:, j:k]``),
-    remembered per place in the array it views (its owner: the last array of its bases),
-    for as long as the owner lives: a program that makes a fresh view of the same
-    frozen rows for every call (ep's ``a[i:i+k]``) hashes them once, and their name
-    stays live (the replicas keep them) while the owner does, not just while one call's
-    view does."""
+# A read-only view of a read-only array (``a[i:j]``, ``b[:, j:k]``) is named once per
+# place in the array it views (its owner: the last array of its bases), for as long as
+# the owner lives: a program that makes a fresh view of the same frozen rows for every
+# call (ep's ``a[i:i+k]``) hashes them once, and their name stays live (the replicas
+# keep them) while the owner does, not just while one call's view does.
+
+def _place(view: np.ndarray[Any, Any]) -> tuple[Any, tuple[Any, ...]]:
+    """The owner of ``view`` and the place of ``view`` in it."""
     owner: Any = view.base
     while isinstance(owner.base, np.ndarray):
         owner = owner.base
     start = view.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
-    place = (id(owner), start, view.shape, view.strides, view.dtype.str)
-    hit = _views.get(place)
-    if hit is not None and hit[0]() is owner:
-        return hit[1]
-    key = _array_digest(view)
+    return owner, (id(owner), start, view.shape, view.strides, view.dtype)
+
+
+def _placed(owner: Any, place: tuple[Any, ...], key: str) -> bool:
+    """Remember ``key`` for ``place`` in ``owner`` (live while the owner is); False when
+    VIEW_PLACES are remembered already (the view is then named as any array is)."""
     with _lock:
         _settle()
         hit = _views.get(place)
         if hit is not None and hit[0]() is owner:
-            return hit[1]
+            return hit[1] == key  # (named meanwhile by another thread: the same bytes)
+        if len(_views) >= VIEW_PLACES:
+            return False
         places = _owned.get(id(owner))
         if places is None or places[0]() is not owner:
             places = _owned[id(owner)] = (weakref.ref(owner, _forget_owner(id(owner))), [])
         places[1].append(place)
         _views[place] = (places[0], key)
         _live[key] = _live.get(key, 0) + 1
-    return key
+    return True
+
+
+def _unplace(arr: np.ndarray[Any, Any]) -> None:
+    """Forget the places named in the array at the end of ``arr``'s bases: it is
+    writable again, so what they hold may change (each name one live array less)."""
+    owner: Any = arr
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    with _lock:
+        places = _owned.get(id(owner))
+        if places is None or places[0]() is not owner:
+            return
+        del _owned[id(owner)]  # (its weakref goes with it: the callback never runs)
+        for place in places[1]:
+            hit = _views.pop(place, None)
+            if hit is not None:
+                _release(hit[1])
 
 
 def _forget_owner(ident: int) -> Any:
@@ -137,7 +168,9 @@ def adopt(arr: np.ndarray[Any, Any], key: str) -> None:
 
 
 def _array_digest(a: np.ndarray[Any, Any]) -> str:
-    return _digest(f"{a.dtype.str}{a.shape}".encode(),
+    # (a structured dtype by its fields: its str, "|V16", is the same for any of its size)
+    kind = a.dtype.descr if a.dtype.names is not None else a.dtype.str
+    return _digest(f"{kind}{a.shape}".encode(),
                    np.ascontiguousarray(a).reshape(-1).view(np.uint8).data)
 
 
@@ -197,7 +230,10 @@ class Known:
             with _lock:
                 _settle()
         while self.dead:
-            key = self.dead.pop()  # (atomic: another thread's _settle may append meanwhile)
+            try:
+                key = self.dead.pop()  # (atomic: another thread's _settle may append)
+            except IndexError:  # (another thread of this session took the last)
+                break
             if key in _live:
                 continue  # an array of that content again (named in this very call, say)
             for name, keys in self.by_replica.items():
