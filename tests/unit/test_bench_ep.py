@@ -50,14 +50,14 @@ def test_rounds_interleave_every_system_and_pool_their_repetitions(
     per_round = len(log) // 2
     assert log[:per_round] == log[per_round:]  # every system once in each round, same order
     assert log[0] == "one" and {"mpi sm 2", "pool 2", "polybus shm 4 stateless 2",
-                                 "polybus shm 4 stateful 2"} <= set(log[:per_round])
+                                 "polybus shm 8 stateful 2"} <= set(log[:per_round])
     assert result.params["rounds"] == 2 and result.params["reps"] == 3
     row = result.find("polybus", 2, "seconds",
-                      {"transport": "shm", "callstyle": "async-demand(4)", "mode": "stateful"})
+                      {"transport": "shm", "callstyle": "async-demand(8)", "mode": "stateful"})
     assert row is not None and row.n == 6  # 3 repetitions from each of 2 rounds
     assert row.min < row.max  # the two rounds' figures differ here, and both are in it
     sent = result.find("polybus", 2, "bytes_sent",
-                       {"transport": "shm", "callstyle": "async-demand(4)", "mode": "stateful"})
+                       {"transport": "shm", "callstyle": "async-demand(8)", "mode": "stateful"})
     assert sent is not None and sent.n == 2 and sent.min < sent.max  # a figure per round
     mpi = result.find("mpi4py", 2, "seconds", {"transport": "sm"})
     assert mpi is not None and mpi.n == 6 and mpi.median == pytest.approx(0.045)
