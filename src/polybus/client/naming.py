@@ -31,7 +31,7 @@ __all__ = ["Known", "adopt", "content_key", "known_for"]
 
 # id -> (the array, its key, whether it was read-only through and through when hashed)
 _memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
-# (owner id, byte offset, shape, strides, dtype) of a frozen view -> (owner, its key),
+# (owner id, first byte's address, shape, strides, dtype) of a frozen view -> (owner, its key),
 # and owner id -> (the owner, the places of it named): `_place`. At most VIEW_PLACES
 # places at once (a program slicing ever new windows of one frozen array would grow
 # them, ~0.5 KB each, and keep their blocks at the replicas, for the array's life):
@@ -102,12 +102,19 @@ def content_key(value: Any) -> str | None:
 # call (ep's ``a[i:i+k]``) hashes them once, and their name stays live (the replicas
 # keep them) while the owner does, not just while one call's view does.
 
-def _place(view: np.ndarray[Any, Any]) -> tuple[Any, tuple[Any, ...]]:
-    """The owner of ``view`` and the place of ``view`` in it."""
-    owner: Any = view.base
+def _owner(arr: np.ndarray[Any, Any]) -> Any:
+    """The last array of ``arr``'s bases (``arr`` itself if it views none)."""
+    owner: Any = arr
     while isinstance(owner.base, np.ndarray):
         owner = owner.base
-    start = view.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    return owner
+
+
+def _place(view: np.ndarray[Any, Any]) -> tuple[Any, tuple[Any, ...]]:
+    """The owner of ``view`` and the place of ``view`` in it (its first byte's address:
+    an owner's memory stays where it is while it lives, and the view keeps it alive)."""
+    owner = _owner(view)
+    start = view.__array_interface__["data"][0]
     return owner, (id(owner), start, view.shape, view.strides, view.dtype)
 
 
@@ -133,9 +140,7 @@ def _placed(owner: Any, place: tuple[Any, ...], key: str) -> bool:
 def _unplace(arr: np.ndarray[Any, Any]) -> None:
     """Forget the places named in the array at the end of ``arr``'s bases: it is
     writable again, so what they hold may change (each name one live array less)."""
-    owner: Any = arr
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
+    owner = _owner(arr)
     with _lock:
         places = _owned.get(id(owner))
         if places is None or places[0]() is not owner:

@@ -35,6 +35,7 @@ import shlex
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn, TextIO
 
 from polybus.config.model import AppConfig, ModuleSpec, ReplicaSpec
@@ -111,16 +112,20 @@ def _check_size(app: AppConfig, size: int, launched: bool = True) -> None:
                  f"--oversubscribe if that is more than this host's cores)")
 
 
-def _barrier(comm: Any, seconds: float) -> bool:
-    """Every rank met here within ``seconds`` (a non-blocking barrier, looked at now
-    and then: a blocking one spins a CPU)."""
-    req = comm.Ibarrier()
-    deadline = time.monotonic() + seconds
-    while not req.Test():
-        if time.monotonic() > deadline:
+def _until(done: Callable[[], bool], seconds: float | None = None) -> bool:
+    """Look at ``done`` every _POLL_S until it is true (a blocking MPI wait spins a
+    CPU); False if ``seconds`` pass first."""
+    deadline = None if seconds is None else time.monotonic() + seconds
+    while not done():
+        if deadline is not None and time.monotonic() > deadline:
             return False
         time.sleep(_POLL_S)
     return True
+
+
+def _barrier(comm: Any, seconds: float) -> bool:
+    """Every rank met here within ``seconds`` (a non-blocking barrier)."""
+    return _until(comm.Ibarrier().Test, seconds)
 
 
 class MpiEngine:
@@ -223,8 +228,7 @@ class MpiEngine:
 
         def watch() -> None:  # rank 0's stop, looked for now and then (MPI would spin)
             req = self.comm.irecv(source=0, tag=TAG_STOP)
-            while not req.test()[0]:
-                time.sleep(_POLL_S)
+            _until(lambda: bool(req.test()[0]))
             stopped.set()
             for f in stop_serving:
                 f()
