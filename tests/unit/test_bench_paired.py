@@ -36,3 +36,27 @@ def test_each_round_pairs_one_process_with_polybus_and_the_row_is_their_median()
     (ratio,) = result.ratios
     assert ratio.name.startswith("one_process / polybus stateful seconds n=1000 servers=2")
     assert ratio.value == pytest.approx(ratios[1])
+
+
+def test_a_variant_runs_in_the_same_rounds_with_a_row_and_ratio_of_its_own() -> None:
+    log: list[str] = []
+
+    def timed(name: str, t: float) -> Stat:
+        log.append(name)
+        return Stat(t, t, t, 7)
+
+    result = BenchResult("matmul")
+    st = paired_speedup(result, 1000, 2, 2, lambda: timed("one", 0.046),
+                        lambda: timed("plain", 0.030),
+                        {"coalesce=50ms": lambda: timed("coalesce", 0.023)})
+    assert log == ["one", "plain", "coalesce"] * 2
+    assert st.median == pytest.approx(0.046 / 0.030)
+    plain = result.find("polybus", 2, "speedup", {"n": 1000, "interleaved": 2})
+    held = result.find("polybus", 2, "speedup", {"n": 1000, "interleaved": 2,
+                                                 "coalesce": "50ms"})
+    assert plain is not None and plain.median == pytest.approx(0.046 / 0.030)
+    assert held is not None and held.median == pytest.approx(2.0)
+    assert "coalesce" not in plain.config
+    names = [r.name for r in result.ratios]
+    assert len(names) == 2 and "(polybus shm coalesce=50ms)" in names[1]
+    assert result.ratios[1].value == pytest.approx(2.0)

@@ -24,6 +24,7 @@ from polybus.memory import keep_freed_memory
 from polybus.registry.client import RegistryClient
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
+from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica, Stats, StatsRequest
 
@@ -331,6 +332,11 @@ class Session:
                 unreachable.append(f"{r.name} at {_pick(r, scheme)}: {exc}")
                 continue
             channel.spin_s = spec.spin  # waits for its answers poll first (spinning.py)
+            if spec.coalesce and type(channel) is ShmChannel:
+                # Bells held back (worker/bells.py): the client sleeps, not spins (a
+                # spinning client stays runnable, and takes the CPU from a replica).
+                channel.coalesce(spec.coalesce)
+                channel.spin_s = 0.0
             link = ReplicaLink(r.name, module, channel, r.speed)
             self.reactor.add(link)
             links.append(link)

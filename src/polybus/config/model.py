@@ -119,6 +119,7 @@ class ModuleSpec:
     transport: Literal["tcp", "ipc", "shm"] = "tcp"
     pickle: bool = False
     spin: float = SPIN_S   # a waiting reader polls this long before it sleeps
+    coalesce: float = 0.0  # over shm: a replica holds back its answers' bells this long at most
 
 
 @dataclass(frozen=True)

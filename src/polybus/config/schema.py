@@ -332,6 +332,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
                                                            "tcp")),
         pickle=_pick(t.boolean("pickle"), False),
         spin=_spin(t),
+        coalesce=_coalesce(t),
     )
 
 
@@ -354,6 +355,17 @@ def _spin(t: _Table) -> float:
                 "at most '10ms'; '0' to block at once")
         return SPIN_S
     return _pick(v, SPIN_S)
+
+
+def _coalesce(t: _Table) -> float:
+    """``coalesce``: how long a replica may hold back the bell of an answer while more
+    of the client's calls wait in its queue (worker/bells.py); 0, the default: none."""
+    v = t.parsed("coalesce", parse_duration)
+    if v is not None and v > 1.0:
+        t.p.add(f"a coalesce of {v:g} s would leave answers unread for that long",
+                t.key("coalesce"), "at most '1s'; a few times a call's time is enough")
+        return 0.0
+    return _pick(v, 0.0)
 
 
 def is_identifier(name: str) -> bool:

@@ -9,6 +9,10 @@ Layout: three u64 counters, each on its own cache line, then ``capacity`` bytes
 (a power of two). ``written`` and ``read`` only ever grow; ``written - read`` bytes are
 waiting. ``awake`` is set by the reader while it spins on ``written``; a writer that
 finds it clear rings the socket's doorbell (one byte) so a sleeping reader wakes.
+``coalesce`` (microseconds, set by the reader, 0 by default) asks the writer to hold
+that bell back while it has more to write soon: a replica with calls still queued
+rings once its queue is empty, or that long after the first answer it held (a
+module's ``coalesce``; worker/bells.py).
 
 Memory ordering (assumed, documented): x86-64 (TSO: stores become visible in program
 order, loads are not reordered with older loads), with CPython executing each
@@ -49,7 +53,7 @@ CAPACITY = 1 << 20
 # held the replica up meanwhile. Rings are made at CAPACITY.
 ATTACH_MAX = 64 << 20
 _HEADER = 4096
-_WRITTEN, _READ, _AWAKE = 0, 64, 128
+_WRITTEN, _READ, _AWAKE, _COALESCE = 0, 64, 128, 192
 _U64 = struct.Struct("Q")  # native and 8-byte aligned: a single store/load
 _FENCE = threading.Lock()
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # (Linux)
@@ -145,6 +149,11 @@ class Ring:
     def reader_awake(self) -> bool:
         return self.view[_AWAKE] != 0
 
+    def coalesce(self) -> float:
+        """How long the reader lets a bell be held back (s; 0: ring every frame)."""
+        us: int = _U64.unpack_from(self.map, _COALESCE)[0]
+        return us / 1e6
+
     # -- reader ------------------------------------------------------------------
     def available(self) -> int:
         # A counter seen half-updated would be smaller than the real one; never larger.
@@ -167,6 +176,9 @@ class Ring:
 
     def set_awake(self, awake: bool) -> None:
         self.view[_AWAKE] = 1 if awake else 0
+
+    def set_coalesce(self, seconds: float) -> None:
+        _U64.pack_into(self.map, _COALESCE, max(0, round(seconds * 1e6)))
 
     def close(self) -> None:
         for v in (self.data, self.view):

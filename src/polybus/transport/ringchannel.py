@@ -20,6 +20,7 @@ import array
 import os
 import select
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -135,7 +136,7 @@ class RingChannel(Channel):
             _FENCE.acquire()  # a full barrier, then the reader's flag (ring.py)
             _FENCE.release()
             if not tx.view[_AWAKE]:
-                self._doorbell()
+                self._bell()
         except (OSError, ValueError) as exc:
             raise self._broken(exc, sending=True) from None
         self.bytes_sent += n
@@ -172,11 +173,50 @@ class RingChannel(Channel):
         self.bytes_sent += total
         return total
 
-    def _publish(self, tx: _ring.Ring) -> None:
-        """After writing: fence, then ring the bell if the reader is not looking (ring.py)."""
+    def _publish(self, tx: _ring.Ring, *, now: bool = False) -> None:
+        """After writing: fence, then ring the bell if the reader is not looking (ring.py)
+        (held back inside `quiet`, unless ``now``)."""
         _ring.fence()
         if not tx.reader_awake():
+            if now:
+                self._doorbell()
+            else:
+                self._bell()
+
+    # -- bells held back (a reader's ``coalesce``, ring.py; worker/bells.py) ----------
+    _quiet_in = 0  # the thread whose sends hold their bell back (0: none)
+    owed = False   # a frame was written with its bell held back; `ring_owed` rings it
+
+    def _bell(self) -> None:
+        if self._quiet_in and self._quiet_in == threading.get_ident():
+            self.owed = True
+        else:
             self._doorbell()
+
+    def coalesce_s(self) -> float:
+        """How long the reader lets this side hold a bell back (0: not at all)."""
+        tx = self._tx
+        return tx.coalesce() if tx is not None and not self.closed else 0.0
+
+    def quiet(self) -> _Quiet:
+        """``with ch.quiet(): ...``: what this thread sends meanwhile rings no bell; one
+        that would have is owed (``owed``) until `ring_owed`. Another thread's sends ring
+        as ever (a bell covers every frame before it), so none is ever lost."""
+        return _Quiet(self)
+
+    def ring_owed(self) -> None:
+        """Ring the bell held back, if the reader still sleeps."""
+        tx = self._tx
+        if tx is None or not self.owed:
+            return
+        with self.send_lock:
+            self.owed = False
+            if self.closed:
+                return
+            try:
+                self._publish(tx, now=True)
+            except (OSError, ValueError):
+                pass  # the reader is gone: the poller drops the connection
 
     def _broken(self, exc: OSError | ValueError, *, sending: bool = False) -> ConnectionLostError:
         """The error a failed ring write or read becomes (ValueError: unmapped by close()
@@ -195,7 +235,7 @@ class RingChannel(Channel):
 
     def _wait_room(self, tx: _ring.Ring, on_blocked: Callable[[], None] | None) -> None:
         """The ring is full: wake the reader, read meanwhile, notice if it died."""
-        self._publish(tx)
+        self._publish(tx, now=True)
         if on_blocked is not None:
             on_blocked()
         if spin_until(tx.free, SPIN_S) > 0:
@@ -355,3 +395,19 @@ class RingChannel(Channel):
     def ring_ready(self) -> bool:
         """Frames wait in the ring (no system call)."""
         return self._ready is not None or (self._rx is not None and self._rx.available() > 0)
+
+
+class _Quiet:
+    """`RingChannel.quiet`'s context."""
+
+    __slots__ = ("ch",)
+
+    def __init__(self, ch: RingChannel) -> None:
+        self.ch = ch
+
+    def __enter__(self) -> RingChannel:
+        self.ch._quiet_in = threading.get_ident()
+        return self.ch
+
+    def __exit__(self, *exc: object) -> None:
+        self.ch._quiet_in = 0

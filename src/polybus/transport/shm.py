@@ -87,6 +87,7 @@ class ShmChannel(SegmentFrames, RingChannel):
         # A message decoded straight from the ring by a fill (see `_drain_ring`), not
         # yet taken by `next_message`.
         self._ready: Message | None = None
+        self._coalesce = 0.0  # asked of the peer's writes (`coalesce`), once its ring is here
         if _ring.supported():
             self._tx = _ring.Ring.create(ring_capacity)
             try:
@@ -194,7 +195,16 @@ class ShmChannel(SegmentFrames, RingChannel):
                 raise ProtocolError(f"cannot map the peer's ring: {exc}") from None
             finally:
                 os.close(fd)
+            if self._coalesce:
+                self._rx.set_coalesce(self._coalesce)
         return n
+
+    def coalesce(self, seconds: float) -> None:
+        """Ask the peer to hold back the bell of what it writes while it has more to
+        write soon, for at most ``seconds`` (ring.py; 0: ring for every frame)."""
+        self._coalesce = seconds
+        if self._rx is not None and not self.closed:
+            self._rx.set_coalesce(seconds)
 
     def _fds_pending(self) -> bool:
         if self._tx is None or self.closed:

@@ -29,6 +29,7 @@ from polybus.transport.shm import ShmChannel, spin
 from polybus.transport.wake import Wake
 from polybus.wire.messages import Call, CallBatch, Message, Result, Stats
 from polybus.worker import batching, direct
+from polybus.worker.bells import OwedBells, coalescing
 from polybus.worker.cache import OperandCache
 from polybus.worker.direct import DIRECT_TYPES
 from polybus.worker.forwarding import Forwarding
@@ -105,6 +106,7 @@ class WorkerRuntime(Intake):
         self.queue_wait_s = 0.0
         self._started = 0  # calls started, for the standby's look
         self._corked = Corked()  # tiny answers written together (replies.py)
+        self._bells = OwedBells()  # answers' bells held back at clients' asking (bells.py)
         self._stop_event = threading.Event()
         self._threads = [threading.Thread(target=self._thread_main, daemon=True,
                                           name=f"polybus-{name}-{i}")
@@ -122,11 +124,10 @@ class WorkerRuntime(Intake):
         polling = False  # this thread holds the poller role already (direct.py gave it back)
         while True:
             job: Job | None = None
+            if self._bells and not len(self._queue):
+                self._bells.ring(every=True)
             if self._corked.held and not len(self._queue):
-                try:
-                    self._corked.flush()
-                except Exception:  # (as below: a fault here must not end the thread)
-                    log.exception("worker %s: writing held answers failed", self.name)
+                self._flush_corked()
             with self._lock:  # the condition's own lock: cv.wait() below works under it
                 while not polling:
                     if self._stopping:
@@ -201,6 +202,12 @@ class WorkerRuntime(Intake):
         except Exception:  # (it must not raise: its callers hold counts it would leave up)
             log.exception("worker %s: could not tell the client of call %d", self.name, call_id)
 
+    def _flush_corked(self, *, due_only: bool = False) -> None:
+        try:
+            self._corked.flush(due_only=due_only)
+        except Exception:  # (a fault here must not end the thread)
+            log.exception("worker %s: writing held answers failed", self.name)
+
     def _standby_main(self) -> None:
         delay, seen = 0.002, -1
         while not self._stop_event.wait(delay):
@@ -210,6 +217,10 @@ class WorkerRuntime(Intake):
                     self._polling = True
                 active = self._started != seen
                 seen = self._started
+            if self._bells:
+                self._bells.ring()  # (those due while a long call runs)
+            if self._corked.held:
+                self._flush_corked(due_only=True)  # (held behind a long call)
             if stuck:
                 self._poll_and_release(takes_job=False)
                 delay = 0.002
@@ -256,6 +267,8 @@ class WorkerRuntime(Intake):
         # a sleep here stalled them for the whole timeout (~1 s stalls under
         # backpressure, found by a stress run).
         timeout = 0.0 if len(self._queue) and self._running < self.options.pool else self.idle_s
+        if self._bells or self._corked.held:  # (what is held is written in time)
+            timeout = min(timeout, self._bells.until_due(), self._corked.due_in())
         rings_spun = bool(self._hot)
         if rings_spun:
             hot, self._hot = self._hot, set()
@@ -363,8 +376,12 @@ class WorkerRuntime(Intake):
             return
         if self.busy_s < 1e-4 * self.calls and len(self._queue):
             self._corked.hold(job.channel, reply)  # tiny calls, more waiting: written together
+        elif len(self._queue) and (within := coalescing(job.channel)):
+            self._bells.answer(job.channel, [reply], within)  # (`ring` below, or soon)
         else:
             write(job.channel, [reply])
+        if self._bells:
+            self._bells.ring(every=not len(self._queue))
 
     def stats(self, req: int = 0) -> Stats:
         return Stats(self.name, self.calls, self.busy_s, self.queue_wait_s,
