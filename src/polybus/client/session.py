@@ -7,6 +7,7 @@ import inspect
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,34 @@ def _connect(replica: Replica, scheme: str, token: bytes, codec: Codec) -> Chann
         return connect(replica.address, token, codec)
     except TransportError as exc:
         raise TransportError(f"{said}; and at {replica.address}: {exc}") from None
+
+
+def _connect_all(replicas: Sequence[Replica], scheme: str, token: bytes,
+                 codecs: Sequence[Codec]) -> list[Channel | TransportError]:
+    """`_connect` to every replica at once (a channel, or why it could not be had, each
+    in order): one that does not answer costs its handshake's timeout once, not once
+    per such replica in turn. Any other error closes the channels made and is raised."""
+    def one(i: int) -> Channel | Exception:
+        try:
+            return _connect(replicas[i], scheme, token, codecs[i])
+        except Exception as exc:  # (handed back: sorted out below)
+            return exc
+
+    if len(replicas) < 2:
+        outcomes = [one(i) for i in range(len(replicas))]
+    else:
+        with ThreadPoolExecutor(max_workers=min(16, len(replicas)),
+                                thread_name_prefix="polybus-connect") as pool:
+            outcomes = list(pool.map(one, range(len(replicas))))
+    got: list[Channel | TransportError] = []
+    for o in outcomes:
+        if isinstance(o, Exception) and not isinstance(o, TransportError):
+            for c in outcomes:
+                if isinstance(c, Channel):
+                    c.close()
+            raise o
+        got.append(o)  # (a Channel, or a TransportError)
+    return got
 
 
 class Session:
@@ -320,16 +349,16 @@ class Session:
         replicas.sort(key=lambda r: order.get(r.name, len(order)))
         links = []
         unreachable: list[str] = []
-        for r in replicas:
-            codec = Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
+        codecs = [Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
+                  for _ in replicas]
+        for r, channel in zip(replicas, _connect_all(replicas, scheme, self.token, codecs),
+                              strict=True):
             # A replica still registered that cannot be reached (stopped, gone within the
             # registry's ttl, or registered with an address this host cannot dial) is
             # left out as one not registered is, and said by name; none reached is an
             # error that names each. (It failed the run, naming only an address.)
-            try:
-                channel = _connect(r, scheme, self.token, codec)
-            except TransportError as exc:
-                unreachable.append(f"{r.name} at {_pick(r, scheme)}: {exc}")
+            if isinstance(channel, TransportError):
+                unreachable.append(f"{r.name} at {_pick(r, scheme)}: {channel}")
                 continue
             channel.spin_s = spec.spin  # waits for its answers poll first (spinning.py)
             if spec.coalesce and type(channel) is ShmChannel:

@@ -1,0 +1,85 @@
+"""A session connects to a module's replicas at once (client/session.py `_connect_all`):
+every connection is under way together, the outcomes come back in the replicas' order,
+one that cannot be reached is named rather than raised, and any other failure closes
+the connections already made."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any
+
+import pytest
+
+from polybus.client import session
+from polybus.errors import AuthenticationError, TransportError
+from polybus.transport.channel import Channel
+from polybus.wire.codec import Codec
+
+
+class _Replicas:
+    def __init__(self, outcomes: list[str]) -> None:
+        self.outcomes = outcomes
+        self.together = threading.Barrier(len(outcomes), timeout=10)  # all at once, or broken
+        self.made: list[Channel] = []
+        self.peers: list[socket.socket] = []
+
+    def connect(self, replica: Any, scheme: str, token: bytes, codec: Codec) -> Channel:
+        self.together.wait()
+        what = self.outcomes[replica]
+        if what == "down":
+            raise TransportError(f"replica {replica} does not answer")
+        if what == "refused":
+            raise AuthenticationError(f"replica {replica} refused the token")
+        a, b = socket.socketpair()
+        self.peers.append(b)
+        ch = Channel(a, codec, f"replica {replica}")
+        self.made.append(ch)
+        return ch
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, outcomes: list[str]) -> tuple[_Replicas, Any]:
+    fake = _Replicas(outcomes)
+    monkeypatch.setattr(session, "_connect", fake.connect)
+    replicas: Any = list(range(len(outcomes)))
+    try:
+        got: Any = session._connect_all(replicas, "tcp", b"t", [Codec() for _ in outcomes])
+    except Exception as exc:
+        got = exc
+    return fake, got
+
+
+def test_all_at_once_in_order_with_the_unreachable_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake, got = _run(monkeypatch, ["up", "down", "up", "down"])
+    try:
+        assert [type(g) for g in got] == [Channel, TransportError, Channel, TransportError]
+        assert got[0].peer == "replica 0" and got[2].peer == "replica 2"
+        assert "replica 1 does not answer" in str(got[1])
+    finally:
+        for ch in fake.made:
+            ch.close()
+        for p in fake.peers:
+            p.close()
+
+
+def test_another_failure_closes_what_was_made_and_is_raised(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake, got = _run(monkeypatch, ["up", "refused", "up"])
+    try:
+        assert isinstance(got, AuthenticationError)
+        assert len(fake.made) == 2 and all(ch.closed or ch.sock.fileno() == -1
+                                           for ch in fake.made)
+    finally:
+        for p in fake.peers:
+            p.close()
+
+
+def test_one_replica_needs_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake, got = _run(monkeypatch, ["up"])
+    try:
+        assert len(got) == 1 and isinstance(got[0], Channel)
+    finally:
+        for ch in fake.made:
+            ch.close()
+        for p in fake.peers:
+            p.close()
