@@ -12,7 +12,7 @@ import pytest
 
 import polybus
 from polybus.config import validate
-from polybus.testing.apps import write_app, write_one_call_app
+from polybus.testing.apps import write_one_call_app
 from polybus.transport import ring as ring_mod
 from polybus.transport.spinning import SPIN_S
 from polybus.worker.main import options_for
@@ -58,29 +58,15 @@ def main(first):
     return [second_done, wait(long1), wait(long2)]
 """
 
-TOML = """\
-[modules.server]
-source = "server.py"
-{server}
-
-[modules.client]
-source = "client.py"
-entrypoint = "main"
-use.f = {{ callstyle = "async" }}
-
-[bind]
-"client.f" = "server.f"
-"""
-
-
 @pytest.mark.parametrize(("server", "first"), [('transport = "shm"\ncoalesce = "20ms"', [0.05]),
                                                ('transport = "tcp"', [0.0] * 20)])
 def test_a_held_answer_comes_within_the_bound_not_at_the_end_of_the_queue(
         tmp_path: Path, server: str, first: list[float]) -> None:
     # (tcp: no bell to hold, but a tiny call's answer is corked while more calls wait,
     # worker/replies.py; it waited out the 0.6 s call behind it)
-    app = write_app(tmp_path, server=SLEEPY, client=CLIENT, toml=TOML.format(server=server))
-    r = polybus.run(app, [f"modules.client.args=[{first}]"], worker_output=False)
+    app = write_one_call_app(tmp_path, server_keys=server, server=SLEEPY, client=CLIENT)
+    r = polybus.run(app, [f"modules.client.args=[{first}]",
+                          'modules.client.use.f={callstyle="async"}'], worker_output=False)
     assert r.result == [False, 0.6, 0.6]
 
 

@@ -42,9 +42,10 @@ entrypoint = "main"
 
 
 def write_one_call_app(where: Path, *, server_keys: str = "", tail: str = "",
-                       server: str = ONE_CALL_SERVER) -> Path:
+                       server: str = ONE_CALL_SERVER, client: str = ONE_CALL_CLIENT) -> Path:
     """`write_app` of the one-call program: ``server_keys`` are lines added to
     ``[modules.server]``, ``tail`` is TOML after ``[bind]`` (a ``[cluster]`` table, say),
-    ``server`` replaces the server's source (it must define ``f``)."""
-    return write_app(where, server=server, client=ONE_CALL_CLIENT,
+    ``server`` replaces the server's source (it must define ``f``), ``client`` the
+    client's (its entrypoint is ``main``, and it calls ``use('f')``)."""
+    return write_app(where, server=server, client=client,
                      toml=_ONE_CALL_TOML.format(server=server_keys, tail=tail))
