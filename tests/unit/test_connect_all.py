@@ -23,8 +23,10 @@ class _Replicas:
         self.together = threading.Barrier(len(outcomes), timeout=10)  # all at once, or broken
         self.made: list[Channel] = []
         self.peers: list[socket.socket] = []
+        self.threads: set[str] = set()
 
     def connect(self, replica: Any, scheme: str, token: bytes, codec: Codec) -> Channel:
+        self.threads.add(threading.current_thread().name)
         self.together.wait()
         what = self.outcomes[replica]
         if what == "down":
@@ -53,6 +55,7 @@ def test_all_at_once_in_order_with_the_unreachable_named(monkeypatch: pytest.Mon
     fake, got = _run(monkeypatch, ["up", "down", "up", "down"])
     try:
         assert [type(g) for g in got] == [Channel, TransportError, Channel, TransportError]
+        assert len(fake.threads) == 4 and all(n.startswith("polybus-connect") for n in fake.threads)
         assert got[0].peer == "replica 0" and got[2].peer == "replica 2"
         assert "replica 1 does not answer" in str(got[1])
     finally:
@@ -78,6 +81,7 @@ def test_one_replica_needs_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     fake, got = _run(monkeypatch, ["up"])
     try:
         assert len(got) == 1 and isinstance(got[0], Channel)
+        assert fake.threads == {threading.current_thread().name}  # made here, no pool
     finally:
         for ch in fake.made:
             ch.close()

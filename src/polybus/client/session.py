@@ -169,28 +169,33 @@ def _connect_all(replicas: Sequence[Replica], scheme: str, token: bytes,
                  codecs: Sequence[Codec]) -> list[Channel | TransportError]:
     """`_connect` to every replica at once (a channel, or why it could not be had, each
     in order): one that does not answer costs its handshake's timeout once, not once
-    per such replica in turn. Any other error closes the channels made and is raised."""
+    per such replica in turn. Any other error (an interrupt too) closes the channels
+    made and is raised."""
+    made: list[Channel] = []
+
     def one(i: int) -> Channel | Exception:
         try:
-            return _connect(replicas[i], scheme, token, codecs[i])
+            ch = _connect(replicas[i], scheme, token, codecs[i])
         except Exception as exc:  # (handed back: sorted out below)
             return exc
+        made.append(ch)
+        return ch
 
-    if len(replicas) < 2:
-        outcomes = [one(i) for i in range(len(replicas))]
-    else:
-        with ThreadPoolExecutor(max_workers=min(16, len(replicas)),
-                                thread_name_prefix="polybus-connect") as pool:
-            outcomes = list(pool.map(one, range(len(replicas))))
-    got: list[Channel | TransportError] = []
-    for o in outcomes:
-        if isinstance(o, Exception) and not isinstance(o, TransportError):
-            for c in outcomes:
-                if isinstance(c, Channel):
-                    c.close()
-            raise o
-        got.append(o)  # (a Channel, or a TransportError)
-    return got
+    try:
+        if len(replicas) < 2:
+            outcomes = [one(i) for i in range(len(replicas))]
+        else:
+            with ThreadPoolExecutor(max_workers=min(16, len(replicas)),
+                                    thread_name_prefix="polybus-connect") as pool:
+                outcomes = list(pool.map(one, range(len(replicas))))
+        for o in outcomes:
+            if isinstance(o, Exception) and not isinstance(o, TransportError):
+                raise o
+    except BaseException:
+        for ch in made:
+            ch.close()
+        raise
+    return outcomes  # type: ignore[return-value]  # (Channels and TransportErrors now)
 
 
 class Session:

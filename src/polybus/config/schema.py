@@ -361,6 +361,10 @@ def _coalesce(t: _Table) -> float:
     """``coalesce``: how long a replica may hold back the bell of an answer while more
     of the client's calls wait in its queue (worker/bells.py); 0, the default: none."""
     v = t.parsed("coalesce", parse_duration)
+    if v is not None and 0 < v < 1e-6:
+        t.p.add(f"a coalesce of {v:g} s is less than the 1 us it is counted in",
+                t.key("coalesce"), "'0' for none, or at least '1us'")
+        return 0.0
     if v is not None and v > 1.0:
         t.p.add(f"a coalesce of {v:g} s would leave answers unread for that long",
                 t.key("coalesce"), "at most '1s'; a few times a call's time is enough")

@@ -5,8 +5,8 @@ descriptor goes to the peer over the Unix socket when the channel is made. The r
 a byte stream (the frames of shm.py, unchanged), so any frame fits: one larger than
 the free space is written in pieces as the reader frees room.
 
-Layout: three u64 counters, each on its own cache line, then ``capacity`` bytes
-(a power of two). ``written`` and ``read`` only ever grow; ``written - read`` bytes are
+Layout: three u64 counters and the reader's ``coalesce`` (below), each on its own
+cache line, then ``capacity`` bytes (a power of two). ``written`` and ``read`` only ever grow; ``written - read`` bytes are
 waiting. ``awake`` is set by the reader while it spins on ``written``; a writer that
 finds it clear rings the socket's doorbell (one byte) so a sleeping reader wakes.
 ``coalesce`` (microseconds, set by the reader, 0 by default) asks the writer to hold
@@ -28,8 +28,9 @@ Why no wakeup is lost (Dekker): the reader stores ``awake = 0``, fences, loads
 each side the four accesses fall in one order that keeps each side's own, so either the
 writer's store comes before the reader's load (the reader sees the frame and does not
 sleep) or the reader's store comes before the writer's load (the writer sees the flag
-down and rings). A bell for a frame the reader took anyway only wakes it to an empty
-ring. Raising the flag needs no fence (a writer that sees it up skips a bell the reader
+down and rings, or, asked to coalesce, owes the bell: it rings it within
+``coalesce``, fencing and looking at the flag again as it does). A bell for a frame the
+reader took anyway only wakes it to an empty ring. Raising the flag needs no fence (a writer that sees it up skips a bell the reader
 does not need); what the protocol needs is that every raise is followed, before that
 side next sleeps in the kernel, by a lowering, a fence and a look at that ring
 (ShmChannel's fills, ``spin``, client/rings.py ``down``, the worker's ``_rings_down``).

@@ -1,8 +1,8 @@
 """Bells held back: answers that wake a sleeping client once, not one by one.
 
-A client whose module sets ``coalesce`` (over shm) asks its replicas, in its ring's
-header (transport/ring.py), not to wake it for each answer while they have more of
-its calls queued. On a host where client and replicas share the CPUs, every wake-up
+A client calling a module that sets ``coalesce`` (over shm) asks its replicas, in
+its ring's header (transport/ring.py), not to wake it for each answer while they have
+more calls queued (its own or other clients': either way the replica is busy). On a host where client and replicas share the CPUs, every wake-up
 of a client waiting for a burst of answers takes a CPU from a replica in the middle
 of its next call; held back, the client wakes when the replica's queue is empty (its
 CPU then free), or at the latest ``coalesce`` after the first answer held, whichever
@@ -11,8 +11,9 @@ meanwhile (it is awake anyway) takes it without a bell.
 
 `OwedBells` keeps the connections owed a bell with the time each is due. The thread
 that answered rings the due ones after each call, and all of them when the queue is
-empty; while a long call runs, the runtime's standby rings the due ones every few ms
-(and, polling for that call's thread, sleeps no longer than the next is due).
+empty; while a long call runs, whoever polls (the runtime's standby, or another thread
+of the pool) sleeps no longer than the next is due and rings it then, woken to look
+again when the first bell is held.
 """
 
 from __future__ import annotations

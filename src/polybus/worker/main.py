@@ -54,10 +54,10 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
             # that caches nothing has the default bound, which would otherwise win.
             opts.cache_bytes = max(d.cache_bytes for d in [d for d in defines if d.cache] or defines)
         opts.allow_pickle = spec.pickle
-        # With ``coalesce`` (client and replicas sharing CPUs, worker/bells.py) a replica
-        # whose queue ran dry sleeps at once: spinning, it would hold the CPU the client
-        # then needs for the answers it was woken to read.
-        opts.spin_s = 0.0 if spec.coalesce else spec.spin
+        # With ``coalesce`` over shm (client and replicas sharing CPUs, worker/bells.py)
+        # a replica whose queue ran dry sleeps at once: spinning, it would hold the CPU
+        # the client then needs for the answers it was woken to read.
+        opts.spin_s = 0.0 if spec.coalesce and spec.transport == "shm" else spec.spin
     if replica is not None:
         opts.speed = replica.speed
     return opts

@@ -160,6 +160,7 @@ class WorkerRuntime(Intake):
                 # connection alone (direct.py), holding the poller role.
                 lone = (not self._polling and not self._running and not len(self._queue)
                         and not self._paused and not self._stopping and not self._corked.held
+                        and not self._bells
                         and type(job.call) is Call and type(job.channel) in DIRECT_TYPES
                         # (dropped by whoever polled while the call ran: its client went,
                         # and its closed socket has no descriptor for direct.py's look)
@@ -303,16 +304,22 @@ class WorkerRuntime(Intake):
             # with a 60 s poll timeout: such a client waited the whole timeout).
             timeout = look_s = 0.0
         self._selected = time.perf_counter()
-        for data in self._sel.poll(timeout, look_s):
-            if type(data) is Channel or type(data) is ShmChannel:
-                self._read(data)
-            elif isinstance(data, Address):
-                self._accept(data)
-            elif data is _WAKE:
-                self._bell.clear()
-                self._adopt_new()
-            else:
-                self._read(data)  # a transport's own channel type
+        try:
+            for data in self._sel.poll(timeout, look_s):
+                if type(data) is Channel or type(data) is ShmChannel:
+                    self._read(data)
+                elif isinstance(data, Address):
+                    self._accept(data)
+                elif data is _WAKE:
+                    self._bell.clear()
+                    self._adopt_new()
+                else:
+                    self._read(data)  # a transport's own channel type
+        finally:  # (what fell due while it slept: a long call holds no one else to it)
+            if self._bells:
+                self._bells.ring()
+            if self._corked.held:
+                self._flush_corked(due_only=True)
 
     def _rings_down(self) -> bool:
         """Before the poller may sleep: the awake flags it raised go down (clients ring
@@ -374,12 +381,15 @@ class WorkerRuntime(Intake):
         reply = self.forwarding.finished(job.channel, call, reply)
         if job.channel.closed:
             return
+        held = bool(self._corked.held or self._bells)
         if self.busy_s < 1e-4 * self.calls and len(self._queue):
             self._corked.hold(job.channel, reply)  # tiny calls, more waiting: written together
         elif len(self._queue) and (within := coalescing(job.channel)):
             self._bells.answer(job.channel, [reply], within)  # (`ring` below, or soon)
         else:
             write(job.channel, [reply])
+        if not held and self._polling and (self._corked.held or self._bells):
+            self._wake()  # a poller asleep bounds its sleep by when what is held falls due
         if self._bells:
             self._bells.ring(every=not len(self._queue))
 
