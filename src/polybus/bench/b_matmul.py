@@ -321,12 +321,14 @@ def run(quick: bool, progress: Progress) -> BenchResult:
         peer_rows.matmul(result, [n], servers, lambda n: reps_for(n, reps), progress,
                          chunk_of, WARMUP)
     n, k = sizes[-1], min(2, cpus)  # the speedup of record again, in interleaved rounds
+
+    def stateful_shm(*extra: str) -> Stat:
+        return polybus_run(n, k, True, 0.0, reps_for(n, reps), "shm", extra=extra)[0]
+
     paired_speedup(result, n, k, 1 if quick else ROUNDS,
-                   lambda: one_process_seconds(n, reps_for(n, reps)),
-                   lambda: polybus_run(n, k, True, 0.0, reps_for(n, reps), "shm")[0],
-                   {f"coalesce={COALESCE}": lambda: polybus_run(
-                       n, k, True, 0.0, reps_for(n, reps), "shm",
-                       extra=[f"modules.server.coalesce={COALESCE}"])[0]})
+                   lambda: one_process_seconds(n, reps_for(n, reps)), stateful_shm,
+                   {f"coalesce={COALESCE}":
+                    lambda: stateful_shm(f"modules.server.coalesce={COALESCE}")})
     progress.advance(f"matmul one process and polybus stateful shm n={n}, interleaved")
     for n in sizes:
         _ratios(result, n, min(2, cpus))

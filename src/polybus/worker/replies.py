@@ -3,8 +3,9 @@
 Tiny calls answered while more wait in the queue are held ("corked") and written
 together, one write for up to 64 answers; the queue draining, or a thread going idle,
 flushes them, and none is held longer than ``CORK_HOLD_S``: the call after a tiny one
-may be long (a tiny call's answer waited out the whole 0.6 s call queued behind it). An answer that cannot be encoded is found and replaced by its own typed
-failure, so the others in its write still go.
+may be long (a tiny call's answer waited out the whole 0.6 s call queued behind it).
+An answer that cannot be encoded is found and replaced by its own typed failure, so
+the others in its write still go.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from polybus.wire.messages import Batch, Fail, Message
 from polybus.worker import readonly
 
 CORK_LIMIT = 64
-CORK_HOLD_S = 0.002  # the longest an answer is held (the runtime's standby writes it then)
+CORK_HOLD_S = 0.002  # the longest an answer is held (a poller or the standby writes it)
 CHILD_TRACEBACK = "polybus_traceback"  # an attribute: pickled with the exception
 
 
@@ -136,16 +137,16 @@ class Corked:
             del self.held[ch]
         write(ch, held)
 
-    def due_in(self) -> float:
+    def until_due(self) -> float:
         """Seconds until what is held must be written (0: now; a day if nothing is)."""
         if not self.held:
             return 86400.0
         return max(0.0, self._since + CORK_HOLD_S - time.monotonic())
 
-    def flush(self, *, due_only: bool = False) -> None:
-        """Write what is held (``due_only``: only if it has been held ``CORK_HOLD_S``)."""
+    def flush(self, *, every: bool = False) -> None:
+        """Write what is held if it has been held ``CORK_HOLD_S`` (``every``: at once)."""
         with self._lock:
-            if due_only and (not self.held or time.monotonic() < self._since + CORK_HOLD_S):
+            if not every and (not self.held or time.monotonic() < self._since + CORK_HOLD_S):
                 return
             held, self.held = self.held, {}
         for ch, msgs in held.items():

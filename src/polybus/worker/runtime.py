@@ -124,10 +124,8 @@ class WorkerRuntime(Intake):
         polling = False  # this thread holds the poller role already (direct.py gave it back)
         while True:
             job: Job | None = None
-            if self._bells and not len(self._queue):
-                self._bells.ring(every=True)
-            if self._corked.held and not len(self._queue):
-                self._flush_corked()
+            if not len(self._queue):
+                self._release_held(every=True)
             with self._lock:  # the condition's own lock: cv.wait() below works under it
                 while not polling:
                     if self._stopping:
@@ -203,11 +201,20 @@ class WorkerRuntime(Intake):
         except Exception:  # (it must not raise: its callers hold counts it would leave up)
             log.exception("worker %s: could not tell the client of call %d", self.name, call_id)
 
-    def _flush_corked(self, *, due_only: bool = False) -> None:
-        try:
-            self._corked.flush(due_only=due_only)
-        except Exception:  # (a fault here must not end the thread)
-            log.exception("worker %s: writing held answers failed", self.name)
+    def _holding(self) -> bool:
+        """Answers corked or bells held back (replies.py, bells.py)."""
+        return bool(self._corked.held or self._bells)
+
+    def _release_held(self, *, every: bool) -> None:
+        """Write the corked answers and ring the held bells that are due (``every``: all
+        of them, the queue being empty)."""
+        if self._bells:
+            self._bells.ring(every=every)
+        if self._corked.held:
+            try:
+                self._corked.flush(every=every)
+            except Exception:  # (a fault here must not end the thread)
+                log.exception("worker %s: writing held answers failed", self.name)
 
     def _standby_main(self) -> None:
         delay, seen = 0.002, -1
@@ -218,10 +225,7 @@ class WorkerRuntime(Intake):
                     self._polling = True
                 active = self._started != seen
                 seen = self._started
-            if self._bells:
-                self._bells.ring()  # (those due while a long call runs)
-            if self._corked.held:
-                self._flush_corked(due_only=True)  # (held behind a long call)
+            self._release_held(every=False)  # (what fell due behind a long call)
             if stuck:
                 self._poll_and_release(takes_job=False)
                 delay = 0.002
@@ -268,8 +272,8 @@ class WorkerRuntime(Intake):
         # a sleep here stalled them for the whole timeout (~1 s stalls under
         # backpressure, found by a stress run).
         timeout = 0.0 if len(self._queue) and self._running < self.options.pool else self.idle_s
-        if self._bells or self._corked.held:  # (what is held is written in time)
-            timeout = min(timeout, self._bells.until_due(), self._corked.due_in())
+        if self._holding():  # (what is held is written in time)
+            timeout = min(timeout, self._bells.until_due(), self._corked.until_due())
         rings_spun = bool(self._hot)
         if rings_spun:
             hot, self._hot = self._hot, set()
@@ -316,10 +320,7 @@ class WorkerRuntime(Intake):
                 else:
                     self._read(data)  # a transport's own channel type
         finally:  # (what fell due while it slept: a long call holds no one else to it)
-            if self._bells:
-                self._bells.ring()
-            if self._corked.held:
-                self._flush_corked(due_only=True)
+            self._release_held(every=False)
 
     def _rings_down(self) -> bool:
         """Before the poller may sleep: the awake flags it raised go down (clients ring
@@ -381,14 +382,16 @@ class WorkerRuntime(Intake):
         reply = self.forwarding.finished(job.channel, call, reply)
         if job.channel.closed:
             return
-        held = bool(self._corked.held or self._bells)
         if self.busy_s < 1e-4 * self.calls and len(self._queue):
+            held = self._holding()
             self._corked.hold(job.channel, reply)  # tiny calls, more waiting: written together
         elif len(self._queue) and (within := coalescing(job.channel)):
+            held = self._holding()
             self._bells.answer(job.channel, [reply], within)  # (`ring` below, or soon)
         else:
+            held = True  # (nothing new held: no poller to wake)
             write(job.channel, [reply])
-        if not held and self._polling and (self._corked.held or self._bells):
+        if not held and self._polling and self._holding():
             self._wake()  # a poller asleep bounds its sleep by when what is held falls due
         if self._bells:
             self._bells.ring(every=not len(self._queue))
