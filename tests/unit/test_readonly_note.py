@@ -1,4 +1,5 @@
-"""The note a replica adds to a write refused by a read-only (cached) operand."""
+"""The note a replica adds to a write refused by a read-only argument: a cached operand,
+or an array the client sent read-only over shm."""
 
 from __future__ import annotations
 
@@ -6,10 +7,23 @@ from typing import Any
 
 import numpy as np
 
+from polybus.worker import readonly
 from polybus.worker.replies import failure
+
+HELD: list[Any] = []  # (the note knows a cached operand while the cache holds it)
 
 
 def frozen(n: int = 3) -> np.ndarray[Any, Any]:
+    """An array as the operand cache holds it."""
+    a = np.zeros(n)
+    a.flags.writeable = False
+    readonly.held(a)
+    HELD.append(a)
+    return a
+
+
+def sent_read_only(n: int = 3) -> np.ndarray[Any, Any]:
+    """An array as a frozen argument arrives over shm: read-only, not in the cache."""
     a = np.zeros(n)
     a.flags.writeable = False
     return a
@@ -74,3 +88,15 @@ def test_no_note_without_a_read_only_argument_or_for_another_error() -> None:
 
     assert refused(other, frozen()) == "read-only"
     assert failure(7, ValueError("x is read-only")).message == "x is read-only"
+
+
+def test_an_argument_sent_read_only_is_named_as_such_not_as_a_cached_operand() -> None:
+    assert refused(both, sent_read_only(), np.zeros(2)).endswith(
+        "(a was read-only in the client (flags.writeable = False), and over shm such an "
+        "array arrives read-only, its memory shared, so copy it before writing to it, "
+        "e.g. a = a.copy())")
+    # Beside a cached operand on the same line, each is named for what it is.
+    assert refused(both_at_once, sent_read_only(), frozen()).endswith(
+        "(b is a cached operand, and a was read-only in the client (flags.writeable = "
+        "False), and over shm such an array arrives read-only, its memory shared, so copy "
+        "it before writing to it, e.g. a = a.copy())")

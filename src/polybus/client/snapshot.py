@@ -24,6 +24,8 @@ from typing import Any, cast
 
 import numpy as np
 
+from polybus.wire.arrays import frozen
+
 __all__ = ["AS_IS", "Keep", "frozen", "kept", "snapshot", "snapshot_kwargs", "snapshot_row"]
 
 AS_IS = frozenset({int, float, bool, str, bytes, type(None), complex})
@@ -140,14 +142,3 @@ def _copy(a: Any) -> Any:
                 c[k] = _copy(v)
         return c
     return a
-
-
-def frozen(a: np.ndarray[Any, Any]) -> bool:
-    """Whether ``a``'s bytes cannot change: it and every array it views are read-only,
-    down to memory no array owns that is immutable (bytes) or none at all."""
-    x: Any = a
-    while isinstance(x, np.ndarray):
-        if x.flags.writeable:
-            return False
-        x = x.base
-    return x is None or isinstance(x, bytes)

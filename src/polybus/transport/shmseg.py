@@ -4,7 +4,18 @@ The segment half of `ShmChannel`: the sender copies (or, for a non-contiguous ar
 gathers) each large buffer into a pooled segment of its own, or a ``Put``'s value into
 the process's shared segment for that operand (shmshare.py), and writes a table in
 its place; the receiver maps the segments and hands numpy views of them, given back
-when the last view goes. The ring and the socket are shm.py's.
+when the last view goes.
+
+A call's array argument that goes by segment and that the sender holds read-only
+through and through (`frozen`: its bytes cannot change) arrives read-only (answers and
+values between replicas arrive writable, as on every transport). Sent again, the same
+array object goes by the process's shared segment for its content, as a ``Put``'s value
+does: a stateless client that passes one frozen B with every call copies it once, not
+once per call (each later send hashes it, ~20 GB/s, against a copy's ~5, so an array
+changed between two sends is sent as it is now). Below the threshold a segment costs
+more than the copies it saves (frozen arrays of 64-256 KiB by segment: matmul n=100
+stateless and n=500 stateful took longer), so those go in the frame, writable, as any.
+The ring and the socket are shm.py's.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from polybus.errors import ProtocolError
 from polybus.transport.shmshare import (
@@ -29,6 +41,7 @@ from polybus.transport.shmshare import (
     segment_size,
     shelf,
 )
+from polybus.wire.arrays import frozen
 from polybus.wire.codec import Codec
 from polybus.wire.framing import (
     Frame,
@@ -38,7 +51,7 @@ from polybus.wire.framing import (
     pieces_size,
     too_large,
 )
-from polybus.wire.messages import Message, Put
+from polybus.wire.messages import Call, Message, Put
 
 __all__ = ["FD_READONLY", "FLAG_CTL", "FLAG_SHM", "MAX_FDS", "MAX_FDS_PENDING", "SegmentFrames"]
 
@@ -59,14 +72,38 @@ MAX_SEGMENTS = 32
 MAX_FDS_PENDING = 2 * (1 + MAX_SEGMENTS + MAX_SHARED)
 _DESC = struct.Struct("<IIQQ")  # buffer index, has_fd, segment id, length
 FD_READONLY = 2  # has_fd: a shared segment's descriptor, to be mapped read-only
+RO_VIEW = 4  # has_fd bit: the sender's array was read-only; so are the receiver's
+# Frozen arrays sent by segment lately, by id (each checked by its weak reference):
+# one sent again goes by its shared segment. Emptied when full (a miss costs a copy).
+_SEEN_MAX = 4096
+_seen: dict[int, weakref.ref[Any]] = {}
+
+
+def _again(a: np.ndarray[Any, Any]) -> bool:
+    """Whether this array object went by segment before (noted now if not)."""
+    ident = id(a)
+    ref = _seen.get(ident)
+    if ref is not None and ref() is a:
+        return True
+    if len(_seen) >= _SEEN_MAX:
+        _seen.clear()
+    _seen[ident] = weakref.ref(a)
+    return False
+
+
+def _content_name(a: np.ndarray[Any, Any]) -> str:
+    """A contiguous array's bytes by their XXH3-128 (a shelf key no ``Put`` has)."""
+    return "~" + xxhash.xxh3_128(a.reshape(-1).view(np.uint8).data).hexdigest()
 
 
 def _contiguous(b: bytes | memoryview | np.ndarray[Any, Any]) -> bytes | memoryview:
     """A buffer as the frame carries it (an array left to gather that does not go by
     segment after all is made contiguous here)."""
-    if type(b) is np.ndarray:
-        return memoryview(np.ascontiguousarray(b)).cast("B")  # type: ignore[arg-type]
-    return b  # type: ignore[return-value]
+    if isinstance(b, np.ndarray):
+        a = np.ascontiguousarray(b)
+        # (a uint8 view, not memoryview.cast: the buffer protocol has no datetime64)
+        return memoryview(a.reshape(-1).view(np.uint8)) if a.nbytes else memoryview(b"")  # type: ignore[arg-type]
+    return b
 
 
 def _lens(bufs: list[bytes | memoryview | np.ndarray[Any, Any]]) -> list[int]:
@@ -162,19 +199,24 @@ class SegmentFrames:
         table = bytearray()
         fds: list[int] = []
         put = msg.key if type(msg) is Put else None  # an operand: one segment per host
+        call = type(msg) is Call  # (a call's arguments: read-only ones stay so)
         moved = 0
         for i, (b, n) in enumerate(zip(bufs, lens, strict=True)):
             if n < self.threshold or len(fds) >= MAX_FDS:
                 continue
-            if put is not None:
+            ro = call and isinstance(b, np.ndarray) and not b.flags.writeable and frozen(b)
+            key, index = put, i
+            if ro and isinstance(b, np.ndarray) and b.flags.c_contiguous and _again(b):
+                key, index = _content_name(b), 0
+            entry = None
+            if key is not None:
                 try:
-                    entry = self._lend(put, i, b, n, fds)
-                except OSError:  # no descriptor or memory for it: in the frame
-                    continue
-                if entry is None:
-                    continue  # the shelf is full of held operands: in the frame
-                table += entry
-            else:
+                    entry = self._lend(key, index, i, b, n, fds)
+                except OSError:  # no descriptor or memory for it
+                    entry = None
+                if entry is None and put is not None:
+                    continue  # (or the shelf is full of held operands): in the frame
+            if entry is None:
                 with self._seg_lock:
                     seg = self._acquire(n)
                 if seg is None:
@@ -184,10 +226,13 @@ class SegmentFrames:
                 if has_fd:
                     fds.append(seg.fd)
                     seg.shared = True
-                table += _DESC.pack(i, int(has_fd), seg.id, n)
+                entry = _DESC.pack(i, int(has_fd) | (RO_VIEW if ro else 0), seg.id, n)
+            table += entry
             out[i] = b""
             self.shm_bytes_sent += n
             moved += n
+        if not table:  # nothing went by segment after all
+            return self._plain(header, bufs)
         out.append(bytes(table))
         self._fds_out.extend(fds)
         pieces = encode_frame(header, [_contiguous(b) for b in out], self.codec.max_frame,
@@ -196,14 +241,20 @@ class SegmentFrames:
                                    - 4 - body_length(len(header), lens))
         return pieces
 
-    def _lend(self, key: str, i: int, data: Any, n: int, fds: list[int]) -> bytes | None:
-        """Buffer ``i`` of operand ``key`` by the process's shared segment for it
-        (transport/shmshare.py), read-only at the receiver; its table entry (None if
-        the shelf has no segment to give)."""
+    def _plain(self, header: bytes, bufs: list[bytes | memoryview | np.ndarray[Any, Any]]
+               ) -> list[bytes | memoryview]:
+        """A frame with every buffer in it (arrays left raw by the codec made contiguous)."""
+        return encode_frame(header, [_contiguous(b) for b in bufs], self.codec.max_frame)
+
+    def _lend(self, key: str, index: int, i: int, data: Any, n: int,
+              fds: list[int]) -> bytes | None:
+        """Buffer ``i`` of the frame, buffer ``index`` of operand ``key``, by the
+        process's shared segment for it (transport/shmshare.py), read-only at the
+        receiver; its table entry (None if the shelf has no segment to give)."""
         if not self._shelved:
             self._shelved = True
             shelf().enter()
-        s = shelf().lend(key, i, data, n)
+        s = shelf().lend(key, index, data, n)
         if s is None:
             return None
         with self._seg_lock:
@@ -323,15 +374,16 @@ class SegmentFrames:
         for idx, has_fd, seg_id, length in entries:
             if not 0 <= idx < len(frame.buffers) or len(frame.buffers[idx]):
                 raise ProtocolError(f"shared-memory table names buffer {idx} badly")
-            if has_fd:
+            kind = has_fd & ~RO_VIEW
+            if kind:
                 while not self._fds_in and self._fds_pending():
                     pass  # sent on the socket before the ring frame
                 if not self._fds_in:
                     raise ProtocolError("shared-memory frame without its descriptor")
                 fd = self._fds_in.popleft()
-                prot = mmap.PROT_READ | (mmap.PROT_WRITE if has_fd == 1 else 0)
+                prot = mmap.PROT_READ | (mmap.PROT_WRITE if kind == 1 else 0)
                 try:
-                    if has_fd not in (1, FD_READONLY):
+                    if kind not in (1, FD_READONLY):
                         raise ValueError(f"descriptor kind {has_fd}")
                     self._maps[seg_id] = mmap.mmap(fd, 0, mmap.MAP_SHARED, prot)
                 except (OSError, ValueError) as exc:
@@ -345,6 +397,8 @@ class SegmentFrames:
             # when the last one goes, the segment goes back to the sender.
             self.shm_bytes_received += length
             carrier: np.ndarray[Any, Any] = np.frombuffer(seg, np.uint8, count=length)
+            if has_fd & RO_VIEW:
+                carrier.flags.writeable = False
             weakref.finalize(carrier, release, seg_id).atexit = False
             frame.buffers[idx] = memoryview(carrier)  # type: ignore[arg-type]
 

@@ -16,7 +16,7 @@ import numpy as np
 from polybus.errors import ProtocolError
 
 __all__ = ["DTYPE_STR", "HEADS", "INLINE_DIMS", "INLINE_MAX", "META_DEC", "META_ENC", "SMALL", "array_over",
-           "layout", "small_head", "small_meta"]
+           "frozen", "layout", "small_head", "small_meta"]
 
 # Arrays up to this size (and of at most INLINE_DIMS dimensions) travel inside the
 # header (ext 5), not as buffers beside it: a frame with no buffers takes the in-place
@@ -64,6 +64,17 @@ def layout(dtype: str, shape: list[int]) -> tuple[np.dtype[Any], tuple[int, ...]
     if not dt.itemsize and count > ZERO_ITEMS_MAX:  # (no bytes to check the count against)
         raise ProtocolError(f"{count} elements of zero bytes")
     return dt, tuple(shape), count * dt.itemsize
+
+
+def frozen(a: np.ndarray[Any, Any]) -> bool:
+    """Whether ``a``'s bytes cannot change: it and every array it views are read-only,
+    down to memory no array owns that is immutable (bytes) or none at all."""
+    x: Any = a
+    while isinstance(x, np.ndarray):
+        if x.flags.writeable:
+            return False
+        x = x.base
+    return x is None or isinstance(x, bytes)
 
 
 def array_over(dtype: str, shape: list[int], buf: bytearray | memoryview) -> np.ndarray[Any, Any]:

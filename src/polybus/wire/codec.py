@@ -174,9 +174,10 @@ class Codec:
         """The msgpack header and the raw buffers it refers to, not yet framed (a
         transport may carry the buffers its own way, as transport/shm.py does).
 
-        With ``gather``, a non-contiguous array of at least that many bytes is left as
-        it is (the buffer is the array itself): a transport that copies the bytes
-        anyway gathers them as it copies, one pass over them instead of two."""
+        With ``gather``, a non-contiguous or read-only array of at least that many bytes
+        is left as it is (the buffer is the array itself): a transport that copies the
+        bytes anyway gathers them as it copies, one pass over them instead of two, and
+        one that shares memory can tell an array that cannot change (transport/shmseg.py)."""
         self._out = []
         self._gather = gather
         try:
@@ -240,8 +241,10 @@ class Codec:
                 # table, padding and a copy out, cost more than the bytes).
                 return msgspec.msgpack.Ext(EXT_SMALL, small_head(obj, dstr) + obj.tobytes())
             idx = len(self._out)
-            if self._gather and obj.nbytes >= self._gather and not obj.flags.c_contiguous:
-                self._out.append(obj)  # the caller gathers it (encode_parts)
+            if self._gather and obj.nbytes >= self._gather and (
+                    not obj.flags.c_contiguous or not obj.flags.writeable):
+                # The caller gathers it, or sees that it is read-only (encode_parts)
+                self._out.append(obj)
                 return msgspec.msgpack.Ext(EXT_NDARRAY, META_ENC.encode((dstr, obj.shape, idx)))
             arr = np.ascontiguousarray(obj)
             # (a uint8 view, not memoryview.cast: the buffer protocol has no datetime64)

@@ -28,6 +28,7 @@ import numpy as np
 
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, CallBatch, Fail
+from polybus.worker import readonly
 
 DEFAULT_CAPACITY = 512 * 1024 * 1024
 _SCALARS = frozenset({int, float, bool, type(None)})  # (held_bytes: no walk into these)
@@ -98,8 +99,9 @@ class OperandCache:
         content gets this one object, so a write in place would change what later calls
         (from any client) see. Over shm the memory is read-only anyway (shmshare.py); so a
         module behaves the same whichever transport its configuration picks."""
-        if isinstance(value, np.ndarray) and value.flags.writeable:
+        if isinstance(value, np.ndarray):
             value.flags.writeable = False
+            readonly.held(value)  # (its note says why a write into it fails)
         n = size_of(value)
         with self._lock:
             old = self._entries.pop(key, None)

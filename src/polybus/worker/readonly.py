@@ -6,8 +6,10 @@ writes into one in place (``b *= 2``) fails with numpy's bare "output array is
 read-only" or "assignment destination is read-only", which says nothing of the cache.
 `note` names the read-only arguments so the client's RemoteException can say it.
 
-Only arguments delivered from the cache arrive read-only: the others are decoded into
-memory of their own, writable on every transport. A process pool's child gets pickled
+Arguments delivered from the cache arrive read-only (`held` notes them), and so, over
+shm, does a large array the client itself held read-only (transport/shmseg.py): the
+note tells the two apart. The others are decoded into memory of their own, writable on
+every transport. A process pool's child gets pickled
 copies of the arguments, writable, so a call that failed there gets no note (replies.py).
 The note names only the read-only arguments the failing line of the function's own file
 mentions (a write into an array of the function's own making, beside a cached operand,
@@ -19,12 +21,26 @@ from __future__ import annotations
 import inspect
 import re
 import traceback
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["note"]
+__all__ = ["held", "note"]
+
+# The arrays the operand cache holds, by id (each checked to be the same object).
+_cached: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def held(value: Any) -> None:
+    """Note an array the operand cache holds (read-only) as a cached operand."""
+    if isinstance(value, np.ndarray):
+        _cached[id(value)] = value
+
+
+def _is_cached(value: Any) -> bool:
+    return _cached.get(id(value)) is value
 
 
 def note(exc: BaseException, message: str, fn: Callable[..., Any] | None,
@@ -33,20 +49,34 @@ def note(exc: BaseException, message: str, fn: Callable[..., Any] | None,
     read-only array and the call had read-only array arguments; None otherwise."""
     if not isinstance(exc, ValueError) or "read-only" not in message:
         return None
-    names = [name for name, value in _arguments(fn, args, kwargs or {})
-             if isinstance(value, np.ndarray) and not value.flags.writeable]
+    values = {name: value for name, value in _arguments(fn, args, kwargs or {})
+              if isinstance(value, np.ndarray) and not value.flags.writeable}
+    names = list(values)
     line = _failing_line(exc, fn)
     if line is not None:  # (the write's own line: only what it names, a[...] by its a)
         names = [n for n in names if re.search(rf"\b{re.escape(n.split('[')[0])}\b", line)]
     if not names:
         return None
+    cached = [n for n in names if _is_cached(values[n])]
+    sent = [n for n in names if n not in cached]  # (read-only in the client: shmseg.py)
     first = names[0]
-    said = (f"{first} is a cached operand" if len(names) == 1 else
-            f"{', '.join(names[:-1])} and {names[-1]} are cached operands")
     copy = (f"{first} = {first}.copy()" if first.isidentifier() else
             f"{first}.copy()" if first.endswith("]") else "x = x.copy()")
-    return (f"{said}: cached operands are read-only and shared between calls, so copy one "
-            f"before writing to it, e.g. {copy}")
+    if not sent:
+        return (f"{_listed(cached, 'is a cached operand', 'are cached operands')}: cached "
+                f"operands are read-only and shared between calls, so copy one before "
+                f"writing to it, e.g. {copy}")
+    said = (f"{_listed(sent, 'was', 'were')} read-only in the client (flags.writeable = "
+            f"False), and over shm such an array arrives read-only, its memory shared")
+    if cached:
+        said = f"{_listed(cached, 'is a cached operand', 'are cached operands')}, and {said}"
+    return f"{said}, so copy it before writing to it, e.g. {copy}"
+
+
+def _listed(names: list[str], one: str, many: str) -> str:
+    if len(names) == 1:
+        return f"{names[0]} {one}"
+    return f"{', '.join(names[:-1])} and {names[-1]} {many}"
 
 
 def _arguments(fn: Callable[..., Any] | None, args: Sequence[Any],

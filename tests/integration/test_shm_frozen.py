@@ -1,0 +1,251 @@
+"""A large array the client holds read-only goes over shm read-only, and once.
+
+An array that is read-only through and through arrives read-only. The same array object
+sent again goes by the process's shared segment for its content (transport/shmseg.py):
+a stateless client passing one frozen B with every call copies it once, whichever
+replica each call goes to. Its content is hashed at each such send, so an array made
+writable, changed and frozen again between two sends arrives as it is now.
+"""
+
+from __future__ import annotations
+
+import gc
+import socket
+from typing import Any
+
+import numpy as np
+import pytest
+
+from polybus.errors import ProtocolError
+from polybus.testing.conformance import memfd_mappings
+from polybus.transport import shmseg
+from polybus.transport.shm import ShmChannel
+from polybus.transport.shmshare import shelf
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Call, Message, Result
+
+N = 200  # 320 KB: above the shm threshold, so it goes by segment
+
+
+def _pairs(k: int) -> list[tuple[ShmChannel, ShmChannel]]:
+    out = []
+    for _ in range(k):
+        a, b = socket.socketpair(socket.AF_UNIX)
+        out.append((ShmChannel(a, Codec(), "client"), ShmChannel(b, Codec(), "replica")))
+    return out
+
+
+def _arg(ch: ShmChannel) -> Any:
+    msgs: list[Message] = list(ch.receive())
+    assert len(msgs) == 1 and isinstance(msgs[0], Call)
+    return msgs[0].args[0]
+
+
+def _frozen(rows: int = N, seed: int = 1) -> np.ndarray[Any, Any]:
+    b = np.random.default_rng(seed).random((rows, N))
+    b.flags.writeable = False
+    return b
+
+
+def _close(pairs: list[tuple[ShmChannel, ShmChannel]]) -> None:
+    for c, r in pairs:
+        c.close()
+        r.close()
+    gc.collect()
+
+
+def test_a_frozen_array_sent_again_is_copied_once_for_every_channel() -> None:
+    pairs = _pairs(2)
+    b = _frozen()
+    copies = shelf().copies
+    try:
+        got = []
+        for i in range(6):
+            c, r = pairs[i % 2]
+            c.send(Call(i, "f", [b]))
+            got.append(_arg(r))
+        # The first send went by its channel's own segment; the second was copied into
+        # the shared one, and the four after it named that copy.
+        assert shelf().copies == copies + 1
+        for v in got:
+            assert np.array_equal(v, b) and not v.flags.writeable
+            with pytest.raises(ValueError):
+                v[0, 0] = 1.0
+        assert all(c._lent for c, _ in pairs)  # held while a receiver views it
+        del v, got
+        gc.collect()
+        for c, r in pairs:  # a round trip carries the releases back
+            r.send(Result(0, None))
+            assert isinstance(next(iter(c.receive())), Result)
+        assert not any(c._lent for c, _ in pairs)
+        # A writable array is still copied at every send, and arrives writable.
+        w = np.ones((N, N))
+        c, r = pairs[0]
+        for i in range(2):
+            c.send(Call(10 + i, "f", [w]))
+            v = _arg(r)
+            assert v.flags.writeable and np.array_equal(v, w)
+        assert shelf().copies == copies + 1
+        del v
+    finally:
+        _close(pairs)
+    assert memfd_mappings() == 0
+
+
+def test_an_array_changed_between_two_sends_arrives_as_it_is_now() -> None:
+    (c, r), = _pairs(1)
+    b = _frozen(seed=2)
+    try:
+        for i in range(2):
+            c.send(Call(i, "f", [b]))
+            assert np.array_equal(_arg(r), b)
+        b.flags.writeable = True
+        b[0, 0] = 42.0
+        b.flags.writeable = False
+        c.send(Call(2, "f", [b]))
+        now = _arg(r)
+        assert now[0, 0] == 42.0 and np.array_equal(now, b)
+        del now
+    finally:
+        _close([(c, r)])
+    assert memfd_mappings() == 0
+
+
+def test_frozen_views_and_column_blocks_arrive_read_only_by_the_channels_segment() -> None:
+    (c, r), = _pairs(1)
+    a = _frozen(4 * N, seed=3)
+    copies = shelf().copies
+    try:
+        for i in range(3):  # a fresh view each call (a block of rows): never "again"
+            c.send(Call(i, "f", [a[N * i:N * (i + 1)]]))
+            v = _arg(r)
+            assert not v.flags.writeable and np.array_equal(v, a[N * i:N * (i + 1)])
+        cols = a[:, :N // 2]  # not contiguous: gathered into the channel's segment
+        for i in range(2):
+            c.send(Call(5 + i, "f", [cols]))
+            v = _arg(r)
+            assert not v.flags.writeable and np.array_equal(v, cols)
+        assert shelf().copies == copies  # none of them by a shared segment
+        del v
+    finally:
+        _close([(c, r)])
+    assert memfd_mappings() == 0
+
+
+def test_with_no_shared_segment_to_be_had_it_goes_by_the_channels_own_still_read_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    (c, r), = _pairs(1)
+    b = _frozen(seed=6)
+    monkeypatch.setattr(shelf(), "max_segments", 0)
+    try:
+        for i in range(3):
+            c.send(Call(i, "f", [b]))
+            v = _arg(r)
+            assert not v.flags.writeable and np.array_equal(v, b)
+        assert not c._lent
+        del v
+    finally:
+        _close([(c, r)])
+    assert memfd_mappings() == 0
+
+
+def test_an_answer_or_a_value_between_replicas_arrives_writable_though_sent_frozen() -> None:
+    (c, r), = _pairs(1)
+    b = _frozen(seed=4)
+    copies = shelf().copies
+    try:
+        for i in range(2):  # (a replica's answer: a cached operand it returns, say)
+            r.send(Result(i, b))
+            got = list(c.receive())
+            assert len(got) == 1 and isinstance(got[0], Result)
+            assert got[0].value.flags.writeable and np.array_equal(got[0].value, b)
+        assert shelf().copies == copies
+        del got
+    finally:
+        _close([(c, r)])
+    assert memfd_mappings() == 0
+
+
+@pytest.mark.parametrize("kind", [3, 8])
+def test_a_table_entry_of_an_unknown_descriptor_kind_is_a_protocol_error(
+        kind: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    (c, r), = _pairs(1)
+    real = shmseg._DESC
+
+    class Tampered:
+        size = real.size
+        iter_unpack = real.iter_unpack
+
+        @staticmethod
+        def pack(i: int, has_fd: int, seg: int, n: int) -> bytes:
+            return real.pack(i, kind, seg, n)
+
+    try:
+        monkeypatch.setattr(shmseg, "_DESC", Tampered)
+        c.send(Call(1, "f", [np.ones((N, N))]))
+        monkeypatch.setattr(shmseg, "_DESC", real)
+        with pytest.raises(ProtocolError, match="descriptor kind|unknown segment"):
+            list(r.receive())
+    finally:
+        _close([(c, r)])
+
+
+SERVER = """
+    def times(row, b):
+        return row @ b
+
+    def scale(b):
+        b *= 2
+        return float(b.sum())
+"""
+
+CLIENT = """
+    import numpy as np
+    from polybus import use, wait
+    from polybus.errors import RemoteException
+
+    times, scale = use("times"), use("scale")
+
+    def main(n=200):
+        rng = np.random.default_rng(5)
+        a, b = rng.random((n, n)), rng.random((n, n))
+        b.flags.writeable = False
+        rows = [times(a[i:i + 20], b) for i in range(0, n, 20)]
+        ok = bool(np.allclose(np.vstack([wait(p) for p in rows]), a @ b))
+        try:
+            wait(scale(b))
+            note = ""
+        except RemoteException as exc:
+            note = exc.remote_message
+        return [ok, note, float(wait(scale(np.ones(3))))]
+"""
+
+TOML = """
+    [modules.server]
+    source = "server.py"
+    replication = 2
+    transport = "{transport}"
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+    use.times = {{ callstyle = "async" }}
+    use.scale = {{ callstyle = "async" }}
+
+    [bind]
+    "client.times" = "server.times"
+    "client.scale" = "server.scale"
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_stateless_program_gets_its_answers_and_a_write_into_a_frozen_argument_is_explained(
+        tmp_path: Any) -> None:
+    import polybus
+    from polybus.testing.apps import write_app
+
+    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML.format(transport="shm"))
+    ok, note, fine = polybus.run(app, worker_output=None).result
+    assert ok and fine == 6.0
+    assert note.startswith("output array is read-only (b was read-only in the client")
+    assert "b = b.copy()" in note and "cached operand" not in note
