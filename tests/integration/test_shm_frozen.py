@@ -1,7 +1,8 @@
 """A large array the client holds read-only goes over shm read-only, and once.
 
 An array that is read-only through and through arrives read-only. The same array object
-sent again goes by the process's shared segment for its content (transport/shmseg.py):
+(or a view of the same place in it) sent again goes by the process's shared segment for
+its content (transport/shmseg.py):
 a stateless client passing one frozen B with every call copies it once, whichever
 replica each call goes to. Its content is hashed at each such send, so an array made
 writable, changed and frozen again between two sends arrives as it is now.
@@ -126,6 +127,25 @@ def test_frozen_views_and_column_blocks_arrive_read_only_by_the_channels_segment
             v = _arg(r)
             assert not v.flags.writeable and np.array_equal(v, cols)
         assert shelf().copies == copies  # none of them by a shared segment
+        del v
+    finally:
+        _close([(c, r)])
+    assert memfd_mappings() == 0
+
+
+def test_a_view_sliced_afresh_at_the_same_place_is_copied_once() -> None:
+    (c, r), = _pairs(1)
+    a = _frozen(4 * N, seed=7)
+    copies = shelf().copies
+    try:
+        for i in range(4):  # ep's a[i:i+k], sliced for each of the tasks that use it
+            c.send(Call(i, "f", [a[N:2 * N]]))
+            v = _arg(r)
+            assert not v.flags.writeable and np.array_equal(v, a[N:2 * N])
+        assert shelf().copies == copies + 1  # the second send's; the first went as any
+        c.send(Call(9, "f", [a[2 * N:3 * N]]))  # another place: not "again"
+        assert np.array_equal(_arg(r), a[2 * N:3 * N])
+        assert shelf().copies == copies + 1
         del v
     finally:
         _close([(c, r)])

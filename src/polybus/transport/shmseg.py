@@ -6,15 +6,16 @@ the process's shared segment for that operand (shmshare.py), and writes a table 
 its place; the receiver maps the segments and hands numpy views of them, given back
 when the last view goes.
 
-A call's array argument that goes by segment and that the sender holds read-only
-through and through (`frozen`: its bytes cannot change) arrives read-only (answers and
-values between replicas arrive writable, as on every transport). Sent again, the same
-array object goes by the process's shared segment for its content, as a ``Put``'s value
-does: a stateless client that passes one frozen B with every call copies it once, not
-once per call (each later send hashes it, ~20 GB/s, against a copy's ~5, so an array
-changed between two sends is sent as it is now). Below the threshold a segment costs
-more than the copies it saves (frozen arrays of 64-256 KiB by segment: matmul n=100
-stateless and n=500 stateful took longer), so those go in the frame, writable, as any.
+A call's array argument that goes by segment and that the sender holds read-only through
+and through (`frozen`: its bytes cannot change) arrives read-only (answers and values
+between replicas arrive writable, as on every transport). Sent again, the same array
+object (or a view of the same place in the same array) goes by the process's shared
+segment for its content, as a ``Put``'s value does: a stateless client that passes one
+frozen B with every call copies it once, not once per call (each later send hashes it,
+~20 GB/s, against a copy's ~5, so an array changed between two sends is sent as it is
+now). Below the threshold a segment costs more than the copies it saves (frozen arrays
+of 64-256 KiB by segment: matmul n=100 stateless and n=500 stateful took longer), so
+those go in the frame, writable, as any.
 The ring and the socket are shm.py's.
 """
 
@@ -73,21 +74,27 @@ MAX_FDS_PENDING = 2 * (1 + MAX_SEGMENTS + MAX_SHARED)
 _DESC = struct.Struct("<IIQQ")  # buffer index, has_fd, segment id, length
 FD_READONLY = 2  # has_fd: a shared segment's descriptor, to be mapped read-only
 RO_VIEW = 4  # has_fd bit: the sender's array was read-only; so are the receiver's
-# Frozen arrays sent by segment lately, by id (each checked by its weak reference):
-# one sent again goes by its shared segment. Emptied when full (a miss costs a copy).
+# Frozen arrays sent by segment lately, by place (an array by its id, a view by its
+# owner's and where it lies in it; each checked by a weak reference to the owner): one
+# sent again goes by its shared segment. Emptied when full (a miss costs a copy).
 _SEEN_MAX = 4096
-_seen: dict[int, weakref.ref[Any]] = {}
+_seen: dict[tuple[Any, ...], weakref.ref[Any]] = {}
 
 
 def _again(a: np.ndarray[Any, Any]) -> bool:
-    """Whether this array object went by segment before (noted now if not)."""
-    ident = id(a)
-    ref = _seen.get(ident)
-    if ref is not None and ref() is a:
+    """Whether this array, or a view of the same place in the same frozen array (ep's
+    ``a[i:i+k]``, sliced afresh for each task), went by segment before; noted if not."""
+    owner = a
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    place: tuple[Any, ...] = (id(a),) if owner is a else (
+        id(owner), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
+    ref = _seen.get(place)
+    if ref is not None and ref() is owner:
         return True
     if len(_seen) >= _SEEN_MAX:
         _seen.clear()
-    _seen[ident] = weakref.ref(a)
+    _seen[place] = weakref.ref(owner)
     return False
 
 
