@@ -30,7 +30,6 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from polybus.errors import ProtocolError
 from polybus.transport.shmshare import (
@@ -38,8 +37,10 @@ from polybus.transport.shmshare import (
     SHARED_BIT,
     Segment,
     SharedSegment,
+    content_name,
     copy_into,
     segment_size,
+    sent_before,
     shelf,
 )
 from polybus.wire.arrays import frozen
@@ -74,35 +75,6 @@ MAX_FDS_PENDING = 2 * (1 + MAX_SEGMENTS + MAX_SHARED)
 _DESC = struct.Struct("<IIQQ")  # buffer index, has_fd, segment id, length
 FD_READONLY = 2  # has_fd: a shared segment's descriptor, to be mapped read-only
 RO_VIEW = 4  # has_fd bit: the sender's array was read-only; so are the receiver's
-# Frozen arrays sent by segment lately, by place (an array by its id, a view by its
-# owner's and where it lies in it; each checked by a weak reference to the owner): one
-# sent again goes by its shared segment. Emptied when full (a miss costs a copy).
-_SEEN_MAX = 4096
-_seen: dict[tuple[Any, ...], weakref.ref[Any]] = {}
-
-
-def _again(a: np.ndarray[Any, Any]) -> bool:
-    """Whether this array, or a view of the same place in the same frozen array (ep's
-    ``a[i:i+k]``, sliced afresh for each task), went by segment before; noted if not."""
-    owner = a
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
-    place: tuple[Any, ...] = (id(a),) if owner is a else (
-        id(owner), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
-    ref = _seen.get(place)
-    if ref is not None and ref() is owner:
-        return True
-    if len(_seen) >= _SEEN_MAX:
-        _seen.clear()
-    _seen[place] = weakref.ref(owner)
-    return False
-
-
-def _content_name(a: np.ndarray[Any, Any]) -> str:
-    """A contiguous array's bytes by their XXH3-128 (a shelf key no ``Put`` has)."""
-    return "~" + xxhash.xxh3_128(a.reshape(-1).view(np.uint8).data).hexdigest()
-
-
 def _contiguous(b: bytes | memoryview | np.ndarray[Any, Any]) -> bytes | memoryview:
     """A buffer as the frame carries it (an array left to gather that does not go by
     segment after all is made contiguous here)."""
@@ -213,8 +185,8 @@ class SegmentFrames:
                 continue
             ro = call and isinstance(b, np.ndarray) and not b.flags.writeable and frozen(b)
             key, index = put, i
-            if ro and isinstance(b, np.ndarray) and b.flags.c_contiguous and _again(b):
-                key, index = _content_name(b), 0
+            if ro and isinstance(b, np.ndarray) and b.flags.c_contiguous and sent_before(b):
+                key, index = content_name(b), 0
             entry = None
             if key is not None:
                 try:

@@ -23,6 +23,9 @@ its peer still held it is never reused (that peer's arrays may still view it); i
 closed when the last hold elsewhere goes. Closing a segment tells every peer it was
 sent to to forget its mapping. At most ``MAX_SHARED`` are open at once (descriptors);
 past that, with none free, an operand's value travels in its frame.
+
+A call's frozen array that is sent again (`sent_before`) takes the same way, under a
+key made of its bytes (`content_name`): see shmseg.py.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import xxhash
 
 __all__ = [
     "KEEP_BYTES",
@@ -43,7 +47,9 @@ __all__ = [
     "Segment",
     "SharedSegment",
     "Shelf",
+    "content_name",
     "segment_size",
+    "sent_before",
     "shelf",
 ]
 
@@ -311,3 +317,32 @@ def shelf() -> Shelf:
             if _shelf is None:
                 _shelf = Shelf()
     return _shelf
+
+
+# Frozen arrays sent by segment lately, by place (an array by its id, a view by its
+# owner's and where it lies in it; each checked by a weak reference to the owner): one
+# sent again goes by its shared segment. Emptied when full (a miss costs a copy).
+_SEEN_MAX = 4096
+_seen: dict[tuple[Any, ...], weakref.ref[Any]] = {}
+
+
+def sent_before(a: np.ndarray[Any, Any]) -> bool:
+    """Whether this array, or a view of the same place in the same frozen array (ep's
+    ``a[i:i+k]``, sliced afresh for each task), went by segment before; noted if not."""
+    owner = a
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    place: tuple[Any, ...] = (id(a),) if owner is a else (
+        id(owner), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
+    ref = _seen.get(place)
+    if ref is not None and ref() is owner:
+        return True
+    if len(_seen) >= _SEEN_MAX:
+        _seen.clear()
+    _seen[place] = weakref.ref(owner)
+    return False
+
+
+def content_name(a: np.ndarray[Any, Any]) -> str:
+    """A contiguous array's bytes by their XXH3-128 (a shelf key no ``Put`` has)."""
+    return "~" + xxhash.xxh3_128(a.reshape(-1).view(np.uint8).data).hexdigest()
