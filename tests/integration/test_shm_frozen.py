@@ -269,3 +269,56 @@ def test_a_stateless_program_gets_its_answers_and_a_write_into_a_frozen_argument
     assert ok and fine == 6.0
     assert note.startswith("output array is read-only (b was read-only in the client")
     assert "b = b.copy()" in note and "cached operand" not in note
+
+
+HELD_SERVER = """
+    def scale(x):
+        x *= 2
+        return float(x.sum())
+"""
+
+HELD_CLIENT = """
+    import numpy as np
+    from polybus import use, wait
+    from polybus.errors import RemoteException
+
+    scale = use("scale")
+
+    def main(n=200):
+        out = []
+        for p in [scale(np.ones((n, n))) for _ in range(4)]:  # writable, never frozen
+            try:
+                out.append(wait(p))
+            except RemoteException as exc:
+                out.append(exc.remote_message)
+        return out
+"""
+
+HELD_TOML = """
+    [modules.server]
+    source = "server.py"
+    transport = "shm"
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+    use.scale = {{ callstyle = "{style}" }}
+
+    [bind]
+    "client.scale" = "server.scale"
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("style", ["async", "async-demand(1)"])
+def test_a_held_calls_copy_of_a_writable_argument_arrives_writable(
+        tmp_path: Any, style: str) -> None:
+    # async-demand(1) holds the calls past the first in its backlog, each with a copy of
+    # its argument that polybus made read-only (client/snapshot.py): not the program's
+    # doing, so it travels as the writable array it was.
+    import polybus
+    from polybus.testing.apps import write_app
+
+    app = write_app(tmp_path, server=HELD_SERVER, client=HELD_CLIENT,
+                    toml=HELD_TOML.format(style=style))
+    assert polybus.run(app, worker_output=None).result == [80000.0] * 4

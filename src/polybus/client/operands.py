@@ -24,6 +24,7 @@ from polybus.client.policies.aggregate import Aggregator
 from polybus.client.promise import Promise
 from polybus.client.snapshot import Keep, frozen, kept, snapshot, snapshot_kwargs
 from polybus.errors import MessageTooLarge
+from polybus.wire.arrays import kept_copy
 from polybus.wire.codec import Ref
 from polybus.wire.messages import CallBatch, Drop, Message, Put
 
@@ -246,8 +247,7 @@ class Comm:
             return None
         copy = _copies.get(key) if key is not None else None
         if copy is None:
-            copy = value.copy()
-            copy.flags.writeable = False
+            copy = kept_copy(value.copy())
             if key is not None:
                 _copies[key] = copy
                 adopt(copy, key)  # (named once: its bytes are not hashed again)

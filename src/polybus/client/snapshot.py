@@ -24,7 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from polybus.wire.arrays import frozen
+from polybus.wire.arrays import frozen, kept_copy
 
 __all__ = ["AS_IS", "Keep", "frozen", "kept", "snapshot", "snapshot_kwargs", "snapshot_row"]
 
@@ -116,9 +116,9 @@ def _copy(a: Any) -> Any:
     if isinstance(a, np.ndarray):
         if frozen(a):
             return a
-        c = a.copy()  # (read-only: a second look, or its hash, knows it cannot change)
-        c.flags.writeable = False
-        return c
+        # (read-only: a second look, or its hash, knows it cannot change; yet it goes
+        # as the writable array it was)
+        return kept_copy(a.copy())
     if isinstance(a, np.generic):  # a numpy scalar cannot change
         return a
     if t is bytearray or t is memoryview:

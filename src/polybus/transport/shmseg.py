@@ -6,12 +6,12 @@ the process's shared segment for that operand (shmshare.py), and writes a table 
 its place; the receiver maps the segments and hands numpy views of them, given back
 when the last view goes.
 
-A call's array argument that goes by segment and that the sender holds read-only through
-and through (`frozen`: its bytes cannot change) arrives read-only (answers and values
+A call's array argument that goes by segment and that the program holds read-only
+through and through (`program_froze`: its bytes cannot change) arrives read-only (answers and values
 between replicas arrive writable, as on every transport). Sent again, the same array
 object (or a view of the same place in the same array) goes by the process's shared
 segment for its content, as a ``Put``'s value does: a stateless client that passes one
-frozen B with every call copies it once, not once per call (each later send hashes it,
+frozen B with every call copies it twice, not once per call (each later send hashes it,
 ~20 GB/s, against a copy's ~5, so an array changed between two sends is sent as it is
 now). Below the threshold a segment costs more than the copies it saves (frozen arrays
 of 64-256 KiB by segment: matmul n=100 stateless and n=500 stateful took longer), so
@@ -43,7 +43,7 @@ from polybus.transport.shmshare import (
     sent_before,
     shelf,
 )
-from polybus.wire.arrays import frozen
+from polybus.wire.arrays import program_froze
 from polybus.wire.codec import Codec
 from polybus.wire.framing import (
     Frame,
@@ -183,7 +183,7 @@ class SegmentFrames:
         for i, (b, n) in enumerate(zip(bufs, lens, strict=True)):
             if n < self.threshold or len(fds) >= MAX_FDS:
                 continue
-            ro = call and isinstance(b, np.ndarray) and not b.flags.writeable and frozen(b)
+            ro = call and isinstance(b, np.ndarray) and not b.flags.writeable and program_froze(b)
             key, index = put, i
             if ro and isinstance(b, np.ndarray) and b.flags.c_contiguous and sent_before(b):
                 key, index = content_name(b), 0

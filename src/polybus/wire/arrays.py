@@ -8,6 +8,7 @@ ints, or a byte count that does not match is a ProtocolError, not a crash.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import msgspec
@@ -16,7 +17,7 @@ import numpy as np
 from polybus.errors import ProtocolError
 
 __all__ = ["DTYPE_STR", "HEADS", "INLINE_DIMS", "INLINE_MAX", "META_DEC", "META_ENC", "SMALL", "array_over",
-           "frozen", "layout", "small_head", "small_meta"]
+           "frozen", "kept_copy", "layout", "program_froze", "small_head", "small_meta"]
 
 # Arrays up to this size (and of at most INLINE_DIMS dimensions) travel inside the
 # header (ext 5), not as buffers beside it: a frame with no buffers takes the in-place
@@ -75,6 +76,25 @@ def frozen(a: np.ndarray[Any, Any]) -> bool:
             return False
         x = x.base
     return x is None or isinstance(x, bytes)
+
+
+# Copies polybus made of a program's writable arrays (a held call's arguments, client/
+# snapshot.py), read-only so that a second look knows they cannot change: `frozen`, but
+# not by the program, so they travel as the writable arrays they were (transport/shmseg.py).
+_kept: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def kept_copy(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``a`` (a fresh copy of the program's array), made read-only and noted as polybus's."""
+    a.flags.writeable = False
+    _kept[id(a)] = a
+    return a
+
+
+def program_froze(a: np.ndarray[Any, Any]) -> bool:
+    """Whether ``a`` cannot change because the program made it so (`frozen`, and not a
+    copy polybus keeps, `kept_copy`)."""
+    return frozen(a) and _kept.get(id(a)) is not a
 
 
 def array_over(dtype: str, shape: list[int], buf: bytearray | memoryview) -> np.ndarray[Any, Any]:
