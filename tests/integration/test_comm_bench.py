@@ -98,4 +98,5 @@ def test_small_products_are_repeated_more_except_in_quick_runs() -> None:
     from polybus.bench.b_matmul import REPS_SMALL, reps_for
 
     assert reps_for(10, 7) == REPS_SMALL[10] > 7 and reps_for(100, 7) == REPS_SMALL[100] > 7
+    assert reps_for(200, 7) == REPS_SMALL[200] > 7
     assert reps_for(1000, 7) == 7 and reps_for(10, 1) == 1  # (--quick: one product)
