@@ -11,7 +11,6 @@ writable, changed and frozen again between two sends arrives as it is now.
 from __future__ import annotations
 
 import gc
-import socket
 from typing import Any
 
 import numpy as np
@@ -22,18 +21,11 @@ from polybus.testing.conformance import memfd_mappings
 from polybus.transport import shmseg
 from polybus.transport.shm import ShmChannel
 from polybus.transport.shmshare import shelf
-from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, Message, Result
 
+from .test_shm_broadcast import _pairs
+
 N = 200  # 320 KB: above the shm threshold, so it goes by segment
-
-
-def _pairs(k: int) -> list[tuple[ShmChannel, ShmChannel]]:
-    out = []
-    for _ in range(k):
-        a, b = socket.socketpair(socket.AF_UNIX)
-        out.append((ShmChannel(a, Codec(), "client"), ShmChannel(b, Codec(), "replica")))
-    return out
 
 
 def _arg(ch: ShmChannel) -> Any:
@@ -204,7 +196,7 @@ def test_a_table_entry_of_an_unknown_descriptor_kind_is_a_protocol_error(
         monkeypatch.setattr(shmseg, "_DESC", Tampered)
         c.send(Call(1, "f", [np.ones((N, N))]))
         monkeypatch.setattr(shmseg, "_DESC", real)
-        with pytest.raises(ProtocolError, match="descriptor kind|unknown segment"):
+        with pytest.raises(ProtocolError, match=r"descriptor kind|unknown segment"):
             list(r.receive())
     finally:
         _close([(c, r)])
@@ -244,13 +236,13 @@ TOML = """
     [modules.server]
     source = "server.py"
     replication = 2
-    transport = "{transport}"
+    transport = "shm"
 
     [modules.client]
     source = "client.py"
     entrypoint = "main"
-    use.times = {{ callstyle = "async" }}
-    use.scale = {{ callstyle = "async" }}
+    use.times = {{ callstyle = "{style}" }}
+    use.scale = {{ callstyle = "{style}" }}
 
     [bind]
     "client.times" = "server.times"
@@ -264,18 +256,12 @@ def test_a_stateless_program_gets_its_answers_and_a_write_into_a_frozen_argument
     import polybus
     from polybus.testing.apps import write_app
 
-    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML.format(transport="shm"))
+    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML.format(style="async"))
     ok, note, fine = polybus.run(app, worker_output=None).result
     assert ok and fine == 6.0
     assert note.startswith("output array is read-only (b was read-only in the client")
     assert "b = b.copy()" in note and "cached operand" not in note
 
-
-HELD_SERVER = """
-    def scale(x):
-        x *= 2
-        return float(x.sum())
-"""
 
 HELD_CLIENT = """
     import numpy as np
@@ -294,20 +280,6 @@ HELD_CLIENT = """
         return out
 """
 
-HELD_TOML = """
-    [modules.server]
-    source = "server.py"
-    transport = "shm"
-
-    [modules.client]
-    source = "client.py"
-    entrypoint = "main"
-    use.scale = {{ callstyle = "{style}" }}
-
-    [bind]
-    "client.scale" = "server.scale"
-"""
-
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("style", ["async", "async-demand(1)"])
@@ -319,6 +291,5 @@ def test_a_held_calls_copy_of_a_writable_argument_arrives_writable(
     import polybus
     from polybus.testing.apps import write_app
 
-    app = write_app(tmp_path, server=HELD_SERVER, client=HELD_CLIENT,
-                    toml=HELD_TOML.format(style=style))
+    app = write_app(tmp_path, server=SERVER, client=HELD_CLIENT, toml=TOML.format(style=style))
     assert polybus.run(app, worker_output=None).result == [80000.0] * 4
