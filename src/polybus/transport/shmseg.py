@@ -12,8 +12,8 @@ between replicas arrive writable, as on every transport). Sent again, the same a
 object (or a view of the same place in the same array) goes by the process's shared
 segment for its content, as a ``Put``'s value does: a stateless client that passes one
 frozen B with every call copies it twice, not once per call (each later send hashes it,
-~20 GB/s, against a copy's ~5, so an array changed between two sends is sent as it is
-now). Below the threshold a segment costs more than the copies it saves (frozen arrays
+so an array changed between two sends is sent as it is now, and the replicas read one
+copy rather than a segment of their own per call: design.md). Below the threshold a segment costs more than the copies it saves (frozen arrays
 of 64-256 KiB by segment: matmul n=100 stateless and n=500 stateful took longer), so
 those go in the frame, writable, as any.
 The ring and the socket are shm.py's.
