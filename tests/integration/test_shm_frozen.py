@@ -21,6 +21,7 @@ from polybus.testing.conformance import memfd_mappings
 from polybus.transport import shmseg
 from polybus.transport.shm import ShmChannel
 from polybus.transport.shmshare import shelf
+from polybus.wire.arrays import frozen, kept_copy, program_froze
 from polybus.wire.messages import Call, Message, Result
 
 from .test_shm_broadcast import _pairs
@@ -155,6 +156,25 @@ def test_with_no_shared_segment_to_be_had_it_goes_by_the_channels_own_still_read
             v = _arg(r)
             assert not v.flags.writeable and np.array_equal(v, b)
         assert not c._lent
+        del v
+    finally:
+        _close([(c, r)])
+    assert memfd_mappings() == 0
+
+
+def test_polybus_own_read_only_copy_of_a_writable_array_arrives_writable() -> None:
+    # (a held call's argument, or a cached operand sent by value after a miss: copies
+    # polybus made read-only for its own second look, not frozen by the program)
+    (c, r), = _pairs(1)
+    kept = kept_copy(np.ones((N, N)))
+    assert frozen(kept) and not program_froze(kept)
+    copies = shelf().copies
+    try:
+        for i in range(3):
+            c.send(Call(i, "f", [kept]))
+            v = _arg(r)
+            assert v.flags.writeable and np.array_equal(v, kept)
+        assert shelf().copies == copies  # copied per send, as any writable array
         del v
     finally:
         _close([(c, r)])
