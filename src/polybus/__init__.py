@@ -8,6 +8,9 @@ The whole public face::
     value = wait(promise)             # force an overlapped call's answer
     for p in as_completed(promises):  # the first answered first
     out = run("app.toml", {"modules.server.replication": 4})   # from Python
+
+and the errors a client catches (`RemoteException`: what a server's function raised;
+the rest of polybus.errors is there too).
 """
 
 from __future__ import annotations
@@ -18,13 +21,24 @@ from polybus.client.completion import as_completed
 from polybus.client.operands import broadcast
 from polybus.client.promise import Promise, wait
 from polybus.client.stubs import use
+from polybus.errors import (
+    BusyError,
+    CallTimeoutError,
+    ConfigError,
+    NoReplicaError,
+    PolybusError,
+    RemoteError,
+    RemoteException,
+    WorkerDiedError,
+)
 
 if TYPE_CHECKING:
     from polybus.runner import RunResult
 
 __version__ = "0.1.0"
-__all__ = ["Promise", "RunResult", "__version__", "as_completed", "broadcast", "run", "use",
-           "wait"]
+__all__ = ["BusyError", "CallTimeoutError", "ConfigError", "NoReplicaError", "PolybusError",
+           "Promise", "RemoteError", "RemoteException", "RunResult", "WorkerDiedError",
+           "__version__", "as_completed", "broadcast", "run", "use", "wait"]
 
 
 def run(path: Any, overrides: Any = (), **kwargs: Any) -> RunResult:
