@@ -1,4 +1,4 @@
-"""A session connects to a module's replicas at once (client/session.py `_connect_all`):
+"""A session connects to a module's replicas at once (client/dialing.py `connect_all`):
 every connection is under way together, the outcomes come back in the replicas' order,
 one that cannot be reached is named rather than raised, and any other failure closes
 the connections already made."""
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from polybus.client import session
+from polybus.client import dialing
 from polybus.errors import AuthenticationError, TransportError
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Codec
@@ -42,10 +42,10 @@ class _Replicas:
 
 def _run(monkeypatch: pytest.MonkeyPatch, outcomes: list[str]) -> tuple[_Replicas, Any]:
     fake = _Replicas(outcomes)
-    monkeypatch.setattr(session, "_connect", fake.connect)
+    monkeypatch.setattr(dialing, "connect_replica", fake.connect)
     replicas: Any = list(range(len(outcomes)))
     try:
-        got: Any = session._connect_all(replicas, "tcp", b"t", [Codec() for _ in outcomes])
+        got: Any = dialing.connect_all(replicas, "tcp", b"t", [Codec() for _ in outcomes])
     except Exception as exc:
         got = exc
     return fake, got

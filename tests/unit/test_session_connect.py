@@ -1,4 +1,4 @@
-"""Which address of a replica the client dials (`client/session._connect`)."""
+"""Which address of a replica the client dials (`client/dialing.connect_replica`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from polybus.client import session
+from polybus.client import dialing
 from polybus.errors import TransportError
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica
@@ -24,14 +24,14 @@ def _dialled(monkeypatch: pytest.MonkeyPatch, refused: set[str]) -> list[str]:
             raise TransportError(f"cannot reach {where}")
         return f"channel to {where}"
 
-    monkeypatch.setattr(session, "connect", connect)
+    monkeypatch.setattr(dialing, "connect", connect)
     return tried
 
 
 def test_the_modules_transport_when_the_replica_offers_it(monkeypatch: pytest.MonkeyPatch) -> None:
     tried = _dialled(monkeypatch, set())
     r = Replica("server-0", "server", TCP, ["f"], addresses=[TCP, SHM])
-    assert str(session._connect(r, "shm", b"t", Codec())) == f"channel to {SHM}"
+    assert str(dialing.connect_replica(r, "shm", b"t", Codec())) == f"channel to {SHM}"
     assert tried == [SHM]
 
 
@@ -40,7 +40,7 @@ def test_its_main_address_when_that_one_cannot_be_dialled_here(
     """A worker started by hand on another host offers its shm path, which is not here."""
     tried = _dialled(monkeypatch, {SHM})
     r = Replica("server-0", "server", TCP, ["f"], addresses=[TCP, SHM])
-    assert str(session._connect(r, "shm", b"t", Codec())) == f"channel to {TCP}"
+    assert str(dialing.connect_replica(r, "shm", b"t", Codec())) == f"channel to {TCP}"
     assert tried == [SHM, TCP]
 
 
@@ -48,12 +48,12 @@ def test_both_failures_are_said(monkeypatch: pytest.MonkeyPatch) -> None:
     _dialled(monkeypatch, {SHM, TCP})
     r = Replica("server-0", "server", TCP, ["f"], addresses=[TCP, SHM])
     with pytest.raises(TransportError, match=f"cannot reach {SHM}; and at {TCP}: cannot reach"):
-        session._connect(r, "shm", b"t", Codec())
+        dialing.connect_replica(r, "shm", b"t", Codec())
 
 
 def test_the_main_address_is_dialled_once(monkeypatch: pytest.MonkeyPatch) -> None:
     tried = _dialled(monkeypatch, {TCP})
     r = Replica("server-0", "server", TCP, ["f"], addresses=[TCP])
     with pytest.raises(TransportError, match=f"^cannot reach {TCP}$"):
-        session._connect(r, "shm", b"t", Codec())
+        dialing.connect_replica(r, "shm", b"t", Codec())
     assert tried == [TCP]

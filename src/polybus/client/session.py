@@ -7,13 +7,13 @@ import inspect
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from polybus.client.batching import Batcher, batcher_for
 from polybus.client.calls import ReplicaLink
+from polybus.client.dialing import connect_all, pick_address
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
 from polybus.client.migrate import Migrator, migrator_for
@@ -23,8 +23,6 @@ from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
 from polybus.errors import NoReplicaError, PolybusError, TransportError, UsageError
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import RegistryClient
-from polybus.transport.channel import Channel
-from polybus.transport.endpoints import connect
 from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica, Stats, StatsRequest
@@ -136,66 +134,6 @@ def _priority_fn(expr_source: str, source: Path,
         return expr(bound)
 
     return prio
-
-
-def _pick(replica: Replica, scheme: str) -> str:
-    """The replica's address of ``scheme`` if it listens on one, else its main address
-    (a replica on another host, or started by hand, may offer only tcp)."""
-    for address in replica.addresses:
-        if address.startswith(f"{scheme}://"):
-            return address
-    return replica.address
-
-
-def _connect(replica: Replica, scheme: str, token: bytes, codec: Codec) -> Channel:
-    """A channel to ``replica`` over ``scheme`` if it offers it, else its main address;
-    and its main address if the ``scheme`` one cannot be dialled from here (an ipc or
-    shm path of a replica on another host, started by hand: it listens on its module's
-    transport beside TCP)."""
-    where = _pick(replica, scheme)
-    try:
-        return connect(where, token, codec)
-    except TransportError as first:
-        if where == replica.address:
-            raise
-        said = first
-    try:
-        return connect(replica.address, token, codec)
-    except TransportError as exc:
-        raise TransportError(f"{said}; and at {replica.address}: {exc}") from None
-
-
-def _connect_all(replicas: Sequence[Replica], scheme: str, token: bytes,
-                 codecs: Sequence[Codec]) -> list[Channel | TransportError]:
-    """`_connect` to every replica at once (a channel, or why it could not be had, each
-    in order): one that does not answer costs its handshake's timeout once, not once
-    per such replica in turn. Any other error (an interrupt too) closes the channels
-    made and is raised."""
-    made: list[Channel] = []
-
-    def one(i: int) -> Channel | Exception:
-        try:
-            ch = _connect(replicas[i], scheme, token, codecs[i])
-        except Exception as exc:  # (handed back: sorted out below)
-            return exc
-        made.append(ch)
-        return ch
-
-    try:
-        if len(replicas) < 2:
-            outcomes = [one(i) for i in range(len(replicas))]
-        else:
-            with ThreadPoolExecutor(max_workers=min(16, len(replicas)),
-                                    thread_name_prefix="polybus-connect") as pool:
-                outcomes = list(pool.map(one, range(len(replicas))))
-        for o in outcomes:
-            if isinstance(o, Exception) and not isinstance(o, TransportError):
-                raise o
-    except BaseException:
-        for ch in made:
-            ch.close()
-        raise
-    return outcomes  # type: ignore[return-value]  # (Channels and TransportErrors now)
 
 
 class Session:
@@ -356,14 +294,14 @@ class Session:
         unreachable: list[str] = []
         codecs = [Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
                   for _ in replicas]
-        for r, channel in zip(replicas, _connect_all(replicas, scheme, self.token, codecs),
+        for r, channel in zip(replicas, connect_all(replicas, scheme, self.token, codecs),
                               strict=True):
             # A replica still registered that cannot be reached (stopped, gone within the
             # registry's ttl, or registered with an address this host cannot dial) is
             # left out as one not registered is, and said by name; none reached is an
             # error that names each. (It failed the run, naming only an address.)
             if isinstance(channel, TransportError):
-                unreachable.append(f"{r.name} at {_pick(r, scheme)}: {channel}")
+                unreachable.append(f"{r.name} at {pick_address(r, scheme)}: {channel}")
                 continue
             channel.spin_s = spec.spin  # waits for its answers poll first (spinning.py)
             if spec.coalesce and type(channel) is ShmChannel:

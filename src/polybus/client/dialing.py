@@ -1,0 +1,81 @@
+"""Dialling a module's replicas: which address of each, and all of them at once.
+
+A replica registers its main (TCP) address and the others it listens on (its module's
+transport: ipc or shm, on its own host). The client dials the one of its binding's
+transport when offered, and falls back to the main address when that one cannot be
+dialled from here; it dials every replica of a module at once, so replicas that do not
+answer cost one handshake timeout, not one each in turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from polybus.errors import TransportError
+from polybus.transport.channel import Channel
+from polybus.transport.endpoints import connect
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Replica
+
+__all__ = ["connect_all", "connect_replica", "pick_address"]
+
+
+def pick_address(replica: Replica, scheme: str) -> str:
+    """The replica's address of ``scheme`` if it listens on one, else its main address
+    (a replica on another host, or started by hand, may offer only tcp)."""
+    for address in replica.addresses:
+        if address.startswith(f"{scheme}://"):
+            return address
+    return replica.address
+
+
+def connect_replica(replica: Replica, scheme: str, token: bytes, codec: Codec) -> Channel:
+    """A channel to ``replica`` over ``scheme`` if it offers it, else its main address;
+    and its main address if the ``scheme`` one cannot be dialled from here (an ipc or
+    shm path of a replica on another host, started by hand: it listens on its module's
+    transport beside TCP)."""
+    where = pick_address(replica, scheme)
+    try:
+        return connect(where, token, codec)
+    except TransportError as first:
+        if where == replica.address:
+            raise
+        said = first
+    try:
+        return connect(replica.address, token, codec)
+    except TransportError as exc:
+        raise TransportError(f"{said}; and at {replica.address}: {exc}") from None
+
+
+def connect_all(replicas: Sequence[Replica], scheme: str, token: bytes,
+                 codecs: Sequence[Codec]) -> list[Channel | TransportError]:
+    """`connect_replica` to every replica at once (a channel, or why it could not be had, each
+    in order): one that does not answer costs its handshake's timeout once, not once
+    per such replica in turn. Any other error (an interrupt too) closes the channels
+    made and is raised."""
+    made: list[Channel] = []
+
+    def one(i: int) -> Channel | Exception:
+        try:
+            ch = connect_replica(replicas[i], scheme, token, codecs[i])
+        except Exception as exc:  # (handed back: sorted out below)
+            return exc
+        made.append(ch)
+        return ch
+
+    try:
+        if len(replicas) < 2:
+            outcomes = [one(i) for i in range(len(replicas))]
+        else:
+            with ThreadPoolExecutor(max_workers=min(16, len(replicas)),
+                                    thread_name_prefix="polybus-connect") as pool:
+                outcomes = list(pool.map(one, range(len(replicas))))
+        for o in outcomes:
+            if isinstance(o, Exception) and not isinstance(o, TransportError):
+                raise o
+    except BaseException:
+        for ch in made:
+            ch.close()
+        raise
+    return outcomes  # type: ignore[return-value]  # (Channels and TransportErrors now)
