@@ -52,7 +52,7 @@ class Watched:
 
 
 # Over shm, calls a paused client wrote into its ring while the replica's awake flag was
-# up came with no doorbell: resuming it must look at the ring (runtime._resume_paused).
+# up came with no doorbell: resuming it must look at the ring (polling._resume_paused).
 @pytest.fixture(params=[("block", "tcp"), ("reject", "tcp"), ("block", "shm")],
                 ids=["block-tcp", "reject-tcp", "block-shm"])
 def replica(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Watched]:

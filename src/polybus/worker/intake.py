@@ -149,7 +149,7 @@ class Intake:
         if type(ch) is ShmChannel:
             self._hot.add(ch)
             # This client is active: until the poller next sleeps (which looks at the
-            # ring first, runtime._rings_down), its calls need no doorbell.
+            # ring first, polling._rings_down), its calls need no doorbell.
             ch.stay_awake(True)
             self._awake.add(ch)
         if ch.decoder.wants_spare:

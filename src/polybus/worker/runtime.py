@@ -8,7 +8,8 @@ few milliseconds and takes the poller role only when a call has been running sin
 its last look, so control messages (steal, cancel, stats) are answered during long
 calls and the network never waits on compute; when the replica is idle the standby
 looks less and less often (up to every 100 ms) and burns no CPU. What a connection
-brings in (reading, backpressure, each message handled) is intake.py's.
+brings in (reading, backpressure, each message handled) is intake.py's; one turn of
+the poller is polling.py's.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from typing import Any
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, HandshakeGate, listen
 from polybus.transport.greeting import Greeting
-from polybus.transport.ring import fence
-from polybus.transport.shm import ShmChannel, spin
+from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
 from polybus.wire.messages import Call, CallBatch, Message, Result, Stats
 from polybus.worker import batching, direct
@@ -33,17 +33,16 @@ from polybus.worker.bells import OwedBells, coalescing
 from polybus.worker.cache import OperandCache
 from polybus.worker.direct import DIRECT_TYPES
 from polybus.worker.forwarding import Forwarding
-from polybus.worker.intake import Intake
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
+from polybus.worker.polling import WAKE, Polling
 from polybus.worker.replies import Corked, failure, internal_failure, send_quietly, write
 from polybus.worker.servicing import CallQueue, Job
 
 log = logging.getLogger("polybus.worker")
-_WAKE = object()  # listeners are keyed by their Address, channels by themselves
 
 
-class WorkerRuntime(Intake):
+class WorkerRuntime(Polling):
     """Serves ``functions`` (interface name -> callable) on ``address`` until `stop()`.
 
     ``address`` may be several (say tcp and ipc): the replica listens on each, and
@@ -81,7 +80,7 @@ class WorkerRuntime(Intake):
         self._sel = ReadPoller()
         for real, sock in self._listening.items():
             self._sel.register(sock, real)
-        self._sel.register(self._bell, _WAKE)
+        self._sel.register(self._bell, WAKE)
         self._channels: set[Channel] = set()
         self._new: list[Channel] = []
         self._paused: set[Channel] = set()
@@ -201,21 +200,6 @@ class WorkerRuntime(Intake):
         except Exception:  # (it must not raise: its callers hold counts it would leave up)
             log.exception("worker %s: could not tell the client of call %d", self.name, call_id)
 
-    def _holding(self) -> bool:
-        """Answers corked or bells held back (replies.py, bells.py)."""
-        return bool(self._corked.held or self._bells)
-
-    def _release_held(self, *, every: bool) -> None:
-        """Write the corked answers and ring the held bells that are due (``every``: all
-        of them, the queue being empty)."""
-        if self._bells:
-            self._bells.ring(every=every)
-        if self._corked.held:
-            try:
-                self._corked.flush(every=every)
-            except Exception:  # (a fault here must not end the thread)
-                log.exception("worker %s: writing held answers failed", self.name)
-
     def _standby_main(self) -> None:
         delay, seen = 0.002, -1
         while not self._stop_event.wait(delay):
@@ -262,101 +246,6 @@ class WorkerRuntime(Intake):
         per call run was ~6% of a replica's time in a burst that had paused its client."""
         if self._paused and self._polling and not self._queue.full():
             self._wake()
-
-    def _poll_once(self) -> None:
-        if self._paused:
-            self._resume_paused()
-        # With calls waiting and a thread free to run them (those a resumed client's
-        # stash just queued), look without sleeping: the poller takes one on its way
-        # out, and no one else would (the standby steps in only while a call runs), so
-        # a sleep here stalled them for the whole timeout (~1 s stalls under
-        # backpressure, found by a stress run).
-        timeout = 0.0 if len(self._queue) and self._running < self.options.pool else self.idle_s
-        if self._holding():  # (what is held is written in time)
-            timeout = min(timeout, self._bells.until_due(), self._corked.until_due())
-        rings_spun = bool(self._hot)
-        if rings_spun:
-            hot, self._hot = self._hot, set()
-            ready = spin([ch for ch in hot if ch in self._channels and ch not in self._paused],
-                         self.options.spin_s)
-            for ch in ready:
-                self._read(ch)
-            if ready:
-                now = time.perf_counter()
-                if now - self._selected < 0.001:
-                    return  # others' sockets are looked at within a millisecond
-                timeout = 0.0
-        if self._unwarm and timeout and not self._running and not len(self._queue):
-            # Idle: fault in the memory a cached operand's successor will arrive in
-            # (~1.5 ms per MB here), rather than while the next one is on its way.
-            warm, self._unwarm = self._unwarm, set()
-            for c in warm:
-                if not c.closed:
-                    c.decoder.prepare_spare()
-        # Having just answered, and with nothing else running, look again for a while
-        # before sleeping: a busy client's next call then costs no wake-up (spinning.py).
-        look_s = 0.0
-        if self.calls != self._calls_seen and not self._running and not rings_spun:
-            look_s = self.options.spin_s
-        self._calls_seen = self.calls
-        if timeout and self._awake and self._rings_down():
-            return  # frames came with no doorbell: read, not slept on
-        if self._paused and not self._queue.full():
-            # A client this poll paused (its call found the queue full) while the pool
-            # drained the queue: the pool looked for paused clients before this one was,
-            # so no wake comes; resume it now, not after a sleep (found by a stress run
-            # with a 60 s poll timeout: such a client waited the whole timeout).
-            timeout = look_s = 0.0
-        self._selected = time.perf_counter()
-        try:
-            for data in self._sel.poll(timeout, look_s):
-                if type(data) is Channel or type(data) is ShmChannel:
-                    self._read(data)
-                elif isinstance(data, Address):
-                    self._accept(data)
-                elif data is _WAKE:
-                    self._bell.clear()
-                    self._adopt_new()
-                else:
-                    self._read(data)  # a transport's own channel type
-        finally:  # (what fell due while it slept: a long call holds no one else to it)
-            self._release_held(every=False)
-
-    def _rings_down(self) -> bool:
-        """Before the poller may sleep: the awake flags it raised go down (clients ring
-        from now on), a fence, and a last look at those rings (ring.py); True if it
-        read any. Between, a client's calls went with no doorbell: in an async burst
-        that was a send (and a wake-up here) per call at the client."""
-        up, self._awake = self._awake, set()
-        for ch in up:
-            ch.stay_awake(False)
-        fence()
-        waiting = [ch for ch in up if ch in self._channels and ch not in self._paused
-                   and not ch.closed and ch.ring_ready()]
-        for ch in waiting:
-            self._read(ch)
-        return bool(waiting)
-
-    def _adopt_new(self) -> None:
-        with self._lock:
-            new, self._new = self._new, []
-        for ch in new:
-            self._channels.add(ch)
-            self._sel.register(ch.sock, ch)
-
-    def _resume_paused(self) -> None:
-        if not self._paused or self._queue.full():
-            return
-        for ch in list(self._paused):
-            if self._queue.full():
-                break
-            self._paused.discard(ch)
-            if not ch.closed:
-                self._sel.register(ch.sock, ch)
-                self._take(ch)  # what it sent before the pause
-                if (type(ch) is ShmChannel and not ch.closed and ch not in self._paused
-                        and ch.ring_ready()):
-                    self._read(ch)  # written before its flag went down: no doorbell came
 
     # -- running a call ----------------------------------------------------------
     def _run(self, job: Job) -> None:
