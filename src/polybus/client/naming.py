@@ -22,6 +22,7 @@ import numpy as np
 import xxhash
 
 from polybus.client.snapshot import frozen
+from polybus.wire.arrays import owner_of, place_of
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
@@ -32,7 +33,7 @@ __all__ = ["Known", "adopt", "content_key", "known_for"]
 # id -> (the array, its key, whether it was read-only through and through when hashed)
 _memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
 # (owner id, first byte's address, shape, strides, dtype) of a frozen view -> (owner, its key),
-# and owner id -> (the owner, the places of it named): `_place`. At most VIEW_PLACES
+# and owner id -> (the owner, the places of it named): `place_of`. At most VIEW_PLACES
 # places at once (a program slicing ever new windows of one frozen array would grow
 # them, ~0.5 KB each, and keep their blocks at the replicas, for the array's life):
 # past that, a new place's view is named as any array is, per object.
@@ -67,7 +68,7 @@ def content_key(value: Any) -> str | None:
         if hit is not None and hit[0]() is arr and still and hit[2]:
             return hit[1]  # read-only when hashed and since (see the docs)
         if still and isinstance(arr.base, np.ndarray):
-            owner, place = _place(arr)
+            owner, place = place_of(arr)
             seen = _views.get(place)
             if seen is not None and seen[0]() is owner:
                 return seen[1]
@@ -102,22 +103,6 @@ def content_key(value: Any) -> str | None:
 # call (ep's ``a[i:i+k]``) hashes them once, and their name stays live (the replicas
 # keep them) while the owner does, not just while one call's view does.
 
-def _owner(arr: np.ndarray[Any, Any]) -> Any:
-    """The last array of ``arr``'s bases (``arr`` itself if it views none)."""
-    owner: Any = arr
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
-    return owner
-
-
-def _place(view: np.ndarray[Any, Any]) -> tuple[Any, tuple[Any, ...]]:
-    """The owner of ``view`` and the place of ``view`` in it (its first byte's address:
-    an owner's memory stays where it is while it lives, and the view keeps it alive)."""
-    owner = _owner(view)
-    start = view.__array_interface__["data"][0]
-    return owner, (id(owner), start, view.shape, view.strides, view.dtype)
-
-
 def _placed(owner: Any, place: tuple[Any, ...], key: str) -> bool:
     """Remember ``key`` for ``place`` in ``owner`` (live while the owner is); False when
     VIEW_PLACES are remembered already (the view is then named as any array is)."""
@@ -130,7 +115,7 @@ def _placed(owner: Any, place: tuple[Any, ...], key: str) -> bool:
             return False
         places = _owned.get(id(owner))
         if places is None or places[0]() is not owner:
-            places = _owned[id(owner)] = (weakref.ref(owner, _forget_owner(id(owner))), [])
+            places = _owned[id(owner)] = (weakref.ref(owner, _forgetowner_of(id(owner))), [])
         places[1].append(place)
         _views[place] = (places[0], key)
         _live[key] = _live.get(key, 0) + 1
@@ -140,7 +125,7 @@ def _placed(owner: Any, place: tuple[Any, ...], key: str) -> bool:
 def _unplace(arr: np.ndarray[Any, Any]) -> None:
     """Forget the places named in the array at the end of ``arr``'s bases: it is
     writable again, so what they hold may change (each name one live array less)."""
-    owner = _owner(arr)
+    owner = owner_of(arr)
     with _lock:
         places = _owned.get(id(owner))
         if places is None or places[0]() is not owner:
@@ -152,7 +137,7 @@ def _unplace(arr: np.ndarray[Any, Any]) -> None:
                 _release(hit[1])
 
 
-def _forget_owner(ident: int) -> Any:
+def _forgetowner_of(ident: int) -> Any:
     def drop(_ref: Any) -> None:  # (as _forget's: any thread, no lock, nothing counted)
         places = _owned.pop(ident, None)
         for place in places[1] if places is not None else ():

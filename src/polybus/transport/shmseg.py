@@ -183,10 +183,11 @@ class SegmentFrames:
         for i, (b, n) in enumerate(zip(bufs, lens, strict=True)):
             if n < self.threshold or len(fds) >= MAX_FDS:
                 continue
-            ro = call and isinstance(b, np.ndarray) and not b.flags.writeable and program_froze(b)
+            arr = b if call and isinstance(b, np.ndarray) else None
+            ro = arr is not None and program_froze(arr)
             key, index = put, i
-            if ro and isinstance(b, np.ndarray) and b.flags.c_contiguous and sent_before(b):
-                key, index = content_name(b), 0
+            if arr is not None and ro and arr.flags.c_contiguous and sent_before(arr):
+                key, index = content_name(arr), 0
             entry = None
             if key is not None:
                 try:

@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from polybus.wire.arrays import place_of
+
 __all__ = [
     "KEEP_BYTES",
     "MAX_SHARED",
@@ -319,8 +321,8 @@ def shelf() -> Shelf:
     return _shelf
 
 
-# Frozen arrays sent by segment lately, by place (an array by its id, a view by its
-# owner's and where it lies in it; each checked by a weak reference to the owner): one
+# Frozen arrays sent by segment lately, by place (wire/arrays.place_of: the owner and
+# where the array lies in it; each checked by a weak reference to the owner): one
 # sent again goes by its shared segment. Emptied when full (a miss costs a copy).
 _SEEN_MAX = 4096
 _seen: dict[tuple[Any, ...], weakref.ref[Any]] = {}
@@ -329,11 +331,7 @@ _seen: dict[tuple[Any, ...], weakref.ref[Any]] = {}
 def sent_before(a: np.ndarray[Any, Any]) -> bool:
     """Whether this array, or a view of the same place in the same frozen array (ep's
     ``a[i:i+k]``, sliced afresh for each task), went by segment before; noted if not."""
-    owner = a
-    while isinstance(owner.base, np.ndarray):
-        owner = owner.base
-    place: tuple[Any, ...] = (id(a),) if owner is a else (
-        id(owner), a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
+    owner, place = place_of(a)
     ref = _seen.get(place)
     if ref is not None and ref() is owner:
         return True

@@ -17,7 +17,7 @@ import numpy as np
 from polybus.errors import ProtocolError
 
 __all__ = ["DTYPE_STR", "HEADS", "INLINE_DIMS", "INLINE_MAX", "META_DEC", "META_ENC", "SMALL", "array_over",
-           "frozen", "kept_copy", "layout", "program_froze", "small_head", "small_meta"]
+           "frozen", "kept_copy", "layout", "owner_of", "place_of", "program_froze", "small_head", "small_meta"]
 
 # Arrays up to this size (and of at most INLINE_DIMS dimensions) travel inside the
 # header (ext 5), not as buffers beside it: a frame with no buffers takes the in-place
@@ -76,6 +76,22 @@ def frozen(a: np.ndarray[Any, Any]) -> bool:
             return False
         x = x.base
     return x is None or isinstance(x, bytes)
+
+
+def owner_of(arr: np.ndarray[Any, Any]) -> Any:
+    """The last array of ``arr``'s bases (``arr`` itself if it views none)."""
+    owner: Any = arr
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    return owner
+
+
+def place_of(view: np.ndarray[Any, Any]) -> tuple[Any, tuple[Any, ...]]:
+    """The owner of ``view`` and the place of ``view`` in it (its first byte's address:
+    an owner's memory stays where it is while it lives, and the view keeps it alive)."""
+    owner = owner_of(view)
+    start = view.__array_interface__["data"][0]
+    return owner, (id(owner), start, view.shape, view.strides, view.dtype)
 
 
 # Copies polybus made of a program's writable arrays (a held call's arguments, client/
