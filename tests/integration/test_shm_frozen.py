@@ -11,6 +11,7 @@ writable, changed and frozen again between two sends arrives as it is now.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,21 @@ def _frozen(rows: int = N, seed: int = 1) -> np.ndarray[Any, Any]:
     b = np.random.default_rng(seed).random((rows, N))
     b.flags.writeable = False
     return b
+
+
+Pair = tuple[ShmChannel, ShmChannel]
+
+
+@pytest.fixture
+def pair() -> Iterator[Pair]:
+    """A client channel and a replica channel over shm, closed after the test, which
+    leaves no shared segment mapped or open."""
+    pairs = _pairs(1)
+    try:
+        yield pairs[0]
+    finally:
+        _close(pairs)
+    assert memfd_mappings() == 0
 
 
 def _close(pairs: list[tuple[ShmChannel, ShmChannel]]) -> None:
@@ -86,122 +102,98 @@ def test_a_frozen_array_sent_again_is_copied_once_for_every_channel() -> None:
     assert memfd_mappings() == 0
 
 
-def test_an_array_changed_between_two_sends_arrives_as_it_is_now() -> None:
-    (c, r), = _pairs(1)
+def test_an_array_changed_between_two_sends_arrives_as_it_is_now(pair: Pair) -> None:
+    c, r = pair
     b = _frozen(seed=2)
-    try:
-        for i in range(2):
-            c.send(Call(i, "f", [b]))
-            assert np.array_equal(_arg(r), b)
-        b.flags.writeable = True
-        b[0, 0] = 42.0
-        b.flags.writeable = False
-        c.send(Call(2, "f", [b]))
-        now = _arg(r)
-        assert now[0, 0] == 42.0 and np.array_equal(now, b)
-        del now
-    finally:
-        _close([(c, r)])
-    assert memfd_mappings() == 0
+    for i in range(2):
+        c.send(Call(i, "f", [b]))
+        assert np.array_equal(_arg(r), b)
+    b.flags.writeable = True
+    b[0, 0] = 42.0
+    b.flags.writeable = False
+    c.send(Call(2, "f", [b]))
+    now = _arg(r)
+    assert now[0, 0] == 42.0 and np.array_equal(now, b)
+    del now
 
 
-def test_frozen_views_and_column_blocks_arrive_read_only_by_the_channels_segment() -> None:
-    (c, r), = _pairs(1)
+def test_frozen_views_and_column_blocks_arrive_read_only_by_the_channels_segment(pair: Pair) -> None:
+    c, r = pair
     a = _frozen(4 * N, seed=3)
     copies = shelf().copies
-    try:
-        for i in range(3):  # a fresh view each call (a block of rows): never "again"
-            c.send(Call(i, "f", [a[N * i:N * (i + 1)]]))
-            v = _arg(r)
-            assert not v.flags.writeable and np.array_equal(v, a[N * i:N * (i + 1)])
-        cols = a[:, :N // 2]  # not contiguous: gathered into the channel's segment
-        for i in range(2):
-            c.send(Call(5 + i, "f", [cols]))
-            v = _arg(r)
-            assert not v.flags.writeable and np.array_equal(v, cols)
-        assert shelf().copies == copies  # none of them by a shared segment
-        del v
-    finally:
-        _close([(c, r)])
-    assert memfd_mappings() == 0
+    for i in range(3):  # a fresh view each call (a block of rows): never "again"
+        c.send(Call(i, "f", [a[N * i:N * (i + 1)]]))
+        v = _arg(r)
+        assert not v.flags.writeable and np.array_equal(v, a[N * i:N * (i + 1)])
+    cols = a[:, :N // 2]  # not contiguous: gathered into the channel's segment
+    for i in range(2):
+        c.send(Call(5 + i, "f", [cols]))
+        v = _arg(r)
+        assert not v.flags.writeable and np.array_equal(v, cols)
+    assert shelf().copies == copies  # none of them by a shared segment
+    del v
 
 
-def test_a_view_sliced_afresh_at_the_same_place_is_copied_once() -> None:
-    (c, r), = _pairs(1)
+def test_a_view_sliced_afresh_at_the_same_place_is_copied_once(pair: Pair) -> None:
+    c, r = pair
     a = _frozen(4 * N, seed=7)
     copies = shelf().copies
-    try:
-        for i in range(4):  # ep's a[i:i+k], sliced for each of the tasks that use it
-            c.send(Call(i, "f", [a[N:2 * N]]))
-            v = _arg(r)
-            assert not v.flags.writeable and np.array_equal(v, a[N:2 * N])
-        assert shelf().copies == copies + 1  # the second send's; the first went as any
-        c.send(Call(9, "f", [a[2 * N:3 * N]]))  # another place: not "again"
-        assert np.array_equal(_arg(r), a[2 * N:3 * N])
-        assert shelf().copies == copies + 1
-        del v
-    finally:
-        _close([(c, r)])
-    assert memfd_mappings() == 0
+    for i in range(4):  # ep's a[i:i+k], sliced for each of the tasks that use it
+        c.send(Call(i, "f", [a[N:2 * N]]))
+        v = _arg(r)
+        assert not v.flags.writeable and np.array_equal(v, a[N:2 * N])
+    assert shelf().copies == copies + 1  # the second send's; the first went as any
+    c.send(Call(9, "f", [a[2 * N:3 * N]]))  # another place: not "again"
+    assert np.array_equal(_arg(r), a[2 * N:3 * N])
+    assert shelf().copies == copies + 1
+    del v
 
 
 def test_with_no_shared_segment_to_be_had_it_goes_by_the_channels_own_still_read_only(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    (c, r), = _pairs(1)
+        pair: Pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    c, r = pair
     b = _frozen(seed=6)
     monkeypatch.setattr(shelf(), "max_segments", 0)
-    try:
-        for i in range(3):
-            c.send(Call(i, "f", [b]))
-            v = _arg(r)
-            assert not v.flags.writeable and np.array_equal(v, b)
-        assert not c._lent
-        del v
-    finally:
-        _close([(c, r)])
-    assert memfd_mappings() == 0
+    for i in range(3):
+        c.send(Call(i, "f", [b]))
+        v = _arg(r)
+        assert not v.flags.writeable and np.array_equal(v, b)
+    assert not c._lent
+    del v
 
 
-def test_polybus_own_read_only_copy_of_a_writable_array_arrives_writable() -> None:
+def test_polybus_own_read_only_copy_of_a_writable_array_arrives_writable(pair: Pair) -> None:
     # (a held call's argument, or a cached operand sent by value after a miss: copies
     # polybus made read-only for its own second look, not frozen by the program)
-    (c, r), = _pairs(1)
+    c, r = pair
     kept = kept_copy(np.ones((N, N)))
     assert frozen(kept) and not program_froze(kept)
     copies = shelf().copies
-    try:
-        for i in range(3):
-            c.send(Call(i, "f", [kept]))
-            v = _arg(r)
-            assert v.flags.writeable and np.array_equal(v, kept)
-        assert shelf().copies == copies  # copied per send, as any writable array
-        del v
-    finally:
-        _close([(c, r)])
-    assert memfd_mappings() == 0
+    for i in range(3):
+        c.send(Call(i, "f", [kept]))
+        v = _arg(r)
+        assert v.flags.writeable and np.array_equal(v, kept)
+    assert shelf().copies == copies  # copied per send, as any writable array
+    del v
 
 
-def test_an_answer_or_a_value_between_replicas_arrives_writable_though_sent_frozen() -> None:
-    (c, r), = _pairs(1)
+def test_an_answer_or_a_value_between_replicas_arrives_writable_though_sent_frozen(pair: Pair) -> None:
+    c, r = pair
     b = _frozen(seed=4)
     copies = shelf().copies
-    try:
-        for i in range(2):  # (a replica's answer: a cached operand it returns, say)
-            r.send(Result(i, b))
-            got = list(c.receive())
-            assert len(got) == 1 and isinstance(got[0], Result)
-            assert got[0].value.flags.writeable and np.array_equal(got[0].value, b)
-        assert shelf().copies == copies
-        del got
-    finally:
-        _close([(c, r)])
-    assert memfd_mappings() == 0
+    for i in range(2):  # (a replica's answer: a cached operand it returns, say)
+        r.send(Result(i, b))
+        got = list(c.receive())
+        assert len(got) == 1 and isinstance(got[0], Result)
+        assert got[0].value.flags.writeable and np.array_equal(got[0].value, b)
+    assert shelf().copies == copies
+    del got
 
 
 @pytest.mark.parametrize("kind", [3, 8])
 def test_a_table_entry_of_an_unknown_descriptor_kind_is_a_protocol_error(
-        kind: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    (c, r), = _pairs(1)
+        pair: Pair, kind: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    c, r = pair
     real = shmseg._DESC
 
     class Tampered:
@@ -212,14 +204,11 @@ def test_a_table_entry_of_an_unknown_descriptor_kind_is_a_protocol_error(
         def pack(i: int, has_fd: int, seg: int, n: int) -> bytes:
             return real.pack(i, kind, seg, n)
 
-    try:
-        monkeypatch.setattr(shmseg, "_DESC", Tampered)
-        c.send(Call(1, "f", [np.ones((N, N))]))
-        monkeypatch.setattr(shmseg, "_DESC", real)
-        with pytest.raises(ProtocolError, match=r"descriptor kind|unknown segment"):
-            list(r.receive())
-    finally:
-        _close([(c, r)])
+    monkeypatch.setattr(shmseg, "_DESC", Tampered)
+    c.send(Call(1, "f", [np.ones((N, N))]))
+    monkeypatch.setattr(shmseg, "_DESC", real)
+    with pytest.raises(ProtocolError, match=r"descriptor kind|unknown segment"):
+        list(r.receive())
 
 
 SERVER = """
