@@ -387,3 +387,24 @@ def test_empty_says_whether_any_byte_is_waiting(chunk: int) -> None:
             got.append(bytes(h if h is not None else f.header))  # type: ignore[union-attr]
     assert got == [b"a", b"bb", b"c" * 10, b"d"]
     assert dec.empty
+
+
+def test_partial_reports_only_a_frame_cut_off_not_whole_frames_held() -> None:
+    """What a peer that went lost, for the log: whole frames not yet taken are not a
+    frame cut off (two whole 15-byte frames were reported as "30 of its 15 bytes")."""
+    one = wire(b"x" * 7)
+    assert len(one) == 19
+    dec = FrameDecoder()
+    assert dec.partial() == ""
+    dec.feed(one + one)
+    assert dec.partial() == ""
+    dec.feed(one[:3])
+    assert dec.partial() == "3 of the 4 bytes of its length"
+    dec.feed(one[3:10])
+    assert dec.partial() == "10 of its 19 bytes"
+    dec.feed(one[10:])
+    assert dec.partial() == ""
+    assert len(frames(dec)) == 3
+    big = wire(b"h", [bytes(300_000)])
+    dec.feed(big[:1000])
+    assert dec.partial() == f"1000 of its {len(big)} bytes"

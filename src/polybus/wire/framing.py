@@ -264,11 +264,17 @@ class FrameDecoder:
         peer that goes in the middle of a frame loses it, and the log says how much."""
         if self._big is not None and self._big_filled < self._big_len:
             return f"{4 + self._big_filled} of its {4 + self._big_len} bytes"
-        have = self._end - self._start
-        if have < 4:
-            return f"{have} of the 4 bytes of its length" if have else ""
-        (length,) = struct.unpack_from("<I", self._scratch, self._start)
-        return f"{have} of its {4 + length} bytes"
+        # Whole frames held and not yet taken are not a frame cut off: only what
+        # follows the last whole one is (two whole 15-byte frames were once reported
+        # as "30 of its 15 bytes").
+        pos, end = self._start, self._end
+        while end - pos >= 4:
+            (length,) = struct.unpack_from("<I", self._scratch, pos)
+            if end - pos - 4 < length:
+                return f"{end - pos} of its {4 + length} bytes"
+            pos += 4 + length
+        have = end - pos
+        return f"{have} of the 4 bytes of its length" if have else ""
 
     @property
     def receiving_large(self) -> bool:
