@@ -21,6 +21,7 @@ from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, Origin
 from polybus.config.overrides import toml_value
+from polybus.config.workerside import worker_side_changes
 from polybus.engines.base import Cluster, Engine
 from polybus.errors import (
     ConfigError,
@@ -114,6 +115,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
     app = load(path, sets, origin)  # (the workers get them as --set, checked here first)
     for note in app.notes:
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
+    if sets and (registry or app.cluster.registry):
+        _warn_unapplied(path, app, origin)
     client = app.modules.get(app.client)
     if client is None or client.entrypoint is None:
         raise ConfigError("no module has an entrypoint", file=str(path), key="modules",
@@ -150,6 +153,23 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             activate(None)
             if session is not None:
                 session.close()
+
+
+def _warn_unapplied(path: str | Path, app: AppConfig, origin: Origin) -> None:
+    """Overrides a hand-started worker would have to apply itself reach none (this run
+    starts no worker): said, key by key, rather than dropped without a word."""
+    try:
+        base = load(path, (), origin)
+    except ConfigError:
+        return  # (valid only with the overrides: nothing to compare with)
+    for key in worker_side_changes(base, app):
+        warnings.warn(str(ConfigError(
+            f"{origin.label} changes a setting the replicas apply themselves, and this "
+            f"run uses workers started by hand (a running registry): it does not reach "
+            f"them", file=str(app.path), key=key,
+            hint="give it to each `polybus worker --config ... --as ...` (as --set), "
+                 "or put it in the configuration the workers were started with")),
+            ConfigWarning, stacklevel=3)
 
 
 def client_traceback(exc: BaseException) -> TracebackType | None:
