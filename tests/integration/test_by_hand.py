@@ -106,6 +106,25 @@ def test_fewer_replicas_than_configured_warns_once_and_runs(procs: Procs) -> Non
                "--set", "modules.client.args=[3000, 2]", env=env)
     assert full.returncode == 0, full.stderr
     assert "warning" not in full.stderr
+    # A setting only the replicas apply reaches none of these (started by hand): said,
+    # and the run goes on with the workers as they are.
+    unapplied = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
+                    "--set", "modules.client.args=[3000, 2]",
+                    "--set", "modules.server.define.quicksort.pool=4", env=env)
+    assert unapplied.returncode == 0, unapplied.stderr
+    warned = [ln for ln in unapplied.stderr.splitlines() if "warning" in ln]
+    assert len(warned) == 1, unapplied.stderr
+    assert "modules.server.define.quicksort.pool" in warned[0]
+    assert "does not reach them" in warned[0]
+    # Workers of --module listen on TCP alone: a run configured for shm says it uses that.
+    tcp = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
+              "--set", "modules.client.args=[3000, 2]",
+              "--set", 'modules.server.transport="shm"', env=env)
+    assert tcp.returncode == 0, tcp.stderr
+    assert "'correct': True" in tcp.stdout
+    warned = [ln for ln in tcp.stderr.splitlines() if "warning" in ln]
+    assert len(warned) == 1, tcp.stderr
+    assert "configured for shm" in warned[0] and "server-0, server-1 on this host" in warned[0]
 
 
 def test_a_registered_replica_that_cannot_be_reached_is_left_out_by_name(procs: Procs) -> None:
@@ -217,7 +236,8 @@ def test_workers_of_the_wrong_module_are_named_before_any_call(
     assert none.returncode == 2
     assert (f"no replica of module 'server' is registered at {addr} (nothing is "
             f"registered there). Start one: `polybus worker --registry {addr} --config "
-            f"{SORT / 'app.toml'} --as server`" in none.stderr), none.stderr
+            f"{SORT / 'app.toml'} --as server` with this run's token (--token-file FILE, "
+            f"or $POLYBUS_TOKEN)" in none.stderr), none.stderr
     stem = tmp_path / "srv.py"  # module 'srv', not 'server'
     stem.write_text("def quicksort(xs):\n    return xs\n")
     w = procs.start("worker", "--registry", addr, "--module", stem, env=env)
@@ -351,6 +371,23 @@ def test_a_worker_with_config_listens_on_its_modules_transport(procs: Procs) -> 
             "--set", "modules.client.args=[3000, 1]", env=env)
     assert p.returncode == 0, p.stderr
     assert "'correct': True" in p.stdout
+    assert "only tcp" not in p.stderr  # (it offers shm)
     w.send_signal(signal.SIGTERM)
     assert w.wait(timeout=30) == 0
     assert not Path(path).parent.exists()
+
+
+def test_a_workers_address_given_for_the_registrys_is_named_as_a_worker(procs: Procs) -> None:
+    """`--registry` pointed at a worker (its port is printed too): the error says that
+    address is a worker, not a registry (it said "a worker does not take Resolve")."""
+    env = {"POLYBUS_TOKEN": "which-port-token-" + "p" * 20}
+    addr, _ = start_registry(procs, env)
+    w = procs.start("worker", "--registry", addr, "--module", SORT / "server.py",
+                    "--name", "server-0", env=env)
+    assert w.stderr is not None
+    worker_addr = read_line(w.stderr, r"serving .* at tcp://(127\.0\.0\.1:\d+)").group(1)
+    p = cli("run", SORT / "app.toml", "--registry", worker_addr, "--quiet", env=env)
+    assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr
+    assert (f"{worker_addr} (the registry) closed the connection: that is polybus worker "
+            f"server-0, not a registry (it does not take Resolve; `polybus registry` prints "
+            f"the address to give)") in p.stderr, p.stderr

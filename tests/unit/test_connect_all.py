@@ -87,3 +87,25 @@ def test_one_replica_needs_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
             ch.close()
         for p in fake.peers:
             p.close()
+
+
+def test_replicas_here_without_the_modules_transport_are_named() -> None:
+    """A client configured for ipc or shm says which replicas on its host offer only TCP
+    (started by hand with --module), rather than use TCP without a word; one on another
+    host cannot offer either to this one, and is not named."""
+    from polybus.wire.messages import Replica
+
+    def rep(name: str, address: str, *more: str) -> Replica:
+        return Replica(name, "server", address, ["f"], addresses=[address, *more])
+
+    plain = rep("a", "tcp://127.0.0.1:5000")
+    offers = rep("b", "tcp://127.0.0.1:5001", "shm:///tmp/x/b.shm", "ipc:///tmp/x/b.sock")
+    named = rep("c", "tcp://localhost:5002")
+    elsewhere = rep("d", "tcp://10.1.2.3:5003")
+    by_name = rep("e", "tcp://db.example:5004")
+    every = [plain, offers, named, elsewhere, by_name]
+    assert dialing.without_scheme(every, "shm") == ["a", "c"]
+    assert dialing.without_scheme(every, "ipc") == ["a", "c"]
+    assert dialing.without_scheme(every, "tcp") == []
+    assert dialing.without_scheme([rep("f", "tcp://127.0.0.1:5005", "ipc:///tmp/f")],
+                                  "shm") == ["f"]

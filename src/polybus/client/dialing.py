@@ -9,16 +9,17 @@ answer cost one handshake timeout, not one each in turn.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from polybus.errors import TransportError
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import connect
+from polybus.transport.endpoints import Address, connect
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica
 
-__all__ = ["connect_all", "connect_replica", "pick_address"]
+__all__ = ["connect_all", "connect_replica", "pick_address", "without_scheme"]
 
 
 def pick_address(replica: Replica, scheme: str) -> str:
@@ -28,6 +29,24 @@ def pick_address(replica: Replica, scheme: str) -> str:
         if address.startswith(f"{scheme}://"):
             return address
     return replica.address
+
+
+def without_scheme(replicas: Sequence[Replica], scheme: str) -> list[str]:
+    """The replicas on this host (a loopback main address) that offer no ``scheme``
+    address (ipc or shm), by name: started by hand with ``--module`` or ``--listen``,
+    they are reached by TCP, which the client says rather than do silently."""
+    if scheme == "tcp":
+        return []
+
+    def here(address: str) -> bool:
+        try:
+            host = Address.parse(address).host
+            return host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    return [r.name for r in replicas if here(r.address)
+            and not any(a.startswith(f"{scheme}://") for a in r.addresses)]
 
 
 def connect_replica(replica: Replica, scheme: str, token: bytes, codec: Codec) -> Channel:

@@ -13,7 +13,7 @@ from typing import Any
 
 from polybus.client.batching import Batcher, batcher_for
 from polybus.client.calls import ReplicaLink
-from polybus.client.dialing import connect_all, pick_address
+from polybus.client.dialing import connect_all, pick_address, without_scheme
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
 from polybus.client.migrate import Migrator, migrator_for
@@ -284,12 +284,22 @@ class Session:
             raise NoReplicaError(f"no replica of module {module!r} is registered at "
                                  f"{self.registry.address} ({there}). Start one: `polybus "
                                  f"worker --registry {self.registry.address} --config "
-                                 f"{self.app.path} --as {module}`")
+                                 f"{self.app.path} --as {module}`"
+                                 + ("" if self.app.cluster.token_file else
+                                    " with this run's token (--token-file FILE, or "
+                                    "$POLYBUS_TOKEN)"))
         self._serves.update((r.name, list(r.interfaces)) for r in replicas)
         # Configuration order, not the registry's: a load ratio's shares follow the
         # replicas as the configuration lists them; others (started by hand) come after.
         order = {r.name: i for i, r in enumerate(spec.replication)}
         replicas.sort(key=lambda r: order.get(r.name, len(order)))
+        if (tcp_only := without_scheme(replicas, scheme)) and f"{key} tcp" not in self._short:
+            self._short.add(f"{key} tcp")
+            log.warning("polybus: warning: module %r is configured for %s, but %s on this "
+                        "host offer%s only tcp (started by hand with --module or --listen; "
+                        "`polybus worker --config FILE --as %s` listens on it too): those "
+                        "are reached by tcp", module, scheme, ", ".join(tcp_only),
+                        "s" if len(tcp_only) == 1 else "", module)
         links = []
         unreachable: list[str] = []
         codecs = [Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)

@@ -77,7 +77,8 @@ class RegistryClient:
                     if isinstance(msg, Replicas):
                         return list(msg.replicas)
                     if isinstance(msg, Goodbye):
-                        raise TransportError(f"registry closed the connection: {msg.reason}")
+                        raise TransportError(f"{self.address} (the registry) closed the "
+                                             f"connection: {msg.reason}")
 
     def register(self, replica: Replica) -> None:
         with self._lock:
@@ -90,7 +91,8 @@ class RegistryClient:
                             raise RegistrationRefused(f"registry refused {replica.name}: {msg.reason}")
                         return
                     if isinstance(msg, Goodbye):
-                        raise TransportError(f"registry closed the connection: {msg.reason}")
+                        raise TransportError(f"{self.address} (the registry) closed the "
+                                             f"connection: {msg.reason}")
 
     def heartbeat(self, name: str) -> bool:
         """False if the registry no longer holds ``name`` for this connection (it dropped
@@ -104,7 +106,8 @@ class RegistryClient:
                     if isinstance(msg, Registered):
                         return msg.ok
                     if isinstance(msg, Goodbye):
-                        raise TransportError(f"registry closed the connection: {msg.reason}")
+                        raise TransportError(f"{self.address} (the registry) closed the "
+                                             f"connection: {msg.reason}")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TransportError(f"the registry at {self.address} did not answer a "

@@ -32,11 +32,14 @@ from polybus.wire.messages import (
     Fetch,
     Forward,
     Goodbye,
+    Heartbeat,
     Message,
     Ping,
     Pong,
     Put,
+    Register,
     Released,
+    Resolve,
     Stats,
     StatsRequest,
     Steal,
@@ -264,7 +267,13 @@ class Intake:
             case _:
                 log.warning("worker %s: %s sent %s, which a worker does not take; dropped",
                             self.name, ch.peer, type(msg).__name__)
-                self._send_quietly(ch, Goodbye(f"a worker does not take {type(msg).__name__}"))
+                kind = type(msg).__name__
+                # (a client given a worker's address for the registry's is told so)
+                what = (f"that is polybus worker {self.name}, not a registry (it does not "
+                        f"take {kind}; `polybus registry` prints the address to give)"
+                        if isinstance(msg, Resolve | Register | Heartbeat)
+                        else f"a worker does not take {kind}")
+                self._send_quietly(ch, Goodbye(what))
                 self._drop(ch)
 
     def _enqueue(self, ch: Channel, call: Call) -> None:
