@@ -14,6 +14,8 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from polybus.callsite import place
+from polybus.client import unseen
+from polybus.client.drain import drain
 from polybus.client.promise import wait
 from polybus.client.session import ReplicaStats, Session
 from polybus.client.stubs import activate
@@ -24,6 +26,7 @@ from polybus.config.overrides import toml_value
 from polybus.config.workerside import worker_side_changes
 from polybus.engines.base import Cluster, Engine
 from polybus.errors import (
+    AuthenticationError,
     ConfigError,
     ConfigWarning,
     ConnectionLostError,
@@ -34,7 +37,7 @@ from polybus.errors import (
     WorkerDiedError,
 )
 from polybus.ownfiles import is_polybus_file
-from polybus.token import cluster_token
+from polybus.token import cluster_token, token_source
 from polybus.transport import tls
 from polybus.worker.module import load_module
 
@@ -132,6 +135,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             module = load_module(client.source, f"polybus_user_{client.key}")
             entry = getattr(module, client.entrypoint)
             activate(session)
+            unseen.reset()
             t0 = time.perf_counter()
             try:
                 value = entry(*client.args, **client.kwargs)
@@ -143,6 +147,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             except (RemoteError, UsageError) as exc:
                 place(exc, app, client.key, returned_by=client.entrypoint)
                 raise
+            drain(session)  # calls made and never waited for run to their end
             elapsed = time.perf_counter() - t0
             stats = session.stats()
             for rep in stats.replicas:
@@ -227,7 +232,12 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
         if registry:
             token = cluster_token(token_file, app.cluster.token_file)
             assert token is not None
-            yield Cluster(str(registry), token)
+            try:
+                yield Cluster(str(registry), token)
+            except AuthenticationError as exc:
+                exc.add_note(f"this run's token came from "
+                             f"{token_source(token_file, app.cluster.token_file)}")
+                raise
         else:
             engine = _engine(app, overrides, worker_output)
             cluster = engine.start()

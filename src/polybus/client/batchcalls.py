@@ -17,6 +17,7 @@ import numpy as np
 from polybus.client.calls import error_from
 from polybus.client.policies.aggregate import arg_bytes
 from polybus.client.promise import Promise, behave_as_promise
+from polybus.client.unseen import forgotten, seen
 from polybus.errors import PolybusError
 from polybus.wire.messages import BatchResult, CallBatch
 
@@ -122,6 +123,17 @@ class Pending:
             self.args = []
         return True
 
+    def __del__(self) -> None:
+        # The last promise of the batch is gone: an error of one of its calls that the
+        # program never saw is said (client/unseen.py).
+        if self.clean:
+            return
+        interface = self.batcher.interface
+        for errors in (self.late, self.fails):
+            for error in (errors or {}).values():
+                forgotten(error, interface)
+        forgotten(self.error, interface)
+
     def rows(self) -> list[tuple[Any, ...]]:
         """The argument tuples this batch sends (all, unless some could not be sent)."""
         if self.only is None:
@@ -192,11 +204,11 @@ class Slot:
     def outcome(self) -> Any:
         b = self.batch
         if b.late is not None and self.i in b.late:
-            raise b.late[self.i]
+            raise seen(b.late[self.i])
         if b.error is not None:
-            raise b.error
+            raise seen(b.error)
         if b.fails is not None and self.i in b.fails:
-            raise b.fails[self.i]
+            raise seen(b.fails[self.i])
         return b.values[self.i]
 
 

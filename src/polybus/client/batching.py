@@ -335,6 +335,11 @@ class Batcher:
             finally:
                 self._inside -= 1
 
+    @property
+    def unwritten(self) -> int:
+        """Batches (and their Puts) not written yet: open, backlogged or held."""
+        return (self.open is not None) + len(self.backlog) + sum(map(len, self.held))
+
     # -- answers and losses -----------------------------------------------------------
     def completed(self, b: Pending, link: ReplicaLink) -> None:
         i = self._index[id(link)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from polybus.client.unseen import forgotten, seen
 from polybus.errors import (
     BusyError,
     NoReplicaError,
@@ -26,7 +27,12 @@ class CallRecord:
     """One accepted call: gets exactly one outcome, a value or an error."""
 
     __slots__ = ("ahead", "args", "attempts", "dispatcher", "error", "id", "kwargs", "link",
-                 "prio", "resent", "sent_at", "value")
+                 "orphan", "passed", "prio", "resent", "sent_at", "value")
+
+    # Set when so only (client/unseen.py): its promise went before the outcome came; its
+    # promise was passed to another call (forwarded), whose error says this one's.
+    orphan: bool
+    passed: bool
 
     resent: bool  # sent again after a cache miss (set then only: operands.Comm.missed)
 
@@ -65,6 +71,10 @@ class CallRecord:
             return False
         self.error = error
         self._let_go()
+        if getattr(self, "passed", False):
+            seen(error)
+        elif getattr(self, "orphan", False):  # no promise left to raise it: said
+            forgotten(error, self.dispatcher.interface)
         return True
 
     def _let_go(self) -> None:
@@ -77,7 +87,7 @@ class CallRecord:
 
     def outcome(self) -> Any:
         if self.error is not None:
-            raise self.error
+            raise seen(self.error)
         if type(self.value) is Ref:  # forwarded to a next stage: the value stayed there
             from polybus.client.forward import fetch
 

@@ -325,6 +325,11 @@ class Dispatcher:
         if self._isolated.get(i) == rec.id:
             del self._isolated[i]
 
+    @property
+    def backlogged(self) -> int:
+        """Calls waiting in the backlog for a replica with room (async-demand)."""
+        return len(self._backlog)
+
     def refill(self) -> None:
         """Hand backlog calls to replicas with room (after answers came in), one write
         per replica however many calls it gets."""

@@ -43,6 +43,7 @@ from polybus.client.batchcalls import Pending
 from polybus.client.naming import known_for
 from polybus.client.operands import Comm
 from polybus.client.promise import CallPromise
+from polybus.client.unseen import seen
 from polybus.errors import (
     UPSTREAM_FAILED,
     PolybusError,
@@ -66,6 +67,7 @@ class Edge:
     __slots__ = ("asked", "consumer", "failed", "key", "producer", "to", "watched")
 
     def __init__(self, producer: CallRecord, consumer: CallRecord, key: str) -> None:
+        producer.passed = True  # its error reaches the program as the consumer's
         self.producer = producer
         self.consumer = consumer
         self.key = key
@@ -192,6 +194,7 @@ class Forwarder:
         self.reactor.send(p.link, Forward(p.id, self.pkey(p), e.key, to.channel.peer))
 
     def _fail(self, e: Edge, error: PolybusError, given_up: bool = False) -> None:
+        seen(error)  # (the consumer's error says it, to a program that waits for it)
         if isinstance(error, RemoteException):
             info = [error.remote_type, str(error.remote_message), error.remote_traceback]
         else:

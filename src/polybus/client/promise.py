@@ -13,6 +13,7 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.calls import _PENDING
+from polybus.client.unseen import forgotten
 from polybus.errors import PolybusError
 from polybus.wire.codec import Ref
 
@@ -211,6 +212,13 @@ class CallPromise(Promise):
 
     def _read_answers(self, seconds: float) -> None:
         self._reactor.step(None, seconds)
+
+    def __del__(self) -> None:
+        rec = self._rec
+        if rec.error is not None:  # (a failed call whose error the program never saw)
+            forgotten(rec.error, rec.dispatcher.interface)
+        elif rec.value is _PENDING:  # (its error, if one comes, is said when it does)
+            rec.orphan = True
 
     def _expire(self, waited: float) -> None:
         rec = self._rec
