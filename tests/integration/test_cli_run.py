@@ -191,6 +191,13 @@ def test_a_replica_lost_during_the_run_is_marked_in_the_summary_and_the_json(
     assert f"{lost[0]} (lost)" in p.stderr, p.stderr
     kept = next(r["name"] for r in d["replicas"] if not r["lost"])
     assert f"{kept} (lost)" not in p.stderr
+    # said when it went, not only in the summary (which --quiet leaves out); and its busy
+    # time, which a lost replica cannot be asked for, shows as not known, not as 0
+    warned = [ln for ln in p.stderr.splitlines() if "was lost" in ln]
+    assert warned == [f"polybus: warning: replica {lost[0]} of module 'server' was lost: "
+                      + warned[0].split(" was lost: ", 1)[1]], p.stderr
+    [row] = [ln for ln in p.stderr.splitlines() if f"{lost[0]} (lost)" in ln]
+    assert row.count("?") == 3 and "0.0000" not in row, row
 
 
 @pytest.mark.parametrize("aggregate", [False, True])
@@ -207,9 +214,13 @@ def test_a_call_that_ends_every_replica_it_runs_on_is_named_as_the_likely_cause(
         def main():
             return wait([f(x) for x in range(6)])
     """, use=f"use.f = {use}")
-    p = cli("run", app, cwd=tmp_path)
+    p = cli("run", app, "--json", tmp_path / "failed.json", cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     assert "every replica of f is gone" in p.stderr, p.stderr
+    # --json says why there is no result (it wrote no file)
+    error = json.loads((tmp_path / "failed.json").read_text())["error"]
+    assert error["type"] == "ConnectionLostError", error
+    assert "every replica of f is gone" in error["message"]
     assert "this call was running on each of the 2 replicas that went, so it may be what " \
            "ends them" in p.stderr and "define.f.idempotent = false" in p.stderr, p.stderr
     # and what became of the workers, from the processes the run started

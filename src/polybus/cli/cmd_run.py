@@ -11,7 +11,7 @@ from rich.table import Table
 from polybus.cli.output import result_console
 from polybus.cli.values import check_writable
 from polybus.config.origin import SET
-from polybus.errors import UsageError
+from polybus.errors import PolybusError, UsageError
 from polybus.runner import RunResult, run
 
 
@@ -47,27 +47,40 @@ def summary(r: RunResult) -> Table:
         t.add_column(col, justify="right")
     for rep, name in zip(r.replicas, names, strict=True):
         busy = 100.0 * rep.busy_fraction
+        # A lost replica cannot be asked how long it was busy: not known, not 0.
+        times = (["?"] * 3 if rep.lost else
+                 [f"{rep.busy_s:.4f}", f"{busy:.0f}", f"{rep.queue_wait_s:.4f}"])
         t.add_row(name, f"{rep.speed:g}", str(rep.calls), str(rep.migrated_in),
-                  str(rep.migrated_out), f"{rep.busy_s:.4f}",
-                  f"{busy:.0f}", f"{rep.queue_wait_s:.4f}")
+                  str(rep.migrated_out), *times)
     return t
+
+
+def write_json(path: str, doc: dict[str, object]) -> None:
+    text = json.dumps(doc, indent=2, allow_nan=False)  # (whole, before the file)
+    try:
+        with open(path, "w") as f:
+            f.write(text + "\n")
+    except OSError as exc:  # (checked before the run; a full disk shows only now)
+        raise UsageError(f"--json {path}: could not be written: "
+                         f"{exc.strerror or exc}") from None
 
 
 def main(args: argparse.Namespace) -> int:
     check_writable(args.json, "--json")
-    r = run(args.config, tuple(args.set), registry=args.registry, token_file=args.token_file,
-            origin=SET, worker_output=not args.no_worker_output)
+    try:
+        r = run(args.config, tuple(args.set), registry=args.registry,
+                token_file=args.token_file, origin=SET,
+                worker_output=not args.no_worker_output)
+    except PolybusError as exc:  # a script reading --json learns why there is no result
+        if args.json:
+            write_json(args.json, {"error": {"type": type(exc).__name__,
+                                             "message": str(exc)}})
+        raise
     print(r.result, flush=True)
     if not args.quiet:
         result_console(sys.stderr).print(summary(r))
         print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)
     if args.json:
-        text = json.dumps(r.to_json(), indent=2, allow_nan=False)  # (whole, before the file)
-        try:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
-        except OSError as exc:  # (checked before the run; a full disk shows only now)
-            raise UsageError(f"--json {args.json}: could not be written: "
-                             f"{exc.strerror or exc}") from None
+        write_json(args.json, r.to_json())
     sys.stdout.flush()
     return 0
