@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
+import stat
 import tempfile
 from pathlib import Path
 
 from polybus.errors import UsageError
 
 ENV = "POLYBUS_TOKEN"
+log = logging.getLogger("polybus.token")
+_warned: set[str] = set()  # token files said to be readable by others (once each)
 
 
 def make_token() -> bytes:
@@ -38,6 +42,7 @@ def read_token(token_file: str | Path | None = None, *, required: bool = True) -
             raise UsageError(f"cannot read token file {token_file}: {exc.strerror}") from None
         if not data:
             raise UsageError(f"token file {token_file} is empty")
+        _warn_if_readable(token_file)
         return data
     env = os.environ.get(ENV, "").strip()
     if env:
@@ -46,6 +51,32 @@ def read_token(token_file: str | Path | None = None, *, required: bool = True) -
         raise UsageError(f"no cluster token: set ${ENV} or pass --token-file FILE "
                          "(the file `polybus registry` wrote)")
     return None
+
+
+def _warn_if_readable(token_file: str | Path) -> None:
+    """Said (not refused, as ssh refuses a key): a token file others can read lets
+    anyone on the host join the cluster, and run code on its replicas."""
+    try:
+        mode = stat.S_IMODE(os.stat(token_file).st_mode)
+    except OSError:
+        return
+    if mode & 0o077 and str(token_file) not in _warned:
+        _warned.add(str(token_file))
+        log.warning("polybus: warning: token file %s can be read by others (mode %o): "
+                    "whoever reads it can join this cluster; `chmod 600 %s`",
+                    token_file, mode, token_file)
+
+
+def token_source(token_file: str | Path | None,
+                 config_token_file: str | Path | None) -> str:
+    """Where `cluster_token` takes the token from, for an error about it: a stale
+    $POLYBUS_TOKEN beats the configuration's file, which is easy to forget."""
+    if token_file is not None:
+        return f"--token-file {token_file}"
+    if os.environ.get(ENV, "").strip():
+        later = f", which comes before [cluster] token_file {config_token_file}"
+        return f"${ENV}{later if config_token_file else ''}"
+    return f"[cluster] token_file {config_token_file}"
 
 
 def cluster_token(token_file: str | Path | None, config_token_file: str | Path | None,

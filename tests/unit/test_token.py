@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 from polybus.errors import UsageError
-from polybus.token import ENV, cluster_token
+from polybus.token import ENV, cluster_token, read_token
 
 
 @pytest.fixture
@@ -48,3 +49,19 @@ def test_a_named_file_that_cannot_be_read_is_an_error_even_with_the_environment_
     monkeypatch.setenv(ENV, "from-the-env")
     with pytest.raises(UsageError, match=r"cannot read token file .*missing"):
         cluster_token(tmp_path / "missing", None)
+
+
+def test_a_token_file_others_can_read_is_said_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    private, shared = tmp_path / "private.txt", tmp_path / "shared.txt"
+    for path, mode in ((private, 0o600), (shared, 0o644)):
+        path.write_bytes(b"t" * 40)
+        path.chmod(mode)
+    with caplog.at_level(logging.WARNING, logger="polybus.token"):
+        assert read_token(private) == b"t" * 40
+        assert caplog.messages == []
+        for _ in range(2):
+            assert read_token(shared) == b"t" * 40  # (still used: said, not refused)
+    assert caplog.messages == [
+        f"polybus: warning: token file {shared} can be read by others (mode 644): whoever "
+        f"reads it can join this cluster; `chmod 600 {shared}`"]

@@ -48,9 +48,10 @@ def main(args: argparse.Namespace) -> int:
         what = "--listen" if args.listen else "[cluster] registry"
         raise UsageError(f"{what} {given!r}: expected HOST:PORT with a port "
                          "0-65535, e.g. 127.0.0.1:7700 (port 0: any free port)") from None
-    # Handlers first: a SIGINT/SIGTERM from here on ends the wait below, and the finally
-    # removes the token file this command made (a file the user named is theirs to keep).
-    stop = StopSignals((signal.SIGTERM, signal.SIGINT))  # (no lock in a handler: stopsignals.py)
+    # Handlers first: a SIGINT/SIGTERM (or SIGHUP: its terminal closed) from here on ends
+    # the wait below, and the finally removes the token file this command made (a file
+    # the user named is theirs to keep). (No lock in a handler: stopsignals.py.)
+    stop = StopSignals((signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
     made: Path | None = None
     try:
         token = cluster_token(args.token_file, config_token_file, required=False)

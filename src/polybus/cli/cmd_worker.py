@@ -6,11 +6,12 @@ import argparse
 import os
 import shutil
 import socket
+import sys
 from pathlib import Path
 
 from polybus.cli.values import seconds
-from polybus.errors import UsageError
-from polybus.token import cluster_token
+from polybus.errors import AuthenticationError, UsageError
+from polybus.token import cluster_token, token_source
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,6 +67,10 @@ def main(args: argparse.Namespace) -> int:
                              f"(it has {', '.join(app.modules)})")
         spec = app.modules[args.as_key]
         path, key = spec.source, spec.key
+        if key == app.client and not spec.replication:  # (--as client: most likely a slip)
+            print(f"polybus worker: warning: [modules.{key}] is the client of "
+                  f"{args.config} (its entrypoint runs in `polybus run`, and nothing is "
+                  f"bound to it); serving it anyway", file=sys.stderr, flush=True)
         max_frame = app.cluster.max_frame
         # The local engine's registry drops a replica silent for 3 x this: a worker it
         # starts (with --config) must heartbeat at the configured rate, not at 1 s.
@@ -100,6 +105,10 @@ def main(args: argparse.Namespace) -> int:
               heartbeat=args.heartbeat if args.heartbeat is not None else heartbeat,
               max_frame=max_frame, exit_with_parent=args.exit_with_parent,
               parent=args.parent, http=http)
+    except AuthenticationError as exc:
+        exc.add_note(f"this worker's token came from "
+                     f"{token_source(args.token_file, config_token_file)}")
+        raise
     finally:
         if rundir is not None:
             shutil.rmtree(rundir, ignore_errors=True)

@@ -13,6 +13,7 @@ import time
 from functools import partial
 
 from polybus.errors import PolybusError
+from polybus.quieter import Quieter
 from polybus.registry.state import RegistryState
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, HandshakeGate, authenticate, listen
@@ -45,6 +46,7 @@ class RegistryService:
         self._channels: set[Channel] = set()
         self._greeting = Greeting("polybus-registry-conn")  # for close() to end
         self._gate = HandshakeGate()  # handshakes under way (connected peers not counted)
+        self._quiet = Quieter()  # refusals logged once a minute per kind (quieter.py)
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._accept_loop, name="polybus-registry",
                                         daemon=True)
@@ -86,8 +88,8 @@ class RegistryService:
         try:
             ch = authenticate(sock, peer, self._token, Codec(max_frame=self._max_frame))
         except PolybusError as exc:
-            if not self._closed.is_set():  # (else close() ended it)
-                log.warning("registry refused a connection: %s", exc)
+            if not self._closed.is_set() and (said := self._quiet.let(str(exc))):
+                log.warning("registry refused a connection: %s", said)  # (else close() ended it)
             return
         finally:
             self._greeting.done(waker)

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from polybus.errors import PolybusError, ProtocolError
+from polybus.quieter import Quieter
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, HandshakeGate, authenticate
 from polybus.transport.greeting import Greeting
@@ -73,6 +74,7 @@ class Intake:
     _awake: set[ShmChannel]
     _unwarm: set[Channel]
     _running: int
+    _quiet: Quieter  # refusals logged once a minute per kind
     _token: bytes
     _listening: dict[Address, socket.socket]
     _gates: dict[Address, HandshakeGate]  # handshakes under way, per listener
@@ -116,8 +118,8 @@ class Intake:
                                     max_frame=self.options.max_frame),
                               self.options.handshake_timeout, shm=where.scheme == "shm")
         except PolybusError as exc:
-            if not self._stopping:  # (else stop() ended it)
-                log.warning("worker %s refused a connection: %s", self.name, exc)
+            if not self._stopping and (said := self._quiet.let(str(exc))):  # (else stop())
+                log.warning("worker %s refused a connection: %s", self.name, said)
             return
         except OSError as exc:
             if not self._stopping:

@@ -92,7 +92,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     ``advertise``: the host registered for a TCP address bound to a wildcard (0.0.0.0,
     ::), which no peer can dial. ``on_serving``: called once registered, with a function
     that stops the serving from any thread (the mpi engine's ranks are stopped so).
-    ``signals``: those that stop it (default SIGTERM, and SIGINT unless
+    ``signals``: those that stop it (default SIGTERM, and SIGINT and SIGHUP unless
     ``exit_with_parent``); () for none, as outside a main thread (a Ray actor's).
     ``banner``: say where it serves on stderr (not for a run's own replicas)."""
     if exit_with_parent:
@@ -133,7 +133,9 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
                  runtime.options.speed, os.getpid(), [str(a) for a in addresses])
     membership = Membership(client, me, heartbeat, say=_say)
     if signals is None:
-        signals = (signal.SIGTERM,) if exit_with_parent else (signal.SIGTERM, signal.SIGINT)
+        # (by hand, SIGHUP too: its terminal closed; it stops as for Ctrl-C, files gone)
+        signals = ((signal.SIGTERM,) if exit_with_parent
+                   else (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
     stop = StopSignals(signals)
     try:
         membership.start()

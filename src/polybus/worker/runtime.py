@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from polybus.quieter import Quieter
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, HandshakeGate, listen
 from polybus.transport.greeting import Greeting
@@ -100,6 +101,7 @@ class WorkerRuntime(Polling):
         self._running = 0
         self._polling = False
         self._stopping = False
+        self._quiet = Quieter()
         self.calls = 0
         self.busy_s = 0.0
         self.queue_wait_s = 0.0

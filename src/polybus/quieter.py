@@ -1,0 +1,39 @@
+"""The same warning again and again, said once a minute with the count of the rest.
+
+A worker left running with an old token retries its registry every few seconds, and
+each refusal was logged: 36 lines in 26 seconds for two such workers, burying what else
+the registry said. `Quieter` lets the first of a kind through, then at most one a
+``window``, which says how many were held back meanwhile. Kinds are told apart by their
+text with port numbers blanked (each retry comes from a new port).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+__all__ = ["Quieter"]
+
+_PORT = re.compile(r":\d+")
+
+
+class Quieter:
+    def __init__(self, window: float = 60.0) -> None:
+        self.window = window
+        self._last: dict[str, tuple[float, int]] = {}  # kind -> (said at, held back since)
+        self._lock = threading.Lock()
+
+    def let(self, text: str) -> str | None:
+        """``text`` to log now (with what was held back), or None to hold it back."""
+        kind = _PORT.sub(":*", text)
+        now = time.monotonic()
+        with self._lock:
+            said, held = self._last.get(kind, (-self.window, 0))
+            if now - said < self.window:
+                self._last[kind] = (said, held + 1)
+                return None
+            if len(self._last) > 1000:  # (bounded: kinds long quiet go)
+                self._last = {k: v for k, v in self._last.items() if now - v[0] < self.window}
+            self._last[kind] = (now, 0)
+        return text if not held else f"{text} (and {held} more like it since the last said)"
