@@ -148,6 +148,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
                 place(exc, app, client.key, returned_by=client.entrypoint)
                 raise
             drain(session)  # calls made and never waited for run to their end
+            unseen.settle(session)  # and their errors no one saw are said
             elapsed = time.perf_counter() - t0
             stats = session.stats()
             for rep in stats.replicas:

@@ -39,6 +39,8 @@ class StopSignals:
         self._open = True
         try:
             for sig in signals:
+                if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                    continue  # (started under nohup: closing the terminal must not stop it)
                 signal.signal(sig, self._handle)
         except BaseException:  # (ValueError outside the main thread): no pipe left open
             self.close()

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from integration.conftest import EXAMPLES, Procs, cli, read_line, start_registry
+from integration.conftest import (
+    EXAMPLES,
+    POLYBUS,
+    Procs,
+    cli,
+    env_with,
+    interruptible,
+    read_line,
+    start_registry,
+)
 from polybus.registry.client import RegistryClient
 
 SORT = EXAMPLES / "sort"
@@ -411,3 +420,26 @@ def test_a_worker_asked_to_serve_the_client_module_says_so(procs: Procs) -> None
     said = read_line(w.stderr, "warning|serving").group(0)
     assert said == "warning", "no warning before it served"
     assert read_line(w.stderr, "serving")  # (served anyway)
+
+
+def test_a_registry_started_under_nohup_outlives_its_terminal(procs: Procs) -> None:
+    """SIGHUP inherited ignored (``nohup polybus registry &``) stays ignored: closing the
+    terminal must not stop what nohup started; SIGTERM still does."""
+    def hup_ignored() -> None:
+        interruptible()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    reg = subprocess.Popen([*POLYBUS, "registry", "--listen", "127.0.0.1:0"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           stdin=subprocess.DEVNULL, text=True, env=env_with(None),
+                           preexec_fn=hup_ignored)
+    procs.started.append(reg)  # (ended with the test, whatever happens)
+    assert reg.stdout is not None
+    made = Path(read_line(reg.stdout, r"token written to (\S+)").group(1))
+    reg.send_signal(signal.SIGHUP)
+    with pytest.raises(subprocess.TimeoutExpired):
+        reg.wait(timeout=1.5)
+    assert made.exists()
+    reg.send_signal(signal.SIGTERM)
+    assert reg.wait(timeout=30) == 0
+    assert not made.exists()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import polybus
+from integration.conftest import cli
 from polybus.client import unseen
 from polybus.testing.apps import write_app
 
@@ -29,6 +30,13 @@ SERVER = """
 
     def plus(x, y):
         return x + y
+
+    def hang(seconds):
+        time.sleep(seconds)
+
+    def die(x):
+        import os
+        os._exit(3)
 
     def mark(path, i):
         time.sleep(0.02)
@@ -49,6 +57,16 @@ TOML = """
     use.echo = {{ callstyle = "{style}"{extra} }}
     use.plus = {{ callstyle = "async" }}
     use.mark = {{ callstyle = "{style}"{extra} }}
+    use.hang = {{ callstyle = "async" }}
+    use.die = {{ callstyle = "async-demand(1)" }}
+    [modules.server.define]  # (a define table lists every interface served)
+    hang = {{ timeout = "1s" }}
+    die = {{ idempotent = false }}
+    fail = {{}}
+    slow_fail = {{}}
+    echo = {{}}
+    plus = {{}}
+    mark = {{}}
 
     [bind]
     "client.fail" = "server.fail"
@@ -56,6 +74,8 @@ TOML = """
     "client.echo" = "server.echo"
     "client.plus" = "server.plus"
     "client.mark" = "server.mark"
+    "client.hang" = "server.hang"
+    "client.die" = "server.die"
 """
 
 CLIENT = """
@@ -64,9 +84,24 @@ CLIENT = """
     from polybus.errors import RemoteException
 
     fail, slow_fail, echo, plus = use("fail"), use("slow_fail"), use("echo"), use("plus")
-    mark = use("mark")
+    mark, hang, die = use("mark"), use("hang"), use("die")
 
     def main(case, path=""):
+        if case == "hang":  # its interface's timeout bounds the wait for it
+            hang(60)
+            return "returned"
+        if case == "every replica dies":  # three left in the backlog, none to take them
+            for i in range(4):
+                die(i)
+            return "returned"
+        if case == "half seen":  # one failure of an aggregated batch raised, one not
+            ps = [fail("raised"), fail("dropped")]
+            try:
+                wait(ps[0])
+            except RemoteException:
+                pass
+            del ps
+            return wait(echo("done"))
         if case == "fire and forget":  # returns at once: nothing waited for
             for i in range(6):
                 mark(path, i)
@@ -155,3 +190,44 @@ def test_calls_never_waited_for_run_before_the_run_stops(
     assert r.calls == 7
     [line] = said(caplog)
     assert "a call to 'fail' failed" in line and "fired and forgotten" in line
+
+
+def test_a_call_never_waited_for_is_bounded_by_its_interfaces_timeout(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The drain gives up on it as a wait would (it took the call's whole 60 s, and a
+    call that never ends hung the run), and says its CallTimeoutError."""
+    app = write_app(tmp_path, server=SERVER, client=CLIENT,
+                    toml=TOML.format(style="async", extra=""))
+    with caplog.at_level(logging.WARNING, logger="polybus.client.unseen"):
+        r = polybus.run(app, {"modules.client.args": ["hang"]})
+    assert r.result == "returned"
+    [line] = said(caplog)
+    assert "a call to 'hang' failed" in line and "CallTimeoutError" in line
+    assert "within 1s" in line or "within 1 s" in line, line
+
+
+def test_losing_every_replica_fails_the_backlog_rather_than_wait_for_it(
+        tmp_path: Path) -> None:
+    """async-demand(1): the first call ends the only replica, three wait in the backlog
+    for a replica that will never come: they fail (the run hung for ever)."""
+    app = write_app(tmp_path, server=SERVER, client=CLIENT,
+                    toml=TOML.format(style="async", extra=""))
+    p = cli("run", app, "--set", 'modules.client.args=["every replica dies"]', "--quiet",
+            timeout=60, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "returned"
+    assert "replica server-0 of module 'server' was lost" in p.stderr
+    assert "a call to 'die' failed and its error was never looked at" in p.stderr, p.stderr
+
+
+def test_the_unseen_error_of_a_batch_whose_other_error_was_raised_is_said(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A raised error's traceback keeps its batch alive (through promises the collector
+    does not track), so its other call's error was never said; the run's end says it."""
+    app = write_app(tmp_path, server=SERVER, client=CLIENT,
+                    toml=TOML.format(style="async", extra=", aggregate = 2"))
+    with caplog.at_level(logging.WARNING, logger="polybus.client.unseen"):
+        r = polybus.run(app, {"modules.client.args": ["half seen"]})
+    assert r.result == "done"
+    [line] = said(caplog)
+    assert "ValueError: dropped" in line, line

@@ -4,6 +4,7 @@ never tracked by the cyclic garbage collector (no network: a batch answered by h
 from __future__ import annotations
 
 import gc
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,7 +16,7 @@ from polybus.errors import RemoteException
 
 
 def _answered(values: list[Any]) -> Pending:
-    batcher: Any = SimpleNamespace(interface="f", timeout=None)
+    batcher: Any = SimpleNamespace(interface="f", timeout=None, failed=weakref.WeakSet())
     b = Pending(batcher, 0.0)
     b.values, b.done, b.clean = values, True, True
     return b
@@ -62,7 +63,7 @@ def test_one_failing_call_raises_alone() -> None:
 
 
 def test_a_batch_failed_whole_drops_its_arguments_once_sealed() -> None:
-    batcher: Any = SimpleNamespace(interface="f", timeout=None)
+    batcher: Any = SimpleNamespace(interface="f", timeout=None, failed=weakref.WeakSet())
     open_batch = Pending(batcher, 0.0)
     open_batch.args.append((1,))
     open_batch.set_error(RemoteException("ValueError", "x", ""))
@@ -82,7 +83,8 @@ def test_giving_up_on_one_call_of_a_batch_leaves_the_others() -> None:
     from polybus.http.calls import _give_up
 
     forgotten: list[Any] = []
-    batcher: Any = SimpleNamespace(interface="f", timeout=None, forget=forgotten.append)
+    batcher: Any = SimpleNamespace(interface="f", timeout=None, forget=forgotten.append,
+                                   failed=weakref.WeakSet())
     b = Pending(batcher, 0.0)
     b.id = 1  # sent, not answered yet
     first, second = BatchPromise(b, 0), BatchPromise(b, 1)

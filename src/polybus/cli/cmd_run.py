@@ -11,7 +11,7 @@ from rich.table import Table
 from polybus.cli.output import result_console
 from polybus.cli.values import check_writable
 from polybus.config.origin import SET
-from polybus.errors import PolybusError, UsageError
+from polybus.errors import UsageError
 from polybus.runner import RunResult, run
 
 
@@ -71,8 +71,8 @@ def main(args: argparse.Namespace) -> int:
         r = run(args.config, tuple(args.set), registry=args.registry,
                 token_file=args.token_file, origin=SET,
                 worker_output=not args.no_worker_output)
-    except PolybusError as exc:  # a script reading --json learns why there is no result
-        if args.json:
+    except BaseException as exc:  # a script reading --json learns why there is no result
+        if args.json and not isinstance(exc, SystemExit):  # (not a stale result)
             write_json(args.json, {"error": {"type": type(exc).__name__,
                                              "message": str(exc)}})
         raise

@@ -32,9 +32,9 @@ class Pending:
     # meets its batch (its first field) answers the message's promises and starts again.
     __polybus_promise_inside__ = True
 
-    __slots__ = ("args", "attempts", "batcher", "clean", "dispatcher", "done", "error", "fails",
-                 "id", "late", "link", "only", "opbytes", "opened", "ops", "resent", "size",
-                 "values")
+    __slots__ = ("__weakref__", "args", "attempts", "batcher", "clean", "dispatcher", "done",
+                 "error", "fails", "id", "late", "link", "only", "opbytes", "opened", "ops",
+                 "resent", "size", "values")
 
     def __init__(self, batcher: Batcher, now: float) -> None:
         self.batcher = batcher
@@ -99,6 +99,7 @@ class Pending:
             iface = self.batcher.interface
             self.fails = {(f.id if only is None else only[f.id]): error_from(f, iface, link.name)
                           for f in msg.fails}
+            self.batcher.failed.add(self)
         if only is None:
             self.values = msg.values
         else:
@@ -116,6 +117,7 @@ class Pending:
         if self.done:
             return False
         self.error, self.done = error, True
+        self.batcher.failed.add(self)
         if self.id:
             # Sealed (no call joins it any more) and never sent again: its arguments go,
             # as on an answer. An argument holding one of its promises then makes no
@@ -126,6 +128,13 @@ class Pending:
     def __del__(self) -> None:
         # The last promise of the batch is gone: an error of one of its calls that the
         # program never saw is said (client/unseen.py).
+        self.say_unseen()
+
+    def say_unseen(self) -> None:
+        """Say each error of its calls that the program never saw (once: each is then
+        marked seen). Also at the end of a run (unseen.settle): a batch whose error was
+        raised is kept by the traceback's frames through its untracked promises, a cycle
+        the collector cannot see, so it may never be freed."""
         if self.clean:
             return
         interface = self.batcher.interface
@@ -199,6 +208,7 @@ class Slot:
             b.late = {}
         b.late[self.i] = error
         b.clean = False
+        b.batcher.failed.add(b)
         return True
 
     def outcome(self) -> Any:

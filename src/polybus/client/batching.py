@@ -35,6 +35,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes, operand_bytes
@@ -129,6 +130,8 @@ class Batcher:
         self.held: list[list[Message]] = [[] for _ in self.links]  # placed, not yet written
         self.open: Pending | None = None
         self.batches = 0
+        # Batches with a call that failed, while they live (client/unseen.py settles them)
+        self.failed: weakref.WeakSet[Pending] = weakref.WeakSet()
         self.ids = _ids()
         self._inside = 0       # caller-side depth (a send that waits reads, which may re-enter)
         self._closing = False  # the linger timer is closing a batch

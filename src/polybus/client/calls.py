@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.unseen import forgotten, seen
+from polybus.client.unseen import failed, forgotten, seen
 from polybus.errors import (
     BusyError,
     NoReplicaError,
@@ -71,6 +71,7 @@ class CallRecord:
             return False
         self.error = error
         self._let_go()
+        failed()
         if getattr(self, "passed", False):
             seen(error)
         elif getattr(self, "orphan", False):  # no promise left to raise it: said

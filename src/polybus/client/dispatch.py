@@ -327,8 +327,9 @@ class Dispatcher:
 
     @property
     def backlogged(self) -> int:
-        """Calls waiting in the backlog for a replica with room (async-demand)."""
-        return len(self._backlog)
+        """Calls waiting in the backlog for a replica with room (async-demand), those
+        given up on aside."""
+        return sum(1 for _, _, rec in self._backlog if not rec.done)
 
     def refill(self) -> None:
         """Hand backlog calls to replicas with room (after answers came in), one write
@@ -416,4 +417,9 @@ class Dispatcher:
                 rec.set_error(ConnectionLostError(
                     f"every replica of {self.interface} is gone (last: {link.name}: {error})"
                     + suspect_note(self.interface, rec.attempts)))
+        if not any(self._alive()):  # none left to take the backlog: it fails too
+            while self._backlog:
+                rec = heapq.heappop(self._backlog)[2]
+                rec.set_error(ConnectionLostError(
+                    f"every replica of {self.interface} is gone (last: {link.name}: {error})"))
         self.refill()

@@ -4,37 +4,85 @@ A client's entrypoint may return with calls still under way: sent, held to be wr
 with the next ones, in an ``async-demand`` backlog or an open aggregated batch. Stopping
 the replicas then would drop them without a word (a program that fires a call and
 returns, ``log_event(x); return``, saw it run or not by luck). So the run takes in their
-answers first, as ``concurrent.futures``' shutdown waits for its futures; interface
-timeouts and replica loss apply as to any call, and an error nobody will look at is
-said (client/unseen.py). Calls given up on (their deadline passed) are not waited for.
+answers first, as ``concurrent.futures``' shutdown waits for its futures. An interface's
+``timeout`` holds here as in a wait: a call not answered that long after the drain began
+fails with CallTimeoutError (the replica may still run it; its answer is dropped). Losing
+every replica fails what is left. An error nobody will look at is said (unseen.py), and
+a drain that lasts says what it waits for, once.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import TYPE_CHECKING
+
+from polybus.client.batchcalls import Pending, Slot
+from polybus.client.calls import CallRecord
+from polybus.config.units import duration_text
+from polybus.errors import CallTimeoutError
 
 if TYPE_CHECKING:
     from polybus.client.session import Session
 
-__all__ = ["drain", "under_way"]
+__all__ = ["SAY_AFTER_S", "drain", "under_way"]
 
+log = logging.getLogger("polybus.client")
 STEP_S = 0.5  # one read at most, then look again (a backlog refills between reads)
+SAY_AFTER_S = 2.0  # a drain still going this long says what it waits for
+
+
+def _running(x: object) -> bool:
+    """An outstanding entry still awaited: a call, or a batch with a call not given up on."""
+    if isinstance(x, Pending):
+        return not x.done and (x.late is None or len(x.late) < len(x.args or x.values))
+    return not getattr(x, "done", False)
 
 
 def under_way(session: Session) -> int:
     """Calls of ``session`` not answered yet: outstanding or held on a live replica,
     backlogged, or in a batch not yet written."""
     links = [lk for lk in session.reactor.links if not lk.dead]
-    return (sum(len(lk.outstanding) + len(lk.held) for lk in links)
+    return (sum(sum(map(_running, lk.outstanding.values())) + len(lk.held) for lk in links)
             + sum(d.backlogged for d in session.dispatchers.values())
             + sum(bt.unwritten for bt in session.batchers))
+
+
+def _expire(session: Session, waited: float) -> None:
+    """Give up on the outstanding calls whose interface's timeout is shorter than
+    ``waited``, as a wait that long would have."""
+    for link in session.reactor.links:
+        for x in list(link.outstanding.values()):
+            limit = x.dispatcher.timeout
+            if limit is None or waited < limit or not _running(x):
+                continue
+            iface = x.dispatcher.interface
+            error = CallTimeoutError(f"no answer from {iface} within {duration_text(limit)} "
+                                     f"(a call never waited for, when the program returned)",
+                                     interface=iface)
+            if isinstance(x, Pending):
+                for i in range(len(x.args)):
+                    if x.late is None or i not in x.late:
+                        Slot(x, i).set_error(error)
+            elif isinstance(x, CallRecord) and x.set_error(error):
+                x.dispatcher.forget(x)
 
 
 def drain(session: Session) -> None:
     """Write what is held and read answers until no call of ``session`` is under way."""
     reactor = session.reactor
+    start = time.monotonic()
+    said = False
     while True:
         reactor.flush_all()
-        if not under_way(session):
+        n = under_way(session)
+        if not n:
             return
+        waited = time.monotonic() - start
+        _expire(session, waited)
+        if waited >= SAY_AFTER_S and not said:
+            said = True
+            log.warning("polybus: the program returned with %d call(s) under way that it "
+                        "never waited for; taking in their answers before the run ends "
+                        "(an interface's timeout bounds this; Ctrl-C stops it)", n)
         reactor.step(None, STEP_S)

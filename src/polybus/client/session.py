@@ -361,8 +361,10 @@ class Session:
                 return
 
     def _lost(self, link: ReplicaLink, error: PolybusError) -> None:
-        log.warning("polybus: warning: replica %s of module %r was lost: %s", link.name,
-                    link.module, (str(error).splitlines() or [type(error).__name__])[0])
+        if f"lost {link.name}" not in self._short:  # (once, however many links it had)
+            self._short.add(f"lost {link.name}")
+            log.warning("polybus: warning: replica %s of module %r was lost: %s", link.name,
+                        link.module, (str(error).splitlines() or [type(error).__name__])[0])
         for d in self.dispatchers.values():
             d.lost(link, error)
         for bt in self.batchers:

@@ -14,25 +14,37 @@ drop failures silences the logger:
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 from polybus.errors import PolybusError
 
-__all__ = ["SHOWN_AT_MOST", "forgotten", "reset", "seen"]
+if TYPE_CHECKING:
+    from polybus.client.session import Session
+
+__all__ = ["SHOWN_AT_MOST", "failed", "forgotten", "reset", "seen", "settle"]
 
 log = logging.getLogger("polybus.client.unseen")
 SHOWN_AT_MOST = 5  # errors logged one by one in a process; then one line says more went
 _MARK = "_polybus_seen"
 _lock = threading.Lock()
 _shown = 0
+_failures = 0  # calls that failed since `reset` (the end of a run collects only then)
 
 
 def reset() -> None:
     """Count from none again (each run says its own first few)."""
-    global _shown
+    global _shown, _failures
     with _lock:
-        _shown = 0
+        _shown = _failures = 0
+
+
+def failed() -> None:
+    """A call failed (CallRecord.set_error): the end of the run collects before it looks."""
+    global _failures
+    _failures += 1
 
 
 def seen(error: PolybusError) -> PolybusError:
@@ -64,3 +76,15 @@ def forgotten(error: PolybusError | None, interface: str) -> None:
                         "looked at; not shown")
     except Exception:  # pragma: no cover - (at interpreter exit, logging may be gone)
         pass
+
+
+def settle(session: Session) -> None:
+    """At the end of a run (its calls drained): free what only the collector frees (a
+    promise kept by a raised error's traceback), then say every error of an aggregated
+    batch still alive that no one saw; such a batch may never be freed (batchcalls.py)."""
+    failed = [b for bt in session.batchers for b in bt.failed]
+    if failed or _failures:
+        gc.collect()
+    for bt in session.batchers:
+        for b in list(bt.failed):
+            b.say_unseen()
