@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from polybus.bench import registry
+from polybus.bench.report import METRICS, MORE_METRICS, MORE_SYSTEMS, SYSTEMS
 
 if TYPE_CHECKING:
     from conftest import QuickBenchmarks  # tests/conftest.py
@@ -36,6 +37,9 @@ def test_quick_benchmark_runs_and_writes_schema(name: str, quick_bench: QuickBen
     assert d["rows"], "a benchmark writes at least one row"
     for row in d["rows"]:
         assert set(row) >= ROW_KEYS
+        # BENCHMARKS.md's names (and the few more, for what none of them fits)
+        assert row["system"] in SYSTEMS + MORE_SYSTEMS, row
+        assert row["metric"] in METRICS + MORE_METRICS, row
         assert row["min"] <= row["median"] <= row["max"] and row["n"] >= 1
         assert all(math.isfinite(row[k]) for k in ("median", "min", "max"))
     assert d["params"]["quick"] is True

@@ -24,10 +24,11 @@ from polybus.transport.spinning import SPIN_S
 __all__ = ["METRIC", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows", "run"]
 
 METRIC = "rtt_us"
-# The raw socket ping-pong as a plain program writes it (blocking reads), and as polybus
-# waits by default (polls SPIN_S before blocking, both ends): the same technique, raw.
+# The raw socket ping-pong as a plain program writes it (blocking reads: wait=block), and
+# as polybus waits by default (polls SPIN_S before blocking, both ends: wait=poll): the
+# same technique, raw. (One system name, BENCHMARKS.md's; the config tells them apart.)
 _RAW: list[tuple[str, rawsocket.Family, float]] = [
-    ("raw_socket", "tcp", 0.0), ("raw_socket", "unix", 0.0), ("raw_socket_poll", "tcp", SPIN_S)]
+    ("block", "tcp", 0.0), ("block", "unix", 0.0), ("poll", "tcp", SPIN_S)]
 SIZES = [0, 500, 1000, 2000, 4000, 6000, 8000, 10000, 1 * MB]
 QUICK_SIZES = [0, 1000, 10000]
 
@@ -66,13 +67,14 @@ def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
 def peer_rows(result: BenchResult, quick: bool, progress: Progress) -> None:
     p = plan(quick)
     for cpus in p.placements:
-        for system, family, poll_s in _RAW:
+        for wait, family, poll_s in _RAW:
             with rawsocket.RawSocketPeer(family, cpus, poll_s) as peer:
                 for size in p.sizes:
                     st = peer.rtt_us(size, p.reps, p.iters(size))
-                    cfg = {"transport": family, "cpus": cpus}
-                    result.add(Row.of(system, cfg, size, METRIC, st))
-                    progress.advance(f"latency {system} {family} {cpus} {fmt_bytes(size)}")
+                    cfg = {"transport": family, "cpus": cpus, "wait": wait}
+                    result.add(Row.of("raw_socket", cfg, size, METRIC, st))
+                    progress.advance(f"latency raw_socket {family} wait={wait} {cpus} "
+                                     f"{fmt_bytes(size)}")
         for size in p.sizes:
             cst = try_peer(result, "c_socket",
                            partial(cpingpong.rtt_us, size, p.reps, p.iters(size), cpus))
@@ -89,7 +91,7 @@ def add_ratios(result: BenchResult) -> None:
         for cpus in _unique(str(r.config.get("cpus", DEFAULT)) for r in result.rows):
             on = "" if cpus == DEFAULT else f" (cpus={cpus})"
             tcp = {"transport": "tcp", "cpus": cpus}
-            raw_tcp = result.find("raw_socket", size, METRIC, tcp)
+            raw_tcp = result.find("raw_socket", size, METRIC, {**tcp, "wait": "block"})
             c = result.find("c_socket", size, METRIC, tcp)
             result.add_ratio(f"raw_socket/c_socket {at}{on}", raw_tcp, c)
             for r in result.rows:
@@ -98,12 +100,13 @@ def add_ratios(result: BenchResult) -> None:
                 transport = str(r.config.get("transport", "tcp"))
                 if transport == "tcp":
                     result.add_ratio(f"polybus/raw_socket {at}{on}", r, raw_tcp)
-                    result.add_ratio(f"polybus/raw_socket_poll {at}{on}", r,
-                                     result.find("raw_socket_poll", size, METRIC, tcp))
+                    result.add_ratio(f"polybus/raw_socket wait=poll {at}{on}", r,
+                                     result.find("raw_socket", size, METRIC,
+                                                 {**tcp, "wait": "poll"}))
                     result.add_ratio(f"polybus/c_socket {at}{on}", r, c)
                 else:
                     raw_unix = result.find("raw_socket", size, METRIC,
-                                           {"transport": "unix", "cpus": cpus})
+                                           {"transport": "unix", "cpus": cpus, "wait": "block"})
                     result.add_ratio(f"polybus/raw_socket {at} ({r.label} vs unix)", r, raw_unix)
 
 

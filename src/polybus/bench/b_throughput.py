@@ -26,7 +26,10 @@ DEMAND = 64      # calls outstanding per replica (async-demand(N))
 AGGREGATE = 100  # calls per batch in the aggregated row, as process_pool chunksize=100
 PAYLOAD = 100    # bytes each polybus call carries and gets back
 LINGER = "1ms"   # the configuration's default linger
-LONE = "one_in_flight_us"  # µs per call made only after the last was answered
+# µs per call made only after the last was answered: a round trip (BENCHMARKS.md's
+# metric names), told apart from the rate rows by its metric and its config (in_flight=1)
+LONE = "rtt_us"
+_LONE_OUT = "one_in_flight_us"  # (the bench client's key for it)
 
 
 class Plan:
@@ -73,7 +76,8 @@ def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
                                extra={"modules.client.use.noop.callstyle": style, **extra})
         rows.append(Row.of("polybus", config, WORKERS, METRIC, summarize(out["calls_per_s"])))
         rows.append(Row.of("polybus", {**config, "linger": LINGER if config["aggregate"] != 1
-                                       else "-"}, WORKERS, LONE, summarize(out[LONE])))
+                                       else "-", "in_flight": 1}, WORKERS, LONE,
+                           summarize(out[_LONE_OUT])))
     return rows
 
 

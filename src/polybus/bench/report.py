@@ -29,6 +29,20 @@ __all__ = ["METRIC_UNITS", "BenchResult", "Ratio", "Row", "figure", "machine_inf
 ConfigValue = str | int | float | bool
 Config = dict[str, ConfigValue]
 
+# BENCHMARKS.md's names, so that results compare across runs: a row's system and metric
+# are one of these, what sets two rows of one system apart goes in its config (the raw
+# socket's wait=block or wait=poll; a throughput row's in_flight=1 round trip).
+SYSTEMS = ("polybus", "raw_socket", "c_socket", "memcpy", "mpi4py", "pyzmq", "ray", "dask",
+           "process_pool", "multiprocessing", "grpc", "one_process")
+METRICS = ("rtt_us", "gbps", "calls_per_s", "seconds", "speedup", "efficiency",
+           "bytes_sent", "makespan_ratio")
+# Where none of those fits, one name more each (the results page says what each is):
+# matmul's parallel ceiling (k forked processes that hold A and B and send nothing), rudy's
+# asyncio HTTP server peer and its time for N requests one after another, mandelbrot's
+# share of rows migrated.
+MORE_SYSTEMS = ("parallel_ceiling", "asyncio_http")
+MORE_METRICS = ("sequential_s", "moved_pct")
+
 METRIC_UNITS: dict[str, str] = {
     "rtt_us": "round trip, µs",
     "gbps": "GB/s (1e9 bytes/s)",

@@ -186,6 +186,12 @@ def render_page(results: Iterable[tuple[BenchResult, dict[str, Any], Path]],
              "median of several repetitions with min and max; every ratio compares two "
              "figures measured side by side in the same run. The machine is shared and "
              "noisy, so read ratios, not absolute times.", "",
+             "Systems and metrics are BENCHMARKS.md's names, and four more where none of "
+             "them fits: `parallel_ceiling` (matmul: k forked processes that hold A and B "
+             "and send nothing, the most k servers could gain here), `asyncio_http` "
+             "(rudy: an asyncio HTTP server peer), `sequential_s` (rudy: seconds for N "
+             "requests one after another) and `moved_pct` (mandelbrot: the share of rows "
+             "migrated).", "",
              f"- machine: {machine.get('cpus', '?')} CPUs, {machine.get('platform', '?')}",
              f"- Python {machine.get('python', '?')}",
              "- versions: " + (", ".join(f"{k} {v}" for k, v in sorted(vers.items())) or "?"),
