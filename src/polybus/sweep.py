@@ -25,14 +25,17 @@ from typing import Any, Protocol
 from polybus.errors import ConfigError, PolybusError, UsageError
 
 __all__ = ["Cell", "Sweep", "check_combinations", "combinations", "efficiency_reference",
-           "parse_baseline", "parse_vary", "replicas", "run_sweep", "split_values"]
+           "overridden", "parse_baseline", "parse_vary", "replicas", "run_sweep",
+           "split_values"]
 
 Runner = Callable[[str, Sequence[str]], float]
 """(config path, ["key=value", ...]) -> elapsed seconds of one run."""
 
 
 class Progress(Protocol):
-    def advance(self, description: str) -> None: ...
+    def start(self, description: str) -> None: ...  # a run begins
+    def advance(self, description: str) -> None: ...  # a run ended
+    def skip(self, runs: int) -> None: ...  # runs that will not happen (their cell failed)
 
 
 def split_values(text: str) -> list[str]:
@@ -65,7 +68,17 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
     key, sep, values = text.partition("=")
     if not sep or not key.strip():
         raise UsageError(f"--vary expects KEY=v1,v2,..., got {text!r}")
-    return key.strip(), split_values(values)
+    vals = split_values(values)
+    twice = sorted({v for v in vals if vals.count(v) > 1})
+    if twice:  # (two cells of one combination: which is the baseline's?)
+        raise UsageError(f"--vary {key.strip()}: {', '.join(twice)} given twice")
+    return key.strip(), vals
+
+
+def overridden(fixed: Sequence[str], varies: Sequence[tuple[str, list[str]]]) -> list[str]:
+    """The ``--set`` entries a ``--vary`` key overrides in every run (said, not dropped)."""
+    keys = [k for k, _ in varies]
+    return [f for f in fixed if _varied(f.partition("=")[0].strip(), keys)]
 
 
 def _match_key(short: str, keys: Sequence[str]) -> str:
@@ -89,7 +102,8 @@ def parse_baseline(text: str | None, varies: Sequence[tuple[str, list[str]]]) ->
     for part in split_values(text):
         short, sep, value = part.partition("=")
         if not sep:
-            raise UsageError(f"--baseline expects KEY=VALUE, got {part!r}")
+            raise UsageError(f"--baseline expects KEY=VALUE[,KEY=VALUE...], got {text!r} "
+                             f"({part!r} has no '='; a baseline is one value of each key)")
         key = _match_key(short.strip(), keys)
         allowed = dict(varies)[key]
         if value.strip() not in allowed:
@@ -102,8 +116,10 @@ def parse_baseline(text: str | None, varies: Sequence[tuple[str, list[str]]]) ->
 def combinations(varies: Sequence[tuple[str, list[str]]]) -> list[dict[str, str]]:
     """Every combination, the first --vary changing slowest."""
     keys = [k for k, _ in varies]
-    if len(set(keys)) != len(keys):
-        raise UsageError("a key is given to --vary twice")
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise UsageError(f"--vary {', '.join(twice)}: given twice (give its values in one "
+                         f"--vary KEY=v1,v2,...)")
     return [dict(zip(keys, vals, strict=True))
             for vals in itertools.product(*(v for _, v in varies))]
 
@@ -156,12 +172,12 @@ class Cell:
         return float(statistics.median(self.elapsed_s))
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"config": dict(self.config), "elapsed_s": list(self.elapsed_s),
-                             "error": self.error, "speedup": self.speedup,
-                             "efficiency": self.efficiency}
-        if self.ok:
-            d.update(median=self.median, min=min(self.elapsed_s), max=max(self.elapsed_s))
-        return d
+        ok = self.ok
+        return {"config": dict(self.config), "elapsed_s": list(self.elapsed_s),
+                "error": self.error, "speedup": self.speedup, "efficiency": self.efficiency,
+                "median": self.median if ok else None,
+                "min": min(self.elapsed_s) if ok else None,
+                "max": max(self.elapsed_s) if ok else None}
 
 
 @dataclass
@@ -172,6 +188,16 @@ class Sweep:
     baseline: dict[str, str]
     cells: list[Cell]
     fixed: list[str] = field(default_factory=list)
+    # Stopped by Ctrl-C (or SIGTERM) before every combination ran: ``cells`` are those
+    # that did (the one under way with the runs it finished), and this is what stopped it.
+    interrupted: BaseException | None = None
+    planned: int = 0  # combinations asked for
+
+    @property
+    def baseline_failed(self) -> bool:
+        """Every cell of the baseline's values failed (or never ran): no speedup."""
+        return not any(c.ok and all(c.config.get(k) == v for k, v in self.baseline.items())
+                       for c in self.cells)
 
     @property
     def efficiency_vs(self) -> tuple[str, str] | None:
@@ -185,6 +211,7 @@ class Sweep:
         return {"sweep": self.path, "polybus_version": __version__, "machine": machine_info(),
                 "vary": {k: v for k, v in self.varies}, "set": list(self.fixed),
                 "repeat": self.repeat, "baseline": self.baseline,
+                "complete": self.interrupted is None,
                 "cells": [c.to_dict() for c in self.cells]}
 
     def to_csv(self) -> str:
@@ -278,22 +305,33 @@ def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
     combos = combinations(varies)
-    cells = []
+    cells: list[Cell] = []
+    stopped: BaseException | None = None
     for combo in combos:
         cell = Cell(combo)
         label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in combo.items())
         sets = _sets(fixed, combo)
         for i in range(repeat):
-            if cell.error is None:
-                try:
-                    cell.elapsed_s.append(float(runner(path, sets)))
-                except KeyboardInterrupt:
-                    raise
-                except Exception as exc:
-                    cell.error = error_text(exc)
-            if progress is not None:  # skipped repetitions still count, so the ETA holds
-                progress.advance(f"{label} ({i + 1}/{repeat})")
-        cells.append(cell)
+            if progress is not None:
+                progress.start(f"{label} ({i + 1}/{repeat})")
+            try:
+                cell.elapsed_s.append(float(runner(path, sets)))
+            except KeyboardInterrupt as exc:  # (SIGTERM too): what ran is kept and shown
+                stopped = exc
+                break
+            except Exception as exc:
+                cell.error = error_text(exc)
+                if progress is not None:  # (the rest will not run: the estimate leaves them)
+                    progress.skip(repeat - i - 1)
+                break
+            finally:
+                if progress is not None and stopped is None:
+                    progress.advance(f"{label} ({i + 1}/{repeat})")
+        if cell.elapsed_s or cell.error is not None:
+            cells.append(cell)
+        if stopped is not None:
+            break
     base = dict(baseline) if baseline is not None else parse_baseline(None, varies)
     compare(cells, base)
-    return Sweep(path, [(k, list(v)) for k, v in varies], repeat, base, cells, list(fixed))
+    return Sweep(path, [(k, list(v)) for k, v in varies], repeat, base, cells, list(fixed),
+                 interrupted=stopped, planned=len(combos))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from polybus.bench.report import BenchResult, Row
 from polybus.bench.results import load_results, render_page, write_page
 from polybus.bench.stats import Stat
@@ -59,3 +61,16 @@ def test_page_only_from_cli_links_plots(tmp_path: Path) -> None:
     text = page.read_text()
     assert "![latency](../results/latency.png)" in text
     assert "![throughput]" not in text
+
+
+def test_a_json_or_plot_it_could_not_write_fails_before_the_benchmark_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--json and --plot name one file each: a missing directory was made (anywhere a
+    typo pointed), and a plot name matplotlib cannot write ended the run after it ran."""
+    assert cli(["bench", "latency", "--quick", "--json", str(tmp_path / "nodir" / "x.json")]) == 2
+    assert not (tmp_path / "nodir").exists()
+    pytest.importorskip("matplotlib")
+    assert cli(["bench", "latency", "--quick", "--plot", str(tmp_path / "x.txt")]) == 2
+    err = capsys.readouterr().err
+    assert f"--json {tmp_path}/nodir/x.json: directory {tmp_path}/nodir does not exist" in err
+    assert f"--plot {tmp_path}/x.txt: not a format it can write" in err

@@ -13,6 +13,7 @@ from polybus.sweep import (
     Sweep,
     check_combinations,
     combinations,
+    overridden,
     parse_baseline,
     parse_vary,
     run_sweep,
@@ -63,17 +64,24 @@ def test_runs_each_combination_with_its_overrides_and_reports_failures() -> None
         return times[d["modules.server.replication"]] * (2 if d["modules.client.args"] == "[2]" else 1)
 
     class Count:
-        n = 0
+        n = skipped = started = 0
+
+        def start(self, description: str) -> None:
+            self.started += 1
 
         def advance(self, description: str) -> None:
             self.n += 1
+
+        def skip(self, runs: int) -> None:
+            self.skipped += runs
 
     progress = Count()
     varies = [("modules.server.replication", ["1", "2", "3", "4"]),
               ("modules.client.args", ["[1]", "[2]"])]
     sweep = run_sweep("app.toml", varies, 3, runner, parse_baseline("replication=1", varies),
                       fixed=["modules.client.use.f.callstyle=async"], progress=progress)
-    assert progress.n == 4 * 2 * 3  # failed repetitions still advance the bar
+    # a failed run advances the bar; the runs its cell will not make leave the total
+    assert progress.n == progress.started == 3 * 2 * 3 + 2 and progress.skipped == 2 * 2
     # every run got the fixed override first, then its combination
     assert seen[0] == ("app.toml", ("modules.client.use.f.callstyle=async",
                                     "modules.server.replication=1", "modules.client.args=[1]"))
@@ -250,3 +258,98 @@ def test_cli_a_wide_sweep_table_is_whole_when_stdout_is_not_a_terminal(
     assert "\u2026" not in out
     for text in [*args, "speedup", "efficiency", "speedup vs modules.server.replication=1"]:
         assert text in out, text
+
+
+def test_a_value_or_a_key_given_twice_is_named() -> None:
+    with pytest.raises(UsageError, match=r"--vary modules.server.replication: 2 given twice"):
+        parse_vary("modules.server.replication=2,1,2")
+    with pytest.raises(UsageError, match=r"--vary modules.server.replication: given twice"):
+        combinations([("modules.server.replication", ["1"]),
+                      ("modules.server.replication", ["2"])])
+    with pytest.raises(UsageError, match=r"got 'replication=1,2' \('2' has no '='"):
+        parse_baseline("replication=1,2", [("modules.server.replication", ["1", "2"])])
+    varies = [("modules.server.replication", ["1", "2"])]
+    assert overridden(["modules.server.replication=3", "modules.client.args=[1]"],
+                      varies) == ["modules.server.replication=3"]
+
+
+def test_an_interrupted_sweep_keeps_what_ran() -> None:
+    """Ctrl-C in the fourth run: the first cell whole, the second with its one run; the
+    sweep says it was interrupted (its table, JSON and CSV were lost before)."""
+    calls = []
+
+    def runner(path: str, sets: Sequence[str]) -> float:
+        calls.append(sets)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return 2.0 if "modules.server.replication=1" in sets else 1.0
+
+    varies = [("modules.server.replication", ["1", "2", "4"])]
+    sweep = run_sweep("a.toml", varies, 2, runner)
+    assert isinstance(sweep.interrupted, KeyboardInterrupt) and sweep.planned == 3
+    assert [(c.config["modules.server.replication"], c.elapsed_s) for c in sweep.cells] == [
+        ("1", [2.0, 2.0]), ("2", [1.0])]
+    assert sweep.cells[1].speedup == 2.0
+    d = sweep.to_dict()
+    assert d["complete"] is False and len(d["cells"]) == 2
+
+
+def test_a_failed_cell_has_null_figures_and_a_failed_baseline_says_so() -> None:
+    varies = [("modules.server.replication", ["1", "2"])]
+
+    def runner(path: str, sets: Sequence[str]) -> float:
+        if "modules.server.replication=1" in sets:
+            raise RuntimeError("no")
+        return 1.0
+
+    sweep = run_sweep("a.toml", varies, 1, runner)
+    failed = sweep.to_dict()["cells"][0]
+    assert (failed["median"], failed["min"], failed["max"]) == (None, None, None)
+    assert sweep.baseline_failed and sweep.cells[1].speedup is None
+
+
+def test_cli_ctrl_c_shows_and_saves_what_ran_then_exits_130(
+        app: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    import json
+
+    from polybus.cli import cmd_sweep
+    from polybus.cli.main import main
+
+    runs: list[Sequence[str]] = []
+
+    def runner(path: str, sets: Sequence[str]) -> float:
+        runs.append(sets)
+        if len(runs) == 2:
+            raise KeyboardInterrupt
+        return 1.0
+
+    monkeypatch.setattr(cmd_sweep, "_runner", runner)
+    out = tmp_path / "s.json"
+    rc = main(["sweep", app, "--repeat", "1", "--vary", "modules.server.replication=1,2,4",
+               "--json", str(out), "--csv", str(tmp_path / "s.csv")])
+    assert rc == 130
+    d = json.loads(out.read_text())
+    assert d["complete"] is False and [c["config"]["modules.server.replication"]
+                                       for c in d["cells"]] == ["1"]
+    assert (tmp_path / "s.csv").read_text().count("\n") == 2  # header and the one cell
+    assert "interrupted: 1 of 3 combinations ran" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("plot", "said"), [
+    ("x.txt", "--plot {d}/x.txt: not a format it can write"),
+    ("nodir/x.png", "--plot {d}/nodir/x.png: directory {d}/nodir does not exist")])
+def test_cli_a_plot_it_could_not_write_fails_before_any_run(
+        app: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path, plot: str, said: str) -> None:
+    pytest.importorskip("matplotlib")
+    from polybus.cli import cmd_sweep
+    from polybus.cli.main import main
+
+    runs: list[Sequence[str]] = []
+    monkeypatch.setattr(cmd_sweep, "_runner", lambda p, s: runs.append(s) or 1.0)
+    rc = main(["sweep", app, "--repeat", "1", "--vary", "modules.server.replication=1,2",
+               "--plot", str(tmp_path / plot)])
+    assert (rc, runs) == (2, [])
+    assert said.format(d=tmp_path) in capsys.readouterr().err
+    assert not (tmp_path / "nodir").exists()

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from polybus.cli.output import result_console, rule
-from polybus.cli.values import check_plot_extra
+from polybus.cli.values import check_plot, check_writable
 from polybus.errors import UsageError
 
 
@@ -62,8 +62,11 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--json/--plot name one benchmark's files; with 'all' use --out DIR")
     for name in names:
         registry.get(name)  # unknown names fail here, before anything runs
+    # Before the runs, not after them: a mistyped directory was made, and a name matplotlib
+    # cannot write ended the run in a traceback (--out DIR is made, as the docs say).
+    check_writable(args.json, "--json")
     if args.plot:
-        check_plot_extra()  # (before the runs, not after them)
+        check_plot(args.plot)
     failed = []
     for name in names:
         if not _run_one(name, args, console):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -22,6 +23,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -29,13 +31,14 @@ from rich.progress import (
 from rich.table import Table
 
 from polybus.cli.output import result_console
-from polybus.cli.values import check_plot_extra, check_writable
+from polybus.cli.values import check_plot, check_writable
 from polybus.errors import UsageError
 from polybus.sweep import (
     Cell,
     Sweep,
     check_combinations,
     combinations,
+    overridden,
     parse_baseline,
     parse_vary,
     replicas,
@@ -86,8 +89,14 @@ def table(sweep: Sweep) -> Table:
     along = sweep.efficiency_vs
     per = (f"; efficiency per replica vs {along[0]}={along[1]}"
            if along is not None and along[0] not in sweep.baseline else "")
+    stopped = (f" (interrupted: {len(sweep.cells)} of {sweep.planned} combinations ran)"
+               if sweep.interrupted is not None else "")
     t = Table(title=escape(f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of "
-                           f"{sweep.repeat}; speedup vs {base}{per}"), title_justify="left")
+                           f"{sweep.repeat}; speedup vs {base}{per}{stopped}"),
+              title_justify="left")
+    if sweep.baseline_failed and sweep.cells:
+        t.caption = escape(f"no speedup: the baseline {base} has no figure (it failed or "
+                           f"did not run)")
     for k in keys:
         t.add_column(escape(k.rsplit(".", 1)[-1] if k.startswith("modules.") else k))
     for col in ("elapsed s", "speedup", "efficiency"):
@@ -168,6 +177,7 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     drawn = panels(sweep)
     fig, axes = plt.subplots(1, len(drawn), figsize=(5.4 * len(drawn), 4.5), squeeze=False)
@@ -178,14 +188,15 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
             ax.text(0.5, 0.5, f"no {panel.name} figures", ha="center", transform=ax.transAxes)
         if panel.ticks is not None:
             ax.set_xticks(range(len(panel.ticks)), panel.ticks)
+        elif all(float(x).is_integer() for pts in panel.lines.values() for x, _ in pts):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # (replicas: 1, 2, not 1.25)
         ax.set_xlabel(panel.xlabel)
         ax.set_ylabel(panel.name)
         ax.grid(True, alpha=0.3)
         if any(panel.lines):  # a legend only of labelled lines (matplotlib warns otherwise)
             ax.legend(fontsize=8)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110)  # (its directory and format were checked before the runs)
     plt.close(fig)
     return drawn
 
@@ -200,26 +211,51 @@ def main(args: argparse.Namespace) -> int:
     check_writable(args.json, "--json")
     check_writable(args.csv, "--csv")
     if args.plot:
-        check_plot_extra()
+        check_plot(args.plot)  # (drawn after every run: a bad name cost them all)
+    for fixed in overridden(args.set, varies):
+        print(f"polybus sweep: warning: --set {fixed}: --vary gives that key in every run",
+              file=sys.stderr)
     console = result_console()  # piped or redirected: the table whole, not cut at 80
+    err = Console(stderr=True)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
-                   console=Console(stderr=True), transient=True)
+                   console=err, transient=True)
     with bar:
         task = bar.add_task("sweep", total=len(combos) * args.repeat)
-
-        class _Advance:
-            def advance(self, description: str) -> None:
-                bar.update(task, advance=1, description=description)
-
         runner = partial(_runner, worker_output=False) if args.no_worker_output else _runner
-        sweep = run_sweep(args.config, varies, args.repeat, runner, baseline,
-                          fixed=args.set, progress=_Advance())
+        sweep = run_sweep(args.config, varies, args.repeat, runner, baseline, fixed=args.set,
+                          progress=_Bar(bar, task, lines=not err.is_terminal))
     console.print(table(sweep))
     if args.json:
         sweep.write_json(args.json)
     if args.csv:
         Path(args.csv).write_text(sweep.to_csv(), encoding="utf-8")
-    if args.plot:
+    if args.plot and sweep.cells:
         plot(sweep, args.plot)
+    if sweep.interrupted is not None:  # (what ran is shown and saved; then as any Ctrl-C)
+        raise sweep.interrupted
     return 0 if all(c.ok for c in sweep.cells) else 1
+
+
+class _Bar:
+    """The sweep's progress: the bar names the run under way; a failed cell's runs that
+    will not happen leave the total (the time left counted them); without a terminal
+    (a log file) a line per run instead."""
+
+    def __init__(self, bar: Progress, task: TaskID, lines: bool) -> None:
+        self.bar, self.task, self.lines = bar, task, lines
+
+    def start(self, description: str) -> None:
+        self.bar.update(self.task, description=description)
+
+    def advance(self, description: str) -> None:
+        self.bar.update(self.task, advance=1)
+        if self.lines:
+            t = self.bar.tasks[self.task]
+            print(f"sweep: {int(t.completed)}/{int(t.total or 0)} {description} done",
+                  file=sys.stderr, flush=True)
+
+    def skip(self, runs: int) -> None:
+        if runs:
+            t = self.bar.tasks[self.task]
+            self.bar.update(self.task, total=(t.total or 0) - runs)

@@ -49,3 +49,19 @@ def check_plot_extra() -> None:
     except ImportError as exc:
         raise UsageError(f"--plot needs matplotlib, which did not import ({exc}): "
                          "pip install 'polybus[plot]', or leave out --plot") from None
+
+
+def check_plot(path: str) -> None:
+    """--plot FILE: matplotlib imports, FILE's directory exists and is writable, and its
+    extension is a format matplotlib writes (a plot is drawn after everything ran: an
+    unknown extension ended a whole sweep in a traceback there, and a mistyped directory
+    was made)."""
+    check_plot_extra()
+    check_writable(path, "--plot")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lstrip(".").lower()
+    if suffix not in kinds:
+        raise UsageError(f"--plot {path}: not a format it can write; give a file ending "
+                         f"in one of {', '.join('.' + k for k in sorted(kinds))}")
