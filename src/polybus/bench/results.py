@@ -186,8 +186,8 @@ def render_page(results: Iterable[tuple[BenchResult, dict[str, Any], Path]],
              "median of several repetitions with min and max; every ratio compares two "
              "figures measured side by side in the same run. The machine is shared and "
              "noisy, so read ratios, not absolute times.", "",
-             "Systems and metrics are BENCHMARKS.md's names, and four more where none of "
-             "them fits: `parallel_ceiling` (matmul: k forked processes that hold A and B "
+             "Systems and metrics are the suite's fixed names (`SYSTEMS` and `METRICS` "
+             "in src/polybus/bench/report.py), and four more where none of them fits: `parallel_ceiling` (matmul: k forked processes that hold A and B "
              "and send nothing, the most k servers could gain here), `asyncio_http` "
              "(rudy: an asyncio HTTP server peer), `sequential_s` (rudy: seconds for N "
              "requests one after another) and `moved_pct` (mandelbrot: the share of rows "

@@ -23,6 +23,21 @@ from polybus.token import ENV, make_token
 from polybus.usercode import shown, stuck_at
 
 START_TIMEOUT = 60.0
+# numpy's BLAS starts a thread per CPU in every process: replicas on one host then run
+# CPUs x replicas threads, and a matrix-multiplying server ran 5-20x slower with 2 replicas
+# than with 1 on 2 CPUs. Each worker gets its share of the CPUs instead, unless the user
+# set any of these (then all are left as the user set them).
+BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+             "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def blas_threads(environ: dict[str, str] | os._Environ[str], replicas: int) -> dict[str, str]:
+    """The BLAS thread settings a worker gets: its share of this process's CPUs among
+    ``replicas`` workers, or nothing if the user set any of them."""
+    if any(v in environ for v in BLAS_VARS):
+        return {}
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return dict.fromkeys(BLAS_VARS, str(max(1, (cpus or 1) // max(1, replicas))))
 
 
 class LocalEngine:
@@ -83,7 +98,9 @@ class LocalEngine:
             # for the death diagnostics, in the worker and any Python it starts (its
             # process pool). The worker makes its own stdout line-buffered
             # (worker/main.py), so a line is one write.
-            env = dict(os.environ, **{ENV: self.token.decode(), "PYTHONUNBUFFERED": "1"})
+            replicas = sum(len(m.replication) for m in self.app.servers())
+            env = dict(os.environ, **blas_threads(os.environ, replicas),
+                       **{ENV: self.token.decode(), "PYTHONUNBUFFERED": "1"})
             with open(log, "ab") as out:  # (appends: several processes write to it)
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                         stdout=out, stderr=out, env=env)
