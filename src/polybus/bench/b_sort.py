@@ -100,7 +100,8 @@ def run(quick: bool, progress: Progress) -> BenchResult:
         result.notes.append(f"workers {p.modelled}: more than this machine's cores; each "
                             "part's sort is measured in one process (median of the "
                             "repetitions) and modelled as that much sleep on its worker "
-                            "(split, transfer and merge are real)")
+                            "(split, transfer and merge are real); mpi4py runs only where "
+                            "polybus's rows are real (its ranks cannot be modelled so)")
     result.notes.append("polybus times include the client's split, merge and numpy check; "
                         "one_process is the sort alone")
     result.notes.append(f"every cell, one_process included: {p.warmup} untimed run(s), then "
