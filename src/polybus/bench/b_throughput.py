@@ -124,8 +124,6 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     agg = result.find("polybus", WORKERS, METRIC, {"aggregate": AGGREGATE})
     result.add_ratio(f"polybus aggregate={AGGREGATE} / aggregate=1 calls/s ({PAYLOAD}-byte calls)",
                      agg, one)
-    result.add_ratio(f"polybus aggregate={AGGREGATE} / mpi4py calls/s", agg,
-                     result.find("mpi4py", WORKERS, METRIC))
     lone1 = result.find("polybus", WORKERS, LONE, {"aggregate": 1})
     lone_agg = result.find("polybus", WORKERS, LONE, {"aggregate": AGGREGATE})
     result.add_ratio(f"polybus one call in flight, aggregate={AGGREGATE} / aggregate=1 us",

@@ -130,7 +130,9 @@ def latency_ratios(result: BenchResult) -> None:
         on = [] if cpus == DEFAULT else [f"cpus={cpus}"]
         via = [] if transport == "tcp" else [f"transport={transport}"]
         label = f" (polybus {','.join(via + on)})" if via else f" ({on[0]})" if on else ""
-        result.add_ratio(f"polybus/mpi4py {at}{label}", r,
+        # (named with both transports: mpi4py's is always its shared memory)
+        result.add_ratio(f"polybus/mpi4py {at} (polybus {transport} vs mpi4py sm"
+                         f"{''.join(', ' + o for o in on)})", r,
                          result.find("mpi4py", r.x, "rtt_us", {"cpus": cpus}))
         if transport == "tcp":
             result.add_ratio(f"polybus/pyzmq {at}{label}", r,
