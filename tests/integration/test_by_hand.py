@@ -376,7 +376,8 @@ def test_a_worker_with_config_listens_on_its_modules_transport(procs: Procs, sto
     w = procs.start("worker", "--registry", addr, "--config", SORT / "app.toml", "--as",
                     "server", "--name", "server-0", "--set", shm, env=env)
     assert w.stderr is not None
-    read_line(w.stderr, "serving")
+    banner = read_line(w.stderr, "serving .*").group(0)  # every address it listens on
+    assert " at tcp://127.0.0.1:" in banner and "(and shm://" in banner, banner
     client = RegistryClient(addr, token.encode())
     try:
         [r] = client.resolve(module="server")

@@ -10,7 +10,8 @@ answer cost one handshake timeout, not one each in turn.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+import logging
+from collections.abc import MutableSet, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from polybus.errors import TransportError
@@ -19,7 +20,9 @@ from polybus.transport.endpoints import Address, connect
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica
 
-__all__ = ["connect_all", "connect_replica", "pick_address", "without_scheme"]
+__all__ = ["connect_all", "connect_replica", "pick_address", "say_tcp_only", "without_scheme"]
+
+log = logging.getLogger("polybus.client")
 
 
 def pick_address(replica: Replica, scheme: str) -> str:
@@ -47,6 +50,20 @@ def without_scheme(replicas: Sequence[Replica], scheme: str) -> list[str]:
 
     return [r.name for r in replicas if here(r.address)
             and not any(a.startswith(f"{scheme}://") for a in r.addresses)]
+
+
+def say_tcp_only(module: str, scheme: str, replicas: Sequence[Replica],
+                 said: MutableSet[str]) -> None:
+    """Warn, once a session (``said``), when `without_scheme` names any."""
+    tcp_only = without_scheme(replicas, scheme)
+    if not tcp_only or f"{module}@{scheme} tcp" in said:
+        return
+    said.add(f"{module}@{scheme} tcp")
+    log.warning("polybus: warning: module %r is configured for %s, but %s on this host "
+                "offer%s only tcp (started by hand with --module or --listen; `polybus "
+                "worker --config FILE --as %s` listens on it too): those are reached by "
+                "tcp", module, scheme, ", ".join(tcp_only), "s" if len(tcp_only) == 1 else "",
+                module)
 
 
 def connect_replica(replica: Replica, scheme: str, token: bytes, codec: Codec) -> Channel:

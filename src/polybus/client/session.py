@@ -13,7 +13,7 @@ from typing import Any
 
 from polybus.client.batching import Batcher, batcher_for
 from polybus.client.calls import ReplicaLink
-from polybus.client.dialing import connect_all, pick_address, without_scheme
+from polybus.client.dialing import connect_all, pick_address, say_tcp_only
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
 from polybus.client.migrate import Migrator, migrator_for
@@ -293,13 +293,7 @@ class Session:
         # replicas as the configuration lists them; others (started by hand) come after.
         order = {r.name: i for i, r in enumerate(spec.replication)}
         replicas.sort(key=lambda r: order.get(r.name, len(order)))
-        if (tcp_only := without_scheme(replicas, scheme)) and f"{key} tcp" not in self._short:
-            self._short.add(f"{key} tcp")
-            log.warning("polybus: warning: module %r is configured for %s, but %s on this "
-                        "host offer%s only tcp (started by hand with --module or --listen; "
-                        "`polybus worker --config FILE --as %s` listens on it too): those "
-                        "are reached by tcp", module, scheme, ", ".join(tcp_only),
-                        "s" if len(tcp_only) == 1 else "", module)
+        say_tcp_only(module, scheme, replicas, self._short)
         links = []
         unreachable: list[str] = []
         codecs = [Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)

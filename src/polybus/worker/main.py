@@ -140,8 +140,9 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     try:
         membership.start()
         if banner:
+            more = f" (and {', '.join(map(str, addresses[1:]))})" if addresses[1:] else ""
             print(f"polybus worker {name}: serving {', '.join(sorted(functions))} "
-                  f"at {addresses[0]}", file=sys.stderr, flush=True)
+                  f"at {addresses[0]}{more}", file=sys.stderr, flush=True)
         if on_serving is not None:
             on_serving(stop.request)
         stop.wait()
