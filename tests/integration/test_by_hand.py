@@ -111,29 +111,23 @@ def test_fewer_replicas_than_configured_warns_once_and_runs(procs: Procs) -> Non
     assert "configured 2" in warnings[0] and "found 1" in warnings[0]
     assert f"at {addr}" in warnings[0] or addr in warnings[0]
     start_worker(procs, addr, "server-1", env=env)
-    full = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
-               "--set", "modules.client.args=[3000, 2]", env=env)
-    assert full.returncode == 0, full.stderr
-    assert "warning" not in full.stderr
+
+    def warnings_of(*sets: str) -> list[str]:
+        """A correct run of the sort with ``sets``: its warning lines."""
+        p = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
+                "--set", "modules.client.args=[3000, 2]",
+                *[a for s in sets for a in ("--set", s)], env=env)
+        assert p.returncode == 0 and "'correct': True" in p.stdout, p.stderr
+        return [ln for ln in p.stderr.splitlines() if "warning" in ln]
+
+    assert warnings_of() == []
     # A setting only the replicas apply reaches none of these (started by hand): said,
     # and the run goes on with the workers as they are.
-    unapplied = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
-                    "--set", "modules.client.args=[3000, 2]",
-                    "--set", "modules.server.define.quicksort.pool=4", env=env)
-    assert unapplied.returncode == 0, unapplied.stderr
-    warned = [ln for ln in unapplied.stderr.splitlines() if "warning" in ln]
-    assert len(warned) == 1, unapplied.stderr
-    assert "modules.server.define.quicksort.pool" in warned[0]
-    assert "does not reach them" in warned[0]
+    [warned] = warnings_of("modules.server.define.quicksort.pool=4")
+    assert "modules.server.define.quicksort.pool" in warned and "does not reach them" in warned
     # Workers of --module listen on TCP alone: a run configured for shm says it uses that.
-    tcp = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
-              "--set", "modules.client.args=[3000, 2]",
-              "--set", 'modules.server.transport="shm"', env=env)
-    assert tcp.returncode == 0, tcp.stderr
-    assert "'correct': True" in tcp.stdout
-    warned = [ln for ln in tcp.stderr.splitlines() if "warning" in ln]
-    assert len(warned) == 1, tcp.stderr
-    assert "configured for shm" in warned[0] and "server-0, server-1 on this host" in warned[0]
+    [warned] = warnings_of('modules.server.transport="shm"')
+    assert "configured for shm" in warned and "server-0, server-1 on this host" in warned
 
 
 def test_a_registered_replica_that_cannot_be_reached_is_left_out_by_name(procs: Procs) -> None:

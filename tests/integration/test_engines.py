@@ -109,12 +109,13 @@ def test_the_next_run_removes_a_dead_runs_directory_and_nothing_else(
     assert sorted(p.name for p in tmp_path.iterdir()) == [n for n in before if n != stale.name]
 
 
-BLAS_SERVER = """
-    import os
+BLAS_SERVER = """\
+import os
 
-    def blas():
-        return {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                               "MKL_NUM_THREADS")}
+
+def f(x):
+    return {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                           "MKL_NUM_THREADS")}
 """
 
 
@@ -127,30 +128,15 @@ def test_local_workers_share_the_cpus_for_blas_unless_the_user_says(
     import os
 
     from polybus.engines.local import BLAS_VARS
-    from polybus.testing.apps import write_app
+    from polybus.testing.apps import write_one_call_app
 
     for v in BLAS_VARS:
         monkeypatch.delenv(v, raising=False)
     if user_set:
         monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    app = write_app(tmp_path, server=BLAS_SERVER, client="""
-        from polybus import use
-        blas = use("blas")
-
-        def main():
-            return [blas(), blas()]
-    """, toml="""
-        [modules.server]
-        source = "server.py"
-        replication = 2
-
-        [modules.client]
-        source = "client.py"
-        entrypoint = "main"
-
-        [bind]
-        "client.blas" = "server.blas"
-    """)
+    app = write_one_call_app(tmp_path, server_keys="replication = 2", server=BLAS_SERVER,
+                             client="from polybus import use\n\nf = use('f')\n\n\n"
+                                    "def main():\n    return [f(0), f(1)]\n")
     share = str(max(1, len(os.sched_getaffinity(0)) // 2))
     want = ({"OMP_NUM_THREADS": "3", "OPENBLAS_NUM_THREADS": None, "MKL_NUM_THREADS": None}
             if user_set else dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
