@@ -301,21 +301,25 @@ def error_text(exc: Exception) -> str:
 def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
               runner: Runner, baseline: Mapping[str, str] | None = None,
               fixed: Sequence[str] = (), progress: Progress | None = None) -> Sweep:
-    """Run every combination ``repeat`` times with ``runner``; a failure ends only its cell."""
+    """Run every combination ``repeat`` times with ``runner``, in rounds; a failure ends
+    only its cell."""
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
     combos = combinations(varies)
-    cells: list[Cell] = []
+    # In rounds, each combination once a round: a machine that drifts (another job, a
+    # VM's neighbours) moves every cell alike, not the ones that ran during it.
+    cells = [Cell(combo) for combo in combos]
     stopped: BaseException | None = None
-    for combo in combos:
-        cell = Cell(combo)
-        label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in combo.items())
-        sets = _sets(fixed, combo)
-        for i in range(repeat):
+    for i in range(repeat):
+        for cell in cells:
+            if cell.error is not None:
+                continue  # (failed: its later rounds left the total when it failed)
+            label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in cell.config.items())
+            what = f"{label} (round {i + 1}/{repeat})"
             if progress is not None:
-                progress.start(f"{label} ({i + 1}/{repeat})")
+                progress.start(what)
             try:
-                cell.elapsed_s.append(float(runner(path, sets)))
+                cell.elapsed_s.append(float(runner(path, _sets(fixed, cell.config))))
             except KeyboardInterrupt as exc:  # (SIGTERM too): what ran is kept and shown
                 stopped = exc
                 break
@@ -323,14 +327,12 @@ def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
                 cell.error = error_text(exc)
                 if progress is not None:  # (the rest will not run: the estimate leaves them)
                     progress.skip(repeat - i - 1)
-                break
             finally:
                 if progress is not None and stopped is None:
-                    progress.advance(f"{label} ({i + 1}/{repeat})")
-        if cell.elapsed_s or cell.error is not None:
-            cells.append(cell)
+                    progress.advance(what)
         if stopped is not None:
             break
+    cells = [c for c in cells if c.elapsed_s or c.error is not None]
     base = dict(baseline) if baseline is not None else parse_baseline(None, varies)
     compare(cells, base)
     return Sweep(path, [(k, list(v)) for k, v in varies], repeat, base, cells, list(fixed),
