@@ -231,3 +231,22 @@ def test_the_unseen_error_of_a_batch_whose_other_error_was_raised_is_said(
     assert r.result == "done"
     [line] = said(caplog)
     assert "ValueError: dropped" in line, line
+
+
+def test_a_call_as_completed_gave_up_on_and_the_program_dropped_is_said(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """as_completed fails a call past its interface's timeout without raising it (it
+    marked the error seen, so a program that dropped it heard nothing)."""
+    app = write_app(tmp_path, server=SERVER, client=CLIENT.replace(
+        '''        if case == "dropped":''', '''        if case == "given up on":
+            from polybus import as_completed
+            for p in as_completed([hang(60)]):
+                del p
+            return "returned"
+        if case == "dropped":'''), toml=TOML.format(style="async", extra=""))
+    with caplog.at_level(logging.WARNING, logger="polybus.client.unseen"):
+        r = polybus.run(app, {"modules.client.args": ["given up on"]})
+    assert r.result == "returned"
+    [line] = said(caplog)
+    assert "a call to 'hang' failed" in line and "CallTimeoutError: no answer from hang " \
+        "within 1 s" in line, line

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.unseen import failed, forgotten, seen
+from polybus.config.units import duration_text
 from polybus.errors import (
     BusyError,
+    CallTimeoutError,
     NoReplicaError,
     PolybusError,
     RemoteError,
@@ -94,6 +96,18 @@ class CallRecord:
 
             self.value = fetch(self)
         return self.value
+
+
+def give_up(rec: CallRecord, limit: float, why: str = "") -> bool:
+    """Fail ``rec`` with CallTimeoutError for its interface's ``limit`` (seconds) and
+    let it go (its late answer is dropped); False if it already had its outcome. ``why``
+    is added to the message. One place for a wait, `as_completed` and the run's drain."""
+    iface = rec.dispatcher.interface
+    if not rec.set_error(CallTimeoutError(
+            f"no answer from {iface} within {duration_text(limit)}{why}", interface=iface)):
+        return False
+    rec.dispatcher.forget(rec)
+    return True
 
 
 def error_from(fail: Fail, interface: str, replica: str, origin: str = "") -> PolybusError:

@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING
 
 from polybus.client.batchcalls import Pending, Slot
-from polybus.client.calls import CallRecord
+from polybus.client.calls import CallRecord, give_up
 from polybus.config.units import duration_text
 from polybus.errors import CallTimeoutError
 
@@ -56,16 +56,17 @@ def _expire(session: Session, waited: float) -> None:
             limit = x.dispatcher.timeout
             if limit is None or waited < limit or not _running(x):
                 continue
+            why = " (a call never waited for, when the program returned)"
+            if isinstance(x, CallRecord):
+                give_up(x, limit, why)
+                continue
             iface = x.dispatcher.interface
-            error = CallTimeoutError(f"no answer from {iface} within {duration_text(limit)} "
-                                     f"(a call never waited for, when the program returned)",
-                                     interface=iface)
+            error = CallTimeoutError(f"no answer from {iface} within {duration_text(limit)}"
+                                     f"{why}", interface=iface)
             if isinstance(x, Pending):
                 for i in range(len(x.args)):
                     if x.late is None or i not in x.late:
                         Slot(x, i).set_error(error)
-            elif isinstance(x, CallRecord) and x.set_error(error):
-                x.dispatcher.forget(x)
 
 
 def drain(session: Session) -> None:

@@ -12,9 +12,8 @@ import contextlib
 import operator
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.calls import _PENDING
+from polybus.client.calls import _PENDING, give_up
 from polybus.client.unseen import forgotten
-from polybus.errors import PolybusError
 from polybus.wire.codec import Ref
 
 if TYPE_CHECKING:
@@ -224,8 +223,9 @@ class CallPromise(Promise):
         rec = self._rec
         limit = rec.dispatcher.timeout
         if limit is not None and waited >= limit and not rec.done:
-            with contextlib.suppress(PolybusError):  # (CallTimeoutError: rec has it now)
-                self._reactor.wait(rec, 0.0)
+            # (failed, not raised here: the program sees it when it uses the promise, and
+            # one it drops is said, client/unseen.py; the message names the real limit)
+            give_up(rec, limit)
 
 
 def wait(x: Any) -> Any:

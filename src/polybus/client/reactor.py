@@ -17,13 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 from polybus.client import answers, rings
-from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.calls import CallRecord, ReplicaLink, give_up
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.client.unsendable import not_sent, send_accepted
-from polybus.config.units import duration_text
 from polybus.errors import (
-    CallTimeoutError,
     ConnectionLostError,
     MessageTooLarge,
     PolybusError,
@@ -139,10 +137,7 @@ class Reactor:
         while not rec.done:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                rec.set_error(CallTimeoutError(
-                    f"no answer from {rec.dispatcher.interface} within {duration_text(timeout or 0.0)}",
-                    interface=rec.dispatcher.interface))
-                rec.dispatcher.forget(rec)
+                give_up(rec, timeout or 0.0)
                 break
             self.step(rec.link, remaining)
         return rec.outcome()
