@@ -139,36 +139,35 @@ def said(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "polybus.client.unseen"]
 
 
+def run_case(tmp_path: Path, caplog: pytest.LogCaptureFixture, *args: str,
+             style: str = "async", extra: str = "", client: str = CLIENT
+             ) -> tuple[object, list[str]]:
+    """The client's ``main(*args)`` in a run of its own: its result, and what was said."""
+    app = write_app(tmp_path, server=SERVER, client=client,
+                    toml=TOML.format(style=style, extra=extra))
+    with caplog.at_level(logging.WARNING, logger="polybus.client.unseen"):
+        r = polybus.run(app, {"modules.client.args": list(args)})
+    return r.result, said(caplog)
+
+
 @pytest.mark.parametrize(("style", "extra"), STYLES)
 def test_an_error_never_looked_at_is_said_with_its_interface(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, style: str, extra: str) -> None:
-    app = write_app(tmp_path, server=SERVER, client=CLIENT,
-                    toml=TOML.format(style=style, extra=extra))
-    with caplog.at_level(logging.WARNING, logger="polybus.client.unseen"):
-        r = polybus.run(app, {"modules.client.args": ["dropped"]})
-    assert r.result == "done"
-    [line] = said(caplog)
+    result, [line] = run_case(tmp_path, caplog, "dropped", style=style, extra=extra)
+    assert result == "done"
     assert "a call to 'fail' failed and its error was never looked at" in line
     assert "RemoteException" in line and "never looked at" in line.split(": ", 2)[-1]
 
 
 def test_errors_looked_at_or_passed_on_are_not_said(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    app = write_app(tmp_path, server=SERVER, client=CLIENT,
-                    toml=TOML.format(style="async", extra=""))
-    with caplog.at_level(logging.WARNING, logger="polybus.client.unseen"):
-        for case in ("seen", "forwarded"):
-            assert polybus.run(app, {"modules.client.args": [case]}).result == "done"
-    assert said(caplog) == []
+    for case in ("seen", "forwarded"):
+        assert run_case(tmp_path, caplog, case) == ("done", [])
 
 
 def test_many_are_said_a_few_then_once_that_more_went(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    app = write_app(tmp_path, server=SERVER, client=CLIENT,
-                    toml=TOML.format(style="async", extra=""))
-    with caplog.at_level(logging.WARNING, logger="polybus.client.unseen"):
-        polybus.run(app, {"modules.client.args": ["many"]})
-    lines = said(caplog)
+    _, lines = run_case(tmp_path, caplog, "many")
     assert len(lines) == unseen.SHOWN_AT_MOST + 1
     assert all("one of many" in ln for ln in lines[:-1])
     assert lines[-1] == ("polybus: warning: more calls failed with their errors never "
@@ -196,12 +195,8 @@ def test_a_call_never_waited_for_is_bounded_by_its_interfaces_timeout(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The drain gives up on it as a wait would (it took the call's whole 60 s, and a
     call that never ends hung the run), and says its CallTimeoutError."""
-    app = write_app(tmp_path, server=SERVER, client=CLIENT,
-                    toml=TOML.format(style="async", extra=""))
-    with caplog.at_level(logging.WARNING, logger="polybus.client.unseen"):
-        r = polybus.run(app, {"modules.client.args": ["hang"]})
-    assert r.result == "returned"
-    [line] = said(caplog)
+    result, [line] = run_case(tmp_path, caplog, "hang")
+    assert result == "returned"
     assert "a call to 'hang' failed" in line and "CallTimeoutError" in line
     assert "within 1s" in line or "within 1 s" in line, line
 
@@ -224,12 +219,8 @@ def test_the_unseen_error_of_a_batch_whose_other_error_was_raised_is_said(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A raised error's traceback keeps its batch alive (through promises the collector
     does not track), so its other call's error was never said; the run's end says it."""
-    app = write_app(tmp_path, server=SERVER, client=CLIENT,
-                    toml=TOML.format(style="async", extra=", aggregate = 2"))
-    with caplog.at_level(logging.WARNING, logger="polybus.client.unseen"):
-        r = polybus.run(app, {"modules.client.args": ["half seen"]})
-    assert r.result == "done"
-    [line] = said(caplog)
+    result, [line] = run_case(tmp_path, caplog, "half seen", extra=", aggregate = 2")
+    assert result == "done"
     assert "ValueError: dropped" in line, line
 
 
@@ -237,16 +228,13 @@ def test_a_call_as_completed_gave_up_on_and_the_program_dropped_is_said(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """as_completed fails a call past its interface's timeout without raising it (it
     marked the error seen, so a program that dropped it heard nothing)."""
-    app = write_app(tmp_path, server=SERVER, client=CLIENT.replace(
-        '''        if case == "dropped":''', '''        if case == "given up on":
+    client = CLIENT.replace('''        if case == "dropped":''', '''        if case == "given up on":
             from polybus import as_completed
             for p in as_completed([hang(60)]):
                 del p
             return "returned"
-        if case == "dropped":'''), toml=TOML.format(style="async", extra=""))
-    with caplog.at_level(logging.WARNING, logger="polybus.client.unseen"):
-        r = polybus.run(app, {"modules.client.args": ["given up on"]})
-    assert r.result == "returned"
-    [line] = said(caplog)
+        if case == "dropped":''')
+    result, [line] = run_case(tmp_path, caplog, "given up on", client=client)
+    assert result == "returned"
     assert "a call to 'hang' failed" in line and "CallTimeoutError: no answer from hang " \
         "within 1 s" in line, line

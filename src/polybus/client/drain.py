@@ -18,9 +18,7 @@ import time
 from typing import TYPE_CHECKING
 
 from polybus.client.batchcalls import Pending, Slot
-from polybus.client.calls import CallRecord, give_up
-from polybus.config.units import duration_text
-from polybus.errors import CallTimeoutError
+from polybus.client.calls import give_up
 
 if TYPE_CHECKING:
     from polybus.client.session import Session
@@ -57,16 +55,11 @@ def _expire(session: Session, waited: float) -> None:
             if limit is None or waited < limit or not _running(x):
                 continue
             why = " (a call never waited for, when the program returned)"
-            if isinstance(x, CallRecord):
-                give_up(x, limit, why)
-                continue
-            iface = x.dispatcher.interface
-            error = CallTimeoutError(f"no answer from {iface} within {duration_text(limit)}"
-                                     f"{why}", interface=iface)
-            if isinstance(x, Pending):
+            if isinstance(x, Pending):  # (each call of a batch, as a wait's Slot is)
                 for i in range(len(x.args)):
-                    if x.late is None or i not in x.late:
-                        Slot(x, i).set_error(error)
+                    give_up(Slot(x, i), limit, why)
+            else:
+                give_up(x, limit, why)
 
 
 def drain(session: Session) -> None:
