@@ -83,17 +83,23 @@ def brief(error: str | None) -> str:
     return f"{first} (full text in --json/--csv)" if rest.strip() else first
 
 
-def table(sweep: Sweep) -> Table:
-    keys = [k for k, _ in sweep.varies]
+def title(sweep: Sweep) -> str:
+    """The line above the table. Printed on its own, not as the table's title, which rich
+    wraps to the table's width: a long path cut the line mid-word even when piped."""
     base = ", ".join(f"{k}={v}" for k, v in sweep.baseline.items())
     along = sweep.efficiency_vs
     per = (f"; efficiency per replica vs {along[0]}={along[1]}"
            if along is not None and along[0] not in sweep.baseline else "")
     stopped = (f" (interrupted: {len(sweep.cells)} of {sweep.planned} combinations ran)"
                if sweep.interrupted is not None else "")
-    t = Table(title=escape(f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of "
-                           f"{sweep.repeat}; speedup vs {base}{per}{stopped}"),
-              title_justify="left")
+    return (f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of {sweep.repeat}; "
+            f"speedup vs {base}{per}{stopped}")
+
+
+def table(sweep: Sweep) -> Table:
+    keys = [k for k, _ in sweep.varies]
+    base = ", ".join(f"{k}={v}" for k, v in sweep.baseline.items())
+    t = Table()
     if sweep.baseline_failed and sweep.cells:
         t.caption = escape(f"no speedup: the baseline {base} has no figure (it failed or "
                            f"did not run)")
@@ -225,6 +231,7 @@ def main(args: argparse.Namespace) -> int:
         runner = partial(_runner, worker_output=False) if args.no_worker_output else _runner
         sweep = run_sweep(args.config, varies, args.repeat, runner, baseline, fixed=args.set,
                           progress=_Bar(bar, task, lines=not err.is_terminal))
+    console.print(title(sweep), markup=False, highlight=False)
     console.print(table(sweep))
     if args.json:
         sweep.write_json(args.json)
