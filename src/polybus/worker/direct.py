@@ -50,6 +50,11 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
     clock = time.perf_counter
     spin_s = rt.options.spin_s
     ring = type(ch) is ShmChannel and ch._rx is not None
+    # Calls waiting behind this one in the ring, with one thread to run calls and no
+    # priorities to order them by, run here as they come, not through the queue: a
+    # queued call cost the replica ~12 us of its own against ~10 run here (10-call bursts
+    # of 100-byte calls). Within a millisecond of the last general look, as lone calls.
+    burst = ring and rt.options.pool == 1 and rt.options.in_order
     msg: Message | None
     first: Message | None = None  # a message serve_socket read and handed over
     if not ring and usable(rt, ch):  # a plain socket: its lone calls in one frame
@@ -86,14 +91,16 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
         except PolybusError as exc:
             rt._lost(ch, exc)
             return True
-        # More bytes read with it: not a lone call. They go to the queue now, while this
-        # thread holds the role: once it lets the role go to run the call, the poller
-        # that takes it sleeps in the selector, which cannot see frames already in the
-        # decoder, nor those left in an shm ring (they waited for the client's next
-        # frame: for ever over tcp).
+        # More bytes read with it (but for a burst, above): not a lone call. They go to
+        # the queue now, while this thread holds the role: once it lets the role go to
+        # run the call, the poller that takes it sleeps in the selector, which cannot
+        # see frames already in the decoder, nor those left in an shm ring (they
+        # waited for the client's next frame: for ever over tcp).
         # (a NaN prio too: Intake._admit answers it bad-call, on every path)
         general = (type(msg) is not Call or msg.iface not in functions or bool(queue._live)
-                   or bool(rt._paused) or ch.buffered() or msg.prio != msg.prio)
+                   or bool(rt._paused) or msg.prio != msg.prio
+                   or (ch.buffered() and not (burst and not msg.prio
+                                              and clock() - rt._selected < _FAIR_S)))
         if general:
             rt._stash[ch] = msg  # the general intake takes it (and what follows it)
             rt._take(ch)

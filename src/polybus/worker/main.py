@@ -53,6 +53,7 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
             # One cache per replica, bounded by the interfaces that cache: an interface
             # that caches nothing has the default bound, which would otherwise win.
             opts.cache_bytes = max(d.cache_bytes for d in [d for d in defines if d.cache] or defines)
+            opts.in_order = not any(d.priority for d in defines)
         opts.allow_pickle = spec.pickle
         # With ``coalesce`` over shm (client and replicas sharing CPUs, worker/bells.py)
         # a replica whose queue ran dry sleeps at once: spinning, it would hold the CPU

@@ -152,6 +152,8 @@ class WorkerRuntime(Polling):
                 self._run(job)
             except Exception as exc:  # a fault in polybus's steps: the call fails alone
                 self.fault(job.channel, job.call.id, exc)
+            if not len(self._queue) and self._holding():
+                self._release_held(every=True)  # (as the loop's top would: then lone below)
             with self._lock:
                 self._running -= 1
                 self._room_for_paused()

@@ -1,0 +1,119 @@
+"""Calls waiting in an shm ring behind the one a replica's lone thread has just taken run
+right there, one after another, not through the queue (worker/direct.py): in order, a
+failing one alone, and not where the module's interfaces have a priority (in_order).
+
+Made deterministic: the replica has no standby (no one reads the ring while the first
+call runs), the first call waits until the test has written the rest, and the fairness
+window is long, so what direct.py does with a ring of waiting calls is all that varies."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from integration.conftest import next_message
+from polybus.config import load
+from polybus.transport.endpoints import connect
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Batch, Call, Fail, Message, Result
+from polybus.worker import direct
+from polybus.worker.main import options_for
+from polybus.worker.options import ServeOptions
+from polybus.worker.runtime import WorkerRuntime
+
+TOKEN = b"b" * 32
+
+
+class Replica:
+    """A runtime of one thread and no standby, with ``gate`` (waits for `opened`), ``log``
+    (notes its argument) and ``boom`` (raises); `waiting` notes the calls direct.py ran
+    while more frames waited in their ring."""
+
+    def __init__(self, where: str, in_order: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.opened = threading.Event()
+        self.entered = threading.Event()
+        self.ran: list[int] = []
+        self.waiting: list[int] = []
+
+        def boom(x: int) -> None:
+            raise ValueError(f"no {x}")
+
+        def gate() -> bool:
+            self.entered.set()
+            return self.opened.wait(10)
+
+        self.rt = WorkerRuntime("w", {"gate": gate, "log": self._log,
+                                      "boom": boom}, TOKEN, where,
+                                ServeOptions(pool=1, in_order=in_order))
+        self.rt._threads = [t for t in self.rt._threads if not t.name.endswith("standby")]
+        answer = direct._answer
+
+        def counted(rt: Any, ch: Any, call: Call, fn: Any) -> None:
+            if ch.buffered():
+                self.waiting.append(call.id)
+            answer(rt, ch, call, fn)
+
+        monkeypatch.setattr(direct, "_answer", counted)
+        monkeypatch.setattr(direct, "_FAIR_S", 60.0)
+        self.rt.start()
+
+    def _log(self, x: int) -> int:
+        self.ran.append(x)
+        return x
+
+
+@pytest.fixture(params=[True, False], ids=["in_order", "priorities"])
+def replica(request: pytest.FixtureRequest, tmp_path: Path,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[Replica]:
+    r = Replica(f"shm://{tmp_path}/w.sock", request.param, monkeypatch)
+    try:
+        yield r
+    finally:
+        r.rt.stop()
+
+
+def test_calls_waiting_in_the_ring_run_as_they_come_unless_ordered(replica: Replica) -> None:
+    ch = connect(str(replica.rt.address), TOKEN, Codec())
+    try:
+        ch.send(Call(0, "gate", []))
+        assert replica.entered.wait(10)  # the one thread is in it: no one reads the ring
+        # behind it, 30 calls of rising priority, the 20th failing
+        for i in range(1, 31):
+            prio = 0.0 if replica.rt.options.in_order else float(i)
+            ch.send(Call(i, "boom" if i == 20 else "log", [i], prio=prio))
+        replica.opened.set()
+        got: dict[int, Message] = {}
+        while len(got) < 31:  # (answers written together come in a Batch)
+            msg = next_message(ch)
+            got.update((m.id, m) for m in (msg.items if isinstance(msg, Batch) else [msg]))
+    finally:
+        ch.close()
+    assert got[0] == Result(0, True)
+    fail = got[20]
+    assert isinstance(fail, Fail) and fail.type == "ValueError" and "no 20" in fail.traceback
+    assert all(got[i] == Result(i, i) for i in range(1, 31) if i != 20)
+    others = [i for i in range(1, 31) if i != 20]
+    if replica.rt.options.in_order:
+        assert replica.ran == others  # as they came
+        assert replica.waiting == list(range(1, 30))  # each run here, the next waiting
+    else:
+        assert replica.ran == others[::-1]  # queued together: highest priority first
+        assert replica.waiting == []
+
+
+def test_a_module_whose_interfaces_have_a_priority_is_served_in_its_order(tmp_path: Path) -> None:
+    for name, define in (("plain", "{}"), ("ordered", '{ priority = "x" }')):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "server.py").write_text("def f(x):\n    return x\n")
+        (tmp_path / name / "client.py").write_text("def main():\n    return None\n")
+        (tmp_path / name / "app.toml").write_text(
+            f'[modules.server]\nsource = "server.py"\ndefine.f = {define}\n\n'
+            f'[modules.client]\nsource = "client.py"\nentrypoint = "main"\n'
+            f'use.f = {{ callstyle = "async" }}\n\n[bind]\n"client.f" = "server.f"\n')
+    spec = {n: load(tmp_path / n / "app.toml").modules["server"] for n in ("plain", "ordered")}
+    assert options_for(spec["plain"], None, 1 << 20).in_order
+    assert not options_for(spec["ordered"], None, 1 << 20).in_order
