@@ -56,6 +56,7 @@ TOML = """
     use.slow_fail = {{ callstyle = "async" }}
     use.echo = {{ callstyle = "{style}"{extra} }}
     use.plus = {{ callstyle = "async" }}
+    use.plus_quick = {{ callstyle = "async", timeout = "0.1s" }}
     use.mark = {{ callstyle = "{style}"{extra} }}
     use.hang = {{ callstyle = "async" }}
     use.die = {{ callstyle = "async-demand(1)" }}
@@ -73,6 +74,7 @@ TOML = """
     "client.slow_fail" = "server.slow_fail"
     "client.echo" = "server.echo"
     "client.plus" = "server.plus"
+    "client.plus_quick" = "server.plus"
     "client.mark" = "server.mark"
     "client.hang" = "server.hang"
     "client.die" = "server.die"
@@ -81,9 +83,10 @@ TOML = """
 CLIENT = """
     import gc
     from polybus import use, wait
-    from polybus.errors import RemoteException
+    from polybus.errors import CallTimeoutError, RemoteException
 
     fail, slow_fail, echo, plus = use("fail"), use("slow_fail"), use("echo"), use("plus")
+    plus_quick = use("plus_quick")
     mark, hang, die = use("mark"), use("hang"), use("die")
 
     def main(case, path=""):
@@ -127,6 +130,15 @@ CLIENT = """
                 wait(plus(slow_fail("upstream"), 1))
             except RemoteException:
                 pass
+        elif case == "consumer gave up":
+            # the consumer fails on its own (its timeout) before the producer does: no
+            # error of the program's says the producer's, which is then said
+            p = slow_fail("upstream, its consumer gone")
+            try:
+                wait(plus_quick(p, 1))
+            except CallTimeoutError:
+                pass
+            del p
         gc.collect()
         return wait(echo("done"))
 """
@@ -163,6 +175,13 @@ def test_errors_looked_at_or_passed_on_are_not_said(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     for case in ("seen", "forwarded"):
         assert run_case(tmp_path, caplog, case) == ("done", [])
+
+
+def test_a_producer_whose_consumer_failed_on_its_own_is_said(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    result, [line] = run_case(tmp_path, caplog, "consumer gave up")
+    assert result == "done"
+    assert "a call to 'slow_fail' failed" in line and "upstream, its consumer gone" in line
 
 
 def test_many_are_said_a_few_then_once_that_more_went(

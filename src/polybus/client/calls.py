@@ -25,16 +25,29 @@ _PENDING = object()
 _NO_ARGS: list[Any] = []
 
 
+def _carried(rec: CallRecord) -> bool:
+    """Whether a call that consumes ``rec``'s value still waits for it: its error will
+    say ``rec``'s. One that ended first (its own timeout, its own failure) cannot."""
+    if getattr(rec, "carried", False):
+        return True
+    f = getattr(rec.dispatcher.comm, "forwarder", None)
+    edges = f.edges.get(rec.id) if f is not None else None
+    return any(not e.consumer.done for e in edges or ())
+
+
 class CallRecord:
     """One accepted call: gets exactly one outcome, a value or an error."""
 
-    __slots__ = ("ahead", "args", "attempts", "dispatcher", "error", "id", "kwargs", "link",
-                 "orphan", "passed", "prio", "resent", "sent_at", "value")
+    __slots__ = ("ahead", "args", "attempts", "carried", "dispatcher", "error", "id", "kwargs",
+                 "link", "orphan", "passed", "prio", "resent", "sent_at", "value")
 
     # Set when so only (client/unseen.py): its promise went before the outcome came; its
-    # promise was passed to another call (forwarded), whose error says this one's.
+    # promise was passed to another call (forwarded), whose error says this one's if
+    # that call still waits for it when this one fails, or has already failed upstream
+    # (its replica heard first: ``carried``; `_carried`).
     orphan: bool
     passed: bool
+    carried: bool
 
     resent: bool  # sent again after a cache miss (set then only: operands.Comm.missed)
 
@@ -74,7 +87,7 @@ class CallRecord:
         self.error = error
         self._let_go()
         failed()
-        if getattr(self, "passed", False):
+        if getattr(self, "passed", False) and _carried(self):
             seen(error)
         elif getattr(self, "orphan", False):  # no promise left to raise it: said
             forgotten(error, self.dispatcher.interface)

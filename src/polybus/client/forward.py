@@ -67,7 +67,7 @@ class Edge:
     __slots__ = ("asked", "consumer", "failed", "key", "producer", "to", "watched")
 
     def __init__(self, producer: CallRecord, consumer: CallRecord, key: str) -> None:
-        producer.passed = True  # its error reaches the program as the consumer's
+        producer.passed = True  # its error reaches the program as the consumer's (calls.py)
         self.producer = producer
         self.consumer = consumer
         self.key = key
@@ -194,7 +194,10 @@ class Forwarder:
         self.reactor.send(p.link, Forward(p.id, self.pkey(p), e.key, to.channel.peer))
 
     def _fail(self, e: Edge, error: PolybusError, given_up: bool = False) -> None:
-        seen(error)  # (the consumer's error says it, to a program that waits for it)
+        if not given_up and not e.consumer.done:
+            # (the consumer's error says it, to a program that waits for it; given up,
+            # the error is the consumer's own, and the program has not seen it)
+            seen(error)
         if isinstance(error, RemoteException):
             info = [error.remote_type, str(error.remote_message), error.remote_traceback]
         else:
@@ -267,7 +270,14 @@ class Forwarder:
     def answered(self, rec: CallRecord) -> None:
         """``rec`` has its outcome: as a producer, repair what its replica did not send;
         as a consumer, its edges are done."""
+        error = rec.error
+        upstream = (isinstance(error, RemoteException)
+                    and error.remote_message.startswith(UPSTREAM_FAILED))
         for e in self.deps.pop(rec.id, ()):
+            if upstream and not e.producer.done:
+                # Its replica heard of the failure before this client did: the error the
+                # program gets from this consumer says the producer's (client/calls.py).
+                e.producer.carried = True
             self._unwatch(e)
             lst = self.edges.get(e.producer.id)
             if lst is not None:
