@@ -21,8 +21,8 @@ SERVER = """
     def fail(message):
         raise ValueError(message)
 
-    def slow_fail(message):
-        time.sleep(0.3)
+    def slow_fail(message, seconds=0.3):
+        time.sleep(seconds)
         raise ValueError(message)
 
     def echo(x):
@@ -130,6 +130,9 @@ CLIENT = """
                 wait(plus(slow_fail("upstream"), 1))
             except RemoteException:
                 pass
+        elif case == "consumer dropped":  # both never waited for: the drain gives up on it
+            plus_quick(slow_fail("upstream of a dropped consumer", 1.5), 1)
+            return "returned"
         elif case == "consumer gave up":
             # the consumer fails on its own (its timeout) before the producer does: no
             # error of the program's says the producer's, which is then said
@@ -182,6 +185,17 @@ def test_a_producer_whose_consumer_failed_on_its_own_is_said(
     result, [line] = run_case(tmp_path, caplog, "consumer gave up")
     assert result == "done"
     assert "a call to 'slow_fail' failed" in line and "upstream, its consumer gone" in line
+
+
+def test_a_consumer_the_run_gave_up_on_and_its_producer_are_both_said(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    result, lines = run_case(tmp_path, caplog, "consumer dropped")
+    assert result == "returned"
+    assert len(lines) == 2, lines
+    assert any("a call to 'plus' failed" in ln and "CallTimeoutError" in ln
+               for ln in lines)
+    assert any("a call to 'slow_fail' failed" in ln and "upstream of a dropped consumer" in ln
+               for ln in lines)
 
 
 def test_many_are_said_a_few_then_once_that_more_went(
