@@ -3,8 +3,9 @@
 A worker left running with an old token retries its registry every few seconds, and
 each refusal was logged: 36 lines in 26 seconds for two such workers, burying what else
 the registry said. `Quieter` lets the first of a kind through, then at most one a
-``window``, which says how many were held back meanwhile. Kinds are told apart by their
-text with port numbers blanked (each retry comes from a new port).
+``window``, which says how many were held back meanwhile; what is still held back when
+the process stops is said then (`rest`). Kinds are told apart by their text with port
+numbers blanked (each retry comes from a new port).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class Quieter:
     def __init__(self, window: float = 60.0) -> None:
         self.window = window
         self._last: dict[str, tuple[float, int]] = {}  # kind -> (said at, held back since)
+        self._latest: dict[str, str] = {}  # kind -> the text last held back
         self._lock = threading.Lock()
 
     def let(self, text: str) -> str | None:
@@ -32,8 +34,21 @@ class Quieter:
             said, held = self._last.get(kind, (-self.window, 0))
             if now - said < self.window:
                 self._last[kind] = (said, held + 1)
+                self._latest[kind] = text
                 return None
             if len(self._last) > 1000:  # (bounded: kinds long quiet go)
                 self._last = {k: v for k, v in self._last.items() if now - v[0] < self.window}
+                self._latest = {k: v for k, v in self._latest.items() if k in self._last}
             self._last[kind] = (now, 0)
+            self._latest.pop(kind, None)
         return text if not held else f"{text} (and {held} more like it since the last said)"
+
+    def rest(self) -> list[str]:
+        """What was held back and not yet said, a line per kind (the last of each, with
+        the count), and forget it: for the process to log as it stops."""
+        with self._lock:
+            lines = [f"{held} more like this since the last said, the last: {self._latest[k]}"
+                     for k, (_, held) in self._last.items() if held and k in self._latest]
+            self._last = {k: (said, 0) for k, (said, _) in self._last.items()}
+            self._latest = {}
+        return lines

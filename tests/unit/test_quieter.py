@@ -23,3 +23,22 @@ def test_the_first_of_a_kind_then_one_a_window_with_the_count(
     assert q.let(refused.format(5010)) == (refused.format(5010)
                                            + " (and 8 more like it since the last said)")
     assert q.let(refused.format(5011)) is None
+
+
+def test_what_is_still_held_back_is_said_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that retried a few times and gave up left its count unsaid: it was said
+    only with a next refusal, a window later, which never came."""
+    now = [100.0]
+    monkeypatch.setattr(quieter.time, "monotonic", lambda: now[0])
+    q = Quieter(window=60.0)
+    refused = "peer 127.0.0.1:{}: wrong cluster token"
+    assert q.let(refused.format(1)) is not None
+    for port in (2, 3, 4):
+        now[0] += 1
+        assert q.let(refused.format(port)) is None
+    assert q.let("peer 127.0.0.1:9: protocol version not supported") is not None
+    assert q.rest() == [f"3 more like this since the last said, the last: {refused.format(4)}"]
+    assert q.rest() == []  # said once
+    now[0] += 1
+    assert q.let(refused.format(5)) is None  # (still within the window of the first)
+    assert q.rest() == [f"1 more like this since the last said, the last: {refused.format(5)}"]

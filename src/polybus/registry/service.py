@@ -157,6 +157,8 @@ class RegistryService:
         if self._closed.is_set():
             return
         self._closed.set()
+        for line in self._quiet.rest():
+            log.warning("registry refused connections: %s", line)
         try:
             self._listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
         except OSError:

@@ -301,6 +301,8 @@ class WorkerRuntime(Polling):
         with self._cv:
             self._stopping = True
             self._cv.notify_all()
+        for line in self._quiet.rest():
+            log.warning("worker %s refused connections: %s", self.name, line)
         self._stop_event.set()
         self._wake()
         deadline = time.monotonic() + grace
