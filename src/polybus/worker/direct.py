@@ -25,6 +25,7 @@ from polybus.errors import PolybusError, ProtocolError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
 from polybus.wire.messages import Call, Message, Result
+from polybus.worker.bells import coalescing
 from polybus.worker.cache import FORWARDED
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import HEEDED
@@ -54,7 +55,8 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
     # priorities to order them by, run here as they come, not through the queue: a
     # queued call cost the replica ~12 us of its own against ~10 run here (10-call bursts
     # of 100-byte calls). Within a millisecond of the last general look, as lone calls.
-    burst = ring and rt.options.pool == 1 and rt.options.in_order
+    # Not with ``coalesce``: answered here, each would ring its client's bell at once.
+    burst = ring and rt.options.pool == 1 and rt.options.in_order and not coalescing(ch)
     msg: Message | None
     first: Message | None = None  # a message serve_socket read and handed over
     if not ring and usable(rt, ch):  # a plain socket: its lone calls in one frame
@@ -99,7 +101,9 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
         # (a NaN prio too: Intake._admit answers it bad-call, on every path)
         general = (type(msg) is not Call or msg.iface not in functions or bool(queue._live)
                    or bool(rt._paused) or msg.prio != msg.prio
-                   or (ch.buffered() and not (burst and not msg.prio
+                   # (a burst only from the ring: frames the decoder holds are seen by
+                   # no poller's look at the ring, and would wait for a next frame)
+                   or (ch.buffered() and not (burst and not msg.prio and ch.decoder.empty
                                               and clock() - rt._selected < _FAIR_S)))
         if general:
             rt._stash[ch] = msg  # the general intake takes it (and what follows it)
@@ -122,6 +126,8 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
                 return True
             continue
         call: Call = msg  # type: ignore[assignment]  # (not general: a Call)
+        if ring:  # (still holding the role: frames behind it, the next sleeper looks first)
+            rt._awake.add(ch)  # type: ignore[arg-type]
         with lock:  # run it, the role let go meanwhile (as _poll_and_release does)
             rt._polling = False
             rt._running += 1

@@ -53,12 +53,14 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
             # One cache per replica, bounded by the interfaces that cache: an interface
             # that caches nothing has the default bound, which would otherwise win.
             opts.cache_bytes = max(d.cache_bytes for d in [d for d in defines if d.cache] or defines)
-            opts.in_order = not any(d.priority for d in defines)
         opts.allow_pickle = spec.pickle
+        opts.in_order = not any(d.priority for d in spec.define.values())
         # With ``coalesce`` over shm (client and replicas sharing CPUs, worker/bells.py)
         # a replica whose queue ran dry sleeps at once: spinning, it would hold the CPU
         # the client then needs for the answers it was woken to read.
         opts.spin_s = 0.0 if spec.coalesce and spec.transport == "shm" else spec.spin
+    else:  # (a hand-started worker with no configuration: its clients' may order calls)
+        opts.in_order = False
     if replica is not None:
         opts.speed = replica.speed
     return opts

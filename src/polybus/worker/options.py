@@ -18,6 +18,7 @@ class ServeOptions:
     handshake_timeout: float = 5.0  # a peer silent this long before proving itself is dropped
     cache_bytes: int = 512 * 1024 * 1024  # operand cache (worker/cache.py)
     spin_s: float = SPIN_S          # after answering, look this long before sleeping
-    # No interface orders its calls (``priority``): a lone thread may run the calls
-    # waiting in an shm ring one after another as they come (worker/direct.py).
+    # No interface orders its calls (``priority``; False when the module's configuration
+    # is not known): a lone thread may run the calls waiting in an shm ring one after
+    # another as they come (worker/direct.py).
     in_order: bool = True
