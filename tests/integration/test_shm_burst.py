@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from integration.conftest import next_message
 from polybus.config import load
 from polybus.transport.endpoints import connect
-from polybus.transport.ringchannel import RingChannel
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Batch, Call, Fail, Message, Result
 from polybus.worker import direct
@@ -52,8 +50,8 @@ class Replica:
             self.entered.set()
             return self.opened.wait(10)
 
-        def slow(x: Any) -> Any:
-            time.sleep(0.02)
+        def slow(x: Any) -> Any:  # (long enough for the standby to look meanwhile)
+            time.sleep(0.03)
             return x if isinstance(x, int) else -1
 
         self.rt = WorkerRuntime("w", {"gate": gate, "log": self._log, "boom": boom,
@@ -77,6 +75,32 @@ class Replica:
         self.ran.append(x)
         return x
 
+    def burst(self, calls: list[Call], ready: Callable[[Any], None] = lambda ch: None,
+              within: float = 10.0) -> dict[int, Message]:
+        """Connect, send ``gate`` and, while it runs (``ready(ch)`` first), ``calls``;
+        then open the gate: the answers that came within ``within`` s, by call id."""
+        ch = connect(str(self.rt.address), TOKEN, Codec())
+        got: dict[int, Message] = {}
+        try:
+            ch.send(Call(0, "gate", []))
+            assert self.entered.wait(10)  # the one thread is in it: no one reads the ring
+            ready(ch)
+            for c in calls:
+                ch.send(c)
+            self.opened.set()
+            deadline = time.monotonic() + within
+            while len(got) < len(calls) + 1 and time.monotonic() < deadline:
+                msg = ch.next_message()
+                if msg is None:
+                    ch.fill(wait=False)
+                    time.sleep(0.0005)
+                    continue  # (answers written together come in a Batch)
+                got.update((m.id, m) for m in (msg.items if isinstance(msg, Batch) else [msg]))
+        finally:
+            ch.close()
+            self.rt.stop()
+        return got
+
 
 @pytest.fixture(params=[True, False], ids=["in_order", "priorities"])
 def replica(request: pytest.FixtureRequest, tmp_path: Path,
@@ -89,21 +113,10 @@ def replica(request: pytest.FixtureRequest, tmp_path: Path,
 
 
 def test_calls_waiting_in_the_ring_run_as_they_come_unless_ordered(replica: Replica) -> None:
-    ch = connect(str(replica.rt.address), TOKEN, Codec())
-    try:
-        ch.send(Call(0, "gate", []))
-        assert replica.entered.wait(10)  # the one thread is in it: no one reads the ring
-        # behind it, 30 calls of rising priority, the 20th failing
-        for i in range(1, 31):
-            prio = 0.0 if replica.rt.options.in_order else float(i)
-            ch.send(Call(i, "boom" if i == 20 else "log", [i], prio=prio))
-        replica.opened.set()
-        got: dict[int, Message] = {}
-        while len(got) < 31:  # (answers written together come in a Batch)
-            msg = next_message(ch)
-            got.update((m.id, m) for m in (msg.items if isinstance(msg, Batch) else [msg]))
-    finally:
-        ch.close()
+    # behind the gate, 30 calls of rising priority, the 20th failing
+    prio = (lambda i: 0.0) if replica.rt.options.in_order else float
+    got = replica.burst([Call(i, "boom" if i == 20 else "log", [i], prio=prio(i))
+                         for i in range(1, 31)])
     assert got[0] == Result(0, True)
     fail = got[20]
     assert isinstance(fail, Fail) and fail.type == "ValueError" and "no 20" in fail.traceback
@@ -117,47 +130,33 @@ def test_calls_waiting_in_the_ring_run_as_they_come_unless_ordered(replica: Repl
         assert replica.waiting == []
 
 
-def _answers(ch: Any, count: int, within: float = 10.0) -> dict[int, Message]:
-    got: dict[int, Message] = {}
-    deadline = time.monotonic() + within
-    while len(got) < count and time.monotonic() < deadline:
-        msg = ch.next_message()
-        if msg is None:
-            ch.fill(wait=False)
-            time.sleep(0.0005)
-            continue
-        got.update((m.id, m) for m in (msg.items if isinstance(msg, Batch) else [msg]))
-    return got
-
-
 def test_calls_behind_a_large_one_in_the_decoder_are_answered(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A frame too large to decode where it lies in the ring is copied out into the
     decoder with the frames behind it; run as a burst, those were seen by no poller (it
     looks at rings, not decoders) and waited for the client's next frame: for ever, here
-    (found by review). The standby runs, as in any replica."""
+    (found by review). The standby runs, as in any replica, and looks while call 1 runs."""
     replica = Replica(f"shm://{tmp_path}/w.sock", True, monkeypatch, standby=True)
     polled = threading.Event()
     poll_once = replica.rt._poll_once
 
     def noted() -> None:
+        # During the gate the standby looks once, and no more: the calls sent after it
+        # wait for the thread that ran the gate, whatever the standby's timing.
+        if (threading.current_thread().name.endswith("standby")
+                and replica.entered.is_set() and not replica.opened.is_set()):
+            if not polled.is_set():
+                poll_once()
+                polled.set()
+            return
         poll_once()
-        if replica.entered.is_set() and threading.current_thread().name.endswith("standby"):
-            polled.set()
+
+    def spent(ch: Any) -> None:
+        assert polled.wait(10)  # the standby's look during the gate is spent
 
     replica.rt._poll_once = noted  # type: ignore[method-assign]
-    ch = connect(str(replica.rt.address), TOKEN, Codec())
-    try:
-        ch.send(Call(0, "gate", []))
-        assert replica.entered.wait(10) and polled.wait(10)  # (its look is spent)
-        ch.send(Call(1, "slow", [np.zeros(200 * 1024, np.uint8)]))  # the decoder's way
-        for i in range(2, 6):
-            ch.send(Call(i, "slow", [i]))
-        replica.opened.set()
-        got = _answers(ch, 6)
-    finally:
-        ch.close()
-        replica.rt.stop()
+    got = replica.burst([Call(1, "slow", [np.zeros(200 * 1024, np.uint8)])]  # the decoder's way
+                        + [Call(i, "slow", [i]) for i in range(2, 6)], ready=spent)
     assert sorted(got) == list(range(6))
     assert [got[i] for i in range(1, 6)] == [Result(1, -1)] + [Result(i, i) for i in range(2, 6)]
 
@@ -167,24 +166,17 @@ def test_no_burst_for_a_client_that_asks_to_coalesce(
     """Answered one by one in a burst, each answer would ring the sleeping client's bell;
     its calls go through the queue, whose answers' bells are held back (bells.py)."""
     replica = Replica(f"shm://{tmp_path}/w.sock", True, monkeypatch)
-    ch = connect(str(replica.rt.address), TOKEN, Codec())
-    try:
-        assert isinstance(ch, RingChannel)
-        ch.send(Call(0, "gate", []))
-        assert replica.entered.wait(10)
+
+    def coalescing(ch: Any) -> None:
         deadline = time.monotonic() + 10
-        while not (replica.rt._channels and all(c.coalesce_s() for c in replica.rt._channels)):
+        channels = replica.rt._channels
+        while not (channels and all(c.coalesce_s() for c in channels)):  # (its ring is up)
             assert time.monotonic() < deadline, "the replica never saw coalesce"
             ch.coalesce(0.05)
             ch.fill(wait=False)
             time.sleep(0.001)
-        for i in range(1, 11):
-            ch.send(Call(i, "log", [i]))
-        replica.opened.set()
-        got = _answers(ch, 11)
-    finally:
-        ch.close()
-        replica.rt.stop()
+
+    got = replica.burst([Call(i, "log", [i]) for i in range(1, 11)], ready=coalescing)
     assert [got[i] for i in range(1, 11)] == [Result(i, i) for i in range(1, 11)]
     assert replica.waiting == []
 
