@@ -54,6 +54,7 @@ TOML = """
     entrypoint = "main"
     use.fail = {{ callstyle = "{style}"{extra} }}
     use.slow_fail = {{ callstyle = "async" }}
+    use.slow_fail_quick = {{ callstyle = "async", timeout = "0.2s" }}
     use.echo = {{ callstyle = "{style}"{extra} }}
     use.plus = {{ callstyle = "async" }}
     use.plus_quick = {{ callstyle = "async", timeout = "0.1s" }}
@@ -72,6 +73,7 @@ TOML = """
     [bind]
     "client.fail" = "server.fail"
     "client.slow_fail" = "server.slow_fail"
+    "client.slow_fail_quick" = "server.slow_fail"
     "client.echo" = "server.echo"
     "client.plus" = "server.plus"
     "client.plus_quick" = "server.plus"
@@ -82,11 +84,13 @@ TOML = """
 
 CLIENT = """
     import gc
+    import time
+
     from polybus import use, wait
     from polybus.errors import CallTimeoutError, NoReplicaError, RemoteException
 
     fail, slow_fail, echo, plus = use("fail"), use("slow_fail"), use("echo"), use("plus")
-    plus_quick = use("plus_quick")
+    plus_quick, slow_fail_quick = use("plus_quick"), use("slow_fail_quick")
     mark, hang, die = use("mark"), use("hang"), use("die")
 
     def main(case, path=""):
@@ -135,6 +139,17 @@ CLIENT = """
                 pass
         elif case == "consumer dropped":  # both never waited for: the drain gives up on it
             plus_quick(slow_fail("upstream of a dropped consumer", 1.5), 1)
+            return "returned"
+        elif case == "two producers":
+            # the consumer's error says the first producer's; the second fails later,
+            # on its own, and no error of the program's says it
+            try:
+                wait(plus(fail("the first"), slow_fail("the second", 0.3)))
+            except RemoteException:
+                pass
+            time.sleep(0.5)
+        elif case == "both given up":  # the drain gives up on both, the producer first
+            plus_quick(slow_fail_quick("a producer given up", 1.0), 1)
             return "returned"
         elif case == "consumer gave up":
             # the consumer fails on its own (its timeout) before the producer does: no
@@ -199,6 +214,27 @@ def test_a_consumer_the_run_gave_up_on_and_its_producer_are_both_said(
                for ln in lines)
     assert any("a call to 'slow_fail' failed" in ln and "upstream of a dropped consumer" in ln
                for ln in lines)
+
+
+def test_a_second_producer_that_failed_on_its_own_is_said(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The consumer's error says one producer's (the program saw it); the other's failure
+    came later, and was taken as said by that consumer too (found by review)."""
+    result, [line] = run_case(tmp_path, caplog, "two producers")
+    assert result == "done"
+    assert "a call to 'slow_fail' failed" in line and "the second" in line
+
+
+def test_a_producer_given_up_while_its_consumer_waits_is_said(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Given up first, while its consumer still waited: taken as said by the consumer,
+    which then timed out on its own (found by review)."""
+    result, lines = run_case(tmp_path, caplog, "both given up")
+    assert result == "returned"
+    assert len(lines) == 2, lines
+    assert any("a call to 'slow_fail' failed" in ln and "CallTimeoutError" in ln
+               for ln in lines)
+    assert any("a call to 'plus' failed" in ln and "CallTimeoutError" in ln for ln in lines)
 
 
 def test_many_are_said_a_few_then_once_that_more_went(

@@ -25,11 +25,10 @@ _PENDING = object()
 _NO_ARGS: list[Any] = []
 
 
-def _carried(rec: CallRecord) -> bool:
-    """Whether a call that consumes ``rec``'s value still waits for it: its error will
-    say ``rec``'s. One that ended first (its own timeout, its own failure) cannot."""
-    if getattr(rec, "carried", False):
-        return True
+def waited_on(rec: CallRecord) -> bool:
+    """Whether a call that consumes ``rec``'s value (forwarding) still waits for it:
+    then whether ``rec``'s error reaches the program in that call's is decided when that
+    call ends (`Forwarder.answered`), not when ``rec`` fails."""
     f = getattr(rec.dispatcher.comm, "forwarder", None)
     edges = f.edges.get(rec.id) if f is not None else None
     return any(not e.consumer.done for e in edges or ())
@@ -42,12 +41,13 @@ class CallRecord:
                  "link", "orphan", "passed", "prio", "resent", "sent_at", "value")
 
     # Set when so only (client/unseen.py): its promise went before the outcome came; its
-    # promise was passed to another call (forwarded), whose error says this one's if
-    # that call still waits for it when this one fails, or has already failed upstream
-    # (its replica heard first: ``carried``; `_carried`).
+    # promise was passed to another call (forwarded), whose error may say this one's
+    # (decided when that call ends: `waited_on`); ``carried``: such a call ended first,
+    # failed upstream with this message (its replica heard before this client did), so
+    # this call's error, if it has that message, was said.
     orphan: bool
     passed: bool
-    carried: bool
+    carried: str
 
     resent: bool  # sent again after a cache miss (set then only: operands.Comm.missed)
 
@@ -87,8 +87,11 @@ class CallRecord:
         self.error = error
         self._let_go()
         failed()
-        if getattr(self, "passed", False) and _carried(self):
-            seen(error)
+        carried = getattr(self, "carried", None)
+        if carried is not None and getattr(error, "remote_message", str(error)) == carried:
+            seen(error)  # a consumer's error, come first, said this one's
+        elif getattr(self, "passed", False) and waited_on(self):
+            pass  # decided when that consumer ends (Forwarder.answered)
         elif getattr(self, "orphan", False):  # no promise left to raise it: said
             forgotten(error, self.dispatcher.interface)
         return True

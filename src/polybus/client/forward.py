@@ -40,10 +40,11 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import Pending
+from polybus.client.calls import waited_on
 from polybus.client.naming import known_for
 from polybus.client.operands import Comm
 from polybus.client.promise import CallPromise
-from polybus.client.unseen import seen
+from polybus.client.unseen import forgotten, seen
 from polybus.errors import (
     UPSTREAM_FAILED,
     PolybusError,
@@ -194,10 +195,7 @@ class Forwarder:
         self.reactor.send(p.link, Forward(p.id, self.pkey(p), e.key, to.channel.peer))
 
     def _fail(self, e: Edge, error: PolybusError, given_up: bool = False) -> None:
-        if not given_up and not e.consumer.done:
-            # (the consumer's error says it, to a program that waits for it; given up,
-            # the error is the consumer's own, and the program has not seen it)
-            seen(error)
+        # (whether the consumer's error says ``error`` is decided when it ends: answered)
         if isinstance(error, RemoteException):
             info = [error.remote_type, str(error.remote_message), error.remote_traceback]
         else:
@@ -271,19 +269,18 @@ class Forwarder:
         """``rec`` has its outcome: as a producer, repair what its replica did not send;
         as a consumer, its edges are done."""
         error = rec.error
-        upstream = (isinstance(error, RemoteException)
-                    and error.remote_message.startswith(UPSTREAM_FAILED))
+        said = named = None
+        if isinstance(error, RemoteException) and error.remote_message.startswith(UPSTREAM_FAILED):
+            said = error.remote_message.removeprefix(UPSTREAM_FAILED)
+            named = self._upstream(rec, error.remote_message)
         for e in self.deps.pop(rec.id, ()):
-            if upstream and not e.producer.done:
-                # Its replica heard of the failure before this client did: the error the
-                # program gets from this consumer says the producer's (client/calls.py).
-                e.producer.carried = True
             self._unwatch(e)
             lst = self.edges.get(e.producer.id)
             if lst is not None:
                 lst[:] = [x for x in lst if x is not e]
                 if not lst:
                     del self.edges[e.producer.id]
+            self._said_by(e.producer, e.producer is named, said)
         edges = self.edges.get(rec.id)
         if not edges:
             return
@@ -299,17 +296,38 @@ class Forwarder:
             if e.to is not None and not e.consumer.done and not e.failed and e.key not in sent:
                 self._connect(e)
 
-    def origin(self, rec: CallRecord, message: str) -> str:
-        """Which producer a failure of consumer ``rec`` came from ("f on server-0"), as
-        its replica says only that an upstream call failed: one whose failure the client
-        has or sent on, its message first; else its one unanswered producer; else ""."""
+    @staticmethod
+    def _said_by(p: CallRecord, named: bool, said: str | None) -> None:
+        """A consumer of ``p`` ended, failed upstream with the message ``said`` (else
+        None); ``named``: that failure is ``p``'s, as far as the client can tell. Then
+        ``p``'s error reached the program as the consumer's; if ``p`` has not failed
+        yet, its error will have if it has that message (``carried``). Else, with no
+        other consumer waiting for it, ``p``'s error is unseen: said now if its promise
+        went (client/unseen.py)."""
+        if p.error is None:
+            if said is not None:
+                p.carried = said
+        elif named:
+            seen(p.error)
+        elif getattr(p, "orphan", False) and not waited_on(p):
+            forgotten(p.error, p.dispatcher.interface)
+
+    def _upstream(self, rec: CallRecord, message: str) -> CallRecord | None:
+        """The producer a failure of consumer ``rec`` came from, as its replica says only
+        that an upstream call failed: one whose failure the client has or sent on, its
+        message first; else its one unanswered producer; else None."""
         edges = self.deps.get(rec.id, ())
         said = message.removeprefix(UPSTREAM_FAILED)
         failed = [e for e in edges if e.failed or e.producer.error is not None]
         failed.sort(key=lambda e: (e.failed or getattr(e.producer.error, "remote_message",
                                                        str(e.producer.error))) != said)
         waiting = [e.producer for e in edges if not e.producer.done]
-        p = failed[0].producer if failed else waiting[0] if len(waiting) == 1 else None
+        return failed[0].producer if failed else waiting[0] if len(waiting) == 1 else None
+
+    def origin(self, rec: CallRecord, message: str) -> str:
+        """Which producer a failure of consumer ``rec`` came from ("f on server-0"), or
+        "" (`_upstream`)."""
+        p = self._upstream(rec, message)
         if p is None:
             return ""
         where = p.link.name if p.link is not None else ""

@@ -12,7 +12,7 @@ import contextlib
 import operator
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.calls import _PENDING, give_up
+from polybus.client.calls import _PENDING, give_up, waited_on
 from polybus.client.unseen import forgotten
 from polybus.wire.codec import Ref
 
@@ -214,9 +214,11 @@ class CallPromise(Promise):
 
     def __del__(self) -> None:
         rec = self._rec
-        if rec.error is not None:  # (a failed call whose error the program never saw)
-            forgotten(rec.error, rec.dispatcher.interface)
-        elif rec.value is _PENDING:  # (its error, if one comes, is said when it does)
+        if rec.error is not None and not (getattr(rec, "passed", False) and waited_on(rec)):
+            forgotten(rec.error, rec.dispatcher.interface)  # (failed, the program never saw)
+        elif rec.value is _PENDING or rec.error is not None:
+            # (its error, if one comes, is said when it does; one a consumer still waits
+            # on is decided when the consumer ends: Forwarder.answered)
             rec.orphan = True
 
     def _expire(self, waited: float) -> None:

@@ -157,8 +157,6 @@ class RegistryService:
         if self._closed.is_set():
             return
         self._closed.set()
-        for line in self._quiet.rest():
-            log.warning("registry refused connections: %s", line)
         try:
             self._listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
         except OSError:
@@ -172,3 +170,5 @@ class RegistryService:
                 ch.close()
         self._greeting.end(timeout=0.0)  # handshakes under way end (their threads close)
         self._thread.join(timeout=2)
+        for line in self._quiet.rest():  # (last: a refusal under way is counted first)
+            log.warning("registry refused connections: %s", line)

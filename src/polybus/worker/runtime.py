@@ -301,8 +301,6 @@ class WorkerRuntime(Polling):
         with self._cv:
             self._stopping = True
             self._cv.notify_all()
-        for line in self._quiet.rest():
-            log.warning("worker %s refused connections: %s", self.name, line)
         self._stop_event.set()
         self._wake()
         deadline = time.monotonic() + grace
@@ -310,6 +308,8 @@ class WorkerRuntime(Polling):
         for t in self._threads:
             if t is not threading.current_thread() and t.ident is not None:  # (started)
                 t.join(timeout=max(0.0, deadline - time.monotonic()))
+        for line in self._quiet.rest():  # (after the handshakes under way ended)
+            log.warning("worker %s refused connections: %s", self.name, line)
         with self._lock:
             new, self._new = self._new, []
         for ch in [*self._channels, *new]:  # (new: authenticated, not yet adopted)
