@@ -24,6 +24,7 @@ class Quieter:
         self.window = window
         self._last: dict[str, tuple[float, int]] = {}  # kind -> (said at, held back since)
         self._latest: dict[str, str] = {}  # kind -> the text last held back
+        self._forgotten = 0  # held back, of kinds forgotten to bound the memory (rest says)
         self._lock = threading.Lock()
 
     def let(self, text: str) -> str | None:
@@ -36,7 +37,9 @@ class Quieter:
                 self._last[kind] = (said, held + 1)
                 self._latest[kind] = text
                 return None
-            if len(self._last) > 1000:  # (bounded: kinds long quiet go)
+            if len(self._last) > 1000:  # (bounded: kinds long quiet go, their counts kept)
+                self._forgotten += sum(h for k, (t, h) in self._last.items()
+                                       if now - t >= self.window and k != kind)
                 self._last = {k: v for k, v in self._last.items() if now - v[0] < self.window}
                 self._latest = {k: v for k, v in self._latest.items() if k in self._last}
             self._last[kind] = (now, 0)
@@ -49,6 +52,9 @@ class Quieter:
         with self._lock:
             lines = [f"{held} more like this since the last said, the last: {self._latest[k]}"
                      for k, (_, held) in self._last.items() if held and k in self._latest]
+            if self._forgotten:
+                lines.append(f"{self._forgotten} more held back, of kinds since forgotten (to bound memory)")
             self._last = {k: (said, 0) for k, (said, _) in self._last.items()}
             self._latest = {}
+            self._forgotten = 0
         return lines

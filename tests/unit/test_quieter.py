@@ -42,3 +42,18 @@ def test_what_is_still_held_back_is_said_at_the_end(monkeypatch: pytest.MonkeyPa
     now[0] += 1
     assert q.let(refused.format(5)) is None  # (still within the window of the first)
     assert q.rest() == [f"1 more like this since the last said, the last: {refused.format(5)}"]
+
+
+def test_counts_of_kinds_forgotten_to_bound_memory_are_still_said(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(quieter.time, "monotonic", lambda: now[0])
+    q = Quieter(window=60.0)
+    for i in range(1001):  # a thousand and one kinds, each refused twice
+        kind = f"peer 10.0.{i // 256}.{i % 256}: wrong cluster token"
+        assert q.let(kind) is not None
+        assert q.let(kind) is None
+    now[0] += 61  # all quiet a window: the next new kind forgets them
+    assert q.let("peer 127.0.0.1:1: protocol version not supported") is not None
+    assert q.rest() == ["1001 more held back, of kinds since forgotten (to bound memory)"]
+    assert q.rest() == []
