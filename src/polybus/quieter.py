@@ -53,7 +53,8 @@ class Quieter:
             lines = [f"{held} more like this since the last said, the last: {self._latest[k]}"
                      for k, (_, held) in self._last.items() if held and k in self._latest]
             if self._forgotten:
-                lines.append(f"{self._forgotten} more held back, of kinds since forgotten (to bound memory)")
+                lines.append(f"{self._forgotten} more held back, of kinds since forgotten "
+                             "(to bound memory)")
             self._last = {k: (said, 0) for k, (said, _) in self._last.items()}
             self._latest = {}
             self._forgotten = 0
