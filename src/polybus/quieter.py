@@ -22,8 +22,8 @@ _PORT = re.compile(r":\d+")
 class Quieter:
     def __init__(self, window: float = 60.0) -> None:
         self.window = window
-        self._last: dict[str, tuple[float, int]] = {}  # kind -> (said at, held back since)
-        self._latest: dict[str, str] = {}  # kind -> the text last held back
+        # kind -> (said at, held back since, the text last held back)
+        self._last: dict[str, tuple[float, int, str]] = {}
         self._forgotten = 0  # held back, of kinds forgotten to bound the memory (rest says)
         self._lock = threading.Lock()
 
@@ -32,30 +32,26 @@ class Quieter:
         kind = _PORT.sub(":*", text)
         now = time.monotonic()
         with self._lock:
-            said, held = self._last.get(kind, (-self.window, 0))
+            said, held, _ = self._last.get(kind, (-self.window, 0, ""))
             if now - said < self.window:
-                self._last[kind] = (said, held + 1)
-                self._latest[kind] = text
+                self._last[kind] = (said, held + 1, text)
                 return None
             if len(self._last) > 1000:  # (bounded: kinds long quiet go, their counts kept)
-                self._forgotten += sum(h for k, (t, h) in self._last.items()
+                self._forgotten += sum(h for k, (t, h, _) in self._last.items()
                                        if now - t >= self.window and k != kind)
                 self._last = {k: v for k, v in self._last.items() if now - v[0] < self.window}
-                self._latest = {k: v for k, v in self._latest.items() if k in self._last}
-            self._last[kind] = (now, 0)
-            self._latest.pop(kind, None)
+            self._last[kind] = (now, 0, "")
         return text if not held else f"{text} (and {held} more like it since the last said)"
 
     def rest(self) -> list[str]:
         """What was held back and not yet said, a line per kind (the last of each, with
         the count), and forget it: for the process to log as it stops."""
         with self._lock:
-            lines = [f"{held} more like this since the last said, the last: {self._latest[k]}"
-                     for k, (_, held) in self._last.items() if held and k in self._latest]
+            lines = [f"{held} more like this since the last said, the last: {last}"
+                     for _, held, last in self._last.values() if held]
             if self._forgotten:
                 lines.append(f"{self._forgotten} more held back, of kinds since forgotten "
                              "(to bound memory)")
-            self._last = {k: (said, 0) for k, (said, _) in self._last.items()}
-            self._latest = {}
+            self._last = {k: (said, 0, "") for k, (said, _, _) in self._last.items()}
             self._forgotten = 0
         return lines

@@ -83,10 +83,14 @@ def brief(error: str | None) -> str:
     return f"{first} (full text in --json/--csv)" if rest.strip() else first
 
 
+def _base(sweep: Sweep) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sweep.baseline.items())
+
+
 def title(sweep: Sweep) -> str:
     """The line above the table. Printed on its own, not as the table's title, which rich
     wraps to the table's width: a long path cut the line mid-word even when piped."""
-    base = ", ".join(f"{k}={v}" for k, v in sweep.baseline.items())
+    base = _base(sweep)
     along = sweep.efficiency_vs
     per = (f"; efficiency per replica vs {along[0]}={along[1]}"
            if along is not None and along[0] not in sweep.baseline else "")
@@ -98,7 +102,7 @@ def title(sweep: Sweep) -> str:
 
 def table(sweep: Sweep) -> Table:
     keys = [k for k, _ in sweep.varies]
-    base = ", ".join(f"{k}={v}" for k, v in sweep.baseline.items())
+    base = _base(sweep)
     t = Table()
     if sweep.baseline_failed and sweep.cells:
         t.caption = escape(f"no speedup: the baseline {base} has no figure (it failed or "

@@ -26,12 +26,19 @@ _NO_ARGS: list[Any] = []
 
 
 def waited_on(rec: CallRecord) -> bool:
-    """Whether a call that consumes ``rec``'s value (forwarding) still waits for it:
-    then whether ``rec``'s error reaches the program in that call's is decided when that
-    call ends (`Forwarder.answered`), not when ``rec`` fails."""
+    """Whether ``rec``'s promise was passed to a call (forwarding) that still waits for
+    its value: then whether ``rec``'s error reaches the program in that call's is decided
+    when that call ends (`Forwarder.answered`), not when ``rec`` fails."""
+    if not getattr(rec, "passed", False):
+        return False
     f = getattr(rec.dispatcher.comm, "forwarder", None)
     edges = f.edges.get(rec.id) if f is not None else None
     return any(not e.consumer.done for e in edges or ())
+
+
+def message_of(error: object) -> str:
+    """What a failure says, as a consumer's "upstream call failed" quotes it."""
+    return getattr(error, "remote_message", str(error))
 
 
 class CallRecord:
@@ -88,9 +95,9 @@ class CallRecord:
         self._let_go()
         failed()
         carried = getattr(self, "carried", None)
-        if carried is not None and getattr(error, "remote_message", str(error)) == carried:
+        if carried is not None and message_of(error) == carried:
             seen(error)  # a consumer's error, come first, said this one's
-        elif getattr(self, "passed", False) and waited_on(self):
+        elif waited_on(self):
             pass  # decided when that consumer ends (Forwarder.answered)
         elif getattr(self, "orphan", False):  # no promise left to raise it: said
             forgotten(error, self.dispatcher.interface)

@@ -40,7 +40,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import Pending
-from polybus.client.calls import waited_on
+from polybus.client.calls import message_of, waited_on
 from polybus.client.naming import known_for
 from polybus.client.operands import Comm
 from polybus.client.promise import CallPromise
@@ -319,8 +319,7 @@ class Forwarder:
         edges = self.deps.get(rec.id, ())
         said = message.removeprefix(UPSTREAM_FAILED)
         failed = [e for e in edges if e.failed or e.producer.error is not None]
-        failed.sort(key=lambda e: (e.failed or getattr(e.producer.error, "remote_message",
-                                                       str(e.producer.error))) != said)
+        failed.sort(key=lambda e: (e.failed or message_of(e.producer.error)) != said)
         waiting = [e.producer for e in edges if not e.producer.done]
         return failed[0].producer if failed else waiting[0] if len(waiting) == 1 else None
 

@@ -214,12 +214,13 @@ class CallPromise(Promise):
 
     def __del__(self) -> None:
         rec = self._rec
-        if rec.error is not None and not (getattr(rec, "passed", False) and waited_on(rec)):
-            forgotten(rec.error, rec.dispatcher.interface)  # (failed, the program never saw)
-        elif rec.value is _PENDING or rec.error is not None:
-            # (its error, if one comes, is said when it does; one a consumer still waits
-            # on is decided when the consumer ends: Forwarder.answered)
+        if rec.error is None:
+            if rec.value is _PENDING:  # (its error, if one comes, is said when it does)
+                rec.orphan = True
+        elif waited_on(rec):  # (decided when its consumer ends: Forwarder.answered)
             rec.orphan = True
+        else:  # (failed, and the program never saw it)
+            forgotten(rec.error, rec.dispatcher.interface)
 
     def _expire(self, waited: float) -> None:
         rec = self._rec
