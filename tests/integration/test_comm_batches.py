@@ -198,3 +198,42 @@ def test_a_promise_inside_an_argument_of_an_unaggregated_call(tmp_path: Path) ->
         t.join(30)
         assert not t.is_alive(), "the call with a promise inside its argument hung"
         assert got == [[6, 1, {"k": [6]}]]
+
+
+@pytest.mark.parametrize("style", ["async-demand(2)", "async"])
+def test_threads_sharing_an_aggregating_binding_each_get_their_answers(
+        tmp_path: Path, style: str) -> None:
+    # Program threads, the thread reading answers (which places queued batches) and the
+    # linger timer share the binding's open batch and queue. Unguarded, two threads
+    # took the same queued batch (IndexError in one) and placed it twice, or gave two
+    # calls one slot in a batch: a program of 8 threads x 2000 calls hung for good.
+    import threading
+
+    from polybus.client.completion import as_completed
+
+    toml = TOML.replace('use.scale = { callstyle = "async-demand(1)", aggregate = 16, '
+                        'linger = "60s" }',
+                        f'use.scale = {{ callstyle = "{style}", aggregate = 8, '
+                        'linger = "1ms" }')
+    assert style in toml
+    with cluster(tmp_path, toml, replicas=2) as c:
+        s = c.session()
+        n, threads = 600, 4
+        got: dict[int, list[int]] = {}
+        errors: list[BaseException] = []
+
+        def run(k: int) -> None:
+            try:
+                ps = [s.call("scale", (k * n + i, 2), {}) for i in range(n)]
+                got[k] = sorted(int(p) for p in as_completed(ps, timeout=30))
+            except BaseException as exc:  # (reported below, not lost in the thread)
+                errors.append(exc)
+
+        ts = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(45)
+        assert not any(t.is_alive() for t in ts), "threads calling one binding hung"
+        assert errors == []
+        assert got == {k: [2 * (k * n + i) for i in range(n)] for k in range(threads)}

@@ -89,10 +89,11 @@ def _ids() -> Any:
 class Batcher:
     """The lean call path of one aggregating binding (see the module docstring).
 
-    The caller's threads and the linger timer share the open batch without a lock on
-    the call path: the caller raises ``_inside`` while it works on the batches, the
-    timer raises ``_closing`` and acts only if ``_inside`` is down (each checks the
-    other's flag after raising its own, so under the GIL the two never act at once).
+    The program's threads, the thread that reads answers (which places queued batches)
+    and the linger timer share the open batch, the queue and the held batches under one
+    re-entrant lock (a send that waits for room reads answers, which may place a queued
+    batch from inside it). The timer only tries it: a caller that holds it closes and
+    writes the batches itself.
     """
 
     def __init__(self, dispatcher: Dispatcher, reactor: Reactor, count: int | None,
@@ -133,8 +134,10 @@ class Batcher:
         # Batches with a call that failed, while they live (client/unseen.py settles them)
         self.failed: weakref.WeakSet[Pending] = weakref.WeakSet()
         self.ids = _ids()
-        self._inside = 0       # caller-side depth (a send that waits reads, which may re-enter)
-        self._closing = False  # the linger timer is closing a batch
+        self.lock = threading.RLock()  # (see the class docstring)
+        # Replicas lost while another thread held the lock, for whoever holds it next
+        self._lost_later: collections.deque[tuple[ReplicaLink, int, PolybusError]] = (
+            collections.deque())
         self._wake = threading.Condition(threading.Lock())
         self._stopped = False
         self._idle = False
@@ -168,9 +171,8 @@ class Batcher:
                     args = snapshot_row(args, self._keep())
                     break
         ops = operand_bytes(args, self.at, self.rest, self.auto) if self.bound else None
-        self._inside += 1
-        if self._closing:
-            self._yield()
+        lock = self.lock
+        lock.acquire()  # (not `with`: half the cost, and this is every call's)
         try:
             b = self.open
             if b is None:
@@ -195,19 +197,14 @@ class Batcher:
                 self._close(b)
             return p
         finally:
-            self._inside -= 1
+            lock.release()
+            if self._lost_later:
+                self._settle()
 
     def _keep(self) -> Keep | None:
         """How a held call keeps its cached operands (operands.py, Comm.held)."""
         comm = self.d.comm
         return comm.keep() if comm is not None else None
-
-    def _yield(self) -> None:
-        """The timer is closing a batch: step aside until it is done."""
-        self._inside -= 1
-        while self._closing:
-            time.sleep(0)
-        self._inside += 1
 
     def _start(self) -> Pending:
         b = self.open = Pending(self, time.monotonic())
@@ -305,38 +302,27 @@ class Batcher:
 
     def pump(self) -> None:
         """Queued batches to replicas with room, oldest first."""
-        self._inside += 1
-        if self._closing:
-            self._yield()
-        try:
+        with self.lock:
             while self.backlog:
                 if not self._place(self.backlog[0]):
                     break
                 self.backlog.popleft()
-        finally:
-            self._inside -= 1
+        if self._lost_later:
+            self._settle()
 
     def flush(self) -> None:
         """Before the reactor reads: the open batch goes now (a waiter may need it)."""
-        if self.open is not None:
-            self._inside += 1
-            if self._closing:
-                self._yield()
-            try:
-                if self.open is not None:
-                    self._close(self.open)
-            finally:
-                self._inside -= 1
-        if self.backlog:
-            self.pump()
-        if any(self.held):
-            self._inside += 1
-            if self._closing:
-                self._yield()
-            try:
+        if self.open is None and not self.backlog and not any(self.held):
+            return  # (every read looks: nothing to do is the common case, and lock-free)
+        with self.lock:
+            if self.open is not None:
+                self._close(self.open)
+            if self.backlog:
+                self.pump()
+            if any(self.held):
                 self._write_held()
-            finally:
-                self._inside -= 1
+        if self._lost_later:
+            self._settle()
 
     @property
     def unwritten(self) -> int:
@@ -358,13 +344,20 @@ class Batcher:
         i = self._index.get(id(link))
         if i is None:
             return
-        self._inside += 1
-        if self._closing:
-            self._yield()
-        try:
-            self._requeue(link, i, error)
-        finally:
-            self._inside -= 1
+        # Not waited for: the thread that holds the lock may be waiting to write on a
+        # connection whose writer is the thread that found this replica lost.
+        self._lost_later.append((link, i, error))
+        self._settle()
+
+    def _settle(self) -> None:
+        """Re-run or fail the batches of replicas lost, if the lock is free (else its
+        holder does it when it lets go)."""
+        while self._lost_later and self.lock.acquire(blocking=False):
+            try:
+                while self._lost_later:
+                    self._requeue(*self._lost_later.popleft())
+            finally:
+                self.lock.release()
 
     def _requeue(self, link: ReplicaLink, i: int, error: PolybusError) -> None:
         everything: list[Any] = list(link.outstanding.values())

@@ -2,9 +2,10 @@
 per Batcher that closes a batch left open ``linger`` after its first call, and writes
 batches held back for a busy replica, when the program does nothing more with polybus.
 
-It shares the Batcher's state with the caller's threads without a lock on the call
-path (the ``_inside`` and ``_closing`` flags: see the Batcher's docstring), and never
-reads: what it writes goes on the connection itself, and the caller's reactor reads.
+It shares the Batcher's state with the program's threads under the Batcher's lock,
+which it only tries (a caller that holds it closes and writes the batches itself), and
+never reads: what it writes goes on the connection itself, and the caller's reactor
+reads.
 """
 
 from __future__ import annotations
@@ -63,11 +64,11 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
     reactor = bt.reactor
     if not reactor._lock.acquire(blocking=False):
         return False  # a caller is reading; it flushed before it read
+    if not bt.lock.acquire(blocking=False):
+        reactor._lock.release()
+        return False  # a caller is at work on the batches; it closes them itself
     out: list[tuple[ReplicaLink, list[Message]]] = []
     try:
-        bt._closing = True
-        if bt._inside:
-            return False
         if b is not None and bt.open is b and b.args:
             bt._seal(b)
             # Behind others it waits for room, made by the caller's next read.
@@ -78,9 +79,9 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
                 bt.held[i] = []
                 out.append((bt.links[i], h))
     finally:
-        bt._closing = False
+        bt.lock.release()
         reactor._lock.release()
-    # Written outside the flags, and never read here: the caller's reactor reads.
+    # Written outside the locks, and never read here: the caller's reactor reads.
     for link, msgs in out:
         try:
             write(bt, link, msgs, direct=True)
