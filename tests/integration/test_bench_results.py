@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from polybus.bench.report import BenchResult, Row
-from polybus.bench.results import load_results, render_page, write_page
+from polybus.bench.results import TITLE, load_results, render_page, write_page
 from polybus.bench.stats import Stat
 from polybus.cli.main import main as cli
 
@@ -74,3 +74,45 @@ def test_a_json_or_plot_it_could_not_write_fails_before_the_benchmark_runs(
     err = capsys.readouterr().err
     assert f"--json {tmp_path}/nodir/x.json: directory {tmp_path}/nodir does not exist" in err
     assert f"--plot {tmp_path}/x.txt: not a format it can write" in err
+
+
+def test_the_default_page_is_beside_the_results_never_in_the_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--out DIR wrote ./docs/results.md of whatever directory it was run from (a new
+    user's own project page was replaced by one section). The default is now
+    docs/results.md beside DIR if DIR's parent has docs/ (this repository's
+    ``--out results/``), else DIR/results.md."""
+    here = tmp_path / "project"
+    (here / "docs").mkdir(parents=True)
+    mine = here / "docs" / "results.md"
+    mine.write_text("SENTINEL: the user's own page\n")
+    monkeypatch.chdir(here)
+    elsewhere = tmp_path / "runs" / "out"
+    elsewhere.mkdir(parents=True)
+    _write(elsewhere)
+    assert cli(["bench", "--page-only", "--out", str(elsewhere)]) == 0
+    assert mine.read_text() == "SENTINEL: the user's own page\n"
+    assert (elsewhere / "results.md").read_text().startswith(TITLE)
+
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    (repo / "results").mkdir()
+    _write(repo / "results")
+    assert cli(["bench", "--page-only", "--out", str(repo / "results")]) == 0
+    assert (repo / "docs" / "results.md").read_text().startswith(TITLE)
+    assert not (repo / "results" / "results.md").exists()
+
+
+def test_a_page_that_is_not_a_results_page_is_not_overwritten(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = tmp_path / "results"
+    res.mkdir()
+    _write(res)
+    readme = tmp_path / "README.md"
+    readme.write_text("# my project\n")
+    assert cli(["bench", "--page-only", "--out", str(res), "--page", str(readme)]) == 2
+    assert readme.read_text() == "# my project\n"
+    assert f"--page {readme}: this file is not a results page" in capsys.readouterr().err
+    # (checked before anything runs: a run of the suite would be lost at its end)
+    assert cli(["bench", "latency", "--quick", "--out", str(res), "--page", str(readme)]) == 2
+    assert not (res / "latency.png").exists()

@@ -2,8 +2,9 @@
 
 ``--json F`` / ``--plot F.png`` write one benchmark's figures and picture; ``--out DIR``
 writes ``DIR/NAME.json`` and ``DIR/NAME.png`` for each benchmark run and then
-regenerates the results page (``--page``, docs/results.md by default) from every JSON
-in DIR. ``--page-only`` regenerates the page without running anything.
+regenerates the results page (``--page``; by default docs/results.md beside DIR, or
+DIR/results.md: `page_for`) from every JSON in DIR. ``--page-only`` regenerates the
+page without running anything.
 """
 
 from __future__ import annotations
@@ -30,11 +31,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="FILE.png", help="write a picture of the figures")
     p.add_argument("--out", metavar="DIR",
                    help="write DIR/NAME.json and DIR/NAME.png per benchmark, then the page")
-    p.add_argument("--page", metavar="FILE", default="docs/results.md",
-                   help="the results page --out regenerates (default docs/results.md)")
+    p.add_argument("--page", metavar="FILE",
+                   help="the results page --out regenerates (default: docs/results.md "
+                        "beside DIR, if DIR's parent has a docs folder, else DIR/results.md)")
     p.add_argument("--page-only", action="store_true",
                    help="regenerate --page from the JSON files in --out; run nothing")
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+
+
+def page_for(args: argparse.Namespace) -> Path:
+    """The results page ``--out DIR`` regenerates: ``--page``, else docs/results.md beside
+    DIR when DIR's parent has a docs folder (``--out results/`` in this repository), else
+    DIR/results.md; never a page of the directory the command was run from. UsageError
+    if it is a file the results page was not written to (a README, another page)."""
+    from polybus.bench.results import TITLE
+
+    if args.page:
+        page = Path(args.page)
+    else:
+        docs = Path(args.out).resolve().parent / "docs"
+        page = docs / "results.md" if docs.is_dir() else Path(args.out) / "results.md"
+    check_writable(str(page) if page.parent.is_dir() else None, "--page")
+    if page.is_file():
+        with page.open(encoding="utf-8", errors="replace") as f:
+            first = f.readline().rstrip("\n")
+        if first != TITLE:
+            raise UsageError(f"--page {page}: this file is not a results page (its first "
+                             f"line is not {TITLE!r}), and would be overwritten; name "
+                             "another with --page")
+    return page
 
 
 def main(args: argparse.Namespace) -> int:
@@ -52,7 +77,7 @@ def main(args: argparse.Namespace) -> int:
     if args.page_only:
         if not args.out:
             raise UsageError("--page-only needs --out DIR (where the JSON files are)")
-        page = write_page(args.out, args.page, registry.names())
+        page = write_page(args.out, page_for(args), registry.names())
         console.print(f"wrote {page}")
         return 0
     if not args.name:
@@ -65,6 +90,8 @@ def main(args: argparse.Namespace) -> int:
     # Before the runs, not after them: a mistyped directory was made, and a name matplotlib
     # cannot write ended the run in a traceback (--out DIR is made, as the docs say).
     check_writable(args.json, "--json")
+    if args.out:
+        page_for(args)
     if args.plot:
         check_plot(args.plot)
     failed = []
@@ -72,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
         if not _run_one(name, args, console):
             failed.append(name)
     if args.out:
-        page = write_page(args.out, args.page, registry.names())
+        page = write_page(args.out, page_for(args), registry.names())
         console.print(f"wrote {page}")
     if failed:
         console.print(f"[red]failed:[/] {', '.join(failed)}")
