@@ -39,7 +39,7 @@ from polybus.errors import (
 from polybus.ownfiles import is_polybus_file
 from polybus.token import cluster_token, token_source
 from polybus.transport import tls
-from polybus.worker.module import load_module
+from polybus.worker.module import ASYNC_NOTE, is_async, load_module
 
 
 @dataclass
@@ -134,6 +134,9 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             startup = cluster.startup_s + time.perf_counter() - t0
             module = load_module(client.source, f"polybus_user_{client.key}")
             entry = getattr(module, client.entrypoint)
+            if is_async(entry):
+                raise ConfigError(f"{client.entrypoint!r} {ASYNC_NOTE}", file=str(client.source),
+                                  key=f"modules.{client.key}.entrypoint")
             activate(session)
             unseen.reset()
             t0 = time.perf_counter()

@@ -96,7 +96,7 @@ def check_imports(app: AppConfig, timeout: float = IMPORT_TIMEOUT,
     problems: list[str] = []
     for key, m in app.modules.items():
         cmd = [sys.executable, "-m", "polybus.usercode", str(m.source), f"{timeout:g}", key,
-               *_names(app, key)]
+               "entry" if m.entrypoint else "-", *_names(app, key)]
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         ended = True
@@ -139,9 +139,10 @@ def check_imports(app: AppConfig, timeout: float = IMPORT_TIMEOUT,
 
 def _child(argv: list[str]) -> int:
     """Import one module and check its named functions; print {"error": ...} as JSON."""
-    from polybus.worker.module import load_module
+    from polybus.worker.module import ASYNC_NOTE, is_async, load_module
 
-    path, timeout, key, *names = argv
+    path, timeout, key, entry_flag, *names = argv
+    entry = entry_flag == "entry"  # names[0] is the module's entrypoint
     answer = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)            # what the module prints must not garble the answer
     sys.stdout = sys.stderr
@@ -162,6 +163,9 @@ def _child(argv: list[str]) -> int:
                     f"{'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, not a function")
                 error = (f"module {key!r} ({shown(path)}): {name!r}, which the configuration "
                          f"names, is {what} once the module is imported")
+                break
+            if is_async(fn) and name == names[0] and entry:  # (served ones fail per call)
+                error = f"module {key!r} ({shown(path)}): {name!r} {ASYNC_NOTE}"
                 break
     finally:
         faulthandler.cancel_dump_traceback_later()

@@ -160,3 +160,31 @@ def test_check_names_a_module_slow_to_import_and_the_line_a_hung_one_was_at(
             "to 1 s for it") in said
     assert problems == ["module 'server' (server.py): importing it did not finish within "
                         "1 s (does its top-level code wait or loop?); it was at line 3"]
+
+
+def test_async_def_functions_are_named_not_run_into_a_coroutine(tmp_path: Path) -> None:
+    """An async def entrypoint printed '<coroutine object ...>' with rc 0, and a served
+    one failed with advice to set pickle = true (found by a new-user run). `check` and
+    `run` now name an async entrypoint; a replica serves an async function as one whose
+    every call fails with the reason (a module may hold async helpers it does not serve),
+    and the module's other functions are served."""
+    server = SERVER + "\n\nasync def g(x):\n    return x\n"
+    client = ("from polybus import use\nf = use('f')\ng = use('g')\n\n\nasync def amain():\n"
+              "    return 1\n\n\ndef main():\n    try:\n        g(1) + 0\n"
+              "    except Exception as exc:\n        return [type(exc).__name__, str(exc), f(2)]\n")
+    write_app(tmp_path, server=server, client=client, toml=TOML + '"client.g" = "server.g"\n')
+    note = "is an async def function: polybus calls plain functions"
+    p = cli("check", "app.toml", "--set", "modules.client.entrypoint=amain", cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert f"module 'client' (client.py): 'amain' {note}" in p.stderr
+    p = cli("run", "app.toml", "--quiet", "--set", "modules.client.entrypoint=amain",
+            cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert f"modules.client.entrypoint: 'amain' {note}" in p.stderr
+    assert "coroutine" not in p.stdout
+    p = cli("run", "app.toml", "--quiet", "--json", "out.json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    import json
+
+    kind, message, value = json.loads((tmp_path / "out.json").read_text())["result"]
+    assert kind == "RemoteException" and f"'g' {note}" in message and value == 2

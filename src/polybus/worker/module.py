@@ -46,7 +46,25 @@ def interfaces(module: ModuleType, names: Iterable[str] = ()) -> dict[str, Calla
             fn = getattr(module, n, None)
             if not callable(fn):
                 raise ConfigError(f"{module.__file__}: {n!r} is not a function of the module")
-            out[n] = fn
+            out[n] = _refused(n) if is_async(fn) else fn
         return out
-    return {n: f for n, f in vars(module).items()
+    return {n: (_refused(n) if is_async(f) else f) for n, f in vars(module).items()
             if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == module.__name__}
+
+
+ASYNC_NOTE = ("is an async def function: polybus calls plain functions, and its coroutine "
+              "would never run (make it a def; asyncio.run(...) inside one runs a coroutine)")
+
+
+def is_async(fn: Any) -> bool:
+    """A coroutine or async generator function (polybus would call it and get an object
+    that never runs)."""
+    return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+
+
+def _refused(name: str) -> Callable[..., Any]:
+    """What a replica serves for an async def ``name``: each call fails with the reason
+    (a module may hold async helpers it does not mean to serve, so it still starts)."""
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{name!r} {ASYNC_NOTE}")
+    return refuse
