@@ -164,7 +164,7 @@ def _child(argv: list[str]) -> int:
                 error = (f"module {key!r} ({shown(path)}): {name!r}, which the configuration "
                          f"names, is {what} once the module is imported")
                 break
-            if is_async(fn) and name == names[0] and entry:  # (served ones fail per call)
+            if entry and name == names[0] and is_async(fn):  # (served ones fail per call)
                 error = f"module {key!r} ({shown(path)}): {name!r} {ASYNC_NOTE}"
                 break
     finally:

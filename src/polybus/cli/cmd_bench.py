@@ -77,8 +77,7 @@ def main(args: argparse.Namespace) -> int:
     if args.page_only:
         if not args.out:
             raise UsageError("--page-only needs --out DIR (where the JSON files are)")
-        page = write_page(args.out, page_for(args), registry.names())
-        console.print(f"wrote {page}")
+        console.print(f"wrote {write_page(args.out, page_for(args), registry.names())}")
         return 0
     if not args.name:
         raise UsageError("name a benchmark or 'all' (polybus bench --list shows them)")
@@ -90,17 +89,15 @@ def main(args: argparse.Namespace) -> int:
     # Before the runs, not after them: a mistyped directory was made, and a name matplotlib
     # cannot write ended the run in a traceback (--out DIR is made, as the docs say).
     check_writable(args.json, "--json")
-    if args.out:
-        page_for(args)
+    page = page_for(args) if args.out else None
     if args.plot:
         check_plot(args.plot)
     failed = []
     for name in names:
         if not _run_one(name, args, console):
             failed.append(name)
-    if args.out:
-        page = write_page(args.out, page_for(args), registry.names())
-        console.print(f"wrote {page}")
+    if page is not None:
+        console.print(f"wrote {write_page(args.out, page, registry.names())}")
     if failed:
         console.print(f"[red]failed:[/] {', '.join(failed)}")
         return 1
