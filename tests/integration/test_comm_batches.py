@@ -12,7 +12,7 @@ import pytest
 import polybus
 from polybus.client.batching import Batcher
 from polybus.client.session import Session
-from polybus.errors import CallTimeoutError, RemoteException
+from polybus.errors import BusyError, CallTimeoutError, RemoteException
 
 from .comm_harness import cluster
 
@@ -237,3 +237,29 @@ def test_threads_sharing_an_aggregating_binding_each_get_their_answers(
         assert not any(t.is_alive() for t in ts), "threads calling one binding hung"
         assert errors == []
         assert got == {k: [2 * (k * n + i) for i in range(n)] for k in range(threads)}
+
+
+def test_a_batch_refused_whole_fails_each_of_its_calls(tmp_path: Path) -> None:
+    """A replica that takes none of a batch (its queue full, overflow "reject") answers
+    one Fail with the batch's id. The reactor filed it as a call's and looked for the
+    batch's forwarder, which a Batcher lacked: an AttributeError inside polybus reached
+    whichever program thread was reading answers."""
+    toml = TOML.replace('replication = 2', 'replication = 2\n'
+                        'define.nap = { queue = 1, overflow = "reject" }\n'
+                        'define.scale = { queue = 1 }\ndefine.echo = { queue = 1 }').replace(
+        'use.nap = { callstyle = "async-demand(1)"', 'use.nap = { callstyle = "async"')
+    with cluster(tmp_path, toml, replicas=1) as c:
+        s = c.session()
+        out = [s.call("nap", (i, 0.3), {}) for i in range(12)]  # 3 batches of 4
+        outcomes: list[Any] = []
+        for p in out:
+            try:
+                outcomes.append(polybus.wait(p))
+            except BusyError as exc:
+                outcomes.append(type(exc).__name__)
+        # (one runs, the next waits in the queue of 1 or is refused if the first has not
+        # left it yet; the last is refused unless the first ran by then)
+        batches = [outcomes[i:i + 4] for i in (0, 4, 8)]
+        ran = [b for b in batches if b != ["BusyError"] * 4]
+        assert all(b == list(range(b[0], b[0] + 4)) for b in ran), outcomes
+        assert 1 <= len(ran) < 3 and c.runtimes[0].calls == 4 * len(ran)

@@ -142,3 +142,98 @@ def test_values_of_the_kinds_sent_as_they_are_are_named_too(
                    "be sent by the safe codec (msgpack types, numpy arrays, bytes); convert "
                    "it, or set pickle = true on the serving module in the configuration"]
     assert good1 == good2 == [0, 1, 2] and last == 5
+
+
+UNPICKLING_SERVER = """
+    import os
+
+    class Box:  # defined in the served module: the client cannot import it
+        def __init__(self, x):
+            self.x = x
+
+    def echo(x, y=None):
+        return x
+
+    def boxed(x):
+        return Box(x)
+
+    def pid(x):
+        return os.getpid()
+"""
+
+UNPICKLING_CLIENT = """
+    from polybus import use, wait
+
+    echo = use("echo")
+    boxed = use("boxed")
+    pid = use("pid")
+
+    class Mine:  # defined in the client module: no replica can import it
+        pass
+
+    def failed(call):
+        try:
+            wait(call())
+        except Exception as exc:
+            return [type(exc).__name__, str(exc)]
+        return "answered"
+
+    def main():
+        out = []
+        for bad in (lambda: boxed(1), lambda: echo(Mine())):
+            good = [echo(i) for i in range(3)]
+            out.append(failed(bad))
+            out.append(wait(good))
+        pids = set()
+        for _ in range(40):  # both replicas still serve
+            pids.update(wait([pid(i) for i in range(4)]))
+        out.append(len(pids))
+        return out
+"""
+
+
+UNPICKLING_TOML = """
+    [modules.server]
+    source = "server.py"
+    replication = 2
+    pickle = true
+    transport = "{transport}"
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+    transport = "{transport}"
+    use.echo = {{ {use} }}
+    use.boxed = {{ {use} }}
+
+    [bind]
+    "client.echo" = "server.echo"
+    "client.boxed" = "server.boxed"
+    "client.pid" = "server.pid"
+"""
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("use", ['callstyle = "sync"', 'callstyle = "async"',
+                                 'callstyle = "async-demand(2)", aggregate = 4'],
+                         ids=["sync", "async", "aggregated"])
+def test_a_value_the_other_side_cannot_unpickle_fails_its_call_alone(
+        tmp_path: Path, use: str, transport: str) -> None:
+    """With pickle = true, an answer of a class only the replica has, or an argument of a
+    class only the client has, broke nothing but cut the connection (a protocol error),
+    so the call was run again on the next replica, and cut that too: every replica of
+    the module was lost. Now that call alone fails, saying why, and both replicas serve."""
+    app = write_app(tmp_path, server=UNPICKLING_SERVER, client=UNPICKLING_CLIENT,
+                    toml=UNPICKLING_TOML.format(use=use, transport=transport))
+    answer, good1, argument, good2, replicas = polybus.run(app).result
+    assert answer[0] == "RemoteError"
+    assert answer[1].startswith(
+        "ModuleNotFoundError: its answer could not be unpickled in the client: No module "
+        "named 'polybus_user_server'; a pickled class must come from a module both sides "
+        "import"), answer[1]
+    assert argument[0] == "RemoteError"
+    assert argument[1].startswith(
+        "ModuleNotFoundError: an argument of this call could not be unpickled on the "
+        "replica: No module named 'polybus_user_client'"), argument[1]
+    assert good1 == good2 == [0, 1, 2] and replicas == 2

@@ -96,6 +96,10 @@ class Batcher:
     writes the batches itself.
     """
 
+    # A batch is the reactor's call record too: its Fail (the whole batch refused) is
+    # filed as a call's is (client/answers.py), which looks for the call's forwarder.
+    forwarder = None  # (an aggregating binding forwards nothing: batcher_for)
+
     def __init__(self, dispatcher: Dispatcher, reactor: Reactor, count: int | None,
                  nbytes: int | None, linger: float, comm: Comm | None = None,
                  max_frame: int = DEFAULT_MAX_FRAME) -> None:

@@ -354,8 +354,10 @@ class Forwarder:
         req = next(_reqs)
         reply = self.reactor.request(link, Fetch(self.pkey(rec), req), req, FETCH_TIMEOUT)
         if not isinstance(reply, Fetched) or not reply.ok:
+            why = (reply.value[1] if isinstance(reply, Fetched) and isinstance(reply.value, list)
+                   and len(reply.value) == 2 else "gone or evicted")  # (wire/undecodable.py)
             raise RemoteError(f"the forwarded result of this call to {iface} could not be "
-                              f"fetched from {link.name} (gone or evicted)",
+                              f"fetched from {link.name} ({why})",
                               interface=iface, replica=link.name)
         self.fetched += 1
         return reply.value

@@ -40,6 +40,7 @@ from polybus.wire.arrays import (
 )
 from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, Frame, encode_frame, too_large
 from polybus.wire.messages import Batch, Call, Deliver, Fetched, Message, Put, Result
+from polybus.wire.undecodable import Undecodable, Unpicklable, failed_form
 
 EXT_NDARRAY = 1
 EXT_BYTES = 2
@@ -138,6 +139,7 @@ class Codec:
         self._enc = msgspec.msgpack.Encoder(enc_hook=self._enc_hook)
         self._dec = msgspec.msgpack.Decoder(Message, ext_hook=self._ext_hook)
         self._any_dec = msgspec.msgpack.Decoder(ext_hook=self._ext_hook)
+        self._lenient = False  # (see _failed)
         self._refs: list[tuple[int, Any]] = []
         self._scan_dec = msgspec.msgpack.Decoder(ext_hook=self._scan_hook)
 
@@ -297,6 +299,8 @@ class Codec:
         """The message of a frame that carries no buffers (FrameDecoder.next_small)."""
         try:
             msg: Message = self._dec.decode(header)
+        except Unpicklable:  # (the program's value, not the protocol: wire/undecodable.py)
+            return self._failed(header)
         except msgspec.DecodeError as exc:
             raise ProtocolError(f"malformed message: {exc}") from None
         except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as exc:
@@ -304,6 +308,18 @@ class Codec:
         except RecursionError:  # (a RuntimeError: arrays or maps nested thousands deep)
             raise ProtocolError("malformed message: values nested too deeply") from None
         return msg
+
+    def _failed(self, header: bytes | bytearray | memoryview) -> Message:
+        """The message of ``header``, one of whose values did not unpickle, as the
+        message that fails what it carried (or a `Refusal`)."""
+        self._lenient = True
+        try:
+            msg = self._dec.decode(header)
+        except Exception as exc:  # (it decoded up to the pickle: something else is wrong)
+            raise ProtocolError(f"malformed message: {exc}") from None
+        finally:
+            self._lenient = False
+        return failed_form(msg)  # type: ignore[no-any-return]
 
     def decode_lone(self, data: bytes) -> Message | None:
         """The message of ``data`` if it is exactly one whole frame that carries no
@@ -376,8 +392,10 @@ class Codec:
                 raise ProtocolError("peer sent a pickled value but pickle is not enabled here")
             try:
                 return pickle.loads(data)
-            except Exception as exc:  # a broken pickle raises anything; it is bad input
-                raise ProtocolError(f"malformed pickled value: {type(exc).__name__}") from None
+            except Exception as exc:  # (a class only the sender has, or a broken pickle)
+                if self._lenient:
+                    return Undecodable(exc)
+                raise Unpicklable(f"a pickled value did not unpickle: {exc!r}") from None
         if code == EXT_REF:
             kind, key = META_DEC.decode(data)
             ref = Ref(kind, key)

@@ -28,7 +28,12 @@ def run(rt: WorkerRuntime, job: Job) -> None:
     values: list[Any] = []
     fails: list[Fail] = []
     append = values.append
+    refused = getattr(batch, "refused", None)  # (calls that did not unpickle: undecodable.py)
     for args in batch.args:
+        if refused and len(values) in refused:
+            fails.append(refused[len(values)])
+            append(None)
+            continue
         try:
             append(fn(*args))
         except BaseException as exc:  # (as WorkerRuntime._run)

@@ -45,6 +45,7 @@ from polybus.wire.messages import (
     StatsRequest,
     Steal,
 )
+from polybus.wire.undecodable import Refusal
 from polybus.worker.cache import FORWARDED, OperandCache, resolve_batch
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
@@ -252,6 +253,10 @@ class Intake:
                 for item in items:
                     if isinstance(item, Call):
                         self._enqueue(ch, item)
+                    elif isinstance(item, Refusal):
+                        self._refused(ch, item)
+            case Refusal():  # a value in it did not unpickle (wire/undecodable.py)
+                self._refused(ch, msg)
             case Cancel(ids=ids):
                 with self._lock:
                     self._queue.remove_ids(ch, set(ids))
@@ -307,6 +312,12 @@ class Intake:
         if busy:
             self._send_quietly(ch, Fail(item.id, "busy", "BusyError",
                                         f"{self.name}: queue of {self.options.queue} calls is full"))
+
+    def _refused(self, ch: Channel, refusal: Refusal) -> None:
+        if said := self._quiet.let(f"from {ch.peer}: {refusal.reason}"):  # (the caller is told)
+            log.warning("worker %s: %s", self.name, said)
+        if refusal.answer is not None:
+            self._send_quietly(ch, refusal.answer)
 
     def _send_quietly(self, ch: Channel, msg: Message) -> None:
         send_quietly(ch, msg)

@@ -28,7 +28,7 @@ from polybus.transport.endpoints import Address, HandshakeGate, listen
 from polybus.transport.greeting import Greeting
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
-from polybus.wire.messages import Call, CallBatch, Message, Result, Stats
+from polybus.wire.messages import Call, Message, Result, Stats
 from polybus.worker import batching, direct
 from polybus.worker.bells import OwedBells, coalescing
 from polybus.worker.cache import OperandCache
@@ -253,7 +253,7 @@ class WorkerRuntime(Polling):
 
     # -- running a call ----------------------------------------------------------
     def _run(self, job: Job) -> None:
-        if type(job.call) is CallBatch:
+        if type(job.call) is not Call:  # (a CallBatch, or its RefusedRows: wire/undecodable.py)
             return batching.run(self, job)
         call: Call = job.call
         fn = self.functions[call.iface]

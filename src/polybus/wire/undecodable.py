@@ -1,0 +1,147 @@
+"""A pickled value this side cannot unpickle: that message fails, the connection stays.
+
+With ``pickle = true`` a well-formed frame from an authenticated peer may still carry a
+value this process cannot rebuild, most often an instance of a class defined in a
+module only the sender imports (the client's ``__main__``, or the served module itself,
+which a worker imports under a name of its own). That is the program's value, not a
+broken protocol: the codec decodes the message again with each such value replaced by
+an `Undecodable`, and `failed_form` turns it into what fails that one message alone:
+
+    Result        -> Fail(kind "undecodable"): the call fails with the reason
+    BatchResult   -> that call's slot in ``fails``; the batch's other answers stand
+    Call          -> Refusal(Fail "bad-call"): the replica answers it, runs nothing
+    CallBatch     -> RefusedRows: the batch runs but for those calls, each answered
+                     "bad-call" in its slot (worker/batching.py)
+    Batch         -> each item as above
+    Fetched       -> ok=False, with the reason
+    Deliver       -> ok=False: the consumer call fails with the reason
+    Put           -> Refusal(None): not cached; the call naming it misses and is sent
+                     again with its values, which the replica then refuses as above
+
+A message of any other kind has no program values: a pickle in it stays a protocol error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from polybus.errors import ProtocolError
+from polybus.wire.messages import (
+    Batch,
+    BatchResult,
+    Call,
+    CallBatch,
+    Deliver,
+    Fail,
+    Fetched,
+    Put,
+    Result,
+)
+
+HINT = ("a pickled class must come from a module both sides import (not the program's "
+        "__main__ nor the served module itself)")
+
+
+class Unpicklable(ProtocolError):
+    """Raised by the codec's decode hook: a value of this message did not unpickle."""
+
+
+class Undecodable:
+    """Stands for a value that did not unpickle (``type``, ``why``: what it raised)."""
+
+    __slots__ = ("type", "why")
+
+    def __init__(self, exc: BaseException) -> None:
+        self.type = type(exc).__name__
+        self.why = str(exc) or self.type
+
+
+class RefusedRows(CallBatch):
+    """Not a wire message: a batch some of whose calls did not unpickle, their rows
+    emptied and their answers (by index) in ``refused``."""
+
+    refused: dict[int, Fail] = msgspec.field(default_factory=dict)
+
+
+class Refusal:
+    """Not a wire message: a message this side refuses, with the answer it gets (None:
+    nothing to answer) and the reason, for the log."""
+
+    __slots__ = ("answer", "reason")
+    __match_args__ = ("answer", "reason")
+
+    def __init__(self, answer: Fail | None, reason: str) -> None:
+        self.answer = answer
+        self.reason = reason
+
+
+def first_bad(value: Any) -> Undecodable | None:
+    """The first `Undecodable` in ``value`` (lists, tuples, dict keys and values)."""
+    t = type(value)
+    if t is Undecodable:
+        return value  # type: ignore[no-any-return]
+    if t is list or t is tuple:
+        for v in value:
+            if (bad := first_bad(v)) is not None:
+                return bad
+    elif t is dict:
+        for k, v in value.items():
+            if (bad := first_bad(k) or first_bad(v)) is not None:
+                return bad
+    elif isinstance(value, msgspec.Struct):  # (a Call inside a Batch)
+        for f in value.__struct_fields__:
+            if (bad := first_bad(getattr(value, f))) is not None:
+                return bad
+    return None
+
+
+ANSWER = "its answer could not be unpickled in the client"
+ARGUMENT = "an argument of this call could not be unpickled on the replica"
+FORWARDED = "the forwarded value could not be unpickled"
+
+
+def _said(bad: Undecodable, what: str) -> str:
+    return f"{what}: {bad.why}; {HINT}"
+
+
+def failed_form(msg: Any) -> Any:
+    """``msg`` (decoded with `Undecodable` in place of each value that did not unpickle)
+    as the message that fails only what it carried; ProtocolError for a message that
+    carries no program values."""
+    t = type(msg)
+    if t is Batch:
+        return Batch([failed_form(m) if first_bad(m) is not None else m for m in msg.items])
+    bad = first_bad(msg)
+    if bad is None:  # (its bad value was dropped: say so anyway)
+        raise ProtocolError(f"a {t.__name__} with a value that did not unpickle")
+    if t is Result:
+        return Fail(msg.id, "undecodable", bad.type, _said(bad, ANSWER))
+    if t is BatchResult:
+        fails = list(msg.fails)
+        values = list(msg.values)
+        for i, v in enumerate(values):
+            if (b := first_bad(v)) is not None:
+                values[i] = None
+                fails.append(Fail(i, "undecodable", b.type, _said(b, ANSWER)))
+        return BatchResult(msg.id, values, fails)
+    if t is Call:
+        why = _said(bad, ARGUMENT)
+        return Refusal(Fail(msg.id, "bad-call", bad.type, why), why)
+    if t is CallBatch:
+        refused = {i: Fail(i, "bad-call", b.type, _said(b, ARGUMENT))
+                   for i, row in enumerate(msg.args) if (b := first_bad(row)) is not None}
+        return RefusedRows(msg.id, msg.iface, [[] if i in refused else row
+                                               for i, row in enumerate(msg.args)],
+                           msg.prio, refused)
+    if t is Fetched:
+        return Fetched(msg.req, False, [bad.type, _said(bad, f"{FORWARDED} in the client")])
+    if t is Deliver:
+        why = _said(bad, f"{FORWARDED} on the consumer's replica")
+        return Deliver(msg.key, False, [bad.type, why, ""])
+    if t is Put:
+        return Refusal(None, _said(bad, f"operand {msg.key[:12]} could not be unpickled "
+                                        "on the replica (not cached)"))
+    raise ProtocolError(f"a pickled value in a {t.__name__}, which carries none")
+
