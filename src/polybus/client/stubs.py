@@ -14,11 +14,16 @@ if TYPE_CHECKING:
     from polybus.client.session import Session
 
 _global: list[Session | None] = [None]
+_ran = [False]  # a run has ended in this process (its threads may call on after it)
 
 
 def current(what: str = "a use()d interface was called") -> Session:
     s = _global[0]
     if s is None:
+        if _ran[0]:
+            raise UsageError(f"{what} outside a polybus run: the last run in this process "
+                             "has ended (its entrypoint returned), and a thread of the "
+                             "program that calls on after that gets this")
         raise UsageError(f"{what} outside a polybus run; start the "
                          "program with `polybus run app.toml` or polybus.run()")
     return s
@@ -26,6 +31,8 @@ def current(what: str = "a use()d interface was called") -> Session:
 
 def activate(session: Session | None) -> None:
     """Make ``session`` the one stubs call through (for every thread of the program)."""
+    if session is None and _global[0] is not None:
+        _ran[0] = True
     _global[0] = session
 
 
