@@ -34,7 +34,7 @@ Runner = Callable[[str, Sequence[str]], float]
 
 class Progress(Protocol):
     def start(self, description: str) -> None: ...  # a run begins
-    def advance(self, description: str) -> None: ...  # a run ended
+    def advance(self, description: str) -> None: ...  # a run ended (done, or failed)
     def skip(self, runs: int) -> None: ...  # runs that will not happen (their cell failed)
 
 
@@ -327,9 +327,13 @@ def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
                 cell.error = error_text(exc)
                 if progress is not None:  # (the rest will not run: the estimate leaves them)
                     progress.skip(repeat - i - 1)
+                    if i + 1 < repeat:  # (said where the count drops)
+                        what += f" failed; its {repeat - i - 1} later run(s) left the total"
+                    else:
+                        what += " failed"
             finally:
                 if progress is not None and stopped is None:
-                    progress.advance(what)
+                    progress.advance(what if cell.error is not None else f"{what} done")
         if stopped is not None:
             break
     cells = [c for c in cells if c.elapsed_s or c.error is not None]

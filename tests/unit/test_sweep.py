@@ -63,6 +63,8 @@ def test_runs_each_combination_with_its_overrides_and_reports_failures() -> None
             raise RuntimeError("worker died")
         return times[d["modules.server.replication"]] * (2 if d["modules.client.args"] == "[2]" else 1)
 
+    ended: list[str] = []
+
     class Count:
         n = skipped = started = 0
 
@@ -71,6 +73,7 @@ def test_runs_each_combination_with_its_overrides_and_reports_failures() -> None
 
         def advance(self, description: str) -> None:
             self.n += 1
+            ended.append(description)
 
         def skip(self, runs: int) -> None:
             self.skipped += runs
@@ -82,6 +85,13 @@ def test_runs_each_combination_with_its_overrides_and_reports_failures() -> None
                       fixed=["modules.client.use.f.callstyle=async"], progress=progress)
     # a failed run advances the bar; the runs its cell will not make leave the total
     assert progress.n == progress.started == 3 * 2 * 3 + 2 and progress.skipped == 2 * 2
+    # and says so where the count drops (a run of a sweep in a log file, cmd_sweep._Bar)
+    assert ended[:5] == ["replication=1, args=[1] (round 1/3) done",
+                         "replication=1, args=[2] (round 1/3) done",
+                         "replication=2, args=[1] (round 1/3) done",
+                         "replication=2, args=[2] (round 1/3) done",
+                         "replication=3, args=[1] (round 1/3) failed; its 2 later run(s) "
+                         "left the total"]
     # every run got the fixed override first, then its combination
     assert seen[0] == ("app.toml", ("modules.client.use.f.callstyle=async",
                                     "modules.server.replication=1", "modules.client.args=[1]"))

@@ -263,7 +263,7 @@ class _Bar:
         self.bar.update(self.task, advance=1)
         if self.lines:
             t = self.bar.tasks[self.task]
-            print(f"sweep: {int(t.completed)}/{int(t.total or 0)} {description} done",
+            print(f"sweep: {int(t.completed)}/{int(t.total or 0)} {description}",
                   file=sys.stderr, flush=True)
 
     def skip(self, runs: int) -> None:

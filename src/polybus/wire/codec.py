@@ -274,6 +274,9 @@ class Codec:
             why = (f"a structured numpy array (fields {', '.join(names)}) cannot be sent by "
                    "the safe codec: it carries a dtype as a type string, which has no field "
                    "names; send its fields as arrays of their own" if names else
+                   "a numpy array of dtype object (Python objects, not numbers) cannot be "
+                   "sent by the safe codec; convert it to a numeric dtype or a list"
+                   if isinstance(obj, np.ndarray) else
                    f"a value of type {type(obj).__qualname__} cannot be sent by the safe "
                    "codec (msgpack types, numpy arrays, bytes); convert it")
             raise TypeError(f"{why}, or set pickle = true on the serving module in the "
