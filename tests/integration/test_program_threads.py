@@ -1,7 +1,8 @@
 """Threads of the program that outlive its entrypoint: `polybus run` waits for them as
-Python would, says so, and a signal still ends it (the interpreter's own wait at exit
-took SIGTERM as a silent rc 0, or stayed deaf while the threads looped over failing
-calls). A call such a thread makes once the run has ended says what happened."""
+Python would, says which once the wait lasts, and a signal ends it (in the interpreter's
+wait at exit a SIGTERM was ignored, the run ending with status 0, or, consumed by the
+run just before, left the process deaf while the threads looped over failing calls).
+A call such a thread makes once the run has ended says what happened."""
 
 from __future__ import annotations
 
@@ -19,12 +20,17 @@ SERVER = """
 
 CLIENT = """
     import os, threading, time
+    from concurrent.futures import ThreadPoolExecutor
     from polybus import use, wait
 
     echo = use("echo")
+    pool = ThreadPoolExecutor(2)  # never shut down: Python's exit steps stop its threads
 
     def forever():
-        wait(echo(1))
+        try:
+            wait(echo(1))
+        except Exception:  # (the run may have ended: main raised at once)
+            pass
         while True:
             time.sleep(0.05)
 
@@ -40,10 +46,15 @@ CLIENT = """
         with open(path, "w") as f:
             f.write(said)
 
-    def main(path, stuck):
-        if stuck:
+    def main(path, mode):
+        assert list(pool.map(abs, [-1, -2])) == [1, 2]
+        if mode == "pool":
+            return "returned"
+        if mode != "late":
             threading.Thread(target=forever, name="forever").start()
         threading.Thread(target=late, args=(path,), name="late").start()
+        if mode == "raise":
+            raise ValueError("the entrypoint failed")
         return "returned"
 """
 
@@ -54,26 +65,28 @@ TOML = """
     [modules.client]
     source = "client.py"
     entrypoint = "main"
-    args = [{path!r}, {stuck}]
+    args = [{path!r}, {mode!r}]
 
     [bind]
     "client.echo" = "server.echo"
 """
 
+WAITING = (r"^polybus run: waiting for the program's threads still running \({}\); Ctrl-C or "
+           r"SIGTERM ends the run$")
 
-def _start(procs: Procs, tmp_path: Path, stuck: bool) -> tuple[Path, subprocess.Popen[str]]:
+
+def _start(procs: Procs, tmp_path: Path, mode: str) -> tuple[Path, subprocess.Popen[str]]:
     said = tmp_path / "said.txt"
     app = write_app(tmp_path, server=SERVER, client=CLIENT,
-                    toml=TOML.format(path=str(said), stuck=str(stuck).lower()))
+                    toml=TOML.format(path=str(said), mode=mode))
     return said, procs.start("run", app, "--quiet", cwd=tmp_path)
 
 
-def test_the_run_waits_for_the_program_threads_and_says_so(procs: Procs,
-                                                           tmp_path: Path) -> None:
-    said, p = _start(procs, tmp_path, stuck=False)
+def test_the_run_waits_for_the_program_threads_and_says_which(procs: Procs,
+                                                              tmp_path: Path) -> None:
+    said, p = _start(procs, tmp_path, "late")
     assert p.stderr is not None
-    read_line(p.stderr, r"^polybus run: the program returned; waiting for its threads still "
-                        r"running \(late\); Ctrl-C or SIGTERM ends the run$", timeout=60)
+    read_line(p.stderr, WAITING.format("late"), timeout=60)
     Path(f"{said}.go").touch()
     out, _ = finish(p, 30)
     assert p.returncode == 0
@@ -84,13 +97,33 @@ def test_the_run_waits_for_the_program_threads_and_says_so(procs: Procs,
         "that calls on after that gets this")
 
 
+def test_an_idle_thread_pool_left_open_does_not_hold_the_run(procs: Procs,
+                                                             tmp_path: Path) -> None:
+    _, p = _start(procs, tmp_path, "pool")
+    out, err = finish(p, 30)
+    assert p.returncode == 0, err
+    assert out.strip() == "returned" and "waiting for" not in err
+
+
 def test_sigterm_ends_a_run_whose_thread_never_ends(procs: Procs, tmp_path: Path) -> None:
-    _, p = _start(procs, tmp_path, stuck=True)
+    _, p = _start(procs, tmp_path, "forever")
     assert p.stderr is not None
-    read_line(p.stderr, r"waiting for its threads still running \(forever, late\)", timeout=60)
+    read_line(p.stderr, WAITING.format("forever, late"), timeout=60)
     p.send_signal(signal.SIGTERM)
-    read_line(p.stderr, r"^polybus run: terminated$", timeout=20)
-    read_line(p.stderr, r"^polybus: 2 thread\(s\) of the program were still running; they "
-                        r"end with the process$", timeout=20)
+    read_line(p.stderr, r"^polybus run: terminated; 2 thread\(s\) of the program were still "
+                        r"running and end with it$", timeout=20)
     finish(p, 20)
     assert p.returncode == 128 + signal.SIGTERM
+
+
+def test_sigterm_ends_a_run_whose_entrypoint_raised_with_a_thread_left(
+        procs: Procs, tmp_path: Path) -> None:
+    _, p = _start(procs, tmp_path, "raise")
+    assert p.stderr is not None
+    read_line(p.stderr, r"^polybus run: the client raised ValueError$", timeout=60)
+    read_line(p.stderr, WAITING.format("forever, late"), timeout=20)
+    p.send_signal(signal.SIGINT)
+    read_line(p.stderr, r"^polybus run: interrupted; 2 thread\(s\) of the program were "
+                        r"still running and end with it$", timeout=20)
+    finish(p, 20)
+    assert p.returncode == 128 + signal.SIGINT

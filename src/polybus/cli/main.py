@@ -6,14 +6,12 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import importlib
-import os
 import signal
 import sys
-import threading
-import time
 import traceback
 import warnings
 
+from polybus.cli.outlive import end_now, watch
 from polybus.errors import ConfigWarning, PolybusError
 
 # One thin module per subcommand (cli/cmd_*.py), imported when used. The docstring
@@ -61,39 +59,6 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
-def _program_threads() -> list[threading.Thread]:
-    """Threads the program started that are still running (polybus's own are daemons)."""
-    main = threading.main_thread()
-    return [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
-
-
-def _outlived(command: str) -> None:
-    """Wait for the program's threads that outlive its entrypoint, as Python would, but
-    here, where Ctrl-C and SIGTERM still end the wait: in the interpreter's own wait at
-    exit a signal was swallowed, and a thread that never ends (its polybus calls fail
-    once the run is over) held the process for good."""
-    left = _program_threads()
-    if not left:
-        return
-    print(f"polybus {command}: the program returned; waiting for its threads still "
-          f"running ({', '.join(t.name for t in left)}); Ctrl-C or SIGTERM ends the run",
-          file=sys.stderr, flush=True)
-    while _program_threads():  # (a sleep, not join: a join a signal interrupts can
-        time.sleep(0.05)       # leave its thread marked ended while it runs on)
-
-
-def _ended(code: int, real: bool) -> int:
-    """``code``, or the process ended at once with it when program threads still run:
-    the interpreter would otherwise wait for them at exit, deaf to signals."""
-    if real and _program_threads():
-        print(f"polybus: {len(_program_threads())} thread(s) of the program were still "
-              "running; they end with the process", file=sys.stderr)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.formatwarning = _format_warning
@@ -107,22 +72,31 @@ def main(argv: list[str] | None = None) -> int:
             faulthandler.register(signal.SIGUSR1, all_threads=True)
         except (OSError, ValueError):  # an stderr with no file descriptor
             pass
+    # Once the command is done, only the program's threads can hold the process: a
+    # signal then ends it (cli/outlive.py). Not for worker and registry (handlers of
+    # their own) nor main() called from Python (not our process).
+    outlive = argv is None and args.command not in ("worker", "registry")
     try:
-        code = int(args._module.main(args) or 0)
-        if argv is None:
-            _outlived(args.command)
-        return code
+        return int(args._module.main(args) or 0)
     except PolybusError as exc:
         print(f"polybus {args.command}: error: {exc}", file=sys.stderr)
         for note in getattr(exc, "__notes__", ()):  # (what the run found out after: runner.py)
             print(f"  {note}", file=sys.stderr)
         return 2
     except Terminated:
-        print(f"polybus {args.command}: terminated", file=sys.stderr)
-        return _ended(128 + signal.SIGTERM, argv is None)
+        if outlive:  # (ends the process now if the program's threads run on)
+            end_now(args.command, 128 + signal.SIGTERM, "terminated")
+        else:
+            print(f"polybus {args.command}: terminated", file=sys.stderr)
+        outlive = False
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        print(f"polybus {args.command}: interrupted", file=sys.stderr)
-        return _ended(130, argv is None)
+        if outlive:
+            end_now(args.command, 130, "interrupted")
+        else:
+            print(f"polybus {args.command}: interrupted", file=sys.stderr)
+        outlive = False
+        return 130
     except Exception as exc:
         # The client program's own exception: its traceback from the entrypoint's frame
         # (polybus's frames that called it say nothing one can act on). Anything else
@@ -135,3 +109,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"polybus run: the client raised {type(exc).__name__}", file=sys.stderr)
         traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
         return 1
+    finally:
+        if outlive:
+            watch(args.command)
