@@ -29,14 +29,20 @@ def run(rt: WorkerRuntime, job: Job) -> None:
     fails: list[Fail] = []
     append = values.append
     refused = getattr(batch, "refused", None)  # (calls that did not unpickle: undecodable.py)
-    for args in batch.args:
-        if refused and len(values) in refused:
-            fails.append(refused[len(values)])
+    for args in batch.args if refused is None else ():  # (the common loop, kept lean)
+        try:
+            append(fn(*args))
+        except BaseException as exc:  # (as WorkerRuntime._run)
+            fails.append(failure(len(values), exc, fn, args))
+            append(None)
+    for args in batch.args if refused is not None else ():
+        if (no := refused.get(len(values))) is not None:  # type: ignore[union-attr]
+            fails.append(no)
             append(None)
             continue
         try:
             append(fn(*args))
-        except BaseException as exc:  # (as WorkerRuntime._run)
+        except BaseException as exc:
             fails.append(failure(len(values), exc, fn, args))
             append(None)
     spent = time.perf_counter() - t0
