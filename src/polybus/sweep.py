@@ -318,6 +318,7 @@ def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
             what = f"{label} (round {i + 1}/{repeat})"
             if progress is not None:
                 progress.start(what)
+            ended = "done"
             try:
                 cell.elapsed_s.append(float(runner(path, _sets(fixed, cell.config))))
             except KeyboardInterrupt as exc:  # (SIGTERM too): what ran is kept and shown
@@ -325,15 +326,13 @@ def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
                 break
             except Exception as exc:
                 cell.error = error_text(exc)
-                if progress is not None:  # (the rest will not run: the estimate leaves them)
-                    progress.skip(repeat - i - 1)
-                    if i + 1 < repeat:  # (said where the count drops)
-                        what += f" failed; its {repeat - i - 1} later run(s) left the total"
-                    else:
-                        what += " failed"
+                left = repeat - i - 1  # (these will not run: the estimate leaves them)
+                ended = f"failed; its {left} later run(s) left the total" if left else "failed"
+                if progress is not None:
+                    progress.skip(left)
             finally:
                 if progress is not None and stopped is None:
-                    progress.advance(what if cell.error is not None else f"{what} done")
+                    progress.advance(f"{what} {ended}")
         if stopped is not None:
             break
     cells = [c for c in cells if c.elapsed_s or c.error is not None]

@@ -105,15 +105,21 @@ def test_an_idle_thread_pool_left_open_does_not_hold_the_run(procs: Procs,
     assert out.strip() == "returned" and "waiting for" not in err
 
 
-def test_sigterm_ends_a_run_whose_thread_never_ends(procs: Procs, tmp_path: Path) -> None:
-    _, p = _start(procs, tmp_path, "forever")
+def _ended_by(p: subprocess.Popen[str], sig: signal.Signals, said: str) -> None:
+    """Once ``p`` says it waits for its two threads, ``sig`` ends it at once, saying
+    ``said`` and that the two threads go with it."""
     assert p.stderr is not None
     read_line(p.stderr, WAITING.format("forever, late"), timeout=60)
-    p.send_signal(signal.SIGTERM)
-    read_line(p.stderr, r"^polybus run: terminated; 2 thread\(s\) of the program were still "
+    p.send_signal(sig)
+    read_line(p.stderr, rf"^polybus run: {said}; 2 thread\(s\) of the program were still "
                         r"running and end with it$", timeout=20)
     finish(p, 20)
-    assert p.returncode == 128 + signal.SIGTERM
+    assert p.returncode == 128 + sig
+
+
+def test_sigterm_ends_a_run_whose_thread_never_ends(procs: Procs, tmp_path: Path) -> None:
+    _, p = _start(procs, tmp_path, "forever")
+    _ended_by(p, signal.SIGTERM, "terminated")
 
 
 def test_sigterm_ends_a_run_whose_entrypoint_raised_with_a_thread_left(
@@ -121,9 +127,4 @@ def test_sigterm_ends_a_run_whose_entrypoint_raised_with_a_thread_left(
     _, p = _start(procs, tmp_path, "raise")
     assert p.stderr is not None
     read_line(p.stderr, r"^polybus run: the client raised ValueError$", timeout=60)
-    read_line(p.stderr, WAITING.format("forever, late"), timeout=20)
-    p.send_signal(signal.SIGINT)
-    read_line(p.stderr, r"^polybus run: interrupted; 2 thread\(s\) of the program were "
-                        r"still running and end with it$", timeout=20)
-    finish(p, 20)
-    assert p.returncode == 128 + signal.SIGINT
+    _ended_by(p, signal.SIGINT, "interrupted")

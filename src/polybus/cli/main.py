@@ -83,18 +83,12 @@ def main(argv: list[str] | None = None) -> int:
         for note in getattr(exc, "__notes__", ()):  # (what the run found out after: runner.py)
             print(f"  {note}", file=sys.stderr)
         return 2
-    except Terminated:
-        if outlive:  # (ends the process now if the program's threads run on)
-            end_now(args.command, 128 + signal.SIGTERM, "terminated")
-        else:
-            print(f"polybus {args.command}: terminated", file=sys.stderr)
+    except Terminated:  # (the process ends now if the program's threads run on)
+        end_now(args.command, 128 + signal.SIGTERM, "terminated", outlive)
         outlive = False
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
-        if outlive:
-            end_now(args.command, 130, "interrupted")
-        else:
-            print(f"polybus {args.command}: interrupted", file=sys.stderr)
+        end_now(args.command, 130, "interrupted", outlive)
         outlive = False
         return 130
     except Exception as exc:

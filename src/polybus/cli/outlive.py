@@ -32,10 +32,11 @@ def program_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
 
 
-def end_now(command: str, code: int, what: str) -> None:
-    """End the process with ``code`` if the program's threads still run (the interpreter
-    would wait for them); say so after ``what`` ("terminated"). Else just say ``what``."""
-    left = len(program_threads())
+def end_now(command: str, code: int, what: str, end: bool = True) -> None:
+    """Say ``what`` ("terminated") for ``command``; with ``end``, and the program's
+    threads still running (the interpreter would wait for them), say how many and end
+    the process with ``code``."""
+    left = len(program_threads()) if end else 0
     said = f"polybus {command}: {what}"
     if left:
         said += f"; {left} thread(s) of the program were still running and end with it"

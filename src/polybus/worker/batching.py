@@ -8,6 +8,7 @@ failing call fails alone. All answers go back as one ``BatchResult``.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from polybus.errors import PolybusError
@@ -29,20 +30,11 @@ def run(rt: WorkerRuntime, job: Job) -> None:
     fails: list[Fail] = []
     append = values.append
     refused = getattr(batch, "refused", None)  # (calls that did not unpickle: undecodable.py)
-    for args in batch.args if refused is None else ():  # (the common loop, kept lean)
+    rows = batch.args if refused is None else _unrefused(batch.args, refused, values, fails)
+    for args in rows:
         try:
             append(fn(*args))
         except BaseException as exc:  # (as WorkerRuntime._run)
-            fails.append(failure(len(values), exc, fn, args))
-            append(None)
-    for args in batch.args if refused is not None else ():
-        if (no := refused.get(len(values))) is not None:  # type: ignore[union-attr]
-            fails.append(no)
-            append(None)
-            continue
-        try:
-            append(fn(*args))
-        except BaseException as exc:
             fails.append(failure(len(values), exc, fn, args))
             append(None)
     spent = time.perf_counter() - t0
@@ -64,6 +56,18 @@ def run(rt: WorkerRuntime, job: Job) -> None:
             pass
     except PolybusError:
         pass  # the client is gone; the poller drops its connection
+
+
+def _unrefused(rows: list[list[Any]], refused: dict[int, Fail], values: list[Any],
+               fails: list[Fail]) -> Iterator[list[Any]]:
+    """The rows to run, each refused one answered in its slot instead (its index is the
+    number of slots filled when it comes up: each row run fills one)."""
+    for i, row in enumerate(rows):
+        if i in refused:
+            fails.append(refused[i])
+            values.append(None)
+        else:
+            yield row
 
 
 def _sendable(ch: Channel, reply: BatchResult) -> BatchResult:
