@@ -143,10 +143,10 @@ def test_matmul_pool_sends_each_repetitions_b_to_every_worker() -> None:
     """The stateful process_pool row hands each worker the repetition's fresh B inside
     the timed part; a worker left with an earlier B would make a wrong product, which
     pool_seconds raises on. The untimed row keeps one B from the initializer."""
-    from polybus.bench import b_matmul
+    from polybus.bench.peers import matmul_pool
 
     for b_untimed in (False, True):
-        st = b_matmul.pool_seconds(40, 2, True, reps=3, warmup=1, b_untimed=b_untimed)
+        st = matmul_pool.pool_seconds(40, 2, True, reps=3, warmup=1, b_untimed=b_untimed)
         assert st.is_finite_positive()
     assert multiprocessing.active_children() == []
 
@@ -155,17 +155,17 @@ def test_matmul_pool_fails_loudly_when_b_misses_a_worker(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """If B reached fewer workers than the pool has, the row fails, not times a wrong
     program (here the workers' pids are all made to look the same)."""
-    from polybus.bench import b_matmul
+    from polybus.bench.peers import matmul_pool
 
-    monkeypatch.setattr(b_matmul, "_take_b", _same_pid)
+    monkeypatch.setattr(matmul_pool, "_take_b", _same_pid)
     with pytest.raises(RuntimeError, match="B reached 1 of 2 workers"):
-        b_matmul.pool_seconds(20, 2, True, reps=1, warmup=0)
+        matmul_pool.pool_seconds(20, 2, True, reps=1, warmup=0)
     assert multiprocessing.active_children() == []
 
 
 def _same_pid(b: object) -> int:
-    from polybus.bench import b_matmul
+    from polybus.bench.peers import matmul_pool
 
-    b_matmul._B = b
-    b_matmul._BARRIER.wait(b_matmul.BARRIER_S)
+    matmul_pool._B = b
+    matmul_pool._BARRIER.wait(matmul_pool.BARRIER_S)
     return 1

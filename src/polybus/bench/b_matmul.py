@@ -29,7 +29,6 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -37,6 +36,7 @@ import numpy as np
 from polybus.bench import peer_rows  # the mpi4py master/worker, same tasks
 from polybus.bench._ceiling import ceiling_seconds
 from polybus.bench._paired import ROUNDS, paired_speedup
+from polybus.bench.peers.matmul_pool import pool_seconds
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Ratio, Row
 from polybus.bench.stats import Stat, summarize
@@ -55,9 +55,6 @@ WARMUP = 1
 # polybus/mpi4py 1.9, 1.4 and 6.2 over shm on these VMs; at n=200, with 7, two runs
 # 13 minutes apart gave stateful 2.08 and 3.38).
 REPS_SMALL = {10: 201, 100: 51, 200: 31}
-_B: Any = None
-_BARRIER: Any = None
-BARRIER_S = 60.0  # a worker that never comes fails the row rather than hang it
 
 
 def reps_for(n: int, reps: int) -> int:
@@ -139,77 +136,6 @@ def one_process_seconds(n: int, reps: int, chunk: int | None = None,
             c[lo:lo + step] = a[lo:lo + step] @ b
         if rep < reps:
             times.append(time.perf_counter() - t0)
-    return summarize(times)
-
-
-def _rows_with_b(rows: Any, b: Any) -> Any:
-    return rows @ b
-
-
-def _set_b(b: Any) -> None:
-    global _B
-    _B = b
-
-
-def _rows_cached(rows: Any) -> Any:
-    return rows @ _B
-
-
-def _keep_barrier(barrier: Any) -> None:
-    global _BARRIER
-    _BARRIER = barrier
-
-
-def _take_b(b: Any) -> int:
-    """Each worker's copy of this repetition's B: a pool cannot address one worker, so
-    one such task goes to each, held at a barrier of all the workers until every one has
-    taken its own (no worker takes two)."""
-    global _B
-    _B = b
-    _BARRIER.wait(BARRIER_S)
-    return os.getpid()
-
-
-def pool_seconds(n: int, workers: int, stateful: bool, reps: int, warmup: int = WARMUP,
-                 b_untimed: bool = False) -> Stat:
-    """The same blocks over ProcessPoolExecutor, each repetition with fresh matrices.
-    Stateful: each worker is sent the repetition's B once, inside the timed part, as the
-    polybus and mpi4py servers are (`_take_b`); with ``b_untimed``, instead, one B for
-    every repetition, given to each worker by the pool's initializer before the timing
-    (the usual way to give a pool's workers state, and in its favour)."""
-    import multiprocessing as mp
-
-    step = chunk_of(n)
-    times = []
-    a, b = _matrices(n, 0)
-    kw: dict[str, Any] = {}
-    if stateful and b_untimed:
-        kw = {"initializer": _set_b, "initargs": (b,)}
-    elif stateful:
-        kw = {"initializer": _keep_barrier, "initargs": (mp.get_context().Barrier(workers),)}
-    with ProcessPoolExecutor(workers, **kw) as pool:
-        list(pool.map(abs, range(workers)))  # started before timing
-        for rep in _order(reps, warmup):
-            if stateful and b_untimed:
-                a = _matrices(n, rep)[0]
-            else:
-                a, b = _matrices(n, rep)
-            t0 = time.perf_counter()
-            if stateful and not b_untimed:
-                took = list(pool.map(_take_b, [b] * workers))
-                if len(set(took)) != workers:
-                    raise RuntimeError(f"B reached {len(set(took))} of {workers} workers")
-            if stateful:
-                futs = [pool.submit(_rows_cached, a[lo:lo + step]) for lo in range(0, n, step)]
-            else:
-                futs = [pool.submit(_rows_with_b, a[lo:lo + step], b) for lo in range(0, n, step)]
-            c = np.empty((n, n))
-            for lo, f in zip(range(0, n, step), futs, strict=True):
-                c[lo:lo + step] = f.result()
-            if rep < reps:
-                times.append(time.perf_counter() - t0)
-            if not np.allclose(c, a @ b):
-                raise RuntimeError(f"process_pool n={n}: wrong product")
     return summarize(times)
 
 
