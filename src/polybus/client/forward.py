@@ -39,10 +39,8 @@ import itertools
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.batchcalls import Pending
 from polybus.client.calls import message_of, waited_on
-from polybus.client.naming import known_for
-from polybus.client.operands import Comm
+from polybus.client.forwardcomm import install
 from polybus.client.promise import CallPromise
 from polybus.client.unseen import forgotten, seen
 from polybus.errors import (
@@ -363,32 +361,6 @@ class Forwarder:
         return reply.value
 
 
-class ForwardComm(Comm):
-    """A dispatcher's Comm once forwarding is in use: places calls, then connects edges."""
-
-    forwarder: Forwarder
-
-    def send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
-        # Forwards first: the sooner a producer hears, the likelier it forwards (a producer
-        # that answers first sends its value to the client, which relays it).
-        if rec.id in self.forwarder.deps:
-            self.forwarder.placed(rec, link)
-            super().send(rec, link, hold)
-        else:
-            super().send(rec, link, hold)
-            self.forwarder.placed(rec, link)
-
-    def send_many(self, link: ReplicaLink, recs: list[CallRecord]) -> None:
-        super().send_many(link, recs)
-        for r in recs:
-            self.forwarder.placed(r, link)
-
-    def missed(self, rec: CallRecord | Pending, link: ReplicaLink, key: str) -> None:
-        super().missed(rec, link, key)
-        if not link.dead and not isinstance(rec, Pending):
-            self.forwarder.placed(rec, link)  # the re-sent call needs its values again
-
-
 def forwarder_for(session: Session) -> Forwarder:
     """The session's Forwarder (made on first use)."""
     f = getattr(session, "forwarder", None)
@@ -396,20 +368,6 @@ def forwarder_for(session: Session) -> Forwarder:
         f = Forwarder(session)
         session.forwarder = f  # type: ignore[attr-defined]
     return f
-
-
-def install(d: Dispatcher, f: Forwarder) -> None:
-    """Route ``d``'s sends through a ForwardComm, keeping its caching and aggregation.
-    Done for a consumer's binding and for its producers' (whatever their own setting),
-    so a producer placed later from a backlog still has its edges connected."""
-    if isinstance(d.comm, ForwardComm):
-        return
-    old = d.comm
-    fc = ForwardComm(d, d.reactor, old.known if old is not None else known_for(f.session))
-    if old is not None:
-        fc.copy_plan(old)
-    fc.forwarder = f
-    d.comm = fc
 
 
 def fetch(rec: CallRecord) -> Any:
@@ -423,4 +381,4 @@ def fetch(rec: CallRecord) -> Any:
     return f.fetch(rec)
 
 
-__all__ = ["ForwardComm", "Forwarder", "fetch", "forwarder_for", "install"]
+__all__ = ["Forwarder", "fetch", "forwarder_for"]
