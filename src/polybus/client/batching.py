@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes, operand_bytes
 from polybus.client.batchsend import refuse, unplace, write
 from polybus.client.calls import suspect_note
-from polybus.client.dispatch import holds_promise
 from polybus.client.linger import linger_main
 from polybus.client.operands import AUTO_THRESHOLD
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
 from polybus.client.snapshot import AS_IS, Keep, snapshot_row
+from polybus.client.wireargs import holds_promise
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import DEFAULT_MAX_FRAME

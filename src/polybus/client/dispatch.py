@@ -13,22 +13,19 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-import numpy as np
-
-from polybus.client.batchcalls import BatchPromise
 from polybus.client.calls import CallRecord, ReplicaLink, suspect_note
-from polybus.client.lane import _AS_IS, MISS, SyncLane
+from polybus.client.lane import MISS, SyncLane
 from polybus.client.policies.balance import (
     RoundRobin,
     WeightedRoundRobin,
     WindowEstimator,
     demand_pick,
 )
-from polybus.client.promise import CallPromise, wait
+from polybus.client.promise import CallPromise
 from polybus.client.snapshot import snapshot, snapshot_kwargs
 from polybus.client.socketlane import SocketLane
 from polybus.client.unsendable import not_sent, send_accepted
+from polybus.client.wireargs import AS_IS_ASYNC, wire
 from polybus.config.model import CallStyle
 from polybus.errors import (
     ConnectionLostError,
@@ -38,7 +35,7 @@ from polybus.errors import (
     WorkerDiedError,
 )
 from polybus.transport.shm import ShmChannel
-from polybus.wire.codec import OOB_BYTES, PROMISE_INSIDE, OutOfBand
+from polybus.wire.codec import OOB_BYTES
 from polybus.wire.messages import Call
 
 if TYPE_CHECKING:
@@ -48,27 +45,6 @@ if TYPE_CHECKING:
 
 BACKLOG_BOUND = 100_000
 _ids = itertools.count(1)
-# Argument types `_wire` passes on as they are (by type, not isinstance: a subclass
-# takes `_wire`'s way), and small bytes.
-_AS_IS_ASYNC = _AS_IS | {np.ndarray}
-
-
-def _wire(value: Any) -> Any:
-    """An argument as it travels: promises answered, large bytes out of band.
-
-    A promise inside a list, tuple or dict is waited for here, when the call is made:
-    met only while the message is encoded (the link's send lock held), a wait that must
-    itself send on that link (an open batch, a held call) would deadlock."""
-    t = type(value)
-    if t is CallPromise or t is BatchPromise:
-        return value.__polybus_value__()
-    if t is bytes and len(value) >= OOB_BYTES:
-        return OutOfBand(value)
-    if (t is list or t is tuple or t is dict) and holds_promise(value):
-        return wait(value)
-    return value
-
-
 def _lane_for(d: Dispatcher) -> SyncLane | SocketLane | None:
     """The sync lane for ``d``'s lone link's channel, if its kind has one."""
     ch = d.links[0].channel
@@ -77,44 +53,6 @@ def _lane_for(d: Dispatcher) -> SyncLane | SocketLane | None:
     if SocketLane.usable(ch):
         return SocketLane(d, d.links[0])
     return None
-
-
-class _Found(Exception):
-    pass
-
-
-def _look(obj: Any) -> None:
-    t = type(obj)
-    if hasattr(t, "__polybus_value__") or getattr(t, PROMISE_INSIDE, False):
-        raise _Found  # (a BatchPromise is a Struct: msgspec meets its batch, marked)
-    return None  # anything else: not looked into (an array holds no promise)
-
-
-_probe = msgspec.msgpack.Encoder(enc_hook=_look)
-
-
-def holds_promise(x: Any) -> bool:
-    """A promise (or broadcast handle) somewhere in ``x``: msgspec walks it at C speed
-    (a list of 10^5 numbers costs what encoding it does), calling back only for what it
-    cannot encode itself."""
-    try:
-        _probe.encode(x)
-    except _Found:
-        return True
-    except (TypeError, ValueError, OverflowError):
-        return _walk(x)  # (keys or numbers msgpack cannot take: looked at in Python)
-    return False
-
-
-def _walk(x: Any) -> bool:
-    t = type(x)
-    if hasattr(t, "__polybus_value__") or getattr(t, PROMISE_INSIDE, False):
-        return True
-    if t is list or t is tuple:
-        return any(_walk(v) for v in x)
-    if t is dict:
-        return any(_walk(k) or _walk(v) for k, v in x.items())
-    return False
 
 
 class Dispatcher:
@@ -174,8 +112,8 @@ class Dispatcher:
         if fwd is not None and fwd.wants(args, kwargs):  # sent now; the values go replica to replica
             rec = fwd.record(self, next(_ids), args, kwargs, prio)
         else:
-            rec = CallRecord(next(_ids), self, [_wire(a) for a in args],
-                             {k: _wire(v) for k, v in kwargs.items()} if kwargs else None, prio)
+            rec = CallRecord(next(_ids), self, [wire(a) for a in args],
+                             {k: wire(v) for k, v in kwargs.items()} if kwargs else None, prio)
         self.calls += 1
         kind = self.style.kind
         if kind == "sync":
@@ -209,12 +147,12 @@ class Dispatcher:
         """The plain async call (no priority; while no cache, aggregation or forwarding
         applies): `__call__`'s steps for it and nothing else (the async hot path).
         Arguments of the kinds that travel as they are (numbers, strings, small bytes,
-        arrays) take the steps written out here: no `_wire` per argument, no forwarding
+        arrays) take the steps written out here: no `wire` per argument, no forwarding
         look, no `_send`, and with a lone live replica no pick (a third of the Python
         calls of an async call and its wait, design.md)."""
         for a in args:
             t = type(a)
-            if t not in _AS_IS_ASYNC and (t is not bytes or len(a) >= OOB_BYTES):
+            if t not in AS_IS_ASYNC and (t is not bytes or len(a) >= OOB_BYTES):
                 return self._call_async(args, kwargs)
         if kwargs:
             return self._call_async(args, kwargs)
@@ -238,13 +176,13 @@ class Dispatcher:
         return CallPromise(rec, self.reactor)
 
     def _call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """`call_async` for arguments that may need `_wire` (promises, large bytes,
+        """`call_async` for arguments that may need `wire` (promises, large bytes,
         containers) or forwarding, and for keywords."""
         fwd = self.forwarder
         if self.comm is not None or (fwd is not None and fwd.wants(args, kwargs)):
             return self(args, kwargs)
-        rec = CallRecord(next(_ids), self, [_wire(a) for a in args],
-                         {k: _wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
+        rec = CallRecord(next(_ids), self, [wire(a) for a in args],
+                         {k: wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
         self.calls += 1
         self._send(rec, self._pick_any())
         return CallPromise(rec, self.reactor)
@@ -257,11 +195,11 @@ class Dispatcher:
             self.reactor.flush_all()  # written first: they were made first
         lane = self._lane
         if lane is not None and not kwargs:
-            value = lane.call(args, rid, _wire)
+            value = lane.call(args, rid, wire)
             if value is not MISS:
                 return value
-        rec = CallRecord(rid, self, [_wire(a) for a in args],
-                         {k: _wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
+        rec = CallRecord(rid, self, [wire(a) for a in args],
+                         {k: wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
         self.calls += 1
         links = self.links
         link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated else self._pick_any()

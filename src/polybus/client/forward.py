@@ -127,13 +127,13 @@ class Forwarder:
     def record(self, d: Dispatcher, cid: int, args: tuple[Any, ...],
                kwargs: dict[str, Any], prio: float) -> CallRecord:
         from polybus.client.calls import CallRecord
-        from polybus.client.dispatch import _wire
+        from polybus.client.wireargs import wire
 
         edges: list[Edge] = []
 
         def arg(value: Any) -> Any:
             if not _unsent(value):
-                return _wire(value)
+                return wire(value)
             producer: CallRecord = value._rec
             key = f"{self.nonce}.{cid}.{len(edges)}"
             edges.append(Edge(producer, rec, key))

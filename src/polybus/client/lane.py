@@ -42,7 +42,7 @@ __all__ = ["MISS", "SyncLane", "hand_over"]
 
 MISS: Any = object()  # the lane did not take the call (nothing was sent)
 
-# Argument types sent as they are (what `dispatch._wire` would leave unchanged).
+# Argument types sent as they are (what `wireargs.wire` would leave unchanged).
 _AS_IS = frozenset({int, float, str, bool, type(None)})
 _yield = getattr(os, "sched_yield", lambda: None)
 _clock = time.perf_counter
@@ -69,7 +69,7 @@ class SyncLane:
 
     def call(self, args: tuple[Any, ...], rid: int, wire: Any) -> Any:
         """The call's value (or its error raised), or MISS if the lane did not take it
-        (then nothing was sent). ``rid``: the call's id; ``wire``: `dispatch._wire`."""
+        (then nothing was sent). ``rid``: the call's id; ``wire``: `wireargs.wire`."""
         d = self.dispatcher
         link = self.link
         ch = self.channel

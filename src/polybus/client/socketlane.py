@@ -66,7 +66,7 @@ class SocketLane:
 
     def call(self, args: tuple[Any, ...], rid: int, wire: Any) -> Any:
         """The call's value (or its error raised), or MISS if the lane did not take it
-        (then nothing was sent). ``rid``: the call's id; ``wire``: `dispatch._wire`."""
+        (then nothing was sent). ``rid``: the call's id; ``wire``: `wireargs.wire`."""
         d = self.dispatcher
         link = self.link
         ch = self.channel

@@ -1,0 +1,78 @@
+"""Arguments as they travel: promises answered, large bytes out of band.
+
+`wire` is applied to each argument of a call that may hold a promise or large bytes
+(client/dispatch.py takes a faster way for the common types, `AS_IS_ASYNC`);
+`holds_promise` says whether a list, tuple or dict holds a promise anywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from polybus.client.batchcalls import BatchPromise
+from polybus.client.lane import _AS_IS
+from polybus.client.promise import CallPromise, wait
+from polybus.wire.codec import OOB_BYTES, PROMISE_INSIDE, OutOfBand
+
+__all__ = ["AS_IS_ASYNC", "holds_promise", "wire"]
+
+# Argument types `wire` passes on as they are (by type, not isinstance: a subclass
+# takes `wire`'s way), and small bytes.
+AS_IS_ASYNC = _AS_IS | {np.ndarray}
+
+
+def wire(value: Any) -> Any:
+    """An argument as it travels: promises answered, large bytes out of band.
+
+    A promise inside a list, tuple or dict is waited for here, when the call is made:
+    met only while the message is encoded (the link's send lock held), a wait that must
+    itself send on that link (an open batch, a held call) would deadlock."""
+    t = type(value)
+    if t is CallPromise or t is BatchPromise:
+        return value.__polybus_value__()
+    if t is bytes and len(value) >= OOB_BYTES:
+        return OutOfBand(value)
+    if (t is list or t is tuple or t is dict) and holds_promise(value):
+        return wait(value)
+    return value
+
+
+class _Found(Exception):
+    pass
+
+
+def _look(obj: Any) -> None:
+    t = type(obj)
+    if hasattr(t, "__polybus_value__") or getattr(t, PROMISE_INSIDE, False):
+        raise _Found  # (a BatchPromise is a Struct: msgspec meets its batch, marked)
+    return None  # anything else: not looked into (an array holds no promise)
+
+
+_probe = msgspec.msgpack.Encoder(enc_hook=_look)
+
+
+def holds_promise(x: Any) -> bool:
+    """A promise (or broadcast handle) somewhere in ``x``: msgspec walks it at C speed
+    (a list of 10^5 numbers costs what encoding it does), calling back only for what it
+    cannot encode itself."""
+    try:
+        _probe.encode(x)
+    except _Found:
+        return True
+    except (TypeError, ValueError, OverflowError):
+        return _walk(x)  # (keys or numbers msgpack cannot take: looked at in Python)
+    return False
+
+
+def _walk(x: Any) -> bool:
+    t = type(x)
+    if hasattr(t, "__polybus_value__") or getattr(t, PROMISE_INSIDE, False):
+        return True
+    if t is list or t is tuple:
+        return any(_walk(v) for v in x)
+    if t is dict:
+        return any(_walk(k) or _walk(v) for k, v in x.items())
+    return False
