@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
-from polybus.client.session import _priority_fn
+from polybus.client.params import priority_fn
 from polybus.config.model import CallStyle
 from polybus.wire.messages import Call
 from polybus.worker.servicing import CallQueue
@@ -41,7 +41,7 @@ def test_client_backlog_hands_out_the_highest_priority_first(tmp_path: Any) -> N
     reactor = FakeReactor()
     link = ReplicaLink("r", "m", channel=None)  # type: ignore[arg-type]
     (tmp_path / "server.py").write_text("def compare(query):\n    return 0\n")
-    prio = _priority_fn("len(query)", tmp_path / "server.py", "compare")
+    prio = priority_fn("len(query)", tmp_path / "server.py", "compare")
     d = Dispatcher("compare", reactor, [link], CallStyle("async-demand", 1),  # type: ignore[arg-type]
                    priority=prio)
     for q in ["a", "aaaaa", "aa", "aaaa", "aaa"]:
@@ -59,7 +59,7 @@ def test_client_backlog_hands_out_the_highest_priority_first(tmp_path: Any) -> N
 def test_priority_binds_arguments_as_the_function_does_defaults_included(tmp_path: Path) -> None:
     (tmp_path / "server.py").write_text(
         "def sample(seed, n, tag=0, *rest, scale=1.5, **kw):\n    return 0\n")
-    prio = _priority_fn("tag * scale + len(rest) + len(kw)", tmp_path / "server.py", "sample")
+    prio = priority_fn("tag * scale + len(rest) + len(kw)", tmp_path / "server.py", "sample")
     assert prio((1, 2), {}) == 0.0                 # tag and scale left out: their defaults
     assert prio((1, 2, 4), {}) == 6.0
     assert prio((1,), {"n": 2, "tag": 2, "scale": 3}) == 6.0
@@ -68,7 +68,7 @@ def test_priority_binds_arguments_as_the_function_does_defaults_included(tmp_pat
 
 def test_priority_over_a_missing_argument_names_interface_and_expression(tmp_path: Path) -> None:
     (tmp_path / "server.py").write_text("SIZE = 3\n\n\ndef sample(seed, n=SIZE):\n    return 0\n")
-    prio = _priority_fn("seed + n", tmp_path / "server.py", "sample")
+    prio = priority_fn("seed + n", tmp_path / "server.py", "sample")
     assert prio((1, 2), {}) == 3.0
     with pytest.raises(TypeError, match=r"^interface 'sample': priority 'seed \+ n' cannot be "
                        r"computed for this call: sample\(\) missing 1 required positional "

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import ast
-import inspect
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from polybus.client.batching import Batcher, batcher_for
@@ -17,7 +14,8 @@ from polybus.client.dialing import connect_all, pick_address, say_tcp_only
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
 from polybus.client.migrate import Migrator, migrator_for
-from polybus.client.plan import Signature, comm_for
+from polybus.client.params import parameters, priority_fn
+from polybus.client.plan import comm_for
 from polybus.client.reactor import Reactor
 from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
 from polybus.errors import NoReplicaError, PolybusError, TransportError, UsageError
@@ -55,43 +53,6 @@ class SessionStats:
     replicas: list[ReplicaStats] = field(default_factory=list)
 
 
-def parameters(source: Path, function: str) -> Signature:
-    """A top-level function's parameters by kind, read from its source: where a call's
-    positional arguments and keywords land (operand caching names parameters)."""
-    tree = ast.parse(source.read_text(), str(source))
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
-            a = node.args
-            return Signature(tuple(p.arg for p in (*a.posonlyargs, *a.args)),
-                             tuple(p.arg for p in a.kwonlyargs),
-                             a.vararg.arg if a.vararg else None,
-                             a.kwarg.arg if a.kwarg else None, len(a.posonlyargs))
-    return Signature((), (), None, None)
-
-
-def _lenient(fn: Any, names: Iterable[str]) -> Callable[..., dict[str, Any]]:
-    """For a decorated function, which may take other arguments than it declares: the
-    call's positional arguments matched to the declared parameters in order, its
-    keywords by name, declared defaults for the rest; nothing refused."""
-    from polybus.config.source import defaults
-
-    given = defaults(fn)
-    params = list(fn.params)
-    names = list(names)
-
-    def bind(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        bound = {**given, **dict(zip(params, args, strict=False)), **kwargs}
-        missing = [n for n in names if n not in bound]
-        if missing:
-            raise TypeError(f"missing argument {missing[0]!r}")
-        return {n: bound[n] for n in names}
-
-    bind.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=given.get(n, None))
-         for n in names])
-    return bind
-
-
 def _bytes(link: ReplicaLink) -> tuple[int, int]:
     """What ``link``'s connection has sent and received, over shm with what went by
     segment (shmseg.py)."""
@@ -100,40 +61,6 @@ def _bytes(link: ReplicaLink) -> tuple[int, int]:
             - getattr(ch, "shm_overhead_sent", 0),
             ch.bytes_received + getattr(ch, "shm_bytes_received", 0)
             - getattr(ch, "shm_overhead_received", 0))
-
-
-def _priority_fn(expr_source: str, source: Path,
-                 function: str) -> Callable[[tuple[Any, ...], dict[str, Any]], float]:
-    """The priority of a call of ``function`` (of the module file ``source``): the
-    expression over the call's arguments bound as the function binds them (positional
-    or keyword), a parameter the call leaves out taking its default."""
-    from polybus.config.expr import compile_priority
-    from polybus.config.source import OpaqueDefault, binder, inspect_source
-
-    fn = inspect_source(source, client=False).functions.get(function)
-    expr = compile_priority(expr_source, list(fn.params) if fn is not None else [])
-    if fn is None:  # (an expression of literals only: compile_priority refuses names)
-        return lambda args, kwargs: expr({})
-    bind = _lenient(fn, expr.names) if fn.node is not None and fn.node.decorator_list \
-        else binder(fn, str(source), expr.names)
-    defaults = inspect.signature(bind).parameters
-    opaque = [n for n in expr.names if isinstance(defaults[n].default, OpaqueDefault)]
-    where = f"interface {function!r}: priority {expr_source!r}"
-
-    def prio(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
-        try:
-            bound = bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{where} cannot be computed for this call: {e}") from None
-        for n in opaque:
-            if isinstance(bound[n], OpaqueDefault):
-                raise TypeError(
-                    f"{where} reads {n!r}, which this call leaves out, and its default "
-                    f"{bound[n]!r} is not a literal (the client does not import "
-                    f"{source.name}): pass {n} in the call, or give it a literal default")
-        return expr(bound)
-
-    return prio
 
 
 class Session:
@@ -174,7 +101,7 @@ class Session:
                 # A derived form ("page@http", worker/main.py) has its interface's options.
                 base = b.interface.partition("@")[0]
                 define = module.define.get(base, DefineSpec())
-                prio = (_priority_fn(define.priority, module.source, base)
+                prio = (priority_fn(define.priority, module.source, base)
                         if define.priority else None)
                 self.dispatchers[b.name] = Dispatcher(
                     b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,
