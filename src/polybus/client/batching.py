@@ -46,7 +46,7 @@ from polybus.client.operands import AUTO_THRESHOLD
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
 from polybus.client.snapshot import AS_IS, Keep, snapshot_row
-from polybus.client.wireargs import holds_promise
+from polybus.client.wireargs import holds_promise, plain_args
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import DEFAULT_MAX_FRAME
@@ -60,24 +60,6 @@ if TYPE_CHECKING:
 
 
 HOLD = 4  # batches written together at most, while their replica is busy anyway
-
-
-def _plain(args: tuple[Any, ...]) -> bool | None:
-    """True if the lean path takes ``args`` as they are; False if the general path must
-    (a promise or broadcast handle, which need its care, or bytes large enough to travel
-    out of band); None if a list, tuple or dict among them holds a promise (waited for
-    first: see the module docstring)."""
-    inside = False
-    for a in args:
-        t = type(a)
-        if t is bytes:
-            if len(a) >= OOB_BYTES:
-                return False
-        elif t is list or t is tuple or t is dict:
-            inside = inside or holds_promise(a)
-        elif hasattr(t, "__polybus_value__"):
-            return False
-    return None if inside else True
 
 
 def _ids() -> Any:
@@ -161,11 +143,11 @@ class Batcher:
                 return self.d(args, kwargs)
             else:
                 if (t is list or t is tuple or t is dict) and holds_promise(args[0]):
-                    args = wait(args)  # (see _plain)
+                    args = wait(args)  # (see plain_args)
                 if t not in AS_IS:  # held: as it is now (snapshot.py)
                     args = snapshot_row(args, self._keep())
         else:
-            plain = _plain(args)
+            plain = plain_args(args)
             if plain is False:
                 return self.d(args, kwargs)
             if plain is None:

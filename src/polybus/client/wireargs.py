@@ -2,7 +2,8 @@
 
 `wire` is applied to each argument of a call that may hold a promise or large bytes
 (client/dispatch.py takes a faster way for the common types, `AS_IS_ASYNC`);
-`holds_promise` says whether a list, tuple or dict holds a promise anywhere.
+`holds_promise` says whether a list, tuple or dict holds a promise anywhere;
+`plain_args`, whether a call's arguments need `wire` at all.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from polybus.client.lane import _AS_IS
 from polybus.client.promise import CallPromise, wait
 from polybus.wire.codec import OOB_BYTES, PROMISE_INSIDE, OutOfBand
 
-__all__ = ["AS_IS_ASYNC", "holds_promise", "wire"]
+__all__ = ["AS_IS_ASYNC", "holds_promise", "plain_args", "wire"]
 
 # Argument types `wire` passes on as they are (by type, not isinstance: a subclass
 # takes `wire`'s way), and small bytes.
@@ -76,3 +77,21 @@ def _walk(x: Any) -> bool:
     if t is dict:
         return any(_walk(k) or _walk(v) for k, v in x.items())
     return False
+
+
+def plain_args(args: tuple[Any, ...]) -> bool | None:
+    """True if an aggregating binding's lean path (client/batching.py) takes ``args`` as
+    they are; False if the general path must (a promise or broadcast handle, which need
+    its care, or bytes large enough to travel out of band); None if a list, tuple or
+    dict among them holds a promise (waited for first: see batching.py's docstring)."""
+    inside = False
+    for a in args:
+        t = type(a)
+        if t is bytes:
+            if len(a) >= OOB_BYTES:
+                return False
+        elif t is list or t is tuple or t is dict:
+            inside = inside or holds_promise(a)
+        elif hasattr(t, "__polybus_value__"):
+            return False
+    return None if inside else True
