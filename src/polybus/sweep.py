@@ -174,6 +174,7 @@ class Cell:
     def to_dict(self) -> dict[str, Any]:
         ok = self.ok
         return {"config": dict(self.config), "elapsed_s": list(self.elapsed_s),
+                "n": len(self.elapsed_s),
                 "error": self.error, "speedup": self.speedup, "efficiency": self.efficiency,
                 "median": self.median if ok else None,
                 "min": min(self.elapsed_s) if ok else None,
@@ -198,6 +199,14 @@ class Sweep:
         """Every cell of the baseline's values failed (or never ran): no speedup."""
         return not any(c.ok and all(c.config.get(k) == v for k, v in self.baseline.items())
                        for c in self.cells)
+
+    @property
+    def runs(self) -> tuple[int, int]:
+        """The fewest and the most runs a cell with a figure has: ``repeat``, unless the
+        sweep was interrupted (each cell then has the rounds it finished, which may differ
+        by one); ``(repeat, repeat)`` when no cell has a figure."""
+        ns = [len(c.elapsed_s) for c in self.cells if c.ok]
+        return (min(ns), max(ns)) if ns else (self.repeat, self.repeat)
 
     @property
     def efficiency_vs(self) -> tuple[str, str] | None:

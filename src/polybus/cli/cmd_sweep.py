@@ -94,10 +94,23 @@ def title(sweep: Sweep) -> str:
     along = sweep.efficiency_vs
     per = (f"; efficiency per replica vs {along[0]}={along[1]}"
            if along is not None and along[0] not in sweep.baseline else "")
-    stopped = (f" (interrupted: {len(sweep.cells)} of {sweep.planned} combinations ran)"
-               if sweep.interrupted is not None else "")
-    return (f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of {sweep.repeat}; "
+    ran = (f"{len(sweep.cells)} of {sweep.planned} combinations ran"
+           if len(sweep.cells) < sweep.planned else "every combination ran, not every round")
+    stopped = f" (interrupted: {ran})" if sweep.interrupted is not None else ""
+    return (f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of {runs_said(sweep)}; "
             f"speedup vs {base}{per}{stopped}")
+
+
+def runs_said(sweep: Sweep) -> str:
+    """How many runs each figure is of: ``--repeat`` once every round ran; after Ctrl-C
+    the runs the cells have (an interrupted round leaves some a run short), where the
+    title said --repeat all the same ("of 3" over cells of two runs)."""
+    lo, hi = sweep.runs
+    if lo == hi == sweep.repeat:
+        return str(lo)
+    if lo == hi:
+        return f"{lo} runs ({sweep.repeat} asked)"
+    return f"{lo}{DASH}{hi} runs ({sweep.repeat} asked; each cell's in the runs column)"
 
 
 def table(sweep: Sweep) -> Table:
@@ -109,14 +122,18 @@ def table(sweep: Sweep) -> Table:
                            f"did not run)")
     for k in keys:
         t.add_column(escape(k.rsplit(".", 1)[-1] if k.startswith("modules.") else k))
-    for col in ("elapsed s", "speedup", "efficiency"):
+    lo, hi = sweep.runs
+    runs = lo != hi  # (cells of unequal counts: each says its own)
+    for col in ("elapsed s", *(("runs",) if runs else ()), "speedup", "efficiency"):
         t.add_column(col, justify="right")
     for c in sweep.cells:
         vals = [escape(c.config[k]) for k in keys]
         if not c.ok:
-            t.add_row(*vals, f"[red]failed[/]: {escape(brief(c.error))}", DASH, DASH)
+            t.add_row(*vals, f"[red]failed[/]: {escape(brief(c.error))}",
+                      *((DASH,) if runs else ()), DASH, DASH)
             continue
         t.add_row(*vals, f"{c.median:.4g} [{min(c.elapsed_s):.4g}{DASH}{max(c.elapsed_s):.4g}]",
+                  *((str(len(c.elapsed_s)),) if runs else ()),
                   DASH if c.speedup is None else f"{c.speedup:.3g}",
                   DASH if c.efficiency is None else f"{c.efficiency:.3g}")
     return t

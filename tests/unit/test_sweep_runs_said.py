@@ -1,0 +1,70 @@
+"""What a sweep's figures are of: --repeat once every round ran; after Ctrl-C the runs
+each cell has (an interrupted round leaves some cells a run short), in the title, a
+runs column when cells differ, and each cell's count in the JSON."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from polybus.cli.cmd_sweep import table, title
+from polybus.sweep import Sweep, run_sweep
+
+VARIES = [("modules.server.replication", ["1", "2", "4"])]
+
+
+def _sweep(stop_at: int | None, repeat: int = 3) -> Sweep:
+    """A sweep of three cells whose run number ``stop_at`` is interrupted by Ctrl-C."""
+    calls: list[Sequence[str]] = []
+
+    def runner(path: str, sets: Sequence[str]) -> float:
+        calls.append(sets)
+        if len(calls) == stop_at:
+            raise KeyboardInterrupt
+        return 1.0
+
+    return run_sweep("a.toml", VARIES, repeat, runner)
+
+
+def _shown(sweep: Sweep) -> str:
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(table(sweep))
+    return buf.getvalue()
+
+
+def test_a_whole_sweep_says_repeat_and_has_no_runs_column() -> None:
+    sweep = _sweep(None)
+    assert "median [min\u2013max] of 3; speedup" in title(sweep)
+    assert "runs" not in _shown(sweep)
+    assert [c["n"] for c in sweep.to_dict()["cells"]] == [3, 3, 3]
+
+
+def test_interrupted_after_two_rounds_says_two_runs_not_three() -> None:
+    sweep = _sweep(7)  # the third round's first run: every cell has two
+    said = title(sweep)
+    assert "median [min\u2013max] of 2 runs (3 asked); speedup" in said, said
+    assert "of 3;" not in said and "runs" not in _shown(sweep)
+    assert said.endswith("(interrupted: every combination ran, not every round)"), said
+    assert [c["n"] for c in sweep.to_dict()["cells"]] == [2, 2, 2]
+
+
+def test_interrupted_mid_round_says_the_range_and_each_cells_count() -> None:
+    sweep = _sweep(8)  # the third round's second run: the first cell has three, others two
+    said = title(sweep)
+    assert "of 2\u20133 runs (3 asked; each cell's in the runs column)" in said, said
+    rows = [line for line in _shown(sweep).splitlines() if "[1" in line]
+    assert "runs" in _shown(sweep) and len(rows) == 3
+    assert [row.split("\u2502")[3].strip() for row in rows] == ["3", "2", "2"]
+    assert [c["n"] for c in sweep.to_dict()["cells"]] == [3, 2, 2]
+
+
+def test_a_failed_cell_does_not_count_and_shows_no_runs() -> None:
+    def runner(path: str, sets: Sequence[str]) -> float:
+        if "modules.server.replication=4" in sets:
+            raise RuntimeError("no")
+        return 1.0
+
+    sweep = run_sweep("a.toml", VARIES, 2, runner)
+    assert "of 2; speedup" in title(sweep)
