@@ -105,7 +105,8 @@ def note_idle_shares(modules: dict[str, ModuleSpec], bindings: list[Binding],
                      serve: ServeSpec | None, p: Problems) -> None:
     """A share of 0 in a load ratio sends its replica none of the binding's calls: right
     for the head of a migration line (CORD's Type 2) or with stealing, where calls reach
-    it otherwise; anywhere else the replica idles for these calls."""
+    it otherwise; anywhere else the replica idles for these calls. Under async-demand a
+    load ratio is not applied at all (`_note_demand_ratio`)."""
     uses: list[tuple[str, str, UseSpec]] = [
         (b.module, dotted("modules", b.user, "use", b.name, "loadratio"),
          modules[b.user].use[b.name]) for b in bindings
@@ -114,7 +115,12 @@ def note_idle_shares(modules: dict[str, ModuleSpec], bindings: list[Binding],
              for r in serve.routes] if serve is not None else []
     for module, key, use in uses:
         m = modules.get(module)
-        if m is None or use.loadratio is None or use.balance == "steal" or p.reported(key):
+        if m is None or use.loadratio is None or p.reported(key):
+            continue
+        if use.callstyle.kind == "async-demand":
+            _note_demand_ratio(module, m, key, use, p)
+            continue
+        if use.balance == "steal":
             continue
         fed = {name for path in m.migration for name in (path.a, path.b)}
         idle = [r.name for r, share in zip(m.replication, use.loadratio, strict=False)
@@ -128,3 +134,22 @@ def note_idle_shares(modules: dict[str, ModuleSpec], bindings: list[Binding],
                    "none of these calls", key,
                    "give every replica a share > 0, or add balance = \"steal\"; a 0 is for "
                    "a replica that calls reach by stealing or migration")
+
+
+def _note_demand_ratio(module: str, m: ModuleSpec, key: str, use: UseSpec,
+                       p: Problems) -> None:
+    """async-demand hands each call to whichever replica has room (client/dispatch.py,
+    demand_pick): the binding's load ratio is never read, so its shares, 0 included,
+    decide nothing."""
+    assert use.loadratio is not None
+    zero = [r.name for r, share in zip(m.replication, use.loadratio, strict=False)
+            if share == 0]
+    also = ""
+    if zero:
+        one = len(zero) == 1
+        also = (f": replica{'' if one else 's'} {', '.join(repr(n) for n in zero)} of module "
+                f"{module!r}, at share 0, {'gets' if one else 'get'} calls like the others")
+    p.note(f'loadratio has no effect under callstyle = "{use.callstyle}": demand hands each '
+           f"call to whichever replica has room, so the shares are not applied{also}", key,
+           'for a static split, use callstyle = "async" with this loadratio; to give faster '
+           'replicas more, balance = "steal", or async-demand without a loadratio')
