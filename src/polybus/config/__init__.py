@@ -18,7 +18,7 @@ from polybus.config.expr import PriorityExpr, compile_priority
 from polybus.config.model import AppConfig
 from polybus.config.origin import SET, Origin
 from polybus.config.overrides import Overrides, apply_overrides, parse_override
-from polybus.config.problems import ConfigErrors, Problems
+from polybus.config.problems import ConfigErrors, Problems, dotted
 from polybus.config.replication import parse_replication
 from polybus.config.units import parse_duration, parse_size
 from polybus.errors import ConfigError
@@ -54,10 +54,13 @@ def load_document(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"not valid TOML: {e}", file=file) from None
 
 
-def _with_define(doc: dict[str, Any]) -> set[str]:
-    """The modules of ``doc`` that have a define table."""
+def _made_define(doc: dict[str, Any], made: set[str]) -> set[str]:
+    """The modules of ``doc`` whose define table the overrides made only to hold options
+    of the interfaces they name (``define.f.cache=...``, on a module whose file has no
+    define table); one an override set whole (``define={f = {}}``) lists what the module
+    serves, as the file's would."""
     modules = doc.get("modules")
-    return {k for k, t in modules.items() if isinstance(t, dict) and "define" in t
+    return {k for k in modules if dotted("modules", k, "define") in made
             } if isinstance(modules, dict) else set()
 
 
@@ -77,11 +80,11 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
         doc = load_document(path)
     except ConfigError as e:
         return None, [e]
-    before = _with_define(doc)
-    written, errors = apply_overrides(doc, overrides, origin)
+    made: set[str] = set()
+    written, errors = apply_overrides(doc, overrides, origin, made)
     problems = Problems(str(path), written, origin)
     problems.errors.extend(errors)
-    config = build(doc, Path(path), problems, added_define=_with_define(doc) - before,
+    config = build(doc, Path(path), problems, added_define=_made_define(doc, made),
                    tls_hosts=tls_hosts)
     if problems:
         return None, list(problems.errors)

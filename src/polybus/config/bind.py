@@ -268,9 +268,10 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
           added_define: Iterable[str] = (), tls_hosts: TLSHosts = None) -> AppConfig | None:
     """Validate the parsed (and overridden) document; None when ``p`` holds any mistake.
 
-    ``added_define``: the modules whose define table the overrides made (the file has
-    none); such a table adds options to the interfaces it names and leaves the module
-    serving all its functions (`_define_all`). ``tls_hosts``: the hosts the [cluster] tls
+    ``added_define``: the modules whose define table the overrides made to hold the
+    options they set (the file has none, and no override set the table whole); such a
+    table adds options to the interfaces it names and leaves the module serving all its
+    functions (`_define_all`). ``tls_hosts``: the hosts the [cluster] tls
     certificate must name (config/cluster.py)."""
     added = set(added_define)
     base_dir = config_path.resolve().parent

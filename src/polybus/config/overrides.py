@@ -97,13 +97,15 @@ def _normalise(path: list[str]) -> list[str]:
     return path
 
 
-def apply_overrides(doc: dict[str, Any], overrides: Overrides, origin: Origin = SET
-                    ) -> tuple[list[str], list[ConfigError]]:
+def apply_overrides(doc: dict[str, Any], overrides: Overrides, origin: Origin = SET,
+                    made: set[str] | None = None) -> tuple[list[str], list[ConfigError]]:
     """Apply in order to ``doc`` (in place); the dotted keys that were set, and mistakes
     (labelled as from ``origin``).
 
     The keys set include the tables an override made (``use.<name>`` that the file does
-    not have): a mistake found there is the override's, not the file's."""
+    not have): a mistake found there is the override's, not the file's. ``made``, when
+    given, gets the keys of the tables made only to hold a deeper key (``define`` for
+    ``define.f.cache=...``), not those an override then set whole (``define={f = {}}``)."""
     pairs: list[tuple[list[str], Any]] = []
     errors: list[ConfigError] = []
     if isinstance(overrides, str):
@@ -134,6 +136,8 @@ def apply_overrides(doc: dict[str, Any], overrides: Overrides, origin: Origin = 
                 break
             if part not in node:
                 written.append(dotted(*path[: i + 1]))
+                if made is not None:
+                    made.add(dotted(*path[: i + 1]))
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
                 errors.append(ConfigError(f"cannot set {full}: {dotted(*path[: i + 1])} is "
@@ -143,4 +147,6 @@ def apply_overrides(doc: dict[str, Any], overrides: Overrides, origin: Origin = 
         else:
             node[path[-1]] = value
             written.append(full)
+            if made is not None:  # (a table set whole is the override's value, not made)
+                made -= {k for k in made if k == full or k.startswith(full + ".")}
     return written, errors

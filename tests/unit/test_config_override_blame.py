@@ -1,0 +1,89 @@
+"""Overrides that change what a program is, not one option of it: a define table set
+whole, a second entrypoint, an engine that needs a registry. Each acts as the same key
+written in the file would, and a mistake in one is the override's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from polybus.config import validate
+
+SERVER = '''\
+def add(a, b):
+    return a + b
+
+
+def square(x):
+    return x * x
+
+
+def boom():
+    raise ValueError("boom")
+'''
+CLIENT = '''\
+from polybus import use
+
+square = use("square")
+
+
+def main():
+    return square(3)
+'''
+APP = '''\
+[modules.server]
+source = "server.py"
+replication = 1
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.square = { callstyle = "sync" }
+
+[bind]
+"client.square" = "server.square"
+'''
+
+Found = list[tuple[str | None, str | None, str, str | None]]
+
+
+def check(tmp_path: Path, toml: str = APP, overrides: tuple[str, ...] = ()
+          ) -> tuple[list[str] | None, Found]:
+    """What the server module serves (None when invalid), and (file as the user sees
+    it, key, message, hint) of every mistake."""
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "client.py").write_text(CLIENT)
+    path = tmp_path / "app.toml"
+    path.write_text(toml)
+    cfg, errors = validate(str(path), overrides)
+    served = list(cfg.modules["server"].define) if cfg is not None else None
+    return served, [("file" if e.file == str(path) else e.file, e.key, e.bare_message, e.hint)
+                    for e in errors]
+
+
+WHOLE = "modules.server.define={square = {}}"
+
+
+def test_a_define_table_set_whole_lists_what_the_module_serves_without_one_in_the_file(
+        tmp_path: Path) -> None:
+    # The module went on serving add and boom: the table counted as options only.
+    assert check(tmp_path, overrides=(WHOLE,)) == (["square"], [])
+    # ... as it does on a file with a define table of its own.
+    toml = APP.replace('source = "server.py"\n', 'source = "server.py"\ndefine.add = {}\n')
+    assert check(tmp_path, toml, (WHOLE,)) == (["square"], [])
+    # Added to after, or replacing options set before: still the list.
+    sets = (WHOLE, "modules.server.define.add.pool=2")
+    assert check(tmp_path, overrides=sets) == (["square", "add"], [])
+    sets = ("modules.server.define.add.pool=2", WHOLE)
+    assert check(tmp_path, overrides=sets) == (["square"], [])
+    # From Python, a dict is the same table.
+    path = tmp_path / "app.toml"
+    path.write_text(APP)
+    cfg, _ = validate(str(path), {"modules.server.define": {"square": {}}})
+    assert cfg is not None and list(cfg.modules["server"].define) == ["square"]
+
+
+def test_an_option_into_a_define_table_the_file_lacks_still_serves_everything(
+        tmp_path: Path) -> None:
+    assert check(tmp_path, overrides=("modules.server.define.square.pool=2",)) == (
+        ["add", "square", "boom"], [])
+
