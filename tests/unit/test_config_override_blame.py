@@ -87,3 +87,14 @@ def test_an_option_into_a_define_table_the_file_lacks_still_serves_everything(
     assert check(tmp_path, overrides=("modules.server.define.square.pool=2",)) == (
         ["add", "square", "boom"], [])
 
+
+def test_a_second_entrypoint_from_set_is_the_override_s_mistake(tmp_path: Path) -> None:
+    # It was said against the file's modules.client.entrypoint, which is right.
+    message = ("several modules have an entrypoint (server, client); exactly one (the "
+               "client) may")
+    assert check(tmp_path, overrides=("modules.server.entrypoint=add",)) == (
+        None, [("--set", "modules.server.entrypoint", message, None)])
+    # Two in the file: the second in the file's order, as before.
+    toml = APP.replace('source = "server.py"\n', 'source = "server.py"\nentrypoint = "add"\n')
+    assert check(tmp_path, toml) == (
+        None, [("file", "modules.client.entrypoint", message, None)])

@@ -264,6 +264,14 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                                 [b.name for b in bindings if b.user == m.key]))
 
 
+def _extra_entrypoints(clients: list[str], p: Problems) -> list[str]:
+    """Of the modules with an entrypoint, the ones to blame: all but the first the file
+    gives one (an override's is the mistake, not the file's), or all but the first."""
+    from_file = [c for c in clients if p.override(dotted("modules", c, "entrypoint")) is None]
+    kept = (from_file or clients)[:1]
+    return [c for c in clients if c not in kept]
+
+
 def build(doc: dict[str, Any], config_path: Path, p: Problems,
           added_define: Iterable[str] = (), tls_hosts: TLSHosts = None) -> AppConfig | None:
     """Validate the parsed (and overridden) document; None when ``p`` holds any mistake.
@@ -310,7 +318,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
         p.add("no module has an entrypoint", "modules",
               'exactly one module (the client) needs entrypoint = "main" or similar, '
               "or a [serve] table routes HTTP requests to the modules")
-    for extra in clients[1:]:
+    for extra in _extra_entrypoints(clients, p):
         p.add(f"several modules have an entrypoint ({', '.join(clients)}); exactly one "
               "(the client) may", dotted("modules", extra, "entrypoint"))
     for m in modules.values():
