@@ -33,6 +33,55 @@ def test_deadline_fails_typed_and_late_answer_is_discarded(harness: Harness, sty
     assert not link.outstanding  # ... and discarded: nothing waits for it
 
 
+@pytest.mark.parametrize("style", ["async", "async-demand(2)", "aggregate"])
+def test_a_deadline_counts_from_the_send_not_from_the_wait(harness: Harness, style: str) -> None:
+    """``timeout`` counts from when the call is handed to its replica: a wait begun
+    after the deadline fails at once if the answer is not here (slow(1, 0.9) answers
+    0.9 s after the call, past its 0.5 s deadline, though within 0.5 s of a wait begun at
+    0.6 s: before, that wait took the answer); an answer already here when a late wait
+    begins is taken (it may well have come in time)."""
+    use = ('{callstyle="async", aggregate=2, linger="1ms"}' if style == "aggregate"
+           else f'{{callstyle="{style}"}}')
+    app = harness.app("modules.server.replication=1", "modules.server.define.slow.pool=2",
+                      f"modules.client.use.slow={use}")
+    harness.embedded_registry()
+    harness.workers(1)
+    session = harness.session(app)
+    late = session.call("slow", (1, 0.9), {})
+    time.sleep(0.6)
+    with pytest.raises(CallTimeoutError, match=r"no answer from slow within 0\.5 s"):
+        wait(late)
+    quick = session.call("slow", (2, 0.0), {})
+    time.sleep(0.6)  # (its answer comes at once; nothing reads it until the wait)
+    assert wait(quick) == 2
+    deadline = time.monotonic() + 5
+    while harness.executions("done")[1] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert harness.executions("done")[1] == 1  # it ran; its answer was dropped
+    assert wait(session.call("slow", (3, 0.0), {})) == 3
+
+
+@pytest.mark.parametrize("style", ["sync", "async", "async-demand(2)", "aggregate"])
+def test_done_turns_true_in_a_loop_that_only_looks(harness: Harness, style: str) -> None:
+    """``p.done`` takes in the answers already here: a program polling it sees its call
+    answered without any wait (before, nothing read the answer and the loop never ended)."""
+    use = ('{callstyle="async", aggregate=4, linger="1ms"}' if style == "aggregate"
+           else f'{{callstyle="{style}"}}')
+    app = harness.app("modules.server.replication=1", f"modules.client.use.square={use}")
+    harness.embedded_registry()
+    harness.workers(1)
+    session = harness.session(app)
+    p = session.call("square", (7, 1.0), {})
+    if style == "sync":
+        assert p == 49  # a sync call answers at once: no promise to look at
+        return
+    give_up_at = time.monotonic() + 10
+    while not p.done and time.monotonic() < give_up_at:
+        time.sleep(0.005)
+    assert p.done
+    assert wait(p) == 49
+
+
 BOUND = 20
 # A replica's queue is shared by its interfaces and bounded by the largest bound they ask for.
 QUEUE = tuple(f"modules.server.define.{f}.queue={BOUND}" for f in ("square", "poison", "once", "slow"))

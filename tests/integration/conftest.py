@@ -206,6 +206,24 @@ def read_line(stream: IO[str], pattern: str, timeout: float = 20.0) -> re.Match[
     raise AssertionError(f"no line matching {pattern!r} within {timeout} s; got {seen!r}")
 
 
+def rest_of(stream: IO[str], timeout: float = 20.0) -> str:
+    """What is left of a pipe `read_line` has read from, to its end (the process gone)."""
+    if stream not in _readers:
+        return stream.read()
+    q = _readers[stream]
+    out = []
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = q.get(timeout=left)
+        except queue.Empty:
+            break
+        if not line:
+            break
+        out.append(line)
+    return "".join(out)
+
+
 def start_registry(procs: Procs, env: dict[str, str] | None = None,
                    *args: str) -> tuple[str, Path | None]:
     """`polybus registry` on a free loopback port: its address, and the token file it

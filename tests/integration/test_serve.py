@@ -25,6 +25,7 @@ from integration.conftest import (
     env_with,
     kill_all,
     read_line,
+    rest_of,
     start_registry,
     wait_gone,
 )
@@ -157,6 +158,30 @@ def test_serve_answers_and_keeps_serving_after_every_failure(procs: Procs, tmp_p
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     assert not wait_gone(workers)
+    assert proc.stderr is not None
+    said = rest_of(proc.stderr)
+    # Each failed call's error became its response (the 504 too): none is said unseen.
+    assert "never looked at" not in said, said
+
+
+def test_a_request_past_its_timeout_is_its_504_and_not_said_unseen(procs: Procs,
+                                                                     tmp_path: Path) -> None:
+    """The 504 is how a timed-out call's error is looked at: stopping serve while its
+    call still runs (its answer not come) said it had never been looked at."""
+    host, port, pid = start(procs, tmp_path)
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    status, _, body = get(conn, "GET", "/late?s=2")
+    assert status == 504 and b"0.2 s" in body, body
+    conn.close()
+    workers = descendants(pid)
+    procs.watch(workers)
+    proc = procs.started[-1]
+    proc.send_signal(signal.SIGTERM)  # (the call runs on for ~1.8 s)
+    assert proc.wait(timeout=20) == 0
+    assert not wait_gone(workers)
+    assert proc.stderr is not None
+    said = rest_of(proc.stderr)
+    assert "never looked at" not in said and "CallTimeoutError" not in said, said
 
 
 def test_a_second_sigterm_while_serve_stops_still_cleans_up(procs: Procs, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from polybus.client.calls import error_from
+from polybus.client.calls import error_from, give_up
 from polybus.client.policies.aggregate import arg_bytes
 from polybus.client.promise import Promise, behave_as_promise
 from polybus.client.unseen import forgotten, seen
@@ -34,13 +34,14 @@ class Pending:
 
     __slots__ = ("__weakref__", "args", "attempts", "batcher", "clean", "dispatcher", "done",
                  "error", "fails", "id", "late", "link", "only", "opbytes", "opened", "ops",
-                 "resent", "size", "values")
+                 "placed", "resent", "size", "values")
 
     def __init__(self, batcher: Batcher, now: float) -> None:
         self.batcher = batcher
         self.dispatcher = batcher  # what Dispatcher.lost() and the reactor look at
         self.args: list[tuple[Any, ...]] = []
         self.opened = now
+        self.placed = now  # (time.monotonic()) when last sent to a replica: _place
         self.size = 0
         self.id = 0
         self.link: ReplicaLink | None = None
@@ -189,6 +190,13 @@ class Slot:
         return b.done or (b.late is not None and self.i in b.late)
 
     @property
+    def deadline(self) -> float:
+        """When its interface's timeout runs out (time.monotonic()), counted from when its
+        batch was sent to a replica; 0.0 with no timeout."""
+        limit = self.batch.batcher.timeout
+        return 0.0 if limit is None else self.batch.placed + limit
+
+    @property
     def link(self) -> ReplicaLink | None:
         return self.batch.link
 
@@ -249,8 +257,23 @@ class BatchPromise(msgspec.Struct, Promise, gc=False):
 
     @property
     def done(self) -> bool:
-        """True once the answer (or error) is here; never waits."""
+        slot = Slot(self._rec, self._i)
+        if not slot.done:
+            self._rec.batcher.reactor.poll()  # (see Promise.done; writes its batch too)
+        return slot.done
+
+    @property
+    def _answered(self) -> bool:
         return Slot(self._rec, self._i).done
+
+    def _expire(self, now: float) -> None:
+        slot = Slot(self._rec, self._i)
+        limit = self._rec.batcher.timeout
+        if limit is not None and slot.link is not None and now >= slot.deadline \
+                and not slot.done:
+            self._rec.batcher.reactor.poll()  # (an answer here by now is taken)
+            if not slot.done:
+                give_up(slot, limit)  # type: ignore[arg-type]  # (a Slot is what it uses of a record)
 
     def _read_answers(self, seconds: float) -> None:
         batcher = self._rec.batcher

@@ -239,6 +239,7 @@ class Batcher:
         link = self.links[i]
         b.link = link
         b.attempts += 1
+        b.placed = time.monotonic()  # (its calls' timeout counts from here)
         link.outstanding[b.id] = b  # type: ignore[assignment]
         self.inflight[i] += 1
         h = self.held[i]

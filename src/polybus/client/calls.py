@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.unseen import failed, forgotten, seen
@@ -44,8 +45,8 @@ def message_of(error: object) -> str:
 class CallRecord:
     """One accepted call: gets exactly one outcome, a value or an error."""
 
-    __slots__ = ("ahead", "args", "attempts", "carried", "dispatcher", "error", "id", "kwargs",
-                 "link", "orphan", "passed", "prio", "resent", "sent_at", "value")
+    __slots__ = ("ahead", "args", "attempts", "carried", "deadline", "dispatcher", "error", "id",
+                 "kwargs", "link", "orphan", "passed", "prio", "resent", "sent_at", "value")
 
     # Set when so only (client/unseen.py): its promise went before the outcome came; its
     # promise was passed to another call (forwarded), whose error may say this one's
@@ -71,6 +72,12 @@ class CallRecord:
         self.sent_at = 0.0   # perf_counter() at the last send
         self.ahead = 0       # calls outstanding on its replica then, itself included
         self.attempts = 0
+        # Its interface's timeout runs out then (time.monotonic(); 0.0: no timeout),
+        # counted from when it is handed to a replica (made, or taken from a demand
+        # backlog: Dispatcher._send, refill): a wait past it fails it (`give_up`), unless
+        # its answer is here by then (Reactor.wait).
+        limit = dispatcher.timeout
+        self.deadline = 0.0 if limit is None else time.monotonic() + limit
 
     @property
     def done(self) -> bool:
@@ -121,13 +128,18 @@ class CallRecord:
         return self.value
 
 
+def late_error(interface: str, limit: float, why: str = "") -> CallTimeoutError:
+    """The error of a call to ``interface`` not answered within ``limit`` seconds of
+    being made (its interface's timeout)."""
+    return CallTimeoutError(f"no answer from {interface} within {duration_text(limit)}{why}",
+                            interface=interface)
+
+
 def give_up(rec: CallRecord, limit: float, why: str = "") -> bool:
     """Fail ``rec`` with CallTimeoutError for its interface's ``limit`` (seconds) and
     let it go (its late answer is dropped); False if it already had its outcome. ``why``
     is added to the message. One place for a wait, `as_completed` and the run's drain."""
-    iface = rec.dispatcher.interface
-    if not rec.set_error(CallTimeoutError(
-            f"no answer from {iface} within {duration_text(limit)}{why}", interface=iface)):
+    if not rec.set_error(late_error(rec.dispatcher.interface, limit, why)):
         return False
     rec.dispatcher.forget(rec)
     return True

@@ -26,8 +26,8 @@ def as_completed(xs: Iterable[Any], timeout: float | None = None) -> Iterator[An
     """Yield each of ``xs`` once its answer is here, the first answered first: the
     promise itself (use it, or ``wait(p)``, which raises the call's error if it
     failed); a value that is not a promise comes at once. A call whose interface has a
-    ``timeout`` is yielded failed (CallTimeoutError) once that long has passed here, as
-    ``wait`` would. ``timeout`` (seconds, for them all): TimeoutError once it passes
+    ``timeout`` is yielded failed (CallTimeoutError) once that long has passed since it
+    was made, as ``wait`` would. ``timeout`` (seconds, for them all): TimeoutError once it passes
     with promises still unanswered."""
     pending = list(xs)
     start = time.monotonic()
@@ -36,9 +36,9 @@ def as_completed(xs: Iterable[Any], timeout: float | None = None) -> Iterator[An
         now = time.monotonic()
         still = []
         for x in pending:
-            if isinstance(x, Promise) and not x.done:  # (neither waits)
-                x._expire(now - start)
-                if not x.done:
+            if isinstance(x, Promise) and not x._answered:  # (neither waits nor reads)
+                x._expire(now)
+                if not x._answered:
                     still.append(x)
                     continue
             yield x

@@ -235,6 +235,8 @@ class Dispatcher:
     def _send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
         rec.link = link
         rec.attempts += 1
+        if rec.deadline:  # (its timeout counts from here: CallRecord)
+            rec.deadline = time.monotonic() + (self.timeout or 0.0)
         link.outstanding[rec.id] = rec
         self.inflight[self._index[id(link)]] += 1
         try:
@@ -302,6 +304,8 @@ class Dispatcher:
             link.outstanding[rec.id] = rec
             self.inflight[i] += 1
             rec.sent_at, rec.ahead = now, self.inflight[i]
+            if rec.deadline:  # (its timeout counts from here: CallRecord)
+                rec.deadline = time.monotonic() + (self.timeout or 0.0)
             batches.setdefault(i, []).append(rec)
         for entry in waiting:
             heapq.heappush(self._backlog, entry)

@@ -5,8 +5,9 @@ with the next ones, in an ``async-demand`` backlog or an open aggregated batch. 
 the replicas then would drop them without a word (a program that fires a call and
 returns, ``log_event(x); return``, saw it run or not by luck). So the run takes in their
 answers first, as ``concurrent.futures``' shutdown waits for its futures. An interface's
-``timeout`` holds here as in a wait: a call not answered that long after the drain began
-fails with CallTimeoutError (the replica may still run it; its answer is dropped). Losing
+``timeout`` holds here as in a wait: a call not answered by its deadline (that long after
+it was made) fails with CallTimeoutError (the replica may still run it; its answer is
+dropped). Losing
 every replica fails what is left. An error nobody will look at is said (unseen.py), and
 a drain that lasts says what it waits for, once.
 """
@@ -46,15 +47,26 @@ def under_way(session: Session) -> int:
             + sum(bt.unwritten for bt in session.batchers))
 
 
-def _expire(session: Session, waited: float) -> None:
-    """Give up on the outstanding calls whose interface's timeout is shorter than
-    ``waited``, as a wait that long would have."""
+def _past(x: object, limit: float, now: float) -> bool:
+    if isinstance(x, Pending):
+        return now >= x.placed + limit
+    return now >= x.deadline  # type: ignore[attr-defined,no-any-return]
+
+
+def _expire(session: Session, now: float) -> None:
+    """Give up on the outstanding calls whose deadline is past at ``now``, as a wait
+    would have (answers already here taken first)."""
+    if any(x.dispatcher.timeout is not None and _past(x, x.dispatcher.timeout, now)
+           for lk in session.reactor.links for x in lk.outstanding.values()):
+        session.reactor.poll()
     for link in session.reactor.links:
         for x in list(link.outstanding.values()):
             limit = x.dispatcher.timeout
-            if limit is None or waited < limit or not _running(x):
+            if limit is None or not _running(x):
                 continue
             why = " (a call never waited for, when the program returned)"
+            if not _past(x, limit, now):
+                continue
             if isinstance(x, Pending):  # (each call of a batch, as a wait's Slot is)
                 for i in range(len(x.args)):
                     give_up(Slot(x, i), limit, why)
@@ -72,8 +84,9 @@ def drain(session: Session) -> None:
         n = under_way(session)
         if not n:
             return
-        waited = time.monotonic() - start
-        _expire(session, waited)
+        now = time.monotonic()
+        waited = now - start
+        _expire(session, now)
         if waited >= SAY_AFTER_S and not said:
             said = True
             log.warning("polybus: the program returned with %d call(s) under way that it "

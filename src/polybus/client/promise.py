@@ -33,7 +33,15 @@ class Promise:
 
     @property
     def done(self) -> bool:
-        """True once the answer (or error) is here; never waits."""
+        """True once the answer (or error) is here. Never waits: if it is not here yet,
+        the answers that have already arrived are taken in first (one look), so a loop
+        over ``p.done`` sees its answer come."""
+        raise NotImplementedError
+
+    @property
+    def _answered(self) -> bool:
+        """`done` without the look (for loops over many promises, which read answers
+        themselves: as_completed, the HTTP front door)."""
         raise NotImplementedError
 
     # -- for as_completed (client/completion.py) ------------------------------------
@@ -44,9 +52,10 @@ class Promise:
         with contextlib.suppress(Exception):  # (its error is the caller's, when used)
             self.__polybus_value__()
 
-    def _expire(self, waited: float) -> None:
-        """Fail the call as ``wait`` would once its interface's timeout is shorter than
-        ``waited`` (seconds); by default a promise has no timeout."""
+    def _expire(self, now: float) -> None:
+        """Fail the call as ``wait`` would if its deadline (its interface's timeout after
+        the call was made) is past at ``now`` (time.monotonic()); by default a promise
+        has no timeout."""
 
     # isinstance(p, dict), and so Counter.update(p), json's and numpy's checks, and
     # functools.singledispatch, see the answer's class, as for a proxy (wrapt's, say):
@@ -175,7 +184,7 @@ _install()
 # What a subclass must not take from another base (a msgspec Struct defines these too).
 _OWN = frozenset(k for k in Promise.__dict__ if k not in (
     "__slots__", "__module__", "__doc__", "__init__", "__polybus_value__", "done",
-    "__class__"))  # (a Struct has no __class__ of its own; setattr cannot install one)
+    "_answered", "__class__"))  # (a Struct has no __class__ of its own; setattr cannot install one)
 
 
 def behave_as_promise(cls: type[Promise]) -> None:
@@ -206,7 +215,13 @@ class CallPromise(Promise):
 
     @property
     def done(self) -> bool:
-        """True once the answer (or error) is here; never waits."""
+        rec = self._rec
+        if not rec.done:
+            self._reactor.poll()  # (what has arrived is taken in: see Promise.done)
+        return bool(rec.done)
+
+    @property
+    def _answered(self) -> bool:
         return bool(self._rec.done)
 
     def _read_answers(self, seconds: float) -> None:
@@ -222,10 +237,14 @@ class CallPromise(Promise):
         else:  # (failed, and the program never saw it)
             forgotten(rec.error, rec.dispatcher.interface)
 
-    def _expire(self, waited: float) -> None:
+    def _expire(self, now: float) -> None:
         rec = self._rec
         limit = rec.dispatcher.timeout
-        if limit is not None and waited >= limit and not rec.done:
+        if limit is None or rec.link is None or now < rec.deadline:
+            return  # (no timeout, still in a demand backlog, or not yet)
+        if not rec.done:
+            self._reactor.poll()  # (an answer here by now is taken, as in a wait)
+        if not rec.done:
             # (failed, not raised here: the program sees it when it uses the promise, and
             # one it drops is said, client/unseen.py; the message names the real limit)
             give_up(rec, limit)

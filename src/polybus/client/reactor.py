@@ -133,12 +133,20 @@ class Reactor:
         """Block until ``rec`` has its outcome; return the value or raise its error."""
         if timeout is None and self._fast and rec.link is not None and self._alone(rec.link):
             self._wait_alone(rec, rec.link)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        # Counted from when the call was handed to a replica (its deadline; a call still
+        # in a demand backlog has none yet). Past it, an answer already here is taken (it
+        # may well have come in time: when, no one can tell), else the call fails and
+        # its answer, if it comes, is dropped.
         while not rec.done:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                give_up(rec, timeout or 0.0)
-                break
+            remaining = None
+            if timeout is not None:
+                remaining = (rec.deadline - time.monotonic() if rec.link is not None
+                             else timeout)  # (placed by a refill meanwhile)
+                if remaining <= 0:
+                    self.poll()
+                    if not rec.done:
+                        give_up(rec, timeout)
+                    break
             self.step(rec.link, remaining)
         return rec.outcome()
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Slot
 from polybus.client.promise import CallPromise, Promise, wait
+from polybus.client.unseen import seen
 from polybus.config.units import duration_text
 from polybus.errors import CallTimeoutError, PolybusError
 
@@ -95,7 +96,7 @@ class CallBridge:
             late = CallTimeoutError(f"no answer from {name} within {duration_text(timeout or 0.0)}",
                                     interface=name)
             if _give_up(promise, late):
-                raise late from None
+                raise seen(late) from None  # (its 504 is how it is looked at)
             return wait(promise)  # its answer came in the same instant
         finally:
             self._pending.pop(id(promise), None)
@@ -112,7 +113,7 @@ class CallBridge:
         self._step_soon = False
         self.reactor.step(timeout=0)
         for promise, fut in list(self._pending.values()):
-            if promise.done and not fut.done():
+            if promise._answered and not fut.done():
                 try:
                     fut.set_result(wait(promise))
                 except Exception as exc:  # the call's own typed error, for its request
