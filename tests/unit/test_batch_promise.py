@@ -83,14 +83,17 @@ def test_giving_up_on_one_call_of_a_batch_leaves_the_others() -> None:
     from polybus.http.calls import _give_up
 
     forgotten: list[Any] = []
+    polls: list[int] = []
+    reactor = SimpleNamespace(poll=lambda: polls.append(1))  # (done looks, nothing comes)
     batcher: Any = SimpleNamespace(interface="f", timeout=None, forget=forgotten.append,
-                                   failed=weakref.WeakSet())
+                                   failed=weakref.WeakSet(), reactor=reactor)
     b = Pending(batcher, 0.0)
     b.id = 1  # sent, not answered yet
     first, second = BatchPromise(b, 0), BatchPromise(b, 1)
     late = CallTimeoutError("no answer from f within 1 s", interface="f")
     assert _give_up(first, late) and len(forgotten) == 1
     assert first.done and not second.done and b.error is None
+    assert polls == [1]  # (the unanswered one looked for answers; the failed one did not)
     b.values, b.done = [None, 2], True  # the batch's answer comes after all
     assert wait(second) == 2
     with pytest.raises(CallTimeoutError):
