@@ -115,7 +115,9 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
     forwarded. Workers of a ``registry`` print where they were started.
     """
     sets = override_strings(overrides)
-    app = load(path, sets, origin)  # (the workers get them as --set, checked here first)
+    # (the workers get them as --set, checked here first; a hosts engine's missing
+    # registry too, unless given here)
+    app = load(path, sets, origin, running=not registry)
     for note in app.notes:
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
     if sets and (registry or app.cluster.registry):
@@ -223,7 +225,7 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
                                "hosts engine")
     if kind == "local" and not registry:
         _warn_if_launched(app)
-    if kind == "hosts" and not registry:
+    if kind == "hosts" and not registry:  # (run finds it in load; serve, a sweep here)
         raise ConfigError("the hosts engine uses workers already running; it needs their "
                           "registry", file=str(app.path), key="cluster.registry",
                           hint="set registry = \"HOST:PORT\" or pass --registry")

@@ -22,9 +22,12 @@ def test_an_engine_that_starts_its_own_registry_refuses_another(engine: str) -> 
 
 
 def test_hosts_engine_without_a_registry_says_what_is_missing() -> None:
+    """(Found with the configuration, and said where the engine was chosen.)"""
     with pytest.raises(ConfigError) as info:
         polybus.run(APP, {"cluster.engine": "hosts"})
-    assert info.value.key == "cluster.registry"
+    assert (info.value.file, info.value.key) == ("overrides", "cluster.engine")
+    assert "it needs their registry" in str(info.value)
+    assert "cluster.registry" in str(info.value.hint)
 
 
 def test_an_interrupt_while_workers_start_leaves_no_process_or_log(

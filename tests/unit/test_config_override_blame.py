@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+import polybus
+from polybus.cli.main import main
 from polybus.config import validate
+from polybus.errors import ConfigError
 
 SERVER = '''\
 def add(a, b):
@@ -98,3 +103,36 @@ def test_a_second_entrypoint_from_set_is_the_override_s_mistake(tmp_path: Path) 
     toml = APP.replace('source = "server.py"\n', 'source = "server.py"\nentrypoint = "add"\n')
     assert check(tmp_path, toml) == (
         None, [("file", "modules.client.entrypoint", message, None)])
+
+
+HOSTS_NEED = "the hosts engine uses workers already running; it needs their registry"
+
+
+def test_check_says_the_hosts_engine_needs_a_registry_where_the_engine_was_set(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # check said ok, and run failed blaming the file, though --set chose the engine.
+    check(tmp_path)
+    app = str(tmp_path / "app.toml")
+    assert main(["check", app, "--no-import", "--set", "cluster.engine=hosts"]) == 2
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"error: --set: cluster.engine: {HOSTS_NEED} (add --set "
+        "'cluster.registry=\"HOST:PORT\"', or pass --registry HOST:PORT to run)")
+    assert main(["check", app, "--no-import", "--set", "cluster.engine=hosts",
+                 "--set", "cluster.registry=127.0.0.1:7700"]) == 0
+    with pytest.raises(ConfigError) as info:  # (from Python: the overrides, and registry=)
+        polybus.run(app, {"cluster.engine": "hosts"})
+    assert (info.value.file, info.value.key, info.value.bare_message) == (
+        "overrides", "cluster.engine", HOSTS_NEED)
+    assert info.value.hint is not None and 'registry="HOST:PORT"' in info.value.hint
+
+
+def test_a_hosts_engine_in_the_file_without_a_registry_is_the_file_s(tmp_path: Path) -> None:
+    toml = APP + '\n[cluster]\nengine = "hosts"\n'
+    check(tmp_path, toml)
+    path = str(tmp_path / "app.toml")
+    _, errors = validate(path, running=True)
+    assert [(e.file, e.key, e.bare_message) for e in errors] == [
+        (path, "cluster.engine", HOSTS_NEED)]
+    # A worker, or a run given its registry apart (--registry), needs none in the file.
+    cfg, errors = validate(path)
+    assert errors == [] and cfg is not None and cfg.cluster.engine == "hosts"

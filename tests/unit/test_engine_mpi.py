@@ -3,6 +3,7 @@ rank checks alike, and what a configuration may not ask of it."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 
@@ -69,6 +70,20 @@ def test_run_without_mpiexec_says_how_to_launch(tmp_path: Path,
     with pytest.raises(ConfigError) as info:
         polybus.run(_app(tmp_path))
     assert "started without mpiexec" in str(info.value)
+
+
+def test_run_without_mpiexec_or_mpi4py_says_mpi4py_is_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # check said "needs mpi4py"; run only said to use mpiexec, which would then fail.
+    for v in mpi._RANK_VARS:
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # (does not import)
+    with pytest.raises(ConfigError) as info:
+        polybus.run(_app(tmp_path))
+    assert info.value.bare_message.endswith(
+        "started without mpiexec (1 process); and it needs mpi4py, which is not installed")
+    assert info.value.hint is not None
+    assert info.value.hint.startswith("pip install 'polybus[mpi]', then mpiexec -n 6 ")
 
 
 def test_request_ends_a_wait_from_another_thread() -> None:

@@ -61,7 +61,8 @@ def _note(line: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    app, errors = validate(args.config, tuple(args.set), tls_hosts=args.host or "registry")
+    app, errors = validate(args.config, tuple(args.set), tls_hosts=args.host or "registry",
+                           running=True)
     if errors:
         for e in errors:
             print(f"error: {e}", file=sys.stderr)

@@ -65,7 +65,8 @@ def _made_define(doc: dict[str, Any], made: set[str]) -> set[str]:
 
 
 def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
-             tls_hosts: TLSHosts = None) -> tuple[AppConfig | None, list[ConfigError]]:
+             tls_hosts: TLSHosts = None, running: bool = False
+             ) -> tuple[AppConfig | None, list[ConfigError]]:
     """The configuration at ``path`` with ``overrides`` applied, and every mistake in it.
 
     ``overrides`` are ``"a.b.c=value"`` strings (as ``--set`` takes them) or a mapping of
@@ -74,7 +75,10 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
     empty. ``tls_hosts``: the hosts this machine is dialled at, which the [cluster] tls
     certificate must name (config/cluster.py): None, not known (only ``listen_host``
     when there is no ``registry``); "registry", the registry's host, as ``polybus check``
-    assumes unless given ``--host``.
+    assumes unless given ``--host``. ``running``: the caller runs the program from this
+    configuration with no registry given apart (``polybus check``, ``run`` without
+    ``--registry``), so the hosts engine needs ``[cluster] registry``; a worker, which is
+    given one, does not.
     """
     try:
         doc = load_document(path)
@@ -85,16 +89,16 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
     problems = Problems(str(path), written, origin)
     problems.errors.extend(errors)
     config = build(doc, Path(path), problems, added_define=_made_define(doc, made),
-                   tls_hosts=tls_hosts)
+                   tls_hosts=tls_hosts, running=running)
     if problems:
         return None, list(problems.errors)
     return config, []
 
 
 def load(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
-         tls_hosts: TLSHosts = None) -> AppConfig:
+         tls_hosts: TLSHosts = None, running: bool = False) -> AppConfig:
     """The validated configuration; raises ConfigErrors (a ConfigError) listing every mistake."""
-    config, errors = validate(path, overrides, origin, tls_hosts)
+    config, errors = validate(path, overrides, origin, tls_hosts, running)
     if errors or config is None:
         raise ConfigErrors(errors, file=str(path))
     return config

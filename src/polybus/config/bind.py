@@ -273,14 +273,16 @@ def _extra_entrypoints(clients: list[str], p: Problems) -> list[str]:
 
 
 def build(doc: dict[str, Any], config_path: Path, p: Problems,
-          added_define: Iterable[str] = (), tls_hosts: TLSHosts = None) -> AppConfig | None:
+          added_define: Iterable[str] = (), tls_hosts: TLSHosts = None,
+          running: bool = False) -> AppConfig | None:
     """Validate the parsed (and overridden) document; None when ``p`` holds any mistake.
 
     ``added_define``: the modules whose define table the overrides made to hold the
     options they set (the file has none, and no override set the table whole); such a
     table adds options to the interfaces it names and leaves the module serving all its
     functions (`_define_all`). ``tls_hosts``: the hosts the [cluster] tls
-    certificate must name (config/cluster.py)."""
+    certificate must name, and ``running`` whether the hosts engine needs its registry
+    here (config/cluster.py)."""
     added = set(added_define)
     base_dir = config_path.resolve().parent
     p.unknown_keys(doc, TOP_KEYS)
@@ -301,7 +303,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     cluster = ClusterSpec()
     if "cluster" in doc:
         if isinstance(doc["cluster"], dict):
-            cluster = parse_cluster(doc["cluster"], base_dir, p, tls_hosts)
+            cluster = parse_cluster(doc["cluster"], base_dir, p, tls_hosts, running)
         else:
             p.wrong_type("a table", doc["cluster"], "cluster")
     serve: ServeSpec | None = None

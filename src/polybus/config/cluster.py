@@ -39,7 +39,10 @@ the configuration). "registry": the registry's host (``polybus check``'s default
 
 
 def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
-                  tls_hosts: TLSHosts = None) -> ClusterSpec:
+                  tls_hosts: TLSHosts = None, running: bool = False) -> ClusterSpec:
+    """``[cluster]``. ``running``: the program is run from this configuration alone
+    (``polybus check``, ``run`` without ``--registry``), so the hosts engine, which
+    starts no workers, needs ``registry``: said at ``engine``, where it was written."""
     p.unknown_keys(table, CLUSTER_KEYS, "cluster")
     t = _Table(table, ("cluster",), p)
     c = ClusterSpec()
@@ -55,6 +58,15 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
     if engine in ("mpi", "ray") and registry is not None:
         p.add(f"the {engine} engine starts its own registry; it uses no other",
               t.key("registry"), "remove [cluster] registry, or use the hosts engine")
+    if (running and engine == "hosts" and "registry" not in table
+            and not p.reported(t.key("engine"))):
+        by = p.override(t.key("engine"))
+        give = 'registry="HOST:PORT" to polybus.run' if by and not by.shell else \
+            "--registry HOST:PORT to run"
+        p.add("the hosts engine uses workers already running; it needs their registry",
+              t.key("engine"), (by.add_hint("cluster.registry", '"HOST:PORT"') if by
+                                else 'set registry = "HOST:PORT" in [cluster]')
+              + f", or pass {give}")
     spec = ClusterSpec(
         tls=_parse_tls(t, base_dir, p),
         engine=cast(Literal["local", "hosts", "mpi", "ray"], _pick(engine, c.engine)),

@@ -30,6 +30,7 @@ each rank's host name. mpi4py is imported only here (``pip install polybus[mpi]`
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import shlex
 import sys
@@ -95,7 +96,9 @@ def _world() -> Any:
 
 def _check_size(app: AppConfig, size: int, launched: bool = True) -> None:
     """The same check on every rank, so every rank stops with the same error (none is
-    left waiting in a broadcast the others never make)."""
+    left waiting in a broadcast the others never make). Started without a launcher, and
+    without mpi4py, it says mpi4py is missing too, as ``polybus check`` does: launched,
+    it would fail on that next."""
     want = 1 + len(served.replicas_in_order(app))
     if size != want:
         how = (f"on {size} rank{'s' if size != 1 else ''}" if launched
@@ -104,12 +107,16 @@ def _check_size(app: AppConfig, size: int, launched: bool = True) -> None:
             where = os.path.relpath(app.path)
         except ValueError:
             where = str(app.path)
+        missing = not launched and importlib.util.find_spec("mpi4py") is None
         raise ConfigError(
             f"the mpi engine runs one rank for the client and one per replica: this "
             f"configuration has {want - 1} replica(s), so {want} ranks; it was started "
-            f"{how}", file=str(app.path), key="cluster.engine",
-            hint=f"mpiexec -n {want} polybus run {shlex.quote(where)} ... (with "
-                 f"--oversubscribe if that is more than this host's cores)")
+            f"{how}" + ("; and it needs mpi4py, which is not installed" if missing else ""),
+            file=str(app.path), key="cluster.engine",
+            hint=("pip install 'polybus[mpi]', then " if missing
+                  else "")
+            + f"mpiexec -n {want} polybus run {shlex.quote(where)} ... (with "
+              f"--oversubscribe if that is more than this host's cores)")
 
 
 def _until(done: Callable[[], bool], seconds: float | None = None) -> bool:
