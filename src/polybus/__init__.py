@@ -15,12 +15,9 @@ the rest of polybus.errors is there too).
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.completion import as_completed
-from polybus.client.operands import broadcast
-from polybus.client.promise import Promise, wait
-from polybus.client.stubs import use
 from polybus.errors import (
     BusyError,
     CallTimeoutError,
@@ -33,6 +30,10 @@ from polybus.errors import (
 )
 
 if TYPE_CHECKING:
+    from polybus.client.completion import as_completed
+    from polybus.client.operands import broadcast
+    from polybus.client.promise import Promise, wait
+    from polybus.client.stubs import use
     from polybus.runner import RunResult
 
 __version__ = "0.1.0"
@@ -48,9 +49,23 @@ def run(path: Any, overrides: Any = (), **kwargs: Any) -> RunResult:
     return _run(path, overrides, **kwargs)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "RunResult":
-        from polybus.runner import RunResult
+# Imported when first asked for (``from polybus import use`` in a program's module): the
+# client's modules pull in the configuration, the transports and numpy, 0.2 s that
+# every `polybus` command paid before its first line ran, when a Ctrl-C could only
+# print a traceback of imports (cli/main.py says "interrupted" from its first line).
+_LAZY = {"as_completed": "polybus.client.completion", "broadcast": "polybus.client.operands",
+         "Promise": "polybus.client.promise", "wait": "polybus.client.promise",
+         "use": "polybus.client.stubs", "RunResult": "polybus.runner"}
 
-        return RunResult
-    raise AttributeError(name)
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'polybus' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value  # (asked once)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

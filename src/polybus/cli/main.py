@@ -55,12 +55,25 @@ class Terminated(KeyboardInterrupt):
     (`polybus worker` and `registry` set handlers of their own.)"""
 
 
+def started_interrupted() -> int:
+    """Ctrl-C before a command began (while its modules import): the one line a later
+    Ctrl-C gives, status 130, not a traceback of imports."""
+    try:
+        print("polybus: interrupted", file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # (a closed pipe)
+        pass
+    return 130
+
+
 def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:  # (the subcommands' modules import here: a Ctrl-C now stops the start-up)
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        return started_interrupted()
     warnings.formatwarning = _format_warning
     if argv is None:
         signal.signal(signal.SIGTERM, _terminate)
