@@ -48,3 +48,23 @@ def test_a_large_buffer_over_shm_is_counted_apart_from_the_frames() -> None:
         x.close()
         y.close()
         gc.collect()
+
+
+def test_what_the_readme_says_varies_the_counts_is_the_codes_sizes() -> None:
+    """A ping is 15 B out and 17 B back; corked answers go up to 64 in one frame, about
+    10 B of framing less per answer joined (README, what makes a count differ)."""
+    from polybus.wire.messages import Batch, Fail, Message, Ping, Pong, Result
+    from polybus.worker.replies import CORK_LIMIT
+
+    codec = Codec()
+
+    def size(msg: Message) -> int:
+        return sum(memoryview(p).nbytes for p in codec.encode(msg))
+
+    readme = _text("README.md")
+    assert (size(Ping(0)), size(Pong(0, 0, 0))) == (15, 17)
+    assert "pinged: 15 B sent and 17 B received per ping" in readme
+    assert f"up to {CORK_LIMIT} in one frame, about 10 B of framing less" in readme
+    answers: list[Call | Result | Fail] = [Result(i, float(i)) for i in range(10)]
+    saved = (sum(size(r) for r in answers) - size(Batch(answers))) / (len(answers) - 1)
+    assert 9 <= saved <= 12
