@@ -19,6 +19,7 @@ from polybus.wire.messages import Ping, Pong, Result
 class _Dispatcher:
     interface = "x"
     comm = None
+    timeout = None
 
     def completed(self, rec: CallRecord, link: ReplicaLink) -> None:
         pass

@@ -137,10 +137,13 @@ class Reactor:
         # in a demand backlog has none yet). Past it, an answer already here is taken (it
         # may well have come in time: when, no one can tell), else the call fails and
         # its answer, if it comes, is dropped.
+        # (A record with no deadline of its own, waited for with a timeout, counts from
+        # this wait.)
+        own = 0.0 if timeout is None else time.monotonic() + timeout
         while not rec.done:
             remaining = None
             if timeout is not None:
-                remaining = (rec.deadline - time.monotonic() if rec.link is not None
+                remaining = ((rec.deadline or own) - time.monotonic() if rec.link is not None
                              else timeout)  # (placed by a refill meanwhile)
                 if remaining <= 0:
                     self.poll()
