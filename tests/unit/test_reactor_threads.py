@@ -85,3 +85,28 @@ def test_a_second_thread_is_answered_while_the_first_waits_on_a_quiet_replica() 
         reactor.close()
         for s in socks:
             s.close()
+
+
+def test_a_step_takes_answers_already_read_before_it_sleeps() -> None:
+    """Two answers come in one read; the wait for the first takes only its own and
+    leaves the second whole in the link's decoder. The next step (the run's last drain)
+    must take it rather than sleep on a socket that has nothing more to say: it slept
+    until the heartbeat's ping brought bytes (1.5 s at the end of a run)."""
+    reactor = Reactor()  # (no heartbeat: nothing else would ever come)
+    a, b = socket.socketpair()
+    link = ReplicaLink("L", "m", Channel(a, Codec(), "L"))
+    reactor.add(link)
+    server = Channel(b, Codec(), "server")
+    d: Any = _Dispatcher()
+    try:
+        first, second = CallRecord(1, d, [], None, 0.0), CallRecord(2, d, [], None, 0.0)
+        for rec in (first, second):
+            rec.link = link
+            link.outstanding[rec.id] = rec
+        server.send_many([Result(1, 10), Result(2, 20)])
+        assert reactor.wait(first) == 10
+        reactor.step(None, 5.0)  # (bounded: with nothing taken, it returns after 5 s)
+        assert second.done and second.outcome() == 20
+    finally:
+        reactor.close()
+        b.close()

@@ -284,7 +284,11 @@ class Reactor:
                 wait_s = 0.5 if timeout is None else timeout
                 if self.liveness is not None:
                     wait_s = min(wait_s, self.liveness.heartbeat / 2)
-                ready = rings.spin_busy(busy, wait_s) if busy and wait_s > 0 else []
+                # Messages already read, whole in a decoder (a reader that took only its
+                # own answer left them), are taken first: no socket will say they are here.
+                ready = [lk for lk in busy if lk.channel.buffered()]
+                if not ready and busy and wait_s > 0:
+                    ready = rings.spin_busy(busy, wait_s)
                 if not ready:  # (also with no wait: what came with the flag up rang no bell)
                     ready = rings.down(self._rings)
                 for link in ready or [key.data for key, _ in self._sel.select(wait_s)]:
@@ -305,6 +309,8 @@ class Reactor:
             try:
                 ready: list[ReplicaLink] = [key.data for key, _ in self._sel.select(0)]
                 ready += rings.waiting(self._rings, ready)  # (they rang no doorbell)
+                ready += [lk for lk in self.links  # (read before, left whole: see step)
+                          if lk not in ready and not lk.dead and lk.channel.buffered()]
                 for link in ready:
                     if not link.dead:
                         self._receive(link, wait=False)
