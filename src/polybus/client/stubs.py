@@ -21,10 +21,11 @@ def current(what: str = "a use()d interface was called") -> Session:
     s = _global[0]
     if s is None:
         if _ran[0]:
-            raise UsageError(f"{what} after the run's entrypoint returned: a run takes "
-                             "calls only while its entrypoint runs (the process may still "
-                             "be waiting for the program's threads); join a thread that "
-                             "makes calls before the entrypoint returns")
+            raise UsageError(f"{what} outside a polybus run: the run's entrypoint "
+                             "returned, and a run takes calls only while its entrypoint "
+                             "runs (the process may still be waiting for the program's "
+                             "threads); join a thread that makes calls before the "
+                             "entrypoint returns")
         raise UsageError(f"{what} outside a polybus run; start the "
                          "program with `polybus run app.toml` or polybus.run()")
     return s
