@@ -191,37 +191,32 @@ def read_line(stream: IO[str], pattern: str, timeout: float = 20.0) -> re.Match[
             qq.put("")
 
         threading.Thread(target=pump, daemon=True).start()
-    deadline = time.monotonic() + timeout
     seen = []
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            line = q.get(timeout=left)
-        except queue.Empty:
-            break
-        if not line:
-            break
+    for line in _queued(q, timeout):
         seen.append(line)
         if m := re.search(pattern, line):
             return m
     raise AssertionError(f"no line matching {pattern!r} within {timeout} s; got {seen!r}")
 
 
-def rest_of(stream: IO[str], timeout: float = 20.0) -> str:
-    """What is left of a pipe `read_line` has read from, to its end (the process gone)."""
-    if stream not in _readers:
-        return stream.read()
-    q = _readers[stream]
-    out = []
+def _queued(q: queue.Queue[str], timeout: float) -> Iterator[str]:
+    """The lines a pipe's reader thread queues, until the pipe ends or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     while (left := deadline - time.monotonic()) > 0:
         try:
             line = q.get(timeout=left)
         except queue.Empty:
-            break
+            return
         if not line:
-            break
-        out.append(line)
-    return "".join(out)
+            return
+        yield line
+
+
+def rest_of(stream: IO[str], timeout: float = 20.0) -> str:
+    """What is left of a pipe `read_line` has read from, to its end (the process gone)."""
+    if stream not in _readers:
+        return stream.read()
+    return "".join(_queued(_readers[stream], timeout))
 
 
 def start_registry(procs: Procs, env: dict[str, str] | None = None,
