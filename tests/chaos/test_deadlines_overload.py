@@ -61,6 +61,55 @@ def test_a_deadline_counts_from_the_send_not_from_the_wait(harness: Harness, sty
     assert wait(session.call("slow", (3, 0.0), {})) == 3
 
 
+def test_a_call_held_at_the_client_begins_its_count_when_written(harness: Harness) -> None:
+    """async-demand holds a second call for a busy replica, to be written with the next;
+    a program away longer than the timeout then waits: the call is written then, and
+    its count begins there (it failed unsent, then ran for nothing)."""
+    app = harness.app("modules.server.replication=1", "modules.server.define.slow.pool=2",
+                      'modules.client.use.slow={callstyle="async-demand(2)"}')
+    harness.embedded_registry()
+    harness.workers(1)
+    session = harness.session(app)
+    first, second = session.call("slow", (1, 0.0), {}), session.call("slow", (2, 0.0), {})
+    assert len(session.links["server"][0].held) == 1  # (the second, held)
+    time.sleep(0.6)
+    assert wait(second) == 2 and wait(first) == 1
+
+
+def test_a_call_put_back_after_its_replica_died_begins_its_count_again(
+        harness: Harness) -> None:
+    """Its replica killed while the program is away, a call is re-sent by the late wait
+    to the other replica; that wait must then wait for it (it gave up on it at once,
+    and the other replica ran it for nothing)."""
+    app = harness.app("modules.server.replication=2", "modules.server.define.slow.pool=2",
+                      'modules.client.use.slow={callstyle="async"}')
+    harness.embedded_registry()
+    harness.workers(2)
+    session = harness.session(app)
+    p = session.call("slow", (1, 0.2), {})
+    victim = p._rec.link.name
+    time.sleep(0.05)
+    harness.kill(next(k for k in harness.procs if k in victim))
+    time.sleep(0.6)
+    assert wait(p) == 1
+
+
+def test_looking_at_done_leaves_an_open_batch_open(harness: Harness) -> None:
+    """A look at ``p.done`` takes in answers; it must not close the open aggregated batch
+    (a program looking after each call sent eight batches of one)."""
+    app = harness.app("modules.server.replication=1",
+                      'modules.client.use.square={callstyle="async", aggregate=8, linger="1s"}')
+    harness.embedded_registry()
+    harness.workers(1)
+    session = harness.session(app)
+    ps = []
+    for i in range(8):
+        ps.append(session.call("square", (i, 0.0), {}))
+        assert not ps[0].done
+    assert len({id(p._rec) for p in ps}) == 1
+    assert [wait(p) for p in ps] == [i * i for i in range(8)]
+
+
 @pytest.mark.parametrize("style", ["sync", "async", "async-demand(2)", "aggregate"])
 def test_done_turns_true_in_a_loop_that_only_looks(harness: Harness, style: str) -> None:
     """``p.done`` takes in the answers already here: a program polling it sees its call

@@ -84,7 +84,7 @@ def test_giving_up_on_one_call_of_a_batch_leaves_the_others() -> None:
 
     forgotten: list[Any] = []
     polls: list[int] = []
-    reactor = SimpleNamespace(poll=lambda: polls.append(1))  # (done looks, nothing comes)
+    reactor = SimpleNamespace(poll=lambda batches=True: polls.append(1))  # (nothing comes)
     batcher: Any = SimpleNamespace(interface="f", timeout=None, forget=forgotten.append,
                                    failed=weakref.WeakSet(), reactor=reactor)
     b = Pending(batcher, 0.0)

@@ -21,7 +21,7 @@ class FakeReactor:
         self.waits = 0
         self.polls = 0
 
-    def poll(self) -> None:
+    def poll(self, batches: bool = True) -> None:
         """What `p.done` does when the answer is not here: look, never wait."""
         self.polls += 1
 

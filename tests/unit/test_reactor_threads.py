@@ -110,3 +110,38 @@ def test_a_step_takes_answers_already_read_before_it_sleeps() -> None:
     finally:
         reactor.close()
         b.close()
+
+
+def test_a_partial_frame_on_one_link_leaves_the_others_read() -> None:
+    """A frame only partly read sits in L's decoder; M's whole answer waits in its
+    socket. One step must read M, not return at once on L's leftovers (it did, looping
+    at full CPU with M unread, until L's frame was whole: liveness then took M for dead)."""
+    reactor = Reactor()
+    pairs = [socket.socketpair() for _ in range(2)]
+    links = [ReplicaLink(n, "m", Channel(p[0], Codec(), n)) for n, p in zip("LM", pairs, strict=True)]
+    for link in links:
+        reactor.add(link)
+    d: Any = _Dispatcher()
+    try:
+        recs = [CallRecord(i + 1, d, [], None, 0.0) for i in range(2)]
+        for rec, link in zip(recs, links, strict=True):
+            rec.link = link
+            link.outstanding[rec.id] = rec
+        c, e = socket.socketpair()  # the bytes of one frame, taken from a channel
+        Channel(c, Codec(), "s").send(Result(1, "x" * 100))
+        frame = e.recv(1 << 16)
+        c.close()
+        e.close()
+        pairs[0][1].sendall(frame[:10])
+        reactor.poll()
+        assert links[0].channel.buffered() and not recs[0].done  # (the part read)
+        Channel(pairs[1][1], Codec(), "M").send(Result(2, 22))
+        reactor.step(None, 5.0)
+        assert recs[1].done and recs[1].outcome() == 22
+        pairs[0][1].sendall(frame[10:])
+        reactor.step(None, 5.0)
+        assert recs[0].outcome() == "x" * 100
+    finally:
+        reactor.close()
+        for p in pairs:
+            p[1].close()

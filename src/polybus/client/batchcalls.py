@@ -9,6 +9,7 @@ writes them).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -259,7 +260,7 @@ class BatchPromise(msgspec.Struct, Promise, gc=False):
     def done(self) -> bool:
         slot = Slot(self._rec, self._i)
         if not slot.done:
-            self._rec.batcher.reactor.poll()  # (see Promise.done; writes its batch too)
+            self._rec.batcher.reactor.poll(batches=False)  # (see Promise.done)
         return slot.done
 
     @property
@@ -269,17 +270,17 @@ class BatchPromise(msgspec.Struct, Promise, gc=False):
     def _expire(self, now: float) -> None:
         slot = Slot(self._rec, self._i)
         limit = self._rec.batcher.timeout
-        if limit is not None and slot.link is not None and now >= slot.deadline \
-                and not slot.done:
-            self._rec.batcher.reactor.poll()  # (an answer here by now is taken)
-            if not slot.done:
-                give_up(slot, limit)  # type: ignore[arg-type]  # (a Slot is what it uses of a record)
+        if limit is None or slot.done or not _overdue(slot, now):
+            return
+        self._rec.batcher.reactor.poll()  # (what has arrived is taken first)
+        if not slot.done and _overdue(slot, time.monotonic()):
+            give_up(slot, limit)  # type: ignore[arg-type]  # (a Slot is what it uses of a record)
 
-    def _read_answers(self, seconds: float) -> None:
-        batcher = self._rec.batcher
-        batcher.flush()  # (its batch may not be written yet)
-        batcher.reactor.step(None, seconds)
 
+def _overdue(slot: Slot, now: float) -> bool:
+    """`calls.overdue` for a call of a batch: its batch written to a live replica."""
+    link = slot.link
+    return link is not None and not link.dead and now >= slot.deadline
 
 behave_as_promise(BatchPromise)
 

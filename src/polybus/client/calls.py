@@ -72,10 +72,10 @@ class CallRecord:
         self.sent_at = 0.0   # perf_counter() at the last send
         self.ahead = 0       # calls outstanding on its replica then, itself included
         self.attempts = 0
-        # Its interface's timeout runs out then (time.monotonic(); 0.0: no timeout),
-        # counted from when it is handed to a replica (made, or taken from a demand
-        # backlog: Dispatcher._send, refill): a wait past it fails it (`give_up`), unless
-        # its answer is here by then (Reactor.wait).
+        # Its interface's timeout runs out then (time.monotonic(); 0.0: no timeout;
+        # inf while held at the client to be written with the next), counted from when
+        # it is written to a replica (Dispatcher._send, refill, Reactor.flush): a wait
+        # past it fails it (`give_up`), unless its answer is here by then (`overdue`).
         limit = dispatcher.timeout
         self.deadline = 0.0 if limit is None else time.monotonic() + limit
 
@@ -133,6 +133,15 @@ def late_error(interface: str, limit: float, why: str = "") -> CallTimeoutError:
     being made (its interface's timeout)."""
     return CallTimeoutError(f"no answer from {interface} within {duration_text(limit)}{why}",
                             interface=interface)
+
+
+def overdue(rec: CallRecord, now: float) -> bool:
+    """Past its deadline at ``now`` (time.monotonic()). Only a call written to a live
+    replica counts: one waiting at the client (a demand backlog, held to be written with
+    the next, put back after its replica was lost) has not begun its count, and begins
+    it again when written."""
+    link = rec.link
+    return bool(rec.deadline) and link is not None and not link.dead and now >= rec.deadline
 
 
 def give_up(rec: CallRecord, limit: float, why: str = "") -> bool:

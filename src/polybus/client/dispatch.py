@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -235,8 +236,8 @@ class Dispatcher:
     def _send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
         rec.link = link
         rec.attempts += 1
-        if rec.deadline:  # (its timeout counts from here: CallRecord)
-            rec.deadline = time.monotonic() + (self.timeout or 0.0)
+        if rec.deadline:  # (its timeout counts from its writing: CallRecord)
+            rec.deadline = math.inf if hold else time.monotonic() + (self.timeout or 0.0)
         link.outstanding[rec.id] = rec
         self.inflight[self._index[id(link)]] += 1
         try:

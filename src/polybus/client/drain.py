@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING
 
 from polybus.client.batchcalls import Pending, Slot
-from polybus.client.calls import give_up
+from polybus.client.calls import give_up, overdue
 
 if TYPE_CHECKING:
     from polybus.client.session import Session
@@ -49,16 +49,24 @@ def under_way(session: Session) -> int:
 
 def _past(x: object, limit: float, now: float) -> bool:
     if isinstance(x, Pending):
-        return now >= x.placed + limit
-    return now >= x.deadline  # type: ignore[attr-defined,no-any-return]
+        link = x.link
+        return link is not None and not link.dead and now >= x.placed + limit
+    return overdue(x, now)  # type: ignore[arg-type]
+
+
+def _due(session: Session, now: float) -> list[object]:
+    return [x for lk in session.reactor.links for x in list(lk.outstanding.values())
+            if x.dispatcher.timeout is not None and _running(x)
+            and _past(x, x.dispatcher.timeout, now)]
 
 
 def _expire(session: Session, now: float) -> None:
     """Give up on the outstanding calls whose deadline is past at ``now``, as a wait
-    would have (answers already here taken first)."""
-    if any(x.dispatcher.timeout is not None and _past(x, x.dispatcher.timeout, now)
-           for lk in session.reactor.links for x in lk.outstanding.values()):
-        session.reactor.poll()
+    would have (what has arrived taken first)."""
+    if not _due(session, now):
+        return
+    session.reactor.poll()
+    now = time.monotonic()
     for link in session.reactor.links:
         for x in list(link.outstanding.values()):
             limit = x.dispatcher.timeout

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import time
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.calls import _PENDING, give_up, waited_on
+from polybus.client.calls import _PENDING, give_up, overdue, waited_on
 from polybus.client.unseen import forgotten
 from polybus.wire.codec import Ref
 
@@ -217,7 +218,7 @@ class CallPromise(Promise):
     def done(self) -> bool:
         rec = self._rec
         if not rec.done:
-            self._reactor.poll()  # (what has arrived is taken in: see Promise.done)
+            self._reactor.poll(batches=False)  # (what has arrived is taken in: Promise.done)
         return bool(rec.done)
 
     @property
@@ -240,11 +241,10 @@ class CallPromise(Promise):
     def _expire(self, now: float) -> None:
         rec = self._rec
         limit = rec.dispatcher.timeout
-        if limit is None or rec.link is None or now < rec.deadline:
-            return  # (no timeout, still in a demand backlog, or not yet)
-        if not rec.done:
-            self._reactor.poll()  # (an answer here by now is taken, as in a wait)
-        if not rec.done:
+        if limit is None or rec.done or not overdue(rec, now):
+            return
+        self._reactor.poll()  # (what has arrived is taken first, as in a wait)
+        if not rec.done and overdue(rec, time.monotonic()):
             # (failed, not raised here: the program sees it when it uses the promise, and
             # one it drops is said, client/unseen.py; the message names the real limit)
             give_up(rec, limit)

@@ -8,6 +8,7 @@ reads meanwhile, so client and replica never both wait on full buffers.
 
 from __future__ import annotations
 
+import math
 import selectors
 import socket
 import struct
@@ -102,6 +103,12 @@ class Reactor:
     def flush(self, link: ReplicaLink) -> None:
         if link.held:
             msgs, link.held = link.held, []
+            now = None
+            for m in msgs:  # (a held call's timeout counts from now: CallRecord)
+                rec = link.outstanding.get(m.id)
+                if rec is not None and rec.deadline == math.inf:
+                    now = now or time.monotonic()
+                    rec.deadline = now + (rec.dispatcher.timeout or 0.0)
             # as one Batch frame; a call that cannot be encoded fails alone (unsendable.py)
             send_accepted(self, link, pack(msgs))
 
@@ -133,25 +140,34 @@ class Reactor:
         """Block until ``rec`` has its outcome; return the value or raise its error."""
         if timeout is None and self._fast and rec.link is not None and self._alone(rec.link):
             self._wait_alone(rec, rec.link)
-        # Counted from when the call was handed to a replica (its deadline; a call still
-        # in a demand backlog has none yet). Past it, an answer already here is taken (it
-        # may well have come in time: when, no one can tell), else the call fails and
-        # its answer, if it comes, is dropped.
+        # Counted from when the call was written to a replica (its deadline: `overdue`).
+        # Past it, what has arrived is taken first (an answer here may well have come in
+        # time: when, no one can tell; a call waiting at the client is written, and its
+        # count begins), then the call fails and its answer, if it comes, is dropped.
         # (A record with no deadline of its own, waited for with a timeout, counts from
         # this wait.)
         own = 0.0 if timeout is None else time.monotonic() + timeout
         while not rec.done:
             remaining = None
             if timeout is not None:
-                remaining = ((rec.deadline or own) - time.monotonic() if rec.link is not None
-                             else timeout)  # (placed by a refill meanwhile)
+                remaining = self._left(rec, own, timeout)
                 if remaining <= 0:
                     self.poll()
-                    if not rec.done:
+                    if not rec.done and self._left(rec, own, timeout) <= 0:
                         give_up(rec, timeout)
-                    break
+                        break
+                    continue
             self.step(rec.link, remaining)
         return rec.outcome()
+
+    @staticmethod
+    def _left(rec: CallRecord, own: float, timeout: float) -> float:
+        """Seconds to ``rec``'s deadline (``own`` if it has none), at most ``timeout``;
+        ``timeout`` while it waits at the client (its count not begun: `overdue`)."""
+        link = rec.link
+        if link is None or link.dead or rec.deadline == math.inf:
+            return timeout
+        return min(timeout, (rec.deadline or own) - time.monotonic())
 
     def call_alone(self, rec: CallRecord, link: ReplicaLink) -> Any:
         """Send ``rec`` (already outstanding on ``link``) and wait for its outcome: the
@@ -285,10 +301,11 @@ class Reactor:
                 if self.liveness is not None:
                     wait_s = min(wait_s, self.liveness.heartbeat / 2)
                 # Messages already read, whole in a decoder (a reader that took only its
-                # own answer left them), are taken first: no socket will say they are here.
-                ready = [lk for lk in busy if lk.channel.buffered()]
-                if not ready and busy and wait_s > 0:
-                    ready = rings.spin_busy(busy, wait_s)
+                # own answer left them), are taken first, without sleeping: no socket will
+                # say they are here. (A frame only partly read is left to the select.)
+                if any([self._take_whole(lk) for lk in busy if lk.channel.buffered()]):
+                    wait_s = 0.0
+                ready = rings.spin_busy(busy, wait_s) if busy and wait_s > 0 else []
                 if not ready:  # (also with no wait: what came with the flag up rang no bell)
                     ready = rings.down(self._rings)
                 for link in ready or [key.data for key, _ in self._sel.select(wait_s)]:
@@ -302,15 +319,35 @@ class Reactor:
             self._lock.release()
         self._stepped()
 
-    def poll(self) -> None:
-        """Take in whatever has already arrived, without waiting."""
-        self.flush_all()
+    def _take_whole(self, link: ReplicaLink) -> bool:
+        """File the messages already whole in ``link``'s channel (no system call); False
+        if there were none."""
+        try:
+            msgs = link.channel.pending()
+        except PolybusError as exc:
+            self._lost(link, exc)
+            return True
+        for msg in msgs:
+            self._handle(link, msg)
+        return bool(msgs)
+
+    def poll(self, batches: bool = True) -> None:
+        """Take in whatever has already arrived, without waiting. Calls held to be written
+        with the next are written first, and with ``batches`` the open aggregated batches
+        too (False: `Promise.done`, whose look should not close them)."""
+        if batches:
+            self.flush_all()
+        else:
+            for link in self.links:
+                if link.held:
+                    self.flush(link)
         if self._lock.acquire(blocking=False):
             try:
+                for link in self.links:  # (read before, left whole: see step)
+                    if not link.dead and link.channel.buffered():
+                        self._take_whole(link)
                 ready: list[ReplicaLink] = [key.data for key, _ in self._sel.select(0)]
                 ready += rings.waiting(self._rings, ready)  # (they rang no doorbell)
-                ready += [lk for lk in self.links  # (read before, left whole: see step)
-                          if lk not in ready and not lk.dead and lk.channel.buffered()]
                 for link in ready:
                     if not link.dead:
                         self._receive(link, wait=False)
