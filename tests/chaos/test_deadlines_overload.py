@@ -98,7 +98,7 @@ def test_looking_at_done_leaves_an_open_batch_open(harness: Harness) -> None:
     """A look at ``p.done`` takes in answers; it must not close the open aggregated batch
     (a program looking after each call sent eight batches of one)."""
     app = harness.app("modules.server.replication=1",
-                      'modules.client.use.square={callstyle="async", aggregate=8, linger="1s"}')
+                      'modules.client.use.square={callstyle="async", aggregate=8, linger="30s"}')
     harness.embedded_registry()
     harness.workers(1)
     session = harness.session(app)
