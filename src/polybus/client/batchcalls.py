@@ -9,13 +9,12 @@ writes them).
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
 
-from polybus.client.calls import error_from, give_up
+from polybus.client.calls import error_from, expire
 from polybus.client.policies.aggregate import arg_bytes
 from polybus.client.promise import Promise, behave_as_promise
 from polybus.client.unseen import forgotten, seen
@@ -61,6 +60,13 @@ class Pending:
         # bytes) and their bytes together (joins).
         self.ops: dict[int, int] | None = None
         self.opbytes = 0
+
+    @property
+    def deadline(self) -> float:
+        """When its calls' timeout runs out (time.monotonic()), counted from when it was
+        sent to a replica; 0.0 with no timeout (calls.overdue)."""
+        limit = self.batcher.timeout
+        return 0.0 if limit is None else self.placed + limit
 
     def joins(self, ops: dict[int, int], bound: int) -> bool:
         """Whether a call naming the cached operands ``ops`` (id -> bytes) may join this
@@ -192,10 +198,7 @@ class Slot:
 
     @property
     def deadline(self) -> float:
-        """When its interface's timeout runs out (time.monotonic()), counted from when its
-        batch was sent to a replica; 0.0 with no timeout."""
-        limit = self.batch.batcher.timeout
-        return 0.0 if limit is None else self.batch.placed + limit
+        return self.batch.deadline
 
     @property
     def link(self) -> ReplicaLink | None:
@@ -268,19 +271,8 @@ class BatchPromise(msgspec.Struct, Promise, gc=False):
         return Slot(self._rec, self._i).done
 
     def _expire(self, now: float) -> None:
-        slot = Slot(self._rec, self._i)
-        limit = self._rec.batcher.timeout
-        if limit is None or slot.done or not _overdue(slot, now):
-            return
-        self._rec.batcher.reactor.poll()  # (what has arrived is taken first)
-        if not slot.done and _overdue(slot, time.monotonic()):
-            give_up(slot, limit)  # type: ignore[arg-type]  # (a Slot is what it uses of a record)
-
-
-def _overdue(slot: Slot, now: float) -> bool:
-    """`calls.overdue` for a call of a batch: its batch written to a live replica."""
-    link = slot.link
-    return link is not None and not link.dead and now >= slot.deadline
+        b = self._rec.batcher
+        expire(Slot(self._rec, self._i), b.timeout, now, b.reactor.poll)  # type: ignore[arg-type]  # (a Slot is what it uses of a record)
 
 behave_as_promise(BatchPromise)
 

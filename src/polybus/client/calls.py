@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from polybus.client.unseen import failed, forgotten, seen
 from polybus.config.units import duration_text
@@ -128,14 +129,16 @@ class CallRecord:
         return self.value
 
 
-def late_error(interface: str, limit: float, why: str = "") -> CallTimeoutError:
-    """The error of a call to ``interface`` not answered within ``limit`` seconds of
-    being made (its interface's timeout)."""
-    return CallTimeoutError(f"no answer from {interface} within {duration_text(limit)}{why}",
-                            interface=interface)
+class Timed(Protocol):
+    """What `overdue` reads: a call's record, or a batch (client/batchcalls.py)."""
+
+    @property
+    def link(self) -> ReplicaLink | None: ...
+    @property
+    def deadline(self) -> float: ...
 
 
-def overdue(rec: CallRecord, now: float) -> bool:
+def overdue(rec: Timed, now: float) -> bool:
     """Past its deadline at ``now`` (time.monotonic()). Only a call written to a live
     replica counts: one waiting at the client (a demand backlog, held to be written with
     the next, put back after its replica was lost) has not begun its count, and begins
@@ -144,11 +147,25 @@ def overdue(rec: CallRecord, now: float) -> bool:
     return bool(rec.deadline) and link is not None and not link.dead and now >= rec.deadline
 
 
+def expire(rec: CallRecord, limit: float | None, now: float, poll: Callable[[], None]) -> None:
+    """`as_completed`'s look at one unanswered call: past its deadline at ``now``, what
+    has arrived is taken (``poll``), then, if it is still overdue, it is given up on."""
+    if limit is None or rec.done or not overdue(rec, now):
+        return
+    poll()
+    if not rec.done and overdue(rec, time.monotonic()):
+        # (failed, not raised here: the program sees it when it uses the promise, and
+        # one it drops is said, client/unseen.py; the message names the real limit)
+        give_up(rec, limit)
+
+
 def give_up(rec: CallRecord, limit: float, why: str = "") -> bool:
     """Fail ``rec`` with CallTimeoutError for its interface's ``limit`` (seconds) and
     let it go (its late answer is dropped); False if it already had its outcome. ``why``
     is added to the message. One place for a wait, `as_completed` and the run's drain."""
-    if not rec.set_error(late_error(rec.dispatcher.interface, limit, why)):
+    iface = rec.dispatcher.interface
+    if not rec.set_error(CallTimeoutError(
+            f"no answer from {iface} within {duration_text(limit)}{why}", interface=iface)):
         return False
     rec.dispatcher.forget(rec)
     return True

@@ -27,7 +27,7 @@ def as_completed(xs: Iterable[Any], timeout: float | None = None) -> Iterator[An
     promise itself (use it, or ``wait(p)``, which raises the call's error if it
     failed); a value that is not a promise comes at once. A call whose interface has a
     ``timeout`` is yielded failed (CallTimeoutError) once that long has passed since it
-    was made, as ``wait`` would. ``timeout`` (seconds, for them all): TimeoutError once it passes
+    was written to a replica, as ``wait`` would. ``timeout`` (seconds, for them all): TimeoutError once it passes
     with promises still unanswered."""
     pending = list(xs)
     start = time.monotonic()

@@ -6,9 +6,8 @@ the replicas then would drop them without a word (a program that fires a call an
 returns, ``log_event(x); return``, saw it run or not by luck). So the run takes in their
 answers first, as ``concurrent.futures``' shutdown waits for its futures. An interface's
 ``timeout`` holds here as in a wait: a call not answered by its deadline (that long after
-it was made) fails with CallTimeoutError (the replica may still run it; its answer is
-dropped). Losing
-every replica fails what is left. An error nobody will look at is said (unseen.py), and
+it was written to a replica) fails with CallTimeoutError (the replica may still run it;
+its answer is dropped). Losing every replica fails what is left. An error nobody will look at is said (unseen.py), and
 a drain that lasts says what it waits for, once.
 """
 
@@ -47,39 +46,25 @@ def under_way(session: Session) -> int:
             + sum(bt.unwritten for bt in session.batchers))
 
 
-def _past(x: object, limit: float, now: float) -> bool:
-    if isinstance(x, Pending):
-        link = x.link
-        return link is not None and not link.dead and now >= x.placed + limit
-    return overdue(x, now)  # type: ignore[arg-type]
-
-
-def _due(session: Session, now: float) -> list[object]:
-    return [x for lk in session.reactor.links for x in list(lk.outstanding.values())
-            if x.dispatcher.timeout is not None and _running(x)
-            and _past(x, x.dispatcher.timeout, now)]
-
-
 def _expire(session: Session, now: float) -> None:
     """Give up on the outstanding calls whose deadline is past at ``now``, as a wait
     would have (what has arrived taken first)."""
-    if not _due(session, now):
+    due = [x for lk in session.reactor.links for x in list(lk.outstanding.values())
+           if _running(x) and overdue(x, now)]
+    if not due:
         return
     session.reactor.poll()
     now = time.monotonic()
-    for link in session.reactor.links:
-        for x in list(link.outstanding.values()):
-            limit = x.dispatcher.timeout
-            if limit is None or not _running(x):
-                continue
-            why = " (a call never waited for, when the program returned)"
-            if not _past(x, limit, now):
-                continue
-            if isinstance(x, Pending):  # (each call of a batch, as a wait's Slot is)
-                for i in range(len(x.args)):
-                    give_up(Slot(x, i), limit, why)
-            else:
-                give_up(x, limit, why)
+    why = " (a call never waited for, when the program returned)"
+    for x in due:
+        limit = x.dispatcher.timeout
+        if limit is None or not _running(x) or not overdue(x, now):
+            continue
+        if isinstance(x, Pending):  # (each call of a batch, as a wait's Slot is)
+            for i in range(len(x.args)):
+                give_up(Slot(x, i), limit, why)
+        else:
+            give_up(x, limit, why)
 
 
 def drain(session: Session) -> None:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import operator
-import time
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.calls import _PENDING, give_up, overdue, waited_on
+from polybus.client.calls import _PENDING, expire, waited_on
 from polybus.client.unseen import forgotten
 from polybus.wire.codec import Ref
 
@@ -239,15 +238,7 @@ class CallPromise(Promise):
             forgotten(rec.error, rec.dispatcher.interface)
 
     def _expire(self, now: float) -> None:
-        rec = self._rec
-        limit = rec.dispatcher.timeout
-        if limit is None or rec.done or not overdue(rec, now):
-            return
-        self._reactor.poll()  # (what has arrived is taken first, as in a wait)
-        if not rec.done and overdue(rec, time.monotonic()):
-            # (failed, not raised here: the program sees it when it uses the promise, and
-            # one it drops is said, client/unseen.py; the message names the real limit)
-            give_up(rec, limit)
+        expire(self._rec, self._rec.dispatcher.timeout, now, self._reactor.poll)
 
 
 def wait(x: Any) -> Any:

@@ -112,8 +112,10 @@ class Reactor:
             # as one Batch frame; a call that cannot be encoded fails alone (unsendable.py)
             send_accepted(self, link, pack(msgs))
 
-    def flush_all(self) -> None:
-        for f in self.flushers:
+    def flush_all(self, batches: bool = True) -> None:
+        """Write what is held for each replica, and with ``batches`` the open aggregated
+        batches first."""
+        for f in self.flushers if batches else ():
             f()
         for link in self.links:
             if link.held:
@@ -165,9 +167,9 @@ class Reactor:
         """Seconds to ``rec``'s deadline (``own`` if it has none), at most ``timeout``;
         ``timeout`` while it waits at the client (its count not begun: `overdue`)."""
         link = rec.link
-        if link is None or link.dead or rec.deadline == math.inf:
+        if link is None or link.dead:
             return timeout
-        return min(timeout, (rec.deadline or own) - time.monotonic())
+        return min(timeout, (rec.deadline or own) - time.monotonic())  # (inf: held)
 
     def call_alone(self, rec: CallRecord, link: ReplicaLink) -> Any:
         """Send ``rec`` (already outstanding on ``link``) and wait for its outcome: the
@@ -335,12 +337,7 @@ class Reactor:
         """Take in whatever has already arrived, without waiting. Calls held to be written
         with the next are written first, and with ``batches`` the open aggregated batches
         too (False: `Promise.done`, whose look should not close them)."""
-        if batches:
-            self.flush_all()
-        else:
-            for link in self.links:
-                if link.held:
-                    self.flush(link)
+        self.flush_all(batches)
         if self._lock.acquire(blocking=False):
             try:
                 for link in self.links:  # (read before, left whole: see step)
