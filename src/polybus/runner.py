@@ -225,7 +225,7 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
                                "hosts engine")
     if kind == "local" and not registry:
         _warn_if_launched(app)
-    if kind == "hosts" and not registry:  # (run finds it in load; serve, a sweep here)
+    if kind == "hosts" and not registry:  # (run and serve find it in load first)
         raise ConfigError("the hosts engine uses workers already running; it needs their "
                           "registry", file=str(app.path), key="cluster.registry",
                           hint="set registry = \"HOST:PORT\" or pass --registry")

@@ -184,6 +184,18 @@ def test_a_request_past_its_timeout_is_its_504_and_not_said_unseen(procs: Procs,
     assert "never looked at" not in said and "CallTimeoutError" not in said, said
 
 
+def test_serve_with_the_hosts_engine_and_no_registry_blames_the_override(
+        tmp_path: Path) -> None:
+    """As `run` does: the key an override wrote is the mistake, said before anything
+    starts (serve blamed the file's cluster.registry, from inside the cluster's start)."""
+    (tmp_path / "web.py").write_text(textwrap.dedent(WEB))
+    app = tmp_path / "app.toml"
+    app.write_text(TOML.format(overflow="block", tracebacks="false", queue=10))
+    p = cli("serve", app, "--set", "cluster.engine=hosts")
+    assert p.returncode == 2
+    assert "--set: cluster.engine: the hosts engine uses workers already running" in p.stderr
+
+
 def test_a_second_sigterm_while_serve_stops_still_cleans_up(procs: Procs, tmp_path: Path) -> None:
     """The first SIGTERM stops the front door; a second one, while the engine waits for
     a replica inside a long call, used to end serve outright (asyncio had put SIGTERM's

@@ -116,7 +116,7 @@ def test_check_says_the_hosts_engine_needs_a_registry_where_the_engine_was_set(
     assert main(["check", app, "--no-import", "--set", "cluster.engine=hosts"]) == 2
     assert capsys.readouterr().err.splitlines()[0] == (
         f"error: --set: cluster.engine: {HOSTS_NEED} (add --set "
-        "'cluster.registry=\"HOST:PORT\"', or pass --registry HOST:PORT to run)")
+        "'cluster.registry=\"HOST:PORT\"', or pass --registry HOST:PORT to run or serve)")
     assert main(["check", app, "--no-import", "--set", "cluster.engine=hosts",
                  "--set", "cluster.registry=127.0.0.1:7700"]) == 0
     with pytest.raises(ConfigError) as info:  # (from Python: the overrides, and registry=)

@@ -62,7 +62,7 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
             and not p.reported(t.key("engine"))):
         by = p.override(t.key("engine"))
         give = 'registry="HOST:PORT" to polybus.run' if by and not by.shell else \
-            "--registry HOST:PORT to run"
+            "--registry HOST:PORT to run or serve"
         p.add("the hosts engine uses workers already running; it needs their registry",
               t.key("engine"), (by.add_hint("cluster.registry", '"HOST:PORT"') if by
                                 else 'set registry = "HOST:PORT" in [cluster]')
