@@ -20,6 +20,7 @@ from polybus.worker.servicing import CallQueue
 class FakeReactor:
     def __init__(self) -> None:
         self.sent: list[Any] = []
+        self.gate = None  # (no pump: client/pump.py)
 
     def send(self, link: ReplicaLink, msg: Any) -> None:
         self.sent.append(msg)

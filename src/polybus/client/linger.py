@@ -81,12 +81,16 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
     finally:
         bt.lock.release()
         reactor._lock.release()
-    # Written outside the locks, and never read here: the caller's reactor reads.
+    # Written outside the locks, and never read here: the caller's reactor reads, or
+    # the pump while the program is outside polybus (a batch queued for room waits
+    # for an answer).
     for link, msgs in out:
         try:
             write(bt, link, msgs, direct=True)
         except PolybusError:
             pass  # the reactor finds the connection dead and re-runs the batches
+    if bt.backlog and reactor.gate is not None:
+        reactor.gate.poke()
     return True
 
 

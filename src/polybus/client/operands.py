@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.dispatch import Dispatcher
     from polybus.client.reactor import Reactor
+    from polybus.client.session import Session
 
 AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
 
@@ -357,6 +358,17 @@ def broadcast(value: Any) -> Shared:
     session = current("polybus.broadcast() was called")
     if isinstance(value, Promise):  # (content_key looks at the value's type)
         value = value.__polybus_value__()
+    gate = session.gate
+    if gate is None:
+        return _broadcast(session, value)
+    gate.enter()  # (the pump writes on these links too: client/pump.py)
+    try:
+        return _broadcast(session, value)
+    finally:
+        gate.leave()
+
+
+def _broadcast(session: Session, value: Any) -> Shared:
     key = content_key(value)
     if key is None:
         raise TypeError(f"broadcast() takes a numpy array or bytes, not {type(value).__name__}")

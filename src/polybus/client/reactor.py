@@ -21,6 +21,7 @@ from polybus.client import answers, rings
 from polybus.client.calls import CallRecord, ReplicaLink, give_up
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
+from polybus.client.pump import Gate, gated
 from polybus.client.unsendable import not_sent, send_accepted
 from polybus.errors import (
     ConnectionLostError,
@@ -65,6 +66,9 @@ class Reactor:
         self.refills = True
         # Aggregating bindings' open batches, written before any read (client/batching.py).
         self.flushers: list[Callable[[], None]] = []
+        # Program threads inside polybus, counted where a pump moves held work while the
+        # program computes (client/pump.py); None where nothing is ever held.
+        self.gate: Gate | None = None
 
     def add(self, link: ReplicaLink) -> None:
         self.links.append(link)
@@ -97,6 +101,8 @@ class Reactor:
     def hold(self, link: ReplicaLink, msg: Call) -> None:
         """Queue ``msg`` for a replica that is busy anyway; written with the next ones."""
         link.held.append(msg)
+        if self.gate is not None:
+            self.gate.dirty = True  # (written by the pump if the program leaves it)
         if len(link.held) >= 16:
             self.flush(link)
 
@@ -138,7 +144,7 @@ class Reactor:
                 self._receive(link, wait=False)
 
     # -- receiving -----------------------------------------------------------------
-    def wait(self, rec: CallRecord, timeout: float | None = None) -> Any:
+    def _wait(self, rec: CallRecord, timeout: float | None = None) -> Any:
         """Block until ``rec`` has its outcome; return the value or raise its error."""
         if timeout is None and self._fast and rec.link is not None and self._alone(rec.link):
             self._wait_alone(rec, rec.link)
@@ -154,13 +160,15 @@ class Reactor:
             if timeout is not None:
                 remaining = self._left(rec, own, timeout)
                 if remaining <= 0:
-                    self.poll()
+                    self._poll()
                     if not rec.done and self._left(rec, own, timeout) <= 0:
                         give_up(rec, timeout)
                         break
                     continue
-            self.step(rec.link, remaining)
+            self._step(rec.link, remaining)
         return rec.outcome()
+
+    wait = gated(_wait)
 
     @staticmethod
     def _left(rec: CallRecord, own: float, timeout: float) -> float:
@@ -183,7 +191,7 @@ class Reactor:
                 self.send(link, rec.message())
             except (TypeError, ValueError, OverflowError) as exc:
                 raise not_sent(rec, exc) from None
-            return self.wait(rec)
+            return self._wait(rec)
         ch = link.channel
         rid = rec.id
         value: Any = _NOTHING
@@ -221,7 +229,7 @@ class Reactor:
             self._lock.release()
         self._stepped()
         if value is _NOTHING:  # not answered here: the general loop waits for it
-            return self.wait(rec)
+            return self._wait(rec)
         if type(value) is Ref:  # forwarded: the record fetches it (forward.py)
             rec.set_value(value)
             return rec.outcome()
@@ -279,7 +287,7 @@ class Reactor:
         if not self._in_send:
             self.after_step()
 
-    def step(self, prefer: ReplicaLink | None = None, timeout: float | None = None) -> None:
+    def _step(self, prefer: ReplicaLink | None = None, timeout: float | None = None) -> None:
         """Read once from whatever has something (blocking up to ``timeout``)."""
         self.flush_all()
         if not self._lock.acquire(blocking=False):
@@ -321,6 +329,8 @@ class Reactor:
             self._lock.release()
         self._stepped()
 
+    step = gated(_step)
+
     def _take_whole(self, link: ReplicaLink) -> bool:
         """File the messages already whole in ``link``'s channel (no system call); False
         if there were none."""
@@ -333,7 +343,7 @@ class Reactor:
             self._handle(link, msg)
         return bool(msgs)
 
-    def poll(self, batches: bool = True) -> None:
+    def _poll(self, batches: bool = True) -> None:
         """Take in whatever has already arrived, without waiting. Calls held to be written
         with the next are written first, and with ``batches`` the open aggregated batches
         too (False: `Promise.done`, whose look should not close them)."""
@@ -352,6 +362,13 @@ class Reactor:
                 self._lock.release()
             if not self._in_send:
                 self.after_step()
+
+    poll = gated(_poll)
+
+    def take_in(self) -> None:
+        """The pump's turn (client/pump.py), under the gate's lock: `poll` without
+        entering the gate, open aggregated batches left to their linger."""
+        self._poll(batches=False)
 
     def _receive(self, link: ReplicaLink, wait: bool) -> None:
         try:
@@ -401,7 +418,7 @@ class Reactor:
         link.channel.close()
         self.on_lost(link, error)
 
-    def request(self, link: ReplicaLink, msg: Message, req: int, timeout: float = 5.0) -> Message | None:
+    def _request(self, link: ReplicaLink, msg: Message, req: int, timeout: float = 5.0) -> Message | None:
         """Send a control request and wait for the answer with the same ``req``."""
         self.send(link, msg)
         deadline = time.monotonic() + timeout
@@ -417,6 +434,8 @@ class Reactor:
             else:
                 time.sleep(0.001)
         return self.replies.pop(req, None)
+
+    request = gated(_request)
 
     def close(self) -> None:
         for link in self.links:

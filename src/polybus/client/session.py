@@ -16,6 +16,7 @@ from polybus.client.forward import forwarder_for
 from polybus.client.migrate import Migrator, migrator_for
 from polybus.client.params import parameters, priority_fn
 from polybus.client.plan import comm_for
+from polybus.client.pump import Gate, Pump
 from polybus.client.reactor import Reactor
 from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
 from polybus.errors import NoReplicaError, PolybusError, TransportError, UsageError
@@ -85,6 +86,8 @@ class Session:
         self.reactor.after_step = self._refill
         self.reactor.on_released = self._released
         self.migrators: list[Migrator] = []
+        self.gate: Gate | None = None  # (with a pump: client/pump.py)
+        self.pump: Pump | None = None
         self._base: dict[int, Stats | None] = {}
         self._bytes0: dict[int, tuple[int, int]] = {}  # each link's (sent, received) then
         self._short: set[str] = set()  # modules already warned about (once a session)
@@ -132,6 +135,9 @@ class Session:
             self._keep_moving_args()
             self.reactor.refills = bool(self.batchers or self.migrators or any(
                 d.style.kind == "async-demand" for d in self.dispatchers.values()))
+            if self.reactor.refills:  # work may wait at the client: the pump moves it
+                self.gate = self.reactor.gate = Gate()
+                self.pump = Pump(self.reactor, self.gate, self._waiting)
             # A replica's counters run for its whole life (it may have served other runs,
             # as workers started by hand do): this run's figures are the difference.
             self._base = {id(lk): self._ask_stats(lk)
@@ -265,6 +271,16 @@ class Session:
                              f"(bound names: {known})") from None
         return d(args, kwargs)
 
+    def _waiting(self) -> bool:
+        """Something waits at the client for a replica (client/pump.py): calls held to
+        be written, a demand backlog, batches queued for room, or calls a migrator
+        watches."""
+        links = self.reactor.links
+        return (any(lk.held for lk in links)
+                or any(d._backlog for d in self.dispatchers.values())
+                or any(bt.backlog for bt in self.batchers)
+                or (bool(self.migrators) and any(lk.outstanding for lk in links)))
+
     def _refill(self) -> None:
         for bt in self.batchers:
             if bt.backlog:
@@ -329,6 +345,8 @@ class Session:
         return out
 
     def close(self) -> None:
+        if self.pump is not None:
+            self.pump.stop()
         for bt in self.batchers:
             bt.close()
         self.reactor.close()

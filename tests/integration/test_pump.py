@@ -1,0 +1,122 @@
+"""Calls waiting at the client move while the program computes (client/pump.py).
+
+Each test makes its calls, then computes (sleeps) for THINK seconds before it waits for
+any answer. The replica notes when each call started: every call must have started
+while the program was still computing, where before the pump the calls held back, in
+the demand backlog or in a queued aggregated batch started only once the program
+waited (at THINK and after).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import polybus
+from polybus.testing.apps import write_app
+
+THINK = 3.0  # the program's computing; the calls take 0.1 s each, 0.6 s in all at most
+
+SERVER = """
+import time
+
+def slow(i, s):
+    t0 = time.time()
+    time.sleep(s)
+    return [i, t0]
+
+def tag(t, i):
+    return [t, i]
+"""
+
+CLIENT = """
+import threading, time
+from polybus import use, wait
+
+slow = use("slow")
+tag = use("tag")
+
+def main(k=4, s=0.1, think=3.0):
+    t0 = time.time()
+    ps = [slow(i, s) for i in range(k)]
+    time.sleep(think)
+    out = [wait(p) for p in ps]
+    return {"ids": [i for i, _ in out], "starts": [t - t0 for _, t in out]}
+
+def threads(n=4, calls=300):
+    bad = []
+    def one(t):
+        ps = []
+        for i in range(calls):
+            ps.append((i, tag(t, i)))
+            if i % 25 == 0:
+                time.sleep(0.003)  # outside polybus long enough for the pump's turns
+        for i, p in ps:
+            if wait(p) != [t, i]:
+                bad.append((t, i))
+    ts = [threading.Thread(target=one, args=(t,)) for t in range(n)]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    return bad
+"""
+
+TOML = """
+[modules.server]
+source = "server.py"
+replication = 1
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.slow = { callstyle = "async-demand(4)" }
+use.tag = { callstyle = "async-demand(2)" }
+
+[bind]
+"client.slow" = "server.slow"
+"client.tag" = "server.tag"
+"""
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_app(tmp_path_factory.mktemp("pump"), server=SERVER, client=CLIENT, toml=TOML)
+
+
+def _run(app: Path, k: int, sets: dict[str, Any]) -> dict[str, Any]:
+    r = polybus.run(app, {"modules.client.args": [k, 0.1, THINK], **sets})
+    assert r.result["ids"] == list(range(k))  # every answer its own call's
+    return r.result  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(("style", "transport", "replicas", "extra"), [
+    # calls held to be written with the next (a window of 4, one call at the replica)
+    ("async-demand(4)", "tcp", 1, {}),
+    # the demand backlog, refilled as answers come (flags down over shm: bells wake it)
+    ("async-demand(1)", "shm", 2, {}),
+    ("async-demand(1)", "ipc", 1, {}),
+    # aggregated batches queued behind a full window
+    ("async-demand(1)", "shm", 1, {"modules.client.use.slow.aggregate": 2}),
+])
+def test_calls_start_while_the_program_computes(app: Path, style: str, transport: str,
+                                                replicas: int, extra: dict[str, Any]) -> None:
+    k = 6
+    res = _run(app, k, {"modules.client.use.slow.callstyle": style,
+                        "modules.server.transport": transport,
+                        "modules.server.replication": replicas, **extra})
+    # At most 0.6 s of calls one after another: all started long before THINK ended.
+    assert max(res["starts"]) < THINK / 2, res["starts"]
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_threads_making_demand_calls_beside_the_pump_get_their_own_answers(
+        app: Path, transport: str) -> None:
+    r = polybus.run(app, {"modules.client.entrypoint": "threads",
+                          "modules.client.args": [4, 300],
+                          "modules.server.transport": transport,
+                          "modules.server.replication": 2})
+    assert r.result == []
+    assert r.calls == 4 * 300

@@ -1,0 +1,102 @@
+"""The gate and the pump without sockets (client/pump.py): a fake reactor counts the
+pump's turns."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from polybus.client.pump import Gate, Pump, gated
+
+
+class FakeReactor:
+    def __init__(self) -> None:
+        self._rings: list[object] = []
+        self._lock = threading.Lock()
+        self.links: list[object] = []
+        self.gate: Gate | None = None
+        self.taken = 0
+        self.left = 3  # turns until nothing is pending
+
+    def take_in(self) -> None:
+        self.taken += 1
+        self.left -= 1
+
+    @gated
+    def read(self, x: int) -> int:
+        assert self.gate is not None and self.gate.inside  # (inside while it runs)
+        return x + 1
+
+
+@pytest.fixture
+def parts() -> Iterator[tuple[FakeReactor, Gate, Pump]]:
+    r = FakeReactor()
+    g = r.gate = Gate()
+    p = Pump(r, g, lambda: r.left > 0)  # type: ignore[arg-type]
+    yield r, g, p
+    p.stop()
+
+
+def _until(cond: object, seconds: float = 5.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():  # type: ignore[operator]
+            return True
+        time.sleep(0.002)
+    return False
+
+
+def test_a_gated_method_counts_the_thread_inside_and_leaves_after(
+        parts: tuple[FakeReactor, Gate, Pump]) -> None:
+    r, g, _ = parts
+    assert r.read(1) == 2
+    assert g.inside == [] and g.came
+
+
+def test_work_left_by_a_program_that_goes_away_is_taken_in_until_none_is_left(
+        parts: tuple[FakeReactor, Gate, Pump]) -> None:
+    r, g, p = parts
+    g.enter()
+    g.dirty = True
+    assert p.idle and r.taken == 0
+    g.leave()  # the last thread out, work left: the pump wakes
+    assert _until(lambda: r.taken == 3)
+    assert _until(lambda: p.idle)  # nothing pending: asleep again
+    time.sleep(0.05)
+    assert r.taken == 3
+
+
+def test_no_turn_while_a_program_thread_is_inside(parts: tuple[FakeReactor, Gate, Pump]) -> None:
+    r, g, p = parts
+    g.enter()
+    with g.lock:
+        p.wake()
+    time.sleep(0.1)
+    assert r.taken == 0  # the program is inside: it moves its own work
+    g.leave()
+    assert _until(lambda: r.taken >= 1)
+
+
+def test_a_thread_entering_during_a_turn_waits_for_its_end() -> None:
+    g = Gate()
+    order: list[str] = []
+    with g.lock:  # a turn: busy under the lock
+        g.busy = True
+        t = threading.Thread(target=lambda: (g.enter(), order.append("entered")))
+        t.start()
+        time.sleep(0.05)
+        assert order == [] and g.inside == []  # stood back, out of the count
+        order.append("turn over")
+        g.busy = False
+    t.join(5)
+    assert order == ["turn over", "entered"] and g.inside == [None]
+
+
+def test_work_left_from_outside_the_program_wakes_the_pump(
+        parts: tuple[FakeReactor, Gate, Pump]) -> None:
+    r, g, _ = parts
+    g.poke()  # (the linger timer queued a batch)
+    assert _until(lambda: r.taken >= 1)
