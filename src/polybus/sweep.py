@@ -307,18 +307,9 @@ def error_text(exc: Exception) -> str:
     return what + "\n" + "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
 
 
-def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
-              runner: Runner, baseline: Mapping[str, str] | None = None,
-              fixed: Sequence[str] = (), progress: Progress | None = None) -> Sweep:
-    """Run every combination ``repeat`` times with ``runner``, in rounds; a failure ends
-    only its cell."""
-    if repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {repeat}")
-    combos = combinations(varies)
-    # In rounds, each combination once a round: a machine that drifts (another job, a
-    # VM's neighbours) moves every cell alike, not the ones that ran during it.
-    cells = [Cell(combo) for combo in combos]
-    stopped: BaseException | None = None
+def _rounds(path: str, cells: list[Cell], repeat: int, runner: Runner,
+            fixed: Sequence[str], progress: Progress | None) -> BaseException | None:
+    """The runs, in rounds; the interrupt that stopped them, if one did."""
     for i in range(repeat):
         for cell in cells:
             if cell.error is not None:
@@ -331,19 +322,34 @@ def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
             try:
                 cell.elapsed_s.append(float(runner(path, _sets(fixed, cell.config))))
             except KeyboardInterrupt as exc:  # (SIGTERM too): what ran is kept and shown
-                stopped = exc
-                break
+                return exc
             except Exception as exc:
                 cell.error = error_text(exc)
                 left = repeat - i - 1  # (these will not run: the estimate leaves them)
                 ended = f"failed; its {left} later run(s) left the total" if left else "failed"
                 if progress is not None:
                     progress.skip(left)
-            finally:
-                if progress is not None and stopped is None:
-                    progress.advance(f"{what} {ended}")
-        if stopped is not None:
-            break
+            if progress is not None:
+                progress.advance(f"{what} {ended}")
+    return None
+
+
+def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
+              runner: Runner, baseline: Mapping[str, str] | None = None,
+              fixed: Sequence[str] = (), progress: Progress | None = None) -> Sweep:
+    """Run every combination ``repeat`` times with ``runner``, in rounds; a failure ends
+    only its cell."""
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    combos = combinations(varies)
+    # In rounds, each combination once a round: a machine that drifts (another job, a
+    # VM's neighbours) moves every cell alike, not the ones that ran during it.
+    cells = [Cell(combo) for combo in combos]
+    stopped: BaseException | None = None
+    try:
+        stopped = _rounds(path, cells, repeat, runner, fixed, progress)
+    except KeyboardInterrupt as exc:  # between two runs (printing the last one's line)
+        stopped = exc
     cells = [c for c in cells if c.elapsed_s or c.error is not None]
     base = dict(baseline) if baseline is not None else parse_baseline(None, varies)
     compare(cells, base)

@@ -308,6 +308,30 @@ def test_an_interrupted_sweep_keeps_what_ran() -> None:
     assert d["complete"] is False and len(d["cells"]) == 3
 
 
+def test_ctrl_c_between_two_runs_keeps_what_ran() -> None:
+    """A Ctrl-C that lands after a run, while its line is printed (not inside a run),
+    stops the sweep the same way: what ran is kept (it was lost, and so the JSON)."""
+
+    class Lines:
+        said = 0
+
+        def start(self, description: str) -> None:
+            pass
+
+        def advance(self, description: str) -> None:
+            self.said += 1
+            if self.said == 2:
+                raise KeyboardInterrupt
+
+        def skip(self, runs: int) -> None:
+            pass
+
+    varies = [("modules.server.replication", ["1", "2", "4"])]
+    sweep = run_sweep("a.toml", varies, 1, lambda path, sets: 1.0, progress=Lines())
+    assert isinstance(sweep.interrupted, KeyboardInterrupt)
+    assert [c.config["modules.server.replication"] for c in sweep.cells] == ["1", "2"]
+
+
 def test_a_failed_cell_has_null_figures_and_a_failed_baseline_says_so() -> None:
     varies = [("modules.server.replication", ["1", "2"])]
 
