@@ -68,10 +68,13 @@ class Session:
     """Everything a client module's ``use``d names need, for one run."""
 
     def __init__(self, app: AppConfig, registry: str, token: bytes,
-                 bindings: Sequence[tuple[Binding, UseSpec]] | None = None) -> None:
+                 bindings: Sequence[tuple[Binding, UseSpec]] | None = None,
+                 pump: bool = True) -> None:
         """``bindings``: the names to serve and how to call them; default: the client
         module's ``[bind]`` entries with its ``use`` options (the HTTP front door gives
-        its routes instead)."""
+        its routes instead). ``pump``: a thread moves held work while the program is
+        outside polybus (client/pump.py); False where an event loop drives the reactor
+        on every answer (the front door), which such a thread would read first."""
         keep_freed_memory()  # large answers reuse their memory (memory.py)
         self.app = app
         self.token = token
@@ -135,7 +138,7 @@ class Session:
             self._keep_moving_args()
             self.reactor.refills = bool(self.batchers or self.migrators or any(
                 d.style.kind == "async-demand" for d in self.dispatchers.values()))
-            if self.reactor.refills:  # work may wait at the client: the pump moves it
+            if self.reactor.refills and pump:  # work may wait at the client: the pump moves it
                 self.gate = self.reactor.gate = Gate()
                 self.pump = Pump(self.reactor, self.gate, self._waiting)
             # A replica's counters run for its whole life (it may have served other runs,

@@ -97,7 +97,9 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
         with started_cluster(app, sets, registry=registry, token_file=token_file,
                              worker_output=echo_to(worker_output)) as cluster:
             assert sock is not None
-            session = Session(app, cluster.registry, cluster.token, _bindings(app, spec))
+            # (no pump: the loop steps the reactor when a replica's socket is readable)
+            session = Session(app, cluster.registry, cluster.token, _bindings(app, spec),
+                              pump=False)
             try:
                 asyncio.run(_main(app, spec, session, sock, ready))
             finally:
