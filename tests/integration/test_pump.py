@@ -29,21 +29,53 @@ def slow(i, s):
 
 def tag(t, i):
     return [t, i]
+
+def quick(i):
+    return i
+
+def f(i, s):
+    time.sleep(s)
+    return i
 """
 
 CLIENT = """
-import threading, time
+import random, threading, time
 from polybus import use, wait
 
 slow = use("slow")
 tag = use("tag")
+quick = use("quick")
+f = use("f")
 
-def main(k=4, s=0.1, think=3.0):
+def main(k=4, s=0.1, think=3.0, kw=False):
     t0 = time.time()
-    ps = [slow(i, s) for i in range(k)]
+    ps = [slow(i, s=s) if kw else slow(i, s) for i in range(k)]
     time.sleep(think)
     out = [wait(p) for p in ps]
     return {"ids": [i for i, _ in out], "starts": [t - t0 for _, t in out]}
+
+def spins(iters=120):
+    # aggregate = 2, a 30 s linger: the last call's batch is open when the program
+    # waits for it, and its flush queues it behind the others while the pump may be
+    # in a turn (the two once took their locks in opposite orders and hung)
+    rng = random.Random(1)
+    for it in range(iters):
+        ps = [f(i, 0.002) for i in range(21)]
+        end = time.perf_counter() + rng.uniform(0.0, 0.04)
+        while time.perf_counter() < end:
+            pass
+        if wait(ps[-1]) != 20 or wait(ps) != list(range(21)):
+            return it
+    return "ok"
+
+def unwaited(n=200000, m=200):
+    # a demand backlog keeps the pump awake while the run's last drain counts the
+    # plain async calls never waited for (it once iterated a dict the pump changed)
+    for i in range(m):
+        slow(i, 0.002)
+    for i in range(n):
+        quick(i)
+    return "returned"
 
 def threads(n=4, calls=300):
     bad = []
@@ -78,6 +110,8 @@ use.tag = { callstyle = "async-demand(2)" }
 [bind]
 "client.slow" = "server.slow"
 "client.tag" = "server.tag"
+"client.quick" = "server.quick"
+"client.f" = "server.f"
 """
 
 
@@ -100,10 +134,14 @@ def _run(app: Path, k: int, sets: dict[str, Any]) -> dict[str, Any]:
     ("async-demand(1)", "ipc", 1, {}),
     # aggregated batches queued behind a full window
     ("async-demand(1)", "shm", 1, {"modules.client.use.slow.aggregate": 2}),
+    # keyword calls on an aggregating binding, held the general way (policies/aggregate.py)
+    ("async-demand(4)", "tcp", 1, {"modules.client.use.slow.aggregate": 4,
+                                   "modules.client.use.slow.linger": "5ms",
+                                   "modules.client.args": [3, 0.1, THINK, True]}),
 ])
 def test_calls_start_while_the_program_computes(app: Path, style: str, transport: str,
                                                 replicas: int, extra: dict[str, Any]) -> None:
-    k = 6
+    k = extra.get("modules.client.args", [6])[0]  # (fewer than a batch: held alone)
     res = _run(app, k, {"modules.client.use.slow.callstyle": style,
                         "modules.server.transport": transport,
                         "modules.server.replication": replicas, **extra})
@@ -120,3 +158,19 @@ def test_threads_making_demand_calls_beside_the_pump_get_their_own_answers(
                           "modules.server.replication": 2})
     assert r.result == []
     assert r.calls == 4 * 300
+
+
+def test_waiting_for_an_open_batch_while_the_pump_takes_its_turns(app: Path) -> None:
+    r = polybus.run(app, {"modules.client.entrypoint": "spins", "modules.client.args": [100],
+                          "modules.client.use.f.aggregate": 2,
+                          "modules.client.use.f.linger": "30s",
+                          "modules.client.use.f.callstyle": "async-demand(1)"})
+    assert r.result == "ok"
+
+
+def test_the_last_drain_beside_an_awake_pump(app: Path) -> None:
+    r = polybus.run(app, {"modules.client.entrypoint": "unwaited",
+                          "modules.client.use.slow.callstyle": "async-demand(1)",
+                          "modules.client.use.quick.callstyle": "async"})
+    assert r.result == "returned"
+    assert r.calls == 200000 + 200

@@ -100,3 +100,20 @@ def test_work_left_from_outside_the_program_wakes_the_pump(
     r, g, _ = parts
     g.poke()  # (the linger timer queued a batch)
     assert _until(lambda: r.taken >= 1)
+
+
+def test_a_thread_entering_as_the_last_one_leaves_work_does_not_lose_the_wake_up(
+        parts: tuple[FakeReactor, Gate, Pump]) -> None:
+    """T1 leaves work and finds no one inside; T2 enters before T1 takes the lock. T1
+    must leave `dirty` for T2, which wakes the pump on its way out."""
+    r, g, p = parts
+    r.left = 1
+    g.enter()
+    g.dirty = True       # T1 left work
+    g.inside.pop()       # T1 out (Gate.leave written out) ...
+    g.came = True
+    g.enter()            # T2 in
+    g.left_work()        # ... T1 goes on: T2 is inside, so no wake yet
+    assert g.dirty and p.idle
+    g.leave()            # T2 out: the pump wakes
+    assert _until(lambda: r.taken == 1)

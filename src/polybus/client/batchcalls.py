@@ -17,6 +17,7 @@ import numpy as np
 from polybus.client.calls import error_from, expire
 from polybus.client.policies.aggregate import arg_bytes
 from polybus.client.promise import Promise, behave_as_promise
+from polybus.client.pump import enter, leave
 from polybus.client.unseen import forgotten, seen
 from polybus.errors import PolybusError
 from polybus.wire.messages import BatchResult, CallBatch
@@ -255,9 +256,14 @@ class BatchPromise(msgspec.Struct, Promise, gc=False):
         if slot.done:
             return slot.outcome()
         # Written first if still open or held back: the reactor's lone-call wait reads
-        # without flushing.
-        b.batcher.flush()
-        return b.batcher.reactor.wait(slot, b.batcher.timeout)  # type: ignore[arg-type]  # (a Slot is what wait uses of a record)
+        # without flushing. (In the gate: the batches are the pump's too, pump.py.)
+        gate = b.batcher.reactor.gate
+        enter(gate)
+        try:
+            b.batcher.flush()
+            return b.batcher.reactor.wait(slot, b.batcher.timeout)  # type: ignore[arg-type]  # (a Slot is what wait uses of a record)
+        finally:
+            leave(gate)
 
     @property
     def done(self) -> bool:

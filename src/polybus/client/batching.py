@@ -289,13 +289,19 @@ class Batcher:
                 self.held[i] = []
                 write(self, self.links[i], h)
 
-    def pump(self) -> None:
-        """Queued batches to replicas with room, oldest first."""
-        with self.lock:
+    def pump(self, wait: bool = True) -> None:
+        """Queued batches to replicas with room, oldest first. ``wait`` False (the
+        session's pump thread, client/pump.py): not if a caller holds the lock (it may
+        be waiting for the pump's turn to end); the pump's next turn tries again."""
+        if not self.lock.acquire(blocking=wait):
+            return
+        try:
             while self.backlog:
                 if not self._place(self.backlog[0]):
                     break
                 self.backlog.popleft()
+        finally:
+            self.lock.release()
         if self._lost_later:
             self._settle()
 

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from polybus.client.promise import Promise
+from polybus.client.pump import enter, leave
+from polybus.client.stubs import current_gate
 
 __all__ = ["as_completed"]
 
@@ -34,14 +36,20 @@ def as_completed(xs: Iterable[Any], timeout: float | None = None) -> Iterator[An
     deadline = None if timeout is None else start + timeout
     while pending:
         now = time.monotonic()
-        still = []
-        for x in pending:
-            if isinstance(x, Promise) and not x._answered:  # (neither waits nor reads)
-                x._expire(now)
-                if not x._answered:
-                    still.append(x)
-                    continue
-            yield x
+        still, ready = [], []
+        gate = current_gate()
+        enter(gate)  # (a call given up on changes what the pump reads: pump.py)
+        try:
+            for x in pending:
+                if isinstance(x, Promise) and not x._answered:  # (neither waits nor reads)
+                    x._expire(now)
+                    if not x._answered:
+                        still.append(x)
+                        continue
+                ready.append(x)
+        finally:
+            leave(gate)
+        yield from ready
         pending = still
         if not pending:
             return

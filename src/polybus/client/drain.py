@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from polybus.client.batchcalls import Pending, Slot
 from polybus.client.calls import give_up, overdue
+from polybus.client.pump import enter, leave
 
 if TYPE_CHECKING:
     from polybus.client.session import Session
@@ -69,6 +70,14 @@ def _expire(session: Session, now: float) -> None:
 
 def drain(session: Session) -> None:
     """Write what is held and read answers until no call of ``session`` is under way."""
+    enter(session.gate)  # (the pump stands back: this thread moves everything now)
+    try:
+        _drain(session)
+    finally:
+        leave(session.gate)
+
+
+def _drain(session: Session) -> None:
     reactor = session.reactor
     start = time.monotonic()
     said = False

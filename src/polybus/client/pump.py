@@ -35,7 +35,7 @@ from polybus.transport.wake import Wake
 if TYPE_CHECKING:
     from polybus.client.reactor import Reactor
 
-__all__ = ["GRACE_S", "Gate", "Pump", "gated"]
+__all__ = ["GRACE_S", "Gate", "Pump", "enter", "gated", "leave"]
 
 GRACE_S = 0.001  # outside polybus this long, the program has left its calls to the pump
 MOST_S = 0.008   # the longest the pump sleeps while it has work (a missed bell costs this)
@@ -85,9 +85,11 @@ class Gate:
     def left_work(self) -> None:
         """The last thread left, and work may wait: wake the pump if it sleeps."""
         with self.lock:
+            if self.inside:  # one came in meanwhile: it looks on its way out
+                return
             self.dirty = False  # (a pump awake looks for itself at its next turn)
             pump = self.pump
-            if not self.inside and pump is not None and pump.idle:
+            if pump is not None and pump.idle:
                 pump.wake()
 
     def poke(self) -> None:
@@ -95,6 +97,18 @@ class Gate:
         self.dirty = True
         if not self.inside:
             self.left_work()
+
+
+def enter(gate: Gate | None) -> None:
+    """`Gate.enter` where there may be no gate (the rarer entries: a batch's first wait,
+    `as_completed`'s looks, the run's last drain)."""
+    if gate is not None:
+        gate.enter()
+
+
+def leave(gate: Gate | None) -> None:
+    if gate is not None:
+        gate.leave()
 
 
 def gated(fn: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
@@ -145,6 +159,10 @@ class Pump:
             self._thread.start()
         else:
             self._bell.ring()
+
+    def on_thread(self) -> bool:
+        """True on the pump's own thread (its turn must never wait for a program's lock)."""
+        return self._thread is threading.current_thread()
 
     def stop(self) -> None:
         self._stopped = True

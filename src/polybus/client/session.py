@@ -287,7 +287,7 @@ class Session:
     def _refill(self) -> None:
         for bt in self.batchers:
             if bt.backlog:
-                bt.pump()
+                bt.pump(wait=self.pump is None or not self.pump.on_thread())
         for d in self.dispatchers.values():
             if d._backlog:
                 d.refill()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.errors import UsageError
 
 if TYPE_CHECKING:
+    from polybus.client.pump import Gate
     from polybus.client.session import Session
 
 _global: list[Session | None] = [None]
@@ -29,6 +30,12 @@ def current(what: str = "a use()d interface was called") -> Session:
         raise UsageError(f"{what} outside a polybus run; start the "
                          "program with `polybus run app.toml` or polybus.run()")
     return s
+
+
+def current_gate() -> Gate | None:
+    """The running session's gate (client/pump.py), if it has one."""
+    s = _global[0]
+    return s.gate if s is not None else None
 
 
 def activate(session: Session | None) -> None:
