@@ -22,6 +22,9 @@ class FakeReactor:
         self.sent: list[Any] = []
         self.gate = None  # (no pump: client/pump.py)
 
+    def work_left(self) -> None:
+        pass
+
     def send(self, link: ReplicaLink, msg: Any) -> None:
         self.sent.append(msg)
 

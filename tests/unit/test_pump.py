@@ -25,7 +25,6 @@ class FakeReactor:
         self.taken += 1
         self.left -= 1
 
-    @gated
     def read(self, x: int) -> int:
         assert self.gate is not None and self.gate.inside  # (inside while it runs)
         return x + 1
@@ -35,6 +34,7 @@ class FakeReactor:
 def parts() -> Iterator[tuple[FakeReactor, Gate, Pump]]:
     r = FakeReactor()
     g = r.gate = Gate()
+    r.read = gated(g, r.read)  # type: ignore[method-assign]  # (as Reactor.open_gate binds)
     p = Pump(r, g, lambda: r.left > 0)  # type: ignore[arg-type]
     yield r, g, p
     p.stop()

@@ -208,8 +208,7 @@ class Batcher:
         self._seal(b)
         if self.backlog or not self._place(b):
             self.backlog.append(b)
-            if self.reactor.gate is not None:
-                self.reactor.gate.dirty = True  # (placed by the pump if the program leaves it)
+            self.reactor.work_left()
             self.reactor.poll()  # take in answers: they make room
 
     def _seal(self, b: Pending) -> None:

@@ -125,8 +125,8 @@ class Dispatcher:
         i = demand_pick(self.inflight, self.window, self._open(), self._load()) \
             if kind == "async-demand" and not self._backlog else None
         hold = kind == "async-demand" and (i is None or self.inflight[i] > 0)
-        if self.keep_args and self.reactor.gate is not None:
-            self.reactor.gate.dirty = True  # (a migrator watches it: pump.py)
+        if self.keep_args:
+            self.reactor.work_left()  # (a migrator watches it)
         if hold or self.keep_args:  # written later, or perhaps again: as it is now
             keep = self.comm.keep() if self.comm is not None else None  # (snapshot.py)
             rec.args, rec.kwargs = snapshot(rec.args, keep), snapshot_kwargs(rec.kwargs, keep)
@@ -140,8 +140,7 @@ class Dispatcher:
             if not any(self._alive()):
                 raise NoReplicaError(f"no live replica serves {self.interface}")
             heapq.heappush(self._backlog, (-prio, next(self._seq), rec))
-            if self.reactor.gate is not None:
-                self.reactor.gate.dirty = True  # (refilled by the pump if the program leaves it)
+            self.reactor.work_left()
             if len(self._backlog) % 256 == 1:  # take in answers now and then, not every call
                 self.reactor.poll()
             while len(self._backlog) > BACKLOG_BOUND:  # bounded: the caller waits for room
@@ -370,5 +369,5 @@ class Dispatcher:
                 rec.set_error(ConnectionLostError(
                     f"every replica of {self.interface} is gone (last: {link.name}: {error})"))
         self.refill()
-        if self._backlog and self.reactor.gate is not None:
-            self.reactor.gate.dirty = True  # (re-run by the pump if the program leaves it)
+        if self._backlog:
+            self.reactor.work_left()

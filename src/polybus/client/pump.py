@@ -23,11 +23,10 @@ raises the flags again and sleeps until the program next leaves work behind.
 
 from __future__ import annotations
 
-import functools
 import select
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from polybus.client import rings
 from polybus.transport.wake import Wake
@@ -111,25 +110,23 @@ def leave(gate: Gate | None) -> None:
         gate.leave()
 
 
-def gated(fn: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
-    """A reactor method a program thread calls: inside the gate while it runs."""
+def gated(gate: Gate, fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` (a reactor's read) inside ``gate`` while it runs: what a session with a
+    gate binds in place of the plain method (Reactor.open_gate); one without pays
+    nothing."""
+    inside = gate.inside
 
-    @functools.wraps(fn)
-    def inner(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        g = self.gate
-        if g is None:
-            return fn(self, *args, **kwargs)
-        inside = g.inside
+    def inner(*args: P.args, **kwargs: P.kwargs) -> R:
         inside.append(None)  # (Gate.enter and leave, written out: every read's)
-        if g.busy:
-            g.wait_turn()
+        if gate.busy:
+            gate.wait_turn()
         try:
-            return fn(self, *args, **kwargs)
+            return fn(*args, **kwargs)
         finally:
             inside.pop()
-            g.came = True
-            if g.dirty and not inside:
-                g.left_work()
+            gate.came = True
+            if gate.dirty and not inside:
+                gate.left_work()
 
     return inner
 
@@ -144,7 +141,6 @@ class Pump:
         self.gate = gate
         self.pending = pending
         self.idle = True  # asleep until woken (read and set under the gate's lock)
-        self.turns = 0    # turns it took (tests look)
         self._bell = Wake()
         self._thread: threading.Thread | None = None
         self._stopped = False
@@ -192,7 +188,6 @@ class Pump:
                         grace = min(max(2 * grace, GRACE_S), MOST_S)
                         continue
                     grace = GRACE_S
-                    self.turns += 1
                     self.reactor.take_in()
                     if not self.pending():
                         self.idle = True

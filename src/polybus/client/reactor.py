@@ -101,8 +101,7 @@ class Reactor:
     def hold(self, link: ReplicaLink, msg: Call) -> None:
         """Queue ``msg`` for a replica that is busy anyway; written with the next ones."""
         link.held.append(msg)
-        if self.gate is not None:
-            self.gate.dirty = True  # (written by the pump if the program leaves it)
+        self.work_left()
         if len(link.held) >= 16:
             self.flush(link)
 
@@ -168,7 +167,7 @@ class Reactor:
             self._step(rec.link, remaining)
         return rec.outcome()
 
-    wait = gated(_wait)
+    wait = _wait  # (gated where the session has a gate: open_gate)
 
     @staticmethod
     def _left(rec: CallRecord, own: float, timeout: float) -> float:
@@ -329,7 +328,7 @@ class Reactor:
             self._lock.release()
         self._stepped()
 
-    step = gated(_step)
+    step = _step  # (gated where the session has a gate: open_gate)
 
     def _take_whole(self, link: ReplicaLink) -> bool:
         """File the messages already whole in ``link``'s channel (no system call); False
@@ -363,7 +362,19 @@ class Reactor:
             if not self._in_send:
                 self.after_step()
 
-    poll = gated(_poll)
+    poll = _poll  # (gated where the session has a gate: open_gate)
+
+    def open_gate(self, gate: Gate) -> None:
+        """From now on a program thread's read is inside ``gate`` (client/pump.py)."""
+        self.gate = gate
+        for name in ("wait", "step", "poll", "request"):
+            setattr(self, name, gated(gate, getattr(self, "_" + name)))
+
+    def work_left(self) -> None:
+        """Something now waits at the client for a replica: the pump moves it if the
+        program leaves it there (client/pump.py)."""
+        if self.gate is not None:
+            self.gate.dirty = True
 
     def take_in(self) -> None:
         """The pump's turn (client/pump.py), under the gate's lock: `poll` without
@@ -435,7 +446,7 @@ class Reactor:
                 time.sleep(0.001)
         return self.replies.pop(req, None)
 
-    request = gated(_request)
+    request = _request  # (gated where the session has a gate: open_gate)
 
     def close(self) -> None:
         for link in self.links:

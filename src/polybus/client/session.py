@@ -139,7 +139,8 @@ class Session:
             self.reactor.refills = bool(self.batchers or self.migrators or any(
                 d.style.kind == "async-demand" for d in self.dispatchers.values()))
             if self.reactor.refills and pump:  # work may wait at the client: the pump moves it
-                self.gate = self.reactor.gate = Gate()
+                self.gate = Gate()
+                self.reactor.open_gate(self.gate)
                 self.pump = Pump(self.reactor, self.gate, self._waiting)
             # A replica's counters run for its whole life (it may have served other runs,
             # as workers started by hand do): this run's figures are the difference.

@@ -85,8 +85,7 @@ class Aggregator:
             self._opened[name] = now
             self._bytes[name] = 0
         link.held.extend(msgs)  # type: ignore[arg-type]
-        if self.reactor.gate is not None:
-            self.reactor.gate.dirty = True  # (written by the pump if the program leaves them)
+        self.reactor.work_left()
         size = self._bytes[name] = self._bytes.get(name, 0) + adds
         if (len(link.held) >= self.count or size >= self.nbytes
                 or now - self._opened.get(name, now) >= self.linger):
