@@ -22,6 +22,7 @@ from polybus.client.batchcalls import Pending
 from polybus.client.naming import Known, adopt, content_key, known_for
 from polybus.client.policies.aggregate import Aggregator
 from polybus.client.promise import Promise
+from polybus.client.pump import enter, leave
 from polybus.client.snapshot import Keep, frozen, kept, snapshot, snapshot_kwargs
 from polybus.errors import MessageTooLarge
 from polybus.wire.arrays import kept_copy
@@ -358,14 +359,11 @@ def broadcast(value: Any) -> Shared:
     session = current("polybus.broadcast() was called")
     if isinstance(value, Promise):  # (content_key looks at the value's type)
         value = value.__polybus_value__()
-    gate = session.gate
-    if gate is None:
-        return _broadcast(session, value)
-    gate.enter()  # (the pump writes on these links too: client/pump.py)
+    enter(session.gate)  # (the pump writes on these links too: client/pump.py)
     try:
         return _broadcast(session, value)
     finally:
-        gate.leave()
+        leave(session.gate)
 
 
 def _broadcast(session: Session, value: Any) -> Shared:
