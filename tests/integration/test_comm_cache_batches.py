@@ -314,3 +314,21 @@ def test_one_operand_larger_than_the_cache_is_still_put_once_for_full_batches(
         cache = c.runtimes[0].cache
         assert cache.hits == 64 and cache.misses == 0 and len(cache) == 1
         assert s.batchers[0].batches == 8
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_misses_while_a_resend_waits_for_room_do_not_hang(tmp_path: Path,
+                                                          transport: str) -> None:
+    # 7 operands of 160 KB, 1 MiB of cache on each of 2 replicas, 200 aggregated calls:
+    # the replicas keep evicting, and a miss's re-send fills the shm ring. The read it
+    # made meanwhile took in another miss, whose re-send to the same replica waited for
+    # the lock the first held: the client hung (a new user's app, every time). Those
+    # re-sends now go when the first is written (client/later.py).
+    xs = [np.full(20000, float(j)) for j in range(7)]
+    with cluster(tmp_path, _scale_toml(1 << 20), replicas=2, transport=transport) as c:
+        s = c.session()
+        calls = [s.call("scale", (xs[i % 7], i), {}) for i in range(200)]
+        assert [float(np.asarray(wait(p))[0]) for p in calls] == [
+            float((i % 7) * i) for i in range(200)]
+        assert sum(rt.cache.misses for rt in c.runtimes) > 0  # (the case: it evicted)

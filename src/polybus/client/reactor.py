@@ -19,6 +19,7 @@ from typing import Any
 
 from polybus.client import answers, rings
 from polybus.client.calls import CallRecord, ReplicaLink, give_up
+from polybus.client.later import Later, get_ident
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.client.pump import Gate, gated
@@ -54,6 +55,7 @@ class Reactor:
         self._cv = threading.Condition()    # waiters on another thread's reading
         self._waiters = 0
         self._in_send = 0
+        self.later = Later()  # sends decided by a read inside a send (client/later.py)
         self.replies: dict[int, Message] = {}  # answers to control requests, by req
         self.on_lost: Callable[[ReplicaLink, PolybusError], None] = lambda link, err: None
         self.on_released: Callable[[ReplicaLink, list[int], int], None] = (
@@ -88,6 +90,9 @@ class Reactor:
     # -- sending -------------------------------------------------------------------
     def send(self, link: ReplicaLink, msg: Message) -> None:
         """Send on ``link``; while the socket is full, take in what replicas sent."""
+        later = self.later
+        if later.reader is not None and later.defer(link, [msg]):
+            return
         self._in_send += 1
         try:
             link.channel.send(msg, self._drain)
@@ -97,6 +102,8 @@ class Reactor:
             self._lost(link, exc)
         finally:
             self._in_send -= 1
+            if later.queue:
+                later.write(self)
 
     def hold(self, link: ReplicaLink, msg: Call) -> None:
         """Queue ``msg`` for a replica that is busy anyway; written with the next ones."""
@@ -127,6 +134,9 @@ class Reactor:
                 self.flush(link)
 
     def send_many(self, link: ReplicaLink, msgs: list[Message]) -> None:
+        later = self.later
+        if later.reader is not None and later.defer(link, msgs):
+            return
         self._in_send += 1
         try:
             link.channel.send_many(msgs, self._drain)
@@ -136,11 +146,20 @@ class Reactor:
             self._lost(link, exc)
         finally:
             self._in_send -= 1
+            if later.queue:
+                later.write(self)
 
     def _drain(self) -> None:
-        for link in self.links:
-            if not link.dead:
-                self._receive(link, wait=False)
+        """A send's connection is full: read meanwhile (what a read decides to send
+        waits for the end of that send: client/later.py)."""
+        later = self.later
+        outer, later.reader = later.reader, get_ident()
+        try:
+            for link in self.links:
+                if not link.dead:
+                    self._receive(link, wait=False)
+        finally:
+            later.reader = outer
 
     # -- receiving -----------------------------------------------------------------
     def _wait(self, rec: CallRecord, timeout: float | None = None) -> Any:
@@ -284,6 +303,8 @@ class Reactor:
             with self._cv:
                 self._cv.notify_all()
         if not self._in_send:
+            if self.later.queue:  # (left by a read inside a send not the reactor's: a lane's)
+                self.later.write(self)
             self.after_step()
 
     def _step(self, prefer: ReplicaLink | None = None, timeout: float | None = None) -> None:

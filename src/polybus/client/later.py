@@ -1,0 +1,78 @@
+"""Sends decided by a read made inside a send: written once that send is done.
+
+A send that finds its connection full reads meanwhile (`Reactor._drain`), so client and
+replica never both wait on full buffers. What such a read takes in may call for a send
+of its own: a cache miss is re-sent with its operand's ``Put`` first (operands.py), a
+lost replica's calls run again on another. Written there and then, that send would nest
+inside the first: on the same connection it would wait forever for the lock the first
+holds (a client sending aggregated calls over ``shm`` whose operands the replica kept
+evicting hung so), and its frame cannot go in the middle of another anyway. So while a
+thread reads inside a send, every send it decides on waits here, in order, and the send
+that read for it writes them when it is done (`Reactor.send`, ``send_many``), as does
+the next read if that send was not the reactor's own (a sync lane's).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from polybus.errors import MessageTooLarge
+from polybus.wire.messages import Message
+
+if TYPE_CHECKING:
+    from polybus.client.calls import ReplicaLink
+    from polybus.client.reactor import Reactor
+
+__all__ = ["Later", "get_ident"]
+
+get_ident = threading.get_ident
+
+
+class Later:
+    """The sends one reactor's reads left for after the send they were made in."""
+
+    __slots__ = ("queue", "reader", "writing")
+
+    def __init__(self) -> None:
+        self.reader: int | None = None  # the thread reading inside a send, if one is
+        self.queue: list[tuple[ReplicaLink, list[Message]]] = []
+        self.writing = False
+
+    def defer(self, link: ReplicaLink, msgs: list[Message]) -> bool:
+        """Keep ``msgs`` for later if this thread is reading inside a send."""
+        if self.reader is not None and self.reader == get_ident():
+            self.queue.append((link, msgs))
+            return True
+        return False
+
+    def write(self, reactor: Reactor) -> None:
+        """Write what waits (once no read inside a send is under way, by one thread at
+        a time); a message too large now fails its own call, not the one being sent."""
+        if self.writing or self.reader is not None:
+            return
+        self.writing = True
+        try:
+            while self.queue:
+                link, msgs = self.queue.pop(0)
+                if link.dead:
+                    continue  # (its calls were given to another replica, or failed, with it)
+                try:
+                    if len(msgs) == 1:
+                        reactor.send(link, msgs[0])
+                    else:
+                        reactor.send_many(link, msgs)
+                except MessageTooLarge as exc:
+                    _fail(link, msgs, exc)
+        finally:
+            self.writing = False
+
+
+def _fail(link: ReplicaLink, msgs: list[Message], exc: MessageTooLarge) -> None:
+    """The calls (or aggregated batches) of ``msgs`` fail with ``exc``: none was written."""
+    for m in msgs:
+        cid = getattr(m, "id", None)
+        owner: Any = link.outstanding.pop(cid, None) if cid is not None else None
+        if owner is not None and owner.set_error(exc):
+            by = getattr(owner, "batcher", None) or owner.dispatcher
+            by.completed(owner, link)

@@ -1,0 +1,99 @@
+"""Sends a read decided on inside a send wait for that send (client/later.py)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from polybus.client.later import Later, get_ident
+from polybus.errors import MessageTooLarge
+from polybus.wire.messages import Call
+
+
+class _Owner:
+    """A call record's part `Later` uses: its outcome, and who is told of it."""
+
+    def __init__(self) -> None:
+        self.error: Exception | None = None
+        self.dispatcher = self
+        self.completed_by: list[Any] = []
+
+    def set_error(self, exc: Exception) -> bool:
+        self.error = exc
+        return True
+
+    def completed(self, owner: Any, link: Any) -> None:
+        self.completed_by.append(link)
+
+
+class _Link:
+    def __init__(self) -> None:
+        self.dead = False
+        self.outstanding: dict[int, Any] = {}
+
+
+class _Reactor:
+    def __init__(self, too_large: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+        self.sent: list[tuple[_Link, list[int]]] = []
+        self.too_large = too_large
+
+    def send(self, link: _Link, msg: Call) -> None:
+        self.send_many(link, [msg])
+
+    def send_many(self, link: _Link, msgs: list[Call]) -> None:
+        if any(m.id in self.too_large for m in msgs):
+            raise MessageTooLarge("a frame of 9 GB is over max_frame")
+        self.sent.append((link, [m.id for m in msgs]))
+
+
+def _call(i: int) -> Call:
+    return Call(i, "f", [i], None, 0.0)
+
+
+def test_only_the_thread_reading_inside_a_send_defers() -> None:
+    later, link = Later(), _Link()
+    assert not later.defer(link, [_call(1)])  # no read inside a send: sent at once
+    later.reader = get_ident()
+    assert later.defer(link, [_call(2)])
+    other: list[bool] = []
+    t = threading.Thread(target=lambda: other.append(later.defer(link, [_call(3)])))
+    t.start()
+    t.join()
+    assert other == [False]  # another thread's send waits for the lock, as before
+    assert [[m.id for m in msgs] for _, msgs in later.queue] == [[2]]
+
+
+def test_written_in_order_once_the_read_is_over() -> None:
+    later, a, b, reactor = Later(), _Link(), _Link(), _Reactor()
+    later.reader = get_ident()
+    later.defer(a, [_call(1), _call(2)])
+    later.defer(b, [_call(3)])
+    later.write(reactor)  # type: ignore[arg-type]
+    assert reactor.sent == []  # still inside the read: nothing nests
+    later.reader = None
+    later.write(reactor)  # type: ignore[arg-type]
+    assert reactor.sent == [(a, [1, 2]), (b, [3])] and not later.queue
+
+
+def test_one_too_large_fails_its_own_calls_and_the_rest_go() -> None:
+    later, link, reactor = Later(), _Link(), _Reactor(too_large={2})
+    owners = {i: _Owner() for i in (1, 2)}
+    link.outstanding.update(owners)
+    later.reader = get_ident()
+    later.defer(link, [_call(2)])
+    later.defer(link, [_call(1)])
+    later.reader = None
+    later.write(reactor)  # type: ignore[arg-type]
+    assert isinstance(owners[2].error, MessageTooLarge) and owners[2].completed_by == [link]
+    assert owners[1].error is None and reactor.sent == [(link, [1])]
+    assert 2 not in link.outstanding and 1 in link.outstanding
+
+
+def test_a_dead_replicas_sends_are_dropped() -> None:
+    later, link, reactor = Later(), _Link(), _Reactor()
+    later.reader = get_ident()
+    later.defer(link, [_call(1)])
+    later.reader = None
+    link.dead = True  # (its calls went elsewhere, or failed, when it was lost)
+    later.write(reactor)  # type: ignore[arg-type]
+    assert reactor.sent == [] and not later.queue
