@@ -179,6 +179,10 @@ def test_a_failed_cell_shows_the_first_line_of_its_error() -> None:
     assert brief("ValueError: neg") == "ValueError: neg"
     assert brief("ValueError: neg\n  File 'x.py', line 3\n") == (
         "ValueError: neg (full text in --json/--csv)")
+    long = "RemoteException: " + "x" * 300  # one long line: cut, the rest in the files
+    cut = brief(long)
+    assert cut.startswith("RemoteException: xxx") and cut.endswith(
+        "... (full text in --json/--csv)") and len(cut) < 110
 
 
 APP = {

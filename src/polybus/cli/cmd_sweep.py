@@ -74,12 +74,17 @@ def _runner(path: str, sets: Sequence[str], worker_output: bool = True) -> float
     return run(path, tuple(sets), origin=SET, worker_output=worker_output).elapsed_s
 
 
+BRIEF = 72  # a failed cell's text in the table, at most (characters)
+
+
 def brief(error: str | None) -> str:
     """A failed cell's first line: a remote traceback wrapped in a narrow column buried
     the table; the whole text stays in --json and --csv."""
     if not error:
         return "no runs"
     first, _, rest = error.strip().partition("\n")
+    if len(first) > BRIEF:  # (one long line widened the table past any terminal)
+        first, rest = first[:BRIEF - 3].rstrip() + "...", first
     return f"{first} (full text in --json/--csv)" if rest.strip() else first
 
 
