@@ -29,12 +29,14 @@ from polybus.errors import (
     PolybusError,
     UnsendableError,
 )
+from polybus.transport.channel import LATER
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Message, Ping, Result, Undelivered
 
 _NOTHING = object()
+UNSENT_S = 0.008  # the longest a read sleeps while writes the pump began wait for room
 
 
 class Reactor:
@@ -69,6 +71,12 @@ class Reactor:
         # Program threads inside polybus, counted where a pump moves held work while the
         # program computes (client/pump.py); None where nothing is ever held.
         self.gate: Gate | None = None
+        # What a send does while the connection is full: reads meanwhile (`_drain`), or,
+        # in the pump's turn, leaves the rest in the channel (LATER: `take_in`).
+        self._when_full: Callable[[], None] = self._drain
+        # A write the pump's turn began may be left in a channel (``Channel.unsent``):
+        # every read writes on with it, never waiting, and sleeps at most UNSENT_S.
+        self.unfinished = False
 
     def add(self, link: ReplicaLink) -> None:
         self.links.append(link)
@@ -90,7 +98,7 @@ class Reactor:
         """Send on ``link``; while the socket is full, take in what replicas sent."""
         self._in_send += 1
         try:
-            link.channel.send(msg, self._drain)
+            link.channel.send(msg, self._when_full)
         except MessageTooLarge:
             raise  # nothing was written: the caller's call fails, the link is as it was
         except PolybusError as exc:
@@ -119,17 +127,36 @@ class Reactor:
 
     def flush_all(self, batches: bool = True) -> None:
         """Write what is held for each replica, and with ``batches`` the open aggregated
-        batches first."""
+        batches first; and on with what the pump's turns left unsent."""
         for f in self.flushers if batches else ():
             f()
         for link in self.links:
             if link.held:
                 self.flush(link)
+        if self.unfinished:
+            self._write_unsent()
+
+    def _write_unsent(self) -> None:
+        """On with the writes the pump's turns left unfinished, as far as each connection
+        takes them now: never waiting, so no program thread waits behind a replica that
+        does not read (client/pump.py). (None is begun while a program thread is inside
+        polybus, so once none is left, ``unfinished`` stays False until a turn.)"""
+        left = False
+        for link in self.links:
+            ch = link.channel
+            if ch.unsent and not link.dead:
+                try:
+                    ch.send_unsent(LATER)
+                except PolybusError as exc:
+                    self._lost(link, exc)
+                    continue
+                left = left or bool(ch.unsent)
+        self.unfinished = left
 
     def send_many(self, link: ReplicaLink, msgs: list[Message]) -> None:
         self._in_send += 1
         try:
-            link.channel.send_many(msgs, self._drain)
+            link.channel.send_many(msgs, self._when_full)
         except MessageTooLarge:
             raise
         except PolybusError as exc:
@@ -236,10 +263,13 @@ class Reactor:
         return value
 
     def _alone(self, link: ReplicaLink) -> bool:
-        """Only ``link`` has calls in flight, and nothing is held back for any replica."""
+        """Only ``link`` has calls in flight, and nothing is held back for any replica
+        (nor left unsent by the pump)."""
         links = self.links
         if len(links) == 1:  # one replica: the common sync case
-            return not links[0].held
+            return not links[0].held and not self.unfinished
+        if self.unfinished:  # (writes the pump began: the general loop writes on with them)
+            return False
         # (a replica still running a call given up on counts: its late answer must be
         # read, or the replica would stay passed over for good)
         return not any(lk.held or ((lk.outstanding or lk.abandoned or lk.watch)
@@ -289,6 +319,8 @@ class Reactor:
     def _step(self, prefer: ReplicaLink | None = None, timeout: float | None = None) -> None:
         """Read once from whatever has something (blocking up to ``timeout``)."""
         self.flush_all()
+        if self.unfinished and (timeout is None or timeout > UNSENT_S):
+            timeout = UNSENT_S  # (back soon to write on: room frees with no bell)
         if not self._lock.acquire(blocking=False):
             with self._cv:  # another thread is reading; it will wake us
                 self._waiters += 1
@@ -378,8 +410,15 @@ class Reactor:
 
     def take_in(self) -> None:
         """The pump's turn (client/pump.py), under the gate's lock: `poll` without
-        entering the gate, open aggregated batches left to their linger."""
-        self._poll(batches=False)
+        entering the gate, open aggregated batches left to their linger, and every
+        write without waiting: what a connection cannot take now stays in it (LATER),
+        for the next turn or a program thread's next read or send."""
+        self._when_full = LATER
+        try:
+            self._poll(batches=False)
+        finally:
+            self._when_full = self._drain
+            self.unfinished = any(lk.channel.unsent and not lk.dead for lk in self.links)
 
     def _receive(self, link: ReplicaLink, wait: bool) -> None:
         try:
