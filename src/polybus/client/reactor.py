@@ -18,29 +18,24 @@ from collections.abc import Callable
 from typing import Any
 
 from polybus.client import answers, rings
+from polybus.client.alone import LoneCalls
 from polybus.client.calls import CallRecord, ReplicaLink, give_up
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.client.pump import Gate, gated
-from polybus.client.unsendable import not_sent, send_accepted
-from polybus.errors import (
-    ConnectionLostError,
-    MessageTooLarge,
-    PolybusError,
-    UnsendableError,
-)
+from polybus.client.unsendable import send_accepted
+from polybus.errors import ConnectionLostError, MessageTooLarge, PolybusError
 from polybus.transport.channel import LATER
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
-from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Message, Ping, Result, Undelivered
 
-_NOTHING = object()
 UNSENT_S = 0.008  # the longest a read sleeps while writes the pump began wait for room
 
 
-class Reactor:
-    """Reads answers for every replica link of a session and hands them out."""
+class Reactor(LoneCalls):
+    """Reads answers for every replica link of a session and hands them out (the lone
+    call's own path: client/alone.py)."""
 
     def __init__(self, heartbeat: float | None = None) -> None:
         self.links: list[ReplicaLink] = []
@@ -204,107 +199,6 @@ class Reactor:
         if link is None or link.dead:
             return timeout
         return min(timeout, (rec.deadline or own) - time.monotonic())  # (inf: held)
-
-    def call_alone(self, rec: CallRecord, link: ReplicaLink) -> Any:
-        """Send ``rec`` (already outstanding on ``link``) and wait for its outcome: the
-        plain sync call's whole round trip in one loop (the latency hot path). While it
-        is alone it reads ``link`` itself and takes its own answer straight from the
-        message; anything else (another thread waiting, other replicas busy, a message
-        for someone else, the replica lost) goes the general way (`send`, `wait`)."""
-        if not self._fast or self._waiters or not self._alone(link) \
-                or not self._lock.acquire(blocking=False):
-            try:
-                self.send(link, rec.message())
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise not_sent(rec, exc) from None
-            return self._wait(rec)
-        ch = link.channel
-        rid = rec.id
-        value: Any = _NOTHING
-        try:
-            try:
-                ch.send(Call(rid, rec.dispatcher.interface, rec.args, rec.kwargs), self._drain)
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise not_sent(rec, exc) from None
-            while not link.dead:
-                msg = ch.next_message()
-                if msg is None:
-                    if self._waiters or not self._alone(link):
-                        break
-                    before = ch.bytes_received
-                    ch.fill(wait=True, stay=True)  # (rings.up on the way out)
-                    if ch.bytes_received == before and self.liveness is not None:
-                        self._check_liveness()  # a heartbeat passed in silence
-                elif type(msg) is Result and msg.id == rid:
-                    del link.outstanding[rid]
-                    link.calls += 1
-                    rec.dispatcher.completed(rec, link)
-                    value = msg.value
-                    break
-                else:
-                    self._handle(link, msg)
-                    if rec.done:
-                        break
-        except (MessageTooLarge, UnsendableError):
-            raise  # (never sent, forgotten above)
-        except PolybusError as exc:
-            self._lost(link, exc)
-        finally:
-            if self._rings:  # (tcp and ipc links have none: no call on the hot path)
-                rings.up(self._rings)
-            self._lock.release()
-        self._stepped()
-        if value is _NOTHING:  # not answered here: the general loop waits for it
-            return self._wait(rec)
-        if type(value) is Ref:  # forwarded: the record fetches it (forward.py)
-            rec.set_value(value)
-            return rec.outcome()
-        rec.value = value
-        return value
-
-    def _alone(self, link: ReplicaLink) -> bool:
-        """Only ``link`` has calls in flight, and nothing is held back for any replica
-        (nor left unsent by the pump)."""
-        links = self.links
-        if len(links) == 1:  # one replica: the common sync case
-            return not links[0].held and not self.unfinished
-        if self.unfinished:  # (writes the pump began: the general loop writes on with them)
-            return False
-        # (a replica still running a call given up on counts: its late answer must be
-        # read, or the replica would stay passed over for good)
-        return not any(lk.held or ((lk.outstanding or lk.abandoned or lk.watch)
-                                   and lk is not link) for lk in links)
-
-    def _wait_alone(self, rec: CallRecord, link: ReplicaLink) -> None:
-        """`step`'s one-blocking-read path, kept in one loop while ``rec`` waits: the
-        sync call's hot path. It stays only while it is alone: once another thread
-        waits, or another replica has calls in flight, it leaves ``rec`` to `wait`'s
-        general loop (which reads every busy replica and hands answers out), so no
-        replica goes unread (and so unheard, for liveness) behind this one."""
-        if not self._lock.acquire(blocking=False):
-            return
-        ch = link.channel
-        try:
-            while not rec.done and not link.dead:
-                if self._waiters:
-                    break
-                msg = ch.next_message()
-                if msg is None:
-                    if not self._alone(link):
-                        break
-                    before = ch.bytes_received
-                    ch.fill(wait=True, stay=True)  # (rings.up on the way out)
-                    if ch.bytes_received == before and self.liveness is not None:
-                        self._check_liveness()  # a heartbeat passed in silence
-                else:
-                    self._handle(link, msg)
-        except PolybusError as exc:
-            self._lost(link, exc)
-        finally:
-            if self._rings:  # (tcp and ipc links have none: no call on the hot path)
-                rings.up(self._rings)
-            self._lock.release()
-        self._stepped()
 
     def _stepped(self) -> None:
         """After a read, with the lock let go: wake threads waiting for their answers
