@@ -19,10 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from polybus.client.batchcalls import Pending
-from polybus.client.naming import Known, adopt, content_key, known_for
+from polybus.client.naming import Known, adopt, content_key
 from polybus.client.policies.aggregate import Aggregator
-from polybus.client.promise import Promise
-from polybus.client.pump import enter, leave
 from polybus.client.snapshot import Keep, frozen, kept, snapshot, snapshot_kwargs
 from polybus.errors import MessageTooLarge
 from polybus.wire.arrays import kept_copy
@@ -33,7 +31,6 @@ if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.dispatch import Dispatcher
     from polybus.client.reactor import Reactor
-    from polybus.client.session import Session
 
 AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
 
@@ -351,38 +348,4 @@ def _gone(link: ReplicaLink) -> Any:
     return ConnectionLostError(f"{link.name} is gone")
 
 
-def broadcast(value: Any) -> Shared:
-    """Send ``value`` once to every replica of every module this client is bound to, and
-    return a handle to pass as an argument in its place (it travels as a short Ref)."""
-    from polybus.client.stubs import current
-
-    session = current("polybus.broadcast() was called")
-    if isinstance(value, Promise):  # (content_key looks at the value's type)
-        value = value.__polybus_value__()
-    enter(session.gate)  # (the pump writes on these links too: client/pump.py)
-    try:
-        return _broadcast(session, value)
-    finally:
-        leave(session.gate)
-
-
-def _broadcast(session: Session, value: Any) -> Shared:
-    key = content_key(value)
-    if key is None:
-        raise TypeError(f"broadcast() takes a numpy array or bytes, not {type(value).__name__}")
-    known = known_for(session)
-    for links in session.links.values():
-        for link in links:
-            k = known.of(link)
-            if key not in k and not link.dead:
-                k.add(key)
-                session.reactor.send(link, Put(key, value))
-    for name, d in session.dispatchers.items():
-        if d.comm is None:  # handles travel as Refs on every interface from now on
-            d.comm = Comm(d, session.reactor, known)
-            if session.entries.get(name) == d.call_sync:
-                session.entries[name] = d  # (the sync hot path has no Comm in it)
-    return Shared(key, value)
-
-
-__all__ = ["AUTO_THRESHOLD", "Comm", "Known", "Shared", "broadcast", "content_key"]
+__all__ = ["AUTO_THRESHOLD", "Comm", "Known", "Shared", "content_key"]
