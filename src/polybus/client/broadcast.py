@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from polybus.client.naming import content_key, known_for
-from polybus.client.operands import Comm, Shared
+from polybus.client.operands import Comm, Shared, copy_of
 from polybus.client.promise import Promise
 from polybus.client.pump import enter, leave
+from polybus.client.snapshot import frozen
 from polybus.wire.messages import Put
 
 if TYPE_CHECKING:
@@ -36,6 +39,16 @@ def _broadcast(session: Session, value: Any) -> Shared:
     key = content_key(value)
     if key is None:
         raise TypeError(f"broadcast() takes a numpy array or bytes, not {type(value).__name__}")
+    # The handle stands for the bytes as they are now (README): an array that could
+    # change is kept as a read-only copy (shared with any held call of that content).
+    # Sent again from the array, a replica that lost the content (evicted, or dropped
+    # when the array changed and was broadcast again) would get the new bytes under the
+    # old name. The copy keeps the name live, so the replicas drop the content only
+    # once the handle (and every array of that content) is gone.
+    if type(value) is bytearray:
+        value = bytes(value)
+    elif isinstance(value, np.ndarray) and not frozen(value):
+        value = copy_of(value, key)
     known = known_for(session)
     for links in session.links.values():
         for link in links:

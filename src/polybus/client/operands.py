@@ -48,10 +48,27 @@ def _big(value: Any) -> bool:
     return isinstance(value, bytes | bytearray) and len(value) >= AUTO_THRESHOLD
 
 
+def copy_of(value: np.ndarray[Any, Any], key: str | None) -> np.ndarray[Any, Any]:
+    """A read-only copy of ``value``, an array that could change, whose content is named
+    ``key``: one per content, shared by whoever keeps it (held calls, broadcast handles),
+    counted as a live array of ``key`` (so the replicas keep that content while it
+    lives) and named without a second pass over its bytes."""
+    copy = _copies.get(key) if key is not None else None
+    if copy is None:
+        copy = kept_copy(value.copy())
+        if key is not None:
+            _copies[key] = copy
+            adopt(copy, key)
+    return copy
+
+
 class Shared:
     """A value `broadcast` to every replica: pass it as an argument; it travels as a Ref.
 
     Where no cache is in the path it is sent by value, so it is always safe to pass.
+    ``value`` is the content as it was broadcast (client/broadcast.py), which a replica that
+    lost it is sent again, and which keeps its name live (not dropped at the replicas)
+    while the handle lives.
     """
 
     __slots__ = ("key", "value")
@@ -244,13 +261,7 @@ class Comm:
             key = content_key(value)
         except (TypeError, ValueError):  # (an array of objects: it fails when sent, alone)
             return None
-        copy = _copies.get(key) if key is not None else None
-        if copy is None:
-            copy = kept_copy(value.copy())
-            if key is not None:
-                _copies[key] = copy
-                adopt(copy, key)  # (named once: its bytes are not hashed again)
-        return copy
+        return copy_of(value, key)
 
     def _keep_cached(self, rec: CallRecord) -> None:
         """A call written at once keeps its cached operands as they are now (`held`).
@@ -348,4 +359,4 @@ def _gone(link: ReplicaLink) -> Any:
     return ConnectionLostError(f"{link.name} is gone")
 
 
-__all__ = ["AUTO_THRESHOLD", "Comm", "Known", "Shared", "content_key"]
+__all__ = ["AUTO_THRESHOLD", "Comm", "Known", "Shared", "content_key", "copy_of"]
