@@ -24,7 +24,7 @@ from polybus.client.policies.aggregate import Aggregator
 from polybus.client.snapshot import Keep, frozen, kept, snapshot, snapshot_kwargs
 from polybus.errors import MessageTooLarge
 from polybus.wire.arrays import kept_copy
-from polybus.wire.codec import Ref
+from polybus.wire.codec import OutOfBand, Ref
 from polybus.wire.messages import CallBatch, Drop, Message, Put
 
 if TYPE_CHECKING:
@@ -45,6 +45,8 @@ def _big(value: Any) -> bool:
     n = getattr(value, "nbytes", None)
     if isinstance(n, int):
         return n >= AUTO_THRESHOLD and isinstance(value, np.ndarray)
+    if type(value) is OutOfBand:  # (large bytes, as the call carries them: wireargs.py)
+        value = value.data
     return isinstance(value, bytes | bytearray) and len(value) >= AUTO_THRESHOLD
 
 
@@ -129,7 +131,9 @@ class Comm:
         if type(value) is Shared:
             return value.key, value.value
         if self._named(index) or (self.auto and _big(value)):
-            key = content_key(value)
+            # Large bytes come marked to travel out of band (wireargs.py): named by their
+            # bytes, and Put (or sent by value after two misses) as marked.
+            key = content_key(value.data if type(value) is OutOfBand else value)
             return (key, value) if key is not None else None
         return None
 
