@@ -12,6 +12,7 @@ from polybus.client.operands import Comm, Shared, copy_of
 from polybus.client.promise import Promise
 from polybus.client.pump import enter, leave
 from polybus.client.snapshot import frozen
+from polybus.errors import UsageError
 from polybus.wire.messages import Put
 
 if TYPE_CHECKING:
@@ -36,6 +37,13 @@ def broadcast(value: Any) -> Shared:
 
 
 def _broadcast(session: Session, value: Any) -> Shared:
+    if isinstance(value, np.ndarray) and value.dtype.hasobject:
+        where = "" if value.dtype == object else f" in its fields, {value.dtype}"
+        raise UsageError(
+            f"broadcast() cannot take an array of Python objects (dtype=object{where}): "
+            "its bytes are references, not content the replicas could keep under a "
+            "name; pass it as an argument instead (it goes by value, with pickle = true "
+            "on the serving module), or convert it to a numeric dtype")
     key = content_key(value)
     if key is None:
         raise TypeError(f"broadcast() takes a numpy array or bytes, not {type(value).__name__}")

@@ -261,9 +261,8 @@ class Comm:
         if type(value) is not np.ndarray or frozen(value) or not (
                 self._named(index) or (self.auto and _big(value))):
             return None
-        try:
-            key = content_key(value)
-        except (TypeError, ValueError):  # (an array of objects: it fails when sent, alone)
+        key = content_key(value)
+        if key is None:  # (an array of objects: not named, it goes by value as it is)
             return None
         return copy_of(value, key)
 
