@@ -105,3 +105,26 @@ def test_broadcast_of_an_object_array_says_it_cannot(tmp_path: Path) -> None:
         structured = np.zeros(3, dtype=[("x", "f8"), ("o", "O")])
         with pytest.raises(UsageError, match=r"broadcast\(\) .*dtype=object"):
             polybus.broadcast(structured)
+
+
+BROADCAST_CLIENT = """
+    import numpy as np
+    import polybus
+
+    def main():
+        h = polybus.broadcast(np.array([object()], dtype=object))
+        return h
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_refused_broadcast_is_placed_at_the_broadcast_line(tmp_path: Path) -> None:
+    """The run names the program's line as a broadcast (it used to read "the call whose
+    answer was used", as for a promise)."""
+    toml = (TOML.replace("CACHE", "[]").replace("USE", STYLES["sync"])
+            .replace("PICKLE", "pickle = true"))
+    app = write_app(tmp_path, server=SERVER, client=BROADCAST_CLIENT, toml=toml)
+    with pytest.raises(UsageError) as e:
+        polybus.run(app, worker_output=None)
+    assert "dtype=object" in str(e.value)
+    assert f'the broadcast at File "{tmp_path / "client.py"}", line 6, in main' in str(e.value)
