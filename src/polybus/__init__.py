@@ -30,8 +30,8 @@ from polybus.errors import (
 )
 
 if TYPE_CHECKING:
+    from polybus.client.broadcast import broadcast
     from polybus.client.completion import as_completed
-    from polybus.client.operands import broadcast
     from polybus.client.promise import Promise, wait
     from polybus.client.stubs import use
     from polybus.runner import RunResult
@@ -53,7 +53,7 @@ def run(path: Any, overrides: Any = (), **kwargs: Any) -> RunResult:
 # client's modules pull in the configuration, the transports and numpy, 0.2 s that
 # every `polybus` command paid before its first line ran, when a Ctrl-C could only
 # print a traceback of imports (cli/main.py says "interrupted" from its first line).
-_LAZY = {"as_completed": "polybus.client.completion", "broadcast": "polybus.client.operands",
+_LAZY = {"as_completed": "polybus.client.completion", "broadcast": "polybus.client.broadcast",
          "Promise": "polybus.client.promise", "wait": "polybus.client.promise",
          "use": "polybus.client.stubs", "RunResult": "polybus.runner"}
 

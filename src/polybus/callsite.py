@@ -24,17 +24,21 @@ from polybus.usercode import is_polybus_frame
 __all__ = ["place"]
 
 _STUBS = str(Path(__file__).resolve().parent / "client" / "stubs.py")
+_BROADCAST = str(Path(__file__).resolve().parent / "client" / "broadcast.py")
 _ARGUMENTS = re.compile(r"(?:takes|missing|got) ")
 
 
-def _user_frame(exc: BaseException) -> tuple[traceback.FrameSummary, bool] | None:
-    """The innermost frame of the user's code, and whether the call itself is the next one
-    (a stub's ``__call__``) rather than the use of a promise."""
+def _user_frame(exc: BaseException) -> tuple[traceback.FrameSummary, str] | None:
+    """The innermost frame of the user's code, and what it did there: "the call" (the
+    next frame is a stub's ``__call__``), "the broadcast" (`polybus.broadcast`), or
+    else the use of a promise."""
     frames = traceback.extract_tb(exc.__traceback__)
     for i in range(len(frames) - 1, -1, -1):
         if not is_polybus_frame(frames[i]):
-            called = i + 1 < len(frames) and frames[i + 1].filename == _STUBS
-            return frames[i], called
+            inner = frames[i + 1].filename if i + 1 < len(frames) else None
+            what = ("the call" if inner == _STUBS else "the broadcast" if inner == _BROADCAST
+                    else "the call whose answer was used")
+            return frames[i], what
     return None
 
 
@@ -75,9 +79,8 @@ def place(exc: RemoteError | UsageError, app: AppConfig, client: str,
             exc.args = (f"{head}\n  the call whose promise {returned_by}() returned, waited "
                         "for when it returned" + (f"\n{rest}" if rest else ""),)
         return
-    frame, called = found
+    frame, what = found
     exc.call_site = f"{frame.filename}:{frame.lineno}"
-    what = "the call" if called else "the call whose answer was used"
     at = (f'  {what} at File "{frame.filename}", line {frame.lineno}, in {frame.name}'
           + (f":\n    {frame.line}" if frame.line else ""))
     head, _, rest = str(exc).partition("\n")

@@ -50,7 +50,10 @@ _lock = threading.Lock()
 
 
 def content_key(value: Any) -> str | None:
-    """The content name of an array or bytes value (None for anything else).
+    """The content name of an array or bytes value (None for anything else, and for an
+    array holding Python objects, ``dtype=object`` or a structured dtype with such a
+    field: its bytes are references, not content, so it cannot be named and goes by
+    value, uncached).
 
     An array's bytes are hashed at every call, unless they cannot change: a program may
     change an array in place between two calls (``x[:] = ...``), and a name remembered
@@ -62,6 +65,8 @@ def content_key(value: Any) -> str | None:
     keeps its old name (configuration.md says not to)."""
     if isinstance(value, np.ndarray):
         arr: np.ndarray[Any, Any] = value
+        if arr.dtype.hasobject:
+            return None
         ident = id(arr)
         hit = _memo.get(ident)
         still = frozen(arr)

@@ -19,21 +19,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from polybus.client.batchcalls import Pending
-from polybus.client.naming import Known, adopt, content_key, known_for
+from polybus.client.naming import Known, adopt, content_key
 from polybus.client.policies.aggregate import Aggregator
-from polybus.client.promise import Promise
-from polybus.client.pump import enter, leave
 from polybus.client.snapshot import Keep, frozen, kept, snapshot, snapshot_kwargs
 from polybus.errors import MessageTooLarge
 from polybus.wire.arrays import kept_copy
-from polybus.wire.codec import Ref
+from polybus.wire.codec import OutOfBand, Ref
 from polybus.wire.messages import CallBatch, Drop, Message, Put
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.dispatch import Dispatcher
     from polybus.client.reactor import Reactor
-    from polybus.client.session import Session
 
 AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
 
@@ -48,13 +45,32 @@ def _big(value: Any) -> bool:
     n = getattr(value, "nbytes", None)
     if isinstance(n, int):
         return n >= AUTO_THRESHOLD and isinstance(value, np.ndarray)
+    if type(value) is OutOfBand:  # (large bytes, as the call carries them: wireargs.py)
+        value = value.data
     return isinstance(value, bytes | bytearray) and len(value) >= AUTO_THRESHOLD
+
+
+def copy_of(value: np.ndarray[Any, Any], key: str | None) -> np.ndarray[Any, Any]:
+    """A read-only copy of ``value``, an array that could change, whose content is named
+    ``key``: one per content, shared by whoever keeps it (held calls, broadcast handles),
+    counted as a live array of ``key`` (so the replicas keep that content while it
+    lives) and named without a second pass over its bytes."""
+    copy = _copies.get(key) if key is not None else None
+    if copy is None:
+        copy = kept_copy(value.copy())
+        if key is not None:
+            _copies[key] = copy
+            adopt(copy, key)
+    return copy
 
 
 class Shared:
     """A value `broadcast` to every replica: pass it as an argument; it travels as a Ref.
 
     Where no cache is in the path it is sent by value, so it is always safe to pass.
+    ``value`` is the content as it was broadcast (client/broadcast.py), which a replica that
+    lost it is sent again, and which keeps its name live (not dropped at the replicas)
+    while the handle lives.
     """
 
     __slots__ = ("key", "value")
@@ -115,7 +131,9 @@ class Comm:
         if type(value) is Shared:
             return value.key, value.value
         if self._named(index) or (self.auto and _big(value)):
-            key = content_key(value)
+            # Large bytes come marked to travel out of band (wireargs.py): named by their
+            # bytes, and Put (or sent by value after two misses) as marked.
+            key = content_key(value.data if type(value) is OutOfBand else value)
             return (key, value) if key is not None else None
         return None
 
@@ -243,17 +261,10 @@ class Comm:
         if type(value) is not np.ndarray or frozen(value) or not (
                 self._named(index) or (self.auto and _big(value))):
             return None
-        try:
-            key = content_key(value)
-        except (TypeError, ValueError):  # (an array of objects: it fails when sent, alone)
+        key = content_key(value)
+        if key is None:  # (an array of objects: not named, it goes by value as it is)
             return None
-        copy = _copies.get(key) if key is not None else None
-        if copy is None:
-            copy = kept_copy(value.copy())
-            if key is not None:
-                _copies[key] = copy
-                adopt(copy, key)  # (named once: its bytes are not hashed again)
-        return copy
+        return copy_of(value, key)
 
     def _keep_cached(self, rec: CallRecord) -> None:
         """A call written at once keeps its cached operands as they are now (`held`).
@@ -351,38 +362,4 @@ def _gone(link: ReplicaLink) -> Any:
     return ConnectionLostError(f"{link.name} is gone")
 
 
-def broadcast(value: Any) -> Shared:
-    """Send ``value`` once to every replica of every module this client is bound to, and
-    return a handle to pass as an argument in its place (it travels as a short Ref)."""
-    from polybus.client.stubs import current
-
-    session = current("polybus.broadcast() was called")
-    if isinstance(value, Promise):  # (content_key looks at the value's type)
-        value = value.__polybus_value__()
-    enter(session.gate)  # (the pump writes on these links too: client/pump.py)
-    try:
-        return _broadcast(session, value)
-    finally:
-        leave(session.gate)
-
-
-def _broadcast(session: Session, value: Any) -> Shared:
-    key = content_key(value)
-    if key is None:
-        raise TypeError(f"broadcast() takes a numpy array or bytes, not {type(value).__name__}")
-    known = known_for(session)
-    for links in session.links.values():
-        for link in links:
-            k = known.of(link)
-            if key not in k and not link.dead:
-                k.add(key)
-                session.reactor.send(link, Put(key, value))
-    for name, d in session.dispatchers.items():
-        if d.comm is None:  # handles travel as Refs on every interface from now on
-            d.comm = Comm(d, session.reactor, known)
-            if session.entries.get(name) == d.call_sync:
-                session.entries[name] = d  # (the sync hot path has no Comm in it)
-    return Shared(key, value)
-
-
-__all__ = ["AUTO_THRESHOLD", "Comm", "Known", "Shared", "broadcast", "content_key"]
+__all__ = ["AUTO_THRESHOLD", "Comm", "Known", "Shared", "content_key", "copy_of"]

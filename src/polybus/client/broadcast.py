@@ -1,0 +1,72 @@
+"""`broadcast`: one value sent once to every replica, and a handle (operands.Shared) to
+pass in its place, which travels as a short Ref (the Comm, client/operands.py, names it)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from polybus.client.naming import content_key, known_for
+from polybus.client.operands import Comm, Shared, copy_of
+from polybus.client.promise import Promise
+from polybus.client.pump import enter, leave
+from polybus.client.snapshot import frozen
+from polybus.errors import UsageError
+from polybus.wire.messages import Put
+
+if TYPE_CHECKING:
+    from polybus.client.session import Session
+
+__all__ = ["broadcast"]
+
+
+def broadcast(value: Any) -> Shared:
+    """Send ``value`` once to every replica of every module this client is bound to, and
+    return a handle to pass as an argument in its place (it travels as a short Ref)."""
+    from polybus.client.stubs import current
+
+    session = current("polybus.broadcast() was called")
+    if isinstance(value, Promise):  # (content_key looks at the value's type)
+        value = value.__polybus_value__()
+    enter(session.gate)  # (the pump writes on these links too: client/pump.py)
+    try:
+        return _broadcast(session, value)
+    finally:
+        leave(session.gate)
+
+
+def _broadcast(session: Session, value: Any) -> Shared:
+    if isinstance(value, np.ndarray) and value.dtype.hasobject:
+        where = "" if value.dtype == object else f" in its fields, {value.dtype}"
+        raise UsageError(
+            f"broadcast() cannot take an array of Python objects (dtype=object{where}): "
+            "its bytes are references, not content the replicas could keep under a "
+            "name; pass it as an argument instead (it goes by value, with pickle = true "
+            "on the serving module), or convert it to a numeric dtype")
+    key = content_key(value)
+    if key is None:
+        raise TypeError(f"broadcast() takes a numpy array or bytes, not {type(value).__name__}")
+    # The handle stands for the bytes as they are now (README): an array that could
+    # change is kept as a read-only copy (shared with any held call of that content).
+    # Sent again from the array, a replica that lost the content (evicted, or dropped
+    # when the array changed and was broadcast again) would get the new bytes under the
+    # old name. The copy keeps the name live, so the replicas drop the content only
+    # once the handle (and every array of that content) is gone.
+    if type(value) is bytearray:
+        value = bytes(value)
+    elif isinstance(value, np.ndarray) and not frozen(value):
+        value = copy_of(value, key)
+    known = known_for(session)
+    for links in session.links.values():
+        for link in links:
+            k = known.of(link)
+            if key not in k and not link.dead:
+                k.add(key)
+                session.reactor.send(link, Put(key, value))
+    for name, d in session.dispatchers.items():
+        if d.comm is None:  # handles travel as Refs on every interface from now on
+            d.comm = Comm(d, session.reactor, known)
+            if session.entries.get(name) == d.call_sync:
+                session.entries[name] = d  # (the sync hot path has no Comm in it)
+    return Shared(key, value)

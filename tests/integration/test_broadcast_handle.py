@@ -1,0 +1,127 @@
+"""A `broadcast` handle stands for the bytes as they were broadcast (README), whatever
+the program does to the array afterwards, on every transport.
+
+Found by a new-user trial: ``h1 = broadcast(t); t[0] = 42.0; h2 = broadcast(t)``, then
+``peek(h1)`` gave 42.0. The second broadcast released t's old content, so the replicas
+were told to drop it, and h1, missing there, was sent again from the live, changed
+array. A replica that evicts a handle's content likewise got the changed bytes under
+the old name.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polybus
+from polybus.testing.apps import write_app
+
+from .comm_harness import cluster
+
+SERVER = """
+    import numpy as np
+
+    def peek(b):
+        return float(np.asarray(b)[0])
+"""
+
+CLIENT = """
+    import numpy as np
+    import polybus
+    from polybus import use, wait
+
+    peek = use("peek")
+
+    def main():
+        t = np.arange(100_000.0)  # 800 KB: the replicas' cache (1 MiB) holds one
+        h1 = polybus.broadcast(t)
+        out = [wait(peek(h1))]
+        t[0] = 42.0  # changed in place and broadcast again: a new handle
+        h2 = polybus.broadcast(t)
+        out += [wait(peek(h2)), wait(peek(h1))]
+        t[0] = 7.0  # changed again, not broadcast: h1 and h2 still stand for theirs
+        out += [wait(peek(h1)), wait(peek(h2))]
+        u = np.full(100_000, 5.0)
+        h3 = polybus.broadcast(u)  # its Put evicts the others at the replicas
+        out += [wait(peek(h3)), wait(peek(h1)), wait(peek(h2)), wait(peek(h1))]
+        return out
+"""
+
+TOML = """
+    [modules.server]
+    source = "server.py"
+    replication = REPLICAS
+    transport = "TRANSPORT"
+    define.peek = { cache_bytes = "1MiB" }
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+
+    [bind]
+    "client.peek" = "server.peek"
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("replicas", [1, 2])
+@pytest.mark.parametrize("transport", ["tcp", "ipc", "shm"])
+def test_a_handle_stands_for_the_bytes_as_they_were_broadcast(
+        tmp_path: Path, transport: str, replicas: int) -> None:
+    toml = TOML.replace("REPLICAS", str(replicas)).replace("TRANSPORT", transport)
+    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=toml)
+    out = polybus.run(app, worker_output=None).result
+    assert out == [0.0, 42.0, 0.0, 0.0, 42.0, 5.0, 0.0, 42.0, 0.0]
+
+
+HARNESS_TOML = """
+[modules.server]
+source = "server.py"
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.mul = { callstyle = "sync" }
+
+[bind]
+"client.mul" = "server.mul"
+"""
+
+
+def test_a_handle_keeps_its_content_at_the_replica_until_it_is_freed(tmp_path: Path) -> None:
+    """Memory stays bounded: the content of a freed handle (whose array changed since) is
+    dropped at the replica, as a freed cached array's is."""
+    b = np.arange(1600.0).reshape(40, 40)
+    before = b.copy()
+    row = np.ones(40)
+    with cluster(tmp_path, HARNESS_TOML) as c:
+        s = c.session()
+        (rt,) = c.runtimes
+        first = polybus.broadcast(b)
+        b[:] = 2.0
+        second = polybus.broadcast(b)
+        assert np.allclose(s.call("mul", (row, first), {}), row @ before)
+        assert np.allclose(s.call("mul", (row, second), {}), row @ b)
+        assert len(rt.cache) == 2
+        del first
+        gc.collect()
+        assert np.allclose(s.call("mul", (row, second), {}), row @ b)  # carries the Drop
+        assert len(rt.cache) == 1
+        del second, b  # (b, alive, has the second's content: it keeps it named)
+        gc.collect()
+        s.call("mul", (row, row.reshape(40, 1)), {})
+        assert len(rt.cache) == 0
+
+
+def test_a_frozen_array_or_bytes_is_not_copied_by_its_handle(tmp_path: Path) -> None:
+    """Content that cannot change is held by the handle as it is (no copy)."""
+    b = np.arange(1600.0)
+    b.flags.writeable = False
+    data = bytes(100_000)
+    with cluster(tmp_path, HARNESS_TOML) as c:
+        c.session()
+        assert polybus.broadcast(b).value is b
+        assert polybus.broadcast(data).value is data
