@@ -174,3 +174,78 @@ def test_the_last_drain_beside_an_awake_pump(app: Path) -> None:
                           "modules.client.use.quick.callstyle": "async"})
     assert r.result == "returned"
     assert r.calls == 200000 + 200
+
+
+FULL_SERVER = """
+import os, time
+
+_gave_up = [False]
+
+def fill(marker):
+    # runs until the program says its call to the other module came back (or, once, 20 s)
+    end = time.monotonic() + 20
+    while not os.path.exists(marker) and not _gave_up[0]:
+        _gave_up[0] = time.monotonic() > end
+        time.sleep(0.01)
+    return os.path.exists(marker)
+
+def size(data):
+    return len(data)
+
+def quick(i):
+    return i
+"""
+
+FULL_CLIENT = """
+import time
+from polybus import use, wait
+
+fill = use("fill")
+size = use("size")
+quick = use("quick")
+
+def main(marker, n=6):
+    # one call runs and one waits: the queue (1) is full and the replica reads no more
+    f = [fill(marker), fill(marker)]
+    # the first written at once, the others held, then written by the pump's turn
+    ps = [size(b"")] + [size(bytes([i]) * (4 << 20)) for i in range(n)]
+    time.sleep(0.5)  # the program computes
+    q = quick(7)  # another module
+    open(marker, "w").close()
+    return {"quick": q, "fill": [wait(x) for x in f], "sizes": [wait(p) for p in ps]}
+"""
+
+FULL_TOML = """
+[modules.server]
+source = "server.py"
+transport = "tcp"
+define.fill = { queue = 1 }
+define.size = { queue = 1 }
+define.quick = { queue = 1 }
+
+[modules.other]
+source = "server.py"
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.fill = { callstyle = "async" }
+use.size = { callstyle = "async-demand(8)" }
+
+[bind]
+"client.fill" = "server.fill"
+"client.size" = "server.size"
+"client.quick" = "other.quick"
+"""
+
+
+def test_a_replica_that_stops_reading_holds_no_call_to_another_module(tmp_path: Path) -> None:
+    """``overflow = "block"``: the replica's queue is full, so it reads no more, and the
+    pump's turn writes 24 MiB of held calls to it. The program's call to another module
+    waited for that write (the turn held the gate's lock) until the full replica ran
+    its calls, which here wait for that call to come back: it gave up after 20 s."""
+    app = write_app(tmp_path / "app", server=FULL_SERVER, client=FULL_CLIENT, toml=FULL_TOML)
+    r = polybus.run(app, {"modules.client.args": [str(tmp_path / "marker")]})
+    assert r.result["quick"] == 7
+    assert r.result["fill"] == [True, True], "the call to the other module waited"
+    assert r.result["sizes"] == [0] + [4 << 20] * 6

@@ -1,15 +1,24 @@
-"""The gate and the pump without sockets (client/pump.py): a fake reactor counts the
-pump's turns."""
+"""The gate and the pump (client/pump.py): without sockets, a fake reactor counting
+the pump's turns; then a real reactor with a replica that stops reading."""
 
 from __future__ import annotations
 
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
+from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.pump import Gate, Pump, gated
+from polybus.client.reactor import Reactor
+from polybus.transport.channel import Channel
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Batch, Call, Result
+
+GIVE_UP_S = 20.0  # the full replica reads again after this long, if never answered
 
 
 class FakeReactor:
@@ -117,3 +126,69 @@ def test_a_thread_entering_as_the_last_one_leaves_work_does_not_lose_the_wake_up
     assert g.dirty and p.idle
     g.leave()            # T2 out: the pump wakes
     assert _until(lambda: r.taken == 1)
+
+
+# -- a real reactor: a turn never waits for a replica that does not read ---------------
+
+class _Dispatcher:
+    interface = "x"
+    comm = None
+    timeout = None
+
+    def completed(self, rec: CallRecord, link: ReplicaLink) -> None:
+        pass
+
+
+def test_a_thread_entering_is_not_held_behind_a_replica_that_does_not_read() -> None:
+    """Under ``overflow = "block"`` a replica whose queue is full stops reading. The
+    pump's turn wrote the calls held for it and waited for room, under the gate's lock:
+    a program thread entering polybus meanwhile, here to wait for another replica's
+    answer (already there), waited with it until that replica read again (here: never,
+    until the answer is taken, so the full replica gives up after ``GIVE_UP_S``)."""
+    reactor = Reactor()
+    pairs = [socket.socketpair() for _ in range(2)]
+    full, other = (ReplicaLink(name, "m", Channel(p[0], Codec(), name))
+                   for name, p in zip(("full", "other"), pairs, strict=True))
+    reactor.add(full)
+    reactor.add(other)
+    peer_full, peer_other = (Channel(p[1], Codec(), "peer") for p in pairs)
+    gate = Gate()
+    reactor.open_gate(gate)
+    pump = Pump(reactor, gate, lambda: any(lk.held for lk in reactor.links)
+                or reactor.unfinished)  # (Session._waiting, its part here)
+    payloads = [bytes([i]) * (2 << 20) for i in range(4)]  # far more than a socket holds
+    answered = threading.Event()
+    seen: list[object] = []
+
+    def replica_that_does_not_read() -> None:
+        released = answered.wait(GIVE_UP_S)
+        seen.append(released)
+        while len(seen) < 1 + len(payloads):
+            for m in peer_full.receive():
+                seen.extend(m.items if isinstance(m, Batch) else [m])
+
+    replica = threading.Thread(target=replica_that_does_not_read, daemon=True)
+    replica.start()
+    try:
+        gate.enter()  # the program: calls held for the full replica, then it computes
+        for i, data in enumerate(payloads):
+            reactor.hold(full, Call(i, "x", [data]))
+        gate.leave()  # (the last one out, work left: the pump's turn writes them)
+        assert select.select([pairs[0][1]], [], [], 10)[0]  # the turn has begun writing
+        rec = CallRecord(99, _Dispatcher(), [], None, 0.0)  # type: ignore[arg-type]
+        rec.link = other
+        other.outstanding[rec.id] = rec
+        peer_other.send(Result(99, "other's answer"))
+        assert reactor.wait(rec) == "other's answer"  # (entering the gate)
+        answered.set()
+        replica.join(30)
+        assert seen[0] is True, "the program waited until the full replica read again"
+        assert [(m.id, m.args) for m in seen[1:]] == [  # type: ignore[attr-defined]
+            (i, [data]) for i, data in enumerate(payloads)]  # whole, in order
+        assert _until(lambda: pump.idle and not reactor.unfinished)
+    finally:
+        answered.set()
+        pump.stop()
+        reactor.close()
+        peer_full.close()
+        peer_other.close()

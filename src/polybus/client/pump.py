@@ -13,12 +13,24 @@ A session with such work (a binding under async-demand, aggregation or migration
 does what a waiting program thread would do (write what is held, take in what has
 arrived, refill), but only while no program thread is inside polybus. The gate counts
 them: every stub call, every read of the reactor and `broadcast` enter it. The pump acts
-under the gate's lock, so a thread entering meanwhile waits for that one turn (a poll:
-it never blocks on a replica), and only once the program has stayed outside for a grace
-period: a program in a loop of calls is back within microseconds, and its calls are
-written together as before. Between turns it sleeps on the replicas' sockets with their
-rings' flags down, so the answer that makes room wakes it; with nothing left to move it
-raises the flags again and sleeps until the program next leaves work behind.
+under the gate's lock, so a thread entering meanwhile waits for that one turn, and only
+once the program has stayed outside for a grace period: a program in a loop of calls is
+back within microseconds, and its calls are written together as before. Between turns
+it sleeps on the replicas' sockets with their rings' flags down, so the answer that
+makes room wakes it; with nothing left to move it raises the flags again and sleeps
+until the program next leaves work behind.
+
+A turn is a poll: it never waits for a replica. Its writes do not wait for room
+(`Reactor.take_in` sends with transport/channel.py's LATER): a replica that stopped
+reading (``overflow = "block"`` and its queue full) leaves the rest of the bytes in its
+channel (``Channel.unsent``, ``Reactor.unfinished``), and the next send on that
+connection writes them first, the next turn writes on with them, and so does every read
+of a program thread, none of them waiting for room (a read then sleeps at most
+``reactor.UNSENT_S``). A turn that waited for room held every program thread entering
+polybus for as long, whatever it came for: a call to another module waited until the
+full replica had run a call (tests/unit/test_pump.py, tests/integration/test_pump.py).
+(A program thread's own send still waits for room, reading meanwhile, as it always has:
+its bytes go after those already begun on that connection.)
 """
 
 from __future__ import annotations
@@ -51,7 +63,7 @@ class Gate:
     thread that enters then looks at ``busy``; the pump sets ``busy`` under ``lock`` and
     then looks at ``inside``. One of the two sees the other (Python's steps are seen in
     order by every thread): the pump stands back, or the thread waits on ``lock`` for
-    the end of the turn (a poll: it never blocks on a replica)."""
+    the end of the turn (a poll: it never waits for a replica, not even to write)."""
 
     __slots__ = ("busy", "came", "dirty", "inside", "lock", "pump")
 
@@ -220,14 +232,18 @@ class Pump:
             reactor._lock.release()
 
     def _wait_answers(self) -> None:
-        """Sleep until a replica sends something, the program leaves more work, or
-        MOST_S (a program that read meanwhile raised the flags: its bells are missed)."""
+        """Sleep until a replica sends something, the program leaves more work, a socket
+        with bytes left unsent has room, or MOST_S (a program that read meanwhile raised
+        the flags: its bells are missed; a ring's room comes with no bell)."""
         if self._flags(up=False):
             return  # frames are already in a ring
         bell = self._bell.fileno()
-        fds = [lk.channel.sock.fileno() for lk in self.reactor.links if not lk.dead]
+        links = [lk for lk in self.reactor.links if not lk.dead]
+        fds = [lk.channel.sock.fileno() for lk in links]
+        full = [lk.channel.sock.fileno() for lk in links
+                if lk.channel.unsent and getattr(lk.channel, "_tx", None) is None]
         try:
-            ready = select.select([*fds, bell], [], [], MOST_S)[0]
+            ready = select.select([*fds, bell], full, [], MOST_S)[0]
         except (OSError, ValueError):  # a socket closed under it (a replica lost)
             return
         if bell in ready:

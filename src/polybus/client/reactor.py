@@ -18,28 +18,25 @@ from collections.abc import Callable
 from typing import Any
 
 from polybus.client import answers, rings
+from polybus.client.alone import LoneCalls
 from polybus.client.calls import CallRecord, ReplicaLink, give_up
 from polybus.client.later import Later, get_ident
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.client.pump import Gate, gated
-from polybus.client.unsendable import not_sent, send_accepted
-from polybus.errors import (
-    ConnectionLostError,
-    MessageTooLarge,
-    PolybusError,
-    UnsendableError,
-)
+from polybus.client.unsendable import send_accepted
+from polybus.errors import ConnectionLostError, MessageTooLarge, PolybusError
+from polybus.transport.channel import LATER
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
-from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Message, Ping, Result, Undelivered
 
-_NOTHING = object()
+UNSENT_S = 0.008  # the longest a read sleeps while writes the pump began wait for room
 
 
-class Reactor:
-    """Reads answers for every replica link of a session and hands them out."""
+class Reactor(LoneCalls):
+    """Reads answers for every replica link of a session and hands them out (the lone
+    call's own path: client/alone.py)."""
 
     def __init__(self, heartbeat: float | None = None) -> None:
         self.links: list[ReplicaLink] = []
@@ -71,6 +68,12 @@ class Reactor:
         # Program threads inside polybus, counted where a pump moves held work while the
         # program computes (client/pump.py); None where nothing is ever held.
         self.gate: Gate | None = None
+        # What a send does while the connection is full: reads meanwhile (`_drain`), or,
+        # in the pump's turn, leaves the rest in the channel (LATER: `take_in`).
+        self._when_full: Callable[[], None] = self._drain
+        # A write the pump's turn began may be left in a channel (``Channel.unsent``):
+        # every read writes on with it, never waiting, and sleeps at most UNSENT_S.
+        self.unfinished = False
 
     def add(self, link: ReplicaLink) -> None:
         self.links.append(link)
@@ -95,7 +98,7 @@ class Reactor:
             return
         self._in_send += 1
         try:
-            link.channel.send(msg, self._drain)
+            link.channel.send(msg, self._when_full)
         except MessageTooLarge:
             raise  # nothing was written: the caller's call fails, the link is as it was
         except PolybusError as exc:
@@ -126,12 +129,31 @@ class Reactor:
 
     def flush_all(self, batches: bool = True) -> None:
         """Write what is held for each replica, and with ``batches`` the open aggregated
-        batches first."""
+        batches first; and on with what the pump's turns left unsent."""
         for f in self.flushers if batches else ():
             f()
         for link in self.links:
             if link.held:
                 self.flush(link)
+        if self.unfinished:
+            self._write_unsent()
+
+    def _write_unsent(self) -> None:
+        """On with the writes the pump's turns left unfinished, as far as each connection
+        takes them now: never waiting, so no program thread waits behind a replica that
+        does not read (client/pump.py). (None is begun while a program thread is inside
+        polybus, so once none is left, ``unfinished`` stays False until a turn.)"""
+        left = False
+        for link in self.links:
+            ch = link.channel
+            if ch.unsent and not link.dead:
+                try:
+                    ch.send_unsent(LATER)
+                except PolybusError as exc:
+                    self._lost(link, exc)
+                    continue
+                left = left or bool(ch.unsent)
+        self.unfinished = left
 
     def send_many(self, link: ReplicaLink, msgs: list[Message]) -> None:
         later = self.later
@@ -139,7 +161,7 @@ class Reactor:
             return
         self._in_send += 1
         try:
-            link.channel.send_many(msgs, self._drain)
+            link.channel.send_many(msgs, self._when_full)
         except MessageTooLarge:
             raise
         except PolybusError as exc:
@@ -197,104 +219,6 @@ class Reactor:
             return timeout
         return min(timeout, (rec.deadline or own) - time.monotonic())  # (inf: held)
 
-    def call_alone(self, rec: CallRecord, link: ReplicaLink) -> Any:
-        """Send ``rec`` (already outstanding on ``link``) and wait for its outcome: the
-        plain sync call's whole round trip in one loop (the latency hot path). While it
-        is alone it reads ``link`` itself and takes its own answer straight from the
-        message; anything else (another thread waiting, other replicas busy, a message
-        for someone else, the replica lost) goes the general way (`send`, `wait`)."""
-        if not self._fast or self._waiters or not self._alone(link) \
-                or not self._lock.acquire(blocking=False):
-            try:
-                self.send(link, rec.message())
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise not_sent(rec, exc) from None
-            return self._wait(rec)
-        ch = link.channel
-        rid = rec.id
-        value: Any = _NOTHING
-        try:
-            try:
-                ch.send(Call(rid, rec.dispatcher.interface, rec.args, rec.kwargs), self._drain)
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise not_sent(rec, exc) from None
-            while not link.dead:
-                msg = ch.next_message()
-                if msg is None:
-                    if self._waiters or not self._alone(link):
-                        break
-                    before = ch.bytes_received
-                    ch.fill(wait=True, stay=True)  # (rings.up on the way out)
-                    if ch.bytes_received == before and self.liveness is not None:
-                        self._check_liveness()  # a heartbeat passed in silence
-                elif type(msg) is Result and msg.id == rid:
-                    del link.outstanding[rid]
-                    link.calls += 1
-                    rec.dispatcher.completed(rec, link)
-                    value = msg.value
-                    break
-                else:
-                    self._handle(link, msg)
-                    if rec.done:
-                        break
-        except (MessageTooLarge, UnsendableError):
-            raise  # (never sent, forgotten above)
-        except PolybusError as exc:
-            self._lost(link, exc)
-        finally:
-            if self._rings:  # (tcp and ipc links have none: no call on the hot path)
-                rings.up(self._rings)
-            self._lock.release()
-        self._stepped()
-        if value is _NOTHING:  # not answered here: the general loop waits for it
-            return self._wait(rec)
-        if type(value) is Ref:  # forwarded: the record fetches it (forward.py)
-            rec.set_value(value)
-            return rec.outcome()
-        rec.value = value
-        return value
-
-    def _alone(self, link: ReplicaLink) -> bool:
-        """Only ``link`` has calls in flight, and nothing is held back for any replica."""
-        links = self.links
-        if len(links) == 1:  # one replica: the common sync case
-            return not links[0].held
-        # (a replica still running a call given up on counts: its late answer must be
-        # read, or the replica would stay passed over for good)
-        return not any(lk.held or ((lk.outstanding or lk.abandoned or lk.watch)
-                                   and lk is not link) for lk in links)
-
-    def _wait_alone(self, rec: CallRecord, link: ReplicaLink) -> None:
-        """`step`'s one-blocking-read path, kept in one loop while ``rec`` waits: the
-        sync call's hot path. It stays only while it is alone: once another thread
-        waits, or another replica has calls in flight, it leaves ``rec`` to `wait`'s
-        general loop (which reads every busy replica and hands answers out), so no
-        replica goes unread (and so unheard, for liveness) behind this one."""
-        if not self._lock.acquire(blocking=False):
-            return
-        ch = link.channel
-        try:
-            while not rec.done and not link.dead:
-                if self._waiters:
-                    break
-                msg = ch.next_message()
-                if msg is None:
-                    if not self._alone(link):
-                        break
-                    before = ch.bytes_received
-                    ch.fill(wait=True, stay=True)  # (rings.up on the way out)
-                    if ch.bytes_received == before and self.liveness is not None:
-                        self._check_liveness()  # a heartbeat passed in silence
-                else:
-                    self._handle(link, msg)
-        except PolybusError as exc:
-            self._lost(link, exc)
-        finally:
-            if self._rings:  # (tcp and ipc links have none: no call on the hot path)
-                rings.up(self._rings)
-            self._lock.release()
-        self._stepped()
-
     def _stepped(self) -> None:
         """After a read, with the lock let go: wake threads waiting for their answers
         (only programs that wait from several threads pay for this), then the session's
@@ -310,6 +234,8 @@ class Reactor:
     def _step(self, prefer: ReplicaLink | None = None, timeout: float | None = None) -> None:
         """Read once from whatever has something (blocking up to ``timeout``)."""
         self.flush_all()
+        if self.unfinished and (timeout is None or timeout > UNSENT_S):
+            timeout = UNSENT_S  # (back soon to write on: room frees with no bell)
         if not self._lock.acquire(blocking=False):
             with self._cv:  # another thread is reading; it will wake us
                 self._waiters += 1
@@ -399,8 +325,15 @@ class Reactor:
 
     def take_in(self) -> None:
         """The pump's turn (client/pump.py), under the gate's lock: `poll` without
-        entering the gate, open aggregated batches left to their linger."""
-        self._poll(batches=False)
+        entering the gate, open aggregated batches left to their linger, and every
+        write without waiting: what a connection cannot take now stays in it (LATER),
+        for the next turn or a program thread's next read or send."""
+        self._when_full = LATER
+        try:
+            self._poll(batches=False)
+        finally:
+            self._when_full = self._drain
+            self.unfinished = any(lk.channel.unsent and not lk.dead for lk in self.links)
 
     def _receive(self, link: ReplicaLink, wait: bool) -> None:
         try:

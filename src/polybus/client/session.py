@@ -277,10 +277,10 @@ class Session:
 
     def _waiting(self) -> bool:
         """Something waits at the client for a replica (client/pump.py): calls held to
-        be written, a demand backlog, batches queued for room, or calls a migrator
-        watches."""
+        be written, writes left unfinished, a demand backlog, batches queued for room,
+        or calls a migrator watches."""
         links = self.reactor.links
-        return (any(lk.held for lk in links)
+        return (self.reactor.unfinished or any(lk.held for lk in links)
                 or any(d._backlog for d in self.dispatchers.values())
                 or any(bt.backlog for bt in self.batchers)
                 or (bool(self.migrators) and any(lk.outstanding for lk in links)))

@@ -87,7 +87,7 @@ class SocketLane:
                 pieces = ch.codec.encode(Call(rid, d.interface, wargs))
                 if ch.closed:
                     raise ConnectionLostError(f"connection to {ch.peer} is closed")
-                if len(pieces) == 1 and type(p := pieces[0]) is bytes:
+                if len(pieces) == 1 and type(p := pieces[0]) is bytes and not ch.unsent:
                     try:
                         sent = ch.sock.send(p, _DONTWAIT)
                     except BlockingIOError:

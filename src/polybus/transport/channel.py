@@ -3,8 +3,11 @@
 Sends never wait on a peer that is not reading: a send that would block hands control
 to ``on_blocked`` (which reads and handles what the peer sent meanwhile) before trying
 again, so two sides that both write before reading cannot deadlock (seeds/002's
-buffer deadlock is impossible by construction). Receives fill the frame decoder's
-memory directly, so large arrays are not copied on the way in.
+buffer deadlock is impossible by construction). A writer that must not wait at all
+(the client's pump, client/pump.py) passes `LATER`: what the connection cannot take at
+once stays in ``unsent``, and the next send on the connection writes it first.
+Receives fill the frame decoder's memory directly, so large arrays are not copied on
+the way in.
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ _WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _IOV_MAX = 512
 
 
+def LATER() -> None:
+    """``on_blocked`` for a writer that must never wait for its peer (the client's pump's
+    turn, client/pump.py): a send that would block keeps the rest of its bytes in the
+    channel's ``unsent`` and returns. Every later send on the connection writes them
+    first (frames stay whole and in order), and `Channel.send_unsent` writes on with
+    them alone. (Never called: it is told apart by identity.)"""
+
+
 class Channel:
     """Messages over one connected, authenticated socket."""
 
@@ -43,6 +54,9 @@ class Channel:
         self.bytes_sent = 0
         self.bytes_received = 0
         self.closed = False
+        # Bytes of frames a `LATER` send could not write, written before anything else
+        # (under ``send_lock``, as every write).
+        self.unsent: list[bytes | memoryview] = []
         # TLS: no sendmsg or recv flags, so the socket is non-blocking and waits use
         # select; one lock keeps a reader and a writer thread out of OpenSSL together.
         self._look: select.epoll | None = None  # made when a reader first spins
@@ -70,6 +84,18 @@ class Channel:
         with self.send_lock:
             return self._send_pieces(self._encode_many(msgs), on_blocked)
 
+    def send_unsent(self, on_blocked: Callable[[], None] | None = LATER) -> int:
+        """Write on with what `LATER` sends left in ``unsent`` (with `LATER`: as much as
+        the connection takes now); the bytes written."""
+        with self.send_lock:
+            return self._send_pieces([], on_blocked) if self.unsent else 0
+
+    def _take_unsent(self, pieces: list[bytes | memoryview]) -> list[bytes | memoryview]:
+        """``pieces`` behind the bytes left unsent, which this write takes on (send lock held)."""
+        out = [*self.unsent, *pieces]
+        self.unsent = []
+        return out
+
     # Hooks for a transport that carries some bytes its own way (transport/shm.py):
     # how messages become pieces, how bytes are read, how frames come out.
     def _encode(self, msg: Message) -> list[bytes | memoryview]:
@@ -94,6 +120,8 @@ class Channel:
     def _send_pieces(self, pieces: list[bytes | memoryview], on_blocked: Callable[[], None] | None) -> int:
         if self.closed:
             raise ConnectionLostError(f"connection to {self.peer} is closed")
+        if self.unsent:  # (what a LATER send began goes first)
+            pieces = self._take_unsent(pieces)
         flags = _DONTWAIT if on_blocked is not None else 0
         if len(pieces) == 1 and type(pieces[0]) is bytes and not self.tls:
             # The common small message: one write, no views (this is the hot path).
@@ -125,6 +153,9 @@ class Channel:
                     else:
                         n = self.sock.sendmsg(views[:_IOV_MAX], [], flags)
                 except _WOULD_BLOCK:
+                    if on_blocked is LATER:  # the rest for the next send (unsent)
+                        self.unsent = list(views)
+                        break
                     self._wait_writable(on_blocked)
                     continue
                 total += n
@@ -310,6 +341,7 @@ class Channel:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+        self.unsent = []
         if self._look is not None:
             self._look.close()
         try:

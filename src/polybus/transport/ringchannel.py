@@ -29,7 +29,7 @@ import numpy as np
 
 from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport import ring as _ring
-from polybus.transport.channel import Channel
+from polybus.transport.channel import LATER, Channel
 from polybus.transport.spinning import SPIN_S, spin_until
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import (
@@ -127,7 +127,7 @@ class RingChannel(Channel):
             n = len(data)
             written = tx.written
             pos = written & tx._mask
-            if pos + n > tx.capacity or n > tx.capacity - (
+            if self.unsent or pos + n > tx.capacity or n > tx.capacity - (
                     written - _U64.unpack_from(tx.map, _READ)[0]):
                 return self._send_ring(tx, [data], on_blocked)  # in pieces, as room frees
             tx.data[pos:pos + n] = data
@@ -146,27 +146,40 @@ class RingChannel(Channel):
                    on_blocked: Callable[[], None] | None) -> int:
         if self.closed:
             raise ConnectionLostError(f"connection to {self.peer} is closed")
+        if self.unsent:  # (what a LATER send began goes first)
+            pieces = self._take_unsent(pieces)
         try:
             if self._fds_out:
                 # Descriptors go first on the socket, so they are there to be taken when
                 # the reader meets the frame that names them in the ring.
                 anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", self._fds_out))]
-                self.sock.sendmsg([b"F"], anc)
+                try:
+                    self.sock.sendmsg([b"F"], anc, _DONTWAIT if on_blocked is LATER else 0)
+                except BlockingIOError:  # (LATER: nothing written, all of it for the next send)
+                    if on_blocked is not LATER:
+                        raise
+                    self.unsent = pieces
+                    return 0
                 self._fds_out = []
             total = 0
             if len(pieces) == 1 and type(pieces[0]) is bytes and (n := tx.write_small(pieces[0])):
                 pieces, total = [], n  # the common small frame, in one go
             elif len(pieces) > 1 and pieces_size(pieces) <= JOIN_MAX and (n := tx.write_small(b"".join(pieces))):
                 pieces, total = [], n  # small pieces (segment notes and a frame): joined
-            for piece in pieces:
+            for k, piece in enumerate(pieces):
                 view = memoryview(piece).cast("B")
                 while view.nbytes:
                     n = tx.write(view)
-                    if n == 0:
+                    if n:
+                        view = view[n:]
+                        total += n
+                    elif on_blocked is LATER:  # the ring is full: the rest for the next send
+                        self.unsent = [view, *pieces[k + 1:]]
+                        break
+                    else:
                         self._wait_room(tx, on_blocked)
-                        continue
-                    view = view[n:]
-                    total += n
+                if self.unsent:
+                    break
             self._publish(tx)
         except (OSError, ValueError) as exc:
             raise self._broken(exc, sending=True) from None

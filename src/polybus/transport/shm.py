@@ -51,6 +51,7 @@ from collections.abc import Callable
 
 from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport import ring as _ring
+from polybus.transport.channel import LATER
 from polybus.transport.ringchannel import RingChannel
 from polybus.transport.shmseg import FLAG_CTL, FLAG_SHM, MAX_FDS, MAX_FDS_PENDING, SegmentFrames
 from polybus.transport.spinning import SPIN_S, spin_until
@@ -101,9 +102,11 @@ class ShmChannel(SegmentFrames, RingChannel):
 
     def _send_pieces(self, pieces: list[bytes | memoryview],
                      on_blocked: Callable[[], None] | None) -> int:
+        if self.unsent and not self.closed:  # (what a LATER send began goes first)
+            pieces = self._take_unsent(pieces)
         if self._tx is not None:
             return self._send_ring(self._tx, pieces, on_blocked)
-        if self._fds_out and not self.closed:
+        if self._fds_out and not self.closed and pieces:
             # The descriptors ride on the first byte of the stream this send writes, so
             # the receiver meets them in order, before the frame that names them.
             first = memoryview(pieces[0]).cast("B")
@@ -114,6 +117,9 @@ class ShmChannel(SegmentFrames, RingChannel):
                     self.sock.sendmsg([first[:1]], anc, flags)
                     break
                 except BlockingIOError:
+                    if on_blocked is LATER:  # none of it written: all of it for the next send
+                        self.unsent = pieces
+                        return 0
                     self._wait_writable(on_blocked)
                 except OSError as exc:
                     self.closed = True
