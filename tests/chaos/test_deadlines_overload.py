@@ -105,7 +105,8 @@ def test_looking_at_done_leaves_an_open_batch_open(harness: Harness) -> None:
     ps = []
     for i in range(8):
         ps.append(session.call("square", (i, 0.0), {}))
-        assert not ps[0].done
+        if i < 7:  # (the eighth call closes the batch itself: its answer may be in by then)
+            assert not ps[0].done
     assert len({id(p._rec) for p in ps}) == 1
     assert [wait(p) for p in ps] == [i * i for i in range(8)]
 
