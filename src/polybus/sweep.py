@@ -24,12 +24,24 @@ from typing import Any, Protocol
 
 from polybus.errors import ConfigError, PolybusError, UsageError
 
-__all__ = ["Cell", "Sweep", "check_combinations", "combinations", "efficiency_reference",
-           "overridden", "parse_baseline", "parse_vary", "replicas", "run_sweep",
+__all__ = ["Cell", "Measured", "Sweep", "check_combinations", "combinations",
+           "efficiency_reference", "overridden", "parse_baseline", "parse_vary", "replicas", "run_sweep",
            "split_values"]
 
-Runner = Callable[[str, Sequence[str]], float]
-"""(config path, ["key=value", ...]) -> elapsed seconds of one run."""
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one run measured: its elapsed time, and the bytes the client sent and
+    received (None when the runner does not count them)."""
+
+    elapsed_s: float
+    bytes_sent: int | None = None
+    bytes_received: int | None = None
+
+
+Runner = Callable[[str, Sequence[str]], "float | Measured"]
+"""(config path, ["key=value", ...]) -> one run's elapsed seconds, or what it measured."""
 
 
 class Progress(Protocol):
@@ -155,10 +167,13 @@ def check_combinations(path: str, varies: Sequence[tuple[str, list[str]]],
 
 @dataclass
 class Cell:
-    """One combination: its elapsed times, or the error that stopped it."""
+    """One combination: its elapsed times (and the bytes of each run, when counted), or
+    the error that stopped it."""
 
     config: dict[str, str]
     elapsed_s: list[float] = field(default_factory=list)
+    bytes_sent: list[int] = field(default_factory=list)
+    bytes_received: list[int] = field(default_factory=list)
     error: str | None = None
     speedup: float | None = None
     efficiency: float | None = None
@@ -171,6 +186,27 @@ class Cell:
     def median(self) -> float:
         return float(statistics.median(self.elapsed_s))
 
+    @property
+    def sent(self) -> int | None:
+        """The bytes the client sent in its median run (the lower median: a count one run
+        had); None when not counted."""
+        return statistics.median_low(self.bytes_sent) if self.bytes_sent else None
+
+    @property
+    def received(self) -> int | None:
+        """The bytes the client received in its median run, as ``sent``."""
+        return statistics.median_low(self.bytes_received) if self.bytes_received else None
+
+    def add(self, got: float | Measured) -> None:
+        """One run's figures."""
+        if not isinstance(got, Measured):
+            got = Measured(float(got))
+        self.elapsed_s.append(float(got.elapsed_s))
+        if got.bytes_sent is not None:
+            self.bytes_sent.append(int(got.bytes_sent))
+        if got.bytes_received is not None:
+            self.bytes_received.append(int(got.bytes_received))
+
     def to_dict(self) -> dict[str, Any]:
         ok = self.ok
         return {"config": dict(self.config), "elapsed_s": list(self.elapsed_s),
@@ -178,7 +214,9 @@ class Cell:
                 "error": self.error, "speedup": self.speedup, "efficiency": self.efficiency,
                 "median": self.median if ok else None,
                 "min": min(self.elapsed_s) if ok else None,
-                "max": max(self.elapsed_s) if ok else None}
+                "max": max(self.elapsed_s) if ok else None,
+                "bytes_sent": list(self.bytes_sent), "bytes_received": list(self.bytes_received),
+                "bytes_sent_median": self.sent, "bytes_received_median": self.received}
 
 
 @dataclass
@@ -227,12 +265,14 @@ class Sweep:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         keys = [k for k, _ in self.varies]
-        w.writerow([*keys, "median_s", "min_s", "max_s", "n", "speedup", "efficiency", "error"])
+        w.writerow([*keys, "median_s", "min_s", "max_s", "n", "speedup", "efficiency",
+                    "bytes_sent", "bytes_received", "error"])
         for c in self.cells:
             stats = ([c.median, min(c.elapsed_s), max(c.elapsed_s)] if c.ok else ["", "", ""])
             w.writerow([*(c.config[k] for k in keys), *stats, len(c.elapsed_s),
-                        "" if c.speedup is None else c.speedup,
-                        "" if c.efficiency is None else c.efficiency, c.error or ""])
+                        *("" if x is None else x
+                          for x in (c.speedup, c.efficiency, c.sent, c.received)),
+                        c.error or ""])
         return buf.getvalue()
 
     def write_json(self, path: str | Path) -> None:
@@ -320,7 +360,7 @@ def _rounds(path: str, cells: list[Cell], repeat: int, runner: Runner,
                 progress.start(what)
             ended = "done"
             try:
-                cell.elapsed_s.append(float(runner(path, _sets(fixed, cell.config))))
+                cell.add(runner(path, _sets(fixed, cell.config)))
             except KeyboardInterrupt as exc:  # (SIGTERM too): what ran is kept and shown
                 return exc
             except Exception as exc:

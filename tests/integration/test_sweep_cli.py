@@ -117,3 +117,52 @@ def test_a_cell_whose_client_raised_keeps_its_traceback(app: Path, tmp_path: Pat
     assert "Traceback (most recent call last):" in rest
     assert "client.py" in rest and "in main" in rest and "range(n)" in rest
     assert "polybus/runner.py" not in rest  # polybus's own frames are left out, as in run
+
+
+BIG_SERVER = "def first(b, i):\n    return float(b[0]) + i\n"
+BIG_CLIENT = """import numpy as np
+from polybus import use
+
+first = use("first")
+
+
+def main(n):
+    b = np.ones(50_000)  # 400 kB
+    return sum(first(b, i) for i in range(n))
+"""
+BIG_TOML = """[modules.server]
+source = "server.py"
+define.first = { cache = [] }
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+args = [6]
+use.first = { callstyle = "sync" }
+
+[bind]
+"client.first" = "server.first"
+"""
+
+
+def test_sweep_records_the_bytes_each_run_sent(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Caching a large operand shows as bytes in the table, --json and --csv: sent
+    once, not once a call."""
+    app = write_app(tmp_path, server=BIG_SERVER, client=BIG_CLIENT, toml=BIG_TOML)
+    js, cs = tmp_path / "s.json", tmp_path / "s.csv"
+    rc = cli(["sweep", str(app), "--vary", 'modules.server.define.first.cache=[],["b"]',
+              "--repeat", "1", "--json", str(js), "--csv", str(cs)])
+    assert rc == 0
+    cells = {c["config"]["modules.server.define.first.cache"]: c
+             for c in json.loads(js.read_text())["cells"]}
+    plain, cached = cells["[]"], cells['["b"]']
+    assert len(plain["bytes_sent"]) == len(cached["bytes_sent"]) == 1
+    assert plain["bytes_sent_median"] > 6 * 400_000  # the array went with every call
+    assert 400_000 < cached["bytes_sent_median"] < 2 * 400_000  # once, then its name
+    assert plain["bytes_received_median"] > 0
+    rows = {r["modules.server.define.first.cache"]: r
+            for r in csv.DictReader(cs.read_text().splitlines())}
+    assert int(rows['["b"]']["bytes_sent"]) == cached["bytes_sent_median"]
+    out = capsys.readouterr().out
+    assert "sent" in out and "received" in out and "MB" in out

@@ -185,6 +185,39 @@ def test_a_failed_cell_shows_the_first_line_of_its_error() -> None:
         "... (full text in --json/--csv)") and len(cut) < 110
 
 
+def test_the_bytes_of_each_run_are_kept_and_shown_as_the_lower_median() -> None:
+    from polybus.cli.cmd_sweep import size, table
+    from polybus.sweep import Measured
+
+    sent = {"1": iter([900, 700, 800]), "2": iter([300, 100, 200])}
+
+    def runner(path: str, sets: Sequence[str]) -> Measured:
+        rep = sets[-1].rsplit("=", 1)[1]
+        return Measured(1.0 / int(rep), next(sent[rep]), 10)
+
+    sweep = run_sweep("a.toml", [("modules.s.replication", ["1", "2"])], 3, runner)
+    one, two = sweep.cells
+    assert one.bytes_sent == [900, 700, 800] and one.sent == 800 and one.received == 10
+    assert two.to_dict()["bytes_sent_median"] == 200
+    assert two.to_dict()["bytes_received"] == [10, 10, 10]
+    rows = sweep.to_csv().splitlines()
+    assert rows[0].split(",")[-3:] == ["bytes_sent", "bytes_received", "error"]
+    assert rows[2].split(",")[-3:] == ["200", "10", ""]
+    headers = [c.header for c in table(sweep).columns]
+    assert headers[-2:] == ["sent", "received"]
+    assert [size(n) for n in (None, 999, 6_712_345, 2_500_000_000)] == [
+        "\u2013", "999 B", "6.71 MB", "2.5 GB"]
+
+
+def test_a_runner_that_gives_only_times_leaves_the_bytes_out() -> None:
+    from polybus.cli.cmd_sweep import table
+
+    sweep = run_sweep("a.toml", [("modules.s.replication", ["1", "2"])], 1, lambda p, s: 1.0)
+    assert all(c.sent is None and c.to_dict()["bytes_sent"] == [] for c in sweep.cells)
+    assert sweep.to_csv().splitlines()[1].endswith(",,,")  # (no bytes, no error)
+    assert "sent" not in [c.header for c in table(sweep).columns]
+
+
 APP = {
     "server.py": "def square(x):\n    return x * x\n",
     "client.py": 'from polybus import use\n\nsquare = use("square")\n\n\ndef main(n):\n'

@@ -35,6 +35,7 @@ from polybus.cli.values import check_plot, check_writable
 from polybus.errors import UsageError
 from polybus.sweep import (
     Cell,
+    Measured,
     Sweep,
     check_combinations,
     combinations,
@@ -67,11 +68,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="do not forward what the workers print to stderr")
 
 
-def _runner(path: str, sets: Sequence[str], worker_output: bool = True) -> float:
+def _runner(path: str, sets: Sequence[str], worker_output: bool = True) -> Measured:
     from polybus.config.origin import SET
     from polybus.runner import run
 
-    return run(path, tuple(sets), origin=SET, worker_output=worker_output).elapsed_s
+    r = run(path, tuple(sets), origin=SET, worker_output=worker_output)
+    return Measured(r.elapsed_s, r.bytes_sent, r.bytes_received)
 
 
 BRIEF = 72  # a failed cell's text in the table, at most (characters)
@@ -102,8 +104,10 @@ def title(sweep: Sweep) -> str:
     ran = (f"{len(sweep.cells)} of {sweep.planned} combinations ran"
            if len(sweep.cells) < sweep.planned else "every combination ran, not every round")
     stopped = f" (interrupted: {ran})" if sweep.interrupted is not None else ""
+    sizes = ("; sent, received: the client's bytes, median run"
+             if any(c.bytes_sent or c.bytes_received for c in sweep.cells) else "")
     return (f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of {runs_said(sweep)}; "
-            f"speedup vs {base}{per}{stopped}")
+            f"speedup vs {base}{per}{sizes}{stopped}")
 
 
 def runs_said(sweep: Sweep) -> str:
@@ -129,19 +133,32 @@ def table(sweep: Sweep) -> Table:
         t.add_column(escape(k.rsplit(".", 1)[-1] if k.startswith("modules.") else k))
     lo, hi = sweep.runs
     runs = lo != hi  # (cells of unequal counts: each says its own)
-    for col in ("elapsed s", *(("runs",) if runs else ()), "speedup", "efficiency"):
+    counted = any(c.bytes_sent or c.bytes_received for c in sweep.cells)
+    for col in ("elapsed s", *(("runs",) if runs else ()), "speedup", "efficiency",
+                *(("sent", "received") if counted else ())):
         t.add_column(col, justify="right")
     for c in sweep.cells:
         vals = [escape(c.config[k]) for k in keys]
+        sizes = (size(c.sent), size(c.received)) if counted else ()
         if not c.ok:
             t.add_row(*vals, f"[red]failed[/]: {escape(brief(c.error))}",
-                      *((DASH,) if runs else ()), DASH, DASH)
+                      *((DASH,) if runs else ()), DASH, DASH, *sizes)
             continue
         t.add_row(*vals, f"{c.median:.4g} [{min(c.elapsed_s):.4g}{DASH}{max(c.elapsed_s):.4g}]",
                   *((str(len(c.elapsed_s)),) if runs else ()),
                   DASH if c.speedup is None else f"{c.speedup:.3g}",
-                  DASH if c.efficiency is None else f"{c.efficiency:.3g}")
+                  DASH if c.efficiency is None else f"{c.efficiency:.3g}", *sizes)
     return t
+
+
+def size(n: int | None) -> str:
+    """Bytes in decimal units, three figures: ``6_712_345`` -> ``"6.71 MB"``."""
+    if n is None:
+        return DASH
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
 
 
 def _short(key: str) -> str:
