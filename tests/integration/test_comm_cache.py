@@ -388,3 +388,34 @@ def test_cache_tells_a_positional_only_name_from_a_keyword_of_kwargs(
     with cluster(tmp_path, text) as c:
         s = c.session()
         assert wait(s.call("kinds_po", (x[0],), {"a": x[1]})) == expected
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_async_calls_naming_a_held_frozen_operand_skip_the_general_path(
+        tmp_path: Path, transport: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the replica holds a frozen B, an async call names it without the general
+    path (Comm.quick); a miss (a restarted replica) is still repaired, and a new B still
+    goes in a Put first."""
+    from polybus.client.operands import Comm
+
+    general = []
+    messages = Comm.messages
+    monkeypatch.setattr(Comm, "messages", lambda self, rec, *a, **k: (
+        general.append(rec.id), messages(self, rec, *a, **k))[1])
+    a, b = _rows(16, 21)
+    a.flags.writeable = b.flags.writeable = False
+    with cluster(tmp_path, toml(style="async"), transport=transport) as c:
+        s = c.session()
+        got = [s.call("mul", (a[i], b), {}) for i in range(8)]
+        assert np.allclose(np.array([wait(p) for p in got]), a[:8] @ b)
+        assert len(general) == 1  # the first call, with its Put; the 7 others named B
+        c.runtimes[0].cache.clear()  # what a restarted replica has: nothing
+        got = [s.call("mul", (a[i], b), {}) for i in range(8, 16)]
+        assert np.allclose(np.array([wait(p) for p in got]), a[8:] @ b)
+        assert c.runtimes[0].cache.misses >= 1
+        assert s.dispatchers["mul"].comm.resent >= 1  # type: ignore[union-attr]
+        _, b2 = _rows(16, 22)
+        b2.flags.writeable = False
+        before = len(general)
+        assert np.allclose(wait(s.call("mul", (a[0], b2), {})), a[0] @ b2)
+        assert len(general) == before + 1  # a new operand: its Put, by the general path

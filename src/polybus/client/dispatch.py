@@ -163,18 +163,23 @@ class Dispatcher:
         rid = next(_ids)
         rec = CallRecord(rid, self, list(args), None, 0.0)
         self.calls += 1
-        if self.comm is not None:  # cached operands or aggregation: its messages (operands.py)
-            self._send(rec, self._pick_any())
-            return CallPromise(rec, self.reactor)
         links = self.links
         link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated \
             else self._pick_any()
+        sent = rec.args
+        comm = self.comm
+        if comm is not None:  # cached operands or aggregation: its messages (operands.py)
+            named = comm.quick(args, link)  # (a held frozen B: named, nothing else to do)
+            if named is None:
+                self._send(rec, link)
+                return CallPromise(rec, self.reactor)
+            sent = named
         rec.link = link  # (what _send does)
         rec.attempts = 1
         link.outstanding[rid] = rec
         self.inflight[self._index[id(link)]] += 1
         try:
-            self.reactor.send(link, Call(rid, self.interface, rec.args, None, 0.0))
+            self.reactor.send(link, Call(rid, self.interface, sent, None, 0.0))
         except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
             raise not_sent(rec, exc) from None
         return CallPromise(rec, self.reactor)

@@ -7,7 +7,7 @@ connects the edges of each call placed (a producer's Forward, a consumer's value
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import Pending
 from polybus.client.naming import known_for
@@ -25,6 +25,9 @@ class ForwardComm(Comm):
     """A dispatcher's Comm once forwarding is in use: places calls, then connects edges."""
 
     forwarder: Forwarder
+
+    def quick(self, args: tuple[Any, ...], link: ReplicaLink) -> list[Any] | None:
+        return None  # (every call placed is told to the forwarder: `send`)
 
     def send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
         # Forwards first: the sooner a producer hears, the likelier it forwards (a producer

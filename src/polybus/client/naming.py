@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
     from polybus.client.session import Session
 
-__all__ = ["Known", "adopt", "content_key", "known_for"]
+__all__ = ["Known", "adopt", "content_key", "known_for", "remembered"]
 
 # id -> (the array, its key, whether it was read-only through and through when hashed)
 _memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
@@ -100,6 +100,17 @@ def content_key(value: Any) -> str | None:
     if isinstance(value, bytes | bytearray):
         return xxhash.xxh3_128_hexdigest(value)
     return None
+
+
+def remembered(value: Any) -> str | None:
+    """The name `content_key` remembers for ``value``, an array read-only through and
+    through when hashed and since (no pass over its bytes, no lock); None for anything
+    else (a view is named per place: `content_key` finds it)."""
+    hit = _memo.get(id(value))
+    if hit is None or not hit[2]:
+        return None
+    arr = hit[0]()
+    return hit[1] if arr is value and frozen(arr) else None
 
 
 # A read-only view of a read-only array (``a[i:j]``, ``b[:, j:k]``) is named once per
@@ -236,6 +247,11 @@ class Known:
                     keys.discard(key)
                     self._drops.setdefault(name, []).append(key)
         return self._drops.pop(link.name, []) if self._drops else []
+
+    @property
+    def pending_drops(self) -> bool:
+        """Keys waiting to be told to some replica (`drops_for` would return some)."""
+        return bool(self._drops)
 
     def of(self, link: ReplicaLink) -> set[str]:
         s = self.by_replica.get(link.name)
