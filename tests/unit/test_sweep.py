@@ -205,6 +205,9 @@ def test_the_bytes_of_each_run_are_kept_and_shown_as_the_lower_median() -> None:
     assert rows[2].split(",")[-3:] == ["200", "10", ""]
     headers = [c.header for c in table(sweep).columns]
     assert headers[-2:] == ["sent", "received"]
+    from polybus.cli.cmd_sweep import panels
+    drawn = {p.name: p for p in panels(sweep)}
+    assert drawn["bytes sent"].lines == {"": [(1.0, 800.0), (2.0, 200.0)]}
     assert [size(n) for n in (None, 999, 6_712_345, 2_500_000_000)] == [
         "\u2013", "999 B", "6.71 MB", "2.5 GB"]
 
@@ -216,6 +219,8 @@ def test_a_runner_that_gives_only_times_leaves_the_bytes_out() -> None:
     assert all(c.sent is None and c.to_dict()["bytes_sent"] == [] for c in sweep.cells)
     assert sweep.to_csv().splitlines()[1].endswith(",,,")  # (no bytes, no error)
     assert "sent" not in [c.header for c in table(sweep).columns]
+    from polybus.cli.cmd_sweep import panels
+    assert "bytes sent" not in [p.name for p in panels(sweep)]
 
 
 APP = {

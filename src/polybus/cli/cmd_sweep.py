@@ -202,7 +202,8 @@ def panels(sweep: Sweep) -> list[Panel]:
     """Time and speedup against the first varied key whose values are all numbers (else
     the first key, its values as categories); efficiency against the replica count it
     is measured along (``Sweep.efficiency_vs``), and no efficiency panel when there is
-    none (no replication count is varied, or no cell has a figure)."""
+    none (no replication count is varied, or no cell has a figure); the client's bytes
+    sent as time is, when they differ between cells."""
     keys = [k for k, _ in sweep.varies]
     xkey = next((k for k, vs in sweep.varies if all(_number(v) is not None for v in vs)),
                 keys[0])
@@ -217,6 +218,11 @@ def panels(sweep: Sweep) -> list[Panel]:
         key = along[0]
         out.append(_panel(sweep, "efficiency", lambda c: c.efficiency, key,
                           lambda v: replicas(key, v), f"{_short(key)} (replicas)"))
+    # Bytes where a change moved them (cache on or off, forwarding, aggregation): a
+    # panel of one flat line would only take room.
+    if len({c.sent for c in sweep.cells if c.ok and c.sent is not None}) > 1:
+        out.append(_panel(sweep, "bytes sent", lambda c: c.sent, xkey, x_of, _short(xkey),
+                          ticks))
     return out
 
 
