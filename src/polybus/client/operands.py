@@ -325,15 +325,18 @@ class Comm:
         self.reactor.send_many(link, msgs)
 
     def missed(self, rec: CallRecord | Pending, link: ReplicaLink, key: str) -> None:
-        """The replica no longer holds ``key``: forget it there and send again, named
-        again, a Put of each operand the replica lacks first, and with values only if it
-        misses again (its operands do not fit in the replica's cache together). A call
+        """The replica no longer holds ``key`` (a batch's miss: each operand it lacks, by
+        spaces): forget them there and send again, named again, a Put of each operand the
+        replica lacks first, and with values only if it misses again (its operands do not
+        fit in the replica's cache together, or others' Puts evicted them). A call
         or an aggregated batch (whole) alike. Named, not with values, so that the
         function gets what a hit gives it: the cache's one read-only array (a call sent
         with values got a writable copy of its own on that call alone, and the replica
         kept nothing); and with values a batch's calls would each carry their own copy
         of the B they share (64 calls, 64 copies in one frame, which may pass max_frame)."""
-        self.known.of(link).discard(key)
+        known = self.known.of(link)
+        for k in key.split():  # (a batch's miss names every operand it lacks)
+            known.discard(k)
         self.resent += 1
         link.outstanding[rec.id] = rec  # type: ignore[assignment]
         if link.dead:  # (it runs again elsewhere, with what the replica held)

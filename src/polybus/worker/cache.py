@@ -241,8 +241,16 @@ def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | None
 def resolve_batch(cache: OperandCache, batch: CallBatch, user: object = None) -> Fail | None:
     """`resolve` for every call of an aggregated batch: a batch whose calls name cached
     operands (client/batching.py) runs only if all of them are here; otherwise the
-    whole batch is answered ``cache-miss`` (with the batch's id) and none of it runs."""
+    whole batch is answered ``cache-miss`` (with the batch's id) and none of it runs.
+
+    A batch that misses still looks up every operand it names: the miss names all it
+    lacks (its keys, separated by spaces), so the client puts them all before it goes
+    again, and those here become the most recently used, so that those Puts evict
+    operands the batch does not name. (Stopping at the first, the batch went again
+    after a Put of that one, which evicted another it named, still the least recently
+    used: it missed again and went with values, each call carrying its own copy.)"""
     got: dict[Any, Any] = {}  # (the calls of a batch often name one operand: looked up once)
+    lost: list[str] | None = None
     for args in batch.args:
         for i, a in enumerate(args):
             if type(a) is Ref:
@@ -251,13 +259,25 @@ def resolve_batch(cache: OperandCache, batch: CallBatch, user: object = None) ->
                     try:
                         v = _value(cache, a, user)
                     except KeyError:
-                        return Fail(batch.id, "cache-miss", "KeyError", str(a.key))
+                        if lost is None:
+                            lost = []
+                        lost.append(str(a.key))
+                        if type(a.key) is str:
+                            got[a.key] = _LOST
+                        continue
                     if type(a.key) is str:
                         got[a.key] = v
+                elif v is _LOST:
+                    continue
                 else:
                     cache.hits += 1  # (a hit per call that names it, as for single calls)
                 args[i] = v
+    if lost is not None:
+        return Fail(batch.id, "cache-miss", "KeyError", " ".join(lost))
     return None
+
+
+_LOST = object()  # (resolve_batch: a key already found missing in this batch)
 
 
 def _value(cache: OperandCache, ref: Ref, user: object) -> Any:
