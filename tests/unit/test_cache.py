@@ -234,3 +234,10 @@ def test_a_batch_that_misses_names_every_operand_it_lacks_and_keeps_the_rest() -
     c.put("gone", b"g" * 100)  # evicts c, which the batch does not name, not a or b
     assert "c" not in c and "a" in c and "b" in c
 
+
+def test_a_put_keeps_the_entries_it_is_told_to() -> None:
+    c = OperandCache(300)
+    for k in "abc":
+        c.put(k, b"x" * 100)
+    c.put("d", b"x" * 100, keep=["a", "nope"])  # a is the most recent first: b goes
+    assert "a" in c and "b" not in c and "c" in c and "d" in c

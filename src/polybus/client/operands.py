@@ -182,6 +182,7 @@ class Comm:
         puts: list[Message] = []
         known = None if inline else self.known.of(link)
         named = self._name(call.args, known, puts, link)
+        names = named is not None
         if named is not None:
             call.args = named
         if call.kwargs:
@@ -190,7 +191,13 @@ class Comm:
                 op = self._operand(k, v)
                 if op is not None:
                     kw[k] = self._ref(op, known, puts, link)
+                    names = True
             call.kwargs = kw
+        if names and puts:  # (its Puts spare the other operands it names)
+            keys = _named_keys(call.args)
+            if call.kwargs:
+                keys += _named_keys(call.kwargs.values())
+            _spare(puts, keys)
         puts.append(call)
         # Asked after naming this call's operands: an array changed in place since its
         # last call released its old content just now, which goes in this same message.
@@ -228,6 +235,8 @@ class Comm:
                 if type(p) is Put:
                     known.discard(p.key)
             raise
+        if puts:
+            _spare(puts, list(dict.fromkeys(_named_keys(seen.values()))))
         puts.append(CallBatch(batch.id, batch.batcher.interface,
                               out if out is not None else rows))  # type: ignore[arg-type]
         drops = self.known.drops_for(link)
@@ -357,6 +366,21 @@ class Comm:
             again = getattr(rec, "resent", False)
             rec.resent = True
             self.reactor.send_many(link, self.messages(rec, link, inline=again))  # type: ignore[arg-type]
+
+
+def _named_keys(values: Any) -> list[str]:
+    """The keys of the cached operands among ``values`` (their Refs), in order."""
+    return [v.key for v in values if type(v) is Ref and v.kind == "op" and type(v.key) is str]
+
+
+def _spare(puts: list[Message], keys: list[str]) -> None:
+    """The first of a call's or batch's Puts ``puts`` keeps (``Put.keep``) the other
+    operands it names (``keys``): made the replica's most recently used first, they are
+    not what its own Puts evict (they were, when operands are used in turn: it missed)."""
+    put = {p.key for p in puts if type(p) is Put}
+    keep = [k for k in keys if k not in put]
+    if keep:
+        puts[0].keep = keep  # type: ignore[union-attr]  # (only Puts so far)
 
 
 def _gone(link: ReplicaLink) -> Any:

@@ -92,8 +92,12 @@ class OperandCache:
     def __contains__(self, key: str) -> bool:
         return key in self._entries
 
-    def put(self, key: str, value: Any, user: object = None) -> None:
+    def put(self, key: str, value: Any, user: object = None,
+            keep: list[str] | None = None) -> None:
         """Hold ``value`` under ``key``; ``user`` (a connection) is recorded as using it.
+        The entries ``keep`` names (what the call or batch this operand is put for names
+        besides, ``Put.keep``) become the most recently used first, so that what this
+        one evicts is none of them.
 
         An array is made read-only here, on every transport: every call that names this
         content gets this one object, so a write in place would change what later calls
@@ -104,7 +108,11 @@ class OperandCache:
             readonly.held(value)  # (its note says why a write into it fails)
         n = size_of(value)
         with self._lock:
-            old = self._entries.pop(key, None)
+            entries = self._entries
+            for k in keep or ():
+                if k in entries:
+                    entries.move_to_end(k)
+            old = entries.pop(key, None)
             if old is not None:
                 self.bytes -= old[1]
             self._entries[key] = (value, n)
