@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from polybus import wait
+from polybus.errors import RemoteException
 
 from .comm_harness import call, cluster
 from .test_comm_cache import toml
@@ -73,3 +74,19 @@ def test_aggregated_calls_under_eviction_send_about_what_single_calls_send(
     operand = 20000 * 8
     assert alone >= 14 * operand  # (each replica got every operand once, at least)
     assert batched <= 1.5 * alone, (batched, alone)
+
+
+@pytest.mark.timeout(120)
+def test_under_eviction_a_failing_call_fails_alone_and_answers_keep_their_order(
+        tmp_path: Path) -> None:
+    xs = [np.full(20000, float(j)) for j in range(7)]
+    with cluster(tmp_path, _toml(True), replicas=2) as c:
+        s = c.session()
+        ks = [-1 if i % 10 == 3 else i for i in range(200)]
+        calls = [s.call("scale", (xs[i % 7], ks[i]), {}) for i in range(200)]
+        for i, p in enumerate(calls):
+            if ks[i] < 0:
+                with pytest.raises(RemoteException, match="negative scale -1"):
+                    wait(p)
+            else:
+                assert float(np.asarray(wait(p))[0]) == float((i % 7) * i)
