@@ -217,3 +217,27 @@ def test_the_replica_cache_is_bounded_by_the_interfaces_that_cache() -> None:
     assert options_for(spec(a=small, b=two, c=DefineSpec()), None, 1 << 30).cache_bytes == 4 << 20
     plain = options_for(spec(f=DefineSpec(cache_bytes=1 << 20), g=DefineSpec()), None, 1 << 30)
     assert plain.cache_bytes == DefineSpec().cache_bytes  # (nothing cached: the largest)
+
+
+def test_a_batch_that_misses_names_every_operand_it_lacks_and_keeps_the_rest() -> None:
+    # Stopping at its first miss, the batch named one operand and left the others it
+    # names least recently used: the Put that went before it again evicted one of them.
+    c = OperandCache(300)
+    for k in "abc":
+        c.put(k, b"x" * 100)
+    batch = CallBatch(3, "f", [[Ref("op", "gone")], [Ref("op", "a")], [Ref("op", "lost")],
+                               [Ref("op", "gone")], [Ref("op", "b")]])
+    fail = resolve_batch(c, batch)
+    assert fail is not None and (fail.kind, fail.message.split()) == ("cache-miss",
+                                                                      ["gone", "lost"])
+    assert c.misses == 2  # (each missing operand looked up once)
+    c.put("gone", b"g" * 100)  # evicts c, which the batch does not name, not a or b
+    assert "c" not in c and "a" in c and "b" in c
+
+
+def test_a_put_keeps_the_entries_it_is_told_to() -> None:
+    c = OperandCache(300)
+    for k in "abc":
+        c.put(k, b"x" * 100)
+    c.put("d", b"x" * 100, keep=["a", "nope"])  # a is the most recent first: b goes
+    assert "a" in c and "b" not in c and "c" in c and "d" in c

@@ -21,7 +21,7 @@ promise or broadcast handle among the arguments, large bytes) take the general p
 so do bindings with a priority or migration. With operand caching (``define.cache``)
 a batch is written for the replica it is placed on: the binding's Comm names the cached
 operands of its calls and puts those the replica lacks first; a replica that lacks one
-answers the whole batch ``cache-miss`` and it goes again, that operand put first (with
+answers the whole batch ``cache-miss`` and it goes again, those it lacks put first (with
 values if it misses again: client/operands.py, ``missed``). A batch names at most
 ``cache_bytes`` of distinct operands, or its Puts would evict them (Pending.joins);
 one call whose operands never fit at once goes alone, by value. A promise inside a list,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from polybus.client.held import held_bytes
 from polybus.client.naming import content_key, known_for
 from polybus.client.operands import Comm, Shared, copy_of
 from polybus.client.promise import Promise
@@ -62,7 +63,7 @@ def _broadcast(session: Session, value: Any) -> Shared:
         for link in links:
             k = known.of(link)
             if key not in k and not link.dead:
-                k.add(key)
+                k.add(key, held_bytes(value))
                 session.reactor.send(link, Put(key, value))
     for name, d in session.dispatchers.items():
         if d.comm is None:  # handles travel as Refs on every interface from now on

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xxhash
 
+from polybus.client.held import Held
 from polybus.client.snapshot import frozen
 from polybus.wire.arrays import owner_of, place_of
 
@@ -220,11 +221,12 @@ def _release(key: str) -> None:
 
 
 class Known:
-    """Which operand keys each replica has been sent (one per session, by replica name),
-    and which of them to tell it to drop (their arrays are gone)."""
+    """Which operand keys each replica holds from us, as far as we know (one per session,
+    by replica name: client/held.py), and which of them to tell it to drop (their arrays
+    are gone)."""
 
     def __init__(self) -> None:
-        self.by_replica: dict[str, set[str]] = {}
+        self.by_replica: dict[str, Held] = {}
         self.dead: list[str] = []  # keys whose last array was freed (appended by finalizers)
         self._drops: dict[str, list[str]] = {}  # replica name -> keys to drop there
         _knowns.add(self)
@@ -253,10 +255,14 @@ class Known:
         """Keys waiting to be told to some replica (`drops_for` would return some)."""
         return bool(self._drops)
 
-    def of(self, link: ReplicaLink) -> set[str]:
+    def of(self, link: ReplicaLink, capacity: int = 0) -> Held:
+        """What ``link``'s replica holds from us; ``capacity``, its cache's bound (that
+        of its module: ModuleSpec.cache_bytes), if known."""
         s = self.by_replica.get(link.name)
         if s is None:
-            s = self.by_replica[link.name] = set()
+            s = self.by_replica[link.name] = Held(capacity)
+        elif capacity > s.capacity:
+            s.capacity = capacity
         return s
 
 

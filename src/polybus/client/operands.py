@@ -4,7 +4,8 @@ A ``Comm`` sits between a dispatcher and the reactor when the configuration asks
 ``cache``, ``aggregate`` or the program uses `broadcast`. Cached operands are named by
 their content (client/naming.py), sent to a replica in a ``Put`` the first time and as
 ``Ref("op", key)`` after; a replica that lost one answers ``cache-miss`` and the call is
-named again after a ``Put`` of it (`Comm.missed`). When the last live array of a
+named again after a ``Put`` of it (`Comm.missed`). An aggregated batch follows what its
+Puts evict at the replica (client/held.py). When the last live array of a
 content is freed or changed, each replica it was sent to is told (``Drop``, in the next
 message to that replica) and forgets it: a program that sends a fresh B every round
 keeps one B per replica, and its memory, over ``shm`` the sender's segment, is reused
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from polybus.client.batchcalls import Pending
+from polybus.client.held import Held, held_bytes, named_keys, spare
 from polybus.client.naming import Known, _freed, adopt, content_key, remembered
 from polybus.client.policies.aggregate import Aggregator
 from polybus.client.snapshot import Keep, frozen, kept, snapshot, snapshot_kwargs
@@ -93,7 +95,8 @@ class Comm:
                  positions: frozenset[int] = frozenset(), names: frozenset[str] = frozenset(),
                  rest_from: int | None = None, other_names: frozenset[str] | None = None,
                  auto: bool = False, prefetch_all: bool = False,
-                 aggregator: Aggregator | None = None, cache_bytes: int | None = None) -> None:
+                 aggregator: Aggregator | None = None, cache_bytes: int | None = None,
+                 capacity: int = 0) -> None:
         self.dispatcher = dispatcher
         self.reactor = reactor
         self.known = known
@@ -108,6 +111,7 @@ class Comm:
         self.prefetch_all = prefetch_all
         self.aggregator = aggregator
         self.cache_bytes = cache_bytes  # define.cache_bytes (an aggregated batch's bound)
+        self.capacity = capacity  # its replicas' cache bound (ModuleSpec.cache_bytes)
         self.resent = 0  # calls re-sent after a cache miss
         self._refs: dict[str, Ref] = {}  # `quick`'s Refs, by key
 
@@ -116,7 +120,11 @@ class Comm:
         self.positions, self.names, self.auto = other.positions, other.names, other.auto
         self.rest_from, self.other_names = other.rest_from, other.other_names
         self.prefetch_all, self.aggregator = other.prefetch_all, other.aggregator
-        self.cache_bytes = other.cache_bytes
+        self.cache_bytes, self.capacity = other.cache_bytes, other.capacity
+
+    def holds(self, link: ReplicaLink) -> Held:
+        """What ``link``'s replica holds from this session, as far as it knows."""
+        return self.known.of(link, self.capacity)
 
     # -- making messages ---------------------------------------------------------
     def _named(self, index: int | str) -> bool:
@@ -138,7 +146,7 @@ class Comm:
             return (key, value) if key is not None else None
         return None
 
-    def _name(self, args: Any, known: set[str] | None, puts: list[Message],
+    def _name(self, args: Any, known: Held | None, puts: list[Message],
               link: ReplicaLink, seen: dict[int, Any] | None = None,
               pushes: Pushes | None = None) -> list[Any] | None:
         """``args`` with its cached operands named by Ref (a new list), or None if it has
@@ -166,13 +174,13 @@ class Comm:
                     seen[id(a)] = out[i]  # (a lives while the batch is written)
         return out
 
-    def _ref(self, op: tuple[str, Any], known: set[str] | None, puts: list[Message],
+    def _ref(self, op: tuple[str, Any], known: Held | None, puts: list[Message],
              link: ReplicaLink, pushes: Pushes | None = None) -> Any:
         key, value = op
         if known is None:
             return value
         if key not in known:
-            known.add(key)
+            known.add(key, held_bytes(value))
             puts.append(Put(key, value))
             if self.prefetch_all:
                 self._push_all(key, value, link, pushes)
@@ -211,8 +219,9 @@ class Comm:
     def messages(self, rec: CallRecord, link: ReplicaLink, inline: bool = False) -> list[Message]:
         call = rec.message()
         puts: list[Message] = []
-        known = None if inline else self.known.of(link)
+        known = None if inline else self.holds(link)
         named = self._name(call.args, known, puts, link)
+        names = named is not None
         if named is not None:
             call.args = named
         if call.kwargs:
@@ -221,7 +230,13 @@ class Comm:
                 op = self._operand(k, v)
                 if op is not None:
                     kw[k] = self._ref(op, known, puts, link)
+                    names = True
             call.kwargs = kw
+        if names and puts:  # (its Puts spare the other operands it names)
+            keys = named_keys(call.args)
+            if call.kwargs:
+                keys += named_keys(call.kwargs.values())
+            spare(puts, keys)
         puts.append(call)
         # Asked after naming this call's operands: an array changed in place since its
         # last call released its old content just now, which goes in this same message.
@@ -242,7 +257,7 @@ class Comm:
         lacks (and a Drop of those it may forget). With ``pushes`` (the linger timer, which
         must not send through the reactor), prefetch's Puts to the other replicas are
         appended there for the caller to write, instead of sent."""
-        known = self.known.of(link)
+        known = self.holds(link)
         puts: list[Message] = []
         rows = batch.rows()
         out: list[Any] | None = None
@@ -259,6 +274,11 @@ class Comm:
                 if type(p) is Put:
                     known.discard(p.key)
             raise
+        if seen:
+            keys = list(dict.fromkeys(named_keys(seen.values())))  # (in the order looked up)
+            if puts:
+                spare(puts, keys)
+            known.settle(keys)
         puts.append(CallBatch(batch.id, batch.batcher.interface,
                               out if out is not None else rows))  # type: ignore[arg-type]
         drops = self.known.drops_for(link)
@@ -272,9 +292,9 @@ class Comm:
         ``pushes``, its Put is left there for the caller to write)."""
         for other in self.dispatcher.links:
             if other is not skip and not other.dead:
-                k = self.known.of(other)
+                k = self.holds(other)
                 if key not in k:
-                    k.add(key)
+                    k.add(key, held_bytes(value))
                     if pushes is not None:
                         pushes.append((other, Put(key, value)))
                     else:
@@ -356,15 +376,18 @@ class Comm:
         self.reactor.send_many(link, msgs)
 
     def missed(self, rec: CallRecord | Pending, link: ReplicaLink, key: str) -> None:
-        """The replica no longer holds ``key``: forget it there and send again, named
-        again, a Put of each operand the replica lacks first, and with values only if it
-        misses again (its operands do not fit in the replica's cache together). A call
+        """The replica no longer holds ``key`` (a batch's miss: each operand it lacks, by
+        spaces): forget them there and send again, named again, a Put of each operand the
+        replica lacks first, and with values only if it misses again (its operands do not
+        fit in the replica's cache together, or others' Puts evicted them). A call
         or an aggregated batch (whole) alike. Named, not with values, so that the
         function gets what a hit gives it: the cache's one read-only array (a call sent
         with values got a writable copy of its own on that call alone, and the replica
         kept nothing); and with values a batch's calls would each carry their own copy
         of the B they share (64 calls, 64 copies in one frame, which may pass max_frame)."""
-        self.known.of(link).discard(key)
+        known = self.holds(link)
+        for k in key.split():  # (a batch's miss names every operand it lacks)
+            known.discard(k)
         self.resent += 1
         link.outstanding[rec.id] = rec  # type: ignore[assignment]
         if link.dead:  # (it runs again elsewhere, with what the replica held)

@@ -28,8 +28,10 @@ class Signature(NamedTuple):
 
 
 def comm_for(session: Session, dispatcher: Dispatcher, use: UseSpec, define: DefineSpec,
-             sig: Signature) -> Comm | None:
+             sig: Signature, capacity: int = 0) -> Comm | None:
     """The Comm a binding's configuration asks for, or None (the plain, fastest path).
+    ``capacity``: its replicas' operand cache bound (ModuleSpec.cache_bytes), which the
+    client follows to know what its Puts evict there (client/held.py).
 
     A cached parameter is found where a call can put it: a positional one by its
     position or its keyword, a keyword-only one by keyword, ``*args`` as every position
@@ -62,4 +64,4 @@ def comm_for(session: Session, dispatcher: Dispatcher, use: UseSpec, define: Def
     return Comm(dispatcher, session.reactor, known_for(session), positions=frozenset(positions),
                 names=frozenset(names), rest_from=rest_from, other_names=other_names,
                 auto=cache == "auto", prefetch_all=define.prefetch == "all", aggregator=agg,
-                cache_bytes=define.cache_bytes if cache else None)
+                cache_bytes=define.cache_bytes if cache else None, capacity=capacity)

@@ -115,7 +115,7 @@ class Session:
                     idempotent=define.idempotent)
                 self.dispatchers[b.name].comm = comm_for(
                     self, self.dispatchers[b.name], use, define,
-                    parameters(module.source, base))
+                    parameters(module.source, base), module.cache_bytes)
                 self.dispatchers[b.name].forwards_answers = use.forward
                 migrator = migrator_for(self.dispatchers[b.name], module, use, define)
                 if migrator is not None:

@@ -121,6 +121,16 @@ class ModuleSpec:
     spin: float = SPIN_S   # a waiting reader polls this long before it sleeps
     coalesce: float = 0.0  # over shm: a replica holds back its answers' bells this long at most
 
+    @property
+    def cache_bytes(self) -> int:
+        """Its replicas' operand cache bound: one cache for all its interfaces, bounded by
+        the largest ``cache_bytes`` of those that cache (one that caches nothing has the
+        default, which would otherwise win), or of all when none does."""
+        defines = list(self.define.values())
+        if not defines:
+            return DefineSpec.cache_bytes
+        return max(d.cache_bytes for d in [d for d in defines if d.cache] or defines)
+
 
 @dataclass(frozen=True)
 class Binding:

@@ -70,10 +70,13 @@ class BatchResult(_Msg, tag=18):
 
 class Put(_Msg, tag=12):
     """Store ``value`` in the replica's operand cache under its content hash ``key``;
-    later calls name it by ``Ref("op", key)`` (see worker/cache.py)."""
+    later calls name it by ``Ref("op", key)`` (see worker/cache.py). The entries
+    ``keep`` names are made the most recently used first: the other operands of the
+    call or batch it is put for, which its eviction must spare."""
 
     key: str
     value: Any
+    keep: list[str] = []
 
 
 class Drop(_Msg, tag=19):

@@ -92,8 +92,12 @@ class OperandCache:
     def __contains__(self, key: str) -> bool:
         return key in self._entries
 
-    def put(self, key: str, value: Any, user: object = None) -> None:
+    def put(self, key: str, value: Any, user: object = None,
+            keep: list[str] | None = None) -> None:
         """Hold ``value`` under ``key``; ``user`` (a connection) is recorded as using it.
+        The entries ``keep`` names (what the call or batch this operand is put for names
+        besides, ``Put.keep``) become the most recently used first, so that what this
+        one evicts is none of them.
 
         An array is made read-only here, on every transport: every call that names this
         content gets this one object, so a write in place would change what later calls
@@ -104,7 +108,11 @@ class OperandCache:
             readonly.held(value)  # (its note says why a write into it fails)
         n = size_of(value)
         with self._lock:
-            old = self._entries.pop(key, None)
+            entries = self._entries
+            for k in keep or ():
+                if k in entries:
+                    entries.move_to_end(k)
+            old = entries.pop(key, None)
             if old is not None:
                 self.bytes -= old[1]
             self._entries[key] = (value, n)
@@ -241,8 +249,16 @@ def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | None
 def resolve_batch(cache: OperandCache, batch: CallBatch, user: object = None) -> Fail | None:
     """`resolve` for every call of an aggregated batch: a batch whose calls name cached
     operands (client/batching.py) runs only if all of them are here; otherwise the
-    whole batch is answered ``cache-miss`` (with the batch's id) and none of it runs."""
+    whole batch is answered ``cache-miss`` (with the batch's id) and none of it runs.
+
+    A batch that misses still looks up every operand it names: the miss names all it
+    lacks (its keys, separated by spaces), so the client puts them all before it goes
+    again, and those here become the most recently used, so that those Puts evict
+    operands the batch does not name. (Stopping at the first, the batch went again
+    after a Put of that one, which evicted another it named, still the least recently
+    used: it missed again and went with values, each call carrying its own copy.)"""
     got: dict[Any, Any] = {}  # (the calls of a batch often name one operand: looked up once)
+    lost: list[str] | None = None
     for args in batch.args:
         for i, a in enumerate(args):
             if type(a) is Ref:
@@ -251,13 +267,25 @@ def resolve_batch(cache: OperandCache, batch: CallBatch, user: object = None) ->
                     try:
                         v = _value(cache, a, user)
                     except KeyError:
-                        return Fail(batch.id, "cache-miss", "KeyError", str(a.key))
+                        if lost is None:
+                            lost = []
+                        lost.append(str(a.key))
+                        if type(a.key) is str:
+                            got[a.key] = _LOST
+                        continue
                     if type(a.key) is str:
                         got[a.key] = v
+                elif v is _LOST:
+                    continue
                 else:
                     cache.hits += 1  # (a hit per call that names it, as for single calls)
                 args[i] = v
+    if lost is not None:
+        return Fail(batch.id, "cache-miss", "KeyError", " ".join(lost))
     return None
+
+
+_LOST = object()  # (resolve_batch: a key already found missing in this batch)
 
 
 def _value(cache: OperandCache, ref: Ref, user: object) -> Any:

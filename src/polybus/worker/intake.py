@@ -243,8 +243,8 @@ class Intake:
                     self._send_quietly(ch, miss)
                     return
                 self._admit(ch, msg)
-            case Put(key=key, value=value):
-                self.cache.put(key, value, ch)
+            case Put(key=key, value=value, keep=keep):
+                self.cache.put(key, value, ch, keep)
             case Drop(keys=keys):
                 self.cache.drop(keys, ch)
             case Forward() | Deliver() | Fetch():

@@ -50,9 +50,7 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
             opts.pool = max(d.pool for d in defines)
             opts.queue = max(d.queue for d in defines)
             opts.overflow = "reject" if any(d.overflow == "reject" for d in defines) else "block"
-            # One cache per replica, bounded by the interfaces that cache: an interface
-            # that caches nothing has the default bound, which would otherwise win.
-            opts.cache_bytes = max(d.cache_bytes for d in [d for d in defines if d.cache] or defines)
+            opts.cache_bytes = spec.cache_bytes  # (one cache: the interfaces that cache)
         opts.allow_pickle = spec.pickle
         opts.in_order = not any(d.priority for d in spec.define.values())
         # With ``coalesce`` over shm (client and replicas sharing CPUs, worker/bells.py)

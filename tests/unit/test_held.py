@@ -1,0 +1,55 @@
+"""What the client believes a replica's operand cache holds of its operands: the
+replica's LRU steps, followed (client/held.py; no network)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polybus.client.held import Held, held_bytes
+from polybus.wire.codec import OutOfBand
+from polybus.worker.cache import OperandCache
+
+
+def test_it_evicts_as_the_replica_does() -> None:
+    # Six operands of 100 bytes held, a cache of 600: a batch naming five of them and a
+    # new one puts that one, sparing the five (Put.keep), and the sixth goes, at the
+    # replica and in the client's belief alike.
+    replica, held = OperandCache(600), Held(600)
+    for k in "abcdef":
+        replica.put(k, b"x" * 100)
+        held.add(k, 100)
+    held.settle("abcdef")
+    named = ["b", "c", "g", "d", "e", "f"]
+    replica.put("g", b"x" * 100, keep=[k for k in named if k != "g"])
+    for k in named:
+        replica.get(k)
+    held.add("g", 100)
+    assert held.settle(named) == ["a"]
+    assert "a" not in replica and "a" not in held
+    assert list(held) == named and held.bytes == 600
+
+
+def test_without_a_capacity_nothing_is_evicted() -> None:
+    held = Held()
+    for k in "abc":
+        held.add(k, 1 << 30)
+    assert held.settle(["a"]) == [] and list(held) == ["b", "c", "a"]
+    held.discard("b")
+    held.discard("nope")
+    assert list(held) == ["c", "a"] and held.bytes == 2 << 30
+
+
+def test_one_operand_larger_than_the_bound_is_kept_alone() -> None:
+    held = Held(100)
+    held.add("a", 50)
+    held.add("big", 500)
+    assert held.settle(["big"]) == ["a"] and list(held) == ["big"]
+    held.add("next", 10)
+    assert held.settle(["next"]) == ["big"] and list(held) == ["next"]
+
+
+def test_operand_bytes_as_the_replica_counts_them() -> None:
+    assert held_bytes(np.zeros(10)) == 80
+    assert held_bytes(b"abc") == 3 and held_bytes(bytearray(4)) == 4
+    assert held_bytes(OutOfBand(b"x" * 7)) == 7
+    assert held_bytes(3) == 0
