@@ -14,18 +14,17 @@ warm instead of faulted in anew (~1 ms per MB on these machines).
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from polybus.client.batchcalls import Pending
 from polybus.client.held import Held, held_bytes, named_keys, spare
-from polybus.client.naming import Known, _freed, adopt, content_key, remembered
+from polybus.client.naming import Known, _freed, content_key, remembered
 from polybus.client.policies.aggregate import Aggregator
+from polybus.client.shared import AUTO_THRESHOLD, Shared, copy_of, large
 from polybus.client.snapshot import Keep, frozen, kept, snapshot, snapshot_kwargs
 from polybus.errors import MessageTooLarge
-from polybus.wire.arrays import kept_copy
 from polybus.wire.codec import OutOfBand, Ref
 from polybus.wire.messages import CallBatch, Drop, Message, Put
 
@@ -34,58 +33,8 @@ if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
     from polybus.client.reactor import Reactor
 
-AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
-
 # prefetch's Puts to other replicas, left for the caller to write (Comm.batch_messages)
 Pushes = list[tuple["ReplicaLink", Message]]
-
-# content key -> the read-only copy held calls share of an array that could change (held)
-_copies: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
-
-
-def _big(value: Any) -> bool:
-    n = getattr(value, "nbytes", None)
-    if isinstance(n, int):
-        return n >= AUTO_THRESHOLD and isinstance(value, np.ndarray)
-    if type(value) is OutOfBand:  # (large bytes, as the call carries them: wireargs.py)
-        value = value.data
-    return isinstance(value, bytes | bytearray) and len(value) >= AUTO_THRESHOLD
-
-
-def copy_of(value: np.ndarray[Any, Any], key: str | None) -> np.ndarray[Any, Any]:
-    """A read-only copy of ``value``, an array that could change, whose content is named
-    ``key``: one per content, shared by whoever keeps it (held calls, broadcast handles),
-    counted as a live array of ``key`` (so the replicas keep that content while it
-    lives) and named without a second pass over its bytes."""
-    copy = _copies.get(key) if key is not None else None
-    if copy is None:
-        copy = kept_copy(value.copy())
-        if key is not None:
-            _copies[key] = copy
-            adopt(copy, key)
-    return copy
-
-
-class Shared:
-    """A value `broadcast` to every replica: pass it as an argument; it travels as a Ref.
-
-    Where no cache is in the path it is sent by value, so it is always safe to pass.
-    ``value`` is the content as it was broadcast (client/broadcast.py), which a replica that
-    lost it is sent again, and which keeps its name live (not dropped at the replicas)
-    while the handle lives.
-    """
-
-    __slots__ = ("key", "value")
-
-    def __init__(self, key: str, value: Any) -> None:
-        self.key = key
-        self.value = value
-
-    def __polybus_value__(self) -> Any:
-        return self.value
-
-    def __repr__(self) -> str:
-        return f"<broadcast {self.key[:12]}>"
 
 
 class Comm:
@@ -139,7 +88,7 @@ class Comm:
     def _operand(self, index: int | str, value: Any) -> tuple[str, Any] | None:
         if type(value) is Shared:
             return value.key, value.value
-        if self._named(index) or (self.auto and _big(value)):
+        if self._named(index) or (self.auto and large(value)):
             # Large bytes come marked to travel out of band (wireargs.py): named by their
             # bytes, and Put (or sent by value after two misses) as marked.
             key = content_key(value.data if type(value) is OutOfBand else value)
@@ -308,9 +257,9 @@ class Comm:
         writable B hold one copy, not 64); None for an argument it does not cache. A
         bytearray is kept as bytes (what the replica gets for one anyway)."""
         if type(value) is bytearray:
-            return bytes(value) if self._named(index) or (self.auto and _big(value)) else None
+            return bytes(value) if self._named(index) or (self.auto and large(value)) else None
         if type(value) is not np.ndarray or frozen(value) or not (
-                self._named(index) or (self.auto and _big(value))):
+                self._named(index) or (self.auto and large(value))):
             return None
         key = content_key(value)
         if key is None:  # (an array of objects: not named, it goes by value as it is)

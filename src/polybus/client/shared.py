@@ -1,0 +1,66 @@
+"""Operand values a cached call carries: the handle `broadcast` returns (`Shared`), the
+read-only copies held calls share (`copy_of`), and what ``cache = "auto"`` counts as
+large (client/operands.py makes the messages)."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from polybus.client.naming import adopt
+from polybus.wire.arrays import kept_copy
+from polybus.wire.codec import OutOfBand
+
+__all__ = ["AUTO_THRESHOLD", "Shared", "copy_of", "large"]
+
+AUTO_THRESHOLD = 64 * 1024  # cache = "auto": arguments at least this large
+
+# content key -> the read-only copy held calls share of an array that could change (held)
+_copies: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+
+def large(value: Any) -> bool:
+    n = getattr(value, "nbytes", None)
+    if isinstance(n, int):
+        return n >= AUTO_THRESHOLD and isinstance(value, np.ndarray)
+    if type(value) is OutOfBand:  # (large bytes, as the call carries them: wireargs.py)
+        value = value.data
+    return isinstance(value, bytes | bytearray) and len(value) >= AUTO_THRESHOLD
+
+
+def copy_of(value: np.ndarray[Any, Any], key: str | None) -> np.ndarray[Any, Any]:
+    """A read-only copy of ``value``, an array that could change, whose content is named
+    ``key``: one per content, shared by whoever keeps it (held calls, broadcast handles),
+    counted as a live array of ``key`` (so the replicas keep that content while it
+    lives) and named without a second pass over its bytes."""
+    copy = _copies.get(key) if key is not None else None
+    if copy is None:
+        copy = kept_copy(value.copy())
+        if key is not None:
+            _copies[key] = copy
+            adopt(copy, key)
+    return copy
+
+
+class Shared:
+    """A value `broadcast` to every replica: pass it as an argument; it travels as a Ref.
+
+    Where no cache is in the path it is sent by value, so it is always safe to pass.
+    ``value`` is the content as it was broadcast (client/broadcast.py), which a replica that
+    lost it is sent again, and which keeps its name live (not dropped at the replicas)
+    while the handle lives.
+    """
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, key: str, value: Any) -> None:
+        self.key = key
+        self.value = value
+
+    def __polybus_value__(self) -> Any:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"<broadcast {self.key[:12]}>"
