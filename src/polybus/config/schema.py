@@ -51,6 +51,7 @@ _MODULE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POOL = re.compile(r"^\s*(processes|threads)\s*:\s*([0-9]+)\s*$")
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]+)$")
+AGGREGATE_FORMS = "a number of calls >= 1 or a size > 0 such as '64KiB'"
 
 class _Table:
     """Typed reads from one TOML table at a dotted path, reporting to Problems."""
@@ -236,13 +237,17 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
     if t.has("aggregate"):
         raw = table["aggregate"]
         if isinstance(raw, int) and not isinstance(raw, bool):
-            aggregate = t.integer("aggregate", 1)
+            if raw >= 1:
+                aggregate = raw
+            else:  # (both forms said: a size is as good a fix as a count)
+                p.add(f"expected {AGGREGATE_FORMS}, got {raw}", t.key("aggregate"))
         elif isinstance(raw, str):
             aggregate_bytes = t.parsed("aggregate", parse_size)
             if aggregate_bytes == 0:
-                p.add("expected a batch size > 0, got 0 bytes", t.key("aggregate"))
+                p.add(f"expected {AGGREGATE_FORMS}, got {raw!r}", t.key("aggregate"))
+                aggregate_bytes = None
         else:
-            p.wrong_type("a number of calls or a size such as '64KiB'", raw, t.key("aggregate"))
+            p.wrong_type(AGGREGATE_FORMS, raw, t.key("aggregate"))
     linger = t.parsed("linger", parse_duration)
     return UseSpec(
         callstyle=_pick(t.parsed("callstyle", parse_callstyle), CallStyle()),
