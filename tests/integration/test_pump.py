@@ -203,6 +203,7 @@ from polybus import use, wait
 fill = use("fill")
 size = use("size")
 quick = use("quick")
+rows = use("rows")
 
 def main(marker, n=6):
     # one call runs and one waits: the queue (1) is full and the replica reads no more
@@ -213,6 +214,24 @@ def main(marker, n=6):
     q = quick(7)  # another module
     open(marker, "w").close()
     return {"quick": q, "fill": [wait(x) for x in f], "sizes": [wait(p) for p in ps]}
+
+def lingers(marker, k=3):
+    import numpy as np
+    f = [fill(marker), fill(marker)]  # the queue (1) is full: the replica reads no more
+    first = size(b"")  # written at once; the next ones are held
+    blocks = []
+    for i in range(k):
+        a = np.full(1 << 20, i, dtype=np.float64)
+        a.flags.writeable = False
+        blocks.append(a)
+    r = [rows(a) for a in blocks]  # one batch of 24 MiB, left open: the linger timer writes it
+    time.sleep(0.5)  # the program computes
+    ps = [size(bytes([i]) * (1 << 20)) for i in range(2)]  # held: the pump's turn writes them
+    time.sleep(0.5)
+    q = quick(7)  # another module
+    open(marker, "w").close()
+    return {"quick": q, "fill": [wait(x) for x in f], "rows": [wait(x) for x in r],
+            "sizes": [wait(p) for p in [first, *ps]]}
 """
 
 FULL_TOML = """
@@ -231,11 +250,13 @@ source = "client.py"
 entrypoint = "main"
 use.fill = { callstyle = "async" }
 use.size = { callstyle = "async-demand(8)" }
+use.rows = { callstyle = "async", aggregate = 64, linger = "100ms" }
 
 [bind]
 "client.fill" = "server.fill"
 "client.size" = "server.size"
 "client.quick" = "other.quick"
+"client.rows" = "server.size"
 """
 
 
@@ -249,3 +270,20 @@ def test_a_replica_that_stops_reading_holds_no_call_to_another_module(tmp_path: 
     assert r.result["quick"] == 7
     assert r.result["fill"] == [True, True], "the call to the other module waited"
     assert r.result["sizes"] == [0] + [4 << 20] * 6
+
+
+def test_a_batch_the_linger_timer_writes_to_a_full_replica_holds_no_call_to_another_module(
+        tmp_path: Path) -> None:
+    """The same full replica, and a 24 MiB aggregated batch that the linger timer closes
+    and writes to it while the program computes. The timer's write waited for room holding
+    the connection's send lock; the pump's turn, writing the calls held for that replica,
+    waited for the lock holding the gate's; and the program's call to another module
+    waited for the turn, until the full replica ran its calls, which wait for that call
+    to come back: it gave up after 20 s."""
+    app = write_app(tmp_path / "app", server=FULL_SERVER, client=FULL_CLIENT, toml=FULL_TOML)
+    r = polybus.run(app, {"modules.client.entrypoint": "lingers",
+                          "modules.client.args": [str(tmp_path / "marker")]})
+    assert r.result["quick"] == 7
+    assert r.result["fill"] == [True, True], "the call to the other module waited"
+    assert r.result["rows"] == [1 << 20] * 3
+    assert r.result["sizes"] == [0, 1 << 20, 1 << 20]

@@ -126,7 +126,7 @@ def test_many_mistakes_are_reported_together() -> None:
     assert found == {
         ("modules.server.replicaton", "unknown key 'replicaton'", "did you mean 'replication'?"),
         ("modules.server.define.compare.pool", "expected a pool size, got 'gpus:2'",
-         "an integer >= 1, or 'threads:N' / 'processes:N' with N >= 1"),
+         "an integer from 1 to 4096, or 'threads:N' / 'processes:N' with N from 1 to 4096"),
         ("modules.server.define.compare.priority",
          "priority 'len(qeury)': line 1, column 5: name 'qeury' is not a parameter of the "
          "interface", "did you mean 'query'?"),

@@ -42,6 +42,25 @@ def test_bad_size_values(bad: object) -> None:
         parse_size(bad)
 
 
+@pytest.mark.parametrize(("value", "message"), [
+    ("1e308TiB", "a size must be less than 8 EiB (2**63 bytes), got '1e308TiB'"),
+    (1 << 63, "a size must be less than 8 EiB (2**63 bytes), got 9223372036854775808"),
+    (10**400, "a size must be less than 8 EiB (2**63 bytes), got 1000000000000000000000000"
+              "000000000000..."),
+    (float("inf"), "a size must be less than 8 EiB (2**63 bytes), got inf"),
+    (float("nan"), "not a size: nan"),
+    (-1, "a size must not be negative, got -1"),
+])
+def test_sizes_out_of_range_say_so(value: object, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_size(value)
+    assert info.value.bare_message == message
+
+
+def test_the_largest_size() -> None:
+    assert parse_size((1 << 63) - 1) == (1 << 63) - 1
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     (5, 5.0),
     (0.25, 0.25),
@@ -70,6 +89,19 @@ def test_bad_duration_strings(bad: str) -> None:
 def test_bad_duration_values(bad: object) -> None:
     with pytest.raises(ConfigError):
         parse_duration(bad)
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (float("inf"), "a duration must be finite, got inf"),
+    ("1e308h", "a duration must be finite, got '1e308h'"),
+    (10**400, "a duration must be finite, got 1000000000000000000000000000000000000..."),
+    (float("nan"), "not a duration: nan"),
+    (float("-inf"), "a duration must not be negative, got -inf"),
+])
+def test_durations_out_of_range_say_so(value: object, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_duration(value)
+    assert info.value.bare_message == message
 
 
 @pytest.mark.parametrize(("seconds", "text"), [

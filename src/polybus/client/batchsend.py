@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.batchcalls import Pending
 from polybus.client.unsendable import named
 from polybus.errors import PolybusError, UnsendableError
+from polybus.transport.channel import LATER
 from polybus.wire.codec import Codec
 from polybus.wire.messages import CallBatch, Drop, Message, Put
 
@@ -27,10 +28,11 @@ def write(bt: Batcher, link: ReplicaLink, msgs: list[Message], direct: bool = Fa
     """Write ``msgs`` (batches placed on ``link``, and the Puts and Drops they need);
     if they cannot be encoded, each call that cannot be sent fails alone (as on the
     unaggregated path: unsendable.py) and the rest of its batch goes. ``direct``:
-    from the linger timer, on the connection itself (it never reads)."""
+    from the linger timer, on the connection itself, never reading and never waiting
+    for room (LATER: what the connection cannot take now stays in it, client/linger.py)."""
     try:
         if direct:
-            link.channel.send_many(msgs)
+            link.channel.send_many(msgs, LATER)
         elif len(msgs) == 1:
             bt.reactor.send(link, msgs[0])
         else:
@@ -62,7 +64,7 @@ def write(bt: Batcher, link: ReplicaLink, msgs: list[Message], direct: bool = Fa
                 out.extend(bt.comm.batch_messages(b, link, pushes))
         for other, put in pushes or ():  # (from the timer: on the connection itself)
             try:
-                other.channel.send_many([put])
+                other.channel.send_many([put], LATER)
             except PolybusError:
                 pass  # the reactor finds the connection dead
         if out:

@@ -5,7 +5,13 @@ batches held back for a busy replica, when the program does nothing more with po
 It shares the Batcher's state with the program's threads under the Batcher's lock,
 which it only tries (a caller that holds it closes and writes the batches itself), and
 never reads: what it writes goes on the connection itself, and the caller's reactor
-reads.
+reads. Nor does it wait for room: a replica that stopped reading (``overflow =
+"block"``, its queue full) would have kept it in its send, holding the connection's
+send lock, and with it every other writer there: the pump's turn, which holds the gate,
+and so every program thread entering polybus (tests/unit/test_linger_write.py). It
+writes as the pump's turn does (transport/channel.py's LATER): what the connection
+cannot take now stays in it, written first by the next send there, and on by the
+program's reads and the pump's turns, which ``Reactor.unfinished`` sends to it.
 """
 
 from __future__ import annotations
@@ -81,15 +87,22 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
     finally:
         bt.lock.release()
         reactor._lock.release()
-    # Written outside the locks, and never read here: the caller's reactor reads, or
-    # the pump while the program is outside polybus (a batch queued for room waits
-    # for an answer).
+    # Written outside the locks, never waiting for room, and never read here: the
+    # caller's reactor reads, or the pump while the program is outside polybus (a
+    # batch queued for room waits for an answer).
     for link, msgs in out:
         try:
             write(bt, link, msgs, direct=True)
         except PolybusError:
             pass  # the reactor finds the connection dead and re-runs the batches
-    if bt.backlog and reactor.gate is not None:
+    if out and any(lk.channel.unsent and not lk.dead for lk in reactor.links):
+        # Said after the write (a read that clears the flag looks at the channels after:
+        # Reactor._write_unsent), and a reader asleep on a socket is woken to see it.
+        reactor.unfinished = True
+        reactor._wake.ring()
+        if reactor.gate is not None:
+            reactor.gate.poke()
+    elif bt.backlog and reactor.gate is not None:
         reactor.gate.poke()
     return True
 

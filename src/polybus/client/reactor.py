@@ -71,8 +71,9 @@ class Reactor(LoneCalls):
         # What a send does while the connection is full: reads meanwhile (`_drain`), or,
         # in the pump's turn, leaves the rest in the channel (LATER: `take_in`).
         self._when_full: Callable[[], None] = self._drain
-        # A write the pump's turn began may be left in a channel (``Channel.unsent``):
-        # every read writes on with it, never waiting, and sleeps at most UNSENT_S.
+        # A write the pump's turn or the linger timer began may be left in a channel
+        # (``Channel.unsent``): every read writes on with it, never waiting, and sleeps
+        # at most UNSENT_S.
         self.unfinished = False
 
     def add(self, link: ReplicaLink) -> None:
@@ -139,10 +140,12 @@ class Reactor(LoneCalls):
             self._write_unsent()
 
     def _write_unsent(self) -> None:
-        """On with the writes the pump's turns left unfinished, as far as each connection
-        takes them now: never waiting, so no program thread waits behind a replica that
-        does not read (client/pump.py). (None is begun while a program thread is inside
-        polybus, so once none is left, ``unfinished`` stays False until a turn.)"""
+        """On with the writes the pump's turns and the linger timer left unfinished, as
+        far as each connection takes them now: never waiting, so no program thread waits
+        behind a replica that does not read (client/pump.py)."""
+        # Cleared first, set again if anything is left: the linger timer may leave bytes
+        # meanwhile, and sets the flag after its write (client/linger.py), not before.
+        self.unfinished = False
         left = False
         for link in self.links:
             ch = link.channel
@@ -153,7 +156,8 @@ class Reactor(LoneCalls):
                     self._lost(link, exc)
                     continue
                 left = left or bool(ch.unsent)
-        self.unfinished = left
+        if left:
+            self.unfinished = True
 
     def send_many(self, link: ReplicaLink, msgs: list[Message]) -> None:
         later = self.later
@@ -254,6 +258,8 @@ class Reactor(LoneCalls):
                     self._check_liveness()  # a heartbeat passed in silence
             else:
                 wait_s = 0.5 if timeout is None else timeout
+                if self.unfinished:  # (the linger timer's, left since the look above)
+                    wait_s = min(wait_s, UNSENT_S)
                 if self.liveness is not None:
                     wait_s = min(wait_s, self.liveness.heartbeat / 2)
                 # Messages already read, whole in a decoder (a reader that took only its
@@ -333,7 +339,9 @@ class Reactor(LoneCalls):
             self._poll(batches=False)
         finally:
             self._when_full = self._drain
-            self.unfinished = any(lk.channel.unsent and not lk.dead for lk in self.links)
+            self.unfinished = False  # (then looked at again: see _write_unsent)
+            if any(lk.channel.unsent and not lk.dead for lk in self.links):
+                self.unfinished = True
 
     def _receive(self, link: ReplicaLink, wait: bool) -> None:
         try:

@@ -27,6 +27,7 @@ from polybus.config.source import (
     call_error,
     defaults,
     inspect_source,
+    scalar_annotations,
 )
 from polybus.errors import ConfigError
 
@@ -97,11 +98,20 @@ def _check_define(m: ModuleSpec, info: SourceInfo, p: Problems) -> None:
                                dotted(*key, "priority"),
                                f"pass {name} in every call, or give it a literal default")
         if isinstance(spec.cache, tuple):
+            scalars = scalar_annotations(fn)
             for name in spec.cache:
                 if name not in fn.params:
                     p.add(f"cache parameter {name!r} is not a parameter of {iface}()",
                           dotted(*key, "cache"),
                           _names_hint(name, list(fn.params), "parameters"))
+                elif name in scalars:
+                    p.note(f"cache parameter {name!r} of {iface}() is annotated "
+                           f"{scalars[name]}, not an array or bytes: only those are sent once "
+                           "and then named by content hash, so its argument goes with "
+                           "every call by value, as it would uncached (caching it sends "
+                           "nothing less)", dotted(*key, "cache"),
+                           "cache the array or bytes parameters, or cache = \"auto\" for "
+                           "every one of 64 KiB or more")
 
 
 def _interfaces(m: ModuleSpec, info: SourceInfo | None) -> list[str] | None:

@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeAlias, cast
 from polybus.config.keys import CLUSTER_KEYS, TLS_KEYS
 from polybus.config.model import ClusterSpec, TLSFiles
 from polybus.config.problems import Problems
-from polybus.config.schema import ENGINES, _pick, _Table
+from polybus.config.schema import ENGINES, LONGEST, _pick, _Table
 from polybus.config.units import parse_size
 from polybus.errors import ConfigError
 from polybus.transport.endpoints import WILDCARDS
@@ -72,7 +72,7 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
         engine=cast(Literal["local", "hosts", "mpi", "ray"], _pick(engine, c.engine)),
         registry=registry,
         listen_host=_pick(t.string("listen_host"), c.listen_host),
-        heartbeat=_pick(t.positive_duration("heartbeat"), c.heartbeat),
+        heartbeat=_pick(t.positive_duration("heartbeat", LONGEST), c.heartbeat),
         max_frame=_pick(max_frame, c.max_frame),
         token_file=token_file,
     )

@@ -34,7 +34,7 @@ from polybus.config.model import (
 )
 from polybus.config.problems import Problems, describe, dotted, nearest
 from polybus.config.replication import parse_replication
-from polybus.config.units import parse_duration, parse_size
+from polybus.config.units import parse_duration, parse_size, shown
 from polybus.errors import ConfigError
 from polybus.transport.spinning import SPIN_S
 
@@ -51,6 +51,17 @@ _MODULE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POOL = re.compile(r"^\s*(processes|threads)\s*:\s*([0-9]+)\s*$")
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]+)$")
+AGGREGATE_FORMS = "a number of calls >= 1 or a size > 0 such as '64KiB'"
+# Sanity bounds, each said with the value in the message. A replica starts its pool's
+# threads (or processes) when it starts: a typo such as 40000000 hung it making them, or
+# failed with "Python int too large to convert to C int". A heartbeat is a reader's
+# wait at most (poll takes whole milliseconds in a C int: 24.8 days), a linger the
+# linger timer's sleep (time_t): one of days means never, and past those bounds the
+# run failed with an OverflowError.
+MAX_POOL = 4096
+LONGEST = (86400.0, "'24h'")  # cluster.heartbeat, use.linger
+POOL_FORMS = (f"an integer from 1 to {MAX_POOL}, or 'threads:N' / 'processes:N' with N from "
+              f"1 to {MAX_POOL}")
 
 class _Table:
     """Typed reads from one TOML table at a dotted path, reporting to Problems."""
@@ -129,10 +140,12 @@ class _Table:
             return None
         return v
 
-    def positive_duration(self, k: str) -> float | None:
+    def positive_duration(self, k: str, most: tuple[float, str] | None = None) -> float | None:
+        """A duration > 0, and with ``most`` (seconds, as said) at most that."""
         v = self.parsed(k, parse_duration)
-        if v is not None and v <= 0:
-            self.p.add(f"expected a duration > 0, got {self.t[k]!r}", self.key(k))
+        if v is not None and (v <= 0 or (most is not None and v > most[0])):
+            bound = "> 0" if most is None else f"> 0 and at most {most[1]}"
+            self.p.add(f"expected a duration {bound}, got {shown(self.t[k])}", self.key(k))
             return None
         return v
 
@@ -155,13 +168,12 @@ def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> D
     if t.has("pool"):
         raw = table["pool"]
         m = _POOL.match(raw) if isinstance(raw, str) else None
-        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
+        if isinstance(raw, int) and not isinstance(raw, bool) and 1 <= raw <= MAX_POOL:
             pool = raw
-        elif m is not None and int(m.group(2)) >= 1:
+        elif m is not None and 1 <= int(m.group(2)) <= MAX_POOL:
             pool, pool_kind = int(m.group(2)), cast(Literal["threads", "processes"], m.group(1))
         else:
-            p.add(f"expected a pool size, got {raw!r}", t.key("pool"),
-                  "an integer >= 1, or 'threads:N' / 'processes:N' with N >= 1")
+            p.add(f"expected a pool size, got {shown(raw)}", t.key("pool"), POOL_FORMS)
     cache: tuple[str, ...] | Literal["auto"] | None = None
     if t.has("cache"):
         raw = table["cache"]
@@ -236,14 +248,22 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
     if t.has("aggregate"):
         raw = table["aggregate"]
         if isinstance(raw, int) and not isinstance(raw, bool):
-            aggregate = t.integer("aggregate", 1)
+            if raw >= 1:
+                aggregate = raw
+            else:  # (both forms said: a size is as good a fix as a count)
+                p.add(f"expected {AGGREGATE_FORMS}, got {raw}", t.key("aggregate"))
         elif isinstance(raw, str):
             aggregate_bytes = t.parsed("aggregate", parse_size)
             if aggregate_bytes == 0:
-                p.add("expected a batch size > 0, got 0 bytes", t.key("aggregate"))
+                p.add(f"expected {AGGREGATE_FORMS}, got {raw!r}", t.key("aggregate"))
+                aggregate_bytes = None
         else:
-            p.wrong_type("a number of calls or a size such as '64KiB'", raw, t.key("aggregate"))
+            p.wrong_type(AGGREGATE_FORMS, raw, t.key("aggregate"))
     linger = t.parsed("linger", parse_duration)
+    if linger is not None and linger > LONGEST[0]:
+        p.add(f"expected a duration of at most {LONGEST[1]}, got {shown(table['linger'])}",
+              t.key("linger"))
+        linger = None
     return UseSpec(
         callstyle=_pick(t.parsed("callstyle", parse_callstyle), CallStyle()),
         loadratio=_loadratio(t),

@@ -17,7 +17,7 @@ from typing import Any
 from polybus.errors import ConfigError
 
 __all__ = ["FunctionInfo", "OpaqueDefault", "SourceInfo", "UseCall", "binder", "call_error",
-           "defaults", "inspect_source"]
+           "defaults", "inspect_source", "scalar_annotations"]
 
 
 @dataclass(frozen=True)
@@ -229,3 +229,41 @@ def call_error(fn: FunctionInfo, filename: str, args: tuple[object, ...],
     except TypeError as exc:
         return str(exc)
     return None
+
+
+_SCALARS = frozenset({"int", "float", "bool", "str"})
+
+
+def _scalar(node: ast.expr | None) -> bool:
+    """Whether an annotation says a scalar: ``int``, ``float``, ``bool``, ``str``, ``None``,
+    a union of them (``int | None``, ``Optional[float]``), or such an annotation quoted."""
+    if isinstance(node, ast.Name):
+        return node.id in _SCALARS
+    if isinstance(node, ast.Constant):
+        if node.value is None:
+            return True
+        if isinstance(node.value, str):  # ("int", a forward reference)
+            try:
+                return _scalar(ast.parse(node.value, mode="eval").body)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return False
+        return False
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _scalar(node.left) and _scalar(node.right)
+    if isinstance(node, ast.Subscript):  # Optional[int], typing.Optional[int]
+        name = node.value
+        if (isinstance(name, ast.Name) and name.id == "Optional") or (
+                isinstance(name, ast.Attribute) and name.attr == "Optional"):
+            return _scalar(node.slice)
+    return False
+
+
+def scalar_annotations(fn: FunctionInfo) -> dict[str, str]:
+    """``fn``'s parameters annotated as scalars (see `_scalar`), with the annotation as
+    written; ``*args: int`` counts (each extra argument is one)."""
+    if fn.node is None:
+        return {}
+    a = fn.node.args
+    return {p.arg: ast.unparse(p.annotation)
+            for p in (*a.posonlyargs, *a.args, a.vararg, *a.kwonlyargs, a.kwarg)
+            if p is not None and p.annotation is not None and _scalar(p.annotation)}

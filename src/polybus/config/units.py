@@ -11,7 +11,7 @@ import re
 
 from polybus.errors import ConfigError
 
-__all__ = ["duration_text", "parse_duration", "parse_size"]
+__all__ = ["duration_text", "parse_duration", "parse_size", "shown"]
 
 _SIZE_UNITS: dict[str, int] = {
     "b": 1,
@@ -24,8 +24,15 @@ _DURATION_UNITS: dict[str, float] = {
 }
 _NUMBER_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*([A-Za-zµ]*)\s*$")
 
+MAX_SIZE = 1 << 63  # sizes are 64-bit: 8 EiB, where a float string such as "1e308TiB" ends
 SIZE_FORMS = "a number of bytes or a string such as '64KiB', '512MiB', '1GB'"
 DURATION_FORMS = "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"
+
+
+def shown(value: object) -> str:
+    """``value`` as messages quote it: a 400-digit integer is cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _split(text: str) -> tuple[float, str] | None:
@@ -37,36 +44,54 @@ def _split(text: str) -> tuple[float, str] | None:
 
 
 def parse_size(value: object) -> int:
-    """Bytes from ``1048576``, ``"1MiB"``, ``"64KiB"``, ``"1GB"`` (KB/MB/GB are powers of 1000)."""
+    """Bytes from ``1048576``, ``"1MiB"``, ``"64KiB"``, ``"1GB"`` (KB/MB/GB are powers of 1000);
+    less than `MAX_SIZE`."""
+    said = shown(value)
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ConfigError(f"expected a size, got {value!r}", hint=SIZE_FORMS)
-    if isinstance(value, int | float):
-        number, unit = float(value), "b"
-        if isinstance(value, float) and not value.is_integer():
-            raise ConfigError(f"a size in bytes must be whole, got {value!r}", hint=SIZE_FORMS)
+        raise ConfigError(f"expected a size, got {said}", hint=SIZE_FORMS)
+    total: int | float
+    if isinstance(value, int):  # (as written: a huge one is no float)
+        total = value
+    elif isinstance(value, float):
+        if math.isfinite(value) and not value.is_integer():
+            raise ConfigError(f"a size in bytes must be whole, got {said}", hint=SIZE_FORMS)
+        total = value
     else:
         split = _split(value)
         if split is None or split[1].lower() not in _SIZE_UNITS | {"": 1}:
-            raise ConfigError(f"not a size: {value!r}", hint=SIZE_FORMS)
-        number, unit = split[0], split[1].lower() or "b"
-    if number < 0 or not math.isfinite(number):
-        raise ConfigError(f"a size must not be negative, got {value!r}", hint=SIZE_FORMS)
-    return round(number * _SIZE_UNITS[unit])
+            raise ConfigError(f"not a size: {said}", hint=SIZE_FORMS)
+        total = split[0] * _SIZE_UNITS[split[1].lower() or "b"]
+    if total != total:  # NaN
+        raise ConfigError(f"not a size: {said}", hint=SIZE_FORMS)
+    if total < 0:
+        raise ConfigError(f"a size must not be negative, got {said}", hint=SIZE_FORMS)
+    if total >= MAX_SIZE:  # (infinity too)
+        raise ConfigError(f"a size must be less than 8 EiB (2**63 bytes), got {said}",
+                          hint=SIZE_FORMS)
+    return round(total)
 
 
 def parse_duration(value: object) -> float:
     """Seconds from ``5``, ``0.25``, ``"250us"``, ``"1ms"``, ``"5s"``, ``"2m"``, ``"1h"``."""
+    said = shown(value)
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ConfigError(f"expected a duration, got {value!r}", hint=DURATION_FORMS)
+        raise ConfigError(f"expected a duration, got {said}", hint=DURATION_FORMS)
     if isinstance(value, int | float):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # (an int past any float)
+            seconds = math.inf
     else:
         split = _split(value)
         if split is None or split[1] not in _DURATION_UNITS | {"": 1.0}:
-            raise ConfigError(f"not a duration: {value!r}", hint=DURATION_FORMS)
+            raise ConfigError(f"not a duration: {said}", hint=DURATION_FORMS)
         seconds = split[0] * _DURATION_UNITS.get(split[1], 1.0)
-    if seconds < 0 or not math.isfinite(seconds):
-        raise ConfigError(f"a duration must not be negative, got {value!r}", hint=DURATION_FORMS)
+    if seconds != seconds:  # NaN
+        raise ConfigError(f"not a duration: {said}", hint=DURATION_FORMS)
+    if seconds < 0:
+        raise ConfigError(f"a duration must not be negative, got {said}", hint=DURATION_FORMS)
+    if math.isinf(seconds):
+        raise ConfigError(f"a duration must be finite, got {said}", hint=DURATION_FORMS)
     return seconds
 
 

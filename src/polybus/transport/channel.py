@@ -32,10 +32,11 @@ _IOV_MAX = 512
 
 def LATER() -> None:
     """``on_blocked`` for a writer that must never wait for its peer (the client's pump's
-    turn, client/pump.py): a send that would block keeps the rest of its bytes in the
-    channel's ``unsent`` and returns. Every later send on the connection writes them
-    first (frames stay whole and in order), and `Channel.send_unsent` writes on with
-    them alone. (Never called: it is told apart by identity.)"""
+    turn, client/pump.py; an aggregating binding's linger timer, client/linger.py): a
+    send that would block keeps the rest of its bytes in the channel's ``unsent`` and
+    returns. Every later send on the connection writes them first (frames stay whole and
+    in order), and `Channel.send_unsent` writes on with them alone. (Never called: it is
+    told apart by identity.)"""
 
 
 class Channel:

@@ -1,0 +1,120 @@
+"""Values out of range, low or high: a ConfigError at the key, with the value as written
+and the range accepted, never an exception from inside the checks nor a run that fails
+later. (The TOML file is read by tomllib and checked by hand, config/schema.py; no
+value goes through msgspec, whose errors never reach the user here.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from polybus.config import validate
+
+SERVER = "def compare(query, entry):\n    return 0\n"
+CLIENT = '''\
+from polybus import use
+
+compare = use("compare")
+
+
+def main():
+    return compare("a", "b")
+'''
+BASE = '''\
+[modules.server]
+source = "server.py"
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.compare = { callstyle = "async", aggregate = 8 }
+
+[bind]
+"client.compare" = "server.compare"
+'''
+HUGE = 10**30  # (tomllib reads any integer; TOML's own are 64-bit)
+VAST = 10**400  # (past any float)
+POOL = "an integer from 1 to 4096, or 'threads:N' / 'processes:N' with N from 1 to 4096"
+SIZES = "a number of bytes or a string such as '64KiB', '512MiB', '1GB'"
+DURATIONS = "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"
+REPLICATION = ("a count N >= 1, or names such as 'a,b,c' or 'a:speed=0.5', or a migration "
+               "path such as 'a(oc=(load>=10))#b(uc=(load==0)):[1/2]'")
+AGGREGATE = "expected a number of calls >= 1 or a size > 0 such as '64KiB', got "
+S = "modules.server"
+U = "modules.client.use.compare"
+
+
+def _found(tmp_path: Path, sets: dict[str, object]) -> list[tuple[str | None, str, str | None]]:
+    """(key, message, hint) of every mistake, the values given as polybus.run's overrides
+    (so a value is exactly the Python value, as tomllib would read it)."""
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "client.py").write_text(CLIENT)
+    path = tmp_path / "app.toml"
+    path.write_text(BASE)
+    _, errors = validate(str(path), sets)
+    return [(e.key, e.bare_message, e.hint) for e in errors]
+
+
+OUT_OF_RANGE = [
+    # replication was already said so, low and high (config/replication.py)
+    (f"{S}.replication", -1, "the replica count must be at least 1, got -1", REPLICATION),
+    (f"{S}.replication", HUGE, f"the replica count {HUGE} is more than 65536", REPLICATION),
+    # aggregate: both forms (a count, a size)
+    (f"{U}.aggregate", -5, AGGREGATE + "-5", None),
+    (f"{U}.aggregate", 0, AGGREGATE + "0", None),
+    # a pool was started whole: HUGE hung the replica making threads, processes:HUGE
+    # failed with "Python int too large to convert to C int"
+    (f"{S}.define.compare.pool", HUGE, f"expected a pool size, got {HUGE}", POOL),
+    (f"{S}.define.compare.pool", 4097, "expected a pool size, got 4097", POOL),
+    (f"{S}.define.compare.pool", "processes:100000",
+     "expected a pool size, got 'processes:100000'", POOL),
+    # a heartbeat past 24.8 days failed the run ("OverflowError: timeout is too large")
+    ("cluster.heartbeat", 3_000_000,
+     "expected a duration > 0 and at most '24h', got 3000000", None),
+    ("cluster.heartbeat", "25h", "expected a duration > 0 and at most '24h', got '25h'", None),
+    # a linger of 1e29 s killed the linger timer ("timestamp out of range for platform time_t")
+    (f"{U}.linger", 1e29, "expected a duration of at most '24h', got 1e+29", None),
+    # sizes past a float, or past 64 bits: check itself stopped on an OverflowError
+    (f"{S}.define.compare.cache_bytes", "1e308TiB",
+     "a size must be less than 8 EiB (2**63 bytes), got '1e308TiB'", SIZES),
+    (f"{S}.define.compare.cache_bytes", VAST,
+     f"a size must be less than 8 EiB (2**63 bytes), got {str(VAST)[:37]}...", SIZES),
+    ("cluster.max_frame", 1 << 63,
+     "a size must be less than 8 EiB (2**63 bytes), got 9223372036854775808", SIZES),
+    (f"{U}.aggregate", "1e308TiB",
+     "a size must be less than 8 EiB (2**63 bytes), got '1e308TiB'", SIZES),
+    # durations: infinity and NaN were said to be negative; VAST stopped check
+    (f"{S}.define.compare.timeout", float("inf"), "a duration must be finite, got inf",
+     DURATIONS),
+    (f"{S}.define.compare.timeout", VAST,
+     f"a duration must be finite, got {str(VAST)[:37]}...", DURATIONS),
+    (f"{U}.timeout", float("nan"), "not a duration: nan", DURATIONS),
+    ("cluster.max_frame", float("inf"),
+     "a size must be less than 8 EiB (2**63 bytes), got inf", SIZES),
+]
+
+
+def _id(key: str, value: object) -> str:
+    text = repr(value)
+    return f"{key.rsplit('.', 1)[-1]}={text if len(text) <= 12 else text[:9] + '...'}"
+
+
+@pytest.mark.parametrize(("key", "value", "message", "hint"), OUT_OF_RANGE,
+                         ids=[_id(k, v) for k, v, *_ in OUT_OF_RANGE])
+def test_a_value_out_of_range_is_said_at_its_key_with_the_range(
+        tmp_path: Path, key: str, value: object, message: str, hint: str | None) -> None:
+    assert _found(tmp_path, {key: value}) == [(key, message, hint)]
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    (f"{S}.define.compare.pool", 4096),
+    (f"{S}.define.compare.pool", "threads:4096"),
+    ("cluster.heartbeat", "24h"),
+    (f"{U}.linger", 86400),
+    ("cluster.max_frame", (1 << 63) - 1),
+    (f"{S}.define.compare.timeout", 1e12),  # (a deadline: any finite one works)
+    (f"{S}.define.compare.queue", HUGE),  # (a bound never reached)
+])
+def test_the_ends_of_each_range_are_taken(tmp_path: Path, key: str, value: object) -> None:
+    assert _found(tmp_path, {key: value}) == []
