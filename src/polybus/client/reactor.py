@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from polybus.client import answers, rings
+from polybus.client import answers, control, rings
 from polybus.client.alone import LoneCalls
 from polybus.client.calls import CallRecord, ReplicaLink, give_up
 from polybus.client.later import Later, get_ident
@@ -25,11 +25,11 @@ from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
 from polybus.client.pump import Gate, gated
 from polybus.client.unsendable import send_accepted
-from polybus.errors import ConnectionLostError, MessageTooLarge, PolybusError
+from polybus.errors import MessageTooLarge, PolybusError
 from polybus.transport.channel import LATER
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
-from polybus.wire.messages import Call, Message, Ping, Result, Undelivered
+from polybus.wire.messages import Call, Message, Result, Undelivered
 
 UNSENT_S = 0.008  # the longest a read sleeps while writes the pump began wait for room
 
@@ -366,18 +366,7 @@ class Reactor(LoneCalls):
 
     def _check_liveness(self) -> None:
         """Ping replicas that hold calls and went silent; give up on those silent too long."""
-        live = self.liveness
-        assert live is not None
-        ping, dead = live.check(((lk, lk.channel.bytes_received, bool(lk.outstanding))
-                                 for lk in self.links if not lk.dead), time.monotonic())
-        for link in dead:
-            # Closed: answers it sends after all are never read, so none is taken twice.
-            self._lost(link, ConnectionLostError(
-                f"{link.name} sent nothing for {live.misses * live.heartbeat:g} s while "
-                f"holding calls (heartbeat {live.heartbeat:g} s); taken for dead"))
-        for link in ping:
-            if not link.dead:
-                self.send(link, Ping(0))  # req 0: no one waits for this Pong by name
+        control.check_liveness(self)
 
     def _lost(self, link: ReplicaLink, error: PolybusError) -> None:
         if link.dead:
@@ -393,20 +382,7 @@ class Reactor(LoneCalls):
 
     def _request(self, link: ReplicaLink, msg: Message, req: int, timeout: float = 5.0) -> Message | None:
         """Send a control request and wait for the answer with the same ``req``."""
-        self.send(link, msg)
-        deadline = time.monotonic() + timeout
-        while req not in self.replies and not link.dead and time.monotonic() < deadline:
-            if self._lock.acquire(blocking=False):
-                try:
-                    for lk in rings.down(self._rings) or [key.data for key, _ in self._sel.select(0.05)]:
-                        if not lk.dead:
-                            self._receive(lk, wait=False)
-                finally:
-                    rings.up(self._rings)
-                    self._lock.release()
-            else:
-                time.sleep(0.001)
-        return self.replies.pop(req, None)
+        return control.request(self, link, msg, req, timeout)
 
     request = _request  # (gated where the session has a gate: open_gate)
 

@@ -1,0 +1,54 @@
+"""The reactor's control traffic: a request that waits for its answer by ``req`` (stats,
+a forwarded value fetched back), and the liveness pings of replicas gone silent
+(client/liveness.py decides which; this sends and gives up)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from polybus.client import rings
+from polybus.errors import ConnectionLostError
+from polybus.wire.messages import Message, Ping
+
+if TYPE_CHECKING:
+    from polybus.client.calls import ReplicaLink
+    from polybus.client.reactor import Reactor
+
+__all__ = ["check_liveness", "request"]
+
+
+def request(r: Reactor, link: ReplicaLink, msg: Message, req: int,
+            timeout: float) -> Message | None:
+    """Send ``msg`` to ``link`` and wait, reading, for the answer with the same ``req``
+    (None: none came within ``timeout`` s, or the replica went)."""
+    r.send(link, msg)
+    deadline = time.monotonic() + timeout
+    while req not in r.replies and not link.dead and time.monotonic() < deadline:
+        if r._lock.acquire(blocking=False):
+            try:
+                for lk in rings.down(r._rings) or [key.data for key, _ in r._sel.select(0.05)]:
+                    if not lk.dead:
+                        r._receive(lk, wait=False)
+            finally:
+                rings.up(r._rings)
+                r._lock.release()
+        else:
+            time.sleep(0.001)
+    return r.replies.pop(req, None)
+
+
+def check_liveness(r: Reactor) -> None:
+    """Ping replicas that hold calls and went silent; give up on those silent too long."""
+    live = r.liveness
+    assert live is not None
+    ping, dead = live.check(((lk, lk.channel.bytes_received, bool(lk.outstanding))
+                             for lk in r.links if not lk.dead), time.monotonic())
+    for link in dead:
+        # Closed: answers it sends after all are never read, so none is taken twice.
+        r._lost(link, ConnectionLostError(
+            f"{link.name} sent nothing for {live.misses * live.heartbeat:g} s while "
+            f"holding calls (heartbeat {live.heartbeat:g} s); taken for dead"))
+    for link in ping:
+        if not link.dead:
+            r.send(link, Ping(0))  # req 0: no one waits for this Pong by name
