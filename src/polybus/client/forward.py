@@ -39,10 +39,9 @@ import itertools
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.calls import message_of, waited_on
 from polybus.client.forwardcomm import install
+from polybus.client.fwdblame import origin, said_by, upstream
 from polybus.client.promise import CallPromise
-from polybus.client.unseen import forgotten, seen
 from polybus.errors import (
     UPSTREAM_FAILED,
     PolybusError,
@@ -270,7 +269,7 @@ class Forwarder:
         said = named = None
         if isinstance(error, RemoteException) and error.remote_message.startswith(UPSTREAM_FAILED):
             said = error.remote_message.removeprefix(UPSTREAM_FAILED)
-            named = self._upstream(rec, error.remote_message)
+            named = upstream(self.deps.get(rec.id, ()), error.remote_message)
         for e in self.deps.pop(rec.id, ()):
             self._unwatch(e)
             lst = self.edges.get(e.producer.id)
@@ -278,7 +277,7 @@ class Forwarder:
                 lst[:] = [x for x in lst if x is not e]
                 if not lst:
                     del self.edges[e.producer.id]
-            self._said_by(e.producer, e.producer is named, said)
+            said_by(e.producer, e.producer is named, said)
         edges = self.edges.get(rec.id)
         if not edges:
             return
@@ -294,41 +293,10 @@ class Forwarder:
             if e.to is not None and not e.consumer.done and not e.failed and e.key not in sent:
                 self._connect(e)
 
-    @staticmethod
-    def _said_by(p: CallRecord, named: bool, said: str | None) -> None:
-        """A consumer of ``p`` ended, failed upstream with the message ``said`` (else
-        None); ``named``: that failure is ``p``'s, as far as the client can tell. Then
-        ``p``'s error reached the program as the consumer's; if ``p`` has not failed
-        yet, its error will have if it has that message (``carried``). Else, with no
-        other consumer waiting for it, ``p``'s error is unseen: said now if its promise
-        went (client/unseen.py)."""
-        if p.error is None:
-            if said is not None:
-                p.carried = said
-        elif named:
-            seen(p.error)
-        elif getattr(p, "orphan", False) and not waited_on(p):
-            forgotten(p.error, p.dispatcher.interface)
-
-    def _upstream(self, rec: CallRecord, message: str) -> CallRecord | None:
-        """The producer a failure of consumer ``rec`` came from, as its replica says only
-        that an upstream call failed: one whose failure the client has or sent on, its
-        message first; else its one unanswered producer; else None."""
-        edges = self.deps.get(rec.id, ())
-        said = message.removeprefix(UPSTREAM_FAILED)
-        failed = [e for e in edges if e.failed or e.producer.error is not None]
-        failed.sort(key=lambda e: (e.failed or message_of(e.producer.error)) != said)
-        waiting = [e.producer for e in edges if not e.producer.done]
-        return failed[0].producer if failed else waiting[0] if len(waiting) == 1 else None
-
     def origin(self, rec: CallRecord, message: str) -> str:
         """Which producer a failure of consumer ``rec`` came from ("f on server-0"), or
-        "" (`_upstream`)."""
-        p = self._upstream(rec, message)
-        if p is None:
-            return ""
-        where = p.link.name if p.link is not None else ""
-        return f"{p.dispatcher.interface} on {where}" if where else p.dispatcher.interface
+        "" (fwdblame.py)."""
+        return origin(self.deps.get(rec.id, ()), message)
 
     def _after_lost(self) -> None:
         """After a replica died: producers failed for good fail their consumers, and
