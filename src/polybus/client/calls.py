@@ -123,7 +123,7 @@ class CallRecord:
         if self.error is not None:
             raise seen(self.error)
         if type(self.value) is Ref:  # forwarded to a next stage: the value stayed there
-            from polybus.client.forward import fetch
+            from polybus.client.fwdfetch import fetch
 
             self.value = fetch(self)
         return self.value

@@ -22,7 +22,8 @@ still in a demand backlog, or a call re-sent after its replica died, is covered)
 A producer replica that dies before answering is a lost call like any other: the
 dispatcher re-runs it (idempotent interfaces) and, once it is placed again, its edges are
 connected again; if it is not re-run the consumer fails with the producer's error. A
-value fetched from a producer replica that has died since is a WorkerDiedError.
+value fetched (fwdfetch.py) from a producer replica that has died since is a
+WorkerDiedError.
 
 Whenever the producer's value will never reach the consumer's replica, the client sends
 it the failure (``Deliver(key, ok=False, ...)``), which answers the held consumer call
@@ -35,7 +36,6 @@ random bits, begins each), and only to the replica each was placed on.
 
 from __future__ import annotations
 
-import itertools
 import secrets
 from typing import TYPE_CHECKING, Any
 
@@ -45,20 +45,16 @@ from polybus.client.promise import CallPromise
 from polybus.errors import (
     UPSTREAM_FAILED,
     PolybusError,
-    RemoteError,
     RemoteException,
     WorkerDiedError,
 )
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Cancel, Deliver, Fetch, Fetched, Forward, Undelivered
+from polybus.wire.messages import Cancel, Deliver, Forward, Undelivered
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.dispatch import Dispatcher
     from polybus.client.session import Session
-
-_reqs = itertools.count(1 << 40)  # apart from the session's stats requests
-FETCH_TIMEOUT = 300.0
 
 
 class Edge:
@@ -308,26 +304,6 @@ class Forwarder:
         for edges in [es for es in self.deps.values() if es and es[0].consumer.done]:
             self.answered(edges[0].consumer)
 
-    # -- the program uses a forwarded value ----------------------------------------------
-    def fetch(self, rec: CallRecord) -> Any:
-        link = rec.link
-        iface = rec.dispatcher.interface
-        if link is None or link.dead:
-            raise WorkerDiedError(
-                f"the result of this call to {iface} was forwarded and its replica "
-                f"({link.name if link else '?'}) is gone", interface=iface,
-                replica=link.name if link else "")
-        req = next(_reqs)
-        reply = self.reactor.request(link, Fetch(self.pkey(rec), req), req, FETCH_TIMEOUT)
-        if not isinstance(reply, Fetched) or not reply.ok:
-            why = (reply.value[1] if isinstance(reply, Fetched) and isinstance(reply.value, list)
-                   and len(reply.value) == 2 else "gone or evicted")  # (wire/undecodable.py)
-            raise RemoteError(f"the forwarded result of this call to {iface} could not be "
-                              f"fetched from {link.name} ({why})",
-                              interface=iface, replica=link.name)
-        self.fetched += 1
-        return reply.value
-
 
 def forwarder_for(session: Session) -> Forwarder:
     """The session's Forwarder (made on first use)."""
@@ -338,15 +314,4 @@ def forwarder_for(session: Session) -> Forwarder:
     return f
 
 
-def fetch(rec: CallRecord) -> Any:
-    """The value of a forwarded call, fetched from the replica that keeps it."""
-    f = getattr(rec.dispatcher.comm, "forwarder", None)
-    if not isinstance(f, Forwarder):
-        iface = rec.dispatcher.interface
-        raise RemoteError(f"the result of this call to {iface} was forwarded by no forwarder "
-                          "of this session", interface=iface,
-                          replica=rec.link.name if rec.link is not None else "")
-    return f.fetch(rec)
-
-
-__all__ = ["Forwarder", "fetch", "forwarder_for"]
+__all__ = ["Forwarder", "forwarder_for"]
