@@ -96,6 +96,11 @@ class CallRecord:
             self.kwargs = None
         return True
 
+    def reopen(self) -> None:
+        """Answered ``Ref`` (its value kept on its replica for a next stage), and that
+        replica is gone: to be run again (client/forward.py; it kept its arguments)."""
+        self.value = _PENDING
+
     def set_error(self, error: PolybusError) -> bool:
         if self.done:
             return False
