@@ -85,6 +85,15 @@ def settled(p: Promise, within: float = 10.0) -> None:
         pass
 
 
+def kill(rt: WorkerRuntime) -> None:
+    """Stop ``rt`` as a kill would: it sends nothing more, to anyone."""
+    def dead(to: str) -> Any:
+        raise TransportError("killed")
+
+    rt.forwarding._peer = dead  # type: ignore[method-assign]
+    rt.stop(grace=0.05)
+
+
 def backlogged_consumer(c: Cluster, producer_delay: float, x: Any = X) -> tuple[Any, Any]:
     """A producer (slow_double of ``x``) and a consumer of it (nap) that waits in nap's
     backlog: each replica has a nap call of 0.6 s in its window of one."""
@@ -182,11 +191,7 @@ def test_a_producer_replica_dying_while_it_keeps_the_value(
         producer = replica(c, p1)
         assert type(p1._rec.value) is Ref  # type: ignore[attr-defined]  # (kept there)
 
-        def dead(to: str) -> Any:
-            raise TransportError("killed")
-
-        producer.forwarding._peer = dead  # type: ignore[method-assign]
-        producer.stop(grace=0.05)  # (it still runs a nap: the client finds it gone)
+        kill(producer)  # (it still runs a nap: the client finds it gone)
         if idempotent:  # run again on the other replica, which keeps it in turn
             assert np.allclose(np.asarray(consumer), X * 2)
             assert p1._rec.attempts == 2 and replica(c, p1) is not producer  # type: ignore[attr-defined]
@@ -198,3 +203,33 @@ def test_a_producer_replica_dying_while_it_keeps_the_value(
             assert f"slow_double is gone ({producer.name})" in str(err.value)
             with pytest.raises(WorkerDiedError):
                 polybus.wait(p1)
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_consumer_sent_a_value_from_a_store_that_dies_is_not_left_waiting(
+        tmp_path: Path, idempotent: bool) -> None:
+    # A consumer made after its producer answered Ref is sent the value from the
+    # producer's store (a Forward). The producer's replica died before it read that
+    # Forward: the consumer stayed held on its replica, and its promise waited for ever.
+    text = stages(idempotent=idempotent).replace('"async-demand(1)"', '"async"')
+    with cluster(tmp_path, text, replicas=2) as c:
+        s = c.session()
+        p1 = s.call("slow_double", (X, 0.2), {})
+        assert np.allclose(np.asarray(s.call("nap", (p1, 0), {})), X * 2)  # (p1: Ref)
+        producer = replica(c, p1)
+        while True:  # (nap's replicas in turn: the consumer is to go to the other one)
+            probe = s.call("nap", (X, 0), {})
+            polybus.wait(probe)
+            if replica(c, probe) is producer:
+                break
+        producer.forwarding._forward = lambda ch, msg: None  # type: ignore[method-assign]
+        consumer = s.call("nap", (p1, 0), {})
+        assert replica(c, consumer) is not producer
+        kill(producer)  # (it never read the Forward)
+        settled(consumer)
+        if idempotent:  # run again on the consumer's replica, and sent on there
+            assert np.allclose(np.asarray(consumer), X * 2)
+        else:
+            with pytest.raises(RemoteException) as err:
+                polybus.wait(consumer)
+            assert err.value.remote_type == "WorkerDiedError", err.value
