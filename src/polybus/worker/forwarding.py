@@ -38,10 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from polybus.errors import UPSTREAM_FAILED, PolybusError
+from polybus.errors import UPSTREAM_FAILED
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import connect
-from polybus.wire.codec import Codec, Ref
+from polybus.wire.codec import Ref
 from polybus.wire.messages import (
     Call,
     Deliver,
@@ -52,9 +51,9 @@ from polybus.wire.messages import (
     Keep,
     Message,
     Result,
-    Undelivered,
 )
 from polybus.worker.cache import held_bytes
+from polybus.worker.fwdpeers import Peers
 from polybus.worker.fwdstore import ForwardStore, stored
 
 if TYPE_CHECKING:
@@ -91,13 +90,12 @@ def _large(value: Any) -> bool:
     return bool(n >= FORWARD_MIN)
 
 
-class Forwarding:
+class Forwarding(Peers):
     """A replica's forwarding state; every method is safe from any of its threads."""
 
     def __init__(self, runtime: WorkerRuntime) -> None:
-        self.rt = runtime
+        super().__init__(runtime)  # (sending to the other replicas: fwdpeers.py)
         self._lock = threading.Lock()
-        self._connect_lock = threading.Lock()
         self.targets: dict[tuple[int, int], tuple[str, list[tuple[str, str]]]] = {}
         self._held: dict[str, list[_Held]] = {}
         # Values no call has taken yet, oldest first: (ok, value, bytes counted).
@@ -106,8 +104,6 @@ class Forwarding:
         self._taken: OrderedDict[str, None] = OrderedDict()
         self._dropped: OrderedDict[str, None] = OrderedDict()  # dropped from _arrived
         self.unclaimed_dropped = 0  # values dropped so, ever
-        self._peers: dict[str, Channel] = {}
-        self.forwarded = 0   # values this replica sent to another stage
         self.received = 0    # values it received from one
         # Answers forwarded to other stages, kept for the client's Fetch and for later
         # Forwards, and answers kept for consumers still at the client (Keep): a store of
@@ -346,60 +342,6 @@ class Forwarding:
             for k in [k for k in self.targets if k[0] == id(ch)]:
                 del self.targets[k]
         self.kept.release(ch)  # the answers kept for it alone
-
-    # -- worker-to-worker ----------------------------------------------------------------
-    def _send(self, to: str, msg: Deliver, client: Channel | None = None) -> bool:
-        """Send ``msg`` to the replica at ``to``; whether it went. One that did not is
-        said to ``client`` (``Undelivered``), whose consumer call would otherwise wait
-        there for ever."""
-        if to == str(self.rt.address):  # the next stage is this replica: no socket
-            self.forwarded += 1
-            # An array of its own, writable, as a Deliver over a socket gives: the one
-            # kept in the store is read-only and serves later Fetches and Forwards.
-            value = msg.value
-            if type(value) is np.ndarray and not value.flags.writeable:
-                value = value.copy()
-            self.arrive(msg.key, msg.ok, value)
-            return True
-        try:
-            peer = self._peer(to)
-            peer.send(msg)
-        except (PolybusError, OSError) as exc:
-            log.warning("worker %s: cannot forward to %s: %s", self.rt.name, to, exc)
-            with self._connect_lock:
-                gone = self._peers.pop(to, None)
-            if gone is not None:
-                gone.close()
-            self._undelivered(to, msg, exc, client)
-            return False
-        except (TypeError, ValueError) as exc:  # a value this codec cannot carry
-            log.warning("worker %s: cannot forward a value to %s: %s", self.rt.name, to, exc)
-            self._undelivered(to, msg, exc, client)
-            return False
-        self.forwarded += 1
-        return True
-
-    def _undelivered(self, to: str, msg: Deliver, exc: Exception, client: Channel | None) -> None:
-        if client is not None:
-            self.rt._send_quietly(client, Undelivered(
-                msg.key, to, type(exc).__name__,
-                f"{self.rt.name} could not send the value to {to}: {exc}"))
-
-    def _peer(self, to: str) -> Channel:
-        with self._connect_lock:
-            ch = self._peers.get(to)
-            if ch is None or ch.closed:
-                codec = Codec(allow_pickle=self.rt.options.allow_pickle,
-                              max_frame=self.rt.options.max_frame)
-                ch = self._peers[to] = connect(to, self.rt._token, codec)
-                ch.spin_s = self.rt.options.spin_s
-            return ch
-
-    def close(self) -> None:
-        with self._connect_lock:
-            peers, self._peers = self._peers, {}
-        for ch in peers.values():
-            ch.close()
 
 
 def _refs(call: Call) -> list[tuple[int | str, Ref]]:
