@@ -96,6 +96,11 @@ class CallRecord:
             self.kwargs = None
         return True
 
+    def reopen(self) -> None:
+        """Answered ``Ref`` (its value kept on its replica for a next stage), and that
+        replica is gone: to be run again (client/forward.py; it kept its arguments)."""
+        self.value = _PENDING
+
     def set_error(self, error: PolybusError) -> bool:
         if self.done:
             return False
@@ -123,7 +128,7 @@ class CallRecord:
         if self.error is not None:
             raise seen(self.error)
         if type(self.value) is Ref:  # forwarded to a next stage: the value stayed there
-            from polybus.client.forward import fetch
+            from polybus.client.fwdfetch import fetch
 
             self.value = fetch(self)
         return self.value

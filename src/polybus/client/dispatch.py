@@ -140,6 +140,8 @@ class Dispatcher:
             if not any(self._alive()):
                 raise NoReplicaError(f"no live replica serves {self.interface}")
             heapq.heappush(self._backlog, (-prio, next(self._seq), rec))
+            if fwd is not None and rec.id in fwd.deps:  # its producers keep their values
+                fwd.queued(rec)
             self.reactor.work_left()
             if len(self._backlog) % 256 == 1:  # take in answers now and then, not every call
                 self.reactor.poll()
@@ -337,6 +339,14 @@ class Dispatcher:
             self._cleared(rec, i)
         if (f := getattr(self.comm, "forwarder", None)) is not None:
             f.given_up(rec, sent)
+
+    def again(self, rec: CallRecord) -> None:
+        """Run ``rec`` again, as a lost call is (alone: see lost()). It was answered, but
+        the replica that kept its value for a next stage is gone (client/forward.py)."""
+        self._suspects.add(rec.id)
+        heapq.heappush(self._backlog, (float("-inf"), next(self._seq), rec))
+        self.refill()
+        self.reactor.work_left()
 
     def lost(self, link: ReplicaLink, error: PolybusError) -> None:
         """``link``'s replica is gone: re-run what it held elsewhere, or fail it."""

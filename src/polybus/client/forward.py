@@ -19,10 +19,18 @@ still in a demand backlog, or a call re-sent after its replica died, is covered)
   client sends the failure on, and the consumer's replica answers the consumer call
   with a Fail naming it, so the stage-2 promise raises a typed RemoteException.
 
+A consumer that waits at the client to be placed (a demand backlog: `queued`) has its
+producers' replicas keep their values for it (``Keep``), so the value does not come to
+the client and go out again: each producer placed and unanswered (or answered ``Ref``)
+is asked, and so is one placed later while the consumer still waits. It answers
+``Ref`` and pins the value until the consumer's ``Forward`` takes it
+(worker/fwdstore.py), or, with no room to keep it, answers by value as before.
+
 A producer replica that dies before answering is a lost call like any other: the
 dispatcher re-runs it (idempotent interfaces) and, once it is placed again, its edges are
 connected again; if it is not re-run the consumer fails with the producer's error. A
-value fetched from a producer replica that has died since is a WorkerDiedError.
+value fetched (fwdfetch.py), or sent on from its store, from a producer replica that has
+died since is a WorkerDiedError (a consumer held for it is told so: `_after_lost`).
 
 Whenever the producer's value will never reach the consumer's replica, the client sends
 it the failure (``Deliver(key, ok=False, ...)``), which answers the held consumer call
@@ -35,35 +43,30 @@ random bits, begins each), and only to the replica each was placed on.
 
 from __future__ import annotations
 
-import itertools
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.calls import message_of, waited_on
 from polybus.client.forwardcomm import install
+from polybus.client.fwdblame import origin, said_by, upstream
 from polybus.client.promise import CallPromise
-from polybus.client.unseen import forgotten, seen
 from polybus.errors import (
     UPSTREAM_FAILED,
     PolybusError,
-    RemoteError,
     RemoteException,
     WorkerDiedError,
 )
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Cancel, Deliver, Fetch, Fetched, Forward, Undelivered
+from polybus.wire.messages import Cancel, Deliver, Forward, Keep, Undelivered
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.dispatch import Dispatcher
     from polybus.client.session import Session
 
-_reqs = itertools.count(1 << 40)  # apart from the session's stats requests
-FETCH_TIMEOUT = 300.0
-
 
 class Edge:
-    __slots__ = ("asked", "consumer", "failed", "key", "producer", "to", "watched")
+    __slots__ = ("asked", "consumer", "failed", "kept", "key", "producer", "to", "told",
+                 "watched")
 
     def __init__(self, producer: CallRecord, consumer: CallRecord, key: str) -> None:
         producer.passed = True  # its error reaches the program as the consumer's (calls.py)
@@ -73,7 +76,10 @@ class Edge:
         self.to: ReplicaLink | None = None  # where the consumer was placed last
         self.failed = ""  # the message of the failure the client sent ``to`` for it
         self.watched: ReplicaLink | None = None  # whose ``watch`` counts it
-        self.asked = False  # a Forward went for it while its producer was unanswered
+        self.asked = False  # a Forward or Keep went for it while its producer was unanswered
+        self.kept = False  # a Keep went for it: its producer's replica pins the value for it
+        # (producer's link, consumer's) of the Forward that went while it was unanswered
+        self.told: tuple[ReplicaLink, ReplicaLink] | None = None
 
 
 def _unsent(value: Any) -> bool:
@@ -99,11 +105,12 @@ class Forwarder:
         self.forwarded = 0   # edges made (values that need not pass the client)
         self.relayed = 0     # values the client sent on itself (it had them anyway)
         self.fetched = 0     # forwarded values the program used, fetched back
+        self.keeps = 0       # Keeps sent: producers asked to keep a value for a queued call
         before = self.reactor.on_lost
 
         def on_lost(link: ReplicaLink, error: PolybusError) -> None:
             before(link, error)
-            self._after_lost()
+            self._after_lost(link)
 
         self.reactor.on_lost = on_lost
         self.reactor.on_undelivered = self.undelivered
@@ -158,6 +165,28 @@ class Forwarder:
         for e in self.edges.get(rec.id, ()):
             if e.to is not None and not e.consumer.done:
                 self._connect(e)
+            else:
+                self._keep(e)  # (its consumer still waits at the client)
+
+    def queued(self, rec: CallRecord) -> None:
+        """``rec`` waits at the client to be placed (a demand backlog): its producers'
+        replicas keep their values for it, rather than send them to the client."""
+        for e in self.deps.get(rec.id, ()):
+            self._keep(e)
+
+    def _keep(self, e: Edge) -> None:
+        """Ask ``e``'s producer's replica to keep its value for ``e`` (``Keep``), if its
+        consumer is unplaced and its producer is placed and unanswered, or answered
+        ``Ref`` (a value at the client already is sent on from here)."""
+        p, link = e.producer, e.producer.link
+        if (e.to is not None or e.consumer.done or link is None or link.dead
+                or (p.id not in link.outstanding if not p.done
+                    else p.error is not None or type(p.value) is not Ref)):
+            return
+        e.asked, e.kept = e.asked or not p.done, True
+        self.keeps += 1
+        self.reactor.flush(link)  # (after the producer's call, if it is held back)
+        self.reactor.send(link, Keep(p.id, self.pkey(p), e.key))
 
     def _connect(self, e: Edge) -> None:
         p, to = e.producer, e.to
@@ -166,8 +195,10 @@ class Forwarder:
         if p.done:
             if p.error is not None:
                 self._fail(e, p.error)
-            elif type(p.value) is Ref:
-                self._instruct(e)  # its replica keeps the value: sent on from there
+            elif type(p.value) is Ref or e.kept:
+                # Its replica keeps the value (for this edge: Keep, even if the program
+                # has fetched it since): sent on from there.
+                self._instruct(e)
             else:
                 self.relayed += 1
                 self.reactor.send(to, Deliver(e.key, True, p.value))
@@ -179,16 +210,12 @@ class Forwarder:
         p, to = e.producer, e.to
         if p.link is None or p.link.dead or to is None:
             if to is not None:
-                gone = p.link.name if p.link is not None else ""
-                self._fail(e, WorkerDiedError(
-                    f"the replica holding the result of a call to {p.dispatcher.interface} "
-                    f"is gone{f' ({gone})' if gone else ''}",
-                    interface=p.dispatcher.interface, replica=gone))
+                self._fail(e, _gone(p))
             return
-        if p.done and e.watched is None:  # served from its store: read for an Undelivered
-            e.watched = p.link
-            p.link.watch += 1
-        e.asked = e.asked or not p.done
+        if p.done:
+            self._watch(e, p.link)  # served from its store: read for an Undelivered
+        else:
+            e.asked, e.told = True, (p.link, to)
         self.reactor.flush(p.link)  # the Forward must follow the producer's call
         self.reactor.send(p.link, Forward(p.id, self.pkey(p), e.key, to.channel.peer))
 
@@ -209,6 +236,12 @@ class Forwarder:
         self._unwatch(e)
         self.reactor.flush(e.to)  # after the consumer's call, if it is held back
         self.reactor.send(e.to, Deliver(e.key, False, info))
+
+    @staticmethod
+    def _watch(e: Edge, link: ReplicaLink) -> None:
+        if e.watched is None:
+            e.watched = link
+            link.watch += 1
 
     @staticmethod
     def _unwatch(e: Edge) -> None:
@@ -270,7 +303,7 @@ class Forwarder:
         said = named = None
         if isinstance(error, RemoteException) and error.remote_message.startswith(UPSTREAM_FAILED):
             said = error.remote_message.removeprefix(UPSTREAM_FAILED)
-            named = self._upstream(rec, error.remote_message)
+            named = upstream(self.deps.get(rec.id, ()), error.remote_message)
         for e in self.deps.pop(rec.id, ()):
             self._unwatch(e)
             lst = self.edges.get(e.producer.id)
@@ -278,87 +311,76 @@ class Forwarder:
                 lst[:] = [x for x in lst if x is not e]
                 if not lst:
                     del self.edges[e.producer.id]
-            self._said_by(e.producer, e.producer is named, said)
+            said_by(e.producer, e.producer is named, said)
         edges = self.edges.get(rec.id)
         if not edges:
             return
         sent: set[str] = set()
         if rec.error is None and type(rec.value) is Ref:
             sent = set(rec.value.key)
-        elif any(e.asked for e in edges) and rec.link is not None and not rec.link.dead:
-            # Answered before its replica read our Forward, which it then keeps waiting
-            # for an answer already sent: Cancel tells it to forget (after the Forward,
-            # on the same connection). The value goes on from here (below).
-            self.reactor.send(rec.link, Cancel([rec.id]))
+        else:
+            for e in edges:
+                e.kept = False  # (answered by value, or failed: nothing kept there)
+            if any(e.asked for e in edges) and rec.link is not None and not rec.link.dead:
+                # Answered before its replica read our Forward (or Keep), which it then
+                # keeps waiting for an answer already sent: Cancel tells it to forget
+                # (after it, on the same connection). The value goes on from here.
+                self.reactor.send(rec.link, Cancel([rec.id]))
         for e in edges:
-            if e.to is not None and not e.consumer.done and not e.failed and e.key not in sent:
+            if e.to is None or e.consumer.done or e.failed or e.key in sent:
+                continue
+            if type(rec.value) is Ref and rec.link is not None and e.told == (rec.link, e.to):
+                # Its Forward came after the answer (it was kept: a Keep, another
+                # consumer's Forward): the replica sends the value on from its store.
+                self._watch(e, rec.link)  # (read for an Undelivered)
+            else:
                 self._connect(e)
-
-    @staticmethod
-    def _said_by(p: CallRecord, named: bool, said: str | None) -> None:
-        """A consumer of ``p`` ended, failed upstream with the message ``said`` (else
-        None); ``named``: that failure is ``p``'s, as far as the client can tell. Then
-        ``p``'s error reached the program as the consumer's; if ``p`` has not failed
-        yet, its error will have if it has that message (``carried``). Else, with no
-        other consumer waiting for it, ``p``'s error is unseen: said now if its promise
-        went (client/unseen.py)."""
-        if p.error is None:
-            if said is not None:
-                p.carried = said
-        elif named:
-            seen(p.error)
-        elif getattr(p, "orphan", False) and not waited_on(p):
-            forgotten(p.error, p.dispatcher.interface)
-
-    def _upstream(self, rec: CallRecord, message: str) -> CallRecord | None:
-        """The producer a failure of consumer ``rec`` came from, as its replica says only
-        that an upstream call failed: one whose failure the client has or sent on, its
-        message first; else its one unanswered producer; else None."""
-        edges = self.deps.get(rec.id, ())
-        said = message.removeprefix(UPSTREAM_FAILED)
-        failed = [e for e in edges if e.failed or e.producer.error is not None]
-        failed.sort(key=lambda e: (e.failed or message_of(e.producer.error)) != said)
-        waiting = [e.producer for e in edges if not e.producer.done]
-        return failed[0].producer if failed else waiting[0] if len(waiting) == 1 else None
 
     def origin(self, rec: CallRecord, message: str) -> str:
         """Which producer a failure of consumer ``rec`` came from ("f on server-0"), or
-        "" (`_upstream`)."""
-        p = self._upstream(rec, message)
-        if p is None:
-            return ""
-        where = p.link.name if p.link is not None else ""
-        return f"{p.dispatcher.interface} on {where}" if where else p.dispatcher.interface
+        "" (fwdblame.py)."""
+        return origin(self.deps.get(rec.id, ()), message)
 
-    def _after_lost(self) -> None:
-        """After a replica died: producers failed for good fail their consumers, and
+    def _after_lost(self, link: ReplicaLink) -> None:
+        """After ``link``'s replica died: producers failed for good fail their consumers,
+        a value it kept that a consumer still needs is made again (`_kept_lost`), and
         consumers failed so (not answered: Dispatcher.lost) let go of their edges."""
         for edges in list(self.edges.values()):
-            for e in edges:
-                if e.producer.error is not None:
-                    self._fail(e, e.producer.error)
+            p = edges[0].producer
+            if p.error is not None:
+                for e in edges:
+                    self._fail(e, p.error)
+            elif p.done and p.link is link:
+                self._kept_lost(p, [e for e in edges if not e.consumer.done and not e.failed
+                                    and (e.to is None or e.watched is link)])
         for edges in [es for es in self.deps.values() if es and es[0].consumer.done]:
             self.answered(edges[0].consumer)
 
-    # -- the program uses a forwarded value ----------------------------------------------
-    def fetch(self, rec: CallRecord) -> Any:
-        link = rec.link
-        iface = rec.dispatcher.interface
-        if link is None or link.dead:
-            raise WorkerDiedError(
-                f"the result of this call to {iface} was forwarded and its replica "
-                f"({link.name if link else '?'}) is gone", interface=iface,
-                replica=link.name if link else "")
-        req = next(_reqs)
-        reply = self.reactor.request(link, Fetch(self.pkey(rec), req), req, FETCH_TIMEOUT)
-        if not isinstance(reply, Fetched) or not reply.ok:
-            why = (reply.value[1] if isinstance(reply, Fetched) and isinstance(reply.value, list)
-                   and len(reply.value) == 2 else "gone or evicted")  # (wire/undecodable.py)
-            raise RemoteError(f"the forwarded result of this call to {iface} could not be "
-                              f"fetched from {link.name} ({why})",
-                              interface=iface, replica=link.name)
-        self.fetched += 1
-        return reply.value
+    def _kept_lost(self, p: CallRecord, edges: list[Edge]) -> None:
+        """``p``'s replica died keeping its value for ``edges`` (consumers unplaced, or
+        to be sent it from there: `_instruct`, which may not have been): sent on from
+        here if the program has fetched it; else ``p`` runs again (idempotent, as a lost
+        call does) and its edges are connected anew, or they fail (WorkerDiedError)."""
+        for e in edges:
+            self._unwatch(e)
+            e.kept, e.told = False, None
+        d = p.dispatcher
+        if not edges or type(p.value) is not Ref:
+            for e in edges:
+                self._connect(e)  # (a consumer still unplaced: when it is)
+        elif d.idempotent and p.attempts < d.max_attempts and any(not lk.dead for lk in d.links):
+            p.reopen()
+            d.again(p)
+        else:
+            for e in edges:
+                self._fail(e, _gone(p))  # (a consumer still unplaced: when it is, _instruct)
+
+
+def _gone(p: CallRecord) -> WorkerDiedError:
+    gone = p.link.name if p.link is not None else ""
+    return WorkerDiedError(f"the replica holding the result of a call to "
+                           f"{p.dispatcher.interface} is gone{f' ({gone})' if gone else ''}",
+                           interface=p.dispatcher.interface, replica=gone)
 
 
 def forwarder_for(session: Session) -> Forwarder:
@@ -370,15 +392,4 @@ def forwarder_for(session: Session) -> Forwarder:
     return f
 
 
-def fetch(rec: CallRecord) -> Any:
-    """The value of a forwarded call, fetched from the replica that keeps it."""
-    f = getattr(rec.dispatcher.comm, "forwarder", None)
-    if not isinstance(f, Forwarder):
-        iface = rec.dispatcher.interface
-        raise RemoteError(f"the result of this call to {iface} was forwarded by no forwarder "
-                          "of this session", interface=iface,
-                          replica=rec.link.name if rec.link is not None else "")
-    return f.fetch(rec)
-
-
-__all__ = ["Forwarder", "fetch", "forwarder_for"]
+__all__ = ["Forwarder", "forwarder_for"]

@@ -101,6 +101,18 @@ class Forward(_Msg, tag=13):
     to: str
 
 
+class Keep(_Msg, tag=28):
+    """Client -> producer replica: when call ``id`` (sent on this connection) is answered,
+    keep its value under ``pkey`` for the ``Forward`` of ``key`` that will follow (its
+    consumer waits at the client to be placed), and answer the client ``Result(id,
+    Ref("fwd", [...]))`` instead of the value. A replica with no room to keep it answers
+    by value, as if no ``Keep`` had come (see worker/forwarding.py)."""
+
+    id: int
+    pkey: str
+    key: str
+
+
 class Deliver(_Msg, tag=14):
     """A forwarded value (or, with ``ok`` false, the upstream failure as [type, message,
     traceback]) for the calls that name ``Ref("fwd", key)`` on the receiving replica."""
@@ -226,8 +238,8 @@ class Goodbye(_Msg, tag=26):
     reason: str = ""
 
 
-Message = (Call | Result | Fail | Batch | CallBatch | BatchResult | Put | Drop | Forward | Deliver
-           | Undelivered | Fetch | Fetched | Cancel
+Message = (Call | Result | Fail | Batch | CallBatch | BatchResult | Put | Drop | Forward | Keep
+           | Deliver | Undelivered | Fetch | Fetched | Cancel
            | Steal | Released | StatsRequest | Stats
            | Ping | Pong | Register | Registered | Heartbeat | Resolve | Replicas
            | Unregister | Goodbye)

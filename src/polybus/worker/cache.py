@@ -71,6 +71,13 @@ def held_bytes(value: Any) -> int:
     return total
 
 
+def freeze(value: Any) -> None:
+    """Make an array a store holds read-only (its note says why a write into it fails)."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+        readonly.held(value)
+
+
 class OperandCache:
     """LRU of content-named values, at most ``capacity`` bytes (one entry may exceed it,
     alone, so that a call whose operand is larger than the cache still runs)."""
@@ -103,9 +110,7 @@ class OperandCache:
         content gets this one object, so a write in place would change what later calls
         (from any client) see. Over shm the memory is read-only anyway (shmshare.py); so a
         module behaves the same whichever transport its configuration picks."""
-        if isinstance(value, np.ndarray):
-            value.flags.writeable = False
-            readonly.held(value)  # (its note says why a write into it fails)
+        freeze(value)
         n = size_of(value)
         with self._lock:
             entries = self._entries
@@ -119,8 +124,12 @@ class OperandCache:
             self.bytes += n
             if user is not None:
                 self._use(key, user)
-            while self.bytes > self.capacity and len(self._entries) > 1:
-                self._evict(next(iter(self._entries)))
+            self._trim()
+
+    def trim(self) -> None:
+        """Evict down to ``capacity`` (after it was lowered)."""
+        with self._lock:
+            self._trim()
 
     def get(self, key: str, user: object = None) -> Any:
         """The value, or KeyError; a hit makes the entry the most recently used."""
@@ -135,6 +144,17 @@ class OperandCache:
             if user is not None:
                 self._use(key, user)
             return value
+
+    def pop(self, key: str) -> tuple[Any, object | None]:
+        """Take ``key``'s entry out (KeyError if absent), not counted as an eviction: its
+        value and one connection that used it (or None)."""
+        with self._lock:
+            value, _ = self._entries[key]
+            users = self._users.get(key)
+            user = next(iter(users)) if users else None
+            self._evict(key)
+            self.evictions -= 1
+            return value, user
 
     def release(self, user: object) -> int:
         """``user``'s connection is gone: evict the entries only it had used.
@@ -187,6 +207,10 @@ class OperandCache:
             self.bytes = 0
 
     # -- with the lock held ------------------------------------------------------------
+    def _trim(self) -> None:
+        while self.bytes > self.capacity and len(self._entries) > 1:
+            self._evict(next(iter(self._entries)))
+
     def _use(self, key: str, user: object) -> None:
         users = self._users.setdefault(key, set())
         if user not in users:

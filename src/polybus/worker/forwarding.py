@@ -11,7 +11,9 @@ client's ``Cancel``). A failure is sent on as ``Deliver(key, ok=False, [type, me
 traceback])`` and to the client as usual. A value it cannot send on (the consumer's
 replica unreachable, a value the codec cannot carry) is said to the client,
 ``Undelivered(key, to, type, message)``, which fails the consumer call: only the
-producer's replica knows.
+producer's replica knows. ``Keep(id, pkey, key)``, for a consumer still at the client:
+the value is pinned (fwdstore.py) until the ``Forward`` of ``key`` comes, and the
+client answered ``Ref("fwd", [])``; with no room for it, by value, as if not asked.
 
 Consumer side: a call naming ``Ref("fwd", key)`` is held (not queued) until every such
 value has arrived, then queued like any call; a failed upstream value answers it with a
@@ -36,10 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from polybus.errors import UPSTREAM_FAILED, PolybusError
+from polybus.errors import UPSTREAM_FAILED
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import connect
-from polybus.wire.codec import Codec, Ref
+from polybus.wire.codec import Ref
 from polybus.wire.messages import (
     Call,
     Deliver,
@@ -47,11 +48,13 @@ from polybus.wire.messages import (
     Fetch,
     Fetched,
     Forward,
+    Keep,
     Message,
     Result,
-    Undelivered,
 )
-from polybus.worker.cache import OperandCache, held_bytes
+from polybus.worker.cache import held_bytes
+from polybus.worker.fwdpeers import Peers
+from polybus.worker.fwdstore import ForwardStore, stored
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
@@ -87,13 +90,12 @@ def _large(value: Any) -> bool:
     return bool(n >= FORWARD_MIN)
 
 
-class Forwarding:
+class Forwarding(Peers):
     """A replica's forwarding state; every method is safe from any of its threads."""
 
     def __init__(self, runtime: WorkerRuntime) -> None:
-        self.rt = runtime
+        super().__init__(runtime)  # (sending to the other replicas: fwdpeers.py)
         self._lock = threading.Lock()
-        self._connect_lock = threading.Lock()
         self.targets: dict[tuple[int, int], tuple[str, list[tuple[str, str]]]] = {}
         self._held: dict[str, list[_Held]] = {}
         # Values no call has taken yet, oldest first: (ok, value, bytes counted).
@@ -102,13 +104,12 @@ class Forwarding:
         self._taken: OrderedDict[str, None] = OrderedDict()
         self._dropped: OrderedDict[str, None] = OrderedDict()  # dropped from _arrived
         self.unclaimed_dropped = 0  # values dropped so, ever
-        self._peers: dict[str, Channel] = {}
-        self.forwarded = 0   # values this replica sent to another stage
         self.received = 0    # values it received from one
         # Answers forwarded to other stages, kept for the client's Fetch and for later
-        # Forwards: a store of their own, not the operand cache, whose bound is the
-        # caching interfaces' cache_bytes and whose next Put would evict them.
-        self.kept = OperandCache()
+        # Forwards, and answers kept for consumers still at the client (Keep): a store of
+        # their own (fwdstore.py), not the operand cache, whose bound is the caching
+        # interfaces' cache_bytes and whose next Put would evict them.
+        self.kept = ForwardStore()
         self.arrived_bytes_max = self.kept.capacity
         self.arrived_max = ARRIVED_BOUND
 
@@ -116,6 +117,8 @@ class Forwarding:
     def handle(self, ch: Channel, msg: Message) -> None:
         if isinstance(msg, Forward):
             self._forward(ch, msg)
+        elif isinstance(msg, Keep):
+            self._keep_for(ch, msg)
         elif isinstance(msg, Deliver):
             self.arrive(msg.key, msg.ok, msg.value)
         elif isinstance(msg, Fetch):
@@ -128,18 +131,28 @@ class Forwarding:
 
     def _forward(self, ch: Channel, msg: Forward) -> None:
         with self._lock:
-            kept = msg.pkey in self.kept
-            if not kept:  # the call has not been answered yet (or was, by value; see client)
+            if not self.kept.had(msg.pkey):
+                # the call has not been answered yet (or was, by value; see client)
                 entry = self.targets.setdefault((id(ch), msg.id), (msg.pkey, []))
                 entry[1].append((msg.to, msg.key))
                 return
         try:
-            value = self.kept.get(msg.pkey)
-        except KeyError:  # evicted meanwhile: the consumer fails rather than waits forever
+            value = self.kept.take(msg.pkey, msg.key)
+        except KeyError:  # evicted: the consumer fails rather than waits for ever
             value, ok = ["LookupError", "the forwarded value was evicted from its replica", ""], False
         else:
             ok = True
         self._send(msg.to, Deliver(msg.key, ok, value), ch)
+
+    def _keep_for(self, ch: Channel, msg: Keep) -> None:
+        """A target with no address (``""``: kept for the Forward of ``msg.key``), or,
+        answered already with its value here, that value pinned now (if not evicted)."""
+        with self._lock:
+            if self.kept.had(msg.pkey):
+                self.kept.keep(msg.pkey, msg.key)
+                return
+            entry = self.targets.setdefault((id(ch), msg.id), (msg.pkey, []))
+            entry[1].append(("", msg.key))
 
     def finished(self, ch: Channel, call: Call, reply: Message) -> Message:
         """The answer to send the client for ``call``, after forwarding it where asked.
@@ -149,23 +162,30 @@ class Forwarding:
             self.rt.heed(ch)
         if not self.targets:  # the common case: nothing asked, no lock taken
             return reply
-        with self._lock:
-            entry = self.targets.pop((id(ch), call.id), None)
-        if entry is None:
-            return reply
-        pkey, tos = entry
-        if isinstance(reply, Result):
-            # The store makes an array it holds read-only: it holds a copy, not the array
-            # the function returned (which may be its own state, updated by its next call).
-            kept = reply.value
-            if type(kept) is np.ndarray and kept.flags.writeable:
-                kept = kept.copy()
-            self.kept.put(pkey, kept, ch)  # freed with its client
+        where = (id(ch), call.id)
+        result = reply if type(reply) is Result else None
+        kept = stored(result.value) if result is not None and where in self.targets else None
+        with self._lock:  # (stored before the lock goes: a Forward then finds it here)
+            entry = self.targets.pop(where, None)
+            if entry is None:
+                return reply
+            pkey, tos = entry
+            sends = [(to, key) for to, key in tos if to]
+            if result is not None:
+                kept = stored(result.value) if kept is None else kept
+                # Pinned for the consumers still at the client (Keep: no address), but
+                # for those placed since (a Forward of the same key), which get it now.
+                keeps = {key for to, key in tos if not to} - {key for _, key in sends}
+                if not (keeps and self.kept.pin(pkey, kept, ch, keeps)):
+                    if not sends:  # no room to keep it: to the client, which sends it on
+                        return reply
+                    self.kept.put(pkey, kept, ch)  # freed with its client
+        if result is not None:
             # (one not sent is said to the client before this answer: it does not ask again)
-            sent = [key for to, key in tos if self._send(to, Deliver(key, True, kept), ch)]
+            sent = [key for to, key in sends if self._send(to, Deliver(key, True, kept), ch)]
             return Result(call.id, Ref("fwd", sent))
         if isinstance(reply, Fail):
-            for to, key in tos:  # (if it cannot, the client sends the Fail on itself)
+            for to, key in sends:  # (if it cannot, the client sends the Fail on itself)
                 self._send(to, Deliver(key, False, [reply.type, reply.message, reply.traceback]))
         return reply
 
@@ -322,60 +342,6 @@ class Forwarding:
             for k in [k for k in self.targets if k[0] == id(ch)]:
                 del self.targets[k]
         self.kept.release(ch)  # the answers kept for it alone
-
-    # -- worker-to-worker ----------------------------------------------------------------
-    def _send(self, to: str, msg: Deliver, client: Channel | None = None) -> bool:
-        """Send ``msg`` to the replica at ``to``; whether it went. One that did not is
-        said to ``client`` (``Undelivered``), whose consumer call would otherwise wait
-        there for ever."""
-        if to == str(self.rt.address):  # the next stage is this replica: no socket
-            self.forwarded += 1
-            # An array of its own, writable, as a Deliver over a socket gives: the one
-            # kept in the store is read-only and serves later Fetches and Forwards.
-            value = msg.value
-            if type(value) is np.ndarray and not value.flags.writeable:
-                value = value.copy()
-            self.arrive(msg.key, msg.ok, value)
-            return True
-        try:
-            peer = self._peer(to)
-            peer.send(msg)
-        except (PolybusError, OSError) as exc:
-            log.warning("worker %s: cannot forward to %s: %s", self.rt.name, to, exc)
-            with self._connect_lock:
-                gone = self._peers.pop(to, None)
-            if gone is not None:
-                gone.close()
-            self._undelivered(to, msg, exc, client)
-            return False
-        except (TypeError, ValueError) as exc:  # a value this codec cannot carry
-            log.warning("worker %s: cannot forward a value to %s: %s", self.rt.name, to, exc)
-            self._undelivered(to, msg, exc, client)
-            return False
-        self.forwarded += 1
-        return True
-
-    def _undelivered(self, to: str, msg: Deliver, exc: Exception, client: Channel | None) -> None:
-        if client is not None:
-            self.rt._send_quietly(client, Undelivered(
-                msg.key, to, type(exc).__name__,
-                f"{self.rt.name} could not send the value to {to}: {exc}"))
-
-    def _peer(self, to: str) -> Channel:
-        with self._connect_lock:
-            ch = self._peers.get(to)
-            if ch is None or ch.closed:
-                codec = Codec(allow_pickle=self.rt.options.allow_pickle,
-                              max_frame=self.rt.options.max_frame)
-                ch = self._peers[to] = connect(to, self.rt._token, codec)
-                ch.spin_s = self.rt.options.spin_s
-            return ch
-
-    def close(self) -> None:
-        with self._connect_lock:
-            peers, self._peers = self._peers, {}
-        for ch in peers.values():
-            ch.close()
 
 
 def _refs(call: Call) -> list[tuple[int | str, Ref]]:

@@ -34,6 +34,7 @@ from polybus.wire.messages import (
     Forward,
     Goodbye,
     Heartbeat,
+    Keep,
     Message,
     Ping,
     Pong,
@@ -247,7 +248,7 @@ class Intake:
                 self.cache.put(key, value, ch, keep)
             case Drop(keys=keys):
                 self.cache.drop(keys, ch)
-            case Forward() | Deliver() | Fetch():
+            case Forward() | Keep() | Deliver() | Fetch():
                 self.forwarding.handle(ch, msg)
             case Batch(items=items):
                 for item in items:

@@ -1,0 +1,50 @@
+"""The program uses a forwarded value: it is fetched back from the replica keeping it.
+
+A call answered ``Ref("fwd", ...)`` left its value on its replica (sent on to a next
+stage, or kept there for one): the first use of its promise asks that replica for it
+(``Fetch``), and its record holds it from then on (calls.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+from polybus.errors import RemoteError, WorkerDiedError
+from polybus.wire.messages import Fetch, Fetched
+
+if TYPE_CHECKING:
+    from polybus.client.calls import CallRecord
+
+__all__ = ["FETCH_TIMEOUT", "fetch"]
+
+_reqs = itertools.count(1 << 40)  # apart from the session's stats requests
+FETCH_TIMEOUT = 300.0
+
+
+def fetch(rec: CallRecord) -> Any:
+    """The value of a forwarded call, fetched from the replica that keeps it."""
+    from polybus.client.forward import Forwarder
+
+    f = getattr(rec.dispatcher.comm, "forwarder", None)
+    link = rec.link
+    iface = rec.dispatcher.interface
+    if not isinstance(f, Forwarder):
+        raise RemoteError(f"the result of this call to {iface} was forwarded by no forwarder "
+                          "of this session", interface=iface,
+                          replica=link.name if link is not None else "")
+    if link is None or link.dead:
+        raise WorkerDiedError(
+            f"the result of this call to {iface} was forwarded and its replica "
+            f"({link.name if link else '?'}) is gone", interface=iface,
+            replica=link.name if link else "")
+    req = next(_reqs)
+    reply = f.reactor.request(link, Fetch(f.pkey(rec), req), req, FETCH_TIMEOUT)
+    if not isinstance(reply, Fetched) or not reply.ok:
+        why = (reply.value[1] if isinstance(reply, Fetched) and isinstance(reply.value, list)
+               and len(reply.value) == 2 else "gone or evicted")  # (wire/undecodable.py)
+        raise RemoteError(f"the forwarded result of this call to {iface} could not be "
+                          f"fetched from {link.name} ({why})",
+                          interface=iface, replica=link.name)
+    f.fetched += 1
+    return reply.value

@@ -1,0 +1,96 @@
+"""Forwarded values sent replica to replica: the sending half of worker/forwarding.py.
+
+A ``Deliver`` goes to the replica at ``to`` over a worker-to-worker connection
+authenticated with the cluster token, made on first use and kept; to this replica
+itself it goes with no socket. A value it cannot send on (the consumer's replica
+unreachable, a value the codec cannot carry) is said to the client whose request it
+was (``Undelivered``): only the producer's replica knows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from polybus.errors import PolybusError
+from polybus.transport.channel import Channel
+from polybus.transport.endpoints import connect
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Deliver, Undelivered
+
+if TYPE_CHECKING:
+    from polybus.worker.runtime import WorkerRuntime
+
+log = logging.getLogger("polybus.worker")
+
+__all__ = ["Peers"]
+
+
+class Peers:
+    """A replica's connections to the others, and the Delivers it sends on them (the
+    base of its `Forwarding`, which takes a value sent to this replica itself)."""
+
+    def __init__(self, runtime: WorkerRuntime) -> None:
+        self.rt = runtime
+        self._connect_lock = threading.Lock()
+        self._peers: dict[str, Channel] = {}
+        self.forwarded = 0   # values this replica sent to another stage
+
+    def arrive(self, key: str, ok: bool, value: Any) -> None:
+        raise NotImplementedError  # (Forwarding.arrive)
+
+    def _send(self, to: str, msg: Deliver, client: Channel | None = None) -> bool:
+        """Send ``msg`` to the replica at ``to``; whether it went. One that did not is
+        said to ``client`` (``Undelivered``), whose consumer call would otherwise wait
+        there for ever."""
+        if to == str(self.rt.address):  # the next stage is this replica: no socket
+            self.forwarded += 1
+            # An array of its own, writable, as a Deliver over a socket gives: the one
+            # kept in the store is read-only and serves later Fetches and Forwards.
+            value = msg.value
+            if type(value) is np.ndarray and not value.flags.writeable:
+                value = value.copy()
+            self.arrive(msg.key, msg.ok, value)
+            return True
+        try:
+            peer = self._peer(to)
+            peer.send(msg)
+        except (PolybusError, OSError) as exc:
+            log.warning("worker %s: cannot forward to %s: %s", self.rt.name, to, exc)
+            with self._connect_lock:
+                gone = self._peers.pop(to, None)
+            if gone is not None:
+                gone.close()
+            self._undelivered(to, msg, exc, client)
+            return False
+        except (TypeError, ValueError) as exc:  # a value this codec cannot carry
+            log.warning("worker %s: cannot forward a value to %s: %s", self.rt.name, to, exc)
+            self._undelivered(to, msg, exc, client)
+            return False
+        self.forwarded += 1
+        return True
+
+    def _undelivered(self, to: str, msg: Deliver, exc: Exception, client: Channel | None) -> None:
+        if client is not None:
+            self.rt._send_quietly(client, Undelivered(
+                msg.key, to, type(exc).__name__,
+                f"{self.rt.name} could not send the value to {to}: {exc}"))
+
+    def _peer(self, to: str) -> Channel:
+        with self._connect_lock:
+            ch = self._peers.get(to)
+            if ch is None or ch.closed:
+                codec = Codec(allow_pickle=self.rt.options.allow_pickle,
+                              max_frame=self.rt.options.max_frame)
+                ch = self._peers[to] = connect(to, self.rt._token, codec)
+                ch.spin_s = self.rt.options.spin_s
+            return ch
+
+    def close(self) -> None:
+        with self._connect_lock:
+            peers, self._peers = self._peers, {}
+        for ch in peers.values():
+            ch.close()

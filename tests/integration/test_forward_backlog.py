@@ -1,0 +1,235 @@
+"""Forwarding to a consumer that waits at the client (an ``async-demand`` backlog).
+
+A call naming an unanswered promise that cannot be sent yet (its binding's window is
+full) used to make its producer's replica answer the client with the value, which the
+client sent on once the consumer was placed: twice through the client's connections.
+Now the producer's replica is asked to keep it (``Keep``) and sends it on itself when
+the consumer is placed. The program can still ask for the producer's value; a failing
+producer still fails its consumer with a typed error; and a producer's replica that
+dies while it keeps the value makes the producer run again (idempotent) or fails the
+consumer with a WorkerDiedError, never leaves it waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import polybus
+from polybus.client.promise import Promise
+from polybus.errors import RemoteException, TransportError, WorkerDiedError
+from polybus.wire.codec import Ref
+from polybus.worker.runtime import WorkerRuntime
+
+from .comm_harness import Cluster, cluster
+
+PIPELINE = """
+[modules.server]
+source = "server.py"
+replication = 3
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.first = {{ callstyle = "async" }}
+use.slow_double = {{ callstyle = "async-demand(1)"{aggregate} }}
+
+[bind]
+"client.first" = "server.slow_double"
+"client.slow_double" = "server.slow_double"
+"""
+
+STAGES = """
+[modules.server]
+source = "server.py"
+replication = 2
+define.nap = {{}}
+define.slow_double = {{ pool = 2, idempotent = {idempotent} }}
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.nap = {{ callstyle = "async-demand(1)" }}
+use.slow_double = {{ callstyle = "async", forward = {forward} }}
+
+[bind]
+"client.nap" = "server.nap"
+"client.slow_double" = "server.slow_double"
+"""
+
+X = np.random.default_rng(3).random(16384)  # 128 KiB: a value worth keeping off the client
+SLACK = 8192  # the small messages of a run: calls, answers, Keeps and Forwards
+
+
+def stages(idempotent: bool = True, forward: bool = True) -> str:
+    return STAGES.format(idempotent=str(idempotent).lower(), forward=str(forward).lower())
+
+
+def client_bytes(c: Cluster) -> tuple[int, int]:
+    links = [lk for links in c.sessions[-1].links.values() for lk in links]
+    return (sum(lk.channel.bytes_sent for lk in links),
+            sum(lk.channel.bytes_received for lk in links))
+
+
+def replica(c: Cluster, p: Any) -> WorkerRuntime:
+    return next(rt for rt in c.runtimes if rt.name == p._rec.link.name)
+
+
+def settled(p: Promise, within: float = 10.0) -> None:
+    """Until ``p`` is answered (its value is not asked for: not fetched)."""
+    for _ in polybus.as_completed([p], timeout=within):
+        pass
+
+
+def kill(rt: WorkerRuntime) -> None:
+    """Stop ``rt`` as a kill would: it sends nothing more, to anyone."""
+    def dead(to: str) -> Any:
+        raise TransportError("killed")
+
+    rt.forwarding._peer = dead  # type: ignore[method-assign]
+    rt.stop(grace=0.05)
+
+
+def backlogged_consumer(c: Cluster, producer_delay: float, x: Any = X) -> tuple[Any, Any]:
+    """A producer (slow_double of ``x``) and a consumer of it (nap) that waits in nap's
+    backlog: each replica has a nap call of 0.6 s in its window of one."""
+    s = c.session()
+    for _ in c.runtimes:
+        s.call("nap", (np.zeros(4), 0.6), {})
+    p1 = s.call("slow_double", (x, producer_delay), {})
+    consumer = s.call("nap", (p1, 0), {})
+    assert s.dispatchers["nap"].backlogged == 1  # (waits at the client to be placed)
+    return p1, consumer
+
+
+@pytest.mark.parametrize("transport,aggregate", [("tcp", ""), ("shm", ""), ("ipc", ""),
+                                                 ("tcp", ", aggregate = 4")])
+def test_a_backlogged_pipeline_keeps_its_values_off_the_client(
+        tmp_path: Path, transport: str, aggregate: str) -> None:
+    # 4 stages, the last three async-demand(1) on 3 replicas: most consumers wait in the
+    # backlog while their producers answer. Each intermediate went to the client and
+    # back (measured: 1.84 MB sent and received for 0.79 MB of inputs and answers).
+    n, k = 6, 4
+    with cluster(tmp_path, PIPELINE.format(aggregate=aggregate), replicas=3,
+                 transport=transport) as c:
+        s = c.session()
+        outs = []
+        for i in range(n):
+            p = s.call("first", (X + i, 0.05), {})
+            for _ in range(k - 1):
+                p = s.call("slow_double", (p, 0.05), {})
+            outs.append(p)
+        for i, p in enumerate(outs):
+            assert np.allclose(np.asarray(p), (X + i) * 2**k)
+        sent, recv = client_bytes(c)
+        f = s.forwarder  # type: ignore[attr-defined]
+        moved = sum(rt.forwarding.forwarded for rt in c.runtimes)
+    # The inputs out and the last values in, and (a producer that answered before the
+    # Keep could reach it, on a busy machine) at most one intermediate relayed.
+    assert sent < (n + 1) * X.nbytes + n * SLACK, sent
+    assert recv < (n + 1) * X.nbytes + n * SLACK, recv
+    assert f.keeps > 0 and moved >= n * (k - 1) - 1
+
+
+def test_the_program_still_gets_a_value_kept_for_a_backlogged_consumer(tmp_path: Path) -> None:
+    with cluster(tmp_path, stages(), replicas=2) as c:
+        p1, consumer = backlogged_consumer(c, 0.05)
+        settled(p1)
+        assert np.allclose(np.asarray(p1), X * 2)  # fetched from its replica's store
+        assert np.allclose(np.asarray(consumer), X * 2)  # sent on from there
+        sent, recv = client_bytes(c)
+        assert sent < X.nbytes + SLACK  # X once, not p1's value again
+        assert recv < 2 * X.nbytes + SLACK  # p1 (asked for) and the consumer's answer
+        f = c.sessions[-1].forwarder  # type: ignore[attr-defined]
+        assert (f.keeps, f.fetched, f.relayed) == (1, 1, 0)
+        assert sum(rt.forwarding.kept.pinned for rt in c.runtimes) == 0  # taken by its Forward
+
+
+def test_a_failing_producer_fails_its_backlogged_consumer_typed(tmp_path: Path) -> None:
+    # Two producers whose consumers wait in the backlog: one raises, one answers. The
+    # first's consumer fails with its typed error; the second's value goes replica to
+    # replica (it came to the client and went out again).
+    with cluster(tmp_path, stages(), replicas=2) as c:
+        s = c.session()
+        for _ in c.runtimes:
+            s.call("nap", (np.zeros(4), 0.6), {})
+        bad = s.call("slow_double", (None, 0.2), {})  # None * 2 raises, after 0.2 s
+        good = s.call("slow_double", (X, 0.2), {})
+        after_bad, after_good = s.call("nap", (bad, 0), {}), s.call("nap", (good, 0), {})
+        assert s.dispatchers["nap"].backlogged == 2
+        producer = replica(c, bad)
+        with pytest.raises(RemoteException) as err:
+            polybus.wait(after_bad)
+        text = str(err.value).splitlines()[0]
+        assert err.value.remote_type == "TypeError" and "upstream" in text, text
+        assert f"in slow_double on {producer.name}, upstream of nap" in text, text
+        assert np.allclose(np.asarray(after_good), X * 2)
+        sent, recv = client_bytes(c)
+        assert sent < X.nbytes + SLACK and recv < X.nbytes + SLACK
+        with pytest.raises(RemoteException) as err:
+            polybus.wait(bad)
+        assert err.value.remote_type == "TypeError"
+        # Asked to keep its value, the failed producer's replica kept nothing and left
+        # no request behind (the client's Cancel follows the Fail).
+        deadline = time.monotonic() + 5
+        while producer.forwarding.targets and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not producer.forwarding.targets
+        assert c.sessions[-1].forwarder.keeps == 2  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_producer_replica_dying_while_it_keeps_the_value(
+        tmp_path: Path, idempotent: bool) -> None:
+    with cluster(tmp_path, stages(idempotent=idempotent), replicas=2) as c:
+        p1, consumer = backlogged_consumer(c, 0.05)
+        settled(p1)
+        producer = replica(c, p1)
+        assert type(p1._rec.value) is Ref  # type: ignore[attr-defined]  # (kept there)
+
+        kill(producer)  # (it still runs a nap: the client finds it gone)
+        if idempotent:  # run again on the other replica, which keeps it in turn
+            assert np.allclose(np.asarray(consumer), X * 2)
+            assert p1._rec.attempts == 2 and replica(c, p1) is not producer  # type: ignore[attr-defined]
+            assert np.allclose(np.asarray(p1), X * 2)
+        else:
+            with pytest.raises(RemoteException) as err:
+                polybus.wait(consumer)
+            assert err.value.remote_type == "WorkerDiedError", err.value
+            assert f"slow_double is gone ({producer.name})" in str(err.value)
+            with pytest.raises(WorkerDiedError):
+                polybus.wait(p1)
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_consumer_sent_a_value_from_a_store_that_dies_is_not_left_waiting(
+        tmp_path: Path, idempotent: bool) -> None:
+    # A consumer made after its producer answered Ref is sent the value from the
+    # producer's store (a Forward). The producer's replica died before it read that
+    # Forward: the consumer stayed held on its replica, and its promise waited for ever.
+    text = stages(idempotent=idempotent).replace('"async-demand(1)"', '"async"')
+    with cluster(tmp_path, text, replicas=2) as c:
+        s = c.session()
+        p1 = s.call("slow_double", (X, 0.2), {})
+        assert np.allclose(np.asarray(s.call("nap", (p1, 0), {})), X * 2)  # (p1: Ref)
+        producer = replica(c, p1)
+        while True:  # (nap's replicas in turn: the consumer is to go to the other one)
+            probe = s.call("nap", (X, 0), {})
+            polybus.wait(probe)
+            if replica(c, probe) is producer:
+                break
+        producer.forwarding._forward = lambda ch, msg: None  # type: ignore[method-assign]
+        consumer = s.call("nap", (p1, 0), {})
+        assert replica(c, consumer) is not producer
+        kill(producer)  # (it never read the Forward)
+        settled(consumer)
+        if idempotent:  # run again on the consumer's replica, and sent on there
+            assert np.allclose(np.asarray(consumer), X * 2)
+        else:
+            with pytest.raises(RemoteException) as err:
+                polybus.wait(consumer)
+            assert err.value.remote_type == "WorkerDiedError", err.value

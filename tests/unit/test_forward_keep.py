@@ -1,0 +1,154 @@
+"""A producer's replica keeps a value for a consumer still at the client (``Keep``).
+
+The client sends ``Keep(id, pkey, key)`` when a call naming the unanswered promise of
+call ``id`` waits at the client to be placed (an ``async-demand`` backlog). The replica
+answers ``Result(id, Ref("fwd", []))`` and pins the value (worker/fwdstore.py) until the
+``Forward`` of ``key`` comes; with no room to pin it, it answers by value as if nothing
+had been asked. A ``Forward`` of a value that was kept and is gone fails its consumer
+at once: it registered a request for an answer given long ago, and the consumer waited
+for ever.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from polybus.transport.channel import Channel
+from polybus.wire.codec import Ref
+from polybus.wire.messages import Call, Fail, Fetch, Fetched, Forward, Keep, Message, Result
+from polybus.worker.fwdstore import ForwardStore
+from polybus.worker.runtime import WorkerRuntime
+
+_read: dict[Channel, list[Message]] = {}
+
+
+def _next(ch: Channel) -> Message | None:
+    waiting = _read.setdefault(ch, [])
+    deadline = time.monotonic() + 5
+    while not waiting and time.monotonic() < deadline:
+        waiting.extend(ch.receive())
+    return waiting.pop(0) if waiting else None
+
+
+def _forwarded(msg: Message | None, cid: int, keys: list[str]) -> None:
+    assert isinstance(msg, Result) and msg.id == cid, msg
+    assert type(msg.value) is Ref and msg.value.kind == "fwd" and msg.value.key == keys, msg
+
+
+def _fetch(ch: Channel, pkey: str, req: int) -> Any:
+    ch.send(Fetch(pkey, req))
+    got = _next(ch)
+    assert isinstance(got, Fetched) and got.req == req, got
+    return got.value if got.ok else KeyError(pkey)
+
+
+# -- the store ------------------------------------------------------------------------
+def test_a_pinned_value_is_out_of_the_lrus_reach_until_its_forwards_take_it() -> None:
+    store = ForwardStore(capacity=1000)
+    user = object()
+    a = np.zeros(50)  # 400 bytes
+    assert store.pin("p", a, user, {"k1", "k2"}) and store.pinned == 1
+    assert not a.flags.writeable  # (held as any kept value: read-only)
+    for i in range(5):  # LRU puts that would have evicted it
+        store.put(f"q{i}", np.zeros(50), user)
+    assert store.get("p") is a and "q4" in store and "q0" not in store
+    assert store.take("p", "k1") is a and store.pinned == 1  # k2 still to come
+    assert store.take("p", "k2") is a and store.pinned == 0 and "p" in store  # now LRU
+    store.put("r", np.zeros(100), user)  # 800 bytes: p is the oldest, and goes
+    assert "p" not in store and store.had("p") and store.had("r") and not store.had("x")
+
+
+def test_pins_count_against_the_store_and_one_without_room_is_not_kept() -> None:
+    store = ForwardStore(capacity=1000)
+    user = object()
+    store.put("old", np.zeros(50), user)  # 400 bytes in the LRU
+    store.put("new", np.zeros(50), user)  # 400 more
+    assert store.pin("p1", np.zeros(50), user, {"k"})  # 400: the LRU's share falls to 600
+    assert "old" not in store and "new" in store  # (evicted for it)
+    assert not store.pin("p2", np.zeros(100), user, {"k"})  # 400 + 800 > 1000
+    assert "p2" not in store and not store.had("p2")
+    assert store.pin("p3", np.zeros(75), user, {"k"}) and store.pinned_bytes == 1000
+    assert "new" in store  # (as the operand cache does, the LRU keeps one value alone)
+
+
+def test_a_keep_after_the_answer_pins_the_kept_value() -> None:
+    store = ForwardStore(capacity=1000)
+    user = object()
+    v = np.zeros(10)
+    store.put("p", v, user)
+    assert store.keep("p", "k") and store.pinned == 1
+    assert not store.keep("gone", "k")
+    store.release(user)  # the client went: its pins go with it
+    assert store.pinned == 0 and store.pinned_bytes == 0 and "p" not in store
+
+
+# -- the replica ------------------------------------------------------------------------
+def test_a_kept_answer_is_a_ref_then_fetched_and_forwarded(
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    fwd = echo_worker.forwarding
+    me = str(echo_worker.address)  # the next stage is this replica: no socket
+    x = np.arange(10.0)
+    echo_peer.send(Keep(1, "c.1", "c.2.0"))
+    echo_peer.send(Call(1, "echo", [x]))
+    _forwarded(_next(echo_peer), 1, [])
+    assert fwd.kept.pinned == 1 and not fwd.targets
+    assert np.array_equal(_fetch(echo_peer, "c.1", 7)[0], x)  # the program asks for it
+    echo_peer.send(Forward(1, "c.1", "c.2.0", me))  # the consumer is placed
+    echo_peer.send(Call(2, "echo", [Ref("fwd", "c.2.0")]))
+    got = _next(echo_peer)
+    assert isinstance(got, Result) and np.array_equal(got.value[0][0], x), got
+    assert fwd.kept.pinned == 0 and "c.1" in fwd.kept  # unpinned, kept as any forwarded answer
+
+
+def test_a_consumer_placed_before_the_answer_gets_it_sent_not_pinned(
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    fwd = echo_worker.forwarding
+    me = str(echo_worker.address)
+    echo_peer.send(Keep(1, "c.1", "c.2.0"))
+    echo_peer.send(Forward(1, "c.1", "c.2.0", me))
+    echo_peer.send(Call(1, "echo", [5]))
+    _forwarded(_next(echo_peer), 1, ["c.2.0"])
+    assert fwd.kept.pinned == 0 and "c.1" in fwd.kept
+
+
+def test_no_room_to_keep_it_answers_by_value(
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    fwd = echo_worker.forwarding
+    fwd.kept = ForwardStore(capacity=1000)
+    x = np.arange(1000.0)  # 8 kB
+    echo_peer.send(Keep(1, "c.1", "c.2.0"))
+    echo_peer.send(Call(1, "echo", [x]))
+    got = _next(echo_peer)
+    assert isinstance(got, Result) and np.array_equal(got.value[0], x), got
+    assert "c.1" not in fwd.kept and not fwd.targets
+
+
+def test_a_failing_producer_keeps_nothing(echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    fwd = echo_worker.forwarding
+    echo_peer.send(Keep(1, "c.1", "c.2.0"))
+    echo_peer.send(Call(1, "nowhere", [5]))  # answered Fail: no such interface
+    got = _next(echo_peer)
+    assert isinstance(got, Fail) and got.id == 1, got
+    echo_peer.send(Keep(2, "c.3", "c.4.0"))
+    echo_peer.send(Call(2, "echo", [2]))
+    _forwarded(_next(echo_peer), 2, [])
+    assert fwd.kept.pinned == 1 and "c.1" not in fwd.kept
+
+
+def test_a_forward_of_a_value_gone_from_the_store_fails_its_consumer(
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    # It was taken for a call not answered yet: the consumer was held for ever.
+    fwd = echo_worker.forwarding
+    me = str(echo_worker.address)
+    echo_peer.send(Forward(1, "c.1", "c.2.0", me))
+    echo_peer.send(Call(1, "echo", [5]))
+    _forwarded(_next(echo_peer), 1, ["c.2.0"])
+    fwd.kept.clear()  # (evicted)
+    echo_peer.send(Forward(1, "c.1", "c.3.0", me))  # another consumer, placed later
+    echo_peer.send(Call(3, "echo", [Ref("fwd", "c.3.0")]))
+    got = _next(echo_peer)
+    assert isinstance(got, Fail) and got.id == 3 and got.type == "LookupError", got
+    assert "evicted" in got.message and not fwd.targets
