@@ -10,8 +10,8 @@ Producer side: a value it cannot send to the consumer's replica is said to the c
 from __future__ import annotations
 
 import socket
-import time
 
+from polybus.testing.reading import MessageReader
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
 from polybus.wire.messages import (
@@ -20,22 +20,12 @@ from polybus.wire.messages import (
     Deliver,
     Fail,
     Forward,
-    Message,
     Result,
     Undelivered,
 )
 from polybus.worker.runtime import WorkerRuntime
 
-_read: dict[Channel, list[Message]] = {}
-
-
-def _next(ch: Channel) -> Message | None:
-    """The next message ``ch`` received (a read may bring several), or None after 5 s."""
-    waiting = _read.setdefault(ch, [])
-    deadline = time.monotonic() + 5
-    while not waiting and time.monotonic() < deadline:
-        waiting.extend(ch.receive())
-    return waiting.pop(0) if waiting else None
+_next = MessageReader(within=5.0).next  # (the next message a channel received)
 
 
 def _closed_port() -> str:

@@ -11,26 +11,18 @@ for ever.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 
+from polybus.testing.reading import MessageReader
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Fail, Fetch, Fetched, Forward, Keep, Message, Result
 from polybus.worker.fwdstore import ForwardStore
 from polybus.worker.runtime import WorkerRuntime
 
-_read: dict[Channel, list[Message]] = {}
-
-
-def _next(ch: Channel) -> Message | None:
-    waiting = _read.setdefault(ch, [])
-    deadline = time.monotonic() + 5
-    while not waiting and time.monotonic() < deadline:
-        waiting.extend(ch.receive())
-    return waiting.pop(0) if waiting else None
+_next = MessageReader(within=5.0).next  # (the next message a channel received)
 
 
 def _forwarded(msg: Message | None, cid: int, keys: list[str]) -> None:
