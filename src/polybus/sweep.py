@@ -188,13 +188,13 @@ class Cell:
 
     @property
     def sent(self) -> int | None:
-        """The bytes the client sent in its median run (the lower median: a count one run
-        had); None when not counted."""
+        """The lower median of the bytes the client sent a run (a count one run had, not
+        necessarily the run of the median time); None when not counted."""
         return statistics.median_low(self.bytes_sent) if self.bytes_sent else None
 
     @property
     def received(self) -> int | None:
-        """The bytes the client received in its median run, as ``sent``."""
+        """The lower median of the bytes the client received a run, as ``sent``."""
         return statistics.median_low(self.bytes_received) if self.bytes_received else None
 
     def add(self, got: float | Measured) -> None:

@@ -233,3 +233,32 @@ def test_a_consumer_sent_a_value_from_a_store_that_dies_is_not_left_waiting(
             with pytest.raises(RemoteException) as err:
                 polybus.wait(consumer)
             assert err.value.remote_type == "WorkerDiedError", err.value
+
+
+def test_a_backlogged_consumer_that_ends_unplaced_releases_the_kept_value(
+        tmp_path: Path) -> None:
+    """The consumer fails at the client before it is placed (as when every replica of
+    its interface is gone: Dispatcher.lost fails the backlog): its producer's replica
+    lets go of the value it pinned for it. It stayed pinned until the client went,
+    shrinking the store every other forwarded value is kept in."""
+    from polybus.errors import ConnectionLostError
+
+    with cluster(tmp_path, stages(), replicas=2) as c:
+        p1, consumer = backlogged_consumer(c, 0.05)
+        settled(p1)
+        producer = replica(c, p1)
+        assert producer.forwarding.kept.pinned == 1
+        s = c.sessions[-1]
+        d = s.dispatchers["nap"]
+        rec = consumer._rec
+        d._backlog[:] = [x for x in d._backlog if x[2] is not rec]  # (what lost() does)
+        rec.set_error(ConnectionLostError("every replica of nap is gone (a test)"))
+        s.forwarder.answered(rec)  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 5
+        while producer.forwarding.kept.pinned and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert producer.forwarding.kept.pinned == 0
+        assert producer.forwarding.kept.pinned_bytes == 0
+        assert np.allclose(np.asarray(p1), X * 2)  # the program can still fetch it
+        with pytest.raises(ConnectionLostError):
+            polybus.wait(consumer)

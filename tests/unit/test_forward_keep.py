@@ -144,3 +144,43 @@ def test_a_forward_of_a_value_gone_from_the_store_fails_its_consumer(
     got = _next(echo_peer)
     assert isinstance(got, Fail) and got.id == 3 and got.type == "LookupError", got
     assert "evicted" in got.message and not fwd.targets
+
+
+def test_a_released_keep_unpins_the_value_or_forgets_the_request(
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    """A consumer that ends at the client unplaced (given up, its replicas gone) has its
+    producer's replica let go of what it kept for it: pinned for no one, it was out of
+    the LRU's reach until the client went, and shrank the store for every other value."""
+    fwd = echo_worker.forwarding
+    echo_peer.send(Keep(1, "c.1", "c.2.0"))
+    echo_peer.send(Call(1, "echo", [np.arange(10.0)]))
+    _forwarded(_next(echo_peer), 1, [])
+    assert fwd.kept.pinned == 1
+    echo_peer.send(Keep(1, "c.1", "c.2.0", release=True))
+    echo_peer.send(Keep(2, "c.3", "c.4.0"))  # before its call: a request, released
+    echo_peer.send(Keep(2, "c.3", "c.4.0", release=True))
+    echo_peer.send(Call(2, "echo", [7]))
+    got = _next(echo_peer)
+    assert isinstance(got, Result) and got.id == 2 and got.value == [7], got  # by value
+    assert fwd.kept.pinned == 0 and fwd.kept.pinned_bytes == 0
+    assert "c.1" in fwd.kept and not fwd.targets  # (kept as any forwarded answer, in the LRU)
+
+
+def test_no_room_to_keep_it_for_one_consumer_answers_by_value_though_another_is_placed(
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    """It answered Ref and left the value in the LRU, where the consumer still at the
+    client could find it evicted: now the answer goes by value (the client sends it on),
+    and the placed consumer is sent it from here too (a value delivered twice is taken
+    once)."""
+    fwd = echo_worker.forwarding
+    fwd.kept = ForwardStore(capacity=1000)
+    me = str(echo_worker.address)
+    x = np.arange(1000.0)  # 8 kB: no room to pin
+    echo_peer.send(Keep(1, "c.1", "c.2.0"))
+    echo_peer.send(Forward(1, "c.1", "c.3.0", me))
+    echo_peer.send(Call(1, "echo", [x]))
+    echo_peer.send(Call(3, "echo", [Ref("fwd", "c.3.0")]))  # the placed consumer
+    got = {m.id: m for m in (_next(echo_peer), _next(echo_peer)) if isinstance(m, Result)}
+    assert np.array_equal(got[1].value[0], x), got  # the producer's answer: the value
+    assert np.array_equal(got[3].value[0][0], x), got  # the consumer had it from here
+    assert fwd.kept.pinned == 0 and not fwd.targets

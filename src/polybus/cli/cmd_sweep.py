@@ -104,7 +104,7 @@ def title(sweep: Sweep) -> str:
     ran = (f"{len(sweep.cells)} of {sweep.planned} combinations ran"
            if len(sweep.cells) < sweep.planned else "every combination ran, not every round")
     stopped = f" (interrupted: {ran})" if sweep.interrupted is not None else ""
-    sizes = ("; sent, received: the client's bytes, median run"
+    sizes = ("; sent, received: the client's bytes a run, lower median"
              if any(c.bytes_sent or c.bytes_received for c in sweep.cells) else "")
     return (f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of {runs_said(sweep)}; "
             f"speedup vs {base}{per}{sizes}{stopped}")

@@ -341,9 +341,10 @@ class Dispatcher:
             f.given_up(rec, sent)
 
     def again(self, rec: CallRecord) -> None:
-        """Run ``rec`` again, as a lost call is (alone: see lost()). It was answered, but
-        the replica that kept its value for a next stage is gone (client/forward.py)."""
-        self._suspects.add(rec.id)
+        """Run ``rec`` again, ahead of the backlog. It was answered, but the replica that
+        kept its value for a next stage is gone (client/forward.py). Not as a suspect,
+        placed alone (lost()): it killed nothing, and two such producers whose consumers
+        were held on the one replica left would each wait for the other to finish."""
         heapq.heappush(self._backlog, (float("-inf"), next(self._seq), rec))
         self.refill()
         self.reactor.work_left()

@@ -44,16 +44,17 @@ random bits, begins each), and only to the replica each was placed on.
 from __future__ import annotations
 
 import secrets
+import threading
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.forwardcomm import install
 from polybus.client.fwdblame import origin, said_by, upstream
+from polybus.client.fwdlost import gone, kept_lost
 from polybus.client.promise import CallPromise
 from polybus.errors import (
     UPSTREAM_FAILED,
     PolybusError,
     RemoteException,
-    WorkerDiedError,
 )
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Cancel, Deliver, Forward, Keep, Undelivered
@@ -106,6 +107,9 @@ class Forwarder:
         self.relayed = 0     # values the client sent on itself (it had them anyway)
         self.fetched = 0     # forwarded values the program used, fetched back
         self.keeps = 0       # Keeps sent: producers asked to keep a value for a queued call
+        # `_keep`'s look at a producer and its mark of the edge, against `answered`'s
+        # reset of the marks (another thread may read the producer's answer meanwhile)
+        self._marks = threading.Lock()
         before = self.reactor.on_lost
 
         def on_lost(link: ReplicaLink, error: PolybusError) -> None:
@@ -179,14 +183,29 @@ class Forwarder:
         consumer is unplaced and its producer is placed and unanswered, or answered
         ``Ref`` (a value at the client already is sent on from here)."""
         p, link = e.producer, e.producer.link
-        if (e.to is not None or e.consumer.done or link is None or link.dead
-                or (p.id not in link.outstanding if not p.done
-                    else p.error is not None or type(p.value) is not Ref)):
-            return
-        e.asked, e.kept = e.asked or not p.done, True
+        with self._marks:
+            if (e.to is not None or e.consumer.done or link is None or link.dead
+                    or (p.id not in link.outstanding if not p.done
+                        else p.error is not None or type(p.value) is not Ref)):
+                return
+            e.asked, e.kept = e.asked or not p.done, True
         self.keeps += 1
         self.reactor.flush(link)  # (after the producer's call, if it is held back)
         self.reactor.send(link, Keep(p.id, self.pkey(p), e.key))
+        with self._marks:
+            undone = not e.kept
+        if undone and not link.dead:
+            # Answered by value meanwhile (`answered` cleared the mark), and its Cancel
+            # may have gone before this Keep: one more, after it, so nothing waits there.
+            self.reactor.send(link, Cancel([p.id]))
+
+    def _unkeep(self, e: Edge) -> None:
+        """``e``'s consumer ended without being placed: its producer's replica lets go of
+        what it kept for it (``Keep`` with ``release``)."""
+        p, link = e.producer, e.producer.link
+        e.kept = False
+        if link is not None and not link.dead:
+            self.reactor.send(link, Keep(p.id, self.pkey(p), e.key, release=True))
 
     def _connect(self, e: Edge) -> None:
         p, to = e.producer, e.to
@@ -210,7 +229,7 @@ class Forwarder:
         p, to = e.producer, e.to
         if p.link is None or p.link.dead or to is None:
             if to is not None:
-                self._fail(e, _gone(p))
+                self._fail(e, gone(p))
             return
         if p.done:
             self._watch(e, p.link)  # served from its store: read for an Undelivered
@@ -306,6 +325,8 @@ class Forwarder:
             named = upstream(self.deps.get(rec.id, ()), error.remote_message)
         for e in self.deps.pop(rec.id, ()):
             self._unwatch(e)
+            if e.kept and e.to is None:  # (never placed: nothing will take it)
+                self._unkeep(e)
             lst = self.edges.get(e.producer.id)
             if lst is not None:
                 lst[:] = [x for x in lst if x is not e]
@@ -319,8 +340,9 @@ class Forwarder:
         if rec.error is None and type(rec.value) is Ref:
             sent = set(rec.value.key)
         else:
-            for e in edges:
-                e.kept = False  # (answered by value, or failed: nothing kept there)
+            with self._marks:
+                for e in edges:
+                    e.kept = False  # (answered by value, or failed: nothing kept there)
             if any(e.asked for e in edges) and rec.link is not None and not rec.link.dead:
                 # Answered before its replica read our Forward (or Keep), which it then
                 # keeps waiting for an answer already sent: Cancel tells it to forget
@@ -351,36 +373,10 @@ class Forwarder:
                 for e in edges:
                     self._fail(e, p.error)
             elif p.done and p.link is link:
-                self._kept_lost(p, [e for e in edges if not e.consumer.done and not e.failed
+                kept_lost(self, p, [e for e in edges if not e.consumer.done and not e.failed
                                     and (e.to is None or e.watched is link)])
         for edges in [es for es in self.deps.values() if es and es[0].consumer.done]:
             self.answered(edges[0].consumer)
-
-    def _kept_lost(self, p: CallRecord, edges: list[Edge]) -> None:
-        """``p``'s replica died keeping its value for ``edges`` (consumers unplaced, or
-        to be sent it from there: `_instruct`, which may not have been): sent on from
-        here if the program has fetched it; else ``p`` runs again (idempotent, as a lost
-        call does) and its edges are connected anew, or they fail (WorkerDiedError)."""
-        for e in edges:
-            self._unwatch(e)
-            e.kept, e.told = False, None
-        d = p.dispatcher
-        if not edges or type(p.value) is not Ref:
-            for e in edges:
-                self._connect(e)  # (a consumer still unplaced: when it is)
-        elif d.idempotent and p.attempts < d.max_attempts and any(not lk.dead for lk in d.links):
-            p.reopen()
-            d.again(p)
-        else:
-            for e in edges:
-                self._fail(e, _gone(p))  # (a consumer still unplaced: when it is, _instruct)
-
-
-def _gone(p: CallRecord) -> WorkerDiedError:
-    gone = p.link.name if p.link is not None else ""
-    return WorkerDiedError(f"the replica holding the result of a call to "
-                           f"{p.dispatcher.interface} is gone{f' ({gone})' if gone else ''}",
-                           interface=p.dispatcher.interface, replica=gone)
 
 
 def forwarder_for(session: Session) -> Forwarder:

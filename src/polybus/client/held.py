@@ -12,11 +12,13 @@ aggregated (28 MB) that single calls sent (6.7 MB).
 `Held` follows the replica's steps for the messages this client sends it, in their order:
 a ``Drop`` removes its keys, a ``Put`` makes the keys it keeps (``Put.keep``) the most
 recently used and then adds its operand, evicting least recently used first past the
-bound, and a call or batch makes the operands it names the most recently used. So a
-message the client makes after a Put that evicted an operand puts that operand again,
-just before it, rather than missing and being sent again. It is a belief: the replica's
-cache is shared with other clients and interfaces, so a miss still happens and is
-repaired as before (client/operands.py, ``missed``).
+bound, and a batch makes the operands it names the most recently used. So a batch the
+client makes after a Put that evicted an operand puts that operand again, just before
+it, rather than missing and being sent again. Single calls add their Puts but do not
+follow the order (nor evict: `settle` is a batch's), so where they share a replica
+with batches the order is an approximation. It is a belief: the replica's cache is
+shared with other clients and interfaces, so a miss still happens and is repaired as
+before (client/operands.py, ``missed``).
 """
 
 from __future__ import annotations

@@ -250,10 +250,10 @@ class Known:
                     self._drops.setdefault(name, []).append(key)
         return self._drops.pop(link.name, []) if self._drops else []
 
-    @property
-    def pending_drops(self) -> bool:
-        """Keys waiting to be told to some replica (`drops_for` would return some)."""
-        return bool(self._drops)
+    def drops_pending(self, link: ReplicaLink) -> bool:
+        """Keys wait to be told to ``link``'s replica (`drops_for` would return some; keys
+        freed and not yet counted aside)."""
+        return link.name in self._drops if self._drops else False
 
     def of(self, link: ReplicaLink, capacity: int = 0) -> Held:
         """What ``link``'s replica holds from us; ``capacity``, its cache's bound (that

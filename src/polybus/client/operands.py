@@ -146,7 +146,7 @@ class Comm:
                 or self.rest_from is not None or not self.positions):
             return None
         known = self.known
-        if known.dead or _freed or known.pending_drops:
+        if known.dead or _freed or known.drops_pending(link):
             return None
         held = known.by_replica.get(link.name)
         if not held:

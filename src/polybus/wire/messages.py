@@ -106,11 +106,13 @@ class Keep(_Msg, tag=28):
     keep its value under ``pkey`` for the ``Forward`` of ``key`` that will follow (its
     consumer waits at the client to be placed), and answer the client ``Result(id,
     Ref("fwd", [...]))`` instead of the value. A replica with no room to keep it answers
-    by value, as if no ``Keep`` had come (see worker/forwarding.py)."""
+    by value, as if no ``Keep`` had come (see worker/forwarding.py). With ``release``,
+    the consumer of ``key`` ended without being placed: what was kept for it goes."""
 
     id: int
     pkey: str
     key: str
+    release: bool = False
 
 
 class Deliver(_Msg, tag=14):

@@ -148,6 +148,14 @@ class Forwarding(Peers):
         """A target with no address (``""``: kept for the Forward of ``msg.key``), or,
         answered already with its value here, that value pinned now (if not evicted)."""
         with self._lock:
+            if msg.release:  # (its consumer ended at the client: kept for no one now)
+                entry = self.targets.get((id(ch), msg.id))
+                if entry is not None:
+                    entry[1][:] = [t for t in entry[1] if t != ("", msg.key)]
+                    if not entry[1]:
+                        del self.targets[(id(ch), msg.id)]
+                self.kept.unkeep(msg.pkey, msg.key)
+                return
             if self.kept.had(msg.pkey):
                 self.kept.keep(msg.pkey, msg.key)
                 return
@@ -165,6 +173,7 @@ class Forwarding(Peers):
         where = (id(ch), call.id)
         result = reply if type(reply) is Result else None
         kept = stored(result.value) if result is not None and where in self.targets else None
+        by_value = False
         with self._lock:  # (stored before the lock goes: a Forward then finds it here)
             entry = self.targets.pop(where, None)
             if entry is None:
@@ -176,14 +185,20 @@ class Forwarding(Peers):
                 # Pinned for the consumers still at the client (Keep: no address), but
                 # for those placed since (a Forward of the same key), which get it now.
                 keeps = {key for to, key in tos if not to} - {key for _, key in sends}
-                if not (keeps and self.kept.pin(pkey, kept, ch, keeps)):
-                    if not sends:  # no room to keep it: to the client, which sends it on
+                # No room to pin it for the consumers at the client: the answer goes by
+                # value, which the client sends on to them (those placed get it from
+                # here too; a value delivered twice is taken once).
+                by_value = bool(keeps) and not self.kept.pin(pkey, kept, ch, keeps)
+                if not keeps:
+                    if not sends:
                         return reply
                     self.kept.put(pkey, kept, ch)  # freed with its client
+                elif by_value and not sends:
+                    return reply
         if result is not None:
             # (one not sent is said to the client before this answer: it does not ask again)
             sent = [key for to, key in sends if self._send(to, Deliver(key, True, kept), ch)]
-            return Result(call.id, Ref("fwd", sent))
+            return reply if by_value else Result(call.id, Ref("fwd", sent))
         if isinstance(reply, Fail):
             for to, key in sends:  # (if it cannot, the client sends the Fail on itself)
                 self._send(to, Deliver(key, False, [reply.type, reply.message, reply.traceback]))
