@@ -174,6 +174,7 @@ class RemoteException(RemoteError):
         self.remote_type = remote_type
         self.remote_message = remote_message
         self.remote_traceback = remote_traceback
+        self.origin = origin  # (an upstream failure: the call that raised it, "f on server-0")
         # A failure with no remote frames (a result the codec could not send) gets no
         # empty traceback section under its message, and is not said to be raised in a
         # function that returned.

@@ -178,6 +178,27 @@ def test_an_upstream_failure_names_the_call_that_raised_it(tmp_path: Path) -> No
         assert e2.value.interface == "double" and e2.value.replica == consumer
 
 
+def test_a_failure_three_stages_up_names_the_call_that_raised_it_once(tmp_path: Path) -> None:
+    # scale raises; double is held for its value and fails upstream; add is held for
+    # double's. add's error said "an upstream call failed: " twice and named double.
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        s = c.session()
+        p1 = s.call("scale", (np.ones(4), -1), {})
+        p2 = s.call("double", (p1,), {})
+        p3 = s.call("add", (p2, 1.0), {})
+        with pytest.raises(RemoteException) as e3:
+            polybus.wait(p3)  # (double's own failure may not be at the client yet)
+        with pytest.raises(RemoteException) as e2:
+            polybus.wait(p2)
+        text = str(e3.value).splitlines()[0]
+        assert text.count("an upstream call failed") == 1, text
+        assert e3.value.remote_type == "ValueError" and "negative scale -1" in text, text
+        names = [r._rec.link.name for r in (p1, p2, p3)]  # type: ignore[attr-defined]
+        assert (f"raised in scale on {names[0]}, upstream of double on {names[1]}, "
+                f"upstream of add on {names[2]}") in text, text
+        assert str(e2.value).count("an upstream call failed") == 1
+
+
 def test_stage2_failure_is_typed_and_stage1_still_good(tmp_path: Path) -> None:
     with cluster(tmp_path, toml(), replicas=2) as c:
         s = c.session()

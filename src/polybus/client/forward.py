@@ -361,7 +361,7 @@ class Forwarder:
     def origin(self, rec: CallRecord, message: str) -> str:
         """Which producer a failure of consumer ``rec`` came from ("f on server-0"), or
         "" (fwdblame.py)."""
-        return origin(self.deps.get(rec.id, ()), message)
+        return origin(self.deps.get(rec.id, ()), message, lambda i: self.deps.get(i, ()))
 
     def _after_lost(self, link: ReplicaLink) -> None:
         """After ``link``'s replica died: producers failed for good fail their consumers,

@@ -8,12 +8,12 @@ producer's own error has then reached the program through the consumer's (`said_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from polybus.client.calls import message_of, waited_on
 from polybus.client.unseen import forgotten, seen
-from polybus.errors import UPSTREAM_FAILED
+from polybus.errors import UPSTREAM_FAILED, RemoteException
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord
@@ -33,13 +33,29 @@ def upstream(edges: Sequence[Edge], message: str) -> CallRecord | None:
     return failed[0].producer if failed else waiting[0] if len(waiting) == 1 else None
 
 
-def origin(edges: Sequence[Edge], message: str) -> str:
-    """Which producer such a failure came from ("f on server-0"), or "" (`upstream`)."""
+def origin(edges: Sequence[Edge], message: str,
+           deps_of: Callable[[int], Sequence[Edge]] = lambda _: ()) -> str:
+    """Which producer such a failure came from ("f on server-0"), or "" (`upstream`).
+    A producer that itself failed upstream passes on where its failure came from: "f
+    on server-0, upstream of g on server-1" (f raised; g, the producer, was held for
+    f's value), so a chain of stages names the call that raised, not the stage before.
+    Its own failure may not have reached the client yet: then one of its producers
+    (``deps_of`` its id) that failed or has not answered means it was held, and failed
+    upstream too."""
     p = upstream(edges, message)
     if p is None:
         return ""
     where = p.link.name if p.link is not None else ""
-    return f"{p.dispatcher.interface} on {where}" if where else p.dispatcher.interface
+    mine = f"{p.dispatcher.interface} on {where}" if where else p.dispatcher.interface
+    err = p.error
+    if isinstance(err, RemoteException) and err.remote_message.startswith(UPSTREAM_FAILED):
+        deeper = err.origin
+    elif err is None and any(e.failed or e.producer.error is not None or not e.producer.done
+                             for e in deps_of(p.id)):
+        deeper = origin(deps_of(p.id), message, deps_of)
+    else:
+        deeper = ""
+    return f"{deeper}, upstream of {mine}" if deeper else mine
 
 
 def said_by(p: CallRecord, named: bool, said: str | None) -> None:

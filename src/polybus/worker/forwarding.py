@@ -337,8 +337,10 @@ class Forwarding(Peers):
             return
         kind, message, tb = ([*value, "", "", ""][:3] if isinstance(value, list)
                              else ["RemoteError", str(value), ""])
-        self.rt._send_quietly(h.ch, Fail(h.call.id, "exception", str(kind),
-                                         f"{UPSTREAM_FAILED}{message}", str(tb)))
+        said = str(message)  # (a failure from further upstream says so once, not twice)
+        if not said.startswith(UPSTREAM_FAILED):
+            said = UPSTREAM_FAILED + said
+        self.rt._send_quietly(h.ch, Fail(h.call.id, "exception", str(kind), said, str(tb)))
 
     def held_calls(self) -> int:
         """Calls held now for forwarded values (each once, however many it waits for)."""
