@@ -433,3 +433,18 @@ def test_cli_a_plot_it_could_not_write_fails_before_any_run(
     assert (rc, runs) == (2, [])
     assert said.format(d=tmp_path) in capsys.readouterr().err
     assert not (tmp_path / "nodir").exists()
+
+
+def test_keys_with_the_same_last_part_are_told_apart_in_the_table_and_plot() -> None:
+    from polybus.cli.cmd_sweep import panels, short_names, table
+
+    a, b = "modules.client.use.s2.forward", "modules.client.use.s3.forward"
+    assert short_names([a, b, "modules.server.replication"]) == {
+        a: "s2.forward", b: "s3.forward", "modules.server.replication": "replication"}
+    assert short_names(["x.a.b", "y.a.b"]) == {"x.a.b": "x.a.b", "y.a.b": "y.a.b"}
+    sweep = run_sweep("a.toml", [(a, ["true", "false"]), (b, ["true", "false"])], 1,
+                      lambda p, s: 1.0)
+    assert [c.header for c in table(sweep).columns][:2] == ["s2.forward", "s3.forward"]
+    time = panels(sweep)[0]
+    assert time.xlabel == "s2.forward" and set(time.lines) == {
+        "s3.forward=true", "s3.forward=false"}

@@ -129,8 +129,9 @@ def table(sweep: Sweep) -> Table:
     if sweep.baseline_failed and sweep.cells:
         t.caption = escape(f"no speedup: the baseline {base} has no figure (it failed or "
                            f"did not run)")
+    short = short_names(keys)
     for k in keys:
-        t.add_column(escape(k.rsplit(".", 1)[-1] if k.startswith("modules.") else k))
+        t.add_column(escape(short[k] if k.startswith("modules.") else k))
     lo, hi = sweep.runs
     runs = lo != hi  # (cells of unequal counts: each says its own)
     counted = any(c.bytes_sent or c.bytes_received for c in sweep.cells)
@@ -161,8 +162,23 @@ def size(n: int | None) -> str:
     return f"{n} B"
 
 
-def _short(key: str) -> str:
-    return key.rsplit(".", 1)[-1]
+def short_names(keys: Sequence[str]) -> dict[str, str]:
+    """Each varied key by its last part, or by as many last parts as tell it from the
+    others (``use.s2.forward`` and ``use.s3.forward`` are ``s2.forward`` and
+    ``s3.forward``, not ``forward`` twice)."""
+    out: dict[str, str] = {}
+    for k in keys:
+        parts = k.split(".")
+        for n in range(1, len(parts) + 1):
+            name = ".".join(parts[-n:])
+            if not any(o != k and (o == name or o.endswith("." + name)) for o in keys):
+                break
+        out[k] = name
+    return out
+
+
+def _short(key: str, keys: Sequence[str] = ()) -> str:
+    return short_names([key, *[k for k in keys if k != key]])[key]
 
 
 def _number(v: str) -> float | None:
@@ -188,12 +204,13 @@ class Panel:
 def _panel(sweep: Sweep, name: str, get: Callable[[Cell], float | None], xkey: str,
            x_of: Callable[[str], float | None], xlabel: str,
            ticks: list[str] | None = None) -> Panel:
-    others = [k for k, _ in sweep.varies if k != xkey]
+    keys = [k for k, _ in sweep.varies]
+    others = [k for k in keys if k != xkey]
     lines: dict[str, list[tuple[float, float]]] = {}
     for c in sweep.cells:
         x, y = x_of(c.config[xkey]), get(c) if c.ok else None
         if x is not None and y is not None:
-            label = ", ".join(f"{_short(k)}={c.config[k]}" for k in others)
+            label = ", ".join(f"{_short(k, keys)}={c.config[k]}" for k in others)
             lines.setdefault(label, []).append((x, y))
     return Panel(name, xlabel, {k: sorted(v) for k, v in lines.items()}, ticks)
 
@@ -211,17 +228,17 @@ def panels(sweep: Sweep) -> list[Panel]:
     numeric = all(_number(v) is not None for v in values)
     x_of = _number if numeric else lambda v: float(values.index(v))
     ticks = None if numeric else values
-    out = [_panel(sweep, "elapsed s", lambda c: c.median, xkey, x_of, _short(xkey), ticks),
-           _panel(sweep, "speedup", lambda c: c.speedup, xkey, x_of, _short(xkey), ticks)]
+    out = [_panel(sweep, "elapsed s", lambda c: c.median, xkey, x_of, _short(xkey, keys), ticks),
+           _panel(sweep, "speedup", lambda c: c.speedup, xkey, x_of, _short(xkey, keys), ticks)]
     along = sweep.efficiency_vs
     if along is not None and any(c.efficiency is not None for c in sweep.cells):
         key = along[0]
         out.append(_panel(sweep, "efficiency", lambda c: c.efficiency, key,
-                          lambda v: replicas(key, v), f"{_short(key)} (replicas)"))
+                          lambda v: replicas(key, v), f"{_short(key, keys)} (replicas)"))
     # Bytes where a change moved them (cache on or off, forwarding, aggregation): a
     # panel of one flat line would only take room.
     if len({c.sent for c in sweep.cells if c.ok and c.sent is not None}) > 1:
-        out.append(_panel(sweep, "bytes sent", lambda c: c.sent, xkey, x_of, _short(xkey),
+        out.append(_panel(sweep, "bytes sent", lambda c: c.sent, xkey, x_of, _short(xkey, keys),
                           ticks))
     return out
 
