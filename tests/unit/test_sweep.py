@@ -208,6 +208,7 @@ def test_the_bytes_of_each_run_are_kept_and_shown_as_the_lower_median() -> None:
     from polybus.cli.cmd_sweep import panels
     drawn = {p.name: p for p in panels(sweep)}
     assert drawn["bytes sent"].lines == {"": [(1.0, 800.0), (2.0, 200.0)]}
+    assert "bytes received" not in drawn  # (10 in every run: one flat line says nothing)
     assert [size(n) for n in (None, 999, 6_712_345, 2_500_000_000)] == [
         "\u2013", "999 B", "6.71 MB", "2.5 GB"]
 

@@ -220,7 +220,7 @@ def panels(sweep: Sweep) -> list[Panel]:
     the first key, its values as categories); efficiency against the replica count it
     is measured along (``Sweep.efficiency_vs``), and no efficiency panel when there is
     none (no replication count is varied, or no cell has a figure); the client's bytes
-    sent as time is, when they differ between cells."""
+    sent, and received, as time is, each when it differs between cells."""
     keys = [k for k, _ in sweep.varies]
     xkey = next((k for k, vs in sweep.varies if all(_number(v) is not None for v in vs)),
                 keys[0])
@@ -240,6 +240,9 @@ def panels(sweep: Sweep) -> list[Panel]:
     if len({c.sent for c in sweep.cells if c.ok and c.sent is not None}) > 1:
         out.append(_panel(sweep, "bytes sent", lambda c: c.sent, xkey, x_of, _short(xkey, keys),
                           ticks))
+    if len({c.received for c in sweep.cells if c.ok and c.received is not None}) > 1:
+        out.append(_panel(sweep, "bytes received", lambda c: c.received, xkey, x_of,
+                          _short(xkey, keys), ticks))
     return out
 
 
@@ -249,7 +252,7 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import EngFormatter, MaxNLocator
 
     drawn = panels(sweep)
     fig, axes = plt.subplots(1, len(drawn), figsize=(5.4 * len(drawn), 4.5), squeeze=False)
@@ -264,6 +267,8 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # (replicas: 1, 2, not 1.25)
         ax.set_xlabel(panel.xlabel)
         ax.set_ylabel(panel.name)
+        if panel.name.startswith("bytes"):  # (kB, MB: not 1e7 over the axis)
+            ax.yaxis.set_major_formatter(EngFormatter(unit="B"))
         ax.grid(True, alpha=0.3)
         if any(panel.lines):  # a legend only of labelled lines (matplotlib warns otherwise)
             ax.legend(fontsize=8)
