@@ -32,20 +32,18 @@ import numpy as np
 
 from polybus.wire.codec import OutOfBand, Ref
 from polybus.wire.messages import Message, Put
+from polybus.wire.values import size_of
 
 __all__ = ["Held", "held_bytes", "named_keys", "spare"]
 
 
 def held_bytes(value: Any) -> int:
-    """The bytes a replica counts for an operand ``value`` it is put (worker/cache.py,
-    ``size_of``): an array's, or large bytes' (as the call carries them), else 0."""
+    """The bytes a replica counts for an operand ``value`` it is put: its cache's
+    ``size_of``, of large bytes as the call carries them (marked OutOfBand); 0 for
+    what is never put (only arrays and bytes are named: naming.content_key)."""
     if type(value) is OutOfBand:
         value = value.data
-    if isinstance(value, np.ndarray):
-        return int(value.nbytes)
-    if isinstance(value, bytes | bytearray):
-        return len(value)
-    return 0
+    return size_of(value) if isinstance(value, np.ndarray | bytes | bytearray) else 0
 
 
 class Held(OrderedDict[str, int]):

@@ -95,7 +95,7 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
             write(bt, link, msgs, direct=True)
         except PolybusError:
             pass  # the reactor finds the connection dead and re-runs the batches
-    if out and any(lk.channel.unsent and not lk.dead for lk in reactor.links):
+    if out and reactor.unsent_left():
         # Said after the write (a read that clears the flag looks at the channels after:
         # Reactor._write_unsent), and a reader asleep on a socket is woken to see it.
         reactor.unfinished = True

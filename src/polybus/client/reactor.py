@@ -340,8 +340,12 @@ class Reactor(LoneCalls):
         finally:
             self._when_full = self._drain
             self.unfinished = False  # (then looked at again: see _write_unsent)
-            if any(lk.channel.unsent and not lk.dead for lk in self.links):
+            if self.unsent_left():
                 self.unfinished = True
+
+    def unsent_left(self) -> bool:
+        """A live connection holds bytes a write left (``Channel.unsent``)."""
+        return any(lk.channel.unsent and not lk.dead for lk in self.links)
 
     def _receive(self, link: ReplicaLink, wait: bool) -> None:
         try:

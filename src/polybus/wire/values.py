@@ -4,6 +4,7 @@ them; they live here to keep the codec to its two directions)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import msgspec
@@ -72,6 +73,17 @@ def _answered(x: Any) -> Any:
                                              for f in x.__struct_fields__})
     return x
 
+
+
+def size_of(value: Any) -> int:
+    """The bytes an operand cache counts for ``value`` (worker/cache.py), and so the
+    client too when it follows what its Puts evict there (client/held.py)."""
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    if isinstance(value, bytes | bytearray | str):
+        return len(value)
+    return sys.getsizeof(value)
 
 class Ref:
     """A named value held elsewhere (a cached operand, a forwarded result)."""

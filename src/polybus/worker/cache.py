@@ -28,19 +28,11 @@ import numpy as np
 
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, CallBatch, Fail
+from polybus.wire.values import size_of
 from polybus.worker import readonly
 
 DEFAULT_CAPACITY = 512 * 1024 * 1024
 _SCALARS = frozenset({int, float, bool, type(None)})  # (held_bytes: no walk into these)
-
-
-def size_of(value: Any) -> int:
-    nbytes = getattr(value, "nbytes", None)
-    if isinstance(nbytes, int):
-        return nbytes
-    if isinstance(value, bytes | bytearray | str):
-        return len(value)
-    return sys.getsizeof(value)
 
 
 def held_bytes(value: Any) -> int:
@@ -152,8 +144,7 @@ class OperandCache:
             value, _ = self._entries[key]
             users = self._users.get(key)
             user = next(iter(users)) if users else None
-            self._evict(key)
-            self.evictions -= 1
+            self._remove(key)
             return value, user
 
     def release(self, user: object) -> int:
@@ -218,9 +209,12 @@ class OperandCache:
             self._keys_of.setdefault(user, set()).add(key)
 
     def _evict(self, key: str) -> None:
+        self._remove(key)
+        self.evictions += 1
+
+    def _remove(self, key: str) -> None:
         _, m = self._entries.pop(key)
         self.bytes -= m
-        self.evictions += 1
         for user in self._users.pop(key, ()):
             keys = self._keys_of.get(user)
             if keys is not None:
