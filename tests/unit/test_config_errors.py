@@ -137,6 +137,9 @@ def set_define(item: str) -> str:
     return BASE.replace('{ priority = "len(query)" }', f'{{ priority = "len(query)", {item} }}')
 
 
+AGG = "expected a number of calls from 1 to 1,000,000 or a size > 0 such as '64KiB', got "
+
+
 def set_use(item: str) -> str:
     return BASE.replace('{ callstyle = "async-demand(5)" }', f"{{ {item} }}")
 
@@ -185,7 +188,7 @@ def set_cluster(item: str) -> str:
     (set_define("timeout = 0"), "modules.server.define.compare.timeout",
      "expected a duration > 0, got 0", None),
     (set_define('timeout = "-1s"'), "modules.server.define.compare.timeout",
-     "not a duration: '-1s'",
+     "a duration must not be negative, got '-1s'",
      "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"),
     (set_define('idempotent = "no"'), "modules.server.define.compare.idempotent",
      "expected true or false, got a string 'no'", None),
@@ -203,14 +206,14 @@ def set_cluster(item: str) -> str:
      "expected one of 'none', 'steal', got 'random'", None),
     # (a count or a size: both forms are said, whichever was written)
     (set_use("aggregate = 0"), "modules.client.use.compare.aggregate",
-     "expected a number of calls >= 1 or a size > 0 such as '64KiB', got 0", None),
+     AGG + "0", None),
     (set_use("aggregate = -5"), "modules.client.use.compare.aggregate",
-     "expected a number of calls >= 1 or a size > 0 such as '64KiB', got -5", None),
+     AGG + "-5", None),
     (set_use("aggregate = true"), "modules.client.use.compare.aggregate",
-     "expected a number of calls >= 1 or a size > 0 such as '64KiB', got a boolean True",
+     AGG + "a boolean True",
      None),
     (set_use('aggregate = "0B"'), "modules.client.use.compare.aggregate",
-     "expected a number of calls >= 1 or a size > 0 such as '64KiB', got '0B'", None),
+     AGG + "'0B'", None),
     (set_use('aggregate = "many"'), "modules.client.use.compare.aggregate",
      "not a size: 'many'", "a number of bytes or a string such as '64KiB', '512MiB', '1GB'"),
     (set_use('linger = "soon"'), "modules.client.use.compare.linger",

@@ -40,7 +40,8 @@ SIZES = "a number of bytes or a string such as '64KiB', '512MiB', '1GB'"
 DURATIONS = "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"
 REPLICATION = ("a count N >= 1, or names such as 'a,b,c' or 'a:speed=0.5', or a migration "
                "path such as 'a(oc=(load>=10))#b(uc=(load==0)):[1/2]'")
-AGGREGATE = "expected a number of calls >= 1 or a size > 0 such as '64KiB', got "
+AGGREGATE = ("expected a number of calls from 1 to 1,000,000 or a size > 0 such as '64KiB', "
+             "got ")
 S = "modules.server"
 U = "modules.client.use.compare"
 
@@ -63,6 +64,15 @@ OUT_OF_RANGE = [
     # aggregate: both forms (a count, a size)
     (f"{U}.aggregate", -5, AGGREGATE + "-5", None),
     (f"{U}.aggregate", 0, AGGREGATE + "0", None),
+    # a count past any batch's frame was taken, and meant nothing
+    (f"{U}.aggregate", HUGE, AGGREGATE + str(HUGE), None),
+    (f"{U}.aggregate", 1_000_001, AGGREGATE + "1000001", None),
+    # an operand cache of 0 bytes still kept one operand: not what it says
+    (f"{S}.define.compare.cache_bytes", 0, "expected a size > 0, got 0",
+     "to cache nothing, leave `cache` out of this interface"),
+    (f"{S}.define.compare.cache_bytes", "0MiB", "expected a size > 0, got '0MiB'",
+     "to cache nothing, leave `cache` out of this interface"),
+    (f"{U}.linger", "-1ms", "a duration must not be negative, got '-1ms'", DURATIONS),
     # a pool was started whole: HUGE hung the replica making threads, processes:HUGE
     # failed with "Python int too large to convert to C int"
     (f"{S}.define.compare.pool", HUGE, f"expected a pool size, got {HUGE}", POOL),
@@ -112,6 +122,8 @@ def test_a_value_out_of_range_is_said_at_its_key_with_the_range(
     (f"{S}.define.compare.pool", "threads:4096"),
     ("cluster.heartbeat", "24h"),
     (f"{U}.linger", 86400),
+    (f"{U}.aggregate", 1_000_000),
+    (f"{S}.define.compare.cache_bytes", 1),
     ("cluster.max_frame", (1 << 63) - 1),
     (f"{S}.define.compare.timeout", 1e12),  # (a deadline: any finite one works)
     (f"{S}.define.compare.queue", HUGE),  # (a bound never reached)

@@ -29,7 +29,7 @@ def test_sizes(text: object, expected: int) -> None:
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "MiB", "12 parsecs", "-1KiB", "1..2KB", "KiB12"])
+@pytest.mark.parametrize("bad", ["", "MiB", "12 parsecs", "--1KiB", "1..2KB", "KiB12"])
 def test_bad_size_strings(bad: str) -> None:
     with pytest.raises(ConfigError, match="not a size") as info:
         parse_size(bad)
@@ -50,6 +50,7 @@ def test_bad_size_values(bad: object) -> None:
     (float("inf"), "a size must be less than 8 EiB (2**63 bytes), got inf"),
     (float("nan"), "not a size: nan"),
     (-1, "a size must not be negative, got -1"),
+    ("-5MiB", "a size must not be negative, got '-5MiB'"),
 ])
 def test_sizes_out_of_range_say_so(value: object, message: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -73,12 +74,14 @@ def test_the_largest_size() -> None:
     ("1h", 3600.0),
     ("1.5", 1.5),
     ("0", 0.0),
+    ("+1ms", 0.001),
+    ("-0s", 0.0),
 ])
 def test_durations(text: object, expected: float) -> None:
     assert parse_duration(text) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("bad", ["", "5 fortnights", "s", "-1s", "1e"])
+@pytest.mark.parametrize("bad", ["", "5 fortnights", "s", "--1s", "- 1s", "1e"])
 def test_bad_duration_strings(bad: str) -> None:
     with pytest.raises(ConfigError, match="not a duration") as info:
         parse_duration(bad)
@@ -97,6 +100,9 @@ def test_bad_duration_values(bad: object) -> None:
     (10**400, "a duration must be finite, got 1000000000000000000000000000000000000..."),
     (float("nan"), "not a duration: nan"),
     (float("-inf"), "a duration must not be negative, got -inf"),
+    # a sign was "not a duration": the number was right, its sign was not
+    ("-1ms", "a duration must not be negative, got '-1ms'"),
+    ("-.5s", "a duration must not be negative, got '-.5s'"),
 ])
 def test_durations_out_of_range_say_so(value: object, message: str) -> None:
     with pytest.raises(ConfigError) as info:

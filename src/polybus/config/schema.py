@@ -51,7 +51,11 @@ _MODULE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POOL = re.compile(r"^\s*(processes|threads)\s*:\s*([0-9]+)\s*$")
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]+)$")
-AGGREGATE_FORMS = "a number of calls >= 1 or a size > 0 such as '64KiB'"
+# A batch is one frame, cut at max_frame and at its linger whatever the count: a count
+# past a million calls is a typo (1e20 as an integer was taken, and meant nothing).
+MAX_AGGREGATE = 1_000_000
+AGGREGATE_FORMS = (f"a number of calls from 1 to {MAX_AGGREGATE:,} or a size > 0 such as "
+                   "'64KiB'")
 # Sanity bounds, each said with the value in the message. A replica starts its pool's
 # threads (or processes) when it starts: a typo such as 40000000 hung it making them, or
 # failed with "Python int too large to convert to C int". A heartbeat is a reader's
@@ -184,6 +188,10 @@ def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> D
         else:
             p.wrong_type("'auto' or an array of parameter names", raw, t.key("cache"))
     cache_bytes = t.parsed("cache_bytes", parse_size)
+    if cache_bytes == 0:  # (the LRU would still keep one operand: not what 0 says)
+        p.add(f"expected a size > 0, got {shown(table['cache_bytes'])}", t.key("cache_bytes"),
+              hint="to cache nothing, leave `cache` out of this interface")
+        cache_bytes = None
     return DefineSpec(
         priority=_priority(t),
         pool=pool,
@@ -248,10 +256,10 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
     if t.has("aggregate"):
         raw = table["aggregate"]
         if isinstance(raw, int) and not isinstance(raw, bool):
-            if raw >= 1:
+            if 1 <= raw <= MAX_AGGREGATE:
                 aggregate = raw
             else:  # (both forms said: a size is as good a fix as a count)
-                p.add(f"expected {AGGREGATE_FORMS}, got {raw}", t.key("aggregate"))
+                p.add(f"expected {AGGREGATE_FORMS}, got {shown(raw)}", t.key("aggregate"))
         elif isinstance(raw, str):
             aggregate_bytes = t.parsed("aggregate", parse_size)
             if aggregate_bytes == 0:

@@ -22,7 +22,7 @@ _SIZE_UNITS: dict[str, int] = {
 _DURATION_UNITS: dict[str, float] = {
     "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
 }
-_NUMBER_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*([A-Za-zµ]*)\s*$")
+_NUMBER_UNIT = re.compile(r"^\s*([-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:[eE][+-]?[0-9]+)?\s*([A-Za-zµ]*)\s*$")
 
 MAX_SIZE = 1 << 63  # sizes are 64-bit: 8 EiB, where a float string such as "1e308TiB" ends
 SIZE_FORMS = "a number of bytes or a string such as '64KiB', '512MiB', '1GB'"
