@@ -145,9 +145,9 @@ def test_serve_answers_and_keeps_serving_after_every_failure(procs: Procs, tmp_p
     big_head = b"GET / HTTP/1.1\r\nX: " + b"a" * 100_000 + b"\r\n\r\n"
     assert raw(host, port, big_head).startswith(b"HTTP/1.1 431 ")
     still_ok()
-    pipelined = raw(host, port, b"GET / HTTP/1.1\r\n\r\nHEAD / HTTP/1.1\r\n\r\n"
+    pipelined = raw(host, port, b"GET / HTTP/1.1\r\nHost: h\r\n\r\nHEAD / HTTP/1.1\r\nHost: h\r\n\r\n"
                                 b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
-                                b"GET /info/p HTTP/1.1\r\nConnection: close\r\n\r\n")
+                                b"GET /info/p HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     assert pipelined.count(b"HTTP/1.1 200 OK") == 4 and pipelined.count(b"hello") == 2
     assert pipelined.count(b"Connection: keep-alive\r\n") == 1  # told to the 1.0 request
 
@@ -206,7 +206,7 @@ def test_a_second_sigterm_while_serve_stops_still_cleans_up(procs: Procs, tmp_pa
     workers = descendants(pid)
     procs.watch(workers)
     with socket.create_connection((host, port), timeout=10) as pending:
-        pending.sendall(b"GET /slow?s=60 HTTP/1.1\r\n\r\n")
+        pending.sendall(b"GET /slow?s=60 HTTP/1.1\r\nHost: h\r\n\r\n")
         time.sleep(1.0)  # the replica is inside the call
         proc = procs.started[-1]
         proc.send_signal(signal.SIGTERM)

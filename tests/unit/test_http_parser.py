@@ -33,7 +33,7 @@ def test_a_get_with_query_and_headers() -> None:
 
 
 def test_bytes_arrive_one_at_a_time() -> None:
-    data = b"POST /p HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"
+    data = b"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello"
     p = RequestParser()
     events = []
     for i in range(len(data)):
@@ -44,8 +44,8 @@ def test_bytes_arrive_one_at_a_time() -> None:
 
 
 def test_pipelined_requests_come_out_in_order() -> None:
-    reqs = parse(b"GET /1 HTTP/1.1\r\n\r\nPOST /2 HTTP/1.1\r\nContent-Length: 2\r\n\r\nok"
-                 b"GET /3 HTTP/1.1\r\nConnection: close\r\n\r\n")
+    reqs = parse(b"GET /1 HTTP/1.1\r\nHost: h\r\n\r\nPOST /2 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nok"
+                 b"GET /3 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     assert [r.path for r in reqs if isinstance(r, Request)] == ["/1", "/2", "/3"]
     assert [r.keep_alive for r in reqs if isinstance(r, Request)] == [True, True, False]
 
@@ -58,14 +58,14 @@ def test_http10_closes_unless_asked_to_keep_alive() -> None:
 
 
 def test_chunked_body_with_extension_and_trailer() -> None:
-    (req,) = parse(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    (req,) = parse(b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
                    b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n")
     assert isinstance(req, Request) and req.body == b"hello world"
 
 
 def test_expect_continue_is_an_event_before_the_body() -> None:
     p = RequestParser()
-    p.feed(b"PUT /f HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")
+    p.feed(b"PUT /f HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")
     assert isinstance(p.next_event(), ExpectContinue)
     assert p.next_event() is None
     p.feed(b"abc")
@@ -77,15 +77,15 @@ def test_expect_continue_is_an_event_before_the_body() -> None:
     b"garbage\r\n\r\n",
     b"GET\r\n\r\n",
     b"GET / HTTP/1.1 extra\r\n\r\n",
-    b"GET noslash HTTP/1.1\r\n\r\n",
+    b"GET noslash HTTP/1.1\r\nHost: h\r\n\r\n",
     b"GET / SPDY/3\r\n\r\n",
-    b"GET / HTTP/1.1\r\nno colon here\r\n\r\n",
-    b"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
-    b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
-    b"POST / HTTP/1.1\r\nContent-Length: 1, 2\r\n\r\n",
-    b"POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
-    b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-    b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n",
+    b"GET / HTTP/1.1\r\nHost: h\r\nno colon here\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: h\r\nBad Name: x\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1, 2\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX\r\n",
 ])
 def test_malformed_requests_are_400(data: bytes) -> None:
     assert error(data).status == 400
@@ -93,17 +93,17 @@ def test_malformed_requests_are_400(data: bytes) -> None:
 
 def test_other_statuses() -> None:
     assert error(b"GET / HTTP/2.0\r\n\r\n").status == 505
-    assert error(b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n").status == 501
-    assert error(b"GET / HTTP/1.1\r\nX: " + b"a" * 2000 + b"\r\n\r\n", max_head=1024).status == 431
-    assert error(b"GET / HTTP/1.1\r\nX: " + b"a" * 2000, max_head=1024).status == 431
+    assert error(b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n").status == 501
+    assert error(b"GET / HTTP/1.1\r\nHost: h\r\nX: " + b"a" * 2000 + b"\r\n\r\n", max_head=1024).status == 431
+    assert error(b"GET / HTTP/1.1\r\nHost: h\r\nX: " + b"a" * 2000, max_head=1024).status == 431
 
 
 def test_bodies_over_the_limit_are_413_before_they_are_read() -> None:
-    e = error(b"POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", max_body=10)
+    e = error(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\n", max_body=10)
     assert e.status == 413 and "11" in e.message
-    chunked = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n8\r\n"
+    chunked = b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n12345678\r\n8\r\n"
     assert error(chunked, max_body=10).status == 413
-    (ok,) = parse(b"POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789", max_body=10)
+    (ok,) = parse(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n0123456789", max_body=10)
     assert isinstance(ok, Request) and len(ok.body) == 10
 
 
@@ -112,10 +112,74 @@ def test_after_an_error_the_parser_gives_nothing_more() -> None:
     p.feed(b"bad\r\n\r\n")
     with pytest.raises(HTTPError):
         p.next_event()
-    p.feed(b"GET / HTTP/1.1\r\n\r\n")
+    p.feed(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
     assert p.closed and p.next_event() is None
 
 
 def test_leading_empty_lines_are_ignored() -> None:
-    (req,) = parse(b"\r\n\r\nGET /x HTTP/1.1\r\n\r\n")
+    (req,) = parse(b"\r\n\r\nGET /x HTTP/1.1\r\nHost: h\r\n\r\n")
     assert isinstance(req, Request) and req.path == "/x"
+
+
+def test_a_head_whose_lines_end_in_a_bare_lf_is_read() -> None:
+    # A new user's `printf 'GET /echo/lf HTTP/1.1\nHost: x\n\n'` got no answer: the parser
+    # waited for a CRLF that never came, until the idle timeout closed the connection.
+    (req,) = parse(b"\nGET /lf?a=1 HTTP/1.1\nHost: x\r\nX-Y: z\n\r\n")
+    assert isinstance(req, Request)
+    assert (req.path, req.query, req.headers) == ("/lf", {"a": "1"}, {"host": "x", "x-y": "z"})
+    a, b = parse(b"POST /1 HTTP/1.1\nHost: x\nContent-Length: 2\n\nokGET /2 HTTP/1.0\n\n")
+    assert isinstance(a, Request) and isinstance(b, Request)
+    assert (a.body, b.path) == (b"ok", "/2")
+
+
+def test_a_bare_cr_in_a_header_is_still_malformed() -> None:
+    assert error(b"GET / HTTP/1.1\r\nHost: h\rX: y\r\n\r\n").status == 400
+
+
+@pytest.mark.parametrize("head", [
+    b"GET / HTTP/1.1\r\n\r\n",
+    b"GET / HTTP/1.1\r\nX: y\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+])
+def test_an_http11_request_names_its_host_once(head: bytes) -> None:
+    e = error(head)
+    assert (e.status, e.message) == (400, "an HTTP/1.1 request must name its Host, once")
+
+
+def test_an_http10_request_needs_no_host() -> None:
+    (req,) = parse(b"GET / HTTP/1.0\r\n\r\n")
+    assert isinstance(req, Request) and req.path == "/"
+
+
+@pytest.mark.parametrize(("target", "path"), [
+    ("/echo/../../etc/passwd", "/etc/passwd"),
+    ("/static/../secret", "/secret"),
+    ("/static/%2e%2e/secret", "/secret"),
+    ("/a/./b/.", "/a/b/"),
+    ("/a/b/..", "/a/"),
+    ("/a/.b/..c", "/a/.b/..c"),
+    ("/a%20b/c", "/a b/c"),
+])
+def test_dot_segments_are_removed_from_the_path(target: str, path: str) -> None:
+    (req,) = parse(f"GET {target}?q=1 HTTP/1.1\r\nHost: h\r\n\r\n".encode())
+    assert isinstance(req, Request)
+    assert (req.path, req.target, req.query) == (path, f"{target}?q=1", {"q": "1"})
+
+
+@pytest.mark.parametrize("target", ["/a%00b", "/a%0Ab", "/%7f"])
+def test_a_control_character_in_the_path_is_400(target: str) -> None:
+    e = error(f"GET {target} HTTP/1.1\r\nHost: h\r\n\r\n".encode())
+    assert (e.status, e.message) == (400, "a control character in the request path")
+
+
+def test_pending_says_whether_a_request_is_begun() -> None:
+    p = RequestParser()
+    assert not p.pending
+    p.feed(b"\r\n")
+    assert not p.pending  # (empty lines before a request are no request)
+    p.feed(b"GET / HT")
+    assert p.next_event() is None and p.pending
+    p.feed(b"TP/1.1\r\nHost: h\r\n\r\n")
+    assert isinstance(p.next_event(), Request) and not p.pending
+    p.feed(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nab")
+    assert p.next_event() is None and p.pending  # (its body is not all here)

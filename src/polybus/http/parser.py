@@ -3,7 +3,12 @@
 The front door's I/O layer (http/server.py) owns the socket; this only turns the bytes
 a client sent into `Request` events, or an `HTTPError` naming the status to answer with
 (400 malformed, 413 body too large, 431 head too large, 501 unknown transfer coding).
-Bodies come with a Content-Length or in chunks; requests may be pipelined.
+Bodies come with a Content-Length or in chunks; requests may be pipelined. The head's
+lines may end in a bare LF (RFC 9112 2.2 lets a server take it; such a request was
+left waiting for a CRLF that never came). An HTTP/1.1 request must say its Host, once
+(RFC 9112 3.2). The path is percent-decoded and its dot segments removed (RFC 3986
+5.2.4), so "/static/../secret" is "/secret", routed as such, never a subpath
+"/../secret" of /static/*; a control character in it (%00, %0A) is a 400.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _VERSION = re.compile(rb"^HTTP/1\.([01])$")
 _HEX = re.compile(rb"^[0-9A-Fa-f]{1,16}$")
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+_LINE_END = re.compile(rb"\r?\n")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class HTTPError(Exception):
@@ -78,6 +86,11 @@ class RequestParser:
     def feed(self, data: bytes) -> None:
         self._buf += data
 
+    @property
+    def pending(self) -> bool:
+        """A request is begun and not complete (what an idle timeout then cuts off)."""
+        return self._head is not None or bool(self._buf.strip(b"\r\n"))
+
     def next_event(self) -> Request | ExpectContinue | None:
         """The next complete request (or a request for ``100 Continue``), None if more
         bytes are needed; raises HTTPError, after which the connection must close."""
@@ -110,17 +123,22 @@ class RequestParser:
         return _request(head, body)
 
     def _parse_head(self) -> bool:
-        while self._buf[:2] == b"\r\n":  # RFC 9112 2.2: ignore empty lines before a request
-            del self._buf[:2]
-        end = self._buf.find(b"\r\n\r\n")
-        if end < 0:
+        while True:  # RFC 9112 2.2: empty lines before a request are ignored
+            if self._buf[:2] == b"\r\n":
+                del self._buf[:2]
+            elif self._buf[:1] == b"\n":
+                del self._buf[:1]
+            else:
+                break
+        m = _HEAD_END.search(self._buf)
+        if m is None:
             if len(self._buf) > self.max_head:
                 raise HTTPError(431, f"request head larger than {self.max_head} bytes")
             return False
-        if end + 4 > self.max_head:
+        if m.end() > self.max_head:
             raise HTTPError(431, f"request head larger than {self.max_head} bytes")
-        lines = bytes(self._buf[:end]).split(b"\r\n")
-        del self._buf[:end + 4]
+        lines = _LINE_END.split(bytes(self._buf[:m.start()]))
+        del self._buf[:m.end()]
         parts = lines[0].split(b" ")
         if len(parts) != 3 or not _TOKEN.match(parts[0]) or not parts[1]:
             raise HTTPError(400, "malformed request line")
@@ -140,6 +158,9 @@ class RequestParser:
             text = value.strip(b" \t").decode("latin-1")
             old = head.headers.get(key)
             head.headers[key] = text if old is None else f"{old}, {text}"
+        if head.version == "1.1" and (
+                "host" not in head.headers or "," in head.headers["host"]):
+            raise HTTPError(400, "an HTTP/1.1 request must name its Host, once")
         self._framing(head)
         self._head = head
         return True
@@ -213,6 +234,31 @@ def _request(head: _Head, body: bytes) -> Request:
     connection = {t.strip().lower() for t in head.headers.get("connection", "").split(",")}
     keep = "keep-alive" in connection if head.version == "1.0" else "close" not in connection
     raw_path, _, qs = head.target.partition("?")
-    return Request(head.method, head.target, unquote(raw_path),
+    path = _without_dots(unquote(raw_path)) if raw_path != "*" else raw_path
+    if _CONTROL.search(path):
+        raise HTTPError(400, "a control character in the request path")
+    return Request(head.method, head.target, path,
                    dict(parse_qsl(qs, keep_blank_values=True)), head.headers, body, keep,
                    head.version, qs)
+
+
+def _without_dots(path: str) -> str:
+    """``path`` without "." and ".." segments (RFC 3986 5.2.4): a ".." past the root
+    stays at the root; a trailing "." or ".." leaves the path ending in "/"."""
+    if "." not in path:
+        return path
+    out: list[str] = []
+    segments = path.split("/")[1:]
+    for i, seg in enumerate(segments):
+        last = i == len(segments) - 1
+        if seg == "..":
+            if out:
+                out.pop()
+            if last:
+                out.append("")
+        elif seg == ".":
+            if last:
+                out.append("")
+        else:
+            out.append(seg)
+    return "/" + "/".join(out)

@@ -77,8 +77,16 @@ class FrontDoor:
                 await writer.drain()
                 return
             if event is None:
-                async with asyncio.timeout(self.spec.idle_timeout):  # (no task, unlike wait_for)
-                    data = await reader.read(1 << 16)
+                try:
+                    async with asyncio.timeout(self.spec.idle_timeout):  # (no task)
+                        data = await reader.read(1 << 16)
+                except TimeoutError:
+                    if parser.pending:  # begun, never finished: say so (RFC 9110 15.5.9)
+                        writer.write(serialize(error_response(
+                            408, f"request incomplete after {self.spec.idle_timeout:g} s"),
+                            keep_alive=False))
+                        await writer.drain()
+                    return
                 if not data:
                     return
                 parser.feed(data)
