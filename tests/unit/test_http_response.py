@@ -36,6 +36,23 @@ def test_what_is_not_a_response_is_an_error(bad: object) -> None:
         to_response(bad)
 
 
+@pytest.mark.parametrize(("bad", "message"), [
+    ((999, "x"), "page() returned a bad response status 999 (an integer from 100 to 599)"),
+    ((200,), "page() returned a tuple of 1 items: a response tuple is (status, body) or "
+             "(status, headers, body)"),
+    ((200, "nope", "x"), "page() returned response headers that are not a dict or a list of "
+                         "(name, value) pairs"),
+    ((200, [("X",)], "x"), "page() returned a response header that is not a (name, value) pair"),
+    ((200, {"X": "a\r\nb"}, "x"),
+     "page() returned a response header 'X' with a forbidden character (CR, LF or NUL)"),
+])
+def test_a_bad_response_tuple_names_the_handler(bad: object, message: str) -> None:
+    # A new user's `(999, "x")` said only "bad response status 999", naming no handler.
+    with pytest.raises((TypeError, ValueError)) as info:
+        to_response(bad, "page()")
+    assert str(info.value) == message
+
+
 def test_what_is_not_a_response_is_said_with_its_article_and_the_handler() -> None:
     with pytest.raises(TypeError, match=r"^a handler returned an object, which is not a "):
         to_response(object())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -449,3 +450,25 @@ def test_keys_with_the_same_last_part_are_told_apart_in_the_table_and_plot() -> 
     time = panels(sweep)[0]
     assert time.xlabel == "s2.forward" and set(time.lines) == {
         "s3.forward=true", "s3.forward=false"}
+
+
+def test_a_bytes_axis_starts_at_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A new user's sweep over replicas sent 1.72 kB to 1.76 kB (call ids a digit longer):
+    # an axis fitted to the points drew a steep rise out of a 2% change.
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
+    import matplotlib.pyplot as plt
+
+    from polybus.cli.cmd_sweep import plot
+    from polybus.sweep import Measured
+
+    sent = {"1": 1720, "2": 1740, "4": 1760}
+    sweep = run_sweep("a.toml", [("modules.s.replication", ["1", "2", "4"])], 1,
+                      lambda p, s: Measured(1.0, sent[s[-1].rsplit("=", 1)[1]], 10))
+    figures: list[Any] = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: (figures.append(fig), close(fig)))
+    drawn = plot(sweep, str(tmp_path / "s.png"))
+    (fig,) = figures
+    limits = {p.name: ax.get_ylim() for p, ax in zip(drawn, fig.axes, strict=True)}
+    assert limits["bytes sent"][0] == 0 and limits["bytes sent"][1] >= 1760
+    assert limits["elapsed s"][0] != 0  # (times keep the fitted axis)

@@ -269,6 +269,8 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
         ax.set_ylabel(panel.name)
         if panel.name.startswith("bytes"):  # (kB, MB: not 1e7 over the axis)
             ax.yaxis.set_major_formatter(EngFormatter(unit="B"))
+            # From 0: 1.72 kB to 1.76 kB (call ids a digit longer) drew as a steep rise.
+            ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         if any(panel.lines):  # a legend only of labelled lines (matplotlib warns otherwise)
             ax.legend(fontsize=8)

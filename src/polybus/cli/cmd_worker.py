@@ -80,6 +80,12 @@ def main(args: argparse.Namespace) -> int:
             replica = next((r for r in spec.replication if r.name == args.name), None)
     elif args.module:
         path = Path(args.module)
+        if not path.is_file():  # (said here, as run and check say it: with the nearest)
+            from polybus.config.schema import nearest_file
+
+            hint = nearest_file(args.module, path.resolve())
+            raise UsageError(f"--module: {args.module} does not exist"
+                             + (f"; {hint}" if hint else ""))
         key = path.stem
     else:
         raise UsageError("give --module FILE, or --config FILE --as KEY")

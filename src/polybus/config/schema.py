@@ -325,7 +325,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
         source = (base_dir / Path(raw_source).expanduser()).resolve()
         if not source.is_file():
             p.add(f"source file {raw_source!r} not found (looked for {str(source)!r})",
-                  t.key("source"), _nearest_file(raw_source, source))
+                  t.key("source"), nearest_file(raw_source, source))
     entrypoint = t.string("entrypoint")
     replicas: tuple[ReplicaSpec, ...] = ()
     paths: tuple[MigrationPath, ...] = ()
@@ -364,7 +364,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
     )
 
 
-def _nearest_file(written: str, looked: Path) -> str | None:
+def nearest_file(written: str, looked: Path) -> str | None:
     """The Python file beside ``looked`` (a source not found) whose name is nearest, said
     as ``written`` would say it, or None."""
     try:

@@ -53,20 +53,23 @@ def _body(value: Any, who: str) -> tuple[bytes, str | None]:
                     "(status, headers, body)")
 
 
-def _headers(raw: Any) -> list[tuple[str, str]]:
+def _headers(raw: Any, who: str) -> list[tuple[str, str]]:
     if isinstance(raw, Mapping):
         items = list(raw.items())
     elif isinstance(raw, Sequence) and not isinstance(raw, str | bytes):
         items = [tuple(x) for x in raw]
     else:
-        raise TypeError("response headers must be a dict or a list of (name, value) pairs")
+        raise TypeError(f"{who} returned response headers that are not a dict or a list "
+                        "of (name, value) pairs")
     out = []
     for item in items:
         if len(item) != 2:
-            raise TypeError("response headers must be (name, value) pairs")
+            raise TypeError(f"{who} returned a response header that is not a (name, value) "
+                            "pair")
         name, value = str(item[0]), str(item[1])
         if any(c in name + value for c in "\r\n\0") or not name:
-            raise ValueError(f"response header {name!r} has a forbidden character")
+            raise ValueError(f"{who} returned a response header {name!r} with a forbidden "
+                             "character (CR, LF or NUL)")
         out.append((name, value))
     return out
 
@@ -87,12 +90,13 @@ def to_response(value: Any, who: str = "a handler") -> Response:
             status, value = value
         elif len(value) == 3:
             status, raw, value = value
-            headers = _headers(raw)
+            headers = _headers(raw, who)
         else:
-            raise TypeError(f"a response tuple is (status, body) or (status, headers, body), "
-                            f"not {len(value)} items")
+            raise TypeError(f"{who} returned a tuple of {len(value)} items: a response tuple "
+                            "is (status, body) or (status, headers, body)")
         if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
-            raise ValueError(f"bad response status {status!r}")
+            raise ValueError(f"{who} returned a bad response status {status!r} (an integer "
+                             "from 100 to 599)")
     elif value is None:
         status = 204
     body, kind = _body(value, who)

@@ -1,0 +1,33 @@
+"""polybus worker --module FILE: a file that is not there is said at once, with the
+nearest Python file beside it, as `run` and `check` say a module source's typo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from polybus.cli.main import build_parser
+from polybus.errors import UsageError
+
+
+def _worker(module: str) -> None:
+    from polybus.cli import cmd_worker
+
+    args = build_parser().parse_args(["worker", "--registry", "127.0.0.1:1", "--module", module])
+    cmd_worker.main(args)
+
+
+def test_a_typo_in_module_names_the_nearest_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "server.py").write_text("def f(x):\n    return x\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError) as info:
+        _worker("sevrer.py")
+    assert str(info.value) == "--module: sevrer.py does not exist; did you mean 'server.py'?"
+
+
+def test_a_missing_module_with_nothing_near_is_said_plainly(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as info:
+        _worker(str(tmp_path / "zzz.py"))
+    assert str(info.value) == f"--module: {tmp_path / 'zzz.py'} does not exist"
