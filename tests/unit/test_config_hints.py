@@ -70,7 +70,7 @@ def test_the_quoted_priority_the_hint_shows_is_valid(tmp_path: Path) -> None:
     assert errors(tmp_path, overrides=(f'{PRIORITY}="0"',)) == []
 
 
-@pytest.mark.parametrize("example", ["dna"])
+@pytest.mark.parametrize("example", ["dna", "rudy"])
 def test_the_example_comment_command_is_valid(example: str) -> None:
     """The --set an example's comment suggests is one polybus accepts."""
     app = Path(__file__).resolve().parents[2] / "examples" / example / "app.toml"
@@ -352,3 +352,18 @@ def test_a_missing_source_file_gets_the_nearest_file_beside_it(
     [(_, key, message, got)] = errors(tmp_path, toml)
     assert (key, message.split(" (")[0], got) == (
         "modules.server.source", f"source file {written!r} not found", hint)
+
+
+def test_thousands_of_local_replicas_are_a_warning(tmp_path: Path) -> None:
+    # A new user's replication = 5000 on 2 CPUs was "ok": 5000 processes to start.
+    sets = ("modules.server.replication=5000",)
+    assert errors(tmp_path, overrides=sets) == []
+    cfg, _ = validate(str(tmp_path / "app.toml"), sets)
+    assert cfg is not None
+    (note,) = cfg.notes
+    assert (note.file, note.key) == ("--set", "modules.server.replication")
+    assert note.bare_message.startswith("5000 replicas on a machine with ")
+    assert note.bare_message.endswith(", 5000 of them for module 'server'")
+    fine = ("modules.server.replication=8",)
+    cfg, _ = validate(str(tmp_path / "app.toml"), fine)
+    assert cfg is not None and cfg.notes == ()

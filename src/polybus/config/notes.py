@@ -4,13 +4,34 @@ and why."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from polybus.config.model import Binding, DefineSpec, ModuleSpec, ServeSpec, UseSpec
 from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.source import SourceInfo
 
-__all__ = ["note_idle_shares", "note_no_ops", "note_unused"]
+__all__ = ["note_idle_shares", "note_many_replicas", "note_no_ops", "note_unused"]
+
+
+def note_many_replicas(modules: dict[str, ModuleSpec], engine: str, p: Problems,
+                       cpus: int | None = None) -> None:
+    """The local engine starts every replica as a process of this machine: past 16 per
+    CPU (and past 64), a count is more likely a typo than a plan (5000 on 2 CPUs was
+    said "ok"). Only noted: replicas that mostly wait (I/O, a modelled cost) may be many."""
+    if engine != "local":
+        return
+    cpus = cpus or os.cpu_count() or 1
+    most = max(64, 16 * cpus)
+    total = sum(len(m.replication) for m in modules.values())
+    if total <= most:
+        return
+    key = max(modules, key=lambda k: len(modules[k].replication))
+    p.note(f"{total} replicas on a machine with {cpus} CPU(s): the local engine starts each "
+           f"as a process here, {len(modules[key].replication)} of them for module {key!r}",
+           dotted("modules", key, "replication"),
+           f"more than {most} ({cpus} CPU(s) x 16, at least 64) is rarely meant; ignore this "
+           "if its replicas mostly wait")
 
 
 def note_unused(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
