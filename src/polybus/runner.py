@@ -95,8 +95,12 @@ def override_strings(overrides: Mapping[str, Any] | Sequence[str]) -> tuple[str,
 def busy_share(busy_s: float, elapsed_s: float, handlers: int = 1) -> float:
     """The share of a replica's handlers' time spent in calls: ``busy_s`` (the calls'
     durations summed, so a pool's overlapping calls can add up past the elapsed time)
-    over ``elapsed_s`` times its ``handlers``; 0 for no time."""
-    return busy_s / (elapsed_s * max(1, handlers)) if elapsed_s > 0 else 0.0
+    over ``elapsed_s`` times its ``handlers``; 0 for no time. At most 1: a replica
+    shared with other clients counts their calls in full, also one begun before this
+    run started (a new user's shared replica showed 105 busy %)."""
+    if elapsed_s <= 0:
+        return 0.0
+    return min(1.0, busy_s / (elapsed_s * max(1, handlers)))
 
 
 def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
