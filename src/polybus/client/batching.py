@@ -28,6 +28,8 @@ one call whose operands never fit at once goes alone, by value. A promise inside
 tuple or dict argument is waited for when the call is made (its value joins the batch):
 waited for only once the batch is being written, it could need that very batch.
 Batches are written, and a call that cannot be sent is failed alone, by batchsend.py.
+A call's promise passed to a forwarding call has its value sent on by the replica: what
+its consumers ask of the replica goes with its batch once placed (client/fwdbatch.py).
 """
 
 from __future__ import annotations

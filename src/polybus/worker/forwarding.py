@@ -14,6 +14,9 @@ replica unreachable, a value the codec cannot carry) is said to the client,
 producer's replica knows. ``Keep(id, pkey, key)``, for a consumer still at the client:
 the value is pinned (fwdstore.py) until the ``Forward`` of ``key`` comes, and the
 client answered ``Ref("fwd", [])``; with no room for it, by value, as if not asked.
+A ``Forward`` or ``Keep`` with an ``index`` asks the same of call ``index`` of batch
+``id`` (a ``CallBatch``): done before the batch is answered, its slot of the
+``BatchResult`` then holding the ``Ref`` (`finished_batch`).
 
 Consumer side: worker/fwdheld.py (`Receiving`, which this class extends).
 """
