@@ -15,16 +15,19 @@ import msgspec
 import numpy as np
 
 from polybus.client.calls import error_from, expire
+from polybus.client.fwdbatch import fetched, settle
 from polybus.client.policies.aggregate import arg_bytes
 from polybus.client.promise import Promise, behave_as_promise
 from polybus.client.pump import enter, leave
 from polybus.client.unseen import forgotten, seen
 from polybus.errors import PolybusError
+from polybus.wire.codec import Ref
 from polybus.wire.messages import BatchResult, CallBatch
 
 if TYPE_CHECKING:
     from polybus.client.batching import Batcher
     from polybus.client.calls import ReplicaLink
+    from polybus.client.fwdbatch import EntryRecord
 
 class Pending:
     """One batch: open (taking calls), in flight on ``link``, or answered."""
@@ -34,8 +37,8 @@ class Pending:
     __polybus_promise_inside__ = True
 
     __slots__ = ("__weakref__", "args", "attempts", "batcher", "clean", "dispatcher", "done",
-                 "error", "fails", "id", "late", "link", "only", "opbytes", "opened", "ops",
-                 "placed", "resent", "size", "values")
+                 "entries", "error", "fails", "id", "late", "link", "only", "opbytes",
+                 "opened", "ops", "placed", "resent", "size", "values")
 
     def __init__(self, batcher: Batcher, now: float) -> None:
         self.batcher = batcher
@@ -61,6 +64,9 @@ class Pending:
         # bytes) and their bytes together (joins).
         self.ops: dict[int, int] | None = None
         self.opbytes = 0
+        # Its calls whose promises were passed to forwarding calls, by index: their
+        # values go replica to replica (client/fwdbatch.py).
+        self.entries: dict[int, EntryRecord] | None = None
 
     @property
     def deadline(self) -> float:
@@ -120,6 +126,8 @@ class Pending:
         link.calls += len(self.args) if only is None else len(only)
         self.args = []  # not sent again: the arguments need not live as long as the promises
         self.batcher.completed(self, link)
+        if self.entries is not None:
+            settle(self)
 
     # The reactor treats a Fail with the batch's id like one for a single call.
     def set_error(self, error: PolybusError) -> bool:
@@ -132,6 +140,8 @@ class Pending:
             # as on an answer. An argument holding one of its promises then makes no
             # cycle the collector cannot see (promises are not tracked).
             self.args = []
+        if self.entries is not None:
+            settle(self)
         return True
 
     def __del__(self) -> None:
@@ -222,6 +232,8 @@ class Slot:
         b.late[self.i] = error
         b.clean = False
         b.batcher.failed.add(b)
+        if b.entries is not None:
+            settle(b)
         return True
 
     def outcome(self) -> Any:
@@ -232,7 +244,8 @@ class Slot:
             raise seen(b.error)
         if b.fails is not None and self.i in b.fails:
             raise seen(b.fails[self.i])
-        return b.values[self.i]
+        value = b.values[self.i]
+        return value if type(value) is not Ref else fetched(b, self.i)
 
 
 class BatchPromise(msgspec.Struct, Promise, gc=False):
@@ -251,7 +264,8 @@ class BatchPromise(msgspec.Struct, Promise, gc=False):
     def __polybus_value__(self) -> Any:
         b = self._rec
         if b.clean:
-            return b.values[self._i]
+            value = b.values[self._i]
+            return value if type(value) is not Ref else fetched(b, self._i)
         slot = Slot(b, self._i)
         if slot.done:
             return slot.outcome()

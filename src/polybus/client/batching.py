@@ -28,6 +28,8 @@ one call whose operands never fit at once goes alone, by value. A promise inside
 tuple or dict argument is waited for when the call is made (its value joins the batch):
 waited for only once the batch is being written, it could need that very batch.
 Batches are written, and a call that cannot be sent is failed alone, by batchsend.py.
+A call's promise passed to a forwarding call has its value sent on by the replica: what
+its consumers ask of the replica goes with its batch once placed (client/fwdbatch.py).
 """
 
 from __future__ import annotations
@@ -39,15 +41,15 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes, operand_bytes
-from polybus.client.batchsend import refuse, unplace, write
-from polybus.client.calls import suspect_note
+from polybus.client.batchsend import refuse, requeue, unplace, write
+from polybus.client.fwdbatch import placed
 from polybus.client.linger import linger_main
 from polybus.client.operands import AUTO_THRESHOLD
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
 from polybus.client.snapshot import AS_IS, Keep, snapshot_row
 from polybus.client.wireargs import holds_promise, plain_args
-from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
+from polybus.errors import ConnectionLostError, PolybusError
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import DEFAULT_MAX_FRAME
 from polybus.wire.messages import Message
@@ -264,8 +266,10 @@ class Batcher:
                     return True
                 msgs = self.comm.batch_messages(b, link, pushes)
         self._hold(pushes)
-        h.extend(msgs)
         alone = len(msgs) == 1  # (with Puts or Drops it is written now)
+        if b.entries is not None:  # what its calls' consumers ask of it, with it (fwdbatch.py)
+            msgs.extend(placed(b, link))
+        h.extend(msgs)
         # While the replica has two sent batches still to answer, this one waits to be
         # written with up to HOLD-1 others: fewer writes (and wake-ups of the replica).
         if not send or (alone and len(h) < HOLD and self.inflight[i] - len(h) >= 2):
@@ -354,33 +358,7 @@ class Batcher:
                 self.lock.release()
 
     def _requeue(self, link: ReplicaLink, i: int, error: PolybusError) -> None:
-        everything: list[Any] = list(link.outstanding.values())
-        held: list[Pending] = [b for b in everything if type(b) is Pending and b.batcher is self]
-        for b in held:
-            del link.outstanding[b.id]
-        self.inflight[i] = 0
-        self.held[i] = []  # (their batches are among those re-run or failed below)
-        d = self.d
-        for b in sorted(held, key=lambda b: b.id, reverse=True):
-            if b.done:
-                continue
-            if not d.idempotent:
-                b.set_error(WorkerDiedError(
-                    f"{link.name} died holding a batch of {len(b.args)} calls to "
-                    f"{self.interface}, which is not idempotent, so they were not re-run "
-                    f"({error})", interface=self.interface, replica=link.name))
-            elif b.attempts >= d.max_attempts:
-                b.set_error(PoisonCallError(
-                    f"a batch of {len(b.args)} calls to {self.interface} was lost with "
-                    f"{b.attempts} replicas in a row (last: {link.name}); it is not tried "
-                    f"again", interface=self.interface, replica=link.name))
-            elif any(not lk.dead for lk in self.links):
-                b.link = None
-                self.backlog.appendleft(b)  # first in line, in its old order
-            else:
-                b.set_error(ConnectionLostError(
-                    f"every replica of {self.interface} is gone (last: {link.name}: "
-                    f"{error})" + suspect_note(self.interface, b.attempts)))
+        requeue(self, link, i, error)  # (batchsend.py)
 
     def close(self) -> None:
         self._stopped = True

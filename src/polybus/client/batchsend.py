@@ -1,5 +1,5 @@
 """Writing an aggregating binding's placed batches, and what is done with a batch that
-cannot be sent as it is (client/batching.py places them).
+cannot be sent as it is, or whose replica is lost (client/batching.py places them).
 
 A batch that cannot be named or encoded is not failed whole: each of its calls that
 cannot be sent on its own fails alone, with the error the unaggregated call would give
@@ -12,11 +12,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import Pending
+from polybus.client.calls import suspect_note
+from polybus.client.fwdbatch import settle
 from polybus.client.unsendable import named
-from polybus.errors import PolybusError, UnsendableError
+from polybus.errors import (
+    ConnectionLostError,
+    PoisonCallError,
+    PolybusError,
+    UnsendableError,
+    WorkerDiedError,
+)
 from polybus.transport.channel import LATER
 from polybus.wire.codec import Codec
-from polybus.wire.messages import CallBatch, Drop, Message, Put
+from polybus.wire.messages import CallBatch, Drop, Forward, Keep, Message, Put
 
 if TYPE_CHECKING:
     from polybus.client.batching import Batcher
@@ -62,6 +70,8 @@ def write(bt: Batcher, link: ReplicaLink, msgs: list[Message], direct: bool = Fa
                 out.append(b.message())
             else:
                 out.extend(bt.comm.batch_messages(b, link, pushes))
+        # What the batches' forwarded calls ask of the replica (fwdbatch.py) goes too.
+        out.extend(m for m in msgs if type(m) is Forward or type(m) is Keep)
         for other, put in pushes or ():  # (from the timer: on the connection itself)
             try:
                 other.channel.send_many([put], LATER)
@@ -102,6 +112,8 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
     if not keep:
         b.done = True
         b.args = []
+    if b.entries is not None:  # (their consumers fail with them: fwdbatch.py)
+        settle(b)
     return True
 
 
@@ -114,4 +126,36 @@ def unplace(bt: Batcher, b: Pending, link: ReplicaLink) -> None:
             bt.inflight[i] -= 1
 
 
-__all__ = ["refuse", "unplace", "write"]
+def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None:
+    """``link``'s replica is gone (the Batcher's lock held): each of its batches runs
+    again elsewhere, first in line in its old order (idempotent interfaces), or fails."""
+    everything: list[Any] = list(link.outstanding.values())
+    held: list[Pending] = [b for b in everything if type(b) is Pending and b.batcher is bt]
+    for b in held:
+        del link.outstanding[b.id]
+    bt.inflight[i] = 0
+    bt.held[i] = []  # (their batches are among those re-run or failed below)
+    d = bt.d
+    for b in sorted(held, key=lambda b: b.id, reverse=True):
+        if b.done:
+            continue
+        if not d.idempotent:
+            b.set_error(WorkerDiedError(
+                f"{link.name} died holding a batch of {len(b.args)} calls to "
+                f"{bt.interface}, which is not idempotent, so they were not re-run "
+                f"({error})", interface=bt.interface, replica=link.name))
+        elif b.attempts >= d.max_attempts:
+            b.set_error(PoisonCallError(
+                f"a batch of {len(b.args)} calls to {bt.interface} was lost with "
+                f"{b.attempts} replicas in a row (last: {link.name}); it is not tried "
+                f"again", interface=bt.interface, replica=link.name))
+        elif any(not lk.dead for lk in bt.links):
+            b.link = None
+            bt.backlog.appendleft(b)  # first in line, in its old order
+        else:
+            b.set_error(ConnectionLostError(
+                f"every replica of {bt.interface} is gone (last: {link.name}: "
+                f"{error})" + suspect_note(bt.interface, b.attempts)))
+
+
+__all__ = ["refuse", "requeue", "unplace", "write"]

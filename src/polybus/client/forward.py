@@ -39,6 +39,9 @@ and frees it there: the producer failed or was lost (above), was given up (its t
 A consumer given up is failed so too, so its replica does not hold it for a value that
 may never come. The client names only keys of its own edges (its session's nonce, 64
 random bits, begins each), and only to the replica each was placed on.
+
+The promise of an aggregated call is a producer too: its call's `EntryRecord` stands
+for it in its edges, and its batch's placing asks its replica (client/fwdbatch.py).
 """
 
 from __future__ import annotations
@@ -47,8 +50,19 @@ import secrets
 import threading
 from typing import TYPE_CHECKING, Any
 
+from polybus.client.batchcalls import BatchPromise
 from polybus.client.forwardcomm import install
+from polybus.client.fwdbatch import (
+    EntryRecord,
+    cancel,
+    claim,
+    entry_of,
+    forward_msg,
+    keep_msg,
+    running,
+)
 from polybus.client.fwdblame import origin, said_by, upstream
+from polybus.client.fwdedge import Edge, _unsent
 from polybus.client.fwdlost import gone, kept_lost
 from polybus.client.promise import CallPromise
 from polybus.errors import (
@@ -57,41 +71,12 @@ from polybus.errors import (
     RemoteException,
 )
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Cancel, Deliver, Forward, Keep, Undelivered
+from polybus.wire.messages import Deliver, Undelivered
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.dispatch import Dispatcher
     from polybus.client.session import Session
-
-
-class Edge:
-    __slots__ = ("asked", "consumer", "failed", "kept", "key", "producer", "to", "told",
-                 "watched")
-
-    def __init__(self, producer: CallRecord, consumer: CallRecord, key: str) -> None:
-        producer.passed = True  # its error reaches the program as the consumer's (calls.py)
-        self.producer = producer
-        self.consumer = consumer
-        self.key = key
-        self.to: ReplicaLink | None = None  # where the consumer was placed last
-        self.failed = ""  # the message of the failure the client sent ``to`` for it
-        self.watched: ReplicaLink | None = None  # whose ``watch`` counts it
-        self.asked = False  # a Forward or Keep went for it while its producer was unanswered
-        self.kept = False  # a Keep went for it: its producer's replica pins the value for it
-        # (producer's link, consumer's) of the Forward that went while it was unanswered
-        self.told: tuple[ReplicaLink, ReplicaLink] | None = None
-
-
-def _unsent(value: Any) -> bool:
-    """A promise whose value is not at the client: unanswered (of a binding whose
-    answers may be forwarded), or forwarded."""
-    if type(value) is not CallPromise:
-        return False
-    rec: CallRecord = value._rec
-    if not rec.done:
-        return rec.dispatcher.forwards_answers
-    return rec.error is None and type(rec.value) is Ref
 
 
 class Forwarder:
@@ -127,11 +112,11 @@ class Forwarder:
     def wants(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         # (loops, not any() over generators: this runs on every async call)
         for a in args:
-            if type(a) is CallPromise and _unsent(a):
+            if (type(a) is CallPromise or type(a) is BatchPromise) and _unsent(a):
                 return True
         if kwargs:
             for v in kwargs.values():
-                if type(v) is CallPromise and _unsent(v):
+                if (type(v) is CallPromise or type(v) is BatchPromise) and _unsent(v):
                     return True
         return False
 
@@ -145,7 +130,8 @@ class Forwarder:
         def arg(value: Any) -> Any:
             if not _unsent(value):
                 return wire(value)
-            producer: CallRecord = value._rec
+            producer: CallRecord = (value._rec if type(value) is CallPromise
+                                    else entry_of(value))
             key = f"{self.nonce}.{cid}.{len(edges)}"
             edges.append(Edge(producer, rec, key))
             self.edges.setdefault(producer.id, []).append(edges[-1])
@@ -182,22 +168,25 @@ class Forwarder:
         """Ask ``e``'s producer's replica to keep its value for ``e`` (``Keep``), if its
         consumer is unplaced and its producer is placed and unanswered, or answered
         ``Ref`` (a value at the client already is sent on from here)."""
-        p, link = e.producer, e.producer.link
+        p = e.producer
         with self._marks:
-            if (e.to is not None or e.consumer.done or link is None or link.dead
-                    or (p.id not in link.outstanding if not p.done
-                        else p.error is not None or type(p.value) is not Ref)):
+            # (unanswered: placed on a live replica, `running`, which sets an aggregated
+            # call's link to its batch's)
+            on = running(p) if not p.done else not (p.error is not None
+                                                      or type(p.value) is not Ref)
+            link = p.link
+            if e.to is not None or e.consumer.done or link is None or link.dead or not on:
                 return
             e.asked, e.kept = e.asked or not p.done, True
         self.keeps += 1
         self.reactor.flush(link)  # (after the producer's call, if it is held back)
-        self.reactor.send(link, Keep(p.id, self.pkey(p), e.key))
+        self.reactor.send(link, keep_msg(p, self.pkey(p), e.key))
         with self._marks:
             undone = not e.kept
-        if undone and not link.dead:
+        if undone and not link.dead and (c := cancel(p)) is not None:
             # Answered by value meanwhile (`answered` cleared the mark), and its Cancel
             # may have gone before this Keep: one more, after it, so nothing waits there.
-            self.reactor.send(link, Cancel([p.id]))
+            self.reactor.send(link, c)
 
     def _unkeep(self, e: Edge) -> None:
         """``e``'s consumer ended without being placed: its producer's replica lets go of
@@ -205,7 +194,7 @@ class Forwarder:
         p, link = e.producer, e.producer.link
         e.kept = False
         if link is not None and not link.dead:
-            self.reactor.send(link, Keep(p.id, self.pkey(p), e.key, release=True))
+            self.reactor.send(link, keep_msg(p, self.pkey(p), e.key, release=True))
 
     def _connect(self, e: Edge) -> None:
         p, to = e.producer, e.to
@@ -221,7 +210,10 @@ class Forwarder:
             else:
                 self.relayed += 1
                 self.reactor.send(to, Deliver(e.key, True, p.value))
-        elif p.link is not None and p.id in p.link.outstanding and not p.link.dead:
+        elif type(p) is EntryRecord:
+            if claim(self, e):  # (its batch placed; else its placing asks: fwdbatch.py)
+                self._instruct(e)
+        elif running(p):
             self._instruct(e)
         # else the producer waits to be placed; placed() connects the edge then
 
@@ -236,7 +228,7 @@ class Forwarder:
         else:
             e.asked, e.told = True, (p.link, to)
         self.reactor.flush(p.link)  # the Forward must follow the producer's call
-        self.reactor.send(p.link, Forward(p.id, self.pkey(p), e.key, to.channel.peer))
+        self.reactor.send(p.link, forward_msg(p, self.pkey(p), e.key, to.channel.peer))
 
     def _fail(self, e: Edge, error: PolybusError, given_up: bool = False) -> None:
         # (whether the consumer's error says ``error`` is decided when it ends: answered)
@@ -343,11 +335,12 @@ class Forwarder:
             with self._marks:
                 for e in edges:
                     e.kept = False  # (answered by value, or failed: nothing kept there)
-            if any(e.asked for e in edges) and rec.link is not None and not rec.link.dead:
+            if (any(e.asked for e in edges) and rec.link is not None and not rec.link.dead
+                    and (c := cancel(rec)) is not None):
                 # Answered before its replica read our Forward (or Keep), which it then
                 # keeps waiting for an answer already sent: Cancel tells it to forget
                 # (after it, on the same connection). The value goes on from here.
-                self.reactor.send(rec.link, Cancel([rec.id]))
+                self.reactor.send(rec.link, c)
         for e in edges:
             if e.to is None or e.consumer.done or e.failed or e.key in sent:
                 continue
@@ -388,4 +381,4 @@ def forwarder_for(session: Session) -> Forwarder:
     return f
 
 
-__all__ = ["Forwarder", "forwarder_for"]
+__all__ = ["Edge", "Forwarder", "forwarder_for"]

@@ -2,13 +2,15 @@
 
 Its value is sent on from the client if the program fetched it; else the producer runs
 again (an idempotent interface, as a lost call does) and its edges are connected anew,
-or its consumers fail with `gone`'s WorkerDiedError.
+or its consumers fail with `gone`'s WorkerDiedError (an aggregated call's always:
+client/fwdbatch.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from polybus.client.fwdbatch import EntryRecord
 from polybus.errors import WorkerDiedError
 from polybus.wire.codec import Ref
 
@@ -31,7 +33,8 @@ def kept_lost(f: Forwarder, p: CallRecord, edges: list[Edge]) -> None:
     if not edges or type(p.value) is not Ref:
         for e in edges:
             f._connect(e)  # (a consumer still unplaced: when it is)
-    elif d.idempotent and p.attempts < d.max_attempts and any(not lk.dead for lk in d.links):
+    elif (d.idempotent and p.attempts < d.max_attempts and any(not lk.dead for lk in d.links)
+          and not isinstance(p, EntryRecord)):  # (a batch's call is not re-run alone)
         p.reopen()
         d.again(p)
     else:

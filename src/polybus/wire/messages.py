@@ -93,12 +93,14 @@ class Forward(_Msg, tag=13):
     also send its outcome to the replica at ``to`` as ``Deliver(key, ...)``; the client
     is then answered ``Result(id, Ref("fwd", [delivered keys]))`` instead of the
     value, which the producer keeps under ``pkey`` for a later ``Fetch`` or re-forward
-    (see worker/forwarding.py)."""
+    (see worker/forwarding.py). ``index`` >= 0: call ``index`` of aggregated batch ``id``
+    (a ``CallBatch``), whose ``BatchResult`` then holds that ``Ref`` in its slot."""
 
     id: int
     pkey: str
     key: str
     to: str
+    index: int = -1
 
 
 class Keep(_Msg, tag=28):
@@ -107,12 +109,14 @@ class Keep(_Msg, tag=28):
     consumer waits at the client to be placed), and answer the client ``Result(id,
     Ref("fwd", [...]))`` instead of the value. A replica with no room to keep it answers
     by value, as if no ``Keep`` had come (see worker/forwarding.py). With ``release``,
-    the consumer of ``key`` ended without being placed: what was kept for it goes."""
+    the consumer of ``key`` ended without being placed: what was kept for it goes.
+    ``index`` >= 0: call ``index`` of aggregated batch ``id``, as for ``Forward``."""
 
     id: int
     pkey: str
     key: str
     release: bool = False
+    index: int = -1
 
 
 class Deliver(_Msg, tag=14):

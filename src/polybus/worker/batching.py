@@ -2,7 +2,9 @@
 
 The calls of a batch run in order on one thread; each call's exception is caught on its
 own (its slot in the answer is nil and a ``Fail`` with its index says why), so one
-failing call fails alone. All answers go back as one ``BatchResult``.
+failing call fails alone. All answers go back as one ``BatchResult``; a call whose
+value the client asked to be forwarded (``Forward``/``Keep`` with its index) has it sent
+to the next stage first, and ``Ref("fwd", ...)`` in its slot (worker/forwarding.py).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def run(rt: WorkerRuntime, job: Job) -> None:
     if ch.closed:
         return
     reply = BatchResult(batch.id, values, fails)
+    rt.forwarding.finished_batch(ch, reply)  # (values asked for by other stages go there)
     try:
         ch.send(reply)
     except (TypeError, ValueError, OverflowError):

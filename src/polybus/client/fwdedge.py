@@ -1,0 +1,45 @@
+"""An edge between two calls (client/forward.py): a producer whose promise was passed
+to a consumer, its value to go replica to replica; and which promises are worth one."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from polybus.client.batchcalls import BatchPromise
+from polybus.client.fwdbatch import unsent
+from polybus.client.promise import CallPromise
+from polybus.wire.codec import Ref
+
+if TYPE_CHECKING:
+    from polybus.client.calls import CallRecord, ReplicaLink
+
+__all__ = ["Edge"]
+
+
+class Edge:
+    __slots__ = ("asked", "consumer", "failed", "kept", "key", "producer", "to", "told",
+                 "watched")
+
+    def __init__(self, producer: CallRecord, consumer: CallRecord, key: str) -> None:
+        producer.passed = True  # its error reaches the program as the consumer's (calls.py)
+        self.producer = producer
+        self.consumer = consumer
+        self.key = key
+        self.to: ReplicaLink | None = None  # where the consumer was placed last
+        self.failed = ""  # the message of the failure the client sent ``to`` for it
+        self.watched: ReplicaLink | None = None  # whose ``watch`` counts it
+        self.asked = False  # a Forward or Keep went for it while its producer was unanswered
+        self.kept = False  # a Keep went for it: its producer's replica pins the value for it
+        # (producer's link, consumer's) of the Forward that went while it was unanswered
+        self.told: tuple[ReplicaLink, ReplicaLink] | None = None
+
+
+def _unsent(value: Any) -> bool:
+    """A promise whose value is not at the client: unanswered (of a binding whose
+    answers may be forwarded), or forwarded. An aggregated call's too (fwdbatch.py)."""
+    if type(value) is not CallPromise:
+        return type(value) is BatchPromise and unsent(value)
+    rec: CallRecord = value._rec
+    if not rec.done:
+        return rec.dispatcher.forwards_answers
+    return rec.error is None and type(rec.value) is Ref

@@ -1,0 +1,220 @@
+"""Forwarded values taken in on a replica: the consumer side of worker/forwarding.py.
+
+Consumer side: a call naming ``Ref("fwd", key)`` is held (not queued) until every such
+value has arrived, then queued like any call; a failed upstream value answers it with a
+Fail naming the upstream failure, and lets go of it: the other values it waited for are
+taken (not kept) when they come. The client sends such a failure itself when the value
+will never come (its producer lost or given up, or Undelivered). A key delivered twice
+(a producer re-run, the client repairing a race) is taken once. A value that arrives
+before its call (the usual order: the producer's replica sends it as soon as it has it)
+waits for it, bounded: at most ``ARRIVED_BOUND`` values and the forward store's bytes
+wait at once, and past that the oldest is dropped and its key remembered (as many as
+``TAKEN_BOUND``), so that the call naming it is answered at once,
+``Fail(kind="forward-dropped")``, not held for ever.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from polybus.errors import UPSTREAM_FAILED
+from polybus.transport.channel import Channel
+from polybus.wire.codec import Ref
+from polybus.wire.messages import Call, Fail
+from polybus.worker.cache import DEFAULT_CAPACITY, held_bytes
+from polybus.worker.fwdpeers import Peers
+
+if TYPE_CHECKING:
+    from polybus.worker.runtime import WorkerRuntime
+
+__all__ = ["ARRIVED_BOUND", "ENTRY_BYTES", "TAKEN_BOUND", "Receiving"]
+
+log = logging.getLogger("polybus.worker")
+TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates (and as dropped)
+# Values that arrived with no call yet to take them, at most (and at most the forward
+# store's bytes, ``kept.capacity``). Many may wait legitimately: a busy replica reads a
+# client's calls late, while their values come straight from the producers. Unbounded,
+# a peer's Delivers for keys no call names were kept for ever.
+ARRIVED_BOUND = 100_000
+ENTRY_BYTES = 200  # counted for each such value beside its own bytes (its key, its place)
+
+
+@dataclass(eq=False)
+class _Held:
+    ch: Channel
+    call: Call
+    missing: set[str] = field(default_factory=set)
+    where: dict[str, list[int | str]] = field(default_factory=dict)  # key -> arg positions
+    over: bool = False
+
+
+class Receiving(Peers):
+    """Calls held for forwarded values, and the values that came before their calls
+    (the base of a replica's `Forwarding`); every method is safe from any thread."""
+
+    def __init__(self, runtime: WorkerRuntime) -> None:
+        super().__init__(runtime)  # (sending to the other replicas: fwdpeers.py)
+        self._lock = threading.Lock()
+        self._held: dict[str, list[_Held]] = {}
+        # Values no call has taken yet, oldest first: (ok, value, bytes counted).
+        self._arrived: dict[str, tuple[bool, Any, int]] = {}
+        self._arrived_bytes = 0
+        self._taken: OrderedDict[str, None] = OrderedDict()
+        self._dropped: OrderedDict[str, None] = OrderedDict()  # dropped from _arrived
+        self.unclaimed_dropped = 0  # values dropped so, ever
+        self.received = 0    # values it received from one
+        self.arrived_bytes_max = DEFAULT_CAPACITY  # (the forward store's bytes)
+        self.arrived_max = ARRIVED_BOUND
+
+    def hold(self, ch: Channel, call: Call) -> bool:
+        """True if ``call`` names forwarded values: it is held (or queued, if they are all
+        here already) and the caller must not answer it."""
+        h = _Held(ch, call)
+        for pos, a in _refs(call):
+            h.where.setdefault(str(a.key), []).append(pos)
+        if not h.where:
+            return False
+        ready: list[tuple[str, bool, Any]] = []
+        dropped = ""
+        settled: tuple[bool, Any] | None = None
+        with self._lock:
+            for key in h.where:
+                got = self._arrived.pop(key, None)
+                if got is not None:
+                    self._arrived_bytes -= got[2]
+                    self._take(key)
+                    ready.append((key, got[0], got[1]))
+                elif key in self._dropped:
+                    dropped = dropped or key
+                else:
+                    h.missing.add(key)
+            if dropped:
+                # Answered now, as for a failed upstream value: its other values are let
+                # go when they come, and nothing of it is queued.
+                h.over = True
+                self._let_go(h)
+            else:
+                for key in h.missing:
+                    self._held.setdefault(key, []).append(h)
+                for key, ok, value in ready:
+                    if self._fill(h, key, ok, value):
+                        settled = (ok, value)
+        if dropped:
+            self.rt._send_quietly(ch, Fail(
+                call.id, "forward-dropped", "LookupError",
+                f"the forwarded value {dropped} was dropped on {self.rt.name} before this "
+                f"call came: too many values arrived unclaimed (at most {self.arrived_max} "
+                f"or {self.arrived_bytes_max} bytes wait for their calls)"))
+            return True
+        if settled is not None:
+            self._settle(h, *settled)
+        return True
+
+    def arrive(self, key: str, ok: bool, value: Any) -> None:
+        with self._lock:
+            if key in self._arrived or key in self._taken:
+                return
+            self.received += 1
+            waiting = self._held.pop(key, None)
+            if waiting is None:
+                self._keep(key, ok, value)
+                return
+            self._take(key)
+            settled = [h for h in waiting if self._fill(h, key, ok, value)]
+        for h in settled:
+            self._settle(h, ok, value)
+
+    def _take(self, key: str) -> None:
+        self._taken[key] = None
+        if len(self._taken) > TAKEN_BOUND:
+            self._taken.popitem(last=False)
+
+    def _keep(self, key: str, ok: bool, value: Any) -> None:
+        """Hold a value no call has taken yet (the lock held); past the bounds the oldest
+        go (a value larger than the byte bound is kept alone, as the forward store does:
+        max_frame bounds it), their keys remembered as dropped."""
+        n = ENTRY_BYTES + len(key) + held_bytes(value)
+        self._dropped.pop(key, None)  # (delivered again after it was dropped: kept now)
+        self._arrived[key] = (ok, value, n)
+        self._arrived_bytes += n
+        while ((self._arrived_bytes > self.arrived_bytes_max
+                or len(self._arrived) > self.arrived_max) and len(self._arrived) > 1):
+            old = next(iter(self._arrived))
+            self._arrived_bytes -= self._arrived.pop(old)[2]
+            self._dropped[old] = None
+            if len(self._dropped) > TAKEN_BOUND:
+                self._dropped.popitem(last=False)
+            self.unclaimed_dropped += 1
+            if self.unclaimed_dropped & (self.unclaimed_dropped - 1) == 0:  # 1, 2, 4, ...
+                log.warning("worker %s: %d forwarded values dropped so far, unclaimed: more "
+                            "than %d (or %d bytes) arrived before their calls; a call that "
+                            "names one fails", self.rt.name, self.unclaimed_dropped,
+                            self.arrived_max, self.arrived_bytes_max)
+
+    def _fill(self, h: _Held, key: str, ok: bool, value: Any) -> bool:
+        """(The lock held) ``key``'s value for ``h``: True if that settles it, to be
+        answered (a failed value) or queued (its last value) by `_settle`."""
+        h.missing.discard(key)
+        if h.over:
+            return False
+        if not ok:
+            h.over = True
+            self._let_go(h)
+            return True
+        for pos in h.where[key]:
+            if isinstance(pos, int):
+                h.call.args[pos] = value
+            elif h.call.kwargs is not None:
+                h.call.kwargs[pos] = value
+        return not h.missing
+
+    def _let_go(self, h: _Held) -> None:
+        """(The lock held) ``h`` is answered: it waits for nothing more, and the values
+        it still waited for are taken, so they are not kept when they come. (It stayed
+        held for them, with its arguments, for ever if they never came.)"""
+        for key in h.missing:
+            rest = [x for x in self._held.get(key, ()) if x is not h]
+            if rest:
+                self._held[key] = rest
+            else:
+                self._held.pop(key, None)
+            self._take(key)
+        h.missing.clear()
+
+    def _settle(self, h: _Held, ok: bool, value: Any) -> None:
+        """Answer ``h`` for a failed upstream value, or queue it: it has every value."""
+        if ok:
+            self.rt._enqueue(h.ch, h.call)
+            return
+        kind, message, tb = ([*value, "", "", ""][:3] if isinstance(value, list)
+                             else ["RemoteError", str(value), ""])
+        said = str(message)  # (a failure from further upstream says so once, not twice)
+        if not said.startswith(UPSTREAM_FAILED):
+            said = UPSTREAM_FAILED + said
+        self.rt._send_quietly(h.ch, Fail(h.call.id, "exception", str(kind), said, str(tb)))
+
+    def held_calls(self) -> int:
+        """Calls held now for forwarded values (each once, however many it waits for)."""
+        with self._lock:
+            return len({id(h) for hs in self._held.values() for h in hs})
+
+    def _drop_held(self, ch: Channel) -> None:
+        """(The lock held) ``ch``'s client is gone: its held calls go."""
+        for key in list(self._held):
+            rest = [h for h in self._held[key] if h.ch is not ch]
+            if rest:
+                self._held[key] = rest
+            else:
+                del self._held[key]
+
+
+def _refs(call: Call) -> list[tuple[int | str, Ref]]:
+    out: list[tuple[int | str, Ref]] = [
+        (i, a) for i, a in enumerate(call.args) if type(a) is Ref and a.kind == "fwd"]
+    if call.kwargs:
+        out.extend((k, v) for k, v in call.kwargs.items() if type(v) is Ref and v.kind == "fwd")
+    return out
