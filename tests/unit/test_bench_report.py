@@ -299,3 +299,20 @@ def test_one_placement_keeps_one_panel_and_full_names() -> None:
             "polybus transport=tcp,cpus=split"]
     finally:
         plt.close(fig)
+
+
+def test_more_systems_than_a_table_takes_are_split_over_tables() -> None:
+    # mandelbrot's 16 systems made one table hundreds of characters wide.
+    from polybus.bench.report import TABLE_COLUMNS
+
+    console = Console(record=True, width=4000, color_system=None)
+    res = _wide()  # (10 systems)
+    print_table(res, console)
+    text = console.export_text()
+    assert "median [min\u2013max] (1/2)" in text and "median [min\u2013max] (2/2)" in text
+    assert "(3/2)" not in text
+    for cell in _cells(res):
+        assert text.count(cell) == 1, cell  # every figure once
+    header = [ln for ln in text.splitlines() if "peer_system_0" in ln]
+    assert header and all(ln.count("peer_system_") <= TABLE_COLUMNS for ln in header)
+    assert text.count("payload bytes") == 2  # the x column in each table

@@ -211,6 +211,9 @@ def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+TABLE_COLUMNS = 6  # systems per printed table (docs/results.md keeps its own tables)
+
+
 def print_table(result: BenchResult, console: Console | None = None) -> None:
     """One table per metric: a row per x, a column per system/config, median [min-max] (en dash).
 
@@ -225,22 +228,27 @@ def print_table(result: BenchResult, console: Console | None = None) -> None:
         labels = _unique(r.label for r in rows)
         xs = sorted({r.x for r in rows})
         unit = METRIC_UNITS.get(metric, metric)
-        table = Table(title=escape(f"{result.bench}: {unit}, median [min{DASH}max]"),
-                      title_justify="left")
-        table.add_column(escape(result.x_label_of(metric)), justify="right", style="bold")
-        for lab in labels:
-            table.add_column(escape(lab), justify="right")
         cells = {(r.label, r.x): r for r in rows}
-        for x in xs:
-            line = [_fmt_x(x, result.x_label_of(metric))]
-            for lab in labels:
-                r = cells.get((lab, x))
-                line.append(DASH if r is None else
-                            escape(f"{_fmt(r.median)} [{_fmt(r.min)}{DASH}{_fmt(r.max)}]"))
-            table.add_row(*line)
         ns = sorted({r.n for r in rows})
-        table.caption = f"n = {', '.join(map(str, ns))} repetitions per cell"
-        console.print(table)
+        # At most TABLE_COLUMNS systems a table, the x column repeated: mandelbrot's 16
+        # side by side made one table hundreds of characters wide.
+        parts = [labels[i:i + TABLE_COLUMNS] for i in range(0, len(labels), TABLE_COLUMNS)]
+        for k, part in enumerate(parts, 1):
+            of = f" ({k}/{len(parts)})" if len(parts) > 1 else ""
+            table = Table(title=escape(f"{result.bench}: {unit}, median [min{DASH}max]{of}"),
+                          title_justify="left")
+            table.add_column(escape(result.x_label_of(metric)), justify="right", style="bold")
+            for lab in part:
+                table.add_column(escape(lab), justify="right")
+            for x in xs:
+                line = [_fmt_x(x, result.x_label_of(metric))]
+                for lab in part:
+                    r = cells.get((lab, x))
+                    line.append(DASH if r is None else
+                                escape(f"{_fmt(r.median)} [{_fmt(r.min)}{DASH}{_fmt(r.max)}]"))
+                table.add_row(*line)
+            table.caption = f"n = {', '.join(map(str, ns))} repetitions per cell"
+            console.print(table)
     if result.ratios:
         rt = Table(title=f"{result.bench}: ratios", title_justify="left")
         rt.add_column("ratio")
