@@ -380,7 +380,7 @@ class Batcher:
             else:
                 b.set_error(ConnectionLostError(
                     f"every replica of {self.interface} is gone (last: {link.name}: "
-                    f"{error})" + suspect_note(self.interface, b.attempts)))
+                    f"{error})" + suspect_note(self.interface, b.attempts, error, link.module)))
 
     def close(self) -> None:
         self._stopped = True

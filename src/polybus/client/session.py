@@ -304,8 +304,12 @@ class Session:
     def _lost(self, link: ReplicaLink, error: PolybusError) -> None:
         if f"lost {link.name}" not in self._short:  # (once, however many links it had)
             self._short.add(f"lost {link.name}")
+            why = (str(error).splitlines() or [type(error).__name__])[0]
+            if getattr(error, "heartbeat", None) is not None:  # (not a closed connection)
+                why += ("; its process may be alive, in a call that holds the GIL: raise "
+                        "cluster.heartbeat for such calls (docs/reliability.md)")
             log.warning("polybus: warning: replica %s of module %r was lost: %s", link.name,
-                        link.module, (str(error).splitlines() or [type(error).__name__])[0])
+                        link.module, why)
         for d in self.dispatchers.values():
             d.lost(link, error)
         for bt in self.batchers:
