@@ -15,7 +15,14 @@ import sys
 from typing import Any
 
 from polybus.config.model import RouteSpec, ServeSpec
-from polybus.errors import BusyError, CallTimeoutError, PolybusError, RemoteException
+from polybus.errors import (
+    BusyError,
+    CallTimeoutError,
+    ConnectionLostError,
+    NoReplicaError,
+    PolybusError,
+    RemoteException,
+)
 from polybus.http.calls import CallBridge
 from polybus.http.parser import ExpectContinue, HTTPError, Request, RequestParser
 from polybus.http.response import Response, error_response, serialize
@@ -125,8 +132,11 @@ class FrontDoor:
             self._log(req, route, f"504 {e}")
             return error_response(504, str(e)), []
         except PolybusError as e:
-            self._log(req, route, f"502 {e}")
-            return error_response(502, f"{route.module}.{route.interface}: {e}"), []
+            text = str(e)
+            if isinstance(e, NoReplicaError | ConnectionLostError):  # (http/revival.py)
+                text += "; lost replicas are looked for again: retry later"
+            self._log(req, route, f"502 {text}")
+            return error_response(502, f"{route.module}.{route.interface}: {text}"), []
         except (TypeError, ValueError):
             return error_response(502, "the replica's answer is not a response"), []
 
