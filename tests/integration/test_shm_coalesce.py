@@ -92,7 +92,7 @@ def test_the_setting_is_read_and_stops_the_replicas_spin(
 
 @pytest.mark.parametrize(("line", "says"), [('coalesce = "5s"', "at most '1s'"),
                                             ('coalesce = "soon"', "not a duration"),
-                                            ('coalesce = "-1ms"', "not a duration"),
+                                            ('coalesce = "-1ms"', "must not be negative"),
                                             ('coalesce = "100ns"', "at least '1us'")])
 def test_a_bad_setting_is_named(tmp_path: Path, line: str, says: str) -> None:
     write_one_call_app(tmp_path, server_keys=line)
