@@ -166,8 +166,8 @@ class FrontDoor:
                     extra.append(("Connection", "keep-alive"))
                 writer.write(serialize(resp, keep_alive=keep_alive, extra=extra,
                                        head_only=event.method == "HEAD"))
+                self._busy(task, False)  # (answered: a stop now closes it, flushed, no 503)
                 await writer.drain()
-                self._busy(task, False)
                 if not keep_alive:
                     return
 
