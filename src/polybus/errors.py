@@ -135,7 +135,16 @@ class TLSHandshakeError(TransportError):
 
 
 class ConnectionLostError(TransportError):
-    """An established connection closed while calls were outstanding on it."""
+    """An established connection closed while calls were outstanding on it.
+
+    ``heartbeat`` (seconds) is set when the client closed it itself: the replica sent
+    nothing for three heartbeats while it held calls, and was taken for dead though its
+    process may well be alive (a call holding the GIL keeps it from answering a Ping).
+    """
+
+    def __init__(self, message: str, *, heartbeat: float | None = None) -> None:
+        self.heartbeat = heartbeat
+        super().__init__(message)
 
 
 class NoReplicaError(PolybusError):

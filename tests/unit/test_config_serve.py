@@ -139,3 +139,14 @@ def test_run_refuses_a_serve_only_configuration(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="polybus serve"):
         run(app(tmp_path))
+
+
+def test_the_grace_of_requests_in_flight_at_a_stop(tmp_path: Path) -> None:
+    cfg = load(app(tmp_path))
+    assert cfg.serve is not None and cfg.serve.grace == 5.0
+    cfg = load(app(tmp_path), ["serve.grace=0"])  # (answered 503 at once)
+    assert cfg.serve is not None and cfg.serve.grace == 0.0
+    cfg = load(app(tmp_path), ["serve.grace=30s"])
+    assert cfg.serve is not None and cfg.serve.grace == 30.0
+    found = errors(app(tmp_path), "serve.grace=-1")
+    assert found[0][0] == "serve.grace" and "must not be negative" in found[0][1]

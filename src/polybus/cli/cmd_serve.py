@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,7 +31,15 @@ def main(args: argparse.Namespace) -> int:
         from polybus.worker.lifetime import die_with_parent
 
         die_with_parent()
-    serve(args.config, tuple(args.set), listen=args.listen, registry=args.registry,
-          token_file=args.token_file, origin=SET,
-          worker_output=not args.no_worker_output)
+    stopped_by = serve(args.config, tuple(args.set), listen=args.listen,
+                       registry=args.registry, token_file=args.token_file, origin=SET,
+                       worker_output=not args.no_worker_output)
+    # Stopped by a signal, everything already stopped: said and exited as `run` is
+    # (cli/main.py: "polybus serve: interrupted", 130; "terminated", 143).
+    if stopped_by == signal.SIGTERM:
+        from polybus.cli.main import Terminated
+
+        raise Terminated
+    if stopped_by == signal.SIGINT:
+        raise KeyboardInterrupt
     return 0

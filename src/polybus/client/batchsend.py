@@ -155,7 +155,7 @@ def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None
         else:
             b.set_error(ConnectionLostError(
                 f"every replica of {bt.interface} is gone (last: {link.name}: "
-                f"{error})" + suspect_note(bt.interface, b.attempts)))
+                f"{error})" + suspect_note(bt.interface, b.attempts, error, link.module)))
 
 
 __all__ = ["refuse", "requeue", "unplace", "write"]

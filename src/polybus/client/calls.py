@@ -223,11 +223,40 @@ class ReplicaLink:
         return f"<replica {self.name} {len(self.outstanding)} outstanding>"
 
 
-def suspect_note(interface: str, attempts: int) -> str:
-    """What "every replica is gone" adds for a call that was running on each replica that
-    went (it was re-run after each loss): the call itself may be what ends them."""
-    if attempts < 2:
+def define_key(interface: str, module: str, option: str) -> str:
+    """The configuration key of ``interface``'s ``define`` option, as `check` and --set
+    take it: a route's HTTP form ("page@http", worker/main.py) is configured as its
+    interface ("page"), under its module's table."""
+    base = interface.partition("@")[0]
+    return f"modules.{module}.define.{base}.{option}" if module else f"define.{base}.{option}"
+
+
+def silence_note(error: object) -> str:
+    """What a loss adds when the replica was taken for dead for its silence (``error``
+    a ConnectionLostError with its ``heartbeat``), not for a closed connection: why, and
+    the key that changes it. Empty for any other loss."""
+    beat = getattr(error, "heartbeat", None)
+    if beat is None:
         return ""
+    return (f"; a replica that answers no Ping for 3 heartbeats ({3 * beat:g} s) is taken "
+            "for dead while its process may be alive, as one running a call that holds the "
+            "GIL that long (a long pure-Python loop or C call) is: raise cluster.heartbeat "
+            f"(now {beat:g} s) above such a call's time, e.g. --set cluster.heartbeat="
+            f"{max(10, int(beat * 10)):d} (docs/reliability.md, \"A replica cut off by the "
+            "network\")")
+
+
+def suspect_note(interface: str, attempts: int, error: object = None, module: str = "") -> str:
+    """What "every replica is gone" adds: why, when its replicas were taken for dead for
+    their silence (`silence_note`); and for a call that was running on each replica that
+    went (it was re-run after each loss) that it was, and the key that stops the re-runs
+    (``module``: the serving module's key, for the whole key)."""
+    note = silence_note(error)
+    if attempts < 2:
+        return note
+    stop = f"{define_key(interface, module, 'idempotent')} = false stops that"
+    if note:  # (not a call that ended them: it kept them from answering)
+        return (f"{note}; this call was running on each of the {attempts} replicas lost, "
+                f"and ran again after each loss ({stop})")
     return (f"; this call was running on each of the {attempts} replicas that went, so it "
-            "may be what ends them (a call lost with its replica runs again elsewhere; "
-            f"define.{interface}.idempotent = false stops that)")
+            f"may be what ends them (a call lost with its replica runs again elsewhere; {stop})")

@@ -48,7 +48,8 @@ def check_liveness(r: Reactor) -> None:
         # Closed: answers it sends after all are never read, so none is taken twice.
         r._lost(link, ConnectionLostError(
             f"{link.name} sent nothing for {live.misses * live.heartbeat:g} s while "
-            f"holding calls (heartbeat {live.heartbeat:g} s); taken for dead"))
+            f"holding calls (heartbeat {live.heartbeat:g} s); taken for dead",
+            heartbeat=live.heartbeat))
     for link in ping:
         if not link.dead:
             r.send(link, Ping(0))  # req 0: no one waits for this Pong by name

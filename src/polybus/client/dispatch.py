@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.calls import CallRecord, ReplicaLink, suspect_note
+from polybus.client.calls import CallRecord, ReplicaLink, silence_note, suspect_note
 from polybus.client.lane import MISS, SyncLane
 from polybus.client.policies.balance import (
     RoundRobin,
@@ -362,15 +362,16 @@ class Dispatcher:
         for rec in sorted(held, key=lambda r: r.id):
             self._suspects.discard(rec.id)
             if not self.idempotent:
+                went = "was taken for dead" if silence_note(error) else "died"
                 rec.set_error(WorkerDiedError(
-                    f"{link.name} died holding a call to {self.interface}, which is not "
-                    f"idempotent, so it was not re-run ({error})",
+                    f"{link.name} {went} holding a call to {self.interface}, which is not "
+                    f"idempotent, so it was not re-run ({error}){silence_note(error)}",
                     interface=self.interface, replica=link.name))
             elif rec.attempts >= self.max_attempts:
                 rec.set_error(PoisonCallError(
                     f"a call to {self.interface} was lost with {rec.attempts} replicas "
-                    f"in a row (last: {link.name}); it is not tried again",
-                    interface=self.interface, replica=link.name))
+                    f"in a row (last: {link.name}); it is not tried again"
+                    + silence_note(error), interface=self.interface, replica=link.name))
             elif any(self._alive()):
                 # Retried alone (refill): a replica dying with one call charges that call.
                 self._suspects.add(rec.id)
@@ -378,12 +379,13 @@ class Dispatcher:
             else:
                 rec.set_error(ConnectionLostError(
                     f"every replica of {self.interface} is gone (last: {link.name}: {error})"
-                    + suspect_note(self.interface, rec.attempts)))
+                    + suspect_note(self.interface, rec.attempts, error, link.module)))
         if not any(self._alive()):  # none left to take the backlog: it fails too
             while self._backlog:
                 rec = heapq.heappop(self._backlog)[2]
                 rec.set_error(ConnectionLostError(
-                    f"every replica of {self.interface} is gone (last: {link.name}: {error})"))
+                    f"every replica of {self.interface} is gone (last: {link.name}: {error})"
+                    + silence_note(error)))
         self.refill()
         if self._backlog:
             self.reactor.work_left()

@@ -18,10 +18,11 @@ from polybus.client.params import parameters, priority_fn
 from polybus.client.plan import comm_for
 from polybus.client.pump import Gate, Pump
 from polybus.client.reactor import Reactor
-from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
+from polybus.config.model import AppConfig, Binding, DefineSpec, ModuleSpec, UseSpec
 from polybus.errors import NoReplicaError, PolybusError, TransportError, UsageError
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import RegistryClient
+from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica, Stats, StatsRequest
@@ -62,6 +63,16 @@ def _bytes(link: ReplicaLink) -> tuple[int, int]:
             - getattr(ch, "shm_overhead_sent", 0),
             ch.bytes_received + getattr(ch, "shm_bytes_received", 0)
             - getattr(ch, "shm_overhead_received", 0))
+
+
+def tune(channel: Channel, spec: ModuleSpec) -> None:
+    """Set a new connection to a replica of ``spec`` up as the module asks."""
+    channel.spin_s = spec.spin  # waits for its answers poll first (spinning.py)
+    if spec.coalesce and type(channel) is ShmChannel:
+        # Bells held back (worker/bells.py): the client sleeps, not spins (a spinning
+        # client stays runnable, and takes the CPU from a replica).
+        channel.coalesce(spec.coalesce)
+        channel.spin_s = 0.0
 
 
 class Session:
@@ -244,12 +255,7 @@ class Session:
             if isinstance(channel, TransportError):
                 unreachable.append(f"{r.name} at {pick_address(r, scheme)}: {channel}")
                 continue
-            channel.spin_s = spec.spin  # waits for its answers poll first (spinning.py)
-            if spec.coalesce and type(channel) is ShmChannel:
-                # Bells held back (worker/bells.py): the client sleeps, not spins (a
-                # spinning client stays runnable, and takes the CPU from a replica).
-                channel.coalesce(spec.coalesce)
-                channel.spin_s = 0.0
+            tune(channel, spec)
             link = ReplicaLink(r.name, module, channel, r.speed)
             self.reactor.add(link)
             links.append(link)
@@ -304,8 +310,12 @@ class Session:
     def _lost(self, link: ReplicaLink, error: PolybusError) -> None:
         if f"lost {link.name}" not in self._short:  # (once, however many links it had)
             self._short.add(f"lost {link.name}")
+            why = (str(error).splitlines() or [type(error).__name__])[0]
+            if getattr(error, "heartbeat", None) is not None:  # (not a closed connection)
+                why += ("; its process may be alive, in a call that holds the GIL: raise "
+                        "cluster.heartbeat for such calls (docs/reliability.md)")
             log.warning("polybus: warning: replica %s of module %r was lost: %s", link.name,
-                        link.module, (str(error).splitlines() or [type(error).__name__])[0])
+                        link.module, why)
         for d in self.dispatchers.values():
             d.lost(link, error)
         for bt in self.batchers:

@@ -188,6 +188,7 @@ class ServeSpec:
     max_connections: int = 1024       # more wait to be accepted: backpressure
     idle_timeout: float = 30.0        # a keep-alive connection silent this long is closed
     tracebacks: bool = False          # 500 bodies carry the remote traceback
+    grace: float = 5.0                # on SIGINT/SIGTERM, requests in flight may finish
 
     def interfaces_of(self, module: str) -> list[str]:
         """The interfaces of ``module`` that routes call (served in HTTP form too)."""

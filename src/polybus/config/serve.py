@@ -14,14 +14,14 @@ from polybus.config.model import CallStyle, ModuleSpec, RouteSpec, ServeSpec, Us
 from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.schema import USE_KEYS, _Table, parse_use
 from polybus.config.source import SourceInfo
-from polybus.config.units import parse_size
+from polybus.config.units import parse_duration, parse_size
 from polybus.http.response import REQUEST_FIELDS
 from polybus.http.routes import split_route_key
 
 __all__ = ["HTTP_METHODS", "ROUTE_KEYS", "SERVE_KEYS", "check_routes", "parse_serve"]
 
 SERVE_KEYS = ("listen", "routes", "max_body", "max_head", "max_connections", "idle_timeout",
-              "tracebacks")
+              "tracebacks", "grace")
 ROUTE_KEYS = ("to", "callstyle", "loadratio", "timeout", "transport")
 #: the methods of RFC 9110 and PATCH: a route's method outside them is taken for a typo
 #: ("GTE /" would otherwise answer every GET with 405)
@@ -104,6 +104,7 @@ def parse_serve(table: dict[str, Any], p: Problems) -> ServeSpec:
         max_connections=t.integer("max_connections", 1) or d.max_connections,
         idle_timeout=t.positive_duration("idle_timeout") or d.idle_timeout,
         tracebacks=bool(t.boolean("tracebacks")),
+        grace=d.grace if (grace := t.parsed("grace", parse_duration)) is None else grace,
     )
 
 

@@ -19,6 +19,7 @@ from polybus.client.promise import CallPromise, Promise, wait
 from polybus.client.unseen import seen
 from polybus.config.units import duration_text
 from polybus.errors import CallTimeoutError, PolybusError
+from polybus.http.revival import Revival
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
@@ -62,9 +63,9 @@ class CallBridge:
         self._step_soon = False
         self._ticker: asyncio.TimerHandle | None = None
         for link in self.reactor.links:
-            fd = link.channel.sock.fileno()
-            self._fds[id(link)] = fd
-            loop.add_reader(fd, self._step)
+            self.watch(link)
+        # A lost replica is looked for again (http/revival.py); a new link is watched.
+        self.revival = Revival(session, loop, self.watch)
         previous = self.reactor.on_lost
 
         def lost(link: ReplicaLink, error: PolybusError) -> None:
@@ -72,12 +73,21 @@ class CallBridge:
             if fd is not None:  # the reactor closed it; stop watching the number
                 loop.remove_reader(fd)
             previous(link, error)
+            self.revival.lost(link)
             self._schedule()
 
         self.reactor.on_lost = lost
 
+    def watch(self, link: ReplicaLink) -> None:
+        """Step the reactor whenever ``link``'s socket is readable."""
+        fd = link.channel.sock.fileno()
+        self._fds[id(link)] = fd
+        self.loop.add_reader(fd, self._step)
+
     async def call(self, name: str, kwargs: dict[str, Any], timeout: float | None) -> Any:
         """The answer of the bound name ``name``; raises its typed error."""
+        if self.revival.keys:  # (a replica was lost: with none live, looked for first)
+            await self.revival.ready(name)
         promise = self.session.call(name, (), kwargs)
         if not isinstance(promise, Promise):  # (a sync dispatcher answers at once)
             return promise
@@ -126,6 +136,7 @@ class CallBridge:
         self._step()
 
     def close(self) -> None:
+        self.revival.close()
         if self._ticker is not None:
             self._ticker.cancel()
         for fd in self._fds.values():

@@ -2,8 +2,10 @@
 
 The cluster starts as for `polybus run` (runner.started_cluster); the front door is
 then the program's client: one session whose bound names are the route keys, driven
-from an asyncio loop (http/calls.py). SIGINT and SIGTERM stop the server, close the
-session and stop every process the engine started.
+from an asyncio loop (http/calls.py). SIGINT and SIGTERM stop the server (no new
+connection; requests in flight get ``serve.grace`` to finish, or a second signal, then
+are answered 503), close the session and stop every process the engine started; the
+command then exits 130 or 143 (cli/cmd_serve.py), as `run` does.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from polybus.config.model import AppConfig, Binding, CallStyle, ServeSpec
 from polybus.config.origin import PYTHON, Origin
 from polybus.config.overrides import toml_value
 from polybus.config.schema import is_address
+from polybus.config.units import duration_text
 from polybus.errors import ConfigError, ConfigWarning, UsageError
 from polybus.http.calls import CallBridge
 from polybus.http.response import HTTP_SUFFIX
@@ -68,8 +71,10 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
           listen: str | None = None, registry: str | None = None,
           token_file: str | None = None,
           ready: Callable[[str], None] | None = None, origin: Origin = PYTHON,
-          worker_output: bool | TextIO = True) -> None:
-    """Serve the ``[serve]`` routes of ``path`` until SIGINT/SIGTERM.
+          worker_output: bool | TextIO = True) -> int | None:
+    """Serve the ``[serve]`` routes of ``path`` until SIGINT/SIGTERM; the number of the
+    signal that stopped it (its requests in flight given ``serve.grace`` to finish, the
+    cluster stopped), None if none did (an mpi rank that served a replica).
 
     ``listen`` (HOST:PORT) overrides ``serve.listen``; ``ready`` is called with the
     server's URL once it accepts connections. ``overrides`` as for `polybus.run`.
@@ -101,7 +106,7 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
             session = Session(app, cluster.registry, cluster.token, _bindings(app, spec),
                               pump=False)
             try:
-                asyncio.run(_main(app, spec, session, sock, ready))
+                return asyncio.run(_main(app, spec, session, sock, ready))
             finally:
                 session.close()
     finally:
@@ -110,15 +115,21 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
 
 
 async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.socket,
-                ready: Callable[[str], None] | None) -> None:
+                ready: Callable[[str], None] | None) -> int | None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    came: list[int] = []  # the signals that came, in order
+
+    def signalled(sig: int) -> None:
+        came.append(sig)
+        stop.set()
+
     # Put back after the loop what was there (SIGTERM raises Terminated, cli/main.py):
     # asyncio's removal leaves the default action, and a second SIGTERM while the engine
     # stopped its workers ended serve outright, leaving their logs behind.
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in previous:
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, signalled, sig)
     bridge = CallBridge(session, loop)
     door = FrontDoor(spec, bridge, _timeouts(app, spec))
     server = await asyncio.start_server(door.connection, sock=sock,
@@ -131,8 +142,13 @@ async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.
         if ready is not None:
             ready(url)
         await stop.wait()
-        print(f"polybus serve: stopping after {door.requests} requests", file=sys.stderr,
-              flush=True)
+        server.close()  # (no new connection; those open are the door's to end)
+        stop.clear()
+        busy = door.in_flight()
+        print(f"polybus serve: stopping after {door.requests} requests"
+              + (f"; {busy} in flight get {duration_text(spec.grace)} to finish"
+                 if busy else ""), file=sys.stderr, flush=True)
+        await door.stop(spec.grace, stop)  # (a second signal ends the grace)
     finally:
         server.close()
         bridge.close()
@@ -140,3 +156,4 @@ async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.
             loop.remove_signal_handler(sig)
             if handler is not None:
                 signal.signal(sig, handler)
+    return came[0] if came else None

@@ -15,7 +15,14 @@ import sys
 from typing import Any
 
 from polybus.config.model import RouteSpec, ServeSpec
-from polybus.errors import BusyError, CallTimeoutError, PolybusError, RemoteException
+from polybus.errors import (
+    BusyError,
+    CallTimeoutError,
+    ConnectionLostError,
+    NoReplicaError,
+    PolybusError,
+    RemoteException,
+)
 from polybus.http.calls import CallBridge
 from polybus.http.parser import ExpectContinue, HTTPError, Request, RequestParser
 from polybus.http.response import Response, error_response, serialize
@@ -56,16 +63,81 @@ class FrontDoor:
                                if r.use.callstyle.kind == "sync"}
         self._slots = asyncio.Semaphore(spec.max_connections)
         self.requests = 0
+        # Each connection's task, and whether it is inside a request (`stop`).
+        self._conns: dict[asyncio.Task[Any], bool] = {}
+        self._quiet = asyncio.Event()  # no connection inside a request
+        self._quiet.set()
+        self.stopping = False  # no new request is read; those in flight finish
+        self._cut = False      # the grace is over: those still in flight are answered 503
 
     async def connection(self, reader: asyncio.StreamReader,
                          writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns[task] = False
         try:
+            if self.stopping:  # (accepted just before the listener closed)
+                return
             async with self._slots:  # over max_connections: accepted, served later
                 await self._serve(reader, writer)
         except (ConnectionError, TimeoutError, asyncio.IncompleteReadError):
             pass  # the client went away or went quiet; nothing to answer
+        except asyncio.CancelledError:
+            if not self.stopping:
+                raise
+            if self._conns.get(task):  # inside a request past the grace: answered 503
+                await self._unavailable(writer)
         finally:
+            self._busy(task, None)
             writer.close()
+
+    def in_flight(self) -> int:
+        """Connections inside a request now."""
+        return sum(self._conns.values())
+
+    def _busy(self, task: asyncio.Task[Any], busy: bool | None) -> None:
+        """``task``'s connection is inside a request (True), between requests (False),
+        or done (None)."""
+        if busy is None:
+            self._conns.pop(task, None)
+        else:
+            self._conns[task] = busy
+        if any(self._conns.values()):
+            self._quiet.clear()
+        else:
+            self._quiet.set()
+
+    async def _unavailable(self, writer: asyncio.StreamWriter) -> None:
+        writer.write(serialize(error_response(503, "the server is stopping"),
+                               keep_alive=False, extra=[("Retry-After", "1")]))
+        try:
+            async with asyncio.timeout(1.0):  # (a client that reads nothing: not waited on)
+                await writer.drain()
+        except (ConnectionError, TimeoutError):
+            pass
+
+    async def stop(self, grace: float, again: asyncio.Event) -> None:
+        """Stop serving (the listener already closed): connections between requests are
+        closed at once; requests in flight get ``grace`` s to finish (their connections
+        closed after their answer), until ``again`` is set (a second signal); then each
+        still in flight is answered 503. Every connection's task has ended on return."""
+        self.stopping = True
+        for task, busy in list(self._conns.items()):
+            if not busy:
+                task.cancel()
+        if not self._quiet.is_set() and not again.is_set():
+            waits = [asyncio.ensure_future(self._quiet.wait()),
+                     asyncio.ensure_future(again.wait())]
+            try:
+                await asyncio.wait(waits, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+        self._cut = True
+        tasks = list(self._conns)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         parser = RequestParser(max_head=self.spec.max_head, max_body=self.spec.max_body)
@@ -93,13 +165,18 @@ class FrontDoor:
             elif isinstance(event, ExpectContinue):
                 writer.write(_CONTINUE)
             else:
+                task = asyncio.current_task()
+                assert task is not None
+                self._busy(task, True)
                 resp, extra = await self.respond(event)
-                if event.keep_alive and event.version == "1.0":  # 1.0 closes unless told
+                keep_alive = event.keep_alive and not self.stopping
+                if keep_alive and event.version == "1.0":  # 1.0 closes unless told
                     extra.append(("Connection", "keep-alive"))
-                writer.write(serialize(resp, keep_alive=event.keep_alive, extra=extra,
+                writer.write(serialize(resp, keep_alive=keep_alive, extra=extra,
                                        head_only=event.method == "HEAD"))
+                self._busy(task, False)  # (answered: a stop now closes it, flushed, no 503)
                 await writer.drain()
-                if not event.keep_alive:
+                if not keep_alive:
                     return
 
     async def respond(self, req: Request) -> tuple[Response, list[tuple[str, str]]]:
@@ -133,8 +210,11 @@ class FrontDoor:
             self._log(req, route, f"504 {e}")
             return error_response(504, str(e)), []
         except PolybusError as e:
-            self._log(req, route, f"502 {e}")
-            return error_response(502, f"{route.module}.{route.interface}: {e}"), []
+            text = str(e)
+            if isinstance(e, NoReplicaError | ConnectionLostError):  # (http/revival.py)
+                text += "; lost replicas are looked for again: retry later"
+            self._log(req, route, f"502 {text}")
+            return error_response(502, f"{route.module}.{route.interface}: {text}"), []
         except (TypeError, ValueError):
             return error_response(502, "the replica's answer is not a response"), []
 

@@ -1,0 +1,171 @@
+"""A long-lived session's lost replicas, dialled again (the HTTP front door's).
+
+A session made for one run keeps the replicas it dialled at its start, and one it
+loses stays lost (reliability.md). The front door's session lives on, so the places of
+its lost replicas are filled again: `wanted` says what a module's links lack, `dial`
+asks the registry which replicas of the module are registered now and dials those the
+session has no live link to (a replica taken for dead whose process was alive, which
+registers again when it answers again; or a replacement started meanwhile), and
+`install` puts each in the place of a lost link of that module, in every dispatcher that
+used it. A session never holds more links to a module than it dialled at its start.
+
+`dial` blocks (the registry, a handshake) and is run off the thread that drives the
+session; it touches no session state. `wanted` and `install` run on that thread.
+Links an aggregating binding or a migrator also uses are not replaced (their per-link
+state is their own): the front door has neither.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from polybus.client.calls import ReplicaLink
+from polybus.client.dialing import connect_replica
+from polybus.client.policies.balance import WindowEstimator
+from polybus.client.session import tune
+from polybus.errors import PolybusError
+from polybus.registry.client import RegistryClient
+from polybus.transport.channel import Channel
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Replica
+
+if TYPE_CHECKING:
+    from polybus.client.dispatch import Dispatcher
+    from polybus.client.session import Session
+
+__all__ = ["Found", "Wanted", "dial", "install", "key_of", "wanted"]
+
+log = logging.getLogger("polybus.client")
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What one group of a session's links (``Session.links[key]``) lacks."""
+
+    key: str
+    module: str
+    scheme: str
+    live: frozenset[str]      # names with a live link: not dialled again
+    lost: tuple[str, ...]     # names of the lost links, whose places are free
+    registry: str
+    token: bytes
+    allow_pickle: bool
+    max_frame: int
+
+
+@dataclass
+class Found:
+    replica: Replica
+    channel: Channel
+
+
+def key_of(session: Session, link: ReplicaLink) -> str | None:
+    """The key of the group of ``session``'s links that holds ``link``."""
+    for key, links in session.links.items():
+        if any(lk is link for lk in links):
+            return key
+    return None
+
+
+def _fixed(session: Session, key: str) -> bool:
+    """Links of ``key`` that another part keeps per-link state for (not replaced)."""
+    ids = {id(lk) for lk in session.links[key]}
+    return any(id(lk) in ids for m in session.migrators for lk in m.d.links) or any(
+        id(lk) in ids for bt in session.batchers for lk in bt.links)
+
+
+def wanted(session: Session, key: str) -> Wanted | None:
+    """What the links of ``key`` lack, or None: none lost (or not to be replaced)."""
+    links = session.links.get(key)
+    if not links or not any(lk.dead for lk in links) or _fixed(session, key):
+        return None
+    module = links[0].module
+    spec = session.app.modules[module]
+    scheme = key.partition("@")[2] or spec.transport
+    return Wanted(key, module, scheme, frozenset(lk.name for lk in links if not lk.dead),
+                  tuple(lk.name for lk in links if lk.dead), session.registry.address,
+                  session.token, spec.pickle, session.app.cluster.max_frame)
+
+
+def dial(w: Wanted) -> tuple[list[Found], list[str]]:
+    """The replicas of ``w.module`` registered now that have no live link, dialled (at
+    most one per lost place; those of the lost names first), and why any could not be.
+    Blocking; raises PolybusError if the registry cannot be asked."""
+    client = RegistryClient(w.registry, w.token)
+    try:
+        replicas = client.resolve(module=w.module)
+    finally:
+        client.close()
+    candidates = sorted((r for r in replicas if r.name not in w.live),
+                        key=lambda r: (r.name not in w.lost, r.name))
+    found: list[Found] = []
+    failed: list[str] = []
+    for r in candidates:
+        if len(found) == len(w.lost):
+            break
+        codec = Codec(allow_pickle=w.allow_pickle, max_frame=w.max_frame)
+        try:
+            found.append(Found(r, connect_replica(r, w.scheme, w.token, codec)))
+        except PolybusError as exc:
+            failed.append(f"{r.name}: {exc}")
+    return found, failed
+
+
+def _swap(d: Dispatcher, old: ReplicaLink, new: ReplicaLink) -> None:
+    """``new`` in ``old``'s place in ``d``, with a fresh count of what it holds."""
+    from polybus.client.dispatch import _lane_for
+
+    i = d._index.pop(id(old), None)
+    if i is None:
+        return
+    d.links[i] = new
+    d._index[id(new)] = i
+    d.inflight[i] = 0
+    d.window[i] = d.style.window or 2
+    if d._auto is not None:
+        d._auto[i] = WindowEstimator()
+    d._isolated.pop(i, None)
+    if d._lane is not None:
+        d._lane = _lane_for(d)
+
+
+def install(session: Session, key: str, found: list[Found]) -> list[ReplicaLink]:
+    """Put each of ``found`` in the place of a lost link of ``key`` (its own old place if
+    it had one), in the reactor and in every dispatcher using that link; the new links.
+    A replica that does not serve every interface bound to the place is left out (a
+    worker of another program registered under the module's key), said once."""
+    links = session.links.get(key, [])
+    made: list[ReplicaLink] = []
+    for f in found:
+        r = f.replica
+        dead = [i for i, lk in enumerate(links) if lk.dead]
+        if not dead or any(lk.name == r.name and not lk.dead for lk in links):
+            f.channel.close()
+            continue
+        i = next((j for j in dead if links[j].name == r.name), dead[0])
+        old = links[i]
+        users = [d for d in session.dispatchers.values() if id(old) in d._index]
+        missing = [d.interface for d in users if d.interface not in r.interfaces]
+        if missing:
+            f.channel.close()
+            if f"unfit {r.name}" not in session._short:
+                session._short.add(f"unfit {r.name}")
+                log.warning("polybus: warning: replica %s registered for module %r does not "
+                            "serve %s; not used", r.name, old.module, ", ".join(missing))
+            continue
+        tune(f.channel, session.app.modules[old.module])
+        new = ReplicaLink(r.name, old.module, f.channel, r.speed)
+        reactor = session.reactor
+        reactor.links = [lk for lk in reactor.links if lk is not old]
+        reactor._rings[:] = [(lk, ch) for lk, ch in reactor._rings if lk is not old]
+        reactor.add(new)
+        links[i] = new
+        for d in users:
+            _swap(d, old, new)
+        session._serves[r.name] = list(r.interfaces)
+        session._short.discard(f"lost {old.name}")  # (a next loss is said again)
+        session._short.discard(f"lost {r.name}")
+        made.append(new)
+    return made

@@ -1,0 +1,133 @@
+"""`polybus serve` gets lost replicas back: one taken for dead while a call held its
+GIL (its process alive), and one replaced by a new worker registered by hand.
+
+Behaviour only: each test asks until the front door answers again, within a bound.
+"""
+
+from __future__ import annotations
+
+import http.client
+import textwrap
+import time
+from pathlib import Path
+
+from integration.conftest import Procs, descendants, read_line, start_registry
+from integration.test_silent_replicas import GIL
+
+WEB = GIL + '''
+
+import os
+
+
+def pid():
+    return {"pid": os.getpid()}
+
+
+def bye():
+    os._exit(3)
+'''
+
+TOML = '''\
+[modules.web]
+source = "web.py"
+replication = {replication}
+
+[cluster]
+heartbeat = 0.25
+
+[serve]
+listen = "127.0.0.1:0"
+
+[serve.routes]
+"GET /pid" = "web.pid"
+"GET /gil" = "web.gil"
+"GET /bye" = "web.bye"
+'''
+
+
+def _app(where: Path, replication: int) -> Path:
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "web.py").write_text(textwrap.dedent(WEB))
+    app = where / "app.toml"
+    app.write_text(TOML.format(replication=replication))
+    return app
+
+
+def _get(host: str, port: int, url: str) -> tuple[int, bytes]:
+    c = http.client.HTTPConnection(host, port, timeout=60)
+    try:
+        c.request("GET", url)
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def _pids_until(host: str, port: int, want: int, timeout: float = 60.0) -> set[int]:
+    """The worker pids that answer /pid, asked until ``want`` distinct ones did or
+    ``timeout`` s passed; what a failing ask said, if none came."""
+    import json
+
+    seen: set[int] = set()
+    last = b""
+    deadline = time.monotonic() + timeout
+    while len(seen) < want and time.monotonic() < deadline:
+        status, body = _get(host, port, "/pid")
+        if status == 200:
+            seen.add(json.loads(body)["pid"])
+        else:
+            last = body
+            time.sleep(0.2)
+    assert len(seen) >= want, f"only {seen} answered within {timeout:g} s; last: {last!r}"
+    return seen
+
+
+def _listening(procs: Procs, *args: str | Path, env: dict[str, str] | None = None
+               ) -> tuple[str, int, int]:
+    p = procs.start("serve", *args, env=env)
+    assert p.stderr is not None
+    m = read_line(p.stderr, r"listening on http://([0-9.]+):([0-9]+)", timeout=60)
+    return m.group(1), int(m.group(2)), p.pid
+
+
+def test_replicas_taken_for_dead_for_a_gil_holding_call_serve_again(
+        procs: Procs, tmp_path: Path) -> None:
+    """Both replicas were taken for dead (the call re-ran on the second) and every
+    route answered 502 "no live replica" for good, the workers alive and idle. They are
+    dialled again and serve again: the same processes, not new ones."""
+    host, port, pid = _listening(procs, _app(tmp_path, 2))
+    workers = descendants(pid)
+    procs.watch(workers)
+    before = _pids_until(host, port, 2)
+    assert before <= workers
+    status, body = _get(host, port, "/gil")
+    assert status == 502, body
+    assert b"taken for dead while its process may be alive" in body, body
+    assert b"cluster.heartbeat" in body, body
+    assert b"modules.web.define.gil.idempotent = false" in body, body
+    assert b"@http.idempotent" not in body and b"may be what ends them" not in body, body
+    assert _pids_until(host, port, 2) == before  # both back, the same processes
+    assert descendants(pid) == workers  # and none started meanwhile
+
+
+def test_serve_with_a_registry_uses_a_worker_registered_after_the_last_one_died(
+        procs: Procs, tmp_path: Path) -> None:
+    """Its one worker (started by hand) killed by a request, serve answered 502 for
+    good, even once a new worker of the module had registered."""
+    env = {"POLYBUS_TOKEN": "revival-token-" + "z" * 20}
+    app = _app(tmp_path, 1)
+    addr, _ = start_registry(procs, env)
+    a = procs.start("worker", "--registry", addr, "--config", app, "--as", "web",
+                    "--name", "web-A", env=env)
+    assert a.stderr is not None
+    read_line(a.stderr, r"serving .*pid@http")
+    host, port, _ = _listening(procs, app, "--registry", addr, env=env)
+    assert _pids_until(host, port, 1) == {a.pid}
+    assert _get(host, port, "/bye")[0] == 502
+    assert a.wait(timeout=20) == 3
+    assert _get(host, port, "/pid")[0] == 502  # none registered yet
+    b = procs.start("worker", "--registry", addr, "--config", app, "--as", "web",
+                    "--name", "web-B", env=env)
+    assert b.stderr is not None
+    read_line(b.stderr, r"serving .*pid@http")
+    assert _pids_until(host, port, 1) == {b.pid}
