@@ -116,6 +116,22 @@ def test_a_keep_for_a_call_given_up_on_pins_nothing(tmp_path: Path) -> None:
         assert kept.pinned == 0 and kept.pinned_bytes == 0
 
 
+def test_a_value_that_cannot_be_sent_on_fails_its_consumers_alone(tmp_path: Path) -> None:
+    with cluster(tmp_path, config(replicas=2), replicas=2) as c:
+        s = c.session()
+        p0 = s.call("scaled", (1, 2), {})
+        p1 = s.call("scaled", (2**40, 2**30), {})  # 2**70: no Deliver can carry it
+        qs = [s.call("dbl", (p1,), {}) for _ in range(2)]
+        p2 = s.call("scaled", (3, 2), {})
+        p3 = s.call("scaled", (4, 2), {})  # full: placed with the Forwards
+        assert [polybus.wait(p) for p in (p0, p2, p3)] == [2, 6, 8]
+        for q in qs:
+            with pytest.raises(RemoteException) as err:
+                polybus.wait(q)
+            assert "a fault in polybus" not in str(err.value), err.value
+            assert "can't serialize" in str(err.value) or "cannot" in str(err.value)
+
+
 def test_the_linger_timer_never_sends_through_the_reactor(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The timer closes a batch whose only call cannot be sent, and whose promise a
