@@ -14,7 +14,7 @@ import numpy as np
 
 from polybus.testing.reading import MessageReader
 from polybus.transport.channel import Channel
-from polybus.wire.codec import Ref
+from polybus.wire.codec import Codec, Ref
 from polybus.wire.messages import (
     BatchResult,
     Call,
@@ -26,6 +26,7 @@ from polybus.wire.messages import (
     Forward,
     Keep,
     Result,
+    Undelivered,
 )
 from polybus.worker.runtime import WorkerRuntime
 
@@ -111,3 +112,46 @@ def test_a_cancel_of_an_answered_batch_forgets_what_came_after_it(
     echo_peer.send(Call(6, "echo", [6]))
     assert _next(echo_peer) == Result(6, [6])
     assert not fwd.slots
+
+
+def test_a_batch_is_not_looked_through_for_a_client_that_never_asked(
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    # finished_batch runs for every batch: for a client that never sent a Forward or Keep
+    # for a batch's call it neither scans the values nor reads that client's messages
+    # (heed) before the answer goes.
+    heeded: list[object] = []
+    real = echo_worker.heed
+    echo_worker.heed = lambda ch: (heeded.append(ch), real(ch))[1]  # type: ignore[method-assign]
+    echo_worker.functions["same"] = lambda x: x
+    big = np.zeros(1 << 14)  # 128 KiB: large enough to be worth keeping off the client
+    echo_peer.send(CallBatch(1, "same", [[big], [1]]))
+    got = _next(echo_peer)
+    assert isinstance(got, BatchResult) and got.values[1] == 1
+    assert not heeded
+    echo_peer.send(Keep(2, "c.9", "c.2.0", False, 0))  # this client forwards: looked at now
+    echo_peer.send(CallBatch(2, "same", [[big], [1]]))
+    got = _next(echo_peer)
+    assert isinstance(got, BatchResult) and _ref(got.values[0], [])
+    assert heeded
+
+
+def test_an_unencodable_forwarded_value_fails_its_slot_alone(
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    # A value no Deliver can carry (an int past 2**64) is said Undelivered to the client;
+    # the batch's other calls are answered as usual.
+    class Elsewhere:  # the consumer's replica: what is sent there is only encoded
+        def send(self, msg: object) -> None:
+            Codec().encode(msg)
+
+    echo_worker.forwarding._peer = lambda to: Elsewhere()  # type: ignore[assignment,method-assign,return-value]
+    echo_worker.functions["power"] = lambda k: 2**k
+    echo_peer.send(Forward(1, "c.9", "c.2.0", "tcp://elsewhere:1", 1))
+    echo_peer.send(CallBatch(1, "power", [[0], [70], [1]]))
+    got = [_next(echo_peer)]
+    while type(got[-1]) is Undelivered:  # (said before the batch's answer)
+        got.append(_next(echo_peer))
+    batch = got[-1]
+    assert isinstance(batch, BatchResult), got  # (not a Fail of the whole batch)
+    assert any(type(m) is Undelivered for m in got), got
+    assert batch.values[0] == 1 and batch.values[2] == 2, batch
+    assert all(f.id == 1 for f in batch.fails), batch

@@ -38,10 +38,11 @@ import collections
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes, operand_bytes
-from polybus.client.batchsend import refuse, requeue, unplace, write
+from polybus.client.batchsend import refuse, requeue, settle_owed, unplace, write
 from polybus.client.fwdbatch import placed
 from polybus.client.linger import linger_main
 from polybus.client.operands import AUTO_THRESHOLD
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
 
 
 HOLD = 4  # batches written together at most, while their replica is busy anyway
+# What `Batcher.after` is given: it builds the message(s) when they go
+Made = Callable[[], Message | list[Message] | None]
 
 
 def _ids() -> Any:
@@ -126,6 +129,11 @@ class Batcher:
         # Replicas lost while another thread held the lock, for whoever holds it next
         self._lost_later: collections.deque[tuple[ReplicaLink, int, PolybusError]] = (
             collections.deque())
+        # What is asked of placed batches (`after`), and batches the linger timer
+        # refused, to settle (fwdbatch.py: the timer never sends): for the next reader
+        self._after: collections.deque[tuple[ReplicaLink, Made]] = collections.deque()
+        self.unsettled: collections.deque[Pending] = collections.deque()
+        self._writing = False  # the timer writes what it took from `held` (linger.py)
         self._wake = threading.Condition(threading.Lock())
         self._stopped = False
         self._idle = False
@@ -186,7 +194,7 @@ class Batcher:
             return p
         finally:
             lock.release()
-            if self._lost_later:
+            if self._lost_later or self._after:
                 self._settle()
 
     def _keep(self) -> Keep | None:
@@ -267,8 +275,10 @@ class Batcher:
                 msgs = self.comm.batch_messages(b, link, pushes)
         self._hold(pushes)
         alone = len(msgs) == 1  # (with Puts or Drops it is written now)
-        if b.entries is not None:  # what its calls' consumers ask of it, with it (fwdbatch.py)
-            msgs.extend(placed(b, link))
+        if b.entries is not None:
+            # What its calls' consumers ask of it, just before it (fwdbatch.py): read by
+            # the replica before the batch runs (and answers: worker/forwarding.py).
+            h.extend(placed(b, link))
         h.extend(msgs)
         # While the replica has two sent batches still to answer, this one waits to be
         # written with up to HOLD-1 others: fewer writes (and wake-ups of the replica).
@@ -305,22 +315,34 @@ class Batcher:
                 self.backlog.popleft()
         finally:
             self.lock.release()
-        if self._lost_later:
+        if self.owes:
             self._settle()
 
     def flush(self) -> None:
         """Before the reactor reads: the open batch goes now (a waiter may need it)."""
-        if self.open is None and not self.backlog and not any(self.held):
-            return  # (every read looks: nothing to do is the common case, and lock-free)
-        with self.lock:
-            if self.open is not None:
-                self._close(self.open)
-            if self.backlog:
-                self.pump()
-            if any(self.held):
-                self._write_held()
-        if self._lost_later:
+        # (every read looks: nothing to do is the common case, and lock-free)
+        if self.open is not None or self.backlog or any(self.held):
+            with self.lock:
+                if self.open is not None:
+                    self._close(self.open)
+                if self.backlog:
+                    self.pump()
+                if any(self.held):
+                    self._write_held()
+        if self.owes:
             self._settle()
+
+    @property
+    def owes(self) -> bool:
+        """Left for the next thread that may send: `_settle`'s work."""
+        return bool(self._lost_later or self._after or self.unsettled)
+
+    def after(self, link: ReplicaLink, make: Made) -> None:
+        """What ``make`` builds about a batch placed on ``link`` (fwdbatch.py's `ask`)
+        goes after it: with it if held back, else now (batchsend.py's `write_after`)."""
+        self._after.append((link, make))
+        self._settle()
+
 
     @property
     def unwritten(self) -> int:
@@ -348,14 +370,7 @@ class Batcher:
         self._settle()
 
     def _settle(self) -> None:
-        """Re-run or fail the batches of replicas lost, if the lock is free (else its
-        holder does it when it lets go)."""
-        while self._lost_later and self.lock.acquire(blocking=False):
-            try:
-                while self._lost_later:
-                    self._requeue(*self._lost_later.popleft())
-            finally:
-                self.lock.release()
+        settle_owed(self)  # (batchsend.py)
 
     def _requeue(self, link: ReplicaLink, i: int, error: PolybusError) -> None:
         requeue(self, link, i, error)  # (batchsend.py)

@@ -9,11 +9,12 @@ replica (``unplace``) if none is left.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import Pending
 from polybus.client.calls import suspect_note
-from polybus.client.fwdbatch import settle
+from polybus.client.fwdbatch import listed, remapped, requeued, settle
 from polybus.client.unsendable import named
 from polybus.errors import (
     ConnectionLostError,
@@ -52,12 +53,16 @@ def write(bt: Batcher, link: ReplicaLink, msgs: list[Message], direct: bool = Fa
                 p: Any = link.outstanding.get(m.id)
                 if type(p) is Pending and p.batcher is bt:
                     batches.append(p)
+        before = {b.id: (b, b.only) for b in batches}  # (the rows their requests count)
         refused = [refuse(bt, b, link, exc) for b in batches]
         if not any(refused):
             raise
         # Nothing was written (a frame is encoded whole before it is written): the
         # batches are named again for what is left of them, their Puts too.
-        out: list[Message] = [m for m in msgs if type(m) is Drop]
+        # What the batches' forwarded calls ask of the replica (fwdbatch.py) goes first,
+        # for the calls still sent, each named by its place among them now.
+        out: list[Message] = remapped(msgs, before)
+        out.extend(m for m in msgs if type(m) is Drop)
         known = bt.comm.known.of(link) if bt.comm is not None else None
         for m in msgs:
             if type(m) is Put and known is not None:
@@ -70,8 +75,6 @@ def write(bt: Batcher, link: ReplicaLink, msgs: list[Message], direct: bool = Fa
                 out.append(b.message())
             else:
                 out.extend(bt.comm.batch_messages(b, link, pushes))
-        # What the batches' forwarded calls ask of the replica (fwdbatch.py) goes too.
-        out.extend(m for m in msgs if type(m) is Forward or type(m) is Keep)
         for other, put in pushes or ():  # (from the timer: on the connection itself)
             try:
                 other.channel.send_many([put], LATER)
@@ -79,6 +82,43 @@ def write(bt: Batcher, link: ReplicaLink, msgs: list[Message], direct: bool = Fa
                 pass  # the reactor finds the connection dead
         if out:
             write(bt, link, out, direct)
+
+
+def settle_owed(bt: Batcher) -> None:
+    """Re-run or fail the batches of replicas lost, and write what was asked of placed
+    batches (Batcher.after; not while the linger timer writes what it took from
+    ``held``), if the Batcher's lock is free (else its holder does it when it lets go);
+    then settle the batches the timer refused. Never on the timer's thread."""
+    if threading.current_thread() is bt._timer:
+        return
+    while ((bt._lost_later or (bt._after and not bt._writing))
+           and bt.lock.acquire(blocking=False)):
+        try:
+            while bt._lost_later:
+                bt._requeue(*bt._lost_later.popleft())
+            while bt._after and not bt._writing:
+                link, make = bt._after.popleft()
+                write_after(bt, link, listed(make()))
+        finally:
+            bt.lock.release()
+    while bt.unsettled:
+        settle(bt.unsettled.popleft())
+
+
+def write_after(bt: Batcher, link: ReplicaLink, msgs: list[Message]) -> None:
+    """(The lock held) ``msgs``, about a batch placed on ``link`` (Batcher.after): after
+    it, with it, if it is still held back at the client; else now."""
+    if link.dead or not msgs:
+        return
+    i = bt._index.get(id(link))
+    held = bt.held[i] if i is not None else None
+    ids = {m.id for m in msgs if type(m) is Forward or type(m) is Keep}
+    if held and any(type(m) is CallBatch and m.id in ids for m in held):
+        held.extend(msgs)
+    elif len(msgs) == 1:
+        bt.reactor.send(link, msgs[0])
+    else:
+        bt.reactor.send_many(link, msgs)
 
 
 def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
@@ -152,10 +192,12 @@ def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None
         elif any(not lk.dead for lk in bt.links):
             b.link = None
             bt.backlog.appendleft(b)  # first in line, in its old order
+            if b.entries:
+                requeued(b)  # (what its consumers asked of the old replica: asked anew)
         else:
             b.set_error(ConnectionLostError(
                 f"every replica of {bt.interface} is gone (last: {link.name}: "
                 f"{error})" + suspect_note(bt.interface, b.attempts, error, link.module)))
 
 
-__all__ = ["refuse", "requeue", "unplace", "write"]
+__all__ = ["refuse", "requeue", "settle_owed", "unplace", "write", "write_after"]

@@ -54,12 +54,13 @@ from polybus.client.batchcalls import BatchPromise
 from polybus.client.forwardcomm import install
 from polybus.client.fwdbatch import (
     EntryRecord,
-    cancel,
+    ask,
     claim,
     entry_of,
     forward_msg,
     keep_msg,
     running,
+    undo,
 )
 from polybus.client.fwdblame import origin, said_by, upstream
 from polybus.client.fwdedge import Edge, _unsent
@@ -179,14 +180,16 @@ class Forwarder:
                 return
             e.asked, e.kept = e.asked or not p.done, True
         self.keeps += 1
-        self.reactor.flush(link)  # (after the producer's call, if it is held back)
-        self.reactor.send(link, keep_msg(p, self.pkey(p), e.key))
+        pkey = self.pkey(p)
+        # (after the producer's call, if it is held back)
+        ask(self, p, link, lambda: keep_msg(p, pkey, e.key))
         with self._marks:
             undone = not e.kept
-        if undone and not link.dead and (c := cancel(p)) is not None:
+        if undone and not link.dead:
             # Answered by value meanwhile (`answered` cleared the mark), and its Cancel
-            # may have gone before this Keep: one more, after it, so nothing waits there.
-            self.reactor.send(link, c)
+            # (or release) may have gone before this Keep: one more, after it, so
+            # nothing waits or is pinned there.
+            ask(self, p, link, lambda: undo(p, pkey, [e.key]))
 
     def _unkeep(self, e: Edge) -> None:
         """``e``'s consumer ended without being placed: its producer's replica lets go of
@@ -194,7 +197,8 @@ class Forwarder:
         p, link = e.producer, e.producer.link
         e.kept = False
         if link is not None and not link.dead:
-            self.reactor.send(link, keep_msg(p, self.pkey(p), e.key, release=True))
+            pkey = self.pkey(p)  # (a batch's call: after its batch and Keep, fwdbatch.ask)
+            ask(self, p, link, lambda: keep_msg(p, pkey, e.key, release=True), flush=False)
 
     def _connect(self, e: Edge) -> None:
         p, to = e.producer, e.to
@@ -227,8 +231,8 @@ class Forwarder:
             self._watch(e, p.link)  # served from its store: read for an Undelivered
         else:
             e.asked, e.told = True, (p.link, to)
-        self.reactor.flush(p.link)  # the Forward must follow the producer's call
-        self.reactor.send(p.link, forward_msg(p, self.pkey(p), e.key, to.channel.peer))
+        pkey, peer = self.pkey(p), to.channel.peer  # (after the producer's call)
+        ask(self, p, p.link, lambda: forward_msg(p, pkey, e.key, peer))
 
     def _fail(self, e: Edge, error: PolybusError, given_up: bool = False) -> None:
         # (whether the consumer's error says ``error`` is decided when it ends: answered)
@@ -333,14 +337,16 @@ class Forwarder:
             sent = set(rec.value.key)
         else:
             with self._marks:
+                kept = [e.key for e in edges if e.kept]
                 for e in edges:
                     e.kept = False  # (answered by value, or failed: nothing kept there)
-            if (any(e.asked for e in edges) and rec.link is not None and not rec.link.dead
-                    and (c := cancel(rec)) is not None):
+            if any(e.asked for e in edges) and rec.link is not None and not rec.link.dead:
                 # Answered before its replica read our Forward (or Keep), which it then
                 # keeps waiting for an answer already sent: Cancel tells it to forget
-                # (after it, on the same connection). The value goes on from here.
-                self.reactor.send(rec.link, c)
+                # (after it, on the same connection). The value goes on from here. (A
+                # batch's call given up on while its batch runs: its Keeps released.)
+                msgs = undo(rec, self.pkey(rec), kept)
+                ask(self, rec, rec.link, lambda: msgs, flush=False)
         for e in edges:
             if e.to is None or e.consumer.done or e.failed or e.key in sent:
                 continue

@@ -14,18 +14,32 @@ Batcher's `_place`, which writes it with the batch), or, if the consumer is plac
 that, from the consumer's side (`claim`), as for a single call; each edge is asked once
 per placing (`_marks`, the Forwarder's lock: the linger timer may place a batch while
 the program makes the call that consumes it). A batch that runs again (its replica lost)
-is placed anew, and asked anew.
+is placed anew, and asked anew (`requeued`).
+
+A batch with a call that cannot be sent carries only the others (``Pending.only``): a
+request names its call by its place among the rows sent (`row`), and none goes for a
+call not sent (batchsend.py's `write` re-maps those written with the batch, `remapped`).
+What the consumer's side asks of a placed batch's replica goes through its Batcher
+(`ask`): after the batch, if it is still held back at the client, and never from the
+linger timer's thread, which only writes (client/linger.py).
 
 Once the batch is answered (or fails, or the call is given up on) the entry takes its
 call's outcome (`settle`) and the Forwarder repairs what the replica did not send, as
-for any producer. Unlike a single call's, a forwarded value whose replica dies keeping
+for any producer (never on the linger timer's thread: a batch it refuses is settled by
+the program's next read or the pump's turn). A call given up on while its batch runs
+has what its replica keeps for it let go (`undo`). Unlike a single call's, a forwarded value whose replica dies keeping
 it is not made again (the batch's other answers are in, and nothing re-runs one call
 of a batch alone): the consumers still needing it fail with a WorkerDiedError.
 """
 
 from __future__ import annotations
 
+import threading
+from bisect import bisect_left
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from polybus.client.calls import CallRecord
 from polybus.wire.codec import Ref
@@ -33,11 +47,17 @@ from polybus.wire.messages import Cancel, Forward, Keep, Message
 
 if TYPE_CHECKING:
     from polybus.client.batchcalls import BatchPromise, Pending
+    from polybus.client.batching import Batcher
     from polybus.client.calls import ReplicaLink
     from polybus.client.forward import Edge, Forwarder
 
-__all__ = ["EntryRecord", "cancel", "claim", "entry_of", "fetched", "forward_msg", "keep_msg",
-           "placed", "running", "settle", "unsent"]
+__all__ = ["EntryRecord", "ask", "claim", "entry_of", "fetched", "forward_msg", "keep_msg",
+           "listed", "placed", "remapped", "requeued", "running", "settle", "undo", "unsent"]
+
+# Who makes an entry, and who gives it its outcome: the thread that files its batch's
+# answer may do so while a program thread makes the entry (`entry_of`), and each entry
+# is settled once, by whichever comes second (`settle`).
+_lock = threading.Lock()
 
 
 class EntryRecord(CallRecord):
@@ -45,27 +65,53 @@ class EntryRecord(CallRecord):
     a forwarding call). Its outcome is set when its batch's is (`settle`); ``link`` is
     where its batch was last placed, ``bid`` the batch's id there."""
 
-    __slots__ = ("batch", "bid", "index")
+    __slots__ = ("batch", "batcher", "bid", "index", "sent_as")
 
     def __init__(self, batch: Pending, index: int) -> None:
         from polybus.client.dispatch import _ids
 
         super().__init__(next(_ids), batch.batcher.d, [], None, 0.0)
         self.batch: Pending | None = batch  # (None once settled: no cycle left with it)
+        self.batcher: Batcher = batch.batcher
         self.bid = batch.id
         self.index = index
+        self.sent_as: int | None = index  # its row once settled (`row`)
         self.link = batch.link
+
+
+def row(rec: EntryRecord) -> int | None:
+    """The place of ``rec``'s call among the rows its batch's CallBatch carries (the
+    index a Forward or Keep names on the wire), or None if it is not sent (it could not
+    be: batchsend.py's `refuse`, which leaves ``only`` the rows sent)."""
+    b = rec.batch
+    if b is None:
+        return rec.sent_as
+    return _row(b, rec.index)
+
+
+def _row(b: Pending, i: int) -> int | None:
+    only = b.only
+    if only is None:
+        return i
+    k = bisect_left(only, i)  # (in order: refuse keeps them so)
+    return k if k < len(only) and only[k] == i else None
 
 
 def entry_of(p: BatchPromise) -> EntryRecord:
     """The record of ``p``'s call as a producer (made on first use)."""
     b, i = p._rec, p._i
-    entries = b.entries
-    if entries is None:
-        entries = b.entries = {}
-    rec = entries.get(i)
-    if rec is None:
-        rec = entries[i] = EntryRecord(b, i)
+    with _lock:
+        entries = b.entries
+        if entries is None:
+            entries = b.entries = {}
+        rec = entries.get(i)
+        if rec is None:
+            rec = entries[i] = EntryRecord(b, i)
+        # Answered (or given up on) since the caller found it unanswered, by a thread
+        # that did not see this entry: settled here (once: `settle`).
+        late = b.done or (b.late is not None and i in b.late)
+    if late and not rec.done:
+        settle(b)
     return rec
 
 
@@ -101,7 +147,7 @@ def running(p: CallRecord) -> bool:
             return False
         link = b.link
         there: Any = link.outstanding.get(b.id) if link is not None else None
-        if link is None or link.dead or there is not b:
+        if link is None or link.dead or there is not b or _row(b, p.index) is None:
             return False
         p.link, p.bid = link, b.id
         return True
@@ -109,27 +155,54 @@ def running(p: CallRecord) -> bool:
     return link is not None and not link.dead and p.id in link.outstanding
 
 
-def forward_msg(p: CallRecord, pkey: str, key: str, to: str) -> Forward:
+def forward_msg(p: CallRecord, pkey: str, key: str, to: str) -> Forward | None:
+    """The ``Forward`` of ``p``'s value; None for a batch's call that is not sent."""
     if type(p) is EntryRecord:
-        return Forward(p.bid, pkey, key, to, p.index)
+        k = row(p)
+        return None if k is None else Forward(p.bid, pkey, key, to, k)
     return Forward(p.id, pkey, key, to)
 
 
-def keep_msg(p: CallRecord, pkey: str, key: str, release: bool = False) -> Keep:
+def keep_msg(p: CallRecord, pkey: str, key: str, release: bool = False) -> Keep | None:
+    """The ``Keep`` of ``p``'s value; None for a batch's call that is not sent."""
     if type(p) is EntryRecord:
-        return Keep(p.bid, pkey, key, release, p.index)
+        k = row(p)
+        return None if k is None else Keep(p.bid, pkey, key, release, k)
     return Keep(p.id, pkey, key, release)
 
 
-def cancel(p: CallRecord) -> Cancel | None:
-    """The ``Cancel`` that makes ``p``'s replica forget what it was asked for ``p``
-    (answered, by value or failed, before it read the request); None while ``p``'s
-    batch still runs there (one of its calls given up on: a Cancel would drop the
-    batch; the replica sends that value on when it comes, to a key taken already)."""
+def undo(p: CallRecord, pkey: str, keys: list[str]) -> list[Message]:
+    """What makes ``p``'s replica forget what it was asked for ``p``'s edges ``keys``,
+    once ``p`` has its outcome (answered by value or failed before it read the
+    request): ``Cancel``. While ``p``'s batch still runs there (a call of it given up
+    on: a Cancel would drop the batch) the Keeps of ``keys`` are released instead, so
+    the value is not pinned for consumers that will never take it (one the replica
+    pinned already is let go); what it was asked to forward goes to keys taken already."""
     if type(p) is EntryRecord:
         b = p.batch
-        return Cancel([p.bid]) if b is None or b.done else None
-    return Cancel([p.id])
+        if b is None or b.done:
+            return [Cancel([p.bid])]
+        return [m for key in keys if (m := keep_msg(p, pkey, key, release=True)) is not None]
+    return [Cancel([p.id])]
+
+
+def ask(f: Forwarder, p: CallRecord, link: ReplicaLink,
+        make: Callable[[], Message | list[Message] | None], flush: bool = True) -> None:
+    """Send ``p``'s replica (``link``) what ``make`` builds, after ``p``'s call: a single
+    call's after what the reactor holds back for ``link`` (with ``flush``); a batch's
+    call's by its Batcher, after the batch (`Batcher.after`), built then (its rows
+    final: `row`)."""
+    if type(p) is EntryRecord:
+        p.batcher.after(link, make)
+        return
+    if flush:
+        f.reactor.flush(link)
+    for m in listed(make()):
+        f.reactor.send(link, m)
+
+
+def listed(m: Message | list[Message] | None) -> list[Message]:
+    return [] if m is None else m if isinstance(m, list) else [m]
 
 
 def claim(f: Forwarder, e: Edge) -> bool:
@@ -149,13 +222,16 @@ def placed(b: Pending, link: ReplicaLink) -> list[Message]:
     Keeps, for consumers still at the client) its forwarded calls need, to be written
     with it. Each edge once per placing (`claim`)."""
     out: list[Message] = []
-    for rec in list((b.entries or {}).values()):
+    with _lock:
+        entries = list((b.entries or {}).values())
+    for rec in entries:
         if rec.done:
             continue
         rec.link, rec.bid = link, b.id
         rec.attempts = b.attempts
         f = getattr(rec.dispatcher.comm, "forwarder", None)
-        if f is None:
+        k = _row(b, rec.index)
+        if f is None or k is None:  # (not sent: settled when it can be)
             continue
         pkey = f.pkey(rec)
         with f._marks:
@@ -167,36 +243,80 @@ def placed(b: Pending, link: ReplicaLink) -> list[Message]:
                     if to.dead or e.told == (link, to):
                         continue
                     e.asked, e.told = True, (link, to)
-                    out.append(Forward(b.id, pkey, e.key, to.channel.peer, rec.index))
+                    out.append(Forward(b.id, pkey, e.key, to.channel.peer, k))
                 elif not e.kept:
                     e.asked = e.kept = True
                     f.keeps += 1
-                    out.append(Keep(b.id, pkey, e.key, False, rec.index))
+                    out.append(Keep(b.id, pkey, e.key, False, k))
     return out
+
+
+def remapped(msgs: list[Message], before: dict[int, tuple[Pending, list[int] | None]]
+             ) -> list[Message]:
+    """The Forwards and Keeps among ``msgs`` (written with batches placed, `placed`), of
+    which some calls were refused since (``before``: each batch by id, and the rows it
+    was to send when they were made): each names its call by its place among the rows
+    sent now, and none is left for a call not sent, or a batch not sent at all."""
+    out: list[Message] = []
+    for m in msgs:
+        if type(m) is not Forward and type(m) is not Keep:
+            continue
+        got = before.get(m.id) if m.index >= 0 else None
+        if got is None:
+            out.append(m)
+            continue
+        b, only = got
+        i = m.index if only is None else only[m.index]
+        k = None if b.done else _row(b, i)
+        if k is not None:
+            out.append(msgspec.structs.replace(m, index=k))
+    return out
+
+
+def requeued(b: Pending) -> None:
+    """``b`` runs again elsewhere (its replica lost): what its calls' consumers asked of
+    the old replica is asked of the new one when it is placed (`placed`)."""
+    with _lock:
+        entries = list((b.entries or {}).values())
+    for rec in entries:
+        f = getattr(rec.dispatcher.comm, "forwarder", None)
+        if f is None:
+            continue
+        with f._marks:
+            for e in f.edges.get(rec.id, ()):
+                e.kept = False  # (kept there, and lost with it)
 
 
 def settle(b: Pending) -> None:
     """``b`` was answered, failed, or some of its calls were given up on: each of its
     forwarded calls that now has its outcome takes it, and the Forwarder connects
     (or fails) its consumers (Forwarder.answered)."""
-    entries = b.entries
-    if not entries:
+    if not b.entries:
+        return
+    bt = b.batcher
+    if threading.current_thread() is bt._timer:
+        # The linger timer refused it (or found no replica left): what the Forwarder
+        # then sends goes from the program's next read or the pump's turn.
+        bt.unsettled.append(b)
         return
     late, fails = b.late or {}, b.fails or {}
-    for i, rec in list(entries.items()):
-        if rec.done:
-            if b.done:
-                rec.batch = None  # (kept while its batch ran on: `cancel` looks at it)
-            continue
-        error = late.get(i) or b.error or fails.get(i)
-        if error is not None:
-            rec.set_error(error)  # (the same error: seen by one, seen by both)
-        elif b.done:
-            rec.set_value(b.values[i])
-        else:
-            continue
-        if b.done:
-            rec.batch = None  # (no cycle left between the batch and its entries)
+    now: list[EntryRecord] = []
+    with _lock:
+        for i, rec in list((b.entries or {}).items()):
+            if not rec.done:
+                error = late.get(i) or b.error or fails.get(i)
+                if error is not None:
+                    rec.set_error(error)  # (the same error: seen by one, seen by both)
+                elif b.done:
+                    rec.set_value(b.values[i])
+                else:
+                    continue
+                now.append(rec)
+            if b.done and rec.batch is not None:
+                # (kept while its batch ran on: `undo` and `row` look at it; then no
+                # cycle is left between the batch and its entries)
+                rec.sent_as, rec.batch = row(rec), None
+    for rec in now:
         f = getattr(rec.dispatcher.comm, "forwarder", None)
         if f is not None:
             f.answered(rec)

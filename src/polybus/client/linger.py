@@ -11,7 +11,10 @@ send lock, and with it every other writer there: the pump's turn, which holds th
 and so every program thread entering polybus (tests/unit/test_linger_write.py). It
 writes as the pump's turn does (transport/channel.py's LATER): what the connection
 cannot take now stays in it, written first by the next send there, and on by the
-program's reads and the pump's turns, which ``Reactor.unfinished`` sends to it.
+program's reads and the pump's turns, which ``Reactor.unfinished`` sends to it. What
+follows from a batch it could not send (its forwarded calls' consumers told: fwdbatch.py)
+is left to them too (``Batcher.unsettled``), as is what is asked after the batches it
+writes (``Batcher.after``).
 """
 
 from __future__ import annotations
@@ -84,18 +87,30 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
             if h:
                 bt.held[i] = []
                 out.append((bt.links[i], h))
+        bt._writing = bool(out)  # (what is asked after them waits: Batcher.after)
     finally:
         bt.lock.release()
         reactor._lock.release()
     # Written outside the locks, never waiting for room, and never read here: the
     # caller's reactor reads, or the pump while the program is outside polybus (a
     # batch queued for room waits for an answer).
-    for link, msgs in out:
-        try:
-            write(bt, link, msgs, direct=True)
-        except PolybusError:
-            pass  # the reactor finds the connection dead and re-runs the batches
-    if out and reactor.unsent_left():
+    try:
+        for link, msgs in out:
+            try:
+                write(bt, link, msgs, direct=True)
+            except PolybusError:
+                pass  # the reactor finds the connection dead and re-runs the batches
+    finally:
+        bt._writing = False
+    if bt.unsettled or bt._after:
+        # What it refused (or asked after its batches) is settled and sent by a program
+        # thread's read, or the pump's turn: a reader asleep (one on a lone call's
+        # socket too, `_alone`) is woken to come round to the Batcher's flush.
+        reactor.unfinished = True
+        reactor._wake.ring()
+        if reactor.gate is not None:
+            reactor.gate.poke()
+    elif out and reactor.unsent_left():
         # Said after the write (a read that clears the flag looks at the channels after:
         # Reactor._write_unsent), and a reader asleep on a socket is woken to see it.
         reactor.unfinished = True

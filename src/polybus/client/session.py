@@ -288,12 +288,12 @@ class Session:
         links = self.reactor.links
         return (self.reactor.unfinished or any(lk.held for lk in links)
                 or any(d._backlog for d in self.dispatchers.values())
-                or any(bt.backlog for bt in self.batchers)
+                or any(bt.backlog or bt.owes for bt in self.batchers)
                 or (bool(self.migrators) and any(lk.outstanding for lk in links)))
 
     def _refill(self) -> None:
         for bt in self.batchers:
-            if bt.backlog:
+            if bt.backlog or bt.owes:
                 bt.pump(wait=self.pump is None or not self.pump.on_thread())
         for d in self.dispatchers.values():
             if d._backlog:

@@ -23,6 +23,7 @@ Consumer side: worker/fwdheld.py (`Receiving`, which this class extends).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,9 +44,12 @@ from polybus.wire.messages import (
 )
 from polybus.worker.fwdheld import ARRIVED_BOUND, TAKEN_BOUND, Receiving
 from polybus.worker.fwdstore import ForwardStore, stored
+from polybus.worker.replies import internal_failure
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
+
+log = logging.getLogger("polybus.worker")
 
 __all__ = ["ARRIVED_BOUND", "FORWARD_MIN", "HEEDED", "TAKEN_BOUND", "Forwarding"]
 
@@ -78,6 +82,10 @@ class Forwarding(Receiving):
         # The same for calls of aggregated batches, by batch: (client, batch id) -> index
         # -> its target (``Forward``/``Keep`` with an ``index``: fwdbatch.py answers them).
         self.slots: dict[tuple[int, int], dict[int, _Target]] = {}
+        # The clients (by connection) that ever sent a Forward or Keep: the others'
+        # batches are answered with no look at their values (`finished_batch`; a
+        # client writes what it asks of a batch before the batch).
+        self.asking: set[int] = set()
         # Answers forwarded to other stages, kept for the client's Fetch and for later
         # Forwards, and answers kept for consumers still at the client (Keep): a store of
         # their own (fwdstore.py), not the operand cache, whose bound is the caching
@@ -88,8 +96,10 @@ class Forwarding(Receiving):
     # -- messages --------------------------------------------------------------------
     def handle(self, ch: Channel, msg: Message) -> None:
         if isinstance(msg, Forward):
+            self.asking.add(id(ch))
             self._forward(ch, msg)
         elif isinstance(msg, Keep):
+            self.asking.add(id(ch))
             self._keep_for(ch, msg)
         elif isinstance(msg, Deliver):
             self.arrive(msg.key, msg.ok, msg.value)
@@ -180,14 +190,16 @@ class Forwarding(Receiving):
         """``reply`` (an aggregated batch's answer) once its calls' values are forwarded
         where asked (``Forward``/``Keep`` with an index): each as `finished` does a
         call's, a forwarded value's slot then ``Ref("fwd", [keys delivered])``, and a
-        failed call's failure sent on to its consumers. Changed in place."""
+        failed call's failure sent on to its consumers. Changed in place. A call whose
+        forwarding fails in polybus's own steps fails alone (`_fault`). Nothing is looked
+        at for a client that never asked (the common case: no forwarding)."""
+        if id(ch) not in self.asking:
+            return
         values = reply.values
         for v in values:  # (as `finished`: a large value waits for the client's requests)
             if type(v) in HEEDED and _large(v):
                 self.rt.heed(ch)
                 break
-        if not self.slots:  # the common case: nothing asked, no lock taken
-            return
         where = (id(ch), reply.id)
         asked = self.slots.get(where)
         if asked is None:
@@ -196,17 +208,42 @@ class Forwarding(Receiving):
         n = len(values)
         copies = {i: stored(values[i]) for i in list(asked) if 0 <= i < n and i not in failed}
         answers: dict[int, Result | Fail] = {}
-        plans: dict[int, _Plan] = {}
+        plans: dict[int, tuple[_Target, _Plan]] = {}
+        faults: dict[int, tuple[_Target, Exception]] = {}
         with self._lock:  # (all stored before the lock goes, as in `finished`)
             for i, entry in (self.slots.pop(where, None) or {}).items():
                 if 0 <= i < n:
                     answers[i] = failed.get(i) or Result(i, values[i])
                     result = answers[i] if type(answers[i]) is Result else None
-                    plans[i] = self._plan(ch, entry, result, copies.get(i))  # type: ignore[arg-type]
-        for i, plan in plans.items():
-            out = self._carry_out(ch, answers[i], plan)
+                    try:
+                        plans[i] = entry, self._plan(ch, entry, result, copies.get(i))  # type: ignore[arg-type]
+                    except Exception as exc:
+                        faults[i] = entry, exc
+        for i, (entry, plan) in plans.items():
+            try:
+                out = self._carry_out(ch, answers[i], plan)
+            except Exception as why:
+                faults[i] = entry, why
+                continue
             if type(out) is Result:
                 values[i] = out.value
+        for i, (entry, error) in faults.items():
+            self._fault(ch, reply, i, entry, error)
+
+    def _fault(self, ch: Channel, reply: BatchResult, i: int, entry: _Target,
+               exc: Exception) -> None:
+        """Forwarding call ``i`` of ``reply``'s batch met ``exc`` in polybus's own steps:
+        logged, that call fails alone (the client fails its consumers), and nothing is
+        pinned for it."""
+        log.error("worker %s: forwarding call %d of batch %d failed", self.rt.name, i,
+                  reply.id, exc_info=exc)
+        pkey, tos = entry
+        for to, key in tos:
+            if not to:
+                self.kept.unkeep(pkey, key)
+        reply.values[i] = None
+        reply.fails[:] = [f for f in reply.fails if f.id != i]
+        reply.fails.append(internal_failure(self.rt.name, i, exc))
 
     def _plan(self, ch: Channel, entry: _Target, result: Result | None, kept: Any) -> _Plan:
         """(The lock held) what is to be done with the answer of a call asked ``entry``:
@@ -265,4 +302,5 @@ class Forwarding(Receiving):
                 del self.targets[k]
             for k in [k for k in self.slots if k[0] == id(ch)]:
                 del self.slots[k]
+            self.asking.discard(id(ch))
         self.kept.release(ch)  # the answers kept for it alone

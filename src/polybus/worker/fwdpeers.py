@@ -66,7 +66,7 @@ class Peers:
                 gone.close()
             self._undelivered(to, msg, exc, client)
             return False
-        except (TypeError, ValueError) as exc:  # a value this codec cannot carry
+        except (TypeError, ValueError, OverflowError) as exc:  # a value the codec cannot carry
             log.warning("worker %s: cannot forward a value to %s: %s", self.rt.name, to, exc)
             self._undelivered(to, msg, exc, client)
             return False
