@@ -93,12 +93,14 @@ class Forward(_Msg, tag=13):
     also send its outcome to the replica at ``to`` as ``Deliver(key, ...)``; the client
     is then answered ``Result(id, Ref("fwd", [delivered keys]))`` instead of the
     value, which the producer keeps under ``pkey`` for a later ``Fetch`` or re-forward
-    (see worker/forwarding.py)."""
+    (see worker/forwarding.py). With ``hold``, the consumer may be moved by migration and
+    need the value again: it stays pinned for ``key`` until ``Keep(..., release=True)``."""
 
     id: int
     pkey: str
     key: str
     to: str
+    hold: bool = False
 
 
 class Keep(_Msg, tag=28):

@@ -14,18 +14,21 @@ replica unreachable, a value the codec cannot carry) is said to the client,
 producer's replica knows. ``Keep(id, pkey, key)``, for a consumer still at the client:
 the value is pinned (fwdstore.py) until the ``Forward`` of ``key`` comes, and the
 client answered ``Ref("fwd", [])``; with no room for it, by value, as if not asked.
+A ``Forward`` with ``hold`` (its consumer may be moved by migration and need the value
+again) sends the value and keeps it pinned for its key until ``Keep(..., release=True)``.
 
 Consumer side: a call naming ``Ref("fwd", key)`` is held (not queued) until every such
 value has arrived, then queued like any call; a failed upstream value answers it with a
 Fail naming the upstream failure, and lets go of it: the other values it waited for are
 taken (not kept) when they come. The client sends such a failure itself when the value
 will never come (its producer lost or given up, or Undelivered). A key delivered twice
-(a producer re-run, the client repairing a race) is taken once. A value that arrives
-before its call (the usual order: the producer's replica sends it as soon as it has it)
-waits for it, bounded: at most ``ARRIVED_BOUND`` values and the forward store's bytes
-wait at once, and past that the oldest is dropped and its key remembered (as many as
-``TAKEN_BOUND``), so that the call naming it is answered at once,
-``Fail(kind="forward-dropped")``, not held for ever.
+(a producer re-run, the client repairing a race) is taken once; a queued call a
+``Steal`` gives back gives back its keys, so that, placed here again, it takes them
+again. A value that arrives before its call (the usual order: the producer's replica
+sends it as soon as it has it) waits for it, bounded: at most ``ARRIVED_BOUND`` values
+and the forward store's bytes wait at once, and past that the oldest is dropped and its
+key remembered (as many as ``TAKEN_BOUND``), so that the call naming it is answered at
+once, ``Fail(kind="forward-dropped")``, not held for ever.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates (and 
 # a peer's Delivers for keys no call names were kept for ever.
 ARRIVED_BOUND = 100_000
 ENTRY_BYTES = 200  # counted for each such value beside its own bytes (its key, its place)
+HOLD = "+"  # a target that is no address: the value stays pinned for its key (Forward.hold)
 
 
 @dataclass(eq=False)
@@ -102,6 +106,8 @@ class Forwarding(Peers):
         self._arrived: dict[str, tuple[bool, Any, int]] = {}
         self._arrived_bytes = 0
         self._taken: OrderedDict[str, None] = OrderedDict()
+        # The keys each queued call took, by (connection, call id): `released`
+        self._took: dict[tuple[int, int], list[str]] = {}
         self._dropped: OrderedDict[str, None] = OrderedDict()  # dropped from _arrived
         self.unclaimed_dropped = 0  # values dropped so, ever
         self.received = 0    # values it received from one
@@ -135,9 +141,15 @@ class Forwarding(Peers):
                 # the call has not been answered yet (or was, by value; see client)
                 entry = self.targets.setdefault((id(ch), msg.id), (msg.pkey, []))
                 entry[1].append((msg.to, msg.key))
+                if msg.hold:
+                    entry[1].append((HOLD, msg.key))
                 return
         try:
-            value = self.kept.take(msg.pkey, msg.key)
+            if msg.hold:  # (pinned for it, if there is room; else it stays in the LRU)
+                self.kept.keep(msg.pkey, msg.key)
+                value = self.kept.get(msg.pkey)
+            else:
+                value = self.kept.take(msg.pkey, msg.key)
         except KeyError:  # evicted: the consumer fails rather than waits for ever
             value, ok = ["LookupError", "the forwarded value was evicted from its replica", ""], False
         else:
@@ -151,7 +163,8 @@ class Forwarding(Peers):
             if msg.release:  # (its consumer ended at the client: kept for no one now)
                 entry = self.targets.get((id(ch), msg.id))
                 if entry is not None:
-                    entry[1][:] = [t for t in entry[1] if t != ("", msg.key)]
+                    go = {("", msg.key), (HOLD, msg.key)}
+                    entry[1][:] = [t for t in entry[1] if t not in go]
                     if not entry[1]:
                         del self.targets[(id(ch), msg.id)]
                 self.kept.unkeep(msg.pkey, msg.key)
@@ -168,9 +181,12 @@ class Forwarding(Peers):
         inline paths call this only for such a value, or with targets waiting."""
         if type(reply) is Result and type(reply.value) in HEEDED and _large(reply.value):
             self.rt.heed(ch)
+        where = (id(ch), call.id)
+        if self._took:
+            with self._lock:
+                self._took.pop(where, None)  # (run: it gives nothing back now)
         if not self.targets:  # the common case: nothing asked, no lock taken
             return reply
-        where = (id(ch), call.id)
         result = reply if type(reply) is Result else None
         kept = stored(result.value) if result is not None and where in self.targets else None
         by_value = False
@@ -179,12 +195,14 @@ class Forwarding(Peers):
             if entry is None:
                 return reply
             pkey, tos = entry
-            sends = [(to, key) for to, key in tos if to]
+            sends = [(to, key) for to, key in tos if to and to != HOLD]
             if result is not None:
                 kept = stored(result.value) if kept is None else kept
                 # Pinned for the consumers still at the client (Keep: no address), but
-                # for those placed since (a Forward of the same key), which get it now.
-                keeps = {key for to, key in tos if not to} - {key for _, key in sends}
+                # for those placed since (a Forward of the same key), which get it now;
+                # and for those that may move (a Forward with hold), which get it too.
+                keeps = ({key for to, key in tos if not to} - {key for _, key in sends}
+                         | {key for to, key in tos if to == HOLD})
                 # No room to pin it for the consumers at the client: the answer goes by
                 # value, which the client sends on to them (those placed get it from
                 # here too; a value delivered twice is taken once).
@@ -208,11 +226,22 @@ class Forwarding(Peers):
         """``ch``'s client wants nothing more of calls ``ids`` (``Cancel``): their Forward
         requests go. One that came after its call was answered by value was kept,
         waiting for an answer already sent, until the client went."""
-        if not self.targets:
+        if not self.targets and not self._took:
             return
         with self._lock:
             for i in ids:
                 self.targets.pop((id(ch), i), None)
+                self._took.pop((id(ch), i), None)
+
+    def released(self, ch: Channel, ids: list[int]) -> None:
+        """A ``Steal`` gave calls ``ids`` back to ``ch``'s client, which may send them here
+        again: their keys are no longer taken, so values delivered again are kept."""
+        if not self._took:
+            return
+        with self._lock:
+            for i in ids:
+                for key in self._took.pop((id(ch), i), ()):
+                    self._taken.pop(key, None)
 
     # -- consumer side -----------------------------------------------------------------
     def hold(self, ch: Channel, call: Call) -> bool:
@@ -333,6 +362,10 @@ class Forwarding(Peers):
     def _settle(self, h: _Held, ok: bool, value: Any) -> None:
         """Answer ``h`` for a failed upstream value, or queue it: it has every value."""
         if ok:
+            with self._lock:
+                self._took[(id(h.ch), h.call.id)] = list(h.where)
+                if len(self._took) > TAKEN_BOUND:  # (one left behind somehow: bounded)
+                    del self._took[next(iter(self._took))]
             self.rt._enqueue(h.ch, h.call)
             return
         kind, message, tb = ([*value, "", "", ""][:3] if isinstance(value, list)
@@ -358,6 +391,8 @@ class Forwarding(Peers):
                     del self._held[key]
             for k in [k for k in self.targets if k[0] == id(ch)]:
                 del self.targets[k]
+            for k in [k for k in self._took if k[0] == id(ch)]:
+                del self._took[k]
         self.kept.release(ch)  # the answers kept for it alone
 
 
