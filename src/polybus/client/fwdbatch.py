@@ -109,10 +109,10 @@ def running(p: CallRecord) -> bool:
     return link is not None and not link.dead and p.id in link.outstanding
 
 
-def forward_msg(p: CallRecord, pkey: str, key: str, to: str) -> Forward:
+def forward_msg(p: CallRecord, pkey: str, key: str, to: str, hold: bool = False) -> Forward:
     if type(p) is EntryRecord:
-        return Forward(p.bid, pkey, key, to, p.index)
-    return Forward(p.id, pkey, key, to)
+        return Forward(p.bid, pkey, key, to, p.index, hold=hold)
+    return Forward(p.id, pkey, key, to, hold=hold)
 
 
 def keep_msg(p: CallRecord, pkey: str, key: str, release: bool = False) -> Keep:
@@ -167,7 +167,9 @@ def placed(b: Pending, link: ReplicaLink) -> list[Message]:
                     if to.dead or e.told == (link, to):
                         continue
                     e.asked, e.told = True, (link, to)
-                    out.append(Forward(b.id, pkey, e.key, to.channel.peer, rec.index))
+                    e.pinned = e.pinned or e.hold  # (its consumer may move: fwdmove.py)
+                    out.append(Forward(b.id, pkey, e.key, to.channel.peer, rec.index,
+                                       hold=e.hold))
                 elif not e.kept:
                     e.asked = e.kept = True
                     f.keeps += 1

@@ -7,6 +7,7 @@ loaded replica. The replica removes up to n of this client's calls that have not
 started from its queue, atomically, and answers ``Released(ids)``. Only released calls
 are sent on; a call that started meanwhile stays where it is and is answered there.
 So a call runs once and is answered once, without any replica-to-replica protocol.
+A moved call's forwarding edges follow it (client/fwdmove.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.fwdmove import moved
 from polybus.client.policies.migration import Edge, ReplicaLoad, decide, edges, steal_edges
 from polybus.config.model import DefineSpec, ModuleSpec, UseSpec
 from polybus.wire.messages import Message, Steal
@@ -88,8 +90,13 @@ class Migrator:
         if dst is link or dst.dead:
             for rec in recs:  # nowhere planned to go: the dispatcher places them again
                 d = rec.dispatcher
+                f = getattr(d.comm, "forwarder", None)
+                if f is not None:
+                    moved(f, rec, link, None)
                 if d.style.kind == "async-demand":
                     heapq.heappush(d._backlog, (-rec.prio, next(d._seq), rec))
+                    if f is not None and rec.id in f.deps:
+                        f.queued(rec)  # (its producers keep their values for it meanwhile)
                 else:
                     rec.attempts -= 1  # a move is not a failed attempt
                     d._send(rec, d._pick_any())
@@ -108,6 +115,9 @@ class Migrator:
             msgs.extend(comm.messages(rec, dst) if comm is not None else [rec.message()])
         self.d.reactor.flush(dst)  # (calls held for dst go first, as Comm.send_many does)
         self.d.reactor.send_many(dst, msgs)
+        for rec in recs:  # (after their calls: a producer's Forward must follow its call)
+            if (f := getattr(rec.dispatcher.comm, "forwarder", None)) is not None:
+                moved(f, rec, link, dst)
 
 
 def migrator_for(dispatcher: Dispatcher, module: ModuleSpec, use: UseSpec,
