@@ -15,7 +15,7 @@ from polybus.testing.reading import MessageReader
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Codec, Ref
 from polybus.wire.framing import FrameDecoder
-from polybus.wire.messages import Call, Forward, Keep, Result
+from polybus.wire.messages import BatchResult, Call, CallBatch, Forward, Keep, Result
 from polybus.worker.runtime import WorkerRuntime
 
 _next = MessageReader(within=5.0).next
@@ -78,3 +78,29 @@ def test_a_held_forward_after_the_answer_pins_the_stored_value(
     echo_peer.send(Call(4, "echo", [1]))
     _answered(echo_peer, 4)
     assert fwd.kept.pinned == 0
+
+
+def test_a_held_call_of_a_batch_is_pinned_and_sent_again_till_released(
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    # Forward with an index and hold: call 1 of batch 1 feeds a consumer that may move.
+    fwd = echo_worker.forwarding
+    me = str(echo_worker.address)
+    forward = Forward(1, "c.9", "c.2.0", me, 1, hold=True)
+    assert (forward.index, forward.hold) == (1, True)
+    echo_peer.send(forward)  # (before its batch: the usual order)
+    echo_peer.send(CallBatch(1, "echo", [[0], [7]]))
+    got = _next(echo_peer)
+    assert isinstance(got, BatchResult) and got.values[0] == [0], got
+    assert type(got.values[1]) is Ref and got.values[1].key == ["c.2.0"], got
+    assert fwd.kept.pinned == 1 and not fwd.slots
+    echo_peer.send(Call(2, "echo", [Ref("fwd", "c.2.0")]))
+    assert _answered(echo_peer, 2).value == [[7]]
+    fwd._taken.pop("c.2.0")  # (as a Steal giving call 2 back would: Forwarding.released)
+    echo_peer.send(Forward(1, "c.9", "c.2.0", me, 1, hold=True))  # moved: from the store
+    echo_peer.send(Call(3, "echo", [Ref("fwd", "c.2.0")]))
+    assert _answered(echo_peer, 3).value == [[7]]
+    assert fwd.kept.pinned == 1
+    echo_peer.send(Keep(1, "c.9", "c.2.0", release=True, index=1))  # the consumer ended
+    echo_peer.send(Call(4, "echo", [1]))
+    _answered(echo_peer, 4)
+    assert fwd.kept.pinned == 0 and "c.9" in fwd.kept and not fwd.slots
