@@ -5,7 +5,10 @@ batch), and a consumer whose binding may migrate (here ``balance = "steal"``) fo
 too, asking that the value stay pinned for it (``Forward`` with ``hold``) till it ends.
 Both at once: the consuming call returns while the producer's batch waits, the value
 goes replica to replica, a consumer moved after its value came gets it again from the
-producer's store, and when the consumers end nothing stays pinned.
+producer's store, and when the consumers end nothing stays pinned. A steal takes any of
+the client's calls queued on a connection, an aggregated batch of another binding too:
+it moves whole, and its calls' consumers are served from where it runs (client/migrate.py
+and client/fwdmove.py; it failed the pump thread with an AttributeError before).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,7 +37,7 @@ CONF = """
 [modules.server]
 source = "server.py"
 replication = 3
-
+{define}
 [modules.client]
 source = "client.py"
 entrypoint = "main"
@@ -58,8 +62,8 @@ def _grow(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     way_out.cancel()
 
 
-def conf(agg: str, double: str) -> str:
-    return CONF.format(agg=agg, double=double)
+def conf(agg: str, double: str, define: str = "") -> str:
+    return CONF.format(agg=agg, double=double, define=define)
 
 
 def pinned(c: Cluster) -> int:
@@ -152,3 +156,37 @@ def test_a_consumer_of_an_aggregated_call_moved_after_its_value_came_gets_it_aga
         wait_until(lambda: pinned(c) == 0 and asked(c) == 0, s)
         polybus.wait(b1)
 
+
+@pytest.mark.parametrize("dst", ["server-0", "nowhere", "cached"])
+def test_a_batch_a_steal_gives_back_moves_whole_with_its_forwards(
+        tmp_path: Path, dst: str) -> None:
+    # The batch waits on server-1 behind a gated call of another binding; the consumer
+    # binding's steal gives it back (a steal takes any of the client's calls there) and
+    # it runs elsewhere at once (``nowhere``: no live replica was planned for it, as when
+    # the one planned died: its binding's least loaded one), its values forwarded from
+    # there, and server-1 forgets what it was asked for it. (``cached``: its binding
+    # caches operands, so it is written for its new replica as its Batcher writes it.)
+    busy = tmp_path / "gate1"
+    cache = 'define.grow = { cache = "auto" }\ndefine.double = {}\n' if dst == "cached" else ""
+    with cluster(tmp_path, conf("0:1:0", "0:0:1", cache), replicas=3) as c:
+        s = c.session()
+        m = by_hand(s)
+        b1 = s.call("busy1", (0, str(busy)), {})
+        try:
+            ps = [s.call("agg", (i, ""), {}) for i in range(4)]
+            qs = [s.call("double", (p,), {}) for p in ps]
+            rt1 = next(rt for rt in c.runtimes if rt.name == "server-1")
+            wait_until(lambda: rt1._queue.waiting() == 1, s)  # (the batch, queued)
+            steal(s, m, "server-1", {"nowhere": "server-1", "cached": "server-0"}.get(dst, dst))
+            got = [np.asarray(q) for q in qs]  # (server-1 still busy: run elsewhere)
+            assert not b1.done
+        finally:
+            busy.touch()
+        for i in range(4):
+            assert np.array_equal(got[i], grown(i) * 2)
+        b: Any = ps[0]._rec  # type: ignore[attr-defined]
+        assert b.link.name != "server-1"
+        assert s.forwarder.relayed == 0  # type: ignore[attr-defined]
+        assert not rt1.forwarding.slots  # (the Cancel of what it was asked)
+        wait_until(lambda: pinned(c) == 0 and asked(c) == 0, s)
+        polybus.wait(b1)

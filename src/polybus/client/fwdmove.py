@@ -17,19 +17,23 @@ once its values have come, so a consumer that moves needs them again where it go
 A producer that moves before it ran is asked again, on its new replica, to forward (or
 keep) its value, and its old replica forgets what it was asked (``Cancel``): it answers
 there as it would have where it was first placed, not by value through the client.
+So does an aggregated batch one of whose calls is a producer (a steal takes any call
+queued for the client's connection, a batch of another binding too): `moved_batch`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from polybus.wire.messages import Cancel
+from polybus.client.fwdbatch import placed
+from polybus.wire.messages import Cancel, Message
 
 if TYPE_CHECKING:
+    from polybus.client.batchcalls import Pending
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.forward import Forwarder
 
-__all__ = ["moved"]
+__all__ = ["moved", "moved_batch"]
 
 
 def moved(f: Forwarder, rec: CallRecord, old: ReplicaLink, new: ReplicaLink | None) -> None:
@@ -44,3 +48,22 @@ def moved(f: Forwarder, rec: CallRecord, old: ReplicaLink, new: ReplicaLink | No
         e.to, e.failed = None, ""
     if new is not None:
         f.placed(rec, new)
+
+
+def moved_batch(b: Pending, old: ReplicaLink, new: ReplicaLink) -> list[Message]:
+    """Aggregated batch ``b`` was given back by ``old``'s replica (it never ran there)
+    and is now placed on ``new`` (``b.link``): ``old`` forgets what its forwarded calls'
+    consumers asked of it (``Cancel``), and the same is asked of ``new``: the Forwards
+    and Keeps to write after the batch (fwdbatch.py's `placed`)."""
+    entries = [r for r in (b.entries or {}).values() if not r.done]
+    f: Forwarder | None = next((g for r in entries if (g := getattr(
+        r.dispatcher.comm, "forwarder", None)) is not None), None)
+    if f is None:
+        return []
+    if not old.dead:
+        f.reactor.send(old, Cancel([b.id]))
+    with f._marks:
+        for r in entries:
+            for e in f.edges.get(r.id, ()):
+                e.told, e.kept = None, False  # (asked of ``old``, which forgets it)
+    return placed(b, new)
