@@ -24,7 +24,8 @@ producers' replicas keep their values for it (``Keep``), so the value does not c
 the client and go out again: each producer placed and unanswered (or answered ``Ref``)
 is asked, and so is one placed later while the consumer still waits. It answers
 ``Ref`` and pins the value until the consumer's ``Forward`` takes it
-(worker/fwdstore.py), or, with no room to keep it, answers by value as before.
+(worker/fwdstore.py), or, with no room to keep it, answers by value as before. A call
+that migration may move takes its edges along (fwdmove.py).
 
 A producer replica that dies before answering is a lost call like any other: the
 dispatcher re-runs it (idempotent interfaces) and, once it is placed again, its edges are
@@ -192,10 +193,13 @@ class Forwarder:
             ask(self, p, link, lambda: undo(p, pkey, [e.key]))
 
     def _unkeep(self, e: Edge) -> None:
-        """``e``'s consumer ended without being placed: its producer's replica lets go of
-        what it kept for it (``Keep`` with ``release``)."""
+        """``e``'s consumer ended without being placed, or ended having been sent a value
+        pinned for it (``hold``): its producer's replica lets go of what it kept for it
+        (``Keep`` with ``release``). One answered by value or failed pinned nothing."""
         p, link = e.producer, e.producer.link
-        e.kept = False
+        kept, e.kept, e.pinned = e.kept, False, False
+        if p.done and not kept and (p.error is not None or type(p.value) is not Ref):
+            return
         if link is not None and not link.dead:
             pkey = self.pkey(p)  # (a batch's call: after its batch and Keep, fwdbatch.ask)
             ask(self, p, link, lambda: keep_msg(p, pkey, e.key, release=True), flush=False)
@@ -224,15 +228,18 @@ class Forwarder:
     def _instruct(self, e: Edge) -> None:
         p, to = e.producer, e.to
         if p.link is None or p.link.dead or to is None:
-            if to is not None:
+            if to is not None and p.done and type(p.value) is Ref:
+                kept_lost(self, p, [e])  # (a consumer moved since: its value is made again)
+            elif to is not None:
                 self._fail(e, gone(p))
             return
         if p.done:
             self._watch(e, p.link)  # served from its store: read for an Undelivered
         else:
             e.asked, e.told = True, (p.link, to)
+        e.pinned = e.pinned or e.hold
         pkey, peer = self.pkey(p), to.channel.peer  # (after the producer's call)
-        ask(self, p, p.link, lambda: forward_msg(p, pkey, e.key, peer))
+        ask(self, p, p.link, lambda: forward_msg(p, pkey, e.key, peer, hold=e.hold))
 
     def _fail(self, e: Edge, error: PolybusError, given_up: bool = False) -> None:
         # (whether the consumer's error says ``error`` is decided when it ends: answered)
@@ -321,7 +328,7 @@ class Forwarder:
             named = upstream(self.deps.get(rec.id, ()), error.remote_message)
         for e in self.deps.pop(rec.id, ()):
             self._unwatch(e)
-            if e.kept and e.to is None:  # (never placed: nothing will take it)
+            if (e.kept and e.to is None) or e.pinned:  # (never placed, or may have moved)
                 self._unkeep(e)
             lst = self.edges.get(e.producer.id)
             if lst is not None:

@@ -155,12 +155,13 @@ def running(p: CallRecord) -> bool:
     return link is not None and not link.dead and p.id in link.outstanding
 
 
-def forward_msg(p: CallRecord, pkey: str, key: str, to: str) -> Forward | None:
+def forward_msg(p: CallRecord, pkey: str, key: str, to: str,
+                hold: bool = False) -> Forward | None:
     """The ``Forward`` of ``p``'s value; None for a batch's call that is not sent."""
     if type(p) is EntryRecord:
         k = row(p)
-        return None if k is None else Forward(p.bid, pkey, key, to, k)
-    return Forward(p.id, pkey, key, to)
+        return None if k is None else Forward(p.bid, pkey, key, to, k, hold=hold)
+    return Forward(p.id, pkey, key, to, hold=hold)
 
 
 def keep_msg(p: CallRecord, pkey: str, key: str, release: bool = False) -> Keep | None:
@@ -243,7 +244,8 @@ def placed(b: Pending, link: ReplicaLink) -> list[Message]:
                     if to.dead or e.told == (link, to):
                         continue
                     e.asked, e.told = True, (link, to)
-                    out.append(Forward(b.id, pkey, e.key, to.channel.peer, k))
+                    e.pinned = e.pinned or e.hold  # (its consumer may move: fwdmove.py)
+                    out.append(Forward(b.id, pkey, e.key, to.channel.peer, k, hold=e.hold))
                 elif not e.kept:
                     e.asked = e.kept = True
                     f.keeps += 1

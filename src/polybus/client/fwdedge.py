@@ -17,8 +17,8 @@ __all__ = ["Edge"]
 
 
 class Edge:
-    __slots__ = ("asked", "consumer", "failed", "kept", "key", "producer", "to", "told",
-                 "watched")
+    __slots__ = ("asked", "consumer", "failed", "hold", "kept", "key", "pinned", "producer",
+                 "to", "told", "watched")
 
     def __init__(self, producer: CallRecord, consumer: CallRecord, key: str) -> None:
         producer.passed = True  # its error reaches the program as the consumer's (calls.py)
@@ -30,6 +30,11 @@ class Edge:
         self.watched: ReplicaLink | None = None  # whose ``watch`` counts it
         self.asked = False  # a Forward or Keep went for it while its producer was unanswered
         self.kept = False  # a Keep went for it: its producer's replica pins the value for it
+        # Its consumer may be given back by a Steal (migration) and placed again, needing
+        # the value again: its Forwards ask that the value stay pinned (``hold``) till it
+        # ends (``pinned``: one went; fwdmove.py).
+        self.hold = consumer.dispatcher.keep_args
+        self.pinned = False
         # (producer's link, consumer's) of the Forward that went while it was unanswered
         self.told: tuple[ReplicaLink, ReplicaLink] | None = None
 

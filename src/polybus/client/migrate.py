@@ -7,6 +7,9 @@ loaded replica. The replica removes up to n of this client's calls that have not
 started from its queue, atomically, and answers ``Released(ids)``. Only released calls
 are sent on; a call that started meanwhile stays where it is and is answered there.
 So a call runs once and is answered once, without any replica-to-replica protocol.
+A moved call's forwarding edges follow it (client/fwdmove.py). A steal takes any of
+the client's calls queued on that connection, an aggregated batch of another binding
+too: it moves whole, written as its Batcher writes it (`_move_batch`).
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from polybus.client.batchcalls import Pending
 from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.fwdmove import moved, moved_batch
 from polybus.client.policies.migration import Edge, ReplicaLoad, decide, edges, steal_edges
 from polybus.config.model import DefineSpec, ModuleSpec, UseSpec
+from polybus.errors import ConnectionLostError
 from polybus.wire.messages import Message, Steal
 
 if TYPE_CHECKING:
@@ -76,20 +82,28 @@ class Migrator:
         recs: list[CallRecord] = []
         for cid in ids:
             link.abandoned.discard(cid)  # (given up on, and now known never to run)
-            rec = link.outstanding.pop(cid, None)
+            rec: Any = link.outstanding.pop(cid, None)  # (a batch is filed as a call is)
             if rec is None or rec.done:
                 continue
             d = rec.dispatcher
             d.inflight[d._index[id(link)]] -= 1
-            recs.append(rec)
+            if type(rec) is Pending:
+                self._move_batch(rec, link, dst)
+            else:
+                recs.append(rec)
         if not recs:
             return
         self.moved_out[link.name] = self.moved_out.get(link.name, 0) + len(recs)
         if dst is link or dst.dead:
             for rec in recs:  # nowhere planned to go: the dispatcher places them again
                 d = rec.dispatcher
+                f = getattr(d.comm, "forwarder", None)
+                if f is not None:
+                    moved(f, rec, link, None)
                 if d.style.kind == "async-demand":
                     heapq.heappush(d._backlog, (-rec.prio, next(d._seq), rec))
+                    if f is not None and rec.id in f.deps:
+                        f.queued(rec)  # (its producers keep their values for it meanwhile)
                 else:
                     rec.attempts -= 1  # a move is not a failed attempt
                     d._send(rec, d._pick_any())
@@ -108,6 +122,34 @@ class Migrator:
             msgs.extend(comm.messages(rec, dst) if comm is not None else [rec.message()])
         self.d.reactor.flush(dst)  # (calls held for dst go first, as Comm.send_many does)
         self.d.reactor.send_many(dst, msgs)
+        for rec in recs:  # (after their calls: a producer's Forward must follow its call)
+            if (f := getattr(rec.dispatcher.comm, "forwarder", None)) is not None:
+                moved(f, rec, link, dst)
+
+    def _move_batch(self, b: Pending, link: ReplicaLink, dst: ReplicaLink) -> None:
+        """Aggregated batch ``b`` (of any binding: a steal takes any call queued for the
+        connection), given back by ``link``, goes to ``dst`` or, with no live replica
+        planned, to its binding's least loaded one, written as its Batcher writes it (its
+        cached operands named for there), followed by what its forwarded calls'
+        consumers ask of it there (client/fwdmove.py)."""
+        bt = b.batcher
+        self.moved_out[link.name] = self.moved_out.get(link.name, 0) + 1
+        if dst is link or dst.dead:
+            live = [i for i, lk in enumerate(bt.links) if not lk.dead]
+            if not live:
+                b.set_error(ConnectionLostError(f"every replica of {bt.interface} is gone"))
+                return
+            dst = bt.links[min(live, key=lambda i: bt.inflight[i])]
+        self.moved_in[dst.name] = self.moved_in.get(dst.name, 0) + 1
+        b.link = dst
+        dst.outstanding[b.id] = b  # type: ignore[assignment]
+        bt.inflight[bt._index[id(dst)]] += 1
+        if bt.comm is None or b.by_value(bt.bound, bt.most):
+            msgs: list[Message] = [b.message()]
+        else:
+            msgs = bt.comm.batch_messages(b, dst, None)
+        self.d.reactor.flush(dst)
+        self.d.reactor.send_many(dst, msgs + moved_batch(b, link, dst))
 
 
 def migrator_for(dispatcher: Dispatcher, module: ModuleSpec, use: UseSpec,

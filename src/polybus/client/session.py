@@ -133,8 +133,8 @@ class Session:
                     self.migrators.append(migrator)
                     self.dispatchers[b.name].keep_args = True  # (its calls may move)
                     self.dispatchers[b.name].plain_async = False
-                elif use.forward and use.callstyle.kind != "sync":
-                    # (a migrated call is re-sent without its edges: no forwarding there)
+                if use.forward and use.callstyle.kind != "sync":
+                    # (a call migration moves takes its edges along: client/fwdmove.py)
                     self.dispatchers[b.name].forwarder = forwarder_for(self)
                 batcher = batcher_for(self.dispatchers[b.name], self.reactor, use.aggregate,
                                       use.aggregate_bytes, use.linger,

@@ -94,13 +94,16 @@ class Forward(_Msg, tag=13):
     is then answered ``Result(id, Ref("fwd", [delivered keys]))`` instead of the
     value, which the producer keeps under ``pkey`` for a later ``Fetch`` or re-forward
     (see worker/forwarding.py). ``index`` >= 0: call ``index`` of aggregated batch ``id``
-    (a ``CallBatch``), whose ``BatchResult`` then holds that ``Ref`` in its slot."""
+    (a ``CallBatch``), whose ``BatchResult`` then holds that ``Ref`` in its slot. With
+    ``hold``, the consumer may be moved by migration and need the value again: it stays
+    pinned for ``key`` until ``Keep(..., release=True)``."""
 
     id: int
     pkey: str
     key: str
     to: str
     index: int = -1
+    hold: bool = False
 
 
 class Keep(_Msg, tag=28):
@@ -109,7 +112,8 @@ class Keep(_Msg, tag=28):
     consumer waits at the client to be placed), and answer the client ``Result(id,
     Ref("fwd", [...]))`` instead of the value. A replica with no room to keep it answers
     by value, as if no ``Keep`` had come (see worker/forwarding.py). With ``release``,
-    the consumer of ``key`` ended without being placed: what was kept for it goes.
+    the consumer of ``key`` ended without being placed (or ended after a ``Forward``
+    with ``hold``): what was kept for it goes.
     ``index`` >= 0: call ``index`` of aggregated batch ``id``, as for ``Forward``."""
 
     id: int

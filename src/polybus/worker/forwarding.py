@@ -16,7 +16,9 @@ the value is pinned (fwdstore.py) until the ``Forward`` of ``key`` comes, and th
 client answered ``Ref("fwd", [])``; with no room for it, by value, as if not asked.
 A ``Forward`` or ``Keep`` with an ``index`` asks the same of call ``index`` of batch
 ``id`` (a ``CallBatch``): done before the batch is answered, its slot of the
-``BatchResult`` then holding the ``Ref`` (`finished_batch`).
+``BatchResult`` then holding the ``Ref`` (`finished_batch`). A ``Forward`` with
+``hold`` (its consumer may be moved by migration and need the value again) sends the
+value and keeps it pinned for its key until ``Keep(..., release=True)``.
 
 Consumer side: worker/fwdheld.py (`Receiving`, which this class extends).
 """
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("polybus.worker")
 
-__all__ = ["ARRIVED_BOUND", "FORWARD_MIN", "HEEDED", "TAKEN_BOUND", "Forwarding"]
+__all__ = ["ARRIVED_BOUND", "FORWARD_MIN", "HEEDED", "HOLD", "TAKEN_BOUND", "Forwarding"]
 
 # An answer this large is worth keeping off the client: before it is sent, the replica
 # reads what that client sent while the call ran (WorkerRuntime.heed), so a Forward
@@ -59,9 +61,11 @@ __all__ = ["ARRIVED_BOUND", "FORWARD_MIN", "HEEDED", "TAKEN_BOUND", "Forwarding"
 # and a 5 ms stage sent its 1.6 MB value to the client in 3 runs of 6.
 FORWARD_MIN = 64 * 1024
 HEEDED = frozenset({np.ndarray, bytes, bytearray})  # the kinds of value that may be so large
+HOLD = "+"  # a target that is no address: the value stays pinned for its key (Forward.hold)
 
 
-# What a client asked of a call's answer: (pkey, [(to, key)]), ``to`` "" for a Keep.
+# What a client asked of a call's answer: (pkey, [(to, key)]), ``to`` "" for a Keep,
+# HOLD beside the address of a Forward with ``hold``.
 _Target = tuple[str, list[tuple[str, str]]]
 # What to do with an answer so asked: (Delivers to send, answered by value, kept value)
 _Plan = tuple[list[tuple[str, str]], bool, Any] | None
@@ -140,9 +144,15 @@ class Forwarding(Receiving):
                 tos = self._target(ch, msg)[1]  # type: ignore[index]
                 if (msg.to, msg.key) not in tos:  # (asked twice: sent once)
                     tos.append((msg.to, msg.key))
+                if msg.hold and (HOLD, msg.key) not in tos:
+                    tos.append((HOLD, msg.key))
                 return
         try:
-            value = self.kept.take(msg.pkey, msg.key)
+            if msg.hold:  # (pinned for it, if there is room; else it stays in the LRU)
+                self.kept.keep(msg.pkey, msg.key)
+                value = self.kept.get(msg.pkey)
+            else:
+                value = self.kept.take(msg.pkey, msg.key)
         except KeyError:  # evicted: the consumer fails rather than waits for ever
             value, ok = ["LookupError", "the forwarded value was evicted from its replica", ""], False
         else:
@@ -156,7 +166,8 @@ class Forwarding(Receiving):
             if msg.release:  # (its consumer ended at the client: kept for no one now)
                 entry = self._target(ch, msg, make=False)
                 if entry is not None:
-                    entry[1][:] = [t for t in entry[1] if t != ("", msg.key)]
+                    go = {("", msg.key), (HOLD, msg.key)}
+                    entry[1][:] = [t for t in entry[1] if t not in go]
                     if not entry[1]:
                         self._untarget(ch, msg)
                 self.kept.unkeep(msg.pkey, msg.key)
@@ -174,9 +185,11 @@ class Forwarding(Receiving):
         inline paths call this only for such a value, or with targets waiting."""
         if type(reply) is Result and type(reply.value) in HEEDED and _large(reply.value):
             self.rt.heed(ch)
+        where = (id(ch), call.id)
+        if self._took:
+            self._ran(where)  # (it ran: a Steal gives nothing of it back now)
         if not self.targets:  # the common case: nothing asked, no lock taken
             return reply
-        where = (id(ch), call.id)
         result = reply if type(reply) is Result else None
         kept = stored(result.value) if result is not None and where in self.targets else None
         with self._lock:  # (stored before the lock goes: a Forward then finds it here)
@@ -250,13 +263,15 @@ class Forwarding(Receiving):
         its value (``result``, ``kept`` its copy to store, if made) kept here as asked,
         and the Delivers to send; None if the answer goes as it is, sending nothing."""
         pkey, tos = entry
-        sends = [(to, key) for to, key in tos if to]
+        sends = [(to, key) for to, key in tos if to and to != HOLD]
         by_value = False
         if result is not None:
             kept = stored(result.value) if kept is None else kept
             # Pinned for the consumers still at the client (Keep: no address), but
-            # for those placed since (a Forward of the same key), which get it now.
-            keeps = {key for to, key in tos if not to} - {key for _, key in sends}
+            # for those placed since (a Forward of the same key), which get it now;
+            # and for those that may move (a Forward with hold), which get it too.
+            keeps = ({key for to, key in tos if not to} - {key for _, key in sends}
+                     | {key for to, key in tos if to == HOLD})
             # No room to pin it for the consumers at the client: the answer goes by
             # value, which the client sends on to them (those placed get it from
             # here too; a value delivered twice is taken once).
@@ -287,12 +302,13 @@ class Forwarding(Receiving):
         """``ch``'s client wants nothing more of calls ``ids`` (``Cancel``): their Forward
         requests go. One that came after its call was answered by value was kept,
         waiting for an answer already sent, until the client went."""
-        if not self.targets and not self.slots:
+        if not self.targets and not self.slots and not self._took:
             return
         with self._lock:
             for i in ids:
                 self.targets.pop((id(ch), i), None)
                 self.slots.pop((id(ch), i), None)  # (a batch's: answered already)
+                self._took.pop((id(ch), i), None)
 
     def dropped(self, ch: Channel) -> None:
         """``ch``'s client is gone: its held calls and forwarding requests go too."""

@@ -5,12 +5,13 @@ value has arrived, then queued like any call; a failed upstream value answers it
 Fail naming the upstream failure, and lets go of it: the other values it waited for are
 taken (not kept) when they come. The client sends such a failure itself when the value
 will never come (its producer lost or given up, or Undelivered). A key delivered twice
-(a producer re-run, the client repairing a race) is taken once. A value that arrives
-before its call (the usual order: the producer's replica sends it as soon as it has it)
-waits for it, bounded: at most ``ARRIVED_BOUND`` values and the forward store's bytes
-wait at once, and past that the oldest is dropped and its key remembered (as many as
-``TAKEN_BOUND``), so that the call naming it is answered at once,
-``Fail(kind="forward-dropped")``, not held for ever.
+(a producer re-run, the client repairing a race) is taken once; a queued call a
+``Steal`` gives back gives back its keys (`released`), so that, placed here again, it
+takes them again. A value that arrives before its call (the usual order: the producer's
+replica sends it as soon as it has it) waits for it, bounded: at most ``ARRIVED_BOUND``
+values and the forward store's bytes wait at once, and past that the oldest is dropped
+and its key remembered (as many as ``TAKEN_BOUND``), so that the call naming it is
+answered at once, ``Fail(kind="forward-dropped")``, not held for ever.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class Receiving(Peers):
         self._arrived: dict[str, tuple[bool, Any, int]] = {}
         self._arrived_bytes = 0
         self._taken: OrderedDict[str, None] = OrderedDict()
+        # The keys each queued call took, by (connection, call id): `released`
+        self._took: dict[tuple[int, int], list[str]] = {}
         self._dropped: OrderedDict[str, None] = OrderedDict()  # dropped from _arrived
         self.unclaimed_dropped = 0  # values dropped so, ever
         self.received = 0    # values it received from one
@@ -128,6 +131,21 @@ class Receiving(Peers):
         for h in settled:
             self._settle(h, ok, value)
 
+    def released(self, ch: Channel, ids: list[int]) -> None:
+        """A ``Steal`` gave calls ``ids`` back to ``ch``'s client, which may send them here
+        again: their keys are no longer taken, so values delivered again are kept."""
+        if not self._took:
+            return
+        with self._lock:
+            for i in ids:
+                for key in self._took.pop((id(ch), i), ()):
+                    self._taken.pop(key, None)
+
+    def _ran(self, where: tuple[int, int]) -> None:
+        """Queued call ``where`` (connection, call id) ran: it gives nothing back now."""
+        with self._lock:
+            self._took.pop(where, None)
+
     def _take(self, key: str) -> None:
         self._taken[key] = None
         if len(self._taken) > TAKEN_BOUND:
@@ -188,6 +206,10 @@ class Receiving(Peers):
     def _settle(self, h: _Held, ok: bool, value: Any) -> None:
         """Answer ``h`` for a failed upstream value, or queue it: it has every value."""
         if ok:
+            with self._lock:
+                self._took[(id(h.ch), h.call.id)] = list(h.where)
+                if len(self._took) > TAKEN_BOUND:  # (one left behind somehow: bounded)
+                    del self._took[next(iter(self._took))]
             self.rt._enqueue(h.ch, h.call)
             return
         kind, message, tb = ([*value, "", "", ""][:3] if isinstance(value, list)
@@ -203,7 +225,10 @@ class Receiving(Peers):
             return len({id(h) for hs in self._held.values() for h in hs})
 
     def _drop_held(self, ch: Channel) -> None:
-        """(The lock held) ``ch``'s client is gone: its held calls go."""
+        """(The lock held) ``ch``'s client is gone: its held calls go, and what its
+        queued calls took."""
+        for k in [k for k in self._took if k[0] == id(ch)]:
+            del self._took[k]
         for key in list(self._held):
             rest = [h for h in self._held[key] if h.ch is not ch]
             if rest:

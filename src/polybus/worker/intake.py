@@ -265,7 +265,9 @@ class Intake:
             case Steal(n=n, req=req):
                 with self._lock:
                     jobs = self._queue.steal(ch, n)
-                self._send_quietly(ch, Released([j.call.id for j in jobs], req))
+                ids = [j.call.id for j in jobs]
+                self.forwarding.released(ch, ids)  # (before the client can send them again)
+                self._send_quietly(ch, Released(ids, req))
             case StatsRequest(req=req):
                 self._send_quietly(ch, self.stats(req))
             case Ping(req=req):

@@ -1,0 +1,69 @@
+"""Forwarding edges of a call that migration moves (client/migrate.py, client/forward.py).
+
+A binding whose calls may be given back by a ``Steal`` (a migration path, ``balance =
+"steal"``, or another binding's migration on the same replicas) forwards like any other:
+a consumer is placed at once, naming its producers' values, which go replica to replica.
+Only a call queued at its replica can be given back, and a consumer is queued there only
+once its values have come, so a consumer that moves needs them again where it goes:
+
+- its producers' replicas were asked to keep each value pinned for it (``Forward`` with
+  ``hold``) until it ends (``Keep(..., release=True)``), so each sends its value again to
+  the consumer's new replica from its store (a value answered to the client is sent on
+  from here, and a replica gone since makes its producer run again, or fails the
+  consumer: client/fwdlost.py);
+- the replica that gave it back no longer counts its keys as taken (worker/forwarding.py),
+  so a consumer moved back there takes its values again.
+
+A producer that moves before it ran is asked again, on its new replica, to forward (or
+keep) its value, and its old replica forgets what it was asked (``Cancel``): it answers
+there as it would have where it was first placed, not by value through the client.
+So does an aggregated batch one of whose calls is a producer (a steal takes any call
+queued for the client's connection, a batch of another binding too): `moved_batch`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from polybus.client.fwdbatch import placed
+from polybus.wire.messages import Cancel, Message
+
+if TYPE_CHECKING:
+    from polybus.client.batchcalls import Pending
+    from polybus.client.calls import CallRecord, ReplicaLink
+    from polybus.client.forward import Forwarder
+
+__all__ = ["moved", "moved_batch"]
+
+
+def moved(f: Forwarder, rec: CallRecord, old: ReplicaLink, new: ReplicaLink | None) -> None:
+    """``rec`` was given back by ``old``'s replica (it never ran there) and is now placed
+    on ``new`` (its call written there already), or waits to be placed again (None)."""
+    if rec.id in f.edges and not old.dead:
+        f.reactor.send(old, Cancel([rec.id]))  # (its Forwards and Keeps there go)
+    for e in f.edges.get(rec.id, ()):
+        e.told = None
+    for e in f.deps.get(rec.id, ()):
+        f._unwatch(e)
+        e.to, e.failed = None, ""
+    if new is not None:
+        f.placed(rec, new)
+
+
+def moved_batch(b: Pending, old: ReplicaLink, new: ReplicaLink) -> list[Message]:
+    """Aggregated batch ``b`` was given back by ``old``'s replica (it never ran there)
+    and is now placed on ``new`` (``b.link``): ``old`` forgets what its forwarded calls'
+    consumers asked of it (``Cancel``), and the same is asked of ``new``: the Forwards
+    and Keeps to write after the batch (fwdbatch.py's `placed`)."""
+    entries = [r for r in (b.entries or {}).values() if not r.done]
+    f: Forwarder | None = next((g for r in entries if (g := getattr(
+        r.dispatcher.comm, "forwarder", None)) is not None), None)
+    if f is None:
+        return []
+    if not old.dead:
+        f.reactor.send(old, Cancel([b.id]))
+    with f._marks:
+        for r in entries:
+            for e in f.edges.get(r.id, ()):
+                e.told, e.kept = None, False  # (asked of ``old``, which forgets it)
+    return placed(b, new)
