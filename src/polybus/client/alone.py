@@ -12,6 +12,7 @@ call to the general loop (`Reactor.wait`), so no replica goes unread behind it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from polybus.client import rings
@@ -35,6 +36,7 @@ class LoneCalls:
     links: list[ReplicaLink]
     liveness: Liveness[ReplicaLink] | None
     unfinished: bool
+    flushers: list[Callable[[], None]]  # (open aggregated batches: Batcher.flush)
     _fast: bool
     _waiters: int
     _lock: threading.Lock
@@ -55,6 +57,9 @@ class LoneCalls:
         is alone it reads ``link`` itself and takes its own answer straight from the
         message; anything else (another thread waiting, other replicas busy, a message
         for someone else, the replica lost) goes the general way (`send`, `wait`)."""
+        if self.flushers:  # (its argument may be a promise of an open batch: `_wait`)
+            for f in self.flushers:
+                f()
         if not self._fast or self._waiters or not self._alone(link) \
                 or not self._lock.acquire(blocking=False):
             try:

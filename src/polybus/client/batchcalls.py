@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from polybus.client.calls import error_from, expire
+from polybus.client.calls import error_from, expire, waited_on
 from polybus.client.fwdbatch import fetched, settle
 from polybus.client.policies.aggregate import arg_bytes
 from polybus.client.promise import Promise, behave_as_promise
@@ -157,10 +157,25 @@ class Pending:
         if self.clean:
             return
         interface = self.batcher.interface
+        entries = self.entries or {}
         for errors in (self.late, self.fails):
-            for error in (errors or {}).values():
-                forgotten(error, interface)
-        forgotten(self.error, interface)
+            for i, error in (errors or {}).items():
+                if not self._passed_on(entries.get(i), error):
+                    forgotten(error, interface)
+        if self.error is not None and not any(
+                [self._passed_on(rec, self.error) for rec in entries.values()]):
+            forgotten(self.error, interface)
+
+    @staticmethod
+    def _passed_on(rec: Any, error: PolybusError) -> bool:
+        """Whether ``error``, a forwarded call's (``rec``, its EntryRecord), waits to be
+        seen in a consumer's error: decided when that consumer ends, as for a single
+        call's promise (promise.py; a new user's pipeline said a call 'never looked at'
+        whose error the program had caught in the last stage's)."""
+        if rec is None or rec.error is not error or not waited_on(rec):
+            return False
+        rec.orphan = True  # (no promise of its own: said then if no consumer says it)
+        return True
 
     def rows(self) -> list[tuple[Any, ...]]:
         """The argument tuples this batch sends (all, unless some could not be sent)."""
