@@ -165,12 +165,7 @@ class LocalEngine:
             code = proc.poll()
             if code is None:
                 continue
-            if code < 0:
-                how = f"was killed by signal {-code}"
-                with contextlib.suppress(ValueError):
-                    how += f" ({signal.Signals(-code).name})"
-            else:
-                how = f"exited with status {code}"
+            how = _how_it_ended(code)
             last = next((ln.strip() for ln in reversed(_tail(log, 20).splitlines())
                          if ln.strip() and ln != "(no output)"
                          and not is_banner(name, ln)), "")  # (the banner says nothing)
@@ -268,14 +263,28 @@ def _lines_running(procs: list[tuple[str, subprocess.Popen[bytes], Path]],
 _ERROR_LINE = "polybus worker: error: "
 
 
+def _how_it_ended(code: int) -> str:
+    """"exited with status 3", or "was killed by signal 9 (SIGKILL)" for a negative
+    return code (what subprocess gives for a signal)."""
+    if code >= 0:
+        return f"exited with status {code}"
+    how = f"was killed by signal {-code}"
+    with contextlib.suppress(ValueError):
+        how += f" ({signal.Signals(-code).name})"
+    return how
+
+
 def _start_failure(name: str, status: int, log: Path) -> str:
     """Why worker ``name`` did not start: the error it reported (a module that does not
-    import, a bad option) without the rest of its output, else the end of its output."""
+    import, a bad option) without the rest of its output, else the end of its output
+    (said to be none when it printed nothing, as a worker killed while starting)."""
     text = _tail(log)
     at = text.find(_ERROR_LINE)
     if at >= 0:
         return f"worker {name} could not start: {text[at + len(_ERROR_LINE):]}"
-    return f"worker {name} exited with status {status} while starting:\n{text}"
+    said = text.strip()
+    return (f"worker {name} {_how_it_ended(status)} while starting"
+            + (f":\n{text}" if said and said != "(no output)" else " (it printed nothing)"))
 
 
 TAIL_BYTES = 1 << 16  # the end of a log read for diagnostics (logfollow.KEEP keeps it)
