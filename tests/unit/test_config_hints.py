@@ -367,3 +367,18 @@ def test_thousands_of_local_replicas_are_a_warning(tmp_path: Path) -> None:
     fine = ("modules.server.replication=8",)
     cfg, _ = validate(str(tmp_path / "app.toml"), fine)
     assert cfg is not None and cfg.notes == ()
+
+
+def test_an_aggregate_size_past_max_frame_is_a_warning(tmp_path: Path) -> None:
+    # A new user's aggregate = "1TiB" was taken silently: a batch is one frame.
+    sets = ('modules.client.use.compare.aggregate="1TiB"',)
+    assert errors(tmp_path, overrides=sets) == []
+    cfg, _ = validate(str(tmp_path / "app.toml"), sets)
+    assert cfg is not None
+    (note,) = cfg.notes
+    assert (note.file, note.key, note.bare_message) == (
+        "--set", "modules.client.use.compare.aggregate",
+        "aggregate = 1,099,511,627,776 bytes is more than a batch can hold: a batch is one "
+        "frame, cut at cluster.max_frame (1,073,741,824 bytes)")
+    cfg, _ = validate(str(tmp_path / "app.toml"), ('modules.client.use.compare.aggregate="1GiB"',))
+    assert cfg is not None and cfg.notes == ()

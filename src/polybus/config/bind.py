@@ -16,7 +16,13 @@ from typing import Any
 from polybus.config.cluster import TLSHosts, parse_cluster
 from polybus.config.expr import compile_priority
 from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec, ServeSpec
-from polybus.config.notes import note_idle_shares, note_many_replicas, note_no_ops, note_unused
+from polybus.config.notes import (
+    note_big_batches,
+    note_idle_shares,
+    note_many_replicas,
+    note_no_ops,
+    note_unused,
+)
 from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.schema import TOP_KEYS, is_identifier, parse_module
 from polybus.config.serve import check_routes, parse_serve
@@ -356,6 +362,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     note_unused(modules, infos, bindings, p)
     note_no_ops(modules, raw_tables, p)
     note_many_replicas(modules, cluster.engine, p)
+    note_big_batches(modules, cluster.max_frame, p)
     if serve is not None:
         serve = check_routes(serve, modules, interfaces, infos, p)
     note_idle_shares(modules, bindings, serve, p)

@@ -11,7 +11,21 @@ from polybus.config.model import Binding, DefineSpec, ModuleSpec, ServeSpec, Use
 from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.source import SourceInfo
 
-__all__ = ["note_idle_shares", "note_many_replicas", "note_no_ops", "note_unused"]
+__all__ = ["note_big_batches", "note_idle_shares", "note_many_replicas", "note_no_ops",
+           "note_unused"]
+
+
+def note_big_batches(modules: dict[str, ModuleSpec], max_frame: int, p: Problems) -> None:
+    """A batch is one frame: ``aggregate`` as a size past ``cluster.max_frame`` is cut
+    there (a new user's "1TiB" was taken silently)."""
+    for key, m in modules.items():
+        for name, u in m.use.items():
+            if u.aggregate_bytes is not None and u.aggregate_bytes > max_frame:
+                p.note(f"aggregate = {u.aggregate_bytes:,} bytes is more than a batch can "
+                       f"hold: a batch is one frame, cut at cluster.max_frame "
+                       f"({max_frame:,} bytes)",
+                       dotted("modules", key, "use", name, "aggregate"),
+                       "write a size of at most max_frame, such as '64KiB'")
 
 
 def note_many_replicas(modules: dict[str, ModuleSpec], engine: str, p: Problems,
