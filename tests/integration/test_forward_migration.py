@@ -250,6 +250,32 @@ def test_a_consumer_moved_after_its_value_came_gets_it_again(tmp_path: Path) -> 
         polybus.wait(b2)
 
 
+def test_a_pin_is_let_go_when_the_program_read_the_producer_first(tmp_path: Path) -> None:
+    # A reviewer's case: the program reads a producer's promise (the value fetched from
+    # its replica replaces its Ref) before the consumer that may move ends; the client
+    # took it for answered by value, sent no release, and the value stayed pinned on the
+    # producer's replica till the client went.
+    gate = tmp_path / "gate1"
+    with by_hand(tmp_path) as c:
+        store = next(rt for rt in c.runtimes if rt.name == "server-0").forwarding.kept
+        s = c.session()
+        b1 = s.call("busy1", (0, str(gate)), {})
+        p = s.call("grow", (5, str(tmp_path / "go")), {})
+        q = s.call("double", (p,), {})
+        (tmp_path / "go").touch()
+        try:
+            queued_on(c, "server-1", s)  # (q waits there with its value)
+            settled(p)
+            assert store.pinned == 1  # (for q, which may move)
+            assert np.array_equal(np.asarray(p), grown(5))  # (fetched from server-0)
+        finally:
+            gate.touch()
+        settled(q)
+        assert np.array_equal(np.asarray(q), grown(5) * 2)
+        wait_until(lambda: store.pinned == 0, s)
+        polybus.wait(b1)
+
+
 @pytest.mark.parametrize("idempotent", [True, False])
 def test_a_consumer_moved_after_its_producer_replica_died(
         tmp_path: Path, idempotent: bool) -> None:

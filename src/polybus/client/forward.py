@@ -195,10 +195,13 @@ class Forwarder:
     def _unkeep(self, e: Edge) -> None:
         """``e``'s consumer ended without being placed, or ended having been sent a value
         pinned for it (``hold``): its producer's replica lets go of what it kept for it
-        (``Keep`` with ``release``). One answered by value or failed pinned nothing."""
+        (``Keep`` with ``release``). A hold is let go whatever ``p``'s value is now (one
+        the program read has its Ref replaced): a release of nothing pinned is harmless."""
         p, link = e.producer, e.producer.link
-        kept, e.kept, e.pinned = e.kept, False, False
-        if p.done and not kept and (p.error is not None or type(p.value) is not Ref):
+        kept, pinned = e.kept, e.pinned
+        e.kept = e.pinned = False
+        if p.done and not kept and not pinned and (
+                p.error is not None or type(p.value) is not Ref):
             return
         if link is not None and not link.dead:
             pkey = self.pkey(p)  # (a batch's call: after its batch and Keep, fwdbatch.ask)

@@ -252,7 +252,7 @@ class Forwarding(Receiving):
                   reply.id, exc_info=exc)
         pkey, tos = entry
         for to, key in tos:
-            if not to:
+            if not to or to == HOLD:  # (a Keep's pin, or a hold's)
                 self.kept.unkeep(pkey, key)
         reply.values[i] = None
         reply.fails[:] = [f for f in reply.fails if f.id != i]
