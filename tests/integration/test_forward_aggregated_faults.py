@@ -130,6 +130,10 @@ def test_a_value_that_cannot_be_sent_on_fails_its_consumers_alone(tmp_path: Path
                 polybus.wait(q)
             assert "a fault in polybus" not in str(err.value), err.value
             assert "can't serialize" in str(err.value) or "cannot" in str(err.value)
+            # as the same value answered to the client fails (forward = false): a new
+            # user's int past 64 bits was an OverflowError forwarded, a TypeError not
+            assert err.value.remote_type == "TypeError", err.value
+            assert "the value it returned cannot be sent" in str(err.value), err.value
 
 
 def test_the_linger_timer_never_sends_through_the_reactor(

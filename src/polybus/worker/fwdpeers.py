@@ -20,6 +20,7 @@ from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Deliver, Undelivered
+from polybus.worker import replies
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
@@ -37,6 +38,9 @@ class Peers:
         self.rt = runtime
         self._connect_lock = threading.Lock()
         self._peers: dict[str, Channel] = {}
+        # Peers it could not reach, said once each until reached again: a consumer's
+        # replica gone took one warning per value still addressed to it.
+        self._unreached: set[str] = set()
         self.forwarded = 0   # values this replica sent to another stage
 
     def arrive(self, key: str, ok: bool, value: Any) -> None:
@@ -59,25 +63,36 @@ class Peers:
             peer = self._peer(to)
             peer.send(msg)
         except (PolybusError, OSError) as exc:
-            log.warning("worker %s: cannot forward to %s: %s", self.rt.name, to, exc)
             with self._connect_lock:
+                first = to not in self._unreached
+                self._unreached.add(to)
                 gone = self._peers.pop(to, None)
+            if first:
+                log.warning("worker %s: cannot forward to %s: %s (said once until it is "
+                            "reached again)", self.rt.name, to, exc)
             if gone is not None:
                 gone.close()
             self._undelivered(to, msg, exc, client)
             return False
         except (TypeError, ValueError, OverflowError) as exc:  # a value the codec cannot carry
-            log.warning("worker %s: cannot forward a value to %s: %s", self.rt.name, to, exc)
-            self._undelivered(to, msg, exc, client)
+            # Said as the same value answered to the client is (replies.unsendable), so
+            # forward = true or false gives one error: an int past 64 bits was an
+            # OverflowError forwarded and a TypeError not.
+            self._undelivered(to, msg, exc, client, unsendable=True)
             return False
         self.forwarded += 1
         return True
 
-    def _undelivered(self, to: str, msg: Deliver, exc: Exception, client: Channel | None) -> None:
-        if client is not None:
-            self.rt._send_quietly(client, Undelivered(
-                msg.key, to, type(exc).__name__,
-                f"{self.rt.name} could not send the value to {to}: {exc}"))
+    def _undelivered(self, to: str, msg: Deliver, exc: Exception, client: Channel | None,
+                     unsendable: bool = False) -> None:
+        if client is None:
+            return
+        if unsendable:
+            fail = replies.unsendable(0, exc)
+            kind, text = fail.type, f"{fail.message} (sent on by {self.rt.name})"
+        else:
+            kind, text = type(exc).__name__, f"{self.rt.name} could not send the value to {to}: {exc}"
+        self.rt._send_quietly(client, Undelivered(msg.key, to, kind, text))
 
     def _peer(self, to: str) -> Channel:
         with self._connect_lock:
@@ -87,6 +102,7 @@ class Peers:
                               max_frame=self.rt.options.max_frame)
                 ch = self._peers[to] = connect(to, self.rt._token, codec)
                 ch.spin_s = self.rt.options.spin_s
+                self._unreached.discard(to)
             return ch
 
     def close(self) -> None:
