@@ -89,6 +89,11 @@ def test_the_next_run_removes_a_dead_runs_directory_and_nothing_else(
         return d
 
     stale = rundir(f"polybus-{dead}-a1b2c3d4", f"{dead}\n")
+    # A run killed between making its directory and writing its mark left it empty
+    # (seen after a test session): empty, it goes too; one of a live pid stays.
+    empty = tmp_path / f"polybus-{dead}-empty000"
+    empty.mkdir(mode=0o700)
+    (tmp_path / f"polybus-{live}-empty111").mkdir(mode=0o700)
     kept = [
         rundir(f"polybus-{live}-e5f6g7h8", f"{live}\n"),   # its run is alive (this one)
         rundir(f"polybus-{dead}-nomark00", None),           # not shown to be polybus's
@@ -105,11 +110,12 @@ def test_the_next_run_removes_a_dead_runs_directory_and_nothing_else(
     engine = LocalEngine(load(APP))
     try:
         engine.start()
-        assert not stale.exists()
+        assert not stale.exists() and not empty.exists()
         assert all((d / "server-0.log").exists() for d in [*kept, target])
     finally:
         engine.stop()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [n for n in before if n != stale.name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        n for n in before if n not in (stale.name, empty.name)]
 
 
 BLAS_SERVER = """\

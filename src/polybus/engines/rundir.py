@@ -10,7 +10,9 @@ A directory is removed only when it can be shown to be one of these whose run is
 its name has that form, it is a directory (not a link to one) owned by this user, it
 holds the mark a run writes, a file naming the same pid, and no process has that pid.
 Anything else in ``$TMPDIR`` is left as it is, whatever its name: one whose pid was
-taken by another process since waits for that process to end.
+taken by another process since waits for that process to end. An empty directory of
+that name and owner whose pid is gone goes too (a run killed between making it and
+writing its mark left one; removing an empty directory cannot remove anything else).
 """
 
 from __future__ import annotations
@@ -50,10 +52,27 @@ def remove_stale_run_dirs(where: Path | None = None) -> list[Path]:
         if m is None:
             continue
         path, pid = base / name, int(m.group(1))
-        if pid != os.getpid() and _marked(path, pid) and not _alive(pid):
+        if pid == os.getpid():
+            continue
+        if _marked(path, pid) and not _alive(pid):
             shutil.rmtree(path, ignore_errors=True)  # (never follows a link inside)
             removed.append(path)
+        elif _own_dir(path) and not _alive(pid):
+            try:
+                os.rmdir(path)  # (only if empty: one with anything in it is not ours to say)
+            except OSError:
+                continue
+            removed.append(path)
     return removed
+
+
+def _own_dir(path: Path) -> bool:
+    """``path`` is a directory of this user's, not a link to one."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
 
 
 def _marked(path: Path, pid: int) -> bool:
