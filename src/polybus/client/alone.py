@@ -44,6 +44,7 @@ class LoneCalls:
 
     if TYPE_CHECKING:
         def send(self, link: ReplicaLink, msg: Message) -> None: ...
+        def flush_all(self, batches: bool = True) -> None: ...
         def _wait(self, rec: CallRecord, timeout: float | None = None) -> Any: ...
         def _drain(self) -> None: ...
         def _handle(self, link: ReplicaLink, msg: Message) -> None: ...
@@ -58,8 +59,7 @@ class LoneCalls:
         message; anything else (another thread waiting, other replicas busy, a message
         for someone else, the replica lost) goes the general way (`send`, `wait`)."""
         if self.flushers:  # (its argument may be a promise of an open batch: `_wait`)
-            for f in self.flushers:
-                f()
+            self.flush_all()
         if not self._fast or self._waiters or not self._alone(link) \
                 or not self._lock.acquire(blocking=False):
             try:

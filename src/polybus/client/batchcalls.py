@@ -162,9 +162,12 @@ class Pending:
             for i, error in (errors or {}).items():
                 if not self._passed_on(entries.get(i), error):
                     forgotten(error, interface)
-        if self.error is not None and not any(
-                [self._passed_on(rec, self.error) for rec in entries.values()]):
-            forgotten(self.error, interface)
+        if self.error is not None:
+            waits = False
+            for rec in entries.values():  # (each that waits is marked: not any()'s first)
+                waits = self._passed_on(rec, self.error) or waits
+            if not waits:
+                forgotten(self.error, interface)
 
     @staticmethod
     def _passed_on(rec: Any, error: PolybusError) -> bool:

@@ -99,6 +99,19 @@ class Dispatcher:
         # client/socketlane.py for tcp and ipc).
         self._lane = _lane_for(self) if self._plain_sync and len(self.links) == 1 else None
 
+    def replace(self, old: ReplicaLink, new: ReplicaLink) -> None:
+        """``new`` in lost ``old``'s place, counted afresh (client/revive.py)."""
+        i = self._index.pop(id(old), None)
+        if i is None:
+            return
+        self.links[i], self._index[id(new)] = new, i
+        self.inflight[i], self.window[i] = 0, self.style.window or 2
+        if self._auto is not None:
+            self._auto[i] = WindowEstimator()
+        self._isolated.pop(i, None)
+        if self._lane is not None:
+            self._lane = _lane_for(self)
+
     # -- the call path -------------------------------------------------------------
     @property
     def plain_sync(self) -> bool:

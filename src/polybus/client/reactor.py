@@ -190,9 +190,8 @@ class Reactor(LoneCalls):
     # -- receiving -----------------------------------------------------------------
     def _wait(self, rec: CallRecord, timeout: float | None = None) -> Any:
         """Block until ``rec`` has its outcome; return the value or raise its error."""
-        if self.flushers:  # (an open batch may hold what ``rec`` waits for: `_step` does
-            for f in self.flushers:  # this at each read, the one-read path does not)
-                f()
+        if self.flushers:  # (an open batch may hold what ``rec`` waits for: `_step`
+            self.flush_all()  # does this at each read, the one-read path does not)
         if timeout is None and self._fast and rec.link is not None and self._alone(rec.link):
             self._wait_alone(rec, rec.link)
         # Counted from when the call was written to a replica (its deadline: `overdue`).

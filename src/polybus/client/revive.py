@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.dialing import connect_replica
-from polybus.client.policies.balance import WindowEstimator
 from polybus.client.session import tune
 from polybus.errors import PolybusError
 from polybus.registry.client import RegistryClient
@@ -32,7 +31,6 @@ from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica
 
 if TYPE_CHECKING:
-    from polybus.client.dispatch import Dispatcher
     from polybus.client.session import Session
 
 __all__ = ["Found", "Wanted", "dial", "install", "key_of", "wanted"]
@@ -113,24 +111,6 @@ def dial(w: Wanted) -> tuple[list[Found], list[str]]:
     return found, failed
 
 
-def _swap(d: Dispatcher, old: ReplicaLink, new: ReplicaLink) -> None:
-    """``new`` in ``old``'s place in ``d``, with a fresh count of what it holds."""
-    from polybus.client.dispatch import _lane_for
-
-    i = d._index.pop(id(old), None)
-    if i is None:
-        return
-    d.links[i] = new
-    d._index[id(new)] = i
-    d.inflight[i] = 0
-    d.window[i] = d.style.window or 2
-    if d._auto is not None:
-        d._auto[i] = WindowEstimator()
-    d._isolated.pop(i, None)
-    if d._lane is not None:
-        d._lane = _lane_for(d)
-
-
 def install(session: Session, key: str, found: list[Found]) -> list[ReplicaLink]:
     """Put each of ``found`` in the place of a lost link of ``key`` (its own old place if
     it had one), in the reactor and in every dispatcher using that link; the new links.
@@ -163,7 +143,7 @@ def install(session: Session, key: str, found: list[Found]) -> list[ReplicaLink]
         reactor.add(new)
         links[i] = new
         for d in users:
-            _swap(d, old, new)
+            d.replace(old, new)
         session._serves[r.name] = list(r.interfaces)
         session._short.discard(f"lost {old.name}")  # (a next loss is said again)
         session._short.discard(f"lost {r.name}")

@@ -88,8 +88,7 @@ class Peers:
         if client is None:
             return
         if unsendable:
-            fail = replies.unsendable(0, exc)
-            kind, text = fail.type, f"{fail.message} (sent on by {self.rt.name})"
+            kind, text = "TypeError", f"{replies.unsendable_text(exc)} (sent on by {self.rt.name})"
         else:
             kind, text = type(exc).__name__, f"{self.rt.name} could not send the value to {to}: {exc}"
         self.rt._send_quietly(client, Undelivered(msg.key, to, kind, text))

@@ -72,10 +72,15 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
     return Fail(call_id, "exception", qual, message, tb)
 
 
+def unsendable_text(exc: BaseException) -> str:
+    """What a value the codec cannot carry is said to be, answered or sent on (a
+    ``TypeError`` both ways: fwdpeers.py)."""
+    return f"the value it returned cannot be sent: {text_of(exc)}"
+
+
 def unsendable(call_id: int, exc: BaseException) -> Fail:
     """The Fail for a call whose function returned a value the codec cannot carry."""
-    return Fail(call_id, "exception", "TypeError",
-                f"the value it returned cannot be sent: {text_of(exc)}")
+    return Fail(call_id, "exception", "TypeError", unsendable_text(exc))
 
 
 def internal_failure(worker: str, call_id: int, exc: Exception) -> Fail:
