@@ -25,6 +25,23 @@ def _no_active_session() -> Iterator[None]:
     activate(None)
 
 
+@pytest.fixture(autouse=True)
+def _no_shared_segment_left() -> Iterator[None]:
+    """A test that leaves a shared segment mapped (a channel not closed when it failed)
+    fails itself, at its teardown: otherwise every later test in its process that
+    counts segments would fail in its place."""
+    from polybus.testing.conformance import memfd_mappings
+
+    before = memfd_mappings()
+    yield
+    if memfd_mappings() > before:
+        import gc
+
+        gc.collect()
+        left = memfd_mappings() - before
+        assert left <= 0, f"this test left {left} shared segment(s) mapped or open"
+
+
 @dataclass(frozen=True)
 class QuickRun:
     """One ``polybus bench NAME --quick --json F``, run in this process through the CLI."""

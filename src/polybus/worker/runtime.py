@@ -19,6 +19,7 @@ import os
 import socket
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -172,8 +173,9 @@ class WorkerRuntime(Polling):
                 try:
                     polling = direct.serve(self, job.channel)
                 except Exception:  # (only while it holds the role: it answers its calls' faults)
-                    log.exception("worker %s: serving %s failed; its connection is dropped",
-                                  self.name, job.channel.peer)
+                    log.error("worker %s: serving %s failed; its connection is dropped\n%s",
+                              self.name, job.channel.peer,
+                              traceback.format_exc().rstrip())  # (text: intake._refuse)
                     self._drop(job.channel)
                     polling = True
 
