@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 
 from polybus.client.policies.balance import (
+    LeastLoaded,
     RoundRobin,
     WeightedRoundRobin,
     auto_window,
@@ -25,6 +26,33 @@ def test_round_robin_skips_dead() -> None:
     assert [rr.pick(alive) for _ in range(4)] == [0, 2, 0, 2]
     assert rr.pick([False, False, False]) is None
     assert rr.pick([]) is None
+
+
+class _Loaded:
+    def __init__(self, load: int, dead: bool = False) -> None:
+        self.load, self.dead = load, dead
+
+
+def test_least_loaded_takes_the_idle_replica_and_rotates_on_ties() -> None:
+    links = [_Loaded(0), _Loaded(0), _Loaded(0)]
+    p = LeastLoaded(links)
+    assert [p.pick_open(links, ()) for _ in range(4)] == [0, 1, 2, 0]  # ties: in turn
+    links[1].load = 3  # a long call there: passed over while another has fewer
+    links[2].load = 1
+    assert [p.pick_open(links, ()) for _ in range(3)] == [0, 0, 0]
+    links[0].load = 2
+    assert p.pick_open(links, ()) == 2
+    assert p.pick([True, True, False]) == 0  # (the batcher's form: alive flags)
+
+
+def test_least_loaded_skips_dead_and_isolated_replicas() -> None:
+    links = [_Loaded(5), _Loaded(0, dead=True), _Loaded(0)]
+    p = LeastLoaded(links)
+    assert p.pick_open(links, {2}) == 0  # the only open one, however loaded
+    assert p.pick_open(links, ()) == 2
+    for lk in links:
+        lk.dead = True
+    assert p.pick_open(links, ()) is None and p.pick([False] * 3) is None
 
 
 def test_weighted_proportions_over_each_window() -> None:

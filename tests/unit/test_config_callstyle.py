@@ -74,7 +74,7 @@ def test_a_wrong_case_is_named_before_a_near_spelling(typo: str, meant: str) -> 
     ('use.f = { transport = "Ipc" }', "modules.c.use.f.transport",
      "expected one of 'tcp', 'ipc', 'shm', got 'Ipc'", "ipc"),
     ('use.f = { balance = "STEAL" }', "modules.c.use.f.balance",
-     "expected one of 'none', 'steal', got 'STEAL'", "steal"),
+     "expected one of 'none', 'steal', 'least', got 'STEAL'", "steal"),
     ('use.f = { callstyle = "Async" }', "modules.c.use.f.callstyle",
      "unknown call style 'Async'", "async"),
 ])

@@ -76,3 +76,27 @@ def test_stealing_or_a_migration_line_does_not_make_the_ratio_apply(
 
 def test_the_same_ratio_under_async_is_applied_and_said_nothing_of(tmp_path: Path) -> None:
     assert notes(tmp_path, ("modules.client.use.slow.callstyle=async",)) == []
+
+
+def test_balance_least_with_a_loadratio_is_refused_and_under_demand_said_idle(
+        tmp_path: Path) -> None:
+    """``balance = "least"`` picks by load; with a loadratio (a split by share) one of
+    them would be ignored, so it is an error; under async-demand, which already picks
+    the least loaded replica with room, it is said to do nothing."""
+    notes(tmp_path)  # (writes the app)
+    path = tmp_path / "app.toml"
+    cfg, errors = validate(str(path), ['modules.client.use.slow.callstyle="async"',
+                                       'modules.client.use.slow.balance="least"'])
+    assert cfg is None
+    assert [(e.key, e.hint) for e in errors] == [
+        ("modules.client.use.slow.balance", "keep one of them")]
+    assert "cannot both decide" in errors[0].bare_message
+    said = notes(tmp_path, ('modules.client.use.slow.balance="least"',
+                            "modules.client.use.slow.loadratio=[1, 1]"))
+    assert ("--set", "modules.client.use.slow.balance",
+            'balance = "least" has no effect under callstyle = "async-demand(2)": demand '
+            "already hands each call to the least loaded replica with room", None) in said
+    cfg, errors = validate(str(path), ['modules.client.use.slow.callstyle="async"',
+                                       'modules.client.use.slow.balance="least"',
+                                       "modules.client.use.slow.loadratio=[1, 1]"])
+    assert cfg is None and len(errors) == 1

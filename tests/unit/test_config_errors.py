@@ -203,7 +203,7 @@ def set_cluster(item: str) -> str:
      "expected a call style string, got 5",
      "one of 'sync', 'async', 'async-demand(N)' with N >= 1, 'async-demand(auto)'"),
     (set_use('balance = "random"'), "modules.client.use.compare.balance",
-     "expected one of 'none', 'steal', got 'random'", None),
+     "expected one of 'none', 'steal', 'least', got 'random'", None),
     # (a count or a size: both forms are said, whichever was written)
     (set_use("aggregate = 0"), "modules.client.use.compare.aggregate",
      AGG + "0", None),

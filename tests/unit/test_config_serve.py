@@ -70,6 +70,26 @@ def test_a_serve_only_configuration_loads(tmp_path: Path) -> None:
     assert cfg.serve.interfaces_of("web") == ["page", "api"]
 
 
+def test_routes_go_to_the_least_loaded_replica_unless_told(tmp_path: Path) -> None:
+    """A route's requests go each to the least loaded replica by default (a rotation
+    sends every other request to a replica busy with a long one); a route's own
+    balance, or a loadratio (a split by share), says otherwise."""
+    extra = ('"GET /r" = { to = "web.page", loadratio = "1:2" }\n'
+             '"GET /n" = { to = "web.page", balance = "none" }\n'
+             '"GET /t" = { to = "web.page", timeout = "1s" }\n')
+    cfg = load(app(tmp_path, extra))
+    assert cfg.serve is not None
+    by = {r.key: r.use for r in cfg.serve.routes}
+    assert by["GET /"].balance == "least" and by["GET /t"].balance == "least"
+    assert by["GET /r"].balance == "none" and by["GET /r"].loadratio == (1.0, 2.0)
+    assert by["GET /n"].balance == "none"
+    assert by["/api/*"].balance == "none"  # (async-demand: the least loaded with room already)
+    from polybus.http.frontdoor import _bindings
+
+    made = {b.name: use for b, use in _bindings(cfg, cfg.serve)}  # what the session is given
+    assert made["GET /"].balance == "least" and made["GET /n"].balance == "none"
+
+
 def test_defaults_are_loopback_and_bounded(tmp_path: Path) -> None:
     cfg = load(app(tmp_path), ["serve.listen=127.0.0.1:8080", "serve.max_body=2KiB"])
     assert cfg.serve is not None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.calls import CallRecord, ReplicaLink, silence_note, suspect_note
 from polybus.client.lane import MISS, SyncLane
 from polybus.client.policies.balance import (
+    LeastLoaded,
     RoundRobin,
     WeightedRoundRobin,
     WindowEstimator,
@@ -61,13 +62,14 @@ class Dispatcher:
                  style: CallStyle, *, loadratio: Sequence[float] | None = None,
                  priority: Callable[[tuple[Any, ...], dict[str, Any]], float] | None = None,
                  timeout: float | None = None, idempotent: bool = True,
-                 max_attempts: int = 3) -> None:
+                 max_attempts: int = 3, least: bool = False) -> None:
         self.interface = interface
         self.reactor = reactor
         self.links = list(links)
         self.style = style
         self.policy: RoundRobin | WeightedRoundRobin = (
-            WeightedRoundRobin(loadratio) if loadratio else RoundRobin())
+            WeightedRoundRobin(loadratio) if loadratio else
+            LeastLoaded(self.links) if least else RoundRobin())
         self.priority = priority
         self.timeout = timeout
         self.idempotent = idempotent
@@ -144,7 +146,7 @@ class Dispatcher:
             keep = self.comm.keep() if self.comm is not None else None  # (snapshot.py)
             rec.args, rec.kwargs = snapshot(rec.args, keep), snapshot_kwargs(rec.kwargs, keep)
         if kind == "async":
-            self._send(rec, self._pick_any())
+            self._send(rec, self._pick_fresh())
             return CallPromise(rec, self.reactor)
         # async-demand
         if i is not None:
@@ -180,7 +182,7 @@ class Dispatcher:
         self.calls += 1
         links = self.links
         link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated \
-            else self._pick_any()
+            else self._pick_fresh()
         sent = rec.args
         comm = self.comm
         if comm is not None:  # cached operands or aggregation: its messages (operands.py)
@@ -246,7 +248,7 @@ class Dispatcher:
 
     def _pick_any(self) -> ReplicaLink:
         policy = self.policy
-        if type(policy) is RoundRobin:  # (the common rotation: no lists made)
+        if isinstance(policy, RoundRobin):  # (a rotation, or the least loaded: no lists made)
             i = policy.pick_open(self.links, self._isolated)
             if i is not None:
                 return self.links[i]
@@ -255,6 +257,17 @@ class Dispatcher:
         if i is None:
             raise NoReplicaError(f"no live replica serves {self.interface}")
         return self.links[i]
+
+    def _pick_fresh(self) -> ReplicaLink:
+        """`_pick_any` for a call the program makes: under ``balance = "least"``, when
+        no replica is free of this client's calls, the answers that have come are read
+        first (a program that does not wait reads none, and every replica would look as
+        loaded as the calls it was ever sent)."""
+        link = self._pick_any()
+        if link.load and type(self.policy) is LeastLoaded:
+            self.reactor.poll()
+            link = self._pick_any()
+        return link
 
     def _send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
         rec.link = link

@@ -123,7 +123,7 @@ class Session:
                 self.dispatchers[b.name] = Dispatcher(
                     b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,
                     priority=prio, timeout=use.timeout or define.timeout,
-                    idempotent=define.idempotent)
+                    idempotent=define.idempotent, least=use.balance == "least")
                 self.dispatchers[b.name].comm = comm_for(
                     self, self.dispatchers[b.name], use, define,
                     parameters(module.source, base), module.cache_bytes)

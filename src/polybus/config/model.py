@@ -94,7 +94,7 @@ class UseSpec:
 
     callstyle: CallStyle = field(default_factory=CallStyle)
     loadratio: tuple[float, ...] | None = None
-    balance: Literal["none", "steal"] = "none"
+    balance: Literal["none", "steal", "least"] = "none"
     aggregate: int | None = None         # calls per batch
     aggregate_bytes: int | None = None   # or bytes per batch
     linger: float = 0.001

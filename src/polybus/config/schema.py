@@ -247,6 +247,9 @@ def _loadratio(t: _Table) -> tuple[float, ...] | None:
     return tuple(numbers)
 
 
+BALANCES = ("none", "steal", "least")
+
+
 def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseSpec:
     p.unknown_keys(table, USE_KEYS, *path, extra_hints=USE_HINTS)
     t = _Table(table, path, p)
@@ -272,11 +275,21 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
         p.add(f"expected a duration of at most {LONGEST[1]}, got {shown(table['linger'])}",
               t.key("linger"))
         linger = None
+    callstyle = _pick(t.parsed("callstyle", parse_callstyle), CallStyle())
+    loadratio = _loadratio(t)
+    balance = cast(Literal["none", "steal", "least"],
+                   _pick(t.string("balance", BALANCES), u.balance))
+    if balance == "least" and callstyle.kind == "async-demand":
+        p.note(f'balance = "least" has no effect under callstyle = "{callstyle}": demand '
+               "already hands each call to the least loaded replica with room", t.key("balance"))
+    elif balance == "least" and loadratio is not None:
+        p.add('balance = "least" sends each call to the least loaded replica, and a loadratio '
+              "splits calls by share: they cannot both decide", t.key("balance"),
+              "keep one of them")
     return UseSpec(
-        callstyle=_pick(t.parsed("callstyle", parse_callstyle), CallStyle()),
-        loadratio=_loadratio(t),
-        balance=cast(Literal["none", "steal"], _pick(t.string("balance", ("none", "steal")),
-                                                     u.balance)),
+        callstyle=callstyle,
+        loadratio=loadratio,
+        balance=balance,
         aggregate=aggregate,
         aggregate_bytes=aggregate_bytes,
         linger=_pick(linger, u.linger),

@@ -22,7 +22,7 @@ __all__ = ["HTTP_METHODS", "ROUTE_KEYS", "SERVE_KEYS", "check_routes", "parse_se
 
 SERVE_KEYS = ("listen", "routes", "max_body", "max_head", "max_connections", "idle_timeout",
               "tracebacks", "grace")
-ROUTE_KEYS = ("to", "callstyle", "loadratio", "timeout", "transport")
+ROUTE_KEYS = ("to", "callstyle", "loadratio", "balance", "timeout", "transport")
 #: the methods of RFC 9110 and PATCH: a route's method outside them is taken for a typo
 #: ("GTE /" would otherwise answer every GET with 405)
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH")
@@ -44,7 +44,10 @@ def _route(key: str, raw: Any, p: Problems) -> RouteSpec | None:
         p.add(f"bad route {key!r}: unknown HTTP method {method!r}", dotted(*path),
               nearest(method, HTTP_METHODS) or f"one of {', '.join(HTTP_METHODS)}")
         return None
-    use = UseSpec(CallStyle("async"))
+    # A route's requests go each to the least loaded replica unless it says otherwise
+    # (a handler holding the GIL for a while would otherwise get every other request
+    # while another replica idles) or splits them by loadratio.
+    use = UseSpec(CallStyle("async"), balance="least")
     if isinstance(raw, dict):
         p.unknown_keys(raw, ROUTE_KEYS, *path)
         options = {k: v for k, v in raw.items() if k in USE_KEYS}
@@ -52,6 +55,9 @@ def _route(key: str, raw: Any, p: Problems) -> RouteSpec | None:
             use = parse_use(options, path, p)
             if "callstyle" not in options:
                 use = dataclasses.replace(use, callstyle=CallStyle("async"))
+            if "balance" not in options and "loadratio" not in options \
+                    and use.callstyle.kind == "async":
+                use = dataclasses.replace(use, balance="least")
         target = raw.get("to")
         if target is None:
             p.add("a route table needs 'to'", dotted(*path), _ROUTE_FORMS)

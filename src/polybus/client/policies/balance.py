@@ -48,6 +48,41 @@ class RoundRobin:
         return later
 
 
+class LeastLoaded(RoundRobin):
+    """``balance = "least"``: the live replica with the fewest of this client's calls
+    running or queued there (every interface's, those given up on included:
+    `ReplicaLink.load`), the next in rotation on a tie. A call sent at once (``async``)
+    then never queues behind a replica's long call while another replica idles, which
+    a rotation does (join the shortest queue)."""
+
+    def __init__(self, links: Sequence[Any]) -> None:
+        super().__init__()
+        self.links = links
+
+    def pick(self, alive: Sequence[bool]) -> int | None:
+        return self._least(lambda i: alive[i])
+
+    def pick_open(self, links: Sequence[Any], isolated: Container[int]) -> int | None:
+        return self._least(lambda i: not links[i].dead and i not in isolated)
+
+    def _least(self, ok: Any) -> int | None:
+        links = self.links
+        n = len(links)
+        best: int | None = None
+        least = 0
+        for k in range(n):
+            i = (self._next + k) % n
+            if ok(i):
+                load = links[i].load
+                if best is None or load < least:
+                    best, least = i, load
+                    if not load:
+                        break  # (an idle replica: none is less loaded)
+        if best is not None:
+            self._next = best + 1
+        return best
+
+
 class WeightedRoundRobin:
     """Static load ratio (``loadratio = "1:2:4"``): smooth weighted rotation.
 
