@@ -125,3 +125,55 @@ def test_a_frozen_array_or_bytes_is_not_copied_by_its_handle(tmp_path: Path) -> 
         c.session()
         assert polybus.broadcast(b).value is b
         assert polybus.broadcast(data).value is data
+
+
+NESTED_CLIENT = """
+    import numpy as np
+    import polybus
+    from polybus import use, wait
+
+    first = use("first")
+
+    def main(aggregate=False):
+        a = np.arange(50_000.0)
+        a.flags.writeable = False
+        h = polybus.broadcast(a)
+        return [wait(first([h], {"k": h})) for _ in range(3)]
+"""
+
+NESTED_SERVER = """
+    import numpy as np
+
+    def first(xs, d):
+        return float(np.asarray(xs[0])[1] + np.asarray(d["k"])[2])
+"""
+
+NESTED_TOML = """
+    [modules.server]
+    source = "server.py"
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+    use.first = { callstyle = "async" }
+
+    [bind]
+    "client.first" = "server.first"
+"""
+
+
+@pytest.mark.parametrize("aggregate", [False, True])
+def test_a_handle_inside_a_list_or_dict_goes_by_value_and_is_said_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, aggregate: bool) -> None:
+    """Only an argument of its own travels as a reference: a handle inside a container
+    is sent by value, right, and the program is told once what that costs (a new-user
+    trial saw 3x the bytes and no word of why)."""
+    app = write_app(tmp_path, server=NESTED_SERVER, client=NESTED_CLIENT, toml=NESTED_TOML)
+    sets = ['modules.client.use.first.aggregate=2'] if aggregate else []
+    with caplog.at_level("WARNING", logger="polybus.client"):
+        r = polybus.run(app, sets, worker_output=None)
+    assert r.result == [3.0, 3.0, 3.0]
+    said = [m for m in caplog.messages if "was passed inside a" in m]
+    assert len(said) == 1, caplog.messages
+    assert "(400000 bytes)" in said[0] and "as an argument of its own" in said[0]
+    assert r.bytes_sent > 3 * 400_000  # (by value with each call, as it says)

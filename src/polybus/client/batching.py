@@ -49,7 +49,7 @@ from polybus.client.operands import AUTO_THRESHOLD
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
 from polybus.client.snapshot import AS_IS, Keep, snapshot_row
-from polybus.client.wireargs import holds_promise, plain_args
+from polybus.client.wireargs import by_value_note, holds_promise, plain_args
 from polybus.errors import ConnectionLostError, PolybusError
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import DEFAULT_MAX_FRAME
@@ -153,6 +153,7 @@ class Batcher:
                 return self.d(args, kwargs)
             else:
                 if (t is list or t is tuple or t is dict) and holds_promise(args[0]):
+                    by_value_note(args[0])
                     args = wait(args)  # (see plain_args)
                 if t not in AS_IS:  # held: as it is now (snapshot.py)
                     args = snapshot_row(args, self._keep())
@@ -161,6 +162,8 @@ class Batcher:
             if plain is False:
                 return self.d(args, kwargs)
             if plain is None:
+                for a in args:
+                    by_value_note(a)
                 args = wait(args)
             for a in args:
                 if type(a) not in AS_IS:  # held: as it is now (snapshot.py)

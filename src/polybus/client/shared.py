@@ -53,11 +53,12 @@ class Shared:
     while the handle lives.
     """
 
-    __slots__ = ("key", "value")
+    __slots__ = ("key", "noted", "value")
 
     def __init__(self, key: str, value: Any) -> None:
         self.key = key
         self.value = value
+        self.noted = False  # said to go by value inside a container (wireargs.py)
 
     def __polybus_value__(self) -> Any:
         return self.value

@@ -8,17 +8,22 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import msgspec
 import numpy as np
 
 from polybus.client.batchcalls import BatchPromise
+from polybus.client.held import held_bytes
 from polybus.client.lane import _AS_IS
 from polybus.client.promise import CallPromise, wait
+from polybus.client.shared import Shared
 from polybus.wire.codec import OOB_BYTES, PROMISE_INSIDE, OutOfBand
 
-__all__ = ["AS_IS_ASYNC", "holds_promise", "plain_args", "wire"]
+__all__ = ["AS_IS_ASYNC", "by_value_note", "holds_promise", "plain_args", "wire"]
+
+log = logging.getLogger("polybus.client")
 
 # Argument types `wire` passes on as they are (by type, not isinstance: a subclass
 # takes `wire`'s way), and small bytes.
@@ -37,8 +42,32 @@ def wire(value: Any) -> Any:
     if t is bytes and len(value) >= OOB_BYTES:
         return OutOfBand(value)
     if (t is list or t is tuple or t is dict) and holds_promise(value):
+        by_value_note(value)
         return wait(value)
     return value
+
+
+def by_value_note(value: Any) -> None:
+    """A broadcast handle inside a list, tuple or dict argument goes by value (only an
+    argument of its own travels as a Ref): said once a handle, with what it costs."""
+    for h in _handles(value):
+        if not h.noted:
+            h.noted = True
+            log.warning("polybus: warning: %r was passed inside a %s, so its value goes "
+                        "with every such call (%d bytes), not a short reference: pass the "
+                        "handle as an argument of its own", h, type(value).__name__,
+                        held_bytes(h.value))
+
+
+def _handles(x: Any) -> list[Shared]:
+    t = type(x)
+    if t is Shared:
+        return [x]
+    if t is list or t is tuple:
+        return [h for v in x for h in _handles(v)]
+    if t is dict:
+        return [h for v in x.values() for h in _handles(v)]
+    return []
 
 
 class _Found(Exception):
