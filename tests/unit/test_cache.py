@@ -215,8 +215,28 @@ def test_the_replica_cache_is_bounded_by_the_interfaces_that_cache() -> None:
     assert options_for(spec(first=small, log=DefineSpec()), None, 1 << 30).cache_bytes == 1 << 20
     two = DefineSpec(cache="auto", cache_bytes=4 << 20)
     assert options_for(spec(a=small, b=two, c=DefineSpec()), None, 1 << 30).cache_bytes == 4 << 20
-    plain = options_for(spec(f=DefineSpec(cache_bytes=1 << 20), g=DefineSpec()), None, 1 << 30)
-    assert plain.cache_bytes == DefineSpec().cache_bytes  # (nothing cached: the largest)
+    # Nothing cached (a cache of broadcast operands only): the bound one of them sets.
+    # The default of another interface won, and the trial's 6 MiB was ignored.
+    said = DefineSpec(cache_bytes=1 << 20, cache_bytes_set=True)
+    plain = options_for(spec(f=said, g=DefineSpec()), None, 1 << 30)
+    assert plain.cache_bytes == 1 << 20
+    plain = options_for(spec(f=DefineSpec(), g=DefineSpec()), None, 1 << 30)
+    assert plain.cache_bytes == DefineSpec().cache_bytes  # (none sets one: the default)
+
+
+def test_a_cache_bytes_in_the_file_or_set_is_marked_as_said(tmp_path: Path) -> None:
+    from polybus.config import load
+
+    (tmp_path / "srv.py").write_text("def f(b):\n    return 1\n\n\ndef g():\n    return 2\n")
+    (tmp_path / "app.toml").write_text(
+        '[modules.srv]\nsource = "srv.py"\ndefine.f = { cache_bytes = "6MiB" }\n'
+        'define.g = {}\n[modules.c]\nsource = "c.py"\nentrypoint = "main"\n')
+    (tmp_path / "c.py").write_text("def main():\n    return 0\n")
+    m = load(tmp_path / "app.toml").modules["srv"]
+    assert m.define["f"].cache_bytes_set and not m.define["g"].cache_bytes_set
+    assert m.cache_bytes == 6 << 20
+    m = load(tmp_path / "app.toml", ['modules.srv.define.g.cache_bytes="8MiB"']).modules["srv"]
+    assert m.cache_bytes == 8 << 20
 
 
 def test_a_batch_that_misses_names_every_operand_it_lacks_and_keeps_the_rest() -> None:

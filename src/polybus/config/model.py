@@ -86,6 +86,7 @@ class DefineSpec:
     prefetch: Literal["all"] | None = None
     timeout: float | None = None
     idempotent: bool = True
+    cache_bytes_set: bool = False  # given in the file or by --set (not the default)
 
 
 @dataclass(frozen=True)
@@ -125,11 +126,14 @@ class ModuleSpec:
     def cache_bytes(self) -> int:
         """Its replicas' operand cache bound: one cache for all its interfaces, bounded by
         the largest ``cache_bytes`` of those that cache (one that caches nothing has the
-        default, which would otherwise win), or of all when none does."""
+        default, which would otherwise win); when none does (a cache of `broadcast`
+        operands only), the largest that one of them sets, else the default."""
         defines = list(self.define.values())
-        if not defines:
+        chosen = ([d for d in defines if d.cache]
+                  or [d for d in defines if d.cache_bytes_set])
+        if not chosen:
             return DefineSpec.cache_bytes
-        return max(d.cache_bytes for d in [d for d in defines if d.cache] or defines)
+        return max(d.cache_bytes for d in chosen)
 
 
 @dataclass(frozen=True)

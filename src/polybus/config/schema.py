@@ -204,6 +204,7 @@ def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> D
         prefetch=cast(Literal["all"] | None, t.string("prefetch", ("all",))),
         timeout=t.positive_duration("timeout"),
         idempotent=_pick(t.boolean("idempotent"), d.idempotent),
+        cache_bytes_set=cache_bytes is not None,
     )
 
 
