@@ -79,7 +79,7 @@ def test_every_key() -> None:
     compare = align.define["compare"]
     assert compare == DefineSpec(priority=compare.priority, pool=4, pool_kind="processes",
                                  queue=64, overflow="reject", cache=("entry",),
-                                 cache_bytes=16 << 20, prefetch="all", timeout=2.0,
+                                 cache_bytes=16 << 20, cache_bytes_set=True, prefetch="all", timeout=2.0,
                                  idempotent=False)
     assert config.compile_priority(compare.priority or "", ["query", "entry", "gap"])(
         {"query": "abc", "gap": 2}) == 5.0
