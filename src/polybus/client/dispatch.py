@@ -264,7 +264,7 @@ class Dispatcher:
         first (a program that does not wait reads none, and every replica would look as
         loaded as the calls it was ever sent)."""
         link = self._pick_any()
-        if link.load and type(self.policy) is LeastLoaded:
+        if type(self.policy) is LeastLoaded and link.load:
             self.reactor.poll()
             link = self._pick_any()
         return link
