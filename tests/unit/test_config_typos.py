@@ -56,3 +56,22 @@ def test_a_misspelt_pool_kind_gets_the_pool_it_was_meant_to_be(
 def test_a_pool_like_no_kind_gets_the_forms_alone(tmp_path: Path, pool: str) -> None:
     assert [hint for _, _, hint in _found(tmp_path, pool)] == [FORMS]
 
+
+@pytest.mark.parametrize("entry", ["entrypiont", "Entrypoint", "entry_point"])
+def test_a_misspelt_entrypoint_is_one_mistake_not_also_a_missing_entrypoint(
+        tmp_path: Path, entry: str) -> None:
+    assert _found(tmp_path, entry=entry) == [
+        (f"modules.client.{entry}", f"unknown key {entry!r}", "did you mean 'entrypoint'?")]
+
+
+def test_a_program_with_no_entrypoint_key_at_all_still_says_so(tmp_path: Path) -> None:
+    found = _found(tmp_path, entry="args")  # (args = "main": no entrypoint anywhere)
+    assert ("modules", "no module has an entrypoint") in [(k, m) for k, m, _ in found]
+
+
+def test_an_unknown_key_near_another_still_leaves_the_missing_entrypoint_said(
+        tmp_path: Path) -> None:
+    found = _found(tmp_path, entry="sourse")  # (meant for source: the entrypoint is missing)
+    assert [(k, m) for k, m, _ in found] == [
+        ("modules.client.sourse", "unknown key 'sourse'"),
+        ("modules", "no module has an entrypoint")]
