@@ -174,7 +174,8 @@ UPSTREAM_FAILED = "an upstream call failed: "
 class RemoteException(RemoteError):
     """The module function raised on the replica.
 
-    ``remote_type`` is the qualified name of the exception type there, ``remote_message``
+    ``remote_type`` is the exception type's name as its module is known to the user
+    (``ValueError``, ``server.InputError`` for a class of module ``server``), ``remote_message``
     its message and ``remote_traceback`` the formatted traceback from the replica.
     """
 

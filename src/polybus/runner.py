@@ -39,6 +39,7 @@ from polybus.errors import (
 from polybus.ownfiles import is_polybus_file
 from polybus.token import cluster_token, token_source
 from polybus.transport import tls
+from polybus.usernames import import_name
 from polybus.worker.module import ASYNC_NOTE, is_async, load_module
 
 
@@ -138,7 +139,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             t0 = time.perf_counter()
             session = Session(app, cluster.registry, cluster.token)
             startup = cluster.startup_s + time.perf_counter() - t0
-            module = load_module(client.source, f"polybus_user_{client.key}")
+            module = load_module(client.source, import_name(client.key))
             entry = getattr(module, client.entrypoint)
             if is_async(entry):
                 raise ConfigError(f"{client.entrypoint!r} {ASYNC_NOTE}", file=str(client.source),

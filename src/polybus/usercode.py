@@ -26,6 +26,7 @@ from pathlib import Path
 from polybus.config.model import AppConfig
 from polybus.errors import ModuleImportError
 from polybus.ownfiles import is_polybus_file
+from polybus.usernames import import_name
 
 __all__ = ["check_imports", "import_failure", "is_polybus_frame", "shown", "stuck_at"]
 
@@ -151,7 +152,7 @@ def _child(argv: list[str]) -> int:
     # "Timeout (0:01:00)!", and this process ends (from faulthandler's own thread).
     faulthandler.dump_traceback_later(float(timeout), exit=True)
     try:
-        module = load_module(Path(path), f"polybus_user_{key}")
+        module = load_module(Path(path), import_name(key))
     except ModuleImportError as exc:
         error = str(exc)
     else:

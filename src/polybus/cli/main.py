@@ -8,7 +8,6 @@ import faulthandler
 import importlib
 import signal
 import sys
-import traceback
 import warnings
 
 from polybus.cli.outlive import end_now, watch
@@ -113,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         tb = client_traceback(exc) if args.command == "run" else None
         if tb is None:
             raise
+        from polybus.usernames import format_exception
+
         print(f"polybus run: the client raised {type(exc).__name__}", file=sys.stderr)
-        traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+        sys.stderr.write("".join(format_exception(exc, tb)))  # (client.InputError)
         return 1
     finally:
         if outlive:

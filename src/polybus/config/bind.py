@@ -15,6 +15,7 @@ from typing import Any
 
 from polybus.config.cluster import TLSHosts, parse_cluster
 from polybus.config.expr import compile_priority
+from polybus.config.keys import DEFINE_KEYS, MODULE_KEYS, USE_KEYS
 from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec, ServeSpec
 from polybus.config.notes import (
     note_big_batches,
@@ -23,7 +24,7 @@ from polybus.config.notes import (
     note_no_ops,
     note_unused,
 )
-from polybus.config.problems import Problems, dotted, nearest
+from polybus.config.problems import Problems, closest, dotted, nearest
 from polybus.config.schema import TOP_KEYS, is_identifier, parse_module
 from polybus.config.serve import check_routes, parse_serve
 from polybus.config.source import (
@@ -288,6 +289,15 @@ def _extra_entrypoints(clients: list[str], p: Problems) -> list[str]:
     return [c for c in clients if c not in kept]
 
 
+def _entrypoint_misspelt(tables: dict[str, Any]) -> bool:
+    """Whether a module has an unknown key nearest to ``entrypoint`` (``entrypiont``): its
+    own error says "did you mean 'entrypoint'?", so no module having one is that mistake,
+    not another to report."""
+    return any(k not in MODULE_KEYS and k not in USE_KEYS and k not in DEFINE_KEYS
+               and closest(k, MODULE_KEYS) == "entrypoint"
+               for t in tables.values() if isinstance(t, dict) for k in t)
+
+
 def build(doc: dict[str, Any], config_path: Path, p: Problems,
           added_define: Iterable[str] = (), tls_hosts: TLSHosts = None,
           running: bool = False) -> AppConfig | None:
@@ -332,7 +342,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     clients = [m.key for m in modules.values() if m.entrypoint is not None]
     if isinstance(raw_modules, dict) and not raw_modules:
         p.add("no modules", "modules", "add [modules.<name>] tables, each with a source")
-    elif modules and not clients and "serve" not in doc:
+    elif modules and not clients and "serve" not in doc and not _entrypoint_misspelt(raw_tables):
         p.add("no module has an entrypoint", "modules",
               'exactly one module (the client) needs entrypoint = "main" or similar, '
               "or a [serve] table routes HTTP requests to the modules")

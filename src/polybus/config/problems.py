@@ -15,7 +15,7 @@ from typing import Any
 from polybus.config.origin import SET, Origin
 from polybus.errors import ConfigError
 
-__all__ = ["ConfigErrors", "Problems", "describe", "dotted", "nearest", "rekey"]
+__all__ = ["ConfigErrors", "Problems", "closest", "describe", "dotted", "nearest", "rekey"]
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -38,8 +38,8 @@ def dotted(*parts: str) -> str:
     return ".".join(p if _BARE_KEY.match(p) else '"' + p.replace('"', '\\"') + '"' for p in parts)
 
 
-def nearest(name: str, choices: Iterable[str]) -> str | None:
-    """The closest valid name as a hint, or None when nothing is close.
+def closest(name: str, choices: Iterable[str]) -> str | None:
+    """The valid name ``name`` was likely meant to be, or None when nothing is close.
 
     Case is ignored: a name that differs only in case is the one meant (``SHM`` ->
     ``shm``, ``Async`` -> ``async`` rather than ``sync``), and the spelling comparison is
@@ -49,9 +49,15 @@ def nearest(name: str, choices: Iterable[str]) -> str | None:
         folded.setdefault(choice.casefold(), choice)
     key = name.casefold()
     if key in folded:
-        return f"did you mean {folded[key]!r}?"
+        return folded[key]
     found = difflib.get_close_matches(key, list(folded), n=1, cutoff=0.6)
-    return f"did you mean {folded[found[0]]!r}?" if found else None
+    return folded[found[0]] if found else None
+
+
+def nearest(name: str, choices: Iterable[str]) -> str | None:
+    """The closest valid name as a hint (``did you mean 'shm'?``), or None (``closest``)."""
+    close = closest(name, choices)
+    return f"did you mean {close!r}?" if close is not None else None
 
 
 def describe(value: Any) -> str:

@@ -32,6 +32,7 @@ from polybus.config.model import (
     ReplicaSpec,
     UseSpec,
 )
+from polybus.config.pool import parse_pool
 from polybus.config.problems import Problems, describe, dotted, nearest
 from polybus.config.replication import parse_replication
 from polybus.config.units import parse_duration, parse_size, shown
@@ -49,23 +50,17 @@ TRANSPORTS = ("tcp", "ipc", "shm")
 ENGINES = ("local", "hosts", "mpi", "ray")
 _MODULE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_POOL = re.compile(r"^\s*(processes|threads)\s*:\s*([0-9]+)\s*$")
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]+)$")
 # A batch is one frame, cut at max_frame and at its linger whatever the count: a count
 # past a million calls is a typo (1e20 as an integer was taken, and meant nothing).
 MAX_AGGREGATE = 1_000_000
 AGGREGATE_FORMS = (f"a number of calls from 1 to {MAX_AGGREGATE:,} or a size > 0 such as "
                    "'64KiB'")
-# Sanity bounds, each said with the value in the message. A replica starts its pool's
-# threads (or processes) when it starts: a typo such as 40000000 hung it making them, or
-# failed with "Python int too large to convert to C int". A heartbeat is a reader's
-# wait at most (poll takes whole milliseconds in a C int: 24.8 days), a linger the
+# Sanity bounds, each said with the value in the message (a pool's: pool.py). A
+# heartbeat is a reader's wait at most (poll takes whole milliseconds in a C int: 24.8 days), a linger the
 # linger timer's sleep (time_t): one of days means never, and past those bounds the
 # run failed with an OverflowError.
-MAX_POOL = 4096
 LONGEST = (86400.0, "'24h'")  # cluster.heartbeat, use.linger
-POOL_FORMS = (f"an integer from 1 to {MAX_POOL}, or 'threads:N' / 'processes:N' with N from "
-              f"1 to {MAX_POOL}")
 
 class _Table:
     """Typed reads from one TOML table at a dotted path, reporting to Problems."""
@@ -168,16 +163,7 @@ def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> D
     p.unknown_keys(table, DEFINE_KEYS, *path, extra_hints=DEFINE_HINTS)
     t = _Table(table, path, p)
     d = DefineSpec()
-    pool, pool_kind = d.pool, d.pool_kind
-    if t.has("pool"):
-        raw = table["pool"]
-        m = _POOL.match(raw) if isinstance(raw, str) else None
-        if isinstance(raw, int) and not isinstance(raw, bool) and 1 <= raw <= MAX_POOL:
-            pool = raw
-        elif m is not None and 1 <= int(m.group(2)) <= MAX_POOL:
-            pool, pool_kind = int(m.group(2)), cast(Literal["threads", "processes"], m.group(1))
-        else:
-            p.add(f"expected a pool size, got {shown(raw)}", t.key("pool"), POOL_FORMS)
+    pool, pool_kind = t.parsed("pool", parse_pool) or (d.pool, d.pool_kind)
     cache: tuple[str, ...] | Literal["auto"] | None = None
     if t.has("cache"):
         raw = table["cache"]

@@ -15,6 +15,7 @@ from polybus.memory import keep_freed_memory
 from polybus.registry.client import Membership, RegistryClient
 from polybus.stopsignals import StopSignals
 from polybus.transport.endpoints import WILDCARDS, Address
+from polybus.usernames import import_name
 from polybus.wire.messages import Replica
 from polybus.worker.lifetime import die_with_parent
 from polybus.worker.limits import gated, process_count
@@ -105,12 +106,12 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     line_buffered()  # (before the module's top-level code prints anything)
     keep_freed_memory()  # large messages reuse their memory (memory.py)
     client = RegistryClient(registry, token)  # (a malformed address fails here, first)
-    module = load_module(module_path, f"polybus_user_{module_key}")
+    module = load_module(module_path, import_name(module_key))
     functions = interfaces(module, spec.define.keys() if spec else ())
     options = options_for(spec, replica, max_frame)
     procs: ProcessPool | None = None
     if spec is not None and (children := process_count(spec)):
-        procs = ProcessPool(children, module_path, f"polybus_user_{module_key}")
+        procs = ProcessPool(children, module_path, import_name(module_key))
         functions = {n: (procs.wrap(n) if spec.define[n].pool_kind == "processes" else f)
                      for n, f in functions.items()}
     if spec is not None:

@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Any
 
 from polybus.errors import ConfigError
+from polybus.usernames import key_of
 
 
 def load_module(path: Path | str, name: str | None = None) -> ModuleType:
@@ -33,7 +34,7 @@ def load_module(path: Path | str, name: str | None = None) -> ModuleType:
         from polybus.usercode import import_failure
 
         sys.modules.pop(mod_name, None)
-        raise import_failure(exc, mod_name.removeprefix("polybus_user_"), p) from None
+        raise import_failure(exc, key_of(mod_name), p) from None
     return module
 
 

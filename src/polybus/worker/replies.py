@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from polybus.errors import PolybusError, TransportError
 from polybus.ownfiles import from_user_code
 from polybus.transport.channel import Channel
+from polybus.usernames import format_exception, type_name
 from polybus.wire.messages import Batch, Fail, Message
 from polybus.worker import readonly
 
@@ -34,8 +34,7 @@ def remote_traceback(exc: BaseException) -> str:
     if isinstance(child, str):
         return child
     # ([1:]: without the "Traceback (most recent call last):" header)
-    return "".join(traceback.format_exception(type(exc), exc,
-                                              from_user_code(exc.__traceback__))[1:])
+    return "".join(format_exception(exc, from_user_code(exc.__traceback__))[1:])
 
 
 def text_of(exc: BaseException) -> str:
@@ -52,9 +51,7 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
 
     Given the call (``fn``, ``args``, ``kwargs``), a write refused by a read-only cached
     operand gets a note after its message naming the operand (readonly.py)."""
-    kind = type(exc)
-    mod = kind.__module__
-    qual = kind.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{kind.__qualname__}"
+    qual = type_name(type(exc))  # (server.InputError, as the user knows its module)
     try:
         tb = remote_traceback(exc)
     except Exception:  # (formatting calls the exception's __str__ again)
