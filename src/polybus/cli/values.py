@@ -17,10 +17,21 @@ def check_writable(path: str | None, option: str) -> None:
     if path is None:
         return
     p = Path(path)
+    try:
+        _check_writable(p, option, path)
+    except OSError as exc:  # (a name too long: the check itself ended in a traceback)
+        raise UsageError(f"{option} {path}: cannot be written: "
+                         f"{exc.strerror or exc}") from None
+
+
+def _check_writable(p: Path, option: str, path: str) -> None:
     parent = p.parent
     if p.is_dir():
         raise UsageError(f"{option} {path}: is a directory; give a file name")
     if not parent.is_dir():
+        above = next((a for a in (parent, *parent.parents) if a.exists()), None)
+        if above is not None and not above.is_dir():  # (not "does not exist": it does)
+            raise UsageError(f"{option} {path}: {above} is not a directory")
         raise UsageError(f"{option} {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise UsageError(f"{option} {path}: not writable by this user")
