@@ -283,6 +283,8 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
 def main(args: argparse.Namespace) -> int:
     if not args.vary:
         raise UsageError("give at least one --vary KEY=v1,v2,...")
+    if args.repeat < 1:  # (now, not from run_sweep under the bar: it left a blank line)
+        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
     varies = [parse_vary(v) for v in args.vary]
     baseline = parse_baseline(args.baseline, varies)
     combos = combinations(varies)
