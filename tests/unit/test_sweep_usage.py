@@ -9,7 +9,7 @@ import pytest
 
 from polybus.cli import cmd_sweep
 from polybus.cli.main import main
-from polybus.testing.apps import write_one_call_app
+from polybus.testing.apps import write_app, write_one_call_app
 
 
 def _sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[int, int]:
@@ -47,3 +47,31 @@ def test_a_misspelt_baseline_key_gets_the_nearest_vary_key(
     assert capsys.readouterr().err == (
         f"polybus sweep: error: --baseline key {key!r} matches no --vary key "
         f"(varied: modules.server.replication){hint}\n")
+
+
+def test_a_varied_kwarg_that_the_file_s_args_give_too_is_blamed_on_vary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # It was said against the file ("app.toml: modules.client.args: ..."), which the
+    # user had not changed, with no word of the --vary that gave `tasks` a second time.
+    client = "from polybus import use\n\nf = use('f')\n\n\ndef main(tasks, n=1):\n    return f(1)\n"
+    app = write_app(tmp_path, server="def f(x):\n    return x\n", client=client, toml="""\
+        [modules.server]
+        source = "server.py"
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+        args = [20, 3]
+
+        [bind]
+        "client.f" = "server.f"
+        """)
+    runs: list[Sequence[str]] = []
+    monkeypatch.setattr(cmd_sweep, "_runner", lambda p, s: runs.append(s) or 1.0)
+    assert main(["sweep", str(app), "--vary", "modules.client.kwargs.tasks=5,10"]) == 2
+    assert runs == []
+    assert capsys.readouterr().err == (
+        "polybus sweep: error: --vary: modules.client.kwargs.tasks: the entrypoint "
+        "main(tasks, n=1) cannot take these arguments: multiple values for argument "
+        f"'tasks' (modules.client.args in {app} gives it by position already)\n")
