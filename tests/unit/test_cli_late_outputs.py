@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from polybus.cli import cmd_sweep
+from polybus.cli import cmd_run, cmd_sweep
 from polybus.cli.main import main
+from polybus.errors import ConfigError
 from polybus.testing.apps import write_one_call_app
 
 VARY = ["--vary", "modules.server.replication=1,2", "--repeat", "1"]
@@ -96,3 +98,34 @@ def test_sweep_interrupted_still_exits_130_after_saying_what_it_could_not_write(
     assert rc == 130
     assert (f"polybus sweep: error: --json {gone}/r.json: could not be written: {GONE}"
             in capsys.readouterr().err)
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, gone: Path, raised: Exception | None) -> None:
+    def run(*args: object, **kwargs: object) -> object:
+        gone.rmdir()
+        if raised is not None:
+            raise raised
+        return SimpleNamespace(result=42, to_json=lambda: {"result": 42})
+
+    monkeypatch.setattr(cmd_run, "run", run)
+
+
+def test_run_a_json_it_could_not_write_is_one_line_and_exit_2(
+        tmp_path: Path, gone: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _run(monkeypatch, gone, None)
+    assert main(["run", "app.toml", "--quiet", "--json", str(gone / "r.json")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "42\n"
+    assert err == f"polybus run: error: --json {gone}/r.json: could not be written: {GONE}\n"
+
+
+def test_run_a_failed_run_whose_json_cannot_be_written_still_says_why_it_failed(
+        tmp_path: Path, gone: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The --json error replaced the run's own: only "could not be written" was said.
+    _run(monkeypatch, gone, ConfigError("it is wrong", file="app.toml", key="a.b"))
+    assert main(["run", "app.toml", "--json", str(gone / "r.json")]) == 2
+    assert capsys.readouterr().err == (
+        f"polybus run: error: --json {gone}/r.json: could not be written: {GONE}\n"
+        "polybus run: error: app.toml: a.b: it is wrong\n")
