@@ -129,3 +129,30 @@ def test_run_a_failed_run_whose_json_cannot_be_written_still_says_why_it_failed(
     assert capsys.readouterr().err == (
         f"polybus run: error: --json {gone}/r.json: could not be written: {GONE}\n"
         "polybus run: error: app.toml: a.b: it is wrong\n")
+
+
+def test_bench_a_json_it_could_not_write_is_one_line_the_plot_is_written_exit_2(
+        tmp_path: Path, gone: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    from polybus.bench import registry
+    from polybus.bench.report import BenchResult, Row
+    from polybus.bench.stats import Stat
+
+    def run(name: str, quick: bool = False, progress: object = None) -> BenchResult:
+        gone.rmdir()  # and a file in its place (bench makes a missing directory)
+        gone.write_text("")
+        res = BenchResult("latency", x_label="payload bytes")
+        for x in (0, 1000):
+            res.add(Row.of("polybus", {"transport": "tcp"}, x, "rtt_us",
+                           Stat(20.0 + x, 18.0, 30.0 + x, 3)))
+        return res
+
+    monkeypatch.setattr(registry, "run", run)
+    png = tmp_path / "b.png"
+    rc = main(["bench", "latency", "--quick", "--json", str(gone / "b.json"),
+               "--plot", str(png)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert f"polybus bench: error: --json {gone}/b.json: could not be written: File exists" in err
+    assert "Traceback" not in err and png.stat().st_size > 0
