@@ -29,7 +29,6 @@ __all__ = ["Cell", "Measured", "Sweep", "check_combinations", "combinations",
            "split_values"]
 
 
-
 @dataclass(frozen=True)
 class Measured:
     """What one run measured: its elapsed time, and the bytes the client sent and
@@ -94,11 +93,17 @@ def overridden(fixed: Sequence[str], varies: Sequence[tuple[str, list[str]]]) ->
 
 
 def _match_key(short: str, keys: Sequence[str]) -> str:
+    from polybus.config.problems import nearest
+
     hits = [k for k in keys if k == short or k.endswith("." + short)]
     if len(hits) != 1:
         what = "no" if not hits else "more than one"
+        # (misspelt: the varied key as it was written, as many last parts, or whole)
+        parts = short.count(".") + 1
+        hint = None if hits else nearest(short, [".".join(k.split(".")[-parts:])
+                                                 for k in keys] + list(keys))
         raise UsageError(f"--baseline key {short!r} matches {what} --vary key "
-                         f"(varied: {', '.join(keys)})")
+                         f"(varied: {', '.join(keys)}){'; ' + hint if hint else ''}")
     return hits[0]
 
 

@@ -42,6 +42,37 @@ def write_sort_like_app(where: Path) -> Path:
     return write_one_call_app(where)
 
 
+@pytest.mark.parametrize("argv", [
+    ["run", "app.toml", "--json", "{name}.json"],
+    ["sweep", "app.toml", "--vary", "modules.server.replication=1,2", "--csv", "{name}.csv"],
+    ["sweep", "app.toml", "--vary", "modules.server.replication=1,2", "--csv",
+     "{name}/s.csv"],
+])
+def test_a_file_name_too_long_is_a_usage_error_not_a_traceback(
+        argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The check itself raised OSError (File name too long) out of Path.is_dir.
+    app = write_sort_like_app(tmp_path)
+    name = str(tmp_path / ("a" * 300))
+    argv = [a.replace("app.toml", str(app)).format(name=name) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"polybus {argv[0]}: error: --" in err
+    assert err.rstrip().endswith("cannot be written: File name too long")
+
+
+@pytest.mark.parametrize("under", ["s.json/x.csv", "s.json/deeper/x.csv"])
+def test_a_file_where_a_directory_should_be_is_named_as_not_a_directory(
+        under: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # It said "directory s.json does not exist", of a file that does.
+    app = write_sort_like_app(tmp_path)
+    (tmp_path / "s.json").write_text("{}")
+    csv = tmp_path / under
+    assert main(["sweep", str(app), "--vary", "modules.server.replication=1,2",
+                 "--csv", str(csv)]) == 2
+    assert (f"polybus sweep: error: --csv {csv}: {tmp_path / 's.json'} is not a directory"
+            in capsys.readouterr().err)
+
+
 def test_a_bad_listen_is_blamed_on_listen(capsys: pytest.CaptureFixture[str]) -> None:
     # serve said "--set: serve.listen: expected a string, got an integer 8080", and
     # registry "bad address 'tcp://8080'": neither was what the user wrote.

@@ -136,3 +136,24 @@ def test_a_hosts_engine_in_the_file_without_a_registry_is_the_file_s(tmp_path: P
     # A worker, or a run given its registry apart (--registry), needs none in the file.
     cfg, errors = validate(path)
     assert errors == [] and cfg is not None and cfg.cluster.engine == "hosts"
+
+
+@pytest.mark.parametrize("override", ["modules.client.kwargs.x=4",
+                                      "modules.client.kwargs={x = 4}"])
+def test_a_kwarg_from_set_that_the_file_s_args_give_too_is_the_override_s_mistake(
+        tmp_path: Path, override: str) -> None:
+    # It was said against the file's modules.client.args, which the user had not changed.
+    toml = APP.replace('entrypoint = "main"', 'entrypoint = "main"\nargs = [3]')
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "client.py").write_text(CLIENT.replace("def main():", "def main(x):"))
+    path = tmp_path / "app.toml"
+    path.write_text(toml)
+    _, errors = validate(str(path), (override,))
+    assert [(e.file, e.key, e.bare_message, e.hint) for e in errors] == [(
+        "--set", "modules.client.kwargs.x", "the entrypoint main(x) cannot take these "
+        "arguments: multiple values for argument 'x'",
+        f"modules.client.args in {path} gives it by position already")]
+    # Both from the file: the file's args, as before.
+    path.write_text(toml.replace("args = [3]", "args = [3]\nkwargs = { x = 4 }"))
+    _, errors = validate(str(path))
+    assert [(e.file, e.key) for e in errors] == [(str(path), "modules.client.args")]

@@ -13,13 +13,14 @@ import argparse
 import datetime
 import sys
 import traceback
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
 from polybus.cli.output import result_console, rule
-from polybus.cli.values import check_plot, check_writable
+from polybus.cli.values import check_plot, check_writable, save
 from polybus.errors import UsageError
 
 
@@ -77,7 +78,11 @@ def main(args: argparse.Namespace) -> int:
     if args.page_only:
         if not args.out:
             raise UsageError("--page-only needs --out DIR (where the JSON files are)")
-        console.print(f"wrote {write_page(args.out, page_for(args), registry.names())}")
+        only = page_for(args)
+        if not save("bench", "--page", str(only),
+                    lambda p: write_page(args.out, p, registry.names())):
+            return 2
+        console.print(f"wrote {only}")
         return 0
     if not args.name:
         raise UsageError("name a benchmark or 'all' (polybus bench --list shows them)")
@@ -92,26 +97,33 @@ def main(args: argparse.Namespace) -> int:
     page = page_for(args) if args.out else None
     if args.plot:
         check_plot(args.plot)
-    failed = []
+    failed: list[str] = []
+    unwritten: list[str] = []  # (files said as they failed; the exit status is then 2)
     for name in names:
-        if not _run_one(name, args, console):
+        if not _run_one(name, args, console, unwritten):
             failed.append(name)
     if page is not None:
-        console.print(f"wrote {write_page(args.out, page, registry.names())}")
+        if save("bench", "--page", str(page), lambda p: write_page(args.out, p,
+                                                                   registry.names())):
+            console.print(f"wrote {page}")
+        else:
+            unwritten.append(str(page))
     if failed:
         console.print(f"[red]failed:[/] {', '.join(failed)}")
-        return 1
-    return 0
+    return 2 if unwritten else 1 if failed else 0
 
 
-def _run_one(name: str, args: argparse.Namespace, console: Console) -> bool:
-    """Run, print, write; a benchmark that raises is reported and the others go on."""
+def _run_one(name: str, args: argparse.Namespace, console: Console,
+             unwritten: list[str] | None = None) -> bool:
+    """Run, print, write; a benchmark that raises is reported and the others go on, as
+    they do past a file that could not be written (said, and added to ``unwritten``)."""
     from polybus.bench import registry
     from polybus.bench.progress import RichProgress
     from polybus.bench.report import BenchResult, plot, print_table
     from polybus.bench.results import versions
 
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    unwritten = [] if unwritten is None else unwritten
     ok = True
     try:
         with RichProgress() as progress:
@@ -130,16 +142,19 @@ def _run_one(name: str, args: argparse.Namespace, console: Console) -> bool:
         result.params["quick"] = True
     rule(console, f"polybus bench {name}{' --quick' if args.quick else ''}")
     print_table(result, console)
-    targets: list[tuple[str | None, str | None]] = [(args.json, args.plot)]
+    console.file.flush()  # (the table before any line saying a file was not written)
+    # (option, file): the option a file that cannot be written is said under
+    targets = [(("--json", args.json), ("--plot", args.plot))]
     if args.out:
         out = Path(args.out)
-        targets.append((str(out / f"{name}.json"), str(out / f"{name}.png")))
-    for json_path, png_path in targets:
-        if json_path:
-            result.write_json(json_path)
+        targets.append((("--out", str(out / f"{name}.json")), ("--out", str(out / f"{name}.png"))))
+    for (json_option, json_path), (png_option, png_path) in targets:
+        if json_path and not save("bench", json_option, json_path, result.write_json):
+            unwritten.append(json_path)
         if png_path and result.rows:
             try:
-                plot(result, png_path)
+                if not save("bench", png_option, png_path, partial(plot, result)):
+                    unwritten.append(png_path)
             except ImportError as exc:  # matplotlib is an extra
                 # (escaped: rich took "[plot]" for markup and printed "polybus")
                 console.print(f"[yellow]no plot[/]: {escape(str(exc))} "

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 
 from rich.table import Table
 
 from polybus.cli.output import result_console
-from polybus.cli.values import check_writable
+from polybus.cli.values import check_writable, save
 from polybus.config.origin import SET
-from polybus.errors import UsageError
 from polybus.runner import RunResult, run
 
 
@@ -57,12 +57,8 @@ def summary(r: RunResult) -> Table:
 
 def write_json(path: str, doc: dict[str, object]) -> None:
     text = json.dumps(doc, indent=2, allow_nan=False)  # (whole, before the file)
-    try:
-        with open(path, "w") as f:
-            f.write(text + "\n")
-    except OSError as exc:  # (checked before the run; a full disk shows only now)
-        raise UsageError(f"--json {path}: could not be written: "
-                         f"{exc.strerror or exc}") from None
+    with open(path, "w") as f:
+        f.write(text + "\n")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -73,14 +69,18 @@ def main(args: argparse.Namespace) -> int:
                 worker_output=not args.no_worker_output)
     except BaseException as exc:  # a script reading --json learns why there is no result
         if args.json and not isinstance(exc, SystemExit):  # (not a stale result)
-            write_json(args.json, {"error": {"type": type(exc).__name__,
-                                             "message": str(exc)}})
+            # (one that cannot be written is a line of its own: the run's error follows;
+            # it was replaced by the --json error)
+            save("run", "--json", args.json, partial(write_json, doc={
+                "error": {"type": type(exc).__name__, "message": str(exc)}}))
         raise
     print(r.result, flush=True)
     if not args.quiet:
         result_console(sys.stderr).print(summary(r))
         print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)
-    if args.json:
-        write_json(args.json, r.to_json())
+    # (checked before the run; a full disk, or its directory removed, shows only now)
+    if args.json and not save("run", "--json", args.json,
+                              partial(write_json, doc=r.to_json())):
+        return 2
     sys.stdout.flush()
     return 0

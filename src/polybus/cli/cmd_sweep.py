@@ -5,6 +5,8 @@ start-up of processes apart) is the figure. Every combination's configuration is
 first: a mistake is reported as any configuration error is (exit status 2) and nothing
 runs. A combination that fails at run time shows its error in its row and the sweep
 goes on; the exit status is then 1, so a script sees that not every cell has a figure.
+An output (--json, --csv, --plot) that cannot be written at the end is said in a line,
+the others are written, and the exit status is 2.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from rich.progress import (
 from rich.table import Table
 
 from polybus.cli.output import result_console
-from polybus.cli.values import check_plot, check_writable
+from polybus.cli.values import check_plot, check_writable, save
 from polybus.errors import UsageError
 from polybus.sweep import (
     Cell,
@@ -283,6 +285,8 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
 def main(args: argparse.Namespace) -> int:
     if not args.vary:
         raise UsageError("give at least one --vary KEY=v1,v2,...")
+    if args.repeat < 1:  # (now, not from run_sweep under the bar: it left a blank line)
+        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
     varies = [parse_vary(v) for v in args.vary]
     baseline = parse_baseline(args.baseline, varies)
     combos = combinations(varies)
@@ -306,15 +310,30 @@ def main(args: argparse.Namespace) -> int:
                           progress=_Bar(bar, task, lines=not err.is_terminal))
     console.print(title(sweep), markup=False, highlight=False)
     console.print(table(sweep))
-    if args.json:
-        sweep.write_json(args.json)
-    if args.csv:
-        Path(args.csv).write_text(sweep.to_csv(), encoding="utf-8")
-    if args.plot and sweep.cells:
-        plot(sweep, args.plot)
+    console.file.flush()  # (the table before any line saying an output was not written)
+    unwritten = write_outputs(sweep, args)
     if sweep.interrupted is not None:  # (what ran is shown and saved; then as any Ctrl-C)
         raise sweep.interrupted
+    if unwritten:
+        return 2
     return 0 if all(c.ok for c in sweep.cells) else 1
+
+
+def write_outputs(sweep: Sweep, args: argparse.Namespace) -> int:
+    """Write --json, --csv and --plot; each that cannot be written is said in a line and
+    the others are written all the same. How many could not be."""
+    def csv(path: str) -> None:
+        Path(path).write_text(sweep.to_csv(), encoding="utf-8")
+
+    outputs = [(option, path, write) for option, path, write in (
+        ("--json", args.json, sweep.write_json), ("--csv", args.csv, csv),
+        ("--plot", args.plot if sweep.cells else None, partial(plot, sweep))) if path]
+    written = [f"{option} {path}" for option, path, write in outputs
+               if save("sweep", option, path, write)]
+    if len(written) < len(outputs):
+        print(f"  the figures are in the table above{', and in ' if written else ''}"
+              f"{', '.join(written)}", file=sys.stderr, flush=True)
+    return len(outputs) - len(written)
 
 
 class _Bar:

@@ -1,11 +1,14 @@
 """Command-line values checked before anything starts: output files (--json, --csv), so
 a mistyped directory does not cost a whole run and end in a traceback; durations, read
-as the configuration reads them."""
+as the configuration reads them. And the output files written at a command's end
+(`save`): one that cannot be written even so is said in a line, not a traceback."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from polybus.config.units import DURATION_FORMS, parse_duration
@@ -17,13 +20,39 @@ def check_writable(path: str | None, option: str) -> None:
     if path is None:
         return
     p = Path(path)
+    try:
+        _check_writable(p, option, path)
+    except OSError as exc:  # (a name too long: the check itself ended in a traceback)
+        raise UsageError(f"{option} {path}: cannot be written: "
+                         f"{exc.strerror or exc}") from None
+
+
+def _check_writable(p: Path, option: str, path: str) -> None:
     parent = p.parent
     if p.is_dir():
         raise UsageError(f"{option} {path}: is a directory; give a file name")
     if not parent.is_dir():
+        above = next((a for a in (parent, *parent.parents) if a.exists()), None)
+        if above is not None and not above.is_dir():  # (not "does not exist": it does)
+            raise UsageError(f"{option} {path}: {above} is not a directory")
         raise UsageError(f"{option} {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise UsageError(f"{option} {path}: not writable by this user")
+
+
+def save(command: str, option: str, path: str, write: Callable[[str], object]) -> bool:
+    """``write(path)``, one output file at a command's end; False, and one line on stderr
+    (``polybus sweep: error: --csv F: could not be written: <reason>``), if it could not
+    be written though checked before the runs (the directory removed meanwhile, a full
+    disk, /proc). The caller goes on to its other outputs and exits 2: an OSError
+    traceback lost them, after every run had been paid for."""
+    try:
+        write(path)
+    except OSError as exc:
+        print(f"polybus {command}: error: {option} {path}: could not be written: "
+              f"{exc.strerror or exc}", file=sys.stderr, flush=True)
+        return False
+    return True
 
 
 def seconds(text: str) -> float:

@@ -77,9 +77,16 @@ def _check_entry_arguments(m: ModuleSpec, info: SourceInfo | None, p: Problems) 
         return
     unknown = error.partition("unexpected keyword argument ")[2].strip("'")
     which = "kwargs" if unknown or (m.kwargs and not m.args) else "args"
+    key = dotted("modules", m.key, which)
+    hint = nearest(unknown, list(fn.params)) if unknown else None
+    twice = error.partition("multiple values for argument ")[2].strip("'")
+    if twice and p.override(dotted("modules", m.key, "kwargs", twice)) and not p.override(key):
+        # The file's args and an override's kwargs (--set, --vary): blamed on the
+        # override, which is what changed (it was blamed on the file's args).
+        key = dotted("modules", m.key, "kwargs", twice)
+        hint = f"{dotted('modules', m.key, 'args')} in {p.file} gives it by position already"
     p.add(f"the entrypoint {fn.signature or fn.name} cannot take these arguments: "
-          f"{error}", dotted("modules", m.key, which),
-          nearest(unknown, list(fn.params)) if unknown else None)
+          f"{error}", key, hint)
 
 
 def _check_define(m: ModuleSpec, info: SourceInfo, p: Problems) -> None:
