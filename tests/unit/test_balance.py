@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -31,6 +32,7 @@ def test_round_robin_skips_dead() -> None:
 class _Loaded:
     def __init__(self, load: int, dead: bool = False) -> None:
         self.load, self.dead = load, dead
+        self.abandoned: set[int] = set()
 
 
 def test_least_loaded_takes_the_idle_replica_and_rotates_on_ties() -> None:
@@ -43,6 +45,17 @@ def test_least_loaded_takes_the_idle_replica_and_rotates_on_ties() -> None:
     links[0].load = 2
     assert p.pick_open(links, ()) == 2
     assert p.pick([True, True, False]) == 0  # (the batcher's form: alive flags)
+
+
+def test_least_loaded_passes_over_a_replica_running_a_call_given_up_on() -> None:
+    """As the rotation does: a call sent there waits behind the call the client gave
+    up on, however few calls it has (a review found such calls timing out)."""
+    links = [_Loaded(1), _Loaded(2)]
+    links[0].abandoned.add(7)
+    p = LeastLoaded(links)
+    assert p.pick_open(links, ()) == 1
+    links[1].abandoned.add(8)  # both: the least loaded of them
+    assert p.pick_open(links, ()) == 0
 
 
 def test_least_loaded_skips_dead_and_isolated_replicas() -> None:
@@ -125,3 +138,45 @@ def test_round_robin_passes_over_a_replica_running_an_abandoned_call() -> None:
     # When every open replica has one, the rotation goes on over them all.
     links = [_Link(abandoned=(1,)), _Link(dead=True), _Link(abandoned=(2,))]
     assert [rr.pick_open(links, ()) for _ in range(3)] == [0, 2, 0]
+
+
+class _Reactor:
+    """Answers read at a poll: ``frees``'s calls are done then. Sends are recorded."""
+
+    def __init__(self, frees: _Loaded) -> None:
+        self.frees, self.polled, self.sent = frees, [], []  # type: list[bool], list[str]
+        self.links: list[Any] = []
+
+    def poll(self, batches: bool = True) -> None:
+        self.polled.append(batches)
+        self.frees.load = 0
+
+    def send(self, link: Any, msg: Any) -> None:  # (the positional call's own way)
+        self.sent.append(link.name)
+
+
+@pytest.mark.parametrize("form", ["positional", "keyword", "list"])
+def test_least_reads_the_answers_that_came_before_it_picks(form: str) -> None:
+    """With no replica free of calls, a call under "least" reads the answers that have
+    come first (a program that does not wait reads none), whatever its arguments (calls
+    with keywords or containers took a path that did not), and reads only: another
+    binding's open batch is not closed for it (batches=False)."""
+    from polybus.client.dispatch import Dispatcher
+    from polybus.config.model import CallStyle
+
+    busy, done = _Loaded(1), _Loaded(1)
+    for lk, name in ((busy, "busy"), (done, "done")):
+        lk.name, lk.outstanding = name, {}  # type: ignore[attr-defined]
+    reactor = _Reactor(done)
+    d = Dispatcher("f", reactor, [busy, done], CallStyle("async"),  # type: ignore[arg-type]
+                   least=True)
+    sent = reactor.sent
+    d._send = lambda rec, link, hold=False: sent.append(link.name)  # type: ignore[method-assign]
+    args, kwargs = {"positional": ((1,), {}), "keyword": ((), {"x": 1}),
+                    "list": (([1, 2],), {})}[form]
+    d.call_async(args, kwargs)
+    assert sent == ["done"] and reactor.polled == [False]
+    d.reads_fresh = False  # (serve: its loop reads every answer as it comes)
+    done.load = 1
+    d.call_async(args, kwargs)
+    assert reactor.polled == [False]

@@ -90,6 +90,7 @@ class Dispatcher:
         # False (``use.forward = false`` on this binding): its answers come to the client,
         # even when a promise of it is passed to a binding that forwards.
         self.forwards_answers = True
+        self.reads_fresh = True  # (see _pick_fresh)
         # Calls that migration may send again from another replica keep their arguments
         # as they were at the call (client/snapshot.py; set with the binding's Migrator).
         self.keep_args = False
@@ -210,7 +211,7 @@ class Dispatcher:
         rec = CallRecord(next(_ids), self, [wire(a) for a in args],
                          {k: wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
         self.calls += 1
-        self._send(rec, self._pick_any())
+        self._send(rec, self._pick_fresh())
         return CallPromise(rec, self.reactor)
 
     def call_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -262,10 +263,13 @@ class Dispatcher:
         """`_pick_any` for a call the program makes: under ``balance = "least"``, when
         no replica is free of this client's calls, the answers that have come are read
         first (a program that does not wait reads none, and every replica would look as
-        loaded as the calls it was ever sent)."""
+        loaded as the calls it was ever sent). Read only: no open batch of another
+        binding is closed for it (`poll(batches=False)`, as `Promise.done` looks). Not
+        where a loop reads every answer as it comes (`reads_fresh` False: `polybus
+        serve`, whose bridge hands answers out only in its own steps)."""
         link = self._pick_any()
-        if type(self.policy) is LeastLoaded and link.load:
-            self.reactor.poll()
+        if type(self.policy) is LeastLoaded and link.load and self.reads_fresh:
+            self.reactor.poll(False)
             link = self._pick_any()
         return link
 

@@ -50,10 +50,12 @@ class RoundRobin:
 
 class LeastLoaded(RoundRobin):
     """``balance = "least"``: the live replica with the fewest of this client's calls
-    running or queued there (every interface's, those given up on included:
-    `ReplicaLink.load`), the next in rotation on a tie. A call sent at once (``async``)
-    then never queues behind a replica's long call while another replica idles, which
-    a rotation does (join the shortest queue)."""
+    running or queued there (every interface's, those given up on included, an
+    aggregated batch counting as one: `ReplicaLink.load`), the next in rotation on a
+    tie. A call sent at once (``async``) then never queues behind a replica's long call
+    while another replica idles, which a rotation does (join the shortest queue). As in
+    the rotation, a replica still running a call the client gave up on (``abandoned``)
+    is passed over while another is free of them, however loaded."""
 
     def __init__(self, links: Sequence[Any]) -> None:
         super().__init__()
@@ -68,19 +70,20 @@ class LeastLoaded(RoundRobin):
     def _least(self, ok: Any) -> int | None:
         links = self.links
         n = len(links)
-        best: int | None = None
-        least = 0
+        best: tuple[bool, int] | None = None  # (has abandoned calls, load)
+        at: int | None = None
         for k in range(n):
             i = (self._next + k) % n
             if ok(i):
-                load = links[i].load
-                if best is None or load < least:
-                    best, least = i, load
-                    if not load:
+                lk = links[i]
+                mine = (bool(lk.abandoned), lk.load)
+                if best is None or mine < best:
+                    best, at = mine, i
+                    if mine == (False, 0):
                         break  # (an idle replica: none is less loaded)
-        if best is not None:
-            self._next = best + 1
-        return best
+        if at is not None:
+            self._next = at + 1
+        return at
 
 
 class WeightedRoundRobin:
