@@ -13,8 +13,6 @@ and client/fwdmove.py; it failed the pump thread with an AttributeError before).
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +26,9 @@ from polybus.client.session import Session
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Steal
 
-from . import comm_harness
 from .comm_harness import Cluster, cluster
 from .test_forward_backlog import SLACK, client_bytes, replica, settled
-from .test_forward_migration import EXTRA, GATES, N, grown, queued_on, wait_until
+from .test_forward_migration import N, _grow, grown, queued_on, wait_until  # noqa: F401 (_grow: the same autouse fixture)
 
 CONF = """
 [modules.server]
@@ -50,16 +47,6 @@ use.double = {{ callstyle = "async", balance = "steal", loadratio = "{double}" }
 "client.agg" = "server.grow"
 "client.double" = "server.double"
 """
-
-
-@pytest.fixture(autouse=True)
-def _grow(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    monkeypatch.setattr(comm_harness, "SERVER", comm_harness.SERVER + EXTRA)
-    # (a way out should a call wait for a gated producer: the test fails, not hangs)
-    way_out = threading.Timer(20.0, lambda: [(tmp_path / g).touch() for g in GATES])
-    way_out.start()
-    yield
-    way_out.cancel()
 
 
 def conf(agg: str, double: str, define: str = "") -> str:
