@@ -216,11 +216,14 @@ def echo_to(worker_output: bool | TextIO) -> TextIO | None:
 def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
                     registry: str | None = None,
                     token_file: str | None = None,
-                    worker_output: TextIO | None = None) -> Iterator[Cluster]:
+                    worker_output: TextIO | None = None,
+                    restart: TextIO | None = None) -> Iterator[Cluster]:
     """The cluster ``app`` needs, up while the block runs: an embedded registry and the
     local engine's workers, or (``registry`` / [cluster] registry) the replicas already
     registered there. Everything started is stopped at the end, however it ends.
-    ``worker_output``: where the local engine forwards its workers' lines, if anywhere."""
+    ``worker_output``: where the local engine forwards its workers' lines, if anywhere.
+    ``restart`` (`polybus serve`): the local engine's workers that end on their own are
+    started again (engines/supervise.py), said on that stream."""
     registry = registry or app.cluster.registry
     kind = app.cluster.engine
     if kind in ("mpi", "ray") and registry:
@@ -252,6 +255,9 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
         else:
             engine = _engine(app, overrides, worker_output)
             cluster = engine.start()
+            supervise = getattr(engine, "supervise", None)  # (the local engine's alone)
+            if restart is not None and supervise is not None:
+                supervise(restart)
             try:
                 yield cluster
             except PolybusError as exc:  # what became of workers that went meanwhile

@@ -193,6 +193,7 @@ class ServeSpec:
     idle_timeout: float = 30.0        # a keep-alive connection silent this long is closed
     tracebacks: bool = False          # 500 bodies carry the remote traceback
     grace: float = 5.0                # on SIGINT/SIGTERM, requests in flight may finish
+    restart: bool = True              # local workers that end on their own start again
 
     def interfaces_of(self, module: str) -> list[str]:
         """The interfaces of ``module`` that routes call (served in HTTP form too)."""

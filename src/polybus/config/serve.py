@@ -21,7 +21,7 @@ from polybus.http.routes import split_route_key
 __all__ = ["HTTP_METHODS", "ROUTE_KEYS", "SERVE_KEYS", "check_routes", "parse_serve"]
 
 SERVE_KEYS = ("listen", "routes", "max_body", "max_head", "max_connections", "idle_timeout",
-              "tracebacks", "grace")
+              "tracebacks", "grace", "restart")
 ROUTE_KEYS = ("to", "callstyle", "loadratio", "balance", "timeout", "transport")
 #: the methods of RFC 9110 and PATCH: a route's method outside them is taken for a typo
 #: ("GTE /" would otherwise answer every GET with 405)
@@ -111,6 +111,7 @@ def parse_serve(table: dict[str, Any], p: Problems) -> ServeSpec:
         idle_timeout=t.positive_duration("idle_timeout") or d.idle_timeout,
         tracebacks=bool(t.boolean("tracebacks")),
         grace=d.grace if (grace := t.parsed("grace", parse_duration)) is None else grace,
+        restart=d.restart if (restart := t.boolean("restart")) is None else restart,
     )
 
 

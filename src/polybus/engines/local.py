@@ -8,9 +8,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from polybus.config.model import AppConfig
 from polybus.engines.base import Cluster, run_registry
@@ -21,6 +22,9 @@ from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
 from polybus.token import ENV, make_token
 from polybus.usercode import shown, stuck_at
+
+if TYPE_CHECKING:
+    from polybus.engines.supervise import Supervisor
 
 START_TIMEOUT = 60.0
 # numpy's BLAS starts a thread per CPU in every process: replicas on one host then run
@@ -61,6 +65,10 @@ class LocalEngine:
         self.registry: RegistryService | None = None
         self.procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
         self.rundir: Path | None = None  # private (0700) home of the logs and socket files
+        self.keys: dict[str, str] = {}  # each worker's module key, by worker name
+        self.lock = threading.Lock()  # over procs, for a supervisor's restarts
+        self.supervisor: Supervisor | None = None
+        self._spawned = 0  # workers started so far (each its own socket file names)
 
     def start(self) -> Cluster:
         t0 = time.perf_counter()
@@ -82,16 +90,39 @@ class LocalEngine:
             raise
         return Cluster(str(self.registry.address), self.token, time.perf_counter() - t0)
 
-    def _spawn(self, key: str, name: str) -> None:
+    def supervise(self, say: TextIO | None) -> None:
+        """From now until `stop`, start again each worker that ends on its own
+        (engines/supervise.py), saying so on ``say``."""
+        from polybus.engines.supervise import Supervisor
+
+        if self.supervisor is None:
+            self.supervisor = Supervisor(self, say).start()
+
+    def respawn(self, name: str) -> bool:
+        """Start worker ``name`` again in the place of its ended process, appending to
+        its log; False if it is running, or gone with `stop`."""
+        with self.lock:
+            at = next((i for i, (n, _, _) in enumerate(self.procs) if n == name), None)
+            if at is None or self.procs[at][1].poll() is None or self.registry is None:
+                return False
+            self.procs[at] = self._spawn(self.keys[name], name, place=False)
+            return True
+
+    def _spawn(self, key: str, name: str, place: bool = True
+               ) -> tuple[str, subprocess.Popen[bytes], Path]:
+        """Start worker ``name`` of module ``key``; listed in ``procs`` (``place``) as
+        soon as it is started, so that `stop` ends it whatever happens next."""
         assert self.registry is not None and self.rundir is not None
         log = self.rundir / f"{name}.log"
         proc: subprocess.Popen[bytes] | None = None
+        self.keys[name] = key
         try:
             cmd = [sys.executable, "-m", "polybus", "worker", "--registry",
                    str(self.registry.address), "--config", str(self.app.path), "--as", key,
                    "--name", name, "--exit-with-parent", "--parent", str(os.getpid())]
             for scheme in transports_for(self.app, key):
-                cmd += ["--listen", self._address(scheme, len(self.procs))]
+                cmd += ["--listen", self._address(scheme, self._spawned)]
+            self._spawned += 1
             for o in self.overrides:
                 cmd += ["--set", o]
             # Unbuffered: a line printed is in the log at once, for the follower and
@@ -105,10 +136,12 @@ class LocalEngine:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                         stdout=out, stderr=out, env=env)
         finally:  # (a Ctrl-C here too: stop() ends what is listed and removes its log)
-            if proc is not None:
+            if proc is not None and place:
                 self.procs.append((name, proc, log))
-            else:
+            elif proc is None and place:
                 log.unlink(missing_ok=True)
+        assert proc is not None  # (Popen raised otherwise)
+        return name, proc, log
 
     def _address(self, scheme: str, index: int) -> str:
         if scheme == "tcp":
@@ -160,24 +193,18 @@ class LocalEngine:
         deadline = time.monotonic() + settle
         while any(p.poll() is None for _, p, _ in self.procs) and time.monotonic() < deadline:
             time.sleep(0.01)
-        out = []
-        for name, proc, log in self.procs:
-            code = proc.poll()
-            if code is None:
-                continue
-            how = _how_it_ended(code)
-            last = next((ln.strip() for ln in reversed(_tail(log, 20).splitlines())
-                         if ln.strip() and ln != "(no output)"
-                         and not is_banner(name, ln)), "")  # (the banner says nothing)
-            out.append(f"worker {name} {how}" + (f"; its log ends: {last}" if last else ""))
-        return out
+        return [ended_line(name, code, log) for name, proc, log in self.procs
+                if (code := proc.poll()) is not None]
 
     def stop(self) -> None:
         """SIGTERM every worker this engine started, SIGKILL what is left after 3 s, or
         at once if the wait is interrupted (a second Ctrl-C): the run's directory
         (logs, socket files) and the registry go either way. What the workers printed until they
-        ended is forwarded (``echo``) before their logs go."""
+        ended is forwarded (``echo``) before their logs go. A supervisor stops first:
+        nothing is started again meanwhile."""
         try:
+            if self.supervisor is not None:
+                self.supervisor.stop()
             for _, proc, _ in self.procs:
                 if proc.poll() is None:
                     proc.send_signal(signal.SIGTERM)
@@ -261,6 +288,14 @@ def _lines_running(procs: list[tuple[str, subprocess.Popen[bytes], Path]],
 
 
 _ERROR_LINE = "polybus worker: error: "
+
+
+def ended_line(name: str, code: int, log: Path) -> str:
+    """What became of worker ``name``: how it ended, and its log's last line."""
+    last = next((ln.strip() for ln in reversed(_tail(log, 20).splitlines())
+                 if ln.strip() and ln != "(no output)"
+                 and not is_banner(name, ln)), "")  # (the banner says nothing)
+    return f"worker {name} {_how_it_ended(code)}" + (f"; its log ends: {last}" if last else "")
 
 
 def _how_it_ended(code: int) -> str:

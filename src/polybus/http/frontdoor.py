@@ -100,7 +100,8 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
     sock = None if serving_rank(app) else _listen(spec.listen)
     try:
         with started_cluster(app, sets, registry=registry, token_file=token_file,
-                             worker_output=echo_to(worker_output)) as cluster:
+                             worker_output=echo_to(worker_output),
+                             restart=sys.stderr if spec.restart else None) as cluster:
             assert sock is not None
             # (no pump: the loop steps the reactor when a replica's socket is readable)
             session = Session(app, cluster.registry, cluster.token, _bindings(app, spec),

@@ -1,0 +1,155 @@
+"""engines/supervise.py: which ended workers start again, when, and what is said.
+
+Driven by `Supervisor.step` with the time passed in and a stand-in engine: no process
+is started (tests/integration/test_serve_restart.py starts real ones)."""
+
+from __future__ import annotations
+
+import io
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polybus.config import load
+from polybus.engines.supervise import RESTART_MAX_S, RESTART_S, STABLE_S, Supervisor
+from polybus.errors import ConfigError
+
+
+class _Proc:
+    def __init__(self, code: int | None = None) -> None:
+        self.code = code
+
+    def poll(self) -> int | None:
+        return self.code
+
+
+class _Engine:
+    """What a Supervisor uses of a LocalEngine: procs, lock, respawn."""
+
+    def __init__(self, tmp: Path, names: list[str]) -> None:
+        self.lock = threading.Lock()
+        self.procs: list[tuple[str, Any, Path]] = []
+        for n in names:
+            log = tmp / f"{n}.log"
+            log.write_text(f"polybus worker {n}: serving\nsomething went wrong\n")
+            self.procs.append((n, _Proc(), log))
+        self.respawned: list[str] = []
+        self.fail: OSError | None = None
+
+    def end(self, name: str, code: int) -> None:
+        for n, p, _ in self.procs:
+            if n == name:
+                p.code = code
+
+    def respawn(self, name: str) -> bool:
+        if self.fail is not None:
+            raise self.fail
+        self.respawned.append(name)
+        for i, (n, _, log) in enumerate(self.procs):
+            if n == name:
+                self.procs[i] = (n, _Proc(), log)
+        return True
+
+
+def _sup(tmp_path: Path, names: list[str] = ["web-0", "web-1"]  # noqa: B006
+         ) -> tuple[Supervisor, _Engine, io.StringIO]:
+    engine = _Engine(tmp_path, names)
+    out = io.StringIO()
+    sup = Supervisor(engine, out)  # type: ignore[arg-type]  # (not started: stepped here)
+    return sup, engine, out
+
+
+def test_a_worker_that_ended_starts_again_after_the_first_pause(tmp_path: Path) -> None:
+    sup, engine, out = _sup(tmp_path)
+    t0 = min(w.started for w in sup.watches.values())
+    sup.step(t0 + 1)
+    assert engine.respawned == [] and out.getvalue() == ""  # none ended
+    engine.end("web-1", -9)
+    sup.step(t0 + 2)
+    said = out.getvalue()
+    assert ("polybus serve: worker web-1 was killed by signal 9 (SIGKILL); its log ends: "
+            f"something went wrong; starting it again in {RESTART_S:g} s") in said
+    assert engine.respawned == []
+    sup.step(t0 + 2 + RESTART_S / 2)
+    assert engine.respawned == []  # not before its pause is over
+    sup.step(t0 + 2 + RESTART_S)
+    assert engine.respawned == ["web-1"]
+    assert out.getvalue().endswith("polybus serve: worker web-1 started again (restart 1)\n")
+    sup.step(t0 + 3)
+    assert engine.respawned == ["web-1"]  # running again: nothing more
+
+
+def test_a_worker_that_keeps_ending_waits_twice_as_long_each_time_up_to_the_bound(
+        tmp_path: Path) -> None:
+    sup, engine, out = _sup(tmp_path, ["web-0"])
+    now = sup.watches["web-0"].started
+    pauses = []
+    for _ in range(9):
+        engine.end("web-0", 1)
+        now += 0.1
+        sup.step(now)  # seen ended: its pause planned
+        pauses.append(sup.watches["web-0"].due - now)  # type: ignore[operator]
+        now += pauses[-1]
+        sup.step(now)
+    assert pauses[:4] == [RESTART_S, 2 * RESTART_S, 4 * RESTART_S, 8 * RESTART_S]
+    assert max(pauses) == RESTART_MAX_S and pauses[-1] == RESTART_MAX_S
+    assert engine.respawned == ["web-0"] * 9
+    assert "exited with status 1" in out.getvalue()
+
+
+def test_a_worker_that_ran_long_before_it_ended_gets_the_first_pause_again(
+        tmp_path: Path) -> None:
+    sup, engine, _ = _sup(tmp_path, ["web-0"])
+    w = sup.watches["web-0"]
+    now = w.started
+    for _ in range(3):  # three quick ends: the pause grew
+        engine.end("web-0", 1)
+        sup.step(now := now + 0.1)
+        sup.step(now := now + w.pause)
+    assert w.pause == 8 * RESTART_S
+    engine.end("web-0", 1)
+    sup.step(now := now + STABLE_S + 1)
+    assert w.due == pytest.approx(now + RESTART_S)
+
+
+def test_nothing_starts_again_once_stopped(tmp_path: Path) -> None:
+    sup, engine, _ = _sup(tmp_path)
+    now = sup.watches["web-0"].started
+    engine.end("web-0", 1)
+    sup.step(now + 1)
+    sup.stop()
+    sup.step(now + 10)
+    assert engine.respawned == []
+
+
+def test_a_start_that_fails_is_said_and_tried_again_later(tmp_path: Path) -> None:
+    sup, engine, out = _sup(tmp_path, ["web-0"])
+    now = sup.watches["web-0"].started
+    engine.end("web-0", 1)
+    engine.fail = OSError(24, "Too many open files")
+    sup.step(now := now + 1)
+    sup.step(now := now + RESTART_S)
+    assert "worker web-0 could not be started again: [Errno 24] Too many open files" \
+        in out.getvalue()
+    engine.fail = None
+    sup.step(now := now + 0.1)  # seen ended again: a longer pause
+    assert sup.watches["web-0"].due == pytest.approx(now + 2 * RESTART_S)
+    sup.step(now + 2 * RESTART_S)
+    assert engine.respawned == ["web-0"]
+
+
+def test_serve_restart_is_on_unless_turned_off(tmp_path: Path) -> None:
+    (tmp_path / "web.py").write_text("def page():\n    return 'hi'\n")
+    base = ('[modules.web]\nsource = "web.py"\n[serve]\nlisten = "127.0.0.1:0"\n'
+            '[serve.routes]\n"GET /" = "web.page"\n')
+    (tmp_path / "app.toml").write_text(base)
+    spec = load(tmp_path / "app.toml").serve
+    assert spec is not None and spec.restart is True
+    (tmp_path / "app.toml").write_text(base.replace("[serve]\n", "[serve]\nrestart = false\n"))
+    spec = load(tmp_path / "app.toml").serve
+    assert spec is not None and spec.restart is False
+    (tmp_path / "app.toml").write_text(base.replace("[serve]\n", '[serve]\nrestart = "yes"\n'))
+    with pytest.raises(ConfigError, match=r"serve\.restart"):
+        load(tmp_path / "app.toml")
