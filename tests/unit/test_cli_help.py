@@ -167,3 +167,44 @@ def test_a_plot_without_matplotlib_names_the_extra(
                               name="latency")
     assert cmd_bench._run_one("latency", args, Console(file=out, width=200))
     assert "(pip install polybus[plot])" in out.getvalue(), out.getvalue()
+
+
+@pytest.mark.parametrize("where", ["/proc/polybus-x.csv", "/sys/polybus-x.csv"])
+def test_an_output_no_write_can_make_is_refused_before_the_run(
+        where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # /proc is a directory that os.access calls writable (always, for root): the check
+    # passed and the file failed only at the end, after every run.
+    app = write_sort_like_app(tmp_path)
+    assert main(["sweep", str(app), "--vary", "modules.server.replication=1,2",
+                 "--csv", where]) == 2
+    assert f"polybus sweep: error: --csv {where}: cannot be written: " in capsys.readouterr().err
+    assert not Path(where).exists()
+
+
+def test_the_check_of_a_new_output_leaves_no_file_and_an_old_one_unchanged(
+        tmp_path: Path) -> None:
+    from polybus.cli.values import check_writable
+
+    new = tmp_path / "new.json"
+    check_writable(str(new), "--json")
+    assert not new.exists()
+    old = tmp_path / "old.json"
+    old.write_text("kept")
+    check_writable(str(old), "--json")
+    assert old.read_text() == "kept"
+
+
+@pytest.mark.parametrize("option", ["--page", "--out"])
+def test_a_bench_page_or_out_under_a_name_too_long_is_a_usage_error(
+        option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Path.is_dir raised OSError (File name too long) out of the page's checks.
+    long = tmp_path / ("a" * 300)
+    argv = ["bench", "latency", "--quick", "--out", str(tmp_path / "r")]
+    if option == "--page":
+        argv += ["--page", str(long / "x.md")]
+    else:
+        argv[argv.index("--out") + 1] = str(long / "r")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"polybus bench: error: {option} {long}" in err
+    assert err.rstrip().endswith("cannot be written: File name too long")

@@ -45,6 +45,15 @@ def page_for(args: argparse.Namespace) -> Path:
     DIR when DIR's parent has a docs folder (``--out results/`` in this repository), else
     DIR/results.md; never a page of the directory the command was run from. UsageError
     if it is a file the results page was not written to (a README, another page)."""
+    option, given = ("--page", args.page) if args.page else ("--out", args.out)
+    try:  # (a name too long, a loop of links: the looks themselves raise)
+        return _page_for(args)
+    except OSError as exc:
+        raise UsageError(f"{option} {given}: cannot be written: "
+                         f"{exc.strerror or exc}") from None
+
+
+def _page_for(args: argparse.Namespace) -> Path:
     from polybus.bench.results import TITLE
 
     if args.page:

@@ -38,6 +38,14 @@ def _check_writable(p: Path, option: str, path: str) -> None:
         raise UsageError(f"{option} {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise UsageError(f"{option} {path}: not writable by this user")
+    # Opened for appending, as the end will write it (created, then removed again, if it
+    # was not there): what the looks above pass but no write can do (/proc/x.csv, a
+    # read-only file system, any file for root, whom os.access never refuses).
+    existed = p.exists()
+    fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.close(fd)
+    if not existed:
+        p.unlink(missing_ok=True)
 
 
 def save(command: str, option: str, path: str, write: Callable[[str], object]) -> bool:
