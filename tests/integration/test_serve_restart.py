@@ -43,3 +43,22 @@ def test_a_killed_worker_of_two_is_started_again(procs: Procs, tmp_path: Path) -
     procs.watch(descendants(pid))
     after = _pids_until(host, port, 2, timeout=60)
     assert victim not in after and len(after & before) == 1
+
+
+def test_a_route_with_work_stealing_gets_its_restarted_replica_back(
+        procs: Procs, tmp_path: Path) -> None:
+    """Its links were never refilled: a migrator's replicas stayed lost for good."""
+    app = _app(tmp_path, 2)
+    app.write_text(app.read_text().replace('"GET /pid" = "web.pid"',
+                                           '"GET /pid" = { to = "web.pid", balance = "steal" }'))
+    host, port, pid = _listening(procs, app)
+    procs.watch(descendants(pid))
+    before = _pids_until(host, port, 2)
+    victim = min(before)
+    os.kill(victim, signal.SIGKILL)  # (a worker this test's serve started)
+    err = procs.started[-1].stderr
+    assert err is not None
+    read_line(err, r"started again \(restart 1\)", timeout=30)
+    procs.watch(descendants(pid))
+    after = _pids_until(host, port, 2, timeout=60)
+    assert victim not in after and len(after & before) == 1

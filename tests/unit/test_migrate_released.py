@@ -54,3 +54,26 @@ def test_each_released_call_goes_by_its_own_binding() -> None:
     assert cached.named == [1]  # b's call was not named by a's cache rules
     assert a.inflight == [0, 1] and b.inflight == [0, 1]
     assert dst.outstanding == {1: recs[1], 2: recs[2]}
+
+
+def test_a_replacement_link_takes_the_lost_ones_edges_and_gets_steals() -> None:
+    from polybus.client.policies.migration import steal_edges
+
+    r0, r1 = _link("r0"), _link("r1")
+    sent: list[tuple[str, Any]] = []
+    reactor = SimpleNamespace(send=lambda link, msg: sent.append((link.name, msg)))
+    d = SimpleNamespace(links=[r0, r1], inflight=[0, 0], reactor=reactor,
+                        _index={id(r0): 0, id(r1): 1})
+    m = Migrator(d, steal_edges(["r0", "r1"]), pool=1)  # type: ignore[arg-type]
+    r1.dead = True
+    new = _link("r9")  # a replacement registered under another name
+    d.links[1] = new  # (what Dispatcher.replace does)
+    m.replace(r1, new)
+    assert m.by_name == {"r0": r0, "r9": new}
+    assert {(e.src, e.dst) for e in m.rules} == {("r0", "r9"), ("r9", "r0")}
+    d.inflight[:] = [6, 0]  # r0 loaded, the new replica idle: it pulls from r0
+    m.tick()
+    assert [name for name, _ in sent] == ["r0"] and sent[0][1].n > 0
+    assert m.snapshot()["r9"].alive and "r1" not in m.snapshot()
+    m.replace(r1, _link("r1"))  # not a link of this migrator any more: nothing changes
+    assert m.by_name == {"r0": r0, "r9": new}

@@ -14,6 +14,7 @@ too: it moves whole, written as its Batcher writes it (`_move_batch`).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 from collections.abc import Sequence
@@ -45,6 +46,22 @@ class Migrator:
         self.moved_in: dict[str, int] = dict.fromkeys(self.by_name, 0)
         self.moved_out: dict[str, int] = dict.fromkeys(self.by_name, 0)
         self.steals = 0
+
+    def replace(self, old: ReplicaLink, new: ReplicaLink) -> None:
+        """``new`` in lost ``old``'s place (client/revive.py, after the dispatcher's
+        `replace`): calls move to and from it along ``old``'s edges. A steal still
+        pending on ``old`` is dropped by `tick`, one pending toward it places its calls
+        again (`released`)."""
+        if self.by_name.get(old.name) is not old:
+            return
+        del self.by_name[old.name]
+        self.by_name[new.name] = new
+        if new.name != old.name:  # (edges name replicas: the new one takes old's)
+            self.rules = [dataclasses.replace(
+                e, src=new.name if e.src == old.name else e.src,
+                dst=new.name if e.dst == old.name else e.dst) for e in self.rules]
+        self.moved_in.setdefault(new.name, 0)
+        self.moved_out.setdefault(new.name, 0)
 
     def snapshot(self) -> dict[str, ReplicaLoad]:
         stealing = {src.name for src, _, _ in self._pending.values()}

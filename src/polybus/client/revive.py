@@ -11,8 +11,9 @@ used it. A session never holds more links to a module than it dialled at its sta
 
 `dial` blocks (the registry, a handshake) and is run off the thread that drives the
 session; it touches no session state. `wanted` and `install` run on that thread.
-Links an aggregating binding or a migrator also uses are not replaced (their per-link
-state is their own): the front door has neither.
+A migrator (``balance = "steal"``, migration paths) is told of each new link and moves
+calls along the lost one's edges (`Migrator.replace`). Links an aggregating binding
+also uses are not replaced (its per-link state is its own): the front door makes none.
 """
 
 from __future__ import annotations
@@ -68,10 +69,10 @@ def key_of(session: Session, link: ReplicaLink) -> str | None:
 
 
 def _fixed(session: Session, key: str) -> bool:
-    """Links of ``key`` that another part keeps per-link state for (not replaced)."""
+    """Links of ``key`` that an aggregating binding keeps per-link state for (not
+    replaced: `polybus serve`, the one user of this module, makes no such binding)."""
     ids = {id(lk) for lk in session.links[key]}
-    return any(id(lk) in ids for m in session.migrators for lk in m.d.links) or any(
-        id(lk) in ids for bt in session.batchers for lk in bt.links)
+    return any(id(lk) in ids for bt in session.batchers for lk in bt.links)
 
 
 def wanted(session: Session, key: str) -> Wanted | None:
@@ -144,6 +145,9 @@ def install(session: Session, key: str, found: list[Found]) -> list[ReplicaLink]
         links[i] = new
         for d in users:
             d.replace(old, new)
+        for m in session.migrators:  # (after its dispatcher's: it reads d.links)
+            if any(m.d is d for d in users):
+                m.replace(old, new)
         session._serves[r.name] = list(r.interfaces)
         session._short.discard(f"lost {old.name}")  # (a next loss is said again)
         session._short.discard(f"lost {r.name}")
