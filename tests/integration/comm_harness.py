@@ -65,6 +65,15 @@ def nap(x, seconds):
     time.sleep(seconds)
     return x
 
+def inner(xs, b=None):
+    # what a list, tuple or dict argument holds at the replica: its kind, the sums of the
+    # arrays among its items and whether each arrived read-only (a cached operand), and
+    # b's sum (test_broadcast_nested)
+    items = list(xs.values()) if isinstance(xs, dict) else list(xs)
+    arrays = [x for x in items if isinstance(x, np.ndarray)]
+    return [type(xs).__name__, [float(x.sum()) for x in arrays],
+            [not x.flags.writeable for x in arrays], None if b is None else float(b.sum())]
+
 def slow_double(x, delay):
     # a producer that takes its time (test_comm_forward, test_forward_held)
     import time

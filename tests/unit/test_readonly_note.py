@@ -100,3 +100,21 @@ def test_an_argument_sent_read_only_is_named_as_such_not_as_a_cached_operand() -
         "(b is a cached operand, and a was read-only in the client (flags.writeable = "
         "False), and over shm such an array arrives read-only, its memory shared, so copy "
         "it before writing to it, e.g. a = a.copy())")
+
+
+def into_first(xs: Any) -> None:
+    xs[0][0] = 1
+
+
+def into_key(d: Any) -> None:
+    d["b"][1][0] = 1
+
+
+def test_an_operand_inside_a_list_or_dict_argument_is_named_by_its_place() -> None:
+    # (a broadcast handle inside a list or dict arrives as the cache's read-only array)
+    assert refused(into_first, [frozen(), 3]).endswith(
+        "(xs[0] is a cached operand: cached operands are read-only and shared between "
+        "calls, so copy one before writing to it, e.g. xs[0] = xs[0].copy())")
+    assert refused(into_key, {"a": 1, "b": [0, frozen()]}).endswith(
+        "(d['b'][1] is a cached operand: cached operands are read-only and shared between "
+        "calls, so copy one before writing to it, e.g. d['b'][1] = d['b'][1].copy())")

@@ -17,7 +17,8 @@ timer within a linger.
 A batch is the unit of placement: if its replica is lost, the whole batch runs again
 elsewhere (idempotent interfaces), or each of its calls fails with the typed error the
 unaggregated path would give. Calls this path cannot carry (keyword arguments, a
-promise or broadcast handle among the arguments, large bytes) take the general path;
+promise or broadcast handle among the arguments or a handle inside a list, tuple or
+dict argument, large bytes) take the general path;
 so do bindings with a priority or migration. With operand caching (``define.cache``)
 a batch is written for the replica it is placed on: the binding's Comm names the cached
 operands of its calls and puts those the replica lacks first; a replica that lacks one
@@ -49,7 +50,7 @@ from polybus.client.operands import AUTO_THRESHOLD
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
 from polybus.client.snapshot import AS_IS, Keep, snapshot_row
-from polybus.client.wireargs import by_value_note, holds_promise, plain_args
+from polybus.client.wireargs import holds_handle, holds_promise, plain_args
 from polybus.errors import ConnectionLostError, PolybusError
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import DEFAULT_MAX_FRAME
@@ -153,7 +154,8 @@ class Batcher:
                 return self.d(args, kwargs)
             else:
                 if (t is list or t is tuple or t is dict) and holds_promise(args[0]):
-                    by_value_note(args[0])
+                    if holds_handle(args[0]):  # (named by the general path: nested.py)
+                        return self.d(args, kwargs)
                     args = wait(args)  # (see plain_args)
                 if t not in AS_IS:  # held: as it is now (snapshot.py)
                     args = snapshot_row(args, self._keep())
@@ -162,8 +164,6 @@ class Batcher:
             if plain is False:
                 return self.d(args, kwargs)
             if plain is None:
-                for a in args:
-                    by_value_note(a)
                 args = wait(args)
             for a in args:
                 if type(a) not in AS_IS:  # held: as it is now (snapshot.py)

@@ -24,7 +24,8 @@ __all__ = ["broadcast"]
 
 def broadcast(value: Any) -> Shared:
     """Send ``value`` once to every replica of every module this client is bound to, and
-    return a handle to pass as an argument in its place (it travels as a short Ref)."""
+    return a handle to pass in its place, as an argument or inside a list, tuple or dict
+    argument (it travels as a short Ref)."""
     from polybus.client.stubs import current
 
     session = current("polybus.broadcast() was called")

@@ -21,6 +21,7 @@ import numpy as np
 from polybus.client.batchcalls import Pending
 from polybus.client.held import Held, held_bytes, named_keys, spare
 from polybus.client.naming import Known, _freed, content_key, remembered
+from polybus.client.nested import Nested
 from polybus.client.policies.aggregate import Aggregator
 from polybus.client.shared import AUTO_THRESHOLD, Shared, copy_of, large
 from polybus.client.snapshot import Keep, frozen, kept, snapshot, snapshot_kwargs
@@ -97,17 +98,27 @@ class Comm:
 
     def _name(self, args: Any, known: Held | None, puts: list[Message],
               link: ReplicaLink, seen: dict[int, Any] | None = None,
-              pushes: Pushes | None = None) -> list[Any] | None:
+              pushes: Pushes | None = None,
+              inside: list[int | str] | None = None) -> list[Any] | None:
         """``args`` with its cached operands named by Ref (a new list), or None if it has
         none; a Put for each operand ``link``'s replica has not been sent is appended to
         ``puts``. With ``known`` None (a call that missed twice) they go by value. ``seen``
         (the calls of one batch) maps objects already named to their Refs: a batch's
-        calls that share B hash it, and encode its name, once."""
+        calls that share B hash it, and encode its name, once. With ``inside`` (a single
+        call's), the handles in a list, tuple or dict argument (client/nested.py) are
+        named too, and the argument's position appended there."""
         out = None
         positions, auto = self.positions, self.auto
         rest = len(args) if self.rest_from is None else self.rest_from
         for i, a in enumerate(args):
-            if i not in positions and i < rest and type(a) is not Shared and not auto:
+            t = type(a)
+            if t is Nested:  # (a list, tuple or dict holding a handle; a batch has none)
+                if inside is not None:
+                    if out is None:
+                        out = list(args)
+                    out[i] = self._nested(a, known, puts, link, inside, i)
+                continue
+            if i not in positions and i < rest and t is not Shared and not auto:
                 continue  # (the common argument, looked at no further)
             if seen is not None and (ref := seen.get(id(a))) is not None:
                 if out is None:
@@ -122,6 +133,14 @@ class Comm:
                 if seen is not None:
                     seen[id(a)] = out[i]  # (a lives while the batch is written)
         return out
+
+    def _nested(self, a: Nested, known: Held | None, puts: list[Message],
+                link: ReplicaLink, inside: list[int | str], at: int | str) -> Any:
+        """``a``'s container with its handles named (`_ref`), and ``at`` marked in
+        ``inside`` when they are Refs (not values: ``known`` None)."""
+        if known is not None:
+            inside.append(at)
+        return a.named(lambda h: self._ref((h.key, h.value), known, puts, link))
 
     def _ref(self, op: tuple[str, Any], known: Held | None, puts: list[Message],
              link: ReplicaLink, pushes: Pushes | None = None) -> Any:
@@ -169,23 +188,33 @@ class Comm:
         call = rec.message()
         puts: list[Message] = []
         known = None if inline else self.holds(link)
-        named = self._name(call.args, known, puts, link)
+        inside: list[int | str] = []
+        named = self._name(call.args, known, puts, link, inside=inside)
         names = named is not None
         if named is not None:
             call.args = named
         if call.kwargs:
             kw = dict(call.kwargs)
             for k, v in kw.items():
+                if type(v) is Nested:
+                    kw[k] = self._nested(v, known, puts, link, inside, k)
+                    names = True
+                    continue
                 op = self._operand(k, v)
                 if op is not None:
                     kw[k] = self._ref(op, known, puts, link)
                     names = True
             call.kwargs = kw
+        if inside:  # (the replica looks into these arguments alone: worker/cache.py)
+            call.inside = inside
         if names and puts:  # (its Puts spare the other operands it names)
             keys = named_keys(call.args)
             if call.kwargs:
                 keys += named_keys(call.kwargs.values())
-            spare(puts, keys)
+            for at in inside:  # (and the handles inside its arguments)
+                nested = rec.args[at] if isinstance(at, int) else (rec.kwargs or {})[at]
+                keys += [h.key for h in nested.handles()]
+            spare(puts, list(dict.fromkeys(keys)) if inside else keys)
         puts.append(call)
         # Asked after naming this call's operands: an array changed in place since its
         # last call released its old content just now, which goes in this same message.

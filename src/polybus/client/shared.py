@@ -45,7 +45,8 @@ def copy_of(value: np.ndarray[Any, Any], key: str | None) -> np.ndarray[Any, Any
 
 
 class Shared:
-    """A value `broadcast` to every replica: pass it as an argument; it travels as a Ref.
+    """A value `broadcast` to every replica: pass it as an argument, or inside a list,
+    tuple or dict argument (client/nested.py); it travels as a Ref.
 
     Where no cache is in the path it is sent by value, so it is always safe to pass.
     ``value`` is the content as it was broadcast (client/broadcast.py), which a replica that
@@ -58,7 +59,7 @@ class Shared:
     def __init__(self, key: str, value: Any) -> None:
         self.key = key
         self.value = value
-        self.noted = False  # said to go by value inside a container (wireargs.py)
+        self.noted = False  # said to go by value where it cannot be named (wireargs.py)
 
     def __polybus_value__(self) -> Any:
         return self.value

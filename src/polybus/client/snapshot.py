@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from polybus.client.nested import Nested
 from polybus.wire.arrays import frozen, kept_copy
 
 __all__ = ["AS_IS", "Keep", "frozen", "kept", "snapshot", "snapshot_kwargs", "snapshot_row"]
@@ -133,6 +134,9 @@ def _copy(a: Any) -> Any:
             return a
         return tuple(items) if t is tuple else (
             t._make(items) if hasattr(t, "_make") else t(items))  # (a namedtuple: _make)
+    if t is Nested:  # (a container holding broadcast handles: client/nested.py)
+        c = _copy(a.value)
+        return a if c is a.value else Nested(c, a.places)
     if isinstance(a, list | dict | set):  # a subclass (OrderedDict, defaultdict...) or a set
         c = shallow(cast(Any, a))
         if isinstance(a, list):

@@ -2,13 +2,16 @@
 
 `wire` is applied to each argument of a call that may hold a promise or large bytes
 (client/dispatch.py takes a faster way for the common types, `AS_IS_ASYNC`);
-`holds_promise` says whether a list, tuple or dict holds a promise anywhere;
-`plain_args`, whether a call's arguments need `wire` at all.
+`holds_promise` says whether a list, tuple or dict holds a promise (or broadcast
+handle) anywhere, `holds_handle` a handle; `plain_args`, whether a call's arguments
+need `wire` at all. A list, tuple or dict argument that holds a broadcast handle
+becomes a `Nested` (client/nested.py), whose handles the binding's Comm names.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
 
 import msgspec
@@ -17,11 +20,13 @@ import numpy as np
 from polybus.client.batchcalls import BatchPromise
 from polybus.client.held import held_bytes
 from polybus.client.lane import _AS_IS
-from polybus.client.promise import CallPromise, wait
+from polybus.client.nested import HANDLE, MAX_DEPTH, Nested, Places
+from polybus.client.promise import CallPromise, Promise, wait
 from polybus.client.shared import Shared
 from polybus.wire.codec import OOB_BYTES, PROMISE_INSIDE, OutOfBand
 
-__all__ = ["AS_IS_ASYNC", "by_value_note", "holds_promise", "plain_args", "wire"]
+__all__ = ["AS_IS_ASYNC", "by_value_note", "holds_handle", "holds_promise", "inside",
+           "plain_args", "wire"]
 
 log = logging.getLogger("polybus.client")
 
@@ -31,7 +36,8 @@ AS_IS_ASYNC = _AS_IS | {np.ndarray}
 
 
 def wire(value: Any) -> Any:
-    """An argument as it travels: promises answered, large bytes out of band.
+    """An argument as it travels: promises answered, large bytes out of band, and a
+    list, tuple or dict holding a broadcast handle made a `Nested` (`inside`).
 
     A promise inside a list, tuple or dict is waited for here, when the call is made:
     met only while the message is encoded (the link's send lock held), a wait that must
@@ -42,31 +48,123 @@ def wire(value: Any) -> Any:
     if t is bytes and len(value) >= OOB_BYTES:
         return OutOfBand(value)
     if (t is list or t is tuple or t is dict) and holds_promise(value):
-        by_value_note(value)
-        return wait(value)
+        return inside(value)
     return value
 
 
-def by_value_note(value: Any) -> None:
-    """A broadcast handle inside a list, tuple or dict argument goes by value (only an
-    argument of its own travels as a Ref): said once a handle, with what it costs."""
-    for h in _handles(value):
+# What `inside` passes by as it is, by type (nothing in these can be a promise or handle)
+_LEAF = frozenset({int, float, bool, str, bytes, type(None), complex, np.ndarray})
+_KEYS = frozenset({str, int})  # dict keys looked at no further (nothing can be in them)
+
+
+class _Walk:
+    """What `inside` met: ``unlooked``, a value it did not look into (a dict key of
+    another type, a set, a namedtuple, an object, a container too deep), which may
+    hold a handle that then goes by value."""
+
+    __slots__ = ("unlooked",)
+
+    def __init__(self) -> None:
+        self.unlooked = False
+
+
+def inside(value: list[Any] | tuple[Any, ...] | dict[Any, Any]) -> Any:
+    """``value``, a list, tuple or dict that holds a promise or handle, as it travels:
+    a new container at every level (lists, tuples and dicts: `polybus.wait`'s copy),
+    every promise in it answered; if a handle is in it, at most `MAX_DEPTH` containers
+    deep and not in a dict's key, a `Nested` that names it (client/nested.py). Handles
+    that still go by value are said (`by_value_note`)."""
+    places: Places = {}
+    seen = _Walk()
+    out = _walk(value, places, 1, seen)
+    got = Nested(out, places) if places else out
+    if seen.unlooked:
+        by_value_note(_left(got), type(value).__name__)
+    return got
+
+
+def _walk(x: Any, places: Places, depth: int, seen: _Walk) -> Any:
+    if type(x) is dict:
+        d = {}
+        for k, v in x.items():
+            if type(k) not in _KEYS:
+                seen.unlooked = True
+            d[k] = v if type(v) in _LEAF else _item(v, k, places, depth, seen)
+        return d
+    items = [v if type(v) in _LEAF else _item(v, i, places, depth, seen)
+             for i, v in enumerate(x)]
+    return items if type(x) is list else tuple(items)
+
+
+def _item(v: Any, step: Any, places: Places, depth: int, seen: _Walk) -> Any:
+    t = type(v)
+    if t is Shared:
+        places[step] = HANDLE
+        return v
+    if t is list or t is tuple or t is dict:
+        if depth >= MAX_DEPTH:  # (deeper: as `wait` makes it, a handle by value)
+            seen.unlooked = True
+            return wait(v)
+        sub: Places = {}
+        out = _walk(v, sub, depth + 1, seen)
+        if sub:
+            places[step] = sub
+        return out
+    if isinstance(v, Promise):
+        return v.__polybus_value__()
+    if not isinstance(v, np.generic):
+        seen.unlooked = True
+    return v
+
+
+def _left(got: Any) -> list[Shared]:
+    """The handles in ``got`` (a container, or a Nested) that are not named: each once,
+    in the order met."""
+    found: list[Shared] = []
+
+    def hook(obj: Any) -> None:
+        if type(obj) is Shared:
+            found.append(obj)
+
+    value = got.value if type(got) is Nested else got
+    try:
+        msgspec.msgpack.Encoder(enc_hook=hook).encode(value)
+    except (TypeError, ValueError, OverflowError):
+        found = _handles(value)
+    named = Counter(map(id, got.handles())) if type(got) is Nested else Counter()
+    left: dict[int, Shared] = {}
+    for h in found:
+        if named[id(h)]:
+            named[id(h)] -= 1
+        else:
+            left.setdefault(id(h), h)
+    return list(left.values())
+
+
+def by_value_note(handles: list[Shared], container: str) -> None:
+    """Broadcast handles that go by value inside a ``container`` argument (in a dict's
+    key, a set, a namedtuple or another object, or more than MAX_DEPTH containers
+    deep: `inside`): said once a handle, with what it costs."""
+    for h in handles:
         if not h.noted:
             h.noted = True
-            log.warning("polybus: warning: %r was passed inside a %s, so its value goes "
-                        "with every such call (%d bytes), not a short reference: pass the "
-                        "handle as an argument of its own", h, type(value).__name__,
-                        held_bytes(h.value))
+            log.warning("polybus: warning: %r was passed inside a %s where it cannot be "
+                        "named (a dict key, a set, a namedtuple or another object, or "
+                        "more than %d lists, tuples or dicts deep), so its value goes with "
+                        "every such call (%d bytes), not a short reference: pass it as an "
+                        "argument, or as a list, tuple or dict's item", h, container,
+                        MAX_DEPTH, held_bytes(h.value))
 
 
 def _handles(x: Any) -> list[Shared]:
+    """Every handle in ``x``'s lists, tuples, dicts (keys too), sets and frozensets."""
     t = type(x)
     if t is Shared:
         return [x]
-    if t is list or t is tuple:
+    if isinstance(x, list | tuple | set | frozenset):
         return [h for v in x for h in _handles(v)]
-    if t is dict:
-        return [h for v in x.values() for h in _handles(v)]
+    if isinstance(x, dict):
+        return [h for kv in x.items() for v in kv for h in _handles(v)]
     return []
 
 
@@ -93,34 +191,59 @@ def holds_promise(x: Any) -> bool:
     except _Found:
         return True
     except (TypeError, ValueError, OverflowError):
-        return _walk(x)  # (keys or numbers msgpack cannot take: looked at in Python)
+        return _holds(x)  # (keys or numbers msgpack cannot take: looked at in Python)
     return False
 
 
-def _walk(x: Any) -> bool:
+def _holds(x: Any) -> bool:
     t = type(x)
     if hasattr(t, "__polybus_value__") or getattr(t, PROMISE_INSIDE, False):
         return True
     if t is list or t is tuple:
-        return any(_walk(v) for v in x)
+        return any(_holds(v) for v in x)
     if t is dict:
-        return any(_walk(k) or _walk(v) for k, v in x.items())
+        return any(_holds(k) or _holds(v) for k, v in x.items())
+    return False
+
+
+def _look_handle(obj: Any) -> None:
+    if type(obj) is Shared:
+        raise _Found
+    return None  # (a promise is not looked into: its answer holds no handle of ours)
+
+
+_handle_probe = msgspec.msgpack.Encoder(enc_hook=_look_handle)
+
+
+def holds_handle(x: Any) -> bool:
+    """A broadcast handle somewhere in ``x`` (a container known to hold a promise or
+    handle: `holds_promise`), walked by msgspec as there."""
+    try:
+        _handle_probe.encode(x)
+    except _Found:
+        return True
+    except (TypeError, ValueError, OverflowError):
+        return bool(_handles(x))
     return False
 
 
 def plain_args(args: tuple[Any, ...]) -> bool | None:
     """True if an aggregating binding's lean path (client/batching.py) takes ``args`` as
     they are; False if the general path must (a promise or broadcast handle, which need
-    its care, or bytes large enough to travel out of band); None if a list, tuple or
-    dict among them holds a promise (waited for first: see batching.py's docstring)."""
-    inside = False
+    its care, also inside a list, tuple or dict, or bytes large enough to travel out of
+    band); None if a list, tuple or dict among them holds a promise (waited for first:
+    see batching.py's docstring)."""
+    promises = False
     for a in args:
         t = type(a)
         if t is bytes:
             if len(a) >= OOB_BYTES:
                 return False
         elif t is list or t is tuple or t is dict:
-            inside = inside or holds_promise(a)
+            if holds_promise(a):
+                if holds_handle(a):
+                    return False
+                promises = True
         elif hasattr(t, "__polybus_value__"):
             return False
-    return None if inside else True
+    return None if promises else True

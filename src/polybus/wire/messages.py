@@ -24,7 +24,10 @@ class Call(_Msg, tag=1):
     kwargs: dict[str, Any] | None = None
     prio: float = 0.0            # higher is served first
     deadline: float = 0.0        # seconds the caller will wait; 0 = none
-    forward: list[Any] | None = None  # forwarding target, see docs/protocol.md
+    # The arguments (positions, and keyword names) holding ``Ref("op", key)``s inside a
+    # list or map (broadcast handles, client/nested.py): the replica looks into these
+    # alone (worker/cache.py). None for every other call, which nothing is looked into.
+    inside: list[int | str] | None = None
 
 
 class Result(_Msg, tag=2):

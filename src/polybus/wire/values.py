@@ -12,6 +12,9 @@ import msgspec
 from polybus.wire.messages import Batch, Deliver, Fetched, Put, Result
 
 OOB_BYTES = 64 * 1024  # top-level bytes at least this long travel out of band
+# Containers deep a Ref inside an argument is looked for, at most (``Call.inside``):
+# client/nested.py says why; deeper, the client sends the value itself.
+INSIDE_DEPTH = 32
 
 
 class OutOfBand:

@@ -28,7 +28,7 @@ import numpy as np
 
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, CallBatch, Fail
-from polybus.wire.values import size_of
+from polybus.wire.values import INSIDE_DEPTH, size_of
 from polybus.worker import readonly
 
 DEFAULT_CAPACITY = 512 * 1024 * 1024
@@ -227,7 +227,8 @@ FORWARDED = Fail(-1, "forwarded", "", "")
 
 
 def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | None:
-    """Replace the ``Ref("op", key)`` arguments of ``call`` by their values, in place.
+    """Replace the ``Ref("op", key)`` arguments of ``call`` by their values, in place
+    (and those inside the list or map arguments ``call.inside`` names: `_resolve_inside`).
 
     Done when the call is queued, so an entry evicted while the call waits is still held
     by the call. ``user`` (the caller's connection) is recorded as using each entry.
@@ -261,7 +262,61 @@ def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | None
                     call.kwargs[k] = _value(cache, v, user)
                 except KeyError:
                     return _miss(call, v)
+    if call.inside is not None:  # (Refs inside list or map arguments: only those marked)
+        fail = _resolve_inside(cache, call, user)
+        if fail is not None:
+            return fail
     return waits
+
+
+def _resolve_inside(cache: OperandCache, call: Call, user: object) -> Fail | None:
+    """`resolve`'s step for the arguments ``call.inside`` names (broadcast handles in a
+    list, tuple or dict, client/nested.py): each ``Ref("op", key)`` among their items
+    and map values, at most INSIDE_DEPTH containers deep, replaced by its value in
+    place. Only these arguments are looked into, and only for a call that names some."""
+    for at in call.inside or ():
+        holder: Any = call.args if type(at) is int else call.kwargs
+        if holder is None or (at not in holder if type(at) is str
+                              else not 0 <= at < len(holder)):  # type: ignore[operator]
+            return Fail(call.id, "bad-call", "LookupError",
+                        f"the call marks argument {at!r} as holding operands, and has none")
+        lost = _inside(cache, holder[at], user, 1)
+        if lost is not None:
+            return _miss(call, lost)
+    return None
+
+
+def _inside(cache: OperandCache, x: Any, user: object, depth: int) -> Ref | None:
+    """Replace the ``Ref("op")`` items of ``x`` (a list, or a map's values; its keys are
+    never operands) by their values in place, and those of the lists and maps in it;
+    the first Ref whose operand is not here, else None. A list of numbers or strings
+    alone is passed over without a Python step per item."""
+    t = type(x)
+    if t is list:
+        if _PLAIN.issuperset(map(type, x)):
+            return None
+        items: Any = enumerate(x)
+    elif t is dict:
+        items = x.items()
+    else:
+        return None
+    for k, v in items:
+        tv = type(v)
+        if tv is Ref:
+            if v.kind == "op":
+                try:
+                    x[k] = _value(cache, v, user)  # (a map's value: its size is unchanged)
+                except KeyError:
+                    return v  # type: ignore[no-any-return]
+        elif (tv is list or tv is dict) and depth < INSIDE_DEPTH:
+            lost = _inside(cache, v, user, depth + 1)
+            if lost is not None:
+                return lost
+    return None
+
+
+# Item types a list can hold with no Ref, list or map among them (`_inside`)
+_PLAIN = frozenset({int, float, bool, str, bytes, type(None), np.ndarray})
 
 
 def resolve_batch(cache: OperandCache, batch: CallBatch, user: object = None) -> Fail | None:

@@ -23,9 +23,12 @@ import re
 import traceback
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 import numpy as np
+
+from polybus.wire.values import INSIDE_DEPTH
 
 __all__ = ["held", "note"]
 
@@ -49,7 +52,8 @@ def note(exc: BaseException, message: str, fn: Callable[..., Any] | None,
     read-only array and the call had read-only array arguments; None otherwise."""
     if not isinstance(exc, ValueError) or "read-only" not in message:
         return None
-    values = {name: value for name, value in _arguments(fn, args, kwargs or {})
+    inner: set[str] = set()  # (names of items of list and dict arguments: assignable)
+    values = {name: value for name, value in _within(_arguments(fn, args, kwargs or {}), inner)
               if isinstance(value, np.ndarray) and not value.flags.writeable}
     names = list(values)
     line = _failing_line(exc, fn)
@@ -60,7 +64,7 @@ def note(exc: BaseException, message: str, fn: Callable[..., Any] | None,
     cached = [n for n in names if _is_cached(values[n])]
     sent = [n for n in names if n not in cached]  # (read-only in the client: shmseg.py)
     first = names[0]
-    copy = (f"{first} = {first}.copy()" if first.isidentifier() else
+    copy = (f"{first} = {first}.copy()" if first.isidentifier() or first in inner else
             f"{first}.copy()" if first.endswith("]") else "x = x.copy()")
     if not sent:
         return (f"{_listed(cached, 'is a cached operand', 'are cached operands')}: cached "
@@ -98,6 +102,27 @@ def _arguments(fn: Callable[..., Any] | None, args: Sequence[Any],
             yield from value.items()
         else:
             yield name, value
+
+
+def _within(named: Iterator[tuple[str, Any]], inner: set[str]) -> Iterator[tuple[str, Any]]:
+    """``named``, and the items of its lists and dicts (``xs[0]``, ``d['k']``: a
+    broadcast operand inside a list or dict argument arrives as a cached one), at most
+    INSIDE_DEPTH deep and _WITHIN items in all; their names go to ``inner``."""
+    left = _WITHIN
+    stack = [(name, value, 0) for name, value in named][::-1]
+    while stack:
+        name, value, depth = stack.pop()
+        yield name, value
+        t = type(value)
+        if (t is list or t is dict) and depth < INSIDE_DEPTH and left > 0:
+            items = list(islice(value.items() if t is dict else enumerate(value), left))
+            left -= len(items)
+            more = [(f"{name}[{k!r}]", v, depth + 1) for k, v in items]
+            inner.update(n for n, _, _ in more)
+            stack.extend(reversed(more))
+
+
+_WITHIN = 10_000  # items of list and dict arguments looked at, at most (a failure's path)
 
 
 def _failing_line(exc: BaseException, fn: Callable[..., Any] | None) -> str | None:

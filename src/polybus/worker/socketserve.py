@@ -100,7 +100,8 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
             decoder.feed(data)
             return None, None
         if (type(msg) is not Call or msg.iface not in functions or queue._live
-                or rt._paused or msg.kwargs or msg.prio != msg.prio):  # (NaN: _admit's)
+                or rt._paused or msg.kwargs or msg.prio != msg.prio  # (NaN: _admit's)
+                or msg.inside is not None):  # (operands inside an argument, as below)
             return None, msg
         args = msg.args
         for a in args:
