@@ -257,7 +257,7 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
             cluster = engine.start()
             supervise = getattr(engine, "supervise", None)  # (the local engine's alone)
             if restart is not None and supervise is not None:
-                supervise(restart)
+                cluster.halt_restarts = supervise(restart).halt
             try:
                 yield cluster
             except PolybusError as exc:  # what became of workers that went meanwhile

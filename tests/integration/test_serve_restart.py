@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 from integration.conftest import Procs, descendants, read_line
@@ -62,3 +63,43 @@ def test_a_route_with_work_stealing_gets_its_restarted_replica_back(
     procs.watch(descendants(pid))
     after = _pids_until(host, port, 2, timeout=60)
     assert victim not in after and len(after & before) == 1
+
+
+def test_no_worker_is_started_again_when_the_whole_group_is_stopped(
+        procs: Procs, tmp_path: Path) -> None:
+    """SIGTERM to serve's process group (systemd's default KillMode, `kill -- -PGID`):
+    the workers exited 0 during serve's grace, and one was started again only to be
+    stopped."""
+    import subprocess
+
+    from integration.conftest import POLYBUS, env_with
+
+    app = _app(tmp_path, 2)
+    with open(tmp_path / "web.py", "a") as f:
+        f.write("\n\ndef slow():\n    time.sleep(3)\n    return {}\n")
+    app.write_text(app.read_text() + '"GET /slow" = "web.slow"\n')
+    p = subprocess.Popen([*POLYBUS, "serve", str(app)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                         env=env_with(None), start_new_session=True)
+    procs.started.append(p)  # (ended with the test whatever happens)
+    assert p.stderr is not None
+    m = read_line(p.stderr, r"listening on http://([0-9.]+):([0-9]+)", timeout=60)
+    host, port = m.group(1), int(m.group(2))
+    procs.watch(descendants(p.pid))
+    assert len(_pids_until(host, port, 2)) == 2
+    import threading
+
+    slow = threading.Thread(target=lambda: _get_quietly(host, port, "/slow"), daemon=True)
+    slow.start()  # in flight as serve stops: its grace is when a restart came
+    time.sleep(0.5)  # (the request reaches its replica)
+    os.killpg(p.pid, signal.SIGTERM)  # (the group this test made: serve and its workers)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    assert "started again" not in err and "starting it again" not in err, err
+
+
+def _get_quietly(host: str, port: int, url: str) -> None:
+    try:
+        _get(host, port, url)
+    except OSError:  # (answered 503, or the connection closed as serve stopped)
+        pass

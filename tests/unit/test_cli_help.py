@@ -208,3 +208,36 @@ def test_a_bench_page_or_out_under_a_name_too_long_is_a_usage_error(
     err = capsys.readouterr().err
     assert f"polybus bench: error: {option} {long}" in err
     assert err.rstrip().endswith("cannot be written: File name too long")
+
+
+def test_the_check_neither_opens_a_fifo_nor_writes_through_a_link_to_nothing(
+        tmp_path: Path) -> None:
+    # The probe opened a FIFO for writing (it waited for a reader for ever, or a
+    # reader saw its end), and made a dangling link's target, then removed the link.
+    import os
+    import threading
+
+    from polybus.cli.values import check_writable
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (check_writable(str(fifo), "--json"), done.set()),
+                         daemon=True)
+    t.start()
+    t.join(10)
+    if not done.is_set():  # (unblock the probe, then fail)
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        pytest.fail("the check opened the FIFO and waited for a reader")
+    link = tmp_path / "link.csv"
+    link.symlink_to(tmp_path / "nowhere" / "out.csv")
+    check_writable(str(link), "--csv")
+    assert link.is_symlink() and not (tmp_path / "nowhere").exists()
+
+
+def test_a_bench_out_that_is_a_loop_of_links_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    assert main(["bench", "--page-only", "--out", str(loop)]) == 2
+    assert f"polybus bench: error: --out {loop}: cannot be written: " in capsys.readouterr().err

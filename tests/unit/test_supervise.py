@@ -153,3 +153,73 @@ def test_serve_restart_is_on_unless_turned_off(tmp_path: Path) -> None:
     (tmp_path / "app.toml").write_text(base.replace("[serve]\n", '[serve]\nrestart = "yes"\n'))
     with pytest.raises(ConfigError, match=r"serve\.restart"):
         load(tmp_path / "app.toml")
+
+
+def test_a_worker_that_exits_cleanly_is_said_once_and_not_started_again(
+        tmp_path: Path) -> None:
+    # serve's process group SIGTERMed as it stops (systemd's default), or an operator
+    # stopping one worker: its status is 0, and it was started again regardless.
+    sup, engine, out = _sup(tmp_path)
+    now = sup.watches["web-0"].started
+    engine.end("web-0", 0)
+    for k in range(5):
+        sup.step(now + 1 + k * RESTART_MAX_S)
+    assert engine.respawned == []
+    assert out.getvalue().count("worker web-0 exited with status 0") == 1
+    assert "it ended cleanly, so it is not started again" in out.getvalue()
+
+
+def test_failed_starts_back_off_even_after_a_long_run(tmp_path: Path) -> None:
+    # A worker that had run a minute got the first pause again after every failed
+    # start: a start tried every 0.7 s for ever, two lines each time.
+    sup, engine, _ = _sup(tmp_path, ["web-0"])
+    w = sup.watches["web-0"]
+    now = w.started + STABLE_S + 1
+    engine.end("web-0", 1)
+    engine.fail = OSError(24, "Too many open files")
+    pauses = []
+    for _ in range(4):
+        sup.step(now)  # seen ended: a pause planned
+        assert w.due is not None
+        pauses.append(w.due - now)
+        now = w.due
+        sup.step(now)  # the start fails
+    assert pauses == [RESTART_S, 2 * RESTART_S, 4 * RESTART_S, 8 * RESTART_S]
+
+
+def test_nothing_starts_again_once_halted(tmp_path: Path) -> None:
+    sup, engine, _ = _sup(tmp_path)
+    now = sup.watches["web-0"].started
+    engine.end("web-0", 1)
+    sup.step(now + 1)
+    sup.halt()
+    sup.step(now + 10)
+    assert engine.respawned == []
+
+
+def test_a_look_that_raises_does_not_end_the_watching_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The thread that started a worker again must outlive it (PR_SET_PDEATHSIG).
+    import time
+
+    sup, engine, out = _sup(tmp_path, ["web-0"])
+    calls = {"n": 0}
+    real = _Proc.poll
+
+    def flaky(self: _Proc) -> int | None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("a look went wrong")
+        return real(self)
+
+    engine.end("web-0", 1)
+    monkeypatch.setattr(_Proc, "poll", flaky)
+    try:
+        sup.start()
+        deadline = time.monotonic() + 20
+        while not engine.respawned and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        sup.stop()
+    assert "could not look at the workers: RuntimeError('a look went wrong')" in out.getvalue()
+    assert engine.respawned == ["web-0"]

@@ -51,6 +51,8 @@ def page_for(args: argparse.Namespace) -> Path:
     except OSError as exc:
         raise UsageError(f"{option} {given}: cannot be written: "
                          f"{exc.strerror or exc}") from None
+    except RuntimeError as exc:  # (Path.resolve's "Symlink loop", before Python 3.13)
+        raise UsageError(f"{option} {given}: cannot be written: {exc}") from None
 
 
 def _page_for(args: argparse.Namespace) -> Path:

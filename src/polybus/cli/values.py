@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -38,14 +39,36 @@ def _check_writable(p: Path, option: str, path: str) -> None:
         raise UsageError(f"{option} {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise UsageError(f"{option} {path}: not writable by this user")
-    # Opened for appending, as the end will write it (created, then removed again, if it
-    # was not there): what the looks above pass but no write can do (/proc/x.csv, a
-    # read-only file system, any file for root, whom os.access never refuses).
-    existed = p.exists()
-    fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    _probe(p, option, path)
+
+
+def _probe(p: Path, option: str, path: str) -> None:
+    """Open ``p`` as the end will write it, when that can neither block nor change
+    anything: what the looks above pass but no write can do (/proc/x.csv, a read-only
+    file system, any file for root, whom os.access never refuses). A regular file that
+    exists is opened for appending, without writing; a new name is created (``O_EXCL``:
+    this probe made it) and removed. A FIFO or device (an open may wait for a reader,
+    and a reader would see its end) and a link to nothing (opening would make its
+    target) are left for the end."""
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if stat.S_ISREG(st.st_mode):
+            os.close(os.open(p, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+        return
+    if os.path.lexists(p):  # (a link to nothing)
+        return
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileNotFoundError:  # (the directory is there: /proc's kind takes no new file)
+        raise UsageError(f"{option} {path}: cannot be written: {p.parent} takes no new "
+                         "file") from None
+    except FileExistsError:  # (made meanwhile by another: the end writes it)
+        return
     os.close(fd)
-    if not existed:
-        p.unlink(missing_ok=True)
+    p.unlink(missing_ok=True)
 
 
 def save(command: str, option: str, path: str, write: Callable[[str], object]) -> bool:

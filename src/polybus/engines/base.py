@@ -3,6 +3,7 @@ registry, and take them down again."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -17,6 +18,8 @@ class Cluster:
     registry: str          # HOST:PORT or tcp://HOST:PORT
     token: bytes = field(repr=False)
     startup_s: float = 0.0
+    # `polybus serve`'s engine restarts its failed workers until this is called
+    halt_restarts: Callable[[], None] | None = field(default=None, repr=False)
 
 
 class Engine(Protocol):

@@ -90,13 +90,14 @@ class LocalEngine:
             raise
         return Cluster(str(self.registry.address), self.token, time.perf_counter() - t0)
 
-    def supervise(self, say: TextIO | None) -> None:
-        """From now until `stop`, start again each worker that ends on its own
-        (engines/supervise.py), saying so on ``say``."""
+    def supervise(self, say: TextIO | None) -> Supervisor:
+        """From now until `stop` (or its `halt`), start again each worker that fails on
+        its own (engines/supervise.py), saying so on ``say``."""
         from polybus.engines.supervise import Supervisor
 
         if self.supervisor is None:
             self.supervisor = Supervisor(self, say).start()
+        return self.supervisor
 
     def respawn(self, name: str) -> bool:
         """Start worker ``name`` again in the place of its ended process, appending to
@@ -218,6 +219,10 @@ class LocalEngine:
             self._release()
 
     def _release(self) -> None:
+        with self.lock:  # (a restart interrupted by a second Ctrl-C has finished)
+            self._release_locked()
+
+    def _release_locked(self) -> None:
         try:
             for _, proc, _ in self.procs:
                 if proc.poll() is None:

@@ -7,11 +7,21 @@ not stopping it (a crash, the OOM killer, a stray SIGKILL) is started again unde
 same name, appending to the same log, after a pause. The front door then finds it in
 the registry as it finds any replacement (http/revival.py).
 
+Only an end that is a failure counts (systemd's ``Restart=on-failure``): a non-zero exit
+status or a signal that killed it. A worker that exits 0 ended cleanly (a SIGTERM of its
+own, from an operator stopping that one worker, or sent to serve's whole process group
+as it stops) and is said, not started again. Restarts stop at serve's first stop signal
+(`halt`), before its requests in flight are given their grace.
+
 The pause is RESTART_S, doubled each time the same worker ends within STABLE_S of its
 last start, up to RESTART_MAX_S (a module that fails at import is retried every 30 s,
 not in a loop); a worker that ran STABLE_S or longer before it ended starts again after
 RESTART_S. Each end and each start again is said on the engine's stream, with the
 worker's exit status and its log's last line. `[serve] restart = false` turns it off.
+
+A worker started again is started from the supervisor's thread, and a worker ends when
+the thread that started it ends (``PR_SET_PDEATHSIG``, worker/lifetime.py): the thread
+therefore lives until the engine stops, whatever one look raises.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ class _Watch:
     pause: float = RESTART_S
     due: float | None = None  # when it starts again, once seen ended
     restarts: int = 0
+    clean: bool = False       # ended with status 0 (said, not started again)
 
 
 class Supervisor:
@@ -56,6 +67,10 @@ class Supervisor:
         self._thread.start()
         return self
 
+    def halt(self) -> None:
+        """No restart from now on (serve is stopping); returns at once."""
+        self._stop.set()
+
     def stop(self) -> None:
         """No restart from now on; returns once the thread has ended (a start under
         way finishes first, and is listed for the engine to stop)."""
@@ -65,7 +80,10 @@ class Supervisor:
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
-            self.step(time.monotonic())
+            try:
+                self.step(time.monotonic())
+            except Exception as exc:  # (the thread must live on: see the docstring)
+                self._said(f"could not look at the workers: {exc!r}")
 
     def step(self, now: float) -> None:
         """One look: note the workers that ended, start again those whose pause is over."""
@@ -76,6 +94,12 @@ class Supervisor:
                      if (code := proc.poll()) is not None]
         for name, code, log in ended:
             w = self.watches.setdefault(name, _Watch(now))
+            if code == 0:  # ended cleanly: said once, not started again
+                if not w.clean:
+                    w.clean = True
+                    self._said(f"{ended_line(name, code, log)}; it ended cleanly, so it "
+                               "is not started again")
+                continue
             if w.due is None:
                 w.pause = RESTART_S if now - w.started >= STABLE_S else w.pause
                 w.due = now + w.pause
@@ -87,6 +111,7 @@ class Supervisor:
                 except OSError as exc:  # (no process to be had now: tried again later)
                     self._said(f"worker {name} could not be started again: {exc}")
                     started = False
+                    w.started = now  # (a failed start counts as a quick end: it backs off)
                     w.pause = min(w.pause * 2, RESTART_MAX_S)
                 w.due = None if not started else w.due
                 if started:

@@ -109,7 +109,8 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
             for d in session.dispatchers.values():  # (answers read as they come: no
                 d.reads_fresh = False              # read at a call, Dispatcher._pick_fresh)
             try:
-                return asyncio.run(_main(app, spec, session, sock, ready))
+                return asyncio.run(_main(app, spec, session, sock, ready,
+                                         cluster.halt_restarts))
             finally:
                 session.close()
     finally:
@@ -118,13 +119,16 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
 
 
 async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.socket,
-                ready: Callable[[str], None] | None) -> int | None:
+                ready: Callable[[str], None] | None,
+                halt_restarts: Callable[[], None] | None = None) -> int | None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     came: list[int] = []  # the signals that came, in order
 
     def signalled(sig: int) -> None:
         came.append(sig)
+        if halt_restarts is not None:  # stopping: a worker that ends now stays ended
+            halt_restarts()
         stop.set()
 
     # Put back after the loop what was there (SIGTERM raises Terminated, cli/main.py):
