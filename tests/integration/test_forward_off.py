@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import polybus
@@ -196,6 +197,17 @@ def test_calls_waiting_at_the_client_are_placed_while_the_program_computes(
             time.sleep(0.01)
         assert runtimes_calls == 8  # 4 producers and their 4 consumers, none waited for
         assert [polybus.wait(o) for o in outs] == [2 * x + 1 for x in range(4)]
+
+
+def test_a_waiting_call_sends_its_other_arguments_as_they_were_when_it_was_made(
+        tmp_path: Path, gates: Gates) -> None:
+    with gates(tmp_path, toml()) as (c, gate, _):
+        s = c.session()
+        x = np.zeros(4)
+        q = s.call("add", (s.call("gated", (1,), {}), x), {})
+        x[:] = 5.0  # (after the call: not what it sends)
+        gate.set()
+        assert np.array_equal(polybus.wait(q), np.full(4, 2.0))
 
 
 def upstream(err: RemoteException, producer: Any) -> None:

@@ -153,6 +153,9 @@ class Awaiting:
                                 keep)
         rec = CallRecord(cid, d, sent, named, 0.0)
         w = _Waiting(rec, promises)
+        if not promises:  # (answered since `wants` looked, by another thread's read)
+            _go(w)
+            return rec
         self.calls[cid] = w
         for _, p in promises:
             _owner(p).awaited = self
@@ -343,9 +346,6 @@ def _place(d: Dispatcher, rec: CallRecord) -> None:
     if not any(d._alive()):
         raise NoReplicaError(f"no live replica serves {d.interface}")
     heapq.heappush(d._backlog, (-rec.prio, next(d._seq), rec))
-    fwd = d.forwarder
-    if fwd is not None and rec.id in fwd.deps:  # (its own forwarded producers: none, so far)
-        fwd.queued(rec)
     d.reactor.work_left()
 
 

@@ -123,7 +123,8 @@ class Dispatcher:
     # -- the call path -------------------------------------------------------------
     @property
     def plain_sync(self) -> bool:
-        """Sync, with no priority, timeout, cache, aggregation or forwarding."""
+        """Sync, with no priority, timeout, cache, aggregation or forwarding (nor
+        ``forward = false``, whose promise arguments wait at the client: awaiting.py)."""
         return (self._plain_sync and self.comm is None and self.forwarder is None
                 and self.awaiting is None)
 
