@@ -114,7 +114,7 @@ def test_a_pipeline_from_an_aggregated_stage_overlaps_and_keeps_values_off_the_c
         with gated(tmp_path / str(fwd), toml(fwd), monkeypatch) as (c, g):
             s = c.session()
             if not fwd:
-                g["GATE"].set()  # (unforwarded, each consuming call waits for its producer)
+                g["GATE"].set()  # (unforwarded: compared for its bytes; test_forward_off.py)
             firsts, lasts = [], []
             for x in xs:
                 p = s.call("s1", (x,), {})

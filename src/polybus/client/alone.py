@@ -12,7 +12,7 @@ call to the general loop (`Reactor.wait`), so no replica goes unread behind it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from polybus.client import rings
@@ -37,6 +37,10 @@ class LoneCalls:
     liveness: Liveness[ReplicaLink] | None
     unfinished: bool
     flushers: list[Callable[[], None]]  # (open aggregated batches: Batcher.flush)
+    # Calls waiting at the client for their promises' values (client/awaiting.py, which
+    # sets its own): while any waits, each read is followed by a look at them, so no
+    # call is alone.
+    unplaced: Collection[object] = ()
     _fast: bool
     _waiters: int
     _lock: threading.Lock
@@ -113,12 +117,12 @@ class LoneCalls:
 
     def _alone(self, link: ReplicaLink) -> bool:
         """Only ``link`` has calls in flight, and nothing is held back for any replica
-        (nor left unsent by the pump)."""
+        (nor left unsent by the pump, nor waiting at the client for a promise's value)."""
         links = self.links
         if len(links) == 1:  # one replica: the common sync case
-            return not links[0].held and not self.unfinished
-        if self.unfinished:  # (writes the pump began: the general loop writes on with them)
-            return False
+            return not links[0].held and not self.unfinished and not self.unplaced
+        if self.unfinished or self.unplaced:  # (the general loop writes on with the pump's
+            return False  # writes, and places calls waiting at the client: awaiting.py)
         # (a replica still running a call given up on counts: its late answer must be
         # read, or the replica would stay passed over for good)
         return not any(lk.held or ((lk.outstanding or lk.abandoned or lk.watch)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from polybus.client.calls import error_from, expire, waited_on
+from polybus.client.calls import error_from, expire, told, waited_on
 from polybus.client.fwdbatch import fetched, settle
 from polybus.client.policies.aggregate import arg_bytes
 from polybus.client.promise import Promise, behave_as_promise
@@ -135,6 +135,7 @@ class Pending:
             return False
         self.error, self.done = error, True
         self.batcher.failed.add(self)
+        told(self.batcher, self)
         if self.id:
             # Sealed (no call joins it any more) and never sent again: its arguments go,
             # as on an answer. An argument holding one of its promises then makes no
@@ -250,6 +251,7 @@ class Slot:
         b.late[self.i] = error
         b.clean = False
         b.batcher.failed.add(b)
+        told(b.batcher, b)
         if b.entries is not None:
             settle(b)
         return True

@@ -57,6 +57,7 @@ from polybus.wire.framing import DEFAULT_MAX_FRAME
 from polybus.wire.messages import Message
 
 if TYPE_CHECKING:
+    from polybus.client.awaiting import Awaiting
     from polybus.client.calls import ReplicaLink
     from polybus.client.dispatch import Dispatcher
     from polybus.client.operands import Comm, Pushes
@@ -87,6 +88,7 @@ class Batcher:
     # A batch is the reactor's call record too: its Fail (the whole batch refused) is
     # filed as a call's is (client/answers.py), which looks for the call's forwarder.
     forwarder = None  # (an aggregating binding forwards nothing: batcher_for)
+    awaited: Awaiting | None = None  # (set once a promise of it is waited for: awaiting.py)
 
     def __init__(self, dispatcher: Dispatcher, reactor: Reactor, count: int | None,
                  nbytes: int | None, linger: float, comm: Comm | None = None,
@@ -357,6 +359,8 @@ class Batcher:
         i = self._index[id(link)]
         if self.inflight[i] > 0:
             self.inflight[i] -= 1
+        if self.awaited is not None:
+            self.awaited.answered(b)
         # Queued batches go out in the reactor's after_step (never from inside a read).
 
     def forget(self, slot: Slot) -> None:

@@ -13,7 +13,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import Pending
-from polybus.client.calls import suspect_note
+from polybus.client.calls import suspect_note, told
 from polybus.client.fwdbatch import listed, remapped, requeued, settle
 from polybus.client.unsendable import named
 from polybus.errors import (
@@ -154,6 +154,7 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
         b.args = []
     if b.entries is not None:  # (their consumers fail with them: fwdbatch.py)
         settle(b)
+    told(bt, b)  # (and those waiting at the client: awaiting.py)
     return True
 
 

@@ -38,6 +38,15 @@ def waited_on(rec: CallRecord) -> bool:
     return any(not e.consumer.done for e in edges or ())
 
 
+def told(owner: object, producer: object) -> None:
+    """``producer`` (a call's record, a batch) of ``owner`` (its Dispatcher or Batcher)
+    has its outcome, or part of it: calls waiting at the client for its value are looked
+    at (client/awaiting.py), if any ever waited for one of ``owner``'s."""
+    aw = getattr(owner, "awaited", None)
+    if aw is not None:
+        aw.answered(producer)
+
+
 def message_of(error: object) -> str:
     """What a failure says, as a consumer's "upstream call failed" quotes it."""
     return getattr(error, "remote_message", str(error))
@@ -114,6 +123,7 @@ class CallRecord:
             pass  # decided when that consumer ends (Forwarder.answered)
         elif getattr(self, "orphan", False):  # no promise left to raise it: said
             forgotten(error, self.dispatcher.interface)
+        told(self.dispatcher, self)
         return True
 
     def _let_go(self) -> None:

@@ -41,6 +41,7 @@ from polybus.wire.codec import OOB_BYTES
 from polybus.wire.messages import Call
 
 if TYPE_CHECKING:
+    from polybus.client.awaiting import Awaiting
     from polybus.client.forward import Forwarder
     from polybus.client.operands import Comm
     from polybus.client.reactor import Reactor
@@ -87,6 +88,10 @@ class Dispatcher:
         self.calls = 0
         self.comm: Comm | None = None  # define.cache, use.aggregate, broadcast: client/operands.py
         self.forwarder: Forwarder | None = None  # unanswered promise arguments: client/forward.py
+        # ... or, not forwarded, waited for at the client with their calls, which return
+        # at once all the same; ``awaited``: told of this binding's outcomes (awaiting.py)
+        self.awaiting: Awaiting | None = None
+        self.awaited: Awaiting | None = None
         # False (``use.forward = false`` on this binding): its answers come to the client,
         # even when a promise of it is passed to a binding that forwards.
         self.forwards_answers = True
@@ -118,14 +123,20 @@ class Dispatcher:
     # -- the call path -------------------------------------------------------------
     @property
     def plain_sync(self) -> bool:
-        """Sync, with no priority, timeout, cache, aggregation or forwarding."""
-        return self._plain_sync and self.comm is None and self.forwarder is None
+        """Sync, with no priority, timeout, cache, aggregation or forwarding (nor
+        ``forward = false``, whose promise arguments wait at the client: awaiting.py)."""
+        return (self._plain_sync and self.comm is None and self.forwarder is None
+                and self.awaiting is None)
 
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self.plain_sync:
             return self.call_sync(args, kwargs)
-        prio = float(self.priority(args, kwargs)) if self.priority is not None else 0.0
         fwd = self.forwarder
+        aw = self.awaiting
+        if aw is not None and aw.wants(args, kwargs, fwd is None) and (
+                fwd is None or not fwd.wants(args, kwargs)):
+            return aw.call(self, next(_ids), args, kwargs)  # placed once its values come
+        prio = float(self.priority(args, kwargs)) if self.priority is not None else 0.0
         if fwd is not None and fwd.wants(args, kwargs):  # sent now; the values go replica to replica
             rec = fwd.record(self, next(_ids), args, kwargs, prio)
         else:
@@ -206,7 +217,8 @@ class Dispatcher:
         """`call_async` for arguments that may need `wire` (promises, large bytes,
         containers) or forwarding, and for keywords."""
         fwd = self.forwarder
-        if self.comm is not None or (fwd is not None and fwd.wants(args, kwargs)):
+        if self.comm is not None or (fwd is not None and fwd.wants(args, kwargs)) or (
+                self.awaiting is not None and self.awaiting.wants(args, kwargs, fwd is None)):
             return self(args, kwargs)
         rec = CallRecord(next(_ids), self, [wire(a) for a in args],
                          {k: wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
@@ -300,6 +312,8 @@ class Dispatcher:
             self._cleared(rec, i)
         if self.comm is not None and (f := getattr(self.comm, "forwarder", None)) is not None:
             f.answered(rec)
+        if self.awaited is not None:
+            self.awaited.answered(rec)
 
     def _cleared(self, rec: CallRecord, i: int) -> None:
         self._suspects.discard(rec.id)

@@ -40,10 +40,12 @@ def _running(x: object) -> bool:
 
 def under_way(session: Session) -> int:
     """Calls of ``session`` not answered yet: outstanding or held on a live replica,
-    backlogged, or in a batch not yet written."""
+    backlogged, in a batch not yet written, or waiting at the client for the values of
+    the promises passed to them (awaiting.py)."""
     links = [lk for lk in session.reactor.links if not lk.dead]
     return (sum(sum(map(_running, lk.outstanding.values())) + len(lk.held) for lk in links)
             + sum(d.backlogged for d in session.dispatchers.values())
+            + (len(session.awaiting) if session.awaiting is not None else 0)
             + sum(bt.unwritten for bt in session.batchers))
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from polybus.client.awaiting import Awaiting
 from polybus.client.batching import Batcher, batcher_for
 from polybus.client.calls import ReplicaLink
 from polybus.client.dialing import connect_all, pick_address, say_tcp_only
@@ -102,6 +103,9 @@ class Session:
         self.migrators: list[Migrator] = []
         self.gate: Gate | None = None  # (with a pump: client/pump.py)
         self.pump: Pump | None = None
+        # Consuming calls waiting at the client for their promises' values (a binding
+        # with ``forward = false``: client/awaiting.py)
+        self.awaiting: Awaiting | None = None
         self._base: dict[int, Stats | None] = {}
         self._bytes0: dict[int, tuple[int, int]] = {}  # each link's (sent, received) then
         self._short: set[str] = set()  # modules already warned about (once a session)
@@ -136,6 +140,8 @@ class Session:
                 if use.forward and use.callstyle.kind != "sync":
                     # (a call migration moves takes its edges along: client/fwdmove.py)
                     self.dispatchers[b.name].forwarder = forwarder_for(self)
+                elif not use.forward:
+                    self.dispatchers[b.name].awaiting = self._awaiting()
                 batcher = batcher_for(self.dispatchers[b.name], self.reactor, use.aggregate,
                                       use.aggregate_bytes, use.linger,
                                       general=migrator is not None,
@@ -147,8 +153,13 @@ class Session:
                 self.entries[b.name] = batcher or (
                     d.call_sync if d.plain_sync else d.call_async if d.plain_async else d)
             self._keep_moving_args()
-            self.reactor.refills = bool(self.batchers or self.migrators or any(
-                d.style.kind == "async-demand" for d in self.dispatchers.values()))
+            if self.awaiting is not None:  # (and forwarding bindings, for promises whose
+                for d in self.dispatchers.values():  # answers are not forwarded: awaiting.py)
+                    if d.forwarder is not None:
+                        d.awaiting = self.awaiting
+            self.reactor.refills = bool(
+                self.batchers or self.migrators or self.awaiting is not None
+                or any(d.style.kind == "async-demand" for d in self.dispatchers.values()))
             if self.reactor.refills and pump:  # work may wait at the client: the pump moves it
                 self.gate = Gate()
                 self.reactor.open_gate(self.gate)
@@ -163,6 +174,13 @@ class Session:
         except BaseException:
             self.close()
             raise
+
+    def _awaiting(self) -> Awaiting:
+        """The session's Awaiting (made on first use); its pump is looked up when asked."""
+        if self.awaiting is None:
+            self.awaiting = Awaiting(self.reactor, lambda: self.pump is not None
+                                     and self.pump.on_thread())
+        return self.awaiting
 
     def _keep_moving_args(self) -> None:
         """A replica that lets calls be stolen gives up queued calls of any interface on
@@ -287,11 +305,14 @@ class Session:
         or calls a migrator watches."""
         links = self.reactor.links
         return (self.reactor.unfinished or any(lk.held for lk in links)
+                or (self.awaiting is not None and self.awaiting.pending())
                 or any(d._backlog for d in self.dispatchers.values())
                 or any(bt.backlog or bt.owes for bt in self.batchers)
                 or (bool(self.migrators) and any(lk.outstanding for lk in links)))
 
     def _refill(self) -> None:
+        if self.awaiting is not None:  # (first: a call placed may go to a backlog below)
+            self.awaiting.release()
         for bt in self.batchers:
             if bt.backlog or bt.owes:
                 bt.pump(wait=self.pump is None or not self.pump.on_thread())
@@ -361,6 +382,8 @@ class Session:
     def close(self) -> None:
         if self.pump is not None:
             self.pump.stop()
+        if self.awaiting is not None:
+            self.awaiting.close()
         for bt in self.batchers:
             bt.close()
         self.reactor.close()
