@@ -206,11 +206,16 @@ class Receiving(Peers):
     def _settle(self, h: _Held, ok: bool, value: Any) -> None:
         """Answer ``h`` for a failed upstream value, or queue it: it has every value."""
         if ok:
-            with self._lock:
-                self._took[(id(h.ch), h.call.id)] = list(h.where)
+            where = (id(h.ch), h.call.id)
+            with self._lock:  # (before it is queued: a Steal may give it back at once)
+                self._took[where] = list(h.where)
                 if len(self._took) > TAKEN_BOUND:  # (one left behind somehow: bounded)
                     del self._took[next(iter(self._took))]
-            self.rt._enqueue(h.ch, h.call)
+            if not self.rt._enqueue(h.ch, h.call):
+                # Refused (a full queue that rejects, an interface not served): answered,
+                # it never runs here nor is given back, and its keys stay taken.
+                with self._lock:
+                    self._took.pop(where, None)
             return
         kind, message, tb = ([*value, "", "", ""][:3] if isinstance(value, list)
                              else ["RemoteError", str(value), ""])
