@@ -2,8 +2,12 @@
 
 A consumer queued with its values may be given back by a ``Steal``; the replica then no
 longer counts its keys as taken, so that, placed there again, it takes them again. A
-consumer that took its values and is then refused (a full queue with ``overflow =
-"reject"``, an interface not served) kept what it took recorded until its client went.
+copy of such a value that comes after (a value may come twice: its producer's replica
+sent it and the client sent it on, or a producer ran again) waited there, taken by
+nothing, until the bound on unclaimed values pushed it out: the client now says when
+the consumer has ended (``Cancel`` with its keys), and it goes. A consumer that took its
+values and is then refused (a full queue with ``overflow = "reject"``, an interface not
+served) kept what it took recorded until its client went.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec, Ref
 from polybus.wire.messages import (
     Call,
+    Cancel,
     Deliver,
     Fail,
     Message,
@@ -78,6 +83,28 @@ def _running(rt: WorkerRuntime) -> None:
     while rt._running != 1 or len(rt._queue):
         assert time.monotonic() < deadline, "wait never started"
         time.sleep(0.001)
+
+
+def test_a_copy_that_comes_after_its_consumer_was_given_back_goes_when_it_ends(
+        gated: WorkerRuntime, peer: Channel, go: threading.Event) -> None:
+    fwd = gated.forwarding
+    peer.send(Call(1, "wait", []))
+    _running(gated)
+    peer.send(Deliver("c.2.0", True, 5))  # (the producer's replica sent it)
+    peer.send(Call(2, "echo", [Ref("fwd", "c.2.0")]))  # takes it, queued behind 1
+    peer.send(Steal(1, 9))
+    assert _next(peer) == Released([2], 9)
+    peer.send(Deliver("c.2.0", True, 5))  # (and the client sent it on: a second copy)
+    _sync(peer, 1)
+    assert "c.2.0" in fwd._arrived  # (the consumer may come back: it would take it)
+    peer.send(Cancel([2], ["c.2.0"]))  # the consumer ended elsewhere
+    _sync(peer, 2)
+    assert not fwd._arrived and fwd._arrived_bytes == 0
+    peer.send(Deliver("c.2.0", True, 5))  # a copy later still (a producer run again)
+    _sync(peer, 3)
+    assert not fwd._arrived and not fwd._took and not fwd._held
+    go.set()
+    assert _next(peer) == Result(1, True)
 
 
 def test_a_consumer_given_back_takes_its_value_again_when_it_comes_back(

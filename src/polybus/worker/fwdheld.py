@@ -7,7 +7,10 @@ taken (not kept) when they come. The client sends such a failure itself when the
 will never come (its producer lost or given up, or Undelivered). A key delivered twice
 (a producer re-run, the client repairing a race) is taken once; a queued call a
 ``Steal`` gives back gives back its keys (`released`), so that, placed here again, it
-takes them again. A value that arrives before its call (the usual order: the producer's
+takes them again. A copy of one that comes after that waits for it as a new value does;
+when the consumer has ended elsewhere the client says so (``Cancel`` with its keys,
+`ended`), and the copy goes (it was parked until the bound below pushed it out). A
+value that arrives before its call (the usual order: the producer's
 replica sends it as soon as it has it) waits for it, bounded: at most ``ARRIVED_BOUND``
 values and the forward store's bytes wait at once, and past that the oldest is dropped
 and its key remembered (as many as ``TAKEN_BOUND``), so that the call naming it is
@@ -140,6 +143,19 @@ class Receiving(Peers):
             for i in ids:
                 for key in self._took.pop((id(ch), i), ()):
                     self._taken.pop(key, None)
+
+    def ended(self, keys: list[str]) -> None:
+        """The consumer of ``keys`` ended (``Cancel`` with keys: this replica gave it back
+        to a ``Steal``, and the client says so when it ends): a copy of one that came
+        after and waits unclaimed goes, and one that comes later is dropped (taken)."""
+        with self._lock:
+            for key in keys:
+                if key in self._held:  # (never: it ended; a call waiting here keeps it)
+                    continue
+                got = self._arrived.pop(key, None)
+                if got is not None:
+                    self._arrived_bytes -= got[2]
+                self._take(key)
 
     def _ran(self, where: tuple[int, int]) -> None:
         """Queued call ``where`` (connection, call id) ran: it gives nothing back now."""

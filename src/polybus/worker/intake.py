@@ -262,10 +262,12 @@ class Intake:
                         self._refused(ch, item)
             case Refusal():  # a value in it did not unpickle (wire/undecodable.py)
                 self._refused(ch, msg)
-            case Cancel(ids=ids):
+            case Cancel(ids=ids, keys=keys):
                 with self._lock:
                     self._queue.remove_ids(ch, set(ids))
                 self.forwarding.forget(ch, ids)
+                if keys:  # (their consumer ended, having been given back by this replica)
+                    self.forwarding.ended(keys)
             case Steal(n=n, req=req):
                 with self._lock:
                     jobs = self._queue.steal(ch, n)
