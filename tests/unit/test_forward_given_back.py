@@ -137,9 +137,10 @@ def test_a_refused_consumer_leaves_nothing_recorded_of_what_it_took(
     peer.send(Deliver("c.4.0", True, 6))
     got = _next(peer)
     assert isinstance(got, Fail) and got.id == 4 and got.kind == "no-interface", got
+    _sync(peer, 1)  # (the Fail goes before the Deliver's handling ends)
     assert not fwd._took  # (each was kept till the client went)
     peer.send(Deliver("c.3.0", True, 5))  # a second copy: still taken, dropped
-    _sync(peer, 1)
+    _sync(peer, 2)
     assert not fwd._arrived
     go.set()
     assert _next(peer) == Result(1, True)
