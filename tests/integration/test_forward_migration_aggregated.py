@@ -174,6 +174,8 @@ def test_a_batch_a_steal_gives_back_moves_whole_with_its_forwards(
         b: Any = ps[0]._rec  # type: ignore[attr-defined]
         assert b.link.name != "server-1"
         assert s.forwarder.relayed == 0  # type: ignore[attr-defined]
+        polybus.wait(b1)
+        # (server-1 has read what was sent it before this call: the Cancel among it)
+        polybus.wait(s.call("busy1", (1, ""), {}))
         assert not rt1.forwarding.slots  # (the Cancel of what it was asked)
         wait_until(lambda: pinned(c) == 0 and asked(c) == 0, s)
-        polybus.wait(b1)

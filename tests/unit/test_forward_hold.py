@@ -15,7 +15,17 @@ from polybus.testing.reading import MessageReader
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Codec, Ref
 from polybus.wire.framing import FrameDecoder
-from polybus.wire.messages import BatchResult, Call, CallBatch, Forward, Keep, Result
+from polybus.wire.messages import (
+    BatchResult,
+    Call,
+    CallBatch,
+    Cancel,
+    Deliver,
+    Forward,
+    Keep,
+    Result,
+)
+from polybus.worker.fwdstore import ForwardStore
 from polybus.worker.runtime import WorkerRuntime
 
 _next = MessageReader(within=5.0).next
@@ -104,3 +114,50 @@ def test_a_held_call_of_a_batch_is_pinned_and_sent_again_till_released(
     echo_peer.send(Call(4, "echo", [1]))
     _answered(echo_peer, 4)
     assert fwd.kept.pinned == 0 and "c.9" in fwd.kept and not fwd.slots
+
+
+def test_a_held_forward_after_the_answer_with_no_room_to_pin_still_sends_the_value(
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    # The value is in the store's LRU (a consumer that does not move took it) and there
+    # is no room to pin it for one that may: it is sent all the same, from the LRU, and
+    # left there, not pinned (a consumer moved later gets it again only while the LRU
+    # keeps it: docs/protocol.md, "Forwarding").
+    fwd = echo_worker.forwarding
+    fwd.kept = ForwardStore(capacity=1000)
+    me = str(echo_worker.address)
+    x = np.arange(1000.0)  # 8 kB: no room to pin
+    echo_peer.send(Forward(1, "c.1", "c.2.0", me))
+    echo_peer.send(Call(1, "echo", [x]))
+    answer = _answered(echo_peer, 1)
+    assert type(answer.value) is Ref and answer.value.key == ["c.2.0"]
+    echo_peer.send(Forward(1, "c.1", "c.3.0", me, hold=True))  # placed after the answer
+    echo_peer.send(Call(3, "echo", [Ref("fwd", "c.3.0")]))
+    assert np.array_equal(_answered(echo_peer, 3).value[0][0], x)
+    assert fwd.kept.pinned == 0 and "c.1" in fwd.kept and not fwd.targets
+
+
+def test_a_held_forward_after_an_answer_by_value_waits_for_the_clients_cancel(
+        echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
+    # No room to pin it for the consumer that may move: the answer went by value (and
+    # to that consumer). A Forward with hold for it, moved meanwhile (the client sent
+    # it before it read the answer), finds nothing kept: it waits, and the client, which
+    # has the value, sends it on itself and Cancels the request. The consumer gets its
+    # value from the client; nothing waits or is pinned after.
+    fwd = echo_worker.forwarding
+    fwd.kept = ForwardStore(capacity=1000)
+    me = str(echo_worker.address)
+    x = np.arange(1000.0)
+    echo_peer.send(Forward(1, "c.1", "c.2.0", me, hold=True))
+    echo_peer.send(Call(1, "echo", [x]))
+    value = _answered(echo_peer, 1).value
+    assert np.array_equal(value[0], x)  # by value
+    assert fwd.kept.pinned == 0 and "c.1" not in fwd.kept
+    echo_peer.send(Forward(1, "c.1", "c.3.0", me, hold=True))  # (read after the answer)
+    echo_peer.send(Call(3, "echo", [Ref("fwd", "c.3.0")]))  # held for it
+    echo_peer.send(Call(4, "echo", [4]))
+    assert _answered(echo_peer, 4).value == [4]
+    assert fwd.held_calls() == 1 and len(fwd.targets) == 1
+    echo_peer.send(Cancel([1]))  # what the client does on an answer by value it asked of
+    echo_peer.send(Deliver("c.3.0", True, value))  # and the value, sent on from the client
+    assert np.array_equal(_answered(echo_peer, 3).value[0][0], x)
+    assert not fwd.targets and not fwd.held_calls() and fwd.kept.pinned == 0

@@ -66,6 +66,7 @@ from polybus.client.fwdbatch import (
 from polybus.client.fwdblame import origin, said_by, upstream
 from polybus.client.fwdedge import Edge, _unsent
 from polybus.client.fwdlost import gone, kept_lost
+from polybus.client.fwdmove import ended
 from polybus.client.promise import CallPromise
 from polybus.errors import (
     UPSTREAM_FAILED,
@@ -329,7 +330,7 @@ class Forwarder:
         if isinstance(error, RemoteException) and error.remote_message.startswith(UPSTREAM_FAILED):
             said = error.remote_message.removeprefix(UPSTREAM_FAILED)
             named = upstream(self.deps.get(rec.id, ()), error.remote_message)
-        for e in self.deps.pop(rec.id, ()):
+        for e in ended(self, self.deps.pop(rec.id, ())):  # (if it moved: fwdmove.py)
             self._unwatch(e)
             if (e.kept and e.to is None) or e.pinned:  # (never placed, or may have moved)
                 self._unkeep(e)

@@ -21,7 +21,9 @@ request names its call by its place among the rows sent (`row`), and none goes f
 call not sent (batchsend.py's `write` re-maps those written with the batch, `remapped`).
 What the consumer's side asks of a placed batch's replica goes through its Batcher
 (`ask`): after the batch, if it is still held back at the client, and never from the
-linger timer's thread, which only writes (client/linger.py).
+linger timer's thread, which only writes (client/linger.py). One that waits to be
+written (the timer writing) while the batch is given back by a Steal and moves whole
+is not written to the replica it left (`_still`): the move asks the new one.
 
 Once the batch is answered (or fails, or the call is given up on) the entry takes its
 call's outcome (`settle`) and the Forwarder repairs what the replica did not send, as
@@ -194,12 +196,23 @@ def ask(f: Forwarder, p: CallRecord, link: ReplicaLink,
     call's by its Batcher, after the batch (`Batcher.after`), built then (its rows
     final: `row`)."""
     if type(p) is EntryRecord:
-        p.batcher.after(link, make)
+        b = p.batch
+        p.batcher.after(link, make if b is None else lambda: _still(b, link, make))
         return
     if flush:
         f.reactor.flush(link)
     for m in listed(make()):
         f.reactor.send(link, m)
+
+
+def _still(b: Pending, link: ReplicaLink, make: Callable[[], Message | list[Message] | None]
+           ) -> Message | list[Message] | None:
+    """What ``make`` builds about batch ``b`` for ``link``, when the Batcher writes it;
+    nothing if ``b`` has left ``link`` since (given back by a Steal, it moved whole:
+    client/migrate.py). That replica was sent ``Cancel([b.id])`` when it left, and a
+    request written after it waited there for a batch that never came; where ``b`` went
+    it is asked anew (fwdmove.py's `moved_batch`)."""
+    return make() if b.link is link else None
 
 
 def listed(m: Message | list[Message] | None) -> list[Message]:

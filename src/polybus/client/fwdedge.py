@@ -17,8 +17,8 @@ __all__ = ["Edge"]
 
 
 class Edge:
-    __slots__ = ("asked", "consumer", "failed", "hold", "kept", "key", "pinned", "producer",
-                 "to", "told", "watched")
+    __slots__ = ("asked", "consumer", "failed", "hold", "kept", "key", "left", "pinned",
+                 "producer", "to", "told", "watched")
 
     def __init__(self, producer: CallRecord, consumer: CallRecord, key: str) -> None:
         producer.passed = True  # its error reaches the program as the consumer's (calls.py)
@@ -37,6 +37,8 @@ class Edge:
         self.pinned = False
         # (producer's link, consumer's) of the Forward that went while it was unanswered
         self.told: tuple[ReplicaLink, ReplicaLink] | None = None
+        # The replicas that gave its consumer back (a Steal): told when it ends (fwdmove.py)
+        self.left: list[ReplicaLink] | None = None
 
 
 def _unsent(value: Any) -> bool:

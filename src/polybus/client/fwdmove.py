@@ -11,8 +11,11 @@ once its values have come, so a consumer that moves needs them again where it go
   the consumer's new replica from its store (a value answered to the client is sent on
   from here, and a replica gone since makes its producer run again, or fails the
   consumer: client/fwdlost.py);
-- the replica that gave it back no longer counts its keys as taken (worker/forwarding.py),
-  so a consumer moved back there takes its values again.
+- the replica that gave it back no longer counts its keys as taken (worker/fwdheld.py),
+  so a consumer moved back there takes its values again. A copy of a value that comes
+  there after (a value may come twice: sent by its producer's replica and sent on by the
+  client, or made again) waits for it; when the consumer ends, each replica that gave it
+  back is told (``Cancel([], keys)``: `ended`), and lets such a copy go.
 
 A producer that moves before it ran is asked again, on its new replica, to forward (or
 keep) its value, and its old replica forgets what it was asked (``Cancel``): it answers
@@ -23,6 +26,7 @@ queued for the client's connection, a batch of another binding too): `moved_batc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from polybus.client.fwdbatch import placed
@@ -32,8 +36,9 @@ if TYPE_CHECKING:
     from polybus.client.batchcalls import Pending
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.forward import Forwarder
+    from polybus.client.fwdedge import Edge
 
-__all__ = ["moved", "moved_batch"]
+__all__ = ["ended", "moved", "moved_batch"]
 
 
 def moved(f: Forwarder, rec: CallRecord, old: ReplicaLink, new: ReplicaLink | None) -> None:
@@ -46,8 +51,32 @@ def moved(f: Forwarder, rec: CallRecord, old: ReplicaLink, new: ReplicaLink | No
     for e in f.deps.get(rec.id, ()):
         f._unwatch(e)
         e.to, e.failed = None, ""
+        if e.left is None:
+            e.left = [old]
+        elif old not in e.left:
+            e.left.append(old)
     if new is not None:
         f.placed(rec, new)
+
+
+def ended(f: Forwarder, edges: Sequence[Edge]) -> Sequence[Edge]:
+    """The consumer whose edges are ``edges`` has its outcome: each replica that gave it
+    back (``moved``), and so counts its values' keys as not taken, is told that nothing
+    will take them (``Cancel`` with no ids, only the keys: a call given up on may still
+    be queued there, and must run and answer). A copy that came there after it left
+    goes, and one that comes later is dropped (worker/fwdheld.py's `ended`). Returns
+    ``edges``."""
+    links: list[ReplicaLink] = []
+    for e in edges:
+        for lk in e.left or ():
+            if lk not in links:
+                links.append(lk)
+    if links:
+        keys = [e.key for e in edges]
+        for lk in links:
+            if not lk.dead:
+                f.reactor.send(lk, Cancel([], keys))
+    return edges
 
 
 def moved_batch(b: Pending, old: ReplicaLink, new: ReplicaLink) -> list[Message]:

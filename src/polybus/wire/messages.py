@@ -160,7 +160,13 @@ class Fetched(_Msg, tag=16):
 
 
 class Cancel(_Msg, tag=5):
+    """Client -> worker: forget calls ``ids`` (dropped if still queued, their Forward
+    and Keep requests too). ``keys``: forwarded values whose consumer has ended, sent
+    to the replicas that gave that consumer back (a ``Steal``): a copy waiting there
+    unclaimed goes, and one that comes later is dropped."""
+
     ids: list[int]
+    keys: list[str] = []
 
 
 class Steal(_Msg, tag=6):

@@ -7,7 +7,10 @@ taken (not kept) when they come. The client sends such a failure itself when the
 will never come (its producer lost or given up, or Undelivered). A key delivered twice
 (a producer re-run, the client repairing a race) is taken once; a queued call a
 ``Steal`` gives back gives back its keys (`released`), so that, placed here again, it
-takes them again. A value that arrives before its call (the usual order: the producer's
+takes them again. A copy of one that comes after that waits for it as a new value does;
+when the consumer has ended elsewhere the client says so (``Cancel`` with its keys,
+`ended`), and the copy goes (it was parked until the bound below pushed it out). A
+value that arrives before its call (the usual order: the producer's
 replica sends it as soon as it has it) waits for it, bounded: at most ``ARRIVED_BOUND``
 values and the forward store's bytes wait at once, and past that the oldest is dropped
 and its key remembered (as many as ``TAKEN_BOUND``), so that the call naming it is
@@ -141,6 +144,19 @@ class Receiving(Peers):
                 for key in self._took.pop((id(ch), i), ()):
                     self._taken.pop(key, None)
 
+    def ended(self, keys: list[str]) -> None:
+        """The consumer of ``keys`` ended (``Cancel`` with keys: this replica gave it back
+        to a ``Steal``, and the client says so when it ends): a copy of one that came
+        after and waits unclaimed goes, and one that comes later is dropped (taken)."""
+        with self._lock:
+            for key in keys:
+                if key in self._held:  # (never: it ended; a call waiting here keeps it)
+                    continue
+                got = self._arrived.pop(key, None)
+                if got is not None:
+                    self._arrived_bytes -= got[2]
+                self._take(key)
+
     def _ran(self, where: tuple[int, int]) -> None:
         """Queued call ``where`` (connection, call id) ran: it gives nothing back now."""
         with self._lock:
@@ -206,11 +222,16 @@ class Receiving(Peers):
     def _settle(self, h: _Held, ok: bool, value: Any) -> None:
         """Answer ``h`` for a failed upstream value, or queue it: it has every value."""
         if ok:
-            with self._lock:
-                self._took[(id(h.ch), h.call.id)] = list(h.where)
+            where = (id(h.ch), h.call.id)
+            with self._lock:  # (before it is queued: a Steal may give it back at once)
+                self._took[where] = list(h.where)
                 if len(self._took) > TAKEN_BOUND:  # (one left behind somehow: bounded)
                     del self._took[next(iter(self._took))]
-            self.rt._enqueue(h.ch, h.call)
+            if not self.rt._enqueue(h.ch, h.call):
+                # Refused (a full queue that rejects, an interface not served): answered,
+                # it never runs here nor is given back, and its keys stay taken.
+                with self._lock:
+                    self._took.pop(where, None)
             return
         kind, message, tb = ([*value, "", "", ""][:3] if isinstance(value, list)
                              else ["RemoteError", str(value), ""])

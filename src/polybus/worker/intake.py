@@ -262,10 +262,12 @@ class Intake:
                         self._refused(ch, item)
             case Refusal():  # a value in it did not unpickle (wire/undecodable.py)
                 self._refused(ch, msg)
-            case Cancel(ids=ids):
+            case Cancel(ids=ids, keys=keys):
                 with self._lock:
                     self._queue.remove_ids(ch, set(ids))
                 self.forwarding.forget(ch, ids)
+                if keys:  # (their consumer ended, having been given back by this replica)
+                    self.forwarding.ended(keys)
             case Steal(n=n, req=req):
                 with self._lock:
                     jobs = self._queue.steal(ch, n)
@@ -290,28 +292,30 @@ class Intake:
                 self._send_quietly(ch, Goodbye(what))
                 self._drop(ch)
 
-    def _enqueue(self, ch: Channel, call: Call) -> None:
+    def _enqueue(self, ch: Channel, call: Call) -> bool:
+        """Queue ``call``, or hold it for the forwarded values it names; False if it was
+        answered at once instead (an operand missing, refused: `_admit`)."""
         miss = resolve_operands(self.cache, call, ch)
         if miss is FORWARDED:  # it waits for values from other stages (or hold queues it)
             self.forwarding.hold(ch, call)
-            return
+            return True
         if miss is not None:
             self._send_quietly(ch, miss)
-            return
-        self._admit(ch, call)
+            return False
+        return self._admit(ch, call)
 
-    def _admit(self, ch: Channel, item: Call | CallBatch) -> None:
+    def _admit(self, ch: Channel, item: Call | CallBatch) -> bool:
         """Queue a call (or an aggregated batch, one job) unless no function here has
-        its interface or a rejecting queue is full; either is answered at once."""
+        its interface or a rejecting queue is full; either is answered at once (False)."""
         if item.prio != item.prio:  # NaN: no order among the others' calls (heap, fifo)
             self._send_quietly(ch, Fail(item.id, "bad-call", "ValueError",
                                         f"{self.name}: priority {item.prio!r} is not a number"))
-            return
+            return False
         if item.iface not in self.functions:
             self._send_quietly(ch, Fail(item.id, "no-interface", "LookupError",
                                         f"{self.name} does not serve {item.iface!r}; it serves "
                                         f"{', '.join(sorted(self.functions)) or 'nothing'}"))
-            return
+            return False
         with self._lock:
             busy = self._queue.full() and self.options.overflow == "reject"
             if not busy:
@@ -319,6 +323,7 @@ class Intake:
         if busy:
             self._send_quietly(ch, Fail(item.id, "busy", "BusyError",
                                         f"{self.name}: queue of {self.options.queue} calls is full"))
+        return not busy
 
     def _refused(self, ch: Channel, refusal: Refusal) -> None:
         if said := self._quiet.let(f"from {ch.peer}: {refusal.reason}"):  # (the caller is told)
