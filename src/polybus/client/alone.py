@@ -36,6 +36,7 @@ class LoneCalls:
     links: list[ReplicaLink]
     liveness: Liveness[ReplicaLink] | None
     unfinished: bool
+    refills: bool  # (the session has after-step work: a backlog, a batcher, a migrator)
     flushers: list[Callable[[], None]]  # (open aggregated batches: Batcher.flush)
     # Calls waiting at the client for their promises' values (client/awaiting.py, which
     # sets its own): while any waits, each read is followed by a look at them, so no
@@ -96,8 +97,8 @@ class LoneCalls:
                     break
                 else:
                     self._handle(link, msg)
-                    if rec.done:
-                        break
+                    if rec.done or self.refills:  # (as in _wait_alone: the general
+                        break  # wait places what the answer made room for, then waits)
         except (MessageTooLarge, UnsendableError):
             raise  # (never sent, forgotten above)
         except PolybusError as exc:
@@ -151,6 +152,8 @@ class LoneCalls:
                         self._check_liveness()  # a heartbeat passed in silence
                 else:
                     self._handle(link, msg)
+                    if self.refills:  # an answer may make room for a call waiting at
+                        break  # the client, which ``rec`` may need: placed by `_stepped`
         except PolybusError as exc:
             self._lost(link, exc)
         finally:
