@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.calls import CallRecord, ReplicaLink, silence_note, suspect_note
+from polybus.client import backlog
+from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.lane import MISS, SyncLane
 from polybus.client.policies.balance import (
     LeastLoaded,
@@ -26,16 +27,10 @@ from polybus.client.policies.balance import (
 from polybus.client.promise import CallPromise
 from polybus.client.snapshot import snapshot, snapshot_kwargs
 from polybus.client.socketlane import SocketLane
-from polybus.client.unsendable import not_sent, send_accepted
+from polybus.client.unsendable import not_sent
 from polybus.client.wireargs import AS_IS_ASYNC, wire
 from polybus.config.model import CallStyle
-from polybus.errors import (
-    ConnectionLostError,
-    NoReplicaError,
-    PoisonCallError,
-    PolybusError,
-    WorkerDiedError,
-)
+from polybus.errors import NoReplicaError, PolybusError
 from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.messages import Call
@@ -48,6 +43,8 @@ if TYPE_CHECKING:
 
 BACKLOG_BOUND = 100_000
 _ids = itertools.count(1)
+
+
 def _lane_for(d: Dispatcher) -> SyncLane | SocketLane | None:
     """The sync lane for ``d``'s lone link's channel, if its kind has one."""
     ch = d.links[0].channel
@@ -328,47 +325,8 @@ class Dispatcher:
 
     def refill(self) -> None:
         """Hand backlog calls to replicas with room (after answers came in), one write
-        per replica however many calls it gets."""
-        batches: dict[int, list[CallRecord]] = {}
-        now = time.perf_counter()
-        waiting: list[tuple[float, int, CallRecord]] = []
-        while self._backlog:
-            rec = self._backlog[0][2]
-            if rec.done:
-                heapq.heappop(self._backlog)
-                continue
-            if rec.id in self._suspects:  # (queued first) alone, on a replica with nothing else
-                entry = heapq.heappop(self._backlog)
-                f = getattr(self.comm, "forwarder", None)  # (its own held consumers aside)
-                free = [j for j, lk in enumerate(self.links) if not lk.dead and j not in self._isolated
-                        and (not self.inflight[j] or (f is not None and f.only_behind(rec, lk)))]
-                if not free:
-                    waiting.append(entry)
-                    continue
-                i = free[0]
-                self._isolated[i] = rec.id
-            else:
-                i = demand_pick(self.inflight, self.window, self._open(),  # type: ignore[assignment]
-                                self._load())
-                if i is None:
-                    break
-                heapq.heappop(self._backlog)
-            link = self.links[i]
-            rec.link = link
-            rec.attempts += 1
-            link.outstanding[rec.id] = rec
-            self.inflight[i] += 1
-            rec.sent_at, rec.ahead = now, self.inflight[i]
-            if rec.deadline:  # (its timeout counts from here: CallRecord)
-                rec.deadline = time.monotonic() + (self.timeout or 0.0)
-            batches.setdefault(i, []).append(rec)
-        for entry in waiting:
-            heapq.heappush(self._backlog, entry)
-        for i, recs in batches.items():
-            if self.comm is not None:
-                self.comm.send_many(self.links[i], recs)
-            else:  # (accepted calls: one that cannot be sent fails alone)
-                send_accepted(self.reactor, self.links[i], [r.message() for r in recs])
+        per replica however many calls it gets (client/backlog.py)."""
+        backlog.refill(self)
 
     def forget(self, rec: CallRecord, sent: bool = True) -> None:
         """A call given up on (its deadline passed): its answer, if it comes, is dropped;
@@ -394,42 +352,6 @@ class Dispatcher:
         self.reactor.work_left()
 
     def lost(self, link: ReplicaLink, error: PolybusError) -> None:
-        """``link``'s replica is gone: re-run what it held elsewhere, or fail it."""
-        i = self._index.get(id(link))
-        if i is None:
-            return
-        held = [r for r in list(link.outstanding.values()) if r.dispatcher is self]
-        for r in held:
-            del link.outstanding[r.id]
-        self.inflight[i] = 0
-        self._isolated.pop(i, None)
-        for rec in sorted(held, key=lambda r: r.id):
-            self._suspects.discard(rec.id)
-            if not self.idempotent:
-                went = "was taken for dead" if silence_note(error) else "died"
-                rec.set_error(WorkerDiedError(
-                    f"{link.name} {went} holding a call to {self.interface}, which is not "
-                    f"idempotent, so it was not re-run ({error}){silence_note(error)}",
-                    interface=self.interface, replica=link.name))
-            elif rec.attempts >= self.max_attempts:
-                rec.set_error(PoisonCallError(
-                    f"a call to {self.interface} was lost with {rec.attempts} replicas "
-                    f"in a row (last: {link.name}); it is not tried again"
-                    + silence_note(error), interface=self.interface, replica=link.name))
-            elif any(self._alive()):
-                # Retried alone (refill): a replica dying with one call charges that call.
-                self._suspects.add(rec.id)
-                heapq.heappush(self._backlog, (float("-inf"), next(self._seq), rec))
-            else:
-                rec.set_error(ConnectionLostError(
-                    f"every replica of {self.interface} is gone (last: {link.name}: {error})"
-                    + suspect_note(self.interface, rec.attempts, error, link.module)))
-        if not any(self._alive()):  # none left to take the backlog: it fails too
-            while self._backlog:
-                rec = heapq.heappop(self._backlog)[2]
-                rec.set_error(ConnectionLostError(
-                    f"every replica of {self.interface} is gone (last: {link.name}: {error})"
-                    + silence_note(error)))
-        self.refill()
-        if self._backlog:
-            self.reactor.work_left()
+        """``link``'s replica is gone: re-run what it held elsewhere, or fail it
+        (client/backlog.py)."""
+        backlog.lost(self, link, error)
