@@ -71,8 +71,13 @@ def main(args: argparse.Namespace) -> int:
         if args.json and not isinstance(exc, SystemExit):  # (not a stale result)
             # (one that cannot be written is a line of its own: the run's error follows;
             # it was replaced by the --json error)
+            message = str(exc)
+            if isinstance(exc, KeyboardInterrupt):  # (no message of its own: where it was)
+                from polybus.cli.main import where_it_was
+
+                message = where_it_was("run", exc).lstrip("; ")
             save("run", "--json", args.json, partial(write_json, doc={
-                "error": {"type": type(exc).__name__, "message": str(exc)}}))
+                "error": {"type": type(exc).__name__, "message": message}}))
         raise
     print(r.result, flush=True)
     if not args.quiet:

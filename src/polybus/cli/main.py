@@ -12,6 +12,7 @@ import warnings
 
 from polybus.cli.outlive import end_now, watch
 from polybus.errors import ConfigWarning, PolybusError
+from polybus.ownfiles import is_polybus_file
 
 # One thin module per subcommand (cli/cmd_*.py), imported when used. The docstring
 # above is what `polybus --help` shows.
@@ -52,6 +53,25 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt, so every
     `finally` on the way out runs: the engine stops its workers and removes its files.
     (`polybus worker` and `registry` set handlers of their own.)"""
+
+
+def where_it_was(command: str, exc: BaseException) -> str:
+    """Where `run`'s program was when a signal stopped it: its own line (the innermost
+    frame of its file) and what a wait there was for (client/calls.py `waiting_for`),
+    so that a run that hung says where; "" for anything else."""
+    if command != "run":
+        return ""
+    from polybus.runner import client_traceback
+
+    tb = client_traceback(exc)
+    line = ""
+    while tb is not None:  # (its innermost frame outside polybus)
+        if not is_polybus_file(tb.tb_frame.f_code.co_filename):
+            line = (f" while the program was at {tb.tb_frame.f_code.co_filename}, line "
+                    f"{tb.tb_lineno}, in {tb.tb_frame.f_code.co_name}")
+        tb = tb.tb_next
+    notes = "; ".join(n for n in getattr(exc, "__notes__", ()) if n.startswith("it was "))
+    return line + (f"; {notes}" if notes else "")
 
 
 def started_interrupted() -> int:
@@ -95,12 +115,13 @@ def main(argv: list[str] | None = None) -> int:
         for note in getattr(exc, "__notes__", ()):  # (what the run found out after: runner.py)
             print(f"  {note}", file=sys.stderr)
         return 2
-    except Terminated:  # (the process ends now if the program's threads run on)
-        end_now(args.command, 128 + signal.SIGTERM, "terminated", outlive)
+    except Terminated as exc:  # (the process ends now if the program's threads run on)
+        end_now(args.command, 128 + signal.SIGTERM,
+                "terminated" + where_it_was(args.command, exc), outlive)
         outlive = False
         return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
-        end_now(args.command, 130, "interrupted", outlive)
+    except KeyboardInterrupt as exc:
+        end_now(args.command, 130, "interrupted" + where_it_was(args.command, exc), outlive)
         outlive = False
         return 130
     except Exception as exc:

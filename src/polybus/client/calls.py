@@ -186,6 +186,20 @@ def give_up(rec: CallRecord, limit: float, why: str = "") -> bool:
     return True
 
 
+def waiting_for(rec: CallRecord) -> str:
+    """What a wait cut short by Ctrl-C or SIGTERM was for, said after "interrupted":
+    the call's interface and where it stood (sent to a replica and how long ago, or
+    still at the client)."""
+    iface = rec.dispatcher.interface
+    link = rec.link
+    if link is None:
+        return (f"it was waiting for a call to {iface} not yet sent: held at the client "
+                "for a replica with room (async-demand) or for its promises' values")
+    since = (f", {time.perf_counter() - rec.sent_at:.1f} s after it was sent"
+             if rec.sent_at else "")
+    return f"it was waiting for a call to {iface} on {link.name}{since}, not yet answered"
+
+
 def error_from(fail: Fail, interface: str, replica: str, origin: str = "") -> PolybusError:
     """The typed error for a Fail message (the one place remote failures are translated);
     ``origin`` names the upstream call a forwarded value came from ("f on server-0")."""

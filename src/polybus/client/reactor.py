@@ -19,7 +19,7 @@ from typing import Any
 
 from polybus.client import answers, control, rings
 from polybus.client.alone import LoneCalls
-from polybus.client.calls import CallRecord, ReplicaLink, give_up
+from polybus.client.calls import CallRecord, ReplicaLink, give_up, waiting_for
 from polybus.client.later import Later, get_ident
 from polybus.client.liveness import Liveness
 from polybus.client.policies.aggregate import pack
@@ -189,7 +189,15 @@ class Reactor(LoneCalls):
 
     # -- receiving -----------------------------------------------------------------
     def _wait(self, rec: CallRecord, timeout: float | None = None) -> Any:
-        """Block until ``rec`` has its outcome; return the value or raise its error."""
+        """Block until ``rec`` has its outcome; return the value or raise its error. A
+        Ctrl-C or SIGTERM meanwhile says what the wait was for (a note: cli/main.py)."""
+        try:
+            return self._wait_for(rec, timeout)
+        except KeyboardInterrupt as exc:
+            exc.add_note(waiting_for(rec))
+            raise
+
+    def _wait_for(self, rec: CallRecord, timeout: float | None) -> Any:
         if self.flushers:  # (an open batch may hold what ``rec`` waits for: `_step`
             self.flush_all()  # does this at each read, the one-read path does not)
         if timeout is None and self._fast and rec.link is not None and self._alone(rec.link):
