@@ -35,6 +35,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise
+from polybus.client.nested import Nested
 from polybus.client.policies.balance import demand_pick
 from polybus.client.promise import CallPromise
 from polybus.client.snapshot import snapshot, snapshot_kwargs
@@ -49,6 +50,7 @@ from polybus.errors import (
     UsageError,
 )
 from polybus.wire.codec import Ref
+from polybus.wire.values import OutOfBand
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -65,11 +67,14 @@ Promised = CallPromise | BatchPromise
 class _Waiting:
     """One consuming call and the promises it waits for, by position or keyword."""
 
-    __slots__ = ("promises", "rec")
+    __slots__ = ("got", "promises", "rec")
 
     def __init__(self, rec: CallRecord, promises: list[tuple[int | str, Promised]]) -> None:
         self.rec = rec
         self.promises = promises
+        # Values of its producers as they were answered (`held_values`): the program
+        # may change a value it waited for before this call is placed.
+        self.got: dict[int | str, Any] = {}
 
 
 class Awaiting:
@@ -105,6 +110,10 @@ class Awaiting:
         the calls filed under it are looked at by the next read's `release`. Called
         where the outcome is set (by a reading thread, or a wait giving up)."""
         if id(producer) in self.by_producer:
+            with self._lock:
+                waiting = list(self.by_producer.get(id(producer), {}).values())
+            for w in waiting:
+                held_values(w, id(producer))
             self.due.append(id(producer))
 
     @staticmethod
@@ -285,14 +294,16 @@ def _go(w: _Waiting) -> None:
             if err is not None:
                 raise _Upstream(p, err)
         for at, p in w.promises:
-            value = wire(p)  # (answered: its value, or fetched back if it was left there)
+            # (as answered; else its value now, or fetched back if it was left there)
+            value = w.got[at] if at in w.got else wire(p)
             if isinstance(at, int):
                 rec.args[at] = value
             else:
                 assert rec.kwargs is not None
                 rec.kwargs[at] = value
-        if d.priority is not None:
-            rec.prio = float(d.priority(tuple(rec.args), rec.kwargs or {}))
+        if d.priority is not None:  # (of the values as the program gave them)
+            rec.prio = float(d.priority(tuple(_given(a) for a in rec.args),
+                                        {k: _given(v) for k, v in (rec.kwargs or {}).items()}))
         if d.style.kind == "async-demand" or d.keep_args:  # (may be written later, or again)
             _keep_values(w)
         _place(d, rec)
@@ -304,6 +315,31 @@ def _go(w: _Waiting) -> None:
         _fail(rec, UsageError(f"{d.interface}(...): {type(exc).__name__}: {exc}"))
     finally:
         w.promises = []  # (the producers' promises go: their errors were said, or seen)
+
+
+def held_values(w: _Waiting, producer: int) -> None:
+    """The values ``producer`` (the id of a record or batch) answered for ``w``, kept as
+    they are now (snapshot.py: a writable array copied), at the read that answered
+    them, before the program can have them: the call, placed later, sends them as they
+    were answered, as forwarding would (the program may change a value it waited for).
+    A value left on its replica (``Ref``) is fetched when the call is placed."""
+    rec = w.rec
+    keep = rec.dispatcher.comm.keep() if rec.dispatcher.comm is not None else None
+    for at, p in w.promises:
+        if (at not in w.got and _key(p) == producer and p._answered
+                and _error(p) is None and not _left_there(p)):
+            w.got[at] = snapshot([wire(p)], keep)[0]
+
+
+def _given(v: Any) -> Any:
+    """An argument as the program gave it, from its travelling form (`wire`): what a
+    priority expression is computed from."""
+    t = type(v)
+    if t is OutOfBand:
+        return v.data
+    if t is Nested:
+        return v.value
+    return v
 
 
 class _Upstream(Exception):

@@ -198,6 +198,10 @@ class Reactor(LoneCalls):
             raise
 
     def _wait_for(self, rec: CallRecord, timeout: float | None) -> Any:
+        if rec.link is None and not rec.done and not self._in_send:
+            # (a call waiting at the client whose values came while nobody read, or
+            # whose producer was given up on: placed, or failed, before any read waits)
+            self.after_step()
         if self.flushers:  # (an open batch may hold what ``rec`` waits for: `_step`
             self.flush_all()  # does this at each read, the one-read path does not)
         if timeout is None and self._fast and rec.link is not None and self._alone(rec.link):

@@ -140,7 +140,9 @@ class Session:
                 if use.forward and use.callstyle.kind != "sync":
                     # (a call migration moves takes its edges along: client/fwdmove.py)
                     self.dispatchers[b.name].forwarder = forwarder_for(self)
-                elif not use.forward:
+                elif not use.forward and use.callstyle.kind != "sync":
+                    # (a sync call waits anyway: its promises are waited for at the call,
+                    # as with forwarding on, and it keeps its plain path)
                     self.dispatchers[b.name].awaiting = self._awaiting()
                 batcher = batcher_for(self.dispatchers[b.name], self.reactor, use.aggregate,
                                       use.aggregate_bytes, use.linger,
