@@ -220,33 +220,6 @@ def test_an_option_that_does_nothing_where_it_is_is_a_warning(
     assert cfg is not None and cfg.notes == ()
 
 
-COALESCE = ("modules.server.coalesce=50ms",)
-
-
-@pytest.mark.parametrize(("sets", "noted"), [
-    ((), True),                                                       # tcp, the default
-    (('modules.server.transport="ipc"',), True),
-    (('modules.client.use.compare.transport="ipc"',), True),
-    (('modules.server.transport="shm"',), False),
-    (('modules.client.use.compare.transport="shm"',), False),         # a binding over shm
-    (('modules.server.transport="shm"', 'modules.client.use.compare.transport="tcp"'), False),
-])
-def test_coalesce_where_nothing_reaches_the_module_over_shm_is_a_warning(
-        tmp_path: Path, sets: tuple[str, ...], noted: bool) -> None:
-    """Docs said it does nothing over tcp or ipc, and nothing said so. A binding that
-    asks for shm makes it count (its connections hold bells back); a module of transport
-    shm is left alone whatever its bindings say (its replicas stop spinning: an effect)."""
-    assert errors(tmp_path, overrides=(*COALESCE, *sets)) == []  # (and the files written)
-    cfg, _ = validate(str(tmp_path / "app.toml"), (*COALESCE, *sets))
-    assert cfg is not None
-    transport = "ipc" if 'modules.server.transport="ipc"' in sets else "tcp"
-    want = [("--set", "modules.server.coalesce",
-             "coalesce does nothing here: it holds back the bell that wakes a client for an "
-             f"answer over shm, and module 'server' has transport = \"{transport}\" (no "
-             "binding to it asks for shm)")] if noted else []
-    assert [(n.file, n.key, n.bare_message) for n in cfg.notes] == want
-
-
 def test_a_misspelt_define_name_is_one_error_not_one_per_binding(tmp_path: Path) -> None:
     toml = BASE.replace("define.compare", "define.comprae")
     assert errors(tmp_path, toml) == [
