@@ -7,7 +7,9 @@ it can act on::
     PolybusError
     ├── ConfigError                 a configuration mistake (file, key, what, nearest name)
     ├── UsageError                  the API used wrongly (use() outside a run, bad argument)
-    │   └── UnsendableError         a call's argument the codec cannot carry (also a TypeError)
+    │   ├── UnsendableError         a call's argument the codec cannot carry (also a TypeError)
+    │   └── PriorityError           an interface's priority expression failed on a call's
+    │                               arguments (also a TypeError)
     ├── ModuleImportError           a user's module failed to import (module, file, line)
     ├── ProtocolError               a peer broke the wire protocol (malformed, oversized frame)
     │   ├── AuthenticationError     a peer did not prove it holds the cluster token
@@ -40,6 +42,7 @@ __all__ = [
     "NoReplicaError",
     "PoisonCallError",
     "PolybusError",
+    "PriorityError",
     "ProtocolError",
     "RemoteError",
     "RemoteException",
@@ -94,6 +97,14 @@ class UnsendableError(UsageError, TypeError):
     """A call's argument the connection's codec cannot carry (an ``object()``, or anything
     unpicklable where pickle is on). The message names the interface and the argument;
     nothing of the call was sent. A TypeError too, as the codec's own error was."""
+
+
+class PriorityError(UsageError, TypeError):
+    """An interface's ``priority`` expression could not be computed for a call (the
+    call's arguments do not bind, or the expression raised on them: ``len`` of a float,
+    a key an argument lacks, a result that is not a number). The message names the
+    interface, the expression, its configuration key and the reason; the call was not
+    made. A TypeError too, as a call the function could not take always was."""
 
 
 class ModuleImportError(PolybusError):

@@ -133,6 +133,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
                           hint="a configuration with only [serve] routes is started with "
                                "`polybus serve`")
     session: Session | None = None
+    ended: BaseException | None = None  # what the program raised, if it did
     with started_cluster(app, sets, registry=registry, token_file=token_file,
                          worker_output=echo_to(worker_output)) as cluster:
         try:
@@ -149,13 +150,13 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             t0 = time.perf_counter()
             try:
                 value = entry(*client.args, **client.kwargs)
-            except (RemoteError, UsageError) as exc:
-                place(exc, app, client.key)  # the user's line, and a signature that misfits
+            except BaseException as exc:
+                ended = _ended(exc, app, client.key)  # (the user's line: callsite.py)
                 raise
             try:
                 result = wait(value)  # (a promise returned unforced is waited for here)
-            except (RemoteError, UsageError) as exc:
-                place(exc, app, client.key, returned_by=client.entrypoint)
+            except BaseException as exc:
+                ended = _ended(exc, app, client.key, returned_by=client.entrypoint)
                 raise
             drain(session)  # calls made and never waited for run to their end
             unseen.settle(session)  # and their errors no one saw are said
@@ -169,6 +170,20 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             activate(None)
             if session is not None:
                 session.close()
+                if ended is not None:  # (closed: no call fails after this)
+                    unseen.note_hushed(ended, session)
+
+
+def _ended(exc: BaseException, app: AppConfig, client: str,
+           returned_by: str | None = None) -> BaseException:
+    """The program raised ``exc`` (from its entrypoint or, ``returned_by``, the wait for
+    the promise it returned): the run ends with it. A remote or usage error names the
+    user's line (callsite.py); the errors of the calls it had no chance to look at are
+    then counted in one note, not said one by one (client/unseen.py)."""
+    if isinstance(exc, RemoteError | UsageError):
+        place(exc, app, client, returned_by)
+    unseen.hush()
+    return exc
 
 
 def _warn_unapplied(path: str | Path, app: AppConfig, origin: Origin) -> None:

@@ -49,8 +49,9 @@ class Progress(Protocol):
     def skip(self, runs: int) -> None: ...  # runs that will not happen (their cell failed)
 
 
-def split_values(text: str) -> list[str]:
-    """``"1,2,[3,4]"`` -> ``["1", "2", "[3,4]"]``: commas inside brackets or quotes stay."""
+def split_values(text: str, where: str) -> list[str]:
+    """``"1,2,[3,4]"`` -> ``["1", "2", "[3,4]"]``: commas inside brackets or quotes stay.
+    ``where`` (``--vary KEY``, ``--baseline``) leads the error of an empty value."""
     out: list[str] = []
     cur: list[str] = []
     depth, quote = 0, ""
@@ -69,8 +70,9 @@ def split_values(text: str) -> list[str]:
             continue
         cur.append(ch)
     out.append("".join(cur).strip())
-    if any(not v for v in out):
-        raise UsageError(f"empty value in {text!r}")
+    if "" in out:
+        raise UsageError(f"{where}: no value given" if len(out) == 1 else
+                         f"{where}: empty value in {text!r} (value {out.index('') + 1} of {len(out)})")
     return out
 
 
@@ -79,7 +81,7 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
     key, sep, values = text.partition("=")
     if not sep or not key.strip():
         raise UsageError(f"--vary expects KEY=v1,v2,..., got {text!r}")
-    vals = split_values(values)
+    vals = split_values(values, f"--vary {key.strip()}")
     twice = sorted({v for v in vals if vals.count(v) > 1})
     if twice:  # (two cells of one combination: which is the baseline's?)
         raise UsageError(f"--vary {key.strip()}: {', '.join(twice)} given twice")
@@ -116,7 +118,7 @@ def parse_baseline(text: str | None, varies: Sequence[tuple[str, list[str]]]) ->
     if not text:
         return {keys[0]: varies[0][1][0]} if keys else {}
     out = {}
-    for part in split_values(text):
+    for part in split_values(text, "--baseline"):
         short, sep, value = part.partition("=")
         if not sep:
             raise UsageError(f"--baseline expects KEY=VALUE[,KEY=VALUE...], got {text!r} "

@@ -68,3 +68,26 @@ def test_what_the_readme_says_varies_the_counts_is_the_codes_sizes() -> None:
     answers: list[Call | Result | Fail] = [Result(i, float(i)) for i in range(10)]
     saved = (sum(size(r) for r in answers) - size(Batch(answers))) / (len(answers) - 1)
     assert 9 <= saved <= 12
+
+
+def test_the_readme_does_not_promise_forwarding_the_same_bytes_on_every_transport() -> None:
+    """A Forward names the consumer's replica by its address, whose length is the
+    transport's: the README said the same program reports the same traffic under every
+    transport, which forwarding makes untrue (a new-user trial measured it)."""
+    from polybus.transport.endpoints import Address
+    from polybus.wire.messages import Forward
+
+    codec = Codec()
+
+    def size(to: str) -> int:
+        return sum(memoryview(p).nbytes for p in codec.encode(Forward(7, "p" * 32, "k" * 32, to)))
+
+    tcp = str(Address.parse("tcp://127.0.0.1:40123"))
+    ipc = str(Address.parse("ipc:///tmp/polybus-run-abc123/part2-0.sock"))
+    assert size(ipc) - size(tcp) >= len(ipc) - len(tcp) > 0  # (and msgpack's str header)
+    readme = _text("README.md")
+    assert ("each `Forward` the client sends names the consumer's replica by its address, "
+            "a socket path under `ipc` and `shm`, `tcp://127.0.0.1:PORT` under `tcp`, whose "
+            "length is the transport's") in readme
+    assert "four things make the count of one program differ from run to run" in readme
+    assert "whether a value goes replica to replica or through the client is a race" in readme

@@ -13,6 +13,7 @@ from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
 from polybus.client.params import priority_fn
 from polybus.config.model import CallStyle
+from polybus.errors import PriorityError, UsageError
 from polybus.wire.messages import Call
 from polybus.worker.servicing import CallQueue
 
@@ -81,6 +82,30 @@ def test_priority_over_a_missing_argument_names_interface_and_expression(tmp_pat
     with pytest.raises(TypeError, match=r"reads 'n', which this call leaves out, and its "
                        r"default SIZE is not a literal .* pass n in the call"):
         prio((1,), {})
+
+
+def test_a_priority_the_calls_values_fail_is_a_priority_error_naming_its_key(
+        tmp_path: Path) -> None:
+    """Whatever the expression raises on a call's values (or a result that is not a
+    number) is the configuration's mistake for that call, not the program's own
+    exception: a PriorityError (a UsageError, and a TypeError as before) naming the
+    interface, the expression, its key and what went wrong."""
+    (tmp_path / "server.py").write_text("def slow(t, n=1):\n    return t\n")
+    key = "modules.srv.define.slow.priority"
+    prio = priority_fn("len(t)", tmp_path / "server.py", "slow", key)
+    assert prio(("abc",), {}) == 3.0
+    with pytest.raises(PriorityError, match=r"^interface 'slow': priority 'len\(t\)' "
+                       r"\(modules\.srv\.define\.slow\.priority\) cannot be computed for this "
+                       r"call: TypeError: object of type 'float' has no len\(\)$") as e:
+        prio((0.5,), {})
+    assert isinstance(e.value, UsageError) and isinstance(e.value, TypeError)
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+    with pytest.raises(PriorityError, match=r"cannot be computed for this call: "
+                       r"ZeroDivisionError: division by zero$"):
+        priority_fn("1 / n", tmp_path / "server.py", "slow", key)((1,), {"n": 0})
+    with pytest.raises(PriorityError, match=r"^interface 'slow': priority 't' \(modules\.srv"
+                       r"\.define\.slow\.priority\) gave str 'abc', not a number$"):
+        priority_fn("t", tmp_path / "server.py", "slow", key)(("abc",), {})
 
 
 def test_replica_queue_serves_highest_priority_first_fifo_among_equals() -> None:

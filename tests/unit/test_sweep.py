@@ -23,9 +23,22 @@ from polybus.sweep import (
 
 
 def test_split_values_keeps_brackets_and_quotes() -> None:
-    assert split_values("1,2,[3,4],'a,b'") == ["1", "2", "[3,4]", "'a,b'"]
+    assert split_values("1,2,[3,4],'a,b'", "--vary k") == ["1", "2", "[3,4]", "'a,b'"]
     with pytest.raises(UsageError):
-        split_values("1,,2")
+        split_values("1,,2", "--vary k")
+
+
+def test_an_empty_value_names_the_vary_and_its_key() -> None:
+    """It said only `empty value in ''`, leaving the user to find which --vary."""
+    with pytest.raises(UsageError, match=r"^--vary modules\.worker\.replication: no value "
+                       r"given$"):
+        parse_vary("modules.worker.replication=")
+    with pytest.raises(UsageError, match=r"^--vary modules\.worker\.replication: empty value "
+                       r"in '1,,2' \(value 2 of 3\)$"):
+        parse_vary("modules.worker.replication=1,,2")
+    with pytest.raises(UsageError, match=r"^--baseline: empty value in 'replication=1,' "
+                       r"\(value 2 of 2\)$"):
+        parse_baseline("replication=1,", [parse_vary("modules.worker.replication=1,2")])
 
 
 def test_parse_vary_and_every_combination_first_key_slowest() -> None:

@@ -48,7 +48,11 @@ def _broadcast(session: Session, value: Any) -> Shared:
             "on the serving module), or convert it to a numeric dtype")
     key = content_key(value)
     if key is None:
-        raise TypeError(f"broadcast() takes a numpy array or bytes, not {type(value).__name__}")
+        raise UsageError(
+            f"broadcast() takes a numpy array or bytes (or a bytearray), not a value of "
+            f"type {type(value).__name__}: the replicas keep the value under the name of its "
+            f"bytes; " + ("make it an array first (np.asarray(value)), or " if isinstance(
+                value, list | tuple) else "") + "pass it as an argument of the calls instead")
     # The handle stands for the bytes as they are now (README): an array that could
     # change is kept as a read-only copy (shared with any held call of that content).
     # Sent again from the array, a replica that lost the content (evicted, or dropped

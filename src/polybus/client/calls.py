@@ -115,7 +115,7 @@ class CallRecord:
             return False
         self.error = error
         self._let_go()
-        failed()
+        failed(error)
         carried = getattr(self, "carried", None)
         if carried is not None and message_of(error) == carried:
             seen(error)  # a consumer's error, come first, said this one's

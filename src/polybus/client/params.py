@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from polybus.client.plan import Signature
+from polybus.errors import PriorityError
 
 __all__ = ["parameters", "priority_fn"]
 
@@ -53,35 +54,50 @@ def _lenient(fn: Any, names: Iterable[str]) -> Callable[..., dict[str, Any]]:
     return bind
 
 
-def priority_fn(expr_source: str, source: Path,
-                 function: str) -> Callable[[tuple[Any, ...], dict[str, Any]], float]:
+def priority_fn(expr_source: str, source: Path, function: str,
+                key: str | None = None) -> Callable[[tuple[Any, ...], dict[str, Any]], float]:
     """The priority of a call of ``function`` (of the module file ``source``): the
     expression over the call's arguments bound as the function binds them (positional
-    or keyword), a parameter the call leaves out taking its default."""
+    or keyword), a parameter the call leaves out taking its default. A call it cannot
+    be computed for raises PriorityError naming the interface, the expression and its
+    configuration ``key`` (whatever the expression raised on the call's values: it is
+    the configuration's mistake, or its mismatch with the call, not the program's)."""
     from polybus.config.expr import compile_priority
     from polybus.config.source import OpaqueDefault, binder, inspect_source
 
     fn = inspect_source(source, client=False).functions.get(function)
     expr = compile_priority(expr_source, list(fn.params) if fn is not None else [])
+    where = f"interface {function!r}: priority {expr_source!r}" + (f" ({key})" if key else "")
+    own = f"priority {expr_source!r} "  # (how the expression's own errors begin: expr.py)
+
+    def value(bound: dict[str, Any]) -> float:
+        try:
+            return expr(bound)
+        except Exception as e:  # (whatever the values do under it: len of a float, ...)
+            text = str(e)
+            if text.startswith(own):  # "gave str 'abc', not a number": said once
+                raise PriorityError(f"{where} {text[len(own):]}") from None
+            raise PriorityError(f"{where} cannot be computed for this call: "
+                                f"{type(e).__name__}: {text}") from None
+
     if fn is None:  # (an expression of literals only: compile_priority refuses names)
-        return lambda args, kwargs: expr({})
+        return lambda args, kwargs: value({})
     bind = _lenient(fn, expr.names) if fn.node is not None and fn.node.decorator_list \
         else binder(fn, str(source), expr.names)
     defaults = inspect.signature(bind).parameters
     opaque = [n for n in expr.names if isinstance(defaults[n].default, OpaqueDefault)]
-    where = f"interface {function!r}: priority {expr_source!r}"
 
     def prio(args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
         try:
             bound = bind(*args, **kwargs)
         except TypeError as e:
-            raise TypeError(f"{where} cannot be computed for this call: {e}") from None
+            raise PriorityError(f"{where} cannot be computed for this call: {e}") from None
         for n in opaque:
             if isinstance(bound[n], OpaqueDefault):
-                raise TypeError(
+                raise PriorityError(
                     f"{where} reads {n!r}, which this call leaves out, and its default "
                     f"{bound[n]!r} is not a literal (the client does not import "
                     f"{source.name}): pass {n} in the call, or give it a literal default")
-        return expr(bound)
+        return value(bound)
 
     return prio

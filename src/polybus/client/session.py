@@ -20,6 +20,7 @@ from polybus.client.plan import comm_for
 from polybus.client.pump import Gate, Pump
 from polybus.client.reactor import Reactor
 from polybus.config.model import AppConfig, Binding, DefineSpec, ModuleSpec, UseSpec
+from polybus.config.problems import dotted
 from polybus.errors import NoReplicaError, PolybusError, TransportError, UsageError
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import RegistryClient
@@ -122,7 +123,8 @@ class Session:
                 # A derived form ("page@http", worker/main.py) has its interface's options.
                 base = b.interface.partition("@")[0]
                 define = module.define.get(base, DefineSpec())
-                prio = (priority_fn(define.priority, module.source, base)
+                prio = (priority_fn(define.priority, module.source, base,
+                                    dotted("modules", b.module, "define", base, "priority"))
                         if define.priority else None)
                 self.dispatchers[b.name] = Dispatcher(
                     b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,

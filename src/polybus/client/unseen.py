@@ -10,6 +10,16 @@ exception or an unretrieved asyncio task's is said rather than lost). An error i
 value (a forwarded promise: the consumer's error says it). A program that means to
 drop failures silences the logger:
 ``logging.getLogger("polybus.client.unseen").setLevel(logging.ERROR)``.
+
+A run that ends with an exception out of the program (its own, or an error of a call it
+waited for: a BusyError) is different: the program had no chance to look at the calls
+it had made, and their promises go only when that exception does, after it was said.
+Said one by one then, they bury the error that ended the run under lines about its
+siblings (five "never looked at" lines after one BusyError). So from the moment the
+program raised (`hush`) until the next run (`reset`), they are not said one by one;
+the run's exception carries one note that counts them instead (`note_hushed`), by error
+type: "23 more calls failed the same way (BusyError), never looked at before the run
+ended". A program that returns normally keeps every warning.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from polybus.errors import PolybusError
@@ -24,35 +35,60 @@ from polybus.errors import PolybusError
 if TYPE_CHECKING:
     from polybus.client.session import Session
 
-__all__ = ["SHOWN_AT_MOST", "failed", "forgotten", "reset", "seen", "settle"]
+__all__ = ["SHOWN_AT_MOST", "failed", "forgotten", "hush", "note_hushed", "reset", "seen",
+           "settle"]
 
 log = logging.getLogger("polybus.client.unseen")
 SHOWN_AT_MOST = 5  # errors logged one by one in a process; then one line says more went
 _MARK = "_polybus_seen"
+_FAILED = "_polybus_failed"  # (a call's error, counted in _failed)
 _lock = threading.Lock()
 _shown = 0
 _failures = 0  # calls that failed since `reset` (the end of a run collects only then)
+_failed: Counter[str] = Counter()   # calls' errors since `reset`, by type
+_looked: Counter[str] = Counter()   # of those, the ones seen (raised, passed on, said)
+_hushed: Counter[str] = Counter()   # errors not of a call's record (a batch's), hushed
+_hush = False  # the program raised: nothing said one by one until the next run
 
 
 def reset() -> None:
     """Count from none again (each run says its own first few)."""
-    global _shown, _failures
+    global _shown, _failures, _hush
     with _lock:
         _shown = _failures = 0
+        _hush = False
+        for c in (_failed, _looked, _hushed):
+            c.clear()
 
 
-def failed() -> None:
-    """A call failed (CallRecord.set_error): the end of the run collects before it looks."""
+def failed(error: PolybusError) -> None:
+    """A call failed with ``error`` (CallRecord.set_error): the end of the run collects
+    before it looks, and a run ended by the program's exception counts it if unseen."""
     global _failures
     _failures += 1
+    if getattr(error, _FAILED, False):
+        return  # (one error of several calls is said once: counted once)
+    kind = type(error).__name__
+    with _lock:
+        _failed[kind] += 1
+        if getattr(error, _MARK, False):
+            _looked[kind] += 1
+    _mark(error, _FAILED)
+
+
+def _mark(error: PolybusError, name: str) -> None:
+    try:
+        setattr(error, name, True)
+    except AttributeError:  # pragma: no cover - (an error class with slots)
+        pass
 
 
 def seen(error: PolybusError) -> PolybusError:
     """``error`` reaches the program (or a consumer of the value): mark it; returned."""
-    try:
-        setattr(error, _MARK, True)
-    except AttributeError:  # pragma: no cover - (an error class with slots)
-        pass
+    if getattr(error, _FAILED, False) and not getattr(error, _MARK, False):
+        with _lock:
+            _looked[type(error).__name__] += 1
+    _mark(error, _MARK)
     return error
 
 
@@ -60,6 +96,12 @@ def forgotten(error: PolybusError | None, interface: str) -> None:
     """A promise of a call to ``interface`` is freed: say ``error`` if no one saw it."""
     global _shown
     if error is None or getattr(error, _MARK, False):
+        return
+    if _hush:  # counted by `note_hushed`, not said (a call's error: as not seen)
+        if not getattr(error, _FAILED, False):
+            with _lock:
+                _hushed[type(error).__name__] += 1
+        _mark(error, _MARK)
         return
     seen(error)  # (said once, whatever else held it)
     with _lock:
@@ -88,3 +130,34 @@ def settle(session: Session) -> None:
     for bt in session.batchers:
         for b in list(bt.failed):
             b.say_unseen()
+
+
+def hush() -> None:
+    """The program raised: the run ends with that exception. Errors no one looked at are
+    counted, not said, until the next run (`note_hushed` says them in one line)."""
+    global _hush
+    _hush = True
+
+
+def note_hushed(exc: BaseException, session: Session) -> None:
+    """At the end of a run the program's ``exc`` ended (`hush`; the session closed, so no
+    call fails after): add to ``exc`` one note that counts the calls that failed and that
+    no one looked at, by type ("the same way" when all are of ``exc``'s type), unless
+    the logger is silenced."""
+    for bt in session.batchers:  # (a batch's errors: counted in _hushed, as said)
+        for b in list(bt.failed):
+            b.say_unseen()
+    with _lock:
+        left = (_failed - _looked) + _hushed
+    n = sum(left.values())
+    if not n or not log.isEnabledFor(logging.WARNING):
+        return
+    calls = f"call{'' if n == 1 else 's'}"
+    if set(left) == {type(exc).__name__}:
+        exc.add_note(f"{n} more {calls} failed the same way ({type(exc).__name__}), never "
+                     "looked at before the run ended")
+        return
+    kinds = next(iter(left)) if len(left) == 1 else ", ".join(
+        f"{k} {t}" for t, k in left.most_common())
+    exc.add_note(f"{n} {calls} failed with errors never looked at before the run ended "
+                 f"({kinds})")

@@ -377,7 +377,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted, infos)
     _check_uses(modules, infos, bindings, interfaces, p, attempted)
     note_unused(modules, infos, bindings, p)
-    note_no_ops(modules, raw_tables, p)
+    note_no_ops(modules, raw_tables, p, bindings, serve)  # (routes parsed, not checked)
     note_many_replicas(modules, cluster.engine, p)
     note_big_batches(modules, cluster.max_frame, p)
     if serve is not None:

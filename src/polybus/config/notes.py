@@ -67,9 +67,11 @@ def note_unused(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                close or "ignore this if another file it imports calls use() with that name")
 
 
-def note_no_ops(modules: dict[str, ModuleSpec], raw: dict[str, Any], p: Problems) -> None:
+def note_no_ops(modules: dict[str, ModuleSpec], raw: dict[str, Any], p: Problems,
+                bindings: list[Binding], serve: ServeSpec | None) -> None:
     """Options that do nothing where they are written: said, and the run goes on."""
     for key, m in modules.items():
+        _note_coalesce(key, m, modules, bindings, serve, p)
         for iface, d in m.define.items():
             if d.prefetch is not None and d.cache is None:
                 p.note("prefetch pushes cached operands, and this interface caches none",
@@ -91,6 +93,28 @@ def note_no_ops(modules: dict[str, ModuleSpec], raw: dict[str, Any], p: Problems
                        "(each waits for its answer, so none travel together)",
                        dotted("modules", key, "use", name, "aggregate"),
                        'set callstyle = "async" or "async-demand(N)"')
+
+
+def _note_coalesce(key: str, m: ModuleSpec, modules: dict[str, ModuleSpec],
+                   bindings: list[Binding], serve: ServeSpec | None, p: Problems) -> None:
+    """``coalesce`` holds back the bells of answers written into a shared-memory ring
+    (worker/bells.py, client/session.py: ``tune``), and turns the replicas' spin off only
+    on a module of transport shm (worker/main.py): over tcp or ipc there is no bell to
+    hold. It does something if a binding (or route) to the module asks for shm
+    (``use.<iface>.transport``), whatever the module's own transport."""
+    if not m.coalesce or m.transport == "shm":
+        return
+    asked = [u.transport for u in (
+        *(modules[b.user].use.get(b.name) for b in bindings
+          if b.module == key and b.user in modules),
+        *(r.use for r in (serve.routes if serve is not None else ()) if r.module == key))
+        if u is not None]
+    if "shm" in asked:
+        return
+    p.note(f"coalesce does nothing here: it holds back the bell that wakes a client for an "
+           f"answer over shm, and module {key!r} has transport = \"{m.transport}\" (no "
+           "binding to it asks for shm)", dotted("modules", key, "coalesce"),
+           'set transport = "shm" on the module or on a binding to it, or leave coalesce out')
 
 
 def _note_shared_queue(key: str, m: ModuleSpec, raw: dict[str, Any], p: Problems) -> None:
