@@ -192,39 +192,36 @@ class Reactor(LoneCalls):
         """Block until ``rec`` has its outcome; return the value or raise its error. A
         Ctrl-C or SIGTERM meanwhile says what the wait was for (a note: cli/main.py)."""
         try:
-            return self._wait_for(rec, timeout)
-        except KeyboardInterrupt as exc:
+            if rec.link is None and not rec.done and not self._in_send:
+                # (a call waiting at the client whose values came while nobody read, or
+                # whose producer was given up on: placed, or failed, before any read waits)
+                self.after_step()
+            if self.flushers:  # (an open batch may hold what ``rec`` waits for: `_step`
+                self.flush_all()  # does this at each read, the one-read path does not)
+            if timeout is None and self._fast and rec.link is not None and self._alone(rec.link):
+                self._wait_alone(rec, rec.link)
+            # Counted from when the call was written to a replica (its deadline: `overdue`).
+            # Past it, what has arrived is taken first (an answer here may well have come in
+            # time: when, no one can tell; a call waiting at the client is written, and its
+            # count begins), then the call fails and its answer, if it comes, is dropped.
+            # (A record with no deadline of its own, waited for with a timeout, counts from
+            # this wait.)
+            own = 0.0 if timeout is None else time.monotonic() + timeout
+            while not rec.done:
+                remaining = None
+                if timeout is not None:
+                    remaining = self._left(rec, own, timeout)
+                    if remaining <= 0:
+                        self._poll()
+                        if not rec.done and self._left(rec, own, timeout) <= 0:
+                            give_up(rec, timeout)
+                            break
+                        continue
+                self._step(rec.link, remaining)
+            return rec.outcome()
+        except KeyboardInterrupt as exc:  # (in the same frame: no call added to a wait)
             exc.add_note(waiting_for(rec))
             raise
-
-    def _wait_for(self, rec: CallRecord, timeout: float | None) -> Any:
-        if rec.link is None and not rec.done and not self._in_send:
-            # (a call waiting at the client whose values came while nobody read, or
-            # whose producer was given up on: placed, or failed, before any read waits)
-            self.after_step()
-        if self.flushers:  # (an open batch may hold what ``rec`` waits for: `_step`
-            self.flush_all()  # does this at each read, the one-read path does not)
-        if timeout is None and self._fast and rec.link is not None and self._alone(rec.link):
-            self._wait_alone(rec, rec.link)
-        # Counted from when the call was written to a replica (its deadline: `overdue`).
-        # Past it, what has arrived is taken first (an answer here may well have come in
-        # time: when, no one can tell; a call waiting at the client is written, and its
-        # count begins), then the call fails and its answer, if it comes, is dropped.
-        # (A record with no deadline of its own, waited for with a timeout, counts from
-        # this wait.)
-        own = 0.0 if timeout is None else time.monotonic() + timeout
-        while not rec.done:
-            remaining = None
-            if timeout is not None:
-                remaining = self._left(rec, own, timeout)
-                if remaining <= 0:
-                    self._poll()
-                    if not rec.done and self._left(rec, own, timeout) <= 0:
-                        give_up(rec, timeout)
-                        break
-                    continue
-            self._step(rec.link, remaining)
-        return rec.outcome()
 
     wait = _wait  # (gated where the session has a gate: open_gate)
 
