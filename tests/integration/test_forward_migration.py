@@ -23,6 +23,7 @@ import pytest
 
 import polybus
 from polybus.client import migrate
+from polybus.client.migrate import Migrator
 from polybus.client.session import Session
 from polybus.errors import RemoteException
 from polybus.wire.codec import Ref
@@ -200,9 +201,9 @@ def by_hand(tmp: Path, idempotent: bool = True) -> Any:
     return cluster(tmp, BY_HAND.format(idempotent=str(idempotent).lower()), replicas=3)
 
 
-def steal(s: Session, src: str, dst: str) -> None:
-    """Move one waiting call of ``src`` to ``dst``, as migration does (a Steal)."""
-    m = next(m for m in s.migrators if m.d.interface == "double")
+def give_back(s: Session, m: Migrator, src: str, dst: str) -> None:
+    """Ask ``src`` for one of the client's waiting calls, for ``dst``, as ``m`` does
+    (a Steal); the move itself comes with a later read."""
     req = next(migrate._reqs)
     assert s.gate is not None
     s.gate.enter()
@@ -211,6 +212,12 @@ def steal(s: Session, src: str, dst: str) -> None:
         s.reactor.send(m.by_name[src], Steal(1, req))
     finally:
         s.gate.leave()
+
+
+def steal(s: Session, src: str, dst: str) -> None:
+    """Move one waiting call of ``src`` to ``dst``, as migration does (a Steal)."""
+    m = next(m for m in s.migrators if m.d.interface == "double")
+    give_back(s, m, src, dst)
     wait_until(lambda: m.moved_in[dst] >= 1, s)
 
 

@@ -20,15 +20,13 @@ import numpy as np
 import pytest
 
 import polybus
-from polybus.client import migrate
 from polybus.client.migrate import Migrator
 from polybus.client.session import Session
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Steal
 
 from .comm_harness import Cluster, cluster
 from .test_forward_backlog import SLACK, client_bytes, replica, settled
-from .test_forward_migration import N, _grow, grown, queued_on, wait_until  # noqa: F401 (_grow: the same autouse fixture)
+from .test_forward_migration import N, _grow, give_back, grown, queued_on, wait_until  # noqa: F401 (_grow: the same autouse fixture)
 
 CONF = """
 [modules.server]
@@ -71,15 +69,8 @@ def by_hand(s: Session) -> Migrator:
 
 def steal(s: Session, m: Migrator, src: str, dst: str) -> None:
     """One waiting call of the client's on ``src`` given back, for ``dst`` (a Steal)."""
-    req = next(migrate._reqs)
     before = sum(m.moved_in.values())
-    assert s.gate is not None
-    s.gate.enter()
-    try:
-        m._pending[req] = (m.by_name[src], m.by_name[dst], 1)
-        s.reactor.send(m.by_name[src], Steal(1, req))
-    finally:
-        s.gate.leave()
+    give_back(s, m, src, dst)
     wait_until(lambda: sum(m.moved_in.values()) > before, s)
 
 

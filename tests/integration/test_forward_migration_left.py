@@ -101,7 +101,6 @@ def test_a_request_held_back_while_its_batch_moved_goes_where_the_batch_went(
             try:
                 qs = [s.call("double", (p,), {}) for p in ps]
                 assert bt._after, len(bt._after)  # (the requests wait)
-                print("AFTER", len(bt._after))
                 steal_agg(s, m, "server-1", "server-0")
                 assert b.link is not None and b.link.name == "server-0"
             finally:
