@@ -24,16 +24,35 @@ def slow(x):
 """
 
 CLIENT = """
+import sys
+import threading
+import time
+
 from polybus import use, wait
 
 slow = use("slow")
 
 
+def say_when_waiting(main_thread):
+    # "waiting" is printed only once the main thread is inside polybus's wait, so the
+    # test's signal cannot land between the print and the wait.
+    while True:
+        frame = sys._current_frames().get(main_thread)
+        while frame is not None and frame.f_code.co_name != "_wait":
+            frame = frame.f_back
+        if frame is not None:
+            print("waiting", flush=True)
+            return
+        time.sleep(0.01)
+
+
 def main():
     p = slow(1)
-    print("waiting", flush=True)
+    threading.Thread(target=say_when_waiting, args=(threading.get_ident(),),
+                     daemon=True).start()
     return wait(p)
 """
+WAIT_LINE = textwrap.dedent(CLIENT).splitlines().index("    return wait(p)") + 1
 
 TOML = """
 [modules.s]
@@ -63,7 +82,7 @@ def test_a_stopped_run_says_the_line_and_the_call_its_program_waited_for(
     p.send_signal(sig)  # (the run this test started)
     _, err = p.communicate(timeout=60)
     assert p.returncode == code, err
-    where = (f"while the program was at {tmp_path / 'c.py'}, line 10, in main; it was "
+    where = (f"while the program was at {tmp_path / 'c.py'}, line {WAIT_LINE}, in main; it was "
              "waiting for a call to slow on s-0, not yet answered")
     assert f"polybus run: {said} {where}" in err
     assert json.loads(out.read_text())["error"]["message"] == where
