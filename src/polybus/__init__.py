@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from polybus.deadline import RunTimeout
 from polybus.errors import (
     BusyError,
     CallTimeoutError,
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 __all__ = ["BusyError", "CallTimeoutError", "ConfigError", "NoReplicaError", "PolybusError",
-           "Promise", "RemoteError", "RemoteException", "RunResult", "WorkerDiedError",
+           "Promise", "RemoteError", "RemoteException", "RunResult", "RunTimeout",
+           "WorkerDiedError",
            "__version__", "as_completed", "broadcast", "run", "use", "wait"]
 
 

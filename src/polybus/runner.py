@@ -24,6 +24,7 @@ from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, Origin
 from polybus.config.overrides import toml_value
 from polybus.config.workerside import worker_side_changes
+from polybus.deadline import check_timeout, time_limit
 from polybus.engines.base import Cluster, Engine
 from polybus.errors import (
     AuthenticationError,
@@ -106,7 +107,8 @@ def busy_share(busy_s: float, elapsed_s: float, handlers: int = 1) -> float:
 
 def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
         registry: str | None = None, token_file: str | None = None,
-        origin: Origin = PYTHON, worker_output: bool | TextIO = True) -> RunResult:
+        origin: Origin = PYTHON, worker_output: bool | TextIO = True,
+        timeout: float | None = None) -> RunResult:
     """Run the program ``path`` configures and return its result and statistics.
 
     ``overrides`` are ``{"modules.server.replication": 8}`` or ``["key=value", ...]``; a
@@ -118,7 +120,12 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
     prefixed with the replica's name (``(server-0) ...``), to ``sys.stderr`` as it is
     when the run starts, or to the text stream ``worker_output`` names; ``False``: not
     forwarded. Workers of a ``registry`` print where they were started.
+
+    With ``timeout``, the program is stopped once it has run that many seconds (from
+    its entrypoint's start): `polybus.deadline.RunTimeout` is raised in the main thread
+    as Ctrl-C would be, and the run's workers are stopped (deadline.py).
     """
+    timeout = check_timeout(timeout)
     sets = override_strings(overrides)
     # (the workers get them as --set, checked here first; a hosts engine's missing
     # registry too, unless given here)
@@ -148,18 +155,19 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             activate(session)
             unseen.reset()
             t0 = time.perf_counter()
-            try:
-                value = entry(*client.args, **client.kwargs)
-            except BaseException as exc:
-                ended = _ended(exc, app, client.key)  # (the user's line: callsite.py)
-                raise
-            try:
-                result = wait(value)  # (a promise returned unforced is waited for here)
-            except BaseException as exc:
-                ended = _ended(exc, app, client.key, returned_by=client.entrypoint)
-                raise
-            drain(session)  # calls made and never waited for run to their end
-            unseen.settle(session)  # and their errors no one saw are said
+            with time_limit(timeout):
+                try:
+                    value = entry(*client.args, **client.kwargs)
+                except BaseException as exc:
+                    ended = _ended(exc, app, client.key)  # (the user's line: callsite.py)
+                    raise
+                try:
+                    result = wait(value)  # (a promise returned unforced is waited for here)
+                except BaseException as exc:
+                    ended = _ended(exc, app, client.key, returned_by=client.entrypoint)
+                    raise
+                drain(session)  # calls made and never waited for run to their end
+                unseen.settle(session)  # and their errors no one saw are said
             elapsed = time.perf_counter() - t0
             stats = session.stats()
             for rep in stats.replicas:
@@ -217,6 +225,22 @@ def client_traceback(exc: BaseException) -> TracebackType | None:
             return below
         tb = tb.tb_next
     return None
+
+
+def where_stopped(exc: BaseException) -> str:
+    """Where the program was when ``exc`` (Ctrl-C, SIGTERM, a time limit) stopped it:
+    " while the program was at FILE, line N, in FUNC" (its innermost frame outside
+    polybus) and "; it was waiting for ..." (the note a wait adds: client/calls.py
+    ``waiting_for``); "" if it came from none of the program's lines."""
+    tb = client_traceback(exc)
+    line = ""
+    while tb is not None:
+        if not is_polybus_file(tb.tb_frame.f_code.co_filename):
+            line = (f" while the program was at {tb.tb_frame.f_code.co_filename}, line "
+                    f"{tb.tb_lineno}, in {tb.tb_frame.f_code.co_name}")
+        tb = tb.tb_next
+    notes = "; ".join(n for n in getattr(exc, "__notes__", ()) if n.startswith("it was "))
+    return line + (f"; {notes}" if notes else "")
 
 
 def echo_to(worker_output: bool | TextIO) -> TextIO | None:

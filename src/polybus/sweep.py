@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from polybus.deadline import RunTimeout
 from polybus.errors import ConfigError, PolybusError, UsageError
 
 __all__ = ["Cell", "Measured", "Sweep", "check_combinations", "combinations",
@@ -368,10 +369,15 @@ def _rounds(path: str, cells: list[Cell], repeat: int, runner: Runner,
             ended = "done"
             try:
                 cell.add(runner(path, _sets(fixed, cell.config)))
+            except RunTimeout as exc:  # (--timeout: this run hung, or ran long; go on)
+                from polybus.runner import where_stopped
+
+                cell.error = f"{exc}{where_stopped(exc)}"
             except KeyboardInterrupt as exc:  # (SIGTERM too): what ran is kept and shown
                 return exc
             except Exception as exc:
                 cell.error = error_text(exc)
+            if cell.error is not None:
                 left = repeat - i - 1  # (these will not run: the estimate leaves them)
                 ended = f"failed; its {left} later run(s) left the total" if left else "failed"
                 if progress is not None:

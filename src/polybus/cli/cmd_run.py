@@ -12,6 +12,7 @@ from rich.table import Table
 from polybus.cli.output import result_console
 from polybus.cli.values import check_writable, save
 from polybus.config.origin import SET
+from polybus.deadline import check_timeout
 from polybus.runner import RunResult, run
 
 
@@ -28,6 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "workers, is still shown)")
     p.add_argument("--no-worker-output", action="store_true",
                    help="do not forward what the workers print to stderr")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="stop the program once it has run this long (its workers' "
+                        "start-up not counted), saying where it was; exit status 124")
 
 
 def caption(r: RunResult) -> str:
@@ -62,11 +66,12 @@ def write_json(path: str, doc: dict[str, object]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_timeout(args.timeout, "--timeout")
     check_writable(args.json, "--json")
     try:
         r = run(args.config, tuple(args.set), registry=args.registry,
                 token_file=args.token_file, origin=SET,
-                worker_output=not args.no_worker_output)
+                worker_output=not args.no_worker_output, timeout=args.timeout)
     except BaseException as exc:  # a script reading --json learns why there is no result
         if args.json and not isinstance(exc, SystemExit):  # (not a stale result)
             # (one that cannot be written is a line of its own: the run's error follows;
@@ -75,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
             if isinstance(exc, KeyboardInterrupt):  # (no message of its own: where it was)
                 from polybus.cli.main import where_it_was
 
-                message = where_it_was("run", exc).lstrip("; ")
+                message = (message + where_it_was("run", exc)).lstrip("; ")
             save("run", "--json", args.json, partial(write_json, doc={
                 "error": {"type": type(exc).__name__, "message": message}}))
         raise

@@ -34,10 +34,12 @@ from rich.table import Table
 
 from polybus.cli.output import result_console
 from polybus.cli.values import check_plot, check_writable, save
+from polybus.deadline import check_timeout
 from polybus.errors import UsageError
 from polybus.sweep import (
     Cell,
     Measured,
+    Runner,
     Sweep,
     check_combinations,
     combinations,
@@ -68,13 +70,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "pip install 'polybus[plot]')")
     p.add_argument("--no-worker-output", action="store_true",
                    help="do not forward what the workers print to stderr")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="each run's limit: a run still going after this long (its "
+                        "workers' start-up not counted) is stopped and fails its "
+                        "combination's cell, saying where it was; the sweep goes on")
 
 
-def _runner(path: str, sets: Sequence[str], worker_output: bool = True) -> Measured:
+def _runner(path: str, sets: Sequence[str], worker_output: bool = True,
+            timeout: float | None = None) -> Measured:
     from polybus.config.origin import SET
     from polybus.runner import run
 
-    r = run(path, tuple(sets), origin=SET, worker_output=worker_output)
+    r = run(path, tuple(sets), origin=SET, worker_output=worker_output, timeout=timeout)
     return Measured(r.elapsed_s, r.bytes_sent, r.bytes_received)
 
 
@@ -290,6 +297,7 @@ def main(args: argparse.Namespace) -> int:
     varies = [parse_vary(v) for v in args.vary]
     baseline = parse_baseline(args.baseline, varies)
     combos = combinations(varies)
+    check_timeout(args.timeout, "--timeout")
     check_combinations(args.config, varies, args.set)  # a bad value fails now, not in its cell
     check_writable(args.json, "--json")
     check_writable(args.csv, "--csv")
@@ -305,7 +313,10 @@ def main(args: argparse.Namespace) -> int:
                    console=err, transient=True)
     with bar:
         task = bar.add_task("sweep", total=len(combos) * args.repeat)
-        runner = partial(_runner, worker_output=False) if args.no_worker_output else _runner
+        runner: Runner = _runner  # (the plain function when nothing is set: tests swap it)
+        if args.no_worker_output or args.timeout is not None:
+            runner = partial(_runner, worker_output=not args.no_worker_output,
+                             timeout=args.timeout)
         sweep = run_sweep(args.config, varies, args.repeat, runner, baseline, fixed=args.set,
                           progress=_Bar(bar, task, lines=not err.is_terminal))
     console.print(title(sweep), markup=False, highlight=False)

@@ -11,8 +11,8 @@ import sys
 import warnings
 
 from polybus.cli.outlive import end_now, watch
+from polybus.deadline import RunTimeout
 from polybus.errors import ConfigWarning, PolybusError
-from polybus.ownfiles import is_polybus_file
 
 # One thin module per subcommand (cli/cmd_*.py), imported when used. The docstring
 # above is what `polybus --help` shows.
@@ -56,22 +56,14 @@ class Terminated(KeyboardInterrupt):
 
 
 def where_it_was(command: str, exc: BaseException) -> str:
-    """Where `run`'s program was when a signal stopped it: its own line (the innermost
-    frame of its file) and what a wait there was for (client/calls.py `waiting_for`),
-    so that a run that hung says where; "" for anything else."""
+    """Where `run`'s program was when a signal (or its --timeout) stopped it: its own
+    line and what a wait there was for (runner.py `where_stopped`); "" for anything
+    else."""
     if command != "run":
         return ""
-    from polybus.runner import client_traceback
+    from polybus.runner import where_stopped
 
-    tb = client_traceback(exc)
-    line = ""
-    while tb is not None:  # (its innermost frame outside polybus)
-        if not is_polybus_file(tb.tb_frame.f_code.co_filename):
-            line = (f" while the program was at {tb.tb_frame.f_code.co_filename}, line "
-                    f"{tb.tb_lineno}, in {tb.tb_frame.f_code.co_name}")
-        tb = tb.tb_next
-    notes = "; ".join(n for n in getattr(exc, "__notes__", ()) if n.startswith("it was "))
-    return line + (f"; {notes}" if notes else "")
+    return where_stopped(exc)
 
 
 def started_interrupted() -> int:
@@ -115,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         for note in getattr(exc, "__notes__", ()):  # (what the run found out after: runner.py)
             print(f"  {note}", file=sys.stderr)
         return 2
+    except RunTimeout as exc:  # (--timeout: as GNU timeout's status)
+        end_now(args.command, 124, f"{exc}{where_it_was(args.command, exc)}", outlive)
+        outlive = False
+        return 124
     except Terminated as exc:  # (the process ends now if the program's threads run on)
         end_now(args.command, 128 + signal.SIGTERM,
                 "terminated" + where_it_was(args.command, exc), outlive)

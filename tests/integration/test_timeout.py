@@ -1,0 +1,110 @@
+"""--timeout: a run that hangs is stopped and says where it was (`run`, exit 124), a
+sweep's hung combination fails its own cell and the sweep goes on, and
+`polybus.run(timeout=...)` raises RunTimeout; their workers are stopped each time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import polybus
+from integration.conftest import Procs, finish
+from polybus.testing.apps import write_app
+
+SERVER = """
+import threading
+
+
+def f(x):
+    if x == 2:
+        threading.Event().wait(600)  # (a call that never ends)
+    return x
+"""
+
+CLIENT = """
+from polybus import use
+
+f = use("f")
+
+
+def main(x):
+    return f(x)
+"""
+
+TOML = """
+[modules.server]
+source = "server.py"
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+args = [1]
+
+[bind]
+"client.f" = "server.f"
+"""
+
+
+def _where(app: Path, seconds: str) -> str:
+    return (f"timed out after {seconds} s while the program was at "
+            f"{app.parent / 'client.py'}, line 8, in main; it was waiting for a call to "
+            "f on server-0")
+
+
+def test_a_sweep_reports_a_hung_combination_in_its_cell_and_goes_on(
+        procs: Procs, tmp_path: Path) -> None:
+    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    js = tmp_path / "s.json"
+    p = procs.start("sweep", app, "--vary", "modules.client.args=[1],[2],[3]",
+                    "--repeat", "2", "--timeout", "1.5", "--no-worker-output", "--json", js)
+    out, err = finish(p, timeout=120)
+    assert p.returncode == 1, err  # (a failed cell)
+    cells = {c["config"]["modules.client.args"]: c
+             for c in json.loads(js.read_text())["cells"]}
+    assert cells["[2]"]["error"].startswith(_where(app, "1.5")), cells["[2]"]["error"]
+    assert cells["[2]"]["elapsed_s"] == []  # (its second round was left out)
+    assert [len(cells[k]["elapsed_s"]) for k in ("[1]", "[3]")] == [2, 2]
+    assert "failed: timed out after 1.5 s" in out
+
+
+def test_run_timeout_stops_the_run_and_says_where(procs: Procs, tmp_path: Path) -> None:
+    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    js = tmp_path / "r.json"
+    p = procs.start("run", app, "--set", "modules.client.args=[2]", "--timeout", "1",
+                    "--no-worker-output", "--json", js)
+    _, err = finish(p, timeout=60)
+    assert p.returncode == 124, err
+    assert f"polybus run: {_where(app, '1')}" in err
+    error = json.loads(js.read_text())["error"]
+    assert error["type"] == "RunTimeout" and error["message"].startswith(_where(app, "1"))
+
+
+def test_a_run_within_its_limit_is_not_stopped(procs: Procs, tmp_path: Path) -> None:
+    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    p = procs.start("run", app, "--timeout", "60", "--quiet", "--no-worker-output")
+    out, err = finish(p, timeout=60)
+    assert p.returncode == 0, err
+    assert out.strip() == "1"
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "nan", "inf"])
+def test_a_bad_timeout_is_refused_before_anything_runs(procs: Procs, tmp_path: Path,
+                                                       bad: str) -> None:
+    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    for command in ("run", "sweep"):
+        extra = ["--vary", "modules.client.args=[1]"] if command == "sweep" else []
+        p = procs.start(command, app, *extra, "--timeout", bad)
+        _, err = finish(p, timeout=60)
+        assert p.returncode == 2, err
+        assert f"polybus {command}: error: --timeout must be a number of seconds above 0" in err
+
+
+def test_polybus_run_raises_run_timeout_and_the_next_run_works(tmp_path: Path) -> None:
+    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    with pytest.raises(polybus.RunTimeout) as got:
+        polybus.run(app, ["modules.client.args=[2]"], worker_output=False, timeout=1)
+    assert polybus.runner.where_stopped(got.value).startswith(
+        f" while the program was at {app.parent / 'client.py'}, line 8, in main")
+    assert polybus.run(app, worker_output=False, timeout=30).result == 1
