@@ -4,8 +4,9 @@ CORD's loop (seeds/001 §4) as one command: vary keys, repeat each combination, 
 median elapsed time with min and max, and compare each combination against a baseline
 (speedup; efficiency when a replication count is varied). Every combination's
 configuration is checked before the first run (`check_combinations`), so a bad value
-costs no runs; a combination that fails at run time is recorded with its error and the
-sweep goes on. The core here takes the runner as a parameter, so the combination,
+costs no runs; a combination that fails at run time (or runs past ``--timeout``:
+deadline.py) is recorded with its error and the sweep goes on. The command line's
+values are parsed in sweepargs.py. The core here takes the runner as a parameter, so the combination,
 baseline and failure logic is tested without processes.
 """
 
@@ -24,10 +25,11 @@ from typing import Any, Protocol
 
 from polybus.deadline import RunTimeout
 from polybus.errors import ConfigError, PolybusError, UsageError
+from polybus.sweepargs import parse_baseline, parse_vary, split_values
 
-__all__ = ["Cell", "Measured", "Sweep", "check_combinations", "combinations",
-           "efficiency_reference", "overridden", "parse_baseline", "parse_vary", "replicas", "run_sweep",
-           "split_values"]
+__all__ = ["Cell", "Measured", "Runner", "Sweep", "check_combinations", "combinations",
+           "efficiency_reference", "overridden", "parse_baseline", "parse_vary", "replicas",
+           "run_sweep", "split_values"]
 
 
 @dataclass(frozen=True)
@@ -50,87 +52,10 @@ class Progress(Protocol):
     def skip(self, runs: int) -> None: ...  # runs that will not happen (their cell failed)
 
 
-def split_values(text: str, where: str) -> list[str]:
-    """``"1,2,[3,4]"`` -> ``["1", "2", "[3,4]"]``: commas inside brackets or quotes stay.
-    ``where`` (``--vary KEY``, ``--baseline``) leads the error of an empty value."""
-    out: list[str] = []
-    cur: list[str] = []
-    depth, quote = 0, ""
-    for ch in text:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "[{(":
-            depth += 1
-        elif ch in "]})":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-            continue
-        cur.append(ch)
-    out.append("".join(cur).strip())
-    if "" in out:
-        raise UsageError(f"{where}: no value given" if len(out) == 1 else
-                         f"{where}: empty value in {text!r} (value {out.index('') + 1} of {len(out)})")
-    return out
-
-
-def parse_vary(text: str) -> tuple[str, list[str]]:
-    """``"modules.server.replication=1,2,4"`` -> (key, ["1", "2", "4"])."""
-    key, sep, values = text.partition("=")
-    if not sep or not key.strip():
-        raise UsageError(f"--vary expects KEY=v1,v2,..., got {text!r}")
-    vals = split_values(values, f"--vary {key.strip()}")
-    twice = sorted({v for v in vals if vals.count(v) > 1})
-    if twice:  # (two cells of one combination: which is the baseline's?)
-        raise UsageError(f"--vary {key.strip()}: {', '.join(twice)} given twice")
-    return key.strip(), vals
-
-
 def overridden(fixed: Sequence[str], varies: Sequence[tuple[str, list[str]]]) -> list[str]:
     """The ``--set`` entries a ``--vary`` key overrides in every run (said, not dropped)."""
     keys = [k for k, _ in varies]
     return [f for f in fixed if _varied(f.partition("=")[0].strip(), keys)]
-
-
-def _match_key(short: str, keys: Sequence[str]) -> str:
-    from polybus.config.problems import nearest
-
-    hits = [k for k in keys if k == short or k.endswith("." + short)]
-    if len(hits) != 1:
-        what = "no" if not hits else "more than one"
-        # (misspelt: the varied key as it was written, as many last parts, or whole)
-        parts = short.count(".") + 1
-        hint = None if hits else nearest(short, [".".join(k.split(".")[-parts:])
-                                                 for k in keys] + list(keys))
-        raise UsageError(f"--baseline key {short!r} matches {what} --vary key "
-                         f"(varied: {', '.join(keys)}){'; ' + hint if hint else ''}")
-    return hits[0]
-
-
-def parse_baseline(text: str | None, varies: Sequence[tuple[str, list[str]]]) -> dict[str, str]:
-    """``"replication=1"`` (a varied key or its last parts) -> {full key: value}.
-
-    Without one, the baseline is the first value of the first varied key.
-    """
-    keys = [k for k, _ in varies]
-    if not text:
-        return {keys[0]: varies[0][1][0]} if keys else {}
-    out = {}
-    for part in split_values(text, "--baseline"):
-        short, sep, value = part.partition("=")
-        if not sep:
-            raise UsageError(f"--baseline expects KEY=VALUE[,KEY=VALUE...], got {text!r} "
-                             f"({part!r} has no '='; a baseline is one value of each key)")
-        key = _match_key(short.strip(), keys)
-        allowed = dict(varies)[key]
-        if value.strip() not in allowed:
-            raise UsageError(f"--baseline {key}={value.strip()} is not among the varied "
-                             f"values {', '.join(allowed)}")
-        out[key] = value.strip()
-    return out
 
 
 def combinations(varies: Sequence[tuple[str, list[str]]]) -> list[dict[str, str]]:
