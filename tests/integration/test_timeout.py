@@ -11,7 +11,7 @@ import pytest
 
 import polybus
 from integration.conftest import Procs, finish
-from polybus.testing.apps import write_app
+from polybus.testing.apps import write_one_call_app
 
 SERVER = """
 import threading
@@ -29,23 +29,9 @@ from polybus import use
 f = use("f")
 
 
-def main(x):
+def main(x=1):
     return f(x)
 """
-
-TOML = """
-[modules.server]
-source = "server.py"
-
-[modules.client]
-source = "client.py"
-entrypoint = "main"
-args = [1]
-
-[bind]
-"client.f" = "server.f"
-"""
-
 
 def _where(app: Path, seconds: str) -> str:
     return (f"timed out after {seconds} s while the program was at "
@@ -55,7 +41,7 @@ def _where(app: Path, seconds: str) -> str:
 
 def test_a_sweep_reports_a_hung_combination_in_its_cell_and_goes_on(
         procs: Procs, tmp_path: Path) -> None:
-    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    app = write_one_call_app(tmp_path, server=SERVER, client=CLIENT)
     js = tmp_path / "s.json"
     p = procs.start("sweep", app, "--vary", "modules.client.args=[1],[2],[3]",
                     "--repeat", "2", "--timeout", "1.5", "--no-worker-output", "--json", js)
@@ -70,7 +56,7 @@ def test_a_sweep_reports_a_hung_combination_in_its_cell_and_goes_on(
 
 
 def test_run_timeout_stops_the_run_and_says_where(procs: Procs, tmp_path: Path) -> None:
-    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    app = write_one_call_app(tmp_path, server=SERVER, client=CLIENT)
     js = tmp_path / "r.json"
     p = procs.start("run", app, "--set", "modules.client.args=[2]", "--timeout", "1",
                     "--no-worker-output", "--json", js)
@@ -82,7 +68,7 @@ def test_run_timeout_stops_the_run_and_says_where(procs: Procs, tmp_path: Path) 
 
 
 def test_a_run_within_its_limit_is_not_stopped(procs: Procs, tmp_path: Path) -> None:
-    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    app = write_one_call_app(tmp_path, server=SERVER, client=CLIENT)
     p = procs.start("run", app, "--timeout", "60", "--quiet", "--no-worker-output")
     out, err = finish(p, timeout=60)
     assert p.returncode == 0, err
@@ -92,7 +78,7 @@ def test_a_run_within_its_limit_is_not_stopped(procs: Procs, tmp_path: Path) -> 
 @pytest.mark.parametrize("bad", ["0", "-2", "nan", "inf"])
 def test_a_bad_timeout_is_refused_before_anything_runs(procs: Procs, tmp_path: Path,
                                                        bad: str) -> None:
-    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    app = write_one_call_app(tmp_path, server=SERVER, client=CLIENT)
     for command in ("run", "sweep"):
         extra = ["--vary", "modules.client.args=[1]"] if command == "sweep" else []
         p = procs.start(command, app, *extra, "--timeout", bad)
@@ -102,7 +88,7 @@ def test_a_bad_timeout_is_refused_before_anything_runs(procs: Procs, tmp_path: P
 
 
 def test_polybus_run_raises_run_timeout_and_the_next_run_works(tmp_path: Path) -> None:
-    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    app = write_one_call_app(tmp_path, server=SERVER, client=CLIENT)
     with pytest.raises(polybus.RunTimeout) as got:
         polybus.run(app, ["modules.client.args=[2]"], worker_output=False, timeout=1)
     assert polybus.runner.where_stopped(got.value).startswith(
