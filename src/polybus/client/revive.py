@@ -14,6 +14,8 @@ session; it touches no session state. `wanted` and `install` run on that thread.
 A migrator (``balance = "steal"``, migration paths) is told of each new link and moves
 calls along the lost one's edges (`Migrator.replace`). Links an aggregating binding
 also uses are not replaced (its per-link state is its own): the front door makes none.
+The new replica holds none of the session's cached operands, whatever its name: they
+are Put to it again (`Known.forget`), not named.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.dialing import connect_replica
+from polybus.client.naming import forget
 from polybus.client.session import tune
 from polybus.errors import PolybusError
 from polybus.registry.client import RegistryClient
@@ -143,6 +146,7 @@ def install(session: Session, key: str, found: list[Found]) -> list[ReplicaLink]
         reactor._rings[:] = [(lk, ch) for lk, ch in reactor._rings if lk is not old]
         reactor.add(new)
         links[i] = new
+        forget(session, r.name)  # (its cache holds nothing this session put)
         for d in users:
             d.replace(old, new)
         for m in session.migrators:  # (after its dispatcher's: it reads d.links)
