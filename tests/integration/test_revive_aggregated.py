@@ -1,8 +1,10 @@
-"""A long-lived session gets a lost replica's place filled (client/revive.py, as the
-front door's Revival does it: http/revival.py), and the replacement, which holds none
-of the session's cached operands, is sent them rather than named them.
+"""A long-lived session gets a lost replica's place filled for an aggregating binding too
+(client/revive.py, as the front door's Revival does it: http/revival.py): its batches
+go to the replacement again; and the replacement, which holds none of the session's
+cached operands, is sent them rather than named them (aggregating or not).
 
-In-process (comm_harness): revive's steps are called as Revival calls them.
+In-process (comm_harness): `[serve]` routes take no ``aggregate``, so a session whose
+binding aggregates is made here, and revive's steps are called as Revival calls them.
 """
 
 from __future__ import annotations
@@ -69,10 +71,12 @@ def _replace(c: Cluster, s: Session, i: int) -> None:
     c.runtimes.pop()  # (start_replica appended it; it is in the old one's place)
 
 
-@pytest.mark.parametrize("aggregate", [""])
+@pytest.mark.parametrize("aggregate", [', aggregate = 4, linger = "60s"', ""])
 def test_a_binding_uses_the_replacement_and_puts_it_the_operands(
         tmp_path: Path, aggregate: str) -> None:
-    """The new server-1 was taken to hold the old one's operands: each call named B
+    """An aggregating binding's links were never refilled: every batch went to server-0
+    for good, though a new server-1 had registered. With or without aggregation, the
+    new server-1 was taken to hold the old one's operands: each call or batch named B
     there, missed, and went again."""
     a, b = np.random.default_rng(51).random((16, 16)), np.random.default_rng(52).random((16, 16))
     with cluster(tmp_path, TOML.replace("AGGREGATE", aggregate), replicas=2) as c:
