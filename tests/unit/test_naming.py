@@ -103,6 +103,21 @@ def test_structured_dtypes_of_one_size_have_names_of_their_own() -> None:
     assert content_key(one) != content_key(other)
 
 
+def test_a_forgotten_replica_is_taken_to_hold_nothing() -> None:
+    """(a new connection to it: client/revive.py) its operands are Put again, and
+    nothing is left to drop there."""
+    from types import SimpleNamespace
+
+    r0, r1 = SimpleNamespace(name="r0"), SimpleNamespace(name="r1")
+    known = Known()
+    known.of(r1).add("k1", 10)  # type: ignore[arg-type]
+    known.of(r0).add("k0", 10)  # type: ignore[arg-type]
+    known._drops["r1"] = ["k2"]
+    known.forget("r1")
+    assert "k1" not in known.of(r1) and "k0" in known.of(r0)  # type: ignore[arg-type]
+    assert known.drops_for(r1) == []  # type: ignore[arg-type]
+
+
 def _counting(monkeypatch: Any) -> list[tuple[int, ...]]:
     """The shapes `_array_digest` is asked to hash from now on."""
     hashed: list[tuple[int, ...]] = []

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
     from polybus.client.session import Session
 
-__all__ = ["Known", "adopt", "content_key", "known_for", "remembered"]
+__all__ = ["Known", "adopt", "content_key", "forget", "known_for", "remembered"]
 
 # id -> (the array, its key, whether it was read-only through and through when hashed)
 _memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
@@ -255,6 +255,15 @@ class Known:
         freed and not yet counted aside)."""
         return link.name in self._drops if self._drops else False
 
+    def forget(self, name: str) -> None:
+        """Replica ``name`` holds nothing from us: a new connection to it (a replacement
+        registered under that name, or the same process dialled again, whose cache let go
+        of what only the lost connection used: worker/cache.py, `release`). Its operands
+        are Put again, not named; nothing is left to drop there."""
+        # (a new dict: another thread may be going over the old one, in drops_for)
+        self.by_replica = {k: v for k, v in self.by_replica.items() if k != name}
+        self._drops.pop(name, None)
+
     def of(self, link: ReplicaLink, capacity: int = 0) -> Held:
         """What ``link``'s replica holds from us; ``capacity``, its cache's bound (that
         of its module: ModuleSpec.cache_bytes), if known."""
@@ -275,3 +284,11 @@ def known_for(session: Session) -> Known:
     if k is None:
         k = _known[session] = Known()
     return k
+
+
+def forget(session: Session, name: str) -> None:
+    """Replica ``name`` holds nothing from ``session`` (`Known.forget`), a new connection
+    to it made (client/revive.py); nothing to do if the session never named an operand."""
+    k = _known.get(session)
+    if k is not None:
+        k.forget(name)

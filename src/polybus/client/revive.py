@@ -12,8 +12,10 @@ used it. A session never holds more links to a module than it dialled at its sta
 `dial` blocks (the registry, a handshake) and is run off the thread that drives the
 session; it touches no session state. `wanted` and `install` run on that thread.
 A migrator (``balance = "steal"``, migration paths) is told of each new link and moves
-calls along the lost one's edges (`Migrator.replace`). Links an aggregating binding
-also uses are not replaced (its per-link state is its own): the front door makes none.
+calls along the lost one's edges (`Migrator.replace`); an aggregating binding's Batcher
+takes it in the lost one's place, its counts there afresh (client/batchrefill.py). The
+new replica holds none of the session's cached operands, whatever its name: they are
+Put to it again (`Known.forget`), not named.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from polybus.client import batchrefill
 from polybus.client.calls import ReplicaLink
 from polybus.client.dialing import connect_replica
+from polybus.client.naming import forget
 from polybus.client.session import tune
 from polybus.errors import PolybusError
 from polybus.registry.client import RegistryClient
@@ -68,17 +72,10 @@ def key_of(session: Session, link: ReplicaLink) -> str | None:
     return None
 
 
-def _fixed(session: Session, key: str) -> bool:
-    """Links of ``key`` that an aggregating binding keeps per-link state for (not
-    replaced: `polybus serve`, the one user of this module, makes no such binding)."""
-    ids = {id(lk) for lk in session.links[key]}
-    return any(id(lk) in ids for bt in session.batchers for lk in bt.links)
-
-
 def wanted(session: Session, key: str) -> Wanted | None:
-    """What the links of ``key`` lack, or None: none lost (or not to be replaced)."""
+    """What the links of ``key`` lack, or None: none lost."""
     links = session.links.get(key)
-    if not links or not any(lk.dead for lk in links) or _fixed(session, key):
+    if not links or not any(lk.dead for lk in links):
         return None
     module = links[0].module
     spec = session.app.modules[module]
@@ -143,8 +140,12 @@ def install(session: Session, key: str, found: list[Found]) -> list[ReplicaLink]
         reactor._rings[:] = [(lk, ch) for lk, ch in reactor._rings if lk is not old]
         reactor.add(new)
         links[i] = new
+        forget(session, r.name)  # (its cache holds nothing this session put)
         for d in users:
             d.replace(old, new)
+        for bt in session.batchers:  # (after its dispatcher's: they share d.links)
+            if any(bt.d is d for d in users):
+                batchrefill.replace(bt, old, new)
         for m in session.migrators:  # (after its dispatcher's: it reads d.links)
             if any(m.d is d for d in users):
                 m.replace(old, new)
