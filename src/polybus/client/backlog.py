@@ -86,10 +86,13 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
                 f"idempotent, so it was not re-run ({error}){silence_note(error)}",
                 interface=d.interface, replica=link.name))
         elif rec.attempts >= d.max_attempts:
+            # (why, and the key that stops the re-runs, as when every replica is gone:
+            # a replica taken for dead may be dialled again before the call runs out)
             rec.set_error(PoisonCallError(
                 f"a call to {d.interface} was lost with {rec.attempts} replicas "
                 f"in a row (last: {link.name}); it is not tried again"
-                + silence_note(error), interface=d.interface, replica=link.name))
+                + suspect_note(d.interface, rec.attempts, error, link.module),
+                interface=d.interface, replica=link.name))
         elif any(d._alive()):
             # Retried alone (refill): a replica dying with one call charges that call.
             d._suspects.add(rec.id)
