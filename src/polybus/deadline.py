@@ -4,8 +4,10 @@
 Once the program has run ``S`` seconds (counted from its entrypoint's start; the
 workers' start-up is not counted), `RunTimeout` is raised in the main thread, as Ctrl-C
 raises KeyboardInterrupt: wherever the program is (waiting for a call, in a lock, in
-its own loop), every ``finally`` on the way out runs, the run's workers are stopped and
-its files removed. It is a KeyboardInterrupt so that no ``except Exception`` (the
+its own loop; a long C call ends first, as for Ctrl-C), every ``finally`` on the way
+out runs, the run's workers are stopped and its files removed. A program that catches
+it is interrupted again every `AGAIN_S`, and one that returns all the same fails with
+it: a run past its limit never counts as done. It is a KeyboardInterrupt so that no ``except Exception`` (the
 program's, or polybus's own around a step that must not fail) swallows it; the wait it
 cuts short says what it was waiting for in a note, as for Ctrl-C (client/calls.py
 ``waiting_for``). A sweep reports it in the combination's cell and goes on.
@@ -30,7 +32,10 @@ from typing import Any
 
 from polybus.errors import UsageError
 
-__all__ = ["RunTimeout", "check_timeout", "time_limit"]
+__all__ = ["AGAIN_S", "MOST_S", "RunTimeout", "check_timeout", "time_limit"]
+
+AGAIN_S = 1.0  # the limit passed: RunTimeout again this often while the program goes on
+MOST_S = 1e9  # the longest limit (threading's waits take at most TIMEOUT_MAX, ~9.2e9 s)
 
 
 class RunTimeout(KeyboardInterrupt):
@@ -39,6 +44,9 @@ class RunTimeout(KeyboardInterrupt):
     def __init__(self, seconds: float) -> None:
         super().__init__(f"timed out after {seconds:g} s")
         self.seconds = seconds
+
+    def __reduce__(self) -> tuple[type[RunTimeout], tuple[float]]:
+        return RunTimeout, (self.seconds,)  # (copied and pickled by its seconds)
 
 
 def check_timeout(seconds: float | None, where: str = "timeout") -> float | None:
@@ -49,6 +57,9 @@ def check_timeout(seconds: float | None, where: str = "timeout") -> float | None
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
             or not math.isfinite(seconds) or seconds <= 0:
         raise UsageError(f"{where} must be a number of seconds above 0, got {seconds!r}")
+    if seconds > MOST_S:
+        raise UsageError(f"{where} must be at most {MOST_S:g} s, got {seconds!r} (leave it "
+                         "out for no limit)")
     if threading.current_thread() is not threading.main_thread():
         raise UsageError(f"{where} needs the main thread: it stops the program there as "
                          "Ctrl-C would; run from the main thread, or leave it out")
@@ -58,45 +69,60 @@ def check_timeout(seconds: float | None, where: str = "timeout") -> float | None
 @contextmanager
 def time_limit(seconds: float | None) -> Iterator[None]:
     """Raise `RunTimeout` in the main thread once ``seconds`` have passed inside the
-    block (None: no limit). On the way out, whatever ends the block, the watchdog is
-    stopped and SIGINT's handler put back (a SIGINT the watchdog sent as the block
-    ended is taken first: it must not reach that handler as a Ctrl-C)."""
+    block (None: no limit), and again each `AGAIN_S` while the block goes on (a program
+    that catches the first goes on no further than its next wait). A block that ends
+    normally after the limit passed (its program caught every one, or has a SIGINT
+    handler of its own) raises it as it ends: a run past its limit never counts as done.
+    On the way out, whatever ends the block, the watchdog is stopped and SIGINT's handler
+    put back (a SIGINT the watchdog sent as the block ended is taken first: it must not
+    reach that handler as a Ctrl-C)."""
     limit = check_timeout(seconds)
     if limit is None:
         yield
         return
     main = threading.get_ident()
     done = threading.Event()
-    sent = threading.Event()     # the watchdog sent its SIGINT
-    taken = threading.Event()    # and the handler here has run for it
+    # SIGINTs the watchdog sent, and those the handler here took (each counter written by
+    # one thread alone: the difference is what is still on its way)
+    sent, taken = [0], [0]
     armed = True
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        if not sent.is_set() or taken.is_set():
+        if sent[0] == taken[0]:
             _pass_on(previous, signum, frame)  # a real Ctrl-C
             return
-        taken.set()
+        taken[0] += 1
         if armed:
             raise RunTimeout(limit)
 
     def watch() -> None:
-        if not done.wait(limit):
-            sent.set()
+        wait = limit
+        while not done.wait(wait):
+            sent[0] += 1
             signal.pthread_kill(main, signal.SIGINT)
+            wait = AGAIN_S
 
     previous = signal.signal(signal.SIGINT, handler)
-    dog = threading.Thread(target=watch, daemon=True, name="polybus-time-limit")
-    dog.start()
     try:
-        yield
+        dog = threading.Thread(target=watch, daemon=True, name="polybus-time-limit")
+        dog.start()
+        try:
+            yield
+        finally:
+            armed = False
+            done.set()
+            dog.join()
+            give_up = time.monotonic() + 1.0
+            while sent[0] != taken[0] and signal.getsignal(signal.SIGINT) is handler \
+                    and time.monotonic() < give_up:
+                time.sleep(0.001)  # (one is on its way: the handler here takes it)
     finally:
-        armed = False
-        done.set()
-        dog.join()
-        give_up = time.monotonic() + 1.0
-        while sent.is_set() and not taken.is_set() and time.monotonic() < give_up:
-            time.sleep(0.001)  # (the signal is on its way: the handler here takes it)
         signal.signal(signal.SIGINT, previous)
+    if sent[0]:  # (the block ended normally all the same)
+        late = RunTimeout(limit)
+        late.add_note("it was past its limit when its entrypoint returned: it caught the "
+                      "interrupt, or has a SIGINT handler of its own")
+        raise late
 
 
 def _pass_on(previous: Any, signum: int, frame: FrameType | None) -> None:

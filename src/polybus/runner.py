@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
+import sysconfig
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -229,18 +231,27 @@ def client_traceback(exc: BaseException) -> TracebackType | None:
 
 def where_stopped(exc: BaseException) -> str:
     """Where the program was when ``exc`` (Ctrl-C, SIGTERM, a time limit) stopped it:
-    " while the program was at FILE, line N, in FUNC" (its innermost frame outside
-    polybus) and "; it was waiting for ..." (the note a wait adds: client/calls.py
-    ``waiting_for``); "" if it came from none of the program's lines."""
+    " while the program was at FILE, line N, in FUNC" (its innermost frame in a file of
+    its own: not polybus's, nor the standard library's or an installed package's, unless
+    there is none) and "; it was waiting for ..." (the notes a wait adds: client/calls.py
+    ``waiting_for``, drain.py); "" if it came from none of the program's lines."""
     tb = client_traceback(exc)
-    line = ""
+    line = own = ""
     while tb is not None:
-        if not is_polybus_file(tb.tb_frame.f_code.co_filename):
-            line = (f" while the program was at {tb.tb_frame.f_code.co_filename}, line "
-                    f"{tb.tb_lineno}, in {tb.tb_frame.f_code.co_name}")
+        name = tb.tb_frame.f_code.co_filename
+        if not is_polybus_file(name):
+            line = (f" while the program was at {name}, line {tb.tb_lineno}, in "
+                    f"{tb.tb_frame.f_code.co_name}")
+            if not name.startswith(_LIBRARIES):
+                own = line
         tb = tb.tb_next
     notes = "; ".join(n for n in getattr(exc, "__notes__", ()) if n.startswith("it was "))
-    return line + (f"; {notes}" if notes else "")
+    return (own or line) + (f"; {notes}" if notes else "")
+
+
+# (the program's own lines are not in these: `where_stopped` names a frame of them last)
+_LIBRARIES = ("<frozen ", *{os.path.join(sysconfig.get_paths()[k], "")
+                            for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
 def echo_to(worker_output: bool | TextIO) -> TextIO | None:

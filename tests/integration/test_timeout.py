@@ -5,6 +5,7 @@ sweep's hung combination fails its own cell and the sweep goes on, and
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,43 @@ def test_polybus_run_raises_run_timeout_and_the_next_run_works(tmp_path: Path) -
     assert polybus.runner.where_stopped(got.value).startswith(
         f" while the program was at {app.parent / 'client.py'}, line 8, in main")
     assert polybus.run(app, worker_output=False, timeout=30).result == 1
+
+
+def _timed_out(app: Path, *sets: str) -> str:
+    """What `polybus.run` of ``app`` with ``sets`` says when its 1 s limit passes."""
+    with pytest.raises(polybus.RunTimeout) as got:
+        polybus.run(app, list(sets), worker_output=False, timeout=1)
+    return polybus.runner.where_stopped(got.value)
+
+
+def test_a_program_that_catches_the_interrupt_still_times_out(tmp_path: Path) -> None:
+    client = CLIENT.replace("    return f(x)", "    try:\n        time.sleep(30)\n"
+                            "    except KeyboardInterrupt:\n        return 'caught'")
+    app = write_one_call_app(tmp_path, server=SERVER, client="import time\n" + client)
+    said = _timed_out(app)
+    assert "it was past its limit when its entrypoint returned" in said, said
+
+
+@pytest.mark.parametrize("replication", [1, 2])
+def test_the_call_waited_for_is_named_over_one_replica_or_several(
+        tmp_path: Path, replication: int) -> None:
+    app = write_one_call_app(tmp_path, server=SERVER, client=CLIENT)
+    said = _timed_out(app, "modules.client.args=[2]",
+                      f"modules.server.replication={replication}")
+    assert re.search(r"; it was waiting for a call to f on server-[01]", said), said
+
+
+def test_the_programs_own_line_is_named_not_the_standard_librarys(tmp_path: Path) -> None:
+    client = CLIENT.replace("    return f(x)", "    t = threading.Thread(target=time.sleep, "
+                            "args=(30,), daemon=True)\n    t.start()\n    t.join()")
+    app = write_one_call_app(tmp_path, server=SERVER,
+                             client="import threading\nimport time\n" + client)
+    said = _timed_out(app)
+    assert said.startswith(f" while the program was at {app.parent / 'client.py'}, "), said
+
+
+def test_a_call_never_waited_for_that_hangs_the_end_of_the_run_is_said(tmp_path: Path) -> None:
+    client = CLIENT.replace("    return f(x)", "    f(x)  # (never waited for)")
+    app = write_one_call_app(tmp_path, server=SERVER, client=client)
+    said = _timed_out(app, "modules.client.args=[2]", 'modules.client.use.f.callstyle="async"')
+    assert "it was waiting for 1 call(s) the program made and never waited for" in said, said

@@ -78,3 +78,43 @@ def test_the_limit_leaves_sigalrm_and_the_interval_timer_alone() -> None:
         time.sleep(10)
     assert signal.getsignal(signal.SIGALRM) is alarm
     assert (signal.getitimer(signal.ITIMER_REAL)[0] > 0) == (timer[0] > 0)
+
+
+def test_a_block_that_catches_the_interrupt_is_interrupted_again_and_fails_at_its_end() -> None:
+    caught = 0
+    with pytest.raises(RunTimeout) as got, time_limit(0.2):
+        for _ in range(3):
+            try:
+                time.sleep(30)
+            except RunTimeout:
+                caught += 1  # (a program that goes on after one)
+    assert caught == 3  # (again each AGAIN_S, not once)
+    assert any("past its limit when its entrypoint returned" in n
+               for n in getattr(got.value, "__notes__", ()))
+
+
+def test_a_block_with_a_sigint_handler_of_its_own_fails_at_its_end() -> None:
+    interrupted: list[int] = []
+    with pytest.raises(RunTimeout), time_limit(0.2):
+        mine = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
+        try:
+            deadline = time.monotonic() + 30
+            while not interrupted and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            signal.signal(signal.SIGINT, mine)
+    assert interrupted == [signal.SIGINT]  # (its handler had the watchdog's SIGINT)
+
+
+def test_a_limit_past_what_a_thread_can_wait_is_refused() -> None:
+    with pytest.raises(UsageError, match=r"^--timeout must be at most 1e\+09 s"):
+        check_timeout(1e10, "--timeout")
+
+
+def test_run_timeout_copies_and_pickles() -> None:
+    import copy
+    import pickle
+
+    for again in (copy.copy(RunTimeout(1.5)), pickle.loads(pickle.dumps(RunTimeout(1.5)))):
+        assert type(again) is RunTimeout and again.seconds == 1.5
+        assert str(again) == "timed out after 1.5 s"

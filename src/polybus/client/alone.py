@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from polybus.client import rings
-from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.calls import CallRecord, ReplicaLink, waiting_for
 from polybus.client.unsendable import not_sent
 from polybus.errors import MessageTooLarge, PolybusError, UnsendableError
 from polybus.wire.codec import Ref
@@ -103,6 +103,9 @@ class LoneCalls:
             raise  # (never sent, forgotten above)
         except PolybusError as exc:
             self._lost(link, exc)
+        except KeyboardInterrupt as exc:  # (as Reactor._wait: what the wait was for)
+            exc.add_note(waiting_for(rec))
+            raise
         finally:
             if self._rings:  # (tcp and ipc links have none: no call on the hot path)
                 rings.up(self._rings)

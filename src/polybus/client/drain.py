@@ -75,6 +75,10 @@ def drain(session: Session) -> None:
     enter(session.gate)  # (the pump stands back: this thread moves everything now)
     try:
         _drain(session)
+    except KeyboardInterrupt as exc:  # (Ctrl-C, SIGTERM, --timeout: what it waited for)
+        exc.add_note(f"it was waiting for {under_way(session)} call(s) the program made "
+                     "and never waited for, after its entrypoint returned")
+        raise
     finally:
         leave(session.gate)
 
