@@ -226,6 +226,17 @@ def queued_on(c: Cluster, name: str, s: Session) -> None:
     wait_until(lambda: rt._queue.waiting() == 1 and not rt.forwarding.held_calls(), s)
 
 
+def gated_pair(s: Session, tmp: Path, i: int, *gates: Path) -> tuple[list[Any], Any, Any]:
+    """Calls that hold server-1 (busy1) and server-2 (busy2) until ``gates`` are touched,
+    then a producer grow(i) and its consumer double(p), the producer let go (it answers
+    once asked to forward: it answers Ref)."""
+    held = [s.call(f"busy{k + 1}", (0, str(g)), {}) for k, g in enumerate(gates)]
+    p = s.call("grow", (i, str(tmp / "go")), {})
+    q = s.call("double", (p,), {})
+    (tmp / "go").touch()
+    return held, p, q
+
+
 def test_a_consumer_moved_after_its_value_came_gets_it_again(tmp_path: Path) -> None:
     # The consumer waits in server-1's queue (behind a gated call) with its value; it is
     # moved to server-2, then (server-2 busy in turn) back to server-1, which had taken
@@ -233,11 +244,7 @@ def test_a_consumer_moved_after_its_value_came_gets_it_again(tmp_path: Path) -> 
     gates = [tmp_path / "gate1", tmp_path / "gate2"]
     with by_hand(tmp_path) as c:
         s = c.session()
-        b1 = s.call("busy1", (0, str(gates[0])), {})
-        b2 = s.call("busy2", (0, str(gates[1])), {})
-        p = s.call("grow", (5, str(tmp_path / "go")), {})
-        q = s.call("double", (p,), {})
-        (tmp_path / "go").touch()  # (p answers once asked to forward: it answers Ref)
+        (b1, b2), _p, q = gated_pair(s, tmp_path, 5, *gates)
         try:
             queued_on(c, "server-1", s)
             steal(s, "server-1", "server-2")
@@ -266,10 +273,7 @@ def test_a_pin_is_let_go_when_the_program_read_the_producer_first(tmp_path: Path
     with by_hand(tmp_path) as c:
         store = next(rt for rt in c.runtimes if rt.name == "server-0").forwarding.kept
         s = c.session()
-        b1 = s.call("busy1", (0, str(gate)), {})
-        p = s.call("grow", (5, str(tmp_path / "go")), {})
-        q = s.call("double", (p,), {})
-        (tmp_path / "go").touch()
+        (b1,), p, q = gated_pair(s, tmp_path, 5, gate)
         try:
             queued_on(c, "server-1", s)  # (q waits there with its value)
             settled(p)
@@ -289,10 +293,7 @@ def test_a_consumer_moved_after_its_producer_replica_died(
     gate = tmp_path / "gate"
     with by_hand(tmp_path, idempotent) as c:
         s = c.session()
-        b1 = s.call("busy1", (0, str(gate)), {})
-        p = s.call("grow", (7, str(tmp_path / "go")), {})
-        q = s.call("double", (p,), {})
-        (tmp_path / "go").touch()  # (p answers once asked to forward: it answers Ref)
+        (b1,), p, q = gated_pair(s, tmp_path, 7, gate)
         try:
             queued_on(c, "server-1", s)  # (with its value: p answered Ref)
             settled(p)
@@ -329,10 +330,7 @@ def test_a_value_stays_pinned_while_its_consumer_may_move(tmp_path: Path) -> Non
         store.capacity = N * 3 // 2
         store._fit()
         s = c.session()
-        b1 = s.call("busy1", (0, str(gate)), {})
-        p = s.call("grow", (5, str(tmp_path / "go")), {})
-        q = s.call("double", (p,), {})
-        (tmp_path / "go").touch()
+        (b1,), _p, q = gated_pair(s, tmp_path, 5, gate)
         try:
             queued_on(c, "server-1", s)
             p2 = s.call("grow", (6, str(tmp_path / "go2")), {})

@@ -29,7 +29,7 @@ from polybus.wire.messages import Deliver
 
 from .comm_harness import Cluster, cluster
 from .test_forward_backlog import settled
-from .test_forward_migration import _grow, by_hand, grown, queued_on, steal, wait_until  # noqa: F401 (_grow: the same autouse fixture)
+from .test_forward_migration import _grow, by_hand, gated_pair, grown, queued_on, steal, wait_until  # noqa: F401 (_grow: the same autouse fixture)
 from .test_forward_migration_aggregated import asked, conf, pinned
 from .test_forward_migration_aggregated import by_hand as by_hand_agg
 from .test_forward_migration_aggregated import steal as steal_agg
@@ -52,11 +52,7 @@ def test_a_copy_that_came_after_its_consumer_left_goes_when_the_consumer_ends(
     with by_hand(tmp_path) as c:
         s = c.session()
         fwd1 = _rt(c, "server-1").forwarding
-        b1 = s.call("busy1", (0, str(gates[0])), {})
-        b2 = s.call("busy2", (0, str(gates[1])), {})
-        p = s.call("grow", (5, str(tmp_path / "go")), {})
-        q = s.call("double", (p,), {})
-        (tmp_path / "go").touch()
+        (b1, b2), _p, q = gated_pair(s, tmp_path, 5, *gates)
         try:
             queued_on(c, "server-1", s)
             steal(s, "server-1", "server-2")
