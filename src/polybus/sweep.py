@@ -17,7 +17,6 @@ import io
 import itertools
 import json
 import statistics
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,12 +271,13 @@ def error_text(exc: Exception) -> str:
     program raised keeps its traceback from the entrypoint down below it, as `run`
     shows it (the cell's first line in the table, the whole in --json/--csv)."""
     from polybus.runner import client_traceback
+    from polybus.usernames import format_exception
 
     what = f"{type(exc).__name__}: {exc}".strip()
     tb = None if isinstance(exc, PolybusError) else client_traceback(exc)
     if tb is None:
         return what
-    return what + "\n" + "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+    return what + "\n" + "".join(format_exception(exc, tb)).rstrip()  # (client.InputError)
 
 
 def _rounds(path: str, cells: list[Cell], repeat: int, runner: Runner,

@@ -119,6 +119,18 @@ def test_a_cell_whose_client_raised_keeps_its_traceback(app: Path, tmp_path: Pat
     assert "polybus/runner.py" not in rest  # polybus's own frames are left out, as in run
 
 
+def test_a_cells_traceback_names_the_programs_own_exception_as_run_does(tmp_path: Path) -> None:
+    client = CLIENT.replace("def main(n):", "class InputError(Exception):\n    pass\n\n\n"
+                            "def main(n):\n    if n < 0:\n        raise InputError(n)")
+    app = write_app(tmp_path, server=SERVER, client=client, toml=TOML)
+    js = tmp_path / "s.json"
+    rc = cli(["sweep", str(app), "--vary", "modules.client.args=[3],[-1]", "--json", str(js)])
+    assert rc == 1
+    bad = [c["error"] for c in json.loads(js.read_text())["cells"] if c["error"]]
+    assert len(bad) == 1 and bad[0].rstrip().endswith("\nclient.InputError: -1"), bad
+    assert "polybus_user" not in bad[0]
+
+
 BIG_SERVER = "def first(b, i):\n    return float(b[0]) + i\n"
 BIG_CLIENT = """import numpy as np
 from polybus import use
