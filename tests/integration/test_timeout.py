@@ -76,16 +76,32 @@ def test_a_run_within_its_limit_is_not_stopped(procs: Procs, tmp_path: Path) -> 
     assert out.strip() == "1"
 
 
-@pytest.mark.parametrize("bad", ["0", "-2", "nan", "inf"])
+@pytest.mark.parametrize(("bad", "said"), [
+    ("0", "argument --timeout: expected a duration > 0"),
+    ("-2", "argument --timeout: expected a duration > 0"),
+    ("nan", "argument --timeout: expected a duration > 0"),
+    ("soon", "argument --timeout: expected a duration > 0"),
+    ("inf", "argument --timeout: expected a duration > 0"),
+    ("2e9", "--timeout must be at most 1e+09 s")])
 def test_a_bad_timeout_is_refused_before_anything_runs(procs: Procs, tmp_path: Path,
-                                                       bad: str) -> None:
+                                                       bad: str, said: str) -> None:
     app = write_one_call_app(tmp_path, server=SERVER, client=CLIENT)
     for command in ("run", "sweep"):
         extra = ["--vary", "modules.client.args=[1]"] if command == "sweep" else []
-        p = procs.start(command, app, *extra, "--timeout", bad)
+        p = procs.start(command, app, *extra, f"--timeout={bad}")
         _, err = finish(p, timeout=60)
         assert p.returncode == 2, err
-        assert f"polybus {command}: error: --timeout must be a number of seconds above 0" in err
+        assert f"polybus {command}: error: {said}" in err, err
+
+
+def test_a_timeout_is_a_duration_as_the_configuration_writes_one(procs: Procs,
+                                                                 tmp_path: Path) -> None:
+    app = write_one_call_app(tmp_path, server=SERVER, client=CLIENT)
+    p = procs.start("run", app, "--set", "modules.client.args=[2]", "--timeout", "500ms",
+                    "--no-worker-output")
+    _, err = finish(p, timeout=60)
+    assert p.returncode == 124, err
+    assert "polybus run: timed out after 0.5 s while" in err, err
 
 
 def test_polybus_run_raises_run_timeout_and_the_next_run_works(tmp_path: Path) -> None:

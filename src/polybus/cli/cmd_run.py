@@ -10,10 +10,10 @@ from functools import partial
 from rich.table import Table
 
 from polybus.cli.output import result_console
-from polybus.cli.values import check_writable, save
+from polybus.cli.values import check_writable, save, seconds
 from polybus.config.origin import SET
 from polybus.deadline import check_timeout
-from polybus.runner import RunResult, run
+from polybus.runner import RunResult, run, where_stopped
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "workers, is still shown)")
     p.add_argument("--no-worker-output", action="store_true",
                    help="do not forward what the workers print to stderr")
-    p.add_argument("--timeout", type=float, metavar="SECONDS",
+    p.add_argument("--timeout", type=seconds, metavar="DURATION",
                    help="stop the program once it has run this long (its workers' "
                         "start-up not counted), saying where it was; exit status 124")
 
@@ -78,9 +78,7 @@ def main(args: argparse.Namespace) -> int:
             # it was replaced by the --json error)
             message = str(exc)
             if isinstance(exc, KeyboardInterrupt):  # (no message of its own: where it was)
-                from polybus.cli.main import where_it_was
-
-                message = (message + where_it_was("run", exc)).lstrip("; ")
+                message = (message + where_stopped(exc)).lstrip("; ")
             save("run", "--json", args.json, partial(write_json, doc={
                 "error": {"type": type(exc).__name__, "message": message}}))
         raise

@@ -33,7 +33,7 @@ from rich.progress import (
 from rich.table import Table
 
 from polybus.cli.output import result_console
-from polybus.cli.values import check_plot, check_writable, save
+from polybus.cli.values import check_plot, check_writable, save, seconds
 from polybus.deadline import check_timeout
 from polybus.errors import UsageError
 from polybus.sweep import (
@@ -70,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "pip install 'polybus[plot]')")
     p.add_argument("--no-worker-output", action="store_true",
                    help="do not forward what the workers print to stderr")
-    p.add_argument("--timeout", type=float, metavar="SECONDS",
+    p.add_argument("--timeout", type=seconds, metavar="DURATION",
                    help="each run's limit: a run still going after this long (its "
                         "workers' start-up not counted) is stopped and fails its "
                         "combination's cell, saying where it was; the sweep goes on")
