@@ -63,8 +63,7 @@ class LoneCalls:
         is alone it reads ``link`` itself and takes its own answer straight from the
         message; anything else (another thread waiting, other replicas busy, a message
         for someone else, the replica lost) goes the general way (`send`, `wait`)."""
-        if self.flushers:  # (its argument may be a promise of an open batch: `_wait`)
-            self.flush_all()
+        # (open batches and held calls were written by its caller, Dispatcher.call_sync)
         if not self._fast or self._waiters or not self._alone(link) \
                 or not self._lock.acquire(blocking=False):
             try:

@@ -8,9 +8,10 @@ arguments kept as they were at the call (snapshot.py). Each time the client read
 replicas (the reactor's after-step: a program thread's wait, `Promise.done`, or the pump
 while the program computes, client/pump.py), a call whose producers have all answered
 gets their values and is placed as its binding places any call: written at once, or
-into its ``async-demand`` backlog; its priority is computed then, from the values. A
-sync consuming call waits for its own record as any sync call does (`Reactor.wait`);
-its timeout, like a backlogged call's, counts from when it is written to a replica.
+into its ``async-demand`` backlog; its priority is computed then, from the values. Its
+timeout, like a backlogged call's, counts from when it is written to a replica. (A sync
+binding has none of this: its promises are waited for at the call, as with forwarding
+on, and it keeps its plain path.)
 
 A producer that failed fails the consumer, unplaced, with the typed error the forwarding
 path gives: a RemoteException of the producer's type whose message begins "an upstream
@@ -133,12 +134,10 @@ class Awaiting:
 
     def call(self, d: Dispatcher, cid: int, args: tuple[Any, ...],
              kwargs: dict[str, Any]) -> Any:
-        """A consuming call of ``d`` (`wants` said so): its promise at once, or, sync,
-        its value, waited for as any sync call's (its own record, its own timeout)."""
+        """A consuming call of ``d`` (`wants` said so): its promise, at once (``d`` is
+        async: a sync binding has no awaiting, Session)."""
         rec = self.record(d, cid, args, kwargs)
         d.calls += 1
-        if d.style.kind == "sync":
-            return self.reactor.wait(rec, d.timeout)
         return CallPromise(rec, self.reactor)
 
     def record(self, d: Dispatcher, cid: int, args: tuple[Any, ...],
@@ -373,7 +372,7 @@ def _place(d: Dispatcher, rec: CallRecord) -> None:
     if d.keep_args:
         d.reactor.work_left()  # (a migrator watches it)
     if d.style.kind != "async-demand":
-        d._send(rec, d._pick_any())  # (sync: its caller waits for it already)
+        d._send(rec, d._pick_any())
         return
     i = demand_pick(d.inflight, d.window, d._open(), d._load()) if not d._backlog else None
     if i is not None:

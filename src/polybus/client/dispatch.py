@@ -92,7 +92,9 @@ class Dispatcher:
         # False (``use.forward = false`` on this binding): its answers come to the client,
         # even when a promise of it is passed to a binding that forwards.
         self.forwards_answers = True
-        self.reads_fresh = True  # (see _pick_fresh)
+        self.reads_fresh = True  # (see _pick_fresh; Session sets it)
+        # Least loaded, and so reads answers before it picks (`_pick_fresh`): fixed here.
+        self._least = type(self.policy) is LeastLoaded
         # Calls that migration may send again from another replica keep their arguments
         # as they were at the call (client/snapshot.py; set with the binding's Migrator).
         self.keep_args = False
@@ -120,21 +122,20 @@ class Dispatcher:
     # -- the call path -------------------------------------------------------------
     @property
     def plain_sync(self) -> bool:
-        """Sync, with no priority, timeout, cache, aggregation or forwarding (nor
-        ``forward = false``, whose promise arguments wait at the client: awaiting.py)."""
-        return (self._plain_sync and self.comm is None and self.forwarder is None
-                and self.awaiting is None)
+        """Sync, with no priority, timeout, cache, aggregation or forwarding (a sync
+        binding has no awaiting: Session gives it none, its promises waited at the call)."""
+        return self._plain_sync and self.comm is None and self.forwarder is None
 
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self.plain_sync:
             return self.call_sync(args, kwargs)
         fwd = self.forwarder
         aw = self.awaiting
-        if aw is not None and aw.wants(args, kwargs, fwd is None) and (
-                fwd is None or not fwd.wants(args, kwargs)):
+        forwards = fwd is not None and fwd.wants(args, kwargs)
+        if aw is not None and not forwards and aw.wants(args, kwargs, fwd is None):
             return aw.call(self, next(_ids), args, kwargs)  # placed once its values come
         prio = float(self.priority(args, kwargs)) if self.priority is not None else 0.0
-        if fwd is not None and fwd.wants(args, kwargs):  # sent now; the values go replica to replica
+        if forwards and fwd is not None:  # sent now; the values go replica to replica
             rec = fwd.record(self, next(_ids), args, kwargs, prio)
         else:
             rec = CallRecord(next(_ids), self, [wire(a) for a in args],
@@ -277,7 +278,7 @@ class Dispatcher:
         where a loop reads every answer as it comes (`reads_fresh` False: `polybus
         serve`, whose bridge hands answers out only in its own steps)."""
         link = self._pick_any()
-        if type(self.policy) is LeastLoaded and link.load and self.reads_fresh:
+        if self._least and link.load and self.reads_fresh:
             self.reactor.poll(False)
             link = self._pick_any()
         return link

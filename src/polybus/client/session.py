@@ -130,6 +130,8 @@ class Session:
                     b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,
                     priority=prio, timeout=use.timeout or define.timeout,
                     idempotent=define.idempotent, least=use.balance == "least")
+                # (no pump: a loop reads every answer as it comes, none at a call)
+                self.dispatchers[b.name].reads_fresh = pump
                 self.dispatchers[b.name].comm = comm_for(
                     self, self.dispatchers[b.name], use, define,
                     parameters(module.source, base), module.cache_bytes)

@@ -106,8 +106,6 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
             # (no pump: the loop steps the reactor when a replica's socket is readable)
             session = Session(app, cluster.registry, cluster.token, _bindings(app, spec),
                               pump=False)
-            for d in session.dispatchers.values():  # (answers read as they come: no
-                d.reads_fresh = False              # read at a call, Dispatcher._pick_fresh)
             try:
                 return asyncio.run(_main(app, spec, session, sock, ready,
                                          cluster.halt_restarts))
