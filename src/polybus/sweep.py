@@ -24,11 +24,10 @@ from typing import Any, Protocol
 
 from polybus.deadline import RunTimeout
 from polybus.errors import ConfigError, PolybusError, UsageError
-from polybus.sweepargs import parse_baseline, parse_vary, split_values
+from polybus.sweepargs import check_repeat, parse_baseline
 
 __all__ = ["Cell", "Measured", "Runner", "Sweep", "check_combinations", "combinations",
-           "efficiency_reference", "overridden", "parse_baseline", "parse_vary", "replicas",
-           "run_sweep", "split_values"]
+           "efficiency_reference", "overridden", "replicas", "run_sweep"]
 
 
 @dataclass(frozen=True)
@@ -317,8 +316,7 @@ def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
               fixed: Sequence[str] = (), progress: Progress | None = None) -> Sweep:
     """Run every combination ``repeat`` times with ``runner``, in rounds; a failure ends
     only its cell."""
-    if repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    check_repeat(repeat)
     combos = combinations(varies)
     # In rounds, each combination once a round: a machine that drifts (another job, a
     # VM's neighbours) moves every cell alike, not the ones that ran during it.

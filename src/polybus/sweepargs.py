@@ -8,7 +8,13 @@ from collections.abc import Sequence
 
 from polybus.errors import UsageError
 
-__all__ = ["parse_baseline", "parse_vary", "split_values"]
+__all__ = ["check_repeat", "parse_baseline", "parse_vary", "split_values"]
+
+
+def check_repeat(repeat: int) -> None:
+    """UsageError unless ``--repeat`` asks for a run at least."""
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
 
 
 def split_values(text: str, where: str) -> list[str]:

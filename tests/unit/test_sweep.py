@@ -15,11 +15,9 @@ from polybus.sweep import (
     check_combinations,
     combinations,
     overridden,
-    parse_baseline,
-    parse_vary,
     run_sweep,
-    split_values,
 )
+from polybus.sweepargs import parse_baseline, parse_vary, split_values
 
 
 def test_split_values_keeps_brackets_and_quotes() -> None:

@@ -48,11 +48,9 @@ def page_for(args: argparse.Namespace) -> Path:
     option, given = ("--page", args.page) if args.page else ("--out", args.out)
     try:  # (a name too long, a loop of links: the looks themselves raise)
         return _page_for(args)
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:  # (Path.resolve's "Symlink loop" before 3.13)
         raise UsageError(f"{option} {given}: cannot be written: "
-                         f"{exc.strerror or exc}") from None
-    except RuntimeError as exc:  # (Path.resolve's "Symlink loop", before Python 3.13)
-        raise UsageError(f"{option} {given}: cannot be written: {exc}") from None
+                         f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _page_for(args: argparse.Namespace) -> Path:
@@ -74,9 +72,21 @@ def _page_for(args: argparse.Namespace) -> Path:
     return page
 
 
-def main(args: argparse.Namespace) -> int:
+def _write_page(args: argparse.Namespace, page: Path, console: Console) -> bool:
+    """The results page from the JSON files in ``--out``, said when written; False (and
+    said in a line, cli/values.py `save`) if it could not be."""
     from polybus.bench import registry
     from polybus.bench.results import write_page
+
+    if not save("bench", "--page", str(page), lambda p: write_page(args.out, p,
+                                                                   registry.names())):
+        return False
+    console.print(f"wrote {page}")
+    return True
+
+
+def main(args: argparse.Namespace) -> int:
+    from polybus.bench import registry
 
     console = result_console()  # piped or redirected: tables whole, not cut at 80 columns
     if args.list:
@@ -89,12 +99,7 @@ def main(args: argparse.Namespace) -> int:
     if args.page_only:
         if not args.out:
             raise UsageError("--page-only needs --out DIR (where the JSON files are)")
-        only = page_for(args)
-        if not save("bench", "--page", str(only),
-                    lambda p: write_page(args.out, p, registry.names())):
-            return 2
-        console.print(f"wrote {only}")
-        return 0
+        return 0 if _write_page(args, page_for(args), console) else 2
     if not args.name:
         raise UsageError("name a benchmark or 'all' (polybus bench --list shows them)")
     names = registry.names() if args.name == "all" else [args.name]
@@ -113,12 +118,8 @@ def main(args: argparse.Namespace) -> int:
     for name in names:
         if not _run_one(name, args, console, unwritten):
             failed.append(name)
-    if page is not None:
-        if save("bench", "--page", str(page), lambda p: write_page(args.out, p,
-                                                                   registry.names())):
-            console.print(f"wrote {page}")
-        else:
-            unwritten.append(str(page))
+    if page is not None and not _write_page(args, page, console):
+        unwritten.append(str(page))
     if failed:
         console.print(f"[red]failed:[/] {', '.join(failed)}")
     return 2 if unwritten else 1 if failed else 0

@@ -44,11 +44,10 @@ from polybus.sweep import (
     check_combinations,
     combinations,
     overridden,
-    parse_baseline,
-    parse_vary,
     replicas,
     run_sweep,
 )
+from polybus.sweepargs import check_repeat, parse_baseline, parse_vary
 
 DASH = "\u2013"
 
@@ -292,8 +291,7 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
 def main(args: argparse.Namespace) -> int:
     if not args.vary:
         raise UsageError("give at least one --vary KEY=v1,v2,...")
-    if args.repeat < 1:  # (now, not from run_sweep under the bar: it left a blank line)
-        raise UsageError(f"--repeat must be at least 1, got {args.repeat}")
+    check_repeat(args.repeat)  # (now, not from run_sweep under the bar: a blank line)
     varies = [parse_vary(v) for v in args.vary]
     baseline = parse_baseline(args.baseline, varies)
     combos = combinations(varies)

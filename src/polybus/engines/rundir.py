@@ -52,17 +52,16 @@ def remove_stale_run_dirs(where: Path | None = None) -> list[Path]:
         if m is None:
             continue
         path, pid = base / name, int(m.group(1))
-        if pid == os.getpid():
+        if pid == os.getpid() or not _own_dir(path) or _alive(pid):
             continue
-        if _marked(path, pid) and not _alive(pid):
+        if _marked(path, pid):
             shutil.rmtree(path, ignore_errors=True)  # (never follows a link inside)
-            removed.append(path)
-        elif _own_dir(path) and not _alive(pid):
+        else:
             try:
                 os.rmdir(path)  # (only if empty: one with anything in it is not ours to say)
             except OSError:
                 continue
-            removed.append(path)
+        removed.append(path)
     return removed
 
 
@@ -76,12 +75,10 @@ def _own_dir(path: Path) -> bool:
 
 
 def _marked(path: Path, pid: int) -> bool:
-    """``path`` is a directory of this user's (not a link) holding a mark for ``pid``."""
+    """``path``, a directory of this user's (not a link: `_own_dir`), holds a mark for
+    ``pid``."""
     uid = os.getuid()
     try:
-        st = os.lstat(path)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
-            return False
         mark = path / MARK
         mt = os.lstat(mark)
         if not stat.S_ISREG(mt.st_mode) or mt.st_uid != uid or mt.st_size > 32:

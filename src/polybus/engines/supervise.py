@@ -110,14 +110,13 @@ class Supervisor:
                     started = self.engine.respawn(name)
                 except OSError as exc:  # (no process to be had now: tried again later)
                     self._said(f"worker {name} could not be started again: {exc}")
-                    started = False
-                    w.started = now  # (a failed start counts as a quick end: it backs off)
+                    started = None
+                w.due = None
+                if started is not False:  # (a failed start counts as a quick end: it backs off)
+                    w.started = now
                     w.pause = min(w.pause * 2, RESTART_MAX_S)
-                w.due = None if not started else w.due
                 if started:
                     w.restarts += 1
-                    w.started, w.due = now, None
-                    w.pause = min(w.pause * 2, RESTART_MAX_S)
                     self._said(f"worker {name} started again (restart {w.restarts})")
 
     def _said(self, line: str) -> None:
