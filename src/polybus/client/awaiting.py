@@ -155,7 +155,7 @@ class Awaiting:
                 return None  # (its value goes in its place when it comes: `_go`)
             return wire(value)
 
-        keep = d.comm.keep() if d.comm is not None else None
+        keep = d.keep()
         sent = snapshot([arg(i, a) for i, a in enumerate(args)], keep)
         named = snapshot_kwargs({k: arg(k, v) for k, v in kwargs.items()} if kwargs else None,
                                 keep)
@@ -323,7 +323,7 @@ def held_values(w: _Waiting, producer: int) -> None:
     were answered, as forwarding would (the program may change a value it waited for).
     A value left on its replica (``Ref``) is fetched when the call is placed."""
     rec = w.rec
-    keep = rec.dispatcher.comm.keep() if rec.dispatcher.comm is not None else None
+    keep = rec.dispatcher.keep()
     for at, p in w.promises:
         if (at not in w.got and _key(p) == producer and p._answered
                 and _error(p) is None and not _left_there(p)):
@@ -356,7 +356,7 @@ def _keep_values(w: _Waiting) -> None:
     """The values just filled in, as they are now (snapshot.py): the call may be written
     later (held, backlogged) or again (migration)."""
     rec = w.rec
-    keep = rec.dispatcher.comm.keep() if rec.dispatcher.comm is not None else None
+    keep = rec.dispatcher.keep()
     at = {a for a, _ in w.promises}
     args = snapshot([v if i in at else None for i, v in enumerate(rec.args)], keep)
     for i in at:

@@ -203,9 +203,8 @@ class Batcher:
                 self._settle()
 
     def _keep(self) -> Keep | None:
-        """How a held call keeps its cached operands (operands.py, Comm.held)."""
-        comm = self.d.comm
-        return comm.keep() if comm is not None else None
+        """How a held call keeps its cached operands (`Dispatcher.keep`)."""
+        return self.d.keep()
 
     def _start(self) -> Pending:
         b = self.open = Pending(self, time.monotonic())

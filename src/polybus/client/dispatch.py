@@ -25,7 +25,7 @@ from polybus.client.policies.balance import (
     demand_pick,
 )
 from polybus.client.promise import CallPromise
-from polybus.client.snapshot import snapshot, snapshot_kwargs
+from polybus.client.snapshot import Keep, snapshot, snapshot_kwargs
 from polybus.client.socketlane import SocketLane
 from polybus.client.unsendable import not_sent
 from polybus.client.wireargs import AS_IS_ASYNC, wire
@@ -119,6 +119,11 @@ class Dispatcher:
         if self._lane is not None:
             self._lane = _lane_for(self)
 
+    def keep(self) -> Keep | None:
+        """How a held call keeps its cached operands (operands.py `Comm.held`; None:
+        none are cached) when its arguments are kept as they are (snapshot.py)."""
+        return self.comm.keep() if self.comm is not None else None
+
     # -- the call path -------------------------------------------------------------
     @property
     def plain_sync(self) -> bool:
@@ -153,7 +158,7 @@ class Dispatcher:
         if self.keep_args:
             self.reactor.work_left()  # (a migrator watches it)
         if hold or self.keep_args:  # written later, or perhaps again: as it is now
-            keep = self.comm.keep() if self.comm is not None else None  # (snapshot.py)
+            keep = self.keep()
             rec.args, rec.kwargs = snapshot(rec.args, keep), snapshot_kwargs(rec.kwargs, keep)
         if kind == "async":
             self._send(rec, self._pick_fresh())
