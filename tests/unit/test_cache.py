@@ -56,7 +56,7 @@ def test_one_oversized_entry_is_kept_alone() -> None:
     c.put("a", b"12345")
     c.put("big", b"x" * 100)
     assert "big" in c and "a" not in c
-    c.put("next", b"123")  # (as docs/configuration.md says) the next put evicts it
+    c.put("next", b"123")  # (as docs/strategies.md, `cache_bytes`, says) the next put evicts it
     assert "big" not in c and "next" in c and c.bytes == 3
 
 

@@ -63,7 +63,7 @@ def content_key(value: Any) -> str | None:
     once: XXH3 hashes 16-30 GB/s here, so freezing a large operand that many calls share
     (``b.flags.writeable = False``) saves the client that pass per call. Its name is
     remembered from then on: an array made writable again, changed and frozen again
-    keeps its old name (configuration.md says not to)."""
+    keeps its old name (docs/strategies.md, `cache`, says not to)."""
     if isinstance(value, np.ndarray):
         arr: np.ndarray[Any, Any] = value
         if arr.dtype.hasobject:
