@@ -189,6 +189,8 @@ class Intake:
                 self._handle(ch, msg)
         except ProtocolError as exc:
             self._refuse(ch, exc)
+        except PolybusError as exc:  # the peer went as a frame was read (shm: its socket)
+            self._lost(ch, exc)
         except Exception:  # (left to the poller, the same bytes failed it on every poll)
             self._fault_reading(ch)
 
