@@ -392,7 +392,8 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
         if m.replication and not m.define and served:
             changes["define"] = {name: DefineSpec() for name in served}
         named = raw_tables[key].get("replication")
-        if cluster.engine == "hosts" and isinstance(named, str) and not named.strip().isdigit():
+        if cluster.engine == "hosts" and isinstance(named, str) and not (
+                named.strip().isascii() and named.strip().isdigit()):
             # "harvey,bugs" under the hosts engine: each replica runs on the host it names
             changes["replication"] = tuple(dataclasses.replace(r, host=r.name)
                                            for r in m.replication)
