@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.wire.messages import BatchResult, CallBatch, Fail, Result
+from polybus.worker import unread
 from polybus.worker.replies import failure, unsendable, unsendable_text
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def run(rt: WorkerRuntime, job: Job) -> None:
     reply = BatchResult(batch.id, values, fails)
     rt.forwarding.finished_batch(ch, reply)  # (values asked for by other stages go there)
     try:
-        ch.send(reply)
+        unread.send(ch, reply)
     except (TypeError, ValueError, OverflowError):
         _send_what_fits(ch, _sendable(ch, reply))
     except PolybusError:
@@ -79,7 +80,7 @@ def _send_what_fits(ch: Channel, reply: BatchResult) -> None:
     failed = {f.id for f in reply.fails}
     while True:
         try:
-            ch.send(reply)
+            unread.send(ch, reply)
             return
         except MessageTooLarge as exc:
             while sizes and sizes[0][1] in failed:
