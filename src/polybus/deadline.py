@@ -49,14 +49,24 @@ class RunTimeout(KeyboardInterrupt):
         return RunTimeout, (self.seconds,)  # (copied and pickled by its seconds)
 
 
-def check_timeout(seconds: float | None, where: str = "timeout") -> float | None:
-    """``seconds`` if it is a limit this thread can keep (None: no limit); UsageError
-    naming ``where`` (``--timeout``) otherwise."""
+def check_timeout(seconds: float | str | None, where: str = "timeout") -> float | None:
+    """``seconds`` if it is a limit this thread can keep (None: no limit), written as a
+    number or as the configuration writes a duration (``"500ms"``, ``"2m"``: as
+    ``--timeout`` takes it); UsageError naming ``where`` (``--timeout``) otherwise."""
     if seconds is None:
         return None
+    if isinstance(seconds, str):
+        from polybus.config.units import parse_duration
+        from polybus.errors import ConfigError
+
+        try:
+            seconds = parse_duration(seconds)
+        except ConfigError:
+            pass  # (said below, as any other value that is not a duration)
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
             or not math.isfinite(seconds) or seconds <= 0:
-        raise UsageError(f"{where} must be a number of seconds above 0, got {seconds!r}")
+        raise UsageError(f"{where} must be a duration above 0 (seconds, or written as "
+                         f"'500ms' or '2m'), got {seconds!r}")
     if seconds > MOST_S:
         raise UsageError(f"{where} must be at most {MOST_S:g} s, got {seconds!r} (leave it "
                          "out for no limit)")

@@ -15,7 +15,8 @@ it can act on::
     │   ├── AuthenticationError     a peer did not prove it holds the cluster token
     │   └── MessageTooLarge         a message to send is over the frame limit (also a ValueError)
     ├── TransportError              a connection could not be made or broke
-    │   └── ConnectionLostError     an established connection closed under a call
+    │   ├── ConnectionLostError     an established connection closed under a call
+    │   └── TLSHandshakeError       the mutual TLS of [cluster] tls did not come about
     ├── NoReplicaError              nobody serves the interface that was called
     └── RemoteError                 a call was accepted but did not produce a value
         ├── RemoteException         the module function raised (remote type, message, traceback)
@@ -23,6 +24,9 @@ it can act on::
         ├── BusyError               the replica's queue was full and overflow = "reject"
         ├── WorkerDiedError         the replica died holding a call that must not be re-run
         └── PoisonCallError         the call killed several replicas in a row
+
+Apart from the tree, ``polybus.RunTimeout`` (deadline.py) is a KeyboardInterrupt: a run
+stopped by its time limit unwinds as Ctrl-C would.
 
 Nothing here ever carries the cluster token or a key in its message.
 """

@@ -70,7 +70,8 @@ class RunResult:
 def jsonable(x: Any) -> Any:
     """A copy of a result that strict JSON can hold: arrays and numpy scalars become
     lists and numbers (their elements made so in turn: an array of dates or objects),
-    a float NaN or infinity the string "nan", "inf" or "-inf", anything else its repr."""
+    a float NaN or infinity the string "nan", "inf" or "-inf", anything else its repr
+    (bytes too: ``"b'\\xffab'"``, never to be taken for a str result)."""
     if hasattr(x, "tolist"):
         x = x.tolist()
         if hasattr(x, "tolist"):  # (an object that only looks like an array)
@@ -79,8 +80,6 @@ def jsonable(x: Any) -> Any:
         return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
         return [jsonable(v) for v in x]
-    if isinstance(x, bytes):
-        return x.decode("latin-1")
     if isinstance(x, float) and not math.isfinite(x):
         return repr(x)
     if x is None or isinstance(x, bool | int | float | str):
@@ -110,7 +109,7 @@ def busy_share(busy_s: float, elapsed_s: float, handlers: int = 1) -> float:
 def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
         registry: str | None = None, token_file: str | None = None,
         origin: Origin = PYTHON, worker_output: bool | TextIO = True,
-        timeout: float | None = None) -> RunResult:
+        timeout: float | str | None = None) -> RunResult:
     """Run the program ``path`` configures and return its result and statistics.
 
     ``overrides`` are ``{"modules.server.replication": 8}`` or ``["key=value", ...]``; a
@@ -123,9 +122,10 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
     when the run starts, or to the text stream ``worker_output`` names; ``False``: not
     forwarded. Workers of a ``registry`` print where they were started.
 
-    With ``timeout``, the program is stopped once it has run that many seconds (from
-    its entrypoint's start): `polybus.deadline.RunTimeout` is raised in the main thread
-    as Ctrl-C would be, and the run's workers are stopped (deadline.py).
+    With ``timeout`` (seconds, or a duration such as ``"500ms"`` or ``"2m"``), the program
+    is stopped once it has run that long (from its entrypoint's start):
+    `polybus.deadline.RunTimeout` is raised in the main thread as Ctrl-C would be, and
+    the run's workers are stopped (deadline.py).
     """
     timeout = check_timeout(timeout)
     sets = override_strings(overrides)

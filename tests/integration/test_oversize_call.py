@@ -15,9 +15,11 @@ from polybus.client.promise import wait
 from polybus.client.reactor import Reactor
 from polybus.config.model import CallStyle
 from polybus.errors import MessageTooLarge, RemoteException
+from polybus.testing.peers import next_message
 from polybus.token import make_token
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
+from polybus.wire.messages import BatchResult, Call, CallBatch, Result
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -88,3 +90,28 @@ def test_a_plain_sync_call_over_the_limit_names_its_interface(tmp_path: Path,
     name, text, after = polybus.run(tmp_path / "app.toml").result
     assert name == "MessageTooLarge" and text.startswith("size(...): the call's message of ")
     assert after == 1  # (and the replica serves on)
+
+
+def test_a_batch_whose_answers_together_are_over_the_limit_is_answered() -> None:
+    """Each of a batch's answers fits a frame, all of them together do not: the largest
+    fail (saying why, and what to change) until the rest fit, and every call is answered.
+    The batch used to get no answer at all: the second failed send was taken for a lost
+    client, and the caller waited for ever."""
+    rt = WorkerRuntime("w", {"big": big}, TOKEN, options=ServeOptions(max_frame=LIMIT)).start()
+    ch = connect(rt.address, TOKEN, Codec(max_frame=1 << 30))
+    try:
+        sizes = [300_000, 1_000, 300_000, 300_000, 300_000, 2_000]
+        ch.send(CallBatch(7, "big", [[n] for n in sizes]))
+        got = next_message(ch, 10.0)
+        assert isinstance(got, BatchResult) and got.id == 7
+        failed = {f.id: f for f in got.fails}
+        assert len(failed) == 1 and set(failed) <= {0, 2, 3, 4}  # a largest, and no more
+        for f in failed.values():
+            assert "over the frame limit" in f.message and "aggregate fewer calls" in f.message
+        for i, n in enumerate(sizes):  # the others, answered with their values
+            assert got.values[i] == (None if i in failed else b"z" * n)
+        ch.send(Call(8, "big", [3]))
+        assert next_message(ch, 10.0) == Result(8, b"zzz")  # and it serves on
+    finally:
+        ch.close()
+        rt.stop()

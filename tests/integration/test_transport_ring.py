@@ -4,6 +4,7 @@ channel that sends every frame through it, with doorbells only for a sleeping re
 from __future__ import annotations
 
 import array
+import fcntl
 import gc
 import os
 import socket
@@ -18,6 +19,7 @@ import pytest
 from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.testing.conformance import memfd_mappings
 from polybus.transport import ring as ring_mod
+from polybus.transport.memfd import sealed_memfd
 from polybus.transport.ring import Ring
 from polybus.transport.shm import ShmChannel
 from polybus.wire.arrays import INLINE_MAX
@@ -301,9 +303,8 @@ def test_a_ring_over_the_limit_is_refused_before_it_is_mapped() -> None:
     replica's poller stuck in the mapping meanwhile. A ring over ATTACH_MAX is now a
     protocol error, found from the descriptor's size before anything is mapped."""
     a, b = socket.socketpair(socket.AF_UNIX)
-    fd = os.memfd_create("too-big-ring")
+    fd = sealed_memfd("too-big-ring", 4096 + (256 << 20))  # over ATTACH_MAX (64 MiB)
     try:
-        os.ftruncate(fd, 4096 + (256 << 20))  # over ATTACH_MAX (64 MiB), a power of two
         with pytest.raises(ValueError, match="over the limit"):
             Ring.attach(fd)
         ch = ShmChannel(b, Codec(), "peer")
@@ -322,31 +323,27 @@ def test_a_ring_over_the_limit_is_refused_before_it_is_mapped() -> None:
     assert memfd_mappings() == 0
 
 
-def test_a_ring_grown_after_its_size_is_checked_is_mapped_at_the_size_checked(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The peer holds its ring's memfd too: grown between attach's size check and the
-    mapping (here, as the check returns), the whole file was mapped with its pages
-    faulted in, past the limit. The size checked is what is mapped."""
-    monkeypatch.setattr(ring_mod, "ATTACH_MAX", 1 << 20)
-    fd = os.memfd_create("growing-ring")
-    real = os.fstat
-
-    def fstat_then_grown(f: int) -> os.stat_result:
-        st = real(f)
-        if f == fd:
-            os.ftruncate(fd, 4096 + (4 << 20))  # the peer, in the window
-        return st
-
+def test_a_ring_that_could_still_grow_is_refused() -> None:
+    """The peer holds its ring's memfd too: one it could grow between attach's size
+    check and the mapping was mapped whole, pages faulted in, past the limit (and one it
+    could shrink was a SIGBUS here). A ring not sealed against both is refused."""
+    a, b = socket.socketpair(socket.AF_UNIX)
+    fd = os.memfd_create("growing-ring", os.MFD_ALLOW_SEALING)
     try:
         os.ftruncate(fd, 4096 + (1 << 20))
-        monkeypatch.setattr(ring_mod.os, "fstat", fstat_then_grown)
-        r = Ring.attach(fd)
-        monkeypatch.undo()
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)  # (it may still grow)
+        with pytest.raises(ValueError, match="not sealed"):
+            Ring.attach(fd)
+        ch = ShmChannel(b, Codec(), "peer")
         try:
-            assert len(r.map) == 4096 + (1 << 20) and r.capacity == 1 << 20
+            a.sendmsg([b"R"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
+            with pytest.raises(ProtocolError, match=r"cannot map the peer's ring: .*not sealed"):
+                ch.fill(wait=True)
+            assert ch._rx is None
         finally:
-            r.close()
+            ch.close()
     finally:
         os.close(fd)
+        a.close()
     gc.collect()
     assert memfd_mappings() == 0

@@ -239,7 +239,10 @@ def set_cluster(item: str) -> str:
     (set_server('spin = "soon"'), "modules.server.spin", "not a duration: 'soon'",
      "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"),
     (set_server('spin = "1s"'), "modules.server.spin",
-     "a spin of 1 s would burn a CPU for nothing", "at most '10ms'; '0' to block at once"),
+     "a spin of '1s' (1 s) would burn a CPU for nothing", "at most '10ms'; '0' to block at once"),
+    (set_server('coalesce = "0.5us"'), "modules.server.coalesce",  # (quoted as written)
+     "a coalesce of '0.5us' (5e-07 s) is less than the 1 us it is counted in",
+     "'0' for none, or at least '1us'"),
     (set_cluster('engine = "k8s"'), "cluster.engine",
      "expected one of 'local', 'hosts', 'mpi', 'ray', got 'k8s'", None),
     (set_cluster('registry = "localhost"'), "cluster.registry",

@@ -14,10 +14,19 @@ from polybus.deadline import RunTimeout, check_timeout, time_limit
 from polybus.errors import UsageError
 
 
-@pytest.mark.parametrize("bad", [0, -1, math.nan, math.inf, True, "5"])
-def test_a_limit_that_is_not_a_positive_number_of_seconds_is_a_usage_error(bad: object) -> None:
-    with pytest.raises(UsageError, match=r"^--timeout must be a number of seconds above 0"):
+@pytest.mark.parametrize("bad", [0, -1, math.nan, math.inf, True, "soon", "0ms", "-2s", [5]])
+def test_a_limit_that_is_not_a_positive_duration_is_a_usage_error(bad: object) -> None:
+    with pytest.raises(UsageError, match=r"^--timeout must be a duration above 0 \(seconds, "
+                                         r"or written as '500ms' or '2m'\), got "):
         check_timeout(bad, "--timeout")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("given", "seconds"), [("500ms", 0.5), ("2m", 120.0), ("5", 5.0),
+                                                (1.5, 1.5)])
+def test_a_limit_is_written_as_the_configuration_writes_a_duration(given: object,
+                                                                   seconds: float) -> None:
+    # (`--timeout 500ms` was taken, `polybus.run(timeout="500ms")` refused)
+    assert check_timeout(given) == seconds  # type: ignore[arg-type]
 
 
 def test_no_limit_is_none_and_a_limit_is_float() -> None:

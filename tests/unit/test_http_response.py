@@ -45,6 +45,10 @@ def test_what_is_not_a_response_is_an_error(bad: object) -> None:
     ((200, [("X",)], "x"), "page() returned a response header that is not a (name, value) pair"),
     ((200, {"X": "a\r\nb"}, "x"),
      "page() returned a response header 'X' with a forbidden character (CR, LF or NUL)"),
+    # (it passed here, and serializing it dropped the connection without a status)
+    ((200, {"X-Who": "Zo\u00eb \u2713"}, "x"),
+     "page() returned a response header 'X-Who' that HTTP/1.1 cannot carry (a name is "
+     "ASCII, a value Latin-1): encode other text first (e.g. urllib.parse.quote)"),
 ])
 def test_a_bad_response_tuple_names_the_handler(bad: object, message: str) -> None:
     # A new user's `(999, "x")` said only "bad response status 999", naming no handler.
@@ -119,3 +123,8 @@ def test_route_matching() -> None:
     assert t.match("HEAD", "/static/a").target == "static"
     m = t.match("POST", "/static/a")
     assert m.target is None and m.allowed == ("GET", "HEAD")  # (HEAD: by GET routes)
+
+
+def test_a_latin1_header_value_goes_as_latin1() -> None:
+    resp = to_response((200, {"X-Who": "Zo\u00eb"}, "x"), "page()")
+    assert b"X-Who: Zo\xeb\r\n" in serialize(resp, keep_alive=True)

@@ -48,3 +48,8 @@ def test_a_result_that_cannot_be_copied_is_written_as_its_repr() -> None:
     assert isinstance(d, dict)
     assert d["result"] == {"lock": repr(lock), "x": [1.5]}
     assert (d["elapsed_s"], d["calls"], d["bytes_received"], d["replicas"]) == (0.5, 2, 4, [])
+
+
+def test_bytes_are_written_as_their_repr_not_passed_off_as_text() -> None:
+    # (they were decoded as Latin-1: b"\xffab" came out as "\u00ffab", a str result's twin)
+    assert _strict(jsonable([b"\xffab", "\u00ffab"])) == ["b'\\xffab'", "\u00ffab"]

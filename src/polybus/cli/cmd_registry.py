@@ -21,11 +21,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "loopback, a free port)")
     p.add_argument("--token-file", metavar="FILE",
                    help="read the token from FILE (else $POLYBUS_TOKEN, else make one)")
-    p.add_argument("--ttl", type=seconds, default=3.0, metavar="DURATION",
-                   help="drop a worker not heard from for this long")
+    p.add_argument("--ttl", type=seconds, metavar="DURATION",
+                   help="drop a worker not heard from for this long (default: three of "
+                        "--config's [cluster] heartbeat, as a run's own registry; else 3s)")
     p.add_argument("--config", metavar="FILE",
-                   help="use this configuration's [cluster] tls (mutual TLS) and "
-                        "token_file, if it has them")
+                   help="use this configuration's [cluster] tls (mutual TLS), token_file "
+                        "and heartbeat, if it has them")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -58,7 +59,12 @@ def main(args: argparse.Namespace) -> int:
         if token is None:
             token = make_token()
             made = write_token_file(token)
-        with RegistryService(token, listen, ttl=args.ttl) as reg:
+        # As a run's embedded registry does (engines/base.py): a worker of that
+        # configuration beats every [cluster] heartbeat, and is dropped after three
+        # missed (a fixed 3 s dropped the healthy workers of a heartbeat of 5 s).
+        ttl = args.ttl if args.ttl is not None else (
+            3 * cluster.heartbeat if cluster is not None else 3.0)
+        with RegistryService(token, listen, ttl=ttl) as reg:
             host_port = f"{reg.address.host}:{reg.address.port}"
             print(f"polybus registry listening on {host_port}", flush=True)
             if made is not None:

@@ -23,7 +23,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="FILE", help="write result and statistics as JSON")
     p.add_argument("--registry", metavar="HOST:PORT",
                    help="use the workers of a running registry instead of starting any")
-    p.add_argument("--token-file", metavar="FILE", help="the cluster token (else $POLYBUS_TOKEN)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="read the cluster token from FILE (else $POLYBUS_TOKEN, else "
+                        "the configuration's [cluster] token_file)")
     p.add_argument("--quiet", action="store_true",
                    help="no summary on stderr (what the program prints, client and "
                         "workers, is still shown)")

@@ -23,14 +23,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the module named by FILE's stem (server.py: 'server')")
     p.add_argument("--config", metavar="FILE", help="serve a module of this configuration ...")
     p.add_argument("--as", dest="as_key", metavar="KEY", help="... the one under [modules.KEY]")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a key of --config, as `polybus run --set` does "
+                        "(repeatable)")
     p.add_argument("--name", help="replica name (default: module-hostname-pid)")
     p.add_argument("--listen", action="append", metavar="ADDRESS",
                    help="tcp://HOST:PORT, ipc:///PATH or shm:///PATH; repeat to listen on "
                         "several (the first is the replica's main address; "
                         "default tcp://127.0.0.1:0, and with --config also the "
                         "module's ipc or shm, in a private directory)")
-    p.add_argument("--token-file", metavar="FILE")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="read the cluster token from FILE (else $POLYBUS_TOKEN, else "
+                        "the configuration's [cluster] token_file)")
     p.add_argument("--heartbeat", type=seconds, default=None, metavar="DURATION",
                    help="seconds between heartbeats (default: --config's [cluster] "
                         "heartbeat, else 1)")

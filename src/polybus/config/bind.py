@@ -22,6 +22,7 @@ from polybus.config.notes import (
     note_idle_shares,
     note_many_replicas,
     note_no_ops,
+    note_plain_off_host,
     note_unused,
 )
 from polybus.config.problems import Problems, closest, dotted, nearest
@@ -380,6 +381,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     note_no_ops(modules, raw_tables, p, bindings, serve)  # (routes parsed, not checked)
     note_many_replicas(modules, cluster.engine, p)
     note_big_batches(modules, cluster.max_frame, p)
+    note_plain_off_host(cluster.listen_host, cluster.tls, p)
     if serve is not None:
         serve = check_routes(serve, modules, interfaces, infos, p)
     note_idle_shares(modules, bindings, serve, p)
@@ -392,7 +394,8 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
         if m.replication and not m.define and served:
             changes["define"] = {name: DefineSpec() for name in served}
         named = raw_tables[key].get("replication")
-        if cluster.engine == "hosts" and isinstance(named, str) and not named.strip().isdigit():
+        if cluster.engine == "hosts" and isinstance(named, str) and not (
+                named.strip().isascii() and named.strip().isdigit()):
             # "harvey,bugs" under the hosts engine: each replica runs on the host it names
             changes["replication"] = tuple(dataclasses.replace(r, host=r.name)
                                            for r in m.replication)

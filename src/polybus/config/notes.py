@@ -12,7 +12,7 @@ from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.source import SourceInfo
 
 __all__ = ["note_big_batches", "note_idle_shares", "note_many_replicas", "note_no_ops",
-           "note_unused"]
+           "note_plain_off_host", "note_unused"]
 
 
 def note_big_batches(modules: dict[str, ModuleSpec], max_frame: int, p: Problems) -> None:
@@ -26,6 +26,24 @@ def note_big_batches(modules: dict[str, ModuleSpec], max_frame: int, p: Problems
                        f"({max_frame:,} bytes)",
                        dotted("modules", key, "use", name, "aggregate"),
                        "write a size of at most max_frame, such as '64KiB'")
+
+
+def note_plain_off_host(listen_host: str, tls: object | None, p: Problems) -> None:
+    """A ``listen_host`` other hosts can reach, with no ``[cluster] tls``: the token
+    handshake still keeps strangers out, but calls and values cross the network in
+    plain text (DESIGN: TLS for anything that leaves the host). Noted, not refused: a
+    private network, or an mpi or ray run's own, may be meant."""
+    if tls is not None:
+        return
+    host = listen_host.strip("[]")
+    if host in ("localhost", "::1") or host.startswith("127."):
+        return
+    p.note(f"listen_host = {listen_host!r} takes connections from other hosts, and without "
+           "[cluster] tls what they carry (calls, arguments, answers) crosses the network "
+           "unencrypted; the token handshake only keeps strangers out",
+           "cluster.listen_host",
+           "set [cluster] tls = { cert, key, ca } (docs/security.md), or keep it on a "
+           "network you trust")
 
 
 def note_many_replicas(modules: dict[str, ModuleSpec], engine: str, p: Problems,

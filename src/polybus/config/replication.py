@@ -273,7 +273,7 @@ def parse_replication(value: object, module: str
 
     Raises ConfigError (without file or key; the caller places it).
     """
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ConfigError(f"expected a replica count or a replication string, got {value!r}",

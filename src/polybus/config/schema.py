@@ -379,7 +379,8 @@ def _spin(t: _Table) -> float:
     """``spin``: how long a waiting reader polls before it sleeps (transport/spinning.py)."""
     v = t.parsed("spin", parse_duration)
     if v is not None and v > 0.01:
-        t.p.add(f"a spin of {v:g} s would burn a CPU for nothing", t.key("spin"),
+        t.p.add(f"a spin of {shown(t.t['spin'])} ({v:g} s) would burn a CPU for nothing",
+                t.key("spin"),
                 "at most '10ms'; '0' to block at once")
         return SPIN_S
     return _pick(v, SPIN_S)
@@ -390,11 +391,13 @@ def _coalesce(t: _Table) -> float:
     of the client's calls wait in its queue (worker/bells.py); 0, the default: none."""
     v = t.parsed("coalesce", parse_duration)
     if v is not None and 0 < v < 1e-6:
-        t.p.add(f"a coalesce of {v:g} s is less than the 1 us it is counted in",
+        t.p.add(f"a coalesce of {shown(t.t['coalesce'])} ({v:g} s) is less than the 1 us "
+                "it is counted in",
                 t.key("coalesce"), "'0' for none, or at least '1us'")
         return 0.0
     if v is not None and v > 1.0:
-        t.p.add(f"a coalesce of {v:g} s would leave answers unread for that long",
+        t.p.add(f"a coalesce of {shown(t.t['coalesce'])} ({v:g} s) would leave answers "
+                "unread for that long",
                 t.key("coalesce"), "at most '1s'; a few times a call's time is enough")
         return 0.0
     return _pick(v, 0.0)

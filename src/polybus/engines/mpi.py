@@ -68,10 +68,15 @@ _RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 _SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 
 
+def _count(text: str) -> bool:
+    """Whether ``text`` is a whole number int() reads (ASCII digits: not "²")."""
+    return text.isascii() and text.isdigit()
+
+
 def launched_rank() -> int | None:
     """This process's rank as its launcher set it, or None if no launcher started it."""
     for v in _RANK_VARS:
-        if os.environ.get(v, "").isdigit():
+        if _count(os.environ.get(v, "")):
             return int(os.environ[v])
     return None
 
@@ -79,7 +84,7 @@ def launched_rank() -> int | None:
 def world_size() -> int | None:
     """How many processes the launcher started, as it says (None if it does not)."""
     for v in _SIZE_VARS:
-        if os.environ.get(v, "").isdigit():
+        if _count(os.environ.get(v, "")):
             return int(os.environ[v])
     return None
 

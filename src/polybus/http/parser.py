@@ -22,6 +22,7 @@ __all__ = ["ExpectContinue", "HTTPError", "Request", "RequestParser"]
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _VERSION = re.compile(rb"^HTTP/1\.([01])$")
 _HEX = re.compile(rb"^[0-9A-Fa-f]{1,16}$")
+_DIGITS = re.compile(r"[0-9]{1,19}")  # (ASCII digits: str.isdigit takes "²", which int() refuses)
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _LINE_END = re.compile(rb"\r?\n")
@@ -176,7 +177,7 @@ class RequestParser:
             head.chunked = True
         elif length is not None:
             values = {v.strip() for v in length.split(",")}
-            if len(values) != 1 or not next(iter(values)).isdigit():
+            if len(values) != 1 or not _DIGITS.fullmatch(next(iter(values))):
                 raise HTTPError(400, "malformed Content-Length")
             head.length = int(next(iter(values)))
             if head.length > self.max_body:

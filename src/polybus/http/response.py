@@ -70,6 +70,14 @@ def _headers(raw: Any, who: str) -> list[tuple[str, str]]:
         if any(c in name + value for c in "\r\n\0") or not name:
             raise ValueError(f"{who} returned a response header {name!r} with a forbidden "
                              "character (CR, LF or NUL)")
+        if not (name + value).isascii():
+            try:
+                name.encode("ascii")
+                value.encode("latin-1")
+            except UnicodeEncodeError:
+                raise ValueError(f"{who} returned a response header {name!r} that HTTP/1.1 "
+                                 "cannot carry (a name is ASCII, a value Latin-1): encode "
+                                 "other text first (e.g. urllib.parse.quote)") from None
         out.append((name, value))
     return out
 

@@ -148,6 +148,10 @@ class FrontDoor:
                 writer.write(serialize(error_response(e.status, e.message), keep_alive=False))
                 await writer.drain()
                 return
+            except Exception as e:  # (a fault in the parser: this connection alone ends)
+                writer.write(self._fault("reading a request", e))
+                await writer.drain()
+                return
             if event is None:
                 try:
                     async with asyncio.timeout(self.spec.idle_timeout):  # (no task)
@@ -172,8 +176,13 @@ class FrontDoor:
                 keep_alive = event.keep_alive and not self.stopping
                 if keep_alive and event.version == "1.0":  # 1.0 closes unless told
                     extra.append(("Connection", "keep-alive"))
-                writer.write(serialize(resp, keep_alive=keep_alive, extra=extra,
-                                       head_only=event.method == "HEAD"))
+                try:
+                    out = serialize(resp, keep_alive=keep_alive, extra=extra,
+                                    head_only=event.method == "HEAD")
+                except Exception as e:  # (checked before: a fault in polybus's steps)
+                    out, keep_alive = self._fault(f"answering {event.method} {event.target}",
+                                                  e), False
+                writer.write(out)
                 self._busy(task, False)  # (answered: a stop now closes it, flushed, no 503)
                 await writer.drain()
                 if not keep_alive:
@@ -217,6 +226,13 @@ class FrontDoor:
             return error_response(502, f"{route.module}.{route.interface}: {text}"), []
         except (TypeError, ValueError):
             return error_response(502, "the replica's answer is not a response"), []
+
+    def _fault(self, doing: str, exc: Exception) -> bytes:
+        """A 500 that closes the connection, for a fault in the front door's own steps
+        (logged; the server serves on)."""
+        text = f"the front door failed {doing}: {type(exc).__name__}: {exc}"
+        print(f"polybus serve: {text}", file=sys.stderr, flush=True)
+        return serialize(error_response(500, text), keep_alive=False)
 
     def _log(self, req: Request, route: RouteSpec, what: str) -> None:
         print(f"polybus serve: {req.method} {req.target} -> {route.module}."

@@ -45,6 +45,9 @@ class Channel:
     # A waiting fill polls this long before it sleeps in the kernel (spinning.py);
     # 0 blocks at once. Set per connection by whoever owns it (the client's session).
     spin_s = 0.0
+    # Called (with the channel) by whoever writes the last of ``unsent`` on, from any
+    # thread: a replica reads that client again then (worker/unread.py). Set by the owner.
+    on_caught_up: Callable[[Channel], None] | None = None
 
     def __init__(self, sock: socket.socket, codec: Codec, peer: str) -> None:
         self.sock = sock

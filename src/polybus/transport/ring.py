@@ -46,6 +46,8 @@ import platform
 import struct
 import threading
 
+from polybus.transport.memfd import check_sealed, sealed_memfd
+
 __all__ = ["ATTACH_MAX", "CAPACITY", "Ring", "fence", "supported"]
 
 CAPACITY = 1 << 20
@@ -95,9 +97,8 @@ class Ring:
 
     @classmethod
     def create(cls, capacity: int = CAPACITY) -> Ring:
-        fd = os.memfd_create("polybus-shm-ring", os.MFD_CLOEXEC)
+        fd = sealed_memfd("polybus-shm-ring", _HEADER + capacity)  # (memfd.py)
         try:
-            os.ftruncate(fd, _HEADER + capacity)
             return cls(fd, owns_fd=True)
         except BaseException:
             os.close(fd)
@@ -105,15 +106,17 @@ class Ring:
 
     @classmethod
     def attach(cls, fd: int) -> Ring:
-        """The ring a peer sent; ValueError for one over ATTACH_MAX (or not a ring)."""
+        """The ring a peer sent; ValueError for one over ATTACH_MAX, not a ring, or not
+        sealed against shrinking (memfd.py)."""
+        check_sealed(fd)
         size = os.fstat(fd).st_size
         if size > _HEADER + ATTACH_MAX:
             raise ValueError(f"ring of {size} bytes is over the limit of "
                              f"{_HEADER + ATTACH_MAX} bytes")
         if size <= _HEADER:
             raise ValueError(f"bad ring size {size}")
-        # The size checked, not the file's whole length when it is mapped: the peer
-        # holds the memfd too, and may grow it between the two.
+        # The size checked, not the file's whole length when it is mapped (sealed, it
+        # cannot change now; the length is kept all the same).
         return cls(fd, owns_fd=False, length=size)
 
     # -- writer ------------------------------------------------------------------

@@ -213,10 +213,13 @@ class ShmChannel(SegmentFrames, RingChannel):
             self._rx.set_coalesce(seconds)
 
     def _fds_pending(self) -> bool:
+        # Without waiting: a sender passes a descriptor on the socket before it writes
+        # the ring frame naming it, so one that was sent is there already. (A wait here
+        # was a peer's to end: one that named a descriptor it never sent stopped the
+        # replica's poller, every client's reads, for as long as it kept still.)
         if self._tx is None or self.closed:
             return False
-        self._recv_bells(0)
-        return True
+        return self._recv_bells(_DONTWAIT) > 0
 
     def _recv_into(self, buf: memoryview, flags: int) -> int:
         n, anc, msg_flags, _ = self.sock.recvmsg_into([buf], _ANC, flags)

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from polybus.errors import ProtocolError
+from polybus.transport.memfd import check_sealed
 from polybus.transport.shmshare import (
     MAX_SHARED,
     SHARED_BIT,
@@ -72,6 +73,11 @@ MAX_SEGMENTS = 32
 # outstanding (97). Past twice that the peer is refused (a ProtocolError) and they are
 # closed: unbounded, one peer could fill the process's descriptor table, every peer's.
 MAX_FDS_PENDING = 2 * (1 + MAX_SEGMENTS + MAX_SHARED)
+# Segments of one peer mapped here at once, at most (each holds a descriptor: mmap's own
+# copy). A well-behaved sender tells the receiver to forget a segment it closes, and
+# holds at most MAX_SEGMENTS and its process's MAX_SHARED; past twice that the peer is
+# refused, as for descriptors passed and not named.
+MAX_MAPS = 2 * (MAX_SEGMENTS + MAX_SHARED)
 _DESC = struct.Struct("<IIQQ")  # buffer index, has_fd, segment id, length
 FD_READONLY = 2  # has_fd: a shared segment's descriptor, to be mapped read-only
 RO_VIEW = 4  # has_fd bit: the sender's array was read-only; so are the receiver's
@@ -365,6 +371,10 @@ class SegmentFrames:
                 try:
                     if kind not in (1, FD_READONLY):
                         raise ValueError(f"descriptor kind {has_fd}")
+                    if seg_id not in self._maps and len(self._maps) >= MAX_MAPS:
+                        raise ValueError(f"{MAX_MAPS} segments mapped at once, none of them "
+                                         "forgotten (at most that many may be)")
+                    check_sealed(fd)  # (a peer could shrink it under the mapping: memfd.py)
                     self._maps[seg_id] = mmap.mmap(fd, 0, mmap.MAP_SHARED, prot)
                 except (OSError, ValueError) as exc:
                     raise ProtocolError(f"cannot map shared segment: {exc}") from None

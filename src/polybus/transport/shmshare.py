@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from polybus.transport.memfd import sealed_memfd
 from polybus.wire.arrays import place_of
 
 __all__ = [
@@ -70,10 +71,9 @@ class Segment:
     def __init__(self, seg_id: int, size: int, populate: bool = False) -> None:
         self.id = seg_id
         self.size = size
-        self.fd = os.memfd_create(f"polybus-shm-{seg_id}", os.MFD_CLOEXEC)
+        self.fd = sealed_memfd(f"polybus-shm-{seg_id}", size)  # (memfd.py: cannot shrink)
         flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
         try:
-            os.ftruncate(self.fd, size)
             self.map = mmap.mmap(self.fd, size, flags)
         except OSError:
             os.close(self.fd)

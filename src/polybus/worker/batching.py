@@ -13,9 +13,10 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from polybus.errors import PolybusError
+from polybus.errors import MessageTooLarge, PolybusError
 from polybus.wire.messages import BatchResult, CallBatch, Fail, Result
-from polybus.worker.replies import failure, unsendable
+from polybus.worker import unread
+from polybus.worker.replies import failure, unsendable, unsendable_text
 
 if TYPE_CHECKING:
     from polybus.transport.channel import Channel
@@ -51,12 +52,9 @@ def run(rt: WorkerRuntime, job: Job) -> None:
     reply = BatchResult(batch.id, values, fails)
     rt.forwarding.finished_batch(ch, reply)  # (values asked for by other stages go there)
     try:
-        ch.send(reply)
+        unread.send(ch, reply)
     except (TypeError, ValueError, OverflowError):
-        try:
-            ch.send(_sendable(ch, reply))
-        except PolybusError:
-            pass
+        _send_what_fits(ch, _sendable(ch, reply))
     except PolybusError:
         pass  # the client is gone; the poller drops its connection
 
@@ -71,6 +69,38 @@ def _unrefused(rows: list[list[Any]], refused: dict[int, Fail], values: list[Any
             values.append(None)
         else:
             yield row
+
+
+def _send_what_fits(ch: Channel, reply: BatchResult) -> None:
+    """Send ``reply``, each of whose values encodes; while the whole is over the frame
+    limit, its largest value fails instead (as a single call's would, saying why), so every
+    call of the batch is answered, the calls whose values fit with their values."""
+    sizes = sorted(((_size(ch, i, v), i) for i, v in enumerate(reply.values)
+                    if v is not None), reverse=True)
+    failed = {f.id for f in reply.fails}
+    while True:
+        try:
+            unread.send(ch, reply)
+            return
+        except MessageTooLarge as exc:
+            while sizes and sizes[0][1] in failed:
+                sizes.pop(0)
+            if not sizes:
+                return  # (nothing left to take out: not the values' doing)
+            size, i = sizes.pop(0)
+            reply.values[i] = None
+            failed.add(i)
+            reply.fails.append(Fail(i, "exception", "TypeError", unsendable_text(exc) + (
+                f" (the batch's answers together; this value, about {size} bytes, is the "
+                "largest of them): aggregate fewer calls (`aggregate`), or raise max_frame")))
+        except PolybusError:
+            return  # the client is gone; the poller drops its connection
+
+
+def _size(ch: Channel, i: int, value: Any) -> int:
+    """About how many bytes ``value`` takes in an answer."""
+    header, bufs = ch.codec.encode_parts(Result(i, value))
+    return len(header) + sum(len(b) if isinstance(b, bytes) else b.nbytes for b in bufs)
 
 
 def _sendable(ch: Channel, reply: BatchResult) -> BatchResult:

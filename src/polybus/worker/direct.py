@@ -25,6 +25,7 @@ from polybus.errors import PolybusError, ProtocolError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
 from polybus.wire.messages import Call, Message, Result
+from polybus.worker import unread
 from polybus.worker.bells import coalescing
 from polybus.worker.cache import FORWARDED
 from polybus.worker.cache import resolve as resolve_operands
@@ -101,6 +102,7 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
         # (a NaN prio too: Intake._admit answers it bad-call, on every path)
         general = (type(msg) is not Call or msg.iface not in functions or bool(queue._live)
                    or bool(rt._paused) or msg.prio != msg.prio
+                   or bool(ch.unsent)  # (answers it has not read: intake's _stick)
                    # (a burst only from the ring: frames the decoder holds are seen by
                    # no poller's look at the ring, and would wait for a next frame)
                    or (ch.buffered() and not (burst and not msg.prio and ch.decoder.empty
@@ -117,7 +119,9 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             else:
                 rt._send_quietly(ch, miss)
         if general:
-            if len(queue) or rt._paused:  # queued work: the pool runs it, someone polls
+            # queued work (the pool runs it, someone polls), or a client not reading
+            # its answers, whom the intake has stopped reading (intake.py, _stick)
+            if len(queue) or rt._paused or ch.unsent:
                 with lock:
                     rt._polling = False
                     rt._cv.notify()
@@ -144,7 +148,7 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
         with lock:
             rt._running -= 1
             if (rt._polling or rt._running or len(queue) or rt._stopping or rt._corked.held
-                    or rt._paused):
+                    or rt._paused or ch.unsent):
                 rt._room_for_paused()
                 return False
             rt._polling = True
@@ -170,7 +174,7 @@ def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) 
     if ch.closed:
         return
     try:
-        ch.send(reply)
+        unread.send(ch, reply)
     except TransportError:
         pass  # the client is gone; the poller drops its connection
     except UNSENDABLE:

@@ -72,6 +72,7 @@ class Intake:
     _queue: CallQueue
     _channels: set[Channel]
     _paused: set[Channel]
+    _stuck: set[Channel]  # not read while answers wait for them to read (unread.py)
     _stash: dict[Channel, Message]
     _hot: set[ShmChannel]
     _awake: set[ShmChannel]
@@ -171,6 +172,9 @@ class Intake:
         block = self.options.overflow == "block"
         try:
             while not ch.closed:
+                if ch.unsent:  # answers it has not read: read no more of it till then
+                    self._stick(ch)
+                    return
                 msg = self._stash.pop(ch, None)
                 if msg is None:
                     msg = ch.next_message()
@@ -189,8 +193,43 @@ class Intake:
                 self._handle(ch, msg)
         except ProtocolError as exc:
             self._refuse(ch, exc)
+        except PolybusError as exc:  # the peer went as a frame was read (shm: its socket)
+            self._lost(ch, exc)
         except Exception:  # (left to the poller, the same bytes failed it on every poll)
             self._fault_reading(ch)
+
+    def _stick(self, ch: Channel) -> None:
+        """``ch``'s client has not read all its answers (unread.py): nothing more is read
+        from it, no call of its run, until they are written (`_unstick`). So what a
+        client that stops reading can leave waiting is bounded by what it sent before."""
+        if ch in self._stuck or ch in self._paused or ch.closed:
+            return
+        try:
+            self._sel.unregister(ch.sock)
+        except (KeyError, ValueError):
+            pass
+        self._stuck.add(ch)
+        if type(ch) is ShmChannel:
+            ch.stay_awake(False)  # (it rings again when it sends)
+            self._awake.discard(ch)
+            self._hot.discard(ch)
+        if not ch.unsent:  # written meanwhile: its on_caught_up came before this
+            self._unstick(ch)
+
+    def _caught_up(self, ch: Channel) -> None:
+        """From the thread that wrote ``ch``'s last unsent bytes: the poller's next turn
+        reads that client again (`_unstick`)."""
+        self._wake()
+
+    def _unstick(self, ch: Channel) -> None:
+        self._stuck.discard(ch)
+        if ch.closed or ch not in self._channels:
+            return
+        self._sel.register(ch.sock, ch)
+        self._take(ch)  # what it sent meanwhile, already read
+        if type(ch) is ShmChannel and not ch.closed and ch not in self._stuck \
+                and ch not in self._paused and ch.ring_ready():
+            self._read(ch)  # (written to its ring with no doorbell: none may come)
 
     def _refuse(self, ch: Channel, exc: ProtocolError) -> None:
         # (The text, not the error: a log handler that keeps its records, as a test's
@@ -226,6 +265,8 @@ class Intake:
             self._channels.discard(ch)
             if ch in self._paused:
                 self._paused.discard(ch)
+            elif ch in self._stuck:
+                self._stuck.discard(ch)
             else:
                 try:
                     self._sel.unregister(ch.sock)

@@ -54,6 +54,9 @@ class Polling(Intake):
     def _poll_once(self) -> None:
         if self._paused:
             self._resume_paused()
+        if self._stuck:  # clients whose answers have all been written since (unread.py)
+            for ch in [c for c in self._stuck if not c.unsent or c.closed]:
+                self._unstick(ch)
         # With calls waiting and a thread free to run them (those a resumed client's
         # stash just queued), look without sleeping: the poller takes one on its way
         # out, and no one else would (the standby steps in only while a call runs), so
@@ -130,6 +133,7 @@ class Polling(Intake):
             new, self._new = self._new, []
         for ch in new:
             self._channels.add(ch)
+            ch.on_caught_up = self._caught_up  # (unread.py)
             self._sel.register(ch.sock, ch)
 
     def _resume_paused(self) -> None:

@@ -20,7 +20,7 @@ from polybus.ownfiles import from_user_code
 from polybus.transport.channel import Channel
 from polybus.usernames import format_exception, type_name
 from polybus.wire.messages import Batch, Fail, Message
-from polybus.worker import readonly
+from polybus.worker import readonly, unread
 
 CORK_LIMIT = 64
 CORK_HOLD_S = 0.002  # the longest an answer is held (a poller or the standby writes it)
@@ -90,9 +90,10 @@ def internal_failure(worker: str, call_id: int, exc: Exception) -> Fail:
 
 
 def send_quietly(ch: Channel, msg: Message) -> None:
-    """Send ``msg`` if the client is still there (a gone client is the poller's business)."""
+    """Send ``msg`` if the client is still there (a gone client is the poller's business),
+    never waiting for it to read (unread.py)."""
     try:
-        ch.send(msg)
+        unread.send(ch, msg)
     except (PolybusError, TypeError, ValueError):
         pass
 
@@ -105,15 +106,16 @@ UNSENDABLE = (TypeError, ValueError, OverflowError, RecursionError, PolybusError
 
 
 def write(ch: Channel, replies: list[Message]) -> None:
-    """Send ``replies`` in one frame; one that cannot be encoded fails alone."""
+    """Send ``replies`` in one frame (never waiting for the client to read: unread.py);
+    one that cannot be encoded fails alone."""
     try:
-        ch.send(Batch(replies)) if len(replies) > 1 else ch.send(replies[0])  # type: ignore[arg-type]
+        unread.send(ch, Batch(replies) if len(replies) > 1 else replies[0])  # type: ignore[arg-type]
     except TransportError:
         pass  # the client is gone; the poller drops its connection
     except Exception:  # (UNSENDABLE, or anything else encoding met: no answer is lost)
         for r in replies:  # find the answer that cannot be encoded; send the rest
             try:
-                ch.send(r)
+                unread.send(ch, r)
             except TransportError:
                 return
             except Exception as exc:

@@ -86,6 +86,7 @@ class WorkerRuntime(Polling):
         self._channels: set[Channel] = set()
         self._new: list[Channel] = []
         self._paused: set[Channel] = set()
+        self._stuck: set[Channel] = set()  # clients not reading their answers (intake.py)
         self._stash: dict[Channel, Message] = {}  # a call read while the queue was full
         # shm channels read from in the last poll: the next poll spins on their rings
         # before it blocks, so a busy client's next call costs no system call.
@@ -166,7 +167,7 @@ class WorkerRuntime(Polling):
                         and type(job.call) is Call and type(job.channel) in DIRECT_TYPES
                         # (dropped by whoever polled while the call ran: its client went,
                         # and its closed socket has no descriptor for direct.py's look)
-                        and not job.channel.closed)
+                        and not job.channel.closed and not job.channel.unsent)
                 if lone:
                     self._polling = True
             if lone:
@@ -184,7 +185,7 @@ class WorkerRuntime(Polling):
         call ran, unless another thread polls (and so reads it). A Forward request for
         this answer then sends it to the next stage, not to the client (forwarding.py)."""
         with self._lock:
-            if self._polling or ch.closed or ch in self._paused:
+            if self._polling or ch.closed or ch in self._paused or ch in self._stuck:
                 return
             self._polling = True
         try:

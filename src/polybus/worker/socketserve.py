@@ -24,10 +24,11 @@ import time
 from typing import TYPE_CHECKING
 
 from polybus.errors import TransportError
-from polybus.transport.channel import Channel
+from polybus.transport.channel import LATER, Channel
 from polybus.transport.spinning import yield_cpu
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Message, Result
+from polybus.worker import unread
 from polybus.worker.forwarding import HEEDED
 from polybus.worker.replies import UNSENDABLE, failure, write
 
@@ -101,6 +102,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
             return None, None
         if (type(msg) is not Call or msg.iface not in functions or queue._live
                 or rt._paused or msg.kwargs or msg.prio != msg.prio  # (NaN: _admit's)
+                or ch.unsent  # (answers it has not read: intake's _stick)
                 or msg.inside is not None):  # (operands inside an argument, as below)
             return None, msg
         args = msg.args
@@ -130,13 +132,16 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
                 with send_lock:  # (held while encoding too: the codec is the connection's)
                     try:
                         pieces = encode(reply)
-                        if len(pieces) == 1 and type(p := pieces[0]) is bytes:
-                            sent = sock.send(p)  # (a blocking write: all of it, or an error)
+                        if len(pieces) == 1 and type(p := pieces[0]) is bytes and not ch.unsent:
+                            try:
+                                sent = sock.send(p, _DONTWAIT)  # (never waits: unread.py)
+                            except BlockingIOError:
+                                sent = 0
                             ch.bytes_sent += sent
                             if sent != len(p):
-                                ch._send_pieces([memoryview(p)[sent:]], None)
+                                ch._send_pieces([memoryview(p)[sent:]], LATER)
                         else:
-                            ch._send_pieces(pieces, None)
+                            ch._send_pieces(pieces, LATER)
                     except OSError:
                         ch.closed = True  # the client is gone; the poller drops its connection
                     except TransportError:
@@ -145,12 +150,14 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
                         unsendable = True
                 if unsendable:
                     write(ch, [reply])  # answers the call with why its result cannot be sent
+                elif ch.unsent:
+                    unread.catch_up(ch)
         except Exception as exc:  # a fault in polybus's steps: the call fails alone
             rt.fault(ch, msg.id, exc)
         with lock:
             rt._running -= 1
             if (rt._polling or rt._running or queue._live or rt._stopping or rt._corked.held
-                    or rt._paused):
+                    or rt._paused or ch.unsent):
                 rt._room_for_paused()
                 return False, None
             rt._polling = True
