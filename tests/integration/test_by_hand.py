@@ -438,3 +438,22 @@ def test_a_registry_started_under_nohup_outlives_its_terminal(procs: Procs) -> N
     reg.send_signal(signal.SIGTERM)
     assert reg.wait(timeout=30) == 0
     assert not made.exists()
+
+
+def test_a_hosts_run_names_the_replicas_it_found_in_place_of_those_named(procs: Procs) -> None:
+    """Under the hosts engine a replication of names (machines) that are not registered,
+    while another worker serves the module, ran on that worker with at most a count's
+    warning (none at all when the counts matched). Now it says which are missing and
+    who serves instead."""
+    env = {"POLYBUS_TOKEN": "hosts-names-token-" + "n" * 20}
+    addr, _ = start_registry(procs, env)
+    for name in ("zed", "yak"):
+        start_worker(procs, addr, name, env=env)
+    p = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
+            "--set", 'cluster.engine="hosts"', "--set", 'modules.server.replication="alpha,yak"',
+            "--set", "modules.client.args=[3000, 2]", env=env)
+    assert p.returncode == 0, p.stderr
+    assert "'correct': True" in p.stdout
+    assert ("configured 2 replica(s), found 2 registered at " in p.stderr
+            and "alpha named in its replication not registered, zed serving instead"
+            in p.stderr), p.stderr

@@ -184,3 +184,33 @@ def test_no_room_to_keep_it_for_one_consumer_answers_by_value_though_another_is_
     assert np.array_equal(got[1].value[0], x), got  # the producer's answer: the value
     assert np.array_equal(got[3].value[0][0], x), got  # the consumer had it from here
     assert fwd.kept.pinned == 0 and not fwd.targets
+
+
+def test_a_kept_value_over_the_frame_limit_is_fetched_as_an_error_that_says_so() -> None:
+    """A Fetch whose value cannot go back (over the replica's max_frame) was answered by
+    nothing (the failed send taken for a gone client): the client waited out the fetch
+    timeout and then said "gone or evicted". Now the Fetched says why."""
+    from polybus.token import make_token
+    from polybus.transport.endpoints import connect
+    from polybus.wire.codec import Codec
+    from polybus.worker.options import ServeOptions
+
+    token = make_token()
+    rt = WorkerRuntime("w", {"grow": lambda n: np.zeros(n)}, token,
+                       options=ServeOptions(max_frame=1 << 20)).start()
+    ch = connect(rt.address, token, Codec())
+    try:
+        ch.send(Keep(1, "c.1", "c.2.0"))
+        ch.send(Call(1, "grow", [200_000]))  # 1.6 MB, kept there: the answer is a Ref
+        _forwarded(_next(ch), 1, [])
+        ch.send(Fetch("c.1", 7))
+        got = _next(ch)
+        assert isinstance(got, Fetched) and got.req == 7 and not got.ok, got
+        kind, why = got.value
+        assert kind == "MessageTooLarge" and "over the frame limit" in why, got
+        ch.send(Call(2, "grow", [3]))  # and it serves on
+        got = _next(ch)
+        assert isinstance(got, Result) and got.id == 2 and list(got.value) == [0.0] * 3
+    finally:
+        ch.close()
+        rt.stop()

@@ -119,7 +119,7 @@ class Session:
                 links = self._links_for(b.module, use.transport)
                 self._check_serves(b, links)
                 module = app.modules[b.module]
-                self._warn_if_short(b, len(links))
+                self._warn_if_short(b, links)
                 # A derived form ("page@http", worker/main.py) has its interface's options.
                 base = b.interface.partition("@")[0]
                 define = module.define.get(base, DefineSpec())
@@ -200,16 +200,26 @@ class Session:
                 if self.entries.get(name) == d.call_async:
                     self.entries[name] = d
 
-    def _warn_if_short(self, b: Binding, found: int) -> None:
-        """Workers started by hand may be fewer than the replication asks for: the run
-        goes on with those found (none is an error, in _links_for), but says so once."""
-        configured = len(self.app.modules[b.module].replication)
-        if found >= configured or b.module in self._short:
+    def _warn_if_short(self, b: Binding, links: list[ReplicaLink]) -> None:
+        """Workers started by hand may be fewer than the replication asks for, or (the
+        hosts engine, given names) others than it names: the run goes on with those found
+        (none is an error, in _links_for), but says so once."""
+        configured = self.app.modules[b.module].replication
+        found = {lk.name for lk in links}
+        # Names the configuration gave hosts (replication = "alpha,beta" under hosts):
+        # one that is not there while others serve in its place is said by name (the run
+        # used a worker named neither, with no word when the count matched).
+        missing = [r.name for r in configured if r.host and r.name not in found]
+        if (len(links) >= len(configured) and not missing) or b.module in self._short:
             return
         self._short.add(b.module)
+        instead = sorted(found - {r.name for r in configured})
+        named = (f"; {', '.join(missing)} named in its replication not registered"
+                 + (f", {', '.join(instead)} serving instead" if instead else "")
+                 if missing else "")
         log.warning("polybus: warning: interface %r (module %r): configured %d replica(s), "
-                    "found %d registered at %s; running with %d", b.interface, b.module,
-                    configured, found, self.registry.address, found)
+                    "found %d registered at %s; running with %d%s", b.interface, b.module,
+                    len(configured), len(links), self.registry.address, len(links), named)
 
     def _check_serves(self, b: Binding, links: list[ReplicaLink]) -> None:
         """Every replica found must serve the bound interface: one registered under the

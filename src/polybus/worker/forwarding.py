@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from polybus.errors import TransportError
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
 from polybus.wire.messages import (
@@ -44,9 +45,10 @@ from polybus.wire.messages import (
     Message,
     Result,
 )
+from polybus.worker import unread
 from polybus.worker.fwdheld import ARRIVED_BOUND, TAKEN_BOUND, Receiving
 from polybus.worker.fwdstore import ForwardStore, stored
-from polybus.worker.replies import internal_failure
+from polybus.worker.replies import UNSENDABLE, internal_failure, text_of
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
@@ -110,10 +112,16 @@ class Forwarding(Receiving):
         elif isinstance(msg, Fetch):
             try:
                 value = self.kept.get(msg.pkey)
-                reply = Fetched(msg.req, True, value)
             except KeyError:
-                reply = Fetched(msg.req, False, None)
-            self.rt._send_quietly(ch, reply)
+                self.rt._send_quietly(ch, Fetched(msg.req, False, None))
+                return
+            try:
+                unread.send(ch, Fetched(msg.req, True, value))
+            except TransportError:
+                pass  # the client is gone; the poller drops its connection
+            except UNSENDABLE as exc:  # (over the frame limit: said, not taken for "gone")
+                self.rt._send_quietly(ch, Fetched(msg.req, False, [
+                    type(exc).__name__, f"it cannot be sent back: {text_of(exc)}"]))
 
     def _target(self, ch: Channel, msg: Forward | Keep, make: bool = True) -> _Target | None:
         """(The lock held) what is asked of call ``msg.id`` on ``ch`` (of call
