@@ -266,3 +266,45 @@ def test_busy_share_is_of_the_pool_not_past_a_hundred_percent(tmp_path: Path) ->
     assert rep.busy_s >= 0.6  # (each call slept its 0.3 s)
     assert rep.busy_fraction == rep.busy_s / (r.elapsed_s * 2) <= 1.0
     assert "handlers" in r.to_json()["replicas"][0]
+
+
+def test_json_to_standard_output_and_a_remote_error_s_own_fields(tmp_path: Path) -> None:
+    """``--json -`` wrote a file named "-"; it now goes to standard output, the result
+    printed only there. A server's exception is in fields of its own (a script had to
+    parse "server.InputError: ..." out of the message)."""
+    app = write_app(tmp_path, server="""
+        class InputError(ValueError):
+            pass
+
+        def f(x):
+            if x < 0:
+                raise InputError(f"negative: {x}")
+            return x * 2
+    """, client="""
+        from polybus import use
+
+        f = use("f")
+
+        def main(x=3):
+            return f(x)
+    """, toml="""
+        [modules.server]
+        source = "server.py"
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+
+        [bind]
+        "client.f" = "server.f"
+    """)
+    p = cli("run", app, "--json", "-", "--quiet", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["result"] == 6 and not (tmp_path / "-").exists()
+    p = cli("run", app, "--json", "-", "--quiet", "--set", "modules.client.args=[-1]",
+            cwd=tmp_path)
+    assert p.returncode != 0
+    error = json.loads(p.stdout)["error"]
+    assert error["type"] == "RemoteException" and error["remote_type"] == "server.InputError"
+    assert error["remote_message"] == "negative: -1" and error["interface"] == "f"
+    assert error["replica"] == "server-0"

@@ -330,6 +330,7 @@ def test_a_port_in_use_is_one_clear_error_before_anything_starts() -> None:
                 timeout=30)
     assert p.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in p.stderr
+    assert "--listen 127.0.0.1:0 takes a free one" in p.stderr  # (and how to go on)
     assert "Traceback" not in p.stderr
 
 

@@ -178,3 +178,16 @@ def test_sweep_records_the_bytes_each_run_sent(tmp_path: Path,
     assert int(rows['["b"]']["bytes_sent"]) == cached["bytes_sent_median"]
     out = capsys.readouterr().out
     assert "sent" in out and "received" in out and "MB" in out
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_quiet_leaves_out_the_progress_and_keeps_the_table(
+        app: Path, capsys: pytest.CaptureFixture[str], quiet: bool) -> None:
+    # (a new user's `sweep --quiet`, as `run --quiet`, was "unrecognized arguments")
+    rc = cli(["sweep", str(app), "--vary", "modules.server.replication=1,2", "--repeat", "1",
+              *(["--quiet"] if quiet else [])])
+    assert rc == 0
+    got = capsys.readouterr()
+    assert "speedup" in got.out  # the table either way
+    progress = [ln for ln in got.err.splitlines() if ln.startswith("sweep: ")]
+    assert (progress == []) if quiet else len(progress) == 2, got.err

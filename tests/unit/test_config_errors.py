@@ -504,6 +504,8 @@ def test_use_call_of_an_interface_nobody_serves(tmp_path: Path) -> None:
     client = CLIENT + '\nalign = use("align")\n'
     assert one(tmp_path, BASE, client=client) == (
         'bind."client.align"', "unbound interface 'align': client.py line 13 calls use('align')",
+        # (no bound name near it: those there are; a new user's `use.f` meant `quicksort`)
+        "client's bound names: compare; or "
         'add to [bind]: "client.align" = "<module>.<interface>"')
 
 

@@ -13,6 +13,7 @@ from polybus.cli.output import result_console
 from polybus.cli.values import check_writable, save, seconds
 from polybus.config.origin import SET
 from polybus.deadline import check_timeout
+from polybus.errors import RemoteException
 from polybus.runner import RunResult, run, where_stopped
 
 
@@ -20,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="the application's TOML configuration")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a configuration key, e.g. modules.server.replication=8")
-    p.add_argument("--json", metavar="FILE", help="write result and statistics as JSON")
+    p.add_argument("--json", metavar="FILE", help="write result and statistics as JSON (- for standard output)")
     p.add_argument("--registry", metavar="HOST:PORT",
                    help="use the workers of a running registry instead of starting any")
     p.add_argument("--token-file", metavar="FILE",
@@ -62,14 +63,33 @@ def summary(r: RunResult) -> Table:
 
 
 def write_json(path: str, doc: dict[str, object]) -> None:
+    """``doc`` to the file ``path``, or to standard output for ``-``."""
     text = json.dumps(doc, indent=2, allow_nan=False)  # (whole, before the file)
+    if path == "-":
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return
     with open(path, "w") as f:
         f.write(text + "\n")
 
 
+def error_doc(exc: BaseException) -> dict[str, object]:
+    """What --json says of a run that ended in ``exc``; a remote exception's own type
+    (``server.InputError``), message and replica as fields of their own, for a script."""
+    message = str(exc)
+    if isinstance(exc, KeyboardInterrupt):  # (no message of its own: where it was)
+        message = (message + where_stopped(exc)).lstrip("; ")
+    error: dict[str, object] = {"type": type(exc).__name__, "message": message}
+    if isinstance(exc, RemoteException):
+        error.update(remote_type=exc.remote_type, remote_message=exc.remote_message,
+                     replica=exc.replica, interface=exc.interface)
+    return {"error": error}
+
+
 def main(args: argparse.Namespace) -> int:
     check_timeout(args.timeout, "--timeout")
-    check_writable(args.json, "--json")
+    if args.json != "-":  # (-: standard output, the result then only there)
+        check_writable(args.json, "--json")
     try:
         r = run(args.config, tuple(args.set), registry=args.registry,
                 token_file=args.token_file, origin=SET,
@@ -78,13 +98,10 @@ def main(args: argparse.Namespace) -> int:
         if args.json and not isinstance(exc, SystemExit):  # (not a stale result)
             # (one that cannot be written is a line of its own: the run's error follows;
             # it was replaced by the --json error)
-            message = str(exc)
-            if isinstance(exc, KeyboardInterrupt):  # (no message of its own: where it was)
-                message = (message + where_stopped(exc)).lstrip("; ")
-            save("run", "--json", args.json, partial(write_json, doc={
-                "error": {"type": type(exc).__name__, "message": message}}))
+            save("run", "--json", args.json, partial(write_json, doc=error_doc(exc)))
         raise
-    print(r.result, flush=True)
+    if args.json != "-":
+        print(r.result, flush=True)
     if not args.quiet:
         result_console(sys.stderr).print(summary(r))
         print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)

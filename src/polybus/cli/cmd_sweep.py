@@ -69,6 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "pip install 'polybus[plot]')")
     p.add_argument("--no-worker-output", action="store_true",
                    help="do not forward what the workers print to stderr")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr, bar or lines (the table and the outputs "
+                        "are written as ever)")
     p.add_argument("--timeout", type=seconds, metavar="DURATION",
                    help="each run's limit: a run still going after this long (its "
                         "workers' start-up not counted) is stopped and fails its "
@@ -308,7 +311,7 @@ def main(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
-                   console=err, transient=True)
+                   console=err, transient=True, disable=args.quiet)
     with bar:
         task = bar.add_task("sweep", total=len(combos) * args.repeat)
         runner: Runner = _runner  # (the plain function when nothing is set: tests swap it)
@@ -316,7 +319,7 @@ def main(args: argparse.Namespace) -> int:
             runner = partial(_runner, worker_output=not args.no_worker_output,
                              timeout=args.timeout)
         sweep = run_sweep(args.config, varies, args.repeat, runner, baseline, fixed=args.set,
-                          progress=_Bar(bar, task, lines=not err.is_terminal))
+                          progress=_Bar(bar, task, lines=not (err.is_terminal or args.quiet)))
     console.print(title(sweep), markup=False, highlight=False)
     console.print(table(sweep))
     console.file.flush()  # (the table before any line saying an output was not written)

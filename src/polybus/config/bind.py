@@ -248,9 +248,13 @@ def _unbound_hint(user: str, name: str, interfaces: dict[str, list[str] | None],
     target = f"{servers[0]}.{name}" if len(servers) == 1 else "<module>.<interface>"
     hint = f'add to [bind]: "{user}.{name}" = "{target}"'
     # A misspelt use('...') next to a binding of the right name: say so first.
-    close = difflib.get_close_matches(name, list(bound), n=1, cutoff=0.6)
-    return (f'did you mean {close[0]!r} (bound in [bind] as "{user}.{close[0]}")? or {hint}'
-            if close else hint)
+    names = sorted(set(bound))
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    if close:
+        return f'did you mean {close[0]!r} (bound in [bind] as "{user}.{close[0]}")? or {hint}'
+    if names and len(names) <= 6:  # (no name near it: the ones there are, for a `use.f`)
+        return f"{user}'s bound names: {', '.join(names)}; or {hint}"
+    return hint
 
 
 def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import signal
 import socket
 import sys
@@ -64,7 +65,11 @@ def _listen(address: str) -> socket.socket:
         return socket.create_server((host, int(port)), backlog=1024,
                                     family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     except OSError as e:
-        raise UsageError(f"cannot listen on {address}: {e.strerror or e}") from None
+        hint = ""
+        if e.errno == errno.EADDRINUSE:  # (another server, or a serve still running)
+            hint = (f"; another process listens there: stop it, or give another port "
+                    f"(--listen {host or '127.0.0.1'}:0 takes a free one, and serve prints it)")
+        raise UsageError(f"cannot listen on {address}: {e.strerror or e}{hint}") from None
 
 
 def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,

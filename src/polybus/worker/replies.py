@@ -10,13 +10,14 @@ the others in its write still go.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from polybus.errors import PolybusError, TransportError
-from polybus.ownfiles import from_user_code
+from polybus.ownfiles import from_user_code, is_polybus_file
 from polybus.transport.channel import Channel
 from polybus.usernames import format_exception, type_name
 from polybus.wire.messages import Batch, Fail, Message
@@ -57,6 +58,13 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
     except Exception:  # (formatting calls the exception's __str__ again)
         tb = ""
     message = text_of(exc)
+    if fn is not None and isinstance(exc, TypeError) and not hasattr(exc, CHILD_TRACEBACK) \
+            and not _user_frames(exc):
+        # The arguments did not fit the function (it never started): its signature says
+        # more than a traceback of polybus's own frames, which was all there was.
+        tb = ""
+        if (sig := _signature(fn)) is not None:
+            message += f" (the function is {sig})"
     # (Not for a call that failed in a process pool's child: it got pickled copies of
     # the arguments, writable, and ``fn`` here is the pool's ``call(*args, **kwargs)``.)
     if (args or kwargs) and not hasattr(exc, CHILD_TRACEBACK):
@@ -87,6 +95,24 @@ def internal_failure(worker: str, call_id: int, exc: Exception) -> Fail:
     return Fail(call_id, "exception", f"{kind.__module__}.{kind.__qualname__}",
                 f"worker {worker} failed while answering this call (a fault in polybus, "
                 f"logged by the worker): {text_of(exc)}")
+
+
+def _user_frames(exc: BaseException) -> bool:
+    """Whether ``exc``'s traceback has a frame of code that is not polybus's."""
+    t = exc.__traceback__
+    while t is not None:
+        if not is_polybus_file(t.tb_frame.f_code.co_filename):
+            return True
+        t = t.tb_next
+    return False
+
+
+def _signature(fn: Callable[..., Any]) -> str | None:
+    """``add(a, b)``, or None for a function without one (a builtin, say)."""
+    try:
+        return f"{getattr(fn, '__name__', 'f')}{inspect.signature(fn)}"
+    except (TypeError, ValueError):
+        return None
 
 
 def send_quietly(ch: Channel, msg: Message) -> None:

@@ -1,0 +1,55 @@
+"""A call whose arguments do not fit the function: the error shows its signature.
+
+The function never started, so the remote traceback held nothing but polybus's own
+frame (``runtime.py, in _run``); a new user saw that and the bare TypeError. Now the
+message ends with the function's signature, and no traceback of polybus's is shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polybus
+from polybus.testing.apps import write_app
+
+
+def test_a_call_that_does_not_fit_names_the_signature(tmp_path: Path) -> None:
+    app = write_app(tmp_path, server="""
+        def add(a, b=0, *, scale=1):
+            return (a + b) * scale
+
+        def broken(x):
+            return len(x)  # (a TypeError inside the function keeps its traceback)
+    """, client="""
+        from polybus import RemoteException, use
+
+        add = use("add")
+        broken = use("broken")
+
+        def main():
+            out = []
+            for call in (lambda: add(), lambda: add(1, 2, 3), lambda: broken(5)):
+                try:
+                    call()
+                except RemoteException as exc:
+                    out.append([exc.remote_type, exc.remote_message, exc.remote_traceback])
+            out.append(add(1, 2))
+            return out
+    """, toml="""
+        [modules.server]
+        source = "server.py"
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+
+        [bind]
+        "client.add" = "server.add"
+        "client.broken" = "server.broken"
+    """)
+    missing, extra, inside, fine = polybus.run(app).result
+    assert missing[0] == "TypeError" and missing[2] == ""
+    assert missing[1].startswith("add() missing 1 required positional argument: 'a'")
+    assert missing[1].endswith("(the function is add(a, b=0, *, scale=1))"), missing
+    assert extra[1].endswith("(the function is add(a, b=0, *, scale=1))"), extra
+    assert "the function is" not in inside[1] and "len(x)" in inside[2], inside
+    assert fine == 3
