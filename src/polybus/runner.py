@@ -148,6 +148,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
         try:
             t0 = time.perf_counter()
             session = Session(app, cluster.registry, cluster.token)
+            session.how_ended = cluster.how_ended
             startup = cluster.startup_s + time.perf_counter() - t0
             module = load_module(client.source, import_name(client.key))
             entry = getattr(module, client.entrypoint)

@@ -196,6 +196,9 @@ def test_a_replica_lost_during_the_run_is_marked_in_the_summary_and_the_json(
     warned = [ln for ln in p.stderr.splitlines() if "was lost" in ln]
     assert warned == [f"polybus: warning: replica {lost[0]} of module 'server' was lost: "
                       + warned[0].split(" was lost: ", 1)[1]], p.stderr
+    # and how its worker ended, from the engine that started it (a new user's kill -9 and
+    # os._exit alike said only "closed the connection")
+    assert warned[0].endswith("; its worker exited with status 3"), warned
     [row] = [ln for ln in p.stderr.splitlines() if f"{lost[0]} (lost)" in ln]
     assert row.count("?") == 3 and "0.0000" not in row, row
 

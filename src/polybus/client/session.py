@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +110,8 @@ class Session:
         self._base: dict[int, Stats | None] = {}
         self._bytes0: dict[int, tuple[int, int]] = {}  # each link's (sent, received) then
         self._short: set[str] = set()  # modules already warned about (once a session)
+        # How a lost replica's worker ended, from the engine that started it (runner.py)
+        self.how_ended: Callable[[str], str | None] | None = None
         self._serves: dict[str, list[str]] = {}  # replica name -> its interfaces
         try:
             if bindings is None:
@@ -351,6 +353,9 @@ class Session:
             if getattr(error, "heartbeat", None) is not None:  # (not a closed connection)
                 why += ("; its process may be alive, in a call that holds the GIL: raise "
                         "cluster.heartbeat for such calls (docs/reliability.md)")
+            how = self.how_ended(link.name) if self.how_ended is not None else None
+            if how is not None:  # (the signal or status, from the engine that started it)
+                why += f"; its worker {how}"
             log.warning("polybus: warning: replica %s of module %r was lost: %s", link.name,
                         link.module, why)
         for d in self.dispatchers.values():

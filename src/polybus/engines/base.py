@@ -20,6 +20,9 @@ class Cluster:
     startup_s: float = 0.0
     # `polybus serve`'s engine restarts its failed workers until this is called
     halt_restarts: Callable[[], None] | None = field(default=None, repr=False)
+    # How a worker of this engine's ended, by replica name ("was killed by signal 9
+    # (SIGKILL)"), None if it has not (or the engine cannot tell): said with its loss
+    how_ended: Callable[[str], str | None] | None = field(default=None, repr=False)
 
 
 class Engine(Protocol):

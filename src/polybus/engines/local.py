@@ -88,7 +88,8 @@ class LocalEngine:
         except BaseException:
             self.stop()
             raise
-        return Cluster(str(self.registry.address), self.token, time.perf_counter() - t0)
+        return Cluster(str(self.registry.address), self.token, time.perf_counter() - t0,
+                       how_ended=self.how_ended)
 
     def supervise(self, say: TextIO | None) -> Supervisor:
         """From now until `stop` (or its `halt`), start again each worker that fails on
@@ -196,6 +197,19 @@ class LocalEngine:
             time.sleep(0.01)
         return [ended_line(name, code, log) for name, proc, log in self.procs
                 if (code := proc.poll()) is not None]
+
+    def how_ended(self, name: str, settle: float = 0.05) -> str | None:
+        """How worker ``name`` ended ("exited with status 3", "was killed by signal 9
+        (SIGKILL)"), waiting up to ``settle`` s for it to be reaped (its connections
+        close a moment before it is); None if it still runs, or is not one of these."""
+        deadline = time.monotonic() + settle
+        for n, proc, _ in reversed(self.procs):  # (the latest of that name: a restart)
+            if n != name:
+                continue
+            while (code := proc.poll()) is None and time.monotonic() < deadline:
+                time.sleep(0.005)
+            return None if code is None else _how_it_ended(code)
+        return None
 
     def stop(self) -> None:
         """SIGTERM every worker this engine started, SIGKILL what is left after 3 s, or
