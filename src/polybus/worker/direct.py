@@ -108,7 +108,10 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
                    or (ch.buffered() and not (burst and not msg.prio and ch.decoder.empty
                                               and clock() - rt._selected < _FAIR_S)))
         if general:
-            rt._stash[ch] = msg  # the general intake takes it (and what follows it)
+            # The general intake takes it (and what follows it). A call held there already
+            # (never here: `lone` and `heed` leave such a client to the intake) goes first.
+            assert ch not in rt._stash, "a held call would be overwritten"
+            rt._stash[ch] = msg
             rt._take(ch)
         elif (miss := resolve_operands(rt.cache, msg, ch)) is not None:  # type: ignore[arg-type]
             # A cached operand is not here, or a forwarded value: Intake._enqueue's answer

@@ -223,7 +223,10 @@ class Intake:
 
     def _unstick(self, ch: Channel) -> None:
         self._stuck.discard(ch)
-        if ch.closed or ch not in self._channels:
+        if ch not in self._channels:
+            return
+        if ch.closed:  # it went while stuck (its writer found so): no poll would see it
+            self._drop(ch)
             return
         self._sel.register(ch.sock, ch)
         self._take(ch)  # what it sent meanwhile, already read

@@ -17,6 +17,7 @@ from polybus.transport.endpoints import Address
 from polybus.transport.ring import fence
 from polybus.transport.shm import ShmChannel, spin
 from polybus.transport.wake import Wake
+from polybus.worker import unread
 from polybus.worker.bells import OwedBells
 from polybus.worker.intake import Intake
 from polybus.worker.replies import Corked
@@ -54,8 +55,8 @@ class Polling(Intake):
     def _poll_once(self) -> None:
         if self._paused:
             self._resume_paused()
-        if self._stuck:  # clients whose answers have all been written since (unread.py)
-            for ch in [c for c in self._stuck if not c.unsent or c.closed]:
+        if self._stuck:  # clients whose answers have all been written since, or gone
+            for ch in [c for c in self._stuck if c.closed or not unread.behind(c)]:
                 self._unstick(ch)
         # With calls waiting and a thread free to run them (those a resumed client's
         # stash just queued), look without sleeping: the poller takes one on its way

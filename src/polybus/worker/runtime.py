@@ -167,7 +167,12 @@ class WorkerRuntime(Polling):
                         and type(job.call) is Call and type(job.channel) in DIRECT_TYPES
                         # (dropped by whoever polled while the call ran: its client went,
                         # and its closed socket has no descriptor for direct.py's look)
-                        and not job.channel.closed and not job.channel.unsent)
+                        and not job.channel.closed and not job.channel.unsent
+                        # (a client not read meanwhile, one stuck or with a call held, is
+                        # the intake's to take up again: read here, its held call was
+                        # overwritten by the next, and lost)
+                        and job.channel not in self._stuck
+                        and job.channel not in self._stash)
                 if lone:
                     self._polling = True
             if lone:

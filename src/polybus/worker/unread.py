@@ -12,23 +12,32 @@ client makes room (`catch_up`). Meanwhile the replica reads nothing more from th
 client (intake.py, ``_stick``): a client that does not read its answers gets no new
 calls run, so what waits for it is bounded by what it had sent before, and when its
 answers are written the replica reads it again (the channel's ``on_caught_up``).
+
+The writer waits with ``poll``, never ``select`` (which refuses a descriptor past 1023):
+for room on a socket, or, on an shm ring (which no event says has room), a backing-off
+look that also watches its socket for the client's going. A client that goes while
+stuck is found so by its writer (a failed write, or its socket hung up), which wakes
+the poller: no poll of it would, as a stuck client's socket is not polled, and the
+replica drops it (intake.py, ``_unstick``). A stuck client, or one with a call held for
+room in the queue, is never served inline (direct.py): the intake takes it up again.
 """
 
 from __future__ import annotations
 
 import select
 import threading
-import time
 import weakref
 
 from polybus.errors import PolybusError
 from polybus.transport.channel import LATER, Channel
 from polybus.wire.messages import Message
 
-__all__ = ["catch_up", "send"]
+__all__ = ["behind", "catch_up", "send"]
 
-_LOOK_S = 0.1  # a socket: the longest wait for room before looking at the channel again
-_RING_S = (0.0005, 0.02)  # a ring (no event says it has room): first and longest look
+_LOOK_MS = 100  # a socket: the longest wait for room before looking at the channel again
+_RING_MS = (0.5, 20.0)  # a ring (no event says it has room): first and longest look
+# The peer went (a ring's writer sees no error: only its socket says so)
+_GONE = select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0)
 
 _lock = threading.Lock()
 _writing: weakref.WeakSet[Channel] = weakref.WeakSet()  # channels a writer serves
@@ -41,9 +50,17 @@ def send(ch: Channel, msg: Message) -> None:
         catch_up(ch)
 
 
+def behind(ch: Channel) -> bool:
+    """Whether ``ch`` has bytes its client has not taken yet. Under the send lock: a
+    write under way takes ``unsent`` on, and may give some of it back."""
+    with ch.send_lock:
+        return bool(ch.unsent)
+
+
 def catch_up(ch: Channel) -> None:
     """Write ``ch``'s unsent bytes on as its client reads, on a thread of its own (one
-    per connection at most); the channel's ``on_caught_up`` is called when none are left."""
+    per connection at most); the channel's ``on_caught_up`` is called when none are left,
+    or when the client is found gone (the poller then drops it)."""
     with _lock:
         if ch in _writing:
             return
@@ -59,43 +76,49 @@ def catch_up(ch: Channel) -> None:
 
 
 def _write_on(ch: Channel) -> None:
-    pause = _RING_S[0]
-    ring = getattr(ch, "_tx", None) is not None  # (shm: a full ring, no event for room)
     try:
-        while True:
-            with _lock:
-                if ch.closed or not ch.unsent:
-                    _writing.discard(ch)
-                    break
-            if ring:
-                time.sleep(pause)
-                pause = min(2 * pause, _RING_S[1])
-            else:
-                try:
-                    select.select([], [ch.sock], [], _LOOK_S)
-                except (OSError, ValueError):  # closed meanwhile
-                    pass
-            try:
-                if ch.send_unsent(LATER):
-                    pause = _RING_S[0]
-            except PolybusError:
-                with _lock:
-                    _writing.discard(ch)
-                return  # the client is gone: the poller drops its connection
-    except BaseException:
+        _write_until_done(ch)
+    finally:
         with _lock:
             _writing.discard(ch)
-        raise
     done = ch.on_caught_up
-    if done is not None and not ch.closed:
-        done(ch)
+    if done is not None:
+        done(ch)  # (gone too: the poller's next turn drops it, as no poll of it would)
+
+
+def _write_until_done(ch: Channel) -> None:
+    ring = getattr(ch, "_tx", None) is not None  # (shm: a full ring, no event for room)
+    look = select.poll()  # (not select(): a descriptor past 1023 made it spin)
+    try:
+        look.register(ch.sock.fileno(), (_GONE if ring else select.POLLOUT | _GONE))
+    except (OSError, ValueError):
+        return  # closed meanwhile
+    pause = _RING_MS[0]
+    while True:
+        with ch.send_lock:
+            if ch.closed or not ch.unsent:
+                return
+        try:
+            events = look.poll(pause if ring else _LOOK_MS)
+        except OSError:
+            events = []
+        if ring and any(e & _GONE for _, e in events):
+            ch.closed = True  # (as a failed write marks it: its peer is gone)
+            return
+        try:
+            if ch.send_unsent(LATER):
+                pause = _RING_MS[0]
+            elif ring:
+                pause = min(2 * pause, _RING_MS[1])
+        except PolybusError:
+            return  # the client is gone (the send marked it closed)
 
 
 def _write_on_here(ch: Channel) -> None:
     try:
         ch.send_unsent(None)
     except PolybusError:
-        return
+        pass
     done = ch.on_caught_up
-    if done is not None and not ch.closed:
+    if done is not None:
         done(ch)
