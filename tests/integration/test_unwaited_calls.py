@@ -130,6 +130,10 @@ CLIENT = """
             ps = [fail(f"one of many {i}") for i in range(8)]
             wait(echo(1))
             del ps
+        elif case == "alike":
+            ps = [fail("all alike") for i in range(8)]
+            wait(echo(1))
+            del ps
         elif case == "forwarded":
             # the producer still runs when the consumer is made: its value (here, its
             # error) goes replica to replica, and the consumer's error says it
@@ -310,6 +314,16 @@ def test_many_are_said_a_few_then_once_that_more_went(
     assert all("one of many" in ln for ln in lines[:-1])
     assert lines[-1] == ("polybus: warning: more calls failed with their errors never "
                          "looked at; not shown")
+
+
+def test_many_failing_alike_are_said_once_and_counted(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # (a new user's 8 calls inv(0) were five identical lines, then "more ... not shown")
+    _, lines = run_case(tmp_path, caplog, "alike")
+    assert len(lines) == 2, lines
+    assert "a call to 'fail' failed" in lines[0] and "all alike" in lines[0]
+    assert lines[1] == ("polybus: warning: 7 more calls to 'fail' failed the same way "
+                        "(RemoteException), never looked at")
 
 
 @pytest.mark.parametrize(("style", "extra"), STYLES)

@@ -49,14 +49,19 @@ _failed: Counter[str] = Counter()   # calls' errors since `reset`, by type
 _looked: Counter[str] = Counter()   # of those, the ones seen (raised, passed on, said)
 _hushed: Counter[str] = Counter()   # errors not of a call's record (a batch's), hushed
 _hush = False  # the program raised: nothing said one by one until the next run
+# The last error said, and how many more the same (interface, type, first line) came
+# after it: said in one line when another comes, or the run ends (`settle`), not each
+_last: tuple[str, str, str] | None = None
+_again = 0
 
 
 def reset() -> None:
     """Count from none again (each run says its own first few)."""
-    global _shown, _failures, _hush
+    global _shown, _failures, _hush, _last, _again
     with _lock:
-        _shown = _failures = 0
+        _shown = _failures = _again = 0
         _hush = False
+        _last = None
         for c in (_failed, _looked, _hushed):
             c.clear()
 
@@ -104,18 +109,39 @@ def forgotten(error: PolybusError | None, interface: str) -> None:
         _mark(error, _MARK)
         return
     seen(error)  # (said once, whatever else held it)
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    said = (interface, type(error).__name__, first)
+    global _last, _again
     with _lock:
+        if said == _last:  # the same again: counted, said in one line (`_say_again`)
+            _again += 1
+            return
+        again, _again = _again, 0
+        before, _last = _last, said
         _shown += 1
         n = _shown
+    _say_again(before, again)
     try:
         if n <= SHOWN_AT_MOST:
-            first = str(error).splitlines()[0] if str(error) else type(error).__name__
             log.warning("polybus: warning: a call to %r failed and its error was never "
                         "looked at (its promise was freed unused): %s: %s", interface,
                         type(error).__name__, first)
         elif n == SHOWN_AT_MOST + 1:
             log.warning("polybus: warning: more calls failed with their errors never "
                         "looked at; not shown")
+    except Exception:  # pragma: no cover - (at interpreter exit, logging may be gone)
+        pass
+
+
+def _say_again(said: tuple[str, str, str] | None, again: int) -> None:
+    """One line for ``again`` more errors the same as ``said`` (a loop of calls that all
+    failed alike was five identical lines, then "more ... not shown")."""
+    if said is None or not again:
+        return
+    calls = f"call{'' if again == 1 else 's'}"
+    try:
+        log.warning("polybus: warning: %d more %s to %r failed the same way (%s), never "
+                    "looked at", again, calls, said[0], said[1])
     except Exception:  # pragma: no cover - (at interpreter exit, logging may be gone)
         pass
 
@@ -130,6 +156,10 @@ def settle(session: Session) -> None:
     for bt in session.batchers:
         for b in list(bt.failed):
             b.say_unseen()
+    global _again
+    with _lock:
+        again, _again = _again, 0
+    _say_again(_last, again)
 
 
 def hush() -> None:
