@@ -17,7 +17,7 @@ import io
 import itertools
 import json
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,15 +56,54 @@ def overridden(fixed: Sequence[str], varies: Sequence[tuple[str, list[str]]]) ->
     return [f for f in fixed if _varied(f.partition("=")[0].strip(), keys)]
 
 
-def combinations(varies: Sequence[tuple[str, list[str]]]) -> list[dict[str, str]]:
-    """Every combination, the first --vary changing slowest."""
+Expand = Callable[[Mapping[str, str]], dict[str, str]]
+
+
+def moving_with(varies: Sequence[tuple[str, list[str]]], tied: Collection[str] = ()) -> Expand:
+    """A function giving, for values of some keys, the values their tied keys take with
+    them (--tie): the baseline's cell is then one that ran, as is a speedup's reference."""
+    groups: list[list[tuple[str, list[str]]]] = []
+    for key, values in varies:
+        if key in tied and groups:
+            groups[-1].append((key, values))
+        else:
+            groups.append([(key, values)])
+    where = {k: g for g in groups for k, _ in g}
+
+    def expand(picked: Mapping[str, str]) -> dict[str, str]:
+        out = dict(picked)
+        for key, value in picked.items():
+            group = where.get(key, [])
+            values = dict(group).get(key, [])
+            if len(group) > 1 and value in values:
+                i = values.index(value)
+                out.update((k, vs[i]) for k, vs in group if k not in picked)
+        return out
+    return expand
+
+
+def combinations(varies: Sequence[tuple[str, list[str]]],
+                 tied: Collection[str] = ()) -> list[dict[str, str]]:
+    """Every combination, the first --vary changing slowest; a ``tied`` key (--tie) moves
+    with the key before it, value for value, rather than adding combinations."""
     keys = [k for k, _ in varies]
     twice = sorted({k for k in keys if keys.count(k) > 1})
     if twice:
         raise UsageError(f"--vary {', '.join(twice)}: given twice (give its values in one "
                          f"--vary KEY=v1,v2,...)")
-    return [dict(zip(keys, vals, strict=True))
-            for vals in itertools.product(*(v for _, v in varies))]
+    dims: list[list[tuple[str, list[str]]]] = []  # each: keys that move together
+    for key, values in varies:
+        if key in tied and dims:
+            dims[-1].append((key, values))
+        else:
+            dims.append([(key, values)])
+    out = []
+    for picks in itertools.product(*(range(len(d[0][1])) for d in dims)):
+        combo: dict[str, str] = {}
+        for d, i in zip(dims, picks, strict=True):
+            combo.update((k, vs[i]) for k, vs in d)
+        out.append({k: combo[k] for k in keys})
+    return out
 
 
 def _sets(fixed: Sequence[str], combo: Mapping[str, str]) -> list[str]:
@@ -77,7 +116,7 @@ def _varied(key: str | None, keys: Sequence[str]) -> bool:
 
 
 def check_combinations(path: str, varies: Sequence[tuple[str, list[str]]],
-                       fixed: Sequence[str] = ()) -> None:
+                       fixed: Sequence[str] = (), tied: Collection[str] = ()) -> None:
     """Validate every combination's configuration before anything runs; ConfigErrors
     (each distinct mistake once) if any is wrong. A mistake in a varied key is blamed on
     ``--vary``, which is where the value came from."""
@@ -87,7 +126,7 @@ def check_combinations(path: str, varies: Sequence[tuple[str, list[str]]],
 
     keys = [k for k, _ in varies]
     found: dict[str, ConfigError] = {}
-    for combo in combinations(varies):
+    for combo in combinations(varies, tied):
         for e in validate(path, _sets(fixed, combo))[1]:
             if e.file == SET.label and _varied(e.key, keys):
                 e = rekey(e, file=VARY.label, key=e.key)
@@ -162,6 +201,7 @@ class Sweep:
     # that did (the one under way with the runs it finished), and this is what stopped it.
     interrupted: BaseException | None = None
     planned: int = 0  # combinations asked for
+    tied: list[str] = field(default_factory=list)  # keys that move with the one before
 
     @property
     def baseline_failed(self) -> bool:
@@ -187,7 +227,8 @@ class Sweep:
         from polybus.bench.report import machine_info
 
         return {"sweep": self.path, "polybus_version": __version__, "machine": machine_info(),
-                "vary": {k: v for k, v in self.varies}, "set": list(self.fixed),
+                "vary": {k: v for k, v in self.varies}, "tie": list(self.tied),
+                "set": list(self.fixed),
                 "repeat": self.repeat, "baseline": self.baseline,
                 "complete": self.interrupted is None,
                 "cells": [c.to_dict() for c in self.cells]}
@@ -234,7 +275,8 @@ def efficiency_reference(cells: Sequence[Cell], baseline: Mapping[str, str]
     return next(((k, v) for k, v in first.items() if replicas(k, v)), None)
 
 
-def compare(cells: Sequence[Cell], baseline: Mapping[str, str]) -> None:
+def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
+            expand: Expand = dict) -> None:
     """Speedup (baseline median / median) against the baseline with the other keys equal.
 
     Efficiency is (reference median / median) / (replicas / reference replicas): when the
@@ -252,14 +294,14 @@ def compare(cells: Sequence[Cell], baseline: Mapping[str, str]) -> None:
     for c in cells:
         if not c.ok or c.median <= 0:
             continue
-        ref = ok_cell({**c.config, **baseline})
+        ref = ok_cell({**c.config, **expand(baseline)})
         if ref is not None:
             c.speedup = ref.median / c.median
         if along is None:
             continue
         key, value = along
         if key not in baseline:
-            ref = ok_cell({**c.config, key: value})
+            ref = ok_cell({**c.config, **expand({key: value})})
         p, p0 = replicas(key, c.config[key]), replicas(key, value)
         if ref is not None and p is not None and p0:
             c.efficiency = ref.median / c.median / (p / p0)
@@ -313,11 +355,12 @@ def _rounds(path: str, cells: list[Cell], repeat: int, runner: Runner,
 
 def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
               runner: Runner, baseline: Mapping[str, str] | None = None,
-              fixed: Sequence[str] = (), progress: Progress | None = None) -> Sweep:
+              fixed: Sequence[str] = (), progress: Progress | None = None,
+              tied: Collection[str] = ()) -> Sweep:
     """Run every combination ``repeat`` times with ``runner``, in rounds; a failure ends
     only its cell."""
     check_repeat(repeat)
-    combos = combinations(varies)
+    combos = combinations(varies, tied)
     # In rounds, each combination once a round: a machine that drifts (another job, a
     # VM's neighbours) moves every cell alike, not the ones that ran during it.
     cells = [Cell(combo) for combo in combos]
@@ -328,6 +371,7 @@ def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
         stopped = exc
     cells = [c for c in cells if c.elapsed_s or c.error is not None]
     base = dict(baseline) if baseline is not None else parse_baseline(None, varies)
-    compare(cells, base)
+    compare(cells, base, moving_with(varies, tied))
     return Sweep(path, [(k, list(v)) for k, v in varies], repeat, base, cells, list(fixed),
-                 interrupted=stopped, planned=len(combos))
+                 interrupted=stopped, planned=len(combos),
+                 tied=[k for k, _ in varies if k in tied])

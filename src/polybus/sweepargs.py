@@ -8,7 +8,16 @@ from collections.abc import Sequence
 
 from polybus.errors import UsageError
 
-__all__ = ["check_repeat", "parse_baseline", "parse_vary", "split_values"]
+__all__ = [
+    "TIED",
+    "check_repeat",
+    "parse_baseline",
+    "parse_varies",
+    "parse_vary",
+    "split_values",
+]
+
+TIED = "\0"  # leads a --tie's text in --vary's list (cli/cmd_sweep.py keeps their order)
 
 
 def check_repeat(repeat: int) -> None:
@@ -44,16 +53,39 @@ def split_values(text: str, where: str) -> list[str]:
     return out
 
 
-def parse_vary(text: str) -> tuple[str, list[str]]:
+def parse_vary(text: str, option: str = "--vary") -> tuple[str, list[str]]:
     """``"modules.server.replication=1,2,4"`` -> (key, ["1", "2", "4"])."""
     key, sep, values = text.partition("=")
     if not sep or not key.strip():
-        raise UsageError(f"--vary expects KEY=v1,v2,..., got {text!r}")
-    vals = split_values(values, f"--vary {key.strip()}")
+        raise UsageError(f"{option} expects KEY=v1,v2,..., got {text!r}")
+    vals = split_values(values, f"{option} {key.strip()}")
     twice = sorted({v for v in vals if vals.count(v) > 1})
-    if twice:  # (two cells of one combination: which is the baseline's?)
+    if twice and option == "--vary":  # (two cells of one combination: which is the baseline's?)
         raise UsageError(f"--vary {key.strip()}: {', '.join(twice)} given twice")
     return key.strip(), vals
+
+
+def parse_varies(texts: Sequence[str]) -> tuple[list[tuple[str, list[str]]], frozenset[str]]:
+    """--vary and --tie, in the order given: every key with its values, and the keys
+    that move with the key before them, value for value (``--vary
+    modules.server.replication=1,2,4 --tie 'modules.client.args=[9,1],[9,2],[9,4]'``:
+    three combinations, not nine)."""
+    varies: list[tuple[str, list[str]]] = []
+    tied: set[str] = set()
+    for text in texts:
+        if not text.startswith(TIED):
+            varies.append(parse_vary(text))
+            continue
+        key, vals = parse_vary(text[len(TIED):], "--tie")
+        if not varies:
+            raise UsageError(f"--tie {key}: give it after the --vary whose values it follows")
+        before, its = varies[-1]
+        if len(vals) != len(its):
+            raise UsageError(f"--tie {key}: {len(vals)} value(s) to follow --vary {before}'s "
+                             f"{len(its)}; give one for each")
+        varies.append((key, vals))
+        tied.add(key)
+    return varies, frozenset(tied)
 
 
 def _match_key(short: str, keys: Sequence[str]) -> str:

@@ -483,3 +483,53 @@ def test_a_bytes_axis_starts_at_zero(tmp_path: Path, monkeypatch: pytest.MonkeyP
     limits = {p.name: ax.get_ylim() for p, ax in zip(drawn, fig.axes, strict=True)}
     assert limits["bytes sent"][0] == 0 and limits["bytes sent"][1] >= 1760
     assert limits["elapsed s"][0] != 0  # (times keep the fitted axis)
+
+
+# -- --tie: a key that moves with the --vary before it ---------------------------------
+
+def test_a_tied_key_moves_with_the_key_before_it() -> None:
+    from polybus.sweep import combinations
+    from polybus.sweepargs import TIED, parse_varies
+
+    varies, tied = parse_varies(["modules.server.replication=1,2,4",
+                                 TIED + "modules.client.args=[9,1],[9,2],[9,4]",
+                                 "modules.client.use.f.callstyle=sync,async"])
+    assert tied == {"modules.client.args"}
+    combos = combinations(varies, tied)
+    assert len(combos) == 6  # 3 x 2, not 3 x 3 x 2
+    assert [(c["modules.server.replication"], c["modules.client.args"]) for c in combos[::2]] \
+        == [("1", "[9,1]"), ("2", "[9,2]"), ("4", "[9,4]")]
+    with pytest.raises(UsageError, match=r"^--tie modules.client.args: 2 value\(s\) to "
+                                         r"follow --vary modules.server.replication's 3"):
+        parse_varies(["modules.server.replication=1,2,4", TIED + "modules.client.args=[1],[2]"])
+    with pytest.raises(UsageError, match="give it after the --vary whose values it follows"):
+        parse_varies([TIED + "modules.client.args=[1]"])
+
+
+def test_speedup_and_efficiency_compare_with_the_tied_values_of_the_baseline() -> None:
+    # (the speedup compared with a cell of the same args, which no longer ran: "-")
+    def runner(path: str, sets: Sequence[str]) -> float:
+        d = dict(s.split("=", 1) for s in sets)
+        return 8.0 / int(d["modules.server.replication"])
+
+    varies = [("modules.server.replication", ["1", "2", "4"]),
+              ("modules.client.args", ["[1]", "[2]", "[4]"])]
+    sweep = run_sweep("app.toml", varies, 1, runner, parse_baseline("replication=1", varies),
+                      tied={"modules.client.args"})
+    assert [(c.config["modules.client.args"], c.speedup, c.efficiency) for c in sweep.cells] \
+        == [("[1]", 1.0, 1.0), ("[2]", 2.0, 1.0), ("[4]", 4.0, 1.0)]
+    assert sweep.to_dict()["tie"] == ["modules.client.args"]
+
+
+def test_cli_tie_keeps_its_place_after_its_vary(
+        app: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from polybus.cli import cmd_sweep
+    from polybus.cli.main import main
+
+    runs: list[list[str]] = []
+    monkeypatch.setattr(cmd_sweep, "_runner", lambda path, sets: runs.append(list(sets)) or 1.0)
+    rc = main(["sweep", app, "--repeat", "1", "--vary", "modules.server.replication=1,2",
+               "--tie", "modules.client.args=[1],[2]"])
+    assert rc == 0
+    assert runs == [["modules.server.replication=1", "modules.client.args=[1]"],
+                    ["modules.server.replication=2", "modules.client.args=[2]"]]

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -47,15 +48,27 @@ from polybus.sweep import (
     replicas,
     run_sweep,
 )
-from polybus.sweepargs import check_repeat, parse_baseline, parse_vary
+from polybus.sweepargs import TIED, check_repeat, parse_baseline, parse_varies
 
 DASH = "\u2013"
+
+
+class _Tie(argparse.Action):
+    """--tie goes in --vary's list, marked, so the order of the two is kept."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), TIED + values])
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="the application's TOML configuration")
     p.add_argument("--vary", action="append", default=[], metavar="KEY=v1,v2,...",
                    help="a key and the values to try (repeatable; every combination runs)")
+    p.add_argument("--tie", action=_Tie, dest="vary", metavar="KEY=v1,v2,...",
+                   help="a key whose values move with the --vary before it, one for each "
+                        "(e.g. the client's parts with the replication): no more "
+                        "combinations")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a fixed override for every run")
     p.add_argument("--repeat", type=int, default=3, help="runs per combination (default 3)")
@@ -295,11 +308,11 @@ def main(args: argparse.Namespace) -> int:
     if not args.vary:
         raise UsageError("give at least one --vary KEY=v1,v2,...")
     check_repeat(args.repeat)  # (now, not from run_sweep under the bar: a blank line)
-    varies = [parse_vary(v) for v in args.vary]
+    varies, tied = parse_varies(args.vary)
     baseline = parse_baseline(args.baseline, varies)
-    combos = combinations(varies)
+    combos = combinations(varies, tied)
     check_timeout(args.timeout, "--timeout")
-    check_combinations(args.config, varies, args.set)  # a bad value fails now, not in its cell
+    check_combinations(args.config, varies, args.set, tied)  # a bad value: now, not in its cell
     check_writable(args.json, "--json")
     check_writable(args.csv, "--csv")
     if args.plot:
@@ -319,7 +332,8 @@ def main(args: argparse.Namespace) -> int:
             runner = partial(_runner, worker_output=not args.no_worker_output,
                              timeout=args.timeout)
         sweep = run_sweep(args.config, varies, args.repeat, runner, baseline, fixed=args.set,
-                          progress=_Bar(bar, task, lines=not (err.is_terminal or args.quiet)))
+                          progress=_Bar(bar, task, lines=not (err.is_terminal or args.quiet)),
+                          tied=tied)
     console.print(title(sweep), markup=False, highlight=False)
     console.print(table(sweep))
     console.file.flush()  # (the table before any line saying an output was not written)
