@@ -14,6 +14,7 @@ warm instead of faulted in anew (~1 ms per MB on these machines).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +29,12 @@ from polybus.client.snapshot import Keep, frozen, kept, snapshot, snapshot_kwarg
 from polybus.errors import MessageTooLarge
 from polybus.wire.codec import OutOfBand, Ref
 from polybus.wire.messages import CallBatch, Drop, Message, Put
+
+log = logging.getLogger("polybus.client")
+# What `cache` names but cannot name (said once per interface and argument): the
+# containers a program passes where it could pass an array
+_NOT_CACHED = frozenset({list, tuple, dict, set, str})
+_said_not_cached: set[tuple[str, int | str]] = set()
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
@@ -93,8 +100,24 @@ class Comm:
             # Large bytes come marked to travel out of band (wireargs.py): named by their
             # bytes, and Put (or sent by value after two misses) as marked.
             key = content_key(value.data if type(value) is OutOfBand else value)
+            if key is None and type(value) in _NOT_CACHED:
+                self._not_cached(index, value)
             return (key, value) if key is not None else None
         return None
+
+    def _not_cached(self, index: int | str, value: Any) -> None:
+        """Said once per argument: ``cache`` names it, and it was given a list (say),
+        which only an array or bytes can be (it went with every call, silently)."""
+        where = (self.dispatcher.interface, index)
+        if where in _said_not_cached:
+            return
+        _said_not_cached.add(where)
+        what = f"argument {index + 1}" if isinstance(index, int) else f"argument {index!r}"
+        log.warning("polybus: warning: %s(...) %s is cached (define.%s.cache), but a %s is "
+                    "not: only an array or bytes is named and kept on the replicas, so it "
+                    "goes with every call; pass numpy.asarray(...) to cache it",
+                    self.dispatcher.interface, what, self.dispatcher.interface,
+                    type(value).__name__)
 
     def _name(self, args: Any, known: Held | None, puts: list[Message],
               link: ReplicaLink, seen: dict[int, Any] | None = None,

@@ -1,0 +1,43 @@
+"""A cached parameter given a list (not an array or bytes) is said once: it went with
+every call, uncached, and nothing said so (found by a new-user trial)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from integration.conftest import cli
+from polybus.testing.apps import write_app
+
+
+def test_a_list_where_cache_names_the_argument_is_said_once(tmp_path: Path) -> None:
+    app = write_app(tmp_path, server="""
+        def total(xs, k=1):
+            return sum(xs) * k
+    """, client="""
+        import numpy as np
+        from polybus import use
+
+        total = use("total")
+
+        def main():
+            return [total([1, 2, 3], k) for k in range(3)] + [total(np.arange(4))]
+    """, toml="""
+        [modules.server]
+        source = "server.py"
+        define.total = { cache = ["xs"] }
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+
+        [bind]
+        "client.total" = "server.total"
+    """)
+    p = cli("run", app, "--quiet", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[0, 6, 12, 6]"
+    said = [ln for ln in p.stderr.splitlines() if "is cached (define.total.cache)" in ln]
+    assert said == ["polybus: warning: total(...) argument 1 is cached (define.total.cache), "
+                    "but a list is not: only an array or bytes is named and kept on the "
+                    "replicas, so it goes with every call; pass numpy.asarray(...) to cache "
+                    "it"], p.stderr
