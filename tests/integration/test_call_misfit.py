@@ -53,3 +53,54 @@ def test_a_call_that_does_not_fit_names_the_signature(tmp_path: Path) -> None:
     assert extra[1].endswith("(the function is add(a, b=0, *, scale=1))"), extra
     assert "the function is" not in inside[1] and "len(x)" in inside[2], inside
     assert fine == 3
+
+
+def test_the_note_on_every_path_and_only_for_a_misfit(tmp_path: Path) -> None:
+    """A sync call over tcp after the first goes the replica's inline path
+    (worker/socketserve.py), which gave no note (found by a review)."""
+    app = write_app(tmp_path, server="""
+        def add(a, b):
+            return a + b
+    """, client="""
+        from polybus import RemoteException, use
+
+        add = use("add")
+
+        def main():
+            out = []
+            for call in [lambda: add(1, 2), lambda: add(1)] * 3:
+                try:
+                    out.append(call())
+                except RemoteException as exc:
+                    out.append(exc.remote_message)
+            return out
+    """, toml="""
+        [modules.server]
+        source = "server.py"
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+
+        [bind]
+        "client.add" = "server.add"
+    """)
+    adds = polybus.run(app).result
+    assert adds[0::2] == [3, 3, 3]
+    assert all(m.endswith("(the function is add(a, b))") for m in adds[1::2]), adds
+
+
+def test_a_c_function_s_own_type_error_is_no_misfit() -> None:
+    """math.sqrt("x"): the arguments bind, the function raised; no signature note (a
+    worker serving a C function, as WorkerRuntime may, got one it should not have)."""
+    import math
+
+    from polybus.worker.replies import _misfit
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    assert _misfit(math.sqrt, ("x",), None) is None
+    assert _misfit(add, (1,), None) == "add(a: 'int', b: 'int') -> 'int'"
+    assert _misfit(add, (1, 2), None) is None
+

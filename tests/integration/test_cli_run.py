@@ -289,6 +289,7 @@ def test_json_to_standard_output_and_a_remote_error_s_own_fields(tmp_path: Path)
         f = use("f")
 
         def main(x=3):
+            print("the program's own line")  # (to stderr with --json -: stdout is the JSON's)
             return f(x)
     """, toml="""
         [modules.server]
@@ -310,4 +311,5 @@ def test_json_to_standard_output_and_a_remote_error_s_own_fields(tmp_path: Path)
     error = json.loads(p.stdout)["error"]
     assert error["type"] == "RemoteException" and error["remote_type"] == "server.InputError"
     assert error["remote_message"] == "negative: -1" and error["interface"] == "f"
-    assert error["replica"] == "server-0"
+    assert error["replica"] == "server-0" and "raise InputError" in error["remote_traceback"]
+    assert "the program's own line" in p.stderr

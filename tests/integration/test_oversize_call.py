@@ -19,7 +19,7 @@ from polybus.testing.peers import next_message
 from polybus.token import make_token
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
-from polybus.wire.messages import BatchResult, Call, CallBatch, Result
+from polybus.wire.messages import BatchResult, Call, CallBatch, Fail, Result
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -107,7 +107,7 @@ def test_a_batch_whose_answers_together_are_over_the_limit_is_answered() -> None
         failed = {f.id: f for f in got.fails}
         assert len(failed) == 1 and set(failed) <= {0, 2, 3, 4}  # a largest, and no more
         for f in failed.values():
-            assert "over the frame limit" in f.message and "aggregate fewer calls" in f.message
+            assert "did not fit in one frame" in f.message and "aggregate fewer calls" in f.message
         for i, n in enumerate(sizes):  # the others, answered with their values
             assert got.values[i] == (None if i in failed else b"z" * n)
         ch.send(Call(8, "big", [3]))
@@ -115,3 +115,41 @@ def test_a_batch_whose_answers_together_are_over_the_limit_is_answered() -> None
     finally:
         ch.close()
         rt.stop()
+
+
+def test_a_batch_of_many_small_answers_over_the_limit_fails_whole_and_says_why() -> None:
+    """Failing a value does not shrink a batch of small answers (a failure is no smaller
+    than each): it is answered by one Fail of the batch's id, which fails every call of
+    it at the client. It got no answer at all, and a run with aggregate = 4000 and a
+    small max_frame hung (found by a review)."""
+    rt = WorkerRuntime("w", {"word": lambda i: f"{i:040d}"}, TOKEN,
+                       options=ServeOptions(max_frame=8192)).start()
+    ch = connect(rt.address, TOKEN, Codec(max_frame=1 << 30))
+    try:
+        ch.send(CallBatch(9, "word", [[i] for i in range(1000)]))
+        got = next_message(ch, 10.0)
+        assert isinstance(got, Fail) and got.id == 9, got
+        assert "do not fit in one frame together (max_frame 8192 bytes)" in got.message
+        ch.send(Call(10, "word", [3]))
+        assert next_message(ch, 10.0) == Result(10, f"{3:040d}")  # and it serves on
+    finally:
+        ch.close()
+        rt.stop()
+
+
+def test_an_aggregated_run_whose_batches_cannot_fit_fails_each_call_and_ends(
+        tmp_path: Path) -> None:
+    (tmp_path / "srv.py").write_text("def word(i):\n    return f'{i:0100d}'\n")
+    (tmp_path / "cli.py").write_text(
+        "from polybus import RemoteException, use, wait\n\nword = use('word')\n\n"
+        "def main():\n    ps = [word(i) for i in range(4000)]\n    failed = 0\n"
+        "    for p in ps:\n        try:\n            wait(p)\n"
+        "        except RemoteException as e:\n            failed += 1\n"
+        "            why = e.remote_message\n    return failed, why\n")
+    (tmp_path / "app.toml").write_text(
+        '[modules.server]\nsource = "srv.py"\n[modules.client]\nsource = "cli.py"\n'
+        'entrypoint = "main"\nuse.word = { callstyle = "async", aggregate = 4000, '
+        'linger = "1s" }\n[bind]\n"client.word" = "server.word"\n[cluster]\n'
+        'max_frame = "256KiB"\n')
+    failed, why = polybus.run(tmp_path / "app.toml", timeout=60).result
+    assert failed == 4000 and "do not fit in one frame together" in why

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from functools import partial
+from typing import TextIO
 
 from rich.table import Table
 
@@ -62,12 +64,14 @@ def summary(r: RunResult) -> Table:
     return t
 
 
-def write_json(path: str, doc: dict[str, object]) -> None:
-    """``doc`` to the file ``path``, or to standard output for ``-``."""
+def write_json(path: str, doc: dict[str, object], out: TextIO | None = None) -> None:
+    """``doc`` to the file ``path``, or for ``-`` to ``out`` (standard output as the
+    run found it: what the program prints went to stderr meanwhile)."""
     text = json.dumps(doc, indent=2, allow_nan=False)  # (whole, before the file)
     if path == "-":
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        to = out or sys.stdout
+        to.write(text + "\n")
+        to.flush()
         return
     with open(path, "w") as f:
         f.write(text + "\n")
@@ -82,23 +86,29 @@ def error_doc(exc: BaseException) -> dict[str, object]:
     error: dict[str, object] = {"type": type(exc).__name__, "message": message}
     if isinstance(exc, RemoteException):
         error.update(remote_type=exc.remote_type, remote_message=exc.remote_message,
-                     replica=exc.replica, interface=exc.interface)
+                     remote_traceback=exc.remote_traceback, replica=exc.replica,
+                     interface=exc.interface)
     return {"error": error}
 
 
 def main(args: argparse.Namespace) -> int:
     check_timeout(args.timeout, "--timeout")
+    out = sys.stdout
     if args.json != "-":  # (-: standard output, the result then only there)
         check_writable(args.json, "--json")
     try:
-        r = run(args.config, tuple(args.set), registry=args.registry,
-                token_file=args.token_file, origin=SET,
-                worker_output=not args.no_worker_output, timeout=args.timeout)
+        # With --json -, what the program prints goes to stderr: stdout is the JSON's.
+        with contextlib.redirect_stdout(sys.stderr) if args.json == "-" else \
+                contextlib.nullcontext():
+            r = run(args.config, tuple(args.set), registry=args.registry,
+                    token_file=args.token_file, origin=SET,
+                    worker_output=not args.no_worker_output, timeout=args.timeout)
     except BaseException as exc:  # a script reading --json learns why there is no result
         if args.json and not isinstance(exc, SystemExit):  # (not a stale result)
             # (one that cannot be written is a line of its own: the run's error follows;
             # it was replaced by the --json error)
-            save("run", "--json", args.json, partial(write_json, doc=error_doc(exc)))
+            save("run", "--json", args.json, partial(write_json, doc=error_doc(exc),
+                                                     out=out))
         raise
     if args.json != "-":
         print(r.result, flush=True)
@@ -107,7 +117,7 @@ def main(args: argparse.Namespace) -> int:
         print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)
     # (checked before the run; a full disk, or its directory removed, shows only now)
     if args.json and not save("run", "--json", args.json,
-                              partial(write_json, doc=r.to_json())):
+                              partial(write_json, doc=r.to_json(), out=out)):
         return 2
     sys.stdout.flush()
     return 0

@@ -9,6 +9,7 @@ writes them).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -241,6 +242,13 @@ class Slot:
     @property
     def id(self) -> int:
         return self.batch.id
+
+    @property
+    def sent_at(self) -> float:
+        """When its batch was last sent, on ``time.perf_counter``'s clock, as a call's
+        (calls.waiting_for: a Ctrl-C or --timeout in this wait raised AttributeError)."""
+        placed = self.batch.placed
+        return placed + (time.perf_counter() - time.monotonic()) if placed else 0.0
 
     def set_error(self, error: PolybusError) -> bool:
         if self.done:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.wire.messages import BatchResult, CallBatch, Fail, Result
 from polybus.worker import unread
-from polybus.worker.replies import failure, unsendable, unsendable_text
+from polybus.worker.replies import failure, unsendable
 
 if TYPE_CHECKING:
     from polybus.transport.channel import Channel
@@ -72,29 +72,38 @@ def _unrefused(rows: list[list[Any]], refused: dict[int, Fail], values: list[Any
 
 
 def _send_what_fits(ch: Channel, reply: BatchResult) -> None:
-    """Send ``reply``, each of whose values encodes; while the whole is over the frame
-    limit, its largest value fails instead (as a single call's would, saying why), so every
-    call of the batch is answered, the calls whose values fit with their values."""
+    """Send ``reply`` (each of its values encodes), which is over the frame limit as a
+    whole: its largest values fail instead (each saying why) while that makes it smaller,
+    planned from each value's size, encoded once; if it still does not fit (many small
+    answers: a failure is no smaller than each), the whole batch fails in one short
+    message. Either way every call of the batch is answered."""
+    limit = ch.codec.max_frame
+    why = ("its value did not fit in one frame with the rest of its batch's answers "
+           f"(max_frame {limit} bytes): aggregate fewer calls, or raise max_frame")
+    fail_size = _size(ch, 0, Fail(0, "exception", "TypeError", why))
     sizes = sorted(((_size(ch, i, v), i) for i, v in enumerate(reply.values)
                     if v is not None), reverse=True)
-    failed = {f.id for f in reply.fails}
-    while True:
-        try:
-            unread.send(ch, reply)
-            return
-        except MessageTooLarge as exc:
-            while sizes and sizes[0][1] in failed:
-                sizes.pop(0)
-            if not sizes:
-                return  # (nothing left to take out: not the values' doing)
-            size, i = sizes.pop(0)
-            reply.values[i] = None
-            failed.add(i)
-            reply.fails.append(Fail(i, "exception", "TypeError", unsendable_text(exc) + (
-                f" (the batch's answers together; this value, about {size} bytes, is the "
-                "largest of them): aggregate fewer calls (`aggregate`), or raise max_frame")))
-        except PolybusError:
-            return  # the client is gone; the poller drops its connection
+    total = sum(n for n, _ in sizes) + sum(_size(ch, 0, f) for f in reply.fails)
+    for size, i in sizes:
+        if total <= limit * 0.95 or size <= fail_size:  # (5% for the frame's own bytes)
+            break
+        reply.values[i] = None
+        reply.fails.append(Fail(i, "exception", "TypeError", why))
+        total += fail_size - size
+    try:
+        unread.send(ch, reply)
+        return
+    except MessageTooLarge:
+        pass
+    except PolybusError:
+        return  # the client is gone; the poller drops its connection
+    try:  # (the client fails every call of a batch answered by a Fail of the batch's id)
+        unread.send(ch, Fail(reply.id, "exception", "TypeError",
+                             f"the answers of this batch of {len(reply.values)} calls do not "
+                             f"fit in one frame together (max_frame {limit} bytes): "
+                             "aggregate fewer calls, or raise max_frame"))
+    except PolybusError:
+        pass
 
 
 def _size(ch: Channel, i: int, value: Any) -> int:

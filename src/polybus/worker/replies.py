@@ -59,12 +59,11 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
         tb = ""
     message = text_of(exc)
     if fn is not None and isinstance(exc, TypeError) and not hasattr(exc, CHILD_TRACEBACK) \
-            and not _user_frames(exc):
+            and not _user_frames(exc) and (sig := _misfit(fn, args, kwargs)) is not None:
         # The arguments did not fit the function (it never started): its signature says
         # more than a traceback of polybus's own frames, which was all there was.
         tb = ""
-        if (sig := _signature(fn)) is not None:
-            message += f" (the function is {sig})"
+        message += f" (the function is {sig})"
     # (Not for a call that failed in a process pool's child: it got pickled copies of
     # the arguments, writable, and ``fn`` here is the pool's ``call(*args, **kwargs)``.)
     if (args or kwargs) and not hasattr(exc, CHILD_TRACEBACK):
@@ -107,12 +106,20 @@ def _user_frames(exc: BaseException) -> bool:
     return False
 
 
-def _signature(fn: Callable[..., Any]) -> str | None:
-    """``add(a, b)``, or None for a function without one (a builtin, say)."""
+def _misfit(fn: Callable[..., Any], args: Sequence[Any],
+            kwargs: dict[str, Any] | None) -> str | None:
+    """``add(a, b)`` when ``args`` and ``kwargs`` do not bind to ``fn``'s signature;
+    None when they do (a C function's own TypeError, ``math.sqrt("x")``: not a misfit)
+    or it has none to tell."""
     try:
-        return f"{getattr(fn, '__name__', 'f')}{inspect.signature(fn)}"
+        sig = inspect.signature(fn)
     except (TypeError, ValueError):
         return None
+    try:
+        sig.bind(*args, **(kwargs or {}))
+    except TypeError:
+        return f"{getattr(fn, '__name__', 'f')}{sig}"
+    return None
 
 
 def send_quietly(ch: Channel, msg: Message) -> None:

@@ -122,7 +122,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
             try:
                 reply = Result(msg.id, functions[msg.iface](*args))
             except BaseException as exc:  # (as WorkerRuntime._run)
-                reply = failure(msg.id, exc)
+                reply = failure(msg.id, exc, functions[msg.iface], args)
             rt.busy_s += clock() - t0
             rt.calls += 1
             if rt.forwarding.targets or (type(reply) is Result and type(reply.value) in HEEDED):
