@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from integration.conftest import cli
-from polybus.testing.apps import write_app
+from polybus.testing.apps import write_bound_app
 
 
 def test_a_list_where_cache_names_the_argument_is_said_once(tmp_path: Path) -> None:
-    app = write_app(tmp_path, server="""
+    app = write_bound_app(tmp_path, server="""
         def total(xs, k=1):
             return sum(xs) * k
     """, client="""
@@ -21,18 +21,7 @@ def test_a_list_where_cache_names_the_argument_is_said_once(tmp_path: Path) -> N
 
         def main():
             return [total([1, 2, 3], k) for k in range(3)] + [total(np.arange(4))]
-    """, toml="""
-        [modules.server]
-        source = "server.py"
-        define.total = { cache = ["xs"] }
-
-        [modules.client]
-        source = "client.py"
-        entrypoint = "main"
-
-        [bind]
-        "client.total" = "server.total"
-    """)
+    """, names=("total",), server_keys='define.total = { cache = ["xs"] }')
     p = cli("run", app, "--quiet", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[0, 6, 12, 6]"

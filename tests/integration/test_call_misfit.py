@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import polybus
-from polybus.testing.apps import write_app
+from polybus.testing.apps import write_bound_app
 
 
 def test_a_call_that_does_not_fit_names_the_signature(tmp_path: Path) -> None:
-    app = write_app(tmp_path, server="""
+    app = write_bound_app(tmp_path, server="""
         def add(a, b=0, *, scale=1):
             return (a + b) * scale
 
@@ -34,18 +34,7 @@ def test_a_call_that_does_not_fit_names_the_signature(tmp_path: Path) -> None:
                     out.append([exc.remote_type, exc.remote_message, exc.remote_traceback])
             out.append(add(1, 2))
             return out
-    """, toml="""
-        [modules.server]
-        source = "server.py"
-
-        [modules.client]
-        source = "client.py"
-        entrypoint = "main"
-
-        [bind]
-        "client.add" = "server.add"
-        "client.broken" = "server.broken"
-    """)
+    """, names=("add", "broken"))
     missing, extra, inside, fine = polybus.run(app).result
     assert missing[0] == "TypeError" and missing[2] == ""
     assert missing[1].startswith("add() missing 1 required positional argument: 'a'")
@@ -58,7 +47,7 @@ def test_a_call_that_does_not_fit_names_the_signature(tmp_path: Path) -> None:
 def test_the_note_on_every_path_and_only_for_a_misfit(tmp_path: Path) -> None:
     """A sync call over tcp after the first goes the replica's inline path
     (worker/socketserve.py), which gave no note (found by a review)."""
-    app = write_app(tmp_path, server="""
+    app = write_bound_app(tmp_path, server="""
         def add(a, b):
             return a + b
     """, client="""
@@ -74,17 +63,7 @@ def test_the_note_on_every_path_and_only_for_a_misfit(tmp_path: Path) -> None:
                 except RemoteException as exc:
                     out.append(exc.remote_message)
             return out
-    """, toml="""
-        [modules.server]
-        source = "server.py"
-
-        [modules.client]
-        source = "client.py"
-        entrypoint = "main"
-
-        [bind]
-        "client.add" = "server.add"
-    """)
+    """, names=("add",))
     adds = polybus.run(app).result
     assert adds[0::2] == [3, 3, 3]
     assert all(m.endswith("(the function is add(a, b))") for m in adds[1::2]), adds

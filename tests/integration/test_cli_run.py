@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from integration.conftest import EXAMPLES, ROOT, cli
-from polybus.testing.apps import write_app
+from polybus.testing.apps import write_app, write_bound_app
 
 CALC = ROOT / "tests" / "integration" / "apps" / "calc" / "app.toml"
 
@@ -275,7 +275,7 @@ def test_json_to_standard_output_and_a_remote_error_s_own_fields(tmp_path: Path)
     """``--json -`` wrote a file named "-"; it now goes to standard output, the result
     printed only there. A server's exception is in fields of its own (a script had to
     parse "server.InputError: ..." out of the message)."""
-    app = write_app(tmp_path, server="""
+    app = write_bound_app(tmp_path, server="""
         class InputError(ValueError):
             pass
 
@@ -291,17 +291,7 @@ def test_json_to_standard_output_and_a_remote_error_s_own_fields(tmp_path: Path)
         def main(x=3):
             print("the program's own line")  # (to stderr with --json -: stdout is the JSON's)
             return f(x)
-    """, toml="""
-        [modules.server]
-        source = "server.py"
-
-        [modules.client]
-        source = "client.py"
-        entrypoint = "main"
-
-        [bind]
-        "client.f" = "server.f"
-    """)
+    """, names=("f",))
     p = cli("run", app, "--json", "-", "--quiet", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["result"] == 6 and not (tmp_path / "-").exists()

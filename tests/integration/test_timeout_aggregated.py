@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import polybus
-from polybus.testing.apps import write_app
+from polybus.testing.apps import write_bound_app
 
 
 def test_a_limit_that_ends_a_wait_for_an_aggregated_call_says_where_it_was(
@@ -16,7 +16,7 @@ def test_a_limit_that_ends_a_wait_for_an_aggregated_call_says_where_it_was(
     """The note of a Ctrl-C or --timeout in a wait asks the call when it was sent; an
     aggregated call's wait (a Slot of its batch) had no answer: AttributeError, and the
     run said "the client raised AttributeError" (found by a review)."""
-    app = write_app(tmp_path, server="""
+    app = write_bound_app(tmp_path, server="""
         import time
 
         def nap(s):
@@ -29,18 +29,7 @@ def test_a_limit_that_ends_a_wait_for_an_aggregated_call_says_where_it_was(
 
         def main():
             return wait([nap(5.0), nap(5.0)])
-    """, toml="""
-        [modules.server]
-        source = "server.py"
-
-        [modules.client]
-        source = "client.py"
-        entrypoint = "main"
-        use.nap = { callstyle = "async", aggregate = 2 }
-
-        [bind]
-        "client.nap" = "server.nap"
-    """)
+    """, names=("nap",), client_keys='use.nap = { callstyle = "async", aggregate = 2 }')
     with pytest.raises(polybus.RunTimeout) as info:
         polybus.run(app, timeout=1.0)
     notes = " ".join(getattr(info.value, "__notes__", []))

@@ -4,7 +4,9 @@
 ``client.py`` and ``app.toml`` (each dedented, so they can be indented in a test) and
 returns the configuration's path, ready for ``polybus.run`` or ``polybus.config.load``.
 ``write_one_call_app`` writes the smallest whole program (a server's ``f(x)`` returning
-``x``, a client calling ``f(1)``, the binding between them) for tests of one key.
+``x``, a client calling ``f(1)``, the binding between them) for tests of one key, and
+``write_bound_app`` a server and a client of your own with ``client.N`` bound to
+``server.N`` for each name.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-__all__ = ["ONE_CALL_CLIENT", "ONE_CALL_SERVER", "write_app", "write_one_call_app"]
+__all__ = ["ONE_CALL_CLIENT", "ONE_CALL_SERVER", "write_app", "write_bound_app",
+           "write_one_call_app"]
 
 
 def write_app(where: Path, *, server: str, client: str, toml: str) -> Path:
@@ -49,3 +52,15 @@ def write_one_call_app(where: Path, *, server_keys: str = "", tail: str = "",
     client's (its entrypoint is ``main``, and it calls ``use('f')``)."""
     return write_app(where, server=server, client=client,
                      toml=_ONE_CALL_TOML.format(server=server_keys, tail=tail))
+
+
+def write_bound_app(where: Path, *, server: str, client: str, names: tuple[str, ...],
+                    server_keys: str = "", client_keys: str = "") -> Path:
+    """`write_app` of a server module and a client module (entrypoint ``main``) with
+    ``client.N`` bound to ``server.N`` for each of ``names``; ``server_keys`` and
+    ``client_keys`` are lines added to their tables (``define.f = {...}``, ``use.f = ...``)."""
+    binds = "\n".join(f'"client.{n}" = "server.{n}"' for n in names)
+    return write_app(where, server=server, client=client, toml=(
+        f'[modules.server]\nsource = "server.py"\n{server_keys}\n\n'
+        f'[modules.client]\nsource = "client.py"\nentrypoint = "main"\n{client_keys}\n\n'
+        f"[bind]\n{binds}\n"))
