@@ -1,6 +1,7 @@
-"""What the README says the byte counts hold under ``shm`` is what is counted: the
-channel counts frames and segment bytes apart, and the run adds them
-(tests/integration/test_shm_bytes.py runs it)."""
+"""What the docs say the byte counts hold under ``shm`` (docs/strategies.md, "The bytes
+a run counts", which the README links) is what is counted: the channel counts frames
+and segment bytes apart, and the run adds them (tests/integration/test_shm_bytes.py
+runs it)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def _text(name: str) -> str:
 
 
 def test_the_documented_threshold_and_entry_size_are_the_codes() -> None:
-    readme = _text("README.md")
+    readme = _text("docs/strategies.md")  # (the README links there)
     assert f"`bytes` of {THRESHOLD // 1024} KiB or more that went in a shared-memory segment" in readme
     assert re.search(rf"bytes of {THRESHOLD // 1024} KiB or more goes by segment, and is "
                      r"counted in the run's", _text("docs/configuration.md"))
@@ -61,7 +62,7 @@ def test_what_the_readme_says_varies_the_counts_is_the_codes_sizes() -> None:
     def size(msg: Message) -> int:
         return sum(memoryview(p).nbytes for p in codec.encode(msg))
 
-    readme = _text("README.md")
+    readme = _text("docs/strategies.md")  # (the README links there)
     assert (size(Ping(0)), size(Pong(0, 0, 0))) == (15, 17)
     assert "pinged: 15 B sent and 17 B received per ping" in readme
     assert f"up to {CORK_LIMIT} in one frame, about 10 B of framing less" in readme
@@ -85,7 +86,7 @@ def test_the_readme_does_not_promise_forwarding_the_same_bytes_on_every_transpor
     tcp = str(Address.parse("tcp://127.0.0.1:40123"))
     ipc = str(Address.parse("ipc:///tmp/polybus-run-abc123/part2-0.sock"))
     assert size(ipc) - size(tcp) >= len(ipc) - len(tcp) > 0  # (and msgpack's str header)
-    readme = _text("README.md")
+    readme = _text("docs/strategies.md")  # (the README links there)
     assert ("each `Forward` the client sends names the consumer's replica by its address, "
             "a socket path under `ipc` and `shm`, `tcp://127.0.0.1:PORT` under `tcp`, whose "
             "length is the transport's") in readme
