@@ -53,7 +53,7 @@ def test_a_large_buffer_over_shm_is_counted_apart_from_the_frames() -> None:
 
 def test_what_the_readme_says_varies_the_counts_is_the_codes_sizes() -> None:
     """A ping is 15 B out and 17 B back; corked answers go up to 64 in one frame, about
-    10 B of framing less per answer joined (README, what makes a count differ)."""
+    10 B of framing less per answer joined (strategies.md, what makes a count differ)."""
     from polybus.wire.messages import Batch, Fail, Message, Ping, Pong, Result
     from polybus.worker.replies import CORK_LIMIT
 
