@@ -26,6 +26,8 @@ __all__ = ["place"]
 _STUBS = str(Path(__file__).resolve().parent / "client" / "stubs.py")
 _BROADCAST = str(Path(__file__).resolve().parent / "client" / "broadcast.py")
 _ARGUMENTS = re.compile(r"(?:takes|missing|got) ")
+# The signature a replica adds to such a message (worker/replies.py), itself
+_REPLICA_NOTE = re.compile(r" \(the function is [^\n]*\)(?= \(raised in |$)")
 
 
 def _user_frame(exc: BaseException) -> tuple[traceback.FrameSummary, str] | None:
@@ -87,6 +89,7 @@ def place(exc: RemoteError | UsageError, app: AppConfig, client: str,
     served = _served(app, client, exc.interface) if isinstance(exc, RemoteException) else None
     if isinstance(exc, RemoteException) and served is not None and _bad_arguments(exc, served[0]):
         source, fn = served
+        head = _REPLICA_NOTE.sub("", head)  # (the replica's own note: said below, with where)
         exc.args = (f"{head}\n{at}\n  does not fit {fn.signature}, defined at "
                     f'File "{source}", line {fn.lineno}',)
         return

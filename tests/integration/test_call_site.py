@@ -60,6 +60,7 @@ def test_wrong_arguments_name_the_call_site_and_the_signature(tmp_path: Path,
     assert 'client.py", line 9, in main' in p.stderr
     assert "return a + f(1, 2, 3)" in p.stderr
     assert "f(x, y=2, *, scale=1)" in p.stderr and 'server.py", line 1' in p.stderr
+    assert p.stderr.count("f(x, y=2, *, scale=1)") == 1, p.stderr  # (not the replica's too)
     assert "polybus/" not in p.stderr  # the remote traceback was polybus's frame alone
 
 
