@@ -390,3 +390,34 @@ def test_a_call_as_completed_gave_up_on_and_the_program_dropped_is_said(
     assert result == "returned"
     assert "a call to 'hang' failed" in line and "CallTimeoutError: no answer from hang " \
         "within 1 s" in line, line
+
+
+def test_failures_counted_alike_are_said_when_the_program_raises(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # (the count of the same error again was said only when the program returned: a
+    # program that raised lost it, found by a review)
+    from polybus.testing.apps import write_bound_app
+
+    app = write_bound_app(tmp_path, server="""
+        def fail(m):
+            raise ValueError(m)
+    """, client="""
+        import time
+        from polybus import use
+
+        fail = use("fail")
+
+        def main():
+            ps = [fail("alike") for _ in range(8)]
+            while not all(p.done for p in ps):
+                time.sleep(0.01)
+            del ps
+            raise RuntimeError("the program's own")
+    """, names=("fail",), client_keys='use.fail = { callstyle = "async" }')
+    with caplog.at_level(logging.WARNING, logger="polybus.client.unseen"), \
+            pytest.raises(RuntimeError) as info:
+        polybus.run(app)
+    said = [r.getMessage() for r in caplog.records if r.name == "polybus.client.unseen"]
+    assert len(said) == 1 and "alike" in said[0], said
+    assert info.value.__notes__ == ["7 calls failed with errors never looked at before the "
+                                    "run ended (RemoteException)"], info.value.__notes__

@@ -100,8 +100,9 @@ class Comm:
             # Large bytes come marked to travel out of band (wireargs.py): named by their
             # bytes, and Put (or sent by value after two misses) as marked.
             key = content_key(value.data if type(value) is OutOfBand else value)
-            if key is None and type(value) in _NOT_CACHED:
-                self._not_cached(index, value)
+            if key is None and type(value) in _NOT_CACHED and (
+                    index in self.positions if isinstance(index, int) else index in self.names):
+                self._not_cached(index, value)  # (named: not any extra of a *args, **kwargs)
             return (key, value) if key is not None else None
         return None
 

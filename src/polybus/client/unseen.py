@@ -120,7 +120,8 @@ def forgotten(error: PolybusError | None, interface: str) -> None:
         before, _last = _last, said
         _shown += 1
         n = _shown
-    _say_again(before, again)
+    if n <= SHOWN_AT_MOST + 1:  # (the one before was said one by one: its count too)
+        _say_again(before, again)
     try:
         if n <= SHOWN_AT_MOST:
             log.warning("polybus: warning: a call to %r failed and its error was never "
@@ -159,7 +160,8 @@ def settle(session: Session) -> None:
     global _again
     with _lock:
         again, _again = _again, 0
-    _say_again(_last, again)
+    if _shown <= SHOWN_AT_MOST:  # (past it, "more ... not shown" said them)
+        _say_again(_last, again)
 
 
 def hush() -> None:
@@ -177,8 +179,12 @@ def note_hushed(exc: BaseException, session: Session) -> None:
     for bt in session.batchers:  # (a batch's errors: counted in _hushed, as said)
         for b in list(bt.failed):
             b.say_unseen()
+    global _again
     with _lock:
         left = (_failed - _looked) + _hushed
+        if _again and _last is not None:  # (the same error again, counted, not yet said)
+            left[_last[1]] += _again
+        _again = 0
     n = sum(left.values())
     if not n or not log.isEnabledFor(logging.WARNING):
         return
