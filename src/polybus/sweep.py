@@ -59,15 +59,28 @@ def overridden(fixed: Sequence[str], varies: Sequence[tuple[str, list[str]]]) ->
 Expand = Callable[[Mapping[str, str]], dict[str, str]]
 
 
-def moving_with(varies: Sequence[tuple[str, list[str]]], tied: Collection[str] = ()) -> Expand:
-    """A function giving, for values of some keys, the values their tied keys take with
-    them (--tie): the baseline's cell is then one that ran, as is a speedup's reference."""
+def _groups(varies: Sequence[tuple[str, list[str]]],
+            tied: Collection[str]) -> list[list[tuple[str, list[str]]]]:
+    """The varied keys, those that move together (--tie) in one group each."""
     groups: list[list[tuple[str, list[str]]]] = []
     for key, values in varies:
         if key in tied and groups:
             groups[-1].append((key, values))
         else:
             groups.append([(key, values)])
+    return groups
+
+
+def tied_with(varies: Sequence[tuple[str, list[str]]], tied: Collection[str],
+              key: str) -> set[str]:
+    """``key`` and the keys that move with it (--tie)."""
+    return next(({k for k, _ in g} for g in _groups(varies, tied) if key in dict(g)), {key})
+
+
+def moving_with(varies: Sequence[tuple[str, list[str]]], tied: Collection[str] = ()) -> Expand:
+    """A function giving, for values of some keys, the values their tied keys take with
+    them (--tie): the baseline's cell is then one that ran, as is a speedup's reference."""
+    groups = _groups(varies, tied)
     where = {k: g for g in groups for k, _ in g}
 
     def expand(picked: Mapping[str, str]) -> dict[str, str]:
@@ -126,10 +139,11 @@ def check_combinations(path: str, varies: Sequence[tuple[str, list[str]]],
 
     keys = [k for k, _ in varies]
     found: dict[str, ConfigError] = {}
+    ties = [k for k in keys if k in tied]
     for combo in combinations(varies, tied):
         for e in validate(path, _sets(fixed, combo))[1]:
             if e.file == SET.label and _varied(e.key, keys):
-                e = rekey(e, file=VARY.label, key=e.key)
+                e = rekey(e, file="--tie" if _varied(e.key, ties) else VARY.label, key=e.key)
             found.setdefault(str(e), e)
     if found:
         raise ConfigErrors(list(found.values()), file=path)
@@ -220,7 +234,8 @@ class Sweep:
     @property
     def efficiency_vs(self) -> tuple[str, str] | None:
         """(replication key, value) efficiency is measured against; None: no efficiency."""
-        return efficiency_reference(self.cells, self.baseline)
+        return efficiency_reference(self.cells,
+                                    moving_with(self.varies, self.tied)(self.baseline))
 
     def to_dict(self) -> dict[str, Any]:
         from polybus import __version__
@@ -290,7 +305,7 @@ def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
         found = by_config.get(tuple(sorted(config.items())))
         return found if found is not None and found.ok else None
 
-    along = efficiency_reference(cells, baseline)
+    along = efficiency_reference(cells, expand(baseline))
     for c in cells:
         if not c.ok or c.median <= 0:
             continue

@@ -77,6 +77,9 @@ def parse_varies(texts: Sequence[str]) -> tuple[list[tuple[str, list[str]]], fro
             varies.append(parse_vary(text))
             continue
         key, vals = parse_vary(text[len(TIED):], "--tie")
+        if key in dict(varies):
+            raise UsageError(f"--tie {key}: it is varied already; a key is given once, to "
+                             "--vary or to --tie")
         if not varies:
             raise UsageError(f"--tie {key}: give it after the --vary whose values it follows")
         before, its = varies[-1]

@@ -533,3 +533,26 @@ def test_cli_tie_keeps_its_place_after_its_vary(
     assert rc == 0
     assert runs == [["modules.server.replication=1", "modules.client.args=[1]"],
                     ["modules.server.replication=2", "modules.client.args=[2]"]]
+
+
+def test_tied_keys_draw_one_line_take_the_baseline_s_replicas_and_are_given_once() -> None:
+    # (found by a review: each tied cell was a one-point line of its own; a baseline on
+    # the tied key measured efficiency against the first replica count; a --tie of a
+    # varied key said "--vary K: given twice")
+    from polybus.cli.cmd_sweep import panels
+    from polybus.sweepargs import TIED, parse_varies
+
+    varies = [("modules.server.replication", ["1", "2", "4"]),
+              ("modules.client.parts", ["1", "2", "4"])]
+    tied = {"modules.client.parts"}
+    sweep = run_sweep("app.toml", varies, 1,
+                      lambda path, sets: 8.0 / int(dict(s.split("=", 1) for s in sets)[
+                          "modules.server.replication"]),
+                      parse_baseline("parts=2", varies), tied=tied)
+    assert sweep.efficiency_vs == ("modules.server.replication", "2")
+    assert [(c.speedup, c.efficiency) for c in sweep.cells] == [(0.5, 1.0), (1.0, 1.0),
+                                                                (2.0, 1.0)]
+    assert all(len(p.lines) == 1 for p in panels(sweep)), [p.lines for p in panels(sweep)]
+    with pytest.raises(UsageError, match="it is varied already"):
+        parse_varies(["modules.server.replication=1,2",
+                      TIED + "modules.server.replication=1,2"])

@@ -47,6 +47,7 @@ from polybus.sweep import (
     overridden,
     replicas,
     run_sweep,
+    tied_with,
 )
 from polybus.sweepargs import TIED, check_repeat, parse_baseline, parse_varies
 
@@ -229,7 +230,8 @@ def _panel(sweep: Sweep, name: str, get: Callable[[Cell], float | None], xkey: s
            x_of: Callable[[str], float | None], xlabel: str,
            ticks: list[str] | None = None) -> Panel:
     keys = [k for k, _ in sweep.varies]
-    others = [k for k in keys if k != xkey]
+    moving = tied_with(sweep.varies, sweep.tied, xkey)  # (they move along x: no lines of theirs)
+    others = [k for k in keys if k not in moving]
     lines: dict[str, list[tuple[float, float]]] = {}
     for c in sweep.cells:
         x, y = x_of(c.config[xkey]), get(c) if c.ok else None
