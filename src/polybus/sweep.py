@@ -104,12 +104,7 @@ def combinations(varies: Sequence[tuple[str, list[str]]],
     if twice:
         raise UsageError(f"--vary {', '.join(twice)}: given twice (give its values in one "
                          f"--vary KEY=v1,v2,...)")
-    dims: list[list[tuple[str, list[str]]]] = []  # each: keys that move together
-    for key, values in varies:
-        if key in tied and dims:
-            dims[-1].append((key, values))
-        else:
-            dims.append([(key, values)])
+    dims = _groups(varies, tied)  # each: keys that move together
     out = []
     for picks in itertools.product(*(range(len(d[0][1])) for d in dims)):
         combo: dict[str, str] = {}

@@ -98,12 +98,8 @@ def internal_failure(worker: str, call_id: int, exc: Exception) -> Fail:
 
 def _user_frames(exc: BaseException) -> bool:
     """Whether ``exc``'s traceback has a frame of code that is not polybus's."""
-    t = exc.__traceback__
-    while t is not None:
-        if not is_polybus_file(t.tb_frame.f_code.co_filename):
-            return True
-        t = t.tb_next
-    return False
+    t = from_user_code(exc.__traceback__)  # (its first such frame, or all of it if none)
+    return t is not None and not is_polybus_file(t.tb_frame.f_code.co_filename)
 
 
 def _misfit(fn: Callable[..., Any], args: Sequence[Any],

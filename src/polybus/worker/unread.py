@@ -81,9 +81,15 @@ def _write_on(ch: Channel) -> None:
     finally:
         with _lock:
             _writing.discard(ch)
+    _tell(ch)
+
+
+def _tell(ch: Channel) -> None:
+    """The last of ``ch``'s unsent is written, or its client is gone: its owner is told
+    (gone too: the poller's next turn drops it, as no poll of it would)."""
     done = ch.on_caught_up
     if done is not None:
-        done(ch)  # (gone too: the poller's next turn drops it, as no poll of it would)
+        done(ch)
 
 
 def _write_until_done(ch: Channel) -> None:
@@ -119,6 +125,4 @@ def _write_on_here(ch: Channel) -> None:
         ch.send_unsent(None)
     except PolybusError:
         pass
-    done = ch.on_caught_up
-    if done is not None:
-        done(ch)
+    _tell(ch)
