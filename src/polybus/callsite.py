@@ -18,10 +18,22 @@ from pathlib import Path
 
 from polybus.config.model import AppConfig
 from polybus.config.source import FunctionInfo, inspect_source
-from polybus.errors import ConfigError, RemoteError, RemoteException, UsageError
+from polybus.errors import (
+    ConfigError,
+    ConnectionLostError,
+    NoReplicaError,
+    RemoteError,
+    RemoteException,
+    UsageError,
+)
 from polybus.usercode import is_polybus_frame
 
-__all__ = ["place"]
+__all__ = ["PLACED", "place"]
+
+# What `place` names the user's line in: a call that failed (the function raised, timed
+# out, or lost every replica), or one the client could not make.
+PLACED = (RemoteError, UsageError, ConnectionLostError, NoReplicaError)
+Placed = RemoteError | UsageError | ConnectionLostError | NoReplicaError
 
 _STUBS = str(Path(__file__).resolve().parent / "client" / "stubs.py")
 _BROADCAST = str(Path(__file__).resolve().parent / "client" / "broadcast.py")
@@ -65,11 +77,12 @@ def _bad_arguments(exc: RemoteException, source: Path) -> bool:
             and f'File "{source}"' not in exc.remote_traceback)
 
 
-def place(exc: RemoteError | UsageError, app: AppConfig, client: str,
+def place(exc: Placed, app: AppConfig, client: str,
           returned_by: str | None = None) -> None:
     """Name the user's line (and, for arguments that do not fit, the signature) in ``exc``:
-    a remote error, or a call the client could not make (an unbound name, an argument
-    that cannot be sent), whose one-line message said nothing of where. ``returned_by``:
+    a remote error, a call lost with every replica, or a call the client could not make
+    (an unbound name, an argument that cannot be sent, nobody serving it), whose one-line
+    message said nothing of where. ``returned_by``:
     the entrypoint, when ``exc`` came out of waiting for the value it returned (a
     promise it did not wait for itself: no line of the user's is on the stack then)."""
     if exc.call_site is not None:

@@ -155,7 +155,10 @@ class ConnectionLostError(TransportError):
     ``heartbeat`` (seconds) is set when the client closed it itself: the replica sent
     nothing for three heartbeats while it held calls, and was taken for dead though its
     process may well be alive (a call holding the GIL keeps it from answering a Ping).
+    ``call_site``: as for a RemoteError, when a call failed with it.
     """
+
+    call_site: str | None = None
 
     def __init__(self, message: str, *, heartbeat: float | None = None) -> None:
         self.heartbeat = heartbeat
@@ -163,7 +166,10 @@ class ConnectionLostError(TransportError):
 
 
 class NoReplicaError(PolybusError):
-    """No replica serves the interface that was called."""
+    """No replica serves the interface that was called. ``call_site``: as for a
+    RemoteError."""
+
+    call_site: str | None = None
 
 
 class RemoteError(PolybusError):

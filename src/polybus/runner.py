@@ -15,7 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
-from polybus.callsite import place
+from polybus.callsite import PLACED, place
 from polybus.client import unseen
 from polybus.client.drain import drain
 from polybus.client.promise import wait
@@ -35,8 +35,6 @@ from polybus.errors import (
     ConnectionLostError,
     PoisonCallError,
     PolybusError,
-    RemoteError,
-    UsageError,
     WorkerDiedError,
 )
 from polybus.ownfiles import is_polybus_file
@@ -188,10 +186,10 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
 def _ended(exc: BaseException, app: AppConfig, client: str,
            returned_by: str | None = None) -> BaseException:
     """The program raised ``exc`` (from its entrypoint or, ``returned_by``, the wait for
-    the promise it returned): the run ends with it. A remote or usage error names the
+    the promise it returned): the run ends with it. A failed call (callsite.PLACED) names the
     user's line (callsite.py); the errors of the calls it had no chance to look at are
     then counted in one note, not said one by one (client/unseen.py)."""
-    if isinstance(exc, RemoteError | UsageError):
+    if isinstance(exc, PLACED):
         place(exc, app, client, returned_by)
     unseen.hush()
     return exc

@@ -224,6 +224,13 @@ def test_a_call_that_ends_every_replica_it_runs_on_is_named_as_the_likely_cause(
     error = json.loads((tmp_path / "failed.json").read_text())["error"]
     assert error["type"] == "ConnectionLostError", error
     assert "every replica of f is gone" in error["message"]
+    # and which call, where: the line of the client it came out at (it said neither)
+    line = 1 + (tmp_path / "client.py").read_text().splitlines().index(
+        "    return wait([f(x) for x in range(6)])")
+    assert error["call_site"] == f"{tmp_path / 'client.py'}:{line}", error
+    assert f'client.py", line {line}, in ' in p.stderr, p.stderr
+    if not aggregate:  # (one call, by its arguments; a batch's calls fail as one)
+        assert "the call f(3) was lost: every replica of f is gone" in p.stderr, p.stderr
     assert "this call was running on each of the 2 replicas that went, so it may be what " \
            "ends them" in p.stderr and "define.f.idempotent = false" in p.stderr, p.stderr
     # and what became of the workers, from the processes the run started

@@ -17,6 +17,8 @@ from polybus.errors import ConnectionLostError, PoisonCallError, WorkerDiedError
 class _Rec:
     def __init__(self, d: Any, attempts: int) -> None:
         self.id, self.dispatcher, self.attempts, self.done = 7, d, attempts, False
+        self.args: list[Any] = [41, "x" * 100, b"\0" * 1000]
+        self.kwargs: dict[str, Any] | None = {"mode": 2}
         self.error: BaseException | None = None
 
     def set_error(self, exc: BaseException) -> None:
@@ -55,4 +57,31 @@ def test_a_call_lost_on_replicas_taken_for_dead_names_the_heartbeat_and_the_key(
 def test_a_call_that_is_not_idempotent_is_not_run_again() -> None:
     error = _lose(1, True, idempotent=False)
     assert type(error) is WorkerDiedError
-    assert "was taken for dead holding a call to gil, which is not idempotent" in str(error)
+    assert "was taken for dead holding the call gil(41, " in str(error)
+    assert ", and gil is not idempotent, so it was not re-run" in str(error)
+
+
+@pytest.mark.parametrize(("attempts", "alive", "idempotent"), [
+    (3, True, True), (2, False, True), (1, True, False)])
+def test_a_lost_call_is_named_by_its_arguments_each_cut_short(
+        attempts: int, alive: bool, idempotent: bool) -> None:
+    # (which of the program's calls to gil it was: the one with these arguments; a long
+    # string cut, bytes by their length, never their contents)
+    text = str(_lose(attempts, alive, idempotent))
+    assert "gil(41, 'xxxxxxxxxxxxxxxxx...xxxxxxxxxxxxxxxxxx', <bytes of 1000 bytes>, mode=2)" in text
+    assert "x" * 50 not in text
+
+
+def test_a_call_text_shows_arrays_by_shape_and_stays_short() -> None:
+    import numpy as np
+
+    from polybus.client.calltext import LIMIT, call_text
+
+    class Bad:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    assert call_text("f", [np.zeros((3, 4)), Bad()], None).startswith(
+        "f(<ndarray 3x4 float64>, <Bad instance at ")
+    long = call_text("f", list(range(100)), {f"k{i}": "v" * 30 for i in range(20)})
+    assert len(long) == LIMIT and long.endswith("...)")

@@ -88,6 +88,9 @@ def error_doc(exc: BaseException) -> dict[str, object]:
         error.update(remote_type=exc.remote_type, remote_message=exc.remote_message,
                      remote_traceback=exc.remote_traceback, replica=exc.replica,
                      interface=exc.interface)
+    site = getattr(exc, "call_site", None)  # (callsite.py: the user's line, FILE:LINE)
+    if site is not None:
+        error["call_site"] = site
     return {"error": error}
 
 

@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from polybus.client.calls import CallRecord, ReplicaLink, silence_note, suspect_note
+from polybus.client.calltext import call_text
 from polybus.client.policies.balance import demand_pick
 from polybus.client.unsendable import send_accepted
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
@@ -79,18 +80,19 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
     d._isolated.pop(i, None)
     for rec in sorted(held, key=lambda r: r.id):
         d._suspects.discard(rec.id)
+        call = call_text(d.interface, rec.args, rec.kwargs)  # (which of its calls it was)
         if not d.idempotent:
             went = "was taken for dead" if silence_note(error) else "died"
             rec.set_error(WorkerDiedError(
-                f"{link.name} {went} holding a call to {d.interface}, which is not "
+                f"{link.name} {went} holding the call {call}, and {d.interface} is not "
                 f"idempotent, so it was not re-run ({error}){silence_note(error)}",
                 interface=d.interface, replica=link.name))
         elif rec.attempts >= d.max_attempts:
             # (why, and the key that stops the re-runs, as when every replica is gone:
             # a replica taken for dead may be dialled again before the call runs out)
             rec.set_error(PoisonCallError(
-                f"a call to {d.interface} was lost with {rec.attempts} replicas "
-                f"in a row (last: {link.name}); it is not tried again"
+                f"the call {call} was lost with {rec.attempts} replicas of "
+                f"{d.interface} in a row (last: {link.name}); it is not tried again"
                 + suspect_note(d.interface, rec.attempts, error, link.module),
                 interface=d.interface, replica=link.name))
         elif any(d._alive()):
@@ -99,12 +101,14 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
             heapq.heappush(d._backlog, (float("-inf"), next(d._seq), rec))
         else:
             rec.set_error(ConnectionLostError(
-                f"every replica of {d.interface} is gone (last: {link.name}: {error})"
+                f"the call {call} was lost: every replica of {d.interface} is gone "
+                f"(last: {link.name}: {error})"
                 + suspect_note(d.interface, rec.attempts, error, link.module)))
     if not any(d._alive()):  # none left to take the backlog: it fails too
         while d._backlog:
             rec = heapq.heappop(d._backlog)[2]
             rec.set_error(ConnectionLostError(
+                f"the call {call_text(d.interface, rec.args, rec.kwargs)} was not run: "
                 f"every replica of {d.interface} is gone (last: {link.name}: {error})"
                 + silence_note(error)))
     refill(d)

@@ -1,0 +1,37 @@
+"""Which failures `callsite.place` names the user's line in: a call lost with every
+replica and one nobody serves, as a remote error is (a new user's lost call said
+"every replica of crash is gone" and nothing of which call or where)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from polybus.callsite import PLACED, place
+from polybus.config.model import AppConfig
+from polybus.errors import ConfigError, ConnectionLostError, NoReplicaError, PolybusError
+
+
+def _raise(exc: PolybusError) -> None:
+    raise exc  # (this file is the user's code here: not polybus's)
+
+
+@pytest.mark.parametrize("exc", [ConnectionLostError("every replica of f is gone"),
+                                 NoReplicaError("no live replica serves f")])
+def test_a_lost_or_unserved_call_names_the_users_line(exc: PolybusError) -> None:
+    assert isinstance(exc, PLACED)
+    line = _raise.__code__.co_firstlineno + 1
+    said = str(exc)
+    with pytest.raises(type(exc)) as info:
+        _raise(exc)
+    place(cast(Any, info.value), cast(AppConfig, None), "client")
+    assert info.value.call_site == f"{__file__}:{line}"  # type: ignore[attr-defined]
+    head, at, code = str(info.value).split("\n")
+    assert head == said
+    assert at == f'  the call whose answer was used at File "{__file__}", line {line}, in _raise:'
+    assert code.strip() == "raise exc  # (this file is the user's code here: not polybus's)"
+
+
+def test_a_configuration_error_is_not_placed() -> None:
+    assert not isinstance(ConfigError("x"), PLACED)
