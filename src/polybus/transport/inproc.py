@@ -24,7 +24,11 @@ from dataclasses import dataclass
 from polybus.errors import TransportError
 from polybus.transport.wake import Wake
 
-__all__ = ["InprocListener", "Peer", "dial", "listen"]
+__all__ = ["ONE_PROCESS", "InprocListener", "Peer", "dial", "listen"]
+
+# Said where an inproc address is refused (a worker's or the registry's --listen): what
+# listens there is dialled from other processes.
+ONE_PROCESS = "an inproc:// address is reached only from within the process that listens (tests)"
 
 _names_lock = threading.Lock()
 _listeners: dict[str, InprocListener] = {}
