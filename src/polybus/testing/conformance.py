@@ -15,15 +15,17 @@ connection:
 - ``ipc``/``shm`` socket files are 0600; ``shm`` really carried the large buffers in
   shared memory, and no segment stays mapped or open in this process once the arrays
   and channels are gone (segments are memfds, so nothing is ever named in /dev/shm);
-- ``inproc`` makes no file and no network socket: its name is this process's alone,
-  taken while it listens (a second listener is refused) and free once it is closed
-  (a dialler is then told no listener has that name).
+- ``inproc`` makes no file, and its connections are unnamed Unix sockets (nothing
+  another process could dial); its name is this process's alone, taken while it
+  listens (a second listener is refused) and free once it is closed (a dialler is then
+  told no listener has that name).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -150,6 +152,10 @@ def check_transport(scheme: str, directory: Path, *, large: int = 64 << 20,
     server = threading.Thread(target=serve, daemon=True)
     server.start()
     client = connect(real, TOKEN, Codec())
+    if scheme == "inproc":
+        sock = client.sock
+        assert sock.family == socket.AF_UNIX and sock.getsockname() in ("", b""), \
+            f"an inproc connection is bound to {sock.getsockname()!r}"
     rng = np.random.default_rng(seed)
     try:
         payloads = _payloads(rng)
