@@ -90,7 +90,10 @@ class Cluster:
         self.path = tmp / "app.toml"
         self.app = load(self.path)
         self.token = make_token()
-        self.registry = RegistryService(self.token, "tcp://127.0.0.1:0", ttl=30.0)
+        # inproc: the registry too, so that every connection of the run is in-process
+        self.registry = RegistryService(
+            self.token, f"inproc://{tmp}/registry" if transport == "inproc"
+            else "tcp://127.0.0.1:0", ttl=30.0)
         self.reg_client = RegistryClient(str(self.registry.address), self.token)
         self.runtimes: list[WorkerRuntime] = []
         self.tmp, self.transport = tmp, transport
@@ -104,6 +107,7 @@ class Cluster:
     def start_replica(self, name: str) -> WorkerRuntime:
         spec = self.app.modules["server"]
         listen = ("tcp://127.0.0.1:0" if self.transport == "tcp"
+                  else f"inproc://{self.tmp}/{name}" if self.transport == "inproc"
                   else f"{self.transport}://{self.tmp}/{name}.sock")
         rt = WorkerRuntime(name, self.functions, self.token, listen,
                            options_for(spec, None, 1 << 30)).start()

@@ -9,7 +9,7 @@ import pytest
 from polybus.testing.conformance import check_transport
 
 
-@pytest.mark.parametrize("scheme", ["tcp", "ipc", "shm"])
+@pytest.mark.parametrize("scheme", ["tcp", "ipc", "shm", "inproc"])
 def test_transport_conformance(scheme: str, tmp_path: Path) -> None:
     check_transport(scheme, tmp_path, large=32 << 20)
 

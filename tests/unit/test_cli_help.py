@@ -84,6 +84,24 @@ def test_a_bad_listen_is_blamed_on_listen(capsys: pytest.CaptureFixture[str]) ->
             in capsys.readouterr().err)
 
 
+@pytest.mark.parametrize(("argv", "what"), [
+    (["registry", "--listen", "inproc://reg"], "a registry"),
+    (["worker", "--registry", "127.0.0.1:9", "--module", "examples/sort/server.py",
+      "--listen", "inproc://w"], "a worker"),
+])
+def test_an_inproc_listen_is_refused_by_a_process_others_dial(
+        argv: list[str], what: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """inproc:// reaches only listeners of the dialling process: a registry or worker
+    listening there could never be reached, so it is not started."""
+    monkeypatch.setenv("POLYBUS_TOKEN", "t" * 32)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (f"polybus {argv[0]}: error: --listen '{argv[argv.index('--listen') + 1]}': an "
+            "inproc:// address is reached only from within the process that listens (tests); "
+            f"{what} is dialled from other processes") in err, err
+
+
 @pytest.mark.parametrize("argv", [["registry", "--ttl", "-1"],
                                   ["worker", "--registry", "127.0.0.1:9", "--heartbeat", "0"]])
 def test_a_duration_that_is_not_positive_is_refused(

@@ -129,6 +129,10 @@ def test_callstyle_in_define_points_to_use(tmp_path: Path) -> None:
 
 # -- wrong types and values --------------------------------------------------------------
 
+INPROC_HINT = ("inproc:// is for a listener and its connections within one process, in "
+               "tests; replicas run as processes of their own: 'ipc' or 'shm' for this host")
+
+
 def set_server(key_line: str) -> str:
     return BASE.replace('replication = 4\n', f"replication = 4\n{key_line}\n", 1)
 
@@ -224,6 +228,11 @@ def set_cluster(item: str) -> str:
      "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"),
     (set_use('transport = "carrier-pigeon"'), "modules.client.use.compare.transport",
      "expected one of 'tcp', 'ipc', 'shm', got 'carrier-pigeon'", None),
+    # inproc:// is an address for tests within one process; replicas are processes
+    (set_server('transport = "inproc"'), "modules.server.transport",
+     "expected one of 'tcp', 'ipc', 'shm', got 'inproc'", INPROC_HINT),
+    (set_use('transport = "inproc"'), "modules.client.use.compare.transport",
+     "expected one of 'tcp', 'ipc', 'shm', got 'inproc'", INPROC_HINT),
     (set_use('loadratio = "1:x:1:1"'), "modules.client.use.compare.loadratio",
      "not a load ratio: '1:x:1:1'",
      "a string such as '1:2:4' or an array of numbers such as [1, 2, 4]"),

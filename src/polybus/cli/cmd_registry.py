@@ -13,6 +13,7 @@ from polybus.registry.service import RegistryService
 from polybus.stopsignals import StopSignals
 from polybus.token import cluster_token, make_token, write_token_file
 from polybus.transport.endpoints import Address
+from polybus.transport.inproc import ONE_PROCESS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,11 +45,14 @@ def main(args: argparse.Namespace) -> int:
     given = args.listen or (cluster.registry if cluster is not None else None) or "127.0.0.1:0"
     listen = given if "://" in given else f"tcp://{given}"
     try:
-        Address.parse(listen)
+        scheme = Address.parse(listen).scheme
     except TransportError:  # (it said "bad address 'tcp://8080'", an address not given)
         what = "--listen" if args.listen else "[cluster] registry"
         raise UsageError(f"{what} {given!r}: expected HOST:PORT with a port "
                          "0-65535, e.g. 127.0.0.1:7700 (port 0: any free port)") from None
+    if scheme == "inproc":  # (--listen: [cluster] registry is HOST:PORT)
+        raise UsageError(f"--listen {given!r}: {ONE_PROCESS}; a registry is dialled from "
+                         "other processes: use HOST:PORT")
     # Handlers first: a SIGINT/SIGTERM (or SIGHUP: its terminal closed) from here on ends
     # the wait below, and the finally removes the token file this command made (a file
     # the user named is theirs to keep). (No lock in a handler: stopsignals.py.)

@@ -46,10 +46,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from polybus.transport.endpoints import Address
+    from polybus.transport.inproc import ONE_PROCESS
     from polybus.worker.main import serve
 
     for where in args.listen or []:  # (before the module is imported: a typo costs nothing)
-        Address.parse(where)
+        if Address.parse(where).scheme == "inproc":
+            raise UsageError(f"--listen {where!r}: {ONE_PROCESS}; a worker is dialled from "
+                             "other processes: use tcp://, ipc:// or shm://")
     config_token_file = config_registry = None
     spec = replica = None
     max_frame = 1 << 30

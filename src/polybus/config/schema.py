@@ -46,7 +46,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-TRANSPORTS = ("tcp", "ipc", "shm")
+TRANSPORTS = ("tcp", "ipc", "shm")  # (not inproc: a module's replicas are processes)
 ENGINES = ("local", "hosts", "mpi", "ray")
 _MODULE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -281,9 +281,20 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
         aggregate_bytes=aggregate_bytes,
         linger=_pick(linger, u.linger),
         timeout=t.positive_duration("timeout"),
-        transport=t.string("transport", TRANSPORTS),
+        transport=_transport(t),
         forward=_pick(t.boolean("forward"), u.forward),
     )
+
+
+def _transport(t: _Table) -> str | None:
+    """A module's or a binding's transport; inproc said as what it is (not for replicas)."""
+    if t.t.get("transport") != "inproc":
+        return t.string("transport", TRANSPORTS)
+    t.p.add(f"expected one of {', '.join(map(repr, TRANSPORTS))}, got 'inproc'",
+            t.key("transport"), "inproc:// is for a listener and its connections within one "
+            "process, in tests; replicas run as processes of their own: 'ipc' or 'shm' for "
+            "this host")
+    return None
 
 
 def _sub_tables(t: _Table, k: str, what: str) -> dict[str, dict[str, Any]]:
@@ -356,8 +367,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
         entrypoint=entrypoint,
         args=args,
         kwargs=_pick(t.table("kwargs"), {}),
-        transport=cast(Literal["tcp", "ipc", "shm"], _pick(t.string("transport", TRANSPORTS),
-                                                           "tcp")),
+        transport=cast(Literal["tcp", "ipc", "shm"], _pick(_transport(t), "tcp")),
         pickle=_pick(t.boolean("pickle"), False),
         spin=_spin(t),
         coalesce=_coalesce(t),

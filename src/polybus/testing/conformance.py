@@ -1,7 +1,8 @@
 """What every transport must do, as one function: ``check_transport(scheme, directory)``.
 
-It listens on ``scheme`` (``tcp``, ``ipc``, ``shm``; socket files go in ``directory``),
-runs an echo peer in a thread and checks, over one authenticated connection:
+It listens on ``scheme`` (``tcp``, ``ipc``, ``shm``, ``inproc``; socket files go in
+``directory``), runs an echo peer in a thread and checks, over one authenticated
+connection:
 
 - messages of mixed sizes (empty to several MiB, arrays of several dtypes and shapes,
   bytes in the header and out of band) come back equal, one at a time and many per
@@ -13,20 +14,25 @@ runs an echo peer in a thread and checks, over one authenticated connection:
   raises ConnectionLostError, and a closed peer is seen by the other side;
 - ``ipc``/``shm`` socket files are 0600; ``shm`` really carried the large buffers in
   shared memory, and no segment stays mapped or open in this process once the arrays
-  and channels are gone (segments are memfds, so nothing is ever named in /dev/shm).
+  and channels are gone (segments are memfds, so nothing is ever named in /dev/shm);
+- ``inproc`` makes no file, and its connections are unnamed Unix sockets (nothing
+  another process could dial); its name is this process's alone, taken while it
+  listens (a second listener is refused) and free once it is closed (a dialler is then
+  told no listener has that name).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import socket
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from polybus.errors import ConnectionLostError
+from polybus.errors import ConnectionLostError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, authenticate, connect, listen
 from polybus.wire.codec import OOB_BYTES, Codec, OutOfBand
@@ -99,14 +105,41 @@ def _collect(ch: Channel, want: int, got: dict[int, Any]) -> None:
             got[msg.id] = msg.value
 
 
+def _check_inproc_name(real: Address, directory: Path) -> None:
+    """A live inproc name: nothing in the filesystem, and taken."""
+    assert not os.path.lexists(real.path), "inproc made a file"
+    assert not any(directory.iterdir()), "inproc made a file"
+    try:
+        second, _ = listen(real)
+    except TransportError:
+        pass
+    else:
+        second.close()
+        raise AssertionError(f"a second listener took {real}, a name in use")
+
+
+def _check_inproc_freed(real: Address) -> None:
+    """A closed inproc listener's name: unknown to a dialler, free to listen on again."""
+    try:
+        connect(real, TOKEN, Codec(), timeout=1.0).close()
+    except TransportError as exc:
+        assert "no listener" in str(exc), exc
+    else:
+        raise AssertionError(f"{real} was dialled after its listener closed")
+    again, _ = listen(real)
+    again.close()
+
+
 def check_transport(scheme: str, directory: Path, *, large: int = 64 << 20,
                     seed: int = 1) -> None:
     """Raise AssertionError (or a transport error) if ``scheme`` breaks the contract."""
     where = Address.parse("tcp://127.0.0.1:0" if scheme == "tcp"
                           else f"{scheme}://{directory / f'conf.{scheme}'}")
     listener, real = listen(where)
-    if scheme != "tcp":
+    if scheme in ("ipc", "shm"):
         assert os.stat(real.path).st_mode & 0o777 == 0o600, "socket file must be 0600"
+    if scheme == "inproc":
+        _check_inproc_name(real, directory)
     served: list[Channel] = []
     stop = threading.Event()
 
@@ -119,6 +152,10 @@ def check_transport(scheme: str, directory: Path, *, large: int = 64 << 20,
     server = threading.Thread(target=serve, daemon=True)
     server.start()
     client = connect(real, TOKEN, Codec())
+    if scheme == "inproc":
+        sock = client.sock
+        assert sock.family == socket.AF_UNIX and sock.getsockname() in ("", b""), \
+            f"an inproc connection is bound to {sock.getsockname()!r}"
     rng = np.random.default_rng(seed)
     try:
         payloads = _payloads(rng)
@@ -192,7 +229,9 @@ def check_transport(scheme: str, directory: Path, *, large: int = 64 << 20,
             ch.close()
         listener.close()
         server.join(10)
-    if scheme != "tcp":
+    if scheme in ("ipc", "shm"):
         os.unlink(real.path)
+    if scheme == "inproc":
+        _check_inproc_freed(real)
     gc.collect()
     assert memfd_mappings() == 0, "shared segments left mapped or open"

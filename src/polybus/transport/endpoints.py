@@ -1,10 +1,11 @@
 """Addresses by scheme, listening and connecting, with the token handshake.
 
 ``tcp://HOST:PORT`` (``HOST:PORT`` alone means tcp), ``ipc:///path/to.sock`` (a Unix
-socket) and ``shm:///path/to.sock`` (a Unix socket whose large buffers travel in shared
-memory, see shm.py). An ``ipc``/``shm`` listener's socket file is made 0600 (put it
-in a 0700 directory; the local engine does). Listening binds to loopback unless an
-address says otherwise.
+socket), ``shm:///path/to.sock`` (a Unix socket whose large buffers travel in shared
+memory, see shm.py) and ``inproc://NAME`` (a listener and its connections within one
+process, for tests; see inproc.py). An ``ipc``/``shm`` listener's socket file is made
+0600 (put it in a 0700 directory; the local engine does). Listening binds to loopback
+unless an address says otherwise.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import ssl
 import struct
 import threading
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from polybus.errors import AuthenticationError, ProtocolError, TLSHandshakeError, TransportError
+from polybus.transport import inproc
 from polybus.transport import tls as _tls
 from polybus.transport.channel import Channel
 from polybus.wire import handshake
@@ -59,12 +62,22 @@ class HandshakeGate:
             return refused
 
 
+class Listener(Protocol):
+    """What `listen` gives: a listening socket, or an inproc listener that behaves as one."""
+
+    def accept(self) -> tuple[socket.socket, Any]: ...
+    def fileno(self) -> int: ...
+    def setblocking(self, flag: bool) -> None: ...
+    def shutdown(self, how: int) -> None: ...
+    def close(self) -> None: ...
+
+
 WILDCARDS = ("0.0.0.0", "::", "")  # hosts that bind every interface and name none to dial
 
 
 @dataclass(frozen=True)
 class Address:
-    scheme: str  # "tcp" | "ipc" | "shm"
+    scheme: str  # "tcp" | "ipc" | "shm" | "inproc"
     host: str = ""
     port: int = 0
     path: str = ""
@@ -85,17 +98,24 @@ class Address:
             if not rest:
                 raise TransportError(f"bad address {text!r}: expected {scheme}:///path")
             return cls(scheme, path=rest)
-        raise TransportError(f"unknown transport {scheme!r} in {text!r} (tcp, ipc, shm)")
+        if scheme == "inproc":
+            if not rest:
+                raise TransportError(f"bad address {text!r}: expected inproc://NAME")
+            return cls(scheme, path=rest)
+        raise TransportError(f"unknown transport {scheme!r} in {text!r} "
+                             "(tcp, ipc, shm, or inproc within one process)")
 
     def __str__(self) -> str:
-        if self.scheme in ("ipc", "shm"):
+        if self.scheme in ("ipc", "shm", "inproc"):
             return f"{self.scheme}://{self.path}"
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"tcp://{host}:{self.port}"
 
 
-def listen(address: Address, backlog: int = 128) -> tuple[socket.socket, Address]:
+def listen(address: Address, backlog: int = 128) -> tuple[Listener, Address]:
     """A listening socket and the address it really has (port 0 becomes a real port)."""
+    if address.scheme == "inproc":
+        return inproc.listen(address.path, backlog), address
     if address.scheme in ("ipc", "shm"):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -164,7 +184,9 @@ def connect(address: Address | str, token: bytes, codec: Codec,
     addr = Address.parse(address) if isinstance(address, str) else address
     tls = tls or _tls.current()
     try:
-        if addr.scheme in ("ipc", "shm"):
+        if addr.scheme == "inproc":
+            sock = inproc.dial(addr.path, timeout)  # (a TransportError if none listens)
+        elif addr.scheme in ("ipc", "shm"):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(timeout)
             sock.connect(addr.path)
@@ -172,7 +194,7 @@ def connect(address: Address | str, token: bytes, codec: Codec,
             sock = socket.create_connection((addr.host, addr.port), timeout=timeout)
     except OSError as exc:
         raise TransportError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
-    tls = tls if addr.scheme == "tcp" else None  # (ipc and shm stay local and plain)
+    tls = tls if addr.scheme == "tcp" else None  # (ipc, shm and inproc stay local and plain)
     greeted = False
     try:
         _tune(sock)
@@ -187,10 +209,14 @@ def connect(address: Address | str, token: bytes, codec: Codec,
                 f"polybus greeting (a peer that uses TLS, [cluster] tls, closes a plain "
                 f"connection so; a polybus peer also does while {MAX_HANDSHAKES} "
                 f"handshakes are under way)")
+        if not greeted and addr.scheme == "inproc":  # (not "not a polybus server")
+            raise TransportError(f"handshake with {addr} failed: it closed the connection "
+                                 f"without a greeting (it stopped listening, or had "
+                                 f"{MAX_HANDSHAKES} handshakes under way)")
         sock.sendall(hs.proof(hello))
         hs.verify(_recv_exact(sock, handshake.ANSWER_SIZE))
         sock.settimeout(None)
-    except TLSHandshakeError:
+    except TransportError:  # (a TLSHandshakeError, or inproc's above)
         sock.close()
         raise
     except (ProtocolError, OSError) as exc:
@@ -214,7 +240,7 @@ def connect(address: Address | str, token: bytes, codec: Codec,
     return _channel(sock, codec, str(addr), addr.scheme == "shm")
 
 
-def accept(listener: socket.socket, token: bytes, codec: Codec,
+def accept(listener: Listener, token: bytes, codec: Codec,
            timeout: float = HANDSHAKE_TIMEOUT, *, shm: bool = False) -> Channel:
     """Accept one connection and authenticate it (see `authenticate`)."""
     sock, peer = listener.accept()
@@ -245,7 +271,8 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
     ``shm``: the socket came from an ``shm://`` listener. Raises AuthenticationError
     (the peer has been told why and disconnected) or TransportError.
     """
-    name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else _local_name(sock)
+    name = (f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple)
+            else str(peer) if isinstance(peer, inproc.Peer) else _local_name(sock))
     tls = tls or _tls.current()
     try:
         sock.settimeout(timeout)

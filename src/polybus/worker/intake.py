@@ -19,7 +19,7 @@ from typing import Any
 from polybus.errors import PolybusError, ProtocolError
 from polybus.quieter import Quieter
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import Address, HandshakeGate, authenticate
+from polybus.transport.endpoints import Address, HandshakeGate, Listener, authenticate
 from polybus.transport.greeting import Greeting
 from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import Codec
@@ -80,7 +80,7 @@ class Intake:
     _running: int
     _quiet: Quieter  # refusals logged once a minute per kind
     _token: bytes
-    _listening: dict[Address, socket.socket]
+    _listening: dict[Address, Listener]
     _gates: dict[Address, HandshakeGate]  # handshakes under way, per listener
     _greeting: Greeting  # the same handshakes, for stop() to end
     _new: list[Channel]  # authenticated, for the poller to adopt

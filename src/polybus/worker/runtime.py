@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 import traceback
@@ -25,7 +24,7 @@ from typing import Any
 
 from polybus.quieter import Quieter
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import Address, HandshakeGate, listen
+from polybus.transport.endpoints import Address, HandshakeGate, Listener, listen
 from polybus.transport.greeting import Greeting
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
@@ -60,7 +59,7 @@ class WorkerRuntime(Polling):
         self.functions = functions
         self.options = options or ServeOptions()
         self._token = token
-        self._listening: dict[Address, socket.socket] = {}
+        self._listening: dict[Address, Listener] = {}
         try:
             for text in [address] if isinstance(address, str) else address:
                 sock, real = listen(Address.parse(text))
