@@ -40,7 +40,13 @@ from polybus.wire.arrays import (
 )
 from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, Frame, encode_frame, too_large
 from polybus.wire.messages import Call, Message, Result
-from polybus.wire.undecodable import Undecodable, Unpicklable, failed_form
+from polybus.wire.undecodable import (
+    UNHASHABLE_KEY,
+    Undecodable,
+    Unpicklable,
+    failed_form,
+    salvage,
+)
 from polybus.wire.values import (
     OOB_BYTES,
     PROMISE_INSIDE,
@@ -242,12 +248,25 @@ class Codec:
         except Unpicklable:  # (the program's value, not the protocol: wire/undecodable.py)
             return self._failed(header)
         except msgspec.DecodeError as exc:
+            if UNHASHABLE_KEY in str(exc):  # (the program's value: wire/undecodable.py)
+                return self._salvaged(header)
             raise ProtocolError(f"malformed message: {exc}") from None
         except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as exc:
             raise ProtocolError(f"malformed value in message: {exc}") from None
         except RecursionError:  # (a RuntimeError: arrays or maps nested thousands deep)
             raise ProtocolError("malformed message: values nested too deeply") from None
         return msg
+
+    def _salvaged(self, header: bytes | bytearray | memoryview) -> Message:
+        """The message of ``header``, a dict key in one of whose values cannot be one
+        here, as the message that fails what it carried (or a `Refusal`)."""
+        self._lenient = True  # (a pickle that fails in it fails the same way)
+        try:
+            return salvage(header, self._dec.decode, self._any_dec.decode)  # type: ignore[no-any-return]
+        except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as exc:
+            raise ProtocolError(f"malformed value in message: {exc}") from None
+        finally:
+            self._lenient = False
 
     def _failed(self, header: bytes | bytearray | memoryview) -> Message:
         """The message of ``header``, one of whose values did not unpickle, as the

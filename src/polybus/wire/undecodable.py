@@ -19,10 +19,18 @@ an `Undecodable`, and `failed_form` turns it into what fails that one message al
                      again with its values, which the replica then refuses as above
 
 A message of any other kind has no program values: a pickle in it stays a protocol error.
+
+A value can also fail to decode without pickle: a dict whose key msgpack carries as a map
+(a dataclass, a msgspec Struct or a dict as the key) or as a reference (a broadcast
+handle), which cannot be a key on this side. The sender's encoder takes it; the decoder
+cannot. `salvage` rebuilds such a message field by field, the field that fails as an
+`Undecodable`, and it fails as above: the call (or answer) alone, not the connection
+and every call on it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -42,6 +50,9 @@ from polybus.wire.messages import (
 
 HINT = ("a pickled class must come from a module both sides import (not the program's "
         "__main__ nor the served module itself)")
+KEY_HINT = ("a dict's keys must be str, numbers, bytes, None or tuples of these (a "
+            "dataclass, a msgspec Struct or a dict as a key travels as a map, a broadcast "
+            "handle as a reference)")
 
 
 class Unpicklable(ProtocolError):
@@ -49,13 +60,16 @@ class Unpicklable(ProtocolError):
 
 
 class Undecodable:
-    """Stands for a value that did not unpickle (``type``, ``why``: what it raised)."""
+    """Stands for a value that did not unpickle (``type``, ``why``: what it raised), or,
+    with ``hint`` `KEY_HINT`, one with a dict key that cannot be one here (`salvage`)."""
 
-    __slots__ = ("type", "why")
+    __slots__ = ("hint", "type", "verb", "why")
 
-    def __init__(self, exc: BaseException) -> None:
+    def __init__(self, exc: BaseException, hint: str = HINT) -> None:
         self.type = type(exc).__name__
         self.why = str(exc) or self.type
+        self.hint = hint
+        self.verb = "unpickled" if hint is HINT else "decoded"
 
 
 class RefusedRows(CallBatch):
@@ -97,13 +111,13 @@ def first_bad(value: Any) -> Undecodable | None:
     return None
 
 
-ANSWER = "its answer could not be unpickled in the client"
-ARGUMENT = "an argument of this call could not be unpickled on the replica"
-FORWARDED = "the forwarded value could not be unpickled"
+ANSWER = "its answer could not be {} in the client"
+ARGUMENT = "an argument of this call could not be {} on the replica"
+FORWARDED = "the forwarded value could not be {}"
 
 
 def _said(bad: Undecodable, what: str) -> str:
-    return f"{what}: {bad.why}; {HINT}"
+    return f"{what.format(bad.verb)}: {bad.why}; {bad.hint}"
 
 
 def failed_form(msg: Any) -> Any:
@@ -141,7 +155,73 @@ def failed_form(msg: Any) -> Any:
         why = _said(bad, f"{FORWARDED} on the consumer's replica")
         return Deliver(msg.key, False, [bad.type, why, ""])
     if t is Put:
-        return Refusal(None, _said(bad, f"operand {msg.key[:12]} could not be unpickled "
+        return Refusal(None, _said(bad, f"operand {msg.key[:12]} could not be {{}} "
                                         "on the replica (not cached)"))
     raise ProtocolError(f"a pickled value in a {t.__name__}, which carries none")
 
+
+
+# Messages that carry program values, by tag, with the fields that hold them (the rest
+# are polybus's own, decoded as their types); one call's arguments, or one answer, each
+# in the fields `_PER_CALL` names.
+_CARRIERS = {c.__struct_config__.tag: c
+             for c in (Call, Result, Batch, CallBatch, BatchResult, Put, Deliver, Fetched)}
+_VALUES = {"args", "kwargs", "value", "values"}
+# What msgspec says of a map key that decodes to something unhashable (a key that went
+# as a map: a dataclass, a Struct, a dict; or as a reference): a value of the program's.
+UNHASHABLE_KEY = "map keys must be hashable"
+_PER_CALL: dict[type[Any], str] = {CallBatch: "args", BatchResult: "values"}
+_RAWS = msgspec.msgpack.Decoder(list[msgspec.Raw])
+_TAG = msgspec.msgpack.Decoder(int)
+
+
+def salvage(header: bytes | bytearray | memoryview, typed: Callable[[Any], Any],
+            loose: Callable[[Any], Any]) -> Any:
+    """``header``, which failed to decode because a dict key in a value cannot be one
+    here, as the message that fails what carried that value (or a `Refusal`).
+    ``typed`` decodes a whole message, ``loose`` any one value (both with the codec's
+    extension hook). ProtocolError if it is not such a message after all."""
+    msg = _rebuild(header, typed, loose)
+    if first_bad(msg) is None:
+        raise ProtocolError("malformed message: a value failed to decode, then did not")
+    return failed_form(msg)
+
+
+def _rebuild(raw: Any, typed: Callable[[Any], Any], loose: Callable[[Any], Any]) -> Any:
+    try:
+        return typed(raw)
+    except msgspec.DecodeError:
+        pass
+    try:
+        parts = _RAWS.decode(raw)
+        cls = _CARRIERS.get(_TAG.decode(parts[0])) if parts else None
+        if cls is None:
+            raise ProtocolError("malformed message: undecodable values in a message that "
+                                "carries none")
+        if cls is Batch:  # (each item decodes, or is rebuilt, alone)
+            return Batch([_rebuild(item, typed, loose) for item in _RAWS.decode(parts[1])])
+        return _fields(cls, parts, loose)
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"malformed message: {exc}") from None
+
+
+def _fields(cls: type[Any], parts: list[msgspec.Raw], loose: Callable[[Any], Any]) -> Any:
+    values: list[Any] = []
+    for field, part in zip(msgspec.structs.fields(cls), parts[1:], strict=False):
+        if _PER_CALL.get(cls) == field.name:
+            values.append([_value(p, loose) for p in _RAWS.decode(part)])
+        elif field.name in _VALUES:
+            values.append(_value(part, loose))
+        else:  # (a ProtocolError's DecodeError if it is not what it must be)
+            values.append(msgspec.msgpack.decode(part, type=field.type))
+    return cls(*values)
+
+
+def _value(raw: msgspec.Raw, loose: Callable[[Any], Any]) -> Any:
+    try:
+        return loose(raw)
+    except msgspec.DecodeError as exc:
+        if UNHASHABLE_KEY not in str(exc):  # (broken otherwise: not the program's value)
+            raise
+        return Undecodable(TypeError(f"a dict key arrived as a map or a reference, which "
+                                     f"cannot be a key ({exc})"), KEY_HINT)
