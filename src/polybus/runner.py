@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from polybus.callsite import PLACED, place
 from polybus.client import unseen
-from polybus.client.drain import drain
+from polybus.client.drain import drain, under_way
 from polybus.client.promise import wait
 from polybus.client.session import ReplicaStats, Session
 from polybus.client.stubs import activate
@@ -178,9 +178,21 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
         finally:
             activate(None)
             if session is not None:
+                # (calls still running when the program ended: no outcome to count, so
+                # said as such, or the count of failures would vary run to run unexplained)
+                running = _running(session) if ended is not None else 0
                 session.close()
                 if ended is not None:  # (closed: no call fails after this)
-                    unseen.note_hushed(ended, session)
+                    unseen.note_hushed(ended, session, running)
+
+
+def _running(session: Session) -> int:
+    """Calls under way (drain.under_way), or 0 if the session cannot say: the note is
+    not worth hiding the program's own exception for."""
+    try:
+        return under_way(session)
+    except Exception:
+        return 0
 
 
 def _ended(exc: BaseException, app: AppConfig, client: str,

@@ -171,11 +171,17 @@ def hush() -> None:
     _hush = True
 
 
-def note_hushed(exc: BaseException, session: Session) -> None:
+def note_hushed(exc: BaseException, session: Session, running: int = 0) -> None:
     """At the end of a run the program's ``exc`` ended (`hush`; the session closed, so no
     call fails after): add to ``exc`` one note that counts the calls that failed and that
-    no one looked at, by type ("the same way" when all are of ``exc``'s type), unless
-    the logger is silenced."""
+    no one looked at, by type ("the same way" when all are of ``exc``'s type), and one
+    that counts the ``running`` calls, still under way then, whose outcome no one will
+    know, unless the logger is silenced."""
+    if running and log.isEnabledFor(logging.WARNING):
+        exc.add_note(f"{running} call{'' if running == 1 else 's'} the program made "
+                     f"{'was' if running == 1 else 'were'} still under way when it ended "
+                     "and went unfinished (their outcomes, failures included, are not "
+                     "known)")
     for bt in session.batchers:  # (a batch's errors: counted in _hushed, as said)
         for b in list(bt.failed):
             b.say_unseen()
