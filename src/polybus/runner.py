@@ -19,7 +19,8 @@ from polybus.callsite import PLACED, place
 from polybus.client import unseen
 from polybus.client.drain import drain, under_way
 from polybus.client.promise import wait
-from polybus.client.session import ReplicaStats, Session
+from polybus.client.session import Session
+from polybus.client.stats import ReplicaStats
 from polybus.client.stubs import activate
 from polybus.config import load
 from polybus.config.model import AppConfig

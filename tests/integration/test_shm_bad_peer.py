@@ -19,7 +19,7 @@ import pytest
 
 from polybus.testing.peers import next_message
 from polybus.transport import ring as ring_mod
-from polybus.transport import shmseg, shmshare
+from polybus.transport import shmmaps, shmshare
 from polybus.transport.endpoints import connect
 from polybus.transport.memfd import check_sealed, sealed_memfd
 from polybus.transport.ring import Ring
@@ -104,7 +104,7 @@ def test_an_unsealed_segment_is_refused(replica: str, monkeypatch: pytest.Monkey
 
 def test_a_peer_is_refused_past_max_maps_segments(replica: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shmseg, "MAX_MAPS", 3)
+    monkeypatch.setattr(shmmaps, "MAX_MAPS", 3)
     bad = connect(replica, TOKEN, Codec())
     try:
         for i in range(1, 4):

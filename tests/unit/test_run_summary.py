@@ -8,7 +8,7 @@ from rich.console import Console
 
 from polybus.cli.cmd_run import caption, summary
 from polybus.cli.output import result_console
-from polybus.client.session import ReplicaStats
+from polybus.client.stats import ReplicaStats
 from polybus.runner import RunResult
 
 

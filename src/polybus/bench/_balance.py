@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from polybus.client.promise import wait
-from polybus.client.session import Session, SessionStats
+from polybus.client.session import Session
+from polybus.client.stats import SessionStats
 from polybus.client.stubs import activate
 from polybus.config import load
 from polybus.engines.local import LocalEngine

@@ -14,10 +14,11 @@ binding has none of this: its promises are waited for at the call, as with forwa
 on, and it keeps its plain path.)
 
 A producer that failed fails the consumer, unplaced, with the typed error the forwarding
-path gives: a RemoteException of the producer's type whose message begins "an upstream
-call failed: " and names the call that raised ("raised in f on server-0, upstream of
-g"), the producer's error then counted as seen (client/unseen.py). It is the consumer's
-promise that fails, whenever the producer does, before the consuming call or after.
+path gives (client/upstream.py): a RemoteException of the producer's type whose message
+begins "an upstream call failed: " and names the call that raised ("raised in f on
+server-0, upstream of g"), the producer's error then counted as seen (client/unseen.py).
+It is the consumer's promise that fails, whenever the producer does, before the
+consuming call or after.
 
 The same waiting serves a forwarding binding given only promises of bindings whose
 answers are not forwarded (``forwards_answers``), which would otherwise have waited at
@@ -40,14 +41,12 @@ from polybus.client.nested import Nested
 from polybus.client.policies.balance import demand_pick
 from polybus.client.promise import CallPromise
 from polybus.client.snapshot import snapshot, snapshot_kwargs
-from polybus.client.unseen import seen
+from polybus.client.upstream import upstream_error
 from polybus.client.wireargs import wire
 from polybus.errors import (
-    UPSTREAM_FAILED,
     ConnectionLostError,
     NoReplicaError,
     PolybusError,
-    RemoteException,
     UsageError,
 )
 from polybus.wire.codec import Ref
@@ -382,32 +381,3 @@ def _place(d: Dispatcher, rec: CallRecord) -> None:
         raise NoReplicaError(f"no live replica serves {d.interface}")
     heapq.heappush(d._backlog, (-rec.prio, next(d._seq), rec))
     d.reactor.work_left()
-
-
-def upstream_error(rec: CallRecord, producer: Promised, error: PolybusError) -> RemoteException:
-    """The error of consumer ``rec`` whose ``producer`` failed with ``error``, as a
-    consumer's replica gives it under forwarding (worker/fwdheld.py, client/fwdblame.py):
-    the producer's type, message (said once as an upstream failure) and traceback, and
-    where it was raised. The consumer was never placed: no replica of its own."""
-    if isinstance(error, RemoteException):
-        kind, message, tb = error.remote_type, error.remote_message, error.remote_traceback
-    else:
-        kind, message, tb = type(error).__name__, str(error), ""
-    said = message if message.startswith(UPSTREAM_FAILED) else UPSTREAM_FAILED + message
-    seen(error)  # (it reaches the program as the consumer's)
-    return RemoteException(kind, said, tb, interface=rec.dispatcher.interface,
-                           origin=_origin(producer, error))
-
-
-def _origin(p: Promised, error: PolybusError) -> str:
-    """Where ``error`` came from: "f on server-0", or, when ``p`` itself failed upstream,
-    that failure's origin and then ``p`` ("f on server-0, upstream of g on server-1")."""
-    if type(p) is CallPromise:
-        link, iface = p._rec.link, p._rec.dispatcher.interface
-    else:
-        link, iface = p._rec.link, p._rec.batcher.interface
-    mine = f"{iface} on {link.name}" if link is not None else iface
-    if isinstance(error, RemoteException) and error.remote_message.startswith(UPSTREAM_FAILED) \
-            and error.origin:
-        return f"{error.origin}, upstream of {mine}"
-    return mine

@@ -46,7 +46,7 @@ class Pending:
         self.dispatcher = batcher  # what Dispatcher.lost() and the reactor look at
         self.args: list[tuple[Any, ...]] = []
         self.opened = now
-        self.placed = now  # (time.monotonic()) when last sent to a replica: _place
+        self.placed = now  # (time.monotonic()) when last sent to a replica: batchplace.place
         self.size = 0
         self.id = 0
         self.link: ReplicaLink | None = None

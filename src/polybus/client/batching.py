@@ -10,9 +10,9 @@ A closed batch travels as one ``CallBatch`` to the replica with the fewest batch
 flight (async-demand(N): at most N batches per replica, the rest wait here in order;
 async: the balance policy picks) and is answered by one ``BatchResult``. While a
 replica still has two sent batches to answer, the next ones for it are held and
-written together (up to HOLD per write): fewer writes and fewer wake-ups of a replica
-that is busy anyway; anything held is written before the client reads, and by the
-timer within a linger.
+written together (up to HOLD per write, batchplace.py): fewer writes and fewer wake-ups
+of a replica that is busy anyway; anything held is written before the client reads,
+and by the timer within a linger.
 
 A batch is the unit of placement: if its replica is lost, the whole batch runs again
 elsewhere (idempotent interfaces), or each of its calls fails with the typed error the
@@ -43,15 +43,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes, operand_bytes
-from polybus.client.batchsend import refuse, requeue, settle_owed, unplace, write
-from polybus.client.fwdbatch import placed
+from polybus.client.batchplace import place
+from polybus.client.batchsend import requeue, settle_owed, write
 from polybus.client.linger import linger_main
 from polybus.client.operands import AUTO_THRESHOLD
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
 from polybus.client.snapshot import AS_IS, Keep, snapshot_row
 from polybus.client.wireargs import holds_handle, holds_promise, plain_args
-from polybus.errors import ConnectionLostError, PolybusError
+from polybus.errors import PolybusError
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import DEFAULT_MAX_FRAME
 from polybus.wire.messages import Message
@@ -60,11 +60,10 @@ if TYPE_CHECKING:
     from polybus.client.awaiting import Awaiting
     from polybus.client.calls import ReplicaLink
     from polybus.client.dispatch import Dispatcher
-    from polybus.client.operands import Comm, Pushes
+    from polybus.client.operands import Comm
     from polybus.client.reactor import Reactor
 
 
-HOLD = 4  # batches written together at most, while their replica is busy anyway
 # What `Batcher.after` is given: it builds the message(s) when they go
 Made = Callable[[], Message | list[Message] | None]
 
@@ -220,7 +219,7 @@ class Batcher:
     def _close(self, b: Pending) -> None:
         """The open batch is complete: place it, or queue it behind the others."""
         self._seal(b)
-        if self.backlog or not self._place(b):
+        if self.backlog or not place(self, b):
             self.backlog.append(b)
             self.reactor.work_left()
             self.reactor.poll()  # take in answers: they make room
@@ -231,75 +230,7 @@ class Batcher:
         self.d.calls += len(b.args)
         b.id = next(self.ids)
 
-    # -- placing batches -------------------------------------------------------------
-    def _pick(self) -> int | None:
-        links, inflight = self.links, self.inflight
-        if self.demand:
-            best = None
-            for i, lk in enumerate(links):
-                n = inflight[i]
-                if not lk.dead and n < self.window and (best is None or n < inflight[best]):
-                    best = i
-            return best
-        return self.d.policy.pick([not lk.dead for lk in links])
-
-    def _place(self, b: Pending, send: bool = True) -> bool:
-        """Send ``b`` to a replica with room; False (nothing done) if none has room."""
-        i = self._pick()
-        if i is None:
-            if not any(not lk.dead for lk in self.links):
-                b.set_error(ConnectionLostError(f"every replica of {self.interface} is gone"))
-                return True
-            return False
-        link = self.links[i]
-        b.link = link
-        b.attempts += 1
-        b.placed = time.monotonic()  # (its calls' timeout counts from here)
-        link.outstanding[b.id] = b  # type: ignore[assignment]
-        self.inflight[i] += 1
-        h = self.held[i]
-        msgs: list[Message]
-        # From the linger timer (send False) prefetch's Puts to the other replicas are
-        # held with their batches, not sent: a send through the reactor may read, and
-        # find a replica lost, whose batches this timer cannot requeue (lost() waits for
-        # the timer to step aside: it waited for itself, for ever).
-        pushes: Pushes | None = None if send else []
-        if self.comm is None or b.by_value(self.bound, self.most):
-            msgs = [b.message()]
-        else:
-            try:
-                msgs = self.comm.batch_messages(b, link, pushes)
-            except (TypeError, ValueError) as exc:  # an operand that cannot be hashed
-                if not refuse(self, b, link, exc):
-                    raise
-                if b.done:  # (none of its calls could be sent)
-                    unplace(self, b, link)
-                    self._hold(pushes)
-                    return True
-                msgs = self.comm.batch_messages(b, link, pushes)
-        self._hold(pushes)
-        alone = len(msgs) == 1  # (with Puts or Drops it is written now)
-        if b.entries is not None:
-            # What its calls' consumers ask of it, just before it (fwdbatch.py): read by
-            # the replica before the batch runs (and answers: worker/forwarding.py).
-            h.extend(placed(b, link))
-        h.extend(msgs)
-        # While the replica has two sent batches still to answer, this one waits to be
-        # written with up to HOLD-1 others: fewer writes (and wake-ups of the replica).
-        if not send or (alone and len(h) < HOLD and self.inflight[i] - len(h) >= 2):
-            return True
-        self.held[i] = []
-        write(self, link, h)
-        return True
-
-    def _hold(self, pushes: Pushes | None) -> None:
-        """Prefetch's Puts to other replicas, written with what is held for them."""
-        if pushes:
-            for other, put in pushes:
-                j = self._index.get(id(other))
-                if j is not None:
-                    self.held[j].append(put)
-
+    # -- placing batches (client/batchplace.py) ---------------------------------------
     def _write_held(self) -> None:
         for i, h in enumerate(self.held):
             if h:
@@ -314,7 +245,7 @@ class Batcher:
             return
         try:
             while self.backlog:
-                if not self._place(self.backlog[0]):
+                if not place(self, self.backlog[0]):
                     break
                 self.backlog.popleft()
         finally:
@@ -397,10 +328,9 @@ def batcher_for(dispatcher: Dispatcher, reactor: Reactor, count: int | None,
         return None
     if dispatcher.priority is not None:
         return None
-    comm = dispatcher.comm if dispatcher.comm is not None and (
-        dispatcher.comm.positions or dispatcher.comm.names or dispatcher.comm.auto
-        or dispatcher.comm.rest_from is not None
-        or dispatcher.comm.other_names is not None) else None
+    comm = dispatcher.comm
+    if comm is not None and comm.keep() is None:  # (it caches no argument: Comm.keep)
+        comm = None
     return Batcher(dispatcher, reactor, count, nbytes, linger, comm, max_frame)
 
 

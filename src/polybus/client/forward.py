@@ -238,7 +238,7 @@ class Forwarder:
                 self._fail(e, gone(p))
             return
         if p.done:
-            self._watch(e, p.link)  # served from its store: read for an Undelivered
+            e.watch(p.link)  # served from its store: read for an Undelivered
         else:
             e.asked, e.told = True, (p.link, to)
         e.pinned = e.pinned or e.hold
@@ -259,21 +259,9 @@ class Forwarder:
         if e.to is None or e.to.dead or e.failed or (e.consumer.done and not given_up):
             return
         e.failed = info[1] or info[0]
-        self._unwatch(e)
+        e.unwatch()
         self.reactor.flush(e.to)  # after the consumer's call, if it is held back
         self.reactor.send(e.to, Deliver(e.key, False, info))
-
-    @staticmethod
-    def _watch(e: Edge, link: ReplicaLink) -> None:
-        if e.watched is None:
-            e.watched = link
-            link.watch += 1
-
-    @staticmethod
-    def _unwatch(e: Edge) -> None:
-        if e.watched is not None:
-            e.watched.watch -= 1
-            e.watched = None
 
     def undelivered(self, link: ReplicaLink, msg: Undelivered) -> None:
         """The producer's replica could not send ``msg.key``'s value on: its consumer
@@ -331,7 +319,7 @@ class Forwarder:
             said = error.remote_message.removeprefix(UPSTREAM_FAILED)
             named = upstream(self.deps.get(rec.id, ()), error.remote_message)
         for e in ended(self, self.deps.pop(rec.id, ())):  # (if it moved: fwdmove.py)
-            self._unwatch(e)
+            e.unwatch()
             if (e.kept and e.to is None) or e.pinned:  # (never placed, or may have moved)
                 self._unkeep(e)
             lst = self.edges.get(e.producer.id)
@@ -364,7 +352,7 @@ class Forwarder:
             if type(rec.value) is Ref and rec.link is not None and e.told == (rec.link, e.to):
                 # Its Forward came after the answer (it was kept: a Keep, another
                 # consumer's Forward): the replica sends the value on from its store.
-                self._watch(e, rec.link)  # (read for an Undelivered)
+                e.watch(rec.link)  # (read for an Undelivered)
             else:
                 self._connect(e)
 

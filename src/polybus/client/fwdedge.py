@@ -1,5 +1,6 @@
 """An edge between two calls (client/forward.py): a producer whose promise was passed
-to a consumer, its value to go replica to replica; and which promises are worth one."""
+to a consumer, its value to go replica to replica, and the link read for word of it
+(`Edge.watch`); and which promises are worth one."""
 
 from __future__ import annotations
 
@@ -39,6 +40,19 @@ class Edge:
         self.told: tuple[ReplicaLink, ReplicaLink] | None = None
         # The replicas that gave its consumer back (a Steal): told when it ends (fwdmove.py)
         self.left: list[ReplicaLink] | None = None
+
+    def watch(self, link: ReplicaLink) -> None:
+        """Counted, once, in ``link``'s ``watch``: its producer's replica sends the value
+        on from its store, and is read for an Undelivered about it (forward.py)."""
+        if self.watched is None:
+            self.watched = link
+            link.watch += 1
+
+    def unwatch(self) -> None:
+        """No longer counted in the ``watch`` of the link it was (`watch`)."""
+        if self.watched is not None:
+            self.watched.watch -= 1
+            self.watched = None
 
 
 def _unsent(value: Any) -> bool:

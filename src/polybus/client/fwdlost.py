@@ -27,7 +27,7 @@ def kept_lost(f: Forwarder, p: CallRecord, edges: list[Edge]) -> None:
     here if the program has fetched it; else ``p`` runs again (idempotent, as a lost
     call does) and its edges are connected anew, or they fail (WorkerDiedError)."""
     for e in edges:
-        f._unwatch(e)
+        e.unwatch()
         e.kept, e.told = False, None
     d = p.dispatcher
     if not edges or type(p.value) is not Ref:

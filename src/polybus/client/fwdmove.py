@@ -49,7 +49,7 @@ def moved(f: Forwarder, rec: CallRecord, old: ReplicaLink, new: ReplicaLink | No
     for e in f.edges.get(rec.id, ()):
         e.told = None
     for e in f.deps.get(rec.id, ()):
-        f._unwatch(e)
+        e.unwatch()
         e.to, e.failed = None, ""
         if e.left is None:
             e.left = [old]

@@ -22,7 +22,7 @@ from polybus.wire.messages import Message
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
-    from polybus.client.reactor import Reactor
+    from polybus.client.sending import Sending
 
 __all__ = ["Later", "get_ident"]
 
@@ -46,7 +46,7 @@ class Later:
             return True
         return False
 
-    def write(self, reactor: Reactor) -> None:
+    def write(self, reactor: Sending) -> None:
         """Write what waits (once no read inside a send is under way, by one thread at
         a time); a message too large now fails its own call, not the one being sent."""
         if self.writing or self.reader is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from polybus.client.batchplace import place
 from polybus.client.batchsend import write
 from polybus.errors import PolybusError
 
@@ -81,7 +82,7 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
         if b is not None and bt.open is b and b.args:
             bt._seal(b)
             # Behind others it waits for room, made by the caller's next read.
-            if bt.backlog or not bt._place(b, send=False):
+            if bt.backlog or not place(bt, b, send=False):
                 bt.backlog.append(b)
         for i, h in enumerate(bt.held):
             if h:

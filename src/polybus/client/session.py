@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from polybus.client.awaiting import Awaiting
@@ -19,6 +17,7 @@ from polybus.client.params import parameters, priority_fn
 from polybus.client.plan import comm_for
 from polybus.client.pump import Gate, Pump
 from polybus.client.reactor import Reactor
+from polybus.client.stats import SessionStats, ask_stats, link_bytes, session_stats
 from polybus.config.model import AppConfig, Binding, DefineSpec, ModuleSpec, UseSpec
 from polybus.config.problems import dotted
 from polybus.errors import NoReplicaError, PolybusError, TransportError, UsageError
@@ -27,44 +26,9 @@ from polybus.registry.client import RegistryClient
 from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import Codec
-from polybus.wire.messages import Replica, Stats, StatsRequest
+from polybus.wire.messages import Replica, Stats
 
-_reqs = itertools.count(1)
 log = logging.getLogger("polybus.client")
-
-
-@dataclass
-class ReplicaStats:
-    name: str
-    calls: int = 0
-    busy_s: float = 0.0
-    queue_wait_s: float = 0.0
-    speed: float = 1.0
-    migrated_in: int = 0
-    migrated_out: int = 0
-    # busy_s / (the run's elapsed time x handlers), filled in by the runner: the share of
-    # its handlers' time spent in calls (busy_s sums calls that ran at once in a pool)
-    busy_fraction: float = 0.0
-    handlers: int = 1  # calls the replica can run at once (its pool)
-    lost: bool = False  # gone during the run (its connections broke): its figures stop there
-
-
-@dataclass
-class SessionStats:
-    calls: int = 0
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    replicas: list[ReplicaStats] = field(default_factory=list)
-
-
-def _bytes(link: ReplicaLink) -> tuple[int, int]:
-    """What ``link``'s connection has sent and received, over shm with what went by
-    segment (shmseg.py)."""
-    ch = link.channel
-    return (ch.bytes_sent + getattr(ch, "shm_bytes_sent", 0)
-            - getattr(ch, "shm_overhead_sent", 0),
-            ch.bytes_received + getattr(ch, "shm_bytes_received", 0)
-            - getattr(ch, "shm_overhead_received", 0))
 
 
 def tune(channel: Channel, spec: ModuleSpec) -> None:
@@ -174,10 +138,10 @@ class Session:
                 self.pump = Pump(self.reactor, self.gate, self._waiting)
             # A replica's counters run for its whole life (it may have served other runs,
             # as workers started by hand do): this run's figures are the difference.
-            self._base = {id(lk): self._ask_stats(lk)
+            self._base = {id(lk): ask_stats(self.reactor, lk)
                           for links in self.links.values() for lk in links}
             # ... and its bytes are what its calls carried, not that request's.
-            self._bytes0 = {id(lk): _bytes(lk) for links in self.links.values()
+            self._bytes0 = {id(lk): link_bytes(lk) for links in self.links.values()
                             for lk in links}
         except BaseException:
             self.close()
@@ -243,13 +207,6 @@ class Session:
                 f"{', '.join(serves) or 'nothing'}: a worker of another file registered "
                 f"under the same module key; stop it, or give this program a registry "
                 f"of its own")
-
-    def _ask_stats(self, link: ReplicaLink) -> Stats | None:
-        if link.dead:
-            return None
-        req = next(_reqs)
-        reply = self.reactor.request(link, StatsRequest(req), req)
-        return reply if isinstance(reply, Stats) else None
 
     def _links_for(self, module: str, transport: str | None = None) -> list[ReplicaLink]:
         """Connections to every replica of ``module`` over ``transport`` (default: the
@@ -364,41 +321,7 @@ class Session:
             bt.lost(link, error)
 
     def stats(self) -> SessionStats:
-        out = SessionStats(calls=sum(d.calls for d in self.dispatchers.values()))
-        # One row per replica: a binding with a transport of its own has connections of
-        # its own to the same replicas, whose counters must not be shown twice.
-        rows: dict[str, ReplicaStats] = {}
-        answered: set[str] = set()
-        alive: set[str] = set()
-        for links in self.links.values():
-            for link in links:
-                if not link.dead:
-                    alive.add(link.name)
-                sent, received = _bytes(link)
-                sent0, received0 = self._bytes0.get(id(link), (0, 0))
-                out.bytes_sent += sent - sent0
-                out.bytes_received += received - received0
-                rs = rows.get(link.name)
-                if rs is None:
-                    rs = rows[link.name] = ReplicaStats(link.name, speed=link.speed)
-                    for m in self.migrators:
-                        rs.migrated_in += m.moved_in.get(link.name, 0)
-                        rs.migrated_out += m.moved_out.get(link.name, 0)
-                if link.name in answered:
-                    continue
-                rs.calls += link.calls
-                reply = self._ask_stats(link)
-                if reply is not None:  # (the replica's, so other clients' calls count too)
-                    answered.add(link.name)
-                    base = self._base.get(id(link)) or Stats(link.name, 0, 0.0, 0.0, 0, 0)
-                    rs.calls = reply.calls - base.calls
-                    rs.busy_s = reply.busy_s - base.busy_s
-                    rs.queue_wait_s = reply.queue_wait_s - base.queue_wait_s
-                    rs.handlers = max(1, reply.handlers)
-        for rs in rows.values():
-            rs.lost = rs.name not in alive
-        out.replicas = list(rows.values())
-        return out
+        return session_stats(self)  # (client/stats.py)
 
     def close(self) -> None:
         if self.pump is not None:

@@ -23,7 +23,7 @@ from polybus.wire.messages import Batch, Call, Message
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
-    from polybus.client.reactor import Reactor
+    from polybus.client.sending import Sending
 
 __all__ = ["named", "not_sent", "refused", "send_accepted"]
 
@@ -83,7 +83,7 @@ def too_large(interface: str, exc: MessageTooLarge) -> MessageTooLarge:
     return MessageTooLarge(f"{interface}(...): the call's {exc}")
 
 
-def send_accepted(reactor: Reactor, link: ReplicaLink, msgs: list[Message]) -> None:
+def send_accepted(reactor: Sending, link: ReplicaLink, msgs: list[Message]) -> None:
     """``reactor.send_many`` for accepted calls; if it cannot encode them, each is sent
     alone and one that still cannot be fails its record with the reason."""
     try:

@@ -1,8 +1,9 @@
 """From the parsed TOML document to a bound AppConfig: the checks that span tables.
 
 Module sources are read with ``ast`` (never imported) to check entrypoints, defined
-interfaces, priority and cache parameters, and the ``use("name")`` calls a module makes;
-``[bind]`` is resolved against the interfaces each serving module really has.
+interfaces, priority and cache parameters (sourcecheck.py), and the ``use("name")`` calls
+a module makes; ``[bind]`` is resolved against the interfaces each serving module really
+has.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from polybus.config.cluster import TLSHosts, parse_cluster
-from polybus.config.expr import compile_priority
 from polybus.config.keys import DEFINE_KEYS, MODULE_KEYS, USE_KEYS
 from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec, ServeSpec
 from polybus.config.notes import (
@@ -25,130 +25,20 @@ from polybus.config.notes import (
     note_plain_off_host,
     note_unused,
 )
-from polybus.config.problems import Problems, closest, dotted, nearest
+from polybus.config.problems import Problems, closest, dotted, names_hint
 from polybus.config.schema import TOP_KEYS, is_identifier, parse_module
 from polybus.config.serve import check_routes, parse_serve
-from polybus.config.source import (
-    FunctionInfo,
-    OpaqueDefault,
-    SourceInfo,
-    call_error,
-    defaults,
-    inspect_source,
-    scalar_annotations,
+from polybus.config.source import SourceInfo
+from polybus.config.sourcecheck import (
+    check_define,
+    check_entry_arguments,
+    check_entrypoint,
+    define_all,
+    read_sources,
+    served_interfaces,
 )
-from polybus.errors import ConfigError
 
 __all__ = ["build"]
-
-
-def _names_hint(name: str, choices: list[str], what: str) -> str:
-    return nearest(name, choices) or (f"{what}: {', '.join(choices)}" if choices
-                                      else f"there are no {what}")
-
-
-def _sources(modules: dict[str, ModuleSpec], p: Problems) -> dict[str, SourceInfo]:
-    infos: dict[str, SourceInfo] = {}
-    for m in modules.values():
-        if m.source.is_file():
-            try:
-                infos[m.key] = inspect_source(m.source, client=m.entrypoint is not None)
-            except ConfigError as e:
-                p.add_error(e, dotted("modules", m.key, "source"))
-    return infos
-
-
-def _check_entrypoint(m: ModuleSpec, info: SourceInfo | None, p: Problems) -> None:
-    if (m.entrypoint is None or info is None or m.entrypoint in info.functions
-            or not is_identifier(m.entrypoint)):
-        return
-    p.add(f"entrypoint {m.entrypoint!r} is not a top-level function of {info.path.name}",
-          dotted("modules", m.key, "entrypoint"),
-          _names_hint(m.entrypoint, list(info.functions), "top-level functions"))
-
-
-def _check_entry_arguments(m: ModuleSpec, info: SourceInfo | None, p: Problems) -> None:
-    """args and kwargs that the entrypoint cannot take (the run failed with a traceback
-    from polybus's runner); said with its signature and the nearest parameter name."""
-    if info is None or m.entrypoint not in info.functions:
-        return
-    fn = info.functions[m.entrypoint]
-    error = call_error(fn, str(info.path), m.args, m.kwargs)
-    if error is None:
-        return
-    unknown = error.partition("unexpected keyword argument ")[2].strip("'")
-    which = "kwargs" if unknown or (m.kwargs and not m.args) else "args"
-    key = dotted("modules", m.key, which)
-    hint = nearest(unknown, list(fn.params)) if unknown else None
-    twice = error.partition("multiple values for argument ")[2].strip("'")
-    if twice and p.override(dotted("modules", m.key, "kwargs", twice)) and not p.override(key):
-        # The file's args and an override's kwargs (--set, --vary): blamed on the
-        # override, which is what changed (it was blamed on the file's args).
-        key = dotted("modules", m.key, "kwargs", twice)
-        hint = f"{dotted('modules', m.key, 'args')} in {p.file} gives it by position already"
-    p.add(f"the entrypoint {fn.signature or fn.name} cannot take these arguments: "
-          f"{error}", key, hint)
-
-
-def _check_define(m: ModuleSpec, info: SourceInfo, p: Problems) -> None:
-    functions = list(info.functions)
-    for iface, spec in m.define.items():
-        key = ("modules", m.key, "define", iface)
-        fn: FunctionInfo | None = info.functions.get(iface)
-        if fn is None:
-            p.add(f"interface {iface!r} is not a top-level function of {info.path.name}",
-                  dotted(*key), _names_hint(iface, functions, "top-level functions"))
-            continue
-        if spec.priority is not None:
-            try:
-                expr = compile_priority(spec.priority, list(fn.params))
-            except ConfigError as e:
-                p.add_error(e, dotted(*key, "priority"))
-            else:
-                for name, default in defaults(fn).items():
-                    if name in expr.names and isinstance(default, OpaqueDefault):
-                        p.note(f"the priority reads {name!r}, whose default {default!r} is "
-                               "not a literal: the client does not import the module, so a "
-                               f"call that leaves {name} out fails there",
-                               dotted(*key, "priority"),
-                               f"pass {name} in every call, or give it a literal default")
-        if isinstance(spec.cache, tuple):
-            scalars = scalar_annotations(fn)
-            for name in spec.cache:
-                if name not in fn.params:
-                    p.add(f"cache parameter {name!r} is not a parameter of {iface}()",
-                          dotted(*key, "cache"),
-                          _names_hint(name, list(fn.params), "parameters"))
-                elif name in scalars:
-                    p.note(f"cache parameter {name!r} of {iface}() is annotated "
-                           f"{scalars[name]}, not an array or bytes: only those are sent once "
-                           "and then named by content hash, so its argument goes with "
-                           "every call by value, as it would uncached (caching it sends "
-                           "nothing less)", dotted(*key, "cache"),
-                           "cache the array or bytes parameters, or cache = \"auto\" for "
-                           "every one of 64 KiB or more")
-
-
-def _interfaces(m: ModuleSpec, info: SourceInfo | None) -> list[str] | None:
-    """What ``m`` serves; None when it cannot be known (its source did not load)."""
-    if m.define:
-        return list(m.define)
-    return None if info is None else info.public()
-
-
-def _define_all(m: ModuleSpec, info: SourceInfo) -> ModuleSpec:
-    """``m``, whose define table only overrides made, serving every public function as a
-    module without one does, with the options the overrides gave: ``--set
-    modules.server.define.f.cache=...`` configures f, it does not stop the rest."""
-    names = [*info.public(), *(n for n in m.define if n in info.functions)]
-    # What a replica takes as a whole (its queue's bound, what a full queue does) comes
-    # from every entry: the ones filled in carry the named ones', not the defaults, so a
-    # --set of define.f.queue = 10 still bounds the queue at 10.
-    given = list(m.define.values())
-    rest = DefineSpec(queue=max(d.queue for d in given),
-                      overflow="reject" if any(d.overflow == "reject" for d in given) else "block")
-    return dataclasses.replace(m, define={n: m.define.get(n, rest)
-                                          for n in dict.fromkeys(names)})
 
 
 def _flatten_bind(table: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -199,7 +89,7 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
             continue
         if user not in modules:
             p.add(f"no module {user!r} (the user side of the binding)", key,
-                  _names_hint(user, list(modules), "modules"))
+                  names_hint(user, list(modules), "modules"))
         if not isinstance(right, str):
             p.wrong_type("a string \"servermodule.interface\"", right, key)
             continue
@@ -210,7 +100,7 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
             continue
         if target not in modules:
             p.add(f"binding target module {target!r} does not exist", key,
-                  _names_hint(target, list(modules), "modules"))
+                  names_hint(target, list(modules), "modules"))
             continue
         if not modules[target].replication and not p.reported(
                 dotted("modules", target, "replication")):
@@ -233,7 +123,7 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
                       else f"add define.{iface} = {{}} to [modules.{target}]")
             else:
                 p.add(f"module {target!r} has no interface {iface!r}", key,
-                      _names_hint(iface, served, f"interfaces of {target}"))
+                      names_hint(iface, served, f"interfaces of {target}"))
             continue
         if any(b.user == user and b.name == name for b in result):
             p.add(f"{left!r} is bound twice", key)
@@ -318,7 +208,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     ``added_define``: the modules whose define table the overrides made to hold the
     options they set (the file has none, and no override set the table whole); such a
     table adds options to the interfaces it names and leaves the module serving all its
-    functions (`_define_all`). ``tls_hosts``: the hosts the [cluster] tls
+    functions (`define_all`). ``tls_hosts``: the hosts the [cluster] tls
     certificate must name, and ``running`` whether the hosts engine needs its registry
     here (config/cluster.py)."""
     added = set(added_define)
@@ -366,18 +256,18 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
             p.add(f"entrypoint {m.entrypoint!r} is not a function name",
                   dotted("modules", m.key, "entrypoint"))
 
-    infos = _sources(modules, p)
+    infos = read_sources(modules, p)
     interfaces: dict[str, list[str] | None] = {}
     for m in list(modules.values()):  # (a define only overrides made is filled in)
         info = infos.get(m.key)
-        _check_entrypoint(m, info, p)
+        check_entrypoint(m, info, p)
         if len(clients) == 1:  # (several entrypoints are one mistake already)
-            _check_entry_arguments(m, info, p)
+            check_entry_arguments(m, info, p)
         if info is not None:
-            _check_define(m, info, p)
+            check_define(m, info, p)
             if m.key in added and m.define:
-                m = modules[m.key] = _define_all(m, info)
-        interfaces[m.key] = _interfaces(m, info)
+                m = modules[m.key] = define_all(m, info)
+        interfaces[m.key] = served_interfaces(m, info)
     attempted: set[tuple[str, str]] = set()
     bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted, infos)
     _check_uses(modules, infos, bindings, interfaces, p, attempted)

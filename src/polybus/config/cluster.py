@@ -24,7 +24,8 @@ from typing import Any, Literal, TypeAlias, cast
 from polybus.config.keys import CLUSTER_KEYS, TLS_KEYS
 from polybus.config.model import ClusterSpec, TLSFiles
 from polybus.config.problems import Problems
-from polybus.config.schema import ENGINES, LONGEST, _pick, _Table
+from polybus.config.schema import ENGINES, LONGEST
+from polybus.config.table import Table, pick
 from polybus.config.units import parse_size
 from polybus.errors import ConfigError
 from polybus.transport.endpoints import WILDCARDS
@@ -44,7 +45,7 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
     (``polybus check``, ``run`` without ``--registry``), so the hosts engine, which
     starts no workers, needs ``registry``: said at ``engine``, where it was written."""
     p.unknown_keys(table, CLUSTER_KEYS, "cluster")
-    t = _Table(table, ("cluster",), p)
+    t = Table(table, ("cluster",), p)
     c = ClusterSpec()
     registry = t.address("registry", "registry",
                          "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'")
@@ -69,11 +70,11 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
               + f", or pass {give}")
     spec = ClusterSpec(
         tls=_parse_tls(t, base_dir, p),
-        engine=cast(Literal["local", "hosts", "mpi", "ray"], _pick(engine, c.engine)),
+        engine=cast(Literal["local", "hosts", "mpi", "ray"], pick(engine, c.engine)),
         registry=registry,
-        listen_host=_pick(t.string("listen_host"), c.listen_host),
-        heartbeat=_pick(t.positive_duration("heartbeat", LONGEST), c.heartbeat),
-        max_frame=_pick(max_frame, c.max_frame),
+        listen_host=pick(t.string("listen_host"), c.listen_host),
+        heartbeat=pick(t.positive_duration("heartbeat", LONGEST), c.heartbeat),
+        max_frame=pick(max_frame, c.max_frame),
         token_file=token_file,
     )
     if spec.tls is not None and not any(p.reported(f"cluster.tls.{k}") for k in TLS_KEYS):
@@ -116,12 +117,12 @@ def _dialled(spec: ClusterSpec, tls_hosts: TLSHosts) -> list[tuple[str, str, str
     return [(host, where, hint) for host, (where, hint) in found.items()]
 
 
-def _parse_tls(t: _Table, base_dir: Path, p: Problems) -> TLSFiles | None:
+def _parse_tls(t: Table, base_dir: Path, p: Problems) -> TLSFiles | None:
     table = t.table("tls")
     if table is None:
         return None
     p.unknown_keys(table, TLS_KEYS, "cluster", "tls")
-    tt = _Table(table, ("cluster", "tls"), p)
+    tt = Table(table, ("cluster", "tls"), p)
     files = {}
     for k in TLS_KEYS:
         v = tt.string(k)

@@ -15,7 +15,8 @@ from typing import Any
 from polybus.config.origin import SET, Origin
 from polybus.errors import ConfigError
 
-__all__ = ["ConfigErrors", "Problems", "closest", "describe", "dotted", "nearest", "rekey"]
+__all__ = ["ConfigErrors", "Problems", "closest", "describe", "dotted", "names_hint", "nearest",
+           "rekey"]
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -58,6 +59,13 @@ def nearest(name: str, choices: Iterable[str]) -> str | None:
     """The closest valid name as a hint (``did you mean 'shm'?``), or None (``closest``)."""
     close = closest(name, choices)
     return f"did you mean {close!r}?" if close is not None else None
+
+
+def names_hint(name: str, choices: list[str], what: str) -> str:
+    """A hint for ``name``, not one of ``choices`` (the ``what`` there are): the nearest
+    (`nearest`), else all of them, else that there are none."""
+    return nearest(name, choices) or (f"{what}: {', '.join(choices)}" if choices
+                                      else f"there are no {what}")
 
 
 def describe(value: Any) -> str:

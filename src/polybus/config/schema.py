@@ -1,17 +1,18 @@
 """The shape of the TOML file: which tables and keys exist and what type each value has.
 
 Each ``parse_*`` turns one table into its typed spec, reporting every mistake to
-``Problems`` and carrying on with the default, so one pass finds them all. Checks that
-need more than one table (sources, bindings, replica counts) are in ``bind``.
+``Problems`` and carrying on with the default, so one pass finds them all (its typed
+reads: table.py). Checks that need more than one table (sources, bindings, replica
+counts) are in ``bind``.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, cast
 
 from polybus.config.callstyle import parse_callstyle
 from polybus.config.keys import (
@@ -33,8 +34,9 @@ from polybus.config.model import (
     UseSpec,
 )
 from polybus.config.pool import parse_pool
-from polybus.config.problems import Problems, describe, dotted, nearest
+from polybus.config.problems import Problems, describe, dotted
 from polybus.config.replication import parse_replication
+from polybus.config.table import Table, pick
 from polybus.config.units import parse_duration, parse_size, shown
 from polybus.errors import ConfigError
 from polybus.transport.spinning import SPIN_S
@@ -43,14 +45,10 @@ __all__ = [
     "CLUSTER_KEYS", "DEFINE_KEYS", "MODULE_KEYS", "TOP_KEYS", "USE_KEYS", "parse_module",
 ]
 
-T = TypeVar("T")
-
-
 TRANSPORTS = ("tcp", "ipc", "shm")  # (not inproc: a module's replicas are processes)
 ENGINES = ("local", "hosts", "mpi", "ray")
 _MODULE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]+)$")
 # A batch is one frame, cut at max_frame and at its linger whatever the count: a count
 # past a million calls is a typo (1e20 as an integer was taken, and meant nothing).
 MAX_AGGREGATE = 1_000_000
@@ -62,106 +60,10 @@ AGGREGATE_FORMS = (f"a number of calls from 1 to {MAX_AGGREGATE:,} or a size > 0
 # run failed with an OverflowError.
 LONGEST = (86400.0, "'24h'")  # cluster.heartbeat, use.linger
 
-class _Table:
-    """Typed reads from one TOML table at a dotted path, reporting to Problems."""
-
-    def __init__(self, table: dict[str, Any], path: tuple[str, ...], problems: Problems) -> None:
-        self.t = table
-        self.path = path
-        self.p = problems
-
-    def key(self, k: str) -> str:
-        return dotted(*self.path, k)
-
-    def has(self, k: str) -> bool:
-        return k in self.t
-
-    def string(self, k: str, choices: tuple[str, ...] = ()) -> str | None:
-        if k not in self.t:
-            return None
-        v = self.t[k]
-        if not isinstance(v, str):  # (with choices, name them: 'prefetch = true' is a guess)
-            self.p.wrong_type(f"one of {', '.join(map(repr, choices))}" if choices
-                              else "a string", v, self.key(k))
-            return None
-        if choices and v not in choices:
-            self.p.add(f"expected one of {', '.join(map(repr, choices))}, got {v!r}", self.key(k),
-                       hint=nearest(v, choices))
-            return None
-        return v
-
-    def boolean(self, k: str) -> bool | None:
-        if k not in self.t:
-            return None
-        v = self.t[k]
-        if not isinstance(v, bool):
-            self.p.wrong_type("true or false", v, self.key(k))
-            return None
-        return v
-
-    def integer(self, k: str, minimum: int) -> int | None:
-        if k not in self.t:
-            return None
-        v = self.t[k]
-        if isinstance(v, bool) or not isinstance(v, int):
-            self.p.wrong_type(f"an integer >= {minimum}", v, self.key(k))
-            return None
-        if v < minimum:
-            self.p.add(f"expected an integer >= {minimum}, got {v}", self.key(k))
-            return None
-        return v
-
-    def table(self, k: str) -> dict[str, Any] | None:
-        if k not in self.t:
-            return None
-        v = self.t[k]
-        if not isinstance(v, dict):
-            self.p.wrong_type("a table", v, self.key(k))
-            return None
-        return v
-
-    def parsed(self, k: str, parser: Callable[[object], T]) -> T | None:
-        if k not in self.t:
-            return None
-        try:
-            return parser(self.t[k])
-        except ConfigError as e:
-            self.p.add_error(e, self.key(k))
-            return None
-
-    def address(self, k: str, what: str, hint: str, lowest_port: int = 1) -> str | None:
-        """A ``HOST:PORT`` string (``[v6]:PORT`` too) with ``lowest_port <= PORT <= 65535``."""
-        v = self.string(k)
-        if v is None:
-            return None
-        if not is_address(v, lowest_port):
-            self.p.add(f"bad {what} address {v!r}", self.key(k), hint)
-            return None
-        return v
-
-    def positive_duration(self, k: str, most: tuple[float, str] | None = None) -> float | None:
-        """A duration > 0, and with ``most`` (seconds, as said) at most that."""
-        v = self.parsed(k, parse_duration)
-        if v is not None and (v <= 0 or (most is not None and v > most[0])):
-            bound = "> 0" if most is None else f"> 0 and at most {most[1]}"
-            self.p.add(f"expected a duration {bound}, got {shown(self.t[k])}", self.key(k))
-            return None
-        return v
-
-
-def is_address(text: str, lowest_port: int = 1) -> bool:
-    """``HOST:PORT`` (``[v6]:PORT`` too) with ``lowest_port <= PORT <= 65535``."""
-    m = _ADDRESS.match(text)
-    return m is not None and lowest_port <= int(m.group(2)) <= 65535
-
-
-def _pick(value: T | None, default: T) -> T:
-    return default if value is None else value
-
 
 def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> DefineSpec:
     p.unknown_keys(table, DEFINE_KEYS, *path, extra_hints=DEFINE_HINTS)
-    t = _Table(table, path, p)
+    t = Table(table, path, p)
     d = DefineSpec()
     pool, pool_kind = t.parsed("pool", parse_pool) or (d.pool, d.pool_kind)
     cache: tuple[str, ...] | Literal["auto"] | None = None
@@ -182,19 +84,19 @@ def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> D
         priority=_priority(t),
         pool=pool,
         pool_kind=pool_kind,
-        queue=_pick(t.integer("queue", 1), d.queue),
+        queue=pick(t.integer("queue", 1), d.queue),
         overflow=cast(Literal["block", "reject"],
-                      _pick(t.string("overflow", ("block", "reject")), d.overflow)),
+                      pick(t.string("overflow", ("block", "reject")), d.overflow)),
         cache=cache,
-        cache_bytes=_pick(cache_bytes, d.cache_bytes),
+        cache_bytes=pick(cache_bytes, d.cache_bytes),
         prefetch=cast(Literal["all"] | None, t.string("prefetch", ("all",))),
         timeout=t.positive_duration("timeout"),
-        idempotent=_pick(t.boolean("idempotent"), d.idempotent),
+        idempotent=pick(t.boolean("idempotent"), d.idempotent),
         cache_bytes_set=cache_bytes is not None,
     )
 
 
-def _priority(t: _Table) -> str | None:
+def _priority(t: Table) -> str | None:
     """An expression string: a bare ``priority = 0`` is the usual slip, so show the quoting."""
     raw = t.t.get("priority")
     if raw is None or isinstance(raw, str):
@@ -208,7 +110,7 @@ def _priority(t: _Table) -> str | None:
     return None
 
 
-def _loadratio(t: _Table) -> tuple[float, ...] | None:
+def _loadratio(t: Table) -> tuple[float, ...] | None:
     if not t.has("loadratio"):
         return None
     raw = t.t["loadratio"]
@@ -239,7 +141,7 @@ BALANCES = ("none", "steal", "least")
 
 def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseSpec:
     p.unknown_keys(table, USE_KEYS, *path, extra_hints=USE_HINTS)
-    t = _Table(table, path, p)
+    t = Table(table, path, p)
     u = UseSpec()
     aggregate: int | None = None
     aggregate_bytes: int | None = None
@@ -262,10 +164,10 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
         p.add(f"expected a duration of at most {LONGEST[1]}, got {shown(table['linger'])}",
               t.key("linger"))
         linger = None
-    callstyle = _pick(t.parsed("callstyle", parse_callstyle), CallStyle())
+    callstyle = pick(t.parsed("callstyle", parse_callstyle), CallStyle())
     loadratio = _loadratio(t)
     balance = cast(Literal["none", "steal", "least"],
-                   _pick(t.string("balance", BALANCES), u.balance))
+                   pick(t.string("balance", BALANCES), u.balance))
     if balance == "least" and callstyle.kind == "async-demand":
         p.note(f'balance = "least" has no effect under callstyle = "{callstyle}": demand '
                "already hands each call to the least loaded replica with room", t.key("balance"))
@@ -279,14 +181,14 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
         balance=balance,
         aggregate=aggregate,
         aggregate_bytes=aggregate_bytes,
-        linger=_pick(linger, u.linger),
+        linger=pick(linger, u.linger),
         timeout=t.positive_duration("timeout"),
         transport=_transport(t),
-        forward=_pick(t.boolean("forward"), u.forward),
+        forward=pick(t.boolean("forward"), u.forward),
     )
 
 
-def _transport(t: _Table) -> str | None:
+def _transport(t: Table) -> str | None:
     """A module's or a binding's transport; inproc said as what it is (not for replicas)."""
     if t.t.get("transport") != "inproc":
         return t.string("transport", TRANSPORTS)
@@ -297,7 +199,7 @@ def _transport(t: _Table) -> str | None:
     return None
 
 
-def _sub_tables(t: _Table, k: str, what: str) -> dict[str, dict[str, Any]]:
+def _sub_tables(t: Table, k: str, what: str) -> dict[str, dict[str, Any]]:
     """``define.<iface>`` / ``use.<name>``: a table of tables."""
     outer = t.table(k)
     result: dict[str, dict[str, Any]] = {}
@@ -326,7 +228,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
               "letters, digits, '_' and '-', not starting with a digit")
     p.unknown_keys(table, MODULE_KEYS, *path, extra_hints=module_hints(
         key, _names(table, "use", used), _names(table, "define", served)))
-    t = _Table(table, path, p)
+    t = Table(table, path, p)
     source = base_dir
     raw_source = t.string("source")
     if raw_source is None and "source" not in table:
@@ -366,9 +268,9 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
         use=use,
         entrypoint=entrypoint,
         args=args,
-        kwargs=_pick(t.table("kwargs"), {}),
-        transport=cast(Literal["tcp", "ipc", "shm"], _pick(_transport(t), "tcp")),
-        pickle=_pick(t.boolean("pickle"), False),
+        kwargs=pick(t.table("kwargs"), {}),
+        transport=cast(Literal["tcp", "ipc", "shm"], pick(_transport(t), "tcp")),
+        pickle=pick(t.boolean("pickle"), False),
         spin=_spin(t),
         coalesce=_coalesce(t),
     )
@@ -385,7 +287,7 @@ def nearest_file(written: str, looked: Path) -> str | None:
     return f"did you mean {str(Path(written).with_name(found[0]))!r}?" if found else None
 
 
-def _spin(t: _Table) -> float:
+def _spin(t: Table) -> float:
     """``spin``: how long a waiting reader polls before it sleeps (transport/spinning.py)."""
     v = t.parsed("spin", parse_duration)
     if v is not None and v > 0.01:
@@ -393,10 +295,10 @@ def _spin(t: _Table) -> float:
                 t.key("spin"),
                 "at most '10ms'; '0' to block at once")
         return SPIN_S
-    return _pick(v, SPIN_S)
+    return pick(v, SPIN_S)
 
 
-def _coalesce(t: _Table) -> float:
+def _coalesce(t: Table) -> float:
     """``coalesce``: how long a replica may hold back the bell of an answer while more
     of the client's calls wait in its queue (worker/bells.py); 0, the default: none."""
     v = t.parsed("coalesce", parse_duration)
@@ -410,7 +312,7 @@ def _coalesce(t: _Table) -> float:
                 "unread for that long",
                 t.key("coalesce"), "at most '1s'; a few times a call's time is enough")
         return 0.0
-    return _pick(v, 0.0)
+    return pick(v, 0.0)
 
 
 def is_identifier(name: str) -> bool:

@@ -12,8 +12,9 @@ from typing import Any
 
 from polybus.config.model import CallStyle, ModuleSpec, RouteSpec, ServeSpec, UseSpec
 from polybus.config.problems import Problems, dotted, nearest
-from polybus.config.schema import USE_KEYS, _Table, parse_use
+from polybus.config.schema import USE_KEYS, parse_use
 from polybus.config.source import SourceInfo
+from polybus.config.table import Table
 from polybus.config.units import parse_duration, parse_size
 from polybus.http.response import REQUEST_FIELDS
 from polybus.http.routes import split_route_key
@@ -78,7 +79,7 @@ def _route(key: str, raw: Any, p: Problems) -> RouteSpec | None:
 
 def parse_serve(table: dict[str, Any], p: Problems) -> ServeSpec:
     p.unknown_keys(table, SERVE_KEYS, "serve")
-    t = _Table(table, ("serve",), p)
+    t = Table(table, ("serve",), p)
     d = ServeSpec()
     listen = t.address("listen", "listen", "expected HOST:PORT, e.g. '127.0.0.1:8080' "
                        "(port 0: any free port; '0.0.0.0:8080' serves every interface)",

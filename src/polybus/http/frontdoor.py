@@ -26,7 +26,7 @@ from polybus.config import load
 from polybus.config.model import AppConfig, Binding, CallStyle, ServeSpec
 from polybus.config.origin import PYTHON, Origin
 from polybus.config.overrides import toml_value
-from polybus.config.schema import is_address
+from polybus.config.table import is_address
 from polybus.config.units import duration_text
 from polybus.errors import ConfigError, ConfigWarning, UsageError
 from polybus.http.calls import CallBridge

@@ -23,7 +23,8 @@ straight into its segment: one pass over its bytes, where making it contiguous f
 cost a second copy into fresh memory. The value of a ``Put`` (an operand named by its content hash) goes instead by the
 process's one segment for that key (shmshare.py), shared by every channel that sends
 it and given to receivers read-only: a client caching B on several replicas copies it
-once. (This segment half of the channel, both ways, is shmseg.py.)
+once. (This segment half of the channel is shmseg.py, but for the receiver's mapping of
+the segments a frame names: shmmaps.py.)
 
 Small path (ring.py): on x86-64 every frame (headers and small buffers; large buffers
 still by segment reference) goes through a shared ring per direction instead of the
@@ -53,6 +54,7 @@ from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport import ring as _ring
 from polybus.transport.channel import LATER
 from polybus.transport.ringchannel import RingChannel
+from polybus.transport.shmmaps import SegmentMaps
 from polybus.transport.shmseg import FLAG_CTL, FLAG_SHM, MAX_FDS, MAX_FDS_PENDING, SegmentFrames
 from polybus.transport.spinning import SPIN_S, spin_until
 from polybus.wire.codec import Codec
@@ -70,7 +72,7 @@ _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 # measured: 600 us a round trip, not 30) for the channel's ``spin_s`` before it sleeps
 # on the socket. Whoever owns the channel sets it (the module's ``spin``; spinning.py).
 
-class ShmChannel(SegmentFrames, RingChannel):
+class ShmChannel(SegmentFrames, SegmentMaps, RingChannel):
     """A Channel over a connected AF_UNIX socket that moves large buffers through memfds."""
 
     def __init__(self, sock: socket.socket, codec: Codec, peer: str,

@@ -4,7 +4,7 @@ The segment half of `ShmChannel`: the sender copies (or, for a non-contiguous ar
 gathers) each large buffer into a pooled segment of its own, or a ``Put``'s value into
 the process's shared segment for that operand (shmshare.py), and writes a table in
 its place; the receiver maps the segments and hands numpy views of them, given back
-when the last view goes.
+when the last view goes (shmmaps.py).
 
 A call's array argument that goes by segment and that the program holds read-only
 through and through (`program_froze`: its bytes cannot change) arrives read-only (answers and values
@@ -22,17 +22,14 @@ The ring and the socket are shm.py's.
 from __future__ import annotations
 
 import mmap
-import os
 import struct
 import threading
-import weakref
 from collections import deque
 from typing import Any
 
 import numpy as np
 
 from polybus.errors import ProtocolError
-from polybus.transport.memfd import check_sealed
 from polybus.transport.shmshare import (
     MAX_SHARED,
     SHARED_BIT,
@@ -73,11 +70,6 @@ MAX_SEGMENTS = 32
 # outstanding (97). Past twice that the peer is refused (a ProtocolError) and they are
 # closed: unbounded, one peer could fill the process's descriptor table, every peer's.
 MAX_FDS_PENDING = 2 * (1 + MAX_SEGMENTS + MAX_SHARED)
-# Segments of one peer mapped here at once, at most (each holds a descriptor: mmap's own
-# copy). A well-behaved sender tells the receiver to forget a segment it closes, and
-# holds at most MAX_SEGMENTS and its process's MAX_SHARED; past twice that the peer is
-# refused, as for descriptors passed and not named.
-MAX_MAPS = 2 * (MAX_SEGMENTS + MAX_SHARED)
 _DESC = struct.Struct("<IIQQ")  # buffer index, has_fd, segment id, length
 FD_READONLY = 2  # has_fd: a shared segment's descriptor, to be mapped read-only
 RO_VIEW = 4  # has_fd bit: the sender's array was read-only; so are the receiver's
@@ -105,11 +97,6 @@ class SegmentFrames:
 
     codec: Codec
     closed: bool
-
-    def _fds_pending(self) -> bool:
-        """Read the socket once more for a descriptor the peer sent ahead of the frame
-        that names it; False if none can still come that way."""
-        return False
 
     def _init_segments(self, threshold: int, pool_bytes: int) -> None:
         self.threshold = threshold
@@ -334,63 +321,6 @@ class SegmentFrames:
             shelf().give_back(s)
         for seg_id in forget:
             self._maps.pop(seg_id, None)  # arrays still viewing it keep the mapping alive
-
-    def _attach(self, frame: Frame) -> None:
-        if not frame.buffers:
-            raise ProtocolError("shared-memory frame without its table")
-        table = memoryview(frame.buffers.pop()).cast("B")
-        if table.nbytes % _DESC.size:
-            raise ProtocolError("malformed shared-memory table")
-        # The message's full size is held to the limit wherever its bytes travel
-        # (protocol.md), counted as its sender did (frame_prefix: the frame it would be
-        # with every buffer in it), before anything is mapped or viewed.
-        entries = list(_DESC.iter_unpack(table))
-        lens = [len(b) for b in frame.buffers]
-        moved = 0
-        for idx, _has_fd, _seg_id, length in entries:
-            moved += length
-            if 0 <= idx < len(lens):  # (a bad index is refused below)
-                lens[idx] += length
-        size = body_length(len(frame.header), lens)
-        if size > self.codec.max_frame:
-            raise ProtocolError(f"shared-memory frame of {size} bytes is over the frame "
-                                f"limit of {self.codec.max_frame} bytes")
-        self.shm_overhead_received += frame.size + moved - 4 - size
-        release = self._released.append
-        for idx, has_fd, seg_id, length in entries:
-            if not 0 <= idx < len(frame.buffers) or len(frame.buffers[idx]):
-                raise ProtocolError(f"shared-memory table names buffer {idx} badly")
-            kind = has_fd & ~RO_VIEW
-            if kind:
-                while not self._fds_in and self._fds_pending():
-                    pass  # sent on the socket before the ring frame
-                if not self._fds_in:
-                    raise ProtocolError("shared-memory frame without its descriptor")
-                fd = self._fds_in.popleft()
-                prot = mmap.PROT_READ | (mmap.PROT_WRITE if kind == 1 else 0)
-                try:
-                    if kind not in (1, FD_READONLY):
-                        raise ValueError(f"descriptor kind {has_fd}")
-                    if seg_id not in self._maps and len(self._maps) >= MAX_MAPS:
-                        raise ValueError(f"{MAX_MAPS} segments mapped at once, none of them "
-                                         "forgotten (at most that many may be)")
-                    check_sealed(fd)  # (a peer could shrink it under the mapping: memfd.py)
-                    self._maps[seg_id] = mmap.mmap(fd, 0, mmap.MAP_SHARED, prot)
-                except (OSError, ValueError) as exc:
-                    raise ProtocolError(f"cannot map shared segment: {exc}") from None
-                finally:
-                    os.close(fd)
-            seg = self._maps.get(seg_id)
-            if seg is None or length > len(seg):
-                raise ProtocolError(f"shared-memory reference to unknown segment {seg_id}")
-            # The carrier is the base of every array the codec makes from this buffer;
-            # when the last one goes, the segment goes back to the sender.
-            self.shm_bytes_received += length
-            carrier: np.ndarray[Any, Any] = np.frombuffer(seg, np.uint8, count=length)
-            if has_fd & RO_VIEW:
-                carrier.flags.writeable = False
-            weakref.finalize(carrier, release, seg_id).atexit = False
-            frame.buffers[idx] = memoryview(carrier)  # type: ignore[arg-type]
 
     def _close_segments(self) -> None:
         with self._seg_lock:

@@ -1,0 +1,141 @@
+"""The sending half of the client's reactor (client/reactor.py), which `Reactor`
+inherits.
+
+A send whose connection is full reads meanwhile (`_drain`), so client and replica never
+both wait on full buffers; what such a read decides to send waits for the end of that
+send (client/later.py). A call for a replica that is busy anyway is held and written
+with the next ones as one Batch frame (`hold`, `flush`); everything held, the open
+aggregated batches first, is written before any read (`flush_all`), and so are the
+writes the pump's turn or the linger timer left unfinished in a connection
+(`_write_unsent`), never waiting for room. The reactor's state and steps these use are
+named below for the checker.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from polybus.client.calls import ReplicaLink
+from polybus.client.later import Later, get_ident
+from polybus.client.policies.aggregate import pack
+from polybus.client.unsendable import send_accepted
+from polybus.errors import MessageTooLarge, PolybusError
+from polybus.transport.channel import LATER
+from polybus.wire.messages import Call, Message
+
+__all__ = ["Sending"]
+
+
+class Sending:
+    """`Reactor`'s sends (a mixin: the reactor's state and steps below are its)."""
+
+    links: list[ReplicaLink]
+    later: Later  # sends decided by a read inside a send (client/later.py)
+    _in_send: int  # sends under way (a read inside one leaves after_step for later)
+    # What a send does while the connection is full (`_drain`, or LATER in the pump's turn)
+    _when_full: Callable[[], None]
+    flushers: list[Callable[[], None]]  # (open aggregated batches: Batcher.flush)
+    unfinished: bool  # a write the pump's turn or the linger timer began is left
+
+    if TYPE_CHECKING:
+        def work_left(self) -> None: ...
+        def _receive(self, link: ReplicaLink, wait: bool) -> None: ...
+        def _lost(self, link: ReplicaLink, error: PolybusError) -> None: ...
+
+    def send(self, link: ReplicaLink, msg: Message) -> None:
+        """Send on ``link``; while the socket is full, take in what replicas sent."""
+        later = self.later
+        if later.reader is not None and later.defer(link, [msg]):
+            return
+        self._in_send += 1
+        try:
+            link.channel.send(msg, self._when_full)
+        except MessageTooLarge:
+            raise  # nothing was written: the caller's call fails, the link is as it was
+        except PolybusError as exc:
+            self._lost(link, exc)
+        finally:
+            self._in_send -= 1
+            if later.queue:
+                later.write(self)
+
+    def hold(self, link: ReplicaLink, msg: Call) -> None:
+        """Queue ``msg`` for a replica that is busy anyway; written with the next ones."""
+        link.held.append(msg)
+        self.work_left()
+        if len(link.held) >= 16:
+            self.flush(link)
+
+    def flush(self, link: ReplicaLink) -> None:
+        if link.held:
+            msgs, link.held = link.held, []
+            now = None
+            for m in msgs:  # (a held call's timeout counts from now: CallRecord)
+                rec = link.outstanding.get(m.id)
+                if rec is not None and rec.deadline == math.inf:
+                    now = now or time.monotonic()
+                    rec.deadline = now + (rec.dispatcher.timeout or 0.0)
+            # as one Batch frame; a call that cannot be encoded fails alone (unsendable.py)
+            send_accepted(self, link, pack(msgs))
+
+    def flush_all(self, batches: bool = True) -> None:
+        """Write what is held for each replica, and with ``batches`` the open aggregated
+        batches first; and on with what the pump's turns left unsent."""
+        for f in self.flushers if batches else ():
+            f()
+        for link in self.links:
+            if link.held:
+                self.flush(link)
+        if self.unfinished:
+            self._write_unsent()
+
+    def _write_unsent(self) -> None:
+        """On with the writes the pump's turns and the linger timer left unfinished, as
+        far as each connection takes them now: never waiting, so no program thread waits
+        behind a replica that does not read (client/pump.py)."""
+        # Cleared first, set again if anything is left: the linger timer may leave bytes
+        # meanwhile, and sets the flag after its write (client/linger.py), not before.
+        self.unfinished = False
+        left = False
+        for link in self.links:
+            ch = link.channel
+            if ch.unsent and not link.dead:
+                try:
+                    ch.send_unsent(LATER)
+                except PolybusError as exc:
+                    self._lost(link, exc)
+                    continue
+                left = left or bool(ch.unsent)
+        if left:
+            self.unfinished = True
+
+    def send_many(self, link: ReplicaLink, msgs: list[Message]) -> None:
+        later = self.later
+        if later.reader is not None and later.defer(link, msgs):
+            return
+        self._in_send += 1
+        try:
+            link.channel.send_many(msgs, self._when_full)
+        except MessageTooLarge:
+            raise
+        except PolybusError as exc:
+            self._lost(link, exc)
+        finally:
+            self._in_send -= 1
+            if later.queue:
+                later.write(self)
+
+    def _drain(self) -> None:
+        """A send's connection is full: read meanwhile (what a read decides to send
+        waits for the end of that send: client/later.py)."""
+        later = self.later
+        outer, later.reader = later.reader, get_ident()
+        try:
+            for link in self.links:
+                if not link.dead:
+                    self._receive(link, wait=False)
+        finally:
+            later.reader = outer

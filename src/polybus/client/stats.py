@@ -1,0 +1,110 @@
+"""A client session's figures for its run: calls, bytes, and each replica's share.
+
+`Session.stats` (client/session.py) asks each replica for its counters (``Stats``) and
+gives this run's figures: the difference from what they were when the session began,
+as a replica's counters run for its whole life (it may have served other runs, as
+workers started by hand do). Bytes are what the session's connections carried, over
+shm with what went by segment. The runner prints them (runner.py), the balance
+benchmark reads them (bench/_balance.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from polybus.wire.messages import Stats, StatsRequest
+
+if TYPE_CHECKING:
+    from polybus.client.calls import ReplicaLink
+    from polybus.client.reactor import Reactor
+    from polybus.client.session import Session
+
+__all__ = ["ReplicaStats", "SessionStats", "ask_stats", "link_bytes", "session_stats"]
+
+_reqs = itertools.count(1)
+
+
+@dataclass
+class ReplicaStats:
+    name: str
+    calls: int = 0
+    busy_s: float = 0.0
+    queue_wait_s: float = 0.0
+    speed: float = 1.0
+    migrated_in: int = 0
+    migrated_out: int = 0
+    # busy_s / (the run's elapsed time x handlers), filled in by the runner: the share of
+    # its handlers' time spent in calls (busy_s sums calls that ran at once in a pool)
+    busy_fraction: float = 0.0
+    handlers: int = 1  # calls the replica can run at once (its pool)
+    lost: bool = False  # gone during the run (its connections broke): its figures stop there
+
+
+@dataclass
+class SessionStats:
+    calls: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    replicas: list[ReplicaStats] = field(default_factory=list)
+
+
+def link_bytes(link: ReplicaLink) -> tuple[int, int]:
+    """What ``link``'s connection has sent and received, over shm with what went by
+    segment (shmseg.py)."""
+    ch = link.channel
+    return (ch.bytes_sent + getattr(ch, "shm_bytes_sent", 0)
+            - getattr(ch, "shm_overhead_sent", 0),
+            ch.bytes_received + getattr(ch, "shm_bytes_received", 0)
+            - getattr(ch, "shm_overhead_received", 0))
+
+
+def ask_stats(reactor: Reactor, link: ReplicaLink) -> Stats | None:
+    """``link``'s replica's counters (a ``Stats``), or None if it is gone or does not
+    answer."""
+    if link.dead:
+        return None
+    req = next(_reqs)
+    reply = reactor.request(link, StatsRequest(req), req)
+    return reply if isinstance(reply, Stats) else None
+
+
+def session_stats(session: Session) -> SessionStats:
+    """``session``'s figures for its run so far (`Session.stats`): each replica's counters
+    less what they were when the session began."""
+    out = SessionStats(calls=sum(d.calls for d in session.dispatchers.values()))
+    # One row per replica: a binding with a transport of its own has connections of
+    # its own to the same replicas, whose counters must not be shown twice.
+    rows: dict[str, ReplicaStats] = {}
+    answered: set[str] = set()
+    alive: set[str] = set()
+    for links in session.links.values():
+        for link in links:
+            if not link.dead:
+                alive.add(link.name)
+            sent, received = link_bytes(link)
+            sent0, received0 = session._bytes0.get(id(link), (0, 0))
+            out.bytes_sent += sent - sent0
+            out.bytes_received += received - received0
+            rs = rows.get(link.name)
+            if rs is None:
+                rs = rows[link.name] = ReplicaStats(link.name, speed=link.speed)
+                for m in session.migrators:
+                    rs.migrated_in += m.moved_in.get(link.name, 0)
+                    rs.migrated_out += m.moved_out.get(link.name, 0)
+            if link.name in answered:
+                continue
+            rs.calls += link.calls
+            reply = ask_stats(session.reactor, link)
+            if reply is not None:  # (the replica's, so other clients' calls count too)
+                answered.add(link.name)
+                base = session._base.get(id(link)) or Stats(link.name, 0, 0.0, 0.0, 0, 0)
+                rs.calls = reply.calls - base.calls
+                rs.busy_s = reply.busy_s - base.busy_s
+                rs.queue_wait_s = reply.queue_wait_s - base.queue_wait_s
+                rs.handlers = max(1, reply.handlers)
+    for rs in rows.values():
+        rs.lost = rs.name not in alive
+    out.replicas = list(rows.values())
+    return out

@@ -1,0 +1,51 @@
+"""The error of a call waiting at the client (client/awaiting.py) whose producer failed.
+
+The consumer fails unplaced, with the typed error the forwarding path gives (its
+replica's, worker/fwdheld.py and client/fwdblame.py): a RemoteException of the
+producer's type, its message said once as "an upstream call failed: ...", and where it
+was raised ("f on server-0"; through a chain of stages, "f on server-0, upstream of g").
+The producer's own error is then counted as seen (client/unseen.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from polybus.client.promise import CallPromise
+from polybus.client.unseen import seen
+from polybus.errors import UPSTREAM_FAILED, PolybusError, RemoteException
+
+if TYPE_CHECKING:
+    from polybus.client.awaiting import Promised
+    from polybus.client.calls import CallRecord
+
+__all__ = ["upstream_error"]
+
+
+def upstream_error(rec: CallRecord, producer: Promised, error: PolybusError) -> RemoteException:
+    """The error of consumer ``rec`` whose ``producer`` failed with ``error``, as a
+    consumer's replica gives it under forwarding (worker/fwdheld.py, client/fwdblame.py):
+    the producer's type, message (said once as an upstream failure) and traceback, and
+    where it was raised. The consumer was never placed: no replica of its own."""
+    if isinstance(error, RemoteException):
+        kind, message, tb = error.remote_type, error.remote_message, error.remote_traceback
+    else:
+        kind, message, tb = type(error).__name__, str(error), ""
+    said = message if message.startswith(UPSTREAM_FAILED) else UPSTREAM_FAILED + message
+    seen(error)  # (it reaches the program as the consumer's)
+    return RemoteException(kind, said, tb, interface=rec.dispatcher.interface,
+                           origin=_origin(producer, error))
+
+
+def _origin(p: Promised, error: PolybusError) -> str:
+    """Where ``error`` came from: "f on server-0", or, when ``p`` itself failed upstream,
+    that failure's origin and then ``p`` ("f on server-0, upstream of g on server-1")."""
+    if type(p) is CallPromise:
+        link, iface = p._rec.link, p._rec.dispatcher.interface
+    else:
+        link, iface = p._rec.link, p._rec.batcher.interface
+    mine = f"{iface} on {link.name}" if link is not None else iface
+    if isinstance(error, RemoteException) and error.remote_message.startswith(UPSTREAM_FAILED) \
+            and error.origin:
+        return f"{error.origin}, upstream of {mine}"
+    return mine
