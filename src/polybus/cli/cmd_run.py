@@ -51,6 +51,7 @@ def summary(r: RunResult) -> Table:
     # would cut them to fit 80 columns when stderr is not a terminal.
     names = [rep.name + (" (lost)" if rep.lost else "") for rep in r.replicas]
     t.add_column("replica", no_wrap=True, min_width=max(map(len, names), default=7))
+    t.add_column("via")  # (the transport of each of its connections: client/stats.py)
     for col in ("speed", "calls", "moved in", "moved out", "busy s", "busy %",
                 "queue wait s"):
         t.add_column(col, justify="right")
@@ -59,7 +60,7 @@ def summary(r: RunResult) -> Table:
         # A lost replica cannot be asked how long it was busy: not known, not 0.
         times = (["?"] * 3 if rep.lost else
                  [f"{rep.busy_s:.4f}", f"{busy:.0f}", f"{rep.queue_wait_s:.4f}"])
-        t.add_row(name, f"{rep.speed:g}", str(rep.calls), str(rep.migrated_in),
+        t.add_row(name, "+".join(rep.transports) or "?", f"{rep.speed:g}", str(rep.calls), str(rep.migrated_in),
                   str(rep.migrated_out), *times)
     return t
 

@@ -40,6 +40,9 @@ class ReplicaStats:
     busy_fraction: float = 0.0
     handlers: int = 1  # calls the replica can run at once (its pool)
     lost: bool = False  # gone during the run (its connections broke): its figures stop there
+    # How this client reached it: the scheme of each of its connections ("tcp", "ipc",
+    # "shm"), one per transport its bindings use, so a transport switch can be seen
+    transports: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -93,6 +96,9 @@ def session_stats(session: Session) -> SessionStats:
                 for m in session.migrators:
                     rs.migrated_in += m.moved_in.get(link.name, 0)
                     rs.migrated_out += m.moved_out.get(link.name, 0)
+            scheme = link.channel.peer.partition("://")[0]
+            if scheme not in rs.transports:
+                rs.transports.append(scheme)
             if link.name in answered:
                 continue
             rs.calls += link.calls

@@ -1,0 +1,64 @@
+"""Which transport the client reached each replica by: the summary's `via` column and
+the JSON's ``transports`` (client/stats.py). A new user switching tcp, ipc and shm in
+the configuration could not confirm the switch from anything `polybus run` printed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from integration.conftest import cli
+from polybus.testing.apps import write_app
+
+SERVER = """
+    def f(x):
+        return x + 1
+
+    def g(x):
+        return x * 2
+"""
+
+CLIENT = """
+    from polybus import use
+
+    f = use("f")
+    g = use("g")
+
+    def main():
+        return [f(1), g(2)]
+"""
+
+
+@pytest.mark.parametrize(("module", "binding", "want"), [
+    ("tcp", "", ["tcp"]), ("shm", "", ["shm"]), ("ipc", "", ["ipc"]),
+    ("shm", 'use.g = { transport = "tcp" }', ["shm", "tcp"])],
+    ids=["tcp", "shm", "ipc", "shm-and-a-tcp-binding"])
+def test_each_replica_says_the_transport_of_each_of_its_connections(
+        tmp_path: Path, module: str, binding: str, want: list[str]) -> None:
+    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=f"""
+        [modules.server]
+        source = "server.py"
+        replication = 2
+        transport = "{module}"
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+        {binding}
+
+        [bind]
+        "client.f" = "server.f"
+        "client.g" = "server.g"
+    """)
+    p = cli("run", app, "--json", tmp_path / "run.json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert doc["result"] == [2, 4]
+    assert [sorted(r["transports"]) for r in doc["replicas"]] == [want, want], doc["replicas"]
+    rows = [ln for ln in p.stderr.splitlines() if "server-" in ln]
+    assert len(rows) == 2 and all(
+        sorted(ln.split("│")[2].strip().split("+")) == want for ln in rows), p.stderr
+    header = next(ln for ln in p.stderr.splitlines() if "replica" in ln)
+    assert [c.strip() for c in header.split("┃")[1:4]] == ["replica", "via", "speed"], header
