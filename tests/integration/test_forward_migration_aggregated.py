@@ -37,7 +37,7 @@ replication = 3
 source = "client.py"
 entrypoint = "main"
 use.busy1 = {{ callstyle = "async", loadratio = "0:1:0" }}
-use.agg = {{ callstyle = "async", aggregate = 4, linger = "5ms", loadratio = "{agg}" }}
+use.agg = {{ callstyle = "async", aggregate = 4, linger = "{linger}", loadratio = "{agg}" }}
 use.double = {{ callstyle = "async", balance = "steal", loadratio = "{double}" }}
 
 [bind]
@@ -47,8 +47,8 @@ use.double = {{ callstyle = "async", balance = "steal", loadratio = "{double}" }
 """
 
 
-def conf(agg: str, double: str, define: str = "") -> str:
-    return CONF.format(agg=agg, double=double, define=define)
+def conf(agg: str, double: str, define: str = "", linger: str = "5ms") -> str:
+    return CONF.format(agg=agg, double=double, define=define, linger=linger)
 
 
 def pinned(c: Cluster) -> int:
@@ -146,7 +146,9 @@ def test_a_batch_a_steal_gives_back_moves_whole_with_its_forwards(
     # caches operands, so it is written for its new replica as its Batcher writes it.)
     busy = tmp_path / "gate1"
     cache = 'define.grow = { cache = "auto" }\ndefine.double = {}\n' if dst == "cached" else ""
-    with cluster(tmp_path, conf("0:1:0", "0:0:1", cache), replicas=3) as c:
+    # (a linger that cannot run out: the four calls are one batch, written when full;
+    # with 5 ms a loaded machine wrote two, and the one not moved waited behind busy1)
+    with cluster(tmp_path, conf("0:1:0", "0:0:1", cache, linger="1h"), replicas=3) as c:
         s = c.session()
         m = by_hand(s)
         b1 = s.call("busy1", (0, str(busy)), {})
