@@ -16,11 +16,26 @@ if TYPE_CHECKING:
 
 _global: list[Session | None] = [None]
 _ran = [False]  # a run has ended in this process (its threads may call on after it)
+# Where this process is when no session is active, for what a call is told then:
+# ("replica", module key, "") in a replica (worker/main.py)
+_phase: list[tuple[str, str, str] | None] = [None]
 
 
-def current(what: str = "a use()d interface was called") -> Session:
+def serving(key: str) -> None:
+    """This process is a replica of module ``key``: it has no session, ever."""
+    _phase[0] = ("replica", key, "")
+
+
+def current(what: str = "a use()d interface was called", call: str = "") -> Session:
+    """The running session; else a UsageError that says why there is none (``what``: the
+    call made, as a sentence; ``call``: the same as code, ``use('f')``)."""
     s = _global[0]
     if s is None:
+        phase = _phase[0]
+        if phase is not None and phase[0] == "replica":
+            from polybus.config.replicause import replica_call
+
+            raise UsageError("; ".join(replica_call(phase[1], call or "use()")))
         if _ran[0]:
             raise UsageError(f"{what} outside a polybus run: the run's entrypoint "
                              "returned, and a run takes calls only while its entrypoint "
@@ -72,7 +87,7 @@ class Stub:
                     g.came = True
                     if g.dirty and not inside:
                         g.left_work()
-        return current().call(self.name, args, kwargs)
+        return current(call=f"use({self.name!r})").call(self.name, args, kwargs)
 
     def __repr__(self) -> str:
         return f"use({self.name!r})"
