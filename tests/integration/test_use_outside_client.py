@@ -54,3 +54,18 @@ def test_a_replica_calling_another_module_is_told_it_cannot_at_the_call(
     assert 'bind."server.other": module \'server\' is served by replicas and calls ' \
            "use('other') (server.py line 3), but a replica cannot call other modules" \
            in p.stderr
+
+
+def test_a_call_at_the_client_modules_import_says_to_call_it_from_the_entrypoint(
+        tmp_path: Path) -> None:
+    client = CLIENT.replace("\n\n\ndef", "\nEARLY = f(1)\n\n\ndef")
+    write_app(tmp_path, server="def f(x):\n    return x\n", client=client,
+              toml=TOML.replace("POOL", "{}"))
+    (tmp_path / "other.py").write_text("def g(x):\n    return x * 2\n")
+    said = ("failed to import: polybus.errors.UsageError: use('f') was called while the "
+            "client module 'client' was being imported, before the run's session starts: "
+            "call it from the entrypoint, main(), or from a function it calls at line 4")
+    for command in ("check", "run"):
+        p = cli(command, "app.toml", cwd=tmp_path)
+        assert p.returncode == 2, p.stderr
+        assert said in p.stderr and "outside a polybus run" not in p.stderr, p.stderr
