@@ -21,7 +21,7 @@ from polybus.client.drain import drain, under_way
 from polybus.client.promise import wait
 from polybus.client.session import Session
 from polybus.client.stats import ReplicaStats
-from polybus.client.stubs import activate
+from polybus.client.stubs import activate, importing
 from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, Origin
@@ -149,7 +149,11 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
             session = Session(app, cluster.registry, cluster.token)
             session.how_ended = cluster.how_ended
             startup = cluster.startup_s + time.perf_counter() - t0
-            module = load_module(client.source, import_name(client.key))
+            importing(client.key, client.entrypoint)  # (a call made meanwhile: stubs.py)
+            try:
+                module = load_module(client.source, import_name(client.key))
+            finally:
+                importing(None)
             entry = getattr(module, client.entrypoint)
             if is_async(entry):
                 raise ConfigError(f"{client.entrypoint!r} {ASYNC_NOTE}", file=str(client.source),

@@ -140,6 +140,7 @@ def check_imports(app: AppConfig, timeout: float = IMPORT_TIMEOUT,
 
 def _child(argv: list[str]) -> int:
     """Import one module and check its named functions; print {"error": ...} as JSON."""
+    from polybus.client.stubs import importing, serving
     from polybus.worker.module import ASYNC_NOTE, is_async, load_module
 
     path, timeout, key, entry_flag, *names = argv
@@ -151,6 +152,10 @@ def _child(argv: list[str]) -> int:
     # An import still running after ``timeout`` s: its stacks to stderr, under a line
     # "Timeout (0:01:00)!", and this process ends (from faulthandler's own thread).
     faulthandler.dump_traceback_later(float(timeout), exit=True)
+    if entry:  # (what a call at import is told: as in a run, client/stubs.py)
+        importing(key, names[0])
+    else:
+        serving(key)
     try:
         module = load_module(Path(path), import_name(key))
     except ModuleImportError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -238,3 +239,34 @@ def test_a_handle_beside_values_that_are_pickled(tmp_path: Path) -> None:
         assert call(s, "inner", [Fraction(1, 3), h]) == ["list", [1000.0], [True], None]
         assert call(s, "inner", {"f": Fraction(1, 3), "h": (h,)}) == ["dict", [], [], None]
         assert c.runtimes[0].cache.hits == 2
+
+
+class Pair(NamedTuple):
+    h: object
+    n: int
+
+
+@pytest.mark.parametrize("aggregate", [False, True])
+def test_a_handle_in_a_namedtuple_goes_once_and_one_in_a_set_is_said_to_go_by_value(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, aggregate: bool) -> None:
+    # The trial's P(h, i) sent the whole value with every call, and {h} did too, both
+    # silently; a namedtuple now names it as a tuple does, and a set says so once.
+    toml = _toml(style="async")
+    if aggregate:
+        toml = toml.replace('use.inner = { callstyle = "async" }',
+                            'use.inner = { callstyle = "async", aggregate = 3 }')
+    a = _frozen(SIZE // 8)
+    with cluster(tmp_path, toml) as c:
+        s = c.session()
+        h = polybus.broadcast(a)
+        with caplog.at_level("WARNING", logger="polybus.client"):
+            got = wait([s.call("inner", (Pair(h, i),), {}) for i in range(3)])
+            assert got == [["list", [float(SIZE // 8)], [True], None]] * 3
+            assert _sent(s) < SIZE + 16 * 1024  # the broadcast, then short references
+            assert not caplog.records
+            before = _sent(s)
+            got = wait([s.call("inner", ({h},), {}) for _ in range(3)])
+        assert got == [["list", [float(SIZE // 8)], [False], None]] * 3  # (by value)
+        assert _sent(s) - before > 3 * SIZE
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 1 and "inside a set" in said[0], said

@@ -143,6 +143,28 @@ def test_a_server_blocking_at_import_is_named_when_its_worker_does_not_register(
     assert len(pids) == 1 and not alive(pids[0])
 
 
+def test_run_names_workers_slow_to_register_while_it_waits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # `polybus run` waited 60 s in silence on such a module (`check` says it after 2 s).
+    from polybus.config import load
+    from polybus.engines.local import LocalEngine
+    from polybus.errors import TransportError
+
+    app = write_app(tmp_path, server=BLOCKING.format(mark=str(tmp_path / "m")),
+                    client=CLIENT, toml=TOML)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src") + os.pathsep
+                       + os.environ.get("PYTHONPATH", ""))
+    engine = LocalEngine(load(app), start_timeout=0.5, slow=0.0)  # (the run's: 60 s, 2 s)
+    with caplog.at_level("WARNING", logger="polybus.engine"), \
+            pytest.raises(TransportError, match=r"did not register within 0\.5 s"):
+        engine.start()
+    assert caplog.messages == [
+        "polybus: workers server-0, server-1 not registered after 0 s: a worker imports "
+        "its module (server.py) before it registers; waiting up to 0.5 s for it"]
+
+
 def test_check_names_a_module_slow_to_import_and_the_line_a_hung_one_was_at(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # `polybus check` waited 60 s in silence on such a module.

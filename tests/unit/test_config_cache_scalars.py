@@ -96,3 +96,22 @@ def test_star_args_annotated_as_a_scalar_and_an_override_are_said_where_written(
         _said("n", "int", where="--set")]
     assert _notes(tmp_path, "(data, n: int)",
                   TOML.replace('cache = ["data", "n"]', 'cache = "auto"')) == []
+
+
+@pytest.mark.parametrize(("cache", "hint"), [
+    ('"data"', 'parameter names go in an array, even one: cache = ["data"]'),
+    ('"data, n"', 'parameter names go in an array, even one: cache = ["data", "n"]'),
+    ('"Auto"', "did you mean 'auto'?"),
+    ("5", None),
+])
+def test_a_string_of_names_for_cache_is_refused_with_the_array_it_meant(
+        tmp_path: Path, cache: str, hint: str | None) -> None:
+    # The trial's cache = "m" was refused with no word of what to write instead.
+    (tmp_path / "server.py").write_text("def score(data, n):\n    return 0\n")
+    (tmp_path / "client.py").write_text(CLIENT)
+    path = tmp_path / "app.toml"
+    path.write_text(TOML.replace('cache = ["data", "n"]', f"cache = {cache}"))
+    _, errors = validate(str(path))
+    assert [(e.key, e.hint) for e in errors] == [(KEY, hint)]
+    assert errors[0].bare_message.startswith(
+        "expected 'auto' or an array of parameter names, got ")

@@ -5,7 +5,7 @@ only in the arguments a call marks (worker/cache.py)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -102,9 +102,50 @@ def test_a_handle_deeper_than_the_bound_or_in_a_key_or_set_goes_by_value_said_on
     assert any("cannot be named" in r.getMessage() for r in caplog.records)
 
 
+class Pair(NamedTuple):
+    h: Any
+    n: int
+
+
+def test_a_handle_in_a_namedtuple_is_named_as_in_a_tuple(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # A namedtuple arrives as a list, as any tuple does (docs/configuration.md): its
+    # handle is named, not sent with every call (it went by value, and nothing said so).
+    h = _handle()
+    with caplog.at_level("WARNING", logger="polybus.client"):
+        got = wire(Pair(h, 1))
+        deeper = wire([Pair(2, h)])
+    assert type(got) is Nested and got.places == {0: HANDLE} and got.handles() == [h]
+    out = got.named(lambda handle: Ref("op", handle.key))
+    assert type(out[0]) is Ref and out[1] == 1
+    assert type(deeper) is Nested and deeper.places == {0: {1: HANDLE}}
+    assert wire(Pair(1, 2)) == Pair(1, 2)  # (no handle or promise: as it is)
+    assert not caplog.records
+
+
+def test_a_handle_in_a_set_or_a_list_subclass_argument_is_said_to_go_by_value(
+        caplog: pytest.LogCaptureFixture) -> None:
+    class Row(list[Any]):
+        pass
+
+    b, c = Shared("kb", b"xy"), Shared("kc", b"xyz")
+    with caplog.at_level("WARNING", logger="polybus.client"):
+        assert wire({b}) == {b}  # (it goes as it is: by value)
+        wire(frozenset({b}))  # (said once a handle)
+        row = Row([c, 1])
+        assert wire(row) is row
+        assert wire({1, 2}) == {1, 2}
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2, said
+    assert "inside a set" in said[0] and "(2 bytes)" in said[0]
+    assert "inside a Row" in said[1] and "(3 bytes)" in said[1]
+
+
 def test_the_aggregated_lean_path_leaves_containers_with_handles_to_the_general_path() -> None:
     h = _handle()
     assert plain_args(([1, h], 2)) is False
+    assert plain_args((Pair(h, 1), 2)) is False and plain_args(({h}, 2)) is False
+    assert plain_args((Pair(1, 1), {1}, 2)) is True
     assert plain_args(([1, Ready(2)], 2)) is None  # a promise alone: waited for there
     assert plain_args(([1, 2], 2)) is True
     assert holds_handle({"k": (1, h)}) and not holds_handle([Ready(1)])

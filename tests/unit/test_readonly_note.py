@@ -118,3 +118,24 @@ def test_an_operand_inside_a_list_or_dict_argument_is_named_by_its_place() -> No
     assert refused(into_key, {"a": 1, "b": [0, frozen()]}).endswith(
         "(d['b'][1] is a cached operand: cached operands are read-only and shared between "
         "calls, so copy one before writing to it, e.g. d['b'][1] = d['b'][1].copy())")
+
+
+def unpacked(pair: Any) -> None:
+    m, _v = pair
+    m *= 2
+
+
+def a_view(pair: Any) -> None:
+    head = pair[0][:2]
+    head[0] = 1
+
+
+def test_an_operand_written_through_a_local_name_is_named_by_both() -> None:
+    # The trial's `m, v = pair; m *= 2` got numpy's bare words: its line names no argument.
+    assert refused(unpacked, [frozen(), np.zeros(2)]) == (
+        "output array is read-only (m (pair[0]) is a cached operand: cached operands are "
+        "read-only and shared between calls, so copy one before writing to it, e.g. "
+        "m = m.copy())")
+    assert refused(a_view, [frozen(), 1]).endswith(
+        "(head (a view of pair[0]) is a cached operand: cached operands are read-only and "
+        "shared between calls, so copy one before writing to it, e.g. head = head.copy())")

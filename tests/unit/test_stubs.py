@@ -35,3 +35,22 @@ def test_broadcast_outside_a_run_says_broadcast_not_use() -> None:
     with pytest.raises(UsageError, match=r"polybus\.broadcast\(\) was called outside") as e:
         polybus.broadcast(np.ones(3))
     assert "use()d" not in str(e.value)
+
+
+def test_a_call_while_the_client_module_is_imported_says_so() -> None:
+    # (it said "outside a polybus run; start the program with polybus run", to a program
+    # started so: runner.py imports the client module before the session is active)
+    from polybus.client import stubs
+
+    stubs.importing("client", "main")
+    try:
+        with pytest.raises(UsageError) as e:
+            use("f")(1)
+    finally:
+        stubs.importing(None)
+    assert str(e.value) == (
+        "use('f') was called while the client module 'client' was being imported, before "
+        "the run's session starts: call it from the entrypoint, main(), or from a "
+        "function it calls")
+    with pytest.raises(UsageError, match="outside a polybus run"):
+        use("f")(1)

@@ -28,7 +28,7 @@ def broadcast(value: Any) -> Shared:
     argument (it travels as a short Ref)."""
     from polybus.client.stubs import current
 
-    session = current("polybus.broadcast() was called")
+    session = current("polybus.broadcast() was called", "polybus.broadcast()")
     if isinstance(value, Promise):  # (content_key looks at the value's type)
         value = value.__polybus_value__()
     enter(session.gate)  # (the pump writes on these links too: client/pump.py)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client import backlog
 from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.fwdprio import note_priority_reads
 from polybus.client.lane import MISS, SyncLane
 from polybus.client.policies.balance import (
     LeastLoaded,
@@ -139,6 +140,8 @@ class Dispatcher:
         forwards = fwd is not None and fwd.wants(args, kwargs)
         if aw is not None and not forwards and aw.wants(args, kwargs, fwd is None):
             return aw.call(self, next(_ids), args, kwargs)  # placed once its values come
+        if forwards and self.priority is not None:
+            note_priority_reads(self, args, kwargs)  # (it waits for what it reads)
         prio = float(self.priority(args, kwargs)) if self.priority is not None else 0.0
         if forwards and fwd is not None:  # sent now; the values go replica to replica
             rec = fwd.record(self, next(_ids), args, kwargs, prio)

@@ -12,9 +12,10 @@ arguments to look into (``Call.inside``), so a replica looks into no other argum
 (worker/cache.py, ``resolve``).
 
 A handle is named when at most `MAX_DEPTH` containers hold it (``[h]``: 1,
-``{"k": [h]}``: 2). Deeper, in a dict's key, or in another kind of container (a set, a
-namedtuple, a list subclass), it goes by value with every call, as before, and
-polybus says so once a handle (wireargs.py, ``by_value_note``).
+``{"k": [h]}``: 2); a namedtuple counts as a tuple (it becomes one here, and arrives as
+a list as any tuple does). Deeper, in a dict's key, or in another kind of container (a
+set, a list subclass), it goes by value with every call, as before, and polybus says so
+once a handle (wireargs.py, ``by_value_note``).
 """
 
 from __future__ import annotations

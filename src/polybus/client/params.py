@@ -100,4 +100,15 @@ def priority_fn(expr_source: str, source: Path, function: str,
                     f"{source.name}): pass {n} in the call, or give it a literal default")
         return value(bound)
 
+    def reads(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+        """The parameters the expression reads, with this call's values ([] if they
+        do not bind): for client/fwdprio.py, which looks for promises among them."""
+        try:
+            bound = bind(*args, **kwargs)
+        except TypeError:
+            return []
+        return [(n, bound[n]) for n in sorted(expr.names)]
+
+    prio.reads = reads  # type: ignore[attr-defined]
+    prio.source = expr_source  # type: ignore[attr-defined]
     return prio

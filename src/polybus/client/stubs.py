@@ -16,11 +16,37 @@ if TYPE_CHECKING:
 
 _global: list[Session | None] = [None]
 _ran = [False]  # a run has ended in this process (its threads may call on after it)
+# Where this process is when no session is active, for what a call is told then:
+# ("importing", module key, entrypoint) while a run imports its client module
+# (runner.py), ("replica", module key, "") in a replica (worker/main.py)
+_phase: list[tuple[str, str, str] | None] = [None]
 
 
-def current(what: str = "a use()d interface was called") -> Session:
+def importing(key: str | None, entrypoint: str = "") -> None:
+    """A run is importing its client module ``key`` (None: it has)."""
+    _phase[0] = ("importing", key, entrypoint) if key is not None else None
+
+
+def serving(key: str) -> None:
+    """This process is a replica of module ``key``: it has no session, ever."""
+    _phase[0] = ("replica", key, "")
+
+
+def current(what: str = "a use()d interface was called", call: str = "") -> Session:
+    """The running session; else a UsageError that says why there is none (``what``: the
+    call made, as a sentence; ``call``: the same as code, ``use('f')``)."""
     s = _global[0]
     if s is None:
+        phase = _phase[0]
+        if phase is not None and phase[0] == "replica":
+            from polybus.config.replicause import replica_call
+
+            raise UsageError("; ".join(replica_call(phase[1], call or "use()")))
+        if phase is not None:
+            said = f"{call} was called" if call else what
+            raise UsageError(f"{said} while the client module {phase[1]!r} was being "
+                             "imported, before the run's session starts: call it from the "
+                             f"entrypoint, {phase[2]}(), or from a function it calls")
         if _ran[0]:
             raise UsageError(f"{what} outside a polybus run: the run's entrypoint "
                              "returned, and a run takes calls only while its entrypoint "
@@ -72,7 +98,7 @@ class Stub:
                     g.came = True
                     if g.dirty and not inside:
                         g.left_work()
-        return current().call(self.name, args, kwargs)
+        return current(call=f"use({self.name!r})").call(self.name, args, kwargs)
 
     def __repr__(self) -> str:
         return f"use({self.name!r})"

@@ -4,8 +4,10 @@
 (client/dispatch.py takes a faster way for the common types, `AS_IS_ASYNC`);
 `holds_promise` says whether a list, tuple or dict holds a promise (or broadcast
 handle) anywhere, `holds_handle` a handle; `plain_args`, whether a call's arguments
-need `wire` at all. A list, tuple or dict argument that holds a broadcast handle
-becomes a `Nested` (client/nested.py), whose handles the binding's Comm names.
+need `wire` at all. A list, tuple (a namedtuple too) or dict argument that holds a
+broadcast handle becomes a `Nested` (client/nested.py), whose handles the binding's Comm
+names; a handle in another container (a set, a list subclass) goes by value, said once
+(`by_value_note`).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from polybus.client.promise import CallPromise, Promise, wait
 from polybus.client.shared import Shared
 from polybus.wire.codec import OOB_BYTES, PROMISE_INSIDE, OutOfBand
 
-__all__ = ["AS_IS_ASYNC", "by_value_note", "holds_handle", "holds_promise", "inside",
-           "plain_args", "wire"]
+__all__ = ["AS_IS_ASYNC", "HOLDERS", "by_value_note", "general", "holds_handle",
+           "holds_promise", "inside", "is_namedtuple", "plain_args", "wire"]
 
 log = logging.getLogger("polybus.client")
 
@@ -37,7 +39,8 @@ AS_IS_ASYNC = _AS_IS | {np.ndarray}
 
 def wire(value: Any) -> Any:
     """An argument as it travels: promises answered, large bytes out of band, and a
-    list, tuple or dict holding a broadcast handle made a `Nested` (`inside`).
+    list, tuple (or namedtuple) or dict holding a broadcast handle made a `Nested`
+    (`inside`); a handle in any other container goes by value, said (`by_value_note`).
 
     A promise inside a list, tuple or dict is waited for here, when the call is made:
     met only while the message is encoded (the link's send lock held), a wait that must
@@ -47,9 +50,22 @@ def wire(value: Any) -> Any:
         return value.__polybus_value__()
     if t is bytes and len(value) >= OOB_BYTES:
         return OutOfBand(value)
-    if (t is list or t is tuple or t is dict) and holds_promise(value):
-        return inside(value)
+    if t is list or t is tuple or t is dict or is_namedtuple(t):
+        return inside(value) if holds_promise(value) else value
+    if isinstance(value, HOLDERS) and holds_handle(value):  # a set, a list subclass...
+        by_value_note(_left(value), t.__name__)
     return value
+
+
+def is_namedtuple(t: type) -> bool:
+    """``t`` is a namedtuple's class: it travels as a tuple does (a list at the replica,
+    docs/configuration.md), so handles in it are named as in a tuple."""
+    return issubclass(t, tuple) and hasattr(t, "_fields")
+
+
+# Containers whose handles `wire` looks for when they cannot be named (the codec walks
+# them, so a handle in one goes by value)
+HOLDERS = (list, tuple, dict, set, frozenset)
 
 
 # What `inside` passes by as it is, by type (nothing in these can be a promise or handle)
@@ -59,7 +75,7 @@ _KEYS = frozenset({str, int})  # dict keys looked at no further (nothing can be 
 
 class _Walk:
     """What `inside` met: ``unlooked``, a value it did not look into (a dict key of
-    another type, a set, a namedtuple, an object, a container too deep), which may
+    another type, a set, a list subclass, an object, a container too deep), which may
     hold a handle that then goes by value."""
 
     __slots__ = ("unlooked",)
@@ -70,7 +86,8 @@ class _Walk:
 
 def inside(value: list[Any] | tuple[Any, ...] | dict[Any, Any]) -> Any:
     """``value``, a list, tuple or dict that holds a promise or handle, as it travels:
-    a new container at every level (lists, tuples and dicts: `polybus.wait`'s copy),
+    a new container at every level (lists, tuples and dicts: `polybus.wait`'s copy; a
+    namedtuple becomes a tuple, as it would arrive anyway),
     every promise in it answered; if a handle is in it, at most `MAX_DEPTH` containers
     deep and not in a dict's key, a `Nested` that names it (client/nested.py). Handles
     that still go by value are said (`by_value_note`)."""
@@ -101,7 +118,7 @@ def _item(v: Any, step: Any, places: Places, depth: int, seen: _Walk) -> Any:
     if t is Shared:
         places[step] = HANDLE
         return v
-    if t is list or t is tuple or t is dict:
+    if t is list or t is tuple or t is dict or is_namedtuple(t):
         if depth >= MAX_DEPTH:  # (deeper: as `wait` makes it, a handle by value)
             seen.unlooked = True
             return wait(v)
@@ -143,13 +160,13 @@ def _left(got: Any) -> list[Shared]:
 
 def by_value_note(handles: list[Shared], container: str) -> None:
     """Broadcast handles that go by value inside a ``container`` argument (in a dict's
-    key, a set, a namedtuple or another object, or more than MAX_DEPTH containers
-    deep: `inside`): said once a handle, with what it costs."""
+    key, a set, a list subclass or another object, or more than MAX_DEPTH containers
+    deep: `inside`, `wire`): said once a handle, with what it costs."""
     for h in handles:
         if not h.noted:
             h.noted = True
             log.warning("polybus: warning: %r was passed inside a %s where it cannot be "
-                        "named (a dict key, a set, a namedtuple or another object, or "
+                        "named (a dict key, a set, a list subclass or another object, or "
                         "more than %d lists, tuples or dicts deep), so its value goes with "
                         "every such call (%d bytes), not a short reference: pass it as an "
                         "argument, or as a list, tuple or dict's item", h, container,
@@ -199,7 +216,7 @@ def _holds(x: Any) -> bool:
     t = type(x)
     if hasattr(t, "__polybus_value__") or getattr(t, PROMISE_INSIDE, False):
         return True
-    if t is list or t is tuple:
+    if t is list or t is tuple or is_namedtuple(t):
         return any(_holds(v) for v in x)
     if t is dict:
         return any(_holds(k) or _holds(v) for k, v in x.items())
@@ -231,8 +248,9 @@ def plain_args(args: tuple[Any, ...]) -> bool | None:
     """True if an aggregating binding's lean path (client/batching.py) takes ``args`` as
     they are; False if the general path must (a promise or broadcast handle, which need
     its care, also inside a list, tuple or dict, or bytes large enough to travel out of
-    band); None if a list, tuple or dict among them holds a promise (waited for first:
-    see batching.py's docstring)."""
+    band), or a handle in another container (a set: `wire` says it goes by value);
+    None if a list, tuple or dict among them holds a promise (waited for first: see
+    batching.py's docstring)."""
     promises = False
     for a in args:
         t = type(a)
@@ -244,6 +262,13 @@ def plain_args(args: tuple[Any, ...]) -> bool | None:
                 if holds_handle(a):
                     return False
                 promises = True
-        elif hasattr(t, "__polybus_value__"):
+        elif hasattr(t, "__polybus_value__") or general(a):
             return False
     return None if promises else True
+
+
+def general(a: Any) -> bool:
+    """``a``, an argument not of an exact list, tuple or dict, is a container holding a
+    handle (a namedtuple names it, a set says it goes by value: `wire`), which the
+    aggregated lean path leaves to the general one."""
+    return isinstance(a, HOLDERS) and holds_handle(a)

@@ -26,6 +26,7 @@ from polybus.config.notes import (
     note_unused,
 )
 from polybus.config.problems import Problems, closest, dotted, names_hint
+from polybus.config.replicause import refuse_replica_uses
 from polybus.config.schema import TOP_KEYS, is_identifier, parse_module
 from polybus.config.serve import check_routes, parse_serve
 from polybus.config.source import SourceInfo
@@ -270,6 +271,8 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
         interfaces[m.key] = served_interfaces(m, info)
     attempted: set[tuple[str, str]] = set()
     bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted, infos)
+    if clients or serve is not None:  # (none: a misspelt entrypoint makes the client look served)
+        bindings = refuse_replica_uses(modules, infos, bindings, p, attempted)
     _check_uses(modules, infos, bindings, interfaces, p, attempted)
     note_unused(modules, infos, bindings, p)
     note_no_ops(modules, raw_tables, p, bindings, serve)  # (routes parsed, not checked)

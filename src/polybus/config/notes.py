@@ -15,11 +15,26 @@ __all__ = ["note_big_batches", "note_idle_shares", "note_many_replicas", "note_n
            "note_plain_off_host", "note_unused"]
 
 
+# ``aggregate`` as a size below this is a few calls' arguments at most (a call counts 8
+# bytes and 8 per number, client/policies/aggregate.py): more likely a count in quotes
+TINY_BATCH = 256
+
+
 def note_big_batches(modules: dict[str, ModuleSpec], max_frame: int, p: Problems) -> None:
     """A batch is one frame: ``aggregate`` as a size past ``cluster.max_frame`` is cut
-    there (a new user's "1TiB" was taken silently)."""
+    there (a new user's "1TiB" was taken silently); and a size under `TINY_BATCH` bytes
+    (a new user's ``aggregate = "16"``, meant as 16 calls) batches next to nothing."""
     for key, m in modules.items():
         for name, u in m.use.items():
+            if u.aggregate_bytes is not None and u.aggregate_bytes < TINY_BATCH:
+                n = u.aggregate_bytes
+                p.note(f"aggregate is a size, {n} bytes of arguments a batch: about what "
+                       "one call carries (8 bytes, and 8 for each number it passes), so "
+                       "its calls hardly travel together (a string is a size in bytes, a "
+                       "number a count of calls)",
+                       dotted("modules", key, "use", name, "aggregate"),
+                       f"for {n} calls a batch write the count, aggregate = {n} (no "
+                       "quotes); a size such as '64KiB' batches small calls by the hundred")
             if u.aggregate_bytes is not None and u.aggregate_bytes > max_frame:
                 p.note(f"aggregate = {u.aggregate_bytes:,} bytes is more than a batch can "
                        f"hold: a batch is one frame, cut at cluster.max_frame "

@@ -15,8 +15,8 @@ from typing import Any
 from polybus.config.origin import SET, Origin
 from polybus.errors import ConfigError
 
-__all__ = ["ConfigErrors", "Problems", "closest", "describe", "dotted", "names_hint", "nearest",
-           "rekey"]
+__all__ = ["ConfigErrors", "Problems", "closest", "describe", "dotted", "names_array",
+           "names_hint", "nearest", "rekey"]
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -66,6 +66,22 @@ def names_hint(name: str, choices: list[str], what: str) -> str:
     (`nearest`), else all of them, else that there are none."""
     return nearest(name, choices) or (f"{what}: {', '.join(choices)}" if choices
                                       else f"there are no {what}")
+
+
+def names_array(value: Any, key: str, choices: Iterable[str] = ()) -> str | None:
+    """The hint for a string where an array of names goes (``cache = "m"``): the word
+    among ``choices`` it is near (``"Auto"``), or the names it holds as an array, even of
+    one (``cache = ["m"]``); None if it holds no name."""
+    if not isinstance(value, str):
+        return None
+    near = nearest(value, choices)
+    if near is not None:
+        return near
+    names = re.findall(r"[A-Za-z_]\w*", value)
+    if not names:
+        return None
+    words = ", ".join(f'"{n}"' for n in names)
+    return f"parameter names go in an array, even one: {key} = [{words}]"
 
 
 def describe(value: Any) -> str:
@@ -157,9 +173,9 @@ class Problems:
         """A mistake found by a value parser (which knows no file or key)."""
         self.errors.append(rekey(err, file=self.origin(key), key=key))
 
-    def wrong_type(self, expected: str, value: Any, key: str) -> None:
+    def wrong_type(self, expected: str, value: Any, key: str, hint: str | None = None) -> None:
+        """``hint``: what to write instead, unless the shell's quoting is to blame."""
         by = self.override(key)
-        hint = None
         if (by is not None and by.shell and isinstance(value, str)
                 and _OPENS.get(value[:1], "\0") in expected
                 and "\n" not in value and "\r" not in value and not _reads(value)):

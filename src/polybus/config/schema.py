@@ -34,7 +34,7 @@ from polybus.config.model import (
     UseSpec,
 )
 from polybus.config.pool import parse_pool
-from polybus.config.problems import Problems, describe, dotted
+from polybus.config.problems import Problems, describe, dotted, names_array
 from polybus.config.replication import parse_replication
 from polybus.config.table import Table, pick
 from polybus.config.units import parse_duration, parse_size, shown
@@ -74,7 +74,8 @@ def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> D
         elif isinstance(raw, list) and all(isinstance(x, str) for x in raw):
             cache = tuple(raw) or None
         else:
-            p.wrong_type("'auto' or an array of parameter names", raw, t.key("cache"))
+            p.wrong_type("'auto' or an array of parameter names", raw, t.key("cache"),
+                         names_array(raw, "cache", ["auto"]))
     cache_bytes = t.parsed("cache_bytes", parse_size)
     if cache_bytes == 0:  # (the LRU would still keep one operand: not what 0 says)
         p.add(f"expected a size > 0, got {shown(table['cache_bytes'])}", t.key("cache_bytes"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -21,11 +22,16 @@ from polybus.errors import PolybusError, TransportError
 from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
 from polybus.token import ENV, make_token
-from polybus.usercode import shown, stuck_at
+from polybus.usercode import SLOW_IMPORT, shown, stuck_at
 
 if TYPE_CHECKING:
     from polybus.engines.supervise import Supervisor
 
+log = logging.getLogger("polybus.engine")
+
+# Every worker must register within this, in seconds (not configurable; `--timeout` and
+# a run's ``timeout`` count from the entrypoint's start, after it): a worker imports its
+# module first, and one still importing after SLOW_IMPORT is said while the run waits.
 START_TIMEOUT = 60.0
 # numpy's BLAS starts a thread per CPU in every process: replicas on one host then run
 # CPUs x replicas threads, and a matrix-multiplying server ran 5-20x slower with 2 replicas
@@ -55,9 +61,11 @@ class LocalEngine:
     removes; `start` first removes those that runs killed outright left (rundir.py)."""
 
     def __init__(self, app: AppConfig, overrides: tuple[str, ...] = (),
-                 start_timeout: float = START_TIMEOUT, echo: TextIO | None = None) -> None:
+                 start_timeout: float = START_TIMEOUT, echo: TextIO | None = None,
+                 slow: float = SLOW_IMPORT) -> None:
         self.app = app
         self.echo = echo
+        self.slow = slow  # seconds before workers not yet registered are said (`_wait_ready`)
         self.follower: LogFollower | None = None
         self.overrides = overrides
         self.start_timeout = start_timeout  # for every worker to register, in seconds
@@ -156,20 +164,35 @@ class LocalEngine:
         assert self.registry is not None
         expected = {name for name, _, _ in self.procs}
         client = RegistryClient(str(self.registry.address), self.token)
-        deadline = time.monotonic() + self.start_timeout
+        start = time.monotonic()
+        deadline = start + self.start_timeout
+        said = False
         try:
             while True:
-                for name, proc, log in self.procs:
+                for name, proc, path in self.procs:
                     if proc.poll() is not None:
-                        raise PolybusError(_start_failure(name, proc.returncode, log))
+                        raise PolybusError(_start_failure(name, proc.returncode, path))
                 have = {r.name for r in client.resolve()}
                 if expected <= have:
                     return
+                if not said and time.monotonic() - start >= self.slow:
+                    said = True  # (`polybus check` says the same of an import: usercode.py)
+                    log.warning("polybus: %s", self._slow(sorted(expected - have)))
                 if time.monotonic() > deadline:
                     raise TransportError(self._not_registered(sorted(expected - have)))
                 time.sleep(0.02)
         finally:
             client.close()
+
+    def _slow(self, missing: list[str]) -> str:
+        """What the run waits for once `slow` has passed: workers ``missing`` have not
+        registered, and each imports its module first."""
+        sources = {r.name: m.source for m in self.app.servers() for r in m.replication}
+        files = " or ".join(dict.fromkeys(shown(sources[n]) for n in missing))
+        who = f"worker{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+        return (f"{who} not registered after {self.slow:g} s: a worker imports its module "
+                f"({files}) before it registers; waiting up to {self.start_timeout:g} s "
+                "for it")
 
     def _not_registered(self, missing: list[str]) -> str:
         """Why workers ``missing`` did not register in time, as far as can be told: a

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from polybus.client.stubs import serving
 from polybus.config.model import ModuleSpec, ReplicaSpec
 from polybus.http.response import HTTP_SUFFIX, http_form
 from polybus.memory import keep_freed_memory
@@ -106,6 +107,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     line_buffered()  # (before the module's top-level code prints anything)
     keep_freed_memory()  # large messages reuse their memory (memory.py)
     client = RegistryClient(registry, token)  # (a malformed address fails here, first)
+    serving(module_key)  # (a use() it calls says a replica cannot: client/stubs.py)
     module = load_module(module_path, import_name(module_key))
     functions = interfaces(module, spec.define.keys() if spec else ())
     options = options_for(spec, replica, max_frame)

@@ -27,12 +27,15 @@ _module: ModuleType | None = None
 
 def _load(path: str, name: str, replica: int) -> None:
     global _module
+    from polybus.client.stubs import serving
+    from polybus.usernames import key_of
     from polybus.worker.lifetime import die_with_parent
     from polybus.worker.module import load_module
 
     # Sent when the replica's thread that started this child ends: the thread that made
     # the pool (ProcessPool._start), which runs until the replica stops.
     die_with_parent(signal.SIGKILL, replica)
+    serving(key_of(name))  # (as its replica: worker/main.py)
     _module = load_module(Path(path), name)
 
 

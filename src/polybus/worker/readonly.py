@@ -13,16 +13,18 @@ every transport. A process pool's child gets pickled
 copies of the arguments, writable, so a call that failed there gets no note (replies.py).
 The note names only the read-only arguments the failing line of the function's own file
 mentions (a write into an array of the function's own making, beside a cached operand,
-blamed the operand); with no source to read, it names them all.
+blamed the operand); with no source to read, it names them all. A line that mentions
+none but writes through a local name for one, or for a view of one (``m, v = pair``,
+then ``m *= 2``), names it by both: ``m (pair[0])``.
 """
 
 from __future__ import annotations
 
 import inspect
+import linecache
 import re
-import traceback
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
@@ -56,15 +58,20 @@ def note(exc: BaseException, message: str, fn: Callable[..., Any] | None,
     values = {name: value for name, value in _within(_arguments(fn, args, kwargs or {}), inner)
               if isinstance(value, np.ndarray) and not value.flags.writeable}
     names = list(values)
-    line = _failing_line(exc, fn)
+    line, local = _failing_line(exc, fn)
     if line is not None:  # (the write's own line: only what it names, a[...] by its a)
         names = [n for n in names if re.search(rf"\b{re.escape(n.split('[')[0])}\b", line)]
+        if not names:  # (or a local name it gives one of them: m, v = pair; m *= 2)
+            for alias, n in _aliases(line, local, values):
+                values[alias] = values[n]
+                names.append(alias)
+                inner.add(alias)
     if not names:
         return None
     cached = [n for n in names if _is_cached(values[n])]
     sent = [n for n in names if n not in cached]  # (read-only in the client: shmseg.py)
-    first = names[0]
-    copy = (f"{first} = {first}.copy()" if first.isidentifier() or first in inner else
+    first = names[0].split(" (")[0]  # (an alias, ``m (pair[0])``: its local name, m)
+    copy = (f"{first} = {first}.copy()" if first.isidentifier() or names[0] in inner else
             f"{first}.copy()" if first.endswith("]") else "x = x.copy()")
     if not sent:
         return (f"{_listed(cached, 'is a cached operand', 'are cached operands')}: cached "
@@ -125,13 +132,42 @@ def _within(named: Iterator[tuple[str, Any]], inner: set[str]) -> Iterator[tuple
 _WITHIN = 10_000  # items of list and dict arguments looked at, at most (a failure's path)
 
 
-def _failing_line(exc: BaseException, fn: Callable[..., Any] | None) -> str | None:
+def _failing_line(exc: BaseException, fn: Callable[..., Any] | None
+                  ) -> tuple[str | None, Mapping[str, Any]]:
     """The source line, in ``fn``'s file, of the innermost frame there (where its code
-    made the write, or called what made it); None if there is none or no source."""
+    made the write, or called what made it), and that frame's local names; None (and
+    none) if there is no such frame or no source."""
     code = getattr(fn, "__code__", None)
     if code is None:
-        return None
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if frame.filename == code.co_filename:
-            return frame.line or None
-    return None
+        return None, {}
+    file = code.co_filename
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == file:
+            found = tb
+        tb = tb.tb_next
+    if found is None:
+        return None, {}
+    line = linecache.getline(file, found.tb_lineno).strip()
+    return (line, found.tb_frame.f_locals) if line else (None, {})
+
+
+def _aliases(line: str, local: Mapping[str, Any], values: dict[str, Any]
+             ) -> list[tuple[str, str]]:
+    """(how to name it, the argument) for each local name ``line`` mentions that is a
+    read-only argument, or a view of one: ``m (pair[0])`` after ``m, v = pair``, ``m (a
+    view of pair[0])`` after ``m = pair[0][:2]``."""
+    found: list[tuple[str, str]] = []
+    for word in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", line)):
+        a = local.get(word)
+        bases: list[np.ndarray[Any, Any]] = []
+        while isinstance(a, np.ndarray) and len(bases) < 64:  # (a view's chain, bounded)
+            bases.append(a)
+            a = a.base
+        for n, v in values.items():
+            if any(b is v for b in bases):
+                found.append((f"{word} ({n})" if bases[0] is v else f"{word} (a view of {n})",
+                              n))
+                break
+    return found

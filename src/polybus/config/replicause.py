@@ -1,0 +1,73 @@
+"""A served module's ``use()``: a replica cannot call other modules.
+
+Only the client's session calls the interfaces [bind] binds: it binds the client
+module's names alone (client/session.py), and a replica runs its module's functions
+with no session of its own. So a binding whose user is a module served by replicas (not
+the client) would fail at every call it makes; `check` and `run` refuse it, and report
+a ``use("name")`` such a module makes the same way, not as a name to add to [bind]
+(`refuse_replica_uses`). A call a replica makes anyway (a name built at run time, or a
+client module that has replicas too) fails at the call with the same words
+(client/stubs.py). Both say it in `replica_call`, the one place it is written.
+"""
+
+from __future__ import annotations
+
+from polybus.config.model import Binding, ModuleSpec
+from polybus.config.problems import Problems, dotted
+from polybus.config.source import SourceInfo
+
+__all__ = ["refuse_replica_uses", "replica_call"]
+
+
+def replica_call(module: str, call: str, where: str = "") -> tuple[str, str]:
+    """What is wrong when module ``module``'s replicas make ``call`` (``use('f')``;
+    ``where``: its file and line, if known), and what to do instead: for a ConfigError's
+    message and hint, or joined for a call's UsageError."""
+    at = f" ({where})" if where else ""
+    return (f"module {module!r} is served by replicas and calls {call}{at}, but a "
+            "replica cannot call other modules: only the client (the module with the "
+            "entrypoint) calls the interfaces [bind] binds",
+            "call both from the client instead, passing the first call's promise to the "
+            "second; an async call's promise goes replica to replica, see "
+            "docs/strategies.md, forward")
+
+
+def _served(m: ModuleSpec) -> bool:
+    return bool(m.replication) and m.entrypoint is None
+
+
+def refuse_replica_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
+                        bindings: list[Binding], p: Problems,
+                        attempted: set[tuple[str, str]]) -> list[Binding]:
+    """``bindings`` but those whose user is a served module, each refused; a served
+    module's ``use("name")`` calls and ``use.name`` keys are refused as well, and added
+    to ``attempted`` (so they are not also reported as unbound names)."""
+    kept: list[Binding] = []
+    said: set[tuple[str, str]] = set()
+    for b in bindings:
+        m = modules.get(b.user)
+        if m is None or not _served(m):
+            kept.append(b)
+            continue
+        said.add((b.user, b.name))
+        info = infos.get(b.user)
+        line = next((u.lineno for u in info.uses if u.name == b.name), None) if info else None
+        what, instead = replica_call(b.user, f"use({b.name!r})",
+                                     f"{m.source.name} line {line}" if line else "")
+        p.add(what, dotted("bind", f"{b.user}.{b.name}"), instead)
+    for m in modules.values():
+        if not _served(m):
+            continue
+        info = infos.get(m.key)
+        named = [(u.name, f"{m.source.name} line {u.lineno}") for u in info.uses
+                 ] if info else []
+        named += [(n, "") for n in m.use]
+        for name, where in named:
+            if (m.key, name) in said or (m.key, name) in attempted:
+                continue
+            said.add((m.key, name))
+            what, instead = replica_call(m.key, f"use({name!r})", where)
+            p.add(what, dotted("modules", m.key, *(("use", name) if not where
+                                                           else ())), instead)
+    attempted |= said
+    return kept

@@ -1,0 +1,75 @@
+"""A priority that reads a forwarded argument waits for it at the client: said once.
+
+A new-user trial's ``priority = "len(x)"``, x given a promise, sent every value through
+the client (3.2 MB each way where 784 B went without the priority), and nothing said
+why: the client computes the priority when the call is made, so it must have x then.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from polybus import wait
+from polybus.client.session import Session
+
+from .comm_harness import cluster
+
+TOML = """
+[modules.server]
+source = "server.py"
+replication = 2
+define.add = { priority = "PRIORITY" }
+define.slow_double = {}
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.add = { callstyle = "async" }
+use.slow_double = { callstyle = "async" }
+
+[bind]
+"client.add" = "server.add"
+"client.slow_double" = "server.slow_double"
+"""
+
+
+def _edges(s: Session) -> int:
+    """The promises the client's calls of ``add`` passed on to be forwarded."""
+    fwd = s.dispatchers["add"].forwarder
+    assert fwd is not None
+    return fwd.forwarded
+
+
+def _said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "priority" in r.getMessage()]
+
+
+def test_a_priority_reading_a_promise_says_forwarding_does_not_apply_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with cluster(tmp_path, TOML.replace("PRIORITY", "len(x)")) as c, \
+            caplog.at_level("WARNING", logger="polybus.client"):
+        s = c.session()
+        ps = [s.call("slow_double", (np.ones(4), 0.2), {}) for _ in range(2)]
+        got = wait([s.call("add", (p, np.ones(4)), {}) for p in ps])
+        assert [list(g) for g in got] == [[3.0] * 4] * 2
+        assert _edges(s) == 0  # (each value came to the client and went on from it)
+        said = _said(caplog)
+        assert len(said) == 1, said  # (once a binding)
+        assert said[0].startswith(
+            "polybus: warning: add's priority 'len(x)' reads x, which this call passes an "
+            "unanswered promise: the client needs its value to compute the priority")
+        assert "set forward = false on the binding" in said[0]
+
+
+def test_a_priority_reading_other_arguments_forwards_and_says_nothing(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with cluster(tmp_path, TOML.replace("PRIORITY", "len(y)")) as c, \
+            caplog.at_level("WARNING", logger="polybus.client"):
+        s = c.session()
+        p = s.call("slow_double", (np.ones(4), 0.2), {})
+        assert list(wait(s.call("add", (p, np.ones(4)), {}))) == [3.0] * 4
+        assert _edges(s) == 1  # (the call named the promise: the value went on from its replica)
+        assert _said(caplog) == []
