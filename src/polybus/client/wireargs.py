@@ -46,10 +46,12 @@ def wire(value: Any) -> Any:
     met only while the message is encoded (the link's send lock held), a wait that must
     itself send on that link (an open batch, a held call) would deadlock."""
     t = type(value)
+    if t in _PLAIN:  # (the common arguments first: this runs for each of every call's)
+        return value
     if t is CallPromise or t is BatchPromise:
         return value.__polybus_value__()
-    if t is bytes and len(value) >= OOB_BYTES:
-        return OutOfBand(value)
+    if t is bytes:
+        return OutOfBand(value) if len(value) >= OOB_BYTES else value
     if t is list or t is tuple or t is dict or is_namedtuple(t):
         return inside(value) if holds_promise(value) else value
     if isinstance(value, HOLDERS) and holds_handle(value):  # a set, a list subclass...
@@ -71,6 +73,7 @@ HOLDERS = (list, tuple, dict, set, frozenset)
 # What `inside` passes by as it is, by type (nothing in these can be a promise or handle)
 _LEAF = frozenset({int, float, bool, str, bytes, type(None), complex, np.ndarray})
 _KEYS = frozenset({str, int})  # dict keys looked at no further (nothing can be in them)
+_PLAIN = _LEAF - {bytes}  # what `wire` passes at once (bytes: unless out of band)
 
 
 class _Walk:
