@@ -22,6 +22,19 @@ SERVER = """
         return i
 """
 
+TOML = """
+    [modules.server]
+    source = "server.py"
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+    use.f = { callstyle = "async" }
+
+    [bind]
+    "client.f" = "server.f"
+"""
+
 CLIENT = """
     from polybus import use, wait
 
@@ -35,18 +48,7 @@ CLIENT = """
 
 @pytest.mark.timeout(60)
 def test_the_calls_still_under_way_when_the_program_raised_are_counted(tmp_path: Path) -> None:
-    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml="""
-        [modules.server]
-        source = "server.py"
-
-        [modules.client]
-        source = "client.py"
-        entrypoint = "main"
-        use.f = { callstyle = "async" }
-
-        [bind]
-        "client.f" = "server.f"
-    """)
+    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
     p = cli("run", app, cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     assert "ValueError: bad 3" in p.stderr, p.stderr
@@ -58,18 +60,7 @@ def test_the_calls_still_under_way_when_the_program_raised_are_counted(tmp_path:
 @pytest.mark.timeout(60)
 def test_a_run_that_ends_well_says_nothing_of_the_kind(tmp_path: Path) -> None:
     one_call = CLIENT.replace("f(3)] + [f(i) for i in range(10, 20)]", "f(4)]")
-    app = write_app(tmp_path, server=SERVER, client=one_call, toml="""
-        [modules.server]
-        source = "server.py"
-
-        [modules.client]
-        source = "client.py"
-        entrypoint = "main"
-        use.f = { callstyle = "async" }
-
-        [bind]
-        "client.f" = "server.f"
-    """)
+    app = write_app(tmp_path, server=SERVER, client=one_call, toml=TOML)
     p = cli("run", app, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "still under way" not in p.stderr, p.stderr
