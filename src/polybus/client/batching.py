@@ -158,8 +158,9 @@ class Batcher:
                     if holds_handle(args[0]):  # (named by the general path: nested.py)
                         return self.d(args, kwargs)
                     args = wait(args)  # (see plain_args)
-                elif isinstance(args[0], HOLDERS) and holds_handle(args[0]):  # (a set's:
-                    return self.d(args, kwargs)  # said to go by value, a namedtuple's named)
+                elif t not in AS_IS and isinstance(args[0], HOLDERS) and holds_handle(
+                        args[0]):  # (a set's: said to go by value, a namedtuple's named)
+                    return self.d(args, kwargs)
                 if t not in AS_IS:  # held: as it is now (snapshot.py)
                     args = snapshot_row(args, self._keep())
         else:

@@ -265,7 +265,7 @@ def plain_args(args: tuple[Any, ...]) -> bool | None:
                 if holds_handle(a):
                     return False
                 promises = True
-        elif hasattr(t, "__polybus_value__") or general(a):
+        elif t not in _PLAIN and (hasattr(t, "__polybus_value__") or general(a)):
             return False
     return None if promises else True
 
