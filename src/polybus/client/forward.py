@@ -64,7 +64,7 @@ from polybus.client.fwdbatch import (
     undo,
 )
 from polybus.client.fwdblame import origin, said_by, upstream
-from polybus.client.fwdedge import Edge, _unsent
+from polybus.client.fwdedge import Edge, unsent_value
 from polybus.client.fwdlost import gone, kept_lost
 from polybus.client.fwdmove import ended
 from polybus.client.promise import CallPromise
@@ -115,11 +115,11 @@ class Forwarder:
     def wants(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         # (loops, not any() over generators: this runs on every async call)
         for a in args:
-            if (type(a) is CallPromise or type(a) is BatchPromise) and _unsent(a):
+            if (type(a) is CallPromise or type(a) is BatchPromise) and unsent_value(a):
                 return True
         if kwargs:
             for v in kwargs.values():
-                if (type(v) is CallPromise or type(v) is BatchPromise) and _unsent(v):
+                if (type(v) is CallPromise or type(v) is BatchPromise) and unsent_value(v):
                     return True
         return False
 
@@ -131,7 +131,7 @@ class Forwarder:
         edges: list[Edge] = []
 
         def arg(value: Any) -> Any:
-            if not _unsent(value):
+            if not unsent_value(value):
                 return wire(value)
             producer: CallRecord = (value._rec if type(value) is CallPromise
                                     else entry_of(value))

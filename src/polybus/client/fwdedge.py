@@ -14,7 +14,7 @@ from polybus.wire.codec import Ref
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
 
-__all__ = ["Edge"]
+__all__ = ["Edge", "unsent_value"]
 
 
 class Edge:
@@ -55,7 +55,7 @@ class Edge:
             self.watched = None
 
 
-def _unsent(value: Any) -> bool:
+def unsent_value(value: Any) -> bool:
     """A promise whose value is not at the client: unanswered (of a binding whose
     answers may be forwarded), or forwarded. An aggregated call's too (fwdbatch.py)."""
     if type(value) is not CallPromise:

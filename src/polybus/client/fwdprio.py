@@ -16,9 +16,7 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.batchcalls import BatchPromise
-from polybus.client.fwdedge import _unsent
-from polybus.client.promise import CallPromise
+from polybus.client.fwdedge import unsent_value
 
 if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
@@ -37,7 +35,7 @@ def note_priority_reads(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, 
         return
     reads = getattr(d.priority, "reads", None)
     for name, value in reads(args, kwargs) if reads is not None else ():
-        if (type(value) is CallPromise or type(value) is BatchPromise) and _unsent(value):
+        if unsent_value(value):  # (False for anything but a promise)
             _said.add(d)
             log.warning(
                 "polybus: warning: %s's priority %r reads %s, which this call passes an "
