@@ -181,17 +181,22 @@ def salvage(header: bytes | bytearray | memoryview, typed: Callable[[Any], Any],
     here, as the message that fails what carried that value (or a `Refusal`).
     ``typed`` decodes a whole message, ``loose`` any one value (both with the codec's
     extension hook). ProtocolError if it is not such a message after all."""
-    msg = _rebuild(header, typed, loose)
+    msg = _split(header, typed, loose)  # (it failed to decode whole: not tried again)
     if first_bad(msg) is None:
         raise ProtocolError("malformed message: a value failed to decode, then did not")
     return failed_form(msg)
 
 
 def _rebuild(raw: Any, typed: Callable[[Any], Any], loose: Callable[[Any], Any]) -> Any:
+    """A Batch's item: decoded whole if it can be, else field by field (`_split`)."""
     try:
         return typed(raw)
     except msgspec.DecodeError:
-        pass
+        return _split(raw, typed, loose)
+
+
+def _split(raw: Any, typed: Callable[[Any], Any], loose: Callable[[Any], Any]) -> Any:
+    """A message that did not decode whole, field by field (`salvage`)."""
     try:
         parts = _RAWS.decode(raw)
         cls = _CARRIERS.get(_TAG.decode(parts[0])) if parts else None
