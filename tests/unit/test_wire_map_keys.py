@@ -11,10 +11,10 @@ from typing import Any
 
 import msgspec
 import pytest
+from test_wire_undecodable import received as pickled_or_not  # tests/unit
 
 from polybus.errors import ProtocolError
 from polybus.wire.codec import Codec
-from polybus.wire.framing import FrameDecoder
 from polybus.wire.messages import (
     Batch,
     BatchResult,
@@ -40,17 +40,8 @@ BAD = {Key(1): "v"}  # (hashable here; a map, so no key, once decoded)
 
 
 def received(msg: Message, *, small: bool = False) -> Any:
-    pieces = Codec().encode(msg)
-    d = FrameDecoder()
-    d.feed(b"".join(bytes(memoryview(p).cast("B")) for p in pieces))
-    dec = Codec()
-    if small:
-        header = d.next_small()
-        assert header is not None
-        return dec.decode_header(header)
-    frame = d.next_frame()
-    assert frame is not None
-    return dec.decode(frame)
+    """``msg`` through a plain codec and the frame decoder (test_wire_undecodable.py)."""
+    return pickled_or_not(msg, small=small, pickle=False)
 
 
 def _says(message: str, what: str) -> None:

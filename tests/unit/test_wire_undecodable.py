@@ -31,13 +31,14 @@ from polybus.wire.undecodable import HINT, Refusal, RefusedRows
 GHOST = msgspec.msgpack.Ext(EXT_PICKLE, b"cghost_module\nGhost\n)R.")
 
 
-def received(msg: Message, *, small: bool = False) -> Any:
-    """``msg`` sent by a pickling codec and decoded by another, through the frame
-    decoder (``small``: by decode_header, the no-buffer path the channels take)."""
-    pieces = Codec(allow_pickle=True).encode(msg)
+def received(msg: Message, *, small: bool = False, pickle: bool = True) -> Any:
+    """``msg`` sent by a codec (a pickling one unless ``pickle`` is false) and decoded by
+    another, through the frame decoder (``small``: by decode_header, the no-buffer path
+    the channels take). test_wire_map_keys.py uses it too."""
+    pieces = Codec(allow_pickle=pickle).encode(msg)
     d = FrameDecoder()
     d.feed(b"".join(bytes(memoryview(p).cast("B")) for p in pieces))
-    dec = Codec(allow_pickle=True)
+    dec = Codec(allow_pickle=pickle)
     if small:
         header = d.next_small()
         assert header is not None
