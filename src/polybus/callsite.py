@@ -32,8 +32,7 @@ __all__ = ["PLACED", "place"]
 
 # What `place` names the user's line in: a call that failed (the function raised, timed
 # out, or lost every replica), or one the client could not make.
-PLACED = (RemoteError, UsageError, ConnectionLostError, NoReplicaError)
-Placed = RemoteError | UsageError | ConnectionLostError | NoReplicaError
+PLACED = RemoteError | UsageError | ConnectionLostError | NoReplicaError  # (isinstance too)
 
 _STUBS = str(Path(__file__).resolve().parent / "client" / "stubs.py")
 _BROADCAST = str(Path(__file__).resolve().parent / "client" / "broadcast.py")
@@ -77,7 +76,7 @@ def _bad_arguments(exc: RemoteException, source: Path) -> bool:
             and f'File "{source}"' not in exc.remote_traceback)
 
 
-def place(exc: Placed, app: AppConfig, client: str,
+def place(exc: PLACED, app: AppConfig, client: str,
           returned_by: str | None = None) -> None:
     """Name the user's line (and, for arguments that do not fit, the signature) in ``exc``:
     a remote error, a call lost with every replica, or a call the client could not make
