@@ -86,14 +86,18 @@ def place(exc: PLACED, app: AppConfig, client: str,
     promise it did not wait for itself: no line of the user's is on the stack then)."""
     if exc.call_site is not None:
         return
+    # Which call (its arguments short), when the error knows: calls.error_from
+    call = f"the call {exc.call}" if isinstance(exc, RemoteError) and exc.call else "the call"
     found = _user_frame(exc)
     if found is None:
         if returned_by is not None:
             head, _, rest = str(exc).partition("\n")
-            exc.args = (f"{head}\n  the call whose promise {returned_by}() returned, waited "
+            exc.args = (f"{head}\n  {call} whose promise {returned_by}() returned, waited "
                         "for when it returned" + (f"\n{rest}" if rest else ""),)
         return
     frame, what = found
+    if what.startswith("the call"):
+        what = call + what[len("the call"):]
     exc.call_site = f"{frame.filename}:{frame.lineno}"
     at = (f'  {what} at File "{frame.filename}", line {frame.lineno}, in {frame.name}'
           + (f":\n    {frame.line}" if frame.line else ""))

@@ -177,13 +177,17 @@ class RemoteError(PolybusError):
 
     ``call_site`` is ``FILE:LINE`` of the user's code where the error came out of the
     client (the call, or where its promise was used), once ``polybus.run`` has placed it.
+    ``call`` is the call as text, its arguments short (``boom(3)``; "" if not known):
+    which of the program's calls to the interface it was.
     """
 
     call_site: str | None = None
 
-    def __init__(self, message: str, *, interface: str = "", replica: str = "") -> None:
+    def __init__(self, message: str, *, interface: str = "", replica: str = "",
+                 call: str = "") -> None:
         self.interface = interface
         self.replica = replica
+        self.call = call
         super().__init__(message)
 
 

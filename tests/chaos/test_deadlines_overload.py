@@ -20,8 +20,9 @@ def test_deadline_fails_typed_and_late_answer_is_discarded(harness: Harness, sty
     harness.embedded_registry()
     harness.workers(1)
     session = harness.session(app)
-    with pytest.raises(CallTimeoutError, match=r"within 0\.5 s"):
+    with pytest.raises(CallTimeoutError, match=r"within 0\.5 s") as info:
         wait(session.call("slow", (1, 1.5), {}))
+    assert info.value.call == "slow(1, 1.5)"  # (which call: by its arguments)
     # (raised at all: the deadline came before the answer, which takes 1.5 s)
     assert wait(session.call("slow", (2, 0.0), {})) == 2
     deadline = time.monotonic() + 5

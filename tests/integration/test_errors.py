@@ -210,8 +210,8 @@ def test_a_failed_promise_the_entrypoint_returns_says_so(tmp_path: Path) -> None
     with pytest.raises(polybus.errors.RemoteException) as info:  # type: ignore[attr-defined]
         polybus.run(app)
     assert info.value.remote_message == "unforced"
-    assert "the call whose promise main() returned, waited for when it returned" \
-        in str(info.value)
+    assert ("the call fail('unforced') whose promise main() returned, waited for when it "
+            "returned") in str(info.value)
 
 
 def test_calling_an_unbound_name_is_a_usage_error(tmp_path: Path) -> None:

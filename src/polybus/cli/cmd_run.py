@@ -15,7 +15,7 @@ from polybus.cli.output import result_console
 from polybus.cli.values import check_writable, save, seconds
 from polybus.config.origin import SET
 from polybus.deadline import check_timeout
-from polybus.errors import RemoteException
+from polybus.errors import RemoteError, RemoteException
 from polybus.runner import RunResult, run, where_stopped
 
 
@@ -89,6 +89,8 @@ def error_doc(exc: BaseException) -> dict[str, object]:
         error.update(remote_type=exc.remote_type, remote_message=exc.remote_message,
                      remote_traceback=exc.remote_traceback, replica=exc.replica,
                      interface=exc.interface)
+    if isinstance(exc, RemoteError) and exc.call:  # (which call: ``boom(3)``)
+        error["call"] = exc.call
     site = getattr(exc, "call_site", None)  # (callsite.py: the user's line, FILE:LINE)
     if site is not None:
         error["call_site"] = site

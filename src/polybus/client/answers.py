@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from polybus.client.calls import ReplicaLink, error_from
+from polybus.client.calltext import call_text
 from polybus.errors import UPSTREAM_FAILED, ProtocolError
 from polybus.wire.messages import (
     Batch,
@@ -45,7 +46,9 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
                 fwd = rec.dispatcher.forwarder
                 origin = (fwd.origin(rec, msg.message)
                           if fwd is not None and msg.message.startswith(UPSTREAM_FAILED) else "")
-                if rec.set_error(error_from(msg, rec.dispatcher.interface, link.name, origin)):
+                iface = rec.dispatcher.interface
+                said = call_text(iface, rec.args, rec.kwargs)  # (kept until answered)
+                if rec.set_error(error_from(msg, iface, link.name, origin, said)):
                     rec.dispatcher.completed(rec, link)
         case Batch(items=items):
             for item in items:

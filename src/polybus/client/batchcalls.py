@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 
 from polybus.client.calls import error_from, expire, told, waited_on
+from polybus.client.calltext import call_text
 from polybus.client.fwdbatch import fetched, settle
 from polybus.client.policies.aggregate import arg_bytes
 from polybus.client.promise import Promise, behave_as_promise
@@ -113,8 +114,11 @@ class Pending:
         only = self.only
         if msg.fails:
             iface = self.batcher.interface
-            self.fails = {(f.id if only is None else only[f.id]): error_from(f, iface, link.name)
-                          for f in msg.fails}
+            self.fails = {}
+            for f in msg.fails:
+                j = f.id if only is None else only[f.id]
+                row = self.args[j] if j < len(self.args) else ()
+                self.fails[j] = error_from(f, iface, link.name, call=call_text(iface, row, None))
             self.batcher.failed.add(self)
         if only is None:
             self.values = msg.values

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from polybus.client.calltext import call_text
 from polybus.client.unseen import failed, forgotten, seen
 from polybus.config.units import duration_text
 from polybus.errors import (
@@ -180,7 +181,8 @@ def give_up(rec: CallRecord, limit: float, why: str = "") -> bool:
     is added to the message. One place for a wait, `as_completed` and the run's drain."""
     iface = rec.dispatcher.interface
     if not rec.set_error(CallTimeoutError(
-            f"no answer from {iface} within {duration_text(limit)}{why}", interface=iface)):
+            f"no answer from {iface} within {duration_text(limit)}{why}", interface=iface,
+            call=call_text(iface, rec.args, rec.kwargs))):
         return False
     rec.dispatcher.forget(rec)
     return True
@@ -200,17 +202,23 @@ def waiting_for(rec: CallRecord) -> str:
     return f"it was waiting for a call to {iface} on {link.name}{since}, not yet answered"
 
 
-def error_from(fail: Fail, interface: str, replica: str, origin: str = "") -> PolybusError:
+def error_from(fail: Fail, interface: str, replica: str, origin: str = "",
+               call: str = "") -> PolybusError:
     """The typed error for a Fail message (the one place remote failures are translated);
-    ``origin`` names the upstream call a forwarded value came from ("f on server-0")."""
-    if fail.kind == "exception":
-        return RemoteException(fail.type, fail.message, fail.traceback,
-                               interface=interface, replica=replica, origin=origin)
-    if fail.kind == "busy":
-        return BusyError(fail.message, interface=interface, replica=replica)
+    ``origin`` names the upstream call a forwarded value came from ("f on server-0");
+    ``call``: the failed call as text (`call_text`), kept as the error's ``call``."""
     if fail.kind == "no-interface":
         return NoReplicaError(fail.message)
-    return RemoteError(f"{fail.type}: {fail.message}", interface=interface, replica=replica)
+    err: RemoteError
+    if fail.kind == "exception":
+        err = RemoteException(fail.type, fail.message, fail.traceback,
+                              interface=interface, replica=replica, origin=origin)
+    elif fail.kind == "busy":
+        err = BusyError(fail.message, interface=interface, replica=replica)
+    else:
+        err = RemoteError(f"{fail.type}: {fail.message}", interface=interface, replica=replica)
+    err.call = call
+    return err
 
 
 class ReplicaLink:
