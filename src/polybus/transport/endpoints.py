@@ -200,7 +200,7 @@ def connect(address: Address | str, token: bytes, codec: Codec,
         _tune(sock)
         if tls is not None:
             sock = _tls.wrap_client(sock, tls, addr.host)
-        hs = handshake.ClientHandshake(token)
+        hs = handshake.ClientHandshake(token, codec.max_frame)
         hello = _recv_exact(sock, handshake.HELLO_SIZE)
         greeted = bool(hello)
         if not greeted and tls is None and addr.scheme == "tcp":
@@ -216,6 +216,7 @@ def connect(address: Address | str, token: bytes, codec: Codec,
         sock.sendall(hs.proof(hello))
         hs.verify(_recv_exact(sock, handshake.ANSWER_SIZE))
         sock.settimeout(None)
+        _narrow(codec, hs.peer_limit)
     except TransportError:  # (a TLSHandshakeError, or inproc's above)
         sock.close()
         raise
@@ -279,13 +280,14 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
         _tune(sock)
         if tls is not None and sock.family != socket.AF_UNIX:
             sock = _tls.wrap_server(sock, tls)  # before anything else is read
-        hs = handshake.ServerHandshake(token)
+        hs = handshake.ServerHandshake(token, codec.max_frame)
         sock.sendall(hs.hello())
         answer, error = hs.check(_recv_exact(sock, handshake.PROOF_SIZE))
         sock.sendall(answer)
         if error is not None:
             raise AuthenticationError(f"{name}: {error}")
         sock.settimeout(None)
+        _narrow(codec, hs.peer_limit)
     except AuthenticationError:
         sock.close()
         raise
@@ -293,6 +295,14 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
         sock.close()
         raise TransportError(f"handshake with {name} failed: {exc}") from None
     return _channel(sock, codec, name, shm)
+
+
+def _narrow(codec: Codec, peer_limit: int | None) -> None:
+    """Frame nothing over the peer's limit either (the handshake said it): a message
+    the peer would refuse fails alone here, before it is sent, instead of costing the
+    connection there. The peer does the same, so nothing larger comes in."""
+    if peer_limit is not None and peer_limit < codec.max_frame:
+        codec.max_frame = peer_limit
 
 
 def _channel(sock: socket.socket, codec: Codec, peer: str, shm: bool) -> Channel:
