@@ -15,6 +15,7 @@ import socket
 import ssl
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -28,38 +29,61 @@ from polybus.wire.codec import Codec
 HANDSHAKE_TIMEOUT = 5.0
 # Handshakes under way at once per listener, each in a thread of its own (so a silent
 # peer holds no one else up) for up to its timeout. A crowd of strangers took a thread
-# and a socket each, without limit; past this a new connection is closed at once.
+# and a socket each, without limit; past this a new connection cuts short the oldest
+# handshake under way for CUT_AFTER seconds or more, else it is closed at once (a crowd
+# that said nothing and reconnected as it was closed shut good clients out).
 # Peers that have passed the handshake are not counted.
 MAX_HANDSHAKES = 64
+CUT_AFTER = 0.25
 
 
 class HandshakeGate:
-    """Counts one listener's handshakes under way, at most ``limit`` at once."""
+    """Counts one listener's handshakes under way, at most ``limit`` at once.
 
-    def __init__(self, limit: int = MAX_HANDSHAKES) -> None:
+    When it is full, a new connection may cut short the oldest handshake that has been
+    under way for ``cut_after`` seconds or more (`enter`'s ``cut``): peers that connect
+    and say nothing (a crowd of them, reconnecting as they are closed) then hold good
+    clients out no longer than that, instead of for the handshake's timeout, while a
+    handshake younger than that (a good client's takes milliseconds) is never cut for a
+    newcomer. Those cut still count until their threads leave, up to twice ``limit``."""
+
+    def __init__(self, limit: int = MAX_HANDSHAKES, cut_after: float = CUT_AFTER) -> None:
         self.limit = limit
+        self.cut_after = cut_after
         self.pending = 0
         self.refused = 0  # connections closed since the gate was last below its limit
+        self.cut = 0  # handshakes cut short for a newcomer since then
         self._lock = threading.Lock()
 
-    def enter(self) -> int:
+    def enter(self, cut: Callable[[float], bool] | None = None) -> int:
         """0 if a handshake may start (it counts until `leave`); else how many
         connections have been refused since the gate was last below its limit, this
-        one included (1: the first, the one to say why)."""
+        one included (1: the first, the one to say why). Full, ``cut(cut_after)`` is
+        asked to cut the oldest handshake short (True if it did) to let this one in."""
         with self._lock:
-            if self.pending < self.limit:
+            if self.pending < self.limit or (
+                    self.pending < 2 * self.limit and cut is not None and cut(self.cut_after)
+                    and self._counted_cut()):
                 self.pending += 1
                 return 0
             self.refused += 1
             return self.refused
 
-    def leave(self) -> int:
-        """A handshake ended (passed or not); how many connections were refused while
-        the gate was full, the first time it is below its limit again (else 0)."""
+    def _counted_cut(self) -> bool:
+        self.cut += 1
+        return True
+
+    def leave(self) -> tuple[int, int]:
+        """A handshake ended (passed or not); the first time the gate is below its limit
+        again, how many connections were refused and how many handshakes cut short
+        while it was full (else zeros)."""
         with self._lock:
             self.pending -= 1
-            refused, self.refused = self.refused, 0
-            return refused
+            if self.pending >= self.limit:
+                return 0, 0
+            said = self.refused, self.cut
+            self.refused = self.cut = 0
+            return said
 
 
 class Listener(Protocol):
