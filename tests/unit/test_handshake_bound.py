@@ -2,10 +2,13 @@
 
 Each connection's handshake runs in a thread of its own, so that a peer that says
 nothing holds no one else up; a crowd of strangers took a thread and a socket each,
-without limit. Past ``MAX_HANDSHAKES`` under way a new connection is closed at once
-(no challenge sent), with a warning in the log saying why; peers that have passed the
-handshake are not counted, and once the crowd goes good clients connect again. A
-replica's stop() ends the handshakes under way (their threads held on to their timeout).
+without limit. Past ``MAX_HANDSHAKES`` under way a new connection cuts short the oldest
+handshake under way for the gate's ``cut_after`` or more; if none is that old it is
+closed at once (no challenge sent), with a warning in the log saying why. Peers that
+have passed the handshake are not counted, and once the crowd goes good clients connect
+again. A crowd that says nothing and reconnects as it is closed shut good clients out
+for as long as it went on; now they get in. A replica's stop() ends the handshakes under
+way (their threads held on to their timeout).
 """
 
 from __future__ import annotations
@@ -95,7 +98,9 @@ def worker() -> Iterator[WorkerRuntime]:
 
 def test_a_replica_closes_connections_past_the_bound_at_once(
         worker: WorkerRuntime, caplog: pytest.LogCaptureFixture) -> None:
+    """While no handshake under way is old enough to cut, a newcomer is closed."""
     caplog.set_level(logging.WARNING, logger="polybus.worker")
+    worker._gates[worker.address].cut_after = 3600.0
     connected: list[Channel] = []
     try:
         for _ in range(CONNECTED):  # passed the handshake: not counted
@@ -119,15 +124,16 @@ def test_a_replica_closes_connections_past_the_bound_at_once(
     said = [r.getMessage() for r in caplog.records if "handshakes" in r.getMessage()]
     assert said == [
         f"worker w: {MAX_HANDSHAKES} handshakes are under way on {worker.address}, the most "
-        "at once; new connections are closed until one ends",
-        f"worker w: 2 connections to {worker.address} were closed while {MAX_HANDSHAKES} "
-        "handshakes were under way"]
+        "at once, none of them for 3600 s yet; new connections are closed until one ends",
+        f"worker w: 2 connections were closed while {MAX_HANDSHAKES} handshakes were under "
+        f"way on {worker.address}"]
 
 
 def test_a_registry_closes_connections_past_the_bound_at_once(
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="polybus.registry")
     with RegistryService(TOKEN, "tcp://127.0.0.1:0") as reg:
+        reg._gate.cut_after = 3600.0  # (none old enough to cut: test below for that)
         connected: list[Channel] = []
         try:
             for _ in range(CONNECTED):
@@ -148,8 +154,61 @@ def test_a_registry_closes_connections_past_the_bound_at_once(
             for ch in connected:
                 ch.close()
     said = [r.getMessage() for r in caplog.records if "handshakes" in r.getMessage()]
-    assert said == [f"registry: {MAX_HANDSHAKES} handshakes are under way, the most at once; "
-                    "new connections are closed until one ends"]
+    assert said == [f"registry: {MAX_HANDSHAKES} handshakes are under way, the most at once, "
+                    "none of them for 3600 s yet; new connections are closed until one ends"]
+
+
+def test_a_good_client_gets_past_a_crowd_that_says_nothing(
+        worker: WorkerRuntime, caplog: pytest.LogCaptureFixture) -> None:
+    """A crowd of strangers fills the gate and says nothing, and another comes each time
+    one is closed: a good client connects anyway, cutting the oldest stranger's
+    handshake short (its connection is closed), and the log says so. A new user's
+    trial: 100 such connections, reopened as they were closed, kept every client out."""
+    caplog.set_level(logging.WARNING, logger="polybus.worker")
+    gate = worker._gates[worker.address]
+    gate.cut_after = 0.0  # (every handshake under way is old enough to cut)
+    crowd = _crowd(worker.address)
+    connected: list[Channel] = []
+    try:
+        for k in range(3):
+            if k:
+                crowd.append(_stranger(worker.address))  # the crowd fills the gate again
+            good = connect(worker.address, TOKEN, Codec())
+            connected.append(good)
+            assert _answer(good, Call(k, "echo", [k])) == Result(k, k)
+            crowd[k].settimeout(10)
+            assert _closed_by_peer(crowd[k])  # the oldest, cut for the newcomer
+            deadline = time.monotonic() + 10  # (its thread leaves the gate just after)
+            while gate.pending >= MAX_HANDSHAKES and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert gate.pending == MAX_HANDSHAKES - 1  # the crowd's, less the one cut
+    finally:
+        for s in crowd:
+            s.close()
+        for ch in connected:
+            ch.close()
+    _drained(gate)
+    said = [r.getMessage() for r in caplog.records if "worker w" in r.getMessage()]
+    assert said and all(m == f"worker w: 1 handshake under way for 0 s or more was cut "
+                             f"short for new connections while {MAX_HANDSHAKES} handshakes "
+                             f"were under way on {worker.address}" for m in said[:3]), said
+    assert "Broken pipe" not in caplog.text  # (a handshake cut short is no refusal)
+
+
+def test_a_full_gate_cuts_only_handshakes_old_enough_and_counts_them() -> None:
+    ages = {"young": False}
+    gate = HandshakeGate(limit=2, cut_after=1.0)
+    assert gate.enter() == 0 and gate.enter() == 0
+    assert gate.enter(lambda after: ages["young"]) == 1  # none old enough: refused
+    ages["young"] = True
+    asked: list[float] = []
+    assert gate.enter(lambda after: asked.append(after) or True) == 0  # one cut for it
+    assert asked == [1.0] and gate.pending == 3
+    assert gate.leave() == (0, 0)  # (still full: said when it is not)
+    assert gate.leave() == (1, 1)
+    assert gate.enter(lambda after: True) == 0 and gate.enter(lambda after: True) == 0
+    assert gate.pending == 3 and gate.enter(lambda after: True) == 0
+    assert gate.pending == 4 and gate.enter(lambda after: True) == 1  # (twice the limit)
 
 
 def _stranger(address: Address) -> socket.socket:

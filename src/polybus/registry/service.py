@@ -17,7 +17,7 @@ from polybus.quieter import Quieter
 from polybus.registry.state import RegistryState
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, HandshakeGate, authenticate, listen
-from polybus.transport.greeting import Greeting
+from polybus.transport.greeting import Greeting, crowded
 from polybus.wire.codec import Codec
 from polybus.wire.messages import (
     Goodbye,
@@ -70,12 +70,13 @@ class RegistryService:
             # connected and said nothing held every later one up for the handshake's
             # timeout (three such peers and a worker's registration timed out). So many
             # at once, and a new connection is closed at once (a thread each, unbounded).
-            refused = self._gate.enter()
+            refused = self._gate.enter(self._greeting.cut_oldest)
             if refused:
                 sock.close()
                 if refused == 1:  # (said once while the gate stays full)
-                    log.warning("registry: %d handshakes are under way, the most at once; "
-                                "new connections are closed until one ends", self._gate.limit)
+                    log.warning("registry: %d handshakes are under way, the most at once, "
+                                "none of them for %g s yet; new connections are closed "
+                                "until one ends", self._gate.limit, self._gate.cut_after)
                 continue
             # (Not started once close() began, or with no descriptor or thread to spare.)
             if not self._greeting.start(sock, partial(self._serve, sock, peer)):
@@ -88,14 +89,16 @@ class RegistryService:
         try:
             ch = authenticate(sock, peer, self._token, Codec(max_frame=self._max_frame))
         except PolybusError as exc:
-            if not self._closed.is_set() and (said := self._quiet.let(str(exc))):
+            if (not self._closed.is_set() and not self._greeting.was_cut(waker)
+                    and (said := self._quiet.let(str(exc)))):
                 log.warning("registry refused a connection: %s", said)  # (else close() ended it)
             return
         finally:
             self._greeting.done(waker)
-            if (refused := self._gate.leave()) > 1:  # (the first was said when it came)
-                log.warning("registry: %d connections were closed while %d handshakes "
-                            "were under way", refused, self._gate.limit)
+            refused, cut = self._gate.leave()
+            if refused > 1 or cut:  # (the first refused was said when it came)
+                log.warning("registry: %s while %d handshakes were under way",
+                            crowded(refused, cut, self._gate.cut_after), self._gate.limit)
         with self._lock:
             if self._closed.is_set():
                 ch.close()

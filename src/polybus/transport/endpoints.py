@@ -15,6 +15,7 @@ import socket
 import ssl
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -28,38 +29,61 @@ from polybus.wire.codec import Codec
 HANDSHAKE_TIMEOUT = 5.0
 # Handshakes under way at once per listener, each in a thread of its own (so a silent
 # peer holds no one else up) for up to its timeout. A crowd of strangers took a thread
-# and a socket each, without limit; past this a new connection is closed at once.
+# and a socket each, without limit; past this a new connection cuts short the oldest
+# handshake under way for CUT_AFTER seconds or more, else it is closed at once (a crowd
+# that said nothing and reconnected as it was closed shut good clients out).
 # Peers that have passed the handshake are not counted.
 MAX_HANDSHAKES = 64
+CUT_AFTER = 0.25
 
 
 class HandshakeGate:
-    """Counts one listener's handshakes under way, at most ``limit`` at once."""
+    """Counts one listener's handshakes under way, at most ``limit`` at once.
 
-    def __init__(self, limit: int = MAX_HANDSHAKES) -> None:
+    When it is full, a new connection may cut short the oldest handshake that has been
+    under way for ``cut_after`` seconds or more (`enter`'s ``cut``): peers that connect
+    and say nothing (a crowd of them, reconnecting as they are closed) then hold good
+    clients out no longer than that, instead of for the handshake's timeout, while a
+    handshake younger than that (a good client's takes milliseconds) is never cut for a
+    newcomer. Those cut still count until their threads leave, up to twice ``limit``."""
+
+    def __init__(self, limit: int = MAX_HANDSHAKES, cut_after: float = CUT_AFTER) -> None:
         self.limit = limit
+        self.cut_after = cut_after
         self.pending = 0
         self.refused = 0  # connections closed since the gate was last below its limit
+        self.cut = 0  # handshakes cut short for a newcomer since then
         self._lock = threading.Lock()
 
-    def enter(self) -> int:
+    def enter(self, cut: Callable[[float], bool] | None = None) -> int:
         """0 if a handshake may start (it counts until `leave`); else how many
         connections have been refused since the gate was last below its limit, this
-        one included (1: the first, the one to say why)."""
+        one included (1: the first, the one to say why). Full, ``cut(cut_after)`` is
+        asked to cut the oldest handshake short (True if it did) to let this one in."""
         with self._lock:
-            if self.pending < self.limit:
+            if self.pending < self.limit or (
+                    self.pending < 2 * self.limit and cut is not None and cut(self.cut_after)
+                    and self._counted_cut()):
                 self.pending += 1
                 return 0
             self.refused += 1
             return self.refused
 
-    def leave(self) -> int:
-        """A handshake ended (passed or not); how many connections were refused while
-        the gate was full, the first time it is below its limit again (else 0)."""
+    def _counted_cut(self) -> bool:
+        self.cut += 1
+        return True
+
+    def leave(self) -> tuple[int, int]:
+        """A handshake ended (passed or not); the first time the gate is below its limit
+        again, how many connections were refused and how many handshakes cut short
+        while it was full (else zeros)."""
         with self._lock:
             self.pending -= 1
-            refused, self.refused = self.refused, 0
-            return refused
+            if self.pending >= self.limit:
+                return 0, 0
+            said = self.refused, self.cut
+            self.refused = self.cut = 0
+            return said
 
 
 class Listener(Protocol):
@@ -200,7 +224,7 @@ def connect(address: Address | str, token: bytes, codec: Codec,
         _tune(sock)
         if tls is not None:
             sock = _tls.wrap_client(sock, tls, addr.host)
-        hs = handshake.ClientHandshake(token)
+        hs = handshake.ClientHandshake(token, codec.max_frame)
         hello = _recv_exact(sock, handshake.HELLO_SIZE)
         greeted = bool(hello)
         if not greeted and tls is None and addr.scheme == "tcp":
@@ -216,6 +240,7 @@ def connect(address: Address | str, token: bytes, codec: Codec,
         sock.sendall(hs.proof(hello))
         hs.verify(_recv_exact(sock, handshake.ANSWER_SIZE))
         sock.settimeout(None)
+        _narrow(codec, hs.peer_limit)
     except TransportError:  # (a TLSHandshakeError, or inproc's above)
         sock.close()
         raise
@@ -279,13 +304,14 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
         _tune(sock)
         if tls is not None and sock.family != socket.AF_UNIX:
             sock = _tls.wrap_server(sock, tls)  # before anything else is read
-        hs = handshake.ServerHandshake(token)
+        hs = handshake.ServerHandshake(token, codec.max_frame)
         sock.sendall(hs.hello())
         answer, error = hs.check(_recv_exact(sock, handshake.PROOF_SIZE))
         sock.sendall(answer)
         if error is not None:
             raise AuthenticationError(f"{name}: {error}")
         sock.settimeout(None)
+        _narrow(codec, hs.peer_limit)
     except AuthenticationError:
         sock.close()
         raise
@@ -293,6 +319,14 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
         sock.close()
         raise TransportError(f"handshake with {name} failed: {exc}") from None
     return _channel(sock, codec, name, shm)
+
+
+def _narrow(codec: Codec, peer_limit: int | None) -> None:
+    """Frame nothing over the peer's limit either (the handshake said it): a message
+    the peer would refuse fails alone here, before it is sent, instead of costing the
+    connection there. The peer does the same, so nothing larger comes in."""
+    if peer_limit is not None and peer_limit < codec.max_frame:
+        codec.max_frame = peer_limit
 
 
 def _channel(sock: socket.socket, codec: Codec, peer: str, shm: bool) -> Channel:

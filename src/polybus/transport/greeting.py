@@ -23,7 +23,9 @@ class Greeting:
     def __init__(self, thread_name: str) -> None:
         self._thread_name = thread_name  # each handshake's thread (and the connection's, after)
         self._lock = threading.Lock()
-        self._under_way: dict[socket.socket, threading.Thread] = {}  # duplicate -> thread
+        # duplicate -> (thread, time.monotonic() at its start), oldest first
+        self._under_way: dict[socket.socket, tuple[threading.Thread, float]] = {}
+        self._cut: set[socket.socket] = set()  # shut down by `cut_oldest`, not yet done
         self._ended = False
 
     def start(self, sock: socket.socket, handshake: Callable[[socket.socket], None]) -> bool:
@@ -46,7 +48,7 @@ class Greeting:
                 except RuntimeError:  # (no thread to spare)
                     started = False
                 else:
-                    self._under_way[waker] = thread
+                    self._under_way[waker] = (thread, time.monotonic())
         if not started:
             waker.close()
         return started
@@ -55,7 +57,31 @@ class Greeting:
         """The handshake ``waker`` stands for has ended (passed or not)."""
         with self._lock:  # (not while `end` shuts it down: its descriptor is not reused)
             self._under_way.pop(waker, None)
+            self._cut.discard(waker)
             waker.close()
+
+    def was_cut(self, waker: socket.socket) -> bool:
+        """True if `cut_oldest` cut this handshake short (its failure is no news)."""
+        with self._lock:
+            return waker in self._cut
+
+    def cut_oldest(self, older_than: float) -> bool:
+        """Cut short the oldest handshake under way for ``older_than`` seconds or more
+        (its connection shut down: its thread ends at once, as for `end`); False if none
+        has been under way that long."""
+        edge = time.monotonic() - older_than
+        with self._lock:
+            for waker, (_thread, since) in self._under_way.items():
+                if since > edge:
+                    return False  # (oldest first: the rest are younger)
+                if waker not in self._cut:
+                    self._cut.add(waker)
+                    try:
+                        waker.shutdown(socket.SHUT_RDWR)
+                    except OSError:  # (the peer went already: it ends anyway)
+                        pass
+                    return True
+        return False
 
     def end(self, timeout: float) -> None:
         """Shut down the connections in their handshake, which ends each at once (its
@@ -68,8 +94,20 @@ class Greeting:
                     waker.shutdown(socket.SHUT_RDWR)
                 except OSError:  # (the peer went already)
                     pass
-            threads = list(self._under_way.values())
+            threads = [t for t, _since in self._under_way.values()]
         deadline = time.monotonic() + timeout
         for t in threads:
             if t is not threading.current_thread():
                 t.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def crowded(refused: int, cut: int, cut_after: float) -> str:
+    """What a full gate did, for the log: "3 connections were closed", "2 handshakes
+    under way for 0.25 s or more were cut short for new connections", or both."""
+    said = []
+    if refused:
+        said.append(f"{refused} connection{'s were' if refused != 1 else ' was'} closed")
+    if cut:
+        said.append(f"{cut} handshake{'s' if cut != 1 else ''} under way for {cut_after:g} s "
+                    f"or more {'were' if cut != 1 else 'was'} cut short for new connections")
+    return " and ".join(said)

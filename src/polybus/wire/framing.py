@@ -75,7 +75,8 @@ def too_large(length: int, max_frame: int) -> MessageTooLarge:
     """The error for a message of ``length`` bytes over ``max_frame`` (raised by the
     encoder before anything is written)."""
     return MessageTooLarge(f"message of {length} bytes is over the frame limit of "
-                           f"{max_frame} bytes ([cluster] max_frame in the configuration)")
+                           f"{max_frame} bytes ([cluster] max_frame in the configuration; "
+                           "of the two ends of a connection, the lower)")
 
 
 def _counted(n: int) -> None:

@@ -20,7 +20,7 @@ from polybus.errors import PolybusError, ProtocolError
 from polybus.quieter import Quieter
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, HandshakeGate, Listener, authenticate
-from polybus.transport.greeting import Greeting
+from polybus.transport.greeting import Greeting, crowded
 from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import Codec
 from polybus.wire.messages import (
@@ -99,13 +99,13 @@ class Intake:
         except OSError:
             return
         gate = self._gates[where]
-        refused = gate.enter()
+        refused = gate.enter(self._greeting.cut_oldest)
         if refused:  # (said once while the gate stays full, not per connection)
             sock.close()
             if refused == 1:
                 log.warning("worker %s: %d handshakes are under way on %s, the most at "
-                            "once; new connections are closed until one ends", self.name,
-                            gate.limit, where)
+                            "once, none of them for %g s yet; new connections are closed "
+                            "until one ends", self.name, gate.limit, where, gate.cut_after)
             return
         # The handshake runs apart from the poller, so a slow or hostile peer stalls no
         # one; stop() ends it (transport/greeting.py). Not started (stopping, or no descriptor or
@@ -122,19 +122,22 @@ class Intake:
                                     max_frame=self.options.max_frame),
                               self.options.handshake_timeout, shm=where.scheme == "shm")
         except PolybusError as exc:
-            if not self._stopping and (said := self._quiet.let(str(exc))):  # (else stop())
+            if (not self._stopping and not self._greeting.was_cut(waker)  # (else said)
+                    and (said := self._quiet.let(str(exc)))):  # (else stop())
                 log.warning("worker %s refused a connection: %s", self.name, said)
             return
         except OSError as exc:
-            if not self._stopping:
+            if not self._stopping and not self._greeting.was_cut(waker):
                 log.warning("worker %s dropped a connection during the handshake: %s",
                             self.name, exc)
             return
         finally:
             self._greeting.done(waker)
-            if (refused := gate.leave()) > 1:  # (the first was said when it came)
-                log.warning("worker %s: %d connections to %s were closed while %d "
-                            "handshakes were under way", self.name, refused, where, gate.limit)
+            refused, cut = gate.leave()
+            if refused > 1 or cut:  # (the first refused was said when it came)
+                log.warning("worker %s: %s while %d handshakes were under way on %s",
+                            self.name, crowded(refused, cut, gate.cut_after), gate.limit,
+                            where)
         ch.spin_s = self.options.spin_s
         with self._lock:
             if self._stopping:  # too late: stop() has closed the others already
