@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from polybus.cli.cmd_sweep import table, title
+from polybus.cli.sweep_table import table, title
 from polybus.sweep import Sweep, run_sweep
 
 VARIES = [("modules.server.replication", ["1", "2", "4"])]

@@ -1,0 +1,116 @@
+"""`polybus sweep`'s table: the line above it (`title`: what each column is compared
+against), a row per combination (`table`), a failed cell's first line (`brief`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.markup import escape
+from rich.table import Table
+
+from polybus.sweep import Sweep
+
+__all__ = ["BRIEF", "DASH", "brief", "runs_said", "short_names", "size", "table", "title"]
+
+DASH = "\u2013"
+
+
+BRIEF = 72  # a failed cell's text in the table, at most (characters)
+
+
+def brief(error: str | None) -> str:
+    """A failed cell's first line: a remote traceback wrapped in a narrow column buried
+    the table; the whole text stays in --json and --csv."""
+    if not error:
+        return "no runs"
+    first, _, rest = error.strip().partition("\n")
+    if len(first) > BRIEF:  # (one long line widened the table past any terminal)
+        first, rest = first[:BRIEF - 3].rstrip() + "...", first
+    return f"{first} (full text in --json/--csv)" if rest.strip() else first
+
+
+def _base(sweep: Sweep) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sweep.baseline.items())
+
+
+def title(sweep: Sweep) -> str:
+    """The line above the table. Printed on its own, not as the table's title, which rich
+    wraps to the table's width: a long path cut the line mid-word even when piped."""
+    base = _base(sweep)
+    along = sweep.efficiency_vs
+    per = (f"; efficiency per replica vs {along[0]}={along[1]}"
+           if along is not None and along[0] not in sweep.baseline else "")
+    ran = (f"{len(sweep.cells)} of {sweep.planned} combinations ran"
+           if len(sweep.cells) < sweep.planned else "every combination ran, not every round")
+    stopped = f" (interrupted: {ran})" if sweep.interrupted is not None else ""
+    sizes = ("; sent, received: the client's bytes a run, lower median"
+             if any(c.bytes_sent or c.bytes_received for c in sweep.cells) else "")
+    return (f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of {runs_said(sweep)}; "
+            f"speedup vs {base}{per}{sizes}{stopped}")
+
+
+def runs_said(sweep: Sweep) -> str:
+    """How many runs each figure is of: ``--repeat`` once every round ran; after Ctrl-C
+    the runs the cells have (an interrupted round leaves some a run short), where the
+    title said --repeat all the same ("of 3" over cells of two runs)."""
+    lo, hi = sweep.runs
+    if lo == hi == sweep.repeat:
+        return str(lo)
+    if lo == hi:
+        return f"{lo} runs ({sweep.repeat} asked)"
+    return f"{lo}{DASH}{hi} runs ({sweep.repeat} asked; each cell's in the runs column)"
+
+
+def table(sweep: Sweep) -> Table:
+    keys = [k for k, _ in sweep.varies]
+    base = _base(sweep)
+    t = Table()
+    if sweep.baseline_failed and sweep.cells:
+        t.caption = escape(f"no speedup: the baseline {base} has no figure (it failed or "
+                           f"did not run)")
+    short = short_names(keys)
+    for k in keys:
+        t.add_column(escape(short[k] if k.startswith("modules.") else k))
+    lo, hi = sweep.runs
+    runs = lo != hi  # (cells of unequal counts: each says its own)
+    counted = any(c.bytes_sent or c.bytes_received for c in sweep.cells)
+    for col in ("elapsed s", *(("runs",) if runs else ()), "speedup", "efficiency",
+                *(("sent", "received") if counted else ())):
+        t.add_column(col, justify="right")
+    for c in sweep.cells:
+        vals = [escape(c.config[k]) for k in keys]
+        sizes = (size(c.sent), size(c.received)) if counted else ()
+        if not c.ok:
+            t.add_row(*vals, f"[red]failed[/]: {escape(brief(c.error))}",
+                      *((DASH,) if runs else ()), DASH, DASH, *sizes)
+            continue
+        t.add_row(*vals, f"{c.median:.4g} [{min(c.elapsed_s):.4g}{DASH}{max(c.elapsed_s):.4g}]",
+                  *((str(len(c.elapsed_s)),) if runs else ()),
+                  DASH if c.speedup is None else f"{c.speedup:.3g}",
+                  DASH if c.efficiency is None else f"{c.efficiency:.3g}", *sizes)
+    return t
+
+
+def size(n: int | None) -> str:
+    """Bytes in decimal units, three figures: ``6_712_345`` -> ``"6.71 MB"``."""
+    if n is None:
+        return DASH
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+def short_names(keys: Sequence[str]) -> dict[str, str]:
+    """Each varied key by its last part, or by as many last parts as tell it from the
+    others (``use.s2.forward`` and ``use.s3.forward`` are ``s2.forward`` and
+    ``s3.forward``, not ``forward`` twice)."""
+    out: dict[str, str] = {}
+    for k in keys:
+        parts = k.split(".")
+        for n in range(1, len(parts) + 1):
+            name = ".".join(parts[-n:])
+            if not any(o != k and (o == name or o.endswith("." + name)) for o in keys):
+                break
+        out[k] = name
+    return out
