@@ -124,24 +124,31 @@ def _varied(key: str | None, keys: Sequence[str]) -> bool:
 
 
 def check_combinations(path: str, varies: Sequence[tuple[str, list[str]]],
-                       fixed: Sequence[str] = (), tied: Collection[str] = ()) -> None:
+                       fixed: Sequence[str] = (), tied: Collection[str] = ()
+                       ) -> dict[str, str]:
     """Validate every combination's configuration before anything runs; ConfigErrors
     (each distinct mistake once) if any is wrong. A mistake in a varied key is blamed on
-    ``--vary``, which is where the value came from."""
+    ``--vary``, which is where the value came from. Returns the module sources the
+    combinations read (path: module key), which no output may replace."""
     from polybus.config import ConfigErrors, validate
     from polybus.config.origin import SET, VARY
     from polybus.config.problems import rekey
 
     keys = [k for k, _ in varies]
     found: dict[str, ConfigError] = {}
+    sources: dict[str, str] = {}
     ties = [k for k in keys if k in tied]
     for combo in combinations(varies, tied):
-        for e in validate(path, _sets(fixed, combo))[1]:
+        config, errors = validate(path, _sets(fixed, combo))
+        if config is not None:
+            sources.update((str(m.source), m.key) for m in config.modules.values())
+        for e in errors:
             if e.file == SET.label and _varied(e.key, keys):
                 e = rekey(e, file="--tie" if _varied(e.key, ties) else VARY.label, key=e.key)
             found.setdefault(str(e), e)
     if found:
         raise ConfigErrors(list(found.values()), file=path)
+    return sources
 
 
 @dataclass

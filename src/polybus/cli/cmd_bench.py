@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from polybus.cli.output import result_console, rule
-from polybus.cli.values import check_plot, check_writable, save
+from polybus.cli.values import check_distinct, check_plot, check_writable, save
 from polybus.errors import UsageError
 
 
@@ -109,8 +109,13 @@ def main(args: argparse.Namespace) -> int:
         registry.get(name)  # unknown names fail here, before anything runs
     # Before the runs, not after them: a mistyped directory was made, and a name matplotlib
     # cannot write ended the run in a traceback (--out DIR is made, as the docs say).
-    check_writable(args.json, "--json")
     page = page_for(args) if args.out else None
+    outs = [(str(Path(args.out) / f"{name}.{ext}")) for name in names
+            for ext in ("json", "png")] if args.out else []
+    check_distinct([("--json", args.json), ("--plot", args.plot),
+                    ("--page", None if page is None else str(page)),
+                    *(("--out", out) for out in outs)])
+    check_writable(args.json, "--json")
     if args.plot:
         check_plot(args.plot)
     failed: list[str] = []

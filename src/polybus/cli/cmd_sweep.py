@@ -32,7 +32,7 @@ from rich.progress import (
 from polybus.cli.output import result_console
 from polybus.cli.sweep_plot import plot
 from polybus.cli.sweep_table import table, title
-from polybus.cli.values import check_plot, check_writable, save, seconds
+from polybus.cli.values import check_distinct, check_plot, check_writable, save, seconds
 from polybus.deadline import check_timeout
 from polybus.errors import UsageError
 from polybus.sweep import (
@@ -102,7 +102,11 @@ def main(args: argparse.Namespace) -> int:
     baseline = parse_baseline(args.baseline, varies)
     combos = combinations(varies, tied)
     check_timeout(args.timeout, "--timeout")
-    check_combinations(args.config, varies, args.set, tied)  # a bad value: now, not in its cell
+    # a bad value: now, not in its cell
+    sources = check_combinations(args.config, varies, args.set, tied)
+    check_distinct([("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)],
+                   [("the configuration being swept", args.config),
+                    *((f"module {key}'s source", src) for src, key in sources.items())])
     check_writable(args.json, "--json")
     check_writable(args.csv, "--csv")
     if args.plot:
