@@ -264,8 +264,11 @@ class Sweep:
                         c.error or ""])
         return buf.getvalue()
 
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
     def write_json(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        Path(path).write_text(self.to_json(), encoding="utf-8")
 
 
 def replicas(key: str, value: str) -> float | None:

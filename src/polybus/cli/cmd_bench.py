@@ -10,6 +10,7 @@ page without running anything.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import sys
 import traceback
@@ -20,7 +21,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from polybus.cli.output import result_console, rule
-from polybus.cli.values import check_distinct, check_plot, check_writable, save
+from polybus.cli.values import (
+    STDOUT,
+    check_distinct,
+    check_plot,
+    check_writable,
+    save,
+    write_text,
+)
 from polybus.errors import UsageError
 
 
@@ -28,7 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", help="a benchmark (see --list), or 'all'")
     p.add_argument("--quick", action="store_true",
                    help="a small version (proves it works; not figures of record)")
-    p.add_argument("--json", metavar="FILE", help="write the figures as JSON")
+    p.add_argument("--json", metavar="FILE",
+                   help="write the figures as JSON (- for standard output: the tables "
+                        "then go to stderr)")
     p.add_argument("--plot", metavar="FILE.png", help="write a picture of the figures")
     p.add_argument("--out", metavar="DIR",
                    help="write DIR/NAME.json and DIR/NAME.png per benchmark, then the page")
@@ -88,7 +98,9 @@ def _write_page(args: argparse.Namespace, page: Path, console: Console) -> bool:
 def main(args: argparse.Namespace) -> int:
     from polybus.bench import registry
 
-    console = result_console()  # piped or redirected: tables whole, not cut at 80 columns
+    # Piped or redirected: tables whole, not cut at 80 columns. With --json -, standard
+    # output is the JSON's alone (as `polybus run --json -`): the tables go to stderr.
+    console = result_console(sys.stderr if args.json == STDOUT else None)
     if args.list:
         for name in registry.names():
             console.print(name)
@@ -115,7 +127,7 @@ def main(args: argparse.Namespace) -> int:
     check_distinct([("--json", args.json), ("--plot", args.plot),
                     ("--page", None if page is None else str(page)),
                     *(("--out", out) for out in outs)])
-    check_writable(args.json, "--json")
+    check_writable(None if args.json == STDOUT else args.json, "--json")
     if args.plot:
         check_plot(args.plot)
     failed: list[str] = []
@@ -143,7 +155,8 @@ def _run_one(name: str, args: argparse.Namespace, console: Console,
     unwritten = [] if unwritten is None else unwritten
     ok = True
     try:
-        with RichProgress() as progress:
+        with RichProgress() as progress, contextlib.redirect_stdout(sys.stderr) if \
+                args.json == STDOUT else contextlib.nullcontext():
             result = registry.run(name, quick=args.quick, progress=progress)
     except KeyboardInterrupt:
         raise
@@ -166,7 +179,10 @@ def _run_one(name: str, args: argparse.Namespace, console: Console,
         out = Path(args.out)
         targets.append((("--out", str(out / f"{name}.json")), ("--out", str(out / f"{name}.png"))))
     for (json_option, json_path), (png_option, png_path) in targets:
-        if json_path and not save("bench", json_option, json_path, result.write_json):
+        # (write_json makes --out's directory; - is standard output)
+        write = (partial(write_text, lambda: result.to_json() + "\n")
+                 if json_path == STDOUT else result.write_json)
+        if json_path and not save("bench", json_option, json_path, write):
             unwritten.append(json_path)
         if png_path and result.rows:
             try:

@@ -12,10 +12,10 @@ the others are written, and the exit status is 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -32,7 +32,15 @@ from rich.progress import (
 from polybus.cli.output import result_console
 from polybus.cli.sweep_plot import plot
 from polybus.cli.sweep_table import table, title
-from polybus.cli.values import check_distinct, check_plot, check_writable, save, seconds
+from polybus.cli.values import (
+    STDOUT,
+    check_distinct,
+    check_plot,
+    check_writable,
+    save,
+    seconds,
+    write_text,
+)
 from polybus.deadline import check_timeout
 from polybus.errors import UsageError
 from polybus.sweep import (
@@ -69,8 +77,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", metavar="KEY=VALUE",
                    help="what speedup is measured against, e.g. replication=1 "
                         "(default: the first value of the first --vary)")
-    p.add_argument("--json", metavar="FILE", help="write every cell as JSON")
-    p.add_argument("--csv", metavar="FILE", help="write every cell as CSV")
+    p.add_argument("--json", metavar="FILE",
+                   help="write every cell as JSON (- for standard output: the table then "
+                        "goes to stderr)")
+    p.add_argument("--csv", metavar="FILE",
+                   help="write every cell as CSV (- for standard output, as --json)")
     p.add_argument("--plot", metavar="FILE.png",
                    help="time, speedup and efficiency curves (needs the plot extra: "
                         "pip install 'polybus[plot]')")
@@ -107,19 +118,24 @@ def main(args: argparse.Namespace) -> int:
     check_distinct([("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)],
                    [("the configuration being swept", args.config),
                     *((f"module {key}'s source", src) for src, key in sources.items())])
-    check_writable(args.json, "--json")
-    check_writable(args.csv, "--csv")
+    for option, path in (("--json", args.json), ("--csv", args.csv)):
+        check_writable(None if path == STDOUT else path, option)
     if args.plot:
         check_plot(args.plot)  # (drawn after every run: a bad name cost them all)
     for fixed in overridden(args.set, varies):
         print(f"polybus sweep: warning: --set {fixed}: --vary gives that key in every run",
               file=sys.stderr)
-    console = result_console()  # piped or redirected: the table whole, not cut at 80
+    # With --json - (or --csv -) standard output is that file's alone: the table goes to
+    # stderr, and so does what the program prints during the runs (as `run --json -`).
+    to_stdout = STDOUT in (args.json, args.csv)
+    # piped or redirected: the table whole, not cut at 80
+    console = result_console(sys.stderr if to_stdout else None)
     err = Console(stderr=True)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
                    console=err, transient=True, disable=args.quiet)
-    with bar:
+    with bar, contextlib.redirect_stdout(sys.stderr) if to_stdout else \
+            contextlib.nullcontext():
         task = bar.add_task("sweep", total=len(combos) * args.repeat)
         runner: Runner = _runner  # (the plain function when nothing is set: tests swap it)
         if args.no_worker_output or args.timeout is not None:
@@ -142,11 +158,9 @@ def main(args: argparse.Namespace) -> int:
 def write_outputs(sweep: Sweep, args: argparse.Namespace) -> int:
     """Write --json, --csv and --plot; each that cannot be written is said in a line and
     the others are written all the same. How many could not be."""
-    def csv(path: str) -> None:
-        Path(path).write_text(sweep.to_csv(), encoding="utf-8")
-
     outputs = [(option, path, write) for option, path, write in (
-        ("--json", args.json, sweep.write_json), ("--csv", args.csv, csv),
+        ("--json", args.json, partial(write_text, sweep.to_json)),
+        ("--csv", args.csv, partial(write_text, sweep.to_csv)),
         ("--plot", args.plot if sweep.cells else None, partial(plot, sweep))) if path]
     written = [f"{option} {path}" for option, path, write in outputs
                if save("sweep", option, path, write)]

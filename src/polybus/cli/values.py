@@ -98,6 +98,21 @@ def _probe(p: Path, option: str, path: str) -> None:
     p.unlink(missing_ok=True)
 
 
+STDOUT = "-"
+"""The file name of standard output, for --json and --csv (as ``polybus run --json -``)."""
+
+
+def write_text(text: Callable[[], str], path: str) -> None:
+    """``text()`` to the file ``path``, or to standard output for ``-`` (made whole first,
+    so a mistake in it leaves no half-written file)."""
+    made = text()
+    if path == STDOUT:
+        sys.stdout.write(made)
+        sys.stdout.flush()
+        return
+    Path(path).write_text(made, encoding="utf-8")
+
+
 def save(command: str, option: str, path: str, write: Callable[[str], object]) -> bool:
     """``write(path)``, one output file at a command's end; False, and one line on stderr
     (``polybus sweep: error: --csv F: could not be written: <reason>``), if it could not
