@@ -4,7 +4,8 @@
 writes ``DIR/NAME.json`` and ``DIR/NAME.png`` for each benchmark run and then
 regenerates the results page (``--page``; by default docs/results.md beside DIR, or
 DIR/results.md: `page_for`) from every JSON in DIR. ``--page-only`` regenerates the
-page without running anything.
+page without running anything. A ``--quick`` run does not replace a full run's JSON
+(figures of record) unless ``--replace`` is given.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import json
 import sys
 import traceback
 from functools import partial
@@ -47,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "beside DIR, if DIR's parent has a docs folder, else DIR/results.md)")
     p.add_argument("--page-only", action="store_true",
                    help="regenerate --page from the JSON files in --out; run nothing")
+    p.add_argument("--replace", action="store_true",
+                   help="let a --quick run replace a full run's figures (NAME.json in "
+                        "--out DIR, or --json FILE); without it that is refused")
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
 
 
@@ -124,10 +129,15 @@ def main(args: argparse.Namespace) -> int:
     page = page_for(args) if args.out else None
     outs = [(str(Path(args.out) / f"{name}.{ext}")) for name in names
             for ext in ("json", "png")] if args.out else []
-    check_distinct([("--json", args.json), ("--plot", args.plot),
-                    ("--page", None if page is None else str(page)),
-                    *(("--out", out) for out in outs)])
+    outputs = [(option, path) for option, path in (
+        ("--json", args.json), ("--plot", args.plot),
+        ("--page", None if page is None else str(page)),
+        *(("--out", out) for out in outs)) if path is not None]
+    check_distinct(outputs)
     check_writable(None if args.json == STDOUT else args.json, "--json")
+    if args.quick and not args.replace:
+        _keep_full_runs(args, [(option, path) for option, path in outputs
+                               if option in ("--json", "--out") and path.endswith(".json")])
     if args.plot:
         check_plot(args.plot)
     failed: list[str] = []
@@ -140,6 +150,34 @@ def main(args: argparse.Namespace) -> int:
     if failed:
         console.print(f"[red]failed:[/] {', '.join(failed)}")
     return 2 if unwritten else 1 if failed else 0
+
+
+def _full_run(path: str) -> bool:
+    """Whether ``path`` holds a benchmark's figures from a full run (not ``--quick``); a
+    file that is not a benchmark's JSON (or cannot be read) is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return (isinstance(doc, dict) and "bench" in doc and "rows" in doc
+            and not (isinstance(doc.get("params"), dict) and doc["params"].get("quick")))
+
+
+def _keep_full_runs(args: argparse.Namespace, outputs: list[tuple[str, str]]) -> None:
+    """UsageError if this --quick run would replace a full run's figures (``outputs``:
+    (option, JSON file) it writes): `bench latency --quick --out results/` replaced the
+    figures of record the README cites, silently."""
+    full = [(option, path) for option, path in outputs if path != STDOUT and _full_run(path)]
+    if not full:
+        return
+    option = full[0][0]
+    said = f"--out {args.out}" if option == "--out" else f"--json {args.json}"
+    where = "give another --out DIR" if option == "--out" else "name another --json file"
+    files = [path for o, path in full if o == option]
+    raise UsageError(f"{said}: {', '.join(files)} {'holds' if len(files) == 1 else 'hold'} "
+                     "the figures of a full run (not --quick), which a --quick run would "
+                     f"replace; {where}, or add --replace to replace them")
 
 
 def _run_one(name: str, args: argparse.Namespace, console: Console,
