@@ -87,14 +87,30 @@ def _page_for(args: argparse.Namespace) -> Path:
     return page
 
 
-def _write_page(args: argparse.Namespace, page: Path, console: Console) -> bool:
-    """The results page from the JSON files in ``--out``, said when written; False (and
-    said in a line, cli/values.py `save`) if it could not be."""
-    from polybus.bench import registry
-    from polybus.bench.results import write_page
+def _warn(message: str) -> None:
+    print(f"polybus bench: warning: {message}", file=sys.stderr, flush=True)
 
-    if not save("bench", "--page", str(page), lambda p: write_page(args.out, p,
-                                                                   registry.names())):
+
+def _write_page(args: argparse.Namespace, page: Path, console: Console,
+                page_only: bool = False) -> bool:
+    """The results page from the JSON files in ``--out``, said when written; False (and
+    said in a line, cli/values.py `save`) if it could not be. A file there that is not
+    JSON is a UsageError naming it; other JSON is left out, with a warning. With
+    ``page_only``, a UsageError, and nothing made, if DIR has no benchmark's JSON: it
+    wrote an empty page (making DIR)."""
+    from polybus.bench import registry
+    from polybus.bench.results import load_results, write_page
+
+    out = Path(args.out)
+    if page_only and not out.is_dir():
+        raise UsageError(f"--out {args.out}: {'not a' if out.exists() else 'no such'} "
+                         "directory; --page-only makes the page from the JSON files in it")
+    items = load_results(out, registry.names(), warn=_warn) if out.is_dir() else []
+    if page_only and not items:
+        raise UsageError(f"--out {args.out}: no benchmark's JSON in it (NAME.json, as "
+                         f"`polybus bench NAME --out {args.out}` writes); no page made")
+    if not save("bench", "--page", str(page),
+                lambda p: write_page(args.out, p, results=items)):
         return False
     console.print(f"wrote {page}")
     return True
@@ -116,7 +132,7 @@ def main(args: argparse.Namespace) -> int:
     if args.page_only:
         if not args.out:
             raise UsageError("--page-only needs --out DIR (where the JSON files are)")
-        return 0 if _write_page(args, page_for(args), console) else 2
+        return 0 if _write_page(args, page_for(args), console, page_only=True) else 2
     if not args.name:
         raise UsageError("name a benchmark or 'all' (polybus bench --list shows them)")
     names = registry.names() if args.name == "all" else [args.name]
@@ -134,6 +150,12 @@ def main(args: argparse.Namespace) -> int:
         ("--page", None if page is None else str(page)),
         *(("--out", out) for out in outs)) if path is not None]
     check_distinct(outputs)
+    if args.out and Path(args.out).is_dir():  # (the page's files: one not JSON fails now)
+        from polybus.bench.results import read_result
+
+        for found in sorted(Path(args.out).glob("*.json")):
+            if str(found) not in outs:
+                read_result(found)
     check_writable(None if args.json == STDOUT else args.json, "--json")
     if args.quick and not args.replace:
         _keep_full_runs(args, [(option, path) for option, path in outputs
