@@ -154,7 +154,9 @@ def check_combinations(path: str, varies: Sequence[tuple[str, list[str]]],
 @dataclass
 class Cell:
     """One combination: its elapsed times (and the bytes of each run, when counted), or
-    the error that stopped it."""
+    the error that stopped it. A failed cell keeps the figures of the runs that succeeded
+    before the one that failed (``elapsed_s``, the bytes), but has no median, speedup or
+    efficiency: a figure of some runs is not the combination's."""
 
     config: dict[str, str]
     elapsed_s: list[float] = field(default_factory=list)
@@ -167,6 +169,12 @@ class Cell:
     @property
     def ok(self) -> bool:
         return self.error is None and bool(self.elapsed_s)
+
+    @property
+    def made(self) -> int:
+        """Runs made: those that succeeded, and the one that failed, if one did (a failure
+        ends its cell: the runs after it are not made)."""
+        return len(self.elapsed_s) + (self.error is not None)
 
     @property
     def median(self) -> float:
@@ -194,15 +202,19 @@ class Cell:
             self.bytes_received.append(int(got.bytes_received))
 
     def to_dict(self) -> dict[str, Any]:
+        """Its JSON. ``runs``: the runs made, ``runs_ok`` (and ``n``, as ever) those that
+        succeeded, whose figures ``elapsed_s`` and the bytes lists are; the medians, min
+        and max are null for a failed cell, whatever runs succeeded before it failed."""
         ok = self.ok
         return {"config": dict(self.config), "elapsed_s": list(self.elapsed_s),
-                "n": len(self.elapsed_s),
+                "n": len(self.elapsed_s), "runs": self.made, "runs_ok": len(self.elapsed_s),
                 "error": self.error, "speedup": self.speedup, "efficiency": self.efficiency,
                 "median": self.median if ok else None,
                 "min": min(self.elapsed_s) if ok else None,
                 "max": max(self.elapsed_s) if ok else None,
                 "bytes_sent": list(self.bytes_sent), "bytes_received": list(self.bytes_received),
-                "bytes_sent_median": self.sent, "bytes_received_median": self.received}
+                "bytes_sent_median": self.sent if ok else None,
+                "bytes_received_median": self.received if ok else None}
 
 
 @dataclass
@@ -254,13 +266,15 @@ class Sweep:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         keys = [k for k, _ in self.varies]
-        w.writerow([*keys, "median_s", "min_s", "max_s", "n", "speedup", "efficiency",
-                    "bytes_sent", "bytes_received", "error"])
+        # n: the runs that succeeded; runs: those made (n, and the one that failed)
+        w.writerow([*keys, "median_s", "min_s", "max_s", "n", "runs", "speedup",
+                    "efficiency", "bytes_sent", "bytes_received", "error"])
         for c in self.cells:
             stats = ([c.median, min(c.elapsed_s), max(c.elapsed_s)] if c.ok else ["", "", ""])
-            w.writerow([*(c.config[k] for k in keys), *stats, len(c.elapsed_s),
+            sizes = (c.sent, c.received) if c.ok else (None, None)
+            w.writerow([*(c.config[k] for k in keys), *stats, len(c.elapsed_s), c.made,
                         *("" if x is None else x
-                          for x in (c.speedup, c.efficiency, c.sent, c.received)),
+                          for x in (c.speedup, c.efficiency, *sizes)),
                         c.error or ""])
         return buf.getvalue()
 

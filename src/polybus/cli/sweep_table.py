@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from rich.markup import escape
 from rich.table import Table
 
-from polybus.sweep import Sweep
+from polybus.sweep import Cell, Sweep
 
-__all__ = ["BRIEF", "DASH", "brief", "runs_said", "short_names", "size", "table", "title"]
+__all__ = ["BRIEF", "DASH", "brief", "failed", "runs_said", "short_names", "size", "table",
+           "title"]
 
 DASH = "\u2013"
 
@@ -44,7 +45,7 @@ def title(sweep: Sweep) -> str:
            if len(sweep.cells) < sweep.planned else "every combination ran, not every round")
     stopped = f" (interrupted: {ran})" if sweep.interrupted is not None else ""
     sizes = ("; sent, received: the client's bytes a run, lower median"
-             if any(c.bytes_sent or c.bytes_received for c in sweep.cells) else "")
+             if any(c.ok and (c.bytes_sent or c.bytes_received) for c in sweep.cells) else "")
     return (f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of {runs_said(sweep)}; "
             f"speedup vs {base}{per}{sizes}{stopped}")
 
@@ -73,22 +74,34 @@ def table(sweep: Sweep) -> Table:
         t.add_column(escape(short[k] if k.startswith("modules.") else k))
     lo, hi = sweep.runs
     runs = lo != hi  # (cells of unequal counts: each says its own)
-    counted = any(c.bytes_sent or c.bytes_received for c in sweep.cells)
+    counted = any(c.ok and (c.bytes_sent or c.bytes_received) for c in sweep.cells)
     for col in ("elapsed s", *(("runs",) if runs else ()), "speedup", "efficiency",
                 *(("sent", "received") if counted else ())):
         t.add_column(col, justify="right")
     for c in sweep.cells:
         vals = [escape(c.config[k]) for k in keys]
-        sizes = (size(c.sent), size(c.received)) if counted else ()
-        if not c.ok:
-            t.add_row(*vals, f"[red]failed[/]: {escape(brief(c.error))}",
-                      *((DASH,) if runs else ()), DASH, DASH, *sizes)
+        if not c.ok:  # (no figure of the runs that succeeded first: not the combination's)
+            t.add_row(*vals, f"[red]{failed(c, sweep.repeat)}[/]: {escape(brief(c.error))}",
+                      *((DASH,) if runs else ()), DASH, DASH,
+                      *((DASH, DASH) if counted else ()))
             continue
+        sizes = (size(c.sent), size(c.received)) if counted else ()
         t.add_row(*vals, f"{c.median:.4g} [{min(c.elapsed_s):.4g}{DASH}{max(c.elapsed_s):.4g}]",
                   *((str(len(c.elapsed_s)),) if runs else ()),
                   DASH if c.speedup is None else f"{c.speedup:.3g}",
                   DASH if c.efficiency is None else f"{c.efficiency:.3g}", *sizes)
     return t
+
+
+def failed(cell: Cell, repeat: int) -> str:
+    """How a failed cell's runs went: ``failed in run 2 of 3 (1 succeeded, 1 not run)``;
+    ``failed`` when it was asked one run. A run that failed in a later round showed the
+    bytes of the runs before it, as if they were the combination's."""
+    if repeat == 1 or not cell.made:
+        return "failed"
+    ok, left = len(cell.elapsed_s), repeat - cell.made
+    parts = [*((f"{ok} succeeded",) if ok else ()), *((f"{left} not run",) if left else ())]
+    return f"failed in run {cell.made} of {repeat}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def size(n: int | None) -> str:
