@@ -313,10 +313,13 @@ def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
             expand: Expand = dict) -> None:
     """Speedup (baseline median / median) against the baseline with the other keys equal.
 
-    Efficiency is (reference median / median) / (replicas / reference replicas): when the
-    baseline is a replication count, the reference is the baseline's cell (efficiency =
-    speedup per replica); else the cell at ``efficiency_reference`` with the other keys
-    equal. None when no replication count is varied.
+    Efficiency is (reference median / median) / (replicas / reference replicas), the
+    reference the cell at ``efficiency_reference`` (the baseline's replica count, else
+    the first) with every other key equal, whatever else the baseline names: so it is
+    the speedup per replica when the baseline is a replication count alone, and always
+    1 at the reference's count. (With ``--baseline callstyle=sync,replication=1`` it
+    was against the baseline's cell, callstyle and all: 2.0 at one replica.) None when
+    no replication count is varied.
     """
     by_config = {tuple(sorted(c.config.items())): c for c in cells}
 
@@ -334,8 +337,7 @@ def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
         if along is None:
             continue
         key, value = along
-        if key not in baseline:
-            ref = ok_cell({**c.config, **expand({key: value})})
+        ref = ok_cell({**c.config, **expand({key: value})})
         p, p0 = replicas(key, c.config[key]), replicas(key, value)
         if ref is not None and p is not None and p0:
             c.efficiency = ref.median / c.median / (p / p0)

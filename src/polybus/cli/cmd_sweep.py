@@ -74,9 +74,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a fixed override for every run")
     p.add_argument("--repeat", type=int, default=3, help="runs per combination (default 3)")
-    p.add_argument("--baseline", metavar="KEY=VALUE",
+    p.add_argument("--baseline", metavar="KEY=VALUE[,KEY=VALUE]",
                    help="what speedup is measured against, e.g. replication=1 "
-                        "(default: the first value of the first --vary)")
+                        "(default: the first value of the first --vary); with several "
+                        "--vary keys each cell is compared with the baseline's cell of "
+                        "the same other values. Efficiency is along the replica count, "
+                        "other values the same (the line above the table says both)")
     p.add_argument("--json", metavar="FILE",
                    help="write every cell as JSON (- for standard output: the table then "
                         "goes to stderr)")

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from rich.markup import escape
 from rich.table import Table
 
-from polybus.sweep import Cell, Sweep
+from polybus.sweep import Cell, Sweep, moving_with, replicas
 
-__all__ = ["BRIEF", "DASH", "brief", "failed", "runs_said", "short_names", "size", "table",
+__all__ = ["BRIEF", "DASH", "brief", "compared", "failed", "runs_said", "short_names", "size", "table",
            "title"]
 
 DASH = "\u2013"
@@ -34,20 +34,50 @@ def _base(sweep: Sweep) -> str:
     return ", ".join(f"{k}={v}" for k, v in sweep.baseline.items())
 
 
+def _same(sweep: Sweep, ref: dict[str, str]) -> str:
+    """`` at the same callstyle``: the varied keys a cell's reference ``ref`` leaves as
+    the cell has them (its keys, and those tied to them, are not), by their columns'
+    names; "" when there are none."""
+    keys = [k for k, _ in sweep.varies]
+    moved = moving_with(sweep.varies, sweep.tied)(ref)
+    short = short_names(keys)
+    others = [short[k] if k.startswith("modules.") else k for k in keys if k not in moved]
+    if not others:
+        return ""
+    return " at the same " + (others[0] if len(others) == 1 else
+                              ", ".join(others[:-1]) + " and " + others[-1])
+
+
+def compared(sweep: Sweep) -> str:
+    """What speedup and efficiency are measured against, exactly: ``speedup vs
+    callstyle=sync at the same replication; efficiency: speedup vs replication=1 at the
+    same callstyle, per replica``. Efficiency is along the replica count with every
+    other key the same (sweep.py `compare`), which the baseline need not be: said apart,
+    unless it is the baseline's own speedup."""
+    speedup = f"speedup vs {_base(sweep)}{_same(sweep, sweep.baseline)}"
+    along = sweep.efficiency_vs
+    if along is None:
+        return speedup
+    key, value = along
+    p0 = replicas(key, value)
+    per = "per replica" if p0 == 1 else f"divided by replicas/{p0:g}"
+    expand = moving_with(sweep.varies, sweep.tied)
+    if expand({key: value}) == expand(sweep.baseline):
+        return f"{speedup}; efficiency: that speedup {per}"
+    ref = {key: value}
+    return f"{speedup}; efficiency: speedup vs {key}={value}{_same(sweep, ref)}, {per}"
+
+
 def title(sweep: Sweep) -> str:
     """The line above the table. Printed on its own, not as the table's title, which rich
     wraps to the table's width: a long path cut the line mid-word even when piped."""
-    base = _base(sweep)
-    along = sweep.efficiency_vs
-    per = (f"; efficiency per replica vs {along[0]}={along[1]}"
-           if along is not None and along[0] not in sweep.baseline else "")
     ran = (f"{len(sweep.cells)} of {sweep.planned} combinations ran"
            if len(sweep.cells) < sweep.planned else "every combination ran, not every round")
     stopped = f" (interrupted: {ran})" if sweep.interrupted is not None else ""
     sizes = ("; sent, received: the client's bytes a run, lower median"
              if any(c.ok and (c.bytes_sent or c.bytes_received) for c in sweep.cells) else "")
     return (f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of {runs_said(sweep)}; "
-            f"speedup vs {base}{per}{sizes}{stopped}")
+            f"{compared(sweep)}{sizes}{stopped}")
 
 
 def runs_said(sweep: Sweep) -> str:
