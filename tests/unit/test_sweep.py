@@ -189,10 +189,10 @@ def test_a_failed_cell_shows_the_first_line_of_its_error() -> None:
     from polybus.cli.sweep_table import brief
     assert brief(None) == "no runs"
     assert brief("ValueError: neg") == "ValueError: neg"
-    assert brief("ValueError: neg\n  File 'x.py', line 3\n") == (
+    assert brief("ValueError: neg\n  File 'x.py', line 3\n", ["--json", "--csv"]) == (
         "ValueError: neg (full text in --json/--csv)")
     long = "RemoteException: " + "x" * 300  # one long line: cut, the rest in the files
-    cut = brief(long)
+    cut = brief(long, ["--json", "--csv"])
     assert cut.startswith("RemoteException: xxx") and cut.endswith(
         "... (full text in --json/--csv)") and len(cut) < 110
 

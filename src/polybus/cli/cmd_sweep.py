@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
+import math
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -23,14 +25,15 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TaskID,
     TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
 )
+from rich.text import Text
 
 from polybus.cli.output import result_console
-from polybus.cli.sweep_plot import plot
+from polybus.cli.sweep_plot import not_drawn, plot
 from polybus.cli.sweep_table import table, title
 from polybus.cli.values import (
     STDOUT,
@@ -135,8 +138,7 @@ def main(args: argparse.Namespace) -> int:
     console = result_console(sys.stderr if to_stdout else None)
     err = Console(stderr=True)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
-                   console=err, transient=True, disable=args.quiet)
+                   Times(), console=err, transient=True, disable=args.quiet)
     with bar, contextlib.redirect_stdout(sys.stderr) if to_stdout else \
             contextlib.nullcontext():
         task = bar.add_task("sweep", total=len(combos) * args.repeat)
@@ -148,7 +150,8 @@ def main(args: argparse.Namespace) -> int:
                           progress=_Bar(bar, task, lines=not (err.is_terminal or args.quiet)),
                           tied=tied)
     console.print(title(sweep), markup=False, highlight=False)
-    console.print(table(sweep))
+    console.print(table(sweep, [o for o, f in (("--json", args.json), ("--csv", args.csv))
+                                if f]))
     console.file.flush()  # (the table before any line saying an output was not written)
     unwritten = write_outputs(sweep, args)
     if sweep.interrupted is not None:  # (what ran is shown and saved; then as any Ctrl-C)
@@ -167,10 +170,31 @@ def write_outputs(sweep: Sweep, args: argparse.Namespace) -> int:
         ("--plot", args.plot if sweep.cells else None, partial(plot, sweep))) if path]
     written = [f"{option} {path}" for option, path, write in outputs
                if save("sweep", option, path, write)]
+    note = not_drawn(sweep)
+    if f"--plot {args.plot}" in written and note is not None:  # (said in the picture too)
+        print(f"polybus sweep: --plot {args.plot}: {note}", file=sys.stderr, flush=True)
     if len(written) < len(outputs):
         print(f"  the figures are in the table above{', and in ' if written else ''}"
               f"{', '.join(written)}", file=sys.stderr, flush=True)
     return len(outputs) - len(written)
+
+
+def times(elapsed: float | None, left: float | None) -> str:
+    """``elapsed 0:00:02, left 0:00:01``: the bar read ``0:00:02 left 0:00:01``, the
+    first time unnamed. ``-:--:--`` for a time not known yet."""
+    def hms(s: float | None, up: bool) -> str:  # (elapsed rounded down, left up)
+        if s is None:
+            return "-:--:--"
+        return str(datetime.timedelta(seconds=max(0, math.ceil(s) if up else int(s))))
+    return f"elapsed {hms(elapsed, False)}, left {hms(left, True)}"
+
+
+class Times(ProgressColumn):
+    """The sweep bar's times, named (`times`)."""
+
+    def render(self, task: Task) -> Text:
+        elapsed = task.finished_time if task.finished else task.elapsed
+        return Text(times(elapsed, task.time_remaining), style="progress.elapsed")
 
 
 class _Bar:

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from polybus.cli.sweep_table import short_names
 from polybus.sweep import Cell, Sweep, replicas, tied_with
 
-__all__ = ["Panel", "panels", "plot"]
+__all__ = ["Panel", "not_drawn", "panels", "plot"]
+
+NAMED = 3  # failed combinations named in the plot's note; more are counted
 
 
 def _short(key: str, keys: Sequence[str] = ()) -> str:
@@ -83,8 +85,23 @@ def panels(sweep: Sweep) -> list[Panel]:
     return out
 
 
+def not_drawn(sweep: Sweep) -> str | None:
+    """``not drawn: 1 failed combination (replication=1)``, the note under the plot and
+    beside its name: failed combinations had no point and no word of why."""
+    keys = [k for k, _ in sweep.varies]
+    failed = [", ".join(f"{_short(k, keys)}={c.config[k]}" for k in keys)
+              for c in sweep.cells if not c.ok]
+    if not failed:
+        return None
+    named = "; ".join(failed[:NAMED]) + (f"; and {len(failed) - NAMED} more"
+                                         if len(failed) > NAMED else "")
+    return (f"not drawn: {len(failed)} failed combination{'s' * (len(failed) > 1)} "
+            f"({named})")
+
+
 def plot(sweep: Sweep, path: str) -> list[Panel]:
-    """Write ``panels(sweep)`` side by side to ``path`` (PNG); return them."""
+    """Write ``panels(sweep)`` side by side to ``path`` (PNG), with `not_drawn`'s note
+    under them; return them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -111,7 +128,10 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
         ax.grid(True, alpha=0.3)
         if any(panel.lines):  # a legend only of labelled lines (matplotlib warns otherwise)
             ax.legend(fontsize=8)
-    fig.tight_layout()
+    note = not_drawn(sweep)
+    if note is not None:
+        fig.text(0.01, 0.01, note, fontsize=8, color="tab:red", ha="left", va="bottom")
+    fig.tight_layout(rect=(0, 0.05 if note else 0, 1, 1))
     fig.savefig(path, dpi=110)  # (its directory and format were checked before the runs)
     plt.close(fig)
     return drawn

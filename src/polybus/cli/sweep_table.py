@@ -19,15 +19,20 @@ DASH = "\u2013"
 BRIEF = 72  # a failed cell's text in the table, at most (characters)
 
 
-def brief(error: str | None) -> str:
+def brief(error: str | None, saved: Sequence[str] = ()) -> str:
     """A failed cell's first line: a remote traceback wrapped in a narrow column buried
-    the table; the whole text stays in --json and --csv."""
+    the table; the whole text is in the outputs ``saved`` (``--json``, ``--csv``) that
+    were given, and said to be, or, with neither, they are suggested (it said "full text
+    in --json/--csv" when there was none)."""
     if not error:
         return "no runs"
     first, _, rest = error.strip().partition("\n")
     if len(first) > BRIEF:  # (one long line widened the table past any terminal)
         first, rest = first[:BRIEF - 3].rstrip() + "...", first
-    return f"{first} (full text in --json/--csv)" if rest.strip() else first
+    if not rest.strip():
+        return first
+    where = f"in {'/'.join(saved)}" if saved else "with --json FILE or --csv FILE"
+    return f"{first} (full text {where})"
 
 
 def _base(sweep: Sweep) -> str:
@@ -92,7 +97,9 @@ def runs_said(sweep: Sweep) -> str:
     return f"{lo}{DASH}{hi} runs ({sweep.repeat} asked; each cell's in the runs column)"
 
 
-def table(sweep: Sweep) -> Table:
+def table(sweep: Sweep, saved: Sequence[str] = ()) -> Table:
+    """A row per combination; ``saved``: the outputs given that keep a failed cell's
+    whole error (`brief`)."""
     keys = [k for k, _ in sweep.varies]
     base = _base(sweep)
     t = Table()
@@ -111,7 +118,7 @@ def table(sweep: Sweep) -> Table:
     for c in sweep.cells:
         vals = [escape(c.config[k]) for k in keys]
         if not c.ok:  # (no figure of the runs that succeeded first: not the combination's)
-            t.add_row(*vals, f"[red]{failed(c, sweep.repeat)}[/]: {escape(brief(c.error))}",
+            t.add_row(*vals, f"[red]{failed(c, sweep.repeat)}[/]: {escape(brief(c.error, saved))}",
                       *((DASH,) if runs else ()), DASH, DASH,
                       *((DASH, DASH) if counted else ()))
             continue
