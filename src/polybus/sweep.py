@@ -6,7 +6,8 @@ median elapsed time with min and max, and compare each combination against a bas
 configuration is checked before the first run (`check_combinations`), so a bad value
 costs no runs; a combination that fails at run time (or runs past ``--timeout``:
 deadline.py) is recorded with its error and the sweep goes on. The command line's
-values are parsed in sweepargs.py. The core here takes the runner as a parameter, so the combination,
+values are parsed in sweepargs.py, and speedup and efficiency computed in
+sweepcompare.py. The core here takes the runner as a parameter, so the combination,
 baseline and failure logic is tested without processes.
 """
 
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 from polybus.deadline import RunTimeout
 from polybus.errors import ConfigError, PolybusError, UsageError
 from polybus.sweepargs import check_repeat, parse_baseline
+from polybus.sweepcompare import Expand, compare, efficiency_reference, replicas
 
 __all__ = ["Cell", "Measured", "Runner", "Sweep", "check_combinations", "combinations",
            "efficiency_reference", "overridden", "replicas", "run_sweep"]
@@ -54,9 +56,6 @@ def overridden(fixed: Sequence[str], varies: Sequence[tuple[str, list[str]]]) ->
     """The ``--set`` entries a ``--vary`` key overrides in every run (said, not dropped)."""
     keys = [k for k, _ in varies]
     return [f for f in fixed if _varied(f.partition("=")[0].strip(), keys)]
-
-
-Expand = Callable[[Mapping[str, str]], dict[str, str]]
 
 
 def _groups(varies: Sequence[tuple[str, list[str]]],
@@ -283,64 +282,6 @@ class Sweep:
 
     def write_json(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json(), encoding="utf-8")
-
-
-def replicas(key: str, value: str) -> float | None:
-    """The number of replicas a value of a ``...replication`` key stands for, if it says."""
-    if not key.endswith("replication"):
-        return None
-    try:
-        return float(int(value))
-    except ValueError:
-        names = [n for n in value.split(",") if n.strip()]
-        return float(len(names)) if names and "#" not in value else None
-
-
-def efficiency_reference(cells: Sequence[Cell], baseline: Mapping[str, str]
-                         ) -> tuple[str, str] | None:
-    """The replication key efficiency is measured along, and the value it is measured
-    against: the baseline's replication key if it has one, else the first varied
-    replication key at its first value (so ``--vary callstyle=sync,async --vary
-    replication=1,2`` still has an efficiency); None when no replica count is varied."""
-    for key, base in baseline.items():
-        if replicas(key, base):
-            return key, base
-    first = cells[0].config if cells else {}
-    return next(((k, v) for k, v in first.items() if replicas(k, v)), None)
-
-
-def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
-            expand: Expand = dict) -> None:
-    """Speedup (baseline median / median) against the baseline with the other keys equal.
-
-    Efficiency is (reference median / median) / (replicas / reference replicas), the
-    reference the cell at ``efficiency_reference`` (the baseline's replica count, else
-    the first) with every other key equal, whatever else the baseline names: so it is
-    the speedup per replica when the baseline is a replication count alone, and always
-    1 at the reference's count. (With ``--baseline callstyle=sync,replication=1`` it
-    was against the baseline's cell, callstyle and all: 2.0 at one replica.) None when
-    no replication count is varied.
-    """
-    by_config = {tuple(sorted(c.config.items())): c for c in cells}
-
-    def ok_cell(config: Mapping[str, str]) -> Cell | None:
-        found = by_config.get(tuple(sorted(config.items())))
-        return found if found is not None and found.ok else None
-
-    along = efficiency_reference(cells, expand(baseline))
-    for c in cells:
-        if not c.ok or c.median <= 0:
-            continue
-        ref = ok_cell({**c.config, **expand(baseline)})
-        if ref is not None:
-            c.speedup = ref.median / c.median
-        if along is None:
-            continue
-        key, value = along
-        ref = ok_cell({**c.config, **expand({key: value})})
-        p, p0 = replicas(key, c.config[key]), replicas(key, value)
-        if ref is not None and p is not None and p0:
-            c.efficiency = ref.median / c.median / (p / p0)
 
 
 def error_text(exc: Exception) -> str:

@@ -57,7 +57,7 @@ def compared(sweep: Sweep) -> str:
     """What speedup and efficiency are measured against, exactly: ``speedup vs
     callstyle=sync at the same replication; efficiency: speedup vs replication=1 at the
     same callstyle, per replica``. Efficiency is along the replica count with every
-    other key the same (sweep.py `compare`), which the baseline need not be: said apart,
+    other key the same (sweepcompare.py `compare`), which the baseline need not be: said apart,
     unless it is the baseline's own speedup."""
     speedup = f"speedup vs {_base(sweep)}{_same(sweep, sweep.baseline)}"
     along = sweep.efficiency_vs
