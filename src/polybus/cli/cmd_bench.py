@@ -1,6 +1,7 @@
 """polybus bench NAME|all: the benchmarks of record (BENCHMARKS.md), peers side by side.
 
-``--json F`` / ``--plot F.png`` write one benchmark's figures and picture; ``--out DIR``
+``--json F`` / ``--plot F.png`` write one benchmark's figures and picture (``--json -``:
+to standard output, the tables then on stderr); ``--out DIR``
 writes ``DIR/NAME.json`` and ``DIR/NAME.png`` for each benchmark run and then
 regenerates the results page (``--page``; by default docs/results.md beside DIR, or
 DIR/results.md: `page_for`) from every JSON in DIR. ``--page-only`` regenerates the

@@ -5,8 +5,10 @@ start-up of processes apart) is the figure. Every combination's configuration is
 first: a mistake is reported as any configuration error is (exit status 2) and nothing
 runs. A combination that fails at run time shows its error in its row and the sweep
 goes on; the exit status is then 1, so a script sees that not every cell has a figure.
-An output (--json, --csv, --plot) that cannot be written at the end is said in a line,
-the others are written, and the exit status is 2.
+An output (--json, --csv, --plot) that is the configuration, a module's source or
+another output's file is refused before the runs (exit status 2); ``-`` for --json or
+--csv is standard output, the table then on stderr. One that cannot be written at the
+end is said in a line, the others are written, and the exit status is 2.
 """
 
 from __future__ import annotations
