@@ -32,8 +32,10 @@ lint: $(VENV)/.dev
 fuzz: $(VENV)/.dev
 	POLYBUS_FUZZ_EXAMPLES=1000000 $(BIN)/python -m pytest -q tests/unit/test_fuzz_wire.py --timeout=0
 
+# Every benchmark small, to prove they run: into build/bench-quick/ (its JSON, plots and
+# results.md), never results/, whose figures of record the README cites.
 bench-quick: $(BIN)/polybus
-	$(BIN)/polybus bench all --quick --out results/
+	$(BIN)/polybus bench all --quick --out build/bench-quick/
 
 # The benchmarks of record with every peer that installs here (a missing one is a
 # skipped row with its reason); writes results/*.json, *.png and docs/results.md.

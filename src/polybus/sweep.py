@@ -6,7 +6,8 @@ median elapsed time with min and max, and compare each combination against a bas
 configuration is checked before the first run (`check_combinations`), so a bad value
 costs no runs; a combination that fails at run time (or runs past ``--timeout``:
 deadline.py) is recorded with its error and the sweep goes on. The command line's
-values are parsed in sweepargs.py. The core here takes the runner as a parameter, so the combination,
+values are parsed in sweepargs.py, and speedup and efficiency computed in
+sweepcompare.py. The core here takes the runner as a parameter, so the combination,
 baseline and failure logic is tested without processes.
 """
 
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 from polybus.deadline import RunTimeout
 from polybus.errors import ConfigError, PolybusError, UsageError
 from polybus.sweepargs import check_repeat, parse_baseline
+from polybus.sweepcompare import Expand, compare, efficiency_reference, replicas
 
 __all__ = ["Cell", "Measured", "Runner", "Sweep", "check_combinations", "combinations",
            "efficiency_reference", "overridden", "replicas", "run_sweep"]
@@ -54,9 +56,6 @@ def overridden(fixed: Sequence[str], varies: Sequence[tuple[str, list[str]]]) ->
     """The ``--set`` entries a ``--vary`` key overrides in every run (said, not dropped)."""
     keys = [k for k, _ in varies]
     return [f for f in fixed if _varied(f.partition("=")[0].strip(), keys)]
-
-
-Expand = Callable[[Mapping[str, str]], dict[str, str]]
 
 
 def _groups(varies: Sequence[tuple[str, list[str]]],
@@ -124,30 +123,39 @@ def _varied(key: str | None, keys: Sequence[str]) -> bool:
 
 
 def check_combinations(path: str, varies: Sequence[tuple[str, list[str]]],
-                       fixed: Sequence[str] = (), tied: Collection[str] = ()) -> None:
+                       fixed: Sequence[str] = (), tied: Collection[str] = ()
+                       ) -> dict[str, str]:
     """Validate every combination's configuration before anything runs; ConfigErrors
     (each distinct mistake once) if any is wrong. A mistake in a varied key is blamed on
-    ``--vary``, which is where the value came from."""
+    ``--vary``, which is where the value came from. Returns the module sources the
+    combinations read (path: module key), which no output may replace."""
     from polybus.config import ConfigErrors, validate
     from polybus.config.origin import SET, VARY
     from polybus.config.problems import rekey
 
     keys = [k for k, _ in varies]
     found: dict[str, ConfigError] = {}
+    sources: dict[str, str] = {}
     ties = [k for k in keys if k in tied]
     for combo in combinations(varies, tied):
-        for e in validate(path, _sets(fixed, combo))[1]:
+        config, errors = validate(path, _sets(fixed, combo))
+        if config is not None:
+            sources.update((str(m.source), m.key) for m in config.modules.values())
+        for e in errors:
             if e.file == SET.label and _varied(e.key, keys):
                 e = rekey(e, file="--tie" if _varied(e.key, ties) else VARY.label, key=e.key)
             found.setdefault(str(e), e)
     if found:
         raise ConfigErrors(list(found.values()), file=path)
+    return sources
 
 
 @dataclass
 class Cell:
     """One combination: its elapsed times (and the bytes of each run, when counted), or
-    the error that stopped it."""
+    the error that stopped it. A failed cell keeps the figures of the runs that succeeded
+    before the one that failed (``elapsed_s``, the bytes), but has no median, speedup or
+    efficiency: a figure of some runs is not the combination's."""
 
     config: dict[str, str]
     elapsed_s: list[float] = field(default_factory=list)
@@ -160,6 +168,12 @@ class Cell:
     @property
     def ok(self) -> bool:
         return self.error is None and bool(self.elapsed_s)
+
+    @property
+    def made(self) -> int:
+        """Runs made: those that succeeded, and the one that failed, if one did (a failure
+        ends its cell: the runs after it are not made)."""
+        return len(self.elapsed_s) + (self.error is not None)
 
     @property
     def median(self) -> float:
@@ -187,15 +201,19 @@ class Cell:
             self.bytes_received.append(int(got.bytes_received))
 
     def to_dict(self) -> dict[str, Any]:
+        """Its JSON. ``runs``: the runs made, ``runs_ok`` (and ``n``, as ever) those that
+        succeeded, whose figures ``elapsed_s`` and the bytes lists are; the medians, min
+        and max are null for a failed cell, whatever runs succeeded before it failed."""
         ok = self.ok
         return {"config": dict(self.config), "elapsed_s": list(self.elapsed_s),
-                "n": len(self.elapsed_s),
+                "n": len(self.elapsed_s), "runs": self.made, "runs_ok": len(self.elapsed_s),
                 "error": self.error, "speedup": self.speedup, "efficiency": self.efficiency,
                 "median": self.median if ok else None,
                 "min": min(self.elapsed_s) if ok else None,
                 "max": max(self.elapsed_s) if ok else None,
                 "bytes_sent": list(self.bytes_sent), "bytes_received": list(self.bytes_received),
-                "bytes_sent_median": self.sent, "bytes_received_median": self.received}
+                "bytes_sent_median": self.sent if ok else None,
+                "bytes_received_median": self.received if ok else None}
 
 
 @dataclass
@@ -247,74 +265,23 @@ class Sweep:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         keys = [k for k, _ in self.varies]
-        w.writerow([*keys, "median_s", "min_s", "max_s", "n", "speedup", "efficiency",
-                    "bytes_sent", "bytes_received", "error"])
+        # n: the runs that succeeded; runs: those made (n, and the one that failed)
+        w.writerow([*keys, "median_s", "min_s", "max_s", "n", "runs", "speedup",
+                    "efficiency", "bytes_sent", "bytes_received", "error"])
         for c in self.cells:
             stats = ([c.median, min(c.elapsed_s), max(c.elapsed_s)] if c.ok else ["", "", ""])
-            w.writerow([*(c.config[k] for k in keys), *stats, len(c.elapsed_s),
+            sizes = (c.sent, c.received) if c.ok else (None, None)
+            w.writerow([*(c.config[k] for k in keys), *stats, len(c.elapsed_s), c.made,
                         *("" if x is None else x
-                          for x in (c.speedup, c.efficiency, c.sent, c.received)),
+                          for x in (c.speedup, c.efficiency, *sizes)),
                         c.error or ""])
         return buf.getvalue()
 
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
     def write_json(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-
-
-def replicas(key: str, value: str) -> float | None:
-    """The number of replicas a value of a ``...replication`` key stands for, if it says."""
-    if not key.endswith("replication"):
-        return None
-    try:
-        return float(int(value))
-    except ValueError:
-        names = [n for n in value.split(",") if n.strip()]
-        return float(len(names)) if names and "#" not in value else None
-
-
-def efficiency_reference(cells: Sequence[Cell], baseline: Mapping[str, str]
-                         ) -> tuple[str, str] | None:
-    """The replication key efficiency is measured along, and the value it is measured
-    against: the baseline's replication key if it has one, else the first varied
-    replication key at its first value (so ``--vary callstyle=sync,async --vary
-    replication=1,2`` still has an efficiency); None when no replica count is varied."""
-    for key, base in baseline.items():
-        if replicas(key, base):
-            return key, base
-    first = cells[0].config if cells else {}
-    return next(((k, v) for k, v in first.items() if replicas(k, v)), None)
-
-
-def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
-            expand: Expand = dict) -> None:
-    """Speedup (baseline median / median) against the baseline with the other keys equal.
-
-    Efficiency is (reference median / median) / (replicas / reference replicas): when the
-    baseline is a replication count, the reference is the baseline's cell (efficiency =
-    speedup per replica); else the cell at ``efficiency_reference`` with the other keys
-    equal. None when no replication count is varied.
-    """
-    by_config = {tuple(sorted(c.config.items())): c for c in cells}
-
-    def ok_cell(config: Mapping[str, str]) -> Cell | None:
-        found = by_config.get(tuple(sorted(config.items())))
-        return found if found is not None and found.ok else None
-
-    along = efficiency_reference(cells, expand(baseline))
-    for c in cells:
-        if not c.ok or c.median <= 0:
-            continue
-        ref = ok_cell({**c.config, **expand(baseline)})
-        if ref is not None:
-            c.speedup = ref.median / c.median
-        if along is None:
-            continue
-        key, value = along
-        if key not in baseline:
-            ref = ok_cell({**c.config, **expand({key: value})})
-        p, p0 = replicas(key, c.config[key]), replicas(key, value)
-        if ref is not None and p is not None and p0:
-            c.efficiency = ref.median / c.median / (p / p0)
+        Path(path).write_text(self.to_json(), encoding="utf-8")
 
 
 def error_text(exc: Exception) -> str:

@@ -159,7 +159,7 @@ def test_efficiency_is_along_a_varied_replication_count_whatever_the_baseline() 
 
 def test_plot_with_a_first_vary_that_is_not_a_number_warns_nothing(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
-    from polybus.cli.cmd_sweep import plot
+    from polybus.cli.sweep_plot import plot
 
     png = tmp_path / "s.png"
     with warnings.catch_warnings():
@@ -169,7 +169,7 @@ def test_plot_with_a_first_vary_that_is_not_a_number_warns_nothing(tmp_path: Pat
 
 
 def test_plot_panels_efficiency_against_replicas_or_none() -> None:
-    from polybus.cli.cmd_sweep import panels
+    from polybus.cli.sweep_plot import panels
 
     time, speedup, efficiency = panels(_callstyle_first())
     assert (time.name, time.xlabel) == ("elapsed s", "replication")
@@ -186,19 +186,19 @@ def test_plot_panels_efficiency_against_replicas_or_none() -> None:
 
 
 def test_a_failed_cell_shows_the_first_line_of_its_error() -> None:
-    from polybus.cli.cmd_sweep import brief
+    from polybus.cli.sweep_table import brief
     assert brief(None) == "no runs"
     assert brief("ValueError: neg") == "ValueError: neg"
-    assert brief("ValueError: neg\n  File 'x.py', line 3\n") == (
+    assert brief("ValueError: neg\n  File 'x.py', line 3\n", ["--json", "--csv"]) == (
         "ValueError: neg (full text in --json/--csv)")
     long = "RemoteException: " + "x" * 300  # one long line: cut, the rest in the files
-    cut = brief(long)
+    cut = brief(long, ["--json", "--csv"])
     assert cut.startswith("RemoteException: xxx") and cut.endswith(
         "... (full text in --json/--csv)") and len(cut) < 110
 
 
 def test_the_bytes_of_each_run_are_kept_and_shown_as_the_lower_median() -> None:
-    from polybus.cli.cmd_sweep import size, table
+    from polybus.cli.sweep_table import size, table
     from polybus.sweep import Measured
 
     sent = {"1": iter([900, 700, 800]), "2": iter([300, 100, 200])}
@@ -217,7 +217,7 @@ def test_the_bytes_of_each_run_are_kept_and_shown_as_the_lower_median() -> None:
     assert rows[2].split(",")[-3:] == ["200", "10", ""]
     headers = [c.header for c in table(sweep).columns]
     assert headers[-2:] == ["sent", "received"]
-    from polybus.cli.cmd_sweep import panels
+    from polybus.cli.sweep_plot import panels
     drawn = {p.name: p for p in panels(sweep)}
     assert drawn["bytes sent"].lines == {"": [(1.0, 800.0), (2.0, 200.0)]}
     assert "bytes received" not in drawn  # (10 in every run: one flat line says nothing)
@@ -226,13 +226,13 @@ def test_the_bytes_of_each_run_are_kept_and_shown_as_the_lower_median() -> None:
 
 
 def test_a_runner_that_gives_only_times_leaves_the_bytes_out() -> None:
-    from polybus.cli.cmd_sweep import table
+    from polybus.cli.sweep_table import table
 
     sweep = run_sweep("a.toml", [("modules.s.replication", ["1", "2"])], 1, lambda p, s: 1.0)
     assert all(c.sent is None and c.to_dict()["bytes_sent"] == [] for c in sweep.cells)
     assert sweep.to_csv().splitlines()[1].endswith(",,,")  # (no bytes, no error)
     assert "sent" not in [c.header for c in table(sweep).columns]
-    from polybus.cli.cmd_sweep import panels
+    from polybus.cli.sweep_plot import panels
     assert "bytes sent" not in [p.name for p in panels(sweep)]
 
 
@@ -449,7 +449,8 @@ def test_cli_a_plot_it_could_not_write_fails_before_any_run(
 
 
 def test_keys_with_the_same_last_part_are_told_apart_in_the_table_and_plot() -> None:
-    from polybus.cli.cmd_sweep import panels, short_names, table
+    from polybus.cli.sweep_plot import panels
+    from polybus.cli.sweep_table import short_names, table
 
     a, b = "modules.client.use.s2.forward", "modules.client.use.s3.forward"
     assert short_names([a, b, "modules.server.replication"]) == {
@@ -469,7 +470,7 @@ def test_a_bytes_axis_starts_at_zero(tmp_path: Path, monkeypatch: pytest.MonkeyP
     pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
     import matplotlib.pyplot as plt
 
-    from polybus.cli.cmd_sweep import plot
+    from polybus.cli.sweep_plot import plot
     from polybus.sweep import Measured
 
     sent = {"1": 1720, "2": 1740, "4": 1760}
@@ -539,7 +540,7 @@ def test_tied_keys_draw_one_line_take_the_baseline_s_replicas_and_are_given_once
     # (found by a review: each tied cell was a one-point line of its own; a baseline on
     # the tied key measured efficiency against the first replica count; a --tie of a
     # varied key said "--vary K: given twice")
-    from polybus.cli.cmd_sweep import panels
+    from polybus.cli.sweep_plot import panels
     from polybus.sweepargs import TIED, parse_varies
 
     varies = [("modules.server.replication", ["1", "2", "4"]),

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from polybus.cli.cmd_sweep import table, title
+from polybus.cli.sweep_table import table, title
 from polybus.sweep import Sweep, run_sweep
 
 VARIES = [("modules.server.replication", ["1", "2", "4"])]
@@ -68,3 +68,49 @@ def test_a_failed_cell_does_not_count_and_shows_no_runs() -> None:
 
     sweep = run_sweep("a.toml", VARIES, 2, runner)
     assert "of 2; speedup" in title(sweep)
+
+
+def _later_failure(fail_at: int) -> Sweep:
+    """Three cells of three runs, with bytes; replication=2 fails at its run ``fail_at``
+    (the runs are in rounds: its run k is call 3 * (k - 1) + 2)."""
+    from polybus.sweep import Measured
+
+    calls: list[Sequence[str]] = []
+
+    def runner(path: str, sets: Sequence[str]) -> Measured:
+        calls.append(sets)
+        if len(calls) == 3 * (fail_at - 1) + 2:
+            raise RuntimeError("worker died")
+        return Measured(1.0, 100, 50)
+
+    return run_sweep("a.toml", VARIES, 3, runner)
+
+
+def test_a_cell_that_fails_in_a_later_run_says_how_many_succeeded() -> None:
+    # It said only "failed: ..." beside the bytes of the run before the failure, and the
+    # JSON had median null while elapsed_s held the good run.
+    sweep = _later_failure(2)
+    row = next(line for line in _shown(sweep).splitlines() if "failed" in line)
+    cells = [c.strip() for c in row.split("\u2502")[1:-1]]
+    assert cells == ["2", "failed in run 2 of 3 (1 succeeded, 1 not run): RuntimeError: "
+                     "worker died", "\u2013", "\u2013", "\u2013", "\u2013"]
+    failed = sweep.to_dict()["cells"][1]
+    assert (failed["runs"], failed["runs_ok"], failed["n"]) == (2, 1, 1)
+    assert (failed["median"], failed["bytes_sent_median"], failed["bytes_received_median"],
+            failed["speedup"]) == (None, None, None, None)
+    assert failed["elapsed_s"] == [1.0] and failed["error"] == "RuntimeError: worker died"
+    whole = sweep.to_dict()["cells"][0]
+    assert (whole["runs"], whole["runs_ok"], whole["bytes_sent_median"]) == (3, 3, 100)
+    header, first, second = sweep.to_csv().splitlines()[:3]
+    assert header.split(",")[1:7] == ["median_s", "min_s", "max_s", "n", "runs", "speedup"]
+    assert second == "2,,,,1,2,,,,,RuntimeError: worker died"
+    assert first.startswith("1,1.0,1.0,1.0,3,3,1.0,")
+
+
+def test_a_cell_that_fails_at_once_or_at_its_last_run() -> None:
+    from polybus.cli.sweep_table import failed
+
+    first, last = _later_failure(1).cells[1], _later_failure(3).cells[1]
+    assert failed(first, 3) == "failed in run 1 of 3 (2 not run)"
+    assert failed(last, 3) == "failed in run 3 of 3 (2 succeeded)"
+    assert failed(first, 1) == "failed"

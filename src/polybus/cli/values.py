@@ -9,7 +9,7 @@ import argparse
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from polybus.config.units import DURATION_FORMS, parse_duration
@@ -26,6 +26,33 @@ def check_writable(path: str | None, option: str) -> None:
     except OSError as exc:  # (a name too long: the check itself ended in a traceback)
         raise UsageError(f"{option} {path}: cannot be written: "
                          f"{exc.strerror or exc}") from None
+
+
+def check_distinct(outputs: Sequence[tuple[str, str | None]],
+                   inputs: Sequence[tuple[str, str]] = ()) -> None:
+    """UsageError if an output file (``(option, path)``; None: not asked) is one of
+    ``inputs`` (``(what it is, path)``: the configuration a sweep reads) or the file of
+    an output before it. ``--csv app.toml`` replaced the configuration being swept, and
+    ``--json F --csv F`` kept only the CSV, silently. ``-`` (standard output) is
+    compared by name: two outputs cannot both go there."""
+    def where(path: str) -> str:
+        return path if path == "-" else os.path.realpath(path)
+
+    read = {where(path): what for what, path in inputs}
+    written: dict[str, tuple[str, str]] = {}
+    for option, path in outputs:
+        if path is None:
+            continue
+        key = where(path)
+        if key in read:
+            raise UsageError(f"{option} {path}: is {read[key]}, which it would replace; "
+                             "name another file")
+        if key in written:
+            first, given = written[key]
+            said = ("standard output" if path == "-" else "the same file") + \
+                f" as {first} {given}"
+            raise UsageError(f"{option} {path}: {said}; give each output a file of its own")
+        written[key] = (option, path)
 
 
 def _check_writable(p: Path, option: str, path: str) -> None:
@@ -69,6 +96,21 @@ def _probe(p: Path, option: str, path: str) -> None:
         return
     os.close(fd)
     p.unlink(missing_ok=True)
+
+
+STDOUT = "-"
+"""The file name of standard output, for --json and --csv (as ``polybus run --json -``)."""
+
+
+def write_text(text: Callable[[], str], path: str) -> None:
+    """``text()`` to the file ``path``, or to standard output for ``-`` (made whole first,
+    so a mistake in it leaves no half-written file)."""
+    made = text()
+    if path == STDOUT:
+        sys.stdout.write(made)
+        sys.stdout.flush()
+        return
+    Path(path).write_text(made, encoding="utf-8")
 
 
 def save(command: str, option: str, path: str, write: Callable[[str], object]) -> bool:

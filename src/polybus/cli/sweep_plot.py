@@ -1,0 +1,138 @@
+"""`polybus sweep --plot`: time, speedup and efficiency curves (`panels`, drawn by
+`plot`), and the bytes the client sent and received where they differ."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from polybus.cli.sweep_table import short_names
+from polybus.sweep import Cell, Sweep, replicas, tied_with
+
+__all__ = ["Panel", "not_drawn", "panels", "plot"]
+
+NAMED = 3  # failed combinations named in the plot's note; more are counted
+
+
+def _short(key: str, keys: Sequence[str] = ()) -> str:
+    return short_names([key, *[k for k in keys if k != key]])[key]
+
+
+def _number(v: str) -> float | None:
+    try:
+        f = float(v)
+    except ValueError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+@dataclass
+class Panel:
+    """One panel of the plot: ``name`` (the y label) against ``xlabel``, a line per
+    combination of the other varied keys (label "" when there are none)."""
+
+    name: str
+    xlabel: str
+    lines: dict[str, list[tuple[float, float]]]
+    ticks: list[str] | None = None
+    """Labels of x = 0, 1, ... when x is not a number."""
+
+
+def _panel(sweep: Sweep, name: str, get: Callable[[Cell], float | None], xkey: str,
+           x_of: Callable[[str], float | None], xlabel: str,
+           ticks: list[str] | None = None) -> Panel:
+    keys = [k for k, _ in sweep.varies]
+    moving = tied_with(sweep.varies, sweep.tied, xkey)  # (they move along x: no lines of theirs)
+    others = [k for k in keys if k not in moving]
+    lines: dict[str, list[tuple[float, float]]] = {}
+    for c in sweep.cells:
+        x, y = x_of(c.config[xkey]), get(c) if c.ok else None
+        if x is not None and y is not None:
+            label = ", ".join(f"{_short(k, keys)}={c.config[k]}" for k in others)
+            lines.setdefault(label, []).append((x, y))
+    return Panel(name, xlabel, {k: sorted(v) for k, v in lines.items()}, ticks)
+
+
+def panels(sweep: Sweep) -> list[Panel]:
+    """Time and speedup against the first varied key whose values are all numbers (else
+    the first key, its values as categories); efficiency against the replica count it
+    is measured along (``Sweep.efficiency_vs``), and no efficiency panel when there is
+    none (no replication count is varied, or no cell has a figure); the client's bytes
+    sent, and received, as time is, each when it differs between cells."""
+    keys = [k for k, _ in sweep.varies]
+    xkey = next((k for k, vs in sweep.varies if all(_number(v) is not None for v in vs)),
+                keys[0])
+    values = dict(sweep.varies)[xkey]
+    numeric = all(_number(v) is not None for v in values)
+    x_of = _number if numeric else lambda v: float(values.index(v))
+    ticks = None if numeric else values
+    out = [_panel(sweep, "elapsed s", lambda c: c.median, xkey, x_of, _short(xkey, keys), ticks),
+           _panel(sweep, "speedup", lambda c: c.speedup, xkey, x_of, _short(xkey, keys), ticks)]
+    along = sweep.efficiency_vs
+    if along is not None and any(c.efficiency is not None for c in sweep.cells):
+        key = along[0]
+        out.append(_panel(sweep, "efficiency", lambda c: c.efficiency, key,
+                          lambda v: replicas(key, v), f"{_short(key, keys)} (replicas)"))
+    # Bytes where a change moved them (cache on or off, forwarding, aggregation): a
+    # panel of one flat line would only take room.
+    if len({c.sent for c in sweep.cells if c.ok and c.sent is not None}) > 1:
+        out.append(_panel(sweep, "bytes sent", lambda c: c.sent, xkey, x_of, _short(xkey, keys),
+                          ticks))
+    if len({c.received for c in sweep.cells if c.ok and c.received is not None}) > 1:
+        out.append(_panel(sweep, "bytes received", lambda c: c.received, xkey, x_of,
+                          _short(xkey, keys), ticks))
+    return out
+
+
+def not_drawn(sweep: Sweep) -> str | None:
+    """``not drawn: 1 failed combination (replication=1)``, the note under the plot and
+    beside its name: failed combinations had no point and no word of why."""
+    keys = [k for k, _ in sweep.varies]
+    failed = [", ".join(f"{_short(k, keys)}={c.config[k]}" for k in keys)
+              for c in sweep.cells if not c.ok]
+    if not failed:
+        return None
+    named = "; ".join(failed[:NAMED]) + (f"; and {len(failed) - NAMED} more"
+                                         if len(failed) > NAMED else "")
+    return (f"not drawn: {len(failed)} failed combination{'s' * (len(failed) > 1)} "
+            f"({named})")
+
+
+def plot(sweep: Sweep, path: str) -> list[Panel]:
+    """Write ``panels(sweep)`` side by side to ``path`` (PNG), with `not_drawn`'s note
+    under them; return them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter, MaxNLocator
+
+    drawn = panels(sweep)
+    fig, axes = plt.subplots(1, len(drawn), figsize=(5.4 * len(drawn), 4.5), squeeze=False)
+    for ax, panel in zip(axes[0], drawn, strict=True):
+        for label, pts in panel.lines.items():
+            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=label)
+        if not panel.lines:  # e.g. speedup when every baseline cell failed
+            ax.text(0.5, 0.5, f"no {panel.name} figures", ha="center", transform=ax.transAxes)
+        if panel.ticks is not None:
+            ax.set_xticks(range(len(panel.ticks)), panel.ticks)
+        elif all(float(x).is_integer() for pts in panel.lines.values() for x, _ in pts):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # (replicas: 1, 2, not 1.25)
+        ax.set_xlabel(panel.xlabel)
+        ax.set_ylabel(panel.name)
+        if panel.name.startswith("bytes"):  # (kB, MB: not 1e7 over the axis)
+            ax.yaxis.set_major_formatter(EngFormatter(unit="B"))
+            # From 0: 1.72 kB to 1.76 kB (call ids a digit longer) drew as a steep rise.
+            ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        if any(panel.lines):  # a legend only of labelled lines (matplotlib warns otherwise)
+            ax.legend(fontsize=8)
+    note = not_drawn(sweep)
+    if note is not None:
+        fig.text(0.01, 0.01, note, fontsize=8, color="tab:red", ha="left", va="bottom")
+    fig.tight_layout(rect=(0, 0.05 if note else 0, 1, 1))
+    fig.savefig(path, dpi=110)  # (its directory and format were checked before the runs)
+    plt.close(fig)
+    return drawn
+

@@ -1,0 +1,166 @@
+"""`polybus sweep`'s table: the line above it (`title`: what each column is compared
+against), a row per combination (`table`), a failed cell's first line (`brief`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.markup import escape
+from rich.table import Table
+
+from polybus.sweep import Cell, Sweep, moving_with, replicas
+
+__all__ = ["BRIEF", "DASH", "brief", "compared", "failed", "runs_said", "short_names", "size", "table",
+           "title"]
+
+DASH = "\u2013"
+
+
+BRIEF = 72  # a failed cell's text in the table, at most (characters)
+
+
+def brief(error: str | None, saved: Sequence[str] = ()) -> str:
+    """A failed cell's first line: a remote traceback wrapped in a narrow column buried
+    the table; the whole text is in the outputs ``saved`` (``--json``, ``--csv``) that
+    were given, and said to be, or, with neither, they are suggested (it said "full text
+    in --json/--csv" when there was none)."""
+    if not error:
+        return "no runs"
+    first, _, rest = error.strip().partition("\n")
+    if len(first) > BRIEF:  # (one long line widened the table past any terminal)
+        first, rest = first[:BRIEF - 3].rstrip() + "...", first
+    if not rest.strip():
+        return first
+    where = f"in {'/'.join(saved)}" if saved else "with --json FILE or --csv FILE"
+    return f"{first} (full text {where})"
+
+
+def _base(sweep: Sweep) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sweep.baseline.items())
+
+
+def _same(sweep: Sweep, ref: dict[str, str]) -> str:
+    """`` at the same callstyle``: the varied keys a cell's reference ``ref`` leaves as
+    the cell has them (its keys, and those tied to them, are not), by their columns'
+    names; "" when there are none."""
+    keys = [k for k, _ in sweep.varies]
+    moved = moving_with(sweep.varies, sweep.tied)(ref)
+    short = short_names(keys)
+    others = [short[k] if k.startswith("modules.") else k for k in keys if k not in moved]
+    if not others:
+        return ""
+    return " at the same " + (others[0] if len(others) == 1 else
+                              ", ".join(others[:-1]) + " and " + others[-1])
+
+
+def compared(sweep: Sweep) -> str:
+    """What speedup and efficiency are measured against, exactly: ``speedup vs
+    callstyle=sync at the same replication; efficiency: speedup vs replication=1 at the
+    same callstyle, per replica``. Efficiency is along the replica count with every
+    other key the same (sweepcompare.py `compare`), which the baseline need not be: said apart,
+    unless it is the baseline's own speedup."""
+    speedup = f"speedup vs {_base(sweep)}{_same(sweep, sweep.baseline)}"
+    along = sweep.efficiency_vs
+    if along is None:
+        return speedup
+    key, value = along
+    p0 = replicas(key, value)
+    per = "per replica" if p0 == 1 else f"divided by replicas/{p0:g}"
+    expand = moving_with(sweep.varies, sweep.tied)
+    if expand({key: value}) == expand(sweep.baseline):
+        return f"{speedup}; efficiency: that speedup {per}"
+    ref = {key: value}
+    return f"{speedup}; efficiency: speedup vs {key}={value}{_same(sweep, ref)}, {per}"
+
+
+def title(sweep: Sweep) -> str:
+    """The line above the table. Printed on its own, not as the table's title, which rich
+    wraps to the table's width: a long path cut the line mid-word even when piped."""
+    ran = (f"{len(sweep.cells)} of {sweep.planned} combinations ran"
+           if len(sweep.cells) < sweep.planned else "every combination ran, not every round")
+    stopped = f" (interrupted: {ran})" if sweep.interrupted is not None else ""
+    sizes = ("; sent, received: the client's bytes a run, lower median"
+             if any(c.ok and (c.bytes_sent or c.bytes_received) for c in sweep.cells) else "")
+    return (f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of {runs_said(sweep)}; "
+            f"{compared(sweep)}{sizes}{stopped}")
+
+
+def runs_said(sweep: Sweep) -> str:
+    """How many runs each figure is of: ``--repeat`` once every round ran; after Ctrl-C
+    the runs the cells have (an interrupted round leaves some a run short), where the
+    title said --repeat all the same ("of 3" over cells of two runs)."""
+    lo, hi = sweep.runs
+    if lo == hi == sweep.repeat:
+        return str(lo)
+    if lo == hi:
+        return f"{lo} runs ({sweep.repeat} asked)"
+    return f"{lo}{DASH}{hi} runs ({sweep.repeat} asked; each cell's in the runs column)"
+
+
+def table(sweep: Sweep, saved: Sequence[str] = ()) -> Table:
+    """A row per combination; ``saved``: the outputs given that keep a failed cell's
+    whole error (`brief`)."""
+    keys = [k for k, _ in sweep.varies]
+    base = _base(sweep)
+    t = Table()
+    if sweep.baseline_failed and sweep.cells:
+        t.caption = escape(f"no speedup: the baseline {base} has no figure (it failed or "
+                           f"did not run)")
+    short = short_names(keys)
+    for k in keys:
+        t.add_column(escape(short[k] if k.startswith("modules.") else k))
+    lo, hi = sweep.runs
+    runs = lo != hi  # (cells of unequal counts: each says its own)
+    counted = any(c.ok and (c.bytes_sent or c.bytes_received) for c in sweep.cells)
+    for col in ("elapsed s", *(("runs",) if runs else ()), "speedup", "efficiency",
+                *(("sent", "received") if counted else ())):
+        t.add_column(col, justify="right")
+    for c in sweep.cells:
+        vals = [escape(c.config[k]) for k in keys]
+        if not c.ok:  # (no figure of the runs that succeeded first: not the combination's)
+            t.add_row(*vals, f"[red]{failed(c, sweep.repeat)}[/]: {escape(brief(c.error, saved))}",
+                      *((DASH,) if runs else ()), DASH, DASH,
+                      *((DASH, DASH) if counted else ()))
+            continue
+        sizes = (size(c.sent), size(c.received)) if counted else ()
+        t.add_row(*vals, f"{c.median:.4g} [{min(c.elapsed_s):.4g}{DASH}{max(c.elapsed_s):.4g}]",
+                  *((str(len(c.elapsed_s)),) if runs else ()),
+                  DASH if c.speedup is None else f"{c.speedup:.3g}",
+                  DASH if c.efficiency is None else f"{c.efficiency:.3g}", *sizes)
+    return t
+
+
+def failed(cell: Cell, repeat: int) -> str:
+    """How a failed cell's runs went: ``failed in run 2 of 3 (1 succeeded, 1 not run)``;
+    ``failed`` when it was asked one run. A run that failed in a later round showed the
+    bytes of the runs before it, as if they were the combination's."""
+    if repeat == 1 or not cell.made:
+        return "failed"
+    ok, left = len(cell.elapsed_s), repeat - cell.made
+    parts = [*((f"{ok} succeeded",) if ok else ()), *((f"{left} not run",) if left else ())]
+    return f"failed in run {cell.made} of {repeat}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def size(n: int | None) -> str:
+    """Bytes in decimal units, three figures: ``6_712_345`` -> ``"6.71 MB"``."""
+    if n is None:
+        return DASH
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+def short_names(keys: Sequence[str]) -> dict[str, str]:
+    """Each varied key by its last part, or by as many last parts as tell it from the
+    others (``use.s2.forward`` and ``use.s3.forward`` are ``s2.forward`` and
+    ``s3.forward``, not ``forward`` twice)."""
+    out: dict[str, str] = {}
+    for k in keys:
+        parts = k.split(".")
+        for n in range(1, len(parts) + 1):
+            name = ".".join(parts[-n:])
+            if not any(o != k and (o == name or o.endswith("." + name)) for o in keys):
+                break
+        out[k] = name
+    return out

@@ -1,0 +1,74 @@
+"""`polybus sweep`'s comparisons: speedup against the baseline's cell with the other
+varied values the same, and efficiency along a replica count (`compare`). Apart from
+sweep.py, which runs the cells and holds them; tested through it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from polybus.sweep import Cell
+
+__all__ = ["Expand", "compare", "efficiency_reference", "replicas"]
+
+Expand = Callable[[Mapping[str, str]], dict[str, str]]
+"""Values of some varied keys -> those with the values of the keys tied to them."""
+
+
+def replicas(key: str, value: str) -> float | None:
+    """The number of replicas a value of a ``...replication`` key stands for, if it says."""
+    if not key.endswith("replication"):
+        return None
+    try:
+        return float(int(value))
+    except ValueError:
+        names = [n for n in value.split(",") if n.strip()]
+        return float(len(names)) if names and "#" not in value else None
+
+
+def efficiency_reference(cells: Sequence[Cell], baseline: Mapping[str, str]
+                         ) -> tuple[str, str] | None:
+    """The replication key efficiency is measured along, and the value it is measured
+    against: the baseline's replication key if it has one, else the first varied
+    replication key at its first value (so ``--vary callstyle=sync,async --vary
+    replication=1,2`` still has an efficiency); None when no replica count is varied."""
+    for key, base in baseline.items():
+        if replicas(key, base):
+            return key, base
+    first = cells[0].config if cells else {}
+    return next(((k, v) for k, v in first.items() if replicas(k, v)), None)
+
+
+def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
+            expand: Expand = dict) -> None:
+    """Speedup (baseline median / median) against the baseline with the other keys equal.
+
+    Efficiency is (reference median / median) / (replicas / reference replicas), the
+    reference the cell at ``efficiency_reference`` (the baseline's replica count, else
+    the first) with every other key equal, whatever else the baseline names: so it is
+    the speedup per replica when the baseline is a replication count alone, and always
+    1 at the reference's count. (With ``--baseline callstyle=sync,replication=1`` it
+    was against the baseline's cell, callstyle and all: 2.0 at one replica.) None when
+    no replication count is varied.
+    """
+    by_config = {tuple(sorted(c.config.items())): c for c in cells}
+
+    def ok_cell(config: Mapping[str, str]) -> Cell | None:
+        found = by_config.get(tuple(sorted(config.items())))
+        return found if found is not None and found.ok else None
+
+    along = efficiency_reference(cells, expand(baseline))
+    for c in cells:
+        if not c.ok or c.median <= 0:
+            continue
+        ref = ok_cell({**c.config, **expand(baseline)})
+        if ref is not None:
+            c.speedup = ref.median / c.median
+        if along is None:
+            continue
+        key, value = along
+        ref = ok_cell({**c.config, **expand({key: value})})
+        p, p0 = replicas(key, c.config[key]), replicas(key, value)
+        if ref is not None and p is not None and p0:
+            c.efficiency = ref.median / c.median / (p / p0)
