@@ -4,6 +4,7 @@ replica of size is gone", though nothing had been written."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,8 @@ def big(n: int) -> bytes:
 
 def test_a_result_over_the_frame_limit_is_answered_with_why() -> None:
     """The replica cannot send a result over its frame limit: the call gets an error
-    that says so (it used to get nothing: the failed send was taken for a lost client)."""
+    that says so (it used to get nothing: the failed send was taken for a lost client),
+    as a MessageTooLarge (it was said to be a TypeError, which it is not)."""
     rt = WorkerRuntime("w", {"big": big}, TOKEN, options=ServeOptions(max_frame=LIMIT)).start()
     reactor = Reactor()
     try:
@@ -66,8 +68,11 @@ def test_a_result_over_the_frame_limit_is_answered_with_why() -> None:
         reactor.add(link)
         d = Dispatcher("big", reactor, [link], CallStyle("sync"))
         reactor.on_lost = d.lost
-        with pytest.raises(RemoteException, match="over the frame limit"):
+        with pytest.raises(RemoteException, match="over the frame limit") as info:
             d((2 * LIMIT,), {})
+        assert info.value.remote_type == "MessageTooLarge"
+        assert re.match(r"the value it returned cannot be sent: message of \d+ bytes is "
+                        rf"over the frame limit of {LIMIT} bytes", info.value.remote_message)
         assert d((10,), {}) == b"z" * 10  # and it serves on
     finally:
         reactor.close()
@@ -108,6 +113,7 @@ def test_a_batch_whose_answers_together_are_over_the_limit_is_answered() -> None
         assert len(failed) == 1 and set(failed) <= {0, 2, 3, 4}  # a largest, and no more
         for f in failed.values():
             assert "did not fit in one frame" in f.message and "aggregate fewer calls" in f.message
+            assert f.type == "MessageTooLarge"
         for i, n in enumerate(sizes):  # the others, answered with their values
             assert got.values[i] == (None if i in failed else b"z" * n)
         ch.send(Call(8, "big", [3]))
@@ -130,6 +136,7 @@ def test_a_batch_of_many_small_answers_over_the_limit_fails_whole_and_says_why()
         got = next_message(ch, 10.0)
         assert isinstance(got, Fail) and got.id == 9, got
         assert "do not fit in one frame together (max_frame 8192 bytes)" in got.message
+        assert got.type == "MessageTooLarge"
         ch.send(Call(10, "word", [3]))
         assert next_message(ch, 10.0) == Result(10, f"{3:040d}")  # and it serves on
     finally:

@@ -20,7 +20,7 @@ import pytest
 from polybus.testing.peers import next_message
 from polybus.transport import ring as ring_mod
 from polybus.transport import shmmaps, shmshare
-from polybus.transport.endpoints import connect
+from polybus.transport.endpoints import Address, connect
 from polybus.transport.memfd import check_sealed, sealed_memfd
 from polybus.transport.ring import Ring
 from polybus.transport.shm import ShmChannel
@@ -139,3 +139,25 @@ def test_what_is_sent_is_sealed_and_what_is_not_cannot_be_attached() -> None:
                 Ring.attach(fd)
     finally:
         os.close(fd)
+
+
+def test_junk_where_the_ring_is_due_is_refused_and_said(
+        replica: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A peer that passes the handshake on the shm socket and sends bytes with no
+    descriptor, where its ring's is due, was left waiting for ever with no log line (its
+    bytes taken for doorbells); over TCP such junk is refused. Now it is too: said in
+    the replica's log, and its connection closed."""
+    junk = connect(f"ipc://{Address.parse(str(replica)).path}", TOKEN, Codec())  # the handshake, and no ring
+    try:
+        with caplog.at_level("WARNING", logger="polybus.worker"):
+            junk.sock.sendall(b"not a descriptor")
+            junk.sock.settimeout(10.0)
+            while junk.sock.recv(4096):  # (the replica's own ring, then its end)
+                pass
+        said = [m for m in caplog.messages if "bad input from" in m]
+        assert len(said) == 1, caplog.messages
+        assert said[0].endswith("sent 16 byte(s) where its ring's descriptor was due (the "
+                                "first thing an shm peer sends)"), said[0]
+    finally:
+        junk.close()
+    _serves(replica)

@@ -238,3 +238,68 @@ def test_a_value_the_other_side_cannot_unpickle_fails_its_call_alone(
         "ModuleNotFoundError: an argument of this call could not be unpickled on the "
         "replica: No module named 'polybus_user_client'"), argument[1]
     assert good1 == good2 == [0, 1, 2] and replicas == 2
+
+
+DEEP_SERVER = """
+    def echo(x, y=None):
+        return x
+
+    def deep(n):
+        v = []
+        for _ in range(n):
+            v = [v]
+        return v
+"""
+
+DEEP_CLIENT = """
+    from polybus import use, wait
+
+    echo = use("echo")
+    deep = use("deep")
+
+    def failed(call):
+        try:
+            wait(call())
+        except Exception as exc:
+            return [type(exc).__name__, getattr(exc, "remote_type", None), str(exc)]
+        return "answered"
+
+    def main():
+        v = []
+        for _ in range(1500):
+            v = [v]
+        good = [echo(i) for i in range(3)]
+        out = [failed(lambda: echo(1, v)), wait(good)]
+        good = [echo(i) for i in range(3)]
+        out += [failed(lambda: deep(1500)), wait(good), wait(echo(5))]
+        return out
+"""
+
+DEEP_TOML = TOML.replace('"client.echo" = "server.echo"',
+                         '"client.echo" = "server.echo"\n    "client.deep" = "server.deep"'
+                         ).replace("use.echo = {{ callstyle = \"{style}\" }}",
+                                   "use.echo = {{ {use} }}\n    use.deep = {{ {use} }}")
+DEEP = ("a value nested too deeply: lists, tuples or dicts inside one another more than "
+        "about ")
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("use", ['callstyle = "sync"', 'callstyle = "async"',
+                                 'callstyle = "async-demand(1)"',
+                                 'callstyle = "async-demand(2)", aggregate = 4'],
+                         ids=["sync", "async", "demand", "aggregated"])
+def test_a_value_nested_too_deeply_fails_its_call_alone_both_ways(
+        tmp_path: Path, use: str, transport: str) -> None:
+    """An argument 1500 lists deep was a bare RecursionError at the client, naming neither
+    call nor argument: it is an UnsendableError as any value the codec cannot carry is.
+    A function returning one fails that call alone, saying why, and the replica serves on."""
+    app = write_app(tmp_path, server=DEEP_SERVER, client=DEEP_CLIENT,
+                    toml=DEEP_TOML.format(use=use, transport=transport))
+    sent, good1, returned, good2, last = polybus.run(app).result
+    assert sent[:2] == ["UnsendableError", None]
+    assert sent[2].startswith(f"echo(...) argument 2: {DEEP}"), sent[2]
+    assert returned[:2] == ["RemoteException", "TypeError"]
+    assert returned[2].startswith(f"TypeError: the value it returned cannot be sent: {DEEP}"), \
+        returned[2]
+    assert good1 == good2 == [0, 1, 2] and last == 5

@@ -148,6 +148,10 @@ def set_use(item: str) -> str:
     return BASE.replace('{ callstyle = "async-demand(5)" }', f"{{ {item} }}")
 
 
+FRAME = ("at least '64KiB': polybus's own messages must fit in a frame too (a call's "
+         "header, a remote error's traceback, a batch of answers)")
+
+
 def set_cluster(item: str) -> str:
     return BASE + f"\n[cluster]\n{item}\n"
 
@@ -261,7 +265,13 @@ def set_cluster(item: str) -> str:
      "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'"),
     (set_cluster("heartbeat = 0"), "cluster.heartbeat",
      "expected a duration > 0 and at most '24h', got 0", None),
-    (set_cluster('max_frame = "0B"'), "cluster.max_frame", "expected a frame size > 0", None),
+    (set_cluster('max_frame = "0B"'), "cluster.max_frame",
+     "a max_frame of '0B' is below the least polybus takes, '64KiB' (65,536 bytes)", FRAME),
+    (set_cluster("max_frame = 10"), "cluster.max_frame",
+     "a max_frame of 10 is below the least polybus takes, '64KiB' (65,536 bytes)", FRAME),
+    (set_cluster('max_frame = "65535B"'), "cluster.max_frame",
+     "a max_frame of '65535B' is below the least polybus takes, '64KiB' (65,536 bytes)",
+     FRAME),
     (set_cluster("listen_host = 127"), "cluster.listen_host",
      "expected a string, got an integer 127", None),
     (set_cluster("token_file = false"), "cluster.token_file",

@@ -345,6 +345,9 @@ def test_a_zero_share_with_nothing_to_feed_its_replica_is_a_warning(tmp_path: Pa
     ("server", "did you mean 'server.py'?"),
     ("./Server.py", "did you mean 'server.py'?"),
     ("nothing_like_it.py", None),
+    ("sevrer.py", "did you mean 'server.py'?"),
+    ("srever.py", "did you mean 'server.py'?"),
+    ("reserve.py", None),  # (as close as 'osexit.py' was offered for 'nonexist.py')
 ])
 def test_a_missing_source_file_gets_the_nearest_file_beside_it(
         tmp_path: Path, written: str, hint: str | None) -> None:

@@ -125,6 +125,7 @@ def test_a_value_out_of_range_is_said_at_its_key_with_the_range(
     (f"{U}.aggregate", 1_000_000),
     (f"{S}.define.compare.cache_bytes", 1),
     ("cluster.max_frame", (1 << 63) - 1),
+    ("cluster.max_frame", "64KiB"),  # (the least taken: config/cluster.py MIN_FRAME)
     (f"{S}.define.compare.timeout", 1e12),  # (a deadline: any finite one works)
     (f"{S}.define.compare.queue", HUGE),  # (a bound never reached)
 ])

@@ -15,17 +15,18 @@ from polybus.errors import ConnectionLostError, PoisonCallError, WorkerDiedError
 
 
 class _Rec:
-    def __init__(self, d: Any, attempts: int) -> None:
+    def __init__(self, d: Any, attempts: int, args: list[Any] | None = None) -> None:
         self.id, self.dispatcher, self.attempts, self.done = 7, d, attempts, False
-        self.args: list[Any] = [41, "x" * 100, b"\0" * 1000]
-        self.kwargs: dict[str, Any] | None = {"mode": 2}
+        self.args: list[Any] = [41, "x" * 100, b"\0" * 1000] if args is None else args
+        self.kwargs: dict[str, Any] | None = {"mode": 2} if args is None else None
         self.error: BaseException | None = None
 
     def set_error(self, exc: BaseException) -> None:
         self.error, self.done = exc, True
 
 
-def _lose(attempts: int, alive: bool, idempotent: bool = True) -> BaseException | None:
+def _lose(attempts: int, alive: bool, idempotent: bool = True,
+          args: list[Any] | None = None) -> BaseException | None:
     link = SimpleNamespace(name="web-0", dead=True, outstanding={}, module="web")
     other = SimpleNamespace(name="web-1", dead=not alive, outstanding={}, module="web")
     d = SimpleNamespace(interface="gil", links=[link, other], _index={id(link): 0, id(other): 1},
@@ -33,7 +34,7 @@ def _lose(attempts: int, alive: bool, idempotent: bool = True) -> BaseException 
                         idempotent=idempotent, max_attempts=3, comm=None,
                         _alive=lambda: [False, alive],
                         reactor=SimpleNamespace(work_left=lambda: None))
-    rec = _Rec(d, attempts)
+    rec = _Rec(d, attempts, args)
     link.outstanding[rec.id] = rec
     lost = ConnectionLostError("web-0 answered no Ping for 0.75 s")
     lost.heartbeat = 0.25  # type: ignore[attr-defined]  # (taken for dead: client/control.py)
@@ -85,3 +86,27 @@ def test_a_call_text_shows_arrays_by_shape_and_stays_short() -> None:
         "f(<ndarray 3x4 float64>, <Bad instance at ")
     long = call_text("f", list(range(100)), {f"k{i}": "v" * 30 for i in range(20)})
     assert len(long) == LIMIT and long.endswith("...)")
+
+
+def test_an_argument_is_shown_as_the_program_passed_it_not_as_it_travels() -> None:
+    """Large bytes travel marked out of band (wireargs.wire): a lost call was named
+    "size(<polybus.wire.valu... at 0x7fc205840910>)", the marker's repr."""
+    from polybus.client.calltext import call_text
+    from polybus.client.nested import Nested
+    from polybus.client.wireargs import wire
+    from polybus.wire.values import OutOfBand, Ref
+
+    big = wire(b"\0" * 100_000)
+    assert type(big) is OutOfBand  # (as the call record holds it)
+    assert call_text("size", [big], {"k": wire(b"\1" * 70_000)}) == \
+        "size(<bytes of 100000 bytes>, k=<bytes of 70000 bytes>)"
+    assert call_text("f", [Nested([1, "a"], {})], None) == "f([1, 'a'])"
+    assert call_text("f", [Ref("fwd", "n.3.0"), [Ref("op", "ab12")]], None) == \
+        "f(<an earlier call's value>, [<a cached operand>])"
+
+
+def test_a_lost_call_with_large_bytes_is_named_by_their_length() -> None:
+    from polybus.client.wireargs import wire
+
+    text = str(_lose(1, True, idempotent=False, args=[wire(b"\0" * 100_000)]))
+    assert "holding the call gil(<bytes of 100000 bytes>)" in text, text

@@ -124,3 +124,16 @@ def test_a_held_copy_is_named_without_hashing_it_again(monkeypatch: Any) -> None
     assert len(hashed) == 1  # b, once
     key = naming.content_key(c)
     assert len(hashed) == 1 and key == real(b)  # the copy's name is known: no second pass
+
+
+def test_a_value_too_deep_to_copy_is_kept_as_it_is() -> None:
+    """A held call's argument 1500 lists deep: copying it raised a bare RecursionError in
+    the program's call. It is kept as it is: too deep to copy is too deep to send, which
+    the codec says naming the call and argument (UnsendableError)."""
+    v: list[object] = []
+    for _ in range(1500):
+        v = [v]
+    args = [1, v]
+    assert snapshot(args) is args
+    row = (1, v)
+    assert snapshot_row(row) is row

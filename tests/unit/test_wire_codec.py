@@ -258,6 +258,30 @@ def test_nesting_too_deep_to_decode_is_a_protocol_error(nest: bytes) -> None:
         Codec().decode_header(memoryview(header))
 
 
+def _nested(n: int, kind: type = list) -> Any:
+    v: Any = []
+    for _ in range(n):
+        v = kind([v]) if kind is not dict else {"k": v}
+    return v
+
+
+@pytest.mark.parametrize("kind", [list, tuple, dict])
+@pytest.mark.parametrize("msg", [lambda v: Call(1, "echo", [v]), lambda v: Result(1, v)],
+                         ids=["call", "answer"])
+def test_nesting_too_deep_to_encode_is_a_type_error(kind: type, msg: Any) -> None:
+    """A value 1500 containers deep: msgspec's RecursionError (a RuntimeError) is the
+    TypeError every send path takes for a value the codec cannot carry, saying why
+    (it was a bare RecursionError naming nothing); the codec is left usable."""
+    codec = Codec()
+    for encode in (codec.encode, codec.encode_parts):
+        with pytest.raises(TypeError, match=r"^a value nested too deeply: lists, tuples or "
+                                            r"dicts inside one another more than about \d+ "
+                                            r"deep") as info:
+            encode(msg(_nested(1500, kind)))
+        assert info.value.__suppress_context__  # (not msgspec's RecursionError with it)
+    assert roundtrip(Call(2, "echo", [[1, [2]]]), codec) == Call(2, "echo", [[1, [2]]])
+
+
 def test_pickled_ext_carries_pickle_bytes() -> None:
     pieces = Codec(allow_pickle=True).encode(Result(1, Point(5)))
     assert bytes([EXT_PICKLE]) in bytes(pieces[0])

@@ -31,3 +31,29 @@ def test_a_missing_module_with_nothing_near_is_said_plainly(tmp_path: Path) -> N
     with pytest.raises(UsageError) as info:
         _worker(str(tmp_path / "zzz.py"))
     assert str(info.value) == f"--module: {tmp_path / 'zzz.py'} does not exist"
+
+
+@pytest.mark.parametrize(("written", "hint"), [
+    # unrelated names are not offered: "osexit.py" for "nonexist.py" was (difflib on the
+    # whole names, ".py" alike in both, at 0.6)
+    ("nonexist.py", None),
+    ("nothing.py", None),
+    # real typos still are: a letter swapped, left out, doubled, changed; case; no .py
+    ("sevrer.py", "server.py"),
+    ("sever.py", "server.py"),
+    ("serverr.py", "server.py"),
+    ("servor.py", "server.py"),
+    ("Server.py", "server.py"),
+    ("server", "server.py"),
+    ("mian.py", "main.py"),
+    ("osexti.py", "osexit.py"),
+])
+def test_only_a_likely_typo_is_offered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       written: str, hint: str | None) -> None:
+    for name in ("osexit.py", "server.py", "main.py", "echo.py"):
+        (tmp_path / name).write_text("def f(x):\n    return x\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError) as info:
+        _worker(written)
+    said = f"--module: {written} does not exist"
+    assert str(info.value) == (said if hint is None else f"{said}; did you mean {hint!r}?")

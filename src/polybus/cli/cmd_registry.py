@@ -28,16 +28,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE",
                    help="use this configuration's [cluster] tls (mutual TLS), token_file "
                         "and heartbeat, if it has them")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a key of --config, as `polybus run --set` does "
+                        "(repeatable; only with --config)")
 
 
 def main(args: argparse.Namespace) -> int:
     config_token_file = cluster = None
+    if args.set and not args.config:  # (not dropped unsaid: there is nothing to override)
+        raise UsageError(f"--set {args.set[0]}: --set overrides a key of --config, and no "
+                         "--config was given")
     if args.config:
         from polybus.config import load
         from polybus.transport import tls
 
         # Its peers dial it at [cluster] registry: its certificate must name that host.
-        cluster = load(args.config, tls_hosts="registry").cluster
+        cluster = load(args.config, tuple(args.set), tls_hosts="registry").cluster
         tls.configure_cluster(cluster)
         config_token_file = cluster.token_file
     # Where to listen: --listen, else the address the configuration's parts will look

@@ -13,6 +13,12 @@ from polybus.cli.values import seconds
 from polybus.errors import AuthenticationError, UsageError
 from polybus.token import cluster_token, token_source
 
+# --set with --module: refused, not dropped (the worker then ran with its own defaults,
+# 1 GiB frames, whatever cluster.max_frame said)
+_NO_CONFIG = ("--set {}: --set overrides a key of --config, and --module serves with no "
+              "configuration; write the keys in a configuration and serve its module with "
+              "--config FILE --as KEY (and --set there)")
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", metavar="HOST:PORT",
@@ -25,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--as", dest="as_key", metavar="KEY", help="... the one under [modules.KEY]")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a key of --config, as `polybus run --set` does "
-                        "(repeatable)")
+                        "(repeatable; only with --config: --module has no configuration "
+                        "to override)")
     p.add_argument("--name", help="replica name (default: module-hostname-pid)")
     p.add_argument("--listen", action="append", metavar="ADDRESS",
                    help="tcp://HOST:PORT, ipc:///PATH or shm:///PATH; repeat to listen on "
@@ -86,6 +93,8 @@ def main(args: argparse.Namespace) -> int:
         if args.name:
             replica = next((r for r in spec.replication if r.name == args.name), None)
     elif args.module:
+        if args.set:  # (--module builds no configuration: a --set would be dropped unsaid)
+            raise UsageError(_NO_CONFIG.format(args.set[0]))
         path = Path(args.module)
         if not path.is_file():  # (said here, as run and check say it: with the nearest)
             from polybus.config.schema import nearest_file

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from polybus.client.calls import ReplicaLink, error_from
+from polybus.client.calls import CallRecord, ReplicaLink, error_from
 from polybus.client.calltext import call_text
 from polybus.errors import UPSTREAM_FAILED, ProtocolError
 from polybus.wire.messages import (
@@ -47,7 +47,9 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
                 origin = (fwd.origin(rec, msg.message)
                           if fwd is not None and msg.message.startswith(UPSTREAM_FAILED) else "")
                 iface = rec.dispatcher.interface
-                said = call_text(iface, rec.args, rec.kwargs)  # (kept until answered)
+                # (kept until answered; a Fail of a batch's own id fails all its calls,
+                # which no one call's text names)
+                said = call_text(iface, rec.args, rec.kwargs) if isinstance(rec, CallRecord) else ""
                 if rec.set_error(error_from(msg, iface, link.name, origin, said)):
                     rec.dispatcher.completed(rec, link)
         case Batch(items=items):

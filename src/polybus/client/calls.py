@@ -180,9 +180,11 @@ def give_up(rec: CallRecord, limit: float, why: str = "") -> bool:
     let it go (its late answer is dropped); False if it already had its outcome. ``why``
     is added to the message. One place for a wait, `as_completed` and the run's drain."""
     iface = rec.dispatcher.interface
+    # (an aggregated call's Slot keeps no arguments of its own: its batch lets them go)
+    call = call_text(iface, rec.args, rec.kwargs) if isinstance(rec, CallRecord) else ""
     if not rec.set_error(CallTimeoutError(
             f"no answer from {iface} within {duration_text(limit)}{why}", interface=iface,
-            call=call_text(iface, rec.args, rec.kwargs))):
+            call=call)):
         return False
     rec.dispatcher.forget(rec)
     return True

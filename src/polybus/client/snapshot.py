@@ -104,7 +104,10 @@ def _changed(items: Iterable[tuple[Any, Any]], keep: Keep | None,
         if c is None:
             if only_kept:
                 continue
-            c = _copy(v)
+            try:
+                c = _copy(v)
+            except RecursionError:  # (too deep to copy is too deep to send: the codec
+                c = v               # refuses it, naming the call and argument)
         if c is not v:
             out.append((k, c))
     return out

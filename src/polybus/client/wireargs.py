@@ -212,6 +212,8 @@ def holds_promise(x: Any) -> bool:
         return True
     except (TypeError, ValueError, OverflowError):
         return _holds(x)  # (keys or numbers msgpack cannot take: looked at in Python)
+    except RecursionError:  # (nested past the encoder's depth: the codec then says so,
+        return False        # naming the call and argument, codec.too_deep)
     return False
 
 
@@ -244,6 +246,8 @@ def holds_handle(x: Any) -> bool:
         return True
     except (TypeError, ValueError, OverflowError):
         return bool(_handles(x))
+    except RecursionError:  # (as in holds_promise: the codec refuses it)
+        return False
     return False
 
 

@@ -26,11 +26,18 @@ from polybus.config.model import ClusterSpec, TLSFiles
 from polybus.config.problems import Problems
 from polybus.config.schema import ENGINES, LONGEST
 from polybus.config.table import Table, pick
-from polybus.config.units import parse_size
+from polybus.config.units import parse_size, shown
 from polybus.errors import ConfigError
 from polybus.transport.endpoints import WILDCARDS
 
-__all__ = ["TLSHosts", "parse_cluster"]
+__all__ = ["MIN_FRAME", "TLSHosts", "parse_cluster"]
+
+# The least ``max_frame`` taken: every message between client and replicas is one
+# frame, polybus's own too (a call's header, a remote error's traceback, a batch of
+# small answers), so a limit of a few bytes passed check and failed the run's first
+# call (docs/configuration.md). 64 KiB holds any of those, and is where large bytes
+# start to travel as buffers of their own (wire/values.py OOB_BYTES).
+MIN_FRAME = 64 * 1024
 
 TLSHosts: TypeAlias = Sequence[str] | Literal["registry"] | None
 """The hosts the ``[cluster] tls`` certificate must name (with no ``registry``, besides
@@ -50,8 +57,12 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
     registry = t.address("registry", "registry",
                          "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'")
     max_frame = t.parsed("max_frame", parse_size)
-    if max_frame == 0:
-        p.add("expected a frame size > 0", t.key("max_frame"))
+    if max_frame is not None and max_frame < MIN_FRAME:
+        p.add(f"a max_frame of {shown(table['max_frame'])} is below the least polybus "
+              f"takes, '64KiB' ({MIN_FRAME:,} bytes)", t.key("max_frame"),
+              "at least '64KiB': polybus's own messages must fit in a frame too (a call's "
+              "header, a remote error's traceback, a batch of answers)")
+        max_frame = None
     token_file = t.string("token_file")
     if token_file is not None:
         token_file = str((base_dir / Path(token_file).expanduser()).resolve())

@@ -277,15 +277,37 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
     )
 
 
+# How alike two file names' stems must be (difflib's ratio) for one to be offered for
+# the other. The whole names at 0.6 offered 'osexit.py' for 'nonexist.py' (".py" alike
+# in both made up most of it); stems at 0.8 keep a letter left out, doubled or changed
+# in a name of five letters or more, and `_swapped` two letters in any.
+FILE_CUTOFF = 0.8
+
+
 def nearest_file(written: str, looked: Path) -> str | None:
-    """The Python file beside ``looked`` (a source not found) whose name is nearest, said
-    as ``written`` would say it, or None."""
+    """The Python file beside ``looked`` (a source not found) whose name is a likely typo
+    of it (by stem, case aside: `FILE_CUTOFF`), said as ``written`` would say it, or
+    None."""
     try:
         names = [f.name for f in looked.parent.iterdir() if f.suffix == ".py" and f.is_file()]
     except OSError:  # (no such directory: nothing to suggest)
         return None
-    found = difflib.get_close_matches(looked.name, names, n=1, cutoff=0.6)
-    return f"did you mean {str(Path(written).with_name(found[0]))!r}?" if found else None
+    stems: dict[str, str] = {}
+    for n in sorted(names):
+        stems.setdefault(n[:-3].casefold(), n)
+    stem = looked.name.removesuffix(".py").casefold()
+    found = difflib.get_close_matches(stem, list(stems), n=1, cutoff=FILE_CUTOFF) or [
+        s for s in stems if _swapped(stem, s)][:1]
+    return f"did you mean {str(Path(written).with_name(stems[found[0]]))!r}?" if found else None
+
+
+def _swapped(a: str, b: str) -> bool:
+    """``b`` is ``a`` with two neighbouring letters swapped (mian: main)."""
+    if len(a) != len(b) or a == b:
+        return False
+    diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+    return len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] \
+        and a[diff[1]] == b[diff[0]]
 
 
 def _spin(t: Table) -> float:

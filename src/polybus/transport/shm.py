@@ -195,7 +195,14 @@ class ShmChannel(SegmentFrames, SegmentMaps, RingChannel):
         if n == 0:
             self.closed = True
             raise ConnectionLostError(f"{self.peer} closed the connection")
-        if self._rx is None and self._fds_in:
+        if self._rx is None and not self._fds_in:
+            # The first thing a peer sends is its ring's descriptor, on its first byte:
+            # bytes without one are not from a polybus peer. Taken for doorbells, they
+            # left it waiting for ever, unsaid; refused, it is told and dropped as a
+            # peer sending junk over TCP is (worker/intake.py).
+            raise ProtocolError(f"{self.peer} sent {n} byte(s) where its ring's descriptor "
+                                "was due (the first thing an shm peer sends)")
+        if self._rx is None:
             fd = self._fds_in.popleft()  # the peer's first descriptor is its ring
             try:
                 self._rx = _ring.Ring.attach(fd)

@@ -19,6 +19,7 @@ safe codec cannot carry is a clear TypeError at the sender.
 from __future__ import annotations
 
 import pickle
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -58,7 +59,7 @@ from polybus.wire.values import (
 )
 
 __all__ = ["EXT_BYTES", "EXT_NDARRAY", "EXT_PICKLE", "EXT_REF", "EXT_SMALL", "OOB_BYTES",
-           "PROMISE_INSIDE", "Codec", "OutOfBand", "Ref"]
+           "PROMISE_INSIDE", "Codec", "OutOfBand", "Ref", "too_deep"]
 
 EXT_NDARRAY = 1
 EXT_BYTES = 2
@@ -67,6 +68,17 @@ EXT_REF = 4
 EXT_SMALL = 5
 _HEAD = PREFIX.size
 _UNPACK = PREFIX.unpack_from
+
+
+def too_deep() -> TypeError:
+    """What encoding a value nested past the encoder's depth raises: a TypeError, as for
+    any other value the codec cannot carry, so every send path fails that call alone and
+    names the argument (or the answer) as it does those; msgspec's own RecursionError
+    said neither."""
+    return TypeError(f"a value nested too deeply: lists, tuples or dicts inside one another "
+                     f"more than about {sys.getrecursionlimit()} deep (Python's recursion "
+                     f"limit, which the encoder keeps to); flatten it")
+
 
 class Codec:
     """Encodes and decodes messages for one connection (not thread-safe: one per side)."""
@@ -103,6 +115,8 @@ class Codec:
                     header = self._header(msg)
             else:
                 header = self._header(msg)
+        except RecursionError:  # (a RuntimeError: a value nested thousands deep)
+            raise too_deep() from None
         finally:
             self._out = []
         if not out:  # the common small message: one piece, prefix and header
@@ -128,6 +142,8 @@ class Codec:
         try:
             header = self._header(msg)
             bufs: list[bytes | memoryview | np.ndarray[Any, Any]] = list(self._out)
+        except RecursionError:
+            raise too_deep() from None
         finally:
             self._out = []
             self._gather = 0

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.wire.messages import BatchResult, CallBatch, Fail, Result
 from polybus.worker import unread
-from polybus.worker.replies import failure, unsendable
+from polybus.worker.replies import TOO_LARGE, failure, unsendable
 
 if TYPE_CHECKING:
     from polybus.transport.channel import Channel
@@ -80,7 +80,7 @@ def _send_what_fits(ch: Channel, reply: BatchResult) -> None:
     limit = ch.codec.max_frame
     why = ("its value did not fit in one frame with the rest of its batch's answers "
            f"(max_frame {limit} bytes): aggregate fewer calls, or raise max_frame")
-    fail_size = _size(ch, 0, Fail(0, "exception", "TypeError", why))
+    fail_size = _size(ch, 0, Fail(0, "exception", TOO_LARGE, why))
     sizes = sorted(((_size(ch, i, v), i) for i, v in enumerate(reply.values)
                     if v is not None), reverse=True)
     total = sum(n for n, _ in sizes) + sum(_size(ch, 0, f) for f in reply.fails)
@@ -88,7 +88,7 @@ def _send_what_fits(ch: Channel, reply: BatchResult) -> None:
         if total <= limit * 0.95 or size <= fail_size:  # (5% for the frame's own bytes)
             break
         reply.values[i] = None
-        reply.fails.append(Fail(i, "exception", "TypeError", why))
+        reply.fails.append(Fail(i, "exception", TOO_LARGE, why))
         total += fail_size - size
     try:
         unread.send(ch, reply)
@@ -98,7 +98,7 @@ def _send_what_fits(ch: Channel, reply: BatchResult) -> None:
     except PolybusError:
         return  # the client is gone; the poller drops its connection
     try:  # (the client fails every call of a batch answered by a Fail of the batch's id)
-        unread.send(ch, Fail(reply.id, "exception", "TypeError",
+        unread.send(ch, Fail(reply.id, "exception", TOO_LARGE,
                              f"the answers of this batch of {len(reply.values)} calls do not "
                              f"fit in one frame together (max_frame {limit} bytes): "
                              "aggregate fewer calls, or raise max_frame"))

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from polybus.errors import PolybusError, TransportError
+from polybus.errors import MessageTooLarge, PolybusError, TransportError
 from polybus.ownfiles import from_user_code, is_polybus_file
 from polybus.transport.channel import Channel
 from polybus.usernames import format_exception, type_name
@@ -82,9 +82,18 @@ def unsendable_text(exc: BaseException) -> str:
     return f"the value it returned cannot be sent: {text_of(exc)}"
 
 
+# The remote type of an answer over the frame limit: what it is (polybus's class for
+# it, ``from polybus import MessageTooLarge``; named as a Fetch of a kept value over the
+# limit names it, forwarding.py), not the TypeError of a value the codec cannot carry
+TOO_LARGE = MessageTooLarge.__name__
+
+
 def unsendable(call_id: int, exc: BaseException) -> Fail:
-    """The Fail for a call whose function returned a value the codec cannot carry."""
-    return Fail(call_id, "exception", "TypeError", unsendable_text(exc))
+    """The Fail for a call whose function returned a value that cannot be sent (``exc``,
+    raised encoding it): `TOO_LARGE` over the frame limit, else a ``TypeError`` (a value
+    the codec cannot carry)."""
+    kind = TOO_LARGE if isinstance(exc, MessageTooLarge) else "TypeError"
+    return Fail(call_id, "exception", kind, unsendable_text(exc))
 
 
 def internal_failure(worker: str, call_id: int, exc: Exception) -> Fail:
