@@ -35,7 +35,7 @@ def _ttl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, heartbeat: str | None,
     monkeypatch.setattr(cmd_registry, "RegistryService", _Registry)
     monkeypatch.setenv("POLYBUS_TOKEN", "registry-ttl-token-" + "t" * 20)
     args = argparse.Namespace(listen="127.0.0.1:0", token_file=None, ttl=ttl,
-                              config=str(tmp_path / "app.toml"))
+                              config=str(tmp_path / "app.toml"), set=[])
     with pytest.raises(_Seen) as seen:
         cmd_registry.main(args)
     return seen.value.args[0]
