@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from polybus.client.calls import CallRecord, ReplicaLink, error_from
-from polybus.client.calltext import call_text
+from polybus.client.calls import ReplicaLink, error_from, text_of
 from polybus.errors import UPSTREAM_FAILED, ProtocolError
 from polybus.wire.messages import (
     Batch,
@@ -47,9 +46,7 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
                 origin = (fwd.origin(rec, msg.message)
                           if fwd is not None and msg.message.startswith(UPSTREAM_FAILED) else "")
                 iface = rec.dispatcher.interface
-                # (kept until answered; a Fail of a batch's own id fails all its calls,
-                # which no one call's text names)
-                said = call_text(iface, rec.args, rec.kwargs) if isinstance(rec, CallRecord) else ""
+                said = text_of(rec)  # ("" for a batch's own Fail: it fails all its calls)
                 if rec.set_error(error_from(msg, iface, link.name, origin, said)):
                     rec.dispatcher.completed(rec, link)
         case Batch(items=items):

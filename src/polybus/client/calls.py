@@ -180,14 +180,21 @@ def give_up(rec: CallRecord, limit: float, why: str = "") -> bool:
     let it go (its late answer is dropped); False if it already had its outcome. ``why``
     is added to the message. One place for a wait, `as_completed` and the run's drain."""
     iface = rec.dispatcher.interface
-    # (an aggregated call's Slot keeps no arguments of its own: its batch lets them go)
-    call = call_text(iface, rec.args, rec.kwargs) if isinstance(rec, CallRecord) else ""
     if not rec.set_error(CallTimeoutError(
             f"no answer from {iface} within {duration_text(limit)}{why}", interface=iface,
-            call=call)):
+            call=text_of(rec))):
         return False
     rec.dispatcher.forget(rec)
     return True
+
+
+def text_of(rec: object) -> str:
+    """The call ``rec`` stands for as an error names it (`call_text`): a CallRecord's, by
+    the arguments it keeps until answered; "" for an aggregated call's Slot or a batch's
+    Pending, which keep no one call's arguments (the batch lets them go)."""
+    if not isinstance(rec, CallRecord):
+        return ""
+    return call_text(rec.dispatcher.interface, rec.args, rec.kwargs)
 
 
 def waiting_for(rec: CallRecord) -> str:
