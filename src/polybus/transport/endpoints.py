@@ -61,17 +61,13 @@ class HandshakeGate:
         one included (1: the first, the one to say why). Full, ``cut(cut_after)`` is
         asked to cut the oldest handshake short (True if it did) to let this one in."""
         with self._lock:
-            if self.pending < self.limit or (
-                    self.pending < 2 * self.limit and cut is not None and cut(self.cut_after)
-                    and self._counted_cut()):
-                self.pending += 1
-                return 0
-            self.refused += 1
-            return self.refused
-
-    def _counted_cut(self) -> bool:
-        self.cut += 1
-        return True
+            if self.pending >= self.limit:
+                if self.pending >= 2 * self.limit or cut is None or not cut(self.cut_after):
+                    self.refused += 1
+                    return self.refused
+                self.cut += 1
+            self.pending += 1
+            return 0
 
     def leave(self) -> tuple[int, int]:
         """A handshake ended (passed or not); the first time the gate is below its limit
