@@ -160,3 +160,56 @@ def test_an_aggregated_run_whose_batches_cannot_fit_fails_each_call_and_ends(
         'max_frame = "256KiB"\n')
     failed, why = polybus.run(tmp_path / "app.toml", timeout=60).result
     assert failed == 4000 and "do not fit in one frame together" in why
+
+
+FORWARD_TOML = """\
+[modules.stage1]
+source = "stage1.py"
+transport = "{transport}"
+
+[modules.stage2]
+source = "stage2.py"
+transport = "{transport}"
+
+[modules.client]
+source = "cli.py"
+entrypoint = "main"
+use.make = {{ callstyle = "async" }}
+use.size = {{ callstyle = "async" }}
+
+[bind]
+"client.make" = "stage1.make"
+"client.size" = "stage2.size"
+
+[cluster]
+max_frame = "1MiB"
+"""
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_a_forwarded_value_over_the_limit_fails_its_consumer_alone(
+        tmp_path: Path, transport: str, capfd: pytest.CaptureFixture[str]) -> None:
+    """Two stages, the first's value forwarded to the second's replica: one over the
+    frame limit fails the consumer as a too-large answer does (MessageTooLarge, saying
+    it was the forwarded value), and forwards after it go on. It failed as a peer out
+    of reach ("could not send the value to ..."), and the producer's replica dropped its
+    connection to the consumer's."""
+    (tmp_path / "stage1.py").write_text(
+        "import time\n\ndef make(n):\n    time.sleep(0.2)  # (the Forward comes first)\n"
+        "    return b'x' * n\n")
+    (tmp_path / "stage2.py").write_text("def size(b):\n    return len(b)\n")
+    (tmp_path / "cli.py").write_text(
+        "from polybus import RemoteException, use, wait\n\n"
+        "make = use('make')\nsize = use('size')\n\n"
+        "def main():\n    out = []\n    for n in (1000, 3_000_000, 2000):\n"
+        "        try:\n            out.append(wait(size(make(n))))\n"
+        "        except RemoteException as e:\n"
+        "            out.append([e.remote_type, e.remote_message])\n    return out\n")
+    (tmp_path / "app.toml").write_text(FORWARD_TOML.format(transport=transport))
+    first, (kind, why), after = polybus.run(tmp_path / "app.toml", timeout=60).result
+    assert first == 1000 and after == 2000
+    assert kind == "MessageTooLarge"
+    assert re.match(r"an upstream call failed: the forwarded value cannot be sent on to "
+                    r"\S+: message of \d+ bytes is over the frame limit of 1048576 bytes",
+                    why), why
+    assert "cannot forward" not in capfd.readouterr().err  # (the producer's warning, gone)

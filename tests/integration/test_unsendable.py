@@ -303,3 +303,42 @@ def test_a_value_nested_too_deeply_fails_its_call_alone_both_ways(
     assert returned[2].startswith(f"TypeError: the value it returned cannot be sent: {DEEP}"), \
         returned[2]
     assert good1 == good2 == [0, 1, 2] and last == 5
+
+
+DEEP_ANSWER_CLIENT = """
+    from polybus import use, wait
+
+    echo = use("echo")
+    deep = use("deep")
+
+    def depth(v):
+        n = 0
+        while v:
+            v, n = v[0], n + 1
+        return n
+
+    def down(frames, fn):  # (fn called that many frames deeper)
+        return fn() if frames == 0 else down(frames - 1, fn)
+
+    def main():
+        good = [echo(i) for i in range(3)]
+        out = [depth(wait(deep(500))), wait(good)]
+        out.append(down(300, lambda: depth(wait(deep(900)))))
+        return out + [wait(echo(5))]
+"""
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("use", ['callstyle = "sync"', 'callstyle = "async"'],
+                         ids=["sync", "async"])
+def test_an_answer_the_replica_could_send_is_waited_for_at_any_depth(
+        tmp_path: Path, use: str, transport: str) -> None:
+    """A sync call's answer 500 lists deep: ``wait`` on it was a RecursionError (it
+    recursed, two frames a level). One 900 deep, waited for 300 frames down the
+    program's own calls: the replica sent it, the client had no room left to decode it
+    and took it for a malformed message, and dropped the replica (the next call: "no
+    live replica"). Both are answered, and the replica serves on."""
+    app = write_app(tmp_path, server=DEEP_SERVER, client=DEEP_ANSWER_CLIENT,
+                    toml=DEEP_TOML.format(use=use, transport=transport))
+    assert polybus.run(app).result == [500, [0, 1, 2], 900, 5]

@@ -128,6 +128,35 @@ def test_wait_on_nested_containers() -> None:
     assert wait(P(5)) == 5 and wait(7) == 7 and wait([]) == []
 
 
+def test_wait_walks_containers_nested_past_the_recursion_limit() -> None:
+    """A sync call's answer 500 lists deep (two frames a level when wait recursed) was a
+    RecursionError in wait; it walks with a stack of its own, to any depth, promises
+    deep inside included, and the kinds of its containers kept."""
+    v: Any = [P(7), (P(8),), {"k": P(9)}]
+    for i in range(5000):
+        v = [v] if i % 3 == 0 else (v,) if i % 3 == 1 else {"d": v}
+    out = wait(v)
+    for i in reversed(range(5000)):
+        assert type(out) is (list if i % 3 == 0 else tuple if i % 3 == 1 else dict)
+        out = out[0] if i % 3 != 2 else out["d"]
+    assert out == [7, (8,), {"k": 9}]
+
+
+def test_wait_through_a_container_holding_itself_is_refused() -> None:
+    """A list that holds itself (as deep as the walk goes): a ValueError saying so, where
+    the walk's own stack would grow until memory ran out."""
+    a: list[Any] = [P(1)]
+    a.append(a)
+    with pytest.raises(ValueError, match="a list that contains itself"):
+        wait([a])
+    d: dict[str, Any] = {"xs": []}
+    d["xs"].append((d,))
+    with pytest.raises(ValueError, match="contains itself"):
+        wait(d)
+    shared = [P(2)]  # (the same list twice, not inside itself: waited for twice)
+    assert wait([[shared, shared]] * 3) == [[[2], [2]]] * 3
+
+
 def test_a_remote_error_is_raised_where_the_value_is_used() -> None:
     p = P(RemoteException("ValueError", "nope", "tb", interface="f"))
     with pytest.raises(RemoteException, match="nope"):

@@ -21,7 +21,7 @@ def test_the_bar_names_both_its_times() -> None:
     # It read "0:00:02 left 0:00:01", the first time unnamed.
     from rich.progress import Progress
 
-    from polybus.cli.cmd_sweep import Times, times
+    from polybus.bench.progress import Times, times
 
     assert times(2.7, 0.2) == "elapsed 0:00:02, left 0:00:01"
     assert times(None, None) == "elapsed -:--:--, left -:--:--"

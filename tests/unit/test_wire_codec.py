@@ -258,6 +258,30 @@ def test_nesting_too_deep_to_decode_is_a_protocol_error(nest: bytes) -> None:
         Codec().decode_header(memoryview(header))
 
 
+def _called_from_deep(frames: int, fn: Any) -> Any:
+    """``fn()`` called ``frames`` Python frames further down the stack."""
+    return fn() if frames == 0 else _called_from_deep(frames - 1, fn)
+
+
+@pytest.mark.parametrize("kind", [list, dict])
+def test_a_value_the_sender_encoded_is_decoded_at_any_depth_of_the_reader(kind: type) -> None:
+    """A message 900 containers deep, encoded near the bottom of a stack, read by a
+    thread already 400 frames deep (a program's own calls, then polybus's): msgspec had
+    no room left there, and the reader took it for a malformed message and dropped the
+    replica. It is decoded again on a fresh stack; the codec stays usable."""
+    codec = Codec()
+    pieces = Codec().encode(Result(1, _nested(900, kind)))
+    d = FrameDecoder()
+    d.feed(b"".join(bytes(memoryview(p).cast("B")) for p in pieces))
+    frame = d.next_frame()
+    assert frame is not None
+    got = _called_from_deep(400, lambda: codec.decode(frame))
+    assert type(got) is Result and got.value == _nested(900, kind)
+    header = memoryview(frame.header)
+    assert _called_from_deep(400, lambda: codec.decode_header(header)) == got
+    assert roundtrip(Call(2, "echo", [[1, [2]]]), dec=codec) == Call(2, "echo", [[1, [2]]])
+
+
 def _nested(n: int, kind: type = list) -> Any:
     v: Any = []
     for _ in range(n):

@@ -2,10 +2,16 @@
 
 A benchmark calls ``progress.begin(total, what)`` once it knows how many steps it has,
 then ``progress.advance(what)`` after each. Tests pass :class:`NullProgress`.
+
+`Times` is the bar's column of times, "elapsed 0:00:02, left 0:00:01", here and on
+``polybus sweep``'s bar: the time left is rich's estimate from the steps so far.
 """
 
 from __future__ import annotations
 
+import datetime
+import math
+from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol
 
@@ -13,13 +19,33 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
+    ProgressColumn,
+    Task,
     TaskID,
     TextColumn,
-    TimeElapsedColumn,
 )
 from rich.progress import Progress as _RichBar
+from rich.text import Text
 
-__all__ = ["NullProgress", "Progress", "RichProgress"]
+__all__ = ["NullProgress", "Progress", "RichProgress", "Times", "times"]
+
+
+def times(elapsed: float | None, left: float | None) -> str:
+    """``elapsed 0:00:02, left 0:00:01``: the bar read ``0:00:02 left 0:00:01``, the
+    first time unnamed. ``-:--:--`` for a time not known yet."""
+    def hms(s: float | None, up: bool) -> str:  # (elapsed rounded down, left up)
+        if s is None:
+            return "-:--:--"
+        return str(datetime.timedelta(seconds=max(0, math.ceil(s) if up else int(s))))
+    return f"elapsed {hms(elapsed, False)}, left {hms(left, True)}"
+
+
+class Times(ProgressColumn):
+    """A bar's times, named (`times`)."""
+
+    def render(self, task: Task) -> Text:
+        elapsed = task.finished_time if task.finished else task.elapsed
+        return Text(times(elapsed, task.time_remaining), style="progress.elapsed")
 
 
 class Progress(Protocol):
@@ -39,13 +65,16 @@ class NullProgress:
 
 
 class RichProgress:
-    """A rich progress bar on ``console`` (stderr by default); use as a context manager."""
+    """A rich progress bar on ``console`` (stderr by default), with the time elapsed and
+    the time left (`Times`); use as a context manager. ``get_time``: the bar's clock
+    (tests give one of their own)."""
 
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None,
+                 get_time: Callable[[], float] | None = None) -> None:
         self._bar = _RichBar(TextColumn("{task.description}"), BarColumn(),
-                             MofNCompleteColumn(), TextColumn("elapsed"),
-                             TimeElapsedColumn(),
-                             console=console or Console(stderr=True), transient=True)
+                             MofNCompleteColumn(), Times(),
+                             console=console or Console(stderr=True), transient=True,
+                             get_time=get_time)
         self._task: TaskID | None = None
 
     def __enter__(self) -> RichProgress:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
-import math
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -27,13 +25,11 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
-    ProgressColumn,
-    Task,
     TaskID,
     TextColumn,
 )
-from rich.text import Text
 
+from polybus.bench.progress import Times
 from polybus.cli.output import result_console
 from polybus.cli.sweep_plot import not_drawn, plot
 from polybus.cli.sweep_table import table, title
@@ -179,24 +175,6 @@ def write_outputs(sweep: Sweep, args: argparse.Namespace) -> int:
         print(f"  the figures are in the table above{', and in ' if written else ''}"
               f"{', '.join(written)}", file=sys.stderr, flush=True)
     return len(outputs) - len(written)
-
-
-def times(elapsed: float | None, left: float | None) -> str:
-    """``elapsed 0:00:02, left 0:00:01``: the bar read ``0:00:02 left 0:00:01``, the
-    first time unnamed. ``-:--:--`` for a time not known yet."""
-    def hms(s: float | None, up: bool) -> str:  # (elapsed rounded down, left up)
-        if s is None:
-            return "-:--:--"
-        return str(datetime.timedelta(seconds=max(0, math.ceil(s) if up else int(s))))
-    return f"elapsed {hms(elapsed, False)}, left {hms(left, True)}"
-
-
-class Times(ProgressColumn):
-    """The sweep bar's times, named (`times`)."""
-
-    def render(self, task: Task) -> Text:
-        elapsed = task.finished_time if task.finished else task.elapsed
-        return Text(times(elapsed, task.time_remaining), style="progress.elapsed")
 
 
 class _Bar:

@@ -243,13 +243,48 @@ class CallPromise(Promise):
 
 def wait(x: Any) -> Any:
     """The value of ``x``: a promise is waited for; lists, tuples and dicts of promises
-    are waited for element by element; anything else is returned as it is."""
+    are waited for element by element (new containers, to any depth); anything else is
+    returned as it is."""
     if isinstance(x, Promise):
         return x.__polybus_value__()
-    if type(x) is list:
-        return [wait(v) for v in x]
-    if type(x) is tuple:
-        return tuple(wait(v) for v in x)
-    if type(x) is dict:
-        return {k: wait(v) for k, v in x.items()}
-    return x
+    t = type(x)
+    if t is not list and t is not tuple and t is not dict:
+        return x
+    return _walked(x)
+
+
+# Past this many containers deep, `_walked` keeps the ones it is inside to find a cycle
+# (a list holding itself would grow its stack for ever); nearer the top, none is kept.
+_CYCLE_DEPTH = 64
+
+
+def _walked(x: list[Any] | tuple[Any, ...] | dict[Any, Any]) -> Any:
+    """`wait` of a container, walked with a stack of its own rather than Python's: a
+    value nested deeper than the recursion limit (a sync call's answer 500 lists deep,
+    two frames a level) was a RecursionError. Each level is [container, an iterator
+    over its items (a dict's values), the values waited for so far]."""
+    path: list[tuple[Any, Any, list[Any]]] = [(x, iter(x.values() if type(x) is dict else x), [])]
+    inside: set[int] = set()
+    while True:
+        top = path[-1]
+        out = top[2]
+        for v in top[1]:
+            t = type(v)
+            if t is list or t is tuple or t is dict:
+                if len(path) >= _CYCLE_DEPTH:
+                    if id(v) in inside:
+                        raise ValueError(f"polybus.wait: a {t.__name__} that contains itself "
+                                         "cannot be waited through")
+                    inside.add(id(v))
+                path.append((v, iter(v.values() if t is dict else v), []))
+                break
+            out.append(v.__polybus_value__() if isinstance(v, Promise) else v)
+        else:
+            c = path.pop()[0]
+            if len(path) >= _CYCLE_DEPTH:
+                inside.discard(id(c))
+            t = type(c)
+            made = out if t is list else tuple(out) if t is tuple else dict(zip(c, out, strict=True))
+            if not path:
+                return made
+            path[-1][2].append(made)

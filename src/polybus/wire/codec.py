@@ -46,6 +46,7 @@ from polybus.wire.undecodable import (
     Undecodable,
     Unpicklable,
     failed_form,
+    on_fresh_stack,
     salvage,
 )
 from polybus.wire.values import (
@@ -95,6 +96,7 @@ class Codec:
         self._dec = msgspec.msgpack.Decoder(Message, ext_hook=self._ext_hook)
         self._any_dec = msgspec.msgpack.Decoder(ext_hook=self._ext_hook)
         self._lenient = False  # (see _failed)
+        self._fresh = False  # (see _deep)
         self._refs: list[tuple[int, Any]] = []
         self._scan_dec = msgspec.msgpack.Decoder(ext_hook=self._scan_hook)
 
@@ -269,9 +271,21 @@ class Codec:
             raise ProtocolError(f"malformed message: {exc}") from None
         except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as exc:
             raise ProtocolError(f"malformed value in message: {exc}") from None
-        except RecursionError:  # (a RuntimeError: arrays or maps nested thousands deep)
+        except RecursionError:  # (a RuntimeError: arrays or maps nested past this stack's room)
+            if not self._fresh:
+                return self._deep(header)
             raise ProtocolError("malformed message: values nested too deeply") from None
         return msg
+
+    def _deep(self, header: bytes | bytearray | memoryview) -> Message:
+        """`decode_header` of a message nested deeper than this thread's stack has room
+        for, again at the bottom of a new one (undecodable.py): what a sender could encode
+        is read, whatever depth the reader was called at."""
+        self._fresh = True
+        try:
+            return on_fresh_stack(self.decode_header, header)  # type: ignore[no-any-return]
+        finally:
+            self._fresh = False
 
     def _salvaged(self, header: bytes | bytearray | memoryview) -> Message:
         """The message of ``header``, a dict key in one of whose values cannot be one

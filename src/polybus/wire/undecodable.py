@@ -26,10 +26,20 @@ handle), which cannot be a key on this side. The sender's encoder takes it; the 
 cannot. `salvage` rebuilds such a message field by field, the field that fails as an
 `Undecodable`, and it fails as above: the call (or answer) alone, not the connection
 and every call on it.
+
+A value nested deep may fail to decode for want of room: msgspec's decoder keeps to
+Python's recursion limit counted from where it is called (on 3.12 and later, the C
+stack's), and its sender encoded it near the bottom of a thread (a replica's pool
+thread) where the reader is deep in a program's own calls. A sync call's answer 990
+lists deep was refused as malformed by the client, which dropped the replica. So a
+decode that runs out of room is tried again `on_fresh_stack`, with all the room the
+sender could have had: only a value deeper than that (a sender whose recursion limit
+was raised) is still a protocol error.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -89,6 +99,26 @@ class Refusal:
     def __init__(self, answer: Fail | None, reason: str) -> None:
         self.answer = answer
         self.reason = reason
+
+
+def on_fresh_stack(decode: Callable[[Any], Any], header: Any) -> Any:
+    """``decode(header)`` in a thread of its own, at the bottom of a new stack (see the
+    module's docstring); raises what it raises. The caller waits for it."""
+    got: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            got.append((True, decode(header)))
+        except BaseException as exc:  # (the caller's to raise)
+            got.append((False, exc))
+
+    t = threading.Thread(target=run, name="polybus-decode-deep", daemon=True)
+    t.start()
+    t.join()
+    ok, value = got[0]
+    if not ok:
+        raise value
+    return value
 
 
 def first_bad(value: Any) -> Undecodable | None:

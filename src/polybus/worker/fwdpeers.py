@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from polybus.errors import PolybusError
+from polybus.errors import MessageTooLarge, PolybusError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
@@ -62,6 +62,14 @@ class Peers:
         try:
             peer = self._peer(to)
             peer.send(msg)
+        except MessageTooLarge as exc:
+            # Over the frame limit the two replicas agreed: refused before a byte of it
+            # was written, so the connection serves on (it was taken for a peer out of
+            # reach and dropped), and the consumer fails as a value too large to answer
+            # does (replies.unsendable), saying it was the forwarded one.
+            self._undelivered(to, msg, client, replies.TOO_LARGE,
+                              f"the forwarded value cannot be sent on to {to}: {exc}")
+            return False
         except (PolybusError, OSError) as exc:
             with self._connect_lock:
                 first = to not in self._unreached
@@ -72,26 +80,25 @@ class Peers:
                             "reached again)", self.rt.name, to, exc)
             if gone is not None:
                 gone.close()
-            self._undelivered(to, msg, exc, client)
+            self._undelivered(to, msg, client, type(exc).__name__,
+                              f"{self.rt.name} could not send the value to {to}: {exc}")
             return False
         except (TypeError, ValueError, OverflowError) as exc:  # a value the codec cannot carry
             # Said as the same value answered to the client is (replies.unsendable), so
             # forward = true or false gives one error: an int past 64 bits was an
             # OverflowError forwarded and a TypeError not.
-            self._undelivered(to, msg, exc, client, unsendable=True)
+            self._undelivered(to, msg, client, "TypeError",
+                              f"{replies.unsendable_text(exc)} (sent on by {self.rt.name})")
             return False
         self.forwarded += 1
         return True
 
-    def _undelivered(self, to: str, msg: Deliver, exc: Exception, client: Channel | None,
-                     unsendable: bool = False) -> None:
-        if client is None:
-            return
-        if unsendable:
-            kind, text = "TypeError", f"{replies.unsendable_text(exc)} (sent on by {self.rt.name})"
-        else:
-            kind, text = type(exc).__name__, f"{self.rt.name} could not send the value to {to}: {exc}"
-        self.rt._send_quietly(client, Undelivered(msg.key, to, kind, text))
+    def _undelivered(self, to: str, msg: Deliver, client: Channel | None, kind: str,
+                     text: str) -> None:
+        """Say to ``client`` (if any) that ``msg`` did not reach ``to``: ``kind`` and
+        ``text`` are what its consumer call fails with."""
+        if client is not None:
+            self.rt._send_quietly(client, Undelivered(msg.key, to, kind, text))
 
     def _peer(self, to: str) -> Channel:
         with self._connect_lock:
