@@ -22,3 +22,17 @@ def test_sort(replicas: int, algorithm: str) -> None:
 def test_matmul_small() -> None:
     r = polybus.run(EXAMPLES / "matmul" / "app.toml", {"modules.client.args": [16]})
     assert r.result["correct"] is True and r.calls == 16
+
+
+@pytest.mark.parametrize("example", ["dna", "mandelbrot"])
+def test_a_mil_configuration_runs_as_its_toml(example: str) -> None:
+    """CORD's notation (app.cfg) runs the same program as app.toml, with the same
+    strategies: the same answers, calls, replicas and (mandelbrot's ring) migrations."""
+    toml = polybus.run(EXAMPLES / example / "app.toml")
+    mil = polybus.run(EXAMPLES / example / "app.cfg")
+    assert mil.result == toml.result
+    assert mil.calls == toml.calls
+    assert sorted((r.name, r.speed) for r in mil.replicas) == sorted(
+        (r.name, r.speed) for r in toml.replicas)
+    if example == "mandelbrot":  # calls moved along the ring CORD's notation drew
+        assert sum(r.migrated_in for r in mil.replicas) > 0

@@ -1,4 +1,5 @@
-"""The configuration: TOML file (plus overrides) -> validated, bound AppConfig.
+"""The configuration: TOML file, or CORD's MIL notation (config/mil.py), plus overrides
+-> validated, bound AppConfig.
 
 Pure: reads the configuration and the module sources (with ``ast``), imports none of the
 user's modules, starts nothing. Every mistake found is reported, each with its file and
@@ -15,6 +16,7 @@ from polybus.config.bind import build
 from polybus.config.callstyle import parse_callstyle
 from polybus.config.cluster import TLSHosts
 from polybus.config.expr import PriorityExpr, compile_priority
+from polybus.config.mil import is_mil, locate, parse_mil
 from polybus.config.model import AppConfig
 from polybus.config.origin import SET, Origin
 from polybus.config.overrides import Overrides, apply_overrides, parse_override
@@ -40,7 +42,13 @@ __all__ = [
 
 
 def load_document(path: str | Path) -> dict[str, Any]:
-    """The TOML document at ``path`` as a dict; ConfigError if unreadable or not TOML."""
+    """The configuration document at ``path`` as a dict (TOML, or MIL for a ``.cfg`` or
+    ``.mil`` file); ConfigError if unreadable or not valid."""
+    return read_document(path)[0]
+
+
+def read_document(path: str | Path) -> tuple[dict[str, Any], dict[str, int] | None]:
+    """`load_document`, and for a MIL file the line each dotted key was written at."""
     file = str(path)
     try:
         text = Path(path).read_bytes().decode("utf-8")
@@ -48,10 +56,26 @@ def load_document(path: str | Path) -> dict[str, Any]:
         raise ConfigError("configuration file not found", file=file) from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read the configuration file: {e}", file=file) from None
+    if is_mil(file):
+        return parse_mil(text, file)
     try:
-        return tomllib.loads(text)
+        return tomllib.loads(text), None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"not valid TOML: {e}", file=file) from None
+
+
+def _at_lines(errors: list[ConfigError], file: str,
+              lines: dict[str, int] | None) -> list[ConfigError]:
+    """A MIL file's errors with the line of the statement that wrote their key (not those
+    of an override, which say where they were written)."""
+    if lines is None:
+        return errors
+    out = []
+    for e in errors:
+        line = locate(lines, e.key) if e.file == file else None
+        out.append(e if line is None else
+                   ConfigError(e.bare_message, file=f"{e.file}:{line}", key=e.key, hint=e.hint))
+    return out
 
 
 def _made_define(doc: dict[str, Any], made: set[str]) -> set[str]:
@@ -81,7 +105,7 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
     given one, does not.
     """
     try:
-        doc = load_document(path)
+        doc, lines = read_document(path)
     except ConfigError as e:
         return None, [e]
     made: set[str] = set()
@@ -91,7 +115,7 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
     config = build(doc, Path(path), problems, added_define=_made_define(doc, made),
                    tls_hosts=tls_hosts, running=running)
     if problems:
-        return None, list(problems.errors)
+        return None, _at_lines(list(problems.errors), str(path), lines)
     return config, []
 
 
