@@ -64,3 +64,68 @@ def test_check_says_an_engine_whose_package_is_missing(
     assert main(["check", str(app)]) == 2
     assert "the ray engine needs ray, which is not installed (pip install 'polybus[ray]')" in (
         capsys.readouterr().err)
+
+
+class _InitRay:
+    """Ray's init, shutdown and is_initialized, recorded (nothing started)."""
+
+    def __init__(self, fails: Exception | None = None) -> None:
+        self.inits: list[dict[str, Any]] = []
+        self.fails = fails
+        self.down = False
+
+    def init(self, **kw: Any) -> None:
+        self.inits.append(kw)
+        if self.fails is not None:
+            raise self.fails
+
+    def shutdown(self) -> None:
+        self.down = True
+
+
+def _bare(tmp_path: Path, ray: _InitRay) -> RayEngine:
+    engine = RayEngine.__new__(RayEngine)
+    engine.app = load(write_one_call_app(tmp_path))
+    engine.ray, engine.echo, engine.actors, engine.registry = ray, None, {}, None
+    engine._own_ray, engine._session_dir = False, None
+    return engine
+
+
+def test_a_ray_address_nothing_answers_is_said_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(Ray's own start waited for minutes on it, saying only that its GCS timed out.)"""
+    import socket
+
+    with socket.socket() as s:  # a port of this machine's loopback that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    ray = _InitRay()
+    with pytest.raises(ConfigError) as info:
+        _bare(tmp_path, ray)._init(1)
+    assert ray.inits == []  # Ray was never asked
+    assert info.value.key == "cluster.engine"
+    assert f"'127.0.0.1:{port}' cannot be reached" in str(info.value)
+    assert "RAY_ADDRESS" in str(info.value.hint)
+
+
+def test_a_ray_address_ray_cannot_use_is_said_with_its_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    ray = _InitRay(ConnectionError("Could not find any running Ray instance."))
+    with pytest.raises(ConfigError, match="'auto' cannot be reached: Could not find any"):
+        _bare(tmp_path, ray)._init(1)
+
+
+def test_a_private_ray_keeps_its_files_in_the_runs_directory_removed_at_stop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    ray = _InitRay()
+    engine = _bare(tmp_path, ray)
+    engine._init(2)
+    (kw,) = ray.inits
+    session = Path(kw["_temp_dir"])
+    assert kw["address"] == "local" and session.is_dir()
+    (session / "session_1").mkdir()  # as Ray leaves it
+    engine.stop()
+    assert ray.down and not session.exists()

@@ -15,14 +15,23 @@ that cannot start (a module that does not import) fails the run with its error. 
 module files are read by path on the actor's node: on a cluster of several nodes, the
 same path on each (a shared file system). Ray is imported only here
 (``pip install 'polybus[ray]'``).
+
+``$RAY_ADDRESS`` as ``host:port`` (or ``ray://host:port``) is dialled first, for at most
+``REACH_S``: Ray's own start waits for ever on an address nothing answers (it tried for
+minutes, saying only that its GCS timed out), so one that cannot be reached is a
+ConfigError naming it. A private Ray keeps its session files in a directory of the run's
+own, removed when it ends (Ray leaves each session's, 200 KB or more, in /tmp/ray).
+Worker output the run echoes comes without Ray's colour codes and line deduplication.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 from typing import Any, TextIO
@@ -38,9 +47,14 @@ from polybus.token import make_token
 __all__ = ["RayEngine"]
 
 STOP_S = 5.0  # for every actor to stop serving before it is killed regardless
+REACH_S = 5.0  # for $RAY_ADDRESS to answer a connection before the run says it cannot
 
 
 def _ray() -> Any:
+    # Read by Ray when it is imported: each worker's lines as they are (not "[repeated
+    # 3x across cluster]"), with no colour codes in a log or a pipe.
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     try:
         import ray
     except ImportError as exc:
@@ -119,6 +133,7 @@ class RayEngine:
         self.registry: RegistryService | None = None
         self.actors: dict[str, Any] = {}  # replica name -> the actor serving it
         self._own_ray = False
+        self._session_dir: str | None = None  # a private Ray's files, removed at stop
 
     def start(self) -> Cluster:
         t0 = time.perf_counter()
@@ -158,9 +173,17 @@ class RayEngine:
         kw: dict[str, Any] = {"include_dashboard": False, "configure_logging": False,
                               "log_to_driver": self.echo is not None}
         if address:
-            ray.init(address=address, **kw)
+            _reach(address)
+            try:
+                ray.init(address=address, **kw)
+            except (ConnectionError, ValueError) as exc:  # ("auto" with none running, a bad form)
+                raise _unreachable(address, str(exc)) from None
         else:
-            ray.init(address="local", num_cpus=max(replicas, os.cpu_count() or 1), **kw)
+            # (short: Ray's socket paths under it must stay within 107 bytes)
+            self._session_dir = tempfile.mkdtemp(
+                prefix="polybus-ray-", dir="/tmp" if len(tempfile.gettempdir()) > 40 else None)
+            ray.init(address="local", num_cpus=max(replicas, os.cpu_count() or 1),
+                     _temp_dir=self._session_dir, **kw)
         self._own_ray = True
         if threading.current_thread() is threading.main_thread():
             for sig, handler in handlers.items():
@@ -223,6 +246,9 @@ class RayEngine:
         if self._own_ray:
             self._own_ray = False
             ray.shutdown()
+        if self._session_dir is not None:
+            shutil.rmtree(self._session_dir, ignore_errors=True)
+            self._session_dir = None
 
     def ended(self, settle: float = 0.0) -> list[str]:
         """One line for each actor that ended before it was stopped, with what Ray says
@@ -248,6 +274,25 @@ class RayEngine:
 
 _EXIT = re.compile(r"Worker exit type: (\S+) Worker exit detail: (.*?)(?: Some common causes|$)",
                    re.S)
+
+
+def _reach(address: str) -> None:
+    """Dial ``host:port`` (or ``ray://host:port``) once, for at most `REACH_S`; a
+    ConfigError naming $RAY_ADDRESS if nothing answers. Other forms ("auto") are Ray's."""
+    m = re.fullmatch(r"(?:ray://)?\[?([^\]\s]+?)\]?:(\d+)", address.strip())
+    if m is None:
+        return
+    try:
+        socket.create_connection((m.group(1), int(m.group(2))), timeout=REACH_S).close()
+    except OSError as exc:
+        raise _unreachable(address, exc.strerror or str(exc) or type(exc).__name__) from None
+
+
+def _unreachable(address: str, why: str) -> ConfigError:
+    return ConfigError(f"the ray engine joins the Ray cluster $RAY_ADDRESS names, and "
+                       f"{address!r} cannot be reached: {why}", key="cluster.engine",
+                       hint="start it (ray start --head) and set RAY_ADDRESS to the address "
+                       "it prints, or unset RAY_ADDRESS for a Ray of the run's own")
 
 
 def _death(err: Any) -> str:
