@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -32,8 +34,11 @@ def _driver(kind: str, args: list[Any]) -> dict[str, Any]:
     import ray
 
     t0 = time.perf_counter()
+    # Ray's session files in a directory of this driver's, removed at the end (Ray
+    # leaves each session's in /tmp/ray); short, for Ray's socket paths under it.
+    session = tempfile.mkdtemp(prefix="polybus-ray-", dir="/tmp")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+             configure_logging=False, _temp_dir=session)
     out: dict[str, Any] = {"startup_s": time.perf_counter() - t0}
     try:
         @ray.remote
@@ -84,6 +89,7 @@ def _driver(kind: str, args: list[Any]) -> dict[str, Any]:
                 lambda: ray.get([noop.remote(i) for i in range(calls)]), reps)]
     finally:
         ray.shutdown()
+        shutil.rmtree(session, ignore_errors=True)
     return out
 
 
