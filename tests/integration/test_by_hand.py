@@ -252,18 +252,29 @@ def test_workers_of_the_wrong_module_are_named_before_any_call(
     assert ("(modules registered there: srv; a worker started with --module FILE serves "
             "the module named as FILE's stem)" in named.stderr), named.stderr
     other = tmp_path / "server.py"  # another program's server.py: also module 'server'
-    other.write_text("def mandel_row(y):\n    return y\n")
+    other.write_text("def quicksort(xs):\n    return xs[::-1]\n")  # (same interface)
     start_worker(procs, addr, "server-0", env=env)
     w = procs.start("worker", "--registry", addr, "--module", other, "--name", "stray",
                     env=env)
     assert w.stderr is not None
     read_line(w.stderr, "serving")
-    # Two parts go to server-0 and one more replica: it failed only when a call hit it.
-    p = cli("run", SORT / "app.toml", "--registry", addr, "--quiet", env=env)
+    # One of the two parts went to the stray, whose answer was silently wrong: it is
+    # left out now, by its file, and said.
+    p = cli("run", SORT / "app.toml", "--registry", addr, "--set",
+            "modules.client.args=[3000, 2]", env=env)
+    assert p.returncode == 0 and "'correct': True" in p.stdout, p.stderr
+    assert ("module 'server': left out stray, registered at " in p.stderr
+            and f"running another file than {SORT / 'server.py'}" in p.stderr), p.stderr
+    # Only workers of another file: none is used, and the error says why.
+    addr2, _ = start_registry(procs, env)
+    w = procs.start("worker", "--registry", addr2, "--module", other, "--name", "stray2",
+                    env=env)
+    assert w.stderr is not None
+    read_line(w.stderr, "serving")
+    p = cli("run", SORT / "app.toml", "--registry", addr2, "--quiet", env=env)
     assert p.returncode == 2, p.stderr
-    assert ("replica stray of module 'server' (registered at " in p.stderr
-            and "does not serve 'quicksort'; it serves mandel_row" in p.stderr
-            and "another file" in p.stderr), p.stderr
+    assert (f"every replica of module 'server' registered at {addr2} (stray2) runs another "
+            f"file than {SORT / 'server.py'}" in p.stderr), p.stderr
 
 
 def test_parts_started_with_config_read_its_token_file(procs: Procs, tmp_path: Path) -> None:

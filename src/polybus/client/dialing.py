@@ -5,6 +5,11 @@ transport: ipc or shm, on its own host). The client dials the one of its binding
 transport when offered, and falls back to the main address when that one cannot be
 dialled from here; it dials every replica of a module at once, so replicas that do not
 answer cost one handshake timeout, not one each in turn.
+
+Before that, `same_source` leaves out a replica whose module file is not the
+configuration's (its registered `source_digest` differs): a worker of another program's
+`server.py` started with --module registers under the same module key, and served every
+third call with its own function, silently wrong where the interfaces matched.
 """
 
 from __future__ import annotations
@@ -13,14 +18,16 @@ import ipaddress
 import logging
 from collections.abc import MutableSet, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from polybus.errors import TransportError
+from polybus.errors import NoReplicaError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, connect
 from polybus.wire.codec import Codec
-from polybus.wire.messages import Replica
+from polybus.wire.messages import Replica, source_digest
 
-__all__ = ["connect_all", "connect_replica", "pick_address", "say_tcp_only", "without_scheme"]
+__all__ = ["connect_all", "connect_replica", "pick_address", "same_source", "say_tcp_only",
+           "without_scheme"]
 
 log = logging.getLogger("polybus.client")
 
@@ -50,6 +57,35 @@ def without_scheme(replicas: Sequence[Replica], scheme: str) -> list[str]:
 
     return [r.name for r in replicas if here(r.address)
             and not any(a.startswith(f"{scheme}://") for a in r.addresses)]
+
+
+def same_source(module: str, source: Path, registry: str, replicas: list[Replica],
+                said: MutableSet[str]) -> list[Replica]:
+    """``replicas`` without those running another file than ``source`` (a digest that
+    differs; none said is taken as the same), each said once a session (``said``); a
+    NoReplicaError when that leaves none."""
+    try:
+        mine = source_digest(source)
+    except OSError:  # (read at the check; gone since: nothing to compare)
+        return replicas
+    others = [r for r in replicas if r.source and r.source != mine]
+    if not others:
+        return replicas
+    names = ", ".join(r.name for r in others)
+    if len(others) == len(replicas):
+        raise NoReplicaError(
+            f"every replica of module {module!r} registered at {registry} ({names}) runs "
+            f"another file than {source}: another program's module registered under the "
+            f"same key, or workers started before {source.name} was changed; restart them "
+            f"from this file, or give this program a registry of its own")
+    if f"{module} source" not in said:
+        said.add(f"{module} source")
+        log.warning("polybus: warning: module %r: left out %s, registered at %s under the "
+                    "same key but running another file than %s (another program's, or "
+                    "this one before a change); running with %d of the %d registered",
+                    module, names, registry, source, len(replicas) - len(others),
+                    len(replicas))
+    return [r for r in replicas if r not in others]
 
 
 def say_tcp_only(module: str, scheme: str, replicas: Sequence[Replica],

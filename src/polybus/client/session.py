@@ -9,7 +9,7 @@ from typing import Any
 from polybus.client.awaiting import Awaiting
 from polybus.client.batching import Batcher, batcher_for
 from polybus.client.calls import ReplicaLink
-from polybus.client.dialing import connect_all, pick_address, say_tcp_only
+from polybus.client.dialing import connect_all, pick_address, same_source, say_tcp_only
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
 from polybus.client.migrate import Migrator, migrator_for
@@ -229,6 +229,8 @@ class Session:
                                  + ("" if self.app.cluster.token_file else
                                     " with this run's token (--token-file FILE, or "
                                     "$POLYBUS_TOKEN)"))
+        replicas = same_source(module, spec.source, self.registry.address, replicas,
+                               self._short)
         self._serves.update((r.name, list(r.interfaces)) for r in replicas)
         # Configuration order, not the registry's: a load ratio's shares follow the
         # replicas as the configuration lists them; others (started by hand) come after.

@@ -17,7 +17,7 @@ from polybus.registry.client import Membership, RegistryClient
 from polybus.stopsignals import StopSignals
 from polybus.transport.endpoints import WILDCARDS, Address
 from polybus.usernames import import_name
-from polybus.wire.messages import Replica
+from polybus.wire.messages import Replica, source_digest
 from polybus.worker.lifetime import die_with_parent
 from polybus.worker.limits import gated, process_count
 from polybus.worker.module import interfaces, load_module
@@ -134,7 +134,8 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         raise
     runtime.start()
     me = Replica(name, module_key, str(addresses[0]), sorted(functions),
-                 runtime.options.speed, os.getpid(), [str(a) for a in addresses])
+                 runtime.options.speed, os.getpid(), [str(a) for a in addresses],
+                 source_digest(module_path))
     membership = Membership(client, me, heartbeat, say=_say)
     if signals is None:
         # (by hand, SIGHUP too: its terminal closed; it stops as for Ctrl-C, files gone)
