@@ -22,6 +22,7 @@ from polybus.config.origin import SET, Origin
 from polybus.config.overrides import Overrides, apply_overrides, parse_override
 from polybus.config.problems import ConfigErrors, Problems, dotted
 from polybus.config.replication import parse_replication
+from polybus.config.schema import source_file
 from polybus.config.units import parse_duration, parse_size
 from polybus.errors import ConfigError
 
@@ -32,6 +33,7 @@ __all__ = [
     "compile_priority",
     "load",
     "load_document",
+    "module_sources",
     "parse_callstyle",
     "parse_duration",
     "parse_override",
@@ -62,6 +64,30 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], dict[str, int] | No
         return tomllib.loads(text), None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"not valid TOML: {e}", file=file) from None
+
+
+def module_sources(path: str | Path, overrides: Overrides = (), origin: Origin = SET
+                   ) -> dict[str, str]:
+    """The module source files that exist and that the configuration at ``path`` names,
+    in the file or once ``overrides`` are applied (``{file: module key}``), whether the
+    rest of it is valid or not (none if it cannot be read): files an output must not
+    replace, not even with an error saying the configuration was wrong (``run --json``)."""
+    try:
+        doc = load_document(path)
+    except ConfigError:
+        return {}
+    base_dir = Path(path).resolve().parent
+    found: dict[Path, str] = {}
+
+    def named() -> None:
+        modules = doc.get("modules")
+        for key, t in modules.items() if isinstance(modules, dict) else ():
+            if isinstance(t, dict) and isinstance(t.get("source"), str):
+                found.setdefault(source_file(base_dir, t["source"]), key)
+    named()
+    apply_overrides(doc, overrides, origin)
+    named()
+    return {str(file): key for file, key in found.items() if file.is_file()}
 
 
 def _at_lines(errors: list[ConfigError], file: str,
