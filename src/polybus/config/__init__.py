@@ -8,6 +8,7 @@ dotted key, in one ConfigError.
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,9 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
                    tls_hosts=tls_hosts, running=running)
     if problems:
         return None, _at_lines(list(problems.errors), str(path), lines)
+    if written and config is not None:  # (where an engine says a mistake in them is)
+        config = dataclasses.replace(config, overridden=tuple(written),
+                                     overrides_label=origin.label)
     return config, []
 
 
