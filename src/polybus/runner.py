@@ -290,13 +290,18 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
     ``worker_output``: where the local engine forwards its workers' lines, if anywhere.
     ``restart`` (`polybus serve`): the local engine's workers that end on their own are
     started again (engines/supervise.py), said on that stream."""
+    given = registry  # (--registry; [cluster] registry's was refused at load)
     registry = registry or app.cluster.registry
     kind = app.cluster.engine
     if kind in ("mpi", "ray") and registry:
+        # (said where the engine was chosen, in the file or an override, when the
+        # registry is the run's own: the file has none)
+        key = "cluster.engine" if given else "cluster.registry"
         raise ConfigError(f"the {kind} engine starts its own registry; it uses no other",
-                          file=str(app.path), key="cluster.registry",
-                          hint="remove [cluster] registry (and --registry), or use the "
-                               "hosts engine")
+                          file=app.origin(key), key=key,
+                          hint=("run without a registry (--registry; registry= from "
+                                "Python), or use the hosts engine") if given else
+                          "remove [cluster] registry, or use the hosts engine")
     if kind == "local" and not registry:
         _warn_if_launched(app)
     if kind == "hosts" and not registry:  # (run and serve find it in load first)
@@ -367,7 +372,7 @@ def _warn_if_launched(app: AppConfig) -> None:
         warnings.warn(str(ConfigError(
             f"started by an MPI launcher as one of {size} processes, with the local "
             f"engine: each process runs the whole program with replicas of its own",
-            file=str(app.path), key="cluster.engine",
+            file=app.origin("cluster.engine"), key="cluster.engine",
             hint='engine = "mpi" runs one rank per replica (--set cluster.engine=mpi)')),
             ConfigWarning, stacklevel=4)
 

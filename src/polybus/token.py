@@ -48,8 +48,10 @@ def read_token(token_file: str | Path | None = None, *, required: bool = True) -
     if env:
         return env.encode()
     if required:
-        raise UsageError(f"no cluster token: set ${ENV} or pass --token-file FILE "
-                         "(the file `polybus registry` wrote)")
+        # (every source `cluster_token` reads: the configuration's was left out)
+        raise UsageError(f"no cluster token: set ${ENV}, pass --token-file FILE, or set "
+                         "token_file = FILE in the configuration's [cluster] table (the "
+                         "file `polybus registry` wrote)")
     return None
 
 

@@ -161,6 +161,14 @@ def position_of(text: str) -> tuple[int, str]:
     ("a#b:[half]", 5, "expected a fraction such as 1/2 or 0.25, found 'h'"),
     ("a:speed=fast", 8, "expected a speed such as 0.5, found 'f'"),
     ("a:speed", 7, "expected '=', found end of text"),
+    # (a word after ':' was told only "expected '[' of a fraction ..., found 's'")
+    ("a:sped=0.5,b", 2, "unknown replica option 'sped' (did you mean 'speed'?)"),
+    ("a:Speed=0.5", 2, "unknown replica option 'Speed' (did you mean 'speed'?)"),
+    ("a:speedy=0.5", 2, "unknown replica option 'speedy' (did you mean 'speed'?)"),
+    ("a#b: spead", 5, "unknown replica option 'spead' (did you mean 'speed'?)"),
+    ("a:weight=2", 2, "unknown replica option 'weight': a replica takes ':speed=F', a "
+                      "migration path ':[fraction]'"),
+    ("a#b:half", 4, "expected '[' of a fraction such as ':[1/2]', found 'h'"),
     ("(oc=(load>1))", 0, "expected a replica name, found '('"),
 ])
 def test_syntax_errors_name_position_and_expectation(text: str, position: int,

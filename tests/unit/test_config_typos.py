@@ -64,6 +64,20 @@ def test_a_misspelt_entrypoint_is_one_mistake_not_also_a_missing_entrypoint(
         (f"modules.client.{entry}", f"unknown key {entry!r}", "did you mean 'entrypoint'?")]
 
 
+@pytest.mark.parametrize(("value", "got"), [("7", "an integer 7"), ('["main"]', "an array ['main']")])
+def test_an_entrypoint_of_the_wrong_type_is_one_mistake_not_also_a_missing_entrypoint(
+        tmp_path: Path, value: str, got: str) -> None:
+    # (it was followed by "modules: no module has an entrypoint", though one was given)
+    _found(tmp_path)  # (the program, with entrypoint = "main")
+    path = str(tmp_path / "app.toml")
+    _, by_set = validate(path, [f"modules.client.entrypoint={value}"])
+    Path(path).write_text(Path(path).read_text().replace('"main"', value))
+    _, in_file = validate(path)
+    for errors in (by_set, in_file):
+        assert [(e.key, e.bare_message) for e in errors] == [
+            ("modules.client.entrypoint", f"expected a string, got {got}")], errors
+
+
 def test_a_program_with_no_entrypoint_key_at_all_still_says_so(tmp_path: Path) -> None:
     found = _found(tmp_path, entry="args")  # (args = "main": no entrypoint anywhere)
     assert ("modules", "no module has an entrypoint") in [(k, m) for k, m, _ in found]

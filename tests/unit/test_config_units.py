@@ -24,12 +24,20 @@ from polybus.errors import ConfigError
     ("1M", 1 << 20),
     ("2TiB", 2 << 40),
     (8.0, 8),
+    # (up to the unit the bound is said in: "7EiB" was "not a size")
+    ("1PiB", 1 << 50),
+    ("1PB", 10**15),
+    ("3p", 3 << 50),
+    ("7EiB", 7 << 60),
+    ("1EB", 10**18),
+    ("7.5 eib", 15 << 59),
 ])
 def test_sizes(text: object, expected: int) -> None:
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "MiB", "12 parsecs", "--1KiB", "1..2KB", "KiB12"])
+@pytest.mark.parametrize("bad", ["", "MiB", "12 parsecs", "--1KiB", "1..2KB", "KiB12",
+                                 "1ZiB", "1e"])
 def test_bad_size_strings(bad: str) -> None:
     with pytest.raises(ConfigError, match="not a size") as info:
         parse_size(bad)
@@ -51,6 +59,8 @@ def test_bad_size_values(bad: object) -> None:
     (float("nan"), "not a size: nan"),
     (-1, "a size must not be negative, got -1"),
     ("-5MiB", "a size must not be negative, got '-5MiB'"),
+    ("8EiB", "a size must be less than 8 EiB (2**63 bytes), got '8EiB'"),
+    ("10EB", "a size must be less than 8 EiB (2**63 bytes), got '10EB'"),
 ])
 def test_sizes_out_of_range_say_so(value: object, message: str) -> None:
     with pytest.raises(ConfigError) as info:

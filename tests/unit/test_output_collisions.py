@@ -11,7 +11,7 @@ import pytest
 
 from polybus.cli import cmd_sweep
 from polybus.cli.main import main
-from polybus.testing.apps import write_one_call_app
+from polybus.testing.apps import ONE_CALL_SERVER, write_one_call_app
 
 VARY = ["--vary", "modules.server.replication=1,2", "--repeat", "1"]
 
@@ -92,3 +92,79 @@ def test_bench_refuses_two_outputs_to_one_file_before_it_runs(
     assert (rc, ran) == (2, [])
     assert said.format(d=tmp_path) in capsys.readouterr().err
     assert list((tmp_path / "r").iterdir()) == []
+
+
+def _run(app: Path, monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[int, int]:
+    """`polybus run` with its run replaced by one that fails as a wrong configuration
+    does (whose error --json would write): the exit status, and how many runs began."""
+    from polybus.cli import cmd_run
+    from polybus.errors import ConfigError
+
+    runs: list[object] = []
+
+    def fail(*a: object, **k: object) -> None:
+        runs.append(a)
+        raise ConfigError("wrong", file=str(app))
+    monkeypatch.setattr(cmd_run, "run", fail)
+    return main(["run", str(app), *argv]), len(runs)
+
+
+def test_run_refuses_to_write_its_json_over_the_configuration(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # (it ran, then replaced app.toml with the result, exit status 0)
+    app = write_one_call_app(tmp_path)
+    before = app.read_text()
+    monkeypatch.chdir(tmp_path)
+    assert _run(app, monkeypatch, "--json", "app.toml") == (2, 0)
+    assert app.read_text() == before
+    assert capsys.readouterr().err == (
+        "polybus run: error: --json app.toml: is the configuration being run, which it "
+        "would replace; name another file\n")
+
+
+def test_run_refuses_to_write_its_json_over_a_module_s_source_even_of_a_wrong_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The sources are those the configuration names, in the file or once the overrides
+    are applied, valid or not: a run that fails on a mistake writes its error to --json."""
+    app = write_one_call_app(tmp_path)
+    (tmp_path / "other.py").write_text(ONE_CALL_SERVER)
+    other = ["--set", 'modules.server.source="other.py"']
+    for argv, name in (([], "server.py"), (["--set", "modules.server.replication=0"],
+                                           "server.py"),
+                       (other, "other.py"), (other, "server.py")):  # (the file's still)
+        target = tmp_path / name
+        assert _run(app, monkeypatch, *argv, "--json", str(target)) == (2, 0)
+        assert target.read_text() == ONE_CALL_SERVER
+        assert (f"--json {target}: is module server's source, which it would replace"
+                in capsys.readouterr().err)
+
+
+def test_run_refuses_to_write_its_json_over_a_mil_configuration(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    write_one_call_app(tmp_path)
+    cfg = tmp_path / "app.cfg"
+    cfg.write_text('module client { source = "client.py" :: entrypoint = "main" ::\n'
+                   '  use interface f :: }\n'
+                   'module server { source = "server.py" :: define interface f :: }\n'
+                   'module app { instance client :: instance server ::\n'
+                   '  bind client f server f :: }\n')
+    before = cfg.read_text()
+    for target, what in ((cfg, "the configuration being run"),
+                         (tmp_path / "client.py", "module client's source")):
+        assert _run(cfg, monkeypatch, "--json", str(target)) == (2, 0)
+        assert f"--json {target}: is {what}, which it would replace" in \
+            capsys.readouterr().err
+    assert cfg.read_text() == before
+
+
+def test_run_writes_its_json_to_another_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    app = write_one_call_app(tmp_path)
+    out = tmp_path / "out.json"
+    assert _run(app, monkeypatch, "--json", str(out)) == (2, 1)  # (a ConfigError: 2)
+    assert json.loads(out.read_text())["error"]["type"] == "ConfigError"

@@ -82,7 +82,8 @@ def main(args: argparse.Namespace) -> int:
             return 2
     needs = {"mpi": ("mpi4py", "mpi"), "ray": ("ray", "ray")}.get(app.cluster.engine)
     if needs is not None and importlib.util.find_spec(needs[0]) is None:
-        print(f"error: {args.config}: cluster.engine: the {app.cluster.engine} engine needs "
+        print(f"error: {app.origin('cluster.engine')}: cluster.engine: the "
+              f"{app.cluster.engine} engine needs "
               f"{needs[0]}, which is not installed (pip install 'polybus[{needs[1]}]')",
               file=sys.stderr)
         return 2

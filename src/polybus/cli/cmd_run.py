@@ -12,7 +12,8 @@ from typing import TextIO
 from rich.table import Table
 
 from polybus.cli.output import result_console
-from polybus.cli.values import check_writable, save, seconds
+from polybus.cli.values import check_distinct, check_writable, read_files, save, seconds
+from polybus.config import module_sources
 from polybus.config.origin import SET
 from polybus.deadline import check_timeout
 from polybus.errors import RemoteError, RemoteException
@@ -100,6 +101,12 @@ def error_doc(exc: BaseException) -> dict[str, object]:
 def main(args: argparse.Namespace) -> int:
     check_timeout(args.timeout, "--timeout")
     out = sys.stdout
+    # (the result, or the error of a run that failed, replaced the file: the
+    # configuration, or a module's source, with no word)
+    if args.json:
+        check_distinct([("--json", args.json)],
+                       read_files("the configuration being run", args.config,
+                                  module_sources(args.config, tuple(args.set), SET)))
     if args.json != "-":  # (-: standard output, the result then only there)
         check_writable(args.json, "--json")
     try:

@@ -38,6 +38,7 @@ from polybus.cli.values import (
     check_distinct,
     check_plot,
     check_writable,
+    read_files,
     save,
     seconds,
     write_text,
@@ -120,8 +121,7 @@ def main(args: argparse.Namespace) -> int:
     # a bad value: now, not in its cell
     sources = check_combinations(args.config, varies, args.set, tied)
     check_distinct([("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)],
-                   [("the configuration being swept", args.config),
-                    *((f"module {key}'s source", src) for src, key in sources.items())])
+                   read_files("the configuration being swept", args.config, sources))
     for option, path in (("--json", args.json), ("--csv", args.csv)):
         check_writable(None if path == STDOUT else path, option)
     if args.plot:

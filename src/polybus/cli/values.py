@@ -9,7 +9,7 @@ import argparse
 import os
 import stat
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from polybus.config.units import DURATION_FORMS, parse_duration
@@ -53,6 +53,14 @@ def check_distinct(outputs: Sequence[tuple[str, str | None]],
                 f" as {first} {given}"
             raise UsageError(f"{option} {path}: {said}; give each output a file of its own")
         written[key] = (option, path)
+
+
+def read_files(what: str, config: str, sources: Mapping[str, str]
+               ) -> list[tuple[str, str]]:
+    """`check_distinct`'s ``inputs`` for a command that reads ``config`` (``what`` it is
+    to the command: "the configuration being swept") and the module sources ``sources``
+    (file: module key)."""
+    return [(what, config), *((f"module {key}'s source", src) for src, key in sources.items())]
 
 
 def _check_writable(p: Path, option: str, path: str) -> None:

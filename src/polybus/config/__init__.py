@@ -8,6 +8,7 @@ dotted key, in one ConfigError.
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from polybus.config.origin import SET, Origin
 from polybus.config.overrides import Overrides, apply_overrides, parse_override
 from polybus.config.problems import ConfigErrors, Problems, dotted
 from polybus.config.replication import parse_replication
+from polybus.config.schema import source_file
 from polybus.config.units import parse_duration, parse_size
 from polybus.errors import ConfigError
 
@@ -32,6 +34,7 @@ __all__ = [
     "compile_priority",
     "load",
     "load_document",
+    "module_sources",
     "parse_callstyle",
     "parse_duration",
     "parse_override",
@@ -62,6 +65,30 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], dict[str, int] | No
         return tomllib.loads(text), None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"not valid TOML: {e}", file=file) from None
+
+
+def module_sources(path: str | Path, overrides: Overrides = (), origin: Origin = SET
+                   ) -> dict[str, str]:
+    """The module source files that exist and that the configuration at ``path`` names,
+    in the file or once ``overrides`` are applied (``{file: module key}``), whether the
+    rest of it is valid or not (none if it cannot be read): files an output must not
+    replace, not even with an error saying the configuration was wrong (``run --json``)."""
+    try:
+        doc = load_document(path)
+    except ConfigError:
+        return {}
+    base_dir = Path(path).resolve().parent
+    found: dict[Path, str] = {}
+
+    def named() -> None:
+        modules = doc.get("modules")
+        for key, t in modules.items() if isinstance(modules, dict) else ():
+            if isinstance(t, dict) and isinstance(t.get("source"), str):
+                found.setdefault(source_file(base_dir, t["source"]), key)
+    named()
+    apply_overrides(doc, overrides, origin)
+    named()
+    return {str(file): key for file, key in found.items() if file.is_file()}
 
 
 def _at_lines(errors: list[ConfigError], file: str,
@@ -116,6 +143,9 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
                    tls_hosts=tls_hosts, running=running)
     if problems:
         return None, _at_lines(list(problems.errors), str(path), lines)
+    if written and config is not None:  # (where an engine says a mistake in them is)
+        config = dataclasses.replace(config, overridden=tuple(written),
+                                     overrides_label=origin.label)
     return config, []
 
 

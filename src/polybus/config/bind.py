@@ -192,13 +192,15 @@ def _extra_entrypoints(clients: list[str], p: Problems) -> list[str]:
     return [c for c in clients if c not in kept]
 
 
-def _entrypoint_misspelt(tables: dict[str, Any]) -> bool:
-    """Whether a module has an unknown key nearest to ``entrypoint`` (``entrypiont``): its
-    own error says "did you mean 'entrypoint'?", so no module having one is that mistake,
+def _entrypoint_mistaken(tables: dict[str, Any]) -> bool:
+    """Whether a module has an unknown key nearest to ``entrypoint`` (``entrypiont``), or
+    an entrypoint that is not a string (``entrypoint = 7``): its own error says "did you
+    mean 'entrypoint'?" or "expected a string", so no module having one is that mistake,
     not another to report."""
-    return any(k not in MODULE_KEYS and k not in USE_KEYS and k not in DEFINE_KEYS
-               and closest(k, MODULE_KEYS) == "entrypoint"
-               for t in tables.values() if isinstance(t, dict) for k in t)
+    return any((k == "entrypoint" and not isinstance(v, str)) or (
+               k not in MODULE_KEYS and k not in USE_KEYS and k not in DEFINE_KEYS
+               and closest(k, MODULE_KEYS) == "entrypoint")
+               for t in tables.values() if isinstance(t, dict) for k, v in t.items())
 
 
 def build(doc: dict[str, Any], config_path: Path, p: Problems,
@@ -245,7 +247,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     clients = [m.key for m in modules.values() if m.entrypoint is not None]
     if isinstance(raw_modules, dict) and not raw_modules:
         p.add("no modules", "modules", "add [modules.<name>] tables, each with a source")
-    elif modules and not clients and "serve" not in doc and not _entrypoint_misspelt(raw_tables):
+    elif modules and not clients and "serve" not in doc and not _entrypoint_mistaken(raw_tables):
         p.add("no module has an entrypoint", "modules",
               'exactly one module (the client) needs entrypoint = "main" or similar, '
               "or a [serve] table routes HTTP requests to the modules")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from polybus.config.origin import written_by
 from polybus.errors import ConfigError
 from polybus.transport.spinning import SPIN_S
 
@@ -210,6 +211,15 @@ class AppConfig:
     serve: ServeSpec | None = None     # [serve]: the HTTP front door
     # Warnings: likely mistakes the files cannot prove (a binding nothing uses)
     notes: tuple[ConfigError, ...] = ()
+    # The dotted keys the overrides wrote, and their label (``--set``, ``overrides``):
+    # where a mistake found after loading (by an engine) is said to be, as one found
+    # loading is (problems.py). Not part of the configuration: not compared.
+    overridden: tuple[str, ...] = field(default=(), compare=False)
+    overrides_label: str = field(default="", compare=False)
+
+    def origin(self, key: str) -> str:
+        """Where the value at ``key`` came from: the overrides' label, or the file."""
+        return self.overrides_label if written_by(self.overridden, key) else str(self.path)
 
     def binding(self, user: str, name: str) -> Binding | None:
         for b in self.bindings:

@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["PYTHON", "SET", "VARY", "Origin"]
+__all__ = ["PYTHON", "SET", "VARY", "Origin", "written_by"]
+
+
+def written_by(overridden: Iterable[str], key: str | None) -> bool:
+    """Whether an override wrote ``key``: one of the dotted keys ``overridden`` is it, or
+    a table above it."""
+    return key is not None and any(key == o or key.startswith(o + ".") for o in overridden)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import tomllib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from polybus.config.origin import SET, Origin
+from polybus.config.origin import SET, Origin, written_by
 from polybus.errors import ConfigError
 
 __all__ = ["ConfigErrors", "Problems", "closest", "describe", "dotted", "names_array",
@@ -152,11 +152,7 @@ class Problems:
 
     def override(self, key: str | None) -> Origin | None:
         """Where the overrides came from, when one wrote ``key`` (or a table above it)."""
-        if key is not None:
-            for o in self._overridden:
-                if key == o or key.startswith(o + "."):
-                    return self._from
-        return None
+        return self._from if written_by(self._overridden, key) else None
 
     def origin(self, key: str | None) -> str:
         """Where the value at ``key`` came from: the overrides' label or the file."""

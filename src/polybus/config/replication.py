@@ -30,6 +30,7 @@ from fractions import Fraction
 from typing import Literal, cast
 
 from polybus.config.model import Condition, MigrationPath, ReplicaSpec
+from polybus.config.problems import closest
 from polybus.errors import ConfigError
 
 __all__ = ["MAX_REPLICAS", "REPLICATION_FORMS", "parse_replication"]
@@ -43,6 +44,7 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _FLOAT = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 _INT = re.compile(r"[0-9]+")
 _RATIO = re.compile(r"([0-9]+)\s*/\s*([0-9]+)")
+_OPTION = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)")  # (the word after a replica's ':')
 _OPS = ("<=", ">=", "==", "!=", "<", ">")
 
 Op = Literal["<", "<=", "==", "!=", ">=", ">"]
@@ -132,7 +134,7 @@ class _Parser:
         if self.at(":"):
             self.pos += 1
             if not self.at("["):
-                raise self.error("'[' of a fraction such as ':[1/2]'")
+                raise self.not_a_fraction()
             if len(names) == 1:
                 raise self.problem("a fraction is given but there is no migration path "
                                    "(join replicas with '#')", self.pos)
@@ -161,7 +163,7 @@ class _Parser:
                     self.pos += 1
                     self.condition(rep, seen)
                 self.expect(")")
-            elif self.at(":") and self.text[self.pos + 1:].lstrip().startswith("speed"):
+            elif self.at(":") and self.option() == "speed":
                 self.pos += 1
                 self.expect("speed")
                 where = self.pos
@@ -180,6 +182,27 @@ class _Parser:
             else:
                 break
         return name
+
+    def option(self) -> str | None:
+        """The word after the ':' at ``pos`` (``speed`` in ``a:speed=0.5``), if one is."""
+        m = _OPTION.match(self.text, self.pos + 1)
+        return m.group(1) if m is not None else None
+
+    def not_a_fraction(self) -> ConfigError:
+        """After a ':' that is neither a replica's ``speed=`` nor a path's ``[fraction]``:
+        a word near ``speed``, or one given a value, is an option misspelled or unknown
+        (``a:sped=0.5`` was told only that a fraction's '[' was expected)."""
+        self.skip_ws()
+        m = _OPTION.match(self.text, self.pos)
+        if m is not None:
+            word, near = m.group(1), closest(m.group(1), ["speed"])
+            if near is not None:
+                return self.problem(f"unknown replica option {word!r} (did you mean "
+                                    f"{near!r}?)", self.pos)
+            if self.text[m.end():].lstrip().startswith("="):
+                return self.problem(f"unknown replica option {word!r}: a replica takes "
+                                    "':speed=F', a migration path ':[fraction]'", self.pos)
+        return self.error("'[' of a fraction such as ':[1/2]'")
 
     def condition(self, rep: _Replica, seen: set[str]) -> None:
         self.skip_ws()

@@ -43,6 +43,7 @@ from polybus.transport.spinning import SPIN_S
 
 __all__ = [
     "CLUSTER_KEYS", "DEFINE_KEYS", "MODULE_KEYS", "TOP_KEYS", "USE_KEYS", "parse_module",
+    "source_file",
 ]
 
 TRANSPORTS = ("tcp", "ipc", "shm")  # (not inproc: a module's replicas are processes)
@@ -217,6 +218,12 @@ def _names(table: dict[str, Any], k: str, more: Sequence[str]) -> list[str]:
     return list(dict.fromkeys([*(sub if isinstance(sub, dict) else ()), *more]))
 
 
+def source_file(base_dir: Path, source: str) -> Path:
+    """The file a module's ``source`` names: relative to ``base_dir``, the
+    configuration's directory."""
+    return (base_dir / Path(source).expanduser()).resolve()
+
+
 def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
                  used: Sequence[str] = (), served: Sequence[str] = ()) -> ModuleSpec:
     """One ``[modules.<key>]`` table; source existence is checked, its contents are not.
@@ -236,7 +243,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
         p.add("missing key 'source'", dotted(*path), "the module's Python file, "
               "relative to the configuration file")
     elif raw_source is not None:
-        source = (base_dir / Path(raw_source).expanduser()).resolve()
+        source = source_file(base_dir, raw_source)
         if not source.is_file():
             p.add(f"source file {raw_source!r} not found (looked for {str(source)!r})",
                   t.key("source"), nearest_file(raw_source, source))

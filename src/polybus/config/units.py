@@ -13,11 +13,14 @@ from polybus.errors import ConfigError
 
 __all__ = ["duration_text", "parse_duration", "parse_size", "shown"]
 
+# Up to the exa- units, in which the bound (MAX_SIZE) is said: "7EiB" was "not a size"
+# while a number past it was "less than 8 EiB". (No "e" alone: "1e" reads as an exponent.)
 _SIZE_UNITS: dict[str, int] = {
     "b": 1,
-    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
-    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
-    "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4, "pb": 1000**5, "eb": 1000**6,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "pib": 1024**5,
+    "eib": 1024**6,
+    "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5,
 }
 _DURATION_UNITS: dict[str, float] = {
     "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
@@ -44,8 +47,8 @@ def _split(text: str) -> tuple[float, str] | None:
 
 
 def parse_size(value: object) -> int:
-    """Bytes from ``1048576``, ``"1MiB"``, ``"64KiB"``, ``"1GB"`` (KB/MB/GB are powers of 1000);
-    less than `MAX_SIZE`."""
+    """Bytes from ``1048576``, ``"1MiB"``, ``"64KiB"``, ``"1GB"`` (KB/MB/GB ... EB are powers
+    of 1000, KiB ... EiB of 1024); less than `MAX_SIZE`."""
     said = shown(value)
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ConfigError(f"expected a size, got {said}", hint=SIZE_FORMS)

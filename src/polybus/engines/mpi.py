@@ -117,7 +117,7 @@ def _check_size(app: AppConfig, size: int, launched: bool = True) -> None:
             f"the mpi engine runs one rank for the client and one per replica: this "
             f"configuration has {want - 1} replica(s), so {want} ranks; it was started "
             f"{how}" + ("; and it needs mpi4py, which is not installed" if missing else ""),
-            file=str(app.path), key="cluster.engine",
+            file=app.origin("cluster.engine"), key="cluster.engine",
             hint=("pip install 'polybus[mpi]', then " if missing
                   else "")
             + f"mpiexec -n {want} polybus run {shlex.quote(where)} ... (with "

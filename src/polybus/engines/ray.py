@@ -197,7 +197,8 @@ class RayEngine:
         if have < replicas:
             raise ConfigError(
                 f"the ray engine runs each of the {replicas} replicas as an actor of one "
-                f"CPU; this Ray cluster has {have:g}", file=str(self.app.path),
+                f"CPU; this Ray cluster has {have:g}",
+                file=self.app.origin("cluster.engine"),
                 key="cluster.engine", hint="fewer replicas, or a cluster with more CPUs "
                 "(ray start --head --num-cpus N, then RAY_ADDRESS=auto)")
 

@@ -73,7 +73,8 @@ def serve_replica(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *,
     if not local and cluster.listen_host in _LOOPBACK:
         raise ConfigError(
             f"this replica is on {here}, the client on {client_host}: listening on "
-            f"{cluster.listen_host} it cannot be reached", file=str(app.path),
+            f"{cluster.listen_host} it cannot be reached",
+            file=app.origin("cluster.listen_host"),
             key="cluster.listen_host",
             hint='listen_host = "0.0.0.0" (every interface; each replica registers its '
                  'host name), with [cluster] tls for traffic between hosts')
