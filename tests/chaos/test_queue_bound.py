@@ -1,4 +1,5 @@
-"""The replica's queue bound holds exactly, however many calls one read brings in."""
+"""The replica's queue bound holds exactly, however many calls one read brings in: no more
+than ``queue`` calls wait beyond those the free handlers take."""
 
 from __future__ import annotations
 
@@ -33,18 +34,23 @@ def square(i: int) -> int:
 
 
 class Watched:
-    """A replica whose queue length is watched on every push."""
+    """A replica whose waiting calls are counted on every push: those in its queue but
+    for one per free handler, which takes it as the poller lets its role go (the
+    bound is on what waits: intake.py, `_full`). Pushed under the lock, so exactly."""
 
     def __init__(self, overflow: str, address: str) -> None:
         self.rt = WorkerRuntime("w", {"square": square}, TOKEN, address,
                                 options=ServeOptions(queue=BOUND, overflow=overflow))
-        self.longest = 0
-        queue = self.rt._queue
+        self.longest = 0  # calls waiting
+        self.fullest = 0  # calls in the queue
+        rt, queue = self.rt, self.rt._queue
         push = queue.push
 
         def watched_push(*a: object) -> object:
             job = push(*a)  # type: ignore[arg-type]
-            self.longest = max(self.longest, len(queue))
+            free = rt.options.pool - rt._running
+            self.longest = max(self.longest, len(queue) - free)
+            self.fullest = max(self.fullest, len(queue))
             return job
 
         queue.push = watched_push  # type: ignore[method-assign]
@@ -104,6 +110,7 @@ def test_queue_never_exceeds_its_bound(replica: Watched) -> None:
     else:
         assert busy > 0
     assert 0 < replica.longest <= BOUND, replica.longest
+    assert replica.fullest <= BOUND + replica.rt.options.pool, replica.fullest
 
 
 def _uneven_square(i: int) -> int:

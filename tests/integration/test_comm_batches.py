@@ -257,8 +257,8 @@ def test_a_batch_refused_whole_fails_each_of_its_calls(tmp_path: Path) -> None:
                 outcomes.append(polybus.wait(p))
             except BusyError as exc:
                 outcomes.append(type(exc).__name__)
-        # (one runs, the next waits in the queue of 1 or is refused if the first has not
-        # left it yet; the last is refused unless the first ran by then)
+        # (one runs and the next waits in the queue of 1; the last is refused unless
+        # the first had ended by then)
         batches = [outcomes[i:i + 4] for i in (0, 4, 8)]
         ran = [b for b in batches if b != ["BusyError"] * 4]
         assert all(b == list(range(b[0], b[0] + 4)) for b in ran), outcomes

@@ -62,7 +62,7 @@ def _stuck(rt: WorkerRuntime, ch: Any) -> None:
 
 
 def test_a_call_held_while_its_client_is_stuck_is_answered() -> None:
-    """pool 1, queue 2: the third call is held (the queue is full) when the client is
+    """pool 1, queue 1: the third call is held (the queue is full) when the client is
     stuck behind a large answer; it read that answer while the second call ran, and the
     replica then served it inline before taking the held call up again: the held call
     was overwritten by the next message (5-6 of 10 trials)."""
@@ -81,7 +81,7 @@ def test_a_call_held_while_its_client_is_stuck_is_answered() -> None:
     for _ in range(6):
         go.clear()
         rt = WorkerRuntime("w", {"big": lambda: big, "slow": slow, "echo": lambda x: x},
-                           TOKEN, options=ServeOptions(pool=1, queue=2)).start()
+                           TOKEN, options=ServeOptions(pool=1, queue=1)).start()
         c = connect(rt.address, TOKEN, Codec())
         try:
             c.send_many([Call(1, "big", []), Call(2, "slow", []), Call(3, "echo", ["D"]),

@@ -42,6 +42,15 @@ def test_bound_and_full() -> None:
     assert not q.full()
 
 
+def test_the_bound_is_on_what_waits_after_the_free_handlers_take_theirs() -> None:
+    q = CallQueue(bound=2)
+    for i in range(6):
+        assert not q.full(free=4), i
+        q.push(call(i), "c", 0)
+    assert q.full(free=4) and not q.full(free=5)
+    assert q.full(free=-1) == q.full()  # (never fewer than none free)
+
+
 def test_steal_takes_from_the_back_of_one_channels_jobs() -> None:
     q = CallQueue(100)
     q.push(call(1, prio=9), "a", 0)

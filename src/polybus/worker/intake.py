@@ -92,6 +92,19 @@ class Intake:
     def _wake(self) -> None:
         raise NotImplementedError  # the runtime's
 
+    def _full(self) -> bool:
+        """The queue has no room for another call: ``queue`` calls would wait even once
+        every free handler has taken one. The poller reads a burst before any handler
+        takes a call, so the free ones count: a burst fills the handlers and then the
+        queue, under either overflow. Exact under the lock (a handler takes a call and
+        counts itself running in one step under it); without it, a look that may be
+        off by that one call (`_resume_paused`: `_take` asks again, under the lock)."""
+        return self._queue.full(self.options.pool - self._running)
+
+    def _full_now(self) -> bool:
+        with self._lock:
+            return self._full()
+
     # -- new connections ---------------------------------------------------------
     def _accept(self, where: Address) -> None:
         try:
@@ -171,7 +184,8 @@ class Intake:
     def _take(self, ch: Channel) -> None:
         """Handle the messages ``ch`` has sent while the queue has room. Backpressure: a
         call that does not fit is held (one per peer) and the peer is not read until there
-        is room, so the queue never holds more than its bound (a Batch is taken whole)."""
+        is room, so no more calls than the bound ever wait (`_full`; a Batch is taken
+        whole)."""
         block = self.options.overflow == "block"
         try:
             while not ch.closed:
@@ -184,7 +198,7 @@ class Intake:
                     if msg is None:
                         return
                 if block and (type(msg) is Call or isinstance(msg, Batch | CallBatch)) \
-                        and self._queue.full():
+                        and self._full_now():
                     self._stash[ch] = msg
                     if ch not in self._paused:
                         self._sel.unregister(ch.sock)
@@ -364,7 +378,7 @@ class Intake:
                                         f"{', '.join(sorted(self.functions)) or 'nothing'}"))
             return False
         with self._lock:
-            busy = self._queue.full() and self.options.overflow == "reject"
+            busy = self.options.overflow == "reject" and self._full()
             if not busy:
                 self._queue.push(item, ch, time.perf_counter())
         if busy:

@@ -93,7 +93,7 @@ class Polling(Intake):
         self._calls_seen = self.calls
         if timeout and self._awake and self._rings_down():
             return  # frames came with no doorbell: read, not slept on
-        if self._paused and not self._queue.full():
+        if self._paused and not self._full():
             # A client this poll paused (its call found the queue full) while the pool
             # drained the queue: the pool looked for paused clients before this one was,
             # so no wake comes; resume it now, not after a sleep (found by a stress run
@@ -138,10 +138,10 @@ class Polling(Intake):
             self._sel.register(ch.sock, ch)
 
     def _resume_paused(self) -> None:
-        if not self._paused or self._queue.full():
+        if not self._paused or self._full():
             return
         for ch in list(self._paused):
-            if self._queue.full():
+            if self._full():
                 break
             self._paused.discard(ch)
             if not ch.closed:

@@ -255,7 +255,7 @@ class WorkerRuntime(Polling):
         a poller that may be asleep is woken to resume it. With none holding the role,
         whoever polls next resumes it first thing (`_poll_once`), so no bell: a wake
         per call run was ~6% of a replica's time in a burst that had paused its client."""
-        if self._paused and self._polling and not self._queue.full():
+        if self._paused and self._polling and not self._full():
             self._wake()
 
     # -- running a call ----------------------------------------------------------

@@ -3,6 +3,12 @@
 Highest ``prio`` first, first come first served among equals. The queue never decides
 what to do when it is full; it says so, and the runtime applies the interface's
 overflow policy (block the sender, or reject with a typed busy error).
+
+The bound is on the calls that *wait*: a call that a free handler is about to take
+is not one of them. The poller reads a whole burst before it lets its role go, and only
+then do the handlers take calls from the queue; so `full` is asked with the number of
+handlers free (``free``), and the queue holds up to ``bound + free`` jobs for that
+moment, ``bound`` of them left waiting once the handlers have taken theirs.
 """
 
 from __future__ import annotations
@@ -41,8 +47,10 @@ class CallQueue:
     def __len__(self) -> int:
         return self._live
 
-    def full(self) -> bool:
-        return self._live >= self.bound
+    def full(self, free: int = 0) -> bool:
+        """No room for another job: ``bound`` would still wait after ``free`` handlers
+        (those idle, or polling, now) have each taken one."""
+        return self._live >= self.bound + max(0, free)
 
     def push(self, call: Any, channel: Any, now: float) -> Job:
         job = Job(call, channel, now)
