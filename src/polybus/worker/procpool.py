@@ -47,7 +47,7 @@ def _invoke(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     assert _module is not None
     try:
         return getattr(_module, fn_name)(*args, **kwargs)
-    except Exception as exc:
+    except BaseException as exc:  # (sys.exit() and KeyboardInterrupt too, as a thread's)
         # The user's frames are here; in the replica the exception has only the pool's
         # (the child's text rides as a __cause__ that replies.failure would not show).
         from polybus.worker.replies import CHILD_TRACEBACK, remote_traceback
