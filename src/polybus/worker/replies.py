@@ -26,6 +26,18 @@ from polybus.worker import readonly, unread
 CORK_LIMIT = 64
 CORK_HOLD_S = 0.002  # the longest an answer is held (a poller or the standby writes it)
 CHILD_TRACEBACK = "polybus_traceback"  # an attribute: pickled with the exception
+POOL_DIED = "pool-died"  # the Fail kind of a call its process pool lost (procpool.py)
+
+
+class PoolDied(Exception):
+    """Raised in place of a call's value when the replica's process pool lost the call
+    (a child died: procpool.py). Its answer is ``Fail(kind="pool-died")`` whose ``type``
+    names the polybus error the client raises: ``WorkerDiedError`` (an interface that
+    is not idempotent) or ``PoisonCallError`` (the call's child died while it ran alone)."""
+
+    def __init__(self, error: str, message: str) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 def remote_traceback(exc: BaseException) -> str:
@@ -52,6 +64,8 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
 
     Given the call (``fn``, ``args``, ``kwargs``), a write refused by a read-only cached
     operand gets a note after its message naming the operand (readonly.py)."""
+    if isinstance(exc, PoolDied):  # (not the function's: it has no frames to show)
+        return Fail(call_id, POOL_DIED, exc.error, text_of(exc), "")
     qual = type_name(type(exc))  # (server.InputError, as the user knows its module)
     try:
         tb = remote_traceback(exc)
