@@ -47,8 +47,11 @@ def invoke(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     except BaseException as exc:  # (sys.exit() and KeyboardInterrupt too, as a thread's)
         # The user's frames are here; in the replica the exception has only the pool's
         # (the child's text rides as a __cause__ that replies.failure would not show).
-        from polybus.worker.replies import CHILD_TRACEBACK, remote_traceback
+        from polybus.worker.replies import CHILD_TRACEBACK, remote_traceback, stand_in
 
         with contextlib.suppress(Exception):  # (an exception that refuses attributes)
             setattr(exc, CHILD_TRACEBACK, remote_traceback(exc))
+        other = stand_in(exc)  # (one that would not unpickle there broke the pool)
+        if other is not None:
+            raise other from None
         raise

@@ -11,6 +11,7 @@ the others in its write still go.
 from __future__ import annotations
 
 import inspect
+import pickle
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +41,32 @@ class PoolDied(Exception):
         self.error = error
 
 
+class ChildException(Exception):
+    """Stands in, in a process pool's child, for an exception that would not come back
+    whole to the replica (`stand_in`): its type's name, message and traceback, as text.
+    (The exception's own unpickling there broke the whole pool: a class whose
+    ``__init__`` takes other parameters than its ``args``, a common one.)"""
+
+    def __init__(self, kind: str, message: str, traceback: str) -> None:
+        super().__init__(kind, message, traceback)  # (its args rebuild it, unpickled)
+
+
+def stand_in(exc: BaseException) -> ChildException | None:
+    """In a process pool's child: None if ``exc`` comes back whole through pickle (as
+    the pool sends it), else a `ChildException` to send in its place."""
+    from multiprocessing.reduction import ForkingPickler
+
+    try:
+        pickle.loads(ForkingPickler.dumps(exc))
+    except Exception:
+        try:
+            tb = remote_traceback(exc)
+        except Exception:  # (formatting calls the exception's __str__ again)
+            tb = ""
+        return ChildException(type_name(type(exc)), text_of(exc), tb)
+    return None
+
+
 def remote_traceback(exc: BaseException) -> str:
     """The traceback a client is shown: from the user's function down. A call run in a
     process pool's child brings the one formatted there (procpool.py)."""
@@ -66,6 +93,9 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
     operand gets a note after its message naming the operand (readonly.py)."""
     if isinstance(exc, PoolDied):  # (not the function's: it has no frames to show)
         return Fail(call_id, POOL_DIED, exc.error, text_of(exc), "")
+    if isinstance(exc, ChildException):  # (the function's, as text: stand_in)
+        kind, message, traceback = exc.args
+        return Fail(call_id, "exception", kind, message, traceback)
     qual = type_name(type(exc))  # (server.InputError, as the user knows its module)
     try:
         tb = remote_traceback(exc)
