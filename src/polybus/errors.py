@@ -22,8 +22,10 @@ it can act on::
         ├── RemoteException         the module function raised (remote type, message, traceback)
         ├── CallTimeoutError        the call's deadline passed before its answer came
         ├── BusyError               the replica's queue was full and overflow = "reject"
-        ├── WorkerDiedError         the replica died holding a call that must not be re-run
-        └── PoisonCallError         the call killed several replicas in a row
+        ├── WorkerDiedError         the replica (or its pool process) died holding a call that
+        │                           must not be re-run
+        └── PoisonCallError         the call killed several replicas in a row (or its
+                                    replica's process pool twice)
 
 Apart from the tree, ``polybus.RunTimeout`` (deadline.py) is a KeyboardInterrupt: a run
 stopped by its time limit unwinds as Ctrl-C would.
@@ -240,8 +242,12 @@ class BusyError(RemoteError):
 
 
 class WorkerDiedError(RemoteError):
-    """The replica died holding the call, and the interface is not idempotent."""
+    """The replica died holding the call, and the interface is not idempotent; or, under
+    ``pool = "processes:N"``, the process of the replica's pool that ran it did (the
+    replica serves on: worker/procpool.py)."""
 
 
 class PoisonCallError(RemoteError):
-    """The call was running on each of several replicas when it died."""
+    """The call was running on each of several replicas when it died; or, under ``pool =
+    "processes:N"``, its replica's process pool broke with it in it, and again when it ran
+    there alone (worker/procpool.py)."""

@@ -268,3 +268,51 @@ def test_remote_traceback_shows_the_users_frames_only(tmp_path: Path, pool: str)
     assert tb.startswith(f'  File "{tmp_path / "server.py"}", line 5, in fail\n'), tb
     assert "raise ValueError(message)" in tb and tb.rstrip().endswith("ValueError: deep")
     assert "polybus" not in tb and "concurrent" not in tb, tb
+
+
+@pytest.mark.parametrize("pool", ["1", '"processes:1"'])
+def test_sys_exit_or_keyboardinterrupt_shows_the_users_frame_in_either_pool(
+        tmp_path: Path, pool: str) -> None:
+    """Under a process pool the child caught only Exception: the two came back with
+    concurrent.futures' frames alone, the user's line lost."""
+    toml = f"""
+        [modules.server]
+        source = "server.py"
+        define.leave = {{ pool = {pool} }}
+        define.interrupt = {{ pool = {pool} }}
+        define.echo = {{ pool = {pool} }}
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+
+        [bind]
+        "client.leave" = "server.leave"
+        "client.interrupt" = "server.interrupt"
+        "client.echo" = "server.echo"
+    """
+    app = write_app(tmp_path, server=EXITING, toml=toml, client="""
+        from polybus import use
+        from polybus.errors import RemoteException
+
+        leave, interrupt, echo = use("leave"), use("interrupt"), use("echo")
+
+        def main():
+            out = []
+            for call, args in ((leave, (4,)), (interrupt, ())):
+                try:
+                    call(*args)
+                except RemoteException as exc:
+                    out.append([exc.remote_type, exc.remote_message, exc.remote_traceback])
+            return out + [echo("after")]
+    """)
+    left, interrupted, after = polybus.run(app).result
+    server = tmp_path / "server.py"
+    assert left[:2] == ["SystemExit", "4"]
+    assert left[2].startswith(f'  File "{server}", line 6, in leave\n'), left[2]
+    assert left[2].rstrip().endswith("SystemExit: 4"), left[2]
+    assert interrupted[:2] == ["KeyboardInterrupt", "from the module"]
+    assert interrupted[2].startswith(f'  File "{server}", line 9, in interrupt\n'), interrupted[2]
+    for _, _, tb in (left, interrupted):
+        assert "polybus" not in tb and "concurrent" not in tb, tb
+    assert after == "after"

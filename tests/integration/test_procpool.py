@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 import polybus
+from polybus.testing.apps import write_app
 
 APP = Path(__file__).parent / "apps" / "procpool" / "app.toml"
 
@@ -30,3 +33,63 @@ def test_the_children_are_started_with_the_replica_not_by_the_first_calls() -> N
     does not count: the first calls of a run used to pay for it."""
     r = polybus.run(APP, {"modules.client.entrypoint": "before_any_call"})
     assert r.result == 2
+
+
+TWO_ARGS = """
+    import multiprocessing
+    import os
+
+    class TwoArgs(Exception):
+        def __init__(self, a, b):
+            super().__init__(f"{a} and {b}")
+
+    def odd(x):
+        if x == 1:
+            raise TwoArgs(x, 2)
+        return os.getpid()
+
+    def children():
+        return sorted(p.pid for p in multiprocessing.active_children())
+"""
+
+
+@pytest.mark.parametrize("pool", ["1", '"processes:2"'])
+def test_an_exception_that_would_not_unpickle_fails_its_call_as_in_a_thread(
+        tmp_path: Path, pool: str) -> None:
+    """An exception class whose __init__ does not take its args (a common one) could
+    not be rebuilt in the replica, and that broke the whole process pool."""
+    app = write_app(tmp_path, server=TWO_ARGS, toml=f"""
+        [modules.server]
+        source = "server.py"
+        define.odd = {{ pool = {pool} }}
+        define.children = {{}}
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+
+        [bind]
+        "client.odd" = "server.odd"
+        "client.children" = "server.children"
+    """, client="""
+        from polybus import use
+        from polybus.errors import RemoteException
+
+        odd, children = use("odd"), use("children")
+
+        def main():
+            before = [odd(0), children()]
+            try:
+                odd(1)
+            except RemoteException as exc:
+                caught = [exc.remote_type, exc.remote_message, exc.remote_traceback]
+            return before, caught, [odd(2), children()]
+    """)
+    before, caught, after = polybus.run(app).result
+    kind, message, tb = caught
+    assert (kind, message) == ("server.TwoArgs", "1 and 2")
+    assert tb.startswith(f'  File "{tmp_path / "server.py"}", line 11, in odd\n'), tb
+    assert tb.rstrip().endswith("server.TwoArgs: 1 and 2"), tb
+    assert after[1] == before[1]  # (the same pool's children, none for threads: unbroken)
+    if pool != "1":
+        assert len(after[1]) == 2 and after[0] in after[1], after

@@ -13,9 +13,11 @@ from polybus.errors import (
     BusyError,
     CallTimeoutError,
     NoReplicaError,
+    PoisonCallError,
     PolybusError,
     RemoteError,
     RemoteException,
+    WorkerDiedError,
 )
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
@@ -224,6 +226,9 @@ def error_from(fail: Fail, interface: str, replica: str, origin: str = "",
                               interface=interface, replica=replica, origin=origin)
     elif fail.kind == "busy":
         err = BusyError(fail.message, interface=interface, replica=replica)
+    elif fail.kind == "pool-died":  # (a child of its process pool died: worker/procpool.py)
+        lost = PoisonCallError if fail.type == PoisonCallError.__name__ else WorkerDiedError
+        err = lost(fail.message, interface=interface, replica=replica)
     else:
         err = RemoteError(f"{fail.type}: {fail.message}", interface=interface, replica=replica)
     err.call = call

@@ -113,8 +113,9 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     options = options_for(spec, replica, max_frame)
     procs: ProcessPool | None = None
     if spec is not None and (children := process_count(spec)):
-        procs = ProcessPool(children, module_path, import_name(module_key))
-        functions = {n: (procs.wrap(n) if spec.define[n].pool_kind == "processes" else f)
+        procs = ProcessPool(children, module_path, import_name(module_key), name)
+        functions = {n: (procs.wrap(n, spec.define[n].idempotent)
+                         if spec.define[n].pool_kind == "processes" else f)
                      for n, f in functions.items()}
     if spec is not None:
         functions = gated(functions, spec, options.pool)  # each interface's own pool

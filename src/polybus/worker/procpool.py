@@ -7,92 +7,255 @@ pickle, which is safe here: both ends are this replica's own processes.
 The children end with the replica: when it stops they are ended, not waited for (a call
 may run on for ever, or ignore SIGTERM), and the kernel kills them if it dies (an idle
 child would otherwise wait for ever on a queue whose writing end it holds itself).
+
+A child that dies (the function called ``os._exit``, crashed, or was killed: the OOM
+killer, a stray SIGKILL) breaks the executor for good: it fails the calls in it and
+takes no more. The replica then starts a new pool (the module imported afresh in each
+child) and serves on. The calls the pool was running (at most N: the others wait for a
+slot in the replica, poolslots.py) are settled as a lost replica's are
+(docs/reliability.md): an idempotent interface's call runs again, once, alone in the
+new pool, so that a child that dies then died of that call: it fails with
+``PoisonCallError``; a call of an interface that is not idempotent is not run again and
+fails with ``WorkerDiedError``. Both say how the child ended (`replies.PoolDied`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import InvalidStateError, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from multiprocessing import connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-_module: ModuleType | None = None
+from polybus.usernames import key_of
+from polybus.worker.poolslots import Slots, how_it_ended
+from polybus.worker.procchild import invoke, load, ready
+from polybus.worker.replies import CHILD_TRACEBACK, PoolDied
+
+log = logging.getLogger("polybus.worker")
+_SUBMITS = 3  # pools found broken in a row before a call gets into one: it fails
 
 
-def _load(path: str, name: str, replica: int) -> None:
-    global _module
-    from polybus.client.stubs import serving
-    from polybus.usernames import key_of
-    from polybus.worker.lifetime import die_with_parent
-    from polybus.worker.module import load_module
+@dataclass(eq=False)
+class _Pool:
+    """One executor and its children; ``broken`` says how it broke, once it has."""
 
-    # Sent when the replica's thread that started this child ends: the thread that made
-    # the pool (ProcessPool._start), which runs until the replica stops.
-    die_with_parent(signal.SIGKILL, replica)
-    serving(key_of(name))  # (as its replica: worker/main.py)
-    _module = load_module(Path(path), name)
-
-
-def _ready() -> int:
-    return os.getpid()
-
-
-def _invoke(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    assert _module is not None
-    try:
-        return getattr(_module, fn_name)(*args, **kwargs)
-    except Exception as exc:
-        # The user's frames are here; in the replica the exception has only the pool's
-        # (the child's text rides as a __cause__ that replies.failure would not show).
-        from polybus.worker.replies import CHILD_TRACEBACK, remote_traceback
-
-        with contextlib.suppress(Exception):  # (an exception that refuses attributes)
-            setattr(exc, CHILD_TRACEBACK, remote_traceback(exc))
-        raise
+    executor: ProcessPoolExecutor
+    children: list[BaseProcess] = field(default_factory=list)
+    broken: str | None = None
 
 
 class ProcessPool:
-    """Runs a module's functions in child processes; `wrap` makes the callables."""
+    """Runs a module's functions in child processes; `wrap` makes the callables.
+    ``replica``: its name, for what a call lost with a child is told."""
 
-    def __init__(self, workers: int, module_path: Path, module_name: str) -> None:
+    def __init__(self, workers: int, module_path: Path, module_name: str,
+                 replica: str = "") -> None:
+        self._workers = workers
+        self._initargs = (str(module_path), module_name, os.getpid())
+        self._key = key_of(module_name)
+        self._replica = replica or "the replica"
+        self._slots = Slots(workers)
+        self._lock = threading.Lock()  # (held to put a new pool in a broken one's place)
+        self._closed = False
+        self._pool = self._start()
+
+    def _start(self) -> _Pool:
+        """A pool with every child started now, each with the module loaded, so that a
+        run's first calls (timed in ``elapsed_s``) do not pay for spawning them. The
+        executor spawns a child per submit while none is idle; these submits come
+        before any child is up. (A child started here gets the kernel's SIGKILL when the
+        thread that started it ends: this one, the worker's main thread or, for a
+        pool started again, a pool thread, which runs until the replica stops.)"""
         ctx = multiprocessing.get_context("spawn")  # no forking of a threaded process
-        self._executor = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_load,
-                                             initargs=(str(module_path), module_name, os.getpid()))
-        self._start(workers)
+        executor = ProcessPoolExecutor(self._workers, mp_context=ctx, initializer=load,
+                                       initargs=self._initargs)
+        pool = _Pool(executor)
+        try:
+            for f in [executor.submit(ready) for _ in range(self._workers)]:
+                f.result()
+        except BaseException:
+            pool.children = list(executor._processes.values())
+            _end(pool, 0.0, wait=False)
+            raise
+        pool.children = list(executor._processes.values())
+        return pool
 
-    def _start(self, workers: int) -> None:
-        """Start every child now, each with the module loaded, so that a run's first
-        calls (timed in ``elapsed_s``) do not pay for spawning them. The executor spawns
-        a child per submit while none is idle; these submits come before any child is up."""
-        pending = [self._executor.submit(_ready) for _ in range(workers)]
-        for f in pending:
-            f.result()
-
-    def wrap(self, fn_name: str) -> Callable[..., Any]:
+    def wrap(self, fn_name: str, idempotent: bool = True) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self._executor.submit(_invoke, fn_name, args, kwargs).result()
+            return self._call(fn_name, idempotent, args, kwargs)
 
         call.__name__ = fn_name
         return call
 
+    def _call(self, fn_name: str, idempotent: bool, args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> Any:
+        with self._slots.shared():
+            first = self._run(fn_name, args, kwargs)
+        if not isinstance(first, _Pool):
+            return first.value
+        serves = f"{self._replica} serves on, with a new process pool"
+        if not idempotent:
+            raise PoolDied("WorkerDiedError", (
+                f"{self._replica}: {first.broken} while this call was in that pool (running, "
+                f"or about to run), and the pool went with it; {fn_name} is not idempotent, "
+                f"so the call was not run again ({serves})"))
+        with self._slots.alone():  # (alone, so that a death now is its own: no third run)
+            second = self._run(fn_name, args, kwargs)
+        if not isinstance(second, _Pool):
+            return second.value
+        raise PoolDied("PoisonCallError", (
+            f"{self._replica}: {first.broken} while this call was in that pool, and when it "
+            f"was run again, alone in a new pool, {second.broken}: the call breaks the pool "
+            f"that runs it, and is not run a third time "
+            f"(modules.{self._key}.define.{fn_name}.idempotent = false stops the re-run; "
+            f"{serves})"))
+
+    def _run(self, fn_name: str, args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> _Value | _Pool:
+        """The call's value (or the function's exception, raised), or the pool that
+        broke while the call was in it (a new one is in its place)."""
+        for _ in range(_SUBMITS):
+            pool = self._current()
+            try:
+                future = pool.executor.submit(invoke, fn_name, args, kwargs)
+            except BrokenProcessPool:  # (it broke before the call got in: never ran)
+                self._broke(pool, None)
+                continue
+            try:
+                return _Value(future.result())
+            except BrokenProcessPool as exc:
+                if hasattr(exc, CHILD_TRACEBACK):
+                    raise  # (the function's own: it runs a pool of its own)
+                self._broke(pool, exc)
+                return pool
+        raise PoolDied("WorkerDiedError", (
+            f"{self._replica}: its process pool broke {_SUBMITS} times in a row before "
+            f"this call could get in (each new pool's processes died idle: the worker's "
+            f"log may say why); the call did not run"))
+
+    def _current(self) -> _Pool:
+        pool = self._pool
+        if pool.broken is None:
+            return pool
+        with self._lock:
+            if self._pool.broken is not None:  # (its start failed last time: again)
+                self._renew()
+            return self._pool
+
+    def _broke(self, pool: _Pool, exc: BrokenProcessPool | None) -> None:
+        """``pool`` broke: say how (once), end what is left of it, and start a new one
+        in its place (once: the other calls that were in it find it done)."""
+        with self._lock:
+            if pool.broken is None:
+                pool.broken = _how_it_broke(pool, exc)
+                log.warning("worker %s: %s; a new process pool is started, and the calls "
+                            "that were in the old one run again alone (or fail, if their "
+                            "interface is not idempotent)", self._replica, pool.broken)
+                _end(pool, 0.0, wait=False)
+                _fail_stragglers(pool)
+            if self._pool is pool:
+                self._renew()
+
+    def _renew(self) -> None:
+        """A new pool in the broken one's place (the lock held); PoolDied if it cannot
+        be, the broken one left in place for the next call to try again."""
+        if self._closed:
+            raise PoolDied("WorkerDiedError", f"{self._replica}: {self._pool.broken}, and "
+                           "the replica is stopping: its process pool was not started again")
+        try:
+            self._pool = self._start()
+        except Exception as exc:
+            raise PoolDied("WorkerDiedError", (
+                f"{self._replica}: {self._pool.broken}, and the pool could not be started "
+                f"again: {type(exc).__name__}: {exc} (the worker's log may say why)")) from None
+
     def close(self, grace: float = 1.0) -> None:
         """Cancel the calls not started and end the children: SIGTERM, then SIGKILL after
         ``grace`` s. A running call is not waited for: a SIGTERMed replica used to wait
-        as long as it ran (for ever, for a loop)."""
-        children = list(self._executor._processes.values())  # (3.14 has terminate_workers)
-        for p in children:
+        as long as it ran (for ever, for a loop). No pool is started after this."""
+        with self._lock:
+            self._closed = True
+            pool = self._pool
+        _end(pool, grace, wait=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Value:
+    value: Any
+
+
+def _how_it_broke(pool: _Pool, exc: BrokenProcessPool | None) -> str:
+    """"a process of its process pool (pid 12) exited with status 3", or what else
+    broke it."""
+    cause = exc.__cause__ if exc is not None else None
+    if cause is not None:  # (no process died: the pool met an error of its own)
+        lines = [ln.strip() for ln in str(cause).strip().strip("'").splitlines() if ln.strip()]
+        return f"its process pool broke: an answer from it could not be read ({lines[-1]})" \
+            if lines else "its process pool broke"
+    # A process's sentinel closes as it exits, before it can be reaped: wait for those.
+    # (The executor's thread may reap one first: its exit code is ours once it has.)
+    gone = set(connection.wait([p.sentinel for p in pool.children], timeout=0))
+    deadline = time.monotonic() + 2.0
+    for p in pool.children:
+        if p.sentinel in gone:
+            p.join(1.0)
+            while p.exitcode is None and time.monotonic() < deadline:
+                time.sleep(0.005)
+    ended = [(p.pid, p.exitcode) for p in pool.children]
+    # (The executor SIGTERMs the others once one has died: those are not the news.)
+    dead = ([(pid, c) for pid, c in ended if c is not None and c != -signal.SIGTERM]
+            or [(pid, c) for pid, c in ended if c is not None])
+    if dead:
+        pid, code = dead[0]
+        more = f" (and {len(dead) - 1} more)" if len(dead) > 1 else ""
+        return f"a process of its process pool (pid {pid}) {how_it_ended(code)}{more}"
+    return "a process of its process pool ended"
+
+
+def _end(pool: _Pool, grace: float, *, wait: bool) -> None:
+    """SIGTERM ``pool``'s children, SIGKILL those left after ``grace`` s, and let its
+    executor go (``wait``: for its threads too)."""
+    children = pool.children
+    for p in children:
+        if p.exitcode is None:
             p.terminate()
-        deadline = time.monotonic() + grace
-        for p in children:
+    deadline = time.monotonic() + grace
+    for p in children:
+        if grace > 0:
             p.join(max(0.0, deadline - time.monotonic()))
-            if p.exitcode is None:
-                p.kill()
+        if p.exitcode is None:
+            p.kill()
+            if wait:
                 p.join(1.0)
-        # The executor now finds its pool broken, fails what it held and lets go.
-        self._executor.shutdown(wait=True, cancel_futures=True)
+    # The executor finds its pool broken (if it had not), fails what it held, lets go.
+    pool.executor.shutdown(wait=wait, cancel_futures=True)
+
+
+def _fail_stragglers(pool: _Pool) -> None:
+    """Fail what the broken executor left: its thread fails the calls it holds and ends,
+    but a call submitted just as it did so (the submit saw it whole, and put the call in
+    after that sweep) would wait for ever. Once that thread has ended (it joins the
+    children, which are killed by now), nothing else answers them; before, it might
+    (twice answered, a future raises), so they are left to it."""
+    executor = pool.executor
+    thread: threading.Thread | None = getattr(executor, "_executor_manager_thread", None)
+    if thread is not None:
+        thread.join(1.0)
+        if thread.is_alive():
+            return
+    with executor._shutdown_lock:  # (no submit half done)
+        items = list(executor._pending_work_items.values())
+    for item in items:
+        with contextlib.suppress(InvalidStateError):
+            item.future.set_exception(BrokenProcessPool(f"the pool broke: {pool.broken}"))

@@ -11,6 +11,7 @@ the others in its write still go.
 from __future__ import annotations
 
 import inspect
+import pickle
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,44 @@ from polybus.worker import readonly, unread
 CORK_LIMIT = 64
 CORK_HOLD_S = 0.002  # the longest an answer is held (a poller or the standby writes it)
 CHILD_TRACEBACK = "polybus_traceback"  # an attribute: pickled with the exception
+POOL_DIED = "pool-died"  # the Fail kind of a call its process pool lost (procpool.py)
+
+
+class PoolDied(Exception):
+    """Raised in place of a call's value when the replica's process pool lost the call
+    (a child died: procpool.py). Its answer is ``Fail(kind="pool-died")`` whose ``type``
+    names the polybus error the client raises: ``WorkerDiedError`` (an interface that
+    is not idempotent) or ``PoisonCallError`` (the call's child died while it ran alone)."""
+
+    def __init__(self, error: str, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class ChildException(Exception):
+    """Stands in, in a process pool's child, for an exception that would not come back
+    whole to the replica (`stand_in`): its type's name, message and traceback, as text.
+    (The exception's own unpickling there broke the whole pool: a class whose
+    ``__init__`` takes other parameters than its ``args``, a common one.)"""
+
+    def __init__(self, kind: str, message: str, traceback: str) -> None:
+        super().__init__(kind, message, traceback)  # (its args rebuild it, unpickled)
+
+
+def stand_in(exc: BaseException) -> ChildException | None:
+    """In a process pool's child: None if ``exc`` comes back whole through pickle (as
+    the pool sends it), else a `ChildException` to send in its place."""
+    from multiprocessing.reduction import ForkingPickler
+
+    try:
+        pickle.loads(ForkingPickler.dumps(exc))
+    except Exception:
+        try:
+            tb = remote_traceback(exc)
+        except Exception:  # (formatting calls the exception's __str__ again)
+            tb = ""
+        return ChildException(type_name(type(exc)), text_of(exc), tb)
+    return None
 
 
 def remote_traceback(exc: BaseException) -> str:
@@ -52,6 +91,11 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
 
     Given the call (``fn``, ``args``, ``kwargs``), a write refused by a read-only cached
     operand gets a note after its message naming the operand (readonly.py)."""
+    if isinstance(exc, PoolDied):  # (not the function's: it has no frames to show)
+        return Fail(call_id, POOL_DIED, exc.error, text_of(exc), "")
+    if isinstance(exc, ChildException):  # (the function's, as text: stand_in)
+        kind, message, traceback = exc.args
+        return Fail(call_id, "exception", kind, message, traceback)
     qual = type_name(type(exc))  # (server.InputError, as the user knows its module)
     try:
         tb = remote_traceback(exc)
