@@ -23,12 +23,22 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+import xxhash
+
 from polybus.config.model import AppConfig
 from polybus.errors import ModuleImportError
 from polybus.ownfiles import is_polybus_file
 from polybus.usernames import import_name
 
-__all__ = ["check_imports", "import_failure", "is_polybus_frame", "shown", "stuck_at"]
+__all__ = ["check_imports", "import_failure", "is_polybus_frame", "shown", "source_digest",
+           "stuck_at"]
+
+def source_digest(path: str | os.PathLike[str]) -> str:
+    """The name of a module source's bytes (XXH3-64), as a worker registers it
+    (``Replica.source``) and a client compares it with its configuration's."""
+    with open(path, "rb") as f:
+        return xxhash.xxh3_64_hexdigest(f.read())
+
 
 IMPORT_TIMEOUT = 60.0
 SLOW_IMPORT = 2.0   # a module's check not over by then is named while it goes on

@@ -9,7 +9,8 @@ import pytest
 
 from polybus.client.dialing import same_source
 from polybus.errors import NoReplicaError
-from polybus.wire.messages import Replica, source_digest
+from polybus.usercode import source_digest
+from polybus.wire.messages import Replica
 
 
 def _replica(name: str, source: str) -> Replica:

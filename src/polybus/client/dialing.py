@@ -23,8 +23,9 @@ from pathlib import Path
 from polybus.errors import NoReplicaError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, connect
+from polybus.usercode import source_digest
 from polybus.wire.codec import Codec
-from polybus.wire.messages import Replica, source_digest
+from polybus.wire.messages import Replica
 
 __all__ = ["connect_all", "connect_replica", "pick_address", "same_source", "say_tcp_only",
            "without_scheme"]

@@ -7,11 +7,9 @@ types that refer to the frame's raw buffers (see codec.py).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import msgspec
-import xxhash
 
 
 class _Msg(msgspec.Struct, array_like=True, tag_field="t", omit_defaults=False):
@@ -223,16 +221,10 @@ class Replica(msgspec.Struct, array_like=True):
     # transport, or TCP for a worker started by hand); a client picks by scheme. Last,
     # so older records without it still decode.
     addresses: list[str] = []
-    # XXH3-64 of the module's source file as the worker read it (`source_digest`): a
+    # XXH3-64 of the module's source file as the worker read it (usercode.source_digest): a
     # client leaves out a replica of another file registered under its module's key.
     # "" from a worker that says none. Last, as ``addresses``.
     source: str = ""
-
-
-def source_digest(path: str | os.PathLike[str]) -> str:
-    """The name of a module source's bytes, as a worker registers it (``Replica.source``)."""
-    with open(path, "rb") as f:
-        return xxhash.xxh3_64_hexdigest(f.read())
 
 
 class Register(_Msg, tag=20):

@@ -16,8 +16,9 @@ from polybus.memory import keep_freed_memory
 from polybus.registry.client import Membership, RegistryClient
 from polybus.stopsignals import StopSignals
 from polybus.transport.endpoints import WILDCARDS, Address
+from polybus.usercode import source_digest
 from polybus.usernames import import_name
-from polybus.wire.messages import Replica, source_digest
+from polybus.wire.messages import Replica
 from polybus.worker.lifetime import die_with_parent
 from polybus.worker.limits import gated, process_count
 from polybus.worker.module import interfaces, load_module
