@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
-from polybus.worker.poolslots import Slots, how_it_ended
+from polybus.worker.lifetime import how_it_ended
+from polybus.worker.poolslots import Slots
 
 
 def test_at_most_n_calls_are_in_and_one_alone_is_alone() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -23,6 +22,7 @@ from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
 from polybus.token import ENV, make_token
 from polybus.usercode import SLOW_IMPORT, shown, stuck_at
+from polybus.worker.lifetime import how_it_ended
 
 if TYPE_CHECKING:
     from polybus.engines.supervise import Supervisor
@@ -231,7 +231,7 @@ class LocalEngine:
                 continue
             while (code := proc.poll()) is None and time.monotonic() < deadline:
                 time.sleep(0.005)
-            return None if code is None else _how_it_ended(code)
+            return None if code is None else how_it_ended(code)
         return None
 
     def stop(self) -> None:
@@ -337,18 +337,7 @@ def ended_line(name: str, code: int, log: Path) -> str:
     last = next((ln.strip() for ln in reversed(_tail(log, 20).splitlines())
                  if ln.strip() and ln != "(no output)"
                  and not is_banner(name, ln)), "")  # (the banner says nothing)
-    return f"worker {name} {_how_it_ended(code)}" + (f"; its log ends: {last}" if last else "")
-
-
-def _how_it_ended(code: int) -> str:
-    """"exited with status 3", or "was killed by signal 9 (SIGKILL)" for a negative
-    return code (what subprocess gives for a signal)."""
-    if code >= 0:
-        return f"exited with status {code}"
-    how = f"was killed by signal {-code}"
-    with contextlib.suppress(ValueError):
-        how += f" ({signal.Signals(-code).name})"
-    return how
+    return f"worker {name} {how_it_ended(code)}" + (f"; its log ends: {last}" if last else "")
 
 
 def _start_failure(name: str, status: int, log: Path) -> str:
@@ -360,7 +349,7 @@ def _start_failure(name: str, status: int, log: Path) -> str:
     if at >= 0:
         return f"worker {name} could not start: {text[at + len(_ERROR_LINE):]}"
     said = text.strip()
-    return (f"worker {name} {_how_it_ended(status)} while starting"
+    return (f"worker {name} {how_it_ended(status)} while starting"
             + (f":\n{text}" if said and said != "(no output)" else " (it printed nothing)"))
 
 

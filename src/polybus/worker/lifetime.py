@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -21,3 +22,14 @@ def die_with_parent(sig: int = signal.SIGTERM, parent: int | None = None) -> Non
         return
     if parent is not None and os.getppid() != parent:
         os.kill(os.getpid(), sig)
+
+
+def how_it_ended(code: int) -> str:
+    """"exited with status 3", or "was killed by signal 9 (SIGKILL)" for a negative
+    exit code (what subprocess and multiprocessing give for a signal)."""
+    if code >= 0:
+        return f"exited with status {code}"
+    how = f"was killed by signal {-code}"
+    with contextlib.suppress(ValueError):
+        how += f" ({signal.Signals(-code).name})"
+    return how

@@ -10,12 +10,11 @@ come after it (they wait for it too), so it never waits for ever behind a stream
 
 from __future__ import annotations
 
-import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["Slots", "how_it_ended"]
+__all__ = ["Slots"]
 
 
 class Slots:
@@ -57,16 +56,3 @@ class Slots:
             with self._cv:
                 self._alone = False
                 self._cv.notify_all()
-
-
-def how_it_ended(code: int) -> str:
-    """"exited with status 3", or "was killed by signal 9 (SIGKILL)" for a negative
-    exit code (multiprocessing's, as subprocess's, for a signal)."""
-    if code >= 0:
-        return f"exited with status {code}"
-    how = f"was killed by signal {-code}"
-    try:
-        how += f" ({signal.Signals(-code).name})"
-    except ValueError:
-        pass
-    return how

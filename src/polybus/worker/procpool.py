@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from polybus.usernames import key_of
-from polybus.worker.poolslots import Slots, how_it_ended
+from polybus.worker.lifetime import how_it_ended
+from polybus.worker.poolslots import Slots
 from polybus.worker.procchild import invoke, load, ready
 from polybus.worker.replies import CHILD_TRACEBACK, PoolDied
 
