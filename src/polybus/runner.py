@@ -305,9 +305,12 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
     if kind == "local" and not registry:
         _warn_if_launched(app)
     if kind == "hosts" and not registry:  # (run and serve find it in load first)
+        # (said where the engine was chosen, as load says it: the file or an override)
         raise ConfigError("the hosts engine uses workers already running; it needs their "
-                          "registry", file=str(app.path), key="cluster.registry",
-                          hint="set registry = \"HOST:PORT\" or pass --registry")
+                          "registry", file=app.origin("cluster.engine"),
+                          key="cluster.engine",
+                          hint='set registry = "HOST:PORT" in [cluster], or pass '
+                               "registry= (--registry to run or serve)")
     engine: Engine | None = None
     # Every connection of this run (embedded registry, client) follows [cluster] tls;
     # the workers the engine starts read the same configuration and do the same.

@@ -126,6 +126,24 @@ def test_check_says_the_hosts_engine_needs_a_registry_where_the_engine_was_set(
     assert info.value.hint is not None and 'registry="HOST:PORT"' in info.value.hint
 
 
+def test_started_cluster_says_the_hosts_engine_needs_a_registry_where_it_was_set(
+        tmp_path: Path) -> None:
+    # (from Python, given an app loaded without the run's check: it named the file)
+    from polybus.config import load
+    from polybus.config.origin import SET
+    from polybus.runner import started_cluster
+    check(tmp_path)
+    path = str(tmp_path / "app.toml")
+    for sets, where in ((("cluster.engine=hosts",), "--set"), ((), path)):
+        toml = APP + ('' if sets else '\n[cluster]\nengine = "hosts"\n')
+        (tmp_path / "app.toml").write_text(toml)
+        app = load(path, sets, SET)
+        with pytest.raises(ConfigError) as info, started_cluster(app):
+            pass
+        assert (info.value.file, info.value.key, info.value.bare_message) == (
+            where, "cluster.engine", HOSTS_NEED)
+
+
 def test_a_hosts_engine_in_the_file_without_a_registry_is_the_file_s(tmp_path: Path) -> None:
     toml = APP + '\n[cluster]\nengine = "hosts"\n'
     check(tmp_path, toml)

@@ -31,6 +31,10 @@ from polybus.errors import ConfigError
     ("7EiB", 7 << 60),
     ("1EB", 10**18),
     ("7.5 eib", 15 << 59),
+    # (strings are read exactly, not through a float: 2**53 + 1 was 2**53)
+    ("9007199254740993", (1 << 53) + 1),
+    ("9223372036854775806", (1 << 63) - 2),
+    ("1e-999999999", 0),
 ])
 def test_sizes(text: object, expected: int) -> None:
     assert parse_size(text) == expected
@@ -61,6 +65,9 @@ def test_bad_size_values(bad: object) -> None:
     ("-5MiB", "a size must not be negative, got '-5MiB'"),
     ("8EiB", "a size must be less than 8 EiB (2**63 bytes), got '8EiB'"),
     ("10EB", "a size must be less than 8 EiB (2**63 bytes), got '10EB'"),
+    ("9223372036854775808", "a size must be less than 8 EiB (2**63 bytes), got "
+                            "'9223372036854775808'"),
+    ("1e999999999EiB", "a size must be less than 8 EiB (2**63 bytes), got '1e999999999EiB'"),
 ])
 def test_sizes_out_of_range_say_so(value: object, message: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -69,7 +76,8 @@ def test_sizes_out_of_range_say_so(value: object, message: str) -> None:
 
 
 def test_the_largest_size() -> None:
-    assert parse_size((1 << 63) - 1) == (1 << 63) - 1
+    # (as a string too: through a float it rounded up to 2**63 and was refused)
+    assert parse_size((1 << 63) - 1) == parse_size(str((1 << 63) - 1)) == (1 << 63) - 1
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -6,6 +6,7 @@ without a file or key; the caller places it.
 
 from __future__ import annotations
 
+import decimal
 import math
 import re
 
@@ -38,12 +39,23 @@ def shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _split(text: str) -> tuple[float, str] | None:
+def _split(text: str) -> tuple[str, str] | None:
+    """``text``'s number (as written) and unit, or None if it is not of that form."""
     m = _NUMBER_UNIT.match(text)
     if m is None:
         return None
-    number_text = text.strip()[: len(text.strip()) - len(m.group(2))]
-    return float(number_text), m.group(2)
+    return text.strip()[: len(text.strip()) - len(m.group(2))].strip(), m.group(2)
+
+
+# Sizes written as strings are read exactly (a float rounds "9007199254740993" down and
+# "9223372036854775807", the largest size, up past the bound): 40 digits hold any size
+# below MAX_SIZE with its fraction, and an exponent such as "1e999999999" costs nothing.
+_EXACT = decimal.Context(prec=40, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN,
+                         traps=[decimal.InvalidOperation])
+
+
+def _exact_size(number: str, unit: int) -> decimal.Decimal:
+    return _EXACT.multiply(decimal.Decimal(number), decimal.Decimal(unit))
 
 
 def parse_size(value: object) -> int:
@@ -52,7 +64,7 @@ def parse_size(value: object) -> int:
     said = shown(value)
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ConfigError(f"expected a size, got {said}", hint=SIZE_FORMS)
-    total: int | float
+    total: int | float | decimal.Decimal
     if isinstance(value, int):  # (as written: a huge one is no float)
         total = value
     elif isinstance(value, float):
@@ -63,7 +75,7 @@ def parse_size(value: object) -> int:
         split = _split(value)
         if split is None or split[1].lower() not in _SIZE_UNITS | {"": 1}:
             raise ConfigError(f"not a size: {said}", hint=SIZE_FORMS)
-        total = split[0] * _SIZE_UNITS[split[1].lower() or "b"]
+        total = _exact_size(split[0], _SIZE_UNITS[split[1].lower() or "b"])
     if total != total:  # NaN
         raise ConfigError(f"not a size: {said}", hint=SIZE_FORMS)
     if total < 0:
@@ -71,7 +83,7 @@ def parse_size(value: object) -> int:
     if total >= MAX_SIZE:  # (infinity too)
         raise ConfigError(f"a size must be less than 8 EiB (2**63 bytes), got {said}",
                           hint=SIZE_FORMS)
-    return round(total)
+    return round(total)  # (half to even, as for a float)
 
 
 def parse_duration(value: object) -> float:
@@ -88,7 +100,7 @@ def parse_duration(value: object) -> float:
         split = _split(value)
         if split is None or split[1] not in _DURATION_UNITS | {"": 1.0}:
             raise ConfigError(f"not a duration: {said}", hint=DURATION_FORMS)
-        seconds = split[0] * _DURATION_UNITS.get(split[1], 1.0)
+        seconds = float(split[0]) * _DURATION_UNITS.get(split[1], 1.0)
     if seconds != seconds:  # NaN
         raise ConfigError(f"not a duration: {said}", hint=DURATION_FORMS)
     if seconds < 0:
