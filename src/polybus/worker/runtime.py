@@ -34,6 +34,7 @@ from polybus.worker.bells import OwedBells, coalescing
 from polybus.worker.cache import OperandCache
 from polybus.worker.direct import DIRECT_TYPES
 from polybus.worker.forwarding import Forwarding
+from polybus.worker.limits import gated
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
 from polybus.worker.polling import WAKE, Polling
@@ -56,8 +57,8 @@ class WorkerRuntime(Polling):
                  address: str | Sequence[str] = "tcp://127.0.0.1:0",
                  options: ServeOptions | None = None) -> None:
         self.name = name
-        self.functions = functions
         self.options = options or ServeOptions()
+        self.functions = gated(functions, self.options.limits)  # each interface's own pool
         self._token = token
         self._listening: dict[Address, Listener] = {}
         try:
