@@ -5,9 +5,10 @@ asks for (options_for). An interface that asks for fewer gets a limit of its own
 (`own_limits`, in ServeOptions.limits): with ``define.incr = { pool = 1 }`` beside
 ``define.other = { pool = 4 }``, calls to ``incr`` run one at a time (it may not be
 thread-safe), where they used to take all four threads. An interface served over
-``[serve]`` routes shares its limit with its ``@http`` form. A call past its limit
-waits there, holding its thread. An interface whose pool is the replica's has no
-limit and pays nothing.
+``[serve]`` routes shares its limit with its ``@http`` form. The replica's queue keeps
+the limits (lanes.py): a call past its limit waits in the queue, counted as waiting,
+and the threads run the calls that may run. An interface whose pool is the replica's
+has no limit, and a replica none of whose interfaces has one pays nothing.
 
 ``pool = "processes:N"`` interfaces share the replica's child processes, as many as
 the largest of them asks for; each runs at most its own N calls at once.
@@ -15,17 +16,15 @@ the largest of them asks for; each runs at most its own N calls at once.
 
 from __future__ import annotations
 
-import functools
-import threading
-from collections.abc import Callable, Collection, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from polybus.http.response import HTTP_SUFFIX
 
 if TYPE_CHECKING:
     from polybus.config.model import ModuleSpec
 
-__all__ = ["Limit", "gated", "own_limits", "process_count"]
+__all__ = ["Limit", "own_limits", "process_count"]
 
 #: the interfaces that share one limit, and the limit
 Limit = tuple[tuple[str, ...], int]
@@ -42,24 +41,3 @@ def own_limits(spec: ModuleSpec, threads: int, http: Collection[str] = ()) -> tu
     with its ``@http`` form if it is in ``http``."""
     return tuple(((name, name + HTTP_SUFFIX) if name in http else (name,), d.pool)
                  for name, d in spec.define.items() if d.pool < threads)
-
-
-def gated(functions: dict[str, Callable[..., Any]],
-          limits: Iterable[Limit]) -> dict[str, Callable[..., Any]]:
-    """``functions`` with one gate around the functions of each limit."""
-    out = dict(functions)
-    for names, n in limits:
-        gate = threading.BoundedSemaphore(n)
-        for name in names:
-            if name in out:
-                out[name] = _gate(out[name], gate)
-    return out
-
-
-def _gate(fn: Callable[..., Any], gate: threading.BoundedSemaphore) -> Callable[..., Any]:
-    @functools.wraps(fn)  # (the signature stays visible: http_form reads it)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        with gate:
-            return fn(*args, **kwargs)
-
-    return call
