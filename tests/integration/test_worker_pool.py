@@ -94,8 +94,8 @@ wide = use("wide")
 
 
 def main(n, seconds):
-    # (wide's first: a serial call past its gate waits holding a thread, so serial calls
-    # queued ahead of wide ones would keep wide from its whole pool)
+    # (wide's first: a serial call past its own pool waits in the queue, not on a thread,
+    # but the one serial call that runs takes a thread from wide's pool while it runs)
     w = wait([wide(seconds) for _ in range(n)] + [serial(seconds) for _ in range(n)])
     got, s = w[:n], w[n:]
     return {"serial": max(m for m, _ in s), "wide": max(m for m, _ in got),

@@ -46,7 +46,7 @@ _FAIR_S = 0.001  # the other connections are looked at within this long
 def serve(rt: WorkerRuntime, ch: Channel) -> bool:
     """Answer ``ch``'s lone calls inline. Called holding the poller role; True if it
     returns still holding it (nothing waits in the queue), False if it let it go."""
-    functions = rt.functions
+    functions = rt.lone_functions
     queue = rt._queue
     lock = rt._lock
     clock = time.perf_counter

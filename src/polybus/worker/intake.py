@@ -64,6 +64,7 @@ class Intake:
 
     name: str
     functions: dict[str, Callable[..., Any]]
+    lone_functions: dict[str, Callable[..., Any]]  # those a lone call runs inline of
     options: ServeOptions
     cache: OperandCache
     forwarding: Forwarding
@@ -78,6 +79,7 @@ class Intake:
     _awake: set[ShmChannel]
     _unwarm: set[Channel]
     _running: int
+    _limited: bool  # some interface has a pool of its own (lanes.py)
     _quiet: Quieter  # refusals logged once a minute per kind
     _token: bytes
     _listening: dict[Address, Listener]
@@ -92,18 +94,19 @@ class Intake:
     def _wake(self) -> None:
         raise NotImplementedError  # the runtime's
 
-    def _full(self) -> bool:
-        """The queue has no room for another call: ``queue`` calls would wait even once
-        every free handler has taken one. The poller reads a burst before any handler
-        takes a call, so the free ones count: a burst fills the handlers and then the
-        queue, under either overflow. Exact under the lock (a handler takes a call and
-        counts itself running in one step under it); without it, a look that may be
-        off by that one call (`_resume_paused`: `_take` asks again, under the lock)."""
-        return self._queue.full(self.options.pool - self._running)
+    def _full(self, call: Message | None = None) -> bool:
+        """No room for ``call`` (None: any call a free handler may take): ``queue``
+        calls would wait even once every free handler has taken one. The poller reads a
+        burst before any handler takes a call, so the free ones count: a burst fills the
+        handlers and then the queue, under either overflow (a call of an interface at
+        its own pool waits, whatever is free: lanes.py). Exact under the lock (a handler
+        takes a call and counts itself running in one step under it); without it, a
+        look that may be off by that one call (`_resume_paused`: `_take` asks again)."""
+        return self._queue.full(self.options.pool - self._running, call)
 
-    def _full_now(self) -> bool:
+    def _full_now(self, call: Message | None = None) -> bool:
         with self._lock:
-            return self._full()
+            return self._full(call)
 
     # -- new connections ---------------------------------------------------------
     def _accept(self, where: Address) -> None:
@@ -198,7 +201,7 @@ class Intake:
                     if msg is None:
                         return
                 if block and (type(msg) is Call or isinstance(msg, Batch | CallBatch)) \
-                        and self._full_now():
+                        and self._full_now(msg):
                     self._stash[ch] = msg
                     if ch not in self._paused:
                         self._sel.unregister(ch.sock)
@@ -378,7 +381,7 @@ class Intake:
                                         f"{', '.join(sorted(self.functions)) or 'nothing'}"))
             return False
         with self._lock:
-            busy = self.options.overflow == "reject" and self._full()
+            busy = self.options.overflow == "reject" and self._full(item)
             if not busy:
                 self._queue.push(item, ch, time.perf_counter())
         if busy:

@@ -1,11 +1,14 @@
 """Each interface's own ``pool``: at most that many of its calls run at once.
 
 A replica has one set of threads, as many as the largest ``pool`` of its interfaces
-asks for (options_for). An interface that asks for fewer gets a gate of its own size
-around its function: with ``define.incr = { pool = 1 }`` beside ``define.other = {
-pool = 4 }``, calls to ``incr`` run one at a time (it may not be thread-safe), where
-they used to take all four threads. A call past its gate waits there, holding its
-thread. An interface whose pool is the replica's has no gate and pays nothing.
+asks for (options_for). An interface that asks for fewer gets a limit of its own size
+(`own_limits`, in ServeOptions.limits): with ``define.incr = { pool = 1 }`` beside
+``define.other = { pool = 4 }``, calls to ``incr`` run one at a time (it may not be
+thread-safe), where they used to take all four threads. An interface served over
+``[serve]`` routes shares its limit with its ``@http`` form. The replica's queue keeps
+the limits (lanes.py): a call past its limit waits in the queue, counted as waiting,
+and the threads run the calls that may run. An interface whose pool is the replica's
+has no limit, and a replica none of whose interfaces has one pays nothing.
 
 ``pool = "processes:N"`` interfaces share the replica's child processes, as many as
 the largest of them asks for; each runs at most its own N calls at once.
@@ -13,14 +16,18 @@ the largest of them asks for; each runs at most its own N calls at once.
 
 from __future__ import annotations
 
-import functools
-import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING
 
-from polybus.config.model import ModuleSpec
+from polybus.http.response import HTTP_SUFFIX
 
-__all__ = ["gated", "process_count"]
+if TYPE_CHECKING:
+    from polybus.config.model import ModuleSpec
+
+__all__ = ["Limit", "own_limits", "process_count"]
+
+#: the interfaces that share one limit, and the limit
+Limit = tuple[tuple[str, ...], int]
 
 
 def process_count(spec: ModuleSpec) -> int:
@@ -29,23 +36,8 @@ def process_count(spec: ModuleSpec) -> int:
                default=0)
 
 
-def gated(functions: dict[str, Callable[..., Any]], spec: ModuleSpec,
-          threads: int) -> dict[str, Callable[..., Any]]:
-    """``functions`` with a gate around each one whose ``pool`` is below ``threads``."""
-    out = dict(functions)
-    for name, fn in functions.items():
-        d = spec.define.get(name)
-        if d is not None and d.pool < threads:
-            out[name] = _gate(fn, d.pool)
-    return out
-
-
-def _gate(fn: Callable[..., Any], n: int) -> Callable[..., Any]:
-    gate = threading.BoundedSemaphore(n)
-
-    @functools.wraps(fn)  # (the signature stays visible: http_form reads it)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        with gate:
-            return fn(*args, **kwargs)
-
-    return call
+def own_limits(spec: ModuleSpec, threads: int, http: Collection[str] = ()) -> tuple[Limit, ...]:
+    """A limit for each interface of ``spec`` whose ``pool`` is below ``threads``, shared
+    with its ``@http`` form if it is in ``http``."""
+    return tuple(((name, name + HTTP_SUFFIX) if name in http else (name,), d.pool)
+                 for name, d in spec.define.items() if d.pool < threads)

@@ -6,7 +6,7 @@ import dataclasses
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from polybus.client.stubs import serving
@@ -20,7 +20,7 @@ from polybus.usercode import source_digest
 from polybus.usernames import import_name
 from polybus.wire.messages import Replica
 from polybus.worker.lifetime import die_with_parent
-from polybus.worker.limits import gated, process_count
+from polybus.worker.limits import own_limits, process_count
 from polybus.worker.module import interfaces, load_module
 from polybus.worker.options import ServeOptions
 from polybus.worker.procpool import ProcessPool
@@ -44,8 +44,11 @@ def line_buffered() -> None:
                 pass
 
 
-def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame: int) -> ServeOptions:
-    """A replica's servicing style: the largest pool and queue its interfaces ask for."""
+def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame: int,
+                http: Collection[str] = ()) -> ServeOptions:
+    """A replica's servicing style: the largest pool and queue its interfaces ask for,
+    and the own pool of each that asks for fewer (shared with its ``@http`` form, for
+    the interfaces in ``http``: worker/limits.py)."""
     opts = ServeOptions(max_frame=max_frame)
     if spec is not None:
         defines = list(spec.define.values())
@@ -54,6 +57,7 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
             opts.queue = max(d.queue for d in defines)
             opts.overflow = "reject" if any(d.overflow == "reject" for d in defines) else "block"
             opts.cache_bytes = spec.cache_bytes  # (one cache: the interfaces that cache)
+            opts.limits = own_limits(spec, opts.pool, http)
         opts.allow_pickle = spec.pickle
         opts.in_order = not any(d.priority for d in spec.define.values())
         # With ``coalesce`` over shm (client and replicas sharing CPUs, worker/bells.py)
@@ -111,15 +115,13 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     serving(module_key)  # (a use() it calls says a replica cannot: client/stubs.py)
     module = load_module(module_path, import_name(module_key))
     functions = interfaces(module, spec.define.keys() if spec else ())
-    options = options_for(spec, replica, max_frame)
+    options = options_for(spec, replica, max_frame, [n for n in http if n in functions])
     procs: ProcessPool | None = None
     if spec is not None and (children := process_count(spec)):
         procs = ProcessPool(children, module_path, import_name(module_key), name)
         functions = {n: (procs.wrap(n, spec.define[n].idempotent)
                          if spec.define[n].pool_kind == "processes" else f)
                      for n, f in functions.items()}
-    if spec is not None:
-        functions = gated(functions, spec, options.pool)  # each interface's own pool
     for n in http:
         if n in functions:
             functions[n + HTTP_SUFFIX] = http_form(functions[n])

@@ -22,3 +22,7 @@ class ServeOptions:
     # is not known): a lone thread may run the calls waiting in an shm ring one after
     # another as they come (worker/direct.py).
     in_order: bool = True
+    # Interfaces that run fewer calls at once than the replica has threads (their own
+    # ``pool``, worker/limits.py): each entry, the names that share one limit (an
+    # interface and its ``@http`` form) and that limit.
+    limits: tuple[tuple[tuple[str, ...], int], ...] = ()

@@ -63,7 +63,8 @@ class Polling(Intake):
         # out, and no one else would (the standby steps in only while a call runs), so
         # a sleep here stalled them for the whole timeout (~1 s stalls under
         # backpressure, found by a stress run).
-        timeout = 0.0 if len(self._queue) and self._running < self.options.pool else self.idle_s
+        timeout = (0.0 if len(self._queue) and self._running < self.options.pool
+                   and (not self._limited or self._runnable()) else self.idle_s)
         if self._holding():  # (what is held is written in time)
             timeout = min(timeout, self._bells.until_due(), self._corked.until_due())
         rings_spun = bool(self._hot)
@@ -93,7 +94,7 @@ class Polling(Intake):
         self._calls_seen = self.calls
         if timeout and self._awake and self._rings_down():
             return  # frames came with no doorbell: read, not slept on
-        if self._paused and not self._full():
+        if self._paused and self._paused_fit():
             # A client this poll paused (its call found the queue full) while the pool
             # drained the queue: the pool looked for paused clients before this one was,
             # so no wake comes; resume it now, not after a sleep (found by a stress run
@@ -137,11 +138,24 @@ class Polling(Intake):
             ch.on_caught_up = self._caught_up  # (unread.py)
             self._sel.register(ch.sock, ch)
 
+    def _runnable(self) -> bool:
+        """A call waits that a free handler may take (not all may: lanes.py)."""
+        with self._lock:
+            return self._queue.runnable()
+
+    def _paused_fit(self) -> bool:
+        """The call held from some paused client would be taken now (as `_take` asks)."""
+        if not self._limited:
+            return not self._full()
+        return any(not self._full(self._stash.get(ch)) for ch in self._paused)
+
     def _resume_paused(self) -> None:
-        if not self._paused or self._full():
+        if not self._paused or not self._paused_fit():
             return
         for ch in list(self._paused):
-            if self._full():
+            if self._full(self._stash.get(ch)):
+                if self._limited:
+                    continue  # (another's may fit: a call of an interface at its limit not)
                 break
             self._paused.discard(ch)
             if not ch.closed:

@@ -34,6 +34,7 @@ from polybus.worker.bells import OwedBells, coalescing
 from polybus.worker.cache import OperandCache
 from polybus.worker.direct import DIRECT_TYPES
 from polybus.worker.forwarding import Forwarding
+from polybus.worker.lanes import LimitedQueue
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
 from polybus.worker.polling import WAKE, Polling
@@ -56,8 +57,14 @@ class WorkerRuntime(Polling):
                  address: str | Sequence[str] = "tcp://127.0.0.1:0",
                  options: ServeOptions | None = None) -> None:
         self.name = name
-        self.functions = functions
         self.options = options or ServeOptions()
+        self.functions = functions
+        # Each interface's own pool is the queue's to keep (lanes.py); a lone call of
+        # such an interface is not run inline (direct.py), which would not count it.
+        limited = {n for names, _ in self.options.limits for n in names}
+        self._limited = bool(limited)
+        self.lone_functions = ({n: f for n, f in functions.items() if n not in limited}
+                               if limited else functions)
         self._token = token
         self._listening: dict[Address, Listener] = {}
         try:
@@ -94,7 +101,8 @@ class WorkerRuntime(Polling):
         self._unwarm: set[Channel] = set()  # their next large frame would touch fresh memory
         self._selected = 0.0  # when the selector was last asked
         self._calls_seen = 0  # calls answered when the poller last looked (for its spin)
-        self._queue = CallQueue(self.options.queue)
+        self._queue = (LimitedQueue(self.options.queue, self.options.limits) if limited
+                       else CallQueue(self.options.queue))
         self.cache = OperandCache(self.options.cache_bytes)
         self.forwarding = Forwarding(self)  # results sent on to a next stage
         self._lock = threading.Lock()           # guards queue and roles
@@ -157,6 +165,8 @@ class WorkerRuntime(Polling):
                 self._release_held(every=True)  # (as the loop's top would: then lone below)
             with self._lock:
                 self._running -= 1
+                if self._limited:
+                    self._queue.done(job)  # (the next call of its interface may run)
                 self._room_for_paused()
                 # Answered, nothing else to do: wait for that client's next call on its
                 # connection alone (direct.py), holding the poller role.

@@ -9,6 +9,9 @@ is not one of them. The poller reads a whole burst before it lets its role go, a
 then do the handlers take calls from the queue; so `full` is asked with the number of
 handlers free (``free``), and the queue holds up to ``bound + free`` jobs for that
 moment, ``bound`` of them left waiting once the handlers have taken theirs.
+
+When some interfaces have a ``pool`` of their own, a replica's queue is a
+`LimitedQueue` (lanes.py), which keeps their calls past it waiting.
 """
 
 from __future__ import annotations
@@ -47,10 +50,18 @@ class CallQueue:
     def __len__(self) -> int:
         return self._live
 
-    def full(self, free: int = 0) -> bool:
-        """No room for another job: ``bound`` would still wait after ``free`` handlers
-        (those idle, or polling, now) have each taken one."""
+    def full(self, free: int = 0, call: Any = None) -> bool:
+        """No room for another job (``call``'s: worker/lanes.py asks which): ``bound``
+        would still wait after ``free`` handlers (those idle, or polling, now) have each
+        taken one."""
         return self._live >= self.bound + max(0, free)
+
+    def runnable(self) -> bool:
+        """A job waits that a free handler may take now (worker/lanes.py: not all may)."""
+        return self._live > 0
+
+    def done(self, job: Job) -> None:
+        """``job``, popped, has run (worker/lanes.py: the next of its interface may)."""
 
     def push(self, call: Any, channel: Any, now: float) -> Job:
         job = Job(call, channel, now)

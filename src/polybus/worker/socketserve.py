@@ -55,7 +55,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
     Returns ``(done, None)`` when direct.serve returns ``done`` at once (True: the role
     is still held), or ``(None, msg)`` when its general loop goes on from here, with
     ``msg`` as the first message to handle (None: the next one in the decoder)."""
-    functions = rt.functions
+    functions = rt.lone_functions
     queue = rt._queue
     lock = rt._lock
     clock = time.perf_counter
