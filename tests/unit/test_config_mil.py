@@ -133,3 +133,18 @@ def test_a_later_check_names_the_line_of_the_statement(tmp_path: Path) -> None:
     # an override's mistake says where it was written, not a line of the file
     _, errors = validate(cfg, ["modules.s.replication=two"])
     assert any(e.key == "modules.s.replication" and e.file != f"{cfg}:8" for e in errors)
+
+
+@pytest.mark.parametrize("name", ["app.toml", "app.cfg"])
+def test_a_file_that_starts_with_a_byte_order_mark_reads_as_without_it(
+        tmp_path: Path, name: str) -> None:
+    """Notepad's UTF-8 starts with a BOM: tomllib said 'Invalid statement (at line 1,
+    column 1)' and the MIL reader "unexpected '\\ufeff'"."""
+    text = (EXAMPLES / "dna" / name).read_text()
+    (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert load_document(tmp_path / name) == load_document(EXAMPLES / "dna" / name)
+    # a mistake on line 1 is still at its column as an editor shows it
+    (tmp_path / "bad.cfg").write_bytes(b"\xef\xbb\xbfmodule c { source = @ :: }")
+    with pytest.raises(ConfigError) as info:
+        load_document(tmp_path / "bad.cfg")
+    assert info.value.file == f"{tmp_path / 'bad.cfg'}:1:21"

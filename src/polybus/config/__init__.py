@@ -53,8 +53,8 @@ def load_document(path: str | Path) -> dict[str, Any]:
 def read_document(path: str | Path) -> tuple[dict[str, Any], dict[str, int] | None]:
     """`load_document`, and for a MIL file the line each dotted key was written at."""
     file = str(path)
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
+    try:  # (utf-8-sig: a byte order mark, as Notepad writes, is read past)
+        text = Path(path).read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
         raise ConfigError("configuration file not found", file=file) from None
     except (OSError, UnicodeDecodeError) as e:
