@@ -44,10 +44,9 @@ wrote the key (`locate`).
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
+from polybus.config.miltokens import Reader, Tok
 from polybus.config.problems import dotted, names_hint
 from polybus.errors import ConfigError
 
@@ -57,135 +56,18 @@ SUFFIXES = (".cfg", ".mil")
 # MIL's structural declarations: read, checked for form, and not part of the document.
 DECLARATIONS = ("pattern", "accepts", "returns", "interface")
 
-_TOKEN = re.compile(r"""
-    (?P<space>[ \t\r]+|\#[^\n]*)
-  | (?P<newline>\n)
-  | (?P<string>"(?:[^"\\\n]|\\.)*")
-  | (?P<number>[+-]?(?:\d[\d_]*)(?:\.\d+)?(?:[eE][+-]?\d+)?(?![\w.]))
-  | (?P<sep>::)
-  | (?P<punct>[{}\[\]:=,])
-  | (?P<word>[A-Za-z_][\w\-]*)
-""", re.VERBOSE)
-
-
-class _Tok:
-    __slots__ = ("col", "kind", "line", "text")
-
-    def __init__(self, kind: str, text: str, line: int, col: int) -> None:
-        self.kind, self.text, self.line, self.col = kind, text, line, col
-
-    def __repr__(self) -> str:  # (what an error message shows of it)
-        return "the end of the file" if self.kind == "end" else repr(self.text)
-
 
 def is_mil(path: str) -> bool:
     return path.lower().endswith(SUFFIXES)
 
 
-def _tokens(text: str, file: str) -> list[_Tok]:
-    out: list[_Tok] = []
-    line, start, pos = 1, 0, 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise ConfigError(f"unexpected {text[pos]!r} in the MIL notation",
-                              file=f"{file}:{line}:{pos - start + 1}")
-        kind = m.lastgroup or ""
-        if kind == "newline":
-            line, start = line + 1, m.end()
-        elif kind != "space":
-            out.append(_Tok(kind, m.group(), line, pos - start + 1))
-        pos = m.end()
-    out.append(_Tok("end", "", line, pos - start + 1))
-    return out
-
-
-class _Parser:
+class _Parser(Reader):
     def __init__(self, text: str, file: str) -> None:
-        self.file = file
-        self.toks = _tokens(text, file)
-        self.i = 0
+        super().__init__(text, file)
         self.lines: dict[str, int] = {}  # dotted key -> line of the statement that set it
 
-    # -- tokens -------------------------------------------------------------------
-    def peek(self) -> _Tok:
-        return self.toks[self.i]
-
-    def take(self) -> _Tok:
-        tok = self.toks[self.i]
-        self.i += 1
-        return tok
-
-    def error(self, message: str, tok: _Tok | None = None) -> ConfigError:
-        tok = tok or self.peek()
-        return ConfigError(message, file=f"{self.file}:{tok.line}:{tok.col}")
-
-    def expect(self, text: str, after: str) -> _Tok:
-        tok = self.peek()
-        if tok.text != text or tok.kind == "string":
-            raise self.error(f"expected '{text}' {after}, found {tok!r}")
-        return self.take()
-
-    def word(self, what: str) -> _Tok:
-        tok = self.peek()
-        if tok.kind != "word":
-            raise self.error(f"expected {what}, found {tok!r}")
-        return self.take()
-
-    # -- values -------------------------------------------------------------------
-    def value(self, key: str) -> Any:
-        tok = self.peek()
-        if tok.kind == "string":
-            parts = []
-            while self.peek().kind == "string":
-                parts.append(json.loads(self.take().text))
-            return "".join(parts)
-        if tok.kind == "number":
-            self.take()
-            text = tok.text.replace("_", "")
-            return float(text) if any(c in text for c in ".eE") else int(text)
-        if tok.kind == "word" and tok.text in ("true", "false"):
-            self.take()
-            return tok.text == "true"
-        if tok.text == "[":
-            self.take()
-            items = []
-            while self.peek().text != "]":
-                items.append(self.value(key))
-                if self.peek().text != ",":
-                    break
-                self.take()
-            self.expect("]", f"to close the array of '{key}'")
-            return items
-        if tok.text == "{":
-            return self.braces(key)
-        raise self.error(f"expected a value for '{key}' (a \"string\", a number, true, "
-                         f"false, [an array] or {{a table}}), found {tok!r}")
-
-    def braces(self, key: str) -> Any:
-        """``{ k = v, ... }`` (a table) or ``{ type, ... }`` (MIL's types: a list)."""
-        self.expect("{", "")
-        table: dict[str, Any] = {}
-        types: list[str] = []
-        while self.peek().text != "}":
-            name = self.word(f"a name in the braces of '{key}'")
-            if self.peek().text == "=":
-                self.take()
-                table[name.text] = self.value(f"{key}.{name.text}")
-            else:
-                types.append(name.text)
-            if table and types:
-                raise self.error(f"the braces of '{key}' mix 'name = value' and bare "
-                                 "names: a table has only the first, a list of types only "
-                                 "the second", name)
-            if self.peek().text != ",":
-                break
-            self.take()
-        self.expect("}", f"to close the braces of '{key}'")
-        return types if types else table
-
     # -- statements ---------------------------------------------------------------
-    def attributes(self) -> list[tuple[_Tok, Any]]:
+    def attributes(self) -> list[tuple[Tok, Any]]:
         """``: key = value`` ... up to the statement's ``::``."""
         out = []
         while self.peek().text == ":":
@@ -207,7 +89,7 @@ class _Parser:
         self.expect("{", f"after 'module {name.text}'")
         spec: dict[str, Any] = {}
         app: dict[str, Any] = {"instances": [], "bind": {}, "cluster": {}}
-        keys: list[tuple[_Tok, Any]] = []
+        keys: list[tuple[Tok, Any]] = []
         while self.peek().text != "}":
             if self.peek().kind == "end":
                 raise self.error(f"module '{name.text}' is not closed: '}}' expected, found "
@@ -250,7 +132,7 @@ class _Parser:
         else:
             doc[name.text] = spec
 
-    def interface(self, kind: _Tok, module: str, spec: dict[str, Any]) -> None:
+    def interface(self, kind: Tok, module: str, spec: dict[str, Any]) -> None:
         self.word(f"'interface' after '{kind.text}'")
         name = self.word(f"the interface's name after '{kind.text} interface'")
         table = spec.setdefault(kind.text, {}).setdefault(name.text, {})
