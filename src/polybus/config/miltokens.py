@@ -122,6 +122,9 @@ class Reader:
         while self.peek().text != "}":
             name = self.word(f"a name in the braces of '{key}'")
             if self.peek().text == "=":
+                if name.text in table:  # (as TOML refuses it)
+                    raise self.error(f"'{name.text}' is given twice in the braces of "
+                                     f"'{key}'", name)
                 self.take()
                 table[name.text] = self.value(f"{key}.{name.text}")
             else:
