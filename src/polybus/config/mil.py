@@ -41,18 +41,19 @@ refuses a key twice; a second ``bind`` of a name silently replaced the first), b
 
 A mistake in the notation is a ConfigError at ``file:line:column``; one found later,
 by the checks every configuration goes through, names the line of the statement that
-wrote the key (`locate`).
+wrote the key (milfile.py, `MilFile.locate`), and says its advice in MIL.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from polybus.config.milfile import MilFile
 from polybus.config.miltokens import Reader, Tok
 from polybus.config.problems import dotted, names_hint
 from polybus.errors import ConfigError
 
-__all__ = ["DECLARATIONS", "SUFFIXES", "is_mil", "locate", "parse_mil"]
+__all__ = ["DECLARATIONS", "SUFFIXES", "is_mil", "parse_mil"]
 
 SUFFIXES = (".cfg", ".mil")
 # MIL's structural declarations: read, checked for form, and not part of the document.
@@ -118,6 +119,8 @@ class _Parser(Reader):
                                  "instantiates and binds the others", name)
             for key, (tok, _) in m.given():  # (an application's own keys are the cluster's)
                 self.note(tok.line, "cluster", key)
+            self.note(name.line, "bind")  # (where a binding missing from it is to go)
+            self.note(name.line, "cluster")
             apps[name.text] = m
         else:
             for key, (tok, value) in m.given():
@@ -215,9 +218,10 @@ class _Module:
         return bool(self.instances or self.bind)
 
 
-def parse_mil(text: str, file: str) -> tuple[dict[str, Any], dict[str, int]]:
+def parse_mil(text: str, file: str) -> tuple[dict[str, Any], MilFile]:
     """The configuration document of the MIL program ``text`` (as tomllib would give
-    for the TOML it stands for), and the line each dotted key was written at."""
+    for the TOML it stands for), and what the checks of it need to say a mistake at its
+    line and in its words (the line each dotted key was written at, ...)."""
     p = _Parser(text, file)
     modules: dict[str, Any] = {}
     apps: dict[str, _Module] = {}
@@ -245,13 +249,5 @@ def parse_mil(text: str, file: str) -> tuple[dict[str, Any], dict[str, int]]:
             doc["cluster"] = {key: value for key, (_, value) in app.given()}
     else:
         doc["modules"] = modules
-    return doc, p.lines
+    return doc, MilFile(p.lines, p.declared, next(iter(apps), None))
 
-
-def locate(lines: dict[str, int], key: str | None) -> int | None:
-    """The line of the statement that wrote ``key`` (or its nearest table above it)."""
-    while key:
-        if key in lines:
-            return lines[key]
-        key = key.rpartition(".")[0]
-    return None

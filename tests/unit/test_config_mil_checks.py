@@ -1,0 +1,116 @@
+"""The checks every configuration goes through, said of a MIL file in MIL's words and
+at its lines (config/milfile.py): a new-user trial was told, of a .cfg file, to "add to
+[bind]", that a module declared in it "does not exist", and got its warnings with no
+line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from polybus.config import validate
+from polybus.errors import ConfigError
+
+CLIENT = '''from polybus import use
+
+square = use("square")
+total = use("total")
+slow = use("slow")
+
+
+def main(n):
+    return total([square(i) for i in range(n)]), slow(2)
+'''
+SERVER = "def square(x):\n    return x * x\n\n\ndef total(xs):\n    return sum(xs)\n\n\n" \
+         "def slow(x):\n    return x + 1000\n"
+MODULES = '''module client {
+    source = "client.py" ::
+    entrypoint = "main" ::
+    args = [10] ::
+    use interface square : callstyle = "async" ::
+    use interface slow : callstyle = "async" ::
+}
+module server {
+    source = "server.py" ::
+    replication = 2 ::
+}
+'''
+APP = '''module myapp {
+    instance client ::
+    instance server ::
+    bind client square server square ::
+    bind client total server total ::
+    bind client slow server slow ::
+}
+'''
+
+
+def _errors(tmp_path: Path, text: str) -> list[ConfigError]:
+    (tmp_path / "client.py").write_text(CLIENT)
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "app.cfg").write_text(text)
+    config, errors = validate(tmp_path / "app.cfg")
+    assert config is None
+    return errors
+
+
+def test_a_module_declared_but_not_instanced_is_said_so_at_each_bind(tmp_path: Path) -> None:
+    """It said "binding target module 'server' does not exist (modules: client)"."""
+    errors = _errors(tmp_path, MODULES + APP.replace("    instance server ::\n", ""))
+    cfg = tmp_path / "app.cfg"
+    assert [(e.file, e.key) for e in errors] == [
+        (f"{cfg}:14", 'bind."client.square"'), (f"{cfg}:15", 'bind."client.total"'),
+        (f"{cfg}:16", 'bind."client.slow"')]
+    for e in errors:
+        assert e.bare_message == ("module 'server' is declared (line 8) but not listed by "
+                                  "'instance' in the application module 'myapp'")
+        assert e.hint == "add 'instance server ::' to module myapp"
+
+
+def test_a_file_with_no_application_module_is_told_so_in_mil(tmp_path: Path) -> None:
+    """It said: unbound interface 'square' (add to [bind]: "client.square" =
+    "server.square"), TOML's advice in a .cfg file."""
+    errors = _errors(tmp_path, MODULES)
+    square = next(e for e in errors if e.key == "modules.client.use.square")
+    assert square.file == f"{tmp_path / 'app.cfg'}:5"
+    assert square.hint is not None and "[bind]" not in square.hint
+    assert ("this file has no application module, the one with the 'instance' and 'bind' "
+            "statements; add one" in square.hint)
+    assert "bind client square server square ::" in square.hint
+    assert all("[bind]" not in (e.hint or "") for e in errors)
+
+
+def test_an_unbound_interface_is_given_the_bind_statement_to_add(tmp_path: Path) -> None:
+    errors = _errors(tmp_path, MODULES + APP.replace("    bind client slow server slow ::\n",
+                                                     ""))
+    slow = next(e for e in errors if e.key == "modules.client.use.slow")
+    assert slow.file == f"{tmp_path / 'app.cfg'}:6"
+    assert slow.hint == ("client's bound names: square, total; or add 'bind client slow "
+                         "server slow ::' to module myapp")
+    # a use() in the source with no statement of the file: the application's line
+    errors = _errors(tmp_path, MODULES + APP.replace("    bind client total server total ::\n",
+                                                     ""))
+    total = next(e for e in errors if e.key == 'bind."client.total"')
+    assert total.file == f"{tmp_path / 'app.cfg'}:12"
+    assert total.hint == ("client's bound names: slow, square; or add 'bind client total "
+                          "server total ::' to module myapp")
+
+
+def test_an_interface_the_defines_leave_out_is_given_the_define_statement(
+        tmp_path: Path) -> None:
+    text = MODULES.replace("    replication = 2 ::\n", "    replication = 2 ::\n"
+                           "    define interface square ::\n    define interface slow ::\n")
+    errors = _errors(tmp_path, text + APP)
+    total = next(e for e in errors if e.key == 'bind."client.total"')
+    assert total.file == f"{tmp_path / 'app.cfg'}:18"
+    assert total.hint == "add 'define interface total ::' to module server"
+
+
+def test_no_modules_or_no_entrypoint_is_advised_in_mil(tmp_path: Path) -> None:
+    errors = _errors(tmp_path, "# nothing yet\n")
+    assert [(e.key, e.hint) for e in errors] == [("modules", 'add module blocks, each with '
+                                                  'a source: module server { source = '
+                                                  '"server.py" :: }')]
+    errors = _errors(tmp_path, MODULES.replace('    entrypoint = "main" ::\n', "") + APP)
+    assert [(e.key, e.hint) for e in errors] == [("modules", 'exactly one module (the '
+                                                  'client) needs entrypoint = "main" :: or '
+                                                  'similar')]
