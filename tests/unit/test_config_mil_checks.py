@@ -114,3 +114,36 @@ def test_no_modules_or_no_entrypoint_is_advised_in_mil(tmp_path: Path) -> None:
     assert [(e.key, e.hint) for e in errors] == [("modules", 'exactly one module (the '
                                                   'client) needs entrypoint = "main" :: or '
                                                   'similar')]
+
+
+def test_a_warning_is_at_its_line_and_in_mil(tmp_path: Path) -> None:
+    """It said `warning: w.cfg: bind."client.totl": ... has no use.totl key ...`: no
+    line, and a TOML key the file cannot have."""
+    (tmp_path / "client.py").write_text(CLIENT)
+    (tmp_path / "server.py").write_text(SERVER)
+    cfg = tmp_path / "w.cfg"
+    cfg.write_text(MODULES + APP.replace("    bind client slow server slow ::\n",
+                                         "    bind client slow server slow ::\n"
+                                         "    bind client totl server total ::\n"))
+    config, errors = validate(cfg)
+    assert errors == [] and config is not None
+    assert [(n.file, n.key, n.bare_message, n.hint) for n in config.notes] == [
+        (f"{cfg}:18", 'bind."client.totl"', "module 'client' (client.py) never calls "
+         "use('totl') and has no 'use interface totl' statement: nothing uses this binding",
+         "did you mean 'total'?")]
+
+
+def test_a_warning_of_an_override_says_where_it_was_written(tmp_path: Path) -> None:
+    (tmp_path / "client.py").write_text(CLIENT)
+    (tmp_path / "server.py").write_text(SERVER)
+    cfg = tmp_path / "w.cfg"
+    cfg.write_text(MODULES + APP)
+    config, errors = validate(cfg, ['cluster.listen_host="0.0.0.0"'])
+    assert errors == [] and config is not None
+    assert [(n.file, n.key) for n in config.notes] == [("--set", "cluster.listen_host")]
+    cfg.write_text(MODULES + APP.replace("}", '    listen_host = "0.0.0.0" ::\n}'))
+    config, errors = validate(cfg)
+    assert config is not None
+    assert [(n.file, n.key, n.hint) for n in config.notes] == [
+        (f"{cfg}:18", "cluster.listen_host", "set tls = { cert = ..., key = ..., ca = ... } "
+         ":: in the application module (docs/security.md), or keep it on a network you trust")]

@@ -95,8 +95,8 @@ def module_sources(path: str | Path, overrides: Overrides = (), origin: Origin =
 
 def _at_lines(errors: list[ConfigError], file: str,
               mil: MilFile | None) -> list[ConfigError]:
-    """A MIL file's errors with the line of the statement that wrote their key (not those
-    of an override, which say where they were written)."""
+    """A MIL file's errors (or warnings) with the line of the statement that wrote their
+    key (not those of an override, which say where they were written)."""
     if mil is None:
         return errors
     out = []
@@ -145,6 +145,9 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
                    tls_hosts=tls_hosts, running=running)
     if problems:
         return None, _at_lines(list(problems.errors), str(path), mil)
+    if mil is not None and config is not None:  # (its warnings at their lines too)
+        config = dataclasses.replace(config, notes=tuple(_at_lines(list(config.notes),
+                                                                   str(path), mil)))
     if written and config is not None:  # (where an engine says a mistake in them is)
         config = dataclasses.replace(config, overridden=tuple(written),
                                      overrides_label=origin.label)

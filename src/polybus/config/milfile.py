@@ -20,6 +20,7 @@ class MilFile:
 
     ADD_MODULES = ("add module blocks, each with a source: module server { source = "
                    '"server.py" :: }')
+    ADD_TLS = "tls = { cert = ..., key = ..., ca = ... } :: in the application module"
     ADD_ENTRYPOINT = ('exactly one module (the client) needs entrypoint = "main" :: or '
                       "similar")
 
