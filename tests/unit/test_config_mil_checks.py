@@ -147,3 +147,19 @@ def test_a_warning_of_an_override_says_where_it_was_written(tmp_path: Path) -> N
     assert [(n.file, n.key, n.hint) for n in config.notes] == [
         (f"{cfg}:18", "cluster.listen_host", "set tls = { cert = ..., key = ..., ca = ... } "
          ":: in the application module (docs/security.md), or keep it on a network you trust")]
+
+
+def test_a_shared_queue_warning_advises_a_module_block(tmp_path: Path) -> None:
+    (tmp_path / "client.py").write_text(CLIENT)
+    (tmp_path / "server.py").write_text(SERVER)
+    cfg = tmp_path / "q.cfg"
+    cfg.write_text(MODULES.replace("    replication = 2 ::\n", "    replication = 2 ::\n"
+                                   "    define interface square : queue = 4 ::\n"
+                                   "    define interface total : queue = 100 ::\n"
+                                   "    define interface slow ::\n") + APP)
+    config, errors = validate(cfg)
+    assert errors == [] and config is not None
+    note = config.notes[0]  # (slow's default queue, 1000, leaves square's and total's)
+    assert note.file == f"{cfg}:11"
+    assert note.hint is not None and note.hint.endswith(
+        "put square in a module of its own: another module block with the same source")
