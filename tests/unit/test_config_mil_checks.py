@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from polybus.config import validate
 from polybus.errors import ConfigError
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 CLIENT = '''from polybus import use
 
@@ -163,3 +167,28 @@ def test_a_shared_queue_warning_advises_a_module_block(tmp_path: Path) -> None:
     assert note.file == f"{cfg}:11"
     assert note.hint is not None and note.hint.endswith(
         "put square in a module of its own: another module block with the same source")
+
+
+@pytest.mark.parametrize("name", ["app.cfg", "app.toml"])
+def test_replication_set_on_an_interface_is_pointed_to_the_module(name: str) -> None:
+    """MIL writes replication on the define interface; set there, it was an unknown key
+    listing the define keys, with no word of where it goes."""
+    _, errors = validate(EXAMPLES / "dna" / name, ["modules.server.define.compare.replication=3"])
+    (e,) = errors
+    assert (e.file, e.key) == ("--set", "modules.server.define.compare.replication")
+    assert e.hint is not None and e.hint.startswith(
+        "replication belongs to the module, not an interface: --set "
+        "modules.server.replication=3")
+    assert ("MIL writes it on the define interface statement" in e.hint) == name.endswith(".cfg")
+
+
+def test_replication_in_a_toml_define_table_is_pointed_to_the_module(tmp_path: Path) -> None:
+    toml = (EXAMPLES / "dna" / "app.toml").read_text()
+    (tmp_path / "app.toml").write_text(toml.replace("replication = 2\n", "").replace(
+        'priority = "len(query)"', 'priority = "len(query)", replication = 2'))
+    for src in ("client.py", "server.py"):
+        (tmp_path / src).write_text((EXAMPLES / "dna" / src).read_text())
+    _, errors = validate(tmp_path / "app.toml")
+    hints = {e.key: e.hint for e in errors}
+    assert hints["modules.server.define.compare.replication"] == (
+        "replication belongs to the module, not an interface: modules.server.replication")
