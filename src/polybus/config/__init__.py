@@ -17,7 +17,8 @@ from polybus.config.bind import build
 from polybus.config.callstyle import parse_callstyle
 from polybus.config.cluster import TLSHosts
 from polybus.config.expr import PriorityExpr, compile_priority
-from polybus.config.mil import is_mil, locate, parse_mil
+from polybus.config.mil import is_mil, parse_mil
+from polybus.config.milfile import MilFile
 from polybus.config.model import AppConfig
 from polybus.config.origin import SET, Origin
 from polybus.config.overrides import Overrides, apply_overrides, parse_override
@@ -50,11 +51,12 @@ def load_document(path: str | Path) -> dict[str, Any]:
     return read_document(path)[0]
 
 
-def read_document(path: str | Path) -> tuple[dict[str, Any], dict[str, int] | None]:
-    """`load_document`, and for a MIL file the line each dotted key was written at."""
+def read_document(path: str | Path) -> tuple[dict[str, Any], MilFile | None]:
+    """`load_document`, and for a MIL file the line each dotted key was written at and
+    what else its checks need to speak MIL (config/milfile.py)."""
     file = str(path)
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
+    try:  # (utf-8-sig: a byte order mark, as Notepad writes, is read past)
+        text = Path(path).read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
         raise ConfigError("configuration file not found", file=file) from None
     except (OSError, UnicodeDecodeError) as e:
@@ -92,14 +94,14 @@ def module_sources(path: str | Path, overrides: Overrides = (), origin: Origin =
 
 
 def _at_lines(errors: list[ConfigError], file: str,
-              lines: dict[str, int] | None) -> list[ConfigError]:
-    """A MIL file's errors with the line of the statement that wrote their key (not those
-    of an override, which say where they were written)."""
-    if lines is None:
+              mil: MilFile | None) -> list[ConfigError]:
+    """A MIL file's errors (or warnings) with the line of the statement that wrote their
+    key (not those of an override, which say where they were written)."""
+    if mil is None:
         return errors
     out = []
     for e in errors:
-        line = locate(lines, e.key) if e.file == file else None
+        line = mil.locate(e.key) if e.file == file else None
         out.append(e if line is None else
                    ConfigError(e.bare_message, file=f"{e.file}:{line}", key=e.key, hint=e.hint))
     return out
@@ -132,17 +134,20 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
     given one, does not.
     """
     try:
-        doc, lines = read_document(path)
+        doc, mil = read_document(path)
     except ConfigError as e:
         return None, [e]
     made: set[str] = set()
     written, errors = apply_overrides(doc, overrides, origin, made)
-    problems = Problems(str(path), written, origin)
+    problems = Problems(str(path), written, origin, mil)
     problems.errors.extend(errors)
     config = build(doc, Path(path), problems, added_define=_made_define(doc, made),
                    tls_hosts=tls_hosts, running=running)
     if problems:
-        return None, _at_lines(list(problems.errors), str(path), lines)
+        return None, _at_lines(list(problems.errors), str(path), mil)
+    if mil is not None and config is not None:  # (its warnings at their lines too)
+        config = dataclasses.replace(config, notes=tuple(_at_lines(list(config.notes),
+                                                                   str(path), mil)))
     if written and config is not None:  # (where an engine says a mistake in them is)
         config = dataclasses.replace(config, overridden=tuple(written),
                                      overrides_label=origin.label)

@@ -16,6 +16,7 @@ from typing import Any
 
 from polybus.config.cluster import TLSHosts, parse_cluster
 from polybus.config.keys import DEFINE_KEYS, MODULE_KEYS, USE_KEYS
+from polybus.config.milfile import MilFile
 from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec, ServeSpec
 from polybus.config.notes import (
     note_big_batches,
@@ -89,8 +90,10 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
                   "\"servermodule.interface\", e.g. \"client.compare\" = \"server.compare\"")
             continue
         if user not in modules:
-            p.add(f"no module {user!r} (the user side of the binding)", key,
-                  names_hint(user, list(modules), "modules"))
+            message, hint = (p.mil and p.mil.not_instanced(user)) or (
+                f"no module {user!r} (the user side of the binding)",
+                names_hint(user, list(modules), "modules"))
+            p.add(message, key, hint)
         if not isinstance(right, str):
             p.wrong_type("a string \"servermodule.interface\"", right, key)
             continue
@@ -100,8 +103,10 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
                   "expected \"servermodule.interface\", e.g. \"server.compare\"")
             continue
         if target not in modules:
-            p.add(f"binding target module {target!r} does not exist", key,
-                  names_hint(target, list(modules), "modules"))
+            message, hint = (p.mil and p.mil.not_instanced(target)) or (
+                f"binding target module {target!r} does not exist",
+                names_hint(target, list(modules), "modules"))
+            p.add(message, key, hint)
             continue
         if not modules[target].replication and not p.reported(
                 dotted("modules", target, "replication")):
@@ -121,6 +126,7 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
                       f"table serves only the interfaces it lists ({', '.join(served)})"
                       + (f"; {key} binds it" if by else ""), table if by else key,
                       by.add_hint(f"{table}.{iface}", "{}") if by
+                      else p.mil.add_define(target, iface) if p.mil
                       else f"add define.{iface} = {{}} to [modules.{target}]")
             else:
                 p.add(f"module {target!r} has no interface {iface!r}", key,
@@ -134,15 +140,19 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
 
 
 def _unbound_hint(user: str, name: str, interfaces: dict[str, list[str] | None],
-                  bound: Iterable[str] = ()) -> str:
+                  bound: Iterable[str] = (), mil: MilFile | None = None) -> str:
+    """How to bind it: the [bind] entry to add, or in a MIL file the bind statement."""
     servers = [k for k, names in interfaces.items() if names and name in names]
-    target = f"{servers[0]}.{name}" if len(servers) == 1 else "<module>.<interface>"
-    hint = f'add to [bind]: "{user}.{name}" = "{target}"'
+    target = f"{servers[0]}.{name}" if len(servers) == 1 else None
+    hint = (mil.add_bind(user, name, target) if mil else
+            f'add to [bind]: "{user}.{name}" = "{target or "<module>.<interface>"}"')
     # A misspelt use('...') next to a binding of the right name: say so first.
     names = sorted(set(bound))
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     if close:
-        return f'did you mean {close[0]!r} (bound in [bind] as "{user}.{close[0]}")? or {hint}'
+        bound_as = (mil.bound_as(user, close[0]) if mil
+                    else f'bound in [bind] as "{user}.{close[0]}"')
+        return f"did you mean {close[0]!r} ({bound_as})? or {hint}"
     if names and len(names) <= 6:  # (no name near it: the ones there are, for a `use.f`)
         return f"{user}'s bound names: {', '.join(names)}; or {hint}"
     return hint
@@ -162,7 +172,7 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
             if b is None:
                 p.add(f"unbound interface {name!r}", dotted(*key),
                       _unbound_hint(m.key, name, interfaces,
-                                    [b.name for b in bindings if b.user == m.key]))
+                                    [b.name for b in bindings if b.user == m.key], p.mil))
                 continue
             replicas = len(modules[b.module].replication)
             if p.reported(dotted("modules", b.module, "replication")):
@@ -181,7 +191,7 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
             p.add(f"unbound interface {call.name!r}: {m.source.name} line {call.lineno} "
                   f"calls use({call.name!r})", dotted("bind", f"{m.key}.{call.name}"),
                   _unbound_hint(m.key, call.name, interfaces,
-                                [b.name for b in bindings if b.user == m.key]))
+                                [b.name for b in bindings if b.user == m.key], p.mil))
 
 
 def _extra_entrypoints(clients: list[str], p: Problems) -> list[str]:
@@ -246,9 +256,10 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
 
     clients = [m.key for m in modules.values() if m.entrypoint is not None]
     if isinstance(raw_modules, dict) and not raw_modules:
-        p.add("no modules", "modules", "add [modules.<name>] tables, each with a source")
+        p.add("no modules", "modules", MilFile.ADD_MODULES if p.mil
+              else "add [modules.<name>] tables, each with a source")
     elif modules and not clients and "serve" not in doc and not _entrypoint_mistaken(raw_tables):
-        p.add("no module has an entrypoint", "modules",
+        p.add("no module has an entrypoint", "modules", MilFile.ADD_ENTRYPOINT if p.mil else
               'exactly one module (the client) needs entrypoint = "main" or similar, '
               "or a [serve] table routes HTTP requests to the modules")
     for extra in _extra_entrypoints(clients, p):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from polybus.config.milfile import MilFile
 from polybus.config.model import Binding, DefineSpec, ModuleSpec, ServeSpec, UseSpec
 from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.source import SourceInfo
@@ -18,6 +19,10 @@ __all__ = ["note_big_batches", "note_idle_shares", "note_many_replicas", "note_n
 # ``aggregate`` as a size below this is a few calls' arguments at most (a call counts 8
 # bytes and 8 per number, client/policies/aggregate.py): more likely a count in quotes
 TINY_BATCH = 256
+
+
+def _another(p: Problems) -> str:
+    return "another module block" if p.mil else "another [modules.<key>]"
 
 
 def note_big_batches(modules: dict[str, ModuleSpec], max_frame: int, p: Problems) -> None:
@@ -53,12 +58,13 @@ def note_plain_off_host(listen_host: str, tls: object | None, p: Problems) -> No
     host = listen_host.strip("[]")
     if host in ("localhost", "::1") or host.startswith("127."):
         return
+    tls = "tls" if p.mil else "[cluster] tls"
     p.note(f"listen_host = {listen_host!r} takes connections from other hosts, and without "
-           "[cluster] tls what they carry (calls, arguments, answers) crosses the network "
+           f"{tls} what they carry (calls, arguments, answers) crosses the network "
            "unencrypted; the token handshake only keeps strangers out",
            "cluster.listen_host",
-           "set [cluster] tls = { cert, key, ca } (docs/security.md), or keep it on a "
-           "network you trust")
+           f"set {MilFile.ADD_TLS if p.mil else '[cluster] tls = { cert, key, ca }'} "
+           "(docs/security.md), or keep it on a network you trust")
 
 
 def note_many_replicas(modules: dict[str, ModuleSpec], engine: str, p: Problems,
@@ -95,8 +101,9 @@ def note_unused(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
         if b.name in used:
             continue
         close = nearest(b.name, used)
+        key = p.mil.use_statement(b.name) if p.mil else f"use.{b.name} key"
         p.note(f"module {b.user!r} ({m.source.name}) never calls use({b.name!r}) and has no "
-               f"use.{b.name} key: nothing uses this binding", dotted("bind", f"{b.user}.{b.name}"),
+               f"{key}: nothing uses this binding", dotted("bind", f"{b.user}.{b.name}"),
                close or "ignore this if another file it imports calls use() with that name")
 
 
@@ -172,7 +179,7 @@ def _note_shared_queue(key: str, m: ModuleSpec, raw: dict[str, Any], p: Problems
                f"for ({largest}{default} of {of}), so {then}",
                dotted("modules", key, "define", iface, "queue"),
                f"give every define of module {key!r} queue = {d.queue}, or put {iface} in a "
-               "module of its own: another [modules.<key>] with the same source")
+               f"module of its own: {_another(p)} with the same source")
 
 
 def _note_shared_overflow(key: str, m: ModuleSpec, p: Problems) -> None:
@@ -190,7 +197,7 @@ def _note_shared_overflow(key: str, m: ModuleSpec, p: Problems) -> None:
                    f"{others} are refused too (BusyError), though they ask for \"block\"",
                    dotted("modules", key, "define", iface, "overflow"),
                    f'set overflow = "reject" on every define of module {key!r}, or put '
-                   f"{iface} in a module of its own: another [modules.<key>] with the same source")
+                   f"{iface} in a module of its own: {_another(p)} with the same source")
 
 
 def note_idle_shares(modules: dict[str, ModuleSpec], bindings: list[Binding],

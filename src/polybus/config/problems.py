@@ -12,6 +12,7 @@ import tomllib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from polybus.config.milfile import MilFile
 from polybus.config.origin import SET, Origin, written_by
 from polybus.errors import ConfigError
 
@@ -138,12 +139,14 @@ class Problems:
 
     Keys that an override wrote are reported against the overrides (``--set``, or
     ``overrides`` from Python: ``origin``) instead of the file, because that is where the
-    user has to look.
+    user has to look. ``mil``: the file is in CORD's MIL notation, and what its advice
+    says is in its statements.
     """
 
-    def __init__(self, file: str, overridden: Iterable[str] = (), origin: Origin = SET
-                 ) -> None:
+    def __init__(self, file: str, overridden: Iterable[str] = (), origin: Origin = SET,
+                 mil: MilFile | None = None) -> None:
         self.file = file
+        self.mil = mil
         self._from = origin
         self.errors: list[ConfigError] = []
         # Likely mistakes that cannot be proven from the files (the run goes ahead).

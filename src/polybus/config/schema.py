@@ -9,6 +9,7 @@ counts) are in ``bind``.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,8 +63,26 @@ AGGREGATE_FORMS = (f"a number of calls from 1 to {MAX_AGGREGATE:,} or a size > 0
 LONGEST = (86400.0, "'24h'")  # cluster.heartbeat, use.linger
 
 
+def _replication_hint(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> str:
+    """Where ``define.f.replication`` goes: the module's key (MIL writes it on the
+    define interface statement, so a MIL user looks for it there)."""
+    module = dotted(*path[:2], "replication")
+    by = p.override(dotted(*path, "replication"))
+    value = table.get("replication")
+    where = module
+    if by is not None and isinstance(value, int | str) and not isinstance(value, bool):
+        where = by.example(module, json.dumps(value))  # (--set modules.server.replication=3)
+    hint = f"replication belongs to the module, not an interface: {where}"
+    if p.mil is not None:
+        hint += "; MIL writes it on the define interface statement, but it is the module's"
+    return hint
+
+
 def parse_define(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> DefineSpec:
-    p.unknown_keys(table, DEFINE_KEYS, *path, extra_hints=DEFINE_HINTS)
+    hints = DEFINE_HINTS
+    if "replication" in table:
+        hints = {**DEFINE_HINTS, "replication": _replication_hint(table, path, p)}
+    p.unknown_keys(table, DEFINE_KEYS, *path, extra_hints=hints)
     t = Table(table, path, p)
     d = DefineSpec()
     pool, pool_kind = t.parsed("pool", parse_pool) or (d.pool, d.pool_kind)
