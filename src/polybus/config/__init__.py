@@ -17,6 +17,7 @@ from polybus.config.bind import build
 from polybus.config.callstyle import parse_callstyle
 from polybus.config.cluster import TLSHosts
 from polybus.config.expr import PriorityExpr, compile_priority
+from polybus.config.files import NUL_SAID, has_nul
 from polybus.config.mil import is_mil, locate, parse_mil
 from polybus.config.model import AppConfig
 from polybus.config.origin import SET, Origin
@@ -53,6 +54,9 @@ def load_document(path: str | Path) -> dict[str, Any]:
 def read_document(path: str | Path) -> tuple[dict[str, Any], dict[str, int] | None]:
     """`load_document`, and for a MIL file the line each dotted key was written at."""
     file = str(path)
+    if has_nul(file):  # (Path raised ValueError: embedded null byte)
+        raise ConfigError(f"the configuration file's name {NUL_SAID}",
+                          file=file.replace("\0", "\\x00"))
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except FileNotFoundError:
@@ -83,7 +87,8 @@ def module_sources(path: str | Path, overrides: Overrides = (), origin: Origin =
     def named() -> None:
         modules = doc.get("modules")
         for key, t in modules.items() if isinstance(modules, dict) else ():
-            if isinstance(t, dict) and isinstance(t.get("source"), str):
+            if isinstance(t, dict) and isinstance(t.get("source"), str) \
+                    and not has_nul(t["source"]):
                 found.setdefault(source_file(base_dir, t["source"]), key)
     named()
     apply_overrides(doc, overrides, origin)
