@@ -237,7 +237,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
     path = ("modules", key)
     if not _MODULE_KEY.match(key):
         p.add(f"bad module name {key!r}", dotted(*path),
-              "letters, digits, '_' and '-', not starting with a digit")
+              "ASCII letters (a-z, A-Z), digits, '_' and '-', starting with a letter or '_'")
     p.unknown_keys(table, MODULE_KEYS, *path, extra_hints=module_hints(
         key, _names(table, "use", used), _names(table, "define", served)))
     t = Table(table, path, p)
