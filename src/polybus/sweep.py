@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from polybus.deadline import RunTimeout
 from polybus.errors import ConfigError, PolybusError, UsageError
-from polybus.sweepargs import check_repeat, parse_baseline
+from polybus.sweepargs import check_repeat, parse_baseline, typed
 from polybus.sweepcompare import Expand, compare, efficiency_reference, replicas
 
 __all__ = ["Cell", "Measured", "Runner", "Sweep", "check_combinations", "combinations",
@@ -205,7 +205,8 @@ class Cell:
         succeeded, whose figures ``elapsed_s`` and the bytes lists are; the medians, min
         and max are null for a failed cell, whatever runs succeeded before it failed."""
         ok = self.ok
-        return {"config": dict(self.config), "elapsed_s": list(self.elapsed_s),
+        return {"config": {k: typed(v) for k, v in self.config.items()},
+                "elapsed_s": list(self.elapsed_s),
                 "n": len(self.elapsed_s), "runs": self.made, "runs_ok": len(self.elapsed_s),
                 "error": self.error, "speedup": self.speedup, "efficiency": self.efficiency,
                 "median": self.median if ok else None,
@@ -255,9 +256,9 @@ class Sweep:
         from polybus.bench.report import machine_info
 
         return {"sweep": self.path, "polybus_version": __version__, "machine": machine_info(),
-                "vary": {k: v for k, v in self.varies}, "tie": list(self.tied),
-                "set": list(self.fixed),
-                "repeat": self.repeat, "baseline": self.baseline,
+                "vary": {k: [typed(v) for v in vs] for k, vs in self.varies},
+                "tie": list(self.tied), "set": list(self.fixed), "repeat": self.repeat,
+                "baseline": {k: typed(v) for k, v in self.baseline.items()},
                 "complete": self.interrupted is None,
                 "cells": [c.to_dict() for c in self.cells]}
 

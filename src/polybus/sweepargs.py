@@ -4,7 +4,9 @@ given twice, a baseline key that matches no varied key or more than one)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
 from polybus.errors import UsageError
 
@@ -15,6 +17,7 @@ __all__ = [
     "parse_varies",
     "parse_vary",
     "split_values",
+    "typed",
 ]
 
 TIED = "\0"  # leads a --tie's text in --vary's list (cli/cmd_sweep.py keeps their order)
@@ -127,3 +130,17 @@ def parse_baseline(text: str | None, varies: Sequence[tuple[str, list[str]]]) ->
                              f"values {', '.join(allowed)}")
         out[key] = value.strip()
     return out
+
+
+def typed(text: str) -> Any:
+    """A varied value as the run's override took it, for --json: ``1``, ``"sync"``,
+    ``[10]`` (``"1"``, ``"sync"``, ``"[10]"`` as written). One JSON has no form for (a
+    TOML date, an infinity) stays as written."""
+    from polybus.config.overrides import override_value
+
+    value = override_value(text)
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return text
+    return value

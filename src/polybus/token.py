@@ -36,6 +36,9 @@ def write_token_file(token: bytes, path: Path | None = None) -> Path:
 def read_token(token_file: str | Path | None = None, *, required: bool = True) -> bytes | None:
     """From ``token_file`` if given, else from $POLYBUS_TOKEN."""
     if token_file is not None:
+        if "\0" in str(token_file):  # (Path raised ValueError: embedded null byte)
+            raise UsageError(f"token file {str(token_file)!r} contains a NUL character, "
+                             "which no file name can hold")
         try:
             data = Path(token_file).read_bytes().strip()
         except OSError as exc:

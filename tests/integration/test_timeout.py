@@ -48,8 +48,8 @@ def test_a_sweep_reports_a_hung_combination_in_its_cell_and_goes_on(
                     "--repeat", "2", "--timeout", "1.5", "--no-worker-output", "--json", js)
     out, err = finish(p, timeout=120)
     assert p.returncode == 1, err  # (a failed cell)
-    cells = {c["config"]["modules.client.args"]: c
-             for c in json.loads(js.read_text())["cells"]}
+    cells = {json.dumps(c["config"]["modules.client.args"], separators=(",", ":")): c
+             for c in json.loads(js.read_text())["cells"]}  # (typed: [1], [2], [3])
     assert cells["[2]"]["error"].startswith(_where(app, "1.5")), cells["[2]"]["error"]
     assert (cells["[2]"]["elapsed_s"], cells["[2]"]["runs"]) == ([], 1)  # (round 2 left out)
     assert [len(cells[k]["elapsed_s"]) for k in ("[1]", "[3]")] == [2, 2]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from polybus.config import validate
+from polybus.config.problems import dotted
 
 SERVER = '''\
 def compare(query: str, entry: str) -> int:
@@ -343,11 +344,13 @@ def test_source_with_a_syntax_error(tmp_path: Path) -> None:
                        "line 1: invalid syntax")
 
 
-def test_bad_module_name(tmp_path: Path) -> None:
-    toml = BASE.replace("[modules.server]", '[modules."my.server"]').replace(
-        '"server.compare"', '"server.compare"')
-    assert ('modules."my.server"', "bad module name 'my.server'",
-            "letters, digits, '_' and '-', not starting with a digit") in errors(tmp_path, toml)
+@pytest.mark.parametrize("name", ["my.server", "sérver", "1server"])
+def test_bad_module_name(tmp_path: Path, name: str) -> None:
+    # (é is a letter: the hint said "letters" and 'sérver' was refused all the same)
+    toml = BASE.replace("[modules.server]", f'[modules."{name}"]')
+    assert (dotted("modules", name), f"bad module name {name!r}",
+            "ASCII letters (a-z, A-Z), digits, '_' and '-', starting with a letter or '_'"
+            ) in errors(tmp_path, toml)
 
 
 def test_no_modules(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ def test_sweep_json_dash_is_standard_output_alone(
     assert _sweep(tmp_path, monkeypatch, "--json", "-") == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)
-    assert [c["config"]["modules.server.replication"] for c in doc["cells"]] == ["1", "2"]
+    assert [c["config"]["modules.server.replication"] for c in doc["cells"]] == [1, 2]
     assert "speedup" in err and "the program's own line" in err
     assert not (tmp_path / "-").exists()
 

@@ -115,7 +115,7 @@ def test_runs_each_combination_with_its_overrides_and_reports_failures() -> None
     assert cell["4", "[1]"].efficiency == pytest.approx(0.8)
     assert "worker died" in sweep.to_csv()
     d = sweep.to_dict()
-    assert d["baseline"] == {"modules.server.replication": "1"}
+    assert d["baseline"] == {"modules.server.replication": 1}  # (typed: test_sweep_typed_json)
     assert d["cells"][0]["median"] == 8.0 and d["cells"][0]["elapsed_s"] == [8.0] * 3
 
 

@@ -124,7 +124,7 @@ def test_cli_ctrl_c_shows_and_saves_what_ran_then_exits_130(
     assert rc == 130
     d = json.loads(out.read_text())
     assert d["complete"] is False and [c["config"]["modules.server.replication"]
-                                       for c in d["cells"]] == ["1"]
+                                       for c in d["cells"]] == [1]
     assert (tmp_path / "s.csv").read_text().count("\n") == 2  # header and the one cell
     assert "interrupted: 1 of 3 combinations ran" in capsys.readouterr().out
 

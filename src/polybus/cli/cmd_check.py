@@ -23,7 +23,7 @@ from polybus.config import validate
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="the application's TOML configuration")
+    p.add_argument("config", help="the application's configuration (TOML, or MIL .cfg/.mil)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a configuration key (repeatable)")
     p.add_argument("--no-import", action="store_true",

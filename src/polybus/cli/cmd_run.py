@@ -21,7 +21,7 @@ from polybus.runner import RunResult, run, where_stopped
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="the application's TOML configuration")
+    p.add_argument("config", help="the application's configuration (TOML, or MIL .cfg/.mil)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a configuration key, e.g. modules.server.replication=8")
     p.add_argument("--json", metavar="FILE", help="write result and statistics as JSON (- for standard output)")

@@ -66,7 +66,7 @@ class _Tie(argparse.Action):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="the application's TOML configuration")
+    p.add_argument("config", help="the application's configuration (TOML, or MIL .cfg/.mil)")
     p.add_argument("--vary", action="append", default=[], metavar="KEY=v1,v2,...",
                    help="a key and the values to try (repeatable; every combination runs)")
     p.add_argument("--tie", action=_Tie, dest="vary", metavar="KEY=v1,v2,...",

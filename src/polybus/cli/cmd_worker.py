@@ -9,7 +9,8 @@ import socket
 import sys
 from pathlib import Path
 
-from polybus.cli.values import seconds
+from polybus.cli.values import check_name, seconds
+from polybus.config.files import not_a_file
 from polybus.errors import AuthenticationError, UsageError
 from polybus.token import cluster_token, token_source
 
@@ -95,13 +96,17 @@ def main(args: argparse.Namespace) -> int:
     elif args.module:
         if args.set:  # (--module builds no configuration: a --set would be dropped unsaid)
             raise UsageError(_NO_CONFIG.format(args.set[0]))
+        check_name(args.module, "--module")
         path = Path(args.module)
-        if not path.is_file():  # (said here, as run and check say it: with the nearest)
+        why = not_a_file(path)
+        if why == "not found":  # (said here, as run and check say it: with the nearest)
             from polybus.config.schema import nearest_file
 
             hint = nearest_file(args.module, path.resolve())
             raise UsageError(f"--module: {args.module} does not exist"
                              + (f"; {hint}" if hint else ""))
+        if why is not None:  # (a directory was said not to exist)
+            raise UsageError(f"--module: {args.module} {why}; give the module's Python file")
         key = path.stem
     else:
         raise UsageError("give --module FILE, or --config FILE --as KEY")

@@ -12,7 +12,7 @@ import warnings
 
 from polybus.cli.outlive import end_now, watch
 from polybus.deadline import RunTimeout
-from polybus.errors import ConfigWarning, PolybusError
+from polybus.errors import ConfigWarning, PolybusError, RemoteError, RemoteException
 
 # One thin module per subcommand (cli/cmd_*.py), imported when used. The docstring
 # above is what `polybus --help` shows.
@@ -66,6 +66,16 @@ def where_it_was(command: str, exc: BaseException) -> str:
     return where_stopped(exc)
 
 
+def said(exc: PolybusError) -> str:
+    """``exc`` as its error line says it: a call's failure of a type of its own, one a
+    program catches by name (BusyError, CallTimeoutError, WorkerDiedError, ...), led by
+    that name, as a remote exception is led by the remote type (whose text has it)."""
+    if isinstance(exc, RemoteError) and type(exc) is not RemoteError \
+            and not isinstance(exc, RemoteException):
+        return f"{type(exc).__name__}: {exc}"
+    return str(exc)
+
+
 def started_interrupted() -> int:
     """Ctrl-C before a command began (while its modules import): the one line a later
     Ctrl-C gives, status 130, not a traceback of imports."""
@@ -103,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._module.main(args) or 0)
     except PolybusError as exc:
-        print(f"polybus {args.command}: error: {exc}", file=sys.stderr)
+        print(f"polybus {args.command}: error: {said(exc)}", file=sys.stderr)
         for note in getattr(exc, "__notes__", ()):  # (what the run found out after: runner.py)
             print(f"  {note}", file=sys.stderr)
         return 2

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from polybus.config.files import NUL_SAID, has_nul
 from polybus.config.units import DURATION_FORMS, parse_duration
 from polybus.errors import ConfigError, UsageError
 
@@ -20,12 +21,20 @@ def check_writable(path: str | None, option: str) -> None:
     """UsageError naming ``option`` if ``path`` could not be written (None: not asked)."""
     if path is None:
         return
+    check_name(path, option)
     p = Path(path)
     try:
         _check_writable(p, option, path)
     except OSError as exc:  # (a name too long: the check itself ended in a traceback)
         raise UsageError(f"{option} {path}: cannot be written: "
                          f"{exc.strerror or exc}") from None
+
+
+def check_name(path: str, option: str) -> None:
+    """UsageError naming ``option`` if ``path`` is no file's name (a NUL in it, which
+    only a caller of ``main`` from Python can pass: Path raised ValueError)."""
+    if has_nul(path):
+        raise UsageError(f"{option} {path!r}: {NUL_SAID}")
 
 
 def check_distinct(outputs: Sequence[tuple[str, str | None]],
@@ -35,14 +44,15 @@ def check_distinct(outputs: Sequence[tuple[str, str | None]],
     an output before it. ``--csv app.toml`` replaced the configuration being swept, and
     ``--json F --csv F`` kept only the CSV, silently. ``-`` (standard output) is
     compared by name: two outputs cannot both go there."""
-    def where(path: str) -> str:
-        return path if path == "-" else os.path.realpath(path)
+    def where(path: str) -> str:  # (a NUL: no file's name, so none of the others)
+        return path if path == "-" or has_nul(path) else os.path.realpath(path)
 
     read = {where(path): what for what, path in inputs}
     written: dict[str, tuple[str, str]] = {}
     for option, path in outputs:
         if path is None:
             continue
+        check_name(path, option)
         key = where(path)
         if key in read:
             raise UsageError(f"{option} {path}: is {read[key]}, which it would replace; "

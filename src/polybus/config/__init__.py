@@ -17,6 +17,7 @@ from polybus.config.bind import build
 from polybus.config.callstyle import parse_callstyle
 from polybus.config.cluster import TLSHosts
 from polybus.config.expr import PriorityExpr, compile_priority
+from polybus.config.files import NUL_SAID, has_nul
 from polybus.config.mil import is_mil, parse_mil
 from polybus.config.milfile import MilFile
 from polybus.config.model import AppConfig
@@ -55,6 +56,9 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], MilFile | None]:
     """`load_document`, and for a MIL file the line each dotted key was written at and
     what else its checks need to speak MIL (config/milfile.py)."""
     file = str(path)
+    if has_nul(file):  # (Path raised ValueError: embedded null byte)
+        raise ConfigError(f"the configuration file's name {NUL_SAID}",
+                          file=file.replace("\0", "\\x00"))
     try:  # (utf-8-sig: a byte order mark, as Notepad writes, is read past)
         text = Path(path).read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
@@ -85,7 +89,8 @@ def module_sources(path: str | Path, overrides: Overrides = (), origin: Origin =
     def named() -> None:
         modules = doc.get("modules")
         for key, t in modules.items() if isinstance(modules, dict) else ():
-            if isinstance(t, dict) and isinstance(t.get("source"), str):
+            if isinstance(t, dict) and isinstance(t.get("source"), str) \
+                    and not has_nul(t["source"]):
                 found.setdefault(source_file(base_dir, t["source"]), key)
     named()
     apply_overrides(doc, overrides, origin)

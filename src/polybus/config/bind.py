@@ -302,7 +302,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
         changes: dict[str, Any] = {}
         served = interfaces[key]
         if m.replication and not m.define and served:
-            changes["define"] = {name: DefineSpec() for name in served}
+            changes["define"] = {name: DefineSpec(filled=True) for name in served}
         named = raw_tables[key].get("replication")
         if cluster.engine == "hosts" and isinstance(named, str) and not (
                 named.strip().isascii() and named.strip().isdigit()):

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeAlias, cast
 
+from polybus.config.files import NUL_SAID, config_file, has_nul, not_a_file
 from polybus.config.keys import CLUSTER_KEYS, TLS_KEYS
 from polybus.config.model import ClusterSpec, TLSFiles
 from polybus.config.problems import Problems
@@ -64,8 +65,11 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
               "header, a remote error's traceback, a batch of answers)")
         max_frame = None
     token_file = t.string("token_file")
-    if token_file is not None:
-        token_file = str((base_dir / Path(token_file).expanduser()).resolve())
+    if token_file is not None and has_nul(token_file):
+        p.add(f"token_file {token_file!r} {NUL_SAID}", t.key("token_file"))
+        token_file = None
+    elif token_file is not None:
+        token_file = str(config_file(base_dir, token_file))
     engine = t.string("engine", ENGINES)
     if engine in ("mpi", "ray") and registry is not None:
         p.add(f"the {engine} engine starts its own registry; it uses no other",
@@ -141,7 +145,14 @@ def _parse_tls(t: Table, base_dir: Path, p: Problems) -> TLSFiles | None:
             if k not in table:
                 p.add(f"tls needs {k!r}", t.key("tls"), "tls = { cert = FILE, key = FILE, ca = FILE }")
             return None
-        files[k] = str((base_dir / Path(v).expanduser()).resolve())
-        if not Path(files[k]).is_file():  # (found by check, not when run connects)
+        if has_nul(v):  # (the others checked all the same; none used)
+            p.add(f"{k} file {v!r} {NUL_SAID}", tt.key(k))
+            continue
+        files[k] = str(config_file(base_dir, v))
+        why = not_a_file(Path(files[k]))  # (found by check, not when run connects)
+        if why == "not found":
             p.add(f"{k} file {v!r} not found (looked for {files[k]!r})", tt.key(k))
-    return TLSFiles(**files)
+        elif why is not None:
+            at = "" if files[k] == v else f" ({files[k]!r})"
+            p.add(f"{k} file {v!r}{at} {why}", tt.key(k))
+    return TLSFiles(**files) if len(files) == len(TLS_KEYS) else None

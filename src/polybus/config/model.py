@@ -88,6 +88,10 @@ class DefineSpec:
     timeout: float | None = None
     idempotent: bool = True
     cache_bytes_set: bool = False  # given in the file or by --set (not the default)
+    # No define names the interface: filled in for it (sourcecheck.define_all: with what
+    # the named ones ask of the whole queue; bind.build: the defaults). A check blames
+    # only what was written, and a replica says which define bounds its queue.
+    filled: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -162,11 +162,11 @@ def _note_shared_queue(key: str, m: ModuleSpec, raw: dict[str, Any], p: Problems
     (worker/main.py): a smaller ``queue`` written on one define bounds nothing."""
     table = raw.get(key)
     defines = table.get("define") if isinstance(table, dict) else None
-    if not m.define or not isinstance(defines, dict):
+    named = {i: d for i, d in m.define.items() if not d.filled}  # (not those filled in)
+    if not named or not isinstance(defines, dict):
         return
-    largest = max(d.queue for d in m.define.values())
-    by = [f"define.{i}" for i, d in m.define.items() if d.queue == largest]
-    of = ", ".join(by[:3]) + (f" and {len(by) - 3} more" if len(by) > 3 else "")
+    largest = max(d.queue for d in named.values())
+    of = _some([f"define.{i}" for i, d in named.items() if d.queue == largest])
     default = ", the default," if largest == DefineSpec().queue else ""
     for iface, d in m.define.items():
         written = defines.get(iface)
@@ -184,20 +184,33 @@ def _note_shared_queue(key: str, m: ModuleSpec, raw: dict[str, Any], p: Problems
 
 def _note_shared_overflow(key: str, m: ModuleSpec, p: Problems) -> None:
     """A replica's one queue rejects if any define of its module says ``overflow =
-    "reject"`` (worker/main.py): the calls of its other interfaces are refused too."""
-    blocking = sorted(i for i, d in m.define.items() if d.overflow == "block")
-    if not blocking:
+    "reject"`` (worker/main.py): the calls of its other interfaces are refused too, those
+    whose define asks for "block" and those no define names (filled in: `define_all`).
+    Said of each define that wrote "reject", never of one filled in."""
+    blocking = sorted(i for i, d in m.define.items() if d.overflow == "block" and not d.filled)
+    unnamed = [i for i, d in m.define.items() if d.filled]
+    if not blocking and not unnamed:
         return
-    others = ", ".join(blocking[:3]) + (f" and {len(blocking) - 3} more" if len(blocking) > 3
-                                        else "")
+    if blocking:
+        whom = (f"calls to {_some(blocking)} are refused too (BusyError), though they ask for "
+                '"block"' + (f", and so are calls to the interfaces no define names "
+                             f"({_some(unnamed)})" if unnamed else ""))
+    else:
+        whom = (f"calls to its interfaces that no define names ({_some(unnamed)}) are refused "
+                "too (BusyError)")
+    every = "define" if not unnamed else "interface"
     for iface, d in m.define.items():
-        if d.overflow == "reject":
+        if d.overflow == "reject" and not d.filled:
             p.note(f'overflow = "reject" applies to the whole queue of each replica of module '
-                   f"{key!r}, which all its interfaces share: when it is full, calls to "
-                   f"{others} are refused too (BusyError), though they ask for \"block\"",
+                   f"{key!r}, which all its interfaces share: when it is full, {whom}",
                    dotted("modules", key, "define", iface, "overflow"),
-                   f'set overflow = "reject" on every define of module {key!r}, or put '
+                   f'set overflow = "reject" on every {every} of module {key!r}, or put '
                    f"{iface} in a module of its own: {_another(p)} with the same source")
+
+
+def _some(names: list[str]) -> str:
+    """``a, b, c and 2 more``."""
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def note_idle_shares(modules: dict[str, ModuleSpec], bindings: list[Binding],

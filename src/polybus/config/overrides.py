@@ -14,10 +14,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from polybus.config.origin import PYTHON, SET, Origin
-from polybus.config.problems import dotted, nearest
+from polybus.config.problems import dotted, names_hint
 from polybus.errors import ConfigError
 
-__all__ = ["Overrides", "apply_overrides", "parse_key_path", "parse_override", "toml_value"]
+__all__ = ["Overrides", "apply_overrides", "override_value", "parse_key_path", "parse_override",
+           "toml_value"]
 
 Overrides = Iterable[str] | Mapping[str, Any]
 
@@ -39,6 +40,12 @@ def parse_key_path(text: str, origin: Origin = SET) -> list[str]:
         (k, node), = node.items()
         path.append(k)
     return path
+
+
+def override_value(text: str) -> Any:
+    """The ``VALUE`` of ``KEY=VALUE`` as an override takes it: a TOML value when it is
+    one (``8``, ``"x"``, ``[10]``), else the bare string (``sync``, ``a#b``)."""
+    return _value(text)
 
 
 def _value(text: str) -> Any:
@@ -126,14 +133,15 @@ def apply_overrides(doc: dict[str, Any], overrides: Overrides, origin: Origin = 
     for path, value in pairs:
         path = _normalise(path)
         full = dotted(*path)
+        modules = doc.get("modules", {})
+        if len(path) > 2 and path[0] == "modules" and isinstance(modules, dict) \
+                and path[1] not in modules:  # (none at all: the table is not made)
+            errors.append(ConfigError(
+                f"no module {path[1]!r} to override", file=origin.label, key=full,
+                hint=names_hint(path[1], list(modules), "modules")))
+            continue
         node = doc
         for i, part in enumerate(path[:-1]):
-            if i == 1 and path[0] == "modules" and part not in node:
-                known = list(node)
-                errors.append(ConfigError(
-                    f"no module {part!r} to override", file=origin.label, key=full,
-                    hint=nearest(part, known) or "modules: " + ", ".join(known)))
-                break
             if part not in node:
                 written.append(dotted(*path[: i + 1]))
                 if made is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from polybus.config.callstyle import parse_callstyle
+from polybus.config.files import NUL_SAID, config_file, has_nul, not_a_file
 from polybus.config.keys import (
     CLUSTER_KEYS,
     DEFINE_HINTS,
@@ -239,8 +240,11 @@ def _names(table: dict[str, Any], k: str, more: Sequence[str]) -> list[str]:
 
 def source_file(base_dir: Path, source: str) -> Path:
     """The file a module's ``source`` names: relative to ``base_dir``, the
-    configuration's directory."""
-    return (base_dir / Path(source).expanduser()).resolve()
+    configuration's directory (files.py; ``source`` holds no NUL)."""
+    return config_file(base_dir, source)
+
+
+SOURCE_HINT = "the module's Python file, relative to the configuration file"
 
 
 def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
@@ -252,20 +256,25 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
     path = ("modules", key)
     if not _MODULE_KEY.match(key):
         p.add(f"bad module name {key!r}", dotted(*path),
-              "letters, digits, '_' and '-', not starting with a digit")
+              "ASCII letters (a-z, A-Z), digits, '_' and '-', starting with a letter or '_'")
     p.unknown_keys(table, MODULE_KEYS, *path, extra_hints=module_hints(
         key, _names(table, "use", used), _names(table, "define", served)))
     t = Table(table, path, p)
     source = base_dir
     raw_source = t.string("source")
     if raw_source is None and "source" not in table:
-        p.add("missing key 'source'", dotted(*path), "the module's Python file, "
-              "relative to the configuration file")
+        p.add("missing key 'source'", dotted(*path), SOURCE_HINT)
+    elif raw_source is not None and has_nul(raw_source):
+        p.add(f"source {raw_source!r} {NUL_SAID}", t.key("source"), SOURCE_HINT)
     elif raw_source is not None:
         source = source_file(base_dir, raw_source)
-        if not source.is_file():
+        why = not_a_file(source)
+        if why == "not found":
             p.add(f"source file {raw_source!r} not found (looked for {str(source)!r})",
                   t.key("source"), nearest_file(raw_source, source))
+        elif why is not None:  # (a directory, a device: it was said "not found")
+            at = "" if str(source) == raw_source else f" ({str(source)!r})"
+            p.add(f"source {raw_source!r}{at} {why}", t.key("source"), SOURCE_HINT)
     entrypoint = t.string("entrypoint")
     replicas: tuple[ReplicaSpec, ...] = ()
     paths: tuple[MigrationPath, ...] = ()

@@ -127,6 +127,7 @@ def define_all(m: ModuleSpec, info: SourceInfo) -> ModuleSpec:
     # --set of define.f.queue = 10 still bounds the queue at 10.
     given = list(m.define.values())
     rest = DefineSpec(queue=max(d.queue for d in given),
-                      overflow="reject" if any(d.overflow == "reject" for d in given) else "block")
+                      overflow="reject" if any(d.overflow == "reject" for d in given) else "block",
+                      filled=True)
     return dataclasses.replace(m, define={n: m.define.get(n, rest)
                                           for n in dict.fromkeys(names)})

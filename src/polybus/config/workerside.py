@@ -43,6 +43,8 @@ def worker_side_changes(base: AppConfig, app: AppConfig) -> list[str]:
                                                 for r in new_reps[n:]):
             changed.append(f"modules.{key}.replication")
         for name, d in spec.define.items():
+            if d.filled:  # (what it takes from the named defines: theirs, said of them)
+                continue
             before = old.define.get(name)
             for field in REPLICA_DEFINE_KEYS:
                 if before is None or getattr(d, field) != getattr(before, field):

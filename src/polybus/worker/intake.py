@@ -386,7 +386,7 @@ class Intake:
                 self._queue.push(item, ch, time.perf_counter())
         if busy:
             self._send_quietly(ch, Fail(item.id, "busy", "BusyError",
-                                        f"{self.name}: queue of {self.options.queue} calls is full"))
+                                        self.options.full_text(self.name, item.iface)))
         return not busy
 
     def _refused(self, ch: Channel, refusal: Refusal) -> None:

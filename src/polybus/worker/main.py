@@ -56,6 +56,9 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
             opts.pool = max(d.pool for d in defines)
             opts.queue = max(d.queue for d in defines)
             opts.overflow = "reject" if any(d.overflow == "reject" for d in defines) else "block"
+            named = [(n, d) for n, d in spec.define.items() if not d.filled]
+            opts.queue_from = tuple(n for n, d in named if d.queue == opts.queue)
+            opts.reject_from = tuple(n for n, d in named if d.overflow == "reject")
             opts.cache_bytes = spec.cache_bytes  # (one cache: the interfaces that cache)
             opts.limits = own_limits(spec, opts.pool, http)
         opts.allow_pickle = spec.pickle

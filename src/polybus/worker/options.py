@@ -26,3 +26,30 @@ class ServeOptions:
     # ``pool``, worker/limits.py): each entry, the names that share one limit (an
     # interface and its ``@http`` form) and that limit.
     limits: tuple[tuple[tuple[str, ...], int], ...] = ()
+    # The defines written (not filled in: config/model.py) that ask for the queue's bound
+    # and for overflow = "reject", named when a call of another interface is refused.
+    queue_from: tuple[str, ...] = ()
+    reject_from: tuple[str, ...] = ()
+
+    def full_text(self, name: str, iface: str) -> str:
+        """A BusyError's message: the queue of replica ``name`` is full, and for a call
+        of an interface that did not ask for "reject", which defines made it so."""
+        text = f"{name}: queue of {self.queue} calls is full"
+        if not self.reject_from or iface.partition("@")[0] in self.reject_from:  # (f@http: f)
+            return text
+        bound, rejects = _defines(self.queue_from), _defines(self.reject_from)
+        said = (f"its bound (queue = {self.queue}) and overflow = \"reject\" from {rejects}"
+                if bound == rejects else f"its bound (queue = {self.queue}) from {bound} and "
+                f"overflow = \"reject\" from {rejects}")
+        return (f"{text}; the replica has one queue for all its interfaces, and a call of "
+                f"{iface} is refused too: the queue takes {said}")
+
+
+def _defines(names: tuple[str, ...]) -> str:
+    """``define.a and define.b``, ``define.a, define.b and 2 more``."""
+    shown = [f"define.{n}" for n in names]
+    if not shown:
+        return "the default"
+    head, tail = (shown[:2], f"{len(shown) - 2} more") if len(shown) > 3 else (shown[:-1],
+                                                                                shown[-1])
+    return f"{', '.join(head)} and {tail}" if head else tail
