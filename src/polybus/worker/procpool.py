@@ -2,7 +2,9 @@
 
 Threads cannot run pure-Python work in parallel (the GIL); child processes can. Each
 child imports the module once; a call's arguments and answer cross to the child by
-pickle, which is safe here: both ends are this replica's own processes.
+pickle, which is safe here: both ends are this replica's own processes. The answer is
+pickled by the child itself and unpickled by the call's own thread here, so one that
+does not unpickle (a class whose ``__reduce__`` raises there) fails its call alone.
 
 The children end with the replica: when it stops they are ended, not waited for (a call
 may run on for ever, or ignore SIGTERM), and the kernel kills them if it dies (an idle
@@ -31,6 +33,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import pickle
 import signal
 import threading
 import time
@@ -47,7 +50,7 @@ from polybus.usernames import key_of
 from polybus.worker.lifetime import how_it_ended
 from polybus.worker.poolslots import Slots
 from polybus.worker.procchild import invoke, load, ready
-from polybus.worker.replies import CHILD_TRACEBACK, PoolDied
+from polybus.worker.replies import CHILD_TRACEBACK, PoolDied, unreadable
 
 log = logging.getLogger("polybus.worker")
 _SUBMITS = 3  # pools found broken in a row before a call gets into one: it fails
@@ -197,7 +200,7 @@ class ProcessPool:
                 return pool
             finally:
                 pool.done(future)
-            return _Value(answer)
+            return _Value(_unpickled(answer))
         raise PoolDied("WorkerDiedError", (
             f"{self._replica}: its process pool broke {_SUBMITS} times in a row before "
             f"this call could get in (each new pool's processes died idle: the worker's "
@@ -275,6 +278,15 @@ class ProcessPool:
 @dataclass(frozen=True, slots=True)
 class _Value:
     value: Any
+
+
+def _unpickled(answer: bytes) -> Any:
+    """The value a child pickled (procchild.invoke); one that does not unpickle here
+    fails its call alone (`replies.unreadable`), and the pool serves on."""
+    try:
+        return pickle.loads(answer)
+    except BaseException as exc:  # (what a class's own unpickling code raises, any)
+        raise unreadable(exc) from None
 
 
 def _how_it_broke(pool: _Pool, exc: BrokenProcessPool | None) -> str:
