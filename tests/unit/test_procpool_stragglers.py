@@ -49,7 +49,7 @@ def _break_at_next_submit(pp: ProcessPool, *, ran: bool) -> tuple[list[int], lis
     pid killed and the futures handed out, once it has happened."""
     executor = pp._pool.executor
     real_submit = executor.submit
-    manager = executor._executor_manager_thread  # type: ignore[attr-defined]
+    manager = getattr(executor, "_executor_manager_thread")  # noqa: B009 (untyped)
     killed: list[int] = []
     handed: list[Future[Any]] = []
 
