@@ -93,3 +93,72 @@ def test_an_exception_that_would_not_unpickle_fails_its_call_as_in_a_thread(
     assert after[1] == before[1]  # (the same pool's children, none for threads: unbroken)
     if pool != "1":
         assert len(after[1]) == 2 and after[0] in after[1], after
+
+
+SEALED = """
+    import multiprocessing
+    import os
+
+    def _refuse(text):
+        raise ValueError(f"no rebuilding {text} here")
+
+    class Sealed:
+        # Pickles (in the pool's process), but does not unpickle (in the replica).
+        def __init__(self, text):
+            self.text = text
+
+        def __reduce__(self):
+            return (_refuse, (self.text,))
+
+    def make(x):
+        return Sealed(x) if x == "sealed" else [x, os.getpid()]
+
+    def children():
+        return sorted(p.pid for p in multiprocessing.active_children())
+"""
+
+
+def test_an_answer_that_would_not_unpickle_in_the_replica_fails_its_call_alone(
+        tmp_path: Path) -> None:
+    """It was read by the executor's own thread, whose error broke the whole pool: the
+    call ran again alone, broke the new pool too, and failed as a PoisonCallError (a
+    call that kills its process), taking any call beside it along for a re-run."""
+    app = write_app(tmp_path, server=SEALED, toml="""
+        [modules.server]
+        source = "server.py"
+        define.make = { pool = "processes:2" }
+        define.children = {}
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+
+        [bind]
+        "client.make" = "server.make"
+        "client.children" = "server.children"
+    """, client="""
+        from polybus import use
+        from polybus.errors import PolybusError, RemoteException
+
+        make, children = use("make"), use("children")
+
+        def main():
+            before = [make(0), children()]
+            try:
+                make("sealed")
+            except RemoteException as exc:
+                caught = [type(exc).__name__, exc.remote_type, exc.remote_message,
+                          exc.remote_traceback]
+            except PolybusError as exc:
+                caught = [type(exc).__name__, "", str(exc), ""]
+            return before, caught, [make(2), children()]
+    """)
+    before, caught, after = polybus.run(app).result
+    kind, remote_type, message, tb = caught
+    assert (kind, remote_type) == ("RemoteException", "ValueError"), caught
+    assert "could not be unpickled in the replica" in message, message
+    assert message.endswith(": no rebuilding sealed here"), message
+    assert f'"{tmp_path / "server.py"}", line 6, in _refuse' in tb, tb  # (what raised)
+    assert after[0][0] == 2
+    assert after[1] == before[1] and len(after[1]) == 2, (before, after)  # (same pool)
+    assert after[0][1] in after[1]

@@ -7,8 +7,10 @@ user's module): polybus's replies are imported only when a call fails.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -39,11 +41,15 @@ def ready() -> int:
     return os.getpid()
 
 
-def invoke(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """One call: the module's ``fn_name`` on these arguments."""
+def invoke(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+    """One call: the module's ``fn_name`` on these arguments, its value pickled here.
+
+    The replica unpickles it in the call's own thread (procpool.py), so a value that
+    does not unpickle there fails its call alone: inside the executor's answer, it was
+    unpickled by the executor's thread, whose error broke the whole pool."""
     assert _module is not None
     try:
-        return getattr(_module, fn_name)(*args, **kwargs)
+        value = getattr(_module, fn_name)(*args, **kwargs)
     except BaseException as exc:  # (sys.exit() and KeyboardInterrupt too, as a thread's)
         # The user's frames are here; in the replica the exception has only the pool's
         # (the child's text rides as a __cause__ that replies.failure would not show).
@@ -55,3 +61,8 @@ def invoke(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if other is not None:
             raise other from None
         raise
+    # (A value that does not pickle raises here, and comes back as the executor sent it
+    # before: an exception of the call.)
+    buf = io.BytesIO()
+    ForkingPickler(buf).dump(value)  # (as the executor pickles an answer)
+    return buf.getvalue()

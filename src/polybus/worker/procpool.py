@@ -2,7 +2,9 @@
 
 Threads cannot run pure-Python work in parallel (the GIL); child processes can. Each
 child imports the module once; a call's arguments and answer cross to the child by
-pickle, which is safe here: both ends are this replica's own processes.
+pickle, which is safe here: both ends are this replica's own processes. The answer is
+pickled by the child itself and unpickled by the call's own thread here, so one that
+does not unpickle (a class whose ``__reduce__`` raises there) fails its call alone.
 
 The children end with the replica: when it stops they are ended, not waited for (a call
 may run on for ever, or ignore SIGTERM), and the kernel kills them if it dies (an idle
@@ -17,6 +19,12 @@ slot in the replica, poolslots.py) are settled as a lost replica's are
 new pool, so that a child that dies then died of that call: it fails with
 ``PoisonCallError``; a call of an interface that is not idempotent is not run again and
 fails with ``WorkerDiedError``. Both say how the child ended (`replies.PoolDied`).
+
+Every call put in a pool ends, however it broke: a thread of the pool's own
+(`ProcessPool._watch`) ends, once the executor is done, any call the executor left
+unanswered (CPython 3.11's can leave one submitted as it breaks), rather than leaving it
+to wait until another call finds the pool broken. One that never got to a child runs
+in the new pool as if it had come after the break.
 """
 
 from __future__ import annotations
@@ -25,11 +33,12 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import pickle
 import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import InvalidStateError, ProcessPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import connection
@@ -41,19 +50,62 @@ from polybus.usernames import key_of
 from polybus.worker.lifetime import how_it_ended
 from polybus.worker.poolslots import Slots
 from polybus.worker.procchild import invoke, load, ready
-from polybus.worker.replies import CHILD_TRACEBACK, PoolDied
+from polybus.worker.replies import CHILD_TRACEBACK, PoolDied, unreadable
 
 log = logging.getLogger("polybus.worker")
 _SUBMITS = 3  # pools found broken in a row before a call gets into one: it fails
+# How long a broken pool's executor thread is waited for, its children all dead, before
+# what it left is swept regardless (it ends at once; this bounds a call's wait if not)
+_MANAGER_END_S = 10.0
 
 
 @dataclass(eq=False)
 class _Pool:
-    """One executor and its children; ``broken`` says how it broke, once it has."""
+    """One executor and its children; ``broken`` says how it broke, once it has.
+
+    ``futures``: the calls put in it and not yet taken out (`submit`), each ended by
+    `sweep` if the executor leaves it unanswered; ``killed``: the children the replica
+    killed itself (not the news of how it broke)."""
 
     executor: ProcessPoolExecutor
     children: list[BaseProcess] = field(default_factory=list)
     broken: str | None = None
+    manager: threading.Thread | None = None  # (the executor's thread)
+    futures: set[Future[Any]] = field(default_factory=set)
+    killed: set[int] = field(default_factory=set)
+    swept: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def submit(self, *args: Any) -> Future[Any]:
+        """``invoke(*args)`` put in the pool (BrokenProcessPool: it is broken, or swept)."""
+        with self.lock:  # (a sweep comes before this submit, or after it has its future)
+            if self.swept:
+                raise BrokenProcessPool("the process pool was swept")
+            future = self.executor.submit(invoke, *args)
+            self.futures.add(future)
+        return future
+
+    def done(self, future: Future[Any]) -> None:
+        with self.lock:
+            self.futures.discard(future)
+
+    def sweep(self) -> None:
+        """Once the executor's thread has ended (nothing else answers a call), end every
+        call still in the pool: one that never got to a child with `NeverRan` (it runs in
+        the next pool, as if it had come after the break), one that did with
+        BrokenProcessPool (it was lost with the pool). None goes in after this."""
+        with self.lock:
+            self.swept = True
+            left = list(self.futures)
+        for future in left:
+            exc = (BrokenProcessPool("the pool broke with this call in it") if future.running()
+                   else NeverRan("the pool broke before this call got to a process"))
+            with contextlib.suppress(InvalidStateError):  # (answered, or cancelled)
+                future.set_exception(exc)
+
+
+class NeverRan(BrokenProcessPool):
+    """A call the pool's executor took as it broke and then left, never given to a child."""
 
 
 class ProcessPool:
@@ -90,6 +142,9 @@ class ProcessPool:
             _end(pool, 0.0, wait=False)
             raise
         pool.children = list(executor._processes.values())
+        pool.manager = getattr(executor, "_executor_manager_thread", None)
+        threading.Thread(target=self._watch, args=(pool,), daemon=True,
+                         name="polybus-procpool-watch").start()
         return pool
 
     def wrap(self, fn_name: str, idempotent: bool = True) -> Callable[..., Any]:
@@ -129,17 +184,23 @@ class ProcessPool:
         for _ in range(_SUBMITS):
             pool = self._current()
             try:
-                future = pool.executor.submit(invoke, fn_name, args, kwargs)
+                future = pool.submit(fn_name, args, kwargs)
             except BrokenProcessPool:  # (it broke before the call got in: never ran)
                 self._broke(pool, None)
                 continue
             try:
-                return _Value(future.result())
+                answer = future.result()
+            except NeverRan:  # (it got in as the pool broke, and never ran: as above)
+                self._broke(pool, None)
+                continue
             except BrokenProcessPool as exc:
                 if hasattr(exc, CHILD_TRACEBACK):
                     raise  # (the function's own: it runs a pool of its own)
                 self._broke(pool, exc)
                 return pool
+            finally:
+                pool.done(future)
+            return _Value(_unpickled(answer))
         raise PoolDied("WorkerDiedError", (
             f"{self._replica}: its process pool broke {_SUBMITS} times in a row before "
             f"this call could get in (each new pool's processes died idle: the worker's "
@@ -164,9 +225,32 @@ class ProcessPool:
                             "that were in the old one run again alone (or fail, if their "
                             "interface is not idempotent)", self._replica, pool.broken)
                 _end(pool, 0.0, wait=False)
-                _fail_stragglers(pool)
             if self._pool is pool:
                 self._renew()
+
+    def _watch(self, pool: _Pool) -> None:
+        """``pool``'s own thread: once one of its children ends (the pool broke, or is
+        being ended), see that every call put in it ends too. The executor fails those
+        it holds, but on CPython 3.11 its thread does so without the lock ``submit``
+        takes, so a call submitted as it breaks can be left neither run nor failed (its
+        future dropped by the sweep, or added after it; or the sweep dies of a dict
+        changed under it, leaving those after). Nothing answered such a call until
+        another call found the pool broken: with none after it, it waited for ever.
+        So the rest of the children are killed (now: no call of theirs would answer,
+        and one that ignores SIGTERM would hold the executor's thread), and once that
+        thread has ended, what it left is swept (`_Pool.sweep`). The new pool is
+        started by a call's own thread, as ever: children die with the thread that
+        started them, and this one ends here."""
+        connection.wait([p.sentinel for p in pool.children])
+        if not self._closed:  # (close() gives them their grace)
+            gone = set(connection.wait([p.sentinel for p in pool.children], timeout=0))
+            for p in pool.children:
+                if p.sentinel not in gone and p.pid is not None:
+                    pool.killed.add(p.pid)
+                    p.kill()
+        if pool.manager is not None:
+            pool.manager.join(_MANAGER_END_S)
+        pool.sweep()
 
     def _renew(self) -> None:
         """A new pool in the broken one's place (the lock held); PoolDied if it cannot
@@ -196,6 +280,15 @@ class _Value:
     value: Any
 
 
+def _unpickled(answer: bytes) -> Any:
+    """The value a child pickled (procchild.invoke); one that does not unpickle here
+    fails its call alone (`replies.unreadable`), and the pool serves on."""
+    try:
+        return pickle.loads(answer)
+    except BaseException as exc:  # (what a class's own unpickling code raises, any)
+        raise unreadable(exc) from None
+
+
 def _how_it_broke(pool: _Pool, exc: BrokenProcessPool | None) -> str:
     """"a process of its process pool (pid 12) exited with status 3", or what else
     broke it."""
@@ -214,8 +307,10 @@ def _how_it_broke(pool: _Pool, exc: BrokenProcessPool | None) -> str:
             while p.exitcode is None and time.monotonic() < deadline:
                 time.sleep(0.005)
     ended = [(p.pid, p.exitcode) for p in pool.children]
-    # (The executor SIGTERMs the others once one has died: those are not the news.)
-    dead = ([(pid, c) for pid, c in ended if c is not None and c != -signal.SIGTERM]
+    # (The executor SIGTERMs the others once one has died, and `_watch` kills them:
+    # those are not the news.)
+    dead = ([(pid, c) for pid, c in ended
+             if c is not None and c != -signal.SIGTERM and pid not in pool.killed]
             or [(pid, c) for pid, c in ended if c is not None])
     if dead:
         pid, code = dead[0]
@@ -242,21 +337,3 @@ def _end(pool: _Pool, grace: float, *, wait: bool) -> None:
     # The executor finds its pool broken (if it had not), fails what it held, lets go.
     pool.executor.shutdown(wait=wait, cancel_futures=True)
 
-
-def _fail_stragglers(pool: _Pool) -> None:
-    """Fail what the broken executor left: its thread fails the calls it holds and ends,
-    but a call submitted just as it did so (the submit saw it whole, and put the call in
-    after that sweep) would wait for ever. Once that thread has ended (it joins the
-    children, which are killed by now), nothing else answers them; before, it might
-    (twice answered, a future raises), so they are left to it."""
-    executor = pool.executor
-    thread: threading.Thread | None = getattr(executor, "_executor_manager_thread", None)
-    if thread is not None:
-        thread.join(1.0)
-        if thread.is_alive():
-            return
-    with executor._shutdown_lock:  # (no submit half done)
-        items = list(executor._pending_work_items.values())
-    for item in items:
-        with contextlib.suppress(InvalidStateError):
-            item.future.set_exception(BrokenProcessPool(f"the pool broke: {pool.broken}"))

@@ -45,7 +45,8 @@ class ChildException(Exception):
     """Stands in, in a process pool's child, for an exception that would not come back
     whole to the replica (`stand_in`): its type's name, message and traceback, as text.
     (The exception's own unpickling there broke the whole pool: a class whose
-    ``__init__`` takes other parameters than its ``args``, a common one.)"""
+    ``__init__`` takes other parameters than its ``args``, a common one.) In the
+    replica, for an answer of the pool's that would not unpickle (`unreadable`)."""
 
     def __init__(self, kind: str, message: str, traceback: str) -> None:
         super().__init__(kind, message, traceback)  # (its args rebuild it, unpickled)
@@ -124,6 +125,24 @@ def unsendable_text(exc: BaseException) -> str:
     """What a value the codec cannot carry is said to be, answered or sent on (a
     ``TypeError`` both ways: fwdpeers.py)."""
     return f"the value it returned cannot be sent: {text_of(exc)}"
+
+
+UNREADABLE = ("the value it returned could not be unpickled in the replica (a process of "
+              "its process pool sent it): ")
+
+
+def unreadable(exc: BaseException) -> ChildException:
+    """What a call fails with whose answer, pickled in a process of the replica's
+    process pool, does not unpickle in the replica (``exc``: what unpickling raised,
+    from a class's ``__reduce__`` or ``__setstate__``, say): that call alone, as a value
+    the codec cannot carry fails its own (`unsendable`). Its type is ``exc``'s, its
+    message says what failed, then ``exc``'s; the traceback is the user's frames that
+    raised it, if any raised it."""
+    try:
+        tb = remote_traceback(exc) if _user_frames(exc) else ""
+    except Exception:  # (formatting calls the exception's __str__ again)
+        tb = ""
+    return ChildException(type_name(type(exc)), UNREADABLE + text_of(exc), tb)
 
 
 # The remote type of an answer over the frame limit: what it is (polybus's class for
