@@ -180,3 +180,13 @@ def test_least_reads_the_answers_that_came_before_it_picks(form: str) -> None:
     done.load = 1
     d.call_async(args, kwargs)
     assert reactor.polled == [False]
+
+
+def test_weighted_rotation_never_indexes_past_its_shares() -> None:
+    """More replicas than shares (a session given more than its replication, which no
+    longer happens: client/choosing.py) failed every call with an IndexError; a replica
+    past the last share gets none."""
+    w = WeightedRoundRobin([1.0, 3.0])
+    picks = [w.pick([True, True, True]) for _ in range(8)]
+    assert picks.count(0) == 2 and picks.count(1) == 6
+    assert w.pick([False, False, True]) is None

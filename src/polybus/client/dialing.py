@@ -81,11 +81,11 @@ def same_source(module: str, source: Path, registry: str, replicas: list[Replica
             f"from this file, or give this program a registry of its own")
     if f"{module} source" not in said:
         said.add(f"{module} source")
+        # (how many the run uses is the session's to say, once it has chosen: a count
+        # here said "running with 2 of the 3 registered" before a warning that found 2)
         log.warning("polybus: warning: module %r: left out %s, registered at %s under the "
                     "same key but running another file than %s (another program's, or "
-                    "this one before a change); running with %d of the %d registered",
-                    module, names, registry, source, len(replicas) - len(others),
-                    len(replicas))
+                    "this one before a change)", module, names, registry, source)
     return [r for r in replicas if r not in others]
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from polybus.client.awaiting import Awaiting
 from polybus.client.batching import Batcher, batcher_for
 from polybus.client.calls import ReplicaLink
+from polybus.client.choosing import check_shares, choose, dial_places, replication_text
 from polybus.client.dialing import connect_all, pick_address, same_source, say_tcp_only
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
@@ -20,7 +21,7 @@ from polybus.client.reactor import Reactor
 from polybus.client.stats import SessionStats, ask_stats, link_bytes, session_stats
 from polybus.config.model import AppConfig, Binding, DefineSpec, ModuleSpec, UseSpec
 from polybus.config.problems import dotted
-from polybus.errors import NoReplicaError, PolybusError, TransportError, UsageError
+from polybus.errors import NoReplicaError, PolybusError, UsageError
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import RegistryClient
 from polybus.transport.channel import Channel
@@ -77,15 +78,22 @@ class Session:
         # How a lost replica's worker ended, from the engine that started it (runner.py)
         self.how_ended: Callable[[str], str | None] | None = None
         self._serves: dict[str, list[str]] = {}  # replica name -> its interfaces
+        # module -> (replicas registered, those left out as running another file)
+        self._found: dict[str, tuple[int, int]] = {}
         try:
             if bindings is None:
                 bindings = [(b, app.modules[b.user].use.get(b.name, UseSpec()))
                             for b in app.bindings if b.user == app.client]
+            bound: dict[str, tuple[list[str], list[ReplicaLink]]] = {}
             for b, use in bindings:
                 links = self._links_for(b.module, use.transport)
                 self._check_serves(b, links)
                 module = app.modules[b.module]
-                self._warn_if_short(b, links)
+                bound.setdefault(b.module, ([], links))[0].append(b.interface)
+                check_shares(use.loadratio, [lk.name for lk in links], b.module, b.interface,
+                             dotted("modules", b.user, "use", b.name, "loadratio")
+                             if b.user in app.modules else
+                             dotted("serve", "routes", b.name, "loadratio"), str(app.path))
                 # A derived form ("page@http", worker/main.py) has its interface's options.
                 base = b.interface.partition("@")[0]
                 define = module.define.get(base, DefineSpec())
@@ -124,6 +132,8 @@ class Session:
                 # A plain sync or async binding's stub goes straight to its hot path.
                 self.entries[b.name] = batcher or (
                     d.call_sync if d.plain_sync else d.call_async if d.plain_async else d)
+            for mod, (interfaces, found) in bound.items():  # (once a module: all its names)
+                self._warn_if_short(mod, interfaces, found)
             self._keep_moving_args()
             if self.awaiting is not None:  # (and forwarding bindings, for promises whose
                 for d in self.dispatchers.values():  # answers are not forwarded: awaiting.py)
@@ -166,26 +176,32 @@ class Session:
                 if self.entries.get(name) == d.call_async:
                     self.entries[name] = d
 
-    def _warn_if_short(self, b: Binding, links: list[ReplicaLink]) -> None:
+    def _warn_if_short(self, module: str, interfaces: list[str],
+                       links: list[ReplicaLink]) -> None:
         """Workers started by hand may be fewer than the replication asks for, or (the
         hosts engine, given names) others than it names: the run goes on with those found
-        (none is an error, in _links_for), but says so once."""
-        configured = self.app.modules[b.module].replication
+        (none is an error, in _links_for), but says so once a module, naming the
+        interfaces it serves here, with what was registered and what is used."""
+        configured = self.app.modules[module].replication
         found = {lk.name for lk in links}
         # Names the configuration gave hosts (replication = "alpha,beta" under hosts):
         # one that is not there while others serve in its place is said by name (the run
         # used a worker named neither, with no word when the count matched).
         missing = [r.name for r in configured if r.host and r.name not in found]
-        if (len(links) >= len(configured) and not missing) or b.module in self._short:
+        if (len(links) >= len(configured) and not missing) or module in self._short:
             return
-        self._short.add(b.module)
+        self._short.add(module)
         instead = sorted(found - {r.name for r in configured})
         named = (f"; {', '.join(missing)} named in its replication not registered"
                  + (f", {', '.join(instead)} serving instead" if instead else "")
                  if missing else "")
-        log.warning("polybus: warning: interface %r (module %r): configured %d replica(s), "
-                    "found %d registered at %s; running with %d%s", b.interface, b.module,
-                    len(configured), len(links), self.registry.address, len(links), named)
+        registered, other_file = self._found.get(module, (len(links), 0))
+        left = f", {other_file} of them left out (another file)" if other_file else ""
+        names = ", ".join(repr(i) for i in dict.fromkeys(i.partition("@")[0]
+                                                         for i in interfaces))
+        log.warning("polybus: warning: module %r (%s): configured %d replica(s), found %d "
+                    "registered at %s%s; running with %d%s", module, names, len(configured),
+                    registered, self.registry.address, left, len(links), named)
 
     def _check_serves(self, b: Binding, links: list[ReplicaLink]) -> None:
         """Every replica found must serve the bound interface: one registered under the
@@ -209,8 +225,9 @@ class Session:
                 f"of its own")
 
     def _links_for(self, module: str, transport: str | None = None) -> list[ReplicaLink]:
-        """Connections to every replica of ``module`` over ``transport`` (default: the
-        module's own); a binding that overrides it gets connections of its own."""
+        """Connections to the replicas of ``module`` its replication asks for, of those
+        registered (client/choosing.py), over ``transport`` (default: the module's own);
+        a binding that overrides it gets connections of its own."""
         spec = self.app.modules[module]
         scheme = transport or spec.transport
         key = module if scheme == spec.transport else f"{module}@{scheme}"
@@ -229,31 +246,31 @@ class Session:
                                  + ("" if self.app.cluster.token_file else
                                     " with this run's token (--token-file FILE, or "
                                     "$POLYBUS_TOKEN)"))
-        replicas = same_source(module, spec.source, self.registry.address, replicas,
-                               self._short)
-        self._serves.update((r.name, list(r.interfaces)) for r in replicas)
-        # Configuration order, not the registry's: a load ratio's shares follow the
-        # replicas as the configuration lists them; others (started by hand) come after.
-        order = {r.name: i for i, r in enumerate(spec.replication)}
-        replicas.sort(key=lambda r: order.get(r.name, len(order)))
-        say_tcp_only(module, scheme, replicas, self._short)
+        usable = same_source(module, spec.source, self.registry.address, replicas,
+                             self._short)
+        self._found[module] = (len(replicas), len(replicas) - len(usable))
+        self._serves.update((r.name, list(r.interfaces)) for r in usable)
+        # The replication's places, each its named replica or another (client/choosing.py):
+        # a load ratio's shares follow the replicas as the configuration lists them.
+        configured = [r.name for r in spec.replication]
+        chosen, spares = choose(configured, usable)
+        say_tcp_only(module, scheme, chosen, self._short)
+        made, failed = dial_places(chosen, spares, lambda rs: connect_all(
+            rs, scheme, self.token,
+            [Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
+             for _ in rs]))
         links = []
-        unreachable: list[str] = []
-        codecs = [Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
-                  for _ in replicas]
-        for r, channel in zip(replicas, connect_all(replicas, scheme, self.token, codecs),
-                              strict=True):
-            # A replica still registered that cannot be reached (stopped, gone within the
-            # registry's ttl, or registered with an address this host cannot dial) is
-            # left out as one not registered is, and said by name; none reached is an
-            # error that names each. (It failed the run, naming only an address.)
-            if isinstance(channel, TransportError):
-                unreachable.append(f"{r.name} at {pick_address(r, scheme)}: {channel}")
-                continue
+        for r, channel in made:
             tune(channel, spec)
             link = ReplicaLink(r.name, module, channel, r.speed)
             self.reactor.add(link)
             links.append(link)
+        # A replica still registered that cannot be reached (stopped, gone within the
+        # registry's ttl, or registered with an address this host cannot dial) is left out
+        # as one not registered is (a spare registered takes its place), and said by
+        # name; none reached is an error that names each. (It failed the run, naming only
+        # an address.)
+        unreachable = [f"{r.name} at {pick_address(r, scheme)}: {e}" for r, e in failed]
         if unreachable and not links:
             raise NoReplicaError(
                 f"no replica of module {module!r} registered at {self.registry.address} "
@@ -262,8 +279,17 @@ class Session:
             self._short.add(module)  # (said here: the count warning would say less)
             log.warning("polybus: warning: module %r: %d of %d replica(s) registered at "
                         "%s cannot be reached (%s); running with %d of the %d configured",
-                        module, len(unreachable), len(replicas), self.registry.address,
-                        "; ".join(unreachable), len(links), len(spec.replication))
+                        module, len(unreachable), len(usable), self.registry.address,
+                        "; ".join(unreachable), len(links), len(configured))
+        tried = {r.name for r, _ in made} | {r.name for r, _ in failed}
+        unused = [r.name for r in usable if r.name not in tried]
+        if unused and f"{module} unused" not in self._short:
+            self._short.add(f"{module} unused")
+            log.warning("polybus: warning: module %r: %d replicas registered%s, replication "
+                        "= %s; using %s, not %s (raise replication to use them all)", module,
+                        len(usable), " running this file" if len(usable) < len(replicas)
+                        else "", replication_text(module, configured),
+                        ", ".join(lk.name for lk in links), ", ".join(unused))
         self.links[key] = links
         return links
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import traceback
 from typing import Any
 
 from polybus.config.model import RouteSpec, ServeSpec
@@ -87,6 +88,17 @@ class FrontDoor:
                 raise
             if self._conns.get(task):  # inside a request past the grace: answered 503
                 await self._unavailable(writer)
+        except Exception as e:  # (a fault in the front door's steps: logged, not asyncio's
+            # "Unhandled exception in client_connected_cb"; a request not yet answered
+            # gets its 500, and the server serves on)
+            out = self._fault("serving a connection", e)
+            if self._conns.get(task):
+                try:
+                    writer.write(out)
+                    async with asyncio.timeout(1.0):
+                        await writer.drain()
+                except (ConnectionError, TimeoutError):
+                    pass
         finally:
             self._busy(task, None)
             writer.close()
@@ -206,7 +218,6 @@ class FrontDoor:
             else:
                 async with lock:
                     value = await self.bridge.call(route.key, kwargs, self.timeouts[route.key])
-            return _checked(value), []
         except RemoteException as e:
             text = f"{e.remote_type}: {e.remote_message}"
             self._log(req, route, f"500 {text}")
@@ -224,6 +235,15 @@ class FrontDoor:
                 text += "; lost replicas are looked for again: retry later"
             self._log(req, route, f"502 {text}")
             return error_response(502, f"{route.module}.{route.interface}: {text}"), []
+        except Exception as e:  # (a fault in polybus's own steps: this request's 500)
+            # It escaped the connection's task, which closed without an answer, every
+            # request of the route alike ("Unhandled exception in client_connected_cb").
+            text = (f"polybus failed calling {route.module}.{route.interface}: "
+                    f"{type(e).__name__}: {e}")
+            self._log(req, route, f"500 {text}\n{traceback.format_exc().rstrip()}")
+            return error_response(500, text), []
+        try:
+            return _checked(value), []
         except (TypeError, ValueError):
             return error_response(502, "the replica's answer is not a response"), []
 

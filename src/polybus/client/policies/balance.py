@@ -90,7 +90,9 @@ class WeightedRoundRobin:
     """Static load ratio (``loadratio = "1:2:4"``): smooth weighted rotation.
 
     Over any window of sum(weights) calls each live replica i gets weights[i] of them,
-    spread out rather than in runs (the nginx smooth-weighted scheme).
+    spread out rather than in runs (the nginx smooth-weighted scheme). A replica past the
+    last share gets none (the session refuses a ratio shorter than its replicas:
+    client/choosing.py `check_shares`; this never fails a call with an IndexError).
     """
 
     def __init__(self, weights: Sequence[float]) -> None:
@@ -100,7 +102,8 @@ class WeightedRoundRobin:
         self._current = [0.0] * len(weights)
 
     def pick(self, alive: Sequence[bool]) -> int | None:
-        live = [i for i, a in enumerate(alive) if a and self.weights[i] > 0]
+        weights = self.weights  # (zip: a replica past the last share is not picked)
+        live = [i for i, (a, w) in enumerate(zip(alive, weights, strict=False)) if a and w > 0]
         if not live:
             return None
         total = sum(self.weights[i] for i in live)
