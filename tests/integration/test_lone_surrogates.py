@@ -1,0 +1,99 @@
+"""A str holding a lone surrogate (what ``os.listdir`` gives for a name that is not
+UTF-8, or any ``decode(errors="surrogateescape")``): msgpack's str is UTF-8, which has
+no encoding for it, so it cannot be sent as a str.
+
+As a call's argument it is an UnsendableError naming the interface and the argument,
+under every call style and transport, and the calls around it are answered (it was a
+bare UnicodeEncodeError from the codec, raised through polybus's own frames). In a
+function's answer it fails that call alone, saying so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import polybus
+from polybus.testing.apps import write_app
+
+SERVER = """
+    def echo(x, y=None):
+        return x
+
+    def named(n):  # a file name that is not UTF-8, as os.listdir gives it
+        return b"caf\\xe9.txt".decode("utf-8", "surrogateescape")
+"""
+
+CLIENT = """
+    from polybus import use, wait
+
+    echo = use("echo")
+    named = use("named")
+
+    def main():
+        out = []
+        for args, kw in [(("x\\ud800y",), {}),
+                         ((1, ["a", {"k": "x\\udcffy"}]), {}),
+                         ((1,), {"y": "\\udfff"}),
+                         (({"k\\udc80": 1},), {})]:
+            good = [echo(i) for i in range(3)]  # in flight: async-demand holds the next one
+            try:
+                wait(echo(*args, **kw))
+            except TypeError as exc:
+                out.append([type(exc).__name__, str(exc)])
+            out.append(wait(good))
+        try:
+            wait(named(1))
+        except Exception as exc:
+            out.append([type(exc).__name__, exc.remote_type, exc.remote_message])
+        out.append(wait(echo("caf\\xe9")))
+        return out
+"""
+
+TOML = """
+    [modules.server]
+    source = "server.py"
+    replication = 1
+    transport = "{transport}"
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+    transport = "{transport}"
+    use.echo = {{ {use} }}
+    use.named = {{ {use} }}
+
+    [bind]
+    "client.echo" = "server.echo"
+    "client.named" = "server.named"
+"""
+
+
+def why(code: str, at: int) -> str:
+    how = ("s.encode(errors='surrogateescape'), the bytes it was decoded from (os.fsencode "
+           "for a file name; the receiver's os.fsdecode gives the str back)"
+           if 0xDC80 <= int(code, 16) <= 0xDCFF else "s.encode(errors='surrogatepass')")
+    return (f"a str with a lone surrogate (U+{code}) at index {at} cannot be sent: a msgpack "
+            f"str is UTF-8, which has no encoding for it; send bytes instead, {how}, or "
+            f"replace the character")
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("transport", ["tcp", "ipc", "shm"])
+@pytest.mark.parametrize("use", ['callstyle = "sync"', 'callstyle = "async"',
+                                 'callstyle = "async-demand(1)"',
+                                 'callstyle = "async-demand(2)", aggregate = 4'],
+                         ids=["sync", "async", "demand", "aggregated"])
+def test_a_lone_surrogate_is_an_unsendable_error_naming_the_argument(
+        tmp_path: Path, use: str, transport: str) -> None:
+    app = write_app(tmp_path, server=SERVER, client=CLIENT,
+                    toml=TOML.format(use=use, transport=transport))
+    assert polybus.run(app).result == [
+        ["UnsendableError", f"echo(...) argument 1: {why('D800', 1)}"], [0, 1, 2],
+        ["UnsendableError", f"echo(...) argument 2: {why('DCFF', 1)}"], [0, 1, 2],
+        ["UnsendableError", f"echo(...) argument 'y': {why('DFFF', 0)}"], [0, 1, 2],
+        ["UnsendableError", f"echo(...) argument 1: {why('DC80', 1)}"], [0, 1, 2],
+        ["RemoteException", "TypeError",
+         f"the value it returned cannot be sent: {why('DCE9', 3)}"],
+        "caf\xe9",
+    ]
