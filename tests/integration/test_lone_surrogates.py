@@ -97,3 +97,110 @@ def test_a_lone_surrogate_is_an_unsendable_error_naming_the_argument(
          f"the value it returned cannot be sent: {why('DCE9', 3)}"],
         "caf\xe9",
     ]
+
+
+RAISING_SERVER = """
+    BAD = b"bad \\xff char".decode("utf-8", "surrogateescape")  # 'bad \\udcff char'
+
+    class Odd(Exception):
+        pass
+
+    Odd.__qualname__ = "Odd" + BAD[4]  # (a class statement cannot name it so; this can)
+
+    def echo(x):
+        return x
+
+    def raises(n):
+        raise ValueError(BAD)
+
+    def odd(n):
+        raise Odd("m")
+
+    def chained(n):
+        try:
+            raise ValueError(BAD)
+        except ValueError:
+            raise RuntimeError("outer")
+"""
+
+RAISING_CLIENT = """
+    from polybus import use, wait
+
+    echo = use("echo")
+    raises = use("raises")
+    odd = use("odd")
+    chained = use("chained")
+
+    def main():
+        out = []
+        for f in (raises, odd, chained):
+            good = [echo(i) for i in range(3)]
+            try:
+                wait(f(1))
+            except Exception as exc:
+                out.append([type(exc).__name__, exc.remote_type, exc.remote_message,
+                            exc.remote_traceback.splitlines()[-1:]])
+            out.append(wait(good))
+        try:
+            wait(echo(raises(1)))  # (async: its failure forwarded to echo's replica)
+        except Exception as exc:
+            out.append([type(exc).__name__, exc.remote_type, exc.remote_message])
+        out.append(wait(echo(5)))
+        return out
+"""
+
+RAISING_TOML = """
+    [modules.server]
+    source = "server.py"
+    replication = {replicas}
+    transport = "{transport}"
+    {pool}
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+    transport = "{transport}"
+    use.echo = {{ {use} }}
+    use.raises = {{ {use} }}
+    use.odd = {{ {use} }}
+    use.chained = {{ {use} }}
+
+    [bind]
+    "client.echo" = "server.echo"
+    "client.raises" = "server.raises"
+    "client.odd" = "server.odd"
+    "client.chained" = "server.chained"
+"""
+
+POOL = ('define.raises = { pool = "processes:2" }\n    define.odd = { pool = "processes:2" }'
+        '\n    define.chained = {}\n    define.echo = {}')
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+@pytest.mark.parametrize("use,replicas,pool", [
+    ('callstyle = "sync"', 1, ""),
+    ('callstyle = "async"', 2, ""),
+    ('callstyle = "async-demand(2)", aggregate = 4', 1, ""),
+    ('callstyle = "async"', 2, POOL),
+], ids=["sync", "async", "aggregated", "processes"])
+def test_an_exception_whose_text_has_a_lone_surrogate_reaches_the_client(
+        tmp_path: Path, use: str, replicas: int, pool: str, transport: str) -> None:
+    """A function raising ``ValueError("bad \\udcff char")``: its failure could not be
+    encoded, and the client was told "TypeError: the value it returned cannot be sent"
+    (aggregated: a fault in polybus), the ValueError lost. Its type, message and
+    traceback come, each lone surrogate written ``\\udcff``; and the replica serves on."""
+    app = write_app(tmp_path, server=RAISING_SERVER, client=RAISING_CLIENT,
+                    toml=RAISING_TOML.format(use=use, transport=transport,
+                                             replicas=replicas, pool=pool))
+    out = polybus.run(app).result
+    sync = use == 'callstyle = "sync"'
+    assert out == [
+        ["RemoteException", "ValueError", "bad \\udcff char", ["ValueError: bad \\udcff char"]],
+        [0, 1, 2],
+        ["RemoteException", "server.Odd\\udcff", "m", ["server.Odd\\udcff: m"]], [0, 1, 2],
+        ["RemoteException", "RuntimeError", "outer", ["RuntimeError: outer"]], [0, 1, 2],
+        ["RemoteException", "ValueError",
+         ("" if sync else "an upstream call failed: ") + "bad \\udcff char"],
+        5,
+    ]

@@ -1,4 +1,5 @@
-"""A str with a lone surrogate in a value the codec encodes (wire/unencodable.py)."""
+"""A str with a lone surrogate in a value the codec encodes (wire/unencodable.py), and
+in the text of a failure a replica sends (worker/replies.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 from polybus.client.unsendable import named
 from polybus.errors import UnsendableError
 from polybus.wire.codec import Codec
-from polybus.wire.messages import Call, Result
-from polybus.wire.unencodable import lone_surrogate
+from polybus.wire.messages import Call, Fail, Result
+from polybus.wire.unencodable import escaped, lone_surrogate
+from polybus.worker.replies import ChildException, failure
 
 
 @pytest.mark.parametrize("msg", [
@@ -62,3 +64,42 @@ def test_a_bare_unicode_encode_error_is_named_as_the_codec_says_it() -> None:
     assert isinstance(err, UnsendableError)
     assert str(err).startswith("f(...) argument 2: a str with a lone surrogate (U+D800) at "
                                "index 1 cannot be sent: ")
+
+
+def test_escaped_writes_only_lone_surrogates_as_escapes() -> None:
+    plain = "ValueError: bad input"
+    assert escaped(plain) is plain
+    accented = "caf\xe9 \u4e2d \U0001f600"
+    assert escaped(accented) is accented
+    assert escaped("bad \udcff char, caf\xe9") == "bad \\udcff char, caf\xe9"
+
+
+def _raised(exc: BaseException) -> BaseException:
+    try:
+        raise exc
+    except BaseException as got:
+        return got
+
+
+def test_a_failure_with_a_lone_surrogate_in_its_text_can_be_sent() -> None:
+    """Type, message and traceback each escaped: the Fail encodes, and says the
+    exception (it could not be encoded, and the client was told the function's value
+    could not be sent)."""
+    class Odd(Exception):
+        pass
+
+    Odd.__qualname__ = "Odd\udcff"
+    for exc, kind, message in [(ValueError("bad \udcff char"), "ValueError", "bad \\udcff char"),
+                               (Odd("m\ud800"), "Odd\\udcff", "m\\ud800")]:
+        fail = failure(7, _raised(exc))
+        assert (fail.type.rpartition(".")[2], fail.message) == (kind, message)
+        assert fail.traceback.endswith(f"{kind}: {message}\n"), fail.traceback
+        assert Codec().encode(fail)
+
+
+def test_a_child_exception_with_a_lone_surrogate_can_be_sent() -> None:
+    """A process pool's child sends an exception that does not pickle as text
+    (stand_in): that text is escaped too."""
+    fail = failure(3, ChildException("E\udcff", "m\udcff", "tb \udcff\n"))
+    assert fail == Fail(3, "exception", "E\\udcff", "m\\udcff", "tb \\udcff\n")
+    assert Codec().encode(fail)

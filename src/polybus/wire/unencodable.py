@@ -1,4 +1,4 @@
-"""What encoding a value the codec cannot carry raises.
+"""What encoding a value the codec cannot carry raises, and text made safe to send.
 
 A failed encoding is said as a TypeError, as for a value of a type the codec does not
 take, so every send path handles it one way: a call's argument fails that call alone
@@ -14,13 +14,17 @@ where the codec catches them (so a value it can encode pays nothing for this):
   ``os.listdir`` and ``sys.argv`` give one for a name that is not UTF-8, as does any
   ``bytes.decode(errors="surrogateescape")``. Sending them as str is not possible; as
   bytes it is, and the receiver decodes them back the same way.
+
+Text polybus itself sends (a failure's type, message and traceback) may hold one too,
+from an exception's message: `escaped` writes it as ``\\udcff``, so the failure is
+told rather than lost.
 """
 
 from __future__ import annotations
 
 import sys
 
-__all__ = ["lone_surrogate", "too_deep", "unencodable"]
+__all__ = ["escaped", "lone_surrogate", "too_deep", "unencodable"]
 
 
 def too_deep() -> TypeError:
@@ -52,3 +56,15 @@ def unencodable(exc: RecursionError | UnicodeEncodeError) -> TypeError:
     """The TypeError for an exception msgspec raised encoding a value (codec.py)."""
     return lone_surrogate(exc) if isinstance(exc, UnicodeEncodeError) else too_deep()
 
+
+def escaped(text: str) -> str:
+    """``text``, with any lone surrogate written as ``\\udcff`` (``backslashreplace``)
+    so that it can be sent; ``text`` itself when it has none (most text is ASCII: one
+    quick look)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode(errors="backslashreplace").decode()
+    return text
