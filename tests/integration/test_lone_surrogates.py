@@ -5,7 +5,8 @@ no encoding for it, so it cannot be sent as a str.
 As a call's argument it is an UnsendableError naming the interface and the argument,
 under every call style and transport, and the calls around it are answered (it was a
 bare UnicodeEncodeError from the codec, raised through polybus's own frames). In a
-function's answer it fails that call alone, saying so."""
+function's answer it fails that call alone, saying so. In the text of an exception a
+function raises it is sent, written ``\\udcff``: the client gets that exception."""
 
 from __future__ import annotations
 
