@@ -205,3 +205,49 @@ def test_an_exception_whose_text_has_a_lone_surrogate_reaches_the_client(
          ("" if sync else "an upstream call failed: ") + "bad \\udcff char"],
         5,
     ]
+
+
+CACHED_SERVER = """
+    def cached(b, s):
+        return [len(b), s]
+"""
+
+CACHED_CLIENT = """
+    import polybus
+    from polybus import use, wait
+
+    cached = use("cached")
+
+    def main():
+        b = bytes(100_000)
+        out = []
+        for arg in (b, polybus.broadcast(b)):  # (a cached operand, then a broadcast one)
+            try:
+                wait(cached(arg, "x\\udcffy"))
+            except TypeError as exc:
+                out.append([type(exc).__name__, str(exc)])
+            out.append(wait(cached(arg, "ok")))
+        return out
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_a_call_naming_cached_operands_is_refused_the_same_way(tmp_path: Path,
+                                                               style: str) -> None:
+    """Calls with operands (`define.cache`, `broadcast`) take a path of their own."""
+    app = write_app(tmp_path, server=CACHED_SERVER, client=CACHED_CLIENT, toml=f"""
+        [modules.server]
+        source = "server.py"
+        define.cached = {{ cache = ["b"] }}
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+        use.cached = {{ callstyle = "{style}" }}
+
+        [bind]
+        "client.cached" = "server.cached"
+    """)
+    refused = ["UnsendableError", f"cached(...) argument 2: {why('DCFF', 1)}"]
+    assert polybus.run(app).result == [refused, [100_000, "ok"], refused, [100_000, "ok"]]
