@@ -95,7 +95,8 @@ class SyncLane:
         d.calls += 1
         try:
             broke = self._send(Call(rid, d.interface, wargs), inline)
-        except (TypeError, OverflowError) as exc:  # not encodable: which argument (unsendable.py)
+        except (TypeError, OverflowError, UnicodeEncodeError) as exc:  # not encodable: which
+            # argument (unsendable.py); a str UTF-8 cannot carry is a UnicodeEncodeError here
             r._lock.release()
             raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle) from None
         except MessageTooLarge as exc:

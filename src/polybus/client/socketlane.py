@@ -101,7 +101,8 @@ class SocketLane:
                         ch._send_pieces([memoryview(p)[sent:]], r._drain)
                 else:
                     ch._send_pieces(pieces, r._drain)
-        except (TypeError, OverflowError) as exc:  # not encodable: which argument (unsendable.py)
+        except (TypeError, OverflowError, UnicodeEncodeError) as exc:  # not encodable: which
+            # argument (unsendable.py; the codec says a lone surrogate as a TypeError)
             r._lock.release()
             raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle) from None
         except PolybusError as exc:

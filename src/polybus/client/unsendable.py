@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.errors import MessageTooLarge, PolybusError, UnsendableError
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Batch, Call, Message
+from polybus.wire.unencodable import lone_surrogate
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
@@ -42,7 +43,11 @@ def named(interface: str, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
           exc: Exception, allow_pickle: bool) -> UnsendableError:
     """``exc`` (raised encoding a call of ``interface``) as an UnsendableError naming the
     first argument that cannot be encoded: ``f(...) argument 2: ...`` (1 is the first
-    positional one) or ``f(...) argument 'key': ...``."""
+    positional one) or ``f(...) argument 'key': ...``. A UnicodeEncodeError (a str with
+    a lone surrogate, met by an encoder used without the codec's own translation) is
+    said as the codec says it (wire/unencodable.py)."""
+    if isinstance(exc, UnicodeEncodeError):
+        exc = lone_surrogate(exc)
     codec = Codec(allow_pickle=allow_pickle)
     where = ""
     for i, a in enumerate(args, 1):
@@ -68,11 +73,13 @@ def not_sent(rec: CallRecord, exc: Exception) -> Exception:
     """The error for the caller of a call whose message could not be encoded (``exc``:
     TypeError, ValueError or OverflowError; MessageTooLarge is a ValueError), the call
     forgotten first: it was never sent, so nothing is outstanding. A value the codec
-    cannot carry (TypeError; OverflowError: an int beyond msgpack's 64 bits) is named."""
+    cannot carry (TypeError; OverflowError: an int beyond msgpack's 64 bits; a str with
+    a lone surrogate, a UnicodeEncodeError if not the codec's TypeError) is named."""
     rec.dispatcher.forget(rec, sent=False)
     if isinstance(exc, MessageTooLarge):
         return too_large(rec.dispatcher.interface, exc)
-    return refused(rec, exc) if isinstance(exc, TypeError | OverflowError) else exc
+    named_as = TypeError | OverflowError | UnicodeEncodeError
+    return refused(rec, exc) if isinstance(exc, named_as) else exc
 
 
 def too_large(interface: str, exc: MessageTooLarge) -> MessageTooLarge:

@@ -39,6 +39,7 @@ from polybus.wire.framing import (
     too_large,
 )
 from polybus.wire.messages import Message, Result
+from polybus.wire.unencodable import lone_surrogate
 
 __all__ = ["RingChannel"]
 
@@ -80,7 +81,10 @@ class RingChannel(RingReader):
                 return self._send_pieces(self._encode(msg), on_blocked)
             if type(msg) is Result and type(v := msg.value) in _PLAIN and (
                     type(v) is not bytes or len(v) < OOB_BYTES):
-                header = self.codec._enc.encode(msg)  # (a plain answer: no hook, no buffers)
+                try:  # (a plain answer: no hook, no buffers)
+                    header = self.codec._enc.encode(msg)
+                except UnicodeEncodeError as exc:  # (a str with a lone surrogate: said as
+                    raise lone_surrogate(exc) from None  # the codec says it)
             else:
                 header, bufs = self.codec.encode_parts(msg, self.threshold)
                 if bufs:

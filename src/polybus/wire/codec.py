@@ -13,13 +13,13 @@ in the extension's data (a frame of no buffers is the cheapest to write and read
                      (an array of at most INLINE_MAX bytes, carried in the header)
 
 Nothing is pickled unless the codec was made with ``allow_pickle=True``; a value the
-safe codec cannot carry is a clear TypeError at the sender.
+safe codec cannot carry is a clear TypeError at the sender (a str with a lone surrogate
+too: wire/unencodable.py).
 """
 
 from __future__ import annotations
 
 import pickle
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,6 +49,7 @@ from polybus.wire.undecodable import (
     on_fresh_stack,
     salvage,
 )
+from polybus.wire.unencodable import too_deep, unencodable
 from polybus.wire.values import (
     OOB_BYTES,
     PROMISE_INSIDE,
@@ -69,16 +70,6 @@ EXT_REF = 4
 EXT_SMALL = 5
 _HEAD = PREFIX.size
 _UNPACK = PREFIX.unpack_from
-
-
-def too_deep() -> TypeError:
-    """What encoding a value nested past the encoder's depth raises: a TypeError, as for
-    any other value the codec cannot carry, so every send path fails that call alone and
-    names the argument (or the answer) as it does those; msgspec's own RecursionError
-    said neither."""
-    return TypeError(f"a value nested too deeply: lists, tuples or dicts inside one another "
-                     f"more than about {sys.getrecursionlimit()} deep (Python's recursion "
-                     f"limit, which the encoder keeps to); flatten it")
 
 
 class Codec:
@@ -117,8 +108,8 @@ class Codec:
                     header = self._header(msg)
             else:
                 header = self._header(msg)
-        except RecursionError:  # (a RuntimeError: a value nested thousands deep)
-            raise too_deep() from None
+        except (RecursionError, UnicodeEncodeError) as exc:  # (nested thousands deep;
+            raise unencodable(exc) from None  # a str UTF-8 cannot carry: unencodable.py)
         finally:
             self._out = []
         if not out:  # the common small message: one piece, prefix and header
@@ -144,8 +135,8 @@ class Codec:
         try:
             header = self._header(msg)
             bufs: list[bytes | memoryview | np.ndarray[Any, Any]] = list(self._out)
-        except RecursionError:
-            raise too_deep() from None
+        except (RecursionError, UnicodeEncodeError) as exc:
+            raise unencodable(exc) from None
         finally:
             self._out = []
             self._gather = 0

@@ -22,6 +22,7 @@ from polybus.ownfiles import from_user_code, is_polybus_file
 from polybus.transport.channel import Channel
 from polybus.usernames import format_exception, type_name
 from polybus.wire.messages import Batch, Fail, Message
+from polybus.wire.unencodable import escaped
 from polybus.worker import readonly, unread
 
 CORK_LIMIT = 64
@@ -79,9 +80,11 @@ def remote_traceback(exc: BaseException) -> str:
 
 
 def text_of(exc: BaseException) -> str:
-    """``str(exc)``, or what can be said of it when its ``__str__`` itself raises."""
+    """``str(exc)``, or what can be said of it when its ``__str__`` itself raises; a lone
+    surrogate in it (a message made from a file name that is not UTF-8, say) written
+    as ``\\udcff``, so that it can be sent (wire/unencodable.py)."""
     try:
-        return str(exc)
+        return escaped(str(exc))
     except Exception as inner:
         return f"(its message could not be made: {type(inner).__name__})"
 
@@ -91,12 +94,17 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
     """The Fail for a call whose function raised ``exc`` (type, message, traceback).
 
     Given the call (``fn``, ``args``, ``kwargs``), a write refused by a read-only cached
-    operand gets a note after its message naming the operand (readonly.py)."""
+    operand gets a note after its message naming the operand (readonly.py).
+
+    Its text is sendable: a lone surrogate in the type's name, the message or the
+    traceback is written as ``\\udcff`` (`escaped`). Sent as it was, the Fail could not
+    be encoded, and the client was told the function's *value* could not be sent,
+    its exception lost."""
     if isinstance(exc, PoolDied):  # (not the function's: it has no frames to show)
         return Fail(call_id, POOL_DIED, exc.error, text_of(exc), "")
     if isinstance(exc, ChildException):  # (the function's, as text: stand_in)
         kind, message, traceback = exc.args
-        return Fail(call_id, "exception", kind, message, traceback)
+        return Fail(call_id, "exception", escaped(kind), escaped(message), escaped(traceback))
     qual = type_name(type(exc))  # (server.InputError, as the user knows its module)
     try:
         tb = remote_traceback(exc)
@@ -118,7 +126,7 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
             why = None
         if why is not None:
             message += f" ({why})"
-    return Fail(call_id, "exception", qual, message, tb)
+    return Fail(call_id, "exception", escaped(qual), escaped(message), escaped(tb))
 
 
 def unsendable_text(exc: BaseException) -> str:

@@ -1,0 +1,70 @@
+"""What encoding a value the codec cannot carry raises, and text made safe to send.
+
+A failed encoding is said as a TypeError, as for a value of a type the codec does not
+take, so every send path handles it one way: a call's argument fails that call alone
+as an `UnsendableError` naming the interface and the argument (client/unsendable.py),
+and a function's answer fails that call alone, "the value it returned cannot be sent"
+(worker/replies.py). Two failures msgspec raises as other exceptions are translated
+where the codec catches them (so a value it can encode pays nothing for this):
+
+- a value nested past the encoder's depth (a RecursionError, naming no value), and
+- a str with a lone surrogate (a UnicodeEncodeError, a ValueError that named neither
+  call nor argument, and slipped past paths that name only TypeErrors): msgpack's str
+  is UTF-8, which has no encoding for U+D800..U+DFFF. Such strings are common:
+  ``os.listdir`` and ``sys.argv`` give one for a name that is not UTF-8, as does any
+  ``bytes.decode(errors="surrogateescape")``. Sending them as str is not possible; as
+  bytes it is, and the receiver decodes them back the same way.
+
+Text polybus itself sends (a failure's type, message and traceback) may hold one too,
+from an exception's message: `escaped` writes it as ``\\udcff``, so the failure is
+told rather than lost.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["escaped", "lone_surrogate", "too_deep", "unencodable"]
+
+
+def too_deep() -> TypeError:
+    """What encoding a value nested past the encoder's depth raises: a TypeError, as for
+    any other value the codec cannot carry, so every send path fails that call alone and
+    names the argument (or the answer) as it does those; msgspec's own RecursionError
+    said neither."""
+    return TypeError(f"a value nested too deeply: lists, tuples or dicts inside one another "
+                     f"more than about {sys.getrecursionlimit()} deep (Python's recursion "
+                     f"limit, which the encoder keeps to); flatten it")
+
+
+def lone_surrogate(exc: UnicodeEncodeError) -> TypeError:
+    """What encoding a str that UTF-8 cannot carry raises (``exc``, msgspec's error for
+    it): which character, where, and how to send it instead."""
+    text, at = exc.object, exc.start
+    if not isinstance(text, str) or not 0 <= at < len(text):  # (not from a str: as it was)
+        return TypeError(f"a str that cannot be encoded as UTF-8 cannot be sent: {exc}")
+    code = ord(text[at])
+    how = ("s.encode(errors='surrogateescape'), the bytes it was decoded from (os.fsencode "
+           "for a file name; the receiver's os.fsdecode gives the str back)"
+           if 0xDC80 <= code <= 0xDCFF else "s.encode(errors='surrogatepass')")
+    return TypeError(f"a str with a lone surrogate (U+{code:04X}) at index {at} cannot be "
+                     f"sent: a msgpack str is UTF-8, which has no encoding for it; send "
+                     f"bytes instead, {how}, or replace the character")
+
+
+def unencodable(exc: RecursionError | UnicodeEncodeError) -> TypeError:
+    """The TypeError for an exception msgspec raised encoding a value (codec.py)."""
+    return lone_surrogate(exc) if isinstance(exc, UnicodeEncodeError) else too_deep()
+
+
+def escaped(text: str) -> str:
+    """``text``, with any lone surrogate written as ``\\udcff`` (``backslashreplace``)
+    so that it can be sent; ``text`` itself when it has none (most text is ASCII: one
+    quick look)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode(errors="backslashreplace").decode()
+    return text
