@@ -248,6 +248,7 @@ class WorkerDiedError(RemoteError):
 
 
 class PoisonCallError(RemoteError):
-    """The call was running on each of several replicas when it died; or, under ``pool =
-    "processes:N"``, its replica's process pool broke with it in it, and again when it ran
-    there alone (worker/procpool.py)."""
+    """The call was running on each of 3 replicas in a row when it died, the last time
+    alone there (client/backlog.py); or, under ``pool = "processes:N"``, its replica's
+    process pool broke with it in it, and again when it ran there alone
+    (worker/procpool.py)."""

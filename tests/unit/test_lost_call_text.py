@@ -29,9 +29,14 @@ def _lose(attempts: int, alive: bool, idempotent: bool = True,
           args: list[Any] | None = None) -> BaseException | None:
     link = SimpleNamespace(name="web-0", dead=True, outstanding={}, module="web")
     other = SimpleNamespace(name="web-1", dead=not alive, outstanding={}, module="web")
+    # (``attempts``: the replicas lost with the call, this one the last: it was lost with
+    # the others before; at 3, it was running alone on this one, as backlog.refill runs
+    # a call lost twice)
     d = SimpleNamespace(interface="gil", links=[link, other], _index={id(link): 0, id(other): 1},
-                        inflight=[1, 0], _isolated={}, _suspects=set(), _backlog=[],
+                        inflight=[1, 0], _isolated={0: 7} if attempts >= 3 else {},
+                        _suspects={7: attempts - 1} if attempts > 1 else {}, _backlog=[],
                         idempotent=idempotent, max_attempts=3, comm=None,
+                        style=SimpleNamespace(kind="async"),
                         _alive=lambda: [False, alive],
                         reactor=SimpleNamespace(work_left=lambda: None))
     rec = _Rec(d, attempts, args)
@@ -53,6 +58,8 @@ def test_a_call_lost_on_replicas_taken_for_dead_names_the_heartbeat_and_the_key(
     assert "cluster.heartbeat" in text
     assert f"this call was running on each of the {attempts} replicas lost" in text
     assert "modules.web.define.gil.idempotent = false stops that" in text
+    if kind is PoisonCallError:  # (its third run was alone: the loss is its own)
+        assert "(last: web-0); it was running there alone, and it is not tried again" in text
 
 
 def test_a_call_that_is_not_idempotent_is_not_run_again() -> None:

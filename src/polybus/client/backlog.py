@@ -1,6 +1,15 @@
 """A dispatcher's demand backlog and lost replicas: placing the calls that wait at the
 client (`refill`), and settling what a replica held when it is gone (`lost`): run
-again elsewhere, alone first, or failed with the error that says why.
+again elsewhere, or failed with the error that says why.
+
+Suspicion is counted per call (``Dispatcher._suspects``: call id -> replicas lost with
+it in a row). A call lost once runs again as any call is placed, beside the others: a
+replica's death costs its calls no more than a re-run, however many it held. A call
+lost twice (it was running at two deaths) runs alone, on a replica that holds nothing
+else of the interface (``Dispatcher._isolated``), so that a death then is its own: lost
+while alone, its third loss, it fails with ``PoisonCallError``. A call that kills its
+worker costs 3 replicas at most, and a call that was beside it, however unlucky, is
+never blamed for it: lost twice, it runs alone, and answers.
 
 `Dispatcher.refill` and `Dispatcher.lost` are these (client/dispatch.py).
 """
@@ -8,6 +17,7 @@ again elsewhere, alone first, or failed with the error that says why.
 from __future__ import annotations
 
 import heapq
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -29,12 +39,17 @@ def refill(d: Dispatcher) -> None:
     batches: dict[int, list[CallRecord]] = {}
     now = time.perf_counter()
     waiting: list[tuple[float, int, CallRecord]] = []
+    # (a style with no window, async or sync, whose backlog holds only calls run again:
+    # placed at once, each on the least loaded open replica; a load ratio is not looked
+    # at, so that a call still runs when the replicas it weighs are gone)
+    window = d.window if d.style.kind == "async-demand" else [sys.maxsize] * len(d.links)
+    last = max(1, d.max_attempts - 1)  # (lost this often, its next run is its last: alone)
     while d._backlog:
         rec = d._backlog[0][2]
         if rec.done:
             heapq.heappop(d._backlog)
             continue
-        if rec.id in d._suspects:  # (queued first) alone, on a replica with nothing else
+        if d._suspects.get(rec.id, 0) >= last:  # (first in line) alone: a replica with nothing else
             entry = heapq.heappop(d._backlog)
             f = getattr(d.comm, "forwarder", None)  # (its own held consumers aside)
             free = [j for j, lk in enumerate(d.links) if not lk.dead and j not in d._isolated
@@ -44,9 +59,8 @@ def refill(d: Dispatcher) -> None:
                 continue
             i = free[0]
             d._isolated[i] = rec.id
-        else:
-            i = demand_pick(d.inflight, d.window, d._open(),  # type: ignore[assignment]
-                            d._load())
+        else:  # (a call lost once among them: beside the others)
+            i = demand_pick(d.inflight, window, d._open(), d._load())  # type: ignore[assignment]
             if i is None:
                 break
             heapq.heappop(d._backlog)
@@ -77,9 +91,9 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
     for r in held:
         del link.outstanding[r.id]
     d.inflight[i] = 0
-    d._isolated.pop(i, None)
+    alone = d._isolated.pop(i, None)  # (the call it ran alone, if any)
     for rec in sorted(held, key=lambda r: r.id):
-        d._suspects.discard(rec.id)
+        losses = d._suspects.pop(rec.id, 0) + 1  # (replicas lost with it in a row)
         call = call_text(d.interface, rec.args, rec.kwargs)  # (which of its calls it was)
         if not d.idempotent:
             went = "was taken for dead" if silence_note(error) else "died"
@@ -87,23 +101,25 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
                 f"{link.name} {went} holding the call {call}, and {d.interface} is not "
                 f"idempotent, so it was not re-run ({error}){silence_note(error)}",
                 interface=d.interface, replica=link.name))
-        elif rec.attempts >= d.max_attempts:
+        elif losses >= d.max_attempts:  # (its last run was alone: refill)
             # (why, and the key that stops the re-runs, as when every replica is gone:
             # a replica taken for dead may be dialled again before the call runs out)
+            there = "it was running there alone, and " if alone == rec.id else ""
             rec.set_error(PoisonCallError(
-                f"the call {call} was lost with {rec.attempts} replicas of "
-                f"{d.interface} in a row (last: {link.name}); it is not tried again"
-                + suspect_note(d.interface, rec.attempts, error, link.module),
+                f"the call {call} was lost with {losses} replicas of {d.interface} in a "
+                f"row (last: {link.name}); {there}it is not tried again"
+                + suspect_note(d.interface, losses, error, link.module),
                 interface=d.interface, replica=link.name))
         elif any(d._alive()):
-            # Retried alone (refill): a replica dying with one call charges that call.
-            d._suspects.add(rec.id)
+            # First in line: lost once, placed as any call is (beside others); lost
+            # twice, alone (refill), so that its next loss is charged to it alone.
+            d._suspects[rec.id] = losses
             heapq.heappush(d._backlog, (float("-inf"), next(d._seq), rec))
         else:
             rec.set_error(ConnectionLostError(
                 f"the call {call} was lost: every replica of {d.interface} is gone "
                 f"(last: {link.name}: {error})"
-                + suspect_note(d.interface, rec.attempts, error, link.module)))
+                + suspect_note(d.interface, losses, error, link.module)))
     if not any(d._alive()):  # none left to take the backlog: it fails too
         while d._backlog:
             rec = heapq.heappop(d._backlog)[2]

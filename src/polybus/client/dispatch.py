@@ -99,9 +99,11 @@ class Dispatcher:
         # Calls that migration may send again from another replica keep their arguments
         # as they were at the call (client/snapshot.py; set with the binding's Migrator).
         self.keep_args = False
-        # Calls lost with a dead replica are retried alone on an idle replica, so a call
-        # that kills its worker is charged alone and its bystanders are not (see lost()).
-        self._suspects: set[int] = set()
+        # Calls lost with a dead replica: call id -> replicas lost with it in a row. Lost
+        # once, a call runs again beside others; lost twice, alone on an idle replica, so
+        # a call that kills its worker is charged alone and its bystanders are not
+        # (client/backlog.py).
+        self._suspects: dict[int, int] = {}
         self._isolated: dict[int, int] = {}  # link index -> the suspect it runs alone
         # The plain sync call over a lone link, in one frame (client/lane.py for shm,
         # client/socketlane.py for tcp and ipc).
@@ -322,7 +324,7 @@ class Dispatcher:
             self.awaited.answered(rec)
 
     def _cleared(self, rec: CallRecord, i: int) -> None:
-        self._suspects.discard(rec.id)
+        self._suspects.pop(rec.id, None)
         if self._isolated.get(i) == rec.id:
             del self._isolated[i]
 
@@ -353,8 +355,8 @@ class Dispatcher:
 
     def again(self, rec: CallRecord) -> None:
         """Run ``rec`` again, ahead of the backlog. It was answered, but the replica that
-        kept its value for a next stage is gone (client/forward.py). Not as a suspect,
-        placed alone (lost()): it killed nothing, and two such producers whose consumers
+        kept its value for a next stage is gone (client/forward.py). Not as a suspect
+        (lost()): it killed nothing, and run alone, two such producers whose consumers
         were held on the one replica left would each wait for the other to finish."""
         heapq.heappush(self._backlog, (float("-inf"), next(self._seq), rec))
         self.refill()

@@ -12,13 +12,13 @@ _SIDE = os.environ.get("POLYBUS_CHAOS_DIR", "")
 _fd = -1
 
 
-def _record(tag: str, i: int) -> None:
+def _record(tag: str, i: int, more: str = "") -> None:
     global _fd
     if not _SIDE:
         return
     if _fd < 0:
         _fd = os.open(os.path.join(_SIDE, f"{os.getpid()}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    os.write(_fd, f"{tag} {i}\n".encode())
+    os.write(_fd, f"{tag} {i}{more}\n".encode())
 
 
 def square(i: int, ms: float = 0.0) -> int:
@@ -48,4 +48,12 @@ def slow(i: int, seconds: float) -> int:
     _record("run", i)
     time.sleep(seconds)
     _record("done", i)
+    return i
+
+
+def span(i: int, seconds: float) -> int:
+    """Sleeps ``seconds``; its side file says when each run began and ended, and where."""
+    _record("begin", i, f" {os.getpid()} {time.time():.6f}")
+    time.sleep(seconds)
+    _record("end", i, f" {os.getpid()} {time.time():.6f}")
     return i
