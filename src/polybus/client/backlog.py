@@ -16,6 +16,7 @@ from polybus.client.calltext import call_text
 from polybus.client.policies.balance import demand_pick
 from polybus.client.unsendable import send_accepted
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
+from polybus.plural import plural
 
 if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
@@ -91,7 +92,7 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
             # (why, and the key that stops the re-runs, as when every replica is gone:
             # a replica taken for dead may be dialled again before the call runs out)
             rec.set_error(PoisonCallError(
-                f"the call {call} was lost with {rec.attempts} replicas of "
+                f"the call {call} was lost with {plural(rec.attempts, 'replica')} of "
                 f"{d.interface} in a row (last: {link.name}); it is not tried again"
                 + suspect_note(d.interface, rec.attempts, error, link.module),
                 interface=d.interface, replica=link.name))

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from polybus.errors import PolybusError, ProtocolError
+from polybus.plural import plural
 from polybus.quieter import Quieter
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, HandshakeGate, Listener, authenticate
@@ -385,8 +386,9 @@ class Intake:
             if not busy:
                 self._queue.push(item, ch, time.perf_counter())
         if busy:
+            queue = plural(self.options.queue, "call")
             self._send_quietly(ch, Fail(item.id, "busy", "BusyError",
-                                        f"{self.name}: queue of {self.options.queue} calls is full"))
+                                        f"{self.name}: queue of {queue} is full"))
         return not busy
 
     def _refused(self, ch: Channel, refusal: Refusal) -> None:
