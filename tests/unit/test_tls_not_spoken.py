@@ -46,7 +46,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> tls.TLSConfig:
 
 
 @pytest.fixture
-def pair() -> Iterator[tuple[socket.socket, socket.socket, object]]:
+def pair() -> Iterator[tuple[socket.socket, socket.socket, tuple[str, int]]]:
     """A plain client connected over loopback, and the accepted socket and peer."""
     lst = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(lst.getsockname()[:2], timeout=10)
@@ -65,17 +65,17 @@ def _refusal(node: tls.TLSConfig, sock: socket.socket, peer: object) -> str:
 
 
 def test_a_peer_that_sends_nothing_sent_no_client_hello(
-        node: tls.TLSConfig, pair: tuple[socket.socket, socket.socket, object]) -> None:
+        node: tls.TLSConfig, pair: tuple[socket.socket, socket.socket, tuple[str, int]]) -> None:
     _, sock, peer = pair  # (a plain polybus peer waits for a greeting, sending nothing)
     said = _refusal(node, sock, peer)
-    assert said.startswith(f"handshake with {peer[0]}:{peer[1]} failed: the peer "  # type: ignore[index]
+    assert said.startswith(f"handshake with {peer[0]}:{peer[1]} failed: the peer "
                            "does not speak TLS: it sent no TLS ClientHello within 0.3 s "
                            "(a polybus process without [cluster] tls"), said
     assert "timed out" not in said and "_ssl.c" not in said, said
 
 
 def test_a_peer_that_sends_something_else_sent_no_tls_record(
-        node: tls.TLSConfig, pair: tuple[socket.socket, socket.socket, object]) -> None:
+        node: tls.TLSConfig, pair: tuple[socket.socket, socket.socket, tuple[str, int]]) -> None:
     client, sock, peer = pair
     client.sendall(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
     said = _refusal(node, sock, peer)

@@ -386,9 +386,8 @@ class Intake:
             if not busy:
                 self._queue.push(item, ch, time.perf_counter())
         if busy:
-            queue = plural(self.options.queue, "call")
-            self._send_quietly(ch, Fail(item.id, "busy", "BusyError",
-                                        f"{self.name}: queue of {queue} is full"))
+            self._send_quietly(ch, Fail(item.id, "busy", "BusyError", f"{self.name}: queue of "
+                                        f"{plural(self.options.queue, 'call')} is full"))
         return not busy
 
     def _refused(self, ch: Channel, refusal: Refusal) -> None:

@@ -104,8 +104,9 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
           parent: int | None = None, http: Sequence[str] = (), advertise: str | None = None,
           on_serving: Callable[[Callable[[], None]], None] | None = None,
           signals: Sequence[signal.Signals] | None = None, banner: bool = True) -> Stopped:
-    """Serve until SIGTERM/SIGINT; how it was stopped (`Stopped`). ``http``: interfaces that [serve] routes call; each is
-    also served as ``<name>@http``, answering in response form (http/response.py).
+    """Serve until SIGTERM/SIGINT; how it was stopped (`Stopped`). ``http``: interfaces
+    that [serve] routes call; each is also served as ``<name>@http``, answering in
+    response form (http/response.py).
     ``exit_with_parent``: SIGTERM when the parent ends, or now if it is not ``parent``.
     ``advertise``: the host registered for a TCP address bound to a wildcard (0.0.0.0,
     ::), which no peer can dial. ``on_serving``: called once registered, with a function
