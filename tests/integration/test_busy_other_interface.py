@@ -47,7 +47,7 @@ def test_a_refused_call_of_another_interface_names_the_define_and_the_type(
     p = cli("run", "app.toml", "--set", "modules.server.define.work.queue=1",
             "--set", "modules.server.define.work.overflow=reject", cwd=tmp_path)
     assert p.returncode == 2, p.stderr
-    assert ("polybus run: error: BusyError: server-0: queue of 1 calls is full; the replica "
+    assert ("polybus run: error: BusyError: server-0: queue of 1 call is full; the replica "
             "has one queue for all its interfaces, and a call of stage1 is refused too: the "
             "queue takes its bound (queue = 1) and overflow = \"reject\" from define.work\n"
             ) in p.stderr, p.stderr

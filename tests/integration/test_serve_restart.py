@@ -5,12 +5,14 @@ Behaviour only: each test asks until the front door answers again, within a boun
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
-from integration.conftest import Procs, descendants, read_line
+from integration.conftest import Procs, descendants, read_line, rest_of
 from integration.test_serve_revival import _app, _get, _listening, _pids_until
 
 
@@ -87,8 +89,6 @@ def test_no_worker_is_started_again_when_the_whole_group_is_stopped(
     host, port = m.group(1), int(m.group(2))
     procs.watch(descendants(p.pid))
     assert len(_pids_until(host, port, 2)) == 2
-    import threading
-
     slow = threading.Thread(target=lambda: _get_quietly(host, port, "/slow"), daemon=True)
     slow.start()  # in flight as serve stops: its grace is when a restart came
     time.sleep(0.5)  # (the request reaches its replica)
@@ -103,3 +103,42 @@ def _get_quietly(host: str, port: int, url: str) -> None:
         _get(host, port, url)
     except OSError:  # (answered 503, or the connection closed as serve stopped)
         pass
+
+
+def test_a_restarted_worker_serves_its_requests_in_flight_as_serve_stops(
+        procs: Procs, tmp_path: Path) -> None:
+    """Serve stopped by SIGINT with a request in flight on a worker it had started again:
+    the worker was stopped at once (its starting thread, the supervisor's, ended at
+    serve's first signal, and PR_SET_PDEATHSIG sent it SIGTERM), before the request's
+    grace was over and before the session closed its links: the request failed and
+    serve warned "replica web-0 of module 'web' was lost: connection ... broke"."""
+    app = _app(tmp_path, 1)
+    with open(tmp_path / "web.py", "a") as f:  # (longer than a worker's 2 s to stop)
+        f.write("\n\ndef slow():\n    open(os.environ['MARK'], 'w').close()\n"
+                "    time.sleep(4)\n    return {'slow': os.getpid()}\n")
+    app.write_text(app.read_text().replace('listen = "127.0.0.1:0"',
+                                           'listen = "127.0.0.1:0"\ngrace = "60s"')
+                   + '"GET /slow" = "web.slow"\n')
+    mark = tmp_path / "slow-started"
+    host, port, pid = _listening(procs, app, env={"MARK": str(mark)})
+    (first,) = _pids_until(host, port, 1)
+    procs.watch({first})
+    os.kill(first, signal.SIGKILL)  # (a worker this test's serve started)
+    serve = procs.started[-1]
+    assert serve.stderr is not None
+    read_line(serve.stderr, r"worker web-0 started again \(restart 1\)", timeout=30)
+    procs.watch(descendants(pid))
+    (second,) = _pids_until(host, port, 1)
+    got: list[tuple[int, bytes]] = []
+    slow = threading.Thread(target=lambda: got.append(_get(host, port, "/slow")), daemon=True)
+    slow.start()
+    deadline = time.monotonic() + 30
+    while not mark.exists():  # (the request is in the restarted worker's call)
+        assert time.monotonic() < deadline, "the request never reached its worker"
+        time.sleep(0.05)
+    serve.send_signal(signal.SIGINT)
+    assert serve.wait(timeout=60) == 130
+    slow.join(timeout=30)
+    err = rest_of(serve.stderr)
+    assert "was lost" not in err, err
+    assert got and got[0][0] == 200 and json.loads(got[0][1]) == {"slow": second}, (got, err)

@@ -4,7 +4,7 @@ error's type.
 
 A new user's ``--set modules.sv.define.work.queue=1 --set
 modules.sv.define.work.overflow=reject`` made a call of stage1 fail with ``polybus run:
-error: sv-1: queue of 1 calls is full``: not said to be a BusyError, and nothing pointed
+error: sv-1: queue of 1 call is full``: not said to be a BusyError, and nothing pointed
 at define.work, since a replica has one queue for all its interfaces (worker/main.py,
 options_for).
 """
@@ -41,11 +41,11 @@ def full(app: Path, iface: str, *sets: str) -> str:
 def test_a_call_of_another_interface_is_told_which_define_rejects(app: Path) -> None:
     sets = (f"{SV}.work.queue=1", f"{SV}.work.overflow=reject")
     assert full(app, "stage1", *sets) == (
-        "server-0: queue of 1 calls is full; the replica has one queue for all its "
+        "server-0: queue of 1 call is full; the replica has one queue for all its "
         "interfaces, and a call of stage1 is refused too: the queue takes its bound "
         "(queue = 1) and overflow = \"reject\" from define.work")
-    assert full(app, "work", *sets) == "server-0: queue of 1 calls is full"
-    assert full(app, "work@http", *sets) == "server-0: queue of 1 calls is full"
+    assert full(app, "work", *sets) == "server-0: queue of 1 call is full"
+    assert full(app, "work@http", *sets) == "server-0: queue of 1 call is full"
 
 
 def test_the_bound_and_the_reject_may_come_from_different_defines(app: Path) -> None:

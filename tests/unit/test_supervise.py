@@ -223,3 +223,18 @@ def test_a_look_that_raises_does_not_end_the_watching_thread(
         sup.stop()
     assert "could not look at the workers: RuntimeError('a look went wrong')" in out.getvalue()
     assert engine.respawned == ["web-0"]
+
+
+def test_halt_leaves_the_thread_that_started_the_workers_until_stop(tmp_path: Path) -> None:
+    # A worker started again ends when the thread that started it ends (PR_SET_PDEATHSIG):
+    # halt (serve's first signal) ended the thread, and those workers with it, during the
+    # grace of their requests in flight.
+    sup, _, _ = _sup(tmp_path)
+    sup.start()
+    try:
+        sup.halt()
+        sup._thread.join(timeout=1.0)  # (it ended within a look, 0.1 s, when halt ended it)
+        assert sup._thread.is_alive()
+    finally:
+        sup.stop()
+    assert not sup._thread.is_alive()

@@ -50,6 +50,12 @@ def test_interrupted_after_two_rounds_says_two_runs_not_three() -> None:
     assert [c["n"] for c in sweep.to_dict()["cells"]] == [2, 2, 2]
 
 
+def test_interrupted_in_the_second_round_says_one_run_not_one_runs() -> None:
+    sweep = _sweep(4)  # the second round's first run: every cell has one
+    said = title(sweep)
+    assert "median [min\u2013max] of 1 run (3 asked); speedup" in said, said
+
+
 def test_interrupted_mid_round_says_the_range_and_each_cells_count() -> None:
     sweep = _sweep(8)  # the third round's second run: the first cell has three, others two
     said = title(sweep)

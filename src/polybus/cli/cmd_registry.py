@@ -86,4 +86,8 @@ def main(args: argparse.Namespace) -> int:
         stop.close()
         if made is not None:
             made.unlink(missing_ok=True)
-    return 0
+    # Said and exited as `run` and `serve` are ("polybus registry: interrupted", 130;
+    # "terminated", 143), everything already stopped and removed.
+    from polybus.cli.main import stopped_by
+
+    return stopped_by("registry", stop.signum)

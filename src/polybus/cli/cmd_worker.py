@@ -12,6 +12,7 @@ from pathlib import Path
 from polybus.cli.values import check_name, seconds
 from polybus.config.files import not_a_file
 from polybus.errors import AuthenticationError, UsageError
+from polybus.plural import plural
 from polybus.token import cluster_token, token_source
 
 # --set with --module: refused, not dropped (the worker then ran with its own defaults,
@@ -127,11 +128,11 @@ def main(args: argparse.Namespace) -> int:
         listen, rundir = listen_addresses(app, key, name, "127.0.0.1", local=True,
                                           tcp_first=True)
     try:
-        serve(registry=registry, module_path=path, name=name, module_key=key, token=token,
-              listen=listen, spec=spec, replica=replica,
-              heartbeat=args.heartbeat if args.heartbeat is not None else heartbeat,
-              max_frame=max_frame, exit_with_parent=args.exit_with_parent,
-              parent=args.parent, http=http)
+        stopped = serve(registry=registry, module_path=path, name=name, module_key=key,
+                        token=token, listen=listen, spec=spec, replica=replica,
+                        heartbeat=args.heartbeat if args.heartbeat is not None else heartbeat,
+                        max_frame=max_frame, exit_with_parent=args.exit_with_parent,
+                        parent=args.parent, http=http)
     except AuthenticationError as exc:
         exc.add_note(f"this worker's token came from "
                      f"{token_source(args.token_file, config_token_file)}")
@@ -139,4 +140,16 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if rundir is not None:
             shutil.rmtree(rundir, ignore_errors=True)
-    return 0
+    if args.exit_with_parent:
+        # An engine's worker, stopped by its engine (or its SIGTERM by hand, `kill PID`):
+        # 0, a clean end, which serve's supervisor does not start again, and nothing said
+        # in a log the run forwards.
+        return 0
+    # By hand: said and exited as `run` and `serve` are ("polybus worker: interrupted",
+    # 130; "terminated", 143), with the calls it held that went unanswered.
+    from polybus.cli.main import stopped_by
+
+    n = stopped.unanswered
+    more = (f"; {plural(n, 'call')} it held {'was' if n == 1 else 'were'} left unanswered "
+            f"(still running, or queued)" if n else "")
+    return stopped_by("worker", stopped.signum, more)

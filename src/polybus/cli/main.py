@@ -76,6 +76,20 @@ def said(exc: PolybusError) -> str:
     return str(exc)
 
 
+def stopped_by(command: str, signum: int | None, more: str = "") -> int:
+    """For a command that takes its stop signals itself (`worker`, `registry`), once it
+    has stopped: the signal said as main() says a run's (``polybus worker: interrupted``,
+    then ``more``), and the status to exit with, 128 + the signal (130 for SIGINT, 143
+    for SIGTERM, 129 for SIGHUP, its terminal closed); 0, and nothing said, for none."""
+    if signum is None:
+        return 0
+    said: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated",
+                            signal.SIGHUP: "hung up (its terminal closed)"}
+    what = said.get(signum, f"signal {signum}")
+    end_now(command, 128 + signum, what + more, end=False)
+    return 128 + signum
+
+
 def started_interrupted() -> int:
     """Ctrl-C before a command began (while its modules import): the one line a later
     Ctrl-C gives, status 130, not a traceback of imports."""

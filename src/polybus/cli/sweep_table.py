@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from rich.markup import escape
 from rich.table import Table
 
+from polybus.plural import plural
 from polybus.sweep import Cell, Sweep, moving_with, replicas
 
 __all__ = ["BRIEF", "DASH", "brief", "compared", "failed", "runs_said", "short_names", "size", "table",
@@ -93,7 +94,7 @@ def runs_said(sweep: Sweep) -> str:
     if lo == hi == sweep.repeat:
         return str(lo)
     if lo == hi:
-        return f"{lo} runs ({sweep.repeat} asked)"
+        return f"{plural(lo, 'run')} ({sweep.repeat} asked)"
     return f"{lo}{DASH}{hi} runs ({sweep.repeat} asked; each cell's in the runs column)"
 
 

@@ -26,6 +26,7 @@ from polybus.client.calltext import call_text
 from polybus.client.policies.balance import demand_pick
 from polybus.client.unsendable import send_accepted
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
+from polybus.plural import plural
 
 if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
@@ -106,8 +107,8 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
             # a replica taken for dead may be dialled again before the call runs out)
             there = "it was running there alone, and " if alone == rec.id else ""
             rec.set_error(PoisonCallError(
-                f"the call {call} was lost with {losses} replicas of {d.interface} in a "
-                f"row (last: {link.name}); {there}it is not tried again"
+                f"the call {call} was lost with {plural(losses, 'replica')} of {d.interface} "
+                f"in a row (last: {link.name}); {there}it is not tried again"
                 + suspect_note(d.interface, losses, error, link.module),
                 interface=d.interface, replica=link.name))
         elif any(d._alive()):

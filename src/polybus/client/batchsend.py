@@ -23,6 +23,7 @@ from polybus.errors import (
     UnsendableError,
     WorkerDiedError,
 )
+from polybus.plural import plural
 from polybus.transport.channel import LATER
 from polybus.wire.codec import Codec
 from polybus.wire.messages import CallBatch, Drop, Forward, Keep, Message, Put
@@ -182,14 +183,14 @@ def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None
             continue
         if not d.idempotent:
             b.set_error(WorkerDiedError(
-                f"{link.name} died holding a batch of {len(b.args)} calls to "
+                f"{link.name} died holding a batch of {plural(len(b.args), 'call')} to "
                 f"{bt.interface}, which is not idempotent, so they were not re-run "
                 f"({error})", interface=bt.interface, replica=link.name))
         elif b.attempts >= d.max_attempts:
             b.set_error(PoisonCallError(
-                f"a batch of {len(b.args)} calls to {bt.interface} was lost with "
-                f"{b.attempts} replicas in a row (last: {link.name}); it is not tried "
-                f"again", interface=bt.interface, replica=link.name))
+                f"a batch of {plural(len(b.args), 'call')} to {bt.interface} was lost "
+                f"with {plural(b.attempts, 'replica')} in a row (last: {link.name}); it is "
+                f"not tried again", interface=bt.interface, replica=link.name))
         elif any(not lk.dead for lk in bt.links):
             b.link = None
             bt.backlog.appendleft(b)  # first in line, in its old order

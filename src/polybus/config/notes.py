@@ -11,6 +11,7 @@ from polybus.config.milfile import MilFile
 from polybus.config.model import Binding, DefineSpec, ModuleSpec, ServeSpec, UseSpec
 from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.source import SourceInfo
+from polybus.plural import plural
 
 __all__ = ["note_big_batches", "note_idle_shares", "note_many_replicas", "note_no_ops",
            "note_plain_off_host", "note_unused"]
@@ -33,13 +34,13 @@ def note_big_batches(modules: dict[str, ModuleSpec], max_frame: int, p: Problems
         for name, u in m.use.items():
             if u.aggregate_bytes is not None and u.aggregate_bytes < TINY_BATCH:
                 n = u.aggregate_bytes
-                p.note(f"aggregate is a size, {n} bytes of arguments a batch: about what "
-                       "one call carries (8 bytes, and 8 for each number it passes), so "
-                       "its calls hardly travel together (a string is a size in bytes, a "
-                       "number a count of calls)",
+                p.note(f"aggregate is a size, {plural(n, 'byte')} of arguments a batch: about "
+                       "what one call carries (8 bytes, and 8 for each number it passes), "
+                       "so its calls hardly travel together (a string is a size in bytes, "
+                       "a number a count of calls)",
                        dotted("modules", key, "use", name, "aggregate"),
-                       f"for {n} calls a batch write the count, aggregate = {n} (no "
-                       "quotes); a size such as '64KiB' batches small calls by the hundred")
+                       f"for {plural(n, 'call')} a batch write the count, aggregate = {n} "
+                       "(no quotes); a size such as '64KiB' batches small calls by the hundred")
             if u.aggregate_bytes is not None and u.aggregate_bytes > max_frame:
                 p.note(f"aggregate = {u.aggregate_bytes:,} bytes is more than a batch can "
                        f"hold: a batch is one frame, cut at cluster.max_frame "

@@ -195,9 +195,10 @@ class RayEngine:
         not as a start that never ends."""
         have = self.ray.cluster_resources().get("CPU", 0)
         if have < replicas:
+            who = f"each of the {replicas} replicas" if replicas != 1 else "its one replica"
             raise ConfigError(
-                f"the ray engine runs each of the {replicas} replicas as an actor of one "
-                f"CPU; this Ray cluster has {have:g}",
+                f"the ray engine runs {who} as an actor of one CPU; this Ray cluster has "
+                f"{have:g}",
                 file=self.app.origin("cluster.engine"),
                 key="cluster.engine", hint="fewer replicas, or a cluster with more CPUs "
                 "(ray start --head --num-cpus N, then RAY_ADDRESS=auto)")

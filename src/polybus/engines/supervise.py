@@ -21,7 +21,10 @@ worker's exit status and its log's last line. `[serve] restart = false` turns it
 
 A worker started again is started from the supervisor's thread, and a worker ends when
 the thread that started it ends (``PR_SET_PDEATHSIG``, worker/lifetime.py): the thread
-therefore lives until the engine stops, whatever one look raises.
+therefore lives until the engine stops, whatever one look raises, and `halt` does not end
+it. (It did: at serve's first signal each worker started again got SIGTERM at once, and
+its requests in flight failed within their grace, serve warning that the replica "was
+lost" though it was serve that stopped it.)
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ class Supervisor:
     def __init__(self, engine: LocalEngine, say: TextIO | None) -> None:
         self.engine = engine
         self.say = say
-        self._stop = threading.Event()
+        self._stop = threading.Event()    # the thread ends (the engine stops its workers)
+        self._halted = threading.Event()  # no look, no restart (serve is stopping)
         now = time.monotonic()
         self.watches = {name: _Watch(now) for name, _, _ in engine.procs}
         self._thread = threading.Thread(target=self._loop, name="polybus-supervisor",
@@ -68,18 +72,22 @@ class Supervisor:
         return self
 
     def halt(self) -> None:
-        """No restart from now on (serve is stopping); returns at once."""
-        self._stop.set()
+        """No restart from now on (serve is stopping); returns at once. The thread lives
+        on until `stop`: the workers it started again end with it."""
+        self._halted.set()
 
     def stop(self) -> None:
         """No restart from now on; returns once the thread has ended (a start under
         way finishes first, and is listed for the engine to stop)."""
+        self._halted.set()
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
+            if self._halted.is_set():  # (its workers stay until the engine stops them)
+                continue
             try:
                 self.step(time.monotonic())
             except Exception as exc:  # (the thread must live on: see the docstring)
@@ -105,7 +113,7 @@ class Supervisor:
                 w.due = now + w.pause
                 self._said(f"{ended_line(name, code, log)}; starting it again in "
                            f"{w.pause:g} s")
-            elif now >= w.due and not self._stop.is_set():
+            elif now >= w.due and not self._halted.is_set():
                 try:
                     started = self.engine.respawn(name)
                 except OSError as exc:  # (no process to be had now: tried again later)

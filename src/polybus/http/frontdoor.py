@@ -32,6 +32,7 @@ from polybus.errors import ConfigError, ConfigWarning, UsageError
 from polybus.http.calls import CallBridge
 from polybus.http.response import HTTP_SUFFIX
 from polybus.http.server import FrontDoor
+from polybus.plural import plural
 from polybus.runner import echo_to, override_strings, serving_rank, started_cluster
 
 __all__ = ["serve"]
@@ -155,7 +156,7 @@ async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.
         server.close()  # (no new connection; those open are the door's to end)
         stop.clear()
         busy = door.in_flight()
-        print(f"polybus serve: stopping after {door.requests} requests"
+        print(f"polybus serve: stopping after {plural(door.requests, 'request')}"
               + (f"; {busy} in flight get {duration_text(spec.grace)} to finish"
                  if busy else ""), file=sys.stderr, flush=True)
         await door.stop(spec.grace, stop)  # (a second signal ends the grace)

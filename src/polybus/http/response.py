@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
+from polybus.plural import plural
+
 __all__ = ["HTTP_SUFFIX", "REQUEST_FIELDS", "Response", "error_response", "http_form", "serialize",
            "to_response"]
 
@@ -100,8 +102,8 @@ def to_response(value: Any, who: str = "a handler") -> Response:
             status, raw, value = value
             headers = _headers(raw, who)
         else:
-            raise TypeError(f"{who} returned a tuple of {len(value)} items: a response tuple "
-                            "is (status, body) or (status, headers, body)")
+            raise TypeError(f"{who} returned a tuple of {plural(len(value), 'item')}: a "
+                            "response tuple is (status, body) or (status, headers, body)")
         if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
             raise ValueError(f"{who} returned a bad response status {status!r} (an integer "
                              "from 100 to 599)")

@@ -2,10 +2,11 @@
 
 One asyncio task per connection serves its requests in order (pipelined ones too).
 Every failure becomes a status and the server goes on: no route 404 (405 when only the
-method is wrong), malformed 400, too large 413/431, the handler raised 500 (its type
-and message; the remote traceback only with ``tracebacks = true``), the replica's
-queue full under ``overflow = "reject"`` 503, a call past its timeout 504, replicas
-gone 502.
+method is wrong), malformed 400 (and one the interface's ``priority`` cannot be computed
+for: it reads a field this request lacks), too large 413/431, the handler raised 500
+(its type and message; the remote traceback only with ``tracebacks = true``), the
+replica's queue full under ``overflow = "reject"`` 503, a call past its timeout 504,
+replicas gone 502.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from polybus.errors import (
     ConnectionLostError,
     NoReplicaError,
     PolybusError,
+    PriorityError,
     RemoteException,
 )
 from polybus.http.calls import CallBridge
@@ -229,6 +231,10 @@ class FrontDoor:
         except CallTimeoutError as e:
             self._log(req, route, f"504 {e}")
             return error_response(504, str(e)), []
+        except PriorityError as e:  # (its expression reads what this request lacks: the
+            # request's fault, not a bad upstream's; no call was made)
+            self._log(req, route, f"400 {e}")
+            return error_response(400, f"{route.module}.{route.interface}: {e}"), []
         except PolybusError as e:
             text = str(e)
             if isinstance(e, NoReplicaError | ConnectionLostError):  # (http/revival.py)

@@ -299,6 +299,7 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
         sock.settimeout(timeout)
         _tune(sock)
         if tls is not None and sock.family != socket.AF_UNIX:
+            _tls.client_hello(sock, timeout)  # (a peer that speaks no TLS: said as such)
             sock = _tls.wrap_server(sock, tls)  # before anything else is read
         hs = handshake.ServerHandshake(token, codec.max_frame)
         sock.sendall(hs.hello())
@@ -311,6 +312,9 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
     except AuthenticationError:
         sock.close()
         raise
+    except _tls.NotTLS as exc:
+        sock.close()
+        raise TLSHandshakeError(f"handshake with {name} failed: {exc}") from None
     except OSError as exc:
         sock.close()
         raise TransportError(f"handshake with {name} failed: {exc}") from None

@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from polybus.errors import TransportError
+from polybus.plural import plural
 from polybus.transport.wake import Wake
 
 __all__ = ["ONE_PROCESS", "InprocListener", "Peer", "dial", "listen"]
@@ -136,9 +137,9 @@ class InprocListener:
                 raise TransportError(f"cannot connect to inproc://{self.name}: it has "
                                      "stopped listening")
             if len(self._pending) >= self.backlog:
-                raise TransportError(f"cannot connect to inproc://{self.name}: "
-                                     f"{len(self._pending)} connections wait to be "
-                                     "accepted already, its backlog")
+                waiting = plural(len(self._pending), "connection")
+                raise TransportError(f"cannot connect to inproc://{self.name}: its backlog "
+                                     f"is full ({waiting} waiting to be accepted)")
             self._pending.append(sock)
             self._wake.ring()
             self._ready.notify()

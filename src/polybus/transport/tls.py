@@ -196,6 +196,38 @@ def refusal(exc: ssl.SSLError, config: TLSConfig, host: str) -> str:
     return reason
 
 
+_HANDSHAKE_RECORD = 0x16  # the content type of a TLS record that holds a ClientHello
+_PLAIN_PEER = ("a polybus process without [cluster] tls dials in plain TCP and waits for "
+               "a greeting, sending nothing first; was it started without [cluster] tls? "
+               "(a registry takes it with --config app.toml, a worker with --config "
+               "app.toml --as KEY, not --module)")
+
+
+class NotTLS(OSError):
+    """The peer of a connection this process accepted under TLS does not speak TLS: its
+    message says what it did instead (sent nothing, closed, sent something else)."""
+
+
+def client_hello(sock: socket.socket, timeout: float) -> None:
+    """Wait (``sock``'s timeout) for the first bytes of a TLS ClientHello, left unread
+    for the handshake: NotTLS if the peer sent none within ``timeout`` seconds (the
+    setting it is said with), closed the connection first, or sent bytes that do not
+    begin a TLS handshake record. (OpenSSL says only that the handshake timed out, or a
+    reason such as WRONG_VERSION_NUMBER.)"""
+    try:
+        first = sock.recv(5, socket.MSG_PEEK)
+    except TimeoutError:
+        raise NotTLS(f"the peer does not speak TLS: it sent no TLS ClientHello within "
+                     f"{timeout:g} s ({_PLAIN_PEER})") from None
+    if not first:
+        raise NotTLS(f"the peer does not speak TLS: it closed the connection without "
+                     f"sending a TLS ClientHello ({_PLAIN_PEER})")
+    if first[0] != _HANDSHAKE_RECORD:
+        raise NotTLS(f"the peer does not speak TLS: it sent bytes that are not a TLS "
+                     f"record ({first!r}...; another protocol, such as HTTP, or a client "
+                     f"that is not polybus)")
+
+
 def wrap_server(sock: socket.socket, config: TLSConfig) -> ssl.SSLSocket:
     """The TLS handshake as the accepting side (bounded by ``sock``'s timeout)."""
     return _context(config, True).wrap_socket(sock, server_side=True)

@@ -27,6 +27,16 @@ from polybus.worker.procpool import ProcessPool
 from polybus.worker.runtime import WorkerRuntime
 
 
+@dataclasses.dataclass(frozen=True)
+class Stopped:
+    """How `serve` ended: the signal that stopped it (None: stopped without one, by
+    ``on_serving``'s function), and how many calls it held went unanswered (still
+    running after the runtime's grace, or queued: `WorkerRuntime.stop`)."""
+
+    signum: int | None
+    unanswered: int
+
+
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -96,9 +106,10 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
           max_frame: int = 1 << 30, exit_with_parent: bool = False,
           parent: int | None = None, http: Sequence[str] = (), advertise: str | None = None,
           on_serving: Callable[[Callable[[], None]], None] | None = None,
-          signals: Sequence[signal.Signals] | None = None, banner: bool = True) -> None:
-    """Serve until SIGTERM/SIGINT. ``http``: interfaces that [serve] routes call; each is
-    also served as ``<name>@http``, answering in response form (http/response.py).
+          signals: Sequence[signal.Signals] | None = None, banner: bool = True) -> Stopped:
+    """Serve until SIGTERM/SIGINT; how it was stopped (`Stopped`). ``http``: interfaces
+    that [serve] routes call; each is also served as ``<name>@http``, answering in
+    response form (http/response.py).
     ``exit_with_parent``: SIGTERM when the parent ends, or now if it is not ``parent``.
     ``advertise``: the host registered for a TCP address bound to a wildcard (0.0.0.0,
     ::), which no peer can dial. ``on_serving``: called once registered, with a function
@@ -149,6 +160,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         signals = ((signal.SIGTERM,) if exit_with_parent
                    else (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
     stop = StopSignals(signals)
+    unanswered = 0
     try:
         membership.start()
         if banner:
@@ -162,6 +174,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         stop.close()
         membership.stop()
         client.close()
-        runtime.stop()
+        unanswered = runtime.stop()
         if procs is not None:
             procs.close()
+    return Stopped(stop.signum, unanswered)

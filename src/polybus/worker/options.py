@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from polybus.plural import plural
 from polybus.transport.spinning import SPIN_S
 
 
@@ -34,7 +35,7 @@ class ServeOptions:
     def full_text(self, name: str, iface: str) -> str:
         """A BusyError's message: the queue of replica ``name`` is full, and for a call
         of an interface that did not ask for "reject", which defines made it so."""
-        text = f"{name}: queue of {self.queue} calls is full"
+        text = f"{name}: queue of {plural(self.queue, 'call')} is full"
         if not self.reject_from or iface.partition("@")[0] in self.reject_from:  # (f@http: f)
             return text
         bound, rejects = _defines(self.queue_from), _defines(self.reject_from)

@@ -311,10 +311,12 @@ class WorkerRuntime(Polling):
                      len(self._queue), self._running, self.options.speed, req,
                      self.options.pool)
 
-    def stop(self, grace: float = 2.0) -> None:
+    def stop(self, grace: float = 2.0) -> int:
         """Stop serving. Calls still running after ``grace`` seconds (all threads
         together, not each) are left to their threads, which are daemons: a pool of 100
-        inside long calls used to hold a SIGTERMed worker 2 s per thread."""
+        inside long calls used to hold a SIGTERMed worker 2 s per thread. Returns how
+        many calls it held go unanswered: those still running then, and those queued (a
+        batch of aggregated calls counts as one)."""
         with self._cv:
             self._stopping = True
             self._cv.notify_all()
@@ -328,6 +330,7 @@ class WorkerRuntime(Polling):
         for line in self._quiet.rest():  # (after the handshakes under way ended)
             log.warning("worker %s refused connections: %s", self.name, line)
         with self._lock:
+            unanswered = self._running + len(self._queue)
             new, self._new = self._new, []
         for ch in [*self._channels, *new]:  # (new: authenticated, not yet adopted)
             ch.close()
@@ -342,4 +345,5 @@ class WorkerRuntime(Polling):
                     os.unlink(where.path)
                 except OSError:
                     pass
+        return unanswered
 

@@ -1,0 +1,63 @@
+"""`polybus worker` and `polybus registry` started by hand, stopped by a signal, say so
+and exit as `run` and `serve` do: "polybus worker: interrupted", 130, for Ctrl-C (SIGINT,
+sent here by PID: a process started with & by a non-interactive shell ignores it);
+"terminated", 143, for SIGTERM. They exited 0 without a word. A worker the local
+engine started (--exit-with-parent) still exits 0, silent: its SIGTERM is a clean end,
+which serve's supervisor does not start again (tests/integration/test_serve_restart.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from integration.conftest import EXAMPLES, Procs, read_line, rest_of, start_registry
+
+SAID = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
+SIGNALS = pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+
+
+@SIGNALS
+def test_a_registry_stopped_by_a_signal_says_so_and_exits_as_run(procs: Procs, sig: int) -> None:
+    env = {"POLYBUS_TOKEN": "stop-registry-token-" + "r" * 20}
+    start_registry(procs, env)
+    reg = procs.started[-1]
+    reg.send_signal(sig)
+    status, word = SAID[sig]
+    assert reg.wait(timeout=30) == status
+    assert reg.stderr is not None
+    said = rest_of(reg.stderr)
+    assert said == f"polybus registry: {word}\n", said
+
+
+@SIGNALS
+def test_an_idle_worker_stopped_by_a_signal_says_so_and_exits_as_run(procs: Procs,
+                                                                    sig: int) -> None:
+    env = {"POLYBUS_TOKEN": "stop-worker-token-" + "w" * 20}
+    addr, _ = start_registry(procs, env)
+    w = procs.start("worker", "--registry", addr, "--module", EXAMPLES / "sort" / "server.py",
+                    "--name", "server-0", env=env)
+    assert w.stderr is not None
+    read_line(w.stderr, "serving")
+    w.send_signal(sig)
+    status, word = SAID[sig]
+    assert w.wait(timeout=30) == status
+    said = rest_of(w.stderr)
+    assert said == f"polybus worker: {word}\n", said  # (no call held: no count said)
+
+
+def test_an_engine_s_worker_stopped_by_sigterm_still_exits_0_unsaid(procs: Procs) -> None:
+    """--exit-with-parent: as the local engine starts it. Its SIGTERM (the engine's stop,
+    or `kill PID` of one worker under serve) is a clean end: 0, nothing in its log."""
+    env = {"POLYBUS_TOKEN": "stop-engine-worker-" + "e" * 20}
+    addr, _ = start_registry(procs, env)
+    w = procs.start("worker", "--registry", addr, "--module", EXAMPLES / "sort" / "server.py",
+                    "--name", "server-0", "--exit-with-parent", "--parent", str(os.getpid()),
+                    env=env)
+    assert w.stderr is not None
+    read_line(w.stderr, "serving")
+    w.send_signal(signal.SIGTERM)
+    assert w.wait(timeout=30) == 0
+    said = rest_of(w.stderr)
+    assert "polybus worker" not in said, said
