@@ -89,6 +89,10 @@ class Cluster:
         (tmp / "app.toml").write_text(textwrap.dedent(toml))
         self.path = tmp / "app.toml"
         self.app = load(self.path)
+        if len(self.app.modules["server"].replication) != replicas:
+            # (the replicas started here are the run's: a session uses as many of those
+            # registered as the configuration's replication, client/choosing.py)
+            self.app = load(self.path, (f"modules.server.replication={replicas}",))
         self.token = make_token()
         # inproc: the registry too, so that every connection of the run is in-process
         self.registry = RegistryService(

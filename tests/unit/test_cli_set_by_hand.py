@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from polybus.cli.main import main
+from polybus.worker.main import Stopped
 
 
 def _app(tmp_path: Path) -> Path:
@@ -24,7 +25,8 @@ def _app(tmp_path: Path) -> Path:
 
 def _never_served(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     seen: dict[str, Any] = {}
-    monkeypatch.setattr("polybus.worker.main.serve", lambda **kw: seen.update(kw))
+    monkeypatch.setattr("polybus.worker.main.serve",
+                        lambda **kw: seen.update(kw) or Stopped(None, 0))
     monkeypatch.setenv("POLYBUS_TOKEN", "x" * 32)
     return seen
 
@@ -68,6 +70,8 @@ def test_registry_set_without_config_is_refused(capsys: pytest.CaptureFixture[st
 
 class _Stopped:
     """The registry's wait for a signal, over at once."""
+
+    signum = None  # (no signal came: nothing said, status 0)
 
     def __init__(self, signals: object) -> None:
         pass

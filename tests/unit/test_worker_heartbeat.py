@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from polybus.cli.main import build_parser
+from polybus.worker.main import Stopped
 
 
 def _served_heartbeat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -26,8 +27,9 @@ def _served_heartbeat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         '[cluster]\nheartbeat = 0.05\n')
     seen: dict[str, Any] = {}
 
-    def fake_serve(**kwargs: Any) -> None:
+    def fake_serve(**kwargs: Any) -> Stopped:
         seen.update(kwargs)
+        return Stopped(None, 0)  # (no signal: a worker's end as its engine stops it)
 
     monkeypatch.setattr("polybus.worker.main.serve", fake_serve)
     monkeypatch.setenv("POLYBUS_TOKEN", "x" * 32)
