@@ -302,7 +302,10 @@ class Forwarding(Receiving):
             sent = [key for to, key in sends if self._send(to, Deliver(key, True, kept), ch)]
             return reply if by_value else Result(reply.id, Ref("fwd", sent))
         if isinstance(reply, Fail):
-            for to, key in sends:  # (if it cannot, the client sends the Fail on itself)
+            # Cut to fit if over the frame limit (fwdpeers.py). One that cannot go at all
+            # is said to no one: the client sends this Fail on itself when it comes (an
+            # Undelivered, read first, would fail the consumer with its own text instead).
+            for to, key in sends:
                 self._send(to, Deliver(key, False, [reply.type, reply.message, reply.traceback]))
         return reply
 
