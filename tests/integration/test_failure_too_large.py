@@ -171,3 +171,16 @@ def test_a_forwarded_failure_over_the_frame_limit_fails_its_consumer(
     check_failure(consumer, prefix="an upstream call failed: ")
     check_failure(producer)
     assert after == 5 and forwarded == 7
+
+
+@pytest.mark.timeout(90)
+def test_an_aggregated_call_failing_over_the_frame_limit_fails_alone(tmp_path: Path) -> None:
+    """A batch of 8 whose third call raises a 200 KB message: that call fails with its
+    ValueError, cut, and the other 7 have their values (the whole batch failed: "the
+    answers of this batch of 8 calls do not fit in one frame together"); its failure,
+    forwarded from the batch, fails its consumer the same way."""
+    got = run(app(tmp_path, "aggregated"))
+    assert got[:2] + got[3:8] == [0, 1, 3, 4, 5, 6, 7]
+    check_failure(got[2], "y")
+    check_failure(got[8], "y", prefix="an upstream call failed: ")
+    assert got[9] == 9
