@@ -4,7 +4,9 @@ A ``Deliver`` goes to the replica at ``to`` over a worker-to-worker connection
 authenticated with the cluster token, made on first use and kept; to this replica
 itself it goes with no socket. A value it cannot send on (the consumer's replica
 unreachable, a value the codec cannot carry) is said to the client whose request it
-was (``Undelivered``): only the producer's replica knows.
+was (``Undelivered``): only the producer's replica knows. A failure over the frame limit
+goes cut to fit (replies.cut_failure); one that cannot go at all is said to no one: the
+client has the producer's Fail, and sends it on itself.
 """
 
 from __future__ import annotations
