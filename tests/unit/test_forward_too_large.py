@@ -14,7 +14,7 @@ from polybus.token import make_token
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec, Ref
-from polybus.wire.messages import Call, Forward, Message, Result, Undelivered
+from polybus.wire.messages import Call, Fail, Forward, Message, Result, Undelivered
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -29,7 +29,8 @@ def stages() -> Iterator[tuple[WorkerRuntime, str, Channel, Channel]]:
     with a frame limit of `LIMIT`: the producer, the consumer's address, and the
     client's channel to each."""
     options = ServeOptions(pool=1, max_frame=LIMIT)
-    producer = WorkerRuntime("a", {"make": lambda n: b"y" * n}, TOKEN, options=options).start()
+    producer = WorkerRuntime("a", {"make": lambda n: b"y" * n, "fails": _fails}, TOKEN,
+                             options=options).start()
     consumer = WorkerRuntime("b", {"size": len}, TOKEN, options=options).start()
     chans: list[Channel] = []
     try:
@@ -41,6 +42,10 @@ def stages() -> Iterator[tuple[WorkerRuntime, str, Channel, Channel]]:
             ch.close()
         producer.stop()
         consumer.stop()
+
+
+def _fails(n: int) -> None:
+    raise ValueError("x" * n)
 
 
 def _forwarded(msg: Message | None, cid: int, keys: list[str]) -> None:
@@ -77,3 +82,27 @@ def test_a_forwarded_value_over_the_limit_fails_its_consumer_and_the_link_stays(
     assert producer.forwarding._peers[to] is peer and not peer.closed  # not dropped
     assert isinstance(_stage(a, b, 5, 2000, to), Result)  # and the next forward goes on it
     assert producer.forwarding._peers[to] is peer
+
+
+def test_a_forwarded_failure_over_the_limit_is_cut_to_fit_and_the_link_stays(
+        stages: tuple[WorkerRuntime, str, Channel, Channel]) -> None:
+    """A producer raising an exception whose message is over the frame limit: its
+    ``Deliver`` goes cut to fit (it was refused, said to no one, and left the client to
+    send on its "the value it returned cannot be sent"), so the consumer fails with the
+    ValueError with nothing sent by the client; its answer to the client is cut too."""
+    producer, to, a, b = stages
+    assert isinstance(_stage(a, b, 1, 1000, to), Result)  # (the connection is made)
+    peer = producer.forwarding._peers[to]
+    a.send(Forward(3, "c.3", "c.4.0", to))
+    a.send(Call(3, "fails", [2 * LIMIT]))
+    told = _next(a)
+    assert isinstance(told, Fail) and told.id == 3 and told.type == "ValueError", told
+    assert told.message.endswith("more characters cut: the failure did not fit max_frame)")
+    b.send(Call(4, "size", [Ref("fwd", "c.4.0")]))  # (answered by the producer's Deliver)
+    got = _next(b)
+    assert isinstance(got, Fail) and got.id == 4 and got.type == "ValueError", got
+    assert got.message.startswith("an upstream call failed: xxxx")
+    assert got.message.endswith("more characters cut: the failure did not fit max_frame)")
+    assert "more characters cut" in got.traceback  # (its last line, the message again)
+    assert producer.forwarding._peers[to] is peer and not peer.closed  # not dropped
+    assert isinstance(_stage(a, b, 5, 2000, to), Result)  # and the next forward goes on it

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.wire.messages import BatchResult, CallBatch, Fail, Result
 from polybus.worker import unread
-from polybus.worker.replies import TOO_LARGE, failure, unsendable
+from polybus.worker.replies import TOO_LARGE, failure, failure_room, fitted, unsendable
 
 if TYPE_CHECKING:
     from polybus.transport.channel import Channel
@@ -73,17 +73,18 @@ def _unrefused(rows: list[list[Any]], refused: dict[int, Fail], values: list[Any
 
 def _send_what_fits(ch: Channel, reply: BatchResult) -> None:
     """Send ``reply`` (each of its values encodes), which is over the frame limit as a
-    whole: its largest values fail instead (each saying why) while that makes it smaller,
-    planned from each value's size, encoded once; if it still does not fit (many small
-    answers: a failure is no smaller than each), the whole batch fails in one short
-    message. Either way every call of the batch is answered."""
+    whole: its failures' texts are cut first (`_cut_fails`), then its largest values fail
+    instead (each saying why) while that makes it smaller, planned from each value's
+    size, encoded once; if it still does not fit (many small answers: a failure is no
+    smaller than each), the whole batch fails in one short message. Either way every
+    call of the batch is answered."""
     limit = ch.codec.max_frame
     why = ("its value did not fit in one frame with the rest of its batch's answers "
            f"(max_frame {limit} bytes): aggregate fewer calls, or raise max_frame")
     fail_size = _size(ch, 0, Fail(0, "exception", TOO_LARGE, why))
     sizes = sorted(((_size(ch, i, v), i) for i, v in enumerate(reply.values)
                     if v is not None), reverse=True)
-    total = sum(n for n, _ in sizes) + sum(_size(ch, 0, f) for f in reply.fails)
+    total = sum(n for n, _ in sizes) + _cut_fails(ch, reply, sum(n for n, _ in sizes))
     for size, i in sizes:
         if total <= limit * 0.95 or size <= fail_size:  # (5% for the frame's own bytes)
             break
@@ -104,6 +105,25 @@ def _send_what_fits(ch: Channel, reply: BatchResult) -> None:
                              "aggregate fewer calls, or raise max_frame"))
     except PolybusError:
         pass
+
+
+def _cut_fails(ch: Channel, reply: BatchResult, values: int) -> int:
+    """The bytes of ``reply``'s failures, once those too large to share the frame with
+    its values (``values`` bytes) are cut to fit (replies.fitted: a function's exception
+    with a 200 KB message). They share what the values leave, and at least a quarter of
+    the frame, before a value is failed for its size: a failure cut keeps its type and
+    the head of its message, a value failed is lost whole. (It made the whole batch fail:
+    "the answers of this batch ... do not fit in one frame together".)"""
+    if not reply.fails:
+        return 0
+    limit = ch.codec.max_frame
+    share = max(int(limit * 0.95) - values, limit // 4) // len(reply.fails)
+    sizes = [_size(ch, 0, f) for f in reply.fails]
+    if all(n <= share for n in sizes):
+        return sum(sizes)
+    reply.fails[:] = [fitted(f, failure_room(share)) if n > share else f
+                      for f, n in zip(reply.fails, sizes, strict=True)]
+    return sum(_size(ch, 0, f) for f in reply.fails)
 
 
 def _size(ch: Channel, i: int, value: Any) -> int:

@@ -8,7 +8,8 @@ value is kept under ``pkey`` in a store of its own (`Forwarding.kept`, not the o
 cache) for a ``Fetch`` or a later ``Forward`` (one that comes after the answer is served
 from there; one that comes after the call was answered by value is forgotten on the
 client's ``Cancel``). A failure is sent on as ``Deliver(key, ok=False, [type, message,
-traceback])`` and to the client as usual. A value it cannot send on (the consumer's
+traceback])`` (cut to fit the frame limit: fwdpeers.py) and to the client as usual
+(cut likewise: replies.send_quietly). A value it cannot send on (the consumer's
 replica unreachable, a value the codec cannot carry) is said to the client,
 ``Undelivered(key, to, type, message)``, which fails the consumer call: only the
 producer's replica knows. ``Keep(id, pkey, key)``, for a consumer still at the client:
@@ -302,7 +303,10 @@ class Forwarding(Receiving):
             sent = [key for to, key in sends if self._send(to, Deliver(key, True, kept), ch)]
             return reply if by_value else Result(reply.id, Ref("fwd", sent))
         if isinstance(reply, Fail):
-            for to, key in sends:  # (if it cannot, the client sends the Fail on itself)
+            # Cut to fit if over the frame limit (fwdpeers.py). One that cannot go at all
+            # is said to no one: the client sends this Fail on itself when it comes (an
+            # Undelivered, read first, would fail the consumer with its own text instead).
+            for to, key in sends:
                 self._send(to, Deliver(key, False, [reply.type, reply.message, reply.traceback]))
         return reply
 

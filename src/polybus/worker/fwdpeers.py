@@ -4,7 +4,9 @@ A ``Deliver`` goes to the replica at ``to`` over a worker-to-worker connection
 authenticated with the cluster token, made on first use and kept; to this replica
 itself it goes with no socket. A value it cannot send on (the consumer's replica
 unreachable, a value the codec cannot carry) is said to the client whose request it
-was (``Undelivered``): only the producer's replica knows.
+was (``Undelivered``): only the producer's replica knows. A failure over the frame limit
+goes cut to fit (replies.cut_failure); one that cannot go at all is said to no one: the
+client has the producer's Fail, and sends it on itself.
 """
 
 from __future__ import annotations
@@ -46,10 +48,11 @@ class Peers:
     def arrive(self, key: str, ok: bool, value: Any) -> None:
         raise NotImplementedError  # (Forwarding.arrive)
 
-    def _send(self, to: str, msg: Deliver, client: Channel | None = None) -> bool:
+    def _send(self, to: str, msg: Deliver, client: Channel | None = None, *,
+              cut: bool = False) -> bool:
         """Send ``msg`` to the replica at ``to``; whether it went. One that did not is
         said to ``client`` (``Undelivered``), whose consumer call would otherwise wait
-        there for ever."""
+        there for ever. (``cut``: a failure already cut to fit.)"""
         if to == str(self.rt.address):  # the next stage is this replica: no socket
             self.forwarded += 1
             # An array of its own, writable, as a Deliver over a socket gives: the one
@@ -59,14 +62,20 @@ class Peers:
                 value = value.copy()
             self.arrive(msg.key, msg.ok, value)
             return True
+        peer: Channel | None = None
         try:
             peer = self._peer(to)
             peer.send(msg)
         except MessageTooLarge as exc:
             # Over the frame limit the two replicas agreed: refused before a byte of it
             # was written, so the connection serves on (it was taken for a peer out of
-            # reach and dropped), and the consumer fails as a value too large to answer
-            # does (replies.unsendable), saying it was the forwarded one.
+            # reach and dropped). A failure goes cut to fit, as its answer to the client
+            # does (replies.fitted): it was refused, and its consumer failed with "the
+            # value it returned cannot be sent". A value: the consumer fails as a value
+            # too large to answer does (replies.unsendable), saying it was the forwarded one.
+            if not msg.ok and not cut and peer is not None:  # (cut once)
+                texts = replies.cut_failure(msg.value, replies.failure_room(peer.codec.max_frame))
+                return self._send(to, Deliver(msg.key, False, texts), client, cut=True)
             self._undelivered(to, msg, client, replies.TOO_LARGE,
                               f"the forwarded value cannot be sent on to {to}: {exc}")
             return False

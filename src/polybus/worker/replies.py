@@ -167,6 +167,59 @@ def unsendable(call_id: int, exc: BaseException) -> Fail:
     return Fail(call_id, "exception", kind, unsendable_text(exc))
 
 
+# A failure over the frame limit (an exception with a 200 KB message, say) is sent cut to
+# fit, never replaced: its type kept, and the head of its message and of its traceback,
+# each ending with `CUT`. It was answered "the value it returned cannot be sent", the
+# exception lost, and a consumer's answer naming it was dropped (its caller waited for
+# ever). `FIT_SLACK` is what it leaves of the frame for its message's other fields, the
+# frame's own bytes, and the "an upstream call failed: " a consumer puts before it.
+FIT_SLACK = 2048
+CUT = " ... ({n} more characters cut: the failure did not fit max_frame)"
+
+
+def failure_room(limit: int) -> int:
+    """The bytes (UTF-8) a failure's texts may take together in a frame of ``limit``."""
+    return limit - min(FIT_SLACK, limit // 2)
+
+
+def cut_failure(texts: Sequence[Any], room: int) -> list[str]:
+    """A failure's ``[type, message, traceback]`` (as a ``Deliver`` carries it) within
+    about ``room`` bytes of UTF-8 together: the message and the traceback share what the
+    type leaves (either takes what the other does not need), each cut from its end with
+    `CUT` after what it keeps. The type is kept whole unless past an eighth of it."""
+    kind, message, traceback = (str(t) for t in [*texts, "", "", ""][:3])
+    kind = _cut(kind, room // 8)
+    rest = max(0, room - _size(kind))
+    m, t = _size(message), _size(traceback)
+    if m + t <= rest:
+        return [kind, message, traceback]
+    half = rest // 2
+    m_room = m if m <= half else rest - t if t <= half else rest - half
+    return [kind, _cut(message, m_room), _cut(traceback, rest - m_room)]
+
+
+def fitted(fail: Fail, room: int) -> Fail:
+    """``fail`` with its texts cut to ``room`` bytes (`cut_failure`); ``fail`` itself if
+    they fit already."""
+    kind, message, traceback = cut_failure([fail.type, fail.message, fail.traceback], room)
+    if message is fail.message and traceback is fail.traceback and kind is fail.type:
+        return fail
+    return Fail(fail.id, fail.kind, kind, message, traceback)
+
+
+def _size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _cut(text: str, room: int) -> str:
+    """``text``, or its head and `CUT` within about ``room`` bytes (the note at least)."""
+    if _size(text) <= room:
+        return text
+    note = len(CUT.format(n=len(text)))  # (at least as long as the note it gets)
+    kept = text.encode("utf-8", "surrogatepass")[:max(0, room - note)].decode("utf-8", "ignore")
+    return kept + CUT.format(n=len(text) - len(kept))
+
+
 def internal_failure(worker: str, call_id: int, exc: Exception) -> Fail:
     """The Fail for a call that polybus's own steps failed to answer (a fault the worker
     logs in full): the call fails alone, and the replica serves on."""
@@ -200,9 +253,19 @@ def _misfit(fn: Callable[..., Any], args: Sequence[Any],
 
 def send_quietly(ch: Channel, msg: Message) -> None:
     """Send ``msg`` if the client is still there (a gone client is the poller's business),
-    never waiting for it to read (unread.py)."""
+    never waiting for it to read (unread.py). A ``Fail`` over the frame limit is sent cut
+    to fit (`fitted`): a failure that `write` cannot send comes here, and so do those
+    not sent with it (a consumer's, naming its upstream failure: worker/fwdheld.py).
+    (A batch's are cut in worker/batching.py, a forwarded one's in worker/fwdpeers.py.)"""
     try:
         unread.send(ch, msg)
+    except MessageTooLarge:
+        if type(msg) is Fail:
+            cut = fitted(msg, failure_room(ch.codec.max_frame))
+            try:  # (cut once: one that still does not fit is not sent)
+                unread.send(ch, cut)
+            except (PolybusError, TypeError, ValueError):
+                pass
     except (PolybusError, TypeError, ValueError):
         pass
 
@@ -227,8 +290,9 @@ def write(ch: Channel, replies: list[Message]) -> None:
                 unread.send(ch, r)
             except TransportError:
                 return
-            except Exception as exc:
-                send_quietly(ch, unsendable(getattr(r, "id", 0), exc))
+            except Exception as exc:  # (a Fail over the frame limit: cut, send_quietly)
+                failed = type(r) is Fail and isinstance(exc, MessageTooLarge)
+                send_quietly(ch, r if failed else unsendable(getattr(r, "id", 0), exc))
 
 
 class Corked:
