@@ -175,8 +175,12 @@ class Pump:
     def stop(self) -> None:
         self._stopped = True
         self._bell.ring()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(5)
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            try:
+                t.join(5)
+            except RuntimeError:  # (made by a wake on another thread, not started yet:
+                pass              # once it starts it sees _stopped and returns at once)
         self._bell.close()
 
     # -- the thread ------------------------------------------------------------------
