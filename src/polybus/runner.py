@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from polybus.callsite import PLACED, place
 from polybus.client import unseen
 from polybus.client.drain import drain, under_way
-from polybus.client.promise import wait
+from polybus.client.promise import Promise, wait
 from polybus.client.session import Session
 from polybus.client.stats import ReplicaStats
 from polybus.client.stubs import activate, importing
@@ -70,20 +70,40 @@ def jsonable(x: Any) -> Any:
     """A copy of a result that strict JSON can hold: arrays and numpy scalars become
     lists and numbers (their elements made so in turn: an array of dates or objects),
     a float NaN or infinity the string "nan", "inf" or "-inf", anything else its repr
-    (bytes too: ``"b'\\xffab'"``, never to be taken for a str result)."""
+    (bytes too: ``"b'\\xffab'"``, never to be taken for a str result). A promise is its
+    value; the types are checked as they are, not as they claim to be: a promise, or a
+    proxy, passes ``isinstance(x, int)`` as its answer, and json then failed in
+    ``int.__repr__`` with a raw traceback. An object whose repr raises is written as
+    what it raised."""
+    if isinstance(x, Promise):  # (inside something `wait` does not walk into)
+        try:
+            x = x.__polybus_value__()
+        except Exception as exc:
+            return f"<{type(x).__name__}: {type(exc).__name__}: {exc}>"
+    t = type(x)
+    if x is None or t is str or t is int or t is bool:  # (the common ones first)
+        return x
+    if t is float or issubclass(t, float):
+        return x if math.isfinite(x) else repr(float(x))
+    if issubclass(t, int | str):  # (an IntEnum, a str subclass: as json writes them)
+        return x
     if hasattr(x, "tolist"):
         x = x.tolist()
         if hasattr(x, "tolist"):  # (an object that only looks like an array)
-            return repr(x)
-    if isinstance(x, dict):
+            return _repr(x)
+        return jsonable(x)
+    if issubclass(t, dict):
         return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
+    if issubclass(t, list | tuple):
         return [jsonable(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
+    return _repr(x)
+
+
+def _repr(x: Any) -> str:
+    try:
         return repr(x)
-    if x is None or isinstance(x, bool | int | float | str):
-        return x
-    return repr(x)
+    except Exception as exc:  # (the program's __repr__: its failure is no reason to lose the run)
+        return f"<{type(x).__name__}: repr raised {type(exc).__name__}: {exc}>"
 
 
 def override_strings(overrides: Mapping[str, Any] | Sequence[str]) -> tuple[str, ...]:
