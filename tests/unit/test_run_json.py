@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from polybus.runner import RunResult, jsonable
+from polybus.runargs import jsonable
+from polybus.runner import RunResult
 
 
 def _strict(x: object) -> object:

@@ -8,7 +8,7 @@ from typing import Any
 
 from polybus.client.calls import CallRecord
 from polybus.client.promise import CallPromise
-from polybus.runner import jsonable
+from polybus.runargs import jsonable
 
 
 class _Answered:

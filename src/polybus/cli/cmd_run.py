@@ -17,7 +17,8 @@ from polybus.config import module_sources
 from polybus.config.origin import SET
 from polybus.deadline import check_timeout
 from polybus.errors import RemoteError, RemoteException
-from polybus.runner import RunResult, jsonable, run, where_stopped
+from polybus.runargs import jsonable
+from polybus.runner import RunResult, run, where_stopped
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
