@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 import os
-import sys
 import sysconfig
 import time
 import warnings
@@ -24,8 +22,7 @@ from polybus.client.stats import ReplicaStats
 from polybus.client.stubs import activate, importing
 from polybus.config import load
 from polybus.config.model import AppConfig
-from polybus.config.origin import PYTHON, Origin
-from polybus.config.overrides import toml_value
+from polybus.config.origin import PYTHON, SET, Origin
 from polybus.config.workerside import worker_side_changes
 from polybus.deadline import check_timeout, time_limit
 from polybus.engines.base import Cluster, Engine
@@ -39,6 +36,7 @@ from polybus.errors import (
     WorkerDiedError,
 )
 from polybus.ownfiles import is_polybus_file
+from polybus.runargs import echo_to, jsonable, override_strings
 from polybus.token import cluster_token, token_source
 from polybus.transport import tls
 from polybus.usernames import import_name
@@ -66,34 +64,6 @@ class RunResult:
         return d
 
 
-def jsonable(x: Any) -> Any:
-    """A copy of a result that strict JSON can hold: arrays and numpy scalars become
-    lists and numbers (their elements made so in turn: an array of dates or objects),
-    a float NaN or infinity the string "nan", "inf" or "-inf", anything else its repr
-    (bytes too: ``"b'\\xffab'"``, never to be taken for a str result)."""
-    if hasattr(x, "tolist"):
-        x = x.tolist()
-        if hasattr(x, "tolist"):  # (an object that only looks like an array)
-            return repr(x)
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [jsonable(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return repr(x)
-    if x is None or isinstance(x, bool | int | float | str):
-        return x
-    return repr(x)
-
-
-def override_strings(overrides: Mapping[str, Any] | Sequence[str]) -> tuple[str, ...]:
-    """``KEY=VALUE`` strings (what the engine's workers get as --set) for ``overrides``; a
-    mapping's Python values are written as TOML, so each reads back as itself."""
-    if isinstance(overrides, Mapping):
-        return tuple(f"{k}={toml_value(v, k)}" for k, v in overrides.items())
-    return tuple(overrides)
-
-
 def busy_share(busy_s: float, elapsed_s: float, handlers: int = 1) -> float:
     """The share of a replica's handlers' time spent in calls: ``busy_s`` (the calls'
     durations summed, so a pool's overlapping calls can add up past the elapsed time)
@@ -105,28 +75,35 @@ def busy_share(busy_s: float, elapsed_s: float, handlers: int = 1) -> float:
     return min(1.0, busy_s / (elapsed_s * max(1, handlers)))
 
 
-def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
+def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (), *,
         registry: str | None = None, token_file: str | None = None,
-        origin: Origin = PYTHON, worker_output: bool | TextIO = True,
+        origin: Origin = PYTHON, worker_output: bool | TextIO | None = True,
         timeout: float | str | None = None) -> RunResult:
     """Run the program ``path`` configures and return its result and statistics.
 
-    ``overrides`` are ``{"modules.server.replication": 8}`` or ``["key=value", ...]``; a
-    mistake in one is reported against ``overrides`` (``origin``: the CLI's are --set).
+    ``overrides`` are ``{"modules.server.replication": 8}`` or ``["key=value", ...]`` (a
+    single ``"key=value"`` str is one override); a mistake in one is reported against
+    ``overrides`` (``origin``: the CLI's are --set).
     With ``registry`` (HOST:PORT), use the workers registered there instead of
     starting any; the token then comes from ``token_file`` or $POLYBUS_TOKEN.
 
     What the workers it starts print (stdout and stderr) is forwarded, line by line and
     prefixed with the replica's name (``(server-0) ...``), to ``sys.stderr`` as it is
-    when the run starts, or to the text stream ``worker_output`` names; ``False``: not
-    forwarded. Workers of a ``registry`` print where they were started.
+    when the run starts (``True``, the default), or to the text stream ``worker_output``
+    names (an object whose ``write`` takes a str: not a binary stream such as
+    ``io.BytesIO``); ``False`` or ``None``: not forwarded. Anything else (``0``, a file
+    name) is a UsageError before the run starts. Workers of a ``registry`` print where
+    they were started.
 
     With ``timeout`` (seconds, or a duration such as ``"500ms"`` or ``"2m"``), the program
     is stopped once it has run that long (from its entrypoint's start):
     `polybus.deadline.RunTimeout` is raised in the main thread as Ctrl-C would be, and
-    the run's workers are stopped (deadline.py).
+    the run's workers are stopped (deadline.py). So ``timeout`` works only when `run`
+    is called from the main thread (the program is stopped there, as by Ctrl-C): from
+    any other thread it is a UsageError before the run starts; leave it out there.
     """
     timeout = check_timeout(timeout)
+    echo = echo_to(worker_output)  # (a mistake in it said before anything starts)
     sets = override_strings(overrides)
     # (the workers get them as --set, checked here first; a hosts engine's missing
     # registry too, unless given here)
@@ -143,7 +120,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *,
     session: Session | None = None
     ended: BaseException | None = None  # what the program raised, if it did
     with started_cluster(app, sets, registry=registry, token_file=token_file,
-                         worker_output=echo_to(worker_output)) as cluster:
+                         worker_output=echo, origin=origin) as cluster:
         try:
             t0 = time.perf_counter()
             session = Session(app, cluster.registry, cluster.token)
@@ -270,26 +247,20 @@ _LIBRARIES = ("<frozen ", *{os.path.join(sysconfig.get_paths()[k], "")
                             for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
-def echo_to(worker_output: bool | TextIO) -> TextIO | None:
-    """Where ``worker_output`` (`run`'s) sends the workers' lines: True is sys.stderr as
-    it is now (a test's capture, say), False nowhere."""
-    if worker_output is True:
-        return sys.stderr
-    return None if worker_output is False else worker_output
-
-
 @contextmanager
 def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
                     registry: str | None = None,
                     token_file: str | None = None,
                     worker_output: TextIO | None = None,
-                    restart: TextIO | None = None) -> Iterator[Cluster]:
+                    restart: TextIO | None = None,
+                    origin: Origin = SET) -> Iterator[Cluster]:
     """The cluster ``app`` needs, up while the block runs: an embedded registry and the
     local engine's workers, or (``registry`` / [cluster] registry) the replicas already
     registered there. Everything started is stopped at the end, however it ends.
     ``worker_output``: where the local engine forwards its workers' lines, if anywhere.
     ``restart`` (`polybus serve`): the local engine's workers that end on their own are
-    started again (engines/supervise.py), said on that stream."""
+    started again (engines/supervise.py), said on that stream. ``origin``: the caller's
+    (`polybus.run`'s from Python: a missing token's error names ``token_file=``)."""
     given = registry  # (--registry; [cluster] registry's was refused at load)
     registry = registry or app.cluster.registry
     kind = app.cluster.engine
@@ -318,13 +289,14 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
     tls.configure_cluster(app.cluster)
     try:
         if registry:
-            token = cluster_token(token_file, app.cluster.token_file)
+            python = not origin.shell  # (an error names token_file=, not --token-file)
+            token = cluster_token(token_file, app.cluster.token_file, python=python)
             assert token is not None
             try:
                 yield Cluster(str(registry), token)
             except AuthenticationError as exc:
                 exc.add_note(f"this run's token came from "
-                             f"{token_source(token_file, app.cluster.token_file)}")
+                             f"{token_source(token_file, app.cluster.token_file, python=python)}")
                 raise
         else:
             engine = _engine(app, overrides, worker_output)

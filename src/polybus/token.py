@@ -33,8 +33,11 @@ def write_token_file(token: bytes, path: Path | None = None) -> Path:
     return path
 
 
-def read_token(token_file: str | Path | None = None, *, required: bool = True) -> bytes | None:
-    """From ``token_file`` if given, else from $POLYBUS_TOKEN."""
+def read_token(token_file: str | Path | None = None, *, required: bool = True,
+               python: bool = False) -> bytes | None:
+    """From ``token_file`` if given, else from $POLYBUS_TOKEN. ``python``: the caller
+    is `polybus.run` (or serve) called from Python, so the error names its
+    ``token_file=`` argument, not the command line's --token-file."""
     if token_file is not None:
         if "\0" in str(token_file):  # (Path raised ValueError: embedded null byte)
             raise UsageError(f"token file {str(token_file)!r} contains a NUL character, "
@@ -52,7 +55,8 @@ def read_token(token_file: str | Path | None = None, *, required: bool = True) -
         return env.encode()
     if required:
         # (every source `cluster_token` reads: the configuration's was left out)
-        raise UsageError(f"no cluster token: set ${ENV}, pass --token-file FILE, or set "
+        given = "token_file=FILE" if python else "--token-file FILE"
+        raise UsageError(f"no cluster token: set ${ENV}, pass {given}, or set "
                          "token_file = FILE in the configuration's [cluster] table (the "
                          "file `polybus registry` wrote)")
     return None
@@ -73,11 +77,12 @@ def _warn_if_readable(token_file: str | Path) -> None:
 
 
 def token_source(token_file: str | Path | None,
-                 config_token_file: str | Path | None) -> str:
+                 config_token_file: str | Path | None, *, python: bool = False) -> str:
     """Where `cluster_token` takes the token from, for an error about it: a stale
-    $POLYBUS_TOKEN beats the configuration's file, which is easy to forget."""
+    $POLYBUS_TOKEN beats the configuration's file, which is easy to forget. (``python``:
+    as `read_token`'s.)"""
     if token_file is not None:
-        return f"--token-file {token_file}"
+        return f"token_file={str(token_file)!r}" if python else f"--token-file {token_file}"
     if os.environ.get(ENV, "").strip():
         later = f", which comes before [cluster] token_file {config_token_file}"
         return f"${ENV}{later if config_token_file else ''}"
@@ -85,13 +90,14 @@ def token_source(token_file: str | Path | None,
 
 
 def cluster_token(token_file: str | Path | None, config_token_file: str | Path | None,
-                  *, required: bool = True) -> bytes | None:
+                  *, required: bool = True, python: bool = False) -> bytes | None:
     """The cluster token, as every part reads it (run, worker, registry): the file of
     ``--token-file``, else $POLYBUS_TOKEN, else the configuration's [cluster]
-    token_file; the command line before the environment before the file."""
+    token_file; the command line before the environment before the file. (``python``:
+    as `read_token`'s.)"""
     token = read_token(token_file, required=False)
     if token is None and config_token_file:
         token = read_token(config_token_file)
     if token is None and required:
-        read_token(None)  # (raises the "no cluster token" error)
+        read_token(None, python=python)  # (raises the "no cluster token" error)
     return token

@@ -118,7 +118,7 @@ def test_a_python_override_reaches_the_workers_as_itself(value: Any) -> None:
     # polybus.run(path, {key: value}) hands the workers KEY=VALUE strings: a str "0" came
     # back as the integer 0 (a priority "expected an expression string"), a dict as the
     # string '{"seed": 3}'.
-    from polybus.runner import override_strings
+    from polybus.runargs import override_strings
 
     (text,) = override_strings({"modules.client.kwargs.x": value})
     want = list(value) if isinstance(value, tuple) else value
@@ -126,7 +126,7 @@ def test_a_python_override_reaches_the_workers_as_itself(value: Any) -> None:
 
 
 def test_a_python_override_with_no_toml_form_names_its_key() -> None:
-    from polybus.runner import override_strings
+    from polybus.runargs import override_strings
 
     with pytest.raises(ConfigError, match=r"overrides: modules.client.args: a value of "
                                           r"type NoneType has no TOML form"):

@@ -15,7 +15,7 @@ from polybus.cli.main import main
 from polybus.config import validate
 from polybus.config.origin import PYTHON
 from polybus.errors import ConfigError
-from polybus.runner import override_strings
+from polybus.runargs import override_strings
 
 KEY = "modules.server.define.compare.priority"
 WHY = "the priority is a Python expression over the call's parameters; "

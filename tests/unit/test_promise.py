@@ -128,6 +128,50 @@ def test_wait_on_nested_containers() -> None:
     assert wait(P(5)) == 5 and wait(7) == 7 and wait([]) == []
 
 
+def test_wait_rebuilds_namedtuples_ordered_and_default_dicts_sets_and_subclasses() -> None:
+    """wait walked only exact lists, tuples and dicts: a namedtuple (a tuple), an
+    OrderedDict, a defaultdict, a set or a list subclass came back still holding
+    CallPromise objects. Each is rebuilt as its own type, with the waited values."""
+    import collections
+
+    NT = collections.namedtuple("NT", "a b")
+    nt = wait(NT(P(4), [P(9)]))
+    assert type(nt) is NT and nt == NT(4, [9]) and type(nt.a) is int
+    od = wait(collections.OrderedDict(b=P(1), a=P(2)))
+    assert type(od) is collections.OrderedDict and list(od.items()) == [("b", 1), ("a", 2)]
+    dd: Any = collections.defaultdict(list, {"k": P(3)})
+    got = wait(dd)
+    assert type(got) is collections.defaultdict and got.default_factory is list
+    assert type(got["k"]) is int and got["k"] == 3 and got["new"] == []
+    assert type(dd["k"]) is CallPromise  # (a new container: the given one is unchanged)
+
+    class Row(list[Any]):
+        pass
+
+    class Pair(tuple[Any, ...]):
+        pass
+
+    row = Row([P(5), NT(P(6), 0)])
+    row.label = "x"  # type: ignore[attr-defined]
+    got = wait({"r": row, "s": {P(7)}, "f": frozenset([P(8)]), "p": Pair([P(1)])})
+    assert type(got["r"]) is Row and got["r"] == [5, NT(6, 0)] and got["r"].label == "x"
+    assert type(got["r"][1].a) is int
+    assert type(got["s"]) is set and got["s"] == {7} and type(next(iter(got["s"]))) is int
+    assert type(got["f"]) is frozenset and type(next(iter(got["f"]))) is int
+    assert type(got["p"]) is Pair and type(got["p"][0]) is int
+    assert type(next(iter(wait({P(2)})))) is int
+
+
+def test_wait_leaves_a_container_it_cannot_rebuild_as_it_is() -> None:
+    class Fussy(tuple[Any, ...]):
+        def __new__(cls, a: Any, b: Any) -> Fussy:  # (not built from one iterable)
+            return super().__new__(cls, (a, b))
+
+    f = Fussy(1, 2)
+    assert wait(f) is f
+    assert wait([f])[0] is f
+
+
 def test_wait_walks_containers_nested_past_the_recursion_limit() -> None:
     """A sync call's answer 500 lists deep (two frames a level when wait recursed) was a
     RecursionError in wait; it walks with a stack of its own, to any depth, promises

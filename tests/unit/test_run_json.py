@@ -8,7 +8,8 @@ import math
 
 import numpy as np
 
-from polybus.runner import RunResult, jsonable
+from polybus.runargs import jsonable
+from polybus.runner import RunResult
 
 
 def _strict(x: object) -> object:
@@ -53,3 +54,31 @@ def test_a_result_that_cannot_be_copied_is_written_as_its_repr() -> None:
 def test_bytes_are_written_as_their_repr_not_passed_off_as_text() -> None:
     # (they were decoded as Latin-1: b"\xffab" came out as "\u00ffab", a str result's twin)
     assert _strict(jsonable([b"\xffab", "\u00ffab"])) == ["b'\\xffab'", "\u00ffab"]
+
+
+def test_an_object_that_claims_to_be_an_int_is_written_not_a_traceback() -> None:
+    # A promise passes isinstance(p, int) as its answer: jsonable kept it as an int and
+    # json.dumps raised "descriptor '__repr__' requires a 'int' object but received a
+    # 'CallPromise'" after the run. Types are checked as they are; a promise is its value.
+    from polybus.cli.cmd_run import write_json
+
+    class Liar:
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            return int
+
+        def __repr__(self) -> str:
+            return "Liar()"
+
+    class BadRepr:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    assert isinstance(Liar(), int)
+    assert _strict(jsonable([Liar(), BadRepr()])) == [
+        "Liar()", "<BadRepr: repr raised RuntimeError: no>"]
+    import io
+
+    out = io.StringIO()
+    write_json("-", {"result": (Liar(),)}, out)
+    assert json.loads(out.getvalue()) == {"result": ["Liar()"]}

@@ -30,3 +30,23 @@ def test_an_int_too_large_for_msgpack_is_named_too() -> None:
     assert str(err) == "f(...) argument 2: too big"
     with pytest.raises(UnsendableError):
         raise err
+
+
+def test_a_masked_array_is_refused_by_the_safe_codec_and_pickled_with_its_mask() -> None:
+    # It was sent as a plain ndarray: the masked elements' fill value (999999) in place
+    # of them, the mask dropped without a word.
+    import numpy as np
+
+    from polybus.wire.codec import Codec
+    from polybus.wire.messages import Call
+
+    masked = np.ma.array([1, 2], mask=[0, 1])
+    err = named("f", [np.arange(3), masked], None, TypeError("why"), False)
+    assert str(err).startswith("f(...) argument 2: why")
+    with pytest.raises(TypeError, match=r"masked array .* send its \.data and \.mask"):
+        Codec().encode_parts(Call(0, "f", [masked], None))
+    header, bufs = Codec(allow_pickle=True).encode_parts(Call(0, "f", [masked], None))
+    got = Codec(allow_pickle=True).decode_value(header, list(bufs))  # type: ignore[arg-type]
+    back = got[3][0]  # (a Call is [tag, id, interface, args, kwargs])
+    assert isinstance(back, np.ma.MaskedArray)
+    assert back.mask.tolist() == [False, True] and back.data.tolist() == [1, 2]

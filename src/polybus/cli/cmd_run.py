@@ -17,6 +17,7 @@ from polybus.config import module_sources
 from polybus.config.origin import SET
 from polybus.deadline import check_timeout
 from polybus.errors import RemoteError, RemoteException
+from polybus.runargs import jsonable
 from polybus.runner import RunResult, run, where_stopped
 
 
@@ -68,8 +69,13 @@ def summary(r: RunResult) -> Table:
 
 def write_json(path: str, doc: dict[str, object], out: TextIO | None = None) -> None:
     """``doc`` to the file ``path``, or for ``-`` to ``out`` (standard output as the
-    run found it: what the program prints went to stderr meanwhile)."""
-    text = json.dumps(doc, indent=2, allow_nan=False)  # (whole, before the file)
+    run found it: what the program prints went to stderr meanwhile). A value strict
+    JSON cannot hold is written as `runner.jsonable` writes one (its repr, say) rather
+    than raising after the run."""
+    try:
+        text = json.dumps(doc, indent=2, allow_nan=False)  # (whole, before the file)
+    except (TypeError, ValueError):
+        text = json.dumps(jsonable(doc), indent=2, allow_nan=False)
     if path == "-":
         to = out or sys.stdout
         to.write(text + "\n")
@@ -116,6 +122,8 @@ def main(args: argparse.Namespace) -> int:
             r = run(args.config, tuple(args.set), registry=args.registry,
                     token_file=args.token_file, origin=SET,
                     worker_output=not args.no_worker_output, timeout=args.timeout)
+        if args.json != "-":  # (a result whose str raises: --json says so, as of a run's error)
+            print(r.result, flush=True)
     except BaseException as exc:  # a script reading --json learns why there is no result
         if args.json and not isinstance(exc, SystemExit):  # (not a stale result)
             # (one that cannot be written is a line of its own: the run's error follows;
@@ -123,8 +131,6 @@ def main(args: argparse.Namespace) -> int:
             save("run", "--json", args.json, partial(write_json, doc=error_doc(exc),
                                                      out=out))
         raise
-    if args.json != "-":
-        print(r.result, flush=True)
     if not args.quiet:
         result_console(sys.stderr).print(summary(r))
         print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)

@@ -3,12 +3,13 @@
 The program waits only where a value is first used (CORD's "latest receive"): any
 ordinary use — arithmetic, comparison, indexing, iteration, str, numpy — waits for the
 answer and then acts on it. `polybus.wait(x)` forces one explicitly, and also forces the
-promises inside lists, tuples and dicts.
+promises inside lists, tuples, dicts and sets (their subclasses too: a namedtuple).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import operator
 from typing import TYPE_CHECKING, Any
 
@@ -242,49 +243,95 @@ class CallPromise(Promise):
 
 
 def wait(x: Any) -> Any:
-    """The value of ``x``: a promise is waited for; lists, tuples and dicts of promises
-    are waited for element by element (new containers, to any depth); anything else is
-    returned as it is."""
+    """The value of ``x``: a promise is waited for; lists, tuples, dicts, sets and
+    frozensets of promises are waited for element by element (new containers, to any
+    depth); anything else is returned as it is.
+
+    A container is rebuilt as its own type: a namedtuple by its ``_make``, an
+    OrderedDict, a defaultdict (its ``default_factory`` kept) or another dict or list
+    subclass as a shallow copy of it (``copy.copy``, its attributes kept) with the
+    waited values in place, a set, frozenset or other tuple subclass from the waited
+    values. One that cannot be rebuilt so (its copy or its constructor raises) is left
+    as it is, promises and all."""
     if isinstance(x, Promise):
         return x.__polybus_value__()
     t = type(x)
-    if t is not list and t is not tuple and t is not dict:
+    if t is not list and t is not tuple and t is not dict and not isinstance(x, _WALKED):
         return x
     return _walked(x)
 
+
+# What `wait` walks into: these and their subclasses (the exact types are checked first)
+_WALKED = (list, tuple, dict, set, frozenset)
 
 # Past this many containers deep, `_walked` keeps the ones it is inside to find a cycle
 # (a list holding itself would grow its stack for ever); nearer the top, none is kept.
 _CYCLE_DEPTH = 64
 
 
-def _walked(x: list[Any] | tuple[Any, ...] | dict[Any, Any]) -> Any:
+def _walked(x: Any) -> Any:
     """`wait` of a container, walked with a stack of its own rather than Python's: a
     value nested deeper than the recursion limit (a sync call's answer 500 lists deep,
     two frames a level) was a RecursionError. Each level is [container, an iterator
     over its items (a dict's values), the values waited for so far]."""
-    path: list[tuple[Any, Any, list[Any]]] = [(x, iter(x.values() if type(x) is dict else x), [])]
+    path: list[tuple[Any, Any, list[Any]]] = [(x, _items(x), [])]
     inside: set[int] = set()
     while True:
         top = path[-1]
         out = top[2]
         for v in top[1]:
             t = type(v)
-            if t is list or t is tuple or t is dict:
-                if len(path) >= _CYCLE_DEPTH:
-                    if id(v) in inside:
-                        raise ValueError(f"polybus.wait: a {t.__name__} that contains itself "
-                                         "cannot be waited through")
-                    inside.add(id(v))
-                path.append((v, iter(v.values() if t is dict else v), []))
-                break
-            out.append(v.__polybus_value__() if isinstance(v, Promise) else v)
+            if t is not list and t is not tuple and t is not dict:
+                if isinstance(v, Promise):  # (first: it passes isinstance as its answer)
+                    out.append(v.__polybus_value__())
+                    continue
+                if not isinstance(v, _WALKED):
+                    out.append(v)
+                    continue
+            # a container: walked into
+            if len(path) >= _CYCLE_DEPTH:
+                if id(v) in inside:
+                    raise ValueError(f"polybus.wait: a {t.__name__} that contains itself "
+                                     "cannot be waited through")
+                inside.add(id(v))
+            path.append((v, _items(v), []))
+            break
         else:
             c = path.pop()[0]
             if len(path) >= _CYCLE_DEPTH:
                 inside.discard(id(c))
             t = type(c)
-            made = out if t is list else tuple(out) if t is tuple else dict(zip(c, out, strict=True))
+            made = (out if t is list else tuple(out) if t is tuple else
+                    dict(zip(c, out, strict=True)) if t is dict else _rebuilt(c, out))
             if not path:
                 return made
             path[-1][2].append(made)
+
+
+def _items(c: Any) -> Any:
+    """An iterator over what `_walked` waits for in ``c``: a dict's values, else its items."""
+    return iter(c.values() if type(c) is dict or isinstance(c, dict) else c)
+
+
+def _rebuilt(c: Any, out: list[Any]) -> Any:
+    """``c``, a container of a type other than exactly list, tuple or dict, as its own
+    type holding ``out`` (its items, or a dict's values, waited for); ``c`` itself if
+    it cannot be rebuilt (see `wait`)."""
+    t = type(c)
+    try:
+        if isinstance(c, tuple):
+            make = getattr(t, "_make", None)  # (a namedtuple: t(out) would take one field)
+            return make(out) if make is not None and hasattr(t, "_fields") else t(out)
+        if isinstance(c, set | frozenset):
+            return t(out)
+        # A list or dict subclass: a copy keeps what its constructor would need
+        # (defaultdict's default_factory) and its attributes; then the values go in.
+        made = copy.copy(c)
+        if isinstance(c, dict):
+            for k, v in zip(c, out, strict=True):
+                made[k] = v
+        else:
+            made[:] = out
+        return made
+    except Exception:
+        return c

@@ -33,7 +33,8 @@ from polybus.http.calls import CallBridge
 from polybus.http.response import HTTP_SUFFIX
 from polybus.http.server import FrontDoor
 from polybus.plural import plural
-from polybus.runner import echo_to, override_strings, serving_rank, started_cluster
+from polybus.runargs import echo_to, override_strings
+from polybus.runner import serving_rank, started_cluster
 
 __all__ = ["serve"]
 
@@ -77,7 +78,7 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
           listen: str | None = None, registry: str | None = None,
           token_file: str | None = None,
           ready: Callable[[str], None] | None = None, origin: Origin = PYTHON,
-          worker_output: bool | TextIO = True) -> int | None:
+          worker_output: bool | TextIO | None = True) -> int | None:
     """Serve the ``[serve]`` routes of ``path`` until SIGINT/SIGTERM; the number of the
     signal that stopped it (its requests in flight given ``serve.grace`` to finish, the
     cluster stopped), None if none did (an mpi rank that served a replica).
@@ -85,8 +86,9 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
     ``listen`` (HOST:PORT) overrides ``serve.listen``; ``ready`` is called with the
     server's URL once it accepts connections. ``overrides`` as for `polybus.run`.
     ``worker_output``: what the workers started here print is forwarded as by
-    `polybus.run` (to sys.stderr, or that stream; False: not forwarded).
+    `polybus.run` (to sys.stderr, or that stream; False or None: not forwarded).
     """
+    echo = echo_to(worker_output)  # (a mistake in it said before anything starts)
     sets = override_strings(overrides)
     if listen is not None:
         if not is_address(listen, lowest_port=0):  # (said as --listen's, not as a --set)
@@ -106,7 +108,8 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
     sock = None if serving_rank(app) else _listen(spec.listen)
     try:
         with started_cluster(app, sets, registry=registry, token_file=token_file,
-                             worker_output=echo_to(worker_output),
+                             worker_output=echo,
+                             origin=origin,
                              restart=sys.stderr if spec.restart else None) as cluster:
             assert sock is not None
             # (no pump: the loop steps the reactor when a replica's socket is readable)

@@ -55,8 +55,9 @@ class RegistryClient:
             except AuthenticationError as exc:
                 raise AuthenticationError(
                     f"registry at {self.address} {str(exc).removeprefix('server ')} (use "
-                    "the registry's token: --token-file with the file it printed or was "
-                    "given, or the same $POLYBUS_TOKEN)") from None
+                    "the registry's token: the file it printed or was given, as "
+                    "--token-file FILE (token_file= from Python), or the same "
+                    "$POLYBUS_TOKEN)") from None
             except ProtocolError as exc:
                 raise ProtocolError(f"registry at {self.address}: {exc} (is that address "
                                     "a `polybus registry`?)") from None

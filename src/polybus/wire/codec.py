@@ -12,7 +12,8 @@ in the extension's data (a frame of no buffers is the cheapest to write and read
     ext 5  small     data = u8 n, n bytes of msgpack [dtype.str, shape], the array's bytes
                      (an array of at most INLINE_MAX bytes, carried in the header)
 
-Nothing is pickled unless the codec was made with ``allow_pickle=True``; a value the
+Nothing is pickled unless the codec was made with ``allow_pickle=True`` (a numpy masked
+array only travels so, its mask with it); a value the
 safe codec cannot carry is a clear TypeError at the sender (a str with a lone surrogate
 too: wire/unencodable.py).
 """
@@ -178,6 +179,8 @@ class Codec:
             # promise passes isinstance as its answer's class (client/promise.py).
             return force(obj)
         if isinstance(obj, np.ndarray):
+            if t is not np.ndarray and isinstance(obj, np.ma.MaskedArray):  # (subclasses only)
+                return self._masked(obj)
             small = obj.nbytes <= INLINE_MAX
             if small and (head := HEADS.get((obj.dtype, obj.shape))) is not None:
                 return msgspec.msgpack.Ext(EXT_SMALL, head + obj.tobytes())  # (the common one)
@@ -219,6 +222,16 @@ class Codec:
         if isinstance(obj, complex):
             return self._pickled(obj) if self.allow_pickle else [obj.real, obj.imag]
         return self._pickled(obj)
+
+    def _masked(self, obj: np.ma.MaskedArray[Any, Any]) -> msgspec.msgpack.Ext:
+        """A masked array: pickled where pickle is on (its mask travels too); else
+        refused (it went as a plain array, fill values in place of the masked data)."""
+        if self.allow_pickle:
+            return self._pickled(obj)
+        raise TypeError("a numpy masked array cannot be sent by the safe codec: it would "
+                        "arrive as a plain array, its mask lost; send its .data and .mask "
+                        "as two arrays, or .filled(value), or set pickle = true on the "
+                        "serving module in the configuration")
 
     def _pickled(self, obj: Any) -> msgspec.msgpack.Ext:
         if not self.allow_pickle:
