@@ -8,8 +8,10 @@ it can act on::
     ├── ConfigError                 a configuration mistake (file, key, what, nearest name)
     ├── UsageError                  the API used wrongly (use() outside a run, bad argument)
     │   ├── UnsendableError         a call's argument the codec cannot carry (also a TypeError)
-    │   └── PriorityError           an interface's priority expression failed on a call's
-    │                               arguments (also a TypeError)
+    │   ├── PriorityError           an interface's priority expression failed on a call's
+    │   │                           arguments (also a TypeError)
+    │   └── StalePromiseError       a promise of a run that has ended unanswered was used
+    │                               (waited for, or passed to a call of another run)
     ├── ModuleImportError           a user's module failed to import (module, file, line)
     ├── ProtocolError               a peer broke the wire protocol (malformed, oversized frame)
     │   ├── AuthenticationError     a peer did not prove it holds the cluster token
@@ -52,6 +54,7 @@ __all__ = [
     "ProtocolError",
     "RemoteError",
     "RemoteException",
+    "StalePromiseError",
     "TransportError",
     "UnsendableError",
     "UsageError",
@@ -111,6 +114,15 @@ class PriorityError(UsageError, TypeError):
     a key an argument lacks, a result that is not a number). The message names the
     interface, the expression, its configuration key and the reason; the call was not
     made. A TypeError too, as a call the function could not take always was."""
+
+
+class StalePromiseError(UsageError):
+    """A promise whose call was still unanswered when its run ended was used after that:
+    waited for (``polybus.wait``, any use of its value), or passed to a call of a later
+    run. The run's end closed its connections (and stopped the replicas it started), so
+    its answer will never come. The message names the call and the replica it was on;
+    use a promise's value within the run that made it (a promise answered by then keeps
+    its value, and may be used or passed on later)."""
 
 
 class ModuleImportError(PolybusError):

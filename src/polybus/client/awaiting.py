@@ -37,6 +37,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise
+from polybus.client.fwdedge import run_of
 from polybus.client.nested import Nested
 from polybus.client.policies.balance import demand_pick
 from polybus.client.promise import CallPromise
@@ -116,18 +117,21 @@ class Awaiting:
                 held_values(w, id(producer))
             self.due.append(id(producer))
 
-    @staticmethod
-    def wants(args: tuple[Any, ...], kwargs: dict[str, Any], failed: bool = True) -> bool:
-        """A promise among the arguments whose value is not at the client: unanswered,
-        or (``failed``) failed, which fails its consumer, not the call."""
+    def wants(self, args: tuple[Any, ...], kwargs: dict[str, Any], failed: bool = True) -> bool:
+        """A promise of this run among the arguments whose value is not at the client:
+        unanswered, or (``failed``) failed, which fails its consumer, not the call.
+        (Another run's is waited for at the call, through its own session: this one's
+        reads would never take in its answer. client/ended.py)"""
         for a in args:
             t = type(a)
-            if (t is CallPromise or t is BatchPromise) and _waits(a, failed):
+            if ((t is CallPromise or t is BatchPromise) and _waits(a, failed)
+                    and run_of(a) is self.reactor):
                 return True
         if kwargs:
             for v in kwargs.values():
                 t = type(v)
-                if (t is CallPromise or t is BatchPromise) and _waits(v, failed):
+                if ((t is CallPromise or t is BatchPromise) and _waits(v, failed)
+                        and run_of(v) is self.reactor):
                     return True
         return False
 
@@ -149,7 +153,8 @@ class Awaiting:
 
         def arg(at: int | str, value: Any) -> Any:
             t = type(value)
-            if (t is CallPromise or t is BatchPromise) and _waits(value, True):
+            if ((t is CallPromise or t is BatchPromise) and _waits(value, True)
+                    and run_of(value) is self.reactor):
                 promises.append((at, value))
                 return None  # (its value goes in its place when it comes: `_go`)
             return wire(value)

@@ -301,6 +301,8 @@ class BatchPromise(msgspec.Struct, Promise, gc=False):
         slot = Slot(b, self._i)
         if slot.done:
             return slot.outcome()
+        if b.batcher.reactor.closed:  # (its run ended: nothing more is written, ended.py)
+            return b.batcher.reactor.wait(slot, b.batcher.timeout)  # type: ignore[arg-type]
         # Written first if still open or held back: the reactor's lone-call wait reads
         # without flushing. (In the gate: the batches are the pump's too, pump.py.)
         gate = b.batcher.reactor.gate

@@ -64,7 +64,7 @@ from polybus.client.fwdbatch import (
     undo,
 )
 from polybus.client.fwdblame import origin, said_by, upstream
-from polybus.client.fwdedge import Edge, unsent_value
+from polybus.client.fwdedge import Edge, run_of, unsent_value
 from polybus.client.fwdlost import gone, kept_lost
 from polybus.client.fwdmove import ended
 from polybus.client.promise import CallPromise
@@ -111,15 +111,20 @@ class Forwarder:
         return f"{self.nonce}.{producer.id}"
 
     # -- making a call ---------------------------------------------------------------
-    @staticmethod
-    def wants(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    def wants(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """A promise of this run among the arguments whose value is not at the client.
+        (Another run's goes by value, waited for through its own session at the call,
+        or raises if that run has ended: client/ended.py. Its replicas are not this
+        run's, nor, nested, its token: a Forward there was refused, a hang.)"""
         # (loops, not any() over generators: this runs on every async call)
         for a in args:
-            if (type(a) is CallPromise or type(a) is BatchPromise) and unsent_value(a):
+            if ((type(a) is CallPromise or type(a) is BatchPromise) and unsent_value(a)
+                    and run_of(a) is self.reactor):
                 return True
         if kwargs:
             for v in kwargs.values():
-                if (type(v) is CallPromise or type(v) is BatchPromise) and unsent_value(v):
+                if ((type(v) is CallPromise or type(v) is BatchPromise) and unsent_value(v)
+                        and run_of(v) is self.reactor):
                     return True
         return False
 
@@ -131,8 +136,8 @@ class Forwarder:
         edges: list[Edge] = []
 
         def arg(value: Any) -> Any:
-            if not unsent_value(value):
-                return wire(value)
+            if not unsent_value(value) or run_of(value) is not self.reactor:
+                return wire(value)  # (another run's: by value, see `wants`)
             producer: CallRecord = (value._rec if type(value) is CallPromise
                                     else entry_of(value))
             key = f"{self.nonce}.{cid}.{len(edges)}"

@@ -13,8 +13,9 @@ from polybus.wire.codec import Ref
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
+    from polybus.client.reactor import Reactor
 
-__all__ = ["Edge", "unsent_value"]
+__all__ = ["Edge", "run_of", "unsent_value"]
 
 
 class Edge:
@@ -64,3 +65,9 @@ def unsent_value(value: Any) -> bool:
     if not rec.done:
         return rec.dispatcher.forwards_answers
     return rec.error is None and type(rec.value) is Ref
+
+
+def run_of(p: CallPromise | BatchPromise) -> Reactor:
+    """The reactor of the session (the run) that made promise ``p``'s call: a promise of
+    another run passed to a call is neither forwarded nor held for (client/ended.py)."""
+    return p._reactor if type(p) is CallPromise else p._rec.batcher.reactor

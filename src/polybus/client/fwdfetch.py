@@ -33,6 +33,10 @@ def fetch(rec: CallRecord) -> Any:
         raise RemoteError(f"the result of this call to {iface} was forwarded by no forwarder "
                           "of this session", interface=iface,
                           replica=link.name if link is not None else "")
+    if f.reactor.closed:  # (its run ended: its connections are closed, client/ended.py)
+        from polybus.client.ended import stale
+
+        raise stale(rec)
     if link is None or link.dead:
         raise WorkerDiedError(
             f"the result of this call to {iface} was forwarded and its replica "

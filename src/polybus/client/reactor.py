@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from polybus.client import answers, control, rings
+from polybus.client import answers, control, ended, rings
 from polybus.client.alone import LoneCalls
 from polybus.client.calls import CallRecord, ReplicaLink, give_up, waiting_for
 from polybus.client.later import Later
@@ -73,6 +73,7 @@ class Reactor(LoneCalls, Sending):
         # (``Channel.unsent``): every read writes on with it, never waiting, and sleeps
         # at most UNSENT_S.
         self.unfinished = False
+        self.closed = False  # its session closed: its run ended (client/ended.py)
 
     def add(self, link: ReplicaLink) -> None:
         self.links.append(link)
@@ -304,6 +305,7 @@ class Reactor(LoneCalls, Sending):
     request = _request  # (gated where the session has a gate: open_gate)
 
     def close(self) -> None:
+        ended.close(self)  # (its promises' reads say their run ended: client/ended.py)
         for link in self.links:
             link.channel.close()
         self._sel.close()
