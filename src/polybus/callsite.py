@@ -21,6 +21,7 @@ from polybus.config.source import FunctionInfo, inspect_source
 from polybus.errors import (
     ConfigError,
     ConnectionLostError,
+    MessageTooLarge,
     NoReplicaError,
     RemoteError,
     RemoteException,
@@ -31,8 +32,10 @@ from polybus.usercode import is_polybus_frame
 __all__ = ["PLACED", "place"]
 
 # What `place` names the user's line in: a call that failed (the function raised, timed
-# out, or lost every replica), or one the client could not make.
-PLACED = RemoteError | UsageError | ConnectionLostError | NoReplicaError  # (isinstance too)
+# out, or lost every replica), or one the client could not make (an argument it cannot
+# send, a message over the frame limit).
+PLACED = (RemoteError | UsageError | ConnectionLostError | NoReplicaError
+          | MessageTooLarge)  # (isinstance too)
 
 _STUBS = str(Path(__file__).resolve().parent / "client" / "stubs.py")
 _BROADCAST = str(Path(__file__).resolve().parent / "client" / "broadcast.py")
@@ -80,8 +83,8 @@ def place(exc: PLACED, app: AppConfig, client: str,
           returned_by: str | None = None) -> None:
     """Name the user's line (and, for arguments that do not fit, the signature) in ``exc``:
     a remote error, a call lost with every replica, or a call the client could not make
-    (an unbound name, an argument that cannot be sent, nobody serving it), whose one-line
-    message said nothing of where. ``returned_by``:
+    (an unbound name, an argument that cannot be sent, a message over the frame limit,
+    nobody serving it), whose one-line message said nothing of where. ``returned_by``:
     the entrypoint, when ``exc`` came out of waiting for the value it returned (a
     promise it did not wait for itself: no line of the user's is on the stack then)."""
     if exc.call_site is not None:

@@ -149,7 +149,12 @@ class AuthenticationError(ProtocolError):
 
 class MessageTooLarge(ProtocolError, ValueError):
     """A message to send is over the frame limit (``[cluster] max_frame``). Raised before
-    a byte of it is written: the call fails alone, and the connection is as it was."""
+    a byte of it is written: the call fails alone, and the connection is as it was.
+
+    ``call_site``: as for an UnsendableError, when a call of the program's failed with it.
+    """
+
+    call_site: str | None = None
 
 
 class TransportError(PolybusError):

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from polybus.callsite import PLACED, place
 from polybus.client import unseen
-from polybus.client.drain import drain, under_way
+from polybus.client.drain import arrived, drain, under_way
 from polybus.client.promise import wait
 from polybus.client.session import Session
 from polybus.client.stats import ReplicaStats
@@ -169,9 +169,11 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
 
 
 def _running(session: Session) -> int:
-    """Calls under way (drain.under_way), or 0 if the session cannot say: the note is
-    not worth hiding the program's own exception for."""
+    """Calls under way (drain.under_way), the answers already here taken in first (a
+    failure that came is a failure, not a call under way: drain.arrived), or 0 if the
+    session cannot say: the note is not worth hiding the program's own exception for."""
     try:
+        arrived(session)
         return under_way(session)
     except Exception:
         return 0

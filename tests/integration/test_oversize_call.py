@@ -213,3 +213,26 @@ def test_a_forwarded_value_over_the_limit_fails_its_consumer_alone(
                     r"\S+: message of \d+ bytes is over the frame limit of 1048576 bytes",
                     why), why
     assert "cannot forward" not in capfd.readouterr().err  # (the producer's warning, gone)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_a_call_over_the_frame_limit_names_the_users_line(tmp_path: Path, style: str) -> None:
+    """As an argument that cannot be sent does (UnsendableError): the run's error says
+    where the call was made. It said only the interface and the sizes, with no line."""
+    (tmp_path / "srv.py").write_text("def size(b):\n    return len(b)\n")
+    (tmp_path / "cli.py").write_text(
+        "from polybus import use, wait\n\nsize = use('size')\n\n"
+        "def main():\n    return wait(size(b'x' * 3_000_000))\n")
+    (tmp_path / "app.toml").write_text(
+        '[modules.server]\nsource = "srv.py"\n[modules.client]\nsource = "cli.py"\n'
+        f'entrypoint = "main"\nuse.size = {{ callstyle = "{style}" }}\n'
+        '[bind]\n"client.size" = "server.size"\n[cluster]\nmax_frame = "1MiB"\n')
+    with pytest.raises(MessageTooLarge) as info:
+        polybus.run(tmp_path / "app.toml")
+    cli = tmp_path / "cli.py"
+    assert info.value.call_site == f"{cli}:6"
+    head, at, code = str(info.value).split("\n")
+    assert head.startswith("size(...): the call's message of ")
+    assert at == f'  the call at File "{cli}", line 6, in main:'
+    assert code.strip() == "return wait(size(b'x' * 3_000_000))"

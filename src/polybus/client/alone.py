@@ -70,6 +70,9 @@ class LoneCalls:
                 self.send(link, rec.message())
             except (TypeError, ValueError, OverflowError) as exc:
                 raise not_sent(rec, exc) from None
+            except BaseException:  # (RecursionError, MemoryError, Ctrl-C: as it is)
+                rec.dispatcher.forget(rec, sent=False)  # not written: not in flight
+                raise
             return self._wait(rec)
         ch = link.channel
         rid = rec.id
@@ -79,6 +82,9 @@ class LoneCalls:
                 ch.send(Call(rid, rec.dispatcher.interface, rec.args, rec.kwargs), self._drain)
             except (TypeError, ValueError, OverflowError) as exc:
                 raise not_sent(rec, exc) from None
+            except BaseException:  # (RecursionError, MemoryError, Ctrl-C: as it is)
+                rec.dispatcher.forget(rec, sent=False)  # not written: not in flight
+                raise
             while not link.dead:
                 msg = ch.next_message()
                 if msg is None:

@@ -76,11 +76,32 @@ def refill(d: Dispatcher) -> None:
         batches.setdefault(i, []).append(rec)
     for entry in waiting:
         heapq.heappush(d._backlog, entry)
+    for i, recs in list(batches.items()):
+        try:
+            if d.comm is not None:
+                d.comm.send_many(d.links[i], recs)
+            else:  # (accepted calls: one that cannot be sent fails alone)
+                send_accepted(d.reactor, d.links[i], [r.message() for r in recs])
+        except BaseException:  # (RecursionError, MemoryError, Ctrl-C): none written
+            _unplace(d, batches)
+            raise
+        del batches[i]
+
+
+def _unplace(d: Dispatcher, batches: dict[int, list[CallRecord]]) -> None:
+    """The calls of ``batches``, placed by `refill` and not written (their write raised
+    something other than an encoding error, raised on as it is), back in the backlog,
+    first in line: not left counted in flight on a replica that never got them."""
     for i, recs in batches.items():
-        if d.comm is not None:
-            d.comm.send_many(d.links[i], recs)
-        else:  # (accepted calls: one that cannot be sent fails alone)
-            send_accepted(d.reactor, d.links[i], [r.message() for r in recs])
+        link = d.links[i]
+        for rec in recs:
+            if link.outstanding.pop(rec.id, None) is rec:
+                d.inflight[i] -= 1
+                rec.attempts -= 1
+                rec.link = None  # (waiting at the client: its timeout not begun)
+                if d._isolated.get(i) == rec.id:
+                    del d._isolated[i]
+                heapq.heappush(d._backlog, (float("-inf"), next(d._seq), rec))
 
 
 def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:

@@ -48,41 +48,55 @@ def write(bt: Batcher, link: ReplicaLink, msgs: list[Message], direct: bool = Fa
         else:
             bt.reactor.send_many(link, msgs)
     except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
-        batches: list[Pending] = []
-        for m in msgs:
-            if type(m) is CallBatch:
-                p: Any = link.outstanding.get(m.id)
-                if type(p) is Pending and p.batcher is bt:
-                    batches.append(p)
-        before = {b.id: (b, b.only) for b in batches}  # (the rows their requests count)
-        refused = [refuse(bt, b, link, exc) for b in batches]
-        if not any(refused):
-            raise
-        # Nothing was written (a frame is encoded whole before it is written): the
-        # batches are named again for what is left of them, their Puts too.
-        # What the batches' forwarded calls ask of the replica (fwdbatch.py) goes first,
-        # for the calls still sent, each named by its place among them now.
-        out: list[Message] = remapped(msgs, before)
-        out.extend(m for m in msgs if type(m) is Drop)
-        known = bt.comm.known.of(link) if bt.comm is not None else None
-        for m in msgs:
-            if type(m) is Put and known is not None:
-                known.discard(m.key)
-        pushes: Pushes | None = [] if direct else None
-        for b in batches:
-            if b.done:  # (none of its calls could be sent)
-                unplace(bt, b, link)
-            elif bt.comm is None or b.by_value(bt.bound, bt.most):
-                out.append(b.message())
-            else:
-                out.extend(bt.comm.batch_messages(b, link, pushes))
-        for other, put in pushes or ():  # (from the timer: on the connection itself)
-            try:
-                other.channel.send_many([put], LATER)
-            except PolybusError:
-                pass  # the reactor finds the connection dead
-        if out:
-            write(bt, link, out, direct)
+        _refused(bt, link, msgs, exc, direct)
+    except BaseException:  # (RecursionError, MemoryError, Ctrl-C): raised as it is
+        i = bt._index.get(id(link))
+        if i is not None and not link.dead:
+            with bt.lock:  # held back again, the batches still placed there: written
+                bt.held[i][:0] = msgs  # by the next flush, not left in flight unwritten
+        raise
+
+
+def _refused(bt: Batcher, link: ReplicaLink, msgs: list[Message], exc: Exception,
+             direct: bool) -> None:
+    """`write`'s ``msgs`` could not be encoded (``exc``): each call of theirs that
+    cannot be sent fails alone, the rest are written (or ``exc`` raised on, if every
+    call can be sent: the fault is elsewhere)."""
+    batches: list[Pending] = []
+    for m in msgs:
+        if type(m) is CallBatch:
+            p: Any = link.outstanding.get(m.id)
+            if type(p) is Pending and p.batcher is bt:
+                batches.append(p)
+    before = {b.id: (b, b.only) for b in batches}  # (the rows their requests count)
+    refused = [refuse(bt, b, link, exc) for b in batches]
+    if not any(refused):
+        raise
+    # Nothing was written (a frame is encoded whole before it is written): the
+    # batches are named again for what is left of them, their Puts too.
+    # What the batches' forwarded calls ask of the replica (fwdbatch.py) goes first,
+    # for the calls still sent, each named by its place among them now.
+    out: list[Message] = remapped(msgs, before)
+    out.extend(m for m in msgs if type(m) is Drop)
+    known = bt.comm.known.of(link) if bt.comm is not None else None
+    for m in msgs:
+        if type(m) is Put and known is not None:
+            known.discard(m.key)
+    pushes: Pushes | None = [] if direct else None
+    for b in batches:
+        if b.done:  # (none of its calls could be sent)
+            unplace(bt, b, link)
+        elif bt.comm is None or b.by_value(bt.bound, bt.most):
+            out.append(b.message())
+        else:
+            out.extend(bt.comm.batch_messages(b, link, pushes))
+    for other, put in pushes or ():  # (from the timer: on the connection itself)
+        try:
+            other.channel.send_many([put], LATER)
+        except PolybusError:
+            pass  # the reactor finds the connection dead
+    if out:
+        write(bt, link, out, direct)
 
 
 def settle_owed(bt: Batcher) -> None:

@@ -69,7 +69,11 @@ def _broadcast(session: Session, value: Any) -> Shared:
             k = known.of(link)
             if key not in k and not link.dead:
                 k.add(key, held_bytes(value))
-                session.reactor.send(link, Put(key, value))
+                try:
+                    session.reactor.send(link, Put(key, value))
+                except BaseException:  # (not written: not held there)
+                    k.discard(key)
+                    raise
     for name, d in session.dispatchers.items():
         if d.comm is None:  # handles travel as Refs on every interface from now on
             d.comm = Comm(d, session.reactor, known)

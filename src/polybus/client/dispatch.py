@@ -28,7 +28,7 @@ from polybus.client.policies.balance import (
 from polybus.client.promise import CallPromise
 from polybus.client.snapshot import Keep, snapshot, snapshot_kwargs
 from polybus.client.socketlane import SocketLane
-from polybus.client.unsendable import not_sent
+from polybus.client.unsendable import not_sent, unwritten
 from polybus.client.wireargs import AS_IS_ASYNC, wire
 from polybus.config.model import CallStyle
 from polybus.errors import NoReplicaError, PolybusError
@@ -219,6 +219,9 @@ class Dispatcher:
             self.reactor.send(link, Call(rid, self.interface, sent, None, 0.0))
         except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
             raise not_sent(rec, exc) from None
+        except BaseException:  # (RecursionError, MemoryError, Ctrl-C: raised as it is)
+            self.forget(rec, sent=False)  # not written: nothing left counted in flight
+            raise
         return CallPromise(rec, self.reactor)
 
     def _call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -309,6 +312,9 @@ class Dispatcher:
                 self.reactor.send(link, rec.message())
         except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
             raise not_sent(rec, exc) from None
+        except BaseException:  # (RecursionError, MemoryError, Ctrl-C: raised as it is)
+            unwritten(rec, link)  # nothing left counted in flight, or held to be written
+            raise
 
     # -- answers ---------------------------------------------------------------------
     def completed(self, rec: CallRecord, link: ReplicaLink) -> None:

@@ -24,7 +24,7 @@ from polybus.client.pump import enter, leave
 if TYPE_CHECKING:
     from polybus.client.session import Session
 
-__all__ = ["SAY_AFTER_S", "drain", "under_way"]
+__all__ = ["SAY_AFTER_S", "arrived", "drain", "under_way"]
 
 log = logging.getLogger("polybus.client")
 STEP_S = 0.5  # one read at most, then look again (a backlog refills between reads)
@@ -68,6 +68,17 @@ def _expire(session: Session, now: float) -> None:
                 give_up(Slot(x, i), limit, why)
         else:
             give_up(x, limit, why)
+
+
+def arrived(session: Session) -> None:
+    """The program raised, and its run ends: the answers already here are taken in
+    (never waiting, nothing written), so that a call whose failure had come is counted
+    as failed, not as still under way, in the notes on that exception (unseen.py)."""
+    enter(session.gate)  # (the pump stands back)
+    try:
+        session.reactor.take_arrived()
+    finally:
+        leave(session.gate)
 
 
 def drain(session: Session) -> None:

@@ -64,6 +64,9 @@ class Later:
                         reactor.send_many(link, msgs)
                 except MessageTooLarge as exc:
                     _fail(link, msgs, exc)
+                except BaseException:  # (RecursionError, Ctrl-C: none written) kept for
+                    self.queue.insert(0, (link, msgs))  # the next write, not dropped
+                    raise
         finally:
             self.writing = False
 

@@ -269,21 +269,28 @@ class Comm(CachedArgs):
         elif not (hold or self.dispatcher.keep_args) and self.dispatcher.style.kind != "sync":
             self._keep_cached(rec)  # written now, but sent again by value after a miss
         msgs = self.messages(rec, link)
-        if aggregated:
-            if len(msgs) > 1:
-                # Its Puts (and Drop) go now, the call is held: a value is encoded when
-                # it is written, and an array changed in place meanwhile would reach the
-                # replica under the name of the content it had when it was hashed.
-                self.reactor.send_many(link, msgs[:-1])
-                msgs = msgs[-1:]
-            self.aggregator.add(link, msgs)  # type: ignore[union-attr]
-        elif hold and len(msgs) == 1:
-            self.reactor.hold(link, msgs[0])  # type: ignore[arg-type]
-        elif len(msgs) == 1:
-            self.reactor.send(link, msgs[0])
-        else:
-            self.reactor.flush(link)
-            self.reactor.send_many(link, msgs)
+        try:
+            if aggregated:
+                if len(msgs) > 1:
+                    # Its Puts (and Drop) go now, the call is held: a value is encoded
+                    # when it is written, and an array changed in place meanwhile would
+                    # reach the replica under the name of the content it had when hashed.
+                    self.reactor.send_many(link, msgs[:-1])
+                    msgs = msgs[-1:]
+                self.aggregator.add(link, msgs)  # type: ignore[union-attr]
+            elif hold and len(msgs) == 1:
+                self.reactor.hold(link, msgs[0])  # type: ignore[arg-type]
+            elif len(msgs) == 1:
+                self.reactor.send(link, msgs[0])
+            else:
+                self.reactor.flush(link)
+                self.reactor.send_many(link, msgs)
+        except BaseException:  # not written: the call is failed or forgotten by its
+            held = self.holds(link)  # caller (Dispatcher._send), and its Puts are not
+            for m in msgs:  # held there (a later call would name them for nothing)
+                if type(m) is Put:
+                    held.discard(m.key)
+            raise
 
     def send_many(self, link: ReplicaLink, recs: list[CallRecord]) -> None:
         msgs: list[Message] = []

@@ -216,18 +216,36 @@ class Reactor(LoneCalls, Sending):
         self.flush_all(batches)
         if self._lock.acquire(blocking=False):
             try:
-                for link in self.links:  # (read before, left whole: see step)
-                    if not link.dead and link.channel.buffered():
-                        self._take_whole(link)
-                ready: list[ReplicaLink] = [key.data for key, _ in self._sel.select(0)]
-                ready += rings.waiting(self._rings, ready)  # (they rang no doorbell)
-                for link in ready:
-                    if not link.dead:
-                        self._receive(link, wait=False)
+                self._read_ready()
             finally:
                 self._lock.release()
             if not self._in_send:
                 self.after_step()
+
+    def _read_ready(self) -> bool:
+        """(The lock held) file what has arrived, never waiting; False if nothing had."""
+        for link in self.links:  # (read before, left whole: see step)
+            if not link.dead and link.channel.buffered():
+                self._take_whole(link)
+        ready: list[ReplicaLink] = [key.data for key, _ in self._sel.select(0)]
+        ready += rings.waiting(self._rings, ready)  # (they rang no doorbell)
+        for link in ready:
+            if not link.dead:
+                self._receive(link, wait=False)
+        return bool(ready)
+
+    def take_arrived(self, rounds: int = 64) -> None:
+        """File the answers already here, and nothing else: no wait, no write, no call
+        placed (the program raised, and its run ends: client/drain.py `arrived`). Read
+        again while more was there, ``rounds`` times at most."""
+        if not self._lock.acquire(blocking=False):
+            return  # (another thread reads: what it takes is filed all the same)
+        try:
+            for _ in range(rounds):
+                if not self._read_ready():
+                    break
+        finally:
+            self._lock.release()
 
     poll = _poll  # (gated where the session has a gate: open_gate)
 

@@ -79,7 +79,11 @@ class Sending:
                     now = now or time.monotonic()
                     rec.deadline = now + (rec.dispatcher.timeout or 0.0)
             # as one Batch frame; a call that cannot be encoded fails alone (unsendable.py)
-            send_accepted(self, link, pack(msgs))
+            try:
+                send_accepted(self, link, pack(msgs))
+            except BaseException:  # (RecursionError, MemoryError, Ctrl-C: none written)
+                link.held[:0] = msgs  # still held, written by the next flush
+                raise
 
     def flush_all(self, batches: bool = True) -> None:
         """Write what is held for each replica, and with ``batches`` the open aggregated

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.sending import Sending
 
-__all__ = ["named", "not_sent", "refused", "send_accepted"]
+__all__ = ["named", "not_sent", "refused", "send_accepted", "unwritten"]
 
 
 def _fails(codec: Codec, interface: str, args: list[Any], kwargs: dict[str, Any] | None) -> bool:
@@ -80,6 +80,16 @@ def not_sent(rec: CallRecord, exc: Exception) -> Exception:
         return too_large(rec.dispatcher.interface, exc)
     named_as = TypeError | OverflowError | UnicodeEncodeError
     return refused(rec, exc) if isinstance(exc, named_as) else exc
+
+
+def unwritten(rec: CallRecord, link: ReplicaLink) -> None:
+    """``rec``'s send to ``link`` raised something other than an encoding error (a
+    RecursionError or MemoryError while encoding, a Ctrl-C), raised on to its caller as
+    it is: nothing of it is left counted in flight (the run's end would wait for ever
+    for an answer to a call never written), nor held to be written later."""
+    if link.held:
+        link.held = [m for m in link.held if m.id != rec.id]
+    rec.dispatcher.forget(rec, sent=False)
 
 
 def too_large(interface: str, exc: MessageTooLarge) -> MessageTooLarge:
