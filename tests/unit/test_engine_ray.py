@@ -88,6 +88,7 @@ def _bare(tmp_path: Path, ray: _InitRay) -> RayEngine:
     engine.app = load(write_one_call_app(tmp_path))
     engine.ray, engine.echo, engine.actors, engine.registry = ray, None, {}, None
     engine._own_ray, engine._session_dir = False, None
+    engine._outputs, engine.follower, engine._unroute = {}, None, None
     return engine
 
 
@@ -129,3 +130,87 @@ def test_a_private_ray_keeps_its_files_in_the_runs_directory_removed_at_stop(
     (session / "session_1").mkdir()  # as Ray leaves it
     engine.stop()
     assert ray.down and not session.exists()
+
+
+def test_a_private_ray_started_with_an_outward_address_up_is_warned_of(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """(Ray binds its daemons to the host's outward address whatever it is told: the
+    run said nothing of it, and the README said everything binds to loopback.)"""
+    from polybus.engines import ray as engine_ray
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    for up, warned in ((["eth0"], True), ([], False)):
+        monkeypatch.setattr(engine_ray, "outward_interfaces", lambda up=up: up)
+        caplog.clear()
+        engine = _bare(tmp_path, _InitRay())
+        try:
+            engine._init(1)
+        finally:
+            engine.stop()
+        said = [r.getMessage() for r in caplog.records if "outward address" in r.getMessage()]
+        assert bool(said) == warned, said
+        if warned:
+            assert "(eth0 up)" in said[0] and "unshare -n" in said[0]
+            assert "RAY_ADDRESS" in said[0]
+
+
+def test_outward_interfaces_are_those_up_and_not_loopback() -> None:
+    from polybus.engines.rayout import outward
+
+    up, loop = 0x1, 0x8
+    assert outward([("lo", up | loop), ("eth0", up | 0x1000), ("eth1", 0x1000),
+                    ("wlan0", up)]) == ["eth0", "wlan0"]
+
+
+def test_outward_interfaces_are_asked_of_this_network_namespace() -> None:
+    """Inside ``unshare -n`` (lo alone) there are none: /sys/class/net, read first,
+    showed the host's interfaces there too (it is the namespace sysfs was mounted in)."""
+    import subprocess
+    import sys
+
+    from polybus.bench.peers._driver import loopback_only_prefix
+
+    prefix = loopback_only_prefix()
+    if not prefix:
+        pytest.skip("no private network namespace permitted here")
+    said = subprocess.run([*prefix, sys.executable, "-c", "from polybus.engines.rayout "
+                           "import outward_interfaces as o; print(o())"],
+                          capture_output=True, text=True, timeout=60)
+    assert said.returncode == 0 and said.stdout == "[]\n", said
+
+
+class _Dispatch:
+    """Ray's driver module as `route_prints` sees it: ``print_to_stdstream``."""
+
+    def __init__(self) -> None:
+        self.printed: list[dict[str, Any]] = []
+        self.print_to_stdstream = self._print
+        self.original = self.print_to_stdstream
+
+    def _print(self, data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        self.printed.append(data)
+
+
+def test_ray_prints_go_to_the_worker_output_or_stderr_never_stdout() -> None:
+    """On a joined cluster Ray forwards an actor's lines through one function, which
+    wrote its stdout lines to sys.stdout, and its own messages ("(raylet) A worker
+    died ...") there too: an actor's lines now go to the run's worker output in the
+    local engine's form, the rest to stderr (``is_err``) as Ray writes them."""
+    import io
+
+    from polybus.engines.rayout import route_prints
+
+    ray, echo = _Dispatch(), io.StringIO()
+    restore = route_prints(ray, echo)
+    ray.print_to_stdstream({"lines": ["a", "polybus worker server-0: serving tcp://x"],
+                            "actor_name": "server-0", "pid": 7, "is_err": False})
+    ray.print_to_stdstream({"lines": ["A worker died"], "pid": "raylet", "is_err": False})
+    assert echo.getvalue() == "(server-0) a\n"  # (the banner left out, as logfollow's)
+    assert ray.printed == [{"lines": ["A worker died"], "pid": "raylet", "is_err": True}]
+    restore()
+    assert ray.print_to_stdstream == ray.original
+    quiet = route_prints(ray, None)  # (--no-worker-output: an actor's lines dropped)
+    ray.print_to_stdstream({"lines": ["b"], "actor_name": "server-0", "pid": 7})
+    assert len(ray.printed) == 1
+    quiet()

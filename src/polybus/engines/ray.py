@@ -21,33 +21,48 @@ same path on each (a shared file system). Ray is imported only here
 minutes, saying only that its GCS timed out), so one that cannot be reached is a
 ConfigError naming it. A private Ray keeps its session files in a directory of the run's
 own, removed when it ends (Ray leaves each session's, 200 KB or more, in /tmp/ray).
-Worker output the run echoes comes without Ray's colour codes and line deduplication.
+
+What the actors print goes to the run's worker output (stderr by default), as the local
+engine's workers' lines do, and Ray's own messages to stderr, never to stdout
+(rayout.py): a private Ray's actors write to log files of the run's, followed and read
+to the end at stop (every line, an unfinished last one too); a joined cluster's lines
+come as Ray forwards them (without its colour codes and line deduplication). A private
+Ray's daemons bind the host's outward address (Ray's choice): a run that starts one
+where such an address is up says so.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 from polybus.config.model import AppConfig
 from polybus.engines import served
 from polybus.engines.base import Cluster, run_registry
 from polybus.engines.local import START_TIMEOUT
+from polybus.engines.logfollow import LogFollower
+from polybus.engines.rayout import outward_interfaces, redirect, route_prints
 from polybus.errors import ConfigError, PolybusError, TransportError
 from polybus.registry.service import RegistryService
 from polybus.token import make_token
 
 __all__ = ["RayEngine"]
 
+log = logging.getLogger("polybus.engine")
+
 STOP_S = 5.0  # for every actor to stop serving before it is killed regardless
 REACH_S = 5.0  # for $RAY_ADDRESS to answer a connection before the run says it cannot
+HOW_S = 0.5  # for Ray to say how an actor whose connection closed ended (`how_ended`)
 
 
 def _ray() -> Any:
@@ -74,12 +89,15 @@ class _Replica:
         self._error: str | None = None
 
     def serve(self, path: str, overrides: tuple[str, ...], index: int, registry: str,
-              token: bytes, client_host: str) -> None:
+              token: bytes, client_host: str, output: str | None = None) -> None:
         """Start serving replica ``index`` of the configuration at ``path`` (loaded here
         as the run loaded it); returns once it is registered, or raises the reason it
-        could not start."""
+        could not start. ``output``: the file this process's stdout and stderr go to
+        from now on (a private Ray's: the run follows it), its module's import too."""
         from polybus.config import load
 
+        if output is not None:
+            redirect(output)
         app = load(path, overrides)
         module, replica = served.replicas_in_order(app)[index]
         started = threading.Event()
@@ -117,7 +135,13 @@ class _Replica:
         self._asked.set()
         for f in self._stop:
             f()
-        return self._done.wait(STOP_S)
+        done = self._done.wait(STOP_S)
+        for stream in (sys.stdout, sys.stderr):  # (what the module printed, all of it)
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        return done
 
 
 class RayEngine:
@@ -134,6 +158,9 @@ class RayEngine:
         self.actors: dict[str, Any] = {}  # replica name -> the actor serving it
         self._own_ray = False
         self._session_dir: str | None = None  # a private Ray's files, removed at stop
+        self._outputs: dict[str, Path] = {}  # a private Ray's actors' log files, by name
+        self.follower: LogFollower | None = None  # (follows them once all have started)
+        self._unroute: Any = None  # puts Ray's printing back (rayout.route_prints)
 
     def start(self) -> Cluster:
         t0 = time.perf_counter()
@@ -150,16 +177,31 @@ class RayEngine:
             actor = ray.remote(max_concurrency=2)(_Replica)  # (serve and stop at once)
             calls = []
             for i, (_, r) in enumerate(replicas):
+                output = self._output(r.name)
                 a = actor.options(name=f"polybus-{r.name}-{os.getpid()}",
                                   num_cpus=1).remote(r.name)
                 self.actors[r.name] = a
                 calls.append(a.serve.remote(str(self.app.path), self.overrides, i, registry,
-                                            token, socket.gethostname()))
+                                            token, socket.gethostname(), output))
             self._wait_ready(calls, [r.name for _, r in replicas])
+            # (as the local engine's: a start that fails says the actor's own error)
+            if self._outputs:
+                self.follower = LogFollower(list(self._outputs.items()), self.echo).start()
         except BaseException:
             self.stop()
             raise
-        return Cluster(str(where), token, time.perf_counter() - t0)
+        return Cluster(str(where), token, time.perf_counter() - t0, how_ended=self.how_ended)
+
+    def _output(self, name: str) -> str | None:
+        """The log file replica ``name``'s actor writes its output to (made now, so it
+        is followed from its start), in a private Ray's directory; None on a joined
+        cluster (Ray forwards it: rayout.py)."""
+        if self._session_dir is None:
+            return None
+        path = Path(self._session_dir) / f"polybus-{name}.log"
+        path.touch(mode=0o600)
+        self._outputs[name] = path
+        return str(path)
 
     def _init(self, replicas: int) -> None:
         """Join the cluster $RAY_ADDRESS names, or start a private one for this run (never
@@ -171,7 +213,8 @@ class RayEngine:
         address = os.environ.get("RAY_ADDRESS")
         handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         kw: dict[str, Any] = {"include_dashboard": False, "configure_logging": False,
-                              "log_to_driver": self.echo is not None}
+                              "log_to_driver": bool(address) and self.echo is not None}
+        self._unroute = route_prints(_ray_worker(ray), self.echo)  # (not to stdout)
         if address:
             _reach(address)
             try:
@@ -179,6 +222,12 @@ class RayEngine:
             except (ConnectionError, ValueError) as exc:  # ("auto" with none running, a bad form)
                 raise _unreachable(address, str(exc)) from None
         else:
+            if outward := outward_interfaces():
+                log.warning("polybus: warning: the ray engine starts a private Ray, whose "
+                            "daemons listen on this host's outward address (%s up), not "
+                            "on loopback only: run it in a private network namespace "
+                            "(unshare -n), or join a Ray started on loopback (RAY_ADDRESS);"
+                            " docs/configuration.md", ", ".join(outward))
             # (short: Ray's socket paths under it must stay within 107 bytes)
             self._session_dir = tempfile.mkdtemp(
                 prefix="polybus-ray-", dir="/tmp" if len(tempfile.gettempdir()) > 40 else None)
@@ -242,12 +291,18 @@ class RayEngine:
                     ray.kill(a)
                 except Exception:
                     pass
+        if self.follower is not None:  # (each actor flushed its output as it stopped)
+            follower, self.follower = self.follower, None
+            follower.close()
         if self.registry is not None:
             self.registry.close()
             self.registry = None
         if self._own_ray:
             self._own_ray = False
             ray.shutdown()
+        if self._unroute is not None:
+            unroute, self._unroute = self._unroute, None
+            unroute()
         if self._session_dir is not None:
             shutil.rmtree(self._session_dir, ignore_errors=True)
             self._session_dir = None
@@ -274,8 +329,31 @@ class RayEngine:
         return out
 
 
+    def how_ended(self, name: str, settle: float = HOW_S) -> str | None:
+        """How replica ``name``'s actor ended, as Ray says it ("(a Ray actor) ended: ...
+        (Ray: SYSTEM_ERROR)"), asked when its connection closed: None if it answers, or
+        Ray says nothing within ``settle`` s."""
+        ray = self.ray
+        actor = self.actors.get(name)
+        if actor is None:
+            return None
+        try:
+            ray.get(actor.alive.remote(), timeout=settle)
+        except ray.exceptions.RayActorError as exc:
+            return f"(a Ray actor) ended: {_death(exc)}"
+        except Exception:  # (no answer in time, or Ray itself gone: nothing to say)
+            return None
+        return None
+
+
 _EXIT = re.compile(r"Worker exit type: (\S+) Worker exit detail: (.*?)(?: Some common causes|$)",
                    re.S)
+
+
+def _ray_worker(ray: Any) -> Any:
+    """Ray's driver module, whose printing `route_prints` takes over (None if absent)."""
+    private = getattr(ray, "_private", None)
+    return getattr(private, "worker", None)
 
 
 def _reach(address: str) -> None:
