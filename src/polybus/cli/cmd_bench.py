@@ -27,6 +27,7 @@ from polybus.cli.output import result_console, rule
 from polybus.cli.values import (
     STDOUT,
     check_distinct,
+    check_out_dir,
     check_plot,
     check_writable,
     save,
@@ -163,6 +164,10 @@ def main(args: argparse.Namespace) -> int:
                                if option in ("--json", "--out") and path.endswith(".json")])
     if args.plot:
         check_plot(args.plot)
+    if args.out:  # (last: it makes DIR, which nothing refused after it then leaves behind)
+        check_out_dir(args.out, "--out", outs)
+        if page is not None:  # (DIR/results.md, checked now that DIR is there)
+            check_writable(str(page), "--page")
     failed: list[str] = []
     unwritten: list[str] = []  # (files said as they failed; the exit status is then 2)
     for name in names:
