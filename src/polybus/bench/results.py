@@ -180,6 +180,9 @@ def _section(result: BenchResult, raw: dict[str, Any], image: str | None) -> lis
     if result.params.get("quick"):
         lines += ["*Quick run (`--quick`): proves the benchmark works; not figures of "
                   "record.*", ""]
+    if not result.complete:
+        lines += ["**Interrupted** (Ctrl-C): only the rows measured before it; the "
+                  "benchmark did not finish.", ""]
     if "error" in result.params:
         lines += [f"**Failed:** {_md(result.params['error'])}", ""]
     lines += [f"Machine: {raw.get('machine', {}).get('cpus', '?')} CPUs, Python "
