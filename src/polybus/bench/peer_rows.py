@@ -60,7 +60,10 @@ class _SizePlan(Protocol):
 
 
 def _record(result: BenchResult, system: str, info: dict[str, Any]) -> None:
-    result.params.setdefault("peers", {}).setdefault(system, {}).update(info)
+    """How ``system`` was run, under ``params["peers"]``; nothing for a peer skipped (its
+    parameters were kept: Ray's round trips per repetition, though Ray did not run)."""
+    if system not in result.skipped:
+        result.params.setdefault("peers", {}).setdefault(system, {}).update(info)
 
 
 def _record_mpi(result: BenchResult, **more: str) -> None:

@@ -75,7 +75,7 @@ def page_for(args: argparse.Namespace) -> Path:
 
 
 def _page_for(args: argparse.Namespace) -> Path:
-    from polybus.bench.results import TITLE
+    from polybus.bench.results import TITLE, TITLES
 
     if args.page:
         page = Path(args.page)
@@ -86,7 +86,7 @@ def _page_for(args: argparse.Namespace) -> Path:
     if page.is_file():
         with page.open(encoding="utf-8", errors="replace") as f:
             first = f.readline().rstrip("\n")
-        if first != TITLE:
+        if first not in TITLES:
             raise UsageError(f"--page {page}: this file is not a results page (its first "
                              f"line is not {TITLE!r}), and would be overwritten; name "
                              "another with --page")
@@ -136,6 +136,9 @@ def main(args: argparse.Namespace) -> int:
                 console.print(f"{name} [dim](not written yet)[/]")
         return 0
     if args.page_only:
+        if args.name:  # (it made the whole page and said nothing of NAME)
+            raise UsageError(f"--page-only runs nothing and makes the page from every "
+                             f"benchmark's JSON in --out; leave out {args.name!r}")
         if not args.out:
             raise UsageError("--page-only needs --out DIR (where the JSON files are)")
         return 0 if _write_page(args, page_for(args), console, page_only=True) else 2
