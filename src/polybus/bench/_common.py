@@ -34,4 +34,8 @@ def try_peer(result: BenchResult, system: str, fn: Callable[[], T]) -> T | None:
         return fn()
     except PeerUnavailable as exc:
         result.skipped[system] = str(exc)
+        peers = result.params.get("peers", {})
+        peers.pop(system, None)  # (how it was to run: it did not; peer_rows `_record`)
+        if not peers:
+            result.params.pop("peers", None)
         return None

@@ -52,6 +52,13 @@ class Plan:
         # baseline run once made 2 workers look 1.5x faster than they were.
         self.reps = 3
         self.warmup = 1
+        self.quick = quick
+
+    def steps(self) -> int:
+        """The progress steps `run` advances: one per cell, mpi4py's (peer_rows) too."""
+        cells = sum(len(s) for s in self.sizes.values())
+        return (cells * (1 + len(self.real) + len(self.modelled))
+                + optional_peers.sort_steps(self.sizes, self.real, self.quick))
 
 
 def plan(quick: bool) -> Plan:
@@ -87,8 +94,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     result = BenchResult("sort", {"sizes": p.sizes, "reps": p.reps, "warmup": p.warmup,
                                   "workers_real": p.real, "workers_modelled": p.modelled},
                          x_label="elements")
-    steps = sum(len(s) for s in p.sizes.values()) * (1 + len(p.real) + len(p.modelled))
-    progress.begin(steps, "sort")
+    progress.begin(p.steps(), "sort")
     if not (EXAMPLE / "app.toml").exists():
         result.skipped["polybus"] = f"examples/sort not found at {EXAMPLE}"
         return result

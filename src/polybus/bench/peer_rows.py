@@ -22,7 +22,7 @@ from polybus.bench.report import BenchResult, Row
 from polybus.bench.stats import Stat, summarize
 
 __all__ = ["bandwidth", "bandwidth_ratios", "ep_rows", "ep_times", "latency", "latency_ratios", "matmul", "mpi_ratios",
-           "sort", "throughput", "throughput_ratios"]
+           "sort", "sort_steps", "throughput", "throughput_ratios"]
 
 RAY_QUICK = ("left out of --quick: starting a Ray session took 2.6-10.6 s here (measured), "
              "plus its shutdown; see the full run")
@@ -60,7 +60,10 @@ class _SizePlan(Protocol):
 
 
 def _record(result: BenchResult, system: str, info: dict[str, Any]) -> None:
-    result.params.setdefault("peers", {}).setdefault(system, {}).update(info)
+    """How ``system`` was run, under ``params["peers"]``; nothing for a peer skipped (its
+    parameters were kept: Ray's round trips per repetition, though Ray did not run)."""
+    if system not in result.skipped:
+        result.params.setdefault("peers", {}).setdefault(system, {}).update(info)
 
 
 def _record_mpi(result: BenchResult, **more: str) -> None:
@@ -217,6 +220,21 @@ def throughput_ratios(result: BenchResult, workers: int) -> None:
                              result.find(peer, workers, "calls_per_s"))
 
 
+#: the size of bench sort's target (a full run's): insertion sort on 2 workers
+SORT_TARGET = 2**16
+
+
+def _sort_target(sizes: dict[str, list[int]], real: Sequence[int], quick: bool) -> bool:
+    """Whether `sort` runs the target besides the rows (a full run, 2 workers real)."""
+    return not quick and 2 in real and SORT_TARGET not in sizes.get("insertion", [])
+
+
+def sort_steps(sizes: dict[str, list[int]], real: Sequence[int], quick: bool) -> int:
+    """The progress steps `sort` advances: one per mpi4py cell (skipped or not), and the
+    target's. (b_sort's count left them out: its bar said 12/8.)"""
+    return sum(map(len, sizes.values())) * len(real) + _sort_target(sizes, real, quick)
+
+
 def sort(result: BenchResult, sizes: dict[str, list[int]], real: Sequence[int], reps: int,
          warmup: int, server: Path, polybus_seconds: Callable[[str, int, int], Stat],
          quick: bool, progress: Progress) -> None:
@@ -237,8 +255,8 @@ def sort(result: BenchResult, sizes: dict[str, list[int]], real: Sequence[int], 
         for n in ns:
             for k in real:
                 add(algo, n, k)
-    target = 2**16
-    if not quick and 2 in real and target not in sizes.get("insertion", []):
+    target = SORT_TARGET
+    if _sort_target(sizes, real, quick):
         add("insertion", target, 2)
         if "mpi4py" not in result.skipped:
             st = polybus_seconds("insertion", target, 2)
@@ -264,19 +282,22 @@ def matmul(result: BenchResult, sizes: Sequence[int], servers: Sequence[int],
 
     cpus = os.cpu_count() or 1
 
+    cells = [(n, mode, k) for n in sizes for mode in ("stateless", "stateful")
+             for k in servers if k <= cpus]
+
     def over(transport: str) -> None:  # a transport that cannot run is skipped once
-        for n in sizes:
-            for mode in ("stateless", "stateful"):
-                for k in [s for s in servers if s <= cpus]:
-                    st = try_peer(result, _mpi_system(transport), partial(
-                        mpi.matmul_seconds, n, k, mode == "stateful", reps_of(n), chunk_of(n),
-                        transport, warmup))
-                    progress.advance(f"matmul mpi4py {transport} {mode} n={n} servers={k}")
-                    if st is None:
-                        return
-                    cfg: dict[str, str | int] = {"n": n, "mode": mode, "ranks": k + 1,
-                                                 "transport": transport}
-                    result.add(Row.of("mpi4py", cfg, k, "seconds", st))
+        for i, (n, mode, k) in enumerate(cells):
+            st = try_peer(result, _mpi_system(transport), partial(
+                mpi.matmul_seconds, n, k, mode == "stateful", reps_of(n), chunk_of(n),
+                transport, warmup))
+            if st is None:  # (every cell's step, as b_matmul counts them: it fell short)
+                for _ in cells[i:]:
+                    progress.advance(f"matmul mpi4py {transport} skipped")
+                return
+            progress.advance(f"matmul mpi4py {transport} {mode} n={n} servers={k}")
+            cfg: dict[str, str | int] = {"n": n, "mode": mode, "ranks": k + 1,
+                                         "transport": transport}
+            result.add(Row.of("mpi4py", cfg, k, "seconds", st))
     for transport in MPI_TRANSPORTS:
         over(transport)
     _record_mpi(result, program="rank 0 hands one block of rows at a time to each worker "

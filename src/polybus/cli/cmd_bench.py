@@ -19,6 +19,7 @@ import sys
 import traceback
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -27,12 +28,16 @@ from polybus.cli.output import result_console, rule
 from polybus.cli.values import (
     STDOUT,
     check_distinct,
+    check_out_dir,
     check_plot,
     check_writable,
     save,
     write_text,
 )
 from polybus.errors import UsageError
+
+if TYPE_CHECKING:
+    from polybus.bench.report import BenchResult
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -70,7 +75,7 @@ def page_for(args: argparse.Namespace) -> Path:
 
 
 def _page_for(args: argparse.Namespace) -> Path:
-    from polybus.bench.results import TITLE
+    from polybus.bench.results import TITLE, TITLES
 
     if args.page:
         page = Path(args.page)
@@ -81,7 +86,7 @@ def _page_for(args: argparse.Namespace) -> Path:
     if page.is_file():
         with page.open(encoding="utf-8", errors="replace") as f:
             first = f.readline().rstrip("\n")
-        if first != TITLE:
+        if first not in TITLES:
             raise UsageError(f"--page {page}: this file is not a results page (its first "
                              f"line is not {TITLE!r}), and would be overwritten; name "
                              "another with --page")
@@ -131,6 +136,9 @@ def main(args: argparse.Namespace) -> int:
                 console.print(f"{name} [dim](not written yet)[/]")
         return 0
     if args.page_only:
+        if args.name:  # (it made the whole page and said nothing of NAME)
+            raise UsageError(f"--page-only runs nothing and makes the page from every "
+                             f"benchmark's JSON in --out; leave out {args.name!r}")
         if not args.out:
             raise UsageError("--page-only needs --out DIR (where the JSON files are)")
         return 0 if _write_page(args, page_for(args), console, page_only=True) else 2
@@ -163,11 +171,23 @@ def main(args: argparse.Namespace) -> int:
                                if option in ("--json", "--out") and path.endswith(".json")])
     if args.plot:
         check_plot(args.plot)
+    if args.out:  # (last: it makes DIR, which nothing refused after it then leaves behind)
+        check_out_dir(args.out, "--out", outs)
+        if page is not None:  # (DIR/results.md, checked now that DIR is there)
+            check_writable(str(page), "--page")
     failed: list[str] = []
     unwritten: list[str] = []  # (files said as they failed; the exit status is then 2)
-    for name in names:
-        if not _run_one(name, args, console, unwritten):
-            failed.append(name)
+    try:
+        for name in names:
+            if not _run_one(name, args, console, unwritten):
+                failed.append(name)
+    except KeyboardInterrupt:  # (_run_one wrote what it had: the page says it too)
+        if page is not None:
+            try:
+                _write_page(args, page, console)
+            except UsageError as exc:  # (a file not JSON put there meanwhile)
+                _warn(f"the page was not made again: {exc}")
+        raise
     if page is not None and not _write_page(args, page, console):
         unwritten.append(str(page))
     if failed:
@@ -203,11 +223,25 @@ def _keep_full_runs(args: argparse.Namespace, outputs: list[tuple[str, str]]) ->
                      f"replace; {where}, or add --replace to replace them")
 
 
+def _complete_run(path: str) -> bool:
+    """Whether ``path`` holds a benchmark's figures from a run that was not interrupted."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return (isinstance(doc, dict) and "bench" in doc and "rows" in doc
+            and doc.get("complete") is not False)
+
+
 def _run_one(name: str, args: argparse.Namespace, console: Console,
              unwritten: list[str] | None = None) -> bool:
     """Run, print, write; a benchmark that raises is reported and the others go on, as
-    they do past a file that could not be written (said, and added to ``unwritten``)."""
-    from polybus.bench import registry
+    they do past a file that could not be written (said, and added to ``unwritten``).
+    Interrupted (Ctrl-C), the rows it had are printed and written, ``"complete":
+    false``, unless a complete run's file is there (kept, and said), and the
+    KeyboardInterrupt goes on: every row of the benchmark was lost."""
+    from polybus.bench import building, registry
     from polybus.bench.progress import RichProgress
     from polybus.bench.report import BenchResult, plot, print_table
     from polybus.bench.results import versions
@@ -215,12 +249,17 @@ def _run_one(name: str, args: argparse.Namespace, console: Console,
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     unwritten = [] if unwritten is None else unwritten
     ok = True
+    made: list[BenchResult] = []
+    interrupted: KeyboardInterrupt | None = None
     try:
-        with RichProgress() as progress, contextlib.redirect_stdout(sys.stderr) if \
-                args.json == STDOUT else contextlib.nullcontext():
+        with building.watch() as made, RichProgress() as progress, \
+                contextlib.redirect_stdout(sys.stderr) if args.json == STDOUT \
+                else contextlib.nullcontext():
             result = registry.run(name, quick=args.quick, progress=progress)
-    except KeyboardInterrupt:
-        raise
+    except KeyboardInterrupt as exc:
+        interrupted = exc
+        result = next((r for r in made if r.bench == name), None) or BenchResult(name)
+        result.complete = False
     except Exception as exc:
         if len(registry.names()) == 1 or args.name != "all":
             raise
@@ -231,9 +270,12 @@ def _run_one(name: str, args: argparse.Namespace, console: Console,
     result.params["versions"] = versions()
     if args.quick:
         result.params["quick"] = True
-    rule(console, f"polybus bench {name}{' --quick' if args.quick else ''}")
+    rule(console, f"polybus bench {name}{' --quick' if args.quick else ''}"
+                  f"{'' if result.complete else ' (interrupted)'}")
     print_table(result, console)
     console.file.flush()  # (the table before any line saying a file was not written)
+    if interrupted is not None and not _save_partial(result, args):
+        raise interrupted
     # (option, file): the option a file that cannot be written is said under
     targets = [(("--json", args.json), ("--plot", args.plot))]
     if args.out:
@@ -253,4 +295,23 @@ def _run_one(name: str, args: argparse.Namespace, console: Console,
                 # (escaped: rich took "[plot]" for markup and printed "polybus")
                 console.print(f"[yellow]no plot[/]: {escape(str(exc))} "
                               f"{escape('(pip install polybus[plot])')}")
+    if interrupted is not None:
+        raise interrupted
     return ok
+
+
+def _save_partial(result: BenchResult, args: argparse.Namespace) -> bool:
+    """Whether an interrupted benchmark's rows are written: not if it has none, nor over
+    a complete run's JSON (``--json`` or ``--out``'s), which is kept; each said."""
+    if not result.rows:
+        _warn(f"{result.bench} interrupted before any row was measured; nothing written")
+        return False
+    files = [f for f in (args.json, args.out and str(Path(args.out) / f"{result.bench}.json"))
+             if f and f != STDOUT]
+    kept = [f for f in files if _complete_run(f)]
+    if kept:
+        _warn(f"{result.bench} interrupted: {', '.join(kept)} "
+              f"{'holds' if len(kept) == 1 else 'hold'} a complete run, kept; the "
+              f"{len(result.rows)} rows measured before the interrupt are not written")
+        return False
+    return True

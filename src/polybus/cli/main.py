@@ -35,8 +35,19 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         mod = importlib.import_module(f"polybus.cli.cmd_{name}")
         mod.add_arguments(p)
-        p.set_defaults(_module=mod)
+        p.set_defaults(_module=mod, _parser=p)
     return parser
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, an argument no option of its command takes said by that
+    command's parser, with its usage (`polybus bench latency --reps 3` printed the
+    top-level ``usage: polybus [-h] COMMAND ...``: argparse hands a subcommand's
+    unknown arguments up to the top-level parser)."""
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:
+        args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def _format_warning(message: Warning | str, category: type[Warning], filename: str,
@@ -106,7 +117,7 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:  # (the subcommands' modules import here: a Ctrl-C now stops the start-up)
-        args = build_parser().parse_args(argv)
+        args = parse(argv)
     except KeyboardInterrupt:
         return started_interrupted()
     warnings.formatwarning = _format_warning

@@ -30,6 +30,35 @@ def check_writable(path: str | None, option: str) -> None:
                          f"{exc.strerror or exc}") from None
 
 
+def check_out_dir(path: str, option: str, files: Sequence[str]) -> None:
+    """``option``'s directory (``--out DIR``), before anything runs: a directory, or made
+    now (so that a mistyped one fails here, not after the runs), and each of ``files``
+    (those written in it at the end) writable. UsageError naming ``option`` otherwise:
+    `polybus bench --out FILE` ran every benchmark and only then failed, "File exists"."""
+    check_name(path, option)
+    p = Path(path)
+    try:
+        if p.exists() and not p.is_dir():
+            raise UsageError(f"{option} {path}: not a directory")
+        if not p.is_dir():
+            above = next((a for a in p.parents if a.exists()), None)
+            if above is not None and not above.is_dir():
+                raise UsageError(f"{option} {path}: {above} is not a directory")
+            try:
+                p.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # (/proc/x; a directory not ours; a link to nothing)
+                raise UsageError(f"{option} {path}: cannot be made: "
+                                 f"{exc.strerror or exc}") from None
+        for file in files:
+            if Path(file).is_dir():
+                raise UsageError(f"{option} {path}: {file} is a directory, where the "
+                                 "file would be written")
+            _check_writable(Path(file), option, file)
+    except OSError as exc:  # (a name too long)
+        raise UsageError(f"{option} {path}: cannot be written: "
+                         f"{exc.strerror or exc}") from None
+
+
 def check_name(path: str, option: str) -> None:
     """UsageError naming ``option`` if ``path`` is no file's name (a NUL in it, which
     only a caller of ``main`` from Python can pass: Path raised ValueError)."""

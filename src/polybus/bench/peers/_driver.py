@@ -3,7 +3,11 @@
 The child is started through :mod:`._proc` (recorded by PID) in a session of its own,
 so that whatever it starts in turn (mpiexec's ranks, Ray's daemons, Dask's worker
 processes) shares its process group: after the child is reaped, the group is killed
-too, so nothing outlives the measurement even if the peer's own shutdown failed.
+too, so nothing outlives the measurement even if the peer's own shutdown failed; and so
+is every process of ours left in its session (Open MPI's launcher puts each rank in a
+process group of its own: killed with the launcher's group, they lived on). A
+``cleanup`` then removes what the killed child could not (mpi.py: Open MPI's session
+directory).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from polybus.bench.peers import PeerUnavailable
@@ -29,6 +33,29 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of this user in session ``sid`` (the session of a child
+    started with ``new_session``: its pid), whatever its process group. Linux (/proc)
+    only; elsewhere nothing."""
+    uid = os.getuid()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            # (after the name: state, ppid, pgrp, session)
+            if int(fields[3]) != sid or os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            os.kill(int(entry), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):  # (gone meanwhile)
+            continue
 
 
 def loopback_only_prefix() -> list[str]:
@@ -50,11 +77,13 @@ def loopback_only_prefix() -> list[str]:
 
 
 def run_json(argv: Sequence[str], what: str, timeout: float,
-             env: dict[str, str] | None = None) -> dict[str, Any]:
+             env: dict[str, str] | None = None,
+             cleanup: Callable[[int], object] | None = None) -> dict[str, Any]:
     """Run ``argv`` to completion and return the last JSON object it printed.
 
     PeerUnavailable (with the tail of its stderr) if it fails, prints no JSON, or takes
-    longer than ``timeout`` seconds.
+    longer than ``timeout`` seconds. ``cleanup(pid)``: called with the child's pid once
+    it and its session are gone, however the run ended (a Ctrl-C too).
     """
     proc = spawn(argv, env=env, new_session=True)
     try:
@@ -66,6 +95,9 @@ def run_json(argv: Sequence[str], what: str, timeout: float,
         proc.kill() if proc.poll() is None else None
         reap(proc)
         _kill_group(proc.pid)
+        _kill_session(proc.pid)
+        if cleanup is not None:
+            cleanup(proc.pid)
     tail = err.decode(errors="replace").strip()[-600:]
     if proc.returncode != 0:
         raise PeerUnavailable(f"{what} failed (exit {proc.returncode}): {tail}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ from polybus.bench.stats import Stat, summarize
 
 __all__ = ["BTL", "BTLS", "bandwidth_gbps", "calls_per_s", "describe", "ep_seconds", "launch",
            "launcher",
-           "matmul_seconds", "mpiexec", "rtt_us", "sort_seconds"]
+           "matmul_seconds", "mpiexec", "remove_session_dir", "rtt_us", "sort_seconds"]
 
 BTL = "self,sm"
 #: Open MPI's transport per ``transport`` name; tcp is kept to the loopback interface
@@ -96,10 +97,26 @@ def launch(name: str, args: Sequence[Any], ranks: int, timeout: float = 600,
     with tempfile.TemporaryDirectory(prefix="polybus-mpi-") as backing:
         i = argv.index("--mca")
         argv[i:i] = ["--mca", "btl_sm_backing_directory", backing]
-        out = run_json(argv, f"mpi4py {name}", timeout, env=python_child_env())
+        out = run_json(argv, f"mpi4py {name}", timeout, env=python_child_env(),
+                       cleanup=remove_session_dir)
     if out.get("correct") is False:
         raise PeerUnavailable(f"mpi4py {name} computed a wrong answer")
     return out
+
+
+def remove_session_dir(pid: int) -> None:
+    """Remove Open MPI's session directory of the launcher we started as ``pid``
+    (``$TMPDIR/ompi.PID``; the launcher is exec'd in the pid we spawned). prterun removes
+    it as it ends, but killed (a Ctrl-C during the peer: its group gets SIGKILL) it
+    cannot, and ``/tmp/ompi.PID`` was left behind. Only that directory, only if it is
+    one (not a link) and ours."""
+    path = Path(tempfile.gettempdir()) / f"ompi.{pid}"
+    try:
+        st = path.lstat()
+    except OSError:
+        return
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _cpus(placement: Placement) -> list[list[int]]:
