@@ -140,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
                 "terminated" + where_it_was(args.command, exc), outlive)
         outlive = False
         return 128 + signal.SIGTERM
-    except KeyboardInterrupt as exc:
-        end_now(args.command, 130, "interrupted" + where_it_was(args.command, exc), outlive)
+    except KeyboardInterrupt as exc:  # (one with words says by what: engines/mpi.py)
+        end_now(args.command, 130, "interrupted" + (f" ({exc})" if str(exc) else "")
+                + where_it_was(args.command, exc), outlive)
         outlive = False
         return 130
     except Exception as exc:
