@@ -52,7 +52,7 @@ from polybus.config.model import AppConfig, ModuleSpec, ReplicaSpec
 from polybus.engines import served
 from polybus.engines.base import Cluster, run_registry
 from polybus.engines.local import START_TIMEOUT
-from polybus.errors import ConfigError, PolybusError, TransportError
+from polybus.errors import ConfigError, PolybusError, TransportError, error_line
 from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
 from polybus.token import make_token
@@ -345,7 +345,7 @@ class MpiEngine:
                                  here=self.mpi.Get_processor_name(), on_serving=serving)
         except BaseException as exc:  # (told to rank 0, which raises it for the run)
             status = 1
-            self.comm.send(f"{type(exc).__name__}: {exc}", dest=0, tag=TAG_FAILED)
+            self.comm.send(error_line(exc), dest=0, tag=TAG_FAILED)  # (as a worker's)
             stopped.wait(_FAILED_WAIT_S)
         self._end(status)
 

@@ -40,7 +40,7 @@ from polybus.config.model import AppConfig
 from polybus.engines import served
 from polybus.engines.base import Cluster, run_registry
 from polybus.engines.local import START_TIMEOUT
-from polybus.errors import ConfigError, PolybusError, TransportError
+from polybus.errors import ConfigError, PolybusError, TransportError, error_line
 from polybus.registry.service import RegistryService
 from polybus.token import make_token
 
@@ -96,7 +96,7 @@ class _Replica:
                                      client_host=client_host, here=socket.gethostname(),
                                      on_serving=serving, signals=())
             except BaseException as exc:
-                self._error = f"{type(exc).__name__}: {exc}"
+                self._error = error_line(exc)  # (as a worker's error line says it)
             finally:
                 self._done.set()
                 started.set()
