@@ -59,6 +59,7 @@ __all__ = [
     "UnsendableError",
     "UsageError",
     "WorkerDiedError",
+    "error_line",
 ]
 
 
@@ -269,3 +270,17 @@ class PoisonCallError(RemoteError):
     alone there (client/backlog.py); or, under ``pool = "processes:N"``, its replica's
     process pool broke with it in it, and again when it ran there alone
     (worker/procpool.py)."""
+
+
+def error_line(exc: BaseException) -> str:
+    """``exc`` as polybus's error line says it (``polybus run: error: ...``, and a worker's
+    that could not start, under every engine): polybus's own error by its message
+    alone, but a call's failure of a type of its own, one a program catches by name
+    (BusyError, CallTimeoutError, WorkerDiedError, ...), led by that name, as a remote
+    exception is led by the remote type (whose text has it); any other exception led by
+    its type's name."""
+    if not isinstance(exc, PolybusError) or (
+            isinstance(exc, RemoteError) and type(exc) is not RemoteError
+            and not isinstance(exc, RemoteException)):
+        return f"{type(exc).__name__}: {exc}"
+    return str(exc)

@@ -1,5 +1,6 @@
 """The mpi engine under a real mpiexec, beyond the conformance cases: a wrong rank
-count, and ranks bound to every interface registering a host name others can dial.
+count, ranks bound to every interface registering a host name others can dial, and a
+Ctrl-C at the terminal (which only the launcher gets) said by rank 0.
 Each launch runs in a private loopback-only network namespace where the machine
 permits one (the wildcard test runs only there: inside it, every interface is
 loopback)."""
@@ -8,15 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from polybus.testing.apps import write_one_call_app
-from polybus.testing.engines import CASES, check, command, launch, mpi_unavailable
+from polybus.testing.engines import CASES, TIMEOUT_S, check, command, launch, mpi_unavailable
 
-from .conftest import descendants
+from .conftest import descendants, read_line
 
 
 @pytest.fixture(autouse=True)
@@ -63,3 +66,78 @@ def test_ranks_on_every_interface_register_their_host_name(tmp_path: Path) -> No
     got = json.loads((tmp_path / "out.json").read_text())["result"]
     host = socket.gethostname()
     assert len(got) == 2 and all(a.startswith(f"tcp://{host}:") for a in got), got
+
+
+WAITING_SERVER = """\
+import threading
+
+
+def f(x):
+    threading.Event().wait(60)  # (answered only if nobody stops the run first)
+    return x
+"""
+
+WAITING_CLIENT = """\
+import sys
+import threading
+import time
+
+from polybus import use, wait
+
+f = use("f")
+
+
+def say_when_waiting(main_thread):
+    # "waiting" only once the main thread is inside polybus's wait: the signal cannot
+    # land between the print and the wait
+    while True:
+        frame = sys._current_frames().get(main_thread)
+        while frame is not None and frame.f_code.co_name != "_wait":
+            frame = frame.f_back
+        if frame is not None:
+            print("waiting", flush=True)
+            return
+        time.sleep(0.01)
+
+
+def main():
+    p = f(1)
+    threading.Thread(target=say_when_waiting, args=(threading.get_ident(),),
+                     daemon=True).start()
+    return wait(p)
+"""
+
+
+def test_ctrl_c_at_the_terminal_says_the_run_was_interrupted(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C goes to mpiexec's process group: Open MPI puts each rank in a
+    group of its own, so only the launcher gets it, and it ends the job (SIGCONT, then
+    SIGTERM, then SIGKILL to each rank) no longer passing on what the ranks print. A
+    trial's run ended with status 1 and not a word."""
+    app = write_one_call_app(tmp_path, server_keys="replication = 2",
+                             server=WAITING_SERVER, client=WAITING_CLIENT,
+                             tail='[modules.client.use.f]\ncallstyle = "async"\n')
+    argv = command("mpi", app, 2, tmp_path / "out.json")
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        read_line(proc.stdout, "waiting", timeout=TIMEOUT_S)
+        os.killpg(proc.pid, signal.SIGINT)  # (as a terminal does: the foreground group)
+        said = read_line(proc.stdout, "polybus run: .*", timeout=TIMEOUT_S).group(0)
+        proc.wait(timeout=TIMEOUT_S)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # (the session's group: this test's alone)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        proc.stdout.close()
+    line = WAITING_CLIENT.splitlines().index("    return wait(p)") + 1
+    assert said.startswith(
+        "polybus run: interrupted (mpiexec ended the job: Ctrl-C, or a signal sent to "
+        f"mpiexec) while the program was at {tmp_path / 'client.py'}, line {line}, in main; "
+        "it was waiting for a call to f on server-"), said
+    assert proc.returncode == 1  # (mpiexec's own status for a job it ended: README)
+    error = json.loads((tmp_path / "out.json").read_text())["error"]
+    assert error["type"] == "LauncherStopped", error

@@ -12,7 +12,7 @@ import warnings
 
 from polybus.cli.outlive import end_now, watch
 from polybus.deadline import RunTimeout
-from polybus.errors import ConfigWarning, PolybusError, RemoteError, RemoteException
+from polybus.errors import ConfigWarning, PolybusError, error_line
 
 # One thin module per subcommand (cli/cmd_*.py), imported when used. The docstring
 # above is what `polybus --help` shows.
@@ -78,13 +78,8 @@ def where_it_was(command: str, exc: BaseException) -> str:
 
 
 def said(exc: PolybusError) -> str:
-    """``exc`` as its error line says it: a call's failure of a type of its own, one a
-    program catches by name (BusyError, CallTimeoutError, WorkerDiedError, ...), led by
-    that name, as a remote exception is led by the remote type (whose text has it)."""
-    if isinstance(exc, RemoteError) and type(exc) is not RemoteError \
-            and not isinstance(exc, RemoteException):
-        return f"{type(exc).__name__}: {exc}"
-    return str(exc)
+    """``exc`` as its error line says it (errors.py `error_line`)."""
+    return error_line(exc)
 
 
 def stopped_by(command: str, signum: int | None, more: str = "") -> int:
@@ -151,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
                 "terminated" + where_it_was(args.command, exc), outlive)
         outlive = False
         return 128 + signal.SIGTERM
-    except KeyboardInterrupt as exc:
-        end_now(args.command, 130, "interrupted" + where_it_was(args.command, exc), outlive)
+    except KeyboardInterrupt as exc:  # (one with words says by what: engines/mpi.py)
+        end_now(args.command, 130, "interrupted" + (f" ({exc})" if str(exc) else "")
+                + where_it_was(args.command, exc), outlive)
         outlive = False
         return 130
     except Exception as exc:

@@ -14,6 +14,13 @@ replicas in order (`replica_of`). MPI carries the start and the end only:
    process exits (as dask-mpi's workers do: a rank that served never returns to the
    program that called `polybus.run`).
 
+Ctrl-C at a terminal reaches only the launcher: Open MPI puts each rank in a process
+group of its own. The launcher then ends the job, sending each rank SIGCONT, SIGTERM
+and at last SIGKILL, and no longer passes on what the ranks print. So rank 0, told
+SIGTERM after the SIGCONT, raises `LauncherStopped` (an interruption, as Ctrl-C's)
+without waiting for the ranks the launcher is ending, and what it says from then on
+goes straight to the launcher's own stderr (the terminal), when it runs on that host.
+
 Every rank ends with a barrier, waited for at most ``END_S``: a rank that never gets
 there (stuck importing its module, or in a call that does not end) would hold the job
 in MPI's finalize for good, so then rank 0 aborts the job once it has said why. A start
@@ -33,22 +40,24 @@ import atexit
 import importlib.util
 import os
 import shlex
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, NoReturn, TextIO
 
 from polybus.config.model import AppConfig, ModuleSpec, ReplicaSpec
 from polybus.engines import served
 from polybus.engines.base import Cluster, run_registry
 from polybus.engines.local import START_TIMEOUT
-from polybus.errors import ConfigError, PolybusError, TransportError
+from polybus.errors import ConfigError, PolybusError, TransportError, error_line
 from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
 from polybus.token import make_token
 
-__all__ = ["MpiEngine", "launched_rank", "replica_of", "world_size"]
+__all__ = ["LauncherStopped", "MpiEngine", "launched_rank", "replica_of", "world_size"]
 
 TAG_FAILED = 7101  # a rank could not start: its error, to rank 0
 TAG_STOP = 7102    # rank 0 to each rank: the client is done
@@ -135,6 +144,31 @@ def _until(done: Callable[[], bool], seconds: float | None = None) -> bool:
     return True
 
 
+class LauncherStopped(KeyboardInterrupt):
+    """The launcher is ending the job (Ctrl-C at the terminal, or a signal sent to it):
+    rank 0's run is interrupted, as by Ctrl-C."""
+
+    def __str__(self) -> str:
+        return "mpiexec ended the job: Ctrl-C, or a signal sent to mpiexec"
+
+
+# Open MPI's launcher on the host it was started on; its stderr is the user's
+_LAUNCHERS = ("prterun", "prte", "mpirun", "mpiexec", "orterun")
+
+
+def _launcher_stderr() -> int | None:
+    """A descriptor of the launcher's own stderr, if this process's parent is Open MPI's
+    launcher (not a daemon on another host, whose stderr is nobody's); else None."""
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/comm") as f:
+            if f.read().strip() not in _LAUNCHERS:
+                return None
+        return os.open(f"/proc/{parent}/fd/2", os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    except OSError:  # (no /proc: not Linux; or no such descriptor)
+        return None
+
+
 def _barrier(comm: Any, seconds: float) -> bool:
     """Every rank met here within ``seconds`` (a non-blocking barrier)."""
     return _until(comm.Ibarrier().Test, seconds)
@@ -157,10 +191,15 @@ class MpiEngine:
         self.registry: RegistryService | None = None
         self._told = False    # the start was broadcast (or its failure): barrier at the end
         self._serving = False  # ... and the ranks serve: each is sent a stop
+        self._continued = False  # a SIGCONT came: the first of the launcher's stop signals
+        self._ending = False  # the launcher is ending the job: no rank is waited for
+        self._handlers: dict[int, Any] = {}  # the signal handlers ours replaced
+        self._stderr: int | None = None  # the launcher's stderr
 
     def start(self) -> Cluster:
         t0 = time.perf_counter()
         _check_size(self.app, self.comm.Get_size())
+        self._watch_launcher()
         cluster = self.app.cluster
         token = make_token()
         try:
@@ -179,6 +218,49 @@ class MpiEngine:
             self.stop()
             raise
         return Cluster(str(address), token, time.perf_counter() - t0)
+
+    def _watch_launcher(self) -> None:
+        """Take the launcher's stop (SIGCONT, then SIGTERM) as an interruption; other
+        signals as before. (From the main thread only: Python's rule.)"""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._stderr = _launcher_stderr()
+        for sig, handler in ((signal.SIGCONT, self._on_cont), (signal.SIGTERM, self._on_term)):
+            self._handlers[sig] = signal.signal(sig, handler)
+
+    def _on_cont(self, signum: int, frame: FrameType | None) -> None:
+        self._continued = True
+        before = self._handlers.get(signum)
+        if callable(before):
+            before(signum, frame)
+
+    def _on_term(self, signum: int, frame: FrameType | None) -> None:
+        before = self._handlers.get(signum)
+        if not self._continued:  # (not the launcher's: as before this engine)
+            if callable(before):
+                before(signum, frame)
+            elif before != signal.SIG_IGN:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+            return
+        self._ending = True
+        if self._stderr is not None:  # (the launcher no longer passes ours on)
+            try:
+                sys.stderr.flush()
+                sys.stdout.flush()
+            except (OSError, ValueError):
+                pass
+            os.dup2(self._stderr, 2)
+            os.dup2(self._stderr, 1)
+        raise LauncherStopped
+
+    def _unwatch(self) -> None:
+        for sig, handler in self._handlers.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self._handlers.clear()
+        if self._stderr is not None:
+            os.close(self._stderr)
+            self._stderr = None
 
     def _wait_ready(self, registry: str, token: bytes) -> None:
         names = {r.name: i + 1 for i, (_, r) in enumerate(served.replicas_in_order(self.app))}
@@ -209,7 +291,9 @@ class MpiEngine:
     def stop(self) -> None:
         """Every serving rank told to stop, every rank met at the last barrier (else the
         job is aborted when this process exits, once the run has said why), the
-        registry closed."""
+        registry closed. Not the ranks when the launcher is ending the job: it ends them."""
+        if self._ending:
+            self._serving = self._told = False
         if self._serving:
             self._serving = False
             reqs = [self.comm.isend(None, dest=r, tag=TAG_STOP)
@@ -222,6 +306,7 @@ class MpiEngine:
         if self.registry is not None:
             self.registry.close()
             self.registry = None
+        self._unwatch()
 
     def ended(self, settle: float = 0.0) -> list[str]:
         """What became of the replicas: under MPI a rank that dies ends the whole job
@@ -260,7 +345,7 @@ class MpiEngine:
                                  here=self.mpi.Get_processor_name(), on_serving=serving)
         except BaseException as exc:  # (told to rank 0, which raises it for the run)
             status = 1
-            self.comm.send(f"{type(exc).__name__}: {exc}", dest=0, tag=TAG_FAILED)
+            self.comm.send(error_line(exc), dest=0, tag=TAG_FAILED)  # (as a worker's)
             stopped.wait(_FAILED_WAIT_S)
         self._end(status)
 

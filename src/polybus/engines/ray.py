@@ -52,7 +52,7 @@ from polybus.engines.base import Cluster, run_registry
 from polybus.engines.local import START_TIMEOUT
 from polybus.engines.logfollow import LogFollower
 from polybus.engines.rayout import outward_interfaces, redirect, route_prints
-from polybus.errors import ConfigError, PolybusError, TransportError
+from polybus.errors import ConfigError, PolybusError, TransportError, error_line
 from polybus.registry.service import RegistryService
 from polybus.token import make_token
 
@@ -114,7 +114,7 @@ class _Replica:
                                      client_host=client_host, here=socket.gethostname(),
                                      on_serving=serving, signals=())
             except BaseException as exc:
-                self._error = f"{type(exc).__name__}: {exc}"
+                self._error = error_line(exc)  # (as a worker's error line says it)
             finally:
                 self._done.set()
                 started.set()
