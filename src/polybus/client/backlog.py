@@ -83,25 +83,21 @@ def refill(d: Dispatcher) -> None:
             else:  # (accepted calls: one that cannot be sent fails alone)
                 send_accepted(d.reactor, d.links[i], [r.message() for r in recs])
         except BaseException:  # (RecursionError, MemoryError, Ctrl-C): none written
-            _unplace(d, batches)
+            # The calls placed here and not written, back in the backlog, first in line:
+            # not left counted in flight on a replica that never got them. Written out
+            # here, not called: cut short by a RecursionError, a call could fail too.
+            for j, placed in batches.items():
+                lk = d.links[j]
+                for rec in placed:
+                    if lk.outstanding.pop(rec.id, None) is rec:
+                        d.inflight[j] -= 1
+                        rec.attempts -= 1
+                        rec.link = None  # (waiting at the client: its timeout not begun)
+                        if d._isolated.get(j) == rec.id:
+                            del d._isolated[j]
+                        heapq.heappush(d._backlog, (float("-inf"), next(d._seq), rec))
             raise
         del batches[i]
-
-
-def _unplace(d: Dispatcher, batches: dict[int, list[CallRecord]]) -> None:
-    """The calls of ``batches``, placed by `refill` and not written (their write raised
-    something other than an encoding error, raised on as it is), back in the backlog,
-    first in line: not left counted in flight on a replica that never got them."""
-    for i, recs in batches.items():
-        link = d.links[i]
-        for rec in recs:
-            if link.outstanding.pop(rec.id, None) is rec:
-                d.inflight[i] -= 1
-                rec.attempts -= 1
-                rec.link = None  # (waiting at the client: its timeout not begun)
-                if d._isolated.get(i) == rec.id:
-                    del d._isolated[i]
-                heapq.heappush(d._backlog, (float("-inf"), next(d._seq), rec))
 
 
 def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:

@@ -220,7 +220,8 @@ class Dispatcher:
         except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
             raise not_sent(rec, exc) from None
         except BaseException:  # (RecursionError, MemoryError, Ctrl-C: raised as it is)
-            self.forget(rec, sent=False)  # not written: nothing left counted in flight
+            self.uncount(rec, link)  # not written: nothing left counted in flight
+            self.forget(rec, sent=False)
             raise
         return CallPromise(rec, self.reactor)
 
@@ -313,8 +314,22 @@ class Dispatcher:
         except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
             raise not_sent(rec, exc) from None
         except BaseException:  # (RecursionError, MemoryError, Ctrl-C: raised as it is)
+            self.uncount(rec, link)
             unwritten(rec, link)  # nothing left counted in flight, or held to be written
             raise
+
+    def uncount(self, rec: CallRecord, link: ReplicaLink) -> None:
+        """``rec``, placed on ``link`` and not written, no longer counted in flight: the
+        first thing a send's handler does, in as few Python frames as can be (a send
+        cut short by a RecursionError leaves little room, and a deeper call from the
+        handler could fail too: then the counts are right all the same)."""
+        if link.outstanding.pop(rec.id, None) is rec:
+            i = self._index[id(link)]
+            self.inflight[i] -= 1
+            if self._suspects:
+                self._suspects.pop(rec.id, None)
+            if self._isolated.get(i) == rec.id:
+                del self._isolated[i]
 
     # -- answers ---------------------------------------------------------------------
     def completed(self, rec: CallRecord, link: ReplicaLink) -> None:
