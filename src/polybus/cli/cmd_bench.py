@@ -19,7 +19,7 @@ import sys
 import traceback
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -195,16 +195,22 @@ def main(args: argparse.Namespace) -> int:
     return 2 if unwritten else 1 if failed else 0
 
 
-def _full_run(path: str) -> bool:
-    """Whether ``path`` holds a benchmark's figures from a full run (not ``--quick``); a
-    file that is not a benchmark's JSON (or cannot be read) is not one."""
+def _figures(path: str) -> dict[str, Any] | None:
+    """The benchmark's figures ``path`` holds; None for a file that is not a benchmark's
+    JSON, or cannot be read."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except (OSError, ValueError):
-        return False
-    return (isinstance(doc, dict) and "bench" in doc and "rows" in doc
-            and not (isinstance(doc.get("params"), dict) and doc["params"].get("quick")))
+        return None
+    return doc if isinstance(doc, dict) and "bench" in doc and "rows" in doc else None
+
+
+def _full_run(path: str) -> bool:
+    """Whether ``path`` holds a benchmark's figures from a full run (not ``--quick``)."""
+    doc = _figures(path)
+    return doc is not None and not (isinstance(doc.get("params"), dict)
+                                    and doc["params"].get("quick"))
 
 
 def _keep_full_runs(args: argparse.Namespace, outputs: list[tuple[str, str]]) -> None:
@@ -225,13 +231,8 @@ def _keep_full_runs(args: argparse.Namespace, outputs: list[tuple[str, str]]) ->
 
 def _complete_run(path: str) -> bool:
     """Whether ``path`` holds a benchmark's figures from a run that was not interrupted."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return (isinstance(doc, dict) and "bench" in doc and "rows" in doc
-            and doc.get("complete") is not False)
+    doc = _figures(path)
+    return doc is not None and doc.get("complete") is not False
 
 
 def _run_one(name: str, args: argparse.Namespace, console: Console,
