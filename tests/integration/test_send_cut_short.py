@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import polybus
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
 from polybus.client.promise import CallPromise, wait
 from polybus.client.reactor import Reactor
 from polybus.config.model import CallStyle
-from polybus.testing.apps import write_app
 from polybus.token import make_token
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
@@ -98,58 +95,3 @@ def test_a_call_cut_short_deep_in_the_stack_leaves_nothing_in_flight(style: str)
         reactor.close()
         rt.stop()
 
-
-SERVER = """
-    def nested(depth):
-        return [nested(depth - 1)] if depth else []
-"""
-
-CLIENT = """
-    import sys
-
-    from polybus import use, wait
-
-    nested = use("nested")
-
-
-    def dive(n, f):
-        return f() if n == 0 else dive(n - 1, f)
-
-
-    def main():
-        cut, made, here, frame = 0, [], 0, sys._getframe()
-        while frame is not None:
-            here, frame = here + 1, frame.f_back
-        for margin in range(1, 90):
-            try:
-                made.append(dive(sys.getrecursionlimit() - here - margin, lambda: nested(5)))
-            except RecursionError:
-                cut += 1
-        return cut > 0
-"""
-
-TOML = """
-    [modules.server]
-    source = "server.py"
-
-    [modules.client]
-    source = "client.py"
-    entrypoint = "main"
-    use.nested = {{ callstyle = "{style}" }}
-
-    [bind]
-    "client.nested" = "server.nested"
-"""
-
-
-@pytest.mark.timeout(120)
-# (Not sync: its answer is taken in at the depth of the call, where a RecursionError can
-# cut the handling of the answer short and leave the call for ever under way, the gap
-# reliability.md names; the run then hangs beyond any timeout's reach.)
-@pytest.mark.parametrize("style", ["async", "async-demand(2)"])
-def test_a_run_whose_calls_were_cut_short_deep_in_the_stack_ends(tmp_path: Path,
-                                                                 style: str) -> None:
-    """The new user's program: calls made close to the recursion limit, some of them
-    cut short by a RecursionError; the run's end waited for ever for one never written."""
-    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML.format(style=style))
-    assert polybus.run(app).result is True
