@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from polybus.testing.apps import write_one_call_app
+from polybus.testing.apps import waiting_client, write_one_call_app
 from polybus.testing.engines import CASES, TIMEOUT_S, check, command, launch, mpi_unavailable
 
 from .conftest import descendants, read_line
@@ -77,35 +77,7 @@ def f(x):
     return x
 """
 
-WAITING_CLIENT = """\
-import sys
-import threading
-import time
-
-from polybus import use, wait
-
-f = use("f")
-
-
-def say_when_waiting(main_thread):
-    # "waiting" only once the main thread is inside polybus's wait: the signal cannot
-    # land between the print and the wait
-    while True:
-        frame = sys._current_frames().get(main_thread)
-        while frame is not None and frame.f_code.co_name != "_wait":
-            frame = frame.f_back
-        if frame is not None:
-            print("waiting", flush=True)
-            return
-        time.sleep(0.01)
-
-
-def main():
-    p = f(1)
-    threading.Thread(target=say_when_waiting, args=(threading.get_ident(),),
-                     daemon=True).start()
-    return wait(p)
-"""
+WAITING_CLIENT = waiting_client("f")
 
 
 def test_ctrl_c_at_the_terminal_says_the_run_was_interrupted(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from integration.conftest import Procs, read_line
+from polybus.testing.apps import waiting_client
 
 SERVER = """
 import threading
@@ -23,35 +24,7 @@ def slow(x):
     return x
 """
 
-CLIENT = """
-import sys
-import threading
-import time
-
-from polybus import use, wait
-
-slow = use("slow")
-
-
-def say_when_waiting(main_thread):
-    # "waiting" is printed only once the main thread is inside polybus's wait, so the
-    # test's signal cannot land between the print and the wait.
-    while True:
-        frame = sys._current_frames().get(main_thread)
-        while frame is not None and frame.f_code.co_name != "_wait":
-            frame = frame.f_back
-        if frame is not None:
-            print("waiting", flush=True)
-            return
-        time.sleep(0.01)
-
-
-def main():
-    p = slow(1)
-    threading.Thread(target=say_when_waiting, args=(threading.get_ident(),),
-                     daemon=True).start()
-    return wait(p)
-"""
+CLIENT = waiting_client("slow")
 WAIT_LINE = textwrap.dedent(CLIENT).splitlines().index("    return wait(p)") + 1
 
 TOML = """

@@ -14,7 +14,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-__all__ = ["ONE_CALL_CLIENT", "ONE_CALL_SERVER", "write_app", "write_bound_app",
+__all__ = ["ONE_CALL_CLIENT", "ONE_CALL_SERVER", "waiting_client", "write_app", "write_bound_app",
            "write_one_call_app"]
 
 
@@ -64,3 +64,36 @@ def write_bound_app(where: Path, *, server: str, client: str, names: tuple[str, 
         f'[modules.server]\nsource = "server.py"\n{server_keys}\n\n'
         f'[modules.client]\nsource = "client.py"\nentrypoint = "main"\n{client_keys}\n\n'
         f"[bind]\n{binds}\n"))
+
+
+def waiting_client(name: str) -> str:
+    """A client module that calls ``name(1)`` and waits for it, printing ``waiting`` once
+    its main thread is inside polybus's wait (so a test's signal cannot land between
+    the print and the wait); its line ``    return wait(p)`` is where it waits."""
+    return f"""\
+import sys
+import threading
+import time
+
+from polybus import use, wait
+
+{name} = use("{name}")
+
+
+def say_when_waiting(main_thread):
+    while True:
+        frame = sys._current_frames().get(main_thread)
+        while frame is not None and frame.f_code.co_name != "_wait":
+            frame = frame.f_back
+        if frame is not None:
+            print("waiting", flush=True)
+            return
+        time.sleep(0.01)
+
+
+def main():
+    p = {name}(1)
+    threading.Thread(target=say_when_waiting, args=(threading.get_ident(),),
+                     daemon=True).start()
+    return wait(p)
+"""
