@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from polybus.client.headroom import enter, leave
 from polybus.errors import UsageError
 
 if TYPE_CHECKING:
@@ -81,24 +82,29 @@ class Stub:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         s = _global[0]
-        if s is not None:  # straight to the binding's entry (one frame less per call)
-            entry = s.entries.get(self.name)
-            if entry is not None:
-                g = s.gate
-                if g is None:
-                    return entry(args, kwargs)
-                inside = g.inside  # (Gate.enter and leave, written out: client/pump.py)
-                inside.append(None)
-                if g.busy:
-                    g.wait_turn()
-                try:
-                    return entry(args, kwargs)
-                finally:
-                    inside.pop()
-                    g.came = True
-                    if g.dirty and not inside:
-                        g.left_work()
-        return current(call=f"use({self.name!r})").call(self.name, args, kwargs)
+        if s is None:
+            return current(call=f"use({self.name!r})").call(self.name, args, kwargs)
+        enter()  # (room under the call, wherever the program is: client/headroom.py)
+        try:
+            entry = s.entries.get(self.name)  # straight to the binding's entry
+            if entry is None:
+                return s.call(self.name, args, kwargs)
+            g = s.gate
+            if g is None:
+                return entry(args, kwargs)
+            inside = g.inside  # (Gate.enter and leave, written out: client/pump.py)
+            inside.append(None)
+            if g.busy:
+                g.wait_turn()
+            try:
+                return entry(args, kwargs)
+            finally:
+                inside.pop()
+                g.came = True
+                if g.dirty and not inside:
+                    g.left_work()
+        finally:
+            leave()
 
     def __repr__(self) -> str:
         return f"use({self.name!r})"
