@@ -21,28 +21,29 @@ def _limit_kept() -> Iterator[int]:
     base = sys.getrecursionlimit()
     yield base
     sys.setrecursionlimit(base)
-    headroom._state[:] = [0, 0, 0]
+    headroom.LIMITS[:] = [base, base + HEADROOM, 0]
 
 
-def test_nested_ways_in_raise_the_limit_once_and_the_last_puts_it_back() -> None:
+def test_nested_ways_in_raise_the_limit_once_and_the_outermost_puts_it_back() -> None:
     base = sys.getrecursionlimit()
-    enter()
-    enter()
+    outer = enter()
+    inner = enter()
+    assert (outer, inner) == (True, False)
     assert sys.getrecursionlimit() == base + HEADROOM
-    leave()
+    leave(inner)
     assert sys.getrecursionlimit() == base + HEADROOM
-    leave()
+    leave(outer)
     assert sys.getrecursionlimit() == base
 
 
 def test_a_limit_the_program_set_meanwhile_is_kept() -> None:
-    enter()
+    raised = enter()
     sys.setrecursionlimit(5000)
-    leave()
+    leave(raised)
     assert sys.getrecursionlimit() == 5000
-    enter()  # (and the next way in raises from there)
+    raised = enter()  # (and the next way in raises from there)
     assert sys.getrecursionlimit() == 5000 + HEADROOM
-    leave()
+    leave(raised)
     assert sys.getrecursionlimit() == 5000
 
 
@@ -84,9 +85,9 @@ def test_a_way_in_that_leaves_too_deep_to_lower_the_limit_leaves_it_for_the_next
         seen: list[int] = []
 
         def at_limit(seen: list[int] = seen) -> None:
-            enter()
+            raised = enter()
             seen.append(sys.getrecursionlimit())
-            leave()
+            leave(raised)
 
         try:
             _dive(room - k, at_limit)
@@ -96,8 +97,7 @@ def test_a_way_in_that_leaves_too_deep_to_lower_the_limit_leaves_it_for_the_next
         assert seen == [base + HEADROOM]
         if sys.getrecursionlimit() == base + HEADROOM:  # Python refused to lower it there
             kept += 1
-            enter()
-            leave()  # the next way in, from up the stack, puts it back
+            leave(enter())  # the next way in, from up the stack, puts it back
         assert sys.getrecursionlimit() == base
     assert kept > 0
 
@@ -109,12 +109,11 @@ def test_threads_entering_together_leave_the_limit_as_it_was() -> None:
     def work() -> None:
         go.wait()
         for _ in range(2000):
-            enter()
-            leave()
+            leave(enter())
 
     threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert sys.getrecursionlimit() == base and headroom._state[0] == 0
+    assert sys.getrecursionlimit() == base

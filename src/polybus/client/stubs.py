@@ -6,9 +6,10 @@ session then, so the same module works under every configuration.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.headroom import enter, leave
+from polybus.client.headroom import HEADROOM, LIMITS, enter, leave
 from polybus.errors import UsageError
 
 if TYPE_CHECKING:
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from polybus.client.session import Session
 
 _global: list[Session | None] = [None]
+_getlimit, _setlimit = sys.getrecursionlimit, sys.setrecursionlimit
 _ran = [False]  # a run has ended in this process (its threads may call on after it)
 # Where this process is when no session is active, for what a call is told then:
 # ("importing", module key, entrypoint) while a run imports its client module
@@ -84,7 +86,15 @@ class Stub:
         s = _global[0]
         if s is None:
             return current(call=f"use({self.name!r})").call(self.name, args, kwargs)
-        enter()  # (room under the call, wherever the program is: client/headroom.py)
+        # Room under the call, wherever the program is (client/headroom.py's enter and
+        # leave, written out: every call's)
+        now = _getlimit()
+        if now != LIMITS[1]:
+            LIMITS[0], LIMITS[1] = now, now + HEADROOM
+            _setlimit(now + HEADROOM)
+            raised = True
+        else:
+            raised = LIMITS[2] != 0 and enter()
         try:
             entry = s.entries.get(self.name)  # straight to the binding's entry
             if entry is None:
@@ -104,7 +114,8 @@ class Stub:
                 if g.dirty and not inside:
                     g.left_work()
         finally:
-            leave()
+            if raised:
+                leave(True)
 
     def __repr__(self) -> str:
         return f"use({self.name!r})"
