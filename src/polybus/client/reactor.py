@@ -19,6 +19,7 @@ from typing import Any
 from polybus.client import answers, control, ended, rings
 from polybus.client.alone import LoneCalls
 from polybus.client.calls import CallRecord, ReplicaLink, give_up, waiting_for
+from polybus.client.headroom import roomy
 from polybus.client.later import Later
 from polybus.client.liveness import Liveness
 from polybus.client.pump import Gate, gated
@@ -126,7 +127,7 @@ class Reactor(LoneCalls, Sending):
             exc.add_note(waiting_for(rec))
             raise
 
-    wait = _wait  # (gated where the session has a gate: open_gate)
+    wait = roomy(_wait)  # (gated where the session has a gate: open_gate)
 
     @staticmethod
     def _left(rec: CallRecord, own: float, timeout: float) -> float:
@@ -195,7 +196,7 @@ class Reactor(LoneCalls, Sending):
             self._lock.release()
         self._stepped()
 
-    step = _step  # (gated where the session has a gate: open_gate)
+    step = roomy(_step)  # (gated where the session has a gate: open_gate)
 
     def _take_whole(self, link: ReplicaLink) -> bool:
         """File the messages already whole in ``link``'s channel (no system call); False
@@ -247,13 +248,13 @@ class Reactor(LoneCalls, Sending):
         finally:
             self._lock.release()
 
-    poll = _poll  # (gated where the session has a gate: open_gate)
+    poll = roomy(_poll)  # (gated where the session has a gate: open_gate)
 
     def open_gate(self, gate: Gate) -> None:
         """From now on a program thread's read is inside ``gate`` (client/pump.py)."""
         self.gate = gate
         for name in ("wait", "step", "poll", "request"):
-            setattr(self, name, gated(gate, getattr(self, "_" + name)))
+            setattr(self, name, roomy(gated(gate, getattr(self, "_" + name))))
 
     def work_left(self) -> None:
         """Something now waits at the client for a replica: the pump moves it if the
@@ -320,7 +321,7 @@ class Reactor(LoneCalls, Sending):
         """Send a control request and wait for the answer with the same ``req``."""
         return control.request(self, link, msg, req, timeout)
 
-    request = _request  # (gated where the session has a gate: open_gate)
+    request = roomy(_request)  # (gated where the session has a gate: open_gate)
 
     def close(self) -> None:
         ended.close(self)  # (its promises' reads say their run ended: client/ended.py)
