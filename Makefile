@@ -20,10 +20,11 @@ demo: $(BIN)/polybus
 
 # Two test processes (pytest-xdist), each handed the next test as it finishes one: the
 # suite is mostly waiting on the processes it starts, so it takes ~60% of the time of one.
+# The slowest 25 tests are listed at the end, to keep the suite inside CI's 10 minutes.
 JOBS ?= 2
 
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist worksteal
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist worksteal --durations=25
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests
