@@ -162,6 +162,16 @@ def test_wait_rebuilds_namedtuples_ordered_and_default_dicts_sets_and_subclasses
     assert type(next(iter(wait({P(2)})))) is int
 
 
+def test_wait_walks_deques_keeping_their_maxlen() -> None:
+    """A deque of promises came back as it was, promises and all."""
+    import collections
+
+    got = wait({"q": collections.deque([P(1), [P(2)]], maxlen=5)})
+    q = got["q"]
+    assert type(q) is collections.deque and q.maxlen == 5 and list(q) == [1, [2]]
+    assert type(q[0]) is int and type(q[1][0]) is int
+
+
 def test_wait_leaves_a_container_it_cannot_rebuild_as_it_is() -> None:
     class Fussy(tuple[Any, ...]):
         def __new__(cls, a: Any, b: Any) -> Fussy:  # (not built from one iterable)

@@ -8,6 +8,7 @@ promises inside lists, tuples, dicts and sets (their subclasses too: a namedtupl
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import operator
@@ -243,8 +244,8 @@ class CallPromise(Promise):
 
 
 def wait(x: Any) -> Any:
-    """The value of ``x``: a promise is waited for; lists, tuples, dicts, sets and
-    frozensets of promises are waited for element by element (new containers, to any
+    """The value of ``x``: a promise is waited for; lists, tuples, dicts, sets,
+    frozensets and deques of promises are waited for element by element (new containers, to any
     depth); anything else is returned as it is.
 
     A container is rebuilt as its own type: a namedtuple by its ``_make``, an
@@ -262,7 +263,7 @@ def wait(x: Any) -> Any:
 
 
 # What `wait` walks into: these and their subclasses (the exact types are checked first)
-_WALKED = (list, tuple, dict, set, frozenset)
+_WALKED = (list, tuple, dict, set, frozenset, collections.deque)
 
 # Past this many containers deep, `_walked` keeps the ones it is inside to find a cycle
 # (a list holding itself would grow its stack for ever); nearer the top, none is kept.
@@ -324,6 +325,11 @@ def _rebuilt(c: Any, out: list[Any]) -> Any:
             return make(out) if make is not None and hasattr(t, "_fields") else t(out)
         if isinstance(c, set | frozenset):
             return t(out)
+        if isinstance(c, collections.deque):  # (its maxlen kept; no slice assignment)
+            made = copy.copy(c)
+            made.clear()
+            made.extend(out)
+            return made
         # A list or dict subclass: a copy keeps what its constructor would need
         # (defaultdict's default_factory) and its attributes; then the values go in.
         made = copy.copy(c)
