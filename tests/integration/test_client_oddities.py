@@ -1,0 +1,73 @@
+"""What `polybus run` makes of a client program that does something odd: a generator
+function as its entrypoint, a BaseException of its own, a result whose repr raises.
+Each was found by a tester: the first ran nothing and said nothing (status 0, the
+result `<generator object main ...>`), the other two came out as raw tracebacks
+through polybus's own frames, the third losing the summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from polybus.testing.apps import write_app
+
+from .conftest import cli
+
+SERVER = "def f(x):\n    return x\n"
+TOML = """
+    [modules.server]
+    source = "server.py"
+
+    [modules.client]
+    source = "client.py"
+    entrypoint = "main"
+
+    [bind]
+    "client.f" = "server.f"
+"""
+CLIENT = """
+    from polybus import use
+
+    f = use("f")
+
+
+    def gen():
+        print("the generator's body ran")
+        yield f(1)
+
+
+    class Mine(BaseException):
+        pass
+
+
+    class BadRepr:
+        def __repr__(self):
+            raise RuntimeError("repr boom")
+
+
+    def base():
+        f(1)
+        raise Mine("a BaseException of the program's own")
+
+
+    def badrepr():
+        f(1)
+        return [BadRepr()]
+"""
+
+
+def _app(tmp_path: Path) -> Path:
+    return write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+
+
+def test_a_generator_entrypoint_is_refused_by_check_and_run(tmp_path: Path) -> None:
+    _app(tmp_path)
+    note = "'gen' is a generator function (it has yield)"
+    p = cli("check", "app.toml", "--set", "modules.client.entrypoint=gen", cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert f"module 'client' (client.py): {note}" in p.stderr
+    p = cli("run", "app.toml", "--set", "modules.client.entrypoint=gen", cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert f"modules.client.entrypoint: {note}" in p.stderr
+    assert "return a list of the values instead" in p.stderr
+    assert "generator object" not in p.stdout
+
