@@ -71,3 +71,13 @@ def test_a_generator_entrypoint_is_refused_by_check_and_run(tmp_path: Path) -> N
     assert "return a list of the values instead" in p.stderr
     assert "generator object" not in p.stdout
 
+
+def test_a_base_exception_of_the_client_is_said_as_the_client_s(tmp_path: Path) -> None:
+    _app(tmp_path)
+    p = cli("run", "app.toml", "--quiet", "--set", "modules.client.entrypoint=base",
+            cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.startswith("polybus run: the client raised Mine\n"), p.stderr
+    assert "client.Mine: a BaseException of the program's own" in p.stderr
+    assert "runner.py" not in p.stderr and "cmd_run.py" not in p.stderr
+
