@@ -6,6 +6,7 @@ through polybus's own frames, the third losing the summary."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from polybus.testing.apps import write_app
@@ -81,3 +82,23 @@ def test_a_base_exception_of_the_client_is_said_as_the_client_s(tmp_path: Path) 
     assert "client.Mine: a BaseException of the program's own" in p.stderr
     assert "runner.py" not in p.stderr and "cmd_run.py" not in p.stderr
 
+
+def test_a_result_whose_repr_raises_is_said_and_the_summary_kept(tmp_path: Path) -> None:
+    _app(tmp_path)
+    said = ("polybus run: the result (list) could not be shown: printing it raised "
+            "RuntimeError: repr boom")
+    p = cli("run", "app.toml", "--set", "modules.client.entrypoint=badrepr",
+            "--json", "out.json", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert p.stdout == ""
+    assert said in p.stderr.splitlines()
+    assert "Traceback" not in p.stderr
+    assert "1 call, sent" in p.stderr  # (the summary's caption)
+    doc = json.loads((tmp_path / "out.json").read_text())
+    assert doc["result"] == ["<BadRepr: repr raised RuntimeError: repr boom>"]
+    assert doc["calls"] == 1
+    # --json -: nothing is printed but the JSON, which says what the repr raised
+    p = cli("run", "app.toml", "--quiet", "--set", "modules.client.entrypoint=badrepr",
+            "--json", "-", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["result"] == ["<BadRepr: repr raised RuntimeError: repr boom>"]
