@@ -40,7 +40,7 @@ from polybus.runargs import echo_to, jsonable, override_strings
 from polybus.token import cluster_token, token_source
 from polybus.transport import tls
 from polybus.usernames import import_name
-from polybus.worker.module import ASYNC_NOTE, is_async, load_module
+from polybus.worker.module import entry_note, load_module
 
 
 @dataclass
@@ -132,8 +132,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
             finally:
                 importing(None)
             entry = getattr(module, client.entrypoint)
-            if is_async(entry):
-                raise ConfigError(f"{client.entrypoint!r} {ASYNC_NOTE}", file=str(client.source),
+            if why := entry_note(entry):  # (async def, or a generator function)
+                raise ConfigError(f"{client.entrypoint!r} {why}", file=str(client.source),
                                   key=f"modules.{client.key}.entrypoint")
             activate(session)
             unseen.reset()

@@ -151,7 +151,7 @@ def check_imports(app: AppConfig, timeout: float = IMPORT_TIMEOUT,
 def _child(argv: list[str]) -> int:
     """Import one module and check its named functions; print {"error": ...} as JSON."""
     from polybus.client.stubs import importing, serving
-    from polybus.worker.module import ASYNC_NOTE, is_async, load_module
+    from polybus.worker.module import entry_note, load_module
 
     path, timeout, key, entry_flag, *names = argv
     entry = entry_flag == "entry"  # names[0] is the module's entrypoint
@@ -180,8 +180,9 @@ def _child(argv: list[str]) -> int:
                 error = (f"module {key!r} ({shown(path)}): {name!r}, which the configuration "
                          f"names, is {what} once the module is imported")
                 break
-            if entry and name == names[0] and is_async(fn):  # (served ones fail per call)
-                error = f"module {key!r} ({shown(path)}): {name!r} {ASYNC_NOTE}"
+            note = entry_note(fn) if entry and name == names[0] else None
+            if note:  # (async def or a generator; served async ones fail per call)
+                error = f"module {key!r} ({shown(path)}): {name!r} {note}"
                 break
     finally:
         faulthandler.cancel_dump_traceback_later()

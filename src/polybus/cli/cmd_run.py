@@ -19,6 +19,7 @@ from polybus.deadline import check_timeout
 from polybus.errors import RemoteError, RemoteException
 from polybus.runargs import jsonable
 from polybus.runner import RunResult, run, where_stopped
+from polybus.usernames import type_name
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -122,8 +123,7 @@ def main(args: argparse.Namespace) -> int:
             r = run(args.config, tuple(args.set), registry=args.registry,
                     token_file=args.token_file, origin=SET,
                     worker_output=not args.no_worker_output, timeout=args.timeout)
-        if args.json != "-":  # (a result whose str raises: --json says so, as of a run's error)
-            print(r.result, flush=True)
+        unshown = shown(r.result) if args.json != "-" else None
     except BaseException as exc:  # a script reading --json learns why there is no result
         if args.json and not isinstance(exc, SystemExit):  # (not a stale result)
             # (one that cannot be written is a line of its own: the run's error follows;
@@ -131,6 +131,8 @@ def main(args: argparse.Namespace) -> int:
             save("run", "--json", args.json, partial(write_json, doc=error_doc(exc),
                                                      out=out))
         raise
+    if unshown:  # (the run's figures stand: the summary and --json follow)
+        print(f"polybus run: {unshown}", file=sys.stderr, flush=True)
     if not args.quiet:
         result_console(sys.stderr).print(summary(r))
         print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)
@@ -139,4 +141,27 @@ def main(args: argparse.Namespace) -> int:
                               partial(write_json, doc=r.to_json(), out=out)):
         return 2
     sys.stdout.flush()
-    return 0
+    return 1 if unshown else 0
+
+
+def shown(result: object) -> str | None:
+    """Print ``result`` on stdout; None, or if its str() (a __repr__ or __str__ of the
+    program's) raised, why it could not be shown: a raw traceback at the print lost
+    the summary. --json writes such a result as `runargs.jsonable` does."""
+    try:
+        text = str(result)
+    except Exception as exc:
+        return (f"the result ({type_name(type(result))}) could not be shown: printing it "
+                f"raised {_described(exc)}")
+    print(text, flush=True)
+    return None
+
+
+def _described(exc: BaseException) -> str:
+    """``TYPE: message``, ``TYPE`` alone if its str() raises in turn."""
+    try:
+        message = str(exc)
+    except Exception:
+        message = ""
+    kind = type_name(type(exc))
+    return f"{kind}: {message}" if message else kind

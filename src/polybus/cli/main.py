@@ -151,14 +151,16 @@ def main(argv: list[str] | None = None) -> int:
                 + where_it_was(args.command, exc), outlive)
         outlive = False
         return 130
-    except Exception as exc:
+    except BaseException as exc:
         # The client program's own exception: its traceback from the entrypoint's frame
-        # (polybus's frames that called it say nothing one can act on). Anything else
-        # is polybus's own failure: all of it, for a report.
+        # (polybus's frames that called it say nothing one can act on), a BaseException
+        # of its own too (one came out as a raw traceback through runner.py). Anything
+        # else is polybus's own failure: all of it, for a report; SystemExit (sys.exit
+        # in the program) ends the process as in Python.
         from polybus.runner import client_traceback
 
         tb = client_traceback(exc) if args.command == "run" else None
-        if tb is None:
+        if tb is None or isinstance(exc, SystemExit):
             raise
         from polybus.usernames import format_exception
 

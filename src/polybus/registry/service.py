@@ -75,8 +75,8 @@ class RegistryService:
                 sock.close()
                 if refused == 1:  # (said once while the gate stays full)
                     log.warning("registry: %d handshakes are under way, the most at once, "
-                                "none of them for %g s yet; new connections are closed "
-                                "until one ends", self._gate.limit, self._gate.cut_after)
+                                "and as many cut short have not ended yet; new connections "
+                                "are closed until one ends", self._gate.limit)
                 continue
             # (Not started once close() began, or with no descriptor or thread to spare.)
             if not self._greeting.start(sock, partial(self._serve, sock, peer)):
@@ -98,7 +98,7 @@ class RegistryService:
             refused, cut = self._gate.leave()
             if refused > 1 or cut:  # (the first refused was said when it came)
                 log.warning("registry: %s while %d handshakes were under way",
-                            crowded(refused, cut, self._gate.cut_after), self._gate.limit)
+                            crowded(refused, cut), self._gate.limit)
         with self._lock:
             if self._closed.is_set():
                 ch.close()

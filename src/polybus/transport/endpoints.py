@@ -30,39 +30,39 @@ HANDSHAKE_TIMEOUT = 5.0
 # Handshakes under way at once per listener, each in a thread of its own (so a silent
 # peer holds no one else up) for up to its timeout. A crowd of strangers took a thread
 # and a socket each, without limit; past this a new connection cuts short the oldest
-# handshake under way for CUT_AFTER seconds or more, else it is closed at once (a crowd
-# that said nothing and reconnected as it was closed shut good clients out).
-# Peers that have passed the handshake are not counted.
+# handshake under way, whatever its age. (It used to cut only one under way for 0.25 s
+# or more and close the newcomer otherwise: a crowd that sent part of a proof and
+# reconnected as it was closed kept the gate full of younger ones, and 1 good run in 3
+# was closed out.) Peers that have passed the handshake are not counted.
 MAX_HANDSHAKES = 64
-CUT_AFTER = 0.25
 
 
 class HandshakeGate:
     """Counts one listener's handshakes under way, at most ``limit`` at once.
 
-    When it is full, a new connection may cut short the oldest handshake that has been
-    under way for ``cut_after`` seconds or more (`enter`'s ``cut``): peers that connect
-    and say nothing (a crowd of them, reconnecting as they are closed) then hold good
-    clients out no longer than that, instead of for the handshake's timeout, while a
-    handshake younger than that (a good client's takes milliseconds) is never cut for a
-    newcomer. Those cut still count until their threads leave, up to twice ``limit``."""
+    When it is full, a new connection cuts short the oldest handshake under way
+    (`enter`'s ``cut``), whatever its age: a good client's takes a round trip, so it is
+    cut only if ``limit`` more connections come within that round trip, while peers
+    that connect and say nothing (or part of a proof), a crowd of them reconnecting as
+    they are closed, each hold a place only until ``limit`` newer ones have come. Those
+    cut still count until their threads leave, up to twice ``limit``; past that a new
+    connection is closed at once."""
 
-    def __init__(self, limit: int = MAX_HANDSHAKES, cut_after: float = CUT_AFTER) -> None:
+    def __init__(self, limit: int = MAX_HANDSHAKES) -> None:
         self.limit = limit
-        self.cut_after = cut_after
         self.pending = 0
         self.refused = 0  # connections closed since the gate was last below its limit
         self.cut = 0  # handshakes cut short for a newcomer since then
         self._lock = threading.Lock()
 
-    def enter(self, cut: Callable[[float], bool] | None = None) -> int:
+    def enter(self, cut: Callable[[], bool] | None = None) -> int:
         """0 if a handshake may start (it counts until `leave`); else how many
         connections have been refused since the gate was last below its limit, this
-        one included (1: the first, the one to say why). Full, ``cut(cut_after)`` is
-        asked to cut the oldest handshake short (True if it did) to let this one in."""
+        one included (1: the first, the one to say why). Full, ``cut()`` is asked to
+        cut the oldest handshake under way short (True if it did) to let this one in."""
         with self._lock:
             if self.pending >= self.limit:
-                if self.pending >= 2 * self.limit or cut is None or not cut(self.cut_after):
+                if self.pending >= 2 * self.limit or cut is None or not cut():
                     self.refused += 1
                     return self.refused
                 self.cut += 1
@@ -228,7 +228,7 @@ def connect(address: Address | str, token: bytes, codec: Codec,
                 f"handshake with {addr} failed: it closed the connection without a "
                 f"polybus greeting (a peer that uses TLS, [cluster] tls, closes a plain "
                 f"connection so; a polybus peer also does while {MAX_HANDSHAKES} "
-                f"handshakes are under way)")
+                f"handshakes are under way and as many cut short have not ended)")
         if not greeted and addr.scheme == "inproc":  # (not "not a polybus server")
             raise TransportError(f"handshake with {addr} failed: it closed the connection "
                                  f"without a greeting (it stopped listening, or had "

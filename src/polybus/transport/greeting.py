@@ -23,8 +23,8 @@ class Greeting:
     def __init__(self, thread_name: str) -> None:
         self._thread_name = thread_name  # each handshake's thread (and the connection's, after)
         self._lock = threading.Lock()
-        # duplicate -> (thread, time.monotonic() at its start), oldest first
-        self._under_way: dict[socket.socket, tuple[threading.Thread, float]] = {}
+        # duplicate -> its thread, oldest first
+        self._under_way: dict[socket.socket, threading.Thread] = {}
         self._cut: set[socket.socket] = set()  # shut down by `cut_oldest`, not yet done
         self._ended = False
 
@@ -48,7 +48,7 @@ class Greeting:
                 except RuntimeError:  # (no thread to spare)
                     started = False
                 else:
-                    self._under_way[waker] = (thread, time.monotonic())
+                    self._under_way[waker] = thread
         if not started:
             waker.close()
         return started
@@ -65,15 +65,12 @@ class Greeting:
         with self._lock:
             return waker in self._cut
 
-    def cut_oldest(self, older_than: float) -> bool:
-        """Cut short the oldest handshake under way for ``older_than`` seconds or more
-        (its connection shut down: its thread ends at once, as for `end`); False if none
-        has been under way that long."""
-        edge = time.monotonic() - older_than
+    def cut_oldest(self) -> bool:
+        """Cut short the oldest handshake under way, whatever its age, that is not cut
+        already (its connection shut down: its thread ends at once, as for `end`);
+        False if there is none."""
         with self._lock:
-            for waker, (_thread, since) in self._under_way.items():
-                if since > edge:
-                    return False  # (oldest first: the rest are younger)
+            for waker in self._under_way:  # (oldest first)
                 if waker not in self._cut:
                     self._cut.add(waker)
                     try:
@@ -94,20 +91,21 @@ class Greeting:
                     waker.shutdown(socket.SHUT_RDWR)
                 except OSError:  # (the peer went already)
                     pass
-            threads = [t for t, _since in self._under_way.values()]
+            threads = list(self._under_way.values())
         deadline = time.monotonic() + timeout
         for t in threads:
             if t is not threading.current_thread():
                 t.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
-def crowded(refused: int, cut: int, cut_after: float) -> str:
+def crowded(refused: int, cut: int) -> str:
     """What a full gate did, for the log: "3 connections were closed", "2 handshakes
-    under way for 0.25 s or more were cut short for new connections", or both."""
+    under way were cut short for new connections (the oldest first)", or both."""
     said = []
     if refused:
         said.append(f"{refused} connection{'s were' if refused != 1 else ' was'} closed")
     if cut:
-        said.append(f"{cut} handshake{'s' if cut != 1 else ''} under way for {cut_after:g} s "
-                    f"or more {'were' if cut != 1 else 'was'} cut short for new connections")
+        said.append(f"{cut} handshake{'s' if cut != 1 else ''} under way "
+                    f"{'were' if cut != 1 else 'was'} cut short for new connections "
+                    f"(the oldest first)")
     return " and ".join(said)

@@ -124,7 +124,9 @@ class ClientHandshake:
 
     def verify(self, answer: bytes) -> None:
         if len(answer) != ANSWER_SIZE:
-            raise AuthenticationError("server closed the connection during the handshake")
+            raise AuthenticationError("server closed the connection during the handshake "
+                                      "(a polybus peer cuts the oldest handshake short "
+                                      "when too many new connections come at once)")
         status = answer[0]
         if status != OK:
             raise AuthenticationError(

@@ -120,8 +120,9 @@ class Intake:
             sock.close()
             if refused == 1:
                 log.warning("worker %s: %d handshakes are under way on %s, the most at "
-                            "once, none of them for %g s yet; new connections are closed "
-                            "until one ends", self.name, gate.limit, where, gate.cut_after)
+                            "once, and as many cut short have not ended yet; new "
+                            "connections are closed until one ends", self.name, gate.limit,
+                            where)
             return
         # The handshake runs apart from the poller, so a slow or hostile peer stalls no
         # one; stop() ends it (transport/greeting.py). Not started (stopping, or no descriptor or
@@ -152,7 +153,7 @@ class Intake:
             refused, cut = gate.leave()
             if refused > 1 or cut:  # (the first refused was said when it came)
                 log.warning("worker %s: %s while %d handshakes were under way on %s",
-                            self.name, crowded(refused, cut, gate.cut_after), gate.limit,
+                            self.name, crowded(refused, cut), gate.limit,
                             where)
         ch.spin_s = self.options.spin_s
         with self._lock:

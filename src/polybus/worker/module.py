@@ -57,6 +57,23 @@ ASYNC_NOTE = ("is an async def function: polybus calls plain functions, and its 
               "would never run (make it a def; asyncio.run(...) inside one runs a coroutine)")
 
 
+GENERATOR_NOTE = ("is a generator function (it has yield): polybus calls the entrypoint and "
+                  "shows what it returns, and a generator's body runs only as it is "
+                  "iterated, so none of it would run (return a list of the values instead "
+                  "of yielding them)")
+
+
+def entry_note(fn: Any) -> str | None:
+    """Why ``fn`` cannot be a client's entrypoint (ASYNC_NOTE, GENERATOR_NOTE), or None.
+    Its call would give an object whose body never ran, shown as the run's result
+    ('<generator object main ...>', status 0, no call made)."""
+    if is_async(fn):
+        return ASYNC_NOTE
+    if inspect.isgeneratorfunction(fn):
+        return GENERATOR_NOTE
+    return None
+
+
 def is_async(fn: Any) -> bool:
     """A coroutine or async generator function (polybus would call it and get an object
     that never runs)."""
