@@ -171,7 +171,7 @@ class Intake:
         except PolybusError as exc:  # the peer went (or broke the connection)
             self._lost(ch, exc)
             return
-        except Exception:  # a fault in polybus's steps: this peer alone is dropped
+        except BaseException:  # a fault in polybus's steps: this peer alone is dropped
             self._fault_reading(ch)
             return
         if type(ch) is ShmChannel:
@@ -215,7 +215,7 @@ class Intake:
             self._refuse(ch, exc)
         except PolybusError as exc:  # the peer went as a frame was read (shm: its socket)
             self._lost(ch, exc)
-        except Exception:  # (left to the poller, the same bytes failed it on every poll)
+        except BaseException:  # (left to the poller, the same bytes failed it on every poll)
             self._fault_reading(ch)
 
     def _stick(self, ch: Channel) -> None:
