@@ -108,14 +108,26 @@ class RefusedRows(CallBatch):
 
 class Refusal:
     """Not a wire message: a message this side refuses, with the answer it gets (None:
-    nothing to answer) and the reason, for the log."""
+    nothing to answer), the reason, for the log, and the message it came as (`sent_as`)."""
 
-    __slots__ = ("answer", "reason")
+    __slots__ = ("answer", "reason", "sent")
     __match_args__ = ("answer", "reason")
 
-    def __init__(self, answer: Fail | None, reason: str) -> None:
+    def __init__(self, answer: Fail | None, reason: str, sent: str = "Call") -> None:
         self.answer = answer
         self.reason = reason
+        self.sent = sent
+
+
+def sent_as(msg: Any) -> str:
+    """The name of the wire message ``msg`` came as (protocol.md's): a `Refusal` or
+    `RefusedRows`, this side's own classes, as the Call, Put or CallBatch it stands
+    for. For a peer told which message it sent that this side does not take."""
+    if type(msg) is Refusal:
+        return msg.sent
+    if isinstance(msg, RefusedRows):
+        return CallBatch.__name__
+    return type(msg).__name__
 
 
 def value_raised(exc: BaseException) -> bool:
@@ -215,7 +227,7 @@ def failed_form(msg: Any) -> Any:
         return Deliver(msg.key, False, [bad.type, why, ""])
     if t is Put:
         return Refusal(None, _said(bad, f"operand {msg.key[:12]} could not be {{}} "
-                                        "on the replica (not cached)"))
+                                        "on the replica (not cached)"), "Put")
     raise ProtocolError(f"a pickled value in a {t.__name__}, which carries none")
 
 

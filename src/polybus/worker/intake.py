@@ -47,7 +47,7 @@ from polybus.wire.messages import (
     StatsRequest,
     Steal,
 )
-from polybus.wire.undecodable import Refusal
+from polybus.wire.undecodable import Refusal, sent_as
 from polybus.worker.cache import FORWARDED, OperandCache, resolve_batch
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
@@ -345,9 +345,9 @@ class Intake:
             case Goodbye():
                 self._drop(ch)
             case _:
+                kind = sent_as(msg)  # (as sent: not this side's own class for it)
                 log.warning("worker %s: %s sent %s, which a worker does not take; dropped",
-                            self.name, ch.peer, type(msg).__name__)
-                kind = type(msg).__name__
+                            self.name, ch.peer, kind)
                 # (a client given a worker's address for the registry's is told so)
                 what = (f"that is polybus worker {self.name}, not a registry (it does not "
                         f"take {kind}; `polybus registry` prints the address to give)"
