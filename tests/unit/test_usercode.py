@@ -66,8 +66,8 @@ def test_a_base_exception_at_import_is_reported_with_its_line(folder: Path,
     src.write_text(f"class Weird(BaseException):\n    pass\n\nraise {raised}\n")
     e = failure(src)
     assert (e.module, e.line) == ("srv", 4)
-    what = "KeyboardInterrupt" if raised == "KeyboardInterrupt" else "Weird: odd"
-    assert f"{what} at line 4" in str(e)
+    what = "KeyboardInterrupt" if raised == "KeyboardInterrupt" else "srv.Weird: odd"
+    assert f"failed to import: {what} at line 4" in str(e)
     assert f"raise {raised}" in str(e)
 
 
@@ -82,3 +82,12 @@ def test_a_ctrl_c_while_a_module_imports_is_a_ctrl_c(folder: Path) -> None:
         load_module(src, "polybus_user_srv")
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert "polybus_user_srv" not in sys.modules
+
+
+def test_a_class_of_the_module_is_named_as_the_user_knows_it(folder: Path) -> None:
+    """``srv.E``, as a call's error names it, not its internal ``polybus_user_srv.E``."""
+    src = folder / "srv.py"
+    src.write_text("class E(Exception):\n    pass\n\nraise E('no')\n")
+    e = failure(src)
+    assert "failed to import: srv.E: no at line 4" in str(e)
+    assert "polybus_user_" not in str(e)

@@ -151,13 +151,16 @@ def main(argv: list[str] | None = None) -> int:
                 + where_it_was(args.command, exc), outlive)
         outlive = False
         return 130
-    except Exception as exc:
-        # The client program's own exception: its traceback from the entrypoint's frame
-        # (polybus's frames that called it say nothing one can act on). Anything else
-        # is polybus's own failure: all of it, for a report.
+    except BaseException as exc:
+        # The client program's own exception (a BaseException of its own too, named
+        # client.B, not by its internal module): its traceback from the entrypoint's
+        # frame (polybus's frames that called it say nothing one can act on). Anything
+        # else is polybus's own failure: all of it, for a report. (SystemExit goes on:
+        # the program's sys.exit() is its status.)
         from polybus.runner import client_traceback
 
-        tb = client_traceback(exc) if args.command == "run" else None
+        tb = (client_traceback(exc) if args.command == "run" and not isinstance(exc, SystemExit)
+              else None)
         if tb is None:
             raise
         from polybus.usernames import format_exception
