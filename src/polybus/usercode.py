@@ -28,7 +28,7 @@ import xxhash
 from polybus.config.model import AppConfig
 from polybus.errors import ModuleImportError
 from polybus.ownfiles import is_polybus_file
-from polybus.usernames import import_name
+from polybus.usernames import import_name, shown_names, type_name
 
 __all__ = ["check_imports", "import_failure", "is_polybus_frame", "shown", "source_digest",
            "stuck_at"]
@@ -79,7 +79,9 @@ def import_failure(exc: BaseException, key: str, path: Path) -> ModuleImportErro
             line = exc.lineno
         # its own lines show the file, line and a caret under the mistake
         detail += "".join(traceback.format_exception_only(exc)[:-1])
-    what = "".join(traceback.format_exception_only(exc)[-1:]).strip() or type(exc).__name__
+    # (server.InputError, not its internal module's name: as a call's error says it)
+    what = "".join(shown_names(exc, traceback.format_exception_only(exc))[-1:]).strip() \
+        or type_name(type(exc))
     if isinstance(exc, SystemExit):
         what = f"SystemExit({exc.code!r}): the module exits when it is imported"
     at = f" at line {line}" if line is not None else ""

@@ -12,7 +12,7 @@ import re
 import traceback
 from types import TracebackType
 
-__all__ = ["PREFIX", "format_exception", "import_name", "key_of", "type_name"]
+__all__ = ["PREFIX", "format_exception", "import_name", "key_of", "shown_names", "type_name"]
 
 PREFIX = "polybus_user_"
 
@@ -57,7 +57,13 @@ def format_exception(exc: BaseException, tb: TracebackType | None) -> list[str]:
     """``traceback.format_exception`` of ``exc`` with ``tb`` (its lines, as that gives
     them), each exception of a user's module named as ``type_name`` names it (the line
     ``server.InputError: ...``)."""
-    lines = traceback.format_exception(type(exc), exc, tb)
+    return shown_names(exc, traceback.format_exception(type(exc), exc, tb))
+
+
+def shown_names(exc: BaseException, lines: list[str]) -> list[str]:
+    """``lines``, formatted from ``exc`` (``traceback.format_exception``, or its
+    ``_only``), with each exception of a user's module named as ``type_name`` names it:
+    a module's import error says ``server.InputError``, as a call's does."""
     for e in _chained(exc):
         kind = type(e)
         if isinstance(kind.__module__, str) and kind.__module__.startswith(PREFIX):

@@ -100,3 +100,44 @@ def test_polybus_run_reports_the_types_by_their_module_keys(tmp_path: Path) -> N
     assert r.stderr.rstrip().endswith("\nclient.ClientError: the client gave up"), r.stderr
     assert "\nserver.InputError: custom failure 1\n" in r.stderr
     assert "polybus_user_" not in r.stderr
+
+
+def test_import_errors_and_a_clients_own_base_exception_name_the_module_key(
+        tmp_path: Path) -> None:
+    """A class of the module raised as it imports (`failed to import: server.E`), and a
+    BaseException of the client's own raised by its entrypoint (`client.B`, its
+    traceback from the user's frame): they said ``polybus_user_server.E``, and the
+    latter came out as polybus's own traceback."""
+    app = write_app(tmp_path / "import", server="""
+        class E(Exception):
+            pass
+
+        raise E("not today")
+
+        def fail(i):
+            return i
+    """, toml=TOML.format(pool="threads:1"), client="""
+        from polybus import use
+
+        fail = use("fail")
+
+        def main():
+            return fail(1)
+    """)
+    r = cli("run", app)
+    assert r.returncode == 2, r.stderr
+    assert "server.py) failed to import: server.E: not today at line 5" in r.stderr, r.stderr
+    assert "polybus_user_" not in r.stderr
+    app = write_app(tmp_path / "base", server=SERVER, toml=TOML.format(pool="threads:1"),
+                    client="""
+        class B(BaseException):
+            pass
+
+        def main():
+            raise B("the client's own")
+    """)
+    r = cli("run", app)
+    assert r.returncode == 1, r.stderr
+    assert "polybus run: the client raised B\n" in r.stderr, r.stderr
+    assert r.stderr.rstrip().endswith("\nclient.B: the client's own"), r.stderr
+    assert "polybus/cli" not in r.stderr and "polybus_user_" not in r.stderr

@@ -42,6 +42,10 @@ REPLICATION = ("a count N >= 1, or names such as 'a,b,c' or 'a:speed=0.5', or a 
                "path such as 'a(oc=(load>=10))#b(uc=(load==0)):[1/2]'")
 AGGREGATE = ("expected a number of calls from 1 to 1,000,000 or a size > 0 such as '64KiB', "
              "got ")
+FRAME_OVER = "a max_frame of "
+FRAME_WHY = (" is more than a frame can be, '4GiB' less a byte (4,294,967,295 bytes): a "
+             "frame's length is 32 bits on the wire")
+FRAME_RANGE = "from '64KiB' (65,536 bytes) to '4GiB' less a byte; the default is '1GiB'"
 S = "modules.server"
 U = "modules.client.use.compare"
 
@@ -102,6 +106,14 @@ OUT_OF_RANGE = [
     (f"{U}.timeout", float("nan"), "not a duration: nan", DURATIONS),
     ("cluster.max_frame", float("inf"),
      "a size must be less than 8 EiB (2**63 bytes), got inf", SIZES),
+    # a frame's length is a u32: a larger limit passed check, was sent garbled in the
+    # handshake, and a message past 4 GiB failed to pack rather than being too large
+    ("cluster.max_frame", "99TiB", FRAME_OVER + "'99TiB'" + FRAME_WHY, FRAME_RANGE),
+    ("cluster.max_frame", 1 << 32, FRAME_OVER + "4294967296" + FRAME_WHY, FRAME_RANGE),
+    # a window of twenty digits was taken, and meant nothing
+    (f"{U}.callstyle", f"async-demand({HUGE})",
+     f"window {HUGE} in call style 'async-demand({HUGE})' is more than 1,000,000",
+     "async-demand(N) with N from 1 to 1,000,000, or 'async-demand(auto)'"),
 ]
 
 
@@ -124,7 +136,8 @@ def test_a_value_out_of_range_is_said_at_its_key_with_the_range(
     (f"{U}.linger", 86400),
     (f"{U}.aggregate", 1_000_000),
     (f"{S}.define.compare.cache_bytes", 1),
-    ("cluster.max_frame", (1 << 63) - 1),
+    ("cluster.max_frame", (1 << 32) - 1),  # (a frame's u32 length: wire/framing.py)
+    (f"{U}.callstyle", "async-demand(1000000)"),
     ("cluster.max_frame", "64KiB"),  # (the least taken: config/cluster.py MIN_FRAME)
     (f"{S}.define.compare.timeout", 1e12),  # (a deadline: any finite one works)
     (f"{S}.define.compare.queue", HUGE),  # (a bound never reached)

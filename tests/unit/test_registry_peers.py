@@ -74,8 +74,18 @@ def _frame(header: bytes) -> bytes:
 @pytest.mark.parametrize(("header", "answer", "logged"), [
     (_frame(b"\x91\x1a"), "closed", None),  # Goodbye(): the peer leaves, unanswered
     (_frame(b"\x94\x01\x01\xa4echo\x90"), "does not take Call", "does not take Call"),
+    # A Call, a Put and a CallBatch whose value has a map as a dict key (undecodable
+    # here: wire/undecodable.py) are named as sent, not as "Refusal" or "RefusedRows",
+    # this side's own classes for them.
+    (_frame(b"\x95\x01\x01\xa4echo\x91\x81\x81\x01\x02\x03\xc0"), "does not take Call messages",
+     "does not take Call messages"),
+    (_frame(b"\x94\x0c\xa1k\x81\x81\x01\x02\x03\x90"), "does not take Put messages",
+     "does not take Put messages"),
+    (_frame(b"\x94\x11\x02\xa4echo\x91\x91\x81\x81\x01\x02\x03"),
+     "does not take CallBatch messages", "does not take CallBatch messages"),
     (_frame(b"\x94\x01\x01\xa4echo\x91" + b"\x91" * 200_000 + b"\xc0"), "nested too deeply", "nested too deeply"),
-], ids=["goodbye", "not-taken", "nested"])
+], ids=["goodbye", "not-taken", "undecodable-call", "undecodable-put",
+        "undecodable-callbatch", "nested"])
 def test_a_peer_is_answered_and_dropped_for_what_the_registry_does_not_take(
         registry: RegistryService, caplog: pytest.LogCaptureFixture,
         header: bytes, answer: str, logged: str | None) -> None:

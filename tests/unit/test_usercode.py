@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,3 +54,40 @@ def test_exiting_at_import_is_reported_not_obeyed(folder: Path) -> None:
     src.write_text("import sys\nsys.exit(3)\n")
     e = failure(src)
     assert e.line == 2 and "the module exits when it is imported" in str(e)
+
+
+@pytest.mark.parametrize("raised", ["KeyboardInterrupt", "Weird('odd')"],
+                         ids=["KeyboardInterrupt", "BaseException-subclass"])
+def test_a_base_exception_at_import_is_reported_with_its_line(folder: Path,
+                                                              raised: str) -> None:
+    """As any exception: its file and line. (A BaseException subclass came out as
+    polybus's own traceback, a KeyboardInterrupt as the worker being interrupted.)"""
+    src = folder / "srv.py"
+    src.write_text(f"class Weird(BaseException):\n    pass\n\nraise {raised}\n")
+    e = failure(src)
+    assert (e.module, e.line) == ("srv", 4)
+    what = "KeyboardInterrupt" if raised == "KeyboardInterrupt" else "srv.Weird: odd"
+    assert f"failed to import: {what} at line 4" in str(e)
+    assert f"raise {raised}" in str(e)
+
+
+def test_a_ctrl_c_while_a_module_imports_is_a_ctrl_c(folder: Path) -> None:
+    """Not the module's failure: the command stops as for Ctrl-C."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's own here")
+    src = folder / "srv.py"
+    src.write_text("import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\n"
+                   "time.sleep(5)\n")
+    with pytest.raises(KeyboardInterrupt):
+        load_module(src, "polybus_user_srv")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert "polybus_user_srv" not in sys.modules
+
+
+def test_a_class_of_the_module_is_named_as_the_user_knows_it(folder: Path) -> None:
+    """``srv.E``, as a call's error names it, not its internal ``polybus_user_srv.E``."""
+    src = folder / "srv.py"
+    src.write_text("class E(Exception):\n    pass\n\nraise E('no')\n")
+    e = failure(src)
+    assert "failed to import: srv.E: no at line 4" in str(e)
+    assert "polybus_user_" not in str(e)

@@ -8,10 +8,13 @@ from polybus.config.model import CallStyle
 from polybus.config.problems import nearest
 from polybus.errors import ConfigError
 
-__all__ = ["CALLSTYLE_FORMS", "parse_callstyle"]
+__all__ = ["CALLSTYLE_FORMS", "MAX_WINDOW", "parse_callstyle"]
 
 CALLSTYLE_FORMS = "one of 'sync', 'async', 'async-demand(N)' with N >= 1, 'async-demand(auto)'"
 
+# The most calls of a binding outstanding on one replica: a sanity bound, as for
+# aggregate's count (a typo of twenty digits was taken, and meant nothing).
+MAX_WINDOW = 1_000_000
 _DEMAND = re.compile(r"^async-demand\s*\(\s*([^)]*?)\s*\)$")
 
 
@@ -33,6 +36,10 @@ def parse_callstyle(value: object) -> CallStyle:
     if not re.fullmatch(r"[0-9]+", window) or int(window) < 1:
         raise ConfigError(f"bad window {window!r} in call style {value!r}: "
                           "expected an integer >= 1 or 'auto'", hint=CALLSTYLE_FORMS)
+    if int(window) > MAX_WINDOW:
+        raise ConfigError(f"window {window} in call style {value!r} is more than "
+                          f"{MAX_WINDOW:,}", hint=f"async-demand(N) with N from 1 to "
+                          f"{MAX_WINDOW:,}, or 'async-demand(auto)'")
     return CallStyle("async-demand", int(window))
 
 

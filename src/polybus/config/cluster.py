@@ -30,8 +30,9 @@ from polybus.config.table import Table, pick
 from polybus.config.units import parse_size, shown
 from polybus.errors import ConfigError
 from polybus.transport.endpoints import WILDCARDS
+from polybus.wire.framing import MAX_FRAME
 
-__all__ = ["MIN_FRAME", "TLSHosts", "parse_cluster"]
+__all__ = ["MAX_FRAME", "MIN_FRAME", "TLSHosts", "parse_cluster"]
 
 # The least ``max_frame`` taken: every message between client and replicas is one
 # frame, polybus's own too (a call's header, a remote error's traceback, a batch of
@@ -39,6 +40,10 @@ __all__ = ["MIN_FRAME", "TLSHosts", "parse_cluster"]
 # call (docs/configuration.md). 64 KiB holds any of those, and is where large bytes
 # start to travel as buffers of their own (wire/values.py OOB_BYTES).
 MIN_FRAME = 64 * 1024
+# The most: a frame's length is a u32 on the wire (wire/framing.py), and nothing clamps
+# a larger limit (it passed check, then was sent garbled in the handshake's 16 bits, and
+# a message past 4 GiB failed to pack rather than being refused as too large).
+MAX_FRAME_SAID = "'4GiB' less a byte"
 
 TLSHosts: TypeAlias = Sequence[str] | Literal["registry"] | None
 """The hosts the ``[cluster] tls`` certificate must name (with no ``registry``, besides
@@ -63,6 +68,13 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
               f"takes, '64KiB' ({MIN_FRAME:,} bytes)", t.key("max_frame"),
               "at least '64KiB': polybus's own messages must fit in a frame too (a call's "
               "header, a remote error's traceback, a batch of answers)")
+        max_frame = None
+    elif max_frame is not None and max_frame > MAX_FRAME:
+        p.add(f"a max_frame of {shown(table['max_frame'])} is more than a frame can be, "
+              f"{MAX_FRAME_SAID} ({MAX_FRAME:,} bytes): a frame's length is 32 bits on "
+              "the wire", t.key("max_frame"),
+              f"from '64KiB' ({MIN_FRAME:,} bytes) to {MAX_FRAME_SAID}; the default is "
+              "'1GiB'")
         max_frame = None
     token_file = t.string("token_file")
     if token_file is not None and has_nul(token_file):

@@ -29,6 +29,7 @@ from polybus.wire.messages import (
     Resolve,
     Unregister,
 )
+from polybus.wire.undecodable import sent_as
 
 log = logging.getLogger("polybus.registry")
 
@@ -154,7 +155,9 @@ class RegistryService:
                     self.state.unregister(n, owner)
                     return None
                 case _:
-                    return Goodbye(f"the registry does not take {type(msg).__name__} messages")
+                    # (by the name it was sent as: an undecodable Call is refused here
+                    # as one, not as this side's own class for it, wire/undecodable.py)
+                    return Goodbye(f"the registry does not take {sent_as(msg)} messages")
 
     def close(self) -> None:
         if self._closed.is_set():

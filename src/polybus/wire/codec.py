@@ -48,7 +48,9 @@ from polybus.wire.undecodable import (
     Unpicklable,
     failed_form,
     on_fresh_stack,
+    said_of,
     salvage,
+    value_raised,
 )
 from polybus.wire.unencodable import too_deep, unencodable
 from polybus.wire.values import (
@@ -248,7 +250,9 @@ class Codec:
                             "configuration")
         try:
             return msgspec.msgpack.Ext(EXT_PICKLE, pickle.dumps(obj, protocol=5))
-        except Exception as exc:  # PicklingError, AttributeError (a local function), ...
+        except BaseException as exc:  # PicklingError, a local function, a __reduce__'s
+            if not value_raised(exc):  # own SystemExit (undecodable.value_raised), ...
+                raise
             # A TypeError, as from the safe codec: every send path takes a call that
             # cannot be encoded back as never sent, and says which argument it was.
             raise TypeError(f"a value of type {type(obj).__qualname__} cannot be pickled: "
@@ -385,10 +389,13 @@ class Codec:
                 raise ProtocolError("peer sent a pickled value but pickle is not enabled here")
             try:
                 return pickle.loads(data)
-            except Exception as exc:  # (a class only the sender has, or a broken pickle)
+            except BaseException as exc:  # (a class only the sender has, a broken pickle,
+                if not value_raised(exc):  # or its own SystemExit: value_raised)
+                    raise
                 if self._lenient:
                     return Undecodable(exc)
-                raise Unpicklable(f"a pickled value did not unpickle: {exc!r}") from None
+                raise Unpicklable(f"a pickled value did not unpickle: "
+                                  f"{type(exc).__name__}: {said_of(exc)}") from None
         if code == EXT_REF:
             kind, key = META_DEC.decode(data)
             ref = Ref(kind, key)

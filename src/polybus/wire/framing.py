@@ -35,6 +35,7 @@ PREFIX = struct.Struct("<IHHI")  # length, nbufs, flags, header_len
 BUFLEN = struct.Struct("<Q")
 _SPLIT = struct.Struct("<HHI")
 MAX_BUFFERS = 4096
+MAX_FRAME = (1 << 32) - 1  # the most a frame's u32 length can say (config/cluster.py)
 DEFAULT_MAX_FRAME = 1 << 30
 # Small frames are read into one scratch area, many per read. A large frame's first
 # read lands there too and is copied out, so the scratch is kept small.

@@ -60,6 +60,8 @@ from polybus.wire.messages import (
 
 HINT = ("a pickled class must come from a module both sides import (not the program's "
         "__main__ nor the served module itself)")
+RAISED_HINT = ("the value's own unpickling code (a __reduce__ or __setstate__) raised it; "
+               "it fails this value alone")
 KEY_HINT = ("a dict's keys must be str, numbers, bytes, None or tuples of these (a "
             "dataclass, a msgspec Struct or a dict as a key travels as a map, a broadcast "
             "handle as a reference)")
@@ -77,9 +79,24 @@ class Undecodable:
 
     def __init__(self, exc: BaseException, hint: str = HINT) -> None:
         self.type = type(exc).__name__
-        self.why = str(exc) or self.type
+        self.why = said_of(exc)
         self.hint = hint
         self.verb = "unpickled" if hint is HINT else "decoded"
+        if hint is HINT and not isinstance(exc, Exception):  # (SystemExit, ...: no
+            # class missing here, the value's own code raised it on purpose)
+            self.why = self.type if self.why == self.type else f"{self.type}: {self.why}"
+            self.hint = RAISED_HINT
+
+
+def said_of(exc: BaseException) -> str:
+    """``str(exc)``, or its type's name if that is empty or itself raises (a pickle's
+    exception is the sender's class, its ``__str__`` anything)."""
+    try:
+        return str(exc) or type(exc).__name__
+    except BaseException as inner:
+        if not value_raised(inner):
+            raise
+        return type(exc).__name__
 
 
 class RefusedRows(CallBatch):
@@ -91,14 +108,38 @@ class RefusedRows(CallBatch):
 
 class Refusal:
     """Not a wire message: a message this side refuses, with the answer it gets (None:
-    nothing to answer) and the reason, for the log."""
+    nothing to answer), the reason, for the log, and the message it came as (`sent_as`)."""
 
-    __slots__ = ("answer", "reason")
+    __slots__ = ("answer", "reason", "sent")
     __match_args__ = ("answer", "reason")
 
-    def __init__(self, answer: Fail | None, reason: str) -> None:
+    def __init__(self, answer: Fail | None, reason: str, sent: str = "Call") -> None:
         self.answer = answer
         self.reason = reason
+        self.sent = sent
+
+
+def sent_as(msg: Any) -> str:
+    """The name of the wire message ``msg`` came as (protocol.md's): a `Refusal` or
+    `RefusedRows`, this side's own classes, as the Call, Put or CallBatch it stands
+    for. For a peer told which message it sent that this side does not take."""
+    if type(msg) is Refusal:
+        return msg.sent
+    if isinstance(msg, RefusedRows):
+        return CallBatch.__name__
+    return type(msg).__name__
+
+
+def value_raised(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a value's own code as it was unpickled or pickled (a
+    class's ``__reduce__`` or ``__setstate__``), fails that value alone. Any exception
+    does, SystemExit and KeyboardInterrupt too: a pickle can raise them on purpose, and
+    let through they ended the replica's reading thread, the replica alive, registered
+    and deaf. Not a KeyboardInterrupt in the main thread: Ctrl-C, SIGTERM and a run's
+    --timeout arrive there as one (cli/main.py, deadline.py), and go on. (A replica
+    reads in threads of its own, never the main one.)"""
+    return not (isinstance(exc, KeyboardInterrupt)
+                and threading.current_thread() is threading.main_thread())
 
 
 def on_fresh_stack(decode: Callable[[Any], Any], header: Any) -> Any:
@@ -186,7 +227,7 @@ def failed_form(msg: Any) -> Any:
         return Deliver(msg.key, False, [bad.type, why, ""])
     if t is Put:
         return Refusal(None, _said(bad, f"operand {msg.key[:12]} could not be {{}} "
-                                        "on the replica (not cached)"))
+                                        "on the replica (not cached)"), "Put")
     raise ProtocolError(f"a pickled value in a {t.__name__}, which carries none")
 
 

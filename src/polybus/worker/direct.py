@@ -146,7 +146,7 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
                 rt._run(Job(call, ch, clock()))  # (the general run models a slower machine)
             else:
                 _answer(rt, ch, call, functions[call.iface])
-        except Exception as exc:  # a fault in polybus's steps: the call fails alone
+        except BaseException as exc:  # a fault in polybus's steps: the call fails alone
             rt.fault(ch, call.id, exc)
         with lock:
             rt._running -= 1

@@ -47,7 +47,7 @@ from polybus.wire.messages import (
     StatsRequest,
     Steal,
 )
-from polybus.wire.undecodable import Refusal
+from polybus.wire.undecodable import Refusal, sent_as
 from polybus.worker.cache import FORWARDED, OperandCache, resolve_batch
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
@@ -172,7 +172,7 @@ class Intake:
         except PolybusError as exc:  # the peer went (or broke the connection)
             self._lost(ch, exc)
             return
-        except Exception:  # a fault in polybus's steps: this peer alone is dropped
+        except BaseException:  # a fault in polybus's steps: this peer alone is dropped
             self._fault_reading(ch)
             return
         if type(ch) is ShmChannel:
@@ -216,7 +216,7 @@ class Intake:
             self._refuse(ch, exc)
         except PolybusError as exc:  # the peer went as a frame was read (shm: its socket)
             self._lost(ch, exc)
-        except Exception:  # (left to the poller, the same bytes failed it on every poll)
+        except BaseException:  # (left to the poller, the same bytes failed it on every poll)
             self._fault_reading(ch)
 
     def _stick(self, ch: Channel) -> None:
@@ -346,9 +346,9 @@ class Intake:
             case Goodbye():
                 self._drop(ch)
             case _:
+                kind = sent_as(msg)  # (as sent: not this side's own class for it)
                 log.warning("worker %s: %s sent %s, which a worker does not take; dropped",
-                            self.name, ch.peer, type(msg).__name__)
-                kind = type(msg).__name__
+                            self.name, ch.peer, kind)
                 # (a client given a worker's address for the registry's is told so)
                 what = (f"that is polybus worker {self.name}, not a registry (it does not "
                         f"take {kind}; `polybus registry` prints the address to give)"

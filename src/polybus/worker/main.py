@@ -11,6 +11,7 @@ from pathlib import Path
 
 from polybus.client.stubs import serving
 from polybus.config.model import ModuleSpec, ReplicaSpec
+from polybus.errors import PolybusError
 from polybus.http.response import HTTP_SUFFIX, http_form
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import Membership, RegistryClient
@@ -160,6 +161,9 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         signals = ((signal.SIGTERM,) if exit_with_parent
                    else (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
     stop = StopSignals(signals)
+    runtime.on_died = stop.request  # (a thread of it ended: the worker stops, loudly)
+    if runtime.died is not None:  # (before it was told whom to tell)
+        stop.request()
     unanswered = 0
     try:
         membership.start()
@@ -177,4 +181,8 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         unanswered = runtime.stop()
         if procs is not None:
             procs.close()
+    if runtime.died is not None and stop.signum is None:
+        # Not a worker alive, registered and deaf: gone, its registry and clients told.
+        raise PolybusError(f"worker {name} stopped: {runtime.died} (a fault in polybus; "
+                           "its log above says where)")
     return Stopped(stop.signum, unanswered)

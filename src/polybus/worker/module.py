@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
+import signal
 import sys
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 from polybus.errors import ConfigError
@@ -29,13 +32,42 @@ def load_module(path: Path | str, name: str | None = None) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     try:
-        spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:  # the user's mistake: name their file and line
+        with _ctrl_c_noted() as ctrl_c:
+            spec.loader.exec_module(module)
+    except BaseException as exc:  # the user's mistake: name their file and line
+        sys.modules.pop(mod_name, None)
+        if isinstance(exc, KeyboardInterrupt) and (ctrl_c or type(exc) is not KeyboardInterrupt):
+            raise  # (a Ctrl-C meanwhile, or polybus's own: --timeout, SIGTERM)
         from polybus.usercode import import_failure
 
-        sys.modules.pop(mod_name, None)
         raise import_failure(exc, key_of(mod_name), p) from None
     return module
+
+
+@contextlib.contextmanager
+def _ctrl_c_noted() -> Iterator[list[int]]:
+    """Notes a Ctrl-C (SIGINT, Python's own handling of it) while a module imports: a
+    KeyboardInterrupt the module raises itself (``raise KeyboardInterrupt`` at its top)
+    is its failure to import, said with its file and line as any exception's, while a
+    Ctrl-C meanwhile stops the command as Ctrl-C does. (Outside the main thread, or
+    with SIGINT handled otherwise, nothing is noted: no Ctrl-C comes there as a plain
+    KeyboardInterrupt, or it is ignored, as in a run's workers.)"""
+    noted: list[int] = []
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield noted
+        return
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        noted.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        if signal.getsignal(signal.SIGINT) is note:  # (else the module set its own)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def interfaces(module: ModuleType, names: Iterable[str] = ()) -> dict[str, Callable[..., Any]]:

@@ -49,7 +49,7 @@ class Polling(Intake):
         if self._corked.held:
             try:
                 self._corked.flush(every=every)
-            except Exception:  # (a fault here must not end the thread)
+            except BaseException:  # (a fault here must not end the thread)
                 log.exception("worker %s: writing held answers failed", self.name)
 
     def _poll_once(self) -> None:

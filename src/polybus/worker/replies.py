@@ -22,6 +22,7 @@ from polybus.ownfiles import from_user_code, is_polybus_file
 from polybus.transport.channel import Channel
 from polybus.usernames import format_exception, type_name
 from polybus.wire.messages import Batch, Fail, Message
+from polybus.wire.undecodable import value_raised
 from polybus.wire.unencodable import escaped
 from polybus.worker import readonly, unread
 
@@ -85,7 +86,9 @@ def text_of(exc: BaseException) -> str:
     as ``\\udcff``, so that it can be sent (wire/unencodable.py)."""
     try:
         return escaped(str(exc))
-    except Exception as inner:
+    except BaseException as inner:  # (SystemExit too: a user's class, called here)
+        if not value_raised(inner):
+            raise
         return f"(its message could not be made: {type(inner).__name__})"
 
 
@@ -108,7 +111,9 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
     qual = type_name(type(exc))  # (server.InputError, as the user knows its module)
     try:
         tb = remote_traceback(exc)
-    except Exception:  # (formatting calls the exception's __str__ again)
+    except BaseException as inner:  # (formatting calls the exception's __str__ again)
+        if not value_raised(inner):
+            raise
         tb = ""
     message = text_of(exc)
     if fn is not None and isinstance(exc, TypeError) and not hasattr(exc, CHILD_TRACEBACK) \
@@ -220,7 +225,7 @@ def _cut(text: str, room: int) -> str:
     return kept + CUT.format(n=len(text) - len(kept))
 
 
-def internal_failure(worker: str, call_id: int, exc: Exception) -> Fail:
+def internal_failure(worker: str, call_id: int, exc: BaseException) -> Fail:
     """The Fail for a call that polybus's own steps failed to answer (a fault the worker
     logs in full): the call fails alone, and the replica serves on."""
     kind = type(exc)

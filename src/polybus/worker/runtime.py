@@ -38,7 +38,14 @@ from polybus.worker.lanes import LimitedQueue
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
 from polybus.worker.polling import WAKE, Polling
-from polybus.worker.replies import Corked, failure, internal_failure, send_quietly, write
+from polybus.worker.replies import (
+    Corked,
+    failure,
+    internal_failure,
+    send_quietly,
+    text_of,
+    write,
+)
 from polybus.worker.servicing import CallQueue, Job
 
 log = logging.getLogger("polybus.worker")
@@ -118,16 +125,40 @@ class WorkerRuntime(Polling):
         self._corked = Corked()  # tiny answers written together (replies.py)
         self._bells = OwedBells()  # answers' bells held back at clients' asking (bells.py)
         self._stop_event = threading.Event()
-        self._threads = [threading.Thread(target=self._thread_main, daemon=True,
+        # A thread of the replica that ended unexpectedly: why (`_guarded`), and whom to
+        # tell (serve() stops the worker, loudly): never a replica alive and deaf.
+        self.died: str | None = None
+        self.on_died: Callable[[], None] | None = None
+        self._threads = [threading.Thread(target=self._guarded(self._thread_main), daemon=True,
                                           name=f"polybus-{name}-{i}")
                          for i in range(self.options.pool)]
-        self._threads.append(threading.Thread(target=self._standby_main, daemon=True,
-                                              name=f"polybus-{name}-standby"))
+        self._threads.append(threading.Thread(target=self._guarded(self._standby_main),
+                                              daemon=True, name=f"polybus-{name}-standby"))
 
     def start(self) -> WorkerRuntime:
         for t in self._threads:
             t.start()
         return self
+
+    def _guarded(self, main: Callable[[], None]) -> Callable[[], None]:
+        """``main``, a thread's loop, which ends only when the replica stops. Its steps
+        fail a call or a connection alone, whatever they raise (SystemExit from a
+        value's own code too); should the loop end by an exception all the same, the
+        replica cannot go on as it was (the poller role may be lost with the thread):
+        it is said in full, and `on_died` told, rather than a worker left deaf."""
+        def guarded() -> None:
+            try:
+                main()
+            except BaseException as exc:
+                if self._stopping:
+                    return
+                self.died = (f"its thread {threading.current_thread().name} ended by "
+                             f"{type(exc).__name__}: {text_of(exc)}")
+                log.critical("worker %s: %s; it stops serving\n%s", self.name, self.died,
+                             "".join(traceback.format_exception(exc)).rstrip())
+                if self.on_died is not None:
+                    self.on_died()
+        return guarded
 
     # -- who polls, who runs ------------------------------------------------------
     def _thread_main(self) -> None:
@@ -159,7 +190,8 @@ class WorkerRuntime(Polling):
                     continue
             try:
                 self._run(job)
-            except Exception as exc:  # a fault in polybus's steps: the call fails alone
+            except BaseException as exc:  # a fault in polybus's steps (or a SystemExit
+                # from a value's own code, as it was encoded): the call fails alone
                 self.fault(job.channel, job.call.id, exc)
             if not len(self._queue) and self._holding():
                 self._release_held(every=True)  # (as the loop's top would: then lone below)
@@ -187,7 +219,7 @@ class WorkerRuntime(Polling):
             if lone:
                 try:
                     polling = direct.serve(self, job.channel)
-                except Exception:  # (only while it holds the role: it answers its calls' faults)
+                except BaseException:  # (only while it holds the role: it answers its calls' faults)
                     log.error("worker %s: serving %s failed; its connection is dropped\n%s",
                               self.name, job.channel.peer,
                               traceback.format_exc().rstrip())  # (text: intake._refuse)
@@ -204,7 +236,7 @@ class WorkerRuntime(Polling):
             self._polling = True
         try:
             self._read(ch)
-        except Exception:  # (as the poller's: a fault here must not lose the answer)
+        except BaseException:  # (as the poller's: a fault here must not lose the answer)
             log.exception("worker %s: reading %s before an answer failed", self.name, ch.peer)
         finally:
             with self._lock:
@@ -212,13 +244,13 @@ class WorkerRuntime(Polling):
                 if len(self._queue) and self._running < self.options.pool:
                     self._cv.notify()  # calls it read wait for a thread
 
-    def fault(self, ch: Channel, call_id: int, exc: Exception) -> None:
+    def fault(self, ch: Channel, call_id: int, exc: BaseException) -> None:
         """Call ``call_id`` met ``exc`` in polybus's own steps (not the user's function,
         whose errors are its answer): log it in full, and fail that call alone."""
         log.error("worker %s: answering call %d failed", self.name, call_id, exc_info=exc)
         try:
             send_quietly(ch, internal_failure(self.name, call_id, exc))
-        except Exception:  # (it must not raise: its callers hold counts it would leave up)
+        except BaseException:  # (it must not raise: its callers hold counts it would leave up)
             log.exception("worker %s: could not tell the client of call %d", self.name, call_id)
 
     def _standby_main(self) -> None:
@@ -242,7 +274,7 @@ class WorkerRuntime(Polling):
         job: Job | None = None
         try:
             self._poll_once()
-        except Exception:  # a bug here must not silence the replica
+        except BaseException:  # a bug here (or what a value raised) must not silence the replica
             log.exception("worker %s: poller failed", self.name)
         finally:
             with self._lock:

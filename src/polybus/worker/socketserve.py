@@ -152,7 +152,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
                     write(ch, [reply])  # answers the call with why its result cannot be sent
                 elif ch.unsent:
                     unread.catch_up(ch)
-        except Exception as exc:  # a fault in polybus's steps: the call fails alone
+        except BaseException as exc:  # a fault in polybus's steps: the call fails alone
             rt.fault(ch, msg.id, exc)
         with lock:
             rt._running -= 1
