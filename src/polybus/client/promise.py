@@ -326,10 +326,10 @@ def _rebuilt(c: Any, out: list[Any]) -> Any:
         if isinstance(c, set | frozenset):
             return t(out)
         if isinstance(c, collections.deque):  # (its maxlen kept; no slice assignment)
-            made = copy.copy(c)
-            made.clear()
-            made.extend(out)
-            return made
+            q = copy.copy(c)
+            q.clear()
+            q.extend(out)
+            return q
         # A list or dict subclass: a copy keeps what its constructor would need
         # (defaultdict's default_factory) and its attributes; then the values go in.
         made = copy.copy(c)
