@@ -26,7 +26,7 @@ from polybus.transport.endpoints import connect
 from polybus.wire import handshake
 from polybus.wire.codec import Codec
 from polybus.wire.framing import encode_frame
-from polybus.wire.messages import Call, Fail, Goodbye, Message, Register, Replica, Result
+from polybus.wire.messages import Batch, Call, Fail, Goodbye, Message, Register, Replica, Result
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -248,6 +248,28 @@ def _answer_to(rt: WorkerRuntime, msg: Message) -> object:
         return _next(ch)
     finally:
         ch.close()
+
+
+def test_an_answer_inside_a_batch_of_calls_is_refused_as_one_sent_alone(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A Batch holding a Result (a worker takes calls, not answers) was dropped without
+    a word: the peer is told, as for a Result sent alone, and dropped (as it is, the
+    call before it goes unanswered); serving goes on."""
+    caplog.set_level(logging.WARNING, logger="polybus.worker")
+    rt = WorkerRuntime("w", {"echo": lambda x: x}, TOKEN).start()
+    try:
+        ch = connect(str(rt.address), TOKEN, Codec())
+        try:
+            ch.send(Batch([Call(1, "echo", [1]), Result(2, 2)]))
+            heard = [_next(ch), _next(ch)]
+        finally:
+            ch.close()
+        bye = [m for m in heard if isinstance(m, Goodbye)]
+        assert bye and "a worker does not take Result" in bye[0].reason, heard
+        _serving(rt, 3)
+    finally:
+        rt.stop()
+    assert "sent Result, which a worker does not take; dropped" in caplog.text
 
 
 def _serving(rt: WorkerRuntime, n: int) -> None:

@@ -325,6 +325,9 @@ class Intake:
                         self._enqueue(ch, item)
                     elif isinstance(item, Refusal):
                         self._refused(ch, item)
+                    else:  # (an answer in a batch of calls: as one sent alone)
+                        self._not_taken(ch, item)
+                        return
             case Refusal():  # a value in it did not unpickle (wire/undecodable.py)
                 self._refused(ch, msg)
             case Cancel(ids=ids, keys=keys):
@@ -346,16 +349,20 @@ class Intake:
             case Goodbye():
                 self._drop(ch)
             case _:
-                kind = sent_as(msg)  # (as sent: not this side's own class for it)
-                log.warning("worker %s: %s sent %s, which a worker does not take; dropped",
-                            self.name, ch.peer, kind)
-                # (a client given a worker's address for the registry's is told so)
-                what = (f"that is polybus worker {self.name}, not a registry (it does not "
-                        f"take {kind}; `polybus registry` prints the address to give)"
-                        if isinstance(msg, Resolve | Register | Heartbeat)
-                        else f"a worker does not take {kind}")
-                self._send_quietly(ch, Goodbye(what))
-                self._drop(ch)
+                self._not_taken(ch, msg)
+
+    def _not_taken(self, ch: Channel, msg: Message) -> None:
+        """``msg`` is not for a worker: the peer is told what it sent, and dropped."""
+        kind = sent_as(msg)  # (as sent: not this side's own class for it)
+        log.warning("worker %s: %s sent %s, which a worker does not take; dropped",
+                    self.name, ch.peer, kind)
+        # (a client given a worker's address for the registry's is told so)
+        what = (f"that is polybus worker {self.name}, not a registry (it does not "
+                f"take {kind}; `polybus registry` prints the address to give)"
+                if isinstance(msg, Resolve | Register | Heartbeat)
+                else f"a worker does not take {kind}")
+        self._send_quietly(ch, Goodbye(what))
+        self._drop(ch)
 
     def _enqueue(self, ch: Channel, call: Call) -> bool:
         """Queue ``call``, or hold it for the forwarded values it names; False if it was
