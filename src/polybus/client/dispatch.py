@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.client import backlog
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.fwdprio import note_priority_reads
+from polybus.client.headroom import HEADROOM, LIMITS, enter, leave
 from polybus.client.lane import MISS, SyncLane
 from polybus.client.policies.balance import (
     LeastLoaded,
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 
 BACKLOG_BOUND = 100_000
 _ids = itertools.count(1)
+
+_getlimit, _setlimit = sys.getrecursionlimit, sys.setrecursionlimit
 
 
 def _lane_for(d: Dispatcher) -> SyncLane | SocketLane | None:
@@ -240,25 +244,39 @@ class Dispatcher:
 
     def call_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The plain sync call (no priority, timeout, cache, aggregation or forwarding):
-        the same steps as below with nothing that cannot apply (the latency hot path)."""
-        rid = next(_ids)
-        if self.reactor.refills:  # (batches or held calls may be waiting to be written)
-            self.reactor.flush_all()  # written first: they were made first
-        lane = self._lane
-        if lane is not None and not kwargs:
-            value = lane.call(args, rid, wire)
-            if value is not MISS:
-                return value
-        rec = CallRecord(rid, self, [wire(a) for a in args],
-                         {k: wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
-        self.calls += 1
-        links = self.links
-        link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated else self._pick_any()
-        rec.link = link  # (what _send does, the message left to the reactor)
-        rec.attempts = 1
-        link.outstanding[rec.id] = rec
-        self.inflight[self._index[id(link)]] += 1
-        return self.reactor.call_alone(rec, link)
+        the same steps as below with nothing that cannot apply (the latency hot path).
+        It reads its answer itself, wherever the program called from: with room under
+        it (client/headroom.py's enter, written out)."""
+        now = _getlimit()
+        if now != LIMITS[1]:
+            LIMITS[0], LIMITS[1] = now, now + HEADROOM
+            _setlimit(now + HEADROOM)
+            raised = True
+        else:
+            raised = LIMITS[2] != 0 and enter()
+        try:
+            rid = next(_ids)
+            if self.reactor.refills:  # (batches or held calls may be waiting to be written)
+                self.reactor.flush_all()  # written first: they were made first
+            lane = self._lane
+            if lane is not None and not kwargs:
+                value = lane.call(args, rid, wire)
+                if value is not MISS:
+                    return value
+            rec = CallRecord(rid, self, [wire(a) for a in args],
+                             {k: wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
+            self.calls += 1
+            links = self.links
+            link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated \
+                else self._pick_any()
+            rec.link = link  # (what _send does, the message left to the reactor)
+            rec.attempts = 1
+            link.outstanding[rec.id] = rec
+            self.inflight[self._index[id(link)]] += 1
+            return self.reactor.call_alone(rec, link)
+        finally:
+            if raised:
+                leave(True)
 
     def _alive(self) -> list[bool]:
         return [not lk.dead for lk in self.links]

@@ -4,12 +4,15 @@ A program may call an interface, or wait for a promise, a few frames short of Py
 recursion limit. Its call is then made, and its answer taken in, there: a
 RecursionError raised halfway through filing an answer (the record taken from its
 replica's outstanding calls, its value not yet set) would leave the call under way for
-good, and the run's end would wait for it until killed. So every way into the client's
-reading and writing from the program (`Stub.__call__`, the reactor's ``wait``, ``step``,
-``poll`` and ``request``) raises the recursion limit by ``HEADROOM`` while it runs, and
-puts it back as it leaves: the program itself still meets its own limit where it did
-(its RecursionError raised at its own call, before anything is sent or read), while
-polybus's work under that call always has ``HEADROOM`` frames to finish in.
+good, and the run's end would wait for it until killed. So every way polybus reads
+under a call of the program (a sync call, which reads its own answer:
+`Dispatcher.call_sync`; the reactor's ``wait``, ``step``, ``poll`` and ``request``; a
+send's reads while its connection is full: `Sending._drain`) raises the recursion limit
+by ``HEADROOM`` while it runs, and puts it back as it leaves: the program itself still
+meets its own limit where it did (its RecursionError raised at its own call, before
+anything is sent or read), while polybus's work under that call always has
+``HEADROOM`` frames to finish in. An async call that only writes pays nothing (a send
+cut short is undone where it is made: client/unsendable.py).
 
 The limit is the interpreter's, not a thread's. The outermost way in raises it (one
 that finds it raised already is inside another, or in another thread's) and puts it

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from polybus.client.calls import ReplicaLink
+from polybus.client.headroom import enter, leave
 from polybus.client.later import Later, get_ident
 from polybus.client.policies.aggregate import pack
 from polybus.client.unsendable import send_accepted
@@ -137,9 +138,12 @@ class Sending:
         waits for the end of that send: client/later.py)."""
         later = self.later
         outer, later.reader = later.reader, get_ident()
+        raised = enter()  # (room under it, however deep the send: client/headroom.py)
         try:
             for link in self.links:
                 if not link.dead:
                     self._receive(link, wait=False)
         finally:
             later.reader = outer
+            if raised:
+                leave(True)

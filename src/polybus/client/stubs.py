@@ -6,10 +6,8 @@ session then, so the same module works under every configuration.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.headroom import HEADROOM, LIMITS, enter, leave
 from polybus.errors import UsageError
 
 if TYPE_CHECKING:
@@ -17,7 +15,6 @@ if TYPE_CHECKING:
     from polybus.client.session import Session
 
 _global: list[Session | None] = [None]
-_getlimit, _setlimit = sys.getrecursionlimit, sys.setrecursionlimit
 _ran = [False]  # a run has ended in this process (its threads may call on after it)
 # Where this process is when no session is active, for what a call is told then:
 # ("importing", module key, entrypoint) while a run imports its client module
@@ -84,38 +81,24 @@ class Stub:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         s = _global[0]
-        if s is None:
-            return current(call=f"use({self.name!r})").call(self.name, args, kwargs)
-        # Room under the call, wherever the program is (client/headroom.py's enter and
-        # leave, written out: every call's)
-        now = _getlimit()
-        if now != LIMITS[1]:
-            LIMITS[0], LIMITS[1] = now, now + HEADROOM
-            _setlimit(now + HEADROOM)
-            raised = True
-        else:
-            raised = LIMITS[2] != 0 and enter()
-        try:
-            entry = s.entries.get(self.name)  # straight to the binding's entry
-            if entry is None:
-                return s.call(self.name, args, kwargs)
-            g = s.gate
-            if g is None:
-                return entry(args, kwargs)
-            inside = g.inside  # (Gate.enter and leave, written out: client/pump.py)
-            inside.append(None)
-            if g.busy:
-                g.wait_turn()
-            try:
-                return entry(args, kwargs)
-            finally:
-                inside.pop()
-                g.came = True
-                if g.dirty and not inside:
-                    g.left_work()
-        finally:
-            if raised:
-                leave(True)
+        if s is not None:  # straight to the binding's entry (one frame less per call)
+            entry = s.entries.get(self.name)
+            if entry is not None:
+                g = s.gate
+                if g is None:
+                    return entry(args, kwargs)
+                inside = g.inside  # (Gate.enter and leave, written out: client/pump.py)
+                inside.append(None)
+                if g.busy:
+                    g.wait_turn()
+                try:
+                    return entry(args, kwargs)
+                finally:
+                    inside.pop()
+                    g.came = True
+                    if g.dirty and not inside:
+                        g.left_work()
+        return current(call=f"use({self.name!r})").call(self.name, args, kwargs)
 
     def __repr__(self) -> str:
         return f"use({self.name!r})"
