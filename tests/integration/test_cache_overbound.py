@@ -1,10 +1,14 @@
 """Cached operands that pass a replica's cache bound together: the run's bytes sent.
 
 strategies.md: the operands of one call that do not fit in ``cache_bytes`` together go
-with the call, so such a run sends about what it sends uncached. Before, a single
+with the call, so such a run sends about what it sends uncached; and a batch whose
+operands fit the replica's cache (the largest ``cache_bytes`` of its module's
+interfaces) is named, even past its own interface's ``cache_bytes``. Before, a single
 call Put them, the last Put evicted the first (one operand over the bound is kept
 alone), the call missed, was sent again after a Put of that one (which evicted the
-other), missed again and went with values: 2.9x the uncached bytes.
+other), missed again and went with values: 2.9x the uncached bytes. And a batch whose
+operands passed its interface's ``cache_bytes`` went by value though the replica's
+cache (512 MiB, another interface's) held them: 3x what single calls sent.
 """
 
 from __future__ import annotations
@@ -142,3 +146,36 @@ def test_a_broadcast_operand_and_one_cached_past_the_bound_go_with_the_call(
     assert shared == plain
     x = 300_000 * 8  # (each broadcast() puts x once, beside the call)
     assert sent <= 1.1 * (plain_sent + 10 * x), (sent, plain_sent)
+
+
+@pytest.mark.timeout(120)
+def test_a_batch_whose_operands_fit_the_replicas_cache_is_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # g's cache_bytes is 1 MiB; the replicas' cache is 512 MiB (define.other caches with
+    # the default). A call naming the 2 MB operand and a 280 KB one went in a batch of its
+    # own by value, the 2 MB each time: 3x what single calls sent. It is named now.
+    app = _app(tmp_path, replication=2, other='["x"]')
+    on = {"modules.client.entrypoint": "table"}
+    single, sent = _run(app, on, monkeypatch)
+    batched, batched_sent = _run(app, {**on, "modules.client.use.g.aggregate": 6},
+                                 monkeypatch)
+    assert batched == single
+    assert [r[0] for r in single] == list(range(40))
+    assert sent <= 2 * 2_000_000 + 40 * 300_000  # (the table once to each replica)
+    assert batched_sent <= 1.1 * sent, (batched_sent, sent)
+
+
+@pytest.mark.timeout(120)
+def test_a_batch_whose_operands_pass_the_replicas_cache_goes_by_value(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # With the module's cache at 2 MiB (f's, the largest that caches), the 2 MB operand
+    # and a 280 KB one never fit at once: single calls and batches alike send them with
+    # the call, once each call.
+    app = _app(tmp_path, replication=2)
+    on = {"modules.client.entrypoint": "table"}
+    single, sent = _run(app, on, monkeypatch)
+    batched, batched_sent = _run(app, {**on, "modules.client.use.g.aggregate": 6},
+                                 monkeypatch)
+    assert batched == single
+    assert sent <= 1.1 * 40 * 2_280_000, sent
+    assert batched_sent <= 1.1 * sent, (batched_sent, sent)
