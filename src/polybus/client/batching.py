@@ -25,7 +25,8 @@ operands of its calls and puts those the replica lacks first; a replica that lac
 answers the whole batch ``cache-miss`` and it goes again, those it lacks put first (with
 values if it misses again: client/operands.py, ``missed``). A batch names at most
 ``cache_bytes`` of distinct operands, or its Puts would evict them (Pending.joins);
-one call whose operands never fit at once goes alone, by value. A promise inside a list,
+one call whose operands never fit at once (past the replica's cache bound, the
+largest ``cache_bytes`` of its module) goes alone, by value. A promise inside a list,
 tuple or dict argument is waited for when the call is made (its value joins the batch):
 waited for only once the batch is being written, it could need that very batch.
 Batches are written, and a call that cannot be sent is failed alone, by batchsend.py.
@@ -109,6 +110,11 @@ class Batcher:
         # With caching, a batch names at most cache_bytes of distinct cached operands
         # (Pending.joins): else each of its Puts may evict one it names, and it misses.
         self.bound = (comm.cache_bytes or 0) if comm is not None else 0
+        # A call whose operands pass the replica's cache bound together (the largest
+        # cache_bytes of its module's interfaces, at least this one's) could never be
+        # served from it: its batch goes with values (Pending.by_value). Past this
+        # interface's bound alone they still fit, and go named, Put once.
+        self.room = max(self.bound, comm.capacity) if comm is not None else 0
         self.most = frame_cap(max_frame)  # (a batch's operands sent by value: at most this)
         if comm is not None:
             self.at = tuple(sorted(comm.positions))

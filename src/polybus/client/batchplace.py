@@ -67,7 +67,7 @@ def place(bt: Batcher, b: Pending, send: bool = True) -> bool:
     # find a replica lost, whose batches this timer cannot requeue (lost() waits for
     # the timer to step aside: it waited for itself, for ever).
     pushes: Pushes | None = None if send else []
-    if bt.comm is None or b.by_value(bt.bound, bt.most):
+    if bt.comm is None or b.by_value(bt.room, bt.most):
         msgs = [b.message()]
     else:
         try:

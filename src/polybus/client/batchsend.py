@@ -86,7 +86,7 @@ def _refused(bt: Batcher, link: ReplicaLink, msgs: list[Message], exc: Exception
     for b in batches:
         if b.done:  # (none of its calls could be sent)
             unplace(bt, b, link)
-        elif bt.comm is None or b.by_value(bt.bound, bt.most):
+        elif bt.comm is None or b.by_value(bt.room, bt.most):
             out.append(b.message())
         else:
             out.extend(bt.comm.batch_messages(b, link, pushes))

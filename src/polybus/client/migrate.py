@@ -161,7 +161,7 @@ class Migrator:
         b.link = dst
         dst.outstanding[b.id] = b  # type: ignore[assignment]
         bt.inflight[bt._index[id(dst)]] += 1
-        if bt.comm is None or b.by_value(bt.bound, bt.most):
+        if bt.comm is None or b.by_value(bt.room, bt.most):
             msgs: list[Message] = [b.message()]
         else:
             msgs = bt.comm.batch_messages(b, dst, None)
