@@ -7,6 +7,12 @@ for: it reads a field this request lacks), too large 413/431, the handler raised
 (its type and message; the remote traceback only with ``tracebacks = true``), the
 replica's queue full under ``overflow = "reject"`` 503, a call past its timeout 504,
 replicas gone 502.
+
+Slow clients are bounded in time as well as in bytes: a request head must be whole
+within ``head_timeout`` of its first byte (of its accept, for a connection that waited
+for a slot), and a body may fall at most ``head_timeout`` behind ``min_body_rate``; past
+either, 408 and the connection closes (``idle_timeout`` bounded each read only, so a
+byte every few seconds held a slot for good).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 from polybus.config.model import RouteSpec, ServeSpec
@@ -42,6 +49,14 @@ def _fields(req: Request, subpath: str, wanted: tuple[str, ...]) -> dict[str, An
     every = {"method": req.method, "path": req.path, "query": req.query,
              "headers": req.headers, "body": req.body, "subpath": subpath}
     return {k: every[k] for k in wanted}
+
+
+@dataclass
+class _Began:
+    """When the request being read began (its head; its body), on the loop's clock."""
+
+    head: float | None = None
+    body: float | None = None
 
 
 def _checked(value: Any) -> Response:
@@ -78,11 +93,17 @@ class FrontDoor:
         task = asyncio.current_task()
         assert task is not None
         self._conns[task] = False
+        accepted = asyncio.get_running_loop().time()
         try:
             if self.stopping:  # (accepted just before the listener closed)
                 return
+            queued = self._slots.locked()
             async with self._slots:  # over max_connections: accepted, served later
-                await self._serve(reader, writer)
+                # (one that waited: its first request's head is timed from its accept,
+                # what it sent meanwhile having been read into `reader`; else a crowd
+                # of peers trickling heads kept a good client waiting for their heads'
+                # timeouts one after another)
+                await self._serve(reader, writer, _Began(accepted if queued else None))
         except (ConnectionError, TimeoutError, asyncio.IncompleteReadError):
             pass  # the client went away or went quiet; nothing to answer
         except asyncio.CancelledError:
@@ -153,8 +174,10 @@ class FrontDoor:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     began: _Began) -> None:
         parser = RequestParser(max_head=self.spec.max_head, max_body=self.spec.max_body)
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 event = parser.next_event()
@@ -167,14 +190,19 @@ class FrontDoor:
                 await writer.drain()
                 return
             if event is None:
+                now = loop.time()
+                wait, late = self.spec.idle_timeout, self._deadline(parser, began, now)
+                if late is not None and late[0] - now < wait:
+                    wait = max(0.0, late[0] - now)  # (0: what has come is still read)
+                else:
+                    late = (0.0, f"request incomplete after {self.spec.idle_timeout:g} s")
                 try:
-                    async with asyncio.timeout(self.spec.idle_timeout):  # (no task)
+                    async with asyncio.timeout(wait):  # (no task)
                         data = await reader.read(1 << 16)
                 except TimeoutError:
                     if parser.pending:  # begun, never finished: say so (RFC 9110 15.5.9)
-                        writer.write(serialize(error_response(
-                            408, f"request incomplete after {self.spec.idle_timeout:g} s"),
-                            keep_alive=False))
+                        writer.write(serialize(error_response(408, late[1]),
+                                               keep_alive=False))
                         await writer.drain()
                     return
                 if not data:
@@ -183,6 +211,7 @@ class FrontDoor:
             elif isinstance(event, ExpectContinue):
                 writer.write(_CONTINUE)
             else:
+                began.head = began.body = None  # (the next request's: from its first byte)
                 task = asyncio.current_task()
                 assert task is not None
                 self._busy(task, True)
@@ -201,6 +230,24 @@ class FrontDoor:
                 await writer.drain()
                 if not keep_alive:
                     return
+
+    def _deadline(self, parser: RequestParser, began: _Began,
+                  now: float) -> tuple[float, str] | None:
+        """When the request being read must have come by (its head: ``head_timeout``
+        after it began; its body: no more than ``head_timeout`` behind
+        ``min_body_rate``), and what its 408 says; None between requests."""
+        spec = self.spec
+        if parser.in_body:
+            if began.body is None:
+                began.body = now
+            return (began.body + spec.head_timeout + parser.body_received / spec.min_body_rate,
+                    f"request body slower than min_body_rate ({spec.min_body_rate} bytes/s)")
+        if parser.pending:
+            if began.head is None:
+                began.head = now
+            return (began.head + spec.head_timeout,
+                    f"request head not complete within {spec.head_timeout:g} s")
+        return None
 
     async def respond(self, req: Request) -> tuple[Response, list[tuple[str, str]]]:
         """The response to ``req``, and headers the front door adds to it."""
