@@ -3,8 +3,11 @@
 A client that trickles a request head or body (a byte now and then, each within
 `idle_timeout`) is answered 408 and closed once it is past `head_timeout` (the head) or
 falls behind `min_body_rate` (the body): it held its connection slot for as long as it
-kept trickling, and enough of them shut every other client out. A slow but steady
-upload is served in full. Clients here are plain blocking sockets in threads; the waits are
+kept trickling, and enough of them shut every other client out. A client that reads
+nothing of its answer is cut off once `idle_timeout` passes with none of it taken: the
+whole answer stayed in serve's memory for as long as the client kept the connection.
+Slow but steady clients (an upload at a modest rate, a large answer read steadily)
+are served in full. Clients here are plain blocking sockets in threads; the waits are
 generous bounds, never measured.
 """
 
@@ -14,7 +17,7 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
 from polybus.config.model import RouteSpec, ServeSpec
@@ -42,11 +45,25 @@ def _door(**limits: Any) -> FrontDoor:
     return FrontDoor(spec, cast(CallBridge, _Bridge()), {r.key: None for r in ROUTES})
 
 
-def _serving(door: FrontDoor, client: Callable[[int], T]) -> T:
-    """``client(port)`` run in a thread while ``door`` serves."""
+def _serving(door: FrontDoor, client: Callable[[int], T],
+             ended: Callable[[asyncio.StreamWriter], Awaitable[None]] | None = None,
+             sndbuf: int | None = None) -> T:
+    """``client(port)`` run in a thread while ``door`` serves; ``ended(writer)`` is
+    awaited each time a connection's task ends, with that connection's writer;
+    ``sndbuf``: the kernel's send buffer of the server's sockets (else autotuned)."""
 
     async def serve() -> T:
-        server = await asyncio.start_server(door.connection, "127.0.0.1", 0)
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if sndbuf is not None:
+                writer.get_extra_info("socket").setsockopt(
+                    socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+            try:
+                await door.connection(reader, writer)
+            finally:
+                if ended is not None:
+                    await ended(writer)
+
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         try:
             return await asyncio.to_thread(client, port)
@@ -57,12 +74,20 @@ def _serving(door: FrontDoor, client: Callable[[int], T]) -> T:
     return asyncio.run(serve())
 
 
+def _connect(port: int, rcvbuf: int | None = None) -> socket.socket:
+    s = socket.socket()
+    if rcvbuf is not None:  # (before connect, so the window is small from the start)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
 def _trickle(port: int, data: bytes, step: int, every: float, stop: threading.Event,
              at_once: int = 0, bound: float = 20.0) -> tuple[bytes, bool]:
     """Send ``data``, its first ``at_once`` bytes at once, then ``step`` bytes every
     ``every`` s until the server answers, ``stop`` is set or ``bound`` s pass; what came
     back, and whether the server closed."""
-    s = socket.create_connection(("127.0.0.1", port))
+    s = _connect(port)
     s.settimeout(every)
     s.sendall(data[:at_once])
     got, closed, end = b"", False, time.monotonic() + bound
@@ -147,3 +172,58 @@ def test_a_steady_upload_slower_than_head_timeout_is_served() -> None:
     got, _ = _serving(door, lambda port: _trickle(port, data, 5 << 10, 0.1,
                                                        threading.Event()))
     assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"\r\n\r\n102400"), got[:200]
+
+
+def test_a_client_that_reads_nothing_of_its_answer_is_cut_off_and_the_answer_freed() -> None:
+    """A 16 MB answer, none of it read: the connection is aborted once idle_timeout
+    passes with nothing taken, and the bytes it held are dropped. (Small kernel buffers
+    on both sides: most of the answer is the server's to hold, whatever the machine.)"""
+    door = _door(idle_timeout=0.5)
+    size = 16 << 20
+    ends: list[int] = []
+    ended = threading.Event()
+
+    async def on_end(writer: asyncio.StreamWriter) -> None:
+        ends.append(writer.transport.get_write_buffer_size())
+        ended.set()
+
+    def client(port: int) -> tuple[bool, int]:
+        s = _connect(port, rcvbuf=4096)
+        s.sendall(b"GET /big?n=%d HTTP/1.1\r\nHost: h\r\n\r\n" % size)
+        cut = ended.wait(15)  # (reading nothing meanwhile)
+        s.settimeout(10)
+        got = 0
+        try:
+            while chunk := s.recv(1 << 20):
+                got += len(chunk)
+        except OSError:
+            pass
+        s.close()
+        return cut, got
+
+    cut, got = _serving(door, client, on_end, sndbuf=64 << 10)
+    assert cut, "the connection of a client that reads nothing was never closed"
+    assert ends == [0] and got < size  # (the rest of the answer was dropped, not sent)
+
+
+def test_a_large_answer_read_steadily_is_served_in_full() -> None:
+    """6 MiB read 64 KiB at a time with pauses: several times idle_timeout in all.
+    (The kernel's send buffer, autotuned, takes megabytes of it at once: the answer is
+    being taken while serve's own part of it does not shrink.)"""
+    door = _door(idle_timeout=0.5)
+    size = 6 << 20
+
+    def client(port: int) -> bytes:
+        s = _connect(port, rcvbuf=64 << 10)
+        s.sendall(b"GET /big?n=%d HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n" % size)
+        s.settimeout(10)
+        got = b""
+        while chunk := s.recv(64 << 10):
+            got += chunk
+            time.sleep(0.03)
+        s.close()
+        return got
+
+    got = _serving(door, client)
+    assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"\r\n\r\n" + b"x" * size)
+    assert len(got.partition(b"\r\n\r\n")[2]) == size

@@ -12,13 +12,18 @@ Slow clients are bounded in time as well as in bytes: a request head must be who
 within ``head_timeout`` of its first byte (of its accept, for a connection that waited
 for a slot), and a body may fall at most ``head_timeout`` behind ``min_body_rate``; past
 either, 408 and the connection closes (``idle_timeout`` bounded each read only, so a
-byte every few seconds held a slot for good).
+byte every few seconds held a slot for good). An answer must be taken: a client that
+takes none of it for ``idle_timeout`` is cut off (the connection aborted, the bytes
+dropped; they stayed in memory for as long as the client kept the connection).
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import struct
 import sys
+import termios
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +46,8 @@ from polybus.http.routes import RouteTable
 __all__ = ["FrontDoor"]
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_OUTQ: int | None = getattr(termios, "TIOCOUTQ", None)  # (SIOCOUTQ: a socket's bytes
+#                                                        sent and not yet acknowledged)
 
 
 def _fields(req: Request, subpath: str, wanted: tuple[str, ...]) -> dict[str, Any]:
@@ -57,6 +64,32 @@ class _Began:
 
     head: float | None = None
     body: float | None = None
+
+
+async def _flush(writer: asyncio.StreamWriter, within: float) -> None:
+    """What was written sent, for up to ``within`` s; then the connection is aborted,
+    what is left dropped (a client that reads nothing is not waited on)."""
+    try:
+        async with asyncio.timeout(within):
+            await writer.drain()
+    except TimeoutError:
+        writer.transport.abort()
+    except ConnectionError:
+        pass
+
+
+def _untaken(writer: asyncio.StreamWriter) -> int:
+    """Bytes written that the client has not taken: those in the transport and those in
+    the kernel's send queue (which on loopback takes megabytes at once, so that the
+    transport's alone showed no progress while a client read steadily)."""
+    n = writer.transport.get_write_buffer_size()
+    sock = writer.get_extra_info("socket")
+    if _OUTQ is not None and sock is not None:
+        try:
+            n += int(struct.unpack("i", fcntl.ioctl(sock.fileno(), _OUTQ, b"\0" * 4))[0])
+        except (OSError, ValueError):  # (closed meanwhile)
+            pass
+    return n
 
 
 def _checked(value: Any) -> Response:
@@ -118,10 +151,10 @@ class FrontDoor:
             if self._conns.get(task):
                 try:
                     writer.write(out)
-                    async with asyncio.timeout(1.0):
-                        await writer.drain()
-                except (ConnectionError, TimeoutError):
+                except ConnectionError:
                     pass
+                else:
+                    await _flush(writer, 1.0)
         finally:
             self._busy(task, None)
             writer.close()
@@ -145,11 +178,7 @@ class FrontDoor:
     async def _unavailable(self, writer: asyncio.StreamWriter) -> None:
         writer.write(serialize(error_response(503, "the server is stopping"),
                                keep_alive=False, extra=[("Retry-After", "1")]))
-        try:
-            async with asyncio.timeout(1.0):  # (a client that reads nothing: not waited on)
-                await writer.drain()
-        except (ConnectionError, TimeoutError):
-            pass
+        await _flush(writer, 1.0)
 
     async def stop(self, grace: float, again: asyncio.Event) -> None:
         """Stop serving (the listener already closed): connections between requests are
@@ -177,17 +206,20 @@ class FrontDoor:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      began: _Began) -> None:
         parser = RequestParser(max_head=self.spec.max_head, max_body=self.spec.max_body)
+        # A drain waits for the last byte (not down to 16 KiB): nothing is left in the
+        # transport when the connection closes, to be held for a client that never reads.
+        writer.transport.set_write_buffer_limits(high=0)
         loop = asyncio.get_running_loop()
         while True:
             try:
                 event = parser.next_event()
             except HTTPError as e:
                 writer.write(serialize(error_response(e.status, e.message), keep_alive=False))
-                await writer.drain()
+                await self._drain(writer)
                 return
             except Exception as e:  # (a fault in the parser: this connection alone ends)
                 writer.write(self._fault("reading a request", e))
-                await writer.drain()
+                await self._drain(writer)
                 return
             if event is None:
                 now = loop.time()
@@ -203,7 +235,7 @@ class FrontDoor:
                     if parser.pending:  # begun, never finished: say so (RFC 9110 15.5.9)
                         writer.write(serialize(error_response(408, late[1]),
                                                keep_alive=False))
-                        await writer.drain()
+                        await self._drain(writer)
                     return
                 if not data:
                     return
@@ -227,7 +259,7 @@ class FrontDoor:
                                                   e), False
                 writer.write(out)
                 self._busy(task, False)  # (answered: a stop now closes it, flushed, no 503)
-                await writer.drain()
+                await self._drain(writer)
                 if not keep_alive:
                     return
 
@@ -248,6 +280,22 @@ class FrontDoor:
             return (began.head + spec.head_timeout,
                     f"request head not complete within {spec.head_timeout:g} s")
         return None
+
+    async def _drain(self, writer: asyncio.StreamWriter) -> None:
+        """Wait until the client has taken all that was written. One that takes none of
+        it for ``idle_timeout`` is cut off: the connection is aborted and what it held
+        dropped (TimeoutError); else a client that never read kept its whole answer in
+        memory for as long as it kept the connection."""
+        while True:
+            left = _untaken(writer)
+            try:
+                async with asyncio.timeout(self.spec.idle_timeout):
+                    await writer.drain()
+                return
+            except TimeoutError:
+                if _untaken(writer) >= left:  # (nothing taken)
+                    writer.transport.abort()
+                    raise
 
     async def respond(self, req: Request) -> tuple[Response, list[tuple[str, str]]]:
         """The response to ``req``, and headers the front door adds to it."""
