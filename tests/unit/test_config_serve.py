@@ -170,3 +170,19 @@ def test_the_grace_of_requests_in_flight_at_a_stop(tmp_path: Path) -> None:
     assert cfg.serve is not None and cfg.serve.grace == 30.0
     found = errors(app(tmp_path), "serve.grace=-1")
     assert found[0][0] == "serve.grace" and "must not be negative" in found[0][1]
+
+
+def test_the_slow_client_limits(tmp_path: Path) -> None:
+    """head_timeout (a request head whole within it) and min_body_rate (bytes a second a
+    body may fall head_timeout behind): bounded by default, set as other limits."""
+    cfg = load(app(tmp_path))
+    assert cfg.serve is not None
+    assert cfg.serve.head_timeout == 10.0 and cfg.serve.min_body_rate == 1024
+    cfg = load(app(tmp_path), ["serve.head_timeout=2s", "serve.min_body_rate=64KiB"])
+    assert cfg.serve is not None
+    assert cfg.serve.head_timeout == 2.0 and cfg.serve.min_body_rate == 65536
+    found = errors(app(tmp_path), "serve.head_timeout=0", "serve.min_body_rate=0")
+    assert any(k == "serve.head_timeout" and "expected a duration > 0" in m
+               for k, m, _ in found), found
+    assert ("serve.min_body_rate", "expected at least 1 (bytes a second), got 0", 'e.g. "1KiB"'
+            ) in found

@@ -196,6 +196,8 @@ class ServeSpec:
     max_head: int = 64 * 1024
     max_connections: int = 1024       # more wait to be accepted: backpressure
     idle_timeout: float = 30.0        # a keep-alive connection silent this long is closed
+    head_timeout: float = 10.0        # a request head not whole this long after it began: 408
+    min_body_rate: int = 1024         # bytes/s a body may fall head_timeout behind: then 408
     tracebacks: bool = False          # 500 bodies carry the remote traceback
     grace: float = 5.0                # on SIGINT/SIGTERM, requests in flight may finish
     restart: bool = True              # local workers that end on their own start again

@@ -22,7 +22,7 @@ from polybus.http.routes import split_route_key
 __all__ = ["HTTP_METHODS", "ROUTE_KEYS", "SERVE_KEYS", "check_routes", "parse_serve"]
 
 SERVE_KEYS = ("listen", "routes", "max_body", "max_head", "max_connections", "idle_timeout",
-              "tracebacks", "grace", "restart")
+              "head_timeout", "min_body_rate", "tracebacks", "grace", "restart")
 ROUTE_KEYS = ("to", "callstyle", "loadratio", "balance", "timeout", "transport")
 #: the methods of RFC 9110 and PATCH: a route's method outside them is taken for a typo
 #: ("GTE /" would otherwise answer every GET with 405)
@@ -99,10 +99,13 @@ def parse_serve(table: dict[str, Any], p: Problems) -> ServeSpec:
     if "routes" not in table:
         p.add("[serve] needs routes", t.key("routes"),
               '[serve.routes] with e.g. "GET /" = "web.page"')
-    sizes = {k: t.parsed(k, parse_size) for k in ("max_body", "max_head")}
+    sizes = {k: t.parsed(k, parse_size) for k in ("max_body", "max_head", "min_body_rate")}
     if sizes["max_head"] is not None and sizes["max_head"] < 1024:
         p.add("expected at least 1KiB", t.key("max_head"))
         sizes["max_head"] = None
+    if sizes["min_body_rate"] == 0:  # (bytes a second; none would let a body trickle on)
+        p.add("expected at least 1 (bytes a second), got 0", t.key("min_body_rate"),
+              'e.g. "1KiB"')
     return ServeSpec(
         listen=listen or d.listen,
         routes=tuple(routes),
@@ -110,6 +113,8 @@ def parse_serve(table: dict[str, Any], p: Problems) -> ServeSpec:
         max_head=sizes["max_head"] or d.max_head,
         max_connections=t.integer("max_connections", 1) or d.max_connections,
         idle_timeout=t.positive_duration("idle_timeout") or d.idle_timeout,
+        head_timeout=t.positive_duration("head_timeout") or d.head_timeout,
+        min_body_rate=sizes["min_body_rate"] or d.min_body_rate,
         tracebacks=bool(t.boolean("tracebacks")),
         grace=d.grace if (grace := t.parsed("grace", parse_duration)) is None else grace,
         restart=d.restart if (restart := t.boolean("restart")) is None else restart,

@@ -92,6 +92,17 @@ class RequestParser:
         """A request is begun and not complete (what an idle timeout then cuts off)."""
         return self._head is not None or bool(self._buf.strip(b"\r\n"))
 
+    @property
+    def in_body(self) -> bool:
+        """The request's head is read; its body is not complete."""
+        return self._head is not None
+
+    @property
+    def body_received(self) -> int:
+        """Bytes of the body being read that have come (those of a next request after
+        it too, if pipelined)."""
+        return len(self._body) + len(self._buf) if self._head is not None else 0
+
     def next_event(self) -> Request | ExpectContinue | None:
         """The next complete request (or a request for ``100 Continue``), None if more
         bytes are needed; raises HTTPError, after which the connection must close."""

@@ -7,13 +7,25 @@ for: it reads a field this request lacks), too large 413/431, the handler raised
 (its type and message; the remote traceback only with ``tracebacks = true``), the
 replica's queue full under ``overflow = "reject"`` 503, a call past its timeout 504,
 replicas gone 502.
+
+Slow clients are bounded in time as well as in bytes: a request head must be whole
+within ``head_timeout`` of its first byte (of its accept, for a connection that waited
+for a slot), and a body may fall at most ``head_timeout`` behind ``min_body_rate``; past
+either, 408 and the connection closes (``idle_timeout`` bounded each read only, so a
+byte every few seconds held a slot for good). An answer must be taken: a client that
+takes none of it for ``idle_timeout`` is cut off (the connection aborted, the bytes
+dropped; they stayed in memory for as long as the client kept the connection).
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import struct
 import sys
+import termios
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 from polybus.config.model import RouteSpec, ServeSpec
@@ -34,6 +46,8 @@ from polybus.http.routes import RouteTable
 __all__ = ["FrontDoor"]
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_OUTQ: int | None = getattr(termios, "TIOCOUTQ", None)  # (SIOCOUTQ: a socket's bytes
+#                                                        sent and not yet acknowledged)
 
 
 def _fields(req: Request, subpath: str, wanted: tuple[str, ...]) -> dict[str, Any]:
@@ -42,6 +56,40 @@ def _fields(req: Request, subpath: str, wanted: tuple[str, ...]) -> dict[str, An
     every = {"method": req.method, "path": req.path, "query": req.query,
              "headers": req.headers, "body": req.body, "subpath": subpath}
     return {k: every[k] for k in wanted}
+
+
+@dataclass
+class _Began:
+    """When the request being read began (its head; its body), on the loop's clock."""
+
+    head: float | None = None
+    body: float | None = None
+
+
+async def _flush(writer: asyncio.StreamWriter, within: float) -> None:
+    """What was written sent, for up to ``within`` s; then the connection is aborted,
+    what is left dropped (a client that reads nothing is not waited on)."""
+    try:
+        async with asyncio.timeout(within):
+            await writer.drain()
+    except TimeoutError:
+        writer.transport.abort()
+    except ConnectionError:
+        pass
+
+
+def _untaken(writer: asyncio.StreamWriter) -> int:
+    """Bytes written that the client has not taken: those in the transport and those in
+    the kernel's send queue (which on loopback takes megabytes at once, so that the
+    transport's alone showed no progress while a client read steadily)."""
+    n = writer.transport.get_write_buffer_size()
+    sock = writer.get_extra_info("socket")
+    if _OUTQ is not None and sock is not None:
+        try:
+            n += int(struct.unpack("i", fcntl.ioctl(sock.fileno(), _OUTQ, b"\0" * 4))[0])
+        except (OSError, ValueError):  # (closed meanwhile)
+            pass
+    return n
 
 
 def _checked(value: Any) -> Response:
@@ -78,11 +126,17 @@ class FrontDoor:
         task = asyncio.current_task()
         assert task is not None
         self._conns[task] = False
+        accepted = asyncio.get_running_loop().time()
         try:
             if self.stopping:  # (accepted just before the listener closed)
                 return
+            queued = self._slots.locked()
             async with self._slots:  # over max_connections: accepted, served later
-                await self._serve(reader, writer)
+                # (one that waited: its first request's head is timed from its accept,
+                # what it sent meanwhile having been read into `reader`; else a crowd
+                # of peers trickling heads kept a good client waiting for their heads'
+                # timeouts one after another)
+                await self._serve(reader, writer, _Began(accepted if queued else None))
         except (ConnectionError, TimeoutError, asyncio.IncompleteReadError):
             pass  # the client went away or went quiet; nothing to answer
         except asyncio.CancelledError:
@@ -97,10 +151,10 @@ class FrontDoor:
             if self._conns.get(task):
                 try:
                     writer.write(out)
-                    async with asyncio.timeout(1.0):
-                        await writer.drain()
-                except (ConnectionError, TimeoutError):
+                except ConnectionError:
                     pass
+                else:
+                    await _flush(writer, 1.0)
         finally:
             self._busy(task, None)
             writer.close()
@@ -124,11 +178,7 @@ class FrontDoor:
     async def _unavailable(self, writer: asyncio.StreamWriter) -> None:
         writer.write(serialize(error_response(503, "the server is stopping"),
                                keep_alive=False, extra=[("Retry-After", "1")]))
-        try:
-            async with asyncio.timeout(1.0):  # (a client that reads nothing: not waited on)
-                await writer.drain()
-        except (ConnectionError, TimeoutError):
-            pass
+        await _flush(writer, 1.0)
 
     async def stop(self, grace: float, again: asyncio.Event) -> None:
         """Stop serving (the listener already closed): connections between requests are
@@ -153,29 +203,39 @@ class FrontDoor:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     began: _Began) -> None:
         parser = RequestParser(max_head=self.spec.max_head, max_body=self.spec.max_body)
+        # A drain waits for the last byte (not down to 16 KiB): nothing is left in the
+        # transport when the connection closes, to be held for a client that never reads.
+        writer.transport.set_write_buffer_limits(high=0)
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 event = parser.next_event()
             except HTTPError as e:
                 writer.write(serialize(error_response(e.status, e.message), keep_alive=False))
-                await writer.drain()
+                await self._drain(writer)
                 return
             except Exception as e:  # (a fault in the parser: this connection alone ends)
                 writer.write(self._fault("reading a request", e))
-                await writer.drain()
+                await self._drain(writer)
                 return
             if event is None:
+                now = loop.time()
+                wait, late = self.spec.idle_timeout, self._deadline(parser, began, now)
+                if late is not None and late[0] - now < wait:
+                    wait = max(0.0, late[0] - now)  # (0: what has come is still read)
+                else:
+                    late = (0.0, f"request incomplete after {self.spec.idle_timeout:g} s")
                 try:
-                    async with asyncio.timeout(self.spec.idle_timeout):  # (no task)
+                    async with asyncio.timeout(wait):  # (no task)
                         data = await reader.read(1 << 16)
                 except TimeoutError:
                     if parser.pending:  # begun, never finished: say so (RFC 9110 15.5.9)
-                        writer.write(serialize(error_response(
-                            408, f"request incomplete after {self.spec.idle_timeout:g} s"),
-                            keep_alive=False))
-                        await writer.drain()
+                        writer.write(serialize(error_response(408, late[1]),
+                                               keep_alive=False))
+                        await self._drain(writer)
                     return
                 if not data:
                     return
@@ -183,6 +243,7 @@ class FrontDoor:
             elif isinstance(event, ExpectContinue):
                 writer.write(_CONTINUE)
             else:
+                began.head = began.body = None  # (the next request's: from its first byte)
                 task = asyncio.current_task()
                 assert task is not None
                 self._busy(task, True)
@@ -198,9 +259,43 @@ class FrontDoor:
                                                   e), False
                 writer.write(out)
                 self._busy(task, False)  # (answered: a stop now closes it, flushed, no 503)
-                await writer.drain()
+                await self._drain(writer)
                 if not keep_alive:
                     return
+
+    def _deadline(self, parser: RequestParser, began: _Began,
+                  now: float) -> tuple[float, str] | None:
+        """When the request being read must have come by (its head: ``head_timeout``
+        after it began; its body: no more than ``head_timeout`` behind
+        ``min_body_rate``), and what its 408 says; None between requests."""
+        spec = self.spec
+        if parser.in_body:
+            if began.body is None:
+                began.body = now
+            return (began.body + spec.head_timeout + parser.body_received / spec.min_body_rate,
+                    f"request body slower than min_body_rate ({spec.min_body_rate} bytes/s)")
+        if parser.pending:
+            if began.head is None:
+                began.head = now
+            return (began.head + spec.head_timeout,
+                    f"request head not complete within {spec.head_timeout:g} s")
+        return None
+
+    async def _drain(self, writer: asyncio.StreamWriter) -> None:
+        """Wait until the client has taken all that was written. One that takes none of
+        it for ``idle_timeout`` is cut off: the connection is aborted and what it held
+        dropped (TimeoutError); else a client that never read kept its whole answer in
+        memory for as long as it kept the connection."""
+        while True:
+            left = _untaken(writer)
+            try:
+                async with asyncio.timeout(self.spec.idle_timeout):
+                    await writer.drain()
+                return
+            except TimeoutError:
+                if _untaken(writer) >= left:  # (nothing taken)
+                    writer.transport.abort()
+                    raise
 
     async def respond(self, req: Request) -> tuple[Response, list[tuple[str, str]]]:
         """The response to ``req``, and headers the front door adds to it."""
