@@ -9,6 +9,7 @@ import argparse
 import os
 import stat
 import sys
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -176,17 +177,30 @@ def save(command: str, option: str, path: str, write: Callable[[str], object]) -
 
 
 def seconds(text: str) -> float:
-    """An argparse type: a duration > 0, written as the configuration writes one (``3``,
-    ``0.5``, ``"250ms"``, ``"2s"``: config/units.py). A --ttl of -1 dropped every worker
-    at once; a --heartbeat of 0 spun a CPU."""
+    """An argparse type: a duration > 0, written bare (``3``, ``0.5``, ``250ms``, ``2s``)
+    or as the configuration writes one, a TOML string (``"250ms"``, ``'2s'``, as --set
+    reads it: config/units.py). A --ttl of -1 dropped every worker at once; a
+    --heartbeat of 0 spun a CPU; ``--timeout '"2m"'``, as the README wrote it, was
+    refused."""
     try:
-        value: float | None = parse_duration(text)
+        value: float | None = parse_duration(_unquoted(text))
     except ConfigError:
         value = None
     if value is None or not value > 0:
         raise argparse.ArgumentTypeError(f"expected a duration > 0 ({DURATION_FORMS}), "
                                          f"got {text!r}")
     return value
+
+
+def _unquoted(text: str) -> str:
+    """``text``'s string if it is one TOML string (``"2m"`` or ``'2m'``), else ``text``."""
+    if text[:1] not in ("'", '"'):
+        return text
+    try:
+        doc = tomllib.loads(f"v = {text}")
+    except tomllib.TOMLDecodeError:
+        return text  # (refused as it was written)
+    return doc["v"] if list(doc) == ["v"] and isinstance(doc["v"], str) else text
 
 
 def check_plot_extra() -> None:
