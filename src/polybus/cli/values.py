@@ -203,15 +203,26 @@ def _unquoted(text: str) -> str:
     return doc["v"] if list(doc) == ["v"] and isinstance(doc["v"], str) else text
 
 
+PLOT_EXTRA = "pip install 'polybus[plot]'"  # (the extra that brings matplotlib)
+
+
+def plot_extra_missing() -> str | None:
+    """Why matplotlib does not import (its ImportError's words), or None if it does."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
 def check_plot_extra() -> None:
     """UsageError unless matplotlib imports: --plot draws only after everything ran
     (every combination of a sweep, every cell of a benchmark), and a missing extra ended
     a whole sweep in a traceback there, or a benchmark in \"no plot\"."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as exc:
-        raise UsageError(f"--plot needs matplotlib, which did not import ({exc}): "
-                         "pip install 'polybus[plot]', or leave out --plot") from None
+    why = plot_extra_missing()
+    if why is not None:
+        raise UsageError(f"--plot needs matplotlib, which did not import ({why}): "
+                         f"{PLOT_EXTRA}, or leave out --plot")
 
 
 def check_plot(path: str) -> None:
