@@ -154,7 +154,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
             elapsed = time.perf_counter() - t0
             stats = session.stats()
             for rep in stats.replicas:
-                rep.busy_fraction = busy_share(rep.busy_s, elapsed, rep.handlers)
+                if rep.busy_s is not None:  # (None: a lost replica's, not known)
+                    rep.busy_fraction = busy_share(rep.busy_s, elapsed, rep.handlers)
             return RunResult(result, elapsed, startup, stats.calls, stats.bytes_sent,
                              stats.bytes_received, stats.replicas)
         finally:

@@ -201,6 +201,12 @@ def test_a_replica_lost_during_the_run_is_marked_in_the_summary_and_the_json(
     assert warned[0].endswith("; its worker exited with status 3"), warned
     [row] = [ln for ln in p.stderr.splitlines() if f"{lost[0]} (lost)" in ln]
     assert row.count("?") == 3 and "0.0000" not in row, row
+    # and the JSON says not known (null) as the summary does, not 0.0 (a script summing
+    # busy times, or plotting busy fractions, took the lost replica for an idle one)
+    [gone] = [r for r in d["replicas"] if r["lost"]]
+    assert (gone["busy_s"], gone["queue_wait_s"], gone["busy_fraction"]) == (None,) * 3, gone
+    [other] = [r for r in d["replicas"] if not r["lost"]]
+    assert all(isinstance(other[k], float) for k in ("busy_s", "queue_wait_s", "busy_fraction"))
 
 
 @pytest.mark.parametrize("aggregate", [False, True])

@@ -93,3 +93,27 @@ def test_a_new_out_directory_is_made_and_written(tmp_path: Path, ran: list[str])
     assert _bench(str(out)) == 0
     assert ran == ["latency"]
     assert {"latency.json", "results.md"} <= {p.name for p in out.iterdir()}
+
+
+def test_out_without_matplotlib_writes_the_figures_and_says_no_picture_was_written(
+        tmp_path: Path, ran: list[str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # It printed "no plot: No module named 'matplotlib'" after the run and exited 0, while
+    # the README said --out writes NAME.json and NAME.png: said before the run now, and
+    # with the file that was not written, and how to get it.
+    import sys
+
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    out = tmp_path / "out"
+    assert _bench(str(out)) == 0  # (the JSON and the page are the figures: written)
+    assert ran == ["latency"]
+    assert sorted(p.name for p in out.iterdir()) == ["latency.json", "results.md"]
+    err = capsys.readouterr().err
+    before = (f"polybus bench: warning: --out {out}: no NAME.png will be written, as "
+              "matplotlib did not import (")
+    assert err.startswith(before), err
+    assert (f"polybus bench: warning: {out / 'latency.png'} not written: matplotlib did not "
+            "import (") in err, err
+    assert err.count("pip install 'polybus[plot]'") == 2, err

@@ -158,8 +158,10 @@ def test_a_port_over_65535_is_a_usage_error_not_a_traceback(
 
 
 def test_a_plot_without_matplotlib_names_the_extra(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # rich took "[plot]" for markup: the hint read "(pip install polybus)".
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # rich took "[plot]" for markup: the hint read "(pip install polybus)". (A warning
+    # line on stderr now, naming the file not written.)
     import argparse
     import io
 
@@ -184,7 +186,10 @@ def test_a_plot_without_matplotlib_names_the_extra(
     args = argparse.Namespace(json=None, plot=str(tmp_path / "p.png"), out=None, quick=True,
                               name="latency")
     assert cmd_bench._run_one("latency", args, Console(file=out, width=200))
-    assert "(pip install polybus[plot])" in out.getvalue(), out.getvalue()
+    err = capsys.readouterr().err
+    assert (f"polybus bench: warning: {tmp_path / 'p.png'} not written: matplotlib did not "
+            "import (No module named 'matplotlib'); pip install 'polybus[plot]' for it\n"
+            ) in err, err
 
 
 @pytest.mark.parametrize("where", ["/proc/polybus-x.csv", "/sys/polybus-x.csv"])
@@ -259,3 +264,28 @@ def test_a_bench_out_that_is_a_loop_of_links_is_a_usage_error(
     loop.symlink_to(loop)
     assert main(["bench", "--page-only", "--out", str(loop)]) == 2
     assert f"polybus bench: error: --out {loop}: cannot be written: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("written", ['"2m"', "'2m'", "2m", "120"])
+def test_a_duration_may_be_written_as_a_toml_string_as_set_reads_it(written: str) -> None:
+    # The README wrote `--timeout DURATION` as `60` or `"2m"`, as the configuration
+    # writes durations; `--timeout '"2m"'` was refused ("expected a duration > 0").
+    from polybus.cli.main import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["run", "app.toml", "--timeout", written]).timeout == 120.0
+    assert parse(["sweep", "app.toml", "--vary", "a.b=1", "--timeout", written]).timeout == 120.0
+    assert parse(["registry", "--ttl", written]).ttl == 120.0
+    assert parse(["worker", "--registry", "127.0.0.1:9", "--heartbeat", written]).heartbeat \
+        == 120.0
+
+
+@pytest.mark.parametrize("bad", ['"soon"', '"2m', '"0"', '""', '"2m" x', "'-1s'", '"2m"\nv = 1'])
+def test_a_quoted_duration_that_is_not_one_is_still_refused(
+        bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from polybus.cli.main import build_parser
+
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["registry", "--ttl", bad])
+    assert info.value.code == 2
+    assert "expected a duration > 0 (" in capsys.readouterr().err

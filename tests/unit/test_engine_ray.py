@@ -54,16 +54,26 @@ def test_check_says_what_the_engine_starts(tmp_path: Path, capsys: pytest.Captur
         assert status == 0 and says in out.out, out
 
 
+@pytest.mark.parametrize(("engine", "package"), [("ray", "ray"), ("mpi", "mpi4py")])
+@pytest.mark.parametrize("by_set", [False, True])
 def test_check_says_an_engine_whose_package_is_missing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, engine: str, package: str, by_set: bool) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "ray" else real(name, *a))
-    app = write_one_call_app(tmp_path, tail='[cluster]\nengine = "ray"\n')
-    assert main(["check", str(app)]) == 2
-    assert "the ray engine needs ray, which is not installed (pip install 'polybus[ray]')" in (
-        capsys.readouterr().err)
+                        lambda name, *a: None if name == package else real(name, *a))
+    if by_set:
+        app = write_one_call_app(tmp_path)
+        argv = ["check", str(app), "--no-import", "--set", f"cluster.engine={engine}"]
+    else:
+        app = write_one_call_app(tmp_path, tail=f'[cluster]\nengine = "{engine}"\n')
+        argv = ["check", str(app)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (f"the {engine} engine needs {package}, which is not installed (pip install "
+            f"'polybus[{engine}]')") in err, err
+    # and it ends as every other check error does (it ended with the error alone)
+    assert err.splitlines()[-1] == f"1 problem(s) in {app}", err
 
 
 class _InitRay:

@@ -131,3 +131,26 @@ def test_no_quoting_advice_where_it_would_be_wrong_and_no_traceback(
     assert "expected an array, got a string" in err and "Traceback" not in err, err[-500:]
     assert ("quote the strings in it" in err) == (advice is not None), err[-500:]
     assert "--set 'modules.client.args=" not in err
+
+
+@pytest.mark.parametrize(("key", "written", "meant"), [
+    ("modules.client.args", "[3000, 4]", "[3000, 4]"),
+    ("modules.client.args", "[3000,4,insertion]", "[3000, 4, 'insertion']"),
+    ("modules.client.kwargs", "{n = 3}", "{'n': 3}"),
+    ("modules.server.define.compare.idempotent", "false", "False"),
+])
+def test_a_python_str_that_reads_as_toml_of_the_kind_expected_gets_the_python_form(
+        app: str, key: str, written: str, meant: str) -> None:
+    # docs/configuration.md: "from polybus.run ... a hint shows the Python form"; the
+    # error said only "expected an array, got a string '[3000, 4]'"
+    with pytest.raises(ConfigError) as info:
+        polybus.run(app, {key: written})
+    assert info.value.hint == ("a str is taken as the string, not read as TOML: pass the "
+                               f'value itself, {{"{key}": {meant}}}'), str(info.value)
+    assert "--set" not in str(info.value)
+
+
+def test_a_python_str_that_is_no_value_of_the_kind_gets_no_python_form(app: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        polybus.run(app, {"modules.client.args": "hello"})
+    assert info.value.hint is None, str(info.value)

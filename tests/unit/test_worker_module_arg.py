@@ -57,3 +57,24 @@ def test_only_a_likely_typo_is_offered(tmp_path: Path, monkeypatch: pytest.Monke
         _worker(written)
     said = f"--module: {written} does not exist"
     assert str(info.value) == (said if hint is None else f"{said}; did you mean {hint!r}?")
+
+
+def _worker_as(config: Path, key: str) -> None:
+    from polybus.cli import cmd_worker
+
+    args = build_parser().parse_args(["worker", "--registry", "127.0.0.1:1",
+                                      "--config", str(config), "--as", key])
+    cmd_worker.main(args)
+
+
+@pytest.mark.parametrize(("key", "said"), [
+    # a typo got no "did you mean" (other misspelt names do), and the list offered the
+    # client, whose entrypoint runs in `polybus run`: no worker serves it
+    ("sever", "has no [modules.sever]: did you mean 'server'?"),
+    ("zzz", "has no [modules.zzz]: the modules it serves are server"),
+])
+def test_as_names_the_nearest_module_a_worker_serves(key: str, said: str) -> None:
+    config = Path(__file__).parents[2] / "examples" / "sort" / "app.toml"
+    with pytest.raises(UsageError) as info:
+        _worker_as(config, key)
+    assert str(info.value) == f"{config} {said}"

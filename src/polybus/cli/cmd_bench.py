@@ -22,15 +22,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from polybus.cli.output import result_console, rule
 from polybus.cli.values import (
+    PLOT_EXTRA,
     STDOUT,
     check_distinct,
     check_out_dir,
     check_plot,
     check_writable,
+    plot_extra_missing,
     save,
     write_text,
 )
@@ -173,6 +174,11 @@ def main(args: argparse.Namespace) -> int:
         check_plot(args.plot)
     if args.out:  # (last: it makes DIR, which nothing refused after it then leaves behind)
         check_out_dir(args.out, "--out", outs)
+        no_plot = plot_extra_missing()
+        if no_plot is not None:  # (said before the runs: the figures are still written)
+            _warn(f"--out {args.out}: no NAME.png will be written, as matplotlib did not "
+                  f"import ({no_plot}); the JSON and the page are. {PLOT_EXTRA} for the "
+                  f"pictures")
         if page is not None:  # (DIR/results.md, checked now that DIR is there)
             check_writable(str(page), "--page")
     failed: list[str] = []
@@ -292,10 +298,9 @@ def _run_one(name: str, args: argparse.Namespace, console: Console,
             try:
                 if not save("bench", png_option, png_path, partial(plot, result)):
                     unwritten.append(png_path)
-            except ImportError as exc:  # matplotlib is an extra
-                # (escaped: rich took "[plot]" for markup and printed "polybus")
-                console.print(f"[yellow]no plot[/]: {escape(str(exc))} "
-                              f"{escape('(pip install polybus[plot])')}")
+            except ImportError as exc:  # matplotlib is an extra (--out: said before the runs)
+                _warn(f"{png_path} not written: matplotlib did not import ({exc}); "
+                      f"{PLOT_EXTRA} for it")
     if interrupted is not None:
         raise interrupted
     return ok

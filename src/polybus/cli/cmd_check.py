@@ -18,8 +18,12 @@ import argparse
 import importlib.util
 import ipaddress
 import sys
+from typing import TYPE_CHECKING
 
 from polybus.config import validate
+
+if TYPE_CHECKING:
+    from polybus.config.model import AppConfig
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,6 +60,16 @@ def _host(text: str) -> str:
     return name
 
 
+def _missing_engine(app: AppConfig) -> str | None:
+    """The problem of an engine whose package is not installed, or None."""
+    needs = {"mpi": ("mpi4py", "mpi"), "ray": ("ray", "ray")}.get(app.cluster.engine)
+    if needs is None or importlib.util.find_spec(needs[0]) is not None:
+        return None
+    return (f"{app.origin('cluster.engine')}: cluster.engine: the {app.cluster.engine} "
+            f"engine needs {needs[0]}, which is not installed (pip install "
+            f"'polybus[{needs[1]}]')")
+
+
 def _note(line: str) -> None:
     print(f"note: {line}", file=sys.stderr, flush=True)
 
@@ -63,10 +77,13 @@ def _note(line: str) -> None:
 def main(args: argparse.Namespace) -> int:
     app, errors = validate(args.config, tuple(args.set), tls_hosts=args.host or "registry",
                            running=True)
-    if errors:
-        for e in errors:
+    missing = _missing_engine(app) if app is not None else None
+    if errors or missing:
+        # (an engine whose package is missing is a problem of the configuration as any
+        # other: said with them, before any module is imported, and counted the same)
+        for e in [*errors, *([missing] if missing else [])]:
             print(f"error: {e}", file=sys.stderr)
-        print(f"{len(errors)} problem(s) in {args.config}", file=sys.stderr)
+        print(f"{len(errors) + bool(missing)} problem(s) in {args.config}", file=sys.stderr)
         return 2
     assert app is not None
     for note in app.notes:
@@ -80,13 +97,6 @@ def main(args: argparse.Namespace) -> int:
         if failed:
             print(f"{len(failed)} module(s) of {args.config} do not import", file=sys.stderr)
             return 2
-    needs = {"mpi": ("mpi4py", "mpi"), "ray": ("ray", "ray")}.get(app.cluster.engine)
-    if needs is not None and importlib.util.find_spec(needs[0]) is None:
-        print(f"error: {app.origin('cluster.engine')}: cluster.engine: the "
-              f"{app.cluster.engine} engine needs "
-              f"{needs[0]}, which is not installed (pip install 'polybus[{needs[1]}]')",
-              file=sys.stderr)
-        return 2
     servers = ", ".join(f"{m.key} x{len(m.replication)}" for m in app.servers())
     routes = f"; {len(app.serve.routes)} HTTP route(s)" if app.serve is not None else ""
     ranks = sum(len(m.replication) for m in app.servers()) + 1

@@ -59,13 +59,18 @@ def summary(r: RunResult) -> Table:
                 "queue wait s"):
         t.add_column(col, justify="right")
     for rep, name in zip(r.replicas, names, strict=True):
-        busy = 100.0 * rep.busy_fraction
-        # A lost replica cannot be asked how long it was busy: not known, not 0.
-        times = (["?"] * 3 if rep.lost else
-                 [f"{rep.busy_s:.4f}", f"{busy:.0f}", f"{rep.queue_wait_s:.4f}"])
+        # A lost replica cannot be asked how long it was busy: not known (None), not 0.
+        busy = None if rep.busy_fraction is None else 100.0 * rep.busy_fraction
+        times = [_figure(rep.busy_s, ".4f"), _figure(busy, ".0f"),
+                 _figure(rep.queue_wait_s, ".4f")]
         t.add_row(name, "+".join(rep.transports) or "?", f"{rep.speed:g}", str(rep.calls), str(rep.migrated_in),
                   str(rep.migrated_out), *times)
     return t
+
+
+def _figure(value: float | None, spec: str) -> str:
+    """A replica's figure as the summary shows it; ``?`` for one not known (None)."""
+    return "?" if value is None else format(value, spec)
 
 
 def write_json(path: str, doc: dict[str, object], out: TextIO | None = None) -> None:

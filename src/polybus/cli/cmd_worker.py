@@ -8,12 +8,16 @@ import shutil
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from polybus.cli.values import check_name, seconds
 from polybus.config.files import not_a_file
 from polybus.errors import AuthenticationError, UsageError
 from polybus.plural import plural
 from polybus.token import cluster_token, token_source
+
+if TYPE_CHECKING:
+    from polybus.config.model import AppConfig
 
 # --set with --module: refused, not dropped (the worker then ran with its own defaults,
 # 1 GiB frames, whatever cluster.max_frame said)
@@ -79,8 +83,7 @@ def main(args: argparse.Namespace) -> int:
 
         tls.configure_cluster(app.cluster)  # [cluster] tls: this worker's listen and connects
         if args.as_key not in app.modules:
-            raise UsageError(f"{args.config} has no [modules.{args.as_key}] "
-                             f"(it has {', '.join(app.modules)})")
+            raise UsageError(_no_module(args.config, args.as_key, app))
         spec = app.modules[args.as_key]
         path, key = spec.source, spec.key
         if key == app.client and not spec.replication:  # (--as client: most likely a slip)
@@ -153,3 +156,16 @@ def main(args: argparse.Namespace) -> int:
     more = (f"; {plural(n, 'call')} it held {'was' if n == 1 else 'were'} left unanswered "
             f"(still running, or queued)" if n else "")
     return stopped_by("worker", stopped.signum, more)
+
+
+def _no_module(config: str, as_key: str, app: AppConfig) -> str:
+    """What --as names no module of ``config``: the nearest module a worker serves, as
+    other misspelt names get, else those it serves (modules with replicas: not the
+    client, whose entrypoint runs in `polybus run`)."""
+    from polybus.config.problems import nearest
+
+    served = [m.key for m in app.servers()]
+    return f"{config} has no [modules.{as_key}]: " + (
+        nearest(as_key, served)
+        or (f"the modules it serves are {', '.join(served)}" if served
+            else "it serves no module (none has replicas)"))

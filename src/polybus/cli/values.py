@@ -9,6 +9,7 @@ import argparse
 import os
 import stat
 import sys
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -176,11 +177,13 @@ def save(command: str, option: str, path: str, write: Callable[[str], object]) -
 
 
 def seconds(text: str) -> float:
-    """An argparse type: a duration > 0, written as the configuration writes one (``3``,
-    ``0.5``, ``"250ms"``, ``"2s"``: config/units.py). A --ttl of -1 dropped every worker
-    at once; a --heartbeat of 0 spun a CPU."""
+    """An argparse type: a duration > 0, written bare (``3``, ``0.5``, ``250ms``, ``2s``)
+    or as the configuration writes one, a TOML string (``"250ms"``, ``'2s'``, as --set
+    reads it: config/units.py). A --ttl of -1 dropped every worker at once; a
+    --heartbeat of 0 spun a CPU; ``--timeout '"2m"'``, as the README wrote it, was
+    refused."""
     try:
-        value: float | None = parse_duration(text)
+        value: float | None = parse_duration(_unquoted(text))
     except ConfigError:
         value = None
     if value is None or not value > 0:
@@ -189,15 +192,37 @@ def seconds(text: str) -> float:
     return value
 
 
+def _unquoted(text: str) -> str:
+    """``text``'s string if it is one TOML string (``"2m"`` or ``'2m'``), else ``text``."""
+    if text[:1] not in ("'", '"'):
+        return text
+    try:
+        doc = tomllib.loads(f"v = {text}")
+    except tomllib.TOMLDecodeError:
+        return text  # (refused as it was written)
+    return doc["v"] if list(doc) == ["v"] and isinstance(doc["v"], str) else text
+
+
+PLOT_EXTRA = "pip install 'polybus[plot]'"  # (the extra that brings matplotlib)
+
+
+def plot_extra_missing() -> str | None:
+    """Why matplotlib does not import (its ImportError's words), or None if it does."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
 def check_plot_extra() -> None:
     """UsageError unless matplotlib imports: --plot draws only after everything ran
     (every combination of a sweep, every cell of a benchmark), and a missing extra ended
     a whole sweep in a traceback there, or a benchmark in \"no plot\"."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as exc:
-        raise UsageError(f"--plot needs matplotlib, which did not import ({exc}): "
-                         "pip install 'polybus[plot]', or leave out --plot") from None
+    why = plot_extra_missing()
+    if why is not None:
+        raise UsageError(f"--plot needs matplotlib, which did not import ({why}): "
+                         f"{PLOT_EXTRA}, or leave out --plot")
 
 
 def check_plot(path: str) -> None:

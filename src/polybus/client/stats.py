@@ -30,14 +30,17 @@ _reqs = itertools.count(1)
 class ReplicaStats:
     name: str
     calls: int = 0
-    busy_s: float = 0.0
-    queue_wait_s: float = 0.0
+    # The replica's own counters for the run; None for one that could not be asked (lost
+    # during the run, or gave no answer): not known, not 0
+    busy_s: float | None = 0.0
+    queue_wait_s: float | None = 0.0
     speed: float = 1.0
     migrated_in: int = 0
     migrated_out: int = 0
     # busy_s / (the run's elapsed time x handlers), filled in by the runner: the share of
-    # its handlers' time spent in calls (busy_s sums calls that ran at once in a pool)
-    busy_fraction: float = 0.0
+    # its handlers' time spent in calls (busy_s sums calls that ran at once in a pool);
+    # None with busy_s
+    busy_fraction: float | None = 0.0
     handlers: int = 1  # calls the replica can run at once (its pool)
     lost: bool = False  # gone during the run (its connections broke): its figures stop there
     # How this client reached it: the scheme of each of its connections ("tcp", "ipc",
@@ -112,5 +115,7 @@ def session_stats(session: Session) -> SessionStats:
                 rs.handlers = max(1, reply.handlers)
     for rs in rows.values():
         rs.lost = rs.name not in alive
+        if rs.name not in answered:  # (not asked, or no answer: its times are not known)
+            rs.busy_s = rs.queue_wait_s = rs.busy_fraction = None
     out.replicas = list(rows.values())
     return out

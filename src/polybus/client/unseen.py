@@ -31,6 +31,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from polybus.errors import PolybusError
+from polybus.plural import plural
 
 if TYPE_CHECKING:
     from polybus.client.session import Session
@@ -178,10 +179,11 @@ def note_hushed(exc: BaseException, session: Session, running: int = 0) -> None:
     that counts the ``running`` calls, still under way then, whose outcome no one will
     know, unless the logger is silenced."""
     if running and log.isEnabledFor(logging.WARNING):
-        exc.add_note(f"{running} call{'' if running == 1 else 's'} the program made "
+        outcomes = ("its outcome, a failure included, is" if running == 1 else
+                    "their outcomes, failures included, are")
+        exc.add_note(f"{plural(running, 'call')} the program made "
                      f"{'was' if running == 1 else 'were'} still under way when it ended "
-                     "and went unfinished (their outcomes, failures included, are not "
-                     "known)")
+                     f"and went unfinished ({outcomes} not known)")
     for bt in session.batchers:  # (a batch's errors: counted in _hushed, as said)
         for b in list(bt.failed):
             b.say_unseen()

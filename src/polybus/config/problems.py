@@ -129,6 +129,36 @@ def _reads(text: str) -> bool:
     return True
 
 
+def _python_value(text: str, expected: str) -> Any | None:
+    """What the string ``text`` meant, if it reads as TOML (its bare words quoted if need
+    be: ``[3000,4,insertion]``) of the ``expected`` kind (``an array``): that value, as
+    Python passes it; else None."""
+    for written in (text, _quoted_words(text)):
+        if written is None:
+            continue
+        try:
+            doc = tomllib.loads(f"v = {written}")
+        except (tomllib.TOMLDecodeError, RecursionError):
+            continue
+        value = doc.get("v")
+        if list(doc) == ["v"] and _of_kind(value, expected):
+            return value
+    return None
+
+
+def _of_kind(value: Any, expected: str) -> bool:
+    """Whether ``value`` (read from TOML) is of the kind ``expected`` says."""
+    if isinstance(value, bool):
+        return "true or false" in expected
+    if isinstance(value, int):
+        return "integer" in expected or "number" in expected
+    if isinstance(value, float):
+        return "number" in expected
+    if isinstance(value, list):
+        return "array" in expected
+    return isinstance(value, dict) and "table" in expected
+
+
 def rekey(err: ConfigError, *, file: str | None, key: str | None) -> ConfigError:
     """The same mistake, placed at ``file`` / ``key``."""
     return ConfigError(err.bare_message, file=file, key=key, hint=err.hint)
@@ -185,6 +215,13 @@ class Problems:
             fixed = _quoted_words(value)
             if fixed is not None:
                 hint += ": " + by.example(key, fixed)
+        elif by is not None and not by.shell and isinstance(value, str):
+            # polybus.run(path, {"modules.client.args": "[3000, 4]"}): a str is the
+            # string; the TOML it reads as is what was meant, as a Python value
+            meant = _python_value(value, expected)
+            if meant is not None:
+                hint = ("a str is taken as the string, not read as TOML: pass the value "
+                        "itself, " + by.example(key, repr(meant)))
         self.add(f"expected {expected}, got {describe(value)}", key, hint)
 
     def unknown_keys(self, table: dict[str, Any], valid: Sequence[str], *prefix: str,
