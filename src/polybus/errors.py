@@ -76,12 +76,14 @@ class ConfigError(PolybusError):
     """
 
     def __init__(self, message: str, *, file: str | None = None, key: str | None = None,
-                 hint: str | None = None) -> None:
+                 hint: str | None = None, line: int | None = None) -> None:
         self.file = file
         self.key = key
         self.hint = hint
+        self.line = line  # (of a TOML file: the line that wrote ``key``, if found)
         self.bare_message = message
-        where = ": ".join(p for p in (file, key) if p)
+        at = f"{file}:{line}" if file and line is not None else file
+        where = ": ".join(p for p in (at, key) if p)
         text = f"{where}: {message}" if where else message
         if hint:
             text += f" ({hint})"

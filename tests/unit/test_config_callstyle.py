@@ -94,7 +94,9 @@ def test_a_wrong_case_choice_value_in_the_file_gets_did_you_mean(
     _, errors = validate(path, ())
     assert [(e.file, e.key, e.bare_message, (e.hint or "").split("?")[0] + "?")
             for e in errors] == [(str(path), key, got, f"did you mean {meant!r}?")]
-    assert str(errors[0]).startswith(f"{path}: {key}: {got} (did you mean {meant!r}?")
+    line = toml.splitlines().index(line) + 1 if line in toml.splitlines() else None
+    assert line is not None and errors[0].line == line
+    assert str(errors[0]).startswith(f"{path}:{line}: {key}: {got} (did you mean {meant!r}?")
 
 
 @pytest.mark.parametrize("bad", ["async-demand(0)", "async-demand(-2)", "async-demand(x)",

@@ -150,8 +150,14 @@ def test_many_mistakes_are_reported_together() -> None:
     lines = str(err).splitlines()
     assert lines[0] == f"{path}: 7 configuration errors:"
     assert lines[1:] == [f"  {e}" for e in errors]
-    assert f"  {path}: modules.server.replicaton: unknown key 'replicaton' (did you mean " \
+    # each at the line that wrote its key (or the table it is missing from)
+    assert f"  {path}:4: modules.server.replicaton: unknown key 'replicaton' (did you mean " \
            "'replication'?)" in lines
+    text = Path(path).read_text().splitlines()
+    for e in errors:
+        assert e.line is not None, e
+        last = e.key.replace('"', "").split(".")[-1]
+        assert last in text[e.line - 1] or text[e.line - 1].startswith("["), (e, e.line)
 
 
 def test_a_single_mistake_is_raised_as_itself(tmp_path: Path) -> None:
@@ -161,8 +167,9 @@ def test_a_single_mistake_is_raised_as_itself(tmp_path: Path) -> None:
     err = info.value
     assert len(err.errors) == 1
     assert err.bare_message == "no modules"
-    assert (err.file, err.key) == (str(tmp_path / "app.toml"), "modules")
-    assert str(err) == str(err.errors[0])
+    assert (err.file, err.key, err.line) == (str(tmp_path / "app.toml"), "modules", 1)
+    assert str(err) == str(err.errors[0]) == f"{tmp_path / 'app.toml'}:1: modules: no modules " \
+        "(add [modules.<name>] tables, each with a source)"
 
 
 def test_missing_file(tmp_path: Path) -> None:

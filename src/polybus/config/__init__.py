@@ -26,6 +26,7 @@ from polybus.config.overrides import Overrides, apply_overrides, parse_override
 from polybus.config.problems import ConfigErrors, Problems, dotted
 from polybus.config.replication import parse_replication
 from polybus.config.schema import source_file
+from polybus.config.tomllines import TomlLines
 from polybus.config.units import parse_duration, parse_size
 from polybus.errors import ConfigError
 
@@ -100,10 +101,19 @@ def module_sources(path: str | Path, overrides: Overrides = (), origin: Origin =
 
 def _at_lines(errors: list[ConfigError], file: str,
               mil: MilFile | None) -> list[ConfigError]:
-    """A MIL file's errors (or warnings) with the line of the statement that wrote their
-    key (not those of an override, which say where they were written)."""
-    if mil is None:
+    """The errors (or warnings) with the line that wrote their key: a MIL file's
+    statement's, a TOML file's key's or table's (config/tomllines.py); not those of an
+    override, which say where they were written."""
+    if not errors:
         return errors
+    if mil is None:  # (a TOML file's: the line in the error's own field)
+        try:
+            toml = TomlLines(Path(file).read_bytes().decode("utf-8-sig"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return errors
+        return [ConfigError(e.bare_message, file=e.file, key=e.key, hint=e.hint,
+                            line=toml.locate(e.key)) if e.file == file else e
+                for e in errors]
     out = []
     for e in errors:
         line = mil.locate(e.key) if e.file == file else None
@@ -150,7 +160,7 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
                    tls_hosts=tls_hosts, running=running)
     if problems:
         return None, _at_lines(list(problems.errors), str(path), mil)
-    if mil is not None and config is not None:  # (its warnings at their lines too)
+    if config is not None and config.notes:  # (its warnings at their lines too)
         config = dataclasses.replace(config, notes=tuple(_at_lines(list(config.notes),
                                                                    str(path), mil)))
     if written and config is not None:  # (where an engine says a mistake in them is)

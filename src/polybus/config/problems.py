@@ -29,7 +29,8 @@ class ConfigErrors(ConfigError):
         self.errors: list[ConfigError] = list(errors)
         if len(self.errors) == 1:
             only = self.errors[0]
-            super().__init__(only.bare_message, file=only.file, key=only.key, hint=only.hint)
+            super().__init__(only.bare_message, file=only.file, key=only.key, hint=only.hint,
+                             line=only.line)
             return
         lines = "\n".join(f"  {e}" for e in self.errors)
         super().__init__(f"{len(self.errors)} configuration errors:\n{lines}", file=file)
