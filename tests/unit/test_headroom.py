@@ -21,29 +21,29 @@ def _limit_kept() -> Iterator[int]:
     base = sys.getrecursionlimit()
     yield base
     sys.setrecursionlimit(base)
-    headroom.LIMITS[:] = [base, base + HEADROOM, 0]
+    headroom.LIMITS[:] = [base, base + HEADROOM]
+    headroom.OPEN.clear()
 
 
-def test_nested_ways_in_raise_the_limit_once_and_the_outermost_puts_it_back() -> None:
+def test_nested_ways_in_raise_the_limit_once_and_the_last_puts_it_back() -> None:
     base = sys.getrecursionlimit()
-    outer = enter()
-    inner = enter()
-    assert (outer, inner) == (True, False)
+    enter()
+    enter()
     assert sys.getrecursionlimit() == base + HEADROOM
-    leave(inner)
+    leave()
     assert sys.getrecursionlimit() == base + HEADROOM
-    leave(outer)
-    assert sys.getrecursionlimit() == base
+    leave()
+    assert sys.getrecursionlimit() == base and not headroom.OPEN
 
 
 def test_a_limit_the_program_set_meanwhile_is_kept() -> None:
-    raised = enter()
+    enter()
     sys.setrecursionlimit(5000)
-    leave(raised)
+    leave()
     assert sys.getrecursionlimit() == 5000
-    raised = enter()  # (and the next way in raises from there)
+    enter()  # (and the next way in raises from there)
     assert sys.getrecursionlimit() == 5000 + HEADROOM
-    leave(raised)
+    leave()
     assert sys.getrecursionlimit() == 5000
 
 
@@ -74,7 +74,7 @@ def test_roomy_gives_its_function_room_the_program_lacks() -> None:
     with pytest.raises(RecursionError):  # the program, that deep, has no room for 50
         _dive(room, lambda: _needs(50))
     assert _dive(room, lambda: roomy(_needs)(50)) == 50
-    assert sys.getrecursionlimit() == base
+    assert sys.getrecursionlimit() == base and not headroom.OPEN
 
 
 def test_a_way_in_that_leaves_too_deep_to_lower_the_limit_leaves_it_for_the_next() -> None:
@@ -85,9 +85,9 @@ def test_a_way_in_that_leaves_too_deep_to_lower_the_limit_leaves_it_for_the_next
         seen: list[int] = []
 
         def at_limit(seen: list[int] = seen) -> None:
-            raised = enter()
+            enter()
             seen.append(sys.getrecursionlimit())
-            leave(raised)
+            leave()
 
         try:
             _dive(room - k, at_limit)
@@ -97,7 +97,8 @@ def test_a_way_in_that_leaves_too_deep_to_lower_the_limit_leaves_it_for_the_next
         assert seen == [base + HEADROOM]
         if sys.getrecursionlimit() == base + HEADROOM:  # Python refused to lower it there
             kept += 1
-            leave(enter())  # the next way in, from up the stack, puts it back
+            enter()
+            leave()  # the next way in, from up the stack, puts it back
         assert sys.getrecursionlimit() == base
     assert kept > 0
 
@@ -109,7 +110,8 @@ def test_threads_entering_together_leave_the_limit_as_it_was() -> None:
     def work() -> None:
         go.wait()
         for _ in range(2000):
-            leave(enter())
+            enter()
+            leave()
 
     threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads:
@@ -117,3 +119,52 @@ def test_threads_entering_together_leave_the_limit_as_it_was() -> None:
     for t in threads:
         t.join()
     assert sys.getrecursionlimit() == base
+
+
+def test_a_thread_waiting_inside_keeps_its_room_when_another_s_call_ends() -> None:
+    """Thread B came in while A's way in was open; A's ended and put the limit back
+    while B still waited inside, and B's answer was then filed with no room."""
+    base = sys.getrecursionlimit()
+    inside, done = threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def b() -> None:
+        enter()
+        inside.set()
+        done.wait(10)
+        seen.append(sys.getrecursionlimit())
+        leave()
+
+    enter()  # A
+    t = threading.Thread(target=b)
+    t.start()
+    assert inside.wait(10)
+    leave()  # A's call ends; B still inside
+    assert sys.getrecursionlimit() == base + HEADROOM
+    done.set()
+    t.join(10)
+    assert seen == [base + HEADROOM] and sys.getrecursionlimit() == base
+
+
+def test_a_send_s_reads_cut_short_at_its_call_leave_nothing_set() -> None:
+    """`_drain` marked its thread as reading before it entered, and a RecursionError
+    at the entry left the mark: every later send of that thread was queued for good."""
+    from polybus.client.reactor import Reactor
+
+    r = Reactor()
+    try:
+        room = _room()
+        cut = 0
+        for k in range(0, 8):
+            try:
+                _dive(room - k, r._drain)
+            except RecursionError:
+                cut += 1
+            assert r.later.reader is None, k
+            assert not headroom.OPEN, k
+        assert cut > 0
+        enter()
+        leave()  # (one left too deep kept it raised: put back from up here)
+        assert sys.getrecursionlimit() == headroom.LIMITS[0] and not headroom.OPEN
+    finally:
+        r.close()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.client import backlog
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.fwdprio import note_priority_reads
-from polybus.client.headroom import HEADROOM, LIMITS, enter, leave
+from polybus.client.headroom import HEADROOM, LIMITS, OPEN, leave
 from polybus.client.lane import MISS, SyncLane
 from polybus.client.policies.balance import (
     LeastLoaded,
@@ -251,9 +251,7 @@ class Dispatcher:
         if now != LIMITS[1]:
             LIMITS[0], LIMITS[1] = now, now + HEADROOM
             _setlimit(now + HEADROOM)
-            raised = True
-        else:
-            raised = LIMITS[2] != 0 and enter()
+        OPEN.append(None)  # (counted last, as enter does)
         try:
             rid = next(_ids)
             if self.reactor.refills:  # (batches or held calls may be waiting to be written)
@@ -275,8 +273,7 @@ class Dispatcher:
             self.inflight[self._index[id(link)]] += 1
             return self.reactor.call_alone(rec, link)
         finally:
-            if raised:
-                leave(True)
+            leave()
 
     def _alive(self) -> list[bool]:
         return [not lk.dead for lk in self.links]

@@ -136,14 +136,14 @@ class Sending:
     def _drain(self) -> None:
         """A send's connection is full: read meanwhile (what a read decides to send
         waits for the end of that send: client/later.py)."""
-        later = self.later
-        outer, later.reader = later.reader, get_ident()
-        raised = enter()  # (room under it, however deep the send: client/headroom.py)
+        enter()  # (room under it, however deep the send: client/headroom.py; first, so
+        later = self.later  # a RecursionError at its call leaves nothing set)
+        outer = later.reader
         try:
+            later.reader = get_ident()
             for link in self.links:
                 if not link.dead:
                     self._receive(link, wait=False)
         finally:
             later.reader = outer
-            if raised:
-                leave(True)
+            leave()

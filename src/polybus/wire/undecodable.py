@@ -135,11 +135,12 @@ def value_raised(exc: BaseException) -> bool:
     class's ``__reduce__`` or ``__setstate__``), fails that value alone. Any exception
     does, SystemExit and KeyboardInterrupt too: a pickle can raise them on purpose, and
     let through they ended the replica's reading thread, the replica alive, registered
-    and deaf. Not a KeyboardInterrupt in the main thread: Ctrl-C, SIGTERM and a run's
-    --timeout arrive there as one (cli/main.py, deadline.py), and go on. (A replica
+    and deaf. In the main thread, only an Exception: Ctrl-C, SIGTERM and a run's
+    --timeout arrive there as a KeyboardInterrupt (cli/main.py, deadline.py), and a
+    program's own signal handler may call sys.exit() there; both go on. (A replica
     reads in threads of its own, never the main one.)"""
-    return not (isinstance(exc, KeyboardInterrupt)
-                and threading.current_thread() is threading.main_thread())
+    return isinstance(exc, Exception) or threading.current_thread() is not \
+        threading.main_thread()
 
 
 def on_fresh_stack(decode: Callable[[Any], Any], header: Any) -> Any:
