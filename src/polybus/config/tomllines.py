@@ -12,48 +12,19 @@ error is shown without one.
 
 from __future__ import annotations
 
-import re
-
+from polybus.config.overrides import parse_key_path
 from polybus.config.problems import dotted
+from polybus.errors import ConfigError
 
 __all__ = ["TomlLines"]
 
-_BARE = re.compile(r"[A-Za-z0-9_-]+")
 
-
-def _key_parts(text: str) -> tuple[list[str], str] | None:
-    """The parts of the dotted key ``text`` starts with (bare or quoted), and what comes
-    after it; None if it does not start with one."""
-    parts: list[str] = []
-    i, n = 0, len(text)
-    while True:
-        while i < n and text[i] in " \t":
-            i += 1
-        if i < n and text[i] in "\"'":
-            q = text[i]
-            j = i + 1
-            out = []
-            while j < n and text[j] != q:
-                if q == '"' and text[j] == "\\" and j + 1 < n:
-                    j += 1
-                out.append(text[j])
-                j += 1
-            if j >= n:
-                return None
-            parts.append("".join(out))
-            i = j + 1
-        else:
-            m = _BARE.match(text, i)
-            if m is None:
-                return None
-            parts.append(m.group())
-            i = m.end()
-        while i < n and text[i] in " \t":
-            i += 1
-        if i < n and text[i] == ".":
-            i += 1
-            continue
-        return parts, text[i:]
+def _key(text: str) -> list[str] | None:
+    """The parts of the dotted key ``text`` (as `--set` reads one), or None."""
+    try:
+        return parse_key_path(text)
+    except ConfigError:
+        return None
 
 
 class TomlLines:
@@ -72,16 +43,16 @@ class TomlLines:
             if not s or s.startswith("#"):
                 continue
             if s.startswith("["):
-                got = _key_parts(s.lstrip("[").lstrip())
-                if got is not None and got[1].lstrip().startswith("]"):
-                    table = got[0]
+                header = _key(s.strip("[").partition("]")[0])
+                if header is not None:
+                    table = header
                     self.lines.setdefault(dotted(*table), no)
                 continue
-            got = _key_parts(s)
-            if got is None or not got[1].startswith("="):
+            name, eq, value = s.partition("=")
+            parts = _key(name) if eq else None
+            if parts is None:
                 continue
-            self.lines.setdefault(dotted(*table, *got[0]), no)
-            value = got[1][1:]
+            self.lines.setdefault(dotted(*table, *parts), no)
             for q in ('"""', "'''"):
                 if value.count(q) % 2 == 1:
                     in_string = q
