@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,8 @@ import pytest
 
 from polybus.config import load
 from polybus.transport.endpoints import connect
-from polybus.wire.codec import Codec
-from polybus.wire.messages import Batch, Call, Fail, Message, Result
+from polybus.wire.codec import Codec, Ref
+from polybus.wire.messages import Batch, Call, Drop, Fail, Message, Put, Result
 from polybus.worker import direct
 from polybus.worker.main import options_for
 from polybus.worker.options import ServeOptions
@@ -75,7 +75,7 @@ class Replica:
         self.ran.append(x)
         return x
 
-    def burst(self, calls: list[Call], ready: Callable[[Any], None] = lambda ch: None,
+    def burst(self, calls: Sequence[Message], ready: Callable[[Any], None] = lambda ch: None,
               within: float = 10.0) -> dict[int, Message]:
         """Connect, send ``gate`` and, while it runs (``ready(ch)`` first), ``calls``;
         then open the gate: the answers that came within ``within`` s, by call id."""
@@ -89,7 +89,8 @@ class Replica:
                 ch.send(c)
             self.opened.set()
             deadline = time.monotonic() + within
-            while len(got) < len(calls) + 1 and time.monotonic() < deadline:
+            answered = sum(type(c) is Call for c in calls) + 1
+            while len(got) < answered and time.monotonic() < deadline:
                 msg = ch.next_message()
                 if msg is None:
                     ch.fill(wait=False)
@@ -128,6 +129,22 @@ def test_calls_waiting_in_the_ring_run_as_they_come_unless_ordered(replica: Repl
     else:
         assert replica.ran == others[::-1]  # queued together: highest priority first
         assert replica.waiting == []
+
+
+def test_operands_put_between_calls_keep_the_burst(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached operand's Put (and a Drop) in the ring between calls is kept where the
+    burst reads it: the calls behind it still run there, not through the queue (each
+    round of a program sending a fresh B took the general path for all its calls)."""
+    replica = Replica(f"shm://{tmp_path}/w.sock", True, monkeypatch)
+    got = replica.burst([Call(1, "log", [1]), Drop(["old"]), Put("k1", b"operand"),
+                         Call(2, "log", [Ref("op", "k1")]), Call(3, "log", [3]),
+                         Drop(["k1"]), Call(4, "log", [4])])
+    assert [got[i] for i in range(1, 5)] == [Result(1, 1), Result(2, b"operand"),
+                                             Result(3, 3), Result(4, 4)]
+    assert replica.ran == [1, b"operand", 3, 4]
+    assert replica.waiting == [1, 2, 3]  # each run here, what followed it in the ring
+    assert "k1" not in replica.rt.cache  # (dropped: its only user let it go)
 
 
 def test_calls_behind_a_large_one_in_the_decoder_are_answered(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.errors import PolybusError, ProtocolError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
-from polybus.wire.messages import Call, Message, Result
+from polybus.wire.messages import Call, Drop, Message, Put, Result
 from polybus.worker import unread
 from polybus.worker.bells import coalescing
 from polybus.worker.cache import FORWARDED
@@ -94,6 +94,18 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
         except PolybusError as exc:
             rt._lost(ch, exc)
             return True
+        if (type(msg) is Put or type(msg) is Drop) and not ch.unsent:
+            # A cached operand (and what the client's replicas may forget), sent ahead of
+            # the call that names it: kept here, as the intake would, the role held (a
+            # program sending a fresh B each round sent every round's calls through the
+            # general intake and the queue). Not from a client that reads no answers:
+            # the intake reads no more of it (_stick).
+            try:
+                rt._handle(ch, msg)
+            except BaseException:  # (as the intake: a fault in polybus's own steps)
+                rt._fault_reading(ch)
+                return True
+            continue
         # More bytes read with it (but for a burst, above): not a lone call. They go to
         # the queue now, while this thread holds the role: once it lets the role go to
         # run the call, the poller that takes it sleeps in the selector, which cannot
