@@ -124,7 +124,11 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
         if panel.name.startswith("bytes"):  # (kB, MB: not 1e7 over the axis)
             ax.yaxis.set_major_formatter(EngFormatter(unit="B"))
             # From 0: 1.72 kB to 1.76 kB (call ids a digit longer) drew as a steep rise.
-            ax.set_ylim(bottom=0)
+            # With room above the highest point: set_ylim(bottom=0) alone kept the top
+            # matplotlib had chosen for the points' own range, a few bytes above the
+            # highest, whose marker was then cut in half by the frame.
+            top = max((y for pts in panel.lines.values() for _, y in pts), default=0.0)
+            ax.set_ylim(0, top * 1.08 if top > 0 else None)
         ax.grid(True, alpha=0.3)
         if any(panel.lines):  # a legend only of labelled lines (matplotlib warns otherwise)
             ax.legend(fontsize=8)
