@@ -66,8 +66,11 @@ def test_failed_combinations_the_plot_leaves_out_are_said(
     png = tmp_path / "s.png"
     assert _failing(tmp_path, monkeypatch, "--plot", str(png)) == 1
     assert png.read_bytes()[:4] == b"\x89PNG"
-    assert capsys.readouterr().err.endswith(
-        f"polybus sweep: --plot {png}: not drawn: 1 failed combination (replication=2)\n")
+    err = capsys.readouterr().err
+    # It read "--plot s.png: not drawn: ...", as if the picture had not been written.
+    assert err.endswith(
+        f"polybus sweep: --plot {png}: no point for 1 failed combination (replication=2)\n")
+    assert "not drawn" not in err
 
 
 def test_the_note_of_what_is_not_drawn_names_a_few_and_counts_the_rest() -> None:
@@ -83,5 +86,5 @@ def test_the_note_of_what_is_not_drawn_names_a_few_and_counts_the_rest() -> None
 
     assert not_drawn(run_sweep("a.toml", varies[:1], 1, lambda p, s: 1.0)) is None
     assert not_drawn(run_sweep("a.toml", varies, 1, runner)) == (
-        "not drawn: 4 failed combinations (replication=2, callstyle=sync; replication=3, "
+        "no point for 4 failed combinations (replication=2, callstyle=sync; replication=3, "
         "callstyle=sync; replication=4, callstyle=sync; and 1 more)")

@@ -86,8 +86,10 @@ def panels(sweep: Sweep) -> list[Panel]:
 
 
 def not_drawn(sweep: Sweep) -> str | None:
-    """``not drawn: 1 failed combination (replication=1)``, the note under the plot and
-    beside its name: failed combinations had no point and no word of why."""
+    """``no point for 1 failed combination (replication=1)``, the note under the plot and
+    beside its name: failed combinations had no point and no word of why. (It read "not
+    drawn: ...", which beside the file's name, ``--plot s.png: not drawn: ...``, said the
+    picture had not been written when it had.)"""
     keys = [k for k, _ in sweep.varies]
     failed = [", ".join(f"{_short(k, keys)}={c.config[k]}" for k in keys)
               for c in sweep.cells if not c.ok]
@@ -95,7 +97,7 @@ def not_drawn(sweep: Sweep) -> str | None:
         return None
     named = "; ".join(failed[:NAMED]) + (f"; and {len(failed) - NAMED} more"
                                          if len(failed) > NAMED else "")
-    return (f"not drawn: {len(failed)} failed combination{'s' * (len(failed) > 1)} "
+    return (f"no point for {len(failed)} failed combination{'s' * (len(failed) > 1)} "
             f"({named})")
 
 
