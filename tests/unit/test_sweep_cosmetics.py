@@ -66,8 +66,11 @@ def test_failed_combinations_the_plot_leaves_out_are_said(
     png = tmp_path / "s.png"
     assert _failing(tmp_path, monkeypatch, "--plot", str(png)) == 1
     assert png.read_bytes()[:4] == b"\x89PNG"
-    assert capsys.readouterr().err.endswith(
-        f"polybus sweep: --plot {png}: not drawn: 1 failed combination (replication=2)\n")
+    err = capsys.readouterr().err
+    # It read "--plot s.png: not drawn: ...", as if the picture had not been written.
+    assert err.endswith(
+        f"polybus sweep: --plot {png}: no point for 1 failed combination (replication=2)\n")
+    assert "not drawn" not in err
 
 
 def test_the_note_of_what_is_not_drawn_names_a_few_and_counts_the_rest() -> None:
@@ -83,5 +86,24 @@ def test_the_note_of_what_is_not_drawn_names_a_few_and_counts_the_rest() -> None
 
     assert not_drawn(run_sweep("a.toml", varies[:1], 1, lambda p, s: 1.0)) is None
     assert not_drawn(run_sweep("a.toml", varies, 1, runner)) == (
-        "not drawn: 4 failed combinations (replication=2, callstyle=sync; replication=3, "
+        "no point for 4 failed combinations (replication=2, callstyle=sync; replication=3, "
         "callstyle=sync; replication=4, callstyle=sync; and 1 more)")
+
+
+def test_a_timed_out_cell_keeps_the_file_and_line_it_was_at() -> None:
+    # The cell read "timed out after 0.3 s while the program was at /tmp/trial-sweep/
+    # mine/..." (cut at BRIEF): where the program was, the point of the message, was lost.
+    from polybus.cli.sweep_table import BRIEF, brief
+
+    error = ("timed out after 60 s while the program was at /home/someone/projects/"
+             "my-app/client.py, line 7, in main; it was waiting for a call to f on "
+             "server-0, not yet answered")
+    cell = brief(error, ["--json"])
+    assert cell.startswith("timed out after 60 s while the program was at client.py, "
+                           "line 7, in main")
+    assert cell.endswith("... (full text in --json)")
+    assert len(cell) <= BRIEF + len(" (full text in --json)")
+    # short enough as it is: left whole, paths and all
+    assert brief("OSError: /a/b.txt", ["--json"]) == "OSError: /a/b.txt"
+    # a fraction is not a path
+    assert brief("ValueError: 1/2 of " + "x" * 80).startswith("ValueError: 1/2 of xxx")

@@ -86,8 +86,10 @@ def panels(sweep: Sweep) -> list[Panel]:
 
 
 def not_drawn(sweep: Sweep) -> str | None:
-    """``not drawn: 1 failed combination (replication=1)``, the note under the plot and
-    beside its name: failed combinations had no point and no word of why."""
+    """``no point for 1 failed combination (replication=1)``, the note under the plot and
+    beside its name: failed combinations had no point and no word of why. (It read "not
+    drawn: ...", which beside the file's name, ``--plot s.png: not drawn: ...``, said the
+    picture had not been written when it had.)"""
     keys = [k for k, _ in sweep.varies]
     failed = [", ".join(f"{_short(k, keys)}={c.config[k]}" for k in keys)
               for c in sweep.cells if not c.ok]
@@ -95,7 +97,7 @@ def not_drawn(sweep: Sweep) -> str | None:
         return None
     named = "; ".join(failed[:NAMED]) + (f"; and {len(failed) - NAMED} more"
                                          if len(failed) > NAMED else "")
-    return (f"not drawn: {len(failed)} failed combination{'s' * (len(failed) > 1)} "
+    return (f"no point for {len(failed)} failed combination{'s' * (len(failed) > 1)} "
             f"({named})")
 
 
@@ -124,7 +126,11 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
         if panel.name.startswith("bytes"):  # (kB, MB: not 1e7 over the axis)
             ax.yaxis.set_major_formatter(EngFormatter(unit="B"))
             # From 0: 1.72 kB to 1.76 kB (call ids a digit longer) drew as a steep rise.
-            ax.set_ylim(bottom=0)
+            # With room above the highest point: set_ylim(bottom=0) alone kept the top
+            # matplotlib had chosen for the points' own range, a few bytes above the
+            # highest, whose marker was then cut in half by the frame.
+            top = max((y for pts in panel.lines.values() for _, y in pts), default=0.0)
+            ax.set_ylim(0, top * 1.08 if top > 0 else None)
         ax.grid(True, alpha=0.3)
         if any(panel.lines):  # a legend only of labelled lines (matplotlib warns otherwise)
             ax.legend(fontsize=8)

@@ -3,6 +3,7 @@ against), a row per combination (`table`), a failed cell's first line (`brief`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rich.markup import escape
@@ -17,7 +18,9 @@ __all__ = ["BRIEF", "DASH", "brief", "compared", "failed", "runs_said", "short_n
 DASH = "\u2013"
 
 
-BRIEF = 72  # a failed cell's text in the table, at most (characters)
+BRIEF = 80  # a failed cell's text in the table, at most (characters; a timeout's where)
+# an absolute path; group 1 its last part
+_PATH = re.compile(r"(?<![\w.~])/(?:[^\s/,:;'\"()]+/)+([^\s/,:;'\"()]+)")
 
 
 def brief(error: str | None, saved: Sequence[str] = ()) -> str:
@@ -29,7 +32,11 @@ def brief(error: str | None, saved: Sequence[str] = ()) -> str:
         return "no runs"
     first, _, rest = error.strip().partition("\n")
     if len(first) > BRIEF:  # (one long line widened the table past any terminal)
-        first, rest = first[:BRIEF - 3].rstrip() + "...", first
+        # A file by its name alone: a timeout's "while the program was at /home/.../c.py,
+        # line 7, in main" was cut inside the directories, the file and line lost.
+        first, rest = _PATH.sub(r"\1", first), first
+        if len(first) > BRIEF:
+            first = first[:BRIEF - 3].rstrip() + "..."
     if not rest.strip():
         return first
     where = f"in {'/'.join(saved)}" if saved else "with --json FILE or --csv FILE"

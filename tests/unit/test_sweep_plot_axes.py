@@ -1,0 +1,36 @@
+"""What `polybus sweep --plot` draws on its axes (the picture itself, not the panels'
+figures: those are in test_sweep_figures.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polybus.sweep import Measured, run_sweep
+
+
+def test_the_bytes_panels_start_at_zero_with_room_above_the_highest_point(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # set_ylim(bottom=0) kept the top matplotlib had chosen for 493..583 B (587.5 B):
+    # the highest point sat on the frame, its marker cut in half.
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from polybus.cli.sweep_plot import plot
+
+    def runner(path: str, sets: Sequence[str]) -> Measured:
+        n = int(sets[-1].rsplit("=", 1)[1])
+        return Measured(1.0 / n, 493 + 90 * (n - 1), 97 + 27 * (n - 1))
+
+    sweep = run_sweep("a.toml", [("modules.s.replication", ["1", "2"])], 1, runner)
+    figures: list[Any] = []
+    monkeypatch.setattr(plt, "close", figures.append)  # (kept open to be looked at)
+    drawn = plot(sweep, str(tmp_path / "s.png"))
+    axes = {p.name: ax for p, ax in zip(drawn, figures[0].axes, strict=True)}
+    for name, highest in (("bytes sent", 583), ("bytes received", 124)):
+        bottom, top = axes[name].get_ylim()
+        assert bottom == 0 and top >= highest * 1.05, (name, top)
+    plt.close(figures[0])
