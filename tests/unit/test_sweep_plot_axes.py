@@ -34,3 +34,21 @@ def test_the_bytes_panels_start_at_zero_with_room_above_the_highest_point(
         bottom, top = axes[name].get_ylim()
         assert bottom == 0 and top >= highest * 1.05, (name, top)
     plt.close(figures[0])
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [(".svg", b"<svg"), (".pdf", b"%PDF")])
+def test_the_picture_is_written_in_the_format_its_extension_names(
+        tmp_path: Path, suffix: str, magic: bytes) -> None:
+    # --help says so: .png, .pdf, .svg, ... (check_plot refuses one matplotlib cannot write)
+    pytest.importorskip("matplotlib")
+    from polybus.cli.sweep_plot import plot
+    from polybus.cli.values import check_plot
+
+    def runner(path: str, sets: Sequence[str]) -> Measured:
+        return Measured(1.0 / int(sets[-1].rsplit("=", 1)[1]), 100, 50)
+
+    sweep = run_sweep("a.toml", [("modules.s.replication", ["1", "2"])], 1, runner)
+    out = tmp_path / f"s{suffix}"
+    check_plot(str(out))
+    plot(sweep, str(out))
+    assert magic in out.read_bytes()[:400]

@@ -48,7 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="FILE",
                    help="write the figures as JSON (- for standard output: the tables "
                         "then go to stderr)")
-    p.add_argument("--plot", metavar="FILE.png", help="write a picture of the figures")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="write a picture of the figures, in the format FILE's extension "
+                        "names (.png, .pdf, .svg, ...)")
     p.add_argument("--out", metavar="DIR",
                    help="write DIR/NAME.json and DIR/NAME.png per benchmark, then the page")
     p.add_argument("--page", metavar="FILE",

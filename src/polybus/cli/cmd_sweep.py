@@ -88,7 +88,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--csv", metavar="FILE",
                    help="write every cell as CSV (- for standard output, as --json)")
     p.add_argument("--plot", metavar="FILE.png",
-                   help="time, speedup and efficiency curves (needs the plot extra: "
+                   help="time, speedup and efficiency curves, in the format FILE's "
+                        "extension names (.png, .pdf, .svg, ...; needs the plot extra: "
                         "pip install 'polybus[plot]')")
     p.add_argument("--no-worker-output", action="store_true",
                    help="do not forward what the workers print to stderr")
