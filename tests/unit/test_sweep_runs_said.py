@@ -120,3 +120,13 @@ def test_a_cell_that_fails_at_once_or_at_its_last_run() -> None:
     assert failed(first, 3) == "failed in run 1 of 3 (2 not run)"
     assert failed(last, 3) == "failed in run 3 of 3 (2 succeeded)"
     assert failed(first, 1) == "failed"
+
+
+def test_the_title_says_the_set_overrides_every_run_had() -> None:
+    # (they were only in the JSON's "set": a table read alone did not say what was fixed)
+    sweep = run_sweep("a.toml", VARIES, 1, lambda path, sets: 1.0,
+                      fixed=["modules.server.transport=shm", "modules.client.args=[9]"])
+    said = title(sweep)
+    assert said.startswith("sweep a.toml (with --set modules.server.transport=shm, "
+                           "modules.client.args=[9]): elapsed s")
+    assert "--set" not in title(_sweep(None))

@@ -89,8 +89,9 @@ def title(sweep: Sweep) -> str:
     stopped = f" (interrupted: {ran})" if sweep.interrupted is not None else ""
     sizes = ("; sent, received: the client's bytes a run, lower median"
              if any(c.ok and (c.bytes_sent or c.bytes_received) for c in sweep.cells) else "")
-    return (f"sweep {sweep.path}: elapsed s, median [min{DASH}max] of {runs_said(sweep)}; "
-            f"{compared(sweep)}{sizes}{stopped}")
+    fixed = f" (with --set {', '.join(sweep.fixed)})" if sweep.fixed else ""
+    return (f"sweep {sweep.path}{fixed}: elapsed s, median [min{DASH}max] of "
+            f"{runs_said(sweep)}; {compared(sweep)}{sizes}{stopped}")
 
 
 def runs_said(sweep: Sweep) -> str:
