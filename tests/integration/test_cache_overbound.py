@@ -114,6 +114,26 @@ def test_a_call_whose_operands_do_not_fit_in_the_cache_still_runs(tmp_path: Path
         assert sent < 3 * 2 * xs[0].nbytes + 3 * 200  # (each call's two, once)
 
 
+def test_prefetch_puts_nothing_for_a_call_whose_operands_go_with_it(tmp_path: Path) -> None:
+    # prefetch = "all", two replicas: the call's two 160 KB operands pass the 200 KB
+    # cache together and go with it by value; the other replica was pushed a Put of each
+    # all the same (sent while they were named, before the call was known to go by
+    # value): 640 KB more a call, and the client believed that replica held both.
+    text = toml(cache='["x", "y"]', cache_bytes=200_000).replace("mul", "add").replace(
+        "cache_bytes =", 'prefetch = "all", cache_bytes =')
+    xs = [np.full(20000, float(i)) for i in range(3)]
+    with cluster(tmp_path, text, replicas=2) as c:
+        s = c.session()
+        for i in range(3):
+            assert float(call(s, "add", xs[i], xs[(i + 1) % 3])[0]) == i + (i + 1) % 3
+        links = s.links["server"]
+        sent = sum(lk.channel.bytes_sent for lk in links)
+        assert sent < 3 * 2 * xs[0].nbytes + 3 * 200  # (each call's two, once)
+        comm = s.dispatchers["add"].comm
+        assert comm is not None and all(not comm.holds(lk) for lk in links)
+        assert all(len(rt.cache) == 0 for rt in c.runtimes)  # (nothing was put anywhere)
+
+
 def _run(app: Path, sets: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, int]:
     # (every run's call ids start alike: their msgpack widths are the same)
     monkeypatch.setattr(dispatch, "_ids", itertools.count(1000))

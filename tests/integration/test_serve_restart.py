@@ -31,6 +31,65 @@ def test_a_worker_that_exits_is_started_again_and_serves(procs: Procs, tmp_path:
     assert second != first and second in descendants(pid)
 
 
+# Appended to the workers' module: a fault in polybus made to order. Once /die has run,
+# the next time a pool thread (or the poller) of its worker looks for held answers, it
+# raises SystemExit outside any call's steps, and the thread ends (worker/runtime.py,
+# `_guarded`). Patched in the module, so in each worker process that imports it.
+DIES = """
+
+import threading as _threading
+
+from polybus.worker.runtime import WorkerRuntime as _Runtime
+
+_doomed = _threading.Event()
+_release_held = _Runtime._release_held
+
+
+def _broken(self, *, every):
+    if _doomed.is_set() and not _threading.current_thread().name.endswith("standby"):
+        raise SystemExit("injected")
+    return _release_held(self, every=every)
+
+
+_Runtime._release_held = _broken
+
+
+def die():
+    _doomed.set()
+    return {}
+"""
+
+
+def test_a_worker_whose_thread_dies_stops_loudly_and_is_started_again(
+        procs: Procs, tmp_path: Path) -> None:
+    """A thread of a worker serve started ends by an exception (a fault in polybus):
+    that worker stops with status 2 and says why, as `polybus worker` does, rather than
+    serve on registered and deaf; serve says how it ended, with its log's last line, and
+    starts it again (a worker that failed on its own), and the route is answered by the
+    new process. serve itself serves on: it outlives any one worker."""
+    app = _app(tmp_path, 1)
+    with open(tmp_path / "web.py", "a") as f:
+        f.write(DIES)
+    app.write_text(app.read_text() + '"GET /die" = "web.die"\n')
+    host, port, pid = _listening(procs, app)
+    (first,) = _pids_until(host, port, 1)
+    procs.watch({first})
+    _get(host, port, "/die")  # (answered, or 502 if its thread ended first)
+    err = procs.started[-1].stderr
+    assert err is not None
+    read_line(err, r"\(web-0\) polybus worker: error: worker web-0 stopped: its thread "
+                   r"polybus-web-0-\S+ ended by SystemExit: injected", timeout=30)
+    read_line(err, r"polybus serve: worker web-0 exited with status 2; its log ends: "
+                   r"polybus worker: error: worker web-0 stopped: its thread "
+                   r"polybus-web-0-\S+ ended by SystemExit: injected \(a fault in polybus; "
+                   r"its log above says where\); starting it again in 0\.5 s", timeout=30)
+    read_line(err, r"polybus serve: worker web-0 started again \(restart 1\)", timeout=30)
+    procs.watch(descendants(pid))
+    (second,) = _pids_until(host, port, 1)  # asked until it answers
+    assert second != first and second in descendants(pid)
+    assert procs.started[-1].poll() is None  # serve serves on
+
+
 def test_a_killed_worker_of_two_is_started_again(procs: Procs, tmp_path: Path) -> None:
     host, port, pid = _listening(procs, _app(tmp_path, 2))
     workers = descendants(pid)

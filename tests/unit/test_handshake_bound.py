@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from polybus.errors import AuthenticationError
 from polybus.registry.service import RegistryService
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import (
@@ -131,8 +132,12 @@ def test_a_replica_closes_connections_past_the_bound_at_once(
         f"worker w: {MAX_HANDSHAKES} handshakes are under way on {worker.address}, the most "
         "at once, and as many cut short have not ended yet; new connections are closed "
         "until one ends",
-        f"worker w: 2 connections were closed while {MAX_HANDSHAKES} handshakes were under "
-        f"way on {worker.address}"]
+        f"worker w: on {worker.address}, more connections came at once than its limit of "
+        f"{MAX_HANDSHAKES} handshakes under way: 2 new connections were closed unanswered. "
+        "A client of this cluster among them failed to connect (the server closed the "
+        "connection) and may try again; if clients keep failing so, something is opening "
+        "connections that do not finish the handshake: find it, and stop it or block it "
+        "with a firewall"]
 
 
 def test_a_registry_closes_connections_past_the_bound_at_once(
@@ -198,10 +203,11 @@ def test_a_good_client_gets_past_a_crowd_that_says_nothing(
             ch.close()
     _drained(gate)
     said = [r.getMessage() for r in caplog.records if "worker w" in r.getMessage()]
-    assert said and all(m == f"worker w: 1 handshake under way was cut short for new "
-                             f"connections (the oldest first) while {MAX_HANDSHAKES} "
-                             f"handshakes were under way on {worker.address}"
-                        for m in said[:3]), said
+    assert said and all(m.startswith(
+        f"worker w: on {worker.address}, more connections came at once than its limit of "
+        f"{MAX_HANDSHAKES} handshakes under way: 1 handshake under way was cut short (the "
+        "oldest first). A client of this cluster among them failed to connect")
+        for m in said[:3]), said
     assert "Broken pipe" not in caplog.text  # (a handshake cut short is no refusal)
 
 
@@ -315,3 +321,50 @@ def test_a_replica_s_stop_ends_the_handshakes_under_way(
     assert [t.name for t in left if t.is_alive()] == []
     assert "refused" not in caplog.text
     assert "dropped a connection" not in caplog.text
+
+
+def test_a_replica_s_stop_says_nothing_of_its_full_gate(
+        worker: WorkerRuntime, caplog: pytest.LogCaptureFixture) -> None:
+    """A replica stopped while its gate is full, a handshake cut short for a newcomer
+    and not yet said: stop() ends the handshakes under way, and the gate's count came
+    out as the first of them left, a warning that handshakes were cut short at every
+    such stop. Nor is a client in its handshake then told that it was cut short."""
+    caplog.set_level(logging.WARNING, logger="polybus.worker")
+    gate = worker._gates[worker.address]
+    crowd = _crowd(worker.address)
+    try:
+        crowd.append(_stranger(worker.address))  # cuts the oldest short (not yet said)
+        client = _stranger(worker.address)  # (and the next: a client, in its handshake)
+        crowd.append(client)
+        assert gate.cut == 2
+        threads = [t for t in threading.enumerate() if t.name == "polybus-w-handshake"]
+        worker.stop()
+        for t in threads:
+            t.join(timeout=HANDSHAKE_TIMEOUT)
+        assert not any(t.is_alive() for t in threads) and gate.pending == 0
+        assert [r.getMessage() for r in caplog.records] == []
+        answer = client.recv(handshake.ANSWER_SIZE)  # (b"": closed)
+        with pytest.raises(AuthenticationError, match="it may be stopping"):
+            handshake.ClientHandshake(TOKEN).verify(answer)
+    finally:
+        for s in crowd:
+            s.close()
+
+
+def test_a_registry_s_close_says_nothing_of_its_full_gate(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="polybus.registry")
+    with RegistryService(TOKEN, "tcp://127.0.0.1:0") as reg:
+        crowd = _crowd(reg.address)
+        try:
+            crowd.append(_stranger(reg.address))  # cuts the oldest short (not yet said)
+            assert reg._gate.cut == 1
+            threads = [t for t in threading.enumerate() if t.name == "polybus-registry-conn"]
+            reg.close()
+            for t in threads:
+                t.join(timeout=HANDSHAKE_TIMEOUT)
+            assert not any(t.is_alive() for t in threads) and reg._gate.pending == 0
+            assert [r.getMessage() for r in caplog.records] == []
+        finally:
+            for s in crowd:
+                s.close()

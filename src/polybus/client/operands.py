@@ -81,7 +81,6 @@ class Comm(CachedArgs):
     # -- making messages ---------------------------------------------------------
     def _name(self, args: Any, known: Held | None, puts: list[Message],
               link: ReplicaLink, seen: dict[int, Any] | None = None,
-              pushes: Pushes | None = None,
               inside: list[int | str] | None = None) -> list[Any] | None:
         """``args`` with its cached operands named by Ref (a new list), or None if it has
         none; a Put for each operand ``link``'s replica has not been sent is appended to
@@ -112,7 +111,7 @@ class Comm(CachedArgs):
             if op is not None:
                 if out is None:
                     out = list(args)
-                out[i] = self._ref(op, known, puts, link, pushes)
+                out[i] = self._ref(op, known, puts, link)
                 if seen is not None:
                     seen[id(a)] = out[i]  # (a lives while the batch is written)
         return out
@@ -126,15 +125,13 @@ class Comm(CachedArgs):
         return a.named(lambda h: self._ref((h.key, h.value), known, puts, link))
 
     def _ref(self, op: tuple[str, Any], known: Held | None, puts: list[Message],
-             link: ReplicaLink, pushes: Pushes | None = None) -> Any:
+             link: ReplicaLink) -> Any:
         key, value = op
         if known is None:
             return value
-        if key not in known:
+        if key not in known:  # (prefetch pushes it after the naming: `_prefetch`)
             known.add(key, held_bytes(value))
             puts.append(Put(key, value))
-            if self.prefetch_all:
-                self._push_all(key, value, link, pushes)
         return Ref("op", key)
 
     def quick(self, args: tuple[Any, ...], link: ReplicaLink) -> list[Any] | None:
@@ -200,11 +197,12 @@ class Comm(CachedArgs):
             if len(keys) > 1:
                 keys = list(dict.fromkeys(keys))
                 if len(keys) > 1 and self._apart(known, keys):
-                    for p in puts:  # (not sent: the replica is not given them)
-                        if type(p) is Put:
+                    for p in puts:  # (not sent: the replica is not given them, nor
+                        if type(p) is Put:  # are the other replicas: no prefetch)
                             known.discard(p.key)
                     return self.messages(rec, link, inline=True)
             if puts:  # (its Puts spare the other operands it names)
+                self._prefetch(puts, link)
                 spare(puts, keys)
         puts.append(call)
         # Asked after naming this call's operands: an array changed in place since its
@@ -246,7 +244,7 @@ class Comm(CachedArgs):
         seen: dict[int, Any] = {}
         try:
             for j, args in enumerate(rows):
-                named = self._name(args, known, puts, link, seen, pushes)
+                named = self._name(args, known, puts, link, seen)
                 if named is not None:
                     if out is None:
                         out = list(rows)
@@ -259,6 +257,7 @@ class Comm(CachedArgs):
         if seen:
             keys = list(dict.fromkeys(named_keys(seen.values())))  # (in the order looked up)
             if puts:
+                self._prefetch(puts, link, pushes)
                 spare(puts, keys)
             known.settle(keys)
         puts.append(CallBatch(batch.id, batch.batcher.interface,
@@ -268,9 +267,22 @@ class Comm(CachedArgs):
             puts.insert(0, Drop(drops))
         return puts
 
+    def _prefetch(self, puts: list[Message], link: ReplicaLink,
+                  pushes: Pushes | None = None) -> None:
+        """prefetch = "all": the operands of ``puts`` (a message's to ``link``, whose
+        naming is done) go to every other replica too. Pushed once the message is known
+        to Put them, never while its operands are named: a call whose operands pass the
+        cache bound together goes by value (`_apart`), and its pushes were sent before
+        that was known (bytes no call needed, and replicas believed to hold what they
+        had evicted)."""
+        if self.prefetch_all:
+            for p in puts:
+                if type(p) is Put:
+                    self._push_all(p.key, p.value, link, pushes)
+
     def _push_all(self, key: str, value: Any, skip: ReplicaLink,
                   pushes: Pushes | None = None) -> None:
-        """prefetch = "all": every replica of this interface gets the operand now (or, with
+        """Every replica of this interface but ``skip``'s gets the operand now (or, with
         ``pushes``, its Put is left there for the caller to write)."""
         for other in self.dispatcher.links:
             if other is not skip and not other.dead:

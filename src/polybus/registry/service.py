@@ -97,9 +97,11 @@ class RegistryService:
         finally:
             self._greeting.done(waker)
             refused, cut = self._gate.leave()
-            if refused > 1 or cut:  # (the first refused was said when it came)
-                log.warning("registry: %s while %d handshakes were under way",
-                            crowded(refused, cut), self._gate.limit)
+            # (The first refused was said when it came; close() ends every handshake
+            # under way, and what the gate did before is no news then.)
+            if (refused > 1 or cut) and not self._closed.is_set():
+                log.warning("%s", crowded("registry", refused, cut, self._gate.limit,
+                                          self.address))
         with self._lock:
             if self._closed.is_set():
                 ch.close()

@@ -98,14 +98,21 @@ class Greeting:
                 t.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
-def crowded(refused: int, cut: int) -> str:
-    """What a full gate did, for the log: "3 connections were closed", "2 handshakes
-    under way were cut short for new connections (the oldest first)", or both."""
-    said = []
+def crowded(who: str, refused: int, cut: int, limit: int, where: object) -> str:
+    """What a full gate did, for the log once it is below its limit again: how many new
+    connections were closed unanswered and how many handshakes under way were cut short,
+    the limit, the address, and what to do if clients of the cluster were among them
+    (they failed to connect, and may connect again)."""
+    did = []
     if refused:
-        said.append(f"{refused} connection{'s were' if refused != 1 else ' was'} closed")
+        did.append(f"{refused} new connection{'s were' if refused != 1 else ' was'} "
+                   f"closed unanswered")
     if cut:
-        said.append(f"{cut} handshake{'s' if cut != 1 else ''} under way "
-                    f"{'were' if cut != 1 else 'was'} cut short for new connections "
-                    f"(the oldest first)")
-    return " and ".join(said)
+        did.append(f"{cut} handshake{'s' if cut != 1 else ''} under way "
+                   f"{'were' if cut != 1 else 'was'} cut short (the oldest first)")
+    return (f"{who}: on {where}, more connections came at once than its limit of "
+            f"{limit} handshakes under way: {' and '.join(did)}. A client of this cluster "
+            f"among them failed to connect (the server closed the connection) and may "
+            f"try again; if clients keep failing so, something is opening connections "
+            f"that do not finish the handshake: find it, and stop it or block it with a "
+            f"firewall")

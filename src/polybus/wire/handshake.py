@@ -124,9 +124,12 @@ class ClientHandshake:
 
     def verify(self, answer: bytes) -> None:
         if len(answer) != ANSWER_SIZE:
+            # (Which of the two, this side cannot tell: a server that stops ends its
+            # handshakes under way so, and one with too many at once cuts the oldest
+            # short, which its log says. The hint was the second alone, at every stop.)
             raise AuthenticationError("server closed the connection during the handshake "
-                                      "(a polybus peer cuts the oldest handshake short "
-                                      "when too many new connections come at once)")
+                                      "(it may be stopping, or have had too many connections "
+                                      "in their handshake at once; try again)")
         status = answer[0]
         if status != OK:
             raise AuthenticationError(

@@ -151,10 +151,10 @@ class Intake:
         finally:
             self._greeting.done(waker)
             refused, cut = gate.leave()
-            if refused > 1 or cut:  # (the first refused was said when it came)
-                log.warning("worker %s: %s while %d handshakes were under way on %s",
-                            self.name, crowded(refused, cut), gate.limit,
-                            where)
+            # (the first refused was said when it came; not at a stop, which ends them all)
+            if (refused > 1 or cut) and not self._stopping:
+                log.warning("%s", crowded(f"worker {self.name}", refused, cut, gate.limit,
+                                          where))
         ch.spin_s = self.options.spin_s
         with self._lock:
             if self._stopping:  # too late: stop() has closed the others already
