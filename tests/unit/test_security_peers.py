@@ -156,7 +156,7 @@ def test_bad_peers_are_dropped_with_a_reason_while_a_good_client_is_served(
 def test_a_stranger_never_reaches_pickle(worker: WorkerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """With pickle enabled, frames carrying a pickle from an unauthenticated peer are
     never decoded; the same frame from an authenticated one is (the control)."""
-    import polybus.wire.codec as codec_mod
+    import polybus.wire.decoding as decoding  # (where a frame's pickles are read)
 
     calls: list[bytes] = []
     real = pickle.loads
@@ -165,7 +165,7 @@ def test_a_stranger_never_reaches_pickle(worker: WorkerRuntime, monkeypatch: pyt
         calls.append(bytes(data))
         return real(data, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(codec_mod.pickle, "loads", recording)
+    monkeypatch.setattr(decoding.pickle, "loads", recording)
     sender = Codec(allow_pickle=True)
     frame = b"".join(bytes(p) for p in sender.encode(Call(1, "echo", [Evil()])))
     assert b"pickle ran" in frame
