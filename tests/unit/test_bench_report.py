@@ -12,7 +12,8 @@ from rich.console import Console
 import polybus
 from polybus.bench import registry
 from polybus.bench.peers import OPTIONAL_PEERS, available
-from polybus.bench.report import BenchResult, Row, plot, print_table
+from polybus.bench.plots import plot
+from polybus.bench.report import BenchResult, Row, print_table
 from polybus.bench.stats import Stat, repeat, summarize, time_repeat
 from polybus.errors import UsageError
 
@@ -133,7 +134,7 @@ def test_a_series_keeps_its_colour_in_every_panel() -> None:
     pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
     import matplotlib.pyplot as plt
 
-    from polybus.bench.report import figure, series_colours
+    from polybus.bench.plots import figure, series_colours
 
     res = BenchResult("sort", x_label="elements")
     for n in (1024, 4096):
@@ -170,7 +171,7 @@ def test_matmul_draws_a_panel_per_size_and_one_legend() -> None:
     pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
     import matplotlib.pyplot as plt
 
-    from polybus.bench.report import figure
+    from polybus.bench.plots import figure
 
     res = BenchResult("matmul", x_label="servers")
     for n in (100, 200, 500):
@@ -257,7 +258,7 @@ def test_a_metric_measured_at_several_placements_gets_a_panel_each() -> None:
     pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
     import matplotlib.pyplot as plt
 
-    from polybus.bench.report import figure
+    from polybus.bench.plots import figure
 
     res = BenchResult("latency", x_label="payload bytes")
     for cpus in ("split", "same"):
@@ -286,7 +287,7 @@ def test_one_placement_keeps_one_panel_and_full_names() -> None:
     pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
     import matplotlib.pyplot as plt
 
-    from polybus.bench.report import figure
+    from polybus.bench.plots import figure
 
     res = BenchResult("latency", x_label="payload bytes")
     for size in (0, 1000):

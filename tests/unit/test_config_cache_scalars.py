@@ -2,7 +2,7 @@
 only arrays and bytes are sent once and named by content hash (client/naming.py
 ``content_key``); an int, a float, a bool, a str or None goes with every call by value
 whatever ``cache`` says. (A name that is no parameter at all is an error:
-test_config_errors.py.)"""
+test_config_errors_sources.py.)"""
 
 from __future__ import annotations
 

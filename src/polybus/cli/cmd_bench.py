@@ -251,8 +251,9 @@ def _run_one(name: str, args: argparse.Namespace, console: Console,
     false``, unless a complete run's file is there (kept, and said), and the
     KeyboardInterrupt goes on: every row of the benchmark was lost."""
     from polybus.bench import building, registry
+    from polybus.bench.plots import plot
     from polybus.bench.progress import RichProgress
-    from polybus.bench.report import BenchResult, plot, print_table
+    from polybus.bench.report import BenchResult, print_table
     from polybus.bench.results import versions
 
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.batchcalls import BatchPromise
 from polybus.client.fwdedge import run_of
 from polybus.client.nested import Nested
+from polybus.client.picking import alive, loads, open_to_calls, pick_any
 from polybus.client.policies.balance import demand_pick
 from polybus.client.promise import CallPromise
 from polybus.client.snapshot import snapshot, snapshot_kwargs
@@ -376,13 +377,13 @@ def _place(d: Dispatcher, rec: CallRecord) -> None:
     if d.keep_args:
         d.reactor.work_left()  # (a migrator watches it)
     if d.style.kind != "async-demand":
-        d._send(rec, d._pick_any())
+        d._send(rec, pick_any(d))
         return
-    i = demand_pick(d.inflight, d.window, d._open(), d._load()) if not d._backlog else None
+    i = demand_pick(d.inflight, d.window, open_to_calls(d), loads(d)) if not d._backlog else None
     if i is not None:
         d._send(rec, d.links[i], hold=d.inflight[i] > 0)
         return
-    if not any(d._alive()):
+    if not any(alive(d)):
         raise NoReplicaError(f"no live replica serves {d.interface}")
     heapq.heappush(d._backlog, (-rec.prio, next(d._seq), rec))
     d.reactor.work_left()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from polybus.client.calls import CallRecord, ReplicaLink, silence_note, suspect_note
 from polybus.client.calltext import call_text
+from polybus.client.picking import alive, loads, open_to_calls
 from polybus.client.policies.balance import demand_pick
 from polybus.client.unsendable import send_accepted
 from polybus.errors import ConnectionLostError, PoisonCallError, PolybusError, WorkerDiedError
@@ -61,7 +62,7 @@ def refill(d: Dispatcher) -> None:
             i = free[0]
             d._isolated[i] = rec.id
         else:  # (a call lost once among them: beside the others)
-            i = demand_pick(d.inflight, window, d._open(), d._load())  # type: ignore[assignment]
+            i = demand_pick(d.inflight, window, open_to_calls(d), loads(d))  # type: ignore[assignment]
             if i is None:
                 break
             heapq.heappop(d._backlog)
@@ -128,7 +129,7 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
                 f"in a row (last: {link.name}); {there}it is not tried again"
                 + suspect_note(d.interface, losses, error, link.module),
                 interface=d.interface, replica=link.name))
-        elif any(d._alive()):
+        elif any(alive(d)):
             # First in line: lost once, placed as any call is (beside others); lost
             # twice, alone (refill), so that its next loss is charged to it alone.
             d._suspects[rec.id] = losses
@@ -138,7 +139,7 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
                 f"the call {call} was lost: every replica of {d.interface} is gone "
                 f"(last: {link.name}: {error})"
                 + suspect_note(d.interface, losses, error, link.module)))
-    if not any(d._alive()):  # none left to take the backlog: it fails too
+    if not any(alive(d)):  # none left to take the backlog: it fails too
         while d._backlog:
             rec = heapq.heappop(d._backlog)[2]
             rec.set_error(ConnectionLostError(

@@ -20,6 +20,7 @@ from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.fwdprio import note_priority_reads
 from polybus.client.headroom import HEADROOM, LIMITS, OPEN, leave
 from polybus.client.lane import MISS, SyncLane
+from polybus.client.picking import alive, loads, open_to_calls, pick_any, pick_fresh
 from polybus.client.policies.balance import (
     LeastLoaded,
     RoundRobin,
@@ -97,8 +98,8 @@ class Dispatcher:
         # False (``use.forward = false`` on this binding): its answers come to the client,
         # even when a promise of it is passed to a binding that forwards.
         self.forwards_answers = True
-        self.reads_fresh = True  # (see _pick_fresh; Session sets it)
-        # Least loaded, and so reads answers before it picks (`_pick_fresh`): fixed here.
+        self.reads_fresh = True  # (see picking.pick_fresh; Session sets it)
+        # Least loaded, and so reads answers before it picks (picking.pick_fresh): fixed here.
         self._least = type(self.policy) is LeastLoaded
         # Calls that migration may send again from another replica keep their arguments
         # as they were at the call (client/snapshot.py; set with the binding's Migrator).
@@ -159,9 +160,9 @@ class Dispatcher:
         if kind == "sync":
             if self.reactor.refills:
                 self.reactor.flush_all()  # (as in call_sync)
-            self._send(rec, self._pick_any())
+            self._send(rec, pick_any(self))
             return self.reactor.wait(rec, self.timeout)
-        i = demand_pick(self.inflight, self.window, self._open(), self._load()) \
+        i = demand_pick(self.inflight, self.window, open_to_calls(self), loads(self)) \
             if kind == "async-demand" and not self._backlog else None
         hold = kind == "async-demand" and (i is None or self.inflight[i] > 0)
         if self.keep_args:
@@ -170,13 +171,13 @@ class Dispatcher:
             keep = self.keep()
             rec.args, rec.kwargs = snapshot(rec.args, keep), snapshot_kwargs(rec.kwargs, keep)
         if kind == "async":
-            self._send(rec, self._pick_fresh())
+            self._send(rec, pick_fresh(self))
             return CallPromise(rec, self.reactor)
         # async-demand
         if i is not None:
             self._send(rec, self.links[i], hold=hold)
         else:
-            if not any(self._alive()):
+            if not any(alive(self)):
                 raise NoReplicaError(f"no live replica serves {self.interface}")
             heapq.heappush(self._backlog, (-prio, next(self._seq), rec))
             if fwd is not None and rec.id in fwd.deps:  # its producers keep their values
@@ -206,7 +207,7 @@ class Dispatcher:
         self.calls += 1
         links = self.links
         link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated \
-            else self._pick_fresh()
+            else pick_fresh(self)
         sent = rec.args
         comm = self.comm
         if comm is not None:  # cached operands or aggregation: its messages (operands.py)
@@ -239,7 +240,7 @@ class Dispatcher:
         rec = CallRecord(next(_ids), self, [wire(a) for a in args],
                          {k: wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
         self.calls += 1
-        self._send(rec, self._pick_fresh())
+        self._send(rec, pick_fresh(self))
         return CallPromise(rec, self.reactor)
 
     def call_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -266,7 +267,7 @@ class Dispatcher:
             self.calls += 1
             links = self.links
             link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated \
-                else self._pick_any()
+                else pick_any(self)
             rec.link = link  # (what _send does, the message left to the reactor)
             rec.attempts = 1
             link.outstanding[rec.id] = rec
@@ -274,43 +275,6 @@ class Dispatcher:
             return self.reactor.call_alone(rec, link)
         finally:
             leave()
-
-    def _alive(self) -> list[bool]:
-        return [not lk.dead for lk in self.links]
-
-    def _load(self) -> list[int]:
-        """Each replica's calls from this client, every interface's (`ReplicaLink.load`)."""
-        return [lk.load for lk in self.links]
-
-    def _open(self) -> list[bool]:
-        """Replicas that take new calls: alive and not running a suspect alone."""
-        return [not lk.dead and i not in self._isolated for i, lk in enumerate(self.links)]
-
-    def _pick_any(self) -> ReplicaLink:
-        policy = self.policy
-        if isinstance(policy, RoundRobin):  # (a rotation, or the least loaded: no lists made)
-            i = policy.pick_open(self.links, self._isolated)
-            if i is not None:
-                return self.links[i]
-        open_ = self._open()
-        i = self.policy.pick(open_ if any(open_) else self._alive())
-        if i is None:
-            raise NoReplicaError(f"no live replica serves {self.interface}")
-        return self.links[i]
-
-    def _pick_fresh(self) -> ReplicaLink:
-        """`_pick_any` for a call the program makes: under ``balance = "least"``, when
-        no replica is free of this client's calls, the answers that have come are read
-        first (a program that does not wait reads none, and every replica would look as
-        loaded as the calls it was ever sent). Read only: no open batch of another
-        binding is closed for it (`poll(batches=False)`, as `Promise.done` looks). Not
-        where a loop reads every answer as it comes (`reads_fresh` False: `polybus
-        serve`, whose bridge hands answers out only in its own steps)."""
-        link = self._pick_any()
-        if self._least and link.load and self.reads_fresh:
-            self.reactor.poll(False)
-            link = self._pick_any()
-        return link
 
     def _send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
         rec.link = link

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.batchcalls import Pending
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.fwdmove import moved, moved_batch
+from polybus.client.picking import pick_any
 from polybus.client.policies.migration import Edge, ReplicaLoad, decide, edges, steal_edges
 from polybus.config.model import DefineSpec, ModuleSpec, UseSpec
 from polybus.errors import ConnectionLostError
@@ -123,7 +124,7 @@ class Migrator:
                         f.queued(rec)  # (its producers keep their values for it meanwhile)
                 else:
                     rec.attempts -= 1  # a move is not a failed attempt
-                    d._send(rec, d._pick_any())
+                    d._send(rec, pick_any(d))
             return
         self.moved_in[dst.name] = self.moved_in.get(dst.name, 0) + len(recs)
         for rec in recs:

@@ -16,42 +16,26 @@ Nothing is pickled unless the codec was made with ``allow_pickle=True`` (a numpy
 array only travels so, its mask with it); a value the
 safe codec cannot carry is a clear TypeError at the sender (a str with a lone surrogate
 too: wire/unencodable.py).
+
+This module encodes; decoding is wire/decoding.py's (`Codec` inherits it), and the ext
+codes above are wire/exts.py's.
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from polybus.errors import ProtocolError
-from polybus.wire.arrays import (
-    DTYPE_STR,
-    HEADS,
-    INLINE_DIMS,
-    INLINE_MAX,
-    META_DEC,
-    META_ENC,
-    SMALL,
-    array_over,
-    small_head,
-    small_meta,
-)
-from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, Frame, encode_frame, too_large
+from polybus.wire.arrays import DTYPE_STR, HEADS, INLINE_DIMS, INLINE_MAX, META_ENC, small_head
+from polybus.wire.decoding import Decoding
+from polybus.wire.exts import EXT_BYTES, EXT_NDARRAY, EXT_PICKLE, EXT_REF, EXT_SMALL
+from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, encode_frame, too_large
 from polybus.wire.messages import Call, Message, Result
-from polybus.wire.undecodable import (
-    UNHASHABLE_KEY,
-    Undecodable,
-    Unpicklable,
-    failed_form,
-    on_fresh_stack,
-    said_of,
-    salvage,
-    value_raised,
-)
+from polybus.wire.undecodable import value_raised
 from polybus.wire.unencodable import too_deep, unencodable
 from polybus.wire.values import (
     OOB_BYTES,
@@ -66,17 +50,10 @@ from polybus.wire.values import (
 __all__ = ["EXT_BYTES", "EXT_NDARRAY", "EXT_PICKLE", "EXT_REF", "EXT_SMALL", "OOB_BYTES",
            "PROMISE_INSIDE", "Codec", "OutOfBand", "Ref", "too_deep"]
 
-EXT_NDARRAY = 1
-EXT_BYTES = 2
-EXT_PICKLE = 3
-EXT_REF = 4
-EXT_SMALL = 5
-_HEAD = PREFIX.size
-_UNPACK = PREFIX.unpack_from
 
-
-class Codec:
-    """Encodes and decodes messages for one connection (not thread-safe: one per side)."""
+class Codec(Decoding):
+    """Encodes and decodes messages for one connection (not thread-safe: one per side).
+    Encoding is below; decoding is its base's (`Decoding`, wire/decoding.py)."""
 
     def __init__(self, *, allow_pickle: bool = False, max_frame: int = DEFAULT_MAX_FRAME,
                  ref_hook: Callable[[Ref], Any] | None = None) -> None:
@@ -84,14 +61,14 @@ class Codec:
         self.max_frame = max_frame
         self._out: list[memoryview | np.ndarray[Any, Any]] = []
         self._gather = 0  # see encode_parts
-        self._in: Sequence[bytes | bytearray | memoryview] = []
+        self._in = []
         self._ref_hook = ref_hook
         self._enc = msgspec.msgpack.Encoder(enc_hook=self._enc_hook)
         self._dec = msgspec.msgpack.Decoder(Message, ext_hook=self._ext_hook)
         self._any_dec = msgspec.msgpack.Decoder(ext_hook=self._ext_hook)
         self._lenient = False  # (see _failed)
         self._fresh = False  # (see _deep)
-        self._refs: list[tuple[int, Any]] = []
+        self._refs = []
         self._scan_dec = msgspec.msgpack.Decoder(ext_hook=self._scan_hook)
 
     # -- encoding ---------------------------------------------------------------
@@ -257,152 +234,3 @@ class Codec:
             # cannot be encoded back as never sent, and says which argument it was.
             raise TypeError(f"a value of type {type(obj).__qualname__} cannot be pickled: "
                             f"{exc}") from None
-
-    # -- decoding ---------------------------------------------------------------
-    def decode(self, frame: Frame) -> Message:
-        """One message; ProtocolError for anything malformed."""
-        self._in = frame.buffers
-        try:
-            return self.decode_header(frame.header)
-        finally:
-            self._in = []
-
-    def decode_header(self, header: bytes | bytearray | memoryview) -> Message:
-        """The message of a frame that carries no buffers (FrameDecoder.next_small)."""
-        try:
-            msg: Message = self._dec.decode(header)
-        except Unpicklable:  # (the program's value, not the protocol: wire/undecodable.py)
-            return self._failed(header)
-        except msgspec.DecodeError as exc:
-            if UNHASHABLE_KEY in str(exc):  # (the program's value: wire/undecodable.py)
-                return self._salvaged(header)
-            raise ProtocolError(f"malformed message: {exc}") from None
-        except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as exc:
-            raise ProtocolError(f"malformed value in message: {exc}") from None
-        except RecursionError:  # (a RuntimeError: arrays or maps nested past this stack's room)
-            if not self._fresh:
-                return self._deep(header)
-            raise ProtocolError("malformed message: values nested too deeply") from None
-        return msg
-
-    def _deep(self, header: bytes | bytearray | memoryview) -> Message:
-        """`decode_header` of a message nested deeper than this thread's stack has room
-        for, again at the bottom of a new one (undecodable.py): what a sender could encode
-        is read, whatever depth the reader was called at."""
-        self._fresh = True
-        try:
-            return on_fresh_stack(self.decode_header, header)  # type: ignore[no-any-return]
-        finally:
-            self._fresh = False
-
-    def _salvaged(self, header: bytes | bytearray | memoryview) -> Message:
-        """The message of ``header``, a dict key in one of whose values cannot be one
-        here, as the message that fails what it carried (or a `Refusal`)."""
-        self._lenient = True  # (a pickle that fails in it fails the same way)
-        try:
-            return salvage(header, self._dec.decode, self._any_dec.decode)  # type: ignore[no-any-return]
-        except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as exc:
-            raise ProtocolError(f"malformed value in message: {exc}") from None
-        finally:
-            self._lenient = False
-
-    def _failed(self, header: bytes | bytearray | memoryview) -> Message:
-        """The message of ``header``, one of whose values did not unpickle, as the
-        message that fails what it carried (or a `Refusal`)."""
-        self._lenient = True
-        try:
-            msg = self._dec.decode(header)
-        except Exception as exc:  # (it decoded up to the pickle: something else is wrong)
-            raise ProtocolError(f"malformed message: {exc}") from None
-        finally:
-            self._lenient = False
-        return failed_form(msg)  # type: ignore[no-any-return]
-
-    def decode_lone(self, data: bytes) -> Message | None:
-        """The message of ``data`` if it is exactly one whole frame that carries no
-        buffers and no flags (a lone call or answer, read in one piece), else None:
-        then ``data`` is for the frame decoder, which also says what is wrong with it."""
-        n = len(data)
-        if n < _HEAD:
-            return None
-        length, nbufs, flags, header_len = _UNPACK(data)
-        if nbufs or flags or length != n - 4 or length != 8 + header_len or length > self.max_frame:
-            return None
-        try:
-            msg: Message = self._dec.decode(memoryview(data)[_HEAD:])
-        except Exception:  # malformed: the decoder's way reports it
-            return None
-        return msg
-
-    def bytes_buffers(self, header: memoryview) -> list[int]:
-        """The buffers ``header`` names as bytes values, each named once and only as
-        bytes: a large frame's receiver puts those straight into bytes objects
-        (wire/placing.py). Empty for anything it cannot read (decode reports that)."""
-        refs: list[tuple[int, Any]] = []
-        self._refs = refs
-        try:
-            self._scan_dec.decode(header)
-        except Exception:  # malformed: decoding the frame for real says how
-            return []
-        finally:
-            self._refs = []
-        named = [idx for _, idx in refs]
-        return [idx for code, idx in refs
-                if code == EXT_BYTES and type(idx) is int and named.count(idx) == 1]
-
-    def _scan_hook(self, code: int, data: memoryview) -> None:
-        if code == EXT_BYTES:
-            self._refs.append((code, META_DEC.decode(data)))
-        elif code == EXT_NDARRAY:
-            meta = META_DEC.decode(data)
-            self._refs.append((code, meta[2] if isinstance(meta, list) and len(meta) == 3 else None))
-
-    def decode_value(self, data: bytes, buffers: list[bytearray | memoryview]) -> Any:
-        self._in = buffers
-        try:
-            return self._any_dec.decode(data)
-        finally:
-            self._in = []
-
-    def _ext_hook(self, code: int, data: memoryview) -> Any:
-        if code == EXT_SMALL:
-            n = data[0] + 1
-            meta = bytes(data[:n])
-            got = SMALL.get(meta)
-            if got is None:
-                got = small_meta(meta)
-            dt, shape, nbytes = got
-            if data.nbytes - n != nbytes:
-                raise ProtocolError("array shape does not match its bytes")
-            return np.ndarray(shape, dt, bytearray(data[n:]))
-        if code == EXT_NDARRAY:
-            dtype, shape, idx = META_DEC.decode(data)
-            buf = self._buffer(idx)
-            # (bytes: only a buffer named as bytes too; arrays stay writable)
-            return array_over(dtype, shape, bytearray(buf) if isinstance(buf, bytes) else buf)
-        if code == EXT_BYTES:
-            buf = self._buffer(META_DEC.decode(data))
-            # Received into its own bytes object (wire/placing.py): handed out as it is.
-            return buf if type(buf) is bytes else bytes(buf)
-        if code == EXT_PICKLE:
-            if not self.allow_pickle:
-                raise ProtocolError("peer sent a pickled value but pickle is not enabled here")
-            try:
-                return pickle.loads(data)
-            except BaseException as exc:  # (a class only the sender has, a broken pickle,
-                if not value_raised(exc):  # or its own SystemExit: value_raised)
-                    raise
-                if self._lenient:
-                    return Undecodable(exc)
-                raise Unpicklable(f"a pickled value did not unpickle: "
-                                  f"{type(exc).__name__}: {said_of(exc)}") from None
-        if code == EXT_REF:
-            kind, key = META_DEC.decode(data)
-            ref = Ref(kind, key)
-            return self._ref_hook(ref) if self._ref_hook is not None else ref
-        raise ProtocolError(f"unknown extension type {code}")
-
-    def _buffer(self, idx: Any) -> bytes | bytearray | memoryview:
-        if not isinstance(idx, int) or not 0 <= idx < len(self._in):
-            raise ProtocolError(f"reference to buffer {idx!r}, frame has {len(self._in)}")
-        return self._in[idx]
