@@ -8,21 +8,18 @@ apart so the leader/follower core there stays short.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from polybus.errors import PolybusError, ProtocolError
 from polybus.quieter import Quieter
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import Address, HandshakeGate, Listener, authenticate
-from polybus.transport.greeting import Greeting, crowded
+from polybus.transport.endpoints import Address, HandshakeGate, Listener
+from polybus.transport.greeting import Greeting
 from polybus.transport.shm import ShmChannel
-from polybus.wire.codec import Codec
 from polybus.wire.messages import (
     Batch,
     Call,
@@ -48,6 +45,7 @@ from polybus.wire.messages import (
     Steal,
 )
 from polybus.wire.undecodable import Refusal, sent_as
+from polybus.worker.accepting import Accepting
 from polybus.worker.cache import FORWARDED, OperandCache, resolve_batch
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
@@ -59,7 +57,7 @@ from polybus.worker.servicing import CallQueue
 log = logging.getLogger("polybus.worker")
 
 
-class Intake:
+class Intake(Accepting):
     """Reads and handles what clients send; the state is the runtime's."""
 
     name: str
@@ -107,61 +105,6 @@ class Intake:
     def _full_now(self, call: Message | None = None) -> bool:
         with self._lock:
             return self._full(call)
-
-    # -- new connections ---------------------------------------------------------
-    def _accept(self, where: Address) -> None:
-        try:
-            sock, peer = self._listening[where].accept()
-        except OSError:
-            return
-        gate = self._gates[where]
-        refused = gate.enter(self._greeting.cut_oldest)
-        if refused:  # (said once while the gate stays full, not per connection)
-            sock.close()
-            if refused == 1:
-                log.warning("worker %s: %d handshakes are under way on %s, the most at "
-                            "once, and as many cut short have not ended yet; new "
-                            "connections are closed until one ends", self.name, gate.limit,
-                            where)
-            return
-        # The handshake runs apart from the poller, so a slow or hostile peer stalls no
-        # one; stop() ends it (transport/greeting.py). Not started (stopping, or no descriptor or
-        # thread to spare): closed, as if the gate were full.
-        if not self._greeting.start(sock, partial(self._handshake, sock, peer, where, gate)):
-            sock.close()
-            gate.leave()
-
-    def _handshake(self, sock: socket.socket, peer: object, where: Address,
-                   gate: HandshakeGate, waker: socket.socket) -> None:
-        try:
-            ch = authenticate(sock, peer, self._token,
-                              Codec(allow_pickle=self.options.allow_pickle,
-                                    max_frame=self.options.max_frame),
-                              self.options.handshake_timeout, shm=where.scheme == "shm")
-        except PolybusError as exc:
-            if (not self._stopping and not self._greeting.was_cut(waker)  # (else said)
-                    and (said := self._quiet.let(str(exc)))):  # (else stop())
-                log.warning("worker %s refused a connection: %s", self.name, said)
-            return
-        except OSError as exc:
-            if not self._stopping and not self._greeting.was_cut(waker):
-                log.warning("worker %s dropped a connection during the handshake: %s",
-                            self.name, exc)
-            return
-        finally:
-            self._greeting.done(waker)
-            refused, cut = gate.leave()
-            # (the first refused was said when it came; not at a stop, which ends them all)
-            if (refused > 1 or cut) and not self._stopping:
-                log.warning("%s", crowded(f"worker {self.name}", refused, cut, gate.limit,
-                                          where))
-        ch.spin_s = self.options.spin_s
-        with self._lock:
-            if self._stopping:  # too late: stop() has closed the others already
-                ch.close()
-                return
-            self._new.append(ch)
-        self._wake()
 
     def _read(self, ch: Channel) -> None:
         try:

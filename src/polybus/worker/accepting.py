@@ -1,0 +1,94 @@
+"""A replica's new connections: accepted under the handshake gate, authenticated apart
+from the poller (transport/greeting.py), and handed to the poller to adopt.
+
+A mixin of `Intake` (intake.py), whose runtime owns the state declared here.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from functools import partial
+
+from polybus.errors import PolybusError
+from polybus.quieter import Quieter
+from polybus.transport.channel import Channel
+from polybus.transport.endpoints import Address, HandshakeGate, Listener, authenticate
+from polybus.transport.greeting import Greeting, crowded
+from polybus.wire.codec import Codec
+from polybus.worker.options import ServeOptions
+
+log = logging.getLogger("polybus.worker")
+
+
+class Accepting:
+    """Accepts and authenticates connections; the state is the runtime's."""
+
+    name: str
+    options: ServeOptions
+    _lock: threading.Lock
+    _quiet: Quieter
+    _token: bytes
+    _listening: dict[Address, Listener]
+    _gates: dict[Address, HandshakeGate]
+    _greeting: Greeting
+    _new: list[Channel]
+    _stopping: bool
+
+    def _wake(self) -> None:
+        raise NotImplementedError  # the runtime's
+
+    def _accept(self, where: Address) -> None:
+        try:
+            sock, peer = self._listening[where].accept()
+        except OSError:
+            return
+        gate = self._gates[where]
+        refused = gate.enter(self._greeting.cut_oldest)
+        if refused:  # (said once while the gate stays full, not per connection)
+            sock.close()
+            if refused == 1:
+                log.warning("worker %s: %d handshakes are under way on %s, the most at "
+                            "once, and as many cut short have not ended yet; new "
+                            "connections are closed until one ends", self.name, gate.limit,
+                            where)
+            return
+        # The handshake runs apart from the poller, so a slow or hostile peer stalls no
+        # one; stop() ends it (transport/greeting.py). Not started (stopping, or no descriptor or
+        # thread to spare): closed, as if the gate were full.
+        if not self._greeting.start(sock, partial(self._handshake, sock, peer, where, gate)):
+            sock.close()
+            gate.leave()
+
+    def _handshake(self, sock: socket.socket, peer: object, where: Address,
+                   gate: HandshakeGate, waker: socket.socket) -> None:
+        try:
+            ch = authenticate(sock, peer, self._token,
+                              Codec(allow_pickle=self.options.allow_pickle,
+                                    max_frame=self.options.max_frame),
+                              self.options.handshake_timeout, shm=where.scheme == "shm")
+        except PolybusError as exc:
+            if (not self._stopping and not self._greeting.was_cut(waker)  # (else said)
+                    and (said := self._quiet.let(str(exc)))):  # (else stop())
+                log.warning("worker %s refused a connection: %s", self.name, said)
+            return
+        except OSError as exc:
+            if not self._stopping and not self._greeting.was_cut(waker):
+                log.warning("worker %s dropped a connection during the handshake: %s",
+                            self.name, exc)
+            return
+        finally:
+            self._greeting.done(waker)
+            refused, cut = gate.leave()
+            # (the first refused was said when it came; not at a stop, which ends them all)
+            if (refused > 1 or cut) and not self._stopping:
+                log.warning("%s", crowded(f"worker {self.name}", refused, cut, gate.limit,
+                                          where))
+        ch.spin_s = self.options.spin_s
+        with self._lock:
+            if self._stopping:  # too late: stop() has closed the others already
+                ch.close()
+                return
+            self._new.append(ch)
+        self._wake()
