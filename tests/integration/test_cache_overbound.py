@@ -14,6 +14,7 @@ cache (512 MiB, another interface's) held them: 3x what single calls sent.
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,29 @@ def test_prefetch_puts_nothing_for_a_call_whose_operands_go_with_it(tmp_path: Pa
         comm = s.dispatchers["add"].comm
         assert comm is not None and all(not comm.holds(lk) for lk in links)
         assert all(len(rt.cache) == 0 for rt in c.runtimes)  # (nothing was put anywhere)
+
+
+def test_prefetch_still_puts_the_operands_of_a_call_that_names_them(tmp_path: Path) -> None:
+    # prefetch = "all", two replicas, operands that fit the cache together: the Puts of
+    # a call's two operands (and of a call's one) go to the other replica too, pushed
+    # once the call's naming is done (`Comm._prefetch`), not while it was named.
+    text = toml(cache='["x", "y"]', cache_bytes=200_000).replace("mul", "add").replace(
+        "cache_bytes =", 'prefetch = "all", cache_bytes =')
+    xs = [np.full(2000, float(i)) for i in range(3)]
+    with cluster(tmp_path, text, replicas=2) as c:
+        s = c.session()
+        assert float(call(s, "add", xs[0], xs[1])[0]) == 1.0
+        comm = s.dispatchers["add"].comm
+        assert comm is not None
+        keys = [set(comm.holds(lk)) for lk in s.links["server"]]
+        assert len(keys[0]) == 2 and keys[0] == keys[1]
+        assert float(call(s, "add", xs[2], xs[1])[0]) == 3.0
+        keys = [set(comm.holds(lk)) for lk in s.links["server"]]
+        assert len(keys[0]) == 3 and keys[0] == keys[1]
+        deadline = time.monotonic() + 5  # (the pushes are not answered: they arrive)
+        while any(len(rt.cache) < 3 for rt in c.runtimes) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [len(rt.cache) for rt in c.runtimes] == [3, 3]
 
 
 def _run(app: Path, sets: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, int]:

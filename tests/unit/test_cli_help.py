@@ -167,7 +167,7 @@ def test_a_plot_without_matplotlib_names_the_extra(
 
     from rich.console import Console
 
-    from polybus.bench import registry, report
+    from polybus.bench import plots, registry
     from polybus.bench.report import BenchResult, Row
     from polybus.bench.stats import summarize
     from polybus.cli import cmd_bench
@@ -181,7 +181,7 @@ def test_a_plot_without_matplotlib_names_the_extra(
         raise ImportError("No module named 'matplotlib'")
 
     monkeypatch.setattr(registry, "run", fake_run)
-    monkeypatch.setattr(report, "plot", no_matplotlib)
+    monkeypatch.setattr(plots, "plot", no_matplotlib)  # (cmd_bench's: bench/plots.py)
     out = io.StringIO()
     args = argparse.Namespace(json=None, plot=str(tmp_path / "p.png"), out=None, quick=True,
                               name="latency")
