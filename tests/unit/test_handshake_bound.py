@@ -134,7 +134,7 @@ def test_a_replica_closes_connections_past_the_bound_at_once(
         "until one ends",
         f"worker w: on {worker.address}, more connections came at once than its limit of "
         f"{MAX_HANDSHAKES} handshakes under way: 2 new connections were closed unanswered. "
-        "A client of this cluster among them failed to connect (the server closed the "
+        "Any client of this cluster among them failed to connect (the server closed the "
         "connection) and may try again; if clients keep failing so, something is opening "
         "connections that do not finish the handshake: find it, and stop it or block it "
         "with a firewall"]
@@ -206,7 +206,7 @@ def test_a_good_client_gets_past_a_crowd_that_says_nothing(
     assert said and all(m.startswith(
         f"worker w: on {worker.address}, more connections came at once than its limit of "
         f"{MAX_HANDSHAKES} handshakes under way: 1 handshake under way was cut short (the "
-        "oldest first). A client of this cluster among them failed to connect")
+        "oldest first). Any client of this cluster among them failed to connect")
         for m in said[:3]), said
     assert "Broken pipe" not in caplog.text  # (a handshake cut short is no refusal)
 

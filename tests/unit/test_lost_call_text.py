@@ -37,7 +37,6 @@ def _lose(attempts: int, alive: bool, idempotent: bool = True,
                         _suspects={7: attempts - 1} if attempts > 1 else {}, _backlog=[],
                         idempotent=idempotent, max_attempts=3, comm=None,
                         style=SimpleNamespace(kind="async"),
-                        _alive=lambda: [False, alive],
                         reactor=SimpleNamespace(work_left=lambda: None))
     rec = _Rec(d, attempts, args)
     link.outstanding[rec.id] = rec

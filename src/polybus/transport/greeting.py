@@ -1,5 +1,5 @@
 """Accepted connections in their handshake, each in a thread of its own, for whoever
-accepted them (a replica, worker/intake.py; the registry, registry/service.py) to end
+accepted them (a replica, worker/accepting.py; the registry, registry/service.py) to end
 when it stops: a peer that connected and said nothing held its thread (and its socket
 open, the peer waiting) for the handshake's timeout after the replica stopped.
 
@@ -111,7 +111,7 @@ def crowded(who: str, refused: int, cut: int, limit: int, where: object) -> str:
         did.append(f"{cut} handshake{'s' if cut != 1 else ''} under way "
                    f"{'were' if cut != 1 else 'was'} cut short (the oldest first)")
     return (f"{who}: on {where}, more connections came at once than its limit of "
-            f"{limit} handshakes under way: {' and '.join(did)}. A client of this cluster "
+            f"{limit} handshakes under way: {' and '.join(did)}. Any client of this cluster "
             f"among them failed to connect (the server closed the connection) and may "
             f"try again; if clients keep failing so, something is opening connections "
             f"that do not finish the handshake: find it, and stop it or block it with a "

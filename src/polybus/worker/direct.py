@@ -6,8 +6,9 @@ role and looks at that one connection for the spin window: a call that comes run
 right there, with no selector, queue or hand-off between threads (on one CPU every
 microsecond of either side adds to the round trip). The role is let go while the
 call runs, as in the general path, so another thread (or the standby) reads the other
-connections and the control messages meanwhile. Anything but a plain call (control,
-cached operands that are missing, a full or busy queue) goes to the general intake;
+connections and the control messages meanwhile. A cached operand's Put (or a Drop)
+is kept where it is read; anything else but a plain call (control, cached operands
+that are missing, a full or busy queue) goes to the general intake;
 and after a millisecond, or a spin window with nothing, the general poll takes over
 (so other connections and new clients are looked at at least every millisecond).
 

@@ -84,7 +84,7 @@ class WorkerRuntime(Polling):
                 sock.close()
             raise
         self.addresses = list(self._listening)
-        self._gates = {real: HandshakeGate() for real in self._listening}  # (intake.py)
+        self._gates = {real: HandshakeGate() for real in self._listening}  # (accepting.py)
         self._greeting = Greeting(f"polybus-{name}-handshake")  # for stop() to end
         self.address = self.addresses[0]
         # Rung (once per call run while a client is paused, under the pool's lock) to end
