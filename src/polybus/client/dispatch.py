@@ -10,7 +10,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.client import backlog
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.fwdprio import note_priority_reads
-from polybus.client.headroom import HEADROOM, LIMITS, OPEN, leave
+from polybus.client.headroom import enter, leave
 from polybus.client.lane import MISS, SyncLane
 from polybus.client.picking import alive, loads, open_to_calls, pick_any, pick_fresh
 from polybus.client.policies.balance import (
@@ -47,8 +46,6 @@ if TYPE_CHECKING:
 
 BACKLOG_BOUND = 100_000
 _ids = itertools.count(1)
-
-_getlimit, _setlimit = sys.getrecursionlimit, sys.setrecursionlimit
 
 
 def _lane_for(d: Dispatcher) -> SyncLane | SocketLane | None:
@@ -247,12 +244,8 @@ class Dispatcher:
         """The plain sync call (no priority, timeout, cache, aggregation or forwarding):
         the same steps as below with nothing that cannot apply (the latency hot path).
         It reads its answer itself, wherever the program called from: with room under
-        it (client/headroom.py's enter, written out)."""
-        now = _getlimit()
-        if now != LIMITS[1]:
-            LIMITS[0], LIMITS[1] = now, now + HEADROOM
-            _setlimit(now + HEADROOM)
-        OPEN.append(None)  # (counted last, as enter does)
+        it (client/headroom.py)."""
+        enter()
         try:
             rid = next(_ids)
             if self.reactor.refills:  # (batches or held calls may be waiting to be written)
