@@ -48,7 +48,8 @@ def _figures(sweep: Sweep) -> dict[tuple[str, str], tuple[float | None, float | 
      "speedup vs modules.client.use.f.callstyle=sync, modules.server.replication=1; "
      "efficiency: speedup vs modules.server.replication=1 at the same callstyle, per "
      "replica"),
-    ([CALLSTYLE], None, "speedup vs modules.client.use.f.callstyle=sync"),
+    ([CALLSTYLE], None, "speedup vs modules.client.use.f.callstyle=sync; no efficiency "
+     "column (no replication count is varied)"),
 ])
 def test_the_title_says_what_each_column_is_compared_against(
         varies: list[tuple[str, list[str]]], baseline: str | None, said: str) -> None:

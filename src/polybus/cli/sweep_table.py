@@ -66,11 +66,13 @@ def compared(sweep: Sweep) -> str:
     callstyle=sync at the same replication; efficiency: speedup vs replication=1 at the
     same callstyle, per replica``. Efficiency is along the replica count with every
     other key the same (sweepcompare.py `compare`), which the baseline need not be: said apart,
-    unless it is the baseline's own speedup."""
+    unless it is the baseline's own speedup. With no replication count varied there is
+    no efficiency, and no column of it: said here once (``no efficiency column (no
+    replication count is varied)``)."""
     speedup = f"speedup vs {_base(sweep)}{_same(sweep, sweep.baseline)}"
     along = sweep.efficiency_vs
-    if along is None:
-        return speedup
+    if along is None:  # (said once here, not a column of dashes)
+        return f"{speedup}; no efficiency column (no replication count is varied)"
     key, value = along
     p0 = replicas(key, value)
     per = "per replica" if p0 == 1 else f"divided by replicas/{p0:g}"
@@ -121,21 +123,25 @@ def table(sweep: Sweep, saved: Sequence[str] = ()) -> Table:
     lo, hi = sweep.runs
     runs = lo != hi  # (cells of unequal counts: each says its own)
     counted = any(c.ok and (c.bytes_sent or c.bytes_received) for c in sweep.cells)
-    for col in ("elapsed s", *(("runs",) if runs else ()), "speedup", "efficiency",
-                *(("sent", "received") if counted else ())):
+    # Efficiency is speedup per replica: with no replica count varied it has no value
+    # (the line above says so once; it was a column of dashes).
+    eff = sweep.efficiency_vs is not None
+    for col in ("elapsed s", *(("runs",) if runs else ()), "speedup",
+                *(("efficiency",) if eff else ()), *(("sent", "received") if counted else ())):
         t.add_column(col, justify="right")
     for c in sweep.cells:
         vals = [escape(c.config[k]) for k in keys]
         if not c.ok:  # (no figure of the runs that succeeded first: not the combination's)
             t.add_row(*vals, f"[red]{failed(c, sweep.repeat)}[/]: {escape(brief(c.error, saved))}",
-                      *((DASH,) if runs else ()), DASH, DASH,
+                      *((DASH,) if runs else ()), DASH, *((DASH,) if eff else ()),
                       *((DASH, DASH) if counted else ()))
             continue
         sizes = (size(c.sent), size(c.received)) if counted else ()
         t.add_row(*vals, f"{c.median:.4g} [{min(c.elapsed_s):.4g}{DASH}{max(c.elapsed_s):.4g}]",
                   *((str(len(c.elapsed_s)),) if runs else ()),
                   DASH if c.speedup is None else f"{c.speedup:.3g}",
-                  DASH if c.efficiency is None else f"{c.efficiency:.3g}", *sizes)
+                  *((DASH if c.efficiency is None else f"{c.efficiency:.3g}",) if eff else ()),
+                  *sizes)
     return t
 
 
