@@ -61,7 +61,7 @@ def test_the_title_says_what_each_column_is_compared_against(
     else:
         sweep = _sweep(varies, baseline)
     assert compared(sweep) == said
-    assert f"of 1; {said}" in title(sweep)
+    assert f"of 1 run; {said}" in title(sweep)
 
 
 def test_speedup_keeps_the_other_values_and_efficiency_is_along_the_replicas() -> None:
