@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from polybus.cli.sweep_table import short_names
 from polybus.sweep import Cell, Sweep, replicas, tied_with
 
-__all__ = ["BYTES_NOISE", "Panel", "differs", "not_drawn", "panels", "plot"]
+__all__ = ["BYTES_NOISE", "Panel", "differs", "not_drawn", "panels", "plot", "series"]
 
 NAMED = 3  # failed combinations named in the plot's note; more are counted
 BYTES_NOISE = 0.05  # bytes that differ by at most this part of the largest: no panel
@@ -39,6 +40,11 @@ class Panel:
     lines: dict[str, list[tuple[float, float]]]
     ticks: list[str] | None = None
     """Labels of x = 0, 1, ... when x is not a number."""
+    gaps: dict[str, list[float]] = field(default_factory=dict)
+    """Each line's x where its combination has no figure: the line breaks there (it was
+    drawn from the point before to the point after, as if nothing were between)."""
+    failed: dict[str, list[float]] = field(default_factory=dict)
+    """Those of ``gaps`` whose combination failed: marked on the x axis."""
 
 
 def _panel(sweep: Sweep, name: str, get: Callable[[Cell], float | None], xkey: str,
@@ -48,12 +54,29 @@ def _panel(sweep: Sweep, name: str, get: Callable[[Cell], float | None], xkey: s
     moving = tied_with(sweep.varies, sweep.tied, xkey)  # (they move along x: no lines of theirs)
     others = [k for k in keys if k not in moving]
     lines: dict[str, list[tuple[float, float]]] = {}
+    gaps: dict[str, list[float]] = {}
+    failed: dict[str, list[float]] = {}
     for c in sweep.cells:
         x, y = x_of(c.config[xkey]), get(c) if c.ok else None
-        if x is not None and y is not None:
-            label = ", ".join(f"{_short(k, keys)}={c.config[k]}" for k in others)
+        if x is None:
+            continue
+        label = ", ".join(f"{_short(k, keys)}={c.config[k]}" for k in others)
+        if y is not None:
             lines.setdefault(label, []).append((x, y))
-    return Panel(name, xlabel, {k: sorted(v) for k, v in lines.items()}, ticks)
+            continue
+        gaps.setdefault(label, []).append(x)
+        if not c.ok:
+            failed.setdefault(label, []).append(x)
+    return Panel(name, xlabel, {k: sorted(v) for k, v in lines.items()}, ticks,
+                 {k: sorted(v) for k, v in gaps.items()},
+                 {k: sorted(v) for k, v in failed.items()})
+
+
+def series(panel: Panel, label: str) -> tuple[list[float], list[float]]:
+    """A line's x and y as drawn: its points, and NaN at its gaps, which matplotlib
+    leaves unjoined."""
+    pts = sorted([*panel.lines.get(label, []), *((x, math.nan) for x in panel.gaps.get(label, []))])
+    return [x for x, _ in pts], [y for _, y in pts]
 
 
 def panels(sweep: Sweep) -> list[Panel]:
@@ -125,8 +148,11 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
     drawn = panels(sweep)
     fig, axes = plt.subplots(1, len(drawn), figsize=(5.4 * len(drawn), 4.5), squeeze=False)
     for ax, panel in zip(axes[0], drawn, strict=True):
-        for label, pts in panel.lines.items():
-            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=label)
+        colors = {}
+        for label in panel.lines:
+            (line,) = ax.plot(*series(panel, label), marker="o", label=label)
+            colors[label] = line.get_color()
+        _mark_failed(ax, panel, colors)
         if not panel.lines:  # e.g. speedup when every baseline cell failed
             ax.text(0.5, 0.5, f"no {panel.name} figures", ha="center", transform=ax.transAxes)
         if panel.ticks is not None:
@@ -144,7 +170,7 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
             top = max((y for pts in panel.lines.values() for _, y in pts), default=0.0)
             ax.set_ylim(0, top * 1.08 if top > 0 else None)
         ax.grid(True, alpha=0.3)
-        if any(panel.lines):  # a legend only of labelled lines (matplotlib warns otherwise)
+        if any(panel.lines) or panel.failed:  # (labelled artists only: matplotlib warns)
             ax.legend(fontsize=8)
     note = not_drawn(sweep)
     if note is not None:
@@ -154,3 +180,18 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
     plt.close(fig)
     return drawn
 
+
+
+def _mark_failed(ax: Any, panel: Panel, colors: dict[str, str]) -> None:
+    """An x at the foot of the axes, in its line's colour (red for a line with no point
+    at all), where a combination failed: its gap in the line is then seen for what it
+    is, even at the line's end, where there is no gap to see."""
+    from matplotlib.transforms import blended_transform_factory
+
+    foot = blended_transform_factory(ax.transData, ax.transAxes)  # x as data, y of the axes
+    mark = {"linestyle": "none", "marker": "x", "markersize": 9, "markeredgewidth": 2}
+    for label, xs in panel.failed.items():
+        ax.plot(xs, [0.03] * len(xs), color=colors.get(label, "tab:red"), transform=foot,
+                clip_on=False, label="_", **mark)
+    if panel.failed:  # (the legend's x in grey: the first line's colour spoke for all)
+        ax.plot([], [], color="0.35", label="failed: no point", **mark)
