@@ -181,7 +181,6 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
     return drawn
 
 
-
 def _mark_failed(ax: Any, panel: Panel, colors: dict[str, str]) -> None:
     """An x at the foot of the axes, in its line's colour (red for a line with no point
     at all), where a combination failed: its gap in the line is then seen for what it
