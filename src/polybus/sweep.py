@@ -255,10 +255,14 @@ class Sweep:
         from polybus import __version__
         from polybus.bench.report import machine_info
 
+        along = self.efficiency_vs
         return {"sweep": self.path, "polybus_version": __version__, "machine": machine_info(),
                 "vary": {k: [typed(v) for v in vs] for k, vs in self.varies},
                 "tie": list(self.tied), "set": list(self.fixed), "repeat": self.repeat,
                 "baseline": {k: typed(v) for k, v in self.baseline.items()},
+                # what efficiency is against; null (every cell's efficiency null too, and
+                # the CSV's column empty) when no replication count is varied
+                "efficiency_vs": (None if along is None else {along[0]: typed(along[1])}),
                 "complete": self.interrupted is None,
                 "cells": [c.to_dict() for c in self.cells]}
 

@@ -48,7 +48,8 @@ def _figures(sweep: Sweep) -> dict[tuple[str, str], tuple[float | None, float | 
      "speedup vs modules.client.use.f.callstyle=sync, modules.server.replication=1; "
      "efficiency: speedup vs modules.server.replication=1 at the same callstyle, per "
      "replica"),
-    ([CALLSTYLE], None, "speedup vs modules.client.use.f.callstyle=sync"),
+    ([CALLSTYLE], None, "speedup vs modules.client.use.f.callstyle=sync; no efficiency "
+     "column (no replication count is varied)"),
 ])
 def test_the_title_says_what_each_column_is_compared_against(
         varies: list[tuple[str, list[str]]], baseline: str | None, said: str) -> None:
@@ -60,7 +61,7 @@ def test_the_title_says_what_each_column_is_compared_against(
     else:
         sweep = _sweep(varies, baseline)
     assert compared(sweep) == said
-    assert f"of 1; {said}" in title(sweep)
+    assert f"of 1 run; {said}" in title(sweep)
 
 
 def test_speedup_keeps_the_other_values_and_efficiency_is_along_the_replicas() -> None:

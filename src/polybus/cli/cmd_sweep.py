@@ -75,7 +75,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "combinations")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a fixed override for every run")
-    p.add_argument("--repeat", type=int, default=3, help="runs per combination (default 3)")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="runs per combination (default 3): the table gives their median "
+                        "[min-max]; with --repeat 1 each run's time alone, no range "
+                        "(3 or more for a median and range that show how runs vary)")
     p.add_argument("--baseline", metavar="KEY=VALUE[,KEY=VALUE]",
                    help="what speedup is measured against, e.g. replication=1 "
                         "(default: the first value of the first --vary); with several "

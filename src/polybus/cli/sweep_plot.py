@@ -1,18 +1,21 @@
 """`polybus sweep --plot`: time, speedup and efficiency curves (`panels`, drawn by
-`plot`), and the bytes the client sent and received where they differ."""
+`plot`), and the bytes the client sent and received where they differ between
+combinations by more than noise (`differs`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from polybus.cli.sweep_table import short_names
 from polybus.sweep import Cell, Sweep, replicas, tied_with
 
-__all__ = ["Panel", "not_drawn", "panels", "plot"]
+__all__ = ["BYTES_NOISE", "Panel", "differs", "not_drawn", "panels", "plot", "series"]
 
 NAMED = 3  # failed combinations named in the plot's note; more are counted
+BYTES_NOISE = 0.05  # bytes that differ by at most this part of the largest: no panel
 
 
 def _short(key: str, keys: Sequence[str] = ()) -> str:
@@ -37,6 +40,11 @@ class Panel:
     lines: dict[str, list[tuple[float, float]]]
     ticks: list[str] | None = None
     """Labels of x = 0, 1, ... when x is not a number."""
+    gaps: dict[str, list[float]] = field(default_factory=dict)
+    """Each line's x where its combination has no figure: the line breaks there (it was
+    drawn from the point before to the point after, as if nothing were between)."""
+    failed: dict[str, list[float]] = field(default_factory=dict)
+    """Those of ``gaps`` whose combination failed: marked on the x axis."""
 
 
 def _panel(sweep: Sweep, name: str, get: Callable[[Cell], float | None], xkey: str,
@@ -46,12 +54,29 @@ def _panel(sweep: Sweep, name: str, get: Callable[[Cell], float | None], xkey: s
     moving = tied_with(sweep.varies, sweep.tied, xkey)  # (they move along x: no lines of theirs)
     others = [k for k in keys if k not in moving]
     lines: dict[str, list[tuple[float, float]]] = {}
+    gaps: dict[str, list[float]] = {}
+    failed: dict[str, list[float]] = {}
     for c in sweep.cells:
         x, y = x_of(c.config[xkey]), get(c) if c.ok else None
-        if x is not None and y is not None:
-            label = ", ".join(f"{_short(k, keys)}={c.config[k]}" for k in others)
+        if x is None:
+            continue
+        label = ", ".join(f"{_short(k, keys)}={c.config[k]}" for k in others)
+        if y is not None:
             lines.setdefault(label, []).append((x, y))
-    return Panel(name, xlabel, {k: sorted(v) for k, v in lines.items()}, ticks)
+            continue
+        gaps.setdefault(label, []).append(x)
+        if not c.ok:
+            failed.setdefault(label, []).append(x)
+    return Panel(name, xlabel, {k: sorted(v) for k, v in lines.items()}, ticks,
+                 {k: sorted(v) for k, v in gaps.items()},
+                 {k: sorted(v) for k, v in failed.items()})
+
+
+def series(panel: Panel, label: str) -> tuple[list[float], list[float]]:
+    """A line's x and y as drawn: its points, and NaN at its gaps, which matplotlib
+    leaves unjoined."""
+    pts = sorted([*panel.lines.get(label, []), *((x, math.nan) for x in panel.gaps.get(label, []))])
+    return [x for x, _ in pts], [y for _, y in pts]
 
 
 def panels(sweep: Sweep) -> list[Panel]:
@@ -59,7 +84,8 @@ def panels(sweep: Sweep) -> list[Panel]:
     the first key, its values as categories); efficiency against the replica count it
     is measured along (``Sweep.efficiency_vs``), and no efficiency panel when there is
     none (no replication count is varied, or no cell has a figure); the client's bytes
-    sent, and received, as time is, each when it differs between cells."""
+    sent, and received, as time is, each when it differs between cells by more than
+    noise (`differs`: more than 5% of the largest)."""
     keys = [k for k, _ in sweep.varies]
     xkey = next((k for k, vs in sweep.varies if all(_number(v) is not None for v in vs)),
                 keys[0])
@@ -75,14 +101,23 @@ def panels(sweep: Sweep) -> list[Panel]:
         out.append(_panel(sweep, "efficiency", lambda c: c.efficiency, key,
                           lambda v: replicas(key, v), f"{_short(key, keys)} (replicas)"))
     # Bytes where a change moved them (cache on or off, forwarding, aggregation): a
-    # panel of one flat line would only take room.
-    if len({c.sent for c in sweep.cells if c.ok and c.sent is not None}) > 1:
+    # panel of one flat line, or of a few percent's noise, would only take room.
+    if differs([c.sent for c in sweep.cells if c.ok]):
         out.append(_panel(sweep, "bytes sent", lambda c: c.sent, xkey, x_of, _short(xkey, keys),
                           ticks))
-    if len({c.received for c in sweep.cells if c.ok and c.received is not None}) > 1:
+    if differs([c.received for c in sweep.cells if c.ok]):
         out.append(_panel(sweep, "bytes received", lambda c: c.received, xkey, x_of,
                           _short(xkey, keys), ticks))
     return out
+
+
+def differs(counts: Sequence[int | None]) -> bool:
+    """Whether the bytes of the combinations (None: not counted) differ by more than
+    ``BYTES_NOISE`` of the largest. A new user's sweep of callstyle drew a panel of
+    13.9 kB against 13.7 kB received (call ids a digit longer, a reply's timing): a
+    change of 1.4% that the table shows, and a panel of its own only took room."""
+    got = [n for n in counts if n is not None]
+    return bool(got) and max(got) - min(got) > BYTES_NOISE * max(got)
 
 
 def not_drawn(sweep: Sweep) -> str | None:
@@ -113,8 +148,11 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
     drawn = panels(sweep)
     fig, axes = plt.subplots(1, len(drawn), figsize=(5.4 * len(drawn), 4.5), squeeze=False)
     for ax, panel in zip(axes[0], drawn, strict=True):
-        for label, pts in panel.lines.items():
-            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=label)
+        colors = {}
+        for label in panel.lines:
+            (line,) = ax.plot(*series(panel, label), marker="o", label=label)
+            colors[label] = line.get_color()
+        _mark_failed(ax, panel, colors)
         if not panel.lines:  # e.g. speedup when every baseline cell failed
             ax.text(0.5, 0.5, f"no {panel.name} figures", ha="center", transform=ax.transAxes)
         if panel.ticks is not None:
@@ -132,7 +170,7 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
             top = max((y for pts in panel.lines.values() for _, y in pts), default=0.0)
             ax.set_ylim(0, top * 1.08 if top > 0 else None)
         ax.grid(True, alpha=0.3)
-        if any(panel.lines):  # a legend only of labelled lines (matplotlib warns otherwise)
+        if any(panel.lines) or panel.failed:  # (labelled artists only: matplotlib warns)
             ax.legend(fontsize=8)
     note = not_drawn(sweep)
     if note is not None:
@@ -142,3 +180,17 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
     plt.close(fig)
     return drawn
 
+
+def _mark_failed(ax: Any, panel: Panel, colors: dict[str, str]) -> None:
+    """An x at the foot of the axes, in its line's colour (red for a line with no point
+    at all), where a combination failed: its gap in the line is then seen for what it
+    is, even at the line's end, where there is no gap to see."""
+    from matplotlib.transforms import blended_transform_factory
+
+    foot = blended_transform_factory(ax.transData, ax.transAxes)  # x as data, y of the axes
+    mark = {"linestyle": "none", "marker": "x", "markersize": 9, "markeredgewidth": 2}
+    for label, xs in panel.failed.items():
+        ax.plot(xs, [0.03] * len(xs), color=colors.get(label, "tab:red"), transform=foot,
+                clip_on=False, label="_", **mark)
+    if panel.failed:  # (the legend's x in grey: the first line's colour spoke for all)
+        ax.plot([], [], color="0.35", label="failed: no point", **mark)

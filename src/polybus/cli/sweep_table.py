@@ -4,6 +4,7 @@ against), a row per combination (`table`), a failed cell's first line (`brief`).
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Sequence
 
 from rich.markup import escape
@@ -12,8 +13,8 @@ from rich.table import Table
 from polybus.plural import plural
 from polybus.sweep import Cell, Sweep, moving_with, replicas
 
-__all__ = ["BRIEF", "DASH", "brief", "compared", "failed", "runs_said", "short_names", "size", "table",
-           "title"]
+__all__ = ["BRIEF", "DASH", "brief", "compared", "elapsed", "failed", "runs_said",
+           "short_names", "size", "table", "title"]
 
 DASH = "\u2013"
 
@@ -66,11 +67,13 @@ def compared(sweep: Sweep) -> str:
     callstyle=sync at the same replication; efficiency: speedup vs replication=1 at the
     same callstyle, per replica``. Efficiency is along the replica count with every
     other key the same (sweepcompare.py `compare`), which the baseline need not be: said apart,
-    unless it is the baseline's own speedup."""
+    unless it is the baseline's own speedup. With no replication count varied there is
+    no efficiency, and no column of it: said here once (``no efficiency column (no
+    replication count is varied)``)."""
     speedup = f"speedup vs {_base(sweep)}{_same(sweep, sweep.baseline)}"
     along = sweep.efficiency_vs
-    if along is None:
-        return speedup
+    if along is None:  # (said once here, not a column of dashes)
+        return f"{speedup}; no efficiency column (no replication count is varied)"
     key, value = along
     p0 = replicas(key, value)
     per = "per replica" if p0 == 1 else f"divided by replicas/{p0:g}"
@@ -90,17 +93,20 @@ def title(sweep: Sweep) -> str:
     sizes = ("; sent, received: the client's bytes a run, lower median"
              if any(c.ok and (c.bytes_sent or c.bytes_received) for c in sweep.cells) else "")
     fixed = f" (with --set {', '.join(sweep.fixed)})" if sweep.fixed else ""
-    return (f"sweep {sweep.path}{fixed}: elapsed s, median [min{DASH}max] of "
+    # (one run a cell: its time alone, no median or range of one sample)
+    figure = f"elapsed s, median [min{DASH}max] of" if sweep.runs[1] > 1 else "elapsed s of"
+    return (f"sweep {sweep.path}{fixed}: {figure} "
             f"{runs_said(sweep)}; {compared(sweep)}{sizes}{stopped}")
 
 
 def runs_said(sweep: Sweep) -> str:
     """How many runs each figure is of: ``--repeat`` once every round ran; after Ctrl-C
     the runs the cells have (an interrupted round leaves some a run short), where the
-    title said --repeat all the same ("of 3" over cells of two runs)."""
+    title said --repeat all the same ("of 3" over cells of two runs). ``1 run`` for
+    ``--repeat 1``, whose cells have no median or range (`elapsed`)."""
     lo, hi = sweep.runs
     if lo == hi == sweep.repeat:
-        return str(lo)
+        return str(lo) if lo > 1 else "1 run"
     if lo == hi:
         return f"{plural(lo, 'run')} ({sweep.repeat} asked)"
     return f"{lo}{DASH}{hi} runs ({sweep.repeat} asked; each cell's in the runs column)"
@@ -121,22 +127,33 @@ def table(sweep: Sweep, saved: Sequence[str] = ()) -> Table:
     lo, hi = sweep.runs
     runs = lo != hi  # (cells of unequal counts: each says its own)
     counted = any(c.ok and (c.bytes_sent or c.bytes_received) for c in sweep.cells)
-    for col in ("elapsed s", *(("runs",) if runs else ()), "speedup", "efficiency",
-                *(("sent", "received") if counted else ())):
+    # Efficiency is speedup per replica: with no replica count varied it has no value
+    # (the line above says so once; it was a column of dashes).
+    eff = sweep.efficiency_vs is not None
+    for col in ("elapsed s", *(("runs",) if runs else ()), "speedup",
+                *(("efficiency",) if eff else ()), *(("sent", "received") if counted else ())):
         t.add_column(col, justify="right")
     for c in sweep.cells:
         vals = [escape(c.config[k]) for k in keys]
         if not c.ok:  # (no figure of the runs that succeeded first: not the combination's)
             t.add_row(*vals, f"[red]{failed(c, sweep.repeat)}[/]: {escape(brief(c.error, saved))}",
-                      *((DASH,) if runs else ()), DASH, DASH,
+                      *((DASH,) if runs else ()), DASH, *((DASH,) if eff else ()),
                       *((DASH, DASH) if counted else ()))
             continue
         sizes = (size(c.sent), size(c.received)) if counted else ()
-        t.add_row(*vals, f"{c.median:.4g} [{min(c.elapsed_s):.4g}{DASH}{max(c.elapsed_s):.4g}]",
-                  *((str(len(c.elapsed_s)),) if runs else ()),
+        t.add_row(*vals, elapsed(c.elapsed_s), *((str(len(c.elapsed_s)),) if runs else ()),
                   DASH if c.speedup is None else f"{c.speedup:.3g}",
-                  DASH if c.efficiency is None else f"{c.efficiency:.3g}", *sizes)
+                  *((DASH if c.efficiency is None else f"{c.efficiency:.3g}",) if eff else ()),
+                  *sizes)
     return t
+
+
+def elapsed(times: Sequence[float]) -> str:
+    """A cell's time: ``median [min\u2013max]``, or the one run's time alone (``--repeat
+    1``: a range of one sample, ``0.012 [0.012\u20130.012]``, said nothing)."""
+    if len(times) == 1:
+        return f"{times[0]:.4g}"
+    return f"{statistics.median(times):.4g} [{min(times):.4g}{DASH}{max(times):.4g}]"
 
 
 def failed(cell: Cell, repeat: int) -> str:
