@@ -47,12 +47,15 @@ class Session:
 
     def __init__(self, app: AppConfig, registry: str, token: bytes,
                  bindings: Sequence[tuple[Binding, UseSpec]] | None = None,
-                 pump: bool = True) -> None:
+                 pump: bool = True,
+                 how_ended: Callable[[str], str | None] | None = None) -> None:
         """``bindings``: the names to serve and how to call them; default: the client
         module's ``[bind]`` entries with its ``use`` options (the HTTP front door gives
         its routes instead). ``pump``: a thread moves held work while the program is
         outside polybus (client/pump.py); False where an event loop drives the reactor
-        on every answer (the front door), which such a thread would read first."""
+        on every answer (the front door), which such a thread would read first.
+        ``how_ended``: the cluster's (`Cluster.how_ended`), which says how the worker of
+        a lost replica ended, with its loss; None where no engine started them."""
         keep_freed_memory()  # large answers reuse their memory (memory.py)
         self.app = app
         self.token = token
@@ -75,8 +78,8 @@ class Session:
         self._base: dict[int, Stats | None] = {}
         self._bytes0: dict[int, tuple[int, int]] = {}  # each link's (sent, received) then
         self._short: set[str] = set()  # modules already warned about (once a session)
-        # How a lost replica's worker ended, from the engine that started it (runner.py)
-        self.how_ended: Callable[[str], str | None] | None = None
+        # How a lost replica's worker ended, from the engine that started it
+        self.how_ended = how_ended
         self._serves: dict[str, list[str]] = {}  # replica name -> its interfaces
         # module -> (replicas registered, those left out as running another file)
         self._found: dict[str, tuple[int, int]] = {}

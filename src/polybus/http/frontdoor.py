@@ -114,7 +114,7 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
             assert sock is not None
             # (no pump: the loop steps the reactor when a replica's socket is readable)
             session = Session(app, cluster.registry, cluster.token, _bindings(app, spec),
-                              pump=False)
+                              pump=False, how_ended=cluster.how_ended)
             try:
                 return asyncio.run(_main(app, spec, session, sock, ready,
                                          cluster.halt_restarts))
