@@ -78,8 +78,11 @@ class Session:
         self._base: dict[int, Stats | None] = {}
         self._bytes0: dict[int, tuple[int, int]] = {}  # each link's (sent, received) then
         self._short: set[str] = set()  # modules already warned about (once a session)
-        # How a lost replica's worker ended, from the engine that started it
+        # How a lost replica's worker ended, from the engine that started it; and, by
+        # replica name, what it said for each lost one whose end it knew (the front door
+        # says it in the 502 of a request that finds the replica gone: http/revival.py)
         self.how_ended = how_ended
+        self.ended: dict[str, str] = {}
         self._serves: dict[str, list[str]] = {}  # replica name -> its interfaces
         # module -> (replicas registered, those left out as running another file)
         self._found: dict[str, tuple[int, int]] = {}
@@ -344,6 +347,9 @@ class Session:
             how = self.how_ended(link.name) if self.how_ended is not None else None
             if how is not None:  # (the signal or status, from the engine that started it)
                 why += f"; its worker {how}"
+                self.ended[link.name] = how
+            else:  # (an earlier end of that name, before it was dialled again, is past)
+                self.ended.pop(link.name, None)
             log.warning("polybus: warning: replica %s of module %r was lost: %s", link.name,
                         link.module, why)
         for d in self.dispatchers.values():
