@@ -123,8 +123,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
                          worker_output=echo, origin=origin) as cluster:
         try:
             t0 = time.perf_counter()
-            session = Session(app, cluster.registry, cluster.token)
-            session.how_ended = cluster.how_ended
+            session = Session(app, cluster.registry, cluster.token,
+                              how_ended=cluster.how_ended)
             startup = cluster.startup_s + time.perf_counter() - t0
             importing(client.key, client.entrypoint)  # (a call made meanwhile: stubs.py)
             try:

@@ -20,7 +20,10 @@ def test_a_worker_that_exits_is_started_again_and_serves(procs: Procs, tmp_path:
     host, port, pid = _listening(procs, _app(tmp_path, 1))
     (first,) = _pids_until(host, port, 1)
     procs.watch({first})
-    assert _get(host, port, "/bye")[0] == 502  # the handler ends its process (status 3)
+    status, body = _get(host, port, "/bye")  # the handler ends its process (status 3)
+    assert status == 502, body
+    assert body.endswith(b"; worker web-0 exited with status 3; lost replicas are looked "
+                         b"for again: retry later\n"), body  # (it is started again)
     err = procs.started[-1].stderr
     assert err is not None
     read_line(err, r"polybus serve: worker web-0 exited with status 3; "

@@ -114,7 +114,8 @@ class Harness:
     def run(self, entry: str, args: Sequence[Any], overrides: Sequence[str] = ()
             ) -> tuple[float, Any, SessionStats]:
         app = load(self.dir / "app.toml", (*self.base, *overrides))
-        session = Session(app, self.cluster.registry, self.cluster.token)
+        session = Session(app, self.cluster.registry, self.cluster.token,
+                          how_ended=self.cluster.how_ended)
         try:
             activate(session)
             t0 = time.perf_counter()

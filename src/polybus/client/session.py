@@ -47,12 +47,15 @@ class Session:
 
     def __init__(self, app: AppConfig, registry: str, token: bytes,
                  bindings: Sequence[tuple[Binding, UseSpec]] | None = None,
-                 pump: bool = True) -> None:
+                 pump: bool = True,
+                 how_ended: Callable[[str], str | None] | None = None) -> None:
         """``bindings``: the names to serve and how to call them; default: the client
         module's ``[bind]`` entries with its ``use`` options (the HTTP front door gives
         its routes instead). ``pump``: a thread moves held work while the program is
         outside polybus (client/pump.py); False where an event loop drives the reactor
-        on every answer (the front door), which such a thread would read first."""
+        on every answer (the front door), which such a thread would read first.
+        ``how_ended``: the cluster's (`Cluster.how_ended`), which says how the worker of
+        a lost replica ended, with its loss; None where no engine started them."""
         keep_freed_memory()  # large answers reuse their memory (memory.py)
         self.app = app
         self.token = token
@@ -75,8 +78,11 @@ class Session:
         self._base: dict[int, Stats | None] = {}
         self._bytes0: dict[int, tuple[int, int]] = {}  # each link's (sent, received) then
         self._short: set[str] = set()  # modules already warned about (once a session)
-        # How a lost replica's worker ended, from the engine that started it (runner.py)
-        self.how_ended: Callable[[str], str | None] | None = None
+        # How a lost replica's worker ended, from the engine that started it; and, by
+        # replica name, what it said for each lost one whose end it knew (the front door
+        # says it in the 502 of a request that finds the replica gone: http/revival.py)
+        self.how_ended = how_ended
+        self.ended: dict[str, str] = {}
         self._serves: dict[str, list[str]] = {}  # replica name -> its interfaces
         # module -> (replicas registered, those left out as running another file)
         self._found: dict[str, tuple[int, int]] = {}
@@ -341,6 +347,9 @@ class Session:
             how = self.how_ended(link.name) if self.how_ended is not None else None
             if how is not None:  # (the signal or status, from the engine that started it)
                 why += f"; its worker {how}"
+                self.ended[link.name] = how
+            else:  # (an earlier end of that name, before it was dialled again, is past)
+                self.ended.pop(link.name, None)
             log.warning("polybus: warning: replica %s of module %r was lost: %s", link.name,
                         link.module, why)
         for d in self.dispatchers.values():

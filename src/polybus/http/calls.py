@@ -53,7 +53,9 @@ def _give_up(promise: Promise, error: PolybusError) -> bool:
 
 
 class CallBridge:
-    def __init__(self, session: Session, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, session: Session, loop: asyncio.AbstractEventLoop,
+                 stays: str | None = None) -> None:
+        """``stays``: why a worker that ended is not started again (http/revival.py)."""
         self.session = session
         self.reactor = session.reactor
         self.loop = loop
@@ -65,7 +67,7 @@ class CallBridge:
         for link in self.reactor.links:
             self.watch(link)
         # A lost replica is looked for again (http/revival.py); a new link is watched.
-        self.revival = Revival(session, loop, self.watch)
+        self.revival = Revival(session, loop, self.watch, stays)
         previous = self.reactor.on_lost
 
         def lost(link: ReplicaLink, error: PolybusError) -> None:
@@ -110,6 +112,10 @@ class CallBridge:
             return wait(promise)  # its answer came in the same instant
         finally:
             self._pending.pop(id(promise), None)
+
+    def after_loss(self, name: str) -> str:
+        """What a 502 for the bound ``name``'s lost replicas adds (http/revival.py)."""
+        return self.revival.after_loss(name)
 
     def _held(self) -> bool:
         return any(link.held for link in self.reactor.links)

@@ -28,6 +28,7 @@ from polybus.config.origin import PYTHON, Origin
 from polybus.config.overrides import toml_value
 from polybus.config.table import is_address
 from polybus.config.units import duration_text
+from polybus.engines.base import Cluster
 from polybus.errors import ConfigError, ConfigWarning, UsageError
 from polybus.http.calls import CallBridge
 from polybus.http.response import HTTP_SUFFIX
@@ -114,10 +115,10 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
             assert sock is not None
             # (no pump: the loop steps the reactor when a replica's socket is readable)
             session = Session(app, cluster.registry, cluster.token, _bindings(app, spec),
-                              pump=False)
+                              pump=False, how_ended=cluster.how_ended)
             try:
                 return asyncio.run(_main(app, spec, session, sock, ready,
-                                         cluster.halt_restarts))
+                                         cluster.halt_restarts, _stays(app, cluster)))
             finally:
                 session.close()
     finally:
@@ -125,9 +126,21 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
             sock.close()
 
 
+def _stays(app: AppConfig, cluster: Cluster) -> str | None:
+    """Why a worker the engine started is not started again once it ended, said in the
+    502s of its route; None if it is, or if the engine cannot say how its workers end
+    (workers of a registry: others started them, and may start them again)."""
+    if cluster.how_ended is None or cluster.halt_restarts is not None:
+        return None
+    if app.serve is not None and not app.serve.restart:
+        return "[serve] restart = false"
+    return f"the {app.cluster.engine} engine starts none again"
+
+
 async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.socket,
                 ready: Callable[[str], None] | None,
-                halt_restarts: Callable[[], None] | None = None) -> int | None:
+                halt_restarts: Callable[[], None] | None = None,
+                stays: str | None = None) -> int | None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     came: list[int] = []  # the signals that came, in order
@@ -144,7 +157,7 @@ async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in previous:
         loop.add_signal_handler(sig, signalled, sig)
-    bridge = CallBridge(session, loop)
+    bridge = CallBridge(session, loop, stays)
     door = FrontDoor(spec, bridge, _timeouts(app, spec))
     server = await asyncio.start_server(door.connection, sock=sock,
                                         limit=spec.max_head + (1 << 16))

@@ -12,6 +12,12 @@ a request for a module with no live replica looks at once if the last look is LO
 old (waiting for it at most WAIT_S: the loop is never blocked, the look runs in a
 thread of its own). The session never holds more links to a module than it started
 with.
+
+The 502 of a request that finds its replicas gone says how each lost one's worker ended,
+when the engine that started it could tell (`Session.ended`), and whether it may come
+back: "retry later", unless every lost replica's worker ended and nothing starts it
+again (``[serve] restart = false``; an engine that restarts none), when the route
+answers 502 until serve is restarted (`after_loss`).
 """
 
 from __future__ import annotations
@@ -50,10 +56,13 @@ class Revival:
     """Looks for the session's lost replicas; ``watch`` is told of each link made."""
 
     def __init__(self, session: Session, loop: asyncio.AbstractEventLoop,
-                 watch: Callable[[ReplicaLink], None]) -> None:
+                 watch: Callable[[ReplicaLink], None], stays: str | None = None) -> None:
+        """``stays``: why a worker that ended is not started again ("[serve] restart =
+        false"), None if it is (or no engine started them)."""
         self.session = session
         self.loop = loop
         self.watch = watch
+        self.stays = stays
         self.keys: dict[str, _Key] = {}
         self.closed = False
 
@@ -81,6 +90,24 @@ class Revival:
                     await asyncio.shield(k.look)
             except TimeoutError:
                 pass  # (the request gets its 502; the look goes on)
+
+    def after_loss(self, name: str) -> str:
+        """What the 502 of a call of the bound ``name`` that was lost, or found no live
+        replica, adds to its error: how its lost replicas' workers ended, and whether
+        they may come back."""
+        d = self.session.dispatchers.get(name)
+        dead = list(dict.fromkeys(lk.name for lk in d.links if lk.dead)) if d else []
+        ended = self.session.ended
+        text = "".join(f"; worker {n} {ended[n]}" for n in dead if n in ended)
+        if d is not None and all(lk.dead for lk in d.links) and self._for_good(dead):
+            return text + f"; not started again ({self.stays}): this route answers 502 " \
+                          "until serve is restarted"
+        return text + "; lost replicas are looked for again: retry later"
+
+    def _for_good(self, names: list[str] | tuple[str, ...]) -> bool:
+        """Every one of these lost replicas' workers ended, and none is started again."""
+        return (self.stays is not None and bool(names)
+                and all(n in self.session.ended for n in names))
 
     def _plan(self, key: str, k: _Key) -> None:
         if k.timer is not None or k.look is not None:
@@ -138,7 +165,9 @@ class Revival:
         if w is None:
             k.gap = LOOK_S
             return
-        why = why or "none registered in their place yet"
+        if not why:
+            why = (f"their workers ended, and are not started again: {self.stays}"
+                   if self._for_good(w.lost) else "none registered in their place yet")
         if why != k.said:  # (once, not at every look)
             k.said = why
             _say(f"module {w.module!r}: lost replica(s) {', '.join(w.lost)} not back yet "

@@ -333,7 +333,7 @@ class FrontDoor:
         except PolybusError as e:
             text = str(e)
             if isinstance(e, NoReplicaError | ConnectionLostError):  # (http/revival.py)
-                text += "; lost replicas are looked for again: retry later"
+                text += self.bridge.after_loss(route.key)
             self._log(req, route, f"502 {text}")
             return error_response(502, f"{route.module}.{route.interface}: {text}"), []
         except Exception as e:  # (a fault in polybus's own steps: this request's 500)
