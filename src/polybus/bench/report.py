@@ -12,7 +12,7 @@ import json
 import math
 import os
 import platform
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -193,6 +193,22 @@ class BenchResult:
         return cls.from_dict(json.loads(text))
 
 
+def _cell(r: Row) -> str:
+    """A cell's figure: ``median [min-max]``, or the one measurement alone (a range of
+    one sample, ``9680 [9680-9680]``, says nothing)."""
+    if r.n == 1:
+        return _fmt(r.median)
+    return f"{_fmt(r.median)} [{_fmt(r.min)}{DASH}{_fmt(r.max)}]"
+
+
+def _per_cell(ns: Sequence[int]) -> str:
+    """The caption's count: ``n = 7 repetitions per cell``, ``n = 1, 7 ...``; ``one
+    measurement per cell`` when every cell has one."""
+    if list(ns) == [1]:
+        return "one measurement per cell"
+    return f"n = {', '.join(map(str, ns))} repetitions per cell"
+
+
 def _fmt(v: float) -> str:
     if not math.isfinite(v):
         return str(v)
@@ -242,7 +258,8 @@ def print_table(result: BenchResult, console: Console | None = None) -> None:
         parts = [labels[i:i + TABLE_COLUMNS] for i in range(0, len(labels), TABLE_COLUMNS)]
         for k, part in enumerate(parts, 1):
             of = f" ({k}/{len(parts)})" if len(parts) > 1 else ""
-            table = Table(title=escape(f"{result.bench}: {unit}, median [min{DASH}max]{of}"),
+            said = f", median [min{DASH}max]" if ns != [1] else ""
+            table = Table(title=escape(f"{result.bench}: {unit}{said}{of}"),
                           title_justify="left")
             table.add_column(escape(result.x_label_of(metric)), justify="right", style="bold")
             for lab in part:
@@ -252,9 +269,9 @@ def print_table(result: BenchResult, console: Console | None = None) -> None:
                 for lab in part:
                     r = cells.get((lab, x))
                     line.append(DASH if r is None else
-                                escape(f"{_fmt(r.median)} [{_fmt(r.min)}{DASH}{_fmt(r.max)}]"))
+                                escape(_cell(r)))
                 table.add_row(*line)
-            table.caption = f"n = {', '.join(map(str, ns))} repetitions per cell"
+            table.caption = _per_cell(ns)
             console.print(table)
     if result.ratios:
         rt = Table(title=f"{result.bench}: ratios", title_justify="left")

@@ -23,8 +23,9 @@ from polybus.bench.report import (
     METRIC_UNITS,
     BenchResult,
     Row,
-    _fmt,
+    _cell,
     _fmt_x,
+    _per_cell,
     _unique,
 )
 from polybus.errors import UsageError
@@ -152,9 +153,9 @@ def _tables(result: BenchResult) -> list[str]:
     lines: list[str] = []
     for metric in _unique(r.metric for r in result.rows):
         every = [r for r in result.rows if r.metric == metric]
-        ns = ", ".join(map(str, sorted({r.n for r in every})))
-        lines += [f"**{METRIC_UNITS.get(metric, metric)}**, median [min{DASH}max], "
-                  f"n = {ns} repetitions per cell", ""]
+        ns = sorted({r.n for r in every})
+        lines += [f"**{METRIC_UNITS.get(metric, metric)}**, "
+                  + (f"median [min{DASH}max], " if ns != [1] else "") + _per_cell(ns), ""]
         for heading, rows in _split(every, ()):
             keys = tuple(h.split("=", 1)[0] for h in heading)
             if heading:
@@ -170,7 +171,7 @@ def _tables(result: BenchResult) -> list[str]:
                 for lab in labels:
                     r = cells.get((lab, x))
                     line.append(DASH if r is None else
-                                f"{_fmt(r.median)} [{_fmt(r.min)}{DASH}{_fmt(r.max)}]")
+                                _cell(r))
                 lines.append("| " + " | ".join(line) + " |")
             lines.append("")
     return lines
