@@ -91,7 +91,8 @@ def test_a_lone_surrogate_is_an_unsendable_error_naming_the_argument(
                     toml=TOML.format(use=use, transport=transport))
     assert polybus.run(app).result == [
         ["UnsendableError", f"echo(...) argument 1: {why('D800', 1)}"], [0, 1, 2],
-        ["UnsendableError", f"echo(...) argument 2: {why('DCFF', 1)}"], [0, 1, 2],
+        ["UnsendableError", f"echo(...) argument 2, at [1]['k']: {why('DCFF', 1)}"],
+        [0, 1, 2],
         ["UnsendableError", f"echo(...) argument 'y': {why('DFFF', 0)}"], [0, 1, 2],
         ["UnsendableError", f"echo(...) argument 1: {why('DC80', 1)}"], [0, 1, 2],
         ["RemoteException", "TypeError",

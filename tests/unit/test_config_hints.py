@@ -163,6 +163,18 @@ def test_a_function_left_out_by_the_define_table_says_so(tmp_path: Path) -> None
                             "did you mean 'compare'?")
 
 
+def test_a_misspelt_function_left_out_by_the_define_table_is_suggested(tmp_path: Path) -> None:
+    # With no define table "server.statz" got "did you mean 'stats'?"; with one that lists
+    # compare alone it got "(interfaces of server: compare)", no suggestion, though
+    # server.py has a stats().
+    server = SERVER + "\n\ndef stats():\n    return 1\n"
+    found = errors(tmp_path, overrides=('bind."client.stats"=server.statz',), server=server)
+    assert found[0][2:] == (
+        "module 'server' has no interface 'statz'",
+        "did you mean 'stats'? its define table lists only compare, not that function: "
+        "add define.stats = {} to [modules.server]")
+
+
 def test_a_define_table_made_by_set_adds_options_and_the_module_serves_the_rest(
         tmp_path: Path) -> None:
     # --set 'modules.server.define.compare.timeout=5s' on a module the file gives no define

@@ -6,6 +6,7 @@ import pytest
 
 from polybus.client.unsendable import named
 from polybus.errors import UnsendableError, UsageError
+from polybus.wire.unsendablepath import at, path_in
 
 
 def test_names_the_first_positional_argument_that_cannot_be_sent() -> None:
@@ -16,7 +17,41 @@ def test_names_the_first_positional_argument_that_cannot_be_sent() -> None:
 
 def test_names_a_keyword_argument() -> None:
     err = named("f", [1], {"ok": "x", "bad": {"deep": [object()]}}, TypeError("why"), False)
-    assert str(err) == "f(...) argument 'bad': why"
+    assert str(err) == "f(...) argument 'bad', at ['deep'][0]: why"
+
+
+def test_says_where_inside_the_argument_the_value_sits() -> None:
+    # It said "argument 2: a value of type lock cannot be sent", the lock anywhere in it.
+    import threading
+
+    bad = [0, (1, {"ok": 2, "lock": threading.Lock()})]
+    err = named("f", [1, bad], None, TypeError("why"), False)
+    assert str(err) == "f(...) argument 2, at [1][1]['lock']: why"
+
+
+def test_paths_through_dataclasses_and_nothing_when_the_value_itself_fails() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Job:
+        name: str
+        payload: object
+
+    assert path_in({"jobs": [Job("a", 1), Job("b", object())]}, False) == "['jobs'][1].payload"
+    assert path_in(object(), False) == ""
+    assert path_in({1, 2}, False) == ""  # (a set, not walked)
+    assert at([1], ValueError("too large"), False) == ""  # (not a value the codec refuses)
+    assert at([object()], TypeError("why"), False, "result") == ", at result[0]"
+
+
+def test_no_path_in_a_value_nested_too_deeply() -> None:
+    # Every step of one fails: the message says to flatten it, and stays as it was.
+    from polybus.wire.unencodable import too_deep
+
+    deep: list[object] = []
+    for _ in range(3000):
+        deep = [deep]
+    assert at(deep, too_deep(), False) == ""
 
 
 def test_no_argument_named_when_none_fails_alone() -> None:

@@ -25,7 +25,15 @@ __all__ = ["broadcast"]
 def broadcast(value: Any) -> Shared:
     """Send ``value`` once to every replica of every module this client is bound to, and
     return a handle to pass in its place, as an argument or inside a list, tuple or dict
-    argument (it travels as a short Ref)."""
+    argument (it travels as a short Ref).
+
+    It costs the value's size times the replicas of all those modules, whether or not
+    their interfaces ever receive the handle: a 4 MB array, with one module of 1 replica
+    that uses it and another of 2 that never does, sends 12 MB. For the replicas of one
+    interface only, configure it instead: ``define.f = { cache = ["table"], prefetch =
+    "all" }`` puts the array (passed itself, not a handle) on every replica of ``f``'s
+    module the first time a call of ``f`` passes it, and on no other
+    (docs/tuning.md, "One value every replica needs")."""
     from polybus.client.stubs import current
 
     session = current("polybus.broadcast() was called", "polybus.broadcast()")

@@ -21,6 +21,7 @@ from polybus.errors import MessageTooLarge, PolybusError, UnsendableError
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Batch, Call, Message
 from polybus.wire.unencodable import lone_surrogate
+from polybus.wire.unsendablepath import at
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
@@ -43,7 +44,9 @@ def named(interface: str, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
           exc: Exception, allow_pickle: bool) -> UnsendableError:
     """``exc`` (raised encoding a call of ``interface``) as an UnsendableError naming the
     first argument that cannot be encoded: ``f(...) argument 2: ...`` (1 is the first
-    positional one) or ``f(...) argument 'key': ...``. A UnicodeEncodeError (a str with
+    positional one) or ``f(...) argument 'key': ...``, and where in it the part that
+    cannot be sits, if inside a list, tuple, dict or dataclass: ``f(...) argument 2, at
+    [1]['lock']: ...`` (wire/unsendablepath.py). A UnicodeEncodeError (a str with
     a lone surrogate, met by an encoder used without the codec's own translation) is
     said as the codec says it (wire/unencodable.py)."""
     if isinstance(exc, UnicodeEncodeError):
@@ -52,12 +55,12 @@ def named(interface: str, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
     where = ""
     for i, a in enumerate(args, 1):
         if _fails(codec, interface, [a], None):
-            where = f" argument {i}"
+            where = f" argument {i}{at(a, exc, allow_pickle)}"
             break
     else:
         for k, v in (kwargs or {}).items():
             if _fails(codec, interface, [], {k: v}):
-                where = f" argument {k!r}"
+                where = f" argument {k!r}{at(v, exc, allow_pickle)}"
                 break
     return UnsendableError(f"{interface}(...){where}: {exc}")
 

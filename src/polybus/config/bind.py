@@ -130,13 +130,30 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
                       else f"add define.{iface} = {{}} to [modules.{target}]")
             else:
                 p.add(f"module {target!r} has no interface {iface!r}", key,
-                      names_hint(iface, served, f"interfaces of {target}"))
+                      _interface_hint(iface, served, target, info, p))
             continue
         if any(b.user == user and b.name == name for b in result):
             p.add(f"{left!r} is bound twice", key)
             continue
         result.append(Binding(user, name, target, iface))
     return result
+
+
+def _interface_hint(iface: str, served: list[str], target: str,
+                    info: SourceInfo | None, p: Problems) -> str:
+    """The hint for a binding to ``iface``, which ``target`` does not serve: the nearest
+    interface it serves, else the nearest function of its file that its define table
+    leaves out (bound as it is, that one would be refused for it: the hint says so at
+    once), else the interfaces it serves."""
+    hint = names_hint(iface, served, f"interfaces of {target}")
+    left_out = [n for n in info.public() if n not in served] if info is not None else []
+    near = None if hint.startswith("did you mean") else closest(iface, left_out)
+    if near is None:
+        return hint
+    add = (p.mil.add_define(target, near) if p.mil
+           else f"add define.{near} = {{}} to [modules.{target}]")
+    listed = ", ".join(served) or "no interface"
+    return f"did you mean {near!r}? its define table lists only {listed}, not that function: {add}"
 
 
 def _unbound_hint(user: str, name: str, interfaces: dict[str, list[str] | None],

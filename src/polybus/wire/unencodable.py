@@ -24,7 +24,12 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["escaped", "lone_surrogate", "too_deep", "unencodable"]
+__all__ = ["TOO_DEEP", "escaped", "lone_surrogate", "too_deep", "unencodable"]
+
+
+# How `too_deep` begins: no path inside such a value is said (wire/unsendablepath.py),
+# every step of one would fail
+TOO_DEEP = "a value nested too deeply"
 
 
 def too_deep() -> TypeError:
@@ -32,7 +37,7 @@ def too_deep() -> TypeError:
     any other value the codec cannot carry, so every send path fails that call alone and
     names the argument (or the answer) as it does those; msgspec's own RecursionError
     said neither."""
-    return TypeError(f"a value nested too deeply: lists, tuples or dicts inside one another "
+    return TypeError(f"{TOO_DEEP}: lists, tuples or dicts inside one another "
                      f"more than about {sys.getrecursionlimit()} deep (Python's recursion "
                      f"limit, which the encoder keeps to); flatten it")
 

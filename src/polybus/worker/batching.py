@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.wire.messages import BatchResult, CallBatch, Fail, Result
+from polybus.wire.unsendablepath import at
 from polybus.worker import unread
 from polybus.worker.replies import TOO_LARGE, failure, failure_room, fitted, unsendable
 
@@ -142,5 +143,5 @@ def _sendable(ch: Channel, reply: BatchResult) -> BatchResult:
             ch.codec.encode_parts(Result(i, v))
         except (TypeError, ValueError, OverflowError) as exc:
             reply.values[i] = None
-            reply.fails.append(unsendable(i, exc))
+            reply.fails.append(unsendable(i, exc, at(v, exc, ch.codec.allow_pickle, "result")))
     return reply

@@ -21,9 +21,10 @@ from polybus.errors import MessageTooLarge, PolybusError, TransportError
 from polybus.ownfiles import from_user_code, is_polybus_file
 from polybus.transport.channel import Channel
 from polybus.usernames import format_exception, type_name
-from polybus.wire.messages import Batch, Fail, Message
+from polybus.wire.messages import Batch, Fail, Message, Result
 from polybus.wire.undecodable import value_raised
 from polybus.wire.unencodable import escaped
+from polybus.wire.unsendablepath import at
 from polybus.worker import readonly, unread
 
 CORK_LIMIT = 64
@@ -134,10 +135,11 @@ def failure(call_id: int, exc: BaseException, fn: Callable[..., Any] | None = No
     return Fail(call_id, "exception", escaped(qual), escaped(message), escaped(tb))
 
 
-def unsendable_text(exc: BaseException) -> str:
+def unsendable_text(exc: BaseException, where: str = "") -> str:
     """What a value the codec cannot carry is said to be, answered or sent on (a
-    ``TypeError`` both ways: fwdpeers.py)."""
-    return f"the value it returned cannot be sent: {text_of(exc)}"
+    ``TypeError`` both ways: fwdpeers.py); ``where``: the part of it that cannot be,
+    ``", at result['lock']"`` (`unsendablepath.at`), if known."""
+    return f"the value it returned cannot be sent{where}: {text_of(exc)}"
 
 
 UNREADABLE = ("the value it returned could not be unpickled in the replica (a process of "
@@ -164,12 +166,12 @@ def unreadable(exc: BaseException) -> ChildException:
 TOO_LARGE = MessageTooLarge.__name__
 
 
-def unsendable(call_id: int, exc: BaseException) -> Fail:
+def unsendable(call_id: int, exc: BaseException, where: str = "") -> Fail:
     """The Fail for a call whose function returned a value that cannot be sent (``exc``,
     raised encoding it): `TOO_LARGE` over the frame limit, else a ``TypeError`` (a value
-    the codec cannot carry)."""
+    the codec cannot carry); ``where`` as for `unsendable_text`."""
     kind = TOO_LARGE if isinstance(exc, MessageTooLarge) else "TypeError"
-    return Fail(call_id, "exception", kind, unsendable_text(exc))
+    return Fail(call_id, "exception", kind, unsendable_text(exc, where))
 
 
 # A failure over the frame limit (an exception with a 200 KB message, say) is sent cut to
@@ -297,7 +299,9 @@ def write(ch: Channel, replies: list[Message]) -> None:
                 return
             except Exception as exc:  # (a Fail over the frame limit: cut, send_quietly)
                 failed = type(r) is Fail and isinstance(exc, MessageTooLarge)
-                send_quietly(ch, r if failed else unsendable(getattr(r, "id", 0), exc))
+                where = (at(r.value, exc, ch.codec.allow_pickle, "result")
+                         if type(r) is Result else "")
+                send_quietly(ch, r if failed else unsendable(getattr(r, "id", 0), exc, where))
 
 
 class Corked:
