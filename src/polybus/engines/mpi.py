@@ -10,6 +10,9 @@ replicas in order (`replica_of`). MPI carries the start and the end only:
    channels are the launcher's, inside the job; see docs/security.md);
 2. each other rank serves its replica and registers; one that cannot start (a module
    that does not import) sends rank 0 its error, which rank 0 raises, naming the rank;
+   one whose replica stops while serving (a thread of its worker ended by an exception)
+   sends it too, at once, and rank 0 says it and goes on as when a local worker is lost
+   (engines/mpireports.py); such a rank waits, serving nothing, for the job's end;
 3. when the client is done, rank 0 sends each rank a stop; each stops serving and its
    process exits (as dask-mpi's workers do: a rank that served never returns to the
    program that called `polybus.run`).
@@ -23,7 +26,10 @@ goes straight to the launcher's own stderr (the terminal), when it runs on that 
 
 Every rank ends with a barrier, waited for at most ``END_S``: a rank that never gets
 there (stuck importing its module, or in a call that does not end) would hold the job
-in MPI's finalize for good, so then rank 0 aborts the job once it has said why. A start
+in MPI's finalize for good, so then rank 0 aborts the job once it has said why. A rank
+that reported its replica's end waits for rank 0's stop however long the run lasts (it
+waited 60 s, then ``END_S`` at a barrier rank 0 was not at, and aborted the job: a run
+ended 75 s after the fault, unsaid); the launcher's SIGTERM ends it meanwhile. A start
 that fails on rank 0 before the broadcast broadcasts the failure instead, and the other
 ranks end at once.
 
@@ -52,6 +58,7 @@ from polybus.config.model import AppConfig, ModuleSpec, ReplicaSpec
 from polybus.engines import served
 from polybus.engines.base import Cluster, run_registry
 from polybus.engines.local import START_TIMEOUT
+from polybus.engines.mpireports import TAG_FAILED, Reports
 from polybus.errors import ConfigError, PolybusError, TransportError, error_line
 from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
@@ -59,10 +66,12 @@ from polybus.token import make_token
 
 __all__ = ["LauncherStopped", "MpiEngine", "launched_rank", "replica_of", "world_size"]
 
-TAG_FAILED = 7101  # a rank could not start: its error, to rank 0
-TAG_STOP = 7102    # rank 0 to each rank: the client is done
+TAG_STOP = 7102    # rank 0 to each rank: the client is done (TAG_FAILED: mpireports.py)
 _POLL_S = 0.02  # how often a rank looks for a message or a barrier (no busy MPI wait)
-_FAILED_WAIT_S = 60.0  # a rank that failed waits this long for rank 0's stop, at most
+# What stops a serving rank (worker/main.py's handlers, which only note it once serving
+# is over): their default action once its replica has ended, so that the launcher's
+# SIGTERM ends it while it waits for rank 0's stop
+_STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 END_S = 15.0  # for every rank to reach the last barrier; past it, the job is aborted
 
 
@@ -169,9 +178,17 @@ def _launcher_stderr() -> int | None:
         return None
 
 
-def _barrier(comm: Any, seconds: float) -> bool:
-    """Every rank met here within ``seconds`` (a non-blocking barrier)."""
-    return _until(comm.Ibarrier().Test, seconds)
+def _barrier(comm: Any, seconds: float, meanwhile: Callable[[], None] | None = None) -> bool:
+    """Every rank met here within ``seconds`` (a non-blocking barrier); ``meanwhile``
+    called at each look."""
+    req = comm.Ibarrier()
+
+    def met() -> bool:
+        if meanwhile is not None:
+            meanwhile()
+        return bool(req.Test())
+
+    return _until(met, seconds)
 
 
 class MpiEngine:
@@ -195,6 +212,8 @@ class MpiEngine:
         self._ending = False  # the launcher is ending the job: no rank is waited for
         self._handlers: dict[int, Any] = {}  # the signal handlers ours replaced
         self._stderr: int | None = None  # the launcher's stderr
+        self.reports = Reports(self.comm, self.mpi, {
+            i + 1: r.name for i, (_, r) in enumerate(served.replicas_in_order(app))})
 
     def start(self) -> Cluster:
         t0 = time.perf_counter()
@@ -214,10 +233,12 @@ class MpiEngine:
                              "host": self.mpi.Get_processor_name()}, root=0)
             self._told = self._serving = True
             self._wait_ready(str(address), token)
+            self.reports.watch()  # (a replica that stops from now on: mpireports.py)
         except BaseException:
             self.stop()
             raise
-        return Cluster(str(address), token, time.perf_counter() - t0)
+        return Cluster(str(address), token, time.perf_counter() - t0,
+                       how_ended=self.reports.how_ended)
 
     def _watch_launcher(self) -> None:
         """Take the launcher's stop (SIGCONT, then SIGTERM) as an interruption; other
@@ -291,7 +312,9 @@ class MpiEngine:
     def stop(self) -> None:
         """Every serving rank told to stop, every rank met at the last barrier (else the
         job is aborted when this process exits, once the run has said why), the
-        registry closed. Not the ranks when the launcher is ending the job: it ends them."""
+        registry closed. Not the ranks when the launcher is ending the job: it ends them.
+        Reports of replicas that stopped are taken until the barrier is met."""
+        self.reports.unwatch()
         if self._ending:
             self._serving = self._told = False
         if self._serving:
@@ -301,7 +324,9 @@ class MpiEngine:
             self.mpi.Request.waitall(reqs)
         if self._told:
             self._told = False
-            if not _barrier(self.comm, END_S):
+            if _barrier(self.comm, END_S, self.reports.settle):
+                self.reports.settle()  # (one sent just before its rank's barrier)
+            else:
                 atexit.register(self.comm.Abort, 1)  # (after mpi4py's finalize is queued)
         if self.registry is not None:
             self.registry.close()
@@ -309,13 +334,17 @@ class MpiEngine:
         self._unwatch()
 
     def ended(self, settle: float = 0.0) -> list[str]:
-        """What became of the replicas: under MPI a rank that dies ends the whole job
-        (the launcher's rule), so nothing is left to report from here."""
-        return []
+        """What became of the replicas: those whose rank reported they stopped while
+        serving (mpireports.py). A rank that dies outright ends the whole job (the
+        launcher's rule), and there is nothing left to report it."""
+        return self.reports.ended(settle)
 
     def serve_rank(self) -> NoReturn:
         """This rank's replica, served until rank 0 says stop; then the last barrier, and
-        the process exits (status 0, or 1 if the replica could not start)."""
+        the process exits (status 0, or 1 if the replica could not start). A replica that
+        stops on its own is reported to rank 0 at once; the rank then waits for the stop
+        (leaving the job early would have the launcher end it) and exits 0: the run says
+        what became of it, and its status is the program's, as under the local engine."""
         _check_size(self.app, self.comm.Get_size())
         start = self.comm.bcast(None, root=0)
         if "failed" in start:  # (rank 0 reports it)
@@ -343,10 +372,15 @@ class MpiEngine:
             served.serve_replica(self.app, module, replica, registry=start["registry"],
                                  token=start["token"], client_host=start["host"],
                                  here=self.mpi.Get_processor_name(), on_serving=serving)
-        except BaseException as exc:  # (told to rank 0, which raises it for the run)
-            status = 1
+        except BaseException as exc:  # (told to rank 0: it raises a failed start, and
+            # says a replica that stopped while serving: mpireports.py)
+            status = 0 if stop_serving else 1
             self.comm.send(error_line(exc), dest=0, tag=TAG_FAILED)  # (as a worker's)
-            stopped.wait(_FAILED_WAIT_S)
+            if threading.current_thread() is threading.main_thread():
+                for sig in _STOPS:
+                    if signal.getsignal(sig) != signal.SIG_IGN:  # (nohup's SIGHUP stays)
+                        signal.signal(sig, signal.SIG_DFL)
+            stopped.wait()  # (rank 0 sends every rank its stop as the run ends)
         self._end(status)
 
     def _end(self, status: int) -> NoReturn:

@@ -1,0 +1,165 @@
+"""A rank whose replica stops while serving, under a real mpiexec: a thread of its worker
+ends by an exception (a fault in polybus, made to order here as in
+test_serve_restart.py). The rank tells rank 0 at once, and the run says which rank
+and why, then goes on as it does when a local worker is lost: calls go to the replica
+left, or fail when none is. (The rank waited 60 s for a stop rank 0 never sent, then
+15 s at the last barrier, and aborted the job: 75 s, and the run ended as if mpiexec
+had been interrupted, not a word of why.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from polybus.testing.apps import write_bound_app
+from polybus.testing.engines import TIMEOUT_S, command, launch, mpi_unavailable
+
+from .conftest import descendants, read_line, rest_of
+
+# Well under the 75 s the rank took to end the job: a bound on the wait, not a timing
+SAID_S = 40.0
+
+
+@pytest.fixture(autouse=True)
+def _need_mpi() -> None:
+    if why := mpi_unavailable():
+        pytest.skip(f"mpi engine: {why}")
+
+
+# Once die() has run, the worker's next look for held answers raises outside any call's
+# steps, and that thread ends (worker/runtime.py, `_guarded`).
+SERVER = """\
+import os
+import threading as _threading
+
+from polybus.worker.runtime import WorkerRuntime as _Runtime
+
+_doomed = _threading.Event()
+_release_held = _Runtime._release_held
+
+
+def _broken(self, *, every):
+    if _doomed.is_set():
+        raise RuntimeError("injected fault in the serving thread")
+    return _release_held(self, every=every)
+
+
+_Runtime._release_held = _broken
+
+
+def die():
+    _doomed.set()
+    return os.getpid()
+
+
+def f(x):
+    return os.getpid()
+"""
+
+# Calls f until the test has seen the run say the rank stopped (it writes "seen"), for
+# 60 s at most; then one call more, answered by the replica left.
+GOES_ON = """\
+import time
+from pathlib import Path
+
+from polybus import use, wait
+
+die = use("die")
+f = use("f")
+
+
+def main():
+    died = wait(die())
+    calls = 0
+    deadline = time.monotonic() + 60
+    while not Path("seen").exists() and time.monotonic() < deadline:
+        wait(f(calls))
+        calls += 1
+        time.sleep(0.02)
+    return {"died": died, "seen": Path("seen").exists(), "last": wait(f(-1))}
+"""
+
+STOPPED = (r"polybus: warning: worker (server-\d) \(mpi rank (\d)\) stopped: its thread "
+           r"polybus-server-\d-\S+ ended by RuntimeError: injected fault in the serving "
+           r"thread")
+
+
+def test_a_rank_whose_thread_dies_is_said_and_the_run_goes_on(tmp_path: Path) -> None:
+    before = descendants(os.getpid())
+    app = write_bound_app(tmp_path, server=SERVER, client=GOES_ON, names=("die", "f"),
+                          server_keys="replication = 2")
+    argv = command("mpi", app, 2, tmp_path / "out.json")
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        said = read_line(proc.stdout, STOPPED, timeout=SAID_S)
+        (tmp_path / "seen").touch()
+        rest = rest_of(proc.stdout, timeout=TIMEOUT_S)
+        proc.wait(timeout=TIMEOUT_S)
+    finally:
+        try:
+            os.killpg(proc.pid, 9)  # (the session's group: this test's alone)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        proc.stdout.close()
+    name, rank = said.group(1), said.group(2)
+    assert int(rank) == 1 + int(name.rsplit("-", 1)[1])  # (replica_of's order)
+    assert proc.returncode == 0, rest  # the program's own status, as under the local engine
+    got = json.loads((tmp_path / "out.json").read_text())["result"]
+    assert got["seen"] and got["last"] != got["died"], got
+    # (its loss, when the client saw the connection close, says how its worker ended)
+    assert f"replica {name} of module 'server' was lost: " in rest, rest
+    assert f"; its worker (mpi rank {rank}) stopped: its thread polybus-{name}-" in rest, rest
+    assert descendants(os.getpid()) <= before
+
+
+ALONE = """\
+from polybus import use, wait
+
+die = use("die")
+f = use("f")
+
+
+def main():
+    wait(die())
+    while True:  # (until the replica's loss fails a call)
+        wait(f(0))
+"""
+
+
+def test_a_rank_whose_thread_dies_alone_fails_the_run_saying_why(tmp_path: Path) -> None:
+    """The only replica: the run fails as the local engine's does when its worker is
+    lost, and its error says which rank stopped and why."""
+    before = descendants(os.getpid())
+    app = write_bound_app(tmp_path, server=SERVER, client=ALONE, names=("die", "f"))
+    status, out = launch(command("mpi", app, 1, tmp_path / "out.json"), tmp_path)
+    assert status != 0, out
+    assert "every replica of f is gone" in out or "no replica" in out.lower(), out
+    assert ("worker server-0 (mpi rank 1) stopped: its thread polybus-server-0-" in out
+            and "ended by RuntimeError: injected fault in the serving thread" in out), out
+    assert descendants(os.getpid()) <= before
+
+
+def test_ranks_that_cannot_start_with_long_errors_reach_the_end(tmp_path: Path) -> None:
+    """Each of two ranks sends its error; rank 0 raises the first, and takes the other
+    while it waits at the last barrier. An error too long for MPI's eager send waits for
+    its receive: not taken, it held its rank in the send, and the job was aborted."""
+    before = descendants(os.getpid())
+    app = write_bound_app(tmp_path, server='raise RuntimeError("refused " + "x" * 200_000)\n',
+                          client="def main():\n    return 1\n", names=(),
+                          server_keys="replication = 2")
+    status, out = launch(command("mpi", app, 2, tmp_path / "out.json"), tmp_path)
+    assert status != 0
+    assert re.search(r"polybus run: error: worker server-\d \(mpi rank \d\) could not start: "
+                     r"module 'server' \(server\.py\) failed to import: RuntimeError: "
+                     r"refused x", out), out[-2000:]
+    assert "MPI_ABORT" not in out, out[-2000:]
+    assert descendants(os.getpid()) <= before
