@@ -54,6 +54,10 @@ class RunResult:
     bytes_sent: int           # at the client
     bytes_received: int
     replicas: list[ReplicaStats] = field(default_factory=list)
+    # What each binding's strategies did, keyed as its [bind] entry ("client.make"):
+    # calls, batches, operands put and named, values forwarded... (client/counts.py)
+    interfaces: dict[str, dict[str, int]] = field(default_factory=dict)
+    broadcasts: dict[str, int] = field(default_factory=dict)  # values, and their Puts
 
     def to_json(self) -> dict[str, Any]:
         # (the result left out of asdict, which deep-copies what it holds: a result
@@ -157,7 +161,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
                 if rep.busy_s is not None:  # (None: a lost replica's, not known)
                     rep.busy_fraction = busy_share(rep.busy_s, elapsed, rep.handlers)
             return RunResult(result, elapsed, startup, stats.calls, stats.bytes_sent,
-                             stats.bytes_received, stats.replicas)
+                             stats.bytes_received, stats.replicas, stats.interfaces,
+                             stats.broadcasts)
         finally:
             activate(None)
             if session is not None:

@@ -15,6 +15,7 @@ from typing import Any
 from polybus.client import batchrefill
 from polybus.client.batchcalls import Pending
 from polybus.client.batching import Batcher
+from polybus.client.counts import Counts
 from polybus.config.model import CallStyle
 from polybus.errors import ConnectionLostError
 from polybus.wire.messages import CallBatch
@@ -48,7 +49,7 @@ def _batcher(links: list[Any]) -> tuple[Batcher, _Reactor]:
     reactor = _Reactor()
     d = SimpleNamespace(interface="f", timeout=None, links=links, comm=None, calls=0,
                         style=CallStyle("async-demand", 1), idempotent=True,
-                        max_attempts=3)
+                        max_attempts=3, counts=Counts())
     return Batcher(d, reactor, 2, None, 3600.0), reactor  # type: ignore[arg-type]
 
 

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from polybus.cli.cmd_run import caption, summary
+from polybus.cli.cmd_run import caption, strategies, summary
 from polybus.cli.output import result_console
 from polybus.client.stats import ReplicaStats
 from polybus.runner import RunResult
@@ -41,3 +41,42 @@ def test_one_call_is_not_one_calls() -> None:
     r = RunResult(None, 0.5, 1.0, 1, 10, 20, [ReplicaStats("server-0", calls=1, busy_s=0.1)])
     assert caption(r) == ("elapsed 0.5000 s (start-up 1.00 s apart), 1 call, "
                           "sent 10 B, received 20 B")
+
+
+def _row(**counts: int) -> dict[str, int]:
+    row = {"calls": 10, "batches": 0, "batched_calls": 0, "operands_put": 0,
+           "operands_named": 0, "cache_misses": 0, "forwarded": 0, "through_client": 0,
+           "refused": 0}
+    row.update(counts)
+    return row
+
+
+def test_strategy_lines_say_only_the_non_zero_counts() -> None:
+    r = RunResult(None, 0.5, 1.0, 30, 10, 20, [],
+                  {"client.make": _row(forwarded=3, through_client=1),
+                   "client.mul": _row(operands_put=1, operands_named=9, cache_misses=1),
+                   "client.echo": _row(batches=1, batched_calls=10, refused=2),
+                   "client.plain": _row()},
+                  {"values": 1, "puts": 2})
+    assert strategies(r) == [
+        "client.make: 3 forwarded, 1 through the client",
+        "client.mul: 1 operand put, 9 named, 1 cache miss",
+        "client.echo: 1 batch (10 calls), 2 refused (queue full)",
+        "broadcast: 1 value, 2 Puts to replicas"]
+
+
+def test_a_run_with_no_strategy_on_says_nothing_more() -> None:
+    r = RunResult(None, 0.5, 1.0, 10, 10, 20, [], {"client.f": _row()},
+                  {"values": 0, "puts": 0})
+    assert strategies(r) == []
+    assert strategies(RunResult(None, 0.5, 1.0, 1, 10, 20)) == []  # (made by hand)
+
+
+def test_json_gives_each_binding_its_counts_beside_the_fields_it_had() -> None:
+    r = RunResult(None, 0.5, 1.0, 10, 10, 20, [], {"client.f": _row(batches=2)},
+                  {"values": 0, "puts": 0})
+    d = r.to_json()
+    assert {"result", "elapsed_s", "startup_s", "calls", "bytes_sent", "bytes_received",
+            "replicas"} < set(d)
+    assert d["interfaces"] == {"client.f": _row(batches=2)}
+    assert d["broadcasts"] == {"values": 0, "puts": 0}

@@ -68,6 +68,36 @@ def summary(r: RunResult) -> Table:
     return t
 
 
+def strategies(r: RunResult) -> list[str]:
+    """A line for each binding whose strategies did something (client/counts.py), and
+    one for `broadcast`; none for a run with no strategy on."""
+    lines = []
+    for name, c in r.interfaces.items():
+        said = [text for n, text in (
+            (c.get("batches", 0), f"{_n(c.get('batches', 0), 'batch', 'batches')} "
+                                  f"({_n(c.get('batched_calls', 0), 'call')})"),
+            (c.get("operands_put", 0), f"{_n(c.get('operands_put', 0), 'operand')} put"),
+            (c.get("operands_named", 0), f"{c.get('operands_named', 0)} named"),
+            (c.get("cache_misses", 0), _n(c.get("cache_misses", 0), "cache miss",
+                                          "cache misses")),
+            (c.get("forwarded", 0), f"{c.get('forwarded', 0)} forwarded"),
+            (c.get("through_client", 0), f"{c.get('through_client', 0)} through the client"),
+            (c.get("refused", 0), f"{c.get('refused', 0)} refused (queue full)"),
+        ) if n]
+        if said:
+            lines.append(f"{name}: {', '.join(said)}")
+    values = r.broadcasts.get("values", 0)
+    if values:
+        lines.append(f"broadcast: {_n(values, 'value')}, "
+                     f"{_n(r.broadcasts.get('puts', 0), 'Put')} to replicas")
+    return lines
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    """``count`` and its noun, singular or plural (``1 batch``, ``5 batches``)."""
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
 def _figure(value: float | None, spec: str) -> str:
     """A replica's figure as the summary shows it; ``?`` for one not known (None)."""
     return "?" if value is None else format(value, spec)
@@ -141,6 +171,8 @@ def main(args: argparse.Namespace) -> int:
     if not args.quiet:
         result_console(sys.stderr).print(summary(r))
         print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)
+        for line in strategies(r):  # (what batching, caching, forwarding... did)
+            print(line, file=sys.stderr)
     # (checked before the run; a full disk, or its directory removed, shows only now)
     if args.json and not save("run", "--json", args.json,
                               partial(write_json, doc=r.to_json(), out=out)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from polybus.client.calls import ReplicaLink, error_from, text_of
+from polybus.client.counts import refused
 from polybus.errors import UPSTREAM_FAILED, ProtocolError
 from polybus.wire.messages import (
     Batch,
@@ -47,6 +48,8 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
                           if fwd is not None and msg.message.startswith(UPSTREAM_FAILED) else "")
                 iface = rec.dispatcher.interface
                 said = text_of(rec)  # ("" for a batch's own Fail: it fails all its calls)
+                if msg.kind == "busy" and not rec.done:  # (the run's report: counts.py)
+                    refused(rec)
                 if rec.set_error(error_from(msg, iface, link.name, origin, said)):
                     rec.dispatcher.completed(rec, link)
         case Batch(items=items):

@@ -237,6 +237,9 @@ class Batcher:
         self.open = None
         self.batches += 1
         self.d.calls += len(b.args)
+        c = self.d.counts  # (the run's report: client/counts.py)
+        c.batches += 1
+        c.batched_calls += len(b.args)
         b.id = next(self.ids)
 
     # -- placing batches (client/batchplace.py) ---------------------------------------

@@ -82,6 +82,8 @@ def _broadcast(session: Session, value: Any) -> Shared:
                 except BaseException:  # (not written: not held there)
                     k.discard(key)
                     raise
+                session.broadcasts.puts += 1  # (the run's report: client/counts.py)
+    session.broadcasts.values += 1
     for name, d in session.dispatchers.items():
         if d.comm is None:  # handles travel as Refs on every interface from now on
             d.comm = Comm(d, session.reactor, known)

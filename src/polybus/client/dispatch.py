@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client import backlog
 from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.counts import Counts
 from polybus.client.fwdprio import note_priority_reads
 from polybus.client.headroom import enter, leave
 from polybus.client.lane import MISS, SyncLane
@@ -86,6 +87,7 @@ class Dispatcher:
         self._backlog: list[tuple[float, int, CallRecord]] = []
         self._seq = itertools.count()
         self.calls = 0
+        self.counts = Counts()  # what its strategies did, for the run's report (counts.py)
         self.comm: Comm | None = None  # define.cache, use.aggregate, broadcast: client/operands.py
         self.forwarder: Forwarder | None = None  # unanswered promise arguments: client/forward.py
         # ... or, not forwarded, waited for at the client with their calls, which return

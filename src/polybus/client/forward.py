@@ -52,6 +52,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise
+from polybus.client.counts import relayed
 from polybus.client.forwardcomm import install
 from polybus.client.fwdbatch import (
     EntryRecord,
@@ -226,6 +227,7 @@ class Forwarder:
                 self._instruct(e)
             else:
                 self.relayed += 1
+                relayed(e)  # (the run's report: client/counts.py)
                 self.reactor.send(to, Deliver(e.key, True, p.value))
         elif type(p) is EntryRecord:
             if claim(self, e):  # (its batch placed; else its placing asks: fwdbatch.py)
@@ -247,6 +249,7 @@ class Forwarder:
         else:
             e.asked, e.told = True, (p.link, to)
         e.pinned = e.pinned or e.hold
+        p.dispatcher.counts.forwarded += 1  # (the run's report: client/counts.py)
         pkey, peer = self.pkey(p), to.channel.peer  # (after the producer's call)
         ask(self, p, p.link, lambda: forward_msg(p, pkey, e.key, peer, hold=e.hold))
 

@@ -259,6 +259,7 @@ def placed(b: Pending, link: ReplicaLink) -> list[Message]:
                     e.asked, e.told = True, (link, to)
                     e.pinned = e.pinned or e.hold  # (its consumer may move: fwdmove.py)
                     out.append(Forward(b.id, pkey, e.key, to.channel.peer, k, hold=e.hold))
+                    rec.dispatcher.counts.forwarded += 1  # (the run's report: counts.py)
                 elif not e.kept:
                     e.asked = e.kept = True
                     f.keeps += 1

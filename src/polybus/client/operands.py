@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import Pending
 from polybus.client.cachedargs import CachedArgs
+from polybus.client.counts import Counts, uncount
 from polybus.client.held import Held, held_bytes, named_keys, spare
 from polybus.client.naming import Known, _freed, content_key, remembered
 from polybus.client.nested import Nested
@@ -65,6 +66,8 @@ class Comm(CachedArgs):
         self.cache_bytes = cache_bytes  # define.cache_bytes (an aggregated batch's bound)
         self.capacity = capacity  # its replicas' cache bound (ModuleSpec.cache_bytes)
         self.resent = 0  # calls re-sent after a cache miss
+        # The binding's counts for the run's report (client/counts.py)
+        self.counts = dispatcher.counts if dispatcher is not None else Counts()
         self._refs: dict[str, Ref] = {}  # `quick`'s Refs, by key
 
     def copy_plan(self, other: Comm) -> None:
@@ -106,6 +109,7 @@ class Comm(CachedArgs):
                 if out is None:
                     out = list(args)
                 out[i] = ref
+                self.counts.operands_named += 1
                 continue
             op = self._operand(i, a)
             if op is not None:
@@ -129,9 +133,13 @@ class Comm(CachedArgs):
         key, value = op
         if known is None:
             return value
+        c = self.counts  # (the run's report: client/counts.py)
         if key not in known:  # (prefetch pushes it after the naming: `_prefetch`)
             known.add(key, held_bytes(value))
             puts.append(Put(key, value))
+            c.operands_put += 1
+        else:
+            c.operands_named += 1
         return Ref("op", key)
 
     def quick(self, args: tuple[Any, ...], link: ReplicaLink) -> list[Any] | None:
@@ -151,6 +159,7 @@ class Comm(CachedArgs):
         if not held:
             return None
         out = list(args)
+        n = 0
         for i in self.positions:
             if i < len(out):
                 key = remembered(out[i])
@@ -162,6 +171,8 @@ class Comm(CachedArgs):
                         self._refs.clear()
                     ref = self._refs[key] = Ref("op", key)  # (encoded once: codec.py)
                 out[i] = ref
+                n += 1
+        self.counts.operands_named += n
         return out
 
     def messages(self, rec: CallRecord, link: ReplicaLink, inline: bool = False) -> list[Message]:
@@ -195,11 +206,13 @@ class Comm(CachedArgs):
                 nested = rec.args[at] if isinstance(at, int) else (rec.kwargs or {})[at]
                 keys += [h.key for h in nested.handles()]
             if len(keys) > 1:
+                named_here = len(keys)
                 keys = list(dict.fromkeys(keys))
                 if len(keys) > 1 and self._apart(known, keys):
                     for p in puts:  # (not sent: the replica is not given them, nor
                         if type(p) is Put:  # are the other replicas: no prefetch)
                             known.discard(p.key)
+                    uncount(self.counts, puts, named_here)
                     return self.messages(rec, link, inline=True)
             if puts:  # (its Puts spare the other operands it names)
                 self._prefetch(puts, link)
@@ -289,6 +302,7 @@ class Comm(CachedArgs):
                 k = self.holds(other)
                 if key not in k:
                     k.add(key, held_bytes(value))
+                    self.counts.operands_put += 1
                     if pushes is not None:
                         pushes.append((other, Put(key, value)))
                     else:
@@ -348,6 +362,7 @@ class Comm(CachedArgs):
         for k in key.split():  # (a batch's miss names every operand it lacks)
             known.discard(k)
         self.resent += 1
+        self.counts.cache_misses += 1
         link.outstanding[rec.id] = rec  # type: ignore[assignment]
         if link.dead:  # (it runs again elsewhere, with what the replica held)
             (rec.batcher if type(rec) is Pending else self.dispatcher).lost(link, _gone(link))

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from polybus.client.calls import ReplicaLink
+from polybus.client.counts import batches_in
 from polybus.client.headroom import enter, leave
 from polybus.client.later import Later, get_ident
 from polybus.client.policies.aggregate import pack
@@ -81,7 +82,10 @@ class Sending:
                     rec.deadline = now + (rec.dispatcher.timeout or 0.0)
             # as one Batch frame; a call that cannot be encoded fails alone (unsendable.py)
             try:
-                send_accepted(self, link, pack(msgs))
+                packed = pack(msgs)
+                if len(packed) < len(msgs):  # (calls went as a Batch: counts.py)
+                    batches_in(link, packed)
+                send_accepted(self, link, packed)
             except BaseException:  # (RecursionError, MemoryError, Ctrl-C: none written)
                 link.held[:0] = msgs  # still held, written by the next flush
                 raise

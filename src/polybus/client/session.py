@@ -10,6 +10,7 @@ from polybus.client.awaiting import Awaiting
 from polybus.client.batching import Batcher, batcher_for
 from polybus.client.calls import ReplicaLink
 from polybus.client.choosing import check_shares, choose, dial_places, replication_text
+from polybus.client.counts import Broadcasts
 from polybus.client.dialing import connect_all, pick_address, same_source, say_tcp_only
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
@@ -66,6 +67,8 @@ class Session:
         # What a use()d name calls: its dispatcher, or an aggregating binding's Batcher.
         self.entries: dict[str, Any] = {}
         self.batchers: list[Batcher] = []
+        self.broadcasts = Broadcasts()  # (`broadcast`'s, for the run's report: counts.py)
+        self.labels: dict[str, str] = {}  # bound name -> its [bind] key ("client.make")
         self.reactor.on_lost = self._lost
         self.reactor.after_step = self._refill
         self.reactor.on_released = self._released
@@ -106,6 +109,7 @@ class Session:
                 prio = (priority_fn(define.priority, module.source, base,
                                     dotted("modules", b.module, "define", base, "priority"))
                         if define.priority else None)
+                self.labels[b.name] = f"{b.user}.{b.name}"
                 self.dispatchers[b.name] = Dispatcher(
                     b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,
                     priority=prio, timeout=use.timeout or define.timeout,

@@ -14,6 +14,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from polybus.client.counts import interfaces
 from polybus.wire.messages import Stats, StatsRequest
 
 if TYPE_CHECKING:
@@ -54,6 +55,9 @@ class SessionStats:
     bytes_sent: int = 0
     bytes_received: int = 0
     replicas: list[ReplicaStats] = field(default_factory=list)
+    # What each binding's strategies did (client/counts.py), and `broadcast`'s
+    interfaces: dict[str, dict[str, int]] = field(default_factory=dict)
+    broadcasts: dict[str, int] = field(default_factory=dict)
 
 
 def link_bytes(link: ReplicaLink) -> tuple[int, int]:
@@ -79,7 +83,10 @@ def ask_stats(reactor: Reactor, link: ReplicaLink) -> Stats | None:
 def session_stats(session: Session) -> SessionStats:
     """``session``'s figures for its run so far (`Session.stats`): each replica's counters
     less what they were when the session began."""
-    out = SessionStats(calls=sum(d.calls for d in session.dispatchers.values()))
+    out = SessionStats(calls=sum(d.calls for d in session.dispatchers.values()),
+                       interfaces=interfaces(session),
+                       broadcasts={"values": session.broadcasts.values,
+                                   "puts": session.broadcasts.puts})
     # One row per replica: a binding with a transport of its own has connections of
     # its own to the same replicas, whose counters must not be shown twice.
     rows: dict[str, ReplicaStats] = {}

@@ -20,6 +20,7 @@ import msgspec
 import numpy as np
 
 from polybus.client.batchcalls import BatchPromise
+from polybus.client.counts import passed_on
 from polybus.client.held import held_bytes
 from polybus.client.lane import _AS_IS
 from polybus.client.nested import HANDLE, MAX_DEPTH, Nested, Places
@@ -49,7 +50,9 @@ def wire(value: Any) -> Any:
     if t in _PLAIN:  # (the common arguments first: this runs for each of every call's)
         return value
     if t is CallPromise or t is BatchPromise:
-        return value.__polybus_value__()
+        got = value.__polybus_value__()
+        passed_on(value)  # (its value went through the client: counts.py)
+        return got
     if t is bytes:
         return OutOfBand(value) if len(value) >= OOB_BYTES else value
     if t is list or t is tuple or t is dict or is_namedtuple(t):

@@ -1,0 +1,126 @@
+"""What a run's strategies did, counted at the client where each is decided.
+
+Each binding's dispatcher has a `Counts` (``Dispatcher.counts``), bumped where the event
+happens: plain integer increments on objects already at hand, on the paths of the
+strategies alone (a binding with none of them on gains no work on its calls). The
+session's figures (client/stats.py) give them per binding, keyed by its ``[bind]`` name
+(``client.make``); the runner writes them to --json ("interfaces") and the summary says
+the non-zero ones (cli/cmd_run.py).
+
+- ``calls``: the binding's calls (``Dispatcher.calls``, as the run's ``calls`` sums).
+- ``batches``, ``batched_calls``: aggregated batches sent (``use.aggregate``), and the
+  calls in them. A batch of the general path (a binding with a priority or migration, or
+  a call the lean path cannot carry) is counted under the binding of its first call.
+- ``operands_put``: cached operands sent by value in a ``Put`` (``define.cache``,
+  ``prefetch``'s pushes to the other replicas too), ``operands_named``: operands named
+  by content, the replica holding them already, ``cache_misses``: calls (or batches)
+  sent again because the replica no longer held an operand they named.
+- ``forwarded``: this binding's answers sent replica to replica to a consuming call
+  (``forward``: the producer's replica told to send the value on), ``through_client``:
+  its answers the client had and sent on itself, as another call's argument (a
+  promise answered before its consumer was made or placed, a binding with
+  ``forward = false``, a sync consumer). Both counted under the producer's binding.
+- ``refused``: calls a replica refused, its queue full (``overflow = "reject"``): the
+  BusyErrors the program got (a refused batch, one for each of its calls).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from polybus.wire.messages import Batch, Put
+
+if TYPE_CHECKING:
+    from polybus.client.calls import ReplicaLink
+    from polybus.client.fwdedge import Edge
+    from polybus.client.session import Session
+    from polybus.wire.messages import Message
+
+__all__ = ["FIELDS", "Broadcasts", "Counts", "batches_in", "interfaces",
+           "passed_on", "refused", "relayed", "uncount"]
+
+
+class Counts:
+    """One binding's strategy counts (see the module docstring)."""
+
+    __slots__ = ("batched_calls", "batches", "cache_misses", "forwarded", "operands_named",
+                 "operands_put", "refused", "through_client")
+
+    def __init__(self) -> None:
+        self.batches = self.batched_calls = 0
+        self.operands_put = self.operands_named = self.cache_misses = 0
+        self.forwarded = self.through_client = 0
+        self.refused = 0
+
+
+# In the order --json gives them, after ``calls``
+FIELDS = ("batches", "batched_calls", "operands_put", "operands_named", "cache_misses",
+          "forwarded", "through_client", "refused")
+
+
+class Broadcasts:
+    """The session's `broadcast` calls, and the Puts they sent (one per replica that did
+    not hold the value yet)."""
+
+    __slots__ = ("puts", "values")
+
+    def __init__(self) -> None:
+        self.values = self.puts = 0
+
+
+def refused(rec: Any) -> None:
+    """``rec``, a call or an aggregated batch not yet ended, was refused (BusyError)."""
+    bt = getattr(rec, "batcher", None)
+    if bt is not None and rec.dispatcher is bt:  # (a batch: each of its calls refused)
+        bt.d.counts.refused += len(rec.rows())
+    else:
+        rec.dispatcher.counts.refused += 1
+
+
+def passed_on(promise: Any) -> None:
+    """``promise``'s value, at the client, goes on as an argument (wireargs.wire)."""
+    rec = promise._rec
+    d = getattr(rec, "batcher", None)  # (a BatchPromise's record is its batch)
+    (rec.dispatcher if d is None else d.d).counts.through_client += 1
+
+
+def relayed(e: Edge) -> None:
+    """The client sends ``e``'s value on itself (a Deliver): its producer answered by
+    value. A Forward that went before (``told``) was cancelled: not forwarded after all."""
+    c = e.producer.dispatcher.counts
+    c.through_client += 1
+    if e.told is not None and c.forwarded > 0:
+        c.forwarded -= 1
+
+
+def uncount(c: Counts, puts: list[Message], named: int) -> None:
+    """A call's cached operands, ``named`` of them (a Put among ``puts``, or named), go
+    by value after all (client/operands.py, `_apart`): counted as neither."""
+    sent = sum(1 for p in puts if type(p) is Put)
+    c.operands_put -= sent
+    c.operands_named -= named - sent
+
+
+def batches_in(link: ReplicaLink, msgs: list[Message]) -> None:
+    """The Batches of held calls among ``msgs`` (written to ``link``) of bindings that
+    aggregate on the general path, each under the binding of its first call."""
+    for m in msgs:
+        if type(m) is Batch and m.items:
+            rec = link.outstanding.get(m.items[0].id)
+            comm = rec.dispatcher.comm if rec is not None else None
+            if comm is not None and comm.aggregator is not None:
+                c = rec.dispatcher.counts  # type: ignore[union-attr]
+                c.batches += 1
+                c.batched_calls += len(m.items)
+
+
+def interfaces(session: Session) -> dict[str, dict[str, int]]:
+    """Each binding's calls and counts, keyed as its ``[bind]`` entry (``client.make``)."""
+    out: dict[str, dict[str, int]] = {}
+    for name, d in session.dispatchers.items():
+        row = {"calls": d.calls}
+        c = d.counts
+        for f in FIELDS:
+            row[f] = getattr(c, f)
+        out[session.labels.get(name, name)] = row
+    return out
