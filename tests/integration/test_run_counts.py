@@ -4,6 +4,7 @@ count moves with its strategy on, and stays 0 for the same calls with it off."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +206,64 @@ def test_run_reports_the_counts_in_json_and_only_the_non_zero_in_its_summary(
     assert _nothing_but_calls(json.loads((off / "off.json").read_text())["interfaces"][
         "client.echo"])
     assert "client.echo:" not in p.stderr and "broadcast:" not in p.stderr, p.stderr
+
+
+def test_promises_inside_a_list_count_each_value_through_the_client(
+        tmp_path: Path) -> None:
+    def program(s: Any) -> None:
+        p, q = s.call("double", (3,), {}), s.call("double", (4,), {})
+        polybus.wait(p), polybus.wait(q)
+        assert polybus.wait(s.call("echo", ([p, {"q": q}],), {})) == [6, {"q": 8}]
+
+    got = _counts(tmp_path, "", 'use.double = { callstyle = "async" }\n'
+                  'use.echo = { callstyle = "async" }', program)
+    assert got["client.double"]["through_client"] == 2
+
+
+def test_a_sync_call_its_lane_leaves_to_the_general_path_counts_its_promise_once(
+        tmp_path: Path) -> None:
+    """The lane wires the arguments, finds the reactor busy (another thread holds it)
+    and leaves the call to the general path, which wires them again: one value passed
+    once is one count."""
+    def program(s: Any) -> None:
+        p = s.call("double", (3,), {})
+        polybus.wait(p)
+        holding, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with s.reactor._lock:
+                holding.set()
+                release.wait(10)
+
+        t = threading.Thread(target=hold, daemon=True)
+        t.start()
+        assert holding.wait(10)
+        timer = threading.Timer(0.3, release.set)
+        timer.start()
+        try:
+            assert polybus.wait(s.call("echo", (p,), {})) == 6
+        finally:
+            release.set()
+            timer.cancel()
+            t.join(10)
+
+    got = _counts(tmp_path, "", 'use.double = { callstyle = "async" }\n'
+                  'use.echo = { callstyle = "sync" }', program)
+    assert got["client.double"]["through_client"] == 1
+
+
+def test_aggregate_on_the_general_path_counts_batches_and_their_calls(
+        tmp_path: Path) -> None:
+    """A binding with a priority aggregates on the general path (held calls packed into
+    a Batch at each flush): counted there, and a binding that does not aggregate is not."""
+    def program(s: Any) -> None:
+        ps = [s.call("echo", (i,), {}) for i in range(50)]
+        qs = [s.call("double", (i,), {}) for i in range(5)]
+        assert [polybus.wait(p) for p in ps] == list(range(50))
+        assert [polybus.wait(q) for q in qs] == [2 * i for i in range(5)]
+
+    got = _counts(tmp_path, 'define.echo = { priority = "x" }',
+                  'use.echo = { callstyle = "async", aggregate = 10, linger = "30s" }\n'
+                  'use.double = { callstyle = "async-demand(2)" }', program)
+    assert got["client.echo"]["batches"] == 5 and got["client.echo"]["batched_calls"] == 50
+    assert _nothing_but_calls(got["client.double"])

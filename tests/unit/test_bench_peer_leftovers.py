@@ -24,7 +24,8 @@ tmp = pathlib.Path(sys.argv[1])
 (tmp / f"ompi.{os.getpid()}" / "0" / "0").mkdir(parents=True)
 rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
                         process_group=0)
-(tmp / "rank").write_text(str(rank.pid))
+(tmp / "rank.new").write_text(str(rank.pid))
+os.replace(tmp / "rank.new", tmp / "rank")  # (whole when seen: the test reads it then)
 time.sleep(120)
 """
 

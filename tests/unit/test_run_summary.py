@@ -80,3 +80,10 @@ def test_json_gives_each_binding_its_counts_beside_the_fields_it_had() -> None:
             "replicas"} < set(d)
     assert d["interfaces"] == {"client.f": _row(batches=2)}
     assert d["broadcasts"] == {"values": 0, "puts": 0}
+
+
+def test_operands_named_with_none_put_say_operands() -> None:
+    r = RunResult(None, 0.5, 1.0, 4, 10, 20, [],
+                  {"client.mul": _row(operands_named=4), "client.one": _row(operands_named=1)},
+                  {"values": 0, "puts": 0})
+    assert strategies(r) == ["client.mul: 4 operands named", "client.one: 1 operand named"]

@@ -63,6 +63,7 @@ def test_the_drawn_line_breaks_at_the_failure_and_an_x_marks_it(
     from polybus.cli.sweep_plot import plot
 
     figures: list[Any] = []
+    real_close = plt.close
     monkeypatch.setattr(plt, "close", figures.append)  # (kept open to be looked at)
     plot(_category_fails(), str(tmp_path / "s.png"))
     fig = figures[0]
@@ -76,4 +77,4 @@ def test_the_drawn_line_breaks_at_the_failure_and_an_x_marks_it(
             assert xs == [1.0]
             assert "failed: no point" in [t.get_text() for t in ax.get_legend().get_texts()]
     finally:
-        plt.close(fig)
+        real_close(fig)

@@ -70,14 +70,17 @@ def summary(r: RunResult) -> Table:
 
 def strategies(r: RunResult) -> list[str]:
     """A line for each binding whose strategies did something (client/counts.py), and
-    one for `broadcast`; none for a run with no strategy on."""
+    one for `broadcast`; none for a run with no strategy on (forwarding aside: it is on
+    by default)."""
     lines = []
     for name, c in r.interfaces.items():
         said = [text for n, text in (
             (c.get("batches", 0), f"{_n(c.get('batches', 0), 'batch', 'batches')} "
                                   f"({_n(c.get('batched_calls', 0), 'call')})"),
             (c.get("operands_put", 0), f"{_n(c.get('operands_put', 0), 'operand')} put"),
-            (c.get("operands_named", 0), f"{c.get('operands_named', 0)} named"),
+            (c.get("operands_named", 0),  # ("operands" said once: by the first)
+             f"{c.get('operands_named', 0)} named" if c.get("operands_put", 0)
+             else f"{_n(c.get('operands_named', 0), 'operand')} named"),
             (c.get("cache_misses", 0), _n(c.get("cache_misses", 0), "cache miss",
                                           "cache misses")),
             (c.get("forwarded", 0), f"{c.get('forwarded', 0)} forwarded"),

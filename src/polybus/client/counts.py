@@ -22,12 +22,19 @@ the non-zero ones (cli/cmd_run.py).
   ``forward = false``, a sync consumer). Both counted under the producer's binding.
 - ``refused``: calls a replica refused, its queue full (``overflow = "reject"``): the
   BusyErrors the program got (a refused batch, one for each of its calls).
+
+They count what the client decided, once for each try: a call run again after its
+replica was lost (or whose encoding failed after its operands were named) may count
+its operands or its forwarding again, so under failures they are an upper bound.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from polybus.client.nested import MAX_DEPTH
+from polybus.client.promise import Promise
 from polybus.wire.messages import Batch, Put
 
 if TYPE_CHECKING:
@@ -37,7 +44,7 @@ if TYPE_CHECKING:
     from polybus.wire.messages import Message
 
 __all__ = ["FIELDS", "Broadcasts", "Counts", "batches_in", "interfaces",
-           "passed_on", "refused", "relayed", "uncount"]
+           "passed_on", "refused", "relayed", "uncount", "unpassed"]
 
 
 class Counts:
@@ -77,11 +84,24 @@ def refused(rec: Any) -> None:
         rec.dispatcher.counts.refused += 1
 
 
-def passed_on(promise: Any) -> None:
-    """``promise``'s value, at the client, goes on as an argument (wireargs.wire)."""
+def passed_on(promise: Any, n: int = 1) -> None:
+    """``promise``'s value, at the client, goes on as an argument (wireargs.wire, and
+    inside a list, tuple or dict: wireargs._item); ``n = -1`` takes that back."""
     rec = promise._rec
     d = getattr(rec, "batcher", None)  # (a BatchPromise's record is its batch)
-    (rec.dispatcher if d is None else d.d).counts.through_client += 1
+    (rec.dispatcher if d is None else d.d).counts.through_client += n
+
+
+def unpassed(args: Iterable[Any], depth: int = 0) -> None:
+    """Take back `passed_on` for the promises in ``args``, which a sync call's lane
+    wired before it left the call to the general path (the reactor busy), which wires
+    them again (client/lane.py, client/socketlane.py)."""
+    for a in args:
+        if isinstance(a, Promise) and hasattr(a, "_rec"):
+            passed_on(a, -1)
+        elif depth < MAX_DEPTH and (type(a) in (list, tuple, dict) or (
+                isinstance(a, tuple) and hasattr(type(a), "_fields"))):  # (as wire walks)
+            unpassed(a.values() if type(a) is dict else a, depth + 1)
 
 
 def relayed(e: Edge) -> None:
@@ -102,16 +122,23 @@ def uncount(c: Counts, puts: list[Message], named: int) -> None:
 
 
 def batches_in(link: ReplicaLink, msgs: list[Message]) -> None:
-    """The Batches of held calls among ``msgs`` (written to ``link``) of bindings that
-    aggregate on the general path, each under the binding of its first call."""
+    """The Batches of held calls among ``msgs`` (written to ``link``) that carry calls of
+    bindings aggregating on the general path: each such binding counts the batch once
+    and its own calls in it (a binding with no aggregation in it counts nothing). Looked
+    at only in a session where some binding aggregates (``Sending.aggregating``)."""
     for m in msgs:
         if type(m) is Batch and m.items:
-            rec = link.outstanding.get(m.items[0].id)
-            comm = rec.dispatcher.comm if rec is not None else None
-            if comm is not None and comm.aggregator is not None:
+            counted: list[Counts] = []
+            for item in m.items:
+                rec = link.outstanding.get(item.id)
+                comm = rec.dispatcher.comm if rec is not None else None
+                if comm is None or comm.aggregator is None:
+                    continue
                 c = rec.dispatcher.counts  # type: ignore[union-attr]
-                c.batches += 1
-                c.batched_calls += len(m.items)
+                c.batched_calls += 1
+                if not any(x is c for x in counted):
+                    counted.append(c)
+                    c.batches += 1
 
 
 def interfaces(session: Session) -> dict[str, dict[str, int]]:

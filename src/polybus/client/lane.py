@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.counts import unpassed
 from polybus.client.unsendable import named, too_large
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.transport import ring as _ring
@@ -91,6 +92,7 @@ class SyncLane:
                 wargs.append(wire(a))  # (may wait for a promise: before the lock is taken)
                 inline = False
         if not r._lock.acquire(blocking=False):
+            unpassed(args)  # (the general path wires them again: client/counts.py)
             return MISS
         d.calls += 1
         try:

@@ -40,6 +40,9 @@ class Sending:
     # What a send does while the connection is full (`_drain`, or LATER in the pump's turn)
     _when_full: Callable[[], None]
     flushers: list[Callable[[], None]]  # (open aggregated batches: Batcher.flush)
+    # Some binding aggregates on the general path (policies/aggregate.py): a flush's
+    # Batches are counted for the run's report (client/counts.py `batches_in`)
+    aggregating = False
     unfinished: bool  # a write the pump's turn or the linger timer began is left
 
     if TYPE_CHECKING:
@@ -83,7 +86,7 @@ class Sending:
             # as one Batch frame; a call that cannot be encoded fails alone (unsendable.py)
             try:
                 packed = pack(msgs)
-                if len(packed) < len(msgs):  # (calls went as a Batch: counts.py)
+                if self.aggregating and len(packed) < len(msgs):  # (a Batch: counts.py)
                     batches_in(link, packed)
                 send_accepted(self, link, packed)
             except BaseException:  # (RecursionError, MemoryError, Ctrl-C: none written)

@@ -27,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.calls import ReplicaLink
+from polybus.client.counts import unpassed
 from polybus.client.lane import _AS_IS, MISS, hand_over
 from polybus.client.unsendable import named, too_large
 from polybus.errors import ConnectionLostError, MessageTooLarge, PolybusError
@@ -80,6 +81,7 @@ class SocketLane:
             if t not in _AS_IS and (t is not bytes or len(a) >= OOB_BYTES):
                 wargs[i] = wire(a)  # (promises answered, large bytes out of band; may wait)
         if not r._lock.acquire(blocking=False):
+            unpassed(args)  # (the general path wires them again: client/counts.py)
             return MISS
         d.calls += 1
         try:  # Channel.send's steps, a one-piece frame written here

@@ -134,7 +134,10 @@ def _item(v: Any, step: Any, places: Places, depth: int, seen: _Walk) -> Any:
             places[step] = sub
         return out
     if isinstance(v, Promise):
-        return v.__polybus_value__()
+        got = v.__polybus_value__()
+        if hasattr(v, "_rec"):  # (a call's promise: its value went through the client)
+            passed_on(v)
+        return got
     if not isinstance(v, np.generic):
         seen.unlooked = True
     return v

@@ -66,6 +66,7 @@ class Aggregator:
     def __init__(self, reactor: Reactor, count: int | None, nbytes: int | None,
                  linger: float, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.reactor = reactor
+        reactor.aggregating = True  # (its flushes' Batches are counted: client/counts.py)
         self.count = count if count is not None else (1 << 30 if nbytes else 64)
         self.nbytes = nbytes if nbytes is not None else 1 << 62
         self.cap = frame_cap(max_frame)
