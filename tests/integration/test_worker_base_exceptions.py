@@ -165,3 +165,32 @@ def test_a_thread_that_ends_all_the_same_is_said_and_its_owner_told(
             time.sleep(0.01)
     finally:
         rt.stop()
+
+
+def test_when_threads_die_one_after_another_the_first_is_the_one_said(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """``died`` (what the worker's stop says, worker/main.py) is the first thread's end:
+    those after it may be its effects (a standby left alone); each is still logged."""
+    rt = WorkerRuntime("w", {"echo": lambda x: x}, TOKEN, "tcp://127.0.0.1:0",
+                       ServeOptions(pool=1))
+    told: list[str | None] = []
+    rt.on_died = lambda: told.append(rt.died)
+
+    def first() -> None:
+        raise RuntimeError("the cause")
+
+    def second() -> None:
+        raise RuntimeError("an effect")
+
+    try:
+        with caplog.at_level(logging.CRITICAL, logger="polybus.worker"):
+            for name, main in (("t-first", first), ("t-second", second)):
+                t = threading.Thread(target=rt._guarded(main), name=name)
+                t.start()
+                t.join(5)
+        assert rt.died == "its thread t-first ended by RuntimeError: the cause"
+        assert told == [rt.died, rt.died]
+        said = [r.getMessage() for r in caplog.records if "it stops serving" in r.getMessage()]
+        assert len(said) == 2 and "an effect" in said[1], said
+    finally:
+        rt.stop()

@@ -152,9 +152,11 @@ class WorkerRuntime(Polling):
             except BaseException as exc:
                 if self._stopping:
                     return
-                self.died = (f"its thread {threading.current_thread().name} ended by "
-                             f"{type(exc).__name__}: {text_of(exc)}")
-                log.critical("worker %s: %s; it stops serving\n%s", self.name, self.died,
+                died = (f"its thread {threading.current_thread().name} ended by "
+                        f"{type(exc).__name__}: {text_of(exc)}")
+                if self.died is None:  # (the first: those that follow may be its effects)
+                    self.died = died
+                log.critical("worker %s: %s; it stops serving\n%s", self.name, died,
                              "".join(traceback.format_exception(exc)).rstrip())
                 if self.on_died is not None:
                     self.on_died()
