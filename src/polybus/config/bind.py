@@ -126,8 +126,7 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
                       f"table serves only the interfaces it lists ({', '.join(served)})"
                       + (f"; {key} binds it" if by else ""), table if by else key,
                       by.add_hint(f"{table}.{iface}", "{}") if by
-                      else p.mil.add_define(target, iface) if p.mil
-                      else f"add define.{iface} = {{}} to [modules.{target}]")
+                      else _add_define(p, target, iface))
             else:
                 p.add(f"module {target!r} has no interface {iface!r}", key,
                       _interface_hint(iface, served, target, info, p))
@@ -145,15 +144,19 @@ def _interface_hint(iface: str, served: list[str], target: str,
     interface it serves, else the nearest function of its file that its define table
     leaves out (bound as it is, that one would be refused for it: the hint says so at
     once), else the interfaces it serves."""
-    hint = names_hint(iface, served, f"interfaces of {target}")
     left_out = [n for n in info.public() if n not in served] if info is not None else []
-    near = None if hint.startswith("did you mean") else closest(iface, left_out)
+    near = closest(iface, left_out) if closest(iface, served) is None else None
     if near is None:
-        return hint
-    add = (p.mil.add_define(target, near) if p.mil
-           else f"add define.{near} = {{}} to [modules.{target}]")
+        return names_hint(iface, served, f"interfaces of {target}")
     listed = ", ".join(served) or "no interface"
-    return f"did you mean {near!r}? its define table lists only {listed}, not that function: {add}"
+    return (f"did you mean {near!r}? its define table lists only {listed}, not that "
+            f"function: {_add_define(p, target, near)}")
+
+
+def _add_define(p: Problems, target: str, iface: str) -> str:
+    """How to have ``target`` serve ``iface``: its define entry (a MIL file's statement)."""
+    return (p.mil.add_define(target, iface) if p.mil
+            else f"add define.{iface} = {{}} to [modules.{target}]")
 
 
 def _unbound_hint(user: str, name: str, interfaces: dict[str, list[str] | None],
