@@ -22,6 +22,7 @@ from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Deliver, Undelivered
+from polybus.wire.unsendablepath import at
 from polybus.worker import replies
 
 if TYPE_CHECKING:
@@ -95,9 +96,11 @@ class Peers:
         except (TypeError, ValueError, OverflowError) as exc:  # a value the codec cannot carry
             # Said as the same value answered to the client is (replies.unsendable), so
             # forward = true or false gives one error: an int past 64 bits was an
-            # OverflowError forwarded and a TypeError not.
+            # OverflowError forwarded and a TypeError not; and saying where in the value
+            # the part it cannot carry sits, as that answer does.
+            where = at(msg.value, exc, self.rt.options.allow_pickle, "result") if msg.ok else ""
             self._undelivered(to, msg, client, "TypeError",
-                              f"{replies.unsendable_text(exc)} (sent on by {self.rt.name})")
+                              f"{replies.unsendable_text(exc, where)} (sent on by {self.rt.name})")
             return False
         self.forwarded += 1
         return True
