@@ -8,6 +8,11 @@ a ``use("name")`` such a module makes the same way, not as a name to add to [bin
 (`refuse_replica_uses`). A call a replica makes anyway (a name built at run time, or a
 client module that has replicas too) fails at the call with the same words
 (client/stubs.py). Both say it in `replica_call`, the one place it is written.
+
+A served module whose source is the client's own file (a Ray-style program, the work
+and main() side by side) calls nothing itself: its replicas import the client's use()
+calls with the file. Telling it to call both from the client fits nothing it did, so
+`_shared_file` says to split the file instead.
 """
 
 from __future__ import annotations
@@ -34,6 +39,24 @@ def replica_call(module: str, call: str, where: str = "") -> tuple[str, str]:
 
 def _served(m: ModuleSpec) -> bool:
     return bool(m.replication) and m.entrypoint is None
+
+
+def _client_with(m: ModuleSpec, modules: dict[str, ModuleSpec]) -> ModuleSpec | None:
+    """The client module whose source file is ``m``'s, if one is."""
+    return next((c for c in modules.values() if c.entrypoint is not None
+                 and c.source.resolve() == m.source.resolve()), None)
+
+
+def _shared_file(m: ModuleSpec, client: ModuleSpec, call: str, where: str
+                 ) -> tuple[str, str]:
+    """`replica_call` for a served module ``m`` in ``client``'s file."""
+    return (f"module {m.key!r} is served by replicas from {m.source.name}, the file of "
+            f"the client module {client.key!r}, and so its replicas import that "
+            f"module's {call} ({where}), but a replica cannot call other modules: only "
+            "the client (the module with the entrypoint) calls the interfaces [bind] "
+            "binds",
+            "put the client's code (the entrypoint and its use() calls) in a file of "
+            "its own, and the served functions in another")
 
 
 def refuse_replica_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
@@ -66,7 +89,9 @@ def refuse_replica_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceI
             if (m.key, name) in said or (m.key, name) in attempted:
                 continue
             said.add((m.key, name))
-            what, instead = replica_call(m.key, f"use({name!r})", where)
+            client = _client_with(m, modules) if where else None
+            what, instead = (_shared_file(m, client, f"use({name!r})", where) if client
+                             else replica_call(m.key, f"use({name!r})", where))
             p.add(what, dotted("modules", m.key, *(("use", name) if not where
                                                            else ())), instead)
     attempted |= said
