@@ -127,3 +127,17 @@ def test_a_served_module_in_the_clients_own_file_is_told_to_split_the_file(
         "module with the entrypoint) calls the interfaces [bind] binds")
     assert e.hint == ("put the client's code (the entrypoint and its use() calls) in a "
                       "file of its own, and the served functions in another")
+
+
+def test_broadcast_in_a_replica_says_broadcast_is_the_clients(phase: None) -> None:
+    from polybus import broadcast
+
+    stubs.serving("server")
+    with pytest.raises(UsageError) as e:
+        broadcast(b"abc")
+    said = str(e.value)
+    assert said == ("module 'server' is served by replicas and calls polybus.broadcast(), "
+                    "but only the client (the module with the entrypoint) broadcasts; "
+                    "broadcast the value from the client and pass the handle to this "
+                    "call, or make the value on the replica")
+    assert "promise" not in said

@@ -7,7 +7,8 @@ the client) would fail at every call it makes; `check` and `run` refuse it, and 
 a ``use("name")`` such a module makes the same way, not as a name to add to [bind]
 (`refuse_replica_uses`). A call a replica makes anyway (a name built at run time, or a
 client module that has replicas too) fails at the call with the same words
-(client/stubs.py). Both say it in `replica_call`, the one place it is written.
+(client/stubs.py). Both say it in `replica_call`, the one place it is written; a
+broadcast() a replica makes is told broadcasting is the client's (`replica_broadcast`).
 
 A served module whose source is the client's own file (a Ray-style program, the work
 and main() side by side) calls nothing itself: its replicas import the client's use()
@@ -21,7 +22,7 @@ from polybus.config.model import Binding, ModuleSpec
 from polybus.config.problems import Problems, dotted
 from polybus.config.source import SourceInfo
 
-__all__ = ["refuse_replica_uses", "replica_call"]
+__all__ = ["refuse_replica_uses", "replica_broadcast", "replica_call"]
 
 
 def replica_call(module: str, call: str, where: str = "") -> tuple[str, str]:
@@ -35,6 +36,14 @@ def replica_call(module: str, call: str, where: str = "") -> tuple[str, str]:
             "call both from the client instead, passing the first call's promise to the "
             "second; an async call's promise goes replica to replica, see "
             "docs/strategies.md, forward")
+
+
+def replica_broadcast(module: str) -> str:
+    """The UsageError's message when module ``module``'s replicas call broadcast()."""
+    return (f"module {module!r} is served by replicas and calls polybus.broadcast(), but "
+            "only the client (the module with the entrypoint) broadcasts; broadcast the "
+            "value from the client and pass the handle to this call, or make the value "
+            "on the replica")
 
 
 def _served(m: ModuleSpec) -> bool:
