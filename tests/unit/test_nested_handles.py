@@ -283,3 +283,26 @@ def test_the_handle_value_the_codec_sends_where_no_comm_names_it() -> None:
     assert type(got) is Nested
     out = _roundtrip(Call(7, "f", [got]))
     assert out.inside is None and out.args[0][0].tolist() == h.value.tolist()
+
+
+KEY_REFUSED = ("a broadcast handle of an array cannot be a dict key: it would go by "
+               "value, and an array is no key; key the dict by something else, and pass "
+               "the handle as an item or an argument")
+
+
+def test_an_array_handle_as_a_dict_key_is_refused_at_the_client_naming_the_argument(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # It was said to go by value, then failed at the replica: "a dict key arrived as a
+    # map or a reference". (A bytes handle is a key by value: above.)
+    from polybus.client.unsendable import named
+
+    h = _handle()
+    for arg in ({h: 1}, {(h, 2): 1}, [{"ok": 1}, {h: 1}]):
+        with caplog.at_level("WARNING", logger="polybus.client"):
+            got = wire(arg)
+        assert not [r for r in caplog.records if "cannot be named" in r.getMessage()]
+        with pytest.raises(TypeError) as e:
+            Codec().encode(Call(1, "readb", [got, 3]))
+        assert str(named("readb", [got, 3], None, e.value, False)).startswith(
+            "readb(...) argument 1")
+        assert str(e.value) == KEY_REFUSED

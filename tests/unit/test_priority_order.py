@@ -75,10 +75,9 @@ def test_priority_over_a_missing_argument_names_interface_and_expression(tmp_pat
     (tmp_path / "server.py").write_text("SIZE = 3\n\n\ndef sample(seed, n=SIZE):\n    return 0\n")
     prio = priority_fn("seed + n", tmp_path / "server.py", "sample")
     assert prio((1, 2), {}) == 3.0
-    with pytest.raises(TypeError, match=r"^interface 'sample': priority 'seed \+ n' cannot be "
-                       r"computed for this call: sample\(\) missing 1 required positional "
-                       r"argument: 'seed'"):
-        prio((), {"n": 1})
+    with pytest.raises(TypeError, match=r"^sample\(\) missing 1 required positional "
+                       r"argument: 'seed' \(the function is sample\(seed, n=SIZE\)\)$"):
+        prio((), {"n": 1})  # (the call's mistake, not the expression's: as below)
     with pytest.raises(TypeError, match=r"reads 'n', which this call leaves out, and its "
                        r"default SIZE is not a literal .* pass n in the call"):
         prio((1,), {})
@@ -106,6 +105,20 @@ def test_a_priority_the_calls_values_fail_is_a_priority_error_naming_its_key(
     with pytest.raises(PriorityError, match=r"^interface 'slow': priority 't' \(modules\.srv"
                        r"\.define\.slow\.priority\) gave str 'abc', not a number$"):
         priority_fn("t", tmp_path / "server.py", "slow", key)(("abc",), {})
+
+
+
+def test_a_call_the_function_cannot_take_is_said_as_without_priority(
+        tmp_path: Path) -> None:
+    """Too many arguments (or one missing, above) is the call's mistake, said as it is without
+    a priority (the replica's "(the function is ...)"), not blamed on the expression (a
+    new-user trial got "priority 'cost_ms' ... cannot be computed for this call")."""
+    (tmp_path / "server.py").write_text("def work(i, cost_ms):\n    return i\n")
+    prio = priority_fn("cost_ms", tmp_path / "server.py", "work", "k")
+    with pytest.raises(PriorityError) as e:
+        prio((1, 2, 3), {})
+    assert str(e.value) == ("work() takes 2 positional arguments but 3 were given "
+                            "(the function is work(i, cost_ms))")
 
 
 def test_replica_queue_serves_highest_priority_first_fifo_among_equals() -> None:

@@ -92,3 +92,52 @@ def test_a_call_in_a_replica_says_a_replica_cannot_call_other_modules(phase: Non
     assert said.startswith("module 'server' is served by replicas and calls use('other'), "
                            "but a replica cannot call other modules")
     assert "call both from the client instead" in said and "outside" not in said
+
+
+ONE_FILE = ('from polybus import use\n\n\ndef work(i):\n    return i * i\n\n\n'
+            'work_remote = use("work_remote")\n\n\ndef main():\n    return work_remote(3)\n')
+ONE_FILE_TOML = """\
+[modules.srv]
+source = "one.py"
+replication = 2
+define.work = {}
+
+[modules.cli]
+source = "one.py"
+entrypoint = "main"
+
+[bind]
+"cli.work_remote" = "srv.work"
+"""
+
+
+def test_a_served_module_in_the_clients_own_file_is_told_to_split_the_file(
+        tmp_path: Path) -> None:
+    # A new-user trial's Ray-style port, one file for the work and main(): it was told
+    # "call both from the client instead", which it already did.
+    (tmp_path / "one.py").write_text(ONE_FILE)
+    (tmp_path / "app.toml").write_text(ONE_FILE_TOML)
+    config, found = validate(str(tmp_path / "app.toml"))
+    [e] = found
+    assert config is None
+    assert (e.key, e.bare_message) == (
+        "modules.srv", "module 'srv' is served by replicas from one.py, the file of the "
+        "client module 'cli', and so its replicas import that module's use('work_remote') "
+        "(one.py line 8), but a replica cannot call other modules: only the client (the "
+        "module with the entrypoint) calls the interfaces [bind] binds")
+    assert e.hint == ("put the client's code (the entrypoint and its use() calls) in a "
+                      "file of its own, and the served functions in another")
+
+
+def test_broadcast_in_a_replica_says_broadcast_is_the_clients(phase: None) -> None:
+    from polybus import broadcast
+
+    stubs.serving("server")
+    with pytest.raises(UsageError) as e:
+        broadcast(b"abc")
+    said = str(e.value)
+    assert said == ("module 'server' is served by replicas and calls polybus.broadcast(), "
+                    "but only the client (the module with the entrypoint) broadcasts; "
+                    "broadcast the value from the client and pass the handle to this "
+                    "call, or make the value on the replica")
+    assert "promise" not in said

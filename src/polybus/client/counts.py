@@ -23,9 +23,10 @@ the non-zero ones (cli/cmd_run.py).
 - ``refused``: calls a replica refused, its queue full (``overflow = "reject"``): the
   BusyErrors the program got (a refused batch, one for each of its calls).
 
-They count what the client decided, once for each try: a call run again after its
-replica was lost (or whose encoding failed after its operands were named) may count
-its operands or its forwarding again, so under failures they are an upper bound.
+They count what the client decided, once for each try: a call moved to another
+replica (migration, a steal), run again after its replica was lost, or whose encoding
+failed after its operands were named may count its operands or its forwarding again,
+so they can exceed ``calls`` (README, "the counts above", says so too).
 """
 
 from __future__ import annotations

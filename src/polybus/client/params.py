@@ -82,8 +82,8 @@ def priority_fn(expr_source: str, source: Path, function: str,
 
     if fn is None:  # (an expression of literals only: compile_priority refuses names)
         return lambda args, kwargs: value({})
-    bind = _lenient(fn, expr.names) if fn.node is not None and fn.node.decorator_list \
-        else binder(fn, str(source), expr.names)
+    lenient = fn.node is not None and bool(fn.node.decorator_list)
+    bind = _lenient(fn, expr.names) if lenient else binder(fn, str(source), expr.names)
     defaults = inspect.signature(bind).parameters
     opaque = [n for n in expr.names if isinstance(defaults[n].default, OpaqueDefault)]
 
@@ -91,7 +91,13 @@ def priority_fn(expr_source: str, source: Path, function: str,
         try:
             bound = bind(*args, **kwargs)
         except TypeError as e:
-            raise PriorityError(f"{where} cannot be computed for this call: {e}") from None
+            if lenient:  # (the function may take the call; the expression cannot)
+                raise PriorityError(f"{where} cannot be computed for this call: {e}"
+                                    ) from None
+            # The function could not take it either: the call's mistake, said as the
+            # replica says it without a priority (worker/replies.py), not the
+            # expression's. Still nothing is sent.
+            raise PriorityError(f"{e} (the function is {fn.signature})") from None
         for n in opaque:
             if isinstance(bound[n], OpaqueDefault):
                 raise PriorityError(

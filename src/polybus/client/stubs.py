@@ -39,8 +39,10 @@ def current(what: str = "a use()d interface was called", call: str = "") -> Sess
     if s is None:
         phase = _phase[0]
         if phase is not None and phase[0] == "replica":
-            from polybus.config.replicause import replica_call
+            from polybus.config.replicause import replica_broadcast, replica_call
 
+            if call == "polybus.broadcast()":
+                raise UsageError(replica_broadcast(phase[1]))
             raise UsageError("; ".join(replica_call(phase[1], call or "use()")))
         if phase is not None:
             said = f"{call} was called" if call else what

@@ -7,7 +7,10 @@ handle) anywhere, `holds_handle` a handle; `plain_args`, whether a call's argume
 need `wire` at all. A list, tuple (a namedtuple too) or dict argument that holds a
 broadcast handle becomes a `Nested` (client/nested.py), whose handles the binding's Comm
 names; a handle in another container (a set, a list subclass) goes by value, said once
-(`by_value_note`).
+(`by_value_note`). A dict key cannot be named either, and a handle of an array there
+would go by value as an array, which no dict can take as a key (it failed at the
+replica): `inside` puts a `_KeyRefused` in its place, which fails the call at the
+client, naming the argument, as any value the codec cannot carry does.
 """
 
 from __future__ import annotations
@@ -106,11 +109,26 @@ def inside(value: list[Any] | tuple[Any, ...] | dict[Any, Any]) -> Any:
     return got
 
 
+class _KeyRefused:
+    """In place of a dict key holding a broadcast handle of an array: encoding it (the
+    codec asks it for its value, as it asks a handle) raises the TypeError every send
+    path takes for a value the codec cannot carry (client/unsendable.py)."""
+
+    __slots__ = ()
+
+    def __polybus_value__(self) -> Any:
+        raise TypeError("a broadcast handle of an array cannot be a dict key: it would go "
+                        "by value, and an array is no key; key the dict by something else, "
+                        "and pass the handle as an item or an argument")
+
+
 def _walk(x: Any, places: Places, depth: int, seen: _Walk) -> Any:
     if type(x) is dict:
         d = {}
         for k, v in x.items():
             if type(k) not in _KEYS:
+                if any(isinstance(h.value, np.ndarray) for h in _handles(k)):
+                    k = _KeyRefused()
                 seen.unlooked = True
             d[k] = v if type(v) in _LEAF else _item(v, k, places, depth, seen)
         return d

@@ -7,7 +7,13 @@ the client) would fail at every call it makes; `check` and `run` refuse it, and 
 a ``use("name")`` such a module makes the same way, not as a name to add to [bind]
 (`refuse_replica_uses`). A call a replica makes anyway (a name built at run time, or a
 client module that has replicas too) fails at the call with the same words
-(client/stubs.py). Both say it in `replica_call`, the one place it is written.
+(client/stubs.py). Both say it in `replica_call`, the one place it is written; a
+broadcast() a replica makes is told broadcasting is the client's (`replica_broadcast`).
+
+A served module whose source is the client's own file (a Ray-style program, the work
+and main() side by side) calls nothing itself: its replicas import the client's use()
+calls with the file. Telling it to call both from the client fits nothing it did, so
+`_shared_file` says to split the file instead.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from polybus.config.model import Binding, ModuleSpec
 from polybus.config.problems import Problems, dotted
 from polybus.config.source import SourceInfo
 
-__all__ = ["refuse_replica_uses", "replica_call"]
+__all__ = ["refuse_replica_uses", "replica_broadcast", "replica_call"]
 
 
 def replica_call(module: str, call: str, where: str = "") -> tuple[str, str]:
@@ -32,8 +38,34 @@ def replica_call(module: str, call: str, where: str = "") -> tuple[str, str]:
             "docs/strategies.md, forward")
 
 
+def replica_broadcast(module: str) -> str:
+    """The UsageError's message when module ``module``'s replicas call broadcast()."""
+    return (f"module {module!r} is served by replicas and calls polybus.broadcast(), but "
+            "only the client (the module with the entrypoint) broadcasts; broadcast the "
+            "value from the client and pass the handle to this call, or make the value "
+            "on the replica")
+
+
 def _served(m: ModuleSpec) -> bool:
     return bool(m.replication) and m.entrypoint is None
+
+
+def _client_with(m: ModuleSpec, modules: dict[str, ModuleSpec]) -> ModuleSpec | None:
+    """The client module whose source file is ``m``'s, if one is."""
+    return next((c for c in modules.values() if c.entrypoint is not None
+                 and c.source.resolve() == m.source.resolve()), None)
+
+
+def _shared_file(m: ModuleSpec, client: ModuleSpec, call: str, where: str
+                 ) -> tuple[str, str]:
+    """`replica_call` for a served module ``m`` in ``client``'s file."""
+    return (f"module {m.key!r} is served by replicas from {m.source.name}, the file of "
+            f"the client module {client.key!r}, and so its replicas import that "
+            f"module's {call} ({where}), but a replica cannot call other modules: only "
+            "the client (the module with the entrypoint) calls the interfaces [bind] "
+            "binds",
+            "put the client's code (the entrypoint and its use() calls) in a file of "
+            "its own, and the served functions in another")
 
 
 def refuse_replica_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
@@ -66,7 +98,9 @@ def refuse_replica_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceI
             if (m.key, name) in said or (m.key, name) in attempted:
                 continue
             said.add((m.key, name))
-            what, instead = replica_call(m.key, f"use({name!r})", where)
+            client = _client_with(m, modules) if where else None
+            what, instead = (_shared_file(m, client, f"use({name!r})", where) if client
+                             else replica_call(m.key, f"use({name!r})", where))
             p.add(what, dotted("modules", m.key, *(("use", name) if not where
                                                            else ())), instead)
     attempted |= said

@@ -36,7 +36,7 @@ from polybus.wire.exts import EXT_BYTES, EXT_NDARRAY, EXT_PICKLE, EXT_REF, EXT_S
 from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, encode_frame, too_large
 from polybus.wire.messages import Call, Message, Result
 from polybus.wire.undecodable import value_raised
-from polybus.wire.unencodable import too_deep, unencodable
+from polybus.wire.unencodable import cannot_pickle, instead, too_deep, unencodable
 from polybus.wire.values import (
     OOB_BYTES,
     PROMISE_INSIDE,
@@ -220,11 +220,11 @@ class Codec(Decoding):
                    "names; send its fields as arrays of their own" if names else
                    "a numpy array of dtype object (Python objects, not numbers) cannot be "
                    "sent by the safe codec; convert it to a numeric dtype or a list"
-                   if isinstance(obj, np.ndarray) else
+                   if isinstance(obj, np.ndarray) else "" if cannot_pickle(obj) else
                    f"a value of type {type(obj).__qualname__} cannot be sent by the safe "
                    "codec (msgpack types, numpy arrays, bytes); convert it")
             raise TypeError(f"{why}, or set pickle = true on the serving module in the "
-                            "configuration")
+                            "configuration" if why else instead(obj))
         try:
             return msgspec.msgpack.Ext(EXT_PICKLE, pickle.dumps(obj, protocol=5))
         except BaseException as exc:  # PicklingError, a local function, a __reduce__'s
@@ -233,4 +233,4 @@ class Codec(Decoding):
             # A TypeError, as from the safe codec: every send path takes a call that
             # cannot be encoded back as never sent, and says which argument it was.
             raise TypeError(f"a value of type {type(obj).__qualname__} cannot be pickled: "
-                            f"{exc}") from None
+                            f"{exc}; {instead(obj, pickled=True)}") from None

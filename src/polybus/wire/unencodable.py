@@ -15,6 +15,11 @@ where the codec catches them (so a value it can encode pays nothing for this):
   ``bytes.decode(errors="surrogateescape")``. Sending them as str is not possible; as
   bytes it is, and the receiver decodes them back the same way.
 
+A value pickle cannot carry either (a generator, an open file, a lock, a socket, a
+lambda, a module) is not told to set ``pickle = true``, which then failed with "cannot
+pickle 'generator' object": `cannot_pickle` tries it (a refused value's error path
+only), and `instead` says what to send in its place.
+
 Text polybus itself sends (a failure's type, message and traceback) may hold one too,
 from an exception's message: `escaped` writes it as ``\\udcff``, so the failure is
 told rather than lost.
@@ -22,9 +27,17 @@ told rather than lost.
 
 from __future__ import annotations
 
+import io
+import pickle
 import sys
+import types
+from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["TOO_DEEP", "escaped", "lone_surrogate", "too_deep", "unencodable"]
+from polybus.wire.undecodable import value_raised
+
+__all__ = ["TOO_DEEP", "cannot_pickle", "escaped", "instead", "lone_surrogate", "too_deep",
+           "unencodable"]
 
 
 # How `too_deep` begins: no path inside such a value is said (wire/unsendablepath.py),
@@ -60,6 +73,47 @@ def lone_surrogate(exc: UnicodeEncodeError) -> TypeError:
 def unencodable(exc: RecursionError | UnicodeEncodeError) -> TypeError:
     """The TypeError for an exception msgspec raised encoding a value (codec.py)."""
     return lone_surrogate(exc) if isinstance(exc, UnicodeEncodeError) else too_deep()
+
+
+def cannot_pickle(value: Any) -> bool:
+    """Whether pickle refuses ``value`` too (the codec's refusal only: it is pickled to
+    see, and a value's own code run by pickling may raise anything)."""
+    try:
+        pickle.dumps(value, protocol=5)
+    except BaseException as exc:
+        if not value_raised(exc):
+            raise
+        return True
+    return False
+
+
+def _advice(value: Any) -> tuple[str, str]:
+    """What ``value``, which pickle cannot carry, is ("" for no kind known), and what to
+    send in its place."""
+    if isinstance(value, types.GeneratorType):
+        return "a generator", "pass list(...) of it"
+    if isinstance(value, io.IOBase):  # (before iterators: a file is one)
+        return "an open file", "pass its path, or its bytes"
+    if isinstance(value, Iterator):
+        return "an iterator", "pass list(...) of it"
+    if isinstance(value, types.ModuleType):
+        return "a module", "import it in the served module"
+    if isinstance(value, types.FunctionType):
+        return ("a lambda or a function defined inside another",
+                "define it at the top level of the served module")
+    return "", "make it on the replica"
+
+
+def instead(value: Any, pickled: bool = False) -> str:
+    """Why ``value``, which pickle cannot carry, cannot be sent, and what to send; with
+    ``pickled`` (pickle's own error said first) what to send alone."""
+    what, do = _advice(value)
+    if pickled:
+        return do
+    if not what:
+        return (f"a value of type {type(value).__qualname__} cannot be sent at all "
+                f"(pickle cannot carry it either); {do}")
+    return f"{what} cannot be sent: {do}"
 
 
 def escaped(text: str) -> str:
