@@ -5,7 +5,9 @@ An operand is named by a content hash (XXH3-128 of dtype, shape and bytes: 8 MB 
 why a non-cryptographic hash is enough: docs/security.md, "Operand names"). An array is
 hashed again at each call (it may have been changed in place), unless it is read-only
 through and through: then its hash is remembered per array object (by identity, dropped
-when the array is freed). When the last live array of a content is freed or changed,
+when the array is freed), with a sample of its bytes that each later call looks at again
+(client/refrozen.py: an array made writable, changed and frozen again is hashed again if
+the change touches the sample). When the last live array of a content is freed or changed,
 each session's `Known` learns of it, and each replica it was sent to is told (``Drop``,
 in the next message to that replica) to forget it (client/operands.py makes the
 messages).
@@ -22,6 +24,7 @@ import numpy as np
 import xxhash
 
 from polybus.client.held import Held
+from polybus.client.refrozen import Sample, said_changed, sample_of, unchanged
 from polybus.client.snapshot import frozen
 from polybus.wire.arrays import owner_of, place_of
 
@@ -31,15 +34,17 @@ if TYPE_CHECKING:
 
 __all__ = ["Known", "adopt", "content_key", "forget", "known_for", "remembered"]
 
-# id -> (the array, its key, whether it was read-only through and through when hashed)
-_memo: dict[int, tuple[weakref.ref[Any], str, bool]] = {}
-# (owner id, first byte's address, shape, strides, dtype) of a frozen view -> (owner, its key),
+# id -> (the array, its key, whether it was read-only through and through when hashed,
+# and if so the sample of its bytes then: refrozen.py; None for a copy polybus made)
+_memo: dict[int, tuple[weakref.ref[Any], str, bool, Sample | None]] = {}
+# (owner id, first byte's address, shape, strides, dtype) of a frozen view -> (owner, its
+# key, the sample of the view's bytes when hashed),
 # and owner id -> (the owner, the places of it named): `place_of`. At most VIEW_PLACES
 # places at once (a program slicing ever new windows of one frozen array would grow
 # them, ~0.5 KB each, and keep their blocks at the replicas, for the array's life):
 # past that, a new place's view is named as any array is, per object.
 VIEW_PLACES = 1 << 14
-_views: dict[tuple[Any, ...], tuple[weakref.ref[Any], str]] = {}
+_views: dict[tuple[Any, ...], tuple[weakref.ref[Any], str, Sample]] = {}
 _owned: dict[int, tuple[weakref.ref[Any], list[tuple[Any, ...]]]] = {}
 _live: dict[str, int] = {}  # content key -> live memoized arrays with that content
 _knowns: weakref.WeakSet[Known] = weakref.WeakSet()  # every session's, told of freed keys
@@ -62,8 +67,12 @@ def content_key(value: Any) -> str | None:
     that is read-only, and views only read-only arrays or bytes (`frozen`), is hashed
     once: XXH3 hashes 16-30 GB/s here, so freezing a large operand that many calls share
     (``b.flags.writeable = False``) saves the client that pass per call. Its name is
-    remembered from then on: an array made writable again, changed and frozen again
-    keeps its old name (docs/strategies.md, `cache`, says not to)."""
+    remembered from then on, with a sample of its bytes (refrozen.py: the whole of an
+    array of 16 KiB or less, 64 elements spread over a larger one) that each later call
+    compares: an array made writable again, changed and frozen again is hashed again
+    (its old name let go, as for an array changed in place) and the program warned,
+    once per array, if the change touches the sample; one that touches none of the
+    sampled elements keeps its old name (docs/strategies.md, `cache`, says not to)."""
     if isinstance(value, np.ndarray):
         arr: np.ndarray[Any, Any] = value
         if arr.dtype.hasobject:
@@ -72,30 +81,38 @@ def content_key(value: Any) -> str | None:
         hit = _memo.get(ident)
         still = frozen(arr)
         if hit is not None and hit[0]() is arr and still and hit[2]:
-            return hit[1]  # read-only when hashed and since (see the docs)
+            if unchanged(arr, hit[3]):
+                return hit[1]  # read-only when hashed and since, as far as the sample says
+            _changed(arr)  # (hashed again below, its old name let go)
+        sample = None
         if still and isinstance(arr.base, np.ndarray):
             owner, place = place_of(arr)
             seen = _views.get(place)
             if seen is not None and seen[0]() is owner:
-                return seen[1]
+                if unchanged(arr, seen[2]):
+                    return seen[1]
+                _changed(arr)
+            sample = sample_of(arr)  # (before the hash: a change between is seen later)
             key = _array_digest(arr)
-            if _placed(owner, place, key):
+            if _placed(owner, place, key, sample):
                 return key
         else:
             if _owned and not still:  # writable now: what was named in it may change
                 _unplace(arr)
+            if still:
+                sample = sample_of(arr)
             key = _array_digest(arr)  # (outside the lock: 8 MB take ~0.2 ms)
         with _lock:
             _settle()
             hit = _memo.get(ident)
             if hit is not None and hit[0]() is arr:
                 if key == hit[1]:
-                    if still and not hit[2]:
-                        _memo[ident] = (hit[0], key, True)
+                    if still:  # (read-only now, or its sample taken anew: the same bytes)
+                        _memo[ident] = (hit[0], key, True, sample)
                     return key
                 _release(hit[1])  # changed in place: one array less holds the old content
             # (a replaced weakref is freed with its callback, which then never runs)
-            _memo[ident] = (weakref.ref(arr, _forget(ident, key)), key, still)
+            _memo[ident] = (weakref.ref(arr, _forget(ident, key)), key, still, sample)
             _live[key] = _live.get(key, 0) + 1
         return key
     if isinstance(value, bytes | bytearray):
@@ -105,13 +122,16 @@ def content_key(value: Any) -> str | None:
 
 def remembered(value: Any) -> str | None:
     """The name `content_key` remembers for ``value``, an array read-only through and
-    through when hashed and since (no pass over its bytes, no lock); None for anything
-    else (a view is named per place: `content_key` finds it)."""
+    through when hashed and since, its sample unchanged (no pass over its bytes, no
+    lock); None for anything else (a view is named per place, and a changed array named
+    anew: `content_key` does both)."""
     hit = _memo.get(id(value))
     if hit is None or not hit[2]:
         return None
     arr = hit[0]()
-    return hit[1] if arr is value and frozen(arr) else None
+    if arr is not value or not frozen(arr) or not unchanged(arr, hit[3]):
+        return None
+    return hit[1]
 
 
 # A read-only view of a read-only array (``a[i:j]``, ``b[:, j:k]``) is named once per
@@ -120,9 +140,10 @@ def remembered(value: Any) -> str | None:
 # call (ep's ``a[i:i+k]``) hashes them once, and their name stays live (the replicas
 # keep them) while the owner does, not just while one call's view does.
 
-def _placed(owner: Any, place: tuple[Any, ...], key: str) -> bool:
-    """Remember ``key`` for ``place`` in ``owner`` (live while the owner is); False when
-    VIEW_PLACES are remembered already (the view is then named as any array is)."""
+def _placed(owner: Any, place: tuple[Any, ...], key: str, sample: Sample) -> bool:
+    """Remember ``key`` (and ``sample``) for ``place`` in ``owner`` (live while the owner
+    is); False when VIEW_PLACES are remembered already (the view is then named as any
+    array is)."""
     with _lock:
         _settle()
         hit = _views.get(place)
@@ -134,7 +155,7 @@ def _placed(owner: Any, place: tuple[Any, ...], key: str) -> bool:
         if places is None or places[0]() is not owner:
             places = _owned[id(owner)] = (weakref.ref(owner, _forgetowner_of(id(owner))), [])
         places[1].append(place)
-        _views[place] = (places[0], key)
+        _views[place] = (places[0], key, sample)
         _live[key] = _live.get(key, 0) + 1
     return True
 
@@ -154,6 +175,22 @@ def _unplace(arr: np.ndarray[Any, Any]) -> None:
                 _release(hit[1])
 
 
+def _changed(arr: np.ndarray[Any, Any]) -> None:
+    """``arr``, frozen, differs from the sample remembered with its name: it was made
+    writable, changed and frozen again. The program is told (once per array), and what
+    was named in the array it views goes as for an array seen writable: its places
+    (`_unplace`), and its own name (it is hashed again at its next call)."""
+    said_changed(arr)
+    if _owned:
+        _unplace(arr)
+    owner = owner_of(arr)
+    if owner is not arr:
+        with _lock:
+            hit = _memo.get(id(owner))
+            if hit is not None and hit[0]() is owner and hit[2]:
+                _memo[id(owner)] = (hit[0], hit[1], False, None)
+
+
 def _forgetowner_of(ident: int) -> Any:
     def drop(_ref: Any) -> None:  # (as _forget's: any thread, no lock, nothing counted)
         places = _owned.pop(ident, None)
@@ -170,7 +207,7 @@ def adopt(arr: np.ndarray[Any, Any], key: str) -> None:
     ident = id(arr)
     with _lock:
         _settle()
-        _memo[ident] = (weakref.ref(arr, _forget(ident, key)), key, True)
+        _memo[ident] = (weakref.ref(arr, _forget(ident, key)), key, True, None)
         _live[key] = _live.get(key, 0) + 1
 
 
