@@ -23,3 +23,34 @@ def test_forward_must_be_a_boolean() -> None:
     with pytest.raises(ConfigErrors) as e:
         load(PIPELINE, ('modules.client.use.stage2.forward="no"',))
     assert "forward" in str(e.value)
+
+
+def test_forward_keep_is_accepted_and_a_misspelling_is_refused_naming_the_key() -> None:
+    kept = load(PIPELINE, ('modules.client.use.stage2.forward="keep"',
+                           'modules.client.use.stage2.callstyle="async"'))
+    assert kept.modules["client"].use["stage2"].forward == "keep"
+    with pytest.raises(ConfigErrors) as e:
+        load(PIPELINE, ('modules.client.use.stage2.forward="kep"',))
+    text = str(e.value)
+    assert "modules.client.use.stage2.forward" in text and "did you mean 'keep'?" in text, text
+
+
+@pytest.mark.parametrize("other", ['callstyle="async-demand(2)"', "aggregate=4",
+                                   'callstyle="sync"', 'balance="steal"'])
+def test_forward_keep_is_refused_beside_what_it_does_not_work_with(other: str) -> None:
+    with pytest.raises(ConfigErrors) as e:
+        load(PIPELINE, ('modules.client.use.stage2.forward="keep"',
+                        'modules.client.use.stage2.callstyle="async"',
+                        f"modules.client.use.stage2.{other}"))
+    text = str(e.value)
+    assert "forward = \"keep\" is for plain async calls" in text, text
+    assert "modules.client.use.stage2.forward" in text, text
+
+
+def test_forward_keep_is_refused_for_a_module_with_migration_paths() -> None:
+    with pytest.raises(ConfigErrors) as e:
+        load(PIPELINE, ('modules.client.use.stage2.forward="keep"',
+                        'modules.part2.replication="a#b:[1/2]"'))
+    text = str(e.value)
+    assert "module 'part2' has migration paths" in text, text
+    assert "modules.client.use.stage2.forward" in text, text

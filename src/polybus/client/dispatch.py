@@ -42,6 +42,7 @@ from polybus.wire.messages import Call
 if TYPE_CHECKING:
     from polybus.client.awaiting import Awaiting
     from polybus.client.forward import Forwarder
+    from polybus.client.fwdown import Keeper
     from polybus.client.operands import Comm
     from polybus.client.reactor import Reactor
 
@@ -97,6 +98,8 @@ class Dispatcher:
         # False (``use.forward = false`` on this binding): its answers come to the client,
         # even when a promise of it is passed to a binding that forwards.
         self.forwards_answers = True
+        # ``forward = "keep"``: its calls' large answers stay on their replicas (fwdown.py)
+        self.keeper: Keeper | None = None
         self.reads_fresh = True  # (see picking.pick_fresh; Session sets it)
         # Least loaded, and so reads answers before it picks (picking.pick_fresh): fixed here.
         self._least = type(self.policy) is LeastLoaded
@@ -317,6 +320,8 @@ class Dispatcher:
             f.answered(rec)
         if self.awaited is not None:
             self.awaited.answered(rec)
+        if self.keeper is not None:
+            self.keeper.answered(rec)
 
     def _cleared(self, rec: CallRecord, i: int) -> None:
         self._suspects.pop(rec.id, None)
@@ -347,6 +352,8 @@ class Dispatcher:
             self._cleared(rec, i)
         if (f := getattr(self.comm, "forwarder", None)) is not None:
             f.given_up(rec, sent)
+        if self.keeper is not None:
+            self.keeper.given_up(rec)
 
     def again(self, rec: CallRecord) -> None:
         """Run ``rec`` again, ahead of the backlog. It was answered, but the replica that

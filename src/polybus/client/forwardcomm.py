@@ -30,6 +30,8 @@ class ForwardComm(Comm):
         return None  # (every call placed is told to the forwarder: `send`)
 
     def send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
+        if self.dispatcher.keeper is not None:  # (forward = "keep": asked before the call)
+            self.dispatcher.keeper.ask(rec, link)
         # Forwards first: the sooner a producer hears, the likelier it forwards (a producer
         # that answers first sends its value to the client, which relays it).
         if rec.id in self.forwarder.deps:
@@ -40,6 +42,9 @@ class ForwardComm(Comm):
             self.forwarder.placed(rec, link)
 
     def send_many(self, link: ReplicaLink, recs: list[CallRecord]) -> None:
+        if self.dispatcher.keeper is not None:
+            for r in recs:
+                self.dispatcher.keeper.ask(r, link)
         super().send_many(link, recs)
         for r in recs:
             self.forwarder.placed(r, link)

@@ -44,6 +44,12 @@ def fetch(rec: CallRecord) -> Any:
             replica=link.name if link else "")
     req = next(_reqs)
     reply = f.reactor.request(link, Fetch(f.pkey(rec), req), req, FETCH_TIMEOUT)
+    if reply is None and link.dead:  # (it died meanwhile: run again, or WorkerDiedError)
+        if not rec.done:
+            return f.reactor.wait(rec, rec.dispatcher.timeout)  # (fwdown.py's `lost`)
+        raise WorkerDiedError(
+            f"the result of this call to {iface} was forwarded and its replica "
+            f"({link.name}) is gone", interface=iface, replica=link.name)
     if not isinstance(reply, Fetched) or not reply.ok:
         why = (reply.value[1] if isinstance(reply, Fetched) and isinstance(reply.value, list)
                and len(reply.value) == 2 else "gone or evicted")  # (wire/undecodable.py)
@@ -51,4 +57,7 @@ def fetch(rec: CallRecord) -> Any:
                           f"fetched from {link.name} ({why})",
                           interface=iface, replica=link.name)
     f.fetched += 1
+    keeper = getattr(rec.dispatcher, "keeper", None)
+    if keeper is not None:  # (at the client now: let go there)
+        keeper.fetched(rec)
     return reply.value

@@ -231,6 +231,9 @@ class CallPromise(Promise):
 
     def __del__(self) -> None:
         rec = self._rec
+        keeper = getattr(rec.dispatcher, "keeper", None)
+        if keeper is not None:  # (forward = "keep": its value let go where kept, fwdown.py)
+            keeper.dropped.append(rec)
         if rec.error is None:
             if rec.value is _PENDING:  # (its error, if one comes, is said when it does)
                 rec.orphan = True

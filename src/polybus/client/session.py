@@ -14,6 +14,7 @@ from polybus.client.counts import Broadcasts
 from polybus.client.dialing import connect_all, pick_address, same_source, say_tcp_only
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
+from polybus.client.fwdown import keep_answers
 from polybus.client.migrate import Migrator, migrator_for
 from polybus.client.params import parameters, priority_fn
 from polybus.client.plan import comm_for
@@ -119,7 +120,7 @@ class Session:
                 self.dispatchers[b.name].comm = comm_for(
                     self, self.dispatchers[b.name], use, define,
                     parameters(module.source, base), module.cache_bytes)
-                self.dispatchers[b.name].forwards_answers = use.forward
+                self.dispatchers[b.name].forwards_answers = bool(use.forward)
                 migrator = migrator_for(self.dispatchers[b.name], module, use, define)
                 if migrator is not None:
                     self.migrators.append(migrator)
@@ -128,6 +129,8 @@ class Session:
                 if use.forward and use.callstyle.kind != "sync":
                     # (a call migration moves takes its edges along: client/fwdmove.py)
                     self.dispatchers[b.name].forwarder = forwarder_for(self)
+                    if use.forward == "keep":  # (its answers kept where made: fwdown.py)
+                        keep_answers(self.dispatchers[b.name], forwarder_for(self))
                 elif not use.forward and use.callstyle.kind != "sync":
                     # (a sync call waits anyway: its promises are waited for at the call,
                     # as with forwarding on, and it keeps its plain path)

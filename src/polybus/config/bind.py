@@ -202,6 +202,10 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                       f"{b.module!r} has {replicas} replica{'' if replicas == 1 else 's'}",
                       dotted(*key, "loadratio"),
                       "give one share per replica, in replica order")
+            if spec.forward == "keep" and modules[b.module].migration:
+                p.add(f"forward = \"keep\" is for plain async calls, and module {b.module!r} "
+                      "has migration paths, which may move a call to another replica",
+                      dotted(*key, "forward"), "use forward = true on this binding")
         info = infos.get(m.key)
         reported: set[str] = set(m.use)
         for call in info.uses if info else ():

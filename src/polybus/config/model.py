@@ -106,7 +106,9 @@ class UseSpec:
     linger: float = 0.001
     timeout: float | None = None
     transport: str | None = None         # overrides the target module's transport
-    forward: bool = True                 # unanswered promise arguments go replica to replica
+    # Unanswered promise arguments go replica to replica; "keep": large answers stay on
+    # their replicas too, answered or not (config/forwardopt.py)
+    forward: bool | Literal["keep"] = True
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any, Literal, cast
 
 from polybus.config.callstyle import parse_callstyle
 from polybus.config.files import NUL_SAID, config_file, has_nul, not_a_file
+from polybus.config.forwardopt import parse_forward, refuse_keep
 from polybus.config.keys import (
     CLUSTER_KEYS,
     DEFINE_HINTS,
@@ -197,6 +198,9 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
         p.add('balance = "least" sends each call to the least loaded replica, and a loadratio '
               "splits calls by share: they cannot both decide", t.key("balance"),
               "keep one of them")
+    forward = parse_forward(t)
+    if forward == "keep":
+        refuse_keep(t, callstyle, aggregate is not None or aggregate_bytes is not None, balance)
     return UseSpec(
         callstyle=callstyle,
         loadratio=loadratio,
@@ -206,7 +210,7 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
         linger=pick(linger, u.linger),
         timeout=t.positive_duration("timeout"),
         transport=_transport(t),
-        forward=pick(t.boolean("forward"), u.forward),
+        forward=pick(forward, u.forward),
     )
 
 

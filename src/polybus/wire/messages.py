@@ -117,13 +117,16 @@ class Keep(_Msg, tag=28):
     by value, as if no ``Keep`` had come (see worker/forwarding.py). With ``release``,
     the consumer of ``key`` ended without being placed (or ended after a ``Forward``
     with ``hold``): what was kept for it goes.
-    ``index`` >= 0: call ``index`` of aggregated batch ``id``, as for ``Forward``."""
+    ``index`` >= 0: call ``index`` of aggregated batch ``id``, as for ``Forward``.
+    ``least`` > 0 (``forward = "keep"``, sent before the call itself): kept only if
+    the value holds at least ``least`` bytes; a smaller one is answered by value."""
 
     id: int
     pkey: str
     key: str
     release: bool = False
     index: int = -1
+    least: int = 0
 
 
 class Deliver(_Msg, tag=14):

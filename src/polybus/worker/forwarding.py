@@ -15,6 +15,8 @@ replica unreachable, a value the codec cannot carry) is said to the client,
 producer's replica knows. ``Keep(id, pkey, key)``, for a consumer still at the client:
 the value is pinned (fwdstore.py) until the ``Forward`` of ``key`` comes, and the
 client answered ``Ref("fwd", [])``; with no room for it, by value, as if not asked.
+A ``Keep`` with ``least`` (``forward = "keep"``, sent before its call) asks that only of
+an answer of ``least`` bytes or more (cache.held_bytes): a smaller one goes by value.
 A ``Forward`` or ``Keep`` with an ``index`` asks the same of call ``index`` of batch
 ``id`` (a ``CallBatch``): done before the batch is answered, its slot of the
 ``BatchResult`` then holding the ``Ref`` (`finished_batch`). A ``Forward`` with
@@ -47,6 +49,7 @@ from polybus.wire.messages import (
     Result,
 )
 from polybus.worker import unread
+from polybus.worker.cache import held_bytes
 from polybus.worker.fwdheld import ARRIVED_BOUND, TAKEN_BOUND, Receiving
 from polybus.worker.fwdstore import ForwardStore, stored
 from polybus.worker.replies import UNSENDABLE, internal_failure, text_of
@@ -99,6 +102,9 @@ class Forwarding(Receiving):
         # interfaces' cache_bytes and whose next Put would evict them.
         self.kept = ForwardStore()
         self.arrived_bytes_max = self.kept.capacity
+        # Keeps with a ``least`` (``forward = "keep"``): (client, call id) -> (key, least
+        # bytes); an answer smaller than that is not kept for that key (`finished`).
+        self.sized: dict[tuple[int, int], tuple[str, int]] = {}
 
     # -- messages --------------------------------------------------------------------
     def handle(self, ch: Channel, msg: Message) -> None:
@@ -179,11 +185,15 @@ class Forwarding(Receiving):
                     entry[1][:] = [t for t in entry[1] if t not in go]
                     if not entry[1]:
                         self._untarget(ch, msg)
+                if self.sized.get((id(ch), msg.id), ("",))[0] == msg.key:
+                    del self.sized[(id(ch), msg.id)]
                 self.kept.unkeep(msg.pkey, msg.key)
                 return
             if self.kept.had(msg.pkey):
                 self.kept.keep(msg.pkey, msg.key)
                 return
+            if msg.least > 0 and msg.index < 0:
+                self.sized[(id(ch), msg.id)] = (msg.key, msg.least)
             tos = self._target(ch, msg)[1]  # type: ignore[index]
             if ("", msg.key) not in tos:
                 tos.append(("", msg.key))
@@ -200,9 +210,14 @@ class Forwarding(Receiving):
         if not self.targets:  # the common case: nothing asked, no lock taken
             return reply
         result = reply if type(reply) is Result else None
-        kept = stored(result.value) if result is not None and where in self.targets else None
+        sized = self.sized.get(where)  # (a small answer is not kept for its Keep's key)
+        small = sized is not None and result is not None and held_bytes(result.value) < sized[1]
+        kept = (stored(result.value) if result is not None and where in self.targets
+                and not small else None)
         with self._lock:  # (stored before the lock goes: a Forward then finds it here)
             entry = self.targets.pop(where, None)
+            if self.sized.pop(where, None) is not None and small and entry is not None:
+                entry = (entry[0], [t for t in entry[1] if t != ("", sized[0])])  # type: ignore[index]
             if entry is None:
                 return reply
             plan = self._plan(ch, entry, result, kept)
@@ -319,6 +334,7 @@ class Forwarding(Receiving):
         with self._lock:
             for i in ids:
                 self.targets.pop((id(ch), i), None)
+                self.sized.pop((id(ch), i), None)
                 self.slots.pop((id(ch), i), None)  # (a batch's: answered already)
                 self._took.pop((id(ch), i), None)
 
@@ -328,6 +344,8 @@ class Forwarding(Receiving):
             self._drop_held(ch)
             for k in [k for k in self.targets if k[0] == id(ch)]:
                 del self.targets[k]
+            for k in [k for k in self.sized if k[0] == id(ch)]:
+                del self.sized[k]
             for k in [k for k in self.slots if k[0] == id(ch)]:
                 del self.slots[k]
             self.asking.discard(id(ch))
