@@ -54,6 +54,11 @@ def pinned(c: Cluster) -> int:
     return sum(rt.forwarding.kept.pinned for rt in c.runtimes)
 
 
+def stored(c: Cluster) -> int:
+    """Values the replicas' forward stores hold, pinned or in their LRU."""
+    return sum(len(rt.forwarding.kept) for rt in c.runtimes)
+
+
 def until(check: Any, within: float = 10.0) -> bool:
     """Until ``check()`` holds (a replica reads what the client sent in its own time)."""
     deadline = time.monotonic() + within
@@ -92,6 +97,7 @@ def test_a_kept_value_the_program_uses_is_fetched_and_let_go(tmp_path: Path) -> 
         assert np.array_equal(polybus.wait(p), X * 2)
         assert s.forwarder.fetched == 1  # type: ignore[attr-defined]
         assert until(lambda: pinned(c) == 0)  # (at the client now: let go there)
+        assert stored(c) == 0  # (freed, not left in the store's LRU)
         # Passed on after its use, it goes from the client, as any value it has.
         assert np.array_equal(np.asarray(s.call("add", (p, p), {})), X * 4)
 
@@ -122,6 +128,8 @@ def test_a_dropped_promise_is_let_go_on_its_replica(tmp_path: Path) -> None:
         keeper = s.forwarder.keeper  # type: ignore[attr-defined]
         assert until(lambda: (polybus.wait(s.call("double", (x,), {})) is not None
                               and keeper.released == 2 and pinned(c) == 0))
+        assert stored(c) == 0  # (freed, not left in the store's LRU: a long program
+        # dropping its promises held up to the store's bound, 512 MiB, on each replica)
 
 
 def test_a_value_passed_on_unanswered_goes_replica_to_replica(tmp_path: Path) -> None:

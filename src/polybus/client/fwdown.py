@@ -13,7 +13,8 @@ value as before. So the value passes through the client only if the program uses
 - the promise is passed to another call, answered or not: its replica sends the value
   on (a ``Forward``, served from the pin whatever its key: client/forward.py);
 - the program drops the promise: the value is let go on the replica (``Keep`` with
-  ``release``; it joins the store's LRU, as any forwarded answer once no pin holds it).
+  ``release``): freed there (``free``), or, while a consumer's edge may still need it
+  (one re-placed is sent it again), into the store's LRU, as any forwarded answer.
   A promise's ``__del__`` may run in any thread: it only notes the call (`dropped`),
   and the release is sent by the next thread that steps the reactor or makes a call of
   such a binding (`let_go`), as a freed operand's Drop is (client/naming.py). One
@@ -134,11 +135,14 @@ class Keeper:
                 d.again(rec)
 
     def _release(self, rec: CallRecord) -> None:
+        """Let ``rec``'s value go on its replica: freed there (``free``) unless a
+        consumer's edge still needs it (a consumer re-placed is sent it again from the
+        store), when it joins the store's LRU instead."""
         link = rec.link
         if link is not None and not link.dead:
             self.released += 1
             self.reactor.send(link, Keep(rec.id, self.f.pkey(rec), self.key(rec),
-                                         release=True))
+                                         release=True, free=not self.f.edges.get(rec.id)))
 
 
 def keeper_for(f: Forwarder) -> Keeper:

@@ -119,7 +119,9 @@ class Keep(_Msg, tag=28):
     with ``hold``): what was kept for it goes.
     ``index`` >= 0: call ``index`` of aggregated batch ``id``, as for ``Forward``.
     ``least`` > 0 (``forward = "keep"``, sent before the call itself): kept only if
-    the value holds at least ``least`` bytes; a smaller one is answered by value."""
+    the value holds at least ``least`` bytes; a smaller one is answered by value. With
+    ``release`` and ``free``, a value no key pins any more goes (not into the store's
+    LRU): its promise is gone, or the client has its value, and no consumer needs it."""
 
     id: int
     pkey: str
@@ -127,6 +129,7 @@ class Keep(_Msg, tag=28):
     release: bool = False
     index: int = -1
     least: int = 0
+    free: bool = False
 
 
 class Deliver(_Msg, tag=14):

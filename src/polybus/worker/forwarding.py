@@ -187,7 +187,7 @@ class Forwarding(Receiving):
                         self._untarget(ch, msg)
                 if self.sized.get((id(ch), msg.id), ("",))[0] == msg.key:
                     del self.sized[(id(ch), msg.id)]
-                self.kept.unkeep(msg.pkey, msg.key)
+                self.kept.unkeep(msg.pkey, msg.key, msg.free)
                 return
             if self.kept.had(msg.pkey):
                 self.kept.keep(msg.pkey, msg.key)

@@ -130,16 +130,19 @@ class ForwardStore:
                 self._lru.put(pkey, pin.value, pin.user)
             return pin.value
 
-    def unkeep(self, pkey: str, key: str) -> None:
+    def unkeep(self, pkey: str, key: str, free: bool = False) -> None:
         """The consumer of ``key`` ended unplaced (``Keep`` with ``release``): the value
-        is no longer pinned for it, and in the LRU once no key pins it."""
+        is no longer pinned for it, and in the LRU once no key pins it; with ``free``
+        (a ``forward = "keep"`` answer whose promise is gone or used: client/fwdown.py),
+        gone then instead, remembered as had (a late Forward fails, not waits)."""
         with self._lock:
             pin = self._pins.get(pkey)
             if pin is not None:
                 pin.keys.discard(key)
                 if not pin.keys:
                     self._unpin(pkey)
-                    self._lru.put(pkey, pin.value, pin.user)
+                    if not free:
+                        self._lru.put(pkey, pin.value, pin.user)
 
     def get(self, pkey: str) -> Any:
         """The value (a ``Fetch``), pinned or not; KeyError if gone."""
