@@ -149,3 +149,36 @@ def test_a_kept_value_whose_replica_died(tmp_path: Path, idempotent: bool) -> No
         else:
             with pytest.raises(WorkerDiedError):
                 polybus.wait(p)
+
+
+NAP = TOML.replace('define.add = {{}}', 'define.add = {{}}\ndefine.nap = {{}}').replace(
+    '"client.add" = "server.add"', '"client.add" = "server.add"\n"client.nap" = "server.nap"'
+).replace('use.add = {{ callstyle = "async" }}',
+          'use.add = {{ callstyle = "async" }}\nuse.nap = {{ callstyle = "async" }}')
+
+
+def test_a_dropped_promise_re_run_for_its_consumer_is_let_go_again(tmp_path: Path) -> None:
+    # Review: p is dropped (its value let go on A, its Keeper entry gone), its consumer
+    # still needs it; A dies, so Forwarder._after_lost (kept_lost) runs p again on B.
+    # The re-run's ForwardComm.send asks B to keep p's answer (Keeper.ask puts it back
+    # in `calls`), but no promise is left to drop: B's pin for ".own" stays for ever.
+    with cluster(tmp_path, NAP.format(fwd='"keep"', idempotent="true"), replicas=2) as c:
+        s = c.session()
+        s.call("nap", (0, 0.0), {})  # (so the next nap goes to the other replica)
+        p = s.call("double", (X,), {})
+        settled(p)
+        q = s.call("nap", (p, 1.0), {})
+        a = replica(c, p)
+        if replica(c, q) is a:
+            pytest.skip("consumer placed beside its producer")
+        rec = p._rec  # type: ignore[attr-defined]  # (its edge holds it anyway)
+        del p
+        gc.collect()
+        s.call("nap", (0, 0.0), {})  # (a step: the drop is let go)
+        kill(a)
+        b = next(rt for rt in c.runtimes if rt is not a)
+        assert np.array_equal(np.asarray(q), X * 2)
+        x = np.arange(10.0)
+        assert until(lambda: polybus.wait(s.call("nap", (x, 0.0), {})) is not None
+                     and b.forwarding.kept.pinned == 0, within=5.0), \
+            (b.forwarding.kept.pinned, list(s.forwarder.keeper.calls), rec.attempts)  # type: ignore[attr-defined]
