@@ -175,6 +175,7 @@ def test_a_dropped_promise_re_run_for_its_consumer_is_let_go_again(tmp_path: Pat
         del p
         gc.collect()
         s.call("nap", (0, 0.0), {})  # (a step: the drop is let go)
+        assert until(lambda: a.forwarding.forwarded == 1)  # (q has its value on B)
         kill(a)
         b = next(rt for rt in c.runtimes if rt is not a)
         assert np.array_equal(np.asarray(q), X * 2)
