@@ -79,7 +79,11 @@ class Keeper:
         """Before ``rec`` is written to ``link``: ask that replica to keep its answer."""
         if self.dropped:
             self.let_go()
-        self.calls[rec.id] = rec
+        if rec.attempts > 1 and rec.id not in self.calls:  # (run again: its promise gone)
+            if rec.id not in self.orphans:
+                return  # (let go already: nothing would let this answer go)
+        else:  # (an orphan's is let go when answered: `answered`)
+            self.calls[rec.id] = rec
         self.reactor.send(link, Keep(rec.id, self.f.pkey(rec), self.key(rec), least=KEEP_MIN))
 
     def answered(self, rec: CallRecord) -> None:
