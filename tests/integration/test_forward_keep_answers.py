@@ -157,3 +157,84 @@ def test_a_kept_value_whose_replica_died(tmp_path: Path, idempotent: bool) -> No
         else:
             with pytest.raises(WorkerDiedError):
                 polybus.wait(p)
+
+
+NAP = TOML.replace('define.add = {{}}', 'define.add = {{}}\ndefine.nap = {{}}').replace(
+    '"client.add" = "server.add"', '"client.add" = "server.add"\n"client.nap" = "server.nap"'
+).replace('use.add = {{ callstyle = "async" }}',
+          'use.add = {{ callstyle = "async" }}\nuse.nap = {{ callstyle = "async" }}')
+
+
+def test_a_dropped_promise_re_run_for_its_consumer_is_let_go_again(tmp_path: Path) -> None:
+    # Review: p is dropped (its value let go on A, its Keeper entry gone), its consumer
+    # still needs it; A dies, so Forwarder._after_lost (kept_lost) runs p again on B.
+    # The re-run's ForwardComm.send asks B to keep p's answer (Keeper.ask puts it back
+    # in `calls`), but no promise is left to drop: B's pin for ".own" stays for ever.
+    with cluster(tmp_path, NAP.format(fwd='"keep"', idempotent="true"), replicas=2) as c:
+        s = c.session()
+        s.call("nap", (0, 0.0), {})  # (so the next nap goes to the other replica)
+        p = s.call("double", (X,), {})
+        settled(p)
+        q = s.call("nap", (p, 1.0), {})
+        a = replica(c, p)
+        if replica(c, q) is a:
+            pytest.skip("consumer placed beside its producer")
+        rec = p._rec  # type: ignore[attr-defined]  # (its edge holds it anyway)
+        del p
+        gc.collect()
+        s.call("nap", (0, 0.0), {})  # (a step: the drop is let go)
+        assert until(lambda: a.forwarding.forwarded == 1)  # (q has its value on B)
+        kill(a)
+        b = next(rt for rt in c.runtimes if rt is not a)
+        assert np.array_equal(np.asarray(q), X * 2)
+        x = np.arange(10.0)
+        assert until(lambda: polybus.wait(s.call("nap", (x, 0.0), {})) is not None
+                     and b.forwarding.kept.pinned == 0, within=5.0), \
+            (b.forwarding.kept.pinned, list(s.forwarder.keeper.calls), rec.attempts)  # type: ignore[attr-defined]
+
+
+DEMAND = TOML.replace('use.add = {{ callstyle = "async" }}',
+                      'use.add = {{ callstyle = "async" }}\n'
+                      'use.nap = {{ callstyle = "async-demand(1)" }}').replace(
+    'define.add = {{}}', 'define.add = {{}}\ndefine.nap = {{}}').replace(
+    '"client.add" = "server.add"', '"client.add" = "server.add"\n"client.nap" = "server.nap"')
+
+
+def test_a_promise_dropped_before_its_consumer_is_placed_is_let_go_after_it(
+        tmp_path: Path) -> None:
+    # Review: the consumer waits in nap's backlog (each replica's window of one is busy),
+    # so its Forward has not gone when the program drops p. The release of p's value was
+    # sent at once, before that Forward: no longer pinned for p, the value could be
+    # evicted before its consumer took it. It goes once the consumer has ended.
+    with cluster(tmp_path, DEMAND.format(fwd='"keep"', idempotent="true"),
+                 replicas=2) as c:
+        s = c.session()
+        p = s.call("double", (X,), {})
+        settled(p)
+        assert type(p._rec.value) is Ref  # type: ignore[attr-defined]
+        a = replica(c, p)
+        seen: list[str] = []
+        handle = a.forwarding.handle
+
+        def noted(ch: Any, msg: Any) -> None:
+            kind = type(msg).__name__
+            if kind == "Keep" and msg.release:
+                seen.append("release")
+            elif kind == "Forward":
+                seen.append("forward")
+            handle(ch, msg)
+
+        a.forwarding.handle = noted  # type: ignore[method-assign]
+        for _ in c.runtimes:
+            s.call("nap", (0, 0.5), {})
+        q = s.call("nap", (p, 0.0), {})
+        assert s.dispatchers["nap"].backlogged == 1  # (waits at the client to be placed)
+        del p
+        gc.collect()
+        s.reactor.poll()  # (a step: the drop is looked at)
+        assert np.array_equal(np.asarray(q), X * 2)
+        keeper = s.forwarder.keeper  # type: ignore[attr-defined]
+        x = np.arange(10.0)
+        assert until(lambda: polybus.wait(s.call("double", (x,), {})) is not None
+                     and keeper.released == 1 and pinned(c) == 0)
+        assert seen == ["forward", "release"], seen

@@ -81,11 +81,10 @@ MAKE = """
     def make(go):
         if go is None:
             return [2, {"k": 0}]
-        for _ in range(3000):  # (the client makes ``go`` once its consumer calls are sent)
-            if os.path.exists(go):
+        for _ in range(3000):  # (the client makes ``go`` once this replica has read the
+            if os.path.exists(go):  # Forwards of its consumer calls)
                 break
             time.sleep(0.01)
-        time.sleep(0.2)  # (the Forwards, sent before ``go`` was made, are read meanwhile)
         return [2, {"k": threading.Lock()}]
 """
 
@@ -109,6 +108,9 @@ STAGES_CLIENT = """
         wait([size(make(None)), echo(1)])  # (every replica reached once)
         p = make({go!r})
         consumers = [size(p), echo(p)]
+        # make's replica reads its connection in order: answering this call (its pool
+        # has room beside p's), it has read the Forwards the consumer calls sent first
+        wait(make(None))
         pathlib.Path({go!r}).touch()
         out = []
         for c in consumers:
@@ -123,6 +125,8 @@ STAGES_TOML = """
     [modules.stage1]
     source = "server.py"
     transport = "{transport}"
+    define.make = {{ pool = 2 }}
+    {served}
     {stage2}
     [modules.client]
     source = "client.py"
@@ -155,6 +159,7 @@ def stages(tmp_path: Path, transport: str, apart: bool) -> list[Any]:
                     client=STAGES_CLIENT.format(go=go),
                     toml=STAGES_TOML.format(
                         transport=transport, consumer="stage2" if apart else "stage1",
+                        served="" if apart else "define.size = {}\n    define.echo = {}",
                         stage2=STAGE2.format(transport=transport) if apart else ""))
     if apart:
         (tmp_path / "stage2.py").write_text(textwrap.dedent(TAKE))

@@ -54,3 +54,23 @@ def test_forward_keep_is_refused_for_a_module_with_migration_paths() -> None:
     text = str(e.value)
     assert "module 'part2' has migration paths" in text, text
     assert "modules.client.use.stage2.forward" in text, text
+
+
+def test_forward_keep_is_refused_beside_stealing_by_another_binding_to_its_module(
+        tmp_path: Path) -> None:
+    # Review: links are per module, shared by its bindings; a Steal asks a replica for
+    # any queued calls on that connection, so another binding's balance = "steal" moves
+    # the keep binding's calls too (Migrator.released re-sends them). Only this binding's
+    # own balance is looked at (forwardopt.refuse_keep).
+    (tmp_path / "server.py").write_text("def f(x):\n    return x\n\ndef g(x):\n    return x\n")
+    (tmp_path / "client.py").write_text("def main():\n    return None\n")
+    (tmp_path / "app.toml").write_text(
+        '[modules.server]\nsource = "server.py"\nreplication = 2\n'
+        'define.f = {}\ndefine.g = {}\n\n'
+        '[modules.client]\nsource = "client.py"\nentrypoint = "main"\n'
+        'use.f = { callstyle = "async", forward = "keep" }\n'
+        'use.g = { callstyle = "async", balance = "steal" }\n\n'
+        '[bind]\n"client.f" = "server.f"\n"client.g" = "server.g"\n')
+    with pytest.raises(ConfigErrors) as e:
+        load(tmp_path / "app.toml")
+    assert "modules.client.use.f.forward" in str(e.value)

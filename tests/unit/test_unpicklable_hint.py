@@ -68,3 +68,23 @@ def test_a_value_pickle_can_carry_keeps_the_hint() -> None:
                                        "module in the configuration")
     assert _refused(io.BytesIO(b"x")).endswith("set pickle = true on the serving module "
                                                "in the configuration")
+
+
+def test_a_lock_inside_a_list_is_told_to_be_made_on_the_replica() -> None:
+    said = _refused([1, threading.Lock()])
+    assert "cannot be sent at all (pickle cannot carry it either); make it on the " \
+           "replica" in said and "pickle = true" not in said, said
+
+
+def test_a_refused_value_is_not_pickled_to_choose_the_hint() -> None:
+    # (pickling it would copy it whole and run its own __reduce__ on the error path)
+    ran: list[str] = []
+
+    class Loud:
+        def __reduce__(self) -> Any:
+            ran.append("reduce")
+            return (Loud, ())
+
+    assert _refused(Loud()).endswith("convert it, or set pickle = true on the serving "
+                                     "module in the configuration")
+    assert ran == []

@@ -335,6 +335,8 @@ class Forwarder:
                 lst[:] = [x for x in lst if x is not e]
                 if not lst:
                     del self.edges[e.producer.id]
+                    if e.producer.dispatcher.keeper is not None:  # (fwdown.py)
+                        e.producer.dispatcher.keeper.unused(e.producer)
             said_by(e.producer, e.producer is named, said)
         edges = self.edges.get(rec.id)
         if not edges:

@@ -18,7 +18,10 @@ value as before. So the value passes through the client only if the program uses
   A promise's ``__del__`` may run in any thread: it only notes the call (`dropped`),
   and the release is sent by the next thread that steps the reactor or makes a call of
   such a binding (`let_go`), as a freed operand's Drop is (client/naming.py). One
-  dropped before its answer came is let go when it comes (`answered`).
+  dropped before its answer came is let go when it comes (`answered`). One passed to a
+  consumer that has not ended is let go when the last such ends (`unused`): that
+  consumer's Forward may not have gone yet (it waits to be placed, or placed again), and
+  a value no longer pinned may be evicted before it comes.
 
 A replica that dies keeping such a value: a producer with consumers waiting is re-run
 or fails them (fwdlost.py); one with none, whose promise the program still holds, runs
@@ -57,6 +60,7 @@ class Keeper:
         self.calls: dict[int, CallRecord] = {}  # asked to keep, promise alive, not fetched
         self.dropped: deque[CallRecord] = deque()  # promises gone (appended in any thread)
         self.orphans: set[int] = set()  # dropped before their answer came
+        self.waiting: dict[int, CallRecord] = {}  # dropped, their consumers not all ended
         self.released = 0  # releases sent (values let go on their replicas)
         self._lock = threading.Lock()  # `let_go`'s look at an answer against `answered`
         lost, step = self.reactor.on_lost, self.reactor.after_step
@@ -80,7 +84,11 @@ class Keeper:
         """Before ``rec`` is written to ``link``: ask that replica to keep its answer."""
         if self.dropped:
             self.let_go()
-        self.calls[rec.id] = rec
+        if rec.attempts > 1 and rec.id not in self.calls:  # (run again: its promise gone)
+            if rec.id not in self.orphans:
+                return  # (let go already: nothing would let this answer go)
+        else:  # (an orphan's is let go when answered: `answered`)
+            self.calls[rec.id] = rec
         self.reactor.send(link, Keep(rec.id, self.f.pkey(rec), self.key(rec), least=KEEP_MIN))
 
     def answered(self, rec: CallRecord) -> None:
@@ -91,7 +99,7 @@ class Keeper:
             self.orphans.discard(rec.id)
         kept = rec.error is None and type(rec.value) is Ref
         if orphan and kept:
-            self._release(rec)
+            self._release_unused(rec)
         elif not kept:
             self.calls.pop(rec.id, None)
 
@@ -120,7 +128,15 @@ class Keeper:
                     self.orphans.add(rec.id)  # (let go when answered)
                     continue
             if rec.error is None and type(rec.value) is Ref:
-                self._release(rec)
+                self._release_unused(rec)
+
+    def unused(self, rec: CallRecord) -> None:
+        """The last consumer of ``rec`` has ended (Forwarder.answered): let go now if its
+        promise was dropped meanwhile (`_release_unused`)."""
+        with self._lock:
+            waited = self.waiting.pop(rec.id, None)
+        if waited is not None and rec.error is None and type(rec.value) is Ref:
+            self._release(rec)
 
     def lost(self, link: ReplicaLink) -> None:
         """``link``'s replica died: a kept answer there whose promise lives runs again
@@ -133,6 +149,15 @@ class Keeper:
                     and rec.attempts < d.max_attempts and any(not lk.dead for lk in d.links)):
                 rec.reopen()
                 d.again(rec)
+
+    def _release_unused(self, rec: CallRecord) -> None:
+        """Let go of ``rec``'s value, whose promise is gone, unless a consumer of it has
+        not ended: then when the last one does (`unused`)."""
+        with self._lock:  # (against `unused`, after the Forwarder's look at the edges)
+            if self.f.edges.get(rec.id):
+                self.waiting[rec.id] = rec
+                return
+        self._release(rec)
 
     def _release(self, rec: CallRecord) -> None:
         """Let ``rec``'s value go on its replica: freed there (``free``) unless a

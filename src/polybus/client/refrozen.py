@@ -36,20 +36,23 @@ log = logging.getLogger("polybus.client")
 SAMPLE = 64  # elements looked at in an array larger than WHOLE_BYTES
 WHOLE_BYTES = 16 << 10  # an array this small or smaller is compared whole
 
-# Where the sample lies (flat indices of the elements; None: the whole array) and its
-# bytes then. The indices hold no reference to the array: a view of the same place has
-# the same shape, so one sample serves every view of it (naming.py, `_views`).
-Sample = tuple["np.ndarray[Any, Any] | None", bytes]
+# Where the sample lies (flat indices of the elements; None: the whole array), its bytes
+# then, and the array's layout then (dtype, shape, strides: each can be set in place on
+# a read-only array, and the name hashes dtype and shape). The indices hold no
+# reference to the array: a view of the same place has the same shape, so one sample
+# serves every view of it (naming.py, `_views`).
+Sample = tuple["np.ndarray[Any, Any] | None", bytes, tuple[Any, ...]]
 
 _said: dict[int, weakref.ref[Any]] = {}  # id -> an array the program was told of
 
 
 def sample_of(arr: np.ndarray[Any, Any]) -> Sample:
     """The sample of ``arr``'s bytes that `unchanged` compares with."""
+    layout = (arr.dtype, arr.shape, arr.strides)
     if arr.nbytes <= WHOLE_BYTES:
-        return None, arr.tobytes()
+        return None, arr.tobytes(), layout
     where = np.linspace(0, arr.size - 1, SAMPLE).astype(np.intp)
-    return where, _at(arr, where)
+    return where, _at(arr, where), layout
 
 
 def unchanged(arr: np.ndarray[Any, Any], sample: Sample | None) -> bool:
@@ -57,7 +60,10 @@ def unchanged(arr: np.ndarray[Any, Any], sample: Sample | None) -> bool:
     copy polybus made, naming.py's `adopt`, which the program cannot change)."""
     if sample is None:
         return True
-    where, then = sample
+    where, then, layout = sample
+    if (arr.dtype is not layout[0] or arr.shape != layout[1]
+            or arr.strides != layout[2]):  # (set in place: named anew)
+        return False
     return (arr.tobytes() if where is None else _at(arr, where)) == then
 
 

@@ -206,6 +206,8 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                 p.add(f"forward = \"keep\" is for plain async calls, and module {b.module!r} "
                       "has migration paths, which may move a call to another replica",
                       dotted(*key, "forward"), "use forward = true on this binding")
+            elif spec.forward == "keep":
+                _refuse_keep_beside_steal(m, name, b.module, bound, p)
         info = infos.get(m.key)
         reported: set[str] = set(m.use)
         for call in info.uses if info else ():
@@ -216,6 +218,23 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                   f"calls use({call.name!r})", dotted("bind", f"{m.key}.{call.name}"),
                   _unbound_hint(m.key, call.name, interfaces,
                                 [b.name for b in bindings if b.user == m.key], p.mil))
+
+
+def _refuse_keep_beside_steal(m: ModuleSpec, name: str, target: str,
+                              bound: dict[tuple[str, str], Binding], p: Problems) -> None:
+    """``m``'s ``use.<name>.forward = "keep"``, bound to module ``target``, beside another
+    of ``m``'s bindings to ``target`` with ``balance = "steal"``: ``m`` has one link per
+    replica of ``target``, shared by its bindings, and a Steal takes any calls queued on
+    it, so the keep binding's calls would move too."""
+    for other, spec in m.use.items():
+        b = bound.get((m.key, other))
+        if other != name and b is not None and b.module == target and spec.balance == "steal":
+            p.add(f"forward = \"keep\" is for plain async calls, and {m.key}.{other}, bound "
+                  f"to module {target!r} as {m.key}.{name} is, has balance = \"steal\", "
+                  "which may move this binding's calls to another replica too",
+                  dotted("modules", m.key, "use", name, "forward"),
+                  f"use forward = true on this binding, or another balance on {m.key}.{other}")
+            return
 
 
 def _extra_entrypoints(clients: list[str], p: Problems) -> list[str]:

@@ -36,7 +36,7 @@ from polybus.wire.exts import EXT_BYTES, EXT_NDARRAY, EXT_PICKLE, EXT_REF, EXT_S
 from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, encode_frame, too_large
 from polybus.wire.messages import Call, Message, Result
 from polybus.wire.undecodable import value_raised
-from polybus.wire.unencodable import cannot_pickle, instead, too_deep, unencodable
+from polybus.wire.unencodable import instead, too_deep, unencodable, unpicklable
 from polybus.wire.values import (
     OOB_BYTES,
     PROMISE_INSIDE,
@@ -220,7 +220,7 @@ class Codec(Decoding):
                    "names; send its fields as arrays of their own" if names else
                    "a numpy array of dtype object (Python objects, not numbers) cannot be "
                    "sent by the safe codec; convert it to a numeric dtype or a list"
-                   if isinstance(obj, np.ndarray) else "" if cannot_pickle(obj) else
+                   if isinstance(obj, np.ndarray) else "" if unpicklable(obj) else
                    f"a value of type {type(obj).__qualname__} cannot be sent by the safe "
                    "codec (msgpack types, numpy arrays, bytes); convert it")
             raise TypeError(f"{why}, or set pickle = true on the serving module in the "

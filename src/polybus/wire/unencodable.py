@@ -17,8 +17,12 @@ where the codec catches them (so a value it can encode pays nothing for this):
 
 A value pickle cannot carry either (a generator, an open file, a lock, a socket, a
 lambda, a module) is not told to set ``pickle = true``, which then failed with "cannot
-pickle 'generator' object": `cannot_pickle` tries it (a refused value's error path
-only), and `instead` says what to send in its place.
+pickle 'generator' object": `unpicklable` knows such values by their type, and
+`instead` says what to send in its place. It does not pickle the value to see: that
+would copy all of a large one, run its own ``__reduce__`` code (which may block or
+raise anything) on an error path, and run again for each part the unsendable-path
+walker re-encodes (wire/unsendablepath.py). A value of a kind it does not know keeps
+the hint to convert it or set ``pickle = true``.
 
 Text polybus itself sends (a failure's type, message and traceback) may hold one too,
 from an exception's message: `escaped` writes it as ``\\udcff``, so the failure is
@@ -28,16 +32,16 @@ told rather than lost.
 from __future__ import annotations
 
 import io
-import pickle
+import socket
 import sys
+import threading
 import types
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from polybus.wire.undecodable import value_raised
-
-__all__ = ["TOO_DEEP", "cannot_pickle", "escaped", "instead", "lone_surrogate", "too_deep",
-           "unencodable"]
+__all__ = ["TOO_DEEP", "escaped", "instead", "lone_surrogate", "too_deep", "unencodable",
+           "unpicklable"]
 
 
 # How `too_deep` begins: no path inside such a value is said (wire/unsendablepath.py),
@@ -75,16 +79,27 @@ def unencodable(exc: RecursionError | UnicodeEncodeError) -> TypeError:
     return lone_surrogate(exc) if isinstance(exc, UnicodeEncodeError) else too_deep()
 
 
-def cannot_pickle(value: Any) -> bool:
-    """Whether pickle refuses ``value`` too (the codec's refusal only: it is pickled to
-    see, and a value's own code run by pickling may raise anything)."""
-    try:
-        pickle.dumps(value, protocol=5)
-    except BaseException as exc:
-        if not value_raised(exc):
-            raise
+# Types pickle refuses whatever they hold: locks, sockets, and what Python keeps of a
+# running program (a weak reference, a frame, a traceback, a code object)
+_NEVER = (type(threading.Lock()), type(threading.RLock()), socket.socket, weakref.ref,
+          types.FrameType, types.TracebackType, types.CodeType)
+_HEAP_TYPE = 1 << 9  # (Py_TPFLAGS_HEAPTYPE: a class written in Python, not in C)
+
+
+def unpicklable(value: Any) -> bool:
+    """Whether pickle refuses ``value`` too, told by its type alone (the codec's refusal
+    only): a generator, an open file, an iterator of a C type with no pickling of its
+    own, a module, a lambda or a function defined inside another, a lock, a socket."""
+    t = type(value)
+    if isinstance(value, (types.GeneratorType, types.ModuleType, *_NEVER)):
         return True
-    return False
+    if isinstance(value, io.IOBase):  # (an in-memory one pickles: its bytes or text)
+        return not isinstance(value, (io.BytesIO, io.StringIO))
+    if isinstance(value, types.FunctionType):  # (else pickled by name, as pickle does)
+        return value.__name__ == "<lambda>" or "<locals>" in value.__qualname__
+    return (isinstance(value, Iterator) and not t.__flags__ & _HEAP_TYPE
+            and not any("__reduce__" in vars(k) or "__reduce_ex__" in vars(k)
+                        for k in t.__mro__[:-1]))
 
 
 def _advice(value: Any) -> tuple[str, str]:
