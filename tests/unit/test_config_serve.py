@@ -108,6 +108,15 @@ def test_unknown_keys_name_the_nearest(tmp_path: Path) -> None:
     assert found[0][0] == "serve.max_bdy" and found[0][2] == "did you mean 'max_body'?"
 
 
+def test_a_use_option_a_route_does_not_take_is_only_unknown(tmp_path: Path) -> None:
+    """forward is a use option but not a route's: said unknown, and not
+    also checked against the route's callstyle as if it were taken."""
+    found = errors(app(tmp_path), 'serve.routes."/x"={to="web.page", '
+                   'callstyle="async-demand(2)", forward="keep"}')
+    assert [(k, m) for k, m, _ in found] == [
+        ('serve.routes."/x".forward', "unknown key 'forward'")], found
+
+
 def test_a_misspelled_method_is_named(tmp_path: Path) -> None:
     found = errors(app(tmp_path, '"GTE /g" = "web.page"\n"FROB /f" = "web.page"\n'))
     assert ('serve.routes."GTE /g"', "bad route 'GTE /g': unknown HTTP method 'GTE'",

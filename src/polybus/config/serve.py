@@ -51,7 +51,9 @@ def _route(key: str, raw: Any, p: Problems) -> RouteSpec | None:
     use = UseSpec(CallStyle("async"), balance="least")
     if isinstance(raw, dict):
         p.unknown_keys(raw, ROUTE_KEYS, *path)
-        options = {k: v for k, v in raw.items() if k in USE_KEYS}
+        # (a use option a route does not take, forward say, is only unknown: parsed, it
+        # would be checked against the route's callstyle as well)
+        options = {k: v for k, v in raw.items() if k in USE_KEYS and k in ROUTE_KEYS}
         if options:
             use = parse_use(options, path, p)
             if "callstyle" not in options:
