@@ -177,10 +177,13 @@ class ConnectionLostError(TransportError):
     ``heartbeat`` (seconds) is set when the client closed it itself: the replica sent
     nothing for three heartbeats while it held calls, and was taken for dead though its
     process may well be alive (a call holding the GIL keeps it from answering a Ping).
-    ``call_site``: as for a RemoteError, when a call failed with it.
+    ``call_site``: as for a RemoteError, when a call failed with it. ``killed`` is set
+    (client/session.py) when the worker of the replica, and of each of its module's
+    replicas lost before it, was killed by SIGKILL: from outside any call.
     """
 
     call_site: str | None = None
+    killed = False
 
     def __init__(self, message: str, *, heartbeat: float | None = None) -> None:
         self.heartbeat = heartbeat

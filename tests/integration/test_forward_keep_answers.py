@@ -154,9 +154,25 @@ def test_a_kept_value_whose_replica_died(tmp_path: Path, idempotent: bool) -> No
         if idempotent:  # run again on the replica left, which keeps it in turn
             assert np.array_equal(polybus.wait(p), X * 2)
             assert p._rec.attempts == 2  # type: ignore[attr-defined]
-        else:
-            with pytest.raises(WorkerDiedError):
+        else:  # (kept there, not forwarded; and why it is not run again)
+            with pytest.raises(WorkerDiedError, match=(
+                    rf"^the answer of this call to double was kept on its replica "
+                    rf"\({producer.name}\), which is gone; double is not idempotent, so it "
+                    rf"is not run again \(modules\.server\.define\.double\.idempotent = "
+                    rf"false\)$")):
                 polybus.wait(p)
+
+
+def test_a_kept_value_whose_only_replica_died(tmp_path: Path) -> None:
+    with cluster(tmp_path, toml(), replicas=1) as c:
+        s = c.session()
+        p = s.call("double", (X,), {})
+        settled(p)
+        kill(replica(c, p))
+        with pytest.raises(WorkerDiedError, match=(
+                r"^the answer of this call to double was kept on its replica \(server-0\), "
+                r"which is gone, and no replica of server is left to run it again$")):
+            polybus.wait(p)
 
 
 NAP = TOML.replace('define.add = {{}}', 'define.add = {{}}\ndefine.nap = {{}}').replace(

@@ -108,6 +108,15 @@ def test_unknown_keys_name_the_nearest(tmp_path: Path) -> None:
     assert found[0][0] == "serve.max_bdy" and found[0][2] == "did you mean 'max_body'?"
 
 
+def test_a_use_option_a_route_does_not_take_is_only_unknown(tmp_path: Path) -> None:
+    """forward is a use option but not a route's: said unknown, and not
+    also checked against the route's callstyle as if it were taken."""
+    found = errors(app(tmp_path), 'serve.routes."/x"={to="web.page", '
+                   'callstyle="async-demand(2)", forward="keep"}')
+    assert [(k, m) for k, m, _ in found] == [
+        ('serve.routes."/x".forward', "unknown key 'forward'")], found
+
+
 def test_a_misspelled_method_is_named(tmp_path: Path) -> None:
     found = errors(app(tmp_path, '"GTE /g" = "web.page"\n"FROB /f" = "web.page"\n'))
     assert ('serve.routes."GTE /g"', "bad route 'GTE /g': unknown HTTP method 'GTE'",
@@ -125,6 +134,26 @@ def test_bad_targets(tmp_path: Path) -> None:
             "did you mean 'page'?") in found
     assert any(k == 'serve.routes."GET /c"' and "bad route target" in m for k, m, _ in found)
     assert any(k == 'serve.routes."GET /d"' and "needs 'to'" in m for k, m, _ in found)
+
+
+def test_a_route_to_a_function_the_define_table_leaves_out_says_to_add_it(
+        tmp_path: Path) -> None:
+    """As a [bind] entry to it would: a module with a define table serves only what it
+    lists, so a route to another of its functions (or a near miss of one) is told the
+    define entry that serves it."""
+    base = BASE.replace("define.files = {}\n", "")
+    found = errors(app(tmp_path, '"/f/*" = "web.files"\n', base=base))
+    assert ('serve.routes."/f/*"', "module 'web' does not serve 'files': a module with a "
+            "define table serves only the interfaces it lists (page, api, needs)",
+            "add define.files = {} to [modules.web]") in found
+    found = errors(app(tmp_path, '"/f/*" = "web.fils"\n', base=base))
+    assert ('serve.routes."/f/*"', "module 'web' has no interface 'fils'",
+            "did you mean 'files'? its define table lists only page, api, needs, not that "
+            "function: add define.files = {} to [modules.web]") in found
+    found = errors(app(tmp_path), 'serve.routes."/f/*"="web.files"',
+                   "modules.web.define={page={}}")
+    assert any(k == "modules.web.define" and "does not serve 'files'" in m
+               and 'serve.routes."/f/*" routes it' in m for k, m, _ in found), found
 
 
 def test_bad_route_keys_and_listen(tmp_path: Path) -> None:

@@ -296,7 +296,8 @@ def suspect_note(interface: str, attempts: int, error: object = None, module: st
     """What "every replica is gone" adds: why, when its replicas were taken for dead for
     their silence (`silence_note`); and for a call that was running on each replica that
     went (it was re-run after each loss) that it was, and the key that stops the re-runs
-    (``module``: the serving module's key, for the whole key)."""
+    (``module``: the serving module's key, for the whole key): that it may be what ends
+    them, unless each was killed by SIGKILL (``error.killed``, client/session.py)."""
     note = silence_note(error)
     if attempts < 2:
         return note
@@ -304,5 +305,10 @@ def suspect_note(interface: str, attempts: int, error: object = None, module: st
     if note:  # (not a call that ended them: it kept them from answering)
         return (f"{note}; this call was running on each of the {attempts} replicas lost, "
                 f"and ran again after each loss ({stop})")
+    if getattr(error, "killed", False):  # (each by SIGKILL: not the call's own end)
+        return (f"; this call was running on each of the {attempts} replicas that went, "
+                "but each was killed by SIGKILL, which comes from outside the call (a user, "
+                "a supervisor, or the kernel's OOM killer); a call lost with its replica "
+                f"runs again elsewhere ({stop})")
     return (f"; this call was running on each of the {attempts} replicas that went, so it "
             f"may be what ends them (a call lost with its replica runs again elsewhere; {stop})")

@@ -10,11 +10,13 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
+from polybus.client.calls import define_key
 from polybus.errors import RemoteError, WorkerDiedError
 from polybus.wire.messages import Fetch, Fetched
 
 if TYPE_CHECKING:
-    from polybus.client.calls import CallRecord
+    from polybus.client.calls import CallRecord, ReplicaLink
+    from polybus.client.forward import Forwarder
 
 __all__ = ["FETCH_TIMEOUT", "fetch"]
 
@@ -38,18 +40,13 @@ def fetch(rec: CallRecord) -> Any:
 
         raise stale(rec)
     if link is None or link.dead:
-        raise WorkerDiedError(
-            f"the result of this call to {iface} was forwarded and its replica "
-            f"({link.name if link else '?'}) is gone", interface=iface,
-            replica=link.name if link else "")
+        raise _gone(rec, f, link)
     req = next(_reqs)
     reply = f.reactor.request(link, Fetch(f.pkey(rec), req), req, FETCH_TIMEOUT)
     if reply is None and link.dead:  # (it died meanwhile: run again, or WorkerDiedError)
         if not rec.done:
             return f.reactor.wait(rec, rec.dispatcher.timeout)  # (fwdown.py's `lost`)
-        raise WorkerDiedError(
-            f"the result of this call to {iface} was forwarded and its replica "
-            f"({link.name}) is gone", interface=iface, replica=link.name)
+        raise _gone(rec, f, link)
     if not isinstance(reply, Fetched) or not reply.ok:
         why = (reply.value[1] if isinstance(reply, Fetched) and isinstance(reply.value, list)
                and len(reply.value) == 2 else "gone or evicted")  # (wire/undecodable.py)
@@ -61,3 +58,24 @@ def fetch(rec: CallRecord) -> Any:
     if keeper is not None:  # (at the client now: let go there)
         keeper.fetched(rec)
     return reply.value
+
+
+def _gone(rec: CallRecord, f: Forwarder, link: ReplicaLink | None) -> WorkerDiedError:
+    """The value's replica is gone (and the call was not run again, fwdown.py's `lost`):
+    kept there (``forward = "keep"``, passed on to no consumer) or forwarded, and why it
+    is not run again when that is known."""
+    d = rec.dispatcher
+    iface, name = d.interface, link.name if link is not None else "?"
+    if getattr(d, "keeper", None) is not None and not f.edges.get(rec.id):
+        said = (f"the answer of this call to {iface} was kept on its replica ({name}), "
+                "which is gone")
+    else:
+        said = (f"the result of this call to {iface} was forwarded and its replica "
+                f"({name}) is gone")
+    module = link.module if link is not None else ""
+    if not d.idempotent:
+        said += (f"; {iface} is not idempotent, so it is not run again "
+                 f"({define_key(iface, module, 'idempotent')} = false)")
+    elif link is not None and not any(not lk.dead for lk in d.links):
+        said += f", and no replica of {module} is left to run it again"
+    return WorkerDiedError(said, interface=iface, replica=link.name if link else "")

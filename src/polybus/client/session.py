@@ -23,7 +23,7 @@ from polybus.client.reactor import Reactor
 from polybus.client.stats import SessionStats, ask_stats, link_bytes, session_stats
 from polybus.config.model import AppConfig, Binding, DefineSpec, ModuleSpec, UseSpec
 from polybus.config.problems import dotted
-from polybus.errors import NoReplicaError, PolybusError, UsageError
+from polybus.errors import ConnectionLostError, NoReplicaError, PolybusError, UsageError
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import RegistryClient
 from polybus.transport.channel import Channel
@@ -359,6 +359,10 @@ class Session:
                 self.ended.pop(link.name, None)
             log.warning("polybus: warning: replica %s of module %r was lost: %s", link.name,
                         link.module, why)
+        if isinstance(error, ConnectionLostError):  # (said with its calls lost: calls.py)
+            gone = {link.name} | {lk.name for d in self.dispatchers.values() for lk in d.links
+                                  if lk.dead and lk.module == link.module}
+            error.killed = all(self.ended.get(n, "").endswith("(SIGKILL)") for n in gone)
         for d in self.dispatchers.values():
             d.lost(link, error)
         for bt in self.batchers:

@@ -51,7 +51,9 @@ def _route(key: str, raw: Any, p: Problems) -> RouteSpec | None:
     use = UseSpec(CallStyle("async"), balance="least")
     if isinstance(raw, dict):
         p.unknown_keys(raw, ROUTE_KEYS, *path)
-        options = {k: v for k, v in raw.items() if k in USE_KEYS}
+        # (a use option a route does not take, forward say, is only unknown: parsed, it
+        # would be checked against the route's callstyle as well)
+        options = {k: v for k, v in raw.items() if k in USE_KEYS and k in ROUTE_KEYS}
         if options:
             use = parse_use(options, path, p)
             if "callstyle" not in options:
@@ -141,6 +143,29 @@ def _fields(r: RouteSpec, info: SourceInfo | None, p: Problems) -> tuple[str, ..
     return tuple(f for f in REQUEST_FIELDS if f in fn.params)
 
 
+def _not_served(r: RouteSpec, key: str, m: ModuleSpec, served: list[str],
+                info: SourceInfo | None, p: Problems) -> None:
+    """A route to an interface the module does not serve, said as a [bind] entry to it
+    is: a function of its file that its define table leaves out is told the define
+    entry that serves it, a near miss the name meant (config/bind.py)."""
+    # (bind.py imports this module: its hints are imported when one is needed)
+    from polybus.config.bind import _add_define, _interface_hint
+
+    if any(p.reported(dotted("modules", r.module, "define", n)) for n in served):
+        return  # (a misspelt define name, already said: the rest follows from it)
+    if info is not None and m.define and r.interface in info.public():
+        table = dotted("modules", r.module, "define")
+        by = p.override(table)  # (an override made the table: blame it)
+        p.add(f"module {r.module!r} does not serve {r.interface!r}: a module with a define "
+              f"table serves only the interfaces it lists ({', '.join(served)})"
+              + (f"; {key} routes it" if by else ""), table if by else key,
+              by.add_hint(f"{table}.{r.interface}", "{}") if by
+              else _add_define(p, r.module, r.interface))
+    else:
+        p.add(f"module {r.module!r} has no interface {r.interface!r}", key,
+              _interface_hint(r.interface, served, r.module, info, p))
+
+
 def check_routes(serve: ServeSpec, modules: dict[str, ModuleSpec],
                  interfaces: dict[str, list[str] | None], infos: dict[str, SourceInfo],
                  p: Problems) -> ServeSpec:
@@ -158,8 +183,7 @@ def check_routes(serve: ServeSpec, modules: dict[str, ModuleSpec],
             continue
         served = interfaces.get(r.module)
         if served is not None and r.interface not in served:
-            p.add(f"module {r.module!r} has no interface {r.interface!r}", key,
-                  nearest(r.interface, served) or f"interfaces: {', '.join(served)}")
+            _not_served(r, key, modules[r.module], served, infos.get(r.module), p)
             continue
         n = len(modules[r.module].replication)
         if r.use.loadratio is not None and len(r.use.loadratio) != n:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import parse_qsl, unquote, unquote_to_bytes
 
-__all__ = ["ExpectContinue", "HTTPError", "Request", "RequestParser"]
+__all__ = ["ExpectContinue", "HTTPError", "Request", "RequestParser", "shown"]
 
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _VERSION = re.compile(rb"^HTTP/1\.([01])$")
@@ -52,6 +52,29 @@ class Request:
     keep_alive: bool = True
     version: str = "1.1"
     query_string: str = ""
+
+    @property
+    def shown_path(self) -> str:
+        """``path`` as messages say it: its bytes, sent raw or percent-encoded, read as
+        UTF-8 (``path`` reads a raw one a character a byte, "/hÃ©llo"; routing is by
+        it, as sent). Not for routing: a byte that is not UTF-8 is shown "\\xff"."""
+        raw = self.target.partition("?")[0]
+        if raw == "*":
+            return raw
+        try:
+            sent = unquote_to_bytes(raw.encode("latin-1"))
+        except UnicodeEncodeError:  # (not a target as parsed: said as it is)
+            return self.path
+        return _without_dots(sent.decode("utf-8", "backslashreplace"))
+
+
+def shown(target: str) -> str:
+    """A request's ``target`` as sent (a character a byte) as messages say it: read as
+    UTF-8, a byte that is not UTF-8 shown "\\xff"."""
+    try:
+        return target.encode("latin-1").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # (not a target as parsed: said as it is)
+        return target
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from polybus.errors import (
     RemoteException,
 )
 from polybus.http.calls import CallBridge
-from polybus.http.parser import ExpectContinue, HTTPError, Request, RequestParser
+from polybus.http.parser import ExpectContinue, HTTPError, Request, RequestParser, shown
 from polybus.http.response import Response, error_response, serialize
 from polybus.http.routes import RouteTable
 
@@ -255,8 +255,8 @@ class FrontDoor:
                     out = serialize(resp, keep_alive=keep_alive, extra=extra,
                                     head_only=event.method == "HEAD")
                 except Exception as e:  # (checked before: a fault in polybus's steps)
-                    out, keep_alive = self._fault(f"answering {event.method} {event.target}",
-                                                  e), False
+                    doing = f"answering {event.method} {shown(event.target)}"
+                    out, keep_alive = self._fault(doing, e), False
                 writer.write(out)
                 self._busy(task, False)  # (answered: a stop now closes it, flushed, no 503)
                 await self._drain(writer)
@@ -304,9 +304,9 @@ class FrontDoor:
         route: RouteSpec | None = m.target
         if route is None:
             if m.allowed:
-                return (error_response(405, f"{req.path} takes {', '.join(m.allowed)}"),
+                return (error_response(405, f"{req.shown_path} takes {', '.join(m.allowed)}"),
                         [("Allow", ", ".join(m.allowed))])
-            return error_response(404, f"no route for {req.method} {req.path}"), []
+            return error_response(404, f"no route for {req.method} {req.shown_path}"), []
         kwargs = _fields(req, m.subpath, route.fields)
         try:
             lock = self._one_at_a_time.get(route.key)
@@ -356,5 +356,5 @@ class FrontDoor:
         return serialize(error_response(500, text), keep_alive=False)
 
     def _log(self, req: Request, route: RouteSpec, what: str) -> None:
-        print(f"polybus serve: {req.method} {req.target} -> {route.module}."
+        print(f"polybus serve: {req.method} {shown(req.target)} -> {route.module}."
               f"{route.interface}: {what}", file=sys.stderr, flush=True)
