@@ -11,7 +11,7 @@ import pytest
 
 import polybus
 from polybus.config import load, validate
-from polybus.engines import mpi
+from polybus.engines import launchenv, mpi
 from polybus.engines.mpi import _check_size, replica_of
 from polybus.engines.served import replicas_in_order
 from polybus.errors import ConfigError, ConfigWarning
@@ -64,7 +64,7 @@ def test_a_wrong_rank_count_names_the_right_one(tmp_path: Path, size: int) -> No
 
 def test_run_without_mpiexec_says_how_to_launch(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    for v in mpi._RANK_VARS:
+    for v in launchenv.RANK_VARS:
         monkeypatch.delenv(v, raising=False)
     monkeypatch.setattr(mpi, "_world", lambda: pytest.fail("MPI initialized unlaunched"))
     with pytest.raises(ConfigError) as info:
@@ -75,7 +75,7 @@ def test_run_without_mpiexec_says_how_to_launch(tmp_path: Path,
 def test_run_without_mpiexec_or_mpi4py_says_mpi4py_is_missing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # check said "needs mpi4py"; run only said to use mpiexec, which would then fail.
-    for v in mpi._RANK_VARS:
+    for v in launchenv.RANK_VARS:
         monkeypatch.delenv(v, raising=False)
     monkeypatch.setitem(sys.modules, "mpi4py", None)  # (does not import)
     with pytest.raises(ConfigError) as info:
@@ -119,7 +119,7 @@ def test_only_rank_0_is_not_a_serving_rank(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """(`polybus serve` binds its front door's port on rank 0 alone.)"""
     app = load(_app(tmp_path))
-    for v in mpi._RANK_VARS:
+    for v in launchenv.RANK_VARS:
         monkeypatch.delenv(v, raising=False)
     assert not serving_rank(app)
     monkeypatch.setenv("PMIX_RANK", "0")

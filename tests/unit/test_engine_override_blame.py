@@ -15,14 +15,14 @@ import pytest
 import polybus
 from polybus.cli.main import main
 from polybus.config import load
-from polybus.engines import mpi
+from polybus.engines import launchenv
 from polybus.errors import ConfigError
 from polybus.testing.apps import write_one_call_app
 
 
 @pytest.fixture
 def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    for v in mpi._RANK_VARS:  # (not under a launcher)
+    for v in launchenv.RANK_VARS:  # (not under a launcher)
         monkeypatch.delenv(v, raising=False)
     return str(write_one_call_app(tmp_path))
 

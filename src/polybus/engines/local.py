@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from polybus.config.model import AppConfig
 from polybus.engines.base import Cluster, run_registry
+from polybus.engines.launchenv import blas_threads
 from polybus.engines.logfollow import LogFollower, is_banner
 from polybus.engines.rundir import make_run_dir, remove_stale_run_dirs
 from polybus.errors import PolybusError, TransportError
@@ -33,22 +34,8 @@ log = logging.getLogger("polybus.engine")
 # a run's ``timeout`` count from the entrypoint's start, after it): a worker imports its
 # module first, and one still importing after SLOW_IMPORT is said while the run waits.
 START_TIMEOUT = 60.0
-# numpy's BLAS starts a thread per CPU in every process: replicas on one host then run
-# CPUs x replicas threads, and a matrix-multiplying server ran 5-20x slower with 2 replicas
-# than with 1 on 2 CPUs. Each worker gets its share of the CPUs instead, unless the user
-# set any of these (then all are left as the user set them).
-BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-             "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
-
-
-def blas_threads(environ: dict[str, str] | os._Environ[str], replicas: int) -> dict[str, str]:
-    """The BLAS thread settings a worker gets: its share of this process's CPUs among
-    ``replicas`` workers, or nothing if the user set any of them."""
-    if any(v in environ for v in BLAS_VARS):
-        return {}
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return dict.fromkeys(BLAS_VARS, str(max(1, (cpus or 1) // max(1, replicas))))
-
+# numpy's BLAS starts a thread per CPU in every process: each worker gets its share of
+# the CPUs instead, unless the user set any of these (engines/launchenv.py).
 
 class LocalEngine:
     """Starts ``replication`` worker processes per server module; stops every one of them.

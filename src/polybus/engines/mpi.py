@@ -57,6 +57,7 @@ from typing import Any, NoReturn, TextIO
 from polybus.config.model import AppConfig, ModuleSpec, ReplicaSpec
 from polybus.engines import served
 from polybus.engines.base import Cluster, run_registry
+from polybus.engines.launchenv import launched_rank, world_size
 from polybus.engines.local import START_TIMEOUT
 from polybus.engines.mpireports import TAG_FAILED, Reports
 from polybus.errors import ConfigError, PolybusError, TransportError, error_line
@@ -79,34 +80,9 @@ def replica_of(app: AppConfig, rank: int) -> tuple[ModuleSpec, ReplicaSpec]:
     return served.replicas_in_order(app)[rank - 1]
 
 
-# Set in each process a launcher starts (Open MPI and PMIx, MPICH's Hydra and PMI, Slurm's
-# srun). Without one, MPI is not initialized at all: a process that no launcher started
-# is told how to launch (initializing MPI alone, as a singleton, ended a test runner).
-_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
-_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
-
-
-def _count(text: str) -> bool:
-    """Whether ``text`` is a whole number int() reads (ASCII digits: not "²")."""
-    return text.isascii() and text.isdigit()
-
-
-def launched_rank() -> int | None:
-    """This process's rank as its launcher set it, or None if no launcher started it."""
-    for v in _RANK_VARS:
-        if _count(os.environ.get(v, "")):
-            return int(os.environ[v])
-    return None
-
-
-def world_size() -> int | None:
-    """How many processes the launcher started, as it says (None if it does not)."""
-    for v in _SIZE_VARS:
-        if _count(os.environ.get(v, "")):
-            return int(os.environ[v])
-    return None
-
-
+# A process that no launcher started (engines/launchenv.py reads what one sets) does not
+# initialize MPI at all: it is told how to launch (initializing MPI alone, as a
+# singleton, ended a test runner).
 def _world() -> Any:
     try:
         from mpi4py import MPI
