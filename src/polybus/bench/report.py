@@ -23,6 +23,7 @@ from rich.table import Table
 
 import polybus
 from polybus.bench import building
+from polybus.bench.source import source_commit
 from polybus.bench.stats import Stat
 
 __all__ = ["METRIC_UNITS", "BenchResult", "Ratio", "Row", "machine_info", "print_table"]
@@ -102,8 +103,14 @@ class Ratio:
 
 
 def machine_info() -> dict[str, Any]:
-    return {"cpus": os.cpu_count() or 1, "python": platform.python_version(),
-            "platform": platform.platform()}
+    """CPUs, Python, platform; and ``commit`` (bench/source.py) when polybus runs from a
+    git checkout: ``{"hash": short hash, "dirty": tracked files changed}``."""
+    info: dict[str, Any] = {"cpus": os.cpu_count() or 1, "python": platform.python_version(),
+                            "platform": platform.platform()}
+    commit = source_commit()
+    if commit is not None:
+        info["commit"] = commit
+    return info
 
 
 @dataclass

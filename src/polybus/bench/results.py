@@ -210,6 +210,13 @@ def _section(result: BenchResult, raw: dict[str, Any], image: str | None) -> lis
     return lines
 
 
+def _commit(commit: object) -> str:
+    """A JSON's ``machine.commit`` as the page says it."""
+    if not isinstance(commit, dict) or "hash" not in commit:
+        return "not recorded"
+    return str(commit["hash"]) + (" (with uncommitted changes)" if commit.get("dirty") else "")
+
+
 def shown(directory: str | os.PathLike[str]) -> str:
     """``directory`` as the page names it: as the command gave it (relative, or not),
     with one ``/`` at its end, so ``results``, ``./results`` and ``results/`` give the
@@ -226,6 +233,7 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
     machine = first.get("machine", {})
     vers: dict[str, str] = {}
     dates = []
+    commits = _unique(_commit(raw.get("machine", {}).get("commit")) for _, raw, _ in items)
     for result, raw, _ in items:
         vers.update(result.params.get("versions", {}))
         vers.setdefault("polybus", str(raw.get("polybus_version", "?")))
@@ -251,6 +259,7 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
              "migrated).", "",
              f"- machine: {machine.get('cpus', '?')} CPUs, {machine.get('platform', '?')}",
              f"- Python {machine.get('python', '?')}",
+             "- commit: " + ", ".join(commits or ["not recorded"]),
              "- versions: " + (", ".join(f"{k} {v}" for k, v in sorted(vers.items())) or "?"),
              "- date: " + (f"{min(dates)} .. {max(dates)}" if len(set(dates)) > 1
                            else dates[0] if dates else "unknown"), ""]
