@@ -267,19 +267,23 @@ class Sweep:
                 "cells": [c.to_dict() for c in self.cells]}
 
     def to_csv(self) -> str:
+        """A row per cell. The last column, ``complete``, is the JSON's ``complete`` on
+        every row: False when the sweep was interrupted (the cells it never reached have
+        no row). A column, not a ``# complete: false`` comment line, so that any CSV
+        reader (pandas without comment='#', a spreadsheet) reads the file as it is."""
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         keys = [k for k, _ in self.varies]
         # n: the runs that succeeded; runs: those made (n, and the one that failed)
         w.writerow([*keys, "median_s", "min_s", "max_s", "n", "runs", "speedup",
-                    "efficiency", "bytes_sent", "bytes_received", "error"])
+                    "efficiency", "bytes_sent", "bytes_received", "error", "complete"])
         for c in self.cells:
             stats = ([c.median, min(c.elapsed_s), max(c.elapsed_s)] if c.ok else ["", "", ""])
             sizes = (c.sent, c.received) if c.ok else (None, None)
             w.writerow([*(c.config[k] for k in keys), *stats, len(c.elapsed_s), c.made,
                         *("" if x is None else x
                           for x in (c.speedup, c.efficiency, *sizes)),
-                        c.error or ""])
+                        c.error or "", self.interrupted is None])
         return buf.getvalue()
 
     def to_json(self) -> str:

@@ -121,6 +121,8 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     result = BenchResult("ep", {"n": n, "block": block, "tasks": (n // block) ** 2,
                                 "reps": reps, "rounds": rounds, "blas_threads": 1},
                          x_label="workers")
+    result.baselines["speedup"] = ("one_process (the same block tasks looped in one process; "
+                                   "its seconds / polybus's)")
     result.notes.append(f"{rounds} round(s), interleaved: each round runs every system once "
                         f"({reps} repetitions inside one start-up each); a row is the "
                         "median of all its rounds' repetitions")

@@ -4,11 +4,18 @@ Peers side by side: a raw Python socket ping-pong (TCP, and a Unix socket for th
 transport; over TCP also polling before it blocks, as polybus waits by default), and a
 C TCP ping-pong (the floor). Each figure is the median over
 repetitions, each repetition the mean of many round trips on one open connection.
+Each size starts with one untimed repetition; before the first size, polybus, the raw
+sockets and pyzmq also make ``WARMUP_S`` seconds of untimed round trips (a cluster or
+server just started is still settling: without them polybus took 80 µs at 0 B and 38 at
+1000 B). The C ping-pong runs a fresh pair of processes for each size, every size alike.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from functools import partial
+from typing import TypeVar
 
 from polybus.bench import peer_rows as optional_peers
 from polybus.bench._common import MB, fmt_bytes, try_peer
@@ -21,7 +28,12 @@ from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
 from polybus.transport.spinning import SPIN_S
 
-__all__ = ["METRIC", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows", "run"]
+__all__ = ["METRIC", "WARMUP_S", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows",
+           "run", "warm_for", "warmed_sizes"]
+
+T = TypeVar("T")
+#: untimed round trips for this long before a system's first timed size
+WARMUP_S = 0.5
 
 METRIC = "rtt_us"
 # The raw socket ping-pong as a plain program writes it (blocking reads: wait=block), and
@@ -52,6 +64,23 @@ def plan(quick: bool) -> Plan:
     return Plan(quick)
 
 
+def warm_for(round_trips: Callable[[int], object], seconds: float, batch: int = 50) -> int:
+    """``round_trips(batch)``, untimed, once at least and until ``seconds`` have
+    passed; how many batches were made."""
+    made, end = 0, time.perf_counter() + seconds
+    while made == 0 or time.perf_counter() < end:
+        round_trips(batch)
+        made += 1
+    return made
+
+
+def warmed_sizes(warm: Callable[[int], object], measure: Callable[[int], T],
+                 sizes: Sequence[int], seconds: float | None = None) -> dict[int, T]:
+    """``measure(size)`` for each size, after ``warm_for(warm, seconds)`` (WARMUP_S)."""
+    warm_for(warm, WARMUP_S if seconds is None else seconds)
+    return {size: measure(size) for size in sizes}
+
+
 def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
     """Sync echo round trips through a real local cluster, at each size and placement.
 
@@ -60,7 +89,8 @@ def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
     in ``result.skipped`` (as ``polybus ipc``) when a result is given.
     """
     p = plan(quick)
-    return call_path_rows("latency", [p.sizes, p.reps, [p.iters(s) for s in p.sizes]], "rtt_us", METRIC, p.sizes, p.placements,
+    args = [p.sizes, p.reps, [p.iters(s) for s in p.sizes], WARMUP_S]
+    return call_path_rows("latency", args, "rtt_us", METRIC, p.sizes, p.placements,
                           ["tcp"] if quick else ["tcp", "ipc", "shm"], result)
 
 
@@ -69,8 +99,9 @@ def peer_rows(result: BenchResult, quick: bool, progress: Progress) -> None:
     for cpus in p.placements:
         for wait, family, poll_s in _RAW:
             with rawsocket.RawSocketPeer(family, cpus, poll_s) as peer:
-                for size in p.sizes:
-                    st = peer.rtt_us(size, p.reps, p.iters(size))
+                stats = warmed_sizes(partial(peer.rtt_us, p.sizes[0], 1, warmup=0),
+                                     partial(_rtt, peer.rtt_us, p.reps, p.iters), p.sizes)
+                for size, st in stats.items():
                     cfg = {"transport": family, "cpus": cpus, "wait": wait}
                     result.add(Row.of("raw_socket", cfg, size, METRIC, st))
                     progress.advance(f"latency raw_socket {family} wait={wait} {cpus} "
@@ -82,6 +113,11 @@ def peer_rows(result: BenchResult, quick: bool, progress: Progress) -> None:
                 cfg = {"transport": "tcp", "cpus": cpus}
                 result.add(Row.of("c_socket", cfg, size, METRIC, cst))
             progress.advance(f"latency c_socket {cpus} {fmt_bytes(size)}")
+
+
+def _rtt(rtt_us: Callable[[int, int, int], T], reps: int, iters: Callable[[int], int],
+         size: int) -> T:
+    return rtt_us(size, reps, iters(size))
 
 
 def add_ratios(result: BenchResult) -> None:

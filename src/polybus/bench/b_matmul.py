@@ -175,6 +175,9 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                                     "warmup": WARMUP,
                                     "calls": CALLS, "chunk": {n: chunk_of(n) for n in sizes},
                                     "blas_threads": 1, "cpus": cpus}, x_label="servers")
+    result.baselines["speedup"] = ("one_process (the same row blocks looped in one process, "
+                                   "same n; its seconds / each system's)")
+    result.baselines["efficiency"] = "one_process, per server (speedup / servers)"
     result.notes.append(f"every system runs the same tasks: C computed ceil(n/{CALLS}) rows "
                         "at a time (A[lo:hi] @ B, one BLAS call each); one_process is that "
                         "loop in one process, one_process kernel=A@B the whole product as "

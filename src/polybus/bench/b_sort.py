@@ -94,6 +94,8 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     result = BenchResult("sort", {"sizes": p.sizes, "reps": p.reps, "warmup": p.warmup,
                                   "workers_real": p.real, "workers_modelled": p.modelled},
                          x_label="elements")
+    result.baselines["speedup"] = ("one_process (the same elements sorted in one process, "
+                                   "same algorithm; its seconds / polybus's)")
     progress.begin(p.steps(), "sort")
     if not (EXAMPLE / "app.toml").exists():
         result.skipped["polybus"] = f"examples/sort not found at {EXAMPLE}"

@@ -102,8 +102,11 @@ def latency(result: BenchResult, p: _SizePlan, iters: Callable[[int], int], quic
         progress.advance(f"latency mpi4py {cpus}")
 
         def zmq_rows(cpus: Placement = cpus) -> dict[int, Stat]:
-            with zmq_peer.ZmqPeer(cpus) as peer:
-                return {s: peer.rtt_us(s, p.reps, iters(s)) for s in p.sizes}
+            from polybus.bench.b_latency import warmed_sizes
+
+            with zmq_peer.ZmqPeer(cpus) as peer:  # (warmed as b_latency's own peers)
+                return warmed_sizes(partial(peer.rtt_us, p.sizes[0], 1),
+                                    lambda n: peer.rtt_us(n, p.reps, iters(n)), p.sizes)
         for size, s in (try_peer(result, "pyzmq", zmq_rows) or {}).items():
             result.add(Row.of("pyzmq", {"transport": "tcp", "cpus": cpus}, size, "rtt_us", s))
         progress.advance(f"latency pyzmq {cpus}")

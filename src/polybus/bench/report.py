@@ -20,9 +20,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 import polybus
 from polybus.bench import building
+from polybus.bench.columns import constant_keys, label, split
+from polybus.bench.source import source_commit
 from polybus.bench.stats import Stat
 
 __all__ = ["METRIC_UNITS", "BenchResult", "Ratio", "Row", "machine_info", "print_table"]
@@ -102,8 +105,14 @@ class Ratio:
 
 
 def machine_info() -> dict[str, Any]:
-    return {"cpus": os.cpu_count() or 1, "python": platform.python_version(),
-            "platform": platform.platform()}
+    """CPUs, Python, platform; and ``commit`` (bench/source.py) when polybus runs from a
+    git checkout: ``{"hash": short hash, "dirty": tracked files changed}``."""
+    info: dict[str, Any] = {"cpus": os.cpu_count() or 1, "python": platform.python_version(),
+                            "platform": platform.platform()}
+    commit = source_commit()
+    if commit is not None:
+        info["commit"] = commit
+    return info
 
 
 @dataclass
@@ -120,6 +129,9 @@ class BenchResult:
     """What x is for a metric whose x is not ``x_label`` (e.g. rudy: N for sequential_s)."""
     complete: bool = True
     """False: interrupted, the rows measured before it (JSON ``"complete": false``)."""
+    baselines: dict[str, str] = field(default_factory=dict)
+    """What a metric is relative to (``"speedup": "one_process (...)"``), said with its
+    table (JSON ``params.baselines``)."""
 
     def __post_init__(self) -> None:
         building.made(self)  # (kept for a Ctrl-C: bench/building.py)
@@ -156,6 +168,8 @@ class BenchResult:
             params["skipped"] = dict(self.skipped)
         if self.notes:
             params["notes"] = list(self.notes)
+        if self.baselines:
+            params["baselines"] = dict(self.baselines)
         return {
             "bench": self.bench,
             "polybus_version": polybus.__version__,
@@ -182,11 +196,12 @@ class BenchResult:
         notes = list(params.pop("notes", []))
         x_label = str(params.pop("x_label", "x"))
         x_labels = {str(k): str(v) for k, v in params.pop("x_labels", {}).items()}
+        baselines = {str(k): str(v) for k, v in params.pop("baselines", {}).items()}
         rows = [Row(r["system"], dict(r["config"]), r["x"], r["metric"], r["median"],
                     r["min"], r["max"], r["n"]) for r in d.get("rows", [])]
         ratios = [Ratio(r["name"], r["value"]) for r in d.get("ratios", [])]
         return cls(str(d["bench"]), params, rows, ratios, skipped, notes, x_label, x_labels,
-                   complete=d.get("complete") is not False)
+                   complete=d.get("complete") is not False, baselines=baselines)
 
     @classmethod
     def from_json(cls, text: str) -> BenchResult:
@@ -248,28 +263,40 @@ def print_table(result: BenchResult, console: Console | None = None) -> None:
         console = result_console()
     for metric in _unique(r.metric for r in result.rows):
         rows = [r for r in result.rows if r.metric == metric]
-        labels = _unique(r.label for r in rows)
-        xs = sorted({r.x for r in rows})
         unit = METRIC_UNITS.get(metric, metric)
-        cells = {(r.label, r.x): r for r in rows}
+        over = f" over {result.baselines[metric]}" if metric in result.baselines else ""
         ns = sorted({r.n for r in rows})
-        # At most TABLE_COLUMNS systems a table, the x column repeated: mandelbrot's 16
-        # side by side made one table hundreds of characters wide.
-        parts = [labels[i:i + TABLE_COLUMNS] for i in range(0, len(labels), TABLE_COLUMNS)]
-        for k, part in enumerate(parts, 1):
+        said = f", median [min{DASH}max]" if ns != [1] else ""
+        # Split by a configuration key as the results page is (matmul: by n, then mode),
+        # at most TABLE_COLUMNS systems a table, the x column repeated; a key every column
+        # of a table shares is said once in its title, not in each header: matmul's
+        # headers were whole configurations, its lines a thousand characters long.
+        parts = []
+        for heading, group in split(rows, (), most=TABLE_COLUMNS):
+            keys = tuple(h.split("=", 1)[0] for h in heading)
+            labels = _unique(label(r, keys) for r in group)
+            for i in range(0, len(labels), TABLE_COLUMNS):
+                cols = labels[i:i + TABLE_COLUMNS]
+                mine = [r for r in group if label(r, keys) in cols]
+                same = constant_keys(mine, keys) if len(cols) > 1 else []
+                parts.append(([*heading, *same], mine, (*keys, *(s.split("=", 1)[0] for s in same))))
+        for k, (shared, part, keys) in enumerate(parts, 1):
             of = f" ({k}/{len(parts)})" if len(parts) > 1 else ""
-            said = f", median [min{DASH}max]" if ns != [1] else ""
-            table = Table(title=escape(f"{result.bench}: {unit}{said}{of}"),
-                          title_justify="left")
+            what = f"; {', '.join(shared)}" if shared else ""
+            # (its own line, not the table's title: rich wraps a title to the table's width)
+            console.print(Text(f"{result.bench}: {unit}{over}{said}{of}{what}",
+                               style="table.title"))
+            table = Table()
             table.add_column(escape(result.x_label_of(metric)), justify="right", style="bold")
-            for lab in part:
+            cols = _unique(label(r, keys) for r in part)
+            cells = {(label(r, keys), r.x): r for r in part}
+            for lab in cols:
                 table.add_column(escape(lab), justify="right")
-            for x in xs:
+            for x in sorted({r.x for r in part}):
                 line = [_fmt_x(x, result.x_label_of(metric))]
-                for lab in part:
+                for lab in cols:
                     r = cells.get((lab, x))
-                    line.append(DASH if r is None else
-                                escape(_cell(r)))
+                    line.append(DASH if r is None else escape(_cell(r)))
                 table.add_row(*line)
             table.caption = _per_cell(ns)
             console.print(table)

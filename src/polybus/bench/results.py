@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from polybus.bench.columns import label, split
 from polybus.bench.report import (
     DASH,
     METRIC_UNITS,
     BenchResult,
-    Row,
     _cell,
     _fmt_x,
     _per_cell,
@@ -104,49 +104,6 @@ def _md(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-#: a metric's table with more columns than this is split by a configuration key (below)
-MAX_COLUMNS = 12
-
-
-def _label(row: Row, fixed: Sequence[str]) -> str:
-    """The column name of ``row`` in a table whose heading already names ``fixed`` keys."""
-    config = {k: v for k, v in row.config.items() if k not in fixed}
-    if not config:
-        return row.system
-    return f"{row.system} " + ",".join(f"{k}={v}" for k, v in config.items())
-
-
-def _split(rows: list[Row], fixed: tuple[str, ...], depth: int = 2
-           ) -> list[tuple[tuple[str, ...], list[Row]]]:
-    """Tables of at most MAX_COLUMNS columns where a configuration key allows. Rows are
-    grouped by one key's values; a row without that key (a baseline) goes in every
-    group. The key chosen gives the narrowest widest table, among keys that make at most
-    six tables and repeat few columns (at most half as many again as there were):
-    matmul splits by ``n`` and then by ``mode``. Returns (heading keys, rows) per table."""
-    width = len(_unique(_label(r, fixed) for r in rows))
-    if depth == 0 or width <= MAX_COLUMNS:
-        return [(fixed, rows)]
-    best: tuple[int, int, str, list[str]] | None = None
-    for key in _unique(k for r in rows for k in r.config if k not in fixed):
-        values = _unique(str(r.config[key]) for r in rows if key in r.config)
-        if not 2 <= len(values) <= 6:
-            continue
-        keys = (*fixed, key)
-        widths = [len(_unique(_label(r, keys) for r in rows
-                              if key not in r.config or str(r.config[key]) == v))
-                  for v in values]
-        if 2 * sum(widths) > 3 * width:
-            continue
-        if best is None or (max(widths), len(values)) < best[:2]:
-            best = (max(widths), len(values), key, values)
-    if best is None:
-        return [(fixed, rows)]
-    _, _, key, values = best
-    out = []
-    for v in values:
-        group = [r for r in rows if key not in r.config or str(r.config[key]) == v]
-        out += _split(group, (*fixed, f"{key}={v}"), depth - 1)
-    return out
 
 
 def _tables(result: BenchResult) -> list[str]:
@@ -156,13 +113,16 @@ def _tables(result: BenchResult) -> list[str]:
         ns = sorted({r.n for r in every})
         lines += [f"**{METRIC_UNITS.get(metric, metric)}**, "
                   + (f"median [min{DASH}max], " if ns != [1] else "") + _per_cell(ns), ""]
-        for heading, rows in _split(every, ()):
+        if metric in result.baselines:
+            lines += [f"{_md(METRIC_UNITS.get(metric, metric)).capitalize()} over "
+                      f"{_md(result.baselines[metric])}.", ""]
+        for heading, rows in split(every, ()):
             keys = tuple(h.split("=", 1)[0] for h in heading)
             if heading:
                 lines += ["*" + _md(", ".join(heading)) + "*", ""]
-            labels = _unique(_label(r, keys) for r in rows)
+            labels = _unique(label(r, keys) for r in rows)
             xs = sorted({r.x for r in rows})
-            cells = {(_label(r, keys), r.x): r for r in rows}
+            cells = {(label(r, keys), r.x): r for r in rows}
             lines.append("| " + " | ".join([_md(result.x_label_of(metric)),
                                             *map(_md, labels)]) + " |")
             lines.append("|" + "---:|" * (len(labels) + 1))
@@ -210,6 +170,13 @@ def _section(result: BenchResult, raw: dict[str, Any], image: str | None) -> lis
     return lines
 
 
+def _commit(commit: object) -> str:
+    """A JSON's ``machine.commit`` as the page says it."""
+    if not isinstance(commit, dict) or "hash" not in commit:
+        return "not recorded"
+    return str(commit["hash"]) + (" (with uncommitted changes)" if commit.get("dirty") else "")
+
+
 def shown(directory: str | os.PathLike[str]) -> str:
     """``directory`` as the page names it: as the command gave it (relative, or not),
     with one ``/`` at its end, so ``results``, ``./results`` and ``results/`` give the
@@ -226,6 +193,7 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
     machine = first.get("machine", {})
     vers: dict[str, str] = {}
     dates = []
+    commits = _unique(_commit(raw.get("machine", {}).get("commit")) for _, raw, _ in items)
     for result, raw, _ in items:
         vers.update(result.params.get("versions", {}))
         vers.setdefault("polybus", str(raw.get("polybus_version", "?")))
@@ -251,6 +219,7 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
              "migrated).", "",
              f"- machine: {machine.get('cpus', '?')} CPUs, {machine.get('platform', '?')}",
              f"- Python {machine.get('python', '?')}",
+             "- commit: " + ", ".join(commits or ["not recorded"]),
              "- versions: " + (", ".join(f"{k} {v}" for k, v in sorted(vers.items())) or "?"),
              "- date: " + (f"{min(dates)} .. {max(dates)}" if len(set(dates)) > 1
                            else dates[0] if dates else "unknown"), ""]

@@ -89,7 +89,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write every cell as JSON (- for standard output: the table then "
                         "goes to stderr)")
     p.add_argument("--csv", metavar="FILE",
-                   help="write every cell as CSV (- for standard output, as --json)")
+                   help="write every cell as CSV (- for standard output, as --json); its "
+                        "last column, complete, is False on every row if the sweep was "
+                        "interrupted")
     p.add_argument("--plot", metavar="FILE.png",
                    help="time, speedup and efficiency curves, in the format FILE's "
                         "extension names (.png, .pdf, .svg, ...; needs the plot extra: "

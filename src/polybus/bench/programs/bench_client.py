@@ -48,12 +48,23 @@ class _Pinned:
             os.sched_setaffinity(0, self.before)
 
 
-def latency(sizes: list[int], reps: int, iters: list[int],
+def warm_for(round_trip: Any, seconds: float) -> int:
+    """Untimed round trips, one at least, until ``seconds`` have passed (b_latency's
+    WARMUP_S: a cluster just started is still settling); how many were made."""
+    made, end = 0, time.perf_counter() + seconds
+    while made == 0 or time.perf_counter() < end:
+        round_trip()
+        made += 1
+    return made
+
+
+def latency(sizes: list[int], reps: int, iters: list[int], warmup_s: float = 0.0,
             cpus: list[int] | None = None) -> dict[str, Any]:
-    """Mean round trip (µs) of a sync echo of ``size`` bytes, ``reps`` times per size."""
+    """Mean round trip (µs) of a sync echo of ``size`` bytes, ``reps`` times per size,
+    after ``warmup_s`` seconds of untimed empty echoes before the first size."""
     out: dict[str, Any] = {"family": "", "rtt_us": []}
     with _Pinned(cpus):
-        echo(b"")  # connect and warm before any clock runs
+        warm_for(lambda: echo(b""), warmup_s)  # connect and warm before any clock runs
         out["family"] = _family()
         for size, n in zip(sizes, iters, strict=True):
             payload = b"\x07" * size
