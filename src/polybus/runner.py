@@ -128,7 +128,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
         try:
             t0 = time.perf_counter()
             session = Session(app, cluster.registry, cluster.token,
-                              how_ended=cluster.how_ended)
+                              how_ended=cluster.how_ended,
+                              how_ended_later=cluster.how_ended_later)
             startup = cluster.startup_s + time.perf_counter() - t0
             importing(client.key, client.entrypoint)  # (a call made meanwhile: stubs.py)
             try:
@@ -169,7 +170,9 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
                 # (calls still running when the program ended: no outcome to count, so
                 # said as such, or the count of failures would vary run to run unexplained)
                 running = _running(session) if ended is not None else 0
-                session.close()
+                # (interrupted: nothing waited for, a loss line's report neither; under
+                # mpi the launcher's SIGKILL follows within 0.25 s: engines/mpi.py)
+                session.close(wait=not isinstance(ended, KeyboardInterrupt))
                 if ended is not None:  # (closed: no call fails after this)
                     unseen.note_hushed(ended, session, running)
 

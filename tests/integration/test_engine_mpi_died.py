@@ -116,7 +116,8 @@ def test_a_rank_whose_thread_dies_is_said_and_the_run_goes_on(tmp_path: Path) ->
     got = json.loads((tmp_path / "out.json").read_text())["result"]
     assert got["seen"] and got["last"] != got["died"], got
     # Its loss, when the client saw the connection close, says how its worker ended: the
-    # rank's report is waited for (mpireports.HOW_S) before the loss is said, so a loss
+    # rank's report is waited for (mpireports.HOW_S, on a thread of the session's, not
+    # on the reactor's path: client/lossline.py) before the loss is said, so a loss
     # said after the report names it. (A report later than that wait came after the
     # loss was said, before the line read_line took: that loss line is not in ``rest``.)
     lost = [ln for ln in rest.splitlines() if f"replica {name} of module 'server' was lost: " in ln]

@@ -38,3 +38,6 @@ def test_why_an_ended_worker_stays_ended(tmp_path: Path) -> None:
     assert _stays(load(tmp_path / "app.toml"), restarting) is None
     ray = load(tmp_path / "app.toml", ('cluster.engine="ray"',))
     assert _stays(ray, engine) == "the ray engine starts none again"  # (no supervisor)
+    # (Ray says how an actor ended only when asked, a moment later: client/lossline.py)
+    later = Cluster("127.0.0.1:1", b"t" * 32, how_ended_later=_how)
+    assert _stays(ray, later) == "the ray engine starts none again"

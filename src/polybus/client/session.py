@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from polybus.client.awaiting import Awaiting
@@ -15,6 +15,7 @@ from polybus.client.dialing import connect_all, pick_address, same_source, say_t
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
 from polybus.client.fwdown import keep_answers
+from polybus.client.lossline import HowEnded, LossLines
 from polybus.client.migrate import Migrator, migrator_for
 from polybus.client.params import parameters, priority_fn
 from polybus.client.plan import comm_for
@@ -50,14 +51,16 @@ class Session:
     def __init__(self, app: AppConfig, registry: str, token: bytes,
                  bindings: Sequence[tuple[Binding, UseSpec]] | None = None,
                  pump: bool = True,
-                 how_ended: Callable[[str], str | None] | None = None) -> None:
+                 how_ended: HowEnded | None = None,
+                 how_ended_later: HowEnded | None = None) -> None:
         """``bindings``: the names to serve and how to call them; default: the client
         module's ``[bind]`` entries with its ``use`` options (the HTTP front door gives
         its routes instead). ``pump``: a thread moves held work while the program is
         outside polybus (client/pump.py); False where an event loop drives the reactor
         on every answer (the front door), which such a thread would read first.
-        ``how_ended``: the cluster's (`Cluster.how_ended`), which says how the worker of
-        a lost replica ended, with its loss; None where no engine started them."""
+        ``how_ended``, ``how_ended_later``: the cluster's (`Cluster.how_ended`...), which
+        say how the worker of a lost replica ended, with its loss (client/lossline.py);
+        None where no engine started them."""
         keep_freed_memory()  # large answers reuse their memory (memory.py)
         self.app = app
         self.token = token
@@ -82,11 +85,12 @@ class Session:
         self._base: dict[int, Stats | None] = {}
         self._bytes0: dict[int, tuple[int, int]] = {}  # each link's (sent, received) then
         self._short: set[str] = set()  # modules already warned about (once a session)
-        # How a lost replica's worker ended, from the engine that started it; and, by
-        # replica name, what it said for each lost one whose end it knew (the front door
-        # says it in the 502 of a request that finds the replica gone: http/revival.py)
-        self.how_ended = how_ended
-        self.ended: dict[str, str] = {}
+        # A lost replica said, with how its worker ended when the engine that started
+        # it can tell; and, by replica name, what it said for each lost one whose end it
+        # knew (the front door says it in the 502 of a request that finds the replica
+        # gone: http/revival.py)
+        self.losses = LossLines(how_ended, how_ended_later)
+        self.ended = self.losses.ended
         self._serves: dict[str, list[str]] = {}  # replica name -> its interfaces
         # module -> (replicas registered, those left out as running another file)
         self._found: dict[str, tuple[int, int]] = {}
@@ -345,21 +349,13 @@ class Session:
                 return
 
     def _lost(self, link: ReplicaLink, error: PolybusError) -> None:
-        if f"lost {link.name}" not in self._short:  # (once, however many links it had)
-            self._short.add(f"lost {link.name}")
-            why = (str(error).splitlines() or [type(error).__name__])[0]
-            if getattr(error, "heartbeat", None) is not None:  # (not a closed connection)
-                why += ("; its process may be alive, in a call that holds the GIL: raise "
-                        "cluster.heartbeat for such calls (docs/reliability.md)")
-            how = self.how_ended(link.name) if self.how_ended is not None else None
-            if how is not None:  # (the signal or status, from the engine that started it)
-                why += f"; its worker {how}"
-                self.ended[link.name] = how
-            else:  # (an earlier end of that name, before it was dialled again, is past)
-                self.ended.pop(link.name, None)
-            log.warning("polybus: warning: replica %s of module %r was lost: %s", link.name,
-                        link.module, why)
-        if isinstance(error, ConnectionLostError):  # (said with its calls lost: calls.py)
+        # (said once, however many links it had; now, or once the engine can say how
+        # its worker ended, never waited for here, on the reactor's path: lossline.py)
+        self.losses.lost(link.name, link.module, error)
+        if (isinstance(error, ConnectionLostError)  # (said with its calls lost: calls.py)
+                and self.ended.get(link.name, "").endswith("(SIGKILL)")):
+            # (an engine that says how its workers ended only later, mpi or Ray, has not
+            # yet: then the call is not cleared of ending them)
             gone = {link.name} | {lk.name for d in self.dispatchers.values() for lk in d.links
                                   if lk.dead and lk.module == link.module}
             error.killed = all(self.ended.get(n, "").endswith("(SIGKILL)") for n in gone)
@@ -371,7 +367,11 @@ class Session:
     def stats(self) -> SessionStats:
         return session_stats(self)  # (client/stats.py)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Everything the session holds let go; first, the loss lines still waiting for
+        the engine's word said, once it comes, or without ``wait`` at once (an
+        interrupted run: client/lossline.py)."""
+        self.losses.close(wait)
         if self.pump is not None:
             self.pump.stop()
         if self.awaiting is not None:

@@ -21,8 +21,15 @@ class Cluster:
     # `polybus serve`'s engine restarts its failed workers until this is called
     halt_restarts: Callable[[], None] | None = field(default=None, repr=False)
     # How a worker of this engine's ended, by replica name ("was killed by signal 9
-    # (SIGKILL)"), None if it has not (or the engine cannot tell): said with its loss
+    # (SIGKILL)"), as far as the engine knows at once (asked on the client's reactor
+    # path: it must not wait there), None if it has not (or the engine cannot tell
+    # yet): said with its loss (client/lossline.py)
     how_ended: Callable[[str], str | None] | None = field(default=None, repr=False)
+    # Where the engine's word comes a moment after a worker's connections close (an
+    # mpi rank's report, Ray's answer about its actor): how it ended, waiting up to the
+    # engine's own bound for that word. Asked on a thread of its own, when how_ended
+    # had nothing, and the loss said once it answers.
+    how_ended_later: Callable[[str], str | None] | None = field(default=None, repr=False)
 
 
 class Engine(Protocol):

@@ -19,10 +19,14 @@ replicas in order (`replica_of`). MPI carries the start and the end only:
 
 Ctrl-C at a terminal reaches only the launcher: Open MPI puts each rank in a process
 group of its own. The launcher then ends the job, sending each rank SIGCONT, SIGTERM
-and at last SIGKILL, and no longer passes on what the ranks print. So rank 0, told
-SIGTERM after the SIGCONT, raises `LauncherStopped` (an interruption, as Ctrl-C's)
-without waiting for the ranks the launcher is ending, and what it says from then on
-goes straight to the launcher's own stderr (the terminal), when it runs on that host.
+and at last SIGKILL, 0.25 s apart (fixed in Open MPI 5's launcher, PRRTE: no option
+changes it), and no longer passes on what the ranks print. So rank 0, told SIGTERM
+after the SIGCONT, raises `LauncherStopped` (an interruption, as Ctrl-C's) without
+waiting for the ranks the launcher is ending, and what it says from then on goes
+straight to the launcher's own stderr (the terminal), when it runs on that host.
+Nothing on its way out may wait: the SIGKILL comes within 0.25 s (a loss line waiting
+for a rank's report, the replica's connection closed by that same SIGTERM, held the
+line past it: client/lossline.py).
 
 Every rank ends with a barrier, waited for at most ``END_S``: a rank that never gets
 there (stuck importing its module, or in a call that does not end) would hold the job
@@ -213,8 +217,10 @@ class MpiEngine:
         except BaseException:
             self.stop()
             raise
+        # (a report comes a moment after its replica's connections close: waited for
+        # off the client's reactor path, as the local engine's exit status is not)
         return Cluster(str(address), token, time.perf_counter() - t0,
-                       how_ended=self.reports.how_ended)
+                       how_ended=self.reports.said, how_ended_later=self.reports.how_ended)
 
     def _watch_launcher(self) -> None:
         """Take the launcher's stop (SIGCONT, then SIGTERM) as an interruption; other

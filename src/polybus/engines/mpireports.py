@@ -7,9 +7,10 @@ would have the launcher end the whole job. Rank 0 raises a failed start
 (`MpiEngine._wait_ready`); from then on a thread of its own takes each report as it
 comes (`Reports.watch`), says it at once (``polybus: warning: worker server-1 (mpi rank
 2) stopped: ...``) and keeps it for the run: the replica's loss says how its worker ended
-(`how_ended`, as the local engine says an exit status) and a run that fails names it
-(`ended`). The rest of the run goes on as when a local worker is lost: its calls go to
-the replicas left, or fail when none is. Reports are also taken while rank 0 waits at
+(`how_ended`, as the local engine says an exit status; waited for off the client's
+reactor path: client/lossline.py) and a run that fails names it (`ended`). The rest of
+the run goes on as when a local worker is lost: its calls go to the replicas left, or
+fail when none is. Reports are also taken while rank 0 waits at
 the last barrier, so no rank is held in its send (a report too large for MPI's eager
 send waits for its receive).
 """
@@ -99,6 +100,10 @@ class Reports:
         said = stopped_text(name, why)
         self.stopped[name] = f"(mpi rank {rank}) {said}"
         log.warning("polybus: warning: worker %s (mpi rank %d) %s", name, rank, said)
+
+    def said(self, name: str) -> str | None:
+        """How replica ``name`` ended, if its rank's report is here now; else None."""
+        return self.stopped.get(name)
 
     def how_ended(self, name: str, settle: float = HOW_S) -> str | None:
         """How replica ``name`` ended ("(mpi rank 2) stopped: its thread ... ended by

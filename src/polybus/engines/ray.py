@@ -190,7 +190,10 @@ class RayEngine:
         except BaseException:
             self.stop()
             raise
-        return Cluster(str(where), token, time.perf_counter() - t0, how_ended=self.how_ended)
+        # (Ray knows how an actor ended only when asked, a moment later: asked off the
+        # client's reactor path, client/lossline.py)
+        return Cluster(str(where), token, time.perf_counter() - t0,
+                       how_ended_later=self.how_ended)
 
     def _output(self, name: str) -> str | None:
         """The log file replica ``name``'s actor writes its output to (made now, so it

@@ -115,7 +115,8 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
             assert sock is not None
             # (no pump: the loop steps the reactor when a replica's socket is readable)
             session = Session(app, cluster.registry, cluster.token, _bindings(app, spec),
-                              pump=False, how_ended=cluster.how_ended)
+                              pump=False, how_ended=cluster.how_ended,
+                              how_ended_later=cluster.how_ended_later)
             try:
                 return asyncio.run(_main(app, spec, session, sock, ready,
                                          cluster.halt_restarts, _stays(app, cluster)))
@@ -130,7 +131,8 @@ def _stays(app: AppConfig, cluster: Cluster) -> str | None:
     """Why a worker the engine started is not started again once it ended, said in the
     502s of its route; None if it is, or if the engine cannot say how its workers end
     (workers of a registry: others started them, and may start them again)."""
-    if cluster.how_ended is None or cluster.halt_restarts is not None:
+    if cluster.halt_restarts is not None or (cluster.how_ended is None
+                                             and cluster.how_ended_later is None):
         return None
     if app.serve is not None and not app.serve.restart:
         return "[serve] restart = false"

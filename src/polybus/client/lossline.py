@@ -1,0 +1,119 @@
+"""What a client session says of a replica it lost: one warning line, once a name
+(``polybus: warning: replica server-1 of module 'server' was lost: ...``), ending with
+how the replica's worker ended when the engine that started it can tell.
+
+A loss is heard on the reactor's path: the thread that reads every connection, which
+every other call waits on (an event loop's, under the front door). Nothing here waits
+there. An engine that knows at once (`Cluster.how_ended`: the local engine, from the
+worker's exit status) has the line said with the loss, before its calls are handed on.
+One whose word comes a moment after the connection closed (`Cluster.how_ended_later`:
+an mpi rank's report, Ray's answer about its actor) is asked on a thread of its own,
+and the line is said when the word comes, or when its wait ends without it; the calls
+go on meanwhile. (The session waited on the reactor's path, up to 0.5 s for a report
+that may never come, at every such loss: under mpi, for a replica the launcher was
+ending as it ended rank 0, past the SIGKILL that followed, and the run's last line
+was never said.) A session that closes while a line waits waits for it too, unless
+the run was interrupted (Ctrl-C, the mpi launcher ending the job, a time limit): the
+line is said then with what is known.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from polybus.errors import PolybusError
+
+__all__ = ["CLOSE_S", "HowEnded", "LossLines"]
+
+log = logging.getLogger("polybus.client")
+
+HowEnded = Callable[[str], str | None]  # replica name -> how its worker ended, or None
+# The longest a closing session waits for the engine's word on its lost replicas (each
+# engine's own bound is shorter: 0.5 s under mpi and Ray); a line still waiting then
+# is said without it
+CLOSE_S = 2.0
+
+
+def _why(error: PolybusError) -> str:
+    why = (str(error).splitlines() or [type(error).__name__])[0]
+    if getattr(error, "heartbeat", None) is not None:  # (not a closed connection)
+        why += ("; its process may be alive, in a call that holds the GIL: raise "
+                "cluster.heartbeat for such calls (docs/reliability.md)")
+    return why
+
+
+class LossLines:
+    """A session's loss lines. ``how_ended``: what the engine knows at once (asked on
+    the reactor's path); ``how_ended_later``: its word, waited for (asked on a thread
+    of its own when ``how_ended`` had nothing). Either may be None."""
+
+    def __init__(self, how_ended: HowEnded | None = None,
+                 how_ended_later: HowEnded | None = None) -> None:
+        self.how_ended = how_ended
+        self.how_ended_later = how_ended_later
+        # By replica name, how the worker of each lost one ended, where the engine said
+        # (the front door says it in the 502 of a request that finds it gone:
+        # http/revival.py); an earlier end of that name, before it was dialled again,
+        # goes once its loss is heard.
+        self.ended: dict[str, str] = {}
+        self._heard: set[str] = set()  # names whose loss was heard (said once a session)
+        self._waiting: dict[str, tuple[str, str]] = {}  # name -> (module, why), unsaid
+        self._threads: list[threading.Thread] = []  # (those asking how_ended_later)
+        self._lock = threading.Lock()
+
+    def lost(self, name: str, module: str, error: PolybusError) -> None:
+        """Replica ``name`` of ``module`` was lost with ``error``: its line said now, or
+        once the engine's word comes (never waited for here)."""
+        with self._lock:
+            if name in self._heard:
+                return
+            self._heard.add(name)
+        why = _why(error)
+        how = self.how_ended(name) if self.how_ended is not None else None
+        if how is not None or self.how_ended_later is None:
+            self._say(name, module, why, how)
+            return
+        with self._lock:
+            self.ended.pop(name, None)
+            self._waiting[name] = (module, why)
+        thread = threading.Thread(target=self._later, args=(name,),
+                                  name=f"polybus-loss-{name}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _later(self, name: str) -> None:
+        assert self.how_ended_later is not None
+        try:
+            how = self.how_ended_later(name)
+        except Exception:  # (the engine going meanwhile: the line is said all the same)
+            log.debug("could not learn how worker %s ended", name, exc_info=True)
+            how = None
+        with self._lock:
+            waiting = self._waiting.pop(name, None)
+        if waiting is not None:  # (None: said at close meanwhile)
+            self._say(name, *waiting, how)
+
+    def close(self, wait: bool = True) -> None:
+        """The lines still waiting for the engine's word said: once it comes (within
+        `CLOSE_S` in all), or, without ``wait``, at once, with what it knows now."""
+        if wait:
+            deadline = time.monotonic() + CLOSE_S
+            for thread in list(self._threads):
+                thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            waiting, self._waiting = self._waiting, {}
+        for name, (module, why) in waiting.items():
+            how = self.how_ended(name) if self.how_ended is not None else None
+            self._say(name, module, why, how)
+
+    def _say(self, name: str, module: str, why: str, how: str | None) -> None:
+        if how is not None:  # (the signal, status or report, from the engine)
+            why += f"; its worker {how}"
+            self.ended[name] = how
+        else:
+            self.ended.pop(name, None)
+        log.warning("polybus: warning: replica %s of module %r was lost: %s", name, module,
+                    why)
