@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["from_user_code", "is_polybus_file"]
+__all__ = ["from_user_code", "is_polybus_file", "to_user_code"]
 
 _POLYBUS = str(Path(__file__).resolve().parent) + os.sep
 
@@ -27,3 +27,22 @@ def from_user_code(tb: TracebackType | None) -> TracebackType | None:
             return t
         t = t.tb_next
     return tb
+
+
+def to_user_code(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` up to its last frame that is not polybus's own (for an error polybus raised
+    inside the user's function: the user's line that called polybus ends it, as the
+    user's function's own frame ends one it raised); all of it if none is."""
+    kept: list[TracebackType] = []
+    t = tb
+    while t is not None:
+        kept.append(t)
+        t = t.tb_next
+    while kept and is_polybus_file(kept[-1].tb_frame.f_code.co_filename):
+        kept.pop()
+    if not kept or kept[-1].tb_next is None:
+        return tb
+    out: TracebackType | None = None
+    for t in reversed(kept):  # (new links: the exception's own traceback stays whole)
+        out = TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out

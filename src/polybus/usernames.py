@@ -15,6 +15,9 @@ from types import TracebackType
 __all__ = ["PREFIX", "format_exception", "import_name", "key_of", "shown_names", "type_name"]
 
 PREFIX = "polybus_user_"
+# polybus's own errors are shown by their names alone (``UsageError``), as a replica's
+# other failures of polybus's name theirs (``MessageTooLarge``, ``WorkerDiedError``)
+_OWN = "polybus.errors"
 
 
 def import_name(key: str) -> str:
@@ -29,9 +32,10 @@ def key_of(module: str) -> str:
 
 def type_name(kind: type) -> str:
     """An exception type's name as a user knows it: ``ValueError``, ``server.InputError``
-    (a traceback's way of naming it, with the user's module under its key)."""
+    (a traceback's way of naming it, with the user's module under its key),
+    ``UsageError`` (polybus's own)."""
     mod = kind.__module__
-    if mod in ("builtins", "__main__"):
+    if mod in ("builtins", "__main__", _OWN):
         return kind.__qualname__
     return f"{key_of(mod)}.{kind.__qualname__}"
 
@@ -62,11 +66,13 @@ def format_exception(exc: BaseException, tb: TracebackType | None) -> list[str]:
 
 def shown_names(exc: BaseException, lines: list[str]) -> list[str]:
     """``lines``, formatted from ``exc`` (``traceback.format_exception``, or its
-    ``_only``), with each exception of a user's module named as ``type_name`` names it:
-    a module's import error says ``server.InputError``, as a call's does."""
+    ``_only``), with each exception of a user's module, or of polybus's own, named as
+    ``type_name`` names it: a module's import error says ``server.InputError``, as a
+    call's does."""
     for e in _chained(exc):
         kind = type(e)
-        if isinstance(kind.__module__, str) and kind.__module__.startswith(PREFIX):
+        if isinstance(kind.__module__, str) and (kind.__module__.startswith(PREFIX)
+                                                 or kind.__module__ == _OWN):
             internal, shown = f"{kind.__module__}.{kind.__qualname__}", type_name(kind)
             lines = [_renamed(line, internal, shown) for line in lines]
     return lines

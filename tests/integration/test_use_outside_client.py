@@ -45,6 +45,13 @@ def test_a_replica_calling_another_module_is_told_it_cannot_at_the_call(
     assert p.returncode == 2, p.stderr
     assert REPLICA in p.stderr and "(raised in f on server-0)" in p.stderr
     assert "outside a polybus run" not in p.stderr
+    # The replica's traceback ends at the user's line that made the call, the type
+    # named as the replica's other polybus failures name theirs (MessageTooLarge)
+    tail = p.stderr.split("--- remote traceback ---\n", 1)[1].strip().splitlines()
+    assert "stubs.py" not in p.stderr and "polybus.errors" not in p.stderr, p.stderr
+    frames = [line for line in tail if line.lstrip().startswith("File ")]
+    assert frames[-1].endswith('server.py", line 7, in f'), tail
+    assert tail[-1].startswith("UsageError: " + REPLICA[:40]), tail
     # Named in the source, `check` (and so `run`) refuses it before anything starts.
     (tmp_path / "server.py").write_text(SERVER.replace('"oth" + "er"', '"other"'))
     (tmp_path / "app.toml").write_text(TOML.replace("POOL", pool)
@@ -62,7 +69,7 @@ def test_a_call_at_the_client_modules_import_says_to_call_it_from_the_entrypoint
     write_app(tmp_path, server="def f(x):\n    return x\n", client=client,
               toml=TOML.replace("POOL", "{}"))
     (tmp_path / "other.py").write_text("def g(x):\n    return x * 2\n")
-    said = ("failed to import: polybus.errors.UsageError: use('f') was called while the "
+    said = ("failed to import: UsageError: use('f') was called while the "
             "client module 'client' was being imported, before the run's session starts: "
             "call it from the entrypoint, main(), or from a function it calls at line 4")
     for command in ("check", "run"):

@@ -61,3 +61,26 @@ def test_chained_and_grouped_exceptions_are_renamed_and_nothing_else(
     assert ("| server.InputError: polybus_user_server.InputError: a message is left as "
             "written\n") in text, text
     assert text.count("polybus_user_") == 1, text
+
+
+def test_polybuss_own_error_in_the_users_function_ends_at_the_users_line() -> None:
+    """A use()d interface called where no run is (as in a replica, which has no
+    session): polybus raises a UsageError inside the user's function. Its traceback ends
+    at the user's line that made the call, not in client/stubs.py, and its type is
+    named as a replica's other polybus failures name theirs (MessageTooLarge)."""
+    from polybus import use
+
+    def served(x: int) -> int:
+        ident = use("ident")
+        return int(ident(x))  # the user's line
+
+    try:
+        served(1)
+    except Exception as exc:
+        f = failure(3, exc)
+    assert f.type == "UsageError", f.type
+    assert "polybus/client" not in f.traceback and "stubs.py" not in f.traceback, f.traceback
+    lines = f.traceback.splitlines()
+    assert "return int(ident(x))  # the user's line" in "\n".join(lines[-4:]), f.traceback
+    assert lines[-1].startswith("UsageError: a use()d interface was called outside"), \
+        lines[-1]

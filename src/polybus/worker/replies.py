@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from polybus.errors import MessageTooLarge, PolybusError, TransportError
-from polybus.ownfiles import from_user_code, is_polybus_file
+from polybus.ownfiles import from_user_code, is_polybus_file, to_user_code
 from polybus.transport.channel import Channel
 from polybus.usernames import format_exception, type_name
 from polybus.wire.messages import Batch, Fail, Message, Result
@@ -72,13 +72,18 @@ def stand_in(exc: BaseException) -> ChildException | None:
 
 
 def remote_traceback(exc: BaseException) -> str:
-    """The traceback a client is shown: from the user's function down. A call run in a
-    process pool's child brings the one formatted there (procpool.py)."""
+    """The traceback a client is shown: from the user's function down, and for an error
+    of polybus's own (a replica's use()d call) down to the user's line that called
+    polybus. A call run in a process pool's child brings the one formatted there
+    (procpool.py)."""
     child = getattr(exc, CHILD_TRACEBACK, None)
     if isinstance(child, str):
         return child
+    tb = from_user_code(exc.__traceback__)
+    if isinstance(exc, PolybusError):  # (polybus's, raised where the user called it)
+        tb = to_user_code(tb)
     # ([1:]: without the "Traceback (most recent call last):" header)
-    return "".join(format_exception(exc, from_user_code(exc.__traceback__))[1:])
+    return "".join(format_exception(exc, tb)[1:])
 
 
 def text_of(exc: BaseException) -> str:
