@@ -51,3 +51,35 @@ def test_ctrl_c_while_draining_closes_without_waiting_for_loss_lines(
     with pytest.raises(KeyboardInterrupt):
         runner.run(path, worker_output=False)
     assert _Session.closed == [False]
+
+
+def test_a_loss_heard_after_the_lines_were_closed_is_said_at_once() -> None:
+    """Session.close says the waiting lines first, then stops the pump, whose thread may
+    step the reactor meanwhile and hear a loss (as may the batchers' and awaiting's
+    closes): its line is said then, not by a thread after the run's last line, or by
+    none (a daemon thread at exit)."""
+    import logging
+    import threading
+
+    from polybus.client.lossline import LossLines
+    from polybus.errors import ConnectionLostError
+
+    said: list[str] = []
+
+    class _Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    release = threading.Event()
+    lines = LossLines(lambda name: None, lambda name: (release.wait(60), None)[1])
+    logger = logging.getLogger("polybus.client")
+    handler = _Handler(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        lines.close(wait=True)
+        lines.lost("server-0", "server", ConnectionLostError("server-0 is gone"))
+        assert said == ["polybus: warning: replica server-0 of module 'server' was lost: "
+                        "server-0 is gone"]
+    finally:
+        release.set()
+        logger.removeHandler(handler)
