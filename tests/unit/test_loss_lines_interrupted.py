@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -22,7 +22,7 @@ from polybus.testing.apps import write_one_call_app
 
 
 class _Session:
-    closed: list[bool] = []
+    closed: ClassVar[list[bool]] = []
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
