@@ -123,6 +123,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
                                "`polybus serve`")
     session: Session | None = None
     ended: BaseException | None = None  # what the program raised, if it did
+    interrupted = False  # Ctrl-C, SIGTERM, the mpi launcher's stop, a time limit
     with started_cluster(app, sets, registry=registry, token_file=token_file,
                          worker_output=echo, origin=origin) as cluster:
         try:
@@ -164,6 +165,9 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
             return RunResult(result, elapsed, startup, stats.calls, stats.bytes_sent,
                              stats.bytes_received, stats.replicas, stats.interfaces,
                              stats.broadcasts)
+        except KeyboardInterrupt:  # (anywhere: the entrypoint, the drain, the settling)
+            interrupted = True
+            raise
         finally:
             activate(None)
             if session is not None:
@@ -172,7 +176,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
                 running = _running(session) if ended is not None else 0
                 # (interrupted: nothing waited for, a loss line's report neither; under
                 # mpi the launcher's SIGKILL follows within 0.25 s: engines/mpi.py)
-                session.close(wait=not isinstance(ended, KeyboardInterrupt))
+                session.close(wait=not interrupted)
                 if ended is not None:  # (closed: no call fails after this)
                     unseen.note_hushed(ended, session, running)
 

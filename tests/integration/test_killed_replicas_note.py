@@ -69,6 +69,7 @@ def test_a_call_lost_with_every_replica_killed(tmp_path: Path, how: str) -> None
         if how == SIGKILL:
             assert "may be what ends them" not in said, said
             assert ("each was killed by SIGKILL, which comes from outside the call (a user, "
-                    "a supervisor, or the kernel's OOM killer)") in said, said
+                    "a supervisor, or the kernel's OOM killer, which the call's own memory "
+                    "use can set off)") in said, said
         else:
             assert "so it may be what ends them" in said, said

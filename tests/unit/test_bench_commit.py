@@ -67,3 +67,24 @@ def test_page_header_shows_the_recorded_commit(tmp_path: Path,
         (tmp_path / "latency.json").read_text().replace('"commit"', '"other"'))
     assert "- commit: not recorded\n" in render_page(load_results(tmp_path),
                                                     tmp_path / "results.md", tmp_path)
+
+
+def test_commit_of_leaves_the_checkouts_index_alone(tmp_path: Path) -> None:
+    """Review (rev2): `git status` refreshes a stale index and writes it back, under
+    .git/index.lock; killed at GIT_TIMEOUT_S (SIGKILL: subprocess.run's timeout) it
+    leaves that lock behind, and the user's next `git commit` fails ("Another git
+    process seems to be running"). Asked with --no-optional-locks, it writes nothing."""
+    import os
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("x = 1\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    index = tmp_path / ".git" / "index"
+    st = (pkg / "__init__.py").stat()
+    os.utime(pkg / "__init__.py", ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    before = index.stat().st_mtime_ns, index.read_bytes()
+    assert source.commit_of(pkg) is not None
+    assert (index.stat().st_mtime_ns, index.read_bytes()) == before

@@ -40,6 +40,7 @@ from polybus.bench.peers.matmul_pool import pool_seconds
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Ratio, Row
 from polybus.bench.stats import Stat, summarize
+from polybus.engines.launchenv import set_loaded_blas_threads
 
 __all__ = ["CALLS", "WARMUP", "chunk_of", "one_process_seconds", "pin_blas", "run"]
 
@@ -68,36 +69,7 @@ def pin_blas() -> None:
     the one-process baseline runs here."""
     for v in _BLAS_VARS:
         os.environ[v] = "1"
-    _set_loaded_blas_threads(1)
-
-
-_SETTERS = ("openblas_set_num_threads", "scipy_openblas_set_num_threads64_",
-            "openblas_set_num_threads64_", "MKL_Set_Num_Threads")
-
-
-def _set_loaded_blas_threads(n: int) -> bool:
-    """Tell the BLAS library numpy loaded to use ``n`` threads; False if none was found."""
-    import ctypes
-
-    try:
-        with open("/proc/self/maps") as f:
-            libs = {line.split()[-1] for line in f
-                    if ("blas" in line.lower() or "mkl" in line.lower()) and ".so" in line}
-    except OSError:
-        return False
-    done = False
-    for path in sorted(libs):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for name in _SETTERS:
-            fn = getattr(lib, name, None)
-            if fn is not None:
-                fn(ctypes.c_int(n))
-                done = True
-                break
-    return done
+    set_loaded_blas_threads(1)
 
 
 def chunk_of(n: int) -> int:

@@ -22,8 +22,11 @@ PACKAGE_DIR = Path(polybus.__file__).resolve().parent
 
 def _git(directory: Path, *args: str) -> str | None:
     try:
-        done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True,
-                              text=True, timeout=GIT_TIMEOUT_S, check=False)
+        # (--no-optional-locks: status does not write the index back, under an
+        # index.lock that the timeout's SIGKILL would leave behind in the user's checkout)
+        done = subprocess.run(["git", "--no-optional-locks", "-C", str(directory), *args],
+                              capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
+                              check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None

@@ -12,7 +12,6 @@ import warnings
 
 from polybus.cli.outlive import end_now, watch
 from polybus.deadline import RunTimeout
-from polybus.engines.launchenv import rank_blas
 from polybus.errors import ConfigWarning, PolybusError, error_line
 
 # One thin module per subcommand (cli/cmd_*.py), imported when used. The docstring
@@ -112,8 +111,6 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:  # (a rank that will serve a replica: its BLAS share, before numpy)
-        rank_blas()
     try:  # (the subcommands' modules import here: a Ctrl-C now stops the start-up)
         args = parse(argv)
     except KeyboardInterrupt:

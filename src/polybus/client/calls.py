@@ -308,7 +308,8 @@ def suspect_note(interface: str, attempts: int, error: object = None, module: st
     if getattr(error, "killed", False):  # (each by SIGKILL: not the call's own end)
         return (f"; this call was running on each of the {attempts} replicas that went, "
                 "but each was killed by SIGKILL, which comes from outside the call (a user, "
-                "a supervisor, or the kernel's OOM killer); a call lost with its replica "
+                "a supervisor, or the kernel's OOM killer, which the call's own memory use "
+                "can set off); a call lost with its replica "
                 f"runs again elsewhere ({stop})")
     return (f"; this call was running on each of the {attempts} replicas that went, so it "
             f"may be what ends them (a call lost with its replica runs again elsewhere; {stop})")

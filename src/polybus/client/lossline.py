@@ -63,6 +63,7 @@ class LossLines:
         self._waiting: dict[str, tuple[str, str]] = {}  # name -> (module, why), unsaid
         self._threads: list[threading.Thread] = []  # (those asking how_ended_later)
         self._lock = threading.Lock()
+        self._closed = False  # (a loss heard after `close`: said at once)
 
     def lost(self, name: str, module: str, error: PolybusError) -> None:
         """Replica ``name`` of ``module`` was lost with ``error``: its line said now, or
@@ -73,10 +74,13 @@ class LossLines:
             self._heard.add(name)
         why = _why(error)
         how = self.how_ended(name) if self.how_ended is not None else None
-        if how is not None or self.how_ended_later is None:
+        if how is not None or self.how_ended_later is None or self._closed:
             self._say(name, module, why, how)
             return
         with self._lock:
+            if self._closed:  # (closed meanwhile: no one would say it)
+                self._say(name, module, why, how)
+                return
             self.ended.pop(name, None)
             self._waiting[name] = (module, why)
         thread = threading.Thread(target=self._later, args=(name,),
@@ -104,6 +108,7 @@ class LossLines:
             for thread in list(self._threads):
                 thread.join(max(0.0, deadline - time.monotonic()))
         with self._lock:
+            self._closed = True
             waiting, self._waiting = self._waiting, {}
         for name, (module, why) in waiting.items():
             how = self.how_ended(name) if self.how_ended is not None else None

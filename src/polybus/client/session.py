@@ -370,13 +370,16 @@ class Session:
     def close(self, wait: bool = True) -> None:
         """Everything the session holds let go; first, the loss lines still waiting for
         the engine's word said, once it comes, or without ``wait`` at once (an
-        interrupted run: client/lossline.py)."""
-        self.losses.close(wait)
-        if self.pump is not None:
-            self.pump.stop()
-        if self.awaiting is not None:
-            self.awaiting.close()
-        for bt in self.batchers:
-            bt.close()
-        self.reactor.close()
-        self.registry.close()
+        interrupted run: client/lossline.py; a Ctrl-C in that wait closes the rest all
+        the same)."""
+        try:
+            self.losses.close(wait)
+        finally:
+            if self.pump is not None:
+                self.pump.stop()
+            if self.awaiting is not None:
+                self.awaiting.close()
+            for bt in self.batchers:
+                bt.close()
+            self.reactor.close()
+            self.registry.close()

@@ -1,17 +1,17 @@
 """What a launcher (mpiexec, srun) tells a process it started, and the BLAS threads of a
 rank that serves a replica, read from the environment alone.
 
-This module imports nothing heavy: `rank_blas` runs before the command's modules are
-imported, which import numpy, whose BLAS sizes its thread pool once, as it loads.
-
 numpy's BLAS starts a thread per CPU in every process, so replicas of a matrix-heavy
 module on one host fight over the CPUs (2 replicas on 2 CPUs ran a multiplying server
 5-20x slower than one). The local engine gives each worker its share of the CPUs
-(engines/local.py); under mpiexec each rank that serves a replica (rank 1 and up) takes
-its share of its host's CPUs among the ranks there, as the local engine's workers do
-(a trial's 600x600 product took 0.25-0.36 s over mpi against 0.07-0.12 s locally).
-Rank 0 runs the program, whose BLAS is left as it is, as the local engine leaves the
-client's. Either way, a run whose environment sets any of these is left exactly as set.
+(engines/local.py); under the mpi engine each rank that serves a replica (rank 1 and
+up) takes its share of its host's CPUs among the ranks there, as the local engine's
+workers do (a trial's 600x600 product took 0.25-0.36 s over mpi against 0.07-0.12 s
+locally). numpy has loaded its BLAS by then (the run's modules import it), so the count
+is also given to the loaded library. Rank 0 runs the program, whose BLAS is left as it
+is, as the local engine leaves the client's; so is every process not serving an mpi
+engine's replica (a worker started by hand under srun, a local-engine run under a
+launcher). A run whose environment sets any of these is left exactly as set.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 
 __all__ = ["BLAS_VARS", "LOCAL_VARS", "RANK_VARS", "SIZE_VARS", "blas_threads",
-           "launched_rank", "local_size", "rank_blas", "world_size"]
+           "launched_rank", "local_size", "rank_blas", "set_loaded_blas_threads",
+           "world_size"]
 
 BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
              "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -66,13 +67,51 @@ def blas_threads(environ: dict[str, str] | os._Environ[str], sharers: int) -> di
 
 
 def rank_blas() -> dict[str, str]:
-    """A process a launcher started as rank 1 or higher (it will serve a replica): its
-    share of the host's CPUs for BLAS, set in the environment now, before numpy loads;
-    what was set (nothing for rank 0, a process no launcher started, or an environment
-    that sets any of them)."""
-    rank = launched_rank()
-    if rank is None or rank == 0:
+    """This rank serves a replica (the mpi engine's `serve_rank`): its share of the
+    host's CPUs for BLAS, among the ranks the launcher started there, set in the
+    environment (for what loads BLAS later, and processes it starts) and in the BLAS
+    numpy has loaded already (`set_loaded_blas_threads`); what was set (nothing when
+    the environment sets any of them). A rank the launcher bound to CPUs of its own
+    (fewer than the host's share) takes them all: they are its share already."""
+    if any(v in os.environ for v in BLAS_VARS):
         return {}
-    got = blas_threads(os.environ, local_size() or 1)
+    sharers = local_size() or 1
+    if hasattr(os, "sched_getaffinity"):
+        mine, host = len(os.sched_getaffinity(0)), os.cpu_count() or 1
+        if mine * sharers <= host:  # (bound: its CPUs are its own)
+            sharers = 1
+    got = blas_threads(os.environ, sharers)
     os.environ.update(got)
+    if got:
+        set_loaded_blas_threads(int(got["OMP_NUM_THREADS"]))
     return got
+
+
+_SETTERS = ("openblas_set_num_threads", "scipy_openblas_set_num_threads64_",
+            "openblas_set_num_threads64_", "MKL_Set_Num_Threads")
+
+
+def set_loaded_blas_threads(n: int) -> bool:
+    """Tell the BLAS libraries this process has loaded (numpy's, found in
+    /proc/self/maps) to use ``n`` threads; False if none was found."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as f:
+            libs = {line.split()[-1] for line in f
+                    if ("blas" in line.lower() or "mkl" in line.lower()) and ".so" in line}
+    except OSError:
+        return False
+    done = False
+    for path in sorted(libs):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in _SETTERS:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn(ctypes.c_int(n))
+                done = True
+                break
+    return done

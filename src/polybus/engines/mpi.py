@@ -61,7 +61,7 @@ from typing import Any, NoReturn, TextIO
 from polybus.config.model import AppConfig, ModuleSpec, ReplicaSpec
 from polybus.engines import served
 from polybus.engines.base import Cluster, run_registry
-from polybus.engines.launchenv import launched_rank, world_size
+from polybus.engines.launchenv import launched_rank, rank_blas, world_size
 from polybus.engines.local import START_TIMEOUT
 from polybus.engines.mpireports import TAG_FAILED, Reports
 from polybus.errors import ConfigError, PolybusError, TransportError, error_line
@@ -328,6 +328,7 @@ class MpiEngine:
         (leaving the job early would have the launcher end it) and exits 0: the run says
         what became of it, and its status is the program's, as under the local engine."""
         _check_size(self.app, self.comm.Get_size())
+        rank_blas()  # (its share of the host's CPUs for BLAS, as a local worker's)
         start = self.comm.bcast(None, root=0)
         if "failed" in start:  # (rank 0 reports it)
             self._end(0)
