@@ -136,7 +136,7 @@ def test_local_workers_share_the_cpus_for_blas_unless_the_user_says(
     any of the variables, is left as it is, the others unset."""
     import os
 
-    from polybus.engines.local import BLAS_VARS
+    from polybus.engines.launchenv import BLAS_VARS
     from polybus.testing.apps import write_one_call_app
 
     for v in BLAS_VARS:
