@@ -91,11 +91,8 @@ def session_stats(session: Session) -> SessionStats:
     # its own to the same replicas, whose counters must not be shown twice.
     rows: dict[str, ReplicaStats] = {}
     answered: set[str] = set()
-    alive: set[str] = set()
     for links in session.links.values():
         for link in links:
-            if not link.dead:
-                alive.add(link.name)
             sent, received = link_bytes(link)
             sent0, received0 = session._bytes0.get(id(link), (0, 0))
             out.bytes_sent += sent - sent0
@@ -120,6 +117,9 @@ def session_stats(session: Session) -> SessionStats:
                 rs.busy_s = reply.busy_s - base.busy_s
                 rs.queue_wait_s = reply.queue_wait_s - base.queue_wait_s
                 rs.handlers = max(1, reply.handlers)
+    # (looked at again: a replica killed as the run ended is found gone by the asking
+    # above, its connections breaking under it; it was counted alive before)
+    alive = {link.name for links in session.links.values() for link in links if not link.dead}
     for rs in rows.values():
         rs.lost = rs.name not in alive
         if rs.name not in answered:  # (not asked, or no answer: its times are not known)
