@@ -97,7 +97,7 @@ class Keeper:
         with self._lock:
             orphan = rec.id in self.orphans
             self.orphans.discard(rec.id)
-        kept = rec.error is None and type(rec.value) is Ref
+        kept = _kept(rec)
         if orphan and kept:
             self._release_unused(rec)
         elif not kept:
@@ -127,7 +127,7 @@ class Keeper:
                 if not rec.done:
                     self.orphans.add(rec.id)  # (let go when answered)
                     continue
-            if rec.error is None and type(rec.value) is Ref:
+            if _kept(rec):
                 self._release_unused(rec)
 
     def unused(self, rec: CallRecord) -> None:
@@ -135,7 +135,7 @@ class Keeper:
         promise was dropped meanwhile (`_release_unused`)."""
         with self._lock:
             waited = self.waiting.pop(rec.id, None)
-        if waited is not None and rec.error is None and type(rec.value) is Ref:
+        if waited is not None and _kept(rec):
             self._release(rec)
 
     def lost(self, link: ReplicaLink) -> None:
@@ -144,8 +144,7 @@ class Keeper:
         self.let_go()
         for rec in list(self.calls.values()):
             d = rec.dispatcher
-            if (rec.link is link and rec.done and rec.error is None
-                    and type(rec.value) is Ref and d.idempotent
+            if (rec.link is link and rec.done and _kept(rec) and d.idempotent
                     and rec.attempts < d.max_attempts and any(not lk.dead for lk in d.links)):
                 rec.reopen()
                 d.again(rec)
@@ -168,6 +167,11 @@ class Keeper:
             self.released += 1
             self.reactor.send(link, Keep(rec.id, self.f.pkey(rec), self.key(rec),
                                          release=True, free=not self.f.edges.get(rec.id)))
+
+
+def _kept(rec: CallRecord) -> bool:
+    """Whether ``rec`` was answered ``Ref``: its value kept on its replica."""
+    return rec.error is None and type(rec.value) is Ref
 
 
 def keeper_for(f: Forwarder) -> Keeper:

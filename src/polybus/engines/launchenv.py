@@ -73,14 +73,11 @@ def rank_blas() -> dict[str, str]:
     numpy has loaded already (`set_loaded_blas_threads`); what was set (nothing when
     the environment sets any of them). A rank the launcher bound to CPUs of its own
     (fewer than the host's share) takes them all: they are its share already."""
-    if any(v in os.environ for v in BLAS_VARS):
-        return {}
     sharers = local_size() or 1
-    if hasattr(os, "sched_getaffinity"):
-        mine, host = len(os.sched_getaffinity(0)), os.cpu_count() or 1
-        if mine * sharers <= host:  # (bound: its CPUs are its own)
-            sharers = 1
-    got = blas_threads(os.environ, sharers)
+    if hasattr(os, "sched_getaffinity") and (
+            len(os.sched_getaffinity(0)) * sharers <= (os.cpu_count() or 1)):
+        sharers = 1  # (bound: its CPUs are its own)
+    got = blas_threads(os.environ, sharers)  # (nothing if the environment sets any)
     os.environ.update(got)
     if got:
         set_loaded_blas_threads(int(got["OMP_NUM_THREADS"]))
