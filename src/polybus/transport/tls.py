@@ -203,6 +203,28 @@ _PLAIN_PEER = ("a polybus process without [cluster] tls dials in plain TCP and w
                "app.toml --as KEY, not --module)")
 
 
+# What this process, in TLS, answers a peer that does not speak it with before it closes
+# the connection: a TLS fatal alert (handshake_failure), as TLS servers do. A plain
+# polybus client reads it where the greeting was due and says the two differ in TLS;
+# a connection closed with no byte at all is a peer stopping, or crowded.
+_ALERT = bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28])
+
+
+def refuse_plain(sock: socket.socket) -> None:
+    """Send the peer of ``sock`` (not TLS: `client_hello` said so) a TLS alert, if it is
+    still there to take it."""
+    try:
+        sock.sendall(_ALERT)
+    except OSError:  # (it closed already, or the connection was shut down: a stop)
+        pass
+
+
+def looks_like_tls(data: bytes) -> bool:
+    """Whether ``data`` begins a TLS record: a content type of 20-24 (an alert, a
+    handshake...), then major version 3."""
+    return len(data) >= 2 and 20 <= data[0] <= 24 and data[1] == 3
+
+
 class NotTLS(OSError):
     """The peer of a connection this process accepted under TLS does not speak TLS: its
     message says what it did instead (sent nothing, closed, sent something else)."""
