@@ -318,7 +318,6 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
         sock.close()
         raise
     except _tls.NotTLS as exc:
-        _tls.refuse_plain(sock)  # (a plain polybus client says the two differ in TLS)
         sock.close()
         raise TLSHandshakeError(f"handshake with {name} failed: {exc}") from None
     except OSError as exc:
