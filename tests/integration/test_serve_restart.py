@@ -34,6 +34,34 @@ def test_a_worker_that_exits_is_started_again_and_serves(procs: Procs, tmp_path:
     assert second != first and second in descendants(pid)
 
 
+def test_a_worker_lost_again_after_its_restart_is_said_as_it_ended_the_second_time(
+        procs: Procs, tmp_path: Path) -> None:
+    """A replica name lost twice in one serve: its first worker killed, started again,
+    then its second exits with status 3. The second loss went unsaid (a name's loss
+    was said once a session), and its 502 named how the first worker ended."""
+    host, port, pid = _listening(procs, _app(tmp_path, 1))
+    (first,) = _pids_until(host, port, 1)
+    procs.watch({first})
+    os.kill(first, signal.SIGKILL)  # (a worker this test's serve started)
+    err = procs.started[-1].stderr
+    assert err is not None
+    m = read_line(err, r"polybus: warning: replica web-0 of module 'web' was lost: (.*)",
+                  timeout=30)
+    assert m.group(1).endswith("; its worker was killed by signal 9 (SIGKILL)"), m.group(0)
+    read_line(err, r"polybus serve: worker web-0 started again \(restart 1\)", timeout=30)
+    procs.watch(descendants(pid))
+    (second,) = _pids_until(host, port, 1)  # asked until it answers (dialled again)
+    assert second != first
+    status, body = _get(host, port, "/bye")  # the handler ends its process (status 3)
+    assert status == 502, body
+    assert body.endswith(b"; worker web-0 exited with status 3; lost replicas are looked "
+                         b"for again: retry later\n"), body
+    assert b"SIGKILL" not in body, body
+    m = read_line(err, r"polybus: warning: replica web-0 of module 'web' was lost: (.*)",
+                  timeout=30)
+    assert m.group(1).endswith("; its worker exited with status 3"), m.group(0)
+
+
 # Appended to the workers' module: a fault in polybus made to order. Once /die has run,
 # the next time a pool thread (or the poller) of its worker looks for held answers, it
 # raises SystemExit outside any call's steps, and the thread ends (worker/runtime.py,

@@ -10,7 +10,8 @@ import pytest
 from polybus.engines import launchenv
 from polybus.engines.launchenv import BLAS_VARS, rank_blas
 
-LAUNCH_VARS = (*launchenv.RANK_VARS, *launchenv.SIZE_VARS, *launchenv.LOCAL_VARS)
+LAUNCH_VARS = (*launchenv.RANK_VARS, *launchenv.SIZE_VARS, *launchenv.LOCAL_VARS,
+               *launchenv.SLURM_VARS)
 
 
 @pytest.fixture(autouse=True)
@@ -57,3 +58,59 @@ def test_a_blas_variable_set_leaves_every_one_as_set(monkeypatch: pytest.MonkeyP
 def test_a_count_that_is_not_ascii_digits_is_no_count(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "²")
     assert launchenv.launched_rank() is None
+
+
+# Under srun (Slurm) without Open MPI's or Hydra's per-host counts: Slurm says the tasks
+# of each node of the step, compressed ("3(x2),2": 3 on nodes 0 and 1, 2 on node 2), and
+# which node this is (SLURM_NODEID, in the step's node order).
+SRUN = {"SLURM_PROCID": "4", "SLURM_NTASKS": "8", "SLURM_NODEID": "1", "SLURM_LOCALID": "1",
+        "SLURM_STEP_TASKS_PER_NODE": "3(x2),2", "SLURM_TASKS_PER_NODE": "3(x2),2"}
+
+
+@pytest.mark.parametrize(("text", "counts"), [
+    ("4", [4]), ("2(x3),1", [2, 2, 2, 1]), ("1,3(x2)", [1, 3, 3]), ("16(x1)", [16]),
+    ("", None), ("2(x0)", None), ("0", None), ("2(x3", None), ("x,1", None), ("2,,1", None),
+    ("²", None), ("2(3)", None), (" 2", None)])
+def test_slurms_compressed_tasks_per_node(text: str, counts: list[int] | None) -> None:
+    assert launchenv.tasks_per_node(text) == counts
+
+
+@pytest.mark.parametrize(("env", "here"), [
+    (SRUN, 3),
+    ({**SRUN, "SLURM_NODEID": "2", "SLURM_LOCALID": "0"}, 2),
+    ({**SRUN, "SLURM_STEP_TASKS_PER_NODE": "1(x8)", "SLURM_NODEID": "5",
+      "SLURM_LOCALID": "0"}, 1),
+    ({k: v for k, v in SRUN.items() if k != "SLURM_STEP_TASKS_PER_NODE"}, 3),  # (the job's)
+    ({**SRUN, "SLURM_NODEID": "3"}, None),         # (no such node in the list)
+    ({**SRUN, "SLURM_LOCALID": "3"}, None),        # (a 4th task on a node of 3)
+    ({**SRUN, "SLURM_NTASKS": "9"}, None),         # (not the job the launcher started)
+    ({**SRUN, "SLURM_STEP_TASKS_PER_NODE": "3(x2),two"}, None),
+    ({k: v for k, v in SRUN.items() if k != "SLURM_NODEID"}, None),
+])
+def test_the_tasks_slurm_started_on_this_node(env: dict[str, str], here: int | None) -> None:
+    assert launchenv.slurm_tasks_here(env) == here
+
+
+def test_under_srun_a_serving_rank_shares_its_node_among_the_tasks_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """3 tasks of the 8 on this node's 8 CPUs: 2 threads each, not the whole job's
+    8 / 8 = 1 (every task taken to be on this node)."""
+    for k, v in SRUN.items():
+        monkeypatch.setenv(k, v)
+    assert launchenv.local_size() == 3
+    assert rank_blas() == dict.fromkeys(BLAS_VARS, "2")
+
+
+def test_open_mpis_own_count_comes_before_slurms(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in {**SRUN, "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}.items():
+        monkeypatch.setenv(k, v)
+    assert launchenv.local_size() == 4
+
+
+def test_slurms_counts_of_another_job_size_leave_the_whole_job_here(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launcher started inside an allocation with a task count of its own (PMI_SIZE
+    16 against Slurm's 8): Slurm's per-node counts are not of its ranks."""
+    for k, v in {**SRUN, "PMI_SIZE": "16"}.items():
+        monkeypatch.setenv(k, v)
+    assert launchenv.local_size() == 16

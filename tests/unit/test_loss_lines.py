@@ -248,3 +248,47 @@ def test_a_loss_line_still_waiting_when_the_run_is_interrupted_is_said_at_once(
         if thread.name == "polybus-loss-server-0":
             thread.join(BOUND_S)
     assert said.events == ["calls handed on", LOST] and session.ended == {}
+
+
+def test_a_name_lost_again_after_it_was_dialled_again_is_said_with_its_second_end(
+        tmp_path: Path, said: _Said) -> None:
+    """Once a name (however many links it had), until the front door dials it again
+    (client/revive.py, `LossLines.again`): its worker started again in between, the
+    second loss was not said, and `ended` (the 502's text) kept how the first ended."""
+    ends = iter(["exited with status 1", "exited with status 3"])
+    session = _session(tmp_path, said, lambda: None, how_ended=lambda name: next(ends))
+    try:
+        _lose(session)
+        _lose(session)  # (another link of the same worker: not said again)
+        assert session.ended == {"server-0": "exited with status 1"}
+        session.losses.again("server-0")
+        assert session.ended == {}
+        _lose(session)
+    finally:
+        session.close()
+    assert [e for e in said.events if "was lost" in e] == [
+        f"{LOST}; its worker exited with status 1",
+        f"{LOST}; its worker exited with status 3"]
+    assert session.ended == {"server-0": "exited with status 3"}
+
+
+def test_the_late_word_on_a_first_worker_leaves_the_second_ones_end(
+        tmp_path: Path, said: _Said) -> None:
+    """The engine's word on the first worker comes after its name was dialled again and
+    lost again: its line is said, but `ended` keeps how the second worker ended."""
+    word, asked = threading.Event(), threading.Event()
+    session = _session(tmp_path, said, lambda: None, how_ended=lambda name: None,
+                       how_ended_later=_waits_for(word, asked))
+    try:
+        _lose(session)
+        assert asked.wait(BOUND_S)
+        session.losses.again("server-0")
+        session.losses.how_ended = lambda name: "exited with status 3"
+        _lose(session)
+        word.set()
+    finally:
+        session.close()
+    assert [e for e in said.events if "was lost" in e] == [
+        f"{LOST}; its worker exited with status 3",
+        f"{LOST}; its worker (mpi rank 1) stopped: here"]
+    assert session.ended == {"server-0": "exited with status 3"}

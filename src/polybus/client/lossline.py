@@ -1,6 +1,9 @@
 """What a client session says of a replica it lost: one warning line, once a name
 (``polybus: warning: replica server-1 of module 'server' was lost: ...``), ending with
-how the replica's worker ended when the engine that started it can tell.
+how the replica's worker ended when the engine that started it can tell. Once a name,
+until it is dialled again (`LossLines.again`: the front door gets its lost replicas
+back, http/revival.py): a name lost again after that, its worker started again in
+between, is said again, with how that worker ended.
 
 A loss is heard on the reactor's path: the thread that reads every connection, which
 every other call waits on (an event loop's, under the front door). Nothing here waits
@@ -19,6 +22,7 @@ line is said then with what is known.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -56,11 +60,15 @@ class LossLines:
         self.how_ended_later = how_ended_later
         # By replica name, how the worker of each lost one ended, where the engine said
         # (the front door says it in the 502 of a request that finds it gone:
-        # http/revival.py); an earlier end of that name, before it was dialled again,
-        # goes once its loss is heard.
+        # http/revival.py); an earlier end of that name goes once it is dialled again.
         self.ended: dict[str, str] = {}
-        self._heard: set[str] = set()  # names whose loss was heard (said once a session)
-        self._waiting: dict[str, tuple[str, str]] = {}  # name -> (module, why), unsaid
+        self._heard: set[str] = set()  # names whose loss was heard (said once, until
+        #                                dialled again: `again`)
+        # Each loss heard, by its number: (name, module, why) of those unsaid; and the
+        # number of each name's latest loss (only its word is kept in `ended`)
+        self._waiting: dict[int, tuple[str, str, str]] = {}
+        self._latest: dict[str, int] = {}
+        self._numbers = itertools.count()
         self._threads: list[threading.Thread] = []  # (those asking how_ended_later)
         self._lock = threading.Lock()
         self._closed = False  # (a loss heard after `close`: said at once)
@@ -72,23 +80,35 @@ class LossLines:
             if name in self._heard:
                 return
             self._heard.add(name)
+            number = self._latest[name] = next(self._numbers)
         why = _why(error)
         how = self.how_ended(name) if self.how_ended is not None else None
         if how is not None or self.how_ended_later is None or self._closed:
-            self._say(name, module, why, how)
+            self._say(number, name, module, why, how)
             return
         with self._lock:
-            if self._closed:  # (closed meanwhile: no one would say it)
-                self._say(name, module, why, how)
-                return
-            self.ended.pop(name, None)
-            self._waiting[name] = (module, why)
-        thread = threading.Thread(target=self._later, args=(name,),
+            closed = self._closed  # (closed meanwhile: no one else would say it)
+            if not closed:
+                self.ended.pop(name, None)
+                self._waiting[number] = (name, module, why)
+        if closed:
+            self._say(number, name, module, why, how)
+            return
+        thread = threading.Thread(target=self._later, args=(number, name),
                                   name=f"polybus-loss-{name}", daemon=True)
         self._threads.append(thread)
         thread.start()
 
-    def _later(self, name: str) -> None:
+    def again(self, name: str) -> None:
+        """Replica ``name`` was dialled again (a worker answering again, or one started
+        in its place): its next loss is said, with how that worker ended; how the
+        earlier one ended is past."""
+        with self._lock:
+            self._heard.discard(name)
+            self._latest.pop(name, None)
+            self.ended.pop(name, None)
+
+    def _later(self, number: int, name: str) -> None:
         assert self.how_ended_later is not None
         try:
             how = self.how_ended_later(name)
@@ -96,9 +116,9 @@ class LossLines:
             log.debug("could not learn how worker %s ended", name, exc_info=True)
             how = None
         with self._lock:
-            waiting = self._waiting.pop(name, None)
+            waiting = self._waiting.pop(number, None)
         if waiting is not None:  # (None: said at close meanwhile)
-            self._say(name, *waiting, how)
+            self._say(number, *waiting, how)
 
     def close(self, wait: bool = True) -> None:
         """The lines still waiting for the engine's word said: once it comes (within
@@ -110,15 +130,18 @@ class LossLines:
         with self._lock:
             self._closed = True
             waiting, self._waiting = self._waiting, {}
-        for name, (module, why) in waiting.items():
+        for number, (name, module, why) in waiting.items():
             how = self.how_ended(name) if self.how_ended is not None else None
-            self._say(name, module, why, how)
+            self._say(number, name, module, why, how)
 
-    def _say(self, name: str, module: str, why: str, how: str | None) -> None:
+    def _say(self, number: int, name: str, module: str, why: str, how: str | None) -> None:
+        with self._lock:
+            if self._latest.get(name) == number:  # (not an earlier worker's, said late)
+                if how is not None:
+                    self.ended[name] = how
+                else:
+                    self.ended.pop(name, None)
         if how is not None:  # (the signal, status or report, from the engine)
             why += f"; its worker {how}"
-            self.ended[name] = how
-        else:
-            self.ended.pop(name, None)
         log.warning("polybus: warning: replica %s of module %r was lost: %s", name, module,
                     why)

@@ -150,7 +150,6 @@ def install(session: Session, key: str, found: list[Found]) -> list[ReplicaLink]
             if any(m.d is d for d in users):
                 m.replace(old, new)
         session._serves[r.name] = list(r.interfaces)
-        session._short.discard(f"lost {old.name}")  # (a next loss is said again)
-        session._short.discard(f"lost {r.name}")
+        session.losses.again(r.name)  # (its next loss is said again: client/lossline.py)
         made.append(new)
     return made

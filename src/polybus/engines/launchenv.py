@@ -12,22 +12,34 @@ is also given to the loaded library. Rank 0 runs the program, whose BLAS is left
 is, as the local engine leaves the client's; so is every process not serving an mpi
 engine's replica (a worker started by hand under srun, a local-engine run under a
 launcher). A run whose environment sets any of these is left exactly as set.
+
+The ranks on a host are what the launcher says: Open MPI's and MPICH Hydra's count; under
+srun without those, Slurm's tasks on this node (`slurm_tasks_here`); else the whole job
+is taken to be here (a rank gets too few threads, never too many).
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 
-__all__ = ["BLAS_VARS", "LOCAL_VARS", "RANK_VARS", "SIZE_VARS", "blas_threads",
+__all__ = ["BLAS_VARS", "LOCAL_VARS", "RANK_VARS", "SIZE_VARS", "SLURM_VARS", "blas_threads",
            "launched_rank", "local_size", "rank_blas", "set_loaded_blas_threads",
-           "world_size"]
+           "slurm_tasks_here", "tasks_per_node", "world_size"]
 
 BLAS_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
              "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
-# ranks on this host (Open MPI, MPICH's Hydra); else the whole job is taken to be here
+# ranks on this host (Open MPI, MPICH's Hydra); else Slurm's, else the whole job's
 LOCAL_VARS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
+# What srun exports of the step's layout (srun(1), OUTPUT ENVIRONMENT VARIABLES): the
+# tasks of each node, the step's first (sbatch's job-wide one when only it is set), this
+# node's place in that list, this task's place on its node
+SLURM_VARS = ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NODEID",
+              "SLURM_LOCALID")
+_RUN = re.compile(r"([0-9]+)(?:\(x([0-9]+)\))?")  # "3", or "3(x2)": 3 on each of 2 nodes
 
 
 def _count(text: str) -> bool:
@@ -35,10 +47,14 @@ def _count(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def _first(names: tuple[str, ...]) -> int | None:
+Environ = Mapping[str, str]
+
+
+def _first(names: tuple[str, ...], environ: Environ | None = None) -> int | None:
+    env = os.environ if environ is None else environ
     for v in names:
-        if _count(os.environ.get(v, "")):
-            return int(os.environ[v])
+        if _count(env.get(v, "")):
+            return int(env[v])
     return None
 
 
@@ -47,14 +63,49 @@ def launched_rank() -> int | None:
     return _first(RANK_VARS)
 
 
-def world_size() -> int | None:
+def world_size(environ: Environ | None = None) -> int | None:
     """How many processes the launcher started, as it says (None if it does not)."""
-    return _first(SIZE_VARS)
+    return _first(SIZE_VARS, environ)
 
 
-def local_size() -> int | None:
-    """How many of them run on this host, as the launcher says (else the world size)."""
-    return _first(LOCAL_VARS) or world_size()
+def local_size(environ: Environ | None = None) -> int | None:
+    """How many of them run on this host, as the launcher says: Open MPI's or Hydra's
+    count, else Slurm's (`slurm_tasks_here`), else the world size."""
+    return (_first(LOCAL_VARS, environ) or slurm_tasks_here(environ)
+            or world_size(environ))
+
+
+def tasks_per_node(text: str) -> list[int] | None:
+    """Slurm's compressed tasks per node, expanded: "2(x3),1" is [2, 2, 2, 1] (a count
+    followed by "(xN)" holds for N consecutive nodes); None if it is not of that form."""
+    counts: list[int] = []
+    for part in text.split(","):
+        m = _RUN.fullmatch(part) if part.isascii() else None
+        if m is None:
+            return None
+        n, times = int(m.group(1)), int(m.group(2) or 1)
+        if n < 1 or times < 1:
+            return None
+        counts += [n] * times
+    return counts
+
+
+def slurm_tasks_here(environ: Environ | None = None) -> int | None:
+    """How many tasks of the step srun started on this node: this node's entry
+    (SLURM_NODEID) of its tasks per node. None when Slurm does not say, or says
+    something that does not add up: a node or local task id past the list, or a job
+    whose task count is not the launcher's (a launcher of its own run inside an
+    allocation, whose per-node counts are not of its ranks)."""
+    env = os.environ if environ is None else environ
+    text = env.get("SLURM_STEP_TASKS_PER_NODE", env.get("SLURM_TASKS_PER_NODE"))
+    counts = tasks_per_node(text) if text is not None else None
+    node = _first(("SLURM_NODEID",), env)
+    if counts is None or node is None or node >= len(counts):
+        return None
+    local = _first(("SLURM_LOCALID",), env)
+    if (local is not None and local >= counts[node]) or world_size(env) != sum(counts):
+        return None
+    return counts[node]
 
 
 def blas_threads(environ: dict[str, str] | os._Environ[str], sharers: int) -> dict[str, str]:

@@ -223,16 +223,21 @@ def connect(address: Address | str, token: bytes, codec: Codec,
         hs = handshake.ClientHandshake(token, codec.max_frame)
         hello = _recv_exact(sock, handshake.HELLO_SIZE)
         greeted = bool(hello)
-        if not greeted and tls is None and addr.scheme == "tcp":
+        if tls is None and addr.scheme == "tcp" and _tls.looks_like_tls(hello):
             raise TLSHandshakeError(
-                f"handshake with {addr} failed: it closed the connection without a "
-                f"polybus greeting (a peer that uses TLS, [cluster] tls, closes a plain "
-                f"connection so; a polybus peer also does while {MAX_HANDSHAKES} "
-                f"handshakes are under way and as many cut short have not ended)")
+                f"handshake with {addr} failed: it answered in TLS (a TLS record where its "
+                f"polybus greeting was due): it uses TLS, [cluster] tls, and this process "
+                f"does not")
         if not greeted and addr.scheme == "inproc":  # (not "not a polybus server")
             raise TransportError(f"handshake with {addr} failed: it closed the connection "
                                  f"without a greeting (it stopped listening, or had "
                                  f"{MAX_HANDSHAKES} handshakes under way)")
+        if not greeted:  # (not "not a polybus server", nor a peer in TLS: that says so)
+            raise TransportError(
+                f"handshake with {addr} failed: it closed the connection during the "
+                f"greeting, before sending it (it may be stopping, or have had "
+                f"{MAX_HANDSHAKES} handshakes under way and as many cut short not ended; "
+                f"try again)")
         sock.sendall(hs.proof(hello))
         hs.verify(_recv_exact(sock, handshake.ANSWER_SIZE))
         sock.settimeout(None)

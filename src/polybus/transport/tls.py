@@ -203,6 +203,21 @@ _PLAIN_PEER = ("a polybus process without [cluster] tls dials in plain TCP and w
                "app.toml --as KEY, not --module)")
 
 
+# What this process, in TLS, sends a peer that sent nothing within the handshake's
+# timeout before it closes the connection: a TLS fatal alert (handshake_failure). A
+# plain polybus client, which waits for a greeting sending nothing first, reads it
+# where the greeting was due and says the two differ in TLS; a connection closed with
+# no byte at all is a peer stopping, or crowded. (A peer that sent bytes of its own
+# that are not TLS is sent nothing: it is no polybus client.)
+_ALERT = bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28])
+
+
+def looks_like_tls(data: bytes) -> bool:
+    """Whether ``data`` begins a TLS record: a content type of 20-24 (an alert, a
+    handshake...), then major version 3."""
+    return len(data) >= 2 and 20 <= data[0] <= 24 and data[1] == 3
+
+
 class NotTLS(OSError):
     """The peer of a connection this process accepted under TLS does not speak TLS: its
     message says what it did instead (sent nothing, closed, sent something else)."""
@@ -211,12 +226,16 @@ class NotTLS(OSError):
 def client_hello(sock: socket.socket, timeout: float) -> None:
     """Wait (``sock``'s timeout) for the first bytes of a TLS ClientHello, left unread
     for the handshake: NotTLS if the peer sent none within ``timeout`` seconds (the
-    setting it is said with), closed the connection first, or sent bytes that do not
-    begin a TLS handshake record. (OpenSSL says only that the handshake timed out, or a
-    reason such as WRONG_VERSION_NUMBER.)"""
+    setting it is said with; it is sent a TLS alert, `_ALERT`), closed the connection
+    first, or sent bytes that do not begin a TLS handshake record. (OpenSSL says only
+    that the handshake timed out, or a reason such as WRONG_VERSION_NUMBER.)"""
     try:
         first = sock.recv(5, socket.MSG_PEEK)
     except TimeoutError:
+        try:
+            sock.sendall(_ALERT)
+        except OSError:  # (it closed meanwhile, or the connection was shut down: a stop)
+            pass
         raise NotTLS(f"the peer does not speak TLS: it sent no TLS ClientHello within "
                      f"{timeout:g} s ({_PLAIN_PEER})") from None
     if not first:
