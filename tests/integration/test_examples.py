@@ -36,3 +36,14 @@ def test_a_mil_configuration_runs_as_its_toml(example: str) -> None:
         (r.name, r.speed) for r in toml.replicas)
     if example == "mandelbrot":  # calls moved along the ring CORD's notation drew
         assert sum(r.migrated_in for r in mil.replicas) > 0
+
+
+def test_sort_timed_with_and_without_the_merge() -> None:
+    """The paper times the sort both ways, with and without the client's merge:
+    ``timing=true`` reports each part (the answer is the same either way)."""
+    over = {"modules.server.replication": 2, "modules.client.args": [3000, 2, "insertion"]}
+    plain = polybus.run(EXAMPLES / "sort" / "app.toml", over).result
+    timed = polybus.run(EXAMPLES / "sort" / "app.toml",
+                        {**over, "modules.client.kwargs": {"timing": True}}).result
+    assert timed.pop("sort_s") > 0 and timed.pop("merge_s") >= 0
+    assert timed == plain and "sort_s" not in plain

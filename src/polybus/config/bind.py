@@ -20,6 +20,7 @@ from polybus.config.milfile import MilFile
 from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec, ServeSpec
 from polybus.config.notes import (
     note_big_batches,
+    note_demand_batches,
     note_idle_shares,
     note_many_replicas,
     note_no_ops,
@@ -338,6 +339,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     if serve is not None:
         serve = check_routes(serve, modules, interfaces, infos, p)
     note_idle_shares(modules, bindings, serve, p)
+    note_demand_batches(modules, bindings, p)
     if p or not (clients or serve):
         return None
 

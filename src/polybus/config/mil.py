@@ -46,6 +46,7 @@ wrote the key (milfile.py, `MilFile.locate`), and says its advice in MIL.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from polybus.config.milfile import MilFile
@@ -108,7 +109,10 @@ class _Parser(Reader):
                 self.bind(tok, m)
             else:
                 self.expect("=", f"after '{tok.text}' (a statement is 'key = value ::')")
+                first = self.i
                 value = self.value(tok.text)
+                if tok.text == "source":
+                    self.source_place(m, self.toks[first:self.i])
                 self.expect("::", f"after the value of '{tok.text}'")
                 self.key(m, tok, value)
         self.expect("}", f"to close module '{name.text}'")
@@ -129,6 +133,20 @@ class _Parser(Reader):
             if m.replication is not None:  # (written on a define interface only)
                 m.spec.setdefault("replication", m.replication[1])
             doc[name.text] = m.spec
+
+    def source_place(self, m: _Module, toks: list[Tok]) -> None:
+        """CORD's ``source = "C" "local" ::`` (Figure 2) names the module's language and
+        where it runs; joined as adjacent strings are, it was looked for as a file."""
+        places = ("local", "remote")
+        if len(toks) < 2 or any(t.kind != "string" for t in toks):
+            return
+        if json.loads(toks[-1].text) not in places:
+            return
+        raise self.error(
+            f"source = {' '.join(t.text for t in toks)}: in CORD's notation a language and "
+            f"a place ({toks[-1].text}); in polybus source is the module's Python file, "
+            f"relative to this file (source = \"{m.name}.py\" ::), and where it runs is "
+            "the engine's, [cluster] engine", toks[0])
 
     def key(self, m: _Module, tok: Tok, value: Any) -> None:
         """``key = value ::``, each key once (a declaration too: it is left out after)."""

@@ -39,8 +39,10 @@ def _tokens(text: str, file: str) -> list[Tok]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
-            raise ConfigError(f"unexpected {text[pos]!r} in the MIL notation",
-                              file=f"{file}:{line}:{pos - start + 1}")
+            where = f"{file}:{line}:{pos - start + 1}"
+            if text[pos] == '"':
+                raise _open_string(text, pos, where)
+            raise ConfigError(f"unexpected {text[pos]!r} in the MIL notation", file=where)
         kind = m.lastgroup or ""
         if kind == "newline":
             line, start = line + 1, m.end()
@@ -49,6 +51,17 @@ def _tokens(text: str, file: str) -> list[Tok]:
         pos = m.end()
     out.append(Tok("end", "", line, pos - start + 1))
     return out
+
+
+def _open_string(text: str, pos: int, where: str) -> ConfigError:
+    """A ``"`` whose string does not end on its line (a string token cannot hold a line
+    break): CORD's paper breaks a long replication list so, inside one string."""
+    rest = text[pos + 1:].split("\n", 1)[0].rstrip()
+    shown = rest if len(rest) <= 40 else rest[:37] + "..."
+    return ConfigError(
+        f'a string is not closed on its line ("{shown} ...): a string ends on the line it '
+        f'starts; write a long value as adjacent strings, which are joined, one a line: '
+        f'"{shown}" "..."', file=where)
 
 
 class Reader:

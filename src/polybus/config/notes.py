@@ -13,7 +13,7 @@ from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.source import SourceInfo
 from polybus.plural import plural
 
-__all__ = ["note_big_batches", "note_idle_shares", "note_many_replicas", "note_no_ops",
+__all__ = ["note_big_batches", "note_demand_batches", "note_idle_shares", "note_many_replicas", "note_no_ops",
            "note_plain_off_host", "note_unused"]
 
 
@@ -47,6 +47,37 @@ def note_big_batches(modules: dict[str, ModuleSpec], max_frame: int, p: Problems
                        f"({max_frame:,} bytes)",
                        dotted("modules", key, "use", name, "aggregate"),
                        "write a size of at most max_frame, such as '64KiB'")
+
+
+def note_demand_batches(modules: dict[str, ModuleSpec], bindings: list[Binding],
+                        p: Problems) -> None:
+    """``aggregate`` under ``async-demand(1)`` on a binding whose calls each need a
+    record of their own (a ``priority`` on the interface, or calls that may migrate:
+    migration paths on the module, ``balance = "steal"``): there the window counts calls,
+    not batches (client/batching.py, `batcher_for`), so a batch holds at most one call and
+    nothing travels together. A DNA trial of priority, demand and aggregation together
+    ran 40 calls in 0 batches, said nowhere."""
+    for b in bindings:
+        user, server = modules.get(b.user), modules.get(b.module)
+        use = user.use.get(b.name) if user is not None else None
+        if use is None or server is None or use.callstyle.kind != "async-demand":
+            continue
+        if use.callstyle.window != 1 or (use.aggregate is None and use.aggregate_bytes is None):
+            continue
+        define = server.define.get(b.interface)
+        why = (f"interface {b.interface!r} has a priority"
+               if define is not None and define.priority is not None
+               else 'it has balance = "steal"' if use.balance == "steal"
+               else f"module {b.module!r} has migration paths" if server.migration else None)
+        if why is None:
+            continue
+        p.note(f"aggregate batches nothing here: {why}, so each call is placed on its own "
+               f'and async-demand(1) lets one call a replica at a time; a batch holds at '
+               "most N calls of async-demand(N)",
+               dotted("modules", b.user, "use", b.name, "aggregate"),
+               "a wider window batches: async-demand(16) sends batches of up to 16 calls; "
+               'or callstyle = "async". Without a priority or migration, async-demand(N) '
+               "counts batches, not calls")
 
 
 def note_plain_off_host(listen_host: str, tls: object | None, p: Problems) -> None:
