@@ -72,3 +72,25 @@ def test_a_session_of_a_runs_own_registry_starts_at_the_first(tmp_path: Path) ->
             s = c.session()
             polybus.wait(s.call("double", (1,), {}))
         assert [rt.calls for rt in c.runtimes] == [2, 0, 0]
+
+
+@pytest.mark.parametrize(("count", "calls"), [(1, [1, 1, 1]), (2, [2, 2, 2])])
+def test_clients_using_fewer_replicas_than_registered_take_the_next_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, calls: list[int]
+        ) -> None:
+    """A client whose replication asks for fewer than are registered (one each, as a
+    client given one server by the name server) takes them from its turn on: three
+    such runs use every replica, where each used server-0 (and server-1)."""
+    with cluster(tmp_path, TOML, replicas=3) as c:
+        (tmp_path / "client.py").write_text(ONE_CALL)
+        monkeypatch.setenv("POLYBUS_TOKEN", c.token.decode())
+        used = []
+        for _ in range(3):
+            r = polybus.run(c.path, registry=str(c.registry.address), overrides={
+                "modules.server.replication": count, "modules.client.args": [count]})
+            assert r.result == [0, 2][:count]
+            used.append([s.name for s in r.replicas])
+        assert [rt.calls for rt in c.runtimes] == calls
+        assert used == ([["server-0"], ["server-1"], ["server-2"]] if count == 1 else
+                        [["server-0", "server-1"], ["server-2", "server-0"],
+                         ["server-1", "server-2"]])

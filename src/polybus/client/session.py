@@ -9,7 +9,7 @@ from typing import Any
 from polybus.client.awaiting import Awaiting
 from polybus.client.batching import Batcher, batcher_for
 from polybus.client.calls import ReplicaLink
-from polybus.client.choosing import check_shares, choose, dial_places, replication_text
+from polybus.client.choosing import check_shares, dial_places, places, replication_text
 from polybus.client.counts import Broadcasts
 from polybus.client.dialing import connect_all, pick_address, same_source, say_tcp_only
 from polybus.client.dispatch import Dispatcher
@@ -99,11 +99,13 @@ class Session:
         self._found: dict[str, tuple[int, int]] = {}
         self._turn = turn
         self._turns: dict[str, int] = {}  # module -> the turn its resolve took
+        self._starts: dict[str, int] = {}  # module -> where its rotations start
         try:
             if bindings is None:
                 bindings = [(b, app.modules[b.user].use.get(b.name, UseSpec()))
                             for b in app.bindings if b.user == app.client]
             bound: dict[str, tuple[list[str], list[ReplicaLink]]] = {}
+            self._ratios = {b.module for b, use in bindings if use.loadratio}  # (by name)
             for b, use in bindings:
                 links = self._links_for(b.module, use.transport)
                 self._check_serves(b, links)
@@ -124,7 +126,7 @@ class Session:
                     b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,
                     priority=prio, timeout=use.timeout or define.timeout,
                     idempotent=define.idempotent, least=use.balance == "least",
-                    start=self._turns.get(b.module, 0))
+                    start=self._starts.get(b.module, 0))
                 # (no pump: a loop reads every answer as it comes, none at a call)
                 self.dispatchers[b.name].reads_fresh = pump
                 self.dispatchers[b.name].comm = comm_for(
@@ -280,7 +282,8 @@ class Session:
         # The replication's places, each its named replica or another (client/choosing.py):
         # a load ratio's shares follow the replicas as the configuration lists them.
         configured = [r.name for r in spec.replication]
-        chosen, spares = choose(configured, usable)
+        chosen, spares, self._starts[module] = places(
+            module, configured, usable, self._turns.get(module), module in self._ratios)
         say_tcp_only(module, scheme, chosen, self._short)
         made, failed = dial_places(chosen, spares, lambda rs: connect_all(
             rs, scheme, self.token,
