@@ -130,7 +130,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
             t0 = time.perf_counter()
             session = Session(app, cluster.registry, cluster.token,
                               how_ended=cluster.how_ended,
-                              how_ended_later=cluster.how_ended_later)
+                              how_ended_later=cluster.how_ended_later, turn=cluster.shared)
             startup = cluster.startup_s + time.perf_counter() - t0
             importing(client.key, client.entrypoint)  # (a call made meanwhile: stubs.py)
             try:
@@ -308,7 +308,7 @@ def started_cluster(app: AppConfig, overrides: tuple[str, ...] = (), *,
             token = cluster_token(token_file, app.cluster.token_file, python=python)
             assert token is not None
             try:
-                yield Cluster(str(registry), token)
+                yield Cluster(str(registry), token, shared=True)
             except AuthenticationError as exc:
                 exc.add_note(f"this run's token came from "
                              f"{token_source(token_file, app.cluster.token_file, python=python)}")

@@ -190,3 +190,22 @@ def test_weighted_rotation_never_indexes_past_its_shares() -> None:
     picks = [w.pick([True, True, True]) for _ in range(8)]
     assert picks.count(0) == 2 and picks.count(1) == 6
     assert w.pick([False, False, True]) is None
+
+
+def test_each_policy_starts_at_the_clients_turn() -> None:
+    """A client of a registry that others share starts at the replica its turn gives
+    (the name server's round robin), then rotates as ever; a ratio is left alone."""
+    assert [RoundRobin(start=1).pick([True] * 3) for _ in range(1)] == [1]
+    rr = RoundRobin(start=5)  # (any count: taken modulo the replicas)
+    assert [rr.pick([True] * 3) for _ in range(4)] == [2, 0, 1, 2]
+    rr = RoundRobin(start=1)
+    assert rr.pick([True, False, True]) == 2  # (a dead one passed over, as ever)
+    links = [_Loaded(0), _Loaded(0), _Loaded(0)]
+    assert LeastLoaded(links, start=2).pick_open(links, ()) == 2  # ties: from its turn
+    links[2].load = 1
+    assert LeastLoaded(links, start=2).pick_open(links, ()) == 0  # load still first
+    assert demand_pick([0, 0, 0], [1, 1, 1], [True] * 3, start=1) == 1
+    assert demand_pick([0, 0, 0], [1, 1, 1], [True, False, True], start=1) == 2
+    assert demand_pick([0, 1, 0], [2, 2, 2], [True] * 3, start=4) == 2  # (fewest first)
+    assert demand_pick([1, 1, 1], [1, 1, 1], [True] * 3, start=2) is None
+    assert demand_pick([], [], [], start=3) is None

@@ -89,3 +89,17 @@ def test_a_heartbeat_after_expiry_is_refused_and_resurrects_nothing() -> None:
     assert s.resolve(now=1.6) == []
     assert s.register(rep("a"), owner=1, now=1.6) is None
     assert [r.name for r in s.resolve(now=1.7)] == ["a"]
+
+
+def test_each_client_that_asks_takes_the_next_turn_of_its_module() -> None:
+    """The name server's round robin: the clients sharing a registry are told 0, 1, 2...
+    per module and interface asked for, so each starts at another replica."""
+    s = RegistryState(ttl=3.0)
+    s.register(rep("server-0"), owner=1, now=0.0)
+    assert [s.take_turn(module="server") for _ in range(3)] == [0, 1, 2]
+    assert s.take_turn(module="other") == 0  # (a module of its own count)
+    assert s.take_turn(interface="f") == 0
+    assert s.take_turn(module="server") == 3
+    # a resolve alone takes no turn (engines poll it while their workers start)
+    s.resolve(module="server", now=1.0)
+    assert s.take_turn(module="server") == 4

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import pytest
 
-from polybus.client.choosing import check_shares, choose, dial_places, replication_text
+from polybus.client.choosing import check_shares, choose, dial_places, places, replication_text
 from polybus.errors import ConfigError, TransportError
 from polybus.transport.channel import Channel
 from polybus.wire.messages import Replica
@@ -109,3 +109,33 @@ def test_a_load_ratio_shorter_than_the_replicas_is_a_config_error_not_an_index_e
                        r"\(s-0, s-1, s-2\) \(give it one share per replica\)"):
         check_shares((1.0, 2.0), ["s-0", "s-1", "s-2"], "s", "f",
                      "modules.client.use.f.loadratio", "app.toml")
+
+
+def test_a_count_fills_its_places_from_the_clients_turn() -> None:
+    """At a registry other clients share, a replication given as a count takes its
+    replicas from its turn on (turn t: from position t x count, in name order), so
+    clients of one replica each spread over them; the rotation then starts at the
+    first of them. Named places, or no more registered than places, keep `choose`'s,
+    the rotation starting at the turn; without a turn, `choose`'s from the first."""
+    regs = _reps("server-10", "server-2", "server-0", "server-1")  # (natural order)
+
+    def picked(configured: list[str], turn: int | None) -> tuple[list[str], list[str], int]:
+        chosen, spares, start = places("server", configured, regs, turn)
+        return _names(chosen), _names(spares), start
+
+    one = ["server-0"]
+    assert [picked(one, t)[0] for t in range(5)] == [
+        ["server-0"], ["server-1"], ["server-2"], ["server-10"], ["server-0"]]
+    assert picked(one, 1) == (["server-1"], ["server-2", "server-10", "server-0"], 0)
+    assert picked(PLACES, 1) == (["server-2", "server-10"], ["server-0", "server-1"], 0)
+    assert picked(PLACES, 3)[0] == ["server-2", "server-10"]  # (6 mod 4: round the end)
+    assert picked(one, None) == (["server-0"], ["server-1", "server-10", "server-2"], 0)
+    # a load ratio's shares follow the names: the configured ones first, as without a turn
+    assert places("server", PLACES, regs, 1, ratio=True)[2] == 1
+    assert _names(places("server", PLACES, regs, 1, ratio=True)[0]) == PLACES
+    # named places: the configuration's; as many places as replicas: all, rotated from
+    # the turn by the dispatcher
+    assert picked(["server-1", "server-0"], 1) == (
+        ["server-1", "server-0"], ["server-10", "server-2"], 1)
+    four = [f"server-{i}" for i in range(4)]
+    assert picked(four, 2) == (["server-0", "server-1", "server-2", "server-10"], [], 2)

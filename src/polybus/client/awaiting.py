@@ -379,7 +379,8 @@ def _place(d: Dispatcher, rec: CallRecord) -> None:
     if d.style.kind != "async-demand":
         d._send(rec, pick_any(d))
         return
-    i = demand_pick(d.inflight, d.window, open_to_calls(d), loads(d)) if not d._backlog else None
+    i = (demand_pick(d.inflight, d.window, open_to_calls(d), loads(d), d.start)
+         if not d._backlog else None)
     if i is not None:
         d._send(rec, d.links[i], hold=d.inflight[i] > 0)
         return

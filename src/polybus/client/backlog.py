@@ -62,7 +62,8 @@ def refill(d: Dispatcher) -> None:
             i = free[0]
             d._isolated[i] = rec.id
         else:  # (a call lost once among them: beside the others)
-            i = demand_pick(d.inflight, window, open_to_calls(d), loads(d))  # type: ignore[assignment]
+            i = demand_pick(d.inflight, window, open_to_calls(d), loads(d),  # type: ignore[assignment]
+                            d.start)
             if i is None:
                 break
             heapq.heappop(d._backlog)

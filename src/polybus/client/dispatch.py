@@ -65,14 +65,17 @@ class Dispatcher:
                  style: CallStyle, *, loadratio: Sequence[float] | None = None,
                  priority: Callable[[tuple[Any, ...], dict[str, Any]], float] | None = None,
                  timeout: float | None = None, idempotent: bool = True,
-                 max_attempts: int = 3, least: bool = False) -> None:
+                 max_attempts: int = 3, least: bool = False, start: int = 0) -> None:
+        """``start``: the replica (by position) its first call goes to, where no load
+        ratio sets the order: this client's turn at a registry others share."""
         self.interface = interface
         self.reactor = reactor
         self.links = list(links)
         self.style = style
+        self.start = start % len(self.links) if self.links else 0
         self.policy: RoundRobin | WeightedRoundRobin = (
             WeightedRoundRobin(loadratio) if loadratio else
-            LeastLoaded(self.links) if least else RoundRobin())
+            LeastLoaded(self.links, self.start) if least else RoundRobin(self.start))
         self.priority = priority
         self.timeout = timeout
         self.idempotent = idempotent
@@ -164,8 +167,9 @@ class Dispatcher:
                 self.reactor.flush_all()  # (as in call_sync)
             self._send(rec, pick_any(self))
             return self.reactor.wait(rec, self.timeout)
-        i = demand_pick(self.inflight, self.window, open_to_calls(self), loads(self)) \
-            if kind == "async-demand" and not self._backlog else None
+        i = (demand_pick(self.inflight, self.window, open_to_calls(self), loads(self),
+                         self.start)
+             if kind == "async-demand" and not self._backlog else None)
         hold = kind == "async-demand" and (i is None or self.inflight[i] > 0)
         if self.keep_args:
             self.reactor.work_left()  # (a migrator watches it)

@@ -9,7 +9,7 @@ from typing import Any
 from polybus.client.awaiting import Awaiting
 from polybus.client.batching import Batcher, batcher_for
 from polybus.client.calls import ReplicaLink
-from polybus.client.choosing import check_shares, choose, dial_places, replication_text
+from polybus.client.choosing import check_shares, dial_places, places, replication_text
 from polybus.client.counts import Broadcasts
 from polybus.client.dialing import connect_all, pick_address, same_source, say_tcp_only
 from polybus.client.dispatch import Dispatcher
@@ -52,7 +52,7 @@ class Session:
                  bindings: Sequence[tuple[Binding, UseSpec]] | None = None,
                  pump: bool = True,
                  how_ended: HowEnded | None = None,
-                 how_ended_later: HowEnded | None = None) -> None:
+                 how_ended_later: HowEnded | None = None, turn: bool = False) -> None:
         """``bindings``: the names to serve and how to call them; default: the client
         module's ``[bind]`` entries with its ``use`` options (the HTTP front door gives
         its routes instead). ``pump``: a thread moves held work while the program is
@@ -60,7 +60,10 @@ class Session:
         on every answer (the front door), which such a thread would read first.
         ``how_ended``, ``how_ended_later``: the cluster's (`Cluster.how_ended`...), which
         say how the worker of a lost replica ended, with its loss (client/lossline.py);
-        None where no engine started them."""
+        None where no engine started them. ``turn``: the registry is shared with other
+        clients (workers started by hand): take this client's turn of its rotation, so
+        that each binding's first call goes to the replica after the previous client's
+        (the name server's round robin); a run's own registry has no other client."""
         keep_freed_memory()  # large answers reuse their memory (memory.py)
         self.app = app
         self.token = token
@@ -94,11 +97,15 @@ class Session:
         self._serves: dict[str, list[str]] = {}  # replica name -> its interfaces
         # module -> (replicas registered, those left out as running another file)
         self._found: dict[str, tuple[int, int]] = {}
+        self._turn = turn
+        self._turns: dict[str, int] = {}  # module -> the turn its resolve took
+        self._starts: dict[str, int] = {}  # module -> where its rotations start
         try:
             if bindings is None:
                 bindings = [(b, app.modules[b.user].use.get(b.name, UseSpec()))
                             for b in app.bindings if b.user == app.client]
             bound: dict[str, tuple[list[str], list[ReplicaLink]]] = {}
+            self._ratios = {b.module for b, use in bindings if use.loadratio}  # (by name)
             for b, use in bindings:
                 links = self._links_for(b.module, use.transport)
                 self._check_serves(b, links)
@@ -118,7 +125,8 @@ class Session:
                 self.dispatchers[b.name] = Dispatcher(
                     b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,
                     priority=prio, timeout=use.timeout or define.timeout,
-                    idempotent=define.idempotent, least=use.balance == "least")
+                    idempotent=define.idempotent, least=use.balance == "least",
+                    start=self._starts.get(b.module, 0))
                 # (no pump: a loop reads every answer as it comes, none at a call)
                 self.dispatchers[b.name].reads_fresh = pump
                 self.dispatchers[b.name].comm = comm_for(
@@ -250,7 +258,11 @@ class Session:
         key = module if scheme == spec.transport else f"{module}@{scheme}"
         if key in self.links:
             return self.links[key]
-        replicas: list[Replica] = self.registry.resolve(module=module)
+        replicas: list[Replica]
+        if self._turn and module not in self._turns:
+            replicas, self._turns[module] = self.registry.resolve_turn(module=module)
+        else:
+            replicas = self.registry.resolve(module=module)
         if not replicas:
             others = sorted({r.module for r in self.registry.resolve()})
             there = (f"modules registered there: {', '.join(others)}; a worker started "
@@ -270,7 +282,8 @@ class Session:
         # The replication's places, each its named replica or another (client/choosing.py):
         # a load ratio's shares follow the replicas as the configuration lists them.
         configured = [r.name for r in spec.replication]
-        chosen, spares = choose(configured, usable)
+        chosen, spares, self._starts[module] = places(
+            module, configured, usable, self._turns.get(module), module in self._ratios)
         say_tcp_only(module, scheme, chosen, self._short)
         made, failed = dial_places(chosen, spares, lambda rs: connect_all(
             rs, scheme, self.token,

@@ -30,6 +30,10 @@ class Cluster:
     # engine's own bound for that word. Asked on a thread of its own, when how_ended
     # had nothing, and the loss said once it answers.
     how_ended_later: Callable[[str], str | None] | None = field(default=None, repr=False)
+    # A registry others use too (workers started by hand, `--registry`): each client
+    # takes its turn of the registry's rotation (client/session.py), as clients of one
+    # name server do; a run's own registry has the run's client alone.
+    shared: bool = False
 
 
 class Engine(Protocol):

@@ -116,7 +116,7 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
             # (no pump: the loop steps the reactor when a replica's socket is readable)
             session = Session(app, cluster.registry, cluster.token, _bindings(app, spec),
                               pump=False, how_ended=cluster.how_ended,
-                              how_ended_later=cluster.how_ended_later)
+                              how_ended_later=cluster.how_ended_later, turn=cluster.shared)
             try:
                 return asyncio.run(_main(app, spec, session, sock, ready,
                                          cluster.halt_restarts, _stays(app, cluster)))

@@ -70,13 +70,21 @@ class RegistryClient:
         return self._ch
 
     def resolve(self, *, module: str = "", interface: str = "") -> list[Replica]:
+        return self._resolve(module, interface, False)[0]
+
+    def resolve_turn(self, *, module: str = "", interface: str = "") -> tuple[list[Replica], int]:
+        """`resolve`, taking this client's turn of the registry's rotation: the replicas,
+        and how many clients took a turn for them before (where to start the calls)."""
+        return self._resolve(module, interface, True)
+
+    def _resolve(self, module: str, interface: str, turn: bool) -> tuple[list[Replica], int]:
         with self._lock:
             ch = self._channel()
-            ch.send(Resolve(module=module, interface=interface))
+            ch.send(Resolve(module=module, interface=interface, turn=turn))
             while True:
                 for msg in ch.receive():
                     if isinstance(msg, Replicas):
-                        return list(msg.replicas)
+                        return list(msg.replicas), msg.turn
                     if isinstance(msg, Goodbye):
                         raise TransportError(f"{self.address} (the registry) closed the "
                                              f"connection: {msg.reason}")

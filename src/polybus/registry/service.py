@@ -151,8 +151,10 @@ class RegistryService:
                         return Registered(True)
                     return Registered(False, f"{n!r} is not registered on this connection "
                                              f"(no heartbeat within {self.state.ttl:g} s?)")
-                case Resolve(module=m, interface=i, req=req):
-                    return Replicas(self.state.resolve(module=m, interface=i, now=now), req)
+                case Resolve(module=m, interface=i, req=req, turn=turn):
+                    found = self.state.resolve(module=m, interface=i, now=now)
+                    return Replicas(found, req, self.state.take_turn(module=m, interface=i)
+                                    if turn else 0)
                 case Unregister(name=n):
                     self.state.unregister(n, owner)
                     return None

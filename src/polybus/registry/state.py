@@ -3,7 +3,10 @@
 Workers register the interfaces they serve; clients resolve a module or an interface
 to its replicas; a replica not heard from for ``ttl`` seconds is dropped. A name is
 held by one live registration at a time: a second worker asking for a name that is
-alive is refused, so two workers never hold one name.
+alive is refused, so two workers never hold one name. A client that asks for a turn
+(``take_turn``) is told how many clients took one before it for the same module: the
+name server's round robin, by which clients sharing a registry start their calls at
+different replicas.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ class _Entry:
 class RegistryState:
     ttl: float = 3.0
     _entries: dict[str, _Entry] = field(default_factory=dict)
+    _turns: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def register(self, replica: Replica, owner: int, now: float) -> str | None:
         """None if accepted, else why not."""
@@ -67,6 +71,14 @@ class RegistryState:
                if (not module or e.replica.module == module)
                and (not interface or interface in e.replica.interfaces)]
         return sorted(out, key=lambda r: _natural(r.name))
+
+    def take_turn(self, *, module: str = "", interface: str = "") -> int:
+        """The turns taken before this one for ``module`` and ``interface`` (0 for the
+        first client to ask): a client starts its rotation there."""
+        key = (module, interface)
+        turn = self._turns.get(key, 0)
+        self._turns[key] = turn + 1
+        return turn
 
     def names(self) -> list[str]:
         return sorted(self._entries)

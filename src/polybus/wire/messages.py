@@ -250,11 +250,16 @@ class Resolve(_Msg, tag=23):
     module: str = ""     # all replicas of a module, or
     interface: str = ""  # all replicas serving an interface
     req: int = 0
+    # A client asking for its turn of the name server's rotation: the answer's
+    # ``turn`` counts the turns taken before for this module and interface. Last, so
+    # older peers still decode it.
+    turn: bool = False
 
 
 class Replicas(_Msg, tag=24):
     replicas: list[Replica]
     req: int = 0
+    turn: int = 0  # (the turns taken before this one, when the Resolve asked for one)
 
 
 class Unregister(_Msg, tag=25):

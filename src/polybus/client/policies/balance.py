@@ -6,15 +6,17 @@ has outstanding there; it never touches a socket.
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterator, Sequence
 from typing import Any
 
 
 class RoundRobin:
-    """The name server's rotation of seeds/002: each replica in turn."""
+    """The name server's rotation of seeds/002: each replica in turn, from ``start``
+    (the client's turn at a registry other clients share, so that theirs begin at
+    other replicas; 0 for a run's own registry)."""
 
-    def __init__(self) -> None:
-        self._next = 0
+    def __init__(self, start: int = 0) -> None:
+        self._next = max(0, start)
 
     def pick(self, alive: Sequence[bool]) -> int | None:
         n = len(alive)
@@ -57,8 +59,8 @@ class LeastLoaded(RoundRobin):
     the rotation, a replica still running a call the client gave up on (``abandoned``)
     is passed over while another is free of them, however loaded."""
 
-    def __init__(self, links: Sequence[Any]) -> None:
-        super().__init__()
+    def __init__(self, links: Sequence[Any], start: int = 0) -> None:
+        super().__init__(start)
         self.links = links
 
     def pick(self, alive: Sequence[bool]) -> int | None:
@@ -115,14 +117,21 @@ class WeightedRoundRobin:
 
 
 def demand_pick(inflight: Sequence[int], window: Sequence[int], alive: Sequence[bool],
-                load: Sequence[int] | None = None) -> int | None:
+                load: Sequence[int] | None = None, start: int = 0) -> int | None:
     """Demand-driven: the live replica with room in its window and the least ``load``
     (every interface's calls there, those given up on included: a replica busy with
     another interface's long call is not free), then the fewest of this interface's
-    calls outstanding, the first in order on a tie; None when every window is full."""
+    calls outstanding, the first in order from ``start`` (the client's turn, as for
+    `RoundRobin`) on a tie; None when every window is full."""
     weigh = inflight if load is None else load
     best: int | None = None
-    for i, (n, w, a) in enumerate(zip(inflight, window, alive, strict=True)):
+    order: Iterator[tuple[int, tuple[int, int, bool]]] = enumerate(
+        zip(inflight, window, alive, strict=True))
+    cut = start % len(inflight) if inflight else 0
+    if cut:  # (from the client's turn: the order rotated)
+        rows = list(order)
+        order = iter(rows[cut:] + rows[:cut])
+    for i, (n, w, a) in order:
         if a and n < w and (best is None or (weigh[i], n) < (weigh[best], inflight[best])):
             best = i
     return best
