@@ -46,3 +46,41 @@ def test_every_call_runs_once_with_the_sync_answer(harness: Harness, strategy: s
     moved_out = sum(r.migrated_out for r in stats.replicas)
     assert moved_in == moved_out
     assert moved_in > 0  # uneven speeds: something did move
+
+
+# Conditions on global load: every call goes to c (loadratio); c and d share a path, a
+# and b are on none but are live replicas of the module, and count in mean and total.
+GLOBAL = {
+    "c pushes above the mean": "c(oc=(load>=mean+2))#d",
+    "d pulls below the mean": "c#d(uc=(load<mean))",
+    "c pushes above twice its peer": "c(oc=(load>2*peer))#d",
+}
+FED_AT_C = f"{U}.loadratio=0:0:1:0"
+
+
+def _run_global(h: Harness, line: str) -> tuple[int, int, dict[str, tuple[int, int]]]:
+    """The answer, the calls the replicas ran, and calls moved (in, out) per replica,
+    with ``line`` as c and d."""
+    before = _served(h)
+    replication = f"modules.server.replication=a:speed=0.25,b:speed=0.5,{line}"
+    _, got, stats = h.run("rows", [COSTS], (replication, FED_AT_C))
+    ran = sum(r.calls for r in stats.replicas) - before
+    return got, ran, {r.name: (r.migrated_in, r.migrated_out) for r in stats.replicas}
+
+
+@pytest.mark.parametrize("case", list(GLOBAL))
+def test_a_global_condition_moves_calls(harness: Harness, case: str) -> None:
+    got, ran, moved = _run_global(harness, GLOBAL[case])
+    assert got == sum(range(N)) and ran == N  # each call run once, wherever it went
+    assert moved["d"][0] > 0 and moved["d"][0] == moved["c"][1]  # from c to d, and only so
+    assert moved["a"] == moved["b"] == (0, 0)
+
+
+def test_a_global_condition_that_never_holds_moves_nothing(harness: Harness) -> None:
+    """A load is never above the total: nothing moves, where the path without its
+    condition would pull to an idle d (uc=(load==0))."""
+    got, ran, moved = _run_global(harness, "c(oc=(load>total))#d")
+    assert got == sum(range(N)) and ran == N
+    assert all(m == (0, 0) for m in moved.values())
+    _, _, moved = _run_global(harness, "c#d")
+    assert moved["d"][0] > 0

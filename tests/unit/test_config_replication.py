@@ -152,8 +152,9 @@ def position_of(text: str) -> tuple[int, str]:
     ("a(xc=(load>=1))", 2, "expected 'oc=' or 'uc=', found 'x'"),
     ("a(oc=(lode>=1))", 6, "expected 'load', found 'l'"),
     ("a(oc=(load=>1))", 10, "expected one of < <= == != >= >, found '='"),
-    ("a(oc=(load>=x))", 12, "expected a whole number, found 'x'"),
-    ("a(oc=(load>=-1))", 12, "expected a whole number, found '-'"),
+    ("a(oc=(load>=x))", 12, "unknown load name 'x' (one of mean, min, max, total, peer)"),
+    ("a(oc=(load>=-1))", 12, "expected a whole number or a load name (mean, min, max, total, "
+                             "peer), found '-'"),
     ("a#", 2, "expected a replica name, found end of text"),
     ("a b", 2, "expected ',' or '#' or end of text, found 'b'"),
     ("a#b:[1/2", 8, "expected ']', found end of text"),

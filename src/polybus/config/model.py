@@ -6,6 +6,7 @@ sizes are bytes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,27 +31,62 @@ class CallStyle:
         return f"async-demand({'auto' if self.window is None else self.window})"
 
 
-@dataclass(frozen=True)
+#: What a migration condition may compare a replica's ``load`` with besides a whole
+#: number: the loads of the module's live replicas in the snapshot migration decides on
+#: (client/policies/migration.py, `load_names`), and ``peer``, the other end's of the path.
+LOAD_NAMES = ("mean", "min", "max", "total", "peer")
+
+
+@dataclass(frozen=True, repr=False)
 class Condition:
-    """A migration trigger such as ``load>=10``: ``load`` is the replica's waiting calls."""
+    """A migration trigger such as ``load>=10``: ``load`` is the replica's waiting calls.
+
+    With a ``name`` (one of `LOAD_NAMES`) the load is compared with global load
+    information, ``factor * <name> + value`` (``load>=2*mean+1``); without one, with the
+    whole number ``value`` alone."""
 
     op: Literal["<", "<=", "==", "!=", ">=", ">"]
     value: int
+    name: str | None = None
+    factor: float = 1.0
 
-    def holds(self, load: int) -> bool:
+    def bound(self, names: Mapping[str, float] | None = None) -> float:
+        """What the load is compared with; ``names`` gives each load name's value."""
+        if self.name is None:
+            return self.value
+        if names is None or self.name not in names:
+            raise ValueError(f"condition {self} needs the value of {self.name!r}")
+        return self.factor * names[self.name] + self.value
+
+    def holds(self, load: int, names: Mapping[str, float] | None = None) -> bool:
+        bound = self.bound(names)
         match self.op:
             case "<":
-                return load < self.value
+                return load < bound
             case "<=":
-                return load <= self.value
+                return load <= bound
             case "==":
-                return load == self.value
+                return load == bound
             case "!=":
-                return load != self.value
+                return load != bound
             case ">=":
-                return load >= self.value
+                return load >= bound
             case _:
-                return load > self.value
+                return load > bound
+
+    def __str__(self) -> str:
+        """As written in ``replication``: ``load>=10``, ``load<mean``, ``load>2*peer-1``."""
+        if self.name is None:
+            return f"load{self.op}{self.value}"
+        factor = "" if self.factor == 1 else f"{self.factor:g}*"
+        offset = f"{self.value:+d}" if self.value else ""
+        return f"load{self.op}{factor}{self.name}{offset}"
+
+    def __repr__(self) -> str:
+        plain = f"Condition(op={self.op!r}, value={self.value!r}"
+        if self.name is None:
+            return plain + ")"
+        return f"{plain}, name={self.name!r}, factor={self.factor!r})"
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,17 @@ joined by ``#``::
     spec     := item ("," item)*
     item     := replica ("#" replica)* [":" "[" fraction "]"]
     replica  := name ( ":speed=" float | "(" cond ("," cond)* ")" )*
-    cond     := ("oc" | "uc") "=" ["("] "load" op int [")"]
+    cond     := ("oc" | "uc") "=" ["("] "load" op bound [")"]
     op       := "<" | "<=" | "==" | "!=" | ">=" | ">"
+    bound    := int | [number "*"] name [("+" | "-") int]
+    name     := "mean" | "min" | "max" | "total" | "peer"
     fraction := int "/" int | float                 (default 1/2)
 
 ``a#b#c`` is a line (paths a-b and b-c), ``a#b#c#a`` a ring. ``oc`` is the overload
 condition (the replica pushes calls away), ``uc`` the underload one (it pulls calls in).
+A condition compares the replica's ``load`` with a whole number, or with global load
+information: a name, optionally times a factor ``K*`` (more than 0) and plus or minus a
+whole number (``load>=mean+2``, ``load>2*peer``, ``load<=min``; config/loadbound.py).
 A replica named only inside a path is still a replica. Positions in error messages are
 0-based offsets into the string.
 
@@ -29,6 +34,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, cast
 
+from polybus.config.loadbound import CONDITION_FORMS, BoundError, read_bound
 from polybus.config.model import Condition, MigrationPath, ReplicaSpec
 from polybus.config.problems import closest
 from polybus.errors import ConfigError
@@ -42,7 +48,6 @@ MAX_REPLICAS = 1 << 16  # a sanity bound: a typo like 40000000 should not build 
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _FLOAT = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
-_INT = re.compile(r"[0-9]+")
 _RATIO = re.compile(r"([0-9]+)\s*/\s*([0-9]+)")
 _OPTION = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)")  # (the word after a replica's ':')
 _OPS = ("<=", ">=", "==", "!=", "<", ">")
@@ -85,9 +90,9 @@ class _Parser:
         return ConfigError(f"bad replication {self.text!r}: at position {at}: expected "
                            f"{expected}, found {found}", hint=REPLICATION_FORMS)
 
-    def problem(self, message: str, pos: int) -> ConfigError:
+    def problem(self, message: str, pos: int, hint: str = REPLICATION_FORMS) -> ConfigError:
         return ConfigError(f"bad replication {self.text!r}: at position {pos}: {message}",
-                           hint=REPLICATION_FORMS)
+                           hint=hint)
 
     def skip_ws(self) -> None:
         while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
@@ -227,10 +232,13 @@ class _Parser:
         if op is None:
             raise self.error("one of < <= == != >= >")
         self.pos += len(op)
-        value = int(self.match(_INT, "a whole number"))
+        try:
+            value, name, factor, self.pos = read_bound(self.text, self.pos)
+        except BoundError as e:
+            raise self.problem(str(e), e.pos, CONDITION_FORMS) from None
         if parens:
             self.expect(")")
-        cond = Condition(cast(Op, op), value)
+        cond = Condition(cast(Op, op), value, name, factor)
         old = rep.overload if which == "oc" else rep.underload
         if old is not None and old != cond:
             raise self.problem(f"conflicting {which} conditions for replica {rep.name!r}", where)

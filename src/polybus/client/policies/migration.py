@@ -12,6 +12,10 @@ Two rules keep migration from doing harm, whatever the conditions say:
 - a call moves only if the receiver would finish it sooner than the sender: the moved
   count is capped so the receiver's estimated drain time stays below the sender's
   (drain time = (waiting + running) / speed). On balanced load nothing moves.
+
+A condition may compare a replica's load with global load information (``load>=mean+2``,
+``load<=min``): `load_names` computes the names once per decision from the snapshot, over
+its live replicas only, and ``peer`` is the load of the other end of the edge judged.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from dataclasses import dataclass
 
 from polybus.config.model import Condition, MigrationPath, ReplicaSpec
 
-__all__ = ["DEFAULT_UNDERLOAD", "Edge", "Move", "ReplicaLoad", "decide", "edges", "steal_edges"]
+__all__ = ["DEFAULT_UNDERLOAD", "Edge", "Move", "ReplicaLoad", "decide", "edges", "load_names",
+           "steal_edges"]
 
 #: the underload condition used when a path names none on either end: pull when idle
 DEFAULT_UNDERLOAD = Condition("==", 0)
@@ -120,16 +125,36 @@ def _helpful(src: ReplicaLoad, dst: ReplicaLoad, k: int) -> int:
     return best
 
 
+def load_names(loads: Mapping[str, ReplicaLoad]) -> dict[str, float]:
+    """The global load information a condition may name, from one snapshot: ``mean``,
+    ``min``, ``max`` and ``total`` of the ``load`` (waiting and incoming calls, as in
+    conditions) of its live replicas, the replica judged among them (``mean`` is their
+    total over their count, unrounded and unweighted by speed). Empty when none is live.
+    (``peer`` is per edge: `decide` adds it.)"""
+    live = [r.load for r in loads.values() if r.alive]
+    if not live:
+        return {}
+    return {"mean": sum(live) / len(live), "min": min(live), "max": max(live),
+            "total": sum(live)}
+
+
+def _holds(c: Condition | None, load: int, names: dict[str, float], peer: int) -> bool:
+    """Whether ``c`` holds for ``load``, the other end of the edge having ``peer``."""
+    if c is None:
+        return False
+    return c.holds(load) if c.name is None else c.holds(load, {**names, "peer": peer})
+
+
 def decide(loads: Mapping[str, ReplicaLoad], rules: Sequence[Edge]) -> list[Move]:
     """The steals to make now: at most one per sending replica, most helpful first."""
     state = dict(loads)
+    names = load_names(loads)  # (once per decision, as every condition sees the snapshot)
     candidates: list[tuple[float, int, Edge]] = []
     for i, e in enumerate(rules):
         s, d = state.get(e.src), state.get(e.dst)
         if s is None or d is None or not (s.alive and d.alive) or s.stealing or s.waiting <= 0:
             continue
-        if (e.push is not None and e.push.holds(s.load)) or (
-                e.pull is not None and e.pull.holds(d.load)):
+        if _holds(e.push, s.load, names, d.load) or _holds(e.pull, d.load, names, s.load):
             gain = _drain(s.waiting, s.running, s.speed) - _drain(d.load, d.running, d.speed)
             candidates.append((-gain, i, e))
     moves: list[Move] = []
