@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from polybus.errors import ConfigError, TransportError
+from polybus.registry.state import natural
 from polybus.transport.channel import Channel
 from polybus.wire.messages import Replica
 
@@ -60,17 +61,10 @@ def places(module: str, configured: Sequence[str], replicas: Sequence[Replica],
             or replication_text(module, configured) != str(k)):
         chosen, spares = choose(configured, replicas)
         return chosen, spares, turn or 0
-    ordered = sorted(replicas, key=lambda r: _natural(r.name))
+    ordered = sorted(replicas, key=lambda r: natural(r.name))  # (as the registry)
     first = (turn * k) % m
     ordered = ordered[first:] + ordered[:first]
     return ordered[:k], ordered[k:], 0
-
-
-def _natural(name: str) -> tuple[str, int, str]:
-    """``server-2`` before ``server-10``, as the registry orders them."""
-    head = name.rstrip("0123456789")
-    tail = name[len(head):]
-    return (head, int(tail) if tail else -1, name)
 
 
 Dial = Callable[[list[Replica]], list[Channel | TransportError]]
