@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import polybus
+from polybus.client.session import Session
 
 from .comm_harness import cluster
 
@@ -94,3 +95,20 @@ def test_clients_using_fewer_replicas_than_registered_take_the_next_ones(
         assert used == ([["server-0"], ["server-1"], ["server-2"]] if count == 1 else
                         [["server-0", "server-1"], ["server-2", "server-0"],
                          ["server-1", "server-2"]])
+
+
+@pytest.mark.parametrize("replication", ["server-0#server-1", "server-0(oc=(load>=2))#server-1:[1]"])
+def test_replicas_named_by_a_migration_path_are_kept_at_every_turn(
+        tmp_path: Path, replication: str) -> None:
+    """A path between replicas of the default names (``server-0#server-1``) ties the
+    calls' moves to those names: every client takes them, whatever its turn, and moves
+    calls along the path. (Taken for a count, a client's turn gave it server-2 and
+    server-0, and the path, naming a replica it had not dialled, moved nothing.)"""
+    toml = TOML.replace("replication = 3", f'replication = "{replication}"')
+    with cluster(tmp_path, toml, replicas=2) as c:
+        c.start_replica("server-2")  # (a third registered: one to spare)
+        for _ in range(3):
+            s = Session(c.app, str(c.registry.address), c.token, turn=True)
+            c.sessions.append(s)
+            assert [lk.name for lk in s.links["server"]] == ["server-0", "server-1"]
+            assert len(s.migrators) == 1

@@ -84,6 +84,9 @@ def bound_error(text: str) -> tuple[int, str, str]:
     ("a(oc=(load>=mean+))#b", 17, "expected a whole number after '+', found ')'"),
     ("a(oc=(load>=mean-x))#b", 17, "expected a whole number after '-', found 'x'"),
     ("a(oc=(load>=mean+2+1))#b", 18, "one '+N' or '-N' after the name: write their sum"),
+    ("a(oc=(load>=mean+1.5))#b", 17, "the offset after the name is a whole number, not "
+                                     "1.5 (only a factor, before the name, has a fraction: "
+                                     "1.5*mean)"),
     ("a(oc=(load>=10+2))#b", 14, "'+' and '-' follow a load name (mean+2), not a number: "
                                  "write the whole number itself"),
     ("a(oc=(load>=2.5))#b", 12, "2.5 is not a whole number (a factor is followed by '*' "

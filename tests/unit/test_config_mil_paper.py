@@ -62,3 +62,14 @@ def test_cords_source_of_a_language_and_a_place_is_told_what_polybus_takes(place
 def test_a_file_name_in_adjacent_strings_is_still_a_file_name() -> None:
     doc, _ = parse_mil('module c {\n  source = "sub/" "client.py" ::\n}', "a.cfg")
     assert doc["modules"]["c"]["source"] == "sub/client.py"
+
+
+@pytest.mark.parametrize("string", [r'"server\q.py"', r'"a\u12"', r'"ok" "C:\dir"'])
+def test_a_string_with_an_escape_it_cannot_have_is_said_at_its_place(string: str) -> None:
+    # (it failed with json's JSONDecodeError and a traceback)
+    with pytest.raises(ConfigError) as info:
+        parse_mil(f"module server {{\n  source = {string} ::\n}}", "a.cfg")
+    bad = string.rsplit(" ", 1)[-1]
+    assert info.value.file == f"a.cfg:2:{12 + string.index(bad)}"
+    text = str(info.value)
+    assert f"bad escape in the string {bad}" in text and "\\\\" in text

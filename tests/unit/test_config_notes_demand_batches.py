@@ -41,6 +41,10 @@ def test_so_is_it_with_calls_that_may_migrate(sets: tuple[str, ...]) -> None:
     ("modules.server.define.compare={}",),                      # no priority: batches count
     ('modules.client.use.compare.callstyle="async-demand(4)"',),  # batches of up to 4
     ('modules.client.use.compare.callstyle="async"',),
+    # one replica: nothing to steal from, so no migrator, and batches of 8 (a run of
+    # the DNA example so sent its 40 calls in 5 batches, the note saying it batched none)
+    ("modules.client.use.compare.balance=steal", "modules.server.define.compare={}",
+     "modules.server.replication=1"),
 ])
 def test_nothing_is_said_where_calls_travel_together(sets: tuple[str, ...]) -> None:
     assert _notes(*sets) == []

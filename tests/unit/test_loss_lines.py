@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from polybus.client.calls import ReplicaLink
+from polybus.client.lossline import LossLines
 from polybus.client.session import Session
 from polybus.config import load
 from polybus.engines.mpireports import TAG_FAILED, Reports
@@ -292,3 +293,21 @@ def test_the_late_word_on_a_first_worker_leaves_the_second_ones_end(
         f"{LOST}; its worker exited with status 3",
         f"{LOST}; its worker (mpi rank 1) stopped: here"]
     assert session.ended == {"server-0": "exited with status 3"}
+
+
+def test_a_name_lost_and_dialled_again_over_and_over_keeps_no_ended_threads(
+        said: _Said) -> None:
+    """A long-lived front door whose replica is lost and dialled again, time after time,
+    under an engine whose word comes later: each loss asks on a thread of its own, and
+    the ended ones were kept for `close` to join, one more at each loss."""
+    losses = LossLines(how_ended_later=lambda name: "exited with status 1")
+    try:
+        for _ in range(20):
+            losses.lost("server-0", "server", ConnectionLostError("server-0 is gone"))
+            for thread in list(losses._threads):
+                thread.join(BOUND_S)
+            losses.again("server-0")
+        assert len(losses._threads) <= 1
+    finally:
+        losses.close()
+    assert said.events.count(f"{LOST}; its worker exited with status 1") == 20

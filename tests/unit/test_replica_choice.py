@@ -130,9 +130,10 @@ def test_a_count_fills_its_places_from_the_clients_turn() -> None:
     assert picked(PLACES, 1) == (["server-2", "server-10"], ["server-0", "server-1"], 0)
     assert picked(PLACES, 3)[0] == ["server-2", "server-10"]  # (6 mod 4: round the end)
     assert picked(one, None) == (["server-0"], ["server-1", "server-10", "server-2"], 0)
-    # a load ratio's shares follow the names: the configured ones first, as without a turn
-    assert places("server", PLACES, regs, 1, ratio=True)[2] == 1
-    assert _names(places("server", PLACES, regs, 1, ratio=True)[0]) == PLACES
+    # a load ratio's shares (or migration paths) follow the names: the configured ones
+    # first, as without a turn
+    assert places("server", PLACES, regs, 1, named=True)[2] == 1
+    assert _names(places("server", PLACES, regs, 1, named=True)[0]) == PLACES
     # named places: the configuration's; as many places as replicas: all, rotated from
     # the turn by the dispatcher
     assert picked(["server-1", "server-0"], 1) == (

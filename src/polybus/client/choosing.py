@@ -11,7 +11,7 @@ left over are spares: `dial_places` dials one in the place of a replica that can
 reached, and the session says which it left unused. Fewer registered than the places
 leave the empty places out, the others keeping the configuration's order (the session
 warns, and runs with those found). At a registry other clients share, a count with no
-load ratio fills its places from the client's turn instead (`places`).
+load ratio or migration path fills its places from the client's turn instead (`places`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from polybus.errors import ConfigError, TransportError
+from polybus.registry.state import natural
 from polybus.transport.channel import Channel
 from polybus.wire.messages import Replica
 
@@ -44,33 +45,26 @@ def choose(configured: Sequence[str], replicas: Sequence[Replica]
 
 
 def places(module: str, configured: Sequence[str], replicas: Sequence[Replica],
-           turn: int | None, ratio: bool = False) -> tuple[list[Replica], list[Replica], int]:
+           turn: int | None, named: bool = False) -> tuple[list[Replica], list[Replica], int]:
     """`choose`, for a client that took ``turn`` at a registry other clients share (None:
     a run's own registry), with where its rotation starts among those chosen. Where the
     replication is a count (places named ``module-0`` ... by default, nothing tied to a
-    name), no binding of the module has a load ratio (``ratio``: its shares follow the
-    names) and more replicas are registered than the count, the places are filled from
-    the turn on: turn t takes the count's replicas from position t x count of all those
-    registered, in name order, round the end (the name server's round robin: clients of
-    one replica each spread over the replicas, not all at the first); its rotation then
-    starts at the first of them. Otherwise the places are `choose`'s, and the rotation
-    starts at the turn (0 without one)."""
+    name: ``named`` says something is, a load ratio's shares or migration paths, which
+    follow the names), and more replicas are registered than the count, the places are
+    filled from the turn on: turn t takes the count's replicas from position t x count
+    of all those registered, in name order, round the end (the name server's round
+    robin: clients of one replica each spread over the replicas, not all at the first);
+    its rotation then starts at the first of them. Otherwise the places are `choose`'s,
+    and the rotation starts at the turn (0 without one)."""
     k, m = len(configured), len(replicas)
-    if (turn is None or ratio or not k or m <= k
+    if (turn is None or named or not k or m <= k
             or replication_text(module, configured) != str(k)):
         chosen, spares = choose(configured, replicas)
         return chosen, spares, turn or 0
-    ordered = sorted(replicas, key=lambda r: _natural(r.name))
+    ordered = sorted(replicas, key=lambda r: natural(r.name))  # (as the registry)
     first = (turn * k) % m
     ordered = ordered[first:] + ordered[:first]
     return ordered[:k], ordered[k:], 0
-
-
-def _natural(name: str) -> tuple[str, int, str]:
-    """``server-2`` before ``server-10``, as the registry orders them."""
-    head = name.rstrip("0123456789")
-    tail = name[len(head):]
-    return (head, int(tail) if tail else -1, name)
 
 
 Dial = Callable[[list[Replica]], list[Channel | TransportError]]

@@ -96,8 +96,10 @@ class LossLines:
             return
         thread = threading.Thread(target=self._later, args=(number, name),
                                   name=f"polybus-loss-{name}", daemon=True)
-        self._threads.append(thread)
-        thread.start()
+        thread.start()  # (then listed: `close` joins none not started)
+        # (those ended let go: a name lost and dialled again over and over, in a
+        # long-lived front door, kept one more at each loss)
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
 
     def again(self, name: str) -> None:
         """Replica ``name`` was dialled again (a worker answering again, or one started

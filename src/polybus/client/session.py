@@ -282,8 +282,9 @@ class Session:
         # The replication's places, each its named replica or another (client/choosing.py):
         # a load ratio's shares follow the replicas as the configuration lists them.
         configured = [r.name for r in spec.replication]
-        chosen, spares, self._starts[module] = places(
-            module, configured, usable, self._turns.get(module), module in self._ratios)
+        chosen, spares, self._starts[module] = places(  # (ratios and paths follow names)
+            module, configured, usable, self._turns.get(module),
+            module in self._ratios or bool(spec.migration))
         say_tcp_only(module, scheme, chosen, self._short)
         made, failed = dial_places(chosen, spares, lambda rs: connect_all(
             rs, scheme, self.token,

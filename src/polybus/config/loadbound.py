@@ -57,8 +57,9 @@ def _name(text: str, pos: int, expected: str) -> tuple[str, int]:
     return word, m.end()
 
 
-def _offset(text: str, pos: int) -> tuple[int, int]:
-    """``+N`` or ``-N`` after a load name (or nothing: 0), and the position after it."""
+def _offset(text: str, pos: int, name: str) -> tuple[int, int]:
+    """``+N`` or ``-N`` after load name ``name`` (or nothing: 0), and the position
+    after it."""
     m = _SIGN.match(text, pos)
     if m is None:
         return 0, pos
@@ -66,6 +67,11 @@ def _offset(text: str, pos: int) -> tuple[int, int]:
     n = _INT.match(text, m.end())
     if n is None:
         raise _expected(text, m.end(), f"a whole number after {sign!r}")
+    number = _NUMBER.match(text, m.end())
+    if number is not None and number.end() > n.end():  # ("mean+1.5")
+        raise BoundError(f"the offset after the name is a whole number, not "
+                         f"{number.group(1)} (only a factor, before the name, has a fraction: "
+                         f"{number.group(1)}*{name})", number.start(1))
     again = _SIGN.match(text, n.end())
     if again is not None:
         raise BoundError("one '+N' or '-N' after the name: write their sum", again.start(1))
@@ -82,7 +88,7 @@ def read_bound(text: str, pos: int) -> tuple[int, str | None, float, int]:
         if star is not None:
             raise BoundError(f"the factor goes before the name, as in 2*{name}",
                              star.end() - 1)
-        value, end = _offset(text, end)
+        value, end = _offset(text, end, name)
         return value, name, 1.0, end
     number = m.group(1)
     star = _STAR.match(text, m.end())
@@ -90,7 +96,7 @@ def read_bound(text: str, pos: int) -> tuple[int, str | None, float, int]:
         if float(number) <= 0:
             raise BoundError(f"factor {number} is not more than 0", m.start(1))
         name, end = _name(text, star.end(), f"a load name ({_NAMES}) after '{number}*'")
-        value, end = _offset(text, end)
+        value, end = _offset(text, end, name)
         return value, name, float(number), end
     if not number.isdigit():
         raise BoundError(f"{number} is not a whole number (a factor is followed by '*' and "

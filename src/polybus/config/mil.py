@@ -46,7 +46,6 @@ wrote the key (milfile.py, `MilFile.locate`), and says its advice in MIL.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from polybus.config.milfile import MilFile
@@ -140,7 +139,7 @@ class _Parser(Reader):
         places = ("local", "remote")
         if len(toks) < 2 or any(t.kind != "string" for t in toks):
             return
-        if json.loads(toks[-1].text) not in places:
+        if self.string(toks[-1]) not in places:
             return
         raise self.error(
             f"source = {' '.join(t.text for t in toks)}: in CORD's notation a language and "

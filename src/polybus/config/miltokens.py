@@ -98,12 +98,21 @@ class Reader:
         return self.take()
 
     # -- values -------------------------------------------------------------------
+    def string(self, tok: Tok) -> str:
+        """A string token's text, its escapes (JSON's) read."""
+        try:
+            return str(json.loads(tok.text))
+        except json.JSONDecodeError as e:  # (a backslash not of an escape)
+            raise self.error(
+                f"bad escape in the string {tok.text} ({e.msg}): a backslash starts an "
+                f'escape (\\n, \\", \\uXXXX); write \\\\ for a backslash itself', tok) from None
+
     def value(self, key: str) -> Any:
         tok = self.peek()
         if tok.kind == "string":
             parts = []
             while self.peek().kind == "string":
-                parts.append(json.loads(self.take().text))
+                parts.append(self.string(self.take()))
             return "".join(parts)
         if tok.kind == "number":
             self.take()

@@ -53,9 +53,9 @@ def note_demand_batches(modules: dict[str, ModuleSpec], bindings: list[Binding],
                         p: Problems) -> None:
     """``aggregate`` under ``async-demand(1)`` on a binding whose calls each need a
     record of their own (a ``priority`` on the interface, or calls that may migrate:
-    migration paths on the module, ``balance = "steal"``): there the window counts calls,
-    not batches (client/batching.py, `batcher_for`), so a batch holds at most one call and
-    nothing travels together. A DNA trial of priority, demand and aggregation together
+    migration paths on the module, ``balance = "steal"`` over two replicas or more): there
+    the window counts calls, not batches (client/batching.py, `batcher_for`), so a batch
+    holds at most one call and nothing travels together. A DNA trial of priority, demand and aggregation together
     ran 40 calls in 0 batches, said nowhere."""
     for b in bindings:
         user, server = modules.get(b.user), modules.get(b.module)
@@ -67,7 +67,9 @@ def note_demand_batches(modules: dict[str, ModuleSpec], bindings: list[Binding],
         define = server.define.get(b.interface)
         why = (f"interface {b.interface!r} has a priority"
                if define is not None and define.priority is not None
+               # (steal among one replica makes no migrator: client/migrate.py)
                else 'it has balance = "steal"' if use.balance == "steal"
+               and len(server.replication) > 1
                else f"module {b.module!r} has migration paths" if server.migration else None)
         if why is None:
             continue

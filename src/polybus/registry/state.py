@@ -70,7 +70,7 @@ class RegistryState:
         out = [e.replica for e in self._entries.values()
                if (not module or e.replica.module == module)
                and (not interface or interface in e.replica.interfaces)]
-        return sorted(out, key=lambda r: _natural(r.name))
+        return sorted(out, key=lambda r: natural(r.name))
 
     def take_turn(self, *, module: str = "", interface: str = "") -> int:
         """The turns taken before this one for ``module`` and ``interface`` (0 for the
@@ -84,7 +84,9 @@ class RegistryState:
         return sorted(self._entries)
 
 
-def _natural(name: str) -> tuple[str, int]:
+def natural(name: str) -> tuple[str, int, str]:
+    """A replica name's place in name order: ``server-2`` before ``server-10`` (the
+    name itself last, so that ``server-02`` and ``server-2`` keep one order)."""
     head = name.rstrip("0123456789")
     tail = name[len(head):]
-    return (head, int(tail) if tail else -1)
+    return (head, int(tail) if tail else -1, name)
