@@ -20,6 +20,7 @@ from polybus.client.promise import wait
 from polybus.client.session import Session
 from polybus.client.stats import ReplicaStats
 from polybus.client.stubs import activate, active, importing, one_run
+from polybus.clientimports import ClientImports
 from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, SET, Origin
@@ -125,6 +126,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
     ended: BaseException | None = None  # what the program raised, if it did
     interrupted = False  # Ctrl-C, SIGTERM, the mpi launcher's stop, a time limit
     outer = active()  # (a run nested in a client's entrypoint: its outer run's session)
+    imports: ClientImports | None = None
     with one_run(), started_cluster(app, sets, registry=registry, token_file=token_file,
                                     worker_output=echo, origin=origin) as cluster:
         try:
@@ -133,6 +135,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
                               how_ended=cluster.how_ended,
                               how_ended_later=cluster.how_ended_later, turn=cluster.shared)
             startup = cluster.startup_s + time.perf_counter() - t0
+            imports = ClientImports(client.source)  # (the folder's modules, as they are now)
             importing(client.key, client.entrypoint)  # (a call made meanwhile: stubs.py)
             try:
                 module = load_module(client.source, import_name(client.key))
@@ -171,6 +174,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
             raise
         finally:
             activate(outer)  # (None but in a nested run: the outer run's calls go on)
+            if imports is not None:
+                imports.note()
             if session is not None:
                 # (calls still running when the program ended: no outcome to count, so
                 # said as such, or the count of failures would vary run to run unexplained)
