@@ -20,12 +20,12 @@ from polybus.client.promise import wait
 from polybus.client.session import Session
 from polybus.client.stats import ReplicaStats
 from polybus.client.stubs import activate, active, importing, one_run
-from polybus.clientimports import ClientImports
 from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, SET, Origin
 from polybus.config.workerside import worker_side_changes
 from polybus.deadline import check_timeout, time_limit
+from polybus.embedded import ClientImports, loop_note
 from polybus.engines.base import Cluster, Engine
 from polybus.errors import (
     AuthenticationError,
@@ -206,6 +206,7 @@ def _ended(exc: BaseException, app: AppConfig, client: str,
     then counted in one note, not said one by one (client/unseen.py)."""
     if isinstance(exc, PLACED):
         place(exc, app, client, returned_by)
+    loop_note(exc)  # (a notebook's cell: an event loop runs there already)
     unseen.hush()
     return exc
 

@@ -8,6 +8,7 @@ run's replicas, and failed once it ended). Every worker a test starts is gone at
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import threading
@@ -160,3 +161,41 @@ def test_runs_from_a_thread_one_after_the_other(tmp_path: Path, no_worker_left: 
     assert results == [49, 49]
     assert polybus.run(app, worker_output=False).result == 49  # (and from this one)
 
+
+
+ASYNC_CLIENT = """
+    import asyncio
+    from polybus import use
+
+    square = use("square")
+
+    async def two():
+        return 2
+
+    def main():
+        coro = two()
+        try:
+            return square(asyncio.run(coro)) + 0
+        finally:
+            coro.close()                   # (refused: never awaited, no warning of it)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_run_inside_a_running_event_loop(tmp_path: Path, no_worker_left: None) -> None:
+    """As in a notebook, whose kernel runs an event loop: a run works there, and a client
+    that starts an event loop of its own (asyncio.run, fine under `polybus run`) fails
+    with a note that says why, and what to do."""
+    plain = _app(tmp_path / "plain", PLAIN_CLIENT)
+    loops = _app(tmp_path / "loops", ASYNC_CLIENT)
+
+    async def cell(app: Path) -> Any:
+        return polybus.run(app, worker_output=False).result
+
+    assert asyncio.run(cell(plain)) == 49
+    with pytest.raises(RuntimeError, match="running event loop") as info:
+        asyncio.run(cell(loops))
+    notes = " ".join(getattr(info.value, "__notes__", []))
+    assert "polybus.run was called in a thread whose asyncio event loop is running" in notes
+    assert "asyncio.to_thread(polybus.run" in notes
+    assert polybus.run(loops, worker_output=False).result == 4  # (with no loop running)

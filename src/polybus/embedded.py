@@ -1,17 +1,20 @@
-"""The modules a run's client imports from its own folder, as the files are now, in a
-process that runs several (a notebook's kernel, a service).
+"""A run in a process that lives on and runs several (a notebook's kernel, a service).
 
-A run loads its client module afresh from its file, and its replicas are new processes
-that import everything afresh; but a module the client imports (``import common``, a
-``common.py`` beside it) stays in ``sys.modules`` after its run, and the next run's
-``import common`` would get that copy: the old code of a helper edited meanwhile (while
-the replicas ran the new one), or another project's ``common.py``. So the modules a run
-imported from its client's folder are noted as it ends, and the next run's client takes
-them afresh (`ClientImports`) if any of their files has changed since, or if it is
+`ClientImports`: the modules a run's client imports from its own folder, as the files
+are now. A run loads its client module afresh from its file, and its replicas are new
+processes that import everything afresh; but a module the client imports (``import
+common``, a ``common.py`` beside it) stays in ``sys.modules`` after its run, and the
+next run's ``import common`` would get that copy: the old code of a helper edited
+meanwhile (while the replicas ran the new one), or another project's ``common.py``. So
+the modules a run imported from its client's folder are noted as it ends, and the next
+run's client takes them afresh if any of their files has changed since, or if it is
 another folder's client; else they are kept, the same modules, so a value of their
 classes kept from one run still pickles in the next. Only source files of the user's
 are taken so: not polybus's, nor an installed package's (a virtual environment inside
 the project), nor a compiled extension, which cannot be imported twice.
+
+`loop_note`: why a program fails that starts an event loop of its own (``asyncio.run``)
+when `polybus.run` is called where one is running already (a notebook's cell).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from types import ModuleType
 from polybus.ownfiles import is_polybus_file
 from polybus.usernames import PREFIX
 
-__all__ = ["ClientImports"]
+__all__ = ["ClientImports", "loop_note"]
 
 # Per client folder, the modules runs of it imported: name -> (module, its file's
 # (mtime_ns, size) when its run ended).
@@ -91,3 +94,22 @@ def _installed() -> tuple[str, ...]:
     except AttributeError:  # (a site module without it: an embedded interpreter's)
         pass
     return tuple(paths)
+
+
+def loop_note(exc: BaseException) -> None:
+    """A note on ``exc``, the program's, if it is an event loop's refusal (``asyncio.run()
+    cannot be called from a running event loop``, ``This event loop is already
+    running``) and this thread runs one: the caller's, not the program's doing."""
+    if not isinstance(exc, RuntimeError) or "event loop" not in str(exc):
+        return
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    exc.add_note("polybus.run was called in a thread whose asyncio event loop is running "
+                 "(a notebook's kernel runs one), where the program cannot run an event "
+                 "loop of its own as under `polybus run`: call it from a thread with none, "
+                 "`await asyncio.to_thread(polybus.run, ...)` (with no timeout=, which "
+                 "needs the main thread), or run `polybus run` in a subprocess")
