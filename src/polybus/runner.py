@@ -60,6 +60,13 @@ class RunResult:
     interfaces: dict[str, dict[str, int]] = field(default_factory=dict)
     broadcasts: dict[str, int] = field(default_factory=dict)  # values, and their Puts
 
+    def summary(self) -> str:
+        """The summary `polybus run` writes to stderr, as text: a table of the replicas,
+        the totals, what each binding's strategies did (``print(r.summary())``)."""
+        from polybus.summary import text
+
+        return text(self)
+
     def to_json(self) -> dict[str, Any]:
         # (the result left out of asdict, which deep-copies what it holds: a result
         # that cannot be copied, a lock or a socket, raised TypeError after the run,
