@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import threading
+import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -199,3 +201,56 @@ def test_a_run_inside_a_running_event_loop(tmp_path: Path, no_worker_left: None)
     assert "polybus.run was called in a thread whose asyncio event loop is running" in notes
     assert "asyncio.to_thread(polybus.run" in notes
     assert polybus.run(loops, worker_output=False).result == 4  # (with no loop running)
+
+
+SLOW_SERVER = """
+    import time
+
+    def square(x):
+        time.sleep(x)
+        return x * x
+"""
+
+SLOW_CLIENT = """
+    from polybus import use, wait
+
+    square = use("square")
+
+    def main():
+        return wait([square(30), square(30)])
+"""
+
+
+@pytest.mark.timeout(120)
+def test_an_interrupt_while_calls_are_in_flight_stops_the_run_and_the_next_one_works(
+        tmp_path: Path, request: pytest.FixtureRequest, no_worker_left: None) -> None:
+    """A notebook's interrupt is SIGINT to its kernel, while the program waits for calls:
+    the run raises KeyboardInterrupt saying what it waited for, stops its workers, and
+    the process runs the next one."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # (a shell
+    # that started the tests in the background has it ignored)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
+    slow = write_bound_app(tmp_path / "slow", server=SLOW_SERVER, client=SLOW_CLIENT,
+                           names=("square",), server_keys="replication = 2",
+                           client_keys='use.square = { callstyle = "async" }')
+    main = threading.get_ident()
+    started = descendants(os.getpid())
+
+    def interrupt_once_waiting() -> None:
+        while True:  # (the main thread inside polybus's wait: the calls are in flight)
+            frame = sys._current_frames().get(main)
+            while frame is not None and frame.f_code.co_name != "_wait":
+                frame = frame.f_back
+            if frame is not None:
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.01)
+
+    threading.Thread(target=interrupt_once_waiting, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt) as info:
+        polybus.run(slow, worker_output=False)
+    notes = " ".join(getattr(info.value, "__notes__", []))
+    assert "it was waiting for a call to square on server-" in notes, notes
+    assert descendants(os.getpid()) <= started
+    assert polybus.run(_app(tmp_path / "plain", PLAIN_CLIENT),
+                       worker_output=False).result == 49
