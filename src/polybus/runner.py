@@ -19,12 +19,13 @@ from polybus.client.drain import arrived, drain, under_way
 from polybus.client.promise import wait
 from polybus.client.session import Session
 from polybus.client.stats import ReplicaStats
-from polybus.client.stubs import activate, importing
+from polybus.client.stubs import activate, active, importing, one_run
 from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, SET, Origin
 from polybus.config.workerside import worker_side_changes
 from polybus.deadline import check_timeout, time_limit
+from polybus.embedded import ClientImports, loop_note
 from polybus.engines.base import Cluster, Engine
 from polybus.errors import (
     AuthenticationError,
@@ -58,6 +59,13 @@ class RunResult:
     # calls, batches, operands put and named, values forwarded... (client/counts.py)
     interfaces: dict[str, dict[str, int]] = field(default_factory=dict)
     broadcasts: dict[str, int] = field(default_factory=dict)  # values, and their Puts
+
+    def summary(self) -> str:
+        """The summary `polybus run` writes to stderr, as text: a table of the replicas,
+        the totals, what each binding's strategies did (``print(r.summary())``)."""
+        from polybus.summary import text
+
+        return text(self)
 
     def to_json(self) -> dict[str, Any]:
         # (the result left out of asdict, which deep-copies what it holds: a result
@@ -124,14 +132,17 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
     session: Session | None = None
     ended: BaseException | None = None  # what the program raised, if it did
     interrupted = False  # Ctrl-C, SIGTERM, the mpi launcher's stop, a time limit
-    with started_cluster(app, sets, registry=registry, token_file=token_file,
-                         worker_output=echo, origin=origin) as cluster:
+    outer = active()  # (a run nested in a client's entrypoint: its outer run's session)
+    imports: ClientImports | None = None
+    with one_run(), started_cluster(app, sets, registry=registry, token_file=token_file,
+                                    worker_output=echo, origin=origin) as cluster:
         try:
             t0 = time.perf_counter()
             session = Session(app, cluster.registry, cluster.token,
                               how_ended=cluster.how_ended,
                               how_ended_later=cluster.how_ended_later, turn=cluster.shared)
             startup = cluster.startup_s + time.perf_counter() - t0
+            imports = ClientImports(client.source)  # (the folder's modules, as they are now)
             importing(client.key, client.entrypoint)  # (a call made meanwhile: stubs.py)
             try:
                 module = load_module(client.source, import_name(client.key))
@@ -169,7 +180,9 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
             interrupted = True
             raise
         finally:
-            activate(None)
+            activate(outer)  # (None but in a nested run: the outer run's calls go on)
+            if imports is not None:
+                imports.note()
             if session is not None:
                 # (calls still running when the program ended: no outcome to count, so
                 # said as such, or the count of failures would vary run to run unexplained)
@@ -200,6 +213,7 @@ def _ended(exc: BaseException, app: AppConfig, client: str,
     then counted in one note, not said one by one (client/unseen.py)."""
     if isinstance(exc, PLACED):
         place(exc, app, client, returned_by)
+    loop_note(exc)  # (a notebook's cell: an event loop runs there already)
     unseen.hush()
     return exc
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
 import io
 
+import pytest
 from rich.console import Console
 
 from polybus.cli.cmd_run import caption, strategies, summary
@@ -87,3 +89,25 @@ def test_operands_named_with_none_put_say_operands() -> None:
                   {"client.mul": _row(operands_named=4), "client.one": _row(operands_named=1)},
                   {"values": 0, "puts": 0})
     assert strategies(r) == ["client.mul: 4 operands named", "client.one: 1 operand named"]
+
+
+def test_a_run_result_gives_its_summary_as_text_from_python(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`polybus.run` prints no summary; `r.summary()` is the one `polybus run` writes,
+    as plain text, in a notebook too (where rich would display it, not return it)."""
+
+    class ZMQInteractiveShell:  # (the name by which rich knows a notebook's kernel)
+        pass
+
+    monkeypatch.setattr(builtins, "get_ipython", ZMQInteractiveShell, raising=False)
+    r = RunResult(None, 0.5, 1.0, 30, 10, 20,
+                  [ReplicaStats("server-0", calls=20, busy_s=0.25, busy_fraction=0.5),
+                   ReplicaStats("server-1", calls=10, busy_s=None, lost=True)],
+                  {"client.make": _row(forwarded=3)})
+    text = r.summary()
+    lines = text.splitlines()
+    assert "replica" in lines[1] and "busy %" in lines[1], text
+    assert any("server-0" in x and "0.2500" in x and "50" in x for x in lines), text
+    assert any("server-1 (lost)" in x and "?" in x for x in lines), text
+    assert lines[-2:] == [caption(r), "client.make: 3 forwarded"]
+    assert "\x1b[" not in text

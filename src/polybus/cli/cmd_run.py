@@ -9,8 +9,6 @@ import sys
 from functools import partial
 from typing import TextIO
 
-from rich.table import Table
-
 from polybus.cli.output import result_console
 from polybus.cli.values import check_distinct, check_writable, read_files, save, seconds
 from polybus.config import module_sources
@@ -18,7 +16,8 @@ from polybus.config.origin import SET
 from polybus.deadline import check_timeout
 from polybus.errors import RemoteError, RemoteException
 from polybus.runargs import jsonable
-from polybus.runner import RunResult, run, where_stopped
+from polybus.runner import run, where_stopped
+from polybus.summary import caption, strategies, summary
 from polybus.usernames import type_name
 
 
@@ -40,70 +39,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=seconds, metavar="DURATION",
                    help="stop the program once it has run this long (its workers' "
                         "start-up not counted), saying where it was; exit status 124")
-
-
-def caption(r: RunResult) -> str:
-    return (f"elapsed {r.elapsed_s:.4f} s (start-up {r.startup_s:.2f} s apart), "
-            f"{r.calls} call{'' if r.calls == 1 else 's'}, sent {r.bytes_sent:,} B, "
-            f"received {r.bytes_received:,} B")
-
-
-def summary(r: RunResult) -> Table:
-    t = Table()
-    # Replica names whole (workers started by hand are named module-host-pid): rich
-    # would cut them to fit 80 columns when stderr is not a terminal.
-    names = [rep.name + (" (lost)" if rep.lost else "") for rep in r.replicas]
-    t.add_column("replica", no_wrap=True, min_width=max(map(len, names), default=7))
-    t.add_column("via")  # (the transport of each of its connections: client/stats.py)
-    for col in ("speed", "calls", "moved in", "moved out", "busy s", "busy %",
-                "queue wait s"):
-        t.add_column(col, justify="right")
-    for rep, name in zip(r.replicas, names, strict=True):
-        # A lost replica cannot be asked how long it was busy: not known (None), not 0.
-        busy = None if rep.busy_fraction is None else 100.0 * rep.busy_fraction
-        times = [_figure(rep.busy_s, ".4f"), _figure(busy, ".0f"),
-                 _figure(rep.queue_wait_s, ".4f")]
-        t.add_row(name, "+".join(rep.transports) or "?", f"{rep.speed:g}", str(rep.calls), str(rep.migrated_in),
-                  str(rep.migrated_out), *times)
-    return t
-
-
-def strategies(r: RunResult) -> list[str]:
-    """A line for each binding whose strategies did something (client/counts.py), and
-    one for `broadcast`; none for a run with no strategy on (forwarding aside: it is on
-    by default)."""
-    lines = []
-    for name, c in r.interfaces.items():
-        said = [text for n, text in (
-            (c.get("batches", 0), f"{_n(c.get('batches', 0), 'batch', 'batches')} "
-                                  f"({_n(c.get('batched_calls', 0), 'call')})"),
-            (c.get("operands_put", 0), f"{_n(c.get('operands_put', 0), 'operand')} put"),
-            (c.get("operands_named", 0),  # ("operands" said once: by the first)
-             f"{c.get('operands_named', 0)} named" if c.get("operands_put", 0)
-             else f"{_n(c.get('operands_named', 0), 'operand')} named"),
-            (c.get("cache_misses", 0), _n(c.get("cache_misses", 0), "cache miss",
-                                          "cache misses")),
-            (c.get("forwarded", 0), f"{c.get('forwarded', 0)} forwarded"),
-            (c.get("through_client", 0), f"{c.get('through_client', 0)} through the client"),
-            (c.get("refused", 0), f"{c.get('refused', 0)} refused (queue full)"),
-        ) if n]
-        if said:
-            lines.append(f"{name}: {', '.join(said)}")
-    values = r.broadcasts.get("values", 0)
-    if values:
-        lines.append(f"broadcast: {_n(values, 'value')}, "
-                     f"{_n(r.broadcasts.get('puts', 0), 'Put')} to replicas")
-    return lines
-
-
-def _n(count: int, one: str, many: str | None = None) -> str:
-    """``count`` and its noun, singular or plural (``1 batch``, ``5 batches``)."""
-    return f"{count} {one if count == 1 else many or one + 's'}"
-
-
-def _figure(value: float | None, spec: str) -> str:
-    """A replica's figure as the summary shows it; ``?`` for one not known (None)."""
-    return "?" if value is None else format(value, spec)
 
 
 def write_json(path: str, doc: dict[str, object], out: TextIO | None = None) -> None:

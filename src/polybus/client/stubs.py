@@ -6,6 +6,9 @@ session then, so the same module works under every configuration.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from polybus.errors import UsageError
@@ -20,6 +23,11 @@ _ran = [False]  # a run has ended in this process (its threads may call on after
 # ("importing", module key, entrypoint) while a run imports its client module
 # (runner.py), ("replica", module key, "") in a replica (worker/main.py)
 _phase: list[tuple[str, str, str] | None] = [None]
+# The threads of the runs under way, the outermost's first (a run nested in a client's
+# entrypoint is in its outer run's thread): the stubs of every thread call through one
+# session, so a run another thread starts meanwhile is refused (`one_run`).
+_runs: list[threading.Thread] = []
+_runs_lock = threading.Lock()
 
 
 def importing(key: str | None, entrypoint: str = "") -> None:
@@ -71,6 +79,35 @@ def activate(session: Session | None) -> None:
     if session is None and _global[0] is not None:
         _ran[0] = True
     _global[0] = session
+
+
+def active() -> Session | None:
+    """The session stubs call through now, if any (a nested run gives it back)."""
+    return _global[0]
+
+
+@contextmanager
+def one_run() -> Iterator[None]:
+    """A run under way in this thread while the block runs. Refused with a UsageError
+    while a run of another thread is under way: its program's calls, from whatever
+    thread, go through the one active session, so a second run would take them over
+    (and leave them with none when it ended). A run nested in a client, in its outer
+    run's thread, is welcome."""
+    me = threading.current_thread()
+    with _runs_lock:
+        if _runs and _runs[0] is not me:
+            raise UsageError(
+                f"another polybus run is under way in this process (started in thread "
+                f"{_runs[0].name!r}): a process runs one at a time (a run nested in a "
+                "client's entrypoint aside), since its program's calls go through the "
+                "run under way from any thread; start this one once that one has "
+                "ended, or in a process of its own (a subprocess running `polybus run`)")
+        _runs.append(me)
+    try:
+        yield
+    finally:
+        with _runs_lock:
+            _runs.pop()
 
 
 class Stub:

@@ -18,13 +18,16 @@ from polybus.usernames import key_of
 
 
 def load_module(path: Path | str, name: str | None = None) -> ModuleType:
-    """Import a module from its file; its folder goes on sys.path for its own imports."""
+    """Import a module from its file; its folder goes first on sys.path for its own
+    imports (moved there if it was on it already: in a process that runs several
+    programs, an earlier one's folder must not hold a same-named file in its place)."""
     p = Path(path).resolve()
     if not p.is_file():
         raise ConfigError(f"module source {p} does not exist")
     folder = str(p.parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.insert(0, folder)
     mod_name = name or p.stem
     spec = importlib.util.spec_from_file_location(mod_name, p)
     if spec is None or spec.loader is None:

@@ -1,0 +1,130 @@
+"""The modules a client imports from its own folder, across runs in one process (a
+notebook's kernel): a run imports them as its replicas do, from the files as they are
+now. Before: the first run's copies stayed in ``sys.modules``, so a helper edited
+between two runs was the old one at the client (the replicas, new processes, had the
+new one), and a second project's ``common.py`` was the first project's. A helper left
+unchanged is the same module in the next run of its project: a value of its class kept
+from one run still goes to the next one's calls."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import polybus
+from integration.conftest import descendants, kill_all
+from polybus.testing.apps import write_bound_app
+
+SERVER = """
+    import common
+
+    def tag(x):
+        return common.NAME, x
+"""
+
+CLIENT = """
+    import common
+    from polybus import use
+
+    tag = use("tag")
+
+    def main(x=0):
+        return common.NAME, tag(x)[0]      # the client's copy and a replica's
+"""
+
+
+@pytest.fixture
+def no_worker_left() -> Iterator[None]:
+    before = descendants(os.getpid())
+    try:
+        yield
+    finally:
+        left = descendants(os.getpid()) - before
+        kill_all(left)
+    assert not left, f"processes left behind: {sorted(left)}"
+
+
+def _project(where: Path, name: str) -> Path:
+    app = write_bound_app(where, server=SERVER, client=CLIENT, names=("tag",))
+    (where / "common.py").write_text(f"NAME = {name!r}\n")
+    return app
+
+
+@pytest.mark.timeout(120)
+def test_a_helper_edited_between_two_runs_is_the_new_one_at_the_client(
+        tmp_path: Path, no_worker_left: None) -> None:
+    app = _project(tmp_path, "before")
+    assert polybus.run(app, worker_output=False).result == ("before", "before")
+    (tmp_path / "common.py").write_text("NAME = 'after the edit'\n")
+    assert polybus.run(app, worker_output=False).result == ("after the edit",
+                                                            "after the edit")
+
+
+INDIRECT_CLIENT = """
+    import util                            # which took NAME from common
+    from polybus import use
+
+    tag = use("tag")
+
+    def main():
+        return util.NAME, tag(0)[0]
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_module_that_took_a_name_from_an_edited_helper_is_taken_afresh_too(
+        tmp_path: Path, no_worker_left: None) -> None:
+    app = write_bound_app(tmp_path, server=SERVER, client=INDIRECT_CLIENT, names=("tag",))
+    (tmp_path / "util.py").write_text("from common import NAME\n")
+    (tmp_path / "common.py").write_text("NAME = 'before'\n")
+    assert polybus.run(app, worker_output=False).result == ("before", "before")
+    (tmp_path / "common.py").write_text("NAME = 'after the edit'\n")
+    assert polybus.run(app, worker_output=False).result == ("after the edit",
+                                                            "after the edit")
+
+
+@pytest.mark.timeout(180)
+def test_two_projects_each_import_their_own_helper_of_the_same_name(
+        tmp_path: Path, no_worker_left: None) -> None:
+    a = _project(tmp_path / "a", "project a")
+    b = _project(tmp_path / "b", "project b")
+    assert polybus.run(a, worker_output=False).result == ("project a", "project a")
+    assert polybus.run(b, worker_output=False).result == ("project b", "project b")
+    assert polybus.run(a, worker_output=False).result == ("project a", "project a")
+
+
+KEEP_CLIENT = """
+    import common
+    import embedded_imports_kept as kept
+    from polybus import use
+
+    tag = use("tag")
+
+    def main():
+        if kept.value is None:
+            return common.Point(1, 2)
+        return tag(kept.value)[1]          # pickled: its class must be common's own
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_value_of_an_unchanged_helpers_class_goes_to_a_later_runs_call(
+        tmp_path: Path, no_worker_left: None) -> None:
+    app = write_bound_app(tmp_path, server=SERVER, client=KEEP_CLIENT, names=("tag",),
+                          server_keys="pickle = true", client_keys="pickle = true")
+    (tmp_path / "common.py").write_text(
+        "NAME = 'c'\n\n\nclass Point:\n    def __init__(self, x, y):\n"
+        "        self.x, self.y = x, y\n")
+    kept = types.SimpleNamespace(value=None)
+    sys.modules["embedded_imports_kept"] = kept  # type: ignore[assignment]
+    try:
+        kept.value = polybus.run(app, worker_output=False).result
+        back = polybus.run(app, worker_output=False).result
+    finally:
+        sys.modules.pop("embedded_imports_kept", None)
+    assert (type(back).__name__, back.x, back.y) == ("Point", 1, 2)
