@@ -68,8 +68,10 @@ def gone(pid: int) -> bool:
 
 class QuickBenchmarks:
     """Each quick benchmark run once per test session, on first request (it takes up to
-    20 s; several tests check the same run). A run that raised raises again for every
-    test that asks for it."""
+    a minute; several tests check the same run), by whichever test process (pytest-xdist
+    worker) asks first: the others wait for that run and read what it left in
+    ``where``, a directory they share. A run that raised raises again for every test
+    that asks for it."""
 
     def __init__(self, where: Path) -> None:
         self.where = where
@@ -78,7 +80,7 @@ class QuickBenchmarks:
     def __call__(self, name: str) -> QuickRun:
         if name not in self.runs:
             try:
-                self.runs[name] = self._run(name)
+                self.runs[name] = self._shared(name)
             except Exception as exc:
                 self.runs[name] = exc
                 raise
@@ -87,9 +89,36 @@ class QuickBenchmarks:
             raise run
         return run
 
+    def _shared(self, name: str) -> QuickRun:
+        """The session's run of ``name``: made here, under a lock the session's other
+        test processes wait on, unless one of them made it (then read back). A run that
+        ended without a record (its test timed out) is made again by the next asker."""
+        import fcntl
+        import traceback
+
+        record = self.where / f"{name}.run.json"
+        with open(self.where / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # (released as the file closes)
+            if record.exists():
+                return self._read(name, json.loads(record.read_text()))
+            try:
+                run = self._run(name)
+            except Exception as exc:
+                said = "".join(traceback.format_exception(exc))
+                record.write_text(json.dumps({"raised": said}))
+                raise
+            record.write_text(json.dumps({"exit_code": run.exit_code,
+                                          "left_behind": run.left_behind}))
+            return run
+
+    def _read(self, name: str, made: dict[str, Any]) -> QuickRun:
+        if "raised" in made:
+            raise RuntimeError(f"the quick run of {name} (made by another test process) "
+                               f"raised:\n{made['raised']}")
+        return self._quick_run(name, made["exit_code"], made["left_behind"])
+
     def _run(self, name: str) -> QuickRun:
         from polybus.bench.peers._proc import spawned_pids
-        from polybus.bench.report import BenchResult
         from polybus.cli.main import main as cli
 
         out = self.where / f"{name}.json"
@@ -97,6 +126,12 @@ class QuickBenchmarks:
         code = cli(["bench", name, "--quick", "--json", str(out)])
         started = [p for p in spawned_pids() if p not in before]
         left = [p for p in started if not gone(p)]
+        return self._quick_run(name, code, left)
+
+    def _quick_run(self, name: str, code: int, left: list[int]) -> QuickRun:
+        from polybus.bench.report import BenchResult
+
+        out = self.where / f"{name}.json"
         d = json.loads(out.read_text()) if out.exists() else {}
         result = BenchResult.from_dict(d) if d else BenchResult(name)
         return QuickRun(name, code, d, result, left)
@@ -104,8 +139,15 @@ class QuickBenchmarks:
 
 @pytest.fixture(scope="session")
 def quick_bench(tmp_path_factory: pytest.TempPathFactory) -> QuickBenchmarks:
-    """``quick_bench(NAME)``: the session's one quick run of benchmark NAME."""
-    return QuickBenchmarks(tmp_path_factory.mktemp("bench-quick"))
+    """``quick_bench(NAME)``: the session's one quick run of benchmark NAME, shared by
+    its test processes (under pytest-xdist each worker's base directory is inside the
+    session's: the runs go beside them)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    where = root / "bench-quick"
+    where.mkdir(exist_ok=True)
+    return QuickBenchmarks(where)
 
 
 FORWARD_TOKEN = b"forward-test-token-0123456789abcdef"

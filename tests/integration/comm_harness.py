@@ -130,7 +130,10 @@ class Cluster:
         for s in self.sessions:
             s.close()
         for rt in self.runtimes:
-            rt.stop()
+            # (not again one a test stopped, as its kill: a second stop waited its whole
+            # grace, 2 s, for a call still running in it, which nothing would answer)
+            if not rt._stopping:
+                rt.stop()
         self.reg_client.close()
         self.registry.close()
 

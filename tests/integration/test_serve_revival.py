@@ -14,7 +14,13 @@ from pathlib import Path
 from integration.conftest import Procs, descendants, read_line, start_registry
 from integration.test_silent_replicas import GIL
 
-WEB = GIL + '''
+# The GIL held 2 s, not the run's 4: still eight heartbeats of silence (three make a
+# replica taken for dead), and both are back while the revival's looks are still close
+# together (they were 10 s apart by the time a 4 s hold ended under load).
+_GIL_2S = GIL.replace("def gil(secs=4.0):", "def gil(secs=2.0):")
+assert _GIL_2S != GIL
+
+WEB = _GIL_2S + '''
 
 import os
 

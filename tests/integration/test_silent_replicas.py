@@ -42,7 +42,7 @@ gil = use("gil")
 
 
 def main():
-    return gil(4.0)
+    return gil(2.0)  # (eight heartbeats of 0.25 s: three make it taken for dead)
 '''
 
 RUN_TOML = '''\

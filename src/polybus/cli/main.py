@@ -28,14 +28,18 @@ COMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; with ``only``, of that command's arguments alone
+    (the others listed, their modules not imported: a run's every worker starts as
+    `polybus worker`, and imported all of them, bench's and sweep's too)."""
     parser = argparse.ArgumentParser(prog="polybus", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        mod = importlib.import_module(f"polybus.cli.cmd_{name}")
-        mod.add_arguments(p)
-        p.set_defaults(_module=mod, _parser=p)
+        if only is None or name == only:
+            mod = importlib.import_module(f"polybus.cli.cmd_{name}")
+            mod.add_arguments(p)
+            p.set_defaults(_module=mod, _parser=p)
     return parser
 
 
@@ -43,8 +47,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line, an argument no option of its command takes said by that
     command's parser, with its usage (`polybus bench latency --reps 3` printed the
     top-level ``usage: polybus [-h] COMMAND ...``: argparse hands a subcommand's
-    unknown arguments up to the top-level parser)."""
-    args, extra = build_parser().parse_known_args(argv)
+    unknown arguments up to the top-level parser). The command named first is the only
+    one whose module is imported (anything else first, as ``--help``: every one)."""
+    words = sys.argv[1:] if argv is None else argv
+    command = words[0] if words and words[0] in COMMANDS else None
+    args, extra = build_parser(command).parse_known_args(argv)
     if extra:
         args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
     return args
