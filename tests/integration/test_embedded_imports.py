@@ -8,16 +8,13 @@ from one run still goes to the next one's calls."""
 
 from __future__ import annotations
 
-import os
 import sys
 import types
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import polybus
-from integration.conftest import descendants, kill_all
 from polybus.testing.apps import write_bound_app
 
 SERVER = """
@@ -37,16 +34,6 @@ CLIENT = """
         return common.NAME, tag(x)[0]      # the client's copy and a replica's
 """
 
-
-@pytest.fixture
-def no_worker_left() -> Iterator[None]:
-    before = descendants(os.getpid())
-    try:
-        yield
-    finally:
-        left = descendants(os.getpid()) - before
-        kill_all(left)
-    assert not left, f"processes left behind: {sorted(left)}"
 
 
 def _project(where: Path, name: str) -> Path:

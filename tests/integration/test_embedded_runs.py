@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import polybus
-from integration.conftest import descendants, kill_all
+from integration.conftest import descendants
 from polybus.errors import UsageError
 from polybus.testing.apps import write_bound_app
 
@@ -75,18 +75,6 @@ PLAIN_CLIENT = """
         return square(7) + 0
 """
 
-
-@pytest.fixture
-def no_worker_left() -> Iterator[None]:
-    """Every process a test's runs started is gone when it ends (killed if not: the
-    test then fails rather than leave it)."""
-    before = descendants(os.getpid())
-    try:
-        yield
-    finally:
-        left = descendants(os.getpid()) - before
-        kill_all(left)
-    assert not left, f"processes left behind: {sorted(left)}"
 
 
 def _app(where: Path, client: str) -> Path:
