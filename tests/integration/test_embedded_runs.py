@@ -16,12 +16,14 @@ import threading
 import time
 import types
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import polybus
+import polybus.runner as runner
 from integration.conftest import descendants
 from polybus.errors import UsageError
 from polybus.testing.apps import write_bound_app
@@ -134,6 +136,50 @@ def test_a_run_started_while_another_threads_run_is_under_way_is_refused(
     assert out["result"] == (4, 9)
     # and once it has ended, a run from this thread is welcome
     assert polybus.run(second, worker_output=False).result == 49
+
+
+@pytest.mark.timeout(120)
+def test_a_run_let_in_as_another_threads_ends_leaves_no_session_behind(
+        tmp_path: Path, gate: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch,
+        no_worker_left: None) -> None:
+    """A run started while another thread's is under way, and let in once that one has
+    ended (its check made then), is a run of its own: before, it had read the session
+    active as it started, the other run's, and gave it back as it ended, so the
+    process's calls outside any run went to that closed session (``ValueError: I/O
+    operation on closed epoll object``), and so did every later run's end."""
+    first = _app(tmp_path / "first", GATED_CLIENT)
+    second = _app(tmp_path / "second", PLAIN_CLIENT)
+    first_ended = threading.Event()
+    let_in = runner.one_run
+
+    @contextmanager
+    def once_the_first_has_ended() -> Iterator[Any]:
+        if threading.current_thread().name == "second":
+            gate.release.set()
+            assert first_ended.wait(60)
+        with let_in() as outer:
+            yield outer
+
+    monkeypatch.setattr(runner, "one_run", once_the_first_has_ended)
+    out: dict[str, Any] = {}
+
+    def run(name: str, app: Path) -> None:
+        try:
+            out[name] = polybus.run(app, worker_output=False).result
+        finally:
+            if name == "first":
+                first_ended.set()
+
+    threads = [threading.Thread(target=run, args=("first", first), name="first")]
+    threads[0].start()
+    assert gate.entered.wait(60)
+    threads.append(threading.Thread(target=run, args=("second", second), name="second"))
+    threads[1].start()
+    for t in threads:
+        t.join(60)
+    assert out == {"first": (4, 9), "second": 49}
+    with pytest.raises(UsageError, match="outside a polybus run"):
+        polybus.use("square")(3)
 
 
 @pytest.mark.timeout(120)
