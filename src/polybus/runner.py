@@ -137,6 +137,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
     with one_run() as outer, started_cluster(app, sets, registry=registry, origin=origin,
                                              token_file=token_file, worker_output=echo
                                              ) as cluster:
+        kept = unseen.saved() if outer is not None else None  # (the outer run's: given back)
         try:
             t0 = time.perf_counter()
             session = Session(app, cluster.registry, cluster.token,
@@ -193,6 +194,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
                 session.close(wait=not interrupted)
                 if ended is not None:  # (closed: no call fails after this)
                     unseen.note_hushed(ended, session, running)
+            if kept is not None:
+                unseen.restore(kept)
 
 
 def _running(session: Session) -> int:

@@ -93,6 +93,62 @@ def test_a_run_nested_in_a_client_gives_the_outer_run_its_session_back(
     assert polybus.run(outer, worker_output=False).result == (9, 25, 16)
 
 
+BOOM_SERVER = """
+    def square(x):
+        if x < 0:
+            raise ValueError("no square of a negative here")
+        return x * x
+"""
+
+FAILING_INNER_CLIENT = """
+    from polybus import use
+
+    square = use("square")
+
+    def main():
+        return square(-1) + 0
+"""
+
+FORGETFUL_CLIENT = """
+    import gc
+
+    import polybus
+    from polybus import use
+
+    square = use("square")
+
+    def main():
+        try:
+            polybus.run("inner/app.toml", worker_output=False)
+        except Exception:
+            pass                           # (the inner run's error, looked at)
+        square(-2)                         # failed, and never looked at
+        gc.collect()
+        return square(4) + 0
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_nested_run_that_raised_leaves_the_outer_runs_unseen_errors_said(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        no_worker_left: None) -> None:
+    """The errors nobody looked at (client/unseen.py) are the outer run's own again once
+    a nested run has ended. Before: a nested run that raised left them hushed (as its
+    own were, its exception counting them), and the outer run, which went on and
+    returned, said nothing of a call that failed unseen."""
+    outer = write_bound_app(tmp_path, server=BOOM_SERVER, client=FORGETFUL_CLIENT,
+                            names=("square",),
+                            client_keys='use.square = { callstyle = "async" }')
+    write_bound_app(tmp_path / "inner", server=BOOM_SERVER, client=FAILING_INNER_CLIENT,
+                    names=("square",))
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level("WARNING", logger="polybus.client.unseen"):
+        assert polybus.run(outer, worker_output=False).result == 16
+    said = [r.getMessage() for r in caplog.records if r.name == "polybus.client.unseen"]
+    assert any("a call to 'square' failed and its error was never looked at" in m
+               and "no square of a negative here" in m for m in said), said
+
+
 @pytest.fixture
 def gate() -> Iterator[types.SimpleNamespace]:
     """What GATED_CLIENT imports to say it is inside its run, and waits on."""
