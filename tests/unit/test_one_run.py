@@ -59,6 +59,10 @@ def test_a_run_of_another_thread_is_refused_and_a_nested_one_welcome() -> None:
         refused = _let_in_from_another_thread()
         assert isinstance(refused, UsageError), refused
         assert "another polybus run is under way" in str(refused)
+        # (a client's entrypoint that starts a run in a thread of its own is told that
+        # its nested run is welcome in the entrypoint's thread alone)
+        assert "called in the entrypoint's own thread, not in one it started" in str(
+            refused)
         with stubs.one_run():  # (nested: in the same thread)
             pass
     assert _let_in_from_another_thread() is None

@@ -97,11 +97,12 @@ def one_run() -> Iterator[Session | None]:
             if _runs and _runs[0] is not me:
                 raise UsageError(
                     f"another polybus run is under way in this process (started in "
-                    f"thread {_runs[0].name!r}): a process runs one at a time (a run "
-                    "nested in a client's entrypoint aside), since its program's calls go "
-                    "through the run under way from any thread; start this one once that "
-                    "one has ended, or in a process of its own (a subprocess running "
-                    "`polybus run`)")
+                    f"thread {_runs[0].name!r}, this is {me.name!r}): a process runs one "
+                    "at a time (a run nested in a client's entrypoint aside, called in the "
+                    "entrypoint's own thread, not in one it started), since its program's "
+                    "calls go through the run under way from any thread; start this one "
+                    "once that one has ended, or in a process of its own (a subprocess "
+                    "running `polybus run`)")
             outer = _global[0] if _runs else None
             depth = len(_runs)
             _runs.append(me)
