@@ -52,8 +52,7 @@ class ClientImports:
                 modules = _noted[folder]
                 if folder != self.folder or any(_stat(m) != st for m, st in modules.values()):
                     for name, (module, _) in modules.items():
-                        if sys.modules.get(name) is module:
-                            del sys.modules[name]
+                        _forget(name, module)
                     del _noted[folder]
         importlib.invalidate_caches()
         self.before = set(sys.modules)
@@ -73,6 +72,22 @@ class ClientImports:
         if found:
             with _lock:
                 _noted.setdefault(self.folder, {}).update(found)
+
+
+def _forget(name: str, module: ModuleType) -> None:
+    """``module`` out of ``sys.modules``, and out of its package's attributes if the
+    package stays: ``from helpers import common`` takes the attribute when there is one,
+    and a folder without ``__init__.py`` (a namespace package) has no file to be noted
+    by, so it stays, holding the old module."""
+    if sys.modules.get(name) is module:
+        del sys.modules[name]
+    parent, _, child = name.rpartition(".")
+    package = sys.modules.get(parent) if parent else None
+    if package is not None and getattr(package, child, None) is module:
+        try:
+            delattr(package, child)
+        except (AttributeError, TypeError):  # (a package that refuses it: left as it is)
+            pass
 
 
 def _stat(module: ModuleType) -> tuple[int, int] | None:

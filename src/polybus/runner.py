@@ -19,7 +19,7 @@ from polybus.client.drain import arrived, drain, under_way
 from polybus.client.promise import wait
 from polybus.client.session import Session
 from polybus.client.stats import ReplicaStats
-from polybus.client.stubs import activate, active, importing, one_run
+from polybus.client.stubs import activate, importing, one_run
 from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, SET, Origin
@@ -132,10 +132,12 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
     session: Session | None = None
     ended: BaseException | None = None  # what the program raised, if it did
     interrupted = False  # Ctrl-C, SIGTERM, the mpi launcher's stop, a time limit
-    outer = active()  # (a run nested in a client's entrypoint: its outer run's session)
     imports: ClientImports | None = None
-    with one_run(), started_cluster(app, sets, registry=registry, token_file=token_file,
-                                    worker_output=echo, origin=origin) as cluster:
+    # (outer: in a run nested in a client's entrypoint, the outer run's session)
+    with one_run() as outer, started_cluster(app, sets, registry=registry, origin=origin,
+                                             token_file=token_file, worker_output=echo
+                                             ) as cluster:
+        kept = unseen.saved() if outer is not None else None  # (the outer run's: given back)
         try:
             t0 = time.perf_counter()
             session = Session(app, cluster.registry, cluster.token,
@@ -192,6 +194,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
                 session.close(wait=not interrupted)
                 if ended is not None:  # (closed: no call fails after this)
                     unseen.note_hushed(ended, session, running)
+            if kept is not None:
+                unseen.restore(kept)
 
 
 def _running(session: Session) -> int:

@@ -149,6 +149,19 @@ def procs() -> Iterator[Procs]:
         ps.close()
 
 
+@pytest.fixture
+def no_worker_left() -> Iterator[None]:
+    """Every process a test's in-process runs (`polybus.run`) started is gone when it
+    ends (killed if not: the test then fails rather than leave it)."""
+    before = descendants(os.getpid())
+    try:
+        yield
+    finally:
+        left = descendants(os.getpid()) - before
+        kill_all(left)
+    assert not left, f"processes left behind: {sorted(left)}"
+
+
 def env_with(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "POLYBUS_TOKEN"}
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")

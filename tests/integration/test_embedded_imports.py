@@ -8,16 +8,13 @@ from one run still goes to the next one's calls."""
 
 from __future__ import annotations
 
-import os
 import sys
 import types
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import polybus
-from integration.conftest import descendants, kill_all
 from polybus.testing.apps import write_bound_app
 
 SERVER = """
@@ -37,16 +34,6 @@ CLIENT = """
         return common.NAME, tag(x)[0]      # the client's copy and a replica's
 """
 
-
-@pytest.fixture
-def no_worker_left() -> Iterator[None]:
-    before = descendants(os.getpid())
-    try:
-        yield
-    finally:
-        left = descendants(os.getpid()) - before
-        kill_all(left)
-    assert not left, f"processes left behind: {sorted(left)}"
 
 
 def _project(where: Path, name: str) -> Path:
@@ -128,3 +115,36 @@ def test_a_value_of_an_unchanged_helpers_class_goes_to_a_later_runs_call(
     finally:
         sys.modules.pop("embedded_imports_kept", None)
     assert (type(back).__name__, back.x, back.y) == ("Point", 1, 2)
+
+
+NS_SERVER = """
+    from helpers import common
+
+    def tag(x):
+        return common.NAME, x
+"""
+
+NS_CLIENT = """
+    from helpers import common             # (helpers/: a folder without __init__.py)
+    from polybus import use
+
+    tag = use("tag")
+
+    def main():
+        return common.NAME, tag(0)[0]
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_helper_edited_in_a_folder_without_init_is_the_new_one_at_the_client(
+        tmp_path: Path, no_worker_left: None) -> None:
+    """A namespace package (a folder with no ``__init__.py``) is kept by Python, and
+    ``from helpers import common`` took the old module from its attribute, though
+    ``helpers.common`` had been taken out of ``sys.modules``."""
+    app = write_bound_app(tmp_path, server=NS_SERVER, client=NS_CLIENT, names=("tag",))
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "common.py").write_text("NAME = 'before'\n")
+    assert polybus.run(app, worker_output=False).result == ("before", "before")
+    (tmp_path / "helpers" / "common.py").write_text("NAME = 'after the edit'\n")
+    assert polybus.run(app, worker_output=False).result == ("after the edit",
+                                                            "after the edit")

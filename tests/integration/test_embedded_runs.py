@@ -16,13 +16,15 @@ import threading
 import time
 import types
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import polybus
-from integration.conftest import descendants, kill_all
+import polybus.runner as runner
+from integration.conftest import descendants
 from polybus.errors import UsageError
 from polybus.testing.apps import write_bound_app
 
@@ -76,18 +78,6 @@ PLAIN_CLIENT = """
 """
 
 
-@pytest.fixture
-def no_worker_left() -> Iterator[None]:
-    """Every process a test's runs started is gone when it ends (killed if not: the
-    test then fails rather than leave it)."""
-    before = descendants(os.getpid())
-    try:
-        yield
-    finally:
-        left = descendants(os.getpid()) - before
-        kill_all(left)
-    assert not left, f"processes left behind: {sorted(left)}"
-
 
 def _app(where: Path, client: str) -> Path:
     return write_bound_app(where, server=SERVER, client=client, names=("square",),
@@ -101,6 +91,62 @@ def test_a_run_nested_in_a_client_gives_the_outer_run_its_session_back(
     _app(tmp_path / "inner", INNER_CLIENT)
     monkeypatch.chdir(tmp_path)
     assert polybus.run(outer, worker_output=False).result == (9, 25, 16)
+
+
+BOOM_SERVER = """
+    def square(x):
+        if x < 0:
+            raise ValueError("no square of a negative here")
+        return x * x
+"""
+
+FAILING_INNER_CLIENT = """
+    from polybus import use
+
+    square = use("square")
+
+    def main():
+        return square(-1) + 0
+"""
+
+FORGETFUL_CLIENT = """
+    import gc
+
+    import polybus
+    from polybus import use
+
+    square = use("square")
+
+    def main():
+        try:
+            polybus.run("inner/app.toml", worker_output=False)
+        except Exception:
+            pass                           # (the inner run's error, looked at)
+        square(-2)                         # failed, and never looked at
+        gc.collect()
+        return square(4) + 0
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_nested_run_that_raised_leaves_the_outer_runs_unseen_errors_said(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        no_worker_left: None) -> None:
+    """The errors nobody looked at (client/unseen.py) are the outer run's own again once
+    a nested run has ended. Before: a nested run that raised left them hushed (as its
+    own were, its exception counting them), and the outer run, which went on and
+    returned, said nothing of a call that failed unseen."""
+    outer = write_bound_app(tmp_path, server=BOOM_SERVER, client=FORGETFUL_CLIENT,
+                            names=("square",),
+                            client_keys='use.square = { callstyle = "async" }')
+    write_bound_app(tmp_path / "inner", server=BOOM_SERVER, client=FAILING_INNER_CLIENT,
+                    names=("square",))
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level("WARNING", logger="polybus.client.unseen"):
+        assert polybus.run(outer, worker_output=False).result == 16
+    said = [r.getMessage() for r in caplog.records if r.name == "polybus.client.unseen"]
+    assert any("a call to 'square' failed and its error was never looked at" in m
+               and "no square of a negative here" in m for m in said), said
 
 
 @pytest.fixture
@@ -146,6 +192,50 @@ def test_a_run_started_while_another_threads_run_is_under_way_is_refused(
     assert out["result"] == (4, 9)
     # and once it has ended, a run from this thread is welcome
     assert polybus.run(second, worker_output=False).result == 49
+
+
+@pytest.mark.timeout(120)
+def test_a_run_let_in_as_another_threads_ends_leaves_no_session_behind(
+        tmp_path: Path, gate: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch,
+        no_worker_left: None) -> None:
+    """A run started while another thread's is under way, and let in once that one has
+    ended (its check made then), is a run of its own: before, it had read the session
+    active as it started, the other run's, and gave it back as it ended, so the
+    process's calls outside any run went to that closed session (``ValueError: I/O
+    operation on closed epoll object``), and so did every later run's end."""
+    first = _app(tmp_path / "first", GATED_CLIENT)
+    second = _app(tmp_path / "second", PLAIN_CLIENT)
+    first_ended = threading.Event()
+    let_in = runner.one_run
+
+    @contextmanager
+    def once_the_first_has_ended() -> Iterator[Any]:
+        if threading.current_thread().name == "second":
+            gate.release.set()
+            assert first_ended.wait(60)
+        with let_in() as outer:
+            yield outer
+
+    monkeypatch.setattr(runner, "one_run", once_the_first_has_ended)
+    out: dict[str, Any] = {}
+
+    def run(name: str, app: Path) -> None:
+        try:
+            out[name] = polybus.run(app, worker_output=False).result
+        finally:
+            if name == "first":
+                first_ended.set()
+
+    threads = [threading.Thread(target=run, args=("first", first), name="first")]
+    threads[0].start()
+    assert gate.entered.wait(60)
+    threads.append(threading.Thread(target=run, args=("second", second), name="second"))
+    threads[1].start()
+    for t in threads:
+        t.join(60)
+    assert out == {"first": (4, 9), "second": 49}
+    with pytest.raises(UsageError, match="outside a polybus run"):
+        polybus.use("square")(3)
 
 
 @pytest.mark.timeout(120)

@@ -81,33 +81,36 @@ def activate(session: Session | None) -> None:
     _global[0] = session
 
 
-def active() -> Session | None:
-    """The session stubs call through now, if any (a nested run gives it back)."""
-    return _global[0]
-
-
 @contextmanager
-def one_run() -> Iterator[None]:
-    """A run under way in this thread while the block runs. Refused with a UsageError
-    while a run of another thread is under way: its program's calls, from whatever
-    thread, go through the one active session, so a second run would take them over
-    (and leave them with none when it ended). A run nested in a client, in its outer
-    run's thread, is welcome."""
+def one_run() -> Iterator[Session | None]:
+    """A run under way in this thread while the block runs; it gives the session of the
+    run this one is nested in (None for a run of its own), read as this one is let in,
+    so that a run let in as another thread's ends does not take that one's session for
+    an outer run's. Refused with a UsageError while a run of another thread is under
+    way: its program's calls, from whatever thread, go through the one active session,
+    so a second run would take them over (and leave them with none when it ended). A
+    run nested in a client, in its outer run's thread, is welcome."""
     me = threading.current_thread()
-    with _runs_lock:
-        if _runs and _runs[0] is not me:
-            raise UsageError(
-                f"another polybus run is under way in this process (started in thread "
-                f"{_runs[0].name!r}): a process runs one at a time (a run nested in a "
-                "client's entrypoint aside), since its program's calls go through the "
-                "run under way from any thread; start this one once that one has "
-                "ended, or in a process of its own (a subprocess running `polybus run`)")
-        _runs.append(me)
+    depth = -1  # (this run's place in _runs: an interrupt anywhere leaves it as it was)
     try:
-        yield
-    finally:
         with _runs_lock:
-            _runs.pop()
+            if _runs and _runs[0] is not me:
+                raise UsageError(
+                    f"another polybus run is under way in this process (started in "
+                    f"thread {_runs[0].name!r}, this is {me.name!r}): a process runs one "
+                    "at a time (a run nested in a client's entrypoint aside, called in the "
+                    "entrypoint's own thread, not in one it started), since its program's "
+                    "calls go through the run under way from any thread; start this one "
+                    "once that one has ended, or in a process of its own (a subprocess "
+                    "running `polybus run`)")
+            outer = _global[0] if _runs else None
+            depth = len(_runs)
+            _runs.append(me)
+        yield outer
+    finally:
+        if depth >= 0:
+            with _runs_lock:
+                del _runs[depth:]
 
 
 class Stub:

@@ -28,6 +28,7 @@ import gc
 import logging
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from polybus.errors import PolybusError
@@ -36,8 +37,8 @@ from polybus.plural import plural
 if TYPE_CHECKING:
     from polybus.client.session import Session
 
-__all__ = ["SHOWN_AT_MOST", "failed", "forgotten", "hush", "note_hushed", "reset", "seen",
-           "settle"]
+__all__ = ["SHOWN_AT_MOST", "failed", "forgotten", "hush", "note_hushed", "reset",
+           "restore", "saved", "seen", "settle"]
 
 log = logging.getLogger("polybus.client.unseen")
 SHOWN_AT_MOST = 5  # errors logged one by one in a process; then one line says more went
@@ -65,6 +66,40 @@ def reset() -> None:
         _last = None
         for c in (_failed, _looked, _hushed):
             c.clear()
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A run's counts as they were (`saved`), to be given back (`restore`)."""
+
+    shown: int
+    failures: int
+    failed: Counter[str]
+    looked: Counter[str]
+    hushed: Counter[str]
+    hush: bool
+    last: tuple[str, str, str] | None
+    again: int
+
+
+def saved() -> Saved:
+    """This run's counts as they are, for a run nested in it to give back (`restore`):
+    the nested run counts its own from none (`reset`), and may end hushed."""
+    with _lock:
+        return Saved(_shown, _failures, Counter(_failed), Counter(_looked),
+                     Counter(_hushed), _hush, _last, _again)
+
+
+def restore(state: Saved) -> None:
+    """The counts `saved` took, back (a nested run has ended: the outer run's again)."""
+    global _shown, _failures, _hush, _last, _again
+    with _lock:
+        _shown, _failures, _hush, _last, _again = (state.shown, state.failures, state.hush,
+                                                   state.last, state.again)
+        for mine, then in ((_failed, state.failed), (_looked, state.looked),
+                           (_hushed, state.hushed)):
+            mine.clear()
+            mine.update(then)
 
 
 def failed(error: PolybusError) -> None:
