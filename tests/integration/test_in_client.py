@@ -15,6 +15,7 @@ import pytest
 import polybus
 from integration.conftest import EXAMPLES, ROOT, children
 from polybus.cli.main import main as cli
+from polybus.cli.sweep_table import DASH
 from polybus.config import load
 from polybus.engines.local import LocalEngine
 from polybus.errors import ConfigWarning, RemoteException
@@ -215,3 +216,31 @@ def test_the_summary_and_json_say_where_the_calls_went(
     r = polybus.run(app, R0)
     assert "server: 0 replicas, 11 calls in the client" in r.summary()
 
+
+@pytest.mark.slow
+def test_a_sweep_against_the_client_alone(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """`--vary modules.server.replication=0,1,2 --baseline replication=0`: every cell has
+    a speedup against the client alone; efficiency is a dash at 0 (no servers) and speedup
+    per replica elsewhere."""
+    js = tmp_path / "s.json"
+    assert cli(["sweep", str(EXAMPLES / "matmul" / "app.toml"), "--vary",
+                "modules.server.replication=0,1,2", "--baseline", "replication=0",
+                "--set", "modules.client.args=[16]", "--repeat", "1", "--quiet",
+                "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "speedup vs modules.server.replication=0; efficiency: that speedup per replica" \
+        in out
+    # (the table's rows: replication, elapsed s, speedup, efficiency, sent, received)
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines()
+            if line.startswith("│")]
+    assert [r[0] for r in rows] == ["0", "1", "2"]
+    assert rows[0][2:4] == ["1", DASH]  # speedup 1 against itself, no efficiency
+    assert all(DASH not in r[2:4] for r in rows[1:])
+    cells = json.loads(js.read_text())["cells"]
+    assert [c["config"]["modules.server.replication"] for c in cells] == [0, 1, 2]
+    assert cells[0]["speedup"] == 1.0 and cells[0]["efficiency"] is None
+    for c in cells[1:]:
+        n = c["config"]["modules.server.replication"]
+        assert c["speedup"] > 0 and c["efficiency"] == pytest.approx(c["speedup"] / n)
+        assert c["speedup"] == pytest.approx(cells[0]["median"] / c["median"])
