@@ -59,6 +59,8 @@ class RunResult:
     # calls, batches, operands put and named, values forwarded... (client/counts.py)
     interfaces: dict[str, dict[str, int]] = field(default_factory=dict)
     broadcasts: dict[str, int] = field(default_factory=dict)  # values, and their Puts
+    # Modules with replication = 0 (no replica: called in the client) -> their calls
+    in_client: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         """The summary `polybus run` writes to stderr, as text: a table of the replicas,
@@ -177,7 +179,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
                     rep.busy_fraction = busy_share(rep.busy_s, elapsed, rep.handlers)
             return RunResult(result, elapsed, startup, stats.calls, stats.bytes_sent,
                              stats.bytes_received, stats.replicas, stats.interfaces,
-                             stats.broadcasts)
+                             stats.broadcasts, stats.in_client)
         except KeyboardInterrupt:  # (anywhere: the entrypoint, the drain, the settling)
             interrupted = True
             raise

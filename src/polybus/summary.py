@@ -20,8 +20,9 @@ def text(r: RunResult) -> str:
     colours, and no notebook's rich display, which would show it instead of returning
     it)."""
     out = io.StringIO()
-    Console(file=out, width=UNBOUNDED, force_terminal=False, force_jupyter=False,
-            color_system=None).print(summary(r))
+    if r.replicas or not r.in_client:  # (every module at replication = 0: no table)
+        Console(file=out, width=UNBOUNDED, force_terminal=False, force_jupyter=False,
+                color_system=None).print(summary(r))
     return out.getvalue() + "".join(line + "\n" for line in [caption(r), *strategies(r)])
 
 
@@ -55,7 +56,8 @@ def strategies(r: RunResult) -> list[str]:
     """A line for each binding whose strategies did something (client/counts.py), and
     one for `broadcast`; none for a run with no strategy on (forwarding aside: it is on
     by default)."""
-    lines = []
+    lines = [f"{key}: 0 replicas, {_n(calls, 'call')} in the client"
+             for key, calls in r.in_client.items()]  # (replication = 0: no replica row)
     for name, c in r.interfaces.items():
         said = [text for n, text in (
             (c.get("batches", 0), f"{_n(c.get('batches', 0), 'batch', 'batches')} "

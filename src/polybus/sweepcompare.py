@@ -34,10 +34,10 @@ def efficiency_reference(cells: Sequence[Cell], baseline: Mapping[str, str]
     replication key at its first value (so ``--vary callstyle=sync,async --vary
     replication=1,2`` still has an efficiency); None when no replica count is varied."""
     for key, base in baseline.items():
-        if replicas(key, base):
+        if replicas(key, base) is not None:  # (0 too: the client alone)
             return key, base
     first = cells[0].config if cells else {}
-    return next(((k, v) for k, v in first.items() if replicas(k, v)), None)
+    return next(((k, v) for k, v in first.items() if replicas(k, v) is not None), None)
 
 
 def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
@@ -48,7 +48,9 @@ def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
     reference the cell at ``efficiency_reference`` (the baseline's replica count, else
     the first) with every other key equal, whatever else the baseline names: so it is
     the speedup per replica when the baseline is a replication count alone, and always
-    1 at the reference's count. (With ``--baseline callstyle=sync,replication=1`` it
+    1 at the reference's count. A reference of 0 replicas (the client alone, the
+    papers' sequential baseline) divides by the replicas themselves; a cell of 0
+    replicas has none (no servers to share the work). (With ``--baseline callstyle=sync,replication=1`` it
     was against the baseline's cell, callstyle and all: 2.0 at one replica.) None when
     no replication count is varied.
     """
@@ -70,5 +72,5 @@ def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
         key, value = along
         ref = ok_cell({**c.config, **expand({key: value})})
         p, p0 = replicas(key, c.config[key]), replicas(key, value)
-        if ref is not None and p is not None and p0:
-            c.efficiency = ref.median / c.median / (p / p0)
+        if ref is not None and p and p0 is not None:  # (p = 0: no servers, no efficiency)
+            c.efficiency = ref.median / c.median / (p / p0 if p0 else p)

@@ -220,12 +220,12 @@ def test_bind_override_replaces_the_quoted_binding(tmp_path: Path) -> None:
 
 def test_mistakes_in_overridden_keys_are_reported_against_set() -> None:
     path = str(FIXTURES / "design" / "app.toml")
-    _, errors = validate(path, ["modules.server.replication=0", "modules.server.pool=2",
+    _, errors = validate(path, ["modules.server.replication=-1", "modules.server.pool=2",
                                 "modules.client.use.compare.loadratio=1:1"])
     # the load ratio cannot be checked against a replica count that is itself wrong
     assert [(e.file, e.key, e.bare_message) for e in errors] == [
         ("--set", "modules.server.pool", "unknown key 'pool'"),
-        ("--set", "modules.server.replication", "the replica count must be at least 1, got 0"),
+        ("--set", "modules.server.replication", "the replica count must be at least 0, got -1"),
     ]
 
 

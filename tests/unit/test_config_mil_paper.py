@@ -57,6 +57,8 @@ def test_cords_source_of_a_language_and_a_place_is_told_what_polybus_takes(place
     text = str(info.value)
     assert f'"{place}"' in text and "the module's Python file" in text
     assert 'source = "client.py"' in text
+    # (CORD's local placement of a served module is polybus's replication = 0)
+    assert ("replication = 0 ::" in text) is (place == "local")
 
 
 def test_a_file_name_in_adjacent_strings_is_still_a_file_name() -> None:

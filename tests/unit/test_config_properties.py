@@ -25,6 +25,9 @@ def test_replication_fails_only_with_config_error(text: str) -> None:
         assert "position" in e.bare_message or "count" in e.bare_message
         return
     names = {r.name for r in replicas}
+    if not replicas:  # (only a count of 0: the module is called in the client)
+        assert text.strip().isdigit() and int(text) == 0 and paths == ()
+        return
     assert len(names) == len(replicas) >= 1
     assert all(p.a in names and p.b in names and p.a != p.b for p in paths)
     assert all(0 < r.speed <= 1 for r in replicas)

@@ -38,8 +38,9 @@ VAST = 10**400  # (past any float)
 POOL = "an integer from 1 to 4096, or 'threads:N' / 'processes:N' with N from 1 to 4096"
 SIZES = "a number of bytes or a string such as '64KiB', '512MiB', '1GB'"
 DURATIONS = "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"
-REPLICATION = ("a count N >= 1, or names such as 'a,b,c' or 'a:speed=0.5', or a migration "
-               "path such as 'a(oc=(load>=10))#b(uc=(load==0)):[1/2]'")
+REPLICATION = ("a count N >= 0 (0: no replicas, its calls made in the client), or names "
+               "such as 'a,b,c' or 'a:speed=0.5', or a migration path such as "
+               "'a(oc=(load>=10))#b(uc=(load==0)):[1/2]'")
 AGGREGATE = ("expected a number of calls from 1 to 1,000,000 or a size > 0 such as '64KiB', "
              "got ")
 FRAME_OVER = "a max_frame of "
@@ -63,7 +64,7 @@ def _found(tmp_path: Path, sets: dict[str, object]) -> list[tuple[str | None, st
 
 OUT_OF_RANGE = [
     # replication was already said so, low and high (config/replication.py)
-    (f"{S}.replication", -1, "the replica count must be at least 1, got -1", REPLICATION),
+    (f"{S}.replication", -1, "the replica count must be at least 0, got -1", REPLICATION),
     (f"{S}.replication", HUGE, f"the replica count {HUGE} is more than 65536", REPLICATION),
     # aggregate: both forms (a count, a size)
     (f"{U}.aggregate", -5, AGGREGATE + "-5", None),

@@ -26,10 +26,16 @@ def test_count_as_a_digit_string() -> None:
     assert names("2") == ["srv-0", "srv-1"]
 
 
-@pytest.mark.parametrize("bad", [0, -1, "0"])
-def test_count_must_be_positive(bad: object) -> None:
-    with pytest.raises(ConfigError, match="at least 1"):
+@pytest.mark.parametrize("bad", [-1, -7])
+def test_count_must_not_be_negative(bad: object) -> None:
+    with pytest.raises(ConfigError, match="at least 0"):
         parse_replication(bad, "srv")
+
+
+@pytest.mark.parametrize("zero", [0, "0", " 0 "])
+def test_a_count_of_zero_is_no_replicas(zero: object) -> None:
+    """0: no replicas (the module is called in the client, ModuleSpec.in_client)."""
+    assert parse_replication(zero, "srv") == ((), ())
 
 
 @pytest.mark.parametrize("bad", [True, 1.5, None, ["a"]])
@@ -207,13 +213,13 @@ def test_absurd_counts_are_refused() -> None:
 @pytest.mark.parametrize(("bad", "count"), [
     ("two", "replication = 2"), ("Four", "replication = 4"), (" ten ", "replication = 10"),
     ("twenty-one", "replication = 21"), ("twentyone", "replication = 21"),
-    ("one_hundred", "replication = 100"), ("zero", "a whole number N >= 1")])
+    ("one_hundred", "replication = 100"), ("zero", "replication = 0")])
 def test_a_number_word_is_not_a_replica_name(bad: str, count: str) -> None:
     with pytest.raises(ConfigError) as e:
         parse_replication(bad, "srv")
     assert f"{bad.strip()!r} reads as a number word" in e.value.bare_message
     assert count in e.value.bare_message
-    assert e.value.hint is not None and "a count N >= 1" in e.value.hint
+    assert e.value.hint is not None and "a count N >= 0" in e.value.hint
 
 
 @pytest.mark.parametrize("bad", ["2.0", "1e3", "4x", "3O", "2replicas"])
@@ -234,6 +240,6 @@ def test_the_error_names_file_key_and_the_accepted_forms(tmp_path: Path) -> None
     app = write_one_call_app(tmp_path, server_keys='replication = "two"')
     _, found = validate(app)
     assert [(e.file, e.key) for e in found] == [(str(app), "modules.server.replication")]
-    assert "replication = 2" in str(found[0]) and "a count N >= 1" in str(found[0])
+    assert "replication = 2" in str(found[0]) and "a count N >= 0" in str(found[0])
     _, found = validate(app, ("modules.server.replication=three",))
     assert [(e.file, e.key) for e in found] == [("--set", "modules.server.replication")]

@@ -131,7 +131,7 @@ def test_run_refuses_to_write_its_json_over_a_module_s_source_even_of_a_wrong_on
     app = write_one_call_app(tmp_path)
     (tmp_path / "other.py").write_text(ONE_CALL_SERVER)
     other = ["--set", 'modules.server.source="other.py"']
-    for argv, name in (([], "server.py"), (["--set", "modules.server.replication=0"],
+    for argv, name in (([], "server.py"), (["--set", "modules.server.replication=-1"],
                                            "server.py"),
                        (other, "other.py"), (other, "server.py")):  # (the file's still)
         target = tmp_path / name

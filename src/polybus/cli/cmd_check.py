@@ -97,7 +97,13 @@ def main(args: argparse.Namespace) -> int:
         if failed:
             print(f"{len(failed)} module(s) of {args.config} do not import", file=sys.stderr)
             return 2
-    servers = ", ".join(f"{m.key} x{len(m.replication)}" for m in app.servers())
+    from polybus.config.inclient import in_client_lines
+
+    for line in in_client_lines(app):  # (replication = 0: what it does)
+        _note(line)
+    servers = ", ".join([*(f"{m.key} x{len(m.replication)}" for m in app.servers()),
+                         *(f"{k} x0 (in the client)" for k, m in app.modules.items()
+                           if m.in_client and any(b.module == k for b in app.bindings))])
     routes = f"; {len(app.serve.routes)} HTTP route(s)" if app.serve is not None else ""
     ranks = sum(len(m.replication) for m in app.servers()) + 1
     engine = {"mpi": f"; mpi: mpiexec -n {ranks}",

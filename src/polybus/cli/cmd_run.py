@@ -107,7 +107,8 @@ def main(args: argparse.Namespace) -> int:
     if unshown:  # (the run's figures stand: the summary and --json follow)
         print(f"polybus run: {unshown}", file=sys.stderr, flush=True)
     if not args.quiet:
-        result_console(sys.stderr).print(summary(r))
+        if r.replicas or not r.in_client:  # (every module at replication = 0: no table)
+            result_console(sys.stderr).print(summary(r))
         print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)
         for line in strategies(r):  # (what batching, caching, forwarding... did)
             print(line, file=sys.stderr)

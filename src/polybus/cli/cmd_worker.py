@@ -86,6 +86,11 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(_no_module(args.config, args.as_key, app))
         spec = app.modules[args.as_key]
         path, key = spec.source, spec.key
+        if spec.in_client and spec.entrypoint is None:
+            raise UsageError(f"[modules.{key}] of {args.config} has replication = 0: its "
+                             "interfaces are called in the client's process, and no worker "
+                             "serves it; give it replicas to serve it from workers "
+                             f"(--set modules.{key}.replication=N, the same for the run)")
         if key == app.client and not spec.replication:  # (--as client: most likely a slip)
             print(f"polybus worker: warning: [modules.{key}] is the client of "
                   f"{args.config} (its entrypoint runs in `polybus run`, and nothing is "

@@ -76,7 +76,9 @@ def compared(sweep: Sweep) -> str:
         return f"{speedup}; no efficiency column (no replication count is varied)"
     key, value = along
     p0 = replicas(key, value)
-    per = "per replica" if p0 == 1 else f"divided by replicas/{p0:g}"
+    # (against 0 replicas, the client alone: per replica, and none in the cells of 0)
+    per = ("per replica" if p0 == 1 else f"per replica (none at {key.rpartition('.')[2]}=0)"
+           if p0 == 0 else f"divided by replicas/{p0:g}")
     expand = moving_with(sweep.varies, sweep.tied)
     if expand({key: value}) == expand(sweep.baseline):
         return f"{speedup}; efficiency: that speedup {per}"

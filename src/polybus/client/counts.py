@@ -151,4 +151,6 @@ def interfaces(session: Session) -> dict[str, dict[str, int]]:
         for f in FIELDS:
             row[f] = getattr(c, f)
         out[session.labels.get(name, name)] = row
+    for name, e in session.local.items():  # (replication = 0: calls, and nothing else)
+        out[session.labels.get(name, name)] = {"calls": e.calls, **dict.fromkeys(FIELDS, 0)}
     return out

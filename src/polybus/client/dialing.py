@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import MutableSet, Sequence
+from collections.abc import Mapping, MutableSet, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from polybus.errors import NoReplicaError, TransportError
 from polybus.transport.channel import Channel
@@ -27,7 +28,11 @@ from polybus.usercode import source_digest
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica
 
-__all__ = ["connect_all", "connect_replica", "pick_address", "same_source", "say_tcp_only",
+if TYPE_CHECKING:
+    from polybus.client.calls import ReplicaLink
+    from polybus.config.model import Binding
+
+__all__ = ["check_serves", "connect_all", "connect_replica", "pick_address", "same_source", "say_tcp_only",
            "without_scheme"]
 
 log = logging.getLogger("polybus.client")
@@ -152,3 +157,27 @@ def connect_all(replicas: Sequence[Replica], scheme: str, token: bytes,
             ch.close()
         raise
     return outcomes  # type: ignore[return-value]  # (Channels and TransportErrors now)
+
+
+def check_serves(b: Binding, links: Sequence[ReplicaLink], serves: Mapping[str, list[str]],
+                 registry: str, config: Path) -> None:
+    """Every replica found must serve the bound interface (``serves``: replica name ->
+    the interfaces it registered): one registered under the module's key from another
+    file (two programs' `server.py` started by hand with --module) would fail only the
+    calls sent to it, at random."""
+    for link in links:
+        served = serves.get(link.name)
+        if served is None or b.interface in served:
+            continue
+        base, http, _ = b.interface.partition("@")
+        if http and base in served:  # (the HTTP form is made from [serve])
+            raise NoReplicaError(
+                f"replica {link.name} serves {base!r} but not its HTTP form: start "
+                f"the workers of a served program with `polybus worker --config "
+                f"{config} --as {b.module}`, not --module")
+        raise NoReplicaError(
+            f"replica {link.name} of module {b.module!r} (registered at "
+            f"{registry}) does not serve {b.interface!r}; it serves "
+            f"{', '.join(served) or 'nothing'}: a worker of another file registered "
+            f"under the same module key; stop it, or give this program a registry "
+            f"of its own")

@@ -11,10 +11,17 @@ from polybus.client.batching import Batcher, batcher_for
 from polybus.client.calls import ReplicaLink
 from polybus.client.choosing import check_shares, dial_places, places, replication_text
 from polybus.client.counts import Broadcasts
-from polybus.client.dialing import connect_all, pick_address, same_source, say_tcp_only
+from polybus.client.dialing import (
+    check_serves,
+    connect_all,
+    pick_address,
+    same_source,
+    say_tcp_only,
+)
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
 from polybus.client.fwdown import keep_answers
+from polybus.client.inclient import InClient, in_client
 from polybus.client.lossline import HowEnded, LossLines
 from polybus.client.migrate import Migrator, migrator_for
 from polybus.client.params import parameters, priority_fn
@@ -73,6 +80,8 @@ class Session:
         self.dispatchers: dict[str, Dispatcher] = {}
         # What a use()d name calls: its dispatcher, or an aggregating binding's Batcher.
         self.entries: dict[str, Any] = {}
+        # A use()d name bound to a module with replication = 0: a plain call here
+        self.local: dict[str, InClient] = {}
         self.batchers: list[Batcher] = []
         self.broadcasts = Broadcasts()  # (`broadcast`'s, for the run's report: counts.py)
         self.labels: dict[str, str] = {}  # bound name -> its [bind] key ("client.make")
@@ -107,8 +116,12 @@ class Session:
             bound: dict[str, tuple[list[str], list[ReplicaLink]]] = {}
             self._ratios = {b.module for b, use in bindings if use.loadratio}  # (by name)
             for b, use in bindings:
+                self.labels[b.name] = f"{b.user}.{b.name}"
+                if app.modules[b.module].in_client:  # (no replica: client/inclient.py)
+                    self.local[b.name] = in_client(app, b, use, self.local)
+                    continue
                 links = self._links_for(b.module, use.transport)
-                self._check_serves(b, links)
+                check_serves(b, links, self._serves, self.registry.address, app.path)
                 module = app.modules[b.module]
                 bound.setdefault(b.module, ([], links))[0].append(b.interface)
                 check_shares(use.loadratio, [lk.name for lk in links], b.module, b.interface,
@@ -121,7 +134,6 @@ class Session:
                 prio = (priority_fn(define.priority, module.source, base,
                                     dotted("modules", b.module, "define", base, "priority"))
                         if define.priority else None)
-                self.labels[b.name] = f"{b.user}.{b.name}"
                 self.dispatchers[b.name] = Dispatcher(
                     b.interface, self.reactor, links, use.callstyle, loadratio=use.loadratio,
                     priority=prio, timeout=use.timeout or define.timeout,
@@ -228,27 +240,6 @@ class Session:
                     "registered at %s%s; running with %d%s", module, names, len(configured),
                     registered, self.registry.address, left, len(links), named)
 
-    def _check_serves(self, b: Binding, links: list[ReplicaLink]) -> None:
-        """Every replica found must serve the bound interface: one registered under the
-        module's key from another file (two programs' `server.py` started by hand with
-        --module) would fail only the calls sent to it, at random."""
-        for link in links:
-            serves = self._serves.get(link.name)
-            if serves is None or b.interface in serves:
-                continue
-            base, http, _ = b.interface.partition("@")
-            if http and base in serves:  # (the HTTP form is made from [serve])
-                raise NoReplicaError(
-                    f"replica {link.name} serves {base!r} but not its HTTP form: start "
-                    f"the workers of a served program with `polybus worker --config "
-                    f"{self.app.path} --as {b.module}`, not --module")
-            raise NoReplicaError(
-                f"replica {link.name} of module {b.module!r} (registered at "
-                f"{self.registry.address}) does not serve {b.interface!r}; it serves "
-                f"{', '.join(serves) or 'nothing'}: a worker of another file registered "
-                f"under the same module key; stop it, or give this program a registry "
-                f"of its own")
-
     def _links_for(self, module: str, transport: str | None = None) -> list[ReplicaLink]:
         """Connections to the replicas of ``module`` its replication asks for, of those
         registered (client/choosing.py), over ``transport`` (default: the module's own);
@@ -326,9 +317,9 @@ class Session:
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
-            d = self.entries[name]
+            d = self.entries[name] if name in self.entries else self.local[name]
         except KeyError:
-            known = ", ".join(sorted(self.dispatchers)) or "none"
+            known = ", ".join(sorted([*self.dispatchers, *self.local])) or "none"
             raise UsageError(f"use({name!r}): no binding for {name!r} in [bind] "
                              f"(bound names: {known})") from None
         return d(args, kwargs)

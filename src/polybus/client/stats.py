@@ -58,6 +58,8 @@ class SessionStats:
     # What each binding's strategies did (client/counts.py), and `broadcast`'s
     interfaces: dict[str, dict[str, int]] = field(default_factory=dict)
     broadcasts: dict[str, int] = field(default_factory=dict)
+    # Modules with replication = 0 -> the calls made to them in the client (inclient.py)
+    in_client: dict[str, int] = field(default_factory=dict)
 
 
 def link_bytes(link: ReplicaLink) -> tuple[int, int]:
@@ -83,8 +85,9 @@ def ask_stats(reactor: Reactor, link: ReplicaLink) -> Stats | None:
 def session_stats(session: Session) -> SessionStats:
     """``session``'s figures for its run so far (`Session.stats`): each replica's counters
     less what they were when the session began."""
-    out = SessionStats(calls=sum(d.calls for d in session.dispatchers.values()),
-                       interfaces=interfaces(session),
+    local = session.local.values()
+    out = SessionStats(calls=sum(d.calls for d in session.dispatchers.values())
+                       + sum(e.calls for e in local), interfaces=interfaces(session),
                        broadcasts={"values": session.broadcasts.values,
                                    "puts": session.broadcasts.puts})
     # One row per replica: a binding with a transport of its own has connections of
@@ -125,4 +128,6 @@ def session_stats(session: Session) -> SessionStats:
         if rs.name not in answered:  # (not asked, or no answer: its times are not known)
             rs.busy_s = rs.queue_wait_s = rs.busy_fraction = None
     out.replicas = list(rows.values())
+    for e in local:  # (no replica: their calls counted here, client/inclient.py)
+        out.in_client[e.module] = out.in_client.get(e.module, 0) + e.calls
     return out

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from polybus.config.cluster import TLSHosts, parse_cluster
+from polybus.config.inclient import note_in_client, with_replicas
 from polybus.config.keys import DEFINE_KEYS, MODULE_KEYS, USE_KEYS
 from polybus.config.milfile import MilFile
 from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec, ServeSpec
@@ -109,7 +110,7 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
                 names_hint(target, list(modules), "modules"))
             p.add(message, key, hint)
             continue
-        if not modules[target].replication and not p.reported(
+        if not (modules[target].replication or modules[target].in_client) and not p.reported(
                 dotted("modules", target, "replication")):
             p.add(f"binding target module {target!r} has no replicas", key,
                   f"give modules.{target} a replication")
@@ -196,7 +197,8 @@ def _check_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                                     [b.name for b in bindings if b.user == m.key], p.mil))
                 continue
             replicas = len(modules[b.module].replication)
-            if p.reported(dotted("modules", b.module, "replication")):
+            if p.reported(dotted("modules", b.module, "replication")) \
+                    or modules[b.module].in_client:  # (its options ignored: inclient.py)
                 continue
             if spec.loadratio is not None and len(spec.loadratio) != replicas:
                 p.add(f"the load ratio has {len(spec.loadratio)} shares but module "
@@ -332,21 +334,23 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
         bindings = refuse_replica_uses(modules, infos, bindings, p, attempted)
     _check_uses(modules, infos, bindings, interfaces, p, attempted)
     note_unused(modules, infos, bindings, p)
-    note_no_ops(modules, raw_tables, p, bindings, serve)  # (routes parsed, not checked)
+    note_in_client(modules, raw_tables, bindings, p)  # (replication = 0: ignored options)
+    remote, far = with_replicas(modules, bindings)  # (the rest, for the notes below)
+    note_no_ops(remote, raw_tables, p, far, serve)  # (routes parsed, not checked)
     note_many_replicas(modules, cluster.engine, p)
-    note_big_batches(modules, cluster.max_frame, p)
+    note_big_batches(remote, cluster.max_frame, p)
     note_plain_off_host(cluster.listen_host, cluster.tls, p)
     if serve is not None:
         serve = check_routes(serve, modules, interfaces, infos, p)
-    note_idle_shares(modules, bindings, serve, p)
-    note_demand_batches(modules, bindings, p)
+    note_idle_shares(remote, far, serve, p)
+    note_demand_batches(remote, far, p)
     if p or not (clients or serve):
         return None
 
     for key, m in modules.items():
         changes: dict[str, Any] = {}
         served = interfaces[key]
-        if m.replication and not m.define and served:
+        if (m.replication or m.in_client) and not m.define and served:
             changes["define"] = {name: DefineSpec(filled=True) for name in served}
         named = raw_tables[key].get("replication")
         if cluster.engine == "hosts" and isinstance(named, str) and not (

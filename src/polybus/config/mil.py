@@ -145,7 +145,9 @@ class _Parser(Reader):
             f"source = {' '.join(t.text for t in toks)}: in CORD's notation a language and "
             f"a place ({toks[-1].text}); in polybus source is the module's Python file, "
             f"relative to this file (source = \"{m.name}.py\" ::), and where it runs is "
-            "the engine's, [cluster] engine", toks[0])
+            "the engine's, [cluster] engine" + (
+                " (a served module called in the client's own process has replication "
+                "= 0 ::)" if self.string(toks[-1]) == "local" else ""), toks[0])
 
     def key(self, m: _Module, tok: Tok, value: Any) -> None:
         """``key = value ::``, each key once (a declaration too: it is left out after)."""

@@ -154,6 +154,9 @@ class ModuleSpec:
     key: str
     source: Path                                   # absolute
     replication: tuple[ReplicaSpec, ...] = ()      # empty for a pure client module
+    # ``replication = 0``: no replicas; every interface bound to it is called in the
+    # client process, in the calling thread, as a plain call (client/inclient.py)
+    in_client: bool = False
     migration: tuple[MigrationPath, ...] = ()
     define: dict[str, DefineSpec] = field(default_factory=dict)
     use: dict[str, UseSpec] = field(default_factory=dict)

@@ -1,6 +1,8 @@
 """The ``replication`` value of a module: a count, or CORD's replica / migration notation.
 
-A count ``N`` names the replicas ``<module>-0`` .. ``<module>-{N-1}``. A string is a
+A count ``N`` names the replicas ``<module>-0`` .. ``<module>-{N-1}``; ``0`` names none:
+the module's interfaces are then called in the client process, in the calling thread, as
+plain Python calls (CORD's ``local`` placement: client/inclient.py). A string is a
 comma-separated list of items; an item is one replica or a migration path of replicas
 joined by ``#``::
 
@@ -41,7 +43,7 @@ from polybus.errors import ConfigError
 
 __all__ = ["MAX_REPLICAS", "REPLICATION_FORMS", "parse_replication"]
 
-REPLICATION_FORMS = ("a count N >= 1, or names such as 'a,b,c' or 'a:speed=0.5', "
+REPLICATION_FORMS = ("a count N >= 0 (0: no replicas, its calls made in the client), or names such as 'a,b,c' or 'a:speed=0.5', "
                      "or a migration path such as 'a(oc=(load>=10))#b(uc=(load==0)):[1/2]'")
 
 MAX_REPLICAS = 1 << 16  # a sanity bound: a typo like 40000000 should not build 40M specs
@@ -285,8 +287,7 @@ def _not_a_name(word: str) -> ConfigError | None:
     """Why a lone bare word is a mistaken count rather than one replica's name, if it is."""
     spelled = _number_word_value(word)
     if spelled is not None:
-        count = (f"replication = {spelled}" if spelled >= 1
-                 else "a whole number N >= 1, such as replication = 2")
+        count = f"replication = {spelled}"
         return ConfigError(f"{word!r} reads as a number word, not a replica name: a count is "
                            f"written as a number ({count}); a single replica really named "
                            f"{word!r} is written '{word}:speed=1'", hint=REPLICATION_FORMS)
@@ -302,7 +303,9 @@ def parse_replication(value: object, module: str
                       ) -> tuple[tuple[ReplicaSpec, ...], tuple[MigrationPath, ...]]:
     """Replicas and migration paths of ``module`` from its ``replication`` value.
 
-    Raises ConfigError (without file or key; the caller places it).
+    A count of 0 gives no replicas and no paths (the module is called in the client:
+    ``ModuleSpec.in_client``). Raises ConfigError (without file or key; the caller
+    places it).
     """
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         value = int(value)
@@ -310,8 +313,8 @@ def parse_replication(value: object, module: str
         raise ConfigError(f"expected a replica count or a replication string, got {value!r}",
                           hint=REPLICATION_FORMS)
     if isinstance(value, int):
-        if value < 1:
-            raise ConfigError(f"the replica count must be at least 1, got {value}",
+        if value < 0:
+            raise ConfigError(f"the replica count must be at least 0, got {value}",
                               hint=REPLICATION_FORMS)
         if value > MAX_REPLICAS:
             raise ConfigError(f"the replica count {value} is more than {MAX_REPLICAS}",

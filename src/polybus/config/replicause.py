@@ -25,11 +25,20 @@ from polybus.config.source import SourceInfo
 __all__ = ["refuse_replica_uses", "replica_broadcast", "replica_call"]
 
 
-def replica_call(module: str, call: str, where: str = "") -> tuple[str, str]:
+def replica_call(module: str, call: str, where: str = "",
+                 in_client: bool = False) -> tuple[str, str]:
     """What is wrong when module ``module``'s replicas make ``call`` (``use('f')``;
     ``where``: its file and line, if known), and what to do instead: for a ConfigError's
-    message and hint, or joined for a call's UsageError."""
+    message and hint, or joined for a call's UsageError. ``in_client``: the module has
+    ``replication = 0`` (called in the client's process, yet not the client module)."""
     at = f" ({where})" if where else ""
+    if in_client:
+        return (f"module {module!r} has replication = 0 and calls {call}{at}, but a "
+                "served module cannot call other modules, in the client's process or "
+                "on replicas: only the client (the module with the entrypoint) calls the "
+                "interfaces [bind] binds",
+                "call both from the client instead, passing the first call's value to "
+                "the second")
     return (f"module {module!r} is served by replicas and calls {call}{at}, but a "
             "replica cannot call other modules: only the client (the module with the "
             "entrypoint) calls the interfaces [bind] binds",
@@ -47,7 +56,7 @@ def replica_broadcast(module: str) -> str:
 
 
 def _served(m: ModuleSpec) -> bool:
-    return bool(m.replication) and m.entrypoint is None
+    return bool(m.replication or m.in_client) and m.entrypoint is None
 
 
 def _client_with(m: ModuleSpec, modules: dict[str, ModuleSpec]) -> ModuleSpec | None:
@@ -59,9 +68,13 @@ def _client_with(m: ModuleSpec, modules: dict[str, ModuleSpec]) -> ModuleSpec | 
 def _shared_file(m: ModuleSpec, client: ModuleSpec, call: str, where: str
                  ) -> tuple[str, str]:
     """`replica_call` for a served module ``m`` in ``client``'s file."""
-    return (f"module {m.key!r} is served by replicas from {m.source.name}, the file of "
-            f"the client module {client.key!r}, and so its replicas import that "
-            f"module's {call} ({where}), but a replica cannot call other modules: only "
+    served = ("has replication = 0 and its source is" if m.in_client
+              else "is served by replicas from")
+    who = "it imports" if m.in_client else "its replicas import"
+    return (f"module {m.key!r} {served} {m.source.name}, the file of "
+            f"the client module {client.key!r}, and so {who} that "
+            f"module's {call} ({where}), but {'it' if m.in_client else 'a replica'} "
+            "cannot call other modules: only "
             "the client (the module with the entrypoint) calls the interfaces [bind] "
             "binds",
             "put the client's code (the entrypoint and its use() calls) in a file of "
@@ -85,7 +98,8 @@ def refuse_replica_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceI
         info = infos.get(b.user)
         line = next((u.lineno for u in info.uses if u.name == b.name), None) if info else None
         what, instead = replica_call(b.user, f"use({b.name!r})",
-                                     f"{m.source.name} line {line}" if line else "")
+                                     f"{m.source.name} line {line}" if line else "",
+                                     m.in_client)
         p.add(what, dotted("bind", f"{b.user}.{b.name}"), instead)
     for m in modules.values():
         if not _served(m):
@@ -100,7 +114,7 @@ def refuse_replica_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceI
             said.add((m.key, name))
             client = _client_with(m, modules) if where else None
             what, instead = (_shared_file(m, client, f"use({name!r})", where) if client
-                             else replica_call(m.key, f"use({name!r})", where))
+                             else replica_call(m.key, f"use({name!r})", where, m.in_client))
             p.add(what, dotted("modules", m.key, *(("use", name) if not where
                                                            else ())), instead)
     attempted |= said

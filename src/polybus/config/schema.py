@@ -282,9 +282,11 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
     entrypoint = t.string("entrypoint")
     replicas: tuple[ReplicaSpec, ...] = ()
     paths: tuple[MigrationPath, ...] = ()
+    in_client = False
     if "replication" in table:
         try:
             replicas, paths = parse_replication(table["replication"], key)
+            in_client = not replicas  # (0: called in the client, client/inclient.py)
         except ConfigError as e:
             p.add_error(e, t.key("replication"))
     elif "entrypoint" not in table:
@@ -303,6 +305,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
         key=key,
         source=source,
         replication=replicas,
+        in_client=in_client,
         migration=paths,
         define=define,
         use=use,

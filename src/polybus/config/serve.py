@@ -177,6 +177,13 @@ def check_routes(serve: ServeSpec, modules: dict[str, ModuleSpec],
             p.add(f"route target module {r.module!r} does not exist", key,
                   nearest(r.module, modules) or f"modules: {', '.join(modules)}")
             continue
+        if modules[r.module].in_client:
+            # (the front door answers many requests at once from one event loop: a call
+            # made in its process would stop every other request while it ran)
+            p.add(f"route target module {r.module!r} has replication = 0 (called in the "
+                  "client's process), but `polybus serve` answers routes from replicas",
+                  key, f"give modules.{r.module} a replication of 1 or more")
+            continue
         if not modules[r.module].replication:
             p.add(f"route target module {r.module!r} has no replicas", key,
                   f"give modules.{r.module} a replication")

@@ -1,0 +1,160 @@
+"""Calls to a module with ``replication = 0``: plain Python calls in the client process.
+
+Such a module has no worker (config/inclient.py): its file is imported once into the
+client process, as a worker would import it (its own folder first on ``sys.path``, its
+own globals, under the name a worker gives it: usernames.py), and each call of a binding
+to it calls the function in the calling thread. This is the sequential baseline of a
+speedup: the program's work done by the client alone, with the same module files.
+
+The program sees what it would see with replicas, at the same point:
+
+- ``sync`` returns the value; ``async`` and ``async-demand`` run the call at once and
+  return a promise already answered (`DonePromise`: a `Promise`, so ``polybus.wait``,
+  ``as_completed`` and using it as its value work as for any promise);
+- a function that raises gives the `RemoteException` a replica's failure gives (its
+  ``remote_type``, message and traceback, made by the worker's own steps), raised by a
+  sync call, and by an async call's promise where it is used; one never used is said
+  as a replica's is (client/unseen.py).
+
+Arguments are passed as they are: not copied, not encoded (a promise or a broadcast
+handle among them is given as its value, as a replica would receive it). So a function
+that changes an argument in place changes the caller's object here, and a value it
+returns is the object itself (a tuple stays a tuple); a replica works on a copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from polybus.client.calls import error_from
+from polybus.client.calltext import call_text
+from polybus.client.promise import Promise
+from polybus.client.shared import Shared
+from polybus.client.stubs import importing, serving
+from polybus.client.unseen import failed, forgotten, seen
+from polybus.config.model import AppConfig, Binding, UseSpec
+from polybus.errors import PolybusError
+from polybus.usernames import import_name
+from polybus.worker.module import interfaces, load_module
+from polybus.worker.replies import failure
+
+__all__ = ["DonePromise", "InClient", "in_client"]
+
+# Arguments passed on at once (nothing in them can be a promise or a handle)
+_LEAF = frozenset({int, float, bool, str, bytes, type(None), complex, np.ndarray})
+
+
+class DonePromise(Promise):
+    """The promise of an overlapped call made in the client: answered when it was made,
+    with its value or its error (raised where the promise is used)."""
+
+    __slots__ = ("_error", "_interface", "_value")
+
+    def __init__(self, value: Any, error: PolybusError | None, interface: str) -> None:
+        object.__setattr__(self, "_value", value)  # (Promise's own sets its value's)
+        object.__setattr__(self, "_error", error)
+        object.__setattr__(self, "_interface", interface)
+
+    def __polybus_value__(self) -> Any:
+        error = self._error
+        if error is not None:
+            raise seen(error)
+        return self._value
+
+    @property
+    def done(self) -> bool:
+        return True
+
+    @property
+    def _answered(self) -> bool:
+        return True
+
+    def __del__(self) -> None:
+        if self._error is not None:  # (never used: said, as a replica's failure is)
+            forgotten(self._error, self._interface)
+
+
+class InClient:
+    """A use()d name bound to a module with ``replication = 0``: calls ``fn`` in the
+    calling thread (the session's entry for it: ``Session.local``)."""
+
+    __slots__ = ("calls", "fn", "home", "interface", "module", "sync")
+
+    def __init__(self, fn: Callable[..., Any], interface: str, module: str,
+                 home: ModuleType, sync: bool) -> None:
+        self.fn = fn
+        self.interface = interface
+        self.module = module
+        self.home = home  # (the module, imported here: its functions' globals)
+        self.sync = sync
+        self.calls = 0
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        self.calls += 1
+        if not all(type(a) in _LEAF for a in args) or (
+                kwargs and not all(type(v) in _LEAF for v in kwargs.values())):
+            args = tuple(_value(a) for a in args)
+            kwargs = {k: _value(v) for k, v in kwargs.items()}
+        try:
+            value = self.fn(*args, **kwargs)
+        except KeyboardInterrupt:  # (Ctrl-C, a run's time limit: the program's to stop)
+            raise
+        except BaseException as exc:  # (sys.exit() too: as a replica, the call fails alone)
+            error = self.failure(exc, args, kwargs)
+            if self.sync:
+                raise seen(error) from None
+            return DonePromise(None, error, self.interface)
+        return value if self.sync else DonePromise(value, None, self.interface)
+
+    def failure(self, exc: BaseException, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> PolybusError:
+        """The error a replica's failure with ``exc`` would give (worker/replies.py's
+        Fail, read as the client reads one: calls.py `error_from`)."""
+        fail = failure(0, exc, self.fn, args, kwargs)
+        error = error_from(fail, self.interface, "", call=call_text(self.interface, args, kwargs))
+        failed(error)  # (counted as a call's failure: unseen.py)
+        return error
+
+
+def _value(x: Any) -> Any:
+    """An argument as a replica would receive it: a promise as its value, a broadcast
+    handle as its value, and a list, tuple or dict holding either rebuilt with their
+    values (`polybus.wait`'s copy); anything else as it is."""
+    t = type(x)
+    if t in _LEAF:
+        return x
+    if isinstance(x, Promise):
+        return x.__polybus_value__()
+    if t is Shared:
+        return x.value
+    if t is list or t is tuple or t is dict or (issubclass(t, tuple) and hasattr(t, "_fields")):
+        from polybus.client.wireargs import holds_promise
+
+        if not holds_promise(x):
+            return x
+        if t is dict:
+            return {k: _value(v) for k, v in x.items()}
+        items = [_value(v) for v in x]
+        return items if t is list else tuple(items) if t is tuple else t._make(items)
+    return x
+
+
+def in_client(app: AppConfig, b: Binding, use: UseSpec, made: Mapping[str, InClient]
+              ) -> InClient:
+    """The entry of binding ``b`` to a module with ``replication = 0``: its function, from
+    the module's file imported once into this process as a worker imports it (``made``:
+    the entries made so far, whose module is used again). A use() call made at its
+    import is told what a replica's is (client/stubs.py)."""
+    home = next((e.home for e in made.values() if e.module == b.module), None)
+    if home is None:
+        serving(b.module)
+        try:
+            home = load_module(app.modules[b.module].source, import_name(b.module))
+        finally:
+            importing(None)
+    fn = interfaces(home, [b.interface])[b.interface]
+    return InClient(fn, b.interface, b.module, home, use.callstyle.kind == "sync")
