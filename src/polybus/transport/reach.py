@@ -21,6 +21,7 @@ import ipaddress
 import socket
 from collections.abc import Sequence
 
+from polybus.errors import TransportError
 from polybus.transport.endpoints import WILDCARDS, Address
 
 __all__ = ["is_loopback", "loopback_only", "plain_beyond", "registers", "route_to"]
@@ -66,8 +67,8 @@ def registers(addresses: Sequence[Address], registry: str) -> list[Address]:
     if not wild:
         return list(addresses)
     try:
-        target = Address.parse(registry)
-    except Exception:  # (a malformed registry is said by its client, first)
+        target: Address | None = Address.parse(registry)
+    except TransportError:  # (a malformed registry is said by its client, first)
         target = None
     host = (route_to(target) if target is not None and target.scheme == "tcp" else None) \
         or socket.gethostname()
@@ -80,7 +81,7 @@ def loopback_only(name: str, addresses: Sequence[Address], registry: str) -> str
     tcp = [a for a in addresses if a.scheme == "tcp"]
     try:
         target = Address.parse(registry)
-    except Exception:
+    except TransportError:
         return None
     if not tcp or target.scheme != "tcp" or is_loopback(target.host) \
             or not all(is_loopback(a.host) for a in tcp):

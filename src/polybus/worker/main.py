@@ -129,8 +129,9 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     ``exit_with_parent``: SIGTERM when the parent ends, or now if it is not ``parent``.
     ``advertise``: the host registered for a TCP address bound to a wildcard (0.0.0.0,
     ::), which no peer can dial; without it, a worker started by hand registers the
-    address this host reaches ``registry`` from (transport/reach.py). ``on_serving``: called once registered, with a function
-    that stops the serving from any thread (the mpi engine's ranks are stopped so).
+    address this host reaches ``registry`` from (transport/reach.py). ``on_serving``:
+    called once registered, with a function that stops the serving from any thread (the
+    mpi engine's ranks are stopped so).
     ``signals``: those that stop it (default SIGTERM, and SIGINT and SIGHUP unless
     ``exit_with_parent``); () for none, as outside a main thread (a Ray actor's).
     ``banner``: say where it serves on stderr (not for a run's own replicas)."""
@@ -189,7 +190,8 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         if banner:
             more = f" (and {', '.join(map(str, addresses[1:]))})" if addresses[1:] else ""
             bound = runtime.addresses[0]
-            wild = f" (bound to {bound.host})" if bound.host in WILDCARDS else ""
+            wild = (f" (bound to {bound.host})"
+                    if bound.scheme == "tcp" and bound.host in WILDCARDS else "")
             print(f"polybus worker {name}: serving {', '.join(sorted(functions))} "
                   f"at {addresses[0]}{wild}{more}", file=sys.stderr, flush=True)
             if not exit_with_parent:  # (by hand; an engine's run says its own)
