@@ -9,10 +9,6 @@ deleted in finally.
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
-import subprocess
 import sys
 import time
 
@@ -23,6 +19,7 @@ from polybus.client.promise import Promise, wait
 from polybus.errors import PolybusError
 from polybus.registry.service import RegistryService
 
+from . import netns
 from .conftest import APP, Harness
 
 HEARTBEAT = 0.5
@@ -30,47 +27,18 @@ CUT_S = 10.0
 CALLS = 120
 
 
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10, check=check)
-
-
-def _netns_reason() -> str | None:
-    if shutil.which("ip") is None:
-        return "needs the ip command (iproute2)"
-    if os.geteuid() != 0:
-        return "needs root to create a network namespace"
-    probe = f"pbprobe{secrets.token_hex(3)}"
-    r = _ip("netns", "add", probe, check=False)
-    if r.returncode != 0:
-        return f"ip netns add failed: {r.stderr.strip()}"
-    _ip("netns", "del", probe, check=False)
-    return None
-
-
-_REASON = _netns_reason()
+_REASON = netns.reason()
 pytestmark = [pytest.mark.netns,
               pytest.mark.skipif(_REASON is not None, reason=f"partition test: {_REASON}")]
 
 
 def test_a_cut_off_replica_is_declared_dead_and_its_late_answers_dropped(
         harness: Harness) -> None:
-    tag = secrets.token_hex(3)
-    ns, host_if, ns_if = f"pbpart{tag}", f"pbva{tag}", f"pbvb{tag}"
-    octet = 100 + secrets.randbelow(100)
-    host_ip, ns_ip = f"169.254.{octet}.1", f"169.254.{octet}.2"
-    try:
-        _ip("netns", "add", ns)
-        _ip("link", "add", host_if, "type", "veth", "peer", "name", ns_if)
-        _ip("link", "set", ns_if, "netns", ns)
-        _ip("addr", "add", f"{host_ip}/30", "dev", host_if)
-        _ip("link", "set", host_if, "up")
-        _ip("-n", ns, "addr", "add", f"{ns_ip}/30", "dev", ns_if)
-        _ip("-n", ns, "link", "set", ns_if, "up")
-        _ip("-n", ns, "link", "set", "lo", "up")
-        _run_partition(harness, ns, ns_if, host_ip, ns_ip)
-    finally:
-        _ip("netns", "del", ns, check=False)       # takes its end of the pair along
-        _ip("link", "del", host_if, check=False)   # in case the move never happened
+    with netns.other_host("pbpart") as host:
+        try:
+            _run_partition(harness, host.ns, host.ns_if, host.host_ip, host.ns_ip)
+        finally:
+            harness.close()  # (its processes end before their namespace goes)
 
 
 def _run_partition(harness: Harness, ns: str, ns_if: str, host_ip: str, ns_ip: str) -> None:
@@ -103,7 +71,7 @@ def _run_partition(harness: Harness, ns: str, ns_if: str, host_ip: str, ns_ip: s
     while not (far.outstanding and far.calls >= 2) and time.monotonic() < deadline:
         session.reactor.step(timeout=0.05)
     assert far.outstanding, "the far replica never held calls"
-    _ip("-n", ns, "link", "set", ns_if, "down")
+    netns.ip("-n", ns, "link", "set", ns_if, "down")
     cut_at = time.monotonic()
     try:
         values = wait(promises)  # rerouted to "near" once "far" is declared dead
@@ -112,7 +80,7 @@ def _run_partition(harness: Harness, ns: str, ns_if: str, host_ip: str, ns_ip: s
         left = CUT_S - (time.monotonic() - cut_at)
         if left > 0:
             time.sleep(left)
-        _ip("-n", ns, "link", "set", ns_if, "up")
+        netns.ip("-n", ns, "link", "set", ns_if, "up")
     assert values == [i * i for i in range(CALLS)]
     assert [name for name, _, _ in lost] == ["far"], lost
     # Declared dead within the bound: silence is checked every half heartbeat and the

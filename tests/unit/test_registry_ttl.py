@@ -19,7 +19,7 @@ class _Seen(Exception):
 
 
 class _Registry:
-    def __init__(self, token: bytes, listen: str, ttl: float) -> None:
+    def __init__(self, token: bytes, listen: str, ttl: float, say: object = None) -> None:
         raise _Seen(ttl)
 
 

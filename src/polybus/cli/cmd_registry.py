@@ -14,6 +14,7 @@ from polybus.stopsignals import StopSignals
 from polybus.token import cluster_token, make_token, write_token_file
 from polybus.transport.endpoints import Address
 from polybus.transport.inproc import ONE_PROCESS
+from polybus.transport.reach import plain_beyond
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,6 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a key of --config, as `polybus run --set` does "
                         "(repeatable; only with --config)")
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -74,9 +79,12 @@ def main(args: argparse.Namespace) -> int:
         # missed (a fixed 3 s dropped the healthy workers of a heartbeat of 5 s).
         ttl = args.ttl if args.ttl is not None else (
             3 * cluster.heartbeat if cluster is not None else 3.0)
-        with RegistryService(token, listen, ttl=ttl) as reg:
+        with RegistryService(token, listen, ttl=ttl, say=_say) as reg:
             host_port = f"{reg.address.host}:{reg.address.port}"
             print(f"polybus registry listening on {host_port}", flush=True)
+            if (plain := plain_beyond("polybus registry", reg.address)) is not None:
+                _say(plain + ("" if args.config else
+                              " (a registry takes it with --config app.toml)"))
             if made is not None:
                 print(f"token written to {made} (readable only by you, removed when the "
                       f"registry stops); start workers with --token-file {made}", flush=True)

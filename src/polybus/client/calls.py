@@ -288,8 +288,8 @@ def silence_note(error: object) -> str:
             "for dead while its process may be alive, as one running a call that holds the "
             "GIL that long (a long pure-Python loop or C call) is: raise cluster.heartbeat "
             f"(now {beat:g} s) above such a call's time, e.g. --set cluster.heartbeat="
-            f"{max(10, int(beat * 10)):d} (docs/reliability.md, \"A replica cut off by the "
-            "network\")")
+            f"{max(10, int(beat * 10)):d}; or as one cut off from this host by the network "
+            "is (docs/reliability.md, \"A replica cut off by the network\")")
 
 
 def suspect_note(interface: str, attempts: int, error: object = None, module: str = "") -> str:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 from polybus.errors import NoReplicaError, TransportError
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import Address, connect
+from polybus.transport.endpoints import WILDCARDS, Address, connect
+from polybus.transport.reach import is_loopback
 from polybus.usercode import source_digest
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from polybus.config.model import Binding
 
 __all__ = ["check_serves", "connect_all", "connect_replica", "pick_address", "same_source", "say_tcp_only",
-           "without_scheme"]
+           "unreached_line", "without_scheme"]
 
 log = logging.getLogger("polybus.client")
 
@@ -63,6 +64,26 @@ def without_scheme(replicas: Sequence[Replica], scheme: str) -> list[str]:
 
     return [r.name for r in replicas if here(r.address)
             and not any(a.startswith(f"{scheme}://") for a in r.addresses)]
+
+
+def unreached_line(replica: Replica, scheme: str, error: object, registry: str) -> str:
+    """How a replica registered at ``registry`` that could not be dialled is said: its
+    name, address and the error, and, for an address only its own host can dial (its
+    loopback, or a wildcard) registered with a registry dialled beyond this host, why
+    and what to start it with: a worker started by hand listens on loopback unless
+    ``--listen`` says otherwise."""
+    where = pick_address(replica, scheme)
+    said = f"{replica.name} at {where}: {error}"
+    try:
+        host = Address.parse(where).host if where.startswith("tcp://") else None
+        beyond = not is_loopback(Address.parse(registry).host)
+    except TransportError:
+        return said
+    if host is not None and beyond and (host in WILDCARDS or is_loopback(host)):
+        said += (" (an address only its own host can dial: a worker started by hand "
+                 "listens on loopback unless told otherwise; start it with --listen "
+                 "tcp://ADDRESS:0, an address of its host that this one can reach)")
+    return said
 
 
 def same_source(module: str, source: Path, registry: str, replicas: list[Replica],

@@ -45,7 +45,8 @@ def _why(error: PolybusError) -> str:
     why = (str(error).splitlines() or [type(error).__name__])[0]
     if getattr(error, "heartbeat", None) is not None:  # (not a closed connection)
         why += ("; its process may be alive, in a call that holds the GIL: raise "
-                "cluster.heartbeat for such calls (docs/reliability.md)")
+                "cluster.heartbeat for such calls; or cut off from this host by the "
+                "network (docs/reliability.md)")
     return why
 
 

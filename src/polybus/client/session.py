@@ -14,9 +14,9 @@ from polybus.client.counts import Broadcasts
 from polybus.client.dialing import (
     check_serves,
     connect_all,
-    pick_address,
     same_source,
     say_tcp_only,
+    unreached_line,
 )
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
@@ -292,7 +292,7 @@ class Session:
         # as one not registered is (a spare registered takes its place), and said by
         # name; none reached is an error that names each. (It failed the run, naming only
         # an address.)
-        unreachable = [f"{r.name} at {pick_address(r, scheme)}: {e}" for r, e in failed]
+        unreachable = [unreached_line(r, scheme, e, self.registry.address) for r, e in failed]
         if unreachable and not links:
             raise NoReplicaError(
                 f"no replica of module {module!r} registered at {self.registry.address} "

@@ -36,6 +36,7 @@ from polybus.http.server import FrontDoor
 from polybus.plural import plural
 from polybus.runargs import echo_to, override_strings
 from polybus.runner import serving_rank, started_cluster
+from polybus.transport.reach import is_loopback
 
 __all__ = ["serve"]
 
@@ -168,6 +169,12 @@ async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
         routes = ", ".join(f"{r.key} -> {r.module}.{r.interface}" for r in spec.routes)
         print(f"polybus serve: listening on {url} ({routes})", file=sys.stderr, flush=True)
+        if not is_loopback(host):  # (its own choice, and not one to make unawares)
+            print(f"polybus serve: warning: the front door at {url} is reachable beyond "
+                  f"this host, with no authentication or TLS of its own: whoever reaches "
+                  f"it may call its routes (serve other hosts behind a proxy that "
+                  f"terminates TLS and authenticates; docs/security.md, \"Known limits\")",
+                  file=sys.stderr, flush=True)
         if ready is not None:
             ready(url)
         await stop.wait()

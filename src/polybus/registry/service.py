@@ -10,6 +10,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 
 from polybus.errors import PolybusError
@@ -25,6 +26,7 @@ from polybus.wire.messages import (
     Message,
     Register,
     Registered,
+    Replica,
     Replicas,
     Resolve,
     Unregister,
@@ -38,10 +40,15 @@ class RegistryService:
     """Serves `RegistryState` on an address until `close()`."""
 
     def __init__(self, token: bytes, address: str = "tcp://127.0.0.1:0", ttl: float = 3.0,
-                 max_frame: int = 16 * 1024 * 1024) -> None:
+                 max_frame: int = 16 * 1024 * 1024,
+                 say: Callable[[str], None] | None = None) -> None:
         self._token = token
         self._max_frame = max_frame
-        self.state = RegistryState(ttl=ttl)
+        # ``say``: told, a line each, of every registration, and of every replica that
+        # goes (its connection closed) or is dropped (silent past the ttl): `polybus
+        # registry` prints them, so whoever runs it sees its members come and go.
+        self._say = say
+        self.state = RegistryState(ttl=ttl, on_drop=None if say is None else self._dropped)
         self._lock = threading.Lock()
         self._listener, self.address = listen(Address.parse(address))
         self._channels: set[Channel] = set()
@@ -52,6 +59,19 @@ class RegistryService:
         self._thread = threading.Thread(target=self._accept_loop, name="polybus-registry",
                                         daemon=True)
         self._thread.start()
+        if say is not None:  # (a drop is found at a look; this looks without one)
+            threading.Thread(target=self._expire_loop, name="polybus-registry-ttl",
+                             daemon=True).start()
+
+    def _expire_loop(self) -> None:
+        while not self._closed.wait(min(1.0, self.state.ttl / 3)):
+            with self._lock:
+                self.state.expire(time.monotonic())
+
+    def _dropped(self, r: Replica, silent: float) -> None:
+        if self._say is not None and not self._closed.is_set():
+            self._say(f"registry: dropped {r.name} (module {r.module!r}, {r.address}): "
+                      f"no heartbeat for {silent:.1f} s (ttl {self.state.ttl:g} s)")
 
     def __enter__(self) -> RegistryService:
         return self
@@ -133,8 +153,13 @@ class RegistryService:
             log.exception("registry: serving %s failed; its connection is dropped", ch.peer)
         finally:
             with self._lock:
+                went = self.state.owned(owner)
                 self.state.drop_owner(owner)
                 self._channels.discard(ch)
+            if self._say is not None and not self._closed.is_set():
+                for r in went:
+                    self._say(f"registry: {r.name} (module {r.module!r}, {r.address}) "
+                              f"went: its connection closed")
             ch.close()
 
     def _handle(self, msg: Message, owner: int) -> Message | None:
@@ -143,6 +168,12 @@ class RegistryService:
             match msg:
                 case Register(replica=r):
                     why = self.state.register(r, owner, now)
+                    if self._say is not None and why is None:
+                        self._say(f"registry: {r.name} registered (module {r.module!r}, "
+                                  f"{r.address})")
+                    elif self._say is not None and (said := self._quiet.let(
+                            f"registry: refused {r.name} at {r.address}: {why}")):
+                        self._say(said)  # (it retries every few seconds: quietened)
                     return Registered(why is None, why or "")
                 case Heartbeat(name=n):
                     # Answered, so that a worker dropped while its connection stayed open

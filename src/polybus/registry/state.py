@@ -11,6 +11,7 @@ different replicas.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from polybus.wire.messages import Replica
@@ -26,6 +27,8 @@ class _Entry:
 @dataclass
 class RegistryState:
     ttl: float = 3.0
+    # Told of each replica `expire` drops, with how long it had been silent
+    on_drop: Callable[[Replica, float], None] | None = None
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _turns: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -61,8 +64,14 @@ class RegistryState:
     def expire(self, now: float) -> list[str]:
         gone = [n for n, e in self._entries.items() if now - e.last_seen > self.ttl]
         for n in gone:
-            del self._entries[n]
+            entry = self._entries.pop(n)
+            if self.on_drop is not None:
+                self.on_drop(entry.replica, now - entry.last_seen)
         return gone
+
+    def owned(self, owner: int) -> list[Replica]:
+        """The replicas registered on connection ``owner``."""
+        return [e.replica for e in self._entries.values() if e.owner == owner]
 
     def resolve(self, *, module: str = "", interface: str = "", now: float) -> list[Replica]:
         """Live replicas of ``module`` and/or serving ``interface``, in name order."""

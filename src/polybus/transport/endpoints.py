@@ -320,6 +320,10 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
     except _tls.NotTLS as exc:
         sock.close()
         raise TLSHandshakeError(f"handshake with {name} failed: {exc}") from None
+    except ssl.SSLError as exc:
+        sock.close()
+        why = _tls.accepted_refusal(exc, tls) if tls is not None else str(exc)
+        raise TLSHandshakeError(f"TLS handshake with {name} failed: {why}") from None
     except OSError as exc:
         sock.close()
         raise TransportError(f"handshake with {name} failed: {exc}") from None

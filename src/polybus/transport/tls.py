@@ -83,11 +83,20 @@ class TLSConfig:
                                    f"{where}: {why}",
                            "its subjectAltName must name that host, e.g. IP:127.0.0.1 or "
                            "DNS:node1.example.org" + hint) from None
+            code = getattr(exc, "verify_code", None)
+            if code in _OUT_OF_DATE:  # (signed by the CA, and out of its dates)
+                raise _bad("cert", f"the certificate {self.cert} {_OUT_OF_DATE[code]} ({why}): "
+                                   f"{_RENEW}") from None
             raise _bad("cert", f"the certificate {self.cert} is not signed by the CA {self.ca} "
                                f"(cluster.tls.ca): {why}") from None
 
 
 _NAME_MISMATCH = (62, 64)  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+# X509_V_ERR_CERT_NOT_YET_VALID, X509_V_ERR_CERT_HAS_EXPIRED: said as such, not as a
+# certificate the CA did not sign (which OpenSSL's verify failure was taken for)
+_OUT_OF_DATE = {9: "is not valid yet", 10: "has expired"}
+_RENEW = ("make a new one signed by the cluster CA, or check this host's clock "
+          "(`openssl x509 -noout -dates -in FILE` shows its dates)")
 
 
 class _Encrypted(Exception):
@@ -184,16 +193,57 @@ def refusal(exc: ssl.SSLError, config: TLSConfig, host: str) -> str:
         return (f"its certificate does not name {host} ({why}): its subjectAltName must "
                 f"name the host dialled")
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return (f"its certificate is not signed by this process's CA {config.ca} "
-                f"(cluster.tls.ca): {why}")
+        return _theirs("its", exc, config)
     if reason in _NOT_TLS:
         return (f"the peer does not speak TLS ({reason}): was it started without "
                 f"[cluster] tls? (a registry takes it with --config app.toml, a worker with "
                 f"--config app.toml --as KEY, not --module)")
-    if "ALERT" in reason:
-        return (f"the peer refused this process's certificate {config.cert} "
-                f"(cluster.tls.cert) ({reason}): does it trust another CA?")
-    return reason
+    return _refused_mine(reason, config) or reason
+
+
+def accepted_refusal(exc: ssl.SSLError, config: TLSConfig) -> str:
+    """Why a TLS handshake this process accepted failed, said as `refusal` says it for
+    the dialling side: the peer's certificate is not the cluster CA's (or is out of its
+    dates), the peer sent none, or it refused this process's certificate. (The log said
+    OpenSSL's words: ``[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert unknown ca``.)"""
+    reason = _reason(exc)
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return _theirs("the peer's", exc, config)
+    if reason == "PEER_DID_NOT_RETURN_A_CERTIFICATE":
+        return ("the peer sent no certificate (every member of a cluster with [cluster] "
+                "tls presents one signed by its CA)")
+    return _refused_mine(reason, config) or reason
+
+
+def _theirs(whose: str, exc: ssl.SSLError, config: TLSConfig) -> str:
+    """The peer's certificate failed this side's check: out of its dates, or not signed
+    by this side's CA."""
+    why = getattr(exc, "verify_message", None) or _reason(exc)
+    code = getattr(exc, "verify_code", None)
+    if code in _OUT_OF_DATE:
+        return (f"{whose} certificate {_OUT_OF_DATE[code]} ({why}): that host needs a new "
+                f"one signed by the cluster CA, or a clock set right")
+    return (f"{whose} certificate is not signed by this process's CA {config.ca} "
+            f"(cluster.tls.ca): {why}")
+
+
+# The alert a peer sends when it refuses this side's certificate, by OpenSSL's reason:
+# what it most likely found wrong with it
+_ALERTS = {
+    "TLSV1_ALERT_UNKNOWN_CA": "does it trust another CA?",
+    "SSLV3_ALERT_CERTIFICATE_EXPIRED": f"it has expired, or is not valid yet, by the peer's "
+                                       f"clock: {_RENEW}",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "does it name the host the peer dialled? (its "
+                                   "subjectAltName must; `polybus check --host NAME` checks)",
+}
+
+
+def _refused_mine(reason: str, config: TLSConfig) -> str | None:
+    if "ALERT" not in reason:
+        return None
+    what = _ALERTS.get(reason, "does it trust another CA?")
+    return (f"the peer refused this process's certificate {config.cert} "
+            f"(cluster.tls.cert) ({reason}): {what}")
 
 
 _HANDSHAKE_RECORD = 0x16  # the content type of a TLS record that holds a ClientHello

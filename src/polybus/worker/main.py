@@ -17,6 +17,7 @@ from polybus.memory import keep_freed_memory
 from polybus.registry.client import Membership, RegistryClient
 from polybus.stopsignals import StopSignals
 from polybus.transport.endpoints import WILDCARDS, Address
+from polybus.transport.reach import loopback_only, plain_beyond, registers
 from polybus.usercode import source_digest
 from polybus.usernames import import_name
 from polybus.wire.messages import Replica
@@ -101,6 +102,20 @@ def check_certificate(addresses: Sequence[Address]) -> None:
                           "; or give --listen a host the certificate names")
 
 
+def _say_reach(name: str, bound: Sequence[Address], registry: str, configured: bool) -> None:
+    """What a worker started by hand says of who can reach it (transport/reach.py): a
+    loopback listener registered with a registry beyond this host, and plain TCP beyond
+    it (a worker of --module has no [cluster] tls to set: the hint says how)."""
+    warnings = [loopback_only(name, bound, registry)]
+    how = "" if configured else (" (a worker takes it with --config app.toml --as KEY, "
+                                 "not --module)")
+    warnings += [(w + how) if w else None for w in
+                 (plain_beyond(f"polybus worker {name}", a) for a in bound)]
+    for line in warnings:
+        if line:
+            _say(line)
+
+
 def serve(*, registry: str, module_path: Path, name: str, module_key: str, token: bytes,
           listen: str | Sequence[str] = "tcp://127.0.0.1:0", spec: ModuleSpec | None = None,
           replica: ReplicaSpec | None = None, heartbeat: float = 1.0,
@@ -113,8 +128,10 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     response form (http/response.py).
     ``exit_with_parent``: SIGTERM when the parent ends, or now if it is not ``parent``.
     ``advertise``: the host registered for a TCP address bound to a wildcard (0.0.0.0,
-    ::), which no peer can dial. ``on_serving``: called once registered, with a function
-    that stops the serving from any thread (the mpi engine's ranks are stopped so).
+    ::), which no peer can dial; without it, a worker started by hand registers the
+    address this host reaches ``registry`` from (transport/reach.py). ``on_serving``:
+    called once registered, with a function that stops the serving from any thread (the
+    mpi engine's ranks are stopped so).
     ``signals``: those that stop it (default SIGTERM, and SIGINT and SIGHUP unless
     ``exit_with_parent``); () for none, as outside a main thread (a Ray actor's).
     ``banner``: say where it serves on stderr (not for a run's own replicas)."""
@@ -141,9 +158,12 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         if n in functions:
             functions[n + HTTP_SUFFIX] = http_form(functions[n])
     runtime = WorkerRuntime(name, functions, token, listen, options)
-    addresses = [dataclasses.replace(a, host=advertise)
-                 if advertise and a.scheme == "tcp" and a.host in WILDCARDS else a
-                 for a in runtime.addresses]
+    if advertise or exit_with_parent:
+        addresses = [dataclasses.replace(a, host=advertise)
+                     if advertise and a.scheme == "tcp" and a.host in WILDCARDS else a
+                     for a in runtime.addresses]
+    else:  # (by hand: a wildcard registers where this host reaches its registry from)
+        addresses = registers(runtime.addresses, registry)
     try:
         check_certificate(addresses)
     except BaseException:
@@ -169,8 +189,13 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         membership.start()
         if banner:
             more = f" (and {', '.join(map(str, addresses[1:]))})" if addresses[1:] else ""
+            bound = runtime.addresses[0]
+            wild = (f" (bound to {bound.host})"
+                    if bound.scheme == "tcp" and bound.host in WILDCARDS else "")
             print(f"polybus worker {name}: serving {', '.join(sorted(functions))} "
-                  f"at {addresses[0]}{more}", file=sys.stderr, flush=True)
+                  f"at {addresses[0]}{wild}{more}", file=sys.stderr, flush=True)
+            if not exit_with_parent:  # (by hand; an engine's run says its own)
+                _say_reach(name, runtime.addresses, registry, spec is not None)
         if on_serving is not None:
             on_serving(stop.request)
         stop.wait()

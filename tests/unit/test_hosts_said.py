@@ -1,0 +1,130 @@
+"""What polybus says of reach across hosts, without leaving loopback: a wildcard
+listener registered where the registry can dial it, a loopback worker of a registry
+beyond its host, plain TCP beyond the host, a replica taken for dead that may be cut
+off by the network, and the members a registry started by hand sees come and go. (The
+same across real namespaces: tests/chaos/test_hosts_by_hand.py.)"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from polybus.client.calls import silence_note
+from polybus.client.dialing import unreached_line
+from polybus.client.lossline import LossLines
+from polybus.errors import ConnectionLostError
+from polybus.registry.client import RegistryClient
+from polybus.registry.service import RegistryService
+from polybus.transport import reach, tls
+from polybus.transport.endpoints import Address
+from polybus.wire.messages import Replica
+
+TOKEN = b"hosts-said-token-0123456789abcdef"
+
+
+def test_a_wildcard_listener_registers_where_this_host_reaches_its_registry() -> None:
+    bound = [Address("tcp", "0.0.0.0", 5000), Address("ipc", path="/run/x.ipc")]
+    assert reach.registers(bound, "127.0.0.1:7700") == [Address("tcp", "127.0.0.1", 5000),
+                                                        bound[1]]
+    named = [Address("tcp", "10.9.9.9", 5000)]  # (a host given: registered as it is)
+    assert reach.registers(named, "127.0.0.1:7700") == named
+
+
+def test_a_loopback_worker_of_a_registry_beyond_its_host_is_told_how_to_listen(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reach, "route_to", lambda target: "10.9.9.6")  # (no route asked)
+    loop = [Address("tcp", "127.0.0.1", 5000)]
+    said = reach.loopback_only("server-0", loop, "10.9.9.5:7700")
+    assert said is not None
+    assert "polybus worker server-0: warning: it listens on tcp://127.0.0.1:5000" in said
+    assert "registry at 10.9.9.5:7700" in said
+    assert "--listen tcp://10.9.9.6:0" in said
+    # Nothing to say on one host, or for a worker that listens beyond loopback.
+    assert reach.loopback_only("server-0", loop, "127.0.0.1:7700") is None
+    assert reach.loopback_only("server-0", [Address("tcp", "10.9.9.6", 5000)],
+                               "10.9.9.5:7700") is None
+
+
+def test_plain_tcp_beyond_the_host_is_said_and_tls_or_loopback_is_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert tls.current() is None
+    said = reach.plain_beyond("polybus registry", Address("tcp", "10.9.9.5", 7700))
+    assert said is not None and "in plain TCP, beyond this host" in said
+    assert "set [cluster] tls" in said
+    wild = reach.plain_beyond("polybus registry", Address("tcp", "0.0.0.0", 7700))
+    assert wild is not None and "every interface" in wild
+    assert reach.plain_beyond("polybus registry", Address("tcp", "127.0.0.1", 7700)) is None
+    monkeypatch.setattr(tls, "current", lambda: object())  # (in TLS: nothing to say)
+    assert reach.plain_beyond("polybus registry", Address("tcp", "10.9.9.5", 7700)) is None
+
+
+def test_a_replica_registered_at_loopback_of_a_registry_beyond_is_said_why() -> None:
+    here = Replica("server-0", "server", "tcp://127.0.0.1:5000", ["f"])
+    line = unreached_line(here, "tcp", "Connection refused", "10.9.9.5:7700")
+    assert line.startswith("server-0 at tcp://127.0.0.1:5000: Connection refused (an "
+                           "address only its own host can dial")
+    assert "--listen tcp://ADDRESS:0" in line
+    wild = Replica("server-1", "server", "tcp://0.0.0.0:5000", ["f"])
+    assert "only its own host" in unreached_line(wild, "tcp", "refused", "10.9.9.5:7700")
+    # On one host, or an address beyond loopback: the error alone.
+    assert unreached_line(here, "tcp", "refused", "127.0.0.1:7700") == \
+        "server-0 at tcp://127.0.0.1:5000: refused"
+    there = Replica("server-2", "server", "tcp://10.9.9.6:5000", ["f"])
+    assert unreached_line(there, "tcp", "refused", "10.9.9.5:7700") == \
+        "server-2 at tcp://10.9.9.6:5000: refused"
+
+
+def test_a_replica_taken_for_dead_may_be_cut_off_by_the_network(
+        caplog: pytest.LogCaptureFixture) -> None:
+    error = ConnectionLostError("server-1 sent nothing for 3 s while holding calls "
+                                "(heartbeat 1 s); taken for dead", heartbeat=1.0)
+    with caplog.at_level(logging.WARNING, logger="polybus.client"):
+        lines = LossLines()
+        lines.lost("server-1", "server", error)
+        lines.close()
+    said = caplog.text
+    assert "replica server-1 of module 'server' was lost" in said
+    assert "in a call that holds the GIL" in said
+    assert "cut off from this host by the network" in said
+    assert "cut off from this host by the network" in silence_note(error)
+
+
+def _wait_for(lines: list[str], part: str, within: float = 5.0) -> str:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for line in list(lines):
+            if part in line:
+                return line
+        time.sleep(0.02)
+    raise AssertionError(f"no line with {part!r} in {lines}")
+
+
+def test_a_registry_started_by_hand_says_its_members_come_and_go() -> None:
+    lines: list[str] = []
+    with RegistryService(TOKEN, "tcp://127.0.0.1:0", ttl=0.5, say=lines.append) as reg:
+        silent = RegistryClient(f"127.0.0.1:{reg.address.port}", TOKEN)
+        try:
+            silent.register(Replica("server-0", "server", "tcp://127.0.0.1:5000", ["f"]))
+            assert _wait_for(lines, "server-0 registered") == (
+                "registry: server-0 registered (module 'server', tcp://127.0.0.1:5000)")
+            # No heartbeat past the ttl, its connection open: dropped, said without a look.
+            dropped = _wait_for(lines, "dropped server-0")
+            assert dropped.startswith("registry: dropped server-0 (module 'server', "
+                                      "tcp://127.0.0.1:5000): no heartbeat for ")
+            assert dropped.endswith("(ttl 0.5 s)")
+        finally:
+            silent.close()
+    lines.clear()
+    with RegistryService(TOKEN, "tcp://127.0.0.1:0", ttl=60, say=lines.append) as reg:
+        leaving = RegistryClient(f"127.0.0.1:{reg.address.port}", TOKEN)
+        try:
+            leaving.register(Replica("server-1", "server", "tcp://127.0.0.1:5001", ["f"]))
+            _wait_for(lines, "server-1 registered")
+            leaving.close()  # (its connection closes: it goes)
+            assert _wait_for(lines, "server-1 (module") == (
+                "registry: server-1 (module 'server', tcp://127.0.0.1:5001) went: its "
+                "connection closed")
+        finally:
+            leaving.close()
