@@ -194,12 +194,27 @@ def test_arguments_are_passed_as_they_are(app: Path) -> None:
 
 
 def test_no_worker_is_started(app: Path) -> None:
+    # (children this test process had already, an earlier test's still ending, aside)
+    before = children(os.getpid())
     engine = LocalEngine(load(app))
     try:
         engine.start()
-        assert engine.procs == [] and children(os.getpid()) == set()
+        assert engine.procs == [] and children(os.getpid()) - before == set()
     finally:
         engine.stop()
+
+
+def test_the_module_leaves_the_process_with_its_run(app: Path) -> None:
+    """As a replica's module goes with its process, the one imported into the client
+    goes from sys.modules when the run ends (the next run imports the file afresh)."""
+    import sys
+
+    from polybus.usernames import import_name
+
+    name = import_name("server")
+    sys.modules.pop(name, None)
+    polybus.run(app, _styled("sync", 0, **{"modules.client.args": ["mutate"]}))
+    assert name not in sys.modules
 
 
 def test_the_summary_and_json_say_where_the_calls_went(

@@ -24,6 +24,7 @@ returns is the object itself (a tuple stays a tuple); a replica works on a copy.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
@@ -42,7 +43,7 @@ from polybus.usernames import import_name
 from polybus.worker.module import interfaces, load_module
 from polybus.worker.replies import failure
 
-__all__ = ["DonePromise", "InClient", "in_client"]
+__all__ = ["DonePromise", "InClient", "in_client", "release"]
 
 # Arguments passed on at once (nothing in them can be a promise or a handle)
 _LEAF = frozenset({int, float, bool, str, bytes, type(None), complex, np.ndarray})
@@ -158,3 +159,14 @@ def in_client(app: AppConfig, b: Binding, use: UseSpec, made: Mapping[str, InCli
             importing(None)
     fn = interfaces(home, [b.interface])[b.interface]
     return InClient(fn, b.interface, b.module, home, use.callstyle.kind == "sync")
+
+
+def release(made: Mapping[str, InClient]) -> None:
+    """As the run ends, the modules imported for ``made`` leave ``sys.modules``, as a
+    replica's leave with its process: the next run imports the file afresh in any case
+    (`in_client`), and a process that lives on (a notebook's kernel) does not keep the
+    module's globals alive for nothing. Objects of it the program kept keep it alive."""
+    for e in made.values():
+        name = e.home.__name__
+        if sys.modules.get(name) is e.home:
+            del sys.modules[name]

@@ -21,7 +21,7 @@ from polybus.client.dialing import (
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
 from polybus.client.fwdown import keep_answers
-from polybus.client.inclient import InClient, in_client
+from polybus.client.inclient import InClient, in_client, release
 from polybus.client.lossline import HowEnded, LossLines
 from polybus.client.migrate import Migrator, migrator_for
 from polybus.client.params import parameters, priority_fn
@@ -388,3 +388,4 @@ class Session:
                 bt.close()
             self.reactor.close()
             self.registry.close()
+            release(self.local)  # (the modules called in the client: client/inclient.py)
