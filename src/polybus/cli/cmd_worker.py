@@ -17,7 +17,7 @@ from polybus.plural import plural
 from polybus.token import cluster_token, token_source
 
 if TYPE_CHECKING:
-    from polybus.config.model import AppConfig
+    from polybus.config.model import AppConfig, ReplicaSpec
 
 # --set with --module: refused, not dropped (the worker then ran with its own defaults,
 # 1 GiB frames, whatever cluster.max_frame said)
@@ -126,6 +126,11 @@ def main(args: argparse.Namespace) -> int:
     token = cluster_token(args.token_file, config_token_file)
     assert token is not None
     name = args.name or f"{key}-{socket.gethostname()}-{os.getpid()}"
+    slowed = [r for r in spec.replication if r.speed != 1.0] if spec is not None else []
+    if slowed and replica is None:  # (a speed is its replica's: not dropped unsaid)
+        print(f"polybus worker: warning: {_speeds(key, slowed)}, and this worker, {name}, "
+              f"is none of its replicas: it serves at full speed (give it --name "
+              f"{slowed[0].name} to serve as that replica)", file=sys.stderr, flush=True)
     listen, rundir = args.listen or ["tcp://127.0.0.1:0"], None
     listen_from = None
     if args.config and not args.listen:
@@ -184,3 +189,13 @@ def _no_module(config: str, as_key: str, app: AppConfig) -> str:
         nearest(as_key, served)
         or (f"the modules it serves are {', '.join(served)}" if served
             else "it serves no module (none has replicas)"))
+
+
+def _speeds(key: str, slowed: list[ReplicaSpec]) -> str:
+    """``[modules.KEY] replication gives replica a speed 0.25`` (``replicas a, b speeds
+    0.25, 0.5``)."""
+    names = ", ".join(r.name for r in slowed)
+    speeds = ", ".join(f"{r.speed:g}" for r in slowed)
+    many = len(slowed) > 1
+    return (f"[modules.{key}] replication gives replica{'s' * many} {names} "
+            f"speed{'s' * many} {speeds}")
