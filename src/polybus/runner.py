@@ -125,7 +125,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
     for note in app.notes:
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
     if sets and (registry or app.cluster.registry):
-        _warn_unapplied(path, app, origin)
+        warn_unapplied(path, app, origin)
     client = app.modules.get(app.client)
     if client is None or client.entrypoint is None:
         raise ConfigError("no module has an entrypoint", file=str(path), key="modules",
@@ -224,9 +224,10 @@ def _ended(exc: BaseException, app: AppConfig, client: str,
     return exc
 
 
-def _warn_unapplied(path: str | Path, app: AppConfig, origin: Origin) -> None:
-    """Overrides a hand-started worker would have to apply itself reach none (this run
-    starts no worker): said, key by key, rather than dropped without a word."""
+def warn_unapplied(path: str | Path, app: AppConfig, origin: Origin) -> None:
+    """Overrides a hand-started worker would have to apply itself reach none (this run,
+    or `polybus serve`, starts no worker): said, key by key, rather than dropped without
+    a word."""
     try:
         base = load(path, (), origin)
     except ConfigError:

@@ -41,6 +41,12 @@ def test_a_loopback_worker_of_a_registry_beyond_its_host_is_told_how_to_listen(
     assert "polybus worker server-0: warning: it listens on tcp://127.0.0.1:5000" in said
     assert "registry at 10.9.9.5:7700" in said
     assert "--listen tcp://10.9.9.6:0" in said
+    assert "listen_host" not in said  # (--module: no configuration to set it in)
+    configured = reach.loopback_only("server-0", loop, "10.9.9.5:7700", configured=True)
+    assert configured is not None
+    assert configured.endswith("--listen tcp://10.9.9.6:0 (the address this host reaches "
+                               "the registry from), or set [cluster] listen_host in its "
+                               "configuration")
     # Nothing to say on one host, or for a worker that listens beyond loopback.
     assert reach.loopback_only("server-0", loop, "127.0.0.1:7700") is None
     assert reach.loopback_only("server-0", [Address("tcp", "10.9.9.6", 5000)],

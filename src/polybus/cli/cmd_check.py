@@ -9,7 +9,7 @@ the line it was running is said); ``--no-import`` checks the configuration alone
 With ``[cluster] tls`` and ``registry``, the one file serves every host of the cluster,
 and each host's certificate must name the host that one is dialled at: the registry's
 host (the default), else what ``--host`` says, which a worker's host gives as the address
-its workers register (that of their ``--listen``). Without ``registry``, ``listen_host``.
+its workers register (that of their ``--listen``, else of ``listen_host``). Without ``registry``, ``listen_host``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with [cluster] tls and registry: a host name or address other "
                         "processes dial this machine at, which its certificate must name "
                         "(repeatable; default: the registry's host). On a worker's host: "
-                        "the address its workers register, that of their --listen. "
+                        "the address its workers register, that of their --listen "
+                        "(else of listen_host). "
                         "Without a registry, listen_host is checked as well")
 
 

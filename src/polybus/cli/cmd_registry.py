@@ -20,15 +20,15 @@ from polybus.transport.reach import plain_beyond
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", metavar="HOST:PORT",
                    help="where to listen (default: --config's [cluster] registry, else "
-                        "loopback, a free port)")
+                        "its listen_host, else loopback; on a free port)")
     p.add_argument("--token-file", metavar="FILE",
                    help="read the token from FILE (else $POLYBUS_TOKEN, else make one)")
     p.add_argument("--ttl", type=seconds, metavar="DURATION",
                    help="drop a worker not heard from for this long (default: three of "
                         "--config's [cluster] heartbeat, as a run's own registry; else 3s)")
     p.add_argument("--config", metavar="FILE",
-                   help="use this configuration's [cluster] tls (mutual TLS), token_file "
-                        "and heartbeat, if it has them")
+                   help="use this configuration's [cluster] tls (mutual TLS), token_file, "
+                        "heartbeat, registry and listen_host, if it has them")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a key of --config, as `polybus run --set` does "
                         "(repeatable; only with --config)")
@@ -52,8 +52,10 @@ def main(args: argparse.Namespace) -> int:
         tls.configure_cluster(cluster)
         config_token_file = cluster.token_file
     # Where to listen: --listen, else the address the configuration's parts will look
-    # for it at ([cluster] registry), else loopback on a free port.
-    given = args.listen or (cluster.registry if cluster is not None else None) or "127.0.0.1:0"
+    # for it at ([cluster] registry), else its listen_host (as a run's own registry and
+    # a worker of the file listen: loopback by default), on a free port.
+    given = args.listen or (cluster.registry or f"{cluster.listen_host}:0"
+                            if cluster is not None else "127.0.0.1:0")
     listen = given if "://" in given else f"tcp://{given}"
     try:
         scheme = Address.parse(listen).scheme

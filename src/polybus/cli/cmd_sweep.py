@@ -45,6 +45,7 @@ from polybus.cli.values import (
 )
 from polybus.deadline import check_timeout
 from polybus.errors import UsageError
+from polybus.saidonce import said_once
 from polybus.sweep import (
     Measured,
     Runner,
@@ -143,16 +144,21 @@ def main(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    Times(), console=err, transient=True, disable=args.quiet)
+    # Each distinct warning of the runs said once, the first time (saidonce.py); how
+    # many later runs said it again, at the end.
     with bar, contextlib.redirect_stdout(sys.stderr) if to_stdout else \
-            contextlib.nullcontext():
+            contextlib.nullcontext(), said_once() as said:
         task = bar.add_task("sweep", total=len(combos) * args.repeat)
         runner: Runner = _runner  # (the plain function when nothing is set: tests swap it)
         if args.no_worker_output or args.timeout is not None:
             runner = partial(_runner, worker_output=not args.no_worker_output,
                              timeout=args.timeout)
-        sweep = run_sweep(args.config, varies, args.repeat, runner, baseline, fixed=args.set,
+        sweep = run_sweep(args.config, varies, args.repeat, said.counting(runner), baseline,
+                          fixed=args.set,
                           progress=_Bar(bar, task, lines=not (err.is_terminal or args.quiet)),
                           tied=tied)
+    for line in said.repeats("polybus sweep"):
+        print(line, file=sys.stderr, flush=True)
     console.print(title(sweep), markup=False, highlight=False)
     console.print(table(sweep, [o for o, f in (("--json", args.json), ("--csv", args.csv))
                                 if f]))

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from polybus.cli.values import check_name, seconds
 from polybus.config.files import not_a_file
-from polybus.errors import AuthenticationError, UsageError
+from polybus.errors import AuthenticationError, TransportError, UsageError
 from polybus.plural import plural
 from polybus.token import cluster_token, token_source
 
 if TYPE_CHECKING:
-    from polybus.config.model import AppConfig
+    from polybus.config.model import AppConfig, ReplicaSpec
 
 # --set with --module: refused, not dropped (the worker then ran with its own defaults,
 # 1 GiB frames, whatever cluster.max_frame said)
@@ -126,24 +126,39 @@ def main(args: argparse.Namespace) -> int:
     token = cluster_token(args.token_file, config_token_file)
     assert token is not None
     name = args.name or f"{key}-{socket.gethostname()}-{os.getpid()}"
+    slowed = [r for r in spec.replication if r.speed != 1.0] if spec is not None else []
+    if slowed and replica is None:  # (a speed is its replica's: not dropped unsaid)
+        print(f"polybus worker: warning: {_speeds(key, slowed)}, and this worker, {name}, "
+              f"is none of its replicas: it serves at full speed (give it --name "
+              f"{slowed[0].name} to serve as that replica)", file=sys.stderr, flush=True)
     listen, rundir = args.listen or ["tcp://127.0.0.1:0"], None
+    listen_from = None
     if args.config and not args.listen:
         # The module's own transport too (ipc, shm), as the local engine's workers
         # listen: a configuration's `transport` holds for workers started by hand.
-        # TCP stays the main address, for clients on other hosts.
+        # TCP stays the main address, for clients on other hosts, at [cluster]
+        # listen_host (loopback unless the configuration says otherwise).
+        from polybus.config.model import ClusterSpec
         from polybus.engines.served import listen_addresses
 
-        listen, rundir = listen_addresses(app, key, name, "127.0.0.1", local=True,
-                                          tcp_first=True)
+        host = app.cluster.listen_host
+        listen, rundir = listen_addresses(app, key, name, host, local=True, tcp_first=True)
+        if host != ClusterSpec.listen_host:  # (said in the banner: not the default)
+            listen_from = f"listen_host from {app.origin('cluster.listen_host')}"
     try:
         stopped = serve(registry=registry, module_path=path, name=name, module_key=key,
                         token=token, listen=listen, spec=spec, replica=replica,
                         heartbeat=args.heartbeat if args.heartbeat is not None else heartbeat,
                         max_frame=max_frame, exit_with_parent=args.exit_with_parent,
-                        parent=args.parent, http=http)
+                        parent=args.parent, http=http, listen_from=listen_from)
     except AuthenticationError as exc:
         exc.add_note(f"this worker's token came from "
                      f"{token_source(args.token_file, config_token_file)}")
+        raise
+    except TransportError as exc:  # (a host not of this machine: said where it was written)
+        if listen_from is not None and str(exc).startswith(f"cannot listen on {listen[0]}:"):
+            exc.add_note(f"the host is [cluster] {listen_from}; give this host's address "
+                         "there, or --listen tcp://HOST:0")
         raise
     finally:
         if rundir is not None:
@@ -174,3 +189,13 @@ def _no_module(config: str, as_key: str, app: AppConfig) -> str:
         nearest(as_key, served)
         or (f"the modules it serves are {', '.join(served)}" if served
             else "it serves no module (none has replicas)"))
+
+
+def _speeds(key: str, slowed: list[ReplicaSpec]) -> str:
+    """``[modules.KEY] replication gives replica a speed 0.25`` (``replicas a, b speeds
+    0.25, 0.5``)."""
+    names = ", ".join(r.name for r in slowed)
+    speeds = ", ".join(f"{r.speed:g}" for r in slowed)
+    many = len(slowed) > 1
+    return (f"[modules.{key}] replication gives replica{'s' * many} {names} "
+            f"speed{'s' * many} {speeds}")

@@ -34,6 +34,7 @@ from polybus.config.problems import dotted
 from polybus.errors import ConnectionLostError, NoReplicaError, PolybusError, UsageError
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import RegistryClient
+from polybus.saidonce import KIND
 from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import Codec
@@ -307,11 +308,15 @@ class Session:
         unused = [r.name for r in usable if r.name not in tried]
         if unused and f"{module} unused" not in self._short:
             self._short.add(f"{module} unused")
+            replication = replication_text(module, configured)
             log.warning("polybus: warning: module %r: %d replicas registered%s, replication "
                         "= %s; using %s, not %s (raise replication to use them all)", module,
                         len(usable), " running this file" if len(usable) < len(replicas)
-                        else "", replication_text(module, configured),
-                        ", ".join(lk.name for lk in links), ", ".join(unused))
+                        else "", replication, ", ".join(lk.name for lk in links),
+                        ", ".join(unused),
+                        # (one warning, whichever replicas a run took in turn: saidonce.py)
+                        extra={KIND: f"{module} unused: {len(usable)}/{len(replicas)} "
+                                     f"registered, replication {replication}"})
         self.links[key] = links
         return links
 

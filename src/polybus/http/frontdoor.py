@@ -35,7 +35,7 @@ from polybus.http.response import HTTP_SUFFIX
 from polybus.http.server import FrontDoor
 from polybus.plural import plural
 from polybus.runargs import echo_to, override_strings
-from polybus.runner import serving_rank, started_cluster
+from polybus.runner import serving_rank, started_cluster, warn_unapplied
 from polybus.transport.reach import is_loopback
 
 __all__ = ["serve"]
@@ -100,6 +100,8 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
     app = load(path, sets, origin, running=not registry)  # (as `polybus.run` loads it)
     for note in app.notes:  # (as `polybus.run` says them)
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
+    if sets and (registry or app.cluster.registry):  # (workers by hand: as run says it)
+        warn_unapplied(path, app, origin)
     if app.serve is None:
         raise ConfigError("no [serve] table: nothing to serve over HTTP", file=str(path),
                           key="serve", hint='add [serve] with listen = "127.0.0.1:8080" and '

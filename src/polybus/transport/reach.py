@@ -75,9 +75,11 @@ def registers(addresses: Sequence[Address], registry: str) -> list[Address]:
     return [dataclasses.replace(a, host=host) if a in wild else a for a in addresses]
 
 
-def loopback_only(name: str, addresses: Sequence[Address], registry: str) -> str | None:
+def loopback_only(name: str, addresses: Sequence[Address], registry: str,
+                  configured: bool = False) -> str | None:
     """The warning for a worker whose TCP addresses are all on loopback while its
-    ``registry`` is dialled beyond this host; None otherwise."""
+    ``registry`` is dialled beyond this host; None otherwise. ``configured``: it was
+    started with ``--config``, whose ``[cluster] listen_host`` it reads too."""
     tcp = [a for a in addresses if a.scheme == "tcp"]
     try:
         target = Address.parse(registry)
@@ -92,7 +94,8 @@ def loopback_only(name: str, addresses: Sequence[Address], registry: str) -> str
             f"and registers that with the registry at {target.host}:{target.port}, which "
             f"is dialled beyond this host: a client on another host finds it there and "
             f"cannot dial it. To serve other hosts, start it with --listen {listen}"
-            f"{'' if here is None else ' (the address this host reaches the registry from)'}")
+            f"{'' if here is None else ' (the address this host reaches the registry from)'}"
+            f"{', or set [cluster] listen_host in its configuration' if configured else ''}")
 
 
 def plain_beyond(who: str, address: Address) -> str | None:

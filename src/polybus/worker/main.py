@@ -106,7 +106,7 @@ def _say_reach(name: str, bound: Sequence[Address], registry: str, configured: b
     """What a worker started by hand says of who can reach it (transport/reach.py): a
     loopback listener registered with a registry beyond this host, and plain TCP beyond
     it (a worker of --module has no [cluster] tls to set: the hint says how)."""
-    warnings = [loopback_only(name, bound, registry)]
+    warnings = [loopback_only(name, bound, registry, configured)]
     how = "" if configured else (" (a worker takes it with --config app.toml --as KEY, "
                                  "not --module)")
     warnings += [(w + how) if w else None for w in
@@ -122,7 +122,8 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
           max_frame: int = 1 << 30, exit_with_parent: bool = False,
           parent: int | None = None, http: Sequence[str] = (), advertise: str | None = None,
           on_serving: Callable[[Callable[[], None]], None] | None = None,
-          signals: Sequence[signal.Signals] | None = None, banner: bool = True) -> Stopped:
+          signals: Sequence[signal.Signals] | None = None, banner: bool = True,
+          listen_from: str | None = None) -> Stopped:
     """Serve until SIGTERM/SIGINT; how it was stopped (`Stopped`). ``http``: interfaces
     that [serve] routes call; each is also served as ``<name>@http``, answering in
     response form (http/response.py).
@@ -134,7 +135,8 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     mpi engine's ranks are stopped so).
     ``signals``: those that stop it (default SIGTERM, and SIGINT and SIGHUP unless
     ``exit_with_parent``); () for none, as outside a main thread (a Ray actor's).
-    ``banner``: say where it serves on stderr (not for a run's own replicas)."""
+    ``banner``: say where it serves on stderr (not for a run's own replicas), and with
+    ``listen_from`` where its main address's host came from (``[cluster] listen_host``)."""
     if exit_with_parent:
         # Started by a run's engine, which stops it (SIGTERM, or by dying). A terminal's
         # Ctrl-C goes to the whole process group: the run must get it with its replicas
@@ -190,10 +192,12 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         if banner:
             more = f" (and {', '.join(map(str, addresses[1:]))})" if addresses[1:] else ""
             bound = runtime.addresses[0]
-            wild = (f" (bound to {bound.host})"
-                    if bound.scheme == "tcp" and bound.host in WILDCARDS else "")
+            how = [f"bound to {bound.host}"] if bound.scheme == "tcp" \
+                and bound.host in WILDCARDS else []
+            how += [listen_from] if listen_from else []
+            said = f" ({', '.join(how)})" if how else ""
             print(f"polybus worker {name}: serving {', '.join(sorted(functions))} "
-                  f"at {addresses[0]}{wild}{more}", file=sys.stderr, flush=True)
+                  f"at {addresses[0]}{said}{more}", file=sys.stderr, flush=True)
             if not exit_with_parent:  # (by hand; an engine's run says its own)
                 _say_reach(name, runtime.addresses, registry, spec is not None)
         if on_serving is not None:
