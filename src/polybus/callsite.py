@@ -3,8 +3,9 @@ arguments do not fit the function, the function's signature.
 
 A remote error's own traceback is the replica's; the user also needs the line of their
 client module that made the call (or used its promise). ``place`` finds it in the local
-traceback as the innermost frame outside polybus, and rewrites the error's message to
-name it. A ``TypeError`` that the function's own call raised (wrong number or names of
+traceback as the innermost frame outside polybus (and outside the standard library and
+installed packages, when the program has a frame of its own above theirs), and rewrites
+the error's message to name it. A ``TypeError`` that the function's own call raised (wrong number or names of
 arguments, the replica's traceback never entering the user's function) gets the
 function's signature and file:line instead of that traceback, which shows only
 polybus's frame.
@@ -27,6 +28,7 @@ from polybus.errors import (
     RemoteException,
     UsageError,
 )
+from polybus.ownfiles import is_library_file
 from polybus.usercode import is_polybus_frame
 
 __all__ = ["PLACED", "place"]
@@ -45,17 +47,23 @@ _REPLICA_NOTE = re.compile(r" \(the function is [^\n]*\)(?= \(raised in |$)")
 
 
 def _user_frame(exc: BaseException) -> tuple[traceback.FrameSummary, str] | None:
-    """The innermost frame of the user's code, and what it did there: "the call" (the
+    """The innermost frame of the user's code (of the program's own files, when a
+    library's frames are below it), and what it did there: "the call" (the
     next frame is a stub's ``__call__``), "the broadcast" (`polybus.broadcast`), or
     else the use of a promise."""
     frames = traceback.extract_tb(exc.__traceback__)
-    for i in range(len(frames) - 1, -1, -1):
-        if not is_polybus_frame(frames[i]):
-            inner = frames[i + 1].filename if i + 1 < len(frames) else None
-            what = ("the call" if inner == _STUBS else "the broadcast" if inner == _BROADCAST
-                    else "the call whose answer was used")
-            return frames[i], what
-    return None
+    outside = [i for i in range(len(frames)) if not is_polybus_frame(frames[i])]
+    # (the program's own line, not a library's that used the promise: numpy's mean)
+    own = [i for i in outside if not is_library_file(frames[i].filename)]
+    if not outside:
+        return None
+    i = (own or outside)[-1]
+    # (polybus's first frame below it: a stub's when the program, or a library it
+    # handed the stub to, made the call)
+    inner = next((f.filename for f in frames[i + 1:] if is_polybus_frame(f)), None)
+    what = ("the call" if inner == _STUBS else "the broadcast" if inner == _BROADCAST
+            else "the call whose answer was used")
+    return frames[i], what
 
 
 def _served(app: AppConfig, client: str, interface: str) -> tuple[Path, FunctionInfo] | None:
