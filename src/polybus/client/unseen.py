@@ -38,8 +38,8 @@ from polybus.plural import plural
 if TYPE_CHECKING:
     from polybus.client.session import Session
 
-__all__ = ["SHOWN_AT_MOST", "failed", "forgotten", "hush", "note_hushed", "reset",
-           "restore", "saved", "seen", "settle"]
+__all__ = ["SHOWN_AT_MOST", "failed", "forgotten", "hush", "note_hushed", "raised",
+           "reset", "restore", "saved", "seen", "settle"]
 
 log = logging.getLogger("polybus.client.unseen")
 SHOWN_AT_MOST = 5  # errors logged one by one in a process; then one line says more went
@@ -133,6 +133,14 @@ def seen(error: PolybusError) -> PolybusError:
             _looked[type(error).__name__] += 1
     _mark(error, _MARK)
     return error
+
+
+def raised(error: PolybusError) -> PolybusError:
+    """``error``, seen, to raise to the program, without the traceback of an earlier raise
+    of it. A failed promise used twice raises its one error twice, and Python puts the
+    second raise's frames before the first's: the program's line of the first use was
+    then named as where the error came out (callsite.py takes the innermost)."""
+    return seen(error).with_traceback(None)
 
 
 def forgotten(error: PolybusError | None, interface: str) -> None:
