@@ -3,8 +3,9 @@ arguments do not fit the function, the function's signature.
 
 A remote error's own traceback is the replica's; the user also needs the line of their
 client module that made the call (or used its promise). ``place`` finds it in the local
-traceback as the innermost frame outside polybus, and rewrites the error's message to
-name it. A ``TypeError`` that the function's own call raised (wrong number or names of
+traceback as the innermost frame outside polybus (and outside the standard library and
+installed packages, when the program has a frame of its own above theirs), and rewrites
+the error's message to name it. A ``TypeError`` that the function's own call raised (wrong number or names of
 arguments, the replica's traceback never entering the user's function) gets the
 function's signature and file:line instead of that traceback, which shows only
 polybus's frame.
@@ -27,6 +28,7 @@ from polybus.errors import (
     RemoteException,
     UsageError,
 )
+from polybus.ownfiles import is_library_file
 from polybus.usercode import is_polybus_frame
 
 __all__ = ["PLACED", "place"]
@@ -44,18 +46,47 @@ _ARGUMENTS = re.compile(r"(?:takes|missing|got) ")
 _REPLICA_NOTE = re.compile(r" \(the function is [^\n]*\)(?= \(raised in |$)")
 
 
-def _user_frame(exc: BaseException) -> tuple[traceback.FrameSummary, str] | None:
-    """The innermost frame of the user's code, and what it did there: "the call" (the
-    next frame is a stub's ``__call__``), "the broadcast" (`polybus.broadcast`), or
-    else the use of a promise."""
+def _user_frame(exc: BaseException
+                ) -> tuple[traceback.FrameSummary, str, str | None] | None:
+    """The innermost frame of the user's code (of the program's own files, when a
+    library's frames are below it), what it did there: "the call" (the next frame is a
+    stub's ``__call__``), "the broadcast" (`polybus.broadcast`), or else the use of a
+    promise; and for a call, the name of the stub it called (``use("rate")``: "rate")."""
     frames = traceback.extract_tb(exc.__traceback__)
-    for i in range(len(frames) - 1, -1, -1):
-        if not is_polybus_frame(frames[i]):
-            inner = frames[i + 1].filename if i + 1 < len(frames) else None
-            what = ("the call" if inner == _STUBS else "the broadcast" if inner == _BROADCAST
-                    else "the call whose answer was used")
-            return frames[i], what
-    return None
+    outside = [i for i in range(len(frames)) if not is_polybus_frame(frames[i])]
+    # (the program's own line, not a library's that used the promise: numpy's mean)
+    own = [i for i in outside if not is_library_file(frames[i].filename)]
+    if not outside:
+        return None
+    i = (own or outside)[-1]
+    # (polybus's first frame below it: a stub's when the program, or a library it
+    # handed the stub to, made the call)
+    k = next((k for k in range(i + 1, len(frames)) if is_polybus_frame(frames[k])), None)
+    inner = frames[k].filename if k is not None else None
+    what = ("the call" if inner == _STUBS else "the broadcast" if inner == _BROADCAST
+            else "the call whose answer was used")
+    return frames[i], what, _stub_name(exc, k) if inner == _STUBS else None
+
+
+def _stub_name(exc: BaseException, k: int | None) -> str | None:
+    """The name of the stub whose ``__call__`` is frame ``k`` of ``exc``'s traceback."""
+    tb = exc.__traceback__
+    for _ in range(k or 0):
+        tb = tb.tb_next if tb is not None else None
+    name = getattr(tb.tb_frame.f_locals.get("self"), "name", None) if tb else None
+    return name if isinstance(name, str) else None
+
+
+def _passed(exc: BaseException, app: AppConfig | None, client: str,
+            stub: str | None) -> str | None:
+    """``stub``, when the call the program made at its line (``stub(...)``) is not the
+    call whose error came out there: a promise of a call that had failed, passed to it
+    (the binding ``stub`` names serves another interface than the one that raised)."""
+    interface = getattr(exc, "interface", "")
+    if stub is None or app is None or not isinstance(exc, RemoteError) or not interface:
+        return None
+    bound = next((b for b in app.bindings if b.user == client and b.name == stub), None)
+    return stub if bound is not None and bound.interface != interface else None
 
 
 def _served(app: AppConfig, client: str, interface: str) -> tuple[Path, FunctionInfo] | None:
@@ -98,7 +129,9 @@ def place(exc: PLACED, app: AppConfig, client: str,
             exc.args = (f"{head}\n  {call} whose promise {returned_by}() returned, waited "
                         "for when it returned" + (f"\n{rest}" if rest else ""),)
         return
-    frame, what = found
+    frame, what, stub = found
+    if (to := _passed(exc, app, client, stub)) is not None:
+        what = f"the call whose promise was passed to {to}(...)"
     if what.startswith("the call"):
         what = call + what[len("the call"):]
     exc.call_site = f"{frame.filename}:{frame.lineno}"

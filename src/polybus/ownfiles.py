@@ -1,14 +1,17 @@
 """Which source files are polybus's own: frames a user cannot act on, left out of the
 tracebacks and call sites polybus shows (usercode.py, callsite.py, worker/replies.py).
-Imports nothing of polybus, so a process-pool child can use it cheaply."""
+Also which are a library's (the standard library's, an installed package's): a frame of
+the program's own is named in their place where there is one. Imports nothing of
+polybus, so a process-pool child can use it cheaply."""
 
 from __future__ import annotations
 
 import os
+import sysconfig
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["from_user_code", "is_polybus_file", "to_user_code"]
+__all__ = ["from_user_code", "is_library_file", "is_polybus_file", "to_user_code"]
 
 _POLYBUS = str(Path(__file__).resolve().parent) + os.sep
 
@@ -16,6 +19,17 @@ _POLYBUS = str(Path(__file__).resolve().parent) + os.sep
 def is_polybus_file(filename: str) -> bool:
     """True for a file of the polybus package itself."""
     return filename.startswith(_POLYBUS)
+
+
+# (the program's own lines are in none of these)
+_LIBRARIES = ("<frozen ", *{os.path.join(sysconfig.get_paths()[k], "")
+                            for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+def is_library_file(filename: str) -> bool:
+    """True for a file of the standard library or of an installed package (numpy's
+    ``_methods.py``), importlib's frozen ones too: not the program's own code."""
+    return filename.startswith(_LIBRARIES)
 
 
 def from_user_code(tb: TracebackType | None) -> TracebackType | None:

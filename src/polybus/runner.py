@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sysconfig
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -36,7 +34,7 @@ from polybus.errors import (
     PolybusError,
     WorkerDiedError,
 )
-from polybus.ownfiles import is_polybus_file
+from polybus.ownfiles import is_library_file, is_polybus_file
 from polybus.runargs import echo_to, jsonable, override_strings
 from polybus.token import cluster_token, token_source
 from polybus.transport import tls
@@ -271,16 +269,11 @@ def where_stopped(exc: BaseException) -> str:
         if not is_polybus_file(name):
             line = (f" while the program was at {name}, line {tb.tb_lineno}, in "
                     f"{tb.tb_frame.f_code.co_name}")
-            if not name.startswith(_LIBRARIES):
+            if not is_library_file(name):
                 own = line
         tb = tb.tb_next
     notes = "; ".join(n for n in getattr(exc, "__notes__", ()) if n.startswith("it was "))
     return (own or line) + (f"; {notes}" if notes else "")
-
-
-# (the program's own lines are not in these: `where_stopped` names a frame of them last)
-_LIBRARIES = ("<frozen ", *{os.path.join(sysconfig.get_paths()[k], "")
-                            for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
 @contextmanager

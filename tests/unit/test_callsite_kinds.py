@@ -4,6 +4,7 @@ replica and one nobody serves, as a remote error is (a new user's lost call said
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Any, cast
 
 import pytest
@@ -35,3 +36,23 @@ def test_a_lost_or_unserved_call_names_the_users_line(exc: PolybusError) -> None
 
 def test_a_configuration_error_is_not_placed() -> None:
     assert not isinstance(ConfigError("x"), PLACED)
+
+
+def _used_in_a_library(exc: PolybusError) -> None:
+    future: Future[None] = Future()
+    future.set_exception(exc)
+    future.result()  # (the standard library raises it: as numpy's mean of promises did)
+
+
+def test_the_users_line_is_named_not_the_librarys_that_used_the_promise() -> None:
+    # (a new user's np.mean(pis) of promises, one of which failed, was placed "at File
+    # .../numpy/_core/_methods.py, line 116, in _mean: arr = asanyarray(a)")
+    exc = NoReplicaError("no live replica serves f")
+    line = _used_in_a_library.__code__.co_firstlineno + 3
+    with pytest.raises(NoReplicaError) as info:
+        _used_in_a_library(exc)
+    place(cast(Any, info.value), cast(AppConfig, None), "client")
+    assert info.value.call_site == f"{__file__}:{line}"  # type: ignore[attr-defined]
+    at = str(info.value).split("\n")[1]
+    assert at == (f'  the call whose answer was used at File "{__file__}", line {line}, '
+                  "in _used_in_a_library:")

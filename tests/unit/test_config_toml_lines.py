@@ -60,3 +60,14 @@ def test_an_override_s_error_says_no_line_of_the_file(tmp_path: Path) -> None:
         '[bind]\n"c.f" = "s.f"\n')
     _, errors = validate(tmp_path / "app.toml", ["modules.s.replicaton=2"])
     assert [(e.file, e.line) for e in errors] == [("--set", None)]
+
+
+def test_a_misspelt_table_of_a_dotted_header_says_its_line(tmp_path: Path) -> None:
+    # (a new user's [module.worker] for [modules.worker] said "app.toml: module: unknown
+    # key 'module'", no line, where [binds] for [bind] said its line)
+    at = TomlLines('# x\n[module.worker]\nsource = "w.py"\n\n[module.client]\n')
+    assert at.locate("module") == 2 and at.locate("module.client") == 5
+    (tmp_path / "w.py").write_text("def f(x):\n    return x\n")
+    (tmp_path / "app.toml").write_text('\n[module.worker]\nsource = "w.py"\n')
+    _, errors = validate(tmp_path / "app.toml")
+    assert ("module", 2) in [(e.key, e.line) for e in errors], errors

@@ -35,7 +35,8 @@ def _cases(tmp_path: Path) -> list[tuple[Callable[[], Any], str]]:
         (lambda: open(tmp_path / "f", "wb"),
          "an open file cannot be sent: pass its path, or its bytes"),
         (lambda: lambda: 0, "a lambda or a function defined inside another cannot be "
-                            "sent: define it at the top level of the served module"),
+                            "sent: define it in the served module and pass what chooses "
+                            "it (its name, or its parameters)"),
         (lambda: sys, "a module cannot be sent: import it in the served module"),
         (threading.Lock, "a value of type lock cannot be sent at all (pickle cannot "
                          "carry it either); make it on the replica"),

@@ -21,7 +21,7 @@ from polybus.client.fwdbatch import fetched, settle
 from polybus.client.policies.aggregate import arg_bytes
 from polybus.client.promise import Promise, behave_as_promise
 from polybus.client.pump import enter, leave
-from polybus.client.unseen import forgotten, seen
+from polybus.client.unseen import forgotten, raised
 from polybus.errors import PolybusError
 from polybus.wire.codec import Ref
 from polybus.wire.messages import BatchResult, CallBatch
@@ -271,11 +271,11 @@ class Slot:
     def outcome(self) -> Any:
         b = self.batch
         if b.late is not None and self.i in b.late:
-            raise seen(b.late[self.i])
+            raise raised(b.late[self.i])
         if b.error is not None:
-            raise seen(b.error)
+            raise raised(b.error)
         if b.fails is not None and self.i in b.fails:
-            raise seen(b.fails[self.i])
+            raise raised(b.fails[self.i])
         value = b.values[self.i]
         return value if type(value) is not Ref else fetched(b, self.i)
 

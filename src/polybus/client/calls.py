@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from polybus.client.calltext import call_text
-from polybus.client.unseen import failed, forgotten, seen
+from polybus.client.unseen import failed, forgotten, raised, seen
 from polybus.config.units import duration_text
 from polybus.errors import (
     BusyError,
@@ -139,7 +139,7 @@ class CallRecord:
 
     def outcome(self) -> Any:
         if self.error is not None:
-            raise seen(self.error)
+            raise raised(self.error)
         if type(self.value) is Ref:  # forwarded to a next stage: the value stayed there
             from polybus.client.fwdfetch import fetch
 

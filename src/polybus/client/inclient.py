@@ -36,7 +36,7 @@ from polybus.client.calltext import call_text
 from polybus.client.promise import Promise
 from polybus.client.shared import Shared
 from polybus.client.stubs import importing, serving
-from polybus.client.unseen import failed, forgotten, seen
+from polybus.client.unseen import failed, forgotten, raised
 from polybus.config.model import AppConfig, Binding, UseSpec
 from polybus.errors import PolybusError
 from polybus.usernames import import_name
@@ -63,7 +63,7 @@ class DonePromise(Promise):
     def __polybus_value__(self) -> Any:
         error = self._error
         if error is not None:
-            raise seen(error)
+            raise raised(error)
         return self._value
 
     @property
@@ -107,7 +107,7 @@ class InClient:
         except BaseException as exc:  # (sys.exit() too: as a replica, the call fails alone)
             error = self.failure(exc, args, kwargs)
             if self.sync:
-                raise seen(error) from None
+                raise raised(error) from None
             return DonePromise(None, error, self.interface)
         return value if self.sync else DonePromise(value, None, self.interface)
 

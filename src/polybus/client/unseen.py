@@ -26,19 +26,20 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 import threading
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from polybus.errors import PolybusError
+from polybus.errors import PolybusError, RemoteException
 from polybus.plural import plural
 
 if TYPE_CHECKING:
     from polybus.client.session import Session
 
-__all__ = ["SHOWN_AT_MOST", "failed", "forgotten", "hush", "note_hushed", "reset",
-           "restore", "saved", "seen", "settle"]
+__all__ = ["SHOWN_AT_MOST", "failed", "forgotten", "hush", "note_hushed", "raised",
+           "reset", "restore", "saved", "seen", "settle"]
 
 log = logging.getLogger("polybus.client.unseen")
 SHOWN_AT_MOST = 5  # errors logged one by one in a process; then one line says more went
@@ -51,8 +52,9 @@ _failed: Counter[str] = Counter()   # calls' errors since `reset`, by type
 _looked: Counter[str] = Counter()   # of those, the ones seen (raised, passed on, said)
 _hushed: Counter[str] = Counter()   # errors not of a call's record (a batch's), hushed
 _hush = False  # the program raised: nothing said one by one until the next run
-# The last error said, and how many more the same (interface, type, first line) came
-# after it: said in one line when another comes, or the run ends (`settle`), not each
+# The last error said, and how many more the same (interface, type, first line but for
+# the replica: `_alike`) came after it: said in one line when another comes, or the run
+# ends (`settle`), not each
 _last: tuple[str, str, str] | None = None
 _again = 0
 
@@ -133,6 +135,14 @@ def seen(error: PolybusError) -> PolybusError:
     return error
 
 
+def raised(error: PolybusError) -> PolybusError:
+    """``error``, seen, to raise to the program, without the traceback of an earlier raise
+    of it. A failed promise used twice raises its one error twice, and Python puts the
+    second raise's frames before the first's: the program's line of the first use was
+    then named as where the error came out (callsite.py takes the innermost)."""
+    return seen(error).with_traceback(None)
+
+
 def forgotten(error: PolybusError | None, interface: str) -> None:
     """A promise of a call to ``interface`` is freed: say ``error`` if no one saw it."""
     global _shown
@@ -146,7 +156,7 @@ def forgotten(error: PolybusError | None, interface: str) -> None:
         return
     seen(error)  # (said once, whatever else held it)
     first = str(error).splitlines()[0] if str(error) else type(error).__name__
-    said = (interface, type(error).__name__, first)
+    said = (interface, type(error).__name__, _alike(error, first))
     global _last, _again
     with _lock:
         if said == _last:  # the same again: counted, said in one line (`_say_again`)
@@ -168,6 +178,18 @@ def forgotten(error: PolybusError | None, interface: str) -> None:
                         "looked at; not shown")
     except Exception:  # pragma: no cover - (at interpreter exit, logging may be gone)
         pass
+
+
+def _alike(error: PolybusError, first: str) -> str:
+    """What makes ``error`` (its message's first line, ``first``) the same as another:
+    its text without the replica that raised it, so that one failure of a loop of calls
+    spread over replicas is said once and counted, not once a replica in turn."""
+    if isinstance(error, RemoteException):
+        return f"{error.remote_type}: {error.remote_message}"
+    replica = getattr(error, "replica", "")
+    if not isinstance(replica, str) or not replica:
+        return first
+    return re.sub(rf"(?<![\w.-]){re.escape(replica)}(?![\w-])", "<replica>", first)
 
 
 def _say_again(said: tuple[str, str, str] | None, again: int) -> None:

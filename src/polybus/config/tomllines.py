@@ -5,7 +5,8 @@ tomllib gives values, not places. A configuration error names its key
 (``[modules.server]``) and key lines (``replicaton = 2``, ``use.f = { ... }``,
 ``"client.f" = ...``), their keys joined as the errors join them (problems.dotted). A key written inside
 an inline table or a value of several lines is placed at the line of the key that
-holds it, a key no line wrote (one that is missing) at its table's header. Lines inside
+holds it, a key no line wrote (one that is missing) at its table's header, and a table
+that only a dotted header made (``modules`` of ``[modules.server]``) at its first. Lines inside
 multi-line strings are skipped. Only for messages: a line not found is None, and the
 error is shown without one.
 """
@@ -46,7 +47,10 @@ class TomlLines:
                 header = _key(s.strip("[").partition("]")[0])
                 if header is not None:
                     table = header
-                    self.lines.setdefault(dotted(*table), no)
+                    # (and the tables it makes by the way: [module.worker] is where a
+                    # misspelt 'module' was written)
+                    for n in range(1, len(table) + 1):
+                        self.lines.setdefault(dotted(*table[:n]), no)
                 continue
             name, eq, value = s.partition("=")
             parts = _key(name) if eq else None

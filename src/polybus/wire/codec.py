@@ -36,7 +36,13 @@ from polybus.wire.exts import EXT_BYTES, EXT_NDARRAY, EXT_PICKLE, EXT_REF, EXT_S
 from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, encode_frame, too_large
 from polybus.wire.messages import Call, Message, Result
 from polybus.wire.undecodable import value_raised
-from polybus.wire.unencodable import instead, too_deep, unencodable, unpicklable
+from polybus.wire.unencodable import (
+    instead,
+    of_the_program,
+    too_deep,
+    unencodable,
+    unpicklable,
+)
 from polybus.wire.values import (
     OOB_BYTES,
     PROMISE_INSIDE,
@@ -225,6 +231,8 @@ class Codec(Decoding):
                    "codec (msgpack types, numpy arrays, bytes); convert it")
             raise TypeError(f"{why}, or set pickle = true on the serving module in the "
                             "configuration" if why else instead(obj))
+        if of_the_program(obj):  # (pickles here by a name only this process has)
+            raise TypeError(instead(obj))
         try:
             return msgspec.msgpack.Ext(EXT_PICKLE, pickle.dumps(obj, protocol=5))
         except BaseException as exc:  # PicklingError, a local function, a __reduce__'s

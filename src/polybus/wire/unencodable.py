@@ -24,6 +24,12 @@ raise anything) on an error path, and run again for each part the unsendable-pat
 walker re-encodes (wire/unsendablepath.py). A value of a kind it does not know keeps
 the hint to convert it or set ``pickle = true``.
 
+A function or class of the program's own modules (`of_the_program`: a top-level
+``def`` of the client module, passed as a Ray or Dask user passes one) pickles by name
+here and never unpickles there: each of the program's modules is imported under a name
+of its own (usernames.py), which a replica has only for its own module. Such a value
+is refused at the sender, pickle or not, saying what to send in its place.
+
 Text polybus itself sends (a failure's type, message and traceback) may hold one too,
 from an exception's message: `escaped` writes it as ``\\udcff``, so the failure is
 told rather than lost.
@@ -40,8 +46,10 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["TOO_DEEP", "escaped", "instead", "lone_surrogate", "too_deep", "unencodable",
-           "unpicklable"]
+from polybus.usernames import PREFIX, key_of
+
+__all__ = ["TOO_DEEP", "escaped", "instead", "lone_surrogate", "of_the_program",
+           "too_deep", "unencodable", "unpicklable"]
 
 
 # How `too_deep` begins: no path inside such a value is said (wire/unsendablepath.py),
@@ -86,6 +94,20 @@ _NEVER = (type(threading.Lock()), type(threading.RLock()), socket.socket, weakre
 _HEAP_TYPE = 1 << 9  # (Py_TPFLAGS_HEAPTYPE: a class written in Python, not in C)
 
 
+def of_the_program(value: Any) -> str:
+    """What ``value`` is, "a function of module 'client' (above)", when it is a function
+    or class defined at the top level of one of the program's own modules; else ""."""
+    if not isinstance(value, (types.FunctionType, type)):
+        return ""
+    module = getattr(value, "__module__", None)
+    name = getattr(value, "__qualname__", "")
+    if (not isinstance(module, str) or not module.startswith(PREFIX)
+            or not isinstance(name, str) or "<" in name):  # (a lambda, a local: below)
+        return ""
+    kind = "class" if isinstance(value, type) else "function"
+    return f"a {kind} of module '{key_of(module)}' ({name})"
+
+
 def unpicklable(value: Any) -> bool:
     """Whether pickle refuses ``value`` too, told by its type alone (the codec's refusal
     only): a generator, an open file, an iterator of a C type with no pickling of its
@@ -95,11 +117,17 @@ def unpicklable(value: Any) -> bool:
         return True
     if isinstance(value, io.IOBase):  # (an in-memory one pickles: its bytes or text)
         return not isinstance(value, (io.BytesIO, io.StringIO))
+    if of_the_program(value):
+        return True
     if isinstance(value, types.FunctionType):  # (else pickled by name, as pickle does)
         return value.__name__ == "<lambda>" or "<locals>" in value.__qualname__
     return (isinstance(value, Iterator) and not t.__flags__ & _HEAP_TYPE
             and not any("__reduce__" in vars(k) or "__reduce_ex__" in vars(k)
                         for k in t.__mro__[:-1]))
+
+
+_CHOOSE = ("define it in the served module and pass what chooses it (its name, or its "
+           "parameters)")
 
 
 def _advice(value: Any) -> tuple[str, str]:
@@ -113,9 +141,11 @@ def _advice(value: Any) -> tuple[str, str]:
         return "an iterator", "pass list(...) of it"
     if isinstance(value, types.ModuleType):
         return "a module", "import it in the served module"
+    if what := of_the_program(value):
+        return what, ("a replica runs only its own module's functions, and cannot import "
+                      f"the program's modules; {_CHOOSE}")
     if isinstance(value, types.FunctionType):
-        return ("a lambda or a function defined inside another",
-                "define it at the top level of the served module")
+        return "a lambda or a function defined inside another", _CHOOSE
     return "", "make it on the replica"
 
 

@@ -78,7 +78,8 @@ class Intake(Accepting):
     _unwarm: set[Channel]
     _running: int
     _limited: bool  # some interface has a pool of its own (lanes.py)
-    _quiet: Quieter  # refusals logged once a minute per kind
+    _quiet: Quieter  # connections refused: logged once a minute per kind
+    _quiet_calls: Quieter  # calls refused (stop() says the rest of each apart)
     _token: bytes
     _listening: dict[Address, Listener]
     _gates: dict[Address, HandshakeGate]  # handshakes under way, per listener
@@ -341,7 +342,7 @@ class Intake(Accepting):
         return not busy
 
     def _refused(self, ch: Channel, refusal: Refusal) -> None:
-        if said := self._quiet.let(f"from {ch.peer}: {refusal.reason}"):  # (the caller is told)
+        if said := self._quiet_calls.let(f"from {ch.peer}: {refusal.reason}"):  # (the caller is told)
             log.warning("worker %s: %s", self.name, said)
         if refusal.answer is not None:
             self._send_quietly(ch, refusal.answer)

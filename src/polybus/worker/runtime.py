@@ -118,6 +118,7 @@ class WorkerRuntime(Polling):
         self._polling = False
         self._stopping = False
         self._quiet = Quieter()
+        self._quiet_calls = Quieter()
         self.calls = 0
         self.busy_s = 0.0
         self.queue_wait_s = 0.0
@@ -363,6 +364,8 @@ class WorkerRuntime(Polling):
                 t.join(timeout=max(0.0, deadline - time.monotonic()))
         for line in self._quiet.rest():  # (after the handshakes under way ended)
             log.warning("worker %s refused connections: %s", self.name, line)
+        for line in self._quiet_calls.rest():
+            log.warning("worker %s refused calls: %s", self.name, line)
         with self._lock:
             unanswered = self._running + len(self._queue)
             new, self._new = self._new, []

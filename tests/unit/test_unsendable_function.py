@@ -1,0 +1,66 @@
+"""A function passed as an argument (a Ray or Dask user's habit: ``score(t, above)``)
+is told what to send instead. A function of the program's own modules never unpickles
+on the other side (each is imported under a name of its own there, or not at all): a
+new user's ``above`` of the client module was told "convert it, or set pickle = true",
+then, with pickle on, failed on every replica with "No module named
+'polybus_user_client'; a pickled class must come from ...". It is now refused at the
+client, pickle or not, with what to do (wire/unencodable.py)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+from typing import Any
+
+import pytest
+
+from polybus.usernames import import_name
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Result
+
+ADVICE = ("define it in the served module and pass what chooses it (its name, or its "
+          "parameters)")
+
+
+def _refused(value: Any, allow_pickle: bool = False) -> str:
+    with pytest.raises(TypeError) as e:
+        Codec(allow_pickle=allow_pickle).encode(Result(1, value))
+    return str(e.value)
+
+
+def _program_module(monkeypatch: pytest.MonkeyPatch, code: str) -> Any:
+    """The client module with ``code``, imported as a run imports it (so pickle would
+    take its functions by name here)."""
+    module = types.ModuleType(import_name("client"))
+    exec(code, module.__dict__)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return module
+
+
+@pytest.mark.parametrize("allow_pickle", [False, True])
+def test_a_function_of_the_programs_module_is_refused_with_what_to_send(
+        monkeypatch: pytest.MonkeyPatch, allow_pickle: bool) -> None:
+    above = _program_module(monkeypatch, "def above(x):\n    return x > 0.2\n").above
+    said = _refused(above, allow_pickle)
+    assert said == ("a function of module 'client' (above) cannot be sent: a replica runs "
+                    "only its own module's functions, and cannot import the program's "
+                    f"modules; {ADVICE}"), said
+    assert "pickle = true" not in said
+
+
+def test_a_class_of_the_programs_module_is_refused_too(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    module = _program_module(monkeypatch, "class Rule:\n    pass\n")
+    said = _refused([1, module.Rule], allow_pickle=True)
+    assert said.startswith("a class of module 'client' (Rule) cannot be sent: "), said
+
+
+def test_a_lambda_is_told_to_pass_what_chooses_the_function() -> None:
+    said = _refused(lambda x: x)
+    assert said == f"a lambda or a function defined inside another cannot be sent: {ADVICE}"
+
+
+def test_a_function_of_an_installed_module_still_pickles() -> None:
+    assert "set pickle = true" in _refused(math.sqrt)  # (the safe codec: pickle would)
+    Codec(allow_pickle=True).encode(Result(1, math.sqrt))
