@@ -259,3 +259,53 @@ def test_a_sweep_against_the_client_alone(tmp_path: Path,
         n = c["config"]["modules.server.replication"]
         assert c["speedup"] > 0 and c["efficiency"] == pytest.approx(c["speedup"] / n)
         assert c["speedup"] == pytest.approx(cells[0]["median"] / c["median"])
+
+
+MIXED_TOML = """\
+[modules.server]
+source = "server.py"
+replication = 0
+
+[modules.other]
+source = "other.py"
+replication = 1
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.boom = { callstyle = "async" }
+use.twice = { callstyle = "async" }
+
+[bind]
+"client.boom" = "server.boom"
+"client.twice" = "other.twice"
+"""
+MIXED_CLIENT = """\
+from polybus import use, wait
+
+boom = use("boom")
+twice = use("twice")
+
+def main():
+    q = twice(boom(-1))
+    try:
+        wait(q)
+    except Exception as e:
+        return "at use", e.remote_message, e.origin
+    return "no error"
+"""
+
+
+@pytest.mark.parametrize("style", ["async", "async-demand(2)"])
+def test_a_failed_promise_made_in_the_client_fails_a_replica_call_where_it_is_used(
+        tmp_path: Path, style: str) -> None:
+    """A replica's call given a failed promise of a call made in the client fails where
+    its own promise is used, as with the producer on a replica: the error was raised at
+    the consuming call, out of the program's ``try`` around its ``wait``."""
+    app = write_app(tmp_path, server=SERVER, client=MIXED_CLIENT, toml=MIXED_TOML)
+    (tmp_path / "other.py").write_text("def twice(x):\n    return 2 * x\n")
+    style_set = {"modules.client.use.twice.callstyle": style}
+    alone = polybus.run(app, style_set)
+    one = polybus.run(app, {**style_set, "modules.server.replication": 1})
+    assert alone.result == ("at use", "an upstream call failed: negative: -1", "boom")
+    assert one.result == (*alone.result[:2], "boom on server-0")

@@ -14,7 +14,8 @@ The program sees what it would see with replicas, at the same point:
 - a function that raises gives the `RemoteException` a replica's failure gives (its
   ``remote_type``, message and traceback, made by the worker's own steps), raised by a
   sync call, and by an async call's promise where it is used; one never used is said
-  as a replica's is (client/unseen.py).
+  as a replica's is (client/unseen.py); a failed promise passed to another async call
+  fails that call's promise as an upstream failure (client/done.py).
 
 Arguments are passed as they are: not copied, not encoded (a promise or a broadcast
 handle among them is given as its value, as a replica would receive it). So a function
@@ -33,10 +34,11 @@ import numpy as np
 
 from polybus.client.calls import error_from
 from polybus.client.calltext import call_text
+from polybus.client.done import DonePromise, upstream_failure
 from polybus.client.promise import Promise
 from polybus.client.shared import Shared
 from polybus.client.stubs import importing, serving
-from polybus.client.unseen import failed, forgotten, seen
+from polybus.client.unseen import failed, seen
 from polybus.config.model import AppConfig, Binding, UseSpec
 from polybus.errors import PolybusError
 from polybus.usernames import import_name
@@ -47,36 +49,6 @@ __all__ = ["DonePromise", "InClient", "in_client", "release"]
 
 # Arguments passed on at once (nothing in them can be a promise or a handle)
 _LEAF = frozenset({int, float, bool, str, bytes, type(None), complex, np.ndarray})
-
-
-class DonePromise(Promise):
-    """The promise of an overlapped call made in the client: answered when it was made,
-    with its value or its error (raised where the promise is used)."""
-
-    __slots__ = ("_error", "_interface", "_value")
-
-    def __init__(self, value: Any, error: PolybusError | None, interface: str) -> None:
-        object.__setattr__(self, "_value", value)  # (Promise's own sets its value's)
-        object.__setattr__(self, "_error", error)
-        object.__setattr__(self, "_interface", interface)
-
-    def __polybus_value__(self) -> Any:
-        error = self._error
-        if error is not None:
-            raise seen(error)
-        return self._value
-
-    @property
-    def done(self) -> bool:
-        return True
-
-    @property
-    def _answered(self) -> bool:
-        return True
-
-    def __del__(self) -> None:
-        if self._error is not None:  # (never used: said, as a replica's failure is)
-            forgotten(self._error, self._interface)
 
 
 class InClient:
@@ -98,6 +70,10 @@ class InClient:
         self.calls += 1
         if not all(type(a) in _LEAF for a in args) or (
                 kwargs and not all(type(v) in _LEAF for v in kwargs.values())):
+            if not self.sync:  # (a failed promise passed: this call's promise fails)
+                up = upstream_failure(self.interface, args, kwargs)
+                if up is not None:
+                    return up
             args = tuple(_value(a) for a in args)
             kwargs = {k: _value(v) for k, v in kwargs.items()}
         try:
