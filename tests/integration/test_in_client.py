@@ -309,3 +309,41 @@ def test_a_failed_promise_made_in_the_client_fails_a_replica_call_where_it_is_us
     one = polybus.run(app, {**style_set, "modules.server.replication": 1})
     assert alone.result == ("at use", "an upstream call failed: negative: -1", "boom")
     assert one.result == (*alone.result[:2], "boom on server-0")
+
+
+CALLING_SERVER = """\
+import numpy as np
+import polybus
+
+NAME = "twice"
+
+def via(x):
+    return polybus.use(NAME)(x) + 1     # (a name the configuration check cannot read)
+
+def shares(x):
+    return polybus.broadcast(np.ones(2))
+
+def twice(x):
+    return 2 * x
+"""
+
+
+@pytest.mark.parametrize(("name", "said"), [
+    ("via", "calls use('twice'), but a"),
+    ("shares", "calls polybus.broadcast(), but only the client")])
+def test_a_use_the_module_makes_when_called_is_refused_as_on_a_replica(
+        tmp_path: Path, name: str, said: str) -> None:
+    """Documented as refused: a use() made at the call (not seen by the configuration's
+    check) ran in the client, so the run worked at 0 replicas and failed at 1."""
+    app = write_app(tmp_path, server=CALLING_SERVER, client=(
+        f"from polybus import use\n\n{name} = use({name!r})\ntwice = use('twice')\n\n\n"
+        "def main():\n"
+        f"    return {name}(2)\n"), toml=(
+        '[modules.server]\nsource = "server.py"\nreplication = 0\n\n'
+        '[modules.client]\nsource = "client.py"\nentrypoint = "main"\n\n'
+        f'[bind]\n"client.{name}" = "server.{name}"\n"client.twice" = "server.twice"\n'))
+    for replicas in (0, 1):
+        with pytest.raises(RemoteException) as e:
+            polybus.run(app, {"modules.server.replication": replicas})
+        assert e.value.remote_type == "UsageError" and said in e.value.remote_message
+        assert "cannot call other modules" in e.value.remote_message or name == "shares"

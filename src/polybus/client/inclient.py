@@ -37,7 +37,7 @@ from polybus.client.calltext import call_text
 from polybus.client.done import DonePromise, upstream_failure
 from polybus.client.promise import Promise
 from polybus.client.shared import Shared
-from polybus.client.stubs import importing, serving
+from polybus.client.stubs import importing, inside, serving
 from polybus.client.unseen import failed, seen
 from polybus.config.model import AppConfig, Binding, UseSpec
 from polybus.errors import PolybusError
@@ -76,6 +76,7 @@ class InClient:
                     return up
             args = tuple(_value(a) for a in args)
             kwargs = {k: _value(v) for k, v in kwargs.items()}
+        before = inside(self.module)  # (its use() calls refused: stubs.py)
         try:
             value = self.fn(*args, **kwargs)
         except KeyboardInterrupt:  # (Ctrl-C, a run's time limit: the program's to stop)
@@ -85,6 +86,8 @@ class InClient:
             if self.sync:
                 raise seen(error) from None
             return DonePromise(None, error, self.interface)
+        finally:
+            inside(before)
         return value if self.sync else DonePromise(value, None, self.interface)
 
     def failure(self, exc: BaseException, args: tuple[Any, ...],

@@ -28,6 +28,10 @@ _phase: list[tuple[str, str, str] | None] = [None]
 # session, so a run another thread starts meanwhile is refused (`one_run`).
 _runs: list[threading.Thread] = []
 _runs_lock = threading.Lock()
+# In each thread, the module whose function a call made in the client runs there
+# (``replication = 0``, client/inclient.py), while it runs: its use() calls are refused
+# as a replica's are (`inside`), though the session that would take them is here.
+_inside = threading.local()
 
 
 def importing(key: str | None, entrypoint: str = "") -> None:
@@ -40,10 +44,33 @@ def serving(key: str) -> None:
     _phase[0] = ("replica", key, "")
 
 
+def inside(module: str | None) -> str | None:
+    """This thread runs a function of ``module``, called in the client (None: it has
+    returned); the module it ran before, to be given back."""
+    before: str | None = getattr(_inside, "module", None)
+    _inside.module = module
+    return before
+
+
+def _refuse_inside(call: str) -> None:
+    """A UsageError if this thread runs a function of a module called in the client:
+    ``call`` (``use('g')``, ``polybus.broadcast()``) is refused as its replica's is."""
+    module = getattr(_inside, "module", None)
+    if module is None:
+        return
+    from polybus.config.replicause import replica_broadcast, replica_call
+
+    if call == "polybus.broadcast()":
+        raise UsageError(replica_broadcast(module, in_client=True))
+    raise UsageError("; ".join(replica_call(module, call, in_client=True)))
+
+
 def current(what: str = "a use()d interface was called", call: str = "") -> Session:
     """The running session; else a UsageError that says why there is none (``what``: the
     call made, as a sentence; ``call``: the same as code, ``use('f')``)."""
     s = _global[0]
+    if s is not None and s.local:  # (a module called in the client makes no such call)
+        _refuse_inside(call or "use()")
     if s is None:
         phase = _phase[0]
         if phase is not None and phase[0] == "replica":
@@ -124,6 +151,8 @@ class Stub:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         s = _global[0]
         if s is not None:  # straight to the binding's entry (one frame less per call)
+            if s.local:  # (a module called in the client calls none: `_refuse_inside`)
+                _refuse_inside(f"use({self.name!r})")
             entry = s.entries.get(self.name)
             if entry is not None:
                 g = s.gate
