@@ -296,6 +296,36 @@ def main():
 """
 
 
+REVERSED_CLIENT = """\
+from polybus import use, wait
+
+boom = use("boom")
+nope = use("nope")
+
+def main():
+    q = boom(nope(1))
+    try:
+        wait(q)
+    except Exception as e:
+        return "at use", e.remote_message, e.origin
+    return "no error"
+"""
+
+
+def test_a_failed_replica_promise_fails_a_call_made_in_the_client_where_it_is_used(
+        tmp_path: Path) -> None:
+    """The other way round: a replica's failed promise given to an async call made in
+    the client raised at that call, as the client took its value."""
+    app = write_app(tmp_path, server=SERVER, client=REVERSED_CLIENT, toml=MIXED_TOML.replace(
+        '"client.twice" = "other.twice"', '"client.nope" = "other.nope"').replace(
+        "use.twice", "use.nope"))
+    (tmp_path / "other.py").write_text("def nope(x):\n    raise KeyError(x)\n")
+    alone = polybus.run(app)
+    one = polybus.run(app, {"modules.server.replication": 1})
+    assert alone.result == ("at use", "an upstream call failed: 1", "nope on other-0")
+    assert one.result == alone.result
+
+
 @pytest.mark.parametrize("style", ["async", "async-demand(2)"])
 def test_a_failed_promise_made_in_the_client_fails_a_replica_call_where_it_is_used(
         tmp_path: Path, style: str) -> None:

@@ -20,7 +20,7 @@ from polybus.client.promise import Promise
 from polybus.client.unseen import failed, forgotten, seen
 from polybus.errors import UPSTREAM_FAILED, PolybusError, RemoteException
 
-__all__ = ["DonePromise", "upstream_failure"]
+__all__ = ["DonePromise", "consumer_failure", "upstream_failure"]
 
 
 class DonePromise(Promise):
@@ -28,6 +28,9 @@ class DonePromise(Promise):
     with its value or its error (raised where the promise is used)."""
 
     __slots__ = ("_error", "_interface", "_value")
+    _error: PolybusError | None
+    _interface: str
+    _value: Any
 
     def __init__(self, value: Any, error: PolybusError | None, interface: str) -> None:
         object.__setattr__(self, "_value", value)  # (Promise's own sets its value's)
@@ -82,13 +85,35 @@ def upstream_failure(interface: str, args: tuple[Any, ...], kwargs: dict[str, An
     p = _failed_in(args, kwargs)
     if p is None:
         return None
-    error = p._error
-    assert error is not None
-    origin = p._interface
-    if isinstance(error, RemoteException):
+    assert p._error is not None
+    return consumer_failure(interface, p, p._error, args, kwargs)
+
+
+def _origin(p: Promise, error: PolybusError) -> str:
+    """Where producer ``p``'s ``error`` was raised: "f" in the client, "f on server-0"
+    on a replica (client/upstream.py), "" when its kind does not say."""
+    if type(p) is DonePromise:
+        return p._interface
+    from polybus.client.batchcalls import BatchPromise
+    from polybus.client.promise import CallPromise
+    from polybus.client.upstream import origin
+
+    if type(p) is CallPromise or type(p) is BatchPromise:
+        return origin(p, error)
+    return ""
+
+
+def consumer_failure(interface: str, p: Promise, error: PolybusError,
+                     args: tuple[Any, ...], kwargs: dict[str, Any]) -> DonePromise:
+    """The failed promise of an overlapped call to ``interface`` (made with ``args`` and
+    ``kwargs``) whose argument ``p`` failed with ``error``."""
+    origin = _origin(p, error)
+    if type(p) is DonePromise and isinstance(error, RemoteException):
         kind, message, tb = error.remote_type, error.remote_message, error.remote_traceback
         if message.startswith(UPSTREAM_FAILED) and error.origin:
             origin = f"{error.origin}, upstream of {origin}"
+    elif isinstance(error, RemoteException):  # (origin says its chain: upstream.py)
+        kind, message, tb = error.remote_type, error.remote_message, error.remote_traceback
     else:
         kind, message, tb = type(error).__name__, str(error), ""
     said = message if message.startswith(UPSTREAM_FAILED) else UPSTREAM_FAILED + message

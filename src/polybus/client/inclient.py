@@ -34,7 +34,7 @@ import numpy as np
 
 from polybus.client.calls import error_from
 from polybus.client.calltext import call_text
-from polybus.client.done import DonePromise, upstream_failure
+from polybus.client.done import DonePromise, consumer_failure
 from polybus.client.promise import Promise
 from polybus.client.shared import Shared
 from polybus.client.stubs import importing, inside, serving
@@ -71,11 +71,29 @@ class InClient:
         if not all(type(a) in _LEAF for a in args) or (
                 kwargs and not all(type(v) in _LEAF for v in kwargs.values())):
             if not self.sync:  # (a failed promise passed: this call's promise fails)
-                up = upstream_failure(self.interface, args, kwargs)
-                if up is not None:
-                    return up
+                return self._consume(args, kwargs)
             args = tuple(_value(a) for a in args)
             kwargs = {k: _value(v) for k, v in kwargs.items()}
+        return self._run(args, kwargs)
+
+    def _consume(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """An async call given promises or handles: a promise among its arguments (not
+        inside one: client/awaiting.py) that failed fails this call's promise, as a
+        replica's consumer's (client/done.py); else the call, with their values."""
+        given = [*args, *kwargs.values()]
+        values = []
+        for a in given:
+            if isinstance(a, Promise):
+                try:
+                    values.append(a.__polybus_value__())
+                except PolybusError as error:
+                    return consumer_failure(self.interface, a, error, args, kwargs)
+            else:
+                values.append(_value(a))
+        n = len(args)
+        return self._run(tuple(values[:n]), dict(zip(kwargs, values[n:], strict=True)))
+
+    def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         before = inside(self.module)  # (its use() calls refused: stubs.py)
         try:
             value = self.fn(*args, **kwargs)
