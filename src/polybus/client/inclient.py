@@ -37,7 +37,7 @@ from polybus.client.calltext import call_text
 from polybus.client.done import DonePromise, consumer_failure
 from polybus.client.promise import Promise
 from polybus.client.shared import Shared
-from polybus.client.stubs import importing, inside, serving
+from polybus.client.stubs import SERVED_HERE, importing, serving
 from polybus.client.unseen import failed, seen
 from polybus.config.model import AppConfig, Binding, UseSpec
 from polybus.errors import PolybusError
@@ -71,30 +71,13 @@ class InClient:
         if not all(type(a) in _LEAF for a in args) or (
                 kwargs and not all(type(v) in _LEAF for v in kwargs.values())):
             if not self.sync:  # (a failed promise passed: this call's promise fails)
-                return self._consume(args, kwargs)
-            args = tuple(_value(a) for a in args)
-            kwargs = {k: _value(v) for k, v in kwargs.items()}
-        return self._run(args, kwargs)
-
-    def _consume(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """An async call given promises or handles: a promise among its arguments (not
-        inside one: client/awaiting.py) that failed fails this call's promise, as a
-        replica's consumer's (client/done.py); else the call, with their values."""
-        given = [*args, *kwargs.values()]
-        values = []
-        for a in given:
-            if isinstance(a, Promise):
-                try:
-                    values.append(a.__polybus_value__())
-                except PolybusError as error:
-                    return consumer_failure(self.interface, a, error, args, kwargs)
+                got = self._values(args, kwargs)
+                if type(got) is DonePromise:
+                    return got
+                args, kwargs = got
             else:
-                values.append(_value(a))
-        n = len(args)
-        return self._run(tuple(values[:n]), dict(zip(kwargs, values[n:], strict=True)))
-
-    def _run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        before = inside(self.module)  # (its use() calls refused: stubs.py)
+                args = tuple(_value(a) for a in args)
+                kwargs = {k: _value(v) for k, v in kwargs.items()}
         try:
             value = self.fn(*args, **kwargs)
         except KeyboardInterrupt:  # (Ctrl-C, a run's time limit: the program's to stop)
@@ -104,9 +87,24 @@ class InClient:
             if self.sync:
                 raise seen(error) from None
             return DonePromise(None, error, self.interface)
-        finally:
-            inside(before)
         return value if self.sync else DonePromise(value, None, self.interface)
+
+    def _values(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> DonePromise | tuple[tuple[Any, ...], dict[str, Any]]:
+        """The values of an async call's arguments; or, if a promise among them (not
+        inside one: client/awaiting.py) failed, this call's failed promise, as a replica's
+        consumer's (client/done.py)."""
+        values = []
+        for a in (*args, *kwargs.values()):
+            if isinstance(a, Promise):
+                try:
+                    values.append(a.__polybus_value__())
+                except PolybusError as error:
+                    return consumer_failure(self.interface, a, error, args, kwargs)
+            else:
+                values.append(_value(a))
+        n = len(args)
+        return tuple(values[:n]), dict(zip(kwargs, values[n:], strict=True))
 
     def failure(self, exc: BaseException, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> PolybusError:
@@ -155,6 +153,7 @@ def in_client(app: AppConfig, b: Binding, use: UseSpec, made: Mapping[str, InCli
         finally:
             importing(None)
     fn = interfaces(home, [b.interface])[b.interface]
+    SERVED_HERE.add(home.__name__)  # (its use() calls refused: stubs.py)
     return InClient(fn, b.interface, b.module, home, use.callstyle.kind == "sync")
 
 
@@ -165,5 +164,6 @@ def release(made: Mapping[str, InClient]) -> None:
     module's globals alive for nothing. Objects of it the program kept keep it alive."""
     for e in made.values():
         name = e.home.__name__
+        SERVED_HERE.discard(name)
         if sys.modules.get(name) is e.home:
             del sys.modules[name]
