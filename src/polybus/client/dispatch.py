@@ -32,6 +32,7 @@ from polybus.client.policies.balance import (
 from polybus.client.promise import CallPromise
 from polybus.client.snapshot import Keep, snapshot, snapshot_kwargs
 from polybus.client.socketlane import SocketLane
+from polybus.client.stubs import SERVED_HERE
 from polybus.client.unsendable import not_sent, unwritten
 from polybus.client.wireargs import AS_IS_ASYNC, wire
 from polybus.config.model import CallStyle
@@ -148,8 +149,8 @@ class Dispatcher:
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self.plain_sync:
             return self.call_sync(args, kwargs)
-        if self.style.kind != "sync":  # (a failed promise of a call made in the client)
-            up = upstream_failure(self.interface, args, kwargs)
+        if SERVED_HERE and self.style.kind != "sync":  # (a failed promise of a call made
+            up = upstream_failure(self.interface, args, kwargs)  # in the client: done.py)
             if up is not None:
                 self.calls += 1
                 return up
@@ -245,10 +246,11 @@ class Dispatcher:
     def _call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """`call_async` for arguments that may need `wire` (promises, large bytes,
         containers) or forwarding, and for keywords."""
-        up = upstream_failure(self.interface, args, kwargs)  # (client/done.py)
-        if up is not None:
-            self.calls += 1
-            return up
+        if SERVED_HERE:  # (a module called in the client: its failed promise, done.py)
+            up = upstream_failure(self.interface, args, kwargs)
+            if up is not None:
+                self.calls += 1
+                return up
         fwd = self.forwarder
         if self.comm is not None or (fwd is not None and fwd.wants(args, kwargs)) or (
                 self.awaiting is not None and self.awaiting.wants(args, kwargs, fwd is None)):
