@@ -25,6 +25,7 @@ import site
 import sys
 import sysconfig
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -40,13 +41,19 @@ _lock = threading.Lock()
 
 
 class ClientImports:
-    """Made as a run starts, before its client module loads: the modules earlier runs
+    """Made as a run starts, before its client module (and any module called in the
+    client, ``replication = 0``) loads: the modules earlier runs
     imported from another folder, or from this one with a file changed since, are
     taken out of ``sys.modules`` (and the import system's folder listings refreshed:
     a file written a moment ago is found). `note` as the run ends."""
 
-    def __init__(self, client_source: str | Path) -> None:
+    def __init__(self, client_source: str | Path, served: Sequence[str | Path] = ()
+                 ) -> None:
         self.folder = str(Path(client_source).resolve().parent)
+        # (``served``: the files of modules with replication = 0, imported into the
+        # client too: what they import from their folders is noted with the client's)
+        self.folders = tuple(dict.fromkeys(
+            [self.folder, *(str(Path(f).resolve().parent) for f in served)]))
         with _lock:
             for folder in list(_noted):
                 modules = _noted[folder]
@@ -59,7 +66,7 @@ class ClientImports:
 
     def note(self) -> None:
         """The modules this run imported from its client's folder, noted for the next."""
-        inside = os.path.join(self.folder, "")
+        inside = tuple(os.path.join(f, "") for f in self.folders)
         found = {}
         for name in set(sys.modules) - self.before:
             module = sys.modules.get(name)

@@ -140,11 +140,14 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
         kept = unseen.saved() if outer is not None else None  # (the outer run's: given back)
         try:
             t0 = time.perf_counter()
+            # (the folder's modules, as they are now; before the session, which imports
+            # the modules called in the client, replication = 0, and their helpers)
+            imports = ClientImports(client.source, [
+                m.source for m in app.modules.values() if m.in_client and m.entrypoint is None])
             session = Session(app, cluster.registry, cluster.token,
                               how_ended=cluster.how_ended,
                               how_ended_later=cluster.how_ended_later, turn=cluster.shared)
             startup = cluster.startup_s + time.perf_counter() - t0
-            imports = ClientImports(client.source)  # (the folder's modules, as they are now)
             importing(client.key, client.entrypoint)  # (a call made meanwhile: stubs.py)
             try:
                 module = load_module(client.source, import_name(client.key))

@@ -9,6 +9,7 @@ from one run still goes to the next one's calls."""
 from __future__ import annotations
 
 import sys
+import textwrap
 import types
 from pathlib import Path
 
@@ -148,3 +149,33 @@ def test_a_helper_edited_in_a_folder_without_init_is_the_new_one_at_the_client(
     (tmp_path / "helpers" / "common.py").write_text("NAME = 'after the edit'\n")
     assert polybus.run(app, worker_output=False).result == ("after the edit",
                                                             "after the edit")
+
+
+ALONE_CLIENT = """
+    from polybus import use
+
+    tag = use("tag")
+
+    def main():
+        return tag(0)[0]
+"""
+
+
+@pytest.mark.parametrize("sub", ["", "served"])  # (its file beside the client's, or not)
+def test_a_helper_of_a_module_called_in_the_client_edited_between_runs_is_the_new_one(
+        tmp_path: Path, sub: str) -> None:
+    """``replication = 0``: the served module is imported into the client process, as
+    are the helpers it imports. Its helpers were imported before the run noted what was
+    there already, so an edited one stayed the old module (a replica, a new process,
+    has the new one); so did one beside a served file in a folder of its own."""
+    app = write_bound_app(tmp_path, server="", client=ALONE_CLIENT, names=("tag",),
+                          server_keys="replication = 0")
+    home = tmp_path / sub
+    home.mkdir(exist_ok=True)
+    (home / "server.py").write_text(textwrap.dedent(SERVER))
+    if sub:
+        app.write_text(app.read_text().replace('"server.py"', f'"{sub}/server.py"'))
+    (home / "common.py").write_text("NAME = 'before'\n")
+    assert polybus.run(app).result == "before"
+    (home / "common.py").write_text("NAME = 'after the edit'\n")
+    assert polybus.run(app).result == "after the edit"

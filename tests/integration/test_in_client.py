@@ -259,3 +259,121 @@ def test_a_sweep_against_the_client_alone(tmp_path: Path,
         n = c["config"]["modules.server.replication"]
         assert c["speedup"] > 0 and c["efficiency"] == pytest.approx(c["speedup"] / n)
         assert c["speedup"] == pytest.approx(cells[0]["median"] / c["median"])
+
+
+MIXED_TOML = """\
+[modules.server]
+source = "server.py"
+replication = 0
+
+[modules.other]
+source = "other.py"
+replication = 1
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.boom = { callstyle = "async" }
+use.twice = { callstyle = "async" }
+
+[bind]
+"client.boom" = "server.boom"
+"client.twice" = "other.twice"
+"""
+MIXED_CLIENT = """\
+from polybus import use, wait
+
+boom = use("boom")
+twice = use("twice")
+
+def main():
+    q = twice(boom(-1))
+    try:
+        wait(q)
+    except Exception as e:
+        return "at use", e.remote_message, e.origin
+    return "no error"
+"""
+
+
+REVERSED_CLIENT = """\
+from polybus import use, wait
+
+boom = use("boom")
+nope = use("nope")
+
+def main():
+    q = boom(nope(1))
+    try:
+        wait(q)
+    except Exception as e:
+        return "at use", e.remote_message, e.origin
+    return "no error"
+"""
+
+
+def test_a_failed_replica_promise_fails_a_call_made_in_the_client_where_it_is_used(
+        tmp_path: Path) -> None:
+    """The other way round: a replica's failed promise given to an async call made in
+    the client raised at that call, as the client took its value."""
+    app = write_app(tmp_path, server=SERVER, client=REVERSED_CLIENT, toml=MIXED_TOML.replace(
+        '"client.twice" = "other.twice"', '"client.nope" = "other.nope"').replace(
+        "use.twice", "use.nope"))
+    (tmp_path / "other.py").write_text("def nope(x):\n    raise KeyError(x)\n")
+    alone = polybus.run(app)
+    one = polybus.run(app, {"modules.server.replication": 1})
+    assert alone.result == ("at use", "an upstream call failed: 1", "nope on other-0")
+    assert one.result == alone.result
+
+
+@pytest.mark.parametrize("style", ["async", "async-demand(2)"])
+def test_a_failed_promise_made_in_the_client_fails_a_replica_call_where_it_is_used(
+        tmp_path: Path, style: str) -> None:
+    """A replica's call given a failed promise of a call made in the client fails where
+    its own promise is used, as with the producer on a replica: the error was raised at
+    the consuming call, out of the program's ``try`` around its ``wait``."""
+    app = write_app(tmp_path, server=SERVER, client=MIXED_CLIENT, toml=MIXED_TOML)
+    (tmp_path / "other.py").write_text("def twice(x):\n    return 2 * x\n")
+    style_set = {"modules.client.use.twice.callstyle": style}
+    alone = polybus.run(app, style_set)
+    one = polybus.run(app, {**style_set, "modules.server.replication": 1})
+    assert alone.result == ("at use", "an upstream call failed: negative: -1", "boom")
+    assert one.result == (*alone.result[:2], "boom on server-0")
+
+
+CALLING_SERVER = """\
+import numpy as np
+import polybus
+
+NAME = "twice"
+
+def via(x):
+    return polybus.use(NAME)(x) + 1     # (a name the configuration check cannot read)
+
+def shares(x):
+    return polybus.broadcast(np.ones(2))
+
+def twice(x):
+    return 2 * x
+"""
+
+
+@pytest.mark.parametrize(("name", "said"), [
+    ("via", "calls use('twice'), but a"),
+    ("shares", "calls polybus.broadcast(), but only the client")])
+def test_a_use_the_module_makes_when_called_is_refused_as_on_a_replica(
+        tmp_path: Path, name: str, said: str) -> None:
+    """Documented as refused: a use() made at the call (not seen by the configuration's
+    check) ran in the client, so the run worked at 0 replicas and failed at 1."""
+    app = write_app(tmp_path, server=CALLING_SERVER, client=(
+        f"from polybus import use\n\n{name} = use({name!r})\ntwice = use('twice')\n\n\n"
+        "def main():\n"
+        f"    return {name}(2)\n"), toml=(
+        '[modules.server]\nsource = "server.py"\nreplication = 0\n\n'
+        '[modules.client]\nsource = "client.py"\nentrypoint = "main"\n\n'
+        f'[bind]\n"client.{name}" = "server.{name}"\n"client.twice" = "server.twice"\n'))
+    for replicas in (0, 1):
+        with pytest.raises(RemoteException) as e:
+            polybus.run(app, {"modules.server.replication": replicas})
+        assert e.value.remote_type == "UsageError" and said in e.value.remote_message
+        assert "cannot call other modules" in e.value.remote_message or name == "shares"

@@ -134,3 +134,34 @@ def test_a_registry_started_by_hand_says_its_members_come_and_go() -> None:
                 "connection closed")
         finally:
             leaving.close()
+
+
+def _ipv6_loopback() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.connect(("::1", 9))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+def test_an_ipv4_wildcard_never_registers_the_ipv6_address_its_registry_is_reached_from(
+        ) -> None:
+    """A listener bound to 0.0.0.0 takes IPv4 connections alone: with a registry reached
+    over IPv6 (a name that resolves to IPv6 first) it registered ::1, and every client
+    was refused. An IPv6 wildcard (::, dual stack) takes either."""
+    got = reach.registers([Address("tcp", "0.0.0.0", 5000)], "[::1]:7700")
+    assert len(got) == 1 and ":" not in got[0].host and got[0].port == 5000
+    assert reach.registers([Address("tcp", "::", 5000)], "[::1]:7700") == [
+        Address("tcp", "::1", 5000)]
+
+
+def test_the_listen_address_suggested_for_an_ipv6_route_is_bracketed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reach, "route_to", lambda target, family=0: "fd00::6")
+    said = reach.loopback_only("server-0", [Address("tcp", "127.0.0.1", 5000)],
+                               "[fd00::5]:7700")
+    assert said is not None and "--listen tcp://[fd00::6]:0 " in said

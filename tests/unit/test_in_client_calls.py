@@ -89,3 +89,32 @@ def test_sys_exit_in_the_function_fails_the_call_alone() -> None:
 
     with pytest.raises(RemoteException, match="SystemExit"):
         _entry(leave, sync=True)((), {})
+
+
+def test_a_failed_promise_passed_to_an_async_call_fails_that_call_s_promise() -> None:
+    """As a replica's failed call fails its consumer (client/upstream.py): raised where
+    the consumer's promise is used, as an upstream failure. It was raised at the
+    consumer's call, out of a ``try`` that held only its ``wait``."""
+    def boom(x: int) -> int:
+        raise ValueError(f"bad {x}")
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    failing = _entry(boom)((3,), {})
+    q = _entry(double)((failing,), {})  # (no exception here)
+    assert type(q) is DonePromise and q.done
+    with pytest.raises(RemoteException) as e:
+        wait(q)
+    assert e.value.remote_type == "ValueError"
+    assert e.value.remote_message == "an upstream call failed: bad 3"
+    assert e.value.interface == "double" and e.value.origin == "boom"
+    assert e.value.call == "double(<an earlier call's value>)"
+    assert "raised in boom, upstream of double" in str(e.value)
+    r = _entry(double)((), {"x": q})  # (two stages: where it began is kept)
+    with pytest.raises(RemoteException) as e2:
+        wait(r)
+    assert e2.value.origin == "boom, upstream of double"
+    with pytest.raises(RemoteException) as e3:  # (a sync call waits for it at the call)
+        _entry(double, sync=True)((failing,), {})
+    assert e3.value.remote_message == "bad 3"

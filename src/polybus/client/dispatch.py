@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.client import backlog
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.counts import Counts
+from polybus.client.done import upstream_failure
 from polybus.client.fwdprio import note_priority_reads
 from polybus.client.headroom import enter, leave
 from polybus.client.lane import MISS, SyncLane
@@ -31,6 +32,7 @@ from polybus.client.policies.balance import (
 from polybus.client.promise import CallPromise
 from polybus.client.snapshot import Keep, snapshot, snapshot_kwargs
 from polybus.client.socketlane import SocketLane
+from polybus.client.stubs import SERVED_HERE
 from polybus.client.unsendable import not_sent, unwritten
 from polybus.client.wireargs import AS_IS_ASYNC, wire
 from polybus.config.model import CallStyle
@@ -147,6 +149,11 @@ class Dispatcher:
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self.plain_sync:
             return self.call_sync(args, kwargs)
+        if SERVED_HERE and self.style.kind != "sync":  # (a failed promise of a call made
+            up = upstream_failure(self.interface, args, kwargs)  # in the client: done.py)
+            if up is not None:
+                self.calls += 1
+                return up
         fwd = self.forwarder
         aw = self.awaiting
         forwards = fwd is not None and fwd.wants(args, kwargs)
@@ -239,6 +246,11 @@ class Dispatcher:
     def _call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """`call_async` for arguments that may need `wire` (promises, large bytes,
         containers) or forwarding, and for keywords."""
+        if SERVED_HERE:  # (a module called in the client: its failed promise, done.py)
+            up = upstream_failure(self.interface, args, kwargs)
+            if up is not None:
+                self.calls += 1
+                return up
         fwd = self.forwarder
         if self.comm is not None or (fwd is not None and fwd.wants(args, kwargs)) or (
                 self.awaiting is not None and self.awaiting.wants(args, kwargs, fwd is None)):

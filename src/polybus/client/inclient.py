@@ -14,7 +14,8 @@ The program sees what it would see with replicas, at the same point:
 - a function that raises gives the `RemoteException` a replica's failure gives (its
   ``remote_type``, message and traceback, made by the worker's own steps), raised by a
   sync call, and by an async call's promise where it is used; one never used is said
-  as a replica's is (client/unseen.py).
+  as a replica's is (client/unseen.py); a failed promise passed to another async call
+  fails that call's promise as an upstream failure (client/done.py).
 
 Arguments are passed as they are: not copied, not encoded (a promise or a broadcast
 handle among them is given as its value, as a replica would receive it). So a function
@@ -33,10 +34,11 @@ import numpy as np
 
 from polybus.client.calls import error_from
 from polybus.client.calltext import call_text
+from polybus.client.done import DonePromise, consumer_failure
 from polybus.client.promise import Promise
 from polybus.client.shared import Shared
-from polybus.client.stubs import importing, serving
-from polybus.client.unseen import failed, forgotten, raised
+from polybus.client.stubs import SERVED_HERE, importing, serving
+from polybus.client.unseen import failed, raised
 from polybus.config.model import AppConfig, Binding, UseSpec
 from polybus.errors import PolybusError
 from polybus.usernames import import_name
@@ -47,36 +49,6 @@ __all__ = ["DonePromise", "InClient", "in_client", "release"]
 
 # Arguments passed on at once (nothing in them can be a promise or a handle)
 _LEAF = frozenset({int, float, bool, str, bytes, type(None), complex, np.ndarray})
-
-
-class DonePromise(Promise):
-    """The promise of an overlapped call made in the client: answered when it was made,
-    with its value or its error (raised where the promise is used)."""
-
-    __slots__ = ("_error", "_interface", "_value")
-
-    def __init__(self, value: Any, error: PolybusError | None, interface: str) -> None:
-        object.__setattr__(self, "_value", value)  # (Promise's own sets its value's)
-        object.__setattr__(self, "_error", error)
-        object.__setattr__(self, "_interface", interface)
-
-    def __polybus_value__(self) -> Any:
-        error = self._error
-        if error is not None:
-            raise raised(error)
-        return self._value
-
-    @property
-    def done(self) -> bool:
-        return True
-
-    @property
-    def _answered(self) -> bool:
-        return True
-
-    def __del__(self) -> None:
-        if self._error is not None:  # (never used: said, as a replica's failure is)
-            forgotten(self._error, self._interface)
 
 
 class InClient:
@@ -98,8 +70,14 @@ class InClient:
         self.calls += 1
         if not all(type(a) in _LEAF for a in args) or (
                 kwargs and not all(type(v) in _LEAF for v in kwargs.values())):
-            args = tuple(_value(a) for a in args)
-            kwargs = {k: _value(v) for k, v in kwargs.items()}
+            if not self.sync:  # (a failed promise passed: this call's promise fails)
+                got = self._values(args, kwargs)
+                if type(got) is DonePromise:
+                    return got
+                args, kwargs = got
+            else:
+                args = tuple(_value(a) for a in args)
+                kwargs = {k: _value(v) for k, v in kwargs.items()}
         try:
             value = self.fn(*args, **kwargs)
         except KeyboardInterrupt:  # (Ctrl-C, a run's time limit: the program's to stop)
@@ -110,6 +88,23 @@ class InClient:
                 raise raised(error) from None
             return DonePromise(None, error, self.interface)
         return value if self.sync else DonePromise(value, None, self.interface)
+
+    def _values(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> DonePromise | tuple[tuple[Any, ...], dict[str, Any]]:
+        """The values of an async call's arguments; or, if a promise among them (not
+        inside one: client/awaiting.py) failed, this call's failed promise, as a replica's
+        consumer's (client/done.py)."""
+        values = []
+        for a in (*args, *kwargs.values()):
+            if isinstance(a, Promise):
+                try:
+                    values.append(a.__polybus_value__())
+                except PolybusError as error:
+                    return consumer_failure(self.interface, a, error, args, kwargs)
+            else:
+                values.append(_value(a))
+        n = len(args)
+        return tuple(values[:n]), dict(zip(kwargs, values[n:], strict=True))
 
     def failure(self, exc: BaseException, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> PolybusError:
@@ -158,6 +153,7 @@ def in_client(app: AppConfig, b: Binding, use: UseSpec, made: Mapping[str, InCli
         finally:
             importing(None)
     fn = interfaces(home, [b.interface])[b.interface]
+    SERVED_HERE.add(home.__name__)  # (its use() calls refused: stubs.py)
     return InClient(fn, b.interface, b.module, home, use.callstyle.kind == "sync")
 
 
@@ -168,5 +164,6 @@ def release(made: Mapping[str, InClient]) -> None:
     module's globals alive for nothing. Objects of it the program kept keep it alive."""
     for e in made.values():
         name = e.home.__name__
+        SERVED_HERE.discard(name)
         if sys.modules.get(name) is e.home:
             del sys.modules[name]

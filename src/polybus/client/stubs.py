@@ -6,9 +6,11 @@ session then, so the same module works under every configuration.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from polybus.errors import UsageError
@@ -28,6 +30,11 @@ _phase: list[tuple[str, str, str] | None] = [None]
 # session, so a run another thread starts meanwhile is refused (`one_run`).
 _runs: list[threading.Thread] = []
 _runs_lock = threading.Lock()
+# The import names of the modules called in the client (``replication = 0``) of the run
+# under way (client/inclient.py adds and removes them): a use() one of their functions
+# makes is refused as a replica's is, though the session that would take it is here
+# (`_refuse_inside`). Empty but in such a run: a look costs a stub call ~15 ns.
+SERVED_HERE: set[str] = set()
 
 
 def importing(key: str | None, entrypoint: str = "") -> None:
@@ -40,10 +47,32 @@ def serving(key: str) -> None:
     _phase[0] = ("replica", key, "")
 
 
+def _refuse_inside(call: str, frame: FrameType | None) -> None:
+    """A UsageError if ``frame`` (that of the code that made ``call``: ``use('g')``,
+    ``polybus.broadcast()``) is of a function of a module called in the client, or for
+    broadcast() any frame under it: ``call`` is refused as its replica's is."""
+    while frame is not None:
+        name = frame.f_globals.get("__name__")
+        if name in SERVED_HERE:
+            break
+        frame = frame.f_back if call == "polybus.broadcast()" else None
+    else:
+        return
+    from polybus.config.replicause import replica_broadcast, replica_call
+    from polybus.usernames import key_of
+
+    module = key_of(str(name))
+    if call == "polybus.broadcast()":
+        raise UsageError(replica_broadcast(module, in_client=True))
+    raise UsageError("; ".join(replica_call(module, call, in_client=True)))
+
+
 def current(what: str = "a use()d interface was called", call: str = "") -> Session:
     """The running session; else a UsageError that says why there is none (``what``: the
     call made, as a sentence; ``call``: the same as code, ``use('f')``)."""
     s = _global[0]
+    if SERVED_HERE:  # (a module called in the client makes no such call)
+        _refuse_inside(call or "use()", sys._getframe(1))
     if s is None:
         phase = _phase[0]
         if phase is not None and phase[0] == "replica":
@@ -124,6 +153,9 @@ class Stub:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         s = _global[0]
         if s is not None:  # straight to the binding's entry (one frame less per call)
+            if SERVED_HERE and sys._getframe(1).f_globals.get("__name__") in SERVED_HERE:
+                _refuse_inside(f"use({self.name!r})", sys._getframe(1))  # (made by a
+                # module called in the client: refused, as a replica's)
             entry = s.entries.get(self.name)
             if entry is not None:
                 g = s.gate

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from polybus.client.awaiting import Promised
     from polybus.client.calls import CallRecord
 
-__all__ = ["upstream_error"]
+__all__ = ["origin", "upstream_error"]
 
 
 def upstream_error(rec: CallRecord, producer: Promised, error: PolybusError) -> RemoteException:
@@ -34,10 +34,10 @@ def upstream_error(rec: CallRecord, producer: Promised, error: PolybusError) -> 
     said = message if message.startswith(UPSTREAM_FAILED) else UPSTREAM_FAILED + message
     seen(error)  # (it reaches the program as the consumer's)
     return RemoteException(kind, said, tb, interface=rec.dispatcher.interface,
-                           origin=_origin(producer, error))
+                           origin=origin(producer, error))
 
 
-def _origin(p: Promised, error: PolybusError) -> str:
+def origin(p: Promised, error: PolybusError) -> str:
     """Where ``error`` came from: "f on server-0", or, when ``p`` itself failed upstream,
     that failure's origin and then ``p`` ("f on server-0, upstream of g on server-1")."""
     if type(p) is CallPromise:

@@ -47,12 +47,14 @@ def replica_call(module: str, call: str, where: str = "",
             "docs/strategies.md, forward")
 
 
-def replica_broadcast(module: str) -> str:
-    """The UsageError's message when module ``module``'s replicas call broadcast()."""
-    return (f"module {module!r} is served by replicas and calls polybus.broadcast(), but "
+def replica_broadcast(module: str, in_client: bool = False) -> str:
+    """The UsageError's message when module ``module``'s replicas call broadcast()
+    (``in_client``: its functions, called in the client with ``replication = 0``)."""
+    served = "has replication = 0" if in_client else "is served by replicas"
+    return (f"module {module!r} {served} and calls polybus.broadcast(), but "
             "only the client (the module with the entrypoint) broadcasts; broadcast the "
             "value from the client and pass the handle to this call, or make the value "
-            "on the replica")
+            + ("in the function" if in_client else "on the replica"))
 
 
 def _served(m: ModuleSpec) -> bool:

@@ -41,12 +41,15 @@ def is_loopback(host: str) -> bool:
         return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
 
 
-def route_to(target: Address) -> str | None:
+def route_to(target: Address, family: int = 0) -> str | None:
     """The address of this host's interface that traffic to ``target`` (a TCP address)
     leaves from, as the kernel routes it (a UDP socket connected there sends nothing);
-    None when there is no route, or ``target`` does not resolve."""
+    None when there is no route, or ``target`` does not resolve. ``family``: only an
+    address of it (socket.AF_INET for a listener bound to 0.0.0.0, which takes no IPv6
+    connection); 0 for any."""
     try:
-        infos = socket.getaddrinfo(target.host, target.port or 9, type=socket.SOCK_DGRAM)
+        infos = socket.getaddrinfo(target.host, target.port or 9, family,
+                                   type=socket.SOCK_DGRAM)
     except OSError:
         return None
     for family, kind, proto, _, where in infos:
@@ -62,17 +65,23 @@ def route_to(target: Address) -> str | None:
 def registers(addresses: Sequence[Address], registry: str) -> list[Address]:
     """``addresses`` as a worker registers them: a TCP one bound to a wildcard takes the
     address this host reaches ``registry`` from (else this host's name, as a replica of
-    the mpi and ray engines registers). Others as they are."""
-    wild = [a for a in addresses if a.scheme == "tcp" and a.host in WILDCARDS]
-    if not wild:
+    the mpi and ray engines registers), of a family the listener takes: an IPv4 one for
+    0.0.0.0 (a registry reached over IPv6, a name that resolves to IPv6 first, gave an
+    IPv6 address no client could connect to). Others as they are."""
+    if not any(a.scheme == "tcp" and a.host in WILDCARDS for a in addresses):
         return list(addresses)
     try:
         target: Address | None = Address.parse(registry)
     except TransportError:  # (a malformed registry is said by its client, first)
         target = None
-    host = (route_to(target) if target is not None and target.scheme == "tcp" else None) \
-        or socket.gethostname()
-    return [dataclasses.replace(a, host=host) if a in wild else a for a in addresses]
+
+    def host(wildcard: str) -> str:
+        family = 0 if ":" in wildcard else socket.AF_INET  # (:: takes IPv4 too: dual stack)
+        return (route_to(target, family) if target is not None and target.scheme == "tcp"
+                else None) or socket.gethostname()
+
+    return [dataclasses.replace(a, host=host(a.host))
+            if a.scheme == "tcp" and a.host in WILDCARDS else a for a in addresses]
 
 
 def loopback_only(name: str, addresses: Sequence[Address], registry: str,
@@ -89,9 +98,10 @@ def loopback_only(name: str, addresses: Sequence[Address], registry: str,
             or not all(is_loopback(a.host) for a in tcp):
         return None
     here = route_to(target)
-    listen = f"tcp://{here}:0" if here else "tcp://ADDRESS:0 (an address of this host)"
+    listen = (f"{Address('tcp', here, 0)}" if here
+              else "tcp://ADDRESS:0 (an address of this host)")
     return (f"polybus worker {name}: warning: it listens on {tcp[0]}, this host's loopback, "
-            f"and registers that with the registry at {target.host}:{target.port}, which "
+            f"and registers that with the registry at {str(target).removeprefix('tcp://')}, which "
             f"is dialled beyond this host: a client on another host finds it there and "
             f"cannot dial it. To serve other hosts, start it with --listen {listen}"
             f"{'' if here is None else ' (the address this host reaches the registry from)'}"
