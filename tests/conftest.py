@@ -26,6 +26,21 @@ def _no_active_session() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _stop_signal_handlers_put_back() -> Iterator[None]:
+    """A command's main called in this process (`polybus registry`, `worker`) sets its
+    stop handlers and leaves them, as its process is about to end: put back, or a later
+    test's real Ctrl-C in this process is only noted, never a KeyboardInterrupt."""
+    import signal
+
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {s: signal.getsignal(s) for s in sigs}
+    yield
+    for s, handler in before.items():
+        if signal.getsignal(s) is not handler and handler is not None:
+            signal.signal(s, handler)
+
+
+@pytest.fixture(autouse=True)
 def _no_shared_segment_left() -> Iterator[None]:
     """A test that leaves a shared segment mapped (a channel not closed when it failed)
     fails itself, at its teardown: otherwise every later test in its process that
