@@ -17,6 +17,7 @@ import re
 import traceback
 from pathlib import Path
 
+from polybus.client.promise import Promise
 from polybus.config.model import AppConfig
 from polybus.config.source import FunctionInfo, inspect_source
 from polybus.errors import (
@@ -46,12 +47,13 @@ _ARGUMENTS = re.compile(r"(?:takes|missing|got) ")
 _REPLICA_NOTE = re.compile(r" \(the function is [^\n]*\)(?= \(raised in |$)")
 
 
-def _user_frame(exc: BaseException
-                ) -> tuple[traceback.FrameSummary, str, str | None] | None:
+def _user_frame(exc: BaseException) -> tuple[traceback.FrameSummary, str,
+                                             tuple[str | None, bool] | None] | None:
     """The innermost frame of the user's code (of the program's own files, when a
     library's frames are below it), what it did there: "the call" (the next frame is a
     stub's ``__call__``), "the broadcast" (`polybus.broadcast`), or else the use of a
-    promise; and for a call, the name of the stub it called (``use("rate")``: "rate")."""
+    promise; and for a call, the name of the stub it called (``use("rate")``: "rate")
+    and whether the error came out of a promise given to it (`_stub_name`)."""
     frames = traceback.extract_tb(exc.__traceback__)
     outside = [i for i in range(len(frames)) if not is_polybus_frame(frames[i])]
     # (the program's own line, not a library's that used the promise: numpy's mean)
@@ -65,28 +67,44 @@ def _user_frame(exc: BaseException
     inner = frames[k].filename if k is not None else None
     what = ("the call" if inner == _STUBS else "the broadcast" if inner == _BROADCAST
             else "the call whose answer was used")
-    return frames[i], what, _stub_name(exc, k) if inner == _STUBS else None
+    if inner != _STUBS:
+        return frames[i], what, None
+    return frames[i], what, _stub_name(exc, k)
 
 
-def _stub_name(exc: BaseException, k: int | None) -> str | None:
-    """The name of the stub whose ``__call__`` is frame ``k`` of ``exc``'s traceback."""
+def _stub_name(exc: BaseException, k: int | None) -> tuple[str | None, bool]:
+    """The name of the stub whose ``__call__`` is frame ``k`` of ``exc``'s traceback, and
+    whether ``exc`` came out of a promise's value taken below it: a promise the call
+    was given (an argument sent by value, a priority read), whose call had failed. (No
+    call waits for its own answer through a promise: a sync call waits for its record.)"""
     tb = exc.__traceback__
     for _ in range(k or 0):
         tb = tb.tb_next if tb is not None else None
     name = getattr(tb.tb_frame.f_locals.get("self"), "name", None) if tb else None
-    return name if isinstance(name, str) else None
+    given = False
+    while tb is not None and not given:
+        given = (tb.tb_frame.f_code.co_name == "__polybus_value__"
+                 and isinstance(tb.tb_frame.f_locals.get("self"), Promise))
+        tb = tb.tb_next
+    return (name if isinstance(name, str) else None), given
 
 
 def _passed(exc: BaseException, app: AppConfig | None, client: str,
-            stub: str | None) -> str | None:
-    """``stub``, when the call the program made at its line (``stub(...)``) is not the
-    call whose error came out there: a promise of a call that had failed, passed to it
-    (the binding ``stub`` names serves another interface than the one that raised)."""
+            stub: tuple[str | None, bool] | None) -> str | None:
+    """The stub's name, when the call the program made at its line (``stub(...)``) is
+    not the call whose error came out there: a promise of a call that had failed, passed
+    to it. Its value was taken in the call (whatever the two calls' interfaces: the same
+    in ``render(render(x))``), or the binding ``stub`` names serves another interface
+    than the one that raised."""
     interface = getattr(exc, "interface", "")
-    if stub is None or app is None or not isinstance(exc, RemoteError) or not interface:
+    if stub is None or stub[0] is None or app is None or not isinstance(exc, RemoteError) \
+            or not interface:
         return None
-    bound = next((b for b in app.bindings if b.user == client and b.name == stub), None)
-    return stub if bound is not None and bound.interface != interface else None
+    name, given = stub
+    if given:
+        return name
+    bound = next((b for b in app.bindings if b.user == client and b.name == name), None)
+    return name if bound is not None and bound.interface != interface else None
 
 
 def _served(app: AppConfig, client: str, interface: str) -> tuple[Path, FunctionInfo] | None:

@@ -27,7 +27,8 @@ def test_a_call_that_does_not_fit_names_the_signature(tmp_path: Path) -> None:
 
         def main():
             out = []
-            for call in (lambda: add(), lambda: add(1, 2, 3), lambda: broken(5)):
+            # (unpacked: check refuses add() and add(1, 2, 3) as written, callargs.py)
+            for call in (lambda: add(*()), lambda: add(*(1, 2, 3)), lambda: broken(5)):
                 try:
                     call()
                 except RemoteException as exc:
@@ -57,7 +58,7 @@ def test_the_note_on_every_path_and_only_for_a_misfit(tmp_path: Path) -> None:
 
         def main():
             out = []
-            for call in [lambda: add(1, 2), lambda: add(1)] * 3:
+            for call in [lambda: add(1, 2), lambda: add(*(1,))] * 3:  # (check: add(1))
                 try:
                     out.append(call())
                 except RemoteException as exc:

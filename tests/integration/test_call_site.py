@@ -30,7 +30,7 @@ g = use("g")
 def main(bad):
     a = f(1)
     if bad == "args":
-        return a + f(1, 2, 3)
+        return a + f(*(1, 2, 3))  # (unpacked: check refuses f(1, 2, 3), callargs.py)
     return a + g(5)
 """
 TOML = """\
@@ -59,7 +59,7 @@ def test_wrong_arguments_name_the_call_site_and_the_signature(tmp_path: Path,
     assert p.returncode == 2
     assert "f() takes from 1 to 2 positional arguments but 3 were given" in p.stderr
     assert 'client.py", line 9, in main' in p.stderr
-    assert "return a + f(1, 2, 3)" in p.stderr
+    assert "return a + f(*(1, 2, 3))" in p.stderr
     assert "f(x, y=2, *, scale=1)" in p.stderr and 'server.py", line 1' in p.stderr
     assert p.stderr.count("f(x, y=2, *, scale=1)") == 1, p.stderr  # (not the replica's too)
     assert "polybus/" not in p.stderr  # the remote traceback was polybus's frame alone

@@ -62,3 +62,42 @@ def test_a_failed_promise_passed_on_is_named_as_passed_to_the_call(tmp_path: Pat
     assert at.startswith("  the call render(3) whose promise was passed to rate(...) at "
                          'File "'), at
     assert at.endswith('client.py", line 12, in main:'), at
+
+
+SAME_NAME_TOML = """\
+[modules.server]
+source = "server.py"
+replication = 1
+
+[modules.part2]
+source = "server.py"
+replication = 1
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.render = { callstyle = "async" }
+use.again = { callstyle = "async" }
+
+[bind]
+"client.render" = "server.render"
+"client.again" = "part2.render"
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("stage2", ["render", "again"])
+def test_a_failed_promise_passed_to_a_call_of_the_same_interface_is_named_as_passed(
+        tmp_path: Path, stage2: str) -> None:
+    # render(render(x)) and part2's render(part1's render(x)): the call made at the line
+    # binds the interface that raised, which was taken for the call that raised
+    client = CLIENT.replace('rate = use("rate")', 'again = use("again")').replace(
+        "return rate(tile)", f"return {stage2}(tile)")
+    app = write_app(tmp_path, server=SERVER, client=client, toml=SAME_NAME_TOML)
+    with pytest.raises(RemoteException) as e:
+        polybus.run(app)
+    assert e.value.interface == "render"
+    at = str(e.value).split("\n")[1]
+    assert at.startswith(f"  the call render(3) whose promise was passed to {stage2}(...) "
+                         'at File "'), at
+    assert at.endswith('client.py", line 12, in main:'), at

@@ -38,12 +38,14 @@ KEY = "modules.server.define.score.cache"
 HINT = 'cache the array or bytes parameters, or cache = "auto" for every one of 64 KiB or more'
 
 
-def _notes(tmp_path: Path, signature: str, toml: str = TOML,
-           sets: tuple[str, ...] = ()) -> list[tuple[str | None, str | None, str, str | None]]:
+def _notes(tmp_path: Path, signature: str, toml: str = TOML, sets: tuple[str, ...] = ()
+           ) -> list[tuple[str | None, str | None, str, str | None]]:
     (tmp_path / "server.py").write_text(
         f"from typing import Optional\nimport numpy as np\n\n\ndef score{signature}:\n"
         "    return 0\n")
-    (tmp_path / "client.py").write_text(CLIENT)
+    # (n by keyword where it is keyword-only: check refuses a call that does not fit)
+    (tmp_path / "client.py").write_text(
+        CLIENT.replace("1)", "n=1)") if "*, n" in signature else CLIENT)
     path = tmp_path / "app.toml"
     path.write_text(toml)
     cfg, errors = validate(str(path), sets)

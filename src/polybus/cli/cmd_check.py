@@ -1,5 +1,6 @@
-"""polybus check app.toml: every configuration mistake, then every module that does not
-import, before anything starts.
+"""polybus check app.toml: every configuration mistake (a call of a use()d name that the
+served function cannot take among them: config/callargs.py), then every module that does
+not import, before anything starts.
 
 Each module is imported in a child process of its own (usercode.check_imports), so its
 top-level code runs there, as a worker would run it, and never in this process. An

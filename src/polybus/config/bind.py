@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from polybus.config.callargs import check_call_arguments
 from polybus.config.cluster import TLSHosts, parse_cluster
 from polybus.config.inclient import note_in_client, with_replicas
 from polybus.config.keys import DEFINE_KEYS, MODULE_KEYS, USE_KEYS
@@ -333,6 +334,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     if clients or serve is not None:  # (none: a misspelt entrypoint makes the client look served)
         bindings = refuse_replica_uses(modules, infos, bindings, p, attempted)
     _check_uses(modules, infos, bindings, interfaces, p, attempted)
+    check_call_arguments(infos, bindings, p)
     note_unused(modules, infos, bindings, p)
     note_in_client(modules, raw_tables, bindings, p)  # (replication = 0: ignored options)
     remote, far = with_replicas(modules, bindings)  # (the rest, for the notes below)

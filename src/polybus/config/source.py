@@ -14,10 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from polybus.config.usecalls import (
+    UseCallSite,
+    is_use,
+    rebound_functions,
+    use_call_sites,
+    use_names,
+)
 from polybus.errors import ConfigError
 
 __all__ = ["FunctionInfo", "OpaqueDefault", "SourceInfo", "UseCall", "binder", "call_error",
-           "defaults", "inspect_source", "scalar_annotations"]
+           "call_signature", "defaults", "inspect_source", "scalar_annotations"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,11 @@ class SourceInfo:
     # use() called with something other than a string literal: which names it uses
     # cannot be known from the source
     dynamic_use: bool = False
+    # the calls of names bound by use("name") (config/usecalls.py)
+    calls: tuple[UseCallSite, ...] = ()
+    # top-level functions whose name something else binds too: their signature is not
+    # known from their def (config/usecalls.py)
+    rebound: frozenset[str] = frozenset()
 
     def public(self) -> list[str]:
         """Top-level functions not starting with ``_``: the interfaces when none is defined."""
@@ -89,23 +101,11 @@ def _use_calls(tree: ast.Module, bare_use: bool) -> tuple[list[UseCall], bool]:
     ``bare_use`` counts any call of a plain name ``use`` (the client module); otherwise only
     names imported from polybus (``from polybus import use as u``, ``import polybus as pb``).
     """
-    funcs = {"use"} if bare_use else set()
-    modules: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "polybus":
-            funcs.update(a.asname or a.name for a in node.names if a.name == "use")
-        elif isinstance(node, ast.Import):
-            modules.update(a.asname or a.name for a in node.names if a.name == "polybus")
+    funcs, modules = use_names(tree, bare_use)
     found: list[UseCall] = []
     dynamic = False
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        f = node.func
-        is_use = (isinstance(f, ast.Name) and f.id in funcs) or (
-            isinstance(f, ast.Attribute) and f.attr == "use"
-            and isinstance(f.value, ast.Name) and f.value.id in modules)
-        if not is_use:
+        if not isinstance(node, ast.Call) or not is_use(node, funcs, modules):
             continue
         first = node.args[0] if node.args else None
         if isinstance(first, ast.Constant) and isinstance(first.value, str):
@@ -135,7 +135,9 @@ def inspect_source(path: Path, *, client: bool) -> SourceInfo:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             functions[node.name] = _info(node)
     uses, dynamic = _use_calls(tree, client)
-    return SourceInfo(path, functions, tuple(uses), dynamic)
+    return SourceInfo(path, functions, tuple(uses), dynamic,
+                      tuple(use_call_sites(tree, client)) if uses else (),
+                      rebound_functions(tree))
 
 
 class OpaqueDefault:
@@ -221,14 +223,22 @@ def call_error(fn: FunctionInfo, filename: str, args: tuple[object, ...],
     parameters, its defaults None and no annotations (so none of the user's expressions
     runs), is bound instead. A decorated function may take other arguments than it
     declares: None."""
-    if fn.node is None or fn.node.decorator_list:
+    sig = call_signature(fn, filename)
+    if sig is None:
         return None
-    stand_in = _stand_in(fn, filename, [ast.Pass()])
     try:
-        inspect.signature(stand_in).bind(*args, **kwargs)
+        sig.bind(*args, **kwargs)
     except TypeError as exc:
         return str(exc)
     return None
+
+
+def call_signature(fn: FunctionInfo, filename: str) -> inspect.Signature | None:
+    """The signature calls of ``fn`` bind to (`call_error`), or None for a decorated
+    function, which may take other arguments than it declares."""
+    if fn.node is None or fn.node.decorator_list:
+        return None
+    return inspect.signature(_stand_in(fn, filename, [ast.Pass()]))
 
 
 _SCALARS = frozenset({"int", "float", "bool", "str"})

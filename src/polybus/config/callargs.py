@@ -1,0 +1,85 @@
+"""A call of a use()d name that the served function cannot take, found before the run.
+
+``render(t, gian=2.0)`` in the client, ``def render(tile, gain)`` served: the replica
+would refuse the call (a TypeError, said at the call by `polybus run`, callsite.py) once
+the program got there. The call sites the source shows for certain (config/usecalls.py)
+are bound to the served function's parameters here instead, as a stand-in of it would
+bind them (source.py `call_signature`): an unknown keyword, a missing required argument,
+too many positional ones, one given twice. Each is a mistake of the program, reported
+at its file and line with the function's signature and where it is defined. What the
+configuration says of a binding (cache, call style, priority) never changes what
+arguments the function takes.
+
+A function whose arguments cannot be known from its def is not checked: a decorated
+one, or one whose name the served module binds again (config/usecalls.py
+`rebound_functions`).
+"""
+
+from __future__ import annotations
+
+from inspect import Parameter, Signature
+
+from polybus.config.model import Binding
+from polybus.config.problems import Problems, closest, nearest
+from polybus.config.source import SourceInfo, call_signature
+from polybus.config.usecalls import UseCallSite
+from polybus.errors import ConfigError
+
+__all__ = ["check_call_arguments"]
+
+
+def _shown(path: object) -> str:
+    from polybus.usercode import shown  # (not at the top: usercode imports config)
+
+    return shown(str(path))
+
+
+def check_call_arguments(infos: dict[str, SourceInfo], bindings: list[Binding],
+                         p: Problems) -> None:
+    """Each call site of a bound name in its user's source (``infos``), bound to the
+    parameters of the function the binding serves; a mistake for each that does not fit."""
+    for b in bindings:
+        user, served = infos.get(b.user), infos.get(b.module)
+        fn = served.functions.get(b.interface) if served is not None else None
+        if user is None or served is None or fn is None or b.interface in served.rebound:
+            continue
+        sites = [s for s in user.calls if s.name == b.name]
+        sig = call_signature(fn, str(served.path)) if sites else None
+        if sig is None:
+            continue
+        bound = "" if b.name == b.interface else f" ({b.module}.{b.interface}, bound as {b.name})"
+        for site in sites:
+            error, hint = _misfit(sig, site)
+            if error is None:
+                continue
+            p.errors.append(ConfigError(
+                f"the call {site.text} does not fit {fn.signature}{bound}, defined at "
+                f"{_shown(served.path)}:{fn.lineno}: {error}",
+                file=_shown(user.path), line=site.lineno, hint=hint))
+
+
+def _misfit(sig: Signature, site: UseCallSite) -> tuple[str | None, str | None]:
+    """Why ``site``'s arguments do not bind to ``sig`` (None if they do), and the hint.
+    A keyword the function does not take is said first, with the parameter it was
+    likely meant to be: a misspelt keyword leaves that parameter missing as well."""
+    params = sig.parameters
+    if not any(q.kind is q.VAR_KEYWORD for q in params.values()):
+        unknown = [k for k in site.keywords if k not in params
+                   or params[k].kind in (Parameter.VAR_POSITIONAL, Parameter.VAR_KEYWORD)]
+        if unknown:
+            taken = set(site.keywords) | set(list(params)[:site.positional])
+            free = [n for n, q in params.items() if n not in taken
+                    and q.kind in (q.POSITIONAL_OR_KEYWORD, q.KEYWORD_ONLY)]
+            words = ", ".join(repr(k) for k in unknown)
+            near = {k: c for k in unknown if (c := closest(k, free)) is not None}
+            hint = (nearest(unknown[0], free) if len(unknown) == 1 else
+                    "did you mean " + ", ".join(f"{c!r} for {k!r}" for k, c in near.items())
+                    + "?" if near else None)
+            said = ("got an unexpected keyword argument" if len(unknown) == 1
+                    else "got unexpected keyword arguments")
+            return f"{said} {words}", hint
+    try:
+        sig.bind(*(None,) * site.positional, **dict.fromkeys(site.keywords))
+    except TypeError as exc:
+        return str(exc), None
+    return None, None
