@@ -27,7 +27,7 @@ from polybus.client.migrate import Migrator
 from polybus.client.session import Session
 from polybus.errors import RemoteException
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Steal
+from polybus.wire.messages import Call, CallBatch, Steal
 
 from . import comm_harness
 from .comm_harness import Cluster, cluster
@@ -116,10 +116,12 @@ def grown(i: int) -> np.ndarray:
     return np.arange(16384, dtype=np.float64) + i
 
 
-def wait_until(cond: Any, s: Session, within: float = 10.0) -> None:
+def wait_until(cond: Any, s: Session, within: float = 10.0, state: Any = None) -> None:
+    """Until ``cond()``, the session reading meanwhile; ``state()`` says, if it never
+    holds, what there was instead."""
     deadline = time.monotonic() + within
     while not cond():
-        assert time.monotonic() < deadline, "never happened"
+        assert time.monotonic() < deadline, f"never happened{': ' + state() if state else ''}"
         s.reactor.poll()
         time.sleep(0.002)
 
@@ -221,9 +223,33 @@ def steal(s: Session, src: str, dst: str) -> None:
     wait_until(lambda: m.moved_in[dst] >= 1, s)
 
 
-def queued_on(c: Cluster, name: str, s: Session) -> None:
+def waiting_behind(rt: Any) -> tuple[int, list[tuple[str, str, int]]]:
+    """How many calls ``rt`` runs, and what waits in its queue: (kind, interface, calls)
+    each, read under its lock."""
+    with rt._lock:
+        msgs = [j.call for _, _, j in sorted(rt._queue._entries()) if not j.dead]
+        return rt._running, [(type(m).__name__, m.iface, len(m.args) if type(m) is CallBatch
+                              else 1) for m in msgs]
+
+
+def queued_behind(c: Cluster, name: str, s: Session, iface: str = "double",
+                  batch: int = 0, also: Any = lambda: True) -> None:
+    """Until replica ``name`` runs one call (the gated one: it has one thread) and one
+    waits behind it in its queue: a call to ``iface``, or a batch of ``batch`` calls (and
+    ``also()``). Not a count of the queue alone: the gated call waits there too until the
+    thread takes it, with what is to wait behind it not read yet (a count of 1), or read
+    (2); and a batch written in two parts is two."""
     rt = next(rt for rt in c.runtimes if rt.name == name)
-    wait_until(lambda: rt._queue.waiting() == 1 and not rt.forwarding.held_calls(), s)
+    want = (1, [(CallBatch.__name__, iface, batch) if batch else (Call.__name__, iface, 1)])
+    wait_until(lambda: waiting_behind(rt) == want and also(), s,
+               state=lambda: f"running, waiting: {waiting_behind(rt)}")
+
+
+def queued_on(c: Cluster, name: str, s: Session) -> None:
+    """Until the consumer (double) waits on ``name`` behind its gated call, with its
+    value (held for it, a call is not in the queue, and does not move)."""
+    fwd = next(rt for rt in c.runtimes if rt.name == name).forwarding
+    queued_behind(c, name, s, also=lambda: not fwd.held_calls())
 
 
 def gated_pair(s: Session, tmp: Path, i: int, *gates: Path) -> tuple[list[Any], Any, Any]:

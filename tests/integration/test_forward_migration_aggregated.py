@@ -26,7 +26,7 @@ from polybus.wire.codec import Ref
 
 from .comm_harness import Cluster, cluster
 from .test_forward_backlog import SLACK, client_bytes, replica, settled
-from .test_forward_migration import N, _grow, give_back, grown, queued_on, wait_until  # noqa: F401 (_grow: the same autouse fixture)
+from .test_forward_migration import N, _grow, give_back, grown, queued_behind, queued_on, wait_until  # noqa: F401 (_grow: the same autouse fixture)
 
 CONF = """
 [modules.server]
@@ -156,7 +156,7 @@ def test_a_batch_a_steal_gives_back_moves_whole_with_its_forwards(
             ps = [s.call("agg", (i, ""), {}) for i in range(4)]
             qs = [s.call("double", (p,), {}) for p in ps]
             rt1 = next(rt for rt in c.runtimes if rt.name == "server-1")
-            wait_until(lambda: rt1._queue.waiting() == 1, s)  # (the batch, queued)
+            queued_behind(c, "server-1", s, "grow", batch=4)  # (behind busy1, running)
             steal(s, m, "server-1", {"nowhere": "server-1", "cached": "server-0"}.get(dst, dst))
             got = [np.asarray(q) for q in qs]  # (server-1 still busy: run elsewhere)
             assert not b1.done

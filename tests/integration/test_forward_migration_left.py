@@ -29,7 +29,16 @@ from polybus.wire.messages import Deliver
 
 from .comm_harness import Cluster, cluster
 from .test_forward_backlog import settled
-from .test_forward_migration import _grow, by_hand, gated_pair, grown, queued_on, steal, wait_until  # noqa: F401 (_grow: the same autouse fixture)
+from .test_forward_migration import (  # noqa: F401 (_grow: the same autouse fixture)
+    _grow,
+    by_hand,
+    gated_pair,
+    grown,
+    queued_behind,
+    queued_on,
+    steal,
+    wait_until,
+)
 from .test_forward_migration_aggregated import asked, conf, pinned
 from .test_forward_migration_aggregated import by_hand as by_hand_agg
 from .test_forward_migration_aggregated import steal as steal_agg
@@ -81,9 +90,11 @@ def test_a_request_held_back_while_its_batch_moved_goes_where_the_batch_went(
     # The batch waits on server-1 behind a gated call; its consumers are placed on
     # server-2 while the Batcher's writes are held back (as while the linger timer
     # writes), so what they ask of the batch waits; the batch is then given back and
-    # moves to server-0 before those requests are written.
+    # moves to server-0 before those requests are written. (A linger that cannot run
+    # out: the four calls are one batch, written when full; with 5 ms a program slowed
+    # between its calls, as on a loaded machine, wrote two or more.)
     busy = tmp_path / "gate1"
-    with cluster(tmp_path, conf("0:1:0", "0:0:1"), replicas=3) as c:
+    with cluster(tmp_path, conf("0:1:0", "0:0:1", linger="1h"), replicas=3) as c:
         s = c.session()
         m = by_hand_agg(s)
         fwd1 = _rt(c, "server-1").forwarding
@@ -92,7 +103,7 @@ def test_a_request_held_back_while_its_batch_moved_goes_where_the_batch_went(
             ps = [s.call("agg", (i, ""), {}) for i in range(4)]
             b: Pending = ps[0]._rec  # type: ignore[attr-defined]
             bt = b.batcher
-            wait_until(lambda: _rt(c, "server-1")._queue.waiting() == 1, s)  # (queued)
+            queued_behind(c, "server-1", s, "grow", batch=4)  # (behind busy1, running)
             bt._writing = True
             try:
                 qs = [s.call("double", (p,), {}) for p in ps]
