@@ -86,3 +86,17 @@ def test_an_interface_timeout_fails_the_call_as_wait_would(tmp_path: Path) -> No
         # seen: it is raised here, where the program uses it)
         with pytest.raises(CallTimeoutError, match=r"no answer from nap within 0.3 s$"):
             polybus.wait(got)
+
+
+def test_a_mapping_yields_its_pairs_as_their_answers_come(tmp_path: Path) -> None:
+    """{x: f(x)}: which input each answer was for, the first answered first (a dict
+    keyed by promises would wait for each call in turn); a promise under two keys
+    yields both pairs, a plain value its pair at once."""
+    with cluster(tmp_path, TOML.format(agg=""), replicas=2) as c:
+        s = c.session()
+        slow = s.call("nap", ("slow", 3.0), {})
+        quick = s.call("nap", ("quick", 0.0), {})
+        got = list(polybus.as_completed({"a": slow, "b": 7, "c": quick, "d": slow}))
+        assert got[0] == ("b", 7)
+        assert [(k, polybus.wait(p)) for k, p in got[1:]] == [
+            ("c", "quick"), ("a", "slow"), ("d", "slow")]

@@ -3,12 +3,16 @@
 A master that hands out tasks and takes each result as it comes (``ray.wait``,
 ``concurrent.futures.as_completed``, Dask's ``as_completed``) would otherwise wait for
 them in the order it made them, held up by the slowest first.
+
+Given a mapping (``{x: f(x) for x in xs}``), it yields ``(key, promise)`` pairs, so a
+program knows which input each answer was for without keying a dict by promises
+(which hashes each promise as its value, waiting for each call in turn).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from polybus.client.promise import Promise
@@ -24,14 +28,36 @@ _LOOK_S = 2e-6  # per promise still waiting: reads between two looks at them all
 # each read)
 
 
-def as_completed(xs: Iterable[Any], timeout: float | None = None) -> Iterator[Any]:
+def as_completed(xs: Iterable[Any] | Mapping[Any, Any],
+                 timeout: float | None = None) -> Iterator[Any]:
     """Yield each of ``xs`` once its answer is here, the first answered first: the
     promise itself (use it, or ``wait(p)``, which raises the call's error if it
-    failed); a value that is not a promise comes at once. A call whose interface has a
-    ``timeout`` is yielded failed (CallTimeoutError) once that long has passed since it
-    was written to a replica, as ``wait`` would. ``timeout`` (seconds, for them all): TimeoutError once it passes
-    with promises still unanswered."""
-    pending = list(xs)
+    failed); a value that is not a promise comes at once. ``xs`` a mapping: its
+    ``(key, value)`` pairs, each once its value's answer is here. A call whose
+    interface has a ``timeout`` is yielded failed (CallTimeoutError) once that long has
+    passed since it was written to a replica, as ``wait`` would. ``timeout`` (seconds,
+    for them all): TimeoutError once it passes with promises still unanswered."""
+    if isinstance(xs, Mapping):
+        return _pairs(xs, timeout)
+    return _completed(list(xs), timeout)
+
+
+def _pairs(xs: Mapping[Any, Any], timeout: float | None) -> Iterator[tuple[Any, Any]]:
+    """A mapping's pairs as its values are answered (a value under several keys: each
+    of its pairs then)."""
+    keys: dict[int, list[Any]] = {}
+    values: list[Any] = []
+    for k, v in xs.items():
+        if id(v) not in keys:
+            keys[id(v)] = []
+            values.append(v)
+        keys[id(v)].append(k)
+    for v in _completed(values, timeout):
+        for k in keys[id(v)]:
+            yield k, v
+
+
+def _completed(pending: list[Any], timeout: float | None) -> Iterator[Any]:
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
     while pending:
