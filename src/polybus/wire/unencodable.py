@@ -109,8 +109,8 @@ def of_the_program(value: Any) -> str:
 
 
 def _served_here(value: Any) -> bool:
-    """Whether ``value``'s module is the one this process serves as a replica (or as
-    a module called in the client): its functions sent are a replica's answers."""
+    """Whether ``value``'s module is the one this process serves as a replica: its
+    functions sent are the replica's answers."""
     stubs = sys.modules.get("polybus.client.stubs")  # (not imported here: an error path)
     phase = getattr(stubs, "_phase", [None])[0]
     return phase is not None and phase[0] == "replica" \
