@@ -39,7 +39,7 @@ from polybus.client.done import DonePromise, consumer_failure
 from polybus.client.promise import Promise
 from polybus.client.shared import Shared
 from polybus.client.stubs import SERVED_HERE, importing, serving
-from polybus.client.unseen import failed, raised
+from polybus.client.unseen import failed, raised, raised_before
 from polybus.config.model import AppConfig, Binding, UseSpec
 from polybus.errors import PolybusError
 from polybus.usernames import import_name
@@ -104,6 +104,8 @@ class InClient:
                 try:
                     values.append(a.__polybus_value__())
                 except PolybusError as error:
+                    if raised_before(error, 1):  # (the program saw it fail: an answered
+                        raise  # failed promise, which a replica's call raises at once)
                     return consumer_failure(self.interface, a, error, args, kwargs)
             else:
                 values.append(_value(a))
