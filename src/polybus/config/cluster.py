@@ -124,7 +124,7 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
 
 _OTHER_HOSTS = ("; on another host of the cluster, whose certificate names the host that "
                 "one is dialled at (a worker's host: the address its workers register, from "
-                "their --listen), check with `polybus check --host NAME`")
+                "their --listen, else listen_host), check with `polybus check --host NAME`")
 
 
 def _dialled(spec: ClusterSpec, tls_hosts: TLSHosts) -> list[tuple[str, str, str]]:
