@@ -45,11 +45,15 @@ MIN_FRAME = 64 * 1024
 # a message past 4 GiB failed to pack rather than being refused as too large).
 MAX_FRAME_SAID = "'4GiB' less a byte"
 
-TLSHosts: TypeAlias = Sequence[str] | Literal["registry"] | None
+TLSHosts: TypeAlias = Sequence[str] | Literal["registry", "worker", "client"] | None
 """The hosts the ``[cluster] tls`` certificate must name (with no ``registry``, besides
 ``listen_host``). None: no other, this machine's role being unknown (a process loading
 the configuration). "registry": the registry's host (``polybus check``'s default, and
-``polybus registry --config``'s). Else each of these names (``polybus check --host``)."""
+``polybus registry --config``'s; with no ``registry``, a ``listen_host`` that is no
+wildcard). "worker": none (`polybus worker --config` checks the address it registers
+as it starts: worker/main.py). "client": none (a run or serve given a registry apart,
+which starts no worker: a client is never dialled). Else each of these names
+(``polybus check --host``)."""
 
 
 def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
@@ -129,6 +133,8 @@ _OTHER_HOSTS = ("; on another host of the cluster, whose certificate names the h
 
 def _dialled(spec: ClusterSpec, tls_hosts: TLSHosts) -> list[tuple[str, str, str]]:
     """(host, what it is, a hint to add) for each host the certificate must name."""
+    if tls_hosts in ("worker", "client"):  # (a worker's wildcard listen_host registers
+        return []  # no wildcard; a client listens nowhere)
     if tls_hosts == "registry" and spec.registry is not None:
         return [(spec.registry.rpartition(":")[0].strip("[]"), "the [cluster] registry's host",
                  _OTHER_HOSTS)]
@@ -137,7 +143,9 @@ def _dialled(spec: ClusterSpec, tls_hosts: TLSHosts) -> list[tuple[str, str, str
         host = spec.listen_host
         if host in WILDCARDS and spec.engine in ("mpi", "ray"):
             host = socket.gethostname()  # (what each of their replicas registers: served.py)
-        found[host] = ("where this cluster's connections go", "")
+        if not (host in WILDCARDS and tls_hosts == "registry"):  # (a registry by hand
+            found[host] = ("where this cluster's connections go", "")  # on every
+            # interface is dialled at an address of its host, never at the wildcard)
     if tls_hosts is not None and tls_hosts != "registry":
         for host in tls_hosts:
             found.setdefault(host, ("the host given by --host", ""))
