@@ -56,9 +56,11 @@ def test_a_worker_of_the_file_starts_and_checks_what_it_registers(
 def test_a_registry_of_the_file_starts_and_a_run_still_checks_the_wildcard(
         pki: Path, tmp_path: Path) -> None:
     app = _app(pki, tmp_path)
-    assert load(app, tls_hosts="registry").cluster.listen_host == "0.0.0.0"
+    assert load(app, tls_hosts="registry-by-hand").cluster.listen_host == "0.0.0.0"
     with pytest.raises(ConfigError, match=r"does not name 0\.0\.0\.0"):
         load(app)  # (a run: its local engine's workers register 0.0.0.0)
+    # ... and `polybus check`, which checks the file for such a run.
+    assert main(["check", str(app), "--no-import"]) == 2
 
 
 def test_a_run_through_a_registry_given_apart_checks_no_listen_host(
