@@ -7,6 +7,7 @@ polybus, so a process-pool child can use it cheaply."""
 from __future__ import annotations
 
 import os
+import site
 import sysconfig
 from pathlib import Path
 from types import TracebackType
@@ -21,9 +22,24 @@ def is_polybus_file(filename: str) -> bool:
     return filename.startswith(_POLYBUS)
 
 
-# (the program's own lines are in none of these)
-_LIBRARIES = ("<frozen ", *{os.path.join(sysconfig.get_paths()[k], "")
-                            for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+def _libraries() -> tuple[str, ...]:
+    """Where the standard library and installed packages live: the interpreter's own
+    folders, and `site`'s (a ``pip install --user``'s, a distribution's
+    ``dist-packages``), each ending in a separator. The program's own lines are in none
+    of them."""
+    paths = {os.path.join(sysconfig.get_paths()[k], "")
+             for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    for where in ("getsitepackages", "getusersitepackages"):
+        try:  # (a site module without them: an embedded interpreter's, old virtualenv's)
+            found = getattr(site, where)()
+        except (AttributeError, OSError):
+            continue
+        paths.update(os.path.join(f, "") for f in ([found] if isinstance(found, str)
+                                                   else found))
+    return tuple(paths)
+
+
+_LIBRARIES = ("<frozen ", *_libraries())
 
 
 def is_library_file(filename: str) -> bool:

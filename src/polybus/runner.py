@@ -119,7 +119,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
     sets = override_strings(overrides)
     # (the workers get them as --set, checked here first; a hosts engine's missing
     # registry too, unless given here)
-    app = load(path, sets, origin, running=not registry)
+    app = load(path, sets, origin, running=not registry,
+               tls_hosts="client" if registry else None)
     for note in app.notes:
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
     if sets and (registry or app.cluster.registry):

@@ -32,6 +32,8 @@ KIND = "said_as"
 """The log record attribute that names a warning's kind (see the module's docstring)."""
 
 _SHOWN = 100  # characters of a repeated warning quoted at the end
+_HEAD = 40  # ... of them its start, when what tells it from another comes later
+_AROUND = 30  # ... and before the first that differs
 
 R = TypeVar("R")
 
@@ -68,14 +70,33 @@ class Said:
     def repeats(self, who: str) -> list[str]:
         """A line per warning that came again, with how many runs said it again."""
         lines = []
+        texts = [self._first[kind] for kind in self._again]
         for kind, runs in self._again.items():
-            text = self._first[kind]
-            quoted = text if len(text) <= _SHOWN else text[:_SHOWN - 3].rstrip() + "..."
+            quoted = _quoted(self._first[kind], texts)
             other = len(self._other.get(kind, ()))
             others = f", {other} of them in other words" if other else ""
             lines.append(f"{who}: {plural(len(runs), 'more run')} said this warning again"
                          f"{others} (said once, above): {quoted}")
         return lines
+
+
+def _quoted(text: str, texts: list[str]) -> str:
+    """``text`` cut to about `_SHOWN` characters, keeping where it differs from the
+    others of ``texts`` (two failures never looked at differ only in their last words:
+    their first 100 characters alike told neither count apart)."""
+    if len(text) <= _SHOWN:
+        return text
+    # (where it first differs from the one of the others that starts most like it)
+    differs = max((next((i for i, (a, b) in enumerate(zip(text, o, strict=False))
+                         if a != b), min(len(text), len(o)))
+                   for o in texts if o != text), default=0)
+    if differs < _SHOWN - _AROUND:
+        return text[:_SHOWN - 3].rstrip() + "..."
+    head = text[:_HEAD].rsplit(" ", 1)[0]  # (whole words: cut at a space)
+    space = text.rfind(" ", _HEAD, differs - _AROUND)
+    start = space + 1 if space != -1 else max(_HEAD, differs - _AROUND)
+    tail = text[start:start + _SHOWN - _HEAD]
+    return f"{head} ... {tail}" + ("..." if start + len(tail) < len(text) else "")
 
 
 class _Once(logging.Handler):

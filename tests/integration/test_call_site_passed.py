@@ -101,3 +101,38 @@ def test_a_failed_promise_passed_to_a_call_of_the_same_interface_is_named_as_pas
     assert at.startswith(f"  the call render(3) whose promise was passed to {stage2}(...) "
                          'at File "'), at
     assert at.endswith('client.py", line 12, in main:'), at
+
+
+SAME_CLIENT = """\
+from polybus import use, wait
+render = use("render")
+again = use("again")
+
+
+def main():
+    tile = render(3)
+    try:
+        wait(tile)
+    except Exception:
+        pass
+    return again(tile)
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("replicas", [1, 0])
+def test_a_failed_promise_the_program_saw_fail_raises_where_passed_at_any_replication(
+        tmp_path: Path, replicas: int) -> None:
+    """render(3)'s failure caught, then its promise passed to again(...) (server.render
+    too): with replicas the answered failed promise raises at again's call; called in
+    the client (replication = 0) again's promise failed instead, and the error came out
+    where main's value was waited for, another line."""
+    app = write_app(tmp_path, server=SERVER, client=SAME_CLIENT, toml=TOML.replace(
+        '"client.rate" = "server.score"', '"client.again" = "server.render"').replace(
+        "use.rate", "use.again").replace("replication = 1", f"replication = {replicas}"))
+    with pytest.raises(RemoteException) as e:
+        polybus.run(app)
+    at = str(e.value).split("\n")[1]
+    assert at.startswith("  the call render(3) whose promise was passed to again(...) at "
+                         'File "'), at
+    assert at.endswith('client.py", line 12, in main:'), at

@@ -56,3 +56,18 @@ def test_the_users_line_is_named_not_the_librarys_that_used_the_promise() -> Non
     at = str(info.value).split("\n")[1]
     assert at == (f'  the call whose answer was used at File "{__file__}", line {line}, '
                   "in _used_in_a_library:")
+
+
+def test_a_package_installed_for_the_user_or_by_the_system_is_a_librarys() -> None:
+    """numpy installed with ``pip install --user`` (or a distribution's package, in
+    a site-packages of `site`'s own) was taken for the program's own code: the call
+    site named numpy's line, not the program's that handed it the promises."""
+    import os
+    import site
+
+    from polybus.ownfiles import is_library_file
+
+    homes = [site.getusersitepackages(), *site.getsitepackages()]
+    for home in homes:
+        assert is_library_file(os.path.join(home, "numpy", "_core", "_methods.py")), home
+    assert not is_library_file(__file__)  # (the program's own: this test's)

@@ -165,3 +165,33 @@ def test_the_listen_address_suggested_for_an_ipv6_route_is_bracketed(
     said = reach.loopback_only("server-0", [Address("tcp", "127.0.0.1", 5000)],
                                "[fd00::5]:7700")
     assert said is not None and "--listen tcp://[fd00::6]:0 " in said
+
+
+def test_a_wildcard_worker_that_registers_loopback_says_other_hosts_cannot_dial_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """On the registry's own host, given the registry at 127.0.0.1, a worker listening on
+    every interface registers 127.0.0.1 (the address it reaches that registry from):
+    a client on another host finds that and cannot dial it. It said nothing of it."""
+    from polybus.worker.main import _say_reach
+
+    _say_reach("server-0", [Address("tcp", "0.0.0.0", 5000)], "127.0.0.1:7700", False)
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if "registers" in line]
+    assert said == [
+        "polybus worker server-0: warning: it listens on every interface "
+        "(tcp://0.0.0.0:5000) but registers tcp://127.0.0.1:5000, the address this host "
+        "reaches its registry at 127.0.0.1:7700 from: only this host can dial that, and a "
+        "client on another host that finds it there cannot. To serve other hosts, give "
+        "--registry the address other hosts reach the registry at"], err
+    # Registered beyond loopback (a registry dialled beyond this host), or a worker on
+    # loopback anyway: nothing of the kind.
+    assert reach.wildcard_on_loopback("server-0", [Address("tcp", "0.0.0.0", 5000)],
+                                      [Address("tcp", "10.9.9.6", 5000)],
+                                      "10.9.9.5:7700") is None
+    loop = [Address("tcp", "127.0.0.1", 5000)]
+    assert reach.wildcard_on_loopback("server-0", loop, loop, "127.0.0.1:7700") is None
+    configured = reach.wildcard_on_loopback(
+        "server-0", [Address("tcp", "0.0.0.0", 5000)], loop, "127.0.0.1:7700",
+        configured=True)
+    assert configured is not None and configured.endswith(
+        "the registry at (--registry, or [cluster] registry in its configuration)")

@@ -104,6 +104,7 @@ def test_a_failed_promise_passed_to_an_async_call_fails_that_call_s_promise() ->
     failing = _entry(boom)((3,), {})
     q = _entry(double)((failing,), {})  # (no exception here)
     assert type(q) is DonePromise and q.done
+    r = _entry(double)((), {"x": q})  # (two stages: where it began is kept)
     with pytest.raises(RemoteException) as e:
         wait(q)
     assert e.value.remote_type == "ValueError"
@@ -111,10 +112,28 @@ def test_a_failed_promise_passed_to_an_async_call_fails_that_call_s_promise() ->
     assert e.value.interface == "double" and e.value.origin == "boom"
     assert e.value.call == "double(<an earlier call's value>)"
     assert "raised in boom, upstream of double" in str(e.value)
-    r = _entry(double)((), {"x": q})  # (two stages: where it began is kept)
     with pytest.raises(RemoteException) as e2:
         wait(r)
     assert e2.value.origin == "boom, upstream of double"
     with pytest.raises(RemoteException) as e3:  # (a sync call waits for it at the call)
         _entry(double, sync=True)((failing,), {})
     assert e3.value.remote_message == "bad 3"
+
+
+def test_a_failed_promise_the_program_saw_fail_raises_at_the_call_it_is_passed_to() -> None:
+    """A failure the program has had raised (its ``wait`` caught it) is an answered
+    failed promise: passed to a replica's async call, that call raises it at once, its
+    value taken. A call made in the client gave a failed promise instead, and the same
+    program raised at another line with 0 replicas than with 1."""
+    def boom(x: int) -> int:
+        raise ValueError(f"bad {x}")
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    failing = _entry(boom)((3,), {})
+    with pytest.raises(RemoteException):
+        wait(failing)
+    with pytest.raises(RemoteException) as e:  # (at the call, as a replica's)
+        _entry(double)((failing,), {})
+    assert e.value.remote_message == "bad 3" and e.value.interface == "boom"

@@ -126,3 +126,27 @@ def test_after_the_sweep_warnings_are_said_as_ever(
     log.warning(COUNT)
     assert _said(caplog, "polybus: warning:") == [COUNT, COUNT]
     assert logging.getLogger("polybus").propagate and not logging.getLogger("polybus").handlers
+
+
+UNSEEN = ("polybus: warning: a call to 'f' failed and its error was never looked at (its "
+          "promise was freed unused): RemoteException: ValueError: bad %d (raised in f on "
+          "server-0)")
+
+
+def test_long_warnings_that_differ_late_are_told_apart_in_their_counts(
+        app: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    """Two warnings alike in their first 100 characters (a failure never looked at,
+    of another value) had their counts said in two identical lines."""
+    def say(run: int, sets: Sequence[str]) -> None:
+        log.warning(UNSEEN, 0)
+        log.warning(UNSEEN, 3)
+
+    assert _sweep(app, monkeypatch, say) == 0
+    repeats = [ln for ln in capsys.readouterr().err.splitlines() if "again" in ln]
+    assert len(repeats) == 2 and repeats[0] != repeats[1], repeats
+    for line, n in zip(repeats, (0, 3), strict=True):
+        assert line.startswith("polybus sweep: 5 more runs said this warning again (said "
+                               "once, above): polybus: warning: a call to 'f' failed"), line
+        assert f"ValueError: bad {n} (raised in f on server-0)" in line, line
+        assert len(line) < 250, line  # (still a line, not the whole of each)

@@ -64,3 +64,23 @@ def test_a_lambda_is_told_to_pass_what_chooses_the_function() -> None:
 def test_a_function_of_an_installed_module_still_pickles() -> None:
     assert "set pickle = true" in _refused(math.sqrt)  # (the safe codec: pickle would)
     Codec(allow_pickle=True).encode(Result(1, math.sqrt))
+
+
+def test_a_replica_returning_a_function_of_its_own_module_is_told_what_to_return(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica's answer that is a function of the module it serves (pickle = true):
+    the client cannot import that module either. It was told to "define it in the
+    served module", where it was already defined."""
+    from polybus.client.stubs import importing, serving
+
+    module = types.ModuleType(import_name("server"))
+    exec("def double(x):\n    return 2 * x\n", module.__dict__)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    serving("server")  # (as a worker of module 'server' is)
+    try:
+        said = _refused(module.double, allow_pickle=True)
+    finally:
+        importing(None)
+    assert said == ("a function of module 'server' (double) cannot be sent: the client "
+                    "cannot import module 'server', which defines it; return what chooses "
+                    "it (its name, or its parameters) and look it up where it is used"), said

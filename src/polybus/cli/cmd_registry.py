@@ -48,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
         from polybus.transport import tls
 
         # Its peers dial it at [cluster] registry: its certificate must name that host.
-        cluster = load(args.config, tuple(args.set), tls_hosts="registry").cluster
+        cluster = load(args.config, tuple(args.set), tls_hosts="registry-by-hand").cluster
         tls.configure_cluster(cluster)
         config_token_file = cluster.token_file
     # Where to listen: --listen, else the address the configuration's parts will look

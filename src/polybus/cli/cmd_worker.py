@@ -76,7 +76,8 @@ def main(args: argparse.Namespace) -> int:
 
         if not args.as_key:
             raise UsageError("--config needs --as KEY (which [modules.KEY] to serve)")
-        app = load(args.config, tuple(args.set))
+        # (the address it registers is checked against its certificate as it starts)
+        app = load(args.config, tuple(args.set), tls_hosts="worker")
         config_token_file = app.cluster.token_file
         config_registry = app.cluster.registry
         from polybus.transport import tls

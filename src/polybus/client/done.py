@@ -8,7 +8,10 @@ RemoteException of the producer's type whose message begins "an upstream call fa
 " and says where it was raised. (Its value was taken at the consumer's call, so the
 consumer raised there instead: a program's ``try`` around its ``wait`` caught it with
 replicas, and not with ``replication = 0``.) A sync consumer waits for its arguments
-at the call, and raises the producer's error there, as with replicas.
+at the call, and raises the producer's error there, as with replicas; so does any
+consumer of a failed promise whose error the program has already had raised
+(unseen.raised_before): an answered failed promise, which a replica's consumer raises
+at its call too.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 from polybus.client.calltext import call_text
 from polybus.client.promise import Promise
-from polybus.client.unseen import failed, forgotten, raised, seen
+from polybus.client.unseen import failed, forgotten, raised, raised_before, seen
 from polybus.errors import UPSTREAM_FAILED, PolybusError, RemoteException
 
 __all__ = ["DonePromise", "consumer_failure", "upstream_failure"]
@@ -67,12 +70,16 @@ _EARLIER = _Earlier()
 
 
 def _failed_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> DonePromise | None:
+    """A failed `DonePromise` of ``args`` or ``kwargs`` whose failure the program has not
+    seen come out; None if none. (One it has is an answered failed promise, which a
+    call raises at once, its value taken, as for a replica's.)"""
     for a in args:
-        if type(a) is DonePromise and a._error is not None:
+        if type(a) is DonePromise and a._error is not None and not raised_before(a._error):
             return a
     if kwargs:
         for v in kwargs.values():
-            if type(v) is DonePromise and v._error is not None:
+            if type(v) is DonePromise and v._error is not None \
+                    and not raised_before(v._error):
                 return v
     return None
 

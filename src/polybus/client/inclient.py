@@ -26,6 +26,7 @@ returns is the object itself (a tuple stays a tuple); a replica works on a copy.
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
@@ -38,7 +39,7 @@ from polybus.client.done import DonePromise, consumer_failure
 from polybus.client.promise import Promise
 from polybus.client.shared import Shared
 from polybus.client.stubs import SERVED_HERE, importing, serving
-from polybus.client.unseen import failed, raised
+from polybus.client.unseen import failed, raised, raised_before
 from polybus.config.model import AppConfig, Binding, UseSpec
 from polybus.errors import PolybusError
 from polybus.usernames import import_name
@@ -48,6 +49,9 @@ from polybus.worker.replies import failure
 __all__ = ["DonePromise", "InClient", "in_client", "release"]
 
 # Arguments passed on at once (nothing in them can be a promise or a handle)
+# Entries made and not yet released, by their module's import name: its name leaves
+# SERVED_HERE with the last (a nested run's end leaves the outer run's in place).
+_entries: Counter[str] = Counter()
 _LEAF = frozenset({int, float, bool, str, bytes, type(None), complex, np.ndarray})
 
 
@@ -100,6 +104,8 @@ class InClient:
                 try:
                     values.append(a.__polybus_value__())
                 except PolybusError as error:
+                    if raised_before(error, 1):  # (the program saw it fail: an answered
+                        raise  # failed promise, which a replica's call raises at once)
                     return consumer_failure(self.interface, a, error, args, kwargs)
             else:
                 values.append(_value(a))
@@ -154,6 +160,7 @@ def in_client(app: AppConfig, b: Binding, use: UseSpec, made: Mapping[str, InCli
             importing(None)
     fn = interfaces(home, [b.interface])[b.interface]
     SERVED_HERE.add(home.__name__)  # (its use() calls refused: stubs.py)
+    _entries[home.__name__] += 1
     return InClient(fn, b.interface, b.module, home, use.callstyle.kind == "sync")
 
 
@@ -164,6 +171,9 @@ def release(made: Mapping[str, InClient]) -> None:
     module's globals alive for nothing. Objects of it the program kept keep it alive."""
     for e in made.values():
         name = e.home.__name__
-        SERVED_HERE.discard(name)
+        _entries[name] -= 1
+        if _entries[name] <= 0:  # (a run nested in another's entrypoint: the outer's
+            del _entries[name]   # module of the same key is still called in the client)
+            SERVED_HERE.discard(name)
         if sys.modules.get(name) is e.home:
             del sys.modules[name]

@@ -39,12 +39,13 @@ if TYPE_CHECKING:
     from polybus.client.session import Session
 
 __all__ = ["SHOWN_AT_MOST", "failed", "forgotten", "hush", "note_hushed", "raised",
-           "reset", "restore", "saved", "seen", "settle"]
+           "raised_before", "reset", "restore", "saved", "seen", "settle"]
 
 log = logging.getLogger("polybus.client.unseen")
 SHOWN_AT_MOST = 5  # errors logged one by one in a process; then one line says more went
 _MARK = "_polybus_seen"
 _FAILED = "_polybus_failed"  # (a call's error, counted in _failed)
+_RAISED = "_polybus_raised"  # (how many times `raised` gave it to the program)
 _lock = threading.Lock()
 _shown = 0
 _failures = 0  # calls that failed since `reset` (the end of a run collects only then)
@@ -140,7 +141,17 @@ def raised(error: PolybusError) -> PolybusError:
     of it. A failed promise used twice raises its one error twice, and Python puts the
     second raise's frames before the first's: the program's line of the first use was
     then named as where the error came out (callsite.py takes the innermost)."""
+    try:
+        setattr(error, _RAISED, getattr(error, _RAISED, 0) + 1)  # (`raised_before`)
+    except AttributeError:  # pragma: no cover - (an error class with slots)
+        pass
     return seen(error).with_traceback(None)
+
+
+def raised_before(error: PolybusError, times: int = 0) -> bool:
+    """Whether ``error`` was raised to the program more than ``times`` times
+    (`raised`): a failed promise whose failure the program has seen come out."""
+    return bool(getattr(error, _RAISED, 0) > times)
 
 
 def forgotten(error: PolybusError | None, interface: str) -> None:

@@ -143,7 +143,8 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
     empty. ``tls_hosts``: the hosts this machine is dialled at, which the [cluster] tls
     certificate must name (config/cluster.py): None, not known (only ``listen_host``
     when there is no ``registry``); "registry", the registry's host, as ``polybus check``
-    assumes unless given ``--host``. ``running``: the caller runs the program from this
+    assumes unless given ``--host``; "worker" and "client", none (config/cluster.py's
+    TLSHosts). ``running``: the caller runs the program from this
     configuration with no registry given apart (``polybus check``, ``run`` without
     ``--registry``), so the hosts engine needs ``[cluster] registry``; a worker, which is
     given one, does not.

@@ -45,11 +45,17 @@ MIN_FRAME = 64 * 1024
 # a message past 4 GiB failed to pack rather than being refused as too large).
 MAX_FRAME_SAID = "'4GiB' less a byte"
 
-TLSHosts: TypeAlias = Sequence[str] | Literal["registry"] | None
+TLSHosts: TypeAlias = (Sequence[str] | Literal["registry", "registry-by-hand", "worker", "client"]
+                       | None)
 """The hosts the ``[cluster] tls`` certificate must name (with no ``registry``, besides
 ``listen_host``). None: no other, this machine's role being unknown (a process loading
-the configuration). "registry": the registry's host (``polybus check``'s default, and
-``polybus registry --config``'s). Else each of these names (``polybus check --host``)."""
+the configuration). "registry": the registry's host (``polybus check``'s default).
+"registry-by-hand": that of `polybus registry --config`, the same but that with no
+``registry`` a wildcard ``listen_host`` is not checked (it is dialled at an address of
+its host, never the wildcard, which a run's own workers register). "worker": none (`polybus worker --config` checks the address it registers
+as it starts: worker/main.py). "client": none (a run or serve given a registry apart,
+which starts no worker: a client is never dialled). Else each of these names
+(``polybus check --host``)."""
 
 
 def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
@@ -124,12 +130,14 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
 
 _OTHER_HOSTS = ("; on another host of the cluster, whose certificate names the host that "
                 "one is dialled at (a worker's host: the address its workers register, from "
-                "their --listen), check with `polybus check --host NAME`")
+                "their --listen, else listen_host), check with `polybus check --host NAME`")
 
 
 def _dialled(spec: ClusterSpec, tls_hosts: TLSHosts) -> list[tuple[str, str, str]]:
     """(host, what it is, a hint to add) for each host the certificate must name."""
-    if tls_hosts == "registry" and spec.registry is not None:
+    if tls_hosts in ("worker", "client"):  # (a worker's wildcard listen_host registers
+        return []  # no wildcard; a client listens nowhere)
+    if tls_hosts in ("registry", "registry-by-hand") and spec.registry is not None:
         return [(spec.registry.rpartition(":")[0].strip("[]"), "the [cluster] registry's host",
                  _OTHER_HOSTS)]
     found: dict[str, tuple[str, str]] = {}
@@ -137,8 +145,10 @@ def _dialled(spec: ClusterSpec, tls_hosts: TLSHosts) -> list[tuple[str, str, str
         host = spec.listen_host
         if host in WILDCARDS and spec.engine in ("mpi", "ray"):
             host = socket.gethostname()  # (what each of their replicas registers: served.py)
-        found[host] = ("where this cluster's connections go", "")
-    if tls_hosts is not None and tls_hosts != "registry":
+        if not (host in WILDCARDS and tls_hosts == "registry-by-hand"):  # (a registry
+            found[host] = ("where this cluster's connections go", "")  # by hand on
+            # every interface is dialled at an address of its host, not the wildcard)
+    if tls_hosts is not None and not isinstance(tls_hosts, str):
         for host in tls_hosts:
             found.setdefault(host, ("the host given by --host", ""))
     return [(host, where, hint) for host, (where, hint) in found.items()]

@@ -97,7 +97,8 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
             raise UsageError(f"--listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8080 "
                              "(port 0: any free port)")
         sets = (*sets, f"serve.listen={toml_value(listen)}")
-    app = load(path, sets, origin, running=not registry)  # (as `polybus.run` loads it)
+    app = load(path, sets, origin, running=not registry,
+               tls_hosts="client" if registry else None)  # (as `polybus.run` loads it)
     for note in app.notes:  # (as `polybus.run` says them)
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
     if sets and (registry or app.cluster.registry):  # (workers by hand: as run says it)

@@ -9,6 +9,9 @@ A process started by hand on one host of several (`polybus registry`, `polybus w
   own host);
 - `loopback_only`: a worker listening on loopback alone whose registry is dialled
   beyond this host: clients elsewhere find it, and cannot dial it;
+- `wildcard_on_loopback`: a worker listening on every interface that registers a
+  loopback address, its registry given at loopback (on the registry's own host):
+  clients elsewhere find that, and cannot dial it;
 - `plain_beyond`: a listener beyond loopback with no ``[cluster] tls``: the cluster
   token still keeps out whoever lacks it, but what the connections carry crosses the
   network in clear.
@@ -24,7 +27,8 @@ from collections.abc import Sequence
 from polybus.errors import TransportError
 from polybus.transport.endpoints import WILDCARDS, Address
 
-__all__ = ["is_loopback", "loopback_only", "plain_beyond", "registers", "route_to"]
+__all__ = ["is_loopback", "loopback_only", "plain_beyond", "registers", "route_to",
+           "wildcard_on_loopback"]
 
 
 def is_loopback(host: str) -> bool:
@@ -106,6 +110,25 @@ def loopback_only(name: str, addresses: Sequence[Address], registry: str,
             f"cannot dial it. To serve other hosts, start it with --listen {listen}"
             f"{'' if here is None else ' (the address this host reaches the registry from)'}"
             f"{', or set [cluster] listen_host in its configuration' if configured else ''}")
+
+
+def wildcard_on_loopback(name: str, bound: Sequence[Address], registered: Sequence[Address],
+                         registry: str, configured: bool = False) -> str | None:
+    """The warning for a worker bound to a wildcard (``--listen tcp://0.0.0.0:0``) that
+    registers a loopback address, as it does when it reaches its registry at loopback
+    (`registers`): other hosts find that address and cannot dial it; None otherwise.
+    ``registered``: ``bound`` as registered, address by address."""
+    for b, r in zip(bound, registered, strict=False):
+        if b.scheme == "tcp" and b.host in WILDCARDS and r.scheme == "tcp" \
+                and is_loopback(r.host):
+            return (f"polybus worker {name}: warning: it listens on every interface ({b}) "
+                    f"but registers {r}, the address this host reaches its registry at "
+                    f"{registry.removeprefix('tcp://')} from: only this host can dial that, "
+                    "and a client on another host that finds it there cannot. To serve "
+                    "other hosts, give --registry the address other hosts reach the "
+                    "registry at" + (" (--registry, or [cluster] registry in its "
+                                     "configuration)" if configured else ""))
+    return None
 
 
 def plain_beyond(who: str, address: Address) -> str | None:

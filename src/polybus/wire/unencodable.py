@@ -46,7 +46,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from polybus.usernames import PREFIX, key_of
+from polybus.usernames import PREFIX, import_name, key_of
 
 __all__ = ["TOO_DEEP", "escaped", "instead", "lone_surrogate", "of_the_program",
            "too_deep", "unencodable", "unpicklable"]
@@ -108,6 +108,15 @@ def of_the_program(value: Any) -> str:
     return f"a {kind} of module '{key_of(module)}' ({name})"
 
 
+def _served_here(value: Any) -> bool:
+    """Whether ``value``'s module is the one this process serves as a replica: its
+    functions sent are the replica's answers."""
+    stubs = sys.modules.get("polybus.client.stubs")  # (not imported here: an error path)
+    phase = getattr(stubs, "_phase", [None])[0]
+    return phase is not None and phase[0] == "replica" \
+        and import_name(phase[1]) == value.__module__
+
+
 def unpicklable(value: Any) -> bool:
     """Whether pickle refuses ``value`` too, told by its type alone (the codec's refusal
     only): a generator, an open file, an iterator of a C type with no pickling of its
@@ -142,6 +151,10 @@ def _advice(value: Any) -> tuple[str, str]:
     if isinstance(value, types.ModuleType):
         return "a module", "import it in the served module"
     if what := of_the_program(value):
+        if _served_here(value):  # (a replica's answer: its own module's)
+            return what, (f"the client cannot import module '{key_of(value.__module__)}', "
+                          "which defines it; return what chooses it (its name, or its "
+                          "parameters) and look it up where it is used")
         return what, ("a replica runs only its own module's functions, and cannot import "
                       f"the program's modules; {_CHOOSE}")
     if isinstance(value, types.FunctionType):

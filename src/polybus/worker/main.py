@@ -17,7 +17,12 @@ from polybus.memory import keep_freed_memory
 from polybus.registry.client import Membership, RegistryClient
 from polybus.stopsignals import StopSignals
 from polybus.transport.endpoints import WILDCARDS, Address
-from polybus.transport.reach import loopback_only, plain_beyond, registers
+from polybus.transport.reach import (
+    loopback_only,
+    plain_beyond,
+    registers,
+    wildcard_on_loopback,
+)
 from polybus.usercode import source_digest
 from polybus.usernames import import_name
 from polybus.wire.messages import Replica
@@ -102,11 +107,17 @@ def check_certificate(addresses: Sequence[Address]) -> None:
                           "; or give --listen a host the certificate names")
 
 
-def _say_reach(name: str, bound: Sequence[Address], registry: str, configured: bool) -> None:
+def _say_reach(name: str, bound: Sequence[Address], registry: str, configured: bool,
+               registered: Sequence[Address] | None = None) -> None:
     """What a worker started by hand says of who can reach it (transport/reach.py): a
-    loopback listener registered with a registry beyond this host, and plain TCP beyond
-    it (a worker of --module has no [cluster] tls to set: the hint says how)."""
-    warnings = [loopback_only(name, bound, registry, configured)]
+    loopback listener registered with a registry beyond this host, a wildcard listener
+    registered at loopback, and plain TCP beyond it (a worker of --module has no
+    [cluster] tls to set: the hint says how). ``registered``: ``bound`` as registered
+    (by default as `registers` gives it)."""
+    if registered is None:
+        registered = registers(bound, registry)
+    warnings = [loopback_only(name, bound, registry, configured),
+                wildcard_on_loopback(name, bound, registered, registry, configured)]
     how = "" if configured else (" (a worker takes it with --config app.toml --as KEY, "
                                  "not --module)")
     warnings += [(w + how) if w else None for w in
@@ -199,7 +210,8 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
             print(f"polybus worker {name}: serving {', '.join(sorted(functions))} "
                   f"at {addresses[0]}{said}{more}", file=sys.stderr, flush=True)
             if not exit_with_parent:  # (by hand; an engine's run says its own)
-                _say_reach(name, runtime.addresses, registry, spec is not None)
+                _say_reach(name, runtime.addresses, registry, spec is not None,
+                           addresses)
         if on_serving is not None:
             on_serving(stop.request)
         stop.wait()
