@@ -13,7 +13,9 @@ source says for certain is followed:
   enclosing functions, then the module, never a class body from the functions in it;
 - a name any ``global`` or ``nonlocal`` statement, or an assignment expression
   (``:=``), binds is not followed anywhere; nor a name of the module's scope after a
-  ``from x import *`` that comes later in the file than its ``use()``;
+  ``from x import *`` that comes later in the file than its ``use()``, nor any of the
+  module's scope in a module that reaches its names by other means than their names
+  (``globals()``, ``vars()``, ``exec``, ``sys.modules``: `reaches_names`);
 - a call that unpacks arguments (``*args``, ``**kwargs``) says nothing of how many it
   passes, and is left out; so is a call of an attribute (``m.render(...)``) and
   anything the name is handed to (``map(render, xs)``).
@@ -26,7 +28,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-__all__ = ["UseCallSite", "rebound_functions", "use_call_sites", "use_literal", "use_names"]
+__all__ = ["UseCallSite", "reaches_names", "rebound_functions", "use_call_sites",
+           "use_literal", "use_names"]
 
 _SHORT = 72  # a call's text longer than this is said as name(...)
 
@@ -92,8 +95,9 @@ class _Scope:
 class _Reader(ast.NodeVisitor):
     """Walks one module: the bindings of each scope, and each call of a plain name."""
 
-    def __init__(self, funcs: set[str], modules: set[str]) -> None:
+    def __init__(self, funcs: set[str], modules: set[str], dynamic: bool) -> None:
         self.funcs, self.modules = funcs, modules
+        self.dynamic = dynamic  # the module's names may be bound through its namespace
         self.scope = _Scope(None)
         self.module = self.scope
         self.tainted: set[str] = set()  # global, nonlocal, :=
@@ -236,6 +240,8 @@ class _Reader(ast.NodeVisitor):
             if s is scope or not s.is_class:
                 binds = s.binds.get(name)
                 if binds is not None:
+                    if s is self.module and self.dynamic:
+                        return None
                     literal = binds[0]
                     if literal is None or any(b != literal for b in binds) \
                             or name in self.tainted \
@@ -263,7 +269,7 @@ def use_call_sites(tree: ast.Module, bare_use: bool) -> list[UseCallSite]:
     funcs, modules = use_names(tree, bare_use)
     if not funcs and not modules:
         return []
-    reader = _Reader(funcs, modules)
+    reader = _Reader(funcs, modules, reaches_names(tree))
     reader.visit(tree)
     found = []
     for scope, literal, name, node in reader.calls:
@@ -275,16 +281,49 @@ def use_call_sites(tree: ast.Module, bare_use: bool) -> list[UseCallSite]:
     return found
 
 
+_NAMESPACE_CALLS = frozenset({"globals", "vars", "exec"})
+_CALLING_ATTRS = frozenset({"__defaults__", "__kwdefaults__", "__code__"})
+
+
+def reaches_names(tree: ast.Module) -> bool:
+    """Whether the module may bind its top-level names other than by name, where ``ast``
+    cannot follow: ``globals()["f"] = g``, ``vars()``, ``exec(...)``, or ``sys.modules``
+    (``setattr(sys.modules[__name__], "f", g)``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in _NAMESPACE_CALLS:
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "modules" \
+                and isinstance(node.value, ast.Name) and node.value.id == "sys":
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == "sys" \
+                and any(a.name == "modules" for a in node.names):
+            return True
+    return False
+
+
 def rebound_functions(tree: ast.Module) -> frozenset[str]:
     """The names of the module's top-level functions that something else binds too (a
-    second ``def``, an assignment, an import, ``global``): a replica calls whatever the
-    name holds once the module is imported, which may take other arguments."""
+    second ``def``, an assignment, an import, ``global``), or whose parameters it sets
+    (``f.__defaults__ = ...``, ``setattr(f, ...)``), and all of them in a module that
+    `reaches_names`: a
+    replica calls whatever the name holds once the module is imported, which may take
+    other arguments."""
     defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     names = set(defs)
+    if reaches_names(tree):
+        return frozenset(names)
     out = {n for n in names if defs.count(n) > 1}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             bound = {node.id}
+        elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) \
+                and node.attr in _CALLING_ATTRS and isinstance(node.value, ast.Name):
+            bound = {node.value.id}
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("setattr", "delattr") and node.args \
+                and isinstance(node.args[0], ast.Name):
+            bound = {node.args[0].id}
         elif isinstance(node, ast.Import | ast.ImportFrom):
             bound = {a.asname or a.name.partition(".")[0] for a in node.names}
         elif isinstance(node, ast.Global):
