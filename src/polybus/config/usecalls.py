@@ -15,7 +15,7 @@ source says for certain is followed:
   (``:=``), binds is not followed anywhere; nor a name of the module's scope after a
   ``from x import *`` that comes later in the file than its ``use()``, nor any of the
   module's scope in a module that reaches its names by other means than their names
-  (``globals()``, ``vars()``, ``exec``, ``sys.modules``: `reaches_names`);
+  (``globals()``, ``vars()``, ``exec``, ``sys.modules``: `_reaches_names`);
 - a call that unpacks arguments (``*args``, ``**kwargs``) says nothing of how many it
   passes, and is left out; so is a call of an attribute (``m.render(...)``) and
   anything the name is handed to (``map(render, xs)``).
@@ -28,8 +28,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-__all__ = ["UseCallSite", "reaches_names", "rebound_functions", "use_call_sites",
-           "use_literal", "use_names"]
+__all__ = ["UseCallSite", "rebound_functions", "use_call_sites", "use_literal", "use_names"]
 
 _SHORT = 72  # a call's text longer than this is said as name(...)
 
@@ -95,9 +94,9 @@ class _Scope:
 class _Reader(ast.NodeVisitor):
     """Walks one module: the bindings of each scope, and each call of a plain name."""
 
-    def __init__(self, funcs: set[str], modules: set[str], dynamic: bool) -> None:
+    def __init__(self, funcs: set[str], modules: set[str]) -> None:
         self.funcs, self.modules = funcs, modules
-        self.dynamic = dynamic  # the module's names may be bound through its namespace
+        self.dynamic = False  # the module's names may be bound through its namespace
         self.scope = _Scope(None)
         self.module = self.scope
         self.tainted: set[str] = set()  # global, nonlocal, :=
@@ -198,6 +197,7 @@ class _Reader(ast.NodeVisitor):
     visit_Nonlocal = visit_Global
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
+        self.dynamic = self.dynamic or _reaches_names(node)
         for a in node.names:
             if a.name == "*":
                 self.scope.star_lines.append(node.lineno)
@@ -223,8 +223,13 @@ class _Reader(ast.NodeVisitor):
             self.scope.bind(node.rest, None, node.lineno)
         self.generic_visit(node)
 
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        self.dynamic = self.dynamic or _reaches_names(node)
+        self.generic_visit(node)
+
     def visit_Call(self, node: ast.Call) -> None:
         f = node.func
+        self.dynamic = self.dynamic or _reaches_names(node)
         if isinstance(f, ast.Name):
             self.calls.append((self.scope, None, f.id, node))
         else:
@@ -269,7 +274,7 @@ def use_call_sites(tree: ast.Module, bare_use: bool) -> list[UseCallSite]:
     funcs, modules = use_names(tree, bare_use)
     if not funcs and not modules:
         return []
-    reader = _Reader(funcs, modules, reaches_names(tree))
+    reader = _Reader(funcs, modules)
     reader.visit(tree)
     found = []
     for scope, literal, name, node in reader.calls:
@@ -285,36 +290,31 @@ _NAMESPACE_CALLS = frozenset({"globals", "vars", "exec"})
 _CALLING_ATTRS = frozenset({"__defaults__", "__kwdefaults__", "__code__"})
 
 
-def reaches_names(tree: ast.Module) -> bool:
-    """Whether the module may bind its top-level names other than by name, where ``ast``
-    cannot follow: ``globals()["f"] = g``, ``vars()``, ``exec(...)``, or ``sys.modules``
-    (``setattr(sys.modules[__name__], "f", g)``)."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id in _NAMESPACE_CALLS:
-            return True
-        if isinstance(node, ast.Attribute) and node.attr == "modules" \
-                and isinstance(node.value, ast.Name) and node.value.id == "sys":
-            return True
-        if isinstance(node, ast.ImportFrom) and node.module == "sys" \
-                and any(a.name == "modules" for a in node.names):
-            return True
-    return False
+def _reaches_names(node: ast.AST) -> bool:
+    """Whether ``node`` shows its module may bind its top-level names other than by name,
+    where ``ast`` cannot follow: ``globals()["f"] = g``, ``vars()``, ``exec(...)``, or
+    ``sys.modules`` (``setattr(sys.modules[__name__], "f", g)``)."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id in _NAMESPACE_CALLS
+    if isinstance(node, ast.Attribute):
+        return node.attr == "modules" and isinstance(node.value, ast.Name) \
+            and node.value.id == "sys"
+    return isinstance(node, ast.ImportFrom) and node.module == "sys" \
+        and any(a.name == "modules" for a in node.names)
 
 
 def rebound_functions(tree: ast.Module) -> frozenset[str]:
     """The names of the module's top-level functions that something else binds too (a
     second ``def``, an assignment, an import, ``global``), or whose parameters it sets
     (``f.__defaults__ = ...``, ``setattr(f, ...)``), and all of them in a module that
-    `reaches_names`: a
-    replica calls whatever the name holds once the module is imported, which may take
-    other arguments."""
+    reaches its names otherwise (`_reaches_names`): a replica calls whatever the name
+    holds once the module is imported, which may take other arguments."""
     defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     names = set(defs)
-    if reaches_names(tree):
-        return frozenset(names)
     out = {n for n in names if defs.count(n) > 1}
     for node in ast.walk(tree):
+        if _reaches_names(node):
+            return frozenset(names)
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             bound = {node.id}
         elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) \
