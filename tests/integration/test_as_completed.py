@@ -100,3 +100,21 @@ def test_a_mapping_yields_its_pairs_as_their_answers_come(tmp_path: Path) -> Non
         assert got[0] == ("b", 7)
         assert [(k, polybus.wait(p)) for k, p in got[1:]] == [
             ("c", "quick"), ("a", "slow"), ("d", "slow")]
+
+
+def test_a_mapping_empty_or_timed_out(tmp_path: Path) -> None:
+    """An empty mapping yields nothing; a plain value under two keys, both pairs at once;
+    a timeout comes after the pairs already answered, counting a promise under two keys
+    once."""
+    assert list(polybus.as_completed({})) == []
+    assert list(polybus.as_completed({"a": None, "b": None})) == [("a", None), ("b", None)]
+    with cluster(tmp_path, TOML.format(agg=""), replicas=1) as c:
+        s = c.session()
+        slow = s.call("nap", ("slow", 2.0), {})
+        quick = s.call("nap", ("quick", 0.0), {})
+        it = polybus.as_completed({"s": slow, "q": quick, "t": slow}, timeout=0.5)
+        k, p = next(it)
+        assert (k, polybus.wait(p)) == ("q", "quick")
+        with pytest.raises(TimeoutError, match=r"^1 of the promises"):
+            next(it)
+        assert polybus.wait(slow) == "slow"
