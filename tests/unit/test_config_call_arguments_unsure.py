@@ -103,6 +103,7 @@ module app {
     "import sys\nsetattr(sys.modules[__name__], 'render', _render2)",
     "vars()['render'] = _render2",
     "exec('render = _render2')",
+    "from fast import *",  # (fast.py's render, imported over the def)
 ])
 def test_a_served_module_that_rebinds_through_its_namespace_is_not_checked(
         tmp_path: Path, after: str) -> None:
@@ -110,6 +111,8 @@ def test_a_served_module_that_rebinds_through_its_namespace_is_not_checked(
     server = ("def render(tile):\n    return tile\n\n\n"
               "def _render2(tile, gain=1.0, quality='low'):\n    return tile * gain\n\n\n"
               f"{after}\n")
+    (tmp_path / "fast.py").write_text("def render(tile, gain=1.0, quality='low'):\n"
+                                      "    return tile\n")
     assert _found(tmp_path, server) == []
 
 

@@ -26,6 +26,7 @@ source says for certain is followed:
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 __all__ = ["UseCallSite", "rebound_functions", "use_call_sites", "use_literal", "use_names"]
@@ -303,35 +304,79 @@ def _reaches_names(node: ast.AST) -> bool:
         and any(a.name == "modules" for a in node.names)
 
 
+def _module_scope(tree: ast.Module) -> Iterator[ast.AST]:
+    """The nodes of the module's own scope: not the bodies of its functions, classes and
+    lambdas, nor a comprehension's own (their names are theirs), but their decorators,
+    defaults, bases and a comprehension's first iterable, which run in it."""
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            a = node.args
+            stack += [*getattr(node, "decorator_list", ()), *a.defaults,
+                      *(d for d in a.kw_defaults if d is not None)]
+        elif isinstance(node, ast.ClassDef):
+            stack += [*node.decorator_list, *node.bases, *node.keywords]
+        elif isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+            stack.append(node.generators[0].iter)
+        else:
+            stack += ast.iter_child_nodes(node)
+
+
+def _scope_binds(node: ast.AST, tree: ast.Module) -> set[str]:
+    """The names a node of the module's scope binds there."""
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return {node.id}  # (an assignment, a loop or with target, del)
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {a.asname or a.name.partition(".")[0] for a in node.names}
+    if isinstance(node, ast.ClassDef) or (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node not in tree.body):
+        return {node.name}  # (a def under if or try)
+    if isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+        return {node.name}  # (an except's name is deleted after it)
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return {node.rest}
+    return set()
+
+
+def _binds_anywhere(node: ast.AST) -> set[str]:
+    """Names a node may bind in the module's scope from anywhere in it: ``global``, an
+    assignment expression (one in a comprehension binds in the enclosing scope), a
+    function's parameters set (``f.__defaults__ = ...``, ``setattr(f, ...)``)."""
+    if isinstance(node, ast.Global):
+        return set(node.names)
+    if isinstance(node, ast.NamedExpr):
+        return {node.target.id}
+    if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) \
+            and node.attr in _CALLING_ATTRS and isinstance(node.value, ast.Name):
+        return {node.value.id}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id in ("setattr", "delattr") and node.args \
+            and isinstance(node.args[0], ast.Name):
+        return {node.args[0].id}
+    return set()
+
+
 def rebound_functions(tree: ast.Module) -> frozenset[str]:
-    """The names of the module's top-level functions that something else binds too (a
-    second ``def``, an assignment, an import, ``global``), or whose parameters it sets
-    (``f.__defaults__ = ...``, ``setattr(f, ...)``), and all of them in a module that
-    reaches its names otherwise (`_reaches_names`): a replica calls whatever the name
-    holds once the module is imported, which may take other arguments."""
+    """The names of the module's top-level functions that something else binds too in
+    the module's scope (a second ``def``, an assignment, an import, a later ``from m
+    import *``, ``global``), or whose
+    parameters it sets (``f.__defaults__ = ...``, ``setattr(f, ...)``), and all of them
+    in a module that reaches its names otherwise (`_reaches_names`): a replica calls
+    whatever the name holds once the module is imported, which may take other
+    arguments. A function's or a class's own names (a local ``f``, a method ``f``) are
+    not the module's."""
     defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     names = set(defs)
     out = {n for n in names if defs.count(n) > 1}
     for node in ast.walk(tree):
         if _reaches_names(node):
             return frozenset(names)
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bound = {node.id}
-        elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) \
-                and node.attr in _CALLING_ATTRS and isinstance(node.value, ast.Name):
-            bound = {node.value.id}
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id in ("setattr", "delattr") and node.args \
-                and isinstance(node.args[0], ast.Name):
-            bound = {node.args[0].id}
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            bound = {a.asname or a.name.partition(".")[0] for a in node.names}
-        elif isinstance(node, ast.Global):
-            bound = set(node.names)
-        elif isinstance(node, ast.ClassDef) or (
-                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node not in tree.body):
-            bound = {node.name}
-        else:
-            continue
-        out |= bound & names
+        out |= _binds_anywhere(node) & names
+    for node in _module_scope(tree):
+        out |= _scope_binds(node, tree) & names
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            out |= {n.name for n in tree.body if n.lineno < node.lineno  # (what it imports
+                    and isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}  # is unknown)
     return frozenset(out)
