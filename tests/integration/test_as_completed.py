@@ -118,3 +118,18 @@ def test_a_mapping_empty_or_timed_out(tmp_path: Path) -> None:
         with pytest.raises(TimeoutError, match=r"^1 of the promises"):
             next(it)
         assert polybus.wait(slow) == "slow"
+
+
+def test_pairs_holding_promises_are_refused_for_the_dict(tmp_path: Path) -> None:
+    """zip(xs, ps) or d.items(): each (x, promise) is not a promise, and came at once, in
+    the order given, before its answer; refused, saying to give the dict, at the call."""
+    from polybus.errors import UsageError
+
+    with cluster(tmp_path, TOML.format(agg=""), replicas=1) as c:
+        s = c.session()
+        d = {"slow": s.call("nap", ("slow", 0.5), {}), "quick": s.call("nap", ("q", 0.0), {})}
+        for given in (zip(d, d.values(), strict=True), d.items(), {"k": (1, d["slow"])}):
+            with pytest.raises(UsageError, match=r"holds a promise.*as_completed\(\{x: f\(x\)"):
+                polybus.as_completed(given)
+        assert [k for k, _ in polybus.as_completed(d)] == ["quick", "slow"]
+        assert list(polybus.as_completed([(1, 2), "ab"])) == [(1, 2), "ab"]  # (no promise)
