@@ -94,8 +94,10 @@ module app {
     assert _found(tmp_path, SERVER, name="app.cfg", conf=cfg) == []
     [said] = _found(tmp_path, SERVER, name="app.cfg",
                     conf=cfg.replace(" : check_calls = false", ""))
-    assert said.endswith("(if the run never makes this call as written: use interface "
-                         "render : check_calls = false :: in module client)")
+    assert said.endswith("(if the run never makes this call as written: add ': "
+                         "check_calls = false' to module client's 'use interface render' "
+                         "statement, or the statement 'use interface render : check_calls "
+                         "= false ::')")
 
 
 @pytest.mark.parametrize("after", [

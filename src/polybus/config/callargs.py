@@ -56,7 +56,9 @@ def check_call_arguments(modules: dict[str, ModuleSpec], infos: dict[str, Source
             continue
         bound = "" if b.name == b.interface else f" ({b.module}.{b.interface}, bound as {b.name})"
         way_out = "if the run never makes this call as written: " + (
-            f"use interface {b.name} : check_calls = false :: in module {b.user}" if p.mil
+            f"add ': check_calls = false' to module {b.user}'s 'use interface {b.name}' "
+            f"statement, or the statement 'use interface {b.name} : check_calls = false ::'"
+            if p.mil
             else f"{dotted('modules', b.user, 'use', b.name, 'check_calls')} = false")
         for site in sites:
             error, hint = _misfit(sig, site)
