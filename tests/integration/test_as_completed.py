@@ -100,3 +100,36 @@ def test_a_mapping_yields_its_pairs_as_their_answers_come(tmp_path: Path) -> Non
         assert got[0] == ("b", 7)
         assert [(k, polybus.wait(p)) for k, p in got[1:]] == [
             ("c", "quick"), ("a", "slow"), ("d", "slow")]
+
+
+def test_a_mapping_empty_or_timed_out(tmp_path: Path) -> None:
+    """An empty mapping yields nothing; a plain value under two keys, both pairs at once;
+    a timeout comes after the pairs already answered, counting a promise under two keys
+    once."""
+    assert list(polybus.as_completed({})) == []
+    assert list(polybus.as_completed({"a": None, "b": None})) == [("a", None), ("b", None)]
+    with cluster(tmp_path, TOML.format(agg=""), replicas=1) as c:
+        s = c.session()
+        slow = s.call("nap", ("slow", 2.0), {})
+        quick = s.call("nap", ("quick", 0.0), {})
+        it = polybus.as_completed({"s": slow, "q": quick, "t": slow}, timeout=0.5)
+        k, p = next(it)
+        assert (k, polybus.wait(p)) == ("q", "quick")
+        with pytest.raises(TimeoutError, match=r"^1 of the promises"):
+            next(it)
+        assert polybus.wait(slow) == "slow"
+
+
+def test_pairs_holding_promises_are_refused_for_the_dict(tmp_path: Path) -> None:
+    """zip(xs, ps) or d.items(): each (x, promise) is not a promise, and came at once, in
+    the order given, before its answer; refused, saying to give the dict, at the call."""
+    from polybus.errors import UsageError
+
+    with cluster(tmp_path, TOML.format(agg=""), replicas=1) as c:
+        s = c.session()
+        d = {"slow": s.call("nap", ("slow", 0.5), {}), "quick": s.call("nap", ("q", 0.0), {})}
+        for given in (zip(d, d.values(), strict=True), d.items(), {"k": (1, d["slow"])}):
+            with pytest.raises(UsageError, match=r"holds a promise.*as_completed\(\{x: f\(x\)"):
+                polybus.as_completed(given)
+        assert [k for k, _ in polybus.as_completed(d)] == ["quick", "slow"]
+        assert list(polybus.as_completed([(1, 2), "ab"])) == [(1, 2), "ab"]  # (no promise)

@@ -50,3 +50,30 @@ def test_check_and_run_refuse_a_misspelt_keyword_at_its_call(tmp_path: Path) -> 
     (tmp_path / "client.py").write_text(CLIENT.replace("gian", "gain"))
     p = cli("check", "--no-import", "app.toml", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
+
+
+FANCY = """\
+from polybus import use
+render = use("render")
+
+
+def main(fancy=False):
+    if fancy:
+        return render(2, 3.0, quality="high")
+    return render(2, 3.0)
+"""
+
+
+def test_a_binding_left_unchecked_runs(tmp_path: Path) -> None:
+    """A call the run never makes (a branch its arguments never take) is refused, saying
+    how to leave the binding unchecked; so left, the program runs."""
+    write_app(tmp_path, server=SERVER, client=FANCY, toml=TOML)
+    p = cli("check", "--no-import", "app.toml", cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.splitlines()[0].endswith(
+        "got an unexpected keyword argument 'quality' (if the run never makes this call "
+        "as written: modules.client.use.render.check_calls = false)"), p.stderr
+    p = cli("run", "app.toml", "--set", "modules.client.use.render.check_calls=false",
+            cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "6.0"

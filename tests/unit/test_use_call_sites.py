@@ -229,4 +229,55 @@ def test_functions_the_served_module_binds_again() -> None:
 
         f = numba.jit(f)
     """))
-    assert rebound_functions(tree) == {"f", "h", "k", "twice"}
+    assert rebound_functions(tree) == {"f", "h", "twice"}  # (k's own k is its local)
+
+
+def test_a_functions_or_a_classs_own_names_are_not_the_modules() -> None:
+    """A local variable, a nested def or a method of the name of a top-level function
+    leaves the function the replica calls as its def says; what binds the name in the
+    module's scope (under if or try, an except's name, :=, global) does not."""
+    tree = ast.parse(textwrap.dedent("""
+        def render(tile, gain):
+            return tile
+
+        def score(x):
+            render = x * 2
+            def score(y):
+                return y
+            return render + score(x)
+
+        class Tile:
+            def render(self):
+                return 0
+            score = 1
+
+        def a(x):
+            return x
+
+        def b(x):
+            return x
+
+        def c(x):
+            return x
+
+        def d(x):
+            return x
+
+        def e(x):
+            return x
+
+        if True:
+            def a(x, y=0):
+                return x
+        try:
+            pass
+        except Exception as b:
+            pass
+        [(c := 1) for _ in range(1)]
+        [score for d in range(1)]
+
+        def rebinding():
+            global e
+            e = print
+    """))
+    assert rebound_functions(tree) == {"a", "b", "c", "e"}

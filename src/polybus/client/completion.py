@@ -18,6 +18,7 @@ from typing import Any
 from polybus.client.promise import Promise
 from polybus.client.pump import enter, leave
 from polybus.client.stubs import current_gate
+from polybus.errors import UsageError
 
 __all__ = ["as_completed"]
 
@@ -32,26 +33,44 @@ def as_completed(xs: Iterable[Any] | Mapping[Any, Any],
                  timeout: float | None = None) -> Iterator[Any]:
     """Yield each of ``xs`` once its answer is here, the first answered first: the
     promise itself (use it, or ``wait(p)``, which raises the call's error if it
-    failed); a value that is not a promise comes at once. ``xs`` a mapping: its
+    failed); a value that is not a promise comes at once (a tuple or list holding one,
+    ``zip(xs, ps)``, is refused: UsageError). ``xs`` a mapping: its
     ``(key, value)`` pairs, each once its value's answer is here. A call whose
     interface has a ``timeout`` is yielded failed (CallTimeoutError) once that long has
     passed since it was written to a replica, as ``wait`` would. ``timeout`` (seconds,
     for them all): TimeoutError once it passes with promises still unanswered."""
     if isinstance(xs, Mapping):
-        return _pairs(xs, timeout)
-    return _completed(list(xs), timeout)
+        keys: dict[int, list[Any]] = {}  # (a value under several keys: each of its pairs)
+        values: list[Any] = []
+        for k, v in xs.items():
+            if id(v) not in keys:
+                keys[id(v)] = []
+                values.append(v)
+            keys[id(v)].append(k)
+        _refuse_held(values, "a value of the mapping")
+        return _pairs(keys, values, timeout)
+    pending = list(xs)
+    _refuse_held(pending, "an item")
+    return _completed(pending, timeout)
 
 
-def _pairs(xs: Mapping[Any, Any], timeout: float | None) -> Iterator[tuple[Any, Any]]:
-    """A mapping's pairs as its values are answered (a value under several keys: each
-    of its pairs then)."""
-    keys: dict[int, list[Any]] = {}
-    values: list[Any] = []
-    for k, v in xs.items():
-        if id(v) not in keys:
-            keys[id(v)] = []
-            values.append(v)
-        keys[id(v)].append(k)
+def _refuse_held(xs: list[Any], what: str) -> None:
+    """A UsageError for a tuple or list among ``xs`` that holds a promise (``zip(xs,
+    ps)``, ``d.items()``): not a promise itself, it would come at once, in the order
+    given, before its answer."""
+    for x in xs:
+        if type(x) in (tuple, list) and any(isinstance(e, Promise) for e in x):
+            raise UsageError(
+                f"as_completed: {what} given is a {type(x).__name__} that holds a promise, "
+                "and would come at once, in the order given, before its answer; to learn "
+                "which input each answer is for, give it a dict: as_completed({x: f(x) for "
+                "x in xs}) yields the (x, promise) pairs as their answers come")
+
+
+def _pairs(keys: dict[int, list[Any]], values: list[Any],
+           timeout: float | None) -> Iterator[tuple[Any, Any]]:
+    """A mapping's pairs as its values are answered: ``keys`` by the id of each of the
+    ``values``."""
     for v in _completed(values, timeout):
         for k in keys[id(v)]:
             yield k, v

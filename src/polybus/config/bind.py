@@ -334,7 +334,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     if clients or serve is not None:  # (none: a misspelt entrypoint makes the client look served)
         bindings = refuse_replica_uses(modules, infos, bindings, p, attempted)
     _check_uses(modules, infos, bindings, interfaces, p, attempted)
-    check_call_arguments(infos, bindings, p)
+    check_call_arguments(modules, infos, bindings, p)
     note_unused(modules, infos, bindings, p)
     note_in_client(modules, raw_tables, bindings, p)  # (replication = 0: ignored options)
     remote, far = with_replicas(modules, bindings)  # (the rest, for the notes below)

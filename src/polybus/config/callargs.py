@@ -12,15 +12,19 @@ arguments the function takes.
 
 A function whose arguments cannot be known from its def is not checked: a decorated
 one, or one whose name the served module binds again (config/usecalls.py
-`rebound_functions`).
+`rebound_functions`). Nor is a binding whose ``use.<name>.check_calls`` is false: the
+reader cannot know which calls the run makes (one in a branch the run never takes, or
+made to see it fail, fits nothing and harms nothing), so a refusal with no likelier
+mistake to name (a misspelt keyword's) says how to leave the binding's calls to fail,
+if they do, where they run.
 """
 
 from __future__ import annotations
 
 from inspect import Parameter, Signature
 
-from polybus.config.model import Binding
-from polybus.config.problems import Problems, closest, nearest
+from polybus.config.model import Binding, ModuleSpec
+from polybus.config.problems import Problems, closest, dotted, nearest
 from polybus.config.source import SourceInfo, call_signature
 from polybus.config.usecalls import UseCallSite
 from polybus.errors import ConfigError
@@ -34,28 +38,36 @@ def _shown(path: object) -> str:
     return shown(str(path))
 
 
-def check_call_arguments(infos: dict[str, SourceInfo], bindings: list[Binding],
-                         p: Problems) -> None:
+def check_call_arguments(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
+                         bindings: list[Binding], p: Problems) -> None:
     """Each call site of a bound name in its user's source (``infos``), bound to the
-    parameters of the function the binding serves; a mistake for each that does not fit."""
+    parameters of the function the binding serves; a mistake for each that does not fit
+    (none for a binding whose ``check_calls`` is false)."""
     for b in bindings:
         user, served = infos.get(b.user), infos.get(b.module)
         fn = served.functions.get(b.interface) if served is not None else None
-        if user is None or served is None or fn is None or b.interface in served.rebound:
+        spec = modules[b.user].use.get(b.name) if b.user in modules else None
+        if user is None or served is None or fn is None or b.interface in served.rebound \
+                or (spec is not None and not spec.check_calls):
             continue
         sites = [s for s in user.calls if s.name == b.name]
         sig = call_signature(fn, str(served.path)) if sites else None
         if sig is None:
             continue
         bound = "" if b.name == b.interface else f" ({b.module}.{b.interface}, bound as {b.name})"
+        way_out = "if the run never makes this call as written: " + (
+            f"add ': check_calls = false' to module {b.user}'s 'use interface {b.name}' "
+            f"statement, or the statement 'use interface {b.name} : check_calls = false ::'"
+            if p.mil
+            else f"{dotted('modules', b.user, 'use', b.name, 'check_calls')} = false")
         for site in sites:
             error, hint = _misfit(sig, site)
             if error is None:
                 continue
             p.errors.append(ConfigError(
                 f"the call {site.text} does not fit {fn.signature}{bound}, defined at "
-                f"{_shown(served.path)}:{fn.lineno}: {error}",
-                file=_shown(user.path), line=site.lineno, hint=hint))
+                f"{_shown(served.path)}:{fn.lineno}: {error}", file=_shown(user.path),
+                line=site.lineno, hint=hint or way_out))
 
 
 def _misfit(sig: Signature, site: UseCallSite) -> tuple[str | None, str | None]:

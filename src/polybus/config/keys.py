@@ -20,7 +20,7 @@ MODULE_KEYS = ("source", "replication", "define", "use", "entrypoint", "args", "
 DEFINE_KEYS = ("priority", "pool", "queue", "overflow", "cache", "cache_bytes", "prefetch",
                "timeout", "idempotent")
 USE_KEYS = ("callstyle", "loadratio", "balance", "aggregate", "linger", "timeout", "transport",
-            "forward")
+            "forward", "check_calls")
 CLUSTER_KEYS = ("engine", "registry", "listen_host", "heartbeat", "max_frame", "token_file", "tls")
 TLS_KEYS = ("cert", "key", "ca")
 

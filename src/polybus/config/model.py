@@ -145,6 +145,10 @@ class UseSpec:
     # Unanswered promise arguments go replica to replica; "keep": large answers stay on
     # their replicas too, answered or not (config/forwardopt.py)
     forward: bool | Literal["keep"] = True
+    # `check` and `run` refuse a call of this name the served function cannot take, as
+    # the client's source shows it (config/callargs.py); false leaves its calls to fail
+    # where they run, for a call the reader takes for one the run makes and it does not
+    check_calls: bool = True
 
 
 @dataclass(frozen=True)

@@ -211,6 +211,7 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
         timeout=t.positive_duration("timeout"),
         transport=_transport(t),
         forward=pick(forward, u.forward),
+        check_calls=pick(t.boolean("check_calls"), u.check_calls),
     )
 
 

@@ -13,7 +13,9 @@ source says for certain is followed:
   enclosing functions, then the module, never a class body from the functions in it;
 - a name any ``global`` or ``nonlocal`` statement, or an assignment expression
   (``:=``), binds is not followed anywhere; nor a name of the module's scope after a
-  ``from x import *`` that comes later in the file than its ``use()``;
+  ``from x import *`` that comes later in the file than its ``use()``, nor any of the
+  module's scope in a module that reaches its names by other means than their names
+  (``globals()``, ``vars()``, ``exec``, ``sys.modules``: `_reaches_names`);
 - a call that unpacks arguments (``*args``, ``**kwargs``) says nothing of how many it
   passes, and is left out; so is a call of an attribute (``m.render(...)``) and
   anything the name is handed to (``map(render, xs)``).
@@ -24,6 +26,7 @@ source says for certain is followed:
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 __all__ = ["UseCallSite", "rebound_functions", "use_call_sites", "use_literal", "use_names"]
@@ -94,6 +97,7 @@ class _Reader(ast.NodeVisitor):
 
     def __init__(self, funcs: set[str], modules: set[str]) -> None:
         self.funcs, self.modules = funcs, modules
+        self.dynamic = False  # the module's names may be bound through its namespace
         self.scope = _Scope(None)
         self.module = self.scope
         self.tainted: set[str] = set()  # global, nonlocal, :=
@@ -194,6 +198,7 @@ class _Reader(ast.NodeVisitor):
     visit_Nonlocal = visit_Global
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
+        self.dynamic = self.dynamic or _reaches_names(node)
         for a in node.names:
             if a.name == "*":
                 self.scope.star_lines.append(node.lineno)
@@ -219,8 +224,13 @@ class _Reader(ast.NodeVisitor):
             self.scope.bind(node.rest, None, node.lineno)
         self.generic_visit(node)
 
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        self.dynamic = self.dynamic or _reaches_names(node)
+        self.generic_visit(node)
+
     def visit_Call(self, node: ast.Call) -> None:
         f = node.func
+        self.dynamic = self.dynamic or _reaches_names(node)
         if isinstance(f, ast.Name):
             self.calls.append((self.scope, None, f.id, node))
         else:
@@ -236,6 +246,8 @@ class _Reader(ast.NodeVisitor):
             if s is scope or not s.is_class:
                 binds = s.binds.get(name)
                 if binds is not None:
+                    if s is self.module and self.dynamic:
+                        return None
                     literal = binds[0]
                     if literal is None or any(b != literal for b in binds) \
                             or name in self.tainted \
@@ -275,24 +287,96 @@ def use_call_sites(tree: ast.Module, bare_use: bool) -> list[UseCallSite]:
     return found
 
 
+_NAMESPACE_CALLS = frozenset({"globals", "vars", "exec"})
+_CALLING_ATTRS = frozenset({"__defaults__", "__kwdefaults__", "__code__"})
+
+
+def _reaches_names(node: ast.AST) -> bool:
+    """Whether ``node`` shows its module may bind its top-level names other than by name,
+    where ``ast`` cannot follow: ``globals()["f"] = g``, ``vars()``, ``exec(...)``, or
+    ``sys.modules`` (``setattr(sys.modules[__name__], "f", g)``)."""
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id in _NAMESPACE_CALLS
+    if isinstance(node, ast.Attribute):
+        return node.attr == "modules" and isinstance(node.value, ast.Name) \
+            and node.value.id == "sys"
+    return isinstance(node, ast.ImportFrom) and node.module == "sys" \
+        and any(a.name == "modules" for a in node.names)
+
+
+def _module_scope(tree: ast.Module) -> Iterator[ast.AST]:
+    """The nodes of the module's own scope: not the bodies of its functions, classes and
+    lambdas, nor a comprehension's own (their names are theirs), but their decorators,
+    defaults, bases and a comprehension's first iterable, which run in it."""
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            a = node.args
+            stack += [*getattr(node, "decorator_list", ()), *a.defaults,
+                      *(d for d in a.kw_defaults if d is not None)]
+        elif isinstance(node, ast.ClassDef):
+            stack += [*node.decorator_list, *node.bases, *node.keywords]
+        elif isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+            stack.append(node.generators[0].iter)
+        else:
+            stack += ast.iter_child_nodes(node)
+
+
+def _scope_binds(node: ast.AST, tree: ast.Module) -> set[str]:
+    """The names a node of the module's scope binds there."""
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return {node.id}  # (an assignment, a loop or with target, del)
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {a.asname or a.name.partition(".")[0] for a in node.names}
+    if isinstance(node, ast.ClassDef) or (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node not in tree.body):
+        return {node.name}  # (a def under if or try)
+    if isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+        return {node.name}  # (an except's name is deleted after it)
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return {node.rest}
+    return set()
+
+
+def _binds_anywhere(node: ast.AST) -> set[str]:
+    """Names a node may bind in the module's scope from anywhere in it: ``global``, an
+    assignment expression (one in a comprehension binds in the enclosing scope), a
+    function's parameters set (``f.__defaults__ = ...``, ``setattr(f, ...)``)."""
+    if isinstance(node, ast.Global):
+        return set(node.names)
+    if isinstance(node, ast.NamedExpr):
+        return {node.target.id}
+    if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) \
+            and node.attr in _CALLING_ATTRS and isinstance(node.value, ast.Name):
+        return {node.value.id}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id in ("setattr", "delattr") and node.args \
+            and isinstance(node.args[0], ast.Name):
+        return {node.args[0].id}
+    return set()
+
+
 def rebound_functions(tree: ast.Module) -> frozenset[str]:
-    """The names of the module's top-level functions that something else binds too (a
-    second ``def``, an assignment, an import, ``global``): a replica calls whatever the
-    name holds once the module is imported, which may take other arguments."""
+    """The names of the module's top-level functions that something else binds too in
+    the module's scope (a second ``def``, an assignment, an import, a later ``from m
+    import *``, ``global``), or whose
+    parameters it sets (``f.__defaults__ = ...``, ``setattr(f, ...)``), and all of them
+    in a module that reaches its names otherwise (`_reaches_names`): a replica calls
+    whatever the name holds once the module is imported, which may take other
+    arguments. A function's or a class's own names (a local ``f``, a method ``f``) are
+    not the module's."""
     defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     names = set(defs)
     out = {n for n in names if defs.count(n) > 1}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bound = {node.id}
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            bound = {a.asname or a.name.partition(".")[0] for a in node.names}
-        elif isinstance(node, ast.Global):
-            bound = set(node.names)
-        elif isinstance(node, ast.ClassDef) or (
-                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node not in tree.body):
-            bound = {node.name}
-        else:
-            continue
-        out |= bound & names
+        if _reaches_names(node):
+            return frozenset(names)
+        out |= _binds_anywhere(node) & names
+    for node in _module_scope(tree):
+        out |= _scope_binds(node, tree) & names
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            out |= {n.name for n in tree.body if n.lineno < node.lineno  # (what it imports
+                    and isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}  # is unknown)
     return frozenset(out)
