@@ -1,12 +1,13 @@
-"""A failed `Deliver` whose value is not the [type, message, traceback] every sender
-writes (a broken peer's), at a live replica over loopback TCP.
+"""Forwarding messages from a broken peer, at a live replica over loopback TCP: each
+fails what it names alone, and the connection serves on.
 
-The call held for it fails with a message saying what came, and the connection serves
-on. The replica made a text of the value with `str()`: a numpy str array holding a code
-point past U+10FFFF (bytes any peer can send) raised SystemError there, the connection
-was dropped with "the replica failed reading this connection" and a traceback of
-polybus's own steps in the log; other values (an int, a list of numbers) failed the
-call under a type such as `1`.
+A failed `Deliver` whose value is not the [type, message, traceback] texts every sender
+writes: the call held for it fails with a message saying what came. The replica made a
+text of the value with `str()`: a numpy str array holding a code point past U+10FFFF
+(bytes any peer can send) raised SystemError there, the connection was dropped with
+"the replica failed reading this connection" and a traceback of polybus's own steps in
+the log; other values (an int, a list of numbers) failed the call under a type such as
+`1`. A `Keep` release naming the empty key: below.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 from polybus.testing.peers import next_message
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec, Ref
-from polybus.wire.messages import Call, Deliver, Fail, Result
+from polybus.wire.messages import Call, Deliver, Fail, Keep, Result
 from polybus.worker.runtime import WorkerRuntime
 
 TOKEN = b"fwd-bad-failure-token-0123456789"
@@ -57,6 +58,24 @@ def test_a_failure_in_another_form_fails_the_held_call_and_the_connection_serves
             assert got.type == "ProtocolError", got
             assert "not [type, message, traceback]" in got.message, got
         ch.send(Call(2, "echo", [3]))  # the same connection
+        assert next_message(ch, 5, closed="closed") == Result(2, 3)
+    finally:
+        ch.close()
+    assert "failed reading this connection" not in caplog.text
+    assert "Traceback" not in caplog.text
+
+
+def test_a_release_naming_the_empty_key_for_a_call_never_seen_is_taken_quietly(
+        worker: WorkerRuntime, caplog: pytest.LogCaptureFixture) -> None:
+    """`Keep(id, pkey, "", release=True)` for a call id the replica never saw: the
+    look-up of that call's sized Keep defaulted to a key of "", matched the empty key
+    and deleted an entry that was not there (KeyError): the connection was dropped
+    with a traceback of polybus's own steps in the log."""
+    caplog.set_level(logging.WARNING, logger="polybus.worker")
+    ch = connect(str(worker.address), TOKEN, Codec())
+    try:
+        ch.send(Keep(5, "p", "", release=True))
+        ch.send(Call(2, "echo", [3]))
         assert next_message(ch, 5, closed="closed") == Result(2, 3)
     finally:
         ch.close()
