@@ -37,7 +37,7 @@ def test_what_is_not_a_response_is_an_error(bad: object) -> None:
 
 
 @pytest.mark.parametrize(("bad", "message"), [
-    ((999, "x"), "page() returned a bad response status 999 (an integer from 100 to 599)"),
+    ((999, "x"), "page() returned a bad response status 999 (an integer from 200 to 599)"),
     ((200,), "page() returned a tuple of 1 item: a response tuple is (status, body) or "
              "(status, headers, body)"),
     ((200, "nope", "x"), "page() returned response headers that are not a dict or a list of "

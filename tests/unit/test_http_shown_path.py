@@ -66,3 +66,21 @@ def test_routing_is_by_the_bytes_sent_and_the_log_says_them_as_utf8(
     assert _get(door, b"/h\xffllo").startswith(b"HTTP/1.1 404 ")
     assert _get(door, b"/h%5Cxffllo?name=\xc3\xa9").startswith(b"HTTP/1.1 504 ")
     assert "GET /h%5Cxffllo?name=é -> h.who: 504" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("query", [b"q=\x1b[31mred\x1b[0m", b"q=\x07", b"q=a\x00b", b"q=\x7f",
+                                   b"q=a\tb"])
+def test_a_control_character_in_the_query_is_400_and_never_reaches_the_log(
+        capsys: pytest.CaptureFixture[str], query: bytes) -> None:
+    """The path was checked for control characters, the query not: `?q=\\x1b[31m` was
+    routed, passed to the handler, and its request line went raw into serve's log, so a
+    client could write terminal escapes (erase a line, colour, retitle) where the
+    operator reads the log. A request target holds no control character (RFC 9112 3.2)."""
+    route = RouteSpec("GET /who", "GET", "/who", "h", "who")
+    door = FrontDoor(ServeSpec(routes=(route,)), cast(CallBridge, _Bridge()), {route.key: None})
+    got = _get(door, b"/who?" + query)
+    assert got.startswith(b"HTTP/1.1 400 "), got
+    assert b"a control character in the request target" in got, got
+    assert _get(door, b"/who?q=fine").startswith(b"HTTP/1.1 504 ")  # (the route, reached)
+    err = capsys.readouterr().err
+    assert not any(c in err for c in "\x00\x07\x1b\x7f"), repr(err)

@@ -213,3 +213,16 @@ def test_a_mean_condition_decides_as_the_number_it_stands_for(
 
     glob = Condition(op, offset, "mean")  # type: ignore[arg-type]
     assert decide(loads, rules(glob)) == decide(loads, rules(Condition(op, plain)))  # type: ignore[arg-type]
+
+
+def test_a_speed_that_is_no_number_to_balance_by_counts_as_1() -> None:
+    """A replica's speed comes from its registration; one of inf (or NaN, 0, a negative)
+    made the decision fail (`math.floor` of NaN in `_helpful`: the client's program
+    stopped with `ValueError: cannot convert float NaN to integer`). It is judged as
+    a replica of speed 1, as the client's snapshot already judged one of 0 or less."""
+    rules = steal_edges(["a", "b"])
+    as_one = decide({"a": ReplicaLoad(20, 1), "b": ReplicaLoad(0, 0)}, rules)
+    assert as_one
+    for odd in (math.inf, math.nan, 0.0, -1.0):
+        assert decide({"a": ReplicaLoad(20, 1, speed=odd), "b": ReplicaLoad(0, 0)}, rules) == as_one
+        assert decide({"a": ReplicaLoad(20, 1), "b": ReplicaLoad(0, 0, speed=odd)}, rules) == as_one

@@ -20,7 +20,7 @@ from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire import handshake
 from polybus.wire.codec import Codec
-from polybus.wire.messages import Goodbye, Message, Replicas, Resolve
+from polybus.wire.messages import Goodbye, Message, Register, Registered, Replica, Replicas, Resolve
 
 TOKEN = b"registry-token-for-tests-0123456789"
 
@@ -144,3 +144,26 @@ def test_close_ends_the_handshakes_under_way(caplog: pytest.LogCaptureFixture) -
         s.close()
         reg.close()
     assert "refused" not in caplog.text
+
+
+@pytest.mark.parametrize("speed", [float("inf"), float("nan"), 0.0, -1.0, 2.0])
+def test_a_replica_whose_speed_is_out_of_range_is_refused(
+        registry: RegistryService, speed: float) -> None:
+    """A replica's speed is in (0, 1], as a configuration's `speed=` is. The registry
+    took any float and handed it to every client: a replica registered with speed inf
+    made a client balancing by `steal` fail in its migration step (`ValueError: cannot
+    convert float NaN to integer`, blamed on the program's own line). Now such a
+    Register is answered Registered(false) saying why, and no client is told of it."""
+    ch = connect(str(registry.address), TOKEN, Codec())
+    try:
+        ch.send(Register(Replica("odd", "m", "tcp://127.0.0.1:9", ["f"], speed)))
+        got = _next(ch)
+        assert isinstance(got, Registered) and not got.ok, got
+        assert "speed" in got.reason and "0 < speed <= 1" in got.reason, got.reason
+        ch.send(Register(Replica("fine", "m", "tcp://127.0.0.1:9", ["f"], 0.5)))
+        assert _next(ch) == Registered(True)
+        ch.send(Resolve(module="m", req=4))
+        found = _next(ch)
+        assert isinstance(found, Replicas) and [r.name for r in found.replicas] == ["fine"]
+    finally:
+        ch.close()

@@ -184,6 +184,8 @@ class RequestParser:
         target = parts[1].decode("latin-1")
         if not (target.startswith("/") or target == "*"):
             raise HTTPError(400, "request target must be a path")
+        if _CONTROL.search(target):  # (RFC 9112 3.2; its query went raw into serve's log)
+            raise HTTPError(400, "a control character in the request target")
         head = _Head(parts[0].decode("ascii"), target, f"1.{version.group(1).decode()}")
         for line in lines[1:]:
             name, sep, value = line.partition(b":")

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
@@ -26,6 +27,7 @@ _TEXT = "text/plain; charset=utf-8"
 _HTML = "text/html; charset=utf-8"
 _JSON = "application/json"
 _JSONABLE = (dict, list, int, float, bool)
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a header name (RFC 9110 token)
 
 
 def _body(value: Any, who: str) -> tuple[bytes, str | None]:
@@ -69,9 +71,13 @@ def _headers(raw: Any, who: str) -> list[tuple[str, str]]:
             raise TypeError(f"{who} returned a response header that is not a (name, value) "
                             "pair")
         name, value = str(item[0]), str(item[1])
-        if any(c in name + value for c in "\r\n\0") or not name:
+        if any(c in value for c in "\r\n\0"):
             raise ValueError(f"{who} returned a response header {name!r} with a forbidden "
                              "character (CR, LF or NUL)")
+        if not _TOKEN.fullmatch(name):  # (sent as it was, "Set-Cookie: a=b; X" set a cookie)
+            raise ValueError(f"{who} returned a response header {name!r} whose name is not "
+                             "an HTTP token (letters, digits and !#$%&'*+-.^_`|~; no space, "
+                             "colon or control character)")
         if not (name + value).isascii():
             try:
                 name.encode("ascii")
@@ -104,9 +110,10 @@ def to_response(value: Any, who: str = "a handler") -> Response:
         else:
             raise TypeError(f"{who} returned a tuple of {plural(len(value), 'item')}: a "
                             "response tuple is (status, body) or (status, headers, body)")
-        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+        # (a 1xx is an interim response: sent as the answer, the client waited on for one)
+        if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
             raise ValueError(f"{who} returned a bad response status {status!r} (an integer "
-                             "from 100 to 599)")
+                             "from 200 to 599)")
     elif value is None:
         status = 204
     body, kind = _body(value, who)

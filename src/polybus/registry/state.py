@@ -35,6 +35,9 @@ class RegistryState:
     def register(self, replica: Replica, owner: int, now: float) -> str | None:
         """None if accepted, else why not."""
         self.expire(now)
+        if not 0 < replica.speed <= 1:  # (a NaN too) clients balance by it: taken whole
+            return (f"its speed {replica.speed!r} is out of range (0 < speed <= 1, as "
+                    "a configuration's speed=)")
         old = self._entries.get(replica.name)
         if old is not None and old.owner != owner:
             return (f"the name {replica.name!r} is held by a live replica at "

@@ -15,6 +15,7 @@ import socket
 import ssl
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -185,10 +186,30 @@ def _tune(sock: socket.socket) -> None:
             pass
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+class _Slow(TimeoutError):
+    """A handshake's bytes that did not all come in time: ``got`` of them came."""
+
+    def __init__(self, got: int, n: int) -> None:
+        super().__init__(f"timed out ({got} of its {n} bytes came in time)")
+        self.got = got
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes of ``sock``, or fewer if it closes first. With ``deadline`` (a
+    ``time.monotonic()``), TimeoutError once it passes: the socket's own timeout bounds
+    each read alone, and a peer sending a byte at a time within it held a handshake for
+    as many timeouts as it has bytes."""
     data = b""
     while len(data) < n:
-        chunk = sock.recv(n - len(data))
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Slow(len(data), n)
+            sock.settimeout(left)
+        try:
+            chunk = sock.recv(n - len(data))
+        except TimeoutError:
+            raise _Slow(len(data), n) from None
         if not chunk:
             break
         data += chunk
@@ -221,7 +242,8 @@ def connect(address: Address | str, token: bytes, codec: Codec,
         if tls is not None:
             sock = _tls.wrap_client(sock, tls, addr.host)
         hs = handshake.ClientHandshake(token, codec.max_frame)
-        hello = _recv_exact(sock, handshake.HELLO_SIZE)
+        deadline = time.monotonic() + timeout  # (the greeting and the answer, together)
+        hello = _recv_exact(sock, handshake.HELLO_SIZE, deadline)
         greeted = bool(hello)
         if tls is None and addr.scheme == "tcp" and _tls.looks_like_tls(hello):
             raise TLSHandshakeError(
@@ -239,7 +261,7 @@ def connect(address: Address | str, token: bytes, codec: Codec,
                 f"{MAX_HANDSHAKES} handshakes under way and as many cut short not ended; "
                 f"try again)")
         sock.sendall(hs.proof(hello))
-        hs.verify(_recv_exact(sock, handshake.ANSWER_SIZE))
+        hs.verify(_recv_exact(sock, handshake.ANSWER_SIZE, deadline))
         sock.settimeout(None)
         _narrow(codec, hs.peer_limit)
     except TransportError:  # (a TLSHandshakeError, or inproc's above)
@@ -256,7 +278,7 @@ def connect(address: Address | str, token: bytes, codec: Codec,
             raise TLSHandshakeError(f"TLS handshake with {addr} failed: "
                                     f"{_tls.refusal(exc, tls, addr.host)}") from None
         if isinstance(exc, TimeoutError) and not greeted and tls is None \
-                and addr.scheme == "tcp":
+                and addr.scheme == "tcp" and not getattr(exc, "got", 0):
             raise TLSHandshakeError(
                 f"handshake with {addr} failed: it accepted the connection but sent no "
                 f"polybus greeting within {timeout:g} s (a peer that uses TLS, [cluster] "
@@ -307,8 +329,9 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
             _tls.client_hello(sock, timeout)  # (a peer that speaks no TLS: said as such)
             sock = _tls.wrap_server(sock, tls)  # before anything else is read
         hs = handshake.ServerHandshake(token, codec.max_frame)
+        deadline = time.monotonic() + timeout  # (the whole proof, however it is cut up)
         sock.sendall(hs.hello())
-        answer, error = hs.check(_recv_exact(sock, handshake.PROOF_SIZE))
+        answer, error = hs.check(_recv_exact(sock, handshake.PROOF_SIZE, deadline))
         sock.sendall(answer)
         if error is not None:
             raise AuthenticationError(f"{name}: {error}")

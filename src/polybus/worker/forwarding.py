@@ -185,7 +185,8 @@ class Forwarding(Receiving):
                     entry[1][:] = [t for t in entry[1] if t not in go]
                     if not entry[1]:
                         self._untarget(ch, msg)
-                if self.sized.get((id(ch), msg.id), ("",))[0] == msg.key:
+                sized = self.sized.get((id(ch), msg.id))
+                if sized is not None and sized[0] == msg.key:  # (a key may be "")
                     del self.sized[(id(ch), msg.id)]
                 self.kept.unkeep(msg.pkey, msg.key, msg.free)
                 return

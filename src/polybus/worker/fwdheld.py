@@ -233,12 +233,11 @@ class Receiving(Peers):
                 with self._lock:
                     self._took.pop(where, None)
             return
-        kind, message, tb = ([*value, "", "", ""][:3] if isinstance(value, list)
-                             else ["RemoteError", str(value), ""])
-        said = str(message)  # (a failure from further upstream says so once, not twice)
+        kind, message, tb = _failure(value)
+        said = message  # (a failure from further upstream says so once, not twice)
         if not said.startswith(UPSTREAM_FAILED):
             said = UPSTREAM_FAILED + said
-        self.rt._send_quietly(h.ch, Fail(h.call.id, "exception", str(kind), said, str(tb)))
+        self.rt._send_quietly(h.ch, Fail(h.call.id, "exception", kind, said, tb))
 
     def held_calls(self) -> int:
         """Calls held now for forwarded values (each once, however many it waits for)."""
@@ -256,6 +255,20 @@ class Receiving(Peers):
                 self._held[key] = rest
             else:
                 del self._held[key]
+
+
+def _failure(value: Any) -> tuple[str, str, str]:
+    """The type, message and traceback of a failed value as a ``Deliver`` carries it:
+    a list of up to three texts (every sender writes three). Any other form, a broken
+    peer's, is said as such, not made a text of (a received array's ``str()`` can
+    raise: a str array holding a code point past U+10FFFF raises SystemError)."""
+    if isinstance(value, list) and len(value) <= 3 and all(type(x) is str for x in value):
+        kind, message, tb = [*value, "", "", ""][:3]
+        return kind, message, tb
+    form = (f"a list of {len(value)} ({', '.join(type(x).__name__ for x in value[:4])})"
+            if isinstance(value, list) else f"a value of type {type(value).__name__}")
+    return ("ProtocolError", f"the failure came as {form}, not [type, message, traceback] "
+            "texts (the peer that sent it is broken)", "")
 
 
 def _refs(call: Call) -> list[tuple[int | str, Ref]]:

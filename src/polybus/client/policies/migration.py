@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from polybus.config.model import Condition, MigrationPath, ReplicaSpec
 
@@ -146,8 +146,10 @@ def _holds(c: Condition | None, load: int, names: dict[str, float], peer: int) -
 
 
 def decide(loads: Mapping[str, ReplicaLoad], rules: Sequence[Edge]) -> list[Move]:
-    """The steals to make now: at most one per sending replica, most helpful first."""
-    state = dict(loads)
+    """The steals to make now: at most one per sending replica, most helpful first.
+    A speed that is no positive number (a replica registered one) counts as 1."""
+    state = {k: r if r.speed > 0 and math.isfinite(r.speed) else replace(r, speed=1.0)
+             for k, r in loads.items()}
     names = load_names(loads)  # (once per decision, as every condition sees the snapshot)
     candidates: list[tuple[float, int, Edge]] = []
     for i, e in enumerate(rules):
