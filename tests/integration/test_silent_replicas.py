@@ -1,9 +1,10 @@
 """A replica taken for dead because a call held its GIL past three heartbeats (its
 process alive all along): what the run says names the cause and the keys that help.
 
-Behaviour only: the call holds the GIL for many heartbeats (one C call, `sum` over a
-range sized to the machine), so the replica cannot answer a Ping however loaded the
-machine is.
+Behaviour only: the call holds the GIL for many heartbeats (one C call that sleeps with
+the GIL held: wall time, however loaded the machine is; a `sum` sized to the machine
+by a calibration ran short when the calibration was slowed by other work), so the
+replica cannot answer a Ping.
 """
 
 from __future__ import annotations
@@ -14,24 +15,15 @@ from pathlib import Path
 from integration.conftest import cli
 
 GIL = '''\
+import ctypes
 import time
 
 
-def _per_million():
-    best = None
-    for _ in range(3):
-        t = time.perf_counter()
-        sum(range(1_000_000))
-        took = time.perf_counter() - t
-        best = took if best is None else min(best, took)
-    return best
-
-
 def gil(secs=4.0):
-    """Holds the GIL for about ``secs`` s: one C call, no bytecode to switch at."""
-    n = int(secs / _per_million() * 1_000_000)
+    """Holds the GIL for ``secs`` s of wall time: one C call made with the GIL held (a
+    PyDLL's: ctypes releases it for a CDLL's), as a long loop in a C extension would."""
     t = time.perf_counter()
-    sum(range(n))
+    ctypes.PyDLL(None).usleep(int(secs * 1_000_000))
     return round(time.perf_counter() - t, 2)
 '''
 
