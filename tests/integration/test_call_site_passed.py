@@ -69,6 +69,9 @@ def test_a_failed_promise_passed_on_is_named_as_passed_to_the_call(tmp_path: Pat
     said_passed_to(write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML), "rate")
 
 
+SAME_CLIENT = CLIENT.replace('rate = use("rate")', 'again = use("again")').replace(
+    "return rate(tile)", "return again(tile)")
+
 SAME_NAME_TOML = """\
 [modules.server]
 source = "server.py"
@@ -96,26 +99,9 @@ def test_a_failed_promise_passed_to_a_call_of_the_same_interface_is_named_as_pas
         tmp_path: Path, stage2: str) -> None:
     # render(render(x)) and part2's render(part1's render(x)): the call made at the line
     # binds the interface that raised, which was taken for the call that raised
-    client = CLIENT.replace('rate = use("rate")', 'again = use("again")').replace(
-        "return rate(tile)", f"return {stage2}(tile)")
+    client = SAME_CLIENT.replace("return again(tile)", f"return {stage2}(tile)")
     said_passed_to(write_app(tmp_path, server=SERVER, client=client, toml=SAME_NAME_TOML),
                    stage2)
-
-
-SAME_CLIENT = """\
-from polybus import use, wait
-render = use("render")
-again = use("again")
-
-
-def main():
-    tile = render(3)
-    try:
-        wait(tile)
-    except Exception:
-        pass
-    return again(tile)
-"""
 
 
 @pytest.mark.timeout(60)

@@ -85,20 +85,27 @@ def _responses(s: socket.socket, n: int) -> list[tuple[bytes, bytes]]:
     return got
 
 
+def _a_500_then_fine(door: tuple[str, int], target: str) -> bytes:
+    """``GET target`` and ``GET /fine`` pipelined on one connection: the first answered
+    500 and the second 200 "fine" (the connection kept in step); the 500's body."""
+    host, port = door
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: h\r\n\r\n"
+                  "GET /fine HTTP/1.1\r\nHost: h\r\n\r\n".encode())
+        got = _responses(s, 2)
+    assert [line for line, _ in got] == [b"HTTP/1.1 500 Internal Server Error",
+                                         b"HTTP/1.1 200 OK"], got
+    assert got[1][1] == b"fine"
+    return got[0][1]
+
+
 @pytest.mark.parametrize("status", [100, 101, 199])
 def test_a_1xx_status_from_a_handler_is_a_500_naming_it(door: tuple[str, int], status: int) -> None:
     """A 1xx is an interim response: serve sent `HTTP/1.1 100 Continue` and nothing
     after it, so the client waited for a final answer that never came, and on a
     keep-alive connection took the next request's answer for this one's."""
-    host, port = door
-    with socket.create_connection((host, port), timeout=10) as s:
-        s.sendall(f"GET /interim?status={status} HTTP/1.1\r\nHost: h\r\n\r\n"
-                  "GET /fine HTTP/1.1\r\nHost: h\r\n\r\n".encode())
-        got = _responses(s, 2)
-    assert [line for line, _ in got] == [b"HTTP/1.1 500 Internal Server Error",
-                                         b"HTTP/1.1 200 OK"], got
-    assert f"interim() returned a bad response status {status}".encode() in got[0][1]
-    assert got[1][1] == b"fine"
+    body = _a_500_then_fine(door, f"/interim?status={status}")
+    assert f"interim() returned a bad response status {status}".encode() in body
 
 
 @pytest.mark.parametrize("name", ["Set-Cookie: a=b; X", "Bad Name", "X(y)"])
@@ -106,13 +113,6 @@ def test_a_header_name_that_is_not_a_token_is_a_500_naming_the_handler(
         door: tuple[str, int], name: str) -> None:
     """The name went out as it was: `Set-Cookie: a=b; X` as a name sent the client a
     Set-Cookie header the handler never named."""
-    host, port = door
     quoted = name.replace(" ", "%20").replace(":", "%3A").replace(";", "%3B").replace("=", "%3D")
-    with socket.create_connection((host, port), timeout=10) as s:
-        s.sendall(f"GET /named?name={quoted} HTTP/1.1\r\nHost: h\r\n\r\n"
-                  "GET /fine HTTP/1.1\r\nHost: h\r\n\r\n".encode())
-        got = _responses(s, 2)
-    assert [line for line, _ in got] == [b"HTTP/1.1 500 Internal Server Error",
-                                         b"HTTP/1.1 200 OK"], got
-    assert f"named() returned a response header {name!r} whose name".encode() in got[0][1]
-    assert got[1][1] == b"fine"
+    body = _a_500_then_fine(door, f"/named?name={quoted}")
+    assert f"named() returned a response header {name!r} whose name".encode() in body
