@@ -20,8 +20,9 @@ from typing import Any
 
 from polybus.client.calltext import call_text
 from polybus.client.promise import Promise
-from polybus.client.unseen import failed, forgotten, raised, raised_before, seen
-from polybus.errors import UPSTREAM_FAILED, PolybusError, RemoteException
+from polybus.client.unseen import failed, forgotten, raised, raised_before
+from polybus.client.upstream import consumer_error, origin, upstream_of
+from polybus.errors import PolybusError
 
 __all__ = ["DonePromise", "consumer_failure", "upstream_failure"]
 
@@ -100,10 +101,9 @@ def _origin(p: Promise, error: PolybusError) -> str:
     """Where producer ``p``'s ``error`` was raised: "f" in the client, "f on server-0"
     on a replica (client/upstream.py), "" when its kind does not say."""
     if type(p) is DonePromise:
-        return p._interface
+        return upstream_of(error, p._interface)
     from polybus.client.batchcalls import BatchPromise
     from polybus.client.promise import CallPromise
-    from polybus.client.upstream import origin
 
     if type(p) is CallPromise or type(p) is BatchPromise:
         return origin(p, error)
@@ -114,18 +114,7 @@ def consumer_failure(interface: str, p: Promise, error: PolybusError,
                      args: tuple[Any, ...], kwargs: dict[str, Any]) -> DonePromise:
     """The failed promise of an overlapped call to ``interface`` (made with ``args`` and
     ``kwargs``) whose argument ``p`` failed with ``error``."""
-    origin = _origin(p, error)
-    if type(p) is DonePromise and isinstance(error, RemoteException):
-        kind, message, tb = error.remote_type, error.remote_message, error.remote_traceback
-        if message.startswith(UPSTREAM_FAILED) and error.origin:
-            origin = f"{error.origin}, upstream of {origin}"
-    elif isinstance(error, RemoteException):  # (origin says its chain: upstream.py)
-        kind, message, tb = error.remote_type, error.remote_message, error.remote_traceback
-    else:
-        kind, message, tb = type(error).__name__, str(error), ""
-    said = message if message.startswith(UPSTREAM_FAILED) else UPSTREAM_FAILED + message
-    seen(error)  # (it reaches the program as the consumer's)
-    consumer = RemoteException(kind, said, tb, interface=interface, origin=origin)
+    consumer = consumer_error(interface, error, _origin(p, error))
     consumer.call = call_text(
         interface, [_EARLIER if isinstance(a, Promise) else a for a in args],
         {k: _EARLIER if isinstance(v, Promise) else v for k, v in kwargs.items()})

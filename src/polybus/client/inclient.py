@@ -48,10 +48,10 @@ from polybus.worker.replies import failure
 
 __all__ = ["DonePromise", "InClient", "in_client", "release"]
 
-# Arguments passed on at once (nothing in them can be a promise or a handle)
 # Entries made and not yet released, by their module's import name: its name leaves
 # SERVED_HERE with the last (a nested run's end leaves the outer run's in place).
 _entries: Counter[str] = Counter()
+# Arguments passed on at once (nothing in them can be a promise or a handle)
 _LEAF = frozenset({int, float, bool, str, bytes, type(None), complex, np.ndarray})
 
 

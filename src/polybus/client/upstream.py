@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from polybus.client.awaiting import Promised
     from polybus.client.calls import CallRecord
 
-__all__ = ["origin", "upstream_error"]
+__all__ = ["consumer_error", "origin", "upstream_error", "upstream_of"]
 
 
 def upstream_error(rec: CallRecord, producer: Promised, error: PolybusError) -> RemoteException:
@@ -27,14 +27,19 @@ def upstream_error(rec: CallRecord, producer: Promised, error: PolybusError) -> 
     consumer's replica gives it under forwarding (worker/fwdheld.py, client/fwdblame.py):
     the producer's type, message (said once as an upstream failure) and traceback, and
     where it was raised. The consumer was never placed: no replica of its own."""
+    return consumer_error(rec.dispatcher.interface, error, origin(producer, error))
+
+
+def consumer_error(interface: str, error: PolybusError, where: str) -> RemoteException:
+    """The error of a consumer call to ``interface`` whose producer failed with ``error``
+    (raised ``where``: `origin`), ``error`` counted as seen (client/done.py's too)."""
     if isinstance(error, RemoteException):
         kind, message, tb = error.remote_type, error.remote_message, error.remote_traceback
     else:
         kind, message, tb = type(error).__name__, str(error), ""
     said = message if message.startswith(UPSTREAM_FAILED) else UPSTREAM_FAILED + message
     seen(error)  # (it reaches the program as the consumer's)
-    return RemoteException(kind, said, tb, interface=rec.dispatcher.interface,
-                           origin=origin(producer, error))
+    return RemoteException(kind, said, tb, interface=interface, origin=where)
 
 
 def origin(p: Promised, error: PolybusError) -> str:
@@ -44,7 +49,12 @@ def origin(p: Promised, error: PolybusError) -> str:
         link, iface = p._rec.link, p._rec.dispatcher.interface
     else:
         link, iface = p._rec.link, p._rec.batcher.interface
-    mine = f"{iface} on {link.name}" if link is not None else iface
+    return upstream_of(error, f"{iface} on {link.name}" if link is not None else iface)
+
+
+def upstream_of(error: PolybusError, mine: str) -> str:
+    """``mine`` (where a producer ran), after ``error``'s own origin when ``error`` is
+    itself an upstream failure ("f on server-0, upstream of g")."""
     if isinstance(error, RemoteException) and error.remote_message.startswith(UPSTREAM_FAILED) \
             and error.origin:
         return f"{error.origin}, upstream of {mine}"
