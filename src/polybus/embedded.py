@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import importlib
 import os
-import site
 import sys
-import sysconfig
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from polybus.ownfiles import is_polybus_file
+from polybus.ownfiles import is_library_file, is_polybus_file
 from polybus.usernames import PREFIX
 
 __all__ = ["ClientImports", "loop_note"]
@@ -73,7 +71,7 @@ class ClientImports:
             file = getattr(module, "__file__", None)
             if (module is None or not isinstance(file, str) or name.startswith(PREFIX)
                     or not file.endswith(".py") or not file.startswith(inside)
-                    or is_polybus_file(file) or file.startswith(_installed())):
+                    or is_polybus_file(file) or is_library_file(file)):
                 continue
             found[name] = (module, _stat(module))
         if found:
@@ -104,18 +102,6 @@ def _stat(module: ModuleType) -> tuple[int, int] | None:
     except (OSError, TypeError):
         return None
     return st.st_mtime_ns, st.st_size
-
-
-def _installed() -> tuple[str, ...]:
-    """Where installed packages and the standard library live (a virtual environment
-    inside the project's folder, say)."""
-    paths = {os.path.join(sysconfig.get_paths()[k], "")
-             for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    try:
-        paths.add(os.path.join(site.getusersitepackages(), ""))
-    except AttributeError:  # (a site module without it: an embedded interpreter's)
-        pass
-    return tuple(paths)
 
 
 def loop_note(exc: BaseException) -> None:
