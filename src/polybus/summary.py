@@ -13,7 +13,7 @@ from polybus.cli.output import UNBOUNDED
 from polybus.plural import plural
 from polybus.runner import RunResult
 
-__all__ = ["caption", "strategies", "summary", "text"]
+__all__ = ["caption", "has_table", "strategies", "summary", "text"]
 
 
 def text(r: RunResult) -> str:
@@ -21,10 +21,17 @@ def text(r: RunResult) -> str:
     colours, and no notebook's rich display, which would show it instead of returning
     it)."""
     out = io.StringIO()
-    if r.replicas or not r.in_client:  # (every module at replication = 0: no table)
+    if has_table(r):
         Console(file=out, width=UNBOUNDED, force_terminal=False, force_jupyter=False,
                 color_system=None).print(summary(r))
     return out.getvalue() + "".join(line + "\n" for line in [caption(r), *strategies(r)])
+
+
+def has_table(r: RunResult) -> bool:
+    """Whether the summary shows its table of replicas: not when every module of the run
+    has replication = 0 (no replica, its calls made in the client: `strategies` says
+    them)."""
+    return bool(r.replicas) or not r.in_client
 
 
 def caption(r: RunResult) -> str:
