@@ -10,9 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from polybus.cli.output import UNBOUNDED
+from polybus.plural import plural
 from polybus.runner import RunResult
 
-__all__ = ["caption", "strategies", "summary", "text"]
+__all__ = ["caption", "has_table", "strategies", "summary", "text"]
 
 
 def text(r: RunResult) -> str:
@@ -20,15 +21,22 @@ def text(r: RunResult) -> str:
     colours, and no notebook's rich display, which would show it instead of returning
     it)."""
     out = io.StringIO()
-    if r.replicas or not r.in_client:  # (every module at replication = 0: no table)
+    if has_table(r):
         Console(file=out, width=UNBOUNDED, force_terminal=False, force_jupyter=False,
                 color_system=None).print(summary(r))
     return out.getvalue() + "".join(line + "\n" for line in [caption(r), *strategies(r)])
 
 
+def has_table(r: RunResult) -> bool:
+    """Whether the summary shows its table of replicas: not when every module of the run
+    has replication = 0 (no replica, its calls made in the client: `strategies` says
+    them)."""
+    return bool(r.replicas) or not r.in_client
+
+
 def caption(r: RunResult) -> str:
     return (f"elapsed {r.elapsed_s:.4f} s (start-up {r.startup_s:.2f} s apart), "
-            f"{r.calls} call{'' if r.calls == 1 else 's'}, sent {r.bytes_sent:,} B, "
+            f"{plural(r.calls, 'call')}, sent {r.bytes_sent:,} B, "
             f"received {r.bytes_received:,} B")
 
 
@@ -56,18 +64,18 @@ def strategies(r: RunResult) -> list[str]:
     """A line for each binding whose strategies did something (client/counts.py), and
     one for `broadcast`; none for a run with no strategy on (forwarding aside: it is on
     by default)."""
-    lines = [f"{key}: 0 replicas, {_n(calls, 'call')} in the client"
+    lines = [f"{key}: 0 replicas, {plural(calls, 'call')} in the client"
              for key, calls in r.in_client.items()]  # (replication = 0: no replica row)
     for name, c in r.interfaces.items():
         said = [text for n, text in (
-            (c.get("batches", 0), f"{_n(c.get('batches', 0), 'batch', 'batches')} "
-                                  f"({_n(c.get('batched_calls', 0), 'call')})"),
-            (c.get("operands_put", 0), f"{_n(c.get('operands_put', 0), 'operand')} put"),
+            (c.get("batches", 0), f"{plural(c.get('batches', 0), 'batch', 'batches')} "
+                                  f"({plural(c.get('batched_calls', 0), 'call')})"),
+            (c.get("operands_put", 0), f"{plural(c.get('operands_put', 0), 'operand')} put"),
             (c.get("operands_named", 0),  # ("operands" said once: by the first)
              f"{c.get('operands_named', 0)} named" if c.get("operands_put", 0)
-             else f"{_n(c.get('operands_named', 0), 'operand')} named"),
-            (c.get("cache_misses", 0), _n(c.get("cache_misses", 0), "cache miss",
-                                          "cache misses")),
+             else f"{plural(c.get('operands_named', 0), 'operand')} named"),
+            (c.get("cache_misses", 0), plural(c.get("cache_misses", 0), "cache miss",
+                                              "cache misses")),
             (c.get("forwarded", 0), f"{c.get('forwarded', 0)} forwarded"),
             (c.get("through_client", 0), f"{c.get('through_client', 0)} through the client"),
             (c.get("refused", 0), f"{c.get('refused', 0)} refused (queue full)"),
@@ -76,14 +84,9 @@ def strategies(r: RunResult) -> list[str]:
             lines.append(f"{name}: {', '.join(said)}")
     values = r.broadcasts.get("values", 0)
     if values:
-        lines.append(f"broadcast: {_n(values, 'value')}, "
-                     f"{_n(r.broadcasts.get('puts', 0), 'Put')} to replicas")
+        lines.append(f"broadcast: {plural(values, 'value')}, "
+                     f"{plural(r.broadcasts.get('puts', 0), 'Put')} to replicas")
     return lines
-
-
-def _n(count: int, one: str, many: str | None = None) -> str:
-    """``count`` and its noun, singular or plural (``1 batch``, ``5 batches``)."""
-    return f"{count} {one if count == 1 else many or one + 's'}"
 
 
 def _figure(value: float | None, spec: str) -> str:

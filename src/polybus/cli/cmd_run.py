@@ -17,7 +17,7 @@ from polybus.deadline import check_timeout
 from polybus.errors import RemoteError, RemoteException
 from polybus.runargs import jsonable
 from polybus.runner import run, where_stopped
-from polybus.summary import caption, strategies, summary
+from polybus.summary import caption, has_table, strategies, summary
 from polybus.usernames import type_name
 
 
@@ -107,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
     if unshown:  # (the run's figures stand: the summary and --json follow)
         print(f"polybus run: {unshown}", file=sys.stderr, flush=True)
     if not args.quiet:
-        if r.replicas or not r.in_client:  # (every module at replication = 0: no table)
+        if has_table(r):
             result_console(sys.stderr).print(summary(r))
         print(caption(r), file=sys.stderr)  # one line, however wide (not a table caption)
         for line in strategies(r):  # (what batching, caching, forwarding... did)

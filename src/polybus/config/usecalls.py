@@ -26,7 +26,6 @@ source says for certain is followed:
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 __all__ = ["UseCallSite", "rebound_functions", "use_call_sites", "use_literal", "use_names"]
@@ -101,6 +100,9 @@ class _Reader(ast.NodeVisitor):
         self.scope = _Scope(None)
         self.module = self.scope
         self.tainted: set[str] = set()  # global, nonlocal, :=
+        # names bound in the module's scope from anywhere: global, :=, a function's
+        # parameters set (``f.__defaults__ = ...``, ``setattr(f, ...)``)
+        self.anywhere: set[str] = set()
         self.calls: list[tuple[_Scope, str | None, str, ast.Call]] = []
 
     def _in(self, scope: _Scope, nodes: list[ast.AST]) -> None:
@@ -190,12 +192,15 @@ class _Reader(ast.NodeVisitor):
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
         self.tainted.add(node.target.id)
+        self.anywhere.add(node.target.id)  # (one in a comprehension: the enclosing scope's)
         self.visit(node.value)
 
-    def visit_Global(self, node: ast.Global | ast.Nonlocal) -> None:
+    def visit_Global(self, node: ast.Global) -> None:
         self.tainted.update(node.names)
+        self.anywhere.update(node.names)
 
-    visit_Nonlocal = visit_Global
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
+        self.tainted.update(node.names)
 
     def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
         self.dynamic = self.dynamic or _reaches_names(node)
@@ -226,6 +231,9 @@ class _Reader(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self.dynamic = self.dynamic or _reaches_names(node)
+        if not isinstance(node.ctx, ast.Load) and node.attr in _CALLING_ATTRS \
+                and isinstance(node.value, ast.Name):
+            self.anywhere.add(node.value.id)
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -233,6 +241,9 @@ class _Reader(ast.NodeVisitor):
         self.dynamic = self.dynamic or _reaches_names(node)
         if isinstance(f, ast.Name):
             self.calls.append((self.scope, None, f.id, node))
+            if f.id in ("setattr", "delattr") and node.args \
+                    and isinstance(node.args[0], ast.Name):
+                self.anywhere.add(node.args[0].id)
         else:
             literal = use_literal(f, self.funcs, self.modules)
             if literal is not None:
@@ -304,60 +315,6 @@ def _reaches_names(node: ast.AST) -> bool:
         and any(a.name == "modules" for a in node.names)
 
 
-def _module_scope(tree: ast.Module) -> Iterator[ast.AST]:
-    """The nodes of the module's own scope: not the bodies of its functions, classes and
-    lambdas, nor a comprehension's own (their names are theirs), but their decorators,
-    defaults, bases and a comprehension's first iterable, which run in it."""
-    stack: list[ast.AST] = list(tree.body)
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            a = node.args
-            stack += [*getattr(node, "decorator_list", ()), *a.defaults,
-                      *(d for d in a.kw_defaults if d is not None)]
-        elif isinstance(node, ast.ClassDef):
-            stack += [*node.decorator_list, *node.bases, *node.keywords]
-        elif isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
-            stack.append(node.generators[0].iter)
-        else:
-            stack += ast.iter_child_nodes(node)
-
-
-def _scope_binds(node: ast.AST, tree: ast.Module) -> set[str]:
-    """The names a node of the module's scope binds there."""
-    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-        return {node.id}  # (an assignment, a loop or with target, del)
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        return {a.asname or a.name.partition(".")[0] for a in node.names}
-    if isinstance(node, ast.ClassDef) or (
-            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node not in tree.body):
-        return {node.name}  # (a def under if or try)
-    if isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
-        return {node.name}  # (an except's name is deleted after it)
-    if isinstance(node, ast.MatchMapping) and node.rest:
-        return {node.rest}
-    return set()
-
-
-def _binds_anywhere(node: ast.AST) -> set[str]:
-    """Names a node may bind in the module's scope from anywhere in it: ``global``, an
-    assignment expression (one in a comprehension binds in the enclosing scope), a
-    function's parameters set (``f.__defaults__ = ...``, ``setattr(f, ...)``)."""
-    if isinstance(node, ast.Global):
-        return set(node.names)
-    if isinstance(node, ast.NamedExpr):
-        return {node.target.id}
-    if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) \
-            and node.attr in _CALLING_ATTRS and isinstance(node.value, ast.Name):
-        return {node.value.id}
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-            and node.func.id in ("setattr", "delattr") and node.args \
-            and isinstance(node.args[0], ast.Name):
-        return {node.args[0].id}
-    return set()
-
-
 def rebound_functions(tree: ast.Module) -> frozenset[str]:
     """The names of the module's top-level functions that something else binds too in
     the module's scope (a second ``def``, an assignment, an import, a later ``from m
@@ -367,16 +324,13 @@ def rebound_functions(tree: ast.Module) -> frozenset[str]:
     whatever the name holds once the module is imported, which may take other
     arguments. A function's or a class's own names (a local ``f``, a method ``f``) are
     not the module's."""
-    defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-    names = set(defs)
-    out = {n for n in names if defs.count(n) > 1}
-    for node in ast.walk(tree):
-        if _reaches_names(node):
-            return frozenset(names)
-        out |= _binds_anywhere(node) & names
-    for node in _module_scope(tree):
-        out |= _scope_binds(node, tree) & names
-        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
-            out |= {n.name for n in tree.body if n.lineno < node.lineno  # (what it imports
-                    and isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}  # is unknown)
-    return frozenset(out)
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    names = {n.name for n in defs}
+    reader = _Reader(set(), set())
+    reader.visit(tree)
+    if reader.dynamic:
+        return frozenset(names)
+    module = reader.module  # (a def binds its name once; anything else there, again)
+    return frozenset({n.name for n in defs if len(module.binds[n.name]) > 1
+                      or n.name in reader.anywhere  # (what a later star import brings
+                      or any(n.lineno < line for line in module.star_lines)})  # is unknown)

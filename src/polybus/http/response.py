@@ -78,9 +78,8 @@ def _headers(raw: Any, who: str) -> list[tuple[str, str]]:
             raise ValueError(f"{who} returned a response header {name!r} whose name is not "
                              "an HTTP token (letters, digits and !#$%&'*+-.^_`|~; no space, "
                              "colon or control character)")
-        if not (name + value).isascii():
+        if not value.isascii():  # (the name is: a token)
             try:
-                name.encode("ascii")
                 value.encode("latin-1")
             except UnicodeEncodeError:
                 raise ValueError(f"{who} returned a response header {name!r} that HTTP/1.1 "
