@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from polybus.bench import peer_rows as optional_peers
 from polybus.bench.peers import pools
-from polybus.bench.polybus_runs import aggregation_available, run_bench_client
+from polybus.bench.polybus_runs import run_bench_client
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
 from polybus.bench.stats import summarize
@@ -49,26 +49,21 @@ def plan(quick: bool) -> Plan:
     return Plan(quick)
 
 
-def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
+def polybus_rows(quick: bool) -> list[Row]:
     """No-op calls/s of PAYLOAD bytes against ``WORKERS`` local replicas under
     ``async-demand(DEMAND)``, unaggregated and aggregated (the same calls otherwise).
 
     The client sends every call of a repetition before it waits for any answer; the
     demand watermark keeps at most DEMAND outstanding per replica. The aggregated row
-    (``use.noop.aggregate``) is measured only when the client acts on that key; else its
-    reason goes to ``result.skipped``.
+    is the same with ``use.noop.aggregate``.
     """
     p = plan(quick)
     rows: list[Row] = []
     style = f"async-demand({DEMAND})"
     variants: list[tuple[dict[str, str | int], dict[str, str]]] = [
-        ({"callstyle": style, "aggregate": 1, "payload": PAYLOAD}, {})]
-    why_not = aggregation_available()
-    if why_not is None:
-        variants.append(({"callstyle": style, "aggregate": AGGREGATE, "payload": PAYLOAD},
-                         {"modules.client.use.noop.aggregate": str(AGGREGATE)}))
-    elif result is not None:
-        result.skipped["polybus aggregate"] = why_not
+        ({"callstyle": style, "aggregate": 1, "payload": PAYLOAD}, {}),
+        ({"callstyle": style, "aggregate": AGGREGATE, "payload": PAYLOAD},
+         {"modules.client.use.noop.aggregate": str(AGGREGATE)})]
     for config, extra in variants:
         calls = p.calls_polybus if config["aggregate"] == 1 else p.calls_batched
         out = run_bench_client("throughput", [calls, p.reps, PAYLOAD, p.lone], replicas=WORKERS,
@@ -116,7 +111,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     progress.begin(7, "throughput")
     peer_rows(result, quick, progress)
     optional_peers.throughput(result, WORKERS, quick, progress)  # mpi4py, ray, dask
-    result.rows.extend(polybus_rows(quick, result))
+    result.rows.extend(polybus_rows(quick))
     progress.advance("throughput polybus")
     add_ratios(result)
     optional_peers.throughput_ratios(result, WORKERS)

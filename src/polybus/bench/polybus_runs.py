@@ -19,7 +19,7 @@ from polybus.bench.placement import Placement, cpu_sets, pinned_self
 from polybus.bench.report import BenchResult, Row
 from polybus.bench.stats import summarize
 
-__all__ = ["PROGRAMS", "aggregation_available", "call_path_rows", "run_bench_client"]
+__all__ = ["PROGRAMS", "call_path_rows", "run_bench_client"]
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 TOML = PROGRAMS / "bench.toml"
@@ -54,24 +54,6 @@ def run_bench_client(entry: str, args: Sequence[Any], *, replicas: int = 1,
         raise PeerUnavailable(f"transport {transport!r} was configured but the calls went "
                               f"over {result.get('family')}")
     return result
-
-
-def aggregation_available() -> str | None:
-    """None if the client batches calls (``use.X.aggregate``); else why the row is skipped.
-
-    The configuration accepts ``aggregate`` before the dispatcher acts on it; a row
-    measured then would be an unaggregated one under a misleading name.
-    """
-    import inspect
-
-    from polybus.client import dispatch, session
-
-    src = inspect.getsource(dispatch) + inspect.getsource(session)
-    if "aggregate" not in src:
-        return "use.<iface>.aggregate is accepted by the configuration but not yet acted on"
-    return None
-
-
 
 
 def call_path_rows(entry: str, args: Sequence[Any], figures: str, metric: str,
