@@ -178,3 +178,11 @@ def test_a_replica_refuses_what_is_not_callable_once_imported(tmp_path: Path) ->
             interfaces(module, [name])
         assert str(e.value).endswith(f"{name!r}, which the configuration names, is {what} "
                                      "once the module is imported"), e.value
+
+
+def test_a_define_table_that_leaves_out_an_imported_function_says_so(tmp_path: Path) -> None:
+    found, _, _ = _validate(tmp_path, "render", "render([1])", "define.double = {}")
+    [e] = found
+    assert e.bare_message == ("module 'server' does not serve 'render': a module with a "
+                              "define table serves only the interfaces it lists (double)")
+    assert e.hint == "add define.render = {} to [modules.server]"

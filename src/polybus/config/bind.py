@@ -122,7 +122,7 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
             if any(p.reported(dotted("modules", target, "define", n)) for n in served):
                 continue  # (a misspelt define name, already said: the rest follows from it)
             info = infos.get(target)
-            if modules[target].define and info is not None and iface in info.public():
+            if modules[target].define and info is not None and info.offers(iface):
                 # The function is there: the define table is what leaves it out.
                 table = dotted("modules", target, "define")
                 by = p.override(table)  # (an override made the table: blame it)

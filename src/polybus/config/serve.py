@@ -160,7 +160,7 @@ def _not_served(r: RouteSpec, key: str, m: ModuleSpec, served: list[str],
 
     if any(p.reported(dotted("modules", r.module, "define", n)) for n in served):
         return  # (a misspelt define name, already said: the rest follows from it)
-    if info is not None and m.define and r.interface in info.public():
+    if info is not None and m.define and info.offers(r.interface):
         table = dotted("modules", r.module, "define")
         by = p.override(table)  # (an override made the table: blame it)
         p.add(f"module {r.module!r} does not serve {r.interface!r}: a module with a define "

@@ -103,6 +103,13 @@ class SourceInfo:
         other = self.others.get(name)
         return (not other.kind) if other is not None else self.open_names
 
+    def offers(self, name: str) -> bool:
+        """Whether a module without a define table would serve ``name`` if something
+        named it: a public function, or another public name it binds that may hold one
+        (`servable`)."""
+        return not name.startswith("_") and self.servable(name) and (
+            name in self.functions or name in self.others)
+
     def file_of(self, fn: FunctionInfo) -> Path:
         """The file that defines ``fn``, one of this module's functions."""
         return fn.file or self.path
