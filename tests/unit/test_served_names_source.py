@@ -47,7 +47,7 @@ def test_an_alias_a_package_and_a_chain_of_re_exports_are_followed(tmp_path: Pat
         from lib.api import render as draw
         from lib import tools
     """, **{"lib/__init__.py": "", "lib/api.py": "from .impl import render\n",
-            "lib/impl.py": "from .deep.core import render\n",
+            "lib/impl.py": "from lib.deep.core import render\n",
             "lib/deep/__init__.py": "", "lib/deep/core.py": HELPERS})
     fn = info.function("draw")
     assert fn is not None and fn.file == tmp_path / "lib" / "deep" / "core.py"

@@ -99,9 +99,10 @@ def bound_names(tree: ast.Module, names: ModuleNames,
 
 
 def _module_file(folder: Path, module: str, level: int) -> Path | None:
-    """The file of the program that ``from <level dots><module> import ...`` in a module
-    of ``folder`` imports: its folder goes first on the import path (worker/module.py),
-    so a file there is the one imported. None when it is not a file of the program."""
+    """The file of the program that ``from <level dots><module> import ...`` imports:
+    below ``folder``, the served module's own for an absolute import (it goes first on
+    the import path: worker/module.py, so a file there is the one imported), the
+    importing file's for a relative one. None when it is not a file of the program."""
     base = folder
     for _ in range(max(level - 1, 0)):
         base = base.parent
@@ -120,10 +121,10 @@ def follow_import(path: Path, source: tuple[str, int, str]) -> tuple[Path, ast.F
     re-exports on the way; None when it leads elsewhere (a module not of the program, a
     name its source binds other than by one ``def``, a file that cannot be read)."""
     seen: set[tuple[Path, str]] = set()
-    folder = path.parent
+    root = folder = path.parent  # (an absolute import starts at the served module's folder)
     for _ in range(_DEPTH):
         module, level, name = source
-        file = _module_file(folder, module, level)
+        file = _module_file(folder if level else root, module, level)
         if file is None or (file.resolve(), name) in seen:
             return None
         seen.add((file.resolve(), name))

@@ -18,11 +18,11 @@ A function whose arguments cannot be known from its def is not checked: a decora
 one, or one whose name the served module binds again (config/usecalls.py
 `rebound_functions`). Nor is a served name that no def the source shows binds (a
 ``functools.partial``, a callable instance, an import from outside the program): a
-note says its calls are checked by the replica, as they run. Nor is a binding whose ``use.<name>.check_calls`` is false: the
-reader cannot know which calls the run makes (one in a branch the run never takes, or
-made to see it fail, fits nothing and harms nothing), so a refusal with no likelier
-mistake to name (a misspelt keyword's) says how to leave the binding's calls to fail,
-if they do, where they run.
+note says its calls are checked by the replica, as they run. Nor is a binding whose
+``use.<name>.check_calls`` is false: the reader cannot know which calls the run makes
+(one in a branch the run never takes, or made to see it fail, fits nothing and harms
+nothing), so a refusal with no likelier mistake to name (a misspelt keyword's) says how
+to leave the binding's calls to fail, if they do, where they run.
 """
 
 from __future__ import annotations
