@@ -113,10 +113,11 @@ def _served(app: AppConfig, client: str, interface: str) -> tuple[Path, Function
         if b.user == client and b.interface == interface:
             source = app.modules[b.module].source
             try:
-                fn = inspect_source(source, client=False).functions.get(interface)
+                info = inspect_source(source, client=False)
             except ConfigError:
                 return None
-            return (source, fn) if fn is not None else None
+            fn = info.function(interface)  # (a def of the module, or one it imports)
+            return (info.file_of(fn), fn) if fn is not None else None
     return None
 
 

@@ -153,7 +153,7 @@ def check_imports(app: AppConfig, timeout: float = IMPORT_TIMEOUT,
 def _child(argv: list[str]) -> int:
     """Import one module and check its named functions; print {"error": ...} as JSON."""
     from polybus.client.stubs import importing, serving
-    from polybus.worker.module import entry_note, load_module
+    from polybus.worker.module import entry_note, load_module, not_callable
 
     path, timeout, key, entry_flag, *names = argv
     entry = entry_flag == "entry"  # names[0] is the module's entrypoint
@@ -174,14 +174,12 @@ def _child(argv: list[str]) -> int:
         error = str(exc)
     else:
         for name in names:
-            fn = getattr(module, name, None)
-            if not callable(fn):
-                kind = type(fn).__name__
-                what = "missing" if fn is None else (
-                    f"{'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, not a function")
+            what = not_callable(module, name)
+            if what is not None:
                 error = (f"module {key!r} ({shown(path)}): {name!r}, which the configuration "
                          f"names, is {what} once the module is imported")
                 break
+            fn = getattr(module, name)
             note = entry_note(fn) if entry and name == names[0] else None
             if note:  # (async def or a generator; served async ones fail per call)
                 error = f"module {key!r} ({shown(path)}): {name!r} {note}"

@@ -5,7 +5,6 @@ operand caching) and the values a priority expression sees (`priority_fn`).
 
 from __future__ import annotations
 
-import ast
 import inspect
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -18,17 +17,20 @@ __all__ = ["parameters", "priority_fn"]
 
 
 def parameters(source: Path, function: str) -> Signature:
-    """A top-level function's parameters by kind, read from its source: where a call's
-    positional arguments and keywords land (operand caching names parameters)."""
-    tree = ast.parse(source.read_text(), str(source))
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
-            a = node.args
-            return Signature(tuple(p.arg for p in (*a.posonlyargs, *a.args)),
-                             tuple(p.arg for p in a.kwonlyargs),
-                             a.vararg.arg if a.vararg else None,
-                             a.kwarg.arg if a.kwarg else None, len(a.posonlyargs))
-    return Signature((), (), None, None)
+    """A served function's parameters by kind, read from its source (a ``def`` of the
+    module, or of another module of the program that it imports the function from):
+    where a call's positional arguments and keywords land (operand caching names
+    parameters). None known (any other served name): an empty signature."""
+    from polybus.config.source import inspect_source
+
+    fn = inspect_source(source, client=False).function(function)
+    if fn is None or fn.node is None:
+        return Signature((), (), None, None)
+    a = fn.node.args
+    return Signature(tuple(p.arg for p in (*a.posonlyargs, *a.args)),
+                     tuple(p.arg for p in a.kwonlyargs),
+                     a.vararg.arg if a.vararg else None,
+                     a.kwarg.arg if a.kwarg else None, len(a.posonlyargs))
 
 
 def _lenient(fn: Any, names: Iterable[str]) -> Callable[..., dict[str, Any]]:
@@ -65,7 +67,8 @@ def priority_fn(expr_source: str, source: Path, function: str,
     from polybus.config.expr import compile_priority
     from polybus.config.source import OpaqueDefault, binder, inspect_source
 
-    fn = inspect_source(source, client=False).functions.get(function)
+    info = inspect_source(source, client=False)
+    fn = info.function(function)
     expr = compile_priority(expr_source, list(fn.params) if fn is not None else [])
     where = f"interface {function!r}: priority {expr_source!r}" + (f" ({key})" if key else "")
     own = f"priority {expr_source!r} "  # (how the expression's own errors begin: expr.py)
@@ -83,7 +86,8 @@ def priority_fn(expr_source: str, source: Path, function: str,
     if fn is None:  # (an expression of literals only: compile_priority refuses names)
         return lambda args, kwargs: value({})
     lenient = fn.node is not None and bool(fn.node.decorator_list)
-    bind = _lenient(fn, expr.names) if lenient else binder(fn, str(source), expr.names)
+    bind = _lenient(fn, expr.names) if lenient else binder(fn, str(info.file_of(fn)),
+                                                          expr.names)
     defaults = inspect.signature(bind).parameters
     opaque = [n for n in expr.names if isinstance(defaults[n].default, OpaqueDefault)]
 

@@ -40,6 +40,7 @@ from polybus.config.sourcecheck import (
     check_entrypoint,
     define_all,
     read_sources,
+    refusal,
     served_interfaces,
 )
 
@@ -121,7 +122,7 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
             if any(p.reported(dotted("modules", target, "define", n)) for n in served):
                 continue  # (a misspelt define name, already said: the rest follows from it)
             info = infos.get(target)
-            if modules[target].define and info is not None and iface in info.public():
+            if modules[target].define and info is not None and info.offers(iface):
                 # The function is there: the define table is what leaves it out.
                 table = dotted("modules", target, "define")
                 by = p.override(table)  # (an override made the table: blame it)
@@ -130,6 +131,10 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
                       + (f"; {key} binds it" if by else ""), table if by else key,
                       by.add_hint(f"{table}.{iface}", "{}") if by
                       else _add_define(p, target, iface))
+            elif info is not None and (refused := refusal(info, iface)) is not None \
+                    and iface in info.others:  # (a module, a literal: said what it is)
+                p.add(f"module {target!r} cannot serve {iface!r}: {refused[0]}", key,
+                      refused[1])
             else:
                 p.add(f"module {target!r} has no interface {iface!r}", key,
                       _interface_hint(iface, served, target, info, p))
@@ -328,7 +333,8 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
             check_define(m, info, p)
             if m.key in added and m.define:
                 m = modules[m.key] = define_all(m, info)
-        interfaces[m.key] = served_interfaces(m, info)
+        routed = [r.interface for r in serve.routes if r.module == m.key] if serve else []
+        interfaces[m.key] = served_interfaces(m, info, [*serves.get(m.key, ()), *routed])
     attempted: set[tuple[str, str]] = set()
     bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted, infos)
     if clients or serve is not None:  # (none: a misspelt entrypoint makes the client look served)

@@ -10,13 +10,19 @@ at its file and line with the function's signature and where it is defined. What
 configuration says of a binding (cache, call style, priority) never changes what
 arguments the function takes.
 
+The served function may be a ``def`` of another module of the program that the served
+module imports (``from helpers import render``: config/boundnames.py); its calls are
+checked as a ``def``'s of the module are, at the file and line of its ``def``.
+
 A function whose arguments cannot be known from its def is not checked: a decorated
 one, or one whose name the served module binds again (config/usecalls.py
-`rebound_functions`). Nor is a binding whose ``use.<name>.check_calls`` is false: the
-reader cannot know which calls the run makes (one in a branch the run never takes, or
-made to see it fail, fits nothing and harms nothing), so a refusal with no likelier
-mistake to name (a misspelt keyword's) says how to leave the binding's calls to fail,
-if they do, where they run.
+`rebound_functions`). Nor is a served name that no def the source shows binds (a
+``functools.partial``, a callable instance, an import from outside the program): a
+note says its calls are checked by the replica, as they run. Nor is a binding whose
+``use.<name>.check_calls`` is false: the reader cannot know which calls the run makes
+(one in a branch the run never takes, or made to see it fail, fits nothing and harms
+nothing), so a refusal with no likelier mistake to name (a misspelt keyword's) says how
+to leave the binding's calls to fail, if they do, where they run.
 """
 
 from __future__ import annotations
@@ -45,13 +51,18 @@ def check_call_arguments(modules: dict[str, ModuleSpec], infos: dict[str, Source
     (none for a binding whose ``check_calls`` is false)."""
     for b in bindings:
         user, served = infos.get(b.user), infos.get(b.module)
-        fn = served.functions.get(b.interface) if served is not None else None
+        fn = served.function(b.interface) if served is not None else None
         spec = modules[b.user].use.get(b.name) if b.user in modules else None
-        if user is None or served is None or fn is None or b.interface in served.rebound \
+        if user is None or served is None or b.interface in served.rebound \
                 or (spec is not None and not spec.check_calls):
             continue
         sites = [s for s in user.calls if s.name == b.name]
-        sig = call_signature(fn, str(served.path)) if sites else None
+        if fn is None:
+            if sites:
+                _note_unchecked(b, user, served, sites, p)
+            continue
+        defined = served.file_of(fn)
+        sig = call_signature(fn, str(defined)) if sites else None
         if sig is None:
             continue
         bound = "" if b.name == b.interface else f" ({b.module}.{b.interface}, bound as {b.name})"
@@ -66,8 +77,29 @@ def check_call_arguments(modules: dict[str, ModuleSpec], infos: dict[str, Source
                 continue
             p.errors.append(ConfigError(
                 f"the call {site.text} does not fit {fn.signature}{bound}, defined at "
-                f"{_shown(served.path)}:{fn.lineno}: {error}", file=_shown(user.path),
+                f"{_shown(defined)}:{fn.lineno}: {error}", file=_shown(user.path),
                 line=site.lineno, hint=hint or way_out))
+
+
+def _note_unchecked(b: Binding, user: SourceInfo, served: SourceInfo,
+                    sites: list[UseCallSite], p: Problems) -> None:
+    """A note that the calls of ``b.name`` are checked only where they run: what its
+    module serves as ``b.interface`` is no def the source shows (a partial, a callable
+    instance, a function imported from outside the program)."""
+    other = served.others.get(b.interface)
+    how = (f"{other.text!r} at {_shown(served.path)}:{other.lineno}"
+           if other is not None and other.lineno else f"{_shown(served.path)}")
+    where = ", ".join(f"{_shown(user.path)}:{s.lineno}" for s in sites[:3]) + (
+        ", ..." if len(sites) > 3 else "")
+    p.note(f"the calls of {b.name} ({where}) are not checked against its parameters "
+           f"before the run: {b.module}.{b.interface} is bound by {how}, not by a def "
+           "whose source is read; the replica checks each call as it runs",
+           dotted("bind", f"{b.user}.{b.name}"),
+           f"to have them checked here, serve a def: def {b.interface}(...): ...; "
+           "to say nothing of them, "
+           + (f"add ': check_calls = false' to module {b.user}'s 'use interface {b.name}' "
+              "statement" if p.mil else
+              f"{dotted('modules', b.user, 'use', b.name, 'check_calls')} = false"))
 
 
 def _misfit(sig: Signature, site: UseCallSite) -> tuple[str | None, str | None]:

@@ -125,10 +125,17 @@ def parse_serve(table: dict[str, Any], p: Problems) -> ServeSpec:
 
 def _fields(r: RouteSpec, info: SourceInfo | None, p: Problems) -> tuple[str, ...]:
     """The request fields the handler names; each of its parameters must be one."""
-    fn = info.functions.get(r.interface) if info else None
-    if fn is None:
-        return REQUEST_FIELDS
+    fn = info.function(r.interface) if info else None
     key = dotted("serve", "routes", r.key)
+    if fn is None:
+        if info is not None and info.servable(r.interface):
+            # (a partial, a callable instance: which fields to pass is not known)
+            other = info.others.get(r.interface)
+            how = f" ({other.text}, line {other.lineno})" if other and other.lineno else ""
+            p.add(f"handler {r.interface!r} is no def that {info.path.name} shows{how}: "
+                  "a route passes a handler the request fields its def's parameters "
+                  "name", key, f"serve a def: def {r.interface}(body): return ...(body)")
+        return REQUEST_FIELDS
     for name in fn.required:
         if name not in REQUEST_FIELDS:
             p.add(f"handler {r.interface}() has a parameter {name!r} that a request cannot "
@@ -153,7 +160,7 @@ def _not_served(r: RouteSpec, key: str, m: ModuleSpec, served: list[str],
 
     if any(p.reported(dotted("modules", r.module, "define", n)) for n in served):
         return  # (a misspelt define name, already said: the rest follows from it)
-    if info is not None and m.define and r.interface in info.public():
+    if info is not None and m.define and info.offers(r.interface):
         table = dotted("modules", r.module, "define")
         by = p.override(table)  # (an override made the table: blame it)
         p.add(f"module {r.module!r} does not serve {r.interface!r}: a module with a define "

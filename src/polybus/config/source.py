@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from polybus.config.boundnames import BoundName, bound_names, follow_import
 from polybus.config.usecalls import (
     UseCallSite,
     is_use,
+    module_names,
     rebound_functions,
     use_call_sites,
     use_names,
@@ -39,6 +42,9 @@ class FunctionInfo:
     # its definition, for call_error (the file is parsed once)
     node: ast.FunctionDef | ast.AsyncFunctionDef | None = field(
         default=None, compare=False, repr=False)
+    # the file that defines it, when it is not the module's own: a function the module
+    # imports from another of the program's (config/boundnames.py)
+    file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -63,10 +69,50 @@ class SourceInfo:
     # top-level functions whose name something else binds too: their signature is not
     # known from their def (config/usecalls.py)
     rebound: frozenset[str] = frozenset()
+    # its other top-level names (imported, assigned, classes: config/boundnames.py), and
+    # whether it may bind names its source does not show (``import *``, ``globals()``)
+    others: dict[str, BoundName] = field(default_factory=dict)
+    open_names: bool = False
+    _followed: dict[str, FunctionInfo | None] = field(
+        default_factory=dict, compare=False, repr=False)
 
     def public(self) -> list[str]:
         """Top-level functions not starting with ``_``: the interfaces when none is defined."""
         return [n for n in self.functions if not n.startswith("_")]
+
+    def function(self, name: str) -> FunctionInfo | None:
+        """The function that serving ``name`` calls, when the source shows it: a ``def``
+        of the module, or one of another module of the program that it imports (its
+        ``file`` set); None for anything else."""
+        fn = self.functions.get(name)
+        if fn is not None or name not in self.others:
+            return fn
+        if name not in self._followed:
+            other = self.others[name]
+            found = follow_import(self.path, other.source) if other.source else None
+            self._followed[name] = None if found is None else dataclasses.replace(
+                _info(found[1]), file=found[0])
+        return self._followed[name]
+
+    def servable(self, name: str) -> bool:
+        """Whether serving ``name`` may work, as far as the source shows: a function of
+        the module, or another name it binds that may hold one (not a module or a
+        literal), or any name at all in a module that binds names it does not show."""
+        if name in self.functions:
+            return True
+        other = self.others.get(name)
+        return (not other.kind) if other is not None else self.open_names
+
+    def offers(self, name: str) -> bool:
+        """Whether a module without a define table would serve ``name`` if something
+        named it: a public function, or another public name it binds that may hold one
+        (`servable`)."""
+        return not name.startswith("_") and self.servable(name) and (
+            name in self.functions or name in self.others)
+
+    def file_of(self, fn: FunctionInfo) -> Path:
+        """The file that defines ``fn``, one of this module's functions."""
+        return fn.file or self.path
 
 
 def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
@@ -135,9 +181,11 @@ def inspect_source(path: Path, *, client: bool) -> SourceInfo:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             functions[node.name] = _info(node)
     uses, dynamic = _use_calls(tree, client)
+    names = module_names(tree)
     return SourceInfo(path, functions, tuple(uses), dynamic,
                       tuple(use_call_sites(tree, client)) if uses else (),
-                      rebound_functions(tree))
+                      rebound_functions(tree, names), bound_names(tree, names, functions),
+                      names.dynamic or names.star)
 
 
 class OpaqueDefault:

@@ -8,6 +8,7 @@ resolves ``[bind]`` against the interfaces found.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from polybus.config.expr import compile_priority
 from polybus.config.model import DefineSpec, ModuleSpec
@@ -25,7 +26,7 @@ from polybus.config.source import (
 from polybus.errors import ConfigError
 
 __all__ = ["check_define", "check_entry_arguments", "check_entrypoint", "define_all",
-           "read_sources", "served_interfaces"]
+           "read_sources", "refusal", "served_interfaces"]
 
 
 def read_sources(modules: dict[str, ModuleSpec], p: Problems) -> dict[str, SourceInfo]:
@@ -71,14 +72,61 @@ def check_entry_arguments(m: ModuleSpec, info: SourceInfo | None, p: Problems) -
           f"{error}", key, hint)
 
 
+def refusal(info: SourceInfo, iface: str) -> tuple[str, str] | None:
+    """Why ``iface`` cannot be served from ``info``'s module, and the hint; None when it
+    may be (`SourceInfo.servable`)."""
+    if info.servable(iface):
+        return None
+    other = info.others.get(iface)
+    if other is None:
+        return (f"interface {iface!r} is not a top-level function of {info.path.name}",
+                names_hint(iface, list(info.functions), "top-level functions"))
+    return (f"interface {iface!r} is {other.kind}, not a function: "
+            f"{info.path.name}:{other.lineno} binds it ({other.text})",
+            f"a replica serves a function (or another callable): define one in "
+            f"{info.path.name} that does what {iface} should, e.g. def {iface}(...): ...")
+
+
+def _unread(iface: str, info: SourceInfo, what: str) -> str:
+    """Why ``what`` (a priority or cache parameters) cannot be read for ``iface``,
+    served from ``info``'s module but no ``def`` the source shows."""
+    other = info.others.get(iface)
+    how = (f"{info.path.name}:{other.lineno} binds it by {other.text!r}, not by a def"
+           if other is not None and other.lineno else
+           f"{info.path.name} binds it other than by a def")
+    return (f"{what} of interface {iface!r} cannot be read from the source: {how} (the "
+            "client does not import the module, so it knows a function's parameters "
+            "only from a def of the program)")
+
+
+def _check_unread(m: ModuleSpec, iface: str, spec: DefineSpec, info: SourceInfo,
+                  p: Problems) -> None:
+    """A served name with no def the source shows (a partial, a callable instance, an
+    import from outside the program): its priority may not read, nor its cache name,
+    a parameter."""
+    key = ("modules", m.key, "define", iface)
+    wrap = f"serve a def instead: def {iface}(x, ...): return <it>(x, ...) in {info.path.name}"
+    if spec.priority is not None:
+        try:
+            compile_priority(spec.priority, [])
+        except ConfigError:
+            p.add(_unread(iface, info, f"the parameters priority {spec.priority!r} reads"),
+                  dotted(*key, "priority"), wrap)
+    if isinstance(spec.cache, tuple) and spec.cache:
+        p.add(_unread(iface, info, "the cache parameters"), dotted(*key, "cache"),
+              f'{wrap}; or cache = "auto", which needs no names')
+
+
 def check_define(m: ModuleSpec, info: SourceInfo, p: Problems) -> None:
-    functions = list(info.functions)
     for iface, spec in m.define.items():
         key = ("modules", m.key, "define", iface)
-        fn: FunctionInfo | None = info.functions.get(iface)
+        fn: FunctionInfo | None = info.function(iface)
         if fn is None:
-            p.add(f"interface {iface!r} is not a top-level function of {info.path.name}",
-                  dotted(*key), names_hint(iface, functions, "top-level functions"))
+            refused = refusal(info, iface)
+            if refused is not None:
+                p.add(refused[0], dotted(*key), refused[1])
+            else:
+                _check_unread(m, iface, spec, info, p)
             continue
         if spec.priority is not None:
             try:
@@ -110,18 +158,27 @@ def check_define(m: ModuleSpec, info: SourceInfo, p: Problems) -> None:
                            "every one of 64 KiB or more")
 
 
-def served_interfaces(m: ModuleSpec, info: SourceInfo | None) -> list[str] | None:
-    """What ``m`` serves; None when it cannot be known (its source did not load)."""
+def served_interfaces(m: ModuleSpec, info: SourceInfo | None,
+                      named: Iterable[str] = ()) -> list[str] | None:
+    """What ``m`` serves; None when it cannot be known (its source did not load).
+    Without a define table: its public functions, and those of the names ``named`` (by
+    [bind] and [serve] routes) that it binds otherwise and may serve (an imported
+    function, a callable instance: `SourceInfo.servable`); its other imports are not
+    its interfaces unless something names them."""
     if m.define:
         return list(m.define)
-    return None if info is None else info.public()
+    if info is None:
+        return None
+    public = info.public()
+    return [*public, *dict.fromkeys(n for n in named if not n.startswith("_")
+                                    and n not in info.functions and info.servable(n))]
 
 
 def define_all(m: ModuleSpec, info: SourceInfo) -> ModuleSpec:
     """``m``, whose define table only overrides made, serving every public function as a
     module without one does, with the options the overrides gave: ``--set
     modules.server.define.f.cache=...`` configures f, it does not stop the rest."""
-    names = [*info.public(), *(n for n in m.define if n in info.functions)]
+    names = [*info.public(), *(n for n in m.define if info.servable(n))]
     # What a replica takes as a whole (its queue's bound, what a full queue does) comes
     # from every entry: the ones filled in carry the named ones', not the defaults, so a
     # --set of define.f.queue = 10 still bounds the queue at 10.

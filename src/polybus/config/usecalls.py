@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-__all__ = ["UseCallSite", "rebound_functions", "use_call_sites", "use_literal", "use_names"]
+__all__ = ["ModuleNames", "UseCallSite", "module_names", "rebound_functions", "use_call_sites", "use_literal", "use_names"]
 
 _SHORT = 72  # a call's text longer than this is said as name(...)
 
@@ -315,7 +315,7 @@ def _reaches_names(node: ast.AST) -> bool:
         and any(a.name == "modules" for a in node.names)
 
 
-def rebound_functions(tree: ast.Module) -> frozenset[str]:
+def rebound_functions(tree: ast.Module, names: ModuleNames | None = None) -> frozenset[str]:
     """The names of the module's top-level functions that something else binds too in
     the module's scope (a second ``def``, an assignment, an import, a later ``from m
     import *``, ``global``), or whose
@@ -323,14 +323,34 @@ def rebound_functions(tree: ast.Module) -> frozenset[str]:
     in a module that reaches its names otherwise (`_reaches_names`): a replica calls
     whatever the name holds once the module is imported, which may take other
     arguments. A function's or a class's own names (a local ``f``, a method ``f``) are
-    not the module's."""
+    not the module's. ``names``: `module_names` of ``tree``, if known already."""
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-    names = {n.name for n in defs}
+    names = names or module_names(tree)
+    if names.dynamic:
+        return frozenset(n.name for n in defs)
+    return frozenset(n.name for n in defs if n.name not in names.once)
+
+
+@dataclass(frozen=True)
+class ModuleNames:
+    """The names a module's scope binds, as its source shows them."""
+
+    bound: frozenset[str]  # by any statement of the module's scope
+    # bound by one statement, and by nothing else: no ``global`` or ``:=`` elsewhere,
+    # no ``setattr(f, ...)`` or ``f.__defaults__ = ...``, no later ``from m import *``
+    once: frozenset[str]
+    # the module may bind names its source does not show (`_reaches_names`)
+    dynamic: bool
+    star: bool  # a ``from m import *`` in its scope: it may bind any name
+
+
+def module_names(tree: ast.Module) -> ModuleNames:
+    """What ``tree``'s module scope binds (`ModuleNames`)."""
     reader = _Reader(set(), set())
     reader.visit(tree)
-    if reader.dynamic:
-        return frozenset(names)
-    module = reader.module  # (a def binds its name once; anything else there, again)
-    return frozenset({n.name for n in defs if len(module.binds[n.name]) > 1
-                      or n.name in reader.anywhere  # (what a later star import brings
-                      or any(n.lineno < line for line in module.star_lines)})  # is unknown)
+    module = reader.module
+    once = {n for n, binds in module.binds.items() if len(binds) == 1
+            and n not in reader.anywhere  # (what a later star import brings is unknown)
+            and not any(module.first_line[n] < line for line in module.star_lines)}
+    return ModuleNames(frozenset(module.binds), frozenset(once), reader.dynamic,
+                       bool(module.star_lines))

@@ -79,13 +79,31 @@ def interfaces(module: ModuleType, names: Iterable[str] = ()) -> dict[str, Calla
     if wanted:
         out = {}
         for n in wanted:
-            fn = getattr(module, n, None)
-            if not callable(fn):
-                raise ConfigError(f"{module.__file__}: {n!r} is not a function of the module")
+            what = not_callable(module, n)
+            if what is not None:
+                raise ConfigError(f"{module.__file__}: {n!r}, which the configuration "
+                                  f"names, is {what} once the module is imported")
+            fn = getattr(module, n)
             out[n] = _refused(n) if is_async(fn) else fn
         return out
     return {n: (_refused(n) if is_async(f) else f) for n, f in vars(module).items()
             if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == module.__name__}
+
+
+def not_callable(module: ModuleType, name: str) -> str | None:
+    """What the attribute ``name`` of ``module`` is, when it is not callable: "missing",
+    "an int, not a function", "the module numpy, not a function"; None if it is."""
+    if not hasattr(module, name):
+        return "missing"
+    value = getattr(module, name)
+    if callable(value):
+        return None
+    if value is None:
+        return "None, not a function"
+    if isinstance(value, ModuleType):
+        return f"the module {value.__name__}, not a function"
+    kind = type(value).__name__
+    return f"{'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, not a function"
 
 
 ASYNC_NOTE = ("is an async def function: polybus calls plain functions, and its coroutine "

@@ -259,7 +259,8 @@ def _misfit(fn: Callable[..., Any], args: Sequence[Any],
     try:
         sig.bind(*args, **(kwargs or {}))
     except TypeError:
-        return f"{getattr(fn, '__name__', 'f')}{sig}"
+        # (a partial or a callable instance has no name: its type's, "partial(x)")
+        return f"{getattr(fn, '__name__', type(fn).__name__)}{sig}"
     return None
 
 

@@ -1,0 +1,150 @@
+"""A served module's top-level names bound other than by its own ``def``, read with ``ast``.
+
+A replica serves whatever a name holds once its module is imported, if it is callable:
+a function imported from another module of the program (``from helpers import render``),
+a ``functools.partial``, an instance of a class with ``__call__``. The source says which
+of them is a function and what parameters it takes only for an import that leads, file
+by file, to a ``def`` of the program (``from helpers import render``, ``from .helpers
+import render``, through any re-exports on the way): that one is checked as a ``def`` of
+the module is (its call sites, priority and cache parameters), at the file and line of
+its ``def``. Any other is served with its calls checked where they run, by the replica,
+as a decorated function's are. Only a name the source shows is not callable is refused
+before the run: a module (``import numpy as np``) or a literal (``SIZE = 3``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from polybus.config.usecalls import ModuleNames, module_names
+
+__all__ = ["BoundName", "bound_names", "follow_import"]
+
+_DEPTH = 8  # re-exports followed, at most, from the served module to the def
+
+
+@dataclass(frozen=True)
+class BoundName:
+    """A top-level name of the module that no ``def`` of it binds."""
+
+    name: str
+    lineno: int        # 0: bound where the source cannot show (``globals()``, ``import *``)
+    # what it is when the source shows it cannot be called ("an int", "a module"), else ""
+    kind: str = ""
+    # the import it comes by, when it comes by one: (module, level, name there)
+    source: tuple[str, int, str] | None = None
+    node: ast.stmt | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def text(self) -> str:
+        """The statement that binds it, as written (shortened), or ""."""
+        if self.node is None:
+            return ""
+        text = " ".join(ast.unparse(self.node).split())
+        return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _literal_kind(value: ast.expr) -> str:
+    """"an int", "a str", ... for a literal value, else ""."""
+    if isinstance(value, ast.JoinedStr):
+        return "a str"
+    try:
+        kind = type(ast.literal_eval(value)).__name__
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return ""
+    return "None" if kind == "NoneType" else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
+def _bindings(node: ast.stmt) -> list[BoundName]:
+    """The names the top-level statement ``node`` binds, and to what (`BoundName`)."""
+    line = node.lineno
+    if isinstance(node, ast.ImportFrom):
+        return [BoundName(a.asname or a.name, line, source=(node.module or "", node.level,
+                                                              a.name), node=node)
+                for a in node.names if a.name != "*"]
+    if isinstance(node, ast.Import):
+        return [BoundName(a.asname or a.name.partition(".")[0], line, "a module", node=node)
+                for a in node.names]
+    if isinstance(node, ast.ClassDef):
+        return [BoundName(node.name, line, node=node)]
+    if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        named = [t.id for t in targets if isinstance(t, ast.Name)]
+        kind = _literal_kind(node.value) if named else ""
+        return [BoundName(n, line, kind, node=node) for n in named]
+    return []
+
+
+def bound_names(tree: ast.Module, names: ModuleNames,
+                functions: Iterable[str]) -> dict[str, BoundName]:
+    """The module's top-level names that are not its ``def``s (``functions``). A name
+    bound once, by a statement at the top of the file, is said with that statement; one
+    bound more than once, or inside an ``if`` or a ``try``, with nothing known of what
+    it is (the first top-level statement binding it, if one does, for its line)."""
+    own = set(functions)
+    out: dict[str, BoundName] = {}
+    for node in tree.body:
+        for found in _bindings(node):
+            if found.name in own or found.name in out:
+                continue
+            known = found.name in names.once and not names.dynamic
+            out[found.name] = found if known else BoundName(found.name, found.lineno,
+                                                            node=found.node)
+    for name in names.bound - own - set(out):  # (bound inside an if, a try, ...)
+        out[name] = BoundName(name, 0)
+    return out
+
+
+def _module_file(folder: Path, module: str, level: int) -> Path | None:
+    """The file of the program that ``from <level dots><module> import ...`` imports:
+    below ``folder``, the served module's own for an absolute import (it goes first on
+    the import path: worker/module.py, so a file there is the one imported), the
+    importing file's for a relative one. None when it is not a file of the program."""
+    base = folder
+    for _ in range(max(level - 1, 0)):
+        base = base.parent
+    if not module:
+        return None  # (``from . import x``: x is a module or a name of the package)
+    where = base.joinpath(*module.split("."))
+    for candidate in (where.with_suffix(".py"), where / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def follow_import(path: Path, source: tuple[str, int, str]) -> tuple[Path, ast.FunctionDef
+                                                                      | ast.AsyncFunctionDef] | None:
+    """The file and ``def`` that an import into the module ``path`` leads to, through any
+    re-exports on the way; None when it leads elsewhere (a module not of the program, a
+    name its source binds other than by one ``def``, a file that cannot be read)."""
+    seen: set[tuple[Path, str]] = set()
+    root = folder = path.parent  # (an absolute import starts at the served module's folder)
+    for _ in range(_DEPTH):
+        module, level, name = source
+        file = _module_file(folder if level else root, module, level)
+        if file is None or (file.resolve(), name) in seen:
+            return None
+        seen.add((file.resolve(), name))
+        try:
+            tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError,
+                MemoryError):
+            return None
+        names = module_names(tree)
+        if names.dynamic or name not in names.once:
+            return None  # (bound twice, or maybe otherwise: what it holds is not known)
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+                return file, node
+            found = next((b for b in _bindings(node) if b.name == name), None)
+            if found is not None:
+                if found.source is None:
+                    return None
+                source, folder = found.source, file.parent
+                break
+        else:
+            return None
+    return None

@@ -1,0 +1,120 @@
+"""The static reading of a served module's names that are not its own ``def``s
+(config/boundnames.py, `SourceInfo.function` and `servable`): an import is followed to
+the ``def`` of the program it leads to; anything else the source cannot show is served
+unread; a module or a literal is known not to be a function."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from polybus.client.params import parameters
+from polybus.config.source import SourceInfo, inspect_source
+
+HELPERS = """\
+import math
+
+
+def render(tile, gain=1.0, *, quality="low"):
+    \"\"\"Render a tile.\"\"\"
+    return tile * gain
+"""
+
+
+def _read(where: Path, server: str, **files: str) -> SourceInfo:
+    for name, text in files.items():
+        path = where / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "server.py").write_text(textwrap.dedent(server))
+    return inspect_source(where / "server.py", client=False)
+
+
+def test_an_imported_function_is_read_from_the_file_that_defines_it(tmp_path: Path) -> None:
+    info = _read(tmp_path, "from helpers import render\n", **{"helpers.py": HELPERS})
+    fn = info.function("render")
+    assert fn is not None and fn.file == tmp_path / "helpers.py"
+    assert (fn.lineno, fn.params, fn.required) == (4, ("tile", "gain", "quality"), ("tile",))
+    assert fn.signature == "render(tile, gain=1.0, *, quality='low')"
+    assert info.file_of(fn) == tmp_path / "helpers.py" and info.servable("render")
+    assert "render" not in info.public()  # (not served unless something names it)
+    assert parameters(tmp_path / "server.py", "render").keyword_only == ("quality",)
+
+
+def test_an_alias_a_package_and_a_chain_of_re_exports_are_followed(tmp_path: Path) -> None:
+    info = _read(tmp_path, """\
+        from lib.api import render as draw
+        from lib import tools
+    """, **{"lib/__init__.py": "", "lib/api.py": "from .impl import render\n",
+            "lib/impl.py": "from lib.deep.core import render\n",
+            "lib/deep/__init__.py": "", "lib/deep/core.py": HELPERS})
+    fn = info.function("draw")
+    assert fn is not None and fn.file == tmp_path / "lib" / "deep" / "core.py"
+    assert fn.name == "render" and fn.params == ("tile", "gain", "quality")
+    # (``from lib import tools``: a module or a name of the package; not followed)
+    assert info.function("tools") is None and info.servable("tools")
+
+
+def test_what_the_source_cannot_show_is_served_unread(tmp_path: Path) -> None:
+    info = _read(tmp_path, """\
+        import functools
+        from math import sqrt
+        from helpers import helper, twice, missing_here
+        from nowhere import gone
+
+        def _scale(x, k):
+            return x * k
+
+        double = functools.partial(_scale, k=2)
+
+        class Counter:
+            def __call__(self, x):
+                return x + 1
+
+        count = Counter()
+        try:
+            from fast import kernel
+        except ImportError:
+            from slow import kernel
+    """, **{"helpers.py": "helper = print\ntwice = 1\ntwice = 2\n"})
+    for name in ("sqrt", "double", "Counter", "count", "kernel", "helper", "twice",
+                 "missing_here", "gone"):
+        assert info.function(name) is None, name
+        assert info.servable(name), name
+    assert info.others["double"].lineno == 9
+    assert info.others["double"].text == "double = functools.partial(_scale, k=2)"
+    assert info.others["kernel"].kind == ""
+
+
+def test_a_module_or_a_literal_is_known_not_to_be_a_function(tmp_path: Path) -> None:
+    info = _read(tmp_path, """\
+        import numpy as np
+        import os.path
+        SIZE = 3
+        NAME: str = "x"
+        LABEL = f"{SIZE}"
+        NOTHING = None
+        TABLE = {"a": 1}
+    """)
+    kinds = {n: (info.servable(n), info.others[n].kind) for n in info.others}
+    assert kinds == {"np": (False, "a module"), "os": (False, "a module"),
+                     "SIZE": (False, "an int"), "NAME": (False, "a str"),
+                     "LABEL": (False, "a str"), "NOTHING": (False, "None"),
+                     "TABLE": (False, "a dict")}
+    assert not info.servable("nowhere")  # (bound by nothing)
+
+
+def test_a_module_that_may_bind_names_unseen_serves_any_name_unread(tmp_path: Path) -> None:
+    star = _read(tmp_path, "from helpers import *\n", **{"helpers.py": HELPERS})
+    assert star.open_names and star.servable("render") and star.function("render") is None
+    dynamic = _read(tmp_path / "d", "globals()['render'] = len\n")
+    assert dynamic.open_names and dynamic.servable("render")
+
+
+def test_an_import_cycle_or_a_rebound_def_is_not_followed(tmp_path: Path) -> None:
+    info = _read(tmp_path, "from a import f\nfrom c import g\n", **{
+        "a.py": "from b import f\n", "b.py": "from a import f\n",
+        "c.py": "def g(x):\n    return x\n\n\ng = print\n"})
+    assert info.function("f") is None and info.servable("f")
+    assert info.function("g") is None and info.servable("g")
