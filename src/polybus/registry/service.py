@@ -15,6 +15,7 @@ from functools import partial
 
 from polybus.errors import PolybusError
 from polybus.quieter import Quieter
+from polybus.registry.limits import replica_fault, resolve_fault, said
 from polybus.registry.state import RegistryState
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, HandshakeGate, authenticate, listen
@@ -167,22 +168,27 @@ class RegistryService:
         with self._lock:
             match msg:
                 case Register(replica=r):
-                    why = self.state.register(r, owner, now)
+                    # (Its text checked first: a name of a megabyte, or with a newline
+                    # that forged a line of this log, was stored and said as it came.)
+                    why = replica_fault(r) or self.state.register(r, owner, now)
                     if self._say is not None and why is None:
                         self._say(f"registry: {r.name} registered (module {r.module!r}, "
                                   f"{r.address})")
-                    elif self._say is not None and (said := self._quiet.let(
-                            f"registry: refused {r.name} at {r.address}: {why}")):
-                        self._say(said)  # (it retries every few seconds: quietened)
+                    elif self._say is not None and (line := self._quiet.let(
+                            f"registry: refused {said(r.name)} at {said(r.address)}: {why}")):
+                        self._say(line)  # (it retries every few seconds: quietened)
                     return Registered(why is None, why or "")
                 case Heartbeat(name=n):
                     # Answered, so that a worker dropped while its connection stayed open
                     # (stopped or starved past the ttl) learns it and registers again.
                     if self.state.heartbeat(n, owner, now):
                         return Registered(True)
-                    return Registered(False, f"{n!r} is not registered on this connection "
-                                             f"(no heartbeat within {self.state.ttl:g} s?)")
+                    return Registered(False, f"{said(n)} is not registered on this "
+                                             f"connection (no heartbeat within "
+                                             f"{self.state.ttl:g} s?)")
                 case Resolve(module=m, interface=i, req=req, turn=turn):
+                    if (why := resolve_fault(msg)) is not None:
+                        return Goodbye(f"the registry refused a Resolve: {why}")
                     found = self.state.resolve(module=m, interface=i, now=now)
                     return Replicas(found, req, self.state.take_turn(module=m, interface=i)
                                     if turn else 0)
