@@ -36,12 +36,23 @@ from polybus.wire.undecodable import sent_as
 
 log = logging.getLogger("polybus.registry")
 
+# The most a registry's frame is, whatever ``[cluster] max_frame`` says (1 GiB by
+# default): its messages are names and addresses (limits.py), a few hundred bytes a
+# replica, and a frame's length is what a peer makes it allocate.
+MAX_FRAME = 16 * 1024 * 1024
+
+
+def frame_limit(max_frame: int) -> int:
+    """A registry's frame limit for a configuration's ``[cluster] max_frame``: that,
+    up to `MAX_FRAME`. (Both registries took 16 MiB whatever it said.)"""
+    return min(max_frame, MAX_FRAME)
+
 
 class RegistryService:
     """Serves `RegistryState` on an address until `close()`."""
 
     def __init__(self, token: bytes, address: str = "tcp://127.0.0.1:0", ttl: float = 3.0,
-                 max_frame: int = 16 * 1024 * 1024,
+                 max_frame: int = MAX_FRAME,
                  say: Callable[[str], None] | None = None) -> None:
         self._token = token
         self._max_frame = max_frame
