@@ -18,7 +18,13 @@ from polybus.quieter import Quieter
 from polybus.registry.limits import replica_fault, resolve_fault, said
 from polybus.registry.state import RegistryState
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import Address, HandshakeGate, authenticate, listen
+from polybus.transport.endpoints import (
+    HANDSHAKE_TIMEOUT,
+    Address,
+    HandshakeGate,
+    authenticate,
+    listen,
+)
 from polybus.transport.greeting import Greeting, crowded
 from polybus.wire.codec import Codec
 from polybus.wire.messages import (
@@ -53,9 +59,11 @@ class RegistryService:
 
     def __init__(self, token: bytes, address: str = "tcp://127.0.0.1:0", ttl: float = 3.0,
                  max_frame: int = MAX_FRAME,
-                 say: Callable[[str], None] | None = None) -> None:
+                 say: Callable[[str], None] | None = None,
+                 handshake_timeout: float = HANDSHAKE_TIMEOUT) -> None:
         self._token = token
         self._max_frame = max_frame
+        self._handshake_timeout = handshake_timeout  # (the whole of it, TLS's too)
         # ``say``: told, a line each, of every registration, and of every replica that
         # goes (its connection closed) or is dropped (silent past the ttl): `polybus
         # registry` prints them, so whoever runs it sees its members come and go.
@@ -120,7 +128,8 @@ class RegistryService:
 
     def _serve(self, sock: socket.socket, peer: object, waker: socket.socket) -> None:
         try:
-            ch = authenticate(sock, peer, self._token, Codec(max_frame=self._max_frame))
+            ch = authenticate(sock, peer, self._token, Codec(max_frame=self._max_frame),
+                              self._handshake_timeout)
         except PolybusError as exc:
             if (not self._closed.is_set() and not self._greeting.was_cut(waker)
                     and (said := self._quiet.let(str(exc)))):
