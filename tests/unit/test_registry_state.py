@@ -103,3 +103,31 @@ def test_each_client_that_asks_takes_the_next_turn_of_its_module() -> None:
     # a resolve alone takes no turn (engines poll it while their workers start)
     s.resolve(module="server", now=1.0)
     assert s.take_turn(module="server") == 4
+
+
+def test_turns_are_counted_only_for_what_live_replicas_serve() -> None:
+    """A counter was kept for every module and interface a client asked a turn of:
+    a peer asking about a million made-up names grew the registry by a million
+    counters. Now one asking about names no replica serves is told 0 and counts
+    nothing, and a counter goes when the last replica serving it does."""
+    s = RegistryState(ttl=3.0)
+    s.register(rep("server-0", ifaces=("f", "g")), owner=1, now=0.0)
+    s.register(rep("other-0", module="other"), owner=2, now=0.0)
+    assert [s.take_turn(module=f"made-up-{i}") for i in range(1000)] == [0] * 1000
+    assert [s.take_turn(interface=f"made-up-{i}") for i in range(1000)] == [0] * 1000
+    assert s.take_turn(module="server", interface="h") == 0  # (no replica serves h)
+    assert s.turns_held() == 0
+    assert [s.take_turn(module="server") for _ in range(2)] == [0, 1]
+    assert s.take_turn(module="server", interface="g") == 0
+    assert s.take_turn(module="other") == 0
+    assert s.turns_held() == 3
+    s.unregister("server-0", owner=1)  # the last replica of "server" goes: its counters too
+    assert s.turns_held() == 1
+    assert s.take_turn(module="server") == 0
+    s.register(rep("server-1", ifaces=("f",)), owner=1, now=1.0)
+    assert s.take_turn(module="server") == 0  # (counted afresh)
+    s.register(rep("server-1", ifaces=("k",)), owner=1, now=1.0)  # again, other interfaces
+    assert s.take_turn(module="server", interface="k") == 0
+    assert s.take_turn(module="server") == 1
+    assert s.drop_owner(2) == ["other-0"] and s.turns_held() == 2
+    assert s.expire(now=10.0) == ["server-1"] and s.turns_held() == 0

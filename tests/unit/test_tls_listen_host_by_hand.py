@@ -9,6 +9,7 @@ engine, whose workers register 0.0.0.0 as it is) still checks 0.0.0.0."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,19 @@ from test_security_tls import make_pki  # tests/unit
 from polybus.cli.main import main
 from polybus.config import load
 from polybus.errors import ConfigError
+from polybus.transport import tls
 from polybus.worker.main import Stopped
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
                                 reason="needs the openssl command to make a test CA")
+
+
+@pytest.fixture(autouse=True)
+def _plain_after() -> Iterator[None]:
+    """This process's TLS setting as it was: `main(["worker", "--config", ...])` sets it
+    from the file, and the tests run after in this process then spoke TLS."""
+    yield
+    tls.configure(None)
 
 
 @pytest.fixture(scope="module")

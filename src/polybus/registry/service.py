@@ -15,9 +15,16 @@ from functools import partial
 
 from polybus.errors import PolybusError
 from polybus.quieter import Quieter
+from polybus.registry.limits import replica_fault, resolve_fault, said
 from polybus.registry.state import RegistryState
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import Address, HandshakeGate, authenticate, listen
+from polybus.transport.endpoints import (
+    HANDSHAKE_TIMEOUT,
+    Address,
+    HandshakeGate,
+    authenticate,
+    listen,
+)
 from polybus.transport.greeting import Greeting, crowded
 from polybus.wire.codec import Codec
 from polybus.wire.messages import (
@@ -35,15 +42,28 @@ from polybus.wire.undecodable import sent_as
 
 log = logging.getLogger("polybus.registry")
 
+# The most a registry's frame is, whatever ``[cluster] max_frame`` says (1 GiB by
+# default): its messages are names and addresses (limits.py), a few hundred bytes a
+# replica, and a frame's length is what a peer makes it allocate.
+MAX_FRAME = 16 * 1024 * 1024
+
+
+def frame_limit(max_frame: int) -> int:
+    """A registry's frame limit for a configuration's ``[cluster] max_frame``: that,
+    up to `MAX_FRAME`. (Both registries took 16 MiB whatever it said.)"""
+    return min(max_frame, MAX_FRAME)
+
 
 class RegistryService:
     """Serves `RegistryState` on an address until `close()`."""
 
     def __init__(self, token: bytes, address: str = "tcp://127.0.0.1:0", ttl: float = 3.0,
-                 max_frame: int = 16 * 1024 * 1024,
-                 say: Callable[[str], None] | None = None) -> None:
+                 max_frame: int = MAX_FRAME,
+                 say: Callable[[str], None] | None = None,
+                 handshake_timeout: float = HANDSHAKE_TIMEOUT) -> None:
         self._token = token
         self._max_frame = max_frame
+        self._handshake_timeout = handshake_timeout  # (the whole of it, TLS's too)
         # ``say``: told, a line each, of every registration, and of every replica that
         # goes (its connection closed) or is dropped (silent past the ttl): `polybus
         # registry` prints them, so whoever runs it sees its members come and go.
@@ -108,7 +128,8 @@ class RegistryService:
 
     def _serve(self, sock: socket.socket, peer: object, waker: socket.socket) -> None:
         try:
-            ch = authenticate(sock, peer, self._token, Codec(max_frame=self._max_frame))
+            ch = authenticate(sock, peer, self._token, Codec(max_frame=self._max_frame),
+                              self._handshake_timeout)
         except PolybusError as exc:
             if (not self._closed.is_set() and not self._greeting.was_cut(waker)
                     and (said := self._quiet.let(str(exc)))):
@@ -167,22 +188,27 @@ class RegistryService:
         with self._lock:
             match msg:
                 case Register(replica=r):
-                    why = self.state.register(r, owner, now)
+                    # (Its text checked first: a name of a megabyte, or with a newline
+                    # that forged a line of this log, was stored and said as it came.)
+                    why = replica_fault(r) or self.state.register(r, owner, now)
                     if self._say is not None and why is None:
                         self._say(f"registry: {r.name} registered (module {r.module!r}, "
                                   f"{r.address})")
-                    elif self._say is not None and (said := self._quiet.let(
-                            f"registry: refused {r.name} at {r.address}: {why}")):
-                        self._say(said)  # (it retries every few seconds: quietened)
+                    elif self._say is not None and (line := self._quiet.let(
+                            f"registry: refused {said(r.name)} at {said(r.address)}: {why}")):
+                        self._say(line)  # (it retries every few seconds: quietened)
                     return Registered(why is None, why or "")
                 case Heartbeat(name=n):
                     # Answered, so that a worker dropped while its connection stayed open
                     # (stopped or starved past the ttl) learns it and registers again.
                     if self.state.heartbeat(n, owner, now):
                         return Registered(True)
-                    return Registered(False, f"{n!r} is not registered on this connection "
-                                             f"(no heartbeat within {self.state.ttl:g} s?)")
+                    return Registered(False, f"{said(n)} is not registered on this "
+                                             f"connection (no heartbeat within "
+                                             f"{self.state.ttl:g} s?)")
                 case Resolve(module=m, interface=i, req=req, turn=turn):
+                    if (why := resolve_fault(msg)) is not None:
+                        return Goodbye(f"the registry refused a Resolve: {why}")
                     found = self.state.resolve(module=m, interface=i, now=now)
                     return Replicas(found, req, self.state.take_turn(module=m, interface=i)
                                     if turn else 0)

@@ -6,7 +6,8 @@ held by one live registration at a time: a second worker asking for a name that 
 alive is refused, so two workers never hold one name. A client that asks for a turn
 (``take_turn``) is told how many clients took one before it for the same module: the
 name server's round robin, by which clients sharing a registry start their calls at
-different replicas.
+different replicas. Its counters are kept for what live replicas serve alone, so a
+peer asking about names no one registered grows nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class RegistryState:
             return (f"the name {replica.name!r} is held by a live replica at "
                     f"{old.replica.address}; give this one another name (--name)")
         self._entries[replica.name] = _Entry(replica, owner, now)
+        if old is not None:  # (registered again: it may serve other interfaces now)
+            self._forget_turns()
         return None
 
     def heartbeat(self, name: str, owner: int, now: float) -> bool:
@@ -56,12 +59,15 @@ class RegistryState:
         entry = self._entries.get(name)
         if entry is not None and entry.owner == owner:
             del self._entries[name]
+            self._forget_turns()
 
     def drop_owner(self, owner: int) -> list[str]:
         """A connection closed: its registrations go with it."""
         gone = [n for n, e in self._entries.items() if e.owner == owner]
         for n in gone:
             del self._entries[n]
+        if gone:
+            self._forget_turns()
         return gone
 
     def expire(self, now: float) -> list[str]:
@@ -70,6 +76,8 @@ class RegistryState:
             entry = self._entries.pop(n)
             if self.on_drop is not None:
                 self.on_drop(entry.replica, now - entry.last_seen)
+        if gone:
+            self._forget_turns()
         return gone
 
     def owned(self, owner: int) -> list[Replica]:
@@ -79,21 +87,39 @@ class RegistryState:
     def resolve(self, *, module: str = "", interface: str = "", now: float) -> list[Replica]:
         """Live replicas of ``module`` and/or serving ``interface``, in name order."""
         self.expire(now)
-        out = [e.replica for e in self._entries.values()
-               if (not module or e.replica.module == module)
-               and (not interface or interface in e.replica.interfaces)]
+        out = [e.replica for e in self._entries.values() if _serves(e.replica, module, interface)]
         return sorted(out, key=lambda r: natural(r.name))
 
     def take_turn(self, *, module: str = "", interface: str = "") -> int:
         """The turns taken before this one for ``module`` and ``interface`` (0 for the
-        first client to ask): a client starts its rotation there."""
+        first client to ask): a client starts its rotation there. Counted only while
+        some live replica serves them (a client finding none has no rotation to start),
+        and forgotten once none does (`_forget_turns`): the counters held are of names
+        registered, not of every name a peer asks about."""
+        if not any(_serves(e.replica, module, interface) for e in self._entries.values()):
+            return 0
         key = (module, interface)
         turn = self._turns.get(key, 0)
         self._turns[key] = turn + 1
         return turn
 
+    def turns_held(self) -> int:
+        """How many (module, interface) rotations are counted."""
+        return len(self._turns)
+
+    def _forget_turns(self) -> None:
+        """Drop the counters of the modules and interfaces no live replica serves."""
+        if self._turns:
+            self._turns = {k: n for k, n in self._turns.items()
+                           if any(_serves(e.replica, *k) for e in self._entries.values())}
+
     def names(self) -> list[str]:
         return sorted(self._entries)
+
+
+def _serves(r: Replica, module: str, interface: str) -> bool:
+    """Whether ``r`` answers a resolve of ``module`` and ``interface`` ("": any)."""
+    return (not module or r.module == module) and (not interface or interface in r.interfaces)
 
 
 def natural(name: str) -> tuple[str, int, str]:

@@ -239,10 +239,10 @@ def connect(address: Address | str, token: bytes, codec: Codec,
     greeted = False
     try:
         _tune(sock)
+        deadline = time.monotonic() + timeout  # (TLS's, the greeting and the answer, together)
         if tls is not None:
-            sock = _tls.wrap_client(sock, tls, addr.host)
+            sock = _tls.wrap_client(sock, tls, addr.host, deadline)
         hs = handshake.ClientHandshake(token, codec.max_frame)
-        deadline = time.monotonic() + timeout  # (the greeting and the answer, together)
         hello = _recv_exact(sock, handshake.HELLO_SIZE, deadline)
         greeted = bool(hello)
         if tls is None and addr.scheme == "tcp" and _tls.looks_like_tls(hello):
@@ -322,14 +322,16 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
     name = (f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple)
             else str(peer) if isinstance(peer, inproc.Peer) else _local_name(sock))
     tls = tls or _tls.current()
+    # The whole handshake's end, TLS's and the proof, however the peer cuts them up: each
+    # part had a timeout of its own, and a peer taking nearly each held it for three.
+    deadline = time.monotonic() + timeout
     try:
         sock.settimeout(timeout)
         _tune(sock)
         if tls is not None and sock.family != socket.AF_UNIX:
             _tls.client_hello(sock, timeout)  # (a peer that speaks no TLS: said as such)
-            sock = _tls.wrap_server(sock, tls)  # before anything else is read
+            sock = _tls.wrap_server(sock, tls, deadline)  # before anything else is read
         hs = handshake.ServerHandshake(token, codec.max_frame)
-        deadline = time.monotonic() + timeout  # (the whole proof, however it is cut up)
         sock.sendall(hs.hello())
         answer, error = hs.check(_recv_exact(sock, handshake.PROOF_SIZE, deadline))
         sock.sendall(answer)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -297,10 +298,35 @@ def client_hello(sock: socket.socket, timeout: float) -> None:
                      f"that is not polybus)")
 
 
-def wrap_server(sock: socket.socket, config: TLSConfig) -> ssl.SSLSocket:
-    """The TLS handshake as the accepting side (bounded by ``sock``'s timeout)."""
-    return _context(config, True).wrap_socket(sock, server_side=True)
+def wrap_server(sock: socket.socket, config: TLSConfig, deadline: float) -> ssl.SSLSocket:
+    """The TLS handshake as the accepting side, ended by ``deadline`` (a
+    ``time.monotonic()``: the whole polybus handshake's, of which TLS's is the first part)."""
+    return _handshaken(_context(config, True).wrap_socket(
+        sock, server_side=True, do_handshake_on_connect=False), deadline)
 
 
-def wrap_client(sock: socket.socket, config: TLSConfig, host: str) -> ssl.SSLSocket:
-    return _context(config, False).wrap_socket(sock, server_hostname=host or None)
+def wrap_client(sock: socket.socket, config: TLSConfig, host: str,
+                deadline: float) -> ssl.SSLSocket:
+    """The TLS handshake as the dialling side, ended by ``deadline`` (as `wrap_server`)."""
+    return _handshaken(_context(config, False).wrap_socket(
+        sock, server_hostname=host or None, do_handshake_on_connect=False), deadline)
+
+
+def _handshaken(ssock: ssl.SSLSocket, deadline: float) -> ssl.SSLSocket:
+    """``ssock`` once its TLS handshake has ended within ``deadline``; TimeoutError
+    otherwise. (Made in the wrap, it took the socket's timeout afresh, a whole timeout
+    after a ClientHello that came at the end of one; and the greeting and proof after
+    it as much again: a peer held a handshake for three timeouts.)"""
+    left = deadline - time.monotonic()
+    try:
+        if left <= 0:
+            raise TimeoutError
+        ssock.settimeout(left)
+        ssock.do_handshake()  # (bounded as a whole: the ssl module's own deadline)
+    except TimeoutError:
+        ssock.close()  # (it holds the descriptor now: closed here, as the wrap did)
+        raise TimeoutError("timed out in its TLS handshake") from None
+    except BaseException:
+        ssock.close()
+        raise
+    return ssock
