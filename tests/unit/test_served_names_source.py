@@ -118,3 +118,30 @@ def test_an_import_cycle_or_a_rebound_def_is_not_followed(tmp_path: Path) -> Non
         "c.py": "def g(x):\n    return x\n\n\ng = print\n"})
     assert info.function("f") is None and info.servable("f")
     assert info.function("g") is None and info.servable("g")
+
+
+def test_a_package_is_followed_before_a_module_of_the_same_name(tmp_path: Path) -> None:
+    """Python imports ``helpers/__init__.py`` when ``helpers.py`` sits beside it (a
+    package comes first in a folder of the import path): its ``def`` is the one read."""
+    info = _read(tmp_path, "from helpers import render\n", **{
+        "helpers.py": "def render(a, b):\n    return a\n", "helpers/__init__.py": HELPERS})
+    fn = info.function("render")
+    assert fn is not None and fn.file == tmp_path / "helpers" / "__init__.py"
+
+
+def test_a_relative_import_is_not_followed_out_of_the_program(tmp_path: Path) -> None:
+    """A relative import that climbs above the served module's folder (which fails when
+    the module is imported) reads no file outside the program."""
+    (tmp_path / "outside.py").write_text(HELPERS)
+    info = _read(tmp_path / "app", "from ..outside import render\nfrom lib.a import f\n",
+                 **{"lib/__init__.py": "", "lib/a.py": "from ...outside import render as f\n"})
+    for name in ("render", "f"):
+        assert info.function(name) is None and info.servable(name), name
+
+
+def test_a_helper_nested_too_deep_to_walk_is_not_followed(tmp_path: Path) -> None:
+    """A helper module that parses but is nested too deep for the walk of its names
+    (an attribute chain 600 long) is left unread, not a traceback of ``check``."""
+    deep = "x = a" + ".b" * 600 + "\n" + HELPERS
+    info = _read(tmp_path, "from helpers import render\n", **{"helpers.py": deep})
+    assert info.function("render") is None and info.servable("render")

@@ -98,18 +98,21 @@ def bound_names(tree: ast.Module, names: ModuleNames,
     return out
 
 
-def _module_file(folder: Path, module: str, level: int) -> Path | None:
+def _module_file(folder: Path, module: str, level: int, root: Path) -> Path | None:
     """The file of the program that ``from <level dots><module> import ...`` imports:
     below ``folder``, the served module's own for an absolute import (it goes first on
     the import path: worker/module.py, so a file there is the one imported), the
-    importing file's for a relative one. None when it is not a file of the program."""
+    importing file's for a relative one. None when it is not a file of the program
+    (a relative import that climbs above ``root``, the served module's folder, fails
+    when imported: no file outside it is read)."""
     base = folder
     for _ in range(max(level - 1, 0)):
         base = base.parent
-    if not module:
+    if not module or not base.is_relative_to(root):
         return None  # (``from . import x``: x is a module or a name of the package)
     where = base.joinpath(*module.split("."))
-    for candidate in (where.with_suffix(".py"), where / "__init__.py"):
+    # (a package comes before a module of the same name, as Python finds them)
+    for candidate in (where / "__init__.py", where.with_suffix(".py")):
         if candidate.is_file():
             return candidate
     return None
@@ -124,16 +127,16 @@ def follow_import(path: Path, source: tuple[str, int, str]) -> tuple[Path, ast.F
     root = folder = path.parent  # (an absolute import starts at the served module's folder)
     for _ in range(_DEPTH):
         module, level, name = source
-        file = _module_file(folder if level else root, module, level)
+        file = _module_file(folder if level else root, module, level, root)
         if file is None or (file.resolve(), name) in seen:
             return None
         seen.add((file.resolve(), name))
         try:
             tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+            names = module_names(tree)  # (a tree that parses may still be too deep to walk)
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError,
                 MemoryError):
             return None
-        names = module_names(tree)
         if names.dynamic or name not in names.once:
             return None  # (bound twice, or maybe otherwise: what it holds is not known)
         for node in tree.body:
