@@ -8,8 +8,11 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from polybus.client.params import parameters
 from polybus.config.source import SourceInfo, inspect_source
+from polybus.errors import ConfigError
 
 HELPERS = """\
 import math
@@ -145,3 +148,11 @@ def test_a_helper_nested_too_deep_to_walk_is_not_followed(tmp_path: Path) -> Non
     deep = "x = a" + ".b" * 600 + "\n" + HELPERS
     info = _read(tmp_path, "from helpers import render\n", **{"helpers.py": deep})
     assert info.function("render") is None and info.servable("render")
+
+
+def test_a_module_nested_too_deep_to_walk_is_said_not_a_traceback(tmp_path: Path) -> None:
+    """The served (or client) module itself nested too deep for the walk of its names:
+    a ConfigError as for one too deep to parse, not a RecursionError out of ``check``."""
+    with pytest.raises(ConfigError) as e:
+        _read(tmp_path, "x = a" + ".b" * 600 + "\n")
+    assert str(e.value).endswith("server.py' cannot be parsed: RecursionError"), e.value
