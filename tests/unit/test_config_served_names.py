@@ -196,3 +196,10 @@ def test_a_callable_instance_whose_call_is_async_is_refused_per_call(tmp_path: P
     module = load_module(tmp_path / "odd.py", "polybus_test_async_call_module")
     with pytest.raises(TypeError, match="is an async def function"):
         interfaces(module, ["later"])["later"](1)
+
+
+def test_the_note_names_each_line_of_the_calls_once(tmp_path: Path) -> None:
+    found, notes, _ = _validate(tmp_path, "double", "double(4) + double(5)")
+    [note] = notes
+    assert found == [] and f"the calls of double ({tmp_path / 'client.py'}:6) are not " \
+        in note.bare_message, note
