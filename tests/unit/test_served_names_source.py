@@ -156,3 +156,17 @@ def test_a_module_nested_too_deep_to_walk_is_said_not_a_traceback(tmp_path: Path
     with pytest.raises(ConfigError) as e:
         _read(tmp_path, "x = a" + ".b" * 600 + "\n")
     assert str(e.value).endswith("server.py' cannot be parsed: RecursionError"), e.value
+
+
+def test_a_name_bound_again_is_said_with_the_statement_that_binds_it_last(
+        tmp_path: Path) -> None:
+    """``render = functools.lru_cache(render)`` after the import is what a replica
+    serves: the note's statement and line are that one, not the import's."""
+    info = _read(tmp_path, """\
+        import functools
+        from helpers import render
+        render = functools.lru_cache(render)
+    """, **{"helpers.py": HELPERS})
+    assert info.function("render") is None and info.servable("render")
+    assert (info.others["render"].lineno, info.others["render"].text) == (
+        3, "render = functools.lru_cache(render)")

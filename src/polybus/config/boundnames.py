@@ -83,12 +83,13 @@ def bound_names(tree: ast.Module, names: ModuleNames,
     """The module's top-level names that are not its ``def``s (``functions``). A name
     bound once, by a statement at the top of the file, is said with that statement; one
     bound more than once, or inside an ``if`` or a ``try``, with nothing known of what
-    it is (the first top-level statement binding it, if one does, for its line)."""
+    it is (the last top-level statement binding it, if one does, for its line: what
+    ``render = jit(render)`` binds is what a replica serves, not the import before)."""
     own = set(functions)
     out: dict[str, BoundName] = {}
     for node in tree.body:
         for found in _bindings(node):
-            if found.name in own or found.name in out:
+            if found.name in own:
                 continue
             known = found.name in names.once and not names.dynamic
             out[found.name] = found if known else BoundName(found.name, found.lineno,
