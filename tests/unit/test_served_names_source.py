@@ -170,3 +170,10 @@ def test_a_name_bound_again_is_said_with_the_statement_that_binds_it_last(
     assert info.function("render") is None and info.servable("render")
     assert (info.others["render"].lineno, info.others["render"].text) == (
         3, "render = functools.lru_cache(render)")
+
+
+def test_a_statement_too_deep_to_write_out_is_said_shortly(tmp_path: Path) -> None:
+    """A served name bound by a statement that parses and walks but is nested too deep
+    for ``ast.unparse`` (400 minus signs): its text is short, not a RecursionError."""
+    info = _read(tmp_path, "x = " + "- " * 400 + "len\n")
+    assert info.servable("x") and info.others["x"].text == "x = ..."

@@ -43,7 +43,11 @@ class BoundName:
         """The statement that binds it, as written (shortened), or ""."""
         if self.node is None:
             return ""
-        text = " ".join(ast.unparse(self.node).split())
+        try:
+            text = " ".join(ast.unparse(self.node).split())
+        except RecursionError:  # (parsed and walked, but too deep to write back out)
+            return f"class {self.name}: ..." if isinstance(self.node, ast.ClassDef) \
+                else f"{self.name} = ..."
         return text if len(text) <= 60 else text[:57] + "..."
 
 
