@@ -186,3 +186,20 @@ def test_a_define_table_that_leaves_out_an_imported_function_says_so(tmp_path: P
     assert e.bare_message == ("module 'server' does not serve 'render': a module with a "
                               "define table serves only the interfaces it lists (double)")
     assert e.hint == "add define.render = {} to [modules.server]"
+
+
+def test_a_callable_instance_whose_call_is_async_is_refused_per_call(tmp_path: Path) -> None:
+    """An instance whose ``__call__`` is an async def is served as an async def is: each
+    call fails saying so (its coroutine never ran and could not be sent back)."""
+    (tmp_path / "odd.py").write_text(
+        "class Later:\n    async def __call__(self, x):\n        return x\n\n\nlater = Later()\n")
+    module = load_module(tmp_path / "odd.py", "polybus_test_async_call_module")
+    with pytest.raises(TypeError, match="is an async def function"):
+        interfaces(module, ["later"])["later"](1)
+
+
+def test_the_note_names_each_line_of_the_calls_once(tmp_path: Path) -> None:
+    found, notes, _ = _validate(tmp_path, "double", "double(4) + double(5)")
+    [note] = notes
+    assert found == [] and f"the calls of double ({tmp_path / 'client.py'}:6) are not " \
+        in note.bare_message, note

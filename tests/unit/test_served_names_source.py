@@ -8,8 +8,11 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from polybus.client.params import parameters
 from polybus.config.source import SourceInfo, inspect_source
+from polybus.errors import ConfigError
 
 HELPERS = """\
 import math
@@ -118,3 +121,59 @@ def test_an_import_cycle_or_a_rebound_def_is_not_followed(tmp_path: Path) -> Non
         "c.py": "def g(x):\n    return x\n\n\ng = print\n"})
     assert info.function("f") is None and info.servable("f")
     assert info.function("g") is None and info.servable("g")
+
+
+def test_a_package_is_followed_before_a_module_of_the_same_name(tmp_path: Path) -> None:
+    """Python imports ``helpers/__init__.py`` when ``helpers.py`` sits beside it (a
+    package comes first in a folder of the import path): its ``def`` is the one read."""
+    info = _read(tmp_path, "from helpers import render\n", **{
+        "helpers.py": "def render(a, b):\n    return a\n", "helpers/__init__.py": HELPERS})
+    fn = info.function("render")
+    assert fn is not None and fn.file == tmp_path / "helpers" / "__init__.py"
+
+
+def test_a_relative_import_is_not_followed_out_of_the_program(tmp_path: Path) -> None:
+    """A relative import that climbs above the served module's folder (which fails when
+    the module is imported) reads no file outside the program."""
+    (tmp_path / "outside.py").write_text(HELPERS)
+    info = _read(tmp_path / "app", "from ..outside import render\nfrom lib.a import f\n",
+                 **{"lib/__init__.py": "", "lib/a.py": "from ...outside import render as f\n"})
+    for name in ("render", "f"):
+        assert info.function(name) is None and info.servable(name), name
+
+
+def test_a_helper_nested_too_deep_to_walk_is_not_followed(tmp_path: Path) -> None:
+    """A helper module that parses but is nested too deep for the walk of its names
+    (an attribute chain 600 long) is left unread, not a traceback of ``check``."""
+    deep = "x = a" + ".b" * 600 + "\n" + HELPERS
+    info = _read(tmp_path, "from helpers import render\n", **{"helpers.py": deep})
+    assert info.function("render") is None and info.servable("render")
+
+
+def test_a_module_nested_too_deep_to_walk_is_said_not_a_traceback(tmp_path: Path) -> None:
+    """The served (or client) module itself nested too deep for the walk of its names:
+    a ConfigError as for one too deep to parse, not a RecursionError out of ``check``."""
+    with pytest.raises(ConfigError) as e:
+        _read(tmp_path, "x = a" + ".b" * 600 + "\n")
+    assert str(e.value).endswith("server.py' cannot be parsed: RecursionError"), e.value
+
+
+def test_a_name_bound_again_is_said_with_the_statement_that_binds_it_last(
+        tmp_path: Path) -> None:
+    """``render = functools.lru_cache(render)`` after the import is what a replica
+    serves: the note's statement and line are that one, not the import's."""
+    info = _read(tmp_path, """\
+        import functools
+        from helpers import render
+        render = functools.lru_cache(render)
+    """, **{"helpers.py": HELPERS})
+    assert info.function("render") is None and info.servable("render")
+    assert (info.others["render"].lineno, info.others["render"].text) == (
+        3, "render = functools.lru_cache(render)")
+
+
+def test_a_statement_too_deep_to_write_out_is_said_shortly(tmp_path: Path) -> None:
+    """A served name bound by a statement that parses and walks but is nested too deep
+    for ``ast.unparse`` (400 minus signs): its text is short, not a RecursionError."""
+    info = _read(tmp_path, "x = " + "- " * 400 + "len\n")
+    assert info.servable("x") and info.others["x"].text == "x = ..."

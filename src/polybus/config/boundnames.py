@@ -43,7 +43,11 @@ class BoundName:
         """The statement that binds it, as written (shortened), or ""."""
         if self.node is None:
             return ""
-        text = " ".join(ast.unparse(self.node).split())
+        try:
+            text = " ".join(ast.unparse(self.node).split())
+        except RecursionError:  # (parsed and walked, but too deep to write back out)
+            return f"class {self.name}: ..." if isinstance(self.node, ast.ClassDef) \
+                else f"{self.name} = ..."
         return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -83,12 +87,13 @@ def bound_names(tree: ast.Module, names: ModuleNames,
     """The module's top-level names that are not its ``def``s (``functions``). A name
     bound once, by a statement at the top of the file, is said with that statement; one
     bound more than once, or inside an ``if`` or a ``try``, with nothing known of what
-    it is (the first top-level statement binding it, if one does, for its line)."""
+    it is (the last top-level statement binding it, if one does, for its line: what
+    ``render = jit(render)`` binds is what a replica serves, not the import before)."""
     own = set(functions)
     out: dict[str, BoundName] = {}
     for node in tree.body:
         for found in _bindings(node):
-            if found.name in own or found.name in out:
+            if found.name in own:
                 continue
             known = found.name in names.once and not names.dynamic
             out[found.name] = found if known else BoundName(found.name, found.lineno,
@@ -98,18 +103,21 @@ def bound_names(tree: ast.Module, names: ModuleNames,
     return out
 
 
-def _module_file(folder: Path, module: str, level: int) -> Path | None:
+def _module_file(folder: Path, module: str, level: int, root: Path) -> Path | None:
     """The file of the program that ``from <level dots><module> import ...`` imports:
     below ``folder``, the served module's own for an absolute import (it goes first on
     the import path: worker/module.py, so a file there is the one imported), the
-    importing file's for a relative one. None when it is not a file of the program."""
+    importing file's for a relative one. None when it is not a file of the program
+    (a relative import that climbs above ``root``, the served module's folder, fails
+    when imported: no file outside it is read)."""
     base = folder
     for _ in range(max(level - 1, 0)):
         base = base.parent
-    if not module:
+    if not module or not base.is_relative_to(root):
         return None  # (``from . import x``: x is a module or a name of the package)
     where = base.joinpath(*module.split("."))
-    for candidate in (where.with_suffix(".py"), where / "__init__.py"):
+    # (a package comes before a module of the same name, as Python finds them)
+    for candidate in (where / "__init__.py", where.with_suffix(".py")):
         if candidate.is_file():
             return candidate
     return None
@@ -124,16 +132,16 @@ def follow_import(path: Path, source: tuple[str, int, str]) -> tuple[Path, ast.F
     root = folder = path.parent  # (an absolute import starts at the served module's folder)
     for _ in range(_DEPTH):
         module, level, name = source
-        file = _module_file(folder if level else root, module, level)
+        file = _module_file(folder if level else root, module, level, root)
         if file is None or (file.resolve(), name) in seen:
             return None
         seen.add((file.resolve(), name))
         try:
             tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+            names = module_names(tree)  # (a tree that parses may still be too deep to walk)
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError,
                 MemoryError):
             return None
-        names = module_names(tree)
         if names.dynamic or name not in names.once:
             return None  # (bound twice, or maybe otherwise: what it holds is not known)
         for node in tree.body:

@@ -89,8 +89,9 @@ def _note_unchecked(b: Binding, user: SourceInfo, served: SourceInfo,
     other = served.others.get(b.interface)
     how = (f"{other.text!r} at {_shown(served.path)}:{other.lineno}"
            if other is not None and other.lineno else f"{_shown(served.path)}")
-    where = ", ".join(f"{_shown(user.path)}:{s.lineno}" for s in sites[:3]) + (
-        ", ..." if len(sites) > 3 else "")
+    lines = list(dict.fromkeys(s.lineno for s in sites))  # (two calls on a line: once)
+    where = ", ".join(f"{_shown(user.path)}:{n}" for n in lines[:3]) + (
+        ", ..." if len(lines) > 3 else "")
     p.note(f"the calls of {b.name} ({where}) are not checked against its parameters "
            f"before the run: {b.module}.{b.interface} is bound by {how}, not by a def "
            "whose source is read; the replica checks each call as it runs",

@@ -180,12 +180,16 @@ def inspect_source(path: Path, *, client: bool) -> SourceInfo:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             functions[node.name] = _info(node)
-    uses, dynamic = _use_calls(tree, client)
-    names = module_names(tree)
-    return SourceInfo(path, functions, tuple(uses), dynamic,
-                      tuple(use_call_sites(tree, client)) if uses else (),
-                      rebound_functions(tree, names), bound_names(tree, names, functions),
-                      names.dynamic or names.star)
+    try:  # (a tree that parses may still be too deep for these walks of it)
+        uses, dynamic = _use_calls(tree, client)
+        names = module_names(tree)
+        return SourceInfo(path, functions, tuple(uses), dynamic,
+                          tuple(use_call_sites(tree, client)) if uses else (),
+                          rebound_functions(tree, names), bound_names(tree, names, functions),
+                          names.dynamic or names.star)
+    except RecursionError:
+        raise ConfigError(f"source file {str(path)!r} cannot be parsed: RecursionError") \
+            from None
 
 
 class OpaqueDefault:

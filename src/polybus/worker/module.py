@@ -128,9 +128,12 @@ def entry_note(fn: Any) -> str | None:
 
 
 def is_async(fn: Any) -> bool:
-    """A coroutine or async generator function (polybus would call it and get an object
-    that never runs)."""
-    return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+    """A coroutine or async generator function, or an instance whose ``__call__`` is one
+    (polybus would call it and get an object that never runs)."""
+    instance = callable(fn) and not (inspect.isroutine(fn) or inspect.isclass(fn))
+    call = inspect.getattr_static(type(fn), "__call__", None) if instance else None
+    return any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f)
+               for f in (fn, call))
 
 
 def _refused(name: str) -> Callable[..., Any]:
