@@ -91,10 +91,9 @@ def test_registry_set_overrides_its_config(tmp_path: Path, monkeypatch: pytest.M
     seen: dict[str, Any] = {}
     real = cmd_registry.RegistryService
 
-    def service(token: bytes, listen: str, ttl: float, max_frame: int,
-                say: Any = None) -> Any:
+    def service(token: bytes, listen: str, ttl: float, say: Any = None) -> Any:
         seen["ttl"] = ttl
-        return real(token, listen, ttl=ttl, max_frame=max_frame, say=say)
+        return real(token, listen, ttl=ttl, say=say)
 
     monkeypatch.setattr(cmd_registry, "RegistryService", service)
     monkeypatch.setattr(cmd_registry, "StopSignals", _Stopped)

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from polybus.errors import TransportError
+from polybus.registry.client import RegistryClient
 from polybus.registry.limits import ADDRESSES_MAX, INTERFACES_MAX, NAME_MAX, said
 from polybus.registry.service import RegistryService
 from polybus.testing.peers import next_message
@@ -114,6 +116,19 @@ def test_a_resolve_of_a_name_past_the_limit_is_refused_and_the_registry_serves_o
     assert len(got.reason) < 600
     assert next_message(ch, closed="closed") == "closed"
     assert _served(registry) == []
+
+
+def test_a_registry_client_refused_a_resolve_resolves_again(registry: RegistryService) -> None:
+    """The registry closes the connection of a Resolve it refuses (a Goodbye): the
+    client's next call connects again. (It was sent on the closed connection and failed
+    "closed the connection", and only the call after that connected again.)"""
+    client = RegistryClient(str(registry.address), TOKEN)
+    try:
+        with pytest.raises(TransportError, match="refused a Resolve: its module"):
+            client.resolve(module=MEGA)
+        assert client.resolve(module="m") == []
+    finally:
+        client.close()
 
 
 def test_peer_text_is_said_escaped_and_short(

@@ -17,8 +17,7 @@ class _Seen(Exception):
 
 
 class _Registry:
-    def __init__(self, token: bytes, listen: str, ttl: float, max_frame: int = 0,
-                 say: object = None) -> None:
+    def __init__(self, token: bytes, listen: str, ttl: float, say: object = None) -> None:
         raise _Seen(listen)
 
 

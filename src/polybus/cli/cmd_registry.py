@@ -9,7 +9,7 @@ from pathlib import Path
 
 from polybus.cli.values import seconds
 from polybus.errors import TransportError, UsageError
-from polybus.registry.service import MAX_FRAME, RegistryService, frame_limit
+from polybus.registry.service import RegistryService
 from polybus.stopsignals import StopSignals
 from polybus.token import cluster_token, make_token, write_token_file
 from polybus.transport.endpoints import Address
@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "--config's [cluster] heartbeat, as a run's own registry; else 3s)")
     p.add_argument("--config", metavar="FILE",
                    help="use this configuration's [cluster] tls (mutual TLS), token_file, "
-                        "heartbeat, max_frame, registry and listen_host, if it has them")
+                        "heartbeat, registry and listen_host, if it has them")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a key of --config, as `polybus run --set` does "
                         "(repeatable; only with --config)")
@@ -81,9 +81,7 @@ def main(args: argparse.Namespace) -> int:
         # missed (a fixed 3 s dropped the healthy workers of a heartbeat of 5 s).
         ttl = args.ttl if args.ttl is not None else (
             3 * cluster.heartbeat if cluster is not None else 3.0)
-        # (Its frames bounded by [cluster] max_frame too, as a run's own registry's.)
-        max_frame = frame_limit(cluster.max_frame) if cluster is not None else MAX_FRAME
-        with RegistryService(token, listen, ttl=ttl, max_frame=max_frame, say=_say) as reg:
+        with RegistryService(token, listen, ttl=ttl, say=_say) as reg:
             host_port = f"{reg.address.host}:{reg.address.port}"
             print(f"polybus registry listening on {host_port}", flush=True)
             if (plain := plain_beyond("polybus registry", reg.address)) is not None:

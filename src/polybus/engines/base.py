@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from polybus.config.model import ClusterSpec
-from polybus.registry.service import RegistryService, frame_limit
+from polybus.registry.service import RegistryService
 
 
 @dataclass
@@ -49,6 +49,5 @@ class Engine(Protocol):
 
 def run_registry(cluster: ClusterSpec, token: bytes) -> RegistryService:
     """A run's embedded registry: at ``listen_host`` on a free port, dropping a replica
-    silent for three heartbeats, its frames bounded by ``max_frame`` (`frame_limit`)."""
-    return RegistryService(token, f"tcp://{cluster.listen_host}:0", ttl=3 * cluster.heartbeat,
-                           max_frame=frame_limit(cluster.max_frame))
+    silent for three heartbeats."""
+    return RegistryService(token, f"tcp://{cluster.listen_host}:0", ttl=3 * cluster.heartbeat)

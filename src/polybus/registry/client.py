@@ -69,6 +69,15 @@ class RegistryClient:
                     "registry` running? It prints the HOST:PORT to pass") from None
         return self._ch
 
+    def _goodbye(self, ch: Channel, msg: Goodbye) -> TransportError:
+        """The registry closed ``ch`` saying why (a message it refuses): the error to
+        raise, ``ch`` closed so that the next call connects again (it was sent on the
+        closed connection, and failed)."""
+        ch.close()
+        self._ch = None
+        return TransportError(f"{self.address} (the registry) closed the connection: "
+                              f"{msg.reason}")
+
     def resolve(self, *, module: str = "", interface: str = "") -> list[Replica]:
         return self._resolve(module, interface, False)[0]
 
@@ -86,8 +95,7 @@ class RegistryClient:
                     if isinstance(msg, Replicas):
                         return list(msg.replicas), msg.turn
                     if isinstance(msg, Goodbye):
-                        raise TransportError(f"{self.address} (the registry) closed the "
-                                             f"connection: {msg.reason}")
+                        raise self._goodbye(ch, msg)
 
     def register(self, replica: Replica) -> None:
         with self._lock:
@@ -100,8 +108,7 @@ class RegistryClient:
                             raise RegistrationRefused(f"registry refused {replica.name}: {msg.reason}")
                         return
                     if isinstance(msg, Goodbye):
-                        raise TransportError(f"{self.address} (the registry) closed the "
-                                             f"connection: {msg.reason}")
+                        raise self._goodbye(ch, msg)
 
     def heartbeat(self, name: str) -> bool:
         """False if the registry no longer holds ``name`` for this connection (it dropped
@@ -115,8 +122,7 @@ class RegistryClient:
                     if isinstance(msg, Registered):
                         return msg.ok
                     if isinstance(msg, Goodbye):
-                        raise TransportError(f"{self.address} (the registry) closed the "
-                                             f"connection: {msg.reason}")
+                        raise self._goodbye(ch, msg)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TransportError(f"the registry at {self.address} did not answer a "

@@ -42,16 +42,12 @@ from polybus.wire.undecodable import sent_as
 
 log = logging.getLogger("polybus.registry")
 
-# The most a registry's frame is, whatever ``[cluster] max_frame`` says (1 GiB by
-# default): its messages are names and addresses (limits.py), a few hundred bytes a
-# replica, and a frame's length is what a peer makes it allocate.
+# A registry's frame limit, whatever ``[cluster] max_frame`` says (that is for the
+# program's values). Its answers list every replica registered, a few hundred bytes each
+# (more for a module of many functions), in one frame: bounded by a ``max_frame`` of
+# 64 KiB, a registry of 300 replicas could not answer a Resolve, nor take a module of
+# 4,000 functions (tests/integration/test_registry_frame.py).
 MAX_FRAME = 16 * 1024 * 1024
-
-
-def frame_limit(max_frame: int) -> int:
-    """A registry's frame limit for a configuration's ``[cluster] max_frame``: that,
-    up to `MAX_FRAME`. (Both registries took 16 MiB whatever it said.)"""
-    return min(max_frame, MAX_FRAME)
 
 
 class RegistryService:
