@@ -44,11 +44,22 @@ __all__ = ["BusyError", "CallTimeoutError", "ConfigError", "NoReplicaError", "Po
            "__version__", "as_completed", "broadcast", "run", "use", "wait"]
 
 
-def run(path: Any, overrides: Any = (), **kwargs: Any) -> RunResult:
-    """Run the program a configuration file describes; see `polybus.runner.run`."""
+def run(path: Any, overrides: Any = (), *, registry: str | None = None,
+        token_file: str | None = None, worker_output: Any = True,
+        timeout: float | str | None = None, **kwargs: Any) -> RunResult:
+    """Run the program the configuration ``path`` describes and return its result and
+    figures (``.result``, ``.elapsed_s``, ``.calls``, ``.replicas``, ``.summary()``).
+
+    ``overrides``: ``{"modules.server.replication": 4}`` (or ``["key=value", ...]``).
+    ``registry`` (HOST:PORT): use the workers registered there instead of starting any,
+    with the token from ``token_file`` (else $POLYBUS_TOKEN). ``worker_output``: where
+    the started workers' lines go, ``True`` (``sys.stderr``), a text stream, or
+    ``False``. ``timeout`` (seconds, or ``"2m"``; main thread only): stop the program
+    after that long, raising `polybus.RunTimeout`. More: `polybus.runner.run`."""
     from polybus.runner import run as _run
 
-    return _run(path, overrides, **kwargs)
+    return _run(path, overrides, registry=registry, token_file=token_file,
+                worker_output=worker_output, timeout=timeout, **kwargs)
 
 
 # Imported when first asked for (``from polybus import use`` in a program's module): the

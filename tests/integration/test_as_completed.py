@@ -133,3 +133,18 @@ def test_pairs_holding_promises_are_refused_for_the_dict(tmp_path: Path) -> None
                 polybus.as_completed(given)
         assert [k for k, _ in polybus.as_completed(d)] == ["quick", "slow"]
         assert list(polybus.as_completed([(1, 2), "ab"])) == [(1, 2), "ab"]  # (no promise)
+
+
+def test_aggregated_calls_come_as_their_batches_are_answered(tmp_path: Path) -> None:
+    """Two batches on two replicas: the quick one's calls come first. (They came only
+    once the first batch, the slow one, was answered: each look waited for the first
+    promise's own answer instead of reading whatever came.)"""
+    toml = TOML.format(agg="").replace('use.nap = { callstyle = "async" }',
+                                       'use.nap = { callstyle = "async", aggregate = 2 }')
+    with cluster(tmp_path, toml, replicas=2) as c:
+        s = c.session()
+        ps = {name: s.call("nap", (name, t), {})
+              for name, t in [("slow1", 1.5), ("slow2", 0.0), ("quick1", 0.0), ("quick2", 0.0)]}
+        got = [k for k, _ in polybus.as_completed(ps)]
+        assert sorted(got[:2]) == ["quick1", "quick2"], got
+        assert sorted(got[2:]) == ["slow1", "slow2"]

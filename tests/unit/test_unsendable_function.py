@@ -84,3 +84,33 @@ def test_a_replica_returning_a_function_of_its_own_module_is_told_what_to_return
     assert said == ("a function of module 'server' (double) cannot be sent: the client "
                     "cannot import module 'server', which defines it; return what chooses "
                     "it (its name, or its parameters) and look it up where it is used"), said
+
+
+def test_an_instance_of_a_class_of_the_programs_module_is_not_told_to_set_pickle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An object of a class the client module defines: with pickle on it failed on the
+    replica ("No module named 'polybus_user_client'"), so the safe codec's refusal no
+    longer sends the user there; it says what to send (a class defined inside a
+    function, which pickle refuses too, likewise)."""
+    module = _program_module(monkeypatch, "class Thing:\n    pass\n")
+    said = _refused({"k": module.Thing()})
+    assert said.startswith("a value of type Thing, a class of module 'client', cannot be "
+                           "sent by the safe codec"), said
+    assert "set pickle = true on the serving module" not in said
+    assert "a module of its own that both sides import" in said
+
+    def make() -> Any:
+        class Local:
+            pass
+        return Local()
+
+    said = _refused(make())
+    assert "a class defined inside a function" in said, said
+    assert "set pickle = true on the serving module" not in said
+
+
+def test_an_instance_of_an_importable_class_keeps_the_pickle_hint() -> None:
+    import fractions
+    said = _refused(fractions.Fraction(1, 3))
+    assert said.endswith("convert it, or set pickle = true on the serving module in the "
+                         "configuration"), said

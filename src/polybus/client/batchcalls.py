@@ -324,6 +324,11 @@ class BatchPromise(msgspec.Struct, Promise, gc=False):
     def _answered(self) -> bool:
         return Slot(self._rec, self._i).done
 
+    def _read_answers(self, seconds: float) -> None:
+        # (One read of whatever comes, as CallPromise's: waiting for this call's own
+        # answer held as_completed up behind it, other replicas' batches answered.)
+        self._rec.batcher.reactor.step(None, seconds)
+
     def _expire(self, now: float) -> None:
         b = self._rec.batcher
         expire(Slot(self._rec, self._i), b.timeout, now, b.reactor.poll)  # type: ignore[arg-type]  # (a Slot is what it uses of a record)

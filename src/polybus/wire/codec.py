@@ -37,6 +37,7 @@ from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, encode_frame, 
 from polybus.wire.messages import Call, Message, Result
 from polybus.wire.undecodable import value_raised
 from polybus.wire.unencodable import (
+    class_of_the_program,
     instead,
     of_the_program,
     too_deep,
@@ -229,6 +230,14 @@ class Codec(Decoding):
                    if isinstance(obj, np.ndarray) else "" if unpicklable(obj) else
                    f"a value of type {type(obj).__qualname__} cannot be sent by the safe "
                    "codec (msgpack types, numpy arrays, bytes); convert it")
+            if why and (own := class_of_the_program(obj)):  # (pickle would not help)
+                raise TypeError(
+                    f"a value of type {type(obj).__name__}, {own}, cannot be sent by the "
+                    "safe codec (msgpack types, numpy arrays, bytes), and pickle = true "
+                    "would not carry it either: no replica can import that class; send "
+                    "its fields (a dict, or a @dataclass, which arrives as a dict), or "
+                    "define the class in a module of its own that both sides import, and "
+                    "pickle = true")
             raise TypeError(f"{why}, or set pickle = true on the serving module in the "
                             "configuration" if why else instead(obj))
         if of_the_program(obj):  # (pickles here by a name only this process has)

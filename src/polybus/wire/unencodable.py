@@ -108,6 +108,23 @@ def of_the_program(value: Any) -> str:
     return f"a {kind} of module '{key_of(module)}' ({name})"
 
 
+def class_of_the_program(value: Any) -> str:
+    """Why pickle would not carry ``value`` either, an instance of a class the program
+    defines ("a class of module 'client'", "a class defined inside a function"); else
+    "". Such an instance pickles by its class's name, which no replica can import (one
+    whose class says how it pickles, with a ``__reduce__`` of its own, may not)."""
+    kind = type(value)
+    if any("__reduce__" in vars(k) or "__reduce_ex__" in vars(k) for k in kind.__mro__[:-1]):
+        return ""
+    qualname = getattr(kind, "__qualname__", "")
+    if "<locals>" in qualname:
+        return "a class defined inside a function"
+    module = getattr(kind, "__module__", None)
+    if isinstance(module, str) and module.startswith(PREFIX):
+        return f"a class of module '{key_of(module)}'"
+    return ""
+
+
 def _served_here(value: Any) -> bool:
     """Whether ``value``'s module is the one this process serves as a replica: its
     functions sent are the replica's answers."""
