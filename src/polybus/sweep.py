@@ -286,8 +286,8 @@ class Sweep:
         row). A column, not a ``# complete: false`` comment line, so that any CSV reader
         (pandas without comment='#', a spreadsheet) reads the file as it is. The last,
         ``digests`` (after ``complete``, so every earlier column keeps its place), is
-        each run's result digest, separated by spaces (``-`` for a run with none; empty
-        when no run has one)."""
+        each run's result digest, separated by spaces (``-`` for a run whose result
+        had none; empty when the runner keeps none, as a test's)."""
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         keys = [k for k, _ in self.varies]
@@ -301,7 +301,8 @@ class Sweep:
                         *("" if x is None else x
                           for x in (c.speedup, c.efficiency, *sizes)),
                         c.error or "", self.interrupted is None,
-                        " ".join(d or "-" for d in c.digests) if any(c.digests) else ""])
+                        " ".join(d or "-" for d in c.digests)
+                        if any(c.digests) or c.no_digest else ""])
         return buf.getvalue()
 
     def to_json(self) -> str:
