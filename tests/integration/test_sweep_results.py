@@ -120,7 +120,7 @@ def test_a_varied_argument_changes_the_result_without_a_warning(
     assert rc == 0 and d["results_differ"] is False
     cells = d["cells"]
     assert isinstance(cells, list) and len(cells) == 4
-    by_args = {}
+    by_args: dict[str, set[str]] = {}
     for c in cells:
         by_args.setdefault(str(c["config"]["modules.client.args"]), set()).update(c["digests"])
     assert [len(v) for v in by_args.values()] == [1, 1] and len(set.union(*by_args.values())) == 2

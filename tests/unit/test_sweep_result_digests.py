@@ -21,7 +21,7 @@ ARGS = "modules.client.args"
 @dataclasses.dataclass
 class Point:
     x: int
-    y: list[float]
+    y: list[object]
 
 
 def test_equal_values_have_one_digest_and_different_ones_another() -> None:
