@@ -34,12 +34,16 @@ __all__ = ["Cell", "Measured", "Runner", "Sweep", "check_combinations", "combina
 
 @dataclass(frozen=True)
 class Measured:
-    """What one run measured: its elapsed time, and the bytes the client sent and
-    received (None when the runner does not count them)."""
+    """What one run measured: its elapsed time, the bytes the client sent and received
+    (None when the runner does not count them), and the digest of its result
+    (resultdigest.py; None when not kept, with ``no_digest`` saying why if it could not
+    be made)."""
 
     elapsed_s: float
     bytes_sent: int | None = None
     bytes_received: int | None = None
+    digest: str | None = None
+    no_digest: str | None = None
 
 
 Runner = Callable[[str, Sequence[str]], "float | Measured"]
@@ -164,6 +168,9 @@ class Cell:
     error: str | None = None
     speedup: float | None = None
     efficiency: float | None = None
+    # each run's result digest, as elapsed_s (None: none kept), and why one could not be
+    digests: list[str | None] = field(default_factory=list)
+    no_digest: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -199,6 +206,8 @@ class Cell:
             self.bytes_sent.append(int(got.bytes_sent))
         if got.bytes_received is not None:
             self.bytes_received.append(int(got.bytes_received))
+        self.digests.append(got.digest)
+        self.no_digest = self.no_digest or got.no_digest
 
     def to_dict(self) -> dict[str, Any]:
         """Its JSON. ``runs``: the runs made, ``runs_ok`` (and ``n``, as ever) those that
@@ -214,7 +223,8 @@ class Cell:
                 "max": max(self.elapsed_s) if ok else None,
                 "bytes_sent": list(self.bytes_sent), "bytes_received": list(self.bytes_received),
                 "bytes_sent_median": self.sent if ok else None,
-                "bytes_received_median": self.received if ok else None}
+                "bytes_received_median": self.received if ok else None,
+                "digests": list(self.digests), "no_digest": self.no_digest}
 
 
 @dataclass
@@ -254,6 +264,7 @@ class Sweep:
     def to_dict(self) -> dict[str, Any]:
         from polybus import __version__
         from polybus.bench.report import machine_info
+        from polybus.sweepsame import compare_results
 
         along = self.efficiency_vs
         return {"sweep": self.path, "polybus_version": __version__, "machine": machine_info(),
@@ -264,26 +275,34 @@ class Sweep:
                 # the CSV's column empty) when no replication count is varied
                 "efficiency_vs": (None if along is None else {along[0]: typed(along[1])}),
                 "complete": self.interrupted is None,
-                "cells": [c.to_dict() for c in self.cells]}
+                "cells": [c.to_dict() for c in self.cells],
+                # a strategy changed the result (sweepsame.py): cells of the same args
+                # and sources, each deterministic, whose digests differ
+                "results_differ": compare_results(self.cells, list(dict(self.varies))).changed}
 
     def to_csv(self) -> str:
-        """A row per cell. The last column, ``complete``, is the JSON's ``complete`` on
-        every row: False when the sweep was interrupted (the cells it never reached have
-        no row). A column, not a ``# complete: false`` comment line, so that any CSV
-        reader (pandas without comment='#', a spreadsheet) reads the file as it is."""
+        """A row per cell. The column ``complete`` is the JSON's ``complete`` on every
+        row: False when the sweep was interrupted (the cells it never reached have no
+        row). A column, not a ``# complete: false`` comment line, so that any CSV reader
+        (pandas without comment='#', a spreadsheet) reads the file as it is. The last,
+        ``digests`` (after ``complete``, so every earlier column keeps its place), is
+        each run's result digest, separated by spaces (``-`` for a run whose result
+        had none; empty when the runner keeps none, as a test's)."""
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         keys = [k for k, _ in self.varies]
         # n: the runs that succeeded; runs: those made (n, and the one that failed)
         w.writerow([*keys, "median_s", "min_s", "max_s", "n", "runs", "speedup",
-                    "efficiency", "bytes_sent", "bytes_received", "error", "complete"])
+                    "efficiency", "bytes_sent", "bytes_received", "error", "complete", "digests"])
         for c in self.cells:
             stats = ([c.median, min(c.elapsed_s), max(c.elapsed_s)] if c.ok else ["", "", ""])
             sizes = (c.sent, c.received) if c.ok else (None, None)
             w.writerow([*(c.config[k] for k in keys), *stats, len(c.elapsed_s), c.made,
                         *("" if x is None else x
                           for x in (c.speedup, c.efficiency, *sizes)),
-                        c.error or "", self.interrupted is None])
+                        c.error or "", self.interrupted is None,
+                        " ".join(d or "-" for d in c.digests)
+                        if any(c.digests) or c.no_digest else ""])
         return buf.getvalue()
 
     def to_json(self) -> str:

@@ -18,7 +18,7 @@ def _rows(text: str) -> list[dict[str, str]]:
 def test_a_finished_sweep_csv_is_complete_on_every_row() -> None:
     sweep = run_sweep("a.toml", [("modules.s.replication", ["1", "2"])], 2, lambda p, s: 1.0)
     rows = _rows(sweep.to_csv())
-    assert sweep.to_csv().splitlines()[0].endswith(",error,complete")
+    assert sweep.to_csv().splitlines()[0].endswith(",error,complete,digests")
     assert [r["complete"] for r in rows] == ["True", "True"]
 
 

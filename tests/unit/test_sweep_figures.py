@@ -102,8 +102,8 @@ def test_the_bytes_of_each_run_are_kept_and_shown_as_the_lower_median() -> None:
     assert two.to_dict()["bytes_sent_median"] == 200
     assert two.to_dict()["bytes_received"] == [10, 10, 10]
     rows = sweep.to_csv().splitlines()
-    assert rows[0].split(",")[-4:-1] == ["bytes_sent", "bytes_received", "error"]
-    assert rows[2].split(",")[-4:-1] == ["200", "10", ""]
+    assert rows[0].split(",")[-5:-2] == ["bytes_sent", "bytes_received", "error"]
+    assert rows[2].split(",")[-5:-2] == ["200", "10", ""]
     headers = [c.header for c in table(sweep).columns]
     assert headers[-2:] == ["sent", "received"]
     from polybus.cli.sweep_plot import panels
@@ -119,7 +119,7 @@ def test_a_runner_that_gives_only_times_leaves_the_bytes_out() -> None:
 
     sweep = run_sweep("a.toml", [("modules.s.replication", ["1", "2"])], 1, lambda p, s: 1.0)
     assert all(c.sent is None and c.to_dict()["bytes_sent"] == [] for c in sweep.cells)
-    assert sweep.to_csv().splitlines()[1].endswith(",,,,True")  # (no bytes, no error)
+    assert sweep.to_csv().splitlines()[1].endswith(",,,,True,")  # (no bytes, no error, no digest)
     assert "sent" not in [c.header for c in table(sweep).columns]
     from polybus.cli.sweep_plot import panels
     assert "bytes sent" not in [p.name for p in panels(sweep)]

@@ -5,6 +5,9 @@ start-up of processes apart) is the figure. Every combination's configuration is
 first: a mistake is reported as any configuration error is (exit status 2) and nothing
 runs. A combination that fails at run time shows its error in its row and the sweep
 goes on; the exit status is then 1, so a script sees that not every cell has a figure.
+After the table, whether every strategy gave the same result (each run's result digest:
+sweep_results.py); when one changed it, a warning naming the combinations and, if no
+cell failed, exit status 3.
 An output (--json, --csv, --plot) that is the configuration, a module's source or
 another output's file is refused before the runs (exit status 2); ``-`` for --json or
 --csv is standard output, the table then on stderr. One that cannot be written at the
@@ -32,6 +35,7 @@ from rich.progress import (
 from polybus.bench.progress import Times
 from polybus.cli.output import result_console
 from polybus.cli.sweep_plot import not_drawn, plot
+from polybus.cli.sweep_results import results, results_said
 from polybus.cli.sweep_table import table, title
 from polybus.cli.values import (
     STDOUT,
@@ -56,6 +60,8 @@ from polybus.sweep import (
     run_sweep,
 )
 from polybus.sweepargs import TIED, check_repeat, parse_baseline, parse_varies
+
+RESULTS_DIFFER = 3  # exit status: a strategy changed the result (a warning, not a failure)
 
 
 class _Tie(argparse.Action):
@@ -91,8 +97,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "goes to stderr)")
     p.add_argument("--csv", metavar="FILE",
                    help="write every cell as CSV (- for standard output, as --json); its "
-                        "last column, complete, is False on every row if the sweep was "
-                        "interrupted")
+                        "column complete is False on every row if the sweep was "
+                        "interrupted; the last, digests, has each run's result digest")
     p.add_argument("--plot", metavar="FILE.png",
                    help="time, speedup and efficiency curves, in the format FILE's "
                         "extension names (.png, .pdf, .svg, ...; needs the plot extra: "
@@ -111,10 +117,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _runner(path: str, sets: Sequence[str], worker_output: bool = True,
             timeout: float | None = None) -> Measured:
     from polybus.config.origin import SET
+    from polybus.resultdigest import result_digest
     from polybus.runner import run
 
     r = run(path, tuple(sets), origin=SET, worker_output=worker_output, timeout=timeout)
-    return Measured(r.elapsed_s, r.bytes_sent, r.bytes_received)
+    digest, why = result_digest(r.result)  # (the result itself is not kept)
+    return Measured(r.elapsed_s, r.bytes_sent, r.bytes_received, digest, why)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -162,13 +170,18 @@ def main(args: argparse.Namespace) -> int:
     console.print(title(sweep), markup=False, highlight=False)
     console.print(table(sweep, [o for o, f in (("--json", args.json), ("--csv", args.csv))
                                 if f]))
+    found = results(sweep)
+    for line in results_said(sweep, found):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.file.flush()  # (the table before any line saying an output was not written)
     unwritten = write_outputs(sweep, args)
     if sweep.interrupted is not None:  # (what ran is shown and saved; then as any Ctrl-C)
         raise sweep.interrupted
     if unwritten:
         return 2
-    return 0 if all(c.ok for c in sweep.cells) else 1
+    if not all(c.ok for c in sweep.cells):
+        return 1
+    return RESULTS_DIFFER if found.changed else 0
 
 
 def write_outputs(sweep: Sweep, args: argparse.Namespace) -> int:

@@ -1,0 +1,71 @@
+"""What `polybus sweep` says after its table of the runs' results (sweepsame.py): that
+every strategy gave the same result, or which combinations did not, and which were not
+deterministic or had no digest."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from polybus.cli.sweep_table import short_names
+from polybus.sweep import Cell, Sweep
+from polybus.sweepsame import Results, compare_results, computing
+
+__all__ = ["SHOWN", "results", "results_said"]
+
+SHOWN = 6  # combinations named in a line at most (then "and N more")
+
+
+def results(sweep: Sweep) -> Results:
+    return compare_results(sweep.cells, [k for k, _ in sweep.varies])
+
+
+def _label(sweep: Sweep, cell: Cell, keys: Sequence[str]) -> str:
+    short = short_names([k for k, _ in sweep.varies])
+    return ", ".join(f"{short[k]}={cell.config[k]}" for k in keys) or "every run"
+
+
+def _some(names: Sequence[str]) -> str:
+    more = len(names) - SHOWN
+    return "; ".join(names[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
+
+
+def results_said(sweep: Sweep, found: Results | None = None) -> list[str]:
+    """The lines: ``results: ...`` (notes), and ``polybus sweep: warning: ...`` with a
+    line per combination when a strategy changed a result."""
+    found = results(sweep) if found is None else found
+    keys = [k for k, _ in sweep.varies]
+    strategies = [k for k in keys if not computing(k)]
+    program = [k for k in keys if computing(k)]
+    lines: list[str] = []
+    if found.not_deterministic:
+        names = [f"{_label(sweep, c, keys)}: {', '.join(sorted(set(map(str, c.digests))))}"
+                 for c in found.not_deterministic]
+        lines.append(f"results: not deterministic (the runs of one combination gave "
+                     f"different results: unseeded randomness, a time it measured...), so "
+                     f"not compared with the others: {_some(names)}")
+    if found.no_digest:
+        names = [_label(sweep, c, keys) for c in found.no_digest]
+        lines.append(f"results: not compared, no digest ({found.no_digest[0].no_digest}): "
+                     f"{_some(names)}")
+    if found.differing:
+        at = f" at the same {', '.join(short_names(keys)[k] for k in program)}" \
+            if program else ""
+        lines.append(f"polybus sweep: warning: a strategy changed the program's result: "
+                     f"combinations that differ only in "
+                     f"{', '.join(short_names(keys)[k] for k in strategies)}{at} gave "
+                     f"different results (digests):")
+        for group in found.differing:
+            lines.extend(f"  {_label(sweep, c, keys)}: {c.digests[0]}" for c in group)
+        if sweep.runs[1] == 1:
+            lines.append("  (one run each: a program that is not deterministic looks the "
+                         "same; --repeat 2 or more tells them apart)")
+    elif found.compared and len(found.digests) == 1:
+        which = "every other" if found.not_deterministic or found.no_digest else "every"
+        lines.append(f"results: the same in {which} combination (digest "
+                     f"{next(iter(found.digests))})")
+    elif found.compared:
+        lines.append(f"results: the same across "
+                     f"{', '.join(short_names(keys)[k] for k in strategies)} at each "
+                     f"{', '.join(short_names(keys)[k] for k in program)} "
+                     f"(digests in --json/--csv)")
+    return lines
