@@ -43,7 +43,7 @@ def test_check_and_run_refuse_a_misspelt_keyword_at_its_call(tmp_path: Path) -> 
     write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
     p = cli("check", "app.toml", cwd=tmp_path)
     assert p.returncode == 2, p.stderr
-    assert p.stderr.splitlines() == [f"error: {SAID}", "1 problem(s) in app.toml"]
+    assert p.stderr.splitlines() == [f"error: {SAID}", "1 problem(s) found checking app.toml"]
     p = cli("run", "app.toml", cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     assert p.stderr.splitlines() == [f"polybus run: error: {SAID}"], p.stderr

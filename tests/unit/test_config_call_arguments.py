@@ -120,3 +120,21 @@ def test_several_unknown_keywords_and_a_name_bound_to_another_interface(
         f"(server.score, bound as rate), defined at {tmp_path / 'server.py'}:1: got "
         "unexpected keyword arguments 'gian', 'ofset'")
     assert e.hint == "did you mean 'gain' for 'gian', 'offset' for 'ofset'?"
+
+
+def test_calls_of_several_bindings_are_refused_in_line_order(tmp_path: Path) -> None:
+    """The misfits come in the client's line order, not the order of the [bind] table
+    (score's call on line 5 was said after render's on line 6)."""
+    (tmp_path / "server.py").write_text(
+        "def render(tile, gain):\n    return 0\n\n\ndef score(x):\n    return 0\n")
+    (tmp_path / "client.py").write_text(
+        "from polybus import use\n\n\ndef main(t=0):\n    s = score(t, 2)\n"
+        "    return render(t, gian=2.0), s\n\n\n"
+        'render = use("render")\nscore = use("score")\n')
+    path = tmp_path / "app.toml"
+    path.write_text(TOML.replace("EXTRA", "").replace(
+        '"client.render" = "server.render"',
+        '"client.render" = "server.render"\n"client.score" = "server.score"'))
+    _, found = validate(str(path))
+    assert [(e.file, e.line) for e in found] == [(str(tmp_path / "client.py"), 5),
+                                                 (str(tmp_path / "client.py"), 6)]

@@ -73,7 +73,7 @@ def test_check_says_an_engine_whose_package_is_missing(
     assert (f"the {engine} engine needs {package}, which is not installed (pip install "
             f"'polybus[{engine}]')") in err, err
     # and it ends as every other check error does (it ended with the error alone)
-    assert err.splitlines()[-1] == f"1 problem(s) in {app}", err
+    assert err.splitlines()[-1] == f"1 problem(s) found checking {app}", err
 
 
 class _InitRay:

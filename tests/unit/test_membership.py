@@ -4,6 +4,9 @@ of state, never once per retry."""
 from __future__ import annotations
 
 import threading
+import time
+
+import pytest
 
 from polybus.errors import AuthenticationError, TransportError
 from polybus.registry.client import Membership, RegistrationRefused
@@ -112,3 +115,38 @@ def test_a_dropped_worker_whose_name_was_taken_meanwhile_says_so_and_retries() -
     assert [s.split(": ", 1)[1][:20] for s in said] == [
         "registry refused w0:", "registered again wit"]
     assert fake.registered == [ME, ME]
+
+
+def test_stop_ends_the_pause_between_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker whose registry is gone pauses between its attempts to register again;
+    stop() (its SIGTERM) ends that pause, and the heartbeat thread with it. The pause
+    was a sleep stop() did not end: a worker stopped with its registry gone said
+    "terminated" only once it was over. Here a sleep of that thread never ends until the
+    test does, so a pause that is such a sleep leaves the thread running after stop()."""
+    seen: list[threading.Thread] = []
+    failed = threading.Event()
+    released = threading.Event()
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        if threading.current_thread() in seen:
+            released.wait()  # (a pause stop() cannot end)
+        else:
+            real_sleep(seconds)
+
+    class Gone(FakeRegistry):
+        def heartbeat(self, name: str) -> bool:
+            seen.append(threading.current_thread())
+            failed.set()
+            raise TransportError("connection reset")
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    m = Membership(Gone([], [None]), ME, 0.001)  # type: ignore[arg-type]
+    m.start()
+    try:
+        assert failed.wait(20), "the heartbeat never ran"
+        m.stop()
+        assert not seen[0].is_alive(), "the heartbeat thread outlived stop()"
+    finally:
+        released.set()
+        m.stop()

@@ -85,7 +85,9 @@ def main(args: argparse.Namespace) -> int:
         # other: said with them, before any module is imported, and counted the same)
         for e in [*errors, *([missing] if missing else [])]:
             print(f"error: {e}", file=sys.stderr)
-        print(f"{len(errors) + bool(missing)} problem(s) in {args.config}", file=sys.stderr)
+        # (found checking it: they may be in its modules' files, or in --set)
+        print(f"{len(errors) + bool(missing)} problem(s) found checking {args.config}",
+              file=sys.stderr)
         return 2
     assert app is not None
     for note in app.notes:

@@ -48,7 +48,9 @@ def check_call_arguments(modules: dict[str, ModuleSpec], infos: dict[str, Source
                          bindings: list[Binding], p: Problems) -> None:
     """Each call site of a bound name in its user's source (``infos``), bound to the
     parameters of the function the binding serves; a mistake for each that does not fit
-    (none for a binding whose ``check_calls`` is false)."""
+    (none for a binding whose ``check_calls`` is false), in the order of their files and
+    lines (not of the bindings: a call on line 5 was said after one on line 6)."""
+    misfits: list[ConfigError] = []
     for b in bindings:
         user, served = infos.get(b.user), infos.get(b.module)
         fn = served.function(b.interface) if served is not None else None
@@ -75,10 +77,11 @@ def check_call_arguments(modules: dict[str, ModuleSpec], infos: dict[str, Source
             error, hint = _misfit(sig, site)
             if error is None:
                 continue
-            p.errors.append(ConfigError(
+            misfits.append(ConfigError(
                 f"the call {site.text} does not fit {fn.signature}{bound}, defined at "
                 f"{_shown(defined)}:{fn.lineno}: {error}", file=_shown(user.path),
                 line=site.lineno, hint=hint or way_out))
+    p.errors.extend(sorted(misfits, key=lambda e: (e.file or "", e.line or 0)))
 
 
 def _note_unchecked(b: Binding, user: SourceInfo, served: SourceInfo,

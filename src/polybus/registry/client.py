@@ -177,8 +177,8 @@ class Membership:
                 now = self._trouble(exc)
                 self._tell(state, now, str(exc))
                 state = now
-            if state != "registered":
-                time.sleep(min(self._interval, 0.5))
+            if state != "registered":  # (a pause stop() ends: SIGTERM is not held up)
+                self._stop.wait(min(self._interval, 0.5))
 
     @staticmethod
     def _trouble(exc: BaseException) -> str:
