@@ -80,5 +80,5 @@ def test_an_interrupted_sweep_does_not_say_every_combination() -> None:
     sweep = run_sweep("a.toml", [(REP, ["1", "2", "4"])], 1, runner)
     assert sweep.interrupted is not None and len(sweep.cells) == 2
     lines = results_said(sweep)
-    assert len(lines) == 1 and "every combination" not in lines[0]
+    assert len(lines) == 1
     assert lines[0].startswith("results: the same in every combination that ran")
