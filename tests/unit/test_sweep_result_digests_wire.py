@@ -82,3 +82,18 @@ def test_an_interrupted_sweep_does_not_say_every_combination() -> None:
     lines = results_said(sweep)
     assert len(lines) == 1
     assert lines[0].startswith("results: the same in every combination that ran")
+
+
+def test_a_large_bytearray_is_read_in_place_not_copied() -> None:
+    """(Its digest made a copy of it: a result of 1 GB took 1 GB more.)"""
+    import tracemalloc
+
+    big = bytearray(50_000_000)
+    tracemalloc.start()
+    try:
+        digest = result_digest(big)[0]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert digest == result_digest(bytes(big))[0] and digest is not None
+    assert peak < 5_000_000, peak
