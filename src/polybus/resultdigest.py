@@ -3,7 +3,11 @@ result), so that it can say whether every strategy gave the same answer.
 
 The digest is XXH3-64 (the hash `usercode.source_digest` uses; 16 hex digits) of a
 canonical encoding of the value: each value tagged with its kind, so ``1``, ``1.0``,
-``"1"`` and ``[1]`` differ; a float by its exact bits (``float.hex``); a dict's entries
+``"1"`` and ``[1]`` differ; a float by its exact bits (``float.hex``); a value as the
+wire carries it (configuration.md), so that a result made in the client (a module with
+``replication = 0``) and one a replica sent agree: a tuple (a namedtuple too) as a list,
+a dataclass as a dict of its fields, an enum member as its value, a complex as a list
+of its two floats; an int of any size by its hex digits; a dict's entries
 and a set's elements in the order of their encodings, so equal dicts built in another
 order have one digest; an array by its dtype, shape and bytes, as `client/naming.py`
 names a cached operand (an array of Python objects element by element). A value with
@@ -53,7 +57,7 @@ def result_digest(value: Any) -> tuple[str | None, str | None]:
     return h.hexdigest(), None
 
 
-def _sized(tag: bytes, data: bytes, write: Write) -> None:
+def _sized(tag: bytes, data: bytes | memoryview, write: Write) -> None:
     write(tag + str(len(data)).encode() + b":")
     write(data)
 
@@ -66,29 +70,46 @@ def _alone(x: Any) -> bytes:
 
 
 def _encode(x: Any, write: Write) -> None:
+    t = type(x)  # (first the commonest, exactly: a million-element list's are each met)
+    if t is float:
+        write(b"f" + x.hex().encode() + b";")
+        return
+    if t is int:
+        write(b"i" + hex(x).encode() + b";")
+        return
+    if t is str:
+        _sized(b"s", x.encode("utf-8", "surrogatepass"), write)
+        return
     from polybus.client.promise import Promise
 
     if isinstance(x, Promise):  # (a promise is its value, as in `run --json`)
         x = x.__polybus_value__()
+    # (as the wire carries it: an enum member's value, a dataclass's fields, a complex's
+    # two floats; a tuple is a list below)
+    if isinstance(x, enum.Enum):
+        x = x.value
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        x = {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
+    elif isinstance(x, complex | np.complexfloating):
+        x = [complex(x).real, complex(x).imag]
     t = type(x)
     if x is None:
         write(b"N")
     elif t is bool or isinstance(x, np.bool_):
         write(b"T" if x else b"F")
-    elif isinstance(x, int | np.integer) and not isinstance(x, enum.Enum):
-        write(b"i" + str(int(x)).encode() + b";")
+    elif isinstance(x, int | np.integer):  # (hex: str() refuses an int of 4300+ digits)
+        write(b"i" + hex(int(x)).encode() + b";")
     elif isinstance(x, float | np.floating):
         write(b"f" + float(x).hex().encode() + b";")
-    elif isinstance(x, complex | np.complexfloating):
-        write(b"c" + complex(x).real.hex().encode() + b"," + complex(x).imag.hex().encode() + b";")
-    elif isinstance(x, str) and not isinstance(x, enum.Enum):
+    elif isinstance(x, str):
         _sized(b"s", x.encode("utf-8", "surrogatepass"), write)
     elif isinstance(x, bytes | bytearray | memoryview):
-        _sized(b"b", bytes(x), write)
+        view = memoryview(x)  # (its bytes read in place: a copy of a large one is not made)
+        _sized(b"b", view.cast("B") if view.c_contiguous else view.tobytes(), write)
     elif isinstance(x, np.ndarray):
         _array(x, write)
     elif isinstance(x, list | tuple):
-        write((b"l" if isinstance(x, list) else b"t") + str(len(x)).encode() + b":")
+        write(b"l" + str(len(x)).encode() + b":")
         for v in x:
             _encode(v, write)
     elif isinstance(x, dict):
@@ -100,13 +121,6 @@ def _encode(x: Any, write: Write) -> None:
         write(b"S" + str(len(x)).encode() + b":")
         for e in sorted(_alone(v) for v in x):
             write(e)
-    elif isinstance(x, enum.Enum):
-        _sized(b"e", f"{t.__module__}.{t.__qualname__}.{x.name}".encode(), write)
-    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
-        _sized(b"D", f"{t.__module__}.{t.__qualname__}".encode(), write)
-        for f in dataclasses.fields(x):
-            _sized(b"k", f.name.encode(), write)
-            _encode(getattr(x, f.name), write)
     elif isinstance(x, _BY_REPR):
         _sized(b"r", f"{t.__module__}.{t.__qualname__}={x!r}".encode(), write)
     else:

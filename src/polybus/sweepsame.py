@@ -4,9 +4,9 @@ Each run keeps a digest of its result (resultdigest.py). Combinations that diffe
 in keys that do not change what the program computes (strategies: replication, call
 style, aggregation, transport...) must give one result; those that differ in what the
 program is given (a module's ``args``, ``kwargs``, ``entrypoint`` or ``source``, varied
-or tied with --tie) may not, and are not compared. A combination whose runs gave
-different results is not deterministic (unseeded randomness, a time it measured) and
-is compared with none. Apart from sweep.py, which holds the cells; said by
+or tied with --tie, or a binding: which function a call runs) may not, and are not
+compared. A combination whose runs gave different results is not deterministic
+(unseeded randomness, a time it measured) and is compared with none. Apart from sweep.py, which holds the cells; said by
 cli/sweep_results.py.
 """
 
@@ -26,9 +26,12 @@ COMPUTING = ("args", "kwargs", "entrypoint", "source")
 
 
 def computing(key: str) -> bool:
-    """Whether a varied key changes what the program computes, not how it runs."""
+    """Whether a varied key changes what the program computes, not how it runs: a
+    module's `COMPUTING` keys, or a binding (``bind."client.f"``: which function a call
+    runs)."""
     parts = key.split(".")
-    return len(parts) >= 3 and parts[0] == "modules" and parts[2] in COMPUTING
+    return (len(parts) >= 3 and parts[0] == "modules" and parts[2] in COMPUTING) \
+        or (len(parts) >= 2 and parts[0] == "bind")
 
 
 @dataclass

@@ -31,7 +31,7 @@ def test_equal_values_have_one_digest_and_different_ones_another() -> None:
             (Point(1, [2.0]), Point(1, [2.0]))]
     for a, b in same:
         assert result_digest(a) == result_digest(b) and result_digest(a)[0] is not None
-    differ = [1, 1.0, "1", b"1", [1], (1,), True, None, np.array([1]), np.array([1.0]),
+    differ = [1, 1.0, "1", b"1", [1], True, None, np.array([1]), np.array([1.0]),
               {"1": 1}, Point(1, [1.0])]
     digests = [result_digest(v)[0] for v in differ]
     assert None not in digests and len(set(digests)) == len(differ)

@@ -61,7 +61,8 @@ def results_said(sweep: Sweep, found: Results | None = None) -> list[str]:
                          "same; --repeat 2 or more tells them apart)")
     elif found.compared and len(found.digests) == 1:
         which = "every other" if found.not_deterministic or found.no_digest else "every"
-        lines.append(f"results: the same in {which} combination (digest "
+        ran = " that ran" if sweep.interrupted is not None else ""  # (not every one did)
+        lines.append(f"results: the same in {which} combination{ran} (digest "
                      f"{next(iter(found.digests))})")
     elif found.compared:
         lines.append(f"results: the same across "
