@@ -79,6 +79,16 @@ def slow_double(x, delay):
     import time
     time.sleep(delay)
     return x * 2
+
+def gated_double(x, flag):
+    # a producer that answers as soon as the file ``flag`` exists, which the client
+    # makes once every stage of its round is sent (test_comm_forward); 10 s at most
+    import os
+    import time
+    end = time.monotonic() + 10
+    while not os.path.exists(flag) and time.monotonic() < end:
+        time.sleep(0.0005)
+    return x * 2
 '''
 
 

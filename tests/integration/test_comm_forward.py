@@ -28,12 +28,14 @@ use.double = {{ callstyle = "{style}", forward = {fwd} }}
 use.scale = {{ callstyle = "{style}", forward = {fwd} }}
 use.add = {{ callstyle = "{style}", forward = {fwd} }}
 use.slow_double = {{ callstyle = "{style}", forward = {fwd} }}
+use.gated_double = {{ callstyle = "{style}", forward = {fwd} }}
 
 [bind]
 "client.double" = "server.double"
 "client.scale" = "server.scale"
 "client.add" = "server.add"
 "client.slow_double" = "server.slow_double"
+"client.gated_double" = "server.gated_double"
 """
 
 
@@ -87,15 +89,20 @@ def test_a_quick_stage_still_forwards_its_large_value(tmp_path: Path, transport:
     # A stage of ~5 ms answered inline before reading the client's Forward, which had
     # come meanwhile: its value went to the client (about one product in two with a
     # 5 ms stage, found by a new user checking bytes_received). The replica now reads
-    # its client's messages before it sends a large answer.
+    # its client's messages before it sends a large answer. Each round's first stage
+    # answers the moment the client has sent the whole round (a flag file), so its
+    # Forward has always come meanwhile: a 5 ms first stage let a client slower than
+    # that (one in twenty runs, GIL and CPUs shared) send it after the answer went.
     x = np.random.default_rng(2).random(32768)  # 256 KiB
     rounds, k = 6, 3
     with cluster(tmp_path, toml(), replicas=3, transport=transport) as c:
         s = c.session()
-        for _ in range(rounds):
-            p: object = x
-            for _ in range(k):
+        for r in range(rounds):
+            flag = tmp_path / f"round{r}"
+            p: object = s.call("gated_double", (x, str(flag)), {})
+            for _ in range(k - 1):
                 p = s.call("slow_double", (p, 0.005), {})
+            flag.touch()
             assert np.allclose(np.asarray(p), x * 2**k)
         _, recv = client_bytes(c)
         moved = sum(rt.forwarding.forwarded for rt in c.runtimes)
