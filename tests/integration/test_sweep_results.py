@@ -15,20 +15,8 @@ import pytest
 from polybus.cli.main import main as cli
 from polybus.testing.apps import write_app
 
-SERVER = "def square(x):\n    return x * x\n"
-TOML = """[modules.server]
-source = "server.py"
-replication = 1
+from .test_sweep_cli import SERVER, TOML  # (the same small app: square over a sync call)
 
-[modules.client]
-source = "client.py"
-entrypoint = "main"
-args = [5]
-use.square = { callstyle = "sync" }
-
-[bind]
-"client.square" = "server.square"
-"""
 SAME = """from polybus import use
 
 square = use("square")
