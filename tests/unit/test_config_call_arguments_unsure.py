@@ -10,20 +10,8 @@ from pathlib import Path
 import pytest
 
 from polybus.config import validate
+from polybus.testing.apps import write_bound_app
 
-TOML = """\
-[modules.server]
-source = "server.py"
-replication = 1
-
-[modules.client]
-source = "client.py"
-entrypoint = "main"
-USE
-
-[bind]
-"client.render" = "server.render"
-"""
 CLIENT = """\
 from polybus import use
 render = use("render")
@@ -37,11 +25,14 @@ def main(fancy=False):
 
 
 def _found(tmp_path: Path, server: str, client: str = CLIENT, use: str = "",
-           name: str = "app.toml", conf: str = TOML) -> list[str]:
-    (tmp_path / "server.py").write_text(server)
-    (tmp_path / "client.py").write_text(client)
-    path = tmp_path / name
-    path.write_text(conf.replace("USE", use))
+           mil: str | None = None) -> list[str]:
+    """The problems `validate` finds in the program (``mil``: configured by that MIL
+    text instead of a TOML with ``use`` added to the client's table)."""
+    path = write_bound_app(tmp_path, server=server, client=client, names=("render",),
+                           server_keys="replication = 1", client_keys=use)
+    if mil is not None:
+        path = tmp_path / "app.cfg"
+        path.write_text(mil)
     config, found = validate(str(path))
     assert (config is None) == bool(found)
     return [str(e) for e in found]
@@ -91,9 +82,9 @@ module app {
     bind client render server render ::
 }
 """
-    assert _found(tmp_path, SERVER, name="app.cfg", conf=cfg) == []
-    [said] = _found(tmp_path, SERVER, name="app.cfg",
-                    conf=cfg.replace(" : check_calls = false", ""))
+    assert _found(tmp_path, SERVER, mil=cfg) == []
+    [said] = _found(tmp_path, SERVER,
+                    mil=cfg.replace(" : check_calls = false", ""))
     assert said.endswith("(if the run never makes this call as written: add ': "
                          "check_calls = false' to module client's 'use interface render' "
                          "statement, or the statement 'use interface render : check_calls "
