@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from polybus.config.usecalls import ModuleNames, module_names
+from polybus.plural import with_article
 
 __all__ = ["BoundName", "bound_names", "follow_import"]
 
@@ -59,7 +60,7 @@ def _literal_kind(value: ast.expr) -> str:
         kind = type(ast.literal_eval(value)).__name__
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return ""
-    return "None" if kind == "NoneType" else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+    return "None" if kind == "NoneType" else with_article(kind)
 
 
 def _bindings(node: ast.stmt) -> list[BoundName]:

@@ -15,6 +15,7 @@ from typing import Any
 from polybus.config.milfile import MilFile
 from polybus.config.origin import SET, Origin, written_by
 from polybus.errors import ConfigError
+from polybus.plural import with_article
 
 __all__ = ["ConfigErrors", "Problems", "closest", "describe", "dotted", "names_array",
            "names_hint", "nearest", "rekey"]
@@ -97,8 +98,7 @@ def describe(value: Any) -> str:
     text = repr(value)
     if len(text) > 40:
         text = text[:37] + "..."
-    article = "an" if kind[0] in "aeiou" else "a"
-    return f"{article} {kind} {text}"
+    return f"{with_article(kind)} {text}"
 
 
 _BARE = re.compile(r'"[^"]*"|\'[^\']*\'|(?<![\w.+\-])([A-Za-z_][\w.()\-]*)')

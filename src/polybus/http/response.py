@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
-from polybus.plural import plural
+from polybus.plural import plural, with_article
 
 __all__ = ["HTTP_SUFFIX", "REQUEST_FIELDS", "Response", "error_response", "http_form", "serialize",
            "to_response"]
@@ -52,7 +52,7 @@ def _body(value: Any, who: str) -> tuple[bytes, str | None]:
                              "NaN or infinity, which JSON has no form for; return None (null) "
                              "or a string in its place") from None
     kind = type(value).__qualname__
-    raise TypeError(f"{who} returned {'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, which "
+    raise TypeError(f"{who} returned {with_article(kind)}, which "
                     "is not a response: return str, bytes, a dict/list (JSON), None, or "
                     "(status, headers, body)")
 

@@ -14,6 +14,7 @@ from types import FrameType, ModuleType
 from typing import Any
 
 from polybus.errors import ConfigError
+from polybus.plural import with_article
 from polybus.usernames import key_of
 
 
@@ -102,8 +103,7 @@ def not_callable(module: ModuleType, name: str) -> str | None:
         return "None, not a function"
     if isinstance(value, ModuleType):
         return f"the module {value.__name__}, not a function"
-    kind = type(value).__name__
-    return f"{'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, not a function"
+    return f"{with_article(type(value).__name__)}, not a function"
 
 
 ASYNC_NOTE = ("is an async def function: polybus calls plain functions, and its coroutine "
