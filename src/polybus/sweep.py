@@ -264,9 +264,10 @@ class Sweep:
     def to_dict(self) -> dict[str, Any]:
         from polybus import __version__
         from polybus.bench.report import machine_info
-        from polybus.sweepsame import compare_results
+        from polybus.sweepsame import compare_results, computing
 
         along = self.efficiency_vs
+        found = compare_results(self.cells, [k for k, _ in self.varies])
         return {"sweep": self.path, "polybus_version": __version__, "machine": machine_info(),
                 "vary": {k: [typed(v) for v in vs] for k, vs in self.varies},
                 "tie": list(self.tied), "set": list(self.fixed), "repeat": self.repeat,
@@ -277,8 +278,16 @@ class Sweep:
                 "complete": self.interrupted is None,
                 "cells": [c.to_dict() for c in self.cells],
                 # a strategy changed the result (sweepsame.py): cells of the same args
-                # and sources, each deterministic, whose digests differ
-                "results_differ": compare_results(self.cells, list(dict(self.varies))).changed}
+                # and sources, each deterministic, whose digests differ; for each such
+                # group, the values of what the program is given ("at") and the varied
+                # keys whose values alone separate its results, each value grouped with
+                # those that gave the same ("keys": {} when no single key does)
+                "results_differ": found.changed,
+                "results_differ_by": [
+                    {"at": {k: typed(g[0].config[k]) for k, _ in self.varies if computing(k)},
+                     "keys": {k: [[typed(v) for v in vs] for vs in classes]
+                              for k, classes in split.items()}}
+                    for g, split in zip(found.differing, found.split_by, strict=True)]}
 
     def to_csv(self) -> str:
         """A row per cell. The column ``complete`` is the JSON's ``complete`` on every

@@ -6,8 +6,11 @@ style, aggregation, transport...) must give one result; those that differ in wha
 program is given (a module's ``args``, ``kwargs``, ``entrypoint`` or ``source``, varied
 or tied with --tie, or a binding: which function a call runs) may not, and are not
 compared. A combination whose runs gave different results is not deterministic
-(unseeded randomness, a time it measured) and is compared with none. Apart from sweep.py, which holds the cells; said by
-cli/sweep_results.py.
+(unseeded randomness, a time it measured) and is compared with none. Where a group of
+cells that should agree does not, the varied strategy keys whose values alone separate
+its results (`splits`: every cell with ``transport=shm`` gave one digest, every other
+another) say which strategy made the difference. Apart from sweep.py, which holds the
+cells; said by cli/sweep_results.py.
 """
 
 from __future__ import annotations
@@ -19,7 +22,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from polybus.sweep import Cell
 
-__all__ = ["COMPUTING", "Results", "compare_results", "computing"]
+__all__ = ["COMPUTING", "Classes", "Results", "compare_results", "computing", "splits"]
+
+Classes = tuple[tuple[str, ...], ...]
+"""A key's values in a group, grouped by the result they gave: each class one digest,
+the classes different ones (``(("shm",), ("tcp", "ipc"))``), in the order the values
+first came."""
 
 COMPUTING = ("args", "kwargs", "entrypoint", "source")
 """A module's keys that change what the program computes (``modules.<m>.<key>``)."""
@@ -38,12 +46,14 @@ def computing(key: str) -> bool:
 class Results:
     """The comparison: cells whose runs differ (not deterministic), cells with no digest
     (the result had no stable encoding), groups of cells that differ only in strategies
-    yet gave different results (``differing``), and how many groups of two cells or
-    more were compared."""
+    yet gave different results (``differing``), for each of those the strategy keys
+    whose values alone separate its results (``split_by``, as `splits`; empty when no
+    single key does), and how many groups of two cells or more were compared."""
 
     not_deterministic: list[Cell] = field(default_factory=list)
     no_digest: list[Cell] = field(default_factory=list)
     differing: list[list[Cell]] = field(default_factory=list)
+    split_by: list[dict[str, Classes]] = field(default_factory=list)  # (as differing)
     compared: int = 0
     digests: set[str] = field(default_factory=set)  # of the deterministic cells
 
@@ -83,4 +93,26 @@ def compare_results(cells: Sequence[Cell], keys: Sequence[str]) -> Results:
             out.compared += 1
             if len(found) > 1:
                 out.differing.append(group)
+                out.split_by.append(splits(group, [k for k in keys if not computing(k)]))
+    return out
+
+
+def splits(group: Sequence[Cell], strategies: Sequence[str]) -> dict[str, Classes]:
+    """The keys of ``strategies`` whose value alone decides the result of each cell of
+    ``group`` (deterministic cells that should agree and do not), each with its values
+    grouped by the result they gave: every cell with one value of the key gave one
+    digest, and the values did not all give the same. Several keys when they move
+    together (--tie); none when the result depends on two keys or more at once."""
+    out: dict[str, Classes] = {}
+    for key in strategies:
+        gave: dict[str, set[str | None]] = {}
+        for c in group:
+            gave.setdefault(c.config[key], set()).add(digest(c))
+        if any(len(d) != 1 for d in gave.values()):
+            continue  # (one value of the key, several results: not this key alone)
+        classes: dict[str | None, list[str]] = {}
+        for value, d in gave.items():
+            classes.setdefault(next(iter(d)), []).append(value)
+        if len(classes) > 1:
+            out[key] = tuple(tuple(vs) for vs in classes.values())
     return out

@@ -113,3 +113,16 @@ def test_a_varied_argument_changes_the_result_without_a_warning(
         by_args.setdefault(str(c["config"]["modules.client.args"]), set()).update(c["digests"])
     assert [len(v) for v in by_args.values()] == [1, 1] and len(set.union(*by_args.values())) == 2
     assert "results: the same across callstyle at each args" in out and "warning" not in out
+
+
+def test_the_warning_names_the_key_that_made_the_difference(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The result depends on the call style alone: whatever the replica count, sync gives
+    one result and async another, and the warning says so."""
+    rc, d, _ = _sweep(tmp_path, SEES_STYLE, "--vary", "modules.server.replication=1,2")
+    out = capsys.readouterr().out
+    assert rc == 3 and d["results_differ"] is True
+    assert ("  what made the difference: modules.client.use.square.callstyle=sync gives a "
+            "different result from async, whatever the other varied keys") in out.splitlines()
+    assert d["results_differ_by"] == [
+        {"at": {}, "keys": {"modules.client.use.square.callstyle": [["sync"], ["async"]]}}]

@@ -131,3 +131,17 @@ def test_turns_are_counted_only_for_what_live_replicas_serve() -> None:
     assert s.take_turn(module="server") == 1
     assert s.drop_owner(2) == ["other-0"] and s.turns_held() == 2
     assert s.expire(now=10.0) == ["server-1"] and s.turns_held() == 0
+
+
+def test_one_owner_holds_at_most_its_limit_of_registrations() -> None:
+    s = RegistryState(ttl=3.0, per_connection=3)
+    for i in range(3):
+        assert s.register(rep(f"a-{i}"), owner=1, now=0.0) is None
+    why = s.register(rep("a-3"), owner=1, now=0.0)
+    assert why is not None and "holds 3 registrations" in why and "limit" in why
+    assert s.names() == ["a-0", "a-1", "a-2"]  # (those held stay)
+    assert s.register(rep("a-1", ifaces=("g",)), owner=1, now=1.0) is None  # (again: held)
+    assert s.register(rep("b-0"), owner=2, now=1.0) is None  # (another connection's own)
+    s.unregister("a-0", owner=1)
+    assert s.register(rep("a-3"), owner=1, now=1.0) is None  # (room again)
+    assert s.held(1) == 3 and s.held(2) == 1

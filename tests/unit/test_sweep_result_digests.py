@@ -77,7 +77,9 @@ def test_a_strategy_that_changes_the_result_is_warned_of_with_each_digest() -> N
     assert lines[0].startswith("polybus sweep: warning: a strategy changed the program's "
                                "result: combinations that differ only in replication")
     assert lines[1:3] == [f"  replication={c.config[REP]}: {c.digests[0]}" for c in sweep.cells]
-    assert "--repeat 2 or more tells them apart" in lines[3]  # (one run each)
+    assert lines[3] == ("  what made the difference: modules.server.replication=1 gives a "
+                        "different result from 2")
+    assert "--repeat 2 or more tells them apart" in lines[4]  # (one run each)
     assert results(sweep).changed and sweep.to_dict()["results_differ"] is True
 
 

@@ -6,8 +6,8 @@ first: a mistake is reported as any configuration error is (exit status 2) and n
 runs. A combination that fails at run time shows its error in its row and the sweep
 goes on; the exit status is then 1, so a script sees that not every cell has a figure.
 After the table, whether every strategy gave the same result (each run's result digest:
-sweep_results.py); when one changed it, a warning naming the combinations and, if no
-cell failed, exit status 3.
+sweep_results.py); when one changed it, a warning naming the combinations and the varied
+key that made the difference (if a single one did) and, if no cell failed, exit status 3.
 An output (--json, --csv, --plot) that is the configuration, a module's source or
 another output's file is refused before the runs (exit status 2); ``-`` for --json or
 --csv is standard output, the table then on stderr. One that cannot be written at the

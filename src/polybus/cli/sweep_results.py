@@ -1,6 +1,6 @@
 """What `polybus sweep` says after its table of the runs' results (sweepsame.py): that
-every strategy gave the same result, or which combinations did not, and which were not
-deterministic or had no digest."""
+every strategy gave the same result, or which combinations did not and which varied key
+made the difference, and which were not deterministic or had no digest."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from polybus.cli.sweep_table import short_names
 from polybus.sweep import Cell, Sweep
-from polybus.sweepsame import Results, compare_results, computing
+from polybus.sweepsame import Classes, Results, compare_results, computing
 
 __all__ = ["SHOWN", "results", "results_said"]
 
@@ -27,6 +27,40 @@ def _label(sweep: Sweep, cell: Cell, keys: Sequence[str]) -> str:
 def _some(names: Sequence[str]) -> str:
     more = len(names) - SHOWN
     return "; ".join(names[:SHOWN]) + (f"; and {more} more" if more > 0 else "")
+
+
+def _classes(key: str, classes: Classes) -> str:
+    """``key=shm gives a different result from tcp/ipc`` (the fewer values first), or
+    ``key: 1, 2/4 and 8 each give a different result``."""
+    if len(classes) == 2:
+        few, many = sorted(classes, key=len)
+        return f"{key}={'/'.join(few)} gives a different result from {'/'.join(many)}"
+    names = ["/".join(c) for c in classes]
+    return f"{key}: {', '.join(names[:-1])} and {names[-1]} each give a different result"
+
+
+def _made_it(split: dict[str, Classes], others: bool) -> str:
+    if not split:
+        return ("no single varied key (no one key's values separate the different "
+                "results: they depend on two or more together)")
+    said = "; ".join(_classes(k, c) for k, c in split.items())
+    if len(split) > 1:
+        return f"{said} (each alone separates the results)"
+    return f"{said}, whatever the other varied keys" if others else said
+
+
+def differ_by(sweep: Sweep, found: Results) -> list[str]:
+    """The lines saying which varied key made each group of combinations that should
+    agree give different results: one for every group when they say the same."""
+    keys = [k for k, _ in sweep.varies]
+    program = [k for k in keys if computing(k)]
+    others = sum(not computing(k) for k in keys) > 1
+    if all(s == found.split_by[0] for s in found.split_by):
+        return [f"  what made the difference: {_made_it(found.split_by[0], others)}"]
+    return [f"  what made the difference at {_label(sweep, group[0], program)}: "
+            f"{_made_it(split, others)}" for group, split in zip(found.differing,
+                                                                  found.split_by,
+                                                                  strict=True)]
 
 
 def results_said(sweep: Sweep, found: Results | None = None) -> list[str]:
@@ -56,6 +90,7 @@ def results_said(sweep: Sweep, found: Results | None = None) -> list[str]:
                      f"different results (digests):")
         for group in found.differing:
             lines.extend(f"  {_label(sweep, c, keys)}: {c.digests[0]}" for c in group)
+        lines.extend(differ_by(sweep, found))
         if sweep.runs[1] == 1:
             lines.append("  (one run each: a program that is not deterministic looks the "
                          "same; --repeat 2 or more tells them apart)")

@@ -30,6 +30,7 @@ from polybus.config.notes import (
     note_unused,
 )
 from polybus.config.problems import Problems, closest, dotted, names_hint
+from polybus.config.registrynames import check_registered_names
 from polybus.config.replicause import refuse_replica_uses
 from polybus.config.schema import TOP_KEYS, is_identifier, parse_module
 from polybus.config.serve import check_routes, parse_serve
@@ -350,6 +351,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     note_plain_off_host(cluster.listen_host, cluster.tls, p)
     if serve is not None:
         serve = check_routes(serve, modules, interfaces, infos, p)
+    check_registered_names(modules, interfaces, serve, p)
     note_idle_shares(remote, far, serve, p)
     note_demand_batches(remote, far, p)
     if p or not (clients or serve):

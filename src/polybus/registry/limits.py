@@ -6,9 +6,11 @@ its log names what peers send, so it takes only what a real program sends: names
 replica's, its module's, each interface's, its source's digest) of at most `NAME_MAX`
 characters, addresses that parse (`Address.parse`, as clients dial them) of at most
 `ADDRESS_MAX`, at most `INTERFACES_MAX` interfaces and `ADDRESSES_MAX` addresses a
-replica, every one of them printable (no newline, tab, escape...). Anything else is
-refused, naming the field and the limit; the registry serves on. Peer text in its log
-and its answers is quoted by `said`: escaped as ``repr`` does and cut short.
+replica, every one of them printable (no newline, tab, escape...); and at most
+`REGISTRATIONS_MAX` replicas registered over one connection (registry/state.py). Anything
+else is refused, naming the field and the limit; the registry serves on, and what the
+connection registered stays. Peer text in its log and its answers is quoted by `said`:
+escaped as ``repr`` does and cut short.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ NAME_MAX = 256
 ADDRESS_MAX = 1024
 INTERFACES_MAX = 4096
 ADDRESSES_MAX = 16
+# A worker registers its one replica over its own connection (again under the same name
+# after a drop: the same registration); a program that registers for others (a test of
+# a large cluster registers 300 over one) has room. This keeps one connection from
+# growing the registry without end under ever new names.
+REGISTRATIONS_MAX = 1024
 SAID_MAX = 80  # characters of peer text in a log line or an answer
 
 

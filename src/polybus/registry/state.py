@@ -7,7 +7,9 @@ alive is refused, so two workers never hold one name. A client that asks for a t
 (``take_turn``) is told how many clients took one before it for the same module: the
 name server's round robin, by which clients sharing a registry start their calls at
 different replicas. Its counters are kept for what live replicas serve alone, so a
-peer asking about names no one registered grows nothing.
+peer asking about names no one registered grows nothing; and one connection holds at
+most ``per_connection`` registrations (limits.REGISTRATIONS_MAX), so what it registers
+is bounded too.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from polybus.registry.limits import REGISTRATIONS_MAX
 from polybus.wire.messages import Replica
 
 
@@ -30,6 +33,7 @@ class RegistryState:
     ttl: float = 3.0
     # Told of each replica `expire` drops, with how long it had been silent
     on_drop: Callable[[Replica, float], None] | None = None
+    per_connection: int = REGISTRATIONS_MAX  # registrations one owner may hold
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _turns: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -43,6 +47,11 @@ class RegistryState:
         if old is not None and old.owner != owner:
             return (f"the name {replica.name!r} is held by a live replica at "
                     f"{old.replica.address}; give this one another name (--name)")
+        if old is None and (held := self.held(owner)) >= self.per_connection:
+            return (f"this connection holds {held:,} registration{'s' * (held != 1)}, the "
+                    f"registry's limit for one connection ({self.per_connection:,}); "
+                    "those it holds stay (a worker registers its one replica over its "
+                    "own connection)")
         self._entries[replica.name] = _Entry(replica, owner, now)
         if old is not None:  # (registered again: it may serve other interfaces now)
             self._forget_turns()
@@ -79,6 +88,10 @@ class RegistryState:
         if gone:
             self._forget_turns()
         return gone
+
+    def held(self, owner: int) -> int:
+        """How many replicas connection ``owner`` holds registered."""
+        return sum(e.owner == owner for e in self._entries.values())
 
     def owned(self, owner: int) -> list[Replica]:
         """The replicas registered on connection ``owner``."""
