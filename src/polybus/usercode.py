@@ -108,7 +108,8 @@ def check_imports(app: AppConfig, timeout: float = IMPORT_TIMEOUT,
     which one it is waiting for (the check is otherwise silent for up to ``timeout``)."""
     problems: list[str] = []
     for key, m in app.modules.items():
-        cmd = [sys.executable, "-m", "polybus.usercode", str(m.source), f"{timeout:g}", key,
+        # (-P: not the working directory on sys.path, as in a worker: engines/local.py)
+        cmd = [sys.executable, "-P", "-m", "polybus.usercode", str(m.source), f"{timeout:g}", key,
                "entry" if m.entrypoint else "-", *_names(app, key)]
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)

@@ -114,7 +114,9 @@ class LocalEngine:
         proc: subprocess.Popen[bytes] | None = None
         self.keys[name] = key
         try:
-            cmd = [sys.executable, "-m", "polybus", "worker", "--registry",
+            # (-P: the folder the run was started in is not the program's; a file there
+            # named like a module the worker imports would be imported in its place)
+            cmd = [sys.executable, "-P", "-m", "polybus", "worker", "--registry",
                    str(self.registry.address), "--config", str(self.app.path), "--as", key,
                    "--name", name, "--exit-with-parent", "--parent", str(os.getpid())]
             for scheme in transports_for(self.app, key):
