@@ -9,7 +9,9 @@ with no known parent package", while ``check --no-import`` accepted it.)"""
 from __future__ import annotations
 
 import os
+import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -105,6 +107,19 @@ FILES = {
         "client.name" = "server.name"
     """,
 }
+
+
+@pytest.fixture(autouse=True)
+def _import_state_put_back(tmp_path: Path) -> Iterator[None]:
+    """A run in this process leaves its modules' folders on sys.path and its helpers in
+    sys.modules, as a notebook's kernel keeps them: put back, so that no later test in
+    this process imports a ``helpers.py`` of these programs in place of its own."""
+    path, names = list(sys.path), set(sys.modules)
+    yield
+    sys.path[:] = path
+    for name in set(sys.modules) - names:
+        if (getattr(sys.modules[name], "__file__", None) or "").startswith(str(tmp_path)):
+            del sys.modules[name]
 
 
 def write_program(where: Path, name: str = "one", **changed: str) -> Path:

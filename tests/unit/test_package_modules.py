@@ -23,10 +23,15 @@ TOPS = ("relshapes", "json")  # (the packages these tests write)
 def folder(tmp_path: Path) -> Iterator[Path]:
     before = list(sys.path)
     kept = {n: m for n, m in sys.modules.items() if n.partition(".")[0] in TOPS}
+    names = set(sys.modules)
     yield tmp_path.resolve()
-    sys.path[:] = before  # load_module puts the module's folders on sys.path
-    for name in list(sys.modules):
-        if name == NAME or name.partition(".")[0] in TOPS:
+    # (load_module puts the module's folders on sys.path; every module imported from the
+    # test's files goes, a helpers.py too: a later test's ``import helpers`` must not
+    # find it)
+    sys.path[:] = before
+    for name in set(sys.modules) - names:
+        file = getattr(sys.modules[name], "__file__", None) or ""
+        if name == NAME or name.partition(".")[0] in TOPS or file.startswith(str(tmp_path)):
             del sys.modules[name]
     sys.modules.update(kept)  # (the standard library's json, left as it was)
 
