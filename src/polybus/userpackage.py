@@ -5,12 +5,15 @@ and each folder above it that holds an ``__init__.py`` too, up to the top packag
 (``top.sub`` for ``top/sub/server.py``). polybus imports such a file as ``python -m
 top.sub.server`` runs it: under a name of its own (usernames.py) but in that package,
 so ``from .helpers import render`` imports ``top.sub.helpers`` and ``from ..util
-import f`` imports ``top.util``. The folder that holds the top package goes on
-``sys.path`` after the module's own folder (unless the file is an installed package's,
-which imports by its name already), so the package imports by its name in every
-process that loads the module (a replica, a process-pool child, the client, the import
-check), and a class of ``top.sub.helpers`` pickles by that name. A relative import that
-climbs above the top package fails as Python fails it, said with the file and line.
+import f`` imports ``top.util``. The top package imports by its name, from the folder
+that holds it (`importable`), in every process that loads the module (a replica, a
+process-pool child, the client, the import check), so a class of ``top.sub.helpers``
+pickles by that name. That folder is not put on ``sys.path``: the name is found there
+after the standard library and the installed packages (before any other folder on
+``sys.path``), and no other file of the folder is found at all, so a program that ran
+as a top-level module's runs as it did (a ``statistics.py`` script beside the package
+is not the standard library's in its place). A relative import that climbs above the top package fails as Python fails it,
+said with the file and line.
 
 A file with no ``__init__.py`` beside it is a top-level module: only its own folder
 goes on ``sys.path``, and a relative import in it fails (it has no package). A
@@ -22,10 +25,16 @@ from __future__ import annotations
 
 import keyword
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.abc import MetaPathFinder
+from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
+from types import ModuleType
 
-__all__ = ["Package", "package_of", "relative_import_hint"]
+from polybus.ownfiles import is_library_file
+
+__all__ = ["Package", "importable", "package_of", "relative_import_hint"]
 
 _BEYOND = "attempted relative import beyond top-level package"
 _NO_PARENT = "attempted relative import with no known parent package"
@@ -49,7 +58,7 @@ class Package:
 
     @property
     def root(self) -> Path:
-        """The folder that holds the top package: it goes on ``sys.path``."""
+        """The folder that holds the top package, where `importable` finds it."""
         return self.top.parent
 
 
@@ -75,6 +84,48 @@ def package_of(path: Path | str) -> Package | None:
             break
         folder = folder.parent
     return Package(tuple(reversed(folders))) if folders else None
+
+
+class _TopPackages(MetaPathFinder):
+    """A user's top package by its name, in the folder that holds it. Placed before the
+    finder of ``sys.path``'s folders, it gives way to the standard library and the
+    installed packages (a name of theirs stays theirs), not to the other folders on
+    ``sys.path``: an earlier run's, in a process that runs several programs, may hold a
+    package of the same name."""
+
+    def __init__(self) -> None:
+        self.roots: dict[str, str] = {}  # top package's name -> the folder that holds it
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        root = self.roots.get(fullname)
+        if path is not None or root is None:  # (a submodule: found in its package)
+            return None
+        other = PathFinder.find_spec(fullname)
+        if other is not None and is_library_file(_where(other)):
+            return None
+        return PathFinder.find_spec(fullname, [root])
+
+
+def _where(spec: ModuleSpec) -> str:
+    """The file of the module ``spec`` finds, or a folder of the namespace package."""
+    if spec.origin is not None and spec.has_location:
+        return spec.origin
+    return next(iter(spec.submodule_search_locations or ()), "")
+
+
+_FINDER = _TopPackages()
+
+
+def importable(package: Package) -> None:
+    """``package``'s top package imports by its name from now on in this process, from
+    the folder that holds it (the latest one given for a name: a process that runs
+    several programs, one after another), unless the standard library or an installed
+    package has a module of that name."""
+    _FINDER.roots[package.top.name] = str(package.root)
+    if _FINDER not in sys.meta_path:
+        at = sys.meta_path.index(PathFinder) if PathFinder in sys.meta_path else None
+        sys.meta_path.insert(len(sys.meta_path) if at is None else at, _FINDER)
 
 
 def relative_import_hint(exc: BaseException, path: Path, line_file: str | None) -> str | None:

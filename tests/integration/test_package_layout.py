@@ -111,12 +111,13 @@ FILES = {
 
 @pytest.fixture(autouse=True)
 def _import_state_put_back(tmp_path: Path) -> Iterator[None]:
-    """A run in this process leaves its modules' folders on sys.path and its helpers in
-    sys.modules, as a notebook's kernel keeps them: put back, so that no later test in
-    this process imports a ``helpers.py`` of these programs in place of its own."""
-    path, names = list(sys.path), set(sys.modules)
+    """A run in this process leaves its modules' folders on sys.path, its package's
+    finder on sys.meta_path and its helpers in sys.modules, as a notebook's kernel
+    keeps them: put back, so that no later test in this process imports a
+    ``helpers.py`` of these programs in place of its own."""
+    path, finders, names = list(sys.path), list(sys.meta_path), set(sys.modules)
     yield
-    sys.path[:] = path
+    sys.path[:], sys.meta_path[:] = path, finders
     for name in set(sys.modules) - names:
         if (getattr(sys.modules[name], "__file__", None) or "").startswith(str(tmp_path)):
             del sys.modules[name]
@@ -195,3 +196,38 @@ def test_a_relative_import_above_the_top_package_fails_check_and_run_alike(
     run = cli("run", "app.toml", cwd=tmp_path)
     assert run.returncode == 2 and said in run.stderr, run.stderr
     assert os.path.join("shapes", "serve", f"{key}.py") in run.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_file_beside_the_package_named_as_a_standard_module_is_not_imported_for_it(
+        tmp_path: Path, no_worker_left: None) -> None:
+    """A program that ran before modules in packages were imported in them: a script of
+    the project's beside the package, named as a module of the standard library, is not
+    what the replica's ``import statistics`` finds (only the package imports by its name
+    from that folder), and ``check`` and ``run`` agree."""
+    server = "shapes/serve/server.py"
+    write_program(tmp_path, **{server: textwrap.dedent(FILES[server]).replace(
+        "return NAME", "import statistics\n    return NAME, statistics.mean([1, 3])")})
+    (tmp_path / "statistics.py").write_text("print('a script of the project')\n")
+    r = polybus.run(tmp_path / "app.toml", worker_output=False)
+    assert r.result["names"] == ("one", ["one", 2])
+    check = cli("check", tmp_path / "app.toml", cwd=tmp_path / "shapes")
+    assert check.returncode == 0 and "app.toml: ok" in check.stdout, check.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_package_is_its_own_after_a_run_that_imported_another_of_its_name(
+        tmp_path: Path, no_worker_left: None) -> None:
+    """A process that runs several programs: the first one's client beside its ``shapes``
+    package (its folder stays on sys.path), the second one's in a ``shapes`` package of
+    its own: the second run's package is its own, though an earlier folder on sys.path
+    holds one of its name."""
+    first = write_program(tmp_path / "a", name="first")
+    client = textwrap.dedent(FILES["shapes/serve/client.py"]).replace(
+        "from ..geometry", "from shapes.geometry").replace(
+        "from .helpers", "from shapes.serve.helpers")
+    (tmp_path / "a" / "client.py").write_text(client)
+    first.write_text(first.read_text().replace('"shapes/serve/client.py"', '"client.py"'))
+    second = write_program(tmp_path / "b", name="second")
+    assert polybus.run(first, worker_output=False).result["names"] == ("first", "first")
+    assert polybus.run(second, worker_output=False).result["names"] == ("second", "second")

@@ -4,6 +4,8 @@ imported as before; a relative import that cannot work says why, with file and l
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import pickle
 import sys
 from collections.abc import Iterator
@@ -16,19 +18,19 @@ from polybus.userpackage import package_of
 from polybus.worker.module import load_module
 
 NAME = "polybus_user_srv"
-TOPS = ("relshapes", "json")  # (the packages these tests write)
+TOPS = ("relshapes", "json", "colorsys")  # (the packages these tests write)
 
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Iterator[Path]:
-    before = list(sys.path)
+    before, finders = list(sys.path), list(sys.meta_path)
     kept = {n: m for n, m in sys.modules.items() if n.partition(".")[0] in TOPS}
     names = set(sys.modules)
     yield tmp_path.resolve()
-    # (load_module puts the module's folders on sys.path; every module imported from the
-    # test's files goes, a helpers.py too: a later test's ``import helpers`` must not
-    # find it)
-    sys.path[:] = before
+    # (load_module puts the module's folder on sys.path, and its top package's finder
+    # on sys.meta_path; every module imported from the test's files goes, a helpers.py
+    # too: a later test's ``import helpers`` must not find it)
+    sys.path[:], sys.meta_path[:] = before, finders
     for name in set(sys.modules) - names:
         file = getattr(sys.modules[name], "__file__", None) or ""
         if name == NAME or name.partition(".")[0] in TOPS or file.startswith(str(tmp_path)):
@@ -88,8 +90,10 @@ def test_a_module_in_a_package_imports_relatively_under_its_own_name(folder: Pat
     assert module.area(3) == 9
     assert (module.__name__, module.__package__) == (NAME, "relshapes.serve")
     assert module.__file__ == str(src) and sys.modules[NAME] is module
-    # its folder first on sys.path, as for any module; the top package's folder next
-    assert sys.path[:2] == [str(src.parent), str(folder)]
+    # its folder first on sys.path, as for any module; the top package imports by its
+    # name (found in the folder that holds it, which is not put on sys.path)
+    assert sys.path[0] == str(src.parent) and str(folder) not in sys.path
+    assert sys.modules["relshapes"].__file__ == str(folder / "relshapes" / "__init__.py")
     assert module.Square.__module__ == "relshapes.geometry"
     # a class of the module itself pickles by the name the module is imported under
     assert module.Local.__module__ == NAME
@@ -162,3 +166,23 @@ def test_a_package_named_as_a_module_imported_already_says_to_rename_it(
     assert "No module named 'json.helpers' at line 1" in str(e)
     assert (f"a module 'json' other than the package {folder / 'json'} was imported in "
             "this process already") in str(e) and "give the folder another name" in str(e)
+
+
+def test_the_folder_that_holds_the_package_lends_it_no_other_name(folder: Path) -> None:
+    """Only the top package imports by its name from the folder that holds it, and only
+    where no module of the standard library or an installed package has that name: a
+    file beside the package (a script of the project's, named as a module of the
+    standard library) and a package named as a module of the standard library not
+    imported yet stay out of that module's way, as for a top-level module's file.
+    (Before, that folder went on sys.path ahead of the standard library.)"""
+    nested(folder)
+    write(folder, {"relsibling.py": "", "colorsys/__init__.py": "",
+                   "colorsys/server.py": "def f():\n    return 1\n"})
+    module = load_module(folder / "relshapes" / "serve" / "server.py", NAME)
+    assert module.area(3) == 9  # (its relative imports: relshapes by its name)
+    assert importlib.util.find_spec("relsibling") is None
+    sys.modules.pop("colorsys", None)  # (not imported yet: restored by the fixture)
+    assert load_module(folder / "colorsys" / "server.py", NAME).f() == 1
+    colorsys = importlib.import_module("colorsys")
+    assert colorsys.__file__ != str(folder / "colorsys" / "__init__.py")
+    assert colorsys.rgb_to_hsv(1.0, 0.0, 0.0) == (0.0, 1.0, 1.0)

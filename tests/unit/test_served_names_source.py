@@ -182,12 +182,14 @@ def test_a_statement_too_deep_to_write_out_is_said_shortly(tmp_path: Path) -> No
 def test_a_served_module_in_a_package_follows_its_relative_imports(tmp_path: Path) -> None:
     """As the module is imported (userpackage.py): in its package, so ``..`` climbs to
     the top package and no higher; an absolute import finds the top package by its name
-    (the folder that holds it is on the import path)."""
+    in the folder that holds it, and nothing else there (that folder is not on the
+    import path: ``from outside import`` fails at the run, and is not followed)."""
     info = _read(tmp_path / "top" / "serve", """\
         from ..geometry import render
         from .helpers import render as twice
         from top.geometry import render as again
         from ...outside import render as above
+        from outside import render as beside
     """, **{"../__init__.py": "", "__init__.py": "", "../geometry.py": HELPERS,
             "helpers.py": "from ..geometry import render\n",
             "../../outside.py": HELPERS})
@@ -196,7 +198,8 @@ def test_a_served_module_in_a_package_follows_its_relative_imports(tmp_path: Pat
         fn = info.function(name)
         assert fn is not None and fn.file is not None, name
         assert fn.file == geometry and fn.lineno == 4, name
-    assert info.function("above") is None and info.servable("above")
+    for name in ("above", "beside"):
+        assert info.function(name) is None and info.servable(name), name
 
 
 def test_a_relative_import_of_a_file_in_no_package_is_not_followed(tmp_path: Path) -> None:

@@ -111,21 +111,24 @@ _Place = tuple[Path, tuple[Path, ...]]
 
 
 def _module_file(packages: tuple[Path, ...], module: str, level: int,
-                 search: tuple[Path, ...]) -> _Place | None:
+                 folder: Path, top: Path | None) -> _Place | None:
     """The file of the program that ``from <level dots><module> import ...`` imports
     into a file in ``packages``, and the packages that file is in: for an absolute
-    import, the first found below a folder of ``search`` (the served module's own folder,
-    first on the import path, then the one that holds its top package: worker/module.py);
-    for a relative one, below the package it names. None when it is not a file of the
-    program: a relative import from a file in no package, or one that climbs above the
-    top package, fails when imported (and no file outside the packages is read)."""
+    import, the first found below ``folder``, the served module's own (first on the
+    import path), then in its top package ``top`` for a name in it (``top.geometry``:
+    userpackage.py); for a relative one, below the package it names. None when it is
+    not a file of the program: a relative import from a file in no package, or one that
+    climbs above the top package, fails when imported (and no file outside the packages
+    is read)."""
+    parts = module.split(".")
     if level:
         if level > len(packages) or not module:
             return None  # (``from . import x``: x is a module or a name of the package)
         starts = [(packages[len(packages) - level], packages[:len(packages) - level + 1])]
     else:
-        starts = [(folder, ()) for folder in search]
-    parts = module.split(".")
+        starts = [(folder, ())]
+        if top is not None and parts[0] == top.name:
+            starts.append((top.parent, ()))
     for base, above in starts:
         where = base.joinpath(*parts)
         # (a package comes before a module of the same name, as Python finds them)
@@ -147,10 +150,10 @@ def follow_import(path: Path, source: tuple[str, int, str]) -> tuple[Path, ast.F
     packages = package.folders if package is not None else ()
     if path.name == "__init__.py":  # (imported as a package of its own: userpackage.py)
         packages = (path.parent,)
-    search = (path.parent, *((package.root,) if package is not None else ()))
+    top = package.top if package is not None else None
     for _ in range(_DEPTH):
         module, level, name = source
-        place = _module_file(packages, module, level, search)
+        place = _module_file(packages, module, level, path.parent, top)
         if place is None or (place[0].resolve(), name) in seen:
             return None
         file, packages = place

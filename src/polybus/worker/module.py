@@ -15,10 +15,9 @@ from types import FrameType, ModuleType
 from typing import Any
 
 from polybus.errors import ConfigError
-from polybus.ownfiles import is_library_file, is_polybus_file
 from polybus.plural import with_article
 from polybus.usernames import key_of
-from polybus.userpackage import package_of
+from polybus.userpackage import importable, package_of
 
 
 def load_module(path: Path | str, name: str | None = None) -> ModuleType:
@@ -26,24 +25,23 @@ def load_module(path: Path | str, name: str | None = None) -> ModuleType:
     imports (moved there if it was on it already: in a process that runs several
     programs, an earlier one's folder must not hold a same-named file in its place).
     A file in a package (userpackage.py) is imported in it, as ``python -m pkg.server``
-    runs it, under ``name`` still: its relative imports work, and the folder that holds
-    its top package goes second on sys.path (unless it is an installed package)."""
+    runs it, under ``name`` still: its relative imports work, and its top package
+    imports by its name."""
     p = Path(path).resolve()
     if not p.is_file():
         raise ConfigError(f"module source {p} does not exist")
-    package = package_of(p)
-    folders = [str(p.parent)]
-    # (a file of polybus's or an installed package imports by its name already: the
-    # folder that holds that is left where it is, not put before the standard library)
-    if package is not None and not (is_polybus_file(str(p)) or is_library_file(str(p))):
-        folders.append(str(package.root))
-    _first_on_path(folders)
+    folder = str(p.parent)
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.insert(0, folder)
     mod_name = name or p.stem
     spec = importlib.util.spec_from_file_location(mod_name, p)
     if spec is None or spec.loader is None:
         raise ConfigError(f"cannot import {p}")
     loader = spec.loader
+    package = package_of(p)
     if package is not None:
+        importable(package)
         spec = _in_package(spec, f"{package.name}.{p.stem}")
     module = importlib.util.module_from_spec(spec)
     module.__name__ = mod_name  # (a package's module: its spec has the dotted name)
@@ -59,14 +57,6 @@ def load_module(path: Path | str, name: str | None = None) -> ModuleType:
 
         raise import_failure(exc, key_of(mod_name), p) from None
     return module
-
-
-def _first_on_path(folders: list[str]) -> None:
-    """``folders`` first on sys.path, in this order (each moved there if it was on it)."""
-    for folder in reversed(folders):
-        if folder in sys.path:
-            sys.path.remove(folder)
-        sys.path.insert(0, folder)
 
 
 def _in_package(spec: ModuleSpec, dotted: str) -> ModuleSpec:
