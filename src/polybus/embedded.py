@@ -29,6 +29,7 @@ from types import ModuleType
 
 from polybus.ownfiles import is_library_file, is_polybus_file
 from polybus.usernames import PREFIX
+from polybus.userpackage import package_of
 
 __all__ = ["ClientImports", "loop_note"]
 
@@ -49,9 +50,13 @@ class ClientImports:
                  ) -> None:
         self.folder = str(Path(client_source).resolve().parent)
         # (``served``: the files of modules with replication = 0, imported into the
-        # client too: what they import from their folders is noted with the client's)
+        # client too: what they import from their folders is noted with the client's;
+        # and for a module in a package, the folder that holds its top package)
+        files = [Path(f).resolve() for f in (client_source, *served)]
+        packages = [p for p in map(package_of, files) if p is not None]
         self.folders = tuple(dict.fromkeys(
-            [self.folder, *(str(Path(f).resolve().parent) for f in served)]))
+            [self.folder, *(str(f.parent) for f in files[1:]),
+             *(str(p.root) for p in packages)]))
         with _lock:
             for folder in list(_noted):
                 modules = _noted[folder]

@@ -29,6 +29,7 @@ from polybus.config.model import AppConfig
 from polybus.errors import ModuleImportError
 from polybus.ownfiles import is_polybus_file
 from polybus.usernames import import_name, shown_names, type_name
+from polybus.userpackage import relative_import_hint
 
 __all__ = ["check_imports", "import_failure", "is_polybus_frame", "shown", "source_digest",
            "stuck_at"]
@@ -86,6 +87,9 @@ def import_failure(exc: BaseException, key: str, path: Path) -> ModuleImportErro
         what = f"SystemExit({exc.code!r}): the module exits when it is imported"
     at = f" at line {line}" if line is not None else ""
     message = f"module {key!r} ({shown(path)}) failed to import: {what}{at}"
+    hint = relative_import_hint(exc, path, frames[-1].filename if frames else None)
+    if hint:
+        message += f" ({hint})"
     if detail.strip():
         message += "\n" + detail.rstrip("\n")
     return ModuleImportError(message, module=key, file=file, line=line)

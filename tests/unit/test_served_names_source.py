@@ -177,3 +177,40 @@ def test_a_statement_too_deep_to_write_out_is_said_shortly(tmp_path: Path) -> No
     for ``ast.unparse`` (400 minus signs): its text is short, not a RecursionError."""
     info = _read(tmp_path, "x = " + "- " * 400 + "len\n")
     assert info.servable("x") and info.others["x"].text == "x = ..."
+
+
+def test_a_served_module_in_a_package_follows_its_relative_imports(tmp_path: Path) -> None:
+    """As the module is imported (userpackage.py): in its package, so ``..`` climbs to
+    the top package and no higher; an absolute import finds the top package by its name
+    in the folder that holds it, and nothing else there (that folder is not on the
+    import path: ``from outside import`` fails at the run, and is not followed)."""
+    info = _read(tmp_path / "top" / "serve", """\
+        from ..geometry import render
+        from .helpers import render as twice
+        from top.geometry import render as again
+        from ...outside import render as above
+        from outside import render as beside
+    """, **{"../__init__.py": "", "__init__.py": "", "../geometry.py": HELPERS,
+            "helpers.py": "from ..geometry import render\n",
+            "../../outside.py": HELPERS})
+    geometry = tmp_path / "top" / "geometry.py"
+    for name in ("render", "twice", "again"):
+        fn = info.function(name)
+        assert fn is not None and fn.file is not None, name
+        assert fn.file == geometry and fn.lineno == 4, name
+    for name in ("above", "beside"):
+        assert info.function(name) is None and info.servable(name), name
+
+
+def test_a_relative_import_of_a_file_in_no_package_is_not_followed(tmp_path: Path) -> None:
+    """It fails when the module is imported (no parent package): the check of the
+    import says so, and nothing is read from a file the run would never import."""
+    info = _read(tmp_path, "from .helpers import render\n", **{"helpers.py": HELPERS})
+    assert info.function("render") is None and info.servable("render")
+    # (a package's own __init__.py is imported as a package: its relative imports work)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "helpers.py").write_text(HELPERS)
+    (tmp_path / "lib" / "__init__.py").write_text("from .helpers import render\n")
+    init = inspect_source(tmp_path / "lib" / "__init__.py", client=False)
+    fn = init.function("render")
+    assert fn is not None and fn.file == tmp_path / "lib" / "helpers.py"

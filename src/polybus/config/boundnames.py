@@ -5,11 +5,12 @@ a function imported from another module of the program (``from helpers import re
 a ``functools.partial``, an instance of a class with ``__call__``. The source says which
 of them is a function and what parameters it takes only for an import that leads, file
 by file, to a ``def`` of the program (``from helpers import render``, ``from .helpers
-import render``, through any re-exports on the way): that one is checked as a ``def`` of
-the module is (its call sites, priority and cache parameters), at the file and line of
-its ``def``. Any other is served with its calls checked where they run, by the replica,
-as a decorated function's are. Only a name the source shows is not callable is refused
-before the run: a module (``import numpy as np``) or a literal (``SIZE = 3``).
+import render`` in a package, through any re-exports on the way): that one is checked
+as a ``def`` of the module is (its call sites, priority and cache parameters), at the
+file and line of its ``def``. Any other is served with its calls checked where they
+run, by the replica, as a decorated function's are. Only a name the source shows is not
+callable is refused before the run: a module (``import numpy as np``) or a literal
+(``SIZE = 3``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from polybus.config.usecalls import ModuleNames, module_names
 from polybus.plural import with_article
+from polybus.userpackage import package_of
 
 __all__ = ["BoundName", "bound_names", "follow_import"]
 
@@ -104,23 +106,37 @@ def bound_names(tree: ast.Module, names: ModuleNames,
     return out
 
 
-def _module_file(folder: Path, module: str, level: int, root: Path) -> Path | None:
-    """The file of the program that ``from <level dots><module> import ...`` imports:
-    below ``folder``, the served module's own for an absolute import (it goes first on
-    the import path: worker/module.py, so a file there is the one imported), the
-    importing file's for a relative one. None when it is not a file of the program
-    (a relative import that climbs above ``root``, the served module's folder, fails
-    when imported: no file outside it is read)."""
-    base = folder
-    for _ in range(max(level - 1, 0)):
-        base = base.parent
-    if not module or not base.is_relative_to(root):
-        return None  # (``from . import x``: x is a module or a name of the package)
-    where = base.joinpath(*module.split("."))
-    # (a package comes before a module of the same name, as Python finds them)
-    for candidate in (where / "__init__.py", where.with_suffix(".py")):
-        if candidate.is_file():
-            return candidate
+# A module file and the folders of the packages it is in, outermost first (userpackage.py)
+_Place = tuple[Path, tuple[Path, ...]]
+
+
+def _module_file(packages: tuple[Path, ...], module: str, level: int,
+                 folder: Path, top: Path | None) -> _Place | None:
+    """The file of the program that ``from <level dots><module> import ...`` imports
+    into a file in ``packages``, and the packages that file is in: for an absolute
+    import, the first found below ``folder``, the served module's own (first on the
+    import path), then in its top package ``top`` for a name in it (``top.geometry``:
+    userpackage.py); for a relative one, below the package it names. None when it is
+    not a file of the program: a relative import from a file in no package, or one that
+    climbs above the top package, fails when imported (and no file outside the packages
+    is read)."""
+    parts = module.split(".")
+    if level:
+        if level > len(packages) or not module:
+            return None  # (``from . import x``: x is a module or a name of the package)
+        starts = [(packages[len(packages) - level], packages[:len(packages) - level + 1])]
+    else:
+        starts = [(folder, ())]
+        if top is not None and parts[0] == top.name:
+            starts.append((top.parent, ()))
+    for base, above in starts:
+        where = base.joinpath(*parts)
+        # (a package comes before a module of the same name, as Python finds them)
+        for candidate, inside in ((where / "__init__.py", parts),
+                                  (where.with_suffix(".py"), parts[:-1])):
+            if candidate.is_file():
+                return candidate, above + tuple(base.joinpath(*inside[:i + 1])
+                                                for i in range(len(inside)))
     return None
 
 
@@ -130,12 +146,17 @@ def follow_import(path: Path, source: tuple[str, int, str]) -> tuple[Path, ast.F
     re-exports on the way; None when it leads elsewhere (a module not of the program, a
     name its source binds other than by one ``def``, a file that cannot be read)."""
     seen: set[tuple[Path, str]] = set()
-    root = folder = path.parent  # (an absolute import starts at the served module's folder)
+    package = package_of(path)
+    packages = package.folders if package is not None else ()
+    if path.name == "__init__.py":  # (imported as a package of its own: userpackage.py)
+        packages = (path.parent,)
+    top = package.top if package is not None else None
     for _ in range(_DEPTH):
         module, level, name = source
-        file = _module_file(folder if level else root, module, level, root)
-        if file is None or (file.resolve(), name) in seen:
+        place = _module_file(packages, module, level, path.parent, top)
+        if place is None or (place[0].resolve(), name) in seen:
             return None
+        file, packages = place
         seen.add((file.resolve(), name))
         try:
             tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
@@ -152,7 +173,7 @@ def follow_import(path: Path, source: tuple[str, int, str]) -> tuple[Path, ast.F
             if found is not None:
                 if found.source is None:
                     return None
-                source, folder = found.source, file.parent
+                source = found.source
                 break
         else:
             return None

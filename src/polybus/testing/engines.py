@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,7 @@ _CLIENT = """\
 """
 _TOML = """\
     [modules.server]
-    source = "server.py"
+    source = "{source}"
     replication = {replicas}
     define.work = {{}}
     define.scaled = {{ cache = ["b"] }}
@@ -101,6 +102,9 @@ class Case:
     # more of the error, said where the engine starts the replicas itself (not hosts,
     # whose workers are started by hand: each says its own error where it was started)
     started_error: tuple[str, ...] = ()
+    # the served module's file, and other files of the program: (name, text) each
+    source: str = "server.py"
+    files: tuple[tuple[str, str], ...] = ()
 
 
 #: a replica that dies (SIGKILL) in the call the "boom" client makes, and in its retry on
@@ -111,6 +115,13 @@ DEATH = Case("a replica killed in a call", "boom", error=("every replica of work
                  '        if x == "boom":\n',
                  '        if x == "boom":\n            import signal\n'
                  '            os.kill(os.getpid(), signal.SIGKILL)\n'))
+#: the served module in a package, importing its helper relatively (userpackage.py)
+_PACKAGE = (("shapes/__init__.py", ""), ("shapes/serve/__init__.py", ""),
+            ("shapes/twice.py", "def twice(x):\n    return x * 2\n"),
+            ("shapes/serve/server.py", _SERVER.replace(
+                "    import numpy as np\n",
+                "    import numpy as np\n\n    from ..twice import twice\n",
+            ).replace("x * 2]", "twice(x)]")))
 _SUM = float(sum(range(100_000)))
 _ANSWERS = {"processes": 2, "values": [2 * i for i in range(12)]}
 CASES = (
@@ -118,6 +129,8 @@ CASES = (
     Case("answers over shm", "answers", 'transport = "shm"', result=_ANSWERS),
     Case("answers over ipc", "answers", 'transport = "ipc"', result=_ANSWERS),
     Case("cached operand", "cached", 'transport = "shm"', result=[_SUM * i for i in range(6)]),
+    Case("a served module in a package", "answers", result=_ANSWERS,
+         source="shapes/serve/server.py", files=_PACKAGE),
     Case("a call that raises", "boom", error=("remote traceback", "ValueError: boom asked for")),
     Case("a module that does not import", "answers",
          server_source=("def work(x):\n    return x\n\n\ndef scaled(b, i):\n    return i\n\n\n"
@@ -210,7 +223,10 @@ def check(engine: str, case: Case, where: Path) -> Any:
     does not do what the case says)."""
     app = write_app(where, server=case.server_source, client=_CLIENT,
                     toml=_TOML.format(server=case.server, kind=case.kind,
-                                      replicas=case.replicas))
+                                      replicas=case.replicas, source=case.source))
+    for name, text in case.files:
+        (where / name).parent.mkdir(parents=True, exist_ok=True)
+        (where / name).write_text(textwrap.dedent(text))
     out = where / "result.json"
     argv = command(engine, app, case.replicas, out)
     if engine == "hosts":  # a registry and the workers started by hand first

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
@@ -16,12 +17,16 @@ from typing import Any
 from polybus.errors import ConfigError
 from polybus.plural import with_article
 from polybus.usernames import key_of
+from polybus.userpackage import importable, package_of
 
 
 def load_module(path: Path | str, name: str | None = None) -> ModuleType:
     """Import a module from its file; its folder goes first on sys.path for its own
     imports (moved there if it was on it already: in a process that runs several
-    programs, an earlier one's folder must not hold a same-named file in its place)."""
+    programs, an earlier one's folder must not hold a same-named file in its place).
+    A file in a package (userpackage.py) is imported in it, as ``python -m pkg.server``
+    runs it, under ``name`` still: its relative imports work, and its top package
+    imports by its name."""
     p = Path(path).resolve()
     if not p.is_file():
         raise ConfigError(f"module source {p} does not exist")
@@ -33,11 +38,17 @@ def load_module(path: Path | str, name: str | None = None) -> ModuleType:
     spec = importlib.util.spec_from_file_location(mod_name, p)
     if spec is None or spec.loader is None:
         raise ConfigError(f"cannot import {p}")
+    loader = spec.loader
+    package = package_of(p)
+    if package is not None:
+        importable(package)
+        spec = _in_package(spec, f"{package.name}.{p.stem}")
     module = importlib.util.module_from_spec(spec)
+    module.__name__ = mod_name  # (a package's module: its spec has the dotted name)
     sys.modules[mod_name] = module
     try:
         with _ctrl_c_noted() as ctrl_c:
-            spec.loader.exec_module(module)
+            loader.exec_module(module)
     except BaseException as exc:  # the user's mistake: name their file and line
         sys.modules.pop(mod_name, None)
         if isinstance(exc, KeyboardInterrupt) and (ctrl_c or type(exc) is not KeyboardInterrupt):
@@ -46,6 +57,16 @@ def load_module(path: Path | str, name: str | None = None) -> ModuleType:
 
         raise import_failure(exc, key_of(mod_name), p) from None
     return module
+
+
+def _in_package(spec: ModuleSpec, dotted: str) -> ModuleSpec:
+    """``spec``'s file and loader under the name ``dotted`` (``pkg.server``), whose
+    parent is the module's ``__package__``: where its relative imports start, as for
+    ``python -m pkg.server``. The loader keeps the name it was made with, the one the
+    module runs under (it reads the module's code by that name)."""
+    inner = ModuleSpec(dotted, spec.loader, origin=spec.origin)
+    inner.has_location = True  # (``__file__`` and ``__cached__``, as for any file's)
+    return inner
 
 
 @contextlib.contextmanager
