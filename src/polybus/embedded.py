@@ -30,6 +30,7 @@ from types import ModuleType
 from polybus.ownfiles import is_library_file, is_polybus_file
 from polybus.usernames import PREFIX
 from polybus.userpackage import package_of
+from polybus.worker.module import forget_folders
 
 __all__ = ["ClientImports", "loop_note"]
 
@@ -64,6 +65,7 @@ class ClientImports:
                     for name, (module, _) in modules.items():
                         _forget(name, module)
                     del _noted[folder]
+        forget_folders()  # (an earlier run's folders lend this one no files)
         importlib.invalidate_caches()
         self.before = set(sys.modules)
 

@@ -179,3 +179,21 @@ def test_a_helper_of_a_module_called_in_the_client_edited_between_runs_is_the_ne
     assert polybus.run(app).result == "before"
     (home / "common.py").write_text("NAME = 'after the edit'\n")
     assert polybus.run(app).result == "after the edit"
+
+
+@pytest.mark.timeout(120)
+def test_an_earlier_program_s_folder_lends_a_later_one_no_file(
+        tmp_path: Path, no_worker_left: None) -> None:
+    """A program's folder stayed on sys.path after its run, and its ``helpers.py`` was
+    imported by the next program of the process for that one's ``helpers/`` folder
+    without ``__init__.py`` (a module file wins over such a folder wherever it is)."""
+    first = write_bound_app(tmp_path / "first", server="def tag(x):\n    return x\n",
+                            client="from polybus import use\ntag = use('tag')\n\n"
+                                   "def main():\n    return tag(1)\n", names=("tag",))
+    (tmp_path / "first" / "helpers.py").write_text("NAME = 'the first program'\n")
+    assert polybus.run(first, worker_output=False).result == 1
+    later = write_bound_app(tmp_path / "later", server=NS_SERVER, client=NS_CLIENT,
+                            names=("tag",))
+    (tmp_path / "later" / "helpers").mkdir()
+    (tmp_path / "later" / "helpers" / "common.py").write_text("NAME = 'its own'\n")
+    assert polybus.run(later, worker_output=False).result == ("its own", "its own")

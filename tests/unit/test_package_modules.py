@@ -101,8 +101,10 @@ def test_a_module_in_a_package_imports_relatively_under_its_own_name(folder: Pat
 
 
 def test_a_top_level_file_is_imported_as_before(folder: Path) -> None:
-    write(folder, {"server.py": "import helpers\n\ndef f():\n    return helpers.X\n",
-                   "helpers.py": "X = 1\n"})
+    # (a name no other test's program imports: one left in sys.modules would be taken)
+    write(folder, {"server.py": "import relplainhelpers\n\ndef f():\n"
+                                "    return relplainhelpers.X\n",
+                   "relplainhelpers.py": "X = 1\n"})
     rest = [p for p in sys.path if p != str(folder)]
     module = load_module(folder / "server.py", NAME)
     assert module.f() == 1 and sys.path == [str(folder), *rest]

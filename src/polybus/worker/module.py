@@ -19,6 +19,22 @@ from polybus.plural import with_article
 from polybus.usernames import key_of
 from polybus.userpackage import importable, package_of
 
+# Folders load_module put on sys.path that were not on it before (`forget_folders`)
+_added: set[str] = set()
+
+
+def forget_folders() -> None:
+    """Take the folders earlier `load_module` calls put on sys.path off it again (those
+    that were on it before stay): in a process that runs several programs one after
+    another (polybus.run), an earlier program's folder lent the next its files, a
+    ``helpers.py`` there in place of the next one's ``helpers/`` folder with no
+    ``__init__.py`` (a module file wins over such a folder wherever it is on the
+    path). The next run's `load_module` puts its own folders back first."""
+    while _added:
+        folder = _added.pop()
+        while folder in sys.path:
+            sys.path.remove(folder)
+
 
 def load_module(path: Path | str, name: str | None = None) -> ModuleType:
     """Import a module from its file; its folder goes first on sys.path for its own
@@ -33,6 +49,8 @@ def load_module(path: Path | str, name: str | None = None) -> ModuleType:
     folder = str(p.parent)
     if folder in sys.path:
         sys.path.remove(folder)
+    else:
+        _added.add(folder)
     sys.path.insert(0, folder)
     mod_name = name or p.stem
     spec = importlib.util.spec_from_file_location(mod_name, p)
