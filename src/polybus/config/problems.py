@@ -7,6 +7,7 @@ the one-line description of a value of the wrong type.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
@@ -224,6 +225,21 @@ class Problems:
                 hint = ("a str is taken as the string, not read as TOML: pass the value "
                         "itself, " + by.example(key, repr(meant)))
         self.add(f"expected {expected}, got {describe(value)}", key, hint)
+
+    def one_in_array(self, value: Any, key: str, what: str) -> str | None:
+        """The hint for one value where an array of them goes (``args = 300``): ``what``
+        the array is, and the value in one, as the user writes it here (the file, --set
+        or Python); None for a value that is no one item (a table, a string of TOML)."""
+        if isinstance(value, str) and value[:1] in ("[", "{"):
+            return None
+        if not isinstance(value, bool | int | float | str) or value != value \
+                or value in (float("inf"), float("-inf")):
+            return None
+        item = json.dumps(value)  # (TOML, and Python, for these)
+        by = self.override(key)
+        written = by.example(key, f"[{item}]") if by is not None \
+            else f"{key.rpartition('.')[2]} = [{item}]"
+        return f"{what}, even of one: {written}"
 
     def unknown_keys(self, table: dict[str, Any], valid: Sequence[str], *prefix: str,
                      extra_hints: dict[str, str] | None = None) -> None:
