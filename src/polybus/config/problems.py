@@ -13,6 +13,7 @@ import tomllib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from polybus.config.foreign import foreign_hint
 from polybus.config.milfile import MilFile
 from polybus.config.origin import SET, Origin, written_by
 from polybus.errors import ConfigError
@@ -246,7 +247,8 @@ class Problems:
         for k in table:
             if k in valid:
                 continue
-            hint = (extra_hints or {}).get(k) or nearest(k, valid)
+            hint = ((extra_hints or {}).get(k) or foreign_hint(k, table[k], prefix)
+                    or nearest(k, valid))
             if hint is None:
                 hint = "valid keys: " + ", ".join(valid)
             self.add(f"unknown key {k!r}", dotted(*prefix, k), hint)
