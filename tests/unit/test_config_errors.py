@@ -167,7 +167,8 @@ def set_cluster(item: str) -> str:
      "expected one of 'tcp', 'ipc', 'shm', got 'udp'", None),
     (set_server("transport = 1"), "modules.server.transport",
      "expected one of 'tcp', 'ipc', 'shm', got an integer 1", None),
-    (set_server("args = 5"), "modules.server.args", "expected an array, got an integer 5", None),
+    (set_server("args = 5"), "modules.server.args", "expected an array, got an integer 5",
+     "args is the list of the entrypoint's arguments, even of one: args = [5]"),
     (set_server("kwargs = [1]"), "modules.server.kwargs",
      "expected a table, got an array [1]", None),
     (set_server("entrypoint = 3").replace('entrypoint = "main"', ""),
@@ -312,3 +313,42 @@ def test_wrong_table_types(tmp_path: Path, toml: str, key: str, message: str) ->
 def test_missing_modules_table(tmp_path: Path) -> None:
     assert one(tmp_path, "[cluster]\n") == ("modules", "missing table [modules]",
                                             "e.g. [modules.server] with a source")
+
+
+NOT_OURS = "is not a key of polybus: "
+REPLICAS_HERE = "the processes that serve a module are its replicas: replication = 2"
+
+
+# Another framework's name for a module's processes or a replica's threads: the hint said
+# only "valid keys: source, replication, ..." (replicas was "did you mean 'replication'?").
+@pytest.mark.parametrize("name", ["workers", "n_workers", "num_workers", "replicas",
+                                  "processes"])
+def test_a_foreign_name_for_the_processes_points_to_replication(tmp_path: Path,
+                                                                name: str) -> None:
+    assert one(tmp_path, set_server(f"{name} = 2")) == (
+        f"modules.server.{name}", f"unknown key {name!r}", f"{name!r} {NOT_OURS}{REPLICAS_HERE}")
+
+
+@pytest.mark.parametrize(("toml", "key", "hint"), [
+    (set_server("threads = 4"), "modules.server.threads",
+     "the threads that run an interface's calls on a replica are its pool: "
+     "modules.server.define.<iface>.pool = 4"),
+    (set_define("threads = 4"), "modules.server.define.compare.threads",
+     "the threads that run this interface's calls are its pool: pool = 4"),
+    (set_define("processes = 4"), "modules.server.define.compare.processes",
+     'the child processes that run this interface\'s calls are its pool: pool = "processes:4"'),
+    (set_define("workers = 3"), "modules.server.define.compare.workers",
+     "the processes that serve a module are its replicas, a key of the module: "
+     "modules.server.replication = 3"),
+    (set_cluster("n_workers = 3"), "cluster.n_workers",
+     "the processes that serve a module are its replicas, a key of the module: "
+     "modules.<key>.replication = 3"),
+    (BASE.replace('callstyle = "async-demand(5)"', "threads = 2"),
+     "modules.client.use.compare.threads",
+     "the threads that run an interface's calls on a replica are its pool: "
+     "define.<iface>.pool of the module the interface is bound to"),
+])
+def test_a_foreign_name_is_told_where_it_goes_in_each_table(tmp_path: Path, toml: str,
+                                                            key: str, hint: str) -> None:
+    name = key.rpartition(".")[2]
+    assert one(tmp_path, toml) == (key, f"unknown key {name!r}", f"{name!r} {NOT_OURS}{hint}")

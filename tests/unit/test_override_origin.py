@@ -153,4 +153,32 @@ def test_a_python_str_that_reads_as_toml_of_the_kind_expected_gets_the_python_fo
 def test_a_python_str_that_is_no_value_of_the_kind_gets_no_python_form(app: str) -> None:
     with pytest.raises(ConfigError) as info:
         polybus.run(app, {"modules.client.args": "hello"})
-    assert info.value.hint is None, str(info.value)
+    # (no TOML it reads as; one argument, which args holds in a list)
+    assert info.value.hint == ("args is the list of the entrypoint's arguments, even of "
+                               'one: {"modules.client.args": ["hello"]}'), str(info.value)
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("300", "[300]"), ("2.5", "[2.5]"),
+                                              ("quick", '["quick"]')])
+def test_one_argument_where_args_is_expected_is_shown_as_an_array(
+        app: str, capsys: pytest.CaptureFixture[str], typed: str, meant: str) -> None:
+    # It said only "expected an array, got an integer 300".
+    assert main(["check", app, "--set", f"modules.client.args={typed}"]) == 2
+    err = capsys.readouterr().err
+    assert "modules.client.args: expected an array, got " in err, err
+    assert ("args is the list of the entrypoint's arguments, even of one: "
+            f"--set 'modules.client.args={meant}'") in err, err
+
+
+def test_one_argument_in_the_file_or_from_python_is_shown_as_an_array(app: str) -> None:
+    path = Path(app)
+    path.write_text(path.read_text().replace('entrypoint = "main"\n',
+                                             'entrypoint = "main"\nargs = 300\n'))
+    [e] = validate(app)[1]
+    assert e.hint == "args is the list of the entrypoint's arguments, even of one: args = [300]"
+    path.write_text(path.read_text().replace("args = 300\n", ""))
+    [e] = validate(app, override_strings({"modules.client.args": 300}), PYTHON)[1]
+    assert e.hint == ("args is the list of the entrypoint's arguments, even of one: "
+                      '{"modules.client.args": [300]}'), e.hint
+    [e] = validate(app, override_strings({"modules.client.args": {"n": 3}}), PYTHON)[1]
+    assert e.hint is not None and "kwargs" in e.hint, e.hint

@@ -114,3 +114,34 @@ def test_an_instance_of_an_importable_class_keeps_the_pickle_hint() -> None:
     said = _refused(fractions.Fraction(1, 3))
     assert said.endswith("convert it, or set pickle = true on the serving module in the "
                          "configuration"), said
+
+
+def test_a_replica_returning_an_instance_of_its_own_modules_class_names_the_client(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica's answer ``Box(1)``, of a class the module it serves defines: the
+    client cannot import that class (it lives in the served module). It was told "no
+    replica can import that class", the wrong side, and to "send" its fields."""
+    from polybus.client.stubs import importing, serving
+
+    module = types.ModuleType(import_name("server"))
+    exec("class Box:\n    def __init__(self, v):\n        self.v = v\n", module.__dict__)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    serving("server")  # (as a worker of module 'server' is)
+    try:
+        said = _refused(module.Box(1))
+    finally:
+        importing(None)
+    assert said.startswith("a value of type Box, a class of module 'server', cannot be "
+                           "sent by the safe codec"), said
+    assert "no replica can import" not in said, said
+    assert ("pickle = true would not carry it either: the client (or a replica of "
+            "another module it is sent on to) cannot import module 'server', which "
+            "defines that class; return its fields") in said, said
+
+
+def test_a_client_sending_an_instance_of_its_own_class_names_the_replicas(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    module = _program_module(monkeypatch, "class Thing:\n    pass\n")
+    said = _refused(module.Thing())
+    assert ("pickle = true would not carry it either: no replica can import module "
+            "'client', which defines that class; send its fields") in said, said

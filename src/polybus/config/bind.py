@@ -34,6 +34,7 @@ from polybus.config.registrynames import check_registered_names
 from polybus.config.replicause import refuse_replica_uses
 from polybus.config.schema import TOP_KEYS, is_identifier, parse_module
 from polybus.config.serve import check_routes, parse_serve
+from polybus.config.servedkinds import note_unanswerable
 from polybus.config.source import SourceInfo
 from polybus.config.sourcecheck import (
     check_define,
@@ -351,6 +352,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     note_plain_off_host(cluster.listen_host, cluster.tls, p)
     if serve is not None:
         serve = check_routes(serve, modules, interfaces, infos, p)
+    note_unanswerable(modules, infos, bindings, serve, p)  # (a generator, an async def)
     check_registered_names(modules, interfaces, serve, p)
     note_idle_shares(remote, far, serve, p)
     note_demand_batches(remote, far, p)

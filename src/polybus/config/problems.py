@@ -7,11 +7,13 @@ the one-line description of a value of the wrong type.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from polybus.config.foreign import foreign_hint
 from polybus.config.milfile import MilFile
 from polybus.config.origin import SET, Origin, written_by
 from polybus.errors import ConfigError
@@ -225,12 +227,28 @@ class Problems:
                         "itself, " + by.example(key, repr(meant)))
         self.add(f"expected {expected}, got {describe(value)}", key, hint)
 
+    def one_in_array(self, value: Any, key: str, what: str) -> str | None:
+        """The hint for one value where an array of them goes (``args = 300``): ``what``
+        the array is, and the value in one, as the user writes it here (the file, --set
+        or Python); None for a value that is no one item (a table, a string of TOML)."""
+        if isinstance(value, str) and value[:1] in ("[", "{"):
+            return None
+        if not isinstance(value, bool | int | float | str) or value != value \
+                or value in (float("inf"), float("-inf")):
+            return None
+        item = json.dumps(value)  # (TOML, and Python, for these)
+        by = self.override(key)
+        written = by.example(key, f"[{item}]") if by is not None \
+            else f"{key.rpartition('.')[2]} = [{item}]"
+        return f"{what}, even of one: {written}"
+
     def unknown_keys(self, table: dict[str, Any], valid: Sequence[str], *prefix: str,
                      extra_hints: dict[str, str] | None = None) -> None:
         for k in table:
             if k in valid:
                 continue
-            hint = (extra_hints or {}).get(k) or nearest(k, valid)
+            hint = ((extra_hints or {}).get(k) or foreign_hint(k, table[k], prefix)
+                    or nearest(k, valid))
             if hint is None:
                 hint = "valid keys: " + ", ".join(valid)
             self.add(f"unknown key {k!r}", dotted(*prefix, k), hint)

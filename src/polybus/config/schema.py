@@ -301,7 +301,10 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
         if isinstance(table["args"], list):
             args = tuple(table["args"])
         else:
-            p.wrong_type("an array", table["args"], t.key("args"))
+            given, at = table["args"], t.key("args")
+            p.wrong_type("an array", given, at, "arguments by name go in kwargs, a table"
+                         if isinstance(given, dict) else p.one_in_array(
+                             given, at, "args is the list of the entrypoint's arguments"))
     return ModuleSpec(
         key=key,
         source=source,

@@ -39,6 +39,7 @@ from polybus.wire.undecodable import value_raised
 from polybus.wire.unencodable import (
     class_of_the_program,
     instead,
+    not_importable,
     of_the_program,
     too_deep,
     unencodable,
@@ -234,10 +235,7 @@ class Codec(Decoding):
                 raise TypeError(
                     f"a value of type {type(obj).__name__}, {own}, cannot be sent by the "
                     "safe codec (msgpack types, numpy arrays, bytes), and pickle = true "
-                    "would not carry it either: no replica can import that class; send "
-                    "its fields (a dict, or a @dataclass, which arrives as a dict), or "
-                    "define the class in a module of its own that both sides import, and "
-                    "pickle = true")
+                    f"would not carry it either: {not_importable(obj)}")
             raise TypeError(f"{why}, or set pickle = true on the serving module in the "
                             "configuration" if why else instead(obj))
         if of_the_program(obj):  # (pickles here by a name only this process has)

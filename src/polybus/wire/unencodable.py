@@ -48,8 +48,8 @@ from typing import Any
 
 from polybus.usernames import PREFIX, import_name, key_of
 
-__all__ = ["TOO_DEEP", "escaped", "instead", "lone_surrogate", "of_the_program",
-           "too_deep", "unencodable", "unpicklable"]
+__all__ = ["TOO_DEEP", "class_of_the_program", "escaped", "instead", "lone_surrogate",
+           "not_importable", "of_the_program", "too_deep", "unencodable", "unpicklable"]
 
 
 # How `too_deep` begins: no path inside such a value is said (wire/unsendablepath.py),
@@ -111,8 +111,9 @@ def of_the_program(value: Any) -> str:
 def class_of_the_program(value: Any) -> str:
     """Why pickle would not carry ``value`` either, an instance of a class the program
     defines ("a class of module 'client'", "a class defined inside a function"); else
-    "". Such an instance pickles by its class's name, which no replica can import (one
-    whose class says how it pickles, with a ``__reduce__`` of its own, may not)."""
+    "". Such an instance pickles by its class's name, which only that module's own
+    process can import (one whose class says how it pickles, with a ``__reduce__`` of
+    its own, may not)."""
     kind = type(value)
     if any("__reduce__" in vars(k) or "__reduce_ex__" in vars(k) for k in kind.__mro__[:-1]):
         return ""
@@ -125,9 +126,30 @@ def class_of_the_program(value: Any) -> str:
     return ""
 
 
+_FIELDS = ("its fields (a dict, or a @dataclass, which arrives as a dict), or define the "
+           "class in a module of its own that both sides import, and pickle = true")
+
+
+def not_importable(value: Any) -> str:
+    """Who cannot import the class of ``value`` (one `class_of_the_program` names), and
+    what to send instead. The side named is the one the value goes to: a replica's
+    answer, or a value it sends on, of the module it serves goes to the client (or
+    another module's replica), which cannot import that module; anything else the
+    client sends goes to a replica, which cannot import the client's."""
+    kind = type(value)
+    if "<locals>" in getattr(kind, "__qualname__", ""):
+        return f"no other process can import a class defined inside a function; send {_FIELDS}"
+    key = key_of(kind.__module__)
+    if _served_here(kind):
+        return (f"the client (or a replica of another module it is sent on to) cannot "
+                f"import module '{key}', which defines that class; return {_FIELDS}")
+    return f"no replica can import module '{key}', which defines that class; send {_FIELDS}"
+
+
 def _served_here(value: Any) -> bool:
-    """Whether ``value``'s module is the one this process serves as a replica: its
-    functions sent are the replica's answers."""
+    """Whether ``value``'s module (a function's, a class's) is the one this process
+    serves as a replica: what it sends of that module goes from the replica, to the
+    client or on to another module's replica."""
     stubs = sys.modules.get("polybus.client.stubs")  # (not imported here: an error path)
     phase = getattr(stubs, "_phase", [None])[0]
     return phase is not None and phase[0] == "replica" \
