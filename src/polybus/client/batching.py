@@ -51,7 +51,7 @@ from polybus.client.operands import AUTO_THRESHOLD
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
 from polybus.client.snapshot import AS_IS, Keep, snapshot_row
-from polybus.client.wireargs import HOLDERS, holds_handle, holds_promise, plain_args
+from polybus.client.wireargs import general, holds_handle, holds_promise, plain_args
 from polybus.errors import PolybusError
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import DEFAULT_MAX_FRAME
@@ -164,8 +164,9 @@ class Batcher:
                     if holds_handle(args[0]):  # (named by the general path: nested.py)
                         return self.d(args, kwargs)
                     args = wait(args)  # (see plain_args)
-                elif t not in AS_IS and isinstance(args[0], HOLDERS) and holds_handle(
-                        args[0]):  # (a set's: said to go by value, a namedtuple's named)
+                elif t not in AS_IS and general(args[0]):
+                    # (a set's handle: said to go by value, a namedtuple's named; a
+                    # dataclass's promise: answered by the general path's `wire`)
                     return self.d(args, kwargs)
                 if t not in AS_IS:  # held: as it is now (snapshot.py)
                     args = snapshot_row(args, self._keep())

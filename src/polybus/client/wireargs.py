@@ -15,6 +15,7 @@ client, naming the argument, as any value the codec cannot carry does.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from typing import Any
@@ -60,9 +61,25 @@ def wire(value: Any) -> Any:
         return OutOfBand(value) if len(value) >= OOB_BYTES else value
     if t is list or t is tuple or t is dict or is_namedtuple(t):
         return inside(value) if holds_promise(value) else value
+    if dataclasses.is_dataclass(t) and holds_promise(value):
+        return inside(_fields(value))
     if isinstance(value, HOLDERS) and holds_handle(value):  # a set, a list subclass...
         by_value_note(_left(value), t.__name__)
     return value
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    """A dataclass instance as the codec carries it (a map of the fields it holds: it
+    arrives as a dict, docs/configuration.md), so the promises in it are answered here,
+    with the others of the call's arguments. Met only while the message was encoded,
+    with the link's send lock held, a promise not yet answered was waited for there
+    (a sync call hung), and one that had failed was taken for the connection breaking
+    (its healthy replica declared lost)."""
+    held = getattr(value, "__dict__", None)
+    names = [f.name for f in dataclasses.fields(value)]
+    if held is not None:
+        return {n: held[n] for n in names if n in held}
+    return {n: getattr(value, n) for n in names if hasattr(value, n)}  # (slots=True)
 
 
 def is_namedtuple(t: type) -> bool:
@@ -300,6 +317,9 @@ def plain_args(args: tuple[Any, ...]) -> bool | None:
 
 def general(a: Any) -> bool:
     """``a``, an argument not of an exact list, tuple or dict, is a container holding a
-    handle (a namedtuple names it, a set says it goes by value: `wire`), which the
-    aggregated lean path leaves to the general one."""
+    handle (a namedtuple names it, a set says it goes by value: `wire`), or a dataclass
+    instance holding a promise (`wire` answers it), which the aggregated lean path
+    leaves to the general one."""
+    if dataclasses.is_dataclass(type(a)):
+        return holds_promise(a)
     return isinstance(a, HOLDERS) and holds_handle(a)
