@@ -21,9 +21,12 @@ __all__ = ["remote_class"]
 
 # A remote type that is one of these is not made an instance of it: a StopIteration
 # raised out of a generator is a RuntimeError there (PEP 479), and an exception group
-# is built of the exceptions it holds, which a remote one has not.
+# is built of the exceptions it holds, which a remote one has not. Nor an AttributeError:
+# a promise is used by its attributes (client/promise.py), and Python reads an
+# AttributeError from an attribute lookup as the attribute's absence (hasattr's False,
+# getattr's default, isinstance through ``__class__``), which would hide the failure.
 _NOT_TAKEN: tuple[type[BaseException], ...] = (StopIteration, StopAsyncIteration,
-                                                BaseExceptionGroup)
+                                                BaseExceptionGroup, AttributeError)
 _classes: dict[type[Exception], type[RemoteException]] = {}
 _classes_lock = threading.Lock()
 

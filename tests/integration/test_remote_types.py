@@ -184,3 +184,21 @@ def test_a_program_run_by_polybus_catches_them_by_type(tmp_path: Path) -> None:
         ["RemoteZeroDivisionError", "ZeroDivisionError", "divide"],
         ["RemoteFileNotFoundError", None, "FileNotFoundError: [Errno 2] No such file or "
          "directory: 'no such file' (raised in read on server-0)"]]
+
+
+def test_a_remote_attribute_error_is_never_taken_for_a_missing_attribute(
+        tmp_path: Path) -> None:
+    """A promise is used by its attributes: Python reads an AttributeError raised by an
+    attribute lookup as the attribute's absence (hasattr, getattr's default, isinstance
+    through ``__class__``). The call's AttributeError is raised there, never hidden as
+    a False or a default: it is a RemoteException alone, not an AttributeError."""
+    with cluster(tmp_path, TOML.format(style="async", extra="")) as c:
+        s = c.session()
+        for use in (lambda p: hasattr(p, "real"), lambda p: getattr(p, "real", None),
+                    lambda p: isinstance(p, dict), lambda p: p.real):
+            p = s.call("throw", ("AttributeError", "no such thing"), {})
+            with pytest.raises(RemoteException) as e:
+                use(p)
+            assert e.value.remote_type == "AttributeError"
+            assert not isinstance(e.value, AttributeError)
+        assert polybus.wait(s.call("echo", ("served on",), {})) == "served on"
