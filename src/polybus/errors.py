@@ -21,7 +21,9 @@ it can act on::
     │   └── TLSHandshakeError       the mutual TLS of [cluster] tls did not come about
     ├── NoReplicaError              nobody serves the interface that was called
     └── RemoteError                 a call was accepted but did not produce a value
-        ├── RemoteException         the module function raised (remote type, message, traceback)
+        ├── RemoteException         the module function raised (remote type, message, traceback);
+        │                           of a built-in type, an instance of that type too
+        │                           (RemoteValueError: a RemoteException and a ValueError)
         ├── CallTimeoutError        the call's deadline passed before its answer came
         ├── BusyError               the replica's queue was full and overflow = "reject"
         ├── WorkerDiedError         the replica (or its pool process) died holding a call that
@@ -36,6 +38,8 @@ Nothing here ever carries the cluster token or a key in its message.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "UPSTREAM_FAILED",
@@ -60,6 +64,7 @@ __all__ = [
     "UsageError",
     "WorkerDiedError",
     "error_line",
+    "reported_name",
 ]
 
 
@@ -213,7 +218,9 @@ class RemoteError(PolybusError):
         self.interface = interface
         self.replica = replica
         self.call = call
-        super().__init__(message)
+        # (BaseException's own: a RemoteException of a built-in type has that type as a
+        # base too, whose __init__ would take other arguments, UnicodeDecodeError's five)
+        BaseException.__init__(self, message)
 
 
 # How a replica begins the message of a call it fails because a forwarded value it
@@ -227,7 +234,28 @@ class RemoteException(RemoteError):
     ``remote_type`` is the exception type's name as its module is known to the user
     (``ValueError``, ``server.InputError`` for a class of module ``server``), ``remote_message``
     its message and ``remote_traceback`` the formatted traceback from the replica.
+
+    A remote type that is a built-in exception class (``ValueError``, ``KeyError``,
+    ``OSError`` and its subclasses, ...) makes the error an instance of that class too:
+    its class is then ``RemoteValueError`` (polybus/remotetypes.py), a subclass of
+    RemoteException and of ValueError, so a program's ``except ValueError`` catches it
+    as it would the function's own. Its text is a RemoteException's (not the built-in's:
+    a KeyError's message is not quoted), and the built-in's own fields (an OSError's
+    ``errno``) are None: a replica sends the type's name, the message and the traceback
+    only. A class of the user's modules (``server.InputError``), which the client does
+    not import, gives a RemoteException alone.
     """
+
+    # (what polybus's reports, --json's "type", call the class: usernames.type_name)
+    _reported_as = "RemoteException"
+
+    def __new__(cls, remote_type: str, *args: Any, **kwargs: Any) -> RemoteException:
+        from polybus.remotetypes import remote_class
+
+        kind = remote_class(remote_type) if cls is RemoteException else cls
+        # (no arguments: OSError's __new__ would read them as errno and strerror, and
+        # refuses keywords; __init__ sets args)
+        return super(RemoteException, kind).__new__(kind)
 
     def __init__(self, remote_type: str, remote_message: str, remote_traceback: str, *,
                  interface: str = "", replica: str = "", origin: str = "") -> None:
@@ -254,6 +282,32 @@ class RemoteException(RemoteError):
         tb = f"\n--- remote traceback ---\n{remote_traceback}" if frames else ""
         super().__init__(f"{remote_type}: {remote_message} ({said or 'remote'}){tb}",
                          interface=interface, replica=replica)
+
+    # Its text is its message, whatever built-in it is also (KeyError's str quotes it,
+    # UnicodeDecodeError's reads fields this one has not).
+    __str__ = BaseException.__str__
+    __repr__ = BaseException.__repr__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled and copied as what it is: BaseException's way called the class with
+        # its text alone, which __init__ does not take.
+        return _unpickled, (self.remote_type, self.remote_message, self.remote_traceback,
+                            self.args, dict(self.__dict__))
+
+
+def _unpickled(remote_type: str, remote_message: str, remote_traceback: str,
+               args: tuple[Any, ...], state: dict[str, Any]) -> RemoteException:
+    e = RemoteException(remote_type, remote_message, remote_traceback)
+    e.args = args
+    e.__dict__.update(state)
+    return e
+
+
+def reported_name(exc: BaseException) -> str:
+    """The name of ``exc``'s class as polybus's reports give it (--json's ``"type"``,
+    the count of failures never looked at): a RemoteException of a built-in type
+    (``RemoteValueError``) is a ``RemoteException`` there, its remote type said apart."""
+    return getattr(type(exc), "_reported_as", None) or type(exc).__name__
 
 
 class CallTimeoutError(RemoteError):

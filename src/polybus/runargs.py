@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from polybus.client.promise import Promise
 from polybus.config.overrides import toml_value
-from polybus.errors import UsageError
+from polybus.errors import UsageError, reported_name
 
 __all__ = ["echo_to", "jsonable", "override_strings"]
 
@@ -31,7 +31,7 @@ def jsonable(x: Any) -> Any:
         try:
             x = x.__polybus_value__()
         except Exception as exc:
-            return f"<{type(x).__name__}: {type(exc).__name__}: {exc}>"
+            return f"<{type(x).__name__}: {reported_name(exc)}: {exc}>"
     t = type(x)
     if x is None or t is str or t is int or t is bool:  # (the common ones first)
         return x

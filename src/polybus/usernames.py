@@ -18,6 +18,7 @@ PREFIX = "polybus_user_"
 # polybus's own errors are shown by their names alone (``UsageError``), as a replica's
 # other failures of polybus's name theirs (``MessageTooLarge``, ``WorkerDiedError``)
 _OWN = "polybus.errors"
+_REMOTE = "polybus.remotetypes"  # (RemoteValueError and its like)
 
 
 def import_name(key: str) -> str:
@@ -33,10 +34,13 @@ def key_of(module: str) -> str:
 def type_name(kind: type) -> str:
     """An exception type's name as a user knows it: ``ValueError``, ``server.InputError``
     (a traceback's way of naming it, with the user's module under its key),
-    ``UsageError`` (polybus's own)."""
+    ``UsageError`` (polybus's own; a RemoteException of a built-in type, a
+    ``RemoteValueError``, as ``RemoteException``)."""
     mod = kind.__module__
     if mod in ("builtins", "__main__", _OWN):
         return kind.__qualname__
+    if mod == _REMOTE:
+        return getattr(kind, "_reported_as", kind.__qualname__)
     return f"{key_of(mod)}.{kind.__qualname__}"
 
 
@@ -72,7 +76,7 @@ def shown_names(exc: BaseException, lines: list[str]) -> list[str]:
     for e in _chained(exc):
         kind = type(e)
         if isinstance(kind.__module__, str) and (kind.__module__.startswith(PREFIX)
-                                                 or kind.__module__ == _OWN):
+                                                 or kind.__module__ in (_OWN, _REMOTE)):
             internal, shown = f"{kind.__module__}.{kind.__qualname__}", type_name(kind)
             lines = [_renamed(line, internal, shown) for line in lines]
     return lines

@@ -80,6 +80,11 @@ def slow_double(x, delay):
     time.sleep(delay)
     return x * 2
 
+def throw(kind, *args):
+    # raises the built-in exception ``kind`` made of ``args`` (test_remote_types)
+    import builtins
+    raise getattr(builtins, kind)(*args)
+
 def gated_double(x, flag):
     # a producer that answers as soon as the file ``flag`` exists, which the client
     # makes once every stage of its round is sent (test_comm_forward); 10 s at most

@@ -95,7 +95,7 @@ def test_a_lone_surrogate_is_an_unsendable_error_naming_the_argument(
         [0, 1, 2],
         ["UnsendableError", f"echo(...) argument 'y': {why('DFFF', 0)}"], [0, 1, 2],
         ["UnsendableError", f"echo(...) argument 1: {why('DC80', 1)}"], [0, 1, 2],
-        ["RemoteException", "TypeError",
+        ["RemoteTypeError", "TypeError",  # (a RemoteException of a built-in type)
          f"the value it returned cannot be sent: {why('DCE9', 3)}"],
         "caf\xe9",
     ]
@@ -198,11 +198,11 @@ def test_an_exception_whose_text_has_a_lone_surrogate_reaches_the_client(
     out = polybus.run(app).result
     sync = use == 'callstyle = "sync"'
     assert out == [
-        ["RemoteException", "ValueError", "bad \\udcff char", ["ValueError: bad \\udcff char"]],
+        ["RemoteValueError", "ValueError", "bad \\udcff char", ["ValueError: bad \\udcff char"]],
         [0, 1, 2],
         ["RemoteException", "server.Odd\\udcff", "m", ["server.Odd\\udcff: m"]], [0, 1, 2],
-        ["RemoteException", "RuntimeError", "outer", ["RuntimeError: outer"]], [0, 1, 2],
-        ["RemoteException", "ValueError",
+        ["RemoteRuntimeError", "RuntimeError", "outer", ["RuntimeError: outer"]], [0, 1, 2],
+        ["RemoteValueError", "ValueError",
          ("" if sync else "an upstream call failed: ") + "bad \\udcff char"],
         5,
     ]

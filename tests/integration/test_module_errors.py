@@ -210,4 +210,4 @@ def test_async_def_functions_are_named_not_run_into_a_coroutine(tmp_path: Path) 
     import json
 
     kind, message, value = json.loads((tmp_path / "out.json").read_text())["result"]
-    assert kind == "RemoteException" and f"'g' {note}" in message and value == 2
+    assert kind == "RemoteTypeError" and f"'g' {note}" in message and value == 2

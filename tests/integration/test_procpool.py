@@ -155,7 +155,7 @@ def test_an_answer_that_would_not_unpickle_in_the_replica_fails_its_call_alone(
     """)
     before, caught, after = polybus.run(app).result
     kind, remote_type, message, tb = caught
-    assert (kind, remote_type) == ("RemoteException", "ValueError"), caught
+    assert (kind, remote_type) == ("RemoteValueError", "ValueError"), caught
     assert "could not be unpickled in the replica" in message, message
     assert message.endswith(": no rebuilding sealed here"), message
     assert f'"{tmp_path / "server.py"}", line 6, in _refuse' in tb, tb  # (what raised)

@@ -172,6 +172,10 @@ USED_AFTER = """
         list(polybus.as_completed([builtins.KEPT], timeout=60))
     except Exception as e:
         print("as_completed raised", type(e).__name__, flush=True)
+    try:
+        polybus.wait(builtins.KEPT, timeout=60)
+    except Exception as e:
+        print("wait with a timeout raised", type(e).__name__, flush=True)
 """
 
 
@@ -191,6 +195,7 @@ def test_a_promise_of_an_ended_run_is_not_done_and_its_wait_says_why(
     assert ("KEPT wait raised StalePromiseError this promise belongs to a run that has "
             "ended (call slow(60) of server-0); its answer never came") in out, out
     assert "as_completed raised StalePromiseError" in out, out
+    assert "wait with a timeout raised StalePromiseError" in out, out
     if ended == "raised":
         assert "ANSWERED done True\nANSWERED wait returned 0" in out, out
         # (forwarded, unless slow(1) ended before the Forward reached its replica:

@@ -299,7 +299,7 @@ def test_a_value_nested_too_deeply_fails_its_call_alone_both_ways(
     sent, good1, returned, good2, last = polybus.run(app).result
     assert sent[:2] == ["UnsendableError", None]
     assert sent[2].startswith(f"echo(...) argument 2: {DEEP}"), sent[2]
-    assert returned[:2] == ["RemoteException", "TypeError"]
+    assert returned[:2] == ["RemoteTypeError", "TypeError"]  # (a RemoteException too)
     assert returned[2].startswith(f"TypeError: the value it returned cannot be sent: {DEEP}"), \
         returned[2]
     assert good1 == good2 == [0, 1, 2] and last == 5

@@ -14,7 +14,7 @@ from polybus.cli.values import check_distinct, check_writable, read_files, save,
 from polybus.config import module_sources
 from polybus.config.origin import SET
 from polybus.deadline import check_timeout
-from polybus.errors import RemoteError, RemoteException
+from polybus.errors import RemoteError, RemoteException, reported_name
 from polybus.runargs import jsonable
 from polybus.runner import run, where_stopped
 from polybus.summary import caption, has_table, strategies, summary
@@ -65,7 +65,7 @@ def error_doc(exc: BaseException) -> dict[str, object]:
     message = str(exc)
     if isinstance(exc, KeyboardInterrupt):  # (no message of its own: where it was)
         message = (message + where_stopped(exc)).lstrip("; ")
-    error: dict[str, object] = {"type": type(exc).__name__, "message": message}
+    error: dict[str, object] = {"type": reported_name(exc), "message": message}
     if isinstance(exc, RemoteException):
         error.update(remote_type=exc.remote_type, remote_message=exc.remote_message,
                      remote_traceback=exc.remote_traceback, replica=exc.replica,

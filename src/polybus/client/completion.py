@@ -11,16 +11,18 @@ program knows which input each answer was for without keying a dict by promises
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from polybus.client.promise import Promise
+from polybus.client.calls import text_of
+from polybus.client.promise import _WALKED, CallPromise, Promise
 from polybus.client.pump import enter, leave
 from polybus.client.stubs import current_gate
-from polybus.errors import UsageError
+from polybus.errors import PolybusError, UsageError
 
-__all__ = ["as_completed"]
+__all__ = ["as_completed", "settle"]
 
 _STEP_S = 0.05  # the longest one read waits before the promises are looked at again
 _LOOK_S = 2e-6  # per promise still waiting: reads between two looks at them all take
@@ -39,6 +41,7 @@ def as_completed(xs: Iterable[Any] | Mapping[Any, Any],
     interface has a ``timeout`` is yielded failed (CallTimeoutError) once that long has
     passed since it was written to a replica, as ``wait`` would. ``timeout`` (seconds,
     for them all): TimeoutError once it passes with promises still unanswered."""
+    _check_timeout("as_completed", timeout)
     if isinstance(xs, Mapping):
         keys: dict[int, list[Any]] = {}  # (a value under several keys: each of its pairs)
         values: list[Any] = []
@@ -108,3 +111,66 @@ def _completed(pending: list[Any], timeout: float | None) -> Iterator[Any]:
             if time.monotonic() >= look_at:
                 break
 
+
+
+def settle(x: Any, timeout: float) -> None:
+    """`polybus.wait`'s ``timeout``: wait at most ``timeout`` seconds for the promises in
+    ``x`` (a promise, or the containers `wait` walks into) to be answered, as
+    `as_completed` waits for them (a call past its interface's timeout failed as a wait
+    fails it); TimeoutError saying how many were not. Nothing is given up: their calls
+    go on, and a later wait takes their answers."""
+    _check_timeout("wait", timeout)
+    promises = _promises_in(x)
+    if not promises:
+        return
+    try:
+        for _ in _completed(list(promises), timeout):
+            pass
+        return
+    except TimeoutError as exc:
+        if isinstance(exc, PolybusError):  # (not the wait's own)
+            raise
+    left = [p for p in promises if not p._answered]
+    if left:  # (what came meanwhile, not yet read: taken in, and looked at once more)
+        left[0]._read_answers(0)
+        left = [p for p in left if not p._answered]
+    if not left:
+        return
+    call = _call_of(left[0])
+    if len(promises) == 1:
+        raise TimeoutError(f"polybus.wait: the promise{f' of {call}' if call else ''} was "
+                           f"not answered within {timeout:g} s; its call goes on, and a "
+                           "later wait or use of the promise takes its answer")
+    raise TimeoutError(f"polybus.wait: {len(left)} of the {len(promises)} promises were not "
+                       f"answered within {timeout:g} s{f' (the first: {call})' if call else ''}"
+                       "; their calls go on, and a later wait takes their answers")
+
+
+def _check_timeout(what: str, timeout: float | None) -> None:
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or math.isnan(timeout):
+        raise UsageError(f"polybus.{what}: timeout must be a number of seconds or None, "
+                         f"got {timeout!r}")
+
+
+def _call_of(p: Promise) -> str:
+    """The call ``p`` is the promise of, as an error names it (``slow(3.0)``; "" for an
+    aggregated call's, whose batch keeps no one call's arguments)."""
+    return text_of(p._rec) if type(p) is CallPromise else ""
+
+
+def _promises_in(x: Any) -> list[Promise]:
+    """The promises in ``x``, each once: ``x`` itself, or those in the containers
+    `wait` walks into (a dict's values), to any depth."""
+    found: dict[int, Promise] = {}
+    todo = [x]
+    seen: set[int] = set()
+    while todo:
+        v = todo.pop()
+        if isinstance(v, Promise):  # (first: it passes isinstance as its answer)
+            found.setdefault(id(v), v)
+        elif isinstance(v, _WALKED) and id(v) not in seen:
+            seen.add(id(v))
+            todo.extend(v.values() if isinstance(v, dict) else v)
+    return list(found.values())

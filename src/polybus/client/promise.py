@@ -15,6 +15,7 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.calls import _PENDING, expire, waited_on
+from polybus.client.futurenames import FutureNames
 from polybus.client.unseen import forgotten
 from polybus.wire.codec import Ref
 
@@ -23,10 +24,13 @@ if TYPE_CHECKING:
     from polybus.client.reactor import Reactor
 
 
-class Promise:
+class Promise(FutureNames):
     """What every promise does (the type a program can test for). It holds nothing: each
     kind of call has its own subclass with what it needs to wait (`CallPromise` here,
-    ``client/batchcalls.BatchPromise`` for an aggregated call)."""
+    ``client/batchcalls.BatchPromise`` for an aggregated call). Besides ``done``, it has
+    the names a future has that a program reaches for (``result(timeout=...)``,
+    ``exception``, ``cancel``...: client/futurenames.py); any other attribute is its
+    answer's."""
 
     __slots__ = ()
 
@@ -246,10 +250,14 @@ class CallPromise(Promise):
         expire(self._rec, self._rec.dispatcher.timeout, now, self._reactor.poll)
 
 
-def wait(x: Any) -> Any:
+def wait(x: Any, timeout: float | None = None) -> Any:
     """The value of ``x``: a promise is waited for; lists, tuples, dicts, sets,
     frozensets and deques of promises are waited for element by element (new containers, to any
     depth); anything else is returned as it is.
+
+    ``timeout`` (seconds): TimeoutError if the promises in ``x`` are not all answered
+    within it, saying how many were not (client/completion.py `settle`); their calls go
+    on, and a later wait or use takes their answers.
 
     A container is rebuilt as its own type: a namedtuple by its ``_make``, an
     OrderedDict, a defaultdict (its ``default_factory`` kept) or another dict or list
@@ -257,6 +265,10 @@ def wait(x: Any) -> Any:
     waited values in place, a set, frozenset or other tuple subclass from the waited
     values. One that cannot be rebuilt so (its copy or its constructor raises) is left
     as it is, promises and all."""
+    if timeout is not None:
+        from polybus.client.completion import settle
+
+        settle(x, timeout)
     if isinstance(x, Promise):
         return x.__polybus_value__()
     t = type(x)

@@ -32,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from polybus.errors import PolybusError, RemoteException
+from polybus.errors import PolybusError, RemoteException, reported_name
 from polybus.plural import plural
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def failed(error: PolybusError) -> None:
     _failures += 1
     if getattr(error, _FAILED, False):
         return  # (one error of several calls is said once: counted once)
-    kind = type(error).__name__
+    kind = reported_name(error)
     with _lock:
         _failed[kind] += 1
         if getattr(error, _MARK, False):
@@ -131,7 +131,7 @@ def seen(error: PolybusError) -> PolybusError:
     """``error`` reaches the program (or a consumer of the value): mark it; returned."""
     if getattr(error, _FAILED, False) and not getattr(error, _MARK, False):
         with _lock:
-            _looked[type(error).__name__] += 1
+            _looked[reported_name(error)] += 1
     _mark(error, _MARK)
     return error
 
@@ -162,12 +162,12 @@ def forgotten(error: PolybusError | None, interface: str) -> None:
     if _hush:  # counted by `note_hushed`, not said (a call's error: as not seen)
         if not getattr(error, _FAILED, False):
             with _lock:
-                _hushed[type(error).__name__] += 1
+                _hushed[reported_name(error)] += 1
         _mark(error, _MARK)
         return
     seen(error)  # (said once, whatever else held it)
-    first = str(error).splitlines()[0] if str(error) else type(error).__name__
-    said = (interface, type(error).__name__, _alike(error, first))
+    first = str(error).splitlines()[0] if str(error) else reported_name(error)
+    said = (interface, reported_name(error), _alike(error, first))
     global _last, _again
     with _lock:
         if said == _last:  # the same again: counted, said in one line (`_say_again`)
@@ -183,7 +183,7 @@ def forgotten(error: PolybusError | None, interface: str) -> None:
         if n <= SHOWN_AT_MOST:
             log.warning("polybus: warning: a call to %r failed and its error was never "
                         "looked at (its promise was freed unused): %s: %s", interface,
-                        type(error).__name__, first)
+                        reported_name(error), first)
         elif n == SHOWN_AT_MOST + 1:
             log.warning("polybus: warning: more calls failed with their errors never "
                         "looked at; not shown")
@@ -265,8 +265,8 @@ def note_hushed(exc: BaseException, session: Session, running: int = 0) -> None:
     if not n or not log.isEnabledFor(logging.WARNING):
         return
     calls = f"call{'' if n == 1 else 's'}"
-    if set(left) == {type(exc).__name__}:
-        exc.add_note(f"{n} more {calls} failed the same way ({type(exc).__name__}), never "
+    if set(left) == {reported_name(exc)}:
+        exc.add_note(f"{n} more {calls} failed the same way ({reported_name(exc)}), never "
                      "looked at before the run ended")
         return
     kinds = next(iter(left)) if len(left) == 1 else ", ".join(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from polybus.errors import MessageTooLarge, PolybusError, UnsendableError
+from polybus.errors import MessageTooLarge, PolybusError, RemoteError, UnsendableError
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Batch, Call, Message
 from polybus.wire.unencodable import lone_surrogate
@@ -41,14 +41,20 @@ def _fails(codec: Codec, interface: str, args: list[Any], kwargs: dict[str, Any]
 
 
 def named(interface: str, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
-          exc: Exception, allow_pickle: bool) -> UnsendableError:
+          exc: Exception, allow_pickle: bool) -> PolybusError:
     """``exc`` (raised encoding a call of ``interface``) as an UnsendableError naming the
     first argument that cannot be encoded: ``f(...) argument 2: ...`` (1 is the first
     positional one) or ``f(...) argument 'key': ...``, and where in it the part that
     cannot be sits, if inside a list, tuple, dict or dataclass: ``f(...) argument 2, at
     [1]['lock']: ...`` (wire/unsendablepath.py). A UnicodeEncodeError (a str with
     a lone surrogate, met by an encoder used without the codec's own translation) is
-    said as the codec says it (wire/unencodable.py)."""
+    said as the codec says it (wire/unencodable.py).
+
+    A remote failure is ``exc`` itself: a failed promise met inside an argument as it
+    was encoded raised its call's error, which is a TypeError too when the function
+    raised one (errors.RemoteException), and no value of the call's that cannot be sent."""
+    if isinstance(exc, RemoteError):
+        return exc
     if isinstance(exc, UnicodeEncodeError):
         exc = lone_surrogate(exc)
     codec = Codec(allow_pickle=allow_pickle)
@@ -65,7 +71,7 @@ def named(interface: str, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
     return UnsendableError(f"{interface}(...){where}: {exc}")
 
 
-def refused(rec: CallRecord, exc: Exception) -> UnsendableError:
+def refused(rec: CallRecord, exc: Exception) -> PolybusError:
     """`named` for a call record whose message could not be encoded for its link."""
     link = rec.link
     pickle = link.channel.codec.allow_pickle if link is not None else False

@@ -18,7 +18,7 @@ from polybus.client.batchcalls import BatchPromise, Slot
 from polybus.client.promise import CallPromise, Promise, wait
 from polybus.client.unseen import seen
 from polybus.config.units import duration_text
-from polybus.errors import CallTimeoutError, PolybusError
+from polybus.errors import CallTimeoutError, PolybusError, RemoteError
 from polybus.http.revival import Revival
 
 if TYPE_CHECKING:
@@ -104,7 +104,9 @@ class CallBridge:
         try:
             async with asyncio.timeout(timeout):
                 return await fut
-        except TimeoutError:
+        except TimeoutError as exc:
+            if isinstance(exc, RemoteError):  # (the function's own: errors.RemoteException)
+                raise
             late = CallTimeoutError(f"no answer from {name} within {duration_text(timeout or 0.0)}",
                                     interface=name)
             if _give_up(promise, late):

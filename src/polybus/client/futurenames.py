@@ -1,0 +1,82 @@
+"""What a future has that a program ported from concurrent.futures, Dask or Ray reaches for.
+
+A promise is used as its value: any attribute it does not have itself is its answer's,
+looked up once the answer is here (client/promise.py). ``p.result(timeout=0.5)`` was
+then the answer's ``result``: the program waited for the whole call and got
+``AttributeError: 'float' object has no attribute 'result'``, and ``p.cancel()`` the
+same. So a promise has these names itself, as it has ``done``, whatever its answer has
+(an answer's own attribute of one of these names is ``polybus.wait(p).result``):
+
+- ``result(timeout=None)``: the value, as ``polybus.wait(p, timeout=...)`` gives it: at
+  most ``timeout`` seconds of waiting (then TimeoutError, the call going on), the
+  call's error raised if it failed;
+- ``exception(timeout=None)``: the call's error, or None if it answered; waits as
+  ``result`` does;
+- ``cancelled()``: False, always: polybus never cancels a call;
+- ``cancel()`` and ``add_done_callback(fn)`` raise a UsageError at once, saying what
+  to use: a call once made runs to its end (its interface's ``timeout`` bounds the
+  wait for it), and nothing calls a program back (``as_completed`` yields each promise
+  as its answer comes).
+
+``done`` stays a property, as it was (``p.done``, never waits): a bool, as a test of it
+(``is True``, JSON, a numpy mask) expects, so ``p.done()`` is Python's "'bool' object is
+not callable".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from polybus.errors import PolybusError, StalePromiseError, UsageError
+
+__all__ = ["FutureNames"]
+
+
+class FutureNames:
+    """The names of a future a promise has itself (see the module's docstring)."""
+
+    __slots__ = ()
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The value, as ``polybus.wait(self, timeout=timeout)``: waits at most
+        ``timeout`` seconds (TimeoutError, the call not cancelled; a later wait or use
+        takes its answer); raises the call's error if it failed."""
+        from polybus.client.promise import wait
+
+        return wait(self, timeout=timeout)
+
+    def exception(self, timeout: float | None = None) -> PolybusError | None:
+        """The call's error, None if it answered; waits as `result` does (TimeoutError
+        if ``timeout`` passes first)."""
+        try:
+            self.result(timeout)
+        except TimeoutError as exc:
+            if not isinstance(exc, PolybusError):  # (the wait's own; else the function's)
+                raise
+            return exc
+        except StalePromiseError:  # (not the call's outcome: the promise's run ended)
+            raise
+        except PolybusError as exc:
+            return exc
+        return None
+
+    def cancelled(self) -> bool:
+        """False: polybus never cancels a call."""
+        return False
+
+    def cancel(self) -> bool:
+        """Refused at once: a call once made runs to its end."""
+        raise UsageError(
+            "a promise cannot be cancelled: its call runs to its end (a run's end waits "
+            "for it too); bound how long a wait for it takes with polybus.wait(p, "
+            "timeout=...) or p.result(timeout=...), which leave it running, or with its "
+            "interface's timeout (define.<name>.timeout or use.<name>.timeout in the "
+            "configuration), which fails it")
+
+    def add_done_callback(self, fn: Callable[[Any], object]) -> None:
+        """Refused at once: nothing calls a program back."""
+        raise UsageError(
+            "a promise takes no done callback: nothing calls a program back; take each "
+            "promise as its answer comes with polybus.as_completed(promises), or look at "
+            "p.done (a property: it never waits)")
