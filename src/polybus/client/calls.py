@@ -25,6 +25,7 @@ from polybus.wire.messages import Call, Fail
 
 if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
+    from polybus.client.fwdedge import Edge
 
 _PENDING = object()
 _NO_ARGS: list[Any] = []
@@ -59,7 +60,8 @@ class CallRecord:
     """One accepted call: gets exactly one outcome, a value or an error."""
 
     __slots__ = ("ahead", "args", "attempts", "carried", "deadline", "dispatcher", "error", "id",
-                 "kwargs", "link", "orphan", "passed", "prio", "resent", "sent_at", "value")
+                 "inputs", "kwargs", "link", "orphan", "passed", "prio", "resent", "sent_at",
+                 "value")
 
     # Set when so only (client/unseen.py): its promise went before the outcome came; its
     # promise was passed to another call (forwarded), whose error may say this one's
@@ -71,6 +73,10 @@ class CallRecord:
     carried: str
 
     resent: bool  # sent again after a cache miss (set then only: operands.Comm.missed)
+    # Its edges from the producers whose values it was forwarded, once it answered
+    # ``Ref`` (set then only: client/fwdlost.py's `spent`): should it run again, they
+    # are connected again. None once it will not (run again, or its value fetched).
+    inputs: list[Edge] | None
 
     def __init__(self, id: int, dispatcher: Dispatcher, args: list[Any],
                  kwargs: dict[str, Any] | None, prio: float) -> None:
@@ -144,6 +150,10 @@ class CallRecord:
             from polybus.client.fwdfetch import fetch
 
             self.value = fetch(self)
+            inputs = getattr(self, "inputs", None)
+            if inputs:  # (here now: it is not run again for it, client/fwdlost.py)
+                inputs.clear()
+                self.inputs = None
         return self.value
 
 

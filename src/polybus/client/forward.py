@@ -30,8 +30,10 @@ that migration may move takes its edges along (fwdmove.py).
 A producer replica that dies before answering is a lost call like any other: the
 dispatcher re-runs it (idempotent interfaces) and, once it is placed again, its edges are
 connected again; if it is not re-run the consumer fails with the producer's error. A
-value fetched (fwdfetch.py), or sent on from its store, from a producer replica that has
-died since is a WorkerDiedError (a consumer held for it is told so: `_after_lost`).
+value fetched (fwdfetch.py) from a producer replica that has died since is a
+WorkerDiedError; one a consumer still needs from there (held for it, or to be sent on
+from its store) is made again, the producer sent its own forwarded inputs again, or the
+consumer fails with a WorkerDiedError (`_after_lost`, fwdlost.py).
 
 Whenever the producer's value will never reach the consumer's replica, the client sends
 it the failure (``Deliver(key, ok=False, ...)``), which answers the held consumer call
@@ -65,8 +67,8 @@ from polybus.client.fwdbatch import (
     undo,
 )
 from polybus.client.fwdblame import origin, said_by, upstream
-from polybus.client.fwdedge import Edge, run_of, unsent_value
-from polybus.client.fwdlost import gone, kept_lost
+from polybus.client.fwdedge import Edge, edge_of, run_of, unsent_value
+from polybus.client.fwdlost import Lineage, gone, kept_lost, spent
 from polybus.client.fwdmove import ended
 from polybus.client.promise import CallPromise
 from polybus.errors import (
@@ -96,6 +98,7 @@ class Forwarder:
         self.relayed = 0     # values the client sent on itself (it had them anyway)
         self.fetched = 0     # forwarded values the program used, fetched back
         self.keeps = 0       # Keeps sent: producers asked to keep a value for a queued call
+        self.lineage = Lineage()  # answered Ref: their inputs, should they run again
         # `_keep`'s look at a producer and its mark of the edge, against `answered`'s
         # reset of the marks (another thread may read the producer's answer meanwhile)
         self._marks = threading.Lock()
@@ -275,23 +278,11 @@ class Forwarder:
         """The producer's replica could not send ``msg.key``'s value on: its consumer
         fails with why. Heeded only for an edge of this session, from the replica that
         holds its producer, about the replica its consumer is placed on."""
-        e = self._edge(msg.key)
+        e = edge_of(self.deps, self.nonce, msg.key)
         if (e is None or e.producer.link is not link or e.to is None
                 or e.to.channel.peer != msg.to):
             return
         self._send_failure(e, [msg.type, msg.message, ""])
-
-    def _edge(self, key: str) -> Edge | None:
-        """The edge of this session whose key is ``key`` ("nonce.consumer id.index")."""
-        nonce, _, rest = key.partition(".")
-        cid, _, index = rest.partition(".")
-        if nonce != self.nonce:
-            return None
-        try:
-            e = self.deps.get(int(cid), [])[int(index)]
-        except (ValueError, IndexError):
-            return None
-        return e if e.key == key else None
 
     def given_up(self, rec: CallRecord, sent: bool) -> None:
         """``rec`` was given up (its timeout passed, or it could not be sent): as a
@@ -326,7 +317,8 @@ class Forwarder:
         if isinstance(error, RemoteException) and error.remote_message.startswith(UPSTREAM_FAILED):
             said = error.remote_message.removeprefix(UPSTREAM_FAILED)
             named = upstream(self.deps.get(rec.id, ()), error.remote_message)
-        for e in ended(self, self.deps.pop(rec.id, ())):  # (if it moved: fwdmove.py)
+        deps = self.deps.pop(rec.id, ())
+        for e in ended(self, deps):  # (if it moved: fwdmove.py)
             e.unwatch()
             if (e.kept and e.to is None) or e.pinned:  # (never placed, or may have moved)
                 self._unkeep(e)
@@ -338,6 +330,7 @@ class Forwarder:
                     if e.producer.dispatcher.keeper is not None:  # (fwdown.py)
                         e.producer.dispatcher.keeper.unused(e.producer)
             said_by(e.producer, e.producer is named, said)
+        spent(self, rec, deps)  # (kept, should it run again: fwdlost.py)
         edges = self.edges.get(rec.id)
         if not edges:
             return

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.reactor import Reactor
 
-__all__ = ["Edge", "run_of", "unsent_value"]
+__all__ = ["Edge", "edge_of", "run_of", "unsent_value"]
 
 
 class Edge:
@@ -54,6 +54,21 @@ class Edge:
         if self.watched is not None:
             self.watched.watch -= 1
             self.watched = None
+
+
+def edge_of(deps: dict[int, list[Edge]], nonce: str, key: str) -> Edge | None:
+    """The edge among ``deps`` (consumer call id -> its edges) of a session whose nonce is
+    ``nonce`` whose key is ``key``: "nonce.consumer id.index", with "+n" after it once
+    its consumer ran again (client/fwdlost.py's `rerun`)."""
+    head, _, rest = key.partition(".")
+    cid, _, index = rest.partition(".")
+    if head != nonce:
+        return None
+    try:
+        e = deps.get(int(cid), [])[int(index.partition("+")[0])]
+    except (ValueError, IndexError):
+        return None
+    return e if e.key == key else None
 
 
 def unsent_value(value: Any) -> bool:

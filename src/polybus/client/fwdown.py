@@ -36,6 +36,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from polybus.client.forwardcomm import install
+from polybus.client.fwdlost import rerun
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Keep
 
@@ -146,8 +147,7 @@ class Keeper:
             d = rec.dispatcher
             if (rec.link is link and rec.done and _kept(rec) and d.idempotent
                     and rec.attempts < d.max_attempts and any(not lk.dead for lk in d.links)):
-                rec.reopen()
-                d.again(rec)
+                rerun(self.f, rec)  # (and its inputs: fwdlost.py)
 
     def _release_unused(self, rec: CallRecord) -> None:
         """Let go of ``rec``'s value, whose promise is gone, unless a consumer of it has
