@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -289,3 +290,26 @@ def test_a_quoted_duration_that_is_not_one_is_still_refused(
         build_parser().parse_args(["registry", "--ttl", bad])
     assert info.value.code == 2
     assert "expected a duration > 0 (" in capsys.readouterr().err
+
+
+def test_a_file_another_probe_made_and_removed_meanwhile_is_still_writable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rank of an mpi run checks the same --json at once: one rank's probe made the
+    file and removed it between another's look (a regular file) and its open, which
+    failed the run, "cannot be written: No such file or directory"."""
+    from polybus.cli import values
+    from polybus.cli.values import check_writable
+
+    other = tmp_path / "made by another probe"
+    other.write_text("")
+    seen = os.stat(other)
+    real_stat = os.stat
+
+    def stat_then_gone(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if str(path).endswith("result.json"):
+            return seen  # (as it was when looked at; it is gone when opened)
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(values.os, "stat", stat_then_gone)
+    check_writable(str(tmp_path / "result.json"), "--json")
+    assert not os.path.lexists(tmp_path / "result.json")  # (os.stat is the fake here)

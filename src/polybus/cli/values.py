@@ -112,7 +112,9 @@ def _check_writable(p: Path, option: str, path: str) -> None:
         if above is not None and not above.is_dir():  # (not "does not exist": it does)
             raise UsageError(f"{option} {path}: {above} is not a directory")
         raise UsageError(f"{option} {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+    if not os.access(parent, os.W_OK) or (
+            p.exists() and not os.access(p, os.W_OK) and os.path.lexists(p)):
+        # (looked at again: another's probe may have made it and removed it since)
         raise UsageError(f"{option} {path}: not writable by this user")
     _probe(p, option, path)
 
@@ -131,7 +133,10 @@ def _probe(p: Path, option: str, path: str) -> None:
         st = None
     if st is not None:
         if stat.S_ISREG(st.st_mode):
-            os.close(os.open(p, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+            try:
+                os.close(os.open(p, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+            except FileNotFoundError:  # (another's probe made it and removed it since:
+                pass  # every rank of an mpi run checks the same --json at once)
         return
     if os.path.lexists(p):  # (a link to nothing)
         return
