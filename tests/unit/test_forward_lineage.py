@@ -128,3 +128,22 @@ def test_the_lineage_keeps_no_call_alive_that_nothing_else_does() -> None:
     del k, e
     gc.collect()
     assert kept() is None and lineage.cut == 0
+
+
+def test_arguments_large_bytes_and_containers_count_whole_against_the_byte_bound() -> None:
+    # A call's large bytes travel out of band (kept so in its arguments), and a list or
+    # dict holds its items: each counts as the bytes it holds, not as its wrapper's or
+    # outer container's few, or the bound let any number of MiB through.
+    from polybus.wire.codec import OutOfBand
+
+    blob = b"x" * (1 << 20)  # 1 MiB
+    for arg in (OutOfBand(blob), [blob], {"a": np.zeros(1 << 17)}, (blob,)):
+        lineage = Lineage(nbytes=(3 << 20) // 2)
+        f = record(1, 5)
+        f.set_value(Ref("fwd", []))
+        a, ea = consumer_of(2, f, arg)
+        lineage.keep(a, [ea])
+        assert lineage.bytes >= 1 << 20, (type(arg), lineage.bytes)
+        b, eb = consumer_of(3, f, arg)
+        lineage.keep(b, [eb])
+        assert not runnable(a) and runnable(b) and lineage.cut == 1, type(arg)

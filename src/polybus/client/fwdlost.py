@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.fwdbatch import EntryRecord
 from polybus.errors import WorkerDiedError
 from polybus.wire.codec import Ref
-from polybus.wire.values import size_of
+from polybus.wire.values import OutOfBand, size_of
+from polybus.worker.cache import held_bytes
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord
@@ -165,5 +166,12 @@ def _renamed(arg: Any, keys: dict[str, Ref]) -> Any:
 def _bytes(p: CallRecord) -> int:
     """The bytes of the arguments ``p`` keeps (sent by value; let go once answered by
     value: CallRecord.set_value)."""
-    n = sum(size_of(a) for a in p.args)
-    return n + sum(size_of(v) for v in p.kwargs.values()) if p.kwargs else n
+    n = sum(_held(a) for a in p.args)
+    return n + sum(_held(v) for v in p.kwargs.values()) if p.kwargs else n
+
+
+def _held(arg: Any) -> int:
+    """The bytes an argument holds: large bytes as the call carries them (out of band),
+    a container's items with it (worker/cache.py's `held_bytes`), not its wrapper's or
+    outer list's few."""
+    return size_of(arg.data) if type(arg) is OutOfBand else held_bytes(arg)
