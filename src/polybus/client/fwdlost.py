@@ -174,4 +174,12 @@ def _held(arg: Any) -> int:
     """The bytes an argument holds: large bytes as the call carries them (out of band),
     a container's items with it (worker/cache.py's `held_bytes`), not its wrapper's or
     outer list's few."""
-    return size_of(arg.data) if type(arg) is OutOfBand else held_bytes(arg)
+    t = type(arg)
+    if t in _NOTHING:  # (the common arguments first: this runs for each of every call's)
+        return 0
+    return size_of(arg.data) if t is OutOfBand else held_bytes(arg)
+
+
+# Arguments that hold next to nothing: a forwarded value's Ref (its value is elsewhere),
+# numbers, None. (A bound of MiB need not count their few bytes.)
+_NOTHING = frozenset({Ref, int, float, bool, type(None)})
