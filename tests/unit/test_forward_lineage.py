@@ -82,7 +82,7 @@ def test_only_an_idempotent_call_answered_ref_keeps_them() -> None:
 def test_run_again_its_edges_are_connected_anew_under_new_keys() -> None:
     f = record(1, 5)
     f.set_value(Ref("fwd", []))
-    fwd: Any = SimpleNamespace(lineage=Lineage(), edges={}, deps={})
+    fwd: Any = SimpleNamespace(lineage=Lineage(), edges={}, deps={}, rerunning=None)
     k, e = consumer_of(2, f, 3)
     k.kwargs = {"also": Ref("fwd", "n.2.0"), "plain": 1}
     k.attempts = 1
@@ -105,7 +105,8 @@ def test_run_again_its_edges_are_connected_anew_under_new_keys() -> None:
 def test_a_call_run_again_leaves_nothing_in_the_lineage_to_cut() -> None:
     f = record(1, 5)
     f.set_value(Ref("fwd", []))
-    fwd: Any = SimpleNamespace(lineage=Lineage(calls=1), edges={}, deps={})
+    fwd: Any = SimpleNamespace(lineage=Lineage(calls=1), edges={}, deps={},
+                           rerunning=None)
     k, e = consumer_of(2, f)
     spent(fwd, k, [e])
     rerun(fwd, k)

@@ -151,7 +151,21 @@ def rerun(f: Forwarder, p: CallRecord) -> None:
         p.args = [_renamed(a, keys) for a in p.args]
         if p.kwargs:
             p.kwargs = {k: _renamed(v, keys) for k, v in p.kwargs.items()}
-    p.dispatcher.again(p)
+    # Sent once the run again that led here is: its placing connects its edges, whose
+    # producers may be lost too and run again in turn, so each would be sent within
+    # the last's placing, some frames a stage (a long chain lost together: a
+    # RecursionError). Reopened already, so a second edge's look sees it to be placed.
+    queue = f.rerunning
+    if queue is not None:
+        queue.append(p)
+        return
+    f.rerunning = queue = deque([p])
+    try:
+        while queue:
+            r = queue.popleft()
+            r.dispatcher.again(r)
+    finally:
+        f.rerunning = None
 
 
 def _forwarded(arg: Any) -> bool:
