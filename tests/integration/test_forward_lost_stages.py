@@ -273,3 +273,27 @@ def test_a_stage_whose_inputs_were_let_go_fails_its_consumers_rather_than_wait(
         said = str(err.value)
         assert "the replica holding the result of a call to mid is gone (server-0)" in said
         assert "the values forwarded to it are no longer known" in said, said
+
+
+def test_a_long_chain_lost_together_runs_again_without_recursing_stage_by_stage(
+        tmp_path: Path) -> None:
+    # x = mid(x, 1) 300 times on the replica killed: each stage run again finds its
+    # producer's value lost too. Each run again was sent from within its consumer's
+    # placing, a Python frame or eight a stage: a RecursionError out of the wait.
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        s = c.session()
+        go, hold = tmp_path / "go", tmp_path / "hold"
+        go.touch()
+        x = on(s, "server-0", "first", X[:16], str(go))
+        chain = [x]
+        for _ in range(300):
+            x = on(s, "server-0", "mid", x, 1)
+            chain.append(x)
+        g = on(s, "server-0", "last", x, str(hold))
+        for _ in polybus.as_completed(chain, timeout=10):
+            pass
+        assert sum(type(p._rec.value) is Ref for p in chain) >= 200  # (kept on server-0)
+        del chain, x
+        die(c, "server-0")
+        hold.touch()
+        assert np.array_equal(outcome(g, within=30), X[:16] * 2 + 1)

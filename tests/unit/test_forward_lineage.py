@@ -82,7 +82,7 @@ def test_only_an_idempotent_call_answered_ref_keeps_them() -> None:
 def test_run_again_its_edges_are_connected_anew_under_new_keys() -> None:
     f = record(1, 5)
     f.set_value(Ref("fwd", []))
-    fwd: Any = SimpleNamespace(lineage=Lineage(), edges={}, deps={})
+    fwd: Any = SimpleNamespace(lineage=Lineage(), edges={}, deps={}, rerunning=None)
     k, e = consumer_of(2, f, 3)
     k.kwargs = {"also": Ref("fwd", "n.2.0"), "plain": 1}
     k.attempts = 1
@@ -105,7 +105,8 @@ def test_run_again_its_edges_are_connected_anew_under_new_keys() -> None:
 def test_a_call_run_again_leaves_nothing_in_the_lineage_to_cut() -> None:
     f = record(1, 5)
     f.set_value(Ref("fwd", []))
-    fwd: Any = SimpleNamespace(lineage=Lineage(calls=1), edges={}, deps={})
+    fwd: Any = SimpleNamespace(lineage=Lineage(calls=1), edges={}, deps={},
+                           rerunning=None)
     k, e = consumer_of(2, f)
     spent(fwd, k, [e])
     rerun(fwd, k)
@@ -128,3 +129,22 @@ def test_the_lineage_keeps_no_call_alive_that_nothing_else_does() -> None:
     del k, e
     gc.collect()
     assert kept() is None and lineage.cut == 0
+
+
+def test_arguments_large_bytes_and_containers_count_whole_against_the_byte_bound() -> None:
+    # A call's large bytes travel out of band (kept so in its arguments), and a list or
+    # dict holds its items: each counts as the bytes it holds, not as its wrapper's or
+    # outer container's few, or the bound let any number of MiB through.
+    from polybus.wire.codec import OutOfBand
+
+    blob = b"x" * (1 << 20)  # 1 MiB
+    for arg in (OutOfBand(blob), [blob], {"a": np.zeros(1 << 17)}, (blob,)):
+        lineage = Lineage(nbytes=(3 << 20) // 2)
+        f = record(1, 5)
+        f.set_value(Ref("fwd", []))
+        a, ea = consumer_of(2, f, arg)
+        lineage.keep(a, [ea])
+        assert lineage.bytes >= 1 << 20, (type(arg), lineage.bytes)
+        b, eb = consumer_of(3, f, arg)
+        lineage.keep(b, [eb])
+        assert not runnable(a) and runnable(b) and lineage.cut == 1, type(arg)

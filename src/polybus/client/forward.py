@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise
@@ -99,6 +100,7 @@ class Forwarder:
         self.fetched = 0     # forwarded values the program used, fetched back
         self.keeps = 0       # Keeps sent: producers asked to keep a value for a queued call
         self.lineage = Lineage()  # answered Ref: their inputs, should they run again
+        self.rerunning: deque[CallRecord] | None = None  # to send again (fwdlost.rerun)
         # `_keep`'s look at a producer and its mark of the edge, against `answered`'s
         # reset of the marks (another thread may read the producer's answer meanwhile)
         self._marks = threading.Lock()

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.fwdbatch import EntryRecord
 from polybus.errors import WorkerDiedError
 from polybus.wire.codec import Ref
-from polybus.wire.values import size_of
+from polybus.wire.values import OutOfBand, size_of
+from polybus.worker.cache import held_bytes
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord
@@ -150,7 +151,21 @@ def rerun(f: Forwarder, p: CallRecord) -> None:
         p.args = [_renamed(a, keys) for a in p.args]
         if p.kwargs:
             p.kwargs = {k: _renamed(v, keys) for k, v in p.kwargs.items()}
-    p.dispatcher.again(p)
+    # Sent once the run again that led here is: its placing connects its edges, whose
+    # producers may be lost too and run again in turn, so each would be sent within
+    # the last's placing, some frames a stage (a long chain lost together: a
+    # RecursionError). Reopened already, so a second edge's look sees it to be placed.
+    queue = f.rerunning
+    if queue is not None:
+        queue.append(p)
+        return
+    f.rerunning = queue = deque([p])
+    try:
+        while queue:
+            r = queue.popleft()
+            r.dispatcher.again(r)
+    finally:
+        f.rerunning = None
 
 
 def _forwarded(arg: Any) -> bool:
@@ -165,5 +180,20 @@ def _renamed(arg: Any, keys: dict[str, Ref]) -> Any:
 def _bytes(p: CallRecord) -> int:
     """The bytes of the arguments ``p`` keeps (sent by value; let go once answered by
     value: CallRecord.set_value)."""
-    n = sum(size_of(a) for a in p.args)
-    return n + sum(size_of(v) for v in p.kwargs.values()) if p.kwargs else n
+    n = sum(_held(a) for a in p.args)
+    return n + sum(_held(v) for v in p.kwargs.values()) if p.kwargs else n
+
+
+def _held(arg: Any) -> int:
+    """The bytes an argument holds: large bytes as the call carries them (out of band),
+    a container's items with it (worker/cache.py's `held_bytes`), not its wrapper's or
+    outer list's few."""
+    t = type(arg)
+    if t in _NOTHING:  # (the common arguments first: this runs for each of every call's)
+        return 0
+    return size_of(arg.data) if t is OutOfBand else held_bytes(arg)
+
+
+# Arguments that hold next to nothing: a forwarded value's Ref (its value is elsewhere),
+# numbers, None. (A bound of MiB need not count their few bytes.)
+_NOTHING = frozenset({Ref, int, float, bool, type(None)})
