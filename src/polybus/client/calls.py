@@ -25,7 +25,6 @@ from polybus.wire.messages import Call, Fail
 
 if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
-    from polybus.client.fwdedge import Edge
 
 _PENDING = object()
 _NO_ARGS: list[Any] = []
@@ -73,10 +72,10 @@ class CallRecord:
     carried: str
 
     resent: bool  # sent again after a cache miss (set then only: operands.Comm.missed)
-    # Its edges from the producers whose values it was forwarded, once it answered
-    # ``Ref`` (set then only: client/fwdlost.py's `spent`): should it run again, they
-    # are connected again. None once it will not (run again, or its value fetched).
-    inputs: list[Edge] | None
+    # The producers whose values it was forwarded, each with its value's key, once it
+    # answered ``Ref`` (set then only: client/fwdlost.py's `spent`): should it run
+    # again, they are connected again. None once it will not (run again, or fetched).
+    inputs: list[tuple[CallRecord, str]] | None
 
     def __init__(self, id: int, dispatcher: Dispatcher, args: list[Any],
                  kwargs: dict[str, Any] | None, prio: float) -> None:

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.fwdbatch import EntryRecord
+from polybus.client.fwdedge import Edge
 from polybus.errors import WorkerDiedError
 from polybus.wire.codec import Ref
 from polybus.wire.values import OutOfBand, size_of
@@ -37,7 +38,7 @@ from polybus.worker.cache import held_bytes
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord
-    from polybus.client.forward import Edge, Forwarder
+    from polybus.client.forward import Forwarder
 
 __all__ = ["LINEAGE_BYTES", "LINEAGE_CALLS", "Inputs", "Lineage", "gone", "kept_lost", "rerun",
            "runnable", "spent"]
@@ -79,9 +80,10 @@ def gone(p: CallRecord) -> WorkerDiedError:
                            f"{why}", interface=p.dispatcher.interface, replica=name)
 
 
-class Inputs(list["Edge"]):
-    """A call's inputs as `Lineage` keeps them: a list it can refer to weakly, so that
-    it keeps no call alive that nothing else does (one no one can run again)."""
+class Inputs(list[tuple["CallRecord", str]]):
+    """A call's inputs as `Lineage` keeps them, each its producer and the key its value
+    went under: a list it can refer to weakly, so that it keeps no call alive that
+    nothing else does (one no one can run again)."""
 
 
 class Lineage:
@@ -97,7 +99,9 @@ class Lineage:
         self.cut = 0  # calls whose inputs were let go for the bounds, ever
 
     def keep(self, p: CallRecord, edges: Sequence[Edge]) -> None:
-        inputs = Inputs(edges)
+        # (each edge's producer and key, not the edge, which names ``p``: no cycle, so
+        # the call is freed as soon as the program lets it go, not by the collector)
+        inputs = Inputs((e.producer, e.key) for e in edges)
         p.inputs = inputs
         n = _bytes(p) + sum(_bytes(e.producer) for e in edges)
         self._kept.append((weakref.ref(inputs), n))
@@ -138,15 +142,15 @@ def rerun(f: Forwarder, p: CallRecord) -> None:
     p.reopen()
     kept = getattr(p, "inputs", None)
     if kept:
-        edges, p.inputs = list(kept), None
+        inputs, p.inputs = list(kept), None
         kept.clear()  # (its entry in the Lineage: counts for nothing now)
         keys: dict[str, Ref] = {}
-        for e in edges:
-            old, e.key = e.key, f"{e.key.partition('+')[0]}+{p.attempts}"
+        edges = []
+        for producer, old in inputs:
+            e = Edge(producer, p, f"{old.partition('+')[0]}+{p.attempts}")
             keys[old] = Ref("fwd", e.key)
-            e.to, e.failed, e.told, e.left = None, "", None, None
-            e.asked = e.kept = e.pinned = False
-            f.edges.setdefault(e.producer.id, []).append(e)
+            edges.append(e)
+            f.edges.setdefault(producer.id, []).append(e)
         f.deps[p.id] = edges
         p.args = [_renamed(a, keys) for a in p.args]
         if p.kwargs:
