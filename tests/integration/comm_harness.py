@@ -94,6 +94,16 @@ def gated_double(x, flag):
     while not os.path.exists(flag) and time.monotonic() < end:
         time.sleep(0.0005)
     return x * 2
+
+def until(x, flag):
+    # runs until the file ``flag`` exists (a call that looks hung), 60 s at most
+    # (test_demand_abandoned)
+    import os
+    import time
+    end = time.monotonic() + 60
+    while not os.path.exists(flag) and time.monotonic() < end:
+        time.sleep(0.005)
+    return x
 '''
 
 

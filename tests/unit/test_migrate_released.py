@@ -26,7 +26,7 @@ class FakeComm:
 
 
 def _link(name: str) -> Any:
-    return SimpleNamespace(name=name, dead=False, outstanding={}, abandoned=set(), held=[], got=[], speed=1.0)
+    return SimpleNamespace(name=name, dead=False, outstanding={}, abandoned={}, held=[], got=[], speed=1.0)
 
 
 def test_each_released_call_goes_by_its_own_binding() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from polybus.client.calls import ReplicaLink, error_from, text_of
+from polybus.client.calls import ReplicaLink, error_from, late, text_of
 from polybus.client.counts import refused
 from polybus.errors import UPSTREAM_FAILED, ProtocolError
 from polybus.wire.messages import (
@@ -38,7 +38,7 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
         case Fail(id=cid):
             rec = link.outstanding.pop(cid, None)
             if rec is None:
-                link.abandoned.discard(cid)  # (a late answer to a call given up on)
+                late(link, cid)  # (a late answer to a call given up on)
             elif msg.kind == "cache-miss" and rec.dispatcher.comm is not None:
                 rec.dispatcher.comm.missed(rec, link, msg.message)  # sent again, the operand Put first
             else:

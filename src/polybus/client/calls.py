@@ -259,10 +259,12 @@ class ReplicaLink:
         self.dead = False
         self.calls = 0  # answered calls
         self.held: list[Call] = []  # calls for a busy replica, written together
-        # Calls given up on (their deadline passed) that the replica is still running:
-        # their answers are dropped when they come, and till then the replica counts as
-        # busy with them when a replica is picked (load, balance.py).
-        self.abandoned: set[int] = set()
+        # Calls given up on (their deadline passed) that the replica is still running,
+        # each with the dispatcher that made it: their answers are dropped when they
+        # come, and till then the replica counts as busy with them when a replica is
+        # picked (load, balance.py), and each keeps its place in its dispatcher's count
+        # of calls in flight there (async-demand's window: `late`, below).
+        self.abandoned: dict[int, Any] = {}
         # Forwards sent it for calls it has answered whose consumers still wait
         # (client/forward.py): one it cannot send on comes back as Undelivered, so it is
         # read meanwhile as if it held calls.
@@ -276,6 +278,15 @@ class ReplicaLink:
 
     def __repr__(self) -> str:
         return f"<replica {self.name} {len(self.outstanding)} outstanding>"
+
+
+def late(link: ReplicaLink, cid: int) -> None:
+    """The late answer to ``cid``, a call given up on, came from ``link`` (or the
+    replica gave it back unrun): the replica is free of it, and the call's place in its
+    dispatcher's count there too (`Dispatcher.freed`)."""
+    d = link.abandoned.pop(cid, None)
+    if d is not None:
+        d.freed(link)
 
 
 def define_key(interface: str, module: str, option: str) -> str:

@@ -357,19 +357,32 @@ class Dispatcher:
 
     def forget(self, rec: CallRecord, sent: bool = True) -> None:
         """A call given up on (its deadline passed): its answer, if it comes, is dropped;
-        till then its replica counts as busy with it (``link.abandoned``). ``sent``
-        False: it never left (it could not be encoded), so no answer will come. Its
-        forwarding edges are settled (Forwarder.given_up)."""
-        if rec.link is not None and rec.link.outstanding.pop(rec.id, None) is not None:
-            if sent and not rec.link.dead:
-                rec.link.abandoned.add(rec.id)
-            i = self._index[id(rec.link)]
-            self.inflight[i] -= 1
+        till then its replica counts as busy with it (``link.abandoned``), and the call
+        keeps its place in flight there (``inflight``: under async-demand(N), one of
+        the replica's N), until its late answer comes (`freed`) or the replica is lost.
+        ``sent`` False: it never left (it could not be encoded), so no answer will
+        come. Its forwarding edges are settled (Forwarder.given_up)."""
+        link = rec.link
+        if link is not None and link.outstanding.pop(rec.id, None) is not None:
+            i = self._index[id(link)]
+            if sent and not link.dead:
+                link.abandoned[rec.id] = self  # (its place kept: freed by its answer)
+            else:
+                self.inflight[i] -= 1
             self._cleared(rec, i)
         if (f := getattr(self.comm, "forwarder", None)) is not None:
             f.given_up(rec, sent)
         if self.keeper is not None:
             self.keeper.given_up(rec)
+
+    def freed(self, link: ReplicaLink) -> None:
+        """A call given up on, running on ``link``, answered late (or was given back
+        unrun): its place there is free for the backlog (placed at the next step)."""
+        i = self._index.get(id(link))
+        if i is not None and self.inflight[i] > 0:
+            self.inflight[i] -= 1
+            if self._backlog:
+                self.reactor.work_left()
 
     def again(self, rec: CallRecord) -> None:
         """Run ``rec`` again, ahead of the backlog. It was answered, but the replica that

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import Pending
-from polybus.client.calls import CallRecord, ReplicaLink
+from polybus.client.calls import CallRecord, ReplicaLink, late
 from polybus.client.fwdmove import moved, moved_batch
 from polybus.client.picking import pick_any
 from polybus.client.policies.migration import Edge, ReplicaLoad, decide, edges, steal_edges
@@ -99,7 +99,7 @@ class Migrator:
         _, dst, _ = self._pending.pop(req, (link, link, 0))
         recs: list[CallRecord] = []
         for cid in ids:
-            link.abandoned.discard(cid)  # (given up on, and now known never to run)
+            late(link, cid)  # (given up on, and now known never to run)
             rec: Any = link.outstanding.pop(cid, None)  # (a batch is filed as a call is)
             if rec is None or rec.done:
                 continue

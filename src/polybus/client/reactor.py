@@ -18,7 +18,7 @@ from typing import Any
 
 from polybus.client import answers, control, ended, rings
 from polybus.client.alone import LoneCalls
-from polybus.client.calls import CallRecord, ReplicaLink, give_up, waiting_for
+from polybus.client.calls import CallRecord, ReplicaLink, give_up, late, waiting_for
 from polybus.client.headroom import roomy
 from polybus.client.later import Later
 from polybus.client.liveness import Liveness
@@ -297,7 +297,7 @@ class Reactor(LoneCalls, Sending):
                 if rec.set_value(msg.value):
                     rec.dispatcher.completed(rec, link)
             elif link.abandoned:
-                link.abandoned.discard(msg.id)  # a late answer: the replica is free of it
+                late(link, msg.id)  # a late answer: the replica is free of it
             return
         answers.handle(self, link, msg)  # (the rarer kinds: client/answers.py)
 
