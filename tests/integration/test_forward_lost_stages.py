@@ -154,17 +154,23 @@ def test_three_stages_a_middle_stage_lost_after_it_answered_runs_again(
         assert np.array_equal(outcome(g, within=10), X * 6 + 1)
 
 
+def four_stages(c: Any, s: Any, where: Path) -> tuple[Any, Path]:
+    """``last(mid(mid(first(X), 3), 5))``, every stage on server-0, the first three
+    answered by reference (kept there); the last held (its flag file returned)."""
+    go, hold = where / "go", where / "hold"
+    f = on(s, "server-0", "first", X, str(go))
+    k = on(s, "server-0", "mid", f, 3)
+    h = on(s, "server-0", "mid", k, 5)
+    g = on(s, "server-0", "last", h, str(hold))
+    heard(c, s, f, k, h)
+    go.touch()
+    answered_ref(f, k, h)
+    return g, hold
+
+
 def test_four_stages_lost_together_run_again_in_turn(tmp_path: Path) -> None:
     with cluster(tmp_path, toml(), replicas=2) as c:
-        s = c.session()
-        go, hold = tmp_path / "go", tmp_path / "hold"
-        f = on(s, "server-0", "first", X, str(go))
-        k = on(s, "server-0", "mid", f, 3)
-        h = on(s, "server-0", "mid", k, 5)
-        g = on(s, "server-0", "last", h, str(hold))
-        heard(c, s, f, k, h)
-        go.touch()
-        answered_ref(f, k, h)
+        g, hold = four_stages(c, c.session(), tmp_path)
         die(c, "server-0")
         hold.touch()
         assert np.array_equal(outcome(g, within=10), X * 30 + 1)
@@ -256,14 +262,7 @@ def test_a_stage_whose_inputs_were_let_go_fails_its_consumers_rather_than_wait(
     with cluster(tmp_path, toml(), replicas=2) as c:
         s = c.session()
         s.forwarder.lineage = Lineage(calls=1)  # type: ignore[attr-defined]
-        go, hold = tmp_path / "go", tmp_path / "hold"
-        f = on(s, "server-0", "first", X, str(go))
-        k = on(s, "server-0", "mid", f, 3)
-        h = on(s, "server-0", "mid", k, 5)
-        g = on(s, "server-0", "last", h, str(hold))
-        heard(c, s, f, k, h)
-        go.touch()
-        answered_ref(f, k, h)
+        g, hold = four_stages(c, s, tmp_path)
         assert s.forwarder.lineage.cut == 1  # type: ignore[attr-defined]
         die(c, "server-0")
         hold.touch()
