@@ -24,7 +24,7 @@ import pytest
 
 import polybus
 from polybus.client.session import Session
-from polybus.errors import RemoteException
+from polybus.errors import PolybusError, RemoteException
 from polybus.wire.codec import Ref
 
 from . import comm_harness
@@ -230,6 +230,28 @@ def test_a_kept_answer_lost_runs_again_with_its_inputs(tmp_path: Path) -> None:
         answered_ref(f, k)
         die(c, "server-0")
         assert np.array_equal(outcome(k, within=10), X * 6)
+
+
+def test_a_kept_answer_whose_inputs_were_let_go_is_not_run_again_blind(
+        tmp_path: Path) -> None:
+    # As above, with k's inputs let go (the Lineage's bound): sent again, k would name
+    # f's value, which nobody would send it, and wait for ever; it fails instead.
+    from polybus.client.fwdlost import Lineage
+
+    with cluster(tmp_path, toml(mid_keep=True), replicas=2) as c:
+        s = c.session()
+        s.forwarder.lineage = Lineage(calls=0)  # type: ignore[attr-defined]
+        go = tmp_path / "go"
+        f = on(s, "server-0", "first", X, str(go))
+        k = on(s, "server-0", "mid", f, 3)
+        heard(c, s, f, k)
+        go.touch()
+        answered_ref(f, k)
+        die(c, "server-0")
+        with pytest.raises(PolybusError) as err:
+            outcome(k, within=10)
+        assert "WorkerDiedError" in (type(err.value).__name__,
+                                     getattr(err.value, "remote_type", "")), err.value
 
 
 def test_an_upstream_stage_that_may_not_run_again_fails_the_pipeline(tmp_path: Path) -> None:

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from polybus.client.calls import CallRecord
     from polybus.client.forward import Forwarder
 
-__all__ = ["LINEAGE_BYTES", "LINEAGE_CALLS", "Inputs", "Lineage", "gone", "kept_lost", "rerun",
-           "runnable", "spent"]
+__all__ = ["LINEAGE_BYTES", "LINEAGE_CALLS", "Inputs", "Lineage", "gone", "kept_lost",
+           "may_run_again", "rerun", "runnable", "spent"]
 
 LINEAGE_CALLS = 10_000  # calls answered Ref that keep their inputs, at most
 LINEAGE_BYTES = 64 << 20  # arguments (sent by value) kept so, at most
@@ -56,12 +56,10 @@ def kept_lost(f: Forwarder, p: CallRecord, edges: list[Edge]) -> None:
     for e in edges:
         e.unwatch()
         e.kept, e.told = False, None
-    d = p.dispatcher
     if not edges or type(p.value) is not Ref:
         for e in edges:
             f._connect(e)  # (a consumer still unplaced: when it is)
-    elif (d.idempotent and p.attempts < d.max_attempts and any(not lk.dead for lk in d.links)
-          and not isinstance(p, EntryRecord) and runnable(p)):  # (a batch's: not alone)
+    elif may_run_again(p):
         rerun(f, p)
     else:
         for e in edges:
@@ -123,6 +121,16 @@ def spent(f: Forwarder, p: CallRecord, edges: Sequence[Edge]) -> None:
     if (edges and p.error is None and type(p.value) is Ref and p.dispatcher.idempotent
             and not isinstance(p, EntryRecord)):
         f.lineage.keep(p, edges)
+
+
+def may_run_again(p: CallRecord) -> bool:
+    """Whether ``p``, answered and its value lost with its replica, is run again: an
+    idempotent call with attempts left and a replica left, not one of a batch (a
+    batch's call is not re-run alone), that can be sent its own inputs (`runnable`).
+    (Sent without them, it would name a forwarded value nobody sends, and wait.)"""
+    d = p.dispatcher
+    return (d.idempotent and p.attempts < d.max_attempts and any(not lk.dead for lk in d.links)
+            and not isinstance(p, EntryRecord) and runnable(p))
 
 
 def runnable(p: CallRecord) -> bool:

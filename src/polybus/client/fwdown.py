@@ -36,7 +36,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from polybus.client.forwardcomm import install
-from polybus.client.fwdlost import rerun
+from polybus.client.fwdlost import may_run_again, rerun
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Keep
 
@@ -144,9 +144,7 @@ class Keeper:
         (idempotent, a replica left); else using the promise raises WorkerDiedError."""
         self.let_go()
         for rec in list(self.calls.values()):
-            d = rec.dispatcher
-            if (rec.link is link and rec.done and _kept(rec) and d.idempotent
-                    and rec.attempts < d.max_attempts and any(not lk.dead for lk in d.links)):
+            if rec.link is link and rec.done and _kept(rec) and may_run_again(rec):
                 rerun(self.f, rec)  # (and its inputs: fwdlost.py)
 
     def _release_unused(self, rec: CallRecord) -> None:
