@@ -13,6 +13,12 @@ Anything else in ``$TMPDIR`` is left as it is, whatever its name: one whose pid 
 taken by another process since waits for that process to end. An empty directory of
 that name and owner whose pid is gone goes too (a run killed between making it and
 writing its mark left one; removing an empty directory cannot remove anything else).
+
+A Unix socket's path is at most 107 bytes. When ``$TMPDIR`` is so long that a socket
+file in a run's directory would pass that, the run's directory is made in ``/tmp``
+instead (the first of ``/tmp``, ``/dev/shm``, ``/var/tmp`` that is a writable
+directory), as Ray does for its own sockets; with none, in ``$TMPDIR``, and the listen
+error says what to do (transport/endpoints.py).
 """
 
 from __future__ import annotations
@@ -24,16 +30,33 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["MARK", "make_run_dir", "remove_stale_run_dirs"]
+__all__ = ["MARK", "SOCKET_PATH_MAX", "make_run_dir", "remove_stale_run_dirs", "run_base"]
 
 MARK = "polybus-run"  # the file in a run's directory that names the run's pid
 _NAME = re.compile(r"polybus-([1-9][0-9]*)-[a-z0-9_]+")
+SOCKET_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path, less its NUL)
+# What a run's directory adds to its base: "/polybus-<pid>-<8 random>/<index>.<scheme>",
+# with a pid of up to 7 digits and an index of up to 5.
+_IN_RUN_DIR = len("/polybus-4194304-abcdefgh/99999.ipc")
+_SHORT_BASES = ("/tmp", "/dev/shm", "/var/tmp")
+
+
+def run_base() -> Path:
+    """Where runs' directories go: ``$TMPDIR``, unless a socket file in one would make
+    too long a path (module docstring)."""
+    base = tempfile.gettempdir()
+    if len(os.fsencode(base)) + _IN_RUN_DIR <= SOCKET_PATH_MAX:
+        return Path(base)
+    for short in _SHORT_BASES:
+        if os.path.isdir(short) and os.access(short, os.W_OK | os.X_OK):
+            return Path(short)
+    return Path(base)
 
 
 def make_run_dir() -> Path:
     """A new directory for this run's files, marked with this process's pid."""
     pid = os.getpid()
-    d = Path(tempfile.mkdtemp(prefix=f"polybus-{pid}-"))
+    d = Path(tempfile.mkdtemp(prefix=f"polybus-{pid}-", dir=run_base()))
     (d / MARK).write_text(f"{pid}\n")
     return d
 
@@ -41,7 +64,7 @@ def make_run_dir() -> Path:
 def remove_stale_run_dirs(where: Path | None = None) -> list[Path]:
     """Remove the run directories in ``where`` (``$TMPDIR``) whose run is gone; the
     paths removed."""
-    base = Path(where) if where is not None else Path(tempfile.gettempdir())
+    base = Path(where) if where is not None else run_base()
     try:
         names = [e.name for e in os.scandir(base)]
     except OSError:

@@ -44,7 +44,8 @@ def listen_addresses(app: AppConfig, key: str, name: str, host: str, *, local: b
     """Where replica ``name`` of module ``key`` listens when no launcher chose: TCP on
     ``host``, and, if it is on the client's host (``local``), the ``ipc`` or ``shm`` its
     module or a binding asks for, in a new private run directory (returned, for the
-    caller to remove when the replica stops). The module's transport is the main
+    caller to remove when the replica stops; the socket files are named by scheme, not
+    by the replica's name, which could make their path too long for a Unix socket). The module's transport is the main
     address (the first), or TCP with ``tcp_first`` (a replica a client on another host
     may use)."""
     schemes = transports_for(app, key) if local else ["tcp"]
@@ -55,7 +56,7 @@ def listen_addresses(app: AppConfig, key: str, name: str, host: str, *, local: b
         remove_stale_run_dirs()  # (a replica killed outright could not remove its own)
         rundir = make_run_dir()
     return [f"tcp://{host}:0" if rundir is None or s == "tcp"
-            else f"{s}://{rundir / f'{name}.{s}'}" for s in schemes], rundir
+            else f"{s}://{rundir / f'0.{s}'}" for s in schemes], rundir
 
 
 def serve_replica(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *,

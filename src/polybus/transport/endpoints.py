@@ -144,7 +144,12 @@ def listen(address: Address, backlog: int = 128) -> tuple[Listener, Address]:
             sock.listen(backlog)
         except OSError as exc:
             sock.close()
-            raise TransportError(f"cannot listen on {address}: {exc.strerror or exc}") from None
+            why = exc.strerror or str(exc)
+            if len(os.fsencode(address.path)) > 107:
+                why = (f"its path is {len(os.fsencode(address.path))} bytes, and a Unix "
+                       "socket's is at most 107: choose a shorter path (for a run's own "
+                       "sockets, a shorter TMPDIR)")
+            raise TransportError(f"cannot listen on {address}: {why}") from None
         return sock, address
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
