@@ -169,3 +169,31 @@ def _same_pid(b: object) -> int:
     matmul_pool._B = b
     matmul_pool._BARRIER.wait(matmul_pool.BARRIER_S)
     return 1
+
+
+def test_ray_and_dask_are_compared_with_polybus_split_and_like_for_like() -> None:
+    """Ray and Dask pin nothing: their ratios are against polybus's row of record
+    (cpus=split) and against polybus with nothing pinned either (cpus=free)."""
+    from polybus.bench import peer_rows
+    from polybus.bench.report import BenchResult, Row
+    from polybus.bench.stats import summarize
+
+    lat = BenchResult("latency", {})
+    for cpus, us in (("split", 1000.0), ("same", 500.0), ("free", 300.0)):
+        lat.add(Row.of("polybus", {"transport": "tcp", "cpus": cpus}, 1e6, "rtt_us",
+                       summarize([us])))
+    lat.add(Row.of("ray", {"num_cpus": 2, "cpus": "free"}, 1e6, "rtt_us", summarize([3000.0])))
+    peer_rows.latency_ratios(lat)
+    got = {r.name: r.value for r in lat.ratios if r.name.startswith("ray/")}
+    assert got == {"ray/polybus rtt at 1000000 B (ray cpus=free, polybus cpus=split)": 3.0,
+                   "ray/polybus rtt at 1000000 B (ray cpus=free, polybus cpus=free)": 10.0}
+
+    bw = BenchResult("bandwidth", {})
+    for cpus, gbps in (("split", 1.0), ("same", 3.0), ("free", 2.0)):
+        bw.add(Row.of("polybus", {"transport": "tcp", "cpus": cpus}, 1e6, "gbps",
+                      summarize([gbps])))
+    bw.add(Row.of("dask", {"cpus": "free"}, 1e6, "gbps", summarize([0.5])))
+    peer_rows.bandwidth_ratios(bw)
+    got = {r.name: r.value for r in bw.ratios if r.name.startswith("polybus/dask")}
+    assert sorted(got.values()) == [2.0, 4.0]
+    assert all("cpus=same" not in name for name in got)

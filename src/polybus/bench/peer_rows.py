@@ -127,8 +127,9 @@ def latency(result: BenchResult, p: _SizePlan, iters: Callable[[int], int], quic
 def latency_ratios(result: BenchResult) -> None:
     """polybus/mpi4py per size, placement and transport (mpi4py runs over shared memory:
     its like is polybus shm); polybus/pyzmq over tcp; ray/polybus and dask/polybus per
-    size and transport (Ray and Dask place their own processes, so against polybus at
-    cpus=split)."""
+    size and transport: Ray and Dask place their own processes (cpus=free), so against
+    polybus at cpus=split (its row of record) and at cpus=free (nothing pinned on either
+    side, as a user's own runs are)."""
     for r in [r for r in result.rows if r.system == "polybus" and r.metric == "rtt_us"]:
         cpus = r.config.get("cpus", DEFAULT)
         transport = r.config.get("transport", "tcp")
@@ -143,10 +144,10 @@ def latency_ratios(result: BenchResult) -> None:
         if transport == "tcp":
             result.add_ratio(f"polybus/pyzmq {at}{label}", r,
                              result.find("pyzmq", r.x, "rtt_us", {"cpus": cpus}))
-        if cpus == DEFAULT:
+        if cpus in (DEFAULT, "free"):
             for peer in ("ray", "dask"):
                 result.add_ratio(f"{peer}/polybus {at} ({peer} cpus=free, polybus "
-                                 f"{','.join([*via, f'cpus={DEFAULT}'])})",
+                                 f"{','.join([*via, f'cpus={cpus}'])})",
                                  result.find(peer, r.x, "rtt_us"), r)
 
 
@@ -187,10 +188,12 @@ def bandwidth_ratios(result: BenchResult) -> None:
         result.add_ratio(f"polybus/mpi4py {at}{suffix}", r,
                          result.find("mpi4py", r.x, "gbps", {"cpus": cpus}))
         if cpus == DEFAULT:
-            for peer in ("pyzmq", "ray", "dask"):
-                cfg = {"cpus": cpus} if peer == "pyzmq" else None
+            result.add_ratio(f"polybus/pyzmq {at}{suffix}", r,
+                             result.find("pyzmq", r.x, "gbps", {"cpus": cpus}))
+        if cpus in (DEFAULT, "free"):  # (Ray and Dask place their own processes: against
+            for peer in ("ray", "dask"):  # the row of record, and like for like)
                 result.add_ratio(f"polybus/{peer} {at}{suffix}", r,
-                                 result.find(peer, r.x, "gbps", cfg))
+                                 result.find(peer, r.x, "gbps"))
 
 
 def throughput(result: BenchResult, workers: int, quick: bool, progress: Progress) -> None:
