@@ -306,7 +306,8 @@ def silence_note(error: object) -> str:
         return ""
     return (f"; a replica that answers no Ping for 3 heartbeats ({3 * beat:g} s) is taken "
             "for dead while its process may be alive, as one running a call that holds the "
-            "GIL that long (a long pure-Python loop or C call) is: raise cluster.heartbeat "
+            "GIL that long (a single C call that does not release it: a pure-Python loop lets "
+            "the Ping through) is: raise cluster.heartbeat "
             f"(now {beat:g} s) above such a call's time, e.g. --set cluster.heartbeat="
             f"{max(10, int(beat * 10)):d}; or as one cut off from this host by the network "
             "is (docs/reliability.md, \"A replica cut off by the network\")")
