@@ -235,10 +235,16 @@ def warn_unapplied(path: str | Path, app: AppConfig, origin: Origin) -> None:
     except ConfigError:
         return  # (valid only with the overrides: nothing to compare with)
     for key in worker_side_changes(base, app):
+        what = (f"{origin.label} changes a replica's speed, which a worker takes from the "
+                f"configuration it was started with, and this run uses workers started "
+                f"by hand (a running registry): the speed does not reach them (the "
+                f"replicas' names and count do: they choose which of those registered "
+                f"this run uses)" if key.endswith(".replication") else
+                f"{origin.label} changes a setting the replicas apply themselves, and "
+                f"this run uses workers started by hand (a running registry): it does "
+                f"not reach them")
         warnings.warn(str(ConfigError(
-            f"{origin.label} changes a setting the replicas apply themselves, and this "
-            f"run uses workers started by hand (a running registry): it does not reach "
-            f"them", file=str(app.path), key=key,
+            what, file=str(app.path), key=key,
             hint="give it to each `polybus worker --config ... --as ...` (as --set), "
                  "or put it in the configuration the workers were started with")),
             ConfigWarning, stacklevel=3)
