@@ -277,7 +277,7 @@ class Session:
         chosen, spares, self._starts[module] = places(  # (ratios and paths follow names)
             module, configured, usable, self._turns.get(module),
             spec.named or module in self._ratios or bool(spec.migration))
-        say_tcp_only(module, scheme, chosen, self._short)
+        say_tcp_only(module, scheme, chosen, self._short, self.app)
         made, failed = dial_places(chosen, spares, lambda rs: connect_all(
             rs, scheme, self.token,
             [Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
