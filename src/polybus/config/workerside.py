@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from polybus.config.model import AppConfig, ModuleSpec
 
-__all__ = ["REPLICA_DEFINE_KEYS", "worker_side_changes"]
+__all__ = ["REPLICA_DEFINE_KEYS", "unapplied", "worker_side_changes"]
 
 # define.<interface> keys a replica applies: its queue, its pool and its cache's bound.
 REPLICA_DEFINE_KEYS = ("priority", "pool", "pool_kind", "queue", "overflow", "cache_bytes")
@@ -50,3 +50,17 @@ def worker_side_changes(base: AppConfig, app: AppConfig) -> list[str]:
                         continue
                     changed.append(f"modules.{key}.define.{name}.{field}")
     return changed
+
+
+def unapplied(label: str, key: str) -> str:
+    """What a run with workers started by hand says of ``key``, a `worker_side_changes`
+    key its overrides (``label``: ``--set``) changed. Of ``replication``, the speed
+    alone: its names and count are the run's (it said they did not reach the workers,
+    of the very --set that picked the replica the run used)."""
+    if key.endswith(".replication"):
+        return (f"{label} changes a replica's speed, which a worker takes from the "
+                f"configuration it was started with, and this run uses workers started by "
+                f"hand (a running registry): the speed does not reach them (the replicas' "
+                f"names and count do: they choose which of those registered this run uses)")
+    return (f"{label} changes a setting the replicas apply themselves, and this run uses "
+            f"workers started by hand (a running registry): it does not reach them")
