@@ -335,10 +335,11 @@ def error_line(exc: BaseException) -> str:
     """``exc`` as polybus's error line says it (``polybus run: error: ...``, and a worker's
     that could not start, under every engine): polybus's own error by its message
     alone, but a call's failure of a type of its own, one a program catches by name
-    (BusyError, CallTimeoutError, WorkerDiedError, ...), led by that name, as a remote
-    exception is led by the remote type (whose text has it); any other exception led by
-    its type's name."""
-    if not isinstance(exc, PolybusError) or (
+    (BusyError, CallTimeoutError, WorkerDiedError, ..., and ConnectionLostError, a call
+    lost with every replica, which is no RemoteError: it was said by its message alone),
+    led by that name, as a remote exception is led by the remote type (whose text has
+    it); any other exception led by its type's name."""
+    if not isinstance(exc, PolybusError) or isinstance(exc, ConnectionLostError) or (
             isinstance(exc, RemoteError) and type(exc) is not RemoteError
             and not isinstance(exc, RemoteException)):
         return f"{type(exc).__name__}: {exc}"

@@ -21,7 +21,7 @@ from polybus.client.stubs import activate, importing, one_run
 from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, SET, Origin
-from polybus.config.workerside import worker_side_changes
+from polybus.config.workerside import unapplied, worker_side_changes
 from polybus.deadline import check_timeout, time_limit
 from polybus.embedded import ClientImports, loop_note
 from polybus.engines.base import Cluster, Engine
@@ -236,9 +236,7 @@ def warn_unapplied(path: str | Path, app: AppConfig, origin: Origin) -> None:
         return  # (valid only with the overrides: nothing to compare with)
     for key in worker_side_changes(base, app):
         warnings.warn(str(ConfigError(
-            f"{origin.label} changes a setting the replicas apply themselves, and this "
-            f"run uses workers started by hand (a running registry): it does not reach "
-            f"them", file=str(app.path), key=key,
+            unapplied(origin.label, key), file=str(app.path), key=key,
             hint="give it to each `polybus worker --config ... --as ...` (as --set), "
                  "or put it in the configuration the workers were started with")),
             ConfigWarning, stacklevel=3)

@@ -184,6 +184,23 @@ def test_parts_started_with_config_find_the_registry_it_names(
     p = cli("run", app, "--quiet", "--set", "modules.client.args=[3000, 2]")
     assert p.returncode == 0, p.stderr
     assert "'correct': True" in p.stdout
+    # These workers were started with --config, of transport tcp: a run given ipc by
+    # --set is told so (it was told they were started "with --module or --listen")
+    p = cli("run", app, "--quiet", "--set", "modules.client.args=[3000, 2]",
+            "--set", 'modules.server.transport="ipc"')
+    assert p.returncode == 0 and "'correct': True" in p.stdout, p.stderr
+    warned = "\n".join(ln for ln in p.stderr.splitlines() if "warning" in ln)
+    assert ("server-0, server-1 on this host offer only tcp: this run's ipc is from --set, "
+            "which reaches no worker started by hand") in warned, warned
+    # names in the replication pick the workers of those names: not said to reach none
+    # (it was: "--set changes a setting the replicas apply themselves ... it does not
+    # reach them", of the --set that chose server-1)
+    p = cli("run", app, "--quiet", "--set", "modules.client.args=[3000, 1]",
+            "--set", 'modules.server.replication="server-1"')
+    assert p.returncode == 0 and "'correct': True" in p.stdout, p.stderr
+    warned = "\n".join(ln for ln in p.stderr.splitlines() if "warning" in ln)
+    assert ('replication = "server-1"; using server-1, not server-0 (name them in '
+            "replication to use them all)") in warned, warned
 
 
 def test_a_worker_without_a_registry_to_go_to_says_how_to_name_one() -> None:

@@ -112,3 +112,29 @@ def test_replicas_named_by_a_migration_path_are_kept_at_every_turn(
             c.sessions.append(s)
             assert [lk.name for lk in s.links["server"]] == ["server-0", "server-1"]
             assert len(s.migrators) == 1
+
+
+@pytest.mark.parametrize("names", ["server-0", "server-1", "server-0,server-1",
+                                   "server-2,server-0"])
+def test_a_replication_of_names_uses_those_at_every_turn(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        names: str) -> None:
+    """A replication given as names uses the replicas registered under them, whatever
+    the names: ``"server-0"``, the name ``replication = 1`` makes, was taken for that
+    count, and runs went server-0, server-1, server-0 by their turns (while
+    ``"server-1"`` kept to server-1), and the warning said ``replication = 1``."""
+    wanted = names.split(",")
+    toml = TOML.replace("replication = 3", f'replication = "{names}"')
+    with cluster(tmp_path, toml, replicas=3) as c:
+        (tmp_path / "client.py").write_text(ONE_CALL)
+        monkeypatch.setenv("POLYBUS_TOKEN", c.token.decode())
+        used = []
+        for _ in range(3):
+            r = polybus.run(c.path, registry=str(c.registry.address),
+                            overrides={"modules.client.args": [len(wanted)]})
+            used.append(sorted(s.name for s in r.replicas if s.calls))
+        assert used == [sorted(wanted)] * 3, used
+        assert [rt.name for rt in c.runtimes if rt.calls] == sorted(wanted)
+    said = [r.getMessage() for r in caplog.records if "replicas registered" in r.getMessage()]
+    assert said and f'replication = "{names}"; using' in said[0], said
+    assert "name them in replication to use them all" in said[0], said

@@ -18,7 +18,7 @@ import pytest
 from polybus.cli import cmd_check
 from polybus.cli.main import main
 from polybus.config import load
-from polybus.errors import BusyError, CallTimeoutError, RemoteException
+from polybus.errors import BusyError, CallTimeoutError, ConnectionLostError, RemoteException
 from polybus.testing.apps import write_bound_app
 from polybus.worker.main import options_for
 
@@ -63,6 +63,11 @@ def test_the_bound_and_the_reject_may_come_from_different_defines(app: Path) -> 
      "polybus check: error: CallTimeoutError: no answer from server-0 within 1s"),
     (RemoteException("ValueError", "bad", ""),  # (its text has the remote type)
      "polybus check: error: ValueError: bad (remote)"),
+    # a call lost with every replica: a TransportError, not a RemoteError, and it was
+    # said without its name ("error: the call adjust('shared', 1) was lost: ...")
+    (ConnectionLostError("the call f(1) was lost: every replica of f is gone"),
+     "polybus check: error: ConnectionLostError: the call f(1) was lost: every replica "
+     "of f is gone"),
 ])
 def test_the_error_line_names_a_call_failure_s_type(
         error: Exception, line: str, monkeypatch: pytest.MonkeyPatch,

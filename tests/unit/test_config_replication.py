@@ -243,3 +243,15 @@ def test_the_error_names_file_key_and_the_accepted_forms(tmp_path: Path) -> None
     assert "replication = 2" in str(found[0]) and "a count N >= 0" in str(found[0])
     _, found = validate(app, ("modules.server.replication=three",))
     assert [(e.file, e.key) for e in found] == [("--set", "modules.server.replication")]
+
+
+@pytest.mark.parametrize(("written", "named"), [
+    ("replication = 1", False), ('replication = "2"', False), ("", False),
+    ('replication = "server-0"', True),  # (the name a count makes: still a name)
+    ('replication = "server-0,server-1"', True), ('replication = "a:speed=0.5"', True)])
+def test_a_replication_of_names_is_told_from_a_count(tmp_path: Path, written: str,
+                                                     named: bool) -> None:
+    from polybus.config import load
+
+    app = load(write_one_call_app(tmp_path, server_keys=written))
+    assert app.modules["server"].named is named

@@ -109,3 +109,43 @@ def test_replicas_here_without_the_modules_transport_are_named() -> None:
     assert dialing.without_scheme(every, "tcp") == []
     assert dialing.without_scheme([rep("f", "tcp://127.0.0.1:5005", "ipc:///tmp/f")],
                                   "shm") == ["f"]
+
+
+def test_tcp_alone_is_said_with_what_makes_it(tmp_path: Any,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A replica on this host offering tcp alone for a module configured for ipc: the
+    warning names what makes a worker started by hand listen so. A transport this run's
+    --set gave is the cause to name first, as a worker started with ``--config`` listens
+    on its own configuration's (it said "started by hand with --module or --listen" of
+    workers started with ``--config app.toml --as store``, whose transport is tcp)."""
+    import logging
+
+    from polybus.config import load
+    from polybus.testing.apps import write_one_call_app
+    from polybus.wire.messages import Replica
+
+    path = write_one_call_app(tmp_path)
+    caplog.set_level(logging.WARNING, logger="polybus.client")
+    reps = [Replica(n, "server", f"tcp://127.0.0.1:{i + 5000}", ["f"])
+            for i, n in enumerate(["server-0", "server-1"])]
+
+    def said(app: Any, replicas: list[Replica]) -> str:
+        caplog.clear()
+        dialing.say_tcp_only("server", "ipc", replicas, set(), app)
+        [line] = [r.getMessage() for r in caplog.records]
+        return line
+
+    line = said(load(path, ['modules.server.transport="ipc"']), reps[:1])
+    assert line.startswith("polybus: warning: module 'server' is configured for ipc, but "
+                           "server-0 on this host offers only tcp: this run's ipc is from "
+                           "--set, which reaches no worker started by hand: one started "
+                           "with `--config FILE --as server` listens on FILE's transport "
+                           "(give it the same --set to listen on ipc too)"), line
+    assert line.endswith("; it is reached by tcp"), line
+    # the file's own transport: a worker's configuration of another, or --module/--listen
+    (tmp_path / "app.toml").write_text((tmp_path / "app.toml").read_text().replace(
+        'source = "server.py"', 'source = "server.py"\ntransport = "ipc"'))
+    line = said(load(path), reps)
+    assert ("server-0, server-1 on this host offer only tcp: they were started with a "
+            "configuration whose transport for 'server' is not ipc, or with --module or "
+            "--listen") in line and line.endswith("; they are reached by tcp"), line

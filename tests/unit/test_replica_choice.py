@@ -96,8 +96,10 @@ def test_an_error_that_is_not_the_transports_closes_what_was_made() -> None:
 
 
 def test_replication_text() -> None:
-    assert replication_text("server", ["server-0", "server-1"]) == "2"
-    assert replication_text("server", ["a", "b"]) == '"a,b"'
+    assert replication_text(["server-0", "server-1"], named=False) == "2"
+    assert replication_text(["a", "b"], named=True) == '"a,b"'
+    # names that a count would make are still names, as written (it said "1")
+    assert replication_text(["server-0"], named=True) == '"server-0"'
 
 
 def test_a_load_ratio_shorter_than_the_replicas_is_a_config_error_not_an_index_error() -> None:

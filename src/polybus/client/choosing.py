@@ -11,7 +11,9 @@ left over are spares: `dial_places` dials one in the place of a replica that can
 reached, and the session says which it left unused. Fewer registered than the places
 leave the empty places out, the others keeping the configuration's order (the session
 warns, and runs with those found). At a registry other clients share, a count with no
-load ratio or migration path fills its places from the client's turn instead (`places`).
+load ratio or migration path fills its places from the client's turn instead (`places`);
+names never do, even the names a count would make (``replication = "server-0"`` is
+server-0, where ``replication = 1`` is whichever the turn gives).
 """
 
 from __future__ import annotations
@@ -49,16 +51,17 @@ def places(module: str, configured: Sequence[str], replicas: Sequence[Replica],
     """`choose`, for a client that took ``turn`` at a registry other clients share (None:
     a run's own registry), with where its rotation starts among those chosen. Where the
     replication is a count (places named ``module-0`` ... by default, nothing tied to a
-    name: ``named`` says something is, a load ratio's shares or migration paths, which
-    follow the names), and more replicas are registered than the count, the places are
-    filled from the turn on: turn t takes the count's replicas from position t x count
-    of all those registered, in name order, round the end (the name server's round
-    robin: clients of one replica each spread over the replicas, not all at the first);
-    its rotation then starts at the first of them. Otherwise the places are `choose`'s,
-    and the rotation starts at the turn (0 without one)."""
+    name: ``named`` says something is: the replication was given as names, whatever
+    they are, or a load ratio's shares or migration paths follow them), and more
+    replicas are registered than the count, the places are filled from the turn on:
+    turn t takes the count's replicas from position t x count of all those registered,
+    in name order, round the end (the name server's round robin: clients of one replica
+    each spread over the replicas, not all at the first); its rotation then starts at
+    the first of them. Otherwise the places are `choose`'s, and the rotation starts at
+    the turn (0 without one)."""
     k, m = len(configured), len(replicas)
     if (turn is None or named or not k or m <= k
-            or replication_text(module, configured) != str(k)):
+            or list(configured) != [f"{module}-{i}" for i in range(k)]):  # (names)
         chosen, spares = choose(configured, replicas)
         return chosen, spares, turn or 0
     ordered = sorted(replicas, key=lambda r: natural(r.name))  # (as the registry)
@@ -102,11 +105,9 @@ def dial_places(chosen: Sequence[Replica], spares: Sequence[Replica], dial: Dial
     return [p for p in placed if p is not None], failed
 
 
-def replication_text(module: str, configured: Sequence[str]) -> str:
-    """``replication`` as it would be written: a count for the default names."""
-    if list(configured) == [f"{module}-{i}" for i in range(len(configured))]:
-        return str(len(configured))
-    return '"' + ",".join(configured) + '"'
+def replication_text(configured: Sequence[str], named: bool) -> str:
+    """``replication`` as it was written: names (``named``), quoted, or a count."""
+    return '"' + ",".join(configured) + '"' if named else str(len(configured))
 
 
 def check_shares(loadratio: Sequence[float] | None, replicas: Sequence[str], module: str,

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from polybus.config.origin import written_by
 from polybus.errors import NoReplicaError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import WILDCARDS, Address, connect
@@ -31,7 +32,7 @@ from polybus.wire.messages import Replica
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
-    from polybus.config.model import Binding
+    from polybus.config.model import AppConfig, Binding
 
 __all__ = ["check_serves", "connect_all", "connect_replica", "pick_address", "same_source", "say_tcp_only",
            "unreached_line", "without_scheme"]
@@ -116,17 +117,35 @@ def same_source(module: str, source: Path, registry: str, replicas: list[Replica
 
 
 def say_tcp_only(module: str, scheme: str, replicas: Sequence[Replica],
-                 said: MutableSet[str]) -> None:
-    """Warn, once a session (``said``), when `without_scheme` names any."""
+                 said: MutableSet[str], app: AppConfig | None = None) -> None:
+    """Warn, once a session (``said``), when `without_scheme` names any, with what makes
+    a worker started by hand listen on tcp alone: ``--module`` or ``--listen``, or a
+    configuration of another transport than this run's, as it is when ``app``'s
+    overrides (``--set``) gave the module its transport: a worker does not see a run's
+    overrides. (It named --module and --listen alone, for workers started with
+    ``--config`` whose transport was tcp.)"""
     tcp_only = without_scheme(replicas, scheme)
     if not tcp_only or f"{module}@{scheme} tcp" in said:
         return
     said.add(f"{module}@{scheme} tcp")
+    set_by = (app.overrides_label if app is not None and module in app.modules
+              and scheme == app.modules[module].transport  # (a binding's own: not said)
+              and written_by(app.overridden, f"modules.{module}.transport") else None)
+    one = len(tcp_only) == 1
+    it = "it" if one else "they"
+    if set_by is not None:
+        why = (f"this run's {scheme} is from {set_by}, which reaches no worker started by "
+               f"hand: one started with `--config FILE --as {module}` listens on FILE's "
+               f"transport (give {'it' if one else 'them'} the same {set_by} to listen "
+               f"on {scheme} too), and one started with --module or --listen on tcp alone")
+    else:
+        why = (f"{it} {'was' if one else 'were'} started with a configuration whose "
+               f"transport for {module!r} is not {scheme}, or with --module or --listen "
+               f"(`polybus worker --config FILE --as {module}` listens on the transport "
+               f"FILE gives)")
     log.warning("polybus: warning: module %r is configured for %s, but %s on this host "
-                "offer%s only tcp (started by hand with --module or --listen; `polybus "
-                "worker --config FILE --as %s` listens on it too): those are reached by "
-                "tcp", module, scheme, ", ".join(tcp_only), "s" if len(tcp_only) == 1 else "",
-                module)
+                "offer%s only tcp: %s; %s %s reached by tcp", module, scheme,
+                ", ".join(tcp_only), "s" if one else "", why, it, "is" if one else "are")
 
 
 def connect_replica(replica: Replica, scheme: str, token: bytes, codec: Codec) -> Channel:

@@ -276,8 +276,8 @@ class Session:
         configured = [r.name for r in spec.replication]
         chosen, spares, self._starts[module] = places(  # (ratios and paths follow names)
             module, configured, usable, self._turns.get(module),
-            module in self._ratios or bool(spec.migration))
-        say_tcp_only(module, scheme, chosen, self._short)
+            spec.named or module in self._ratios or bool(spec.migration))
+        say_tcp_only(module, scheme, chosen, self._short, self.app)
         made, failed = dial_places(chosen, spares, lambda rs: connect_all(
             rs, scheme, self.token,
             [Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
@@ -308,12 +308,12 @@ class Session:
         unused = [r.name for r in usable if r.name not in tried]
         if unused and f"{module} unused" not in self._short:
             self._short.add(f"{module} unused")
-            replication = replication_text(module, configured)
+            replication = replication_text(configured, spec.named)
             log.warning("polybus: warning: module %r: %d replicas registered%s, replication "
-                        "= %s; using %s, not %s (raise replication to use them all)", module,
+                        "= %s; using %s, not %s (%s replication to use them all)", module,
                         len(usable), " running this file" if len(usable) < len(replicas)
                         else "", replication, ", ".join(lk.name for lk in links),
-                        ", ".join(unused),
+                        ", ".join(unused), "name them in" if spec.named else "raise",
                         # (one warning, whichever replicas a run took in turn: saidonce.py)
                         extra={KIND: f"{module} unused: {len(usable)}/{len(replicas)} "
                                      f"registered, replication {replication}"})

@@ -364,9 +364,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
         served = interfaces[key]
         if (m.replication or m.in_client) and not m.define and served:
             changes["define"] = {name: DefineSpec(filled=True) for name in served}
-        named = raw_tables[key].get("replication")
-        if cluster.engine == "hosts" and isinstance(named, str) and not (
-                named.strip().isascii() and named.strip().isdigit()):
+        if cluster.engine == "hosts" and m.named:
             # "harvey,bugs" under the hosts engine: each replica runs on the host it names
             changes["replication"] = tuple(dataclasses.replace(r, host=r.name)
                                            for r in m.replication)

@@ -158,6 +158,10 @@ class ModuleSpec:
     key: str
     source: Path                                   # absolute
     replication: tuple[ReplicaSpec, ...] = ()      # empty for a pure client module
+    # ``replication`` given as names (a string, ``"server-0"`` too), not as a count: the
+    # replicas a run takes of those registered by hand are those names, not its turn's
+    # (client/choosing.py `places`)
+    named: bool = False
     # ``replication = 0``: no replicas; every interface bound to it is called in the
     # client process, in the calling thread, as a plain call (client/inclient.py)
     in_client: bool = False

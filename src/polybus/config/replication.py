@@ -41,7 +41,7 @@ from polybus.config.model import Condition, MigrationPath, ReplicaSpec
 from polybus.config.problems import closest
 from polybus.errors import ConfigError
 
-__all__ = ["MAX_REPLICAS", "REPLICATION_FORMS", "parse_replication"]
+__all__ = ["MAX_REPLICAS", "REPLICATION_FORMS", "given_as_names", "parse_replication"]
 
 REPLICATION_FORMS = ("a count N >= 0 (0: no replicas, its calls made in the client), or names such as 'a,b,c' or 'a:speed=0.5', "
                      "or a migration path such as 'a(oc=(load>=10))#b(uc=(load==0)):[1/2]'")
@@ -297,6 +297,13 @@ def _not_a_name(word: str) -> ConfigError | None:
                            f"whose name starts with a digit is written '{word}:speed=1'",
                            hint=REPLICATION_FORMS)
     return None
+
+
+def given_as_names(value: object) -> bool:
+    """Whether a ``replication`` value names its replicas (a string that is not a count,
+    ``"server-0"`` as much as ``"alpha,beta"``) rather than counting them."""
+    return isinstance(value, str) and not (value.strip().isascii()
+                                           and value.strip().isdigit())
 
 
 def parse_replication(value: object, module: str

@@ -38,7 +38,7 @@ from polybus.config.model import (
 )
 from polybus.config.pool import parse_pool
 from polybus.config.problems import Problems, describe, dotted, names_array
-from polybus.config.replication import parse_replication
+from polybus.config.replication import given_as_names, parse_replication
 from polybus.config.table import Table, pick
 from polybus.config.units import parse_duration, parse_size, shown
 from polybus.errors import ConfigError
@@ -283,11 +283,12 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
     entrypoint = t.string("entrypoint")
     replicas: tuple[ReplicaSpec, ...] = ()
     paths: tuple[MigrationPath, ...] = ()
-    in_client = False
+    in_client = named = False
     if "replication" in table:
         try:
             replicas, paths = parse_replication(table["replication"], key)
             in_client = not replicas  # (0: called in the client, client/inclient.py)
+            named = given_as_names(table["replication"])
         except ConfigError as e:
             p.add_error(e, t.key("replication"))
     elif "entrypoint" not in table:
@@ -309,6 +310,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
         key=key,
         source=source,
         replication=replicas,
+        named=named,
         in_client=in_client,
         migration=paths,
         define=define,

@@ -4,29 +4,29 @@ by hand.
 A run that uses a running registry (``--registry``) starts no worker: each replica it
 finds was started by ``polybus worker`` with its own settings (``--config`` and its
 ``--set``, or none with ``--module``). An override given to that run for one of these
-reaches no replica, so it is said rather than silently dropped. The rest of a serving
-module's settings are the client's to apply (which replicas to call, how, what to cache,
-timeouts, retries) and take effect as ever; `transport` is chosen per replica from what
-it offers (client/dialing.py says when it cannot be had).
+reaches no replica, so it is said rather than silently dropped. Of ``replication``, that
+is a replica's speed alone (a worker takes the one its configuration gives its
+``--name``): the names and the count are the client's, and choose which of the
+registered replicas the run uses (client/choosing.py). The rest of a serving module's
+settings are the client's to apply too (how to call, what to cache, timeouts, retries)
+and take effect as ever; `transport` is chosen per replica from what it offers
+(client/dialing.py says when it cannot be had).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from polybus.config.model import AppConfig, ModuleSpec
 
-__all__ = ["REPLICA_DEFINE_KEYS", "worker_side_changes"]
+__all__ = ["REPLICA_DEFINE_KEYS", "unapplied", "worker_side_changes"]
 
 # define.<interface> keys a replica applies: its queue, its pool and its cache's bound.
 REPLICA_DEFINE_KEYS = ("priority", "pool", "pool_kind", "queue", "overflow", "cache_bytes")
 
 
-def _replicas(spec: ModuleSpec) -> list[tuple[Any, ...]]:
-    """What of ``replication`` a replica applies (its name, if not the default one, and
-    its speed); the count is the client's (it warns when fewer are registered)."""
-    return [(None if r.name == f"{spec.key}-{i}" else r.name, r.speed, r.host)
-            for i, r in enumerate(spec.replication)]
+def _speeds(spec: ModuleSpec) -> dict[str, float]:
+    """What of ``replication`` a replica applies: the speed of each replica, by name (a
+    worker under a name its configuration does not give serves at full speed)."""
+    return {r.name: r.speed for r in spec.replication}
 
 
 def worker_side_changes(base: AppConfig, app: AppConfig) -> list[str]:
@@ -37,10 +37,8 @@ def worker_side_changes(base: AppConfig, app: AppConfig) -> list[str]:
         old = base.modules.get(key)
         if not spec.replication or old is None:
             continue
-        new_reps, old_reps = _replicas(spec), _replicas(old)
-        n = min(len(new_reps), len(old_reps))
-        if new_reps[:n] != old_reps[:n] or any(r != (None, 1.0, None)
-                                                for r in new_reps[n:]):
+        speeds = _speeds(old)
+        if any(speed != speeds.get(name, 1.0) for name, speed in _speeds(spec).items()):
             changed.append(f"modules.{key}.replication")
         for name, d in spec.define.items():
             if d.filled:  # (what it takes from the named defines: theirs, said of them)
@@ -52,3 +50,17 @@ def worker_side_changes(base: AppConfig, app: AppConfig) -> list[str]:
                         continue
                     changed.append(f"modules.{key}.define.{name}.{field}")
     return changed
+
+
+def unapplied(label: str, key: str) -> str:
+    """What a run with workers started by hand says of ``key``, a `worker_side_changes`
+    key its overrides (``label``: ``--set``) changed. Of ``replication``, the speed
+    alone: its names and count are the run's (it said they did not reach the workers,
+    of the very --set that picked the replica the run used)."""
+    if key.endswith(".replication"):
+        return (f"{label} changes a replica's speed, which a worker takes from the "
+                f"configuration it was started with, and this run uses workers started by "
+                f"hand (a running registry): the speed does not reach them (the replicas' "
+                f"names and count do: they choose which of those registered this run uses)")
+    return (f"{label} changes a setting the replicas apply themselves, and this run uses "
+            f"workers started by hand (a running registry): it does not reach them")

@@ -22,6 +22,7 @@ from polybus.transport.endpoints import (
     HANDSHAKE_TIMEOUT,
     Address,
     HandshakeGate,
+    PeerWentAway,
     authenticate,
     listen,
 )
@@ -128,8 +129,9 @@ class RegistryService:
                               self._handshake_timeout)
         except PolybusError as exc:
             if (not self._closed.is_set() and not self._greeting.was_cut(waker)
-                    and (said := self._quiet.let(str(exc)))):
-                log.warning("registry refused a connection: %s", said)  # (else close() ended it)
+                    and (said := self._quiet.let(str(exc)))):  # (else close() ended it)
+                did = "" if isinstance(exc, PeerWentAway) else " refused a connection"
+                log.warning("registry%s: %s", did, said)
             return
         finally:
             self._greeting.done(waker)

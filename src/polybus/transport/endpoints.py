@@ -191,6 +191,16 @@ def _tune(sock: socket.socket) -> None:
             pass
 
 
+class PeerWentAway(TransportError):
+    """The peer closed its end during the accepting side's handshake, before it was
+    refused or accepted: a client that gave up waiting (its own handshake timed out
+    against a process that was stopped or too busy to answer), or a port check. Not a
+    refusal: the listener says it so (it logged such a client as "refused")."""
+
+
+_GONE = "a client that gave up waiting for this process to answer, or a port check"
+
+
 class _Slow(TimeoutError):
     """A handshake's bytes that did not all come in time: ``got`` of them came."""
 
@@ -322,7 +332,8 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
     """Run the server side of the handshake before anything the peer sends is decoded.
 
     ``shm``: the socket came from an ``shm://`` listener. Raises AuthenticationError
-    (the peer has been told why and disconnected) or TransportError.
+    (the peer has been told why and disconnected), PeerWentAway (it closed its end
+    first), or TransportError.
     """
     name = (f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple)
             else str(peer) if isinstance(peer, inproc.Peer) else _local_name(sock))
@@ -338,13 +349,17 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
             sock = _tls.wrap_server(sock, tls, deadline)  # before anything else is read
         hs = handshake.ServerHandshake(token, codec.max_frame)
         sock.sendall(hs.hello())
-        answer, error = hs.check(_recv_exact(sock, handshake.PROOF_SIZE, deadline))
+        proof = _recv_exact(sock, handshake.PROOF_SIZE, deadline)
+        if not proof:  # (closed before a byte of it: gone, not a stranger refused)
+            raise PeerWentAway(f"{name} went away during the handshake (it closed the "
+                               f"connection before sending its proof; {_GONE})")
+        answer, error = hs.check(proof)
         sock.sendall(answer)
         if error is not None:
             raise AuthenticationError(f"{name}: {error}")
         sock.settimeout(None)
         _narrow(codec, hs.peer_limit)
-    except AuthenticationError:
+    except (AuthenticationError, PeerWentAway):
         sock.close()
         raise
     except _tls.NotTLS as exc:
@@ -354,6 +369,10 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
         sock.close()
         why = _tls.accepted_refusal(exc, tls) if tls is not None else str(exc)
         raise TLSHandshakeError(f"TLS handshake with {name} failed: {why}") from None
+    except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
+        sock.close()  # (a write or read after the peer closed its end)
+        raise PeerWentAway(f"{name} went away during the handshake ({exc}; {_GONE})"
+                           ) from None
     except OSError as exc:
         sock.close()
         raise TransportError(f"handshake with {name} failed: {exc}") from None

@@ -14,7 +14,13 @@ from functools import partial
 from polybus.errors import PolybusError
 from polybus.quieter import Quieter
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import Address, HandshakeGate, Listener, authenticate
+from polybus.transport.endpoints import (
+    Address,
+    HandshakeGate,
+    Listener,
+    PeerWentAway,
+    authenticate,
+)
 from polybus.transport.greeting import Greeting, crowded
 from polybus.wire.codec import Codec
 from polybus.worker.options import ServeOptions
@@ -71,7 +77,8 @@ class Accepting:
         except PolybusError as exc:
             if (not self._stopping and not self._greeting.was_cut(waker)  # (else said)
                     and (said := self._quiet.let(str(exc)))):  # (else stop())
-                log.warning("worker %s refused a connection: %s", self.name, said)
+                did = "" if isinstance(exc, PeerWentAway) else " refused a connection"
+                log.warning("worker %s%s: %s", self.name, did, said)
             return
         except OSError as exc:
             if not self._stopping and not self._greeting.was_cut(waker):
