@@ -275,7 +275,9 @@ class Dispatcher:
                 value = lane.call(args, rid, wire)
                 if value is not MISS:
                     return value
-            rec = CallRecord(rid, self, *wired(args, kwargs, self.pickle), 0.0)
+            p = self.pickle  # (the plain sync path of several replicas: written out)
+            rec = CallRecord(rid, self, [wire(a, p) for a in args],
+                             {k: wire(v, p) for k, v in kwargs.items()} if kwargs else None, 0.0)
             self.calls += 1
             links = self.links
             link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated \
