@@ -261,3 +261,13 @@ def test_a_put_keeps_the_entries_it_is_told_to() -> None:
         c.put(k, b"x" * 100)
     c.put("d", b"x" * 100, keep=["a", "nope"])  # a is the most recent first: b goes
     assert "a" in c and "b" not in c and "c" in c and "d" in c
+
+
+def test_a_dict_is_counted_by_what_it_holds() -> None:
+    """A broadcast dict (client/broadcastvalue.py) is bounded by its arrays' bytes, not
+    its own few hundred: one of 8 MB counted as ~200 B let the cache grow past its bound."""
+    c = OperandCache(capacity=10_000)
+    c.put("a", {"w": np.zeros(1000)})  # 8000 bytes and the dict
+    assert c.bytes > 8000
+    c.put("b", {"w": np.zeros(1000)})
+    assert "a" not in c and "b" in c  # (the bound evicts as for two arrays)

@@ -14,7 +14,7 @@ from polybus.testing.apps import write_app
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tuning.md"
 # where a bare key of the guide belongs: the server module, f's define or f's use
-SERVER_KEYS = {"transport", "replication", "spin", "coalesce"}
+SERVER_KEYS = {"transport", "replication", "spin", "coalesce", "pickle"}
 DEFINE_KEYS = {"pool", "queue", "overflow", "priority", "cache", "cache_bytes"}
 USE_KEYS = {"callstyle", "aggregate", "linger", "balance", "loadratio", "forward"}
 

@@ -52,4 +52,7 @@ def test_operand_bytes_as_the_replica_counts_them() -> None:
     assert held_bytes(np.zeros(10)) == 80
     assert held_bytes(b"abc") == 3 and held_bytes(bytearray(4)) == 4
     assert held_bytes(OutOfBand(b"x" * 7)) == 7
-    assert held_bytes(3) == 0
+    # Any other value (a broadcast dict: client/broadcastvalue.py) as the replica's walk
+    from polybus.worker.cache import held_bytes as counted
+    table = {"w": np.zeros(10), "names": ["a", "bc"]}
+    assert held_bytes(table) == counted(table) > 80 and held_bytes(3) == counted(3)

@@ -158,7 +158,7 @@ class Awaiting:
                     and run_of(value) is self.reactor):
                 promises.append((at, value))
                 return None  # (its value goes in its place when it comes: `_go`)
-            return wire(value)
+            return wire(value, d.pickle)
 
         keep = d.keep()
         sent = snapshot([arg(i, a) for i, a in enumerate(args)], keep)

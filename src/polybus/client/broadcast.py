@@ -1,5 +1,8 @@
 """`broadcast`: one value sent once to every replica, and a handle (operands.Shared) to
-pass in its place, which travels as a short Ref (the Comm, client/operands.py, names it)."""
+pass in its place, which travels as a short Ref (the Comm, client/operands.py, names it).
+
+An array or bytes is named by its bytes (client/naming.py); any other value the codec
+can send by its encoding (client/broadcastvalue.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from polybus.client.broadcastvalue import encoded
 from polybus.client.held import held_bytes
 from polybus.client.naming import content_key, known_for
 from polybus.client.operands import Comm, Shared, copy_of
-from polybus.client.promise import Promise
+from polybus.client.promise import Promise, wait
 from polybus.client.pump import enter, leave
 from polybus.client.snapshot import frozen
 from polybus.errors import UsageError
@@ -25,7 +29,10 @@ __all__ = ["broadcast"]
 def broadcast(value: Any) -> Shared:
     """Send ``value`` once to every replica of every module this client is bound to, and
     return a handle to pass in its place, as an argument or inside a list, tuple or dict
-    argument (it travels as a short Ref).
+    argument (it travels as a short Ref). ``value`` is an array, bytes, or any value the
+    codec can send (a dict, a list, a str, arrays inside them, a dataclass), which the
+    replicas get as a call's argument arrives; the handle stands for it as it is now,
+    whatever the program changes in it afterwards.
 
     It costs the value's size times the replicas of all those modules, whether or not
     their interfaces ever receive the handle: a 4 MB array, with one module of 1 replica
@@ -39,6 +46,10 @@ def broadcast(value: Any) -> Shared:
     session = current("polybus.broadcast() was called", "polybus.broadcast()")
     if isinstance(value, Promise):  # (content_key looks at the value's type)
         value = value.__polybus_value__()
+    if type(value) is Shared:  # (broadcast already)
+        return value
+    if not isinstance(value, np.ndarray | bytes | bytearray):
+        value = wait(value)  # (its promises answered here, not while encoding it below)
     enter(session.gate)  # (the pump writes on these links too: client/pump.py)
     try:
         return _broadcast(session, value)
@@ -55,12 +66,8 @@ def _broadcast(session: Session, value: Any) -> Shared:
             "name; pass it as an argument instead (it goes by value, with pickle = true "
             "on the serving module), or convert it to a numeric dtype")
     key = content_key(value)
-    if key is None:
-        raise UsageError(
-            f"broadcast() takes a numpy array or bytes (or a bytearray), not a value of "
-            f"type {type(value).__name__}: the replicas keep the value under the name of its "
-            f"bytes; " + ("make it an array first (np.asarray(value)), or " if isinstance(
-                value, list | tuple) else "") + "pass it as an argument of the calls instead")
+    if key is None:  # (a dict, a list, ...: named by its encoding, kept as encoded)
+        key, value = encoded(session, value)
     # The handle stands for the bytes as they are now (README): an array that could
     # change is kept as a read-only copy (shared with any held call of that content).
     # Sent again from the array, a replica that lost the content (evicted, or dropped

@@ -34,7 +34,7 @@ from polybus.client.snapshot import Keep, snapshot, snapshot_kwargs
 from polybus.client.socketlane import SocketLane
 from polybus.client.stubs import SERVED_HERE
 from polybus.client.unsendable import not_sent, unwritten
-from polybus.client.wireargs import AS_IS_ASYNC, wire
+from polybus.client.wireargs import AS_IS_ASYNC, wire, wired
 from polybus.config.model import CallStyle
 from polybus.errors import NoReplicaError, PolybusError
 from polybus.transport.shm import ShmChannel
@@ -106,6 +106,7 @@ class Dispatcher:
         # ``forward = "keep"``: its calls' large answers stay on their replicas (fwdown.py)
         self.keeper: Keeper | None = None
         self.reads_fresh = True  # (see picking.pick_fresh; Session sets it)
+        self.pickle = False  # its module's: a dataclass goes as itself (wireargs; Session)
         # Least loaded, and so reads answers before it picks (picking.pick_fresh): fixed here.
         self._least = type(self.policy) is LeastLoaded
         # Calls that migration may send again from another replica keep their arguments
@@ -165,8 +166,7 @@ class Dispatcher:
         if forwards and fwd is not None:  # sent now; the values go replica to replica
             rec = fwd.record(self, next(_ids), args, kwargs, prio)
         else:
-            rec = CallRecord(next(_ids), self, [wire(a) for a in args],
-                             {k: wire(v) for k, v in kwargs.items()} if kwargs else None, prio)
+            rec = CallRecord(next(_ids), self, *wired(args, kwargs, self.pickle), prio)
         self.calls += 1
         kind = self.style.kind
         if kind == "sync":
@@ -255,8 +255,7 @@ class Dispatcher:
         if self.comm is not None or (fwd is not None and fwd.wants(args, kwargs)) or (
                 self.awaiting is not None and self.awaiting.wants(args, kwargs, fwd is None)):
             return self(args, kwargs)
-        rec = CallRecord(next(_ids), self, [wire(a) for a in args],
-                         {k: wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
+        rec = CallRecord(next(_ids), self, *wired(args, kwargs, self.pickle), 0.0)
         self.calls += 1
         self._send(rec, pick_fresh(self))
         return CallPromise(rec, self.reactor)
@@ -276,8 +275,9 @@ class Dispatcher:
                 value = lane.call(args, rid, wire)
                 if value is not MISS:
                     return value
-            rec = CallRecord(rid, self, [wire(a) for a in args],
-                             {k: wire(v) for k, v in kwargs.items()} if kwargs else None, 0.0)
+            p = self.pickle  # (the plain sync path of several replicas: written out)
+            rec = CallRecord(rid, self, [wire(a, p) for a in args],
+                             {k: wire(v, p) for k, v in kwargs.items()} if kwargs else None, 0.0)
             self.calls += 1
             links = self.links
             link = links[0] if len(links) == 1 and not links[0].dead and not self._isolated \

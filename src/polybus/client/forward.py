@@ -143,7 +143,7 @@ class Forwarder:
 
         def arg(value: Any) -> Any:
             if not unsent_value(value) or run_of(value) is not self.reactor:
-                return wire(value)  # (another run's: by value, see `wants`)
+                return wire(value, d.pickle)  # (another run's: by value, see `wants`)
             producer: CallRecord = (value._rec if type(value) is CallPromise
                                     else entry_of(value))
             key = f"{self.nonce}.{cid}.{len(edges)}"

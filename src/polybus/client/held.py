@@ -33,17 +33,21 @@ import numpy as np
 from polybus.wire.codec import OutOfBand, Ref
 from polybus.wire.messages import Message, Put
 from polybus.wire.values import size_of
+from polybus.worker.cache import held_bytes as cache_bytes
 
 __all__ = ["Held", "held_bytes", "named_keys", "spare"]
 
 
 def held_bytes(value: Any) -> int:
     """The bytes a replica counts for an operand ``value`` it is put: its cache's
-    ``size_of``, of large bytes as the call carries them (marked OutOfBand); 0 for
-    what is never put (only arrays and bytes are named: naming.content_key)."""
+    ``held_bytes`` (an array's or bytes' size; of large bytes as the call carries them,
+    marked OutOfBand), and of a value `broadcast` names by its encoding (a dict, a
+    list: broadcastvalue.py) the same walk of it the replica makes."""
     if type(value) is OutOfBand:
         value = value.data
-    return size_of(value) if isinstance(value, np.ndarray | bytes | bytearray) else 0
+    if isinstance(value, np.ndarray | bytes | bytearray):
+        return size_of(value)
+    return cache_bytes(value)
 
 
 class Held(OrderedDict[str, int]):

@@ -89,7 +89,7 @@ class SyncLane:
                     t is np.ndarray and a.nbytes <= INLINE_MAX and a.ndim <= INLINE_DIMS):
                 wargs.append(a)  # (in the header: no buffers, see wire/codec.py)
             else:
-                wargs.append(wire(a))  # (may wait for a promise: before the lock is taken)
+                wargs.append(wire(a, d.pickle))  # (may wait for a promise: before the lock is taken)
                 inline = False
         if not r._lock.acquire(blocking=False):
             unpassed(args)  # (the general path wires them again: client/counts.py)

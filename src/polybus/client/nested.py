@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from polybus.wire.values import INSIDE_DEPTH
+from polybus.wire.values import INSIDE_DEPTH, as_is
 
 __all__ = ["HANDLE", "MAX_DEPTH", "Nested", "Places"]
 
@@ -57,6 +57,9 @@ class Nested:
 
     def __polybus_value__(self) -> Any:
         return self.value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return as_is, (self.value,)  # (pickled as its value, as a handle is: shared.py)
 
     def named(self, name: Callable[[Any], Any]) -> Any:
         """``value`` with ``name(handle)`` in each handle's place: a new container at

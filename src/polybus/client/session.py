@@ -142,6 +142,7 @@ class Session:
                     start=self._starts.get(b.module, 0))
                 # (no pump: a loop reads every answer as it comes, none at a call)
                 self.dispatchers[b.name].reads_fresh = pump
+                self.dispatchers[b.name].pickle = module.pickle
                 self.dispatchers[b.name].comm = comm_for(
                     self, self.dispatchers[b.name], use, define,
                     parameters(module.source, base), module.cache_bytes)

@@ -12,6 +12,7 @@ import numpy as np
 from polybus.client.naming import adopt
 from polybus.wire.arrays import kept_copy
 from polybus.wire.codec import OutOfBand
+from polybus.wire.values import as_is
 
 __all__ = ["AUTO_THRESHOLD", "Shared", "copy_of", "large"]
 
@@ -63,6 +64,11 @@ class Shared:
 
     def __polybus_value__(self) -> Any:
         return self.value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as its value, as a promise is: inside a value pickle carries (a
+        # dataclass with pickle on, wire/pickling.py) it goes by value.
+        return as_is, (self.value,)
 
     def __repr__(self) -> str:
         return f"<broadcast {self.key[:12]}>"

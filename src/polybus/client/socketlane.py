@@ -79,7 +79,7 @@ class SocketLane:
         for i, a in enumerate(args):
             t = type(a)
             if t not in _AS_IS and (t is not bytes or len(a) >= OOB_BYTES):
-                wargs[i] = wire(a)  # (promises answered, large bytes out of band; may wait)
+                wargs[i] = wire(a, d.pickle)  # (promises answered, large bytes out of band; may wait)
         if not r._lock.acquire(blocking=False):
             unpassed(args)  # (the general path wires them again: client/counts.py)
             return MISS

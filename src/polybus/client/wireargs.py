@@ -15,6 +15,7 @@ client, naming the argument, as any value the codec cannot carry does.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 from collections import Counter
@@ -33,7 +34,7 @@ from polybus.client.shared import Shared
 from polybus.wire.codec import OOB_BYTES, PROMISE_INSIDE, OutOfBand
 
 __all__ = ["AS_IS_ASYNC", "HOLDERS", "by_value_note", "general", "holds_handle",
-           "holds_promise", "inside", "is_namedtuple", "plain_args", "wire"]
+           "holds_promise", "inside", "is_namedtuple", "plain_args", "wire", "wired"]
 
 log = logging.getLogger("polybus.client")
 
@@ -42,10 +43,12 @@ log = logging.getLogger("polybus.client")
 AS_IS_ASYNC = _AS_IS | {np.ndarray}
 
 
-def wire(value: Any) -> Any:
+def wire(value: Any, pickle: bool = False) -> Any:
     """An argument as it travels: promises answered, large bytes out of band, and a
     list, tuple (or namedtuple) or dict holding a broadcast handle made a `Nested`
     (`inside`); a handle in any other container goes by value, said (`by_value_note`).
+    ``pickle``: the binding's module has pickle on, so a dataclass travels as itself
+    (`_answered`), not as the map of its fields (`_fields`).
 
     A promise inside a list, tuple or dict is waited for here, when the call is made:
     met only while the message is encoded (the link's send lock held), a wait that must
@@ -62,10 +65,17 @@ def wire(value: Any) -> Any:
     if t is list or t is tuple or t is dict or is_namedtuple(t):
         return inside(value) if holds_promise(value) else value
     if dataclasses.is_dataclass(t) and holds_promise(value):
-        return inside(_fields(value))
+        return _answered(value) if pickle else inside(_fields(value))
     if isinstance(value, HOLDERS) and holds_handle(value):  # a set, a list subclass...
         by_value_note(_left(value), t.__name__)
     return value
+
+
+def wired(args: tuple[Any, ...], kwargs: dict[str, Any] | None, pickle: bool
+          ) -> tuple[list[Any], dict[str, Any] | None]:
+    """A call's arguments as they travel (`wire`): positional, and keywords (or None)."""
+    return ([wire(a, pickle) for a in args],
+            {k: wire(v, pickle) for k, v in kwargs.items()} if kwargs else None)
 
 
 def _fields(value: Any) -> dict[str, Any]:
@@ -80,6 +90,21 @@ def _fields(value: Any) -> dict[str, Any]:
     if held is not None:
         return {n: held[n] for n in names if n in held}
     return {n: getattr(value, n) for n in names if hasattr(value, n)}  # (slots=True)
+
+
+def _answered(value: Any) -> Any:
+    """A dataclass instance holding a promise (or handle) as it travels where pickle is
+    on: a copy (the program's own is left as it is) with its fields' promises answered
+    here, as `_fields` has them answered; a handle in it goes by value, inside the
+    pickle (wire/pickling.py), said (`by_value_note`)."""
+    got = inside(_fields(value))
+    if type(got) is Nested:
+        by_value_note(got.handles(), type(value).__name__)
+        got = got.value
+    out = copy.copy(value)
+    for name, v in got.items():
+        object.__setattr__(out, name, v)  # (a frozen dataclass's too)
+    return out
 
 
 def is_namedtuple(t: type) -> bool:

@@ -13,9 +13,10 @@ in the extension's data (a frame of no buffers is the cheapest to write and read
                      (an array of at most INLINE_MAX bytes, carried in the header)
 
 Nothing is pickled unless the codec was made with ``allow_pickle=True`` (a numpy masked
-array only travels so, its mask with it); a value the
-safe codec cannot carry is a clear TypeError at the sender (a str with a lone surrogate
-too: wire/unencodable.py).
+array only travels so, its mask with it; dataclasses, datetimes, Decimals, UUIDs and
+enum members, which msgspec would convert, are then pickled too: wire/pickling.py); a
+value the safe codec cannot carry is a clear TypeError at the sender (a str with a lone
+surrogate too: wire/unencodable.py).
 
 This module encodes; decoding is wire/decoding.py's (`Codec` inherits it), and the ext
 codes above are wire/exts.py's.
@@ -35,6 +36,7 @@ from polybus.wire.decoding import Decoding
 from polybus.wire.exts import EXT_BYTES, EXT_NDARRAY, EXT_PICKLE, EXT_REF, EXT_SMALL
 from polybus.wire.framing import _BIG, DEFAULT_MAX_FRAME, PREFIX, encode_frame, too_large
 from polybus.wire.messages import Call, Message, Result
+from polybus.wire.pickling import Marking, marked
 from polybus.wire.undecodable import value_raised
 from polybus.wire.unencodable import (
     class_of_the_program,
@@ -71,7 +73,10 @@ class Codec(Decoding):
         self._gather = 0  # see encode_parts
         self._in = []
         self._ref_hook = ref_hook
-        self._enc = msgspec.msgpack.Encoder(enc_hook=self._enc_hook)
+        self._enc: msgspec.msgpack.Encoder | Marking = msgspec.msgpack.Encoder(
+            enc_hook=self._enc_hook)
+        if allow_pickle:  # (dataclasses, datetimes, ... pickled too: wire/pickling.py)
+            self._enc = Marking(self._enc.encode)
         self._dec = msgspec.msgpack.Decoder(Message, ext_hook=self._ext_hook)
         self._any_dec = msgspec.msgpack.Decoder(ext_hook=self._ext_hook)
         self._lenient = False  # (see _failed)
@@ -164,7 +169,7 @@ class Codec(Decoding):
         if t is not np.ndarray and (force := getattr(t, "__polybus_value__", None)) is not None:
             # A promise inside a value: its answer is what travels. Looked for first: a
             # promise passes isinstance as its answer's class (client/promise.py).
-            return force(obj)
+            return marked(force(obj)) if self.allow_pickle else force(obj)
         if isinstance(obj, np.ndarray):
             if t is not np.ndarray and isinstance(obj, np.ma.MaskedArray):  # (subclasses only)
                 return self._masked(obj)

@@ -108,14 +108,16 @@ def of_the_program(value: Any) -> str:
     return f"a {kind} of module '{key_of(module)}' ({name})"
 
 
-def class_of_the_program(value: Any) -> str:
+def class_of_the_program(value: Any, reduces: bool = True) -> str:
     """Why pickle would not carry ``value`` either, an instance of a class the program
     defines ("a class of module 'client'", "a class defined inside a function"); else
     "". Such an instance pickles by its class's name, which only that module's own
     process can import (one whose class says how it pickles, with a ``__reduce__`` of
-    its own, may not)."""
+    its own, may not; without ``reduces``, as for an enum member, whose ``__reduce_ex__``
+    names its class too, it does all the same)."""
     kind = type(value)
-    if any("__reduce__" in vars(k) or "__reduce_ex__" in vars(k) for k in kind.__mro__[:-1]):
+    if reduces and any("__reduce__" in vars(k) or "__reduce_ex__" in vars(k)
+                       for k in kind.__mro__[:-1]):
         return ""
     qualname = getattr(kind, "__qualname__", "")
     if "<locals>" in qualname:
@@ -128,22 +130,26 @@ def class_of_the_program(value: Any) -> str:
 
 _FIELDS = ("its fields (a dict, or a @dataclass, which arrives as a dict), or define the "
            "class in a module of its own that both sides import, and pickle = true")
+# (where pickle is on, which sends a dataclass as itself: pickling.py)
+_FIELDS_PICKLED = ("its fields as a dict, or define the class in a module of its own that "
+                   "both sides import")
 
 
-def not_importable(value: Any) -> str:
+def not_importable(value: Any, pickled: bool = False) -> str:
     """Who cannot import the class of ``value`` (one `class_of_the_program` names), and
-    what to send instead. The side named is the one the value goes to: a replica's
-    answer, or a value it sends on, of the module it serves goes to the client (or
-    another module's replica), which cannot import that module; anything else the
-    client sends goes to a replica, which cannot import the client's."""
+    what to send instead (``pickled``: with pickle on). The side named is the one the
+    value goes to: a replica's answer, or a value it sends on, of the module it serves
+    goes to the client (or another module's replica), which cannot import that module;
+    anything else the client sends goes to a replica, which cannot import the client's."""
     kind = type(value)
+    fields = _FIELDS_PICKLED if pickled else _FIELDS
     if "<locals>" in getattr(kind, "__qualname__", ""):
-        return f"no other process can import a class defined inside a function; send {_FIELDS}"
+        return f"no other process can import a class defined inside a function; send {fields}"
     key = key_of(kind.__module__)
     if _served_here(kind):
         return (f"the client (or a replica of another module it is sent on to) cannot "
-                f"import module '{key}', which defines that class; return {_FIELDS}")
-    return f"no replica can import module '{key}', which defines that class; send {_FIELDS}"
+                f"import module '{key}', which defines that class; return {fields}")
+    return f"no replica can import module '{key}', which defines that class; send {fields}"
 
 
 def _served_here(value: Any) -> bool:

@@ -78,6 +78,12 @@ def _answered(x: Any) -> Any:
 
 
 
+def as_is(value: Any) -> Any:
+    """What a value pickled in another's place unpickles by (a broadcast handle pickles
+    as its value: client/shared.py)."""
+    return value
+
+
 def size_of(value: Any) -> int:
     """The bytes an operand cache counts for ``value`` (worker/cache.py), and so the
     client too when it follows what its Puts evict there (client/held.py)."""

@@ -70,6 +70,25 @@ def freeze(value: Any) -> None:
         readonly.held(value)
 
 
+_LEAVES = _SCALARS | {str, bytes}
+
+
+def freeze_inside(value: Any) -> None:
+    """`freeze` each array in ``value``'s lists, tuples and dicts too (a broadcast dict's:
+    every call passed its handle gets that one object, as it gets one array)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is np.ndarray:
+            freeze(v)
+        elif t is list or t is tuple:
+            if not _LEAVES.issuperset(map(type, v)):
+                stack.extend(v)
+        elif t is dict:
+            stack.extend(v.values())
+
+
 class OperandCache:
     """LRU of content-named values, at most ``capacity`` bytes (one entry may exceed it,
     alone, so that a call whose operand is larger than the cache still runs)."""
@@ -103,7 +122,7 @@ class OperandCache:
         (from any client) see. Over shm the memory is read-only anyway (shmshare.py); so a
         module behaves the same whichever transport its configuration picks."""
         freeze(value)
-        n = size_of(value)
+        n = held_bytes(value)  # (an array's bytes; a dict's and what it holds: walked)
         with self._lock:
             entries = self._entries
             for k in keep or ():

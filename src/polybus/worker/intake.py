@@ -46,7 +46,7 @@ from polybus.wire.messages import (
 )
 from polybus.wire.undecodable import Refusal, sent_as
 from polybus.worker.accepting import Accepting
-from polybus.worker.cache import FORWARDED, OperandCache, resolve_batch
+from polybus.worker.cache import FORWARDED, OperandCache, freeze_inside, resolve_batch
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
 from polybus.worker.options import ServeOptions
@@ -258,6 +258,8 @@ class Intake(Accepting):
                     return
                 self._admit(ch, msg)
             case Put(key=key, value=value, keep=keep):
+                if type(value) is dict or type(value) is list:
+                    freeze_inside(value)  # (a broadcast value's arrays, as an array is)
                 self.cache.put(key, value, ch, keep)
             case Drop(keys=keys):
                 self.cache.drop(keys, ch)
