@@ -255,7 +255,9 @@ class Dispatcher:
         if self.comm is not None or (fwd is not None and fwd.wants(args, kwargs)) or (
                 self.awaiting is not None and self.awaiting.wants(args, kwargs, fwd is None)):
             return self(args, kwargs)
-        rec = CallRecord(next(_ids), self, *wired(args, kwargs, self.pickle), 0.0)
+        p = self.pickle  # (the async hot path: written out, no helper call per call)
+        rec = CallRecord(next(_ids), self, [wire(a, p) for a in args],
+                         {k: wire(v, p) for k, v in kwargs.items()} if kwargs else None, 0.0)
         self.calls += 1
         self._send(rec, pick_fresh(self))
         return CallPromise(rec, self.reactor)
