@@ -66,19 +66,22 @@ __all__ = ["CANCEL_WAIT_S", "Asked", "cancel_call", "cancelled_upstream", "is_ca
 
 # The longest `cancel_call` waits for a replica's answer to its Revoke (see above).
 CANCEL_WAIT_S = 2.0
-_TRIES = 3  # a call that moves while asked (its replica lost: placed again) is asked again
+_TRIES = 3  # a call that moves while asked (given back, its replica lost) is asked again
 _reqs = itertools.count(1 << 41)  # apart from the stats, fetch and steal requests
 _lock = threading.Lock()  # a Revoke's answer against its waiter giving up
 
 
 class Asked:
     """A Revoke sent for ``rec`` on ``link``, by its ``req``, in `Reactor.revoking` until
-    answered. ``late``: the cancel stopped waiting; its answer is acted on when it comes."""
+    answered. ``late``: the cancel stopped waiting; its answer is acted on when it comes.
+    ``moved``: the replica gave the call back meanwhile (to a Steal, or to an earlier
+    Revoke whose late answer places it again: `released`), so its answer, that it has
+    no such call, says nothing of where the call is now."""
 
-    __slots__ = ("late", "link", "rec")
+    __slots__ = ("late", "link", "moved", "rec")
 
     def __init__(self, link: ReplicaLink, rec: CallRecord) -> None:
-        self.link, self.rec, self.late = link, rec, False
+        self.link, self.rec, self.late, self.moved = link, rec, False, False
 
 
 def is_cancelled(error: object) -> bool:
@@ -125,7 +128,8 @@ def _unhold(rec: CallRecord, link: ReplicaLink) -> bool:
 
 def _revoke(rec: CallRecord, link: ReplicaLink, reactor: Reactor) -> bool | None:
     """Ask ``link``'s replica to drop ``rec`` and wait for its answer: whether it did;
-    None if the replica was lost meanwhile (the call moved: asked again)."""
+    None if the call moved meanwhile (its replica lost, or it was given back and placed
+    again): asked again, where it is now."""
     req = next(_reqs)
     asked = Asked(link, rec)
     with _lock:
@@ -143,8 +147,11 @@ def _revoke(rec: CallRecord, link: ReplicaLink, reactor: Reactor) -> bool | None
     if msg is None:
         return None
     if type(msg) is not Released or rec.id not in msg.ids:
-        if rec.link is not link and not rec.done:
-            return None  # (given back to a Steal meanwhile, and placed again: asked again)
+        # Given back meanwhile (a Steal's answer, or an earlier Revoke's late one, came
+        # first) and placed again: in the backlog (its link as it was), or written anew,
+        # to this replica or another.
+        if not rec.done and (asked.moved or link.outstanding.get(rec.id) is not rec):
+            return None  # (asked again, where it is now)
         return False  # (running, or answered: its answer comes as usual)
     late(link, rec.id)  # (given up on meanwhile: no answer will come, its place is free)
     if link.outstanding.get(rec.id) is not rec:
@@ -156,15 +163,19 @@ def _revoke(rec: CallRecord, link: ReplicaLink, reactor: Reactor) -> bool | None
 def released(reactor: Reactor, link: ReplicaLink, msg: Released) -> bool:
     """A replica's answer to a Revoke (False: not one; a Steal's). While the cancel waits
     for it, it is the cancel's (`_revoke`); after, a call it says dropped is placed
-    again, as the cancel said it could not cancel it."""
+    again, as the cancel said it could not cancel it. A call given back either way that
+    another cancel is asking this replica about has moved (`Asked.moved`)."""
     with _lock:
         asked: Asked | None = reactor.revoking.get(msg.req)
         if asked is None:
+            _moved(reactor, link, msg.ids)
             return False
         if not asked.late:
             reactor.replies[msg.req] = msg
             return True
         del reactor.revoking[msg.req]
+        if asked.rec.id in msg.ids:  # (placed again below: a cancel asking it again
+            _moved(reactor, link, [asked.rec.id])  # looks where it went)
     rec = asked.rec
     again = []
     for cid in msg.ids:
@@ -174,6 +185,14 @@ def released(reactor: Reactor, link: ReplicaLink, msg: Released) -> bool:
             again.append(rec)
     place_again(link, again)
     return True
+
+
+def _moved(reactor: Reactor, link: ReplicaLink, ids: list[int]) -> None:
+    """(``_lock`` held) ``link``'s replica gave calls ``ids`` back: a cancel asking it
+    about one of them is told so (`Asked.moved`)."""
+    for a in reactor.revoking.values():
+        if a.link is link and a.rec.id in ids:
+            a.moved = True
 
 
 def _given_back(rec: CallRecord, link: ReplicaLink) -> bool:
