@@ -154,3 +154,38 @@ def test_a_call_placed_again_by_a_late_answer_while_asked_again_is_cancelled(
         assert s.dispatchers["double"].counts.cancelled == 1
         _settled(s)
 
+
+def test_a_call_dropped_by_a_replica_then_lost_with_it_is_not_run_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """server-0 drops the call and says so, and is lost before the cancel looks at its
+    answer (the answer and the end of the connection read together): the call, put
+    back by the loss to run again (on server-1, queued behind its long call), is asked
+    there, and never runs."""
+    hang = tmp_path / "hang"
+    request = control.request
+
+    def lost_after_answering(r: Any, link: Any, msg: Any, req: int, timeout: float) -> Any:
+        got = request(r, link, msg, req, timeout)
+        if type(msg) is Revoke and link.name == "server-0":
+            assert got is not None and msg.ids[0] in got.ids  # (dropped there)
+            r._lost(link, ConnectionLostError("server-0 is gone (the test)"))
+        return got
+
+    with cluster(tmp_path, _toml(), replicas=2) as c:
+        s = c.session()
+        blockers = [s.call("until", (i, str(hang)), {}) for i in range(2)]
+        p = s.call("double", (21,), {})
+        assert p._rec.link.name == "server-0"
+        _queued(c.runtimes[0], s)
+        monkeypatch.setattr(control, "request", lost_after_answering)
+        try:
+            said = p.cancel()
+        finally:
+            hang.touch()
+        assert said is True
+        assert polybus.wait(blockers) == [0, 1]
+        rt0, rt1 = c.runtimes
+        wait_until(lambda: not rt0._running, s)
+        assert (rt0.calls, rt1.calls) == (1, 2)  # (the blockers; never double(21))
+        with pytest.raises(CancelledError):
+            polybus.wait(p)

@@ -154,8 +154,8 @@ def _revoke(rec: CallRecord, link: ReplicaLink, reactor: Reactor) -> bool | None
             return None  # (asked again, where it is now)
         return False  # (running, or answered: its answer comes as usual)
     late(link, rec.id)  # (given up on meanwhile: no answer will come, its place is free)
-    if link.outstanding.get(rec.id) is not rec:
-        return is_cancelled(rec.error)
+    if link.outstanding.get(rec.id) is not rec:  # (its replica lost since it answered:
+        return None if not rec.done else is_cancelled(rec.error)  # put back, asked again)
     rec.dispatcher.uncount(rec, link)
     return _given_back(rec, link)
 
