@@ -139,3 +139,43 @@ def test_a_dropped_producer_forgets_what_it_was_asked_to_forward(
     assert _next(peer) == Result(1, True)
     _sync(peer, 2)
     assert ran == []
+
+
+def test_a_revoke_drops_nothing_of_another_connection(
+        gated: WorkerRuntime, peer: Channel, go: threading.Event, ran: list[int]) -> None:
+    """Call ids are the sending client's own: another connection naming the same ids
+    (another client's calls happen to have them) drops nothing, and is told so."""
+    other = connect(gated.address, FORWARD_TOKEN, Codec())
+    try:
+        peer.send(Call(1, "wait", []))
+        _running(gated)
+        peer.send(Call(2, "note", [2]))
+        _sync(peer, 1)
+        other.send(Revoke([1, 2], 5))
+        assert _next(other) == Released([], 5)
+        assert len(gated._queue) == 1
+        go.set()
+        assert _next(peer) == Result(1, True)
+        assert _next(peer) == Result(2, 2)
+        assert ran == [2]
+    finally:
+        other.close()
+
+
+def test_a_huge_revoke_is_answered_with_what_it_dropped_and_the_replica_serves_on(
+        gated: WorkerRuntime, peer: Channel, go: threading.Event, ran: list[int]) -> None:
+    """A Revoke is bounded as every message is, by the frame limit: a million ids (a
+    few MB) are looked up once each, and the answer lists only the calls dropped (at
+    most the queue's), each once however often it was named."""
+    peer.send(Call(1, "wait", []))
+    _running(gated)
+    peer.send(Call(2, "note", [2]))
+    peer.send(Call(3, "note", [3]))
+    peer.send(Revoke([*range(10, 1_000_010), 3, 3, -1, 2**63 - 1], 6))
+    assert _next(peer) == Released([3], 6)
+    go.set()
+    assert _next(peer) == Result(1, True)
+    assert _next(peer) == Result(2, 2)
+    peer.send(Call(4, "note", [4]))
+    assert _next(peer) == Result(4, 4)
+    assert ran == [2, 4]
