@@ -189,3 +189,26 @@ def test_a_call_dropped_by_a_replica_then_lost_with_it_is_not_run_again(
         assert (rt0.calls, rt1.calls) == (1, 2)  # (the blockers; never double(21))
         with pytest.raises(CancelledError):
             polybus.wait(p)
+
+
+def test_a_lost_call_cancelled_in_the_backlog_leaves_no_suspicion_behind(
+        tmp_path: Path) -> None:
+    """async-demand(1) on two replicas, each busy: a call lost with server-0 waits in
+    the backlog to run again, counted as a suspect (client/backlog.py). Cancelled
+    there, it is no longer one: nothing of it is left in its binding."""
+    hang = tmp_path / "hang"
+    with cluster(tmp_path, _toml(style="async-demand(1)"), replicas=2) as c:
+        s = c.session()
+        d = s.dispatchers["until"]
+        try:
+            blockers = [s.call("until", (i, str(hang)), {}) for i in range(2)]
+            link0 = blockers[0]._rec.link
+            s.reactor._lost(link0, ConnectionLostError("server-0 is gone (the test)"))
+            assert d.backlogged == 1 and blockers[0]._rec.id in d._suspects
+            said = blockers[0].cancel()
+        finally:
+            hang.touch()
+        assert said is True
+        assert polybus.wait(blockers[1]) == 1
+        assert not d._suspects and not d._isolated and d.backlogged == 0
+        assert not any(d.inflight)

@@ -218,6 +218,8 @@ def _cancelled(rec: CallRecord) -> bool:
     d.counts.cancelled += 1
     told(d, rec)  # (its consumers waiting at the client: client/awaiting.py)
     d.forget(rec, sent=False)  # (its forwarding edges, what its replica keeps)
+    if d._suspects:  # (lost with a replica, and waiting to run again: client/backlog.py;
+        d._suspects.pop(rec.id, None)  # left, every answer after looked it up)
     backlog = d._backlog
     while backlog and backlog[0][2].done:  # (the rest as refill meets them)
         heapq.heappop(backlog)
