@@ -221,3 +221,36 @@ def test_a_revoke_answered_after_the_cancel_stopped_waiting_runs_the_call_after_
         assert polybus.wait([b, p]) == [1, 8]
         assert not p.cancelled() and s.dispatchers["double"].counts.cancelled == 0
         _settled(s)
+
+
+def test_a_cancel_interrupted_while_asking_leaves_the_call_to_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C (KeyboardInterrupt) while cancel() waits for the replica's answer: the
+    cancel said nothing, so the call runs, as after a False. The replica dropped it
+    (queued behind a long call); its answer, read later, places it again."""
+    from polybus.client import control
+    from polybus.wire.messages import Revoke
+
+    hang = tmp_path / "hang"
+    request = control.request
+
+    def interrupted(r: Any, link: Any, msg: Any, req: int, timeout: float) -> Any:
+        if type(msg) is Revoke:
+            r.send(link, msg)
+            raise KeyboardInterrupt
+        return request(r, link, msg, req, timeout)
+
+    with cluster(tmp_path, _toml()) as c:
+        s = c.session()
+        try:
+            running = s.call("until", (0, str(hang)), {})
+            p = s.call("double", (4,), {})
+            monkeypatch.setattr(control, "request", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                p.cancel()
+            monkeypatch.undo()
+        finally:
+            hang.touch()
+        assert polybus.wait([running, p], timeout=10) == [0, 8]
+        assert not p.cancelled() and s.dispatchers["double"].counts.cancelled == 0
+        _settled(s)

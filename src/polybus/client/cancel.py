@@ -136,7 +136,11 @@ def _revoke(rec: CallRecord, link: ReplicaLink, reactor: Reactor) -> bool | None
         for r in [r for r, a in reactor.revoking.items() if a.link.dead]:
             del reactor.revoking[r]  # (a late answer that never came: its replica went)
         reactor.revoking[req] = asked
-    msg = reactor.request(link, Revoke([rec.id], req), req, CANCEL_WAIT_S)
+    try:
+        msg = reactor.request(link, Revoke([rec.id], req), req, CANCEL_WAIT_S)
+    except BaseException:  # (Ctrl-C while it waits: the cancel said nothing, so the call
+        _give_up(reactor, link, req, asked)  # runs, as after a False)
+        raise
     with _lock:
         if msg is None:
             msg = reactor.replies.pop(req, None)
@@ -158,6 +162,18 @@ def _revoke(rec: CallRecord, link: ReplicaLink, reactor: Reactor) -> bool | None
         return None if not rec.done else is_cancelled(rec.error)  # put back, asked again)
     rec.dispatcher.uncount(rec, link)
     return _given_back(rec, link)
+
+
+def _give_up(reactor: Reactor, link: ReplicaLink, req: int, asked: Asked) -> None:
+    """The cancel stops waiting for the answer to Revoke ``req`` without a word (the
+    wait raised): its answer, come already or to come, is acted on as a late one."""
+    with _lock:
+        if reactor.revoking.get(req) is not asked:
+            return
+        asked.late = True
+        got = reactor.replies.pop(req, None)
+    if type(got) is Released:
+        released(reactor, link, got)
 
 
 def released(reactor: Reactor, link: ReplicaLink, msg: Released) -> bool:
