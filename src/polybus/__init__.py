@@ -10,7 +10,8 @@ The whole public face::
     out = run("app.toml", {"modules.server.replication": 4})   # from Python
 
 and the errors a client catches (`RemoteException`: what a server's function raised;
-the rest of polybus.errors is there too).
+`CancelledError`: a promise whose call was cancelled; the rest of polybus.errors is
+there too).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from polybus.deadline import RunTimeout
 from polybus.errors import (
     BusyError,
     CallTimeoutError,
+    CancelledError,
     ConfigError,
     NoReplicaError,
     PolybusError,
@@ -38,8 +40,8 @@ if TYPE_CHECKING:
     from polybus.runner import RunResult
 
 __version__ = "0.1.0"
-__all__ = ["BusyError", "CallTimeoutError", "ConfigError", "NoReplicaError", "PolybusError",
-           "Promise", "RemoteError", "RemoteException", "RunResult", "RunTimeout",
+__all__ = ["BusyError", "CallTimeoutError", "CancelledError", "ConfigError", "NoReplicaError",
+           "PolybusError", "Promise", "RemoteError", "RemoteException", "RunResult", "RunTimeout",
            "WorkerDiedError",
            "__version__", "as_completed", "broadcast", "run", "use", "wait"]
 

@@ -20,6 +20,9 @@ it can act on::
     │   ├── ConnectionLostError     an established connection closed under a call
     │   └── TLSHandshakeError       the mutual TLS of [cluster] tls did not come about
     ├── NoReplicaError              nobody serves the interface that was called
+    ├── CancelledError              the call was cancelled before it ran (``p.cancel()``
+    │                               returned True), or a call whose value it needed was;
+    │                               also a concurrent.futures.CancelledError
     └── RemoteError                 a call was accepted but did not produce a value
         ├── RemoteException         the module function raised (remote type, message, traceback);
         │                           of a built-in type, an instance of that type too
@@ -39,13 +42,16 @@ Nothing here ever carries the cluster token or a key in its message.
 
 from __future__ import annotations
 
+import concurrent.futures
 from typing import Any
 
 __all__ = [
+    "CANCELLED_TYPE",
     "UPSTREAM_FAILED",
     "AuthenticationError",
     "BusyError",
     "CallTimeoutError",
+    "CancelledError",
     "ConfigError",
     "ConfigWarning",
     "ConnectionLostError",
@@ -200,6 +206,44 @@ class NoReplicaError(PolybusError):
     RemoteError."""
 
     call_site: str | None = None
+
+
+class CancelledError(PolybusError, concurrent.futures.CancelledError):
+    """The call was cancelled: ``p.cancel()`` returned True, so it never ran and never
+    will (client/cancel.py); using its promise's value (``polybus.wait(p)``,
+    ``p.result()``, passing it to another call) raises this. A subclass of
+    ``concurrent.futures.CancelledError``, so code ported from concurrent.futures or
+    Dask catches it as it did.
+
+    A call whose promise argument was cancelled after it was made (it needed that value,
+    which will never be) fails with it too, ``upstream`` then naming the cancelled call
+    (its own ``p.cancelled()`` stays False: it was not cancelled, its input was).
+    ``interface`` and ``call`` name the call itself, as a RemoteError's do; ``call_site``
+    is where the program used it, once ``polybus.run`` has placed it."""
+
+    call_site: str | None = None
+
+    def __init__(self, message: str, *, interface: str = "", call: str = "",
+                 upstream: str = "") -> None:
+        self.interface = interface
+        self.call = call
+        self.upstream = upstream
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _cancelled, (str(self), dict(self.__dict__))
+
+
+def _cancelled(message: str, state: dict[str, Any]) -> CancelledError:
+    e = CancelledError(message)
+    e.__dict__.update(state)
+    return e
+
+
+# The type a forwarded failure names when the value it stands for will never be because
+# its call was cancelled (client/forward.py): the consumer's replica fails the consumer
+# with it, and the client makes that failure a CancelledError (client/calls.py).
+CANCELLED_TYPE = "polybus.CancelledError"
 
 
 class RemoteError(PolybusError):

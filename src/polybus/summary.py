@@ -79,6 +79,7 @@ def strategies(r: RunResult) -> list[str]:
             (c.get("forwarded", 0), f"{c.get('forwarded', 0)} forwarded"),
             (c.get("through_client", 0), f"{c.get('through_client', 0)} through the client"),
             (c.get("refused", 0), f"{c.get('refused', 0)} refused (queue full)"),
+            (c.get("cancelled", 0), f"{c.get('cancelled', 0)} cancelled"),
         ) if n]
         if said:
             lines.append(f"{name}: {', '.join(said)}")

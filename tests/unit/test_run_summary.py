@@ -48,7 +48,7 @@ def test_one_call_is_not_one_calls() -> None:
 def _row(**counts: int) -> dict[str, int]:
     row = {"calls": 10, "batches": 0, "batched_calls": 0, "operands_put": 0,
            "operands_named": 0, "cache_misses": 0, "forwarded": 0, "through_client": 0,
-           "refused": 0}
+           "refused": 0, "cancelled": 0}
     row.update(counts)
     return row
 
@@ -58,12 +58,14 @@ def test_strategy_lines_say_only_the_non_zero_counts() -> None:
                   {"client.make": _row(forwarded=3, through_client=1),
                    "client.mul": _row(operands_put=1, operands_named=9, cache_misses=1),
                    "client.echo": _row(batches=1, batched_calls=10, refused=2),
+                   "client.drop": _row(cancelled=4),
                    "client.plain": _row()},
                   {"values": 1, "puts": 2})
     assert strategies(r) == [
         "client.make: 3 forwarded, 1 through the client",
         "client.mul: 1 operand put, 9 named, 1 cache miss",
         "client.echo: 1 batch (10 calls), 2 refused (queue full)",
+        "client.drop: 4 cancelled",
         "broadcast: 1 value, 2 Puts to replicas"]
 
 

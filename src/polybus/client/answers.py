@@ -2,8 +2,9 @@
 
 `Reactor._handle` files the common answer (a `Result`) itself; everything else comes
 here: a failed call (or a cache miss, re-sent with its value), the answers of an
-aggregated batch, released calls, answers to control requests, a forwarded value that
-could not be sent on, and a replica's goodbye.
+aggregated batch, released calls (a Steal's, or a Revoke's: client/cancel.py), answers
+to control requests, a forwarded value that could not be sent on, and a replica's
+goodbye.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from polybus.client.calls import ReplicaLink, error_from, late, text_of
+from polybus.client.cancel import released
 from polybus.client.counts import refused
 from polybus.errors import UPSTREAM_FAILED, ProtocolError
 from polybus.wire.messages import (
@@ -59,8 +61,9 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
             batch = link.outstanding.pop(cid, None)
             if batch is not None:
                 batch.answered(link, msg)  # type: ignore[attr-defined]
-        case Released(ids=ids, req=req):
-            reactor.on_released(link, ids, req)
+        case Released(ids=ids, req=req):  # (a Revoke's, p.cancel(); else a Steal's)
+            if not (reactor.revoking and released(reactor, link, msg)):
+                reactor.on_released(link, ids, req)
         case Stats(req=req) | Pong(req=req) | Fetched(req=req):
             reactor.replies[req] = msg
         case Undelivered():  # a forwarded value its replica could not send on (forward.py)

@@ -216,6 +216,16 @@ class Awaiting:
             if p._answered:
                 self.due.append(_key(p))
 
+    def withdraw(self, rec: CallRecord) -> bool:
+        """``rec`` waits here no more (cancelled: client/cancel.py); False if it did not."""
+        with self._lock:
+            w = self.calls.pop(rec.id, None)
+            for _, p in w.promises if w is not None else ():
+                filed = self.by_producer.get(_key(p), {})
+                if filed.pop(rec.id, None) is not None and not filed:
+                    del self.by_producer[_key(p)]
+        return w is not None
+
     def pending(self) -> bool:
         """Calls wait whose producers have not all answered (the pump reads for them)."""
         return bool(self.by_producer or self.due)
@@ -236,8 +246,8 @@ class Awaiting:
 _WAIT, _FETCH, _READY = object(), object(), object()
 
 
-def _waits(p: Promised, failed: bool) -> bool:
-    return not p._answered or (failed and _error(p) is not None)
+def _waits(p: Promised, failed: bool) -> bool:  # (a cancelled one: raises at the call)
+    return not p._answered or (failed and _error(p) is not None and not p.cancelled())
 
 
 def _key(p: Promised) -> int:

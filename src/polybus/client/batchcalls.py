@@ -333,6 +333,16 @@ class BatchPromise(msgspec.Struct, Promise, gc=False):
         b = self._rec.batcher
         expire(Slot(self._rec, self._i), b.timeout, now, b.reactor.poll)  # type: ignore[arg-type]  # (a Slot is what it uses of a record)
 
+    def cancel(self) -> bool:
+        from polybus.client.cancelbatch import cancel_slot
+
+        return cancel_slot(self._rec, self._i)
+
+    def cancelled(self) -> bool:
+        from polybus.client.cancelbatch import slot_cancelled
+
+        return slot_cancelled(self._rec, self._i)
+
 behave_as_promise(BatchPromise)
 
 

@@ -228,20 +228,28 @@ class Batcher:
 
     def _close(self, b: Pending) -> None:
         """The open batch is complete: place it, or queue it behind the others."""
-        self._seal(b)
+        if not self._seal(b):
+            return
         if self.backlog or not place(self, b):
             self.backlog.append(b)
             self.reactor.work_left()
             self.reactor.poll()  # take in answers: they make room
 
-    def _seal(self, b: Pending) -> None:
+    def _seal(self, b: Pending) -> bool:
+        """``b`` takes no more calls; False if none is left to send (all cancelled)."""
         self.open = None
-        self.batches += 1
         self.d.calls += len(b.args)
+        b.id = next(self.ids)
+        if b.late:  # (calls cancelled while it was open: client/cancelbatch.py)
+            b.only = [j for j in range(len(b.args)) if j not in b.late]
+            if not b.only:
+                b.done, b.args = True, []
+                return False
+        self.batches += 1
         c = self.d.counts  # (the run's report: client/counts.py)
         c.batches += 1
-        c.batched_calls += len(b.args)
-        b.id = next(self.ids)
+        c.batched_calls += len(b.args) if b.only is None else len(b.only)
+        return True
 
     # -- placing batches (client/batchplace.py) ---------------------------------------
     def _write_held(self) -> None:

@@ -10,6 +10,8 @@ from polybus.client.calltext import call_text
 from polybus.client.unseen import failed, forgotten, raised, seen
 from polybus.config.units import duration_text
 from polybus.errors import (
+    CANCELLED_TYPE,
+    UPSTREAM_FAILED,
     BusyError,
     CallTimeoutError,
     NoReplicaError,
@@ -59,8 +61,8 @@ class CallRecord:
     """One accepted call: gets exactly one outcome, a value or an error."""
 
     __slots__ = ("ahead", "args", "attempts", "carried", "deadline", "dispatcher", "error", "id",
-                 "inputs", "kwargs", "link", "orphan", "passed", "prio", "resent", "sent_at",
-                 "value")
+                 "inputs", "kwargs", "link", "orphan", "passed", "prio", "reran", "resent",
+                 "sent_at", "value")
 
     # Set when so only (client/unseen.py): its promise went before the outcome came; its
     # promise was passed to another call (forwarded), whose error may say this one's
@@ -72,6 +74,7 @@ class CallRecord:
     carried: str
 
     resent: bool  # sent again after a cache miss (set then only: operands.Comm.missed)
+    reran: bool  # answered, then run again (set then only: `reopen`); never cancelled
     # The producers whose values it was forwarded, each with its value's key, once it
     # answered ``Ref`` (set then only: client/fwdlost.py's `spent`): should it run
     # again, they are connected again. None once it will not (run again, or fetched).
@@ -117,6 +120,7 @@ class CallRecord:
         """Answered ``Ref`` (its value kept on its replica for a next stage), and that
         replica is gone: to be run again (client/forward.py; it kept its arguments)."""
         self.value = _PENDING
+        self.reran = True  # (it has run: p.cancel() says False, client/cancel.py)
 
     def set_error(self, error: PolybusError) -> bool:
         if self.done:
@@ -229,6 +233,10 @@ def error_from(fail: Fail, interface: str, replica: str, origin: str = "",
     ``call``: the failed call as text (`call_text`), kept as the error's ``call``."""
     if fail.kind == "no-interface":
         return NoReplicaError(fail.message)
+    if fail.kind == "exception" and fail.type == CANCELLED_TYPE:  # (its input was cancelled)
+        from polybus.client.cancel import cancelled_upstream
+
+        return cancelled_upstream(interface, call, fail.message.removeprefix(UPSTREAM_FAILED))
     err: RemoteError
     if fail.kind == "exception":
         err = RemoteException(fail.type, fail.message, fail.traceback,

@@ -22,6 +22,8 @@ the non-zero ones (cli/cmd_run.py).
   ``forward = false``, a sync consumer). Both counted under the producer's binding.
 - ``refused``: calls a replica refused, its queue full (``overflow = "reject"``): the
   BusyErrors the program got (a refused batch, one for each of its calls).
+- ``cancelled``: calls cancelled before they ran (``p.cancel()`` said True:
+  client/cancel.py); counted in ``calls`` too, and in no batch.
 
 They count what the client decided, once for each try: a call moved to another
 replica (migration, a steal), run again after its replica was lost, or whose encoding
@@ -51,19 +53,19 @@ __all__ = ["FIELDS", "Broadcasts", "Counts", "batches_in", "interfaces",
 class Counts:
     """One binding's strategy counts (see the module docstring)."""
 
-    __slots__ = ("batched_calls", "batches", "cache_misses", "forwarded", "operands_named",
-                 "operands_put", "refused", "through_client")
+    __slots__ = ("batched_calls", "batches", "cache_misses", "cancelled", "forwarded",
+                 "operands_named", "operands_put", "refused", "through_client")
 
     def __init__(self) -> None:
         self.batches = self.batched_calls = 0
         self.operands_put = self.operands_named = self.cache_misses = 0
         self.forwarded = self.through_client = 0
-        self.refused = 0
+        self.refused = self.cancelled = 0
 
 
 # In the order --json gives them, after ``calls``
 FIELDS = ("batches", "batched_calls", "operands_put", "operands_named", "cache_misses",
-          "forwarded", "through_client", "refused")
+          "forwarded", "through_client", "refused", "cancelled")
 
 
 class Broadcasts:

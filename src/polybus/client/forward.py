@@ -17,7 +17,8 @@ still in a demand backlog, or a call re-sent after its replica died, is covered)
 - producer answered ``Ref`` (forwarded): ``Forward`` again; its replica keeps the value;
 - producer failed (a remote exception, or lost: died, poison, not idempotent): the
   client sends the failure on, and the consumer's replica answers the consumer call
-  with a Fail naming it, so the stage-2 promise raises a typed RemoteException.
+  with a Fail naming it, so the stage-2 promise raises a typed RemoteException (a
+  CancelledError, for a producer cancelled before it ran: client/cancel.py).
 
 A consumer that waits at the client to be placed (a demand backlog: `queued`) has its
 producers' replicas keep their values for it (``Keep``), so the value does not come to
@@ -73,7 +74,9 @@ from polybus.client.fwdlost import Lineage, gone, kept_lost, spent
 from polybus.client.fwdmove import ended
 from polybus.client.promise import CallPromise
 from polybus.errors import (
+    CANCELLED_TYPE,
     UPSTREAM_FAILED,
+    CancelledError,
     PolybusError,
     RemoteException,
 )
@@ -262,6 +265,8 @@ class Forwarder:
         # (whether the consumer's error says ``error`` is decided when it ends: answered)
         if isinstance(error, RemoteException):
             info = [error.remote_type, str(error.remote_message), error.remote_traceback]
+        elif isinstance(error, CancelledError):  # (the cancelled call, named: calls.error_from)
+            info = [CANCELLED_TYPE, error.upstream or error.call or str(error), ""]
         else:
             info = [type(error).__name__, str(error), ""]
         self._send_failure(e, info, given_up)

@@ -12,11 +12,13 @@ same. So a promise has these names itself, as it has ``done``, whatever its answ
   call's error raised if it failed;
 - ``exception(timeout=None)``: the call's error, or None if it answered; waits as
   ``result`` does;
-- ``cancelled()``: False, always: polybus never cancels a call;
-- ``cancel()`` and ``add_done_callback(fn)`` raise a UsageError at once, saying what
-  to use: a call once made runs to its end (its interface's ``timeout`` bounds the
-  wait for it), and nothing calls a program back (``as_completed`` yields each promise
-  as its answer comes).
+- ``cancel()``: True if the call will never run (it had not started: waiting at the
+  client, or queued at its replica, which says so), False if it has run, is running or
+  is answered (then nothing changes): client/cancel.py. After a True, ``done`` and
+  ``cancelled()`` are True and using the value raises `polybus.CancelledError`;
+- ``cancelled()``: whether ``cancel()`` cancelled it;
+- ``add_done_callback(fn)`` raises a UsageError at once, saying what to use: nothing
+  calls a program back (``as_completed`` yields each promise as its answer comes).
 
 ``done`` stays a property, as it was (``p.done``, never waits): a bool, as a test of it
 (``is True``, JSON, a numpy mask) expects, so ``p.done()`` is Python's "'bool' object is
@@ -28,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from polybus.errors import PolybusError, StalePromiseError, UsageError
+from polybus.errors import CancelledError, PolybusError, StalePromiseError, UsageError
 
 __all__ = ["FutureNames"]
 
@@ -48,9 +50,15 @@ class FutureNames:
 
     def exception(self, timeout: float | None = None) -> PolybusError | None:
         """The call's error, None if it answered; waits as `result` does (TimeoutError
-        if ``timeout`` passes first)."""
+        if ``timeout`` passes first). Cancelled, it raises CancelledError, as a
+        concurrent.futures future does (a call that failed because a call it needed was
+        cancelled was not cancelled itself: that error is its own, returned)."""
         try:
             self.result(timeout)
+        except CancelledError as exc:
+            if self.cancelled():
+                raise
+            return exc
         except TimeoutError as exc:
             if not isinstance(exc, PolybusError):  # (the wait's own; else the function's)
                 raise
@@ -62,17 +70,14 @@ class FutureNames:
         return None
 
     def cancelled(self) -> bool:
-        """False: polybus never cancels a call."""
+        """Whether `cancel` cancelled the call (False for a kind of promise that is
+        answered when made: client/done.py)."""
         return False
 
     def cancel(self) -> bool:
-        """Refused at once: a call once made runs to its end."""
-        raise UsageError(
-            "a promise cannot be cancelled: its call runs to its end (a run's end waits "
-            "for it too); bound how long a wait for it takes with polybus.wait(p, "
-            "timeout=...) or p.result(timeout=...), which leave it running, or with its "
-            "interface's timeout (define.<name>.timeout or use.<name>.timeout in the "
-            "configuration), which fails it")
+        """Cancel the call if it has not started (see the module's docstring); False for
+        a kind of promise that is answered when made."""
+        return False
 
     def add_done_callback(self, fn: Callable[[Any], object]) -> None:
         """Refused at once: nothing calls a program back."""

@@ -79,11 +79,11 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
         return False  # a caller is at work on the batches; it closes them itself
     out: list[tuple[ReplicaLink, list[Message]]] = []
     try:
-        if b is not None and bt.open is b and b.args:
-            bt._seal(b)
-            # Behind others it waits for room, made by the caller's next read.
-            if bt.backlog or not place(bt, b, send=False):
-                bt.backlog.append(b)
+        # Sealed (unless every call of it was cancelled: nothing to send), it goes, or
+        # waits behind others for room, made by the caller's next read.
+        if (b is not None and bt.open is b and b.args and bt._seal(b)
+                and (bt.backlog or not place(bt, b, send=False))):
+            bt.backlog.append(b)
         for i, h in enumerate(bt.held):
             if h:
                 bt.held[i] = []

@@ -15,7 +15,6 @@ too: it moves whole, written as its Batcher writes it (`_move_batch`).
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.batchcalls import Pending
 from polybus.client.calls import CallRecord, ReplicaLink, late
 from polybus.client.fwdmove import moved, moved_batch
-from polybus.client.picking import pick_any
+from polybus.client.giveback import place_again
 from polybus.client.policies.migration import Edge, ReplicaLoad, decide, edges, steal_edges
 from polybus.config.model import DefineSpec, ModuleSpec, UseSpec
 from polybus.errors import ConnectionLostError
@@ -112,19 +111,8 @@ class Migrator:
         if not recs:
             return
         self.moved_out[link.name] = self.moved_out.get(link.name, 0) + len(recs)
-        if dst is link or dst.dead:
-            for rec in recs:  # nowhere planned to go: the dispatcher places them again
-                d = rec.dispatcher
-                f = getattr(d.comm, "forwarder", None)
-                if f is not None:
-                    moved(f, rec, link, None)
-                if d.style.kind == "async-demand":
-                    heapq.heappush(d._backlog, (-rec.prio, next(d._seq), rec))
-                    if f is not None and rec.id in f.deps:
-                        f.queued(rec)  # (its producers keep their values for it meanwhile)
-                else:
-                    rec.attempts -= 1  # a move is not a failed attempt
-                    d._send(rec, pick_any(d))
+        if dst is link or dst.dead:  # nowhere planned to go: their bindings place them again
+            place_again(link, recs)
             return
         self.moved_in[dst.name] = self.moved_in.get(dst.name, 0) + len(recs)
         for rec in recs:

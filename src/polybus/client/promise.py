@@ -29,8 +29,8 @@ class Promise(FutureNames):
     kind of call has its own subclass with what it needs to wait (`CallPromise` here,
     ``client/batchcalls.BatchPromise`` for an aggregated call). Besides ``done``, it has
     the names a future has that a program reaches for (``result(timeout=...)``,
-    ``exception``, ``cancel``...: client/futurenames.py); any other attribute is its
-    answer's."""
+    ``exception``, ``cancel``, ``cancelled``...: client/futurenames.py); any other
+    attribute is its answer's."""
 
     __slots__ = ()
 
@@ -248,6 +248,16 @@ class CallPromise(Promise):
 
     def _expire(self, now: float) -> None:
         expire(self._rec, self._rec.dispatcher.timeout, now, self._reactor.poll)
+
+    def cancel(self) -> bool:
+        from polybus.client.cancel import cancel_call
+
+        return cancel_call(self._rec, self._reactor)
+
+    def cancelled(self) -> bool:
+        from polybus.client.cancel import is_cancelled
+
+        return is_cancelled(self._rec.error)
 
 
 def wait(x: Any, timeout: float | None = None) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 from polybus.client import answers, control, ended, rings
 from polybus.client.alone import LoneCalls
 from polybus.client.calls import CallRecord, ReplicaLink, give_up, late, waiting_for
+from polybus.client.cancel import Asked
 from polybus.client.headroom import roomy
 from polybus.client.later import Later
 from polybus.client.liveness import Liveness
@@ -53,6 +54,7 @@ class Reactor(LoneCalls, Sending):
         self._in_send = 0
         self.later = Later()  # sends decided by a read inside a send (client/later.py)
         self.replies: dict[int, Message] = {}  # answers to control requests, by req
+        self.revoking: dict[int, Asked] = {}  # p.cancel()'s Revokes, by req (client/cancel.py)
         self.on_lost: Callable[[ReplicaLink, PolybusError], None] = lambda link, err: None
         self.on_released: Callable[[ReplicaLink, list[int], int], None] = (
             lambda link, ids, req: None)

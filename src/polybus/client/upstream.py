@@ -4,7 +4,8 @@ The consumer fails unplaced, with the typed error the forwarding path gives (its
 replica's, worker/fwdheld.py and client/fwdblame.py): a RemoteException of the
 producer's type, its message said once as "an upstream call failed: ...", and where it
 was raised ("f on server-0"; through a chain of stages, "f on server-0, upstream of g").
-The producer's own error is then counted as seen (client/unseen.py).
+The producer's own error is then counted as seen (client/unseen.py). A consumer of a
+producer that was cancelled fails with a CancelledError naming it (client/cancel.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from polybus.client.promise import CallPromise
 from polybus.client.unseen import seen
-from polybus.errors import UPSTREAM_FAILED, PolybusError, RemoteException
+from polybus.errors import UPSTREAM_FAILED, CancelledError, PolybusError, RemoteException
 
 if TYPE_CHECKING:
     from polybus.client.awaiting import Promised
@@ -22,11 +23,16 @@ if TYPE_CHECKING:
 __all__ = ["consumer_error", "origin", "upstream_error", "upstream_of"]
 
 
-def upstream_error(rec: CallRecord, producer: Promised, error: PolybusError) -> RemoteException:
+def upstream_error(rec: CallRecord, producer: Promised, error: PolybusError) -> PolybusError:
     """The error of consumer ``rec`` whose ``producer`` failed with ``error``, as a
     consumer's replica gives it under forwarding (worker/fwdheld.py, client/fwdblame.py):
     the producer's type, message (said once as an upstream failure) and traceback, and
     where it was raised. The consumer was never placed: no replica of its own."""
+    if isinstance(error, CancelledError):  # (its producer was cancelled: client/cancel.py)
+        from polybus.client.calls import text_of
+        from polybus.client.cancel import cancelled_upstream
+
+        return cancelled_upstream(rec.dispatcher.interface, text_of(rec), error)
     return consumer_error(rec.dispatcher.interface, error, origin(producer, error))
 
 

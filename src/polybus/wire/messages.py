@@ -183,7 +183,20 @@ class Steal(_Msg, tag=6):
 
 
 class Released(_Msg, tag=7):
-    """The calls a replica removed from its queue; it will never run them."""
+    """The calls a replica removed from its queue (a ``Steal``'s or a ``Revoke``'s,
+    as ``req`` says); it will never run them."""
+
+    ids: list[int]
+    req: int = 0
+
+
+class Revoke(_Msg, tag=29):
+    """Client -> worker: drop each of calls ``ids`` (sent on this connection) that has
+    not started: waiting in the queue, or held there for forwarded values. Answered at
+    once by ``Released(ids dropped, req)``: those will never run nor be answered, and
+    are forgotten whole (their Forward and Keep requests go, the forwarded values they
+    took are given back, as a ``Steal``'s are); a call not listed is running, answered,
+    or unknown there, and is left as it is (``p.cancel()``: client/cancel.py)."""
 
     ids: list[int]
     req: int = 0
@@ -274,6 +287,6 @@ class Goodbye(_Msg, tag=26):
 
 Message = (Call | Result | Fail | Batch | CallBatch | BatchResult | Put | Drop | Forward | Keep
            | Deliver | Undelivered | Fetch | Fetched | Cancel
-           | Steal | Released | StatsRequest | Stats
+           | Revoke | Steal | Released | StatsRequest | Stats
            | Ping | Pong | Register | Registered | Heartbeat | Resolve | Replicas
            | Unregister | Goodbye)

@@ -7,7 +7,8 @@ taken (not kept) when they come. The client sends such a failure itself when the
 will never come (its producer lost or given up, or Undelivered). A key delivered twice
 (a producer re-run, the client repairing a race) is taken once; a queued call a
 ``Steal`` gives back gives back its keys (`released`), so that, placed here again, it
-takes them again. A copy of one that comes after that waits for it as a new value does;
+takes them again (as does a held or queued call a ``Revoke`` drops: `revoke`). A copy
+of one that comes after that waits for it as a new value does;
 when the consumer has ended elsewhere the client says so (``Cancel`` with its keys,
 `ended`), and the copy goes (it was parked until the bound below pushed it out). A
 value that arrives before its call (the usual order: the producer's
@@ -143,6 +144,30 @@ class Receiving(Peers):
             for i in ids:
                 for key in self._took.pop((id(ch), i), ()):
                     self._taken.pop(key, None)
+
+    def revoke(self, ch: Channel, ids: set[int]) -> list[int]:
+        """``ch``'s calls ``ids`` held here for forwarded values (not started) go (a
+        ``Revoke``): the ids of those found. As for a queued call a ``Steal`` gives back,
+        the keys they took are no longer taken (a value delivered again is kept), and
+        the others are not waited for here."""
+        if not ids or not self._held:
+            return []
+        with self._lock:
+            found = {id(h): h for hs in self._held.values() for h in hs
+                     if h.ch is ch and h.call.id in ids}
+            for h in found.values():
+                for key in h.missing:
+                    rest = [x for x in self._held.get(key, ()) if x is not h]
+                    if rest:
+                        self._held[key] = rest
+                    else:
+                        self._held.pop(key, None)
+                for key in h.where:
+                    if key not in h.missing:
+                        self._taken.pop(key, None)
+                h.missing.clear()
+                h.over = True
+        return [h.call.id for h in found.values()]
 
     def ended(self, keys: list[str]) -> None:
         """The consumer of ``keys`` ended (``Cancel`` with keys: this replica gave it back

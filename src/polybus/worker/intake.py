@@ -40,6 +40,7 @@ from polybus.wire.messages import (
     Register,
     Released,
     Resolve,
+    Revoke,
     Stats,
     StatsRequest,
     Steal,
@@ -282,6 +283,8 @@ class Intake(Accepting):
                 self.forwarding.forget(ch, ids)
                 if keys:  # (their consumer ended, having been given back by this replica)
                     self.forwarding.ended(keys)
+            case Revoke(ids=ids, req=req):  # (p.cancel(): client/cancel.py)
+                self._revoke(ch, ids, req)
             case Steal(n=n, req=req):
                 with self._lock:
                     jobs = self._queue.steal(ch, n)
@@ -296,6 +299,20 @@ class Intake(Accepting):
                 self._drop(ch)
             case _:
                 self._not_taken(ch, msg)
+
+    def _revoke(self, ch: Channel, ids: list[int], req: int) -> None:
+        """Drop those of ``ch``'s calls ``ids`` that have not started (queued, or held for
+        forwarded values): under the lock a handler takes a call with, so each is either
+        taken already (running: left) or dropped here, never both. Those dropped are
+        forgotten as a Steal's given back are, their Forward and Keep requests too; the
+        client is told which (``Released``)."""
+        wanted = set(ids)
+        with self._lock:
+            gone = [j.call.id for j in self._queue.remove_ids(ch, wanted)]
+        gone += self.forwarding.revoke(ch, wanted.difference(gone))
+        self.forwarding.released(ch, gone)  # (the keys they took: given back)
+        self.forwarding.forget(ch, gone)
+        self._send_quietly(ch, Released(gone, req))
 
     def _not_taken(self, ch: Channel, msg: Message) -> None:
         """``msg`` is not for a worker: the peer is told what it sent, and dropped."""

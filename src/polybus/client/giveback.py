@@ -1,0 +1,42 @@
+"""Calls a replica gave back unrun, placed again by their own bindings.
+
+A replica gives calls back when asked: a ``Steal`` (migration, client/migrate.py) with
+no other replica planned for them, or a ``Revoke`` (``p.cancel()``, client/cancel.py)
+whose answer came after the cancel stopped waiting for it, so that the cancel said it
+could not cancel the call and the call must run after all. Each is placed as its
+binding places a call: into its ``async-demand`` backlog (its producers' replicas
+asked to keep their values for it meanwhile), or sent at once; its forwarding edges
+follow it (client/fwdmove.py). The caller has taken each out of the link's calls and
+its binding's count in flight there.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from polybus.client.fwdmove import moved
+from polybus.client.picking import pick_any
+
+if TYPE_CHECKING:
+    from polybus.client.calls import CallRecord, ReplicaLink
+
+__all__ = ["place_again"]
+
+
+def place_again(link: ReplicaLink, recs: Iterable[CallRecord]) -> None:
+    """Place ``recs``, given back by ``link``'s replica (none ran there), again."""
+    for rec in recs:
+        d = rec.dispatcher
+        f = getattr(d.comm, "forwarder", None)
+        if f is not None:
+            moved(f, rec, link, None)
+        if d.style.kind == "async-demand":
+            heapq.heappush(d._backlog, (-rec.prio, next(d._seq), rec))
+            if f is not None and rec.id in f.deps:
+                f.queued(rec)  # (its producers keep their values for it meanwhile)
+            d.reactor.work_left()
+        else:
+            rec.attempts -= 1  # a move is not a failed attempt
+            d._send(rec, pick_any(d))
