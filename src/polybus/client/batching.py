@@ -186,11 +186,11 @@ class Batcher:
                     args = snapshot_row(args, self._keep())
                     break
         ops = operand_bytes(args, self.at, self.rest, self.auto) if self.bound else None
-        lock = self.lock
+        lock, order = self.lock, self.order
         lock.acquire()  # (not `with`: half the cost, and this is every call's)
-        while self.order is not None and self.order.taking is not self:
+        while order is not None and order.taking is not self:
             lock.release()  # (another binding's call came last: what it held goes first)
-            switch(self.order, self)
+            switch(order, self)
             lock.acquire()
         try:
             b = self.open
