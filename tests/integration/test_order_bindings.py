@@ -228,3 +228,59 @@ def test_a_sync_call_runs_after_the_held_calls_made_before_it(
     if priority:
         sets.append('modules.kv.define.put.priority="0"')
     assert polybus.run(app, sets, worker_output=None).result == 0
+
+
+# Two replicas: each runs the calls it was given in the order they were made, whichever
+# bindings they came by (each call answers its replica's pid and how many calls that
+# replica had run before it).
+TICKS = """
+import os
+import itertools
+
+_n = itertools.count()
+
+
+def tick(i):
+    return [os.getpid(), next(_n), i]
+"""
+TICKING = """
+from polybus import use, wait
+
+names = ["a", "b", "c", "d"]
+calls = {n: use(n) for n in names}
+
+
+def main(n=400):
+    out = []
+    for i in range(n):
+        name = names[(i * 7 + i // 5) % 4] if i % 9 else "a"
+        out.append(calls[name](i))
+    by_replica = {}
+    for pid, seq, i in wait(out):
+        by_replica.setdefault(pid, []).append((seq, i))
+    return [sorted(runs) == sorted(runs, key=lambda r: r[1]) for runs in by_replica.values()]
+"""
+TICKING_TOML = """
+[modules.kv]
+source = "server.py"
+replication = 2
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.a = { callstyle = "async", aggregate = 8, linger = "20ms" }
+use.b = { callstyle = "async", aggregate = 3, linger = "1s" }
+use.c = { callstyle = "async" }
+use.d = { callstyle = "async-demand(1000)", aggregate = "1KiB", linger = "5ms" }
+
+[bind]
+"client.a" = "kv.tick"
+"client.b" = "kv.tick"
+"client.c" = "kv.tick"
+"client.d" = "kv.tick"
+"""
+
+
+def test_each_replica_runs_its_calls_in_the_order_made(tmp_path: Path) -> None:
+    app = write_app(tmp_path, server=TICKS, client=TICKING, toml=TICKING_TOML)
+    assert polybus.run(app, worker_output=None).result == [True, True]
