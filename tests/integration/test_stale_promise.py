@@ -50,8 +50,9 @@ CLIENT = """
         while not p.done:                   # (its answer, a Ref, taken in)
             time.sleep(0.01)
         builtins.FORWARDED = p
-        builtins.AGG = agg(60)              # in an open batch when the run ends
         builtins.KEPT = slow(60)            # still running when the run ends
+        builtins.AGG = agg(60)              # in an open batch when the run ends (the
+                                            # last call: slow's next would write it)
         raise KeyError("oops")
 
     def timed():

@@ -12,7 +12,8 @@ async: the balance policy picks) and is answered by one ``BatchResult``. While a
 replica still has two sent batches to answer, the next ones for it are held and
 written together (up to HOLD per write, batchplace.py): fewer writes and fewer wake-ups
 of a replica that is busy anyway; anything held is written before the client reads,
-and by the timer within a linger.
+and by the timer within a linger, and before a call of another binding to the same
+replicas: calls reach a replica in the order the program made them (client/order.py).
 
 A batch is the unit of placement: if its replica is lost, the whole batch runs again
 elsewhere (idempotent interfaces), or each of its calls fails with the typed error the
@@ -48,6 +49,7 @@ from polybus.client.batchplace import place
 from polybus.client.batchsend import requeue, settle_owed, write
 from polybus.client.linger import linger_main
 from polybus.client.operands import AUTO_THRESHOLD
+from polybus.client.order import arrange, switch
 from polybus.client.policies.aggregate import frame_cap
 from polybus.client.promise import wait
 from polybus.client.snapshot import AS_IS, Keep, snapshot_row
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
     from polybus.client.dispatch import Dispatcher
     from polybus.client.operands import Comm
+    from polybus.client.order import Order
     from polybus.client.reactor import Reactor
 
 
@@ -89,6 +92,8 @@ class Batcher:
     # filed as a call's is (client/answers.py), which looks for the call's forwarder.
     forwarder = None  # (an aggregating binding forwards nothing: batcher_for)
     awaited: Awaiting | None = None  # (set once a promise of it is waited for: awaiting.py)
+    order: Order | None = None  # (its calls and other bindings', in order: order.py)
+    taken = 0  # writes the linger timer took from `held` and has not ended (linger.py)
 
     def __init__(self, dispatcher: Dispatcher, reactor: Reactor, count: int | None,
                  nbytes: int | None, linger: float, comm: Comm | None = None,
@@ -151,29 +156,29 @@ class Batcher:
     # -- the call path -------------------------------------------------------------
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if kwargs:
-            return self.d(args, kwargs)
+            return self._general(args, kwargs)
         if len(args) == 1:  # (the common case, without the loop's iterator)
             t = type(args[0])
             if t is bytes:
                 if len(args[0]) >= OOB_BYTES:
-                    return self.d(args, kwargs)
+                    return self._general(args, kwargs)
             elif hasattr(t, "__polybus_value__"):  # a promise or broadcast handle
-                return self.d(args, kwargs)
+                return self._general(args, kwargs)
             else:
                 if (t is list or t is tuple or t is dict) and holds_promise(args[0]):
                     if holds_handle(args[0]):  # (named by the general path: nested.py)
-                        return self.d(args, kwargs)
+                        return self._general(args, kwargs)
                     args = wait(args)  # (see plain_args)
                 elif t not in AS_IS and general(args[0]):
                     # (a set's handle: said to go by value, a namedtuple's named; a
                     # dataclass's promise: answered by the general path's `wire`)
-                    return self.d(args, kwargs)
+                    return self._general(args, kwargs)
                 if t not in AS_IS:  # held: as it is now (snapshot.py)
                     args = snapshot_row(args, self._keep())
         else:
             plain = plain_args(args)
             if plain is False:
-                return self.d(args, kwargs)
+                return self._general(args, kwargs)
             if plain is None:
                 args = wait(args)
             for a in args:
@@ -181,8 +186,12 @@ class Batcher:
                     args = snapshot_row(args, self._keep())
                     break
         ops = operand_bytes(args, self.at, self.rest, self.auto) if self.bound else None
-        lock = self.lock
+        lock, order = self.lock, self.order
         lock.acquire()  # (not `with`: half the cost, and this is every call's)
+        while order is not None and order.taking is not self:
+            lock.release()  # (another binding's call came last: what it held goes first)
+            switch(order, self)
+            lock.acquire()
         try:
             b = self.open
             if b is None:
@@ -210,6 +219,13 @@ class Batcher:
             lock.release()
             if self._lost_later or self._after:
                 self._settle()
+
+    def _general(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call the lean path cannot carry, on the general one, after this binding's
+        open batch (order.py)."""
+        if self.order is not None and self.order.taking is not self.d:
+            arrange(self.order, self.d, args, kwargs)
+        return self.d(args, kwargs)
 
     def _keep(self) -> Keep | None:
         """How a held call keeps its cached operands (`Dispatcher.keep`)."""

@@ -89,6 +89,7 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
                 bt.held[i] = []
                 out.append((bt.links[i], h))
         bt._writing = bool(out)  # (what is asked after them waits: Batcher.after)
+        bt.taken = len(out)  # (a call of another binding waits for them: order.py)
     finally:
         bt.lock.release()
         reactor._lock.release()
@@ -103,6 +104,7 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
                 pass  # the reactor finds the connection dead and re-runs the batches
     finally:
         bt._writing = False
+        bt.taken = 0
     if bt.unsettled or bt._after:
         # What it refused (or asked after its batches) is settled and sent by a program
         # thread's read, or the pump's turn: a reader asleep (one on a lone call's

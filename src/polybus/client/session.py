@@ -24,6 +24,7 @@ from polybus.client.fwdown import keep_answers
 from polybus.client.inclient import InClient, in_client, release
 from polybus.client.lossline import HowEnded, LossLines
 from polybus.client.migrate import Migrator, migrator_for
+from polybus.client.order import order_calls
 from polybus.client.params import parameters, priority_fn
 from polybus.client.plan import comm_for
 from polybus.client.pump import Gate, Pump
@@ -185,6 +186,7 @@ class Session:
                 self.gate = Gate()
                 self.reactor.open_gate(self.gate)
                 self.pump = Pump(self.reactor, self.gate, self._waiting)
+            order_calls(self.reactor, self.dispatchers, self.entries, self.batchers)  # order.py
             # A replica's counters run for its whole life (it may have served other runs,
             # as workers started by hand do): this run's figures are the difference.
             self._base = {id(lk): ask_stats(self.reactor, lk)
