@@ -29,7 +29,7 @@ from types import ModuleType
 
 from polybus.ownfiles import is_library_file, is_polybus_file
 from polybus.usernames import PREFIX
-from polybus.userpackage import package_of
+from polybus.userpackage import forget_packages, package_of
 from polybus.worker.module import forget_folders
 
 __all__ = ["ClientImports", "loop_note"]
@@ -65,7 +65,8 @@ class ClientImports:
                     for name, (module, _) in modules.items():
                         _forget(name, module)
                     del _noted[folder]
-        forget_folders()  # (an earlier run's folders lend this one no files)
+        forget_folders()  # (an earlier run's folders lend this one no files,
+        forget_packages()  # nor its packages their names)
         importlib.invalidate_caches()
         self.before = set(sys.modules)
 

@@ -34,7 +34,7 @@ from types import ModuleType
 
 from polybus.ownfiles import is_library_file
 
-__all__ = ["Package", "importable", "package_of", "relative_import_hint"]
+__all__ = ["Package", "forget_packages", "importable", "package_of", "relative_import_hint"]
 
 _BEYOND = "attempted relative import beyond top-level package"
 _NO_PARENT = "attempted relative import with no known parent package"
@@ -115,6 +115,14 @@ def _where(spec: ModuleSpec) -> str:
 
 
 _FINDER = _TopPackages()
+
+
+def forget_packages() -> None:
+    """Earlier runs' top packages import by their names no more (a run's own are made
+    `importable` again as its modules load): in a process that runs several programs,
+    the next one's ``import shapes`` of a ``shapes`` package beside its client found the
+    earlier one's, whose client was in its own ``shapes``."""
+    _FINDER.roots.clear()
 
 
 def importable(package: Package) -> None:

@@ -231,3 +231,21 @@ def test_a_package_is_its_own_after_a_run_that_imported_another_of_its_name(
     second = write_program(tmp_path / "b", name="second")
     assert polybus.run(first, worker_output=False).result["names"] == ("first", "first")
     assert polybus.run(second, worker_output=False).result["names"] == ("second", "second")
+
+
+@pytest.mark.timeout(120)
+def test_a_later_run_imports_its_own_package_not_one_an_earlier_run_imported_in_one(
+        tmp_path: Path, no_worker_left: None) -> None:
+    """A process that runs several programs: the first one's client is in its ``shapes``
+    package (so that package imports by its name from the first one's folder), the
+    second one's client beside a ``shapes`` package of its own, imported from its own
+    folder (an absolute import): the second gets its own, not the first one's."""
+    first = write_program(tmp_path / "a", name="first")
+    second = write_program(tmp_path / "b", name="second")
+    client = textwrap.dedent(FILES["shapes/serve/client.py"]).replace(
+        "from ..geometry", "from shapes.geometry").replace(
+        "from .helpers", "from shapes.serve.helpers")
+    (tmp_path / "b" / "client.py").write_text(client)
+    second.write_text(second.read_text().replace('"shapes/serve/client.py"', '"client.py"'))
+    assert polybus.run(first, worker_output=False).result["names"] == ("first", "first")
+    assert polybus.run(second, worker_output=False).result["names"] == ("second", "second")
