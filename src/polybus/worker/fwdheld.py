@@ -157,11 +157,7 @@ class Receiving(Peers):
                      if h.ch is ch and h.call.id in ids}
             for h in found.values():
                 for key in h.missing:
-                    rest = [x for x in self._held.get(key, ()) if x is not h]
-                    if rest:
-                        self._held[key] = rest
-                    else:
-                        self._held.pop(key, None)
+                    self._unhold(h, key)
                 for key in h.where:
                     if key not in h.missing:
                         self._taken.pop(key, None)
@@ -236,13 +232,17 @@ class Receiving(Peers):
         it still waited for are taken, so they are not kept when they come. (It stayed
         held for them, with its arguments, for ever if they never came.)"""
         for key in h.missing:
-            rest = [x for x in self._held.get(key, ()) if x is not h]
-            if rest:
-                self._held[key] = rest
-            else:
-                self._held.pop(key, None)
+            self._unhold(h, key)
             self._take(key)
         h.missing.clear()
+
+    def _unhold(self, h: _Held, key: str) -> None:
+        """(The lock held) ``h`` waits for ``key``'s value no more."""
+        rest = [x for x in self._held.get(key, ()) if x is not h]
+        if rest:
+            self._held[key] = rest
+        else:
+            self._held.pop(key, None)
 
     def _settle(self, h: _Held, ok: bool, value: Any) -> None:
         """Answer ``h`` for a failed upstream value, or queue it: it has every value."""
