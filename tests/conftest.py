@@ -208,3 +208,19 @@ def echo_peer(echo_worker: Any) -> Iterator[Any]:
         yield ch
     finally:
         ch.close()
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """An empty directory with a short path, for a test's TMPDIR: a run puts its
+    directory (and its Unix sockets, at most 107 bytes of path) in TMPDIR only when the
+    path leaves room (engines/rundir.py), and pytest's own ``tmp_path`` can be too long
+    for that (``/tmp/pytest-of-root/pytest-1119/popen-gw0/test_...``). Removed after."""
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="pbt-", dir="/tmp"))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

@@ -31,7 +31,7 @@ def test_hosts_engine_without_a_registry_says_what_is_missing() -> None:
 
 
 def test_an_interrupt_while_workers_start_leaves_no_process_or_log(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C landing in the middle of starting the second worker: the first is stopped,
     and neither log (the second's made before its process) is left behind."""
     import subprocess
@@ -41,7 +41,7 @@ def test_an_interrupt_while_workers_start_leaves_no_process_or_log(
     from polybus.engines import local
     from polybus.engines.local import LocalEngine
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
     started: list[subprocess.Popen[bytes]] = []
     real = subprocess.Popen
 
@@ -58,11 +58,11 @@ def test_an_interrupt_while_workers_start_leaves_no_process_or_log(
     finally:
         engine.stop()  # (a no-op when start stopped it; else nothing outlives the test)
     assert len(started) == 1 and started[0].poll() is not None  # stopped, and reaped
-    assert not list(tmp_path.glob("polybus-*"))
+    assert not list(short_tmp.glob("polybus-*"))
 
 
 def test_the_next_run_removes_a_dead_runs_directory_and_nothing_else(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run SIGKILLed leaves its directory (its workers' logs, its socket files) in
     $TMPDIR: ``polybus-<its pid>-<random>``, holding a mark that names that pid. The next
     run's engine removes it, and only what it can tell is such a directory whose run is
@@ -75,13 +75,13 @@ def test_the_next_run_removes_a_dead_runs_directory_and_nothing_else(
     from polybus.config import load
     from polybus.engines.local import LocalEngine
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
     gone = subprocess.Popen(["true"])
     gone.wait()  # (reaped: its pid names no process now)
     dead, live = gone.pid, os.getpid()
 
     def rundir(name: str, mark: str | None) -> Path:
-        d = tmp_path / name
+        d = short_tmp / name
         d.mkdir(mode=0o700)
         if mark is not None:
             (d / "polybus-run").write_text(mark)
@@ -91,9 +91,9 @@ def test_the_next_run_removes_a_dead_runs_directory_and_nothing_else(
     stale = rundir(f"polybus-{dead}-a1b2c3d4", f"{dead}\n")
     # A run killed between making its directory and writing its mark left it empty
     # (seen after a test session): empty, it goes too; one of a live pid stays.
-    empty = tmp_path / f"polybus-{dead}-empty000"
+    empty = short_tmp / f"polybus-{dead}-empty000"
     empty.mkdir(mode=0o700)
-    (tmp_path / f"polybus-{live}-empty111").mkdir(mode=0o700)
+    (short_tmp / f"polybus-{live}-empty111").mkdir(mode=0o700)
     kept = [
         rundir(f"polybus-{live}-e5f6g7h8", f"{live}\n"),   # its run is alive (this one)
         rundir(f"polybus-{dead}-nomark00", None),           # not shown to be polybus's
@@ -102,10 +102,10 @@ def test_the_next_run_removes_a_dead_runs_directory_and_nothing_else(
         rundir("other", f"{dead}\n"),
     ]
     target = rundir("target", f"{dead}\n")
-    (tmp_path / f"polybus-{dead}-alink000").symlink_to(target)
-    (tmp_path / f"polybus-{dead}-afile000").write_text(f"{dead}\n")
-    (tmp_path / "polybus-server-0-abcd1234.log").write_text("an older run's log\n")
-    before = sorted(p.name for p in tmp_path.iterdir())
+    (short_tmp / f"polybus-{dead}-alink000").symlink_to(target)
+    (short_tmp / f"polybus-{dead}-afile000").write_text(f"{dead}\n")
+    (short_tmp / "polybus-server-0-abcd1234.log").write_text("an older run's log\n")
+    before = sorted(p.name for p in short_tmp.iterdir())
 
     engine = LocalEngine(load(APP))
     try:
@@ -114,7 +114,7 @@ def test_the_next_run_removes_a_dead_runs_directory_and_nothing_else(
         assert all((d / "server-0.log").exists() for d in [*kept, target])
     finally:
         engine.stop()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
+    assert sorted(p.name for p in short_tmp.iterdir()) == [
         n for n in before if n not in (stale.name, empty.name)]
 
 

@@ -266,12 +266,11 @@ def test_a_signalled_run_stops_its_workers_and_leaves_no_files(
 
 
 def test_a_run_killed_outright_leaves_one_directory_that_the_next_run_removes(
-        app: Path, procs: Procs, tmp_path: Path) -> None:
+        app: Path, procs: Procs, tmp_path: Path, short_tmp: Path) -> None:
     """Nothing runs in a SIGKILLed run, so its files stay: they were a log per worker
     and the shm socket directory, loose in $TMPDIR for good. Now they are in one
     directory named with the run's pid, which the next run removes."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = short_tmp
     env = {"TMPDIR": str(tmp), "MARKS": str(tmp_path / "marks")}
     run = procs.start("run", app, "--quiet", "--set", 'modules.server.transport="shm"', env=env)
     _until(lambda: _started(app) == 1)  # the client waits on nap(60)

@@ -58,9 +58,9 @@ def test_a_run_directory_leaves_room_for_its_socket_files(long_tmpdir: Path) -> 
 
 
 def test_a_short_tmpdir_is_where_run_directories_go(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    assert run_base() == tmp_path
+        short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
+    assert run_base() == short_tmp
 
 
 def test_a_replicas_long_name_is_not_in_its_socket_paths(tmp_path: Path) -> None:
