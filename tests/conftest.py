@@ -41,6 +41,13 @@ def pytest_configure(config: pytest.Config) -> None:
         _compiled_ahead()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked slow first, the others in their order: pytest-xdist's workers
+    share the work by taking each other's last tests, so a long test left for the end
+    kept one worker busy alone while the other had nothing left to take."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # (stable)
+
+
 def _compiled_ahead() -> None:
     """Every Python file of the project compiled to its ``__pycache__`` before the tests
     start. The suite starts well over a thousand Python processes (workers, runs,

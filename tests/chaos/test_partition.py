@@ -29,7 +29,7 @@ CALLS = 120
 
 
 _REASON = netns.reason()
-pytestmark = [pytest.mark.netns,
+pytestmark = [pytest.mark.netns, pytest.mark.slow,
               pytest.mark.skipif(_REASON is not None, reason=f"partition test: {_REASON}")]
 
 

@@ -67,6 +67,7 @@ def test_fewer_replicas_than_configured_warns_once_and_runs(procs: Procs) -> Non
     assert "configured for shm" in warned and "server-0, server-1 on this host" in warned
 
 
+@pytest.mark.slow
 def test_a_registered_replica_that_cannot_be_reached_is_left_out_by_name(procs: Procs) -> None:
     """A replica the registry still lists but that does not answer (here stopped, and the
     registry's ttl long) failed the whole run with `handshake with tcp://127.0.0.1:PORT
