@@ -37,6 +37,76 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if not hasattr(config, "workerinput"):  # (once, in the process xdist's workers come from)
+        _compiled_ahead()
+        if config.getoption("numprocesses", None):
+            _rewritten_ahead(config)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked slow first, the others in their order: pytest-xdist's workers
+    share the work by taking each other's last tests, so a long test left for the end
+    kept one worker busy alone while the other had nothing left to take."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # (stable)
+
+
+def _compiled_ahead() -> None:
+    """Every Python file of the project compiled to its ``__pycache__`` before the tests
+    start. The suite starts well over a thousand Python processes (workers, runs,
+    registries), each importing polybus from its sources: where nothing writes bytecode
+    (a fresh clone under ``PYTHONDONTWRITEBYTECODE``), each compiled the ~120 modules it
+    imports again, ~0.13 s of CPU a worker (a third of its start). Files already
+    compiled and unchanged are only looked at; a file that does not compile is left to
+    its test to say so."""
+    import compileall
+
+    root = Path(__file__).resolve().parents[1]
+    for part in ("src", "examples", "tests"):
+        compileall.compile_dir(root / part, quiet=2)
+
+
+def _rewritten_ahead(config: pytest.Config) -> None:
+    """The test files' code with pytest's assertions rewritten (pytest's own cache,
+    beside their bytecode), made before pytest-xdist's workers start, by this process
+    and a child of it, half each: each worker made it all for itself (~9 s of CPU at
+    its start, the two at once, where nothing writes bytecode), and now reads it
+    (~1.5 s). Only the test files this run collects; nothing at all where pytest's
+    internals are not as used here (the workers then rewrite as they did)."""
+    try:
+        from _pytest.assertion import rewrite as rw
+
+        state = config.stash[rw.assertstate_key]
+        tail, cache_dir = rw.PYC_TAIL, rw.get_cache_dir
+        read, make, write = rw._read_pyc, rw._rewrite_test, rw._write_pyc
+    except (ImportError, AttributeError, KeyError):  # (KeyError: --assert=plain)
+        return
+    here = config.invocation_params.dir
+    files: set[Path] = set(Path(__file__).resolve().parent.rglob("conftest.py"))
+    for arg in config.args:
+        where = (here / arg.split("::")[0]).resolve()
+        files.update(where.rglob("test_*.py") if where.is_dir() else
+                     [where] if where.suffix == ".py" else [])
+    todo = [(fn, cache_dir(fn) / (fn.name[:-3] + tail)) for fn in sorted(files)]
+    todo = [(fn, pyc) for fn, pyc in todo if read(fn, pyc) is None]
+    import threading
+
+    def rewrite(some: list[tuple[Path, Path]]) -> None:
+        for fn, pyc in some:
+            try:
+                pyc.parent.mkdir(exist_ok=True)
+                write(state, *make(fn, config)[::-1], pyc)
+            except Exception:  # (a file that does not compile: collecting it says so)
+                pass
+
+    child = os.fork() if len(todo) > 1 and threading.active_count() == 1 else -1
+    if child == 0:
+        try:
+            rewrite(todo[1::2])
+        finally:
+            os._exit(0)  # (never on into pytest's session)
+    rewrite(todo[0::2] if child > 0 else todo)
+    if child > 0:
+        os.waitpid(child, 0)
 
 
 @pytest.fixture(autouse=True)

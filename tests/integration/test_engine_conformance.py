@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +17,12 @@ from polybus.testing.engines import CASES, DEATH, ENGINES, Case, check, unavaila
 from .conftest import descendants
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+def ray_slow(engines: Sequence[str]) -> list[Any]:
+    """The engines, Ray's marked slow: each of its runs starts a Ray of its own."""
+    return [pytest.param(e, marks=pytest.mark.slow) if e == "ray" else e for e in engines]
+
+
+@pytest.mark.parametrize("engine", ray_slow(ENGINES))
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_engine_conformance(engine: str, case: Case, tmp_path: Path) -> None:
     if why := unavailable(engine):
@@ -25,6 +32,7 @@ def test_engine_conformance(engine: str, case: Case, tmp_path: Path) -> None:
     assert descendants(os.getpid()) <= before  # every rank and worker ended
 
 
+@pytest.mark.slow
 def test_a_private_ray_takes_more_replicas_than_cores(tmp_path: Path) -> None:
     """As the local engine starts a process per replica whatever the cores, a private
     Ray gets a CPU per replica (each actor asks for one); it had only the cores, and a
@@ -44,7 +52,7 @@ _DEATH_SAID = {"hosts": (), "local": ("worker server-0 was killed by signal 9 (S
                "ray": ("worker server-0 (a Ray actor) ended: ", "(Ray: SYSTEM_ERROR)")}
 
 
-@pytest.mark.parametrize("engine", sorted(_DEATH_SAID))
+@pytest.mark.parametrize("engine", ray_slow(sorted(_DEATH_SAID)))
 def test_a_replica_that_dies_is_named_with_how(engine: str, tmp_path: Path) -> None:
     if why := unavailable(engine):
         pytest.skip(f"{engine} engine: {why}")

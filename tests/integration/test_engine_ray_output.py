@@ -97,6 +97,7 @@ def ray_here() -> None:
         pytest.skip(f"ray engine: {why}")
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("ray_here")
 def test_replica_output_goes_to_stderr_every_line_of_a_short_run(tmp_path: Path) -> None:
     """(Ray's forwarding put it on stdout, mixed with the result, and a run this short
@@ -123,6 +124,7 @@ def test_replica_output_goes_to_stderr_every_line_of_a_short_run(tmp_path: Path)
     assert descendants(os.getpid()) <= before
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("ray_here")
 def test_a_killed_actor_is_said_on_stderr_with_what_ray_knows(tmp_path: Path) -> None:
     """(Ray's "(raylet) A worker died ..." came on stdout, before the result, and the

@@ -160,6 +160,7 @@ def test_threads_making_demand_calls_beside_the_pump_get_their_own_answers(
     assert r.calls == 4 * 300
 
 
+@pytest.mark.slow
 def test_waiting_for_an_open_batch_while_the_pump_takes_its_turns(app: Path) -> None:
     r = polybus.run(app, {"modules.client.entrypoint": "spins", "modules.client.args": [100],
                           "modules.client.use.f.aggregate": 2,
@@ -168,6 +169,7 @@ def test_waiting_for_an_open_batch_while_the_pump_takes_its_turns(app: Path) -> 
     assert r.result == "ok"
 
 
+@pytest.mark.slow
 def test_the_last_drain_beside_an_awake_pump(app: Path) -> None:
     r = polybus.run(app, {"modules.client.entrypoint": "unwaited",
                           "modules.client.use.slow.callstyle": "async-demand(1)",

@@ -40,7 +40,7 @@ def _start(how: str, module: str, argv: list[str]) -> subprocess.CompletedProces
 
 @pytest.mark.parametrize("how", sorted(STARTS))
 @pytest.mark.parametrize(("module", "argv"), [
-    ("numpy", ["check", "--no-import", "app.toml"]),  # (what the configuration pulls in)
+    ("msgspec", ["check", "--no-import", "app.toml"]),  # (what the configuration pulls in)
     ("polybus.cli.cmd_sweep", ["sweep", "app.toml"]),  # (a subcommand's module)
     ("polybus.config", ["run", "app.toml"]),
 ])

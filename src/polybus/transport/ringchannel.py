@@ -21,9 +21,7 @@ import select
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from polybus.errors import ConnectionLostError
 from polybus.transport import ring as _ring
@@ -40,6 +38,9 @@ from polybus.wire.framing import (
 )
 from polybus.wire.messages import Message, Result
 from polybus.wire.unencodable import lone_surrogate
+
+if TYPE_CHECKING:  # (numpy is imported where an array needs it: polybus/lazynumpy.py)
+    import numpy as np
 
 __all__ = ["RingChannel"]
 

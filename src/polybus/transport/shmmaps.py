@@ -17,9 +17,7 @@ import mmap
 import os
 import weakref
 from collections import deque
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from polybus.errors import ProtocolError
 from polybus.transport.memfd import check_sealed
@@ -27,6 +25,9 @@ from polybus.transport.shmseg import _DESC, FD_READONLY, MAX_SEGMENTS, RO_VIEW
 from polybus.transport.shmshare import MAX_SHARED
 from polybus.wire.codec import Codec
 from polybus.wire.framing import Frame, body_length
+
+if TYPE_CHECKING:  # (numpy is imported where an array needs it: polybus/lazynumpy.py)
+    import numpy as np
 
 __all__ = ["MAX_MAPS", "SegmentMaps"]
 
@@ -103,6 +104,8 @@ class SegmentMaps:
             # The carrier is the base of every array the codec makes from this buffer;
             # when the last one goes, the segment goes back to the sender.
             self.shm_bytes_received += length
+            import numpy as np
+
             carrier: np.ndarray[Any, Any] = np.frombuffer(seg, np.uint8, count=length)
             if has_fd & RO_VIEW:
                 carrier.flags.writeable = False

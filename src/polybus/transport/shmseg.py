@@ -25,11 +25,10 @@ import mmap
 import struct
 import threading
 from collections import deque
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from polybus.errors import ProtocolError
+from polybus.lazynumpy import is_array
 from polybus.transport.shmshare import (
     MAX_SHARED,
     SHARED_BIT,
@@ -52,6 +51,9 @@ from polybus.wire.framing import (
     too_large,
 )
 from polybus.wire.messages import Call, Message, Put
+
+if TYPE_CHECKING:  # (numpy is imported where an array needs it: polybus/lazynumpy.py)
+    import numpy as np
 
 __all__ = ["FD_READONLY", "FLAG_CTL", "FLAG_SHM", "MAX_FDS", "MAX_FDS_PENDING", "SegmentFrames"]
 
@@ -76,7 +78,9 @@ RO_VIEW = 4  # has_fd bit: the sender's array was read-only; so are the receiver
 def _contiguous(b: bytes | memoryview | np.ndarray[Any, Any]) -> bytes | memoryview:
     """A buffer as the frame carries it (an array left to gather that does not go by
     segment after all is made contiguous here)."""
-    if isinstance(b, np.ndarray):
+    if is_array(b):
+        import numpy as np
+
         a = np.ascontiguousarray(b)
         # (a uint8 view, not memoryview.cast: the buffer protocol has no datetime64)
         return memoryview(a.reshape(-1).view(np.uint8)) if a.nbytes else memoryview(b"")  # type: ignore[arg-type]
@@ -85,7 +89,7 @@ def _contiguous(b: bytes | memoryview | np.ndarray[Any, Any]) -> bytes | memoryv
 
 def _lens(bufs: list[bytes | memoryview | np.ndarray[Any, Any]]) -> list[int]:
     """The byte length of each buffer of a message (arrays left to gather included)."""
-    return [b.nbytes if isinstance(b, np.ndarray) else memoryview(b).nbytes for b in bufs]
+    return [b.nbytes if is_array(b) else memoryview(b).nbytes for b in bufs]
 
 
 def _u64s(ids: list[int]) -> bytes:
@@ -176,7 +180,7 @@ class SegmentFrames:
         for i, (b, n) in enumerate(zip(bufs, lens, strict=True)):
             if n < self.threshold or len(fds) >= MAX_FDS:
                 continue
-            arr = b if call and isinstance(b, np.ndarray) else None
+            arr = b if call and is_array(b) else None
             ro = arr is not None and program_froze(arr)
             key, index = put, i
             if arr is not None and ro and arr.flags.c_contiguous and sent_before(arr):

@@ -35,13 +35,16 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import xxhash
 
+from polybus.lazynumpy import is_array
 from polybus.transport.memfd import sealed_memfd
 from polybus.wire.arrays import place_of
+
+if TYPE_CHECKING:  # (numpy is imported where an array needs it: polybus/lazynumpy.py)
+    import numpy as np
 
 __all__ = [
     "KEEP_BYTES",
@@ -92,7 +95,9 @@ class Segment:
 def copy_into(view: memoryview, data: Any) -> int:
     """Copy a buffer (bytes-like, or an array that may not be contiguous: gathered in
     the same pass) to the start of ``view``; the bytes copied."""
-    if isinstance(data, np.ndarray):
+    if is_array(data):
+        import numpy as np
+
         n = data.nbytes
         np.copyto(np.frombuffer(view[:n], data.dtype).reshape(data.shape), data, casting="no")
         return n
@@ -343,4 +348,6 @@ def sent_before(a: np.ndarray[Any, Any]) -> bool:
 
 def content_name(a: np.ndarray[Any, Any]) -> str:
     """A contiguous array's bytes by their XXH3-128 (a shelf key no ``Put`` has)."""
+    import numpy as np
+
     return "~" + xxhash.xxh3_128(a.reshape(-1).view(np.uint8).data).hexdigest()

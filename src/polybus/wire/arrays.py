@@ -9,12 +9,14 @@ ints, or a byte count that does not match is a ProtocolError, not a crash.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import numpy as np
 
 from polybus.errors import ProtocolError
+
+if TYPE_CHECKING:  # (numpy is imported where an array needs it: lazynumpy.py)
+    import numpy as np
 
 __all__ = ["DTYPE_STR", "HEADS", "INLINE_DIMS", "INLINE_MAX", "META_DEC", "META_ENC", "SMALL", "array_over",
            "frozen", "kept_copy", "layout", "owner_of", "place_of", "program_froze", "small_head", "small_meta"]
@@ -50,6 +52,8 @@ def layout(dtype: str, shape: list[int]) -> tuple[np.dtype[Any], tuple[int, ...]
     if dt is None:
         if type(dtype) is not str or len(dtype) > _DTYPE_LEN:  # (dtype.str is short)
             raise ProtocolError(f"array dtype {str(dtype)[:40]!r} is not a dtype string")
+        import numpy as np
+
         dt = np.dtype(dtype)
         if dt.hasobject:
             raise ProtocolError("object arrays are not sent as raw buffers")
@@ -70,6 +74,8 @@ def layout(dtype: str, shape: list[int]) -> tuple[np.dtype[Any], tuple[int, ...]
 def frozen(a: np.ndarray[Any, Any]) -> bool:
     """Whether ``a``'s bytes cannot change: it and every array it views are read-only,
     down to memory no array owns that is immutable (bytes) or none at all."""
+    import numpy as np
+
     x: Any = a
     while isinstance(x, np.ndarray):
         if x.flags.writeable:
@@ -80,6 +86,8 @@ def frozen(a: np.ndarray[Any, Any]) -> bool:
 
 def owner_of(arr: np.ndarray[Any, Any]) -> Any:
     """The last array of ``arr``'s bases (``arr`` itself if it views none)."""
+    import numpy as np
+
     owner: Any = arr
     while isinstance(owner.base, np.ndarray):
         owner = owner.base
@@ -118,6 +126,8 @@ def array_over(dtype: str, shape: list[int], buf: bytearray | memoryview) -> np.
     dt, dims, nbytes = layout(dtype, shape)
     if nbytes != (buf.nbytes if type(buf) is memoryview else len(buf)):
         raise ProtocolError("array shape does not match its buffer")
+    import numpy as np
+
     return np.ndarray(dims, dt, buf)
 
 

@@ -25,12 +25,13 @@ codes above are wire/exts.py's.
 from __future__ import annotations
 
 import pickle
+import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import numpy as np
 
+from polybus.lazynumpy import is_array
 from polybus.wire.arrays import DTYPE_STR, HEADS, INLINE_DIMS, INLINE_MAX, META_ENC, small_head
 from polybus.wire.decoding import Decoding
 from polybus.wire.exts import EXT_BYTES, EXT_NDARRAY, EXT_PICKLE, EXT_REF, EXT_SMALL
@@ -56,6 +57,22 @@ from polybus.wire.values import (
     _lifted,
     _PromiseInside,
 )
+
+if TYPE_CHECKING:  # (numpy is imported where an array needs it: polybus/lazynumpy.py)
+    import numpy as np
+
+_np: Any = None  # numpy, once it is imported in this process (`_numpy_if_imported`)
+
+
+def _numpy_if_imported() -> Any:
+    """numpy if it is imported in this process (kept in ``_np``), else None: while it is
+    not, no value is an array (the encoder's hook looks once per value it is given)."""
+    global _np
+    np = sys.modules.get("numpy")
+    if np is not None and hasattr(np, "ndarray"):  # (not one still being imported)
+        _np = np
+        return np
+    return None
 
 __all__ = ["EXT_BYTES", "EXT_NDARRAY", "EXT_PICKLE", "EXT_REF", "EXT_SMALL", "OOB_BYTES",
            "PROMISE_INSIDE", "Codec", "OutOfBand", "Ref", "too_deep"]
@@ -166,43 +183,46 @@ class Codec(Decoding):
             if ext is None:
                 ext = obj.ext = msgspec.msgpack.Ext(EXT_REF, META_ENC.encode((obj.kind, obj.key)))
             return ext
-        if t is not np.ndarray and (force := getattr(t, "__polybus_value__", None)) is not None:
+        np = _np or _numpy_if_imported()
+        if (np is None or t is not np.ndarray) and (
+                force := getattr(t, "__polybus_value__", None)) is not None:
             # A promise inside a value: its answer is what travels. Looked for first: a
             # promise passes isinstance as its answer's class (client/promise.py).
             return marked(force(obj)) if self.allow_pickle else force(obj)
-        if isinstance(obj, np.ndarray):
-            if t is not np.ndarray and isinstance(obj, np.ma.MaskedArray):  # (subclasses only)
-                return self._masked(obj)
-            small = obj.nbytes <= INLINE_MAX
-            if small and (head := HEADS.get((obj.dtype, obj.shape))) is not None:
-                return msgspec.msgpack.Ext(EXT_SMALL, head + obj.tobytes())  # (the common one)
-            dt = obj.dtype
-            dstr = DTYPE_STR.get(dt)
-            if dstr is None:
-                if dt.hasobject or dt.names is not None:  # (dtype.str drops field names)
-                    return self._pickled(obj)
-                dstr = dt.str
-                if len(DTYPE_STR) < 256:  # (made-up structured dtypes could be endless)
-                    DTYPE_STR[dt] = dstr
-            if small and obj.ndim <= INLINE_DIMS:
-                # Small: its bytes in the header, after its meta (a frame of no buffers
-                # takes every in-place path on both sides; the buffer's own steps, a
-                # table, padding and a copy out, cost more than the bytes).
-                return msgspec.msgpack.Ext(EXT_SMALL, small_head(obj, dstr) + obj.tobytes())
-            idx = len(self._out)
-            if self._gather and obj.nbytes >= self._gather and (
-                    not obj.flags.c_contiguous or not obj.flags.writeable):
-                # The caller gathers it, or sees that it is read-only (encode_parts)
-                self._out.append(obj)
+        if np is not None:  # (no value is an array while numpy is not imported)
+            if isinstance(obj, np.ndarray):
+                if t is not np.ndarray and isinstance(obj, np.ma.MaskedArray):  # (subclasses only)
+                    return self._masked(obj)
+                small = obj.nbytes <= INLINE_MAX
+                if small and (head := HEADS.get((obj.dtype, obj.shape))) is not None:
+                    return msgspec.msgpack.Ext(EXT_SMALL, head + obj.tobytes())  # (the common one)
+                dt = obj.dtype
+                dstr = DTYPE_STR.get(dt)
+                if dstr is None:
+                    if dt.hasobject or dt.names is not None:  # (dtype.str drops field names)
+                        return self._pickled(obj)
+                    dstr = dt.str
+                    if len(DTYPE_STR) < 256:  # (made-up structured dtypes could be endless)
+                        DTYPE_STR[dt] = dstr
+                if small and obj.ndim <= INLINE_DIMS:
+                    # Small: its bytes in the header, after its meta (a frame of no buffers
+                    # takes every in-place path on both sides; the buffer's own steps, a
+                    # table, padding and a copy out, cost more than the bytes).
+                    return msgspec.msgpack.Ext(EXT_SMALL, small_head(obj, dstr) + obj.tobytes())
+                idx = len(self._out)
+                if self._gather and obj.nbytes >= self._gather and (
+                        not obj.flags.c_contiguous or not obj.flags.writeable):
+                    # The caller gathers it, or sees that it is read-only (encode_parts)
+                    self._out.append(obj)
+                    return msgspec.msgpack.Ext(EXT_NDARRAY, META_ENC.encode((dstr, obj.shape, idx)))
+                arr = np.ascontiguousarray(obj)
+                # (a uint8 view, not memoryview.cast: the buffer protocol has no datetime64)
+                self._out.append(memoryview(arr.reshape(-1).view(np.uint8)) if arr.nbytes
+                                 else memoryview(b""))
+                # obj.shape, not arr.shape: ascontiguousarray makes a 0-d array 1-d.
                 return msgspec.msgpack.Ext(EXT_NDARRAY, META_ENC.encode((dstr, obj.shape, idx)))
-            arr = np.ascontiguousarray(obj)
-            # (a uint8 view, not memoryview.cast: the buffer protocol has no datetime64)
-            self._out.append(memoryview(arr.reshape(-1).view(np.uint8)) if arr.nbytes  # type: ignore[arg-type]
-                             else memoryview(b""))
-            # obj.shape, not arr.shape: ascontiguousarray makes a 0-d array 1-d.
-            return msgspec.msgpack.Ext(EXT_NDARRAY, META_ENC.encode((dstr, obj.shape, idx)))
-        if isinstance(obj, np.generic):
-            return obj.item()
+            if isinstance(obj, np.generic):
+                return obj.item()
         if isinstance(obj, OutOfBand):
             idx = len(self._out)
             self._out.append(memoryview(obj.data).cast("B"))
@@ -227,13 +247,13 @@ class Codec(Decoding):
 
     def _pickled(self, obj: Any) -> msgspec.msgpack.Ext:
         if not self.allow_pickle:
-            names = obj.dtype.names if isinstance(obj, np.ndarray) else None
+            names = obj.dtype.names if is_array(obj) else None
             why = (f"a structured numpy array (fields {', '.join(names)}) cannot be sent by "
                    "the safe codec: it carries a dtype as a type string, which has no field "
                    "names; send its fields as arrays of their own" if names else
                    "a numpy array of dtype object (Python objects, not numbers) cannot be "
                    "sent by the safe codec; convert it to a numeric dtype or a list"
-                   if isinstance(obj, np.ndarray) else "" if unpicklable(obj) else
+                   if is_array(obj) else "" if unpicklable(obj) else
                    f"a value of type {type(obj).__qualname__} cannot be sent by the safe "
                    "codec (msgpack types, numpy arrays, bytes); convert it")
             if why and (own := class_of_the_program(obj)):  # (pickle would not help)

@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
-import numpy as np
 
 from polybus.errors import ProtocolError
 from polybus.wire.arrays import META_DEC, SMALL, array_over, small_meta
@@ -171,6 +170,8 @@ class Decoding:
             dt, shape, nbytes = got
             if data.nbytes - n != nbytes:
                 raise ProtocolError("array shape does not match its bytes")
+            import numpy as np
+
             return np.ndarray(shape, dt, bytearray(data[n:]))
         if code == EXT_NDARRAY:
             dtype, shape, idx = META_DEC.decode(data)

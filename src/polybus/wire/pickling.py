@@ -33,8 +33,8 @@ from itertools import chain
 from typing import Any
 
 import msgspec
-import numpy as np
 
+from polybus.lazynumpy import ndarray_type
 from polybus.wire.exts import EXT_PICKLE
 from polybus.wire.messages import (
     Batch,
@@ -66,9 +66,12 @@ class Pickled:
         return pickled(self.value)
 
 
-# Types a value of is sent as it is, looked at no further (by type: a subclass is looked at)
-_AS_IS = frozenset({int, float, str, bytes, bool, type(None), complex, np.ndarray, Ref,
-                    OutOfBand, msgspec.msgpack.Ext, Pickled})
+# Types a value of is sent as it is, looked at no further (by type: a subclass is looked
+# at); numpy's arrays among them where numpy is imported already (a worker imports it
+# only for an array: polybus/lazynumpy.py; an array is then a leaf of `_kind`'s, sent as
+# it is all the same)
+_AS_IS = frozenset({int, float, str, bytes, bool, type(None), complex, Ref, OutOfBand,
+                    msgspec.msgpack.Ext, Pickled, *filter(None, [ndarray_type()])})
 _CONVERTED = (datetime.date, datetime.time, datetime.timedelta, decimal.Decimal, uuid.UUID,
               enum.Enum)  # (a datetime is a date)
 

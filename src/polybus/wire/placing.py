@@ -21,8 +21,6 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from polybus.wire.spares import ALIGN  # (buffers start on its multiples: framing.py)
 
 MIN_PLACED = 64 * 1024  # smaller bytes values are copied out: cheap, and no ctypes call
@@ -113,6 +111,8 @@ def plan(start: memoryview, length: int, bytes_buffers: BytesBuffers | None) -> 
     for s, e, i in regions:
         if i < 0 and e > s:
             body_len = max(body_len, e)
+    import numpy as np
+
     body: Any = np.empty(body_len, dtype=np.uint8)
     body[:have] = np.frombuffer(start, dtype=np.uint8)
     placed: dict[int, bytes] = {}

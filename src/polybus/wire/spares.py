@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import numpy as np
-
 __all__ = ["ALIGN", "SpareBodies"]
 
 ALIGN = 64  # a body (and every buffer in it) starts on a multiple of this many bytes
@@ -48,6 +46,8 @@ class SpareBodies:
         """``length`` bytes starting on a 64-byte boundary (so are the buffers in them)."""
         best = self._fits(length)
         if best is None:
+            import numpy as np
+
             best = np.empty(length + ALIGN, dtype=np.uint8)
             self._keep(best)
             if length >= _KEEP:
@@ -69,6 +69,8 @@ class SpareBodies:
         """Make one free spare of the size last found short, its pages touched."""
         length, self.short = self.short, 0
         if length and length <= _PREPARE_MAX and self._fits(length) is None:
+            import numpy as np
+
             body = np.empty(length + ALIGN, dtype=np.uint8)
             body[::4096] = 0  # one write per page faults it in (huge pages too)
             self._keep(body)

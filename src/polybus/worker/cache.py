@@ -24,8 +24,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-import numpy as np
-
+from polybus.lazynumpy import is_array, ndarray_type
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, CallBatch, Fail
 from polybus.wire.values import INSIDE_DEPTH, size_of
@@ -41,10 +40,11 @@ def held_bytes(value: Any) -> int:
     list. A container of numbers alone is counted without a Python step per item."""
     total = 0
     stack = [value]
+    nd = ndarray_type()  # (None while numpy is not imported: then no value is an array)
     while stack:
         v = stack.pop()
         t = type(v)
-        if t is np.ndarray:
+        if t is nd:
             total += v.nbytes
         elif t is bytes or t is bytearray or t is str:
             total += len(v)
@@ -65,7 +65,7 @@ def held_bytes(value: Any) -> int:
 
 def freeze(value: Any) -> None:
     """Make an array a store holds read-only (its note says why a write into it fails)."""
-    if isinstance(value, np.ndarray):
+    if is_array(value):
         value.flags.writeable = False
         readonly.held(value)
 
@@ -77,10 +77,11 @@ def freeze_inside(value: Any) -> None:
     """`freeze` each array in ``value``'s lists, tuples and dicts too (a broadcast dict's:
     every call passed its handle gets that one object, as it gets one array)."""
     stack = [value]
+    nd = ndarray_type()  # (None while numpy is not imported: then no value is an array)
     while stack:
         v = stack.pop()
         t = type(v)
-        if t is np.ndarray:
+        if t is nd:
             freeze(v)
         elif t is list or t is tuple:
             if not _LEAVES.issuperset(map(type, v)):
@@ -312,7 +313,7 @@ def _inside(cache: OperandCache, x: Any, user: object, depth: int) -> Ref | None
     alone is passed over without a Python step per item."""
     t = type(x)
     if t is list:
-        if _PLAIN.issuperset(map(type, x)):
+        if _plain().issuperset(map(type, x)):
             return None
         items: Any = enumerate(x)
     elif t is dict:
@@ -335,7 +336,17 @@ def _inside(cache: OperandCache, x: Any, user: object, depth: int) -> Ref | None
 
 
 # Item types a list can hold with no Ref, list or map among them (`_inside`)
-_PLAIN = frozenset({int, float, bool, str, bytes, type(None), np.ndarray})
+_PLAIN: dict[type[Any] | None, frozenset[type[Any]]] = {
+    None: frozenset({int, float, bool, str, bytes, type(None)})}  # (by numpy.ndarray)
+
+
+def _plain() -> frozenset[type[Any]]:
+    """The item types of `_PLAIN`, numpy's arrays among them once numpy is imported."""
+    nd = ndarray_type()
+    kinds = _PLAIN.get(nd)
+    if kinds is None:
+        kinds = _PLAIN[nd] = _PLAIN[None] | {nd} if nd is not None else _PLAIN[None]
+    return kinds
 
 
 def resolve_batch(cache: OperandCache, batch: CallBatch, user: object = None) -> Fail | None:

@@ -30,7 +30,7 @@ from polybus.worker import unread
 from polybus.worker.bells import coalescing
 from polybus.worker.cache import FORWARDED
 from polybus.worker.cache import resolve as resolve_operands
-from polybus.worker.forwarding import HEEDED
+from polybus.worker.forwarding import heeded
 from polybus.worker.replies import UNSENDABLE, failure, write
 from polybus.worker.servicing import Job
 from polybus.worker.socketserve import serve_socket, usable
@@ -185,7 +185,7 @@ def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) 
         reply = failure(call.id, exc, fn, call.args, call.kwargs)
     rt.busy_s += clock() - t0
     rt.calls += 1
-    if rt.forwarding.targets or (type(reply) is Result and type(reply.value) in HEEDED):
+    if rt.forwarding.targets or (type(reply) is Result and heeded(reply.value)):
         reply = rt.forwarding.finished(ch, call, reply)
     if ch.closed:
         return

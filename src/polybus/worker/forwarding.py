@@ -31,9 +31,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from polybus.errors import TransportError
+from polybus.lazynumpy import is_plain_array, ndarray_type
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
 from polybus.wire.messages import (
@@ -59,14 +58,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("polybus.worker")
 
-__all__ = ["ARRIVED_BOUND", "FORWARD_MIN", "HEEDED", "HOLD", "TAKEN_BOUND", "Forwarding"]
+__all__ = ["ARRIVED_BOUND", "FORWARD_MIN", "HOLD", "TAKEN_BOUND", "Forwarding"]
 
 # An answer this large is worth keeping off the client: before it is sent, the replica
 # reads what that client sent while the call ran (WorkerRuntime.heed), so a Forward
 # request for it is seen in time. A producer answering inline read nothing meanwhile,
 # and a 5 ms stage sent its 1.6 MB value to the client in 3 runs of 6.
 FORWARD_MIN = 64 * 1024
-HEEDED = frozenset({np.ndarray, bytes, bytearray})  # the kinds of value that may be so large
 HOLD = "+"  # a target that is no address: the value stays pinned for its key (Forward.hold)
 
 
@@ -77,9 +75,15 @@ _Target = tuple[str, list[tuple[str, str]]]
 _Plan = tuple[list[tuple[str, str]], bool, Any] | None
 
 
+def heeded(value: Any) -> bool:
+    """Whether ``value`` is of a kind that may be so large: an array, bytes, bytearray."""
+    t = type(value)
+    return t is bytes or t is bytearray or t is ndarray_type()
+
+
 def _large(value: Any) -> bool:
-    """An array or bytes of FORWARD_MIN or more (its type is in HEEDED)."""
-    n = value.nbytes if type(value) is np.ndarray else len(value)
+    """An array or bytes of FORWARD_MIN or more (a value `heeded`)."""
+    n = value.nbytes if is_plain_array(value) else len(value)
     return bool(n >= FORWARD_MIN)
 
 
@@ -203,7 +207,7 @@ class Forwarding(Receiving):
         """The answer to send the client for ``call``, after forwarding it where asked.
         A large value waits until its client's messages are read (FORWARD_MIN). The
         inline paths call this only for such a value, or with targets waiting."""
-        if type(reply) is Result and type(reply.value) in HEEDED and _large(reply.value):
+        if type(reply) is Result and heeded(reply.value) and _large(reply.value):
             self.rt.heed(ch)
         where = (id(ch), call.id)
         if self._took:
@@ -235,7 +239,7 @@ class Forwarding(Receiving):
             return
         values = reply.values
         for v in values:  # (as `finished`: a large value waits for the client's requests)
-            if type(v) in HEEDED and _large(v):
+            if heeded(v) and _large(v):
                 self.rt.heed(ch)
                 break
         where = (id(ch), reply.id)

@@ -15,9 +15,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from polybus.errors import MessageTooLarge, PolybusError
+from polybus.lazynumpy import is_plain_array
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
@@ -59,7 +58,7 @@ class Peers:
             # An array of its own, writable, as a Deliver over a socket gives: the one
             # kept in the store is read-only and serves later Fetches and Forwards.
             value = msg.value
-            if type(value) is np.ndarray and not value.flags.writeable:
+            if is_plain_array(value) and not value.flags.writeable:
                 value = value.copy()
             self.arrive(msg.key, msg.ok, value)
             return True

@@ -23,8 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from polybus.lazynumpy import is_plain_array
 from polybus.worker.cache import DEFAULT_CAPACITY, OperandCache, freeze, held_bytes
 
 PIN_BOUND = 100_000  # values pinned at once, at most (and at most the store's bytes)
@@ -37,7 +36,7 @@ def stored(value: Any) -> Any:
     """What the store is to hold of an answer: it makes an array read-only, so it holds
     a copy, not the array the function returned (which may be its own state, updated by
     its next call)."""
-    if type(value) is np.ndarray and value.flags.writeable:
+    if is_plain_array(value) and value.flags.writeable:
         return value.copy()
     return value
 

@@ -26,11 +26,13 @@ import re
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from polybus.lazynumpy import is_array
 from polybus.wire.values import INSIDE_DEPTH
+
+if TYPE_CHECKING:  # (numpy is imported where an array needs it: polybus/lazynumpy.py)
+    import numpy as np
 
 __all__ = ["held", "note"]
 
@@ -40,7 +42,7 @@ _cached: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
 def held(value: Any) -> None:
     """Note an array the operand cache holds (read-only) as a cached operand."""
-    if isinstance(value, np.ndarray):
+    if is_array(value):
         _cached[id(value)] = value
 
 
@@ -56,7 +58,7 @@ def note(exc: BaseException, message: str, fn: Callable[..., Any] | None,
         return None
     inner: set[str] = set()  # (names of items of list and dict arguments: assignable)
     values = {name: value for name, value in _within(_arguments(fn, args, kwargs or {}), inner)
-              if isinstance(value, np.ndarray) and not value.flags.writeable}
+              if is_array(value) and not value.flags.writeable}
     names = list(values)
     line, local = _failing_line(exc, fn)
     if line is not None:  # (the write's own line: only what it names, a[...] by its a)
@@ -162,7 +164,7 @@ def _aliases(line: str, local: Mapping[str, Any], values: dict[str, Any]
     for word in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", line)):
         a = local.get(word)
         bases: list[np.ndarray[Any, Any]] = []
-        while isinstance(a, np.ndarray) and len(bases) < 64:  # (a view's chain, bounded)
+        while is_array(a) and len(bases) < 64:  # (a view's chain, bounded)
             bases.append(a)
             a = a.base
         for n, v in values.items():

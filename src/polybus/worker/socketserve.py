@@ -29,7 +29,7 @@ from polybus.transport.spinning import yield_cpu
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Message, Result
 from polybus.worker import unread
-from polybus.worker.forwarding import HEEDED
+from polybus.worker.forwarding import heeded
 from polybus.worker.replies import UNSENDABLE, failure, write
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
                 reply = failure(msg.id, exc, functions[msg.iface], args)
             rt.busy_s += clock() - t0
             rt.calls += 1
-            if rt.forwarding.targets or (type(reply) is Result and type(reply.value) in HEEDED):
+            if rt.forwarding.targets or (type(reply) is Result and heeded(reply.value)):
                 reply = rt.forwarding.finished(ch, msg, reply)
             if not ch.closed:  # the answer: Channel.send's steps, a one-piece frame written here
                 unsendable = False
