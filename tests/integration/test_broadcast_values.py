@@ -170,3 +170,26 @@ def test_a_dataclass_arrives_as_itself_with_pickle_on(tmp_path: Path) -> None:
         s = c.session()
         h = polybus.broadcast({"p": Point(1, 2)})
         assert wait(s.call("echo", (h,), {})) == {"p": Point(1, 2)}
+
+
+@dataclass
+class Weights:
+    w: np.ndarray  # type: ignore[type-arg]
+    n: int
+
+
+def test_a_dataclass_s_arrays_are_read_only_with_pickle_on(tmp_path: Path) -> None:
+    """With pickle on a dataclass arrives as itself: the arrays in its fields are
+    read-only on the replica (and in the handle's copy) as a dict's are, so a call that
+    writes one fails, rather than changing the value every later call is given."""
+    toml = HARNESS_TOML.replace('source = "server.py"', 'source = "server.py"\npickle = true')
+    with cluster(tmp_path, toml) as c:
+        s = c.session()
+        for value in (Weights(np.arange(3.0), 1), {"m": [Weights(np.arange(4.0), 2)]}):
+            h = polybus.broadcast(value)
+            assert wait(s.call("echo", (h,), {})) is not None  # (it is on the replica)
+            held = c.runtimes[0].cache.get(h.key)
+            for got in (held, h.value):
+                one = got if type(got) is Weights else got["m"][0]
+                assert type(one) is Weights
+                assert not one.w.flags.writeable, type(got)

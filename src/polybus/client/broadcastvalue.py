@@ -24,7 +24,7 @@ from polybus.wire.codec import Codec
 from polybus.wire.framing import Frame
 from polybus.wire.messages import Result
 from polybus.wire.unsendablepath import at
-from polybus.worker.cache import freeze_inside
+from polybus.worker.heldvalue import freeze_inside
 
 if TYPE_CHECKING:
     from polybus.client.session import Session

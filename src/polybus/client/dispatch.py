@@ -157,7 +157,7 @@ class Dispatcher:
                 return up
         fwd = self.forwarder
         aw = self.awaiting
-        forwards = fwd is not None and fwd.wants(args, kwargs)
+        forwards = fwd is not None and fwd.wants(self, args, kwargs)
         if aw is not None and not forwards and aw.wants(args, kwargs, fwd is None):
             return aw.call(self, next(_ids), args, kwargs)  # placed once its values come
         if forwards and self.priority is not None:
@@ -252,7 +252,7 @@ class Dispatcher:
                 self.calls += 1
                 return up
         fwd = self.forwarder
-        if self.comm is not None or (fwd is not None and fwd.wants(args, kwargs)) or (
+        if self.comm is not None or (fwd is not None and fwd.wants(self, args, kwargs)) or (
                 self.awaiting is not None and self.awaiting.wants(args, kwargs, fwd is None)):
             return self(args, kwargs)
         p = self.pickle  # (the async hot path: written out, no helper call per call)

@@ -69,7 +69,7 @@ from polybus.client.fwdbatch import (
     undo,
 )
 from polybus.client.fwdblame import origin, said_by, upstream
-from polybus.client.fwdedge import Edge, edge_of, run_of, unsent_value
+from polybus.client.fwdedge import Edge, edge_of, pickles_for, run_of, unsent_value
 from polybus.client.fwdlost import Lineage, gone, kept_lost, spent
 from polybus.client.fwdmove import ended
 from polybus.client.promise import CallPromise
@@ -120,22 +120,22 @@ class Forwarder:
         return f"{self.nonce}.{producer.id}"
 
     # -- making a call ---------------------------------------------------------------
-    def wants(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    def wants(self, d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """A promise of this run among the arguments whose value is not at the client.
         (Another run's goes by value, waited for through its own session at the call,
         or raises if that run has ended: client/ended.py. Its replicas are not this
-        run's, nor, nested, its token: a Forward there was refused, a hang.)"""
+        run's, nor, nested, its token: a Forward there was refused, a hang.) False if
+        one is of a module with pickle on and ``d``'s has it off (`pickles_for`, fwdedge.py)."""
         # (loops, not any() over generators: this runs on every async call)
-        for a in args:
-            if ((type(a) is CallPromise or type(a) is BatchPromise) and unsent_value(a)
-                    and run_of(a) is self.reactor):
-                return True
-        if kwargs:
-            for v in kwargs.values():
-                if ((type(v) is CallPromise or type(v) is BatchPromise) and unsent_value(v)
-                        and run_of(v) is self.reactor):
-                    return True
-        return False
+        found = False
+        for vs in (args, kwargs.values()) if kwargs else (args,):
+            for a in vs:
+                if ((type(a) is CallPromise or type(a) is BatchPromise) and unsent_value(a)
+                        and run_of(a) is self.reactor):
+                    if pickles_for(a, d):
+                        return False
+                    found = True
+        return found
 
     def record(self, d: Dispatcher, cid: int, args: tuple[Any, ...],
                kwargs: dict[str, Any], prio: float) -> CallRecord:
@@ -397,3 +397,4 @@ def forwarder_for(session: Session) -> Forwarder:
 
 
 __all__ = ["Edge", "Forwarder", "forwarder_for"]
+

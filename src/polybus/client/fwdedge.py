@@ -13,9 +13,10 @@ from polybus.wire.codec import Ref
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
+    from polybus.client.dispatch import Dispatcher
     from polybus.client.reactor import Reactor
 
-__all__ = ["Edge", "edge_of", "run_of", "unsent_value"]
+__all__ = ["Edge", "edge_of", "pickles_for", "run_of", "unsent_value"]
 
 
 class Edge:
@@ -86,3 +87,15 @@ def run_of(p: CallPromise | BatchPromise) -> Reactor:
     """The reactor of the session (the run) that made promise ``p``'s call: a promise of
     another run passed to a call is neither forwarded nor held for (client/ended.py)."""
     return p._reactor if type(p) is CallPromise else p._rec.batcher.reactor
+
+
+def pickles_for(p: CallPromise | BatchPromise, d: Dispatcher) -> bool:
+    """Whether promise ``p``'s replica, of a module with pickle on, would send its value
+    pickled to ``d``'s, which has pickle off and refuses any pickled value: a datetime
+    or a dataclass (wire/pickling.py), an object. Such a value is not sent replica to
+    replica but through the client (awaiting.py), which sends it as ``d``'s
+    codec carries it (converted, or refused there saying why), as with forward off."""
+    if d.pickle:
+        return False
+    producer = p._rec.dispatcher if type(p) is CallPromise else p._rec.batcher.d
+    return producer.pickle

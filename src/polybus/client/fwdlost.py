@@ -34,7 +34,7 @@ from polybus.client.fwdedge import Edge
 from polybus.errors import WorkerDiedError
 from polybus.wire.codec import Ref
 from polybus.wire.values import OutOfBand, size_of
-from polybus.worker.cache import held_bytes
+from polybus.worker.heldvalue import held_bytes
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord
@@ -198,7 +198,7 @@ def _bytes(p: CallRecord) -> int:
 
 def _held(arg: Any) -> int:
     """The bytes an argument holds: large bytes as the call carries them (out of band),
-    a container's items with it (worker/cache.py's `held_bytes`), not its wrapper's or
+    a container's items with it (worker/heldvalue.py's `held_bytes`), not its wrapper's or
     outer list's few."""
     t = type(arg)
     if t in _NOTHING:  # (the common arguments first: this runs for each of every call's)

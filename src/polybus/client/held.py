@@ -33,7 +33,7 @@ import numpy as np
 from polybus.wire.codec import OutOfBand, Ref
 from polybus.wire.messages import Message, Put
 from polybus.wire.values import size_of
-from polybus.worker.cache import held_bytes as cache_bytes
+from polybus.worker.heldvalue import held_bytes as cache_bytes
 
 __all__ = ["Held", "held_bytes", "named_keys", "spare"]
 

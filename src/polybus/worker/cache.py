@@ -19,77 +19,17 @@ client that sends a fresh B every round keeps one B here, not a cache full of ol
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections import OrderedDict
 from typing import Any
 
-from polybus.lazynumpy import is_array, ndarray_type
+from polybus.lazynumpy import ndarray_type
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, CallBatch, Fail
-from polybus.wire.values import INSIDE_DEPTH, size_of
-from polybus.worker import readonly
+from polybus.wire.values import INSIDE_DEPTH
+from polybus.worker.heldvalue import freeze, held_bytes
 
 DEFAULT_CAPACITY = 512 * 1024 * 1024
-_SCALARS = frozenset({int, float, bool, type(None)})  # (held_bytes: no walk into these)
-
-
-def held_bytes(value: Any) -> int:
-    """The memory a received value holds, about (its arrays' and buffers' bytes, and
-    its containers'): walked, as a list of lists of bytes is not the size of its outer
-    list. A container of numbers alone is counted without a Python step per item."""
-    total = 0
-    stack = [value]
-    nd = ndarray_type()  # (None while numpy is not imported: then no value is an array)
-    while stack:
-        v = stack.pop()
-        t = type(v)
-        if t is nd:
-            total += v.nbytes
-        elif t is bytes or t is bytearray or t is str:
-            total += len(v)
-        elif t is list or t is tuple:
-            total += sys.getsizeof(v)
-            if _SCALARS.issuperset(map(type, v)):
-                total += 32 * len(v)
-            else:
-                stack.extend(v)
-        elif t is dict:
-            total += sys.getsizeof(v)
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        else:
-            total += size_of(v)
-    return total
-
-
-def freeze(value: Any) -> None:
-    """Make an array a store holds read-only (its note says why a write into it fails)."""
-    if is_array(value):
-        value.flags.writeable = False
-        readonly.held(value)
-
-
-_LEAVES = _SCALARS | {str, bytes}
-
-
-def freeze_inside(value: Any) -> None:
-    """`freeze` each array in ``value``'s lists, tuples and dicts too (a broadcast dict's:
-    every call passed its handle gets that one object, as it gets one array)."""
-    stack = [value]
-    nd = ndarray_type()  # (None while numpy is not imported: then no value is an array)
-    while stack:
-        v = stack.pop()
-        t = type(v)
-        if t is nd:
-            freeze(v)
-        elif t is list or t is tuple:
-            if not _LEAVES.issuperset(map(type, v)):
-                stack.extend(v)
-        elif t is dict:
-            stack.extend(v.values())
-
-
 class OperandCache:
     """LRU of content-named values, at most ``capacity`` bytes (one entry may exceed it,
     alone, so that a call whose operand is larger than the cache still runs)."""

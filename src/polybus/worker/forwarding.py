@@ -16,7 +16,7 @@ producer's replica knows. ``Keep(id, pkey, key)``, for a consumer still at the c
 the value is pinned (fwdstore.py) until the ``Forward`` of ``key`` comes, and the
 client answered ``Ref("fwd", [])``; with no room for it, by value, as if not asked.
 A ``Keep`` with ``least`` (``forward = "keep"``, sent before its call) asks that only of
-an answer of ``least`` bytes or more (cache.held_bytes): a smaller one goes by value.
+an answer of ``least`` bytes or more (heldvalue.held_bytes): a smaller one goes by value.
 A ``Forward`` or ``Keep`` with an ``index`` asks the same of call ``index`` of batch
 ``id`` (a ``CallBatch``): done before the batch is answered, its slot of the
 ``BatchResult`` then holding the ``Ref`` (`finished_batch`). A ``Forward`` with
@@ -48,9 +48,9 @@ from polybus.wire.messages import (
     Result,
 )
 from polybus.worker import unread
-from polybus.worker.cache import held_bytes
 from polybus.worker.fwdheld import ARRIVED_BOUND, TAKEN_BOUND, Receiving
 from polybus.worker.fwdstore import ForwardStore, stored
+from polybus.worker.heldvalue import held_bytes
 from polybus.worker.replies import UNSENDABLE, internal_failure, text_of
 
 if TYPE_CHECKING:

@@ -30,8 +30,9 @@ from polybus.errors import UPSTREAM_FAILED
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Fail
-from polybus.worker.cache import DEFAULT_CAPACITY, held_bytes
+from polybus.worker.cache import DEFAULT_CAPACITY
 from polybus.worker.fwdpeers import Peers
+from polybus.worker.heldvalue import held_bytes
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime

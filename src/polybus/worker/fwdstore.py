@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from polybus.lazynumpy import is_plain_array
-from polybus.worker.cache import DEFAULT_CAPACITY, OperandCache, freeze, held_bytes
+from polybus.worker.cache import DEFAULT_CAPACITY, OperandCache
+from polybus.worker.heldvalue import freeze, held_bytes
 
 PIN_BOUND = 100_000  # values pinned at once, at most (and at most the store's bytes)
 HAD_BOUND = 100_000  # keys remembered as held (`had`)

@@ -47,9 +47,10 @@ from polybus.wire.messages import (
 )
 from polybus.wire.undecodable import Refusal, sent_as
 from polybus.worker.accepting import Accepting
-from polybus.worker.cache import FORWARDED, OperandCache, freeze_inside, resolve_batch
+from polybus.worker.cache import FORWARDED, OperandCache, resolve_batch
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
+from polybus.worker.heldvalue import freeze_inside
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
 from polybus.worker.replies import send_quietly
@@ -259,7 +260,8 @@ class Intake(Accepting):
                     return
                 self._admit(ch, msg)
             case Put(key=key, value=value, keep=keep):
-                if type(value) is dict or type(value) is list:
+                if type(value) is dict or type(value) is list or hasattr(
+                        type(value), "__dataclass_fields__"):  # (pickle on: as itself)
                     freeze_inside(value)  # (a broadcast value's arrays, as an array is)
                 self.cache.put(key, value, ch, keep)
             case Drop(keys=keys):
