@@ -84,12 +84,14 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
         if (b is not None and bt.open is b and b.args and bt._seal(b)
                 and (bt.backlog or not place(bt, b, send=False))):
             bt.backlog.append(b)
+        # Counted as taken before it leaves `held`: a call of another binding looks at
+        # both without the lock, and waits while either has a batch (order.py `_write`).
+        bt.taken = sum(1 for h in bt.held if h)
         for i, h in enumerate(bt.held):
             if h:
                 bt.held[i] = []
                 out.append((bt.links[i], h))
         bt._writing = bool(out)  # (what is asked after them waits: Batcher.after)
-        bt.taken = len(out)  # (a call of another binding waits for them: order.py)
     finally:
         bt.lock.release()
         reactor._lock.release()
