@@ -70,3 +70,55 @@ def test_taken_batches_are_never_out_of_sight(monkeypatch: pytest.MonkeyPatch) -
     assert written == [("link0", ["batch0"]), ("link1", ["batch1"])]
     assert seen == [True, True], "a batch taken from held was neither held nor taken"
     assert bt.taken == 0 and not any(bt.held)
+
+
+class _SyncReactor:
+    """A reactor whose batches are all written (flush_all) but for one the linger
+    timer took and still writes; `call_alone` says what it found."""
+
+    refills = True
+
+    def __init__(self, bt: Any) -> None:
+        self.bt = bt
+        self.taken_at_write: list[int] = []
+
+    def flush_all(self) -> None:
+        pass
+
+    def call_alone(self, rec: Any, link: Any) -> str:
+        self.taken_at_write.append(self.bt.taken)
+        return "answer"
+
+
+class _Link:
+    dead = False
+
+    def __init__(self) -> None:
+        self.outstanding: dict[int, Any] = {}
+
+
+def test_sync_call_waits_for_the_timer_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync call writes everything held back at the client first, so it runs after
+    it: the batches the linger timer took and writes outside the locks too."""
+    from polybus.client import order as order_mod
+    from polybus.client.dispatch import Dispatcher
+
+    class _Bt:
+        taken = 1
+
+    bt = _Bt()
+    order = order_mod.Order(None)  # type: ignore[arg-type]
+    order.batchers.append(bt)  # type: ignore[arg-type]
+    reactor = _SyncReactor(bt)
+
+    def timer_ends(_s: float) -> None:  # the timer's write ends while the call waits
+        bt.taken = 0
+
+    monkeypatch.setattr(order_mod.time, "sleep", timer_ends)
+    link = _Link()
+    d = Dispatcher.__new__(Dispatcher)
+    d.__dict__.update(reactor=reactor, _lane=None, pickle=None, calls=0, links=[link],
+                      _isolated=False, inflight=[0], _index={id(link): 0}, order=order,
+                      timeout=None)
+    assert d.call_sync((1,), {}) == "answer"
+    assert reactor.taken_at_write == [0], "the sync call was written before the batches"

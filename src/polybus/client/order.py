@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
     from polybus.client.reactor import Reactor
 
-__all__ = ["Order", "Ordered", "arrange", "order_calls", "switch"]
+__all__ = ["Order", "Ordered", "arrange", "order_calls", "switch", "taken_written"]
 
 Entry = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 
@@ -79,6 +79,13 @@ def _write(order: Order, me: Dispatcher | Batcher, keep: object = None,
         for link in me.links:
             if link.held:
                 reactor.flush(link)
+    taken_written(order)
+
+
+def taken_written(order: Order) -> None:
+    """Wait while the linger timer writes batches it took from a ``held`` (it writes
+    outside the locks, never waiting for room: a moment at most): a sync call, which
+    writes what is held back first (Dispatcher.call_sync), comes after them too."""
     for bt in order.batchers:
         while bt.taken:
             time.sleep(0)
@@ -137,7 +144,8 @@ def order_calls(reactor: Reactor, dispatchers: dict[str, Dispatcher],
     each async binding sharing it with another (its ``entries`` entry) the look
     `Ordered` makes: an aggregating binding's Batcher looks itself, and its general
     path with it (batching.py); a sync call writes what is held back first anyway
-    (``reactor.refills``, set here where it was not)."""
+    (``reactor.refills``, set here where it was not), and waits for what the linger
+    timer took to write (its ``order``: `taken_written`)."""
     of = {id(bt.d): bt for bt in batchers}
     groups: dict[int, list[tuple[str, Dispatcher]]] = {}
     for name, d in dispatchers.items():
@@ -155,5 +163,7 @@ def order_calls(reactor: Reactor, dispatchers: dict[str, Dispatcher],
             if bt is not None:
                 bt.order = order
                 order.batchers.append(bt)
-            elif len(group) > 1 and d.style.kind != "sync":
+            elif d.style.kind == "sync":
+                d.order = order
+            elif len(group) > 1:
                 entries[name] = Ordered(order, d, entries[name])
