@@ -122,3 +122,59 @@ def test_sync_call_waits_for_the_timer_write(monkeypatch: pytest.MonkeyPatch) ->
                       timeout=None)
     assert d.call_sync((1,), {}) == "answer"
     assert reactor.taken_at_write == [0], "the sync call was written before the batches"
+
+
+def test_a_batch_the_timer_closes_is_never_out_of_sight(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between sealing the open batch and placing it in ``held``, the batch is neither
+    open nor held: it must be counted as taken then, or a call of another binding
+    looking meanwhile goes first."""
+    seen: list[bool] = []
+
+    def looks(bt: Any) -> bool:  # what `_write` (Batcher.flush, then taken) sees
+        return bool(bt.open is not None or bt.backlog or any(bt.held) or bt.taken)
+
+    def place(bt: Any, b: Any, send: bool = True) -> bool:
+        seen.append(looks(bt))
+        bt.held[0].append(b)
+        return True
+
+    monkeypatch.setattr(linger, "place", place)
+    monkeypatch.setattr(linger, "write", lambda bt, link, msgs, direct: None)
+    bt = _Batcher([])
+    bt.held[:] = [[], []]
+
+    class _Pending:
+        args = [(1,)]
+
+    b = _Pending()
+    bt.open = b  # type: ignore[assignment]
+
+    def seal(p: Any) -> bool:
+        bt.open = None
+        return True
+
+    bt._seal = seal  # type: ignore[attr-defined]
+    assert linger.timer_flush(bt, b)  # type: ignore[arg-type]
+    assert seen == [True], "the batch the timer closed was out of sight while placed"
+    assert bt.taken == 0 and not any(bt.held) and bt.open is None
+
+
+def test_a_timer_that_fails_leaves_nothing_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A placement that raises leaves no batch counted as taken: a call of another
+    binding would wait for it for ever."""
+    def place(bt: Any, b: Any, send: bool = True) -> bool:
+        raise RuntimeError("placement failed")
+
+    monkeypatch.setattr(linger, "place", place)
+    bt = _Batcher([])
+
+    class _Pending:
+        args = [(1,)]
+
+    b = _Pending()
+    bt.open = b  # type: ignore[assignment]
+    bt._seal = lambda p: True  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError):
+        linger.timer_flush(bt, b)  # type: ignore[arg-type]
+    assert bt.taken == 0

@@ -78,20 +78,25 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
         reactor._lock.release()
         return False  # a caller is at work on the batches; it closes them itself
     out: list[tuple[ReplicaLink, list[Message]]] = []
+    # A call of another binding (or a sync call) looks at the batches without the lock
+    # and waits while one is open, queued, held or taken (order.py `_write`): a batch
+    # is counted as taken before it leaves `open` (sealed, not yet placed in `held`) or
+    # `held`, so it is never out of sight.
+    bt.taken = 1
     try:
         # Sealed (unless every call of it was cancelled: nothing to send), it goes, or
         # waits behind others for room, made by the caller's next read.
         if (b is not None and bt.open is b and b.args and bt._seal(b)
                 and (bt.backlog or not place(bt, b, send=False))):
             bt.backlog.append(b)
-        # Counted as taken before it leaves `held`: a call of another binding looks at
-        # both without the lock, and waits while either has a batch (order.py `_write`).
-        bt.taken = sum(1 for h in bt.held if h)
         for i, h in enumerate(bt.held):
             if h:
                 bt.held[i] = []
                 out.append((bt.links[i], h))
         bt._writing = bool(out)  # (what is asked after them waits: Batcher.after)
+    except BaseException:
+        bt.taken = 0
+        raise
     finally:
         bt.lock.release()
         reactor._lock.release()
