@@ -145,7 +145,7 @@ def test_a_batch_the_timer_closes_is_never_out_of_sight(
     bt.held[:] = [[], []]
 
     class _Pending:
-        args = [(1,)]
+        args = ((1,),)
 
     b = _Pending()
     bt.open = b  # type: ignore[assignment]
@@ -170,7 +170,7 @@ def test_a_timer_that_fails_leaves_nothing_taken(monkeypatch: pytest.MonkeyPatch
     bt = _Batcher([])
 
     class _Pending:
-        args = [(1,)]
+        args = ((1,),)
 
     b = _Pending()
     bt.open = b  # type: ignore[assignment]
