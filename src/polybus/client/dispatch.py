@@ -174,7 +174,7 @@ class Dispatcher:
         self.calls += 1
         kind = self.style.kind
         if kind == "sync":
-            if self.reactor.refills:
+            if self.reactor.refills or self.order is not None:
                 self.reactor.flush_all()  # (as in call_sync)
                 if self.order is not None:
                     taken_written(self.order)
@@ -276,10 +276,11 @@ class Dispatcher:
         enter()
         try:
             rid = next(_ids)
-            if self.reactor.refills:  # (batches or held calls may be waiting to be written)
-                self.reactor.flush_all()  # written first: they were made first
-                if self.order is not None:  # (and those the linger timer writes: order.py)
-                    taken_written(self.order)
+            order = self.order  # (its module has calls held back at the client: order.py)
+            if self.reactor.refills or order is not None:  # (batches or held calls may
+                self.reactor.flush_all()  # be waiting): written first, made first
+                if order is not None:  # (and those the linger timer writes)
+                    taken_written(order)
             lane = self._lane
             if lane is not None and not kwargs:
                 value = lane.call(args, rid, wire)

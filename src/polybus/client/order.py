@@ -143,9 +143,11 @@ def order_calls(reactor: Reactor, dispatchers: dict[str, Dispatcher],
     """Give each set of connections whose bindings may hold calls back an Order, and
     each async binding sharing it with another (its ``entries`` entry) the look
     `Ordered` makes: an aggregating binding's Batcher looks itself, and its general
-    path with it (batching.py); a sync call writes what is held back first anyway
-    (``reactor.refills``, set here where it was not), and waits for what the linger
-    timer took to write (its ``order``: `taken_written`)."""
+    path with it (batching.py); a sync binding's call writes what is held back first
+    (with ``reactor.refills`` it does anyway; its ``order`` makes it do so here) and
+    waits for what the linger timer took to write (`taken_written`). The reactor's
+    ``refills`` is left as it is: set, every sync call of every module would write
+    first and take the after-step path, which a module without held calls need not."""
     of = {id(bt.d): bt for bt in batchers}
     groups: dict[int, list[tuple[str, Dispatcher]]] = {}
     for name, d in dispatchers.items():
@@ -157,7 +159,6 @@ def order_calls(reactor: Reactor, dispatchers: dict[str, Dispatcher],
         if not any(holds) or (len(group) == 1 and id(group[0][1]) not in of):
             continue  # (nothing held back, or nothing to overtake it)
         order = Order(reactor)
-        reactor.refills = True
         for name, d in group:
             bt = of.get(id(d))
             if bt is not None:
