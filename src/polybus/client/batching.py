@@ -94,6 +94,7 @@ class Batcher:
     awaited: Awaiting | None = None  # (set once a promise of it is waited for: awaiting.py)
     order: Order | None = None  # (its calls and other bindings', in order: order.py)
     taken = 0  # writes the linger timer took from `held` and has not ended (linger.py)
+    _unread = False  # a batch closed with no room: answers to be read, unlocked (`_read`)
 
     def __init__(self, dispatcher: Dispatcher, reactor: Reactor, count: int | None,
                  nbytes: int | None, linger: float, comm: Comm | None = None,
@@ -217,6 +218,8 @@ class Batcher:
             return p
         finally:
             lock.release()
+            if self._unread:
+                self._read()
             if self._lost_later or self._after:
                 self._settle()
 
@@ -249,7 +252,16 @@ class Batcher:
         if self.backlog or not place(self, b):
             self.backlog.append(b)
             self.reactor.work_left()
-            self.reactor.poll()  # take in answers: they make room
+            # Answers make room: read once the lock is let go (`_read`), not under it. A
+            # read flushes and refills every binding's batches, under their locks: two
+            # threads, each reading under its own binding's lock, waited for each other.
+            self._unread = True
+
+    def _read(self) -> None:
+        """A batch closed with no replica to take it (`_close`): answers taken in, with
+        the lock let go."""
+        self._unread = False
+        self.reactor.poll()  # take in answers: they make room
 
     def _seal(self, b: Pending) -> bool:
         """``b`` takes no more calls; False if none is left to send (all cancelled)."""
@@ -301,6 +313,8 @@ class Batcher:
                     self.pump()
                 if any(self.held):
                     self._write_held()
+            if self._unread:
+                self._read()
         if self.owes:
             self._settle()
 

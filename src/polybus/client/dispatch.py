@@ -21,6 +21,7 @@ from polybus.client.done import upstream_failure
 from polybus.client.fwdprio import note_priority_reads
 from polybus.client.headroom import enter, leave
 from polybus.client.lane import MISS, SyncLane
+from polybus.client.order import taken_written
 from polybus.client.picking import alive, loads, open_to_calls, pick_any, pick_fresh
 from polybus.client.policies.balance import (
     LeastLoaded,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from polybus.client.forward import Forwarder
     from polybus.client.fwdown import Keeper
     from polybus.client.operands import Comm
+    from polybus.client.order import Order
     from polybus.client.reactor import Reactor
 
 BACKLOG_BOUND = 100_000
@@ -63,6 +65,8 @@ def _lane_for(d: Dispatcher) -> SyncLane | SocketLane | None:
 
 
 class Dispatcher:
+    order: Order | None = None  # a sync binding's calls and the others' (order.py)
+
     def __init__(self, interface: str, reactor: Reactor, links: Sequence[ReplicaLink],
                  style: CallStyle, *, loadratio: Sequence[float] | None = None,
                  priority: Callable[[tuple[Any, ...], dict[str, Any]], float] | None = None,
@@ -170,8 +174,10 @@ class Dispatcher:
         self.calls += 1
         kind = self.style.kind
         if kind == "sync":
-            if self.reactor.refills:
+            if self.reactor.refills or self.order is not None:
                 self.reactor.flush_all()  # (as in call_sync)
+                if self.order is not None:
+                    taken_written(self.order)
             self._send(rec, pick_any(self))
             return self.reactor.wait(rec, self.timeout)
         i = (demand_pick(self.inflight, self.window, open_to_calls(self), loads(self),
@@ -270,8 +276,11 @@ class Dispatcher:
         enter()
         try:
             rid = next(_ids)
-            if self.reactor.refills:  # (batches or held calls may be waiting to be written)
-                self.reactor.flush_all()  # written first: they were made first
+            order = self.order  # (its module has calls held back at the client: order.py)
+            if self.reactor.refills or order is not None:  # (batches or held calls may
+                self.reactor.flush_all()  # be waiting): written first, made first
+                if order is not None:  # (and those the linger timer writes)
+                    taken_written(order)
             lane = self._lane
             if lane is not None and not kwargs:
                 value = lane.call(args, rid, wire)

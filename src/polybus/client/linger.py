@@ -78,6 +78,11 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
         reactor._lock.release()
         return False  # a caller is at work on the batches; it closes them itself
     out: list[tuple[ReplicaLink, list[Message]]] = []
+    # A call of another binding (or a sync call) looks at the batches without the lock
+    # and waits while one is open, queued, held or taken (order.py `_write`): a batch
+    # is counted as taken before it leaves `open` (sealed, not yet placed in `held`) or
+    # `held`, so it is never out of sight.
+    bt.taken = 1
     try:
         # Sealed (unless every call of it was cancelled: nothing to send), it goes, or
         # waits behind others for room, made by the caller's next read.
@@ -89,7 +94,9 @@ def timer_flush(bt: Batcher, b: Pending | None) -> bool:
                 bt.held[i] = []
                 out.append((bt.links[i], h))
         bt._writing = bool(out)  # (what is asked after them waits: Batcher.after)
-        bt.taken = len(out)  # (a call of another binding waits for them: order.py)
+    except BaseException:
+        bt.taken = 0
+        raise
     finally:
         bt.lock.release()
         reactor._lock.release()

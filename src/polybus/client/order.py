@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
     from polybus.client.reactor import Reactor
 
-__all__ = ["Order", "Ordered", "arrange", "order_calls", "switch"]
+__all__ = ["Order", "Ordered", "arrange", "order_calls", "switch", "taken_written"]
 
 Entry = Callable[[tuple[Any, ...], dict[str, Any]], Any]
 
@@ -79,6 +79,13 @@ def _write(order: Order, me: Dispatcher | Batcher, keep: object = None,
         for link in me.links:
             if link.held:
                 reactor.flush(link)
+    taken_written(order)
+
+
+def taken_written(order: Order) -> None:
+    """Wait while the linger timer writes batches it took from a ``held`` (it writes
+    outside the locks, never waiting for room: a moment at most): a sync call, which
+    writes what is held back first (Dispatcher.call_sync), comes after them too."""
     for bt in order.batchers:
         while bt.taken:
             time.sleep(0)
@@ -136,8 +143,11 @@ def order_calls(reactor: Reactor, dispatchers: dict[str, Dispatcher],
     """Give each set of connections whose bindings may hold calls back an Order, and
     each async binding sharing it with another (its ``entries`` entry) the look
     `Ordered` makes: an aggregating binding's Batcher looks itself, and its general
-    path with it (batching.py); a sync call writes what is held back first anyway
-    (``reactor.refills``, set here where it was not)."""
+    path with it (batching.py); a sync binding's call writes what is held back first
+    (with ``reactor.refills`` it does anyway; its ``order`` makes it do so here) and
+    waits for what the linger timer took to write (`taken_written`). The reactor's
+    ``refills`` is left as it is: set, every sync call of every module would write
+    first and take the after-step path, which a module without held calls need not."""
     of = {id(bt.d): bt for bt in batchers}
     groups: dict[int, list[tuple[str, Dispatcher]]] = {}
     for name, d in dispatchers.items():
@@ -149,11 +159,12 @@ def order_calls(reactor: Reactor, dispatchers: dict[str, Dispatcher],
         if not any(holds) or (len(group) == 1 and id(group[0][1]) not in of):
             continue  # (nothing held back, or nothing to overtake it)
         order = Order(reactor)
-        reactor.refills = True
         for name, d in group:
             bt = of.get(id(d))
             if bt is not None:
                 bt.order = order
                 order.batchers.append(bt)
-            elif len(group) > 1 and d.style.kind != "sync":
+            elif d.style.kind == "sync":
+                d.order = order
+            elif len(group) > 1:
                 entries[name] = Ordered(order, d, entries[name])
