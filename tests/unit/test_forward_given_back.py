@@ -13,7 +13,6 @@ served) kept what it took recorded until its client went.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -28,17 +27,17 @@ from polybus.wire.messages import (
     Cancel,
     Deliver,
     Fail,
-    Message,
-    Ping,
-    Pong,
     Released,
     Result,
     Steal,
 )
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
+from unit.held_handler import running as _running
 
-_next = MessageReader(within=5.0).next  # (the next message a channel received)
+_reader = MessageReader(within=5.0)
+_next = _reader.next  # (the next message a channel received)
+_sync = _reader.synced  # (until the replica has handled all a channel sent before)
 
 
 @pytest.fixture
@@ -69,20 +68,6 @@ def peer(gated: WorkerRuntime) -> Iterator[Channel]:
         ch.close()
 
 
-def _sync(ch: Channel, req: int) -> None:
-    """Until the replica has handled all ``ch`` sent before (a connection's messages
-    are handled in order, and a Ping is answered as it is read)."""
-    ch.send(Ping(req))
-    got: Message | None = _next(ch)
-    assert isinstance(got, Pong) and got.req == req, got
-
-
-def _running(rt: WorkerRuntime) -> None:
-    """``wait`` holds the handler (it is not in the queue)."""
-    deadline = time.monotonic() + 5.0
-    while rt._running != 1 or len(rt._queue):
-        assert time.monotonic() < deadline, "wait never started"
-        time.sleep(0.001)
 
 
 def test_a_copy_that_comes_after_its_consumer_was_given_back_goes_when_it_ends(

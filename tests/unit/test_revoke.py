@@ -7,7 +7,6 @@ asked to forward goes, and the forwarded values it took are given back, as a Ste
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -22,17 +21,17 @@ from polybus.wire.messages import (
     Cancel,
     Deliver,
     Forward,
-    Message,
-    Ping,
-    Pong,
     Released,
     Result,
     Revoke,
 )
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
+from unit.held_handler import running as _running
 
-_next = MessageReader(within=5.0).next  # (the next message a channel received)
+_reader = MessageReader(within=5.0)
+_next = _reader.next  # (the next message a channel received)
+_sync = _reader.synced  # (until the replica has handled all a channel sent before)
 
 
 @pytest.fixture
@@ -71,20 +70,6 @@ def peer(gated: WorkerRuntime) -> Iterator[Channel]:
         ch.close()
 
 
-def _sync(ch: Channel, req: int) -> None:
-    """Until the replica has handled all ``ch`` sent before (in order; a Ping is answered
-    as it is read)."""
-    ch.send(Ping(req))
-    got: Message | None = _next(ch)
-    assert isinstance(got, Pong) and got.req == req, got
-
-
-def _running(rt: WorkerRuntime) -> None:
-    """``wait`` holds the handler (it is not in the queue)."""
-    deadline = time.monotonic() + 5.0
-    while rt._running != 1 or len(rt._queue):
-        assert time.monotonic() < deadline, "wait never started"
-        time.sleep(0.001)
 
 
 def test_a_queued_call_is_dropped_and_a_running_one_is_left(

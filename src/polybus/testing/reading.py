@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from polybus.transport.channel import Channel
-from polybus.wire.messages import Message
+from polybus.wire.messages import Message, Ping, Pong
 
 __all__ = ["MessageReader"]
 
@@ -30,3 +30,11 @@ class MessageReader:
         while not waiting and time.monotonic() < deadline:
             waiting.extend(ch.receive())
         return waiting.pop(0) if waiting else None
+
+    def synced(self, ch: Channel, req: int) -> None:
+        """Return once the replica has handled everything ``ch`` sent before: a
+        connection's messages are handled in order, and a Ping is answered as it is
+        read, so its Pong comes after them (AssertionError if it does not come)."""
+        ch.send(Ping(req))
+        got = self.next(ch)
+        assert isinstance(got, Pong) and got.req == req, got
