@@ -33,6 +33,24 @@ def _queued(rt: Any, s: Any, n: int = 1) -> None:
                state=lambda: f"running {rt._running}, queued {len(rt._queue)}")
 
 
+def _cancel_queued_on_server_0(c: Any, monkeypatch: pytest.MonkeyPatch, asking: Any,
+                               hang: Path) -> tuple[Any, Any, list[Any], bool]:
+    """Two blockers hold both replicas (until ``hang`` exists), ``double(21)`` is queued
+    on server-0, and its ``cancel()`` asks through ``asking`` in place of
+    `control.request`; the blockers let go after. (session, promise, blockers, said)."""
+    s = c.session()
+    blockers = [s.call("until", (i, str(hang)), {}) for i in range(2)]
+    p = s.call("double", (21,), {})
+    assert p._rec.link.name == "server-0"
+    _queued(c.runtimes[0], s)
+    monkeypatch.setattr(control, "request", asking)
+    try:
+        said = p.cancel()
+    finally:
+        hang.touch()
+    return s, p, blockers, said
+
+
 @pytest.mark.parametrize("style", ["async-demand(2)", "async"])
 def test_a_call_given_back_by_a_steal_while_asked_is_cancelled_where_it_went(
         tmp_path: Path, style: str) -> None:
@@ -90,16 +108,8 @@ def test_a_call_whose_replica_is_lost_while_asked_is_cancelled_where_it_runs_aga
         return request(r, link, msg, req, timeout)
 
     with cluster(tmp_path, _toml(), replicas=2) as c:
-        s = c.session()
-        blockers = [s.call("until", (i, str(hang)), {}) for i in range(2)]
-        p = s.call("double", (21,), {})
-        assert p._rec.link.name == "server-0"
-        _queued(c.runtimes[0], s)
-        monkeypatch.setattr(control, "request", lost_on_asking)
-        try:
-            said = p.cancel()
-        finally:
-            hang.touch()
+        s, p, blockers, said = _cancel_queued_on_server_0(c, monkeypatch, lost_on_asking,
+                                                          hang)
         assert said is True
         assert asked == ["server-0", "server-1"]
         assert p.cancelled()
@@ -172,16 +182,8 @@ def test_a_call_dropped_by_a_replica_then_lost_with_it_is_not_run_again(
         return got
 
     with cluster(tmp_path, _toml(), replicas=2) as c:
-        s = c.session()
-        blockers = [s.call("until", (i, str(hang)), {}) for i in range(2)]
-        p = s.call("double", (21,), {})
-        assert p._rec.link.name == "server-0"
-        _queued(c.runtimes[0], s)
-        monkeypatch.setattr(control, "request", lost_after_answering)
-        try:
-            said = p.cancel()
-        finally:
-            hang.touch()
+        s, p, blockers, said = _cancel_queued_on_server_0(c, monkeypatch,
+                                                          lost_after_answering, hang)
         assert said is True
         assert polybus.wait(blockers) == [0, 1]
         rt0, rt1 = c.runtimes
