@@ -380,10 +380,12 @@ def error_line(exc: BaseException) -> str:
     that could not start, under every engine): polybus's own error by its message
     alone, but a call's failure of a type of its own, one a program catches by name
     (BusyError, CallTimeoutError, WorkerDiedError, ..., and ConnectionLostError, a call
-    lost with every replica, which is no RemoteError: it was said by its message alone),
-    led by that name, as a remote exception is led by the remote type (whose text has
-    it); any other exception led by its type's name."""
-    if not isinstance(exc, PolybusError) or isinstance(exc, ConnectionLostError) or (
+    lost with every replica, NoReplicaError and CancelledError, none of them a
+    RemoteError: they were said by their message alone), led by that name, as a remote
+    exception is led by the remote type (whose text has it); any other exception led by
+    its type's name."""
+    if not isinstance(exc, PolybusError) or isinstance(
+            exc, ConnectionLostError | NoReplicaError | CancelledError) or (
             isinstance(exc, RemoteError) and type(exc) is not RemoteError
             and not isinstance(exc, RemoteException)):
         return f"{type(exc).__name__}: {exc}"

@@ -18,7 +18,14 @@ import pytest
 from polybus.cli import cmd_check
 from polybus.cli.main import main
 from polybus.config import load
-from polybus.errors import BusyError, CallTimeoutError, ConnectionLostError, RemoteException
+from polybus.errors import (
+    BusyError,
+    CallTimeoutError,
+    CancelledError,
+    ConnectionLostError,
+    NoReplicaError,
+    RemoteException,
+)
 from polybus.testing.apps import write_bound_app
 from polybus.worker.main import options_for
 
@@ -68,6 +75,11 @@ def test_the_bound_and_the_reject_may_come_from_different_defines(app: Path) -> 
     (ConnectionLostError("the call f(1) was lost: every replica of f is gone"),
      "polybus check: error: ConnectionLostError: the call f(1) was lost: every replica "
      "of f is gone"),
+    # neither a RemoteError: both were said by their message alone
+    (NoReplicaError('no replica serves "f"'),
+     'polybus check: error: NoReplicaError: no replica serves "f"'),
+    (CancelledError("the call f(1) was cancelled"),
+     "polybus check: error: CancelledError: the call f(1) was cancelled"),
 ])
 def test_the_error_line_names_a_call_failure_s_type(
         error: Exception, line: str, monkeypatch: pytest.MonkeyPatch,
