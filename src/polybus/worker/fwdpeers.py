@@ -7,10 +7,18 @@ unreachable, a value the codec cannot carry) is said to the client whose request
 was (``Undelivered``): only the producer's replica knows. A failure over the frame limit
 goes cut to fit (replies.cut_failure); one that cannot go at all is said to no one: the
 client has the producer's Fail, and sends it on itself.
+
+A value asked for after its answer (a ``Forward`` that finds it kept) is sent by a
+thread of its own (`send_later`), not by the thread that read the request: that one
+reads the replica's sockets, and a dial of a peer waits for the peer's greeting, which
+the peer sends once its own reading thread accepts. Two replicas each sending a kept
+value to the other at once both waited there, reading nothing and answering no Ping:
+the client took both for dead (tests/integration/test_forward_crossed.py).
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
@@ -44,6 +52,12 @@ class Peers:
         # replica gone took one warning per value still addressed to it.
         self._unreached: set[str] = set()
         self.forwarded = 0   # values this replica sent to another stage
+        # Delivers for `send_later`'s thread, in order; it starts on first use
+        self._outbox: collections.deque[tuple[str, Deliver, Channel | None]] = (
+            collections.deque())
+        self._posted = threading.Condition(threading.Lock())
+        self._sender: threading.Thread | None = None
+        self._closed = False
 
     def arrive(self, key: str, ok: bool, value: Any) -> None:
         raise NotImplementedError  # (Forwarding.arrive)
@@ -104,6 +118,38 @@ class Peers:
         self.forwarded += 1
         return True
 
+    def send_later(self, to: str, msg: Deliver, client: Channel | None) -> None:
+        """`_send`, by the sending thread: for a thread that must not wait on another
+        replica (the one reading this replica's sockets; module docstring). To this
+        replica itself it is sent at once (no socket)."""
+        if to == str(self.rt.address):
+            self._send(to, msg, client)
+            return
+        with self._posted:
+            if self._closed:
+                return  # (stopping: its consumer's client is told by the connection's end)
+            self._outbox.append((to, msg, client))
+            if self._sender is None:
+                self._sender = threading.Thread(target=self._sending, daemon=True,
+                                                name=f"polybus-forward-{self.rt.name}")
+                self._sender.start()
+            self._posted.notify()
+
+    def _sending(self) -> None:
+        """The sending thread: the outbox's Delivers, in order, until `close`."""
+        while True:
+            with self._posted:
+                while not self._outbox and not self._closed:
+                    self._posted.wait()
+                if self._closed:
+                    return
+                to, msg, client = self._outbox.popleft()
+            try:
+                self._send(to, msg, client)
+            except Exception:  # (never the end of the thread: later values would wait)
+                log.exception("worker %s: sending a forwarded value to %s failed",
+                              self.rt.name, to)
+
     def _undelivered(self, to: str, msg: Deliver, client: Channel | None, kind: str,
                      text: str) -> None:
         """Say to ``client`` (if any) that ``msg`` did not reach ``to``: ``kind`` and
@@ -123,6 +169,10 @@ class Peers:
             return ch
 
     def close(self) -> None:
+        with self._posted:
+            self._closed = True
+            self._outbox.clear()
+            self._posted.notify()
         with self._connect_lock:
             peers, self._peers = self._peers, {}
         for ch in peers.values():
