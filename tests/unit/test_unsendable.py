@@ -62,9 +62,31 @@ def test_no_argument_named_when_none_fails_alone() -> None:
 
 def test_an_int_too_large_for_msgpack_is_named_too() -> None:
     err = named("f", [1, 1 << 70], None, OverflowError("too big"), False)
-    assert str(err) == "f(...) argument 2: too big"
+    assert str(err).startswith("f(...) argument 2: an int outside msgpack's 64 bits")
     with pytest.raises(UnsendableError):
         raise err
+
+
+@pytest.mark.parametrize("pickle", [False, True])
+def test_an_int_too_large_for_msgpack_says_what_to_send_instead(pickle: bool) -> None:
+    # It said msgspec's "can't serialize ints < -2**63 or > 2**64 - 1" alone: neither
+    # what to do, nor that pickle = true does not carry it either.
+    from polybus.wire.codec import Codec
+    from polybus.wire.messages import Call, Result
+    from polybus.worker.replies import unsendable_text
+
+    with pytest.raises(OverflowError) as info:
+        Codec(allow_pickle=pickle).encode_parts(Call(0, "f", [{"n": [1, 2**70]}], None))
+    err = named("f", [{"n": [1, 2**70]}], None, info.value, pickle)
+    assert str(err) == ("f(...) argument 1, at ['n'][1]: an int outside msgpack's 64 bits "
+                        "(from -2**63 to 2**64 - 1) cannot be sent, pickle = true or not: "
+                        "send str(n), and int(s) where it arrives")
+    with pytest.raises(OverflowError) as info:
+        Codec(allow_pickle=pickle).encode_parts(Result(0, -(2**64)))
+    assert unsendable_text(info.value) == (
+        "the value it returned cannot be sent: an int outside msgpack's 64 bits (from "
+        "-2**63 to 2**64 - 1) cannot be sent, pickle = true or not: send str(n), and "
+        "int(s) where it arrives")
 
 
 def test_a_masked_array_is_refused_by_the_safe_codec_and_pickled_with_its_mask() -> None:

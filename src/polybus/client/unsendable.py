@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.errors import MessageTooLarge, PolybusError, RemoteError, UnsendableError
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Batch, Call, Message
-from polybus.wire.unencodable import lone_surrogate
+from polybus.wire.unencodable import lone_surrogate, reason
 from polybus.wire.unsendablepath import at
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def named(interface: str, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
             if _fails(codec, interface, [], {k: v}):
                 where = f" argument {k!r}{at(v, exc, allow_pickle)}"
                 break
-    return UnsendableError(f"{interface}(...){where}: {exc}")
+    return UnsendableError(f"{interface}(...){where}: {reason(exc)}")
 
 
 def refused(rec: CallRecord, exc: Exception) -> PolybusError:

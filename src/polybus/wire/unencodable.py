@@ -48,8 +48,9 @@ from typing import Any
 
 from polybus.usernames import PREFIX, import_name, key_of
 
-__all__ = ["TOO_DEEP", "class_of_the_program", "escaped", "instead", "lone_surrogate",
-           "not_importable", "of_the_program", "too_deep", "unencodable", "unpicklable"]
+__all__ = ["INT_TOO_LARGE", "TOO_DEEP", "class_of_the_program", "escaped", "instead", "lone_surrogate",
+           "not_importable", "of_the_program", "reason", "too_deep", "unencodable",
+           "unpicklable"]
 
 
 # How `too_deep` begins: no path inside such a value is said (wire/unsendablepath.py),
@@ -80,6 +81,19 @@ def lone_surrogate(exc: UnicodeEncodeError) -> TypeError:
     return TypeError(f"a str with a lone surrogate (U+{code:04X}) at index {at} cannot be "
                      f"sent: a msgpack str is UTF-8, which has no encoding for it; send "
                      f"bytes instead, {how}, or replace the character")
+
+
+# What an int past msgpack's 64 bits is said to be: msgspec raises OverflowError before
+# any hook is asked, so pickle = true does not carry it either
+INT_TOO_LARGE = ("an int outside msgpack's 64 bits (from -2**63 to 2**64 - 1) cannot be "
+                 "sent, pickle = true or not: send str(n), and int(s) where it arrives")
+
+
+def reason(exc: BaseException) -> str:
+    """The text of ``exc``, raised encoding a value, as the sender's error says it: an
+    OverflowError (an int past 64 bits; msgspec said "can't serialize ints < -2**63 or
+    > 2**64 - 1", no more) says what to send instead."""
+    return INT_TOO_LARGE if isinstance(exc, OverflowError) else str(exc)
 
 
 def unencodable(exc: RecursionError | UnicodeEncodeError) -> TypeError:

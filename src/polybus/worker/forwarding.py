@@ -176,7 +176,8 @@ class Forwarding(Receiving):
             value, ok = ["LookupError", "the forwarded value was evicted from its replica", ""], False
         else:
             ok = True
-        self._send(msg.to, Deliver(msg.key, ok, value), ch)
+        # (this thread reads the sockets: a dial of the peer must not wait here)
+        self.send_later(msg.to, Deliver(msg.key, ok, value), ch)
 
     def _keep_for(self, ch: Channel, msg: Keep) -> None:
         """A target with no address (``""``: kept for the Forward of ``msg.key``), or,

@@ -7,15 +7,27 @@ unreachable, a value the codec cannot carry) is said to the client whose request
 was (``Undelivered``): only the producer's replica knows. A failure over the frame limit
 goes cut to fit (replies.cut_failure); one that cannot go at all is said to no one: the
 client has the producer's Fail, and sends it on itself.
+
+A value asked for after its answer (a ``Forward`` that finds it kept) is sent by a
+thread of its own (`send_later`), not by the thread that read the request: that one
+reads the replica's sockets, and a dial of a peer waits for the peer's greeting, which
+the peer sends once its own reading thread accepts. Two replicas each sending a kept
+value to the other at once both waited there, reading nothing and answering no Ping:
+the client took both for dead (tests/integration/test_forward_crossed.py). Each peer
+has a sending thread of its own, in order, while values wait for it (one thread for
+all held every value behind a dial that hung, to a peer accepting connections but not
+greeting); a dial holds no lock another peer's sends or `close` wait on, and one that
+ends once the replica stopped closes what it made (tests/unit/test_fwd_send_later.py).
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
-from polybus.errors import MessageTooLarge, PolybusError
+from polybus.errors import MessageTooLarge, PolybusError, TransportError
 from polybus.lazynumpy import is_plain_array
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
@@ -44,6 +56,12 @@ class Peers:
         # replica gone took one warning per value still addressed to it.
         self._unreached: set[str] = set()
         self.forwarded = 0   # values this replica sent to another stage
+        # Delivers for `send_later`'s threads, by peer, in order: a peer's thread starts
+        # with its first value and ends when none is left (its outbox then gone). Under
+        # ``_connect_lock``, as ``_closed``; a dial holds only its peer's ``_dialing`` lock.
+        self._outbox: dict[str, collections.deque[tuple[Deliver, Channel | None]]] = {}
+        self._dialing: dict[str, threading.Lock] = {}
+        self._closed = False
 
     def arrive(self, key: str, ok: bool, value: Any) -> None:
         raise NotImplementedError  # (Forwarding.arrive)
@@ -104,6 +122,42 @@ class Peers:
         self.forwarded += 1
         return True
 
+    def send_later(self, to: str, msg: Deliver, client: Channel | None) -> None:
+        """`_send`, by ``to``'s sending thread: for a thread that must not wait on another
+        replica (the one reading this replica's sockets; module docstring). To this
+        replica itself it is sent at once (no socket)."""
+        if to == str(self.rt.address):
+            self._send(to, msg, client)
+            return
+        with self._connect_lock:
+            if self._closed:
+                return  # (stopping: its consumer's client is told by the connection's end)
+            box = self._outbox.get(to)
+            if box is not None:  # (its thread is on it: it takes this one too)
+                box.append((msg, client))
+                return
+            box = self._outbox[to] = collections.deque([(msg, client)])
+        threading.Thread(target=self._sending, args=(to, box), daemon=True,
+                         name=f"polybus-forward-{self.rt.name}").start()
+
+    def _sending(self, to: str, box: collections.deque[tuple[Deliver, Channel | None]]) -> None:
+        """``to``'s sending thread: ``box``'s Delivers, in order, until none is left or
+        the replica stops."""
+        while True:
+            with self._connect_lock:
+                if not box or self._closed:
+                    if self._outbox.get(to) is box:
+                        del self._outbox[to]
+                    return
+                msg, client = box.popleft()
+            try:
+                self._send(to, msg, client)
+            except Exception as exc:  # (never the end of the thread: later values would wait)
+                log.exception("worker %s: sending a forwarded value to %s failed",
+                              self.rt.name, to)
+                self._undelivered(to, msg, client, type(exc).__name__,
+                                  f"{self.rt.name} failed sending the value to {to}: {exc}")
+
     def _undelivered(self, to: str, msg: Deliver, client: Channel | None, kind: str,
                      text: str) -> None:
         """Say to ``client`` (if any) that ``msg`` did not reach ``to``: ``kind`` and
@@ -112,18 +166,39 @@ class Peers:
             self.rt._send_quietly(client, Undelivered(msg.key, to, kind, text))
 
     def _peer(self, to: str) -> Channel:
+        """The connection to ``to``, dialed if there is none: the dial holds ``to``'s lock
+        alone (a peer whose greeting does not come holds up no other, nor `close`)."""
         with self._connect_lock:
             ch = self._peers.get(to)
-            if ch is None or ch.closed:
-                codec = Codec(allow_pickle=self.rt.options.allow_pickle,
-                              max_frame=self.rt.options.max_frame)
-                ch = self._peers[to] = connect(to, self.rt._token, codec)
-                ch.spin_s = self.rt.options.spin_s
-                self._unreached.discard(to)
-            return ch
+            if ch is not None and not ch.closed:
+                return ch
+            dialing = self._dialing.setdefault(to, threading.Lock())
+        with dialing:
+            with self._connect_lock:  # (dialed meanwhile by another thread?)
+                ch = self._peers.get(to)
+                if ch is not None and not ch.closed:
+                    return ch
+                if self._closed:
+                    raise TransportError(f"{self.rt.name} is stopping")
+            codec = Codec(allow_pickle=self.rt.options.allow_pickle,
+                          max_frame=self.rt.options.max_frame)
+            ch = connect(to, self.rt._token, codec)
+            ch.spin_s = self.rt.options.spin_s
+            with self._connect_lock:
+                if not self._closed:
+                    self._peers[to] = ch
+                    self._unreached.discard(to)
+                    return ch
+            ch.close()  # (made as the replica stopped: kept by no one, nothing sent on it)
+            raise TransportError(f"{self.rt.name} is stopping")
 
     def close(self) -> None:
+        """Close the connections to the peers; the values waiting for a sending thread
+        go unsent (each thread ends at its next look; one dialing, when its dial ends)."""
         with self._connect_lock:
+            self._closed = True
+            for box in self._outbox.values():
+                box.clear()
             peers, self._peers = self._peers, {}
         for ch in peers.values():
             ch.close()

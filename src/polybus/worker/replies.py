@@ -23,7 +23,7 @@ from polybus.transport.channel import Channel
 from polybus.usernames import format_exception, type_name
 from polybus.wire.messages import Batch, Fail, Message, Result
 from polybus.wire.undecodable import value_raised
-from polybus.wire.unencodable import escaped
+from polybus.wire.unencodable import INT_TOO_LARGE, escaped
 from polybus.wire.unsendablepath import at
 from polybus.worker import readonly, unread
 
@@ -144,7 +144,8 @@ def unsendable_text(exc: BaseException, where: str = "") -> str:
     """What a value the codec cannot carry is said to be, answered or sent on (a
     ``TypeError`` both ways: fwdpeers.py); ``where``: the part of it that cannot be,
     ``", at result['lock']"`` (`unsendablepath.at`), if known."""
-    return f"the value it returned cannot be sent{where}: {text_of(exc)}"
+    text = INT_TOO_LARGE if isinstance(exc, OverflowError) else text_of(exc)
+    return f"the value it returned cannot be sent{where}: {text}"
 
 
 UNREADABLE = ("the value it returned could not be unpickled in the replica (a process of "
