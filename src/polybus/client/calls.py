@@ -256,7 +256,7 @@ class ReplicaLink:
     """The client's connection to one replica and the calls outstanding on it."""
 
     __slots__ = ("abandoned", "calls", "channel", "dead", "held", "module", "name",
-                 "outstanding", "speed", "watch")
+                 "outstanding", "speed", "trail", "watch")
 
     def __init__(self, name: str, module: str, channel: Channel, speed: float = 1.0) -> None:
         self.name = name
@@ -267,6 +267,9 @@ class ReplicaLink:
         self.dead = False
         self.calls = 0  # answered calls
         self.held: list[Call] = []  # calls for a busy replica, written together
+        # What is asked of held calls (a Forward or Keep of a call's value: fwdbatch.py's
+        # `ask`), each with its call, written right after them (sending.py's `flush`)
+        self.trail: list[tuple[CallRecord, Callable[[], Any]]] = []
         # Calls given up on (their deadline passed) that the replica is still running,
         # each with the dispatcher that made it: their answers are dropped when they
         # come, and till then the replica counts as busy with them when a replica is

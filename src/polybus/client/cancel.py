@@ -121,6 +121,8 @@ def _unhold(rec: CallRecord, link: ReplicaLink) -> bool:
     for j, m in enumerate(held):
         if type(m) is Call and m.id == rec.id:
             del held[j]
+            if link.trail:  # (nothing is asked of it there now: fwdbatch.py's `ask`)
+                link.trail = [t for t in link.trail if t[0] is not rec]
             rec.dispatcher.uncount(rec, link)
             return True
     return False

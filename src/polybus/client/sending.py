@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.counts import batches_in
+from polybus.client.fwdbatch import trailing
 from polybus.client.headroom import enter, leave
 from polybus.client.later import Later, get_ident
 from polybus.client.policies.aggregate import pack
@@ -84,13 +85,17 @@ class Sending:
                     now = now or time.monotonic()
                     rec.deadline = now + (rec.dispatcher.timeout or 0.0)
             # as one Batch frame; a call that cannot be encoded fails alone (unsendable.py)
+            trail, link.trail = link.trail, []
             try:
                 packed = pack(msgs)
                 if self.aggregating and len(packed) < len(msgs):  # (a Batch: counts.py)
                     batches_in(link, packed)
+                if trail:  # (what is asked of them, right after: fwdbatch.py's `ask`)
+                    packed += trailing(link, trail)
                 send_accepted(self, link, packed)
             except BaseException:  # (RecursionError, MemoryError, Ctrl-C: none written)
                 link.held[:0] = msgs  # still held, written by the next flush
+                link.trail[:0] = trail
                 raise
 
     def flush_all(self, batches: bool = True) -> None:

@@ -98,6 +98,7 @@ def unwritten(rec: CallRecord, link: ReplicaLink) -> None:
     for an answer to a call never written), nor held to be written later."""
     if link.held:
         link.held = [m for m in link.held if m.id != rec.id]
+        link.trail = [t for t in link.trail if t[0] is not rec]
     rec.dispatcher.forget(rec, sent=False)
 
 
