@@ -85,7 +85,9 @@ def test_a_middle_stage_batches_and_forwards_its_values(tmp_path: Path, style: s
     assert data["result"] == [4.0 * i / 2 for i in range(8)]
     smooth = data["interfaces"]["client.smooth"]
     assert smooth["calls"] == 8
-    assert smooth["forwarded"] == 8  # (each value went on replica to replica)
+    # Each value went on replica to replica, or, answered before its consumer was made
+    # (a busy machine), from the client.
+    assert smooth["forwarded"] > 0 and smooth["forwarded"] + smooth["through_client"] == 8
     # Held calls are written when the program waits, or when it leaves them (the pump):
     # how many go together may vary, but some do. (Before: 0 batches, 0 calls.)
     assert smooth["batches"] >= 1 and 2 * smooth["batches"] <= smooth["batched_calls"] <= 8

@@ -211,10 +211,7 @@ def ask(f: Forwarder, p: CallRecord, link: ReplicaLink,
 
 def _held(link: ReplicaLink, cid: int) -> bool:
     """Call ``cid`` is held to be written to ``link`` with the next ones."""
-    for m in link.held:
-        if type(m) is Call and m.id == cid:
-            return True
-    return False
+    return any(type(m) is Call and m.id == cid for m in link.held)
 
 
 def trailing(link: ReplicaLink, trail: list[tuple[CallRecord, Callable[[], Any]]]
