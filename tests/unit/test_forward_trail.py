@@ -5,15 +5,19 @@ had every call written alone (tests/integration/test_forward_aggregated_middle.p
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
+
+from polybus.client import fwdbatch
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.forward import Forwarder
 from polybus.client.fwdbatch import ask
 from polybus.client.sending import Sending
-from polybus.wire.messages import Batch, Call, Forward, Message
+from polybus.wire.messages import Batch, Call, Forward, Keep, Message
 
 
 class Wire(Sending):
@@ -72,3 +76,75 @@ def test_nothing_is_asked_of_a_held_call_that_ended_before_it_was_written() -> N
     link.held = link.held[1:]
     wire.flush(link)
     assert wire.writes == [[Call(2, "smooth", [2]), _forward(2)()]]
+
+
+def test_a_release_asked_of_a_held_call_goes_after_its_keep() -> None:
+    # A consumer waiting at the client had the held producer's replica asked to keep
+    # the value (Keep, trailing the held calls); it ended unplaced, so the Keep is
+    # released. A release written at once, before the Keep, released nothing there,
+    # and the Keep then pinned the value for a consumer that never comes.
+    wire, link, f, recs = _setup()
+    keep = Keep(1, "p.1", "k.1")
+    release = Keep(1, "p.1", "k.1", release=True)
+    ask(f, cast(CallRecord, recs[0]), link, lambda: keep)
+    ask(f, cast(CallRecord, recs[0]), link, lambda: release)  # (a release)
+    wire.flush(link)
+    assert wire.writes == [[Batch([Call(1, "smooth", [1]), Call(2, "smooth", [2])]),
+                            keep, release]]
+
+
+class _SpyLink(ReplicaLink):
+    """A link whose lock (if it has one) says when a thread other than the asking one
+    comes to take it."""
+
+    asker: int = 0
+
+    def spy(self, trying: threading.Event) -> None:
+        inner = getattr(self, "lock", None)
+        if inner is None:
+            return
+        link = self
+
+        class Spy:
+            def __enter__(self) -> None:
+                if threading.get_ident() != link.asker:
+                    trying.set()
+                inner.__enter__()
+
+            def __exit__(self, *exc: object) -> None:
+                inner.__exit__(*exc)
+
+        self.lock = Spy()  # type: ignore[assignment]
+
+
+def test_a_flush_on_another_thread_while_asking_leaves_nothing_unwritten(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The held calls are written by another program thread (its wait, or a read filing
+    # an answer that writes) just after the ask saw its call held: the request must go
+    # with them or after them, not wait for a next flush that may never come (its
+    # consumer, placed, would wait for ever).
+    wire = Wire()
+    link = _SpyLink("smoother-0", "smoother", cast(Any, None))
+    rec = SimpleNamespace(id=1, done=False, link=link)
+    link.held.append(Call(1, "smooth", [1]))
+    trying = threading.Event()
+    link.asker = threading.get_ident()
+    link.spy(trying)
+    flusher = threading.Thread(target=wire.flush, args=(link,), daemon=True)
+    real = fwdbatch._held
+
+    def looked_then_flushed(lk: ReplicaLink, cid: int) -> bool:
+        out = real(lk, cid)
+        flusher.start()  # (it ends, or comes to the link's lock and waits)
+        while flusher.is_alive() and not trying.wait(0.01):
+            pass
+        return out
+
+    monkeypatch.setattr(fwdbatch, "_held", looked_then_flushed)
+    f = cast(Forwarder, SimpleNamespace(reactor=wire))
+    try:
+        ask(f, cast(CallRecord, rec), link, _forward(1))
+    finally:
+        flusher.join()
+    assert [m for w in wire.writes for m in w] == [Call(1, "smooth", [1]), _forward(1)()]
+    assert link.trail == [] and link.held == []

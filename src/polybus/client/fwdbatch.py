@@ -191,27 +191,34 @@ def undo(p: CallRecord, pkey: str, keys: list[str]) -> list[Message]:
 
 
 def ask(f: Forwarder, p: CallRecord, link: ReplicaLink,
-        make: Callable[[], Message | list[Message] | None], flush: bool = True) -> None:
+        make: Callable[[], Message | list[Message] | None]) -> None:
     """Send ``p``'s replica (``link``) what ``make`` builds, after ``p``'s call: a single
-    call's now, or, if ``flush`` and the call is held to be written with the next ones
-    (aggregated, or ``async-demand``'s company), right after it whenever it is written
+    call's now, or, if the call is held to be written with the next ones (aggregated,
+    or ``async-demand``'s company), right after it whenever it is written
     (``link.trail``: sending.py's `flush`), so the calls held with it still go together;
     a batch's call's by its Batcher, after the batch (`Batcher.after`), built then (its
-    rows final: `row`)."""
+    rows final: `row`). A release or a Cancel follows what was asked of the call before
+    it too (a release written before the Keep it releases released nothing, and the
+    Keep then pinned the value for no one). The look and the addition are one step
+    under ``link.lock``: a write of the held calls on another thread meanwhile would
+    leave the request behind, for a next write that may never come."""
     if type(p) is EntryRecord:
         b = p.batch
         p.batcher.after(link, make if b is None else lambda: _still(b, link, make))
         return
-    if flush and link.held and _held(link, p.id):
-        link.trail.append((p, make))
-        return
+    if link.held:
+        with link.lock:
+            if _held(link, p.id):
+                link.trail.append((p, make))
+                return
     for m in listed(make()):
         f.reactor.send(link, m)
 
 
 def _held(link: ReplicaLink, cid: int) -> bool:
-    """Call ``cid`` is held to be written to ``link`` with the next ones."""
-    return any(type(m) is Call and m.id == cid for m in link.held)
+    """Call ``cid`` is held to be written to ``link`` with the next ones (looked for
+    from the end: a call is asked of soon after it is made)."""
+    return any(type(m) is Call and m.id == cid for m in reversed(link.held))
 
 
 def trailing(link: ReplicaLink, trail: list[tuple[CallRecord, Callable[[], Any]]]

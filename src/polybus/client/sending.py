@@ -77,7 +77,9 @@ class Sending:
 
     def flush(self, link: ReplicaLink) -> None:
         if link.held:
-            msgs, link.held = link.held, []
+            with link.lock:  # (with what is asked of them, as one: fwdbatch.py's `ask`)
+                msgs, link.held = link.held, []
+                trail, link.trail = link.trail, []
             now = None
             for m in msgs:  # (a held call's timeout counts from now: CallRecord)
                 rec = link.outstanding.get(m.id)
@@ -85,7 +87,6 @@ class Sending:
                     now = now or time.monotonic()
                     rec.deadline = now + (rec.dispatcher.timeout or 0.0)
             # as one Batch frame; a call that cannot be encoded fails alone (unsendable.py)
-            trail, link.trail = link.trail, []
             try:
                 packed = pack(msgs)
                 if self.aggregating and len(packed) < len(msgs):  # (a Batch: counts.py)
@@ -94,8 +95,9 @@ class Sending:
                     packed += trailing(link, trail)
                 send_accepted(self, link, packed)
             except BaseException:  # (RecursionError, MemoryError, Ctrl-C: none written)
-                link.held[:0] = msgs  # still held, written by the next flush
-                link.trail[:0] = trail
+                with link.lock:
+                    link.held[:0] = msgs  # still held, written by the next flush
+                    link.trail[:0] = trail
                 raise
 
     def flush_all(self, batches: bool = True) -> None:
