@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -255,8 +256,8 @@ def error_from(fail: Fail, interface: str, replica: str, origin: str = "",
 class ReplicaLink:
     """The client's connection to one replica and the calls outstanding on it."""
 
-    __slots__ = ("abandoned", "calls", "channel", "dead", "held", "module", "name",
-                 "outstanding", "speed", "watch")
+    __slots__ = ("abandoned", "calls", "channel", "dead", "held", "lock", "module", "name",
+                 "outstanding", "speed", "trail", "watch")
 
     def __init__(self, name: str, module: str, channel: Channel, speed: float = 1.0) -> None:
         self.name = name
@@ -267,6 +268,15 @@ class ReplicaLink:
         self.dead = False
         self.calls = 0  # answered calls
         self.held: list[Call] = []  # calls for a busy replica, written together
+        # What is asked of held calls (a Forward or Keep of a call's value: fwdbatch.py's
+        # `ask`), each with its call, written right after them (sending.py's `flush`)
+        self.trail: list[tuple[CallRecord, Callable[[], Any]]] = []
+        # Guards what looks at ``held`` and ``trail`` together: a look that a call is
+        # held and the addition to ``trail`` (`ask`), against their taking by a write
+        # (`flush`) or a call's leaving them (cancel.py, unsendable.py) on another
+        # program thread, or a reading one filing an answer (appending to ``held``
+        # alone needs it not)
+        self.lock = threading.Lock()
         # Calls given up on (their deadline passed) that the replica is still running,
         # each with the dispatcher that made it: their answers are dropped when they
         # come, and till then the replica counts as busy with them when a replica is

@@ -117,13 +117,18 @@ def cancel_call(rec: CallRecord, reactor: Reactor) -> bool:
 
 def _unhold(rec: CallRecord, link: ReplicaLink) -> bool:
     """``rec``'s call taken out of what is held to be written to ``link``, if there."""
-    held = link.held
-    for j, m in enumerate(held):
-        if type(m) is Call and m.id == rec.id:
-            del held[j]
-            rec.dispatcher.uncount(rec, link)
-            return True
-    return False
+    with link.lock:  # (against a write or an ask on another thread: calls.py)
+        held = link.held
+        for j, m in enumerate(held):
+            if type(m) is Call and m.id == rec.id:
+                del held[j]
+                if link.trail:  # (nothing is asked of it there now: fwdbatch.py's `ask`)
+                    link.trail = [t for t in link.trail if t[0] is not rec]
+                break
+        else:
+            return False
+    rec.dispatcher.uncount(rec, link)
+    return True
 
 
 def _revoke(rec: CallRecord, link: ReplicaLink, reactor: Reactor) -> bool | None:

@@ -220,7 +220,7 @@ class Forwarder:
             return
         if link is not None and not link.dead:
             pkey = self.pkey(p)  # (a batch's call: after its batch and Keep, fwdbatch.ask)
-            ask(self, p, link, lambda: keep_msg(p, pkey, e.key, release=True), flush=False)
+            ask(self, p, link, lambda: keep_msg(p, pkey, e.key, release=True))
 
     def _connect(self, e: Edge) -> None:
         p, to = e.producer, e.to
@@ -355,7 +355,7 @@ class Forwarder:
                 # (after it, on the same connection). The value goes on from here. (A
                 # batch's call given up on while its batch runs: its Keeps released.)
                 msgs = undo(rec, self.pkey(rec), kept)
-                ask(self, rec, rec.link, lambda: msgs, flush=False)
+                ask(self, rec, rec.link, lambda: msgs)
         for e in edges:
             if e.to is None or e.consumer.done or e.failed or e.key in sent:
                 continue

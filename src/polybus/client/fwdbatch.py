@@ -45,7 +45,7 @@ import msgspec
 
 from polybus.client.calls import CallRecord
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Cancel, Forward, Keep, Message
+from polybus.wire.messages import Call, Cancel, Forward, Keep, Message
 
 if TYPE_CHECKING:
     from polybus.client.batchcalls import BatchPromise, Pending
@@ -54,7 +54,8 @@ if TYPE_CHECKING:
     from polybus.client.forward import Edge, Forwarder
 
 __all__ = ["EntryRecord", "ask", "claim", "entry_of", "fetched", "forward_msg", "keep_msg",
-           "listed", "placed", "remapped", "requeued", "running", "settle", "undo", "unsent"]
+           "listed", "placed", "remapped", "requeued", "running", "settle", "trailing", "undo",
+           "unsent"]
 
 # Who makes an entry, and who gives it its outcome: the thread that files its batch's
 # answer may do so while a program thread makes the entry (`entry_of`), and each entry
@@ -190,19 +191,46 @@ def undo(p: CallRecord, pkey: str, keys: list[str]) -> list[Message]:
 
 
 def ask(f: Forwarder, p: CallRecord, link: ReplicaLink,
-        make: Callable[[], Message | list[Message] | None], flush: bool = True) -> None:
+        make: Callable[[], Message | list[Message] | None]) -> None:
     """Send ``p``'s replica (``link``) what ``make`` builds, after ``p``'s call: a single
-    call's after what the reactor holds back for ``link`` (with ``flush``); a batch's
-    call's by its Batcher, after the batch (`Batcher.after`), built then (its rows
-    final: `row`)."""
+    call's now, or, if the call is held to be written with the next ones (aggregated,
+    or ``async-demand``'s company), right after it whenever it is written
+    (``link.trail``: sending.py's `flush`), so the calls held with it still go together;
+    a batch's call's by its Batcher, after the batch (`Batcher.after`), built then (its
+    rows final: `row`). A release or a Cancel follows what was asked of the call before
+    it too (a release written before the Keep it releases released nothing, and the
+    Keep then pinned the value for no one). The look and the addition are one step
+    under ``link.lock``: a write of the held calls on another thread meanwhile would
+    leave the request behind, for a next write that may never come."""
     if type(p) is EntryRecord:
         b = p.batch
         p.batcher.after(link, make if b is None else lambda: _still(b, link, make))
         return
-    if flush:
-        f.reactor.flush(link)
+    if link.held:
+        with link.lock:
+            if _held(link, p.id):
+                link.trail.append((p, make))
+                return
     for m in listed(make()):
         f.reactor.send(link, m)
+
+
+def _held(link: ReplicaLink, cid: int) -> bool:
+    """Call ``cid`` is held to be written to ``link`` with the next ones (looked for
+    from the end: a call is asked of soon after it is made)."""
+    return any(type(m) is Call and m.id == cid for m in reversed(link.held))
+
+
+def trailing(link: ReplicaLink, trail: list[tuple[CallRecord, Callable[[], Any]]]
+             ) -> list[Message]:
+    """What is asked of the calls held for ``link`` (``trail``, taken from it: `ask`),
+    to be written right after them: none for a call no longer held there (cancelled,
+    or failed unwritten)."""
+    out: list[Message] = []
+    for p, make in trail:
+        if not p.done and p.link is link:
+            out += listed(make())
+    return out
 
 
 def _still(b: Pending, link: ReplicaLink, make: Callable[[], Message | list[Message] | None]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.counts import batches_in
+from polybus.client.fwdbatch import trailing
 from polybus.client.headroom import enter, leave
 from polybus.client.later import Later, get_ident
 from polybus.client.policies.aggregate import pack
@@ -76,7 +77,9 @@ class Sending:
 
     def flush(self, link: ReplicaLink) -> None:
         if link.held:
-            msgs, link.held = link.held, []
+            with link.lock:  # (with what is asked of them, as one: fwdbatch.py's `ask`)
+                msgs, link.held = link.held, []
+                trail, link.trail = link.trail, []
             now = None
             for m in msgs:  # (a held call's timeout counts from now: CallRecord)
                 rec = link.outstanding.get(m.id)
@@ -88,9 +91,13 @@ class Sending:
                 packed = pack(msgs)
                 if self.aggregating and len(packed) < len(msgs):  # (a Batch: counts.py)
                     batches_in(link, packed)
+                if trail:  # (what is asked of them, right after: fwdbatch.py's `ask`)
+                    packed += trailing(link, trail)
                 send_accepted(self, link, packed)
             except BaseException:  # (RecursionError, MemoryError, Ctrl-C: none written)
-                link.held[:0] = msgs  # still held, written by the next flush
+                with link.lock:
+                    link.held[:0] = msgs  # still held, written by the next flush
+                    link.trail[:0] = trail
                 raise
 
     def flush_all(self, batches: bool = True) -> None:

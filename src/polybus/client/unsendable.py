@@ -97,7 +97,9 @@ def unwritten(rec: CallRecord, link: ReplicaLink) -> None:
     it is: nothing of it is left counted in flight (the run's end would wait for ever
     for an answer to a call never written), nor held to be written later."""
     if link.held:
-        link.held = [m for m in link.held if m.id != rec.id]
+        with link.lock:  # (against a write or an ask on another thread: calls.py)
+            link.held = [m for m in link.held if m.id != rec.id]
+            link.trail = [t for t in link.trail if t[0] is not rec]
     rec.dispatcher.forget(rec, sent=False)
 
 
