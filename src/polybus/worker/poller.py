@@ -19,6 +19,16 @@ class _HasFileno(Protocol):
     def fileno(self) -> int: ...
 
 
+class Hangup:
+    """What `ReadPoller.poll` gives for a socket watched for its peer's end alone
+    (`watch_end`): ``data``, the object it stands for, whose peer closed (or reset) it."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+
+
 class ReadPoller:
     """Read readiness for registered sockets, each with the object it stands for."""
 
@@ -28,13 +38,33 @@ class ReadPoller:
         self._sel = None if self._epoll is not None else selectors.DefaultSelector()
 
     def register(self, sock: _HasFileno, data: Any) -> None:
+        """Watch ``sock`` for reading (again, if it was watched for its end alone)."""
         fd = sock.fileno()
         if self._epoll is not None:
-            self._epoll.register(fd, select.EPOLLIN)
+            try:
+                if type(self._data.get(fd)) is Hangup:
+                    self._epoll.modify(fd, select.EPOLLIN)
+                else:
+                    self._epoll.register(fd, select.EPOLLIN)
+            except FileNotFoundError:  # (an earlier socket of that number, closed while
+                self._epoll.register(fd, select.EPOLLIN)  # watched: the kernel forgot it)
         else:
             assert self._sel is not None
             self._sel.register(fd, selectors.EVENT_READ)
         self._data[fd] = data
+
+    def watch_end(self, sock: _HasFileno, data: Any) -> None:
+        """Stop watching ``sock`` for reading, and watch it for its peer's end alone
+        (closed or reset, what it sent left unread): `poll` gives ``Hangup(data)`` then.
+        Where there is no epoll, it is forgotten instead (as `unregister`)."""
+        fd = sock.fileno()
+        if self._epoll is None:
+            self.unregister(sock)
+            return
+        if fd not in self._data:
+            raise KeyError(sock)
+        self._epoll.modify(fd, select.EPOLLRDHUP)  # (EPOLLHUP, EPOLLERR: always)
+        self._data[fd] = Hangup(data)
 
     def unregister(self, sock: _HasFileno) -> None:
         """Forget ``sock`` (KeyError if it was not registered, like selectors)."""
