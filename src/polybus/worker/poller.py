@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import select
 import selectors
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from polybus.transport.spinning import spin_until
@@ -17,6 +18,11 @@ from polybus.transport.spinning import spin_until
 
 class _HasFileno(Protocol):
     def fileno(self) -> int: ...
+
+
+# What a look at a connection's end watches for: its peer's end (POLLRDHUP, on Linux;
+# elsewhere a closed one only), a reset, an error.
+_ENDED = getattr(select, "POLLRDHUP", 0) | select.POLLHUP | select.POLLERR
 
 
 class Hangup:
@@ -110,3 +116,30 @@ class ReadPoller:
         else:
             assert self._sel is not None
             self._sel.close()
+
+
+def ended(sock: _HasFileno) -> bool:
+    """``sock``'s peer has closed (or reset) the connection, or it is closed here; what
+    it sent, read or not, is left as it is (a look, no read)."""
+    try:
+        fd = sock.fileno()
+    except (OSError, ValueError):
+        return True
+    if fd < 0:
+        return True
+    look = select.poll()
+    look.register(fd, _ENDED)
+    try:
+        return any(ev & _ENDED for _, ev in look.poll(0))
+    except OSError:
+        return True
+
+
+def wanted(*groups: Iterable[Any]) -> bool:
+    """Some connection of ``groups`` (channels: ``.sock``) may still read an answer:
+    neither closed here nor ended by its peer."""
+    try:
+        every = [ch for chs in groups for ch in list(chs)]
+    except RuntimeError:  # (changed as it was looked at: a thread still reading)
+        return True
+    return any(not getattr(ch, "closed", False) and not ended(ch.sock) for ch in every)
