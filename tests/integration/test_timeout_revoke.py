@@ -8,6 +8,7 @@ ran is the replica's own count (``WorkerRuntime.calls``)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 import polybus
 from polybus.errors import CallTimeoutError
+from polybus.http.calls import CallBridge
 
 from .comm_harness import cluster
 
@@ -191,3 +193,28 @@ def test_a_batch_every_call_of_which_was_given_up_on_is_revoked(tmp_path: Path) 
         assert polybus.wait(running) == 0
         assert polybus.wait(s.call("double", (4,), {})) == 8
         assert c.runtimes[0].calls == 2  # (until and double: the batch never ran)
+
+
+def test_the_front_doors_504_revokes_a_call_still_queued(tmp_path: Path) -> None:
+    """A request past its route's timeout is answered 504 (http/calls.py): its call,
+    still queued behind the hung one, is revoked there as a timeout's is."""
+    hang = tmp_path / "hang"
+    with cluster(tmp_path, TOML.format(style="async")) as c:
+        try:
+            s = c.session()
+            running = s.call("until", (0, str(hang)), {})
+            (link,) = s.links["server"]
+
+            async def request() -> None:
+                bridge = CallBridge(s, asyncio.get_running_loop())
+                with pytest.raises(CallTimeoutError):
+                    await bridge.call("double", {"x": 21}, 0.2)
+
+            asyncio.run(request())
+            assert _poll_until(s, lambda: not link.abandoned), link.abandoned
+            assert c.runtimes[0].calls == 0
+        finally:
+            hang.touch()
+        assert polybus.wait(running) == 0
+        assert polybus.wait(s.call("double", (4,), {})) == 8
+        assert c.runtimes[0].calls == 2  # (until and double(4): double(21) never ran)
