@@ -212,12 +212,15 @@ def abandon(rec: CallRecord) -> None:
     go on. Nobody waits for the answer: a ``Released`` naming the call frees its place
     there at once (client/answers.py, `late`), as its late answer would; one the replica
     is running (or has run) runs on, and its answer, dropped, frees it when it comes.
-    ``req`` 0: no one waits for that answer by name (as for a liveness Ping's Pong)."""
+    ``req`` 0: no one waits for that answer by name (as for a liveness Ping's Pong).
+    The Revoke never waits for room in the connection (a replica that does not read, its
+    queue full): what it cannot write now goes with the next write, and the timeout
+    returns on time."""
     link = rec.link
     d = rec.dispatcher
     d.forget(rec)
     if link is not None and not link.dead and rec.id in link.abandoned:
-        d.reactor.send(link, Revoke([rec.id], 0))
+        d.reactor.send_unwaited(link, Revoke([rec.id], 0))  # (never waits for room)
 
 
 def text_of(rec: object) -> str:
