@@ -8,6 +8,7 @@ calls it answered, and ``WorkerRuntime.calls``)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -249,6 +250,14 @@ def test_a_cancel_interrupted_while_asking_leaves_the_call_to_run(
             with pytest.raises(KeyboardInterrupt):
                 p.cancel()
             monkeypatch.undo()
+            # (its standby thread reads the Revoke while `running` runs: dropped; else,
+            # were `running` let go first, its one thread could take p before reading
+            # it, and the answer to the Revoke might come after p's own)
+            rt = c.runtimes[0]
+            deadline = time.monotonic() + 10
+            while len(rt._queue):
+                assert time.monotonic() < deadline, "the replica never dropped the call"
+                time.sleep(0.002)
         finally:
             hang.touch()
         assert polybus.wait([running, p], timeout=10) == [0, 8]

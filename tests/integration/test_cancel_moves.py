@@ -11,6 +11,7 @@ the call again (client/giveback.py)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,15 @@ def test_a_call_whose_replica_is_lost_while_asked_is_cancelled_where_it_runs_aga
         if type(msg) is Revoke and link.name == "server-0":
             r.send(link, msg)
             r._lost(link, ConnectionLostError("server-0 is gone (the test)"))
+            # server-0 is alive (only its connection was closed here): it drops
+            # double(21) when it reads the Revoke or the connection's end. Nothing says
+            # it reads either before blocker 0 ends, and then its one thread would take
+            # double(21) first: the blockers are let go only once it has dropped it.
+            rt0 = c.runtimes[0]
+            deadline = time.monotonic() + 10
+            while len(rt0._queue):
+                assert time.monotonic() < deadline, "server-0 never dropped double(21)"
+                time.sleep(0.002)
             return None  # (as a request whose replica went returns)
         return request(r, link, msg, req, timeout)
 

@@ -104,7 +104,10 @@ def test_a_timeout_is_a_duration_as_the_configuration_writes_one(procs: Procs,
     assert "polybus run: timed out after 0.5 s while" in err, err
 
 
-def test_polybus_run_raises_run_timeout_and_the_next_run_works(tmp_path: Path) -> None:
+def test_polybus_run_raises_run_timeout_and_the_next_run_works(
+        tmp_path: Path, no_worker_left: None) -> None:
+    """Its workers (one still running the call that never ends, whose answer nobody
+    will read: not waited for) are gone when each run ends (by PID: no_worker_left)."""
     app = write_one_call_app(tmp_path, server=SERVER, client=CLIENT)
     with pytest.raises(polybus.RunTimeout) as got:
         polybus.run(app, ["modules.client.args=[2]"], worker_output=False, timeout=1)

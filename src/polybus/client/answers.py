@@ -61,8 +61,12 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
             batch = link.outstanding.pop(cid, None)
             if batch is not None:
                 batch.answered(link, msg)  # type: ignore[attr-defined]
+            else:
+                late(link, cid)  # (a late answer to a batch given up on: batchgiveup.py)
         case Released(ids=ids, req=req):  # (a Revoke's, p.cancel(); else a Steal's)
             if not (reactor.revoking and released(reactor, link, msg)):
+                for cid in ids:  # (given up on, and now known never to run: its place
+                    late(link, cid)  # is free; a timeout's Revoke, calls.revoke_given_up)
                 reactor.on_released(link, ids, req)
         case Stats(req=req) | Pong(req=req) | Fetched(req=req):
             reactor.replies[req] = msg

@@ -45,6 +45,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes, operand_bytes
+from polybus.client.batchgiveup import forget_batch, freed
 from polybus.client.batchplace import place
 from polybus.client.batchsend import requeue, settle_owed, write
 from polybus.client.linger import linger_main
@@ -345,7 +346,13 @@ class Batcher:
         # Queued batches go out in the reactor's after_step (never from inside a read).
 
     def forget(self, slot: Slot) -> None:
-        """A call given up on (timeout): its batch still runs; its value is dropped."""
+        """A call given up on (timeout): its value is dropped; its batch runs on unless
+        it was the last of it left to take its answer (batchgiveup.py)."""
+        forget_batch(self, slot.batch)
+
+    def freed(self, link: ReplicaLink) -> None:
+        """A batch given up on, on ``link``, is over there (dropped unrun or answered)."""
+        freed(self, link)
 
     def lost(self, link: ReplicaLink, error: PolybusError) -> None:
         """``link``'s replica is gone: its batches run again elsewhere, or fail."""

@@ -24,7 +24,7 @@ from polybus.errors import (
 )
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Call, Fail
+from polybus.wire.messages import Call, Fail, Revoke
 
 if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
@@ -194,14 +194,34 @@ def expire(rec: CallRecord, limit: float | None, now: float, poll: Callable[[], 
 def give_up(rec: CallRecord, limit: float, why: str = "") -> bool:
     """Fail ``rec`` with CallTimeoutError for its interface's ``limit`` (seconds) and
     let it go (its late answer is dropped); False if it already had its outcome. ``why``
-    is added to the message. One place for a wait, `as_completed` and the run's drain."""
+    is added to the message. One place for a wait, `as_completed` and the run's drain.
+
+    A call written to a live replica is revoked there (`abandon`)."""
     iface = rec.dispatcher.interface
     if not rec.set_error(CallTimeoutError(
             f"no answer from {iface} within {duration_text(limit)}{why}", interface=iface,
             call=text_of(rec))):
         return False
-    rec.dispatcher.forget(rec)
+    abandon(rec)
     return True
+
+
+def abandon(rec: CallRecord) -> None:
+    """``rec``, failed (its timeout passed), is let go by its dispatcher (`forget`), and
+    if it was written to a live replica, that replica is asked to drop it unless it has
+    started (``Revoke``): a call still queued there never runs, and the calls behind it
+    go on. Nobody waits for the answer: a ``Released`` naming the call frees its place
+    there at once (client/answers.py, `late`), as its late answer would; one the replica
+    is running (or has run) runs on, and its answer, dropped, frees it when it comes.
+    ``req`` 0: no one waits for that answer by name (as for a liveness Ping's Pong).
+    The Revoke never waits for room in the connection (a replica that does not read, its
+    queue full): what it cannot write now goes with the next write, and the timeout
+    returns on time."""
+    link = rec.link
+    d = rec.dispatcher
+    d.forget(rec)
+    if link is not None and not link.dead and rec.id in link.abandoned:
+        d.reactor.send_unwaited(link, Revoke([rec.id], 0))  # (never waits for room)
 
 
 def text_of(rec: object) -> str:

@@ -68,6 +68,24 @@ class Sending:
             if later.queue:
                 later.write(self)
 
+    def send_unwaited(self, link: ReplicaLink, msg: Message) -> None:
+        """Send on ``link`` without waiting for room: what the connection cannot take
+        now stays in it (`LATER`) and goes with the next write (``unfinished``), as the
+        pump's turns do. For a message whose sender must not wait on a replica that is
+        not reading (a timed-out call's Revoke: the timeout is the caller's bound)."""
+        later = self.later
+        if later.reader is not None and later.defer(link, [msg]):
+            return
+        try:
+            link.channel.send(msg, LATER)
+        except MessageTooLarge:
+            raise
+        except PolybusError as exc:
+            self._lost(link, exc)
+            return
+        if link.channel.unsent:
+            self.unfinished = True
+
     def hold(self, link: ReplicaLink, msg: Call) -> None:
         """Queue ``msg`` for a replica that is busy anyway; written with the next ones."""
         link.held.append(msg)

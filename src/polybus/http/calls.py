@@ -15,6 +15,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Slot
+from polybus.client.calls import abandon
 from polybus.client.promise import CallPromise, Promise, wait
 from polybus.client.unseen import seen
 from polybus.config.units import duration_text
@@ -48,7 +49,7 @@ def _give_up(promise: Promise, error: PolybusError) -> bool:
     rec = promise._rec  # the record is the dispatcher's to forget
     if not rec.set_error(error):
         return False
-    rec.dispatcher.forget(rec)
+    abandon(rec)  # (and revoked at its replica if it has not started there)
     return True
 
 

@@ -151,7 +151,9 @@ class Intake(Accepting):
                         and self._full_now(msg):
                     self._stash[ch] = msg
                     if ch not in self._paused:
-                        self._sel.unregister(ch.sock)
+                        # (not read till there is room; its end is seen meanwhile:
+                        # `_ended`, its calls not run for nobody)
+                        self._sel.watch_end(ch.sock, ch)
                         self._paused.add(ch)
                         if type(ch) is ShmChannel:  # it rings from now on (see _resume)
                             ch.stay_awake(False)
@@ -218,6 +220,14 @@ class Intake(Accepting):
                         "dropped): %s", self.name, ch.peer, lost, exc)
         self._drop(ch)
 
+    def _ended(self, ch: Channel) -> None:
+        """``ch``'s client, held back (its call did not fit the queue), closed the
+        connection or was cut off: gone without a goodbye (its process killed, or its
+        run ended by an error or a time limit: a run that ends well has taken in every
+        answer first). Its calls not yet started, queued or unread, are for nobody:
+        dropped with it, as for a client whose connection ends while it is read."""
+        self._drop(ch)
+
     def _fault_reading(self, ch: Channel) -> None:
         """Reading or handling what ``ch`` sent raised (not a ProtocolError): a fault in
         polybus's own steps. Logged in full, and that connection dropped: left to the
@@ -233,9 +243,8 @@ class Intake(Accepting):
         self._stash.pop(ch, None)
         if ch in self._channels:
             self._channels.discard(ch)
-            if ch in self._paused:
-                self._paused.discard(ch)
-            elif ch in self._stuck:
+            self._paused.discard(ch)  # (watched for its end: unregistered below)
+            if ch in self._stuck:
                 self._stuck.discard(ch)
             else:
                 try:

@@ -20,6 +20,7 @@ from polybus.transport.wake import Wake
 from polybus.worker import unread
 from polybus.worker.bells import OwedBells
 from polybus.worker.intake import Intake
+from polybus.worker.poller import Hangup
 from polybus.worker.replies import Corked
 
 log = logging.getLogger("polybus.worker")
@@ -110,6 +111,8 @@ class Polling(Intake):
                 elif data is WAKE:
                     self._bell.clear()
                     self._adopt_new()
+                elif type(data) is Hangup:  # (a client held back went: intake.py)
+                    self._ended(data.data)
                 else:
                     self._read(data)  # a transport's own channel type
         finally:  # (what fell due while it slept: a long call holds no one else to it)

@@ -36,7 +36,7 @@ from polybus.worker.direct import DIRECT_TYPES
 from polybus.worker.forwarding import Forwarding
 from polybus.worker.lanes import LimitedQueue
 from polybus.worker.options import ServeOptions
-from polybus.worker.poller import ReadPoller
+from polybus.worker.poller import ReadPoller, wanted
 from polybus.worker.polling import WAKE, Polling
 from polybus.worker.replies import (
     Corked,
@@ -49,6 +49,7 @@ from polybus.worker.replies import (
 from polybus.worker.servicing import CallQueue, Job
 
 log = logging.getLogger("polybus.worker")
+_STOP_LOOK_S = 0.02  # a stop waiting for running calls looks again this often (`stop`)
 
 
 class WorkerRuntime(Polling):
@@ -349,9 +350,12 @@ class WorkerRuntime(Polling):
     def stop(self, grace: float = 2.0) -> int:
         """Stop serving. Calls still running after ``grace`` seconds (all threads
         together, not each) are left to their threads, which are daemons: a pool of 100
-        inside long calls used to hold a SIGTERMed worker 2 s per thread. Returns how
-        many calls it held go unanswered: those still running then, and those queued (a
-        batch of aggregated calls counts as one)."""
+        inside long calls used to hold a SIGTERMed worker 2 s per thread. The grace is
+        for answers a client can still read: once every client connection has ended
+        (the run that started the replica gave up, its connections closed: `wanted`), the
+        running calls are not waited for. Returns how many calls it held go unanswered:
+        those still running then, and those queued (a batch of aggregated calls counts
+        as one)."""
         with self._cv:
             self._stopping = True
             self._cv.notify_all()
@@ -359,9 +363,17 @@ class WorkerRuntime(Polling):
         self._wake()
         deadline = time.monotonic() + grace
         self._greeting.end(timeout=min(grace, 1.0))  # handshakes under way end now
-        for t in self._threads:
-            if t is not threading.current_thread() and t.ident is not None:  # (started)
-                t.join(timeout=max(0.0, deadline - time.monotonic()))
+        me = threading.current_thread()
+        while True:
+            alive = [t for t in self._threads
+                     if t is not me and t.ident is not None and t.is_alive()]  # (started)
+            left = deadline - time.monotonic()
+            if not alive or left <= 0:
+                break
+            # (every thread left runs a call, and no client is left to read its answer)
+            if len(alive) <= self._running and not wanted(self._channels, self._new):
+                break
+            alive[0].join(timeout=min(left, _STOP_LOOK_S))
         for line in self._quiet.rest():  # (after the handshakes under way ended)
             log.warning("worker %s refused connections: %s", self.name, line)
         for line in self._quiet_calls.rest():
