@@ -74,3 +74,45 @@ def test_a_run_on_hand_started_workers_names_only_the_keys_written(app: Path) ->
     # (polybus run --registry: each replica-side override is said not to reach them)
     assert worker_side_changes(load(app), load(app, [f"{SV}.work.overflow=reject"])) == [
         f"{SV}.work.overflow"]
+
+
+COUNTER = """\
+import threading
+
+
+class Counter:
+    def __init__(self):
+        self.n = 0
+        self.lock = threading.Lock()
+
+    def incr(self, by=1):
+        with self.lock:
+            self.n += by
+            return self.n
+
+    def get(self):
+        return self.n
+
+
+counter = Counter()
+incr = counter.incr
+get = counter.get
+"""
+COUNTER_CLIENT = ("from polybus import use\n\nincr = use('incr')\nget = use('get')\n\n\n"
+                  "def main():\n    incr(2)\n    return get()\n")
+
+
+@pytest.mark.parametrize("override", [f"{SV}.incr.pool=2", f"{SV}.incr={{pool = 2}}"])
+def test_a_define_made_by_set_keeps_the_bound_methods_the_module_serves(
+        tmp_path: Path, override: str) -> None:
+    # A module serving a bound method (`get = counter.get`, an actor's state behind it),
+    # with no define table: `--set modules.server.define.incr.pool=2` was refused,
+    # "module 'server' does not serve 'get': a module with a define table serves only
+    # the interfaces it lists (incr)", where the same --set on a module of defs
+    # configured incr and left the rest served.
+    app = write_bound_app(tmp_path, server=COUNTER, client=COUNTER_CLIENT,
+                          names=("incr", "get"), server_keys="replication = 1")
+    config = load(app, [override])
+    define = config.modules["server"].define
+    assert sorted(define) == ["get", "incr"]
+    assert define["incr"].pool == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 
 import numpy as np
@@ -81,6 +83,46 @@ def test_json_is_strict_a_nan_is_an_error_naming_the_handler(value: object) -> N
                        r"JSON: it holds a float NaN or infinity, which JSON has no form for; "
                        r"return None \(null\) or a string in its place$"):
         http_form(floaty)()
+
+
+def test_numpy_values_inside_a_json_answer_are_converted() -> None:
+    # A dict holding an array or a numpy integer was a 500, "Object of type ndarray is
+    # not JSON serializable", though an array alone is JSON.
+    def stats() -> object:
+        x = np.arange(3.0)
+        return {"values": x, "n": np.int64(3), "rows": [np.arange(2), (np.bool_(True),)]}
+
+    status, headers, body = http_form(stats)()
+    assert status == 200 and headers == [("Content-Type", "application/json")]
+    assert json.loads(body) == {"values": [0.0, 1.0, 2.0], "n": 3, "rows": [[0, 1], [True]]}
+
+
+def test_a_nan_inside_a_numpy_array_inside_a_dict_is_still_refused() -> None:
+    def floaty() -> object:
+        return {"x": [np.array([1.0, np.nan])]}
+
+    with pytest.raises(ValueError, match=r"^floaty\(\) returned a value that is not valid JSON"):
+        http_form(floaty)()
+
+
+@pytest.mark.parametrize(("value", "where", "kind"), [
+    ({"t": datetime.datetime(2024, 1, 2)}, "['t']", "a datetime"),
+    ([1, {"a": {2, 3}}], "[1]['a']", "a set"),
+    ({"d": decimal.Decimal("1.5")}, "['d']", "a Decimal"),
+    ({(1, 2): "x"}, "a key of the dict at the top", "a tuple"),
+])
+def test_a_value_json_has_no_form_for_is_said_where_naming_the_handler(
+        value: object, where: str, kind: str) -> None:
+    # It was "TypeError: Object of type datetime is not JSON serializable", naming
+    # neither the handler nor where in its value the datetime was.
+    def handler() -> object:
+        return value
+
+    with pytest.raises(TypeError) as info:
+        http_form(handler)()
+    message = str(info.value)
+    assert message.startswith("handler() returned a value that is not valid JSON: ")
+    assert where in message and kind in message
 
 
 def test_http_form_passes_the_fields_and_converts() -> None:

@@ -333,10 +333,11 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
             check_entry_arguments(m, info, p)
         if info is not None:
             check_define(m, info, p)
-            if m.key in added and m.define:
-                m = modules[m.key] = define_all(m, info)
         routed = [r.interface for r in serve.routes if r.module == m.key] if serve else []
-        interfaces[m.key] = served_interfaces(m, info, [*serves.get(m.key, ()), *routed])
+        named = [*serves.get(m.key, ()), *routed]
+        if info is not None and m.key in added and m.define:
+            m = modules[m.key] = define_all(m, info, named)
+        interfaces[m.key] = served_interfaces(m, info, named)
     attempted: set[tuple[str, str]] = set()
     bindings = _bindings(doc.get("bind"), modules, interfaces, p, attempted, infos)
     if clients or serve is not None:  # (none: a misspelt entrypoint makes the client look served)

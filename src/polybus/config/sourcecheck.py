@@ -159,13 +159,13 @@ def check_define(m: ModuleSpec, info: SourceInfo, p: Problems) -> None:
 
 
 def served_interfaces(m: ModuleSpec, info: SourceInfo | None,
-                      named: Iterable[str] = ()) -> list[str] | None:
+                      named: Iterable[str] = (), *, table: bool = True) -> list[str] | None:
     """What ``m`` serves; None when it cannot be known (its source did not load).
     Without a define table: its public functions, and those of the names ``named`` (by
     [bind] and [serve] routes) that it binds otherwise and may serve (an imported
     function, a callable instance: `SourceInfo.servable`); its other imports are not
-    its interfaces unless something names them."""
-    if m.define:
+    its interfaces unless something names them. ``table=False``: as if it had none."""
+    if m.define and table:
         return list(m.define)
     if info is None:
         return None
@@ -174,11 +174,14 @@ def served_interfaces(m: ModuleSpec, info: SourceInfo | None,
                                     and n not in info.functions and info.servable(n))]
 
 
-def define_all(m: ModuleSpec, info: SourceInfo) -> ModuleSpec:
+def define_all(m: ModuleSpec, info: SourceInfo, named: Iterable[str] = ()) -> ModuleSpec:
     """``m``, whose define table only overrides made, serving every public function as a
     module without one does, with the options the overrides gave: ``--set
-    modules.server.define.f.cache=...`` configures f, it does not stop the rest."""
-    names = [*info.public(), *(n for n in m.define if info.servable(n))]
+    modules.server.define.f.cache=...`` configures f, it does not stop the rest. ``named``
+    as for `served_interfaces`: the names [bind] and [serve] routes give it, which it
+    serves without a define table when it binds them otherwise (`get = counter.get`)."""
+    names = [*(served_interfaces(m, info, named, table=False) or ()),
+             *(n for n in m.define if info.servable(n))]
     # What a replica takes as a whole (its queue's bound, what a full queue does) comes
     # from every entry: the ones filled in carry the named ones', not the defaults, so a
     # --set of define.f.queue = 10 still bounds the queue at 10.

@@ -44,17 +44,59 @@ def _body(value: Any, who: str) -> tuple[bytes, str | None]:
     if isinstance(value, _JSONABLE) or hasattr(value, "tolist"):
         plain = value.tolist() if hasattr(value, "tolist") else value
         try:  # strict: NaN and Infinity are not JSON, and no JSON parser takes them
-            return json.dumps(plain, separators=(",", ":"), allow_nan=False).encode(), _JSON
+            return json.dumps(plain, separators=(",", ":"), allow_nan=False,
+                              default=_listed).encode(), _JSON
         except ValueError as e:
             if not str(e).startswith("Out of range float"):
                 raise
             raise ValueError(f"{who} returned a value that is not valid JSON: it holds a float "
                              "NaN or infinity, which JSON has no form for; return None (null) "
                              "or a string in its place") from None
+        except TypeError:
+            where, kind = _not_json(plain)
+            if not kind:
+                raise
+            raise TypeError(f"{who} returned a value that is not valid JSON: {where} is "
+                            f"{with_article(kind)}, which JSON has no form for; convert it "
+                            "first (str(...), .isoformat(), list(...), a dict with str keys)"
+                            ) from None
     kind = type(value).__qualname__
     raise TypeError(f"{who} returned {with_article(kind)}, which "
                     "is not a response: return str, bytes, a dict/list (JSON), None, or "
                     "(status, headers, body)")
+
+
+def _listed(value: Any) -> Any:
+    """A numpy array or scalar inside a JSON answer, as the list or number it holds (as
+    an array alone is sent); anything else is not JSON."""
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        return tolist()
+    raise TypeError(type(value).__qualname__)
+
+
+def _not_json(value: Any, where: str = "") -> tuple[str, str]:
+    """Where in ``value`` (``['t'][0]``) the first item JSON has no form for is, and its
+    type; called once json.dumps has refused it."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str | int | float | bool) and key is not None:
+                return f"a key of the dict at {where or 'the top'}", type(key).__qualname__
+            found = _not_json(item, f"{where}[{key!r}]")
+            if found[1]:
+                return found
+        return where, ""
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _not_json(item, f"{where}[{i}]")
+            if found[1]:
+                return found
+        return where, ""
+    if value is None or isinstance(value, str | int | float | bool):
+        return where, ""
+    if callable(getattr(value, "tolist", None)):
+        return _not_json(value.tolist(), where)
+    return (f"its item {where}" if where else "it"), type(value).__qualname__
 
 
 def _headers(raw: Any, who: str) -> list[tuple[str, str]]:
