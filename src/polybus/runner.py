@@ -18,6 +18,7 @@ from polybus.client.promise import wait
 from polybus.client.session import Session
 from polybus.client.stats import ReplicaStats
 from polybus.client.stubs import activate, importing, one_run
+from polybus.client.waitfor import wait_seconds
 from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, SET, Origin
@@ -90,7 +91,8 @@ def busy_share(busy_s: float, elapsed_s: float, handlers: int = 1) -> float:
 def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (), *,
         registry: str | None = None, token_file: str | None = None,
         origin: Origin = PYTHON, worker_output: bool | TextIO | None = True,
-        timeout: float | str | None = None) -> RunResult:
+        timeout: float | str | None = None,
+        wait_for_workers: float | str | None = None) -> RunResult:
     """Run the program ``path`` configures and return its result and statistics.
 
     ``overrides`` are ``{"modules.server.replication": 8}`` or ``["key=value", ...]`` (a
@@ -113,6 +115,9 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
     the run's workers are stopped (deadline.py). So ``timeout`` works only when `run`
     is called from the main thread (the program is stopped there, as by Ctrl-C): from
     any other thread it is a UsageError before the run starts; leave it out there.
+
+    ``wait_for_workers`` (a duration, with a ``registry``): each module called is waited
+    for that long at most until its replication's count is registered (client/waitfor.py).
     """
     timeout = check_timeout(timeout)
     echo = echo_to(worker_output)  # (a mistake in it said before anything starts)
@@ -121,6 +126,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
     # registry too, unless given here)
     app = load(path, sets, origin, running=not registry,
                tls_hosts="client" if registry else None)
+    wait_s = wait_seconds(wait_for_workers, registry or app.cluster.registry)
     for note in app.notes:
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
     if sets and (registry or app.cluster.registry):
@@ -147,7 +153,8 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
                 m.source for m in app.modules.values() if m.in_client and m.entrypoint is None])
             session = Session(app, cluster.registry, cluster.token,
                               how_ended=cluster.how_ended,
-                              how_ended_later=cluster.how_ended_later, turn=cluster.shared)
+                              how_ended_later=cluster.how_ended_later, turn=cluster.shared,
+                              wait_s=wait_s)
             startup = cluster.startup_s + time.perf_counter() - t0
             importing(client.key, client.entrypoint)  # (a call made meanwhile: stubs.py)
             try:

@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="FILE", help="write result and statistics as JSON (- for standard output)")
     p.add_argument("--registry", metavar="HOST:PORT",
                    help="use the workers of a running registry instead of starting any")
+    p.add_argument("--wait-for-workers", type=seconds, metavar="DURATION",
+                   help="with --registry: wait up to DURATION for each module's workers "
+                        "to register (start order free) instead of failing at once")
     p.add_argument("--token-file", metavar="FILE",
                    help="read the cluster token from FILE (else $POLYBUS_TOKEN, else "
                         "the configuration's [cluster] token_file)")
@@ -95,7 +98,8 @@ def main(args: argparse.Namespace) -> int:
                 contextlib.nullcontext():
             r = run(args.config, tuple(args.set), registry=args.registry,
                     token_file=args.token_file, origin=SET,
-                    worker_output=not args.no_worker_output, timeout=args.timeout)
+                    worker_output=not args.no_worker_output, timeout=args.timeout,
+                    wait_for_workers=args.wait_for_workers)
         unshown = shown(r.result) if args.json != "-" else None
     except BaseException as exc:  # a script reading --json learns why there is no result
         if args.json and not isinstance(exc, SystemExit):  # (not a stale result)

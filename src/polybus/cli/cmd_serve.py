@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import signal
 
+from polybus.cli.values import seconds
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="the application's TOML configuration (with [serve])")
@@ -22,6 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="do not forward what the workers print to stderr")
     # For a program that starts the front door itself (the rudy benchmark): it then ends
     # with that program, as the engine's workers do, even if the program is killed.
+    p.add_argument("--wait-for-workers", type=seconds, metavar="DURATION",
+                   help="with --registry: wait up to DURATION for each module's workers "
+                        "to register (start order free) instead of failing at once")
     p.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -35,7 +40,8 @@ def main(args: argparse.Namespace) -> int:
         die_with_parent()
     stopped_by = serve(args.config, tuple(args.set), listen=args.listen,
                        registry=args.registry, token_file=args.token_file, origin=SET,
-                       worker_output=not args.no_worker_output)
+                       worker_output=not args.no_worker_output,
+                       wait_for_workers=args.wait_for_workers)
     # Stopped by a signal, everything already stopped: said and exited as `run` is
     # (cli/main.py: "polybus serve: interrupted", 130; "terminated", 143).
     if stopped_by == signal.SIGTERM:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from polybus.client.plan import comm_for
 from polybus.client.pump import Gate, Pump
 from polybus.client.reactor import Reactor
 from polybus.client.stats import SessionStats, ask_stats, link_bytes, session_stats
+from polybus.client.waitfor import await_replicas, none_registered
 from polybus.config.model import AppConfig, Binding, DefineSpec, ModuleSpec, UseSpec
 from polybus.config.problems import dotted
 from polybus.errors import ConnectionLostError, NoReplicaError, PolybusError, UsageError
@@ -61,7 +63,8 @@ class Session:
                  bindings: Sequence[tuple[Binding, UseSpec]] | None = None,
                  pump: bool = True,
                  how_ended: HowEnded | None = None,
-                 how_ended_later: HowEnded | None = None, turn: bool = False) -> None:
+                 how_ended_later: HowEnded | None = None, turn: bool = False,
+                 wait_s: float = 0.0) -> None:
         """``bindings``: the names to serve and how to call them; default: the client
         module's ``[bind]`` entries with its ``use`` options (the HTTP front door gives
         its routes instead). ``pump``: a thread moves held work while the program is
@@ -72,11 +75,14 @@ class Session:
         None where no engine started them. ``turn``: the registry is shared with other
         clients (workers started by hand): take this client's turn of its rotation, so
         that each binding's first call goes to the replica after the previous client's
-        (the name server's round robin); a run's own registry has no other client."""
+        (the name server's round robin); a run's own registry has no other client.
+        ``wait_s``: each module is waited for that long at most (from here) until its
+        replication's count is registered (client/waitfor.py, ``--wait-for-workers``)."""
         keep_freed_memory()  # large answers reuse their memory (memory.py)
         self.app = app
         self.token = token
         self.registry = RegistryClient(registry, token)
+        self._wait = (wait_s, time.monotonic() + wait_s)  # (--wait-for-workers)
         self.reactor = Reactor(heartbeat=app.cluster.heartbeat)
         self.links: dict[str, list[ReplicaLink]] = {}
         self.dispatchers: dict[str, Dispatcher] = {}
@@ -254,22 +260,15 @@ class Session:
         if key in self.links:
             return self.links[key]
         replicas: list[Replica]
+        if self._wait[0]:  # (past its end: one look)
+            await_replicas(self.registry, module, len(spec.replication), self._wait[1],
+                           self._wait[0])
         if self._turn and module not in self._turns:
             replicas, self._turns[module] = self.registry.resolve_turn(module=module)
         else:
             replicas = self.registry.resolve(module=module)
         if not replicas:
-            others = sorted({r.module for r in self.registry.resolve()})
-            there = (f"modules registered there: {', '.join(others)}; a worker started "
-                     f"with --module FILE serves the module named as FILE's stem"
-                     if others else "nothing is registered there")
-            raise NoReplicaError(f"no replica of module {module!r} is registered at "
-                                 f"{self.registry.address} ({there}). Start one: `polybus "
-                                 f"worker --registry {self.registry.address} --config "
-                                 f"{self.app.path} --as {module}`"
-                                 + ("" if self.app.cluster.token_file else
-                                    " with this run's token (--token-file FILE, or "
-                                    "$POLYBUS_TOKEN)"))
+            raise none_registered(self.registry, module, self.app, self._wait[0])
         usable = same_source(module, spec.source, self.registry.address, replicas,
                              self._short)
         self._found[module] = (len(replicas), len(replicas) - len(usable))

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from polybus.client.session import Session
+from polybus.client.waitfor import wait_seconds
 from polybus.config import load
 from polybus.config.model import AppConfig, Binding, CallStyle, ServeSpec
 from polybus.config.origin import PYTHON, Origin
@@ -80,7 +81,8 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
           listen: str | None = None, registry: str | None = None,
           token_file: str | None = None,
           ready: Callable[[str], None] | None = None, origin: Origin = PYTHON,
-          worker_output: bool | TextIO | None = True) -> int | None:
+          worker_output: bool | TextIO | None = True,
+          wait_for_workers: float | str | None = None) -> int | None:
     """Serve the ``[serve]`` routes of ``path`` until SIGINT/SIGTERM; the number of the
     signal that stopped it (its requests in flight given ``serve.grace`` to finish, the
     cluster stopped), None if none did (an mpi rank that served a replica).
@@ -89,6 +91,7 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
     server's URL once it accepts connections. ``overrides`` as for `polybus.run`.
     ``worker_output``: what the workers started here print is forwarded as by
     `polybus.run` (to sys.stderr, or that stream; False or None: not forwarded).
+    ``wait_for_workers``: as for `polybus.run` (with a ``registry``).
     """
     echo = echo_to(worker_output)  # (a mistake in it said before anything starts)
     sets = override_strings(overrides)
@@ -99,6 +102,7 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
         sets = (*sets, f"serve.listen={toml_value(listen)}")
     app = load(path, sets, origin, running=not registry,
                tls_hosts="client" if registry else None)  # (as `polybus.run` loads it)
+    wait_s = wait_seconds(wait_for_workers, registry or app.cluster.registry)
     for note in app.notes:  # (as `polybus.run` says them)
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
     if sets and (registry or app.cluster.registry):  # (workers by hand: as run says it)
@@ -120,7 +124,8 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
             # (no pump: the loop steps the reactor when a replica's socket is readable)
             session = Session(app, cluster.registry, cluster.token, _bindings(app, spec),
                               pump=False, how_ended=cluster.how_ended,
-                              how_ended_later=cluster.how_ended_later, turn=cluster.shared)
+                              how_ended_later=cluster.how_ended_later, turn=cluster.shared,
+                              wait_s=wait_s)
             try:
                 return asyncio.run(_main(app, spec, session, sock, ready,
                                          cluster.halt_restarts, _stays(app, cluster)))

@@ -1,0 +1,83 @@
+"""``--wait-for-workers``: a client that may start before its workers (a deployment's
+start order, as gRPC's ``wait_for_ready``): each module the program calls is waited for
+until as many replicas as its replication asks for are registered, or the run's wait is
+over; the run then goes on with those registered (fewer: the usual warning; none: the
+usual NoReplicaError, saying how long it waited)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from polybus.config.units import duration_text, parse_duration
+from polybus.errors import ConfigError, NoReplicaError, UsageError
+
+if TYPE_CHECKING:
+    from polybus.config.model import AppConfig
+    from polybus.registry.client import RegistryClient
+
+__all__ = ["LOOK_S", "await_replicas", "none_registered", "wait_seconds"]
+
+log = logging.getLogger("polybus")
+LOOK_S = 0.1  # between two looks at the registry
+
+
+def await_replicas(registry: RegistryClient, module: str, want: int, until: float,
+                   waited_for: float) -> None:
+    """Look at ``registry`` until ``want`` replicas of ``module`` are registered or the
+    clock (monotonic) reaches ``until``; said once, with what it waits for, if it waits
+    at all (``waited_for``: the whole wait, seconds)."""
+    said = False
+    while True:
+        found = len(registry.resolve(module=module))
+        if found >= want or time.monotonic() >= until:
+            return
+        if not said:
+            said = True
+            log.warning("polybus: waiting up to %s (--wait-for-workers) for module %r: "
+                        "%d of %d replica(s) registered at %s", duration_text(waited_for),
+                        module, found, want, registry.address)
+        time.sleep(min(LOOK_S, max(0.0, until - time.monotonic())))
+
+
+def wait_seconds(value: float | str | None, registry: str | None) -> float:
+    """``wait_for_workers`` in seconds (0: none), a number or a duration (``"30s"``);
+    UsageError for anything else, and without a ``registry`` whose workers are started
+    apart (a run's own workers are registered before its program starts)."""
+    if value is None:
+        return 0.0
+    seconds: object = value
+    if isinstance(value, str):
+        try:
+            seconds = parse_duration(value)
+        except ConfigError:
+            pass  # (said below)
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+            or not seconds > 0 or seconds == float("inf"):
+        raise UsageError(f"--wait-for-workers must be a duration above 0 (seconds, or "
+                         f"written as '30s' or '2m'), got {value!r}")
+    if not registry:
+        raise UsageError("--wait-for-workers waits for workers started apart, at a "
+                         "registry: use it with --registry HOST:PORT (or [cluster] "
+                         "registry); a run's own workers are ready before its program starts")
+    return float(seconds)
+
+
+def none_registered(registry: RegistryClient, module: str, app: AppConfig,
+                    waited: float) -> NoReplicaError:
+    """The error of a run none of whose replicas of ``module`` is registered (after
+    ``waited`` seconds of --wait-for-workers, 0 for none): what is registered there
+    instead, and how to start one."""
+    others = sorted({r.module for r in registry.resolve()})
+    there = (f"modules registered there: {', '.join(others)}; a worker started "
+             f"with --module FILE serves the module named as FILE's stem"
+             if others else "nothing is registered there")
+    after = f" after {duration_text(waited)}" if waited else ""
+    return NoReplicaError(f"no replica of module {module!r} is registered at "
+                          f"{registry.address}{after} ({there}). Start one: `polybus "
+                          f"worker --registry {registry.address} --config "
+                          f"{app.path} --as {module}`"
+                          + ("" if app.cluster.token_file else
+                             " with this run's token (--token-file FILE, or "
+                             "$POLYBUS_TOKEN)"))

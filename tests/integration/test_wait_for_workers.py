@@ -1,0 +1,56 @@
+"""`--wait-for-workers`: a client started before its workers (a deployment's start
+order) waits for them at the registry instead of failing at once; not given, or when
+they never come, the run fails as before, saying how long it waited
+(client/waitfor.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from integration.conftest import EXAMPLES, Procs, cli, finish, read_line, start_registry
+from integration.test_by_hand import start_worker
+from polybus.errors import UsageError
+
+SORT = EXAMPLES / "sort"
+ARGS = ("--set", "modules.client.args=[3000, 1]", "--set", "modules.server.replication=1")
+
+
+def test_a_run_started_before_its_worker_waits_for_it(procs: Procs) -> None:
+    env = {"POLYBUS_TOKEN": "wait-token-" + "w" * 20}
+    addr, _ = start_registry(procs, env)
+    run = procs.start("run", SORT / "app.toml", "--registry", addr, "--quiet",
+                      "--wait-for-workers", "60s", *ARGS, env=env)
+    assert run.stderr is not None
+    line = read_line(run.stderr, "waiting up to").string
+    assert "module 'server'" in line and "0 of 1 replica(s) registered" in line
+    start_worker(procs, addr, "server-0", env=env)  # (only once the run waits)
+    out, err = finish(run, 60)
+    assert run.returncode == 0, err
+    assert "'correct': True" in out
+
+
+def test_without_it_or_past_it_the_run_fails_saying_how_long_it_waited(
+        procs: Procs) -> None:
+    env = {"POLYBUS_TOKEN": "wait-token-" + "v" * 20}
+    addr, _ = start_registry(procs, env)
+    p = cli("run", SORT / "app.toml", "--registry", addr, "--quiet", *ARGS, env=env)
+    assert p.returncode != 0 and "NoReplicaError: no replica of module 'server'" in p.stderr
+    assert "after" not in p.stderr.split("NoReplicaError", 1)[1].split("(", 1)[0]
+    p = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
+            "--wait-for-workers", "0.3s", *ARGS, env=env)
+    assert p.returncode != 0
+    assert f"no replica of module 'server' is registered at {addr} after 0.3 s" in p.stderr
+    assert "waiting up to 0.3 s (--wait-for-workers) for module 'server'" in p.stderr
+
+
+def test_it_is_refused_without_a_registry_before_anything_starts() -> None:
+    import polybus
+
+    with pytest.raises(UsageError, match="use it with --registry"):
+        polybus.run(SORT / "app.toml", wait_for_workers="5s")
+    with pytest.raises(UsageError, match="a duration above 0"):
+        polybus.run(SORT / "app.toml", registry="127.0.0.1:9", wait_for_workers="soon")
+    from polybus.http.frontdoor import serve  # (`polybus serve` takes it too)
+
+    with pytest.raises(UsageError, match="use it with --registry"):
+        serve(EXAMPLES / "rudy" / "app.toml", listen="127.0.0.1:0", wait_for_workers=5)
