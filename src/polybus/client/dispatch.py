@@ -107,6 +107,9 @@ class Dispatcher:
         # False (``use.forward = false`` on this binding): its answers come to the client,
         # even when a promise of it is passed to a binding that forwards.
         self.forwards_answers = True
+        # Its replicas were started apart and are looked for again once lost (Session's
+        # rejoin, client/rejoin.py): a call lost with every replica waits for one.
+        self.rejoins = False
         # ``forward = "keep"``: its calls' large answers stay on their replicas (fwdown.py)
         self.keeper: Keeper | None = None
         self.reads_fresh = True  # (see picking.pick_fresh; Session sets it)
@@ -131,7 +134,8 @@ class Dispatcher:
         i = self._index.pop(id(old), None)
         if i is None:
             return
-        self.links[i], self._index[id(new)] = new, i
+        self._index[id(new)] = i  # (first: a thread that picks it finds its index)
+        self.links[i] = new
         self.inflight[i], self.window[i] = 0, self.style.window or 2
         if self._auto is not None:
             self._auto[i] = WindowEstimator()
