@@ -107,9 +107,7 @@ class Dispatcher:
         # False (``use.forward = false`` on this binding): its answers come to the client,
         # even when a promise of it is passed to a binding that forwards.
         self.forwards_answers = True
-        # Its replicas were started apart and are looked for again once lost (Session's
-        # rejoin, client/rejoin.py): a call lost with every replica waits for one.
-        self.rejoins = False
+        self.rejoins = False  # lost replicas looked for again: its calls wait (rejoin.py)
         # ``forward = "keep"``: its calls' large answers stay on their replicas (fwdown.py)
         self.keeper: Keeper | None = None
         self.reads_fresh = True  # (see picking.pick_fresh; Session sets it)
