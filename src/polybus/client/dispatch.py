@@ -374,13 +374,19 @@ class Dispatcher:
         ``sent`` False: it never left (it could not be encoded), so no answer will
         come. Its forwarding edges are settled (Forwarder.given_up)."""
         link = rec.link
+        # Noted as given up on before it leaves the link's calls: an answer read between
+        # the two (another thread) then frees its place (calls.late); after, it found
+        # neither, and the place stayed taken for the run.
+        keep = sent and link is not None and not link.dead and rec.id in link.outstanding
+        if keep:
+            link.abandoned[rec.id] = self  # type: ignore[union-attr]  # (freed by its answer)
         if link is not None and link.outstanding.pop(rec.id, None) is not None:
             i = self._index[id(link)]
-            if sent and not link.dead:
-                link.abandoned[rec.id] = self  # (its place kept: freed by its answer)
-            else:
+            if not keep:
                 self.inflight[i] -= 1
             self._cleared(rec, i)
+        elif keep:  # (answered meanwhile, as any call: its place was freed with it)
+            link.abandoned.pop(rec.id, None)  # type: ignore[union-attr]
         if (f := getattr(self.comm, "forwarder", None)) is not None:
             f.given_up(rec, sent)
         if self.keeper is not None:
