@@ -229,18 +229,22 @@ class Dispatcher:
             else pick_fresh(self)
         sent = rec.args
         comm = self.comm
+        lead = None
         if comm is not None:  # cached operands or aggregation: its messages (operands.py)
-            named = comm.quick(args, link)  # (a held frozen B: named, nothing else to do)
-            if named is None:
+            quick = comm.quick(args, link)  # (a frozen B: named, put first if need be)
+            if quick is None:
                 self._send(rec, link)
                 return CallPromise(rec, self.reactor)
-            sent = named
+            sent, lead = quick
         rec.link = link  # (what _send does)
         rec.attempts = 1
         link.outstanding[rid] = rec
         self.inflight[self._index[id(link)]] += 1
         try:
-            self.reactor.send(link, Call(rid, self.interface, sent, None, 0.0))
+            if lead:  # (a Drop, a Put: written just before it)
+                comm.send_quick(link, lead, Call(rid, self.interface, sent, None, 0.0))  # type: ignore[union-attr]
+            else:
+                self.reactor.send(link, Call(rid, self.interface, sent, None, 0.0))
         except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
             raise not_sent(rec, exc) from None
         except BaseException:  # (RecursionError, MemoryError, Ctrl-C: raised as it is)
