@@ -139,3 +139,27 @@ def test_an_operand_written_through_a_local_name_is_named_by_both() -> None:
     assert refused(a_view, [frozen(), 1]).endswith(
         "(head (a view of pair[0]) is a cached operand: cached operands are read-only and "
         "shared between calls, so copy one before writing to it, e.g. head = head.copy())")
+
+
+
+def _held_many(n: int) -> list[np.ndarray[Any, Any]]:
+    out = [np.zeros(3) for _ in range(n)]
+    for a in out:
+        a.flags.writeable = False
+        readonly.held(a)
+    return out
+
+
+def test_the_table_of_cached_arrays_lets_go_of_those_gone() -> None:
+    """Arrays the cache held and let go are forgotten as new ones come (their entries
+    have no callback), an array still held stays known however many went meanwhile, and
+    an array that took the id of one gone is not taken for a cached operand."""
+    kept = frozen()
+    gone = _held_many(3000)
+    del gone
+    fillers = [sent_read_only() for _ in range(3000)]  # (the ids of those gone, taken)
+    assert not any(readonly._is_cached(f) for f in fillers)
+    live = _held_many(3000)
+    dead = sum(1 for ref in readonly._cached.values() if ref() is None)
+    assert dead < 1024, dead
+    assert readonly._is_cached(kept) and all(readonly._is_cached(a) for a in live)

@@ -163,10 +163,17 @@ class OperandCache:
             self._evict(next(iter(self._entries)))
 
     def _use(self, key: str, user: object) -> None:
-        users = self._users.setdefault(key, set())
-        if user not in users:
-            users.add(user)
-            self._keys_of.setdefault(user, set()).add(key)
+        # (at every hit: no set made to be thrown away, as setdefault(key, set()) did)
+        users = self._users.get(key)
+        if users is None:
+            users = self._users[key] = set()
+        elif user in users:
+            return
+        users.add(user)
+        mine = self._keys_of.get(user)
+        if mine is None:
+            mine = self._keys_of[user] = set()
+        mine.add(key)
 
     def _evict(self, key: str) -> None:
         self._remove(key)
