@@ -93,7 +93,7 @@ class OperandCache:
                 raise
             self._entries.move_to_end(key)
             self.hits += 1
-            if user is not None:
+            if user is not None and user not in self._users.get(key, ()):
                 self._use(key, user)
             return value
 
