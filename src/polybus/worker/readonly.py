@@ -34,7 +34,7 @@ from polybus.wire.values import INSIDE_DEPTH
 if TYPE_CHECKING:  # (numpy is imported where an array needs it: polybus/lazynumpy.py)
     import numpy as np
 
-__all__ = ["held", "note"]
+__all__ = ["held", "held_array", "note"]
 
 # The arrays the operand cache holds, by id, each by a weak reference with no callback
 # (checked to be the same object): a WeakValueDictionary's entry and its removal when the
@@ -47,9 +47,14 @@ _prune_at = [1024]
 def held(value: Any) -> None:
     """Note an array the operand cache holds (read-only) as a cached operand."""
     if is_array(value):
-        if len(_cached) >= _prune_at[0]:
-            _prune()
-        _cached[id(value)] = weakref.ref(value)
+        held_array(value)
+
+
+def held_array(value: np.ndarray[Any, Any]) -> None:
+    """`held` of what is known to be an array."""
+    if len(_cached) >= _prune_at[0]:
+        _prune()
+    _cached[id(value)] = weakref.ref(value)
 
 
 def _prune() -> None:
