@@ -62,7 +62,11 @@ def _prune() -> None:
     left (1024 at least) before the next look."""
     for ident, ref in list(_cached.items()):
         if ref() is None:
-            _cached.pop(ident, None)
+            taken = _cached.pop(ident, None)
+            if taken is not None and taken is not ref:
+                # (another thread noted a new array under that id meanwhile: the cache
+                # and the forwarding store note from different threads; it stays)
+                _cached.setdefault(ident, taken)
     _prune_at[0] = max(1024, 2 * len(_cached))
 
 
