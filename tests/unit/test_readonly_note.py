@@ -4,7 +4,7 @@ or an array the client sent read-only over shm."""
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -168,7 +168,7 @@ def test_the_table_of_cached_arrays_lets_go_of_those_gone() -> None:
 class _GoneMeanwhile(weakref.ref):  # type: ignore[type-arg]
     """A dead entry whose id another thread's Put takes while `_prune` looks at it."""
 
-    taker: list[np.ndarray[Any, Any]] = []
+    taker: ClassVar[list[np.ndarray[Any, Any]]] = []
 
     def __call__(self) -> Any:
         if _GoneMeanwhile.taker:  # (the other thread's held_array, at this id: once)
