@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from polybus import wait
+from polybus.client.naming import content_key
 from polybus.errors import RemoteException
 
 from .comm_harness import call, cluster
@@ -255,7 +256,7 @@ def test_async_calls_naming_a_held_frozen_operand_skip_the_general_path(
         tmp_path: Path, transport: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Once the replica holds a frozen B, an async call names it without the general
     path (Comm.quick); a miss (a restarted replica) is still repaired, and a new B still
-    goes in a Put first."""
+    goes in a Put first (on the quick path too: client/quickname.py)."""
     from polybus.client.operands import Comm
 
     general = []
@@ -276,6 +277,8 @@ def test_async_calls_naming_a_held_frozen_operand_skip_the_general_path(
         assert s.dispatchers["mul"].comm.resent >= 1  # type: ignore[union-attr]
         _, b2 = _rows(16, 22)
         b2.flags.writeable = False
-        before = len(general)
+        before, misses = len(general), c.runtimes[0].cache.misses
         assert np.allclose(wait(s.call("mul", (a[0], b2), {})), a[0] @ b2)
-        assert len(general) == before + 1  # a new operand: its Put, by the general path
+        assert len(general) == before  # a new frozen operand: its Put, on the quick path
+        assert content_key(b2) in c.runtimes[0].cache  # (put there first)
+        assert c.runtimes[0].cache.misses == misses  # (and so named without a miss)

@@ -6,6 +6,7 @@ import gc
 from typing import Any
 
 import numpy as np
+import pytest
 
 from polybus.client import naming
 from polybus.client.naming import Known, content_key
@@ -123,9 +124,26 @@ def _counting(monkeypatch: Any) -> list[tuple[int, ...]]:
     hashed: list[tuple[int, ...]] = []
     digest = naming._array_digest
 
-    def counted(x: np.ndarray[Any, Any]) -> str:
+    def counted(x: np.ndarray[Any, Any], *sample: Any) -> str:
         hashed.append(x.shape)
-        return digest(x)
+        return digest(x, *sample)
 
     monkeypatch.setattr(naming, "_array_digest", counted)
     return hashed
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.random.default_rng(1).random((10, 10)),
+    lambda: np.arange(12.0).reshape(3, 4).T,  # (not contiguous)
+    lambda: np.ones(()),
+    lambda: np.zeros((0, 3)),
+    lambda: np.arange(10).astype("M8[s]"),  # (no buffer protocol)
+    lambda: np.zeros(3, dtype=[("a", "<i4"), ("b", "<f8")]),
+    lambda: np.random.default_rng(2).random((300, 300)),  # (past WHOLE_BYTES: sampled)
+])
+def test_a_frozen_array_is_named_as_a_writable_one_of_the_same_content(make: Any) -> None:
+    """A frozen array's name is hashed from the bytes its sample already holds (a small
+    one's: all of them); the name is the content's all the same, whoever holds it."""
+    writable, frozen = make(), make()
+    frozen.flags.writeable = False
+    assert content_key(frozen) == content_key(writable) == content_key(np.array(writable))

@@ -3,7 +3,8 @@ or an array the client sent read-only over shm."""
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -139,3 +140,52 @@ def test_an_operand_written_through_a_local_name_is_named_by_both() -> None:
     assert refused(a_view, [frozen(), 1]).endswith(
         "(head (a view of pair[0]) is a cached operand: cached operands are read-only and "
         "shared between calls, so copy one before writing to it, e.g. head = head.copy())")
+
+
+def _held_many(n: int) -> list[np.ndarray[Any, Any]]:
+    out = [np.zeros(3) for _ in range(n)]
+    for a in out:
+        a.flags.writeable = False
+        readonly.held(a)
+    return out
+
+
+def test_the_table_of_cached_arrays_lets_go_of_those_gone() -> None:
+    """Arrays the cache held and let go are forgotten as new ones come (their entries
+    have no callback), an array still held stays known however many went meanwhile, and
+    an array that took the id of one gone is not taken for a cached operand."""
+    kept = frozen()
+    gone = _held_many(3000)
+    del gone
+    fillers = [sent_read_only() for _ in range(3000)]  # (the ids of those gone, taken)
+    assert not any(readonly._is_cached(f) for f in fillers)
+    live = _held_many(3000)
+    dead = sum(1 for ref in readonly._cached.values() if ref() is None)
+    assert dead < 1024, dead
+    assert readonly._is_cached(kept) and all(readonly._is_cached(a) for a in live)
+
+
+class _GoneMeanwhile(weakref.ref):  # type: ignore[type-arg]
+    """A dead entry whose id another thread's Put takes while `_prune` looks at it."""
+
+    taker: ClassVar[list[np.ndarray[Any, Any]]] = []
+
+    def __call__(self) -> Any:
+        if _GoneMeanwhile.taker:  # (the other thread's held_array, at this id: once)
+            readonly.held(_GoneMeanwhile.taker.pop())
+        return None
+
+
+def test_pruning_keeps_an_entry_another_thread_made_meanwhile() -> None:
+    """`_prune` looks at a dead entry while another thread notes a new cached array under
+    the same id: the new entry stays (it was taken out with the dead one, and a write
+    into that cached operand lost its note)."""
+    live = np.zeros(3)
+    live.flags.writeable = False
+    _GoneMeanwhile.taker.append(live)
+    readonly._cached[id(live)] = _GoneMeanwhile(np.zeros(1))
+    try:
+        readonly._prune()
+        assert readonly._is_cached(live)
+    finally:
+        readonly._cached.pop(id(live), None)

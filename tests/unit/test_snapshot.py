@@ -119,7 +119,7 @@ def test_a_held_copy_is_named_without_hashing_it_again(monkeypatch: Any) -> None
     b = np.arange(50.0)
     hashed: list[int] = []
     real = naming._array_digest
-    monkeypatch.setattr(naming, "_array_digest", lambda a: hashed.append(1) or real(a))
+    monkeypatch.setattr(naming, "_array_digest", lambda *a: hashed.append(1) or real(*a))
     (c,) = snapshot([b], comm.held)
     assert len(hashed) == 1  # b, once
     key = naming.content_key(c)

@@ -39,9 +39,14 @@ def forget_batch(bt: Batcher, b: Pending) -> None:
         sent = range(len(b.args)) if b.only is None else b.only
         if any(j not in b.late for j in sent):
             return  # (a call of it may yet take its answer)
-        del link.outstanding[b.id]
-        b.done, b.args = True, []  # (never sent again: not even if its replica is lost)
+        # Noted as given up on before it leaves the link's calls: its answer, read on
+        # another thread between the two, then frees its place (calls.late); one read
+        # before it left is taken as any batch's answer (a `del` there raised KeyError).
         link.abandoned[b.id] = bt
+        if link.outstanding.pop(b.id, None) is not b:  # type: ignore[comparison-overlap]
+            link.abandoned.pop(b.id, None)
+            return
+        b.done, b.args = True, []  # (never sent again: not even if its replica is lost)
     # (sent with the lock let go: a send that waits for room reads, and a read places
     # every binding's batches under their locks)
     bt.reactor.send(link, Revoke([b.id], 0))

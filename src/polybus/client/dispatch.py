@@ -20,7 +20,7 @@ from polybus.client.counts import Counts
 from polybus.client.done import upstream_failure
 from polybus.client.fwdprio import note_priority_reads
 from polybus.client.headroom import enter, leave
-from polybus.client.lane import MISS, SyncLane
+from polybus.client.lane import MISS
 from polybus.client.order import taken_written
 from polybus.client.picking import alive, loads, open_to_calls, pick_any, pick_fresh
 from polybus.client.policies.balance import (
@@ -32,13 +32,12 @@ from polybus.client.policies.balance import (
 )
 from polybus.client.promise import CallPromise
 from polybus.client.snapshot import Keep, snapshot, snapshot_kwargs
-from polybus.client.socketlane import SocketLane
+from polybus.client.socketlane import lane_for
 from polybus.client.stubs import SERVED_HERE
 from polybus.client.unsendable import not_sent, unwritten
 from polybus.client.wireargs import AS_IS_ASYNC, wire, wired
 from polybus.config.model import CallStyle
 from polybus.errors import NoReplicaError, PolybusError
-from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.messages import Call
 
@@ -52,16 +51,6 @@ if TYPE_CHECKING:
 
 BACKLOG_BOUND = 100_000
 _ids = itertools.count(1)
-
-
-def _lane_for(d: Dispatcher) -> SyncLane | SocketLane | None:
-    """The sync lane for ``d``'s lone link's channel, if its kind has one."""
-    ch = d.links[0].channel
-    if type(ch) is ShmChannel:
-        return SyncLane(d, d.links[0])
-    if SocketLane.usable(ch):
-        return SocketLane(d, d.links[0])
-    return None
 
 
 class Dispatcher:
@@ -125,7 +114,7 @@ class Dispatcher:
         self._isolated: dict[int, int] = {}  # link index -> the suspect it runs alone
         # The plain sync call over a lone link, in one frame (client/lane.py for shm,
         # client/socketlane.py for tcp and ipc).
-        self._lane = _lane_for(self) if self._plain_sync and len(self.links) == 1 else None
+        self._lane = lane_for(self) if self._plain_sync and len(self.links) == 1 else None
 
     def replace(self, old: ReplicaLink, new: ReplicaLink) -> None:
         """``new`` in lost ``old``'s place, counted afresh (client/revive.py)."""
@@ -139,7 +128,7 @@ class Dispatcher:
             self._auto[i] = WindowEstimator()
         self._isolated.pop(i, None)
         if self._lane is not None:
-            self._lane = _lane_for(self)
+            self._lane = lane_for(self)
 
     def keep(self) -> Keep | None:
         """How a held call keeps its cached operands (operands.py `Comm.held`; None:
@@ -231,18 +220,22 @@ class Dispatcher:
             else pick_fresh(self)
         sent = rec.args
         comm = self.comm
+        lead = None
         if comm is not None:  # cached operands or aggregation: its messages (operands.py)
-            named = comm.quick(args, link)  # (a held frozen B: named, nothing else to do)
-            if named is None:
+            quick = comm.quick(args, link)  # (a frozen B: named, put first if need be)
+            if quick is None:
                 self._send(rec, link)
                 return CallPromise(rec, self.reactor)
-            sent = named
+            sent, lead = quick
         rec.link = link  # (what _send does)
         rec.attempts = 1
         link.outstanding[rid] = rec
         self.inflight[self._index[id(link)]] += 1
         try:
-            self.reactor.send(link, Call(rid, self.interface, sent, None, 0.0))
+            if lead:  # (a Drop, a Put: written just before it)
+                comm.send_quick(link, lead, Call(rid, self.interface, sent, None, 0.0))  # type: ignore[union-attr]
+            else:
+                self.reactor.send(link, Call(rid, self.interface, sent, None, 0.0))
         except (TypeError, ValueError, OverflowError) as exc:  # (MessageTooLarge is one)
             raise not_sent(rec, exc) from None
         except BaseException:  # (RecursionError, MemoryError, Ctrl-C: raised as it is)
@@ -376,13 +369,19 @@ class Dispatcher:
         ``sent`` False: it never left (it could not be encoded), so no answer will
         come. Its forwarding edges are settled (Forwarder.given_up)."""
         link = rec.link
+        # Noted as given up on before it leaves the link's calls: an answer read between
+        # the two (another thread) then frees its place (calls.late); after, it found
+        # neither, and the place stayed taken for the run.
+        keep = sent and link is not None and not link.dead and rec.id in link.outstanding
+        if keep:
+            link.abandoned[rec.id] = self  # type: ignore[union-attr]  # (freed by its answer)
         if link is not None and link.outstanding.pop(rec.id, None) is not None:
             i = self._index[id(link)]
-            if sent and not link.dead:
-                link.abandoned[rec.id] = self  # (its place kept: freed by its answer)
-            else:
+            if not keep:
                 self.inflight[i] -= 1
             self._cleared(rec, i)
+        elif keep:  # (answered meanwhile, as any call: its place was freed with it)
+            link.abandoned.pop(rec.id, None)  # type: ignore[union-attr]
         if (f := getattr(self.comm, "forwarder", None)) is not None:
             f.given_up(rec, sent)
         if self.keeper is not None:

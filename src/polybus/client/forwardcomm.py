@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
     from polybus.client.dispatch import Dispatcher
     from polybus.client.forward import Forwarder
+    from polybus.wire.messages import Message
 
 __all__ = ["ForwardComm", "install"]
 
@@ -26,7 +27,8 @@ class ForwardComm(Comm):
 
     forwarder: Forwarder
 
-    def quick(self, args: tuple[Any, ...], link: ReplicaLink) -> list[Any] | None:
+    def quick(self, args: tuple[Any, ...], link: ReplicaLink
+              ) -> tuple[list[Any], list[Message]] | None:
         return None  # (every call placed is told to the forwarder: `send`)
 
     def send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:

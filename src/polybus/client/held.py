@@ -43,6 +43,8 @@ def held_bytes(value: Any) -> int:
     ``held_bytes`` (an array's or bytes' size; of large bytes as the call carries them,
     marked OutOfBand), and of a value `broadcast` names by its encoding (a dict, a
     list: broadcastvalue.py) the same walk of it the replica makes."""
+    if type(value) is np.ndarray:  # (the common operand, at its first call to a replica)
+        return value.nbytes
     if type(value) is OutOfBand:
         value = value.data
     if isinstance(value, np.ndarray | bytes | bytearray):

@@ -22,9 +22,10 @@ from polybus.client.batchcalls import Pending
 from polybus.client.cachedargs import CachedArgs
 from polybus.client.counts import Counts, uncount
 from polybus.client.held import Held, held_bytes, named_keys, spare
-from polybus.client.naming import Known, _freed, content_key, remembered
+from polybus.client.naming import Known, content_key
 from polybus.client.nested import Nested
 from polybus.client.policies.aggregate import Aggregator
+from polybus.client.quickname import Quick
 from polybus.client.shared import AUTO_THRESHOLD, Shared, copy_of
 from polybus.client.snapshot import snapshot, snapshot_kwargs
 from polybus.errors import MessageTooLarge
@@ -40,9 +41,9 @@ if TYPE_CHECKING:
 Pushes = list[tuple["ReplicaLink", Message]]
 
 
-class Comm(CachedArgs):
+class Comm(CachedArgs, Quick):
     """Makes and sends the messages of one dispatcher's calls (which arguments it caches:
-    client/cachedargs.py)."""
+    client/cachedargs.py; a plain async call's quick path: client/quickname.py)."""
 
     def __init__(self, dispatcher: Dispatcher, reactor: Reactor, known: Known, *,
                  positions: frozenset[int] = frozenset(), names: frozenset[str] = frozenset(),
@@ -68,7 +69,7 @@ class Comm(CachedArgs):
         self.resent = 0  # calls re-sent after a cache miss
         # The binding's counts for the run's report (client/counts.py)
         self.counts = dispatcher.counts if dispatcher is not None else Counts()
-        self._refs: dict[str, Ref] = {}  # `quick`'s Refs, by key
+        self._refs: dict[str, Ref] = {}  # `quick`'s Refs, by key (quickname.py)
 
     def copy_plan(self, other: Comm) -> None:
         """Cache the same arguments as ``other`` and aggregate with its aggregator."""
@@ -141,39 +142,6 @@ class Comm(CachedArgs):
         else:
             c.operands_named += 1
         return Ref("op", key)
-
-    def quick(self, args: tuple[Any, ...], link: ReplicaLink) -> list[Any] | None:
-        """``args`` (a plain async call's, no keywords) with their cached operands named,
-        when that is all `messages` would do: every one is an array frozen when it was
-        hashed (its name remembered) that ``link``'s replica holds, nothing waits to be
-        dropped there, and no aggregation, prefetch or "auto" applies; else None, and
-        the call takes the general path. A few µs a call less for the program that
-        freezes B and makes many small calls (design.md, "Operand caching")."""
-        if (self.aggregator is not None or self.auto or self.prefetch_all
-                or self.rest_from is not None or not self.positions):
-            return None
-        known = self.known
-        if known.dead or _freed or known.drops_pending(link):
-            return None
-        held = known.by_replica.get(link.name)
-        if not held:
-            return None
-        out = list(args)
-        n = 0
-        for i in self.positions:
-            if i < len(out):
-                key = remembered(out[i])
-                if key is None or key not in held:
-                    return None
-                ref = self._refs.get(key)
-                if ref is None:
-                    if len(self._refs) >= 64:  # (fresh operands each round: bounded)
-                        self._refs.clear()
-                    ref = self._refs[key] = Ref("op", key)  # (encoded once: codec.py)
-                out[i] = ref
-                n += 1
-        self.counts.operands_named += n
-        return out
 
     def messages(self, rec: CallRecord, link: ReplicaLink, inline: bool = False) -> list[Message]:
         call = rec.message()

@@ -28,17 +28,18 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.counts import unpassed
-from polybus.client.lane import _AS_IS, MISS, hand_over
+from polybus.client.lane import _AS_IS, MISS, SyncLane, hand_over
 from polybus.client.unsendable import named, too_large
 from polybus.errors import ConnectionLostError, MessageTooLarge, PolybusError
 from polybus.transport.channel import Channel
+from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import OOB_BYTES, Ref
 from polybus.wire.messages import Call, Message, Result
 
 if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
 
-__all__ = ["SocketLane"]
+__all__ = ["SocketLane", "lane_for"]
 
 _yield = getattr(os, "sched_yield", lambda: None)
 _clock = time.perf_counter
@@ -177,3 +178,13 @@ class SocketLane:
     def _file(self, msg: Message) -> None:
         self.reactor._handle(self.link, msg)
 
+
+def lane_for(d: Dispatcher) -> SyncLane | SocketLane | None:
+    """The sync lane for ``d``'s lone link's channel, if its kind has one (a ring's:
+    client/lane.py; a socket's: `SocketLane`)."""
+    ch = d.links[0].channel
+    if type(ch) is ShmChannel:
+        return SyncLane(d, d.links[0])
+    if SocketLane.usable(ch):
+        return SocketLane(d, d.links[0])
+    return None

@@ -71,13 +71,21 @@ def layout(dtype: str, shape: list[int]) -> tuple[np.dtype[Any], tuple[int, ...]
     return dt, tuple(shape), count * dt.itemsize
 
 
+_ndarray: list[type[Any]] = []  # numpy.ndarray, once `frozen` has been given an array
+
+
 def frozen(a: np.ndarray[Any, Any]) -> bool:
     """Whether ``a``'s bytes cannot change: it and every array it views are read-only,
-    down to memory no array owns that is immutable (bytes) or none at all."""
-    import numpy as np
+    down to memory no array owns that is immutable (bytes) or none at all. (Asked at
+    every call naming a cached operand: numpy's type is looked up once, not imported
+    at each call.)"""
+    if not _ndarray:
+        import numpy as np
 
+        _ndarray.append(np.ndarray)
+    nd = _ndarray[0]
     x: Any = a
-    while isinstance(x, np.ndarray):
+    while isinstance(x, nd):
         if x.flags.writeable:
             return False
         x = x.base

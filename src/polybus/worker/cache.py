@@ -27,6 +27,7 @@ from polybus.lazynumpy import ndarray_type
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, CallBatch, Fail
 from polybus.wire.values import INSIDE_DEPTH
+from polybus.worker import readonly
 from polybus.worker.heldvalue import freeze, held_bytes
 
 DEFAULT_CAPACITY = 512 * 1024 * 1024
@@ -62,8 +63,13 @@ class OperandCache:
         content gets this one object, so a write in place would change what later calls
         (from any client) see. Over shm the memory is read-only anyway (shmshare.py); so a
         module behaves the same whichever transport its configuration picks."""
-        freeze(value)
-        n = held_bytes(value)  # (an array's bytes; a dict's and what it holds: walked)
+        if type(value) is ndarray_type():  # (the usual operand: its steps written out,
+            value.flags.writeable = False  # each a cold Python call once a product)
+            readonly.held_array(value)
+            n = value.nbytes
+        else:
+            freeze(value)
+            n = held_bytes(value)  # (a dict's and what it holds: walked)
         with self._lock:
             entries = self._entries
             for k in keep or ():
@@ -72,11 +78,12 @@ class OperandCache:
             old = entries.pop(key, None)
             if old is not None:
                 self.bytes -= old[1]
-            self._entries[key] = (value, n)
+            entries[key] = (value, n)
             self.bytes += n
             if user is not None:
                 self._use(key, user)
-            self._trim()
+            if self.bytes > self.capacity:
+                self._trim()
 
     def trim(self) -> None:
         """Evict down to ``capacity`` (after it was lowered)."""
@@ -93,7 +100,7 @@ class OperandCache:
                 raise
             self._entries.move_to_end(key)
             self.hits += 1
-            if user is not None:
+            if user is not None and user not in self._users.get(key, ()):
                 self._use(key, user)
             return value
 
@@ -141,7 +148,12 @@ class OperandCache:
                 if users is not None:
                     users.discard(user)
                     if not users and key in self._entries:
-                        self._evict(key)
+                        # (`_evict`'s steps, no user left to tell: a fresh B each round
+                        # drops the last one's here, once a product)
+                        _, m = self._entries.pop(key)
+                        self.bytes -= m
+                        del self._users[key]
+                        self.evictions += 1
                         gone += 1
             return gone
 
@@ -163,10 +175,17 @@ class OperandCache:
             self._evict(next(iter(self._entries)))
 
     def _use(self, key: str, user: object) -> None:
-        users = self._users.setdefault(key, set())
-        if user not in users:
-            users.add(user)
-            self._keys_of.setdefault(user, set()).add(key)
+        # (at every hit: no set made to be thrown away, as setdefault(key, set()) did)
+        users = self._users.get(key)
+        if users is None:
+            users = self._users[key] = set()
+        elif user in users:
+            return
+        users.add(user)
+        mine = self._keys_of.get(user)
+        if mine is None:
+            mine = self._keys_of[user] = set()
+        mine.add(key)
 
     def _evict(self, key: str) -> None:
         self._remove(key)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from polybus.errors import PolybusError, ProtocolError
+from polybus.lazynumpy import is_plain_array
 from polybus.quieter import Quieter
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, HandshakeGate, Listener
@@ -147,8 +148,9 @@ class Intake(Accepting):
                     msg = ch.next_message()
                     if msg is None:
                         return
-                if block and (type(msg) is Call or isinstance(msg, Batch | CallBatch)) \
-                        and self._full_now(msg):
+                t = type(msg)
+                if block and (t is Call or (t is not Put and t is not Drop and isinstance(
+                        msg, Batch | CallBatch))) and self._full_now(msg):
                     self._stash[ch] = msg
                     if ch not in self._paused:
                         # (not read till there is room; its end is seen meanwhile:
@@ -260,6 +262,14 @@ class Intake(Accepting):
     def _handle(self, ch: Channel, msg: Message) -> None:
         if type(msg) is Call:  # the common case, ahead of the match
             self._enqueue(ch, msg)
+            return
+        t = type(msg)
+        if t is Put and is_plain_array(msg.value):  # type: ignore[union-attr]
+            # (a cached array, and the Drops of a fresh one each round: ahead of the match)
+            self.cache.put(msg.key, msg.value, ch, msg.keep)  # type: ignore[union-attr]
+            return
+        if t is Drop:
+            self.cache.drop(msg.keys, ch)  # type: ignore[union-attr]
             return
         match msg:
             case CallBatch():  # aggregated calls: one job (worker/batching.py)

@@ -34,20 +34,45 @@ from polybus.wire.values import INSIDE_DEPTH
 if TYPE_CHECKING:  # (numpy is imported where an array needs it: polybus/lazynumpy.py)
     import numpy as np
 
-__all__ = ["held", "note"]
+__all__ = ["held", "held_array", "note"]
 
-# The arrays the operand cache holds, by id (each checked to be the same object).
-_cached: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+# The arrays the operand cache holds, by id, each by a weak reference with no callback
+# (checked to be the same object): a WeakValueDictionary's entry and its removal when the
+# array went cost a replica ~1 us of every Put and Drop, the cost of matmul's small
+# stateful calls. The references of arrays gone are let go of as the table grows.
+_cached: dict[int, weakref.ref[Any]] = {}
+_prune_at = [1024]
 
 
 def held(value: Any) -> None:
     """Note an array the operand cache holds (read-only) as a cached operand."""
     if is_array(value):
-        _cached[id(value)] = value
+        held_array(value)
+
+
+def held_array(value: np.ndarray[Any, Any]) -> None:
+    """`held` of what is known to be an array."""
+    if len(_cached) >= _prune_at[0]:
+        _prune()
+    _cached[id(value)] = weakref.ref(value)
+
+
+def _prune() -> None:
+    """Let go of the entries of arrays gone; the table may then grow to twice what is
+    left (1024 at least) before the next look."""
+    for ident, ref in list(_cached.items()):
+        if ref() is None:
+            taken = _cached.pop(ident, None)
+            if taken is not None and taken is not ref:
+                # (another thread noted a new array under that id meanwhile: the cache
+                # and the forwarding store note from different threads; it stays)
+                _cached.setdefault(ident, taken)
+    _prune_at[0] = max(1024, 2 * len(_cached))
 
 
 def _is_cached(value: Any) -> bool:
-    return _cached.get(id(value)) is value
+    ref = _cached.get(id(value))
+    return ref is not None and ref() is value
 
 
 def note(exc: BaseException, message: str, fn: Callable[..., Any] | None,
