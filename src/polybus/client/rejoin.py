@@ -98,16 +98,30 @@ class Rejoin:
             if k.none_since is None and all(lk.dead for lk in self.session.links[key]):
                 k.none_since = now
             self._plan(k, max(now + LOOK_S, k.last + k.gap))
-        for name, d in self.session.dispatchers.items():
-            if id(link) in d._index and name in self.session.entries \
-                    and name not in self.plain:
-                self.plain[name] = entry = self.session.entries[name]
-                self.session.entries[name] = self._wrapped(name, d, entry)
+        entries = self.session.entries
+        with self.cv:  # (a place filled on another thread gives entries back: _place)
+            for name, d in self.session.dispatchers.items():
+                if id(link) in d._index and name in entries and name not in self.plain:
+                    self.plain[name] = entry = entries[name]
+                    entries[name] = self._wrapped(name, d, entry)
+
+    def swap(self, name: str, was: Any, now: Any) -> bool:
+        """The bound ``name``'s entry changes from ``was`` to ``now`` while it is wrapped
+        (`broadcast`: a sync binding leaves its hot path): the one given back once its
+        places are filled; False if it is not wrapped."""
+        with self.cv:
+            if name not in self.plain:
+                return False
+            if self.plain[name] == was:
+                self.plain[name] = now
+            return True
 
     def _wrapped(self, name: str, d: Dispatcher, entry: Any) -> Callable[..., Any]:
+        plain = self.plain
+
         def call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             self.before(d)
-            return entry(args, kwargs)
+            return plain.get(name, entry)(args, kwargs)  # (as `swap` left it)
         return call
 
     def before(self, d: Dispatcher) -> None:
@@ -162,10 +176,11 @@ class Rejoin:
                     d.refill()
         if wanted(s, key) is None:  # every place filled: the plain entries again
             k.gap = LOOK_S
-            for name in list(self.plain):
-                user = s.dispatchers.get(name)
-                if user is not None and any(id(lk) in user._index for lk in links):
-                    s.entries[name] = self.plain.pop(name)
+            with self.cv:  # (and a loss on another thread wraps them: lost)
+                for name in list(self.plain):
+                    user = s.dispatchers.get(name)
+                    if user is not None and any(id(lk) in user._index for lk in links):
+                        s.entries[name] = self.plain.pop(name)
         else:
             with self.cv:
                 self._plan(k, max(time.monotonic(), k.last + k.gap))
