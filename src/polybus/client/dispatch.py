@@ -121,12 +121,14 @@ class Dispatcher:
         i = self._index.pop(id(old), None)
         if i is None:
             return
-        self._index[id(new)] = i  # (first: a thread that picks it finds its index)
-        self.links[i] = new
+        # Its counts and index first, the link last: a thread that picks it the moment
+        # it is there finds them, and what it counts stays counted.
         self.inflight[i], self.window[i] = 0, self.style.window or 2
         if self._auto is not None:
             self._auto[i] = WindowEstimator()
         self._isolated.pop(i, None)
+        self._index[id(new)] = i
+        self.links[i] = new
         if self._lane is not None:
             self._lane = lane_for(self)
 
