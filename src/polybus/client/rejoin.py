@@ -140,14 +140,32 @@ class Rejoin:
                 now = time.monotonic()
                 if not k.looking and not k.found:
                     self._plan(k, max(now, k.last + LOOK_S))
-                if not k.found:
-                    self.cv.wait(max(0.0, min(deadline, k.due or deadline) - now))
+                wait = 0.0 if k.found else max(0.0, min(deadline, k.due or deadline) - now)
+                seen = (k.last, k.looking)
+            if wait:
+                self._wait(k, seen, wait)
             self.tick()
             if any(alive(d)):
                 return
             if time.monotonic() >= deadline:
                 break
         raise NoReplicaError(self._none_text(d.interface, key))
+
+    def _wait(self, k: _Key, seen: tuple[float, bool], seconds: float) -> None:
+        """Wait for ``k``'s look (``seen``: its last start, and whether one was under
+        way), outside the pump's gate: the pump moves what the program's other threads
+        left meanwhile (client/pump.py), as it would while this thread computed. (The
+        gate is left and entered again outside ``cv``: a pump's turn takes it inside.)"""
+        gate = self.session.gate
+        if gate is not None:
+            gate.leave()
+        try:
+            with self.cv:
+                if not k.found and (k.last, k.looking) == seen and not self.closed:
+                    self.cv.wait(seconds)
+        finally:
+            if gate is not None:
+                gate.enter()
 
     def tick(self) -> None:
         """Put what the looks found in place; fail the calls that waited for a live
