@@ -121,14 +121,12 @@ class Dispatcher:
         i = self._index.pop(id(old), None)
         if i is None:
             return
-        # Its counts and index first, the link last: a thread that picks it the moment
-        # it is there finds them, and what it counts stays counted.
-        self.inflight[i], self.window[i] = 0, self.style.window or 2
+        self.inflight[i], self.window[i] = 0, self.style.window or 2  # (first: see below)
         if self._auto is not None:
             self._auto[i] = WindowEstimator()
         self._isolated.pop(i, None)
         self._index[id(new)] = i
-        self.links[i] = new
+        self.links[i] = new  # (last: a thread picking it finds its counts, and keeps its own)
         if self._lane is not None:
             self._lane = lane_for(self)
 
