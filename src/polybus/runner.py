@@ -154,7 +154,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
             session = Session(app, cluster.registry, cluster.token,
                               how_ended=cluster.how_ended,
                               how_ended_later=cluster.how_ended_later, turn=cluster.shared,
-                              wait_s=wait_s)
+                              wait_s=wait_s, rejoin=cluster.shared)
             startup = cluster.startup_s + time.perf_counter() - t0
             importing(client.key, client.entrypoint)  # (a call made meanwhile: stubs.py)
             try:

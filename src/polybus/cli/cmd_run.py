@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="use the workers of a running registry instead of starting any")
     p.add_argument("--wait-for-workers", type=seconds, metavar="DURATION",
                    help="with --registry: wait up to DURATION for each module's workers "
-                        "to register (start order free) instead of failing at once")
+                        "to register (start order free) instead of failing at once; and, "
+                        "if above 5 s, for a lost worker to come back")
     p.add_argument("--token-file", metavar="FILE",
                    help="read the cluster token from FILE (else $POLYBUS_TOKEN, else "
                         "the configuration's [cluster] token_file)")

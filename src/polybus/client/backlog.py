@@ -130,9 +130,11 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
                 f"in a row (last: {link.name}); {there}it is not tried again"
                 + suspect_note(d.interface, losses, error, link.module),
                 interface=d.interface, replica=link.name))
-        elif any(alive(d)):
+        elif d.rejoins or any(alive(d)):
             # First in line: lost once, placed as any call is (beside others); lost
             # twice, alone (refill), so that its next loss is charged to it alone.
+            # (With none left, where lost replicas are looked for again, it waits for
+            # one, failed by client/rejoin.py if none comes in time.)
             d._suspects[rec.id] = losses
             heapq.heappush(d._backlog, (float("-inf"), next(d._seq), rec))
         else:
@@ -140,7 +142,7 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
                 f"the call {call} was lost: every replica of {d.interface} is gone "
                 f"(last: {link.name}: {error})"
                 + suspect_note(d.interface, losses, error, link.module)))
-    if not any(alive(d)):  # none left to take the backlog: it fails too
+    if not d.rejoins and not any(alive(d)):  # none left to take the backlog: it fails too
         while d._backlog:
             rec = heapq.heappop(d._backlog)[2]
             rec.set_error(ConnectionLostError(

@@ -94,6 +94,10 @@ def _broadcast(session: Session, value: Any) -> Shared:
     for name, d in session.dispatchers.items():
         if d.comm is None:  # handles travel as Refs on every interface from now on
             d.comm = Comm(d, session.reactor, known)
+            # (the sync hot path has no Comm in it; a wrapped entry's: client/rejoin.py)
+            rejoin = session.rejoin
+            if rejoin is not None and rejoin.swap(name, d.call_sync, d):
+                continue
             if session.entries.get(name) == d.call_sync:
-                session.entries[name] = d  # (the sync hot path has no Comm in it)
+                session.entries[name] = d
     return Shared(key, value)

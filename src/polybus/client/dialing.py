@@ -26,16 +26,17 @@ from polybus.errors import NoReplicaError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import WILDCARDS, Address, connect
 from polybus.transport.reach import is_loopback
+from polybus.transport.shm import ShmChannel
 from polybus.usercode import source_digest
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
-    from polybus.config.model import AppConfig, Binding
+    from polybus.config.model import AppConfig, Binding, ModuleSpec
 
 __all__ = ["check_serves", "connect_all", "connect_replica", "pick_address", "same_source", "say_tcp_only",
-           "unreached_line", "without_scheme"]
+           "tune", "unreached_line", "without_scheme"]
 
 log = logging.getLogger("polybus.client")
 
@@ -221,3 +222,13 @@ def check_serves(b: Binding, links: Sequence[ReplicaLink], serves: Mapping[str, 
             f"{', '.join(served) or 'nothing'}: a worker of another file registered "
             f"under the same module key; stop it, or give this program a registry "
             f"of its own")
+
+
+def tune(channel: Channel, spec: ModuleSpec) -> None:
+    """Set a new connection to a replica of ``spec`` up as the module asks."""
+    channel.spin_s = spec.spin  # waits for its answers poll first (spinning.py)
+    if spec.coalesce and type(channel) is ShmChannel:
+        # Bells held back (worker/bells.py): the client sleeps, not spins (a spinning
+        # client stays runnable, and takes the CPU from a replica).
+        channel.coalesce(spec.coalesce)
+        channel.spin_s = 0.0

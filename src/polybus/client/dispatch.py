@@ -96,6 +96,7 @@ class Dispatcher:
         # False (``use.forward = false`` on this binding): its answers come to the client,
         # even when a promise of it is passed to a binding that forwards.
         self.forwards_answers = True
+        self.rejoins = False  # lost replicas looked for again: its calls wait (rejoin.py)
         # ``forward = "keep"``: its calls' large answers stay on their replicas (fwdown.py)
         self.keeper: Keeper | None = None
         self.reads_fresh = True  # (see picking.pick_fresh; Session sets it)
@@ -120,11 +121,12 @@ class Dispatcher:
         i = self._index.pop(id(old), None)
         if i is None:
             return
-        self.links[i], self._index[id(new)] = new, i
-        self.inflight[i], self.window[i] = 0, self.style.window or 2
+        self.inflight[i], self.window[i] = 0, self.style.window or 2  # (first: see below)
         if self._auto is not None:
             self._auto[i] = WindowEstimator()
         self._isolated.pop(i, None)
+        self._index[id(new)] = i
+        self.links[i] = new  # (last: a thread picking it finds its counts, and keeps its own)
         if self._lane is not None:
             self._lane = lane_for(self)
 

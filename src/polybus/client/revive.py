@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING
 
 from polybus.client import batchrefill
 from polybus.client.calls import ReplicaLink
-from polybus.client.dialing import connect_replica
+from polybus.client.dialing import connect_replica, tune
 from polybus.client.naming import forget
-from polybus.client.session import tune
 from polybus.errors import PolybusError
 from polybus.registry.client import RegistryClient
 from polybus.transport.channel import Channel
@@ -38,9 +37,15 @@ from polybus.wire.messages import Replica
 if TYPE_CHECKING:
     from polybus.client.session import Session
 
-__all__ = ["Found", "Wanted", "dial", "install", "key_of", "wanted"]
+__all__ = ["LOOK_MAX_S", "LOOK_S", "WAIT_S", "Found", "Wanted", "dial", "install", "key_of",
+           "wanted"]
 
 log = logging.getLogger("polybus.client")
+
+# How lost replicas are looked for (http/revival.py, client/rejoin.py):
+LOOK_S = 0.5        # the first look after a loss; and the closest two looks may be
+LOOK_MAX_S = 10.0   # the farthest apart looks get while a place stays empty
+WAIT_S = 5.0        # the longest a call with no live replica waits for the looks
 
 
 @dataclass(frozen=True)

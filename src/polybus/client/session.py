@@ -17,6 +17,7 @@ from polybus.client.dialing import (
     connect_all,
     same_source,
     say_tcp_only,
+    tune,
     unreached_line,
 )
 from polybus.client.dispatch import Dispatcher
@@ -30,30 +31,20 @@ from polybus.client.params import parameters, priority_fn
 from polybus.client.plan import comm_for
 from polybus.client.pump import Gate, Pump
 from polybus.client.reactor import Reactor
+from polybus.client.rejoin import Rejoin
+from polybus.client.revive import WAIT_S
 from polybus.client.stats import SessionStats, ask_stats, link_bytes, session_stats
 from polybus.client.waitfor import await_replicas, none_registered
-from polybus.config.model import AppConfig, Binding, DefineSpec, ModuleSpec, UseSpec
+from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
 from polybus.config.problems import dotted
 from polybus.errors import ConnectionLostError, NoReplicaError, PolybusError, UsageError
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import RegistryClient
 from polybus.saidonce import KIND
-from polybus.transport.channel import Channel
-from polybus.transport.shm import ShmChannel
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica, Stats
 
 log = logging.getLogger("polybus.client")
-
-
-def tune(channel: Channel, spec: ModuleSpec) -> None:
-    """Set a new connection to a replica of ``spec`` up as the module asks."""
-    channel.spin_s = spec.spin  # waits for its answers poll first (spinning.py)
-    if spec.coalesce and type(channel) is ShmChannel:
-        # Bells held back (worker/bells.py): the client sleeps, not spins (a spinning
-        # client stays runnable, and takes the CPU from a replica).
-        channel.coalesce(spec.coalesce)
-        channel.spin_s = 0.0
 
 
 class Session:
@@ -64,7 +55,7 @@ class Session:
                  pump: bool = True,
                  how_ended: HowEnded | None = None,
                  how_ended_later: HowEnded | None = None, turn: bool = False,
-                 wait_s: float = 0.0) -> None:
+                 wait_s: float = 0.0, rejoin: bool = False) -> None:
         """``bindings``: the names to serve and how to call them; default: the client
         module's ``[bind]`` entries with its ``use`` options (the HTTP front door gives
         its routes instead). ``pump``: a thread moves held work while the program is
@@ -77,7 +68,9 @@ class Session:
         that each binding's first call goes to the replica after the previous client's
         (the name server's round robin); a run's own registry has no other client.
         ``wait_s``: each module is waited for that long at most (from here) until its
-        replication's count is registered (client/waitfor.py, ``--wait-for-workers``)."""
+        replication's count is registered (client/waitfor.py, ``--wait-for-workers``).
+        ``rejoin``: its workers were started apart (a shared registry): a lost replica
+        is looked for again there, and a call with none live waits for it (rejoin.py)."""
         keep_freed_memory()  # large answers reuse their memory (memory.py)
         self.app = app
         self.token = token
@@ -117,6 +110,7 @@ class Session:
         self._turn = turn
         self._turns: dict[str, int] = {}  # module -> the turn its resolve took
         self._starts: dict[str, int] = {}  # module -> where its rotations start
+        self.rejoin = Rejoin(self, max(WAIT_S, wait_s)) if rejoin else None
         try:
             if bindings is None:
                 bindings = [(b, app.modules[b.user].use.get(b.name, UseSpec()))
@@ -154,6 +148,7 @@ class Session:
                     self, self.dispatchers[b.name], use, define,
                     parameters(module.source, base), module.cache_bytes)
                 self.dispatchers[b.name].forwards_answers = bool(use.forward)
+                self.dispatchers[b.name].rejoins = rejoin  # (its lost calls wait: rejoin.py)
                 migrator = migrator_for(self.dispatchers[b.name], module, use, define)
                 if migrator is not None:
                     self.migrators.append(migrator)
@@ -343,6 +338,8 @@ class Session:
                 or (bool(self.migrators) and any(lk.outstanding for lk in links)))
 
     def _refill(self) -> None:
+        if self.rejoin is not None:  # (lost replicas found again: put in place first)
+            self.rejoin.tick()
         if self.awaiting is not None:  # (first: a call placed may go to a backlog below)
             self.awaiting.release()
         for bt in self.batchers:
@@ -375,6 +372,8 @@ class Session:
             d.lost(link, error)
         for bt in self.batchers:
             bt.lost(link, error)
+        if self.rejoin is not None:
+            self.rejoin.lost(link, error)
 
     def stats(self) -> SessionStats:
         return session_stats(self)  # (client/stats.py)
@@ -385,6 +384,8 @@ class Session:
         interrupted run: client/lossline.py; a Ctrl-C in that wait closes the rest all
         the same)."""
         try:
+            if self.rejoin is not None:
+                self.rejoin.close()
             self.losses.close(wait)
         finally:
             if self.pump is not None:

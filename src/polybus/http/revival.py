@@ -30,17 +30,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.revive import Found, Wanted, dial, install, key_of, wanted
+from polybus.client.revive import (
+    LOOK_MAX_S,
+    LOOK_S,
+    WAIT_S,
+    Found,
+    Wanted,
+    dial,
+    install,
+    key_of,
+    wanted,
+)
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
     from polybus.client.session import Session
 
 __all__ = ["Revival"]
-
-LOOK_S = 0.5        # the first look after a loss; and the closest two looks may be
-LOOK_MAX_S = 10.0   # the farthest apart looks get while a place stays empty
-WAIT_S = 5.0        # the longest a request with no live replica waits for a look
 
 
 @dataclass
