@@ -35,7 +35,7 @@ def _lose(attempts: int, alive: bool, idempotent: bool = True,
     d = SimpleNamespace(interface="gil", links=[link, other], _index={id(link): 0, id(other): 1},
                         inflight=[1, 0], _isolated={0: 7} if attempts >= 3 else {},
                         _suspects={7: attempts - 1} if attempts > 1 else {}, _backlog=[],
-                        idempotent=idempotent, max_attempts=3, comm=None,
+                        idempotent=idempotent, max_attempts=3, comm=None, rejoins=False,
                         style=SimpleNamespace(kind="async"),
                         reactor=SimpleNamespace(work_left=lambda: None))
     rec = _Rec(d, attempts, args)
