@@ -227,9 +227,12 @@ def _array_digest(a: np.ndarray[Any, Any], sample: Sample | None = None) -> str:
         prefix = f"{kind}{shape}".encode()
         if dt.names is None and len(_PREFIXES) < 4096:  # (made once a kind and shape)
             _PREFIXES[dt, shape] = prefix
-    if sample is not None and sample[0] is None:
+    # (a plain ndarray's alone: a subclass's tobytes or view may not be its bytes, a
+    # masked array's tobytes fills its masked elements, and its view does not reshape)
+    exact = type(a) is np.ndarray
+    if sample is not None and sample[0] is None and exact:
         return xxhash.xxh3_128_hexdigest(prefix + sample[1])
-    flat = a if a.flags.c_contiguous else np.ascontiguousarray(a)
+    flat = a if exact and a.flags.c_contiguous else np.ascontiguousarray(a)
     return _digest(prefix, flat.reshape(-1).view(np.uint8).data)
 
 
