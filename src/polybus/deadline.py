@@ -55,24 +55,32 @@ def check_timeout(seconds: float | str | None, where: str = "timeout") -> float 
     ``--timeout`` takes it); UsageError naming ``where`` (``--timeout``) otherwise."""
     if seconds is None:
         return None
-    if isinstance(seconds, str):
-        from polybus.config.units import parse_duration
-        from polybus.errors import ConfigError
-
-        try:
-            seconds = parse_duration(seconds)
-        except ConfigError:
-            pass  # (said below, as any other value that is not a duration)
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
-            or not math.isfinite(seconds) or seconds <= 0:
-        raise UsageError(f"{where} must be a duration above 0 (seconds, or written as "
-                         f"'500ms' or '2m'), got {seconds!r}")
+    seconds = duration_seconds(seconds, where)
     if seconds > MOST_S:
         raise UsageError(f"{where} must be at most {MOST_S:g} s, got {seconds!r} (leave it "
                          "out for no limit)")
     if threading.current_thread() is not threading.main_thread():
         raise UsageError(f"{where} needs the main thread: it stops the program there as "
                          "Ctrl-C would; run from the main thread, or leave it out")
+    return float(seconds)
+
+
+def duration_seconds(value: object, where: str) -> float:
+    """``value`` in seconds: a number, or a duration as the configuration writes one
+    (``"500ms"``, ``"2m"``), above 0 and finite; UsageError naming ``where`` otherwise."""
+    seconds = value
+    if isinstance(value, str):
+        from polybus.config.units import parse_duration
+        from polybus.errors import ConfigError
+
+        try:
+            seconds = parse_duration(value)
+        except ConfigError:
+            pass  # (said below, as any other value that is not a duration)
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+            or not math.isfinite(seconds) or seconds <= 0:
+        raise UsageError(f"{where} must be a duration above 0 (seconds, or written as "
+                         f"'500ms' or '2m'), got {seconds!r}")
     return float(seconds)
 
 

@@ -10,8 +10,9 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from polybus.config.units import duration_text, parse_duration
-from polybus.errors import ConfigError, NoReplicaError, UsageError
+from polybus.config.units import duration_text
+from polybus.deadline import duration_seconds
+from polybus.errors import NoReplicaError, UsageError
 
 if TYPE_CHECKING:
     from polybus.config.model import AppConfig
@@ -47,21 +48,12 @@ def wait_seconds(value: float | str | None, registry: str | None) -> float:
     apart (a run's own workers are registered before its program starts)."""
     if value is None:
         return 0.0
-    seconds: object = value
-    if isinstance(value, str):
-        try:
-            seconds = parse_duration(value)
-        except ConfigError:
-            pass  # (said below)
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
-            or not seconds > 0 or seconds == float("inf"):
-        raise UsageError(f"--wait-for-workers must be a duration above 0 (seconds, or "
-                         f"written as '30s' or '2m'), got {value!r}")
+    seconds = duration_seconds(value, "--wait-for-workers")
     if not registry:
         raise UsageError("--wait-for-workers waits for workers started apart, at a "
                          "registry: use it with --registry HOST:PORT (or [cluster] "
                          "registry); a run's own workers are ready before its program starts")
-    return float(seconds)
+    return seconds
 
 
 def none_registered(registry: RegistryClient, module: str, app: AppConfig,
