@@ -90,8 +90,9 @@ def test_a_batch_answered_while_it_is_let_go_is_taken_as_answered_once() -> None
     sent: list[Any] = []
     bt: Any = SimpleNamespace(lock=threading.Lock(), held=[[]], _index={id(link): 0},
                               inflight=[1], backlog=[],
-                              reactor=SimpleNamespace(send=lambda lk, m: sent.append(m),
-                                                      work_left=lambda: None))
+                              reactor=SimpleNamespace(
+                                  send_unwaited=lambda lk, m: sent.append(m),
+                                  work_left=lambda: None))
     bt.freed = lambda lk: freed(bt, lk)
     b = SimpleNamespace(id=9, link=link, done=False, entries=0, late={0, 1},
                         args=[(1,), (2,)], only=None)
@@ -100,3 +101,26 @@ def test_a_batch_answered_while_it_is_let_go_is_taken_as_answered_once() -> None
     assert link.outstanding.answered == [9]  # answered as any batch, once
     assert bt.inflight == [1]  # (freed by its answer's own path, not twice here)
     assert link.abandoned == {} and sent == []  # nothing waits, nothing to revoke
+
+
+def test_a_batch_given_up_whole_is_revoked_without_waiting_for_room() -> None:
+    """As a single call's (calls.py, `abandon`): a batch every call of which was given
+    up on is revoked by a send that never waits for room in the connection."""
+    import threading
+
+    from polybus.client.batchgiveup import forget_batch, freed
+    from polybus.wire.messages import Revoke
+
+    link = SimpleNamespace(name="r0", dead=False, abandoned={}, outstanding={})
+    sent: list[Any] = []
+    bt: Any = SimpleNamespace(lock=threading.Lock(), held=[[]], _index={id(link): 0},
+                              inflight=[1], backlog=[],
+                              reactor=SimpleNamespace(  # (no `send`: it would wait)
+                                  send_unwaited=lambda lk, m: sent.append(m),
+                                  work_left=lambda: None))
+    bt.freed = lambda lk: freed(bt, lk)
+    b = SimpleNamespace(id=9, link=link, done=False, entries=0, late={0, 1},
+                        args=[(1,), (2,)], only=None)
+    link.outstanding[9] = b
+    forget_batch(bt, b)
+    assert sent == [Revoke([9], 0)] and link.abandoned == {9: bt} and b.done

@@ -47,9 +47,8 @@ def forget_batch(bt: Batcher, b: Pending) -> None:
             link.abandoned.pop(b.id, None)
             return
         b.done, b.args = True, []  # (never sent again: not even if its replica is lost)
-    # (sent with the lock let go: a send that waits for room reads, and a read places
-    # every binding's batches under their locks)
-    bt.reactor.send(link, Revoke([b.id], 0))
+    # (sent with the lock let go, never waiting for room: as a single call's, calls.py)
+    bt.reactor.send_unwaited(link, Revoke([b.id], 0))
 
 
 def freed(bt: Batcher, link: ReplicaLink) -> None:
