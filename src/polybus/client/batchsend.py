@@ -26,7 +26,7 @@ from polybus.errors import (
 from polybus.plural import plural
 from polybus.transport.channel import LATER
 from polybus.wire.codec import Codec
-from polybus.wire.messages import CallBatch, Drop, Forward, Keep, Message, Put
+from polybus.wire.messages import CallBatch, Drop, Forward, Keep, Message
 
 if TYPE_CHECKING:
     from polybus.client.batching import Batcher
@@ -79,9 +79,8 @@ def _refused(bt: Batcher, link: ReplicaLink, msgs: list[Message], exc: Exception
     out: list[Message] = remapped(msgs, before)
     out.extend(m for m in msgs if type(m) is Drop)
     known = bt.comm.known.of(link) if bt.comm is not None else None
-    for m in msgs:
-        if type(m) is Put and known is not None:
-            known.discard(m.key)
+    if known is not None:
+        known.unput(msgs)
     pushes: Pushes | None = [] if direct else None
     for b in batches:
         if b.done:  # (none of its calls could be sent)

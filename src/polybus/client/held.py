@@ -80,6 +80,13 @@ class Held(OrderedDict[str, int]):
             if n is not None:
                 self.bytes -= n
 
+    def unput(self, msgs: Iterable[Message]) -> None:
+        """The Puts among ``msgs`` were not sent (refused, not written): the replica
+        does not hold their operands, and a later call must not name them."""
+        for m in msgs:
+            if type(m) is Put:
+                self.discard(m.key)
+
     def settle(self, named: Iterable[str] = ()) -> list[str]:
         """A message was made that puts the keys added since and names ``named`` (in the
         order the replica looks them up): they become the most recently used, and the

@@ -177,9 +177,7 @@ class Comm(CachedArgs, Quick):
                 named_here = len(keys)
                 keys = list(dict.fromkeys(keys))
                 if len(keys) > 1 and self._apart(known, keys):
-                    for p in puts:  # (not sent: the replica is not given them, nor
-                        if type(p) is Put:  # are the other replicas: no prefetch)
-                            known.discard(p.key)
+                    known.unput(puts)  # (not sent: nor to the other replicas, no prefetch)
                     uncount(self.counts, puts, named_here)
                     return self.messages(rec, link, inline=True)
             if puts:  # (its Puts spare the other operands it names)
@@ -231,9 +229,7 @@ class Comm(CachedArgs, Quick):
                         out = list(rows)
                     out[j] = named
         except (TypeError, ValueError):  # an operand that cannot be named (batching.py)
-            for p in puts:  # not sent: the replica does not have them
-                if type(p) is Put:
-                    known.discard(p.key)
+            known.unput(puts)  # not sent: the replica does not have them
             raise
         if seen:
             keys = list(dict.fromkeys(named_keys(seen.values())))  # (in the order looked up)
@@ -303,10 +299,8 @@ class Comm(CachedArgs, Quick):
                 self.reactor.flush(link)
                 self.reactor.send_many(link, msgs)
         except BaseException:  # not written: the call is failed or forgotten by its
-            held = self.holds(link)  # caller (Dispatcher._send), and its Puts are not
-            for m in msgs:  # held there (a later call would name them for nothing)
-                if type(m) is Put:
-                    held.discard(m.key)
+            # caller (Dispatcher._send), and its Puts are not held there (a later call
+            self.holds(link).unput(msgs)  # would name them for nothing)
             raise
 
     def send_many(self, link: ReplicaLink, recs: list[CallRecord]) -> None:

@@ -119,7 +119,6 @@ class Quick:
             self.reactor.send_many(link, [*lead, call])
         except BaseException:
             held = self.known.by_replica.get(link.name)
-            for m in lead if held is not None else ():
-                if type(m) is Put:
-                    held.discard(m.key)  # type: ignore[union-attr]
+            if held is not None:
+                held.unput(lead)
             raise
