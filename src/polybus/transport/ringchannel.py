@@ -27,6 +27,7 @@ from polybus.errors import ConnectionLostError
 from polybus.transport import ring as _ring
 from polybus.transport.channel import LATER
 from polybus.transport.ringread import RingReader
+from polybus.transport.shmseg import _lens
 from polybus.transport.spinning import SPIN_S, spin_until
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import (
@@ -49,10 +50,6 @@ _U64, _FENCE = _ring._U64, _ring._FENCE
 _WRITTEN, _READ, _AWAKE = _ring._WRITTEN, _ring._READ, _ring._AWAKE
 # Answer values encoded as they are, with no hook to call (no buffers, no pickle).
 _PLAIN = frozenset({type(None), bool, int, float, str, bytes})
-
-
-def _nbytes(buf: bytes | memoryview | np.ndarray[Any, Any]) -> int:
-    return len(buf) if isinstance(buf, bytes) else buf.nbytes
 
 
 class RingChannel(RingReader):
@@ -117,7 +114,7 @@ class RingChannel(RingReader):
             pieces: list[bytes | memoryview] = []
             for m in msgs:
                 header, bufs = self.codec.encode_parts(m, self.threshold)
-                if bufs and max(_nbytes(b) for b in bufs) >= self.threshold:
+                if bufs and max(_lens(bufs)) >= self.threshold:
                     return self._send_pieces(self._encode_many(msgs), on_blocked)
                 # (too large: raised before anything is written, the channel as it was)
                 pieces += encode_frame(header, bufs or None, max_frame)  # type: ignore[arg-type]
