@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 
 from integration.conftest import Procs, read_line, rest_of
-from integration.test_serve_revival import _app, _get, _listening, _pids_until
+from integration.test_serve_revival import _app, _get, _get_with_headers, _listening, _pids_until
 
 NOT_AGAIN = b"not started again ([serve] restart = false)"
 
@@ -40,11 +40,12 @@ def test_a_killed_replica_is_said_lost_with_the_signal_that_ended_it(
     m = read_line(err, r"polybus: warning: replica web-0 of module 'web' was lost: (.*)",
                   timeout=30)
     assert m.group(1).endswith("; its worker was killed by signal 9 (SIGKILL)"), m.group(0)
-    status, body = _get(host, port, "/pid")
+    status, body, headers = _get_with_headers(host, port, "/pid")
     assert status == 502, body
     assert body.startswith(b"502 Bad Gateway: web.pid: no live replica serves pid@http; "
                            b"worker web-0 was killed by signal 9 (SIGKILL); "), body
     assert NOT_AGAIN in body and b"retry later" not in body, body
+    assert "Retry-After" not in headers, headers  # (nothing will bring it back)
     serve = procs.started[-1]
     serve.send_signal(signal.SIGTERM)
     assert serve.wait(timeout=60) == 143

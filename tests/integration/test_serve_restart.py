@@ -13,17 +13,18 @@ import time
 from pathlib import Path
 
 from integration.conftest import Procs, descendants, read_line, rest_of
-from integration.test_serve_revival import _app, _get, _listening, _pids_until
+from integration.test_serve_revival import _app, _get, _get_with_headers, _listening, _pids_until
 
 
 def test_a_worker_that_exits_is_started_again_and_serves(procs: Procs, tmp_path: Path) -> None:
     host, port, pid = _listening(procs, _app(tmp_path, 1))
     (first,) = _pids_until(host, port, 1)
     procs.watch({first})
-    status, body = _get(host, port, "/bye")  # the handler ends its process (status 3)
+    status, body, headers = _get_with_headers(host, port, "/bye")  # (its process ends)
     assert status == 502, body
     assert body.endswith(b"; worker web-0 exited with status 3; lost replicas are looked "
                          b"for again: retry later\n"), body  # (it is started again)
+    assert headers.get("Retry-After") == "1", headers  # (as a 503's: when to retry)
     err = procs.started[-1].stderr
     assert err is not None
     read_line(err, r"polybus serve: worker web-0 exited with status 3; "

@@ -60,11 +60,16 @@ def _app(where: Path, replication: int) -> Path:
 
 
 def _get(host: str, port: int, url: str) -> tuple[int, bytes]:
+    status, body, _ = _get_with_headers(host, port, url)
+    return status, body
+
+
+def _get_with_headers(host: str, port: int, url: str) -> tuple[int, bytes, dict[str, str]]:
     c = http.client.HTTPConnection(host, port, timeout=60)
     try:
         c.request("GET", url)
         r = c.getresponse()
-        return r.status, r.read()
+        return r.status, r.read(), dict(r.getheaders())
     finally:
         c.close()
 

@@ -46,7 +46,10 @@ if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
     from polybus.client.session import Session
 
-__all__ = ["Revival"]
+__all__ = ["RETRY_LATER", "Revival"]
+
+# How a 502 for lost replicas that may come back ends (the front door adds Retry-After).
+RETRY_LATER = "retry later"
 
 
 @dataclass
@@ -108,7 +111,7 @@ class Revival:
         if d is not None and all(lk.dead for lk in d.links) and self._for_good(dead):
             return text + f"; not started again ({self.stays}): this route answers 502 " \
                           "until serve is restarted"
-        return text + "; lost replicas are looked for again: retry later"
+        return text + "; lost replicas are looked for again: " + RETRY_LATER
 
     def _for_good(self, names: list[str] | tuple[str, ...]) -> bool:
         """Every one of these lost replicas' workers ended, and none is started again."""

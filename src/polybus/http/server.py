@@ -41,6 +41,7 @@ from polybus.errors import (
 from polybus.http.calls import CallBridge
 from polybus.http.parser import ExpectContinue, HTTPError, Request, RequestParser, shown
 from polybus.http.response import Response, error_response, serialize
+from polybus.http.revival import RETRY_LATER
 from polybus.http.routes import RouteTable
 from polybus.quieter import Quieter
 
@@ -351,7 +352,9 @@ class FrontDoor:
             if isinstance(e, NoReplicaError | ConnectionLostError):  # (http/revival.py)
                 text += self.bridge.after_loss(route.key)
             self._log(req, route, f"502 {text}")
-            return error_response(502, f"{route.module}.{route.interface}: {text}"), []
+            # (lost replicas looked for again: when to ask again, as a 503 says it)
+            again = [("Retry-After", "1")] if text.endswith(RETRY_LATER) else []
+            return error_response(502, f"{route.module}.{route.interface}: {text}"), again
         except Exception as e:  # (a fault in polybus's own steps: this request's 500)
             # It escaped the connection's task, which closed without an answer, every
             # request of the route alike ("Unhandled exception in client_connected_cb").
