@@ -51,6 +51,7 @@ def main(args: argparse.Namespace) -> int:
         cluster = load(args.config, tuple(args.set), tls_hosts="registry-by-hand").cluster
         tls.configure_cluster(cluster)
         config_token_file = cluster.token_file
+    tls_on = cluster is not None and cluster.tls is not None
     # Where to listen: --listen, else the address the configuration's parts will look
     # for it at ([cluster] registry), else its listen_host (as a run's own registry and
     # a worker of the file listen: loopback by default), on a free port.
@@ -84,6 +85,9 @@ def main(args: argparse.Namespace) -> int:
         with RegistryService(token, listen, ttl=ttl, say=_say) as reg:
             host_port = f"{reg.address.host}:{reg.address.port}"
             print(f"polybus registry listening on {host_port}", flush=True)
+            if tls_on:  # (said, as nothing else at start would say it)
+                print("polybus registry: mutual TLS on every connection ([cluster] tls "
+                      f"of {args.config}); the token handshake runs inside it", flush=True)
             if (plain := plain_beyond("polybus registry", reg.address)) is not None:
                 _say(plain + ("" if args.config else
                               " (a registry takes it with --config app.toml)"))

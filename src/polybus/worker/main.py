@@ -107,6 +107,13 @@ def check_certificate(addresses: Sequence[Address]) -> None:
                           "; or give --listen a host the certificate names")
 
 
+def _tls_on() -> bool:
+    """This process speaks mutual TLS on TCP ([cluster] tls: `check_certificate`)."""
+    from polybus.transport import tls
+
+    return tls.current() is not None
+
+
 def _say_reach(name: str, bound: Sequence[Address], registry: str, configured: bool,
                registered: Sequence[Address] | None = None) -> None:
     """What a worker started by hand says of who can reach it (transport/reach.py): a
@@ -206,6 +213,8 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
             how = [f"bound to {bound.host}"] if bound.scheme == "tcp" \
                 and bound.host in WILDCARDS else []
             how += [listen_from] if listen_from else []
+            if bound.scheme == "tcp" and _tls_on():
+                how.append("mutual TLS")  # (said, as nothing else at start would say it)
             said = f" ({', '.join(how)})" if how else ""
             print(f"polybus worker {name}: serving {', '.join(sorted(functions))} "
                   f"at {addresses[0]}{said}{more}", file=sys.stderr, flush=True)
