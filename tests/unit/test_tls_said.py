@@ -141,3 +141,25 @@ def test_the_accepting_side_says_why_in_the_users_terms(
             "(SSLV3_ALERT_BAD_CERTIFICATE): does it name the host the peer dialled?") in str(error)
     # The first server still takes a member in good standing.
     connect(first, TOKEN, Codec(), timeout=2.0, tls=cfg(pki)).close()
+
+
+def test_a_malformed_tls_handshake_is_said_as_such_not_in_openssls_word_alone(
+        pki: Path, server: Server) -> None:
+    """A peer that sends a TLS record which is no ClientHello: the log said only
+    ``UNEXPECTED_MESSAGE``."""
+    at, said = server(cfg(pki))
+    host, _, port = at.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(b"\x16\x03\x01\x00\x05hello")
+        try:
+            s.recv(100)  # (its alert, or the close)
+        except OSError:
+            pass
+    error = said.get(timeout=5)
+    assert isinstance(error, TLSHandshakeError), error
+    text = str(error)
+    assert "UNEXPECTED_MESSAGE" in text, text  # (OpenSSL's word kept, in brackets)
+    assert ("sent a TLS handshake this process cannot take (UNEXPECTED_MESSAGE): not a "
+            "member of this cluster") in text, text
+    # The server takes a member in good standing after it.
+    connect(at, TOKEN, Codec(), timeout=2.0, tls=cfg(pki)).close()

@@ -213,7 +213,14 @@ def accepted_refusal(exc: ssl.SSLError, config: TLSConfig) -> str:
     if reason == "PEER_DID_NOT_RETURN_A_CERTIFICATE":
         return ("the peer sent no certificate (every member of a cluster with [cluster] "
                 "tls presents one signed by its CA)")
-    return _refused_mine(reason, config) or reason
+    mine = _refused_mine(reason, config)
+    if mine is not None:
+        return mine
+    if reason and reason.isupper():  # (OpenSSL's word for a record or message it refused)
+        return (f"the peer sent a TLS handshake this process cannot take ({reason}): not "
+                f"a member of this cluster (they speak TLS 1.2 or newer and present a "
+                f"certificate of its CA), or a client of another kind")
+    return reason
 
 
 def _theirs(whose: str, exc: ssl.SSLError, config: TLSConfig) -> str:
