@@ -5,7 +5,9 @@ each refusal was logged: 36 lines in 26 seconds for two such workers, burying wh
 the registry said. `Quieter` lets the first of a kind through, then at most one a
 ``window``, which says how many were held back meanwhile; what is still held back when
 the process stops is said then (`rest`). Kinds are told apart by their text with port
-numbers blanked (each retry comes from a new port).
+numbers blanked (each retry comes from a new port), and so are the bytes a peer sent,
+quoted as `repr` quotes bytes (`b'GET / HT'`): strangers sending bytes of their own
+are one kind, not a line each.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 __all__ = ["Quieter"]
 
 _PORT = re.compile(r":\d+")
+_BYTES = re.compile(r"\bb'(?:[^'\\]|\\.)*'" + r'|\bb"(?:[^"\\]|\\.)*"')
 
 
 class Quieter:
@@ -29,7 +32,7 @@ class Quieter:
 
     def let(self, text: str) -> str | None:
         """``text`` to log now (with what was held back), or None to hold it back."""
-        kind = _PORT.sub(":*", text)
+        kind = _PORT.sub(":*", _BYTES.sub("b'*'", text))
         now = time.monotonic()
         with self._lock:
             said, held, _ = self._last.get(kind, (-self.window, 0, ""))

@@ -56,12 +56,15 @@ def test_a_replica_drops_a_peer_that_drips_its_proof(
     caplog.set_level(logging.WARNING, logger="polybus.worker")
     s = socket.create_connection((worker.address.host, worker.address.port), timeout=3)
     try:
-        assert len(s.recv(handshake.HELLO_SIZE)) == handshake.HELLO_SIZE
+        hello = s.recv(handshake.HELLO_SIZE)
+        assert len(hello) == handshake.HELLO_SIZE
+        # The bytes of a proof (ones that cannot begin one are refused at once).
+        proof = handshake.ClientHandshake(TOKEN).proof(hello)
         dripped = 0
         # Four timeouts' worth of bytes, one per GAP (a proof is 72: far from whole).
         while dripped < 4 * TIMEOUT / GAP and not _closed(s):
             try:
-                s.sendall(b"P")
+                s.sendall(proof[dripped:dripped + 1])
             except OSError:
                 break
             dripped += 1

@@ -57,3 +57,17 @@ def test_counts_of_kinds_forgotten_to_bound_memory_are_still_said(
     assert q.let("peer 127.0.0.1:1: protocol version not supported") is not None
     assert q.rest() == ["1001 more held back, of kinds since forgotten (to bound memory)"]
     assert q.rest() == []
+
+
+def test_strangers_that_sent_other_bytes_are_one_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refusal quotes what a stranger sent (`b'GET / HT'...`): strangers sending
+    random bytes from new connections are one kind, not a line each."""
+    now = [100.0]
+    monkeypatch.setattr(quieter.time, "monotonic", lambda: now[0])
+    q = Quieter(window=60.0)
+    said = "127.0.0.1:{}: not a polybus peer (it sent {!r}...: another protocol)"
+    assert q.let(said.format(1, b"GET / HT")) is not None
+    for port, sent in enumerate([b"\x00\xff'\"\\", b"\x16\x03\x01", b'say "hi"', b"it's"], 2):
+        now[0] += 1
+        assert q.let(said.format(port, sent)) is None, sent
+    assert q.let("127.0.0.1:9: wrong cluster token") is not None  # (another kind)

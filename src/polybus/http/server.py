@@ -42,6 +42,7 @@ from polybus.http.calls import CallBridge
 from polybus.http.parser import ExpectContinue, HTTPError, Request, RequestParser, shown
 from polybus.http.response import Response, error_response, serialize
 from polybus.http.routes import RouteTable
+from polybus.quieter import Quieter
 
 __all__ = ["FrontDoor"]
 
@@ -113,6 +114,7 @@ class FrontDoor:
         self._one_at_a_time = {r.key: asyncio.Lock() for r in spec.routes
                                if r.use.callstyle.kind == "sync"}
         self._slots = asyncio.Semaphore(spec.max_connections)
+        self._full = Quieter()  # every slot taken: said once a minute, with the count
         self.requests = 0
         # Each connection's task, and whether it is inside a request (`stop`).
         self._conns: dict[asyncio.Task[Any], bool] = {}
@@ -131,6 +133,8 @@ class FrontDoor:
             if self.stopping:  # (accepted just before the listener closed)
                 return
             queued = self._slots.locked()
+            if queued:
+                self._slots_full()
             async with self._slots:  # over max_connections: accepted, served later
                 # (one that waited: its first request's head is timed from its accept,
                 # what it sent meanwhile having been read into `reader`; else a crowd
@@ -158,6 +162,18 @@ class FrontDoor:
         finally:
             self._busy(task, None)
             writer.close()
+
+    def _slots_full(self) -> None:
+        """Say that a connection waits for a slot (silent peers holding every one shut
+        good clients out for their idle_timeout, and serve said nothing)."""
+        n, idle = self.spec.max_connections, self.spec.idle_timeout
+        said = self._full.let(
+            f"all {n} connection slots ([serve] max_connections) are taken; new "
+            f"connections wait, accepted, for one (a connection is held until it closes "
+            f"or is silent for idle_timeout, {idle:g} s): raise max_connections or "
+            f"lower idle_timeout if clients wait")
+        if said is not None:
+            print(f"polybus serve: {said}", file=sys.stderr, flush=True)
 
     def in_flight(self) -> int:
         """Connections inside a request now."""

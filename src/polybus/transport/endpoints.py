@@ -24,6 +24,7 @@ from polybus.errors import AuthenticationError, ProtocolError, TLSHandshakeError
 from polybus.transport import inproc
 from polybus.transport import tls as _tls
 from polybus.transport.channel import Channel
+from polybus.transport.handshakeio import recv_exact
 from polybus.wire import handshake
 from polybus.wire.codec import Codec
 
@@ -201,36 +202,6 @@ class PeerWentAway(TransportError):
 _GONE = "a client that gave up waiting for this process to answer, or a port check"
 
 
-class _Slow(TimeoutError):
-    """A handshake's bytes that did not all come in time: ``got`` of them came."""
-
-    def __init__(self, got: int, n: int) -> None:
-        super().__init__(f"timed out ({got} of its {n} bytes came in time)")
-        self.got = got
-
-
-def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
-    """``n`` bytes of ``sock``, or fewer if it closes first. With ``deadline`` (a
-    ``time.monotonic()``), TimeoutError once it passes: the socket's own timeout bounds
-    each read alone, and a peer sending a byte at a time within it held a handshake for
-    as many timeouts as it has bytes."""
-    data = b""
-    while len(data) < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise _Slow(len(data), n)
-            sock.settimeout(left)
-        try:
-            chunk = sock.recv(n - len(data))
-        except TimeoutError:
-            raise _Slow(len(data), n) from None
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
 def connect(address: Address | str, token: bytes, codec: Codec,
             timeout: float = HANDSHAKE_TIMEOUT, tls: _tls.TLSConfig | None = None) -> Channel:
     """Connect and authenticate; raises TransportError / AuthenticationError.
@@ -258,7 +229,7 @@ def connect(address: Address | str, token: bytes, codec: Codec,
         if tls is not None:
             sock = _tls.wrap_client(sock, tls, addr.host, deadline)
         hs = handshake.ClientHandshake(token, codec.max_frame)
-        hello = _recv_exact(sock, handshake.HELLO_SIZE, deadline)
+        hello = recv_exact(sock, handshake.HELLO_SIZE, deadline)
         greeted = bool(hello)
         if tls is None and addr.scheme == "tcp" and _tls.looks_like_tls(hello):
             raise TLSHandshakeError(
@@ -276,7 +247,7 @@ def connect(address: Address | str, token: bytes, codec: Codec,
                 f"{MAX_HANDSHAKES} handshakes under way and as many cut short not ended; "
                 f"try again)")
         sock.sendall(hs.proof(hello))
-        hs.verify(_recv_exact(sock, handshake.ANSWER_SIZE, deadline))
+        hs.verify(recv_exact(sock, handshake.ANSWER_SIZE, deadline))
         sock.settimeout(None)
         _narrow(codec, hs.peer_limit)
     except TransportError:  # (a TLSHandshakeError, or inproc's above)
@@ -349,14 +320,14 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
             sock = _tls.wrap_server(sock, tls, deadline)  # before anything else is read
         hs = handshake.ServerHandshake(token, codec.max_frame)
         sock.sendall(hs.hello())
-        proof = _recv_exact(sock, handshake.PROOF_SIZE, deadline)
+        proof = recv_exact(sock, handshake.PROOF_SIZE, deadline, starts=handshake.MAGIC)
         if not proof:  # (closed before a byte of it: gone, not a stranger refused)
             raise PeerWentAway(f"{name} went away during the handshake (it closed the "
                                f"connection before sending its proof; {_GONE})")
         answer, error = hs.check(proof)
         sock.sendall(answer)
         if error is not None:
-            raise AuthenticationError(f"{name}: {error}")
+            raise AuthenticationError(f"{name}: {error}{_began(proof)}")
         sock.settimeout(None)
         _narrow(codec, hs.peer_limit)
     except (AuthenticationError, PeerWentAway):
@@ -377,6 +348,15 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
         sock.close()
         raise TransportError(f"handshake with {name} failed: {exc}") from None
     return _channel(sock, codec, name, shm)
+
+
+def _began(proof: bytes) -> str:
+    """A stranger's first bytes, for the log ("not a polybus peer" alone said nothing
+    of what it was), as a TLS listener says those of a peer that speaks no TLS."""
+    if handshake.MAGIC.startswith(proof[:4]):
+        return ""  # (a polybus peer: a wrong token or version says all)
+    return (f" (it sent {proof[:8]!r}...: another protocol, such as HTTP, or a client "
+            f"that is not polybus)")
 
 
 def _narrow(codec: Codec, peer_limit: int | None) -> None:
