@@ -10,6 +10,7 @@ is tests/chaos/test_cut_client.py's.
 from __future__ import annotations
 
 import socket
+import struct
 import sys
 import time
 from collections.abc import Iterator
@@ -139,6 +140,38 @@ def test_a_peer_that_acknowledges_or_does_not_read_is_not_unheard(
         pass
     time.sleep(1.5)
     assert unheard_s(accepted) == 0.0
+
+
+def _unacked(sock: socket.socket) -> int:
+    """struct tcp_info's tcpi_unacked (linux/tcp.h): segments sent, not yet acknowledged."""
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8 + 13 * 4)
+    return int(struct.unpack("8B13I", raw)[8 + 4])
+
+
+@linux
+def test_a_peer_alive_that_drops_what_it_has_no_room_for_is_not_unheard(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    """A client alive that keeps less room than it offered (its buffer made smaller, or
+    its host short of memory) drops data it had said it would take: that data stays
+    unacknowledged and is sent again, further and further apart, so its last
+    acknowledgement grows old, yet it answers each time. The kernel sends those again
+    as window probes, not retransmissions (`tcpi_retransmits` stays 0), which is why
+    `unheard_s` asks for retransmissions and not only unacknowledged data."""
+    accepted, dialled = pair
+    keep_alive(accepted, 0.5)
+    dialled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)  # (it reads nothing)
+    accepted.setblocking(False)
+    unacked_seen = 0
+    deadline = time.monotonic() + 4
+    while time.monotonic() < deadline:
+        try:
+            accepted.send(b"x" * 65536)
+        except BlockingIOError:
+            pass
+        unacked_seen += _unacked(accepted) > 0
+        assert unheard_s(accepted) == 0.0
+        time.sleep(0.1)
+    assert unacked_seen > 10  # (the case above, not data all acknowledged)
 
 
 @linux
