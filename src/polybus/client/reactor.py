@@ -27,6 +27,7 @@ from polybus.client.pump import Gate, gated
 from polybus.client.sending import Sending
 from polybus.errors import PolybusError
 from polybus.transport.channel import LATER
+from polybus.transport.keepalive import keep_alive
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
 from polybus.wire.messages import Message, Result, Undelivered
@@ -85,6 +86,9 @@ class Reactor(LoneCalls, Sending):
         self._sel.register(link.channel.sock, selectors.EVENT_READ, link)
         link.channel.wake = self._wake
         if self.liveness is not None:
+            # (a replica cut off while no call is held: its link ends, found at its next
+            # use, as the replica's end does for this client: transport/keepalive.py)
+            keep_alive(link.channel.sock, self.liveness.heartbeat)
             link.channel.sleep_s = self.liveness.heartbeat
             if link.channel.tls:  # its blocking read would not time out: use select
                 self._fast = False

@@ -27,6 +27,7 @@ from polybus.transport.endpoints import (
     listen,
 )
 from polybus.transport.greeting import Greeting, crowded
+from polybus.transport.keepalive import keep_alive
 from polybus.wire.codec import Codec
 from polybus.wire.messages import (
     Goodbye,
@@ -104,6 +105,9 @@ class RegistryService:
                 if self._closed.is_set():
                     return
                 continue
+            # A peer cut off by the network is found by the kernel's probes, and its
+            # thread ends (transport/keepalive.py): the ttl is three heartbeats.
+            keep_alive(sock, self.state.ttl / 3)
             # The handshake runs in the connection's own thread: run here, a peer that
             # connected and said nothing held every later one up for the handshake's
             # timeout (three such peers and a worker's registration timed out). So many

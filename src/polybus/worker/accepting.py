@@ -1,5 +1,6 @@
 """A replica's new connections: accepted under the handshake gate, authenticated apart
-from the poller (transport/greeting.py), and handed to the poller to adopt.
+from the poller (transport/greeting.py), and handed to the poller to adopt; and its TCP
+clients cut off by the network found and dropped (transport/keepalive.py).
 
 A mixin of `Intake` (intake.py), whose runtime owns the state declared here.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from functools import partial
 
 from polybus.errors import PolybusError
@@ -22,6 +24,7 @@ from polybus.transport.endpoints import (
     authenticate,
 )
 from polybus.transport.greeting import Greeting, crowded
+from polybus.transport.keepalive import bound_s, cut, keep_alive, unheard_s
 from polybus.wire.codec import Codec
 from polybus.worker.options import ServeOptions
 
@@ -40,7 +43,9 @@ class Accepting:
     _gates: dict[Address, HandshakeGate]
     _greeting: Greeting
     _new: list[Channel]
+    _channels: set[Channel]
     _stopping: bool
+    _next_unheard_look = 0.0  # when `_look_for_cut_off` looks next
 
     def _wake(self) -> None:
         raise NotImplementedError  # the runtime's
@@ -50,6 +55,9 @@ class Accepting:
             sock, peer = self._listening[where].accept()
         except OSError:
             return
+        # The kernel probes it once silent, and ends it if it goes unanswered: a client
+        # cut off, not one idle or waiting for a long call (its kernel answers).
+        keep_alive(sock, self.options.heartbeat)
         gate = self._gates[where]
         refused = gate.enter(self._greeting.cut_oldest)
         if refused:  # (said once while the gate stays full, not per connection)
@@ -99,3 +107,28 @@ class Accepting:
                 return
             self._new.append(ch)
         self._wake()
+
+    def _look_for_cut_off(self) -> None:
+        """From the standby thread, at most every half heartbeat: a TCP client that has
+        acknowledged nothing written to it for `bound_s` (transport/keepalive.py) is cut
+        off. Its connection is shut down here, and whoever watches it (the poller, or
+        the writer of its unread answers) finds it ended and drops it as a client that
+        closed: its queued calls are not run for nobody. A client cut off while nothing
+        is written to it is the kernel's probes' to end (`_accept`), found the same way."""
+        now = time.monotonic()
+        if now < self._next_unheard_look:
+            return
+        self._next_unheard_look = now + self.options.heartbeat / 2
+        try:
+            channels = list(self._channels)
+        except RuntimeError:  # (changed as it was copied: looked at next time)
+            return
+        bound = bound_s(self.options.heartbeat)
+        for ch in channels:
+            if ch.closed or (unheard := unheard_s(ch.sock)) < bound:
+                continue
+            log.warning("worker %s: %s has acknowledged nothing written to it for %.1f s "
+                        "(heartbeat %g s: cut off after %d s): taken for cut off by the "
+                        "network; its connection and its calls not yet run are dropped",
+                        self.name, ch.peer, unheard, self.options.heartbeat, bound)
+            cut(ch.sock)

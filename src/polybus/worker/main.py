@@ -168,6 +168,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     module = load_module(module_path, import_name(module_key))
     functions = interfaces(module, spec.define.keys() if spec else ())
     options = options_for(spec, replica, max_frame, [n for n in http if n in functions])
+    options.heartbeat = heartbeat
     procs: ProcessPool | None = None
     if spec is not None and (children := process_count(spec)):
         procs = ProcessPool(children, module_path, import_name(module_key), name)

@@ -19,6 +19,9 @@ class ServeOptions:
     handshake_timeout: float = 5.0  # a peer silent this long before proving itself is dropped
     cache_bytes: int = 512 * 1024 * 1024  # operand cache (worker/cache.py)
     spin_s: float = SPIN_S          # after answering, look this long before sleeping
+    # [cluster] heartbeat: a TCP client cut off by the network is dropped within
+    # transport/keepalive.py's bound_s of it (worker/accepting.py).
+    heartbeat: float = 1.0
     # No interface orders its calls (``priority``; False when the module's configuration
     # is not known): a lone thread may run the calls waiting in an shm ring one after
     # another as they come (worker/direct.py).
