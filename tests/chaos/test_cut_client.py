@@ -22,7 +22,7 @@ import pytest
 
 from polybus.client.promise import wait
 from polybus.registry.service import RegistryService
-from polybus.transport.keepalive import bound_s
+from polybus.transport.keepalive import bound_s, idle_bound_s
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -127,14 +127,14 @@ def test_an_idle_client_cut_off_is_dropped_by_the_probes(harness: Harness) -> No
             while not rt._channels and time.monotonic() < deadline:
                 time.sleep(0.02)
             assert len(rt._channels) == 1
-            time.sleep(bound_s(HEARTBEAT) + 1)  # (probed and answered: kept)
+            time.sleep(idle_bound_s(HEARTBEAT) + 1)  # (probed and answered: kept)
             assert len(rt._channels) == 1
             host.link("down")
             cut_at = time.monotonic()
-            while rt._channels and time.monotonic() < cut_at + bound_s(HEARTBEAT) + 5:
+            while rt._channels and time.monotonic() < cut_at + idle_bound_s(HEARTBEAT) + 5:
                 time.sleep(0.05)
             assert not rt._channels, "the idle client cut off was kept"
-            assert time.monotonic() - cut_at <= bound_s(HEARTBEAT) + 2.0
+            assert time.monotonic() - cut_at <= idle_bound_s(HEARTBEAT) + 2.0
             assert idle.poll() is None
         finally:
             harness.close()

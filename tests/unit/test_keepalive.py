@@ -22,7 +22,16 @@ from polybus.client.reactor import Reactor
 from polybus.registry.service import RegistryService
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
-from polybus.transport.keepalive import PROBES, bound_s, cut, keep_alive, probe_s, unheard_s
+from polybus.transport.keepalive import (
+    IDLE_PROBES,
+    PROBES,
+    bound_s,
+    cut,
+    idle_bound_s,
+    keep_alive,
+    probe_s,
+    unheard_s,
+)
 from polybus.wire.codec import Codec
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
@@ -60,6 +69,10 @@ def test_the_bound_is_whole_seconds_of_heartbeat_within_what_the_kernel_takes() 
         [1, 1, 1, 2, 10, 32767]
     assert PROBES == 3
     assert bound_s(0.5) == 4 and bound_s(1.0) == 4 and bound_s(2.5) == 12
+    # A silent peer is given more probes: one is never sent again, and a few lost in a
+    # row on a lossy link would end a live idle connection.
+    assert IDLE_PROBES == 9
+    assert idle_bound_s(0.5) == 10 and idle_bound_s(2.5) == 30
 
 
 @linux
@@ -67,7 +80,7 @@ def test_keep_alive_sets_the_probes_on_tcp(pair: tuple[socket.socket, socket.soc
     accepted, _ = pair
     assert _probing(accepted)[0] == 0  # (off by default: the reason for all this)
     keep_alive(accepted, 2.5)
-    assert _probing(accepted) == (1, 3, 3, PROBES)
+    assert _probing(accepted) == (1, 3, 3, IDLE_PROBES)
 
 
 def test_keep_alive_leaves_a_unix_socket_as_it_is() -> None:
@@ -88,7 +101,7 @@ def test_a_replica_probes_its_accepted_tcp_connections() -> None:
         while not rt._channels and time.monotonic() < deadline:
             time.sleep(0.01)
         (accepted,) = rt._channels
-        assert _probing(accepted.sock) == (1, 2, 2, PROBES)
+        assert _probing(accepted.sock) == (1, 2, 2, IDLE_PROBES)
     finally:
         ch.close()
         rt.stop()
@@ -101,7 +114,7 @@ def test_a_client_probes_its_tcp_links_to_replicas(
     reactor = Reactor(heartbeat=1.5)
     try:
         reactor.add(ReplicaLink("r", "m", Channel(dialled, Codec(), "r")))
-        assert _probing(dialled) == (1, 2, 2, PROBES)
+        assert _probing(dialled) == (1, 2, 2, IDLE_PROBES)
     finally:
         reactor.close()
 
@@ -115,7 +128,7 @@ def test_a_registry_probes_its_connections() -> None:
             while not reg._channels and time.monotonic() < deadline:
                 time.sleep(0.01)
             (accepted,) = reg._channels
-            assert _probing(accepted.sock) == (1, 2, 2, PROBES)
+            assert _probing(accepted.sock) == (1, 2, 2, IDLE_PROBES)
         finally:
             ch.close()
 
