@@ -24,7 +24,7 @@ from polybus.transport.endpoints import (
     authenticate,
 )
 from polybus.transport.greeting import Greeting, crowded
-from polybus.transport.keepalive import bound_s, cut, keep_alive, unheard_s
+from polybus.transport.keepalive import bound_s, cut, keep_alive, probe_s, unheard_s
 from polybus.wire.codec import Codec
 from polybus.worker.options import ServeOptions
 
@@ -109,7 +109,8 @@ class Accepting:
         self._wake()
 
     def _look_for_cut_off(self) -> None:
-        """From the standby thread, at most every half heartbeat: a TCP client that has
+        """From the standby thread, every half probe interval (`probe_s`, whole seconds of
+        heartbeat: the bound is no finer): a TCP client that has
         acknowledged nothing written to it for `bound_s` (transport/keepalive.py) is cut
         off. Its connection is shut down here, and whoever watches it (the poller, or
         the writer of its unread answers) finds it ended and drops it as a client that
@@ -118,7 +119,7 @@ class Accepting:
         now = time.monotonic()
         if now < self._next_unheard_look:
             return
-        self._next_unheard_look = now + self.options.heartbeat / 2
+        self._next_unheard_look = now + probe_s(self.options.heartbeat) / 2  # (whole s)
         try:
             channels = list(self._channels)
         except RuntimeError:  # (changed as it was copied: looked at next time)
