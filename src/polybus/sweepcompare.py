@@ -32,12 +32,20 @@ def efficiency_reference(cells: Sequence[Cell], baseline: Mapping[str, str]
     """The replication key efficiency is measured along, and the value it is measured
     against: the baseline's replication key if it has one, else the first varied
     replication key at its first value (so ``--vary callstyle=sync,async --vary
-    replication=1,2`` still has an efficiency); None when no replica count is varied."""
+    replication=1,2`` still has an efficiency); None when no replica count is varied,
+    a replication varied over names of as many replicas each (``"slow:speed=0.25"``,
+    ``"fast"``: one server at a time) included."""
+
+    def counts_vary(key: str) -> bool:
+        counts = {replicas(key, c.config[key]) for c in cells if key in c.config}
+        return len(counts - {None}) > 1
+
     for key, base in baseline.items():
-        if replicas(key, base) is not None:  # (0 too: the client alone)
+        if replicas(key, base) is not None and counts_vary(key):  # (0 too: the client alone)
             return key, base
     first = cells[0].config if cells else {}
-    return next(((k, v) for k, v in first.items() if replicas(k, v) is not None), None)
+    return next(((k, v) for k, v in first.items()
+                 if replicas(k, v) is not None and counts_vary(k)), None)
 
 
 def compare(cells: Sequence[Cell], baseline: Mapping[str, str],

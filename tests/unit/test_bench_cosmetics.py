@@ -52,9 +52,14 @@ def test_a_page_of_quick_runs_alone_is_titled_as_quick(tmp_path: Path) -> None:
     assert main(["bench", "--page-only", "--out", str(tmp_path)]) == 0
     page = tmp_path / "results.md"
     assert page.read_text().splitlines()[0] == QUICK_TITLE
+    # and says the commands that made it with --quick (it said `polybus bench all --out`)
+    said = page.read_text().splitlines()[2]
+    assert f"`polybus bench all --quick --out {tmp_path}/`" in said, said
+    assert f"`polybus bench NAME --quick --out {tmp_path}/`" in said, said
     _write(tmp_path, "sort", False)  # (a full run among them: the page of record)
     assert main(["bench", "--page-only", "--out", str(tmp_path)]) == 0  # (its own page)
     assert page.read_text().splitlines()[0] == TITLE
+    assert f"`polybus bench all --out {tmp_path}/`" in page.read_text().splitlines()[2]
 
 
 def test_a_skipped_peer_keeps_no_parameters(monkeypatch: pytest.MonkeyPatch) -> None:

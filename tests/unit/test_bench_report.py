@@ -321,3 +321,10 @@ def test_more_systems_than_a_table_takes_are_split_over_tables() -> None:
     header = [ln for ln in text.splitlines() if "peer_system_0" in ln]
     assert header and all(ln.count("peer_system_") <= TABLE_COLUMNS for ln in header)
     assert text.count("payload bytes") == 2  # the x column in each table
+
+
+def test_rudy_pool_table_says_the_load_it_was_measured_under() -> None:
+    # Its table was headed "pool size (PS)" alone: C and N were in the ratios only.
+    from polybus.bench.b_rudy import pool_label
+
+    assert pool_label(100) == "pool size (PS); C=100 clients, N=100 requests"

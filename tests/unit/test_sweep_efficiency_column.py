@@ -51,3 +51,30 @@ def test_a_varied_replication_keeps_the_column_and_a_failed_cell_its_dash() -> N
     assert data["efficiency_vs"] == {"modules.server.replication": 1}
     assert [c["efficiency"] for c in data["cells"]] == [1.0, 1.0, 1.0, None]
     assert [row["efficiency"] for row in _csv(sweep)] == ["1.0", "1.0", "1.0", ""]
+
+
+def test_replication_varied_by_names_of_one_replica_each_has_no_efficiency() -> None:
+    # Kim and Purtilo's Table 1(a), each server alone in turn: the replication varied
+    # over one named replica at a time gave an "efficiency" equal to the speedup
+    # (5.97 on the fastest server), though the replica count never changed.
+    names = ("modules.server.replication", ['"slow:speed=0.25"', '"fast"'])
+
+    def runner(path: str, sets: Sequence[str]) -> float:
+        return 4.0 if any("slow" in s for s in sets) else 1.0
+
+    sweep = run_sweep("a.toml", [names, CALLSTYLE], 1, runner)
+    assert [c.speedup for c in sweep.cells] == [1.0, 1.0, 4.0, 4.0]
+    assert [c.efficiency for c in sweep.cells] == [None] * 4
+    assert sweep.efficiency_vs is None
+    assert "efficiency" not in [c.header for c in table(sweep).columns]
+    assert "; no efficiency column (no replication count is varied)" in title(sweep)
+
+
+def test_replication_varied_by_names_of_different_counts_keeps_efficiency() -> None:
+    names = ("modules.server.replication", ['"a"', '"a,b"'])
+
+    def runner(path: str, sets: Sequence[str]) -> float:
+        return 1.0 if any('"a,b"' in s for s in sets) else 2.0
+
+    sweep = run_sweep("a.toml", [names], 1, runner)
+    assert [c.efficiency for c in sweep.cells] == [1.0, 1.0]

@@ -97,6 +97,12 @@ def _check(result: BenchResult, what: str, out: LoadResult) -> None:
         result.notes.append(f"{what}: non-2xx answers {out.failures}")
 
 
+def pool_label(clients: int) -> str:
+    """The pool-size table's first column, with the load it was measured under (the
+    paper's rows read "C=100, N=100, PS=10")."""
+    return f"pool size (PS); C={clients} clients, N={clients} requests"
+
+
 def run(quick: bool, progress: Progress) -> BenchResult:
     seq_ns = [20, 40] if quick else [100, 200, 300, 400, 500]
     pools = [1, 10, 100] if quick else [1, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
@@ -109,9 +115,9 @@ def run(quick: bool, progress: Progress) -> BenchResult:
         "requests": clients, "reps": reps, "rate": {"n": rate_n, "c": rate_c, "pool": rate_pool},
         "load_generator": "asyncio streams, keep-alive connections opened before the clock, "
                           "one request in flight per connection, in the benchmark process"},
-        x_label="pool size (PS)", skipped=skipped,
+        x_label=pool_label(clients), skipped=skipped,
         x_labels={"sequential_s": "requests (N), one client",
-                  "calls_per_s": "concurrent clients (C)"})
+                  "calls_per_s": "concurrent clients (C), no delay"})
     result.notes += [
         f"work is modelled: each request sleeps {DELAY_MS} ms in a handler of the pool",
         "sequential: the time of the first N answers of one run of "

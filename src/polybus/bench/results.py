@@ -201,9 +201,10 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
             dates.append(str(result.params["date"]))
     out = shown(directory)
     quick = bool(items) and all(result.params.get("quick") for result, _, _ in items)
+    flag = " --quick" if quick else ""
     lines = [QUICK_TITLE if quick else TITLE, "",
-             f"Generated from the JSON files in `{out}`, which `polybus bench all --out "
-             f"{out}` wrote (or `polybus bench NAME --out {out}`, one benchmark's); "
+             f"Generated from the JSON files in `{out}`, which `polybus bench all{flag} --out "
+             f"{out}` wrote (or `polybus bench NAME{flag} --out {out}`, one benchmark's); "
              f"`polybus bench --page-only --out {out}` makes this page again from them "
              "(each benchmark's method is described at the top of its module, "
              "src/polybus/bench/b_NAME.py, and the JSON in src/polybus/bench/report.py). "

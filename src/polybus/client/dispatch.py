@@ -303,7 +303,10 @@ class Dispatcher(GivingUp):
         if rec.deadline:  # (its timeout counts from its writing: CallRecord)
             rec.deadline = math.inf if hold else time.monotonic() + (self.timeout or 0.0)
         link.outstanding[rec.id] = rec
-        self.inflight[self._index[id(link)]] += 1
+        i = self._index[id(link)]
+        self.inflight[i] += 1
+        if self._auto is not None:  # (what its window is measured from: backlog.py too)
+            rec.sent_at, rec.ahead = time.perf_counter(), self.inflight[i]
         try:
             if self.comm is not None:
                 self.comm.send(rec, link, hold)
