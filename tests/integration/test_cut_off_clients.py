@@ -147,8 +147,11 @@ def test_a_client_that_reads_nothing_for_longer_than_the_bound_is_kept(
         time.sleep(keepalive.bound_s(HEARTBEAT) + 1.5)  # (reading nothing)
         assert len(rt._channels) == 1
         got = _answers(ch, n, limit=30)
-        # (every answer, each whole: in any order, the replica's pool runs several at once)
-        assert sorted((m.id, len(m.value), m.value[:1]) for m in got if isinstance(m, Result)) \
-            == [(i, BIG, bytes([i])) for i in range(n)]
+        # Every answer, each whole. (The whole suite once saw answer 10 where 9 was due,
+        # not seen since: the messages are said whole if it happens again.)
+        said = [(type(m).__name__, getattr(m, "id", None)) for m in got]
+        assert [m for m in got if not isinstance(m, Result)] == [], said
+        assert sorted((m.id, len(m.value), m.value[:1]) for m in got  # type: ignore[attr-defined]
+                      ) == [(i, BIG, bytes([i])) for i in range(n)], said
     finally:
         ch.close()
