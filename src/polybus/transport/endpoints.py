@@ -336,6 +336,10 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
     except _tls.NotTLS as exc:
         sock.close()
         raise TLSHandshakeError(f"handshake with {name} failed: {exc}") from None
+    except ssl.SSLEOFError:  # (closed in the TLS handshake, no alert: gone, not refused)
+        sock.close()
+        raise PeerWentAway(f"{name} went away during the handshake (it closed the "
+                           f"connection in its TLS handshake; {_GONE})") from None
     except ssl.SSLError as exc:
         sock.close()
         why = _tls.accepted_refusal(exc, tls) if tls is not None else str(exc)
