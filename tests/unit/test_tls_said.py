@@ -24,7 +24,7 @@ from polybus.wire.codec import Codec
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
                                 reason="needs the openssl command to make a test CA")
 
-Server = Callable[[tls.TLSConfig], tuple[str, "queue.Queue[BaseException | None]"]]
+Server = Callable[[tls.TLSConfig | None], tuple[str, "queue.Queue[BaseException | None]"]]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def server() -> Iterator[Server]:
     (None: it passed)."""
     listeners: list[socket.socket] = []
 
-    def start(config: tls.TLSConfig) -> tuple[str, queue.Queue[BaseException | None]]:
+    def start(config: tls.TLSConfig | None) -> tuple[str, queue.Queue[BaseException | None]]:
         lst = socket.create_server(("127.0.0.1", 0))
         listeners.append(lst)
         said: queue.Queue[BaseException | None] = queue.Queue()
@@ -195,3 +195,16 @@ def test_a_peer_gone_in_the_tls_handshake_is_said_gone_not_a_stranger(
     assert "not a member" not in str(error), error
     connect(at, TOKEN, Codec(), timeout=2.0, tls=cfg(pki)).close()
 
+
+
+def test_a_tls_member_at_a_plain_listener_is_said_as_one(pki: Path, server: Server) -> None:
+    """A polybus process with [cluster] tls dialling one without: the plain side said its
+    ClientHello's bytes were `another protocol, such as HTTP, or a client that is not
+    polybus`."""
+    at, said = server(None)  # (plain: tls.current() is None here)
+    _refused(at, cfg(pki))
+    error = said.get(timeout=5)
+    text = str(error)
+    assert "not a polybus peer" in text, text
+    assert "a TLS ClientHello" in text and "[cluster] tls" in text, text
+    assert "such as HTTP" not in text, text

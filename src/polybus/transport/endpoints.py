@@ -359,6 +359,9 @@ def _began(proof: bytes) -> str:
     of what it was), as a TLS listener says those of a peer that speaks no TLS."""
     if handshake.MAGIC.startswith(proof[:4]):
         return ""  # (a polybus peer: a wrong token or version says all)
+    if _tls.looks_like_tls(proof):  # (as its side says "does not speak TLS")
+        return (" (it sent a TLS ClientHello: a polybus process with [cluster] tls, and "
+                "this one runs without it? or another TLS client)")
     return (f" (it sent {proof[:8]!r}...: another protocol, such as HTTP, or a client "
             f"that is not polybus)")
 
