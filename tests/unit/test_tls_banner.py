@@ -89,3 +89,34 @@ def test_a_registry_and_a_worker_say_when_they_speak_mutual_tls(
             for pipe in (p.stdout, p.stderr):
                 if pipe is not None:
                     pipe.close()
+
+
+def test_a_registry_on_a_unix_socket_says_no_tls_and_its_address(tmp_path: Path) -> None:
+    """[cluster] tls is for tcp: a registry listening at ipc:// speaks plain over its Unix
+    socket (endpoints.authenticate), and it said `mutual TLS on every connection`, after
+    `listening on :0` (a host and port it has not)."""
+    (tmp_path / "pki").mkdir()
+    app = _app(tmp_path, make_pki(tmp_path / "pki"), True)
+    where = f"ipc://{tmp_path}/registry.sock"
+    env = dict(os.environ, POLYBUS_TOKEN="banner-token-" + "b" * 20)
+    reg = subprocess.Popen([sys.executable, "-m", "polybus", "registry", "--config",
+                            str(app), "--listen", where], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL)
+    try:
+        first = _line(reg.stdout, "listening on")
+        assert first.split()[-1] == where, first
+        reg.terminate()
+        reg.wait(timeout=30)
+        assert reg.stdout is not None
+        said = reg.stdout.read().decode()
+        assert "TLS" not in first + said, first + said
+    finally:
+        if reg.poll() is None:
+            reg.terminate()
+        try:
+            reg.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            reg.kill()
+            reg.wait()
+        if reg.stdout is not None:
+            reg.stdout.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import queue
 import shutil
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,13 +18,13 @@ from test_security_tls import TOKEN, cfg, make_pki  # tests/unit
 
 from polybus.errors import ConfigError, PolybusError, TLSHandshakeError
 from polybus.transport import tls
-from polybus.transport.endpoints import authenticate, connect
+from polybus.transport.endpoints import PeerWentAway, authenticate, connect
 from polybus.wire.codec import Codec
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
                                 reason="needs the openssl command to make a test CA")
 
-Server = Callable[[tls.TLSConfig], tuple[str, "queue.Queue[BaseException | None]"]]
+Server = Callable[[tls.TLSConfig | None], tuple[str, "queue.Queue[BaseException | None]"]]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def server() -> Iterator[Server]:
     (None: it passed)."""
     listeners: list[socket.socket] = []
 
-    def start(config: tls.TLSConfig) -> tuple[str, queue.Queue[BaseException | None]]:
+    def start(config: tls.TLSConfig | None) -> tuple[str, queue.Queue[BaseException | None]]:
         lst = socket.create_server(("127.0.0.1", 0))
         listeners.append(lst)
         said: queue.Queue[BaseException | None] = queue.Queue()
@@ -163,3 +164,47 @@ def test_a_malformed_tls_handshake_is_said_as_such_not_in_openssls_word_alone(
             "member of this cluster") in text, text
     # The server takes a member in good standing after it.
     connect(at, TOKEN, Codec(), timeout=2.0, tls=cfg(pki)).close()
+
+
+def _client_hello_then_close(at: str, config: tls.TLSConfig, *, read_flight: bool) -> None:
+    """A TLS client that sends its ClientHello and closes without a word: a member whose
+    own handshake deadline passed, or whose process was killed (``read_flight``: after
+    the server's first flight came)."""
+    host, _, port = at.rpartition(":")
+    out, into = ssl.MemoryBIO(), ssl.MemoryBIO()
+    hello = config.client_context().wrap_bio(into, out, server_hostname=host)
+    with pytest.raises(ssl.SSLWantReadError):
+        hello.do_handshake()
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(out.read())
+        if read_flight:
+            s.recv(65536)
+
+
+@pytest.mark.parametrize("read_flight", [False, True])
+def test_a_peer_gone_in_the_tls_handshake_is_said_gone_not_a_stranger(
+        pki: Path, server: Server, read_flight: bool) -> None:
+    """It said `the peer sent a TLS handshake this process cannot take
+    (UNEXPECTED_EOF_WHILE_READING): not a member of this cluster`, of a member that
+    gave up: gone, as a plain peer that closes before its proof is said."""
+    at, said = server(cfg(pki))
+    _client_hello_then_close(at, cfg(pki), read_flight=read_flight)
+    error = said.get(timeout=5)
+    assert isinstance(error, PeerWentAway), error
+    assert "went away during the handshake" in str(error), error
+    assert "not a member" not in str(error), error
+    connect(at, TOKEN, Codec(), timeout=2.0, tls=cfg(pki)).close()
+
+
+
+def test_a_tls_member_at_a_plain_listener_is_said_as_one(pki: Path, server: Server) -> None:
+    """A polybus process with [cluster] tls dialling one without: the plain side said its
+    ClientHello's bytes were `another protocol, such as HTTP, or a client that is not
+    polybus`."""
+    at, said = server(None)  # (plain: tls.current() is None here)
+    _refused(at, cfg(pki))
+    error = said.get(timeout=5)
+    text = str(error)
+    assert "not a polybus peer" in text, text
+    assert "a TLS ClientHello" in text and "[cluster] tls" in text, text
+    assert "such as HTTP" not in text, text

@@ -83,9 +83,10 @@ def main(args: argparse.Namespace) -> int:
         ttl = args.ttl if args.ttl is not None else (
             3 * cluster.heartbeat if cluster is not None else 3.0)
         with RegistryService(token, listen, ttl=ttl, say=_say) as reg:
-            host_port = f"{reg.address.host}:{reg.address.port}"
+            tcp = reg.address.scheme == "tcp"  # (ipc://: a Unix socket, plain)
+            host_port = f"{reg.address.host}:{reg.address.port}" if tcp else str(reg.address)
             print(f"polybus registry listening on {host_port}", flush=True)
-            if tls_on:  # (said, as nothing else at start would say it)
+            if tls_on and tcp:  # (said, as nothing else at start would say it)
                 print("polybus registry: mutual TLS on every connection ([cluster] tls "
                       f"of {args.config}); the token handshake runs inside it", flush=True)
             if (plain := plain_beyond("polybus registry", reg.address)) is not None:

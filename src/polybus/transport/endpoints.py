@@ -10,6 +10,7 @@ unless an address says otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import ssl
@@ -303,8 +304,8 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
     """Run the server side of the handshake before anything the peer sends is decoded.
 
     ``shm``: the socket came from an ``shm://`` listener. Raises AuthenticationError
-    (the peer has been told why and disconnected), PeerWentAway (it closed its end
-    first), or TransportError.
+    (the peer has been told why, if it stayed, and disconnected), PeerWentAway (it
+    closed its end before its proof), or TransportError.
     """
     name = (f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple)
             else str(peer) if isinstance(peer, inproc.Peer) else _local_name(sock))
@@ -325,9 +326,12 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
             raise PeerWentAway(f"{name} went away during the handshake (it closed the "
                                f"connection before sending its proof; {_GONE})")
         answer, error = hs.check(proof)
-        sock.sendall(answer)
-        if error is not None:
+        if error is not None:  # (refused whether or not it stayed to be told: a
+            # member in TLS at a plain listener closes as soon as it reads the greeting)
+            with contextlib.suppress(OSError):
+                sock.sendall(answer)
             raise AuthenticationError(f"{name}: {error}{_began(proof)}")
+        sock.sendall(answer)
         sock.settimeout(None)
         _narrow(codec, hs.peer_limit)
     except (AuthenticationError, PeerWentAway):
@@ -336,6 +340,10 @@ def authenticate(sock: socket.socket, peer: object, token: bytes, codec: Codec,
     except _tls.NotTLS as exc:
         sock.close()
         raise TLSHandshakeError(f"handshake with {name} failed: {exc}") from None
+    except ssl.SSLEOFError:  # (closed in the TLS handshake, no alert: gone, not refused)
+        sock.close()
+        raise PeerWentAway(f"{name} went away during the handshake (it closed the "
+                           f"connection in its TLS handshake; {_GONE})") from None
     except ssl.SSLError as exc:
         sock.close()
         why = _tls.accepted_refusal(exc, tls) if tls is not None else str(exc)
@@ -355,6 +363,9 @@ def _began(proof: bytes) -> str:
     of what it was), as a TLS listener says those of a peer that speaks no TLS."""
     if handshake.MAGIC.startswith(proof[:4]):
         return ""  # (a polybus peer: a wrong token or version says all)
+    if _tls.looks_like_tls(proof):  # (as its side says "does not speak TLS")
+        return (" (it sent a TLS ClientHello: a polybus process with [cluster] tls, and "
+                "this one runs without it? or another TLS client)")
     return (f" (it sent {proof[:8]!r}...: another protocol, such as HTTP, or a client "
             f"that is not polybus)")
 
