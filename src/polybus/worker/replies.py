@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from polybus.errors import MessageTooLarge, PolybusError, TransportError
+from polybus.lazynumpy import is_plain_array
 from polybus.ownfiles import from_user_code, is_polybus_file, to_user_code
 from polybus.transport.channel import Channel
 from polybus.usernames import format_exception, type_name
@@ -29,6 +30,10 @@ from polybus.worker import readonly, unread
 
 CORK_LIMIT = 64
 CORK_HOLD_S = 0.002  # the longest an answer is held (a poller or the standby writes it)
+# An answer whose value carries more bytes than this is not corked (`corkable`): written
+# together, such answers saved a system call each, a small part of their copy's cost, and
+# made one frame of up to CORK_LIMIT of them that the client had to take whole first.
+CORK_BYTES = 64 * 1024
 CHILD_TRACEBACK = "polybus_traceback"  # an attribute: pickled with the exception
 POOL_DIED = "pool-died"  # the Fail kind of a call its process pool lost (procpool.py)
 
@@ -311,8 +316,27 @@ def write(ch: Channel, replies: list[Message]) -> None:
                 send_quietly(ch, r if failed else unsendable(getattr(r, "id", 0), exc, where))
 
 
+def corkable(reply: Message) -> bool:
+    """Whether ``reply`` is small enough to be corked: not a Result whose value is bytes
+    or a plain array of more than `CORK_BYTES` (other values are not sized: a tiny call's
+    answer, as a rule)."""
+    if type(reply) is not Result:
+        return True
+    value = reply.value
+    t = type(value)
+    if t is bytes or t is bytearray:
+        return len(value) <= CORK_BYTES
+    if t is memoryview or is_plain_array(value):
+        return bool(value.nbytes <= CORK_BYTES)
+    return True
+
+
 class Corked:
-    """Answers held back per connection, written together."""
+    """Answers held back per connection, written together, each connection's in the
+    order they were held, and none overtaken by a later answer written through `send`.
+    Written under the lock that guards them, and let go only once written: another
+    thread's later answer on that connection waits until they are on their way (a
+    write never waits for a client to read: unread.py)."""
 
     def __init__(self) -> None:
         self.held: dict[Channel, list[Message]] = {}
@@ -325,10 +349,23 @@ class Corked:
                 self._since = time.monotonic()
             held = self.held.setdefault(ch, [])
             held.append(reply)
-            if len(held) < CORK_LIMIT:
-                return
-            del self.held[ch]
-        write(ch, held)
+            if len(held) >= CORK_LIMIT:
+                try:
+                    write(ch, held)
+                finally:
+                    del self.held[ch]
+
+    def send(self, ch: Channel, reply: Message) -> None:
+        """Write ``reply`` now, behind the answers held for ``ch`` (in the same write)."""
+        if ch not in self.held:  # (the common case: held ones are let go once written)
+            write(ch, [reply])
+            return
+        with self._lock:
+            held = self.held.get(ch, [])
+            try:
+                write(ch, [*held, reply])
+            finally:
+                self.held.pop(ch, None)
 
     def until_due(self) -> float:
         """Seconds until what is held must be written (0: now; a day if nothing is)."""
@@ -341,6 +378,8 @@ class Corked:
         with self._lock:
             if not every and (not self.held or time.monotonic() < self._since + CORK_HOLD_S):
                 return
-            held, self.held = self.held, {}
-        for ch, msgs in held.items():
-            write(ch, msgs)
+            try:
+                for ch, msgs in self.held.items():
+                    write(ch, msgs)
+            finally:
+                self.held = {}

@@ -40,11 +40,11 @@ from polybus.worker.poller import ReadPoller, wanted
 from polybus.worker.polling import WAKE, Polling
 from polybus.worker.replies import (
     Corked,
+    corkable,
     failure,
     internal_failure,
     send_quietly,
     text_of,
-    write,
 )
 from polybus.worker.servicing import CallQueue, Job
 
@@ -329,15 +329,15 @@ class WorkerRuntime(Polling):
         reply = self.forwarding.finished(job.channel, call, reply)
         if job.channel.closed:
             return
-        if self.busy_s < 1e-4 * self.calls and len(self._queue):
+        if self.busy_s < 1e-4 * self.calls and len(self._queue) and corkable(reply):
             held = self._holding()
-            self._corked.hold(job.channel, reply)  # tiny calls, more waiting: written together
-        elif len(self._queue) and (within := coalescing(job.channel)):
+            self._corked.hold(job.channel, reply)  # tiny answers, more waiting: written together
+        elif len(self._queue) and (within := coalescing(job.channel)) and not self._corked.held:
             held = self._holding()
             self._bells.answer(job.channel, [reply], within)  # (`ring` below, or soon)
         else:
             held = True  # (nothing new held: no poller to wake)
-            write(job.channel, [reply])
+            self._corked.send(job.channel, reply)  # (behind its answers corked, if any)
         if not held and self._polling and self._holding():
             self._wake()  # a poller asleep bounds its sleep by when what is held falls due
         if self._bells:

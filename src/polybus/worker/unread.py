@@ -76,11 +76,20 @@ def catch_up(ch: Channel) -> None:
 
 
 def _write_on(ch: Channel) -> None:
-    try:
-        _write_until_done(ch)
-    finally:
+    while True:
+        try:
+            _write_until_done(ch)
+        finally:
+            with _lock:
+                _writing.discard(ch)
+        # A send after its last look and before the discard found this writer still
+        # here and started none: what it left unsent is written on here.
+        if ch.closed or not behind(ch):
+            break
         with _lock:
-            _writing.discard(ch)
+            if ch in _writing:  # (another writer has started since: it writes them)
+                return
+            _writing.add(ch)
     _tell(ch)
 
 
