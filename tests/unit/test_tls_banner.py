@@ -34,6 +34,20 @@ def _line(stream: object, want: str, timeout: float = 30.0) -> str:
     raise AssertionError(f"no line with {want!r} in {seen}")
 
 
+def _end(p: subprocess.Popen[bytes]) -> None:
+    """End ``p`` (a process this test started) and close its pipes."""
+    if p.poll() is None:
+        p.terminate()
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    for pipe in (p.stdout, p.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 def _app(tmp_path: Path, pki: Path, tls: bool) -> Path:
     (tmp_path / "server.py").write_text("def f(x):\n    return x\n")
     (tmp_path / "client.py").write_text("def main():\n    return 0\n")
@@ -79,16 +93,7 @@ def test_a_registry_and_a_worker_say_when_they_speak_mutual_tls(
             assert "TLS" not in first + said, first + said
     finally:
         for p in procs:  # (only what this test started)
-            if p.poll() is None:
-                p.terminate()
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            for pipe in (p.stdout, p.stderr):
-                if pipe is not None:
-                    pipe.close()
+            _end(p)
 
 
 def test_a_registry_on_a_unix_socket_says_no_tls_and_its_address(tmp_path: Path) -> None:
@@ -111,12 +116,4 @@ def test_a_registry_on_a_unix_socket_says_no_tls_and_its_address(tmp_path: Path)
         said = reg.stdout.read().decode()
         assert "TLS" not in first + said, first + said
     finally:
-        if reg.poll() is None:
-            reg.terminate()
-        try:
-            reg.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            reg.kill()
-            reg.wait()
-        if reg.stdout is not None:
-            reg.stdout.close()
+        _end(reg)
