@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import polybus
+from polybus.client import rejoin as rejoin_module
 from polybus.client.dispatch import Dispatcher
 from polybus.client.revive import Halt, dial, wanted
 from polybus.client.session import Session
@@ -275,3 +276,41 @@ def test_a_replica_found_while_the_binding_lock_is_held_elsewhere_waits_for_it(
         assert s.links["server"][0].channel is found.channel
         flag.write_text("")
         assert polybus.wait(s.call("until", (5, str(flag)), {})) == 5
+
+
+def test_a_replica_left_for_a_held_lock_is_closed_if_the_session_closes_meanwhile(
+        tmp_path: Path, flag: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session closed (on another thread) while a step was putting a found replica in
+    place, and the binding's lock was held elsewhere: the replica was kept for later after
+    the close had closed what was kept, its connection left open for good."""
+    with _cluster(tmp_path, TOML.format(style="async", n=2, linger="1ms"), flag) as c:
+        s = _session(c, bound=30.0)
+        rejoin = s.rejoin
+        assert rejoin is not None
+        bt = s.batchers[0]
+        _lose(c, s)
+        took, free = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with bt.lock:
+                took.set()
+                free.wait(30)
+        t = threading.Thread(target=hold)
+        t.start()
+        try:
+            assert took.wait(20)
+            _again(c)
+            _until("server-0 found", lambda: rejoin.keys["server"].found)
+            found = rejoin.keys["server"].found[0]
+            plain = rejoin_module.install
+
+            def install(*args: Any) -> Any:
+                rejoin.close()  # (the session closes while this step is under way)
+                return plain(*args)
+            monkeypatch.setattr(rejoin_module, "install", install)
+            rejoin.tick()
+            assert rejoin.keys["server"].found == []
+            assert found.channel.closed
+        finally:
+            free.set()
+            t.join(20)

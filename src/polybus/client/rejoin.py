@@ -210,8 +210,11 @@ class Rejoin:
             log.warning("polybus: replica %s of module %r is back: dialled again",
                         link.name, link.module)
         if busy:
-            with self.cv:
-                k.found[:0] = busy
+            with self.cv:  # (closed meanwhile, on another thread: `close` kept none)
+                if self.closed:
+                    _close((busy, []))
+                else:
+                    k.found[:0] = busy
         links = s.links.get(key, [])
         if any(not lk.dead for lk in links):
             k.none_since = None
