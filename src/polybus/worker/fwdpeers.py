@@ -17,7 +17,9 @@ the client took both for dead (tests/integration/test_forward_crossed.py). Each 
 has a sending thread of its own, in order, while values wait for it (one thread for
 all held every value behind a dial that hung, to a peer accepting connections but not
 greeting); a dial holds no lock another peer's sends or `close` wait on, and one that
-ends once the replica stopped closes what it made (tests/unit/test_fwd_send_later.py).
+ends once the replica stopped closes what it made, and one that fails fails every value
+that waited for it (each dialling again waited out its own handshake timeout behind a
+peer that never greets; tests/unit/test_fwd_send_later.py).
 
 What waits for those threads (the value being sent included) is bounded, as the thread
 that reads the sockets may not wait for room: at most ``OUTBOX_BOUND`` values for one
@@ -130,15 +132,7 @@ class Peers:
                               f"the forwarded value cannot be sent on to {to}: {exc}")
             return False
         except (PolybusError, OSError) as exc:
-            with self._connect_lock:
-                first = to not in self._unreached
-                self._unreached.add(to)
-                gone = self._peers.pop(to, None)
-            if first:
-                log.warning("worker %s: cannot forward to %s: %s (said once until it is "
-                            "reached again)", self.rt.name, to, exc)
-            if gone is not None:
-                gone.close()
+            self._unreachable(to, exc)
             self._undelivered(to, msg, client, type(exc).__name__,
                               f"{self.rt.name} could not send the value to {to}: {exc}")
             return False
@@ -153,6 +147,18 @@ class Peers:
             return False
         self.forwarded += 1
         return True
+
+    def _unreachable(self, to: str, exc: BaseException) -> None:
+        """``to`` could not be reached: its connection (if any) let go, said once."""
+        with self._connect_lock:
+            first = to not in self._unreached
+            self._unreached.add(to)
+            gone = self._peers.pop(to, None)
+        if first:
+            log.warning("worker %s: cannot forward to %s: %s (said once until it is "
+                        "reached again)", self.rt.name, to, exc)
+        if gone is not None:
+            gone.close()
 
     def send_later(self, to: str, msg: Deliver, client: Channel | None) -> None:
         """`_send`, by ``to``'s sending thread: for a thread that must not wait on another
@@ -222,6 +228,11 @@ class Peers:
                         del self._outbox[to]
                     return
                 msg, client = box[0]  # (it waits, and is counted, until it has gone)
+            try:  # (dialled first if need be: a dial that fails fails what waited for it)
+                self._peer(to)
+            except (PolybusError, OSError) as exc:
+                self._dial_failed(to, box, (msg, client), exc)
+                continue
             try:
                 self._send(to, msg, client)
             except Exception as exc:  # (never the end of the thread: later values would wait)
@@ -234,6 +245,25 @@ class Peers:
                     if box and box[0][0] is msg:  # (not cleared by `close` meanwhile)
                         box.popleft()
                         self._uncount(msg)
+
+    def _dial_failed(self, to: str, box: _Waiting, first: tuple[Deliver, Channel | None],
+                     exc: BaseException) -> None:
+        """A dial of ``to`` for ``first`` failed: every value waiting for it is said to
+        its client now, each with that failure (each dialling again, a peer that accepts
+        and never greets took the handshake's timeout per value); a value asked for later
+        dials again."""
+        self._unreachable(to, exc)
+        with self._connect_lock:
+            if box and box[0][0] is first[0]:
+                failed = list(box)
+                box.clear()
+                for m, _ in failed:
+                    self._uncount(m)
+            else:  # (`close` cleared them meanwhile: the one dialled for is said all the same)
+                failed = [first]
+        for m, client in failed:
+            self._undelivered(to, m, client, type(exc).__name__,
+                              f"{self.rt.name} could not send the value to {to}: {exc}")
 
     def _uncount(self, msg: Deliver) -> None:
         """(``_connect_lock`` held) ``msg`` waits no more."""
