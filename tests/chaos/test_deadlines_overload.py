@@ -185,3 +185,22 @@ def test_client_backlog_is_bounded(harness: Harness, monkeypatch: pytest.MonkeyP
         longest = max(longest, len(d._backlog))
     assert longest <= 50  # the caller waited for room instead of growing the backlog
     assert [wait(p) for p in promises] == [i * i for i in range(600)]
+
+
+def test_aggregated_client_backlog_is_bounded(harness: Harness,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # The batches of an aggregating binding that wait for room at the client (its
+    # async-demand window full) had no bound: every call the program made was kept.
+    monkeypatch.setattr(dispatch, "BACKLOG_BOUND", 50)
+    app = harness.app("modules.server.replication=1",
+                      'modules.client.use.square={callstyle="async-demand(1)", aggregate=4}')
+    harness.embedded_registry()
+    harness.workers(1)
+    session = harness.session(app)
+    (bt,) = session.batchers
+    promises, longest = [], 0
+    for i in range(600):
+        promises.append(session.call("square", (i, 2.0), {}))
+        longest = max(longest, sum(len(b.args) for b in bt.backlog))
+    assert longest <= 50  # the caller waited for room instead of growing the backlog
+    assert [wait(p) for p in promises] == [i * i for i in range(600)]

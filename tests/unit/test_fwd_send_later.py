@@ -156,3 +156,166 @@ def test_a_fault_sending_a_value_is_said_to_its_client_and_the_next_one_goes(
     (said,) = client.told
     assert isinstance(said, Undelivered) and said.key == "bad", said
     assert said.type == "RuntimeError" and "a fault" in said.message
+
+
+# -- the outbox's bounds ---------------------------------------------------------------
+# Values waiting for a sending thread were an unbounded deque: behind a peer whose dial
+# hung (or whose socket was full) every value asked for meanwhile was kept, with no limit
+# in count or bytes. Past a bound a value is not kept: its client is told at once
+# (``Undelivered``, a BusyError saying why), the call that asked returns at once.
+
+def _stuck(monkeypatch: pytest.MonkeyPatch, stuck: str) -> threading.Event:
+    """Dials of ``stuck`` wait until the event returned is set, then fail."""
+    release = threading.Event()
+    real = fwdpeers.connect
+
+    def connect(to: Any, *args: Any, **kwargs: Any) -> Channel:
+        if str(to) == stuck:
+            release.wait(30)
+            raise TransportError(f"cannot connect to {to}: no greeting")
+        return real(to, *args, **kwargs)
+
+    monkeypatch.setattr(fwdpeers, "connect", connect)
+    return release
+
+
+def _told(client: _Client) -> dict[str, Undelivered]:
+    """What ``client`` was told, by key (each key told once: checked)."""
+    said = {m.key: m for m in client.told if isinstance(m, Undelivered)}
+    assert len(said) == len(client.told), client.told
+    return said
+
+
+def test_a_peer_that_takes_nothing_holds_at_most_the_bound_and_each_value_is_answered(
+        replicas: Callable[[str], WorkerRuntime], monkeypatch: pytest.MonkeyPatch) -> None:
+    sender, good = replicas("w0"), replicas("w1")
+    stuck = "tcp://127.0.0.1:9"
+    release = _stuck(monkeypatch, stuck)
+    client = _Client()
+    monkeypatch.setattr(sender, "_send_quietly", lambda ch, msg: client.told.append(msg))
+    fwd = sender.forwarding
+    fwd.outbox_max = 3
+    try:
+        for i in range(6):  # 3 wait (the first one's dial hangs), 3 past the bound
+            fwd.send_later(stuck, Deliver(f"v{i}", True, i), client)  # type: ignore[arg-type]
+        # Past the bound: told at once, while the dial still hangs.
+        assert _until(lambda: len(client.told) == 3)
+        said = _told(client)
+        assert set(said) == {"v3", "v4", "v5"} and not release.is_set()
+        for m in said.values():
+            assert m.type == "BusyError" and m.to == stuck, m
+            assert "did not send" in m.message and "3 values wait to be sent on to" in m.message
+        # Another peer's values still go (its own bound).
+        fwd.send_later(str(good.address), Deliver("g", True, 7), client)  # type: ignore[arg-type]
+        assert _until(lambda: good.forwarding.received == 1)
+    finally:
+        release.set()
+    # The ones kept are each said once as their dial fails: every value answered once.
+    assert _until(lambda: len(client.told) == 6)
+    said = _told(client)
+    assert set(said) == {f"v{i}" for i in range(6)}
+    assert all(said[f"v{i}"].type == "TransportError" for i in range(3))
+    # Drained: the bound counts what waits now, not what waited before.
+    assert _until(lambda: stuck not in fwd._outbox)
+    fwd.send_later(str(good.address), Deliver("g2", True, 8), client)  # type: ignore[arg-type]
+    assert _until(lambda: good.forwarding.received == 2)
+    assert len(client.told) == 6
+
+
+def test_the_bytes_waiting_are_bounded_counting_a_value_once(
+        replicas: Callable[[str], WorkerRuntime], monkeypatch: pytest.MonkeyPatch) -> None:
+    sender, good = replicas("w0"), replicas("w1")
+    stuck = "tcp://127.0.0.1:9"
+    release = _stuck(monkeypatch, stuck)
+    client = _Client()
+    monkeypatch.setattr(sender, "_send_quietly", lambda ch, msg: client.told.append(msg))
+    fwd = sender.forwarding
+    fwd.outbox_bytes_max = 10_000
+    big, other = b"x" * 6_000, b"y" * 6_000
+    try:
+        fwd.send_later(stuck, Deliver("first", True, b"z"), client)  # type: ignore[arg-type]
+        fwd.send_later(stuck, Deliver("big", True, big), client)  # type: ignore[arg-type]
+        # The same value again (a kept value sent to many consumers) holds no more bytes.
+        fwd.send_later(stuck, Deliver("big-again", True, big), client)  # type: ignore[arg-type]
+        fwd.send_later(stuck, Deliver("other", True, other), client)  # type: ignore[arg-type]
+        assert _until(lambda: len(client.told) == 1)
+        (said,) = client.told
+        assert isinstance(said, Undelivered) and said.key == "other", said
+        assert said.type == "BusyError" and "bytes" in said.message, said
+        # A value larger than the bound alone goes to a peer with none waiting.
+        fwd.send_later(str(good.address), Deliver("g", True, b"w" * 20_000), client)  # type: ignore[arg-type]
+        assert _until(lambda: good.forwarding.received == 1)
+    finally:
+        release.set()
+    assert _until(lambda: len(client.told) == 4)
+    said2 = _told(client)
+    assert {k: m.type for k, m in said2.items()} == {
+        "first": "TransportError", "big": "TransportError", "big-again": "TransportError",
+        "other": "BusyError"}
+    assert _until(lambda: stuck not in fwd._outbox)
+    assert fwd._outbox_bytes == 0  # (every byte counted was let go)
+
+
+def test_the_peers_sent_to_at_once_are_bounded(
+        replicas: Callable[[str], WorkerRuntime], monkeypatch: pytest.MonkeyPatch) -> None:
+    # One thread each: an address per value (a client's Forwards name any) made a thread
+    # per address, without limit.
+    sender, good = replicas("w0"), replicas("w1")
+    stuck = "tcp://127.0.0.1:9"
+    release = _stuck(monkeypatch, stuck)
+    client = _Client()
+    monkeypatch.setattr(sender, "_send_quietly", lambda ch, msg: client.told.append(msg))
+    fwd = sender.forwarding
+    fwd.senders_max = 1
+    try:
+        fwd.send_later(stuck, Deliver("s", True, 1), client)  # type: ignore[arg-type]
+        fwd.send_later(str(good.address), Deliver("g", True, 2), client)  # type: ignore[arg-type]
+        assert _until(lambda: len(client.told) == 1)
+        (said,) = client.told
+        assert isinstance(said, Undelivered) and said.key == "g" and said.type == "BusyError"
+        assert "1 replicas at once" in said.message, said
+        assert len(_senders(sender)) == 1
+    finally:
+        release.set()
+    assert _until(lambda: len(client.told) == 2 and stuck not in fwd._outbox)
+    fwd.send_later(str(good.address), Deliver("g2", True, 3), client)  # type: ignore[arg-type]
+    assert _until(lambda: good.forwarding.received == 1)
+
+
+def test_a_failed_dial_fails_every_value_that_waited_for_it(
+        replicas: Callable[[str], WorkerRuntime], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each value waiting behind a peer that accepts and never greets dialled it again
+    # after the one before it had failed, and waited out its own handshake timeout (5 s):
+    # the last of 10,000 values waiting was answered some 14 hours later. A dial that
+    # fails now fails every value that waited for it; one asked for later dials again.
+    sender = replicas("w0")
+    stuck = "tcp://127.0.0.1:9"
+    release = threading.Event()
+    dials: list[str] = []
+
+    def connect(to: Any, *args: Any, **kwargs: Any) -> Channel:
+        dials.append(str(to))
+        release.wait(30)
+        raise TransportError(f"cannot connect to {to}: no greeting")
+
+    monkeypatch.setattr(fwdpeers, "connect", connect)
+    client = _Client()
+    monkeypatch.setattr(sender, "_send_quietly", lambda ch, msg: client.told.append(msg))
+    fwd = sender.forwarding
+    try:
+        for i in range(5):  # the first one's dial hangs; four wait behind it
+            fwd.send_later(stuck, Deliver(f"v{i}", True, i), client)  # type: ignore[arg-type]
+        assert _until(lambda: len(dials) == 1)
+    finally:
+        release.set()
+    assert _until(lambda: len(client.told) == 5)
+    said = _told(client)
+    assert set(said) == {f"v{i}" for i in range(5)}
+    for m in said.values():
+        assert m.type == "TransportError" and "no greeting" in m.message, m
+    assert dials == [stuck]  # one dial for the five
+    assert _until(lambda: stuck not in fwd._outbox) and fwd._outbox_count == 0
+    # A value asked for after the failure dials again (the peer may be back).
+    fwd.send_later(stuck, Deliver("later", True, 9), client)  # type: ignore[arg-type]
+    assert _until(lambda: len(client.told) == 6)
+    assert dials == [stuck, stuck]

@@ -37,7 +37,7 @@ def test_each_released_call_goes_by_its_own_binding() -> None:
 
     def dispatcher(comm: Any) -> Any:
         return SimpleNamespace(links=[src, dst], inflight=[0, 0], style=style, comm=comm,
-                               reactor=reactor, _index={id(src): 0, id(dst): 1})
+                               reactor=reactor, _index={id(src): 0, id(dst): 1}, _auto=None)
 
     cached = FakeComm()
     a, b = dispatcher(cached), dispatcher(None)  # two interfaces of one module
@@ -54,6 +54,31 @@ def test_each_released_call_goes_by_its_own_binding() -> None:
     assert cached.named == [1]  # b's call was not named by a's cache rules
     assert a.inflight == [0, 1] and b.inflight == [0, 1]
     assert dst.outstanding == {1: recs[1], 2: recs[2]}
+
+
+def test_a_moved_call_of_an_auto_window_is_timed_from_its_move() -> None:
+    """async-demand(auto) measures a call's round trip from its sending: a call moved to
+    another replica is timed from its move, with the calls ahead of it there (its old
+    stamp, with the queue it waited in at the replica it left, would take that wait for
+    the new replica's round trip)."""
+    import time
+
+    src, dst = _link("r0"), _link("r1")
+    reactor = SimpleNamespace(flush=lambda link: None,
+                              send_many=lambda link, msgs: link.got.extend(msgs))
+    d = SimpleNamespace(links=[src, dst], inflight=[6, 2], style=CallStyle(kind="async-demand"),
+                        comm=None, reactor=reactor, _index={id(src): 0, id(dst): 1},
+                        _auto=[object(), object()])
+    rec = SimpleNamespace(id=1, dispatcher=d, done=False, link=src, attempts=1, sent_at=1.0,
+                          ahead=6, message=lambda: ("inline", 1))
+    src.outstanding[1] = rec
+    m = Migrator(d, [], pool=1)  # type: ignore[arg-type]
+    m._pending[7] = (src, dst, 1)
+    before = time.perf_counter()
+    m.released(src, [1], 7)
+    assert dst.got == [("inline", 1)] and d.inflight == [5, 3]
+    assert before <= rec.sent_at <= time.perf_counter()
+    assert rec.ahead == 3  # (itself and the two already on r1)
 
 
 def test_a_replacement_link_takes_the_lost_ones_edges_and_gets_steals() -> None:

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes, operand_bytes
 from polybus.client.batchgiveup import forget_batch, freed
-from polybus.client.batchplace import place
+from polybus.client.batchplace import place, wait_for_room
 from polybus.client.batchsend import requeue, settle_owed, write
 from polybus.client.linger import linger_main
 from polybus.client.operands import AUTO_THRESHOLD
@@ -224,6 +224,8 @@ class Batcher:
                 self._read()
             if self._lost_later or self._after:
                 self._settle()
+            if len(self.backlog) > 1:  # (bounded: the caller may wait for room)
+                wait_for_room(self)
 
     def _general(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call the lean path cannot carry, on the general one, after this binding's

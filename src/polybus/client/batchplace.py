@@ -26,9 +26,23 @@ if TYPE_CHECKING:
     from polybus.client.batching import Batcher
     from polybus.client.operands import Pushes
 
-__all__ = ["HOLD", "place"]
+__all__ = ["BYTES_CALLS", "HOLD", "place", "wait_for_room"]
 
 HOLD = 4  # batches written together at most, while their replica is busy anyway
+BYTES_CALLS = 1024  # the calls a batch closed by bytes is counted as (`wait_for_room`)
+
+
+def wait_for_room(bt: Batcher) -> None:
+    """Bounded as a single call's demand backlog is (dispatch.py, ``BACKLOG_BOUND``
+    calls): a program's call that leaves more batches waiting for room than that many
+    calls make (a batch counted as its ``aggregate`` calls, one closed by bytes as
+    ``BYTES_CALLS``) waits for answers to make room. Called without ``bt``'s lock: the
+    read that takes answers in places queued batches under it."""
+    from polybus.client import dispatch
+
+    most = max(1, dispatch.BACKLOG_BOUND // min(bt.count, BYTES_CALLS))
+    while len(bt.backlog) > most:
+        bt.reactor.step()
 
 
 def _pick(bt: Batcher) -> int | None:

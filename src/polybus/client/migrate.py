@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -115,11 +116,15 @@ class Migrator:
             place_again(link, recs)
             return
         self.moved_in[dst.name] = self.moved_in.get(dst.name, 0) + len(recs)
+        now = time.perf_counter()
         for rec in recs:
             d = rec.dispatcher
             rec.link = dst
             dst.outstanding[rec.id] = rec
-            d.inflight[d._index[id(dst)]] += 1
+            j = d._index[id(dst)]
+            d.inflight[j] += 1
+            if d._auto is not None:  # (async-demand(auto) times it from here, as _send does)
+                rec.sent_at, rec.ahead = now, d.inflight[j]
         # Each by its own binding (a steal releases calls of any interface of the module):
         # cached operands go by name (a Put if dst lacks one), other calls as they are.
         msgs: list[Message] = []

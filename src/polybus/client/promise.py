@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.calls import _PENDING, expire, waited_on
 from polybus.client.futurenames import FutureNames
 from polybus.client.unseen import forgotten
+from polybus.client.upstreamdue import give_up_due
 from polybus.wire.codec import Ref
 
 if TYPE_CHECKING:
@@ -248,6 +249,9 @@ class CallPromise(Promise):
 
     def _expire(self, now: float) -> None:
         expire(self._rec, self._rec.dispatcher.timeout, now, self._reactor.poll)
+        upstream = self._reactor.upstream  # (the calls whose values it needs: upstreamdue.py)
+        if upstream is not None and not self._rec.done:
+            give_up_due(upstream(self._rec), self._reactor.poll)
 
     def cancel(self) -> bool:
         from polybus.client.cancel import cancel_call

@@ -25,6 +25,7 @@ from polybus.client.later import Later
 from polybus.client.liveness import Liveness
 from polybus.client.pump import Gate, gated
 from polybus.client.sending import Sending
+from polybus.client.upstreamdue import give_up_due
 from polybus.errors import PolybusError
 from polybus.transport.channel import LATER
 from polybus.transport.keepalive import keep_alive
@@ -78,6 +79,9 @@ class Reactor(LoneCalls, Sending):
         # at most UNSENT_S.
         self.unfinished = False
         self.closed = False  # its session closed: its run ended (client/ended.py)
+        # The calls upstream of a call whose deadlines a wait for it looks at, where the
+        # session has such (client/upstreamdue.py)
+        self.upstream: Callable[[CallRecord], list[Any]] | None = None
 
     def add(self, link: ReplicaLink) -> None:
         self.links.append(link)
@@ -108,7 +112,10 @@ class Reactor(LoneCalls, Sending):
                 self.after_step()
             if self.flushers:  # (an open batch may hold what ``rec`` waits for: `_step`
                 self.flush_all()  # does this at each read, the one-read path does not)
-            if timeout is None and self._fast and rec.link is not None and self._alone(rec.link):
+            # (calls whose values it needs, with deadlines of their own: upstreamdue.py)
+            ups = self.upstream(rec) if self.upstream is not None else None
+            if (timeout is None and not ups and self._fast and rec.link is not None
+                    and self._alone(rec.link)):
                 self._wait_alone(rec, rec.link)
             # Counted from when the call was written to a replica (its deadline: `overdue`).
             # Past it, what has arrived is taken first (an answer here may well have come in
@@ -127,6 +134,8 @@ class Reactor(LoneCalls, Sending):
                             give_up(rec, timeout)
                             break
                         continue
+                if ups:
+                    remaining = give_up_due(ups, self._poll, remaining)
                 self._step(rec.link, remaining)
             return rec.outcome()
         except KeyboardInterrupt as exc:  # (in the same frame: no call added to a wait)

@@ -34,6 +34,7 @@ from polybus.client.reactor import Reactor
 from polybus.client.rejoin import Rejoin
 from polybus.client.revive import WAIT_S
 from polybus.client.stats import SessionStats, ask_stats, link_bytes, session_stats
+from polybus.client.upstreamdue import watch_upstream
 from polybus.client.waitfor import await_replicas, none_registered
 from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
 from polybus.config.problems import dotted
@@ -92,8 +93,7 @@ class Session:
         self.migrators: list[Migrator] = []
         self.gate: Gate | None = None  # (with a pump: client/pump.py)
         self.pump: Pump | None = None
-        # Consuming calls waiting at the client for their promises' values (a binding
-        # with ``forward = false``: client/awaiting.py)
+        # Calls waiting at the client for their promises' values (client/awaiting.py)
         self.awaiting: Awaiting | None = None
         self._base: dict[int, Stats | None] = {}
         self._bytes0: dict[int, tuple[int, int]] = {}  # each link's (sent, received) then
@@ -176,6 +176,7 @@ class Session:
             for mod, (interfaces, found) in bound.items():  # (once a module: all its names)
                 self._warn_if_short(mod, interfaces, found)
             self._keep_moving_args()
+            watch_upstream(self)  # (a wait looks at the deadlines of what it waits on)
             if self.awaiting is not None:  # (and forwarding bindings, for promises whose
                 for d in self.dispatchers.values():  # answers are not forwarded: awaiting.py)
                     if d.forwarder is not None:

@@ -116,8 +116,9 @@ class CallBridge:
         finally:
             self._pending.pop(id(promise), None)
 
-    def after_loss(self, name: str) -> str:
-        """What a 502 for the bound ``name``'s lost replicas adds (http/revival.py)."""
+    def after_loss(self, name: str) -> tuple[str, bool]:
+        """What a 502 for the bound ``name``'s lost replicas adds, and whether they may
+        come back (http/revival.py)."""
         return self.revival.after_loss(name)
 
     def _held(self) -> bool:

@@ -46,10 +46,7 @@ if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
     from polybus.client.session import Session
 
-__all__ = ["RETRY_LATER", "Revival"]
-
-# How a 502 for lost replicas that may come back ends (the front door adds Retry-After).
-RETRY_LATER = "retry later"
+__all__ = ["Revival"]
 
 
 @dataclass
@@ -100,18 +97,19 @@ class Revival:
             except TimeoutError:
                 pass  # (the request gets its 502; the look goes on)
 
-    def after_loss(self, name: str) -> str:
+    def after_loss(self, name: str) -> tuple[str, bool]:
         """What the 502 of a call of the bound ``name`` that was lost, or found no live
-        replica, adds to its error: how its lost replicas' workers ended, and whether
-        they may come back."""
+        replica, adds to its error (how its lost replicas' workers ended, and whether
+        they may come back), and whether they may: the front door then adds
+        Retry-After."""
         d = self.session.dispatchers.get(name)
         dead = list(dict.fromkeys(lk.name for lk in d.links if lk.dead)) if d else []
         ended = self.session.ended
         text = "".join(f"; worker {n} {ended[n]}" for n in dead if n in ended)
         if d is not None and all(lk.dead for lk in d.links) and self._for_good(dead):
-            return text + f"; not started again ({self.stays}): this route answers 502 " \
-                          "until serve is restarted"
-        return text + "; lost replicas are looked for again: " + RETRY_LATER
+            return (text + f"; not started again ({self.stays}): this route answers 502 "
+                    "until serve is restarted", False)
+        return text + "; lost replicas are looked for again: retry later", True
 
     def _for_good(self, names: list[str] | tuple[str, ...]) -> bool:
         """Every one of these lost replicas' workers ended, and none is started again."""

@@ -41,7 +41,6 @@ from polybus.errors import (
 from polybus.http.calls import CallBridge
 from polybus.http.parser import ExpectContinue, HTTPError, Request, RequestParser, shown
 from polybus.http.response import Response, error_response, serialize
-from polybus.http.revival import RETRY_LATER
 from polybus.http.routes import RouteTable
 from polybus.quieter import Quieter
 
@@ -348,12 +347,13 @@ class FrontDoor:
             self._log(req, route, f"400 {e}")
             return error_response(400, f"{route.module}.{route.interface}: {e}"), []
         except PolybusError as e:
-            text = str(e)
+            text, back = str(e), False
             if isinstance(e, NoReplicaError | ConnectionLostError):  # (http/revival.py)
-                text += self.bridge.after_loss(route.key)
+                more, back = self.bridge.after_loss(route.key)
+                text += more
             self._log(req, route, f"502 {text}")
             # (lost replicas looked for again: when to ask again, as a 503 says it)
-            again = [("Retry-After", "1")] if text.endswith(RETRY_LATER) else []
+            again = [("Retry-After", "1")] if back else []
             return error_response(502, f"{route.module}.{route.interface}: {text}"), again
         except Exception as e:  # (a fault in polybus's own steps: this request's 500)
             # It escaped the connection's task, which closed without an answer, every

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 
 from polybus.errors import ConnectionLostError, ProtocolError
+from polybus.transport.keepalive import cut as cut_socket
 from polybus.transport.spinning import spin_until
 from polybus.transport.wake import Wake
 from polybus.wire.codec import Codec
@@ -71,6 +72,10 @@ class Channel:
         self._sleeper: select.poll | None = None
         self.tls = isinstance(sock, ssl.SSLSocket)
         self._tls_lock = threading.Lock()
+        # Held by `close` while it frees the descriptor and by `cut` while it shuts the
+        # connection down, so a cut from another thread never reaches a descriptor
+        # reused by a new connection after this one closed.
+        self._end_lock = threading.Lock()
         if self.tls:
             sock.setblocking(False)
 
@@ -348,8 +353,16 @@ class Channel:
         self.unsent = []
         if self._look is not None:
             self._look.close()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        with self._end_lock:
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        """End the connection to a peer taken for cut off, from any thread (its reader
+        finds it ended: transport/keepalive.py's `cut`); nothing once it is closed."""
+        with self._end_lock:
+            if self.sock.fileno() != -1:
+                cut_socket(self.sock)
 

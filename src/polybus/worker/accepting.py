@@ -24,7 +24,7 @@ from polybus.transport.endpoints import (
     authenticate,
 )
 from polybus.transport.greeting import Greeting, crowded
-from polybus.transport.keepalive import bound_s, cut, keep_alive, probe_s, unheard_s
+from polybus.transport.keepalive import bound_s, keep_alive, probe_s, unheard_s
 from polybus.wire.codec import Codec
 from polybus.worker.options import ServeOptions
 
@@ -132,4 +132,4 @@ class Accepting:
                         "(heartbeat %g s: cut off after %d s): taken for cut off by the "
                         "network; its connection and its calls not yet run are dropped",
                         self.name, ch.peer, unheard, self.options.heartbeat, bound)
-            cut(ch.sock)
+            ch.cut()

@@ -17,7 +17,19 @@ the client took both for dead (tests/integration/test_forward_crossed.py). Each 
 has a sending thread of its own, in order, while values wait for it (one thread for
 all held every value behind a dial that hung, to a peer accepting connections but not
 greeting); a dial holds no lock another peer's sends or `close` wait on, and one that
-ends once the replica stopped closes what it made (tests/unit/test_fwd_send_later.py).
+ends once the replica stopped closes what it made, and one that fails fails every value
+that waited for it (each dialling again waited out its own handshake timeout behind a
+peer that never greets; tests/unit/test_fwd_send_later.py).
+
+What waits for those threads (the value being sent included) is bounded, as the thread
+that reads the sockets may not wait for room: at most ``OUTBOX_BOUND`` values for one
+peer, ``OUTBOX_TOTAL`` for all, ``OUTBOX_BYTES`` of them (a value sent to several
+consumers counted once; the bytes are not asked of a value to a peer with none waiting,
+so one larger than the bound still goes), to at most ``SENDERS_BOUND`` peers at once
+(one thread each). A value past a bound is not kept: its client is told at once,
+``Undelivered`` of type BusyError saying which bound, as a replica's full queue under
+``overflow = "reject"`` says; its consumer fails with it, and the replica serves on
+(tests/unit/test_fwd_send_later.py).
 """
 
 from __future__ import annotations
@@ -35,13 +47,26 @@ from polybus.wire.codec import Codec
 from polybus.wire.messages import Deliver, Undelivered
 from polybus.wire.unsendablepath import at
 from polybus.worker import replies
+from polybus.worker.cache import DEFAULT_CAPACITY
+from polybus.worker.heldvalue import held_bytes
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
 
 log = logging.getLogger("polybus.worker")
 
-__all__ = ["Peers"]
+__all__ = ["OUTBOX_BOUND", "OUTBOX_BYTES", "OUTBOX_TOTAL", "SENDERS_BOUND", "Peers"]
+
+# What waits for the sending threads (`send_later`), at most. A healthy peer takes its
+# values as they come; these are reached behind one that does not (it accepts and never
+# greets, 5 s a dial, or it reads nothing and its socket is full).
+OUTBOX_BOUND = 10_000           # values waiting for one peer
+OUTBOX_TOTAL = 100_000          # values waiting for all peers together
+OUTBOX_BYTES = DEFAULT_CAPACITY  # their bytes (the forward store's: 512 MiB), all peers
+SENDERS_BOUND = 256             # peers with values waiting (a thread each)
+BUSY = "BusyError"              # (what a value past a bound fails its consumer with)
+
+_Waiting = collections.deque[tuple[Deliver, Channel | None]]  # (the first one: being sent)
 
 
 class Peers:
@@ -59,9 +84,18 @@ class Peers:
         # Delivers for `send_later`'s threads, by peer, in order: a peer's thread starts
         # with its first value and ends when none is left (its outbox then gone). Under
         # ``_connect_lock``, as ``_closed``; a dial holds only its peer's ``_dialing`` lock.
-        self._outbox: dict[str, collections.deque[tuple[Deliver, Channel | None]]] = {}
+        self._outbox: dict[str, _Waiting] = {}
         self._dialing: dict[str, threading.Lock] = {}
         self._closed = False
+        # Their bounds (module constants; tests lower them) and what they count: the
+        # values waiting, and the bytes of each distinct one (by id: the deque holds it)
+        # with the times it waits, sent or not.
+        self.outbox_max, self.outbox_total_max = OUTBOX_BOUND, OUTBOX_TOTAL
+        self.outbox_bytes_max, self.senders_max = OUTBOX_BYTES, SENDERS_BOUND
+        self._outbox_count = 0
+        self._outbox_bytes = 0
+        self._outbox_values: dict[int, list[int]] = {}  # id(value) -> [times, bytes]
+        self.outbox_refused = 0  # values past a bound, ever
 
     def arrive(self, key: str, ok: bool, value: Any) -> None:
         raise NotImplementedError  # (Forwarding.arrive)
@@ -98,15 +132,7 @@ class Peers:
                               f"the forwarded value cannot be sent on to {to}: {exc}")
             return False
         except (PolybusError, OSError) as exc:
-            with self._connect_lock:
-                first = to not in self._unreached
-                self._unreached.add(to)
-                gone = self._peers.pop(to, None)
-            if first:
-                log.warning("worker %s: cannot forward to %s: %s (said once until it is "
-                            "reached again)", self.rt.name, to, exc)
-            if gone is not None:
-                gone.close()
+            self._unreachable(to, exc)
             self._undelivered(to, msg, client, type(exc).__name__,
                               f"{self.rt.name} could not send the value to {to}: {exc}")
             return False
@@ -122,25 +148,77 @@ class Peers:
         self.forwarded += 1
         return True
 
+    def _unreachable(self, to: str, exc: BaseException) -> None:
+        """``to`` could not be reached: its connection (if any) let go, said once."""
+        with self._connect_lock:
+            first = to not in self._unreached
+            self._unreached.add(to)
+            gone = self._peers.pop(to, None)
+        if first:
+            log.warning("worker %s: cannot forward to %s: %s (said once until it is "
+                        "reached again)", self.rt.name, to, exc)
+        if gone is not None:
+            gone.close()
+
     def send_later(self, to: str, msg: Deliver, client: Channel | None) -> None:
         """`_send`, by ``to``'s sending thread: for a thread that must not wait on another
         replica (the one reading this replica's sockets; module docstring). To this
-        replica itself it is sent at once (no socket)."""
+        replica itself it is sent at once (no socket). Past a bound (module docstring)
+        it is not sent: ``client`` is told at once."""
         if to == str(self.rt.address):
             self._send(to, msg, client)
             return
+        value = msg.value
+        size = held_bytes(value)  # (walked before the lock: other peers' threads take it)
         with self._connect_lock:
             if self._closed:
                 return  # (stopping: its consumer's client is told by the connection's end)
             box = self._outbox.get(to)
-            if box is not None:  # (its thread is on it: it takes this one too)
-                box.append((msg, client))
-                return
-            box = self._outbox[to] = collections.deque([(msg, client)])
+            counted = self._outbox_values.get(id(value))
+            full = self._full(to, box, 0 if counted is not None else size)
+            if full:
+                self.outbox_refused += 1
+                refused = self.outbox_refused
+            else:
+                self._outbox_count += 1
+                if counted is not None:
+                    counted[0] += 1
+                else:
+                    self._outbox_values[id(value)] = [1, size]
+                    self._outbox_bytes += size
+                if box is not None:  # (its thread is on it: it takes this one too)
+                    box.append((msg, client))
+                    return
+                box = self._outbox[to] = collections.deque([(msg, client)])
+        if full:
+            if refused & (refused - 1) == 0:  # 1, 2, 4, ...
+                log.warning("worker %s: %d forwarded values not sent so far, past a bound "
+                            "of what waits to be sent on: %s", self.rt.name, refused, full)
+            self._undelivered(to, msg, client, BUSY,
+                              f"{self.rt.name} did not send the value on to {to}, as {full}")
+            return
         threading.Thread(target=self._sending, args=(to, box), daemon=True,
                          name=f"polybus-forward-{self.rt.name}").start()
 
-    def _sending(self, to: str, box: collections.deque[tuple[Deliver, Channel | None]]) -> None:
+    def _full(self, to: str, box: _Waiting | None, n: int) -> str:
+        """(``_connect_lock`` held) Why a value of ``n`` new bytes to ``to`` may not wait
+        (``box``: what waits for ``to``), or "" if it may."""
+        if box is None and len(self._outbox) >= self.senders_max:
+            return (f"it is sending values on to {len(self._outbox)} replicas at once (at "
+                    f"most {self.senders_max})")
+        if box is not None and len(box) >= self.outbox_max:
+            return (f"{len(box)} values wait to be sent on to that replica (at most "
+                    f"{self.outbox_max}): it takes them slower than they are asked for")
+        if self._outbox_count >= self.outbox_total_max:
+            return (f"{self._outbox_count} values wait to be sent on to other replicas (at "
+                    f"most {self.outbox_total_max})")
+        if n and box and self._outbox_bytes + n > self.outbox_bytes_max:
+            return (f"{self._outbox_bytes} bytes of values wait to be sent on to other "
+                    f"replicas, and this one has {n} (at most {self.outbox_bytes_max} "
+                    f"bytes)")
+        return ""
+
+    def _sending(self, to: str, box: _Waiting) -> None:
         """``to``'s sending thread: ``box``'s Delivers, in order, until none is left or
         the replica stops."""
         while True:
@@ -149,7 +227,12 @@ class Peers:
                     if self._outbox.get(to) is box:
                         del self._outbox[to]
                     return
-                msg, client = box.popleft()
+                msg, client = box[0]  # (it waits, and is counted, until it has gone)
+            try:  # (dialled first if need be: a dial that fails fails what waited for it)
+                self._peer(to)
+            except (PolybusError, OSError) as exc:
+                self._dial_failed(to, box, (msg, client), exc)
+                continue
             try:
                 self._send(to, msg, client)
             except Exception as exc:  # (never the end of the thread: later values would wait)
@@ -157,6 +240,39 @@ class Peers:
                               self.rt.name, to)
                 self._undelivered(to, msg, client, type(exc).__name__,
                                   f"{self.rt.name} failed sending the value to {to}: {exc}")
+            finally:
+                with self._connect_lock:
+                    if box and box[0][0] is msg:  # (not cleared by `close` meanwhile)
+                        box.popleft()
+                        self._uncount(msg)
+
+    def _dial_failed(self, to: str, box: _Waiting, first: tuple[Deliver, Channel | None],
+                     exc: BaseException) -> None:
+        """A dial of ``to`` for ``first`` failed: every value waiting for it is said to
+        its client now, each with that failure (each dialling again, a peer that accepts
+        and never greets took the handshake's timeout per value); a value asked for later
+        dials again."""
+        self._unreachable(to, exc)
+        with self._connect_lock:
+            if box and box[0][0] is first[0]:
+                failed = list(box)
+                box.clear()
+                for m, _ in failed:
+                    self._uncount(m)
+            else:  # (`close` cleared them meanwhile: the one dialled for is said all the same)
+                failed = [first]
+        for m, client in failed:
+            self._undelivered(to, m, client, type(exc).__name__,
+                              f"{self.rt.name} could not send the value to {to}: {exc}")
+
+    def _uncount(self, msg: Deliver) -> None:
+        """(``_connect_lock`` held) ``msg`` waits no more."""
+        self._outbox_count -= 1
+        counted = self._outbox_values[id(msg.value)]
+        counted[0] -= 1
+        if not counted[0]:
+            del self._outbox_values[id(msg.value)]
+            self._outbox_bytes -= counted[1]
 
     def _undelivered(self, to: str, msg: Deliver, client: Channel | None, kind: str,
                      text: str) -> None:
@@ -198,6 +314,8 @@ class Peers:
         with self._connect_lock:
             self._closed = True
             for box in self._outbox.values():
+                for msg, _ in box:
+                    self._uncount(msg)
                 box.clear()
             peers, self._peers = self._peers, {}
         for ch in peers.values():
