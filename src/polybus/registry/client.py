@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import select
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -87,14 +86,8 @@ class RegistryClient:
         ``close`` still closes the connection (it waits for the request to end)."""
         self._interrupted = True
         ch = self._ch
-        if ch is not None:
-            try:  # (a TLS socket too: shut down beneath its TLS)
-                if isinstance(ch.sock, socket.socket):
-                    socket.socket.shutdown(ch.sock, socket.SHUT_RDWR)
-                else:
-                    ch.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:  # (closed meanwhile, or ended by the registry already)
-                pass
+        if ch is not None:  # (under the channel's end lock: never a descriptor reused by
+            ch.cut()        # a new connection once the look's thread closed this one)
 
     def _goodbye(self, ch: Channel, msg: Goodbye) -> TransportError:
         """The registry closed ``ch`` saying why (a message it refuses): the error to
