@@ -49,7 +49,7 @@ def _batcher(links: list[Any]) -> tuple[Batcher, _Reactor]:
     reactor = _Reactor()
     d = SimpleNamespace(interface="f", timeout=None, links=links, comm=None, calls=0,
                         style=CallStyle("async-demand", 1), idempotent=True,
-                        max_attempts=3, counts=Counts())
+                        max_attempts=3, counts=Counts(), rejoins=False)
     return Batcher(d, reactor, 2, None, 3600.0), reactor  # type: ignore[arg-type]
 
 

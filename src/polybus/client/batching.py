@@ -17,7 +17,8 @@ replicas: calls reach a replica in the order the program made them (client/order
 
 A batch is the unit of placement: if its replica is lost, the whole batch runs again
 elsewhere (idempotent interfaces), or each of its calls fails with the typed error the
-unaggregated path would give. Calls this path cannot carry (keyword arguments, a
+unaggregated path would give; with none live, at a shared registry, it waits for one to
+be taken back (client/rejoin.py). Calls this path cannot carry (keyword arguments, a
 promise or broadcast handle among the arguments or a handle inside a list, tuple or
 dict argument, large bytes) take the general path;
 so do bindings with a priority or migration. With operand caching (``define.cache``)

@@ -60,11 +60,14 @@ def _pick(bt: Batcher) -> int | None:
 
 
 def place(bt: Batcher, b: Pending, send: bool = True) -> bool:
-    """Send ``b`` to a replica with room; False (nothing done) if none has room. ``send``
-    False (the linger timer): what is to be written is left in ``bt.held``."""
+    """Send ``b`` to a replica with room; False (nothing done) if none has room, or none
+    is live where lost replicas are looked for again (it waits: client/rejoin.py).
+    ``send`` False (the linger timer): what is to be written is left in ``bt.held``."""
     i = _pick(bt)
     if i is None:
         if not any(not lk.dead for lk in bt.links):
+            if bt.d.rejoins:  # (it waits for one to come back: client/rejoin.py)
+                return False
             b.set_error(ConnectionLostError(f"every replica of {bt.interface} is gone"))
             return True
         return False

@@ -204,7 +204,9 @@ def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None
                 f"a batch of {plural(len(b.args), 'call')} to {bt.interface} was lost "
                 f"with {plural(b.attempts, 'replica')} in a row (last: {link.name}); it is "
                 f"not tried again", interface=bt.interface, replica=link.name))
-        elif any(not lk.dead for lk in bt.links):
+        elif any(not lk.dead for lk in bt.links) or d.rejoins:
+            # (with none live, where lost replicas are looked for again, it waits for
+            # one: failed by client/rejoin.py if none comes in time)
             b.link = None
             bt.backlog.appendleft(b)  # first in line, in its old order
             if b.entries:

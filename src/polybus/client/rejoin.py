@@ -20,8 +20,14 @@ every place is filled again), or the next read's after-step (`tick`: a program t
 waiting for an answer, or the pump). A call made while no replica of its binding is live
 waits for the looks, ``bound`` s at most, then fails with NoReplicaError saying so; a
 call lost with every replica (idempotent) waits in the binding's backlog the same way
-(`Dispatcher.rejoins`, client/backlog.py), then fails with the ConnectionLostError a run
-with its own workers gives at once, with what was waited for.
+(`Dispatcher.rejoins`, client/backlog.py), and so does an aggregating binding's batch,
+lost with every replica or closed while none is live, in its Batcher's queue
+(batchsend.py, batchplace.py); then each fails with the ConnectionLostError a run with
+its own workers gives at once, with what was waited for. A Batcher's state is changed
+under its lock, only tried (`install`): while another thread holds it, a replica found
+waits, its connection open, for a later tick. `close` ends the look under way (a wait
+for the registry's answer cut short) and waits for its thread: no connection of it is
+left open once the session is closed.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from polybus.client.revive import (
     LOOK_MAX_S,
     LOOK_S,
     Found,
+    Halt,
     dial,
     install,
     key_of,
@@ -47,6 +54,7 @@ from polybus.client.revive import (
 )
 from polybus.config.units import duration_text
 from polybus.errors import ConnectionLostError, NoReplicaError, PolybusError
+from polybus.transport.endpoints import HANDSHAKE_TIMEOUT
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
@@ -83,6 +91,7 @@ class Rejoin:
         self.placing = threading.RLock()
         self.closed = False
         self.thread: threading.Thread | None = None
+        self.halt = Halt()  # (ends the look under way as the session closes)
 
     # -- on the session's threads --------------------------------------------------
     def lost(self, link: ReplicaLink, error: PolybusError) -> None:
@@ -149,6 +158,8 @@ class Rejoin:
                 return
             if time.monotonic() >= deadline:
                 break
+            if k.found:  # (left for a Batcher's lock, held on another thread: install)
+                self._pause()
         raise NoReplicaError(self._none_text(d.interface, key))
 
     def _wait(self, k: _Key, seen: tuple[float, bool], seconds: float) -> None:
@@ -163,6 +174,17 @@ class Rejoin:
             with self.cv:
                 if not k.found and (k.last, k.looking) == seen and not self.closed:
                     self.cv.wait(seconds)
+        finally:
+            if gate is not None:
+                gate.enter()
+
+    def _pause(self) -> None:
+        """A moment outside the pump's gate, for a lock's holder to let it go."""
+        gate = self.session.gate
+        if gate is not None:
+            gate.leave()
+        try:
+            time.sleep(0.001)
         finally:
             if gate is not None:
                 gate.enter()
@@ -183,15 +205,25 @@ class Rejoin:
 
     def _place(self, key: str, k: _Key, found: list[Found]) -> None:
         s = self.session
-        for link in install(s, key, found):
+        busy: list[Found] = []  # (a Batcher's lock held elsewhere: put in place later)
+        for link in install(s, key, found, busy):
             log.warning("polybus: replica %s of module %r is back: dialled again",
                         link.name, link.module)
+        if busy:
+            with self.cv:  # (closed meanwhile, on another thread: `close` kept none)
+                if self.closed:
+                    _close((busy, []))
+                else:
+                    k.found[:0] = busy
         links = s.links.get(key, [])
         if any(not lk.dead for lk in links):
             k.none_since = None
             for d in s.dispatchers.values():  # (calls lost with every replica: placed)
                 if d._backlog:
                     d.refill()
+            for bt in s.batchers:  # (and batches: not if its lock is held elsewhere)
+                if bt.backlog:
+                    bt.pump(wait=False)
         if wanted(s, key) is None:  # every place filled: the plain entries again
             k.gap = LOOK_S
             with self.cv:  # (and a loss on another thread wraps them: lost)
@@ -199,17 +231,19 @@ class Rejoin:
                     user = s.dispatchers.get(name)
                     if user is not None and any(id(lk) in user._index for lk in links):
                         s.entries[name] = self.plain.pop(name)
-        else:
+        elif not busy:
             with self.cv:
                 self._plan(k, max(time.monotonic(), k.last + k.gap))
 
     def _waited(self, key: str, k: _Key) -> None:
-        """Calls waiting in a backlog with no live replica: a look due now, and those
-        that waited past the bound failed."""
+        """Calls (and batches) waiting in a backlog with no live replica: a look due
+        now, and those that waited past the bound failed."""
         s = self.session
         users = [d for d in s.dispatchers.values() if d._backlog
                  and any(id(lk) in d._index for lk in s.links.get(key, ()))]
-        if not users:
+        batchers = [bt for bt in s.batchers if bt.backlog
+                    and any(id(lk) in bt._index for lk in s.links.get(key, ()))]
+        if not users and not batchers:
             return
         now = time.monotonic()
         assert k.none_since is not None
@@ -228,6 +262,15 @@ class Rejoin:
                 rec.set_error(ConnectionLostError(
                     f"the call {call_text(d.interface, rec.args, rec.kwargs)} {how}: every "
                     f"replica of {d.interface} is gone (last: {name}: {error}){note}"))
+        for bt in batchers:  # (the lock tried, as `install` does: else at a next tick)
+            if bt.lock.acquire(blocking=False):
+                try:
+                    while bt.backlog:
+                        bt.backlog.popleft().set_error(ConnectionLostError(
+                            f"every replica of {bt.interface} is gone (last: {name}: "
+                            f"{error}){note}"))
+                finally:
+                    bt.lock.release()
 
     def _none_text(self, interface: str, key: str) -> str:
         return f"no live replica serves {interface}{self._back_note(key)}"
@@ -248,7 +291,7 @@ class Rejoin:
             return
         if k.due is None or when < k.due:
             k.due = when
-        if self.thread is None:
+        if self.thread is None and not self.closed:
             self.thread = threading.Thread(target=self._run, daemon=True,
                                            name="polybus-rejoin")
             self.thread.start()
@@ -272,7 +315,7 @@ class Rejoin:
             out: tuple[list[Found], list[str]] | Exception = ([], [])
             if w is not None:
                 try:
-                    out = dial(w)
+                    out = dial(w, self.halt)
                 except Exception as exc:  # (said, and looked for again later)
                     out = exc
             with self.cv:
@@ -297,13 +340,21 @@ class Rejoin:
                     self._plan(k, k.last + k.gap)
                 self.cv.notify_all()
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """No more looks; the one under way ended (a wait for the registry's answer cut
+        short) and waited for, its connections closed: none is left open once the run
+        returns. A handshake under way with a replica ends within its own bound
+        (``wait`` False, an interrupted run: not waited for)."""
         with self.cv:
             self.closed = True
             for k in self.keys.values():
                 _close((k.found, []))
                 k.found = []
             self.cv.notify_all()
+        self.halt.halt()
+        t = self.thread
+        if t is not None and t is not threading.current_thread():
+            t.join(2 * HANDSHAKE_TIMEOUT + 1.0 if wait else 0.1)
 
 
 def _close(out: tuple[list[Found], list[str]] | Exception) -> None:

@@ -35,10 +35,11 @@ from polybus.wire.codec import Codec
 from polybus.wire.messages import Replica
 
 if TYPE_CHECKING:
+    from polybus.client.batching import Batcher
     from polybus.client.session import Session
 
-__all__ = ["LOOK_MAX_S", "LOOK_S", "WAIT_S", "Found", "Wanted", "dial", "install", "key_of",
-           "wanted"]
+__all__ = ["LOOK_MAX_S", "LOOK_S", "WAIT_S", "Found", "Halt", "Wanted", "dial", "install",
+           "key_of", "wanted"]
 
 log = logging.getLogger("polybus.client")
 
@@ -90,21 +91,48 @@ def wanted(session: Session, key: str) -> Wanted | None:
                   session.token, spec.pickle, session.app.cluster.max_frame)
 
 
-def dial(w: Wanted) -> tuple[list[Found], list[str]]:
+class Halt:
+    """Ends the looks of a session that closes (`dial`), from another thread: a wait for
+    the registry's answer is cut short, and nothing is dialled after. (A handshake
+    under way with a replica ends within its own bound, HANDSHAKE_TIMEOUT.)"""
+
+    def __init__(self) -> None:
+        self.halted = False
+        self._client: RegistryClient | None = None  # (the registry's, of the look under way)
+
+    def halt(self) -> None:
+        self.halted = True
+        client = self._client
+        if client is not None:
+            client.interrupt()
+
+    def asking(self, client: RegistryClient | None) -> None:
+        """``client`` is the one the look asks now (None: asked)."""
+        self._client = client
+        if client is not None and self.halted:  # (halted before it was seen)
+            client.interrupt()
+
+
+def dial(w: Wanted, halt: Halt | None = None) -> tuple[list[Found], list[str]]:
     """The replicas of ``w.module`` registered now that have no live link, dialled (at
     most one per lost place; those of the lost names first), and why any could not be.
-    Blocking; raises PolybusError if the registry cannot be asked."""
+    Blocking; raises PolybusError if the registry cannot be asked. ``halt``: what ends
+    it from another thread (a session closing)."""
     client = RegistryClient(w.registry, w.token)
+    if halt is not None:
+        halt.asking(client)
     try:
         replicas = client.resolve(module=w.module)
     finally:
+        if halt is not None:
+            halt.asking(None)
         client.close()
     candidates = sorted((r for r in replicas if r.name not in w.live),
                         key=lambda r: (r.name not in w.lost, r.name))
     found: list[Found] = []
     failed: list[str] = []
     for r in candidates:
-        if len(found) == len(w.lost):
+        if len(found) == len(w.lost) or (halt is not None and halt.halted):
             break
         codec = Codec(allow_pickle=w.allow_pickle, max_frame=w.max_frame)
         try:
@@ -114,47 +142,94 @@ def dial(w: Wanted) -> tuple[list[Found], list[str]]:
     return found, failed
 
 
-def install(session: Session, key: str, found: list[Found]) -> list[ReplicaLink]:
+def install(session: Session, key: str, found: list[Found],
+            busy: list[Found] | None = None) -> list[ReplicaLink]:
     """Put each of ``found`` in the place of a lost link of ``key`` (its own old place if
     it had one), in the reactor and in every dispatcher using that link; the new links.
     A replica that does not serve every interface bound to the place is left out (a
-    worker of another program registered under the module's key), said once."""
+    worker of another program registered under the module's key), said once.
+
+    An aggregating binding's link changes under its Batcher's lock, from the first
+    change (its dispatcher's list, which the Batcher shares) to the last (its counts
+    there): a batch placed meanwhile on another thread (the linger timer, a read's
+    flush, the pump) would go to the new link with the lost one's counts, then lose
+    its place in them. The lock is only tried: its holder may be waiting for this
+    thread (a read's after-step, or the pump's turn); one found while a lock is held
+    elsewhere is left in ``busy``, to be put in place later (closed if None)."""
     links = session.links.get(key, [])
     made: list[ReplicaLink] = []
     for f in found:
-        r = f.replica
-        dead = [i for i, lk in enumerate(links) if lk.dead]
-        if not dead or any(lk.name == r.name and not lk.dead for lk in links):
-            f.channel.close()
+        locked = _lock(session, links, f.replica.name)
+        if locked is None:
+            if busy is not None:
+                busy.append(f)
+            else:
+                f.channel.close()
             continue
-        i = next((j for j in dead if links[j].name == r.name), dead[0])
-        old = links[i]
-        users = [d for d in session.dispatchers.values() if id(old) in d._index]
-        missing = [d.interface for d in users if d.interface not in r.interfaces]
-        if missing:
-            f.channel.close()
-            if f"unfit {r.name}" not in session._short:
-                session._short.add(f"unfit {r.name}")
-                log.warning("polybus: warning: replica %s registered for module %r does not "
-                            "serve %s; not used", r.name, old.module, ", ".join(missing))
-            continue
-        tune(f.channel, session.app.modules[old.module])
-        new = ReplicaLink(r.name, old.module, f.channel, r.speed)
-        reactor = session.reactor
-        reactor.links = [lk for lk in reactor.links if lk is not old]
-        reactor._rings[:] = [(lk, ch) for lk, ch in reactor._rings if lk is not old]
-        reactor.add(new)
-        links[i] = new
-        forget(session, r.name)  # (its cache holds nothing this session put)
-        for d in users:
-            d.replace(old, new)
-        for bt in session.batchers:  # (after its dispatcher's: they share d.links)
-            if any(bt.d is d for d in users):
-                batchrefill.replace(bt, old, new)
-        for m in session.migrators:  # (after its dispatcher's: it reads d.links)
-            if any(m.d is d for d in users):
-                m.replace(old, new)
-        session._serves[r.name] = list(r.interfaces)
-        session.losses.again(r.name)  # (its next loss is said again: client/lossline.py)
-        made.append(new)
+        try:
+            new = _put(session, links, f)
+        finally:
+            for bt in locked:
+                bt.lock.release()
+        if new is not None:
+            made.append(new)
     return made
+
+
+def _lock(session: Session, links: list[ReplicaLink], name: str) -> list[Batcher] | None:
+    """The locks of the Batchers that use the place ``name`` takes (its own lost link's,
+    else the first lost one's, as `_put` chooses), each tried and taken; None if one is
+    held on another thread (none kept then)."""
+    dead = [lk for lk in links if lk.dead]
+    old = next((lk for lk in dead if lk.name == name), dead[0] if dead else None)
+    if old is None:
+        return []
+    locked: list[Batcher] = []
+    for bt in session.batchers:
+        if id(old) in bt.d._index:
+            if not bt.lock.acquire(blocking=False):
+                for held in locked:
+                    held.lock.release()
+                return None
+            locked.append(bt)
+    return locked
+
+
+def _put(session: Session, links: list[ReplicaLink], f: Found) -> ReplicaLink | None:
+    """(`install`, the Batchers' locks held) ``f`` in a lost link's place; None if it
+    is not used (and closed)."""
+    r = f.replica
+    dead = [i for i, lk in enumerate(links) if lk.dead]  # (as `_lock` chose)
+    if not dead or any(lk.name == r.name and not lk.dead for lk in links):
+        f.channel.close()
+        return None
+    i = next((j for j in dead if links[j].name == r.name), dead[0])
+    old = links[i]
+    users = [d for d in session.dispatchers.values() if id(old) in d._index]
+    missing = [d.interface for d in users if d.interface not in r.interfaces]
+    if missing:
+        f.channel.close()
+        if f"unfit {r.name}" not in session._short:
+            session._short.add(f"unfit {r.name}")
+            log.warning("polybus: warning: replica %s registered for module %r does not "
+                        "serve %s; not used", r.name, old.module, ", ".join(missing))
+        return None
+    tune(f.channel, session.app.modules[old.module])
+    new = ReplicaLink(r.name, old.module, f.channel, r.speed)
+    reactor = session.reactor
+    reactor.links = [lk for lk in reactor.links if lk is not old]
+    reactor._rings[:] = [(lk, ch) for lk, ch in reactor._rings if lk is not old]
+    reactor.add(new)
+    links[i] = new
+    forget(session, r.name)  # (its cache holds nothing this session put)
+    for d in users:
+        d.replace(old, new)
+    for bt in session.batchers:  # (after its dispatcher's: they share d.links)
+        if any(bt.d is d for d in users):
+            batchrefill.replace(bt, old, new)
+    for m in session.migrators:  # (after its dispatcher's: it reads d.links)
+        if any(m.d is d for d in users):
+            m.replace(old, new)
+    session._serves[r.name] = list(r.interfaces)
+    session.losses.again(r.name)  # (its next loss is said again: client/lossline.py)
+    return new

@@ -386,7 +386,7 @@ class Session:
         the same)."""
         try:
             if self.rejoin is not None:
-                self.rejoin.close()
+                self.rejoin.close(wait)
             self.losses.close(wait)
         finally:
             if self.pump is not None:

@@ -45,8 +45,12 @@ class RegistryClient:
         self._timeout = timeout
         self._lock = threading.Lock()
         self._ch: Channel | None = None
+        self._interrupted = False
 
     def _channel(self) -> Channel:
+        if self._interrupted:
+            raise TransportError(f"the request to the registry at {self.address} was "
+                                 "interrupted (the client is closing)")
         if self._ch is None or self._ch.closed:
             # Said as the registry, with what to do: the bare transport error names an
             # address only, and a token refusal names no one.
@@ -67,7 +71,23 @@ class RegistryClient:
                 raise TransportError(
                     f"no registry answers at {self.address} ({exc}): is `polybus "
                     "registry` running? It prints the HOST:PORT to pass") from None
+            if self._interrupted:  # (while it connected: `interrupt` saw no channel)
+                self._ch.close()
+                self._ch = None
+                raise TransportError(f"the request to the registry at {self.address} was "
+                                     "interrupted (the client is closing)")
         return self._ch
+
+    def interrupt(self) -> None:
+        """From another thread, without waiting for the request under way: it ends (its
+        connection is shut down: a wait for the registry's answer raises
+        ConnectionLostError), and every later one raises TransportError. A registry that
+        accepted the connection and never answers held a blocked request for ever.
+        ``close`` still closes the connection (it waits for the request to end)."""
+        self._interrupted = True
+        ch = self._ch
+        if ch is not None:  # (under the channel's end lock: never a descriptor reused by
+            ch.cut()        # a new connection once the look's thread closed this one)
 
     def _goodbye(self, ch: Channel, msg: Goodbye) -> TransportError:
         """The registry closed ``ch`` saying why (a message it refuses): the error to
