@@ -9,6 +9,7 @@ calls, or while a call waits for a live replica, by the test's own order.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import textwrap
@@ -108,8 +109,9 @@ def test_a_run_takes_back_a_worker_started_again_under_its_name(
         return w
 
     first = worker()
+    figures = tmp_path / "figures.json"
     run = procs.start("run", app, "--registry", addr, "--quiet",
-                      "--wait-for-workers", "60s", env=env)
+                      "--wait-for-workers", "60s", "--json", str(figures), env=env)
     assert _answer(tmp_path, 0, run) == first.pid
     first.send_signal(signal.SIGKILL)  # (by its own pid)
     first.wait(timeout=20)
@@ -125,3 +127,8 @@ def test_a_run_takes_back_a_worker_started_again_under_its_name(
     assert out.strip() == "done", (out, err)
     assert "replica kv-0 of module 'kv' was lost" in err, err
     assert "replica kv-0 of module 'kv' is back: dialled again" in err, err
+    # Each process that served the run has its row: the two lost ones theirs, with the
+    # call each answered (the rows were the links of the run's end alone: the summary
+    # showed one call of three, and no loss).
+    rows = [(r["name"], r["lost"], r["calls"]) for r in json.loads(figures.read_text())["replicas"]]
+    assert sorted(rows) == [("kv-0", False, 1), ("kv-0", True, 1), ("kv-0", True, 1)], rows

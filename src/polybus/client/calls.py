@@ -276,8 +276,8 @@ def error_from(fail: Fail, interface: str, replica: str, origin: str = "",
 class ReplicaLink:
     """The client's connection to one replica and the calls outstanding on it."""
 
-    __slots__ = ("abandoned", "calls", "channel", "dead", "held", "lock", "module", "name",
-                 "outstanding", "speed", "trail", "watch")
+    __slots__ = ("abandoned", "before", "calls", "channel", "dead", "held", "lock", "module",
+                 "name", "outstanding", "speed", "trail", "watch")
 
     def __init__(self, name: str, module: str, channel: Channel, speed: float = 1.0) -> None:
         self.name = name
@@ -307,6 +307,9 @@ class ReplicaLink:
         # (client/forward.py): one it cannot send on comes back as Undelivered, so it is
         # read meanwhile as if it held calls.
         self.watch = 0
+        # The lost link this one took the place of (client/revive.py `install`), for the
+        # run's figures: each process that served the run keeps its row (stats.py)
+        self.before: ReplicaLink | None = None
 
     @property
     def load(self) -> int:

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from polybus.client.batching import Batcher
     from polybus.client.session import Session
 
-__all__ = ["LOOK_MAX_S", "LOOK_S", "WAIT_S", "Found", "Halt", "Wanted", "dial", "install",
-           "key_of", "wanted"]
+__all__ = ["KEPT_BEFORE", "LOOK_MAX_S", "LOOK_S", "WAIT_S", "Found", "Halt", "Wanted", "dial",
+           "follow", "install", "key_of", "wanted"]
 
 log = logging.getLogger("polybus.client")
 
@@ -47,6 +47,7 @@ log = logging.getLogger("polybus.client")
 LOOK_S = 0.5        # the first look after a loss; and the closest two looks may be
 LOOK_MAX_S = 10.0   # the farthest apart looks get while a place stays empty
 WAIT_S = 5.0        # the longest a call with no live replica waits for the looks
+KEPT_BEFORE = 64    # lost links a place keeps behind its link, for the figures (stats.py)
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,7 @@ def _put(session: Session, links: list[ReplicaLink], f: Found) -> ReplicaLink | 
         return None
     tune(f.channel, session.app.modules[old.module])
     new = ReplicaLink(r.name, old.module, f.channel, r.speed)
+    follow(new, old)
     reactor = session.reactor
     reactor.links = [lk for lk in reactor.links if lk is not old]
     reactor._rings[:] = [(lk, ch) for lk, ch in reactor._rings if lk is not old]
@@ -233,3 +235,14 @@ def _put(session: Session, links: list[ReplicaLink], f: Found) -> ReplicaLink | 
     session._serves[r.name] = list(r.interfaces)
     session.losses.again(r.name)  # (its next loss is said again: client/lossline.py)
     return new
+
+
+def follow(new: ReplicaLink, old: ReplicaLink) -> None:
+    """``new`` takes ``old``'s place: ``old`` is kept behind it, for the run's figures
+    (each process that served the run its row: stats.py), with at most KEPT_BEFORE
+    lost links behind a place (a serve whose worker fails again and again)."""
+    new.before = old
+    kept, lk = 1, old
+    while lk.before is not None and kept < KEPT_BEFORE:
+        kept, lk = kept + 1, lk.before
+    lk.before = None

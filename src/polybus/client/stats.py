@@ -120,14 +120,40 @@ def session_stats(session: Session) -> SessionStats:
                 rs.busy_s = reply.busy_s - base.busy_s
                 rs.queue_wait_s = reply.queue_wait_s - base.queue_wait_s
                 rs.handlers = max(1, reply.handlers)
+    _replaced(session, rows, out)
     # (looked at again: a replica killed as the run ended is found gone by the asking
     # above, its connections breaking under it; it was counted alive before)
     alive = {link.name for links in session.links.values() for link in links if not link.dead}
-    for rs in rows.values():
-        rs.lost = rs.name not in alive
-        if rs.name not in answered:  # (not asked, or no answer: its times are not known)
+    for key, rs in rows.items():
+        rs.lost = rs.lost or rs.name not in alive  # (a row of `_replaced`'s: lost already)
+        # (not asked, no answer, or a process since replaced: its times are not known)
+        if key != rs.name or rs.name not in answered:
             rs.busy_s = rs.queue_wait_s = rs.busy_fraction = None
     out.replicas = list(rows.values())
     for e in local:  # (no replica: their calls counted here, client/inclient.py)
         out.in_client[e.module] = out.in_client.get(e.module, 0) + e.calls
     return out
+
+
+def _replaced(session: Session, rows: dict[str, ReplicaStats], out: SessionStats) -> None:
+    """The rows of the lost replicas whose places were taken during the run (a worker
+    started again under its name, or another: client/revive.py): each process its own,
+    lost, with the calls it answered and the bytes its connections carried (its own
+    counters can no longer be asked)."""
+    for links in session.links.values():
+        for link in links:
+            old, depth = link.before, 1
+            while old is not None:
+                sent, received = link_bytes(old)
+                sent0, received0 = session._bytes0.get(id(old), (0, 0))
+                out.bytes_sent += sent - sent0
+                out.bytes_received += received - received0
+                key = f"{old.name}\0{depth}"  # (a binding's own transport: a link of its own)
+                rs = rows.get(key)
+                if rs is None:
+                    rs = rows[key] = ReplicaStats(old.name, speed=old.speed, lost=True)
+                rs.calls += old.calls
+                scheme = old.channel.peer.partition("://")[0]
+                if scheme not in rs.transports:
+                    rs.transports.append(scheme)
+                old, depth = old.before, depth + 1
