@@ -57,11 +57,12 @@ from polybus.errors import ConnectionLostError, NoReplicaError, PolybusError
 from polybus.transport.endpoints import HANDSHAKE_TIMEOUT
 
 if TYPE_CHECKING:
+    from polybus.client.batching import Batcher
     from polybus.client.calls import ReplicaLink
     from polybus.client.dispatch import Dispatcher
     from polybus.client.session import Session
 
-__all__ = ["Rejoin"]
+__all__ = ["Rejoin", "Waiting", "back_note", "give_up", "placed", "waiting_on"]
 
 log = logging.getLogger("polybus.client")
 
@@ -216,14 +217,8 @@ class Rejoin:
                 else:
                     k.found[:0] = busy
         links = s.links.get(key, [])
-        if any(not lk.dead for lk in links):
+        if placed(s, key):
             k.none_since = None
-            for d in s.dispatchers.values():  # (calls lost with every replica: placed)
-                if d._backlog:
-                    d.refill()
-            for bt in s.batchers:  # (and batches: not if its lock is held elsewhere)
-                if bt.backlog:
-                    bt.pump(wait=False)
         if wanted(s, key) is None:  # every place filled: the plain entries again
             k.gap = LOOK_S
             with self.cv:  # (and a loss on another thread wraps them: lost)
@@ -238,12 +233,8 @@ class Rejoin:
     def _waited(self, key: str, k: _Key) -> None:
         """Calls (and batches) waiting in a backlog with no live replica: a look due
         now, and those that waited past the bound failed."""
-        s = self.session
-        users = [d for d in s.dispatchers.values() if d._backlog
-                 and any(id(lk) in d._index for lk in s.links.get(key, ()))]
-        batchers = [bt for bt in s.batchers if bt.backlog
-                    and any(id(lk) in bt._index for lk in s.links.get(key, ()))]
-        if not users and not batchers:
+        users = waiting_on(self.session, key)
+        if not users:
             return
         now = time.monotonic()
         assert k.none_since is not None
@@ -252,37 +243,10 @@ class Rejoin:
                 if not k.looking and not k.found:
                     self._plan(k, max(now, k.last + LOOK_S))
             return
-        name, error = k.error or ("?", PolybusError("lost"))
-        note = self._back_note(key)
-        for d in users:
-            while d._backlog:
-                rec = heapq.heappop(d._backlog)[2]
-                how = "was lost" if rec.id in d._suspects else "was not run"
-                d._suspects.pop(rec.id, None)
-                rec.set_error(ConnectionLostError(
-                    f"the call {call_text(d.interface, rec.args, rec.kwargs)} {how}: every "
-                    f"replica of {d.interface} is gone (last: {name}: {error}){note}"))
-        for bt in batchers:  # (the lock tried, as `install` does: else at a next tick)
-            if bt.lock.acquire(blocking=False):
-                try:
-                    while bt.backlog:
-                        bt.backlog.popleft().set_error(ConnectionLostError(
-                            f"every replica of {bt.interface} is gone (last: {name}: "
-                            f"{error}){note}"))
-                finally:
-                    bt.lock.release()
+        give_up(users, k.error, back_note(self.session, key, self.bound))
 
     def _none_text(self, interface: str, key: str) -> str:
-        return f"no live replica serves {interface}{self._back_note(key)}"
-
-    def _back_note(self, key: str) -> str:
-        s = self.session
-        module = s.links[key][0].module if s.links.get(key) else key
-        lost = ", ".join(dict.fromkeys(lk.name for lk in s.links.get(key, ()) if lk.dead))
-        return (f"; lost replica(s) {lost} of module {module!r} not back at "
-                f"{s.registry.address} within {duration_text(self.bound)} (a worker "
-                f"started again under its name, or another of module {module!r} "
-                f"registered there, is taken back by later calls)")
+        return f"no live replica serves {interface}{back_note(self.session, key, self.bound)}"
 
     # -- the looks, on a thread of their own ----------------------------------------
     def _plan(self, k: _Key, when: float) -> None:
@@ -362,3 +326,75 @@ def _close(out: tuple[list[Found], list[str]] | Exception) -> None:
     if not isinstance(out, Exception):
         for f in out[0]:
             f.channel.close()
+
+
+# -- shared with the front door's Revival (http/revival.py) ---------------------------
+@dataclass
+class Waiting:
+    """What waits for a replica of a module to come back: the dispatchers with calls in
+    their backlogs, and the aggregating bindings (batchers) with batches in theirs."""
+
+    calls: list[Dispatcher]
+    batches: list[Batcher]
+
+    def __bool__(self) -> bool:
+        return bool(self.calls or self.batches)
+
+
+def waiting_on(session: Session, key: str) -> Waiting:
+    """What waits in backlogs for a replica of ``key``'s links (lost with every replica,
+    their bindings' ``rejoins`` set)."""
+    links = session.links.get(key, ())
+    return Waiting([d for d in session.dispatchers.values() if d._backlog
+                    and any(id(lk) in d._index for lk in links)],
+                   [bt for bt in session.batchers if bt.backlog
+                    and any(id(lk) in bt._index for lk in links)])
+
+
+def placed(session: Session, key: str) -> bool:
+    """After `install`: with a live replica of ``key`` again, the calls and batches that
+    waited for one placed (`Dispatcher.refill`; a batcher's not if its lock is held
+    elsewhere: at a next tick); False if none is live yet."""
+    if all(lk.dead for lk in session.links.get(key, ())):
+        return False
+    for d in session.dispatchers.values():  # (calls lost with every replica: placed)
+        if d._backlog:
+            d.refill()
+    for bt in session.batchers:  # (and batches)
+        if bt.backlog:
+            bt.pump(wait=False)
+    return True
+
+
+def give_up(users: Waiting, last: tuple[str, PolybusError] | None, note: str) -> None:
+    """What waits in ``users``' backlogs failed: no replica came back in time (``last``:
+    the last loss, replica and why; ``note``: `back_note`)."""
+    name, error = last or ("?", PolybusError("lost"))
+    for d in users.calls:
+        while d._backlog:
+            rec = heapq.heappop(d._backlog)[2]
+            how = "was lost" if rec.id in d._suspects else "was not run"
+            d._suspects.pop(rec.id, None)
+            rec.set_error(ConnectionLostError(
+                f"the call {call_text(d.interface, rec.args, rec.kwargs)} {how}: every "
+                f"replica of {d.interface} is gone (last: {name}: {error}){note}"))
+    for bt in users.batches:  # (the lock tried, as `install` does: else at a next tick)
+        if bt.lock.acquire(blocking=False):
+            try:
+                while bt.backlog:
+                    bt.backlog.popleft().set_error(ConnectionLostError(
+                        f"every replica of {bt.interface} is gone (last: {name}: "
+                        f"{error}){note}"))
+            finally:
+                bt.lock.release()
+
+
+def back_note(session: Session, key: str, bound: float) -> str:
+    """What a call that waited ``bound`` s for a lost replica of ``key`` to come back
+    adds to its error."""
+    module = session.links[key][0].module if session.links.get(key) else key
+    lost = ", ".join(dict.fromkeys(lk.name for lk in session.links.get(key, ()) if lk.dead))
+    return (f"; lost replica(s) {lost} of module {module!r} not back at "
+            f"{session.registry.address} within {duration_text(bound)} (a worker "
+            f"started again under its name, or another of module {module!r} "
+            f"registered there, is taken back by later calls)")

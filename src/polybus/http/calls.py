@@ -68,7 +68,7 @@ class CallBridge:
         for link in self.reactor.links:
             self.watch(link)
         # A lost replica is looked for again (http/revival.py); a new link is watched.
-        self.revival = Revival(session, loop, self.watch, stays)
+        self.revival = Revival(session, loop, self.watch, stays, self._schedule)
         previous = self.reactor.on_lost
 
         def lost(link: ReplicaLink, error: PolybusError) -> None:
@@ -76,7 +76,7 @@ class CallBridge:
             if fd is not None:  # the reactor closed it; stop watching the number
                 loop.remove_reader(fd)
             previous(link, error)
-            self.revival.lost(link)
+            self.revival.lost(link, error)
             self._schedule()
 
         self.reactor.on_lost = lost
@@ -88,38 +88,47 @@ class CallBridge:
         self.loop.add_reader(fd, self._step)
 
     async def call(self, name: str, kwargs: dict[str, Any], timeout: float | None) -> Any:
-        """The answer of the bound name ``name``; raises its typed error."""
-        if self.revival.keys:  # (a replica was lost: with none live, looked for first)
-            await self.revival.ready(name)
-        promise = self.session.call(name, (), kwargs)
-        if not isinstance(promise, Promise):  # (a sync dispatcher answers at once)
-            return promise
-        if promise.done:
-            return wait(promise)
-        fut: asyncio.Future[Any] = self.loop.create_future()
-        self._pending[id(promise)] = (promise, fut)
-        if self._held():  # async-demand holds calls for a busy replica: written next step
-            self._schedule()
-        elif self._ticker is None:  # (the answer itself wakes _step through add_reader)
-            self._ticker = self.loop.call_later(_TICK_S, self._tick)
+        """The answer of the bound name ``name``; raises its typed error. ``timeout``
+        runs over a wait for a lost replica too (http/revival.py)."""
+        promise: Any = None
         try:
             async with asyncio.timeout(timeout):
+                if self.revival.keys:  # (a replica was lost: with none live, looked for)
+                    await self.revival.ready(name)
+                promise = self.session.call(name, (), kwargs)
+                if not isinstance(promise, Promise):  # (a sync dispatcher answers at once)
+                    return promise
+                if promise.done:
+                    return wait(promise)
+                fut: asyncio.Future[Any] = self.loop.create_future()
+                self._pending[id(promise)] = (promise, fut)
+                if self._held():  # async-demand holds calls for a busy replica: next step
+                    self._schedule()
+                elif self._ticker is None:  # (the answer itself wakes _step: add_reader)
+                    self._ticker = self.loop.call_later(_TICK_S, self._tick)
                 return await fut
         except TimeoutError as exc:
             if isinstance(exc, RemoteError):  # (the function's own: errors.RemoteException)
                 raise
             late = CallTimeoutError(f"no answer from {name} within {duration_text(timeout or 0.0)}",
                                     interface=name)
-            if _give_up(promise, late):
+            if promise is None or _give_up(promise, late):  # (None: it waited for a replica)
                 raise seen(late) from None  # (its 504 is how it is looked at)
             return wait(promise)  # its answer came in the same instant
         finally:
-            self._pending.pop(id(promise), None)
+            if promise is not None:
+                self._pending.pop(id(promise), None)
 
     def after_loss(self, name: str) -> tuple[str, bool]:
         """What a 502 for the bound ``name``'s lost replicas adds, and whether they may
         come back (http/revival.py)."""
         return self.revival.after_loss(name)
+
+    def ended(self, replica: str) -> str:
+        """How the worker of the lost ``replica`` ended, for the 502 of a call lost with
+        it ("" if the engine did not say)."""
+        how = self.session.ended.get(replica)
+        return f"; worker {replica} {how}" if how else ""
 
     def _held(self) -> bool:
         return any(link.held for link in self.reactor.links)

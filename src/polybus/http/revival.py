@@ -13,6 +13,19 @@ old (waiting for it at most WAIT_S: the loop is never blocked, the look runs in 
 thread of its own). The session never holds more links to a module than it started
 with.
 
+Where lost workers come back (the engine starts them again, or something else started
+them: ``stays`` None), calls wait for them as a run at a shared registry's do
+(client/rejoin.py, whose helpers these are): a request that finds no live replica waits
+for the looks, one each LOOK_S, WAIT_S at most, then gets NoReplicaError saying what it
+waited for; a call lost with every replica (idempotent: client/backlog.py) waits in its
+binding's backlog (``Dispatcher.rejoins``) and runs on the replica that comes back, as
+a call lost with its replica runs on another (counted as a loss: a call lost with 3
+replicas in a row fails with PoisonCallError), or fails WAIT_S after the last replica
+was lost with the ConnectionLostError it got at once before. Looks are each LOOK_S while
+anything waits. The route's own timeout runs over the wait too (its 504). Where they do
+not come back, a call lost with every replica, and a request that finds none, fail at
+once (after one look, for the request).
+
 The 502 of a request that finds its replicas gone says how each lost one's worker ended,
 when the engine that started it could tell (`Session.ended`), and whether it may come
 back: "retry later", unless every lost replica's worker ended and nothing starts it
@@ -30,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from polybus.client.rejoin import back_note, give_up, placed, waiting_on
 from polybus.client.revive import (
     LOOK_MAX_S,
     LOOK_S,
@@ -41,6 +55,7 @@ from polybus.client.revive import (
     key_of,
     wanted,
 )
+from polybus.errors import NoReplicaError, PolybusError
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
@@ -56,31 +71,52 @@ class _Key:
     look: asyncio.Future[Any] | None = None   # the look under way
     timer: asyncio.TimerHandle | None = None  # the next look planned
     said: str = ""                            # why the last look left a place empty
+    none_since: float | None = None           # when its last live link was lost
+    error: tuple[str, PolybusError] | None = None  # the last loss: (replica, why)
+    asking: int = 0                           # requests waiting in `ready` for a replica
+    overdue: asyncio.TimerHandle | None = None  # when the calls lost with every one fail
 
 
 class Revival:
     """Looks for the session's lost replicas; ``watch`` is told of each link made."""
 
     def __init__(self, session: Session, loop: asyncio.AbstractEventLoop,
-                 watch: Callable[[ReplicaLink], None], stays: str | None = None) -> None:
+                 watch: Callable[[ReplicaLink], None], stays: str | None = None,
+                 wake: Callable[[], None] = lambda: None) -> None:
         """``stays``: why a worker that ended is not started again ("[serve] restart =
-        false"), None if it is (or no engine started them)."""
+        false"), None if it is (or no engine started them): then calls wait for it.
+        ``wake``: the session is to be stepped (calls placed or failed here)."""
         self.session = session
         self.loop = loop
         self.watch = watch
         self.stays = stays
+        self.wake = wake
+        self.holds = stays is None  # calls wait for lost replicas to come back
         self.keys: dict[str, _Key] = {}
         self.closed = False
+        if self.holds:  # (a call lost with every replica waits in its backlog)
+            for d in session.dispatchers.values():
+                d.rejoins = True
 
-    def lost(self, link: ReplicaLink) -> None:
-        """``link`` was lost: a look for its module's replicas is planned."""
+    def lost(self, link: ReplicaLink, error: PolybusError) -> None:
+        """``link`` was lost: a look for its module's replicas is planned; with none
+        left, the calls lost with them fail WAIT_S from now unless one comes back."""
         key = key_of(self.session, link)
-        if key is not None and not self.closed:
-            self._plan(key, self.keys.setdefault(key, _Key()))
+        if key is None or self.closed:
+            return
+        k = self.keys.setdefault(key, _Key())
+        k.error = (link.name, error)
+        if (self.holds and k.none_since is None
+                and all(lk.dead for lk in self.session.links[key])):
+            k.none_since = time.monotonic()
+            k.overdue = self.loop.call_later(WAIT_S, self._overdue, key)
+        self._plan(key, k)
 
     async def ready(self, name: str) -> None:
         """Before a call of the bound ``name``: with no live replica left for it, look
-        now (unless the last look was too recent) and wait for that look, bounded."""
+        now (unless the last look was too recent) and wait for that look, bounded;
+        where lost replicas come back, wait for one (looking each LOOK_S), WAIT_S at
+        most, then NoReplicaError."""
         d = self.session.dispatchers.get(name)
         if d is None or self.closed or any(not lk.dead for lk in d.links) or not d.links:
             return
@@ -88,14 +124,48 @@ class Revival:
         if key is None:
             return
         k = self.keys.setdefault(key, _Key())
-        if k.look is None and time.monotonic() - k.last >= LOOK_S:
-            self._look(key, k)
-        if k.look is not None:
-            try:
-                async with asyncio.timeout(WAIT_S):
-                    await asyncio.shield(k.look)
-            except TimeoutError:
-                pass  # (the request gets its 502; the look goes on)
+        if not self.holds:
+            if k.look is None and time.monotonic() - k.last >= LOOK_S:
+                self._look(key, k)
+            if k.look is not None:
+                try:
+                    async with asyncio.timeout(WAIT_S):
+                        await asyncio.shield(k.look)
+                except TimeoutError:
+                    pass  # (the request gets its 502; the look goes on)
+            return
+        k.asking += 1
+        try:
+            async with asyncio.timeout(WAIT_S):
+                while not self.closed and all(lk.dead for lk in d.links):
+                    if k.look is None and time.monotonic() - k.last >= LOOK_S:
+                        self._look(key, k)
+                    if k.look is not None:
+                        await asyncio.shield(k.look)
+                    else:  # (the next look LOOK_S after the last: _plan)
+                        self._plan(key, k)
+                        await asyncio.sleep(max(0.01, k.last + LOOK_S - time.monotonic()))
+        except TimeoutError:
+            raise NoReplicaError(f"no live replica serves {d.interface}"
+                                 + back_note(self.session, key, WAIT_S)) from None
+        finally:
+            k.asking -= 1
+
+    def _waiting(self, key: str, k: _Key) -> bool:
+        """Requests or lost calls wait for a replica of ``key``: looks each LOOK_S."""
+        return bool(k.asking) or (self.holds and bool(waiting_on(self.session, key)))
+
+    def _overdue(self, key: str) -> None:
+        """WAIT_S since the last live replica of ``key`` was lost, none back: the calls
+        lost with them fail (their 502s)."""
+        k = self.keys[key]
+        k.overdue = None
+        if self.closed or k.none_since is None:
+            return
+        users = waiting_on(self.session, key)
+        if users:
+            give_up(users, k.error, back_note(self.session, key, WAIT_S))
+            self.wake()
 
     def after_loss(self, name: str) -> tuple[str, bool]:
         """What the 502 of a call of the bound ``name`` that was lost, or found no live
@@ -117,10 +187,17 @@ class Revival:
                 and all(n in self.session.ended for n in names))
 
     def _plan(self, key: str, k: _Key) -> None:
-        if k.timer is not None or k.look is not None:
+        """The next look, ``k.gap`` after the last; LOOK_S while anything waits (a look
+        planned later is brought forward)."""
+        if k.look is not None:
             return
-        delay = max(0.0, k.last + k.gap - time.monotonic())
-        k.timer = self.loop.call_later(delay, self._due, key)
+        gap = LOOK_S if self._waiting(key, k) else k.gap
+        at = self.loop.time() + max(0.0, k.last + gap - time.monotonic())
+        if k.timer is not None:
+            if k.timer.when() <= at:
+                return
+            k.timer.cancel()
+        k.timer = self.loop.call_at(at, self._due, key)
 
     def _due(self, key: str) -> None:
         k = self.keys[key]
@@ -167,6 +244,12 @@ class Revival:
             for link in install(self.session, key, found):
                 self.watch(link)
                 _say(f"replica {link.name} of module {link.module!r} is back: dialled again")
+            if found and placed(self.session, key):  # (the calls that waited: sent)
+                k.none_since = None
+                if k.overdue is not None:
+                    k.overdue.cancel()
+                    k.overdue = None
+                self.wake()
             why = "; ".join(failed)
         w = wanted(self.session, key)
         if w is None:
@@ -189,6 +272,8 @@ class Revival:
                 k.timer.cancel()
             if k.look is not None:
                 k.look.cancel()
+            if k.overdue is not None:
+                k.overdue.cancel()
 
 
 def _settle(fut: asyncio.Future[Any], out: Any) -> None:

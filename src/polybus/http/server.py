@@ -34,9 +34,11 @@ from polybus.errors import (
     CallTimeoutError,
     ConnectionLostError,
     NoReplicaError,
+    PoisonCallError,
     PolybusError,
     PriorityError,
     RemoteException,
+    WorkerDiedError,
 )
 from polybus.http.calls import CallBridge
 from polybus.http.parser import ExpectContinue, HTTPError, Request, RequestParser, shown
@@ -351,6 +353,8 @@ class FrontDoor:
             if isinstance(e, NoReplicaError | ConnectionLostError):  # (http/revival.py)
                 more, back = self.bridge.after_loss(route.key)
                 text += more
+            elif isinstance(e, PoisonCallError | WorkerDiedError):  # (lost with its replica)
+                text += self.bridge.ended(e.replica)
             self._log(req, route, f"502 {text}")
             # (lost replicas looked for again: when to ask again, as a 503 says it)
             again = [("Retry-After", "1")] if back else []

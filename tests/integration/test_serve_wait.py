@@ -1,0 +1,128 @@
+"""`polybus serve` holds a call lost with every replica, and a request that finds none
+live, for the workers it starts again, as a run at a shared registry does
+(http/revival.py, client/rejoin.py): they are answered by the new processes, not
+502ed at once. The call that ended every replica it ran on fails as the client's rule
+says (client/backlog.py), and is not run on every new worker for ever.
+
+Behaviour only: the requests are waited for (bounded), never timed."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from pathlib import Path
+
+from integration.conftest import Procs, descendants, read_line
+from integration.test_serve_revival import _get, _listening, _pids_until
+
+WEB = '''\
+import os
+import time
+
+
+def pid():
+    return {"pid": os.getpid()}
+
+
+def slow():
+    time.sleep(0.5)
+    return {"pid": os.getpid()}
+
+
+def boom():
+    os._exit(7)
+'''
+
+TOML = '''\
+[modules.web]
+source = "web.py"
+replication = {replication}
+
+[serve]
+listen = "127.0.0.1:0"
+
+[serve.routes]
+"GET /pid" = "web.pid"
+"GET /slow" = "web.slow"
+"GET /boom" = "web.boom"
+"GET /soon" = {{ to = "web.slow", timeout = "0.3s" }}
+'''
+
+
+def _app(where: Path, replication: int) -> Path:
+    (where / "web.py").write_text(WEB)
+    app = where / "app.toml"
+    app.write_text(TOML.format(replication=replication))
+    return app
+
+
+def _in_thread(host: str, port: int, url: str, got: list[tuple[str, int, bytes]]
+               ) -> threading.Thread:
+    def ask() -> None:
+        try:
+            status, body = _get(host, port, url)
+        except OSError as e:  # (said in the assertion, not lost in a thread)
+            status, body = -1, repr(e).encode()
+        got.append((url, status, body))
+    t = threading.Thread(target=ask, daemon=True)
+    t.start()
+    return t
+
+
+def test_requests_lost_with_both_replicas_wait_for_the_workers_started_again(
+        procs: Procs, tmp_path: Path) -> None:
+    """A request that ends its worker (os._exit(7)) ended web-1, ran again on web-0 and
+    ended it too: every request in flight there got `502 ... was lost: every replica of
+    slow@http is gone`, and those that came then `502 ... retry later`, until the
+    workers serve started again registered. Now they wait and are answered by the new
+    workers; the poison request fails once it has ended 3 replicas."""
+    host, port, pid = _listening(procs, _app(tmp_path, 2))
+    procs.watch(descendants(pid))
+    before = _pids_until(host, port, 2)
+    got: list[tuple[str, int, bytes]] = []
+    threads = [_in_thread(host, port, "/boom", got)]
+    time.sleep(0.05)
+    threads += [_in_thread(host, port, "/slow", got) for _ in range(4)]  # in flight
+    err = procs.started[-1].stderr
+    assert err is not None
+    read_line(err, r"polybus serve: worker web-\d exited with status 7", timeout=30)
+    read_line(err, r"polybus serve: worker web-\d exited with status 7", timeout=30)
+    for _ in range(6):  # arriving while the workers are started again
+        threads.append(_in_thread(host, port, "/pid", got))
+        time.sleep(0.1)
+    for t in threads:
+        t.join(timeout=90)
+    assert len(got) == 11, got
+    poison = [(s, b) for url, s, b in got if url == "/boom"]
+    others = [(url, s, b) for url, s, b in got if url != "/boom"]
+    assert [s for url, s, b in others] == [200] * 10, got
+    came = {json.loads(b)["pid"] for url, s, b in others if url == "/pid"}
+    assert not came & before, (came, before)  # (answered by the workers started again)
+    procs.watch(descendants(pid))
+    ((status, body),) = poison
+    assert status == 502, body
+    assert b"was lost with 3 replicas of boom@http in a row" in body, body
+    assert b"it is not tried again" in body, body
+    assert re.search(rb"; worker web-\d exited with status 7\n$", body), body
+    assert len(_pids_until(host, port, 2, timeout=60)) == 2  # the route serves on
+
+
+def test_a_request_waiting_for_a_worker_started_again_gets_its_timeout(
+        procs: Procs, tmp_path: Path) -> None:
+    """The route's own timeout runs over the wait: its 504, not a 502."""
+    host, port, pid = _listening(procs, _app(tmp_path, 1))
+    procs.watch(descendants(pid))
+    _pids_until(host, port, 1)
+    got: list[tuple[str, int, bytes]] = []
+    boom = _in_thread(host, port, "/boom", got)
+    err = procs.started[-1].stderr
+    assert err is not None
+    read_line(err, r"polybus serve: worker web-0 exited with status 7", timeout=30)
+    status, body = _get(host, port, "/soon")  # (web-0 is started again 0.5 s later)
+    assert status == 504, body
+    assert b"no answer from" in body and b"within 0.3 s" in body, body
+    boom.join(timeout=90)
+    procs.watch(descendants(pid))
+    assert got and got[0][1] == 502, got
