@@ -241,6 +241,32 @@ def test_a_look_halted_before_it_asks_asks_nothing(tmp_path: Path) -> None:
             dial(w, halt)
 
 
+@contextmanager
+def _found_while_held(c: Cluster, s: Session) -> Iterator[Any]:
+    """server-0 lost, then found again while another thread holds the aggregating
+    binding's lock: the replica found (not yet put in place), the lock let go at the end."""
+    rejoin = s.rejoin
+    assert rejoin is not None
+    bt = s.batchers[0]
+    _lose(c, s)
+    took, free = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with bt.lock:
+            took.set()
+            free.wait(30)
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert took.wait(20)
+        _again(c)
+        _until("server-0 found", lambda: rejoin.keys["server"].found)
+        yield rejoin.keys["server"].found[0]
+    finally:
+        free.set()
+        t.join(20)
+
+
 def test_a_replica_found_while_the_binding_lock_is_held_elsewhere_waits_for_it(
         tmp_path: Path, flag: Path) -> None:
     """Its lock is only tried (its holder may wait for this thread): the replica found
@@ -249,28 +275,11 @@ def test_a_replica_found_while_the_binding_lock_is_held_elsewhere_waits_for_it(
         s = _session(c, bound=30.0)
         rejoin = s.rejoin
         assert rejoin is not None
-        bt = s.batchers[0]
-        _lose(c, s)
-        took, free = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with bt.lock:
-                took.set()
-                free.wait(30)
-        t = threading.Thread(target=hold)
-        t.start()
-        try:
-            assert took.wait(20)
-            _again(c)
-            _until("server-0 found", lambda: rejoin.keys["server"].found)
-            found = rejoin.keys["server"].found[0]
+        with _found_while_held(c, s) as found:
             rejoin.tick()
             assert s.links["server"][0].dead
             assert rejoin.keys["server"].found == [found]
             assert not found.channel.closed
-        finally:
-            free.set()
-            t.join(20)
         rejoin.tick()
         assert not s.links["server"][0].dead
         assert s.links["server"][0].channel is found.channel
@@ -287,21 +296,7 @@ def test_a_replica_left_for_a_held_lock_is_closed_if_the_session_closes_meanwhil
         s = _session(c, bound=30.0)
         rejoin = s.rejoin
         assert rejoin is not None
-        bt = s.batchers[0]
-        _lose(c, s)
-        took, free = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with bt.lock:
-                took.set()
-                free.wait(30)
-        t = threading.Thread(target=hold)
-        t.start()
-        try:
-            assert took.wait(20)
-            _again(c)
-            _until("server-0 found", lambda: rejoin.keys["server"].found)
-            found = rejoin.keys["server"].found[0]
+        with _found_while_held(c, s) as found:
             plain = rejoin_module.install
 
             def install(*args: Any) -> Any:
@@ -311,6 +306,3 @@ def test_a_replica_left_for_a_held_lock_is_closed_if_the_session_closes_meanwhil
             rejoin.tick()
             assert rejoin.keys["server"].found == []
             assert found.channel.closed
-        finally:
-            free.set()
-            t.join(20)

@@ -67,16 +67,7 @@ def test_a_value_to_one_peer_does_not_wait_behind_a_dial_of_another(
         replicas: Callable[[str], WorkerRuntime], monkeypatch: pytest.MonkeyPatch) -> None:
     sender, good = replicas("w0"), replicas("w1")
     stuck = "tcp://127.0.0.1:9"  # its dial waits until the test lets it fail
-    release = threading.Event()
-    real = fwdpeers.connect
-
-    def connect(to: Any, *args: Any, **kwargs: Any) -> Channel:
-        if str(to) == stuck:
-            release.wait(30)
-            raise TransportError(f"cannot connect to {to}: no greeting")
-        return real(to, *args, **kwargs)
-
-    monkeypatch.setattr(fwdpeers, "connect", connect)
+    release = _stuck(monkeypatch, stuck)
     client = _Client()
     monkeypatch.setattr(sender, "_send_quietly", lambda ch, msg: client.told.append(msg))
     fwd = sender.forwarding
