@@ -35,6 +35,7 @@ from polybus.config.replicause import refuse_replica_uses
 from polybus.config.schema import TOP_KEYS, is_identifier, parse_module
 from polybus.config.serve import check_routes, parse_serve
 from polybus.config.servedkinds import note_unanswerable
+from polybus.config.sharedstate import note_split_state
 from polybus.config.source import SourceInfo
 from polybus.config.sourcecheck import (
     check_define,
@@ -349,6 +350,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     remote, far = with_replicas(modules, bindings)  # (the rest, for the notes below)
     note_no_ops(remote, raw_tables, p, far, serve)  # (routes parsed, not checked)
     note_many_replicas(modules, cluster.engine, p)
+    note_split_state(remote, infos, p)  # (a replicated module's globals changed by calls)
     note_big_batches(remote, cluster.max_frame, p)
     note_plain_off_host(cluster.listen_host, cluster.tls, p)
     if serve is not None:
