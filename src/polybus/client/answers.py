@@ -9,9 +9,9 @@ goodbye.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from polybus.client.calls import ReplicaLink, error_from, late, text_of
+from polybus.client.calls import CallRecord, ReplicaLink, error_from, late, text_of
 from polybus.client.cancel import released
 from polybus.client.counts import refused
 from polybus.errors import UPSTREAM_FAILED, ProtocolError
@@ -31,7 +31,7 @@ from polybus.wire.messages import (
 if TYPE_CHECKING:
     from polybus.client.reactor import Reactor
 
-__all__ = ["handle"]
+__all__ = ["handle", "misfiled"]
 
 
 def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
@@ -58,11 +58,17 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
             for item in items:
                 reactor._handle(link, item)
         case BatchResult(id=cid):
-            batch = link.outstanding.pop(cid, None)
-            if batch is not None:
-                batch.answered(link, msg)  # type: ignore[attr-defined]
-            else:
+            batch: Any = link.outstanding.get(cid)
+            if batch is None:
                 late(link, cid)  # (a late answer to a batch given up on: batchgiveup.py)
+            elif isinstance(batch, CallRecord):
+                misfiled(reactor, link, f"a BatchResult for call {cid}, which is not an "
+                                        "aggregated batch")
+            elif why := batch.misfit(msg):
+                misfiled(reactor, link, why)
+            else:
+                del link.outstanding[cid]
+                batch.answered(link, msg)
         case Released(ids=ids, req=req):  # (a Revoke's, p.cancel(); else a Steal's)
             if not (reactor.revoking and released(reactor, link, msg)):
                 for cid in ids:  # (given up on, and now known never to run: its place
@@ -76,3 +82,11 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
             reactor._lost(link, ProtocolError(f"{link.name} closed the connection: {reason}"))
         case _:
             pass
+
+
+def misfiled(reactor: Reactor, link: ReplicaLink, what: str) -> None:
+    """``link``'s replica answered a call with what does not fit it (``what``): a
+    protocol error, taken as its loss (its calls, the one named too, go on as for any
+    replica lost) rather than raised out of the program's call (docs/protocol.md, 3)."""
+    reactor._lost(link, ProtocolError(f"{link.name} sent {what}: not an answer to what it "
+                                      "was sent (a protocol error)"))

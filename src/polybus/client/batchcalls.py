@@ -108,6 +108,19 @@ class Pending:
         return (self.ops is not None and len(self.ops) > 1
                 and bound < self.opbytes <= most)
 
+    def misfit(self, msg: BatchResult) -> str:
+        """What makes ``msg`` no answer to this batch, "" if it is one: another count
+        of values than the calls it carries, or a Fail for a call it does not have."""
+        if self.done:
+            return ""  # (answered or failed already: `answered` lets it go)
+        n = len(self.args) if self.only is None else len(self.only)
+        if len(msg.values) != n:
+            return f"a BatchResult of {len(msg.values)} values for a batch of {n} calls"
+        for f in msg.fails:
+            if not 0 <= f.id < n:
+                return f"a Fail for call {f.id} of a batch of {n} calls"
+        return ""
+
     def answered(self, link: ReplicaLink, msg: BatchResult) -> None:
         if self.done:
             return

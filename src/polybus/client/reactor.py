@@ -308,6 +308,10 @@ class Reactor(LoneCalls, Sending):
         if type(msg) is Result:  # the common case, filed here; the rest in answers.py
             rec = link.outstanding.pop(msg.id, None)
             if rec is not None:
+                if not isinstance(rec, CallRecord):  # (an aggregated batch's id)
+                    link.outstanding[msg.id] = rec  # (it goes on with the replica's loss)
+                    answers.misfiled(self, link, f"a Result for aggregated batch {msg.id}")
+                    return
                 link.calls += 1
                 if rec.set_value(msg.value):
                     rec.dispatcher.completed(rec, link)
