@@ -140,8 +140,11 @@ class Revival:
                 while not self.closed and all(lk.dead for lk in d.links):
                     if k.look is None and time.monotonic() - k.last >= LOOK_S:
                         self._look(key, k)
-                    if k.look is not None:
-                        await asyncio.shield(k.look)
+                    look = k.look
+                    # (one that ended, its `_looked` not yet run, is not awaited: a
+                    # done future's await does not yield, and this loop would spin)
+                    if look is not None and not look.done():
+                        await asyncio.shield(look)
                     else:  # (the next look LOOK_S after the last: _plan)
                         self._plan(key, k)
                         await asyncio.sleep(max(0.01, k.last + LOOK_S - time.monotonic()))
