@@ -61,3 +61,32 @@ def test_a_request_that_finds_a_look_just_ended_lets_the_loop_run(
         revival.close()
 
     asyncio.run(main())
+
+
+def test_a_request_waiting_for_a_lost_replica_ends_its_wait_when_serve_stops() -> None:
+    """Serve's first signal stops its workers being started again (`halt`): a request
+    waiting in `ready` goes on at once to its call (a 502: no live replica), where it
+    waited on for WAIT_S, holding serve's stop as long, for a worker nothing would
+    start again."""
+    session, link = _session()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        revival = Revival(session, loop, lambda lk: None)
+        k = revival.keys.setdefault("web", _Key())
+        k.last = time.monotonic()  # (a look just made: the request waits for the next)
+        asking = asyncio.ensure_future(revival.ready("pid@http"))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not asking.done() and k.asking == 1  # (it waits)
+        revival.halt("serve is stopping")
+        await asyncio.wait_for(asking, 30)  # (returns: no NoReplicaError of a full wait)
+        assert link.dead and not session.dispatchers["pid@http"].rejoins
+        assert revival.after_loss("pid@http")[1]  # (web-0's end unknown: retry later)
+        session.ended["web-0"] = "was killed by signal 9 (SIGKILL)"
+        assert revival.after_loss("pid@http") == (
+            "; worker web-0 was killed by signal 9 (SIGKILL); not started again (serve "
+            "is stopping): this route answers 502 until serve is restarted", False)
+        revival.close()
+
+    asyncio.run(main())
