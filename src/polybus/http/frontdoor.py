@@ -156,10 +156,13 @@ async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.
     stop = asyncio.Event()
     came: list[int] = []  # the signals that came, in order
 
+    bridge = CallBridge(session, loop, stays)
+
     def signalled(sig: int) -> None:
         came.append(sig)
         if halt_restarts is not None:  # stopping: a worker that ends now stays ended
-            halt_restarts()
+            halt_restarts()  # (and what waits for a lost one fails now: revival.py)
+            bridge.revival.halt("serve is stopping")
         stop.set()
 
     # Put back after the loop what was there (SIGTERM raises Terminated, cli/main.py):
@@ -168,7 +171,6 @@ async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in previous:
         loop.add_signal_handler(sig, signalled, sig)
-    bridge = CallBridge(session, loop, stays)
     door = FrontDoor(spec, bridge, _timeouts(app, spec))
     server = await asyncio.start_server(door.connection, sock=sock,
                                         limit=spec.max_head + (1 << 16))

@@ -24,7 +24,8 @@ replicas in a row fails with PoisonCallError), or fails WAIT_S after the last re
 was lost with the ConnectionLostError it got at once before. Looks are each LOOK_S while
 anything waits. The route's own timeout runs over the wait too (its 504). Where they do
 not come back, a call lost with every replica, and a request that finds none, fail at
-once (after one look, for the request).
+once (after one look, for the request); so do they from serve's first stop signal on,
+which stops its workers being started again (`halt`).
 
 The 502 of a request that finds its replicas gone says how each lost one's worker ended,
 when the engine that started it could tell (`Session.ended`), and whether it may come
@@ -39,7 +40,7 @@ import asyncio
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,7 @@ class Revival:
         self.holds = stays is None  # calls wait for lost replicas to come back
         self.keys: dict[str, _Key] = {}
         self.closed = False
+        self._halted = asyncio.Event()  # (`halt`: the waits in `ready` end)
         if self.holds:  # (a call lost with every replica waits in its backlog)
             for d in session.dispatchers.values():
                 d.rejoins = True
@@ -137,19 +139,52 @@ class Revival:
         k.asking += 1
         try:
             async with asyncio.timeout(WAIT_S):
-                while not self.closed and all(lk.dead for lk in d.links):
+                while self.holds and not self.closed and all(lk.dead for lk in d.links):
                     if k.look is None and time.monotonic() - k.last >= LOOK_S:
                         self._look(key, k)
-                    if k.look is not None:
-                        await asyncio.shield(k.look)
+                    look = k.look
+                    # (one that ended, its `_looked` not yet run, is not awaited: a
+                    # done future's await does not yield, and this loop would spin)
+                    if look is not None and not look.done():
+                        await self._unless_halted(asyncio.shield(look))
                     else:  # (the next look LOOK_S after the last: _plan)
                         self._plan(key, k)
-                        await asyncio.sleep(max(0.01, k.last + LOOK_S - time.monotonic()))
+                        await self._unless_halted(
+                            asyncio.sleep(max(0.01, k.last + LOOK_S - time.monotonic())))
         except TimeoutError:
             raise NoReplicaError(f"no live replica serves {d.interface}"
                                  + back_note(self.session, key, WAIT_S)) from None
         finally:
             k.asking -= 1
+
+    async def _unless_halted(self, waited: Awaitable[Any]) -> None:
+        """``waited`` awaited, cut short by `halt` (the look a shield's: it goes on)."""
+        first = asyncio.ensure_future(waited)
+        halted = asyncio.ensure_future(self._halted.wait())
+        try:
+            await asyncio.wait({first, halted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            first.cancel()
+            halted.cancel()
+
+    def halt(self, why: str) -> None:
+        """Lost workers are not started again from now on (serve stops, ``why``): what
+        waits for them fails now, as where they are never started again; a request
+        waiting in `ready` gets its 502 at once, not WAIT_S later."""
+        if not self.holds or self.closed:
+            return
+        self.holds, self.stays = False, why
+        self._halted.set()
+        for d in self.session.dispatchers.values():
+            d.rejoins = False
+        for key, k in self.keys.items():
+            if k.overdue is not None:
+                k.overdue.cancel()
+                k.overdue = None
+            users = waiting_on(self.session, key)
+            if users:  # (after_loss says they are not started again, and why)
+                give_up(users, k.error, "")
+        self.wake()
 
     def _waiting(self, key: str, k: _Key) -> bool:
         """Requests or lost calls wait for a replica of ``key``: looks each LOOK_S."""
