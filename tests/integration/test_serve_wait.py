@@ -158,7 +158,8 @@ def test_a_request_waiting_for_a_worker_started_again_gets_its_timeout(
     procs.watch(descendants(pid))
     status, body = _get(host, port, "/quick")
     assert status == 504, body
-    assert b"no answer from GET /quick within 0.3 s" in body, body
+    assert b"no answer from GET /quick within 0.3 s: none of its lost replicas came back " \
+        b"in that time" in body, body
 
 
 def test_a_call_waiting_for_a_worker_fails_at_once_when_serve_stops(

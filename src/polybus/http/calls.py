@@ -110,8 +110,10 @@ class CallBridge:
         except TimeoutError as exc:
             if isinstance(exc, RemoteError):  # (the function's own: errors.RemoteException)
                 raise
-            late = CallTimeoutError(f"no answer from {name} within {duration_text(timeout or 0.0)}",
-                                    interface=name)
+            text = f"no answer from {name} within {duration_text(timeout or 0.0)}"
+            if promise is None:  # (no call was made: it waited for a lost replica)
+                text += ": none of its lost replicas came back in that time"
+            late = CallTimeoutError(text, interface=name)
             if promise is None or _give_up(promise, late):  # (None: it waited for a replica)
                 raise seen(late) from None  # (its 504 is how it is looked at)
             return wait(promise)  # its answer came in the same instant
