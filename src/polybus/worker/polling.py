@@ -17,6 +17,7 @@ from polybus.transport.endpoints import Address
 from polybus.transport.ring import fence
 from polybus.transport.shm import ShmChannel, spin
 from polybus.transport.wake import Wake
+from polybus.wire.messages import Pong
 from polybus.worker import unread
 from polybus.worker.bells import OwedBells
 from polybus.worker.intake import Intake
@@ -37,6 +38,28 @@ class Polling(Intake):
     _corked: Corked
     _selected: float
     _calls_seen: int
+    _next_assure = 0.0  # when `_assure_paused` next says it is alive
+
+    def _assure_paused(self) -> None:
+        """From the poller (whose sleep it bounds) and the standby thread, each half
+        heartbeat: to each client not read while
+        the queue is full (``overflow = "block"``), a Pong of its own (req 0, no one
+        waits for it by name), as its Ping waits unread behind the call held back: a
+        client hears from a replica holding its calls at least once a heartbeat, or
+        takes it for dead after three (client/liveness.py)."""
+        if not self._paused:
+            return
+        now = time.monotonic()
+        if now < self._next_assure:
+            return
+        self._next_assure = now + self.options.heartbeat / 2
+        try:
+            paused = list(self._paused)
+        except RuntimeError:  # (changed as it was copied: said next time)
+            return
+        for ch in paused:
+            if not ch.closed:
+                self._send_quietly(ch, Pong(0, len(self._queue), self._running))
 
     def _holding(self) -> bool:
         """Answers corked or bells held back (replies.py, bells.py)."""
@@ -68,6 +91,9 @@ class Polling(Intake):
                    and (not self._limited or self._runnable()) else self.idle_s)
         if self._holding():  # (what is held is written in time)
             timeout = min(timeout, self._bells.until_due(), self._corked.until_due())
+        if self._paused:  # (clients not read hear from it each half heartbeat)
+            self._assure_paused()
+            timeout = min(timeout, max(0.0, self._next_assure - time.monotonic()))
         rings_spun = bool(self._hot)
         if rings_spun:
             hot, self._hot = self._hot, set()

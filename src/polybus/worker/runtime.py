@@ -268,6 +268,7 @@ class WorkerRuntime(Polling):
                 seen = self._started
             self._release_held(every=False)  # (what fell due behind a long call)
             self._look_for_cut_off()  # (accepting.py)
+            self._assure_paused()  # (polling.py)
             if stuck:
                 self._poll_and_release(takes_job=False)
                 delay = 0.002
