@@ -48,7 +48,7 @@ from polybus.wire.messages import (
     Result,
 )
 from polybus.worker import unread
-from polybus.worker.fwdheld import ARRIVED_BOUND, TAKEN_BOUND, Receiving
+from polybus.worker.fwdheld import ARRIVED_BOUND, HELD_BOUND, TAKEN_BOUND, Receiving
 from polybus.worker.fwdstore import ForwardStore, stored
 from polybus.worker.heldvalue import held_bytes
 from polybus.worker.replies import UNSENDABLE, internal_failure, text_of
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("polybus.worker")
 
-__all__ = ["ARRIVED_BOUND", "FORWARD_MIN", "HOLD", "TAKEN_BOUND", "Forwarding"]
+__all__ = ["ARRIVED_BOUND", "FORWARD_MIN", "HELD_BOUND", "HOLD", "TAKEN_BOUND", "Forwarding"]
 
 # An answer this large is worth keeping off the client: before it is sent, the replica
 # reads what that client sent while the call ran (WorkerRuntime.heed), so a Forward

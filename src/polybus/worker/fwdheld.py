@@ -16,6 +16,9 @@ replica sends it as soon as it has it) waits for it, bounded: at most ``ARRIVED_
 values and the forward store's bytes wait at once, and past that the oldest is dropped
 and its key remembered (as many as ``TAKEN_BOUND``), so that the call naming it is
 answered at once, ``Fail(kind="forward-dropped")``, not held for ever.
+
+The calls held are bounded, in count and bytes, by a bound of their own: a call past it
+is answered at once with a BusyError (fwdbound.py says why not the replica's queue).
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from polybus.errors import UPSTREAM_FAILED
@@ -31,13 +33,13 @@ from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Fail
 from polybus.worker.cache import DEFAULT_CAPACITY
-from polybus.worker.fwdpeers import Peers
+from polybus.worker.fwdbound import HELD_BOUND, HELD_ENTRY_BYTES, Held, HeldBound
 from polybus.worker.heldvalue import held_bytes
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
 
-__all__ = ["ARRIVED_BOUND", "ENTRY_BYTES", "TAKEN_BOUND", "Receiving"]
+__all__ = ["ARRIVED_BOUND", "ENTRY_BYTES", "HELD_BOUND", "TAKEN_BOUND", "Receiving"]
 
 log = logging.getLogger("polybus.worker")
 TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates (and as dropped)
@@ -49,23 +51,14 @@ ARRIVED_BOUND = 100_000
 ENTRY_BYTES = 200  # counted for each such value beside its own bytes (its key, its place)
 
 
-@dataclass(eq=False)
-class _Held:
-    ch: Channel
-    call: Call
-    missing: set[str] = field(default_factory=set)
-    where: dict[str, list[int | str]] = field(default_factory=dict)  # key -> arg positions
-    over: bool = False
-
-
-class Receiving(Peers):
+class Receiving(HeldBound):
     """Calls held for forwarded values, and the values that came before their calls
     (the base of a replica's `Forwarding`); every method is safe from any thread."""
 
     def __init__(self, runtime: WorkerRuntime) -> None:
-        super().__init__(runtime)  # (sending to the other replicas: fwdpeers.py)
+        super().__init__(runtime)  # (its bound: fwdbound.py; sending: fwdpeers.py)
         self._lock = threading.Lock()
-        self._held: dict[str, list[_Held]] = {}
+        self._held: dict[str, list[Held]] = {}
         # Values no call has taken yet, oldest first: (ok, value, bytes counted).
         self._arrived: dict[str, tuple[bool, Any, int]] = {}
         self._arrived_bytes = 0
@@ -81,14 +74,17 @@ class Receiving(Peers):
     def hold(self, ch: Channel, call: Call) -> bool:
         """True if ``call`` names forwarded values: it is held (or queued, if they are all
         here already) and the caller must not answer it."""
-        h = _Held(ch, call)
+        h = Held(ch, call)
         for pos, a in _refs(call):
             h.where.setdefault(str(a.key), []).append(pos)
         if not h.where:
             return False
         ready: list[tuple[str, bool, Any]] = []
-        dropped = ""
+        dropped = busy = ""
         settled: tuple[bool, Any] | None = None
+        # (what it holds: its own arguments, measured before any value is put in them)
+        n = HELD_ENTRY_BYTES + held_bytes(call.args) + (
+            held_bytes(call.kwargs) if call.kwargs else 0)
         with self._lock:
             for key in h.where:
                 got = self._arrived.pop(key, None)
@@ -96,16 +92,21 @@ class Receiving(Peers):
                     self._arrived_bytes -= got[2]
                     self._take(key)
                     ready.append((key, got[0], got[1]))
+                    n += got[2]
                 elif key in self._dropped:
                     dropped = dropped or key
                 else:
                     h.missing.add(key)
-            if dropped:
+            if h.missing and not dropped and all(ok for _, ok, _ in ready):
+                busy = self._held_room(n)
+            if dropped or busy:
                 # Answered now, as for a failed upstream value: its other values are let
                 # go when they come, and nothing of it is queued.
                 h.over = True
                 self._let_go(h)
             else:
+                if h.missing:
+                    self._count_held(h, n)
                 for key in h.missing:
                     self._held.setdefault(key, []).append(h)
                 for key, ok, value in ready:
@@ -117,6 +118,9 @@ class Receiving(Peers):
                 f"the forwarded value {dropped} was dropped on {self.rt.name} before this "
                 f"call came: too many values arrived unclaimed (at most {self.arrived_max} "
                 f"or {self.arrived_bytes_max} bytes wait for their calls)"))
+            return True
+        if busy:
+            self._refuse_held(ch, call, busy)
             return True
         if settled is not None:
             self._settle(h, *settled)
@@ -133,6 +137,12 @@ class Receiving(Peers):
                 return
             self._take(key)
             settled = [h for h in waiting if self._fill(h, key, ok, value)]
+            if ok and any(h.missing and not h.over for h in waiting):
+                vb = held_bytes(value)  # (it waits on with them, for their other values)
+                for h in waiting:
+                    if h.missing and not h.over:
+                        self._holding_bytes += vb
+                        h.nbytes += vb
         for h in settled:
             self._settle(h, ok, value)
 
@@ -164,6 +174,7 @@ class Receiving(Peers):
                         self._taken.pop(key, None)
                 h.missing.clear()
                 h.over = True
+                self._uncount_held(h)
         return [h.call.id for h in found.values()]
 
     def ended(self, keys: list[str]) -> None:
@@ -211,10 +222,12 @@ class Receiving(Peers):
                             "names one fails", self.rt.name, self.unclaimed_dropped,
                             self.arrived_max, self.arrived_bytes_max)
 
-    def _fill(self, h: _Held, key: str, ok: bool, value: Any) -> bool:
+    def _fill(self, h: Held, key: str, ok: bool, value: Any) -> bool:
         """(The lock held) ``key``'s value for ``h``: True if that settles it, to be
         answered (a failed value) or queued (its last value) by `_settle`."""
         h.missing.discard(key)
+        if not h.missing:
+            self._uncount_held(h)  # (it waits for nothing more: answered or queued now)
         if h.over:
             return False
         if not ok:
@@ -228,7 +241,7 @@ class Receiving(Peers):
                 h.call.kwargs[pos] = value
         return not h.missing
 
-    def _let_go(self, h: _Held) -> None:
+    def _let_go(self, h: Held) -> None:
         """(The lock held) ``h`` is answered: it waits for nothing more, and the values
         it still waited for are taken, so they are not kept when they come. (It stayed
         held for them, with its arguments, for ever if they never came.)"""
@@ -236,8 +249,9 @@ class Receiving(Peers):
             self._unhold(h, key)
             self._take(key)
         h.missing.clear()
+        self._uncount_held(h)
 
-    def _unhold(self, h: _Held, key: str) -> None:
+    def _unhold(self, h: Held, key: str) -> None:
         """(The lock held) ``h`` waits for ``key``'s value no more."""
         rest = [x for x in self._held.get(key, ()) if x is not h]
         if rest:
@@ -245,7 +259,7 @@ class Receiving(Peers):
         else:
             self._held.pop(key, None)
 
-    def _settle(self, h: _Held, ok: bool, value: Any) -> None:
+    def _settle(self, h: Held, ok: bool, value: Any) -> None:
         """Answer ``h`` for a failed upstream value, or queue it: it has every value."""
         if ok:
             where = (id(h.ch), h.call.id)
@@ -276,7 +290,12 @@ class Receiving(Peers):
         for k in [k for k in self._took if k[0] == id(ch)]:
             del self._took[k]
         for key in list(self._held):
-            rest = [h for h in self._held[key] if h.ch is not ch]
+            rest = []
+            for h in self._held[key]:
+                if h.ch is ch:
+                    self._uncount_held(h)
+                else:
+                    rest.append(h)
             if rest:
                 self._held[key] = rest
             else:
