@@ -16,6 +16,10 @@ import pytest
 import polybus
 from polybus.client.order import Ordered
 
+# Its modules keep test records in globals over several replicas or processes, as
+# meant: the note that each copy keeps its own (config/sharedstate.py) is not for them.
+pytestmark = pytest.mark.filterwarnings("ignore:.*keeps state between calls")
+
 SERVER = '''
 import time
 

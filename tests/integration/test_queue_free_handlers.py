@@ -26,7 +26,7 @@ from polybus.testing.apps import write_app
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
-from polybus.wire.messages import Batch, Call, Fail, Message, Result
+from polybus.wire.messages import Batch, Call, Fail, Message, Pong, Result
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -59,13 +59,16 @@ def _until(cond: Callable[[], bool], limit: float = 10.0) -> bool:
 
 
 def _answers(ch: Channel, want: int, limit: float = 10.0) -> dict[int, Message]:
-    """The next ``want`` answers on ``ch`` by call id (corked ones come in a Batch)."""
+    """The next ``want`` answers on ``ch`` by call id (corked ones come in a Batch; the
+    Pongs a replica sends a client it holds back, req 0, are not answers)."""
     got: dict[int, Message] = {}
     deadline = time.monotonic() + limit
     while len(got) < want and time.monotonic() < deadline:
         ch.fill_soon(0.05)
         while (m := ch.next_message()) is not None:
             for x in (m.items if isinstance(m, Batch) else [m]):
+                if isinstance(x, Pong) and x.req == 0:
+                    continue
                 assert isinstance(x, Result | Fail), x
                 got[x.id] = x
     return got

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import polybus
 from polybus.testing.apps import write_app
+
+# Its modules keep test records in globals over several replicas or processes, as
+# meant: the note that each copy keeps its own (config/sharedstate.py) is not for them.
+pytestmark = pytest.mark.filterwarnings("ignore:.*keeps state between calls")
 
 SERVER = '''\
 import threading
