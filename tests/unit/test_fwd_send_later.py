@@ -65,12 +65,7 @@ def _senders(rt: WorkerRuntime) -> list[threading.Thread]:
 
 def test_a_value_to_one_peer_does_not_wait_behind_a_dial_of_another(
         replicas: Callable[[str], WorkerRuntime], monkeypatch: pytest.MonkeyPatch) -> None:
-    sender, good = replicas("w0"), replicas("w1")
-    stuck = "tcp://127.0.0.1:9"  # its dial waits until the test lets it fail
-    release = _stuck(monkeypatch, stuck)
-    client = _Client()
-    monkeypatch.setattr(sender, "_send_quietly", lambda ch, msg: client.told.append(msg))
-    fwd = sender.forwarding
+    _, good, stuck, release, client, fwd = _beside_a_stuck_dial(replicas, monkeypatch)
     try:
         fwd.send_later(stuck, Deliver("to-stuck", True, 1), client)  # type: ignore[arg-type]
         fwd.send_later(str(good.address), Deliver("to-good", True, 2), client)  # type: ignore[arg-type]
@@ -170,6 +165,19 @@ def _stuck(monkeypatch: pytest.MonkeyPatch, stuck: str) -> threading.Event:
     return release
 
 
+def _beside_a_stuck_dial(replicas: Callable[[str], WorkerRuntime], monkeypatch: pytest.MonkeyPatch
+                         ) -> tuple[WorkerRuntime, WorkerRuntime, str, threading.Event, _Client, Any]:
+    """A sender (w0) and a good peer (w1); an address whose dials wait until the event
+    returned is set, then fail; the client the sender tells what did not go; the
+    sender's forwarding."""
+    sender, good = replicas("w0"), replicas("w1")
+    stuck = "tcp://127.0.0.1:9"
+    release = _stuck(monkeypatch, stuck)
+    client = _Client()
+    monkeypatch.setattr(sender, "_send_quietly", lambda ch, msg: client.told.append(msg))
+    return sender, good, stuck, release, client, sender.forwarding
+
+
 def _told(client: _Client) -> dict[str, Undelivered]:
     """What ``client`` was told, by key (each key told once: checked)."""
     said = {m.key: m for m in client.told if isinstance(m, Undelivered)}
@@ -179,12 +187,7 @@ def _told(client: _Client) -> dict[str, Undelivered]:
 
 def test_a_peer_that_takes_nothing_holds_at_most_the_bound_and_each_value_is_answered(
         replicas: Callable[[str], WorkerRuntime], monkeypatch: pytest.MonkeyPatch) -> None:
-    sender, good = replicas("w0"), replicas("w1")
-    stuck = "tcp://127.0.0.1:9"
-    release = _stuck(monkeypatch, stuck)
-    client = _Client()
-    monkeypatch.setattr(sender, "_send_quietly", lambda ch, msg: client.told.append(msg))
-    fwd = sender.forwarding
+    _, good, stuck, release, client, fwd = _beside_a_stuck_dial(replicas, monkeypatch)
     fwd.outbox_max = 3
     try:
         for i in range(6):  # 3 wait (the first one's dial hangs), 3 past the bound
@@ -215,12 +218,7 @@ def test_a_peer_that_takes_nothing_holds_at_most_the_bound_and_each_value_is_ans
 
 def test_the_bytes_waiting_are_bounded_counting_a_value_once(
         replicas: Callable[[str], WorkerRuntime], monkeypatch: pytest.MonkeyPatch) -> None:
-    sender, good = replicas("w0"), replicas("w1")
-    stuck = "tcp://127.0.0.1:9"
-    release = _stuck(monkeypatch, stuck)
-    client = _Client()
-    monkeypatch.setattr(sender, "_send_quietly", lambda ch, msg: client.told.append(msg))
-    fwd = sender.forwarding
+    _, good, stuck, release, client, fwd = _beside_a_stuck_dial(replicas, monkeypatch)
     fwd.outbox_bytes_max = 10_000
     big, other = b"x" * 6_000, b"y" * 6_000
     try:
@@ -251,12 +249,7 @@ def test_the_peers_sent_to_at_once_are_bounded(
         replicas: Callable[[str], WorkerRuntime], monkeypatch: pytest.MonkeyPatch) -> None:
     # One thread each: an address per value (a client's Forwards name any) made a thread
     # per address, without limit.
-    sender, good = replicas("w0"), replicas("w1")
-    stuck = "tcp://127.0.0.1:9"
-    release = _stuck(monkeypatch, stuck)
-    client = _Client()
-    monkeypatch.setattr(sender, "_send_quietly", lambda ch, msg: client.told.append(msg))
-    fwd = sender.forwarding
+    sender, good, stuck, release, client, fwd = _beside_a_stuck_dial(replicas, monkeypatch)
     fwd.senders_max = 1
     try:
         fwd.send_later(stuck, Deliver("s", True, 1), client)  # type: ignore[arg-type]
