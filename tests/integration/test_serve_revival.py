@@ -7,7 +7,10 @@ Behaviour only: each test asks until the front door answers again, within a boun
 from __future__ import annotations
 
 import http.client
+import json
+import signal
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -142,3 +145,32 @@ def test_serve_with_a_registry_uses_a_worker_registered_after_the_last_one_died(
     assert b.stderr is not None
     read_line(b.stderr, r"serving .*pid@http")
     assert _pids_until(host, port, 1) == {b.pid}
+
+
+def test_serve_with_a_registry_waits_as_long_as_wait_for_workers_says(
+        procs: Procs, tmp_path: Path) -> None:
+    """`serve --registry ... --wait-for-workers 30s`: a request that finds no live
+    replica waits up to that long for one to register (here 6.5 s after it was made),
+    as `run --registry` waits the longer of 5 s and that flag; serve waited 5 s flat
+    and answered 502."""
+    env = {"POLYBUS_TOKEN": "revival-token-" + "w" * 20}
+    app = _app(tmp_path, 1)
+    addr, _ = start_registry(procs, env)
+    a = procs.start("worker", "--registry", addr, "--config", app, "--as", "web",
+                    "--name", "web-A", env=env)
+    assert a.stderr is not None
+    read_line(a.stderr, r"serving .*pid@http")
+    host, port, _ = _listening(procs, app, "--registry", addr, "--wait-for-workers", "30s",
+                               env=env)
+    assert _pids_until(host, port, 1) == {a.pid}
+    a.send_signal(signal.SIGKILL)  # (by its own pid)
+    a.wait(timeout=20)
+    got: list[tuple[int, bytes]] = []
+    asking = threading.Thread(target=lambda: got.append(_get(host, port, "/pid")), daemon=True)
+    asking.start()
+    time.sleep(6.5)  # (past the 5 s serve waited before; no time is asserted)
+    b = procs.start("worker", "--registry", addr, "--config", app, "--as", "web",
+                    "--name", "web-B", env=env)
+    asking.join(timeout=60)
+    assert got and got[0][0] == 200, got
+    assert json.loads(got[0][1])["pid"] == b.pid

@@ -16,7 +16,8 @@ with.
 Where lost workers come back (the engine starts them again, or something else started
 them: ``stays`` None), calls wait for them as a run at a shared registry's do
 (client/rejoin.py, whose helpers these are): a request that finds no live replica waits
-for the looks, one each LOOK_S, WAIT_S at most, then gets NoReplicaError saying what it
+for the looks, one each LOOK_S, WAIT_S at most (or serve's --wait-for-workers, if
+longer), then gets NoReplicaError saying what it
 waited for; a call lost with every replica (idempotent: client/backlog.py) waits in its
 binding's backlog (``Dispatcher.rejoins``) and runs on the replica that comes back, as
 a call lost with its replica runs on another (counted as a loss: a call lost with 3
@@ -93,6 +94,8 @@ class Revival:
         self.stays = stays
         self.wake = wake
         self.holds = stays is None  # calls wait for lost replicas to come back
+        # How long at most: WAIT_S, or --wait-for-workers if longer (as a run's Rejoin)
+        self.bound = max(WAIT_S, session._wait[0])
         self.keys: dict[str, _Key] = {}
         self.closed = False
         self._halted = asyncio.Event()  # (`halt`: the waits in `ready` end)
@@ -111,7 +114,7 @@ class Revival:
         if (self.holds and k.none_since is None
                 and all(lk.dead for lk in self.session.links[key])):
             k.none_since = time.monotonic()
-            k.overdue = self.loop.call_later(WAIT_S, self._overdue, key)
+            k.overdue = self.loop.call_later(self.bound, self._overdue, key)
         self._plan(key, k)
 
     async def ready(self, name: str) -> None:
@@ -138,7 +141,7 @@ class Revival:
             return
         k.asking += 1
         try:
-            async with asyncio.timeout(WAIT_S):
+            async with asyncio.timeout(self.bound):
                 while self.holds and not self.closed and all(lk.dead for lk in d.links):
                     if k.look is None and time.monotonic() - k.last >= LOOK_S:
                         self._look(key, k)
@@ -153,7 +156,7 @@ class Revival:
                             asyncio.sleep(max(0.01, k.last + LOOK_S - time.monotonic())))
         except TimeoutError:
             raise NoReplicaError(f"no live replica serves {d.interface}"
-                                 + back_note(self.session, key, WAIT_S)) from None
+                                 + back_note(self.session, key, self.bound)) from None
         finally:
             k.asking -= 1
 
@@ -199,7 +202,7 @@ class Revival:
             return
         users = waiting_on(self.session, key)
         if users:
-            give_up(users, k.error, back_note(self.session, key, WAIT_S))
+            give_up(users, k.error, back_note(self.session, key, self.bound))
             self.wake()
 
     def after_loss(self, name: str) -> tuple[str, bool]:
