@@ -22,7 +22,8 @@ def _session() -> tuple[Any, Any]:
                         _index={id(link): 0}, rejoins=False)
     session = SimpleNamespace(dispatchers={"pid@http": d}, links={"web": [link]},
                               batchers=[], ended={},
-                              registry=SimpleNamespace(address="tcp://127.0.0.1:1"))
+                              registry=SimpleNamespace(address="tcp://127.0.0.1:1"),
+                              _wait=(0.0, 0.0))  # (no --wait-for-workers)
     return session, link
 
 
