@@ -96,19 +96,11 @@ def session_stats(session: Session) -> SessionStats:
     answered: set[str] = set()
     for links in session.links.values():
         for link in links:
-            sent, received = link_bytes(link)
-            sent0, received0 = session._bytes0.get(id(link), (0, 0))
-            out.bytes_sent += sent - sent0
-            out.bytes_received += received - received0
-            rs = rows.get(link.name)
-            if rs is None:
-                rs = rows[link.name] = ReplicaStats(link.name, speed=link.speed)
+            rs, new = _row(session, rows, link.name, link, out)
+            if new:
                 for m in session.migrators:
                     rs.migrated_in += m.moved_in.get(link.name, 0)
                     rs.migrated_out += m.moved_out.get(link.name, 0)
-            scheme = link.channel.peer.partition("://")[0]
-            if scheme not in rs.transports:
-                rs.transports.append(scheme)
             if link.name in answered:
                 continue
             rs.calls += link.calls
@@ -143,17 +135,25 @@ def _replaced(session: Session, rows: dict[str, ReplicaStats], out: SessionStats
     for links in session.links.values():
         for link in links:
             old, depth = link.before, 1
-            while old is not None:
-                sent, received = link_bytes(old)
-                sent0, received0 = session._bytes0.get(id(old), (0, 0))
-                out.bytes_sent += sent - sent0
-                out.bytes_received += received - received0
-                key = f"{old.name}\0{depth}"  # (a binding's own transport: a link of its own)
-                rs = rows.get(key)
-                if rs is None:
-                    rs = rows[key] = ReplicaStats(old.name, speed=old.speed, lost=True)
+            while old is not None:  # (a binding's own transport: a link of its own)
+                rs, _ = _row(session, rows, f"{old.name}\0{depth}", old, out, lost=True)
                 rs.calls += old.calls
-                scheme = old.channel.peer.partition("://")[0]
-                if scheme not in rs.transports:
-                    rs.transports.append(scheme)
                 old, depth = old.before, depth + 1
+
+
+def _row(session: Session, rows: dict[str, ReplicaStats], key: str, link: ReplicaLink,
+         out: SessionStats, lost: bool = False) -> tuple[ReplicaStats, bool]:
+    """``link``'s bytes for this run added to ``out``, and its row (``key``) with its
+    transport: the row, and whether it was made now."""
+    sent, received = link_bytes(link)
+    sent0, received0 = session._bytes0.get(id(link), (0, 0))
+    out.bytes_sent += sent - sent0
+    out.bytes_received += received - received0
+    rs = rows.get(key)
+    new = rs is None
+    if rs is None:
+        rs = rows[key] = ReplicaStats(link.name, speed=link.speed, lost=lost)
+    scheme = link.channel.peer.partition("://")[0]
+    if scheme not in rs.transports:
+        rs.transports.append(scheme)
+    return rs, new
