@@ -16,7 +16,7 @@ import re
 import threading
 import time
 
-__all__ = ["Quieter"]
+__all__ = ["Quieter", "doubling"]
 
 _PORT = re.compile(r":\d+")
 _BYTES = re.compile(r"\bb'(?:[^'\\]|\\.)*'" + r'|\bb"(?:[^"\\]|\\.)*"')
@@ -58,3 +58,9 @@ class Quieter:
             self._last = {k: (said, 0, "") for k, (said, _, _) in self._last.items()}
             self._forgotten = 0
         return lines
+
+
+def doubling(n: int) -> bool:
+    """Whether the ``n``-th of a repeated event (from 1) is said: the 1st, 2nd, 4th,
+    8th..., so a flood is said in a few lines that still show it grow."""
+    return n & (n - 1) == 0

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from polybus.plural import plural
+from polybus.quieter import doubling
 from polybus.transport.channel import Channel
 from polybus.wire.messages import Call, Fail
 from polybus.worker.cache import DEFAULT_CAPACITY
@@ -94,7 +95,7 @@ class HeldBound(Peers):
         rejects answers (it never stops the reading of ``ch``, which may bring the very
         values the calls held wait for)."""
         self.held_refused += 1
-        if self.held_refused & (self.held_refused - 1) == 0:  # 1, 2, 4, ...
+        if doubling(self.held_refused):
             log.warning("worker %s: %d calls refused so far, as %s for forwarded values "
                         "(at most %d calls or %d bytes of them)", self.rt.name,
                         self.held_refused, why, self.held_max, self.held_bytes_max)

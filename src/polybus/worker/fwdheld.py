@@ -29,6 +29,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from polybus.errors import UPSTREAM_FAILED
+from polybus.quieter import doubling
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Fail
@@ -216,7 +217,7 @@ class Receiving(HeldBound):
             if len(self._dropped) > TAKEN_BOUND:
                 self._dropped.popitem(last=False)
             self.unclaimed_dropped += 1
-            if self.unclaimed_dropped & (self.unclaimed_dropped - 1) == 0:  # 1, 2, 4, ...
+            if doubling(self.unclaimed_dropped):
                 log.warning("worker %s: %d forwarded values dropped so far, unclaimed: more "
                             "than %d (or %d bytes) arrived before their calls; a call that "
                             "names one fails", self.rt.name, self.unclaimed_dropped,

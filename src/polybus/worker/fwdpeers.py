@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.errors import MessageTooLarge, PolybusError, TransportError
 from polybus.lazynumpy import is_plain_array
+from polybus.quieter import doubling
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
@@ -191,7 +192,7 @@ class Peers:
                     return
                 box = self._outbox[to] = collections.deque([(msg, client)])
         if full:
-            if refused & (refused - 1) == 0:  # 1, 2, 4, ...
+            if doubling(refused):
                 log.warning("worker %s: %d forwarded values not sent so far, past a bound "
                             "of what waits to be sent on: %s", self.rt.name, refused, full)
             self._undelivered(to, msg, client, BUSY,
