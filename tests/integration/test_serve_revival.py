@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import signal
+import subprocess
 import textwrap
 import threading
 import time
@@ -124,6 +125,16 @@ def test_replicas_taken_for_dead_for_a_gil_holding_call_serve_again(
     assert descendants(pid) == workers  # and none started meanwhile
 
 
+def _by_hand(procs: Procs, addr: str, app: Path, name: str, env: dict[str, str]
+             ) -> subprocess.Popen[str]:
+    """A worker of module web started by hand at the registry ``addr``, once serving."""
+    w = procs.start("worker", "--registry", addr, "--config", app, "--as", "web",
+                    "--name", name, env=env)
+    assert w.stderr is not None
+    read_line(w.stderr, r"serving .*pid@http")
+    return w
+
+
 def test_serve_with_a_registry_uses_a_worker_registered_after_the_last_one_died(
         procs: Procs, tmp_path: Path) -> None:
     """Its one worker (started by hand) killed by a request, serve answered 502 for
@@ -131,19 +142,13 @@ def test_serve_with_a_registry_uses_a_worker_registered_after_the_last_one_died(
     env = {"POLYBUS_TOKEN": "revival-token-" + "z" * 20}
     app = _app(tmp_path, 1)
     addr, _ = start_registry(procs, env)
-    a = procs.start("worker", "--registry", addr, "--config", app, "--as", "web",
-                    "--name", "web-A", env=env)
-    assert a.stderr is not None
-    read_line(a.stderr, r"serving .*pid@http")
+    a = _by_hand(procs, addr, app, "web-A", env)
     host, port, _ = _listening(procs, app, "--registry", addr, env=env)
     assert _pids_until(host, port, 1) == {a.pid}
     assert _get(host, port, "/bye")[0] == 502
     assert a.wait(timeout=20) == 3
     assert _get(host, port, "/pid")[0] == 502  # none registered yet
-    b = procs.start("worker", "--registry", addr, "--config", app, "--as", "web",
-                    "--name", "web-B", env=env)
-    assert b.stderr is not None
-    read_line(b.stderr, r"serving .*pid@http")
+    b = _by_hand(procs, addr, app, "web-B", env)
     assert _pids_until(host, port, 1) == {b.pid}
 
 
@@ -156,10 +161,7 @@ def test_serve_with_a_registry_waits_as_long_as_wait_for_workers_says(
     env = {"POLYBUS_TOKEN": "revival-token-" + "w" * 20}
     app = _app(tmp_path, 1)
     addr, _ = start_registry(procs, env)
-    a = procs.start("worker", "--registry", addr, "--config", app, "--as", "web",
-                    "--name", "web-A", env=env)
-    assert a.stderr is not None
-    read_line(a.stderr, r"serving .*pid@http")
+    a = _by_hand(procs, addr, app, "web-A", env)
     host, port, _ = _listening(procs, app, "--registry", addr, "--wait-for-workers", "30s",
                                env=env)
     assert _pids_until(host, port, 1) == {a.pid}
