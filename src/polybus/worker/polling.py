@@ -48,9 +48,12 @@ class Polling(Intake):
         client hears from a replica holding its calls at least once a heartbeat, or
         takes it for dead after three (client/liveness.py)."""
         if not self._paused:
+            self._next_assure = 0.0  # (a client held back next hears half a heartbeat on)
             return
         now = time.monotonic()
-        if now < self._next_assure:
+        if not self._next_assure or now < self._next_assure:
+            if not self._next_assure:  # (its Ping comes a heartbeat after its last word)
+                self._next_assure = now + self.options.heartbeat / 2
             return
         self._next_assure = now + self.options.heartbeat / 2
         try:
