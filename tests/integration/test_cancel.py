@@ -246,6 +246,15 @@ def test_a_cancel_interrupted_while_asking_leaves_the_call_to_run(
         try:
             running = s.call("until", (0, str(hang)), {})
             p = s.call("double", (4,), {})
+            # p queued behind `running` at the replica before the Revoke is sent: were p
+            # still on its way, the wait below for the queue to empty ended at once, and
+            # `running`, let go, could take p before the Revoke was read (its answer then
+            # unread when both calls were: the Asked left in `revoking`)
+            rt = c.runtimes[0]
+            deadline = time.monotonic() + 10
+            while not (rt._running == 1 and len(rt._queue) == 1):
+                assert time.monotonic() < deadline, "p never queued behind `running`"
+                time.sleep(0.002)
             monkeypatch.setattr(control, "request", interrupted)
             with pytest.raises(KeyboardInterrupt):
                 p.cancel()
@@ -253,7 +262,6 @@ def test_a_cancel_interrupted_while_asking_leaves_the_call_to_run(
             # (its standby thread reads the Revoke while `running` runs: dropped; else,
             # were `running` let go first, its one thread could take p before reading
             # it, and the answer to the Revoke might come after p's own)
-            rt = c.runtimes[0]
             deadline = time.monotonic() + 10
             while len(rt._queue):
                 assert time.monotonic() < deadline, "the replica never dropped the call"
