@@ -23,7 +23,7 @@ from polybus.transport import shmseg
 from polybus.transport.shm import ShmChannel
 from polybus.transport.shmshare import shelf
 from polybus.wire.arrays import frozen, kept_copy, program_froze
-from polybus.wire.messages import Call, Message, Result
+from polybus.wire.messages import Batch, Call, Message, Result
 
 from .test_shm_broadcast import _pairs
 
@@ -147,6 +147,26 @@ def test_a_view_sliced_afresh_at_the_same_place_is_copied_once(pair: Pair) -> No
     assert np.array_equal(_arg(r), a[2 * N:3 * N])
     assert shelf().copies == copies + 1
     del v
+
+
+def test_calls_held_and_written_together_in_a_batch_are_sent_as_calls_alone_are(
+        pair: Pair) -> None:
+    # (async-demand's backlog and calls held for a busy replica are written as one
+    # Batch frame: which calls go so is a matter of timing, and must not change how
+    # their arguments travel)
+    c, r = pair
+    a = _frozen(4 * N, seed=8)
+    copies = shelf().copies
+    c.send(Batch([Call(i, "f", [a[N:2 * N], a[:, :N // 2]]) for i in range(4)]))
+    msgs: list[Message] = list(r.receive())
+    assert len(msgs) == 1 and isinstance(msgs[0], Batch)
+    for call in msgs[0].items:
+        assert isinstance(call, Call)
+        for v, want in zip(call.args, (a[N:2 * N], a[:, :N // 2]), strict=True):
+            assert not v.flags.writeable and np.array_equal(v, want)
+    # The row block went by the channel's own segment once, then by one shared copy.
+    assert shelf().copies == copies + 1
+    del msgs, call, v
 
 
 def test_with_no_shared_segment_to_be_had_it_goes_by_the_channels_own_still_read_only(

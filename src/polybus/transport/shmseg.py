@@ -50,7 +50,7 @@ from polybus.wire.framing import (
     pieces_size,
     too_large,
 )
-from polybus.wire.messages import Call, Message, Put
+from polybus.wire.messages import Batch, Call, Message, Put
 
 if TYPE_CHECKING:  # (numpy is imported where an array needs it: polybus/lazynumpy.py)
     import numpy as np
@@ -90,6 +90,12 @@ def _contiguous(b: bytes | memoryview | np.ndarray[Any, Any]) -> bytes | memoryv
 def _lens(bufs: list[bytes | memoryview | np.ndarray[Any, Any]]) -> list[int]:
     """The byte length of each buffer of a message (arrays left to gather included)."""
     return [b.nbytes if is_array(b) else memoryview(b).nbytes for b in bufs]
+
+
+def _calls(batch: Batch) -> bool:
+    """Whether every item of ``batch`` is a call (a client's held calls, written as one
+    frame), not answers."""
+    return all(type(m) is Call for m in batch.items)
 
 
 def _u64s(ids: list[int]) -> bytes:
@@ -175,7 +181,9 @@ class SegmentFrames:
         table = bytearray()
         fds: list[int] = []
         put = msg.key if type(msg) is Put else None  # an operand: one segment per host
-        call = type(msg) is Call  # (a call's arguments: read-only ones stay so)
+        # (a call's arguments: read-only ones stay so; calls held and written together
+        # as one Batch, whichever those were, the same)
+        call = type(msg) is Call or (type(msg) is Batch and _calls(msg))
         moved = 0
         for i, (b, n) in enumerate(zip(bufs, lens, strict=True)):
             if n < self.threshold or len(fds) >= MAX_FDS:
