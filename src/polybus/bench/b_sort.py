@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from polybus.bench import peer_rows as optional_peers
-from polybus.bench.peers import available
+from polybus.bench.peers import why_unavailable
 from polybus.bench.polybus_runs import PROGRAMS
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
@@ -103,7 +103,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
         result.skipped["polybus"] = f"examples/sort not found at {EXAMPLE}"
         return result
     sorters = _sorters()
-    why = available().get("mpi4py")
+    why = why_unavailable("mpi4py")
     if why:
         result.skipped["mpi4py"] = why
     if p.modelled:
