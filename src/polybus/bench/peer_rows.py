@@ -123,11 +123,12 @@ def latency(result: BenchResult, p: _SizePlan, iters: Callable[[int], int], quic
         progress.advance(f"latency mpi4py {cpus}")
 
         def zmq_rows(cpus: Placement = cpus) -> dict[int, Stat]:
-            from polybus.bench.b_latency import warmed_sizes
+            from polybus.bench.b_latency import warmed_sizes, warmup_s
 
             with zmq_peer.ZmqPeer(cpus) as peer:  # (warmed as b_latency's own peers)
                 return warmed_sizes(partial(peer.rtt_us, p.sizes[0], 1),
-                                    lambda n: peer.rtt_us(n, p.reps, iters(n)), p.sizes)
+                                    lambda n: peer.rtt_us(n, p.reps, iters(n)), p.sizes,
+                                    warmup_s(quick))
         for size, s in (try_peer(result, "pyzmq", zmq_rows) or {}).items():
             result.add(Row.of("pyzmq", {"transport": "tcp", "cpus": cpus}, size, "rtt_us", s))
         progress.advance(f"latency pyzmq {cpus}")
