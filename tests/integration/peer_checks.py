@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from polybus.bench.peers import available
+from polybus.bench.peers import why_unavailable
 from polybus.bench.peers._proc import spawned_pids
 from polybus.bench.stats import Stat
 
@@ -19,7 +19,7 @@ from .conftest import descendants, wait_gone
 
 def need(peer: str) -> None:
     """Skip the test, saying why, when ``peer`` cannot run here."""
-    why = available().get(peer)
+    why = why_unavailable(peer)
     if why:
         pytest.skip(f"{peer}: {why}")
 

@@ -1,4 +1,6 @@
-"""Dask distributed peer: one tiny driver run per kind, positive figures, no worker left."""
+"""Dask distributed peer: one tiny driver run per kind, positive figures, no worker left.
+
+(The only runs of the Dask drivers in the suite: --quick leaves Dask out, as it does Ray.)"""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ pytestmark = [pytest.mark.peers, pytest.mark.slow]
 
 @pytest.mark.parametrize(("kind", "args", "count"), [
     ("latency", [[0, 1000], 1, [3, 3]], 2),
+    ("bandwidth", [[1000, 1_000_000], 1], 2),
     ("throughput", [50, 1], 1),
 ])
 def test_dask_driver(kind: str, args: list[object], count: int) -> None:

@@ -81,8 +81,8 @@ def test_a_skipped_peer_keeps_no_parameters(monkeypatch: pytest.MonkeyPatch) -> 
         def advance(self, description: str) -> None:
             pass
 
-    peer_rows.latency(result, plan, lambda size: 10, True, Quiet())  # type: ignore[arg-type]
-    peer_rows.bandwidth(result, plan, True, Quiet())  # type: ignore[arg-type]
+    peer_rows.latency(result, plan, lambda size: 10, False, Quiet())  # type: ignore[arg-type]
+    peer_rows.bandwidth(result, plan, False, Quiet())  # type: ignore[arg-type]
     assert {"ray", "dask"} <= set(result.skipped)
     doc = json.loads(result.to_json())
     assert "ray" not in doc["params"].get("peers", {}), doc["params"]

@@ -45,6 +45,7 @@ def test_each_raw_socket_is_warmed_before_its_first_size(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rawsocket, "RawSocketPeer", _FakePeer)
     monkeypatch.setattr(b_latency, "WARMUP_S", 0.0)
+    monkeypatch.setattr(b_latency, "QUICK_WARMUP_S", 0.0)
     monkeypatch.setattr(b_latency.cpingpong, "rtt_us", lambda *a: Stat(1.0, 1.0, 1.0, 3))
     _FakePeer.calls = []
     result = BenchResult("latency")
@@ -68,11 +69,14 @@ def test_the_polybus_client_warms_before_its_first_size(
     assert len(out["rtt_us"]) == 2
 
 
+@pytest.mark.parametrize("quick", [True, False])
 def test_the_polybus_rows_ask_the_client_for_the_warm_up(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        quick: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
     monkeypatch.setattr(b_latency, "call_path_rows", lambda entry, args, *rest: seen.append(
         (entry, args)) or [])
-    b_latency.polybus_rows(True)
+    b_latency.polybus_rows(quick)
     (entry, args), = seen
-    assert entry == "latency" and args[3] == b_latency.WARMUP_S > 0
+    # (--quick warms for less long, but warms: it proves the run works)
+    want = b_latency.QUICK_WARMUP_S if quick else b_latency.WARMUP_S
+    assert entry == "latency" and args[3] == want > 0

@@ -54,7 +54,7 @@ def test_the_baseline_gets_the_warmup_and_repetitions_of_every_other_cell(
 
     monkeypatch.setattr(b_sort, "_polybus", polybus)
     monkeypatch.setattr(b_sort, "_sorters", lambda: dict.fromkeys(b_sort.ALGORITHMS, sort))
-    monkeypatch.setattr(b_sort, "available", lambda: {"mpi4py": "not in this test"})
+    monkeypatch.setattr(b_sort, "why_unavailable", lambda peer: "not in this test")
     monkeypatch.setattr(b_sort.optional_peers, "sort", lambda *a, **k: None)
     result = b_sort.run(quick, log)
 

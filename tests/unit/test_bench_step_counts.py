@@ -37,7 +37,7 @@ def test_sort_counts_the_mpi4py_steps(quick: bool, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(b_sort, "_polybus", lambda toml, sets: 1.0)
     monkeypatch.setattr(b_sort, "_sorters", lambda: dict.fromkeys(b_sort.ALGORITHMS,
                                                                   lambda xs: xs))
-    monkeypatch.setattr(b_sort, "available", lambda: {})  # mpi4py runs (stubbed)
+    monkeypatch.setattr(b_sort, "why_unavailable", lambda peer: None)  # mpi4py runs (stubbed)
     monkeypatch.setattr(b_sort, "time_repeat", lambda fn, reps, warmup: ONE)
     monkeypatch.setattr(mpi, "sort_seconds", lambda *a, **k: ONE)
     monkeypatch.setattr(mpi, "describe", lambda: {})
@@ -52,7 +52,7 @@ def test_sort_counts_skipped_mpi4py_steps_too(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(b_sort, "_polybus", lambda toml, sets: 1.0)
     monkeypatch.setattr(b_sort, "_sorters", lambda: dict.fromkeys(b_sort.ALGORITHMS,
                                                                   lambda xs: xs))
-    monkeypatch.setattr(b_sort, "available", lambda: {"mpi4py": "not in this test"})
+    monkeypatch.setattr(b_sort, "why_unavailable", lambda peer: "not in this test")
     monkeypatch.setattr(b_sort, "time_repeat", lambda fn, reps, warmup: ONE)
     count = Count()
     b_sort.run(True, count)

@@ -116,7 +116,8 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     n = 512 if quick else 1024
     block = 128
     # (--quick proves the run works: 2 workers, every system's rows and ratios; one
-    # worker is the same code with one replica)
+    # worker is the same code with one replica, and mpi4py over TCP the same program as
+    # over shared memory: leave_out_mpi_tcp)
     workers = [2] if quick else [w for w in (1, 2, 4) if w <= max(cpus, 2)]
     reps = 1 if quick else REPS
     rounds = 1 if quick else ROUNDS
@@ -125,6 +126,8 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                          x_label="workers")
     result.baselines["speedup"] = ("one_process (the same block tasks looped in one process; "
                                    "its seconds / polybus's)")
+    if quick:
+        peer_rows.leave_out_mpi_tcp(result)
     result.notes.append(f"{rounds} round(s), interleaved: each round runs every system once "
                         f"({reps} repetitions inside one start-up each); a row is the "
                         "median of all its rounds' repetitions")

@@ -7,7 +7,8 @@ repetitions, each repetition the mean of many round trips on one open connection
 Each size starts with one untimed repetition; before the first size, polybus, the raw
 sockets and pyzmq also make ``WARMUP_S`` seconds of untimed round trips (a cluster or
 server just started is still settling: without them polybus took 80 µs at 0 B and 38 at
-1000 B). The C ping-pong runs a fresh pair of processes for each size, every size alike.
+1000 B); ``QUICK_WARMUP_S`` under --quick, which proves the run works. The C ping-pong
+runs a fresh pair of processes for each size, every size alike.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
 from polybus.transport.spinning import SPIN_S
 
-__all__ = ["METRIC", "WARMUP_S", "Plan", "add_ratios", "peer_rows", "plan", "polybus_rows",
-           "run", "warm_for", "warmed_sizes"]
+__all__ = ["METRIC", "QUICK_WARMUP_S", "WARMUP_S", "Plan", "add_ratios", "peer_rows", "plan",
+           "polybus_rows", "run", "warm_for", "warmed_sizes", "warmup_s"]
 
 T = TypeVar("T")
 #: untimed round trips for this long before a system's first timed size
 WARMUP_S = 0.5
+#: --quick's: each system still warms up before its first size, for less long (five
+#: warm-ups of WARMUP_S were 2.5 s of a quick run, both ends busy)
+QUICK_WARMUP_S = 0.1
 
 METRIC = "rtt_us"
 # The raw socket ping-pong as a plain program writes it (blocking reads: wait=block), and
@@ -55,6 +59,7 @@ class Plan:
         # free: nothing pinned, as a user's own run is (the scheduler may put both ends
         # on one CPU or on two, and moves them); split and same are its two extremes.
         self.placements: list[Placement] = ["split"] if quick else ["split", "same", "free"]
+        self.warmup_s = warmup_s(quick)
 
     def iters(self, size: int) -> int:
         return rawsocket.iters_for(size, self.budget)
@@ -62,6 +67,11 @@ class Plan:
 
 def plan(quick: bool) -> Plan:
     return Plan(quick)
+
+
+def warmup_s(quick: bool) -> float:
+    """Seconds of untimed round trips before a system's first timed size."""
+    return QUICK_WARMUP_S if quick else WARMUP_S
 
 
 def warm_for(round_trips: Callable[[int], object], seconds: float, batch: int = 50) -> int:
@@ -89,7 +99,7 @@ def polybus_rows(quick: bool, result: BenchResult | None = None) -> list[Row]:
     in ``result.skipped`` (as ``polybus ipc``) when a result is given.
     """
     p = plan(quick)
-    args = [p.sizes, p.reps, [p.iters(s) for s in p.sizes], WARMUP_S]
+    args = [p.sizes, p.reps, [p.iters(s) for s in p.sizes], p.warmup_s]
     return call_path_rows("latency", args, "rtt_us", METRIC, p.sizes, p.placements,
                           ["tcp"] if quick else ["tcp", "ipc", "shm"], result)
 
@@ -100,7 +110,8 @@ def peer_rows(result: BenchResult, quick: bool, progress: Progress) -> None:
         for wait, family, poll_s in _RAW:
             with rawsocket.RawSocketPeer(family, cpus, poll_s) as peer:
                 stats = warmed_sizes(partial(peer.rtt_us, p.sizes[0], 1, warmup=0),
-                                     partial(_rtt, peer.rtt_us, p.reps, p.iters), p.sizes)
+                                     partial(_rtt, peer.rtt_us, p.reps, p.iters), p.sizes,
+                                     p.warmup_s)
                 for size, st in stats.items():
                     cfg = {"transport": family, "cpus": cpus, "wait": wait}
                     result.add(Row.of("raw_socket", cfg, size, METRIC, st))
@@ -149,7 +160,8 @@ def add_ratios(result: BenchResult) -> None:
 def run(quick: bool, progress: Progress) -> BenchResult:
     p = plan(quick)
     result = BenchResult("latency", {"sizes": p.sizes, "reps": p.reps,
-                                     "round_trips_per_rep": [p.iters(s) for s in p.sizes]},
+                                     "round_trips_per_rep": [p.iters(s) for s in p.sizes],
+                                     "warmup_s": p.warmup_s},
                          x_label="payload bytes")
     result.params["placements"] = list(p.placements)
     result.notes.append(_PLACEMENT_NOTE)

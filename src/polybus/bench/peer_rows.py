@@ -21,14 +21,17 @@ from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
 from polybus.bench.stats import Stat, summarize
 
-__all__ = ["bandwidth", "bandwidth_ratios", "ep_rows", "ep_times", "latency", "latency_ratios", "matmul", "mpi_ratios",
-           "sort", "sort_steps", "throughput", "throughput_ratios"]
+__all__ = ["bandwidth", "bandwidth_ratios", "ep_rows", "ep_times", "latency", "latency_ratios",
+           "leave_out_mpi_tcp", "matmul", "mpi_ratios", "sort", "sort_steps", "throughput",
+           "throughput_ratios"]
 
 RAY_QUICK = ("left out of --quick: starting a Ray session took 2.6-10.6 s here (measured), "
              "plus its shutdown; see the full run")
+DASK_QUICK = ("left out of --quick: a Dask driver (dask.distributed imported, a LocalCluster "
+              "of 2 worker processes started and closed) took 4.4-8.3 s of each quick run "
+              "here (measured); see the full run")
 #: round trips per repetition for Ray and Dask, whose calls take ~1-10 ms here
 SLOW_ITERS = 50
-QUICK_SLOW_ITERS = 5
 
 
 #: Open MPI transports the compute benchmarks run mpi4py over: its shared memory (its best
@@ -41,6 +44,17 @@ MPI_LIKE = {"tcp": "tcp", "shm": "sm", "ipc": "sm"}
 def _mpi_system(transport: str) -> str:
     """The name a skipped mpi4py run is recorded under (tcp may be skipped alone)."""
     return "mpi4py" if transport == "sm" else f"mpi4py ({transport})"
+
+
+MPI_TCP_QUICK = ("left out of --quick: the same mpi4py program as over shared memory, "
+                 "over Open MPI's TCP transport, took 0.4-1.5 s a launch here (measured), "
+                 "a launch per cell; see the full run")
+
+
+def leave_out_mpi_tcp(result: BenchResult) -> None:
+    """--quick (matmul, ep): mpi4py runs over shared memory alone, as polybus runs
+    without its ipc transport there; the tcp cells are skipped, saying so."""
+    result.skipped.setdefault(_mpi_system("tcp"), MPI_TCP_QUICK)
 
 
 def mpi_ratios(result: BenchResult, name: str, mine: Row | None, polybus_transport: str,
@@ -77,6 +91,13 @@ def _record_mpi(result: BenchResult, **more: str) -> None:
         pass
 
 
+def _leave_out_slow_peers(result: BenchResult) -> None:
+    """--quick: Ray and Dask are not started (each driver's start-up alone is seconds);
+    their rows are skipped with the reason, as a peer that cannot run here is."""
+    result.skipped.setdefault("ray", RAY_QUICK)
+    result.skipped.setdefault("dask", DASK_QUICK)
+
+
 def _slow_peer(result: BenchResult, system: str, quick: bool, kind: str,
                run: Callable[[], tuple[list[Stat], float]]) -> list[Stat] | None:
     """Ray or Dask: run one driver; record its start-up; skip with the reason if not."""
@@ -102,18 +123,19 @@ def latency(result: BenchResult, p: _SizePlan, iters: Callable[[int], int], quic
         progress.advance(f"latency mpi4py {cpus}")
 
         def zmq_rows(cpus: Placement = cpus) -> dict[int, Stat]:
-            from polybus.bench.b_latency import warmed_sizes
+            from polybus.bench.b_latency import warmed_sizes, warmup_s
 
             with zmq_peer.ZmqPeer(cpus) as peer:  # (warmed as b_latency's own peers)
                 return warmed_sizes(partial(peer.rtt_us, p.sizes[0], 1),
-                                    lambda n: peer.rtt_us(n, p.reps, iters(n)), p.sizes)
+                                    lambda n: peer.rtt_us(n, p.reps, iters(n)), p.sizes,
+                                    warmup_s(quick))
         for size, s in (try_peer(result, "pyzmq", zmq_rows) or {}).items():
             result.add(Row.of("pyzmq", {"transport": "tcp", "cpus": cpus}, size, "rtt_us", s))
         progress.advance(f"latency pyzmq {cpus}")
     _record_mpi(result)
-    few = [min(iters(s), QUICK_SLOW_ITERS if quick else SLOW_ITERS) for s in p.sizes]
+    few = [min(iters(s), SLOW_ITERS) for s in p.sizes]
     if quick:
-        result.skipped.setdefault("ray", RAY_QUICK)
+        _leave_out_slow_peers(result)
     for system, mod, cfg in (("ray", ray_peer, ray_peer.CONFIG),
                              ("dask", dask_peer, dask_peer.CONFIG)):
         stats = _slow_peer(result, system, quick, "latency",
@@ -168,7 +190,7 @@ def bandwidth(result: BenchResult, p: _SizePlan, quick: bool, progress: Progress
         progress.advance(f"bandwidth pyzmq {cpus}")
     _record_mpi(result)
     if quick:
-        result.skipped.setdefault("ray", RAY_QUICK)
+        _leave_out_slow_peers(result)
     for system, mod, cfg in (("ray", ray_peer, ray_peer.CONFIG),
                              ("dask", dask_peer, dask_peer.CONFIG)):
         stats = _slow_peer(result, system, quick, "bandwidth",
@@ -200,7 +222,7 @@ def throughput(result: BenchResult, workers: int, quick: bool, progress: Progres
     from polybus.bench.peers import dask_peer, mpi, ray_peer
 
     reps = 3 if quick else 5
-    calls = {"mpi4py": 2_000 if quick else 40_000, "ray": 4_000, "dask": 200 if quick else 1_000}
+    calls = {"mpi4py": 2_000 if quick else 40_000, "ray": 4_000, "dask": 1_000}
     result.params["calls"].update(calls)
     st = try_peer(result, "mpi4py", partial(mpi.calls_per_s, calls["mpi4py"], reps, workers))
     if st is not None:
@@ -209,7 +231,7 @@ def throughput(result: BenchResult, workers: int, quick: bool, progress: Progres
         _record_mpi(result)
     progress.advance("throughput mpi4py")
     if quick:
-        result.skipped.setdefault("ray", RAY_QUICK)
+        _leave_out_slow_peers(result)
     for system, mod, cfg in (("ray", ray_peer, ray_peer.CONFIG),
                              ("dask", dask_peer, dask_peer.CONFIG)):
         stats = _slow_peer(result, system, quick, "throughput",

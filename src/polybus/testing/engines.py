@@ -156,10 +156,10 @@ def mpi_unavailable() -> str | None:
 def ray_unavailable() -> str | None:
     """Why the ray engine cannot be run here, or None. Ray binds its daemons to the
     host's outward address, so it is run only in a private loopback-only namespace."""
-    from polybus.bench.peers import available
+    from polybus.bench.peers import why_unavailable
     from polybus.bench.peers._driver import loopback_only_prefix
 
-    why = available().get("ray")
+    why = why_unavailable("ray")
     if why:
         return why
     if not loopback_only_prefix():

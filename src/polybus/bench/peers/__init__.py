@@ -2,7 +2,9 @@
 
 The always-available peers (raw Python sockets, a C ping-pong, process pools, memcpy)
 live in this package. The optional ones (pyzmq, mpi4py, Ray, Dask) are imported only
-when asked about, never at import time: :func:`available` says which can run here.
+when asked about, never at import time: :func:`available` says which can run here,
+:func:`why_unavailable` whether one can (importing that one alone: Ray's import took
+seconds, and a question about mpi4py made it).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import importlib.util
 
 from polybus.errors import PolybusError
 
-__all__ = ["OPTIONAL_PEERS", "PeerUnavailable", "available"]
+__all__ = ["OPTIONAL_PEERS", "PeerUnavailable", "available", "why_unavailable"]
 
 #: system name (as in BENCHMARKS.md) -> (module to import, pip package that provides it)
 OPTIONAL_PEERS: dict[str, tuple[str, str]] = {
@@ -45,11 +47,18 @@ def _check(module: str, package: str) -> str | None:
     return None
 
 
+def why_unavailable(peer: str) -> str | None:
+    """Why optional peer ``peer`` (a key of OPTIONAL_PEERS) cannot run here, or ``None``
+    if it can; only its own module is imported to tell (once: the answer is kept)."""
+    if peer not in _cache:
+        module, package = OPTIONAL_PEERS[peer]
+        _cache[peer] = _check(module, package)
+    return _cache[peer]
+
+
 def available(refresh: bool = False) -> dict[str, str | None]:
-    """Which optional peers can run: ``None`` when importable, else the reason not."""
+    """Which optional peers can run: ``None`` when importable, else the reason not
+    (every one imported to tell: `why_unavailable` asks about one)."""
     if refresh:
         _cache.clear()
-    for name, (module, package) in OPTIONAL_PEERS.items():
-        if name not in _cache:
-            _cache[name] = _check(module, package)
-    return dict(_cache)
+    return {name: why_unavailable(name) for name in OPTIONAL_PEERS}

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from polybus.bench.peers import PeerUnavailable, available
+from polybus.bench.peers import PeerUnavailable, why_unavailable
 from polybus.bench.peers._driver import loopback_only_prefix, run_json
 from polybus.bench.peers._proc import PYTHON, driver_figures, python_child_env
 from polybus.bench.stats import Stat, seconds_each
@@ -86,7 +86,7 @@ def _driver(kind: str, args: list[Any]) -> dict[str, Any]:
 
 def measure(kind: str, args: Sequence[Any], timeout: float = 900) -> tuple[list[Stat], float]:
     """Run one Dask driver for ``kind``: a Stat per size (or one), and cluster start-up (s)."""
-    why = available().get("dask")
+    why = why_unavailable("dask")
     if why:
         raise PeerUnavailable(why)
     # host="127.0.0.1" keeps Dask on loopback; a private namespace, where allowed, too.

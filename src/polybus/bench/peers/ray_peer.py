@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from polybus.bench.peers import PeerUnavailable, available
+from polybus.bench.peers import PeerUnavailable, why_unavailable
 from polybus.bench.peers._driver import loopback_only_prefix, run_json
 from polybus.bench.peers._proc import PYTHON, driver_figures, python_child_env
 from polybus.bench.stats import Stat, seconds_each
@@ -95,7 +95,7 @@ def _driver(kind: str, args: list[Any]) -> dict[str, Any]:
 
 def measure(kind: str, args: Sequence[Any], timeout: float = 900) -> tuple[list[Stat], float]:
     """Run one Ray driver for ``kind``: a Stat per size (or one), and Ray's start-up (s)."""
-    why = available().get("ray")
+    why = why_unavailable("ray")
     if why:
         raise PeerUnavailable(why)
     env = python_child_env()

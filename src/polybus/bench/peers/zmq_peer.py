@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from polybus.bench.peers import PeerUnavailable, available
+from polybus.bench.peers import PeerUnavailable, why_unavailable
 from polybus.bench.peers._proc import PYTHON, python_child_env, reap, spawn
 from polybus.bench.placement import DEFAULT, Placement, cpu_sets, pinned_self
 from polybus.bench.stats import Stat, repeat
@@ -46,7 +46,7 @@ class ZmqPeer:
     """A REQ client here, a REP server child; use as a context manager."""
 
     def __init__(self, placement: Placement = DEFAULT) -> None:
-        why = available().get("pyzmq")
+        why = why_unavailable("pyzmq")
         if why:
             raise PeerUnavailable(why)
         self._cpus = cpu_sets(placement)
