@@ -111,6 +111,8 @@ class Revival:
             return
         k = self.keys.setdefault(key, _Key())
         k.error = (link.name, error)
+        k.gap = LOOK_S  # (a loss: its first look LOOK_S after the last at most, however
+        # far apart the looks for an earlier one had grown)
         if (self.holds and k.none_since is None
                 and all(lk.dead for lk in self.session.links[key])):
             k.none_since = time.monotonic()
