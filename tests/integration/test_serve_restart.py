@@ -168,12 +168,14 @@ def test_no_worker_is_started_again_when_the_whole_group_is_stopped(
     from integration.conftest import POLYBUS, env_with
 
     app = _app(tmp_path, 2)
-    with open(tmp_path / "web.py", "a") as f:
-        f.write("\n\ndef slow():\n    time.sleep(3)\n    return {}\n")
+    with open(tmp_path / "web.py", "a") as f:  # (2 s: past a restart's 0.5 s pause)
+        f.write("\n\ndef slow():\n    open(os.environ['MARK'], 'w').close()\n"
+                "    time.sleep(2)\n    return {}\n")
     app.write_text(app.read_text() + '"GET /slow" = "web.slow"\n')
+    mark = tmp_path / "slow-started"
     p = subprocess.Popen([*POLYBUS, "serve", str(app)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                         env=env_with(None), start_new_session=True)
+                         env=env_with({"MARK": str(mark)}), start_new_session=True)
     procs.started.append(p)  # (ended with the test whatever happens)
     assert p.stderr is not None
     m = read_line(p.stderr, r"listening on http://([0-9.]+):([0-9]+)", timeout=60)
@@ -182,7 +184,10 @@ def test_no_worker_is_started_again_when_the_whole_group_is_stopped(
     assert len(_pids_until(host, port, 2)) == 2
     slow = threading.Thread(target=lambda: _get_quietly(host, port, "/slow"), daemon=True)
     slow.start()  # in flight as serve stops: its grace is when a restart came
-    time.sleep(0.5)  # (the request reaches its replica)
+    deadline = time.monotonic() + 30
+    while not mark.exists():  # (the request is in its replica's call)
+        assert time.monotonic() < deadline, "the request never reached its worker"
+        time.sleep(0.02)
     os.killpg(p.pid, signal.SIGTERM)  # (the group this test made: serve and its workers)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 143, err
@@ -209,7 +214,7 @@ def test_a_restarted_worker_serves_its_requests_in_flight_as_serve_stops(
     app = _app(tmp_path, 1)
     with open(tmp_path / "web.py", "a") as f:  # (longer than a worker's 2 s to stop)
         f.write("\n\ndef slow():\n    open(os.environ['MARK'], 'w').close()\n"
-                "    time.sleep(4)\n    return {'slow': os.getpid()}\n")
+                "    time.sleep(3)\n    return {'slow': os.getpid()}\n")
     app.write_text(app.read_text().replace('listen = "127.0.0.1:0"',
                                            'listen = "127.0.0.1:0"\ngrace = "60s"')
                    + '"GET /slow" = "web.slow"\n')
