@@ -1,10 +1,10 @@
-"""A replica lost while the looks for another lost one of its module have grown far
-apart is looked for again at most LOOK_S after the last look, as any loss is: the looks
-start close together again (http/revival.py for serve, client/rejoin.py for a run at a
-shared registry).
+"""When a lost replica is looked for again. A replica lost while the looks for another
+lost one of its module have grown far apart is looked for at most LOOK_S after the last
+look, as any loss is: the looks start close together again (http/revival.py for serve,
+client/rejoin.py for a run at a shared registry). A worker of the module that registers
+at serve's own registry brings the next look forward the same way.
 
-In-process, with a session made of the few parts a loss reads; no process started,
-nothing dialled."""
+In-process, with a session made of the few parts a loss reads; nothing dialled."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ from polybus.client.revive import LOOK_MAX_S, LOOK_S
 from polybus.errors import ConnectionLostError
 from polybus.http.revival import Revival
 from polybus.http.revival import _Key as RevivalKey
+from polybus.registry.client import RegistryClient
+from polybus.registry.service import RegistryService
+from polybus.wire.messages import Replica
 
 
 def _session() -> tuple[Any, Any, Any]:
@@ -27,8 +30,10 @@ def _session() -> tuple[Any, Any, Any]:
     live = SimpleNamespace(dead=False, name="web-1", module="web")
     d = SimpleNamespace(links=[lost, live], interface="pid@http", _backlog=[],
                         _index={id(lost): 0, id(live): 1}, rejoins=False)
+    app = SimpleNamespace(modules={"web": SimpleNamespace(transport="tcp", pickle=False)},
+                          cluster=SimpleNamespace(max_frame=1 << 20))
     session = SimpleNamespace(dispatchers={"pid@http": d}, links={"web": [lost, live]},
-                              batchers=[], ended={}, entries={},
+                              batchers=[], ended={}, entries={}, app=app, token=b"",
                               registry=SimpleNamespace(address="tcp://127.0.0.1:1"),
                               _wait=(0.0, 0.0))
     return session, lost, live
@@ -70,3 +75,55 @@ def test_a_run_looks_for_a_replica_lost_while_its_looks_were_far_apart_soon() ->
         assert k.gap == LOOK_S
     finally:
         rejoin.close()
+
+
+def test_serve_looks_for_its_lost_replicas_when_a_worker_of_their_module_registers() -> None:
+    """Serve's engine started web-0's worker again (or web-0, taken for dead while a call
+    held its GIL, answered again) and it registered: the look for it was the next the
+    gaps planned, up to 10 s later, with no request waiting to bring it forward."""
+    session, _, _ = _session()
+    other = SimpleNamespace(dead=True, name="db-0", module="db")
+    session.links["db"] = [other]
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        revival = Revival(session, loop, lambda lk: None)
+        k = revival.keys.setdefault("web", RevivalKey())
+        k.gap, k.last = LOOK_MAX_S, time.monotonic()  # (looks 10 s apart by now)
+        db = revival.keys.setdefault("db", RevivalKey())
+        db.gap, db.last = LOOK_MAX_S, time.monotonic()
+        revival.registered("web")
+        assert k.timer is not None
+        assert k.timer.when() - loop.time() <= LOOK_S + 0.1, k.timer.when() - loop.time()
+        assert db.timer is None and db.gap == LOOK_MAX_S  # (another module's: as it was)
+        # One registered while a look was under way (it may have asked before): the
+        # look after it comes LOOK_S after it, not twice its gap.
+        k.timer.cancel()
+        k.timer, k.gap = None, LOOK_MAX_S
+        look: asyncio.Future[Any] = loop.create_future()
+        k.look, k.last = look, time.monotonic()
+        revival.registered("web")
+        assert k.timer is None  # (not while the look is under way)
+        look.set_result(([], []))  # (it found none)
+        revival._looked("web", k, look)
+        assert k.gap == LOOK_S
+        assert k.timer is not None
+        assert k.timer.when() - loop.time() <= LOOK_S + 0.1, k.timer.when() - loop.time()
+        revival.close()
+
+    asyncio.run(main())
+
+
+def test_the_registry_tells_of_each_worker_registered() -> None:
+    token = b"looks-registry-token-" + b"r" * 20
+    told: list[str] = []
+    with RegistryService(token) as service:
+        service.on_register = lambda r: told.append(r.name)
+        client = RegistryClient(f"{service.address.host}:{service.address.port}", token)
+        try:
+            client.register(Replica("web-0", "web", "tcp://127.0.0.1:1", ["pid"]))
+            service.on_register = None
+            client.register(Replica("web-1", "web", "tcp://127.0.0.1:2", ["pid"]))
+        finally:
+            client.close()
+    assert told == ["web-0"]
