@@ -76,13 +76,15 @@ def test_a_registered_replica_that_cannot_be_reached_is_left_out_by_name(procs: 
     the run with both stopped, at a registry of their own, go side by side.)"""
     env = {"POLYBUS_TOKEN": "unreachable-token-" + "u" * 20}
     addr, _ = start_registry(procs, env, "--ttl", "60")
-    start_worker(procs, addr, "server-0", env=env)
-    start_worker(procs, addr, "server-1", env=env)
-    one = procs.started[-1]
     addr2, _ = start_registry(procs, env, "--ttl", "60")
-    start_worker(procs, addr2, "server-0", env=env)
-    start_worker(procs, addr2, "server-1", env=env)
-    stopped = [one, *procs.started[-2:]]
+    # (the four started together, then each waited for)
+    workers = [procs.start("worker", "--registry", a, "--module", SORT / "server.py",
+                           "--name", name, env=env)
+               for a in (addr, addr2) for name in ("server-0", "server-1")]
+    for w in workers:
+        assert w.stderr is not None
+        read_line(w.stderr, "serving")  # printed once registered
+    stopped = workers[1:]  # server-1 at the first registry, both at the second
     try:
         for w in stopped:
             w.send_signal(signal.SIGSTOP)
@@ -297,7 +299,7 @@ def test_a_registry_started_under_nohup_outlives_its_terminal(procs: Procs) -> N
     made = Path(read_line(reg.stdout, r"token written to (\S+)").group(1))
     reg.send_signal(signal.SIGHUP)
     with pytest.raises(subprocess.TimeoutExpired):
-        reg.wait(timeout=1.5)
+        reg.wait(timeout=0.5)  # (a SIGHUP it took ends it at once)
     assert made.exists()
     reg.send_signal(signal.SIGTERM)
     assert reg.wait(timeout=30) == 143
