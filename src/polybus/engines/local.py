@@ -97,10 +97,12 @@ class LocalEngine:
     def supervise(self, say: TextIO | None) -> Supervisor:
         """From now until `stop` (or its `halt`), start again each worker that fails on
         its own (engines/supervise.py), saying so on ``say``."""
-        from polybus.engines.supervise import Supervisor
+        from polybus.engines.supervise import RESTART_S, Supervisor
 
         if self.supervisor is None:
-            self.supervisor = Supervisor(self, say).start()
+            serve = self.app.serve
+            first = RESTART_S if serve is None else serve.restart_pause
+            self.supervisor = Supervisor(self, say, first).start()
         return self.supervisor
 
     def respawn(self, name: str) -> bool:
