@@ -132,7 +132,7 @@ def test_a_client_cut_off_is_dropped_with_its_queued_calls(
 def test_a_call_longer_than_the_bound_on_a_silent_connection_is_answered(
         served: tuple[WorkerRuntime, Server]) -> None:
     rt, _ = served
-    seconds = keepalive.bound_s(HEARTBEAT) + 1.5  # (this client never pings)
+    seconds = keepalive.bound_s(HEARTBEAT) + 1.0  # (past a look after it; never pings)
     ch = _client(rt)
     try:
         ch.send(Call(1, "work", [7, seconds]))
@@ -152,7 +152,7 @@ def test_a_client_that_reads_nothing_for_longer_than_the_bound_is_kept(
     try:
         for i in range(n):
             ch.send(Call(i, "big", [i]))
-        time.sleep(keepalive.bound_s(HEARTBEAT) + 1.5)  # (reading nothing)
+        time.sleep(keepalive.bound_s(HEARTBEAT) + 1.0)  # (reading nothing, past a look)
         assert len(rt._channels) == 1
         got = _answers(ch, n, limit=30)
         # Every answer, each whole, in the order the calls ran (one thread runs them).
