@@ -224,7 +224,7 @@ def test_a_restarted_worker_serves_its_requests_in_flight_as_serve_stops(
     app = _app(tmp_path, 1)
     with open(tmp_path / "web.py", "a") as f:  # (longer than a worker's 2 s to stop)
         f.write("\n\ndef slow():\n    open(os.environ['MARK'], 'w').close()\n"
-                "    time.sleep(3)\n    return {'slow': os.getpid()}\n")
+                "    time.sleep(2.5)\n    return {'slow': os.getpid()}\n")
     app.write_text(app.read_text().replace('listen = "127.0.0.1:0"',
                                            'listen = "127.0.0.1:0"\ngrace = "60s"')
                    + '"GET /slow" = "web.slow"\n')
