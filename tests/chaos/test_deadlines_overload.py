@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,29 +15,60 @@ from polybus.errors import BusyError, CallTimeoutError
 from .conftest import Harness
 
 
+@pytest.fixture(scope="module")
+def _one_replica(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    """A registry and one worker (slow's pool of 2: the replica runs two calls at once),
+    started once for the tests below that neither change nor end it."""
+    h = Harness(tmp_path_factory.mktemp("one_replica"))
+    try:
+        h.app("modules.server.replication=1", "modules.server.define.slow.pool=2")
+        h.embedded_registry()
+        h.workers(1)
+        yield h
+    finally:
+        h.close()
+
+
+@pytest.fixture
+def one_replica(_one_replica: Harness) -> Iterator[Harness]:
+    """The shared worker, its executions counted from this test's start (its side file
+    emptied: the worker appends to it), and the sessions the test made closed after it.
+    (Each test that uses it waits for its calls to end, late ones too.)"""
+    h = _one_replica
+    assert h.procs["w0"].poll() is None, h.stderr("w0")
+    for f in h.side.glob("*.log"):
+        os.truncate(f, 0)
+    try:
+        yield h
+    finally:
+        sessions, h.sessions = h.sessions, []
+        for session in sessions:
+            session.close()
+
+
 @pytest.mark.parametrize("style", ["sync", "async"])
-def test_deadline_fails_typed_and_late_answer_is_discarded(harness: Harness, style: str) -> None:
-    app = harness.app("modules.server.replication=1", "modules.server.define.slow.pool=2",
-                      f"modules.client.use.slow.callstyle={style}")
-    harness.embedded_registry()
-    harness.workers(1)
-    session = harness.session(app)
+def test_deadline_fails_typed_and_late_answer_is_discarded(one_replica: Harness,
+                                                           style: str) -> None:
+    app = one_replica.app("modules.server.replication=1", "modules.server.define.slow.pool=2",
+                          f"modules.client.use.slow.callstyle={style}")
+    session = one_replica.session(app)
     with pytest.raises(CallTimeoutError, match=r"within 0\.5 s") as info:
-        wait(session.call("slow", (1, 1.5), {}))
-    assert info.value.call == "slow(1, 1.5)"  # (which call: by its arguments)
-    # (raised at all: the deadline came before the answer, which takes 1.5 s)
+        wait(session.call("slow", (1, 1.2), {}))
+    assert info.value.call == "slow(1, 1.2)"  # (which call: by its arguments)
+    # (raised at all: the deadline came before the answer, which takes 1.2 s)
     assert wait(session.call("slow", (2, 0.0), {})) == 2
     deadline = time.monotonic() + 5
-    while harness.executions("done")[1] == 0 and time.monotonic() < deadline:
+    while one_replica.executions("done")[1] == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert harness.executions("done")[1] == 1  # the late answer was produced ...
+    assert one_replica.executions("done")[1] == 1  # the late answer was produced ...
     assert [wait(session.call("slow", (i, 0.0), {})) for i in range(3, 8)] == [3, 4, 5, 6, 7]
     link = session.links["server"][0]
     assert not link.outstanding  # ... and discarded: nothing waits for it
 
 
 @pytest.mark.parametrize("style", ["async", "async-demand(2)", "aggregate"])
-def test_a_deadline_counts_from_the_send_not_from_the_wait(harness: Harness, style: str) -> None:
+def test_a_deadline_counts_from_the_send_not_from_the_wait(one_replica: Harness,
+                                                           style: str) -> None:
     """``timeout`` counts from when the call is handed to its replica: a wait begun
     after the deadline fails at once if the answer is not here (slow(1, 0.9) answers
     0.9 s after the call, past its 0.5 s deadline, though within 0.5 s of a wait begun at
@@ -43,11 +76,9 @@ def test_a_deadline_counts_from_the_send_not_from_the_wait(harness: Harness, sty
     begins is taken (it may well have come in time)."""
     use = ('{callstyle="async", aggregate=2, linger="1ms"}' if style == "aggregate"
            else f'{{callstyle="{style}"}}')
-    app = harness.app("modules.server.replication=1", "modules.server.define.slow.pool=2",
-                      f"modules.client.use.slow={use}")
-    harness.embedded_registry()
-    harness.workers(1)
-    session = harness.session(app)
+    app = one_replica.app("modules.server.replication=1", "modules.server.define.slow.pool=2",
+                          f"modules.client.use.slow={use}")
+    session = one_replica.session(app)
     late = session.call("slow", (1, 0.9), {})
     time.sleep(0.6)
     with pytest.raises(CallTimeoutError, match=r"no answer from slow within 0\.5 s"):
@@ -56,21 +87,19 @@ def test_a_deadline_counts_from_the_send_not_from_the_wait(harness: Harness, sty
     time.sleep(0.6)  # (its answer comes at once; nothing reads it until the wait)
     assert wait(quick) == 2
     deadline = time.monotonic() + 5
-    while harness.executions("done")[1] == 0 and time.monotonic() < deadline:
+    while one_replica.executions("done")[1] == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert harness.executions("done")[1] == 1  # it ran; its answer was dropped
+    assert one_replica.executions("done")[1] == 1  # it ran; its answer was dropped
     assert wait(session.call("slow", (3, 0.0), {})) == 3
 
 
-def test_a_call_held_at_the_client_begins_its_count_when_written(harness: Harness) -> None:
+def test_a_call_held_at_the_client_begins_its_count_when_written(one_replica: Harness) -> None:
     """async-demand holds a second call for a busy replica, to be written with the next;
     a program away longer than the timeout then waits: the call is written then, and
     its count begins there (it failed unsent, then ran for nothing)."""
-    app = harness.app("modules.server.replication=1", "modules.server.define.slow.pool=2",
-                      'modules.client.use.slow={callstyle="async-demand(2)"}')
-    harness.embedded_registry()
-    harness.workers(1)
-    session = harness.session(app)
+    app = one_replica.app("modules.server.replication=1", "modules.server.define.slow.pool=2",
+                          'modules.client.use.slow={callstyle="async-demand(2)"}')
+    session = one_replica.session(app)
     first, second = session.call("slow", (1, 0.0), {}), session.call("slow", (2, 0.0), {})
     assert len(session.links["server"][0].held) == 1  # (the second, held)
     time.sleep(0.6)
@@ -95,14 +124,12 @@ def test_a_call_put_back_after_its_replica_died_begins_its_count_again(
     assert wait(p) == 1
 
 
-def test_looking_at_done_leaves_an_open_batch_open(harness: Harness) -> None:
+def test_looking_at_done_leaves_an_open_batch_open(one_replica: Harness) -> None:
     """A look at ``p.done`` takes in answers; it must not close the open aggregated batch
     (a program looking after each call sent eight batches of one)."""
-    app = harness.app("modules.server.replication=1",
-                      'modules.client.use.square={callstyle="async", aggregate=8, linger="30s"}')
-    harness.embedded_registry()
-    harness.workers(1)
-    session = harness.session(app)
+    app = one_replica.app("modules.server.replication=1",
+                          'modules.client.use.square={callstyle="async", aggregate=8, linger="30s"}')
+    session = one_replica.session(app)
     ps = []
     for i in range(8):
         ps.append(session.call("square", (i, 0.0), {}))
@@ -113,15 +140,13 @@ def test_looking_at_done_leaves_an_open_batch_open(harness: Harness) -> None:
 
 
 @pytest.mark.parametrize("style", ["sync", "async", "async-demand(2)", "aggregate"])
-def test_done_turns_true_in_a_loop_that_only_looks(harness: Harness, style: str) -> None:
+def test_done_turns_true_in_a_loop_that_only_looks(one_replica: Harness, style: str) -> None:
     """``p.done`` takes in the answers already here: a program polling it sees its call
     answered without any wait (before, nothing read the answer and the loop never ended)."""
     use = ('{callstyle="async", aggregate=4, linger="1ms"}' if style == "aggregate"
            else f'{{callstyle="{style}"}}')
-    app = harness.app("modules.server.replication=1", f"modules.client.use.square={use}")
-    harness.embedded_registry()
-    harness.workers(1)
-    session = harness.session(app)
+    app = one_replica.app("modules.server.replication=1", f"modules.client.use.square={use}")
+    session = one_replica.session(app)
     p = session.call("square", (7, 1.0), {})
     if style == "sync":
         assert p == 49  # a sync call answers at once: no promise to look at
@@ -200,7 +225,7 @@ def test_aggregated_client_backlog_is_bounded(harness: Harness,
     (bt,) = session.batchers
     promises, longest = [], 0
     for i in range(600):
-        promises.append(session.call("square", (i, 2.0), {}))
+        promises.append(session.call("square", (i, 1.0), {}))  # (4 ms a batch)
         longest = max(longest, sum(len(b.args) for b in bt.backlog))
     assert longest <= 50  # the caller waited for room instead of growing the backlog
     assert [wait(p) for p in promises] == [i * i for i in range(600)]

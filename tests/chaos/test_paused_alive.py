@@ -25,8 +25,8 @@ from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
 TOKEN = make_token()
-HEARTBEAT = 0.2
-NAP = 1.0  # five heartbeats: past the three a silent replica holding calls is given
+HEARTBEAT = 0.15
+NAP = 0.75  # five heartbeats: past the three a silent replica holding calls is given
 
 
 def nap(i: int) -> int:

@@ -14,9 +14,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 import pytest
 
@@ -183,6 +184,16 @@ def cli(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 6
         out, err = p.communicate()
         raise AssertionError(f"polybus {args} did not finish in {timeout} s:\n{err}") from None
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+T = TypeVar("T")
+
+
+def side_by_side(*runs: Callable[[], T]) -> list[T]:
+    """What each of ``runs`` returned, run at once, each in a thread of its own (runs
+    of `cli` that do not depend on one another: their starts overlap)."""
+    with ThreadPoolExecutor(len(runs)) as pool:
+        return list(pool.map(lambda run: run(), runs))
 
 
 _readers: dict[IO[str], queue.Queue[str]] = {}  # keyed by the pipe itself, kept alive

@@ -18,6 +18,7 @@ from integration.conftest import (
     env_with,
     interruptible,
     read_line,
+    side_by_side,
     start_registry,
 )
 from polybus.registry.client import RegistryClient
@@ -27,10 +28,18 @@ SORT = EXAMPLES / "sort"
 
 def start_worker(procs: Procs, addr: str, name: str, *args: str | Path,
                  env: dict[str, str] | None = None) -> None:
-    w = procs.start("worker", "--registry", addr, "--module", SORT / "server.py",
-                    "--name", name, *args, env=env)
-    assert w.stderr is not None
-    read_line(w.stderr, "serving")  # printed once registered
+    start_workers(procs, addr, [name], *args, env=env)
+
+
+def start_workers(procs: Procs, addr: str, names: list[str], *args: str | Path,
+                  env: dict[str, str] | None = None) -> None:
+    """Workers of the sort example's server, one per name, started together, then each
+    waited for until registered."""
+    started = [procs.start("worker", "--registry", addr, "--module", SORT / "server.py",
+                           "--name", name, *args, env=env) for name in names]
+    for w in started:
+        assert w.stderr is not None
+        read_line(w.stderr, "serving")  # printed once registered
 
 
 def test_fewer_replicas_than_configured_warns_once_and_runs(procs: Procs) -> None:
@@ -57,13 +66,16 @@ def test_fewer_replicas_than_configured_warns_once_and_runs(procs: Procs) -> Non
         assert p.returncode == 0 and "'correct': True" in p.stdout, p.stderr
         return [ln for ln in p.stderr.splitlines() if "warning" in ln]
 
-    assert warnings_of() == []
+    plain, pooled, shm = side_by_side(
+        warnings_of, lambda: warnings_of("modules.server.define.quicksort.pool=4"),
+        lambda: warnings_of('modules.server.transport="shm"'))
+    assert plain == []
     # A setting only the replicas apply reaches none of these (started by hand): said,
     # and the run goes on with the workers as they are.
-    [warned] = warnings_of("modules.server.define.quicksort.pool=4")
+    [warned] = pooled
     assert "modules.server.define.quicksort.pool" in warned and "does not reach them" in warned
     # Workers of --module listen on TCP alone: a run configured for shm says it uses that.
-    [warned] = warnings_of('modules.server.transport="shm"')
+    [warned] = shm
     assert "configured for shm" in warned and "server-0, server-1 on this host" in warned
 
 
@@ -76,13 +88,15 @@ def test_a_registered_replica_that_cannot_be_reached_is_left_out_by_name(procs: 
     the run with both stopped, at a registry of their own, go side by side.)"""
     env = {"POLYBUS_TOKEN": "unreachable-token-" + "u" * 20}
     addr, _ = start_registry(procs, env, "--ttl", "60")
-    start_worker(procs, addr, "server-0", env=env)
-    start_worker(procs, addr, "server-1", env=env)
-    one = procs.started[-1]
     addr2, _ = start_registry(procs, env, "--ttl", "60")
-    start_worker(procs, addr2, "server-0", env=env)
-    start_worker(procs, addr2, "server-1", env=env)
-    stopped = [one, *procs.started[-2:]]
+    # (the four started together, then each waited for)
+    workers = [procs.start("worker", "--registry", a, "--module", SORT / "server.py",
+                           "--name", name, env=env)
+               for a in (addr, addr2) for name in ("server-0", "server-1")]
+    for w in workers:
+        assert w.stderr is not None
+        read_line(w.stderr, "serving")  # printed once registered
+    stopped = workers[1:]  # server-1 at the first registry, both at the second
     try:
         for w in stopped:
             w.send_signal(signal.SIGSTOP)
@@ -110,13 +124,16 @@ def test_a_registered_replica_that_cannot_be_reached_is_left_out_by_name(procs: 
 
 def test_worker_and_run_without_a_registry_say_so() -> None:
     env = {"POLYBUS_TOKEN": "any-token-" + "v" * 20}
-    for args in (("worker", "--registry", "127.0.0.1:9", "--module", SORT / "server.py"),
-                 ("run", SORT / "app.toml", "--registry", "127.0.0.1:9")):
-        p = cli(*args, env=env, timeout=30)
+    *ps, bad = side_by_side(
+        lambda: cli("worker", "--registry", "127.0.0.1:9", "--module", SORT / "server.py",
+                    env=env, timeout=30),
+        lambda: cli("run", SORT / "app.toml", "--registry", "127.0.0.1:9", env=env,
+                    timeout=30),
+        lambda: cli("run", SORT / "app.toml", "--registry", "localhost", env=env))
+    for p in ps:
         assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
         assert "no registry answers at 127.0.0.1:9" in p.stderr
         assert "polybus registry" in p.stderr
-    bad = cli("run", SORT / "app.toml", "--registry", "localhost", env=env)
     assert bad.returncode == 2
     assert "registry address: bad address 'localhost': expected HOST:PORT" in bad.stderr
 
@@ -187,17 +204,22 @@ def test_parts_started_with_config_find_the_registry_it_names(
     reg = procs.start("registry", "--config", str(app))
     assert reg.stdout is not None
     assert read_line(reg.stdout, r"listening on (\S+)").group(1) == f"127.0.0.1:{port}"
-    for i in range(2):
-        w = procs.start("worker", "--config", app, "--as", "server", "--name", f"server-{i}")
+    ws = [procs.start("worker", "--config", app, "--as", "server", "--name", f"server-{i}")
+          for i in range(2)]
+    for w in ws:
         assert w.stderr is not None
         read_line(w.stderr, "serving")
-    p = cli("run", app, "--quiet", "--set", "modules.client.args=[3000, 2]")
+    p, ipc, named = side_by_side(
+        lambda: cli("run", app, "--quiet", "--set", "modules.client.args=[3000, 2]"),
+        lambda: cli("run", app, "--quiet", "--set", "modules.client.args=[3000, 2]",
+                    "--set", 'modules.server.transport="ipc"'),
+        lambda: cli("run", app, "--quiet", "--set", "modules.client.args=[3000, 1]",
+                    "--set", 'modules.server.replication="server-1"'))
     assert p.returncode == 0, p.stderr
     assert "'correct': True" in p.stdout
     # These workers were started with --config, of transport tcp: a run given ipc by
     # --set is told so (it was told they were started "with --module or --listen")
-    p = cli("run", app, "--quiet", "--set", "modules.client.args=[3000, 2]",
-            "--set", 'modules.server.transport="ipc"')
+    p = ipc
     assert p.returncode == 0 and "'correct': True" in p.stdout, p.stderr
     warned = "\n".join(ln for ln in p.stderr.splitlines() if "warning" in ln)
     assert ("server-0, server-1 on this host offer only tcp: this run's ipc is from --set, "
@@ -205,8 +227,7 @@ def test_parts_started_with_config_find_the_registry_it_names(
     # names in the replication pick the workers of those names: not said to reach none
     # (it was: "--set changes a setting the replicas apply themselves ... it does not
     # reach them", of the --set that chose server-1)
-    p = cli("run", app, "--quiet", "--set", "modules.client.args=[3000, 1]",
-            "--set", 'modules.server.replication="server-1"')
+    p = named
     assert p.returncode == 0 and "'correct': True" in p.stdout, p.stderr
     warned = "\n".join(ln for ln in p.stderr.splitlines() if "warning" in ln)
     assert ('replication = "server-1"; using server-1, not server-0 (name them in '
@@ -297,7 +318,7 @@ def test_a_registry_started_under_nohup_outlives_its_terminal(procs: Procs) -> N
     made = Path(read_line(reg.stdout, r"token written to (\S+)").group(1))
     reg.send_signal(signal.SIGHUP)
     with pytest.raises(subprocess.TimeoutExpired):
-        reg.wait(timeout=1.5)
+        reg.wait(timeout=0.5)  # (a SIGHUP it took ends it at once)
     assert made.exists()
     reg.send_signal(signal.SIGTERM)
     assert reg.wait(timeout=30) == 143
@@ -311,8 +332,7 @@ def test_a_hosts_run_names_the_replicas_it_found_in_place_of_those_named(procs: 
     who serves instead."""
     env = {"POLYBUS_TOKEN": "hosts-names-token-" + "n" * 20}
     addr, _ = start_registry(procs, env)
-    for name in ("zed", "yak"):
-        start_worker(procs, addr, name, env=env)
+    start_workers(procs, addr, ["zed", "yak"], env=env)
     p = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
             "--set", 'cluster.engine="hosts"', "--set", 'modules.server.replication="alpha,yak"',
             "--set", "modules.client.args=[3000, 2]", env=env)

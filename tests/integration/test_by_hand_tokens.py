@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from integration.conftest import Procs, cli, read_line, start_registry
+from integration.conftest import Procs, cli, read_line, side_by_side, start_registry
 from polybus.registry.client import RegistryClient
 
-from .test_by_hand import SORT, start_worker
+from .test_by_hand import SORT, start_workers
 
 
 def test_registry_makes_a_private_token_file_and_workers_use_it(procs: Procs) -> None:
@@ -25,8 +25,7 @@ def test_registry_makes_a_private_token_file_and_workers_use_it(procs: Procs) ->
     assert token_file is not None and token_file.exists()
     try:
         assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
-        for i in range(2):
-            start_worker(procs, addr, f"server-{i}", "--token-file", token_file)
+        start_workers(procs, addr, ["server-0", "server-1"], "--token-file", token_file)
         p = cli("run", SORT / "app.toml", "--registry", addr, "--token-file", token_file,
                 "--set", "modules.client.args=[5000, 2]", "--quiet", timeout=60)
         assert p.returncode == 0, p.stderr
@@ -38,18 +37,18 @@ def test_registry_makes_a_private_token_file_and_workers_use_it(procs: Procs) ->
 def test_token_from_environment_and_wrong_token_refused(procs: Procs) -> None:
     env = {"POLYBUS_TOKEN": "right-token-" + "x" * 20}
     addr, _ = start_registry(procs, env)
-    for i in range(2):
-        start_worker(procs, addr, f"server-{i}", env=env)
-    ok = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
-             "--set", "modules.client.args=[3000, 2]", env=env)
+    start_workers(procs, addr, ["server-0", "server-1"], env=env)
+    intruder = procs.start("worker", "--registry", addr, "--module", SORT / "server.py",
+                           env={"POLYBUS_TOKEN": "wrong-token"})  # (beside the runs)
+    ok, bad = side_by_side(
+        lambda: cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
+                    "--set", "modules.client.args=[3000, 2]", env=env),
+        lambda: cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
+                    env={"POLYBUS_TOKEN": "wrong-token"}))
     assert ok.returncode == 0, ok.stderr
     assert "'correct': True" in ok.stdout
-    bad = cli("run", SORT / "app.toml", "--registry", addr, "--quiet",
-              env={"POLYBUS_TOKEN": "wrong-token"})
     assert bad.returncode != 0
     assert "token" in bad.stderr.lower()
-    intruder = procs.start("worker", "--registry", addr, "--module", SORT / "server.py",
-                           env={"POLYBUS_TOKEN": "wrong-token"})
     assert intruder.wait(timeout=30) != 0
     assert "token" in (intruder.stderr.read() if intruder.stderr else "").lower()
 
@@ -147,9 +146,9 @@ def test_parts_started_with_config_read_its_token_file(procs: Procs, tmp_path: P
                    + '\n[cluster]\ntoken_file = "token"\n')
     addr, made = start_registry(procs, None, "--config", str(app))
     assert made is None
-    for i in range(2):
-        w = procs.start("worker", "--registry", addr, "--config", app, "--as", "server",
-                        "--name", f"server-{i}")
+    ws = [procs.start("worker", "--registry", addr, "--config", app, "--as", "server",
+                      "--name", f"server-{i}") for i in range(2)]
+    for w in ws:
         assert w.stderr is not None
         read_line(w.stderr, "serving")
     p = cli("run", app, "--registry", addr, "--quiet", "--set", "modules.client.args=[3000, 2]")
@@ -170,23 +169,26 @@ def test_every_part_takes_the_environments_token_before_the_configurations(
     env = {"POLYBUS_TOKEN": "env-token-" + "e" * 20}
     addr, made = start_registry(procs, env, "--config", str(app))
     assert made is None
-    for i in range(2):
-        w = procs.start("worker", "--registry", addr, "--config", app, "--as", "server",
-                        "--name", f"server-{i}", env=env)
+    ws = [procs.start("worker", "--registry", addr, "--config", app, "--as", "server",
+                      "--name", f"server-{i}", env=env) for i in range(2)]
+    for w in ws:
         assert w.stderr is not None
         read_line(w.stderr, "serving")
-    p = cli("run", app, "--registry", addr, "--quiet", "--set", "modules.client.args=[3000, 2]",
-            env=env)
+    p, filed, stale = side_by_side(
+        lambda: cli("run", app, "--registry", addr, "--quiet",
+                    "--set", "modules.client.args=[3000, 2]", env=env),
+        lambda: cli("run", app, "--registry", addr, "--quiet",
+                    "--token-file", tmp_path / "token", env=env),
+        lambda: cli("run", app, "--registry", addr, "--quiet",
+                    env={"POLYBUS_TOKEN": "a-stale-one-" + "x" * 20}))
     assert p.returncode == 0, p.stderr
     assert "'correct': True" in p.stdout
     # and --token-file comes before both: the stale file named on the command line
-    p = cli("run", app, "--registry", addr, "--quiet", "--token-file", tmp_path / "token",
-            env=env)
+    p = filed
     assert p.returncode != 0 and "token" in p.stderr.lower(), p.stderr
     # A refused token says where it came from (a stale $POLYBUS_TOKEN beats the file)
     assert f"this run's token came from --token-file {tmp_path / 'token'}" in p.stderr
-    p = cli("run", app, "--registry", addr, "--quiet",
-            env={"POLYBUS_TOKEN": "a-stale-one-" + "x" * 20})
+    p = stale
     assert p.returncode != 0 and "wrong cluster token" in p.stderr, p.stderr
     assert ("this run's token came from $POLYBUS_TOKEN, which comes before [cluster] "
             f"token_file {tmp_path / 'token'}") in p.stderr, p.stderr

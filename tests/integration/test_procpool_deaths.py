@@ -115,7 +115,7 @@ def test_the_calls_beside_the_one_that_kills_the_pool_run_again_and_succeed(
     kills its process again when alone is the one that fails."""
     result = _run(tmp_path, """
         def main(flag):
-            bystander = f(1, 1.0)  # (running, most likely, when the other one dies)
+            bystander = f(1, 0.7)  # (running, most likely, when the other one dies)
             poison = f(-1, 0.3)
             return outcome(lambda: bystander), outcome(lambda: poison), outcome(f, 2)
     """)
@@ -157,7 +157,7 @@ def test_pool_processes_killed_from_outside_are_replaced(tmp_path: Path) -> None
 
         def main(flag):
             first = children()
-            running = f(1, 1.0)
+            running = f(1, 0.6)
             time.sleep(0.2)
             for pid in first:
                 try:

@@ -31,6 +31,7 @@ from integration.conftest import (
 )
 
 WEB = '''\
+import os
 import time
 
 
@@ -48,6 +49,8 @@ def boom(query):
 
 
 def slow(query):
+    if os.environ.get("MARK"):  # (the test waits for the call to have begun)
+        open(os.environ["MARK"], "w").close()
     time.sleep(float(query.get("s", "0.3")))
     return (201, {"X-Slow": "yes"}, "done")
 '''
@@ -131,7 +134,7 @@ def test_serve_answers_and_keeps_serving_after_every_failure(procs: Procs, tmp_p
     assert b"remote traceback" not in body and b"in boom" not in body
     status, headers, body = get(conn, "GET", "/slow?s=0")
     assert (status, headers["X-Slow"], body) == (201, "yes", b"done")
-    status, _, body = get(conn, "GET", "/late?s=1")
+    status, _, body = get(conn, "GET", "/late?s=0.5")
     assert status == 504 and b"0.2 s" in body and b"GET /late" in body, body  # (given up
     # at once: the promise was not waited for on the event loop)
     still_ok()
@@ -170,13 +173,13 @@ def test_a_request_past_its_timeout_is_its_504_and_not_said_unseen(procs: Procs,
     call still runs (its answer not come) said it had never been looked at."""
     host, port, pid = start(procs, tmp_path)
     conn = http.client.HTTPConnection(host, port, timeout=30)
-    status, _, body = get(conn, "GET", "/late?s=2")
+    status, _, body = get(conn, "GET", "/late?s=1")
     assert status == 504 and b"0.2 s" in body, body
     conn.close()
     workers = descendants(pid)
     procs.watch(workers)
     proc = procs.started[-1]
-    proc.send_signal(signal.SIGTERM)  # (the call runs on for ~1.8 s)
+    proc.send_signal(signal.SIGTERM)  # (the call runs on for ~0.8 s)
     assert proc.wait(timeout=20) == 143
     assert not wait_gone(workers)
     assert proc.stderr is not None
@@ -204,12 +207,17 @@ def test_a_second_sigterm_while_serve_stops_still_cleans_up(procs: Procs, tmp_pa
     and this test took that too)."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    host, port, pid = start(procs, tmp_path / "app", env={"TMPDIR": str(tmp)})
+    mark = tmp_path / "slow-began"
+    host, port, pid = start(procs, tmp_path / "app", env={"TMPDIR": str(tmp),
+                                                           "MARK": str(mark)})
     workers = descendants(pid)
     procs.watch(workers)
     with socket.create_connection((host, port), timeout=10) as pending:
         pending.sendall(b"GET /slow?s=60 HTTP/1.1\r\nHost: h\r\n\r\n")
-        time.sleep(1.0)  # the replica is inside the call
+        deadline = time.monotonic() + 30
+        while not mark.exists():  # the replica is inside the call
+            assert time.monotonic() < deadline, "the request never reached its replica"
+            time.sleep(0.02)
         proc = procs.started[-1]
         proc.send_signal(signal.SIGTERM)
         assert proc.stderr is not None
@@ -222,13 +230,14 @@ def test_a_second_sigterm_while_serve_stops_still_cleans_up(procs: Procs, tmp_pa
     assert list(tmp.iterdir()) == []
 
 
-def _concurrent(host: str, port: int, n: int) -> list[tuple[int, dict[str, str]]]:
+def _concurrent(host: str, port: int, n: int, s: float = 0.4
+                ) -> list[tuple[int, dict[str, str]]]:
     out: list[tuple[int, dict[str, str]]] = []
     lock = threading.Lock()
 
     def one() -> None:
         c = http.client.HTTPConnection(host, port, timeout=60)
-        status, headers, _ = get(c, "GET", "/slow?s=0.4")
+        status, headers, _ = get(c, "GET", f"/slow?s={s}")
         c.close()
         with lock:
             out.append((status, headers))
@@ -272,7 +281,7 @@ def test_serve_warns_of_a_queue_that_bounds_nothing(procs: Procs, tmp_path: Path
 
 def test_a_full_queue_holds_the_requests_back_under_block(procs: Procs, tmp_path: Path) -> None:
     host, port, _ = start(procs, tmp_path, overflow="block", queue=1)
-    got = _concurrent(host, port, 6)
+    got = _concurrent(host, port, 6, s=0.2)  # (one at a time: 1.2 s in all)
     assert sorted(s for s, _ in got) == [201] * 6
 
 

@@ -13,7 +13,17 @@ import time
 from pathlib import Path
 
 from integration.conftest import Procs, descendants, read_line, rest_of
-from integration.test_serve_revival import _app, _get, _get_with_headers, _listening, _pids_until
+from integration.test_serve_revival import _app as _app_of
+from integration.test_serve_revival import _get, _get_with_headers, _listening, _pids_until
+
+
+def _app(where: Path, replication: int) -> Path:
+    """The web app, its workers started again after 0.1 s (doubled while they keep
+    ending), not 0.5 s: what is tested is that they are, and what is said."""
+    app = _app_of(where, replication)
+    app.write_text(app.read_text().replace('listen = "127.0.0.1:0"\n',
+                                           'listen = "127.0.0.1:0"\nrestart_pause = "0.1s"\n'))
+    return app
 
 
 def test_a_worker_that_exits_is_started_again_and_serves(procs: Procs, tmp_path: Path) -> None:
@@ -28,7 +38,7 @@ def test_a_worker_that_exits_is_started_again_and_serves(procs: Procs, tmp_path:
     err = procs.started[-1].stderr
     assert err is not None
     read_line(err, r"polybus serve: worker web-0 exited with status 3; "
-                   r"starting it again in 0\.5 s", timeout=30)
+                   r"starting it again in 0\.1 s", timeout=30)
     read_line(err, r"polybus serve: worker web-0 started again \(restart 1\)", timeout=30)
     procs.watch(descendants(pid))
     (second,) = _pids_until(host, port, 1)  # asked until it answers
@@ -114,7 +124,7 @@ def test_a_worker_whose_thread_dies_stops_loudly_and_is_started_again(
     read_line(err, r"polybus serve: worker web-0 exited with status 2; its log ends: "
                    r"polybus worker: error: worker web-0 stopped: its thread "
                    r"polybus-web-0-\S+ ended by SystemExit: injected \(a fault in polybus; "
-                   r"its log above says where\); starting it again in 0\.5 s", timeout=30)
+                   r"its log above says where\); starting it again in 0\.1 s", timeout=30)
     read_line(err, r"polybus serve: worker web-0 started again \(restart 1\)", timeout=30)
     procs.watch(descendants(pid))
     (second,) = _pids_until(host, port, 1)  # asked until it answers
@@ -168,12 +178,14 @@ def test_no_worker_is_started_again_when_the_whole_group_is_stopped(
     from integration.conftest import POLYBUS, env_with
 
     app = _app(tmp_path, 2)
-    with open(tmp_path / "web.py", "a") as f:
-        f.write("\n\ndef slow():\n    time.sleep(3)\n    return {}\n")
+    with open(tmp_path / "web.py", "a") as f:  # (2 s: past a restart's pause)
+        f.write("\n\ndef slow():\n    open(os.environ['MARK'], 'w').close()\n"
+                "    time.sleep(2)\n    return {}\n")
     app.write_text(app.read_text() + '"GET /slow" = "web.slow"\n')
+    mark = tmp_path / "slow-started"
     p = subprocess.Popen([*POLYBUS, "serve", str(app)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                         env=env_with(None), start_new_session=True)
+                         env=env_with({"MARK": str(mark)}), start_new_session=True)
     procs.started.append(p)  # (ended with the test whatever happens)
     assert p.stderr is not None
     m = read_line(p.stderr, r"listening on http://([0-9.]+):([0-9]+)", timeout=60)
@@ -182,7 +194,10 @@ def test_no_worker_is_started_again_when_the_whole_group_is_stopped(
     assert len(_pids_until(host, port, 2)) == 2
     slow = threading.Thread(target=lambda: _get_quietly(host, port, "/slow"), daemon=True)
     slow.start()  # in flight as serve stops: its grace is when a restart came
-    time.sleep(0.5)  # (the request reaches its replica)
+    deadline = time.monotonic() + 30
+    while not mark.exists():  # (the request is in its replica's call)
+        assert time.monotonic() < deadline, "the request never reached its worker"
+        time.sleep(0.02)
     os.killpg(p.pid, signal.SIGTERM)  # (the group this test made: serve and its workers)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 143, err
@@ -209,7 +224,7 @@ def test_a_restarted_worker_serves_its_requests_in_flight_as_serve_stops(
     app = _app(tmp_path, 1)
     with open(tmp_path / "web.py", "a") as f:  # (longer than a worker's 2 s to stop)
         f.write("\n\ndef slow():\n    open(os.environ['MARK'], 'w').close()\n"
-                "    time.sleep(4)\n    return {'slow': os.getpid()}\n")
+                "    time.sleep(2.5)\n    return {'slow': os.getpid()}\n")
     app.write_text(app.read_text().replace('listen = "127.0.0.1:0"',
                                            'listen = "127.0.0.1:0"\ngrace = "60s"')
                    + '"GET /slow" = "web.slow"\n')

@@ -53,11 +53,11 @@ class _Engine:
         return True
 
 
-def _sup(tmp_path: Path, names: list[str] = ["web-0", "web-1"]  # noqa: B006
-         ) -> tuple[Supervisor, _Engine, io.StringIO]:
+def _sup(tmp_path: Path, names: list[str] = ["web-0", "web-1"],  # noqa: B006
+         first: float = RESTART_S) -> tuple[Supervisor, _Engine, io.StringIO]:
     engine = _Engine(tmp_path, names)
     out = io.StringIO()
-    sup = Supervisor(engine, out)  # type: ignore[arg-type]  # (not started: stepped here)
+    sup = Supervisor(engine, out, first)  # type: ignore[arg-type]  # (not started: stepped here)
     return sup, engine, out
 
 
@@ -238,3 +238,41 @@ def test_halt_leaves_the_thread_that_started_the_workers_until_stop(tmp_path: Pa
     finally:
         sup.stop()
     assert not sup._thread.is_alive()
+
+
+def test_the_first_pause_is_serves_restart_pause(tmp_path: Path) -> None:
+    """``[serve] restart_pause``: the first pause, doubled as RESTART_S is (it was 0.5 s
+    whatever a worker's start cost or its program needed)."""
+    sup, engine, out = _sup(tmp_path, ["web-0"], first=0.1)
+    w = sup.watches["web-0"]
+    now = w.started
+    pauses = []
+    for _ in range(3):
+        engine.end("web-0", 1)
+        sup.step(now := now + 0.01)
+        assert w.due is not None
+        pauses.append(w.due - now)
+        sup.step(now := w.due)
+    assert pauses == pytest.approx([0.1, 0.2, 0.4])
+    assert "starting it again in 0.1 s" in out.getvalue()
+    engine.end("web-0", 1)
+    sup.step(now := now + STABLE_S + 1)  # (after a long run: the first pause again)
+    assert w.due == pytest.approx(now + 0.1)
+
+
+def test_serve_restart_pause_is_a_duration_up_to_the_longest_pause(tmp_path: Path) -> None:
+    (tmp_path / "web.py").write_text("def page():\n    return 'hi'\n")
+    base = ('[modules.web]\nsource = "web.py"\n[serve]\nlisten = "127.0.0.1:0"\n'
+            '[serve.routes]\n"GET /" = "web.page"\n')
+    (tmp_path / "app.toml").write_text(base)
+    spec = load(tmp_path / "app.toml").serve
+    assert spec is not None and spec.restart_pause == RESTART_S
+    (tmp_path / "app.toml").write_text(base.replace("[serve]\n",
+                                                    '[serve]\nrestart_pause = "100ms"\n'))
+    spec = load(tmp_path / "app.toml").serve
+    assert spec is not None and spec.restart_pause == 0.1
+    for bad in ('"0s"', '"1min"', "true"):
+        (tmp_path / "app.toml").write_text(base.replace(
+            "[serve]\n", f"[serve]\nrestart_pause = {bad}\n"))
+        with pytest.raises(ConfigError, match=r"serve\.restart_pause"):
+            load(tmp_path / "app.toml")

@@ -107,6 +107,7 @@ class Rejoin:
             k.error = (link.name, error)
             if k.none_since is None and all(lk.dead for lk in self.session.links[key]):
                 k.none_since = now
+            k.gap = LOOK_S  # (however far apart the looks for an earlier loss had grown)
             self._plan(k, max(now + LOOK_S, k.last + k.gap))
         entries = self.session.entries
         with self.cv:  # (a place filled on another thread gives entries back: _place)

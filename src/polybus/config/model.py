@@ -250,6 +250,7 @@ class ServeSpec:
     tracebacks: bool = False          # 500 bodies carry the remote traceback
     grace: float = 5.0                # on SIGINT/SIGTERM, requests in flight may finish
     restart: bool = True              # local workers that end on their own start again
+    restart_pause: float = 0.5        # the first pause before one does (engines/supervise.py)
 
     def interfaces_of(self, module: str) -> list[str]:
         """The interfaces of ``module`` that routes call (served in HTTP form too)."""

@@ -22,7 +22,8 @@ from polybus.http.routes import split_route_key
 __all__ = ["HTTP_METHODS", "ROUTE_KEYS", "SERVE_KEYS", "check_routes", "parse_serve"]
 
 SERVE_KEYS = ("listen", "routes", "max_body", "max_head", "max_connections", "idle_timeout",
-              "head_timeout", "min_body_rate", "tracebacks", "grace", "restart")
+              "head_timeout", "min_body_rate", "tracebacks", "grace", "restart",
+              "restart_pause")
 ROUTE_KEYS = ("to", "callstyle", "loadratio", "balance", "timeout", "transport")
 #: the methods of RFC 9110 and PATCH: a route's method outside them is taken for a typo
 #: ("GTE /" would otherwise answer every GET with 405)
@@ -120,6 +121,9 @@ def parse_serve(table: dict[str, Any], p: Problems) -> ServeSpec:
         tracebacks=bool(t.boolean("tracebacks")),
         grace=d.grace if (grace := t.parsed("grace", parse_duration)) is None else grace,
         restart=d.restart if (restart := t.boolean("restart")) is None else restart,
+        # (no longer than the longest pause it doubles up to: engines/supervise.py)
+        restart_pause=t.positive_duration("restart_pause", (30.0, "30s"))
+        or d.restart_pause,
     )
 
 

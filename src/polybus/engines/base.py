@@ -34,6 +34,13 @@ class Cluster:
     # takes its turn of the registry's rotation (client/session.py), as clients of one
     # name server do; a run's own registry has the run's client alone.
     shared: bool = False
+    # The engine's own registry tells the function given here the module of each worker
+    # that registers there (None: tells no more), on the registry's thread, which it must
+    # not block: serve's front door then looks for its lost replicas at once (a worker
+    # started again, one taken for dead that answers again: http/revival.py). None where
+    # the registry is not the engine's own.
+    registrations: Callable[[Callable[[str], None] | None], None] | None = field(
+        default=None, repr=False)
 
 
 class Engine(Protocol):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -84,15 +85,24 @@ class LocalEngine:
             self.stop()
             raise
         return Cluster(str(self.registry.address), self.token, time.perf_counter() - t0,
-                       how_ended=self.how_ended)
+                       how_ended=self.how_ended, registrations=self._registrations)
+
+    def _registrations(self, tell: Callable[[str], None] | None) -> None:
+        """``tell`` is told the module of each worker that registers from now on (None:
+        no more), as `Cluster.registrations` says."""
+        registry = self.registry
+        if registry is not None:
+            registry.on_register = None if tell is None else (lambda r: tell(r.module))
 
     def supervise(self, say: TextIO | None) -> Supervisor:
         """From now until `stop` (or its `halt`), start again each worker that fails on
         its own (engines/supervise.py), saying so on ``say``."""
-        from polybus.engines.supervise import Supervisor
+        from polybus.engines.supervise import RESTART_S, Supervisor
 
         if self.supervisor is None:
-            self.supervisor = Supervisor(self, say).start()
+            serve = self.app.serve
+            first = RESTART_S if serve is None else serve.restart_pause
+            self.supervisor = Supervisor(self, say, first).start()
         return self.supervisor
 
     def respawn(self, name: str) -> bool:

@@ -13,11 +13,12 @@ own, from an operator stopping that one worker, or sent to serve's whole process
 as it stops) and is said, not started again. Restarts stop at serve's first stop signal
 (`halt`), before its requests in flight are given their grace.
 
-The pause is RESTART_S, doubled each time the same worker ends within STABLE_S of its
-last start, up to RESTART_MAX_S (a module that fails at import is retried every 30 s,
-not in a loop); a worker that ran STABLE_S or longer before it ended starts again after
-RESTART_S. Each end and each start again is said on the engine's stream, with the
-worker's exit status and its log's last line. `[serve] restart = false` turns it off.
+The pause is ``[serve] restart_pause`` (RESTART_S unless set), doubled each time the
+same worker ends within STABLE_S of its last start, up to RESTART_MAX_S (a module that
+fails at import is retried every 30 s, not in a loop); a worker that ran STABLE_S or
+longer before it ended starts again after the first pause. Each end and each start
+again is said on the engine's stream, with the worker's exit status and its log's last
+line. `[serve] restart = false` turns it off.
 
 A worker started again is started from the supervisor's thread, and a worker ends when
 the thread that started it ends (``PR_SET_PDEATHSIG``, worker/lifetime.py): the thread
@@ -57,13 +58,16 @@ class _Watch:
 class Supervisor:
     """Watches a local engine's workers from a thread of its own until `stop`."""
 
-    def __init__(self, engine: LocalEngine, say: TextIO | None) -> None:
+    def __init__(self, engine: LocalEngine, say: TextIO | None,
+                 first: float = RESTART_S) -> None:
+        """``first``: the first pause before a worker that ended starts again."""
         self.engine = engine
         self.say = say
+        self.first = first
         self._stop = threading.Event()    # the thread ends (the engine stops its workers)
         self._halted = threading.Event()  # no look, no restart (serve is stopping)
         now = time.monotonic()
-        self.watches = {name: _Watch(now) for name, _, _ in engine.procs}
+        self.watches = {name: _Watch(now, first) for name, _, _ in engine.procs}
         self._thread = threading.Thread(target=self._loop, name="polybus-supervisor",
                                         daemon=True)
 
@@ -101,7 +105,7 @@ class Supervisor:
             ended = [(name, code, log) for name, proc, log in self.engine.procs
                      if (code := proc.poll()) is not None]
         for name, code, log in ended:
-            w = self.watches.setdefault(name, _Watch(now))
+            w = self.watches.setdefault(name, _Watch(now, self.first))
             if code == 0:  # ended cleanly: said once, not started again
                 if not w.clean:
                     w.clean = True
@@ -109,7 +113,7 @@ class Supervisor:
                                "is not started again")
                 continue
             if w.due is None:
-                w.pause = RESTART_S if now - w.started >= STABLE_S else w.pause
+                w.pause = self.first if now - w.started >= STABLE_S else w.pause
                 w.due = now + w.pause
                 self._said(f"{ended_line(name, code, log)}; starting it again in "
                            f"{w.pause:g} s")

@@ -128,7 +128,8 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
                               wait_s=wait_s)
             try:
                 return asyncio.run(_main(app, spec, session, sock, ready,
-                                         cluster.halt_restarts, _stays(app, cluster)))
+                                         cluster.halt_restarts, _stays(app, cluster),
+                                         cluster.registrations))
             finally:
                 session.close()
     finally:
@@ -151,12 +152,23 @@ def _stays(app: AppConfig, cluster: Cluster) -> str | None:
 async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.socket,
                 ready: Callable[[str], None] | None,
                 halt_restarts: Callable[[], None] | None = None,
-                stays: str | None = None) -> int | None:
+                stays: str | None = None,
+                registrations: Callable[[Callable[[str], None] | None], None] | None = None
+                ) -> int | None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     came: list[int] = []  # the signals that came, in order
 
     bridge = CallBridge(session, loop, stays)
+
+    def registered(module: str) -> None:  # (on the registry's thread: http/revival.py)
+        try:
+            loop.call_soon_threadsafe(bridge.revival.registered, module)
+        except RuntimeError:  # (the loop is closed: serve is stopping)
+            pass
+
+    if registrations is not None:
+        registrations(registered)
 
     def signalled(sig: int) -> None:
         came.append(sig)
@@ -196,6 +208,8 @@ async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.
                  if busy else ""), file=sys.stderr, flush=True)
         await door.stop(spec.grace, stop)  # (a second signal ends the grace)
     finally:
+        if registrations is not None:
+            registrations(None)
         server.close()
         bridge.close()
         for sig, handler in previous.items():

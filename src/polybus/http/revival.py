@@ -8,6 +8,8 @@ live link are dialled: the same worker once it answers again, or a replacement
 registered meanwhile (a worker started by hand, or one the engine restarted). Looks
 are rate-limited per module: the first LOOK_S after the loss, then twice as far apart
 each time one leaves a place empty, up to LOOK_MAX_S, for as long as a place is empty;
+a worker of the module registering at the engine's own registry brings the next look
+forward to LOOK_S after the last (`registered`: serve's local engine tells it);
 a request for a module with no live replica looks at once if the last look is LOOK_S
 old (waiting for it at most WAIT_S: the loop is never blocked, the look runs in a
 thread of its own). The session never holds more links to a module than it started
@@ -76,6 +78,7 @@ class _Key:
     none_since: float | None = None           # when its last live link was lost
     error: tuple[str, PolybusError] | None = None  # the last loss: (replica, why)
     asking: int = 0                           # requests waiting in `ready` for a replica
+    again: bool = False                       # one registered while a look was under way
     overdue: asyncio.TimerHandle | None = None  # when the calls lost with every one fail
 
 
@@ -111,6 +114,8 @@ class Revival:
             return
         k = self.keys.setdefault(key, _Key())
         k.error = (link.name, error)
+        k.gap = LOOK_S  # (a loss: its first look LOOK_S after the last at most, however
+        # far apart the looks for an earlier one had grown)
         if (self.holds and k.none_since is None
                 and all(lk.dead for lk in self.session.links[key])):
             k.none_since = time.monotonic()
@@ -271,6 +276,7 @@ class Revival:
 
     def _looked(self, key: str, k: _Key, fut: asyncio.Future[Any]) -> None:
         k.look = None
+        again, k.again = k.again, False
         out = None if fut.cancelled() else fut.result()
         if self.closed or out is None:
             _close(out)
@@ -300,8 +306,25 @@ class Revival:
             k.said = why
             _say(f"module {w.module!r}: lost replica(s) {', '.join(w.lost)} not back yet "
                  f"({why}); looked for again, at most {LOOK_MAX_S:g} s apart")
-        k.gap = min(k.gap * 2, LOOK_MAX_S)
+        k.gap = LOOK_S if again else min(k.gap * 2, LOOK_MAX_S)
         self._plan(key, k)
+
+    def registered(self, module: str) -> None:
+        """A worker of ``module`` registered at the engine's own registry (one serve
+        started again, or one taken for dead that answers again): its lost replicas are
+        looked for now, LOOK_S after the last look at most, not at the next look the
+        gaps planned (seconds later: its place stayed empty that long)."""
+        if self.closed:
+            return
+        for key, k in self.keys.items():
+            links = self.session.links.get(key)
+            if not links or links[0].module != module or not any(lk.dead for lk in links):
+                continue
+            k.gap = LOOK_S
+            if k.look is not None:  # (it may have asked the registry before that)
+                k.again = True
+            else:
+                self._plan(key, k)
 
     def close(self) -> None:
         self.closed = True

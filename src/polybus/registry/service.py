@@ -66,6 +66,10 @@ class RegistryService:
         # goes (its connection closed) or is dropped (silent past the ttl): `polybus
         # registry` prints them, so whoever runs it sees its members come and go.
         self._say = say
+        # Told of each replica registered, on the thread of its connection, with the
+        # registry's lock held: it must not block (the local engine's, for serve's
+        # front door to look for its lost replicas: http/revival.py `registered`).
+        self.on_register: Callable[[Replica], None] | None = None
         self.state = RegistryState(ttl=ttl, on_drop=None if say is None else self._dropped)
         self._lock = threading.Lock()
         self._listener, self.address = listen(Address.parse(address))
@@ -199,6 +203,8 @@ class RegistryService:
                     elif self._say is not None and (line := self._quiet.let(
                             f"registry: refused {said(r.name)} at {said(r.address)}: {why}")):
                         self._say(line)  # (it retries every few seconds: quietened)
+                    if why is None and (told := self.on_register) is not None:
+                        told(r)
                     return Registered(why is None, why or "")
                 case Heartbeat(name=n):
                     # Answered, so that a worker dropped while its connection stayed open
