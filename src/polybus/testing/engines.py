@@ -3,9 +3,11 @@ give the same answers and the same errors.
 
 An engine is given by how ``polybus run`` is launched under it (`command`): the local
 engine runs the command as it is; the mpi engine runs it under ``mpiexec`` with one rank
-for the client and one per replica; the ray engine starts a private Ray for the run,
-in a loopback-only network namespace; under the hosts engine a registry and a worker
-per replica are started by hand first (testing/hosts.py). `CASES` are the checks; `check(engine, case, where)`
+for the client and one per replica (Open MPI's shared-memory transport: the ranks are
+on this host); the ray engine starts a private Ray for the run, in a loopback-only
+network namespace, or joins a head started once for several runs (testing/rayhead.py),
+in that head's namespace; under the hosts engine a registry and a worker per replica
+are started by hand first (testing/hosts.py). `CASES` are the checks; `check(engine, case, where)`
 writes the case's program into ``where``, runs it (bounded in time; the process group
 it starts is killed if it overruns) and raises AssertionError, with the run's output,
 if the run does not behave as the case says. A new engine is added to `ENGINES` and
