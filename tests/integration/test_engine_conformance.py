@@ -33,13 +33,18 @@ def ray_slow(engines: Sequence[str]) -> list[Any]:
 
 
 @pytest.fixture(scope="module")
-def joined_ray() -> Iterator[RayHead]:
+def joined_ray() -> Iterator[RayHead | None]:
     """The Ray head the module's ray runs join (2 CPUs over what a run asks, so that no
-    run's actors wait for the CPUs of the last run's, which Ray frees as it kills them)."""
+    run's actors wait for the CPUs of the last run's, which Ray frees as it kills them);
+    None where no command can enter its namespace (each run then starts a private Ray,
+    as a run without $RAY_ADDRESS does)."""
     if why := unavailable("ray"):
         pytest.skip(f"ray engine: {why}")
     with ray_head(loopback_only_prefix(), cpus=4) as head:
-        yield head
+        if head.enterable():
+            yield head
+            return
+    yield None  # (the head ended: nothing of it left beside the private Rays)
 
 
 def _head(engine: str, request: pytest.FixtureRequest) -> RayHead | None:

@@ -83,6 +83,15 @@ class RayHead:
         ``ray::<class>``; an idle worker's is ``ray::IDLE``)."""
         return {p for p in self.processes() if _cmdline(p).startswith(f"ray::{name}")}
 
+    def enterable(self) -> bool:
+        """True if a command can be run in the head's namespace (``nsenter`` is there,
+        and permitted)."""
+        try:
+            return subprocess.run([*self.prefix, "true"], capture_output=True,
+                                  timeout=30).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+
     def said(self) -> str:
         try:
             return self.log.read_text(errors="replace")
