@@ -1,4 +1,8 @@
-"""polybus.as_completed: promises in the order their answers come."""
+"""polybus.as_completed: promises in the order their answers come.
+
+A call that must come late is ``until(x, flag)``, answered only once the test makes the
+file ``flag``: after the answers that must come first have come (a nap of seconds was
+waited out whole, and its length was all that kept the order)."""
 
 from __future__ import annotations
 
@@ -16,26 +20,33 @@ TOML = """
 source = "server.py"
 replication = 2
 define.nap = {{ pool = 2 }}
+define.until = {{ pool = 2 }}
 define.scale = {{}}
 
 [modules.client]
 source = "client.py"
 entrypoint = "main"
 use.nap = {{ callstyle = "async" }}
+use.until = {{ callstyle = "async" }}
 use.scale = {{ callstyle = "async"{agg} }}
 
 [bind]
 "client.nap" = "server.nap"
+"client.until" = "server.until"
 "client.scale" = "server.scale"
 """
 
 
 def test_the_first_answered_comes_first(tmp_path: Path) -> None:
+    flag = tmp_path / "answer-slow"
     with cluster(tmp_path, TOML.format(agg=""), replicas=2) as c:
         s = c.session()
-        slow = s.call("nap", ("slow", 3.0), {})
+        slow = s.call("until", ("slow", str(flag)), {})
         quick = s.call("nap", ("quick", 0.0), {})
-        got = list(polybus.as_completed([slow, 42, quick]))
+        it = polybus.as_completed([slow, 42, quick])
+        got = [next(it), next(it)]
+        flag.touch()  # (slow is answered only now)
+        got += list(it)
         assert got[0] == 42  # not a promise: at once
         assert [polybus.wait(p) for p in got[1:]] == ["quick", "slow"]
 
@@ -60,14 +71,16 @@ def test_aggregated_calls_held_in_a_batch_are_sent_and_come(tmp_path: Path) -> N
 
 
 def test_a_timeout_says_how_many_were_left(tmp_path: Path) -> None:
+    flag = tmp_path / "answer-slow"
     with cluster(tmp_path, TOML.format(agg=""), replicas=1) as c:
         s = c.session()
-        slow = s.call("nap", ("slow", 2.0), {})
+        slow = s.call("until", ("slow", str(flag)), {})
         quick = s.call("nap", ("quick", 0.0), {})
         it = polybus.as_completed([slow, quick], timeout=0.5)
         assert polybus.wait(next(it)) == "quick"
         with pytest.raises(TimeoutError, match="1 of the promises"):
             next(it)
+        flag.touch()
         assert polybus.wait(slow) == "slow"
 
 
@@ -92,11 +105,15 @@ def test_a_mapping_yields_its_pairs_as_their_answers_come(tmp_path: Path) -> Non
     """{x: f(x)}: which input each answer was for, the first answered first (a dict
     keyed by promises would wait for each call in turn); a promise under two keys
     yields both pairs, a plain value its pair at once."""
+    flag = tmp_path / "answer-slow"
     with cluster(tmp_path, TOML.format(agg=""), replicas=2) as c:
         s = c.session()
-        slow = s.call("nap", ("slow", 3.0), {})
+        slow = s.call("until", ("slow", str(flag)), {})
         quick = s.call("nap", ("quick", 0.0), {})
-        got = list(polybus.as_completed({"a": slow, "b": 7, "c": quick, "d": slow}))
+        it = polybus.as_completed({"a": slow, "b": 7, "c": quick, "d": slow})
+        got = [next(it), next(it)]
+        flag.touch()  # (slow is answered only now)
+        got += list(it)
         assert got[0] == ("b", 7)
         assert [(k, polybus.wait(p)) for k, p in got[1:]] == [
             ("c", "quick"), ("a", "slow"), ("d", "slow")]
@@ -108,15 +125,17 @@ def test_a_mapping_empty_or_timed_out(tmp_path: Path) -> None:
     once."""
     assert list(polybus.as_completed({})) == []
     assert list(polybus.as_completed({"a": None, "b": None})) == [("a", None), ("b", None)]
+    flag = tmp_path / "answer-slow"
     with cluster(tmp_path, TOML.format(agg=""), replicas=1) as c:
         s = c.session()
-        slow = s.call("nap", ("slow", 2.0), {})
+        slow = s.call("until", ("slow", str(flag)), {})
         quick = s.call("nap", ("quick", 0.0), {})
         it = polybus.as_completed({"s": slow, "q": quick, "t": slow}, timeout=0.5)
         k, p = next(it)
         assert (k, polybus.wait(p)) == ("q", "quick")
         with pytest.raises(TimeoutError, match=r"^1 of the promises"):
             next(it)
+        flag.touch()
         assert polybus.wait(slow) == "slow"
 
 
@@ -139,13 +158,19 @@ def test_aggregated_calls_come_as_their_batches_are_answered(tmp_path: Path) -> 
     """Two batches on two replicas: the quick one's calls come before the slow call.
     (They came only once the first batch, the slow one, was answered: each look waited
     for the first promise's own answer instead of reading whatever came.)"""
-    toml = TOML.format(agg="").replace('use.nap = { callstyle = "async" }',
-                                       'use.nap = { callstyle = "async", aggregate = 2 }')
+    flag, now = tmp_path / "answer-slow1", tmp_path / "made"
+    now.touch()
+    toml = TOML.format(agg="").replace('use.until = { callstyle = "async" }',
+                                       'use.until = { callstyle = "async", aggregate = 2 }')
     with cluster(tmp_path, toml, replicas=2) as c:
         s = c.session()
-        ps = {name: s.call("nap", (name, t), {})
-              for name, t in [("slow1", 1.5), ("slow2", 0.0), ("quick1", 0.0), ("quick2", 0.0)]}
-        got = [k for k, _ in polybus.as_completed(ps)]
+        ps = {name: s.call("until", (name, str(f)), {})
+              for name, f in [("slow1", flag), ("slow2", now), ("quick1", now), ("quick2", now)]}
+        got: list[str] = []
+        for k, _ in polybus.as_completed(ps):
+            got.append(k)
+            if {"quick1", "quick2"} <= set(got):
+                flag.touch()  # (slow1 is answered only now)
         # (slow2, in slow1's batch, comes before the quick ones or after slow1: the
         # replica's pool of 2 runs it beside slow1, and answers it alone or with it)
         assert sorted(got) == ["quick1", "quick2", "slow1", "slow2"], got

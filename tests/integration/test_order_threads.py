@@ -2,7 +2,10 @@
 each switching to the other binding now and then (client/order.py). A batch closed
 with no replica to take it read answers under its binding's lock; a read flushes and
 refills every binding's batches, each under its own lock: two threads, each reading
-under the lock of the binding it called, waited for each other for ever."""
+under the lock of the binding it called, waited for each other for ever.
+
+(1000 calls a thread, each 0.2 ms at the replica, hung every one of 9 runs without
+the fix, as 3000 of 0.5 ms did, in a fifth of the time.)"""
 
 from __future__ import annotations
 
@@ -17,12 +20,12 @@ import time
 
 
 def f(x):
-    time.sleep(0.0005)
+    time.sleep(0.0002)
     return x
 
 
 def g(x):
-    time.sleep(0.0005)
+    time.sleep(0.0002)
     return x
 """
 CLIENT = """
@@ -34,7 +37,7 @@ f = use("f")
 g = use("g")
 
 
-def main(n=3000):
+def main(n=1000):
     out = {}
 
     def run(fn, other, k):

@@ -1,10 +1,10 @@
 """Calls waiting at the client move while the program computes (client/pump.py).
 
-Each test makes its calls, then computes (sleeps) for THINK seconds before it waits for
-any answer. The replica notes when each call started: every call must have started
-while the program was still computing, where before the pump the calls held back, in
-the demand backlog or in a queued aggregated batch started only once the program
-waited (at THINK and after).
+Each test makes its calls, then computes (sleeps) until every call has started, THINK
+seconds at most, before it waits for any answer. The replica notes when each call
+started: every call must have started while the program was still computing, where
+before the pump the calls held back, in the demand backlog or in a queued aggregated
+batch, started only once the program waited (at THINK and after).
 """
 
 from __future__ import annotations
@@ -17,13 +17,17 @@ import pytest
 import polybus
 from polybus.testing.apps import write_app
 
-THINK = 3.0  # the program's computing; the calls take 0.1 s each, 0.6 s in all at most
+# the longest the program computes; the calls take 0.1 s each, 0.6 s in all at most,
+# and the program stops computing once each has started (the replica marks it)
+THINK = 10.0
 
 SERVER = """
-import time
+import os, time
 
-def slow(i, s):
+def slow(i, s, marks=None):
     t0 = time.time()
+    if marks is not None:  # (the program looks for it: has every call started?)
+        open(os.path.join(marks, str(i)), "w").close()
     time.sleep(s)
     return [i, t0]
 
@@ -39,7 +43,7 @@ def f(i, s):
 """
 
 CLIENT = """
-import random, threading, time
+import os, random, threading, time
 from polybus import use, wait
 
 slow = use("slow")
@@ -47,12 +51,16 @@ tag = use("tag")
 quick = use("quick")
 f = use("f")
 
-def main(k=4, s=0.1, think=3.0, kw=False):
+def main(k=4, s=0.1, think=3.0, kw=False, marks=None):
     t0 = time.time()
-    ps = [slow(i, s=s) if kw else slow(i, s) for i in range(k)]
-    time.sleep(think)
+    ps = [slow(i, s=s, marks=marks) if kw else slow(i, s, marks) for i in range(k)]
+    end = time.monotonic() + think
+    while time.monotonic() < end and len(os.listdir(marks)) < k:  # (computing)
+        time.sleep(0.01)
+    computed = time.time() - t0
     out = [wait(p) for p in ps]
-    return {"ids": [i for i, _ in out], "starts": [t - t0 for _, t in out]}
+    return {"ids": [i for i, _ in out], "starts": [t - t0 for _, t in out],
+            "computed": computed}
 
 def spins(iters=120):
     # aggregate = 2, a 30 s linger: the last call's batch is open when the program
@@ -121,7 +129,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(app: Path, k: int, sets: dict[str, Any]) -> dict[str, Any]:
-    r = polybus.run(app, {"modules.client.args": [k, 0.1, THINK], **sets})
+    r = polybus.run(app, sets)
     assert r.result["ids"] == list(range(k))  # every answer its own call's
     return r.result  # type: ignore[no-any-return]
 
@@ -140,13 +148,16 @@ def _run(app: Path, k: int, sets: dict[str, Any]) -> dict[str, Any]:
                                    "modules.client.args": [3, 0.1, THINK, True]}),
 ])
 def test_calls_start_while_the_program_computes(app: Path, style: str, transport: str,
-                                                replicas: int, extra: dict[str, Any]) -> None:
-    k = extra.get("modules.client.args", [6])[0]  # (fewer than a batch: held alone)
+                                                replicas: int, extra: dict[str, Any],
+                                                tmp_path: Path) -> None:
+    k, *more = extra.get("modules.client.args", [6, 0.1, THINK, False])
     res = _run(app, k, {"modules.client.use.slow.callstyle": style,
                         "modules.server.transport": transport,
-                        "modules.server.replication": replicas, **extra})
-    # At most 0.6 s of calls one after another: all started long before THINK ended.
-    assert max(res["starts"]) < THINK / 2, res["starts"]
+                        "modules.server.replication": replicas, **extra,
+                        "modules.client.args": [k, *more, str(tmp_path)]})
+    # Every call started while the program computed (one held for its wait starts
+    # after: the program computes THINK s, then waits, and the call starts).
+    assert max(res["starts"]) < res["computed"], res
 
 
 @pytest.mark.parametrize("transport", ["tcp", "shm"])

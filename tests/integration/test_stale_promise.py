@@ -45,7 +45,7 @@ CLIENT = """
     def first():
         builtins.ANSWERED = slow(0)
         wait(builtins.ANSWERED)             # answered within its run: kept
-        p = slow(1)
+        p = slow(0.3)
         wait(square(p))                     # p's value forwarded, left on its replica
         while not p.done:                   # (its answer, a Ref, taken in)
             time.sleep(0.01)
@@ -186,7 +186,7 @@ def test_a_promise_of_an_ended_run_is_not_done_and_its_wait_says_why(
         tmp_path: Path, ended: str) -> None:
     setup = ('ENTRY, KW, NAMES = "first", {}, ["ANSWERED", "FORWARDED", "AGG", "KEPT"]\n'
              if ended == "raised" else
-             'ENTRY, KW, NAMES = "timed", {"timeout": 1}, ["KEPT"]\n')
+             'ENTRY, KW, NAMES = "timed", {"timeout": 0.5}, ["KEPT"]\n')
     _program(tmp_path, setup + textwrap.dedent(USED_AFTER))
     p = _drive(tmp_path)
     assert p.returncode == 0, p.stderr
@@ -199,12 +199,12 @@ def test_a_promise_of_an_ended_run_is_not_done_and_its_wait_says_why(
     assert "wait with a timeout raised StalePromiseError" in out, out
     if ended == "raised":
         assert "ANSWERED done True\nANSWERED wait returned 0" in out, out
-        # (forwarded, unless slow(1) ended before the Forward reached its replica:
+        # (forwarded, unless slow(0.3) ended before the Forward reached its replica:
         # then answered by value, kept as ANSWERED is)
         assert ("FORWARDED wait raised StalePromiseError this promise belongs to a run "
-                "that has ended (call slow(1) of server-0); its value stayed on that "
+                "that has ended (call slow(0.3) of server-0); its value stayed on that "
                 "replica (forwarded to another call)") in out or (
-                    "FORWARDED wait returned 1" in out), out
+                    "FORWARDED wait returned 0.3" in out), out
         assert "AGG done False" in out, out
         assert ("AGG wait raised StalePromiseError this promise belongs to a run that has "
                 "ended (call slow(60), not yet sent to a replica)") in out, out

@@ -59,13 +59,13 @@ def test_a_sweep_reports_a_hung_combination_in_its_cell_and_goes_on(
 def test_run_timeout_stops_the_run_and_says_where(procs: Procs, tmp_path: Path) -> None:
     app = write_one_call_app(tmp_path, server=SERVER, client=CLIENT)
     js = tmp_path / "r.json"
-    p = procs.start("run", app, "--set", "modules.client.args=[2]", "--timeout", "1",
+    p = procs.start("run", app, "--set", "modules.client.args=[2]", "--timeout", "0.5",
                     "--no-worker-output", "--json", js)
     _, err = finish(p, timeout=60)
     assert p.returncode == 124, err
-    assert f"polybus run: {_where(app, '1')}" in err
+    assert f"polybus run: {_where(app, '0.5')}" in err
     error = json.loads(js.read_text())["error"]
-    assert error["type"] == "RunTimeout" and error["message"].startswith(_where(app, "1"))
+    assert error["type"] == "RunTimeout" and error["message"].startswith(_where(app, "0.5"))
 
 
 def test_a_run_within_its_limit_is_not_stopped(procs: Procs, tmp_path: Path) -> None:
@@ -110,16 +110,16 @@ def test_polybus_run_raises_run_timeout_and_the_next_run_works(
     will read: not waited for) are gone when each run ends (by PID: no_worker_left)."""
     app = write_one_call_app(tmp_path, server=SERVER, client=CLIENT)
     with pytest.raises(polybus.RunTimeout) as got:
-        polybus.run(app, ["modules.client.args=[2]"], worker_output=False, timeout=1)
+        polybus.run(app, ["modules.client.args=[2]"], worker_output=False, timeout=0.5)
     assert polybus.runner.where_stopped(got.value).startswith(
         f" while the program was at {app.parent / 'client.py'}, line 8, in main")
     assert polybus.run(app, worker_output=False, timeout=30).result == 1
 
 
 def _timed_out(app: Path, *sets: str) -> str:
-    """What `polybus.run` of ``app`` with ``sets`` says when its 1 s limit passes."""
+    """What `polybus.run` of ``app`` with ``sets`` says when its 0.5 s limit passes."""
     with pytest.raises(polybus.RunTimeout) as got:
-        polybus.run(app, list(sets), worker_output=False, timeout=1)
+        polybus.run(app, list(sets), worker_output=False, timeout=0.5)
     return polybus.runner.where_stopped(got.value)
 
 

@@ -3,9 +3,11 @@ give the same answers and the same errors.
 
 An engine is given by how ``polybus run`` is launched under it (`command`): the local
 engine runs the command as it is; the mpi engine runs it under ``mpiexec`` with one rank
-for the client and one per replica; the ray engine starts a private Ray for the run,
-in a loopback-only network namespace; under the hosts engine a registry and a worker
-per replica are started by hand first (testing/hosts.py). `CASES` are the checks; `check(engine, case, where)`
+for the client and one per replica (Open MPI's shared-memory transport: the ranks are
+on this host); the ray engine starts a private Ray for the run, in a loopback-only
+network namespace, or joins a head started once for several runs (testing/rayhead.py),
+in that head's namespace; under the hosts engine a registry and a worker per replica
+are started by hand first (testing/hosts.py). `CASES` are the checks; `check(engine, case, where)`
 writes the case's program into ``where``, runs it (bounded in time; the process group
 it starts is killed if it overruns) and raises AssertionError, with the run's output,
 if the run does not behave as the case says. A new engine is added to `ENGINES` and
@@ -26,6 +28,7 @@ from typing import Any
 
 from polybus.testing.apps import write_app
 from polybus.testing.hosts import by_hand
+from polybus.testing.rayhead import RayHead
 
 __all__ = ["CASES", "DEATH", "ENGINES", "Case", "check", "command", "launch", "mpi_unavailable", "ray_unavailable",
            "unavailable"]
@@ -174,34 +177,43 @@ def unavailable(engine: str) -> str | None:
 
 
 def command(engine: str, app: Path, replicas: int, out: Path,
-            ranks: int | None = None) -> list[str]:
+            ranks: int | None = None, head: RayHead | None = None) -> list[str]:
     """The argv that runs ``app`` under ``engine``, writing its result to ``out``; under
-    mpi on ``ranks`` ranks (by default the right number, one more than ``replicas``)."""
+    mpi on ``ranks`` ranks (by default the right number, one more than ``replicas``);
+    under ray in ``head``'s namespace, to join it (given ``head.env``), if given."""
     run = [sys.executable, "-m", "polybus", "run", str(app), "--json", str(out), "--quiet"]
     if engine == "hosts":  # (given --registry by the caller: testing/hosts.py)
         return run
     run += ["--set", f'cluster.engine="{engine}"']
     if engine == "local":
         return run
+    if engine == "ray" and head is not None:  # (beside the head, on loopback only)
+        return [*head.prefix, *run]
     if engine == "ray":  # (a private Ray for the run, on loopback only)
         from polybus.bench.peers._driver import loopback_only_prefix
 
         return [*loopback_only_prefix(), *run]
     if engine != "mpi":
         raise ValueError(f"unknown engine {engine!r} (one of {ENGINES})")
-    from polybus.bench.peers.mpi import launcher
+    from polybus.bench.peers.mpi import BTLS, launcher
 
-    # (in a private loopback-only network namespace where permitted, as the bench runs)
-    argv = launcher()
+    # (in a private loopback-only network namespace where permitted, as the bench runs;
+    # the ranks all on this host, so with Open MPI's shared-memory transport alone, as the
+    # bench's: its TCP one, loaded by default for ranks on other hosts, took a second
+    # to start in every rank)
+    argv = [*launcher(), *BTLS["sm"]]
     return [*argv, "-n", str(1 + replicas if ranks is None else ranks), *run]
 
 
-def launch(argv: list[str], cwd: Path) -> tuple[int, str]:
-    """Run ``argv`` in a session of its own, for at most ``TIMEOUT_S``; its exit status
-    and its output (stdout, then stderr). Whatever is left of that session afterwards
-    (a launcher's or Ray's daemons, however the run ended) is killed: only it."""
+def launch(argv: list[str], cwd: Path,
+           env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run ``argv`` in a session of its own (``env`` added to its environment), for at
+    most ``TIMEOUT_S``; its exit status and its output (stdout, then stderr). Whatever
+    is left of that session afterwards (a launcher's or Ray's daemons, however the run
+    ended) is killed: only it."""
     proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            env=None if env is None else {**os.environ, **env})
     try:
         stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -218,9 +230,10 @@ def launch(argv: list[str], cwd: Path) -> tuple[int, str]:
     return proc.returncode, (stdout + stderr).decode(errors="replace")
 
 
-def check(engine: str, case: Case, where: Path) -> Any:
+def check(engine: str, case: Case, where: Path, head: RayHead | None = None) -> Any:
     """Run ``case`` under ``engine`` in ``where``; its result (AssertionError if the run
-    does not do what the case says)."""
+    does not do what the case says). Under ray, the run joins ``head`` if given (its
+    actors started there, and killed when it ends), else starts a private Ray."""
     app = write_app(where, server=case.server_source, client=_CLIENT,
                     toml=_TOML.format(server=case.server, kind=case.kind,
                                       replicas=case.replicas, source=case.source))
@@ -228,14 +241,14 @@ def check(engine: str, case: Case, where: Path) -> Any:
         (where / name).parent.mkdir(parents=True, exist_ok=True)
         (where / name).write_text(textwrap.dedent(text))
     out = where / "result.json"
-    argv = command(engine, app, case.replicas, out)
+    argv = command(engine, app, case.replicas, out, head=head)
     if engine == "hosts":  # a registry and the workers started by hand first
         printed: list[str] = []
         with by_hand(app, case.replicas, printed) as use:
             status, text = launch([*argv, *use], where)
         text = "".join(printed) + text
     else:
-        status, text = launch(argv, where)
+        status, text = launch(argv, where, head.env if head and engine == "ray" else None)
     said = f"{engine}: {case.name}: exit status {status}\n{text[-3000:]}"
     if case.error:
         assert status != 0, said

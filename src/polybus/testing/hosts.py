@@ -2,9 +2,9 @@
 started by hand, then ``polybus run --registry``.
 
 `by_hand` writes a token file, starts ``polybus registry`` on a free loopback port and
-``polybus worker --config APP --as server --name server-i`` per replica (each listens,
-as by default, on its module's transport beside TCP), and waits for each to say it
-serves (or to end);
+``polybus worker --config APP --as server --name server-i`` per replica, all at once
+(each listens, as by default, on its module's transport beside TCP), and waits for each
+to say it serves (or to end);
 the client is then run with ``--registry``. The registry and the workers are ended
 afterwards, whatever the outcome (SIGTERM, then SIGKILL, by process group: each is
 started in a session of its own), and what they printed is kept, as a terminal that
@@ -93,11 +93,11 @@ def by_hand(app: Path, replicas: int, said: list[str]) -> Iterator[list[str]]:
         if found is None:
             raise AssertionError(f"the registry did not start:\n{reg.end()}")
         registry = found.group(1)
-        for i in range(replicas):
-            w = _Started([*py, "worker", "--config", str(app), "--as", "server", "--name",
-                          f"server-{i}", "--registry", registry, "--token-file", token],
-                         where)
-            started.append(w)
+        workers = [_Started([*py, "worker", "--config", str(app), "--as", "server",
+                             "--name", f"server-{i}", "--registry", registry,
+                             "--token-file", token], where) for i in range(replicas)]
+        started.extend(workers)
+        for w in workers:  # (all started at once, as by several hands)
             w.wait_for(r"serving")  # (or it ended: the run says what that means)
         yield ["--registry", registry, "--token-file", token]
     finally:
