@@ -6,16 +6,32 @@ As a call's argument it is an UnsendableError naming the interface and the argum
 under every call style and transport, and the calls around it are answered (it was a
 bare UnicodeEncodeError from the codec, raised through polybus's own frames). In a
 function's answer it fails that call alone, saying so. In the text of an exception a
-function raises it is sent, written ``\\udcff``: the client gets that exception."""
+function raises it is sent, written ``\\udcff``: the client gets that exception.
+
+The serving module's workers are started by hand once for each configuration of it and
+used by every run that configures it so, at their registry (shared_workers.py); the
+cached operands' check starts its own (what a replica holds is its run's)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import polybus
 from polybus.testing.apps import write_app
+
+from .shared_workers import SharedWorkers
+
+
+@pytest.fixture(scope="module")
+def workers() -> Iterator[SharedWorkers]:
+    """Workers started by hand once for each serving module the tests configure alike
+    (shared_workers.py): each test's run starts none of its own."""
+    with SharedWorkers() as w:
+        yield w
+
 
 SERVER = """
     def echo(x, y=None):
@@ -86,10 +102,10 @@ def why(code: str, at: int) -> str:
                                  'callstyle = "async-demand(2)", aggregate = 4'],
                          ids=["sync", "async", "demand", "aggregated"])
 def test_a_lone_surrogate_is_an_unsendable_error_naming_the_argument(
-        tmp_path: Path, use: str, transport: str) -> None:
+        tmp_path: Path, workers: SharedWorkers, use: str, transport: str) -> None:
     app = write_app(tmp_path, server=SERVER, client=CLIENT,
                     toml=TOML.format(use=use, transport=transport))
-    assert polybus.run(app).result == [
+    assert workers.run(app).result == [
         ["UnsendableError", f"echo(...) argument 1: {why('D800', 1)}"], [0, 1, 2],
         ["UnsendableError", f"echo(...) argument 2, at [1]['k']: {why('DCFF', 1)}"],
         [0, 1, 2],
@@ -187,7 +203,8 @@ POOL = ('define.raises = { pool = "processes:2" }\n    define.odd = { pool = "pr
     ('callstyle = "async"', 2, POOL),
 ], ids=["sync", "async", "aggregated", "processes"])
 def test_an_exception_whose_text_has_a_lone_surrogate_reaches_the_client(
-        tmp_path: Path, use: str, replicas: int, pool: str, transport: str) -> None:
+        tmp_path: Path, workers: SharedWorkers, use: str, replicas: int, pool: str,
+        transport: str) -> None:
     """A function raising ``ValueError("bad \\udcff char")``: its failure could not be
     encoded, and the client was told "TypeError: the value it returned cannot be sent"
     (aggregated: a fault in polybus), the ValueError lost. Its type, message and
@@ -195,7 +212,7 @@ def test_an_exception_whose_text_has_a_lone_surrogate_reaches_the_client(
     app = write_app(tmp_path, server=RAISING_SERVER, client=RAISING_CLIENT,
                     toml=RAISING_TOML.format(use=use, transport=transport,
                                              replicas=replicas, pool=pool))
-    out = polybus.run(app).result
+    out = workers.run(app).result
     sync = use == 'callstyle = "sync"'
     assert out == [
         ["RemoteValueError", "ValueError", "bad \\udcff char", ["ValueError: bad \\udcff char"]],

@@ -1,14 +1,29 @@
 """An argument the codec cannot carry: the error names the interface and the argument,
-the same under every call style and transport, and the calls around it are answered."""
+the same under every call style and transport, and the calls around it are answered.
+
+The serving module's workers are started by hand once for each configuration of it
+(transport, replicas, pickle) and used by every test run that configures it so, at their
+registry (shared_workers.py): what differs between those runs is the client's side."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import polybus
 from polybus.testing.apps import write_app
+
+from .shared_workers import SharedWorkers
+
+
+@pytest.fixture(scope="module")
+def workers() -> Iterator[SharedWorkers]:
+    """Workers started by hand once for each serving module the tests configure alike
+    (shared_workers.py): each test's run starts none of its own."""
+    with SharedWorkers() as w:
+        yield w
+
 
 SERVER = """
     def echo(x, y=None):
@@ -57,11 +72,11 @@ WHY = ("a value of type object cannot be sent by the safe codec (msgpack types, 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("transport", ["tcp", "shm"])
 @pytest.mark.parametrize("style", ["sync", "async", "async-demand(1)"])
-def test_the_error_names_the_interface_and_argument(tmp_path: Path, style: str,
-                                                    transport: str) -> None:
+def test_the_error_names_the_interface_and_argument(tmp_path: Path, workers: SharedWorkers,
+                                                    style: str, transport: str) -> None:
     app = write_app(tmp_path, server=SERVER, client=CLIENT,
                     toml=TOML.format(style=style, transport=transport))
-    assert polybus.run(app).result == [
+    assert workers.run(app).result == [
         ["UnsendableError", f"echo(...) argument 1: {WHY}"], [0, 1, 2],
         ["UnsendableError", f"echo(...) argument 2: {WHY}"], [0, 1, 2],
         ["UnsendableError", f"echo(...) argument 'y': {WHY}"], [0, 1, 2],
@@ -86,7 +101,8 @@ PICKLING_CLIENT = """
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("style", ["sync", "async", "async-demand(1)"])
-def test_a_value_pickle_refuses_is_named_the_same_way(tmp_path: Path, style: str) -> None:
+def test_a_value_pickle_refuses_is_named_the_same_way(tmp_path: Path, workers: SharedWorkers,
+                                                      style: str) -> None:
     """With pickle allowed, a value pickle cannot take (a lambda) fails its call alone,
     as a TypeError naming the argument, and the calls around it are answered (pickle's
     own errors, PicklingError or AttributeError, went past every send path's handling:
@@ -94,7 +110,7 @@ def test_a_value_pickle_refuses_is_named_the_same_way(tmp_path: Path, style: str
     toml = TOML.format(style=style, transport="tcp").replace(
         'replication = 1', 'replication = 1\n    pickle = true')
     app = write_app(tmp_path, server=SERVER, client=PICKLING_CLIENT, toml=toml)
-    why, good, last = polybus.run(app).result
+    why, good, last = workers.run(app).result
     assert why[0] == "UnsendableError"
     assert why[1].startswith("echo(...) argument 2: a value of type function cannot be "
                              "pickled: "), why[1]
@@ -126,7 +142,7 @@ AS_IS_CLIENT = """
 @pytest.mark.parametrize("transport", ["tcp", "shm"])
 @pytest.mark.parametrize("style", ["sync", "async"])
 def test_values_of_the_kinds_sent_as_they_are_are_named_too(
-        tmp_path: Path, style: str, transport: str, replicas: int) -> None:
+        tmp_path: Path, workers: SharedWorkers, style: str, transport: str, replicas: int) -> None:
     """An int beyond msgpack's 64 bits and an array of Python objects take the call
     paths that send numbers and arrays with no look at them (the sync lanes, the plain
     async call): the error still names the argument, the calls around it are answered,
@@ -135,7 +151,7 @@ def test_values_of_the_kinds_sent_as_they_are_are_named_too(
     toml = TOML.format(style=style, transport=transport).replace(
         "replication = 1", f"replication = {replicas}")
     app = write_app(tmp_path, server=SERVER, client=AS_IS_CLIENT, toml=toml)
-    big, good1, obj, good2, last = polybus.run(app).result
+    big, good1, obj, good2, last = workers.run(app).result
     assert big[0] == "UnsendableError"
     assert big[1].startswith("echo(...) argument 2: "), big[1]
     assert obj == ["UnsendableError", "echo(...) argument 1: a numpy array of dtype object "
@@ -220,14 +236,14 @@ UNPICKLING_TOML = """
                                  'callstyle = "async-demand(2)", aggregate = 4'],
                          ids=["sync", "async", "aggregated"])
 def test_a_value_the_other_side_cannot_unpickle_fails_its_call_alone(
-        tmp_path: Path, use: str, transport: str) -> None:
+        tmp_path: Path, workers: SharedWorkers, use: str, transport: str) -> None:
     """With pickle = true, an answer of a class only the replica has, or an argument of a
     class only the client has, broke nothing but cut the connection (a protocol error),
     so the call was run again on the next replica, and cut that too: every replica of
     the module was lost. Now that call alone fails, saying why, and both replicas serve."""
     app = write_app(tmp_path, server=UNPICKLING_SERVER, client=UNPICKLING_CLIENT,
                     toml=UNPICKLING_TOML.format(use=use, transport=transport))
-    answer, good1, argument, good2, replicas = polybus.run(app).result
+    answer, good1, argument, good2, replicas = workers.run(app).result
     assert answer[0] == "RemoteError"
     assert answer[1].startswith(
         "ModuleNotFoundError: its answer could not be unpickled in the client: No module "
@@ -290,13 +306,13 @@ DEEP = ("a value nested too deeply: lists, tuples or dicts inside one another mo
                                  'callstyle = "async-demand(2)", aggregate = 4'],
                          ids=["sync", "async", "demand", "aggregated"])
 def test_a_value_nested_too_deeply_fails_its_call_alone_both_ways(
-        tmp_path: Path, use: str, transport: str) -> None:
+        tmp_path: Path, workers: SharedWorkers, use: str, transport: str) -> None:
     """An argument 1500 lists deep was a bare RecursionError at the client, naming neither
     call nor argument: it is an UnsendableError as any value the codec cannot carry is.
     A function returning one fails that call alone, saying why, and the replica serves on."""
     app = write_app(tmp_path, server=DEEP_SERVER, client=DEEP_CLIENT,
                     toml=DEEP_TOML.format(use=use, transport=transport))
-    sent, good1, returned, good2, last = polybus.run(app).result
+    sent, good1, returned, good2, last = workers.run(app).result
     assert sent[:2] == ["UnsendableError", None]
     assert sent[2].startswith(f"echo(...) argument 2: {DEEP}"), sent[2]
     assert returned[:2] == ["RemoteTypeError", "TypeError"]  # (a RemoteException too)
@@ -333,7 +349,7 @@ DEEP_ANSWER_CLIENT = """
 @pytest.mark.parametrize("use", ['callstyle = "sync"', 'callstyle = "async"'],
                          ids=["sync", "async"])
 def test_an_answer_the_replica_could_send_is_waited_for_at_any_depth(
-        tmp_path: Path, use: str, transport: str) -> None:
+        tmp_path: Path, workers: SharedWorkers, use: str, transport: str) -> None:
     """A sync call's answer 500 lists deep: ``wait`` on it was a RecursionError (it
     recursed, two frames a level). One 900 deep, waited for 300 frames down the
     program's own calls: the replica sent it, the client had no room left to decode it
@@ -341,4 +357,4 @@ def test_an_answer_the_replica_could_send_is_waited_for_at_any_depth(
     live replica"). Both are answered, and the replica serves on."""
     app = write_app(tmp_path, server=DEEP_SERVER, client=DEEP_ANSWER_CLIENT,
                     toml=DEEP_TOML.format(use=use, transport=transport))
-    assert polybus.run(app).result == [500, [0, 1, 2], 900, 5]
+    assert workers.run(app).result == [500, [0, 1, 2], 900, 5]

@@ -58,6 +58,12 @@ class _Started:
                 self.out += chunk
         return None
 
+    def terminate(self) -> None:
+        """SIGTERM its process group (`end` then waits for it)."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+
     def end(self) -> str:
         """SIGTERM its process group, SIGKILL it if still there after STOP_S; all it
         printed (once ended, again the same)."""
@@ -101,4 +107,6 @@ def by_hand(app: Path, replicas: int, said: list[str]) -> Iterator[list[str]]:
             w.wait_for(r"serving")  # (or it ended: the run says what that means)
         yield ["--registry", registry, "--token-file", token]
     finally:
+        for s in started:  # (each told at once, then each waited for)
+            s.terminate()
         said.extend(s.end() for s in started)
