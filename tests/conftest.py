@@ -25,6 +25,19 @@ def _no_active_session() -> Iterator[None]:
     activate(None)
 
 
+def _no_hypothesis_deadline() -> None:
+    """Hypothesis's tests without its per-example deadline (200 ms by default): a
+    deadline is a timing assertion, which the suite does not make, and a loaded machine
+    (two test processes on two busy CPUs) went past it for a test of parsing."""
+    from hypothesis import settings
+
+    settings.register_profile("polybus", deadline=None)
+    settings.load_profile("polybus")
+
+
+_no_hypothesis_deadline()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The suite runs as a terminal's Python would, with Ctrl-C a KeyboardInterrupt, even
     when started in the background by a shell without job control (``make test &``, a
