@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import importlib
+import os
 import signal
 import sys
 import warnings
@@ -117,6 +118,21 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def _ending(argv: list[str] | None, code: int) -> None:
+    """The process ends with ``code`` (a stop signal's): another SIGINT or SIGTERM from
+    now on ends it at once with the same status. One that came as the stop's message was
+    said, or as the interpreter shut down, was a KeyboardInterrupt outside main(): the
+    process died of SIGINT (status -2), not 130. Not for main() called from Python."""
+    if argv is not None:
+        return
+
+    def now(signum: int, frame: object) -> None:
+        os._exit(code)
+
+    signal.signal(signal.SIGINT, now)
+    signal.signal(signal.SIGTERM, now)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:  # (the subcommands' modules import here: a Ctrl-C now stops the start-up)
         args = parse(argv)
@@ -149,11 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         outlive = False
         return 124
     except Terminated as exc:  # (the process ends now if the program's threads run on)
+        _ending(argv, 128 + signal.SIGTERM)
         end_now(args.command, 128 + signal.SIGTERM,
                 "terminated" + where_it_was(args.command, exc), outlive)
         outlive = False
         return 128 + signal.SIGTERM
     except KeyboardInterrupt as exc:  # (one with words says by what: engines/mpi.py)
+        _ending(argv, 130)
         end_now(args.command, 130, "interrupted" + (f" ({exc})" if str(exc) else "")
                 + where_it_was(args.command, exc), outlive)
         outlive = False

@@ -1,0 +1,44 @@
+"""A second Ctrl-C (or SIGTERM) that comes while `polybus` says how the first stopped it,
+or as the interpreter shuts down, ends the process with the first one's status (130,
+143), not by a KeyboardInterrupt outside main() (the process then died of SIGINT, -2;
+seen under load in test_signals' double Ctrl-C)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+_SCRIPT = textwrap.dedent("""
+    import os, signal, sys, types
+    import polybus.cli.main as m
+
+    first = getattr(signal, sys.argv[1])
+
+    def command(args):
+        os.kill(os.getpid(), first)  # the first stop signal, while the command runs
+        signal.pause()
+
+    said = m.end_now
+
+    def end_now(*a, **k):  # the second one comes as the stop is said
+        os.kill(os.getpid(), signal.SIGINT)
+        said(*a, **k)
+
+    m.end_now = end_now
+    m.parse = lambda argv: types.SimpleNamespace(
+        command="run", _module=types.SimpleNamespace(main=command))
+    raise SystemExit(m.main())
+""")
+
+
+@pytest.mark.parametrize(("first", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_second_signal_while_the_stop_is_said_keeps_the_status(first: str,
+                                                                  status: int) -> None:
+    p = subprocess.run([sys.executable, "-c", _SCRIPT, first], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == status, p.stderr
+    assert p.returncode != -signal.SIGINT
