@@ -21,34 +21,13 @@ from typing import IO, TypeVar
 
 import pytest
 
+from polybus.testing.proctree import descendants
 from polybus.transport.channel import Channel
 from polybus.wire.messages import Message
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 POLYBUS = [sys.executable, "-m", "polybus"]
-
-
-def children(pid: int) -> set[int]:
-    """Direct children of ``pid`` (all its threads'), from /proc."""
-    out: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            out.update(int(c) for c in (task / "children").read_text().split())
-        except OSError:
-            pass
-    return out
-
-
-def descendants(pid: int) -> set[int]:
-    seen: set[int] = set()
-    todo = [pid]
-    while todo:
-        for c in children(todo.pop()):
-            if c not in seen:
-                seen.add(c)
-                todo.append(c)
-    return seen
 
 
 def alive(pid: int) -> bool:

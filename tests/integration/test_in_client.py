@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 import polybus
-from integration.conftest import EXAMPLES, ROOT, children
+from integration.conftest import EXAMPLES, ROOT
 from polybus.cli.main import main as cli
 from polybus.cli.sweep_table import DASH
 from polybus.config import load
 from polybus.engines.local import LocalEngine
 from polybus.errors import ConfigWarning, RemoteException
 from polybus.testing.apps import write_app
+from polybus.testing.proctree import children
 
 R0 = {"modules.server.replication": 0}
 CALC = ROOT / "tests" / "integration" / "apps" / "calc" / "app.toml"

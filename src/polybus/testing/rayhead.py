@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from polybus.testing.proctree import descendants
+
 __all__ = ["RayHead", "ray_head", "tree"]
 
 START_S = 120.0  # for the head to say it is up (Ray's start is slow on a busy machine)
@@ -34,26 +36,9 @@ PORT = 6379  # (the namespace is the head's alone: Ray's default port is free th
 _UP = "block forever"  # what ``ray start --block`` says once the head is up
 
 
-def _children(pid: int) -> set[int]:
-    out: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            out.update(int(c) for c in (task / "children").read_text().split())
-        except OSError:
-            pass
-    return out
-
-
 def tree(pid: int) -> set[int]:
     """``pid`` and every process descended from it, from /proc."""
-    seen = {pid}
-    todo = [pid]
-    while todo:
-        for c in _children(todo.pop()):
-            if c not in seen:
-                seen.add(c)
-                todo.append(c)
-    return seen
+    return {pid} | descendants(pid)
 
 
 def _cmdline(pid: int) -> str:
