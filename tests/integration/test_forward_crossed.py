@@ -93,3 +93,35 @@ def test_two_producers_finishing_at_once_forward_to_each_other(
         assert np.array_equal(np.asarray(q0), (X + 1) * 2 + 1)
         assert np.array_equal(np.asarray(q1), X * 2 + 1)
         assert [rt.forwarding.forwarded for rt in c.runtimes] == [1, 1]
+
+
+def test_a_value_sent_on_is_counted_before_its_consumer_can_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count of values a replica sent on includes one as soon as it went: counted
+    after the send returned, a consumer's answer (and the client's look at the counts)
+    could come first, when the sending thread was slow to return (a busy machine)."""
+    real = fwdpeers.Peers._peer
+
+    class Slow:  # a peer connection whose send returns late, the message gone at once
+        def __init__(self, ch: Any) -> None:
+            self.ch = ch
+
+        def send(self, msg: Any) -> None:
+            self.ch.send(msg)
+            time.sleep(1.0)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.ch, name)
+
+    monkeypatch.setattr(fwdpeers.Peers, "_peer", lambda self, to: Slow(real(self, to)))
+    with cluster(tmp_path, TOML, replicas=2) as c:
+        s = c.session()
+        p0 = s.call("double", (X,), {})        # server-0
+        p1 = s.call("double", (X + 1,), {})    # server-1
+        settled(p0)
+        settled(p1)
+        q0 = s.call("add", (p1, 1.0), {})
+        q1 = s.call("add", (p0, 1.0), {})
+        assert np.array_equal(np.asarray(q0), (X + 1) * 2 + 1)
+        assert np.array_equal(np.asarray(q1), X * 2 + 1)
+        assert [rt.forwarding.forwarded for rt in c.runtimes] == [1, 1]

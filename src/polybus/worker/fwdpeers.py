@@ -116,10 +116,15 @@ class Peers:
             self.arrive(msg.key, msg.ok, value)
             return True
         peer: Channel | None = None
+        # Counted before it goes: its consumer's replica can answer the client before
+        # this thread is back from the send (a count read then missed it); taken back
+        # below if it did not go.
+        self.forwarded += 1
         try:
             peer = self._peer(to)
             peer.send(msg)
         except MessageTooLarge as exc:
+            self.forwarded -= 1
             # Over the frame limit the two replicas agreed: refused before a byte of it
             # was written, so the connection serves on (it was taken for a peer out of
             # reach and dropped). A failure goes cut to fit, as its answer to the client
@@ -133,11 +138,13 @@ class Peers:
                               f"the forwarded value cannot be sent on to {to}: {exc}")
             return False
         except (PolybusError, OSError) as exc:
+            self.forwarded -= 1
             self._unreachable(to, exc)
             self._undelivered(to, msg, client, type(exc).__name__,
                               f"{self.rt.name} could not send the value to {to}: {exc}")
             return False
         except (TypeError, ValueError, OverflowError) as exc:  # a value the codec cannot carry
+            self.forwarded -= 1
             # Said as the same value answered to the client is (replies.unsendable), so
             # forward = true or false gives one error: an int past 64 bits was an
             # OverflowError forwarded and a TypeError not; and saying where in the value
@@ -146,7 +153,6 @@ class Peers:
             self._undelivered(to, msg, client, "TypeError",
                               f"{replies.unsendable_text(exc, where)} (sent on by {self.rt.name})")
             return False
-        self.forwarded += 1
         return True
 
     def _unreachable(self, to: str, exc: BaseException) -> None:
