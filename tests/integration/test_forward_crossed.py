@@ -58,8 +58,9 @@ def slow_dial(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fwdpeers, "connect", connect)
 
 
-def test_two_replicas_forwarding_to_each_other_at_once_both_deliver(
-        tmp_path: Path, slow_dial: None) -> None:
+def _crossed(tmp_path: Path) -> None:
+    """Two values, each kept on its replica, each sent to the other replica at once:
+    both arrive, and each replica counts the one it sent on."""
     with cluster(tmp_path, TOML, replicas=2) as c:
         s = c.session()
         p0 = s.call("double", (X,), {})        # server-0
@@ -72,6 +73,11 @@ def test_two_replicas_forwarding_to_each_other_at_once_both_deliver(
         assert np.array_equal(np.asarray(q1), X * 2 + 1)
         # (sent replica to replica, each way: neither through the client)
         assert [rt.forwarding.forwarded for rt in c.runtimes] == [1, 1]
+
+
+def test_two_replicas_forwarding_to_each_other_at_once_both_deliver(
+        tmp_path: Path, slow_dial: None) -> None:
+    _crossed(tmp_path)
 
 
 def test_two_producers_finishing_at_once_forward_to_each_other(
@@ -114,14 +120,4 @@ def test_a_value_sent_on_is_counted_before_its_consumer_can_answer(
             return getattr(self.ch, name)
 
     monkeypatch.setattr(fwdpeers.Peers, "_peer", lambda self, to: Slow(real(self, to)))
-    with cluster(tmp_path, TOML, replicas=2) as c:
-        s = c.session()
-        p0 = s.call("double", (X,), {})        # server-0
-        p1 = s.call("double", (X + 1,), {})    # server-1
-        settled(p0)
-        settled(p1)
-        q0 = s.call("add", (p1, 1.0), {})
-        q1 = s.call("add", (p0, 1.0), {})
-        assert np.array_equal(np.asarray(q0), (X + 1) * 2 + 1)
-        assert np.array_equal(np.asarray(q1), X * 2 + 1)
-        assert [rt.forwarding.forwarded for rt in c.runtimes] == [1, 1]
+    _crossed(tmp_path)
