@@ -140,11 +140,17 @@ def test_a_start_that_fails_is_said_and_tried_again_later(tmp_path: Path) -> Non
     assert engine.respawned == ["web-0"]
 
 
-def test_serve_restart_is_on_unless_turned_off(tmp_path: Path) -> None:
+def _served(tmp_path: Path) -> str:
+    """A served module's app.toml written in ``tmp_path``; its text, to vary."""
     (tmp_path / "web.py").write_text("def page():\n    return 'hi'\n")
     base = ('[modules.web]\nsource = "web.py"\n[serve]\nlisten = "127.0.0.1:0"\n'
             '[serve.routes]\n"GET /" = "web.page"\n')
     (tmp_path / "app.toml").write_text(base)
+    return base
+
+
+def test_serve_restart_is_on_unless_turned_off(tmp_path: Path) -> None:
+    base = _served(tmp_path)
     spec = load(tmp_path / "app.toml").serve
     assert spec is not None and spec.restart is True
     (tmp_path / "app.toml").write_text(base.replace("[serve]\n", "[serve]\nrestart = false\n"))
@@ -261,10 +267,7 @@ def test_the_first_pause_is_serves_restart_pause(tmp_path: Path) -> None:
 
 
 def test_serve_restart_pause_is_a_duration_up_to_the_longest_pause(tmp_path: Path) -> None:
-    (tmp_path / "web.py").write_text("def page():\n    return 'hi'\n")
-    base = ('[modules.web]\nsource = "web.py"\n[serve]\nlisten = "127.0.0.1:0"\n'
-            '[serve.routes]\n"GET /" = "web.page"\n')
-    (tmp_path / "app.toml").write_text(base)
+    base = _served(tmp_path)
     spec = load(tmp_path / "app.toml").serve
     assert spec is not None and spec.restart_pause == RESTART_S
     (tmp_path / "app.toml").write_text(base.replace("[serve]\n",
