@@ -257,8 +257,9 @@ def client_traceback(exc: BaseException) -> TracebackType | None:
     tb = exc.__traceback__
     while tb is not None:
         if tb.tb_frame.f_code is code:
-            below = tb.tb_next  # (the entrypoint's frame, or polybus's wait for its value)
-            if below is None or is_polybus_file(below.tb_frame.f_code.co_filename):
+            below = tb.tb_next  # (the entrypoint's; not polybus's, nor a `with`'s enter)
+            name = "" if below is None else below.tb_frame.f_code.co_filename
+            if not name or name == contextmanager.__code__.co_filename or is_polybus_file(name):
                 return None
             return below
         tb = tb.tb_next

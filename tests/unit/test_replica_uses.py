@@ -141,3 +141,23 @@ def test_broadcast_in_a_replica_says_broadcast_is_the_clients(phase: None) -> No
                     "broadcast the value from the client and pass the handle to this "
                     "call, or make the value on the replica")
     assert "promise" not in said
+
+
+def test_a_use_key_on_a_served_module_is_said_as_a_key_not_a_call(tmp_path: Path) -> None:
+    # (from a new-user trial: a use.f table put under [modules.server] by mistake was
+    # said as "module 'server' ... calls use('f')", which its code does not)
+    (tmp_path / "server.py").write_text("def f(x):\n    return x\n")
+    (tmp_path / "client.py").write_text(CLIENT)
+    path = tmp_path / "app.toml"
+    path.write_text(TOML.replace("[modules.other]\nsource = \"other.py\"\nreplication = 1\n",
+                                 "").replace("BIND", "").replace("CLIENT_EXTRA", "")
+                    .replace('replication = 1\n', 'replication = 1\nuse.f = { callstyle = '
+                             '"async" }\n', 1))
+    _, found = validate(str(path))
+    [(key, message, hint)] = [(e.key, e.bare_message, e.hint) for e in found]
+    assert key == "modules.server.use.f"
+    assert message == ("module 'server' is served by replicas and has a use.f table, but a "
+                       "replica cannot call other modules: only the client (the module "
+                       "with the entrypoint) calls the interfaces [bind] binds")
+    assert hint == ("a use.f table says how the client calls f: move it to the client's "
+                    "table, [modules.client]")

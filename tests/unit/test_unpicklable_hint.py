@@ -89,3 +89,28 @@ def test_a_refused_value_is_not_pickled_to_choose_the_hint() -> None:
     assert _refused(Loud()).endswith("convert it, or set pickle = true on the serving "
                                      "module in the configuration")
     assert ran == []
+
+
+def test_a_replicas_answer_is_told_what_to_return_instead(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (from a new-user trial: a served function that returned a lock was told "make it
+    # on the replica", where it was made, and one that returned a generator "pass
+    # list(...) of it", though it passed nothing)
+    from polybus.client import stubs
+
+    monkeypatch.setattr(stubs, "_phase", [("replica", "server", "")])
+    with open(tmp_path / "f", "wb") as f:
+        said = {
+            "a generator cannot be sent: return list(...) of it": _gen(),
+            "an open file cannot be sent: return its path, or its bytes": f,
+            "a module cannot be sent: import it where it is used": sys,
+            "a lambda or a function defined inside another cannot be sent: return what "
+            "chooses it (its name, or its parameters) and look it up where it is used":
+                lambda: 0,
+            "a value of type lock cannot be sent at all (pickle cannot carry it either); "
+            "make it where it is used, not on the replica": threading.Lock(),
+        }
+        for text, value in said.items():
+            assert _refused(value) == text
+            assert _refused(value, allow_pickle=True).endswith("; " + text.rpartition(
+                ": " if ": " in text else "; ")[2])

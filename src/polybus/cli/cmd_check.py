@@ -99,7 +99,9 @@ def main(args: argparse.Namespace) -> int:
         for line in failed:
             print(f"error: {line}", file=sys.stderr)
         if failed:
-            print(f"{len(failed)} module(s) of {args.config} do not import", file=sys.stderr)
+            # (not "do not import": one may have imported and lack what the file names)
+            print(f"{len(failed)} problem(s) found importing the modules of {args.config}",
+                  file=sys.stderr)
             return 2
     from polybus.config.inclient import in_client_lines
 

@@ -83,6 +83,19 @@ def _shared_file(m: ModuleSpec, client: ModuleSpec, call: str, where: str
             "its own, and the served functions in another")
 
 
+def _use_key(m: ModuleSpec, name: str, modules: dict[str, ModuleSpec]) -> tuple[str, str]:
+    """`replica_call` for a ``use.<name>`` table in served module ``m``'s own (no use()
+    call in its code: the table is likely the client's, put under the wrong module)."""
+    served, who = (("has replication = 0", "a served module cannot call other modules, "
+                    "in the client's process or on replicas") if m.in_client else
+                   ("is served by replicas", "a replica cannot call other modules"))
+    client = next((c.key for c in modules.values() if c.entrypoint is not None), None)
+    table = f"the client's table, [modules.{client}]" if client else "the client's table"
+    return (f"module {m.key!r} {served} and has a use.{name} table, but {who}: only the "
+            "client (the module with the entrypoint) calls the interfaces [bind] binds",
+            f"a use.{name} table says how the client calls {name}: move it to {table}")
+
+
 def refuse_replica_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceInfo],
                         bindings: list[Binding], p: Problems,
                         attempted: set[tuple[str, str]]) -> list[Binding]:
@@ -115,7 +128,8 @@ def refuse_replica_uses(modules: dict[str, ModuleSpec], infos: dict[str, SourceI
                 continue
             said.add((m.key, name))
             client = _client_with(m, modules) if where else None
-            what, instead = (_shared_file(m, client, f"use({name!r})", where) if client
+            what, instead = (_use_key(m, name, modules) if not where  # (a key, no call)
+                             else _shared_file(m, client, f"use({name!r})", where) if client
                              else replica_call(m.key, f"use({name!r})", where, m.in_client))
             p.add(what, dotted("modules", m.key, *(("use", name) if not where
                                                            else ())), instead)

@@ -200,25 +200,39 @@ _CHOOSE = ("define it in the served module and pass what chooses it (its name, o
 
 def _advice(value: Any) -> tuple[str, str]:
     """What ``value``, which pickle cannot carry, is ("" for no kind known), and what to
-    send in its place."""
+    send in its place: in a replica, what to return (its answer, or a value it sends on)."""
+    send = "return" if _in_replica() else "pass"
     if isinstance(value, types.GeneratorType):
-        return "a generator", "pass list(...) of it"
+        return "a generator", f"{send} list(...) of it"
     if isinstance(value, io.IOBase):  # (before iterators: a file is one)
-        return "an open file", "pass its path, or its bytes"
+        return "an open file", f"{send} its path, or its bytes"
     if isinstance(value, Iterator):
-        return "an iterator", "pass list(...) of it"
+        return "an iterator", f"{send} list(...) of it"
     if isinstance(value, types.ModuleType):
-        return "a module", "import it in the served module"
+        return "a module", ("import it where it is used" if send == "return" else
+                            "import it in the served module")
     if what := of_the_program(value):
         if _served_here(value):  # (a replica's answer: its own module's)
             return what, (f"the client cannot import module '{key_of(value.__module__)}', "
-                          "which defines it; return what chooses it (its name, or its "
-                          "parameters) and look it up where it is used")
+                          f"which defines it; {_LOOK_UP}")
         return what, ("a replica runs only its own module's functions, and cannot import "
                       f"the program's modules; {_CHOOSE}")
     if isinstance(value, types.FunctionType):
-        return "a lambda or a function defined inside another", _CHOOSE
-    return "", "make it on the replica"
+        return "a lambda or a function defined inside another", (
+            _LOOK_UP if send == "return" else _CHOOSE)
+    return "", ("make it where it is used, not on the replica" if send == "return" else
+                "make it on the replica")
+
+
+_LOOK_UP = ("return what chooses it (its name, or its parameters) and look it up where "
+            "it is used")
+
+
+def _in_replica() -> bool:
+    """Whether this process is a replica (worker/main.py), whose values sent are answers."""
+    stubs = sys.modules.get("polybus.client.stubs")  # (not imported here: an error path)
+    phase = getattr(stubs, "_phase", [None])[0]
+    return phase is not None and phase[0] == "replica"
 
 
 def instead(value: Any, pickled: bool = False) -> str:
