@@ -121,5 +121,10 @@ def test_a_sigkilled_replica_holding_a_middle_stage_does_not_hang_the_run(
         assert float(out.strip()) == float((x * 6 + 1).sum()), (out, err)
     else:  # first may not run again: mid cannot have its value, and fails, last with it
         assert p.returncode != 0, (out, err)
-        assert "WorkerDiedError" in err and "the replica holding the result of a call to " \
-            "first is gone" in err, err
+        # (first's answer, a name for its value kept on that worker, is read by the
+        # client before the kill, or not yet under load: its value is then gone with its
+        # replica, or its call is lost still held there; either way first may not run
+        # again, and mid fails on it)
+        assert "WorkerDiedError" in err, err
+        assert ("the replica holding the result of a call to first is gone" in err
+                or "died holding the call first(" in err), err
