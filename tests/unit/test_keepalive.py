@@ -1,6 +1,7 @@
 """TCP connections are probed when silent, with a bound derived from the heartbeat
-(transport/keepalive.py): a replica's accepted sockets, a client's links to replicas
-and a registry's connections carry the options; Unix sockets are left alone. What a
+(transport/keepalive.py): a replica's accepted sockets, a client's links to replicas,
+a replica's links to the replicas it forwards values to, and a
+registry's connections carry the options; Unix sockets are left alone. What a
 peer cut off leaves (data written, never acknowledged) is told apart from a peer that
 is alive and not reading (its window closed), and `cut` ends a connection so that its
 reader finds it ended. The whole path, a client cut off in another network namespace,
@@ -33,6 +34,7 @@ from polybus.transport.keepalive import (
     unheard_s,
 )
 from polybus.wire.codec import Codec
+from polybus.wire.messages import Deliver
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -131,6 +133,28 @@ def test_a_registry_probes_its_connections() -> None:
             assert _probing(accepted.sock) == (1, 2, 2, IDLE_PROBES)
         finally:
             ch.close()
+
+
+@linux
+def test_a_replica_probes_its_tcp_links_to_the_replicas_it_forwards_to() -> None:
+    """The link a producer's replica dials to send a value on to its consumer's replica
+    (worker/fwdpeers.py) is probed from that side too: it only writes, so a consumer's
+    host gone while it is idle was found by nothing until the next value."""
+    made = [WorkerRuntime(n, {}, TOKEN, options=ServeOptions(heartbeat=2.0)).start()
+            for n in ("producer", "consumer")]
+    producer, consumer = made
+    try:
+        to = str(consumer.address)
+        assert producer.forwarding._send(to, Deliver("k", True, 1))
+        deadline = time.monotonic() + 5
+        while not consumer.forwarding.received and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert consumer.forwarding.received == 1
+        dialled = producer.forwarding._peers[to]
+        assert _probing(dialled.sock) == (1, 2, 2, IDLE_PROBES)
+    finally:
+        for rt in made:
+            rt.stop()
 
 
 @linux
