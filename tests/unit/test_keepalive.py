@@ -1,6 +1,7 @@
 """TCP connections are probed when silent, with a bound derived from the heartbeat
 (transport/keepalive.py): a replica's accepted sockets, a client's links to replicas
-and a registry's connections carry the options; Unix sockets are left alone. What a
+and to the registry, a replica's links to the replicas it forwards values to, and a
+registry's connections carry the options; Unix sockets are left alone. What a
 peer cut off leaves (data written, never acknowledged) is told apart from a peer that
 is alive and not reading (its window closed), and `cut` ends a connection so that its
 reader finds it ended. The whole path, a client cut off in another network namespace,
@@ -12,13 +13,18 @@ from __future__ import annotations
 import socket
 import struct
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.reactor import Reactor
+from polybus.client.session import Session
+from polybus.config import load
+from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
@@ -33,6 +39,7 @@ from polybus.transport.keepalive import (
     unheard_s,
 )
 from polybus.wire.codec import Codec
+from polybus.wire.messages import Deliver, Replica
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -131,6 +138,65 @@ def test_a_registry_probes_its_connections() -> None:
             assert _probing(accepted.sock) == (1, 2, 2, IDLE_PROBES)
         finally:
             ch.close()
+
+
+@linux
+def test_a_replica_probes_its_tcp_links_to_the_replicas_it_forwards_to() -> None:
+    """The link a producer's replica dials to send a value on to its consumer's replica
+    (worker/fwdpeers.py) is probed from that side too: it only writes, so a consumer's
+    host gone while it is idle was found by nothing until the next value."""
+    made = [WorkerRuntime(n, {}, TOKEN, options=ServeOptions(heartbeat=2.0)).start()
+            for n in ("producer", "consumer")]
+    producer, consumer = made
+    try:
+        to = str(consumer.address)
+        assert producer.forwarding._send(to, Deliver("k", True, 1))
+        deadline = time.monotonic() + 5
+        while not consumer.forwarding.received and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert consumer.forwarding.received == 1
+        dialled = producer.forwarding._peers[to]
+        assert _probing(dialled.sock) == (1, 2, 2, IDLE_PROBES)
+    finally:
+        for rt in made:
+            rt.stop()
+
+
+@linux
+def test_a_client_probes_its_tcp_link_to_the_registry(tmp_path: Path) -> None:
+    """A session's link to the registry (client/session.py), idle once its replicas
+    are found, is probed with the cluster's heartbeat, as the registry probes its end."""
+    (tmp_path / "server.py").write_text("def double(x):\n    return x * 2\n")
+    (tmp_path / "client.py").write_text("def main():\n    return None\n")
+    (tmp_path / "app.toml").write_text(textwrap.dedent("""
+        [cluster]
+        heartbeat = "2s"
+
+        [modules.server]
+        source = "server.py"
+
+        [modules.client]
+        source = "client.py"
+        entrypoint = "main"
+
+        [bind]
+        "client.double" = "server.double"
+        """))
+    with RegistryService(TOKEN, ttl=6.0) as reg:
+        rt = WorkerRuntime("server-0", {"double": lambda x: x * 2}, TOKEN).start()
+        worker_side = RegistryClient(str(reg.address), TOKEN)
+        session: Session | None = None
+        try:
+            worker_side.register(Replica("server-0", "server", str(rt.address), ["double"]))
+            session = Session(load(tmp_path / "app.toml"), str(reg.address), TOKEN)
+            link = session.registry._ch
+            assert link is not None and not link.closed
+            assert _probing(link.sock) == (1, 2, 2, IDLE_PROBES)
+        finally:
+            if session is not None:
+                session.close()
+            worker_side.close()
+            rt.stop()
 
 
 @linux

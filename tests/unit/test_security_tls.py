@@ -282,3 +282,39 @@ def test_a_replica_s_stop_ends_a_tls_handshake_under_way(pki: Path) -> None:
         if not stopped:
             rt.stop()
         tls.configure(None)
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_KEEPIDLE"), reason="TCP_KEEPIDLE is Linux's")
+def test_links_dialled_in_tls_are_probed_as_plain_ones(pki: Path) -> None:
+    """A replica's link to the replica it forwards to, and a link to the registry, are
+    probed beneath their TLS, as over plain tcp (tests/unit/test_keepalive.py)."""
+    from polybus.registry.service import RegistryService
+    from polybus.wire.messages import Deliver
+
+    def probing(sock: socket.socket) -> tuple[int, ...]:
+        return (sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL))
+
+    tls.configure(cfg(pki))
+    made = []
+    try:
+        with RegistryService(TOKEN, "tcp://127.0.0.1:0") as reg:
+            client = RegistryClient(str(reg.address), TOKEN, heartbeat=2.0)
+            try:
+                assert client.resolve(module="m") == []
+                assert client._ch is not None and client._ch.tls
+                assert probing(client._ch.sock) == (1, 2, 2)
+            finally:
+                client.close()
+        made = [WorkerRuntime(n, {}, TOKEN, options=ServeOptions(heartbeat=2.0)).start()
+                for n in ("producer", "consumer")]
+        producer, consumer = made
+        to = str(consumer.address)
+        assert producer.forwarding._send(to, Deliver("k", True, 1))
+        peer = producer.forwarding._peers[to]
+        assert peer.tls and probing(peer.sock) == (1, 2, 2)
+    finally:
+        for rt in made:
+            rt.stop()
+        tls.configure(None)

@@ -75,7 +75,7 @@ class Session:
         keep_freed_memory()  # large answers reuse their memory (memory.py)
         self.app = app
         self.token = token
-        self.registry = RegistryClient(registry, token)
+        self.registry = RegistryClient(registry, token, heartbeat=app.cluster.heartbeat)
         self._wait = (wait_s, time.monotonic() + wait_s)  # (--wait-for-workers)
         self.reactor = Reactor(heartbeat=app.cluster.heartbeat)
         self.links: dict[str, list[ReplicaLink]] = {}

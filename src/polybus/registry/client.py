@@ -16,6 +16,7 @@ from polybus.errors import (
 )
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import Address, connect
+from polybus.transport.keepalive import keep_alive
 from polybus.wire.codec import Codec
 from polybus.wire.messages import (
     Goodbye,
@@ -33,9 +34,17 @@ class RegistrationRefused(TransportError):
 
 
 class RegistryClient:
-    """A blocking request/response connection to the registry (thread-safe)."""
+    """A blocking request/response connection to the registry (thread-safe).
 
-    def __init__(self, address: str, token: bytes, timeout: float = 5.0) -> None:
+    ``heartbeat``: its tcp connection is probed by the kernel when silent, from this
+    side too, as the registry probes its end (transport/keepalive.py): one held open
+    and idle (a session's, from its start to its end) to a registry whose host went is
+    ended within `idle_bound_s`, not kept for ever, and so is one waiting, its request
+    acknowledged, for an answer that will not come. None: not probed (a worker's sends a heartbeat every
+    heartbeat and waits at most ``timeout`` for its answer, which finds that itself)."""
+
+    def __init__(self, address: str, token: bytes, timeout: float = 5.0,
+                 heartbeat: float | None = None) -> None:
         try:
             Address.parse(address)
         except TransportError as exc:
@@ -43,6 +52,7 @@ class RegistryClient:
         self.address = address
         self._token = token
         self._timeout = timeout
+        self._heartbeat = heartbeat
         self._lock = threading.Lock()
         self._ch: Channel | None = None
         self._interrupted = False
@@ -71,6 +81,8 @@ class RegistryClient:
                 raise TransportError(
                     f"no registry answers at {self.address} ({exc}): is `polybus "
                     "registry` running? It prints the HOST:PORT to pass") from None
+            if self._heartbeat is not None:
+                keep_alive(self._ch.sock, self._heartbeat)
             if self._interrupted:  # (while it connected: `interrupt` saw no channel)
                 self._ch.close()
                 self._ch = None

@@ -44,6 +44,7 @@ from polybus.lazynumpy import is_plain_array
 from polybus.quieter import doubling
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
+from polybus.transport.keepalive import keep_alive
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Deliver, Undelivered
 from polybus.wire.unsendablepath import at
@@ -306,6 +307,10 @@ class Peers:
             codec = Codec(allow_pickle=self.rt.options.allow_pickle,
                           max_frame=self.rt.options.max_frame)
             ch = connect(to, self.rt._token, codec)
+            # Probed from this side as the peer probes its end (worker/accepting.py): it
+            # only writes, so a peer cut off while it is idle was found by nothing until
+            # the next value (transport/keepalive.py).
+            keep_alive(ch.sock, self.rt.options.heartbeat)
             ch.spin_s = self.rt.options.spin_s
             with self._connect_lock:
                 if not self._closed:
