@@ -120,6 +120,7 @@ def test_a_replica_stalled_in_an_answer_is_taken_for_dead_by_its_client() -> Non
     listener = socket.create_server(("127.0.0.1", 0))
     held: list[Channel] = []
     heard: list[object] = []
+    written = threading.Event()
 
     def replica() -> None:
         sock, peer = listener.accept()
@@ -129,6 +130,7 @@ def test_a_replica_stalled_in_an_answer_is_taken_for_dead_by_its_client() -> Non
         heard.append(call)
         if call == Call(1, "echo", [1]):
             _write(ch, answer[:64 * 1024])
+            written.set()
         heard.extend(m for m in [next_message(ch, WAIT)] if m is not None)  # (its Ping)
 
     server = threading.Thread(target=replica, daemon=True)
@@ -142,6 +144,9 @@ def test_a_replica_stalled_in_an_answer_is_taken_for_dead_by_its_client() -> Non
         reactor.on_lost = d.lost
         reactor.after_step = d.refill
         p = d.call_async((1,), {})
+        # (The part is there before the client reads: not a replica silent from the start,
+        # as one held up on a loaded machine for three heartbeats was taken for.)
+        assert written.wait(WAIT)
         with pytest.raises(PolybusError) as info:
             wait(p, timeout=WAIT)
         assert link.dead
