@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from polybus.client import rings
 from polybus.errors import ConnectionLostError
+from polybus.transport.stalls import frame_part
 from polybus.wire.messages import Message, Ping
 
 if TYPE_CHECKING:
@@ -45,9 +46,12 @@ def check_liveness(r: Reactor) -> None:
     ping, dead = live.check(((lk, lk.channel.bytes_received, bool(lk.outstanding))
                              for lk in r.links if not lk.dead), time.monotonic())
     for link in dead:
+        # (stopped in the middle of a frame, an answer begun: said so)
+        begun = link.channel.decoder.begun()
+        said = "nothing" if begun is None else f"{frame_part(begun)} and nothing more"
         # Closed: answers it sends after all are never read, so none is taken twice.
         r._lost(link, ConnectionLostError(
-            f"{link.name} sent nothing for {live.misses * live.heartbeat:g} s while "
+            f"{link.name} sent {said} for {live.misses * live.heartbeat:g} s while "
             f"holding calls (heartbeat {live.heartbeat:g} s); taken for dead",
             heartbeat=live.heartbeat))
     for link in ping:

@@ -28,6 +28,7 @@ from polybus.transport.endpoints import (
 )
 from polybus.transport.greeting import Greeting, crowded
 from polybus.transport.keepalive import keep_alive
+from polybus.transport.stalls import Stalls
 from polybus.wire.codec import Codec
 from polybus.wire.messages import (
     Goodbye,
@@ -81,14 +82,30 @@ class RegistryService:
         self._thread = threading.Thread(target=self._accept_loop, name="polybus-registry",
                                         daemon=True)
         self._thread.start()
-        if say is not None:  # (a drop is found at a look; this looks without one)
-            threading.Thread(target=self._expire_loop, name="polybus-registry-ttl",
-                             daemon=True).start()
+        self._looks = threading.Thread(target=self._look_loop, name="polybus-registry-looks",
+                                       daemon=True)
+        self._looks.start()
 
-    def _expire_loop(self) -> None:
-        while not self._closed.wait(min(1.0, self.state.ttl / 3)):
+    def _look_loop(self) -> None:
+        """Every half heartbeat (ttl / 6, at most 0.5 s): with ``say``, replicas silent
+        past the ttl dropped (a drop is otherwise found at a look that needs one); and a
+        connection whose frame begun has had no byte for 4 heartbeats is cut
+        (transport/stalls.py): its thread, blocked reading it, finds it ended and goes
+        as for a peer that closed. Only connections whose decoder is not empty are
+        looked at further: nothing is timed per frame."""
+        heartbeat = self.state.ttl / 3  # (as its connections are probed: `_accept_loop`)
+        stalls = Stalls(heartbeat)
+        while not self._closed.wait(min(0.5, heartbeat / 2)):
+            now = time.monotonic()
             with self._lock:
-                self.state.expire(time.monotonic())
+                if self._say is not None:
+                    self.state.expire(now)
+                begun = [ch for ch in self._channels if not ch.decoder.empty]
+            for ch, what in stalls.look(begun, now):
+                log.warning("registry: %s %s (ttl %g s: heartbeat %g s): dropped", ch.peer,
+                            what, self.state.ttl, heartbeat)
+                ch.stalled = True
+                ch.cut()
 
     def _dropped(self, r: Replica, silent: float) -> None:
         if self._say is not None and not self._closed.is_set():
@@ -173,7 +190,8 @@ class RegistryService:
                     ch.send(Goodbye(str(exc)))
                 except PolybusError:
                     pass
-            elif not self._closed.is_set() and (lost := ch.decoder.partial()):
+            elif (not self._closed.is_set() and not ch.stalled  # (else said: `_look_loop`)
+                  and (lost := ch.decoder.partial())):
                 log.warning("registry: %s went in the middle of a frame (%s received; "
                             "dropped): %s", ch.peer, lost, exc)
         except Exception:  # a fault in polybus's steps: this connection alone goes
@@ -245,5 +263,6 @@ class RegistryService:
                 ch.close()
         self._greeting.end(timeout=0.0)  # handshakes under way end (their threads close)
         self._thread.join(timeout=2)
+        self._looks.join(timeout=2)  # (woken by `_closed`)
         for line in self._quiet.rest():  # (last: a refusal under way is counted first)
             log.warning("registry refused connections: %s", line)

@@ -49,6 +49,9 @@ class Channel:
     # Called (with the channel) by whoever writes the last of ``unsent`` on, from any
     # thread: a replica reads that client again then (worker/unread.py). Set by the owner.
     on_caught_up: Callable[[Channel], None] | None = None
+    # Set by an owner that cut the connection for a frame begun that stopped coming
+    # (transport/stalls.py), having said so: whoever then finds it ended says no more.
+    stalled = False
 
     def __init__(self, sock: socket.socket, codec: Codec, peer: str) -> None:
         self.sock = sock

@@ -261,22 +261,31 @@ class FrameDecoder:
         (SpareBodies.prepare). Call from the receiving thread only."""
         self._spares.prepare()
 
-    def partial(self) -> str:
-        """What is held of a frame not yet whole, for a report ("" if nothing is): a
-        peer that goes in the middle of a frame loses it, and the log says how much."""
+    def begun(self) -> tuple[int, int] | None:
+        """The frame begun and not yet whole: its bytes held and its size on the wire
+        (0 while its length has not all come), or None if there is none. Read by a
+        thread that looks at connections (transport/stalls.py) as well as the reader's."""
         if self._big is not None and self._big_filled < self._big_len:
-            return f"{4 + self._big_filled} of its {4 + self._big_len} bytes"
-        # Whole frames held and not yet taken are not a frame cut off: only what
-        # follows the last whole one is (two whole 15-byte frames were once reported
-        # as "30 of its 15 bytes").
+            return 4 + self._big_filled, 4 + self._big_len
+        # Whole frames held and not yet taken are not a frame begun: only what follows
+        # the last whole one is (two whole 15-byte frames were once reported as "30 of
+        # its 15 bytes").
         pos, end = self._start, self._end
         while end - pos >= 4:
             (length,) = struct.unpack_from("<I", self._scratch, pos)
             if end - pos - 4 < length:
-                return f"{end - pos} of its {4 + length} bytes"
+                return end - pos, 4 + length
             pos += 4 + length
-        have = end - pos
-        return f"{have} of the 4 bytes of its length" if have else ""
+        return (end - pos, 0) if end > pos else None
+
+    def partial(self) -> str:
+        """What is held of a frame not yet whole, for a report ("" if nothing is): a
+        peer that goes in the middle of a frame loses it, and the log says how much."""
+        begun = self.begun()
+        if begun is None:
+            return ""
+        have, size = begun
+        return f"{have} of its {size} bytes" if size else f"{have} of the 4 bytes of its length"
 
     @property
     def receiving_large(self) -> bool:

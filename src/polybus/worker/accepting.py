@@ -1,6 +1,7 @@
 """A replica's new connections: accepted under the handshake gate, authenticated apart
-from the poller (transport/greeting.py), and handed to the poller to adopt; and its TCP
-clients cut off by the network found and dropped (transport/keepalive.py).
+from the poller (transport/greeting.py), and handed to the poller to adopt; and, looked
+at from time to time, its TCP clients cut off by the network (transport/keepalive.py)
+and its peers stalled in the middle of a frame (transport/stalls.py) found and dropped.
 
 A mixin of `Intake` (intake.py), whose runtime owns the state declared here.
 """
@@ -25,6 +26,7 @@ from polybus.transport.endpoints import (
 )
 from polybus.transport.greeting import Greeting, crowded
 from polybus.transport.keepalive import bound_s, keep_alive, probe_s, unheard_s
+from polybus.transport.stalls import Stalls
 from polybus.wire.codec import Codec
 from polybus.worker.options import ServeOptions
 
@@ -45,7 +47,11 @@ class Accepting:
     _new: list[Channel]
     _channels: set[Channel]
     _stopping: bool
+    _paused: set[Channel]  # not read: the queue is full (intake.py)
+    _stuck: set[Channel]  # not read: answers wait for them to read (unread.py)
     _next_unheard_look = 0.0  # when `_look_for_cut_off` looks next
+    _next_stall_look = 0.0  # when `_look_for_stalled` looks next
+    _stalls: Stalls | None = None  # (made at the first look)
 
     def _wake(self) -> None:
         raise NotImplementedError  # the runtime's
@@ -108,17 +114,46 @@ class Accepting:
             self._new.append(ch)
         self._wake()
 
-    def _look_for_cut_off(self) -> None:
-        """From the standby thread, every half probe interval (`probe_s`, whole seconds of
-        heartbeat: the bound is no finer): a TCP client that has
-        acknowledged nothing written to it for `bound_s` (transport/keepalive.py) is cut
-        off. Its connection is shut down here, and whoever watches it (the poller, or
-        the writer of its unread answers) finds it ended and drops it as a client that
-        closed: its queued calls are not run for nobody. A client cut off while nothing
-        is written to it is the kernel's probes' to end (`_accept`), found the same way."""
+    def _look_at_connections(self) -> None:
+        """From the standby thread, every few milliseconds (up to 100 ms when idle):
+        the two looks below, each when it falls due."""
         now = time.monotonic()
-        if now < self._next_unheard_look:
+        if now >= self._next_stall_look:
+            self._next_stall_look = now + self.options.heartbeat / 2
+            self._look_for_stalled(now)
+        if now >= self._next_unheard_look:
+            self._look_for_cut_off(now)
+
+    def _look_for_stalled(self, now: float) -> None:
+        """Every half heartbeat: a client whose frame begun has had no byte for 4
+        heartbeats (transport/stalls.py) is cut, and dropped as a client that closed
+        (its calls not yet run go) by whoever watches it, as `_look_for_cut_off` does.
+        Only connections read now count (not one the replica stopped reading: its queue
+        full, or its answers unread), and of those only the few whose decoder is not
+        empty are looked at further: nothing is timed per frame."""
+        try:
+            begun = [ch for ch in self._channels if not ch.decoder.empty]
+        except RuntimeError:  # (changed as it was looked at: looked at next time)
             return
+        stalls = self._stalls
+        if stalls is None:
+            stalls = self._stalls = Stalls(self.options.heartbeat)
+        reading = [ch for ch in begun
+                   if ch not in self._paused and ch not in self._stuck and not ch.unsent]
+        for ch, what in stalls.look(reading, now):
+            log.warning("worker %s: %s %s (heartbeat %g s): dropped, with its calls not "
+                        "yet run", self.name, ch.peer, what, self.options.heartbeat)
+            ch.stalled = True
+            ch.cut()
+
+    def _look_for_cut_off(self, now: float) -> None:
+        """Every half probe interval (`probe_s`, whole seconds of heartbeat: the bound is
+        no finer): a TCP client that has acknowledged nothing written to it for
+        `bound_s` (transport/keepalive.py) is cut off. Its connection is shut down here,
+        and whoever watches it (the poller, or the writer of its unread answers) finds it
+        ended and drops it as a client that closed: its queued calls are not run for
+        nobody. A client cut off while nothing is written to it is the kernel's probes'
+        to end (`_accept`), found the same way."""
         self._next_unheard_look = now + probe_s(self.options.heartbeat) / 2  # (whole s)
         try:
             channels = list(self._channels)

@@ -215,9 +215,10 @@ class Intake(Accepting):
 
     def _lost(self, ch: Channel, exc: PolybusError) -> None:
         """``ch``'s peer went (``exc`` says how): dropped; logged if it went in the
-        middle of a frame, which is lost (a peer going between frames is no news)."""
+        middle of a frame, which is lost (a peer going between frames is no news; nor
+        one cut for its frame stalled, said then: accepting.py)."""
         lost = ch.decoder.partial()
-        if lost:
+        if lost and not ch.stalled:
             log.warning("worker %s: %s went in the middle of a frame (%s received; "
                         "dropped): %s", self.name, ch.peer, lost, exc)
         self._drop(ch)

@@ -267,7 +267,7 @@ class WorkerRuntime(Polling):
                 active = self._started != seen
                 seen = self._started
             self._release_held(every=False)  # (what fell due behind a long call)
-            self._look_for_cut_off()  # (accepting.py)
+            self._look_at_connections()  # (accepting.py)
             self._assure_paused()  # (polling.py)
             if stuck:
                 self._poll_and_release(takes_job=False)
