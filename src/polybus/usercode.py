@@ -85,7 +85,9 @@ def import_failure(exc: BaseException, key: str, path: Path) -> ModuleImportErro
         or type_name(type(exc))
     if isinstance(exc, SystemExit):
         what = f"SystemExit({exc.code!r}): the module exits when it is imported"
-    at = f" at line {line}" if line is not None else ""
+    # (not again after an error that says its place: "f(1) (client.py, line 4) was ...")
+    at = f" at line {line}" if line is not None and f"({path.name}, line {line})" not in what \
+        else ""
     message = f"module {key!r} ({shown(path)}) failed to import: {what}{at}"
     hint = relative_import_hint(exc, path, frames[-1].filename if frames else None)
     if hint:
