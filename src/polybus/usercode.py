@@ -17,6 +17,7 @@ import faulthandler
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import traceback
@@ -31,7 +32,7 @@ from polybus.ownfiles import is_polybus_file
 from polybus.usernames import import_name, shown_names, type_name
 from polybus.userpackage import relative_import_hint
 
-__all__ = ["check_imports", "import_failure", "is_polybus_frame", "shown", "source_digest",
+__all__ = ["IMPORTING", "check_imports", "import_failure", "is_polybus_frame", "shown", "source_digest",
            "stuck_at"]
 
 def source_digest(path: str | os.PathLike[str]) -> str:
@@ -44,6 +45,8 @@ def source_digest(path: str | os.PathLike[str]) -> str:
 IMPORT_TIMEOUT = 60.0
 SLOW_IMPORT = 2.0   # a module's check not over by then is named while it goes on
 CHILD_GRACE = 10.0  # for the child's own start, beyond the import's ``timeout``
+STOP_GRACE = 2.0    # for an interrupted child to say where it was
+IMPORTING = "while importing "  # what a Ctrl-C's note says (`_stopped`)
 _HUNG = re.compile(r"^Timeout \([0-9:.]+\)!$", re.MULTILINE)  # faulthandler's, below
 
 
@@ -85,7 +88,9 @@ def import_failure(exc: BaseException, key: str, path: Path) -> ModuleImportErro
         or type_name(type(exc))
     if isinstance(exc, SystemExit):
         what = f"SystemExit({exc.code!r}): the module exits when it is imported"
-    at = f" at line {line}" if line is not None else ""
+    # (not again after an error that says its place: "f(1) (client.py, line 4) was ...")
+    at = f" at line {line}" if line is not None and f"({path.name}, line {line})" not in what \
+        else ""
     message = f"module {key!r} ({shown(path)}) failed to import: {what}{at}"
     hint = relative_import_hint(exc, path, frames[-1].filename if frames else None)
     if hint:
@@ -129,6 +134,9 @@ def check_imports(app: AppConfig, timeout: float = IMPORT_TIMEOUT,
                 out, err = p.communicate(timeout=timeout + CHILD_GRACE)
         except subprocess.TimeoutExpired:  # (the child did not end itself: ended here)
             ended, out, err = False, "", ""
+        except KeyboardInterrupt as exc:  # (Ctrl-C; SIGTERM too: cli/main.py): where it was
+            exc.add_note(_stopped(key, m.source, p))
+            raise
         finally:
             if p.poll() is None:
                 p.kill()
@@ -155,6 +163,22 @@ def check_imports(app: AppConfig, timeout: float = IMPORT_TIMEOUT,
     return problems
 
 
+def _stopped(key: str, source: Path, p: subprocess.Popen[str]) -> str:
+    """Where the import of module ``key`` was when a Ctrl-C stopped the check: the child
+    ``p`` says its line once stopped too (by the same Ctrl-C at a terminal, else by a
+    SIGINT sent here). ``IMPORTING`` starts it: the command's last line adds it."""
+    line = None
+    try:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=STOP_GRACE)
+        line = json.loads(out.strip().splitlines()[-1]).get("stopped_at")
+    except (subprocess.TimeoutExpired, ValueError, IndexError, AttributeError):
+        pass  # (no answer: the module is said without its line)
+    at = f"; it was at line {line}" if isinstance(line, int) else ""
+    return f"{IMPORTING}module {key!r} ({shown(source)}){at}"
+
+
 def _child(argv: list[str]) -> int:
     """Import one module and check its named functions; print {"error": ...} as JSON."""
     from polybus.client.stubs import importing, serving
@@ -177,6 +201,13 @@ def _child(argv: list[str]) -> int:
         module = load_module(Path(path), import_name(key))
     except ModuleImportError as exc:
         error = str(exc)
+    except KeyboardInterrupt as exc:  # (a Ctrl-C: the check stops, and says the line)
+        file = str(Path(path).resolve())
+        line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__))
+                     if f.filename == file), None)
+        answer.write(json.dumps({"error": None, "stopped_at": line}) + "\n")
+        answer.flush()
+        return 130
     else:
         for name in names:
             what = not_callable(module, name)

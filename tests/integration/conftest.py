@@ -74,10 +74,13 @@ class Procs:
         self.extra: set[int] = set()   # pids seen (workers) to reap at the end
 
     def start(self, *args: str | Path, env: dict[str, str] | None = None,
-              cwd: Path | None = None) -> subprocess.Popen[str]:
+              cwd: Path | None = None, group: bool = False) -> subprocess.Popen[str]:
+        """``group``: in a process group of its own, as a terminal's foreground job is,
+        so that ``os.killpg(p.pid, SIGINT)`` is a Ctrl-C to it and its children alone."""
         p = subprocess.Popen([*POLYBUS, *map(str, args)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                             env=env_with(env), cwd=cwd, preexec_fn=interruptible)
+                             env=env_with(env), cwd=cwd, preexec_fn=interruptible,
+                             process_group=0 if group else None)
         self.started.append(p)
         return p
 

@@ -69,9 +69,11 @@ def test_a_call_at_the_client_modules_import_says_to_call_it_from_the_entrypoint
     write_app(tmp_path, server="def f(x):\n    return x\n", client=client,
               toml=TOML.replace("POOL", "{}"))
     (tmp_path / "other.py").write_text("def g(x):\n    return x * 2\n")
-    said = ("failed to import: UsageError: use('f') was called while the "
+    # (it said "use('f') was called ... or from a function it calls at line 4": the
+    # place after the advice, as if it were the function's)
+    said = ("failed to import: UsageError: f(1) (client.py, line 4) was called while the "
             "client module 'client' was being imported, before the run's session starts: "
-            "call it from the entrypoint, main(), or from a function it calls at line 4")
+            "call it from the entrypoint, main(), or from a function it calls\n")
     for command in ("check", "run"):
         p = cli(command, "app.toml", cwd=tmp_path)
         assert p.returncode == 2, p.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 
 import pytest
 
@@ -43,14 +44,18 @@ def test_a_call_while_the_client_module_is_imported_says_so() -> None:
     from polybus.client import stubs
 
     stubs.importing("client", "main")
+    f = use("f")
     try:
         with pytest.raises(UsageError) as e:
-            use("f")(1)
+            line = sys._getframe().f_lineno + 1
+            f(1, [2, 3])
     finally:
         stubs.importing(None)
+    # (the call as written and its place, not use('f'): the place beside the call, not
+    # after "a function it calls", where the import error adds "at line N")
     assert str(e.value) == (
-        "use('f') was called while the client module 'client' was being imported, before "
-        "the run's session starts: call it from the entrypoint, main(), or from a "
-        "function it calls")
+        f"f(1, [2, 3]) (test_stubs.py, line {line}) was called while the client module "
+        "'client' was being imported, before the run's session starts: call it from the "
+        "entrypoint, main(), or from a function it calls")
     with pytest.raises(UsageError, match="outside a polybus run"):
         use("f")(1)

@@ -1,5 +1,6 @@
-"""ep: seeds/004 Fig. 4 — a 1024x1024 multiply handed out on demand, one task per
-(row block of A) x (column block of B), ``async-demand(4)`` per replica (the
+"""ep: seeds/004 Fig. 4 — a 1024x1024 multiply handed out on demand, by watermark.
+
+One task per (row block of A) x (column block of B), ``async-demand(4)`` per replica (the
 configuration's watermark), and over ``shm`` also with watermarks 1 (seeds/004's own:
 a task per worker at a time) and 2: the configuration change seeds/004 studied,
 measured in the same run. Each also with stateful servers (programs/matmul_stateful.toml:

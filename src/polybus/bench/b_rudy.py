@@ -1,5 +1,7 @@
-"""rudy: seeds/003 Tables 1-2 — a web server whose requests take 40 ms of work, served by
-a bounded pool of handlers with a queue for the overflow.
+"""rudy: seeds/003 Tables 1-2 — HTTP requests of 40 ms of work on a bounded handler pool.
+
+A web server whose requests take 40 ms of work, served by a bounded pool of handlers
+with a queue for the overflow.
 
 (a) N = 100..500 sequential requests (one client); (b) C = 100 clients, N = 100
 requests, pool sizes PS = 1..100 (Table 2, Fig. 2: time against pool size); (c) no

@@ -8,16 +8,21 @@ Progress) -> BenchResult``.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
+import importlib.util
+import re
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import cast
 
 from polybus.bench.progress import NullProgress, Progress
 from polybus.bench.report import BenchResult
 from polybus.errors import UsageError
 
-__all__ = ["MODULES", "PLANNED", "REGISTRY", "RunFn", "get", "names", "register", "run"]
+__all__ = ["MODULES", "PLANNED", "REGISTRY", "RunFn", "described", "get", "names", "register",
+           "run"]
 
 RunFn = Callable[[bool, Progress], BenchResult]
 
@@ -44,6 +49,25 @@ def register(name: str, module: str) -> None:
 
 def names() -> list[str]:
     return list(MODULES)
+
+
+def described(name: str) -> str:
+    """What benchmark ``name`` reproduces and measures: the first line of its module's
+    docstring, read from the source (the module is not imported), less the name it starts
+    with (``latency (seeds/004): round trip ...`` -> ``seeds/004: round trip ...``); ""
+    when there is none."""
+    try:
+        spec = importlib.util.find_spec(MODULES[name])
+        if spec is None or spec.origin is None:
+            return ""
+        doc = ast.get_docstring(ast.parse(Path(spec.origin).read_bytes()))
+    except (ImportError, OSError, SyntaxError, ValueError):
+        return ""
+    first = (doc or "").strip().partition("\n")[0].strip()
+    named = re.match(rf"{re.escape(name)}(?: \(([^)]*)\))?: ", first)
+    if named is None:
+        return first
+    return (f"{named.group(1)}: " if named.group(1) else "") + first[named.end():]
 
 
 def get(name: str) -> RunFn:

@@ -132,8 +132,12 @@ def main(args: argparse.Namespace) -> int:
     # output is the JSON's alone (as `polybus run --json -`): the tables go to stderr.
     console = result_console(sys.stderr if args.json == STDOUT else None)
     if args.list:
+        # (the name first on each line, then what it reproduces and measures: one line
+        # each however long, for a script to read)
+        width = max(map(len, registry.names()), default=0)
         for name in registry.names():
-            console.print(name)
+            console.print(f"{name:<{width}}  {registry.described(name)}".rstrip(),
+                          markup=False, highlight=False, soft_wrap=True)
         for name in registry.PLANNED:
             if name not in registry.MODULES:
                 console.print(f"{name} [dim](not written yet)[/]")

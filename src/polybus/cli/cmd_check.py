@@ -5,7 +5,8 @@ not import, before anything starts.
 Each module is imported in a child process of its own (usercode.check_imports), so its
 top-level code runs there, as a worker would run it, and never in this process. An
 import that takes over 2 s is named while the check waits for it (60 s at most; then
-the line it was running is said); ``--no-import`` checks the configuration alone.
+the line it was running is said, as it is when Ctrl-C stops the check then);
+``--no-import`` checks the configuration alone.
 
 With ``[cluster] tls`` and ``registry``, the one file serves every host of the cluster,
 and each host's certificate must name the host that one is dialled at: the registry's

@@ -76,8 +76,13 @@ class Terminated(KeyboardInterrupt):
 
 def where_it_was(command: str, exc: BaseException) -> str:
     """Where `run`'s program was when a signal (or its --timeout) stopped it: its own
-    line and what a wait there was for (runner.py `where_stopped`); "" for anything
+    line and what a wait there was for (runner.py `where_stopped`); `check`'s, the
+    module whose import it was waiting for and its line (usercode.py); "" for anything
     else."""
+    if command == "check":
+        from polybus.usercode import IMPORTING
+
+        return "".join(f" {n}" for n in getattr(exc, "__notes__", ()) if n.startswith(IMPORTING))
     if command != "run":
         return ""
     from polybus.runner import where_stopped

@@ -67,6 +67,27 @@ def _refuse_inside(call: str, frame: FrameType | None) -> None:
     raise UsageError("; ".join(replica_call(module, call, in_client=True)))
 
 
+def _written(frame: FrameType) -> str | None:
+    """The call ``frame`` is making, as its source writes it, and its place:
+    ``square(2) (client.py, line 5)``; None when its source is not at hand, or the call
+    is written on several lines or at length."""
+    import linecache
+    from pathlib import Path
+
+    code = frame.f_code
+    try:
+        start, end, col, end_col = list(code.co_positions())[frame.f_lasti // 2]
+    except IndexError:
+        return None
+    text = linecache.getline(code.co_filename, start or 0).encode()
+    if start is None or start != end or col is None or end_col is None or not text:
+        return None
+    call = text[col:end_col].decode(errors="replace")
+    if not call.endswith(")") or len(call) > 60:
+        return None
+    return f"{call} ({Path(code.co_filename).name}, line {start})"
+
+
 def current(what: str = "a use()d interface was called", call: str = "") -> Session:
     """The running session; else a UsageError that says why there is none (``what``: the
     call made, as a sentence; ``call``: the same as code, ``use('f')``)."""
@@ -81,8 +102,9 @@ def current(what: str = "a use()d interface was called", call: str = "") -> Sess
             if call == "polybus.broadcast()":
                 raise UsageError(replica_broadcast(phase[1]))
             raise UsageError("; ".join(replica_call(phase[1], call or "use()")))
-        if phase is not None:
-            said = f"{call} was called" if call else what
+        if phase is not None:  # (the call as written and where, else as `call` says it)
+            written = _written(sys._getframe(2))
+            said = f"{written or call} was called" if written or call else what
             raise UsageError(f"{said} while the client module {phase[1]!r} was being "
                              "imported, before the run's session starts: call it from the "
                              f"entrypoint, {phase[2]}(), or from a function it calls")

@@ -18,6 +18,7 @@ from polybus.config.callstyle import parse_callstyle
 from polybus.config.cluster import TLSHosts
 from polybus.config.expr import PriorityExpr, compile_priority
 from polybus.config.files import NUL_SAID, has_nul
+from polybus.config.followon import fold_follow_ons
 from polybus.config.mil import is_mil, parse_mil
 from polybus.config.milfile import MilFile
 from polybus.config.model import AppConfig
@@ -155,12 +156,17 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
         return None, [e]
     made: set[str] = set()
     written, errors = apply_overrides(doc, overrides, origin, made)
-    problems = Problems(str(path), written, origin, mil)
-    problems.errors.extend(errors)
-    config = build(doc, Path(path), problems, added_define=_made_define(doc, made),
-                   tls_hosts=tls_hosts, running=running)
-    if problems:
-        return None, _at_lines(list(problems.errors), str(path), mil)
+
+    def check(doc: dict[str, Any]) -> tuple[AppConfig | None, Problems]:
+        problems = Problems(str(path), written, origin, mil)
+        problems.errors.extend(errors)
+        return build(doc, Path(path), problems, added_define=_made_define(doc, made),
+                     tls_hosts=tls_hosts, running=running), problems
+
+    config, problems = check(doc)
+    if problems:  # (those that follow from a misspelt table name: counted, not listed)
+        found = fold_follow_ons(doc, problems.errors, lambda meant: check(meant)[1].errors)
+        return None, _at_lines(found, str(path), mil)
     if config is not None and config.notes:  # (its warnings at their lines too)
         config = dataclasses.replace(config, notes=tuple(_at_lines(list(config.notes),
                                                                    str(path), mil)))
