@@ -6,9 +6,11 @@ import select
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from polybus.errors import (
     AuthenticationError,
+    ConnectionLostError,
     PolybusError,
     ProtocolError,
     TLSHandshakeError,
@@ -28,6 +30,8 @@ from polybus.wire.messages import (
     Resolve,
 )
 
+_Answer = TypeVar("_Answer", Replicas, Registered)
+
 
 class RegistrationRefused(TransportError):
     """The registry answered a registration, and said no (the name is taken)."""
@@ -36,12 +40,14 @@ class RegistrationRefused(TransportError):
 class RegistryClient:
     """A blocking request/response connection to the registry (thread-safe).
 
+    ``timeout``: the bound of its handshake, and of each request's wait for its answer
+    (`_ask`: a registry that accepted the connection and answers nothing fails the
+    request, not holds it for ever).
     ``heartbeat``: its tcp connection is probed by the kernel when silent, from this
     side too, as the registry probes its end (transport/keepalive.py): one held open
     and idle (a session's, from its start to its end) to a registry whose host went is
-    ended within `idle_bound_s`, not kept for ever, and so is one waiting, its request
-    acknowledged, for an answer that will not come. None: not probed (a worker's sends a heartbeat every
-    heartbeat and waits at most ``timeout`` for its answer, which finds that itself)."""
+    ended within `idle_bound_s`, not kept for ever. None: not probed (a worker's sends a
+    heartbeat every heartbeat, and a wait for its answer past ``timeout`` finds that)."""
 
     def __init__(self, address: str, token: bytes, timeout: float = 5.0,
                  heartbeat: float | None = None) -> None:
@@ -120,47 +126,50 @@ class RegistryClient:
 
     def _resolve(self, module: str, interface: str, turn: bool) -> tuple[list[Replica], int]:
         with self._lock:
-            ch = self._channel()
-            ch.send(Resolve(module=module, interface=interface, turn=turn))
-            while True:
-                for msg in ch.receive():
-                    if isinstance(msg, Replicas):
-                        return list(msg.replicas), msg.turn
-                    if isinstance(msg, Goodbye):
-                        raise self._goodbye(ch, msg)
+            msg = self._ask(Resolve(module=module, interface=interface, turn=turn),
+                            "resolve", Replicas)
+            return list(msg.replicas), msg.turn
 
     def register(self, replica: Replica) -> None:
         with self._lock:
-            ch = self._channel()
-            ch.send(Register(replica))
-            while True:
-                for msg in ch.receive():
-                    if isinstance(msg, Registered):
-                        if not msg.ok:
-                            raise RegistrationRefused(f"registry refused {replica.name}: {msg.reason}")
-                        return
-                    if isinstance(msg, Goodbye):
-                        raise self._goodbye(ch, msg)
+            msg = self._ask(Register(replica), "register", Registered)
+            if not msg.ok:
+                raise RegistrationRefused(f"registry refused {replica.name}: {msg.reason}")
 
     def heartbeat(self, name: str) -> bool:
         """False if the registry no longer holds ``name`` for this connection (it dropped
         it: no heartbeat came within its ttl, the process being stopped or starved)."""
         with self._lock:
-            ch = self._channel()
-            ch.send(Heartbeat(name))
-            deadline = time.monotonic() + self._timeout
-            while True:
-                for msg in ch.pending():
-                    if isinstance(msg, Registered):
-                        return msg.ok
-                    if isinstance(msg, Goodbye):
-                        raise self._goodbye(ch, msg)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TransportError(f"the registry at {self.address} did not answer a "
-                                         f"heartbeat within {self._timeout:g} s")
-                if select.select([ch], [], [], left)[0]:
-                    ch.fill(wait=False)
+            return self._ask(Heartbeat(name), "heartbeat", Registered).ok
+
+    def _ask(self, request: Resolve | Register | Heartbeat, what: str,
+             answer: type[_Answer]) -> _Answer:
+        """Send ``request`` and wait for its ``answer``, ``timeout`` at most (lock held).
+        A registry that accepted the connection and never answers (its process stopped
+        or hung, or another polybus peer at its address) held its caller for ever: past
+        the bound, ConnectionLostError, as for a registry gone, and the connection is
+        closed, so that a late answer is not read as the next request's. (`interrupt`
+        ends the wait at once: its connection shut down, the read raises.)"""
+        ch = self._channel()
+        ch.send(request)
+        deadline = time.monotonic() + self._timeout
+        while True:
+            for msg in ch.pending():
+                if isinstance(msg, answer):
+                    return msg
+                if isinstance(msg, Goodbye):
+                    raise self._goodbye(ch, msg)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                ch.close()
+                self._ch = None
+                raise ConnectionLostError(
+                    f"the registry at {self.address} accepted the connection and has not "
+                    f"answered a {what} in {self._timeout:g} s: is its process stopped "
+                    "(Ctrl-Z, SIGSTOP) or hung, or is something other than `polybus "
+                    "registry` listening there? (a registry answers at once)")
+            if select.select([ch], [], [], left)[0]:
+                ch.fill(wait=False)
 
     def close(self) -> None:
         with self._lock:
