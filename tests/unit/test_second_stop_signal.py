@@ -13,10 +13,16 @@ import textwrap
 import pytest
 
 _SCRIPT = textwrap.dedent("""
-    import os, signal, sys, types
+    import os, signal, subprocess, sys, types
     import polybus.cli.main as m
 
-    first = getattr(signal, sys.argv[1])
+    first, pelt = getattr(signal, sys.argv[1]), sys.argv[2] == "pelt"
+    PELT = ("import os, signal, sys, time\\n"
+            "end = time.monotonic() + 10\\n"
+            "while time.monotonic() < end:\\n"
+            "    try: os.kill(int(sys.argv[1]), signal.SIGINT)\\n"
+            "    except ProcessLookupError: break\\n"
+            "    time.sleep(0.0005)\\n")
 
     def command(args):
         os.kill(os.getpid(), first)  # the first stop signal, while the command runs
@@ -24,8 +30,12 @@ _SCRIPT = textwrap.dedent("""
 
     said = m.end_now
 
-    def end_now(*a, **k):  # the second one comes as the stop is said
-        os.kill(os.getpid(), signal.SIGINT)
+    def end_now(*a, **k):  # the second one comes as the stop is said; or, pelted, SIGINT
+        if pelt:  # after SIGINT from then to the process's end (not holding our pipes)
+            subprocess.Popen([sys.executable, "-c", PELT, str(os.getpid())],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        else:
+            os.kill(os.getpid(), signal.SIGINT)
         said(*a, **k)
 
     m.end_now = end_now
@@ -38,40 +48,10 @@ _SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize(("first", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
 def test_a_second_signal_while_the_stop_is_said_keeps_the_status(first: str,
                                                                   status: int) -> None:
-    p = subprocess.run([sys.executable, "-c", _SCRIPT, first], capture_output=True,
+    p = subprocess.run([sys.executable, "-c", _SCRIPT, first, "once"], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == status, p.stderr
     assert p.returncode != -signal.SIGINT
-
-
-_PELTED = textwrap.dedent("""
-    import os, signal, subprocess, sys, types
-    import polybus.cli.main as m
-
-    first = getattr(signal, sys.argv[1])
-    PELT = ("import os, signal, sys, time\\n"
-            "end = time.monotonic() + 10\\n"
-            "while time.monotonic() < end:\\n"
-            "    try: os.kill(int(sys.argv[1]), signal.SIGINT)\\n"
-            "    except ProcessLookupError: break\\n"
-            "    time.sleep(0.0005)\\n")
-
-    def command(args):
-        os.kill(os.getpid(), first)
-        signal.pause()
-
-    said = m.end_now
-
-    def end_now(*a, **k):  # from the stop said to the process's end, SIGINT after SIGINT
-        subprocess.Popen([sys.executable, "-c", PELT, str(os.getpid())],  # (not holding
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # our pipes)
-        said(*a, **k)
-
-    m.end_now = end_now
-    m.parse = lambda argv: types.SimpleNamespace(
-        command="run", _module=types.SimpleNamespace(main=command))
-    raise SystemExit(m.main())
-""")
 
 
 @pytest.mark.parametrize(("first", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
@@ -79,6 +59,6 @@ def test_signals_until_the_process_is_gone_keep_the_status(first: str, status: i
     """Python puts its handlers back to the system's default as the interpreter shuts
     down: a SIGINT then (Ctrl-C held down, a supervisor repeating its signal) killed the
     process by SIGINT, -2, after "interrupted" was said (15 runs of 15 so by hand)."""
-    p = subprocess.run([sys.executable, "-c", _PELTED, first], capture_output=True,
+    p = subprocess.run([sys.executable, "-c", _SCRIPT, first, "pelt"], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == status, p.stderr

@@ -19,12 +19,10 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_stalled_frames import LARGE, PARTS, WAIT, _frames, _write  # tests/unit
+from test_stalled_frames import LARGE, PARTS, WAIT, _frames, _until, _write  # tests/unit
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
@@ -51,14 +49,6 @@ from polybus.worker.poller import ended
 
 TOKEN = b"stalled-registry-token-0123456789"
 TTL = 0.75  # (its heartbeat, ttl / 3: 0.25 s; a frame stalled 1 s is dropped)
-
-
-def _until(what: Callable[[], bool], said: Callable[[], str]) -> None:
-    deadline = time.monotonic() + WAIT
-    while not what():
-        if time.monotonic() >= deadline:
-            pytest.fail(said())
-        time.sleep(0.02)
 
 
 def _threads() -> list[threading.Thread]:
