@@ -51,11 +51,22 @@ def names() -> list[str]:
     return list(MODULES)
 
 
+#: The source papers by the labels the benchmarks' texts cite them with (README,
+#: "Sources"): `described` says which paper a label is, for a reader who has no seeds/.
+PAPERS = {
+    "seeds/000": "Eggen et al.",
+    "seeds/001": "CORD (Kim & Purtilo)",
+    "seeds/002": "Schnaidt, Duman & Lewis",
+    "seeds/003": "Rudy (Sigurdsson)",
+    "seeds/004": "Qureshi & Rashid",
+}
+
+
 def described(name: str) -> str:
     """What benchmark ``name`` reproduces and measures: the first line of its module's
     docstring, read from the source (the module is not imported), less the name it starts
-    with (``latency (seeds/004): round trip ...`` -> ``seeds/004: round trip ...``); ""
-    when there is none."""
+    with (``latency (seeds/004): round trip ...`` -> ``seeds/004: round trip ...``), each
+    paper's label after its authors (`PAPERS`); "" when there is none."""
     try:
         spec = importlib.util.find_spec(MODULES[name])
         if spec is None or spec.origin is None:
@@ -65,9 +76,10 @@ def described(name: str) -> str:
         return ""
     first = (doc or "").strip().partition("\n")[0].strip()
     named = re.match(rf"{re.escape(name)}(?: \(([^)]*)\))?: ", first)
-    if named is None:
-        return first
-    return (f"{named.group(1)}: " if named.group(1) else "") + first[named.end():]
+    if named is not None:
+        first = (f"{named.group(1)}: " if named.group(1) else "") + first[named.end():]
+    return re.sub(r"seeds/\d{3}", lambda m: f"{PAPERS[m[0]]}, {m[0]}" if m[0] in PAPERS
+                  else m[0], first)
 
 
 def get(name: str) -> RunFn:
