@@ -51,8 +51,9 @@ def names() -> list[str]:
     return list(MODULES)
 
 
-#: The source papers by the labels the benchmarks' texts cite them with (README,
-#: "Sources"): `described` says which paper a label is, for a reader who has no seeds/.
+#: The source papers by the labels the benchmarks' texts cite them with: `described`
+#: names each by its authors (README, "Sources"), as the user's documents do; the
+#: labels are the project's own file names, which a user does not have.
 PAPERS = {
     "seeds/000": "Eggen et al.",
     "seeds/001": "CORD (Kim & Purtilo)",
@@ -66,7 +67,7 @@ def described(name: str) -> str:
     """What benchmark ``name`` reproduces and measures: the first line of its module's
     docstring, read from the source (the module is not imported), less the name it starts
     with (``latency (seeds/004): round trip ...`` -> ``seeds/004: round trip ...``), each
-    paper's label after its authors (`PAPERS`); "" when there is none."""
+    paper's label said as its authors (`PAPERS`); "" when there is none."""
     try:
         spec = importlib.util.find_spec(MODULES[name])
         if spec is None or spec.origin is None:
@@ -78,8 +79,7 @@ def described(name: str) -> str:
     named = re.match(rf"{re.escape(name)}(?: \(([^)]*)\))?: ", first)
     if named is not None:
         first = (f"{named.group(1)}: " if named.group(1) else "") + first[named.end():]
-    return re.sub(r"seeds/\d{3}", lambda m: f"{PAPERS[m[0]]}, {m[0]}" if m[0] in PAPERS
-                  else m[0], first)
+    return re.sub(r"seeds/\d{3}", lambda m: PAPERS.get(m[0], m[0]), first)
 
 
 def get(name: str) -> RunFn:
