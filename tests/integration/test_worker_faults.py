@@ -132,7 +132,9 @@ def test_a_fault_in_the_inline_loop_drops_that_connection_and_serving_goes_on(
     raised: list[bool] = []
 
     def serve_once_broken(rt: WorkerRuntime, ch: Channel) -> bool:
-        if not raised:
+        # (once the call has run: over shm the loop may first be entered before it,
+        # and the client's send of it then found the connection dropped, EPIPE)
+        if not raised and rt.calls:
             raised.append(True)
             raise RuntimeError("injected: the inline loop broke")
         return real(rt, ch)
