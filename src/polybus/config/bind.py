@@ -47,16 +47,16 @@ from polybus.config.sourcecheck import (
     served_interfaces,
 )
 
-__all__ = ["build"]
+__all__ = ["build", "flatten_bind"]
 
 
-def _flatten_bind(table: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+def flatten_bind(table: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     """``"client.compare" = ...`` and ``client.compare = ...`` (a nested table) alike."""
     out: list[tuple[str, Any]] = []
     for k, v in table.items():
         name = f"{prefix}.{k}" if prefix else k
         if isinstance(v, dict):
-            out.extend(_flatten_bind(v, name))
+            out.extend(flatten_bind(v, name))
         else:
             out.append((name, v))
     return out
@@ -67,7 +67,7 @@ def _bound_names(raw: Any) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     the bindings are checked in `_bindings`)."""
     used: dict[str, list[str]] = {}
     served: dict[str, list[str]] = {}
-    for left, right in _flatten_bind(raw) if isinstance(raw, dict) else ():
+    for left, right in flatten_bind(raw) if isinstance(raw, dict) else ():
         user, _, name = left.partition(".")
         if name:
             used.setdefault(user, []).append(name)
@@ -88,7 +88,7 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
         p.wrong_type("a table", raw, "bind")
         return []
     result: list[Binding] = []
-    for left, right in _flatten_bind(raw):
+    for left, right in flatten_bind(raw):
         key = dotted("bind", left)
         user, _, name = left.partition(".")
         attempted.add((user, name))

@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from polybus.config.bind import flatten_bind
 from polybus.config.keys import TOP_KEYS
 from polybus.config.problems import closest, dotted
 from polybus.errors import ConfigError
@@ -62,17 +63,11 @@ def _renamed(table: dict[str, Any], written: str, meant: str) -> dict[str, Any]:
 def _named_modules(doc: dict[str, Any]) -> set[str]:
     """The module names [bind] gives, on either side, and [serve]'s routes."""
     names: set[str] = set()
-
-    def bound(table: Any, prefix: str = "") -> None:  # (nested tables as bind.py reads them)
-        for k, v in table.items() if isinstance(table, dict) else ():
-            name = f"{prefix}.{k}" if prefix else k
-            if isinstance(v, dict):
-                bound(v, name)
-                continue
-            names.add(name.partition(".")[0])
-            if isinstance(v, str):
-                names.add(v.partition(".")[0])
-    bound(doc.get("bind"))
+    bind = doc.get("bind")
+    for left, right in flatten_bind(bind) if isinstance(bind, dict) else ():
+        names.add(left.partition(".")[0])
+        if isinstance(right, str):
+            names.add(right.partition(".")[0])
     serve = doc.get("serve")
     routes = serve.get("routes") if isinstance(serve, dict) else None
     for v in routes.values() if isinstance(routes, dict) else ():
