@@ -32,8 +32,8 @@ from polybus.ownfiles import is_polybus_file
 from polybus.usernames import import_name, shown_names, type_name
 from polybus.userpackage import relative_import_hint
 
-__all__ = ["IMPORTING", "check_imports", "import_failure", "is_polybus_frame", "shown", "source_digest",
-           "stuck_at"]
+__all__ = ["IMPORTING", "check_imports", "import_failure", "is_polybus_frame", "shown",
+           "source_digest", "stuck_at"]
 
 def source_digest(path: str | os.PathLike[str]) -> str:
     """The name of a module source's bytes (XXH3-64), as a worker registers it

@@ -138,7 +138,7 @@ def _ending(argv: list[str] | None, code: int) -> None:
     signal.signal(signal.SIGTERM, now)
 
 
-def _ended(argv: list[str] | None) -> None:
+def _deaf_to_stops(argv: list[str] | None) -> None:
     """Said, and about to return its status: another SIGINT or SIGTERM is ignored from
     now on. Python puts its own handlers (`_ending`'s) back to the system's default as
     the interpreter shuts down, so one that came then killed the process by SIGINT
@@ -186,14 +186,14 @@ def main(argv: list[str] | None = None) -> int:
         end_now(args.command, 128 + signal.SIGTERM,
                 "terminated" + where_it_was(args.command, exc), outlive)
         outlive = False
-        _ended(argv)
+        _deaf_to_stops(argv)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt as exc:  # (one with words says by what: engines/mpi.py)
         _ending(argv, 130)
         end_now(args.command, 130, "interrupted" + (f" ({exc})" if str(exc) else "")
                 + where_it_was(args.command, exc), outlive)
         outlive = False
-        _ended(argv)
+        _deaf_to_stops(argv)
         return 130
     except BaseException as exc:
         # The client program's own exception: its traceback from the entrypoint's frame
