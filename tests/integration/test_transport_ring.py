@@ -347,3 +347,25 @@ def test_a_ring_that_could_still_grow_is_refused() -> None:
         a.close()
     gc.collect()
     assert memfd_mappings() == 0
+
+
+def test_a_frame_rung_for_after_the_reader_closed_is_sent_and_what_it_said_is_read(
+        pair: tuple[ShmChannel, ShmChannel]) -> None:
+    """The reader answers and closes its end; the frame written after it is in the ring
+    and its doorbell finds the socket closed (EPIPE). That failed the send (a replica
+    dropping a connection for its frame, over shm: the client's send raised before it
+    read the replica's Goodbye); now the send is done, and the reading side reads what
+    the peer said, then finds it gone."""
+    x, y = pair
+    x.send(Call(0, "e", []))  # y learns x's ring
+    assert [m.id for m in y.receive() if isinstance(m, Call)] == [0]
+    y.send(Result(0, "said before closing"))
+    y.close()
+    assert x._tx is not None and not x._tx.reader_awake()  # (so the send rings)
+    x.send(Call(1, "e", []))  # the bell finds the socket closed
+    heard: list[Message] = []
+    with pytest.raises(ConnectionLostError):
+        for _ in range(100):
+            heard.extend(x.receive())
+    assert heard == [Result(0, "said before closing")]
+    x.close()

@@ -261,6 +261,13 @@ class RingChannel(RingReader):
             self.sock.send(b"\0", _DONTWAIT)
         except BlockingIOError:
             pass  # bytes the reader has not taken yet will wake it anyway
+        except (BrokenPipeError, ConnectionResetError):
+            # The reader has closed its end, the frame rung for already in the ring: it
+            # may have read it and answered first (a Goodbye saying why it closed), which
+            # this side reads, and the hangup is found there as for any peer gone. Raised
+            # here, the send failed after the frame went, and what the peer said was
+            # never read (a replica dropping a connection for its frame, over shm).
+            pass
 
     def _wait_room(self, tx: _ring.Ring, on_blocked: Callable[[], None] | None) -> None:
         """The ring is full: wake the reader, read meanwhile, notice if it died."""
