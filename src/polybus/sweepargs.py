@@ -125,11 +125,28 @@ def parse_baseline(text: str | None, varies: Sequence[tuple[str, list[str]]]) ->
                              f"({part!r} has no '='; a baseline is one value of each key)")
         key = _match_key(short.strip(), keys)
         allowed = dict(varies)[key]
-        if value.strip() not in allowed:
+        same = _same_value(value.strip(), allowed)
+        if same is None:
             raise UsageError(f"--baseline {key}={value.strip()} is not among the varied "
                              f"values {', '.join(allowed)}")
-        out[key] = value.strip()
+        out[key] = same
     return out
+
+
+def _same_value(text: str, allowed: Sequence[str]) -> str | None:
+    """The varied value of ``allowed`` that ``text`` is, as written or as the run's
+    override reads both (``async`` is ``"async"``, ``'10s'`` is ``"10s"``; ``"1"``, a
+    string, is not ``1``, nor is ``1.0``): None for none. The text was compared alone,
+    and a baseline written with the quotes its --vary left out was refused."""
+    if text in allowed:
+        return text
+    from polybus.config.overrides import override_value
+
+    def read(t: str) -> str:
+        return repr(override_value(t))  # (repr: 1, 1.0, True and "1" stay apart)
+
+    want = read(text)
+    return next((v for v in allowed if read(v) == want), None)
 
 
 def typed(text: str) -> Any:

@@ -5,6 +5,8 @@ they never come, the run fails as before, saying how long it waited
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from integration.conftest import EXAMPLES, Procs, cli, finish, read_line, start_registry
@@ -24,6 +26,33 @@ def test_a_run_started_before_its_worker_waits_for_it(procs: Procs) -> None:
     line = read_line(run.stderr, "waiting up to").string
     assert "module 'server'" in line and "0 of 1 replica(s) registered" in line
     start_worker(procs, addr, "server-0", env=env)  # (only once the run waits)
+    out, err = finish(run, 60)
+    assert run.returncode == 0, err
+    assert "'correct': True" in out
+
+
+def test_a_worker_of_another_file_is_not_counted_while_it_waits(
+        procs: Procs, tmp_path: Path) -> None:
+    # Only a worker of another file registered under the module's key (this program's
+    # server.py before an edit, or another program's): the run failed at once with
+    # "restart them from this file", --wait-for-workers or not, where it had counted that
+    # worker as the one it waited for and so never waited for the one started again.
+    env = {"POLYBUS_TOKEN": "wait-token-" + "u" * 20}
+    addr, _ = start_registry(procs, env)
+    edited = tmp_path / "server.py"
+    edited.write_text((SORT / "server.py").read_text() + "\n# edited\n")
+    old = procs.start("worker", "--registry", addr, "--module", edited, "--name", "old-0",
+                      env=env)
+    assert old.stderr is not None
+    read_line(old.stderr, "serving")  # registered
+    run = procs.start("run", SORT / "app.toml", "--registry", addr, "--quiet",
+                      "--wait-for-workers", "60s", *ARGS, env=env)
+    assert run.stderr is not None
+    line = read_line(run.stderr, "waiting up to").string
+    assert "0 of 1 replica(s) registered" in line, line
+    assert "1 more of another file than" in line and "not counted" in line, line
+    start_worker(procs, addr, "server-0", env=env)  # (only once the run waits)
+    read_line(run.stderr, "left out old-0")  # (said as ever, once the run goes on)
     out, err = finish(run, 60)
     assert run.returncode == 0, err
     assert "'correct': True" in out

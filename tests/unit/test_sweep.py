@@ -59,6 +59,23 @@ def test_baseline_by_suffix_default_and_mistakes() -> None:
         parse_baseline("speed=1", varies)
 
 
+def test_a_baseline_value_matches_the_varied_value_it_reads_as() -> None:
+    # `--vary callstyle=sync,async --baseline 'callstyle="async"'` (and the other way,
+    # `--vary 'timeout="1ms","10s"' --baseline timeout=1ms`) was refused, "not among the
+    # varied values sync, async": the text was compared, where the override reads `async`
+    # and `"async"` as the same value. The cell's own text is kept.
+    bare = [("modules.client.use.f.callstyle", ["sync", "async"])]
+    quoted = [("modules.server.define.f.timeout", ['"1ms"', '"10s"'])]
+    assert parse_baseline('callstyle="async"', bare) == {bare[0][0]: "async"}
+    assert parse_baseline("timeout=1ms", quoted) == {quoted[0][0]: '"1ms"'}
+    assert parse_baseline("timeout='10s'", quoted) == {quoted[0][0]: '"10s"'}
+    numbers = [("modules.server.replication", ["1", "2"])]
+    with pytest.raises(UsageError, match="not among"):  # (a string is not the number)
+        parse_baseline('replication="1"', numbers)
+    with pytest.raises(UsageError, match="not among"):
+        parse_baseline("replication=1.0", numbers)
+
+
 def test_runs_each_combination_with_its_overrides_and_reports_failures() -> None:
     seen: list[tuple[str, tuple[str, ...]]] = []
     times = {"1": 8.0, "2": 4.0, "4": 2.5}

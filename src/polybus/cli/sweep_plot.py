@@ -163,12 +163,15 @@ def plot(sweep: Sweep, path: str) -> list[Panel]:
         ax.set_ylabel(panel.name)
         if panel.name.startswith("bytes"):  # (kB, MB: not 1e7 over the axis)
             ax.yaxis.set_major_formatter(EngFormatter(unit="B"))
-            # From 0: 1.72 kB to 1.76 kB (call ids a digit longer) drew as a steep rise.
-            # With room above the highest point: set_ylim(bottom=0) alone kept the top
-            # matplotlib had chosen for the points' own range, a few bytes above the
-            # highest, whose marker was then cut in half by the frame.
-            top = max((y for pts in panel.lines.values() for _, y in pts), default=0.0)
-            ax.set_ylim(0, top * 1.08 if top > 0 else None)
+        # From 0, bytes and the ratios: 1.72 kB to 1.76 kB (call ids a digit longer) drew
+        # as a steep rise, and an efficiency of 1 then 0.997 as a fall from the top of
+        # its axis to the foot. With room above the highest point: set_ylim(bottom=0)
+        # alone kept the top matplotlib had chosen for the points' own range, a little
+        # above the highest, whose marker was then cut in half by the frame. (Times keep
+        # the axis fitted to them.)
+        top = max((y for pts in panel.lines.values() for _, y in pts), default=0.0)
+        if panel.name != "elapsed s" and top > 0:
+            ax.set_ylim(0, top * 1.08)
         ax.grid(True, alpha=0.3)
         if any(panel.lines) or panel.failed:  # (labelled artists only: matplotlib warns)
             ax.legend(fontsize=8)

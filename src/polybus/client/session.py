@@ -258,7 +258,7 @@ class Session:
         replicas: list[Replica]
         if self._wait[0]:  # (past its end: one look)
             await_replicas(self.registry, module, len(spec.replication), self._wait[1],
-                           self._wait[0])
+                           self._wait[0], spec.source)
         if self._turn and module not in self._turns:
             replicas, self._turns[module] = self.registry.resolve_turn(module=module)
         else:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from polybus.config.units import duration_text
 from polybus.deadline import duration_seconds
 from polybus.errors import NoReplicaError, UsageError
+from polybus.usercode import source_digest
 
 if TYPE_CHECKING:
     from polybus.config.model import AppConfig
@@ -25,20 +27,31 @@ LOOK_S = 0.1  # between two looks at the registry
 
 
 def await_replicas(registry: RegistryClient, module: str, want: int, until: float,
-                   waited_for: float) -> None:
+                   waited_for: float, source: Path | None = None) -> None:
     """Look at ``registry`` until ``want`` replicas of ``module`` are registered or the
     clock (monotonic) reaches ``until``; said once, with what it waits for, if it waits
-    at all (``waited_for``: the whole wait, seconds)."""
+    at all (``waited_for``: the whole wait, seconds). A replica that runs another file
+    than ``source`` (dialing.same_source leaves it out) is not counted: only workers of
+    another file registered made the run fail at once, never waiting for the one that
+    was being started again from this file."""
     said = False
+    try:
+        mine = source_digest(source) if source is not None else None
+    except OSError:  # (read at the check; gone since: nothing to compare)
+        mine = None
     while True:
-        found = len(registry.resolve(module=module))
+        replicas = registry.resolve(module=module)
+        other = sum(1 for r in replicas if mine and r.source and r.source != mine)
+        found = len(replicas) - other
         if found >= want or time.monotonic() >= until:
             return
         if not said:
             said = True
+            besides = (f" ({other} more of another file than {Path(source).name}, not "
+                       f"counted)" if other and source is not None else "")
             log.warning("polybus: waiting up to %s (--wait-for-workers) for module %r: "
-                        "%d of %d replica(s) registered at %s", duration_text(waited_for),
-                        module, found, want, registry.address)
+                        "%d of %d replica(s) registered at %s%s", duration_text(waited_for),
+                        module, found, want, registry.address, besides)
         time.sleep(min(LOOK_S, max(0.0, until - time.monotonic())))
 
 
