@@ -47,6 +47,7 @@ from polybus.client.revive import (
     LOOK_S,
     Found,
     Halt,
+    back_line,
     dial,
     install,
     key_of,
@@ -209,8 +210,7 @@ class Rejoin:
         s = self.session
         busy: list[Found] = []  # (a Batcher's lock held elsewhere: put in place later)
         for link in install(s, key, found, busy):
-            log.warning("polybus: replica %s of module %r is back: dialled again",
-                        link.name, link.module)
+            log.warning("polybus: %s", back_line(link))
         if busy:
             with self.cv:  # (closed meanwhile, on another thread: `close` kept none)
                 if self.closed:

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from polybus.client.batching import Batcher
     from polybus.client.session import Session
 
-__all__ = ["KEPT_BEFORE", "LOOK_MAX_S", "LOOK_S", "WAIT_S", "Found", "Halt", "Wanted", "dial",
-           "follow", "install", "key_of", "wanted"]
+__all__ = ["KEPT_BEFORE", "LOOK_MAX_S", "LOOK_S", "WAIT_S", "Found", "Halt", "Wanted",
+           "back_line", "dial", "follow", "install", "key_of", "wanted"]
 
 log = logging.getLogger("polybus.client")
 
@@ -246,3 +246,15 @@ def follow(new: ReplicaLink, old: ReplicaLink) -> None:
     while lk.before is not None and kept < KEPT_BEFORE:
         kept, lk = kept + 1, lk.before
     lk.before = None
+
+
+def back_line(new: ReplicaLink) -> str:
+    """What is said when ``new`` (`install`'s) is dialled in a lost link's place: "is
+    back" for a worker under the lost one's name; another worker is said as taking the
+    lost one's place (a worker started by hand under a name of its own read as if the
+    lost process had come back)."""
+    old = new.before
+    if old is None or old.name == new.name:
+        return f"replica {new.name} of module {new.module!r} is back: dialled again"
+    return (f"replica {new.name} of module {new.module!r} takes the place of lost "
+            f"replica {old.name}: dialled")

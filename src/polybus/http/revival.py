@@ -54,6 +54,7 @@ from polybus.client.revive import (
     WAIT_S,
     Found,
     Wanted,
+    back_line,
     dial,
     install,
     key_of,
@@ -287,7 +288,7 @@ class Revival:
             found, failed = out
             for link in install(self.session, key, found):
                 self.watch(link)
-                _say(f"replica {link.name} of module {link.module!r} is back: dialled again")
+                _say(back_line(link))
             if found and placed(self.session, key):  # (the calls that waited: sent)
                 k.none_since = None
                 if k.overdue is not None:
