@@ -257,6 +257,10 @@ def test_a_full_queue_rejects_with_503_under_reject(procs: Procs, tmp_path: Path
     assert len(got) == 6 and 201 in statuses and 503 in statuses
     assert set(statuses) <= {201, 503}
     assert all(h.get("Retry-After") == "1" for s, h in got if s == 503)
+    # said on stderr as a 500 or a 504 is (once a minute a route: the rest counted)
+    serve = procs.started[-1]
+    assert serve.stderr is not None
+    read_line(serve.stderr, r"^polybus serve: GET /slow\?s=0\.4 -> web\.slow: 503 ", timeout=30)
     c = http.client.HTTPConnection(host, port, timeout=30)
     status, _, body = get(c, "GET", "/boom")
     assert status == 500 and b"remote traceback" in body and b"in boom" in body

@@ -117,6 +117,7 @@ class FrontDoor:
                                if r.use.callstyle.kind == "sync"}
         self._slots = asyncio.Semaphore(spec.max_connections)
         self._full = Quieter()  # every slot taken: said once a minute, with the count
+        self._refused: dict[str, Quieter] = {}  # 503s for a full queue, likewise, by route
         self.requests = 0
         # Each connection's task, and whether it is inside a request (`stop`).
         self._conns: dict[asyncio.Task[Any], bool] = {}
@@ -340,6 +341,12 @@ class FrontDoor:
                 text += f"\n\nremote traceback ({e.replica}):\n{e.remote_traceback}"
             return error_response(500, text), []
         except BusyError as e:
+            # (said like the others, but once a minute a route with the count: a flood
+            # of refusals is what overflow = "reject" is for, and a line each would bury
+            # the rest of the log)
+            said = self._refused.setdefault(route.key, Quieter()).let(f"503 {e}")
+            if said is not None:
+                self._log(req, route, said)
             return error_response(503, str(e)), [("Retry-After", "1")]
         except CallTimeoutError as e:
             self._log(req, route, f"504 {e}")
