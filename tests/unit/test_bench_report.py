@@ -328,3 +328,19 @@ def test_rudy_pool_table_says_the_load_it_was_measured_under() -> None:
     from polybus.bench.b_rudy import pool_label
 
     assert pool_label(100) == "pool size (PS); C=100 clients, N=100 requests"
+
+
+def test_a_quick_runs_plot_says_so_in_each_title() -> None:
+    """A --quick run's picture, shown beside a full run's, was told from it by nothing."""
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install polybus[plot])")
+    import matplotlib.pyplot as plt
+
+    from polybus.bench.plots import figure
+
+    res = BenchResult("latency", {"quick": True}, x_label="payload bytes")
+    res.add(Row.of("polybus", {"transport": "tcp"}, 0, "rtt_us", Stat(20.0, 19.0, 21.0, 3)))
+    fig = figure(res)
+    try:
+        assert [ax.get_title() for ax in fig.axes] == ["latency: rtt_us (--quick)"]
+    finally:
+        plt.close(fig)

@@ -93,7 +93,8 @@ def figure(result: BenchResult) -> Any:
             _panel(ax, result, metric, rows, name, colour, legend=not shared)
             for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
                 handles.setdefault(lab, h)
-            ax.set_title(f"{result.bench}: {metric}" + ("" if val is None else f", {key}={val}"))
+            ax.set_title(f"{result.bench}: {metric}" + ("" if val is None else f", {key}={val}")
+                         + (" (--quick)" if result.params.get("quick") else ""))
         for ax in axrow[len(panels):]:
             ax.set_visible(False)
     fig.tight_layout()
