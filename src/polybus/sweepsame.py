@@ -48,7 +48,8 @@ class Results:
     (the result had no stable encoding), groups of cells that differ only in strategies
     yet gave different results (``differing``), for each of those the strategy keys
     whose values alone separate its results (``split_by``, as `splits`; empty when no
-    single key does), and how many groups of two cells or more were compared."""
+    single key does), how many groups of two cells or more were compared, and the
+    deterministic cells (``ran``), those groups' and the lone ones'."""
 
     not_deterministic: list[Cell] = field(default_factory=list)
     no_digest: list[Cell] = field(default_factory=list)
@@ -56,6 +57,7 @@ class Results:
     split_by: list[dict[str, Classes]] = field(default_factory=list)  # (as differing)
     compared: int = 0
     digests: set[str] = field(default_factory=set)  # of the deterministic cells
+    ran: list[Cell] = field(default_factory=list)  # the deterministic cells (compared or not)
 
     @property
     def changed(self) -> bool:
@@ -86,6 +88,7 @@ def compare_results(cells: Sequence[Cell], keys: Sequence[str]) -> Results:
             out.not_deterministic.append(c)
             continue
         groups.setdefault(tuple(c.config[k] for k in program), []).append(c)
+        out.ran.append(c)
     for group in groups.values():
         found = {digest(c) for c in group}
         out.digests |= {d for d in found if d is not None}

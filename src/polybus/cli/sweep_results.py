@@ -104,4 +104,10 @@ def results_said(sweep: Sweep, found: Results | None = None) -> list[str]:
                      f"{', '.join(short_names(keys)[k] for k in strategies)} at each "
                      f"{', '.join(short_names(keys)[k] for k in program)} "
                      f"(digests in --json/--csv)")
+    elif program and sum(c in found.ran for c in sweep.cells) > 1:
+        # (each combination ran another program, --tie of the args with a strategy:
+        # said, or the silence reads as if the check had not been made)
+        lines.append(f"results: not compared (a result is compared between combinations "
+                     f"that differ in strategies alone, and each of these runs the program "
+                     f"with other {', '.join(short_names(keys)[k] for k in program)})")
     return lines
