@@ -62,9 +62,16 @@ def parse_vary(text: str, option: str = "--vary") -> tuple[str, list[str]]:
     if not sep or not key.strip():
         raise UsageError(f"{option} expects KEY=v1,v2,..., got {text!r}")
     vals = split_values(values, f"{option} {key.strip()}")
-    twice = sorted({v for v in vals if vals.count(v) > 1})
+    seen: dict[str, str] = {}  # as the run reads it -> as first written
+    twice: set[str] = set()
+    for v in vals:  # (``sync`` and ``"sync"`` are one value: the run reads both alike)
+        read = _as_read(v)
+        if read in seen:
+            twice.add(v if v == seen[read] else f"{v} (as {seen[read]})")
+        else:
+            seen[read] = v
     if twice and option == "--vary":  # (two cells of one combination: which is the baseline's?)
-        raise UsageError(f"--vary {key.strip()}: {', '.join(twice)} given twice")
+        raise UsageError(f"--vary {key.strip()}: {', '.join(sorted(twice))} given twice")
     return key.strip(), vals
 
 
@@ -140,13 +147,16 @@ def _same_value(text: str, allowed: Sequence[str]) -> str | None:
     and a baseline written with the quotes its --vary left out was refused."""
     if text in allowed:
         return text
+    want = _as_read(text)
+    return next((v for v in allowed if _as_read(v) == want), None)
+
+
+def _as_read(text: str) -> str:
+    """A value as the run's override reads it, to compare (repr: ``1``, ``1.0``,
+    ``True`` and ``"1"`` stay apart)."""
     from polybus.config.overrides import override_value
 
-    def read(t: str) -> str:
-        return repr(override_value(t))  # (repr: 1, 1.0, True and "1" stay apart)
-
-    want = read(text)
-    return next((v for v in allowed if read(v) == want), None)
+    return repr(override_value(text))
 
 
 def typed(text: str) -> Any:

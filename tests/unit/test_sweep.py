@@ -139,6 +139,9 @@ def test_runs_each_combination_with_its_overrides_and_reports_failures() -> None
 def test_a_value_or_a_key_given_twice_is_named() -> None:
     with pytest.raises(UsageError, match=r"--vary modules.server.replication: 2 given twice"):
         parse_vary("modules.server.replication=2,1,2")
+    with pytest.raises(UsageError, match=r'callstyle: "sync" \(as sync\) given twice'):
+        parse_vary('modules.client.use.f.callstyle=sync,async,"sync"')  # (the run reads one)
+    assert parse_vary('k=1,"1",1.0')[1] == ["1", '"1"', "1.0"]  # (three values)
     with pytest.raises(UsageError, match=r"--vary modules.server.replication: given twice"):
         combinations([("modules.server.replication", ["1"]),
                       ("modules.server.replication", ["2"])])
