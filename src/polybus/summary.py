@@ -47,16 +47,20 @@ def summary(r: RunResult) -> Table:
     names = [rep.name + (" (lost)" if rep.lost else "") for rep in r.replicas]
     t.add_column("replica", no_wrap=True, min_width=max(map(len, names), default=7))
     t.add_column("via")  # (the transport of each of its connections: client/stats.py)
-    for col in ("speed", "calls", "moved in", "moved out", "busy s", "busy %",
-                "queue wait s"):
+    # A replica's pool, when one runs calls at once: busy % is of its handlers' time
+    # (44% of a pool of 2 read as half idle, with the pool nowhere said)
+    pooled = any(rep.handlers > 1 for rep in r.replicas)
+    for col in ("speed", *(("pool",) if pooled else ()), "calls", "moved in", "moved out",
+                "busy s", "busy %", "queue wait s"):
         t.add_column(col, justify="right")
     for rep, name in zip(r.replicas, names, strict=True):
         # A lost replica cannot be asked how long it was busy: not known (None), not 0.
         busy = None if rep.busy_fraction is None else 100.0 * rep.busy_fraction
         times = [_figure(rep.busy_s, ".4f"), _figure(busy, ".0f"),
                  _figure(rep.queue_wait_s, ".4f")]
-        t.add_row(name, "+".join(rep.transports) or "?", f"{rep.speed:g}", str(rep.calls), str(rep.migrated_in),
-                  str(rep.migrated_out), *times)
+        t.add_row(name, "+".join(rep.transports) or "?", f"{rep.speed:g}",
+                  *((str(rep.handlers),) if pooled else ()), str(rep.calls),
+                  str(rep.migrated_in), str(rep.migrated_out), *times)
     return t
 
 

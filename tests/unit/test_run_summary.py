@@ -113,3 +113,19 @@ def test_a_run_result_gives_its_summary_as_text_from_python(
     assert any("server-1 (lost)" in x and "?" in x for x in lines), text
     assert lines[-2:] == [caption(r), "client.make: 3 forwarded"]
     assert "\x1b[" not in text
+
+
+def test_a_pool_is_said_beside_the_busy_share_it_divides() -> None:
+    """busy % is of a replica's handlers' time: 44% of a pool of 2 read as half idle
+    with the pool nowhere in the table. A column says it when a replica has a pool."""
+    pooled = RunResult(None, 1.0, 1.0, 2, 10, 10,
+                       [ReplicaStats("server-0", calls=2, busy_s=0.88, handlers=2,
+                                     busy_fraction=0.44)])
+    out = io.StringIO()
+    Console(file=out, width=120).print(summary(pooled))
+    head, row = [ln for ln in out.getvalue().splitlines() if "pool" in ln or "server-0" in ln]
+    assert head.split("┃")[4].strip() == "pool" and row.split("│")[4].strip() == "2"
+    plain = RunResult(None, 1.0, 1.0, 2, 10, 10, [ReplicaStats("server-0", calls=2)])
+    out = io.StringIO()
+    Console(file=out, width=120).print(summary(plain))
+    assert "pool" not in out.getvalue()  # (one handler each: nothing to say)
