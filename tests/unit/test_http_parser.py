@@ -100,6 +100,16 @@ def test_other_statuses() -> None:
     assert error(b"GET / HTTP/1.1\r\nHost: h\r\nX: " + b"a" * 2000, max_head=1024).status == 431
 
 
+def test_a_request_line_over_the_head_limit_is_414() -> None:
+    """RFC 9112 3: a request-target longer than the server parses is 414 (URI Too
+    Long); 431 is for header fields. The line over max_head alone was answered 431."""
+    long_target = b"GET /" + b"a" * 2000
+    assert error(long_target + b" HTTP/1.1\r\nHost: h\r\n\r\n", max_head=1024).status == 414
+    assert error(long_target, max_head=1024).status == 414  # (its end not yet come)
+    e = error(long_target + b"\n", max_head=1024)
+    assert e.status == 414 and "request line longer than 1024 bytes" in str(e)
+
+
 def test_bodies_over_the_limit_are_413_before_they_are_read() -> None:
     e = error(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\n", max_body=10)
     assert e.status == 413 and "11" in e.message

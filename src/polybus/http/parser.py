@@ -2,7 +2,8 @@
 
 The front door's I/O layer (http/server.py) owns the socket; this only turns the bytes
 a client sent into `Request` events, or an `HTTPError` naming the status to answer with
-(400 malformed, 413 body too large, 431 head too large, 501 unknown transfer coding).
+(400 malformed, 413 body too large, 414 request line too long, 431 head too large,
+501 unknown transfer coding).
 Bodies come with a Content-Length or in chunks; requests may be pipelined. The head's
 lines may end in a bare LF (RFC 9112 2.2 lets a server take it; such a request was
 left waiting for a CRLF that never came). An HTTP/1.1 request must say its Host, once
@@ -157,6 +158,13 @@ class RequestParser:
         self._told_continue = False
         return _request(head, body)
 
+    def _too_large(self) -> HTTPError:
+        """The head is over ``max_head``: 414 when its request line alone is (RFC 9112
+        3: a request-target longer than the server parses), else 431 (its fields)."""
+        if self._buf.find(b"\n", 0, self.max_head) < 0:
+            return HTTPError(414, f"request line longer than {self.max_head} bytes")
+        return HTTPError(431, f"request head larger than {self.max_head} bytes")
+
     def _parse_head(self) -> bool:
         while True:  # RFC 9112 2.2: empty lines before a request are ignored
             if self._buf[:2] == b"\r\n":
@@ -168,10 +176,10 @@ class RequestParser:
         m = _HEAD_END.search(self._buf)
         if m is None:
             if len(self._buf) > self.max_head:
-                raise HTTPError(431, f"request head larger than {self.max_head} bytes")
+                raise self._too_large()
             return False
         if m.end() > self.max_head:
-            raise HTTPError(431, f"request head larger than {self.max_head} bytes")
+            raise self._too_large()
         lines = _LINE_END.split(bytes(self._buf[:m.start()]))
         del self._buf[:m.end()]
         parts = lines[0].split(b" ")
