@@ -87,9 +87,13 @@ class Segment:
 
     def close(self) -> None:
         self.view.release()
-        self.map.close()
+        try:
+            self.map.close()
+        except BufferError:
+            pass  # a copy into it in another thread views it yet: unmapped after it
         if self.fd >= 0:
             os.close(self.fd)
+            self.fd = -1
 
 
 def copy_into(view: memoryview, data: Any) -> int:
@@ -198,7 +202,10 @@ class Shelf:
                 return
             self._free.append(s)
             self._free_bytes += s.seg.size
-            while self._free_bytes > self.keep_bytes and self._free:
+            # (With no channel left, none is kept: `leave` closed the free ones, and a
+            # hold given back after it, a send or a release that met the last close in
+            # another thread, is the last of its segment.)
+            while self._free and (self._free_bytes > self.keep_bytes or self._channels <= 0):
                 self._close_free(self._free[0])
 
     def enter(self) -> None:
