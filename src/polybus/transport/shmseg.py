@@ -267,7 +267,7 @@ class SegmentFrames:
         if has_fd:
             fds.append(s.ro_fd)
             self._lent_fds.add(s.id)
-            s.peers[self] = self._forget_later
+            s.peers[self] = SegmentFrames._forget_later  # (not bound: shmshare.py)
         return _DESC.pack(i, FD_READONLY if has_fd else 0, s.id, n)
 
     def _gone(self) -> ConnectionLostError:

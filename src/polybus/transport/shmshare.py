@@ -132,8 +132,10 @@ class SharedSegment:
         self.length = 0
         self.holds = 0  # frames naming it whose receiver has not released it yet
         self.dead = False  # never reused (a closed channel's peer may still view it)
-        # forget(seg_id) of each channel that passed the descriptor
-        self.peers: weakref.WeakKeyDictionary[Any, Callable[[int], None]] = (
+        # Each channel that passed the descriptor, with its forget(channel, seg_id): a
+        # function, not the channel's bound method, which would hold the channel (and
+        # its memory) for as long as the segment lives, closed or not.
+        self.peers: weakref.WeakKeyDictionary[Any, Callable[[Any, int], None]] = (
             weakref.WeakKeyDictionary())
 
     @property
@@ -141,8 +143,8 @@ class SharedSegment:
         return self.seg.id
 
     def close(self) -> None:
-        for forget in list(self.peers.values()):
-            forget(self.seg.id)
+        for ch, forget in list(self.peers.items()):
+            forget(ch, self.seg.id)
         self.peers.clear()
         os.close(self.ro_fd)
         self.seg.close()
