@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import socket
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -161,3 +162,27 @@ def test_a_replica_cannot_write_a_shared_operand(tmp_path: Path) -> None:
     del c
     gc.collect()
     assert memfd_mappings() == 0
+
+
+def test_a_closed_channel_is_not_kept_alive_by_the_segment_it_lent() -> None:
+    """A channel that passed an operand's segment is noted on it (to be told to forget
+    it when it closes), weakly: once the channel is closed and let go, it is freed, its
+    decoder's memory with it, while the segment lives on for other channels. Before, the
+    note held the channel itself, so every closed connection of a client sending the
+    same operand stayed in memory as long as that segment."""
+    b = np.arange(N * N, dtype=np.float64)
+    (keep_tx, keep_rx), (tx, rx) = _pairs(2)
+    try:
+        for t, r in ((keep_tx, keep_rx), (tx, rx)):
+            t.send(Put("k-weak-peer", b))
+            assert isinstance(_one(r), Put)
+        ref = weakref.ref(tx)
+        tx.close()
+        rx.close()
+        del tx, rx, t, r
+        gc.collect()
+        assert ref() is None
+        assert keep_tx._lent  # (while the segment lives on, held for the other channel)
+    finally:
+        keep_tx.close()
+        keep_rx.close()

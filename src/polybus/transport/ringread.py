@@ -162,9 +162,9 @@ class RingReader(Channel):
             msg = self._take_plain(rx)  # (a whole plain frame at the head)
             if msg is not None:
                 return msg
+            self._drain_ring()  # buffers, or in pieces: the decoder's way
         except ValueError as exc:  # unmapped by close() in another thread
             raise self._broken(exc) from None
-        self._drain_ring()  # buffers, or in pieces: the decoder's way
         return self.next_message()
 
     def stay_awake(self, on: bool) -> None:
@@ -183,9 +183,15 @@ class RingReader(Channel):
         # Frames left in the ring count: those written while this side's flag was up
         # rang no doorbell, so no selector reports them either.
         rx = self._rx  # (ring_ready's look, written out: once per call on a replica)
-        return (not self.decoder.empty or self._ready is not None
-                or (rx is not None and _U64.unpack_from(rx.map, _WRITTEN)[0] != rx.read))
+        try:
+            return (not self.decoder.empty or self._ready is not None
+                    or (rx is not None and _U64.unpack_from(rx.map, _WRITTEN)[0] != rx.read))
+        except ValueError:  # unmapped by close() (in another thread): nothing comes from it
+            return False
 
     def ring_ready(self) -> bool:
         """Frames wait in the ring (no system call)."""
-        return self._ready is not None or (self._rx is not None and self._rx.available() > 0)
+        try:
+            return self._ready is not None or (self._rx is not None and self._rx.available() > 0)
+        except ValueError:  # unmapped by close() (in another thread): nothing comes from it
+            return self._ready is not None

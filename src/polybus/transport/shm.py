@@ -279,14 +279,19 @@ def spin(channels: list[ShmChannel], seconds: float = SPIN_S) -> list[ShmChannel
     rings = [ch._rx for ch in channels if ch._rx is not None and not ch.closed]
     if not rings:
         return []
-    for r in rings:
-        r.set_awake(True)
-    try:
+    try:  # (ValueError: a ring unmapped by a close in another thread; not looked at again)
+        for r in rings:
+            r.set_awake(True)
         # One client (the common case) looks at its ring alone: the tightest loop.
         spin_until(rings[0].available if len(rings) == 1 else
                    lambda: any(r.available() for r in rings), seconds)
+    except ValueError:
+        pass
     finally:
         for r in rings:
-            r.set_awake(False)
+            try:
+                r.set_awake(False)
+            except ValueError:
+                pass
     _ring.fence()  # flags cleared, then the last look (see ring.py)
     return [ch for ch in channels if ch.ring_ready()]

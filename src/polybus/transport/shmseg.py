@@ -27,7 +27,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from polybus.errors import ProtocolError
+from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.lazynumpy import is_array
 from polybus.transport.shmshare import (
     MAX_SHARED,
@@ -107,6 +107,7 @@ class SegmentFrames:
 
     codec: Codec
     closed: bool
+    peer: str
 
     def _init_segments(self, threshold: int, pool_bytes: int) -> None:
         self.threshold = threshold
@@ -122,6 +123,9 @@ class SegmentFrames:
         self._lent: dict[int, tuple[SharedSegment, int]] = {}
         self._lent_fds: set[int] = set()  # those whose descriptor the peer has
         self._shelved = False  # counted among the shelf's channels
+        # Set by close (under ``_seg_lock``): a send in another thread takes no segment
+        # from then on, nor a hold on a shared one (neither would ever be given back).
+        self._seg_closed = False
         # The reading thread returns segments while a sending thread picks them.
         self._seg_lock = threading.Lock()
         # receiver side
@@ -206,7 +210,12 @@ class SegmentFrames:
                     seg = self._acquire(n)
                 if seg is None:
                     continue  # none to be had within the bounds: in the frame
-                copy_into(seg.view, b)
+                try:
+                    copy_into(seg.view, b)
+                except ValueError:  # (released: the channel was closed meanwhile)
+                    if self.closed:
+                        raise self._gone() from None
+                    raise
                 has_fd = not seg.shared
                 if has_fd:
                     fds.append(seg.fd)
@@ -237,20 +246,32 @@ class SegmentFrames:
         process's shared segment for it (transport/shmshare.py), read-only at the
         receiver; its table entry (None if the shelf has no segment to give)."""
         if not self._shelved:
-            self._shelved = True
             shelf().enter()
+            with self._seg_lock:
+                self._shelved = not self._seg_closed
+            if not self._shelved:  # (closed meanwhile: close has left the shelf)
+                shelf().leave()
+                raise self._gone()
         s = shelf().lend(key, index, data, n)
         if s is None:
             return None
         with self._seg_lock:
-            held = self._lent.get(s.id)
-            self._lent[s.id] = (s, 1 if held is None else held[1] + 1)
+            gone = self._seg_closed
+            if not gone:
+                held = self._lent.get(s.id)
+                self._lent[s.id] = (s, 1 if held is None else held[1] + 1)
+        if gone:  # (closed meanwhile: close gave back the holds it saw)
+            shelf().give_back(s)
+            raise self._gone()
         has_fd = s.id not in self._lent_fds
         if has_fd:
             fds.append(s.ro_fd)
             self._lent_fds.add(s.id)
-            s.peers[self] = self._forget_later
+            s.peers[self] = SegmentFrames._forget_later  # (not bound: shmshare.py)
         return _DESC.pack(i, FD_READONLY if has_fd else 0, s.id, n)
+
+    def _gone(self) -> ConnectionLostError:
+        return ConnectionLostError(f"connection to {self.peer} is closed")
 
     def _forget_later(self, seg_id: int) -> None:
         """A shared segment was closed: the peer is told to unmap it with the next frame."""
@@ -273,7 +294,10 @@ class SegmentFrames:
 
     def _acquire(self, n: int) -> Segment | None:
         """A free segment for ``n`` bytes, or a new one within ``pool_bytes`` and
-        ``max_segments`` (free ones of other sizes closed to make room); else None."""
+        ``max_segments`` (free ones of other sizes closed to make room); else None.
+        ConnectionLostError once the channel is closed. (``_seg_lock`` held.)"""
+        if self._seg_closed:
+            raise self._gone()
         best: Segment | None = None
         for seg in self._segments.values():
             if not seg.busy and n <= seg.size <= 4 * n and (best is None or seg.size < best.size):
@@ -336,6 +360,8 @@ class SegmentFrames:
 
     def _close_segments(self) -> None:
         with self._seg_lock:
+            self._seg_closed = True
+            shelved, self._shelved = self._shelved, False
             for seg in list(self._segments.values()):
                 seg.close()
             self._segments.clear()
@@ -343,8 +369,7 @@ class SegmentFrames:
             lent, self._lent = self._lent, {}
         for shared, times in lent.values():  # the peer may still view them: not reused
             shelf().give_back(shared, times, orphan=True)
-        if self._shelved:
-            self._shelved = False
+        if shelved:
             shelf().leave()
         self._maps.clear()
 

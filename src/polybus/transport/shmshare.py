@@ -87,9 +87,13 @@ class Segment:
 
     def close(self) -> None:
         self.view.release()
-        self.map.close()
+        try:
+            self.map.close()
+        except BufferError:
+            pass  # a copy into it in another thread views it yet: unmapped after it
         if self.fd >= 0:
             os.close(self.fd)
+            self.fd = -1
 
 
 def copy_into(view: memoryview, data: Any) -> int:
@@ -128,8 +132,10 @@ class SharedSegment:
         self.length = 0
         self.holds = 0  # frames naming it whose receiver has not released it yet
         self.dead = False  # never reused (a closed channel's peer may still view it)
-        # forget(seg_id) of each channel that passed the descriptor
-        self.peers: weakref.WeakKeyDictionary[Any, Callable[[int], None]] = (
+        # Each channel that passed the descriptor, with its forget(channel, seg_id): a
+        # function, not the channel's bound method, which would hold the channel (and
+        # its memory) for as long as the segment lives, closed or not.
+        self.peers: weakref.WeakKeyDictionary[Any, Callable[[Any, int], None]] = (
             weakref.WeakKeyDictionary())
 
     @property
@@ -137,8 +143,8 @@ class SharedSegment:
         return self.seg.id
 
     def close(self) -> None:
-        for forget in list(self.peers.values()):
-            forget(self.seg.id)
+        for ch, forget in list(self.peers.items()):
+            forget(ch, self.seg.id)
         self.peers.clear()
         os.close(self.ro_fd)
         self.seg.close()
@@ -198,7 +204,10 @@ class Shelf:
                 return
             self._free.append(s)
             self._free_bytes += s.seg.size
-            while self._free_bytes > self.keep_bytes and self._free:
+            # (With no channel left, none is kept: `leave` closed the free ones, and a
+            # hold given back after it, a send or a release that met the last close in
+            # another thread, is the last of its segment.)
+            while self._free and (self._free_bytes > self.keep_bytes or self._channels <= 0):
                 self._close_free(self._free[0])
 
     def enter(self) -> None:
