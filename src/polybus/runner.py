@@ -48,7 +48,8 @@ class RunResult:
     """The client's result and what the run cost. Times in seconds, sizes in bytes."""
 
     result: Any
-    elapsed_s: float          # the entrypoint alone; start-up is apart
+    elapsed_s: float          # the entrypoint, and the calls it left under way taken
+    #                           in (drain); start-up is apart
     startup_s: float
     calls: int
     bytes_sent: int           # at the client

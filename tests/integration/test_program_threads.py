@@ -92,7 +92,7 @@ def test_the_run_waits_for_the_program_threads_and_says_which(procs: Procs,
     assert p.returncode == 0
     assert out.strip() == "returned"
     assert said.read_text() == (
-        "UsageError: a use()d interface was called outside a polybus run: the run's "
+        "UsageError: echo(2) (client.py, line 22) was called outside a polybus run: the run's "
         "entrypoint returned, and a run takes calls only while its entrypoint runs (the "
         "process may still be waiting for the program's threads); join a thread that makes "
         "calls before the entrypoint returns")

@@ -82,5 +82,5 @@ def test_polybuss_own_error_in_the_users_function_ends_at_the_users_line() -> No
     assert "polybus/client" not in f.traceback and "stubs.py" not in f.traceback, f.traceback
     lines = f.traceback.splitlines()
     assert "return int(ident(x))  # the user's line" in "\n".join(lines[-4:]), f.traceback
-    assert lines[-1].startswith("UsageError: a use()d interface was called outside"), \
-        lines[-1]
+    assert lines[-1].startswith("UsageError: ident(x) (test_usernames.py, line "), lines[-1]
+    assert "was called outside a polybus run" in lines[-1], lines[-1]

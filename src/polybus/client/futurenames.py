@@ -20,6 +20,11 @@ same. So a promise has these names itself, as it has ``done``, whatever its answ
 - ``add_done_callback(fn)`` raises a UsageError at once, saying what to use: nothing
   calls a program back (``as_completed`` yields each promise as its answer comes).
 
+- ``await p`` raises a UsageError saying how to wait for it (Python's own words named
+  the class ``CallPromise``), as does ``concurrent.futures.as_completed`` or ``wait``
+  given promises (their lookup of a Future's ``_condition`` was the answer's:
+  ``AttributeError: 'int' object has no attribute '_condition'``).
+
 ``done`` stays a property, as it was (``p.done``, never waits): a bool, as a test of it
 (``is True``, JSON, a numpy mask) expects, so ``p.done()`` is Python's "'bool' object is
 not callable".
@@ -27,7 +32,7 @@ not callable".
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from polybus.errors import CancelledError, PolybusError, StalePromiseError, UsageError
@@ -78,6 +83,23 @@ class FutureNames:
         """Cancel the call if it has not started (see the module's docstring); False for
         a kind of promise that is answered when made."""
         return False
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        """Refused: a promise is not an asyncio future (its waits take no event loop)."""
+        raise UsageError(
+            "a polybus promise cannot be awaited (it is not an asyncio future): use it as "
+            "its value, or polybus.wait(p), which blocks until it is answered; in a "
+            "coroutine whose event loop must go on meanwhile, `await "
+            "asyncio.to_thread(polybus.wait, p)`")
+
+    @property
+    def _condition(self) -> Any:
+        """Refused: what concurrent.futures.wait and as_completed look up first."""
+        raise UsageError(
+            "a polybus promise is not a concurrent.futures Future: "
+            "concurrent.futures.wait() and as_completed() cannot wait for it; use "
+            "polybus.wait(promises, timeout=...) and polybus.as_completed(promises, "
+            "timeout=...)")
 
     def add_done_callback(self, fn: Callable[[Any], object]) -> None:
         """Refused at once: nothing calls a program back."""

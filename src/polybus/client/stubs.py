@@ -102,19 +102,28 @@ def current(what: str = "a use()d interface was called", call: str = "") -> Sess
             if call == "polybus.broadcast()":
                 raise UsageError(replica_broadcast(phase[1]))
             raise UsageError("; ".join(replica_call(phase[1], call or "use()")))
-        if phase is not None:  # (the call as written and where, else as `call` says it)
-            written = _written(sys._getframe(2))
-            said = f"{written or call} was called" if written or call else what
+        # (the call as written and where, else as `call` says it: a program of several
+        # use()d names is told which one)
+        written = _written(sys._getframe(2))
+        said = f"{written or call} was called" if written or call else what
+        if phase is not None:
             raise UsageError(f"{said} while the client module {phase[1]!r} was being "
                              "imported, before the run's session starts: call it from the "
                              f"entrypoint, {phase[2]}(), or from a function it calls")
+        if _ran[0] and threading.current_thread() is threading.main_thread():
+            # (an interactive session calling the client's function by hand after
+            # polybus.run returned: no thread of the program to join)
+            raise UsageError(f"{said} outside a polybus run: the run it was made for has "
+                             "ended, and a run takes calls only while its entrypoint "
+                             "runs; start a run, polybus.run() or `polybus run app.toml`, "
+                             "which calls the entrypoint")
         if _ran[0]:
-            raise UsageError(f"{what} outside a polybus run: the run's entrypoint "
+            raise UsageError(f"{said} outside a polybus run: the run's entrypoint "
                              "returned, and a run takes calls only while its entrypoint "
                              "runs (the process may still be waiting for the program's "
                              "threads); join a thread that makes calls before the "
                              "entrypoint returns")
-        raise UsageError(f"{what} outside a polybus run; start the "
+        raise UsageError(f"{said} outside a polybus run; start the "
                          "program with `polybus run app.toml` or polybus.run()")
     return s
 
