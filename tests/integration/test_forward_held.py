@@ -281,3 +281,39 @@ def test_a_consumer_lost_with_its_replica_lets_go_of_its_edges(tmp_path: Path) -
         f = s.forwarder  # type: ignore[attr-defined]
         assert not f.deps and not f.edges
         assert not any(lk.watch for lk in s.reactor.links)
+
+
+@pytest.mark.parametrize("apart_", [True, False], ids=["two-replicas", "one-replica"])
+def test_a_consumer_that_could_not_be_sent_leaves_no_value_waiting_for_it(
+        tmp_path: Path, apart_: bool) -> None:
+    # A consumer call whose message could not be encoded (an argument the codec cannot
+    # carry, one over the frame limit) raises at the call, never written; but its
+    # producer had been asked to forward (Forwards go before the call), so the value came
+    # to the consumer's replica and waited there, unclaimed, for as long as the replica
+    # lived (up to the bound of 512 MiB). That replica is now told its key is done with.
+    with cluster(tmp_path, toml(), replicas=2) as c:
+        if apart_:
+            p1, _ = apart(c, "nap", 0.3)  # (the consumer goes to the other replica)
+            s = c.sessions[-1]
+        else:
+            s = c.session()
+            polybus.wait(s.call("nap", (X, 0), {}))
+            p1 = s.call("slow_double", (X, 0.3), {})  # (server-0, as the next nap: below)
+            polybus.wait(s.call("nap", (X, 0), {}))
+        with pytest.raises(TypeError, match="cannot be sent"):
+            s.call("nap", (p1, object()), {})
+        assert np.allclose(outcome(p1), X * 2)
+        nonce = s.forwarder.nonce  # type: ignore[attr-defined]
+
+        def let_go() -> bool:  # (its key taken: the value, come or to come, is not kept)
+            return (not any(rt.forwarding._arrived for rt in c.runtimes)
+                    and any(k.startswith(nonce) for rt in c.runtimes
+                            for k in rt.forwarding._taken))
+
+        deadline = time.monotonic() + 5.0
+        while not let_go() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        waiting = {rt.name: list(rt.forwarding._arrived) for rt in c.runtimes}
+        assert let_go(), f"a forwarded value waits for a call never sent: {waiting}"
+        f = s.forwarder  # type: ignore[attr-defined]
+        assert not f.deps and not f.edges

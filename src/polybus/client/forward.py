@@ -71,7 +71,7 @@ from polybus.client.fwdbatch import (
 from polybus.client.fwdblame import origin, said_by, upstream
 from polybus.client.fwdedge import Edge, edge_of, pickles_for, run_of, unsent_value
 from polybus.client.fwdlost import Lineage, gone, kept_lost, spent
-from polybus.client.fwdmove import ended
+from polybus.client.fwdmove import ended, unwritten
 from polybus.client.promise import CallPromise
 from polybus.errors import (
     CANCELLED_TYPE,
@@ -298,6 +298,8 @@ class Forwarder:
         if sent and rec.error is not None:
             for e in self.deps.get(rec.id, ()):
                 self._fail(e, rec.error, given_up=True)
+        elif not sent:  # (its values sent to its replica are let go there: fwdmove.py)
+            unwritten(self.deps.get(rec.id, ()))
         self.answered(rec)
 
     def only_behind(self, rec: CallRecord, link: ReplicaLink) -> bool:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from polybus.client.forward import Forwarder
     from polybus.client.fwdedge import Edge
 
-__all__ = ["ended", "moved", "moved_batch"]
+__all__ = ["ended", "moved", "moved_batch", "unwritten"]
 
 
 def moved(f: Forwarder, rec: CallRecord, old: ReplicaLink, new: ReplicaLink | None) -> None:
@@ -77,6 +77,19 @@ def ended(f: Forwarder, edges: Sequence[Edge]) -> Sequence[Edge]:
             if not lk.dead:
                 f.reactor.send(lk, Cancel([], keys))
     return edges
+
+
+def unwritten(edges: Sequence[Edge]) -> None:
+    """The consumer whose edges are ``edges`` was placed but never written (it could not
+    be encoded): its producers were asked to send their values to its replica (Forwards
+    go before the call), or the client sent one itself. That replica is told, when the
+    consumer ends, as one that gave it back is (`ended`), so it lets them go rather
+    than keep them waiting for a call that will not come for as long as it lives."""
+    for e in edges:
+        if e.to is not None:
+            e.left = [*(e.left or ()), e.to]
+            e.unwatch()
+            e.to = None
 
 
 def moved_batch(b: Pending, old: ReplicaLink, new: ReplicaLink) -> list[Message]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import select
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -290,17 +291,18 @@ class Peers:
             self.rt._send_quietly(client, Undelivered(msg.key, to, kind, text))
 
     def _peer(self, to: str) -> Channel:
-        """The connection to ``to``, dialed if there is none: the dial holds ``to``'s lock
-        alone (a peer whose greeting does not come holds up no other, nor `close`)."""
+        """The connection to ``to``, dialed if there is none, or if the peer has ended the
+        one there is (`_ended`): the dial holds ``to``'s lock alone (a peer whose
+        greeting does not come holds up no other, nor `close`)."""
         with self._connect_lock:
-            ch = self._peers.get(to)
-            if ch is not None and not ch.closed:
+            ch = self._live(to)
+            if ch is not None:
                 return ch
             dialing = self._dialing.setdefault(to, threading.Lock())
         with dialing:
             with self._connect_lock:  # (dialed meanwhile by another thread?)
-                ch = self._peers.get(to)
-                if ch is not None and not ch.closed:
+                ch = self._live(to)
+                if ch is not None:
                     return ch
                 if self._closed:
                     raise TransportError(f"{self.rt.name} is stopping")
@@ -320,6 +322,19 @@ class Peers:
             ch.close()  # (made as the replica stopped: kept by no one, nothing sent on it)
             raise TransportError(f"{self.rt.name} is stopping")
 
+    def _live(self, to: str) -> Channel | None:
+        """(``_connect_lock`` held) The connection to ``to`` kept, unless it is closed or
+        its peer ended it (then closed now: a replica started again at that address is
+        dialled, rather than sent a value into the old one's connection, lost there)."""
+        ch = self._peers.get(to)
+        if ch is None:
+            return None
+        if not ch.closed and not _ended(ch):
+            return ch
+        del self._peers[to]
+        ch.close()
+        return None
+
     def close(self) -> None:
         """Close the connections to the peers; the values waiting for a sending thread
         go unsent (each thread ends at its next look; one dialing, when its dial ends)."""
@@ -332,3 +347,19 @@ class Peers:
             peers, self._peers = self._peers, {}
         for ch in peers.values():
             ch.close()
+
+
+_GONE = select.POLLRDHUP | select.POLLHUP | select.POLLERR
+
+
+def _ended(ch: Channel) -> bool:
+    """Whether the peer of ``ch`` has ended it (its process gone: a FIN or a reset came).
+    A peer only reads this connection, so it half-closes it only as it ends; and a write
+    after its FIN succeeds over tcp, the bytes lost to the reset that answers them, with
+    nothing said (over ipc it fails). One poll, no wait, per value sent on."""
+    look = select.poll()
+    try:
+        look.register(ch.fileno(), _GONE)
+    except (ValueError, OSError):  # (closed by another thread meanwhile)
+        return True
+    return bool(look.poll(0))
