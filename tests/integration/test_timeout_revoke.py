@@ -109,6 +109,10 @@ def test_async_demand_a_revoked_call_gives_its_place_back_at_once(tmp_path: Path
     hang = tmp_path / "hang"
     toml = TOML.format(style="async-demand(2)")
     with cluster(tmp_path, toml) as c:
+        rt = c.runtimes[0]  # (in this process: what double ran with, recorded)
+        doubled: list[int] = []
+        real = rt.functions["double"]
+        rt.functions["double"] = lambda x: (doubled.append(x), real(x))[1]
         try:
             s = c.session()
             d = s.dispatchers["double"]
@@ -132,8 +136,12 @@ def test_async_demand_a_revoked_call_gives_its_place_back_at_once(tmp_path: Path
         except CallTimeoutError:
             ran_third = False
         assert polybus.wait(s.call("double", (4,), {})) == 8
-        # until, double(4), and the third if it was answered: double(21) never ran
-        assert c.runtimes[0].calls == 2 + ran_third
+        # double(21) never ran; the third did if it was answered, and may have if not:
+        # timed out at the client, it may have started on the replica as the hang
+        # ended, before its revoke came (a call running runs to its end; seen under load)
+        assert 21 not in doubled and doubled[-1] == 4
+        assert doubled[:-1] == [5] if ran_third else doubled[:-1] in ([], [5])
+        assert rt.calls == 1 + len(doubled)  # (and until)
 
 
 # (linger long: the two calls make one batch, closed by its count, not by a timer that a
