@@ -195,3 +195,35 @@ def test_pending_says_whether_a_request_is_begun() -> None:
     assert isinstance(p.next_event(), Request) and not p.pending
     p.feed(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nab")
     assert p.next_event() is None and p.pending  # (its body is not all here)
+
+
+CHUNKED = b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize("body", [
+    b"5;a\nb\r\nhello\r\n0\r\n\r\n",      # a bare LF inside a chunk extension
+    b"5\n\r\nhello\r\n0\r\n\r\n",         # ... after the chunk size
+    b"\n5\r\nhello\r\n0\r\n\r\n",         # ... before it
+    b"5\r\nhello\r\n\n0\r\n\r\n",         # ... before a later one
+    b"5\x0b\r\nhello\r\n0\r\n\r\n",       # a vertical tab after it (str.strip took it)
+    b"5;a=\"b\rc\"\r\nhello\r\n0\r\n\r\n",  # a bare CR in an extension's value
+    b"5\r\nhello\r\n0\r\nnot a field\r\n\r\n",      # a trailer line that is no field
+    b"5\r\nhello\r\n0\r\nX: a\x00b\r\n\r\n",        # a NUL in a trailer field's value
+    b"5\r\nhello\r\n0\r\nX\n: a\r\n\r\n",            # a bare LF in a trailer field's name
+    # a bare LF ending the trailer section: "0\r\n\n" ends the body for a peer that
+    # takes a bare LF there, and the request after it was dropped here as trailers
+    b"5\r\nhello\r\n0\r\n\nGET /x HTTP/1.1\r\nHost: h\r\n\r\n",
+])
+def test_chunk_framing_lines_with_a_bare_lf_or_control_character_are_400(body: bytes) -> None:
+    """RFC 9112 7.1: a chunk-size line is hex digits, then chunk extensions (tokens or
+    quoted strings), then CRLF; a trailer line is a field line (7.1.2). The parser took
+    anything before a CRLF after the size (a bare LF in an extension: the funky-chunks
+    smuggling of 2024, a peer that ends the line at the LF reading another body) and
+    dropped any trailer line unread."""
+    assert error(CHUNKED + body).status == 400
+
+
+def test_valid_chunk_extensions_and_trailers_are_still_read() -> None:
+    (req,) = parse(CHUNKED + b"5 ;a=1;b=\"x y\"\r\nhello\r\n6\t; c\r\n world\r\n0\r\n"
+                   b"X-Sum: abc\r\nY:\r\n\r\n")
+    assert isinstance(req, Request) and req.body == b"hello world"

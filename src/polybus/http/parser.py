@@ -20,9 +20,14 @@ from urllib.parse import parse_qsl, unquote, unquote_to_bytes
 
 __all__ = ["ExpectContinue", "HTTPError", "Request", "RequestParser", "shown"]
 
-_TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_TOKEN_RE = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_TOKEN = re.compile(_TOKEN_RE)  # (fullmatch: "$" would take a name ending in LF)
 _VERSION = re.compile(rb"^HTTP/1\.([01])$")
-_HEX = re.compile(rb"^[0-9A-Fa-f]{1,16}$")
+# RFC 9112 7.1.1: chunk-size [chunk-ext] CRLF, chunk-ext = *( BWS ";" BWS name [ BWS "="
+# BWS ( token / quoted-string ) ] ); SP or HTAB may end it (never a CR, LF or other CTL)
+_QUOTED_RE = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*"'
+_CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[ \t]*%s(?:[ \t]*=[ \t]*(?:%s|%s))?)*"
+                         rb"[ \t]*" % (_TOKEN_RE, _TOKEN_RE, _QUOTED_RE))
 _DIGITS = re.compile(r"[0-9]{1,19}")  # (ASCII digits: str.isdigit takes "²", which int() refuses)
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
@@ -183,7 +188,7 @@ class RequestParser:
         lines = _LINE_END.split(bytes(self._buf[:m.start()]))
         del self._buf[:m.end()]
         parts = lines[0].split(b" ")
-        if len(parts) != 3 or not _TOKEN.match(parts[0]) or not parts[1]:
+        if len(parts) != 3 or not _TOKEN.fullmatch(parts[0]) or not parts[1]:
             raise HTTPError(400, "malformed request line")
         version = _VERSION.match(parts[2])
         if version is None:
@@ -197,7 +202,7 @@ class RequestParser:
         head = _Head(parts[0].decode("ascii"), target, f"1.{version.group(1).decode()}")
         for line in lines[1:]:
             name, sep, value = line.partition(b":")
-            if not sep or not _TOKEN.match(name) or _BAD_VALUE.search(value):
+            if not _field_line(line):
                 raise HTTPError(400, "malformed header line")
             key = name.decode("ascii").lower()
             text = value.strip(b" \t").decode("latin-1")
@@ -237,10 +242,12 @@ class RequestParser:
 
     def _read_chunked(self) -> bool:
         while True:
-            if self._trailers:  # trailer lines until an empty one; they are dropped
+            if self._trailers:  # trailer field lines until an empty one; they are dropped
                 end = self._buf.find(b"\r\n")
                 if end < 0:
                     return self._check_pending()
+                if end and not _field_line(bytes(self._buf[:end])):  # (RFC 9112 7.1.2)
+                    raise HTTPError(400, "malformed trailer line")
                 del self._buf[:end + 2]
                 if end == 0:
                     self._trailers = False
@@ -250,11 +257,12 @@ class RequestParser:
                 end = self._buf.find(b"\r\n")
                 if end < 0:
                     return self._check_pending()
-                size = bytes(self._buf[:end]).split(b";")[0].strip()
-                if not _HEX.match(size):
-                    raise HTTPError(400, "malformed chunk size")
+                line = _CHUNK_LINE.fullmatch(bytes(self._buf[:end]))
+                if line is None:  # (a bare LF or a control character in it too: a peer
+                    # that ends the line there reads another chunk; RFC 9112 7.1.1)
+                    raise HTTPError(400, "malformed chunk size line")
                 del self._buf[:end + 2]
-                n = int(size, 16)
+                n = int(line.group(1), 16)
                 if len(self._body) + n > self.max_body:
                     raise HTTPError(413, f"chunked body over the limit of {self.max_body} bytes")
                 if n == 0:
@@ -273,6 +281,14 @@ class RequestParser:
         if len(self._buf) > self.max_head:  # a chunk-size or trailer line without end
             raise HTTPError(400, "chunk framing line too long")
         return False
+
+
+def _field_line(line: bytes) -> bool:
+    """``line`` is a field line: a token, a colon, a value without CR, LF, NUL or
+    another control character but HTAB (RFC 9112 5, RFC 9110 5.5)."""
+    name, sep, value = line.partition(b":")
+    return (bool(sep) and _TOKEN.fullmatch(name) is not None
+            and _BAD_VALUE.search(value) is None)
 
 
 def _request(head: _Head, body: bytes) -> Request:
