@@ -95,7 +95,8 @@ def test_malformed_requests_are_400(data: bytes) -> None:
 
 def test_other_statuses() -> None:
     assert error(b"GET / HTTP/2.0\r\n\r\n").status == 505
-    assert error(b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n").status == 501
+    assert error(b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                 ).status == 501
     assert error(b"GET / HTTP/1.1\r\nHost: h\r\nX: " + b"a" * 2000 + b"\r\n\r\n", max_head=1024).status == 431
     assert error(b"GET / HTTP/1.1\r\nHost: h\r\nX: " + b"a" * 2000, max_head=1024).status == 431
 
@@ -227,3 +228,30 @@ def test_valid_chunk_extensions_and_trailers_are_still_read() -> None:
     (req,) = parse(CHUNKED + b"5 ;a=1;b=\"x y\"\r\nhello\r\n6\t; c\r\n world\r\n0\r\n"
                    b"X-Sum: abc\r\nY:\r\n\r\n")
     assert isinstance(req, Request) and req.body == b"hello world"
+
+
+@pytest.mark.parametrize(("coding", "status"), [
+    (b"chunked, gzip", 400),    # RFC 9112 6.3: chunked not the final coding: MUST 400
+    (b"chunked, chunked", 400),  # RFC 9112 7: chunked is applied only once
+    (b"gzip, chunked", 501),    # a coding not understood: 501 (RFC 9112 6.1)
+    (b"gzip", 400),
+    (b"", 400),
+    (b"Chunked ,", 200),        # (an empty list element is ignored, RFC 9110 5.6.1.2)
+])
+def test_transfer_codings_whose_last_is_not_chunked_once_are_400(coding: bytes,
+                                                                 status: int) -> None:
+    data = b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: " + coding + b"\r\n\r\n"
+    if status == 200:
+        (req,) = parse(data + b"2\r\nok\r\n0\r\n\r\n")
+        assert isinstance(req, Request) and req.body == b"ok"
+    else:
+        assert error(data).status == status
+
+
+def test_transfer_encoding_in_an_http10_request_is_400() -> None:
+    """RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding is to be treated as if
+    its framing were faulty (an HTTP/1.0 peer before the server does not know chunked);
+    it was read as chunked, and the connection kept for a request after it."""
+    e = error(b"POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n"
+              b"\r\n0\r\n\r\nGET /2 HTTP/1.0\r\n\r\n")
+    assert e.status == 400 and "HTTP/1.0" in e.message

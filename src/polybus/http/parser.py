@@ -2,8 +2,8 @@
 
 The front door's I/O layer (http/server.py) owns the socket; this only turns the bytes
 a client sent into `Request` events, or an `HTTPError` naming the status to answer with
-(400 malformed, 413 body too large, 414 request line too long, 431 head too large,
-501 unknown transfer coding).
+(400 malformed, framing included: RFC 9112 6 and 7.1; 413 body too large, 414 request
+line too long, 431 head too large, 501 unknown transfer coding before chunked).
 Bodies come with a Content-Length or in chunks; requests may be pipelined. The head's
 lines may end in a bare LF (RFC 9112 2.2 lets a server take it; such a request was
 left waiting for a CRLF that never came). An HTTP/1.1 request must say its Host, once
@@ -221,7 +221,17 @@ class RequestParser:
         if coding is not None:
             if length is not None:  # RFC 9112 6.1: both is a smuggling attempt
                 raise HTTPError(400, "both Transfer-Encoding and Content-Length")
-            if coding.strip().lower() != "chunked":
+            if head.version == "1.0":  # RFC 9112 6.1: its framing is taken as faulty (a
+                # 1.0 peer before the server reads no chunks, and the next request differs)
+                raise HTTPError(400, "Transfer-Encoding in an HTTP/1.0 request")
+            # (empty list elements ignored, RFC 9110 5.6.1.2)
+            codings = [c for c in (c.strip(" \t").lower() for c in coding.split(",")) if c]
+            if codings[-1:] != ["chunked"] or codings.count("chunked") > 1:
+                # RFC 9112 6.3: chunked not last, the body's end is unknown: MUST 400;
+                # RFC 9112 7: chunked is applied once
+                raise HTTPError(400, f"Transfer-Encoding {coding!r}: the last coding must "
+                                     "be chunked, applied once")
+            if len(codings) > 1:
                 raise HTTPError(501, f"unsupported transfer coding {coding!r}")
             head.chunked = True
         elif length is not None:
