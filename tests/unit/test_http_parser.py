@@ -255,3 +255,14 @@ def test_transfer_encoding_in_an_http10_request_is_400() -> None:
     e = error(b"POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n"
               b"\r\n0\r\n\r\nGET /2 HTTP/1.0\r\n\r\n")
     assert e.status == 400 and "HTTP/1.0" in e.message
+
+
+def test_an_http10_expect_100_continue_is_ignored() -> None:
+    """RFC 9110 10.1.1: a server MUST ignore a 100-continue expectation in an HTTP/1.0
+    request (an HTTP/1.0 client does not know 100 Continue, which came as its answer)."""
+    p = RequestParser()
+    p.feed(b"PUT /f HTTP/1.0\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")
+    assert p.next_event() is None
+    p.feed(b"abc")
+    req = p.next_event()
+    assert isinstance(req, Request) and req.body == b"abc"

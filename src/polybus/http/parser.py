@@ -149,7 +149,10 @@ class RequestParser:
                 return None
             head = self._head
             assert head is not None
+            # (RFC 9110 10.1.1: an HTTP/1.0 request's 100-continue is ignored; its
+            # client knows no 100 Continue, and took it for the answer)
             if (head.headers.get("expect", "").lower() == "100-continue"
+                    and head.version != "1.0"
                     and not self._told_continue and (head.chunked or head.length)
                     and not self._buf):
                 self._told_continue = True
