@@ -204,9 +204,9 @@ class RequestParser:
             raise HTTPError(400, "a control character in the request target")
         head = _Head(parts[0].decode("ascii"), target, f"1.{version.group(1).decode()}")
         for line in lines[1:]:
-            name, sep, value = line.partition(b":")
             if not _field_line(line):
                 raise HTTPError(400, "malformed header line")
+            name, _, value = line.partition(b":")
             key = name.decode("ascii").lower()
             text = value.strip(b" \t").decode("latin-1")
             old = head.headers.get(key)
