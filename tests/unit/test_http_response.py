@@ -181,3 +181,11 @@ def test_a_response_header_with_any_control_character_but_htab_is_refused(value:
     with pytest.raises(ValueError, match="forbidden character"):
         to_response((200, {"X": value}, "x"), "page()")
     assert to_response((200, {"X": "a\tb"}, "x"), "page()")[1][0] == ("X", "a\tb")
+
+
+def test_a_205_goes_without_content() -> None:
+    """RFC 9110 15.3.6: a server MUST NOT generate content in a 205 (Reset Content)
+    response; a handler's `(205, "done")` sent "done"."""
+    raw = serialize(to_response((205, "done"), "page()"), keep_alive=True)
+    assert raw.endswith(b"\r\n\r\n") and b"done" not in raw
+    assert b"Content-Length: 0\r\n" in raw

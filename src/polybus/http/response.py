@@ -188,6 +188,8 @@ def serialize(resp: Response, *, keep_alive: bool, head_only: bool = False,
     lines += [f"{n}: {v}" for n, v in headers if n.lower() not in _DROPPED]
     lines += [f"{n}: {v}" for n, v in extra]
     no_body = status in (204, 304) or 100 <= status < 200
+    if status == 205:  # (RFC 9110 15.3.6: no content, said with Content-Length: 0)
+        body = b""
     if not no_body:
         lines.append(f"Content-Length: {len(body)}")
     if not keep_alive:
