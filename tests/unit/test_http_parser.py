@@ -266,3 +266,26 @@ def test_an_http10_expect_100_continue_is_ignored() -> None:
     p.feed(b"abc")
     req = p.next_event()
     assert isinstance(req, Request) and req.body == b"abc"
+
+
+@pytest.mark.parametrize("head", [
+    b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n",      # two, in an HTTP/1.0 request
+    b"GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",              # no host has a space
+    b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: user@a\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a:80x\r\n\r\n",
+    b"GET / HTTP/1.0\r\nHost: \xe9\r\n\r\n",
+])
+def test_a_host_given_twice_or_not_a_host_is_400(head: bytes) -> None:
+    """RFC 9112 3.2: a server MUST answer 400 to any request with more than one Host
+    line or a Host whose value is invalid (uri-host [":" port], RFC 9110 7.2); only an
+    HTTP/1.1 request's duplicates were refused, and any value taken."""
+    assert error(head).status == 400
+
+
+@pytest.mark.parametrize("host", [b"", b"example.com", b"example.com:8080", b"127.0.0.1:80",
+                                  b"[::1]:8080", b"a-b.c_d~e%41", b"a,b"])
+def test_valid_hosts_are_taken(host: bytes) -> None:
+    (req,) = parse(b"GET / HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+    assert isinstance(req, Request) and req.headers["host"] == host.decode()

@@ -6,8 +6,8 @@ a client sent into `Request` events, or an `HTTPError` naming the status to answ
 line too long, 431 head too large, 501 unknown transfer coding before chunked).
 Bodies come with a Content-Length or in chunks; requests may be pipelined. The head's
 lines may end in a bare LF (RFC 9112 2.2 lets a server take it; such a request was
-left waiting for a CRLF that never came). An HTTP/1.1 request must say its Host, once
-(RFC 9112 3.2). The path is percent-decoded and its dot segments removed (RFC 3986
+left waiting for a CRLF that never came). An HTTP/1.1 request must say its Host, and
+no request may say it twice or as other than host[:port] (RFC 9112 3.2). The path is percent-decoded and its dot segments removed (RFC 3986
 5.2.4), so "/static/../secret" is "/secret", routed as such, never a subpath
 "/../secret" of /static/*; a control character in it (%00, %0A) is a 400.
 """
@@ -28,6 +28,10 @@ _VERSION = re.compile(rb"^HTTP/1\.([01])$")
 _QUOTED_RE = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*"'
 _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[ \t]*%s(?:[ \t]*=[ \t]*(?:%s|%s))?)*"
                          rb"[ \t]*" % (_TOKEN_RE, _TOKEN_RE, _QUOTED_RE))
+# RFC 9110 7.2: Host = uri-host [ ":" port ]; uri-host an IP literal in brackets, or a
+# reg-name (unreserved, pct-encoded, sub-delims: RFC 3986 3.2.2), an IPv4 address being one
+_HOST = re.compile(r"(?:\[[0-9A-Za-z.:_~!$&'()*+,;=-]+\]"
+                   r"|(?:[0-9A-Za-z._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)(?::[0-9]*)?")
 _DIGITS = re.compile(r"[0-9]{1,19}")  # (ASCII digits: str.isdigit takes "²", which int() refuses)
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
@@ -203,6 +207,7 @@ class RequestParser:
         if _CONTROL.search(target):  # (RFC 9112 3.2; its query went raw into serve's log)
             raise HTTPError(400, "a control character in the request target")
         head = _Head(parts[0].decode("ascii"), target, f"1.{version.group(1).decode()}")
+        hosts = 0
         for line in lines[1:]:
             if not _field_line(line):
                 raise HTTPError(400, "malformed header line")
@@ -211,9 +216,14 @@ class RequestParser:
             text = value.strip(b" \t").decode("latin-1")
             old = head.headers.get(key)
             head.headers[key] = text if old is None else f"{old}, {text}"
-        if head.version == "1.1" and (
-                "host" not in head.headers or "," in head.headers["host"]):
-            raise HTTPError(400, "an HTTP/1.1 request must name its Host, once")
+            hosts += key == "host"
+        # RFC 9112 3.2: 400 for an HTTP/1.1 request without Host, and for any with two
+        # Host lines or a Host that is not uri-host [":" port]
+        if hosts > 1 or (hosts == 0 and head.version == "1.1"):
+            raise HTTPError(400, "an HTTP/1.1 request must name its Host, once"
+                            if head.version == "1.1" else "a request names its Host once")
+        if hosts and not _HOST.fullmatch(head.headers["host"]):
+            raise HTTPError(400, f"Host {head.headers['host']!r} is not a host[:port]")
         self._framing(head)
         self._head = head
         return True
