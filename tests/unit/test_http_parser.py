@@ -289,3 +289,13 @@ def test_a_host_given_twice_or_not_a_host_is_400(head: bytes) -> None:
 def test_valid_hosts_are_taken(host: bytes) -> None:
     (req,) = parse(b"GET / HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
     assert isinstance(req, Request) and req.headers["host"] == host.decode()
+
+
+@pytest.mark.parametrize("line", [b"GET / HTTP/1.1\r", b"GET / HTTP/1.1\x0b", b"GET / HTTP/1.10",
+                                  b"GET / HTTP/1.1x"])
+def test_a_version_that_is_no_http_version_is_400_not_505(line: bytes) -> None:
+    """RFC 9112 2.3: HTTP-version is "HTTP/" DIGIT "." DIGIT; anything else is an
+    invalid request line (400, RFC 9112 3), not an unsupported version (505, which
+    a bare CR after "HTTP/1.1" was answered)."""
+    assert error(line + b"\r\nHost: h\r\n\r\n").status == 400
+    assert error(b"GET / HTTP/3.0\r\nHost: h\r\n\r\n").status == 505

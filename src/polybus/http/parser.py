@@ -199,8 +199,9 @@ class RequestParser:
             raise HTTPError(400, "malformed request line")
         version = _VERSION.match(parts[2])
         if version is None:
-            raise HTTPError(400 if not parts[2].startswith(b"HTTP/") else 505,
-                            "unsupported HTTP version")
+            if not re.fullmatch(rb"HTTP/[0-9]\.[0-9]", parts[2]):  # (RFC 9112 2.3)
+                raise HTTPError(400, "malformed request line")
+            raise HTTPError(505, "unsupported HTTP version")
         target = parts[1].decode("latin-1")
         if not (target.startswith("/") or target == "*"):
             raise HTTPError(400, "request target must be a path")
