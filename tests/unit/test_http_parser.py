@@ -95,7 +95,8 @@ def test_malformed_requests_are_400(data: bytes) -> None:
 
 def test_other_statuses() -> None:
     assert error(b"GET / HTTP/2.0\r\n\r\n").status == 505
-    assert error(b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n").status == 501
+    assert error(b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                 ).status == 501
     assert error(b"GET / HTTP/1.1\r\nHost: h\r\nX: " + b"a" * 2000 + b"\r\n\r\n", max_head=1024).status == 431
     assert error(b"GET / HTTP/1.1\r\nHost: h\r\nX: " + b"a" * 2000, max_head=1024).status == 431
 
@@ -195,3 +196,106 @@ def test_pending_says_whether_a_request_is_begun() -> None:
     assert isinstance(p.next_event(), Request) and not p.pending
     p.feed(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nab")
     assert p.next_event() is None and p.pending  # (its body is not all here)
+
+
+CHUNKED = b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize("body", [
+    b"5;a\nb\r\nhello\r\n0\r\n\r\n",      # a bare LF inside a chunk extension
+    b"5\n\r\nhello\r\n0\r\n\r\n",         # ... after the chunk size
+    b"\n5\r\nhello\r\n0\r\n\r\n",         # ... before it
+    b"5\r\nhello\r\n\n0\r\n\r\n",         # ... before a later one
+    b"5\x0b\r\nhello\r\n0\r\n\r\n",       # a vertical tab after it (str.strip took it)
+    b"5;a=\"b\rc\"\r\nhello\r\n0\r\n\r\n",  # a bare CR in an extension's value
+    b"5\r\nhello\r\n0\r\nnot a field\r\n\r\n",      # a trailer line that is no field
+    b"5\r\nhello\r\n0\r\nX: a\x00b\r\n\r\n",        # a NUL in a trailer field's value
+    b"5\r\nhello\r\n0\r\nX\n: a\r\n\r\n",            # a bare LF in a trailer field's name
+    # a bare LF ending the trailer section: "0\r\n\n" ends the body for a peer that
+    # takes a bare LF there, and the request after it was dropped here as trailers
+    b"5\r\nhello\r\n0\r\n\nGET /x HTTP/1.1\r\nHost: h\r\n\r\n",
+])
+def test_chunk_framing_lines_with_a_bare_lf_or_control_character_are_400(body: bytes) -> None:
+    """RFC 9112 7.1: a chunk-size line is hex digits, then chunk extensions (tokens or
+    quoted strings), then CRLF; a trailer line is a field line (7.1.2). The parser took
+    anything before a CRLF after the size (a bare LF in an extension: the funky-chunks
+    smuggling of 2024, a peer that ends the line at the LF reading another body) and
+    dropped any trailer line unread."""
+    assert error(CHUNKED + body).status == 400
+
+
+def test_valid_chunk_extensions_and_trailers_are_still_read() -> None:
+    (req,) = parse(CHUNKED + b"5 ;a=1;b=\"x y\"\r\nhello\r\n6\t; c\r\n world\r\n0\r\n"
+                   b"X-Sum: abc\r\nY:\r\n\r\n")
+    assert isinstance(req, Request) and req.body == b"hello world"
+
+
+@pytest.mark.parametrize(("coding", "status"), [
+    (b"chunked, gzip", 400),    # RFC 9112 6.3: chunked not the final coding: MUST 400
+    (b"chunked, chunked", 400),  # RFC 9112 7: chunked is applied only once
+    (b"gzip, chunked", 501),    # a coding not understood: 501 (RFC 9112 6.1)
+    (b"gzip", 400),
+    (b"", 400),
+    (b"Chunked ,", 200),        # (an empty list element is ignored, RFC 9110 5.6.1.2)
+])
+def test_transfer_codings_whose_last_is_not_chunked_once_are_400(coding: bytes,
+                                                                 status: int) -> None:
+    data = b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: " + coding + b"\r\n\r\n"
+    if status == 200:
+        (req,) = parse(data + b"2\r\nok\r\n0\r\n\r\n")
+        assert isinstance(req, Request) and req.body == b"ok"
+    else:
+        assert error(data).status == status
+
+
+def test_transfer_encoding_in_an_http10_request_is_400() -> None:
+    """RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding is to be treated as if
+    its framing were faulty (an HTTP/1.0 peer before the server does not know chunked);
+    it was read as chunked, and the connection kept for a request after it."""
+    e = error(b"POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n"
+              b"\r\n0\r\n\r\nGET /2 HTTP/1.0\r\n\r\n")
+    assert e.status == 400 and "HTTP/1.0" in e.message
+
+
+def test_an_http10_expect_100_continue_is_ignored() -> None:
+    """RFC 9110 10.1.1: a server MUST ignore a 100-continue expectation in an HTTP/1.0
+    request (an HTTP/1.0 client does not know 100 Continue, which came as its answer)."""
+    p = RequestParser()
+    p.feed(b"PUT /f HTTP/1.0\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")
+    assert p.next_event() is None
+    p.feed(b"abc")
+    req = p.next_event()
+    assert isinstance(req, Request) and req.body == b"abc"
+
+
+@pytest.mark.parametrize("head", [
+    b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n",      # two, in an HTTP/1.0 request
+    b"GET / HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",              # no host has a space
+    b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: user@a\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a:80x\r\n\r\n",
+    b"GET / HTTP/1.0\r\nHost: \xe9\r\n\r\n",
+])
+def test_a_host_given_twice_or_not_a_host_is_400(head: bytes) -> None:
+    """RFC 9112 3.2: a server MUST answer 400 to any request with more than one Host
+    line or a Host whose value is invalid (uri-host [":" port], RFC 9110 7.2); only an
+    HTTP/1.1 request's duplicates were refused, and any value taken."""
+    assert error(head).status == 400
+
+
+@pytest.mark.parametrize("host", [b"", b"example.com", b"example.com:8080", b"127.0.0.1:80",
+                                  b"[::1]:8080", b"a-b.c_d~e%41", b"a,b"])
+def test_valid_hosts_are_taken(host: bytes) -> None:
+    (req,) = parse(b"GET / HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+    assert isinstance(req, Request) and req.headers["host"] == host.decode()
+
+
+@pytest.mark.parametrize("line", [b"GET / HTTP/1.1\r", b"GET / HTTP/1.1\x0b", b"GET / HTTP/1.10",
+                                  b"GET / HTTP/1.1x"])
+def test_a_version_that_is_no_http_version_is_400_not_505(line: bytes) -> None:
+    """RFC 9112 2.3: HTTP-version is "HTTP/" DIGIT "." DIGIT; anything else is an
+    invalid request line (400, RFC 9112 3), not an unsupported version (505, which
+    a bare CR after "HTTP/1.1" was answered)."""
+    assert error(line + b"\r\nHost: h\r\n\r\n").status == 400
+    assert error(b"GET / HTTP/3.0\r\nHost: h\r\n\r\n").status == 505

@@ -46,7 +46,8 @@ def test_what_is_not_a_response_is_an_error(bad: object) -> None:
                          "(name, value) pairs"),
     ((200, [("X",)], "x"), "page() returned a response header that is not a (name, value) pair"),
     ((200, {"X": "a\r\nb"}, "x"),
-     "page() returned a response header 'X' with a forbidden character (CR, LF or NUL)"),
+     "page() returned a response header 'X' with a forbidden character (CR, LF, NUL or "
+     "another control character but HTAB)"),
     # (it passed here, and serializing it dropped the connection without a status)
     ((200, {"X-Who": "Zo\u00eb \u2713"}, "x"),
      "page() returned a response header 'X-Who' that HTTP/1.1 cannot carry (a name is "
@@ -170,3 +171,21 @@ def test_route_matching() -> None:
 def test_a_latin1_header_value_goes_as_latin1() -> None:
     resp = to_response((200, {"X-Who": "Zo\u00eb"}, "x"), "page()")
     assert b"X-Who: Zo\xeb\r\n" in serialize(resp, keep_alive=True)
+
+
+@pytest.mark.parametrize("value", ["a\x0bb", "a\x1b[31mb", "a\x7fb", "a\x0cb", "\x01"])
+def test_a_response_header_with_any_control_character_but_htab_is_refused(value: str) -> None:
+    """RFC 9110 5.5: a field value is visible characters, SP and HTAB; a sender MUST
+    NOT generate others. Only CR, LF and NUL were refused: a vertical tab, form feed
+    (which some clients take for whitespace) or a terminal escape went out as given."""
+    with pytest.raises(ValueError, match="forbidden character"):
+        to_response((200, {"X": value}, "x"), "page()")
+    assert to_response((200, {"X": "a\tb"}, "x"), "page()")[1][0] == ("X", "a\tb")
+
+
+def test_a_205_goes_without_content() -> None:
+    """RFC 9110 15.3.6: a server MUST NOT generate content in a 205 (Reset Content)
+    response; a handler's `(205, "done")` sent "done"."""
+    raw = serialize(to_response((205, "done"), "page()"), keep_alive=True)
+    assert raw.endswith(b"\r\n\r\n") and b"done" not in raw
+    assert b"Content-Length: 0\r\n" in raw

@@ -2,12 +2,12 @@
 
 The front door's I/O layer (http/server.py) owns the socket; this only turns the bytes
 a client sent into `Request` events, or an `HTTPError` naming the status to answer with
-(400 malformed, 413 body too large, 414 request line too long, 431 head too large,
-501 unknown transfer coding).
+(400 malformed, framing included: RFC 9112 6 and 7.1; 413 body too large, 414 request
+line too long, 431 head too large, 501 unknown transfer coding before chunked).
 Bodies come with a Content-Length or in chunks; requests may be pipelined. The head's
 lines may end in a bare LF (RFC 9112 2.2 lets a server take it; such a request was
-left waiting for a CRLF that never came). An HTTP/1.1 request must say its Host, once
-(RFC 9112 3.2). The path is percent-decoded and its dot segments removed (RFC 3986
+left waiting for a CRLF that never came). An HTTP/1.1 request must say its Host, and
+no request may say it twice or as other than host[:port] (RFC 9112 3.2). The path is percent-decoded and its dot segments removed (RFC 3986
 5.2.4), so "/static/../secret" is "/secret", routed as such, never a subpath
 "/../secret" of /static/*; a control character in it (%00, %0A) is a 400.
 """
@@ -20,9 +20,18 @@ from urllib.parse import parse_qsl, unquote, unquote_to_bytes
 
 __all__ = ["ExpectContinue", "HTTPError", "Request", "RequestParser", "shown"]
 
-_TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_TOKEN_RE = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_TOKEN = re.compile(_TOKEN_RE)  # (fullmatch: "$" would take a name ending in LF)
 _VERSION = re.compile(rb"^HTTP/1\.([01])$")
-_HEX = re.compile(rb"^[0-9A-Fa-f]{1,16}$")
+# RFC 9112 7.1.1: chunk-size [chunk-ext] CRLF, chunk-ext = *( BWS ";" BWS name [ BWS "="
+# BWS ( token / quoted-string ) ] ); SP or HTAB may end it (never a CR, LF or other CTL)
+_QUOTED_RE = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*"'
+_CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[ \t]*%s(?:[ \t]*=[ \t]*(?:%s|%s))?)*"
+                         rb"[ \t]*" % (_TOKEN_RE, _TOKEN_RE, _QUOTED_RE))
+# RFC 9110 7.2: Host = uri-host [ ":" port ]; uri-host an IP literal in brackets, or a
+# reg-name (unreserved, pct-encoded, sub-delims: RFC 3986 3.2.2), an IPv4 address being one
+_HOST = re.compile(r"(?:\[[0-9A-Za-z.:_~!$&'()*+,;=-]+\]"
+                   r"|(?:[0-9A-Za-z._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)(?::[0-9]*)?")
 _DIGITS = re.compile(r"[0-9]{1,19}")  # (ASCII digits: str.isdigit takes "²", which int() refuses)
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
@@ -144,7 +153,10 @@ class RequestParser:
                 return None
             head = self._head
             assert head is not None
+            # (RFC 9110 10.1.1: an HTTP/1.0 request's 100-continue is ignored; its
+            # client knows no 100 Continue, and took it for the answer)
             if (head.headers.get("expect", "").lower() == "100-continue"
+                    and head.version != "1.0"
                     and not self._told_continue and (head.chunked or head.length)
                     and not self._buf):
                 self._told_continue = True
@@ -183,29 +195,36 @@ class RequestParser:
         lines = _LINE_END.split(bytes(self._buf[:m.start()]))
         del self._buf[:m.end()]
         parts = lines[0].split(b" ")
-        if len(parts) != 3 or not _TOKEN.match(parts[0]) or not parts[1]:
+        if len(parts) != 3 or not _TOKEN.fullmatch(parts[0]) or not parts[1]:
             raise HTTPError(400, "malformed request line")
         version = _VERSION.match(parts[2])
         if version is None:
-            raise HTTPError(400 if not parts[2].startswith(b"HTTP/") else 505,
-                            "unsupported HTTP version")
+            if not re.fullmatch(rb"HTTP/[0-9]\.[0-9]", parts[2]):  # (RFC 9112 2.3)
+                raise HTTPError(400, "malformed request line")
+            raise HTTPError(505, "unsupported HTTP version")
         target = parts[1].decode("latin-1")
         if not (target.startswith("/") or target == "*"):
             raise HTTPError(400, "request target must be a path")
         if _CONTROL.search(target):  # (RFC 9112 3.2; its query went raw into serve's log)
             raise HTTPError(400, "a control character in the request target")
         head = _Head(parts[0].decode("ascii"), target, f"1.{version.group(1).decode()}")
+        hosts = 0
         for line in lines[1:]:
-            name, sep, value = line.partition(b":")
-            if not sep or not _TOKEN.match(name) or _BAD_VALUE.search(value):
+            if not _field_line(line):
                 raise HTTPError(400, "malformed header line")
+            name, _, value = line.partition(b":")
             key = name.decode("ascii").lower()
             text = value.strip(b" \t").decode("latin-1")
             old = head.headers.get(key)
             head.headers[key] = text if old is None else f"{old}, {text}"
-        if head.version == "1.1" and (
-                "host" not in head.headers or "," in head.headers["host"]):
-            raise HTTPError(400, "an HTTP/1.1 request must name its Host, once")
+            hosts += key == "host"
+        # RFC 9112 3.2: 400 for an HTTP/1.1 request without Host, and for any with two
+        # Host lines or a Host that is not uri-host [":" port]
+        if hosts > 1 or (hosts == 0 and head.version == "1.1"):
+            raise HTTPError(400, "an HTTP/1.1 request must name its Host, once"
+                            if head.version == "1.1" else "a request names its Host once")
+        if hosts and not _HOST.fullmatch(head.headers["host"]):
+            raise HTTPError(400, f"Host {head.headers['host']!r} is not a host[:port]")
         self._framing(head)
         self._head = head
         return True
@@ -216,7 +235,17 @@ class RequestParser:
         if coding is not None:
             if length is not None:  # RFC 9112 6.1: both is a smuggling attempt
                 raise HTTPError(400, "both Transfer-Encoding and Content-Length")
-            if coding.strip().lower() != "chunked":
+            if head.version == "1.0":  # RFC 9112 6.1: its framing is taken as faulty (a
+                # 1.0 peer before the server reads no chunks, and the next request differs)
+                raise HTTPError(400, "Transfer-Encoding in an HTTP/1.0 request")
+            # (empty list elements ignored, RFC 9110 5.6.1.2)
+            codings = [c for c in (c.strip(" \t").lower() for c in coding.split(",")) if c]
+            if codings[-1:] != ["chunked"] or codings.count("chunked") > 1:
+                # RFC 9112 6.3: chunked not last, the body's end is unknown: MUST 400;
+                # RFC 9112 7: chunked is applied once
+                raise HTTPError(400, f"Transfer-Encoding {coding!r}: the last coding must "
+                                     "be chunked, applied once")
+            if len(codings) > 1:
                 raise HTTPError(501, f"unsupported transfer coding {coding!r}")
             head.chunked = True
         elif length is not None:
@@ -237,10 +266,12 @@ class RequestParser:
 
     def _read_chunked(self) -> bool:
         while True:
-            if self._trailers:  # trailer lines until an empty one; they are dropped
+            if self._trailers:  # trailer field lines until an empty one; they are dropped
                 end = self._buf.find(b"\r\n")
                 if end < 0:
                     return self._check_pending()
+                if end and not _field_line(bytes(self._buf[:end])):  # (RFC 9112 7.1.2)
+                    raise HTTPError(400, "malformed trailer line")
                 del self._buf[:end + 2]
                 if end == 0:
                     self._trailers = False
@@ -250,11 +281,12 @@ class RequestParser:
                 end = self._buf.find(b"\r\n")
                 if end < 0:
                     return self._check_pending()
-                size = bytes(self._buf[:end]).split(b";")[0].strip()
-                if not _HEX.match(size):
-                    raise HTTPError(400, "malformed chunk size")
+                line = _CHUNK_LINE.fullmatch(bytes(self._buf[:end]))
+                if line is None:  # (a bare LF or a control character in it too: a peer
+                    # that ends the line there reads another chunk; RFC 9112 7.1.1)
+                    raise HTTPError(400, "malformed chunk size line")
                 del self._buf[:end + 2]
-                n = int(size, 16)
+                n = int(line.group(1), 16)
                 if len(self._body) + n > self.max_body:
                     raise HTTPError(413, f"chunked body over the limit of {self.max_body} bytes")
                 if n == 0:
@@ -273,6 +305,14 @@ class RequestParser:
         if len(self._buf) > self.max_head:  # a chunk-size or trailer line without end
             raise HTTPError(400, "chunk framing line too long")
         return False
+
+
+def _field_line(line: bytes) -> bool:
+    """``line`` is a field line: a token, a colon, a value without CR, LF, NUL or
+    another control character but HTAB (RFC 9112 5, RFC 9110 5.5)."""
+    name, sep, value = line.partition(b":")
+    return (bool(sep) and _TOKEN.fullmatch(name) is not None
+            and _BAD_VALUE.search(value) is None)
 
 
 def _request(head: _Head, body: bytes) -> Request:

@@ -28,6 +28,7 @@ _HTML = "text/html; charset=utf-8"
 _JSON = "application/json"
 _JSONABLE = (dict, list, int, float, bool)
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # a header name (RFC 9110 token)
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def _body(value: Any, who: str) -> tuple[bytes, str | None]:
@@ -113,9 +114,10 @@ def _headers(raw: Any, who: str) -> list[tuple[str, str]]:
             raise TypeError(f"{who} returned a response header that is not a (name, value) "
                             "pair")
         name, value = str(item[0]), str(item[1])
-        if any(c in value for c in "\r\n\0"):
+        if _CONTROL.search(value):  # (RFC 9110 5.5: VCHAR, obs-text, SP and HTAB only)
             raise ValueError(f"{who} returned a response header {name!r} with a forbidden "
-                             "character (CR, LF or NUL)")
+                             "character (CR, LF, NUL or another control character but "
+                             "HTAB)")
         if not _TOKEN.fullmatch(name):  # (sent as it was, "Set-Cookie: a=b; X" set a cookie)
             raise ValueError(f"{who} returned a response header {name!r} whose name is not "
                              "an HTTP token (letters, digits and !#$%&'*+-.^_`|~; no space, "
@@ -186,6 +188,8 @@ def serialize(resp: Response, *, keep_alive: bool, head_only: bool = False,
     lines += [f"{n}: {v}" for n, v in headers if n.lower() not in _DROPPED]
     lines += [f"{n}: {v}" for n, v in extra]
     no_body = status in (204, 304) or 100 <= status < 200
+    if status == 205:  # (RFC 9110 15.3.6: no content, said with Content-Length: 0)
+        body = b""
     if not no_body:
         lines.append(f"Content-Length: {len(body)}")
     if not keep_alive:

@@ -14,16 +14,14 @@ for a slot), and a body may fall at most ``head_timeout`` behind ``min_body_rate
 either, 408 and the connection closes (``idle_timeout`` bounded each read only, so a
 byte every few seconds held a slot for good). An answer must be taken: a client that
 takes none of it for ``idle_timeout`` is cut off (the connection aborted, the bytes
-dropped; they stayed in memory for as long as the client kept the connection).
+dropped; they stayed in memory for as long as the client kept the connection), and the
+last answer on a connection is followed by a close in stages (http/outgoing.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
-import struct
 import sys
-import termios
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +39,7 @@ from polybus.errors import (
     WorkerDiedError,
 )
 from polybus.http.calls import CallBridge
+from polybus.http.outgoing import close_in_stages, drain, flush
 from polybus.http.parser import ExpectContinue, HTTPError, Request, RequestParser, shown
 from polybus.http.response import Response, error_response, serialize
 from polybus.http.routes import RouteTable
@@ -49,8 +48,6 @@ from polybus.quieter import Quieter
 __all__ = ["FrontDoor"]
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_OUTQ: int | None = getattr(termios, "TIOCOUTQ", None)  # (SIOCOUTQ: a socket's bytes
-#                                                        sent and not yet acknowledged)
 
 
 def _fields(req: Request, subpath: str, wanted: tuple[str, ...]) -> dict[str, Any]:
@@ -67,32 +64,6 @@ class _Began:
 
     head: float | None = None
     body: float | None = None
-
-
-async def _flush(writer: asyncio.StreamWriter, within: float) -> None:
-    """What was written sent, for up to ``within`` s; then the connection is aborted,
-    what is left dropped (a client that reads nothing is not waited on)."""
-    try:
-        async with asyncio.timeout(within):
-            await writer.drain()
-    except TimeoutError:
-        writer.transport.abort()
-    except ConnectionError:
-        pass
-
-
-def _untaken(writer: asyncio.StreamWriter) -> int:
-    """Bytes written that the client has not taken: those in the transport and those in
-    the kernel's send queue (which on loopback takes megabytes at once, so that the
-    transport's alone showed no progress while a client read steadily)."""
-    n = writer.transport.get_write_buffer_size()
-    sock = writer.get_extra_info("socket")
-    if _OUTQ is not None and sock is not None:
-        try:
-            n += int(struct.unpack("i", fcntl.ioctl(sock.fileno(), _OUTQ, b"\0" * 4))[0])
-        except (OSError, ValueError):  # (closed meanwhile)
-            pass
-    return n
 
 
 def _checked(value: Any) -> Response:
@@ -161,7 +132,7 @@ class FrontDoor:
                 except ConnectionError:
                     pass
                 else:
-                    await _flush(writer, 1.0)
+                    await flush(writer, 1.0)
         finally:
             self._busy(task, None)
             writer.close()
@@ -197,7 +168,7 @@ class FrontDoor:
     async def _unavailable(self, writer: asyncio.StreamWriter) -> None:
         writer.write(serialize(error_response(503, "the server is stopping"),
                                keep_alive=False, extra=[("Retry-After", "1")]))
-        await _flush(writer, 1.0)
+        await flush(writer, 1.0)
 
     async def stop(self, grace: float, again: asyncio.Event) -> None:
         """Stop serving (the listener already closed): connections between requests are
@@ -234,11 +205,11 @@ class FrontDoor:
                 event = parser.next_event()
             except HTTPError as e:
                 writer.write(serialize(error_response(e.status, e.message), keep_alive=False))
-                await self._drain(writer)
+                await self._close(reader, writer)
                 return
             except Exception as e:  # (a fault in the parser: this connection alone ends)
                 writer.write(self._fault("reading a request", e))
-                await self._drain(writer)
+                await self._close(reader, writer)
                 return
             if event is None:
                 now = loop.time()
@@ -254,7 +225,7 @@ class FrontDoor:
                     if parser.pending:  # begun, never finished: say so (RFC 9110 15.5.9)
                         writer.write(serialize(error_response(408, late[1]),
                                                keep_alive=False))
-                        await self._drain(writer)
+                        await self._close(reader, writer)
                     return
                 if not data:
                     return
@@ -278,9 +249,10 @@ class FrontDoor:
                     out, keep_alive = self._fault(doing, e), False
                 writer.write(out)
                 self._busy(task, False)  # (answered: a stop now closes it, flushed, no 503)
-                await self._drain(writer)
                 if not keep_alive:
+                    await self._close(reader, writer)
                     return
+                await drain(writer, self.spec.idle_timeout)
 
     def _deadline(self, parser: RequestParser, began: _Began,
                   now: float) -> tuple[float, str] | None:
@@ -300,21 +272,10 @@ class FrontDoor:
                     f"request head not complete within {spec.head_timeout:g} s")
         return None
 
-    async def _drain(self, writer: asyncio.StreamWriter) -> None:
-        """Wait until the client has taken all that was written. One that takes none of
-        it for ``idle_timeout`` is cut off: the connection is aborted and what it held
-        dropped (TimeoutError); else a client that never read kept its whole answer in
-        memory for as long as it kept the connection."""
-        while True:
-            left = _untaken(writer)
-            try:
-                async with asyncio.timeout(self.spec.idle_timeout):
-                    await writer.drain()
-                return
-            except TimeoutError:
-                if _untaken(writer) >= left:  # (nothing taken)
-                    writer.transport.abort()
-                    raise
+    async def _close(self, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
+        """The last answer written: drained, then a close in stages (RFC 9112 9.6)."""
+        await close_in_stages(reader, writer, self.spec.idle_timeout, self.spec.head_timeout)
 
     async def respond(self, req: Request) -> tuple[Response, list[tuple[str, str]]]:
         """The response to ``req``, and headers the front door adds to it."""
