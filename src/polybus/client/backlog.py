@@ -31,6 +31,7 @@ from polybus.plural import plural
 
 if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
+    from polybus.client.forward import Forwarder
 
 __all__ = ["lost", "refill"]
 
@@ -65,7 +66,9 @@ def refill(d: Dispatcher) -> None:
             i = demand_pick(d.inflight, window, open_to_calls(d), loads(d),  # type: ignore[assignment]
                             d.start)
             if i is None:
-                break
+                i = past_its_consumers(d, rec, window)
+                if i is None:
+                    break
             heapq.heappop(d._backlog)
         link = d.links[i]
         rec.link = link
@@ -100,6 +103,39 @@ def refill(d: Dispatcher) -> None:
                         heapq.heappush(d._backlog, (float("-inf"), next(d._seq), rec))
             raise
         del batches[i]
+
+
+def past_its_consumers(d: Dispatcher, rec: CallRecord, window: list[int]) -> int | None:
+    """Every window is full: the replica for ``rec`` if calls of this binding held for
+    its value (forwarded, directly or not) fill the window there, counted as not in it.
+    Held, none of them runs until ``rec`` has; ``rec`` waiting for their room, none
+    ever would (a producer run again after its replica died, its consumer held on the
+    replica left: ``x = step(step(x))`` under ``async-demand(1)`` hung)."""
+    f = getattr(d.comm, "forwarder", None)
+    if f is None or rec.id not in f.edges:  # (no consumer: the common case, one look)
+        return None
+    inflight = [n - sum(1 for r in lk.outstanding.values()
+                        if r.dispatcher is d and r.id in f.deps and _waits_for(f, r, rec))
+                for n, lk in zip(d.inflight, d.links, strict=True)]
+    if inflight == d.inflight:
+        return None
+    return demand_pick(inflight, window, open_to_calls(d), loads(d), d.start)
+
+
+def _waits_for(f: Forwarder, r: CallRecord, rec: CallRecord) -> bool:
+    """Whether ``r`` waits for ``rec``'s value, directly or through producers of its
+    that have no outcome yet (walked up from ``r``: a call placed has few such)."""
+    seen: set[int] = set()
+    todo = [r]
+    while todo:
+        for e in f.deps.get(todo.pop().id, ()):
+            p = e.producer
+            if p is rec:
+                return True
+            if not p.done and p.id not in seen:
+                seen.add(p.id)
+                todo.append(p)
+    return False
 
 
 def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
