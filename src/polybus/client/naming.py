@@ -60,10 +60,11 @@ _lock = threading.Lock()
 
 
 def content_key(value: Any) -> str | None:
-    """The content name of an array or bytes value (None for anything else, and for an
+    """The content name of an array or bytes value (None for anything else; for an
     array holding Python objects, ``dtype=object`` or a structured dtype with such a
     field: its bytes are references, not content, so it cannot be named and goes by
-    value, uncached).
+    value, uncached; and for a masked array, which travels pickled, its mask and fill
+    value with its data: named by its data alone, two masks would share a name).
 
     An array's bytes are hashed at every call, unless they cannot change: a program may
     change an array in place between two calls (``x[:] = ...``), and a name remembered
@@ -79,7 +80,8 @@ def content_key(value: Any) -> str | None:
     sampled elements keeps its old name (docs/strategies.md, `cache`, says not to)."""
     if isinstance(value, np.ndarray):
         arr: np.ndarray[Any, Any] = value
-        if arr.dtype.hasobject:
+        if arr.dtype.hasobject or (type(arr) is not np.ndarray
+                                   and isinstance(arr, np.ma.MaskedArray)):
             return None
         ident = id(arr)
         hit = _memo.get(ident)
@@ -227,8 +229,8 @@ def _array_digest(a: np.ndarray[Any, Any], sample: Sample | None = None) -> str:
         prefix = f"{kind}{shape}".encode()
         if dt.names is None and len(_PREFIXES) < 4096:  # (made once a kind and shape)
             _PREFIXES[dt, shape] = prefix
-    # (a plain ndarray's alone: a subclass's tobytes or view may not be its bytes, a
-    # masked array's tobytes fills its masked elements, and its view does not reshape)
+    # (a plain ndarray's alone: a subclass's tobytes or view may not be its bytes, and
+    # its view may not reshape; a masked array is not named at all: content_key)
     exact = type(a) is np.ndarray
     if sample is not None and sample[0] is None and exact:
         return xxhash.xxh3_128_hexdigest(prefix + sample[1])

@@ -1,0 +1,56 @@
+"""A cached operand's name tells apart every value the replica could be given for it:
+two values that arrive as different things never share a name (were they to, the
+replica holding the first would hand it to a call passing the second, silently).
+
+Found by a review: a masked array was named by its data alone (not its mask), so two
+masked arrays with the same data and different masks, or a masked array and a plain
+array of that data, shared a name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import polybus
+from polybus.testing.apps import write_bound_app
+
+MASKS_SERVER = """
+    import numpy as np
+
+    def mask_of(m):
+        return [type(m).__name__, np.ma.getmaskarray(m).tolist()]
+"""
+
+MASKS_CLIENT = """
+    import numpy as np
+    import polybus
+    from polybus import use, wait
+
+    mask_of = use("mask_of")
+
+    def main():
+        data = np.arange(4.0)
+        one = np.ma.masked_array(data, mask=[0, 1, 0, 0])
+        other = np.ma.masked_array(data.copy(), mask=[0, 0, 0, 1])
+        plain = data.copy()
+        calls = [mask_of(one), mask_of(other), mask_of(plain), mask_of(one)]
+        handles = [polybus.broadcast(one), polybus.broadcast(other)]
+        calls += [mask_of(h) for h in handles]
+        return [wait(c) for c in calls]
+"""
+
+F, T = False, True
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_masked_arrays_with_other_masks_are_other_operands(tmp_path: Path, style: str) -> None:
+    app = write_bound_app(tmp_path, server=MASKS_SERVER, client=MASKS_CLIENT,
+                          names=("mask_of",),
+                          server_keys='pickle = true\ndefine.mask_of = { cache = ["m"] }',
+                          client_keys=f'use.mask_of = {{ callstyle = "{style}" }}')
+    r = polybus.run(app, worker_output=None)
+    assert r.result == [["MaskedArray", [F, T, F, F]], ["MaskedArray", [F, F, F, T]],
+                        ["ndarray", [F, F, F, F]], ["MaskedArray", [F, T, F, F]],
+                        ["MaskedArray", [F, T, F, F]], ["MaskedArray", [F, F, F, T]]]
