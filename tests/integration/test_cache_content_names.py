@@ -4,7 +4,8 @@ replica holding the first would hand it to a call passing the second, silently).
 
 Found by a review: a masked array was named by its data alone (not its mask), so two
 masked arrays with the same data and different masks, or a masked array and a plain
-array of that data, shared a name."""
+array of that data, shared a name; and bytes were named by their bytes with no prefix,
+so bytes spelling an array's dtype, shape and bytes shared that array's name."""
 
 from __future__ import annotations
 
@@ -54,3 +55,29 @@ def test_masked_arrays_with_other_masks_are_other_operands(tmp_path: Path, style
     assert r.result == [["MaskedArray", [F, T, F, F]], ["MaskedArray", [F, F, F, T]],
                         ["ndarray", [F, F, F, F]], ["MaskedArray", [F, T, F, F]],
                         ["MaskedArray", [F, T, F, F]], ["MaskedArray", [F, F, F, T]]]
+
+
+KINDS_SERVER = """
+    def kind(x):
+        return [type(x).__name__, len(x)]
+"""
+
+KINDS_CLIENT = """
+    import numpy as np
+    from polybus import use, wait
+
+    kind = use("kind")
+
+    def main():
+        x = np.arange(4.0)
+        spelled = b"<f8(4,)" + x.tobytes()  # bytes spelling x's dtype, shape and bytes
+        return [wait(kind(x)), wait(kind(spelled)), wait(kind(bytearray(spelled)))]
+"""
+
+
+@pytest.mark.timeout(60)
+def test_bytes_never_share_an_array_s_name(tmp_path: Path) -> None:
+    app = write_bound_app(tmp_path, server=KINDS_SERVER, client=KINDS_CLIENT,
+                          names=("kind",), server_keys='define.kind = { cache = ["x"] }')
+    r = polybus.run(app, worker_output=None)
+    assert r.result == [["ndarray", 4], ["bytes", 39], ["bytes", 39]]

@@ -50,6 +50,12 @@ _live: dict[str, int] = {}  # content key -> live memoized arrays with that cont
 # Every session's `Known`, told of freed keys (weak references: a list, which `_release`
 # goes over in a few steps, where a WeakSet's iteration took ~1.3 us of each fresh B)
 _knowns: list[weakref.ref[Known]] = []
+# What bytes' digest hashes before them: an array's digest begins with its dtype (a
+# byte order, <, > or |, or a structured one's fields, [...]) and shape, a broadcast
+# value's with its own prefix (broadcastvalue.py); with none, bytes spelling those
+# would share their name, and a replica holding one would hand it to a call passing
+# the other.
+_BYTES = b"bytes\0"
 # (dtype, shape) -> what an array's digest hashes before its bytes (`_array_digest`)
 _PREFIXES: dict[tuple[Any, tuple[int, ...]], bytes] = {}
 # Keys of memoized arrays freed (appended by their finalizers, in any thread) and not yet
@@ -122,7 +128,7 @@ def content_key(value: Any) -> str | None:
             _live[key] = _live.get(key, 0) + 1
         return key
     if isinstance(value, bytes | bytearray):
-        return xxhash.xxh3_128_hexdigest(value)
+        return _digest(_BYTES, value)
     return None
 
 
@@ -238,7 +244,7 @@ def _array_digest(a: np.ndarray[Any, Any], sample: Sample | None = None) -> str:
     return _digest(prefix, flat.reshape(-1).view(np.uint8).data)
 
 
-def _digest(prefix: bytes, data: memoryview) -> str:
+def _digest(prefix: bytes, data: memoryview | bytes | bytearray) -> str:
     """XXH3-128 of ``prefix`` and ``data``, as 32 hex digits."""
     h = xxhash.xxh3_128(prefix)
     h.update(data)
