@@ -121,6 +121,8 @@ def content_key(value: Any) -> str | None:
                 if key == hit[1]:
                     if still:  # (read-only now, or its sample taken anew: the same bytes)
                         _memo[ident] = (hit[0], key, True, sample)
+                    elif hit[2]:  # writable now: may change where no sample looks, so
+                        _memo[ident] = (hit[0], key, False, None)  # hashed when frozen
                     return key
                 _release(hit[1])  # changed in place: one array less holds the old content
             # (a replaced weakref is freed with its callback, which then never runs)
