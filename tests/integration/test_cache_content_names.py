@@ -5,7 +5,8 @@ replica holding the first would hand it to a call passing the second, silently).
 Found by a review: a masked array was named by its data alone (not its mask), so two
 masked arrays with the same data and different masks, or a masked array and a plain
 array of that data, shared a name; and bytes were named by their bytes with no prefix,
-so bytes spelling an array's dtype, shape and bytes shared that array's name."""
+so bytes spelling an array's dtype, shape and bytes shared that array's name; and a
+subclass that travels as itself (a recarray, pickled) shared a plain array's name."""
 
 from __future__ import annotations
 
@@ -81,3 +82,28 @@ def test_bytes_never_share_an_array_s_name(tmp_path: Path) -> None:
                           names=("kind",), server_keys='define.kind = { cache = ["x"] }')
     r = polybus.run(app, worker_output=None)
     assert r.result == [["ndarray", 4], ["bytes", 39], ["bytes", 39]]
+
+
+SUBCLASS_CLIENT = """
+    import numpy as np
+    from polybus import use, wait
+
+    kind = use("kind")
+
+    def main():
+        plain = np.zeros(3, dtype=[("a", "f8"), ("b", "i4")])
+        rec = plain.view(np.recarray)  # (the same bytes, dtype and shape)
+        return [wait(kind(plain)), wait(kind(rec)), wait(kind(plain))]
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_subclass_that_travels_as_itself_has_a_name_of_its_own(tmp_path: Path) -> None:
+    """A structured array travels pickled, as what it is: a recarray arrives a recarray
+    (its fields read as attributes), a plain structured array a plain one. Named by
+    dtype, shape and bytes alone, the two shared a name."""
+    app = write_bound_app(tmp_path, server=KINDS_SERVER, client=SUBCLASS_CLIENT,
+                          names=("kind",),
+                          server_keys='pickle = true\ndefine.kind = { cache = ["x"] }')
+    r = polybus.run(app, worker_output=None)
+    assert r.result == [["ndarray", 3], ["recarray", 3], ["ndarray", 3]]

@@ -51,10 +51,10 @@ _live: dict[str, int] = {}  # content key -> live memoized arrays with that cont
 # goes over in a few steps, where a WeakSet's iteration took ~1.3 us of each fresh B)
 _knowns: list[weakref.ref[Known]] = []
 # What bytes' digest hashes before them: an array's digest begins with its dtype (a
-# byte order, <, > or |, or a structured one's fields, [...]) and shape, a broadcast
-# value's with its own prefix (broadcastvalue.py); with none, bytes spelling those
-# would share their name, and a replica holding one would hand it to a call passing
-# the other.
+# byte order, <, > or |, or a structured one's fields, [...]) and shape, a subclass's
+# with its class and a NUL, a broadcast value's with its own prefix (broadcastvalue.py);
+# with none, bytes spelling those would share their name, and a replica holding one
+# would hand it to a call passing the other.
 _BYTES = b"bytes\0"
 # (dtype, shape) -> what an array's digest hashes before its bytes (`_array_digest`)
 _PREFIXES: dict[tuple[Any, tuple[int, ...]], bytes] = {}
@@ -226,9 +226,10 @@ def adopt(arr: np.ndarray[Any, Any], key: str) -> None:
 
 
 def _array_digest(a: np.ndarray[Any, Any], sample: Sample | None = None) -> str:
-    """XXH3-128 of ``a``'s kind, shape and bytes; ``sample``, if it holds the whole of
-    ``a``'s bytes (a small array's: refrozen.py), is hashed in place of a pass over them
-    (the same digest, in one step: the first call with a fresh small B spent ~5 us here)."""
+    """XXH3-128 of ``a``'s kind, shape and bytes (and class, for a subclass of ndarray);
+    ``sample``, if it holds the whole of ``a``'s bytes (a small array's: refrozen.py),
+    is hashed in place of a pass over them (the same digest, in one step: the first call
+    with a fresh small B spent ~5 us here)."""
     dt, shape = a.dtype, a.shape
     prefix = _PREFIXES.get((dt, shape))
     if prefix is None:
@@ -242,6 +243,10 @@ def _array_digest(a: np.ndarray[Any, Any], sample: Sample | None = None) -> str:
     exact = type(a) is np.ndarray
     if sample is not None and sample[0] is None and exact:
         return xxhash.xxh3_128_hexdigest(prefix + sample[1])
+    if not exact:  # (one that travels pickled arrives as itself: a recarray a recarray,
+        # and a plain array of its dtype, shape and bytes must not share its name)
+        cls = type(a)
+        prefix = f"{cls.__module__}.{cls.__qualname__}\0".encode() + prefix
     flat = a if exact and a.flags.c_contiguous else np.ascontiguousarray(a)
     return _digest(prefix, flat.reshape(-1).view(np.uint8).data)
 
