@@ -42,10 +42,27 @@ def test_without_a_capacity_nothing_is_evicted() -> None:
 def test_one_operand_larger_than_the_bound_is_kept_alone() -> None:
     held = Held(100)
     held.add("a", 50)
-    held.add("big", 500)
+    held.add("big", 150)
     assert held.settle(["big"]) == ["a"] and list(held) == ["big"]
     held.add("next", 10)
     assert held.settle(["next"]) == ["big"] and list(held) == ["next"]
+
+
+def test_puts_past_twice_the_bound_let_the_least_recently_put_go() -> None:
+    """Single calls never settle: past twice the bound, `add` lets the oldest go down
+    to the bound (integration/test_cache_belief_bound.py)."""
+    held = Held(100)
+    for k in range(20):
+        held.add(f"k{k}", 10)
+    assert len(held) <= 20 and held.bytes <= 200
+    held.add("k20", 10)  # (210 bytes: down to 100)
+    assert list(held) == [f"k{k}" for k in range(11, 21)] and held.bytes == 100
+    held.add("huge", 500)  # (one over the bound is kept alone)
+    assert list(held) == ["huge"] and held.bytes == 500
+    unbounded = Held()  # (bound not known: nothing goes)
+    for k in range(50):
+        unbounded.add(f"k{k}", 10)
+    assert len(unbounded) == 50
 
 
 def test_operand_bytes_as_the_replica_counts_them() -> None:

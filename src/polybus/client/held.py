@@ -16,7 +16,8 @@ bound, and a batch makes the operands it names the most recently used. So a batc
 client makes after a Put that evicted an operand puts that operand again, just before
 it, rather than missing and being sent again. Single calls add their Puts but do not
 follow the order (nor evict: `settle` is a batch's), so where they share a replica
-with batches the order is an approximation. It is a belief: the replica's cache is
+with batches the order is an approximation; past twice the bound, `add` lets the least
+recently put go (fresh bytes at each call, which no Drop takes out, were all kept). It is a belief: the replica's cache is
 shared with other clients and interfaces, so a miss still happens and is repaired as
 before (client/operands.py, ``missed``).
 """
@@ -66,13 +67,21 @@ class Held(OrderedDict[str, int]):
 
     def add(self, key: str, nbytes: int = 0) -> None:
         """``key`` was put (``nbytes`` of it): the most recently used. Nothing is evicted
-        until `settle`, which the message's naming ends with."""
+        until `settle`, which a batch's naming ends with; but past twice the bound, the
+        least recently put go until the bound is met (single calls name operands
+        without making them the most recently used, and only a freed array's Drop took
+        one out: fresh bytes at each call, never dropped, were all kept). A name let go
+        of here that the replica still holds is put again by the next call naming it."""
         with self._lock:
             old = self.pop(key, None)
             if old is not None:
                 self.bytes -= old
             self[key] = nbytes
             self.bytes += nbytes
+            cap = self.capacity
+            if cap and self.bytes > 2 * cap:
+                while self.bytes > cap and len(self) > 1:
+                    self.bytes -= self.popitem(last=False)[1]
 
     def discard(self, key: str) -> None:
         with self._lock:

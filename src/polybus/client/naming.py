@@ -50,6 +50,12 @@ _live: dict[str, int] = {}  # content key -> live memoized arrays with that cont
 # Every session's `Known`, told of freed keys (weak references: a list, which `_release`
 # goes over in a few steps, where a WeakSet's iteration took ~1.3 us of each fresh B)
 _knowns: list[weakref.ref[Known]] = []
+# What bytes' digest hashes before them: an array's digest begins with its dtype (a
+# byte order, <, > or |, or a structured one's fields, [...]) and shape, a subclass's
+# with its class and a NUL, a broadcast value's with its own prefix (broadcastvalue.py);
+# with none, bytes spelling those would share their name, and a replica holding one
+# would hand it to a call passing the other.
+_BYTES = b"bytes\0"
 # (dtype, shape) -> what an array's digest hashes before its bytes (`_array_digest`)
 _PREFIXES: dict[tuple[Any, tuple[int, ...]], bytes] = {}
 # Keys of memoized arrays freed (appended by their finalizers, in any thread) and not yet
@@ -60,10 +66,11 @@ _lock = threading.Lock()
 
 
 def content_key(value: Any) -> str | None:
-    """The content name of an array or bytes value (None for anything else, and for an
+    """The content name of an array or bytes value (None for anything else; for an
     array holding Python objects, ``dtype=object`` or a structured dtype with such a
     field: its bytes are references, not content, so it cannot be named and goes by
-    value, uncached).
+    value, uncached; and for a masked array, which travels pickled, its mask and fill
+    value with its data: named by its data alone, two masks would share a name).
 
     An array's bytes are hashed at every call, unless they cannot change: a program may
     change an array in place between two calls (``x[:] = ...``), and a name remembered
@@ -79,7 +86,8 @@ def content_key(value: Any) -> str | None:
     sampled elements keeps its old name (docs/strategies.md, `cache`, says not to)."""
     if isinstance(value, np.ndarray):
         arr: np.ndarray[Any, Any] = value
-        if arr.dtype.hasobject:
+        if arr.dtype.hasobject or (type(arr) is not np.ndarray
+                                   and isinstance(arr, np.ma.MaskedArray)):
             return None
         ident = id(arr)
         hit = _memo.get(ident)
@@ -113,6 +121,8 @@ def content_key(value: Any) -> str | None:
                 if key == hit[1]:
                     if still:  # (read-only now, or its sample taken anew: the same bytes)
                         _memo[ident] = (hit[0], key, True, sample)
+                    elif hit[2]:  # writable now: may change where no sample looks, so
+                        _memo[ident] = (hit[0], key, False, None)  # hashed when frozen
                     return key
                 _release(hit[1])  # changed in place: one array less holds the old content
             # (a replaced weakref is freed with its callback, which then never runs)
@@ -120,7 +130,7 @@ def content_key(value: Any) -> str | None:
             _live[key] = _live.get(key, 0) + 1
         return key
     if isinstance(value, bytes | bytearray):
-        return xxhash.xxh3_128_hexdigest(value)
+        return _digest(_BYTES, value)
     return None
 
 
@@ -216,9 +226,10 @@ def adopt(arr: np.ndarray[Any, Any], key: str) -> None:
 
 
 def _array_digest(a: np.ndarray[Any, Any], sample: Sample | None = None) -> str:
-    """XXH3-128 of ``a``'s kind, shape and bytes; ``sample``, if it holds the whole of
-    ``a``'s bytes (a small array's: refrozen.py), is hashed in place of a pass over them
-    (the same digest, in one step: the first call with a fresh small B spent ~5 us here)."""
+    """XXH3-128 of ``a``'s kind, shape and bytes (and class, for a subclass of ndarray);
+    ``sample``, if it holds the whole of ``a``'s bytes (a small array's: refrozen.py),
+    is hashed in place of a pass over them (the same digest, in one step: the first call
+    with a fresh small B spent ~5 us here)."""
     dt, shape = a.dtype, a.shape
     prefix = _PREFIXES.get((dt, shape))
     if prefix is None:
@@ -227,16 +238,20 @@ def _array_digest(a: np.ndarray[Any, Any], sample: Sample | None = None) -> str:
         prefix = f"{kind}{shape}".encode()
         if dt.names is None and len(_PREFIXES) < 4096:  # (made once a kind and shape)
             _PREFIXES[dt, shape] = prefix
-    # (a plain ndarray's alone: a subclass's tobytes or view may not be its bytes, a
-    # masked array's tobytes fills its masked elements, and its view does not reshape)
+    # (a plain ndarray's alone: a subclass's tobytes or view may not be its bytes, and
+    # its view may not reshape; a masked array is not named at all: content_key)
     exact = type(a) is np.ndarray
     if sample is not None and sample[0] is None and exact:
         return xxhash.xxh3_128_hexdigest(prefix + sample[1])
+    if not exact:  # (one that travels pickled arrives as itself: a recarray a recarray,
+        # and a plain array of its dtype, shape and bytes must not share its name)
+        cls = type(a)
+        prefix = f"{cls.__module__}.{cls.__qualname__}\0".encode() + prefix
     flat = a if exact and a.flags.c_contiguous else np.ascontiguousarray(a)
     return _digest(prefix, flat.reshape(-1).view(np.uint8).data)
 
 
-def _digest(prefix: bytes, data: memoryview) -> str:
+def _digest(prefix: bytes, data: memoryview | bytes | bytearray) -> str:
     """XXH3-128 of ``prefix`` and ``data``, as 32 hex digits."""
     h = xxhash.xxh3_128(prefix)
     h.update(data)
