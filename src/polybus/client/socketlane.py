@@ -101,9 +101,9 @@ class SocketLane:
                             f"connection to {ch.peer} broke while sending: {exc}") from None
                     ch.bytes_sent += sent
                     if sent != len(p):  # (the rest as the channel writes, reading meanwhile)
-                        ch._send_pieces([memoryview(p)[sent:]], r._drain)
+                        ch._send_pieces([memoryview(p)[sent:]], r._drain_held)
                 else:
-                    ch._send_pieces(pieces, r._drain)
+                    ch._send_pieces(pieces, r._drain_held)
         except (TypeError, OverflowError, UnicodeEncodeError) as exc:  # not encodable: which
             # argument (unsendable.py; the codec says a lone surrogate as a TypeError)
             r._lock.release()
