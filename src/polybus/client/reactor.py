@@ -324,6 +324,8 @@ class Reactor(LoneCalls, Sending):
                 link.calls += 1
                 if rec.set_value(msg.value):
                     rec.dispatcher.completed(rec, link)
+                else:  # given up on by another thread as this one took it out: the
+                    rec.dispatcher.freed(link)  # give-up no longer finds it to free
             elif link.abandoned:
                 late(link, msg.id)  # a late answer: the replica is free of it
             return
