@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client import rings
 from polybus.client.calls import CallRecord, ReplicaLink, waiting_for
+from polybus.client.later import get_ident
 from polybus.client.unsendable import not_sent
 from polybus.errors import MessageTooLarge, PolybusError, UnsendableError
 from polybus.wire.codec import Ref
@@ -45,13 +46,14 @@ class LoneCalls:
     _fast: bool
     _waiters: int
     _lock: threading.Lock
+    _reader: int | None  # the thread holding ``_lock`` (Sending._drain)
     _rings: rings.Rings
 
     if TYPE_CHECKING:
         def send(self, link: ReplicaLink, msg: Message) -> None: ...
         def flush_all(self, batches: bool = True) -> None: ...
         def _wait(self, rec: CallRecord, timeout: float | None = None) -> Any: ...
-        def _drain(self) -> None: ...
+        def _drain_held(self) -> None: ...
         def _handle(self, link: ReplicaLink, msg: Message) -> None: ...
         def _check_liveness(self) -> None: ...
         def _lost(self, link: ReplicaLink, error: PolybusError) -> None: ...
@@ -74,12 +76,14 @@ class LoneCalls:
                 rec.dispatcher.forget(rec, sent=False)  # not written: not in flight
                 raise
             return self._wait(rec)
+        self._reader = get_ident()  # (its sends inside its reads read: Sending._drain)
         ch = link.channel
         rid = rec.id
         value: Any = _NOTHING
         try:
             try:
-                ch.send(Call(rid, rec.dispatcher.interface, rec.args, rec.kwargs), self._drain)
+                ch.send(Call(rid, rec.dispatcher.interface, rec.args, rec.kwargs),
+                        self._drain_held)
             except (TypeError, ValueError, OverflowError) as exc:
                 raise not_sent(rec, exc) from None
             except BaseException:  # (RecursionError, MemoryError, Ctrl-C: as it is)
@@ -114,6 +118,7 @@ class LoneCalls:
         finally:
             if self._rings:  # (tcp and ipc links have none: no call on the hot path)
                 rings.up(self._rings)
+            self._reader = None
             self._lock.release()
         self._stepped()
         if value is _NOTHING:  # not answered here: the general loop waits for it
@@ -145,6 +150,7 @@ class LoneCalls:
         replica goes unread (and so unheard, for liveness) behind this one."""
         if not self._lock.acquire(blocking=False):
             return
+        self._reader = get_ident()
         ch = link.channel
         try:
             while not rec.done and not link.dead:
@@ -167,5 +173,6 @@ class LoneCalls:
         finally:
             if self._rings:  # (tcp and ipc links have none: no call on the hot path)
                 rings.up(self._rings)
+            self._reader = None
             self._lock.release()
         self._stepped()

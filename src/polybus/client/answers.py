@@ -54,6 +54,8 @@ def handle(reactor: Reactor, link: ReplicaLink, msg: Message) -> None:
                     refused(rec)
                 if rec.set_error(error_from(msg, iface, link.name, origin, said)):
                     rec.dispatcher.completed(rec, link)
+                elif isinstance(rec, CallRecord):  # (given up on meanwhile: as a Result)
+                    rec.dispatcher.freed(link)
         case Batch(items=items):
             for item in items:
                 reactor._handle(link, item)

@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from polybus.client import rings
+from polybus.client.later import get_ident
 from polybus.errors import ConnectionLostError
 from polybus.transport.stalls import frame_part
 from polybus.wire.messages import Message, Ping
@@ -27,12 +28,14 @@ def request(r: Reactor, link: ReplicaLink, msg: Message, req: int,
     deadline = time.monotonic() + timeout
     while req not in r.replies and not link.dead and time.monotonic() < deadline:
         if r._lock.acquire(blocking=False):
+            r._reader = get_ident()
             try:
                 for lk in rings.down(r._rings) or [key.data for key, _ in r._sel.select(0.05)]:
                     if not lk.dead:
                         r._receive(lk, wait=False)
             finally:
                 rings.up(r._rings)
+                r._reader = None
                 r._lock.release()
         else:
             time.sleep(0.001)

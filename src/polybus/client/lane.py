@@ -27,6 +27,7 @@ import numpy as np
 
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.counts import unpassed
+from polybus.client.later import get_ident
 from polybus.client.unsendable import named, too_large
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.transport import ring as _ring
@@ -165,9 +166,9 @@ class SyncLane:
         ch = self.channel
         try:
             if inline and not (ch._fds_out or ch._released or ch._forget_out):
-                ch.send_header(self._encode(msg), self.reactor._drain)
+                ch.send_header(self._encode(msg), self.reactor._drain_held)
             else:
-                ch.send(msg, self.reactor._drain)
+                ch.send(msg, self.reactor._drain_held)
         except PolybusError as exc:
             if isinstance(exc, MessageTooLarge):
                 raise
@@ -197,12 +198,14 @@ def hand_over(d: Dispatcher, link: ReplicaLink, rid: int, wargs: list[Any],
     rec.attempts = 1
     link.outstanding[rid] = rec
     d.inflight[0] += 1
+    r._reader = get_ident()  # (a re-run's send reads in this turn: Sending._drain)
     try:
         if error is not None:
             r._lost(link, error)  # (re-run elsewhere, or failed, by the dispatcher)
         elif msg is not None:
             keep(msg)
     finally:
+        r._reader = None
         r._lock.release()
     r._stepped()
     return r.wait(rec)

@@ -21,7 +21,7 @@ from polybus.client.alone import LoneCalls
 from polybus.client.calls import CallRecord, ReplicaLink, give_up, late, waiting_for
 from polybus.client.cancel import Asked
 from polybus.client.headroom import roomy
-from polybus.client.later import Later
+from polybus.client.later import Later, get_ident
 from polybus.client.liveness import Liveness
 from polybus.client.pump import Gate, gated
 from polybus.client.sending import Sending
@@ -48,6 +48,9 @@ class Reactor(LoneCalls, Sending):
         self._fast = True  # the one-blocking-read path wakes up after a silent heartbeat
         self._sel = selectors.DefaultSelector()
         self._lock = threading.Lock()       # held by the thread reading sockets
+        # That thread, while a send of its own may wait for room (its reads inside the
+        # send are its own: Sending._drain); None while no thread reads.
+        self._reader: int | None = None
         # Rung by a thread that finds the reading role taken, so a reader asleep on one
         # replica's socket (the fast paths) comes back and reads every replica.
         self._wake = Wake()
@@ -177,6 +180,7 @@ class Reactor(LoneCalls, Sending):
                 self._cv.wait(0.05 if timeout is None else min(timeout, 0.05))
                 self._waiters -= 1
             return
+        self._reader = get_ident()
         try:
             busy = [lk for lk in self.links
                     if (lk.outstanding or lk.abandoned or lk.watch) and not lk.dead]
@@ -208,6 +212,7 @@ class Reactor(LoneCalls, Sending):
         finally:
             if self._rings:  # (tcp and ipc links have none: no call on the hot path)
                 rings.up(self._rings)
+            self._reader = None
             self._lock.release()
         self._stepped()
 
@@ -231,9 +236,11 @@ class Reactor(LoneCalls, Sending):
         too (False: `Promise.done`, whose look should not close them)."""
         self.flush_all(batches)
         if self._lock.acquire(blocking=False):
+            self._reader = get_ident()
             try:
                 self._read_ready()
             finally:
+                self._reader = None
                 self._lock.release()
             if not self._in_send:
                 self.after_step()
@@ -256,11 +263,13 @@ class Reactor(LoneCalls, Sending):
         again while more was there, ``rounds`` times at most."""
         if not self._lock.acquire(blocking=False):
             return  # (another thread reads: what it takes is filed all the same)
+        self._reader = get_ident()
         try:
             for _ in range(rounds):
                 if not self._read_ready():
                     break
         finally:
+            self._reader = None
             self._lock.release()
 
     poll = roomy(_poll)  # (gated where the session has a gate: open_gate)
@@ -315,6 +324,8 @@ class Reactor(LoneCalls, Sending):
                 link.calls += 1
                 if rec.set_value(msg.value):
                     rec.dispatcher.completed(rec, link)
+                else:  # given up on by another thread as this one took it out: the
+                    rec.dispatcher.freed(link)  # give-up no longer finds it to free
             elif link.abandoned:
                 late(link, msg.id)  # a late answer: the replica is free of it
             return

@@ -14,6 +14,7 @@ named below for the checker.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -27,9 +28,14 @@ from polybus.client.policies.aggregate import pack
 from polybus.client.unsendable import send_accepted
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.transport.channel import LATER
+from polybus.transport.wake import Wake
 from polybus.wire.messages import Call, Message
 
 __all__ = ["Sending"]
+
+# The longest a send waiting for room waits for another thread's read before it looks
+# at its connection again (that read's end wakes it first).
+DRAIN_WAIT_S = 0.005
 
 
 class Sending:
@@ -45,6 +51,11 @@ class Sending:
     # Batches are counted for the run's report (client/counts.py `batches_in`)
     aggregating = False
     unfinished: bool  # a write the pump's turn or the linger timer began is left
+    _lock: threading.Lock  # the read turn: held by the thread reading sockets
+    _reader: int | None  # that thread, where it may send while it reads (see _drain)
+    _cv: threading.Condition  # threads waiting for another's read
+    _waiters: int
+    _wake: Wake  # rung so a reader asleep on one replica's socket comes back
 
     if TYPE_CHECKING:
         def work_left(self) -> None: ...
@@ -166,8 +177,34 @@ class Sending:
                 later.write(self)
 
     def _drain(self) -> None:
-        """A send's connection is full: read meanwhile (what a read decides to send
-        waits for the end of that send: client/later.py)."""
+        """A send's connection is full: read meanwhile, in the read turn (what a read
+        decides to send waits for the end of that send: client/later.py). While another
+        thread has the turn, that thread reads (rung awake if it sleeps on another
+        replica's socket) and this send waits a moment for its read, then looks at its
+        room again: two threads decoding one connection at once filed some answers twice
+        and lost others, and their callers waited for ever."""
+        me = get_ident()
+        if self._reader == me:  # (a send made inside this thread's own read)
+            self._drain_held()
+        elif self._lock.acquire(blocking=False):
+            self._reader = me
+            try:
+                self._drain_held()
+            finally:
+                self._reader = None
+                self._lock.release()
+            if self._waiters:  # (what it read may be what they wait for)
+                with self._cv:
+                    self._cv.notify_all()
+        else:
+            with self._cv:
+                self._waiters += 1
+                self._wake.ring()
+                self._cv.wait(DRAIN_WAIT_S)
+                self._waiters -= 1
+
+    def _drain_held(self) -> None:
+        """`_drain` by the thread that has the read turn (a lone call's own send)."""
         enter()  # (room under it, however deep the send: client/headroom.py; first, so
         later = self.later  # a RecursionError at its call leaves nothing set)
         outer = later.reader

@@ -86,7 +86,10 @@ class SocketLane:
             return MISS
         d.calls += 1
         try:  # Channel.send's steps, a one-piece frame written here
-            with ch.send_lock:  # (held while encoding too: the codec is the connection's)
+            lock = ch.send_lock  # (held while encoding too: the codec is the connection's)
+            if not lock.acquire(False):
+                ch.wait_send_lock(r._drain_held)  # (another thread writes: read meanwhile)
+            try:
                 pieces = ch.codec.encode(Call(rid, d.interface, wargs))
                 if ch.closed:
                     raise ConnectionLostError(f"connection to {ch.peer} is closed")
@@ -101,9 +104,11 @@ class SocketLane:
                             f"connection to {ch.peer} broke while sending: {exc}") from None
                     ch.bytes_sent += sent
                     if sent != len(p):  # (the rest as the channel writes, reading meanwhile)
-                        ch._send_pieces([memoryview(p)[sent:]], r._drain)
+                        ch._send_pieces([memoryview(p)[sent:]], r._drain_held)
                 else:
-                    ch._send_pieces(pieces, r._drain)
+                    ch._send_pieces(pieces, r._drain_held)
+            finally:
+                lock.release()
         except (TypeError, OverflowError, UnicodeEncodeError) as exc:  # not encodable: which
             # argument (unsendable.py; the codec says a lone surrogate as a TypeError)
             r._lock.release()

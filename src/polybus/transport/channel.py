@@ -5,7 +5,9 @@ to ``on_blocked`` (which reads and handles what the peer sent meanwhile) before 
 again, so two sides that both write before reading cannot deadlock (seeds/002's
 buffer deadlock is impossible by construction). A writer that must not wait at all
 (the client's pump, client/pump.py) passes `LATER`: what the connection cannot take at
-once stays in ``unsent``, and the next send on the connection writes it first.
+once stays in ``unsent``, and the next send on the connection writes it first. A send
+that waits for another thread's write on the connection to end lets ``on_blocked`` read
+meanwhile too (`Channel.wait_send_lock`).
 Receives fill the frame decoder's memory directly, so large arrays are not copied on
 the way in.
 """
@@ -29,6 +31,8 @@ from polybus.wire.messages import Message
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 _WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _IOV_MAX = 512
+# How often a send waiting for another thread's write to end lets ``on_blocked`` read
+SEND_LOCK_LOOK_S = 0.005
 
 
 def LATER() -> None:
@@ -88,13 +92,36 @@ class Channel:
     # -- sending ---------------------------------------------------------------
     def send(self, msg: Message, on_blocked: Callable[[], None] | None = None) -> int:
         """Send one message; returns its size on the wire in bytes."""
-        with self.send_lock:
+        lock = self.send_lock
+        if not lock.acquire(False):
+            self.wait_send_lock(on_blocked)
+        try:
             pieces = self._encode(msg)
             return self._send_pieces(pieces, on_blocked)
+        finally:
+            lock.release()
 
     def send_many(self, msgs: list[Message], on_blocked: Callable[[], None] | None = None) -> int:
-        with self.send_lock:
+        lock = self.send_lock
+        if not lock.acquire(False):
+            self.wait_send_lock(on_blocked)
+        try:
             return self._send_pieces(self._encode_many(msgs), on_blocked)
+        finally:
+            lock.release()
+
+    def wait_send_lock(self, on_blocked: Callable[[], None] | None) -> None:
+        """Take ``send_lock``, which another thread's write holds: while it waits,
+        ``on_blocked`` reads, as it does while the connection is full. That write may be
+        waiting for room while its own reads are left to this thread (the client's
+        reader: one thread at a time reads a connection), and a peer that stops reading
+        while its answers go unread would leave the two waiting for each other."""
+        lock = self.send_lock
+        if on_blocked is None or on_blocked is LATER:
+            lock.acquire()
+            return
+        while not lock.acquire(timeout=SEND_LOCK_LOOK_S):
+            on_blocked()
 
     def send_unsent(self, on_blocked: Callable[[], None] | None = LATER) -> int:
         """Write on with what `LATER` sends left in ``unsent`` (with `LATER`: as much as

@@ -78,7 +78,10 @@ class RingChannel(RingReader):
         tx = self._tx
         if tx is None:
             return super().send(msg, on_blocked)
-        with self.send_lock:
+        lock = self.send_lock
+        if not lock.acquire(False):
+            self.wait_send_lock(on_blocked)
+        try:
             if self._released or self._forget_out or self._fds_out:
                 return self._send_pieces(self._encode(msg), on_blocked)
             if type(msg) is Result and type(v := msg.value) in _PLAIN and (
@@ -97,6 +100,8 @@ class RingChannel(RingReader):
                         return self._send_pieces(pieces, on_blocked)
                     return self._put_frame(tx, pieces[0], on_blocked)
             return self._put_header(tx, header, on_blocked)
+        finally:
+            lock.release()
 
     def send_many(self, msgs: list[Message],
                   on_blocked: Callable[[], None] | None = None) -> int:
@@ -107,7 +112,10 @@ class RingChannel(RingReader):
         tx = self._tx
         if tx is None:
             return super().send_many(msgs, on_blocked)
-        with self.send_lock:
+        lock = self.send_lock
+        if not lock.acquire(False):
+            self.wait_send_lock(on_blocked)
+        try:
             if self._released or self._forget_out or self._fds_out:
                 return self._send_pieces(self._encode_many(msgs), on_blocked)
             max_frame = self.codec.max_frame
@@ -123,6 +131,8 @@ class RingChannel(RingReader):
             if pieces_size(pieces) <= JOIN_MAX:
                 return self._put_frame(tx, b"".join(pieces), on_blocked)
             return self._send_ring(tx, pieces, on_blocked)
+        finally:
+            lock.release()
 
     def send_header(self, header: bytes, on_blocked: Callable[[], None] | None = None) -> int:
         """Send a message already encoded with no buffers (the client's sync lane,
@@ -130,8 +140,13 @@ class RingChannel(RingReader):
         first (`send` sends those)."""
         tx = self._tx
         assert tx is not None
-        with self.send_lock:
+        lock = self.send_lock
+        if not lock.acquire(False):
+            self.wait_send_lock(on_blocked)
+        try:
             return self._put_header(tx, header, on_blocked)
+        finally:
+            lock.release()
 
     def _put_header(self, tx: _ring.Ring, header: bytes,
                     on_blocked: Callable[[], None] | None) -> int:
