@@ -15,7 +15,6 @@ the peer has ended is now dialled again before a value goes on it.
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,18 +22,10 @@ import pytest
 
 from polybus.wire.messages import Deliver, Message
 from polybus.worker.runtime import WorkerRuntime
+from unit.test_fwd_send_later import _until
 
 TOKEN = b"fwd-restart-token-0123456789abcd"
 
-
-def _until(cond: Callable[[], bool], within: float = 10.0) -> bool:
-    """Whether ``cond()`` became true within ``within`` seconds (looked at every 10 ms)."""
-    end = time.monotonic() + within
-    while not cond():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 @pytest.fixture
