@@ -13,29 +13,18 @@ from pathlib import Path
 import pytest
 
 from integration.conftest import Procs, read_line, rest_of
-from polybus.testing.apps import write_app
+from polybus.testing.apps import write_one_call_app
 
 SERVER = "import time\n\ntime.sleep(100)\n\n\ndef f(x):\n    return x\n"
 CLIENT = "from polybus import use\n\nf = use('f')\n\n\ndef main():\n    return f(3)\n"
-TOML = """\
-[modules.server]
-source = "server.py"
-replication = 1
-
-[modules.client]
-source = "client.py"
-entrypoint = "main"
-
-[bind]
-"client.f" = "server.f"
-"""
 
 
 @pytest.mark.parametrize("whole_group", [True, False], ids=["ctrl-c", "kill-int"])
 def test_check_interrupted_during_a_hung_import_says_the_module_and_line(
         procs: Procs, tmp_path: Path, whole_group: bool) -> None:
     # Ctrl-C at a terminal reaches the import's child process too; `kill -INT` only check
-    write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    write_one_call_app(tmp_path, server_keys="replication = 1", server=SERVER,
+                       client=CLIENT)
     p = procs.start("check", "app.toml", cwd=tmp_path, group=True)
     assert p.stderr is not None
     read_line(p.stderr, r"importing module 'server' \(server.py\) is taking more", timeout=60)
