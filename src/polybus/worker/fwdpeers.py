@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import select
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +51,7 @@ from polybus.wire.unsendablepath import at
 from polybus.worker import replies
 from polybus.worker.cache import DEFAULT_CAPACITY
 from polybus.worker.heldvalue import held_bytes
+from polybus.worker.poller import ended
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
@@ -325,11 +325,14 @@ class Peers:
     def _live(self, to: str) -> Channel | None:
         """(``_connect_lock`` held) The connection to ``to`` kept, unless it is closed or
         its peer ended it (then closed now: a replica started again at that address is
-        dialled, rather than sent a value into the old one's connection, lost there)."""
+        dialled, rather than sent a value into the old one's connection, lost there: over
+        tcp a write after the peer's FIN succeeds, its bytes lost to the reset that
+        answers them, with nothing said). A peer only reads this connection, so it ends
+        it only as it goes."""
         ch = self._peers.get(to)
         if ch is None:
             return None
-        if not ch.closed and not _ended(ch):
+        if not ch.closed and not ended(ch):  # (one poll, no wait, per value sent on)
             return ch
         del self._peers[to]
         ch.close()
@@ -348,18 +351,3 @@ class Peers:
         for ch in peers.values():
             ch.close()
 
-
-_GONE = select.POLLRDHUP | select.POLLHUP | select.POLLERR
-
-
-def _ended(ch: Channel) -> bool:
-    """Whether the peer of ``ch`` has ended it (its process gone: a FIN or a reset came).
-    A peer only reads this connection, so it half-closes it only as it ends; and a write
-    after its FIN succeeds over tcp, the bytes lost to the reset that answers them, with
-    nothing said (over ipc it fails). One poll, no wait, per value sent on."""
-    look = select.poll()
-    try:
-        look.register(ch.fileno(), _GONE)
-    except (ValueError, OSError):  # (closed by another thread meanwhile)
-        return True
-    return bool(look.poll(0))
