@@ -7,8 +7,10 @@ line too long, 431 head too large, 501 unknown transfer coding before chunked).
 Bodies come with a Content-Length or in chunks; requests may be pipelined. The head's
 lines may end in a bare LF (RFC 9112 2.2 lets a server take it; such a request was
 left waiting for a CRLF that never came). An HTTP/1.1 request must say its Host, and
-no request may say it twice or as other than host[:port] (RFC 9112 3.2). The path is percent-decoded and its dot segments removed (RFC 3986
-5.2.4), so "/static/../secret" is "/secret", routed as such, never a subpath
+no request may say it twice or as other than host[:port] (RFC 9112 3.2). A target in
+absolute form ("http://host/path", RFC 9112 3.2.2) is routed by its path and query.
+The path is percent-decoded and its dot segments removed (RFC 3986 5.2.4), so
+"/static/../secret" is "/secret", routed as such, never a subpath
 "/../secret" of /static/*; a control character in it (%00, %0A) is a 400.
 """
 
@@ -32,6 +34,9 @@ _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[ \t]*%s(?:[ \t]*=[ \t]
 # reg-name (unreserved, pct-encoded, sub-delims: RFC 3986 3.2.2), an IPv4 address being one
 _HOST = re.compile(r"(?:\[[0-9A-Za-z.:_~!$&'()*+,;=-]+\]"
                    r"|(?:[0-9A-Za-z._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)(?::[0-9]*)?")
+# RFC 9112 3.2.2: absolute-form = absolute-URI; an http(s) one: authority, then an
+# optional path-abempty and query (no fragment, no userinfo: "@" is not in _HOST)
+_ABSOLUTE = re.compile(r"(?i:https?)://([^/?#]*)((?:/[^?#]*)?(?:\?[^#]*)?)")
 _DIGITS = re.compile(r"[0-9]{1,19}")  # (ASCII digits: str.isdigit takes "²", which int() refuses)
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
@@ -68,7 +73,7 @@ class Request:
         """``path`` as messages say it: its bytes, sent raw or percent-encoded, read as
         UTF-8 (``path`` reads a raw one a character a byte, "/hÃ©llo"; routing is by
         it, as sent). Not for routing: a byte that is not UTF-8 is shown "\\xff"."""
-        raw = self.target.partition("?")[0]
+        raw = _origin_form(self.target).partition("?")[0]
         if raw == "*":
             return raw
         try:
@@ -204,7 +209,7 @@ class RequestParser:
             raise HTTPError(505, "unsupported HTTP version")
         target = parts[1].decode("latin-1")
         if not (target.startswith("/") or target == "*"):
-            raise HTTPError(400, "request target must be a path")
+            _origin_form(target)  # (absolute form, RFC 9112 3.2.2; else a 400)
         if _CONTROL.search(target):  # (RFC 9112 3.2; its query went raw into serve's log)
             raise HTTPError(400, "a control character in the request target")
         head = _Head(parts[0].decode("ascii"), target, f"1.{version.group(1).decode()}")
@@ -307,6 +312,22 @@ class RequestParser:
         return False
 
 
+def _origin_form(target: str) -> str:
+    """``target`` as origin-form ("/path?query"): itself when so sent (or "*"); for an
+    absolute-form "http://host[:port]/path?query", which RFC 9112 3.2.2 says a server
+    must accept, its path (or "/") and query. The authority is checked as a Host is;
+    another scheme, a userinfo (RFC 9110 4.2.4) or a fragment is a 400."""
+    if target.startswith("/") or target == "*":
+        return target
+    m = _ABSOLUTE.fullmatch(target)
+    if m is None:
+        raise HTTPError(400, "request target must be a path or an http(s) URI")
+    if not m.group(1) or not _HOST.fullmatch(m.group(1)):
+        raise HTTPError(400, f"request target's host {m.group(1)!r} is not a host[:port]")
+    rest = m.group(2)
+    return rest if rest.startswith("/") else "/" + rest
+
+
 def _field_line(line: bytes) -> bool:
     """``line`` is a field line: a token, a colon, a value without CR, LF, NUL or
     another control character but HTAB (RFC 9112 5, RFC 9110 5.5)."""
@@ -318,7 +339,7 @@ def _field_line(line: bytes) -> bool:
 def _request(head: _Head, body: bytes) -> Request:
     connection = {t.strip().lower() for t in head.headers.get("connection", "").split(",")}
     keep = "keep-alive" in connection if head.version == "1.0" else "close" not in connection
-    raw_path, _, qs = head.target.partition("?")
+    raw_path, _, qs = _origin_form(head.target).partition("?")
     path = _without_dots(unquote(raw_path)) if raw_path != "*" else raw_path
     if _CONTROL.search(path):
         raise HTTPError(400, "a control character in the request path")
