@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from polybus.client.batchcalls import Pending, operand_bytes
+from polybus.worker.heldvalue import CACHE_ENTRY_BYTES
 
 
 def _batch() -> Pending:
@@ -18,13 +19,14 @@ def _batch() -> Pending:
 
 def test_operands_are_the_cached_arrays_and_bytes_each_object_once() -> None:
     a, b, raw = np.zeros(100), np.zeros(10), b"x" * 50
-    assert operand_bytes((a, b), (1,), None, 0) == {id(b): 80}
-    assert operand_bytes((a, a), (0, 1), None, 0) == {id(a): 800}  # one object, once
+    e = CACHE_ENTRY_BYTES  # (counted as the replica's cache counts it: its bytes and e)
+    assert operand_bytes((a, b), (1,), None, 0) == {id(b): 80 + e}
+    assert operand_bytes((a, a), (0, 1), None, 0) == {id(a): 800 + e}  # one object, once
     assert operand_bytes((a, [1, 2], 3), (1, 2), None, 0) is None  # (not named: by value)
     assert operand_bytes((a,), (1,), None, 0) is None  # (a position the call leaves out)
     # cache names *args: every position from rest on; "auto": arrays and bytes this big
-    assert operand_bytes((a, b, raw), (), 1, 0) == {id(b): 80, id(raw): 50}
-    assert operand_bytes((a, b, raw), (), None, 80) == {id(a): 800, id(b): 80}
+    assert operand_bytes((a, b, raw), (), 1, 0) == {id(b): 80 + e, id(raw): 50 + e}
+    assert operand_bytes((a, b, raw), (), None, 80) == {id(a): 800 + e, id(b): 80 + e}
 
 
 def test_a_batch_takes_operands_up_to_the_bound() -> None:

@@ -10,6 +10,7 @@ from polybus.client.naming import content_key
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, CallBatch
 from polybus.worker.cache import OperandCache, resolve, resolve_batch
+from polybus.worker.heldvalue import CACHE_ENTRY_BYTES as E
 
 
 def test_hit_and_miss() -> None:
@@ -42,22 +43,22 @@ def test_a_batch_resolves_every_call_or_misses_whole() -> None:
 
 
 def test_lru_eviction_by_bytes() -> None:
-    c = OperandCache(250)
+    c = OperandCache(2 * (100 + E) + 50)  # (each entry counts E beside its bytes)
     for k in "ab":
         c.put(k, np.zeros(100, np.uint8))
     c.get("a")  # a is now the most recent; b goes first
     c.put("c", np.zeros(100, np.uint8))
     assert "b" not in c and "a" in c and "c" in c
-    assert c.bytes == 200 and c.evictions == 1
+    assert c.bytes == 2 * (100 + E) and c.evictions == 1
 
 
 def test_one_oversized_entry_is_kept_alone() -> None:
-    c = OperandCache(10)
+    c = OperandCache(E + 10)
     c.put("a", b"12345")
     c.put("big", b"x" * 100)
     assert "big" in c and "a" not in c
     c.put("next", b"123")  # (as docs/strategies.md, `cache_bytes`, says) the next put evicts it
-    assert "big" not in c and "next" in c and c.bytes == 3
+    assert "big" not in c and "next" in c and c.bytes == E + 3
 
 
 def test_content_key_names_content_not_object() -> None:
@@ -95,10 +96,10 @@ def test_a_dropped_connection_frees_what_only_it_used() -> None:
     assert c.users("shared") == 2
     assert c.release(a) == 1
     assert "mine" not in c and "shared" in c and "anon" in c
-    assert c.bytes == 20 and c.users("shared") == 1
+    assert c.bytes == 2 * (E + 10) and c.users("shared") == 1
     assert c.release(a) == 0        # twice is harmless
     assert c.release(b) == 1
-    assert "shared" not in c and "anon" in c and c.bytes == 10
+    assert "shared" not in c and "anon" in c and c.bytes == E + 10
 
 
 def test_drop_evicts_only_what_no_other_connection_uses() -> None:
@@ -113,11 +114,11 @@ def test_drop_evicts_only_what_no_other_connection_uses() -> None:
     assert "mine" not in cache and "both" in cache and "theirs" in cache and "kept" in cache
     assert cache.users("both") == 1
     assert cache.drop(["both"], other) == 1 and "both" not in cache
-    assert cache.bytes == 20
+    assert cache.bytes == 2 * (E + 10)
 
 
 def test_lru_eviction_forgets_users_and_order_is_kept() -> None:
-    c = OperandCache(250)
+    c = OperandCache(2 * (100 + E) + 50)
     a, b = object(), object()
     c.put("x", np.zeros(100, np.uint8), a)
     c.put("y", np.zeros(100, np.uint8), b)
@@ -242,7 +243,7 @@ def test_a_cache_bytes_in_the_file_or_set_is_marked_as_said(tmp_path: Path) -> N
 def test_a_batch_that_misses_names_every_operand_it_lacks_and_keeps_the_rest() -> None:
     # Stopping at its first miss, the batch named one operand and left the others it
     # names least recently used: the Put that went before it again evicted one of them.
-    c = OperandCache(300)
+    c = OperandCache(3 * (100 + E))
     for k in "abc":
         c.put(k, b"x" * 100)
     batch = CallBatch(3, "f", [[Ref("op", "gone")], [Ref("op", "a")], [Ref("op", "lost")],
@@ -256,7 +257,7 @@ def test_a_batch_that_misses_names_every_operand_it_lacks_and_keeps_the_rest() -
 
 
 def test_a_put_keeps_the_entries_it_is_told_to() -> None:
-    c = OperandCache(300)
+    c = OperandCache(3 * (100 + E))
     for k in "abc":
         c.put(k, b"x" * 100)
     c.put("d", b"x" * 100, keep=["a", "nope"])  # a is the most recent first: b goes
@@ -271,3 +272,28 @@ def test_a_dict_is_counted_by_what_it_holds() -> None:
     assert c.bytes > 8000
     c.put("b", {"w": np.zeros(1000)})
     assert "a" not in c and "b" in c  # (the bound evicts as for two arrays)
+
+
+def test_many_small_operands_hold_about_the_bound_in_memory() -> None:
+    """Each entry costs memory beside its value's bytes (its key, its place in the LRU,
+    the value's object): counted by the bytes alone, 16-byte operands never dropped
+    held ~36 times ``cache_bytes`` before the first left."""
+    import os
+    import tracemalloc
+
+    cap = 256 * 1024
+    c = OperandCache(cap)
+    user = object()
+    values = [(os.urandom(16).hex(), os.urandom(16)) for _ in range(20_000)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for key, v in values:
+            c.put(key, v, user)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert c.evictions > 0 and c.bytes <= cap
+    # (the values and keys themselves were made before: what the cache adds, and at
+    # most its bound over again for them)
+    assert held <= 2 * cap, held

@@ -25,6 +25,7 @@ from polybus.client.unseen import forgotten, raised
 from polybus.errors import PolybusError
 from polybus.wire.codec import Ref
 from polybus.wire.messages import BatchResult, CallBatch
+from polybus.worker.heldvalue import CACHE_ENTRY_BYTES
 
 if TYPE_CHECKING:
     from polybus.client.batching import Batcher
@@ -225,7 +226,7 @@ def operand_bytes(args: tuple[Any, ...], at: tuple[int, ...], rest: int | None,
         if size and (i in at or (rest is not None and i >= rest) or 0 < auto <= size):
             if out is None:
                 out = {}
-            out[id(a)] = size
+            out[id(a)] = size + CACHE_ENTRY_BYTES  # (as the replica counts it: cache.py)
     return out
 
 

@@ -34,6 +34,7 @@ import numpy as np
 from polybus.wire.codec import OutOfBand, Ref
 from polybus.wire.messages import Message, Put
 from polybus.wire.values import size_of
+from polybus.worker.heldvalue import CACHE_ENTRY_BYTES
 from polybus.worker.heldvalue import held_bytes as cache_bytes
 
 __all__ = ["Held", "held_bytes", "named_keys", "spare"]
@@ -76,6 +77,7 @@ class Held(OrderedDict[str, int]):
             old = self.pop(key, None)
             if old is not None:
                 self.bytes -= old
+            nbytes += CACHE_ENTRY_BYTES  # (as the replica counts it: worker/cache.py)
             self[key] = nbytes
             self.bytes += nbytes
             cap = self.capacity

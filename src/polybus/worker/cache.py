@@ -28,7 +28,7 @@ from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, CallBatch, Fail
 from polybus.wire.values import INSIDE_DEPTH
 from polybus.worker import readonly
-from polybus.worker.heldvalue import freeze, held_bytes
+from polybus.worker.heldvalue import CACHE_ENTRY_BYTES, freeze, held_bytes
 
 DEFAULT_CAPACITY = 512 * 1024 * 1024
 class OperandCache:
@@ -66,10 +66,10 @@ class OperandCache:
         if type(value) is ndarray_type():  # (the usual operand: its steps written out,
             value.flags.writeable = False  # each a cold Python call once a product)
             readonly.held_array(value)
-            n = value.nbytes
+            n = value.nbytes + CACHE_ENTRY_BYTES
         else:
             freeze(value)
-            n = held_bytes(value)  # (a dict's and what it holds: walked)
+            n = held_bytes(value) + CACHE_ENTRY_BYTES  # (a dict's and what it holds: walked)
         with self._lock:
             entries = self._entries
             for k in keep or ():
