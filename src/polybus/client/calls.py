@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from polybus.client.calltext import call_text
+from polybus.client.timeoutwhere import where
 from polybus.client.unseen import failed, forgotten, raised, seen
 from polybus.config.units import duration_text
 from polybus.errors import (
@@ -198,9 +199,10 @@ def give_up(rec: CallRecord, limit: float, why: str = "") -> bool:
 
     A call written to a live replica is revoked there (`abandon`)."""
     iface = rec.dispatcher.interface
-    if not rec.set_error(CallTimeoutError(
-            f"no answer from {iface} within {duration_text(limit)}{why}", interface=iface,
-            call=text_of(rec))):
+    text = f"no answer from {iface} within {duration_text(limit)}{where(rec)}{why}"
+    link = rec.link
+    if not rec.set_error(CallTimeoutError(text, interface=iface, call=text_of(rec),
+                                          replica=link.name if link is not None else "")):
         return False
     abandon(rec)
     return True
