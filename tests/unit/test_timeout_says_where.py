@@ -79,3 +79,19 @@ def test_a_call_made_after_it_is_not_said_to_be_ahead(
         "no answer from audit within 0.5 s (sent to bank-0, which had not yet answered 2 "
         "calls made before it: audit x2, 1 of them given up at its own deadline (a replica "
         "runs a call it began to its end))")
+
+
+def test_a_burst_of_timeouts_looks_at_a_bounded_number_of_calls(
+        link: tuple[Reactor, ReplicaLink]) -> None:
+    """Each call timing out in a burst looked at every other unanswered or given up
+    (8,000 took 25 s of the client's CPU): it looks at LOOKED_AT of each, and says so."""
+    from polybus.client.timeoutwhere import LOOKED_AT
+
+    reactor, lk = link
+    d = Dispatcher("balance", reactor, [lk], CallStyle("async"), timeout=1.0)
+    recs = [_sent(d, lk, i, i) for i in range(1, 3 * LOOKED_AT + 2)]
+    for r in recs:
+        assert give_up(r, 1.0)
+    last = str(recs[-1].error)
+    assert f"which had not yet answered {LOOKED_AT} calls or more made before it: " \
+           f"balance x{LOOKED_AT}, all given up at their own deadlines" in last, last
