@@ -187,6 +187,9 @@ class RingChannel(RingReader):
         if self.closed:
             raise ConnectionLostError(f"connection to {self.peer} is closed")
         if self.unsent:  # (what a LATER send began goes first)
+            if on_blocked is LATER and pieces and not tx.free():
+                self.unsent.extend(pieces)  # (still full: behind the rest, untried, as
+                return 0                    # on a socket: channel.py)
             pieces = self._take_unsent(pieces)
         try:
             if self._fds_out:

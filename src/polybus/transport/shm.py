@@ -104,10 +104,10 @@ class ShmChannel(SegmentFrames, SegmentMaps, RingChannel):
 
     def _send_pieces(self, pieces: list[bytes | memoryview],
                      on_blocked: Callable[[], None] | None) -> int:
+        if self._tx is not None:  # (which takes what a LATER send left itself)
+            return self._send_ring(self._tx, pieces, on_blocked)
         if self.unsent and not self.closed:  # (what a LATER send began goes first)
             pieces = self._take_unsent(pieces)
-        if self._tx is not None:
-            return self._send_ring(self._tx, pieces, on_blocked)
         if self._fds_out and not self.closed and pieces:
             # The descriptors ride on the first byte of the stream this send writes, so
             # the receiver meets them in order, before the frame that names them.
