@@ -8,6 +8,10 @@ session's reactor say so, in the reads a promise makes (`wait`, `Promise.done`'s
 as_completed's read, a forwarded value's fetch), with no cost to the calls of a live
 run. A wait raises `StalePromiseError` naming the call; `done` stays False. A promise
 answered before its run ended keeps its value, and may be used or passed on later.
+A wait already under way in another thread of the program when the session closes
+(a sync call's, a promise's) raises it too (`ended_meanwhile`), at its next turn or as
+its read finds the closed selector or sockets: those were a raw ValueError out of the
+thread, or taken for replicas lost (said as such, and a call run again on another).
 
 A promise passed to a call of another run is never forwarded or held at that run's
 client for its answer (the other run's replicas, and even its cluster token, are not
@@ -26,7 +30,7 @@ from polybus.errors import StalePromiseError
 if TYPE_CHECKING:
     from polybus.client.reactor import Reactor
 
-__all__ = ["close", "stale"]
+__all__ = ["close", "ended_meanwhile", "stale"]
 
 _USE = ("use the value within its run (polybus.wait it, or use it, before the run's "
         "entrypoint returns or raises)")
@@ -37,6 +41,28 @@ def stale(rec: Any) -> StalePromiseError:
     Slot) once its run has ended: the call and the replica it was on. Unanswered; or
     answered ``Ref``, its value left on that replica (forwarded to another call), to be
     fetched (fwdfetch.py) from a replica the run has let go."""
+    call, where = _named(rec)
+    link = rec.link
+    what = ("its value stayed on that replica (forwarded to another call) and was not "
+            "fetched before the run let it go" if rec.done and link is not None
+            else "its answer never came")
+    return StalePromiseError(f"this promise belongs to a run that has ended (call {call}"
+                             f"{where}); {what}: {_USE}")
+
+
+def ended_meanwhile(rec: Any) -> StalePromiseError:
+    """The error of a wait for ``rec`` (a sync call's, or a promise's) under way in
+    another thread of the program when the run ended (its entrypoint returned or
+    raised, or the run was stopped): the session closed under it (Reactor._wait)."""
+    call, where = _named(rec)
+    return StalePromiseError(
+        f"the run ended while this thread waited for the answer of call {call}{where}, "
+        "which never came: a run takes calls, and reads their answers, while its "
+        "entrypoint runs; join the threads that call or wait before it returns")
+
+
+def _named(rec: Any) -> tuple[str, str]:
+    """``rec``'s call as text, and where it was (" of server-0")."""
     from polybus.client.batchcalls import Slot
 
     if type(rec) is Slot:  # (an aggregated call: its batch's arguments, if still kept)
@@ -47,12 +73,7 @@ def stale(rec: Any) -> StalePromiseError:
     else:
         call = call_text(rec.dispatcher.interface, rec.args or (), rec.kwargs)
     link = rec.link
-    where = f" of {link.name}" if link is not None else ", not yet sent to a replica"
-    what = ("its value stayed on that replica (forwarded to another call) and was not "
-            "fetched before the run let it go" if rec.done and link is not None
-            else "its answer never came")
-    return StalePromiseError(f"this promise belongs to a run that has ended (call {call}"
-                             f"{where}); {what}: {_USE}")
+    return call, f" of {link.name}" if link is not None else ", not yet sent to a replica"
 
 
 def _ended() -> StalePromiseError:

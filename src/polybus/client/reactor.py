@@ -128,6 +128,8 @@ class Reactor(LoneCalls, Sending):
             # this wait.)
             own = 0.0 if timeout is None else time.monotonic() + timeout
             while not rec.done:
+                if self.closed:  # (its run ended as this thread waited: ended.py)
+                    raise ended.ended_meanwhile(rec)
                 remaining = None
                 if timeout is not None:
                     remaining = self._left(rec, own, timeout)
@@ -209,6 +211,10 @@ class Reactor(LoneCalls, Sending):
                         self._receive(link, wait=False)
                 if self.liveness is not None and self.liveness.due(time.monotonic()):
                     self._check_liveness()
+        except (ValueError, OSError):  # (its selector or a ring closed under it)
+            if not self.closed:
+                raise
+            return  # (the run ended as this thread read: its wait says so, `_wait`)
         finally:
             if self._rings:  # (tcp and ipc links have none: no call on the hot path)
                 rings.up(self._rings)
@@ -239,6 +245,10 @@ class Reactor(LoneCalls, Sending):
             self._reader = get_ident()
             try:
                 self._read_ready()
+            except (ValueError, OSError):  # (as in `_step`: the run ended meanwhile)
+                if not self.closed:
+                    raise
+                return
             finally:
                 self._reader = None
                 self._lock.release()
@@ -340,6 +350,8 @@ class Reactor(LoneCalls, Sending):
             return
         link.dead = True
         link.abandoned.clear()
+        if self.closed:  # (the run ended and closed it, as another thread read it: not a
+            return  # replica lost, nor its calls to run again; their waits say it ended)
         try:
             self._sel.unregister(link.channel.sock)
         except (KeyError, ValueError):

@@ -113,11 +113,13 @@ def failed(error: PolybusError) -> None:
     if getattr(error, _FAILED, False):
         return  # (one error of several calls is said once: counted once)
     kind = reported_name(error)
-    with _lock:
+    with _lock:  # (looked at again, and marked, under it: `seen`)
+        if getattr(error, _FAILED, False):
+            return
         _failed[kind] += 1
         if getattr(error, _MARK, False):
             _looked[kind] += 1
-    _mark(error, _FAILED)
+        _mark(error, _FAILED)
 
 
 def _mark(error: PolybusError, name: str) -> None:
@@ -130,8 +132,14 @@ def _mark(error: PolybusError, name: str) -> None:
 def seen(error: PolybusError) -> PolybusError:
     """``error`` reaches the program (or a consumer of the value): mark it; returned."""
     if getattr(error, _FAILED, False) and not getattr(error, _MARK, False):
+        kind = reported_name(error)
+        # Looked at again, and marked, under the lock: two threads raising one failed
+        # promise's error at once each counted it seen (the GIL passed between the look
+        # and the mark), and the count hid another error of its type never looked at.
         with _lock:
-            _looked[reported_name(error)] += 1
+            if not getattr(error, _MARK, False):
+                _looked[kind] += 1
+                _mark(error, _MARK)
     _mark(error, _MARK)
     return error
 

@@ -183,7 +183,8 @@ def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) 
         reply = Result(call.id, value)
     except BaseException as exc:  # (as WorkerRuntime._run)
         reply = failure(call.id, exc, fn, call.args, call.kwargs)
-    rt.busy_s += clock() - t0
+    spent = clock() - t0  # (before the addition: a call there lets the GIL go, and
+    rt.busy_s += spent  # a pool thread's time added meanwhile was lost)
     rt.calls += 1
     if rt.forwarding.targets or (type(reply) is Result and heeded(reply.value)):
         reply = rt.forwarding.finished(ch, call, reply)

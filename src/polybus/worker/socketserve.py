@@ -123,7 +123,8 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
                 reply = Result(msg.id, functions[msg.iface](*args))
             except BaseException as exc:  # (as WorkerRuntime._run)
                 reply = failure(msg.id, exc, functions[msg.iface], args)
-            rt.busy_s += clock() - t0
+            spent = clock() - t0  # (before the addition: a call there lets the GIL go, and
+            rt.busy_s += spent  # a pool thread's time added meanwhile was lost)
             rt.calls += 1
             if rt.forwarding.targets or (type(reply) is Result and heeded(reply.value)):
                 reply = rt.forwarding.finished(ch, msg, reply)
