@@ -93,13 +93,15 @@ def test_calls_that_queue_are_run_at_once(pair: tuple[WorkerRuntime, Channel]) -
 
 def test_a_long_call_leaves_the_connection_read(pair: tuple[WorkerRuntime, Channel]) -> None:
     """While a call runs inline the role is let go: the standby answers a ping."""
-    _, ch = pair
+    rt, ch = pair
     ch.send(Call(1, "echo", [1]))
     assert next_message(ch) == Result(1, 1)
-    ch.send(Call(2, "nap", [0.6]))
-    time.sleep(0.05)
+    ch.send(Call(2, "nap", [2.0]))  # (long enough for a loaded machine's standby look)
+    deadline = time.monotonic() + 2
+    while rt._running == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)  # the call runs
     ch.send(Ping(9))
-    assert next_message(ch, 0.5) == Pong(9, 0, 1)
+    assert next_message(ch, 1.5) == Pong(9, 0, 1)
     assert next_message(ch) == Result(2, None)
 
 
