@@ -56,10 +56,9 @@ def test_registry_restart(harness: Harness) -> None:
     assert reg.poll() is not None
     # Calls to the replicas already known go on with no registry at all.
     assert [session.call("square", (i, 0.0), {}) for i in range(100)] == [i * i for i in range(100)]
-    t0 = time.monotonic()
-    harness.registry_process(port, ttl=1.5)
+    harness.registry_process(port, ttl=1.5)  # (its own start is not timed: a loaded
+    # machine starts a Python process in seconds)
     harness.wait_registered(names, timeout=5.0)  # workers re-register; look-ups work again
-    assert time.monotonic() - t0 < 5.0 + 1.0
     fresh = RegistryClient(harness.registry, harness.token)
     try:
         assert sorted(r.name for r in fresh.resolve(module="server")) == names

@@ -136,7 +136,12 @@ def test_timeout_fails_the_waited_call_and_its_batch_still_answers(tmp_path: Pat
             polybus.wait(slow)
         with pytest.raises(CallTimeoutError):  # answered with its batch, after the deadline
             polybus.wait(fast)
-        time.sleep(0.5)  # the replica finishes the slow batch; its late answer is dropped
+        # The replica finishes the slow batch (its late answer is dropped): waited for,
+        # bounded, as a call sent before would queue behind it and pass its 100 ms.
+        rt = c.runtimes[0]
+        deadline = time.monotonic() + 10
+        while (rt.calls < 2 or rt._running) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert polybus.wait(s.call("nap", (3, 0.0), {})) == 3
 
 

@@ -164,8 +164,14 @@ def test_the_linger_timer_never_sends_through_the_reactor(
     monkeypatch.setattr(batchsend, "refuse", refuse)
     with cluster(tmp_path, config(count=8, linger="50ms")) as c:
         s = c.session()
-        p0 = s.call("agg", (Odd(), 0.0), {})
-        q0 = s.call("dbl", (p0,), {})
+        # (the batch stays open till its consumer is placed: the timer only tries the
+        # Batcher's lock, and a program held up past the 50 ms linger found p0 failed
+        # already, its dbl refused at the call)
+        agg = s.entries["agg"]  # (its Batcher)
+        assert agg in s.batchers
+        with agg.lock:
+            p0 = s.call("agg", (Odd(), 0.0), {})
+            q0 = s.call("dbl", (p0,), {})
         deadline = time.monotonic() + 20
         while not refused and time.monotonic() < deadline:
             time.sleep(0.005)  # (the program stays out of polybus: the timer closes it)
