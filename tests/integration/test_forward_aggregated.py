@@ -94,6 +94,18 @@ def gated(tmp: Path, text: str, monkeypatch: pytest.MonkeyPatch,
             g["GATE"].set()  # (no replica thread left waiting)
 
 
+def written(s: Any) -> None:
+    """Wait (bounded) until the client has written every batch and what it asks of them.
+    A Forward the program's call asks of a batch while the linger timer writes that
+    batch is left for the next thread that reads (client/batchsend.py, `settle_owed`):
+    were the gate opened first, the producer could answer before it came, and its value
+    go through the client, which the byte counts below would take for a defect."""
+    deadline = time.monotonic() + 10
+    while any(bt.owes or bt.unwritten for bt in s.batchers) or s.reactor.unsent_left():
+        assert time.monotonic() < deadline, "the client never wrote what it had"
+        s.reactor.poll()
+
+
 def client_bytes(c: Cluster) -> tuple[int, int]:
     links = [lk for links in c.sessions[-1].links.values() for lk in links]
     return (sum(lk.channel.bytes_sent for lk in links),
@@ -125,6 +137,7 @@ def test_a_pipeline_from_an_aggregated_stage_overlaps_and_keeps_values_off_the_c
             if fwd:
                 # Every call of the pipeline returned while no producer had answered.
                 assert not g["DONE"] and not g["GATE"].is_set()
+                written(s)
                 g["GATE"].set()
             values = [np.asarray(p) for p in lasts]
             out[fwd] = values, client_bytes(c), getattr(s, "forwarder", None)
@@ -154,6 +167,7 @@ def test_a_failing_call_of_a_batch_fails_its_consumer_alone_typed_and_named(
             ps.append(s.call("s1", (x,), {}))
             qs.append(s.call("double", (ps[-1],), {}))
         assert not g["DONE"]  # (made while their producers wait at the gate)
+        written(s)
         g["GATE"].set()
         with pytest.raises(RemoteException) as err:
             polybus.wait(qs[2])
@@ -184,6 +198,7 @@ def test_a_consumer_waiting_in_a_backlog_has_an_aggregated_producer_keep_its_val
         qs = [s.call("later", (s.call("s1", (x,), {}),), {}) for x in xs]
         assert s.dispatchers["later"].backlogged == len(xs) - 3
         assert not g["DONE"]
+        written(s)
         g["GATE"].set()
         for q, x in zip(qs, xs, strict=True):
             assert np.array_equal(np.asarray(q), x * 4)
