@@ -161,12 +161,14 @@ def test_a_peer_stalled_in_a_frame_is_dropped_with_its_queued_calls(
         assert stalled is not None and rt._queue.waiting(stalled) == 1
         # Others are served while it holds its connection.
         assert _call(good, Call(5, "echo", [5])) == Result(5, 5)
-        # (closed last of the drop's steps: taken out of the channels, then its queued
-        # calls, then closed; looked at in between, its call was still queued: seen once)
-        _until(lambda: stalled not in rt._channels and stalled.closed,
+        # (the read that finds the cut marks it closed, then the drop takes it out of
+        # the channels, then its queued calls: looked at between the last two, its call
+        # was still queued, seen once; all three waited for, bounded, and held.runs
+        # below shows the queued call never ran)
+        _until(lambda: (stalled not in rt._channels and stalled.closed
+                        and rt._queue.waiting(stalled) == 0),
                lambda: _held_now(rt, stalled))
         assert said in caplog.text, caplog.text
-        assert rt._queue.waiting(stalled) == 0
         _until(lambda: ended(bad.sock), lambda: "its end never saw the connection go")
         assert _call(good, Call(6, "echo", [6])) == Result(6, 6)
         held.gate.set()
