@@ -83,21 +83,20 @@ def _spun(ch: Channel) -> Message:
 
 def test_calls_that_queue_are_run_at_once(pair: tuple[WorkerRuntime, Channel]) -> None:
     """A batch read while answering lone calls is queued: the pool runs it right away
-    (the direct loop lets the role go rather than sleep in the selector holding it)."""
-    _, ch = pair
-    worst = 0.0
+    (the direct loop lets the role go rather than sleep in the selector holding it).
+    The poller's idle look is made a minute long: a batch left until then is not
+    answered within the reads' bound (no clock is read to judge it)."""
+    rt, ch = pair
+    rt.idle_s = 60.0
     for i in range(0, 100, 3):
         ch.send(Call(i, "echo", [i]))
-        assert _spun(ch) == Result(i, i)
-        t0 = time.monotonic()
+        assert next_message(ch, 20.0, pause=0) == Result(i, i)
         ch.send(Batch([Call(i + 1, "echo", [i + 1]), Call(i + 2, "echo", [i + 2])]))
         got: list[Message] = []
         while len(got) < 2:
-            msg = _spun(ch)
+            msg = next_message(ch, 20.0, pause=0)
             got.extend(msg.items if isinstance(msg, Batch) else [msg])
         assert sorted(r.id for r in got if isinstance(r, Result)) == [i + 1, i + 2]
-        worst = max(worst, time.monotonic() - t0)
-    assert worst < 0.5
 
 
 def test_a_long_call_leaves_the_connection_read(pair: tuple[WorkerRuntime, Channel]) -> None:
@@ -119,17 +118,18 @@ def test_calls_read_with_a_lone_one_are_not_left_unread(pair: tuple[WorkerRuntim
     """Calls that arrive together with the one the direct loop runs inline are queued
     before it runs: while a long call runs the standby takes the poller role and sleeps
     in the selector, which cannot see frames already read into the connection's
-    decoder (they waited for the client's next ping, a second or more)."""
-    _, ch = pair
+    decoder (they waited for the client's next ping, a second or more). The poller's
+    idle look is made a minute long: calls left unread until then are not answered
+    within the reads' bound (no clock is read to judge it)."""
+    rt, ch = pair
+    rt.idle_s = 60.0
     ch.send(Call(1, "echo", [1]))
     assert _spun(ch) == Result(1, 1)
     for rnd in range(3):
         base = 100 * (rnd + 1)
-        t0 = time.monotonic()
         ch.send_many([Call(base + k, "nap", [0.005]) for k in range(4)])
-        got = {next_message(ch, 5.0).id for _ in range(4)}  # type: ignore[union-attr]
+        got = {next_message(ch, 20.0).id for _ in range(4)}  # type: ignore[union-attr]
         assert got == {base + k for k in range(4)}
-        assert time.monotonic() - t0 < 0.5
         ch.send(Call(base + 50, "echo", [rnd]))  # a lone call again: the direct loop
         assert _spun(ch) == Result(base + 50, rnd)
 
