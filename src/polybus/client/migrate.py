@@ -101,9 +101,13 @@ class Migrator:
         for cid in ids:
             late(link, cid)  # (given up on, and now known never to run)
             rec: Any = link.outstanding.pop(cid, None)  # (a batch is filed as a call is)
-            if rec is None or rec.done:
+            if rec is None:
                 continue
             d = rec.dispatcher
+            if rec.done:  # given up on by another thread as this one took it out: the
+                if isinstance(rec, CallRecord):  # give-up no longer finds it to free
+                    d.freed(link)
+                continue
             d.inflight[d._index[id(link)]] -= 1
             if type(rec) is Pending:
                 self._move_batch(rec, link, dst)
