@@ -91,3 +91,34 @@ def test_a_released_call_given_up_on_before_frees_its_place_once() -> None:
     m.released(links[0], [rec.id], 7)
     assert d.inflight == [0, 0]
     assert not links[0].abandoned and not links[1].outstanding
+
+
+def test_a_call_running_alone_given_back_to_a_steal_is_placed_alone_again() -> None:
+    """A call lost with two replicas runs alone on a replica that holds nothing else of
+    its binding (client/backlog.py), which leaves that replica closed to the binding's
+    other calls until it ends there. Another binding's steal may take it while it still
+    waits there (behind that binding's call): it then went to the steal's replica beside
+    other calls, and the replica it had left stayed closed to its binding for the rest
+    of the run (its end, filed at the other replica, never reopened it)."""
+    links = [ReplicaLink(f"r{i}", "server", channel=None) for i in range(3)]  # type: ignore[arg-type]
+    reactor = _Reactor()
+    a = Dispatcher("f", reactor, links, CallStyle("async"))  # type: ignore[arg-type]
+    b = Dispatcher("g", reactor, links, CallStyle("async"))  # type: ignore[arg-type]
+    m = Migrator(b, steal_edges(["r0", "r1", "r2"]))  # b's steals take a's calls too
+    other = CallRecord(1, a, [1], None, 0.0)
+    a._send(other, links[1])  # (f's call on r1: r1 is not free of f)
+    bad = CallRecord(2, a, [2], None, 0.0)
+    a._suspects[bad.id] = 2  # lost twice: placed alone
+    a._backlog.append((float("-inf"), 0, bad))
+    a.refill()
+    assert a._isolated == {0: bad.id} and bad.link is links[0]
+    m._pending[7] = (links[0], links[1], 1)  # b's steal from r0 for r1
+    m.released(links[0], [bad.id], 7)
+    assert bad.link is not links[1], "moved beside another call of f"
+    assert 0 not in a._isolated or (a._isolated[0] == bad.id and bad.link is links[0])
+    where = bad.link
+    assert where is not None and where.outstanding == {bad.id: bad}  # alone again
+    assert where.outstanding.pop(bad.id) is bad and bad.set_value(5)
+    a.completed(bad, where)
+    assert not a._isolated  # every replica open to f's calls again
+    assert a.inflight == [0, 1, 0]
