@@ -37,7 +37,8 @@ def test_each_released_call_goes_by_its_own_binding() -> None:
 
     def dispatcher(comm: Any) -> Any:
         return SimpleNamespace(links=[src, dst], inflight=[0, 0], style=style, comm=comm,
-                               reactor=reactor, _index={id(src): 0, id(dst): 1}, _auto=None)
+                               reactor=reactor, _index={id(src): 0, id(dst): 1}, _auto=None,
+                               _isolated={})
 
     cached = FakeComm()
     a, b = dispatcher(cached), dispatcher(None)  # two interfaces of one module
@@ -68,7 +69,7 @@ def test_a_moved_call_of_an_auto_window_is_timed_from_its_move() -> None:
                               send_many=lambda link, msgs: link.got.extend(msgs))
     d = SimpleNamespace(links=[src, dst], inflight=[6, 2], style=CallStyle(kind="async-demand"),
                         comm=None, reactor=reactor, _index={id(src): 0, id(dst): 1},
-                        _auto=[object(), object()])
+                        _auto=[object(), object()], _isolated={})
     rec = SimpleNamespace(id=1, dispatcher=d, done=False, link=src, attempts=1, sent_at=1.0,
                           ahead=6, message=lambda: ("inline", 1))
     src.outstanding[1] = rec

@@ -22,7 +22,7 @@ from polybus.client.picking import pick_any
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
 
-__all__ = ["place_again"]
+__all__ = ["place_again", "placed_alone"]
 
 
 def place_again(link: ReplicaLink, recs: Iterable[CallRecord]) -> None:
@@ -40,3 +40,26 @@ def place_again(link: ReplicaLink, recs: Iterable[CallRecord]) -> None:
         else:
             rec.attempts -= 1  # a move is not a failed attempt
             d._send(rec, pick_any(d))
+
+
+def placed_alone(link: ReplicaLink, rec: CallRecord) -> bool:
+    """If ``rec``, given back by ``link``'s replica, is a call its binding runs alone
+    there (lost with two replicas: client/backlog.py): that replica is open to the
+    binding's calls again, and ``rec`` goes back first in its binding's backlog, to be
+    placed alone again (a steal's replica would run it beside others, and ``link`` stay
+    closed to the binding, its end filed elsewhere, for the rest of the run). False,
+    nothing done, for any other call."""
+    d = rec.dispatcher
+    i = d._index.get(id(link))
+    if i is None or d._isolated.get(i) != rec.id:
+        return False
+    del d._isolated[i]
+    f = getattr(d.comm, "forwarder", None)
+    if f is not None:
+        moved(f, rec, link, None)
+    rec.attempts -= 1  # a move is not a failed attempt (refill counts one)
+    heapq.heappush(d._backlog, (float("-inf"), next(d._seq), rec))
+    d.refill()
+    if d._backlog:
+        d.reactor.work_left()
+    return True

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.batchcalls import Pending
 from polybus.client.calls import CallRecord, ReplicaLink, late
 from polybus.client.fwdmove import moved, moved_batch
-from polybus.client.giveback import place_again
+from polybus.client.giveback import place_again, placed_alone
 from polybus.client.policies.migration import Edge, ReplicaLoad, decide, edges, steal_edges
 from polybus.config.model import DefineSpec, ModuleSpec, UseSpec
 from polybus.errors import ConnectionLostError
@@ -101,12 +101,18 @@ class Migrator:
         for cid in ids:
             late(link, cid)  # (given up on, and now known never to run)
             rec: Any = link.outstanding.pop(cid, None)  # (a batch is filed as a call is)
-            if rec is None or rec.done:
+            if rec is None:
                 continue
             d = rec.dispatcher
+            if rec.done:  # given up on by another thread as this one took it out: the
+                if isinstance(rec, CallRecord):  # give-up no longer finds it to free
+                    d.freed(link)
+                continue
             d.inflight[d._index[id(link)]] -= 1
             if type(rec) is Pending:
                 self._move_batch(rec, link, dst)
+            elif placed_alone(link, rec):  # (a suspect: alone, by its own binding)
+                self.moved_out[link.name] = self.moved_out.get(link.name, 0) + 1
             else:
                 recs.append(rec)
         if not recs:
