@@ -67,7 +67,12 @@ class RegistryClient:
         if self._interrupted:
             raise TransportError(f"the request to the registry at {self.address} was "
                                  "interrupted (the client is closing)")
-        if self._ch is None or self._ch.closed:
+        if self._ch is not None and self._ch.closed:
+            # Found ended by a request (the registry closed it: restarted, or it dropped
+            # this connection): its socket closed before the next is made, not left open.
+            self._ch.close()
+            self._ch = None
+        if self._ch is None:
             # Said as the registry, with what to do: the bare transport error names an
             # address only, and a token refusal names no one.
             try:
