@@ -47,6 +47,9 @@ class FakeRegistry:
     def close(self) -> None:
         pass
 
+    def interrupt(self) -> None:  # (Membership.stop ends a request under way)
+        pass
+
 
 ME = Replica("w0", "server", "tcp://127.0.0.1:1", ["f"], 1.0, 1, [])
 

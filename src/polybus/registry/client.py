@@ -219,6 +219,8 @@ class Membership:
                     self._tell(state, "registered", "")
                     state = "registered"
             except (PolybusError, OSError) as exc:
+                if self._stop.is_set():  # (ended by stop(): not a registry lost)
+                    return
                 self._client.close()
                 now = self._trouble(exc)
                 self._tell(state, now, str(exc))
@@ -260,6 +262,11 @@ class Membership:
                       "again when a registry answers there")
 
     def stop(self) -> None:
+        """Ends the heartbeats, and a request of theirs waiting for the registry's
+        answer (`RegistryClient.interrupt`): a worker stopped while its registry answers
+        nothing (stopped, hung, its host gone) waited for that request's bound. The
+        client takes no request after (its owner closes it next)."""
         self._stop.set()
+        self._client.interrupt()
         if self._thread.ident is not None:  # (not started when the first register failed)
             self._thread.join(timeout=2)
