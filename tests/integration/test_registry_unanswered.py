@@ -24,7 +24,7 @@ import pytest
 from integration.conftest import EXAMPLES, cli, side_by_side
 from polybus.client.revive import Wanted, dial
 from polybus.errors import ConnectionLostError, TransportError
-from polybus.registry.client import RegistryClient
+from polybus.registry.client import Membership, RegistryClient
 from polybus.registry.service import RegistryService
 from polybus.wire.messages import Heartbeat, Message, Register, Replica, Resolve
 
@@ -174,3 +174,25 @@ def test_run_and_worker_at_a_registry_that_never_answers_say_so() -> None:
         assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
         assert (f"the registry at {m.address} accepted the connection and has not "
                 f"answered a {what} in 5 s: ") in p.stderr, p.stderr
+
+
+def test_a_worker_stopped_while_its_heartbeat_waits_stops_at_once() -> None:
+    # A worker's SIGTERM (`Membership.stop`, then the client closed: worker/main.py)
+    # while a heartbeat waits for a registry that does not answer (stopped, hung, its
+    # host gone): stop() gave the heartbeat thread 2 s, then the close waited for the
+    # heartbeat's own bound (5 s; 60 here, to tell the two apart) to end the request.
+    with muted(Heartbeat) as m:
+        client = RegistryClient(m.address, TOKEN, timeout=60.0)
+        said: list[str] = []
+        membership = Membership(client, REPLICA, 0.05, say=said.append)
+        try:
+            membership.start()
+            assert m.asked.wait(20)  # a heartbeat is waiting for its answer
+            got = _within(20, lambda: (membership.stop(), client.close()))
+            assert not isinstance(got, BaseException), got
+            assert not any(t.name == "polybus-heartbeat" and t.is_alive()
+                           for t in threading.enumerate()), "the heartbeat thread outlived stop()"
+            assert said == []  # (its request ended by the stop: not "lost the registry")
+        finally:
+            client.interrupt()
+            client.close()

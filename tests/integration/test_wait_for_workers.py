@@ -5,6 +5,7 @@ they never come, the run fails as before, saying how long it waited
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,27 @@ def test_a_worker_of_another_file_is_not_counted_while_it_waits(
     assert "'correct': True" in out
 
 
+def test_a_run_started_before_its_registry_waits_for_it(procs: Procs) -> None:
+    # A deployment whose client comes up first may come up before the registry too (or
+    # the registry is restarted under the wait): the run failed at once with "no
+    # registry answers at ...", whatever --wait-for-workers said.
+    env = {"POLYBUS_TOKEN": "wait-token-" + "r" * 20}
+    with socket.socket() as s:  # (a free port, for the registry started later)
+        s.bind(("127.0.0.1", 0))
+        addr = f"127.0.0.1:{s.getsockname()[1]}"
+    run = procs.start("run", SORT / "app.toml", "--registry", addr, "--quiet",
+                      "--wait-for-workers", "60s", *ARGS, env=env)
+    assert run.stderr is not None
+    line = read_line(run.stderr, "does not answer").string
+    assert f"the registry at {addr} does not answer" in line, line
+    assert "waiting up to 60 s (--wait-for-workers)" in line, line
+    procs.start("registry", "--listen", addr, env=env)  # (only once the run waits)
+    start_worker(procs, addr, "server-0", env=env)
+    out, err = finish(run, 60)
+    assert run.returncode == 0, err
+    assert "'correct': True" in out
+
+
 def test_without_it_or_past_it_the_run_fails_saying_how_long_it_waited(
         procs: Procs) -> None:
     env = {"POLYBUS_TOKEN": "wait-token-" + "v" * 20}
@@ -70,6 +92,14 @@ def test_without_it_or_past_it_the_run_fails_saying_how_long_it_waited(
     assert p.returncode != 0
     assert f"no replica of module 'server' is registered at {addr} after 0.3 s" in p.stderr
     assert "waiting up to 0.3 s (--wait-for-workers) for module 'server'" in p.stderr
+    with socket.socket() as s:  # (no registry there at all, for as long as it waits)
+        s.bind(("127.0.0.1", 0))
+        gone = f"127.0.0.1:{s.getsockname()[1]}"
+    p = cli("run", SORT / "app.toml", "--registry", gone, "--quiet",
+            "--wait-for-workers", "0.3s", *ARGS, env=env)
+    assert p.returncode != 0
+    assert f"no registry answers at {gone}" in p.stderr, p.stderr
+    assert "(waited 0.3 s for it: --wait-for-workers)" in p.stderr, p.stderr
 
 
 def test_it_is_refused_without_a_registry_before_anything_starts() -> None:

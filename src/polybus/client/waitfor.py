@@ -2,7 +2,11 @@
 start order, as gRPC's ``wait_for_ready``): each module the program calls is waited for
 until as many replicas as its replication asks for are registered, or the run's wait is
 over; the run then goes on with those registered (fewer: the usual warning; none: the
-usual NoReplicaError, saying how long it waited)."""
+usual NoReplicaError, saying how long it waited). A registry that does not answer
+(not started yet, or restarted under the wait: the connection held to it is closed) is
+waited for too, within the same bound, said once; past it, its error is raised, saying
+how long it was waited for. A registry that answers and refuses (the token, or no
+polybus registry there, or another TLS setting) fails the run at once."""
 
 from __future__ import annotations
 
@@ -13,7 +17,12 @@ from typing import TYPE_CHECKING
 
 from polybus.config.units import duration_text
 from polybus.deadline import duration_seconds
-from polybus.errors import NoReplicaError, UsageError
+from polybus.errors import (
+    NoReplicaError,
+    TLSHandshakeError,
+    TransportError,
+    UsageError,
+)
 from polybus.usercode import source_digest
 
 if TYPE_CHECKING:
@@ -34,13 +43,29 @@ def await_replicas(registry: RegistryClient, module: str, want: int, until: floa
     than ``source`` (dialing.same_source leaves it out) is not counted: only workers of
     another file registered made the run fail at once, never waiting for the one that
     was being started again from this file."""
-    said = False
+    said = gone = False
     try:
         mine = source_digest(source) if source is not None else None
     except OSError:  # (read at the check; gone since: nothing to compare)
         mine = None
     while True:
-        replicas = registry.resolve(module=module)
+        try:
+            replicas = registry.resolve(module=module)
+        except TLSHandshakeError:  # (it answers, in another TLS setting: no wait mends it)
+            raise
+        except TransportError as exc:
+            # Not answering, or its connection closed (a registry restarted under the
+            # wait): the next look connects again. (It failed the run at once.)
+            if time.monotonic() >= until:
+                raise type(exc)(f"{exc} (waited {duration_text(waited_for)} for it: "
+                                "--wait-for-workers)") from None
+            if not gone:
+                gone = True
+                log.warning("polybus: the registry at %s does not answer (%s); waiting up "
+                            "to %s (--wait-for-workers) for it and module %r",
+                            registry.address, exc, duration_text(waited_for), module)
+            time.sleep(min(LOOK_S, max(0.0, until - time.monotonic())))
+            continue
         other = sum(1 for r in replicas if mine and r.source and r.source != mine)
         found = len(replicas) - other
         if found >= want or time.monotonic() >= until:

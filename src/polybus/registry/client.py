@@ -67,7 +67,12 @@ class RegistryClient:
         if self._interrupted:
             raise TransportError(f"the request to the registry at {self.address} was "
                                  "interrupted (the client is closing)")
-        if self._ch is None or self._ch.closed:
+        if self._ch is not None and self._ch.closed:
+            # Found ended by a request (the registry closed it: restarted, or it dropped
+            # this connection): its socket closed before the next is made, not left open.
+            self._ch.close()
+            self._ch = None
+        if self._ch is None:
             # Said as the registry, with what to do: the bare transport error names an
             # address only, and a token refusal names no one.
             try:
@@ -195,6 +200,7 @@ class Membership:
         self._interval = interval
         self._say = say
         self._stop = threading.Event()
+        self._short_said = False  # (the registry's ttl shorter than the heartbeat: said)
         self._thread = threading.Thread(target=self._loop, name="polybus-heartbeat", daemon=True)
 
     def start(self) -> None:
@@ -203,23 +209,55 @@ class Membership:
 
     def _loop(self) -> None:
         state = "registered"
+        acked = time.monotonic()  # the last time the registry said it held this replica
+        again = False  # (dropped at the last heartbeat too)
         while not self._stop.wait(self._interval):
             try:
                 if state == "registered":
-                    if not self._client.heartbeat(self._replica.name) and not self._stop.is_set():
+                    sent = time.monotonic()
+                    if self._client.heartbeat(self._replica.name):
+                        acked, again = time.monotonic(), False
+                    elif not self._stop.is_set():
                         self._client.register(self._replica)  # (same name, address, interfaces)
-                        self._tell("dropped", "registered", "")
+                        self._dropped(sent - acked, again)
+                        acked, again = time.monotonic(), True
                 else:
                     self._client.register(self._replica)
                     self._tell(state, "registered", "")
                     state = "registered"
+                    acked, again = time.monotonic(), False
             except (PolybusError, OSError) as exc:
+                if self._stop.is_set():  # (ended by stop(): not a registry lost)
+                    return
                 self._client.close()
                 now = self._trouble(exc)
                 self._tell(state, now, str(exc))
                 state = now
             if state != "registered":  # (a pause stop() ends: SIGTERM is not held up)
                 self._stop.wait(min(self._interval, 0.5))
+
+    def _dropped(self, silent: float, again: bool) -> None:
+        """Registered again after the registry dropped this replica, ``silent`` s after
+        its last heartbeat the registry answered; ``again``: it had been dropped at the
+        heartbeat before too. Twice in a row within two heartbeats of the last answered,
+        this process was not stopped: the registry's ttl is shorter than the heartbeat,
+        and it drops this worker between every two (invisible to look-ups meanwhile),
+        which is said once, as such (it was said at every heartbeat, as a process
+        stopped or starved)."""
+        if silent > 2 * self._interval or not again:
+            self._tell("dropped", "registered", "")
+        elif not self._short_said:
+            self._short_said = True
+            if self._say is not None:
+                self._say(f"polybus worker {self._replica.name}: the registry at "
+                          f"{self._client.address} dropped this worker {silent:.1f} s after "
+                          f"its last heartbeat was answered, and this worker heartbeats "
+                          f"every {self._interval:g} s: the registry's ttl is shorter than "
+                          "that, and it drops this worker between every two heartbeats "
+                          "(registered again each time; look-ups miss it meanwhile). Keep "
+                          "the registry's ttl a few heartbeats long: start it with --ttl "
+                          f"{3 * self._interval:g}s, or this worker with a shorter "
+                          "--heartbeat")
 
     @staticmethod
     def _trouble(exc: BaseException) -> str:
@@ -255,6 +293,11 @@ class Membership:
                       "again when a registry answers there")
 
     def stop(self) -> None:
+        """Ends the heartbeats, and a request of theirs waiting for the registry's
+        answer (`RegistryClient.interrupt`): a worker stopped while its registry answers
+        nothing (stopped, hung, its host gone) waited for that request's bound. The
+        client takes no request after (its owner closes it next)."""
         self._stop.set()
+        self._client.interrupt()
         if self._thread.ident is not None:  # (not started when the first register failed)
             self._thread.join(timeout=2)
