@@ -10,7 +10,8 @@ every other call waits on (an event loop's, under the front door). Nothing here 
 there. An engine that knows at once (`Cluster.how_ended`: the local engine, from the
 worker's exit status) has the line said with the loss, before its calls are handed on.
 One whose word comes a moment after the connection closed (`Cluster.how_ended_later`:
-an mpi rank's report, Ray's answer about its actor) is asked on a thread of its own,
+an mpi rank's report, Ray's answer about its actor, the local engine's worker reaped
+after the quick look's 50 ms on a loaded machine) is asked on a thread of its own,
 and the line is said when the word comes, or when its wait ends without it; the calls
 go on meanwhile. (The session waited on the reactor's path, up to 0.5 s for a report
 that may never come, at every such loss: under mpi, for a replica the launcher was

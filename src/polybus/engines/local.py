@@ -35,6 +35,9 @@ log = logging.getLogger("polybus.engine")
 # a run's ``timeout`` count from the entrypoint's start, after it): a worker imports its
 # module first, and one still importing after SLOW_IMPORT is said while the run waits.
 START_TIMEOUT = 60.0
+# How long a lost worker's end is waited for, off the reactor's path, before its loss is
+# said without it (its connections close a moment before it is reaped: `how_ended`)
+ENDED_LATER_S = 1.0
 # numpy's BLAS starts a thread per CPU in every process: each worker gets its share of
 # the CPUs instead, unless the user set any of these (engines/launchenv.py).
 
@@ -85,7 +88,8 @@ class LocalEngine:
             self.stop()
             raise
         return Cluster(str(self.registry.address), self.token, time.perf_counter() - t0,
-                       how_ended=self.how_ended, registrations=self._registrations)
+                       how_ended=self.how_ended, how_ended_later=self.how_ended_later,
+                       registrations=self._registrations)
 
     def _registrations(self, tell: Callable[[str], None] | None) -> None:
         """``tell`` is told the module of each worker that registers from now on (None:
@@ -232,6 +236,12 @@ class LocalEngine:
                 time.sleep(0.005)
             return None if code is None else how_it_ended(code)
         return None
+
+    def how_ended_later(self, name: str) -> str | None:
+        """`how_ended`, waiting up to ``ENDED_LATER_S`` (asked on a thread of its own
+        when the quick look had nothing, client/lossline.py): on a loaded machine a
+        worker is reaped more than the quick look's 50 ms after its connections close."""
+        return self.how_ended(name, settle=ENDED_LATER_S)
 
     def stop(self) -> None:
         """SIGTERM every worker this engine started, SIGKILL what is left after 3 s, or
