@@ -163,9 +163,13 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
     b.late.update(bad)
     b.clean = False
     b.only = keep
+    c = bt.d.counts  # (in no batch sent: counted as cancelled calls are, cancelbatch.py)
+    c.batched_calls -= len(bad)
     if not keep:
         b.done = True
         b.args = []
+        c.batches -= 1
+        bt.batches -= 1
     if b.entries is not None:  # (their consumers fail with them: fwdbatch.py)
         settle(b)
     told(bt, b)  # (and those waiting at the client: awaiting.py)
