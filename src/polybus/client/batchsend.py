@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.batchcalls import Pending
 from polybus.client.calls import suspect_note, told
 from polybus.client.fwdbatch import listed, remapped, requeued, settle
-from polybus.client.unsendable import named
+from polybus.client.unsendable import named, too_large
 from polybus.errors import (
     ConnectionLostError,
+    MessageTooLarge,
     PoisonCallError,
     PolybusError,
     UnsendableError,
@@ -140,7 +141,8 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
     sent on its own fails alone, with the error the unaggregated call would give
     (UnsendableError naming the argument); the batch goes on with the others, or is
     done if none is left. False if every call can be sent (the fault is elsewhere)."""
-    codec = Codec(allow_pickle=link.channel.codec.allow_pickle)
+    codec = Codec(allow_pickle=link.channel.codec.allow_pickle,
+                  max_frame=link.channel.codec.max_frame)
     keep: list[int] = []
     bad: dict[int, PolybusError] = {}
     for j in (range(len(b.args)) if b.only is None else b.only):
@@ -148,9 +150,14 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
         try:
             if bt.comm is not None:
                 bt.comm.named_inline(args, link)  # its operands' names (hashing)
-            codec.encode_parts(CallBatch(0, bt.interface, [list(args)]))
+            one = CallBatch(0, bt.interface, [list(args)])
+            if bt.comm is None:  # (alone over the frame limit: it fails, as a call would)
+                codec.encode(one)
+            else:  # (its cached operands go named, not in this frame)
+                codec.encode_parts(one)
         except (TypeError, ValueError, OverflowError) as why:
-            bad[j] = (named(bt.interface, args, None, why, codec.allow_pickle)
+            bad[j] = (too_large(bt.interface, why) if isinstance(why, MessageTooLarge)
+                      else named(bt.interface, args, None, why, codec.allow_pickle)
                       if isinstance(why, TypeError | OverflowError)
                       else why if isinstance(why, PolybusError) else UnsendableError(
                           f"{bt.interface}(...): {why}"))
