@@ -45,3 +45,22 @@ def test_a_call_over_the_frame_limit_fails_alone_in_its_batch(tmp_path: Path) ->
         counts = s.stats().interfaces["client.echo"]
         assert counts["batched_calls"] == 4 and c.runtimes[0].calls == 4
 
+
+@pytest.mark.timeout(60)
+def test_a_batch_over_the_frame_limit_fails_each_call_saying_why(tmp_path: Path) -> None:
+    # Each call a list of two strs of 200 KB: about 400 KB alone, within the 1 MiB
+    # limit, four together are not. Their sizes are guessed at 9 bytes a list item, so
+    # the four made one batch, which could not be written: MessageTooLarge came out of
+    # the program's fourth call, saying nothing of a batch, and no call was answered.
+    with cluster(tmp_path, TOML) as c:
+        s = c.session()
+        rows = [[str(i) * (200 << 10), "y" * (200 << 10)] for i in range(4)]
+        ps = [s.call("echo", (row,), {}) for row in rows]
+        for p in ps:
+            with pytest.raises(MessageTooLarge, match=r"^echo\(\.\.\.\): a batch of 4 calls "
+                               r"with this one was over the frame limit, though each call "
+                               r"fits .*aggregate fewer calls \(use\.echo\.aggregate"):
+                polybus.wait(p)
+        assert polybus.wait(s.call("echo", (rows[0],), {})) == rows[0]  # (alone, it goes)
+        counts = s.stats().interfaces["client.echo"]
+        assert (counts["batches"], counts["batched_calls"]) == (1, 1)

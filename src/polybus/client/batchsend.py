@@ -163,6 +163,9 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
                           f"{bt.interface}(...): {why}"))
         else:
             keep.append(j)
+    if not bad and isinstance(exc, MessageTooLarge) and bt.comm is None and keep:
+        bad = _together(bt, b, codec, keep)  # (each call fits; together they may not)
+        keep = [j for j in keep if j not in bad]
     if not bad:
         return False
     if b.late is None:
@@ -181,6 +184,22 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
         settle(b)
     told(bt, b)  # (and those waiting at the client: awaiting.py)
     return True
+
+
+def _together(bt: Batcher, b: Pending, codec: Codec,
+              rows: list[int]) -> dict[int, PolybusError]:
+    """The calls ``rows`` of ``b``, each of which fits in a frame, if together they do
+    not (their sizes are guessed as they join a batch: policies/aggregate.py arg_bytes,
+    a list's items at 9 bytes each): each fails, saying so, rather than the batch
+    raising out of whichever call of the program wrote it, its calls never answered."""
+    try:
+        codec.encode(CallBatch(0, bt.interface, [list(b.args[j]) for j in rows]))
+    except MessageTooLarge as exc:
+        return {j: MessageTooLarge(
+            f"{bt.interface}(...): a batch of {plural(len(rows), 'call')} with this one "
+            f"was over the frame limit, though each call fits ({exc}); aggregate fewer "
+            f"calls (use.{bt.interface}.aggregate, a count or a size)") for j in rows}
+    return {}
 
 
 def unplace(bt: Batcher, b: Pending, link: ReplicaLink) -> None:
