@@ -3,6 +3,7 @@ an unaggregated call gets, and the calls batched with it are answered."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,29 @@ def test_a_batch_over_the_frame_limit_fails_each_call_saying_why(tmp_path: Path)
         assert polybus.wait(s.call("echo", (rows[0],), {})) == rows[0]  # (alone, it goes)
         counts = s.stats().interfaces["client.echo"]
         assert (counts["batches"], counts["batched_calls"]) == (1, 1)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("rows", ["one-too-large", "too-large-together"])
+def test_a_batch_the_linger_timer_cannot_write_fails_its_calls(tmp_path: Path,
+                                                               rows: str) -> None:
+    # Written by the linger timer, not by a call of the program: the timer took the
+    # MessageTooLarge for a dead connection and dropped it, and the batch's calls were
+    # never answered.
+    with cluster(tmp_path, TOML.replace('"30s"', '"20ms"')) as c:
+        s = c.session()
+        if rows == "one-too-large":
+            args = [("x" * (2 << 20) if i == 1 else i,) for i in range(3)]
+        else:
+            args = [([str(i) * (200 << 10), "y" * (200 << 10)],) for i in range(3)]
+        ps = [s.call("echo", a, {}) for a in args]
+        (bt,) = s.batchers
+        end = time.monotonic() + 20
+        while bt.unwritten and time.monotonic() < end:  # (the timer writes it)
+            time.sleep(0.005)
+        assert not bt.unwritten
+        with pytest.raises(MessageTooLarge, match=r"^echo\(\.\.\.\): "):
+            polybus.wait(ps[1], timeout=20)
+        if rows == "one-too-large":
+            assert polybus.wait([ps[0], ps[2]], timeout=20) == [0, 2]
+        assert polybus.wait(s.call("echo", (9,), {}), timeout=20) == 9
