@@ -76,6 +76,7 @@ def test_a_batch_the_linger_timer_cannot_write_fails_its_calls(tmp_path: Path,
     # never answered.
     with cluster(tmp_path, TOML.replace('"30s"', '"20ms"')) as c:
         s = c.session()
+        args: list[tuple[object, ...]]
         if rows == "one-too-large":
             args = [("x" * (2 << 20) if i == 1 else i,) for i in range(3)]
         else:
