@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from polybus.client.batchcalls import Pending
 from polybus.client.calls import suspect_note, told
 from polybus.client.fwdbatch import listed, remapped, requeued, settle
-from polybus.client.unsendable import named
+from polybus.client.unsendable import named, too_large
 from polybus.errors import (
     ConnectionLostError,
+    MessageTooLarge,
     PoisonCallError,
     PolybusError,
     UnsendableError,
@@ -140,7 +141,8 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
     sent on its own fails alone, with the error the unaggregated call would give
     (UnsendableError naming the argument); the batch goes on with the others, or is
     done if none is left. False if every call can be sent (the fault is elsewhere)."""
-    codec = Codec(allow_pickle=link.channel.codec.allow_pickle)
+    codec = Codec(allow_pickle=link.channel.codec.allow_pickle,
+                  max_frame=link.channel.codec.max_frame)
     keep: list[int] = []
     bad: dict[int, PolybusError] = {}
     for j in (range(len(b.args)) if b.only is None else b.only):
@@ -148,14 +150,22 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
         try:
             if bt.comm is not None:
                 bt.comm.named_inline(args, link)  # its operands' names (hashing)
-            codec.encode_parts(CallBatch(0, bt.interface, [list(args)]))
+            one = CallBatch(0, bt.interface, [list(args)])
+            if bt.comm is None:  # (alone over the frame limit: it fails, as a call would)
+                codec.encode(one)
+            else:  # (its cached operands go named, not in this frame)
+                codec.encode_parts(one)
         except (TypeError, ValueError, OverflowError) as why:
-            bad[j] = (named(bt.interface, args, None, why, codec.allow_pickle)
+            bad[j] = (too_large(bt.interface, why) if isinstance(why, MessageTooLarge)
+                      else named(bt.interface, args, None, why, codec.allow_pickle)
                       if isinstance(why, TypeError | OverflowError)
                       else why if isinstance(why, PolybusError) else UnsendableError(
                           f"{bt.interface}(...): {why}"))
         else:
             keep.append(j)
+    if not bad and isinstance(exc, MessageTooLarge) and bt.comm is None and keep:
+        bad = _together(bt, b, codec, keep)  # (each call fits; together they may not)
+        keep = [j for j in keep if j not in bad]
     if not bad:
         return False
     if b.late is None:
@@ -163,13 +173,33 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
     b.late.update(bad)
     b.clean = False
     b.only = keep
+    c = bt.d.counts  # (in no batch sent: counted as cancelled calls are, cancelbatch.py)
+    c.batched_calls -= len(bad)
     if not keep:
         b.done = True
         b.args = []
+        c.batches -= 1
+        bt.batches -= 1
     if b.entries is not None:  # (their consumers fail with them: fwdbatch.py)
         settle(b)
     told(bt, b)  # (and those waiting at the client: awaiting.py)
     return True
+
+
+def _together(bt: Batcher, b: Pending, codec: Codec,
+              rows: list[int]) -> dict[int, PolybusError]:
+    """The calls ``rows`` of ``b``, each of which fits in a frame, if together they do
+    not (their sizes are guessed as they join a batch: policies/aggregate.py arg_bytes,
+    a list's items at 9 bytes each): each fails, saying so, rather than the batch
+    raising out of whichever call of the program wrote it, its calls never answered."""
+    try:
+        codec.encode(CallBatch(0, bt.interface, [list(b.args[j]) for j in rows]))
+    except MessageTooLarge as exc:
+        return {j: MessageTooLarge(
+            f"{bt.interface}(...): a batch of {plural(len(rows), 'call')} with this one "
+            f"was over the frame limit, though each call fits ({exc}); aggregate fewer "
+            f"calls (use.{bt.interface}.aggregate, a count or a size)") for j in rows}
+    return {}
 
 
 def unplace(bt: Batcher, b: Pending, link: ReplicaLink) -> None:

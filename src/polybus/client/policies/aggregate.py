@@ -5,9 +5,11 @@ written, packed into one ``Batch`` frame by the reactor) when it holds ``count``
 or ``nbytes`` bytes of arguments, or the next call comes ``linger`` seconds after the
 first, or the program waits for any answer (the reactor writes everything held before
 it reads). A window never takes a call that would bring it past half the frame limit
-(``frame_cap``): it is written first, so calls that each fit in a frame never make a
+(``frame_cap``): it is written first, so calls that each fit in a frame do not make a
 batch that does not (``max_frame`` of 1 MiB and forty 100 KB calls with ``aggregate =
-64`` failed the program on a message it never made). So with one call in flight the added delay is at most the linger, and in
+64`` failed the program on a message it never made). The size is a guess (a list's
+items at 9 bytes each): an aggregated batch that passes the limit all the same fails
+each of its calls, saying why (client/batchsend.py, ``_together``). So with one call in flight the added delay is at most the linger, and in
 practice none: waiting for its answer sends it.
 """
 
