@@ -301,14 +301,21 @@ class Reactor(LoneCalls, Sending):
         entering the gate, open aggregated batches left to their linger, and every
         write without waiting: what a connection cannot take now stays in it (LATER),
         for the next turn or a program thread's next read or send."""
-        self._when_full = LATER
+        before, self._when_full = self._when_full, LATER
         try:
             self._poll(batches=False)
         finally:
-            self._when_full = self._drain
+            self._when_full = before
             self.unfinished = False  # (then looked at again: see _write_unsent)
             if self.unsent_left():
                 self.unfinished = True
+
+    def never_wait(self) -> None:
+        """From now on no send waits for room: what a connection cannot take stays in it
+        (LATER), and each step writes on with it. For an event loop that drives this
+        reactor (http/calls.py): a replica that stops reading (its queue full under
+        ``overflow = "block"``) held the loop inside a send, and everything it serves."""
+        self._when_full = LATER
 
     def unsent_left(self) -> bool:
         """A live connection holds bytes a write left (``Channel.unsent``)."""

@@ -70,6 +70,8 @@ class Sending:
         self._in_send += 1
         try:
             link.channel.send(msg, self._when_full)
+            if link.channel.unsent:  # (LATER left some: written on by the next step)
+                self.unfinished = True
         except MessageTooLarge:
             raise  # nothing was written: the caller's call fails, the link is as it was
         except PolybusError as exc:
@@ -167,6 +169,8 @@ class Sending:
         self._in_send += 1
         try:
             link.channel.send_many(msgs, self._when_full)
+            if link.channel.unsent:  # (LATER left some: written on by the next step)
+                self.unfinished = True
         except MessageTooLarge:
             raise
         except PolybusError as exc:

@@ -4,9 +4,13 @@ The client reactor is driven by whoever needs an answer (client/reactor.py). Her
 is the event loop: each replica connection is watched with ``add_reader``; when one is
 readable the reactor takes one non-blocking step, and the requests whose answers came
 are woken. Calls are sent at once (``async``) or through the dispatcher's per-replica
-window (``async-demand(N)``); the loop never waits inside the reactor, except that a
-send to a replica that stopped reading (its queue full, ``overflow = "block"``) waits
-for room — that is the backpressure a full queue asks for.
+window (``async-demand(N)``); the loop never waits inside the reactor. A send to a
+replica that stopped reading (its queue full, ``overflow = "block"``) leaves what the
+connection cannot take in it, written on as room comes (the socket watched for it):
+the requests are held back there, each within its route's timeout, while the rest is
+served. (The send waited for room: one replica that stopped reading held the whole
+front door, other routes, timeouts and SIGTERM too.) What waits so is bounded by the
+requests read, one a connection, each within ``max_body``.
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ class CallBridge:
         # keyed by id(): a promise's own hash and == would wait for its value
         self._pending: dict[int, tuple[Promise, asyncio.Future[Any]]] = {}
         self._fds: dict[int, int] = {}     # id(link) -> fd watched
+        self._writing: set[int] = set()    # fds watched for room (unsent bytes in them)
+        self.reactor.never_wait()
         self._step_soon = False
         self._ticker: asyncio.TimerHandle | None = None
         for link in self.reactor.links:
@@ -75,6 +81,9 @@ class CallBridge:
             fd = self._fds.pop(id(link), None)
             if fd is not None:  # the reactor closed it; stop watching the number
                 loop.remove_reader(fd)
+                if fd in self._writing:
+                    self._writing.discard(fd)
+                    loop.remove_writer(fd)
             previous(link, error)
             self.revival.lost(link, error)
             self._schedule()
@@ -96,6 +105,7 @@ class CallBridge:
                 if self.revival.keys:  # (a replica was lost: with none live, looked for)
                     await self.revival.ready(name)
                 promise = self.session.call(name, (), kwargs)
+                self._room()
                 if not isinstance(promise, Promise):  # (a sync dispatcher answers at once)
                     return promise
                 if promise.done:
@@ -132,6 +142,22 @@ class CallBridge:
         how = self.session.ended.get(replica)
         return f"; worker {replica} {how}" if how else ""
 
+    def _room(self) -> None:
+        """Watch for room the connections a send left bytes in, and no longer those it
+        has all gone from (each `_step` writes on with them)."""
+        for link in self.reactor.links:
+            fd = self._fds.get(id(link))
+            if fd is None:
+                continue
+            if link.channel.unsent and not link.dead:
+                self.reactor.unfinished = True  # (so that the step writes on)
+                if fd not in self._writing:
+                    self._writing.add(fd)
+                    self.loop.add_writer(fd, self._step)
+            elif fd in self._writing:
+                self._writing.discard(fd)
+                self.loop.remove_writer(fd)
+
     def _held(self) -> bool:
         return any(link.held for link in self.reactor.links)
 
@@ -143,6 +169,7 @@ class CallBridge:
     def _step(self) -> None:
         self._step_soon = False
         self.reactor.step(timeout=0)
+        self._room()
         for promise, fut in list(self._pending.values()):
             if promise._answered and not fut.done():
                 try:
@@ -162,4 +189,7 @@ class CallBridge:
             self._ticker.cancel()
         for fd in self._fds.values():
             self.loop.remove_reader(fd)
+        for fd in self._writing:
+            self.loop.remove_writer(fd)
+        self._writing.clear()
         self._fds.clear()
