@@ -12,19 +12,10 @@ import polybus
 from polybus.errors import MessageTooLarge
 
 from .comm_harness import cluster
+from .test_aggregate_counts_refused import TOML as AGGREGATING
 
-TOML = """
-[modules.server]
-source = "server.py"
-
-[modules.client]
-source = "client.py"
-entrypoint = "main"
-use.echo = { callstyle = "async", aggregate = 4, linger = "30s" }
-
-[bind]
-"client.echo" = "server.echo"
-
+# (the aggregating echo app of test_aggregate_counts_refused, with a small frame limit)
+TOML = AGGREGATING + """
 [cluster]
 max_frame = "1MiB"
 """
