@@ -53,3 +53,29 @@ def test_ttl_given_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 def test_the_default_heartbeat_gives_three_seconds(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     assert _ttl(tmp_path, monkeypatch, None, None) == 3.0
+
+
+def test_a_tiny_ttl_does_not_spin_the_registry_s_looks() -> None:
+    """``--ttl 1us`` is a duration > 0, taken; the registry's looks (every ttl / 6) then
+    waited a fraction of a microsecond each: a CPU spun. They come at most every
+    LOOK_MIN_S now (counted over the time the registry ran: an upper bound that a slow
+    machine only lowers)."""
+    import time
+
+    from polybus.registry import service
+
+    looks = 0
+    with service.RegistryService(b"t" * 32, ttl=1e-6) as reg:
+        real = reg.state.expire
+
+        def counted(now: float) -> Any:
+            nonlocal looks
+            looks += 1
+            return real(now)
+
+        reg._say = lambda line: None  # (the looks expire replicas only with a say)
+        reg.state.expire = counted  # type: ignore[method-assign]
+        t0 = time.monotonic()
+        time.sleep(0.3)
+        ran = time.monotonic() - t0
+    assert looks <= ran / service.LOOK_MIN_S + 2, (looks, ran)

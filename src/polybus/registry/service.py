@@ -51,6 +51,10 @@ log = logging.getLogger("polybus.registry")
 # 64 KiB, a registry of 300 replicas could not answer a Resolve, nor take a module of
 # 4,000 functions (tests/integration/test_registry_frame.py).
 MAX_FRAME = 16 * 1024 * 1024
+# The registry's looks (silent replicas dropped, stalled frames cut) come every half
+# heartbeat, at most every 0.5 s and at least this apart: a --ttl of a microsecond is a
+# duration > 0, and its looks spun a CPU.
+LOOK_MIN_S = 0.01
 
 
 class RegistryService:
@@ -87,7 +91,7 @@ class RegistryService:
         self._looks.start()
 
     def _look_loop(self) -> None:
-        """Every half heartbeat (ttl / 6, at most 0.5 s): with ``say``, replicas silent
+        """Every half heartbeat (ttl / 6, at most 0.5 s, at least LOOK_MIN_S): with ``say``, replicas silent
         past the ttl dropped (a drop is otherwise found at a look that needs one); and a
         connection whose frame begun has had no byte for 4 heartbeats is cut
         (transport/stalls.py): its thread, blocked reading it, finds it ended and goes
@@ -95,7 +99,7 @@ class RegistryService:
         looked at further: nothing is timed per frame."""
         heartbeat = self.state.ttl / 3  # (as its connections are probed: `_accept_loop`)
         stalls = Stalls(heartbeat)
-        while not self._closed.wait(min(0.5, heartbeat / 2)):
+        while not self._closed.wait(max(LOOK_MIN_S, min(0.5, heartbeat / 2))):
             now = time.monotonic()
             with self._lock:
                 if self._say is not None:
