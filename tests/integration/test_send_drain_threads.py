@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,21 +39,42 @@ def square(i: int) -> int:
     return i * i
 
 
-@pytest.mark.parametrize("transport", ["tcp", "shm"])
-def test_a_send_waiting_for_room_and_another_threads_wait_share_the_reads(
-        transport: str, tmp_path: Path) -> None:
+@contextmanager
+def _served(transport: str, tmp_path: Path, functions: dict[str, Callable[..., Any]]
+            ) -> Iterator[tuple[Reactor, ReplicaLink]]:
+    """A replica of ``functions`` (a queue of 2) and a reactor with one link to it."""
     if transport == "shm" and not ring_mod.supported():
         pytest.skip("the ring needs x86-64")
     addr = f"shm://{tmp_path}/w.sock" if transport == "shm" else "tcp://127.0.0.1:0"
-    rt = WorkerRuntime("w", {"size": size, "square": square}, TOKEN, addr,
-                       ServeOptions(queue=2)).start()
+    rt = WorkerRuntime("w", functions, TOKEN, addr, ServeOptions(queue=2)).start()
     reactor = Reactor()
-    errors: list[str] = []
-    big_done = threading.Event()
-    rounds = [0, 0]
     try:
         link = ReplicaLink(rt.name, "server", connect(rt.address, TOKEN, Codec()))
         reactor.add(link)
+        yield reactor, link
+    finally:
+        reactor.close()
+        rt.stop()
+
+
+def _joined(threads: dict[str, threading.Thread], link: ReplicaLink) -> None:
+    """Start ``threads`` and wait for them all (30 s in all); none may be left waiting."""
+    for t in threads.values():
+        t.start()
+    deadline = time.monotonic() + 30
+    for t in threads.values():
+        t.join(max(0.0, deadline - time.monotonic()))
+    hung = [name for name, t in threads.items() if t.is_alive()]
+    assert not hung, f"{hung} still waiting; {sorted(link.outstanding)} unanswered"
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_a_send_waiting_for_room_and_another_threads_wait_share_the_reads(
+        transport: str, tmp_path: Path) -> None:
+    errors: list[str] = []
+    big_done = threading.Event()
+    rounds = [0, 0]
+    with _served(transport, tmp_path, {"size": size, "square": square}) as (reactor, link):
         big = Dispatcher("size", reactor, [link], CallStyle("async"))
         small = Dispatcher("square", reactor, [link], CallStyle("async"))
 
@@ -75,19 +99,10 @@ def test_a_send_waiting_for_room_and_another_threads_wait_share_the_reads(
             except Exception as exc:
                 errors.append(f"smalls: {exc!r}")
 
-        ts = [threading.Thread(target=f, daemon=True) for f in (bigs, smalls)]
-        for t in ts:
-            t.start()
-        deadline = time.monotonic() + 30
-        for t in ts:
-            t.join(max(0.0, deadline - time.monotonic()))
-        hung = [name for name, t in zip(("bigs", "smalls"), ts, strict=True) if t.is_alive()]
-        assert not hung, f"{hung} still waiting; {sorted(link.outstanding)} unanswered"
+        _joined({"bigs": threading.Thread(target=bigs, daemon=True),
+                 "smalls": threading.Thread(target=smalls, daemon=True)}, link)
         assert errors == []
         assert rounds[0] == 10 and rounds[1] >= 3
-    finally:
-        reactor.close()
-        rt.stop()
 
 
 def echo(b: bytes) -> bytes:
@@ -103,18 +118,10 @@ def test_a_sync_call_waiting_for_a_connection_another_thread_writes_reads_meanwh
     A's write may no longer read outside the turn, and the replica reads no more from a
     client that leaves its answers unread: each waited for the other (1 run in 3 once
     the reads took turns). The sync call reads while it waits for the lock."""
-    if transport == "shm" and not ring_mod.supported():
-        pytest.skip("the ring needs x86-64")
-    addr = f"shm://{tmp_path}/w.sock" if transport == "shm" else "tcp://127.0.0.1:0"
-    rt = WorkerRuntime("w", {"echo": echo, "square": square}, TOKEN, addr,
-                       ServeOptions(queue=2)).start()
-    reactor = Reactor()
     errors: list[str] = []
     big_done = threading.Event()
     rounds = [0, 0, 0]
-    try:
-        link = ReplicaLink(rt.name, "server", connect(rt.address, TOKEN, Codec()))
-        reactor.add(link)
+    with _served(transport, tmp_path, {"echo": echo, "square": square}) as (reactor, link):
         big = Dispatcher("echo", reactor, [link], CallStyle("async"))
         one = Dispatcher("square", reactor, [link], CallStyle("sync"))
 
@@ -138,18 +145,8 @@ def test_a_sync_call_waiting_for_a_connection_another_thread_writes_reads_meanwh
             except Exception as exc:
                 errors.append(f"sync {k}: {exc!r}")
 
-        ts = [threading.Thread(target=bigs, daemon=True),
-              *[threading.Thread(target=syncs, args=(k,), daemon=True) for k in (1, 2)]]
-        for t in ts:
-            t.start()
-        deadline = time.monotonic() + 30
-        for t in ts:
-            t.join(max(0.0, deadline - time.monotonic()))
-        hung = [name for name, t in zip(("bigs", "sync 1", "sync 2"), ts, strict=True)
-                if t.is_alive()]
-        assert not hung, f"{hung} still waiting; {sorted(link.outstanding)} unanswered"
+        _joined({"bigs": threading.Thread(target=bigs, daemon=True),
+                 **{f"sync {k}": threading.Thread(target=syncs, args=(k,), daemon=True)
+                    for k in (1, 2)}}, link)
         assert errors == []
         assert rounds[0] == 40
-    finally:
-        reactor.close()
-        rt.stop()
