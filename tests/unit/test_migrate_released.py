@@ -67,7 +67,8 @@ def test_a_moved_call_of_an_auto_window_is_timed_from_its_move() -> None:
     src, dst = _link("r0"), _link("r1")
     reactor = SimpleNamespace(flush=lambda link: None,
                               send_many=lambda link, msgs: link.got.extend(msgs))
-    d = SimpleNamespace(links=[src, dst], inflight=[6, 2], style=CallStyle(kind="async-demand"),
+    d = SimpleNamespace(links=[src, dst], inflight=[6, 2], window=[8, 8],  # (room at dst)
+                        style=CallStyle(kind="async-demand"),
                         comm=None, reactor=reactor, _index={id(src): 0, id(dst): 1},
                         _auto=[object(), object()], _isolated={})
     rec = SimpleNamespace(id=1, dispatcher=d, done=False, link=src, attempts=1, sent_at=1.0,

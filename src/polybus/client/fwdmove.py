@@ -92,11 +92,12 @@ def unwritten(edges: Sequence[Edge]) -> None:
             e.to = None
 
 
-def moved_batch(b: Pending, old: ReplicaLink, new: ReplicaLink) -> list[Message]:
+def moved_batch(b: Pending, old: ReplicaLink, new: ReplicaLink | None) -> list[Message]:
     """Aggregated batch ``b`` was given back by ``old``'s replica (it never ran there)
     and is now placed on ``new`` (``b.link``): ``old`` forgets what its forwarded calls'
     consumers asked of it (``Cancel``), and the same is asked of ``new``: the Forwards
-    and Keeps to write after the batch (fwdbatch.py's `placed`)."""
+    and Keeps to write after the batch (fwdbatch.py's `placed`). ``new`` None: placed
+    later by its Batcher, which asks it then."""
     entries = [r for r in (b.entries or {}).values() if not r.done]
     f: Forwarder | None = next((g for r in entries if (g := getattr(
         r.dispatcher.comm, "forwarder", None)) is not None), None)
@@ -108,4 +109,4 @@ def moved_batch(b: Pending, old: ReplicaLink, new: ReplicaLink) -> list[Message]
         for r in entries:
             for e in f.edges.get(r.id, ()):
                 e.told, e.kept = None, False  # (asked of ``old``, which forgets it)
-    return placed(b, new)
+    return [] if new is None else placed(b, new)

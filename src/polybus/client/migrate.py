@@ -9,7 +9,9 @@ are sent on; a call that started meanwhile stays where it is and is answered the
 So a call runs once and is answered once, without any replica-to-replica protocol.
 A moved call's forwarding edges follow it (client/fwdmove.py). A steal takes any of
 the client's calls queued on that connection, an aggregated batch of another binding
-too: it moves whole, written as its Batcher writes it (`_move_batch`).
+too: it moves whole, written as its Batcher writes it (`_move_batch`). Each given back
+keeps its own binding's ``async-demand(N)`` window: one with no room at the steal's
+replica is placed again by its binding (a call) or goes where its Batcher has room.
 """
 
 from __future__ import annotations
@@ -121,16 +123,26 @@ class Migrator:
         if dst is link or dst.dead:  # nowhere planned to go: their bindings place them again
             place_again(link, recs)
             return
-        self.moved_in[dst.name] = self.moved_in.get(dst.name, 0) + len(recs)
         now = time.perf_counter()
+        going, over = [], []
         for rec in recs:
             d = rec.dispatcher
+            j = d._index[id(dst)]
+            if d.style.kind == "async-demand" and d.inflight[j] >= d.window[j]:
+                over.append(rec)  # (its binding keeps at most its window there)
+                continue
+            going.append(rec)
             rec.link = dst
             dst.outstanding[rec.id] = rec
-            j = d._index[id(dst)]
             d.inflight[j] += 1
             if d._auto is not None:  # (async-demand(auto) times it from here, as _send does)
                 rec.sent_at, rec.ahead = now, d.inflight[j]
+        if over:
+            place_again(link, over)
+        if not going:
+            return
+        recs = going
+        self.moved_in[dst.name] = self.moved_in.get(dst.name, 0) + len(recs)
         # Each by its own binding (a steal releases calls of any interface of the module):
         # cached operands go by name (a Put if dst lacks one), other calls as they are.
         msgs: list[Message] = []
@@ -151,12 +163,24 @@ class Migrator:
         consumers ask of it there (client/fwdmove.py)."""
         bt = b.batcher
         self.moved_out[link.name] = self.moved_out.get(link.name, 0) + 1
+        live = [i for i, lk in enumerate(bt.links) if not lk.dead]
         if dst is link or dst.dead:
-            live = [i for i, lk in enumerate(bt.links) if not lk.dead]
             if not live:
                 b.set_error(ConnectionLostError(f"every replica of {bt.interface} is gone"))
                 return
             dst = bt.links[min(live, key=lambda i: bt.inflight[i])]
+        if bt.demand and bt.inflight[bt._index[id(dst)]] >= bt.window:
+            # (its binding keeps at most its window of batches at a replica: to another
+            # with room, or first in its backlog, placed as its Batcher places batches)
+            room = [i for i in live if bt.inflight[i] < bt.window]
+            if not room:
+                moved_batch(b, link, None)
+                b.link = None
+                b.attempts -= 1  # (a move is not a failed attempt: `place` counts one)
+                bt.backlog.appendleft(b)
+                bt.reactor.work_left()
+                return
+            dst = bt.links[min(room, key=lambda i: bt.inflight[i])]
         self.moved_in[dst.name] = self.moved_in.get(dst.name, 0) + 1
         b.link = dst
         dst.outstanding[b.id] = b  # type: ignore[assignment]
