@@ -122,3 +122,38 @@ def test_a_call_running_alone_given_back_to_a_steal_is_placed_alone_again() -> N
     a.completed(bad, where)
     assert not a._isolated  # every replica open to f's calls again
     assert a.inflight == [0, 1, 0]
+
+
+class _Noting(dict[int, Any]):
+    """A link's ``abandoned`` that runs ``step`` once, right after the give-up notes
+    its call there and before it takes the call out of the link's calls."""
+
+    def __init__(self, step: Any) -> None:
+        super().__init__()
+        self.step = step
+
+    def __setitem__(self, key: int, value: Any) -> None:
+        super().__setitem__(key, value)
+        step, self.step = self.step, None
+        if step is not None:
+            step()
+
+
+def test_a_released_call_given_up_on_as_it_is_read_frees_its_place_once() -> None:
+    """The reader files the ``Released`` while the give-up is inside `forget`: the
+    call noted among r0's abandoned and still among its calls. The reader freed its
+    place twice (once as an abandoned call's, once as a failed call it took out), so
+    r0 took a third call of a window of 2."""
+    links = [ReplicaLink(f"r{i}", "server", channel=None) for i in range(2)]  # type: ignore[arg-type]
+    d = Dispatcher("f", _Reactor(), links, CallStyle("async-demand", 2),  # type: ignore[arg-type]
+                   timeout=0.1)
+    m = Migrator(d, steal_edges(["r0", "r1"]))
+    rec, other = CallRecord(1, d, [1], None, 0.0), CallRecord(2, d, [2], None, 0.0)
+    d._send(rec, links[0])
+    d._send(other, links[0])  # (r0's window of 2 full)
+    m._pending[7] = (links[0], links[1], 1)
+    links[0].abandoned = _Noting(lambda: m.released(links[0], [rec.id], 7))
+    assert give_up(rec, 0.1)
+    assert d.inflight == [1, 0]  # (other's place alone taken)
+    assert not links[0].abandoned and links[0].outstanding == {other.id: other}
+    assert not links[1].outstanding

@@ -200,10 +200,17 @@ def released(reactor: Reactor, link: ReplicaLink, msg: Released) -> bool:
     rec = asked.rec
     again = []
     for cid in msg.ids:
-        late(link, cid)
-        if cid == rec.id and link.outstanding.get(cid) is rec and not rec.done:
-            rec.dispatcher.uncount(rec, link)
-            again.append(rec)
+        # Taken out first, as an answer takes its call (migrate.py `released`): one
+        # given up on meanwhile by another thread is freed here, its give-up finding
+        # it gone; one the give-up took out first is freed as abandoned (`late`).
+        if cid == rec.id and link.outstanding.get(cid) is rec and rec.dispatcher.uncount(
+                rec, link):
+            if not rec.done:
+                again.append(rec)
+            elif rec.dispatcher._backlog:  # (its place is free for the next, as `freed`)
+                rec.dispatcher.reactor.work_left()
+        else:
+            late(link, cid)
     place_again(link, again)
     return True
 

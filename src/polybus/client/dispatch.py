@@ -321,11 +321,12 @@ class Dispatcher(GivingUp):
             unwritten(rec, link)  # nothing left counted in flight, or held to be written
             raise
 
-    def uncount(self, rec: CallRecord, link: ReplicaLink) -> None:
+    def uncount(self, rec: CallRecord, link: ReplicaLink) -> bool:
         """``rec``, placed on ``link`` and not written, no longer counted in flight: the
         first thing a send's handler does, in as few Python frames as can be (a send
         cut short by a RecursionError leaves little room, and a deeper call from the
-        handler could fail too: then the counts are right all the same)."""
+        handler could fail too: then the counts are right all the same). False if it
+        was not among ``link``'s calls (taken out by another thread: nothing done)."""
         if link.outstanding.pop(rec.id, None) is rec:
             i = self._index[id(link)]
             self.inflight[i] -= 1
@@ -333,6 +334,8 @@ class Dispatcher(GivingUp):
                 self._suspects.pop(rec.id, None)
             if self._isolated.get(i) == rec.id:
                 del self._isolated[i]
+            return True
+        return False
 
     # -- answers ---------------------------------------------------------------------
     def completed(self, rec: CallRecord, link: ReplicaLink) -> None:

@@ -101,9 +101,13 @@ class Migrator:
         _, dst, _ = self._pending.pop(req, (link, link, 0))
         recs: list[CallRecord] = []
         for cid in ids:
-            late(link, cid)  # (given up on, and now known never to run)
+            # Taken out first, as an answer takes its call: a give-up on another thread
+            # (dispatchgiveup.py) notes a call abandoned, then takes it out; one it took
+            # out is freed as abandoned (given up on, and now known never to run), and
+            # one taken out here, given up on meanwhile, is freed here alone.
             rec: Any = link.outstanding.pop(cid, None)  # (a batch is filed as a call is)
             if rec is None:
+                late(link, cid)
                 continue
             d = rec.dispatcher
             if rec.done:  # given up on by another thread as this one took it out: the
