@@ -90,7 +90,7 @@ def test_a_replacement_link_takes_the_lost_ones_edges_and_gets_steals() -> None:
     sent: list[tuple[str, Any]] = []
     reactor = SimpleNamespace(send=lambda link, msg: sent.append((link.name, msg)))
     d = SimpleNamespace(links=[r0, r1], inflight=[0, 0], reactor=reactor,
-                        _index={id(r0): 0, id(r1): 1})
+                        style=CallStyle(kind="async"), _index={id(r0): 0, id(r1): 1})
     m = Migrator(d, steal_edges(["r0", "r1"]), pool=1)  # type: ignore[arg-type]
     r1.dead = True
     new = _link("r9")  # a replacement registered under another name
@@ -104,3 +104,28 @@ def test_a_replacement_link_takes_the_lost_ones_edges_and_gets_steals() -> None:
     assert m.snapshot()["r9"].alive and "r1" not in m.snapshot()
     m.replace(r1, _link("r1"))  # not a link of this migrator any more: nothing changes
     assert m.by_name == {"r0": r0, "r9": new}
+
+
+def test_a_steal_under_async_demand_asks_no_more_than_the_receivers_window_takes() -> None:
+    """A fast receiver with one place left in its binding's window (async-demand(4))
+    steals one call, however many the loads alone would move (the rest would come
+    back: client/giveback.py places a call given back with no room as a new call)."""
+    from polybus.client.policies.migration import Edge, decide
+    from polybus.config.model import Condition
+
+    r0, r1 = _link("r0"), _link("r1")
+    r1.speed = 10.0
+    sent: list[tuple[str, Any]] = []
+    reactor = SimpleNamespace(send=lambda link, msg: sent.append((link.name, msg)))
+    d = SimpleNamespace(links=[r0, r1], inflight=[4, 3], window=[4, 4], reactor=reactor,
+                        style=CallStyle(kind="async-demand", window=4),
+                        _index={id(r0): 0, id(r1): 1})
+    m = Migrator(d, [Edge("r0", "r1", 1.0, push=Condition(">=", 2))], pool=1)  # type: ignore[arg-type]
+    assert [mv.n for mv in decide(m.snapshot(), m.rules)] == [3]  # (the loads alone)
+    m.tick()
+    assert [(name, msg.n) for name, msg in sent] == [("r0", 1)]
+    d.inflight[1] = 4  # (its window full: no steal at all)
+    m._pending.clear()
+    sent.clear()
+    m.tick()
+    assert sent == []

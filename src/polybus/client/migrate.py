@@ -86,12 +86,20 @@ class Migrator:
             return
         for req in [r for r, (src, _, _) in self._pending.items() if src.dead]:
             del self._pending[req]  # its calls are re-placed by the dispatcher's lost()
+        d = self.d
         for m in decide(self.snapshot(), self.rules):
             src, dst = self.by_name[m.src], self.by_name[m.dst]
+            n = m.n
+            if d.style.kind == "async-demand":  # (no more than its window has room for)
+                j = d._index[id(dst)]
+                coming = sum(k for _, to, k in self._pending.values() if to is dst)
+                n = min(n, d.window[j] - d.inflight[j] - coming)
+                if n <= 0:
+                    continue
             req = next(_reqs)
-            self._pending[req] = (src, dst, m.n)
+            self._pending[req] = (src, dst, n)
             self.steals += 1
-            self.d.reactor.send(src, Steal(m.n, req))
+            d.reactor.send(src, Steal(n, req))
 
     def owns(self, req: int) -> bool:
         return req in self._pending
