@@ -83,3 +83,41 @@ def test_a_batch_the_linger_timer_cannot_write_fails_its_calls(tmp_path: Path,
         if rows == "one-too-large":
             assert polybus.wait([ps[0], ps[2]], timeout=20) == [0, 2]
         assert polybus.wait(s.call("echo", (9,), {}), timeout=20) == 9
+
+
+CACHING = """
+[modules.server]
+source = "server.py"
+define.held = { cache = ["b"] }
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+use.held = { callstyle = "async", aggregate = 8, linger = "30s" }
+
+[bind]
+"client.held" = "server.held"
+
+[cluster]
+max_frame = "1MiB"
+"""
+
+
+@pytest.mark.timeout(60)
+def test_calls_with_a_cached_operand_batch_within_the_frame_limit(tmp_path: Path) -> None:
+    # Each call a row of 200 KB, sent by value, and b, cached (sent once, then named):
+    # with operand caching a batch was not sized at all (its cached operands, counted
+    # whole, would have made every batch one call), so eight rows made a batch of
+    # 1.6 MB, and every call failed with MessageTooLarge; unaggregated, each went.
+    import numpy as np
+
+    b = np.ones(1000)
+    with cluster(tmp_path, CACHING) as c:
+        s = c.session()
+        rows = [np.full(25_000, float(i)) for i in range(8)]
+        ps = [s.call("held", (row, b), {}) for row in rows]
+        got = [polybus.wait(p) for p in ps]
+        assert [ro for ro, _ in got] == [True] * 8  # (b named, read-only at the replica)
+        counts = s.stats().interfaces["client.held"]
+        assert counts["batched_calls"] == 8 and counts["batches"] >= 2
+        assert counts["operands_put"] == 1

@@ -60,6 +60,7 @@ from polybus.errors import PolybusError
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import DEFAULT_MAX_FRAME
 from polybus.wire.messages import Message
+from polybus.worker.heldvalue import CACHE_ENTRY_BYTES
 
 if TYPE_CHECKING:
     from polybus.client.awaiting import Awaiting
@@ -111,10 +112,9 @@ class Batcher:
         self.count = count if count is not None else (1 << 30 if nbytes else 64)
         self.nbytes = nbytes
         # A batch is one frame: it closes before it would pass half the limit (policies/
-        # aggregate.py). Not with operand caching: a cached operand goes as a Ref of a few
-        # bytes, and arg_bytes, counting it whole, would make every batch one call.
-        self.cap = frame_cap(max_frame) if comm is None else 1 << 62
-        self.sized = comm is None or nbytes is not None  # (else no call's size is looked at)
+        # aggregate.py). With operand caching a cached operand goes as a Ref of a few
+        # bytes (its Put is a message of its own): a call's size leaves it out (`_size`).
+        self.cap = frame_cap(max_frame)
         # With caching, a batch names at most cache_bytes of distinct cached operands
         # (Pending.joins): else each of its Puts may evict one it names, and it misses.
         self.bound = (comm.cache_bytes or 0) if comm is not None else 0
@@ -203,12 +203,11 @@ class Batcher:
                 self._close(b)  # (the call opens the next; with a Comm no frame cap below)
                 b = self._start()
                 b.joins(ops, self.bound)
-            if self.sized:
-                size = arg_bytes(args)
-                if b.args and b.size + size > self.cap:  # (it would outgrow a frame: it goes first)
-                    self._close(b)
-                    b = self._start()
-                b.size += size
+            size = arg_bytes(args) if self.comm is None else self._size(args, ops)
+            if b.args and b.size + size > self.cap:  # (it would outgrow a frame: it goes first)
+                self._close(b)
+                b = self._start()
+            b.size += size
             i = len(b.args)
             b.args.append(args)
             p = BatchPromise(b, i)
@@ -226,6 +225,18 @@ class Batcher:
                 self._settle()
             if len(self.backlog) > 1:  # (bounded: the caller may wait for room)
                 wait_for_room(self)
+
+    def _size(self, args: tuple[Any, ...], ops: dict[int, int] | None) -> int:
+        """What a call adds to its batch with operand caching: its arguments, less its
+        cached operands' bytes (each once, however often it appears: a guess on the
+        high side), as a batch names them by a Ref. A batch that sends them by value
+        instead (Pending.by_value) holds at most half a frame of them."""
+        if ops is None and self.comm is not None:
+            ops = operand_bytes(args, self.at, self.rest, self.auto)
+        size = arg_bytes(args)
+        if ops:
+            size -= sum(ops.values()) - CACHE_ENTRY_BYTES * len(ops)
+        return max(8, size)
 
     def _general(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call the lean path cannot carry, on the general one, after this binding's
