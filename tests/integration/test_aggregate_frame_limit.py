@@ -121,3 +121,33 @@ def test_calls_with_a_cached_operand_batch_within_the_frame_limit(tmp_path: Path
         counts = s.stats().interfaces["client.held"]
         assert counts["batched_calls"] == 8 and counts["batches"] >= 2
         assert counts["operands_put"] == 1
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("rows", ["one-too-large", "too-large-together"])
+def test_with_a_cached_operand_a_call_or_batch_over_the_limit_fails_saying_why(
+        tmp_path: Path, rows: str) -> None:
+    # As the first two tests, with b cached: MessageTooLarge came out of the program's
+    # call that wrote the batch ("message of 1638638 bytes is over the frame limit"),
+    # saying nothing of which call or of a batch, and no call of it was answered.
+    import numpy as np
+
+    b = np.ones(1000)
+    with cluster(tmp_path, CACHING.replace("aggregate = 8", "aggregate = 4")) as c:
+        s = c.session()
+        if rows == "one-too-large":
+            args = ["x" * (2 << 20) if i == 1 else str(i) for i in range(4)]
+            ps = [s.call("held", (a, b), {}) for a in args]
+            with pytest.raises(MessageTooLarge, match=r"^held\(\.\.\.\): the call's message "
+                               r"of \d+ bytes is over the frame limit.*max_frame"):
+                polybus.wait(ps[1])
+            assert [polybus.wait(p)[0] for p in (ps[0], ps[2], ps[3])] == [True] * 3
+        else:
+            lists = [[str(i) * (200 << 10), "y" * (200 << 10)] for i in range(4)]
+            ps = [s.call("held", (row, b), {}) for row in lists]
+            for p in ps:
+                with pytest.raises(MessageTooLarge, match=r"^held\(\.\.\.\): a batch of 4 "
+                                   r"calls with this one was over the frame limit, though "
+                                   r"each call fits .*aggregate fewer calls"):
+                    polybus.wait(p)
+        assert polybus.wait(s.call("held", ("z", b), {}))[0]  # (the replica serves on)

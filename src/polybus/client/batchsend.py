@@ -150,11 +150,9 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
         try:
             if bt.comm is not None:
                 bt.comm.named_inline(args, link)  # its operands' names (hashing)
-            one = CallBatch(0, bt.interface, [list(args)])
-            if bt.comm is None:  # (alone over the frame limit: it fails, as a call would)
-                codec.encode(one)
-            else:  # (its cached operands go named, not in this frame)
-                codec.encode_parts(one)
+            # (alone over the frame limit: it fails, as a call would; its cached
+            # operands go named, not in this frame)
+            codec.encode(CallBatch(0, bt.interface, [_unnamed(bt, args)]))
         except (TypeError, ValueError, OverflowError) as why:
             bad[j] = (too_large(bt.interface, why) if isinstance(why, MessageTooLarge)
                       else named(bt.interface, args, None, why, codec.allow_pickle)
@@ -163,7 +161,7 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
                           f"{bt.interface}(...): {why}"))
         else:
             keep.append(j)
-    if not bad and isinstance(exc, MessageTooLarge) and bt.comm is None and keep:
+    if not bad and isinstance(exc, MessageTooLarge) and keep:
         bad = _together(bt, b, codec, keep)  # (each call fits; together they may not)
         keep = [j for j in keep if j not in bad]
     if not bad:
@@ -193,13 +191,19 @@ def _together(bt: Batcher, b: Pending, codec: Codec,
     a list's items at 9 bytes each): each fails, saying so, rather than the batch
     raising out of whichever call of the program wrote it, its calls never answered."""
     try:
-        codec.encode(CallBatch(0, bt.interface, [list(b.args[j]) for j in rows]))
+        codec.encode(CallBatch(0, bt.interface, [_unnamed(bt, b.args[j]) for j in rows]))
     except MessageTooLarge as exc:
         return {j: MessageTooLarge(
             f"{bt.interface}(...): a batch of {plural(len(rows), 'call')} with this one "
             f"was over the frame limit, though each call fits ({exc}); aggregate fewer "
             f"calls (use.{bt.interface}.aggregate, a count or a size)") for j in rows}
     return {}
+
+
+def _unnamed(bt: Batcher, args: Any) -> list[Any]:
+    """``args`` as a batch's frame carries them (with operand caching, its named
+    operands out: Comm.by_ref)."""
+    return list(args) if bt.comm is None else bt.comm.by_ref(args)
 
 
 def unplace(bt: Batcher, b: Pending, link: ReplicaLink) -> None:

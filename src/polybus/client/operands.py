@@ -209,6 +209,11 @@ class Comm(CachedArgs, Quick):
         (raising as it would for one that cannot be named), naming nothing."""
         self._name(args, None, [], link)
 
+    def by_ref(self, args: Any) -> list[Any]:
+        """``args`` as a batch's frame carries them: each operand this binding names left
+        out (b""), as it goes by a Ref of a few bytes, its Put a message of its own."""
+        return [b"" if self._operand(i, a) is not None else a for i, a in enumerate(args)]
+
     def batch_messages(self, batch: Pending, link: ReplicaLink,
                        pushes: Pushes | None = None) -> list[Message]:
         """What an aggregated batch sends to ``link`` (client/batching.py): one CallBatch
