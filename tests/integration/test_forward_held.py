@@ -111,10 +111,18 @@ def held_soon(rt: WorkerRuntime, within: float = 1.0) -> int:
     return rt.forwarding.held_calls()
 
 
-def upstream_named(err: RemoteException, producer: str, consumer: str) -> str:
+def upstream_named(err: RemoteException, producer: str, consumer: str,
+                   verdict: bool = True) -> str:
+    """``verdict``: the producer failed by the client's verdict on it (a timeout's "sent
+    to server-0", a loss's "server-0 died"), which names its replica: named once, not
+    again as where it failed. Else it failed on its replica ("in f on server-0")."""
     text = str(err).splitlines()[0]
     assert "upstream" in text, text
-    assert f"in slow_double on {producer}, upstream of double on {consumer}" in text, text
+    if verdict:
+        assert text.count(producer) == 1 + (producer == consumer), text
+        assert f"in slow_double, upstream of double on {consumer}" in text, text
+    else:
+        assert f"in slow_double on {producer}, upstream of double on {consumer}" in text, text
     assert err.interface == "double" and err.replica == consumer
     return text
 
@@ -149,7 +157,7 @@ def test_a_consumer_replica_the_producer_cannot_reach_fails_the_consumer_and_fre
         assert consumer.forwarding.held_calls() <= 1
         with pytest.raises(RemoteException) as err:
             outcome(p2)
-        text = upstream_named(err.value, producer.name, consumer.name)
+        text = upstream_named(err.value, producer.name, consumer.name, verdict=False)
         assert err.value.remote_type == "TransportError"
         assert f"{producer.name} could not send the value to {consumer.address}" in text, text
         assert held_soon(consumer) == 0
@@ -161,7 +169,7 @@ def test_a_consumer_replica_the_producer_cannot_reach_fails_the_consumer_and_fre
         assert replica(c, p3) is consumer
         with pytest.raises(RemoteException) as err:
             wait_guarded(p3, c)
-        upstream_named(err.value, producer.name, consumer.name)
+        upstream_named(err.value, producer.name, consumer.name, verdict=False)
         assert err.value.remote_type == "TransportError"
         assert held_soon(consumer) == 0
         assert producer.forwarding.kept  # (served from there)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from polybus.client.calls import message_of, waited_on
 from polybus.client.unseen import forgotten, seen
+from polybus.client.upstream import ran_at
 from polybus.errors import UPSTREAM_FAILED, RemoteException
 
 if TYPE_CHECKING:
@@ -45,9 +46,8 @@ def origin(edges: Sequence[Edge], message: str,
     p = upstream(edges, message)
     if p is None:
         return ""
-    where = p.link.name if p.link is not None else ""
-    mine = f"{p.dispatcher.interface} on {where}" if where else p.dispatcher.interface
     err = p.error
+    mine = ran_at(p.dispatcher.interface, p.link.name if p.link is not None else "", err)
     if isinstance(err, RemoteException) and err.remote_message.startswith(UPSTREAM_FAILED):
         deeper = err.origin
     elif err is None and any(e.failed or e.producer.error is not None or not e.producer.done

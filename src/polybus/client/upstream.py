@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from polybus.client.awaiting import Promised
     from polybus.client.calls import CallRecord
 
-__all__ = ["consumer_error", "origin", "upstream_error", "upstream_of"]
+__all__ = ["consumer_error", "origin", "ran_at", "upstream_error", "upstream_of"]
 
 
 def upstream_error(rec: CallRecord, producer: Promised, error: PolybusError) -> PolybusError:
@@ -55,7 +55,17 @@ def origin(p: Promised, error: PolybusError) -> str:
         link, iface = p._rec.link, p._rec.dispatcher.interface
     else:
         link, iface = p._rec.link, p._rec.batcher.interface
-    return upstream_of(error, f"{iface} on {link.name}" if link is not None else iface)
+    return upstream_of(error, ran_at(iface, link.name if link is not None else "", error))
+
+
+def ran_at(iface: str, replica: str, error: object) -> str:
+    """Where a producer failed: "f on server-0", or "f" alone when ``error``, the
+    client's own verdict, names that replica already (a timeout's "sent to server-0",
+    a lost replica's): said once, and not as a replica it failed on."""
+    if not replica or (not isinstance(error, RemoteException) and error is not None
+                       and replica in str(error)):
+        return iface
+    return f"{iface} on {replica}"
 
 
 def upstream_of(error: PolybusError, mine: str) -> str:
