@@ -103,13 +103,16 @@ class FrontDoor:
         assert task is not None
         self._conns[task] = False
         accepted = asyncio.get_running_loop().time()
+        waiting = True  # for a slot
         try:
             if self.stopping:  # (accepted just before the listener closed)
+                await self._unavailable(writer)
                 return
             queued = self._slots.locked()
             if queued:
                 self._slots_full()
             async with self._slots:  # over max_connections: accepted, served later
+                waiting = False
                 # (one that waited: its first request's head is timed from its accept,
                 # what it sent meanwhile having been read into `reader`; else a crowd
                 # of peers trickling heads kept a good client waiting for their heads'
@@ -120,7 +123,9 @@ class FrontDoor:
         except asyncio.CancelledError:
             if not self.stopping:
                 raise
-            if self._conns.get(task):  # inside a request past the grace: answered 503
+            # Inside a request past the grace, or waiting for a slot: answered 503 (the
+            # one waiting was closed without a word, its request never answered).
+            if waiting or self._conns.get(task):
                 await self._unavailable(writer)
         except Exception as e:  # (a fault in the front door's steps: logged, not asyncio's
             # "Unhandled exception in client_connected_cb"; a request not yet answered
