@@ -25,6 +25,7 @@ from polybus.client.promise import CallPromise, Promise, wait
 from polybus.client.unseen import seen
 from polybus.config.units import duration_text
 from polybus.errors import CallTimeoutError, PolybusError, RemoteError
+from polybus.errors import CancelledError as Cancelled
 from polybus.http.revival import Revival
 from polybus.plural import plural
 
@@ -158,6 +159,12 @@ class CallBridge:
             if promise is None or _give_up(promise, late):  # (None: it waited for a replica)
                 raise seen(late) from None  # (its 504 is how it is looked at)
             return wait(promise)  # its answer came in the same instant
+        except asyncio.CancelledError as exc:  # (its client hung up, or serve stops):
+            # given up as a timeout gives it up, revoked if it has not begun
+            if isinstance(promise, Promise):
+                why = str(exc.args[0]) if exc.args else "its request was given up"
+                _give_up(promise, seen(Cancelled(why, interface=name)))
+            raise
         finally:
             if promise is not None:
                 self._pending.pop(id(promise), None)
