@@ -117,3 +117,43 @@ def test_a_504_says_whether_its_call_was_sent_or_held_at_the_front_door(
     said = [line for line in err.splitlines() if "GET /held?s=600 -> web.slow: 504" in line]
     assert len(said) == 2 and any("sent to replica web-0" in x for x in said), err
     assert any("never sent" in x for x in said), err
+
+
+def test_a_request_queued_at_its_replica_whose_client_hangs_up_never_runs(
+        procs: Procs, tmp_path: Path) -> None:
+    """Revoked as a timed-out call is (or, its close heard before it began, never sent):
+    the request behind it on the replica's one thread runs next."""
+    port, began = _serve(procs, tmp_path, args=("--set", "modules.web.define.slow.pool=1"))
+    proc = procs.started[-1]
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(_get, port, "/slow?gate=1")
+        _all_began(began, 1)  # (the replica's one thread for it is taken)
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(b"GET /slow?s=0 HTTP/1.1\r\nHost: h\r\n\r\n")
+        assert proc.stderr is not None
+        read_line(proc.stderr, r"GET /slow\?s=0 -> web\.slow: abandoned by its client")
+        (tmp_path / "open").touch()
+        assert first.result(60) == (201, "done")
+    assert _get(port, "/slow?s=0.01") == (201, "done")  # (queued behind where it was)
+    assert len(list(began.iterdir())) == 2, sorted(began.iterdir())  # (it never ran)
+
+
+def test_a_client_that_gave_up_waiting_for_a_slot_is_not_called(
+        procs: Procs, tmp_path: Path) -> None:
+    """Its request and its close were read together; it took the slot and its call
+    ran for nobody (for good, with a handler that never returns)."""
+    port, began = _serve(procs, tmp_path, grace="max_connections = 1")
+    proc = procs.started[-1]
+    assert proc.stderr is not None
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(_get, port, "/slow?gate=1")
+        _all_began(began, 1)
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(b"GET /slow?s=0 HTTP/1.1\r\nHost: h\r\n\r\n")
+            read_line(proc.stderr, r"all 1 connection slots .* are taken")  # (it waits)
+        (tmp_path / "open").touch()
+        assert first.result(60) == (201, "done")
+    read_line(proc.stderr, r"GET /slow\?s=0 -> web\.slow: abandoned by its client \(it "
+                           r"closed the connection before the request began\); no call")
+    assert _get(port, "/slow?s=0.01") == (201, "done")
+    assert len(list(began.iterdir())) == 2, sorted(began.iterdir())  # (it never ran)

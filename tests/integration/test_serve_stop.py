@@ -31,6 +31,10 @@ def hello():
 
 def slow(query):
     open(os.path.join({began!r}, uuid.uuid4().hex), "w").close()  # (begun: the test sees it)
+    if "gate" in query:  # (until the test opens it: a file "open" beside began/)
+        while not os.path.exists(os.path.join({began!r}, os.pardir, "open")):
+            time.sleep(0.01)
+        return (201, {{}}, "done")
     time.sleep(float(query.get("s", "2")))
     return (201, {{}}, "done")
 '''

@@ -8,7 +8,9 @@ request of the connection is in flight (``watching``), the protocol cancels the
 connection's task, which gives the call up as a route timeout does (http/calls.py) and
 frees the connection's slot (http/server.py). Nothing is added to a request's path but
 setting ``watching`` and clearing it: no syscall, no task. Bytes that come meanwhile
-(a request pipelined behind it) stay in the StreamReader for the next request.
+(a request pipelined behind it) stay in the StreamReader for the next request. A
+request whose client closed before it began (one that gave up waiting for a slot: its
+request and its close came together) is not called at all.
 
 Not heard: a close behind more pipelined bytes than the StreamReader holds (twice its
 limit, ``max_head`` + 64 KiB), since the transport stops reading then; nor a client
@@ -34,6 +36,7 @@ class Watched(asyncio.StreamReaderProtocol):
     task: asyncio.Task[Any] | None = None
     watching = False
     hung_up = False
+    closed = False  # the client closed (heard at any time)
 
     def eof_received(self) -> bool | None:
         kept = super().eof_received()  # (the stream sees its end too)
@@ -45,6 +48,7 @@ class Watched(asyncio.StreamReaderProtocol):
         self._close_heard()
 
     def _close_heard(self) -> None:
+        self.closed = True
         if self.watching and not self.hung_up and self.task is not None:
             self.hung_up = True
             self.task.cancel(HANGUP)

@@ -255,6 +255,9 @@ class FrontDoor:
                 assert task is not None
                 self._busy(task, True)
                 if watched is not None:  # (the client's close now gives it up)
+                    if watched.closed:  # (before it began: one that waited for a slot)
+                        self._abandoned(event, None)
+                        return
                     watched.watching, start = True, loop.time()
                 try:
                     resp, extra = await self.respond(event)
@@ -366,11 +369,17 @@ class FrontDoor:
         except (TypeError, ValueError):
             return error_response(502, "the replica's answer is not a response"), []
 
-    def _abandoned(self, req: Request, after: float) -> None:
-        """Say that ``req``'s client closed its connection while it ran (its call given
-        up, its slot freed: http/hangup.py)."""
+    def _abandoned(self, req: Request, after: float | None) -> None:
+        """Say that ``req``'s client closed its connection ``after`` s into it (its
+        call given up, its slot freed: http/hangup.py), or before it began (None: no
+        call made)."""
         route = self.table.match(req.method, req.path).target
-        if route is not None:  # (a request with no route never waits)
+        if route is None:  # (a request with no route is answered at once: not said)
+            return
+        if after is None:
+            self._log(req, route, "abandoned by its client (it closed the connection "
+                                  "before the request began); no call made")
+        else:
             self._log(req, route, f"abandoned by its client (it closed the connection "
                                   f"{duration_text(after)} into the request); the call "
                                   f"is given up")
