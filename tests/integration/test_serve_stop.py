@@ -31,6 +31,10 @@ def hello():
 
 def slow(query):
     open(os.path.join({began!r}, uuid.uuid4().hex), "w").close()  # (begun: the test sees it)
+    if "gate" in query:  # (until the test opens it: a file "open" beside began/)
+        while not os.path.exists(os.path.join({began!r}, os.pardir, "open")):
+            time.sleep(0.01)
+        return (201, {{}}, "done")
     time.sleep(float(query.get("s", "2")))
     return (201, {{}}, "done")
 '''
@@ -48,15 +52,19 @@ listen = "127.0.0.1:0"
 [serve.routes]
 "GET /" = "web.hello"
 "GET /slow" = "web.slow"
+{routes}
 '''
 
 
-def _serve(procs: Procs, where: Path, grace: str = "") -> tuple[int, Path]:
+def _serve(procs: Procs, where: Path, grace: str = "", routes: str = "",
+           args: tuple[str, ...] = ()) -> tuple[int, Path]:
+    """serve's port and the folder each /slow call marks its start in; ``grace``: lines
+    of [serve] (any key), ``routes``: routes more, ``args``: serve's own (``--set``)."""
     began = where / "began"
     began.mkdir(parents=True)
     (where / "web.py").write_text(textwrap.dedent(WEB).format(began=str(began)))
-    (where / "app.toml").write_text(TOML.format(grace=grace))
-    p = procs.start("serve", where / "app.toml")
+    (where / "app.toml").write_text(TOML.format(grace=grace, routes=routes))
+    p = procs.start("serve", where / "app.toml", *args)
     assert p.stderr is not None
     m = read_line(p.stderr, r"listening on http://([0-9.]+):([0-9]+)", timeout=60)
     assert m.group(1) == "127.0.0.1"
@@ -155,3 +163,26 @@ def test_a_second_signal_ends_the_grace_at_once(procs: Procs, tmp_path: Path) ->
     assert got == [(503, "1", "close")], got
     assert proc.wait(timeout=30) == 130
     assert not wait_gone(workers)
+
+
+def test_a_connection_waiting_for_a_slot_is_answered_503_at_a_stop(
+        procs: Procs, tmp_path: Path) -> None:
+    """It was closed without a word (RemoteDisconnected), its request never answered."""
+    port, began = _serve(procs, tmp_path, grace='grace = "0.2s"\nmax_connections = 1')
+    proc = procs.started[-1]
+    workers = descendants(proc.pid)
+    procs.watch(workers)
+    running, got_running = _requests(port, 1, "/slow?s=60")
+    _all_began(began, 1)
+    waiting, got_waiting = _requests(port, 1, "/")
+    assert proc.stderr is not None
+    read_line(proc.stderr, r"all 1 connection slots .* are taken")  # (it waits for one)
+    proc.send_signal(signal.SIGTERM)
+    for t in running + waiting:
+        t.join(60)
+    assert got_waiting == [(503, "1", "close")], got_waiting
+    assert got_running == [(503, "1", "close")], got_running  # (past its grace)
+    assert proc.wait(timeout=30) == 143
+    assert not wait_gone(workers)
+    said = rest_of(proc.stderr)
+    assert "Traceback" not in said, said

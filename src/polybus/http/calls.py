@@ -16,6 +16,7 @@ requests read, one a connection, each within ``max_body``.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Slot
@@ -24,7 +25,9 @@ from polybus.client.promise import CallPromise, Promise, wait
 from polybus.client.unseen import seen
 from polybus.config.units import duration_text
 from polybus.errors import CallTimeoutError, PolybusError, RemoteError
+from polybus.errors import CancelledError as Cancelled
 from polybus.http.revival import Revival
+from polybus.plural import plural
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
@@ -34,6 +37,33 @@ __all__ = ["CallBridge"]
 
 _TICK_S = 0.05  # while calls are out: a step this often (TLS buffers, liveness, answers
 #                 read while a send waited for room)
+
+
+def _where(promise: Promise) -> str:
+    """Where a call past its timeout was, as its 504 says it: still held at the front
+    door, or sent to a replica (which, and what of the front door's was still unanswered
+    there before it). Whether it had begun there is not known: a replica says nothing
+    when a call begins (docs/protocol.md), only when it ends, and a message for it
+    would be one more frame a call, each way past the replica's pool."""
+    if type(promise) is not CallPromise:  # (an aggregated call: its batch's)
+        return ""
+    rec = promise._rec
+    link = rec.link
+    if link is None:
+        return (": still held at the front door for a replica with room (callstyle "
+                "async-demand), never sent")
+    if any(c.id == rec.id for c in link.held):
+        return f": still held at the front door to be written to replica {link.name}"
+    before = sum(1 for r in link.outstanding.values()
+                 if r is not rec and r.sent_at <= rec.sent_at)
+    text = (f": sent to replica {link.name} "
+            f"{duration_text(max(0.0, time.perf_counter() - rec.sent_at))} before, "
+            f"{plural(before, 'call')} sent there before it still unanswered")
+    if link.channel.unsent:
+        text += "; that replica has stopped reading (its queue full): part of what was "
+        text += "written to it is not sent yet"
+    return text + ("; whether it had begun there is not known (a replica does not say "
+                   "when a call begins)")
 
 
 def _give_up(promise: Promise, error: PolybusError) -> bool:
@@ -123,10 +153,18 @@ class CallBridge:
             text = f"no answer from {name} within {duration_text(timeout or 0.0)}"
             if promise is None:  # (no call was made: it waited for a lost replica)
                 text += ": none of its lost replicas came back in that time"
+            else:
+                text += _where(promise)
             late = CallTimeoutError(text, interface=name)
             if promise is None or _give_up(promise, late):  # (None: it waited for a replica)
                 raise seen(late) from None  # (its 504 is how it is looked at)
             return wait(promise)  # its answer came in the same instant
+        except asyncio.CancelledError as exc:  # (its client hung up, or serve stops):
+            # given up as a timeout gives it up, revoked if it has not begun
+            if isinstance(promise, Promise):
+                why = str(exc.args[0]) if exc.args else "its request was given up"
+                _give_up(promise, seen(Cancelled(why, interface=name)))
+            raise
         finally:
             if promise is not None:
                 self._pending.pop(id(promise), None)

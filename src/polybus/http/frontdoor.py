@@ -32,6 +32,7 @@ from polybus.config.units import duration_text
 from polybus.engines.base import Cluster
 from polybus.errors import ConfigError, ConfigWarning, UsageError
 from polybus.http.calls import CallBridge
+from polybus.http.hangup import listen
 from polybus.http.response import HTTP_SUFFIX
 from polybus.http.server import FrontDoor
 from polybus.plural import plural
@@ -184,8 +185,7 @@ async def _main(app: AppConfig, spec: ServeSpec, session: Session, sock: socket.
     for sig in previous:
         loop.add_signal_handler(sig, signalled, sig)
     door = FrontDoor(spec, bridge, _timeouts(app, spec))
-    server = await asyncio.start_server(door.connection, sock=sock,
-                                        limit=spec.max_head + (1 << 16))
+    server = await listen(sock, door.connection, limit=spec.max_head + (1 << 16))
     try:
         host, port = sock.getsockname()[:2]
         url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"

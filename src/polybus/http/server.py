@@ -5,8 +5,10 @@ Every failure becomes a status and the server goes on: no route 404 (405 when on
 method is wrong), malformed 400 (and one the interface's ``priority`` cannot be computed
 for: it reads a field this request lacks), too large 413/431, the handler raised 500
 (its type and message; the remote traceback only with ``tracebacks = true``), the
-replica's queue full under ``overflow = "reject"`` 503, a call past its timeout 504,
-replicas gone 502.
+replica's queue full under ``overflow = "reject"`` 503, a call past its timeout 504
+(saying where the call was: http/calls.py), replicas gone 502. A client that closes its
+connection while its request runs frees its slot at once, the call given up as at its
+timeout (http/hangup.py).
 
 Slow clients are bounded in time as well as in bytes: a request head must be whole
 within ``head_timeout`` of its first byte (of its accept, for a connection that waited
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polybus.config.model import RouteSpec, ServeSpec
+from polybus.config.units import duration_text
 from polybus.errors import (
     BusyError,
     CallTimeoutError,
@@ -39,6 +42,7 @@ from polybus.errors import (
     WorkerDiedError,
 )
 from polybus.http.calls import CallBridge
+from polybus.http.hangup import Watched
 from polybus.http.outgoing import close_in_stages, drain, flush
 from polybus.http.parser import ExpectContinue, HTTPError, Request, RequestParser, shown
 from polybus.http.response import Response, error_response, serialize
@@ -103,24 +107,37 @@ class FrontDoor:
         assert task is not None
         self._conns[task] = False
         accepted = asyncio.get_running_loop().time()
+        proto = writer.transport.get_protocol()
+        watched = proto if isinstance(proto, Watched) else None  # (http/hangup.py)
+        if watched is not None:
+            watched.task = task
+        waiting = True  # for a slot
         try:
             if self.stopping:  # (accepted just before the listener closed)
+                await self._unavailable(writer)
                 return
             queued = self._slots.locked()
             if queued:
                 self._slots_full()
             async with self._slots:  # over max_connections: accepted, served later
+                waiting = False
                 # (one that waited: its first request's head is timed from its accept,
                 # what it sent meanwhile having been read into `reader`; else a crowd
                 # of peers trickling heads kept a good client waiting for their heads'
                 # timeouts one after another)
-                await self._serve(reader, writer, _Began(accepted if queued else None))
+                await self._serve(reader, writer, _Began(accepted if queued else None),
+                                  watched)
         except (ConnectionError, TimeoutError, asyncio.IncompleteReadError):
             pass  # the client went away or went quiet; nothing to answer
         except asyncio.CancelledError:
+            if watched is not None and watched.hung_up:  # (its request given up: said)
+                task.uncancel()
+                return
             if not self.stopping:
                 raise
-            if self._conns.get(task):  # inside a request past the grace: answered 503
+            # Inside a request past the grace, or waiting for a slot: answered 503 (the
+            # one waiting was closed without a word, its request never answered).
+            if waiting or self._conns.get(task):
                 await self._unavailable(writer)
         except Exception as e:  # (a fault in the front door's steps: logged, not asyncio's
             # "Unhandled exception in client_connected_cb"; a request not yet answered
@@ -194,7 +211,7 @@ class FrontDoor:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                     began: _Began) -> None:
+                     began: _Began, watched: Watched | None = None) -> None:
         parser = RequestParser(max_head=self.spec.max_head, max_body=self.spec.max_body)
         # A drain waits for the last byte (not down to 16 KiB): nothing is left in the
         # transport when the connection closes, to be held for a client that never reads.
@@ -237,7 +254,20 @@ class FrontDoor:
                 task = asyncio.current_task()
                 assert task is not None
                 self._busy(task, True)
-                resp, extra = await self.respond(event)
+                if watched is not None:  # (the client's close now gives it up)
+                    if watched.closed:  # (before it began: one that waited for a slot)
+                        self._abandoned(event, None)
+                        return
+                    watched.watching, start = True, loop.time()
+                try:
+                    resp, extra = await self.respond(event)
+                except asyncio.CancelledError:
+                    if watched is not None and watched.hung_up:
+                        self._abandoned(event, loop.time() - start)
+                    raise
+                finally:
+                    if watched is not None:
+                        watched.watching = False
                 keep_alive = event.keep_alive and not self.stopping
                 if keep_alive and event.version == "1.0":  # 1.0 closes unless told
                     extra.append(("Connection", "keep-alive"))
@@ -338,6 +368,21 @@ class FrontDoor:
             return _checked(value), []
         except (TypeError, ValueError):
             return error_response(502, "the replica's answer is not a response"), []
+
+    def _abandoned(self, req: Request, after: float | None) -> None:
+        """Say that ``req``'s client closed its connection ``after`` s into it (its
+        call given up, its slot freed: http/hangup.py), or before it began (None: no
+        call made)."""
+        route = self.table.match(req.method, req.path).target
+        if route is None:  # (a request with no route is answered at once: not said)
+            return
+        if after is None:
+            self._log(req, route, "abandoned by its client (it closed the connection "
+                                  "before the request began); no call made")
+        else:
+            self._log(req, route, f"abandoned by its client (it closed the connection "
+                                  f"{duration_text(after)} into the request); the call "
+                                  f"is given up")
 
     def _fault(self, doing: str, exc: Exception) -> bytes:
         """A 500 that closes the connection, for a fault in the front door's own steps
