@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from polybus.deadline import RunTimeout
 from polybus.errors import ConfigError, PolybusError, UsageError
-from polybus.sweepargs import check_repeat, parse_baseline, typed
+from polybus.sweepargs import check_nesting, check_repeat, parse_baseline, typed
 from polybus.sweepcompare import Expand, compare, efficiency_reference, replicas
 
 __all__ = ["Cell", "Measured", "Runner", "Sweep", "check_combinations", "combinations",
@@ -107,6 +107,7 @@ def combinations(varies: Sequence[tuple[str, list[str]]],
     if twice:
         raise UsageError(f"--vary {', '.join(twice)}: given twice (give its values in one "
                          f"--vary KEY=v1,v2,...)")
+    check_nesting(keys, tied)
     dims = _groups(varies, tied)  # each: keys that move together
     out = []
     for picks in itertools.product(*(range(len(d[0][1])) for d in dims)):

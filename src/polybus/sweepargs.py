@@ -1,17 +1,19 @@
 """`polybus sweep`'s command-line values: ``--vary KEY=v1,v2,...`` and ``--baseline
 KEY=VALUE``, split where a comma is not inside brackets or quotes, and checked (a value
-given twice, a baseline key that matches no varied key or more than one)."""
+given twice, a key inside a table varied after it, a baseline key that matches no varied
+key or more than one)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from polybus.errors import UsageError
 
 __all__ = [
     "TIED",
+    "check_nesting",
     "check_repeat",
     "parse_baseline",
     "parse_varies",
@@ -27,6 +29,22 @@ def check_repeat(repeat: int) -> None:
     """UsageError unless ``--repeat`` asks for a run at least."""
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
+
+
+def check_nesting(keys: Sequence[str], tied: Collection[str]) -> None:
+    """UsageError for a varied key inside a table varied after it: each run's overrides
+    go in the order given, so the table, set whole, replaced the key's value in every
+    run, and the key's cells differed in nothing but their label. (The table first, the
+    key after it, sets the key in each of its tables.)"""
+    for i, inner in enumerate(keys):
+        for outer in keys[i + 1:]:
+            if inner.startswith(outer + "."):
+                option = "--tie" if outer in tied else "--vary"
+                raise UsageError(f"{'--tie' if inner in tied else '--vary'} {inner}: "
+                                 f"{option} {outer}, after it, sets the whole table in "
+                                 f"every run, so its values would change nothing; give "
+                                 f"{outer} before {inner} (the key is then set in each of "
+                                 f"its tables), or vary one of them")
 
 
 def split_values(text: str, where: str) -> list[str]:

@@ -272,3 +272,19 @@ def test_tied_keys_draw_one_line_take_the_baseline_s_replicas_and_are_given_once
     with pytest.raises(UsageError, match="it is varied already"):
         parse_varies(["modules.server.replication=1,2",
                       TIED + "modules.server.replication=1,2"])
+
+
+def test_a_varied_key_inside_a_later_varied_table_is_refused() -> None:
+    """``--vary use.f.callstyle=sync,async --vary 'use.f={callstyle="sync"},{}'``: each
+    run's later override set the table whole, the first key's value with it, so that
+    key's values changed nothing, yet had cells of their own and a speedup of noise.
+    The table first, then the key inside it: the key is set in each table (no error)."""
+    inner, outer = "modules.client.use.f.callstyle", "modules.client.use.f"
+    with pytest.raises(UsageError, match=rf"^--vary {inner}: --vary {outer}, after it, "
+                       rf"sets the whole table in every run, so its values would change "
+                       rf"nothing; give {outer} before {inner}"):
+        combinations([(inner, ["sync", "async"]), (outer, ['{callstyle="sync"}', "{}"])])
+    with pytest.raises(UsageError, match=rf"^--vary {inner}: --tie {outer}, after it"):
+        combinations([(inner, ["sync", "async"]), (outer, ["{}", "{a=1}"])], {outer})
+    assert len(combinations([(outer, ["{}", "{cache=true}"]), (inner, ["sync", "async"])])) == 4
+    assert len(combinations([(outer + "s", ["1", "2"]), (outer, ["{}", "{a=1}"])])) == 4
