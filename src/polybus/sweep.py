@@ -322,14 +322,19 @@ class Sweep:
         Path(path).write_text(self.to_json(), encoding="utf-8")
 
 
-def error_text(exc: Exception) -> str:
+def error_text(exc: Exception | SystemExit) -> str:
     """A failed cell's error: its first line says what, and an exception the client
     program raised keeps its traceback from the entrypoint down below it, as `run`
-    shows it (the cell's first line in the table, the whole in --json/--csv)."""
+    shows it (the cell's first line in the table, the whole in --json/--csv). A
+    program's sys.exit says the status it asked for."""
     from polybus.runner import client_traceback
     from polybus.usernames import format_exception
 
-    what = f"{type(exc).__name__}: {exc}".strip()
+    what = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        status = 0 if code is None else code if isinstance(code, int) else 1
+        what += f" (the program exited, status {status})"
     tb = None if isinstance(exc, PolybusError) else client_traceback(exc)
     if tb is None:
         return what
@@ -356,7 +361,7 @@ def _rounds(path: str, cells: list[Cell], repeat: int, runner: Runner,
                 cell.error = f"{exc}{where_stopped(exc)}"
             except KeyboardInterrupt as exc:  # (SIGTERM too): what ran is kept and shown
                 return exc
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # (a program's sys.exit: its cell)
                 cell.error = error_text(exc)
             if cell.error is not None:
                 left = repeat - i - 1  # (these will not run: the estimate leaves them)
