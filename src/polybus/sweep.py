@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from polybus.deadline import RunTimeout
 from polybus.errors import ConfigError, PolybusError, UsageError
-from polybus.sweepargs import check_nesting, check_repeat, parse_baseline, typed
+from polybus.sweepargs import check_nesting, check_repeat, overridden, parse_baseline, typed
 from polybus.sweepcompare import Expand, compare, efficiency_reference, replicas
 
 __all__ = ["Cell", "Measured", "Runner", "Sweep", "check_combinations", "combinations",
@@ -54,12 +54,6 @@ class Progress(Protocol):
     def start(self, description: str) -> None: ...  # a run begins
     def advance(self, description: str) -> None: ...  # a run ended (done, or failed)
     def skip(self, runs: int) -> None: ...  # runs that will not happen (their cell failed)
-
-
-def overridden(fixed: Sequence[str], varies: Sequence[tuple[str, list[str]]]) -> list[str]:
-    """The ``--set`` entries a ``--vary`` key overrides in every run (said, not dropped)."""
-    keys = [k for k, _ in varies]
-    return [f for f in fixed if _varied(f.partition("=")[0].strip(), keys)]
 
 
 def _groups(varies: Sequence[tuple[str, list[str]]],

@@ -9,12 +9,13 @@ import json
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from polybus.errors import UsageError
+from polybus.errors import ConfigError, UsageError
 
 __all__ = [
     "TIED",
     "check_nesting",
     "check_repeat",
+    "overridden",
     "parse_baseline",
     "parse_varies",
     "parse_vary",
@@ -45,6 +46,35 @@ def check_nesting(keys: Sequence[str], tied: Collection[str]) -> None:
                                  f"every run, so its values would change nothing; give "
                                  f"{outer} before {inner} (the key is then set in each of "
                                  f"its tables), or vary one of them")
+
+
+def overridden(fixed: Sequence[str], varies: Sequence[tuple[str, list[str]]]) -> list[str]:
+    """A warning for each ``--set`` a ``--vary`` key overrides in every run (said, not
+    dropped): the --set's key is or is inside a varied one; or it sets a table whole
+    that holds a varied key, that key alone (the --set goes first, the rest holds)."""
+    from polybus.config.overrides import parse_key_path, parse_override
+
+    keys = [k for k, _ in varies]
+    out = []
+    for f in fixed:
+        key = f.partition("=")[0].strip()
+        if any(key == k or key.startswith(k + ".") for k in keys):
+            out.append(f"--set {f}: --vary gives that key in every run")
+            continue
+        for k in (k for k in keys if k.startswith(key + ".")):
+            try:  # (a bad one is said by the check of the configuration)
+                node: Any = parse_override(f)[1]
+                inner = parse_key_path(k)[len(parse_key_path(key)):]
+            except ConfigError:
+                continue
+            for part in inner:
+                node = node.get(part, _NONE) if isinstance(node, dict) else _NONE
+            if node is not _NONE:
+                out.append(f"--set {f}: --vary {k} gives its {'.'.join(inner)} in every run")
+    return out
+
+
+_NONE = object()  # (a key a --set table does not hold)
 
 
 def split_values(text: str, where: str) -> list[str]:

@@ -149,7 +149,21 @@ def test_a_value_or_a_key_given_twice_is_named() -> None:
         parse_baseline("replication=1,2", [("modules.server.replication", ["1", "2"])])
     varies = [("modules.server.replication", ["1", "2"])]
     assert overridden(["modules.server.replication=3", "modules.client.args=[1]"],
-                      varies) == ["modules.server.replication=3"]
+                      varies) == ["--set modules.server.replication=3: --vary gives that "
+                                  "key in every run"]
+
+
+def test_a_set_table_around_a_varied_key_is_warned_of_only_for_what_it_loses() -> None:
+    """``--set 'use.f={cache=true}' --vary use.f.callstyle=...``: the --set goes first,
+    the varied key inside its table, whose cache holds in every run; it was warned that
+    --vary gave that key (the table) in every run, as if the --set did nothing."""
+    varies = [("modules.client.use.f.callstyle", ["sync", "async"])]
+    assert overridden(["modules.client.use.f={cache=true}"], varies) == []
+    assert overridden(['modules.client.use.f={callstyle="sync", cache=true}'], varies) == [
+        '--set modules.client.use.f={callstyle="sync", cache=true}: --vary '
+        'modules.client.use.f.callstyle gives its callstyle in every run']
+    assert overridden(["modules.client.use.f.callstyle.x=1"], varies) == [
+        "--set modules.client.use.f.callstyle.x=1: --vary gives that key in every run"]
 
 
 def test_an_interrupted_sweep_keeps_what_ran() -> None:
