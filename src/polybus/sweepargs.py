@@ -78,13 +78,17 @@ _NONE = object()  # (a key a --set table does not hold)
 
 
 def split_values(text: str, where: str) -> list[str]:
-    """``"1,2,[3,4]"`` -> ``["1", "2", "[3,4]"]``: commas inside brackets or quotes stay.
+    """``"1,2,[3,4]"`` -> ``["1", "2", "[3,4]"]``: commas inside brackets or quotes stay
+    (a double-quoted string's ``\\"`` does not end it, as in TOML).
     ``where`` (``--vary KEY``, ``--baseline``) leads the error of an empty value."""
     out: list[str] = []
     cur: list[str] = []
-    depth, quote = 0, ""
+    depth, quote, escaped = 0, "", False
     for ch in text:
-        if quote:
+        if escaped:  # (the character after a basic string's backslash: \" does not end it)
+            escaped = False
+        elif quote:
+            escaped = quote == '"' and ch == "\\"
             quote = "" if ch == quote else quote
         elif ch in "\"'":
             quote = ch

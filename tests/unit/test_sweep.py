@@ -21,6 +21,16 @@ def test_split_values_keeps_brackets_and_quotes() -> None:
         split_values("1,,2", "--vary k")
 
 
+def test_split_values_knows_an_escaped_quote() -> None:
+    """A TOML basic string's ``\\"`` does not end it: ``["a\\",b"],["c"]`` was one
+    value, its quote taken as closed and the next as opening one that swallowed the
+    rest. A literal string (single quotes) has no escapes."""
+    assert split_values(r'["a\",b"],["c"]', "--vary k") == [r'["a\",b"]', '["c"]']
+    assert split_values(r'"x\"y,z",w', "--vary k") == [r'"x\"y,z"', "w"]
+    assert split_values(r'"a\\",b', "--vary k") == [r'"a\\"', "b"]
+    assert split_values("'a\\',b", "--vary k") == ["'a\\'", "b"]
+
+
 def test_an_empty_value_names_the_vary_and_its_key() -> None:
     """It said only `empty value in ''`, leaving the user to find which --vary."""
     with pytest.raises(UsageError, match=r"^--vary modules\.worker\.replication: no value "
