@@ -210,3 +210,19 @@ def test_page_only_with_no_benchmark_json_makes_nothing(
         assert err.endswith(f"polybus bench: error: --out {res}: no benchmark's JSON in it "
                             f"(NAME.json, as `polybus bench NAME --out {res}` writes); no "
                             "page made\n")
+
+
+def test_two_json_files_of_one_benchmark_are_told_apart_by_their_files(tmp_path: Path) -> None:
+    """sort.json beside sort-quick.json: the page had two identical ``## sort`` sections,
+    both contents links to the first, and nothing said which file each came from."""
+    res = tmp_path / "results"
+    res.mkdir()
+    _write(res)
+    shutil.copy(res / "throughput.json", res / "throughput-old.json")
+    text = render_page(load_results(res, ["throughput", "latency"]), tmp_path / "r.md", res)
+    heads = [line for line in text.splitlines() if line.startswith("## ")]
+    assert heads == ["## throughput (throughput-old.json)", "## throughput (throughput.json)",
+                     "## latency"]
+    assert ("Contents: [throughput (throughput-old.json)](#throughput-throughput-oldjson), "
+            "[throughput (throughput.json)](#throughput-throughputjson), "
+            "[latency](#latency)") in text
