@@ -193,12 +193,14 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
     items = list(results)
     first = items[0][1] if items else {}
     machine = first.get("machine", {})
-    vers: dict[str, str] = {}
+    vers: dict[str, dict[str, list[str]]] = {}  # package: version: benchmarks
     dates = []
     commits = _unique(_commit(raw.get("machine", {}).get("commit")) for _, raw, _ in items)
     for result, raw, _ in items:
-        vers.update(result.params.get("versions", {}))
-        vers.setdefault("polybus", str(raw.get("polybus_version", "?")))
+        got = {str(k): str(v) for k, v in result.params.get("versions", {}).items()}
+        got.setdefault("polybus", str(raw.get("polybus_version", "?")))
+        for package, version in got.items():
+            vers.setdefault(package, {}).setdefault(version, []).append(result.bench)
         if "date" in result.params:
             dates.append(str(result.params["date"]))
     out = shown(directory)
@@ -223,7 +225,8 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
              f"- machine: {machine.get('cpus', '?')} CPUs, {machine.get('platform', '?')}",
              f"- Python {machine.get('python', '?')}",
              "- commit: " + ", ".join(commits or ["not recorded"]),
-             "- versions: " + (", ".join(f"{k} {v}" for k, v in sorted(vers.items())) or "?"),
+             "- versions: " + (", ".join(f"{k} {_versions(v)}" for k, v in sorted(vers.items()))
+                               or "?"),
              "- date: " + (f"{min(dates)} .. {max(dates)}" if len(set(dates)) > 1
                            else dates[0] if dates else "unknown"), ""]
     # A benchmark with two JSON files here (sort.json, sort-quick.json): each section
@@ -239,6 +242,14 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
         image = Path(os.path.relpath(png.resolve(), page_dir)).as_posix() if png.exists() else None
         lines += _section(result, raw, image, head)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _versions(found: dict[str, list[str]]) -> str:
+    """A package's version, or each the files recorded with their benchmarks (``2.0
+    (latency), 2.1 (throughput)``): the last file's alone was said for every one."""
+    if len(found) == 1:
+        return next(iter(found))
+    return ", ".join(f"{v} ({', '.join(_unique(found[v]))})" for v in sorted(found))
 
 
 def _anchor(heading: str) -> str:
