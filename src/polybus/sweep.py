@@ -355,7 +355,13 @@ def _rounds(path: str, cells: list[Cell], repeat: int, runner: Runner,
                 cell.error = f"{exc}{where_stopped(exc)}"
             except KeyboardInterrupt as exc:  # (SIGTERM too): what ran is kept and shown
                 return exc
-            except (Exception, SystemExit) as exc:  # (a program's sys.exit: its cell)
+            except SystemExit as exc:  # the program's sys.exit fails its cell alone;
+                from polybus.runner import client_traceback  # polybus's own ends the process
+
+                if client_traceback(exc) is None:  # (an mpi rank that served its replica)
+                    raise
+                cell.error = error_text(exc)
+            except Exception as exc:
                 cell.error = error_text(exc)
             if cell.error is not None:
                 left = repeat - i - 1  # (these will not run: the estimate leaves them)

@@ -240,23 +240,6 @@ def test_a_failed_cell_has_null_figures_and_a_failed_baseline_says_so() -> None:
 
 
 
-def test_a_client_that_exits_fails_its_cell_and_the_sweep_goes_on() -> None:
-    """A client program that calls sys.exit (SystemExit, not an Exception) ended the
-    whole sweep with its status: no table, no --json, the later combinations not run."""
-    varies = [("modules.client.args", ['["ok"]', '["exit"]', '["ok2"]'])]
-
-    def runner(path: str, sets: Sequence[str]) -> float:
-        if 'modules.client.args=["exit"]' in sets:
-            raise SystemExit(4)
-        return 1.0
-
-    sweep = run_sweep("a.toml", varies, 2, runner)
-    assert sweep.interrupted is None
-    assert [c.ok for c in sweep.cells] == [True, False, True]
-    assert [len(c.elapsed_s) for c in sweep.cells] == [2, 0, 2]
-    assert sweep.cells[1].error == "SystemExit: 4 (the program exited, status 4)"
-
-
 # -- --tie: a key that moves with the --vary before it ---------------------------------
 
 def test_a_tied_key_moves_with_the_key_before_it() -> None:
