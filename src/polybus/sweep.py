@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from polybus.deadline import RunTimeout
 from polybus.errors import ConfigError, PolybusError, UsageError
-from polybus.sweepargs import check_repeat, parse_baseline, typed
+from polybus.sweepargs import check_nesting, check_repeat, overridden, parse_baseline, typed
 from polybus.sweepcompare import Expand, compare, efficiency_reference, replicas
 
 __all__ = ["Cell", "Measured", "Runner", "Sweep", "check_combinations", "combinations",
@@ -54,12 +54,6 @@ class Progress(Protocol):
     def start(self, description: str) -> None: ...  # a run begins
     def advance(self, description: str) -> None: ...  # a run ended (done, or failed)
     def skip(self, runs: int) -> None: ...  # runs that will not happen (their cell failed)
-
-
-def overridden(fixed: Sequence[str], varies: Sequence[tuple[str, list[str]]]) -> list[str]:
-    """The ``--set`` entries a ``--vary`` key overrides in every run (said, not dropped)."""
-    keys = [k for k, _ in varies]
-    return [f for f in fixed if _varied(f.partition("=")[0].strip(), keys)]
 
 
 def _groups(varies: Sequence[tuple[str, list[str]]],
@@ -107,6 +101,7 @@ def combinations(varies: Sequence[tuple[str, list[str]]],
     if twice:
         raise UsageError(f"--vary {', '.join(twice)}: given twice (give its values in one "
                          f"--vary KEY=v1,v2,...)")
+    check_nesting(keys, tied)
     dims = _groups(varies, tied)  # each: keys that move together
     out = []
     for picks in itertools.product(*(range(len(d[0][1])) for d in dims)):
@@ -321,14 +316,19 @@ class Sweep:
         Path(path).write_text(self.to_json(), encoding="utf-8")
 
 
-def error_text(exc: Exception) -> str:
+def error_text(exc: Exception | SystemExit) -> str:
     """A failed cell's error: its first line says what, and an exception the client
     program raised keeps its traceback from the entrypoint down below it, as `run`
-    shows it (the cell's first line in the table, the whole in --json/--csv)."""
+    shows it (the cell's first line in the table, the whole in --json/--csv). A
+    program's sys.exit says the status it asked for."""
     from polybus.runner import client_traceback
     from polybus.usernames import format_exception
 
-    what = f"{type(exc).__name__}: {exc}".strip()
+    what = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        status = 0 if code is None else code if isinstance(code, int) else 1
+        what += f" (the program exited, status {status})"
     tb = None if isinstance(exc, PolybusError) else client_traceback(exc)
     if tb is None:
         return what
@@ -355,6 +355,12 @@ def _rounds(path: str, cells: list[Cell], repeat: int, runner: Runner,
                 cell.error = f"{exc}{where_stopped(exc)}"
             except KeyboardInterrupt as exc:  # (SIGTERM too): what ran is kept and shown
                 return exc
+            except SystemExit as exc:  # the program's sys.exit fails its cell alone;
+                from polybus.runner import client_traceback  # polybus's own ends the process
+
+                if client_traceback(exc) is None:  # (an mpi rank that served its replica)
+                    raise
+                cell.error = error_text(exc)
             except Exception as exc:
                 cell.error = error_text(exc)
             if cell.error is not None:

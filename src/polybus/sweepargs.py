@@ -1,18 +1,21 @@
 """`polybus sweep`'s command-line values: ``--vary KEY=v1,v2,...`` and ``--baseline
 KEY=VALUE``, split where a comma is not inside brackets or quotes, and checked (a value
-given twice, a baseline key that matches no varied key or more than one)."""
+given twice, a key inside a table varied after it, a baseline key that matches no varied
+key or more than one)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from polybus.errors import UsageError
+from polybus.errors import ConfigError, UsageError
 
 __all__ = [
     "TIED",
+    "check_nesting",
     "check_repeat",
+    "overridden",
     "parse_baseline",
     "parse_varies",
     "parse_vary",
@@ -29,14 +32,63 @@ def check_repeat(repeat: int) -> None:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
 
 
+def check_nesting(keys: Sequence[str], tied: Collection[str]) -> None:
+    """UsageError for a varied key inside a table varied after it: each run's overrides
+    go in the order given, so the table, set whole, replaced the key's value in every
+    run, and the key's cells differed in nothing but their label. (The table first, the
+    key after it, sets the key in each of its tables.)"""
+    for i, inner in enumerate(keys):
+        for outer in keys[i + 1:]:
+            if inner.startswith(outer + "."):
+                option = "--tie" if outer in tied else "--vary"
+                raise UsageError(f"{'--tie' if inner in tied else '--vary'} {inner}: "
+                                 f"{option} {outer}, after it, sets the whole table in "
+                                 f"every run, so its values would change nothing; give "
+                                 f"{outer} before {inner} (the key is then set in each of "
+                                 f"its tables), or vary one of them")
+
+
+def overridden(fixed: Sequence[str], varies: Sequence[tuple[str, list[str]]]) -> list[str]:
+    """A warning for each ``--set`` a ``--vary`` key overrides in every run (said, not
+    dropped): the --set's key is or is inside a varied one; or it sets a table whole
+    that holds a varied key, that key alone (the --set goes first, the rest holds)."""
+    from polybus.config.overrides import parse_key_path, parse_override
+
+    keys = [k for k, _ in varies]
+    out = []
+    for f in fixed:
+        key = f.partition("=")[0].strip()
+        if any(key == k or key.startswith(k + ".") for k in keys):
+            out.append(f"--set {f}: --vary gives that key in every run")
+            continue
+        for k in (k for k in keys if k.startswith(key + ".")):
+            try:  # (a bad one is said by the check of the configuration)
+                node: Any = parse_override(f)[1]
+                inner = parse_key_path(k)[len(parse_key_path(key)):]
+            except ConfigError:
+                continue
+            for part in inner:
+                node = node.get(part, _NONE) if isinstance(node, dict) else _NONE
+            if node is not _NONE:
+                out.append(f"--set {f}: --vary {k} gives its {'.'.join(inner)} in every run")
+    return out
+
+
+_NONE = object()  # (a key a --set table does not hold)
+
+
 def split_values(text: str, where: str) -> list[str]:
-    """``"1,2,[3,4]"`` -> ``["1", "2", "[3,4]"]``: commas inside brackets or quotes stay.
+    """``"1,2,[3,4]"`` -> ``["1", "2", "[3,4]"]``: commas inside brackets or quotes stay
+    (a double-quoted string's ``\\"`` does not end it, as in TOML).
     ``where`` (``--vary KEY``, ``--baseline``) leads the error of an empty value."""
     out: list[str] = []
     cur: list[str] = []
-    depth, quote = 0, ""
+    depth, quote, escaped = 0, "", False
     for ch in text:
-        if quote:
+        if escaped:  # (the character after a basic string's backslash: \" does not end it)
+            escaped = False
+        elif quote:
+            escaped = quote == '"' and ch == "\\"
             quote = "" if ch == quote else quote
         elif ch in "\"'":
             quote = ch

@@ -17,14 +17,21 @@ Expand = Callable[[Mapping[str, str]], dict[str, str]]
 
 
 def replicas(key: str, value: str) -> float | None:
-    """The number of replicas a value of a ``...replication`` key stands for, if it says."""
+    """The number of replicas a value of a ``...replication`` key stands for, as the run
+    reads it (config/replication.py): a count (``2``, ``"2"``) or the replicas a string
+    names, conditions and migration paths and all (``"a(oc=(load>1),uc=(load<1)),b"``
+    and ``"a#b"`` are two); None for a value that is neither. (Split at its commas, the
+    first counted three, and the others none.)"""
+    from polybus.config.overrides import override_value
+    from polybus.config.replication import parse_replication
+    from polybus.errors import ConfigError
+
     if not key.endswith("replication"):
         return None
     try:
-        return float(int(value))
-    except ValueError:
-        names = [n for n in value.split(",") if n.strip()]
-        return float(len(names)) if names and "#" not in value else None
+        return float(len(parse_replication(override_value(value), "server")[0]))
+    except ConfigError:
+        return None
 
 
 def efficiency_reference(cells: Sequence[Cell], baseline: Mapping[str, str]

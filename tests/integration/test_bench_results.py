@@ -210,3 +210,34 @@ def test_page_only_with_no_benchmark_json_makes_nothing(
         assert err.endswith(f"polybus bench: error: --out {res}: no benchmark's JSON in it "
                             f"(NAME.json, as `polybus bench NAME --out {res}` writes); no "
                             "page made\n")
+
+
+def test_two_json_files_of_one_benchmark_are_told_apart_by_their_files(tmp_path: Path) -> None:
+    """sort.json beside sort-quick.json: the page had two identical ``## sort`` sections,
+    both contents links to the first, and nothing said which file each came from."""
+    res = tmp_path / "results"
+    res.mkdir()
+    _write(res)
+    shutil.copy(res / "throughput.json", res / "throughput-old.json")
+    text = render_page(load_results(res, ["throughput", "latency"]), tmp_path / "r.md", res)
+    heads = [line for line in text.splitlines() if line.startswith("## ")]
+    assert heads == ["## throughput (throughput-old.json)", "## throughput (throughput.json)",
+                     "## latency"]
+    assert ("Contents: [throughput (throughput-old.json)](#throughput-throughput-oldjson), "
+            "[throughput (throughput.json)](#throughput-throughputjson), "
+            "[latency](#latency)") in text
+
+
+def test_versions_that_differ_between_the_files_are_all_said(tmp_path: Path) -> None:
+    """The header's versions were the last file's alone: a page of latency run under
+    numpy 2.0 and throughput under 2.1 said numpy 2.1 for both."""
+    res = tmp_path / "results"
+    res.mkdir()
+    _write(res)  # (latency: numpy 2.0)
+    thr = BenchResult("throughput", {"date": "2026-11-22 10:05 UTC",
+                                     "versions": {"polybus": "0.1.0", "numpy": "2.1"}})
+    thr.add(Row.of("polybus", {}, 2, "calls_per_s", Stat(3e4, 2e4, 4e4, 5)))
+    thr.write_json(res / "throughput.json")
+    for order in (["latency", "throughput"], ["throughput", "latency"]):
+        text = render_page(load_results(res, order), tmp_path / "r.md", res)
+        assert "- versions: numpy 2.0 (latency), 2.1 (throughput), polybus 0.1.0" in text

@@ -21,6 +21,16 @@ def test_split_values_keeps_brackets_and_quotes() -> None:
         split_values("1,,2", "--vary k")
 
 
+def test_split_values_knows_an_escaped_quote() -> None:
+    """A TOML basic string's ``\\"`` does not end it: ``["a\\",b"],["c"]`` was one
+    value, its quote taken as closed and the next as opening one that swallowed the
+    rest. A literal string (single quotes) has no escapes."""
+    assert split_values(r'["a\",b"],["c"]', "--vary k") == [r'["a\",b"]', '["c"]']
+    assert split_values(r'"x\"y,z",w', "--vary k") == [r'"x\"y,z"', "w"]
+    assert split_values(r'"a\\",b', "--vary k") == [r'"a\\"', "b"]
+    assert split_values("'a\\',b", "--vary k") == ["'a\\'", "b"]
+
+
 def test_an_empty_value_names_the_vary_and_its_key() -> None:
     """It said only `empty value in ''`, leaving the user to find which --vary."""
     with pytest.raises(UsageError, match=r"^--vary modules\.worker\.replication: no value "
@@ -149,7 +159,21 @@ def test_a_value_or_a_key_given_twice_is_named() -> None:
         parse_baseline("replication=1,2", [("modules.server.replication", ["1", "2"])])
     varies = [("modules.server.replication", ["1", "2"])]
     assert overridden(["modules.server.replication=3", "modules.client.args=[1]"],
-                      varies) == ["modules.server.replication=3"]
+                      varies) == ["--set modules.server.replication=3: --vary gives that "
+                                  "key in every run"]
+
+
+def test_a_set_table_around_a_varied_key_is_warned_of_only_for_what_it_loses() -> None:
+    """``--set 'use.f={cache=true}' --vary use.f.callstyle=...``: the --set goes first,
+    the varied key inside its table, whose cache holds in every run; it was warned that
+    --vary gave that key (the table) in every run, as if the --set did nothing."""
+    varies = [("modules.client.use.f.callstyle", ["sync", "async"])]
+    assert overridden(["modules.client.use.f={cache=true}"], varies) == []
+    assert overridden(['modules.client.use.f={callstyle="sync", cache=true}'], varies) == [
+        '--set modules.client.use.f={callstyle="sync", cache=true}: --vary '
+        'modules.client.use.f.callstyle gives its callstyle in every run']
+    assert overridden(["modules.client.use.f.callstyle.x=1"], varies) == [
+        "--set modules.client.use.f.callstyle.x=1: --vary gives that key in every run"]
 
 
 def test_an_interrupted_sweep_keeps_what_ran() -> None:
@@ -215,6 +239,7 @@ def test_a_failed_cell_has_null_figures_and_a_failed_baseline_says_so() -> None:
     assert sweep.baseline_failed and sweep.cells[1].speedup is None
 
 
+
 # -- --tie: a key that moves with the --vary before it ---------------------------------
 
 def test_a_tied_key_moves_with_the_key_before_it() -> None:
@@ -272,3 +297,19 @@ def test_tied_keys_draw_one_line_take_the_baseline_s_replicas_and_are_given_once
     with pytest.raises(UsageError, match="it is varied already"):
         parse_varies(["modules.server.replication=1,2",
                       TIED + "modules.server.replication=1,2"])
+
+
+def test_a_varied_key_inside_a_later_varied_table_is_refused() -> None:
+    """``--vary use.f.callstyle=sync,async --vary 'use.f={callstyle="sync"},{}'``: each
+    run's later override set the table whole, the first key's value with it, so that
+    key's values changed nothing, yet had cells of their own and a speedup of noise.
+    The table first, then the key inside it: the key is set in each table (no error)."""
+    inner, outer = "modules.client.use.f.callstyle", "modules.client.use.f"
+    with pytest.raises(UsageError, match=rf"^--vary {inner}: --vary {outer}, after it, "
+                       rf"sets the whole table in every run, so its values would change "
+                       rf"nothing; give {outer} before {inner}"):
+        combinations([(inner, ["sync", "async"]), (outer, ['{callstyle="sync"}', "{}"])])
+    with pytest.raises(UsageError, match=rf"^--vary {inner}: --tie {outer}, after it"):
+        combinations([(inner, ["sync", "async"]), (outer, ["{}", "{a=1}"])], {outer})
+    assert len(combinations([(outer, ["{}", "{cache=true}"]), (inner, ["sync", "async"])])) == 4
+    assert len(combinations([(outer + "s", ["1", "2"]), (outer, ["{}", "{a=1}"])])) == 4

@@ -78,3 +78,20 @@ def test_replication_varied_by_names_of_different_counts_keeps_efficiency() -> N
 
     sweep = run_sweep("a.toml", [names], 1, runner)
     assert [c.efficiency for c in sweep.cells] == [1.0, 1.0]
+
+
+def test_replicas_are_counted_as_the_configuration_reads_them() -> None:
+    """A count split at commas: a replica's conditions, ``"a(oc=(load>1),uc=(load<1)),b"``,
+    counted 3; a migration path, ``"a#b"``, and a count quoted as the file may give it,
+    ``"2"``, none, so a sweep of ``"1","2"`` had no efficiency at all."""
+    from polybus.sweep import replicas
+
+    key = "modules.server.replication"
+    assert replicas(key, '"a(oc=(load>1),uc=(load<1)),b"') == 2.0
+    assert replicas(key, '"a#b#c"') == 3.0
+    assert replicas(key, '"2"') == 2.0
+    assert (replicas(key, "4"), replicas(key, "0"), replicas(key, '"a:speed=0.5,b"')) == (4, 0, 2)
+    assert replicas(key, "[1]") is None and replicas("modules.server.pool", "2") is None
+    counts = (key, ['"1"', '"2"'])
+    sweep = run_sweep("a.toml", [counts], 1, lambda path, sets: 1.0 if '"2"' in sets[0] else 2.0)
+    assert [c.efficiency for c in sweep.cells] == [1.0, 1.0]

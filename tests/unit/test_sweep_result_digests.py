@@ -117,3 +117,18 @@ def test_no_digest_is_said_and_never_a_failure() -> None:
 def test_a_runner_that_keeps_no_digest_says_nothing() -> None:
     sweep = run_sweep("a.toml", [(REP, ["1", "2"])], 2, lambda p, s: 1.0)
     assert results_said(sweep) == [] and sweep.to_dict()["results_differ"] is False
+
+
+def test_a_failed_combination_is_not_said_to_agree() -> None:
+    """A cell that failed gave no result: "the same in every combination" claimed it had
+    agreed with the others."""
+    varies, tied = parse_varies([f"{REP}=1,2,4"])
+
+    def runner(path: str, sets: Sequence[str]) -> Measured:
+        if f"{REP}=4" in sets:
+            raise ValueError("bad replica")
+        return Measured(1.0, None, None, *result_digest(42))
+    sweep = run_sweep("a.toml", varies, 2, runner, tied=tied)
+    assert [c.ok for c in sweep.cells] == [True, True, False]
+    assert results_said(sweep) == [f"results: the same in every combination that succeeded "
+                                   f"(digest {sweep.cells[0].digests[0]})"]

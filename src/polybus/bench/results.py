@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -137,8 +138,9 @@ def _tables(result: BenchResult) -> list[str]:
     return lines
 
 
-def _section(result: BenchResult, raw: dict[str, Any], image: str | None) -> list[str]:
-    lines = [f"## {result.bench}", ""]
+def _section(result: BenchResult, raw: dict[str, Any], image: str | None,
+             heading: str) -> list[str]:
+    lines = [f"## {heading}", ""]
     params = {k: v for k, v in result.params.items()
               if k not in ("date", "versions", "x_label", "x_labels", "quick", "error")}
     if result.params.get("quick"):
@@ -191,12 +193,14 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
     items = list(results)
     first = items[0][1] if items else {}
     machine = first.get("machine", {})
-    vers: dict[str, str] = {}
+    vers: dict[str, dict[str, list[str]]] = {}  # package: version: benchmarks
     dates = []
     commits = _unique(_commit(raw.get("machine", {}).get("commit")) for _, raw, _ in items)
     for result, raw, _ in items:
-        vers.update(result.params.get("versions", {}))
-        vers.setdefault("polybus", str(raw.get("polybus_version", "?")))
+        got = {str(k): str(v) for k, v in result.params.get("versions", {}).items()}
+        got.setdefault("polybus", str(raw.get("polybus_version", "?")))
+        for package, version in got.items():
+            vers.setdefault(package, {}).setdefault(version, []).append(result.bench)
         if "date" in result.params:
             dates.append(str(result.params["date"]))
     out = shown(directory)
@@ -221,17 +225,37 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
              f"- machine: {machine.get('cpus', '?')} CPUs, {machine.get('platform', '?')}",
              f"- Python {machine.get('python', '?')}",
              "- commit: " + ", ".join(commits or ["not recorded"]),
-             "- versions: " + (", ".join(f"{k} {v}" for k, v in sorted(vers.items())) or "?"),
+             "- versions: " + (", ".join(f"{k} {_versions(v)}" for k, v in sorted(vers.items()))
+                               or "?"),
              "- date: " + (f"{min(dates)} .. {max(dates)}" if len(set(dates)) > 1
                            else dates[0] if dates else "unknown"), ""]
+    # A benchmark with two JSON files here (sort.json, sort-quick.json): each section
+    # named by its file, or both were "## sort", and the contents led to the first alone.
+    benches = [r.bench for r, _, _ in items]
+    heads = [r.bench if benches.count(r.bench) == 1 else f"{r.bench} ({path.name})"
+             for r, _, path in items]
     if items:
-        lines += ["Contents: " + ", ".join(f"[{r.bench}](#{r.bench})" for r, _, _ in items), ""]
+        lines += ["Contents: " + ", ".join(f"[{h}](#{_anchor(h)})" for h in heads), ""]
     page_dir = Path(page).resolve().parent
-    for result, raw, path in items:
+    for (result, raw, path), head in zip(items, heads, strict=True):
         png = path.with_suffix(".png")
         image = Path(os.path.relpath(png.resolve(), page_dir)).as_posix() if png.exists() else None
-        lines += _section(result, raw, image)
+        lines += _section(result, raw, image, head)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _versions(found: dict[str, list[str]]) -> str:
+    """A package's version, or each the files recorded with their benchmarks (``2.0
+    (latency), 2.1 (throughput)``): the last file's alone was said for every one."""
+    if len(found) == 1:
+        return next(iter(found))
+    return ", ".join(f"{v} ({', '.join(_unique(found[v]))})" for v in sorted(found))
+
+
+def _anchor(heading: str) -> str:
+    """A heading's link as markdown renderers make it: lower case, punctuation but ``-``
+    and ``_`` dropped, spaces as ``-`` (``sort (sort-quick.json)``: ``sort-sort-quickjson``)."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
 
 
 def write_page(directory: str | os.PathLike[str], page: str | os.PathLike[str],

@@ -141,9 +141,8 @@ def main(args: argparse.Namespace) -> int:
         check_writable(None if path == STDOUT else path, option)
     if args.plot:
         check_plot(args.plot)  # (drawn after every run: a bad name cost them all)
-    for fixed in overridden(args.set, varies):
-        print(f"polybus sweep: warning: --set {fixed}: --vary gives that key in every run",
-              file=sys.stderr)
+    for warning in overridden(args.set, varies):
+        print(f"polybus sweep: warning: {warning}", file=sys.stderr)
     # With --json - (or --csv -) standard output is that file's alone: the table goes to
     # stderr, and so does what the program prints during the runs (as `run --json -`).
     to_stdout = STDOUT in (args.json, args.csv)

@@ -96,7 +96,9 @@ def results_said(sweep: Sweep, found: Results | None = None) -> list[str]:
                          "same; --repeat 2 or more tells them apart)")
     elif found.compared and len(found.digests) == 1:
         which = "every other" if found.not_deterministic or found.no_digest else "every"
-        ran = " that ran" if sweep.interrupted is not None else ""  # (not every one did)
+        # (not every one did, or gave a result: a failed cell has none to agree with)
+        ran = (" that succeeded" if not all(c.ok for c in sweep.cells) else
+               " that ran" if sweep.interrupted is not None else "")
         lines.append(f"results: the same in {which} combination{ran} (digest "
                      f"{next(iter(found.digests))})")
     elif found.compared:
