@@ -268,7 +268,9 @@ class RayEngine:
                 f"not started within {self.start_timeout:g} s: {', '.join(late)} (a module "
                 f"slow to import, or one that hangs there; or CPUs of the Ray cluster "
                 f"taken by other work)") from None
-        except ray.exceptions.RayTaskError as exc:
+        except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as exc:
+            # (a module that raised; or an actor whose process ended as it started: an
+            # os._exit or a crash in its module's import, the OOM killer)
             done, _ = ray.wait(calls, num_returns=len(calls), timeout=0)
             for name, ref in zip(names, calls, strict=True):
                 if ref in done:
@@ -277,6 +279,9 @@ class RayEngine:
                     except ray.exceptions.RayTaskError as err:
                         raise PolybusError(f"worker {name} (a Ray actor) could not start: "
                                            f"{_cause(err)}") from None
+                    except ray.exceptions.RayActorError as err:
+                        raise PolybusError(f"worker {name} (a Ray actor) ended while "
+                                           f"starting: {_death(err)}") from None
             raise PolybusError(f"a Ray actor could not start: {_cause(exc)}") from None
 
     def stop(self) -> None:
