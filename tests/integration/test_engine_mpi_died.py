@@ -225,3 +225,35 @@ def test_a_rank_killed_mid_call_is_named_when_the_launcher_ends_the_job(
     error = json.loads((tmp_path / "out.json").read_text())["error"]
     assert error["type"] == "LauncherStopped", error
     assert descendants(os.getpid()) <= before
+
+
+DIES_IN_CALL = """\
+import os
+import signal
+
+
+def f(x):
+    if not os.path.exists("killed"):
+        open("killed", "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x
+"""
+
+
+def test_a_rank_dead_as_the_run_ends_is_still_said_lost(tmp_path: Path) -> None:
+    """The call re-run on the replica left, the program returns; the session's close
+    waits for the dead rank's report (which never comes) and the launcher's stop lands
+    in that wait: the loss line is said all the same (it was dropped, 7 runs in 7)."""
+    before = descendants(os.getpid())
+    app = write_bound_app(tmp_path, server=DIES_IN_CALL, names=("f",),
+                          client="from polybus import use\n\nf = use('f')\n\n\n"
+                                 "def main():\n    return f(1)\n",
+                          server_keys="replication = 2")
+    status, out = launch(command("mpi", app, 2, tmp_path / "out.json"), tmp_path)
+    assert status != 0, out  # (the launcher ends the job: its own status)
+    lost = re.search(r"polybus: warning: replica (server-\d) of module 'server' was lost: ",
+                     out)
+    assert lost is not None, out[-3000:]
+    assert (f"polybus run: interrupted (mpiexec ended the job, after replica {lost.group(1)} "
+            f"(mpi rank ") in out, out[-3000:]
+    assert descendants(os.getpid()) <= before
