@@ -104,3 +104,28 @@ def test_a_replica_that_dies_is_named_with_how(engine: str, tmp_path: Path,
     before = descendants(os.getpid())
     check(engine, case, tmp_path, head)
     _all_ended(before, head)
+
+
+# A served module whose process ends while it imports (os._exit, a crash in an extension,
+# the OOM killer): the run fails as a start that failed, naming the replica and how its
+# worker ended as far as the engine knows (Ray knows no exit status, only its own words).
+_EXITS_AT_IMPORT = dataclasses.replace(
+    CASES[0], name="a module whose process ends at import", result=None,
+    server_source=("import os\n\nos._exit(3)\n\n\ndef work(x):\n    return x\n\n\n"
+                   "def scaled(b, i):\n    return i\n"),
+    error=("polybus run: error: worker server-", " while starting"))
+_EXIT_SAID = {"local": ("exited with status 3 while starting",),
+              "ray": ("(a Ray actor) ended while starting: ", "(Ray: SYSTEM_ERROR)")}
+
+
+@pytest.mark.parametrize("engine", ray_slow(sorted(_EXIT_SAID)))
+def test_a_replica_whose_process_ends_at_import_is_a_failed_start(
+        engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """(Under ray the run ended on a traceback of polybus's own code, `ray.exceptions.
+    ActorDiedError` and Ray's paragraph of common causes, exit status 1, as if polybus had
+    failed: only a module that raised was taken for a failed start.)"""
+    head = _head(engine, request)
+    case = dataclasses.replace(_EXITS_AT_IMPORT, error=_EXITS_AT_IMPORT.error + _EXIT_SAID[engine])
+    before = descendants(os.getpid())
+    check(engine, case, tmp_path, head)
+    _all_ended(before, head)

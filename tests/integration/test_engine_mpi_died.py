@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from polybus.testing.apps import write_bound_app
+from polybus.testing.apps import waiting_client, write_bound_app
 from polybus.testing.engines import TIMEOUT_S, command, launch, mpi_unavailable
 
 from .conftest import descendants, read_line, rest_of
@@ -167,4 +169,91 @@ def test_ranks_that_cannot_start_with_long_errors_reach_the_end(tmp_path: Path) 
                      r"module 'server' \(server\.py\) failed to import: RuntimeError: "
                      r"refused x", out), out[-2000:]
     assert "MPI_ABORT" not in out, out[-2000:]
+    assert descendants(os.getpid()) <= before
+
+
+# Says which rank serves it (Open MPI's environment), then waits in the call
+KILLED_SERVER = """\
+import os
+import threading
+from pathlib import Path
+
+
+def f(x):
+    Path(f"serving-{os.getpid()}-{os.environ['OMPI_COMM_WORLD_RANK']}").touch()
+    threading.Event().wait(60)  # (answered only if nobody ends the run first)
+    return x
+"""
+
+
+def test_a_rank_killed_mid_call_is_named_when_the_launcher_ends_the_job(
+        tmp_path: Path) -> None:
+    """A rank that dies ends the whole job (the launcher's rule): rank 0 has seen its
+    replica's connection close, then gets the launcher's stop, and says that replica was
+    lost, not only "Ctrl-C, or a signal sent to mpiexec" (it named only those)."""
+    before = descendants(os.getpid())
+    app = write_bound_app(tmp_path, server=KILLED_SERVER, names=("f",),
+                          client=waiting_client("f"), server_keys="replication = 2",
+                          client_keys='use.f = { callstyle = "async" }')
+    argv = command("mpi", app, 2, tmp_path / "out.json")
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        read_line(proc.stdout, "waiting", timeout=TIMEOUT_S)
+        deadline = time.monotonic() + TIMEOUT_S
+        while not (serving := list(tmp_path.glob("serving-*"))):
+            assert time.monotonic() < deadline, "no rank took the call"
+            time.sleep(0.02)
+        _, pid, rank = serving[0].name.split("-")
+        os.kill(int(pid), signal.SIGKILL)
+        said = read_line(proc.stdout, "polybus run: .*", timeout=TIMEOUT_S).group(0)
+        proc.wait(timeout=TIMEOUT_S)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # (the session's group: this test's alone)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        proc.stdout.close()
+    assert said.startswith(
+        f"polybus run: interrupted (mpiexec ended the job, after replica server-{int(rank) - 1} "
+        f"(mpi rank {rank}) was lost: a rank that dies ends the job, as Ctrl-C or a signal "
+        "sent to mpiexec does) while the program was at "), said
+    assert proc.returncode != 0
+    error = json.loads((tmp_path / "out.json").read_text())["error"]
+    assert error["type"] == "LauncherStopped", error
+    assert descendants(os.getpid()) <= before
+
+
+DIES_IN_CALL = """\
+import os
+import signal
+
+
+def f(x):
+    if not os.path.exists("killed"):
+        open("killed", "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x
+"""
+
+
+def test_a_rank_dead_as_the_run_ends_is_still_said_lost(tmp_path: Path) -> None:
+    """The call re-run on the replica left, the program returns; the session's close
+    waits for the dead rank's report (which never comes) and the launcher's stop lands
+    in that wait: the loss line is said all the same (it was dropped, 7 runs in 7)."""
+    before = descendants(os.getpid())
+    app = write_bound_app(tmp_path, server=DIES_IN_CALL, names=("f",),
+                          client="from polybus import use\n\nf = use('f')\n\n\n"
+                                 "def main():\n    return f(1)\n",
+                          server_keys="replication = 2")
+    status, out = launch(command("mpi", app, 2, tmp_path / "out.json"), tmp_path)
+    assert status != 0, out  # (the launcher ends the job: its own status)
+    lost = re.search(r"polybus: warning: replica (server-\d) of module 'server' was lost: ",
+                     out)
+    assert lost is not None, out[-3000:]
+    assert (f"polybus run: interrupted (mpiexec ended the job, after replica {lost.group(1)} "
+            f"(mpi rank ") in out, out[-3000:]
     assert descendants(os.getpid()) <= before

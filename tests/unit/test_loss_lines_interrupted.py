@@ -9,6 +9,7 @@ raised by the drain."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -81,5 +82,62 @@ def test_a_loss_heard_after_the_lines_were_closed_is_said_at_once() -> None:
         assert said == ["polybus: warning: replica server-0 of module 'server' was lost: "
                         "server-0 is gone"]
     finally:
+        release.set()
+        logger.removeHandler(handler)
+
+
+def test_an_interruption_while_the_lines_wait_says_them_all_the_same() -> None:
+    """A stop signal that lands while the session's close waits for the engine's word
+    (under mpi, the launcher's SIGTERM once a rank died: its report never comes, and
+    the close waits for it) says the waiting loss lines with what is known, before the
+    interruption goes on: they were dropped, and the run never said the replica lost."""
+    import logging
+    import signal
+    import sys
+    import threading
+
+    from polybus.client.lossline import LossLines
+    from polybus.errors import ConnectionLostError
+
+    said: list[str] = []
+
+    class _Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    main = threading.main_thread()
+    if threading.current_thread() is not main:
+        pytest.skip("signals reach the main thread only")
+    release = threading.Event()
+
+    def word_never_comes(name: str) -> None:
+        # (once the close waits for this thread: then the launcher's stop comes)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            frame = sys._current_frames().get(main.ident or 0)
+            while frame is not None and frame.f_code.co_name != "close":
+                frame = frame.f_back
+            if frame is not None:
+                signal.pthread_kill(main.ident or 0, signal.SIGUSR2)
+                break
+            time.sleep(0.005)
+        release.wait(60)
+
+    def stopped(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    lines = LossLines(lambda name: None, word_never_comes)
+    logger = logging.getLogger("polybus.client")
+    handler = _Handler(logging.WARNING)
+    logger.addHandler(handler)
+    before = signal.signal(signal.SIGUSR2, stopped)
+    try:
+        lines.lost("server-0", "server", ConnectionLostError("server-0 is gone"))
+        with pytest.raises(KeyboardInterrupt):
+            lines.close(wait=True)
+        assert said == ["polybus: warning: replica server-0 of module 'server' was lost: "
+                        "server-0 is gone"]
+    finally:
+        signal.signal(signal.SIGUSR2, before)
         release.set()
         logger.removeHandler(handler)

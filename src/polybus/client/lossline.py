@@ -126,11 +126,18 @@ class LossLines:
 
     def close(self, wait: bool = True) -> None:
         """The lines still waiting for the engine's word said: once it comes (within
-        `CLOSE_S` in all), or, without ``wait``, at once, with what it knows now."""
-        if wait:
-            deadline = time.monotonic() + CLOSE_S
-            for thread in list(self._threads):
-                thread.join(max(0.0, deadline - time.monotonic()))
+        `CLOSE_S` in all), or, without ``wait``, at once, with what it knows now; so too
+        when a stop signal ends that wait (under mpi, the launcher's, a rank having died:
+        its report never comes), before the interruption goes on."""
+        try:
+            if wait:
+                deadline = time.monotonic() + CLOSE_S
+                for thread in list(self._threads):
+                    thread.join(max(0.0, deadline - time.monotonic()))
+        finally:
+            self._say_waiting()
+
+    def _say_waiting(self) -> None:
         with self._lock:
             self._closed = True
             waiting, self._waiting = self._waiting, {}

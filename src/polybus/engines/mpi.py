@@ -134,11 +134,21 @@ def _until(done: Callable[[], bool], seconds: float | None = None) -> bool:
 
 
 class LauncherStopped(KeyboardInterrupt):
-    """The launcher is ending the job (Ctrl-C at the terminal, or a signal sent to it):
-    rank 0's run is interrupted, as by Ctrl-C."""
+    """The launcher is ending the job (Ctrl-C at the terminal, a signal sent to it, or a
+    rank that died): rank 0's run is interrupted, as by Ctrl-C. ``lost``: the replicas
+    (with their ranks) whose connections closed before, their ranks silent."""
+
+    def __init__(self, lost: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.lost = lost
 
     def __str__(self) -> str:
-        return "mpiexec ended the job: Ctrl-C, or a signal sent to mpiexec"
+        if not self.lost:
+            return "mpiexec ended the job: Ctrl-C, or a signal sent to mpiexec"
+        which = (f"replica {self.lost[0]} was" if len(self.lost) == 1
+                 else f"replicas {', '.join(self.lost)} were")
+        return (f"mpiexec ended the job, after {which} lost: a rank that dies ends the "
+                f"job, as Ctrl-C or a signal sent to mpiexec does")
 
 
 # Open MPI's launcher on the host it was started on; its stderr is the user's
@@ -192,6 +202,7 @@ class MpiEngine:
         self._ending = False  # the launcher is ending the job: no rank is waited for
         self._handlers: dict[int, Any] = {}  # the signal handlers ours replaced
         self._stderr: int | None = None  # the launcher's stderr
+        self._lost: dict[str, None] = {}  # replicas whose connection closed, in order
         self.reports = Reports(self.comm, self.mpi, {
             i + 1: r.name for i, (_, r) in enumerate(served.replicas_in_order(app))})
 
@@ -220,7 +231,14 @@ class MpiEngine:
         # (a report comes a moment after its replica's connections close: waited for
         # off the client's reactor path, as the local engine's exit status is not)
         return Cluster(str(address), token, time.perf_counter() - t0,
-                       how_ended=self.reports.said, how_ended_later=self.reports.how_ended)
+                       how_ended=self._heard, how_ended_later=self.reports.how_ended)
+
+    def _heard(self, name: str) -> str | None:
+        """Replica ``name`` was lost (its connection closed): how it ended if its rank
+        reported it; else noted, so that the launcher's stop that follows a rank's death
+        names it (`LauncherStopped`)."""
+        self._lost[name] = None
+        return self.reports.said(name)
 
     def _watch_launcher(self) -> None:
         """Take the launcher's stop (SIGCONT, then SIGTERM) as an interruption; other
@@ -255,7 +273,9 @@ class MpiEngine:
                 pass
             os.dup2(self._stderr, 2)
             os.dup2(self._stderr, 1)
-        raise LauncherStopped
+        ranks = {n: r for r, n in self.reports.names.items()}
+        raise LauncherStopped(tuple(f"{n} (mpi rank {ranks[n]})" for n in list(self._lost)
+                                    if n in ranks and n not in self.reports.stopped))
 
     def _unwatch(self) -> None:
         for sig, handler in self._handlers.items():

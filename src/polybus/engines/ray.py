@@ -51,7 +51,7 @@ from polybus.engines import served
 from polybus.engines.base import Cluster, run_registry
 from polybus.engines.local import START_TIMEOUT
 from polybus.engines.logfollow import LogFollower
-from polybus.engines.rayout import outward_interfaces, redirect, route_prints
+from polybus.engines.rayout import outward_interfaces, ray_cause, ray_death, redirect, route_prints
 from polybus.errors import ConfigError, PolybusError, TransportError, error_line
 from polybus.registry.service import RegistryService
 from polybus.token import make_token
@@ -210,7 +210,8 @@ class RayEngine:
         """Join the cluster $RAY_ADDRESS names, or start a private one for this run (never
         one that happens to run here: ``address=None`` would join it) with a CPU for
         each replica, as the local engine starts a process for each whatever the cores.
-        The run's own SIGTERM and SIGINT handling is put back after Ray's."""
+        The run's own SIGTERM and SIGINT handling is put back after Ray's, and a SIGTERM
+        that Ray's took meanwhile is the run's (Ray's made it `sys.exit(15)`)."""
         ray = self.ray
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         address = os.environ.get("RAY_ADDRESS")
@@ -218,6 +219,25 @@ class RayEngine:
         kw: dict[str, Any] = {"include_dashboard": False, "configure_logging": False,
                               "log_to_driver": bool(address) and self.echo is not None}
         self._unroute = route_prints(_ray_worker(ray), self.echo)  # (not to stdout)
+        try:
+            self._start_ray(address, replicas, kw)
+        except SystemExit as exc:  # (Ray's own SIGTERM handler during ray.init: the
+            # run's handler takes it, as any other time: `polybus run: terminated`)
+            term = handlers[signal.SIGTERM]
+            if exc.code == signal.SIGTERM and callable(term):
+                term(signal.SIGTERM, None)
+            raise
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                for sig, handler in handlers.items():
+                    if handler is not None:
+                        signal.signal(sig, handler)
+        # (an init cut short is left to Ray's own shutdown at exit: one called on it
+        # now crashed the process, SIGSEGV, 2 runs in 12)
+        self._own_ray = True
+
+    def _start_ray(self, address: str | None, replicas: int, kw: dict[str, Any]) -> None:
+        ray = self.ray
         if address:
             _reach(address)
             try:
@@ -236,11 +256,6 @@ class RayEngine:
                 prefix="polybus-ray-", dir="/tmp" if len(tempfile.gettempdir()) > 40 else None)
             ray.init(address="local", num_cpus=max(replicas, os.cpu_count() or 1),
                      _temp_dir=self._session_dir, **kw)
-        self._own_ray = True
-        if threading.current_thread() is threading.main_thread():
-            for sig, handler in handlers.items():
-                if handler is not None:
-                    signal.signal(sig, handler)
 
     def _enough_cpus(self, replicas: int) -> None:
         """Each actor takes a CPU of the cluster's: fewer than the replicas is said now,
@@ -268,7 +283,9 @@ class RayEngine:
                 f"not started within {self.start_timeout:g} s: {', '.join(late)} (a module "
                 f"slow to import, or one that hangs there; or CPUs of the Ray cluster "
                 f"taken by other work)") from None
-        except ray.exceptions.RayTaskError as exc:
+        except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as exc:
+            # (a module that raised; or an actor whose process ended as it started: an
+            # os._exit or a crash in its module's import, the OOM killer)
             done, _ = ray.wait(calls, num_returns=len(calls), timeout=0)
             for name, ref in zip(names, calls, strict=True):
                 if ref in done:
@@ -276,8 +293,11 @@ class RayEngine:
                         ray.get(ref)
                     except ray.exceptions.RayTaskError as err:
                         raise PolybusError(f"worker {name} (a Ray actor) could not start: "
-                                           f"{_cause(err)}") from None
-            raise PolybusError(f"a Ray actor could not start: {_cause(exc)}") from None
+                                           f"{ray_cause(err)}") from None
+                    except ray.exceptions.RayActorError as err:
+                        raise PolybusError(f"worker {name} (a Ray actor) ended while "
+                                           f"starting: {ray_death(err)}") from None
+            raise PolybusError(f"a Ray actor could not start: {ray_cause(exc)}") from None
 
     def stop(self) -> None:
         """Each actor told to stop serving (waited for, boundedly), then killed; the
@@ -326,7 +346,7 @@ class RayEngine:
                 try:
                     ray.get(ref)
                 except ray.exceptions.RayActorError as exc:
-                    out.append(f"worker {name} (a Ray actor) ended: {_death(exc)}")
+                    out.append(f"worker {name} (a Ray actor) ended: {ray_death(exc)}")
                 except Exception:  # (a lost connection to Ray itself: nothing to say)
                     pass
         return out
@@ -343,14 +363,10 @@ class RayEngine:
         try:
             ray.get(actor.alive.remote(), timeout=settle)
         except ray.exceptions.RayActorError as exc:
-            return f"(a Ray actor) ended: {_death(exc)}"
+            return f"(a Ray actor) ended: {ray_death(exc)}"
         except Exception:  # (no answer in time, or Ray itself gone: nothing to say)
             return None
         return None
-
-
-_EXIT = re.compile(r"Worker exit type: (\S+) Worker exit detail: (.*?)(?: Some common causes|$)",
-                   re.S)
 
 
 def _ray_worker(ray: Any) -> Any:
@@ -376,18 +392,3 @@ def _unreachable(address: str, why: str) -> ConfigError:
                        f"{address!r} cannot be reached: {why}", key="cluster.engine",
                        hint="start it (ray start --head) and set RAY_ADDRESS to the address "
                        "it prints, or unset RAY_ADDRESS for a Ray of the run's own")
-
-
-def _death(err: Any) -> str:
-    """What Ray says of an actor's death, in one line, without its troubleshooting."""
-    text = " ".join(str(err).split())
-    m = _EXIT.search(text)
-    if m is not None:
-        return f"{m.group(2).strip()} (Ray: {m.group(1)})"
-    return text or type(err).__name__
-
-
-def _cause(err: Any) -> str:
-    """The actor's own error, without Ray's wrapping of it."""
-    cause = getattr(err, "cause", None)
-    return str(cause) if cause is not None else str(err).strip().splitlines()[-1]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import socket
 import struct
 import sys
@@ -34,7 +35,7 @@ from typing import Any, TextIO
 
 from polybus.engines.logfollow import is_banner
 
-__all__ = ["outward", "outward_interfaces", "redirect", "route_prints"]
+__all__ = ["outward", "outward_interfaces", "ray_cause", "ray_death", "redirect", "route_prints"]
 
 _IFF_UP, _IFF_LOOPBACK = 0x1, 0x8  # (linux/if.h)
 _SIOCGIFFLAGS = 0x8913
@@ -116,3 +117,22 @@ def route_prints(worker: Any, echo: TextIO | None) -> Callable[[], None]:
             worker.print_to_stdstream = original
 
     return restore
+
+
+_EXIT = re.compile(r"Worker exit type: (\S+) Worker exit detail: (.*?)(?: Some common causes|$)",
+                   re.S)
+
+
+def ray_death(err: Any) -> str:
+    """What Ray says of an actor's death, in one line, without its troubleshooting."""
+    text = " ".join(str(err).split())
+    m = _EXIT.search(text)
+    if m is not None:
+        return f"{m.group(2).strip()} (Ray: {m.group(1)})"
+    return text or type(err).__name__
+
+
+def ray_cause(err: Any) -> str:
+    """The actor's own error, without Ray's wrapping of it."""
+    cause = getattr(err, "cause", None)
+    return str(cause) if cause is not None else str(err).strip().splitlines()[-1]
