@@ -230,6 +230,17 @@ def operand_bytes(args: tuple[Any, ...], at: tuple[int, ...], rest: int | None,
     return out
 
 
+def sized_named(args: tuple[Any, ...], ops: dict[int, int] | None) -> int:
+    """What a call adds to its batch with operand caching: its arguments (arg_bytes),
+    less its cached operands ``ops`` (`operand_bytes`: each once, however often it
+    appears, so a guess on the high side), as the batch names them by a Ref. A batch
+    that sends them by value instead (Pending.by_value) holds at most half a frame."""
+    size = arg_bytes(args)
+    if ops:
+        size -= sum(ops.values()) - CACHE_ENTRY_BYTES * len(ops)
+    return max(8, size)
+
+
 class Slot:
     """One call of a batch as the reactor's wait sees it (the parts of CallRecord it
     uses); made only when a promise is waited for before its batch is answered."""

@@ -45,7 +45,14 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.batchcalls import BatchPromise, Pending, Slot, arg_bytes, operand_bytes
+from polybus.client.batchcalls import (
+    BatchPromise,
+    Pending,
+    Slot,
+    arg_bytes,
+    operand_bytes,
+    sized_named,
+)
 from polybus.client.batchgiveup import forget_batch, freed
 from polybus.client.batchplace import place, wait_for_room
 from polybus.client.batchsend import requeue, settle_owed, write
@@ -60,7 +67,6 @@ from polybus.errors import PolybusError
 from polybus.wire.codec import OOB_BYTES
 from polybus.wire.framing import DEFAULT_MAX_FRAME
 from polybus.wire.messages import Message
-from polybus.worker.heldvalue import CACHE_ENTRY_BYTES
 
 if TYPE_CHECKING:
     from polybus.client.awaiting import Awaiting
@@ -113,7 +119,7 @@ class Batcher:
         self.nbytes = nbytes
         # A batch is one frame: it closes before it would pass half the limit (policies/
         # aggregate.py). With operand caching a cached operand goes as a Ref of a few
-        # bytes (its Put is a message of its own): a call's size leaves it out (`_size`).
+        # bytes (its Put is a message of its own): a call's size leaves it out (sized_named).
         self.cap = frame_cap(max_frame)
         # With caching, a batch names at most cache_bytes of distinct cached operands
         # (Pending.joins): else each of its Puts may evict one it names, and it misses.
@@ -188,7 +194,7 @@ class Batcher:
                 if type(a) not in AS_IS:  # held: as it is now (snapshot.py)
                     args = snapshot_row(args, self._keep())
                     break
-        ops = operand_bytes(args, self.at, self.rest, self.auto) if self.bound else None
+        ops = operand_bytes(args, self.at, self.rest, self.auto) if self.comm is not None else None
         lock, order = self.lock, self.order
         lock.acquire()  # (not `with`: half the cost, and this is every call's)
         while order is not None and order.taking is not self:
@@ -199,11 +205,11 @@ class Batcher:
             b = self.open
             if b is None:
                 b = self._start()
-            if ops is not None and not b.joins(ops, self.bound):
-                self._close(b)  # (the call opens the next; with a Comm no frame cap below)
+            if ops is not None and self.bound and not b.joins(ops, self.bound):
+                self._close(b)  # (the call opens the next)
                 b = self._start()
                 b.joins(ops, self.bound)
-            size = arg_bytes(args) if self.comm is None else self._size(args, ops)
+            size = arg_bytes(args) if self.comm is None else sized_named(args, ops)
             if b.args and b.size + size > self.cap:  # (it would outgrow a frame: it goes first)
                 self._close(b)
                 b = self._start()
@@ -225,18 +231,6 @@ class Batcher:
                 self._settle()
             if len(self.backlog) > 1:  # (bounded: the caller may wait for room)
                 wait_for_room(self)
-
-    def _size(self, args: tuple[Any, ...], ops: dict[int, int] | None) -> int:
-        """What a call adds to its batch with operand caching: its arguments, less its
-        cached operands' bytes (each once, however often it appears: a guess on the
-        high side), as a batch names them by a Ref. A batch that sends them by value
-        instead (Pending.by_value) holds at most half a frame of them."""
-        if ops is None and self.comm is not None:
-            ops = operand_bytes(args, self.at, self.rest, self.auto)
-        size = arg_bytes(args)
-        if ops:
-            size -= sum(ops.values()) - CACHE_ENTRY_BYTES * len(ops)
-        return max(8, size)
 
     def _general(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A call the lean path cannot carry, on the general one, after this binding's
