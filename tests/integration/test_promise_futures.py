@@ -94,6 +94,21 @@ def test_a_done_callback_is_refused_at_once_and_a_running_call_is_not_cancelled(
         assert polybus.wait(p) == 2
 
 
+def test_running_is_refused_at_once_not_looked_up_on_the_answer(tmp_path: Path) -> None:
+    # concurrent.futures' f.running() waited for the whole call, then failed with
+    # "AttributeError: 'int' object has no attribute 'running'" (the answer's attribute)
+    flag = tmp_path / "go"
+    with cluster(tmp_path, TOML.format(extra="")) as c:
+        s = c.session()
+        p = s.call("gated_double", (1, str(flag)), {})
+        with pytest.raises(UsageError, match=r"cannot tell whether its call is running.*"
+                                             r"p\.done.*p\.cancel\(\)"):
+            p.running()
+        assert not p.done  # (refused without waiting for the answer)
+        flag.touch()
+        assert polybus.wait(p) == 2
+
+
 def test_wait_with_a_timeout_says_how_many_were_not_answered(tmp_path: Path) -> None:
     flag = tmp_path / "go"
     with cluster(tmp_path, TOML.format(extra="")) as c:
