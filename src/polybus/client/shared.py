@@ -81,7 +81,7 @@ class Shared:
         raise TypeError(f"{self!r}: {_NOT_VALUE}")
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):  # (a protocol's probe: no value's attribute)
+        if name.startswith("_"):  # (a protocol's or polybus's probe: no value's attribute)
             raise AttributeError(name)
         raise AttributeError(f"{self!r}: {_NOT_VALUE} (no attribute {name!r})")
 
