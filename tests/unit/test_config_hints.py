@@ -398,38 +398,3 @@ def test_an_aggregate_size_past_max_frame_is_a_warning(tmp_path: Path) -> None:
     cfg, _ = validate(str(tmp_path / "app.toml"), ('modules.client.use.compare.aggregate="1GiB"',))
     assert cfg is not None and cfg.notes == ()
 
-
-ACTOR = '''\
-class Model:
-    def __init__(self):
-        self.n = 0
-
-    def compare(self, query, entry):
-        self.n += 1
-        return self.n
-
-
-model = Model()
-'''
-
-
-@pytest.mark.parametrize("target", ["server.model.compare", "server.compare"])
-def test_a_method_of_a_class_or_object_says_only_functions_are_served(
-        tmp_path: Path, target: str) -> None:
-    # A Ray actor ported as it was, a class and an instance of it: binding its method
-    # said only "module 'server' has no interface 'compare' (there are no interfaces of
-    # server)", nothing of the method it saw, nor what to write instead.
-    toml = BASE.replace('define.compare = { priority = "len(query)" }\n', "").replace(
-        '"server.compare"', f'"{target}"')
-    found = errors(tmp_path, toml, server=ACTOR)
-    assert len(found) == 1, found
-    iface = target.partition(".")[2]
-    of = ("'model' (server.py:10: model = Model())" if "." in iface
-          else "class Model (server.py:1)")
-    assert found[0][2] == (f"module 'server' has no interface {iface!r}: an interface is a "
-                           f"top-level function of server.py, and 'compare' is a method of "
-                           f"{of}")
-    assert found[0][3] == ("serve a function that calls it, in server.py: def compare(*args, "
-                           "**kwargs): return model.compare(*args, **kwargs), bound as "
-                           "\"server.compare\" (state kept between calls: README, 'Coming "
-                           "from Ray, Dask, ...', an actor)")
