@@ -78,4 +78,3 @@ def test_replication_varied_by_names_of_different_counts_keeps_efficiency() -> N
 
     sweep = run_sweep("a.toml", [names], 1, runner)
     assert [c.efficiency for c in sweep.cells] == [1.0, 1.0]
-
