@@ -253,7 +253,7 @@ class Sweep:
     @property
     def efficiency_vs(self) -> tuple[str, str] | None:
         """(replication key, value) efficiency is measured against; None: no efficiency."""
-        return efficiency_reference(self.cells,
+        return efficiency_reference(combinations(self.varies, self.tied),
                                     moving_with(self.varies, self.tied)(self.baseline))
 
     def to_dict(self) -> dict[str, Any]:
@@ -391,7 +391,7 @@ def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
         stopped = exc
     cells = [c for c in cells if c.elapsed_s or c.error is not None]
     base = dict(baseline) if baseline is not None else parse_baseline(None, varies)
-    compare(cells, base, moving_with(varies, tied))
+    compare(cells, base, moving_with(varies, tied), combos)
     return Sweep(path, [(k, list(v)) for k, v in varies], repeat, base, cells, list(fixed),
                  interrupted=stopped, planned=len(combos),
                  tied=[k for k, _ in varies if k in tied])

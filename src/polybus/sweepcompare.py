@@ -34,29 +34,31 @@ def replicas(key: str, value: str) -> float | None:
         return None
 
 
-def efficiency_reference(cells: Sequence[Cell], baseline: Mapping[str, str]
+def efficiency_reference(configs: Sequence[Mapping[str, str]], baseline: Mapping[str, str]
                          ) -> tuple[str, str] | None:
     """The replication key efficiency is measured along, and the value it is measured
     against: the baseline's replication key if it has one, else the first varied
     replication key at its first value (so ``--vary callstyle=sync,async --vary
     replication=1,2`` still has an efficiency); None when no replica count is varied,
     a replication varied over names of as many replicas each (``"slow:speed=0.25"``,
-    ``"fast"``: one server at a time) included."""
+    ``"fast"``: one server at a time) included. ``configs`` are the combinations asked
+    for, not only those that ran: a sweep interrupted before its second replica count
+    varied it all the same."""
 
     def counts_vary(key: str) -> bool:
-        counts = {replicas(key, c.config[key]) for c in cells if key in c.config}
+        counts = {replicas(key, c[key]) for c in configs if key in c}
         return len(counts - {None}) > 1
 
     for key, base in baseline.items():
         if replicas(key, base) is not None and counts_vary(key):  # (0 too: the client alone)
             return key, base
-    first = cells[0].config if cells else {}
+    first = configs[0] if configs else {}
     return next(((k, v) for k, v in first.items()
                  if replicas(k, v) is not None and counts_vary(k)), None)
 
 
 def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
-            expand: Expand = dict) -> None:
+            expand: Expand = dict, planned: Sequence[Mapping[str, str]] | None = None) -> None:
     """Speedup (baseline median / median) against the baseline with the other keys equal.
 
     Efficiency is (reference median / median) / (replicas / reference replicas), the
@@ -75,7 +77,8 @@ def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
         found = by_config.get(tuple(sorted(config.items())))
         return found if found is not None and found.ok else None
 
-    along = efficiency_reference(cells, expand(baseline))
+    along = efficiency_reference([c.config for c in cells] if planned is None else planned,
+                                 expand(baseline))
     for c in cells:
         if not c.ok or c.median <= 0:
             continue

@@ -47,8 +47,10 @@ def test_result_with_a_timeout_gives_up_waiting_not_the_call(tmp_path: Path, sty
     with cluster(tmp_path, TOML.format(extra=STYLES[style])) as c:
         s = c.session()
         p = s.call("gated_double", (21, str(flag)), {})
-        with pytest.raises(TimeoutError, match=r"was not answered within 0\.2 s; its call "
-                                               "goes on") as e:
+        # (an aggregated call's said "the promise was not answered": of no call)
+        with pytest.raises(TimeoutError, match=r"the promise of (gated_double\(21, '.*'\)|a "
+                                               r"call to gated_double) was not answered within "
+                                               r"0\.2 s; its call goes on") as e:
             p.result(timeout=0.2)
         assert not isinstance(e.value, RemoteException)
         with pytest.raises(TimeoutError):
@@ -90,6 +92,21 @@ def test_a_done_callback_is_refused_at_once_and_a_running_call_is_not_cancelled(
         assert p.cancel() is False
         assert not p.cancelled()
         assert not p.done  # (neither waited for the answer)
+        flag.touch()
+        assert polybus.wait(p) == 2
+
+
+def test_running_is_refused_at_once_not_looked_up_on_the_answer(tmp_path: Path) -> None:
+    # concurrent.futures' f.running() waited for the whole call, then failed with
+    # "AttributeError: 'int' object has no attribute 'running'" (the answer's attribute)
+    flag = tmp_path / "go"
+    with cluster(tmp_path, TOML.format(extra="")) as c:
+        s = c.session()
+        p = s.call("gated_double", (1, str(flag)), {})
+        with pytest.raises(UsageError, match=r"cannot tell whether its call is running.*"
+                                             r"p\.done.*p\.cancel\(\)"):
+            p.running()
+        assert not p.done  # (refused without waiting for the answer)
         flag.touch()
         assert polybus.wait(p) == 2
 

@@ -352,3 +352,33 @@ def test_a_foreign_name_is_told_where_it_goes_in_each_table(tmp_path: Path, toml
                                                             key: str, hint: str) -> None:
     name = key.rpartition(".")[2]
     assert one(tmp_path, toml) == (key, f"unknown key {name!r}", f"{name!r} {NOT_OURS}{hint}")
+
+
+# Names of Ray, Dask and concurrent.futures a ported program's configuration reaches for:
+# the hint listed the table's keys alone ("valid keys: source, replication, ...").
+USE = 'callstyle = "async-demand(5)"'
+RUN_AGAIN = ("a call lost with its replica runs again on another, as long as its "
+             "interface is idempotent (the default; idempotent = false stops it); an "
+             "exception the function raises is not run again")
+
+
+@pytest.mark.parametrize(("toml", "key", "hint"), [
+    (set_server("max_workers = 2"), "modules.server.max_workers", REPLICAS_HERE),
+    (set_server("num_cpus = 2"), "modules.server.num_cpus", REPLICAS_HERE),
+    (set_define("max_concurrency = 4"), "modules.server.define.compare.max_concurrency",
+     "the threads that run this interface's calls are its pool: pool = 4"),
+    (set_define("max_retries = 3"), "modules.server.define.compare.max_retries", RUN_AGAIN),
+    (BASE.replace(USE, "chunksize = 100"), "modules.client.use.compare.chunksize",
+     "calls to one replica travel together, up to N a message, with aggregate: "
+     "aggregate = 100"),
+    (set_define("chunksize = 100"), "modules.server.define.compare.chunksize",
+     "calls to one replica travel together, up to N a message, with aggregate, a key of "
+     "the client's use table: modules.<client>.use.<name>.aggregate = 100"),
+    (set_server("num_gpus = 1"), "modules.server.num_gpus",
+     "nothing is placed by resources: a replica runs where its engine puts it, or where "
+     "its worker is started by hand at a registry (README, 'Coming from Ray, Dask, ...')"),
+])
+def test_a_ported_programs_name_is_told_where_it_goes(tmp_path: Path, toml: str, key: str,
+                                                       hint: str) -> None:
+    name = key.rpartition(".")[2]
+    assert one(tmp_path, toml) == (key, f"unknown key {name!r}", f"{name!r} {NOT_OURS}{hint}")

@@ -397,3 +397,4 @@ def test_an_aggregate_size_past_max_frame_is_a_warning(tmp_path: Path) -> None:
         "frame, cut at cluster.max_frame (1,073,741,824 bytes)")
     cfg, _ = validate(str(tmp_path / "app.toml"), ('modules.client.use.compare.aggregate="1GiB"',))
     assert cfg is not None and cfg.notes == ()
+

@@ -126,3 +126,16 @@ def test_a_remote_failure_met_encoding_a_call_is_not_said_unsendable() -> None:
     e = _remote("TypeError")
     assert named("g", [object()], None, e, False) is e
     assert isinstance(named("g", [object()], None, TypeError("x"), False), UnsendableError)
+
+
+def test_an_upstream_failure_says_in_json_where_it_was_raised() -> None:
+    """A call that failed because the call whose value it was passed failed: --json's
+    error named the consumer's replica and interface alone (``reduce_`` on stage2-1), and
+    where the error was raised (``load on stage1-1``) only inside the message's text."""
+    e = RemoteException("ValueError", "an upstream call failed: bad shard 3", "tb\n",
+                        interface="reduce_", replica="stage2-1", origin="load on stage1-1")
+    doc = error_doc(e)["error"]
+    assert doc["origin"] == "load on stage1-1"  # type: ignore[index]
+    assert (doc["interface"], doc["replica"]) == ("reduce_", "stage2-1")  # type: ignore[index]
+    assert e.origin == "load on stage1-1"
+    assert "origin" not in error_doc(_remote("ValueError"))["error"]  # type: ignore[operator]

@@ -74,6 +74,8 @@ def error_doc(exc: BaseException) -> dict[str, object]:
         error.update(remote_type=exc.remote_type, remote_message=exc.remote_message,
                      remote_traceback=exc.remote_traceback, replica=exc.replica,
                      interface=exc.interface)
+        if exc.origin:  # (failed upstream: the call that raised it, "load on stage1-1")
+            error["origin"] = exc.origin
     if isinstance(exc, RemoteError) and exc.call:  # (which call: ``boom(3)``)
         error["call"] = exc.call
     site = getattr(exc, "call_site", None)  # (callsite.py: the user's line, FILE:LINE)

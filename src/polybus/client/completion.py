@@ -80,6 +80,7 @@ def _pairs(keys: dict[int, list[Any]], values: list[Any],
 
 
 def _completed(pending: list[Any], timeout: float | None) -> Iterator[Any]:
+    total = sum(isinstance(x, Promise) for x in pending)
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
     while pending:
@@ -105,8 +106,7 @@ def _completed(pending: list[Any], timeout: float | None) -> Iterator[Any]:
         while True:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                raise TimeoutError(f"{len(pending)} of the promises were not answered "
-                                   f"within {timeout:g} s")
+                raise TimeoutError(_not_answered("as_completed", pending, total, timeout))
             pending[0]._read_answers(_STEP_S if left is None else min(_STEP_S, left))
             if time.monotonic() >= look_at:
                 break
@@ -136,14 +136,22 @@ def settle(x: Any, timeout: float) -> None:
         left = [p for p in left if not p._answered]
     if not left:
         return
+    if len(promises) > 1:
+        raise TimeoutError(_not_answered("wait", left, len(promises), timeout))
     call = _call_of(left[0])
-    if len(promises) == 1:
-        raise TimeoutError(f"polybus.wait: the promise{f' of {call}' if call else ''} was "
-                           f"not answered within {timeout:g} s; its call goes on, and a "
-                           "later wait or use of the promise takes its answer")
-    raise TimeoutError(f"polybus.wait: {len(left)} of the {len(promises)} promises were not "
-                       f"answered within {timeout:g} s{f' (the first: {call})' if call else ''}"
-                       "; their calls go on, and a later wait takes their answers")
+    raise TimeoutError(f"polybus.wait: the promise{f' of {call}' if call else ''} was "
+                       f"not answered within {timeout:g} s; its call goes on, and a "
+                       "later wait or use of the promise takes its answer")
+
+
+def _not_answered(what: str, left: list[Any], total: int, timeout: float | None) -> str:
+    """A wait's or as_completed's TimeoutError: how many of how many, the first by its
+    call, and that nothing was given up."""
+    call = _call_of(left[0])
+    were = "was" if len(left) == 1 else "were"
+    return (f"polybus.{what}: {len(left)} of the {total} promises {were} not answered within "
+            f"{timeout:g} s{f' (the first: {call})' if call else ''}; their calls go on, and "
+            "a later wait takes their answers")
 
 
 def _check_timeout(what: str, timeout: float | None) -> None:
@@ -155,9 +163,12 @@ def _check_timeout(what: str, timeout: float | None) -> None:
 
 
 def _call_of(p: Promise) -> str:
-    """The call ``p`` is the promise of, as an error names it (``slow(3.0)``; "" for an
-    aggregated call's, whose batch keeps no one call's arguments)."""
-    return text_of(p._rec) if type(p) is CallPromise else ""
+    """The call ``p`` is the promise of, as an error names it (``slow(3.0)``; for an
+    aggregated call's, whose batch keeps no one call's arguments, ``a call to slow``)."""
+    if type(p) is CallPromise:
+        return text_of(p._rec)
+    batcher = getattr(getattr(p, "_rec", None), "batcher", None)
+    return f"a call to {batcher.interface}" if batcher is not None else ""
 
 
 def _promises_in(x: Any) -> list[Promise]:

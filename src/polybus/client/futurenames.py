@@ -18,7 +18,10 @@ same. So a promise has these names itself, as it has ``done``, whatever its answ
   ``cancelled()`` are True and using the value raises `polybus.CancelledError`;
 - ``cancelled()``: whether ``cancel()`` cancelled it;
 - ``add_done_callback(fn)`` raises a UsageError at once, saying what to use: nothing
-  calls a program back (``as_completed`` yields each promise as its answer comes).
+  calls a program back (``as_completed`` yields each promise as its answer comes);
+- ``running()`` raises a UsageError at once too: the client does not know when a call
+  starts on its replica (``done`` says whether the answer is here, ``cancel()`` whether
+  the call had not started).
 
 - ``await p`` raises a UsageError saying how to wait for it (Python's own words named
   the class ``CallPromise``), as does ``concurrent.futures.as_completed`` or ``wait``
@@ -100,6 +103,14 @@ class FutureNames:
             "concurrent.futures.wait() and as_completed() cannot wait for it; use "
             "polybus.wait(promises, timeout=...) and polybus.as_completed(promises, "
             "timeout=...)")
+
+    def running(self) -> bool:
+        """Refused at once: the client is not told when a call starts on its replica."""
+        raise UsageError(
+            "a promise cannot tell whether its call is running: its replica does not say "
+            "when a call starts; p.done says whether the answer is here (a property: it "
+            "never waits), and p.cancel() cancels the call if it has not started (True) "
+            "or says it has (False)")
 
     def add_done_callback(self, fn: Callable[[Any], object]) -> None:
         """Refused at once: nothing calls a program back."""

@@ -72,3 +72,20 @@ class Shared:
 
     def __repr__(self) -> str:
         return f"<broadcast {self.key[:12]}>"
+
+    # Used in the client as if it were its value (Ray's ``ray.get(ref)`` ported as
+    # ``polybus.wait(h)``, which is ``h``): numpy made a 0-d array of the handle, silently,
+    # and an attribute said only that a 'Shared' had none. Both say what to use instead.
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        raise TypeError(f"{self!r}: {_NOT_VALUE}")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # (a protocol's or polybus's probe: no value's attribute)
+            raise AttributeError(name)
+        raise AttributeError(f"{self!r}: {_NOT_VALUE} (no attribute {name!r})")
+
+
+_NOT_VALUE = ("a broadcast handle is not its value in the client: pass it to calls (as an "
+              "argument, or in a list, tuple or dict argument), and where the client needs "
+              "the value itself, use the value you broadcast (polybus.wait(h) is h)")

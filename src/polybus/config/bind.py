@@ -18,6 +18,7 @@ from polybus.config.callargs import check_call_arguments
 from polybus.config.cluster import TLSHosts, parse_cluster
 from polybus.config.inclient import note_in_client, with_replicas
 from polybus.config.keys import DEFINE_KEYS, MODULE_KEYS, USE_KEYS
+from polybus.config.methods import method_of
 from polybus.config.milfile import MilFile
 from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, ModuleSpec, ServeSpec
 from polybus.config.notes import (
@@ -138,6 +139,11 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
                     and iface in info.others:  # (a module, a literal: said what it is)
                 p.add(f"module {target!r} cannot serve {iface!r}: {refused[0]}", key,
                       refused[1])
+            elif info is not None and (method := method_of(info, iface)) is not None:
+                p.add(f"module {target!r} has no interface {iface!r}: {method[0]}", key,
+                      method[1] + f", bound as \"{target}.{iface.rpartition('.')[2]}\" "
+                      "(state kept between calls: README, 'Coming from Ray, Dask, ...', "
+                      "an actor)")
             else:
                 p.add(f"module {target!r} has no interface {iface!r}", key,
                       _interface_hint(iface, served, target, info, p))
