@@ -65,7 +65,7 @@ TOML = """
 """
 
 WHY = ("a value of type object cannot be sent by the safe codec (msgpack types, numpy "
-       "arrays, bytes); convert it, or set pickle = true on the serving module in the "
+       "arrays, bytes); convert it, or set modules.server.pickle = true in the "
        "configuration")
 
 
@@ -156,8 +156,8 @@ def test_values_of_the_kinds_sent_as_they_are_are_named_too(
     assert big[1].startswith("echo(...) argument 2: "), big[1]
     assert obj == ["UnsendableError", "echo(...) argument 1: a numpy array of dtype object "
                    "(Python objects, not numbers) cannot be sent by the safe codec; convert "
-                   "it to a numeric dtype or a list, or set pickle = true on the serving "
-                   "module in the configuration"]
+                   "it to a numeric dtype or a list, or set modules.server.pickle = true "
+                   "in the configuration"]
     assert good1 == good2 == [0, 1, 2] and last == 5
 
 

@@ -155,7 +155,8 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
             codec.encode(CallBatch(0, bt.interface, [_unnamed(bt, args)]))
         except (TypeError, ValueError, OverflowError) as why:
             bad[j] = (too_large(bt.interface, why) if isinstance(why, MessageTooLarge)
-                      else named(bt.interface, args, None, why, codec.allow_pickle)
+                      else named(bt.interface, args, None, why, codec.allow_pickle,
+                                 link.module)
                       if isinstance(why, TypeError | OverflowError)
                       else why if isinstance(why, PolybusError) else UnsendableError(
                           f"{bt.interface}(...): {why}"))

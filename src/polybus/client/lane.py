@@ -101,7 +101,8 @@ class SyncLane:
         except (TypeError, OverflowError, UnicodeEncodeError) as exc:  # not encodable: which
             # argument (unsendable.py); a str UTF-8 cannot carry is a UnicodeEncodeError here
             r._lock.release()
-            raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle) from None
+            raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle,
+                        self.link.module) from None
         except MessageTooLarge as exc:
             r._lock.release()  # never sent: nothing outstanding
             raise too_large(d.interface, exc) from None

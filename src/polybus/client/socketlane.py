@@ -112,7 +112,8 @@ class SocketLane:
         except (TypeError, OverflowError, UnicodeEncodeError) as exc:  # not encodable: which
             # argument (unsendable.py; the codec says a lone surrogate as a TypeError)
             r._lock.release()
-            raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle) from None
+            raise named(d.interface, wargs, None, exc, ch.codec.allow_pickle,
+                        self.link.module) from None
         except PolybusError as exc:
             if isinstance(exc, MessageTooLarge):
                 r._lock.release()

@@ -40,8 +40,11 @@ def _fails(codec: Codec, interface: str, args: list[Any], kwargs: dict[str, Any]
     return False
 
 
+_SERVING = "set pickle = true on the serving module in the configuration"
+
+
 def named(interface: str, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
-          exc: Exception, allow_pickle: bool) -> PolybusError:
+          exc: Exception, allow_pickle: bool, module: str = "") -> PolybusError:
     """``exc`` (raised encoding a call of ``interface``) as an UnsendableError naming the
     first argument that cannot be encoded: ``f(...) argument 2: ...`` (1 is the first
     positional one) or ``f(...) argument 'key': ...``, and where in it the part that
@@ -68,14 +71,19 @@ def named(interface: str, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
             if _fails(codec, interface, [], {k: v}):
                 where = f" argument {k!r}{at(v, exc, allow_pickle)}"
                 break
-    return UnsendableError(f"{interface}(...){where}: {reason(exc)}")
+    why = reason(exc)
+    if module:  # (the key, as check and --set take it)
+        why = why.replace(_SERVING, f"set modules.{module}.pickle = true in the configuration")
+    return UnsendableError(f"{interface}(...){where}: {why}")
 
 
 def refused(rec: CallRecord, exc: Exception) -> PolybusError:
     """`named` for a call record whose message could not be encoded for its link."""
     link = rec.link
     pickle = link.channel.codec.allow_pickle if link is not None else False
-    return named(rec.dispatcher.interface, rec.args, rec.kwargs, exc, pickle)
+    links = rec.dispatcher.links
+    module = link.module if link is not None else links[0].module if links else ""
+    return named(rec.dispatcher.interface, rec.args, rec.kwargs, exc, pickle, module)
 
 
 def not_sent(rec: CallRecord, exc: Exception) -> Exception:
