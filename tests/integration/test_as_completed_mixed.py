@@ -24,3 +24,17 @@ def test_batches_and_single_calls_mixed_each_come_once_in_answer_order(tmp_path:
         assert got[-1] is slow
         assert sorted(polybus.wait(p) for p in got[:-1] if p is not quick) == [0, 2, 4, 6]
 
+
+
+def test_a_promise_given_twice_comes_once(tmp_path: Path) -> None:
+    # As concurrent.futures.as_completed does (it takes a set): the same promise twice
+    # came twice, an iteration over answers counting one answer as two. A value that
+    # is not a promise comes each time it is given, at once.
+    with cluster(tmp_path, TOML.format(agg=""), replicas=2) as c:
+        s = c.session()
+        q = s.call("nap", ("q", 0.0), {})
+        r = s.call("nap", ("r", 0.0), {})
+        got = list(polybus.as_completed([q, 7, r, q, 7]))
+        assert [x for x in got if x == 7] == [7, 7]
+        assert sorted(id(p) for p in got if p is q or p is r) == sorted([id(q), id(r)])
+        assert sorted(polybus.wait(p) for p in got if p is q or p is r) == ["q", "r"]

@@ -35,7 +35,7 @@ def as_completed(xs: Iterable[Any] | Mapping[Any, Any],
                  timeout: float | None = None) -> Iterator[Any]:
     """Yield each of ``xs`` once its answer is here, the first answered first: the
     promise itself (use it, or ``wait(p)``, which raises the call's error if it
-    failed); a value that is not a promise comes at once (a tuple or list holding one,
+    failed; one given twice comes once); a value that is not a promise comes at once (a tuple or list holding one,
     ``zip(xs, ps)``, is refused: UsageError). ``xs`` a mapping: its
     ``(key, value)`` pairs, each once its value's answer is here. A call whose
     interface has a ``timeout`` is yielded failed (CallTimeoutError) once that long has
@@ -52,7 +52,13 @@ def as_completed(xs: Iterable[Any] | Mapping[Any, Any],
             keys[id(v)].append(k)
         _refuse_held(values, "a value of the mapping")
         return _pairs(keys, values, timeout)
-    pending = list(xs)
+    pending, given = [], set()
+    for x in xs:  # (a promise given twice comes once, as concurrent.futures's does)
+        if isinstance(x, Promise):
+            if id(x) in given:
+                continue
+            given.add(id(x))
+        pending.append(x)
     _refuse_held(pending, "an item")
     return _completed(pending, timeout)
 
