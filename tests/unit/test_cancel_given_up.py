@@ -10,14 +10,12 @@ no network, as test_migrate_given_up.py.)"""
 from __future__ import annotations
 
 import pytest
-from test_migrate_given_up import _Noting, _Reactor  # tests/unit
+from test_migrate_given_up import _Noting, _Reactor, given_up_reading_between  # tests/unit
 
-from polybus.client import calls
 from polybus.client.calls import CallRecord, ReplicaLink, give_up
 from polybus.client.cancel import Asked, released
 from polybus.client.dispatch import Dispatcher
 from polybus.config.model import CallStyle
-from polybus.errors import CallTimeoutError
 from polybus.wire.messages import Released
 
 
@@ -44,16 +42,9 @@ def _setup(window: int = 1) -> tuple[list[ReplicaLink], Dispatcher, _Revoking, C
 def test_a_late_release_read_between_the_failure_and_the_let_go_frees_the_place(
         monkeypatch: pytest.MonkeyPatch) -> None:
     links, d, reactor, rec = _setup()
-    abandon = calls.abandon
-
-    def reader_between(r: CallRecord) -> None:  # (the give-up failed it; not yet let go)
-        assert r.done and links[0].outstanding.get(r.id) is r
-        released(reactor, links[0], Released([r.id], 9))  # r0 dropped it (the Revoke)
-        abandon(r)
-
-    monkeypatch.setattr(calls, "abandon", reader_between)
-    assert give_up(rec, 0.1)
-    assert isinstance(rec.error, CallTimeoutError)
+    # (r0 dropped it: the Revoke's late answer)
+    given_up_reading_between(monkeypatch, rec, links[0],
+                             lambda: released(reactor, links[0], Released([1], 9)))
     assert d.inflight == [0, 0]  # (r0's place free: the next call of f may go there)
     assert not links[0].outstanding and not links[0].abandoned
     assert not reactor.revoking

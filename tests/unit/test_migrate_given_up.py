@@ -61,19 +61,27 @@ def test_a_released_call_given_up_on_meanwhile_frees_its_place_once(
     d._send(rec, links[0])  # (on r0, the one place of its window there taken)
     assert d.inflight == [1, 0]
     m._pending[7] = (links[0], links[1], 1)  # a steal asked of r0 for r1
+    # (r0 gave it back to the steal)
+    given_up_reading_between(monkeypatch, rec, links[0], lambda: m.released(links[0], [1], 7))
+    assert d.inflight == [0, 0]  # (r0's place free: the next call of f may go there)
+    assert not links[0].outstanding and not links[0].abandoned
+    assert not links[1].outstanding  # (not moved: it is over)
+
+
+def given_up_reading_between(monkeypatch: pytest.MonkeyPatch, rec: CallRecord,
+                             link: ReplicaLink, read: Any) -> None:
+    """Give ``rec`` (on ``link``) up at its deadline, ``read()`` (the reader filing what
+    came) run after the give-up failed it and before it lets it go."""
     abandon = calls.abandon
 
-    def reader_between(r: CallRecord) -> None:  # (the give-up failed it; not yet let go)
-        assert r.done and links[0].outstanding.get(r.id) is r
-        m.released(links[0], [r.id], 7)  # r0 gave it back to the steal
+    def reader_between(r: CallRecord) -> None:
+        assert r.done and link.outstanding.get(r.id) is r
+        read()
         abandon(r)
 
     monkeypatch.setattr(calls, "abandon", reader_between)
     assert give_up(rec, 0.1)
     assert isinstance(rec.error, CallTimeoutError)
-    assert d.inflight == [0, 0]  # (r0's place free: the next call of f may go there)
-    assert not links[0].outstanding and not links[0].abandoned
-    assert not links[1].outstanding  # (not moved: it is over)
 
 
 def test_a_released_call_given_up_on_before_frees_its_place_once() -> None:
