@@ -11,13 +11,20 @@ import json
 import os
 import signal
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from polybus.testing.apps import waiting_client, write_one_call_app
-from polybus.testing.engines import CASES, TIMEOUT_S, check, command, launch, mpi_unavailable
+from polybus.testing.engines import (
+    CASES,
+    TIMEOUT_S,
+    check,
+    command,
+    launch,
+    mpi_unavailable,
+    session,
+)
 
 from .conftest import descendants, read_line
 
@@ -88,23 +95,11 @@ def test_ctrl_c_at_the_terminal_says_the_run_was_interrupted(tmp_path: Path) -> 
     app = write_one_call_app(tmp_path, server_keys="replication = 2",
                              server=WAITING_SERVER, client=WAITING_CLIENT,
                              tail='[modules.client.use.f]\ncallstyle = "async"\n')
-    argv = command("mpi", app, 2, tmp_path / "out.json")
-    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
-    try:
-        assert proc.stdout is not None
-        read_line(proc.stdout, "waiting", timeout=TIMEOUT_S)
+    with session(command("mpi", app, 2, tmp_path / "out.json"), tmp_path) as (proc, out):
+        read_line(out, "waiting", timeout=TIMEOUT_S)
         os.killpg(proc.pid, signal.SIGINT)  # (as a terminal does: the foreground group)
-        said = read_line(proc.stdout, "polybus run: .*", timeout=TIMEOUT_S).group(0)
+        said = read_line(out, "polybus run: .*", timeout=TIMEOUT_S).group(0)
         proc.wait(timeout=TIMEOUT_S)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # (the session's group: this test's alone)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        proc.stdout.close()
     line = WAITING_CLIENT.splitlines().index("    return wait(p)") + 1
     assert said.startswith(
         "polybus run: interrupted (mpiexec ended the job: Ctrl-C, or a signal sent to "

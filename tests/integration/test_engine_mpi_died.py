@@ -12,14 +12,13 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from polybus.testing.apps import waiting_client, write_bound_app
-from polybus.testing.engines import TIMEOUT_S, command, launch, mpi_unavailable
+from polybus.testing.engines import TIMEOUT_S, command, launch, mpi_unavailable, session
 
 from .conftest import descendants, read_line, rest_of
 
@@ -95,23 +94,11 @@ def test_a_rank_whose_thread_dies_is_said_and_the_run_goes_on(tmp_path: Path) ->
     before = descendants(os.getpid())
     app = write_bound_app(tmp_path, server=SERVER, client=GOES_ON, names=("die", "f"),
                           server_keys="replication = 2")
-    argv = command("mpi", app, 2, tmp_path / "out.json")
-    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
-    try:
-        assert proc.stdout is not None
-        said = read_line(proc.stdout, STOPPED, timeout=SAID_S)
+    with session(command("mpi", app, 2, tmp_path / "out.json"), tmp_path) as (proc, out):
+        said = read_line(out, STOPPED, timeout=SAID_S)
         (tmp_path / "seen").touch()
-        rest = rest_of(proc.stdout, timeout=TIMEOUT_S)
+        rest = rest_of(out, timeout=TIMEOUT_S)
         proc.wait(timeout=TIMEOUT_S)
-    finally:
-        try:
-            os.killpg(proc.pid, 9)  # (the session's group: this test's alone)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        proc.stdout.close()
     name, rank = said.group(1), said.group(2)
     assert int(rank) == 1 + int(name.rsplit("-", 1)[1])  # (replica_of's order)
     assert proc.returncode == 0, rest  # the program's own status, as under the local engine
@@ -195,28 +182,16 @@ def test_a_rank_killed_mid_call_is_named_when_the_launcher_ends_the_job(
     app = write_bound_app(tmp_path, server=KILLED_SERVER, names=("f",),
                           client=waiting_client("f"), server_keys="replication = 2",
                           client_keys='use.f = { callstyle = "async" }')
-    argv = command("mpi", app, 2, tmp_path / "out.json")
-    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
-    try:
-        assert proc.stdout is not None
-        read_line(proc.stdout, "waiting", timeout=TIMEOUT_S)
+    with session(command("mpi", app, 2, tmp_path / "out.json"), tmp_path) as (proc, out):
+        read_line(out, "waiting", timeout=TIMEOUT_S)
         deadline = time.monotonic() + TIMEOUT_S
         while not (serving := list(tmp_path.glob("serving-*"))):
             assert time.monotonic() < deadline, "no rank took the call"
             time.sleep(0.02)
         _, pid, rank = serving[0].name.split("-")
         os.kill(int(pid), signal.SIGKILL)
-        said = read_line(proc.stdout, "polybus run: .*", timeout=TIMEOUT_S).group(0)
+        said = read_line(out, "polybus run: .*", timeout=TIMEOUT_S).group(0)
         proc.wait(timeout=TIMEOUT_S)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # (the session's group: this test's alone)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        proc.stdout.close()
     assert said.startswith(
         f"polybus run: interrupted (mpiexec ended the job, after replica server-{int(rank) - 1} "
         f"(mpi rank {rank}) was lost: a rank that dies ends the job, as Ctrl-C or a signal "

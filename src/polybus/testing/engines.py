@@ -22,16 +22,18 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from polybus.testing.apps import write_app
 from polybus.testing.hosts import by_hand
 from polybus.testing.rayhead import RayHead
 
-__all__ = ["CASES", "DEATH", "ENGINES", "Case", "check", "command", "launch", "mpi_unavailable", "ray_unavailable",
-           "unavailable"]
+__all__ = ["CASES", "DEATH", "ENGINES", "Case", "check", "command", "launch", "mpi_unavailable",
+           "ray_unavailable", "session", "unavailable"]
 
 ENGINES = ("local", "mpi", "ray", "hosts")
 TIMEOUT_S = 120.0
@@ -228,6 +230,26 @@ def launch(argv: list[str], cwd: Path,
         raise AssertionError(f"no end within {TIMEOUT_S:g} s: {argv}\n"
                              f"{stderr.decode(errors='replace')[-3000:]}")
     return proc.returncode, (stdout + stderr).decode(errors="replace")
+
+
+@contextmanager
+def session(argv: list[str], cwd: Path) -> Iterator[tuple[subprocess.Popen[str], IO[str]]]:
+    """``argv`` running in a session of its own, its stdout and stderr one text stream,
+    for the caller to read and signal (``os.killpg(proc.pid, ...)``: the group is the
+    session's). Whatever is left of that session afterwards (a launcher, its ranks) is
+    killed, however the caller ended: only it."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    try:
+        yield proc, proc.stdout
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # (the session's group: this caller's alone)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        proc.stdout.close()
 
 
 def check(engine: str, case: Case, where: Path, head: RayHead | None = None) -> Any:
