@@ -47,7 +47,7 @@ class Accepting:
     _new: list[Channel]
     _channels: set[Channel]
     _stopping: bool
-    _paused: set[Channel]  # not read: the queue is full (intake.py)
+    _paused: dict[Channel, None]  # not read: the queue is full (intake.py)
     _stuck: set[Channel]  # not read: answers wait for them to read (unread.py)
     _next_unheard_look = 0.0  # when `_look_for_cut_off` looks next
     _next_stall_look = 0.0  # when `_look_for_stalled` looks next

@@ -73,7 +73,7 @@ class Intake(Accepting):
     _lock: threading.Lock
     _queue: CallQueue
     _channels: set[Channel]
-    _paused: set[Channel]
+    _paused: dict[Channel, None]  # (in the order held back: `_resume_paused` takes turns)
     _stuck: set[Channel]  # not read while answers wait for them to read (unread.py)
     _stash: dict[Channel, Message]
     _hot: set[ShmChannel]
@@ -156,7 +156,7 @@ class Intake(Accepting):
                         # (not read till there is room; its end is seen meanwhile:
                         # `_ended`, its calls not run for nobody)
                         self._sel.watch_end(ch.sock, ch)
-                        self._paused.add(ch)
+                        self._paused[ch] = None
                         if type(ch) is ShmChannel:  # it rings from now on (see _resume)
                             ch.stay_awake(False)
                             self._awake.discard(ch)
@@ -246,7 +246,7 @@ class Intake(Accepting):
         self._stash.pop(ch, None)
         if ch in self._channels:
             self._channels.discard(ch)
-            self._paused.discard(ch)  # (watched for its end: unregistered below)
+            self._paused.pop(ch, None)  # (watched for its end: unregistered below)
             if ch in self._stuck:
                 self._stuck.discard(ch)
             else:

@@ -182,6 +182,10 @@ class Polling(Intake):
         return any(not self._full(self._stash.get(ch)) for ch in self._paused)
 
     def _resume_paused(self) -> None:
+        """Read again the clients held back whose call now fits, in the order they were
+        held back: one held back again (its next call did not fit) goes to the end, so
+        each takes its turn at the room that comes. (In a set's order, the first in it
+        took every room, and another's one call waited behind a whole burst.)"""
         if not self._paused or not self._paused_fit():
             return
         for ch in list(self._paused):
@@ -189,7 +193,7 @@ class Polling(Intake):
                 if self._limited:
                     continue  # (another's may fit: a call of an interface at its limit not)
                 break
-            self._paused.discard(ch)
+            del self._paused[ch]
             if not ch.closed:
                 self._sel.register(ch.sock, ch)
                 self._take(ch)  # what it sent before the pause

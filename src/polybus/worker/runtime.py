@@ -99,7 +99,7 @@ class WorkerRuntime(Polling):
         self._sel.register(self._bell, WAKE)
         self._channels: set[Channel] = set()
         self._new: list[Channel] = []
-        self._paused: set[Channel] = set()
+        self._paused: dict[Channel, None] = {}
         self._stuck: set[Channel] = set()  # clients not reading their answers (intake.py)
         self._stash: dict[Channel, Message] = {}  # a call read while the queue was full
         # shm channels read from in the last poll: the next poll spins on their rings
