@@ -96,13 +96,13 @@ class Migrator:
                 n = min(n, d.window[j] - d.inflight[j] - coming)
                 if n <= 0:
                     continue
-            n = asked(src, dst, n)
-            if n <= 0:
+            k = asked(src, dst, n)
+            if k <= 0:
                 continue
             req = next(_reqs)
-            self._pending[req] = (src, dst, n)
+            self._pending[req] = (src, dst, n)  # (n on their way: those asked past stay)
             self.steals += 1
-            d.reactor.send(src, Steal(n, req))
+            d.reactor.send(src, Steal(k, req))
 
     def owns(self, req: int) -> bool:
         return req in self._pending
