@@ -151,3 +151,21 @@ def test_with_a_cached_operand_a_call_or_batch_over_the_limit_fails_saying_why(
                                    r"each call fits .*aggregate fewer calls"):
                     polybus.wait(p)
         assert polybus.wait(s.call("held", ("z", b), {}))[0]  # (the replica serves on)
+
+
+
+@pytest.mark.timeout(60)
+def test_calls_passing_one_cached_operand_twice_batch_together(tmp_path: Path) -> None:
+    # held(a, a), a of 600 KB and cached at both places: the frame carries two names of
+    # it, a few bytes. Its size left a out once and counted it once still: each call was
+    # over half the frame limit, so each went in a batch of its own (8 of 1, not 1 of 8).
+    import numpy as np
+
+    a = np.ones(75_000)
+    with cluster(tmp_path, CACHING.replace('cache = ["b"]', 'cache = ["row", "b"]')) as c:
+        s = c.session()
+        ps = [s.call("held", (a, a), {}) for _ in range(8)]
+        assert [polybus.wait(p)[0] for p in ps] == [True] * 8  # (named at the replica)
+        counts = s.stats().interfaces["client.held"]
+        assert (counts["batches"], counts["batched_calls"]) == (1, 8)
+        assert counts["operands_put"] == 1

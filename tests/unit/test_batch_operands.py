@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from polybus.client.batchcalls import Pending, operand_bytes
+from polybus.client.batchcalls import Pending, operand_bytes, sized_named
 from polybus.worker.heldvalue import CACHE_ENTRY_BYTES
 
 
@@ -27,6 +27,18 @@ def test_operands_are_the_cached_arrays_and_bytes_each_object_once() -> None:
     # cache names *args: every position from rest on; "auto": arrays and bytes this big
     assert operand_bytes((a, b, raw), (), 1, 0) == {id(b): 80 + e, id(raw): 50 + e}
     assert operand_bytes((a, b, raw), (), None, 80) == {id(a): 800 + e, id(b): 80 + e}
+
+
+def test_a_call_is_sized_without_its_named_operands_each_time_it_passes_one() -> None:
+    # (a batch carries a name for each: a passed twice at named places is two names,
+    # not once a's 800 bytes; at a place not named it goes by value, and is counted)
+    a = np.zeros(100)
+    named = [0]
+    assert operand_bytes((a, a, 1), (0, 1), None, 0, named) == {id(a): 800 + CACHE_ENTRY_BYTES}
+    assert named == [1600] and sized_named((a, a, 1), named[0]) == 16
+    named = [0]
+    operand_bytes((a, a, 1), (0,), None, 0, named)
+    assert named == [800] and sized_named((a, a, 1), named[0]) == 816
 
 
 def test_a_batch_takes_operands_up_to_the_bound() -> None:

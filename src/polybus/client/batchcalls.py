@@ -211,10 +211,12 @@ class Pending:
 
 
 def operand_bytes(args: tuple[Any, ...], at: tuple[int, ...], rest: int | None,
-                  auto: int) -> dict[int, int] | None:
+                  auto: int, named: list[int] | None = None) -> dict[int, int] | None:
     """The operands of ``args`` its binding caches, as its Comm finds them (operands.py,
     ``_name``): arrays and bytes at the positions ``at`` (sorted), at every position from
-    ``rest`` on, or of ``auto`` bytes or more anywhere; by object (id -> bytes)."""
+    ``rest`` on, or of ``auto`` bytes or more anywhere; by object (id -> bytes). With
+    ``named``, its first item grows by their bytes as the call passes them, each time it
+    does (one passed twice goes as two names: `sized_named`)."""
     out: dict[int, int] | None = None
     n = len(args)
     for i in (range(n) if rest is not None or auto else at):
@@ -227,18 +229,17 @@ def operand_bytes(args: tuple[Any, ...], at: tuple[int, ...], rest: int | None,
             if out is None:
                 out = {}
             out[id(a)] = size + CACHE_ENTRY_BYTES  # (as the replica counts it: cache.py)
+            if named is not None:
+                named[0] += size
     return out
 
 
-def sized_named(args: tuple[Any, ...], ops: dict[int, int] | None) -> int:
+def sized_named(args: tuple[Any, ...], named: int) -> int:
     """What a call adds to its batch with operand caching: its arguments (arg_bytes),
-    less its cached operands ``ops`` (`operand_bytes`: each once, however often it
-    appears, so a guess on the high side), as the batch names them by a Ref. A batch
-    that sends them by value instead (Pending.by_value) holds at most half a frame."""
-    size = arg_bytes(args)
-    if ops:
-        size -= sum(ops.values()) - CACHE_ENTRY_BYTES * len(ops)
-    return max(8, size)
+    less the ``named`` bytes of its cached operands (`operand_bytes`: each time the call
+    passes one), as the batch names each by a Ref. A batch that sends them by value
+    instead (Pending.by_value) holds at most half a frame of them."""
+    return max(8, arg_bytes(args) - named)
 
 
 class Slot:

@@ -194,7 +194,8 @@ class Batcher:
                 if type(a) not in AS_IS:  # held: as it is now (snapshot.py)
                     args = snapshot_row(args, self._keep())
                     break
-        ops = operand_bytes(args, self.at, self.rest, self.auto) if self.comm is not None else None
+        named = [0] if self.comm is not None else None  # (bytes it passes named: sized_named)
+        ops = operand_bytes(args, self.at, self.rest, self.auto, named) if named else None
         lock, order = self.lock, self.order
         lock.acquire()  # (not `with`: half the cost, and this is every call's)
         while order is not None and order.taking is not self:
@@ -209,7 +210,7 @@ class Batcher:
                 self._close(b)  # (the call opens the next)
                 b = self._start()
                 b.joins(ops, self.bound)
-            size = arg_bytes(args) if self.comm is None else sized_named(args, ops)
+            size = arg_bytes(args) if named is None else sized_named(args, named[0])
             if b.args and b.size + size > self.cap:  # (it would outgrow a frame: it goes first)
                 self._close(b)
                 b = self._start()

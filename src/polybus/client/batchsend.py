@@ -145,6 +145,8 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
                   max_frame=link.channel.codec.max_frame)
     keep: list[int] = []
     bad: dict[int, PolybusError] = {}
+    # (as the frame carries them: a batch by value carries its cached operands too)
+    inline = bt.comm is None or b.by_value(bt.room, bt.most)
     for j in (range(len(b.args)) if b.only is None else b.only):
         args = b.args[j]
         try:
@@ -152,9 +154,9 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
                 bt.comm.named_inline(args, link)  # its operands' names (hashing)
             # (alone over the frame limit: it fails, as a call would; its cached
             # operands go named, not in this frame)
-            codec.encode(CallBatch(0, bt.interface, [_unnamed(bt, args)]))
+            codec.encode(CallBatch(0, bt.interface, [_unnamed(bt, args, inline)]))
         except (TypeError, ValueError, OverflowError) as why:
-            bad[j] = (too_large(bt.interface, why) if isinstance(why, MessageTooLarge)
+            bad[j] = (_too_large(bt, b, why, inline) if isinstance(why, MessageTooLarge)
                       else named(bt.interface, args, None, why, codec.allow_pickle,
                                  link.module)
                       if isinstance(why, TypeError | OverflowError)
@@ -163,7 +165,7 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
         else:
             keep.append(j)
     if not bad and isinstance(exc, MessageTooLarge) and keep:
-        bad = _together(bt, b, codec, keep)  # (each call fits; together they may not)
+        bad = _together(bt, b, codec, keep, inline)  # (each fits; together they may not)
         keep = [j for j in keep if j not in bad]
     if not bad:
         return False
@@ -185,14 +187,15 @@ def refuse(bt: Batcher, b: Pending, link: ReplicaLink, exc: Exception) -> bool:
     return True
 
 
-def _together(bt: Batcher, b: Pending, codec: Codec,
-              rows: list[int]) -> dict[int, PolybusError]:
+def _together(bt: Batcher, b: Pending, codec: Codec, rows: list[int],
+              inline: bool) -> dict[int, PolybusError]:
     """The calls ``rows`` of ``b``, each of which fits in a frame, if together they do
     not (their sizes are guessed as they join a batch: policies/aggregate.py arg_bytes,
     a list's items at 9 bytes each): each fails, saying so, rather than the batch
     raising out of whichever call of the program wrote it, its calls never answered."""
     try:
-        codec.encode(CallBatch(0, bt.interface, [_unnamed(bt, b.args[j]) for j in rows]))
+        codec.encode(CallBatch(0, bt.interface, [_unnamed(bt, b.args[j], inline)
+                                                 for j in rows]))
     except MessageTooLarge as exc:
         return {j: MessageTooLarge(
             f"{bt.interface}(...): a batch of {plural(len(rows), 'call')} with this one "
@@ -201,10 +204,22 @@ def _together(bt: Batcher, b: Pending, codec: Codec,
     return {}
 
 
-def _unnamed(bt: Batcher, args: Any) -> list[Any]:
+def _unnamed(bt: Batcher, args: Any, inline: bool) -> list[Any]:
     """``args`` as a batch's frame carries them (with operand caching, its named
-    operands out: Comm.by_ref)."""
-    return list(args) if bt.comm is None else bt.comm.by_ref(args)
+    operands out: Comm.by_ref; ``inline``, a batch by value: all in)."""
+    return list(args) if inline or bt.comm is None else bt.comm.by_ref(args)
+
+
+def _too_large(bt: Batcher, b: Pending, exc: MessageTooLarge,
+               inline: bool) -> MessageTooLarge:
+    """A call over the frame limit alone, saying why its cached operands were in it."""
+    err = too_large(bt.interface, exc)
+    if not inline or bt.comm is None:
+        return err
+    return MessageTooLarge(
+        f"{err}; its cached operands went with it by value, as together "
+        f"({b.opbytes} bytes) they pass what its replicas keep (cache_bytes, "
+        f"{bt.room} bytes): raise cache_bytes, or pass fewer or smaller operands")
 
 
 def unplace(bt: Batcher, b: Pending, link: ReplicaLink) -> None:

@@ -96,10 +96,13 @@ class Migrator:
                 n = min(n, d.window[j] - d.inflight[j] - coming)
                 if n <= 0:
                     continue
+            k = asked(src, dst, n)
+            if k <= 0:
+                continue
             req = next(_reqs)
-            self._pending[req] = (src, dst, n)
+            self._pending[req] = (src, dst, n)  # (n on their way: those asked past stay)
             self.steals += 1
-            d.reactor.send(src, Steal(n, req))
+            d.reactor.send(src, Steal(k, req))
 
     def owns(self, req: int) -> bool:
         return req in self._pending
@@ -203,6 +206,48 @@ class Migrator:
             msgs = bt.comm.batch_messages(b, dst, None)
         self.d.reactor.flush(dst)
         self.d.reactor.send_many(dst, msgs + moved_batch(b, link, dst))
+
+
+def asked(src: ReplicaLink, dst: ReplicaLink, n: int) -> int:
+    """How many calls to ask ``src`` for so that ``n`` of them go to ``dst``. The
+    replica gives the client's calls from the back of its queue (lowest priority, last
+    come), any binding's; one whose binding keeps at most N at a replica
+    (``async-demand(N)``) and has no room at ``dst`` is placed again by its binding,
+    most often back at the back of that queue, the first to go to the next steal: it is
+    asked for too, or the calls ahead of it never move. 0 when none would go to ``dst``."""
+    recs = list(src.outstanding.values())
+    if not any(_window(r, dst) is not None for r in recs):
+        return n
+    order = sorted(range(len(recs)), key=lambda i: (-getattr(recs[i], "prio", 0.0), i),
+                   reverse=True)  # (the back of the replica's queue first)
+    taken: dict[int, int] = {}  # binding -> those of its calls this steal sends to dst
+    going = over = 0
+    for i in order:
+        w = _window(recs[i], dst)
+        if w is not None:
+            key, used, room = w
+            if used + taken.get(key, 0) >= room:
+                over += 1
+                continue
+            taken[key] = taken.get(key, 0) + 1
+        going += 1
+        if going >= n:
+            break
+    return n + over if going else 0
+
+
+def _window(rec: Any, dst: ReplicaLink) -> tuple[int, int, int] | None:
+    """For a call or batch whose binding keeps a window at each replica: the binding
+    (by id), what it has at ``dst`` and its window there; None for any other."""
+    if type(rec) is Pending:
+        bt = rec.batcher
+        i = bt._index.get(id(dst))
+        return None if i is None or not bt.demand else (id(bt), bt.inflight[i], bt.window)
+    d = rec.dispatcher
+    if d.style.kind != "async-demand":
+        return None
+    j = d._index.get(id(dst))
+    return None if j is None else (id(d), d.inflight[j], d.window[j])
 
 
 def migrator_for(dispatcher: Dispatcher, module: ModuleSpec, use: UseSpec,
