@@ -128,13 +128,12 @@ class Migrator:
             d.inflight[d._index[id(link)]] -= 1
             if type(rec) is Pending:
                 self._move_batch(rec, link, dst)
-            elif placed_alone(link, rec):  # (a suspect: alone, by its own binding)
-                self.moved_out[link.name] = self.moved_out.get(link.name, 0) + 1
-            else:
+            elif not placed_alone(link, rec):  # (a suspect: alone, by its own binding)
                 recs.append(rec)
+        # (Counted as moved, out of link and into dst, are the calls sent to another
+        # replica here; those placed again by their bindings are not, wherever they go.)
         if not recs:
             return
-        self.moved_out[link.name] = self.moved_out.get(link.name, 0) + len(recs)
         if dst is link or dst.dead:  # nowhere planned to go: their bindings place them again
             place_again(link, recs)
             return
@@ -157,6 +156,7 @@ class Migrator:
         if not going:
             return
         recs = going
+        self.moved_out[link.name] = self.moved_out.get(link.name, 0) + len(recs)
         self.moved_in[dst.name] = self.moved_in.get(dst.name, 0) + len(recs)
         # Each by its own binding (a steal releases calls of any interface of the module):
         # cached operands go by name (a Put if dst lacks one), other calls as they are.
@@ -177,7 +177,6 @@ class Migrator:
         cached operands named for there), followed by what its forwarded calls'
         consumers ask of it there (client/fwdmove.py)."""
         bt = b.batcher
-        self.moved_out[link.name] = self.moved_out.get(link.name, 0) + 1
         live = [i for i, lk in enumerate(bt.links) if not lk.dead]
         if dst is link or dst.dead:
             if not live:
@@ -196,7 +195,9 @@ class Migrator:
                 bt.reactor.work_left()
                 return
             dst = bt.links[min(room, key=lambda i: bt.inflight[i])]
-        self.moved_in[dst.name] = self.moved_in.get(dst.name, 0) + 1
+        if dst is not link:  # (back where it waited, at the end of its queue: not moved)
+            self.moved_out[link.name] = self.moved_out.get(link.name, 0) + 1
+            self.moved_in[dst.name] = self.moved_in.get(dst.name, 0) + 1
         b.link = dst
         dst.outstanding[b.id] = b  # type: ignore[assignment]
         bt.inflight[bt._index[id(dst)]] += 1
