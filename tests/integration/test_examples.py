@@ -47,3 +47,23 @@ def test_sort_timed_with_and_without_the_merge() -> None:
                         {**over, "modules.client.kwargs": {"timing": True}}).result
     assert timed.pop("sort_s") > 0 and timed.pop("merge_s") >= 0
     assert timed == plain and "sort_s" not in plain
+
+
+@pytest.mark.parametrize("watermark", [1, 4])
+@pytest.mark.parametrize("cache", [False, True])
+def test_ep_watermark_and_cache_are_configuration_changes(watermark: int, cache: bool) -> None:
+    """The on-demand multiply of Qureshi and Rashid: another watermark, or stateful
+    servers, is a --set away, and the product is the same."""
+    over: dict[str, object] = {
+        "modules.client.args": [64, 16],
+        "modules.client.use.multiply_block.callstyle": f"async-demand({watermark})"}
+    if cache:
+        over["modules.server.define.multiply_block.cache"] = ["rows", "cols"]
+    r = polybus.run(EXAMPLES / "ep" / "app.toml", over)
+    assert r.result["correct"] is True and r.result["tasks"] == 16 and r.calls == 16
+    counts = r.interfaces["client.multiply_block"]
+    if cache:  # each of the 32 blocks the tasks carry is put once per replica, then named
+        assert counts["operands_put"] > 0
+        assert counts["operands_put"] + counts["operands_named"] == 32
+    else:
+        assert counts["operands_put"] == counts["operands_named"] == 0
