@@ -12,6 +12,7 @@ import pytest
 
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.dispatch import Dispatcher
+from polybus.client.giveback import place_again
 from polybus.config.model import CallStyle
 from polybus.errors import ConnectionLostError
 from polybus.wire.codec import Codec
@@ -101,3 +102,21 @@ def test_the_mark_is_one_trailing_field_an_older_peer_can_leave_out() -> None:
     head[0:4] = (len(OLDER) + 8).to_bytes(4, "little")
     head[8:12] = len(OLDER).to_bytes(4, "little")
     assert codec.decode_lone(bytes(head) + OLDER) == Call(7, "f", [1], again=False)
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_a_call_given_back_unrun_is_placed_again_unmarked(style: CallStyle) -> None:
+    # (a Steal's or a Revoke's: client/giveback.py; a move is not a lost attempt)
+    links = [ReplicaLink(f"r{i}", "server", channel=None) for i in range(2)]  # type: ignore[arg-type]
+    reactor = _Reactor()
+    d = Dispatcher("f", reactor, links, style)  # type: ignore[arg-type]
+    p = d.call_async((1,), {}) if d.plain_async else d((1,), {})
+    reactor.promises.append(p)
+    rec: CallRecord = p._rec
+    link = rec.link
+    assert link is not None and d.uncount(rec, link)  # (given back: the caller's part)
+    reactor.sent.clear()
+    place_again(link, [rec])
+    d.refill()
+    assert [(m.id, m.again) for _, m in reactor.sent] == [(rec.id, False)]
+    assert rec.attempts == 1
