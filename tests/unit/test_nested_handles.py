@@ -215,7 +215,8 @@ def _roundtrip(msg: Call) -> Call:
 
 
 class _Before(_Msg, tag=1):
-    """Call as it was before ``inside``: its place held ``forward``, never sent but nil."""
+    """Call as it was before ``inside``: its place held ``forward``, never sent but nil
+    (``again``, added after it, as it is: its one byte is test_rerun_mark.py's)."""
 
     id: int
     iface: str
@@ -224,6 +225,7 @@ class _Before(_Msg, tag=1):
     prio: float = 0.0
     deadline: float = 0.0
     forward: list[Any] | None = None
+    again: bool = False
 
 
 def test_the_mark_travels_and_costs_a_call_without_it_nothing() -> None:

@@ -107,6 +107,9 @@ class CallRecord:
         return self.value is not _PENDING or self.error is not None
 
     def message(self) -> Call:
+        if self.attempts > 1:  # sent again after a loss (moves are not counted): marked
+            return Call(self.id, self.dispatcher.interface, self.args, self.kwargs, self.prio,
+                        again=True)
         return Call(self.id, self.dispatcher.interface, self.args, self.kwargs, self.prio)
 
     def set_value(self, value: Any) -> bool:

@@ -32,13 +32,13 @@ def place_again(link: ReplicaLink, recs: Iterable[CallRecord]) -> None:
         f = getattr(d.comm, "forwarder", None)
         if f is not None:
             moved(f, rec, link, None)
+        rec.attempts -= 1  # a move is not a failed attempt (refill, _send count one)
         if d.style.kind == "async-demand":
             heapq.heappush(d._backlog, (-rec.prio, next(d._seq), rec))
             if f is not None and rec.id in f.deps:
                 f.queued(rec)  # (its producers keep their values for it meanwhile)
             d.reactor.work_left()
         else:
-            rec.attempts -= 1  # a move is not a failed attempt
             d._send(rec, pick_any(d))
 
 

@@ -28,6 +28,11 @@ class Call(_Msg, tag=1):
     # list or map (broadcast handles, client/nested.py): the replica looks into these
     # alone (worker/cache.py). None for every other call, which nothing is looked into.
     inside: list[int | str] | None = None
+    # Sent again after a replica that held it was lost (client/calls.py `message`): the
+    # replica writes every answer it holds before running it, and writes its answer at
+    # once (worker/runtime.py), so that should it end the process too, it takes no
+    # finished answer with it. Last, so older peers still decode it (and ignore it).
+    again: bool = False
 
 
 class Result(_Msg, tag=2):

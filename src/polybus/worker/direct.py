@@ -113,8 +113,10 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
         # see frames already in the decoder, nor those left in an shm ring (they
         # waited for the client's next frame: for ever over tcp).
         # (a NaN prio too: Intake._admit answers it bad-call, on every path)
+        # (a call sent again after a loss too: `WorkerRuntime._run` writes what is held
+        # first, answers held by other threads meanwhile, and its own answer at once)
         general = (type(msg) is not Call or msg.iface not in functions or bool(queue._live)
-                   or bool(rt._paused) or msg.prio != msg.prio
+                   or bool(rt._paused) or msg.prio != msg.prio or msg.again
                    or bool(ch.unsent)  # (answers it has not read: intake's _stick)
                    # (a burst only from the ring: frames the decoder holds are seen by
                    # no poller's look at the ring, and would wait for a next frame)

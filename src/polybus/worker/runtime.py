@@ -312,6 +312,8 @@ class WorkerRuntime(Polling):
             return batching.run(self, job)
         call: Call = job.call
         fn = self.functions[call.iface]
+        if call.again:  # sent again after a loss: what is held is written first, and its
+            self._release_held(every=True)  # own answer at once (Call.again), not corked
         t0 = time.perf_counter()
         self.queue_wait_s += t0 - job.enqueued
         reply: Message
@@ -321,8 +323,7 @@ class WorkerRuntime(Polling):
         except BaseException as exc:  # (sys.exit() in user code too: the call fails alone)
             reply = failure(call.id, exc, fn, call.args, call.kwargs)
         spent = time.perf_counter() - t0
-        if self.options.speed < 1.0:
-            # A slower machine, modelled: wait out the difference after the real work.
+        if self.options.speed < 1.0:  # a slower machine, modelled: the difference waited out
             time.sleep(spent * (1.0 / self.options.speed - 1.0))
             spent = time.perf_counter() - t0
         self.calls += 1
@@ -330,10 +331,11 @@ class WorkerRuntime(Polling):
         reply = self.forwarding.finished(job.channel, call, reply)
         if job.channel.closed:
             return
-        if self.busy_s < 1e-4 * self.calls and len(self._queue) and corkable(reply):
+        more = len(self._queue) and not call.again  # (one sent again: its answer at once)
+        if self.busy_s < 1e-4 * self.calls and more and corkable(reply):
             held = self._holding()
             self._corked.hold(job.channel, reply)  # tiny answers, more waiting: written together
-        elif len(self._queue) and (within := coalescing(job.channel)) and not self._corked.held:
+        elif more and (within := coalescing(job.channel)) and not self._corked.held:
             held = self._holding()
             self._bells.answer(job.channel, [reply], within)  # (`ring` below, or soon)
         else:

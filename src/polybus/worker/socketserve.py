@@ -103,7 +103,8 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
         if (type(msg) is not Call or msg.iface not in functions or queue._live
                 or rt._paused or msg.kwargs or msg.prio != msg.prio  # (NaN: _admit's)
                 or ch.unsent  # (answers it has not read: intake's _stick)
-                or msg.inside is not None):  # (operands inside an argument, as below)
+                or msg.inside is not None  # (operands inside an argument, as below)
+                or msg.again):  # (sent again after a loss: the general run, direct.py)
             return None, msg
         args = msg.args
         for a in args:
