@@ -6,18 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_config_hints import CLIENT  # tests/unit (the same client, calling compare)
 
 from polybus.config import validate
 
-CLIENT = '''\
-from polybus import use
-
-compare = use("compare")
-
-
-def main(queries, entry):
-    return [compare(q, entry) for q in queries]
-'''
 BASE = '''\
 [modules.server]
 source = "server.py"
