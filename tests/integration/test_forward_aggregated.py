@@ -94,7 +94,7 @@ def gated(tmp: Path, text: str, monkeypatch: pytest.MonkeyPatch,
             g["GATE"].set()  # (no replica thread left waiting)
 
 
-def written(s: Any) -> None:
+def written(s: Any, c: Cluster) -> None:
     """Wait (bounded) until the client has written every batch and what it asks of them.
     A Forward the program's call asks of a batch while the linger timer writes that
     batch is left for the next thread that reads (client/batchsend.py, `settle_owed`):
@@ -104,6 +104,14 @@ def written(s: Any) -> None:
     while any(bt.owes or bt.unwritten for bt in s.batchers) or s.reactor.unsent_left():
         assert time.monotonic() < deadline, "the client never wrote what it had"
         s.reactor.poll()
+    # And the replicas have read it: a Forward written but not yet read when its
+    # producer answers finds no request there, and the value goes through the client
+    # (a replica's reading thread can be that late on a machine loaded to 9 on 2 CPUs).
+    links = [lk for group in s.links.values() for lk in group]
+    wrote = sum(lk.channel.bytes_sent for lk in links)
+    while sum(ch.bytes_received for rt in c.runtimes for ch in list(rt._channels)) < wrote:
+        assert time.monotonic() < deadline, "the replicas never read what was written"
+        time.sleep(0.001)
 
 
 def client_bytes(c: Cluster) -> tuple[int, int]:
@@ -137,7 +145,7 @@ def test_a_pipeline_from_an_aggregated_stage_overlaps_and_keeps_values_off_the_c
             if fwd:
                 # Every call of the pipeline returned while no producer had answered.
                 assert not g["DONE"] and not g["GATE"].is_set()
-                written(s)
+                written(s, c)
                 g["GATE"].set()
             values = [np.asarray(p) for p in lasts]
             out[fwd] = values, client_bytes(c), getattr(s, "forwarder", None)
@@ -169,7 +177,7 @@ def test_a_failing_call_of_a_batch_fails_its_consumer_alone_typed_and_named(
             ps.append(s.call("s1", (x,), {}))
             qs.append(s.call("double", (ps[-1],), {}))
         assert not g["DONE"]  # (made while their producers wait at the gate)
-        written(s)
+        written(s, c)
         g["GATE"].set()
         with pytest.raises(RemoteException) as err:
             polybus.wait(qs[2])
@@ -200,7 +208,7 @@ def test_a_consumer_waiting_in_a_backlog_has_an_aggregated_producer_keep_its_val
         qs = [s.call("later", (s.call("s1", (x,), {}),), {}) for x in xs]
         assert s.dispatchers["later"].backlogged == len(xs) - 3
         assert not g["DONE"]
-        written(s)
+        written(s, c)
         g["GATE"].set()
         for q, x in zip(qs, xs, strict=True):
             assert np.array_equal(np.asarray(q), x * 4)
