@@ -195,7 +195,7 @@ class Batcher:
                     args = snapshot_row(args, self._keep())
                     break
         named = [0] if self.comm is not None else None  # (bytes it passes named: sized_named)
-        ops = operand_bytes(args, self.at, self.rest, self.auto, named) if named else None
+        ops = None if named is None else operand_bytes(args, self.at, self.rest, self.auto, named)
         lock, order = self.lock, self.order
         lock.acquire()  # (not `with`: half the cost, and this is every call's)
         while order is not None and order.taking is not self:

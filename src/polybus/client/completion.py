@@ -35,8 +35,9 @@ def as_completed(xs: Iterable[Any] | Mapping[Any, Any],
                  timeout: float | None = None) -> Iterator[Any]:
     """Yield each of ``xs`` once its answer is here, the first answered first: the
     promise itself (use it, or ``wait(p)``, which raises the call's error if it
-    failed; one given twice comes once); a value that is not a promise comes at once (a tuple or list holding one,
-    ``zip(xs, ps)``, is refused: UsageError). ``xs`` a mapping: its
+    failed; one given twice comes once); a value that is not a promise comes at once
+    (a tuple or list holding one, ``zip(xs, ps)``, is refused: UsageError). ``xs`` a
+    mapping: its
     ``(key, value)`` pairs, each once its value's answer is here. A call whose
     interface has a ``timeout`` is yielded failed (CallTimeoutError) once that long has
     passed since it was written to a replica, as ``wait`` would. ``timeout`` (seconds,

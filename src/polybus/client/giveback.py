@@ -21,6 +21,7 @@ from polybus.client.picking import pick_any
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
+    from polybus.client.forward import Forwarder
 
 __all__ = ["place_again", "placed_alone"]
 
@@ -29,10 +30,7 @@ def place_again(link: ReplicaLink, recs: Iterable[CallRecord]) -> None:
     """Place ``recs``, given back by ``link``'s replica (none ran there), again."""
     for rec in recs:
         d = rec.dispatcher
-        f = getattr(d.comm, "forwarder", None)
-        if f is not None:
-            moved(f, rec, link, None)
-        rec.attempts -= 1  # a move is not a failed attempt (refill, _send count one)
+        f = _given_back(link, rec)
         if d.style.kind == "async-demand":
             heapq.heappush(d._backlog, (-rec.prio, next(d._seq), rec))
             if f is not None and rec.id in f.deps:
@@ -40,6 +38,17 @@ def place_again(link: ReplicaLink, recs: Iterable[CallRecord]) -> None:
             d.reactor.work_left()
         else:
             d._send(rec, pick_any(d))
+
+
+def _given_back(link: ReplicaLink, rec: CallRecord) -> Forwarder | None:
+    """What every call given back unrun by ``link`` goes through: its forwarding edges
+    leave ``link`` (its binding's forwarder returned, or None), and the move is not
+    counted as a failed attempt (refill and ``_send`` count one)."""
+    f: Forwarder | None = getattr(rec.dispatcher.comm, "forwarder", None)
+    if f is not None:
+        moved(f, rec, link, None)
+    rec.attempts -= 1
+    return f
 
 
 def placed_alone(link: ReplicaLink, rec: CallRecord) -> bool:
@@ -54,10 +63,7 @@ def placed_alone(link: ReplicaLink, rec: CallRecord) -> bool:
     if i is None or d._isolated.get(i) != rec.id:
         return False
     del d._isolated[i]
-    f = getattr(d.comm, "forwarder", None)
-    if f is not None:
-        moved(f, rec, link, None)
-    rec.attempts -= 1  # a move is not a failed attempt (refill counts one)
+    _given_back(link, rec)
     heapq.heappush(d._backlog, (float("-inf"), next(d._seq), rec))
     d.refill()
     if d._backlog:
