@@ -54,7 +54,7 @@ from polybus.client.batchcalls import (
     sized_named,
 )
 from polybus.client.batchgiveup import forget_batch, freed
-from polybus.client.batchplace import place, wait_for_room
+from polybus.client.batchplace import place, place_queued, wait_for_room
 from polybus.client.batchsend import requeue, settle_owed, write
 from polybus.client.linger import linger_main
 from polybus.client.operands import AUTO_THRESHOLD
@@ -151,6 +151,8 @@ class Batcher:
         # Replicas lost while another thread held the lock, for whoever holds it next
         self._lost_later: collections.deque[tuple[ReplicaLink, int, PolybusError]] = (
             collections.deque())
+        # Batches a steal gave back, each to be placed again under the lock (`given_back`)
+        self._back_later: collections.deque[Callable[[], None]] = collections.deque()
         # What is asked of placed batches (`after`), and batches the linger timer
         # refused, to settle (fwdbatch.py: the timer never sends): for the next reader
         self._after: collections.deque[tuple[ReplicaLink, Made]] = collections.deque()
@@ -228,7 +230,7 @@ class Batcher:
             lock.release()
             if self._unread:
                 self._read()
-            if self._lost_later or self._after:
+            if self._lost_later or self._after or self._back_later:
                 self._settle()
             if len(self.backlog) > 1:  # (bounded: the caller may wait for room)
                 wait_for_room(self)
@@ -303,10 +305,7 @@ class Batcher:
         if not self.lock.acquire(blocking=wait):
             return
         try:
-            while self.backlog:
-                if not place(self, self.backlog[0]):
-                    break
-                self.backlog.popleft()
+            place_queued(self)
         finally:
             self.lock.release()
         if self.owes:
@@ -331,14 +330,13 @@ class Batcher:
     @property
     def owes(self) -> bool:
         """Left for the next thread that may send: `_settle`'s work."""
-        return bool(self._lost_later or self._after or self.unsettled)
+        return bool(self._lost_later or self._back_later or self._after or self.unsettled)
 
     def after(self, link: ReplicaLink, make: Made) -> None:
         """What ``make`` builds about a batch placed on ``link`` (fwdbatch.py's `ask`)
         goes after it: with it if held back, else now (batchsend.py's `write_after`)."""
         self._after.append((link, make))
         self._settle()
-
 
     @property
     def unwritten(self) -> int:
@@ -371,6 +369,12 @@ class Batcher:
         # Not waited for: the thread that holds the lock may be waiting to write on a
         # connection whose writer is the thread that found this replica lost.
         self._lost_later.append((link, i, error))
+        self._settle()
+
+    def given_back(self, place_again: Callable[[], None]) -> None:
+        """A batch a steal gave back (migrate.py): ``place_again`` runs under the lock,
+        now if it is free, else by its holder as it lets go (batchsend.py)."""
+        self._back_later.append(place_again)
         self._settle()
 
     def _settle(self) -> None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from polybus.client.batching import Batcher
     from polybus.client.operands import Pushes
 
-__all__ = ["BYTES_CALLS", "HOLD", "place", "wait_for_room"]
+__all__ = ["BYTES_CALLS", "HOLD", "place", "place_queued", "wait_for_room"]
 
 HOLD = 4  # batches written together at most, while their replica is busy anyway
 BYTES_CALLS = 1024  # the calls a batch closed by bytes is counted as (`wait_for_room`)
@@ -111,6 +111,20 @@ def place(bt: Batcher, b: Pending, send: bool = True) -> bool:
     bt.held[i] = []
     write(bt, link, h)
     return True
+
+
+def place_queued(bt: Batcher) -> None:
+    """(The lock held) queued batches to replicas with room, oldest first."""
+    while bt.backlog:
+        b = bt.backlog[0]
+        if not place(bt, b):
+            return
+        # (by identity: placing may read answers, and a batch given back by a steal or
+        # lost with its replica may have been put first meanwhile)
+        if bt.backlog[0] is b:
+            bt.backlog.popleft()
+        else:
+            bt.backlog.remove(b)
 
 
 def _hold(bt: Batcher, pushes: Pushes | None) -> None:

@@ -100,17 +100,20 @@ def _refused(bt: Batcher, link: ReplicaLink, msgs: list[Message], exc: Exception
 
 
 def settle_owed(bt: Batcher) -> None:
-    """Re-run or fail the batches of replicas lost, and write what was asked of placed
-    batches (Batcher.after; not while the linger timer writes what it took from
-    ``held``), if the Batcher's lock is free (else its holder does it when it lets go);
-    then settle the batches the timer refused. Never on the timer's thread."""
+    """Re-run or fail the batches of replicas lost, place again those a steal gave back,
+    and write what was asked of placed batches (Batcher.after; not while the linger
+    timer writes what it took from ``held``), if the Batcher's lock is free (else its
+    holder does it when it lets go); then settle the batches the timer refused. Never
+    on the timer's thread."""
     if threading.current_thread() is bt._timer:
         return
-    while ((bt._lost_later or (bt._after and not bt._writing))
+    while ((bt._lost_later or bt._back_later or (bt._after and not bt._writing))
            and bt.lock.acquire(blocking=False)):
         try:
             while bt._lost_later:
                 bt._requeue(*bt._lost_later.popleft())
+            while bt._back_later:
+                bt._back_later.popleft()()
             while bt._after and not bt._writing:
                 link, make = bt._after.popleft()
                 write_after(bt, link, listed(make()))

@@ -17,6 +17,7 @@ replica is placed again by its binding (a call) or goes where its Batcher has ro
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import time
 from collections.abc import Sequence
@@ -125,10 +126,12 @@ class Migrator:
                 if isinstance(rec, CallRecord):  # give-up no longer finds it to free
                     d.freed(link)
                 continue
+            if type(rec) is Pending:  # (under its Batcher's lock, which another
+                # thread may hold, between placing a queued batch and taking it off)
+                rec.batcher.given_back(functools.partial(self._move_batch, rec, link, dst))
+                continue
             d.inflight[d._index[id(link)]] -= 1
-            if type(rec) is Pending:
-                self._move_batch(rec, link, dst)
-            elif not placed_alone(link, rec):  # (a suspect: alone, by its own binding)
+            if not placed_alone(link, rec):  # (a suspect: alone, by its own binding)
                 recs.append(rec)
         # (Counted as moved, out of link and into dst, are the calls sent to another
         # replica here; those placed again by their bindings are not, wherever they go.)
@@ -175,8 +178,12 @@ class Migrator:
         connection), given back by ``link``, goes to ``dst`` or, with no live replica
         planned, to its binding's least loaded one, written as its Batcher writes it (its
         cached operands named for there), followed by what its forwarded calls'
-        consumers ask of it there (client/fwdmove.py)."""
+        consumers ask of it there (client/fwdmove.py). Under the Batcher's lock."""
         bt = b.batcher
+        if (i := bt._index.get(id(link))) is not None and bt.inflight[i] > 0:
+            bt.inflight[i] -= 1  # (None: replaced meanwhile, its count with it)
+        if b.done:
+            return
         live = [i for i, lk in enumerate(bt.links) if not lk.dead]
         if dst is link or dst.dead:
             if not live:
