@@ -232,3 +232,38 @@ def test_a_rank_dead_as_the_run_ends_is_still_said_lost(tmp_path: Path) -> None:
     assert (f"polybus run: interrupted (mpiexec ended the job, after replica {lost.group(1)} "
             f"(mpi rank ") in out, out[-3000:]
     assert descendants(os.getpid()) <= before
+
+
+DIES_AT_IMPORT = """\
+import os
+import signal
+
+if os.environ.get("OMPI_COMM_WORLD_RANK") == "2":
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def f(x):
+    return x
+"""
+
+
+def test_a_rank_dead_at_its_import_is_named_as_not_started(tmp_path: Path) -> None:
+    """A rank killed while importing its module (a crash in an extension, say) sends no
+    error: the launcher ends the job while rank 0 waits for the replicas to register.
+    The run names the replicas not started then (it said only "Ctrl-C, or a signal sent
+    to mpiexec")."""
+    before = descendants(os.getpid())
+    app = write_bound_app(tmp_path, server=DIES_AT_IMPORT, names=("f",),
+                          client="from polybus import use\n\nf = use('f')\n\n\n"
+                                 "def main():\n    return f(1)\n",
+                          server_keys="replication = 2")
+    status, out = launch(command("mpi", app, 2, tmp_path / "out.json"), tmp_path)
+    assert status != 0, out  # (the launcher ends the job: its own status)
+    said = re.search(r"polybus run: interrupted \(mpiexec ended the job while (.*) had not "
+                     r"started: a rank that dies ends the job, as Ctrl-C or a signal sent to "
+                     r"mpiexec does\)", out)
+    assert said is not None, out[-3000:]
+    # (the rank that died; server-0 too if the job ended before it had registered)
+    assert said.group(1) in ("server-1 (mpi rank 2)",
+                             "server-0 (mpi rank 1), server-1 (mpi rank 2)"), said.group(1)
+    assert descendants(os.getpid()) <= before

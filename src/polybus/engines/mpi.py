@@ -136,13 +136,19 @@ def _until(done: Callable[[], bool], seconds: float | None = None) -> bool:
 class LauncherStopped(KeyboardInterrupt):
     """The launcher is ending the job (Ctrl-C at the terminal, a signal sent to it, or a
     rank that died): rank 0's run is interrupted, as by Ctrl-C. ``lost``: the replicas
-    (with their ranks) whose connections closed before, their ranks silent."""
+    (with their ranks) whose connections closed before, their ranks silent;
+    ``starting``: those not registered yet, when it came during the start."""
 
-    def __init__(self, lost: tuple[str, ...] = ()) -> None:
+    def __init__(self, lost: tuple[str, ...] = (), starting: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.lost = lost
+        self.starting = starting
 
     def __str__(self) -> str:
+        if not self.lost and self.starting:  # (a rank that dies importing sends nothing)
+            return (f"mpiexec ended the job while {', '.join(self.starting)} had not "
+                    "started: a rank that dies ends the job, as Ctrl-C or a signal sent "
+                    "to mpiexec does")
         if not self.lost:
             return "mpiexec ended the job: Ctrl-C, or a signal sent to mpiexec"
         which = (f"replica {self.lost[0]} was" if len(self.lost) == 1
@@ -203,6 +209,7 @@ class MpiEngine:
         self._handlers: dict[int, Any] = {}  # the signal handlers ours replaced
         self._stderr: int | None = None  # the launcher's stderr
         self._lost: dict[str, None] = {}  # replicas whose connection closed, in order
+        self._starting: tuple[str, ...] = ()  # replicas not registered yet, with ranks
         self.reports = Reports(self.comm, self.mpi, {
             i + 1: r.name for i, (_, r) in enumerate(served.replicas_in_order(app))})
 
@@ -275,7 +282,8 @@ class MpiEngine:
             os.dup2(self._stderr, 1)
         ranks = {n: r for r, n in self.reports.names.items()}
         raise LauncherStopped(tuple(f"{n} (mpi rank {ranks[n]})" for n in list(self._lost)
-                                    if n in ranks and n not in self.reports.stopped))
+                                    if n in ranks and n not in self.reports.stopped),
+                              self._starting)
 
     def _unwatch(self) -> None:
         for sig, handler in self._handlers.items():
@@ -298,6 +306,8 @@ class MpiEngine:
                     name = next((n for n, r in names.items() if r == rank), "?")
                     raise PolybusError(f"worker {name} (mpi rank {rank}) could not start: {why}")
                 missing = set(names) - {r.name for r in client.resolve()}
+                # (named if the launcher ends the job now: `_on_term`)
+                self._starting = tuple(f"{n} (mpi rank {names[n]})" for n in sorted(missing))
                 if not missing:
                     return
                 if time.monotonic() > deadline:
@@ -309,6 +319,7 @@ class MpiEngine:
                         f"{self.app.cluster.listen_host!r})")
                 time.sleep(_POLL_S)
         finally:
+            self._starting = ()
             client.close()
 
     def stop(self) -> None:
