@@ -215,17 +215,23 @@ def f(x):
 """
 
 
-def test_a_rank_dead_as_the_run_ends_is_still_said_lost(tmp_path: Path) -> None:
-    """The call re-run on the replica left, the program returns; the session's close
-    waits for the dead rank's report (which never comes) and the launcher's stop lands
-    in that wait: the loss line is said all the same (it was dropped, 7 runs in 7)."""
-    before = descendants(os.getpid())
-    app = write_bound_app(tmp_path, server=DIES_IN_CALL, names=("f",),
+def _ended_by_the_launcher(tmp_path: Path, server: str) -> str:
+    """What a run of ``server`` (2 replicas, one call of f) says, ended by mpiexec."""
+    app = write_bound_app(tmp_path, server=server, names=("f",),
                           client="from polybus import use\n\nf = use('f')\n\n\n"
                                  "def main():\n    return f(1)\n",
                           server_keys="replication = 2")
     status, out = launch(command("mpi", app, 2, tmp_path / "out.json"), tmp_path)
     assert status != 0, out  # (the launcher ends the job: its own status)
+    return out
+
+
+def test_a_rank_dead_as_the_run_ends_is_still_said_lost(tmp_path: Path) -> None:
+    """The call re-run on the replica left, the program returns; the session's close
+    waits for the dead rank's report (which never comes) and the launcher's stop lands
+    in that wait: the loss line is said all the same (it was dropped, 7 runs in 7)."""
+    before = descendants(os.getpid())
+    out = _ended_by_the_launcher(tmp_path, DIES_IN_CALL)
     lost = re.search(r"polybus: warning: replica (server-\d) of module 'server' was lost: ",
                      out)
     assert lost is not None, out[-3000:]
@@ -253,12 +259,7 @@ def test_a_rank_dead_at_its_import_is_named_as_not_started(tmp_path: Path) -> No
     The run names the replicas not started then (it said only "Ctrl-C, or a signal sent
     to mpiexec")."""
     before = descendants(os.getpid())
-    app = write_bound_app(tmp_path, server=DIES_AT_IMPORT, names=("f",),
-                          client="from polybus import use\n\nf = use('f')\n\n\n"
-                                 "def main():\n    return f(1)\n",
-                          server_keys="replication = 2")
-    status, out = launch(command("mpi", app, 2, tmp_path / "out.json"), tmp_path)
-    assert status != 0, out  # (the launcher ends the job: its own status)
+    out = _ended_by_the_launcher(tmp_path, DIES_AT_IMPORT)
     said = re.search(r"polybus run: interrupted \(mpiexec ended the job while (.*) had not "
                      r"started: a rank that dies ends the job, as Ctrl-C or a signal sent to "
                      r"mpiexec does\)", out)
