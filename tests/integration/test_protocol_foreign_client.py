@@ -263,3 +263,14 @@ def test_goodbye_ends_the_connection(replica: Replica) -> None:
         gate.touch()
         # the running call ran to its end; the waiting one was dropped, never run
         assert stats(other)[2] == before + 1
+
+
+def test_a_kept_value_is_fetched_and_an_unknown_one_is_not(replica: Replica) -> None:
+    with replica.conn() as c:
+        c.send([28, 1, "p1", "c1"])  # Keep(id, pkey, key): before the call it names
+        c.send([1, 1, "add", [40, 2]])
+        assert c.get() == [2, 1, ("ref", "fwd", [])]  # kept there, not sent
+        c.send([15, "p1", 3])
+        assert c.get() == [16, 3, True, 42]
+        c.send([15, "never-kept", 4])
+        assert c.get() == [16, 4, False, None]
