@@ -196,6 +196,9 @@ class Decoding:
                                   f"{type(exc).__name__}: {said_of(exc)}") from None
         if code == EXT_REF:
             kind, key = META_DEC.decode(data)
+            if kind != "op" and kind != "fwd":  # (another was taken for "op": a cache-miss)
+                raise ProtocolError(f"a reference of kind {str(kind)[:40]!r}; the kinds "
+                                    f"are 'op' and 'fwd'")
             ref = Ref(kind, key)
             return self._ref_hook(ref) if self._ref_hook is not None else ref
         raise ProtocolError(f"unknown extension type {code}")
