@@ -116,6 +116,18 @@ def test_a_duration_that_is_not_positive_is_refused(
     assert "expected a duration > 0 (" in err and f"got '{argv[-1]}'" in err, err
 
 
+def test_a_worker_heartbeat_shorter_than_a_configuration_takes_is_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # --heartbeat 1us was taken: the worker spun on heartbeats, about 35 % of a CPU
+    # (and its registry's), where [cluster] heartbeat refuses less than 10 ms
+    with pytest.raises(SystemExit) as info:
+        main(["worker", "--registry", "127.0.0.1:9", "--heartbeat", "1us"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert ("argument --heartbeat: a heartbeat of '1us' is too short to keep (from '10ms' "
+            "to '24h', as [cluster] heartbeat)") in err, err
+
+
 def test_a_duration_on_the_command_line_is_written_as_in_the_configuration() -> None:
     from polybus.cli.main import build_parser
 

@@ -24,6 +24,7 @@ def main():
 BASE = '''\
 [modules.server]
 source = "server.py"
+replication = 2
 
 [modules.client]
 source = "client.py"
@@ -47,6 +48,11 @@ FRAME_OVER = "a max_frame of "
 FRAME_WHY = (" is more than a frame can be, '4GiB' less a byte (4,294,967,295 bytes): a "
              "frame's length is 32 bits on the wire")
 FRAME_RANGE = "from '64KiB' (65,536 bytes) to '4GiB' less a byte; the default is '1GiB'"
+RATIOS = "a string such as '1:2:4' or an array of numbers such as [1, 2, 4]"
+HEARTBEAT_LOW = "a heartbeat of "
+HEARTBEAT_WHY = (" is too short to keep: a replica silent for 3 heartbeats is taken for "
+                 "dead, and a busy machine delays a process longer than that")
+HEARTBEAT_RANGE = "from '10ms' to '24h'; the default is 1 s"
 S = "modules.server"
 U = "modules.client.use.compare"
 
@@ -111,6 +117,26 @@ OUT_OF_RANGE = [
     # handshake, and a message past 4 GiB failed to pack rather than being too large
     ("cluster.max_frame", "99TiB", FRAME_OVER + "'99TiB'" + FRAME_WHY, FRAME_RANGE),
     ("cluster.max_frame", 1 << 32, FRAME_OVER + "4294967296" + FRAME_WHY, FRAME_RANGE),
+    # a share that is no finite number was taken: NaN sent that replica nothing, an
+    # infinite share (or two whose sum overflows) skewed the split, 1e308:1e308 7 to 1
+    (f"{U}.loadratio", "nan:1", "a load ratio's shares are finite numbers, got 'nan:1'",
+     RATIOS),
+    (f"{U}.loadratio", [1, float("inf")],
+     "a load ratio's shares are finite numbers, got [1, inf]", RATIOS),
+    (f"{U}.loadratio", [1e308, 1e308],
+     "a load ratio's shares are finite numbers, got [1e+308, 1e+308] (their sum is not)",
+     RATIOS),
+    # a fraction of a byte written as a string was rounded, where a number was refused
+    (f"{S}.define.compare.cache_bytes", "1.5",
+     "a size in bytes must be whole, got '1.5'", SIZES),
+    (f"{S}.define.compare.cache_bytes", "2.5B",
+     "a size in bytes must be whole, got '2.5B'", SIZES),
+    # a heartbeat of microseconds was taken: the worker never registered (1us), or every
+    # call was lost with its replica taken for dead after 3 ms of silence (1ms)
+    ("cluster.heartbeat", "1us", HEARTBEAT_LOW + "'1us' (1e-06 s)" + HEARTBEAT_WHY,
+     HEARTBEAT_RANGE),
+    ("cluster.heartbeat", 0.001, HEARTBEAT_LOW + "0.001 (0.001 s)" + HEARTBEAT_WHY,
+     HEARTBEAT_RANGE),
     # a window of twenty digits was taken, and meant nothing
     (f"{U}.callstyle", f"async-demand({HUGE})",
      f"window {HUGE} in call style 'async-demand({HUGE})' is more than 1,000,000",
@@ -142,6 +168,10 @@ def test_a_value_out_of_range_is_said_at_its_key_with_the_range(
     ("cluster.max_frame", "64KiB"),  # (the least taken: config/cluster.py MIN_FRAME)
     (f"{S}.define.compare.timeout", 1e12),  # (a deadline: any finite one works)
     (f"{S}.define.compare.queue", HUGE),  # (a bound never reached)
+    ("cluster.heartbeat", "10ms"),  # (the least taken: config/cluster.py MIN_HEARTBEAT)
+    (f"{U}.loadratio", "0.5:1e300"),
+    (f"{S}.define.compare.cache_bytes", "1.5KiB"),  # (whole bytes: 1536)
+    (f"{S}.define.compare.cache_bytes", "1.0001KiB"),  # (rounded: a unit's fraction)
 ])
 def test_the_ends_of_each_range_are_taken(tmp_path: Path, key: str, value: object) -> None:
     assert _found(tmp_path, {key: value}) == []

@@ -34,7 +34,8 @@ from polybus.errors import ConfigError
     # (strings are read exactly, not through a float: 2**53 + 1 was 2**53)
     ("9007199254740993", (1 << 53) + 1),
     ("9223372036854775806", (1 << 63) - 2),
-    ("1e-999999999", 0),
+    ("1e-999999999KiB", 0),  # (a unit's fraction rounds to a whole byte)
+    ("1e3", 1000),
 ])
 def test_sizes(text: object, expected: int) -> None:
     assert parse_size(text) == expected
@@ -68,6 +69,9 @@ def test_bad_size_values(bad: object) -> None:
     ("9223372036854775808", "a size must be less than 8 EiB (2**63 bytes), got "
                             "'9223372036854775808'"),
     ("1e999999999EiB", "a size must be less than 8 EiB (2**63 bytes), got '1e999999999EiB'"),
+    # a fraction of a byte is refused as a number's is (1.5): "1.5" was rounded to 2
+    ("1.5", "a size in bytes must be whole, got '1.5'"),
+    ("1e-999999999", "a size in bytes must be whole, got '1e-999999999'"),
 ])
 def test_sizes_out_of_range_say_so(value: object, message: str) -> None:
     with pytest.raises(ConfigError) as info:

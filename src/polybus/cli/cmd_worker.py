@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from polybus.cli.values import check_name, seconds
+from polybus.cli.values import check_name, heartbeat_seconds
 from polybus.config.files import not_a_file
 from polybus.errors import AuthenticationError, TransportError, UsageError
 from polybus.plural import plural
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-file", metavar="FILE",
                    help="read the cluster token from FILE (else $POLYBUS_TOKEN, else "
                         "the configuration's [cluster] token_file)")
-    p.add_argument("--heartbeat", type=seconds, default=None, metavar="DURATION",
+    p.add_argument("--heartbeat", type=heartbeat_seconds, default=None, metavar="DURATION",
                    help="seconds between heartbeats (default: --config's [cluster] "
                         "heartbeat, else 1)")
     p.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)

@@ -197,6 +197,21 @@ def seconds(text: str) -> float:
     return value
 
 
+def heartbeat_seconds(text: str) -> float:
+    """An argparse type: `seconds`, within what ``[cluster] heartbeat`` takes
+    (config/cluster.py): ``--heartbeat 1us`` spun the worker on heartbeats."""
+    from polybus.config.cluster import MIN_HEARTBEAT
+    from polybus.config.schema import LONGEST
+
+    value = seconds(text)
+    if not MIN_HEARTBEAT[0] <= value <= LONGEST[0]:
+        why = "too short to keep" if value < MIN_HEARTBEAT[0] else "too long"
+        raise argparse.ArgumentTypeError(
+            f"a heartbeat of {text!r} is {why} (from {MIN_HEARTBEAT[1]} to {LONGEST[1]}, "
+            "as [cluster] heartbeat)")
+    return value
+
+
 def _unquoted(text: str) -> str:
     """``text``'s string if it is one TOML string (``"2m"`` or ``'2m'``), else ``text``."""
     if text[:1] not in ("'", '"'):

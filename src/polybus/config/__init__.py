@@ -27,6 +27,7 @@ from polybus.config.overrides import Overrides, apply_overrides, parse_override
 from polybus.config.problems import ConfigErrors, Problems, dotted
 from polybus.config.replication import parse_replication
 from polybus.config.schema import source_file
+from polybus.config.tomlerrors import not_toml, not_utf8
 from polybus.config.tomllines import TomlLines
 from polybus.config.units import parse_duration, parse_size
 from polybus.errors import ConfigError
@@ -61,18 +62,22 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], MilFile | None]:
     if has_nul(file):  # (Path raised ValueError: embedded null byte)
         raise ConfigError(f"the configuration file's name {NUL_SAID}",
                           file=file.replace("\0", "\\x00"))
-    try:  # (utf-8-sig: a byte order mark, as Notepad writes, is read past)
-        text = Path(path).read_bytes().decode("utf-8-sig")
+    try:
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise ConfigError("configuration file not found", file=file) from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise ConfigError(f"cannot read the configuration file: {e}", file=file) from None
+    try:  # (utf-8-sig: a byte order mark, as Notepad writes, is read past)
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise not_utf8(e, data, file) from None
     if is_mil(file):
         return parse_mil(text, file)
     try:
         return tomllib.loads(text), None
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"not valid TOML: {e}", file=file) from None
+        raise not_toml(e, text, file) from None
 
 
 def module_sources(path: str | Path, overrides: Overrides = (), origin: Origin = SET

@@ -32,7 +32,7 @@ from polybus.errors import ConfigError
 from polybus.transport.endpoints import WILDCARDS
 from polybus.wire.framing import MAX_FRAME
 
-__all__ = ["MAX_FRAME", "MIN_FRAME", "TLSHosts", "parse_cluster"]
+__all__ = ["MAX_FRAME", "MIN_FRAME", "MIN_HEARTBEAT", "TLSHosts", "parse_cluster"]
 
 # The least ``max_frame`` taken: every message between client and replicas is one
 # frame, polybus's own too (a call's header, a remote error's traceback, a batch of
@@ -44,6 +44,11 @@ MIN_FRAME = 64 * 1024
 # a larger limit (it passed check, then was sent garbled in the handshake's 16 bits, and
 # a message past 4 GiB failed to pack rather than being refused as too large).
 MAX_FRAME_SAID = "'4GiB' less a byte"
+# The shortest heartbeat: a replica silent for 3 heartbeats is taken for dead, and a
+# loaded machine delays a process for milliseconds. One of 1 us was taken: the worker
+# never registered, its start spun on timeouts of nothing; one of 1 ms lost every call,
+# its replica taken for dead 3 ms into the call. (Also `polybus worker --heartbeat`.)
+MIN_HEARTBEAT = (0.01, "'10ms'")
 
 TLSHosts: TypeAlias = (Sequence[str] | Literal["registry", "registry-by-hand", "worker", "client"]
                        | None)
@@ -56,6 +61,18 @@ its host, never the wildcard, which a run's own workers register). "worker": non
 as it starts: worker/main.py). "client": none (a run or serve given a registry apart,
 which starts no worker: a client is never dialled). Else each of these names
 (``polybus check --host``)."""
+
+
+def _heartbeat(t: Table) -> float | None:
+    """``heartbeat``: a duration from `MIN_HEARTBEAT` to `LONGEST`."""
+    beat = t.positive_duration("heartbeat", LONGEST)
+    if beat is not None and beat < MIN_HEARTBEAT[0]:
+        t.p.add(f"a heartbeat of {shown(t.t['heartbeat'])} ({beat:.4g} s) is too short to "
+                "keep: a replica silent for 3 heartbeats is taken for dead, and a busy "
+                "machine delays a process longer than that", t.key("heartbeat"),
+                f"from {MIN_HEARTBEAT[1]} to {LONGEST[1]}; the default is 1 s")
+        return None
+    return beat
 
 
 def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
@@ -106,7 +123,7 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
         engine=cast(Literal["local", "hosts", "mpi", "ray"], pick(engine, c.engine)),
         registry=registry,
         listen_host=pick(t.string("listen_host"), c.listen_host),
-        heartbeat=pick(t.positive_duration("heartbeat", LONGEST), c.heartbeat),
+        heartbeat=pick(_heartbeat(t), c.heartbeat),
         max_frame=pick(max_frame, c.max_frame),
         token_file=token_file,
     )

@@ -247,8 +247,15 @@ class Problems:
         for k in table:
             if k in valid:
                 continue
-            hint = ((extra_hints or {}).get(k) or foreign_hint(k, table[k], prefix)
-                    or nearest(k, valid))
+            hint = (extra_hints or {}).get(k) or foreign_hint(k, table[k], prefix)
+            if hint is None:  # (keys.py imports this module: imported when needed)
+                from polybus.config.keys import home_hint
+
+                home, near = home_hint(k, prefix), closest(k, valid)
+                if home and near and not (near.startswith(k) or k.startswith(near)):
+                    near = None  # ('engine' in a module was "did you mean 'define'?")
+                said = f"did you mean {near!r}?" if near else None
+                hint = f"{said} {home}" if home and said else home or said
             if hint is None:
                 hint = "valid keys: " + ", ".join(valid)
             self.add(f"unknown key {k!r}", dotted(*prefix, k), hint)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -151,6 +152,13 @@ def _loadratio(t: Table) -> tuple[float, ...] | None:
         numbers = [float(x) for x in raw]
     else:
         t.p.wrong_type(forms, raw, t.key("loadratio"))
+        return None
+    # (NaN gave its replica no call, inf or a sum past a float skewed the split: the
+    # rotation adds and subtracts the shares and their sum, client/policies/balance.py)
+    finite = all(math.isfinite(x) for x in numbers)
+    if not finite or not math.isfinite(sum(numbers)):
+        t.p.add(f"a load ratio's shares are finite numbers, got {raw!r}"
+                + ("" if not finite else " (their sum is not)"), t.key("loadratio"), forms)
         return None
     if not numbers or any(x < 0 for x in numbers) or not any(x > 0 for x in numbers):
         t.p.add(f"a load ratio needs shares >= 0, at least one > 0; got {raw!r}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from polybus.config.keys import SERVE_KEYS
 from polybus.config.model import CallStyle, ModuleSpec, RouteSpec, ServeSpec, UseSpec
 from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.schema import USE_KEYS, parse_use
@@ -21,9 +22,6 @@ from polybus.http.routes import split_route_key
 
 __all__ = ["HTTP_METHODS", "ROUTE_KEYS", "SERVE_KEYS", "check_routes", "parse_serve"]
 
-SERVE_KEYS = ("listen", "routes", "max_body", "max_head", "max_connections", "idle_timeout",
-              "head_timeout", "min_body_rate", "tracebacks", "grace", "restart",
-              "restart_pause")
 ROUTE_KEYS = ("to", "callstyle", "loadratio", "balance", "timeout", "transport")
 #: the methods of RFC 9110 and PATCH: a route's method outside them is taken for a typo
 #: ("GTE /" would otherwise answer every GET with 405)

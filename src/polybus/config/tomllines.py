@@ -33,6 +33,7 @@ class TomlLines:
 
     def __init__(self, text: str) -> None:
         self.lines: dict[str, int] = {}
+        self.written: dict[int, str] = {}  # (the key or table each line wrote)
         table: list[str] = []
         in_string: str | None = None  # the quotes of a multi-line string being read
         for no, line in enumerate(text.splitlines(), 1):
@@ -47,6 +48,7 @@ class TomlLines:
                 header = _key(s.strip("[").partition("]")[0])
                 if header is not None:
                     table = header
+                    self.written[no] = dotted(*table)
                     # (and the tables it makes by the way: [module.worker] is where a
                     # misspelt 'module' was written)
                     for n in range(1, len(table) + 1):
@@ -57,6 +59,7 @@ class TomlLines:
             if parts is None:
                 continue
             self.lines.setdefault(dotted(*table, *parts), no)
+            self.written[no] = dotted(*table, *parts)
             for q in ('"""', "'''"):
                 if value.count(q) % 2 == 1:
                     in_string = q

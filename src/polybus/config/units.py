@@ -75,7 +75,12 @@ def parse_size(value: object) -> int:
         split = _split(value)
         if split is None or split[1].lower() not in _SIZE_UNITS | {"": 1}:
             raise ConfigError(f"not a size: {said}", hint=SIZE_FORMS)
-        total = _exact_size(split[0], _SIZE_UNITS[split[1].lower() or "b"])
+        unit = _SIZE_UNITS[split[1].lower() or "b"]
+        total = _exact_size(split[0], unit)
+        if unit == 1 and total.is_finite() and total != total.to_integral_value():
+            # (as a number's: "1.5" was rounded to 2 bytes where 1.5 was refused; a
+            # larger unit's fraction, "1.3MiB", is rounded to a whole byte)
+            raise ConfigError(f"a size in bytes must be whole, got {said}", hint=SIZE_FORMS)
     if total != total:  # NaN
         raise ConfigError(f"not a size: {said}", hint=SIZE_FORMS)
     if total < 0:
