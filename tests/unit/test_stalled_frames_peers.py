@@ -149,6 +149,6 @@ def test_a_replica_stalled_in_an_answer_is_taken_for_dead_by_its_client() -> Non
             ch.close()
         listener.close()
     assert isinstance(heard[-1], Ping), heard  # (it was asked, and never answered)
-    # (said as what it is: not "sent nothing")
-    assert f"w sent 65,536 of a {len(answer[0]):,}-byte frame and nothing more for 0.75 s " \
+    # (said as what it is: not "sent nothing"; and where: the replica's host, cut off)
+    assert f"w at tcp://127.0.0.1:{port} sent 65,536 of a {len(answer[0]):,}-byte frame and nothing more for 0.75 s " \
            "while holding calls (heartbeat 0.25 s); taken for dead" in str(info.value), info.value

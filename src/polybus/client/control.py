@@ -53,8 +53,10 @@ def check_liveness(r: Reactor) -> None:
         begun = link.channel.decoder.begun()
         said = "nothing" if begun is None else f"{frame_part(begun)} and nothing more"
         # Closed: answers it sends after all are never read, so none is taken twice.
+        # Its address said: which host went silent (one cut off by the network).
         r._lost(link, ConnectionLostError(
-            f"{link.name} sent {said} for {live.misses * live.heartbeat:g} s while "
+            f"{link.name} at {link.channel.peer} sent {said} for "
+            f"{live.misses * live.heartbeat:g} s while "
             f"holding calls (heartbeat {live.heartbeat:g} s); taken for dead",
             heartbeat=live.heartbeat))
     for link in ping:

@@ -25,7 +25,7 @@ from polybus.errors import AuthenticationError, ProtocolError, TLSHandshakeError
 from polybus.transport import inproc
 from polybus.transport import tls as _tls
 from polybus.transport.channel import Channel
-from polybus.transport.handshakeio import recv_exact
+from polybus.transport.handshakeio import Slow, recv_exact
 from polybus.wire import handshake
 from polybus.wire.codec import Codec
 
@@ -230,7 +230,12 @@ def connect(address: Address | str, token: bytes, codec: Codec,
         if tls is not None:
             sock = _tls.wrap_client(sock, tls, addr.host, deadline)
         hs = handshake.ClientHandshake(token, codec.max_frame)
-        hello = recv_exact(sock, handshake.HELLO_SIZE, deadline)
+        try:
+            hello = recv_exact(sock, handshake.HELLO_SIZE, deadline)
+        except Slow as exc:  # (a TLS side's alert, its close not yet come: said as TLS)
+            if tls is not None or addr.scheme != "tcp" or not _tls.looks_like_tls(exc.data):
+                raise
+            hello = exc.data
         greeted = bool(hello)
         if tls is None and addr.scheme == "tcp" and _tls.looks_like_tls(hello):
             raise TLSHandshakeError(

@@ -7,11 +7,13 @@ import time
 
 
 class Slow(TimeoutError):
-    """A handshake's bytes that did not all come in time: ``got`` of them came."""
+    """A handshake's bytes that did not all come in time: ``data``, ``got`` of them,
+    came (what they are may say who the peer is: a TLS record, where a greeting was due)."""
 
-    def __init__(self, got: int, n: int) -> None:
-        super().__init__(f"timed out ({got} of its {n} bytes came in time)")
-        self.got = got
+    def __init__(self, data: bytes, n: int) -> None:
+        super().__init__(f"timed out ({len(data)} of its {n} bytes came in time)")
+        self.data = data
+        self.got = len(data)
 
 
 def recv_exact(sock: socket.socket, n: int, deadline: float | None = None, *,
@@ -30,12 +32,12 @@ def recv_exact(sock: socket.socket, n: int, deadline: float | None = None, *,
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise Slow(len(data), n)
+                raise Slow(data, n)
             sock.settimeout(left)
         try:
             chunk = sock.recv(n - len(data))
         except TimeoutError:
-            raise Slow(len(data), n) from None
+            raise Slow(data, n) from None
         if not chunk:
             break
         data += chunk
