@@ -28,11 +28,12 @@ from polybus.client import batchrefill
 from polybus.client.calls import ReplicaLink
 from polybus.client.dialing import connect_replica, tune
 from polybus.client.naming import forget
+from polybus.client.stats import first_stats, link_bytes
 from polybus.errors import PolybusError
 from polybus.registry.client import RegistryClient
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Codec
-from polybus.wire.messages import Replica
+from polybus.wire.messages import Replica, Stats
 
 if TYPE_CHECKING:
     from polybus.client.batching import Batcher
@@ -69,6 +70,9 @@ class Wanted:
 class Found:
     replica: Replica
     channel: Channel
+    # Its counters when dialled: the run's figures are the difference (client/stats.py;
+    # a process taken for dead and back counted on meanwhile). None: not answered.
+    base: Stats | None = None
 
 
 def key_of(session: Session, link: ReplicaLink) -> str | None:
@@ -137,7 +141,8 @@ def dial(w: Wanted, halt: Halt | None = None) -> tuple[list[Found], list[str]]:
             break
         codec = Codec(allow_pickle=w.allow_pickle, max_frame=w.max_frame)
         try:
-            found.append(Found(r, connect_replica(r, w.scheme, w.token, codec)))
+            ch = connect_replica(r, w.scheme, w.token, codec)
+            found.append(Found(r, ch, first_stats(ch)))
         except PolybusError as exc:
             failed.append(f"{r.name}: {exc}")
     return found, failed
@@ -218,6 +223,8 @@ def _put(session: Session, links: list[ReplicaLink], f: Found) -> ReplicaLink | 
     tune(f.channel, session.app.modules[old.module])
     new = ReplicaLink(r.name, old.module, f.channel, r.speed)
     follow(new, old)
+    session._base[id(new)] = f.base  # (this run's figures from here: client/stats.py)
+    session._bytes0[id(new)] = link_bytes(new)
     reactor = session.reactor
     reactor.links = [lk for lk in reactor.links if lk is not old]
     reactor._rings[:] = [(lk, ch) for lk, ch in reactor._rings if lk is not old]

@@ -11,20 +11,25 @@ benchmark reads them (bench/_balance.py).
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from polybus.client.counts import interfaces
+from polybus.errors import PolybusError
 from polybus.wire.messages import Stats, StatsRequest
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
     from polybus.client.reactor import Reactor
     from polybus.client.session import Session
+    from polybus.transport.channel import Channel
 
-__all__ = ["ReplicaStats", "SessionStats", "ask_stats", "link_bytes", "session_stats"]
+__all__ = ["ReplicaStats", "SessionStats", "ask_stats", "first_stats", "link_bytes",
+           "session_stats"]
 
 _reqs = itertools.count(1)
+STATS_WAIT_S = 2.0  # how long a replica just dialled is waited for (`first_stats`)
 
 
 @dataclass
@@ -72,6 +77,24 @@ def link_bytes(link: ReplicaLink) -> tuple[int, int]:
             - getattr(ch, "shm_overhead_received", 0))
 
 
+def first_stats(ch: Channel, seconds: float = STATS_WAIT_S) -> Stats | None:
+    """The counters of the replica at the end of ``ch``, a connection just dialled that
+    nothing else uses yet (client/revive.py: a replica taken back, whose counters ran on
+    while it was taken for dead), or None if it does not answer within ``seconds``."""
+    req = next(_reqs)
+    deadline = time.monotonic() + seconds
+    try:
+        ch.send(StatsRequest(req))
+        while time.monotonic() < deadline:
+            ch.fill_soon(0.001)
+            while (msg := ch.next_message()) is not None:
+                if type(msg) is Stats and msg.req == req:
+                    return msg
+    except PolybusError:  # (gone again: found by the reactor once the link is in place)
+        return None
+    return None
+
+
 def ask_stats(reactor: Reactor, link: ReplicaLink) -> Stats | None:
     """``link``'s replica's counters (a ``Stats``), or None if it is gone or does not
     answer."""
@@ -105,7 +128,11 @@ def session_stats(session: Session) -> SessionStats:
                 continue
             rs.calls += link.calls
             reply = ask_stats(session.reactor, link)
-            if reply is not None:  # (the replica's, so other clients' calls count too)
+            # (a replica taken back whose counters were not read as it was: its own
+            # would count the calls it answered before, in its lost row too; this
+            # client's count of its answers stands, its times are not known)
+            unknown = link.before is not None and session._base.get(id(link)) is None
+            if reply is not None and not unknown:  # (the replica's: other clients' count)
                 answered.add(link.name)
                 base = session._base.get(id(link)) or Stats(link.name, 0, 0.0, 0.0, 0, 0)
                 rs.calls = reply.calls - base.calls
