@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
     max_frame = 1 << 30
     heartbeat = 1.0
     http: list[str] = []
-    if args.config:
+    if args.config is not None:  # ("": said to be empty, not taken for no --config)
         from polybus.config import load
 
         if not args.as_key:

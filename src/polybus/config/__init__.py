@@ -59,6 +59,9 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], MilFile | None]:
     """`load_document`, and for a MIL file the line each dotted key was written at and
     what else its checks need to speak MIL (config/milfile.py)."""
     file = str(path)
+    if file == "":  # (Path("") is the working directory: "Is a directory: '.'" was said)
+        raise ConfigError("the configuration file's path is empty (''): give the "
+                          "configuration's file, such as app.toml")
     if has_nul(file):  # (Path raised ValueError: embedded null byte)
         raise ConfigError(f"the configuration file's name {NUL_SAID}",
                           file=file.replace("\0", "\\x00"))
