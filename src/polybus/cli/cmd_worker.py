@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from polybus.cli.values import check_name, heartbeat_seconds
+from polybus.config.cluster import check_registry_option
 from polybus.config.files import not_a_file
 from polybus.config.registrynames import replica_name_fault, shown
 from polybus.errors import AuthenticationError, TransportError, UsageError
@@ -64,6 +65,7 @@ def main(args: argparse.Namespace) -> int:
     from polybus.transport.inproc import ONE_PROCESS
     from polybus.worker.main import serve
 
+    check_registry_option(args.registry)  # (as [cluster] registry is checked)
     if args.name is not None and (fault := replica_name_fault(args.name)) is not None:
         raise UsageError(f"--name {shown(args.name)}: {fault}")  # ('' was the default name)
     for where in args.listen or []:  # (before the module is imported: a typo costs nothing)

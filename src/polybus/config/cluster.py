@@ -26,13 +26,14 @@ from polybus.config.keys import CLUSTER_KEYS, TLS_KEYS
 from polybus.config.model import ClusterSpec, TLSFiles
 from polybus.config.problems import Problems
 from polybus.config.schema import ENGINES, LONGEST
-from polybus.config.table import Table, pick
+from polybus.config.table import Table, is_address, pick
 from polybus.config.units import parse_size, shown
-from polybus.errors import ConfigError
+from polybus.errors import ConfigError, UsageError
 from polybus.transport.endpoints import WILDCARDS
 from polybus.wire.framing import MAX_FRAME
 
-__all__ = ["MAX_FRAME", "MIN_FRAME", "MIN_HEARTBEAT", "TLSHosts", "parse_cluster"]
+__all__ = ["MAX_FRAME", "MIN_FRAME", "MIN_HEARTBEAT", "REGISTRY_FORMS", "TLSHosts",
+           "check_registry_option", "parse_cluster", "registry_fault"]
 
 # The least ``max_frame`` taken: every message between client and replicas is one
 # frame, polybus's own too (a call's header, a remote error's traceback, a batch of
@@ -63,6 +64,33 @@ which starts no worker: a client is never dialled). Else each of these names
 (``polybus check --host``)."""
 
 
+REGISTRY_FORMS = "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'"
+
+
+def registry_fault(address: str) -> str | None:
+    """Why ``address`` is no registry's, as ``[cluster] registry`` refuses it (the command
+    line takes ``tcp://HOST:PORT`` too, as the local engine gives it to its workers);
+    None if it is one."""
+    rest = address.removeprefix("tcp://")
+    if is_address(rest):
+        return None
+    if not address:
+        return f"the address is empty ({REGISTRY_FORMS})"
+    if is_address(rest, lowest_port=0):  # (as `polybus registry --listen` may be given)
+        return ("bad registry address: port 0 picks a free port where a registry listens, "
+                f"and names none to dial ({REGISTRY_FORMS}: the port the registry printed)")
+    return f"bad registry address ({REGISTRY_FORMS})"
+
+
+def check_registry_option(address: str | None) -> None:
+    """UsageError if ``address`` (``--registry``, ``registry=`` from Python) is given and
+    is no registry's: refused as ``[cluster] registry`` is, before anything starts (port
+    0 was dialled, "no registry answers"; ``''`` was taken for none, and the run started
+    a cluster of its own)."""
+    if address is not None and (fault := registry_fault(address)) is not None:
+        raise UsageError(f"--registry {address!r}: {fault}")
+
+
 def _heartbeat(t: Table) -> float | None:
     """``heartbeat``: a duration from `MIN_HEARTBEAT` to `LONGEST`."""
     beat = t.positive_duration("heartbeat", LONGEST)
@@ -83,8 +111,7 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
     p.unknown_keys(table, CLUSTER_KEYS, "cluster")
     t = Table(table, ("cluster",), p)
     c = ClusterSpec()
-    registry = t.address("registry", "registry",
-                         "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'")
+    registry = t.address("registry", "registry", REGISTRY_FORMS)  # (registry_fault too)
     max_frame = t.parsed("max_frame", parse_size)
     if max_frame is not None and max_frame < MIN_FRAME:
         p.add(f"a max_frame of {shown(table['max_frame'])} is below the least polybus "
