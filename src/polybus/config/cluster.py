@@ -16,6 +16,8 @@ name at load (a peer that dials it checks the name; a client's is never checked)
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import socket
 from collections.abc import Sequence
 from pathlib import Path
@@ -91,6 +93,52 @@ def check_registry_option(address: str | None) -> None:
         raise UsageError(f"--registry {address!r}: {fault}")
 
 
+LISTEN_HOST = ("a host name or an IP address of this machine, or '0.0.0.0' (every "
+               "interface)")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _listen_host(t: Table) -> str | None:
+    """``listen_host``, unless it can name no interface (it passed check, and run failed
+    at its first listen: "Name or service not known"). A name that looks up nowhere is
+    left to the run: it may be another host's, or not yet in DNS, where check runs."""
+    host = t.string("listen_host")
+    if not host or host in WILDCARDS:
+        return host
+    why = _host_fault(host)
+    if why is None:
+        return host
+    hint = LISTEN_HOST
+    if why.endswith("without a port (the ports are picked free)"):
+        hint += "; a worker started by hand takes --listen tcp://HOST:PORT"
+    t.p.add(f"bad listen_host {host!r}: {why}", t.key("listen_host"), hint)
+    return None
+
+
+def _host_fault(host: str) -> str | None:
+    """Why ``host`` can be no host a socket listens at, if it cannot."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if ":" in bare:
+        try:
+            ipaddress.IPv6Address(bare)
+        except ValueError:
+            if _SCHEME.match(host):
+                return "a host alone, without a scheme"
+            if bare.rpartition(":")[2].isdigit():
+                return "a host alone, without a port (the ports are picked free)"
+            return "not an IPv6 address"
+        return None
+    odd = next((c for c in host if c.isspace() or not c.isprintable() or c in "/@[]"), None)
+    if odd is not None:
+        return f"no host name holds {odd!r}"
+    if all(part.isdigit() for part in host.split(".")):  # (an IPv4 address, 127.1 too)
+        try:
+            socket.inet_aton(host)
+        except OSError:
+            return "not an IPv4 address (four numbers from 0 to 255)"
+    return None
+
+
 def _heartbeat(t: Table) -> float | None:
     """``heartbeat``: a duration from `MIN_HEARTBEAT` to `LONGEST`."""
     beat = t.positive_duration("heartbeat", LONGEST)
@@ -149,7 +197,7 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
         tls=_parse_tls(t, base_dir, p),
         engine=cast(Literal["local", "hosts", "mpi", "ray"], pick(engine, c.engine)),
         registry=registry,
-        listen_host=pick(t.string("listen_host"), c.listen_host),
+        listen_host=pick(_listen_host(t), c.listen_host),
         heartbeat=pick(_heartbeat(t), c.heartbeat),
         max_frame=pick(max_frame, c.max_frame),
         token_file=token_file,
