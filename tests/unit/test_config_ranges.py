@@ -200,3 +200,36 @@ def test_a_value_out_of_range_is_said_at_its_key_with_the_range(
 ])
 def test_the_ends_of_each_range_are_taken(tmp_path: Path, key: str, value: object) -> None:
     assert _found(tmp_path, {key: value}) == []
+
+
+@pytest.mark.parametrize(("line", "key", "said"), [
+    # TOML reads 1e309 as inf: the message quoted "inf", where the file says 1e309
+    ("heartbeat = 1e309", "cluster.heartbeat",
+     "a duration must be finite, got 1e309"),
+    ("max_frame = -1e309  # a comment", "cluster.max_frame",
+     "a size must not be negative, got -1e309"),
+    ("heartbeat = 1.8e308", "cluster.heartbeat",
+     "a duration must be finite, got 1.8e308"),
+    ("heartbeat = inf", "cluster.heartbeat", "a duration must be finite, got inf"),
+])
+def test_a_number_toml_reads_as_inf_is_quoted_as_written(
+        tmp_path: Path, line: str, key: str, said: str) -> None:
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "client.py").write_text(CLIENT)
+    path = tmp_path / "app.toml"
+    path.write_text(BASE + f"\n[cluster]\n{line}\n")
+    _, errors = validate(str(path))
+    assert [(e.key, e.bare_message.split(" (")[0]) for e in errors] == [(key, said)]
+    assert errors[0].line == len(path.read_text().splitlines())
+
+
+def test_an_array_of_such_a_number_is_quoted_as_written(tmp_path: Path) -> None:
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "client.py").write_text(CLIENT)
+    path = tmp_path / "app.toml"
+    path.write_text(BASE.replace('use.compare = { callstyle = "async", aggregate = 8 }',
+                                 'use.compare.callstyle = "async"\n'
+                                 'use.compare.loadratio = [1, 1e309]'))
+    _, errors = validate(str(path))
+    assert [(e.key, e.bare_message) for e in errors] == [
+        (f"{U}.loadratio", "a load ratio's shares are finite numbers, got [1, 1e309]")]

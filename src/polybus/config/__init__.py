@@ -120,8 +120,8 @@ def _at_lines(errors: list[ConfigError], file: str,
             toml = TomlLines(Path(file).read_bytes().decode("utf-8-sig"))
         except (OSError, UnicodeDecodeError, ValueError):
             return errors
-        return [ConfigError(e.bare_message, file=e.file, key=e.key, hint=e.hint,
-                            line=toml.locate(e.key)) if e.file == file else e
+        return [ConfigError(toml.as_written(e.key, e.bare_message), file=e.file, key=e.key,
+                            hint=e.hint, line=toml.locate(e.key)) if e.file == file else e
                 for e in errors]
     out = []
     for e in errors:
