@@ -33,7 +33,8 @@ def test_what_cluster_registry_refuses_the_command_line_refuses(
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:7700", "[::1]:7700", "10.0.0.5:1",
-                                     "host.example.org:65535", "tcp://127.0.0.1:7700"])
+                                     "host.example.org:65535", "tcp://127.0.0.1:7700",
+                                     "inproc://registry-1"])  # (left to the transport)
 def test_a_registry_address_is_taken(address: str) -> None:
     assert registry_fault(address) is None
 

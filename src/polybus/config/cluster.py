@@ -72,7 +72,10 @@ REGISTRY_FORMS = "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:770
 def registry_fault(address: str) -> str | None:
     """Why ``address`` is no registry's, as ``[cluster] registry`` refuses it (the command
     line takes ``tcp://HOST:PORT`` too, as the local engine gives it to its workers);
-    None if it is one."""
+    None if it is one. Another scheme (``inproc://``, a registry in this process, from
+    Python) is left to the transport, which says what it takes."""
+    if "://" in address and not address.startswith("tcp://"):
+        return None
     rest = address.removeprefix("tcp://")
     if is_address(rest):
         return None
