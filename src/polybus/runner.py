@@ -20,6 +20,7 @@ from polybus.client.stats import ReplicaStats
 from polybus.client.stubs import activate, importing, one_run
 from polybus.client.waitfor import wait_seconds
 from polybus.config import load
+from polybus.config.cluster import check_registry_option
 from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, SET, Origin
 from polybus.config.workerside import unapplied, worker_side_changes
@@ -120,6 +121,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
     ``wait_for_workers`` (a duration, with a ``registry``): each module called is waited
     for that long at most until its replication's count is registered (client/waitfor.py).
     """
+    check_registry_option(registry)  # (as [cluster] registry is checked)
     timeout = check_timeout(timeout)
     echo = echo_to(worker_output)  # (a mistake in it said before anything starts)
     sets = override_strings(overrides)

@@ -21,6 +21,7 @@ __all__ = [
     "parse_vary",
     "split_values",
     "typed",
+    "varies_nothing",
 ]
 
 TIED = "\0"  # leads a --tie's text in --vary's list (cli/cmd_sweep.py keeps their order)
@@ -125,6 +126,15 @@ def parse_vary(text: str, option: str = "--vary") -> tuple[str, list[str]]:
     if twice and option == "--vary":  # (two cells of one combination: which is the baseline's?)
         raise UsageError(f"--vary {key.strip()}: {', '.join(sorted(twice))} given twice")
     return key.strip(), vals
+
+
+def varies_nothing(varies: Sequence[tuple[str, list[str]]],
+                   tied: Collection[str]) -> list[str]:
+    """A warning for each --vary of one value (its --tie follows it): every run sets it
+    so, as a --set would, and its column is one value; it was silent."""
+    return [f"--vary {key}={vals[0]}: one value, so it varies nothing (every run sets it "
+            "so, as --set would); give two or more"
+            for key, vals in varies if key not in tied and len(vals) == 1]
 
 
 def parse_varies(texts: Sequence[str]) -> tuple[list[tuple[str, list[str]]], frozenset[str]]:

@@ -135,7 +135,8 @@ def test_worker_and_run_without_a_registry_say_so() -> None:
         assert "no registry answers at 127.0.0.1:9" in p.stderr
         assert "polybus registry" in p.stderr
     assert bad.returncode == 2
-    assert "registry address: bad address 'localhost': expected HOST:PORT" in bad.stderr
+    assert ("--registry 'localhost': bad registry address (expected HOST:PORT with 1 <= "
+            "PORT <= 65535") in bad.stderr  # (as [cluster] registry says it)
 
 
 def test_workers_of_the_wrong_module_are_named_before_any_call(

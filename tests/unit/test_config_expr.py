@@ -259,3 +259,39 @@ def test_a_nan_priority_is_an_error_that_names_the_expression() -> None:
     expr = compile_priority("x * 2", ["x"])
     with pytest.raises(ValueError, match=r"priority 'x \* 2' gave nan"):
         expr({"x": float("nan")})
+
+
+@pytest.mark.parametrize(("source", "part", "why"), [
+    # 9**9**9 passed check, then failed every call (OverflowError, past 65,536 bits)
+    ("9**9**9", "9 ** 9 ** 9", "OverflowError: integer power too large"),
+    ("n + 9**9**9", "9 ** 9 ** 9", "OverflowError"),
+    ("len(query) * 10**100000", "10 ** 100000", "OverflowError"),
+    ("n / (1 - 1)", "n / (1 - 1)", None),  # (a name in it: left to the call)
+    ("len(query) + 1 / 0", "1 / 0", "ZeroDivisionError: division by zero"),
+    ("n + len('ab' * 10**7)", "'ab' * 10 ** 7", "OverflowError: sequence repetition"),
+    ("'high'", "'high'", "TypeError: priority \"'high'\" gave str 'high', not a number"),
+    ("len(9**9**9)", "9 ** 9 ** 9", "OverflowError"),
+    ("n + max(1, 'a')", "max(1, 'a')", "TypeError"),
+    ("2**10000", "2 ** 10000", "OverflowError: int too large to convert to float"),
+])
+def test_a_part_of_literals_that_fails_every_call_is_refused_at_check(
+        source: str, part: str, why: str | None) -> None:
+    if why is None:
+        compile_priority(source, PARAMS)
+        return
+    with pytest.raises(ConfigError) as info:
+        compile_priority(source, PARAMS)
+    said = str(info.value)
+    assert said.startswith(f"priority {source!r}: line 1, column "), said
+    assert f"{part} fails on every call ({why}" in said, said
+
+
+@pytest.mark.parametrize("source", [
+    "1", "-1", "2 ** -1", "10 ** 300 * n", "(-1) ** 10**9", "n ** 2 + 2 ** 16",
+    "len(query * 3)", "max(n, 10**6)", "n or 1 / 0", "n > 0 and 1 / 0",
+    "n < 1 < 1 / 0", "1.5e308 * 10 + n",
+])
+def test_sensible_parts_of_literals_are_taken(source: str) -> None:
+    # (what is evaluated only as another part decides, after `or`, `and` or the first
+    # comparison of a chain, may never be: left to the call)
+    compile_priority(source, PARAMS)

@@ -53,6 +53,8 @@ HEARTBEAT_LOW = "a heartbeat of "
 HEARTBEAT_WHY = (" is too short to keep: a replica silent for 3 heartbeats is taken for "
                  "dead, and a busy machine delays a process longer than that")
 HEARTBEAT_RANGE = "from '10ms' to '24h'; the default is 1 s"
+LISTEN_HOST = ("a host name or an IP address of this machine, or '0.0.0.0' (every "
+               "interface)")
 S = "modules.server"
 U = "modules.client.use.compare"
 
@@ -141,6 +143,19 @@ OUT_OF_RANGE = [
     (f"{U}.callstyle", f"async-demand({HUGE})",
      f"window {HUGE} in call style 'async-demand({HUGE})' is more than 1,000,000",
      "async-demand(N) with N from 1 to 1,000,000, or 'async-demand(auto)'"),
+    # a listen_host that can name no interface passed check; run failed at its first
+    # listen, "Name or service not known" (tcp://[127.0.0.1:5000]:0 for a port)
+    ("cluster.listen_host", "127.0.0.1:5000",
+     "bad listen_host '127.0.0.1:5000': a host alone, without a port (the ports are "
+     "picked free)", LISTEN_HOST + "; a worker started by hand takes --listen "
+     "tcp://HOST:PORT"),
+    ("cluster.listen_host", "999.1.1.1",
+     "bad listen_host '999.1.1.1': not an IPv4 address (four numbers from 0 to 255)",
+     LISTEN_HOST),
+    ("cluster.listen_host", "tcp://127.0.0.1",
+     "bad listen_host 'tcp://127.0.0.1': a host alone, without a scheme", LISTEN_HOST),
+    ("cluster.listen_host", "my host", "bad listen_host 'my host': no host name holds ' '",
+     LISTEN_HOST),
 ]
 
 
@@ -172,6 +187,49 @@ def test_a_value_out_of_range_is_said_at_its_key_with_the_range(
     (f"{U}.loadratio", "0.5:1e300"),
     (f"{S}.define.compare.cache_bytes", "1.5KiB"),  # (whole bytes: 1536)
     (f"{S}.define.compare.cache_bytes", "1.0001KiB"),  # (rounded: a unit's fraction)
+    # a listen_host that may name an interface: run listened at each ("" and "::" bind
+    # every interface, as "0.0.0.0" does; 127.1 is 127.0.0.1, as inet_aton reads it)
+    ("cluster.listen_host", ""),
+    ("cluster.listen_host", "::"),
+    ("cluster.listen_host", "::1"),
+    ("cluster.listen_host", "[::1]"),
+    ("cluster.listen_host", "localhost"),
+    ("cluster.listen_host", "127.1"),
+    ("cluster.listen_host", "node-7.example.org"),
+    ("cluster.listen_host", "fe80::1%eth0"),
 ])
 def test_the_ends_of_each_range_are_taken(tmp_path: Path, key: str, value: object) -> None:
     assert _found(tmp_path, {key: value}) == []
+
+
+@pytest.mark.parametrize(("line", "key", "said"), [
+    # TOML reads 1e309 as inf: the message quoted "inf", where the file says 1e309
+    ("heartbeat = 1e309", "cluster.heartbeat",
+     "a duration must be finite, got 1e309"),
+    ("max_frame = -1e309  # a comment", "cluster.max_frame",
+     "a size must not be negative, got -1e309"),
+    ("heartbeat = 1.8e308", "cluster.heartbeat",
+     "a duration must be finite, got 1.8e308"),
+    ("heartbeat = inf", "cluster.heartbeat", "a duration must be finite, got inf"),
+])
+def test_a_number_toml_reads_as_inf_is_quoted_as_written(
+        tmp_path: Path, line: str, key: str, said: str) -> None:
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "client.py").write_text(CLIENT)
+    path = tmp_path / "app.toml"
+    path.write_text(BASE + f"\n[cluster]\n{line}\n")
+    _, errors = validate(str(path))
+    assert [(e.key, e.bare_message.split(" (")[0]) for e in errors] == [(key, said)]
+    assert errors[0].line == len(path.read_text().splitlines())
+
+
+def test_an_array_of_such_a_number_is_quoted_as_written(tmp_path: Path) -> None:
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "client.py").write_text(CLIENT)
+    path = tmp_path / "app.toml"
+    path.write_text(BASE.replace('use.compare = { callstyle = "async", aggregate = 8 }',
+                                 'use.compare.callstyle = "async"\n'
+                                 'use.compare.loadratio = [1, 1e309]'))
+    _, errors = validate(str(path))
+    assert [(e.key, e.bare_message) for e in errors] == [
+        (f"{U}.loadratio", "a load ratio's shares are finite numbers, got [1, 1e309]")]

@@ -215,3 +215,22 @@ def test_the_slow_client_limits(tmp_path: Path) -> None:
                for k, m, _ in found), found
     assert ("serve.min_body_rate", "expected at least 1 (bytes a second), got 0", 'e.g. "1KiB"'
             ) in found
+
+
+@pytest.mark.parametrize(("tail", "sets"), [
+    ("[serve.routes]\n", ()),
+    ('routes = {}\n', ()),
+    ('routes = { "GET /" = "web.page" }\n', ("serve.routes={}",)),
+])
+def test_an_empty_routes_table_is_refused_as_a_missing_one(
+        tmp_path: Path, tail: str, sets: tuple[str, ...]) -> None:
+    # It passed check with 0 routes: every request a 404.
+    p = app(tmp_path, base=BASE.split("[serve.routes]")[0] + tail)
+    config, errs = validate(p, sets)
+    assert config is None
+    assert [(e.key, e.bare_message) for e in errs] == [
+        ("serve.routes", "[serve] needs routes: its routes table is empty, so every request "
+                         "would be answered 404")]
+    assert errs[0].hint is not None and '"GET /" = "web.page"' in errs[0].hint
+    if not sets:  # (at the line that wrote it)
+        assert errs[0].line == len(p.read_text().splitlines())

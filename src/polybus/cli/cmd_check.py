@@ -87,8 +87,8 @@ def main(args: argparse.Namespace) -> int:
         for e in [*errors, *([missing] if missing else [])]:
             print(f"error: {e}", file=sys.stderr)
         # (found checking it: they may be in its modules' files, or in --set)
-        print(f"{len(errors) + bool(missing)} problem(s) found checking {args.config}",
-              file=sys.stderr)
+        print(f"{len(errors) + bool(missing)} problem(s) found checking "
+              f"{args.config or repr(args.config)}", file=sys.stderr)
         return 2
     assert app is not None
     for note in app.notes:

@@ -40,10 +40,10 @@ def _say(line: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     config_token_file = cluster = None
-    if args.set and not args.config:  # (not dropped unsaid: there is nothing to override)
+    if args.set and args.config is None:  # (not dropped unsaid: there is nothing to override)
         raise UsageError(f"--set {args.set[0]}: --set overrides a key of --config, and no "
                          "--config was given")
-    if args.config:
+    if args.config is not None:  # ("": said to be empty, not taken for no --config)
         from polybus.config import load
         from polybus.transport import tls
 

@@ -59,7 +59,13 @@ from polybus.sweep import (
     overridden,
     run_sweep,
 )
-from polybus.sweepargs import TIED, check_repeat, parse_baseline, parse_varies
+from polybus.sweepargs import (
+    TIED,
+    check_repeat,
+    parse_baseline,
+    parse_varies,
+    varies_nothing,
+)
 
 RESULTS_DIFFER = 3  # exit status: a strategy changed the result (a warning, not a failure)
 
@@ -130,6 +136,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("give at least one --vary KEY=v1,v2,...")
     check_repeat(args.repeat)  # (now, not from run_sweep under the bar: a blank line)
     varies, tied = parse_varies(args.vary)
+    for warning in varies_nothing(varies, tied):
+        print(f"polybus sweep: warning: {warning}", file=sys.stderr)
     baseline = parse_baseline(args.baseline, varies)
     combos = combinations(varies, tied)
     check_timeout(args.timeout, "--timeout")

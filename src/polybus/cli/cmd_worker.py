@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from polybus.cli.values import check_name, heartbeat_seconds
+from polybus.config.cluster import check_registry_option
 from polybus.config.files import not_a_file
+from polybus.config.registrynames import replica_name_fault, shown
 from polybus.errors import AuthenticationError, TransportError, UsageError
 from polybus.plural import plural
 from polybus.token import cluster_token, token_source
@@ -39,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="override a key of --config, as `polybus run --set` does "
                         "(repeatable; only with --config: --module has no configuration "
                         "to override)")
-    p.add_argument("--name", help="replica name (default: module-hostname-pid)")
+    p.add_argument("--name", help="replica name, as replication writes one (letters, "
+                                   "digits, _ . -; default: module-hostname-pid)")
     p.add_argument("--listen", action="append", metavar="ADDRESS",
                    help="tcp://HOST:PORT, ipc:///PATH or shm:///PATH; repeat to listen on "
                         "several (the first is the replica's main address; "
@@ -62,6 +65,9 @@ def main(args: argparse.Namespace) -> int:
     from polybus.transport.inproc import ONE_PROCESS
     from polybus.worker.main import serve
 
+    check_registry_option(args.registry)  # (as [cluster] registry is checked)
+    if args.name is not None and (fault := replica_name_fault(args.name)) is not None:
+        raise UsageError(f"--name {shown(args.name)}: {fault}")  # ('' was the default name)
     for where in args.listen or []:  # (before the module is imported: a typo costs nothing)
         if Address.parse(where).scheme == "inproc":
             raise UsageError(f"--listen {where!r}: {ONE_PROCESS}; a worker is dialled from "
@@ -71,7 +77,7 @@ def main(args: argparse.Namespace) -> int:
     max_frame = 1 << 30
     heartbeat = 1.0
     http: list[str] = []
-    if args.config:
+    if args.config is not None:  # ("": said to be empty, not taken for no --config)
         from polybus.config import load
 
         if not args.as_key:
@@ -126,7 +132,8 @@ def main(args: argparse.Namespace) -> int:
                          "[cluster] registry names it)")
     token = cluster_token(args.token_file, config_token_file)
     assert token is not None
-    name = args.name or f"{key}-{socket.gethostname()}-{os.getpid()}"
+    name = (args.name if args.name is not None
+            else f"{key}-{socket.gethostname()}-{os.getpid()}")
     slowed = [r for r in spec.replication if r.speed != 1.0] if spec is not None else []
     if slowed and replica is None:  # (a speed is its replica's: not dropped unsaid)
         print(f"polybus worker: warning: {_speeds(key, slowed)}, and this worker, {name}, "

@@ -150,6 +150,17 @@ def _deaf_to_stops(argv: list[str] | None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
+def _repeated_sets(args: argparse.Namespace) -> None:
+    """Warn, once, of a key given twice to --set (the last is taken, as ever); not in a
+    worker or serve an engine started (``--exit-with-parent``): its --set are the
+    run's, which has said it."""
+    if getattr(args, "set", None) and not getattr(args, "exit_with_parent", False):
+        from polybus.config.overrides import repeated
+
+        for warning in repeated(args.set):
+            print(f"polybus {args.command}: warning: {warning}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:  # (the subcommands' modules import here: a Ctrl-C now stops the start-up)
         args = parse(argv)
@@ -170,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     # signal then ends it (cli/outlive.py). Not for worker and registry (handlers of
     # their own) nor main() called from Python (not our process).
     outlive = argv is None and args.command not in ("worker", "registry")
+    _repeated_sets(args)
     try:
         return int(args._module.main(args) or 0)
     except PolybusError as exc:

@@ -59,6 +59,9 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], MilFile | None]:
     """`load_document`, and for a MIL file the line each dotted key was written at and
     what else its checks need to speak MIL (config/milfile.py)."""
     file = str(path)
+    if file == "":  # (Path("") is the working directory: "Is a directory: '.'" was said)
+        raise ConfigError("the configuration file's path is empty (''): give the "
+                          "configuration's file, such as app.toml")
     if has_nul(file):  # (Path raised ValueError: embedded null byte)
         raise ConfigError(f"the configuration file's name {NUL_SAID}",
                           file=file.replace("\0", "\\x00"))
@@ -117,8 +120,8 @@ def _at_lines(errors: list[ConfigError], file: str,
             toml = TomlLines(Path(file).read_bytes().decode("utf-8-sig"))
         except (OSError, UnicodeDecodeError, ValueError):
             return errors
-        return [ConfigError(e.bare_message, file=e.file, key=e.key, hint=e.hint,
-                            line=toml.locate(e.key)) if e.file == file else e
+        return [ConfigError(toml.as_written(e.key, e.bare_message), file=e.file, key=e.key,
+                            hint=e.hint, line=toml.locate(e.key)) if e.file == file else e
                 for e in errors]
     out = []
     for e in errors:

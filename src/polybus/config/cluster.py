@@ -16,6 +16,8 @@ name at load (a peer that dials it checks the name; a client's is never checked)
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import socket
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,13 +28,14 @@ from polybus.config.keys import CLUSTER_KEYS, TLS_KEYS
 from polybus.config.model import ClusterSpec, TLSFiles
 from polybus.config.problems import Problems
 from polybus.config.schema import ENGINES, LONGEST
-from polybus.config.table import Table, pick
+from polybus.config.table import Table, is_address, pick
 from polybus.config.units import parse_size, shown
-from polybus.errors import ConfigError
+from polybus.errors import ConfigError, UsageError
 from polybus.transport.endpoints import WILDCARDS
 from polybus.wire.framing import MAX_FRAME
 
-__all__ = ["MAX_FRAME", "MIN_FRAME", "MIN_HEARTBEAT", "TLSHosts", "parse_cluster"]
+__all__ = ["MAX_FRAME", "MIN_FRAME", "MIN_HEARTBEAT", "REGISTRY_FORMS", "TLSHosts",
+           "check_registry_option", "parse_cluster", "registry_fault"]
 
 # The least ``max_frame`` taken: every message between client and replicas is one
 # frame, polybus's own too (a call's header, a remote error's traceback, a batch of
@@ -63,6 +66,82 @@ which starts no worker: a client is never dialled). Else each of these names
 (``polybus check --host``)."""
 
 
+REGISTRY_FORMS = "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'"
+
+
+def registry_fault(address: str) -> str | None:
+    """Why ``address`` is no registry's, as ``[cluster] registry`` refuses it (the command
+    line takes ``tcp://HOST:PORT`` too, as the local engine gives it to its workers);
+    None if it is one. Another scheme (``inproc://``, a registry in this process, from
+    Python) is left to the transport, which says what it takes."""
+    if "://" in address and not address.startswith("tcp://"):
+        return None
+    rest = address.removeprefix("tcp://")
+    if is_address(rest):
+        return None
+    if not address:
+        return f"the address is empty ({REGISTRY_FORMS})"
+    if is_address(rest, lowest_port=0):  # (as `polybus registry --listen` may be given)
+        return ("bad registry address: port 0 picks a free port where a registry listens, "
+                f"and names none to dial ({REGISTRY_FORMS}: the port the registry printed)")
+    return f"bad registry address ({REGISTRY_FORMS})"
+
+
+def check_registry_option(address: str | None) -> None:
+    """UsageError if ``address`` (``--registry``, ``registry=`` from Python) is given and
+    is no registry's: refused as ``[cluster] registry`` is, before anything starts (port
+    0 was dialled, "no registry answers"; ``''`` was taken for none, and the run started
+    a cluster of its own)."""
+    if address is not None and (fault := registry_fault(address)) is not None:
+        raise UsageError(f"--registry {address!r}: {fault}")
+
+
+LISTEN_HOST = ("a host name or an IP address of this machine, or '0.0.0.0' (every "
+               "interface)")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _listen_host(t: Table) -> str | None:
+    """``listen_host``, unless it can name no interface (it passed check, and run failed
+    at its first listen: "Name or service not known"). A name that looks up nowhere is
+    left to the run: it may be another host's, or not yet in DNS, where check runs."""
+    host = t.string("listen_host")
+    if not host or host in WILDCARDS:
+        return host
+    why = _host_fault(host)
+    if why is None:
+        return host
+    hint = LISTEN_HOST
+    if why.endswith("without a port (the ports are picked free)"):
+        hint += "; a worker started by hand takes --listen tcp://HOST:PORT"
+    t.p.add(f"bad listen_host {host!r}: {why}", t.key("listen_host"), hint)
+    return None
+
+
+def _host_fault(host: str) -> str | None:
+    """Why ``host`` can be no host a socket listens at, if it cannot."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if ":" in bare:
+        try:
+            ipaddress.IPv6Address(bare)
+        except ValueError:
+            if _SCHEME.match(host):
+                return "a host alone, without a scheme"
+            if bare.rpartition(":")[2].isdigit():
+                return "a host alone, without a port (the ports are picked free)"
+            return "not an IPv6 address"
+        return None
+    odd = next((c for c in host if c.isspace() or not c.isprintable() or c in "/@[]"), None)
+    if odd is not None:
+        return f"no host name holds {odd!r}"
+    if all(part.isdigit() for part in host.split(".")):  # (an IPv4 address, 127.1 too)
+        try:
+            socket.inet_aton(host)
+        except OSError:
+            return "not an IPv4 address (four numbers from 0 to 255)"
+    return None
+
+
 def _heartbeat(t: Table) -> float | None:
     """``heartbeat``: a duration from `MIN_HEARTBEAT` to `LONGEST`."""
     beat = t.positive_duration("heartbeat", LONGEST)
@@ -83,8 +162,7 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
     p.unknown_keys(table, CLUSTER_KEYS, "cluster")
     t = Table(table, ("cluster",), p)
     c = ClusterSpec()
-    registry = t.address("registry", "registry",
-                         "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:7700'")
+    registry = t.address("registry", "registry", REGISTRY_FORMS)  # (registry_fault too)
     max_frame = t.parsed("max_frame", parse_size)
     if max_frame is not None and max_frame < MIN_FRAME:
         p.add(f"a max_frame of {shown(table['max_frame'])} is below the least polybus "
@@ -122,7 +200,7 @@ def parse_cluster(table: dict[str, Any], base_dir: Path, p: Problems,
         tls=_parse_tls(t, base_dir, p),
         engine=cast(Literal["local", "hosts", "mpi", "ray"], pick(engine, c.engine)),
         registry=registry,
-        listen_host=pick(t.string("listen_host"), c.listen_host),
+        listen_host=pick(_listen_host(t), c.listen_host),
         heartbeat=pick(_heartbeat(t), c.heartbeat),
         max_frame=pick(max_frame, c.max_frame),
         token_file=token_file,

@@ -285,6 +285,62 @@ def compile_priority(source: str, params: list[str]) -> PriorityExpr:
     checker = _Checker(source, list(params))
     try:
         checker.check(body)
+        _check_literals(source, body)
     except RecursionError:
         raise too_deep from None
-    return PriorityExpr(source, body, frozenset(checker.names))
+    expr = PriorityExpr(source, body, frozenset(checker.names))
+    if not checker.names:  # (of literals alone: one value, a number or no call's)
+        _fails(source, body, lambda: expr({}))
+    return expr
+
+
+_FAILURES = (ArithmeticError, TypeError, ValueError, LookupError, AttributeError)
+
+
+def _fails(source: str, node: ast.AST, compute: Callable[[], object]) -> None:
+    """ConfigError if ``compute()`` (of ``node``, a part of literals alone) fails: it
+    would fail every call the same way (``9**9**9`` passed check)."""
+    try:
+        compute()
+    except _FAILURES as exc:
+        raise ConfigError(f"priority {source!r}: {_where(node)}: {ast.unparse(node)} fails "
+                          f"on every call ({type(exc).__name__}: {exc})",
+                          hint="a part of the expression of literals alone is computed as "
+                               "the configuration loads, within the bounds a call has "
+                               f"(an integer power of at most {_MAX_POW_BITS:,} bits, a "
+                               f"repetition of at most {_MAX_REPEAT:,} items)") from None
+
+
+def _reads(node: ast.AST) -> bool:
+    """Whether ``node`` reads a parameter (a name other than a call's ``len``...)."""
+    called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    return any(isinstance(n, ast.Name) and id(n) not in called for n in ast.walk(node))
+
+
+def _check_literals(source: str, node: ast.AST) -> None:
+    """Compute each largest part of ``node`` made of literals alone that every call
+    computes, refusing one that fails (`_fails`). What is computed only as another part
+    decides (after ``and``/``or``, past a chain's first comparison) is left to the call:
+    it may never be. Bounded as a call is (`_pow`, `_mul`), so this is cheap."""
+    if isinstance(node, ast.Tuple):  # (a[1, 0]'s index: its items, each)
+        for item in node.elts:
+            _check_literals(source, item)
+        return
+    if not _reads(node):
+        if isinstance(node, ast.expr) and not isinstance(node, ast.Constant | ast.Slice):
+            try:
+                _fails(source, node, lambda: _evaluate(node, {}))
+            except ConfigError:
+                for child in ast.iter_child_nodes(node):  # (the least part that fails named)
+                    _check_literals(source, child)
+                raise
+        return
+    if isinstance(node, ast.BoolOp):
+        _check_literals(source, node.values[0])
+        return
+    if isinstance(node, ast.Compare):
+        _check_literals(source, node.left)
+        _check_literals(source, node.comparators[0])
+        return
+    for child in ast.iter_child_nodes(node):
+        _check_literals(source, child)

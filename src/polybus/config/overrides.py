@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from polybus.config.origin import PYTHON, SET, Origin
@@ -18,7 +18,7 @@ from polybus.config.problems import dotted, names_hint
 from polybus.errors import ConfigError
 
 __all__ = ["Overrides", "apply_overrides", "override_value", "parse_key_path", "parse_override",
-           "toml_value"]
+           "repeated", "toml_value"]
 
 Overrides = Iterable[str] | Mapping[str, Any]
 
@@ -158,3 +158,34 @@ def apply_overrides(doc: dict[str, Any], overrides: Overrides, origin: Origin = 
             if made is not None:  # (a table set whole is the override's value, not made)
                 made -= {k for k in made if k == full or k.startswith(full + ".")}
     return written, errors
+
+
+def repeated(overrides: Sequence[str], origin: Origin = SET) -> list[str]:
+    """A warning for each key more than one of ``overrides`` sets to different values,
+    naming the one taken (the last: they apply in order), and for one set inside a
+    table that a later one sets whole, which drops it. Both were silent. Those that do
+    not parse are left to the configuration's check."""
+    keys: list[tuple[list[str], str, str]] = []  # (path, as written, its value's repr)
+    for text in overrides:
+        try:
+            path, value = parse_override(text, origin)
+        except ConfigError:
+            continue
+        keys.append((_normalise(path), text.strip(), repr(value)))
+    out: list[str] = []
+    said: set[str] = set()
+    for i, (path, text, _) in enumerate(keys):
+        key = dotted(*path)
+        same = [(t, v) for p, t, v in keys[i:] if p == path]
+        if key not in said and len({v for _, v in same}) > 1:
+            said.add(key)
+            times = "twice" if len(same) == 2 else f"{len(same)} times"
+            out.append(f"{origin.label} {key} given {times}: the last, {same[-1][0]}, "
+                       "is taken")
+        whole = next((t for p, t, _ in keys[i + 1:] if len(p) < len(path)
+                      and path[:len(p)] == p), None)
+        if whole is not None:
+            table = dotted(*parse_override(whole, origin)[0])
+            out.append(f"{origin.label} {text}: a later {origin.label} {whole} sets {table} "
+                       "whole, so this one is dropped")
+    return out

@@ -16,21 +16,48 @@ from collections.abc import Mapping, Sequence
 
 from polybus.config.model import ModuleSpec, ServeSpec
 from polybus.config.problems import Problems, dotted
+from polybus.config.replication import REPLICA_NAME
 from polybus.http.response import HTTP_SUFFIX
 from polybus.registry.limits import INTERFACES_MAX, NAME_MAX, said
 
-__all__ = ["REPLICA_NAME_MAX", "check_registered_names"]
+__all__ = ["REPLICA_NAME_MAX", "REPLICA_NAME_RULE", "check_registered_names",
+           "replica_name_fault"]
 
 FILE_NAME_MAX = 255  # bytes of one file name (ext4, xfs, tmpfs...); these names are ASCII
 REPLICA_NAME_MAX = min(NAME_MAX, FILE_NAME_MAX - len("polybus-.log"))
 """Characters of a replica's name: the registry's limit, and its log file's name."""
 NAMED = "a replica's name is registered, and names its log file"
 SHOWN = 40  # characters of a long name in a message (its length said beside)
+REPLICA_NAME_RULE = (f"a replica's name is ASCII letters, digits, '_', '.' and '-', starting "
+                     f"with a letter, a digit or '_', at most {REPLICA_NAME_MAX} characters, "
+                     "as a configuration's replication writes it")
+
+
+def shown(name: str) -> str:
+    """``name`` quoted, cut to `SHOWN` characters (its length is said beside)."""
+    return said(name) if len(name) <= SHOWN else f"{said(name[:SHOWN])[:-1]}...'"
+
+
+def replica_name_fault(name: str) -> str | None:
+    """Why ``name`` is no replica's name a configuration could write (`polybus worker
+    --name`: one with a space or a '/' registered and served, though no configuration
+    could name that replica), with the rule; None if it is one."""
+    if not name:
+        why = "is empty"
+    elif len(name) > REPLICA_NAME_MAX:
+        why = f"is {len(name):,} characters long"
+    elif REPLICA_NAME.fullmatch(name) is None:
+        if REPLICA_NAME.fullmatch(name[0]) is None:
+            why = f"starts with {name[0]!r}"
+        else:
+            why = f"holds {next(c for c in name if not REPLICA_NAME.fullmatch('a' + c))!r}"
+    else:
+        return None
+    return f"{why}: {REPLICA_NAME_RULE}"
 
 
 def _long(what: str, name: str, most: int, why: str, aside: str = "") -> str:
-    shown = said(name) if len(name) <= SHOWN else f"{said(name[:SHOWN])[:-1]}...'"
-    return (f"{what} {shown}{aside} is {len(name):,} characters long, over the limit "
+    return (f"{what} {shown(name)}{aside} is {len(name):,} characters long, over the limit "
             f"of {most:,} ({why})")
 
 

@@ -41,7 +41,8 @@ from polybus.config.model import Condition, MigrationPath, ReplicaSpec
 from polybus.config.problems import closest
 from polybus.errors import ConfigError
 
-__all__ = ["MAX_REPLICAS", "REPLICATION_FORMS", "given_as_names", "parse_replication"]
+__all__ = ["MAX_REPLICAS", "REPLICATION_FORMS", "REPLICA_NAME", "given_as_names",
+           "parse_replication"]
 
 REPLICATION_FORMS = ("a count N >= 0 (0: no replicas, its calls made in the client), or names such as 'a,b,c' or 'a:speed=0.5', "
                      "or a migration path such as 'a(oc=(load>=10))#b(uc=(load==0)):[1/2]'")
@@ -49,6 +50,8 @@ REPLICATION_FORMS = ("a count N >= 0 (0: no replicas, its calls made in the clie
 MAX_REPLICAS = 1 << 16  # a sanity bound: a typo like 40000000 should not build 40M specs
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+REPLICA_NAME = _NAME
+"""A replica's name as ``replication`` writes it (``polybus worker --name`` takes the same)."""
 _FLOAT = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 _RATIO = re.compile(r"([0-9]+)\s*/\s*([0-9]+)")
 _OPTION = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)")  # (the word after a replica's ':')

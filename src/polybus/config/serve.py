@@ -97,9 +97,10 @@ def parse_serve(table: dict[str, Any], p: Problems) -> ServeSpec:
             continue
         seen[(r.method, r.path)] = key
         routes.append(r)
-    if "routes" not in table:
-        p.add("[serve] needs routes", t.key("routes"),
-              '[serve.routes] with e.g. "GET /" = "web.page"')
+    if "routes" not in table or table["routes"] == {}:  # (empty: every request a 404)
+        p.add("[serve] needs routes" + (": its routes table is empty, so every request "
+                                        "would be answered 404" if "routes" in table else ""),
+              t.key("routes"), '[serve.routes] with e.g. "GET /" = "web.page"')
     sizes = {k: t.parsed(k, parse_size) for k in ("max_body", "max_head", "min_body_rate")}
     if sizes["max_head"] is not None and sizes["max_head"] < 1024:
         p.add("expected at least 1KiB", t.key("max_head"))

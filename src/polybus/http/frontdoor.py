@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from polybus.client.session import Session
 from polybus.client.waitfor import wait_seconds
 from polybus.config import load
+from polybus.config.cluster import check_registry_option
 from polybus.config.model import AppConfig, Binding, CallStyle, ServeSpec
 from polybus.config.origin import PYTHON, Origin
 from polybus.config.overrides import toml_value
@@ -94,6 +95,7 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
     `polybus.run` (to sys.stderr, or that stream; False or None: not forwarded).
     ``wait_for_workers``: as for `polybus.run` (with a ``registry``).
     """
+    check_registry_option(registry)  # (as [cluster] registry is checked)
     echo = echo_to(worker_output)  # (a mistake in it said before anything starts)
     sets = override_strings(overrides)
     if listen is not None:

@@ -1,0 +1,63 @@
+"""A registry's address given on the command line (``--registry`` of run, serve and
+worker; ``registry=`` of `polybus.run`) is refused as ``[cluster] registry`` refuses it,
+by the same check, before anything starts. ``run --registry 127.0.0.1:0`` said "no
+registry answers", where ``registry = "127.0.0.1:0"`` is refused outright, and
+``--registry ''`` ran the program on a cluster of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import polybus
+from polybus.cli.main import main
+from polybus.config import validate
+from polybus.config.cluster import REGISTRY_FORMS, registry_fault
+from polybus.errors import UsageError
+from polybus.testing.apps import write_one_call_app
+
+SERVED = ('[serve]\nlisten = "127.0.0.1:0"\n\n[serve.routes]\n"/" = "server.f"\n')
+REFUSED = ["127.0.0.1:0", "127.0.0.1:99999", "localhost", "127.0.0.1:", ":7700",
+           "127.0.0.1:7700/x"]
+
+
+@pytest.mark.parametrize("address", [*REFUSED, ""])
+def test_what_cluster_registry_refuses_the_command_line_refuses(
+        address: str, tmp_path: Path) -> None:
+    assert registry_fault(address) is not None
+    if address:  # (an empty one in a configuration: its own message, not this one)
+        app = write_one_call_app(tmp_path)
+        config, errs = validate(app, (f'cluster.registry="{address}"',))
+        assert config is None and [e.key for e in errs] == ["cluster.registry"]
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:7700", "[::1]:7700", "10.0.0.5:1",
+                                     "host.example.org:65535", "tcp://127.0.0.1:7700",
+                                     "inproc://registry-1"])  # (left to the transport)
+def test_a_registry_address_is_taken(address: str) -> None:
+    assert registry_fault(address) is None
+
+
+@pytest.mark.parametrize("command", [
+    ["run", "{app}"],
+    ["serve", "{app}"],
+    ["worker", "--module", "{server}"],
+])
+@pytest.mark.parametrize("address", ["127.0.0.1:0", "", "localhost"])
+def test_the_command_line_refuses_it_before_anything_starts(
+        command: list[str], address: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    app = write_one_call_app(tmp_path, server="def f(x=1):\n    return x\n", tail=SERVED)
+    argv = [a.format(app=app, server=tmp_path / "server.py") for a in command]
+    assert main([*argv, "--registry", address]) == 2
+    err = capsys.readouterr().err
+    assert f"polybus {command[0]}: error: --registry {address!r}: " in err, err
+    assert REGISTRY_FORMS in err
+    if address == "127.0.0.1:0":
+        assert "port 0" in err
+
+
+def test_polybus_run_refuses_it_too(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"--registry '127\.0\.0\.1:0'"):
+        polybus.run(write_one_call_app(tmp_path), registry="127.0.0.1:0")
