@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,6 +24,7 @@ from polybus.client.batchcalls import Pending
 from polybus.client.batching import Batcher
 from polybus.client.migrate import Migrator
 from polybus.config.model import CallStyle
+from polybus.errors import ConnectionLostError
 
 
 def _link(name: str) -> Any:
@@ -46,6 +48,7 @@ def _setup(window: int, inflight: list[int]) -> tuple[Any, Any, Batcher, Migrato
     bt._lost_later, bt._back_later, bt._after = (collections.deque(), collections.deque(),
                                                  collections.deque())
     bt.unsettled, bt._writing, bt._timer = collections.deque(), False, None
+    bt.failed = weakref.WeakSet()
     other = SimpleNamespace(links=[src, dst], inflight=[0, 0], reactor=reactor,
                             style=CallStyle(kind="async"), _index=bt._index)
     return src, dst, bt, Migrator(other, [], pool=1)  # type: ignore[arg-type]
@@ -113,3 +116,33 @@ def test_a_batch_given_back_while_the_queue_is_placed_is_neither_lost_nor_placed
     assert placed[0] == 1 and list(bt.backlog) == [back]
     assert back.link is None and back.attempts == 0  # (a move is not a failed attempt)
     assert bt.inflight == [1, 1]  # (its place at r0 freed; none taken at r1)
+
+
+def test_a_batch_given_back_with_no_replica_live_waits_where_lost_replicas_come_back(
+) -> None:
+    """Its move deferred while another thread held the lock, the steal's replica (and
+    the one planned) were lost meanwhile: in a session that takes lost replicas back
+    (rejoin), it waits first in its Batcher's queue, as a lost replica's batches do
+    (batchsend.py `requeue`), rather than failing. (It failed, "every replica is gone".)"""
+    src, dst, bt, m = _setup(window=2, inflight=[1, 0])
+    bt.d = SimpleNamespace(rejoins=True)  # type: ignore[assignment]
+    b = _batch(bt, 5, src)
+    src.dead = dst.dead = True
+    m._pending[3] = (src, dst, 1)
+    m.released(src, [5], 3)
+    assert not b.done and b.error is None
+    assert list(bt.backlog) == [b] and b.link is None and b.attempts == 0
+    assert bt.inflight == [0, 0] and src.outstanding == {} and dst.outstanding == {}
+
+
+def test_a_batch_given_back_with_no_replica_live_fails_where_none_comes_back() -> None:
+    src, dst, bt, m = _setup(window=2, inflight=[1, 0])
+    bt.d = SimpleNamespace(rejoins=False)  # type: ignore[assignment]
+    b = _batch(bt, 5, src)
+    src.dead = dst.dead = True
+    m._pending[3] = (src, dst, 1)
+    m.released(src, [5], 3)
+    assert b.done and isinstance(b.error, ConnectionLostError)
+    assert "every replica of work is gone" in str(b.error)
+    assert not bt.backlog and bt.inflight == [0, 0]
+
