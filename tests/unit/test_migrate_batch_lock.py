@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,8 +22,10 @@ import pytest
 from polybus.client import batchplace
 from polybus.client.batchcalls import Pending
 from polybus.client.batching import Batcher
+from polybus.client.drain import under_way
 from polybus.client.migrate import Migrator
 from polybus.config.model import CallStyle
+from polybus.errors import ConnectionLostError
 
 
 def _link(name: str) -> Any:
@@ -46,6 +49,7 @@ def _setup(window: int, inflight: list[int]) -> tuple[Any, Any, Batcher, Migrato
     bt._lost_later, bt._back_later, bt._after = (collections.deque(), collections.deque(),
                                                  collections.deque())
     bt.unsettled, bt._writing, bt._timer = collections.deque(), False, None
+    bt.failed = weakref.WeakSet()
     other = SimpleNamespace(links=[src, dst], inflight=[0, 0], reactor=reactor,
                             style=CallStyle(kind="async"), _index=bt._index)
     return src, dst, bt, Migrator(other, [], pool=1)  # type: ignore[arg-type]
@@ -113,3 +117,65 @@ def test_a_batch_given_back_while_the_queue_is_placed_is_neither_lost_nor_placed
     assert placed[0] == 1 and list(bt.backlog) == [back]
     assert back.link is None and back.attempts == 0  # (a move is not a failed attempt)
     assert bt.inflight == [1, 1]  # (its place at r0 freed; none taken at r1)
+
+
+def test_a_batch_given_back_with_no_replica_live_waits_where_lost_replicas_come_back(
+) -> None:
+    """Its move deferred while another thread held the lock, the steal's replica (and
+    the one planned) were lost meanwhile: in a session that takes lost replicas back
+    (rejoin), it waits first in its Batcher's queue, as a lost replica's batches do
+    (batchsend.py `requeue`), rather than failing. (It failed, "every replica is gone".)"""
+    src, dst, bt, m = _setup(window=2, inflight=[1, 0])
+    bt.d = SimpleNamespace(rejoins=True)  # type: ignore[assignment]
+    b = _batch(bt, 5, src)
+    src.dead = dst.dead = True
+    m._pending[3] = (src, dst, 1)
+    m.released(src, [5], 3)
+    assert not b.done and b.error is None
+    assert list(bt.backlog) == [b] and b.link is None and b.attempts == 0
+    assert bt.inflight == [0, 0] and src.outstanding == {} and dst.outstanding == {}
+
+
+def test_a_batch_given_back_with_no_replica_live_fails_where_none_comes_back() -> None:
+    src, dst, bt, m = _setup(window=2, inflight=[1, 0])
+    bt.d = SimpleNamespace(rejoins=False)  # type: ignore[assignment]
+    b = _batch(bt, 5, src)
+    src.dead = dst.dead = True
+    m._pending[3] = (src, dst, 1)
+    m.released(src, [5], 3)
+    assert b.done and isinstance(b.error, ConnectionLostError)
+    assert "every replica of work is gone" in str(b.error)
+    assert not bt.backlog and bt.inflight == [0, 0]
+
+
+def test_a_deferred_move_is_a_call_under_way_for_the_run_s_end() -> None:
+    """A run that ends well takes in the answers of every call under way (drain.py):
+    a batch given back whose move waits for another thread's lock is one (it was
+    counted nowhere: not on a replica, not queued, so the run could end without it)."""
+    src, dst, bt, m = _setup(window=2, inflight=[1, 0])
+    bt.open = None
+    b = _batch(bt, 5, src)
+    session = SimpleNamespace(reactor=SimpleNamespace(links=[src, dst]), dispatchers={},
+                              awaiting=None, batchers=[bt])
+    assert under_way(session) == 1  # type: ignore[arg-type]
+    holding, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with bt.lock:
+            holding.set()
+            assert done.wait(10)
+        bt._settle()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert holding.wait(10)
+        m._pending[3] = (src, dst, 1)
+        m.released(src, [5], 3)
+        assert src.outstanding == {} and bt.owes
+        assert under_way(session) == 1  # type: ignore[arg-type]
+    finally:
+        done.set()
+        t.join(10)
+    assert not t.is_alive()
+    assert dst.outstanding == {5: b} and under_way(session) == 1  # type: ignore[arg-type]

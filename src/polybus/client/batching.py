@@ -340,8 +340,10 @@ class Batcher:
 
     @property
     def unwritten(self) -> int:
-        """Batches (and their Puts) not written yet: open, backlogged or held."""
-        return (self.open is not None) + len(self.backlog) + sum(map(len, self.held))
+        """Batches (and their Puts) not written yet: open, backlogged, held or given
+        back by a steal, not yet placed again (`given_back`; a run's end waits: drain.py)."""
+        return ((self.open is not None) + len(self.backlog) + sum(map(len, self.held))
+                + len(self._back_later))
 
     # -- answers and losses -----------------------------------------------------------
     def completed(self, b: Pending, link: ReplicaLink) -> None:

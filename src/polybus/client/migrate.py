@@ -186,7 +186,10 @@ class Migrator:
             return
         live = [i for i, lk in enumerate(bt.links) if not lk.dead]
         if dst is link or dst.dead:
-            if not live:
+            if not live:  # (lost meanwhile: the move waits for its Batcher's lock)
+                if bt.d.rejoins:  # (it waits for one to come back, as `requeue`'s do)
+                    _queued_again(b, link)
+                    return
                 b.set_error(ConnectionLostError(f"every replica of {bt.interface} is gone"))
                 return
             dst = bt.links[min(live, key=lambda i: bt.inflight[i])]
@@ -195,11 +198,7 @@ class Migrator:
             # with room, or first in its backlog, placed as its Batcher places batches)
             room = [i for i in live if bt.inflight[i] < bt.window]
             if not room:
-                moved_batch(b, link, None)
-                b.link = None
-                b.attempts -= 1  # (a move is not a failed attempt: `place` counts one)
-                bt.backlog.appendleft(b)
-                bt.reactor.work_left()
+                _queued_again(b, link)
                 return
             dst = bt.links[min(room, key=lambda i: bt.inflight[i])]
         if dst is not link:  # (back where it waited, at the end of its queue: not moved)
@@ -214,6 +213,17 @@ class Migrator:
             msgs = bt.comm.batch_messages(b, dst, None)
         self.d.reactor.flush(dst)
         self.d.reactor.send_many(dst, msgs + moved_batch(b, link, dst))
+
+
+def _queued_again(b: Pending, link: ReplicaLink) -> None:
+    """(The Batcher's lock held) ``b``, given back by ``link``, first in its Batcher's
+    queue, placed as its Batcher places batches (what its consumers asked of ``link``
+    forgotten there: asked of where it goes)."""
+    moved_batch(b, link, None)
+    b.link = None
+    b.attempts -= 1  # (a move is not a failed attempt: `place` counts one)
+    b.batcher.backlog.appendleft(b)
+    b.batcher.reactor.work_left()
 
 
 def asked(src: ReplicaLink, dst: ReplicaLink, n: int) -> int:

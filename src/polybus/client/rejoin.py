@@ -21,13 +21,14 @@ waiting for an answer, or the pump). A call made while no replica of its binding
 waits for the looks, ``bound`` s at most, then fails with NoReplicaError saying so; a
 call lost with every replica (idempotent) waits in the binding's backlog the same way
 (`Dispatcher.rejoins`, client/backlog.py), and so does an aggregating binding's batch,
-lost with every replica or closed while none is live, in its Batcher's queue
-(batchsend.py, batchplace.py); then each fails with the ConnectionLostError a run with
-its own workers gives at once, with what was waited for. A Batcher's state is changed
-under its lock, only tried (`install`): while another thread holds it, a replica found
-waits, its connection open, for a later tick. `close` ends the look under way (a wait
-for the registry's answer cut short) and waits for its thread: no connection of it is
-left open once the session is closed.
+lost with every replica, closed while none is live, or given back by a steal once none
+is (migrate.py), in its Batcher's queue (batchsend.py, batchplace.py); then each fails
+with the ConnectionLostError a run with its own workers gives at once, with what was
+waited for. A Batcher's state is changed under its lock, only tried (`install`): while
+another thread holds it, a replica found waits, its connection open, for a later tick.
+`close` ends the look under way (a wait for the registry's answer or a replica's
+counters cut short) and waits for its thread: no connection of it is left open once the
+session is closed.
 """
 
 from __future__ import annotations
@@ -306,8 +307,8 @@ class Rejoin:
                 self.cv.notify_all()
 
     def close(self, wait: bool = True) -> None:
-        """No more looks; the one under way ended (a wait for the registry's answer cut
-        short) and waited for, its connections closed: none is left open once the run
+        """No more looks; the one under way ended (a wait for the registry's answer, or
+        a replica's counters, cut short) and waited for, its connections closed: none is left open once the run
         returns. A handshake under way with a replica ends within its own bound
         (``wait`` False, an interrupted run: not waited for)."""
         with self.cv:

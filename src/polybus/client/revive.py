@@ -98,8 +98,9 @@ def wanted(session: Session, key: str) -> Wanted | None:
 
 class Halt:
     """Ends the looks of a session that closes (`dial`), from another thread: a wait for
-    the registry's answer is cut short, and nothing is dialled after. (A handshake
-    under way with a replica ends within its own bound, HANDSHAKE_TIMEOUT.)"""
+    the registry's answer, or for a replica's counters (`first_stats`), is cut short,
+    and nothing is dialled after. (A handshake under way with a replica ends within its
+    own bound, HANDSHAKE_TIMEOUT.)"""
 
     def __init__(self) -> None:
         self.halted = False
@@ -142,7 +143,8 @@ def dial(w: Wanted, halt: Halt | None = None) -> tuple[list[Found], list[str]]:
         codec = Codec(allow_pickle=w.allow_pickle, max_frame=w.max_frame)
         try:
             ch = connect_replica(r, w.scheme, w.token, codec)
-            found.append(Found(r, ch, first_stats(ch)))
+            found.append(Found(r, ch, first_stats(ch, halted=(
+                None if halt is None else lambda: halt.halted))))
         except PolybusError as exc:
             failed.append(f"{r.name}: {exc}")
     return found, failed

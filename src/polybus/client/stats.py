@@ -20,6 +20,8 @@ from polybus.errors import PolybusError
 from polybus.wire.messages import Stats, StatsRequest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from polybus.client.calls import ReplicaLink
     from polybus.client.reactor import Reactor
     from polybus.client.session import Session
@@ -77,15 +79,17 @@ def link_bytes(link: ReplicaLink) -> tuple[int, int]:
             - getattr(ch, "shm_overhead_received", 0))
 
 
-def first_stats(ch: Channel, seconds: float = STATS_WAIT_S) -> Stats | None:
+def first_stats(ch: Channel, seconds: float = STATS_WAIT_S,
+                halted: Callable[[], bool] | None = None) -> Stats | None:
     """The counters of the replica at the end of ``ch``, a connection just dialled that
     nothing else uses yet (client/revive.py: a replica taken back, whose counters ran on
-    while it was taken for dead), or None if it does not answer within ``seconds``."""
+    while it was taken for dead), or None if it does not answer within ``seconds``, or
+    once ``halted()`` (its session closes: revive.py's `Halt`)."""
     req = next(_reqs)
     deadline = time.monotonic() + seconds
     try:
         ch.send(StatsRequest(req))
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (halted is not None and halted()):
             ch.fill_soon(0.001)
             while (msg := ch.next_message()) is not None:
                 if type(msg) is Stats and msg.req == req:
