@@ -308,9 +308,9 @@ class Rejoin:
 
     def close(self, wait: bool = True) -> None:
         """No more looks; the one under way ended (a wait for the registry's answer, or
-        a replica's counters, cut short) and waited for, its connections closed: none is left open once the run
-        returns. A handshake under way with a replica ends within its own bound
-        (``wait`` False, an interrupted run: not waited for)."""
+        a replica's counters, cut short) and waited for, its connections closed: none
+        is left open once the run returns. A handshake under way with a replica ends
+        within its own bound (``wait`` False, an interrupted run: not waited for)."""
         with self.cv:
             self.closed = True
             for k in self.keys.values():

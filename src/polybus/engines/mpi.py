@@ -54,7 +54,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any, NoReturn, TextIO
 
@@ -297,6 +297,11 @@ class MpiEngine:
         names = {r.name: i + 1 for i, (_, r) in enumerate(served.replicas_in_order(self.app))}
         client = RegistryClient(registry, token)
         deadline = time.monotonic() + self.start_timeout
+
+        def starting(missing: Iterable[str]) -> tuple[str, ...]:  # (said by `_on_term`)
+            return tuple(f"{n} (mpi rank {names[n]})" for n in sorted(missing, key=lambda n: names[n]))
+
+        self._starting = starting(names)  # (every one, till the registry is first asked)
         try:
             while True:
                 status = self.mpi.Status()
@@ -306,8 +311,7 @@ class MpiEngine:
                     name = next((n for n, r in names.items() if r == rank), "?")
                     raise PolybusError(f"worker {name} (mpi rank {rank}) could not start: {why}")
                 missing = set(names) - {r.name for r in client.resolve()}
-                # (named if the launcher ends the job now: `_on_term`)
-                self._starting = tuple(f"{n} (mpi rank {names[n]})" for n in sorted(missing))
+                self._starting = starting(missing)
                 if not missing:
                     return
                 if time.monotonic() > deadline:
