@@ -199,6 +199,15 @@ def test_polybus_worker_with_a_certificate_for_another_host_fails_at_start(
     assert "cluster.tls.cert" in p.stderr
     assert "does not name 127.0.0.1, the address this worker registers (tcp://127.0.0.1:" in p.stderr
     assert "serving" not in p.stderr
+    # Placed as the other mistakes of [cluster] tls are, at its file and line (it had
+    # neither), and OpenSSL's sentence without its full stop before the hint (it read
+    # "not valid for '127.0.0.1'. (its subjectAltName ...").
+    line = app.read_text().splitlines().index(next(
+        x for x in app.read_text().splitlines() if x.startswith("tls = "))) + 1
+    assert p.stderr.startswith(f"polybus worker: error: {app}:{line}: cluster.tls.cert: the "
+                               f"certificate {pki}/node2.pem does not name 127.0.0.1"), p.stderr
+    assert "'127.0.0.1' (its subjectAltName must name that host" in p.stderr, p.stderr
+    assert "'. (" not in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("engine", ["mpi", "ray"])
