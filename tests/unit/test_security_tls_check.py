@@ -234,3 +234,22 @@ def test_an_engine_bound_to_every_interface_is_checked_at_the_host_name_it_regis
     assert check(engine) == []
     [(key, message)] = check("local")  # (its workers register 0.0.0.0 itself)
     assert key == "cluster.tls.cert" and "does not name 0.0.0.0" in message
+
+
+def test_a_mistake_found_after_loading_is_placed_as_loading_places_its_own(
+        pki: Path, tmp_path: Path) -> None:
+    """`config.placed`: at the line that wrote the key, or at the overrides that did."""
+    from polybus.config import placed
+
+    app_path = write_one_call_app(tmp_path, tail=(
+        '[cluster]\nregistry = "127.0.0.1:9"\n'
+        f'tls = {{ cert = "{pki}/node.pem", key = "{pki}/node.key", ca = "{pki}/ca.pem" }}\n'))
+    lines = app_path.read_text().splitlines()
+    line = next(i for i, x in enumerate(lines, 1) if x.startswith("tls = "))
+    err = ConfigError("found at start", key="cluster.tls.cert", hint="do this")
+    assert str(placed(err, load(app_path))) == (
+        f"{app_path}:{line}: cluster.tls.cert: found at start (do this)")
+    over = load(app_path, (f'cluster.tls.cert="{pki}/node.pem"',))
+    assert str(placed(err, over)) == "--set: cluster.tls.cert: found at start (do this)"
+    there = ConfigError("said already", file="elsewhere", key="cluster.tls.cert")
+    assert placed(there, load(app_path)) is there
