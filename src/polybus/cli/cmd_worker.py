@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from polybus.cli.values import check_name, heartbeat_seconds
 from polybus.config.cluster import check_registry_option
 from polybus.config.files import not_a_file
-from polybus.config.registrynames import replica_name_fault, shown
+from polybus.config.registrynames import default_replica_name, replica_name_fault, shown
 from polybus.errors import AuthenticationError, ConfigError, TransportError, UsageError
 from polybus.plural import plural
 from polybus.token import cluster_token, token_source
@@ -42,7 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(repeatable; only with --config: --module has no configuration "
                         "to override)")
     p.add_argument("--name", help="replica name, as replication writes one (letters, "
-                                   "digits, _ . -; default: module-hostname-pid)")
+                                   "digits, _ . -; default: module-hostname-pid, any other "
+                                   "character of the module's name as _)")
     p.add_argument("--listen", action="append", metavar="ADDRESS",
                    help="tcp://HOST:PORT, ipc:///PATH or shm:///PATH; repeat to listen on "
                         "several (the first is the replica's main address; "
@@ -133,8 +134,8 @@ def main(args: argparse.Namespace) -> int:
                          "[cluster] registry names it)")
     token = cluster_token(args.token_file, config_token_file)
     assert token is not None
-    name = (args.name if args.name is not None
-            else f"{key}-{socket.gethostname()}-{os.getpid()}")
+    name = (args.name if args.name is not None  # (a module's file "my server.py": my_server-...)
+            else default_replica_name(key, socket.gethostname(), os.getpid()))
     slowed = [r for r in spec.replication if r.speed != 1.0] if spec is not None else []
     if slowed and replica is None:  # (a speed is its replica's: not dropped unsaid)
         print(f"polybus worker: warning: {_speeds(key, slowed)}, and this worker, {name}, "
