@@ -7,6 +7,11 @@ SIGTERMed by its run's death went on serving, now and then, until it was killed 
 100 processes hung when the signal was sent during a tight ``Event.wait`` loop). The
 handler here takes no lock: it notes the signal and writes a byte to a pipe, which the
 waiting thread selects on.
+
+Within `StopSignals.raising` a signal also raises `Stopping` in the main thread, to end
+a blocking call there that has no stop of its own to look at: a worker's first
+registration with a registry that accepted the connection and never answers held a
+Ctrl-C for the handshake's 5 s, then ended with its error (status 2, not 130).
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ import os
 import select
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from types import FrameType, TracebackType
 
-__all__ = ["StopSignals"]
+__all__ = ["StopSignals", "Stopping"]
 
 # The longest one select in `wait` blocks. The kernel gives a signal to the main thread
 # only when that thread does not block it; given to another thread, it interrupts no
@@ -26,11 +32,16 @@ __all__ = ["StopSignals"]
 _SLICE = 0.5
 
 
+class Stopping(BaseException):  # (a stop, as KeyboardInterrupt is: not an Exception)
+    """A stop signal came within `StopSignals.raising` (its ``signum`` is noted)."""
+
+
 class StopSignals:
     """Handlers for ``signals`` that end `wait`; ``signum`` is the first that came."""
 
     def __init__(self, signals: Iterable[signal.Signals]) -> None:
         self.signum: int | None = None
+        self._raising = False  # (within `raising`)
         self.requested = False  # `request` was called: a stop asked for without a signal
         self._pid = os.getpid()
         self._r, self._w = os.pipe()  # (close-on-exec: no child inherits them)
@@ -65,6 +76,22 @@ class StopSignals:
                 os.write(self._w, b"\0")
             except OSError:  # (the pipe is full: the flag is what counts)
                 pass
+        if self._raising:  # (once: the way out is not interrupted again)
+            self._raising = False
+            raise Stopping
+
+    @contextmanager
+    def raising(self) -> Iterator[None]:
+        """Within: a signal (noted as ever) also raises `Stopping` in the main thread,
+        where the handler runs, ending what it was blocked in; one that came before
+        raises it at once. A `request` raises nothing (it comes from another thread)."""
+        if self.signum is not None:
+            raise Stopping
+        self._raising = True
+        try:
+            yield
+        finally:
+            self._raising = False
 
     def request(self) -> None:
         """Stop `wait` as a signal would, from any thread (an engine's own stop: the

@@ -10,8 +10,11 @@ from rich.console import Console
 from rich.table import Table
 
 from polybus.cli.output import UNBOUNDED
+from polybus.client.stats import ReplicaStats
 from polybus.plural import plural
 from polybus.runner import RunResult
+from polybus.transport.endpoints import Address
+from polybus.transport.reach import on_this_host
 
 __all__ = ["caption", "has_table", "strategies", "summary", "text"]
 
@@ -46,6 +49,11 @@ def summary(r: RunResult) -> Table:
     # would cut them to fit 80 columns when stderr is not a terminal.
     names = [rep.name + (" (lost)" if rep.lost else "") for rep in r.replicas]
     t.add_column("replica", no_wrap=True, min_width=max(map(len, names), default=7))
+    # Its host, when a replica is on another (workers started by hand at a registry):
+    # a column only then, "here" for those on this one
+    hosts = _hosts(r.replicas)
+    if any(hosts):
+        t.add_column("host", no_wrap=True)
     t.add_column("via")  # (the transport of each of its connections: client/stats.py)
     # A replica's pool, when one runs calls at once: busy % is of its handlers' time
     # (44% of a pool of 2 read as half idle, with the pool nowhere said)
@@ -53,12 +61,13 @@ def summary(r: RunResult) -> Table:
     for col in ("speed", *(("pool",) if pooled else ()), "calls", "moved in", "moved out",
                 "busy s", "busy %", "queue wait s"):
         t.add_column(col, justify="right")
-    for rep, name in zip(r.replicas, names, strict=True):
+    for rep, name, host in zip(r.replicas, names, hosts, strict=True):
         # A lost replica cannot be asked how long it was busy: not known (None), not 0.
         busy = None if rep.busy_fraction is None else 100.0 * rep.busy_fraction
         times = [_figure(rep.busy_s, ".4f"), _figure(busy, ".0f"),
                  _figure(rep.queue_wait_s, ".4f")]
-        t.add_row(name, "+".join(rep.transports) or "?", f"{rep.speed:g}",
+        t.add_row(name, *((_host_cell(host),) if any(hosts) else ()),
+                  "+".join(rep.transports) or "?", f"{rep.speed:g}",
                   *((str(rep.handlers),) if pooled else ()), str(rep.calls),
                   str(rep.migrated_in), str(rep.migrated_out), *times)
     return t
@@ -92,6 +101,25 @@ def strategies(r: RunResult) -> list[str]:
         lines.append(f"broadcast: {plural(values, 'value')}, "
                      f"{plural(r.broadcasts.get('puts', 0), 'Put')} to replicas")
     return lines
+
+
+def _hosts(replicas: list[ReplicaStats]) -> list[str | None]:
+    """Each replica's host as its client dialled it (its first TCP address's); "" for
+    one on this host (its loopback, its name, an address of its own; its ipc and shm are
+    on it); None for one whose address is not known."""
+    seen: dict[str, bool] = {}  # (a host looked at once: a name may be resolved)
+    out: list[str | None] = []
+    for rep in replicas:
+        host = next((Address.parse(a).host for a in rep.addresses
+                     if a.startswith("tcp://")), "")
+        if host and host not in seen:
+            seen[host] = on_this_host(host)
+        out.append(None if not rep.addresses else "" if not host or seen[host] else host)
+    return out
+
+
+def _host_cell(host: str | None) -> str:
+    return "?" if host is None else host or "here"
 
 
 def _figure(value: float | None, spec: str) -> str:

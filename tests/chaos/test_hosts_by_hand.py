@@ -14,6 +14,7 @@ a client here. Needs root and `ip netns`; skipped with the reason otherwise.
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -150,3 +151,51 @@ def test_serve_reached_from_another_host_says_it_is_open_to_it(
             assert "no authentication or TLS of its own" in err, err
         finally:
             harness.close()
+
+
+SQUARES = ('[modules.server]\nsource = "server.py"\nreplication = "far,near"\n\n'
+           '[modules.client]\nsource = "client.py"\nentrypoint = "main"\n'
+           'use.square = { callstyle = "async" }\n\n[bind]\n"client.square" = "server.square"\n')
+
+
+def test_a_run_says_where_each_replica_it_found_at_the_registry_is(
+        harness: Harness, tmp_path: Path) -> None:
+    """Workers started by hand, one on another host and one here, a run here through
+    their registry: `--json` gives each replica's address as the client dialled it, and
+    the summary a `host` column, the other host's address for the one there, `here` for
+    the other. Nothing said which host served what."""
+    (tmp_path / "server.py").write_text("def square(x):\n    return x * x\n")
+    (tmp_path / "client.py").write_text(
+        "from polybus import use\n\nsquare = use('square')\n\n\n"
+        "def main():\n    return sum(square(i) for i in range(20))\n")
+    app = tmp_path / "app.toml"
+    app.write_text(SQUARES)
+    with netns.other_host("pbfix-") as host:
+        try:
+            _registry(harness, host.host_ip)
+            harness.start("far", host.exec(
+                sys.executable, "-m", "polybus", "worker", "--registry", harness.registry,
+                "--config", str(app), "--as", "server", "--name", "far",
+                "--listen", "tcp://0.0.0.0:0"))
+            harness.start("near", [sys.executable, "-m", "polybus", "worker", "--registry",
+                                   harness.registry, "--config", str(app), "--as", "server",
+                                   "--name", "near"])
+            harness.wait_registered(["far", "near"])
+            run = subprocess.run([sys.executable, "-m", "polybus", "run", str(app),
+                                  "--registry", harness.registry, "--json",
+                                  str(tmp_path / "run.json")],
+                                 env=harness.env, capture_output=True, text=True, timeout=120)
+        finally:
+            harness.close()  # (its processes end before their namespace goes)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == str(sum(i * i for i in range(20))), run
+    rows = {r["name"]: r for r in json.loads((tmp_path / "run.json").read_text())["replicas"]}
+    [far] = rows["far"]["addresses"]
+    [near] = rows["near"]["addresses"]
+    assert far.startswith(f"tcp://{host.ns_ip}:") and near.startswith("tcp://127.0.0.1:"), rows
+    lines = run.stderr.splitlines()
+    head = [c.strip() for c in next(x for x in lines if "replica" in x).split("┃")[1:4]]
+    assert head == ["replica", "host", "via"], run.stderr
+    cells = {c[0]: c[1] for x in lines if "│" in x
+             for c in [[y.strip() for y in x.split("│")[1:3]]]}
+    assert cells == {"far": host.ns_ip, "near": "here"}, run.stderr

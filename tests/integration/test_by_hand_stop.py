@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 
 import pytest
 
@@ -59,5 +60,52 @@ def test_an_engine_s_worker_stopped_by_sigterm_still_exits_0_unsaid(procs: Procs
     read_line(w.stderr, "serving")
     w.send_signal(signal.SIGTERM)
     assert w.wait(timeout=30) == 0
+    said = rest_of(w.stderr)
+    assert "polybus worker" not in said, said
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_a_worker_stopped_during_its_first_registration_ends_at_once_as_a_stop(
+        procs: Procs, sig: int) -> None:
+    """A registry that takes the connection and never answers (a TLS registry, to a
+    worker without TLS): a Ctrl-C in the worker's first registration waited for the
+    handshake's 5 s and ended with its error, status 2; it ends there, "interrupted",
+    130, as a Ctrl-C at any other time does (143 for SIGTERM)."""
+    env = {"POLYBUS_TOKEN": "stop-first-register-" + "f" * 20}
+    with socket.socket() as silent:  # (accepts, says nothing: no polybus greeting)
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        silent.settimeout(30)
+        host, port = silent.getsockname()
+        w = procs.start("worker", "--registry", f"{host}:{port}", "--module",
+                        EXAMPLES / "sort" / "server.py", "--name", "server-0", env=env)
+        conn, _ = silent.accept()  # (the worker's registration, under way)
+        with conn:
+            w.send_signal(sig)
+            status, word = SAID[sig]
+            assert w.wait(timeout=30) == status
+    assert w.stderr is not None
+    said = rest_of(w.stderr)
+    assert said == f"polybus worker: {word}\n", said
+
+
+def test_an_engine_s_worker_stopped_during_its_first_registration_exits_0(
+        procs: Procs) -> None:
+    """--exit-with-parent: its engine's SIGTERM during the first registration is a clean
+    end, as after it: 0, nothing said (not the handshake's error after its timeout)."""
+    env = {"POLYBUS_TOKEN": "stop-first-register-" + "e" * 20}
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        silent.settimeout(30)
+        host, port = silent.getsockname()
+        w = procs.start("worker", "--registry", f"{host}:{port}", "--module",
+                        EXAMPLES / "sort" / "server.py", "--name", "server-0",
+                        "--exit-with-parent", "--parent", str(os.getpid()), env=env)
+        conn, _ = silent.accept()
+        with conn:
+            w.send_signal(signal.SIGTERM)
+            assert w.wait(timeout=30) == 0
+    assert w.stderr is not None
     said = rest_of(w.stderr)
     assert "polybus worker" not in said, said

@@ -5,6 +5,7 @@ the configuration could not confirm the switch from anything `polybus run` print
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,14 @@ def test_each_replica_says_the_transport_of_each_of_its_connections(
     doc = json.loads((tmp_path / "run.json").read_text())
     assert doc["result"] == [2, 4]
     assert [sorted(r["transports"]) for r in doc["replicas"]] == [want, want], doc["replicas"]
+    # Where each was dialled, one address per transport, in the same order: TCP at its
+    # host and port, ipc and shm at a socket file of the run's own directory.
+    for r in doc["replicas"]:
+        assert [a.partition("://")[0] for a in r["addresses"]] == r["transports"], r
+        for a in r["addresses"]:
+            assert a.startswith("tcp://127.0.0.1:") or a.startswith(
+                (f"ipc://{tempfile.gettempdir()}/polybus-", f"shm://{tempfile.gettempdir()}/polybus-")), r
+    assert len({a for r in doc["replicas"] for a in r["addresses"]}) == 2 * len(want)
     rows = [ln for ln in p.stderr.splitlines() if "server-" in ln]
     assert len(rows) == 2 and all(
         sorted(ln.split("│")[2].strip().split("+")) == want for ln in rows), p.stderr

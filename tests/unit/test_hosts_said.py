@@ -195,3 +195,17 @@ def test_a_wildcard_worker_that_registers_loopback_says_other_hosts_cannot_dial_
         configured=True)
     assert configured is not None and configured.endswith(
         "the registry at (--registry, or [cluster] registry in its configuration)")
+
+
+def test_this_host_is_its_loopback_its_name_and_its_own_addresses() -> None:
+    """What a run's summary takes for a replica on this host (no `host` said for it)."""
+    import socket
+
+    assert reach.on_this_host("127.0.0.1") and reach.on_this_host("localhost")
+    assert reach.on_this_host("::1") and reach.on_this_host(socket.gethostname())
+    # An address of one of its interfaces (the one it reaches the world from, if any)
+    own = reach.route_to(Address("tcp", "198.51.100.7", 9))
+    if own is not None:
+        assert reach.on_this_host(own), own
+    assert not reach.on_this_host("198.51.100.7")  # (TEST-NET-2: no host's address)
+    assert not reach.on_this_host("no-such-host.invalid")

@@ -129,3 +129,39 @@ def test_a_pool_is_said_beside_the_busy_share_it_divides() -> None:
     out = io.StringIO()
     Console(file=out, width=120).print(summary(plain))
     assert "pool" not in out.getvalue()  # (one handler each: nothing to say)
+
+
+def _columns(r: RunResult) -> tuple[list[str], dict[str, list[str]]]:
+    """The summary's header and each replica's row, as cells."""
+    out = io.StringIO()
+    Console(file=out, width=200).print(summary(r))
+    lines = out.getvalue().splitlines()
+    head = [c.strip() for c in next(x for x in lines if "replica" in x).split("┃")[1:-1]]
+    rows = {cells[0]: cells for x in lines if "│" in x
+            for cells in [[c.strip() for c in x.split("│")[1:-1]]]}
+    return head, rows
+
+
+def test_a_replica_on_another_host_is_said_with_its_host_and_a_local_run_is_unchanged() -> None:
+    """Workers started by hand at a registry: nothing said which host served what. A
+    `host` column says it when a replica is not on this one; one here says `here`."""
+    here = [ReplicaStats("server-0", calls=2, transports=["shm"],
+                         addresses=["shm:///tmp/polybus-1-x/1.shm"]),
+            ReplicaStats("server-1", calls=2, transports=["tcp"],
+                         addresses=["tcp://127.0.0.1:40001"])]
+    head, rows = _columns(RunResult(None, 1.0, 1.0, 4, 10, 10, here))
+    assert head[:3] == ["replica", "via", "speed"], head  # (as ever: nothing to say)
+    away = ReplicaStats("server-2", calls=3, transports=["tcp"],
+                        addresses=["tcp://198.51.100.7:7000"])  # (TEST-NET-2: no host's)
+    head, rows = _columns(RunResult(None, 1.0, 1.0, 7, 10, 10, [*here, away]))
+    assert head[:4] == ["replica", "host", "via", "speed"], head
+    assert rows["server-2"][1:3] == ["198.51.100.7", "tcp"], rows
+    assert rows["server-0"][1] == rows["server-1"][1] == "here", rows
+
+
+def test_json_gives_each_replica_the_address_of_each_of_its_connections() -> None:
+    rep = ReplicaStats("server-0", calls=1, transports=["shm", "tcp"],
+                       addresses=["shm:///tmp/p/1.shm", "tcp://127.0.0.1:40001"])
+    [row] = RunResult(None, 1.0, 1.0, 1, 10, 10, [rep]).to_json()["replicas"]
+    assert row["addresses"] == ["shm:///tmp/p/1.shm", "tcp://127.0.0.1:40001"]
+    assert row["transports"] == ["shm", "tcp"]

@@ -199,6 +199,15 @@ def test_polybus_worker_with_a_certificate_for_another_host_fails_at_start(
     assert "cluster.tls.cert" in p.stderr
     assert "does not name 127.0.0.1, the address this worker registers (tcp://127.0.0.1:" in p.stderr
     assert "serving" not in p.stderr
+    # Placed as the other mistakes of [cluster] tls are, at its file and line (it had
+    # neither), and OpenSSL's sentence without its full stop before the hint (it read
+    # "not valid for '127.0.0.1'. (its subjectAltName ...").
+    line = app.read_text().splitlines().index(next(
+        x for x in app.read_text().splitlines() if x.startswith("tls = "))) + 1
+    assert p.stderr.startswith(f"polybus worker: error: {app}:{line}: cluster.tls.cert: the "
+                               f"certificate {pki}/node2.pem does not name 127.0.0.1"), p.stderr
+    assert "'127.0.0.1' (its subjectAltName must name that host" in p.stderr, p.stderr
+    assert "'. (" not in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("engine", ["mpi", "ray"])
@@ -225,3 +234,22 @@ def test_an_engine_bound_to_every_interface_is_checked_at_the_host_name_it_regis
     assert check(engine) == []
     [(key, message)] = check("local")  # (its workers register 0.0.0.0 itself)
     assert key == "cluster.tls.cert" and "does not name 0.0.0.0" in message
+
+
+def test_a_mistake_found_after_loading_is_placed_as_loading_places_its_own(
+        pki: Path, tmp_path: Path) -> None:
+    """`config.placed`: at the line that wrote the key, or at the overrides that did."""
+    from polybus.config import placed
+
+    app_path = write_one_call_app(tmp_path, tail=(
+        '[cluster]\nregistry = "127.0.0.1:9"\n'
+        f'tls = {{ cert = "{pki}/node.pem", key = "{pki}/node.key", ca = "{pki}/ca.pem" }}\n'))
+    lines = app_path.read_text().splitlines()
+    line = next(i for i, x in enumerate(lines, 1) if x.startswith("tls = "))
+    err = ConfigError("found at start", key="cluster.tls.cert", hint="do this")
+    assert str(placed(err, load(app_path))) == (
+        f"{app_path}:{line}: cluster.tls.cert: found at start (do this)")
+    over = load(app_path, (f'cluster.tls.cert="{pki}/node.pem"',))
+    assert str(placed(err, over)) == "--set: cluster.tls.cert: found at start (do this)"
+    there = ConfigError("said already", file="elsewhere", key="cluster.tls.cert")
+    assert placed(there, load(app_path)) is there

@@ -64,3 +64,27 @@ def test_wait_times_out_without_a_signal_and_keeps_the_first_one(restore_handler
         assert stop.signum == signal.SIGUSR2
     os.kill(os.getpid(), signal.SIGUSR1)  # after close: noted, nothing written anywhere
     assert stop.signum == signal.SIGUSR2 and stop.wait(0) is True
+
+
+def test_within_raising_a_signal_ends_a_blocking_call_and_is_noted(
+        restore_handlers: None) -> None:
+    """A blocked call with no stop of its own to look at (a worker's first registration
+    with a registry that never answers) ends at the signal; outside, nothing raises."""
+    import socket
+
+    from polybus.stopsignals import Stopping
+
+    a, b = socket.socketpair()
+    with a, b, StopSignals((signal.SIGUSR1,)) as stop:
+        a.settimeout(30)
+        with pytest.raises(Stopping), stop.raising():
+            os.kill(os.getpid(), signal.SIGUSR1)  # (its handler raises here, or in the recv)
+            a.recv(1)
+        assert stop.signum == signal.SIGUSR1 and stop.wait(0)
+        with pytest.raises(Stopping), stop.raising():  # (noted before: raised at once)
+            pytest.fail("the block ran after the stop came")
+    with StopSignals((signal.SIGUSR1,)) as stop:
+        with stop.raising():
+            stop.request()  # (from any thread: raises nothing)
+        os.kill(os.getpid(), signal.SIGUSR1)  # (outside: noted only)
+        assert stop.wait(5) and stop.signum == signal.SIGUSR1

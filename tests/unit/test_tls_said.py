@@ -136,6 +136,7 @@ def test_the_accepting_side_says_why_in_the_users_terms(
     at, said = server(cfg(pki, "node2"))
     text = _refused(at, cfg(pki))
     assert "its certificate does not name 127.0.0.1" in text, text
+    assert "'.)" not in text, text  # (OpenSSL's sentence, its full stop left out)
     error = said.get(timeout=5)
     assert isinstance(error, TLSHandshakeError), error
     assert (f"the peer refused this process's certificate {pki}/node2.pem (cluster.tls.cert) "

@@ -51,3 +51,29 @@ def test_the_rule_is_the_one_replication_parses() -> None:
     for name in ("server-0", "4x", "host.example.org"):
         assert replica_name_fault(name) is None
         assert parse_replication(f"{name},other", "m")[0][0].name == name
+
+
+@pytest.mark.parametrize(("file", "begins"), [
+    ("my server.py", "my_server-"), ("-x.py", "_x-"), (".x.py", "_x-"), ("é.py", "_-"),
+    ("s" * 240 + ".py", "s" * 50)])
+def test_the_default_name_is_one_the_rule_takes(
+        file: str, begins: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --name a worker is named after its module's file, its host and its pid:
+    `--module "my server.py"` was named "my server-HOST-PID", a name --name refuses; what
+    the rule refuses is replaced with '_', and a long module's part cut to fit."""
+    import os
+    import socket
+
+    from polybus.worker.main import Stopped
+
+    (tmp_path / file).write_text("def f(x):\n    return x\n")
+    seen: dict[str, object] = {}
+    monkeypatch.setattr("polybus.worker.main.serve",  # (nothing listens)
+                        lambda **kw: seen.update(kw) or Stopped(None, 0))
+    monkeypatch.setenv("POLYBUS_TOKEN", "x" * 32)
+    assert main(["worker", "--registry", "127.0.0.1:1", "--module", str(tmp_path / file)]) == 0
+    name = str(seen["name"])
+    assert replica_name_fault(name) is None, name
+    assert name.startswith(begins), name
+    assert name.endswith(f"-{socket.gethostname()}-{os.getpid()}"), name
+    assert seen["module_key"] == Path(file).stem  # (the module's own name: as it was)

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from polybus.cli.values import check_name, heartbeat_seconds
 from polybus.config.cluster import check_registry_option
 from polybus.config.files import not_a_file
-from polybus.config.registrynames import replica_name_fault, shown
-from polybus.errors import AuthenticationError, TransportError, UsageError
+from polybus.config.registrynames import default_replica_name, replica_name_fault, shown
+from polybus.errors import AuthenticationError, ConfigError, TransportError, UsageError
 from polybus.plural import plural
 from polybus.token import cluster_token, token_source
 
@@ -42,7 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(repeatable; only with --config: --module has no configuration "
                         "to override)")
     p.add_argument("--name", help="replica name, as replication writes one (letters, "
-                                   "digits, _ . -; default: module-hostname-pid)")
+                                   "digits, _ . -; default: module-hostname-pid, any other "
+                                   "character of the module's name as _)")
     p.add_argument("--listen", action="append", metavar="ADDRESS",
                    help="tcp://HOST:PORT, ipc:///PATH or shm:///PATH; repeat to listen on "
                         "several (the first is the replica's main address; "
@@ -74,6 +75,7 @@ def main(args: argparse.Namespace) -> int:
                              "other processes: use tcp://, ipc:// or shm://")
     config_token_file = config_registry = None
     spec = replica = None
+    loaded: AppConfig | None = None  # (--config's: where a mistake found later is said)
     max_frame = 1 << 30
     heartbeat = 1.0
     http: list[str] = []
@@ -83,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
         if not args.as_key:
             raise UsageError("--config needs --as KEY (which [modules.KEY] to serve)")
         # (the address it registers is checked against its certificate as it starts)
-        app = load(args.config, tuple(args.set), tls_hosts="worker")
+        app = loaded = load(args.config, tuple(args.set), tls_hosts="worker")
         config_token_file = app.cluster.token_file
         config_registry = app.cluster.registry
         from polybus.transport import tls
@@ -132,8 +134,8 @@ def main(args: argparse.Namespace) -> int:
                          "[cluster] registry names it)")
     token = cluster_token(args.token_file, config_token_file)
     assert token is not None
-    name = (args.name if args.name is not None
-            else f"{key}-{socket.gethostname()}-{os.getpid()}")
+    name = (args.name if args.name is not None  # (a module's file "my server.py": my_server-...)
+            else default_replica_name(key, socket.gethostname(), os.getpid()))
     slowed = [r for r in spec.replication if r.speed != 1.0] if spec is not None else []
     if slowed and replica is None:  # (a speed is its replica's: not dropped unsaid)
         print(f"polybus worker: warning: {_speeds(key, slowed)}, and this worker, {name}, "
@@ -159,6 +161,12 @@ def main(args: argparse.Namespace) -> int:
                         heartbeat=args.heartbeat if args.heartbeat is not None else heartbeat,
                         max_frame=max_frame, exit_with_parent=args.exit_with_parent,
                         parent=args.parent, http=http, listen_from=listen_from)
+    except ConfigError as exc:  # (its certificate, checked at start against the address
+        if loaded is None:      # it registers: said at the line, as loading says the rest)
+            raise
+        from polybus.config import placed
+
+        raise placed(exc, loaded) from None
     except AuthenticationError as exc:
         exc.add_note(f"this worker's token came from "
                      f"{token_source(args.token_file, config_token_file)}")

@@ -54,6 +54,10 @@ class ReplicaStats:
     # How this client reached it: the scheme of each of its connections ("tcp", "ipc",
     # "shm"), one per transport its bindings use, so a transport switch can be seen
     transports: list[str] = field(default_factory=list)
+    # Where: the address each of those connections dialled, in the same order
+    # ("tcp://10.0.0.6:40113", "shm:///tmp/polybus-.../1.shm"), so that workers started
+    # by hand on several hosts can be told apart (the summary's `host`: summary.py)
+    addresses: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -175,7 +179,7 @@ def _replaced(session: Session, rows: dict[str, ReplicaStats], out: SessionStats
 def _row(session: Session, rows: dict[str, ReplicaStats], key: str, link: ReplicaLink,
          out: SessionStats, lost: bool = False) -> tuple[ReplicaStats, bool]:
     """``link``'s bytes for this run added to ``out``, and its row (``key``) with its
-    transport: the row, and whether it was made now."""
+    transport and address: the row, and whether it was made now."""
     sent, received = link_bytes(link)
     sent0, received0 = session._bytes0.get(id(link), (0, 0))
     out.bytes_sent += sent - sent0
@@ -187,4 +191,5 @@ def _row(session: Session, rows: dict[str, ReplicaStats], key: str, link: Replic
     scheme = link.channel.peer.partition("://")[0]
     if scheme not in rs.transports:
         rs.transports.append(scheme)
+        rs.addresses.append(link.channel.peer)
     return rs, new

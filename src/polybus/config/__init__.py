@@ -24,7 +24,7 @@ from polybus.config.milfile import MilFile
 from polybus.config.model import AppConfig
 from polybus.config.origin import SET, Origin
 from polybus.config.overrides import Overrides, apply_overrides, parse_override
-from polybus.config.problems import ConfigErrors, Problems, dotted
+from polybus.config.problems import ConfigErrors, Problems, dotted, rekey
 from polybus.config.replication import parse_replication
 from polybus.config.schema import source_file
 from polybus.config.tomlerrors import not_toml, not_utf8
@@ -45,6 +45,7 @@ __all__ = [
     "parse_override",
     "parse_replication",
     "parse_size",
+    "placed",
     "validate",
 ]
 
@@ -191,3 +192,20 @@ def load(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
     if errors or config is None:
         raise ConfigErrors(errors, file=str(path))
     return config
+
+
+def placed(err: ConfigError, app: AppConfig) -> ConfigError:
+    """``err``, a mistake in ``app`` found after loading it (a worker's certificate
+    checked at start against the address it registers), placed as loading places its
+    own: at the line of the file that wrote its key, or at the overrides that did."""
+    if err.key is None or err.file is not None:
+        return err
+    file = app.origin(err.key)
+    err = rekey(err, file=file, key=err.key)
+    if file != str(app.path):  # (an override's: said as from them)
+        return err
+    try:
+        _, mil = read_document(app.path)
+    except ConfigError:  # (changed since: said without its line)
+        return err
+    return _at_lines([err], file, mil)[0]

@@ -12,6 +12,7 @@ naming the key and the limit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from polybus.config.model import ModuleSpec, ServeSpec
@@ -21,7 +22,7 @@ from polybus.http.response import HTTP_SUFFIX
 from polybus.registry.limits import INTERFACES_MAX, NAME_MAX, said
 
 __all__ = ["REPLICA_NAME_MAX", "REPLICA_NAME_RULE", "check_registered_names",
-           "replica_name_fault"]
+           "default_replica_name", "replica_name_fault"]
 
 FILE_NAME_MAX = 255  # bytes of one file name (ext4, xfs, tmpfs...); these names are ASCII
 REPLICA_NAME_MAX = min(NAME_MAX, FILE_NAME_MAX - len("polybus-.log"))
@@ -54,6 +55,21 @@ def replica_name_fault(name: str) -> str | None:
     else:
         return None
     return f"{why}: {REPLICA_NAME_RULE}"
+
+
+_REFUSED = re.compile(r"[^A-Za-z0-9_.\-]")  # (a character no replica's name holds)
+
+
+def default_replica_name(module: str, host: str, pid: int) -> str:
+    """The name of a worker started by hand without ``--name``: ``module-host-pid``, made
+    a name the rule takes (`replica_name_fault`): each character it refuses replaced by
+    '_' (``my server.py``: ``my_server-vm-4242``), a first '.' or '-' too, and the
+    module's part cut to fit `REPLICA_NAME_MAX`."""
+    tail = _REFUSED.sub("_", f"-{host}-{pid}")[-(REPLICA_NAME_MAX - 1):]
+    head = _REFUSED.sub("_", module)[:REPLICA_NAME_MAX - len(tail)] or "_"
+    if head[0] in ".-":
+        head = "_" + head[1:]
+    return head + tail
 
 
 def _long(what: str, name: str, most: int, why: str, aside: str = "") -> str:

@@ -277,6 +277,9 @@ def connect(address: Address | str, token: bytes, codec: Codec,
                 f"tls, waits for this side to start TLS; else it is stopped or "
                 f"overloaded)") from None
         raise TransportError(f"handshake with {addr} failed: {exc}") from None
+    except BaseException:  # (a stop signal's, raised in the wait: worker/main.py)
+        sock.close()
+        raise
     return _channel(sock, codec, str(addr), addr.scheme == "shm")
 
 

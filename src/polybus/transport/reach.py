@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from polybus.errors import TransportError
 from polybus.transport.endpoints import WILDCARDS, Address
 
-__all__ = ["is_loopback", "loopback_only", "plain_beyond", "registers", "route_to",
-           "wildcard_on_loopback"]
+__all__ = ["is_loopback", "loopback_only", "on_this_host", "plain_beyond", "registers",
+           "route_to", "wildcard_on_loopback"]
 
 
 def is_loopback(host: str) -> bool:
@@ -43,6 +43,21 @@ def is_loopback(host: str) -> bool:
         except OSError:
             return False
         return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+def on_this_host(host: str) -> bool:
+    """Whether ``host`` (of a TCP address a peer was dialled at) is this host: its
+    loopback, its name, or an address of one of its interfaces, each address it resolves
+    to (the kernel sends traffic to such an address from that address itself:
+    `route_to`). A run's summary says the host of a replica elsewhere (summary.py)."""
+    if is_loopback(host) or host == socket.gethostname():
+        return True
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return False
+    ips = {str(i[4][0]) for i in infos}
+    return bool(ips) and all(route_to(Address("tcp", ip, 9)) == ip for ip in ips)
 
 
 def route_to(target: Address, family: int = 0) -> str | None:

@@ -78,7 +78,7 @@ class TLSConfig:
         try:
             _handshake(server, client, host)
         except ssl.SSLError as exc:
-            why = getattr(exc, "verify_message", None) or _reason(exc)
+            why = _verify_message(exc)
             if getattr(exc, "verify_code", None) in _NAME_MISMATCH:
                 raise _bad("cert", f"the certificate {self.cert} does not name {host}, "
                                    f"{where}: {why}",
@@ -118,6 +118,14 @@ def _reason(exc: BaseException) -> str:
     text = getattr(exc, "reason", None) or getattr(exc, "strerror", None)
     text = re.sub(r"^\[\w+\]\s*|\s*\(_ssl\.c:\d+\)$", "", str(text or ""))
     return text or type(exc).__name__
+
+
+def _verify_message(exc: BaseException) -> str:
+    """OpenSSL's sentence for a certificate it refused, without its full stop (it is
+    quoted inside a sentence of polybus's: "not valid for '127.0.0.1'. (" read as two),
+    else `_reason`."""
+    text = getattr(exc, "verify_message", None)
+    return text.rstrip().rstrip(".") if isinstance(text, str) and text.strip() else _reason(exc)
 
 
 def _holds_certificate(path: str) -> bool:
@@ -189,7 +197,7 @@ def refusal(exc: ssl.SSLError, config: TLSConfig, host: str) -> str:
     said as what the user can change: the peer speaks no TLS, its certificate is not the
     cluster CA's or does not name the host, or it refused this process's certificate."""
     reason = _reason(exc)
-    why = getattr(exc, "verify_message", None) or reason
+    why = _verify_message(exc)
     if getattr(exc, "verify_code", None) in _NAME_MISMATCH:
         return (f"its certificate does not name {host} ({why}): its subjectAltName must "
                 f"name the host dialled")
@@ -226,7 +234,7 @@ def accepted_refusal(exc: ssl.SSLError, config: TLSConfig) -> str:
 def _theirs(whose: str, exc: ssl.SSLError, config: TLSConfig) -> str:
     """The peer's certificate failed this side's check: out of its dates, or not signed
     by this side's CA."""
-    why = getattr(exc, "verify_message", None) or _reason(exc)
+    why = _verify_message(exc)
     code = getattr(exc, "verify_code", None)
     if code in _OUT_OF_DATE:
         return (f"{whose} certificate {_OUT_OF_DATE[code]} ({why}): that host needs a new "

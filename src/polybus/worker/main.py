@@ -15,7 +15,7 @@ from polybus.errors import PolybusError
 from polybus.http.response import HTTP_SUFFIX, http_form
 from polybus.memory import keep_freed_memory
 from polybus.registry.client import Membership, RegistryClient
-from polybus.stopsignals import StopSignals
+from polybus.stopsignals import Stopping, StopSignals
 from polybus.transport.endpoints import WILDCARDS, Address
 from polybus.transport.reach import (
     loopback_only,
@@ -207,8 +207,17 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         stop.request()
     unanswered = 0
     try:
-        membership.start()
-        if banner:
+        # A stop signal ends the first registration where it is, a stop as at any other
+        # time (a registry that accepted the connection and never answers held it for
+        # the handshake's timeout, then the worker ended with its error, status 2)
+        registered = False
+        try:
+            with stop.raising():
+                membership.start()
+            registered = True
+        except Stopping:  # (its signal noted: the wait below ends at once)
+            pass
+        if banner and registered:
             more = f" (and {', '.join(map(str, addresses[1:]))})" if addresses[1:] else ""
             bound = runtime.addresses[0]
             how = [f"bound to {bound.host}"] if bound.scheme == "tcp" \
@@ -222,7 +231,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
             if not exit_with_parent:  # (by hand; an engine's run says its own)
                 _say_reach(name, runtime.addresses, registry, spec is not None,
                            addresses)
-        if on_serving is not None:
+        if on_serving is not None and registered:
             on_serving(stop.request)
         stop.wait()
     finally:
