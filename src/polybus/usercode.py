@@ -202,6 +202,9 @@ def _child(argv: list[str]) -> int:
     except ModuleImportError as exc:
         error = str(exc)
     except KeyboardInterrupt as exc:  # (a Ctrl-C: the check stops, and says the line)
+        # (once: the check, stopped by the same Ctrl-C at a terminal, sends one more if
+        # this has not ended yet, which would cut the answer short)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         file = str(Path(path).resolve())
         line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__))
                      if f.filename == file), None)
