@@ -9,17 +9,8 @@ from pathlib import Path
 import pytest
 
 from polybus.config import validate
+from unit.test_config_ranges import CLIENT, SERVER
 
-SERVER = "def compare(query, entry):\n    return 0\n"
-CLIENT = '''\
-from polybus import use
-
-compare = use("compare")
-
-
-def main():
-    return compare("a", "b")
-'''
 BASE = '''\
 [modules.server]
 source = "server.py"

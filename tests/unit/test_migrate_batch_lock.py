@@ -12,8 +12,10 @@ lose no batch and keep no placed one either way (no network: fakes).
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import weakref
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -63,30 +65,38 @@ def _batch(bt: Batcher, bid: int, link: Any) -> Pending:
     return b
 
 
-def test_a_given_back_batch_waits_for_the_thread_holding_the_lock() -> None:
-    src, dst, bt, m = _setup(window=2, inflight=[1, 0])
-    b = _batch(bt, 5, src)
+@contextlib.contextmanager
+def _held_elsewhere(bt: Batcher) -> Iterator[None]:
+    """Another thread inside the Batcher (placing, say) for the block; it settles what
+    it owes as it lets go, as every holder does, before the block's end returns."""
     holding, done = threading.Event(), threading.Event()
 
-    def hold() -> None:  # another thread inside the Batcher (placing, say)
+    def hold() -> None:
         with bt.lock:
             holding.set()
             assert done.wait(10)
-        bt._settle()  # (as every holder does when it lets go)
+        bt._settle()
 
     t = threading.Thread(target=hold)
     t.start()
     try:
         assert holding.wait(10)
+        yield
+    finally:
+        done.set()
+        t.join(10)
+    assert not t.is_alive()
+
+
+def test_a_given_back_batch_waits_for_the_thread_holding_the_lock() -> None:
+    src, dst, bt, m = _setup(window=2, inflight=[1, 0])
+    b = _batch(bt, 5, src)
+    with _held_elsewhere(bt):
         m._pending[3] = (src, dst, 1)
         m.released(src, [5], 3)
         # Nothing of the Batcher's changed under another thread's lock
         assert bt.inflight == [1, 0] and dst.outstanding == {} and dst.got == []
         assert b.link is src and bt.owes
-    finally:
-        done.set()
-        t.join(10)
-    assert not t.is_alive()
     assert dst.outstanding == {5: b} and b.link is dst and bt.inflight == [0, 1]
     assert [msg.id for msg in dst.got] == [5] and not bt.owes
     assert m.moved_out == {"r0": 1, "r1": 0} and m.moved_in == {"r0": 0, "r1": 1}
@@ -158,24 +168,9 @@ def test_a_deferred_move_is_a_call_under_way_for_the_run_s_end() -> None:
     session = SimpleNamespace(reactor=SimpleNamespace(links=[src, dst]), dispatchers={},
                               awaiting=None, batchers=[bt])
     assert under_way(session) == 1  # type: ignore[arg-type]
-    holding, done = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with bt.lock:
-            holding.set()
-            assert done.wait(10)
-        bt._settle()
-
-    t = threading.Thread(target=hold)
-    t.start()
-    try:
-        assert holding.wait(10)
+    with _held_elsewhere(bt):
         m._pending[3] = (src, dst, 1)
         m.released(src, [5], 3)
         assert src.outstanding == {} and bt.owes
         assert under_way(session) == 1  # type: ignore[arg-type]
-    finally:
-        done.set()
-        t.join(10)
-    assert not t.is_alive()
     assert dst.outstanding == {5: b} and under_way(session) == 1  # type: ignore[arg-type]
