@@ -179,6 +179,20 @@ def _stopped(key: str, source: Path, p: subprocess.Popen[str]) -> str:
     return f"{IMPORTING}module {key!r} ({shown(source)}){at}"
 
 
+def _line_in(exc: BaseException, file: str) -> int | None:
+    """The line of ``file`` the import was at when ``exc`` stopped it: in ``exc``'s own
+    traceback, or in what it interrupted (a second SIGINT as the import's own Ctrl-C
+    handler was put back raised its own, whose traceback holds no line of the module)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        line = next((f.lineno for f in reversed(traceback.extract_tb(seen.__traceback__))
+                     if f.filename == file), None)
+        if line is not None:
+            return line
+        seen = seen.__context__
+    return None
+
+
 def _child(argv: list[str]) -> int:
     """Import one module and check its named functions; print {"error": ...} as JSON."""
     from polybus.client.stubs import importing, serving
@@ -205,9 +219,7 @@ def _child(argv: list[str]) -> int:
         # (once: the check, stopped by the same Ctrl-C at a terminal, sends one more if
         # this has not ended yet, which would cut the answer short)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        file = str(Path(path).resolve())
-        line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__))
-                     if f.filename == file), None)
+        line = _line_in(exc, str(Path(path).resolve()))
         answer.write(json.dumps({"error": None, "stopped_at": line}) + "\n")
         answer.flush()
         return 130

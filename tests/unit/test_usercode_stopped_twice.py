@@ -39,3 +39,37 @@ def test_a_second_sigint_while_the_child_answers_leaves_its_answer_whole(tmp_pat
     answer = json.loads(p.stdout.strip().splitlines()[-1])
     assert answer["error"] is None and answer["stopped_at"] in (2, 3), answer
     assert p.returncode == 130, p.stderr
+
+
+# The second SIGINT comes just as the import's Ctrl-C handler is put back (the import
+# ended by the first): its KeyboardInterrupt replaces the first, whose traceback alone
+# holds the module's line.
+DRIVER_EARLY = """\
+import os, signal, sys
+import polybus.usercode as usercode
+
+real = signal.signal
+armed = [True]
+
+def hooked(sig, handler):
+    old = real(sig, handler)
+    if sig == signal.SIGINT and handler is signal.default_int_handler and armed[0]:
+        armed[0] = False
+        os.kill(os.getpid(), signal.SIGINT)
+    return old
+
+signal.signal = hooked
+sys.exit(usercode._child(sys.argv[1:]))
+"""
+
+
+def test_a_second_sigint_as_the_import_ends_still_finds_the_line(tmp_path: Path) -> None:
+    (tmp_path / "server.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\n\n\n"
+        "def f(x):\n    return x\n")
+    (tmp_path / "driver.py").write_text(DRIVER_EARLY)
+    p = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "server.py"),
+                        "60", "server", "-", "f"], capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip(), p.stderr
+    answer = json.loads(p.stdout.strip().splitlines()[-1])
+    assert answer["error"] is None and answer["stopped_at"] in (2, 3), answer
