@@ -28,17 +28,23 @@ sys.exit(usercode._child(sys.argv[1:]))
 """
 
 
-def test_a_second_sigint_while_the_child_answers_leaves_its_answer_whole(tmp_path: Path) -> None:
-    (tmp_path / "server.py").write_text(  # (a Ctrl-C at its line 2 or, handled late, 3)
+def _stopped(tmp_path: Path, driver: str) -> int:
+    """The child run by ``driver`` on a module whose import a Ctrl-C stops (at its line
+    2 or, handled late, 3): its answer says that line; its exit status."""
+    (tmp_path / "server.py").write_text(
         "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\n\n\n"
         "def f(x):\n    return x\n")
-    (tmp_path / "driver.py").write_text(DRIVER)
+    (tmp_path / "driver.py").write_text(driver)
     p = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "server.py"),
                         "60", "server", "-", "f"], capture_output=True, text=True, timeout=60)
     assert p.stdout.strip(), p.stderr
     answer = json.loads(p.stdout.strip().splitlines()[-1])
     assert answer["error"] is None and answer["stopped_at"] in (2, 3), answer
-    assert p.returncode == 130, p.stderr
+    return p.returncode
+
+
+def test_a_second_sigint_while_the_child_answers_leaves_its_answer_whole(tmp_path: Path) -> None:
+    assert _stopped(tmp_path, DRIVER) == 130
 
 
 # The second SIGINT comes just as the import's Ctrl-C handler is put back (the import
@@ -64,12 +70,4 @@ sys.exit(usercode._child(sys.argv[1:]))
 
 
 def test_a_second_sigint_as_the_import_ends_still_finds_the_line(tmp_path: Path) -> None:
-    (tmp_path / "server.py").write_text(
-        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\n\n\n"
-        "def f(x):\n    return x\n")
-    (tmp_path / "driver.py").write_text(DRIVER_EARLY)
-    p = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "server.py"),
-                        "60", "server", "-", "f"], capture_output=True, text=True, timeout=60)
-    assert p.stdout.strip(), p.stderr
-    answer = json.loads(p.stdout.strip().splitlines()[-1])
-    assert answer["error"] is None and answer["stopped_at"] in (2, 3), answer
+    assert _stopped(tmp_path, DRIVER_EARLY) == 130
