@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import polybus
-from polybus.testing.apps import write_app
+from polybus.testing.apps import write_bound_app
 from polybus.testing.peers import next_message
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
@@ -122,23 +122,11 @@ CLIENT = """
         return out
 """
 
-TOML = """
-    [modules.server]
-    source = "server.py"
-    replication = 2
-
-    [modules.client]
-    source = "client.py"
-    entrypoint = "main"
-    use.f = { callstyle = "async" }
-
-    [bind]
-    "client.f" = "server.f"
-"""
-
 
 def test_a_poison_call_takes_no_finished_answer_with_it(tmp_path: Path) -> None:
-    app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
+    app = write_bound_app(tmp_path, server=SERVER, client=CLIENT, names=("f",),
+                          server_keys="replication = 2",
+                          client_keys='use.f = { callstyle = "async" }')
     out = polybus.run(app, {}).result
     assert isinstance(out, list) and len(out) == 8, out
     assert out[:7] == list(range(7)), out
