@@ -129,30 +129,31 @@ def test_a_batch_given_back_while_the_queue_is_placed_is_neither_lost_nor_placed
     assert bt.inflight == [1, 1]  # (its place at r0 freed; none taken at r1)
 
 
+def _given_back_with_none_live(rejoins: bool) -> tuple[Any, Any, Batcher, Pending]:
+    """A batch r0 gave back to a steal for r1, both lost before its move ran."""
+    src, dst, bt, m = _setup(window=2, inflight=[1, 0])
+    bt.d = SimpleNamespace(rejoins=rejoins)  # type: ignore[assignment]
+    b = _batch(bt, 5, src)
+    src.dead = dst.dead = True
+    m._pending[3] = (src, dst, 1)
+    m.released(src, [5], 3)
+    return src, dst, bt, b
+
+
 def test_a_batch_given_back_with_no_replica_live_waits_where_lost_replicas_come_back(
 ) -> None:
     """Its move deferred while another thread held the lock, the steal's replica (and
     the one planned) were lost meanwhile: in a session that takes lost replicas back
     (rejoin), it waits first in its Batcher's queue, as a lost replica's batches do
     (batchsend.py `requeue`), rather than failing. (It failed, "every replica is gone".)"""
-    src, dst, bt, m = _setup(window=2, inflight=[1, 0])
-    bt.d = SimpleNamespace(rejoins=True)  # type: ignore[assignment]
-    b = _batch(bt, 5, src)
-    src.dead = dst.dead = True
-    m._pending[3] = (src, dst, 1)
-    m.released(src, [5], 3)
+    src, dst, bt, b = _given_back_with_none_live(rejoins=True)
     assert not b.done and b.error is None
     assert list(bt.backlog) == [b] and b.link is None and b.attempts == 0
     assert bt.inflight == [0, 0] and src.outstanding == {} and dst.outstanding == {}
 
 
 def test_a_batch_given_back_with_no_replica_live_fails_where_none_comes_back() -> None:
-    src, dst, bt, m = _setup(window=2, inflight=[1, 0])
-    bt.d = SimpleNamespace(rejoins=False)  # type: ignore[assignment]
-    b = _batch(bt, 5, src)
-    src.dead = dst.dead = True
-    m._pending[3] = (src, dst, 1)
-    m.released(src, [5], 3)
+    _, _, bt, b = _given_back_with_none_live(rejoins=False)
     assert b.done and isinstance(b.error, ConnectionLostError)
     assert "every replica of work is gone" in str(b.error)
     assert not bt.backlog and bt.inflight == [0, 0]
