@@ -182,10 +182,9 @@ def repeated(overrides: Sequence[str], origin: Origin = SET) -> list[str]:
             times = "twice" if len(same) == 2 else f"{len(same)} times"
             out.append(f"{origin.label} {key} given {times}: the last, {same[-1][0]}, "
                        "is taken")
-        whole = next((t for p, t, _ in keys[i + 1:] if len(p) < len(path)
+        whole = next(((p, t) for p, t, _ in keys[i + 1:] if len(p) < len(path)
                       and path[:len(p)] == p), None)
         if whole is not None:
-            table = dotted(*parse_override(whole, origin)[0])
-            out.append(f"{origin.label} {text}: a later {origin.label} {whole} sets {table} "
-                       "whole, so this one is dropped")
+            out.append(f"{origin.label} {text}: a later {origin.label} {whole[1]} sets "
+                       f"{dotted(*whole[0])} whole, so this one is dropped")
     return out
