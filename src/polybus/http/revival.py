@@ -17,7 +17,7 @@ with.
 
 Where lost workers come back (the engine starts them again, or something else started
 them: ``stays`` None), calls wait for them as a run at a shared registry's do
-(client/rejoin.py, whose helpers these are): a request that finds no live replica waits
+(client/rejoin.py; the steps both take are client/rejoinwaits.py): a request that finds no live replica waits
 for the looks, one each LOOK_S, WAIT_S at most (or serve's --wait-for-workers, if
 longer), then gets NoReplicaError saying what it
 waited for; a call lost with every replica (idempotent: client/backlog.py) waits in its
@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.rejoin import back_note, give_up, placed, waiting_on
+from polybus.client.rejoinwaits import back_note, give_up, placed, waiting_on
 from polybus.client.revive import (
     LOOK_MAX_S,
     LOOK_S,
