@@ -334,14 +334,15 @@ def matmul(result: BenchResult, sizes: Sequence[int], servers: Sequence[int],
 
 
 def ep_times(result: BenchResult, n: int, block: int, k: int, reps: int,
-             transport: str) -> list[float] | None:
+             transport: str, warmup: int = 0) -> list[float] | None:
     """One launch of mpi4py's master/worker on the ep tasks (``k`` workers, over
-    ``transport``): each repetition's seconds, or None if mpi4py (or that transport)
-    cannot run here, recorded as skipped with the reason."""
+    ``transport``, ``warmup`` untimed products first): each timed repetition's seconds,
+    or None if mpi4py (or that transport) cannot run here, recorded as skipped with the
+    reason."""
     from polybus.bench.peers import mpi
 
     return try_peer(result, _mpi_system(transport),
-                    partial(mpi.ep_times, n, block, k, reps, transport))
+                    partial(mpi.ep_times, n, block, k, reps, transport, warmup))
 
 
 def ep_rows(result: BenchResult, times: dict[tuple[str, int], list[float]]) -> None:
