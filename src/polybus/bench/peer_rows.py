@@ -207,10 +207,12 @@ def bandwidth_ratios(result: BenchResult) -> None:
         cpus = r.config.get("cpus", DEFAULT)
         suffix = f" ({r.label})"
         at = f"GB/s at {fmt_bytes(r.x)}"
-        result.add_ratio(f"polybus/mpi4py {at}{suffix}", r,
+        # (named with both transports, as latency's: mpi4py runs over its shared memory
+        # alone, pyzmq over TCP alone, whatever polybus's transport)
+        result.add_ratio(f"polybus/mpi4py {at} ({r.label} vs mpi4py sm)", r,
                          result.find("mpi4py", r.x, "gbps", {"cpus": cpus}))
         if cpus == DEFAULT:
-            result.add_ratio(f"polybus/pyzmq {at}{suffix}", r,
+            result.add_ratio(f"polybus/pyzmq {at} ({r.label} vs pyzmq tcp)", r,
                              result.find("pyzmq", r.x, "gbps", {"cpus": cpus}))
         if cpus in (DEFAULT, "free"):  # (Ray and Dask place their own processes: against
             for peer in ("ray", "dask"):  # the row of record, and like for like)
