@@ -82,13 +82,13 @@ class _OneRank:
     """An MPI world of rank 0 alone, for the master's loop over its repetitions (no
     worker: no task is handed out, so no product is right, and none is looked at)."""
 
-    def Get_rank(self) -> int:  # noqa: N802 (mpi4py's names)
+    def Get_rank(self) -> int:
         return 0
 
-    def Get_size(self) -> int:  # noqa: N802
+    def Get_size(self) -> int:
         return 1
 
-    def Barrier(self) -> None:  # noqa: N802
+    def Barrier(self) -> None:
         pass
 
 

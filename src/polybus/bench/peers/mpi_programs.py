@@ -259,7 +259,7 @@ def ep(comm: Any, n: int, block: int, reps: int, warmup: int = 0) -> dict[str, A
             continue
         assert a is not None and b is not None
 
-        def send(w: int, ij: tuple[int, int]) -> None:
+        def send(w: int, ij: tuple[int, int], a: Any = a, b: Any = b) -> None:
             hdr[:] = ij
             comm.Send(hdr, dest=w, tag=TASK)
             comm.Send(a[ij[0]:ij[0] + block], dest=w, tag=TASK)
