@@ -36,7 +36,7 @@ def test_rounds_interleave_every_system_and_pool_their_repetitions(
         return [0.200] * reps
 
     def theirs(result: Any, n: int, block: int, k: int, reps: int,
-               transport: str) -> list[float] | None:
+               transport: str, warmup: int = 0) -> list[float] | None:
         log.append(f"mpi {transport} {k}")
         return [0.045] * reps
 
@@ -64,3 +64,60 @@ def test_rounds_interleave_every_system_and_pool_their_repetitions(
     names = {r.name for r in result.ratios}
     assert {"polybus/mpi4py seconds, 2 workers (polybus shm stateful) (mpi4py sm)",
             "polybus/mpi4py seconds, 2 workers (polybus shm stateless) (mpi4py sm)"} <= names
+
+
+class _Seeds:
+    """Stands in for numpy.random.default_rng: notes each seed, draws as the real one."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.seen: list[int] = []
+
+    def __call__(self, seed: int) -> Any:
+        self.seen.append(seed)
+        return self.real(seed)
+
+
+class _OneRank:
+    """An MPI world of rank 0 alone, for the master's loop over its repetitions (no
+    worker: no task is handed out, so no product is right, and none is looked at)."""
+
+    def Get_rank(self) -> int:
+        return 0
+
+    def Get_size(self) -> int:
+        return 1
+
+    def Barrier(self) -> None:
+        pass
+
+
+def test_every_system_multiplies_the_same_matrices_after_the_same_warmup(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # polybus and the pool drew fresh matrices each repetition, the one-process loop and
+    # mpi4py one pair for all; and none of the four ran the untimed product first that
+    # matmul's systems run (and the README said ep's did).
+    import numpy as np
+
+    from polybus.bench.b_matmul import WARMUP
+    from polybus.bench.peers import mpi_programs
+    from polybus.bench.programs import matmul_client
+
+    assert WARMUP >= 1
+    reps = 2
+    seeds = _Seeds(np.random.default_rng)
+    monkeypatch.setattr(np.random, "default_rng", seeds)
+    want = [1 + reps + w for w in range(WARMUP)] + [1 + rep for rep in range(reps)]
+
+    monkeypatch.setattr(matmul_client, "multiply_block", lambda rows, cols: rows @ cols)
+    monkeypatch.setattr(matmul_client, "wait", lambda x: x)
+    runs = {
+        "one_process": lambda: b_ep._one_process(16, 8, reps),
+        "process_pool": lambda: b_ep._pool(16, 8, 1, reps),
+        "polybus": lambda: matmul_client.blocks(16, 8, 1, reps, WARMUP)["seconds"],
+        "mpi4py": lambda: mpi_programs.ep(_OneRank(), 16, 8, reps, WARMUP)["seconds"],
+    }
+    for system, measure in runs.items():
+        seeds.seen.clear()
+        assert len(measure()) == reps, system
+        assert seeds.seen == want, system

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from polybus.bench import b_sort
+from polybus.bench.report import BenchResult, Row
+from polybus.bench.stats import Stat
 
 
 class Log:
@@ -74,3 +76,25 @@ def test_the_baseline_gets_the_warmup_and_repetitions_of_every_other_cell(
         else:  # modelled: each worker's part timed here, then the polybus runs
             assert ran == Counter({"sort": each * workers, "run": each}), what
     assert result.params["warmup"] >= 1
+
+
+def test_each_algorithm_has_its_speedup_ratios_at_its_largest_baseline_size() -> None:
+    # A full run adds the target, insertion sort of 2^16 on 2 workers, polybus and
+    # mpi4py alone (no one_process there): the ratios were looked for at 2^16 only, found
+    # no baseline, and insertion sort had none in the run of record.
+    result = BenchResult("sort")
+    stat = Stat(1.0, 0.9, 1.1, 3)
+    for algo, n in (("insertion", 2**14), ("quicksort", 2**20)):
+        result.add(Row.of("one_process", {"algorithm": algo}, n, "seconds", stat))
+        for workers, model in ((2, "real"), (4, "sleep")):
+            cfg = {"algorithm": algo, "workers": workers, "model": model}
+            result.add(Row.of("polybus", cfg, n, "seconds", stat))
+    target = {"algorithm": "insertion", "workers": 2}
+    result.add(Row.of("mpi4py", {**target, "ranks": 2}, 2**16, "seconds", stat))
+    result.add(Row.of("polybus", {**target, "model": "real"}, 2**16, "seconds", stat))
+    b_sort._ratios(result)
+    assert [r.name for r in result.ratios] == [
+        "one_process/polybus insertion n=16384 workers=2 (real)",
+        "one_process/polybus insertion n=16384 workers=4 (sleep)",
+        "one_process/polybus quicksort n=1048576 workers=2 (real)",
+        "one_process/polybus quicksort n=1048576 workers=4 (sleep)"]

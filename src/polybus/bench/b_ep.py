@@ -10,7 +10,9 @@ once, not with each of the 8 tasks that use it; the module is the same.
 Peers, on the same tasks: the one-process block loop (the speedup baseline),
 ProcessPoolExecutor and, when importable, an mpi4py master/worker (skipped with its
 reason otherwise). Each repeats inside one start-up, and the full run does it in
-``ROUNDS`` interleaved rounds. BLAS is pinned to one thread.
+``ROUNDS`` interleaved rounds. Every system multiplies the same fresh matrices in each
+repetition, after ``WARMUP`` untimed products of its own, as matmul's systems do (a
+system's first product pays one-off costs). BLAS is pinned to one thread.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from polybus.bench import peer_rows  # the mpi4py master/worker, same tasks
-from polybus.bench.b_matmul import pin_blas
+from polybus.bench.b_matmul import WARMUP, _matrices, _order, pin_blas
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
 from polybus.bench.stats import summarize
@@ -58,16 +60,18 @@ REPS = 7  # timed repetitions per system per round (inside one start-up)
 
 
 def _one_process(n: int, block: int, reps: int) -> list[float]:
-    rng = np.random.default_rng(1)
-    a, b = rng.random((n, n)), rng.random((n, n))
+    """The block tasks looped here: ``reps`` timed products after WARMUP untimed ones,
+    each with the matrices every system draws for that repetition (`_matrices`)."""
     out = []
-    for _ in range(reps):
+    for rep in _order(reps, WARMUP):
+        a, b = _matrices(n, rep)
         c = np.empty((n, n))
         t0 = time.perf_counter()
         for i in range(0, n, block):
             for j in range(0, n, block):
                 c[i:i + block, j:j + block] = a[i:i + block] @ b[:, j:j + block]
-        out.append(time.perf_counter() - t0)
+        if rep < reps:
+            out.append(time.perf_counter() - t0)
     return out
 
 
@@ -80,16 +84,16 @@ def _pool(n: int, block: int, workers: int, reps: int) -> list[float]:
     out = []
     with ProcessPoolExecutor(workers) as pool:
         list(pool.map(abs, range(workers)))  # started before timing
-        for rep in range(reps):
-            rng = np.random.default_rng(1 + rep)
-            a, b = rng.random((n, n)), rng.random((n, n))
+        for rep in _order(reps, WARMUP):
+            a, b = _matrices(n, rep)
             t0 = time.perf_counter()
             futs = {(i, j): pool.submit(_block, a[i:i + block], b[:, j:j + block])
                     for i in range(0, n, block) for j in range(0, n, block)}
             c = np.empty((n, n))
             for (i, j), f in futs.items():
                 c[i:i + block, j:j + block] = f.result()
-            out.append(time.perf_counter() - t0)
+            if rep < reps:
+                out.append(time.perf_counter() - t0)
     return out
 
 
@@ -102,13 +106,13 @@ def _polybus_times(n: int, block: int, k: int, reps: int, transport: str,
 
     style = f"async-demand({watermark})"
     sets = [f"modules.server.replication={k}", "modules.client.entrypoint=blocks",
-            f"modules.client.args={json.dumps([n, block, 1, reps])}",
+            f"modules.client.args={json.dumps([n, block, 1, reps, WARMUP])}",
             f'modules.client.use.multiply_block={{callstyle="{style}"}}']
     if transport != "tcp":
         sets.append(f"modules.server.transport={transport}")
     out = prun(PROGRAMS / _PROGRAM[mode], sets)
     return ([float(s) for s in out.result["seconds"]], bool(out.result["correct"]),
-            out.bytes_sent / reps)
+            out.bytes_sent / (reps + WARMUP))  # (every product sends the same)
 
 
 def run(quick: bool, progress: Progress) -> BenchResult:
@@ -123,7 +127,8 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     reps = 1 if quick else REPS
     rounds = 1 if quick else ROUNDS
     result = BenchResult("ep", {"n": n, "block": block, "tasks": (n // block) ** 2,
-                                "reps": reps, "rounds": rounds, "blas_threads": 1},
+                                "reps": reps, "warmup": WARMUP, "rounds": rounds,
+                                "blas_threads": 1},
                          x_label="workers")
     result.baselines["speedup"] = ("one_process (the same block tasks looped in one process; "
                                    "its seconds / polybus's)")
@@ -155,7 +160,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
             pool.setdefault(k, []).extend(_pool(n, block, k, reps))
             progress.advance(f"ep process_pool workers={k}{at}")
             for transport in peer_rows.MPI_TRANSPORTS:
-                got = peer_rows.ep_times(result, n, block, k, reps, transport)
+                got = peer_rows.ep_times(result, n, block, k, reps, transport, WARMUP)
                 if got is not None:
                     theirs.setdefault((transport, k), []).extend(got)
                 progress.advance(f"ep mpi4py {transport} workers={k}{at}")

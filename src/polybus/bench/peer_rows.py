@@ -207,10 +207,12 @@ def bandwidth_ratios(result: BenchResult) -> None:
         cpus = r.config.get("cpus", DEFAULT)
         suffix = f" ({r.label})"
         at = f"GB/s at {fmt_bytes(r.x)}"
-        result.add_ratio(f"polybus/mpi4py {at}{suffix}", r,
+        # (named with both transports, as latency's: mpi4py runs over its shared memory
+        # alone, pyzmq over TCP alone, whatever polybus's transport)
+        result.add_ratio(f"polybus/mpi4py {at} ({r.label} vs mpi4py sm)", r,
                          result.find("mpi4py", r.x, "gbps", {"cpus": cpus}))
         if cpus == DEFAULT:
-            result.add_ratio(f"polybus/pyzmq {at}{suffix}", r,
+            result.add_ratio(f"polybus/pyzmq {at} ({r.label} vs pyzmq tcp)", r,
                              result.find("pyzmq", r.x, "gbps", {"cpus": cpus}))
         if cpus in (DEFAULT, "free"):  # (Ray and Dask place their own processes: against
             for peer in ("ray", "dask"):  # the row of record, and like for like)
@@ -334,14 +336,15 @@ def matmul(result: BenchResult, sizes: Sequence[int], servers: Sequence[int],
 
 
 def ep_times(result: BenchResult, n: int, block: int, k: int, reps: int,
-             transport: str) -> list[float] | None:
+             transport: str, warmup: int = 0) -> list[float] | None:
     """One launch of mpi4py's master/worker on the ep tasks (``k`` workers, over
-    ``transport``): each repetition's seconds, or None if mpi4py (or that transport)
-    cannot run here, recorded as skipped with the reason."""
+    ``transport``, ``warmup`` untimed products first): each timed repetition's seconds,
+    or None if mpi4py (or that transport) cannot run here, recorded as skipped with the
+    reason."""
     from polybus.bench.peers import mpi
 
     return try_peer(result, _mpi_system(transport),
-                    partial(mpi.ep_times, n, block, k, reps, transport))
+                    partial(mpi.ep_times, n, block, k, reps, transport, warmup))
 
 
 def ep_rows(result: BenchResult, times: dict[tuple[str, int], list[float]]) -> None:

@@ -162,12 +162,15 @@ def matmul_seconds(n: int, workers: int, stateful: bool, reps: int, chunk: int =
     return summarize(out["seconds"])
 
 
-def ep_seconds(n: int, block: int, workers: int, reps: int, transport: str = "sm") -> Stat:
-    """seeds/004 blocks on demand over ``workers`` worker ranks plus the master."""
-    return summarize(ep_times(n, block, workers, reps, transport))
+def ep_seconds(n: int, block: int, workers: int, reps: int, transport: str = "sm",
+               warmup: int = 0) -> Stat:
+    """seeds/004 blocks on demand over ``workers`` worker ranks plus the master (after
+    ``warmup`` untimed products)."""
+    return summarize(ep_times(n, block, workers, reps, transport, warmup))
 
 
-def ep_times(n: int, block: int, workers: int, reps: int, transport: str = "sm") -> list[float]:
+def ep_times(n: int, block: int, workers: int, reps: int, transport: str = "sm",
+             warmup: int = 0) -> list[float]:
     """`ep_seconds`' repetitions, each one's seconds (to pool over several launches)."""
-    out = launch("ep", [n, block, reps], workers + 1, 3600, transport=transport)
+    out = launch("ep", [n, block, reps, warmup], workers + 1, 3600, transport=transport)
     return [float(s) for s in out["seconds"]]

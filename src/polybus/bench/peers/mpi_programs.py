@@ -233,17 +233,21 @@ def matmul(comm: Any, n: int, stateful: bool, reps: int, chunk: int = 1,
     return {"seconds": secs, "correct": ok}
 
 
-def ep(comm: Any, n: int, block: int, reps: int) -> dict[str, Any]:
-    """seeds/004: one task per (row block of A, column block of B), handed out on demand."""
+def ep(comm: Any, n: int, block: int, reps: int, warmup: int = 0) -> dict[str, Any]:
+    """seeds/004: one task per (row block of A, column block of B), handed out on demand.
+    Each repetition has fresh matrices; ``warmup`` untimed ones (matrices of their own)
+    come first, as b_ep's other systems do."""
     rank = comm.Get_rank()
-    rng = np.random.default_rng(1)
-    a: Any = rng.random((n, n)) if rank == 0 else None
-    b: Any = rng.random((n, n)) if rank == 0 else None
     rows, cols = np.empty((block, n)), np.empty((n, block))
     c, hdr = np.empty((n, n) if rank == 0 else 0), np.zeros(2, dtype=np.int64)
     secs: list[float] = []
     ok = True
-    for _ in range(reps):
+    for rep in [reps + w for w in range(warmup)] + list(range(reps)):
+        a: Any = None
+        b: Any = None
+        if rank == 0:
+            rng = np.random.default_rng(1 + rep)
+            a, b = rng.random((n, n)), rng.random((n, n))
         comm.Barrier()
         t0 = time.perf_counter()
         if rank:
@@ -255,7 +259,7 @@ def ep(comm: Any, n: int, block: int, reps: int) -> dict[str, Any]:
             continue
         assert a is not None and b is not None
 
-        def send(w: int, ij: tuple[int, int]) -> None:
+        def send(w: int, ij: tuple[int, int], a: Any = a, b: Any = b) -> None:
             hdr[:] = ij
             comm.Send(hdr, dest=w, tag=TASK)
             comm.Send(a[ij[0]:ij[0] + block], dest=w, tag=TASK)
@@ -267,7 +271,8 @@ def ep(comm: Any, n: int, block: int, reps: int) -> dict[str, Any]:
         tasks = iter([(i, j) for i in range(0, n, block) for j in range(0, n, block)])
         _master(comm, tasks, send, lambda: np.empty((block, block)), take)
         _stop_workers(comm)
-        secs.append(time.perf_counter() - t0)
+        if rep < reps:
+            secs.append(time.perf_counter() - t0)
         ok = ok and bool(np.allclose(c, a @ b))
     return {"seconds": secs, "correct": ok}
 

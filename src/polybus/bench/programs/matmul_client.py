@@ -54,11 +54,13 @@ def rows(n: int, seed: int = 1, cost: float = 0.0, chunk: int = 1,
     return {"seconds": seconds, "correct": ok}
 
 
-def blocks(n: int, block: int, seed: int = 1, reps: int = 1) -> dict[str, Any]:
-    """seeds/004: one call per (row block of A, column block of B), waited in order."""
+def blocks(n: int, block: int, seed: int = 1, reps: int = 1,
+           warmup: int = 0) -> dict[str, Any]:
+    """seeds/004: one call per (row block of A, column block of B), waited in order;
+    ``warmup`` untimed repetitions first, as in `rows`."""
     seconds: list[float] = []
     ok = True
-    for rep in range(reps):
+    for rep in [reps + w for w in range(warmup)] + list(range(reps)):
         a, b = _pair(n, seed + rep)
         a.flags.writeable = b.flags.writeable = False  # never changed (see rows)
         t0 = time.perf_counter()
@@ -69,7 +71,8 @@ def blocks(n: int, block: int, seed: int = 1, reps: int = 1) -> dict[str, Any]:
         c = np.empty((n, n))
         for (i, j), p in tasks.items():
             c[i:i + block, j:j + block] = wait(p)
-        seconds.append(time.perf_counter() - t0)
+        if rep < reps:
+            seconds.append(time.perf_counter() - t0)
         del tasks
         ok = ok and bool(np.allclose(c, a @ b))
     return {"seconds": seconds, "correct": ok}
