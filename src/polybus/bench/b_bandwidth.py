@@ -3,7 +3,9 @@
 Peers side by side: a raw Python socket (sendall of the array's memoryview, recv_into
 a preallocated buffer, one ack byte at the end; TCP and Unix socket), the C TCP
 sender/receiver, and numpy memcpy between preallocated arrays (the limit).
-GB is 1e9 bytes; MB is 1e6 bytes.
+GB is 1e9 bytes; MB is 1e6 bytes. Over ``shm`` polybus copies the array once, at the
+sender, into a segment the replica views and its function (``sink``) does not read: the
+peers' receivers copy it again into a buffer of their own, so that row can pass memcpy.
 """
 
 from __future__ import annotations
