@@ -91,3 +91,18 @@ def test_a_hint_from_python_writes_an_infinity_python_reads_back(tmp_path: Path)
     written = hint.rpartition("pass the value itself, ")[2]
     assert written == '{"modules.client.args": [1, float("-inf")]}', hint
     assert eval(written) == {"modules.client.args": [1, -math.inf]}
+
+
+@pytest.mark.parametrize(("sets", "quoted"), [
+    ((f"{D}.priority=inf",), "--set 'modules.server.define.f.priority=\"1e309\"'"),
+    ((f"{D}.priority=-1e309",), "--set 'modules.server.define.f.priority=\"-1e309\"'"),
+    ((f"{D}.priority=7",), "--set 'modules.server.define.f.priority=\"7\"'"),
+])
+def test_a_bare_infinite_priority_is_told_a_quoted_expression_that_compiles(
+        tmp_path: Path, sets: tuple[str, ...], quoted: str) -> None:
+    """The hint quoted ``inf`` as the expression "inf", a name no parameter has."""
+    app = _app(tmp_path, server="define.f = {}")
+    hint = _hint(app, sets)
+    assert hint.endswith(quoted), hint
+    _, errors = validate(app, [quoted.split(" ", 1)[1].strip("'")])
+    assert errors == []
