@@ -1,7 +1,8 @@
-"""A priority's slice bounds of literals alone (``x[1/0:]``, ``x[1.5:]``, ``x[::0]``) fail
-every call as a sequence or an array takes them: refused when the configuration loads,
-at its file and line, as any other part of literals alone that fails every call is
-(test_config_expr.py). They passed, and each call then failed unsent."""
+"""A priority's slice bounds of literals alone that fail every call (``x[1/0:]``, a step of
+0: ``x[::0]``) are refused when the configuration loads, at its file and line, as any
+other part of literals alone that fails every call is (test_config_expr.py). They
+passed, and each call then failed unsent. A bound of another type (``x[1.5:]``,
+``x[:'a']``) is left to the call: a pandas Series takes labels."""
 
 from __future__ import annotations
 
@@ -21,12 +22,10 @@ PARAMS = ["query", "n"]
     ("len(query[1/0:])", "1 / 0", "ZeroDivisionError: division by zero"),
     ("len(query[:n // (2 - 2)])", None, None),  # (reads n: left to the call)
     ("len(query[n:1/0])", "1 / 0", "ZeroDivisionError"),
-    ("len(query[1.5:])", "the slice bound 1.5", "TypeError: slice indices must be integers"),
-    ("len(query[:'a'])", "the slice bound 'a'", "TypeError: slice indices must be integers"),
-    ("len(query[n:2.0])", "the slice bound 2.0", "TypeError: slice indices must be integers"),
     ("len(query[::0])", "the slice step 0", "ValueError: slice step cannot be zero"),
     ("len(query[1:2, ::0])", "the slice step 0", "ValueError: slice step cannot be zero"),
     ("len(query[n:n:1-1])", "the slice step 1 - 1", "ValueError: slice step cannot be zero"),
+    ("len(query[::0.0])", "the slice step 0.0", "ValueError: slice step cannot be zero"),
 ])
 def test_a_slice_bound_that_fails_every_call_is_refused(
         source: str, part: str | None, why: str | None) -> None:
@@ -48,6 +47,16 @@ def test_a_slice_bound_that_fails_every_call_is_refused(
 def test_slice_bounds_a_sequence_takes_are_taken(source: str) -> None:
     expr = compile_priority(source, PARAMS)
     assert expr({"query": np.zeros((12, 12)), "n": 3}) >= 0
+
+
+@pytest.mark.parametrize("source", ["len(query[1.5:])", "len(query[:'a'])", "len(query['a':'c'])"])
+def test_a_bound_of_another_type_is_left_to_the_call(source: str) -> None:
+    """A label slice is what a pandas Series takes: it is not refused as the
+    configuration loads, and on a list it fails the call, as any priority a call's
+    arguments do not fit."""
+    expr = compile_priority(source, PARAMS)
+    with pytest.raises(TypeError, match="slice indices must be integers"):
+        expr({"query": [1, 2, 3], "n": 3})
 
 
 def test_it_is_said_at_the_file_and_line_that_wrote_it(tmp_path: Path) -> None:

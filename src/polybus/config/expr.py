@@ -353,10 +353,10 @@ def _check_literals(source: str, node: ast.AST) -> None:
 
 
 def _check_slice(source: str, node: ast.Slice) -> None:
-    """Each bound of the slice ``node`` of literals alone, computed, then tried as a
-    sequence or an array takes it: a bound that is not an integer or None (``1.5``,
-    ``'a'``), or a step of 0, fails every call (a dict with slice keys is no container
-    a call is given)."""
+    """Each bound of the slice ``node`` of literals alone, computed: one that fails
+    (``1/0``), or a step of 0, fails every call (lists, arrays, strings and pandas
+    alike refuse a step of 0). A bound of another type than an integer (``1.5``,
+    ``'a'``) is left to the call: a pandas Series takes labels (``s['a':'c']``)."""
     for kind, part in (("bound", node.lower), ("bound", node.upper), ("step", node.step)):
         if part is None:
             continue
@@ -369,8 +369,9 @@ def _check_slice(source: str, node: ast.Slice) -> None:
 
 
 def _sliced(part: ast.expr, step: bool) -> object:
-    """An empty list sliced by the value of ``part`` (as a step if ``step``): TypeError
-    for a bound that is no integer, ValueError for a step of 0, as every sequence
-    raises them."""
+    """The value of ``part``; as a step, ValueError if it is 0, as every sequence
+    raises it."""
     value = _evaluate(part, {})
-    return [][::value] if step else [][value:]
+    if step and type(value) in (int, bool, float) and value == 0:
+        raise ValueError("slice step cannot be zero")
+    return value
