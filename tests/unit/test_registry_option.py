@@ -61,3 +61,49 @@ def test_the_command_line_refuses_it_before_anything_starts(
 def test_polybus_run_refuses_it_too(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"--registry '127\.0\.0\.1:0'"):
         polybus.run(write_one_call_app(tmp_path), registry="127.0.0.1:0")
+
+
+def _lo_index() -> int:
+    import socket
+
+    return socket.if_nametoindex("lo")
+
+
+@pytest.mark.parametrize("address", [
+    "[fe80::1%lo]:7700", "tcp://[fe80::1%lo]:7700", "[::1%{lo}]:7700", "tcp://[::1]:7700",
+    "[fe80::1%{lo}]:7700"])
+def test_a_zone_scoped_ipv6_address_the_transport_dials_is_taken(
+        address: str, tmp_path: Path) -> None:
+    """A link-local address is dialled with its zone, the interface it is on (``%lo``,
+    ``%2``), as the transport dials it (getaddrinfo); the check refused every zone."""
+    address = address.format(lo=_lo_index())
+    assert registry_fault(address) is None
+    if not address.startswith("tcp://"):
+        config, errs = validate(write_one_call_app(tmp_path),
+                                (f'cluster.registry="{address}"',))
+        assert errs == [] and config is not None and config.cluster.registry == address
+
+
+@pytest.mark.parametrize(("address", "why"), [
+    # the form `polybus registry` printed for a registry on ::1
+    ("::1:7700", "an IPv6 address is written in brackets: [::1]:7700"),
+    ("tcp://fe80::1%lo:7700", "an IPv6 address is written in brackets: [fe80::1%lo]:7700"),
+    ("[zz]:7700", "[zz] is no IPv6 address (brackets hold one; a host name or an IPv4 "
+                  "address goes without them)"),
+    ("[::1%]:7700", "[::1%] is no IPv6 address"),
+    ("[fe80::1%nosuchif0]:7700", "this host has no interface 'nosuchif0' (the zone of "
+                                 "fe80::1%nosuchif0)"),
+    ("[::1%lo]:7700", "a zone name (%lo) is taken only on a link-local address "
+                      "(fe80::/10): ::1 is dialled without it, or with the interface's "
+                      "number"),
+])
+def test_an_ipv6_address_the_transport_cannot_dial_is_refused_with_the_reason(
+        address: str, why: str, tmp_path: Path) -> None:
+    fault = registry_fault(address)
+    assert fault is not None and fault.startswith(f"bad registry address: {why}"), fault
+    assert fault.endswith(f"({REGISTRY_FORMS})"), fault
+    if not address.startswith("tcp://"):
+        config, errs = validate(write_one_call_app(tmp_path),
+                                (f'cluster.registry="{address}"',))
+        assert config is None and [e.key for e in errs] == ["cluster.registry"]
+        assert f"bad registry address {address!r}: {why}" in str(errs[0]), errs[0]

@@ -84,7 +84,8 @@ def main(args: argparse.Namespace) -> int:
             3 * cluster.heartbeat if cluster is not None else 3.0)
         with RegistryService(token, listen, ttl=ttl, say=_say) as reg:
             tcp = reg.address.scheme == "tcp"  # (ipc://: a Unix socket, plain)
-            host_port = f"{reg.address.host}:{reg.address.port}" if tcp else str(reg.address)
+            # (as --registry takes it: an IPv6 host in brackets, [::1]:7700, not ::1:7700)
+            host_port = str(reg.address).removeprefix("tcp://") if tcp else str(reg.address)
             print(f"polybus registry listening on {host_port}", flush=True)
             if tls_on and tcp:  # (said, as nothing else at start would say it)
                 print("polybus registry: mutual TLS on every connection ([cluster] tls "

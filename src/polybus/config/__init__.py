@@ -30,6 +30,7 @@ from polybus.config.schema import source_file
 from polybus.config.tomlerrors import not_toml, not_utf8
 from polybus.config.tomllines import TomlLines
 from polybus.config.units import parse_duration, parse_size
+from polybus.config.written import set_as_written
 from polybus.errors import ConfigError
 
 __all__ = [
@@ -175,7 +176,7 @@ def validate(path: str | Path, overrides: Overrides = (), origin: Origin = SET,
     config, problems = check(doc)
     if problems:  # (those that follow from a misspelt table name: counted, not listed)
         found = fold_follow_ons(doc, problems.errors, lambda meant: check(meant)[1].errors)
-        return None, _at_lines(found, str(path), mil)
+        return None, set_as_written(_at_lines(found, str(path), mil), overrides, origin)
     if config is not None and config.notes:  # (its warnings at their lines too)
         config = dataclasses.replace(config, notes=tuple(_at_lines(list(config.notes),
                                                                    str(path), mil)))

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias, cast
 
 from polybus.config.files import NUL_SAID, config_file, has_nul, not_a_file
+from polybus.config.hostport import MALFORMED, address_fault
 from polybus.config.keys import CLUSTER_KEYS, TLS_KEYS
 from polybus.config.model import ClusterSpec, TLSFiles
 from polybus.config.problems import Problems
@@ -77,14 +78,17 @@ def registry_fault(address: str) -> str | None:
     if "://" in address and not address.startswith("tcp://"):
         return None
     rest = address.removeprefix("tcp://")
-    if is_address(rest):
+    why = address_fault(rest)
+    if why is None:
         return None
     if not address:
         return f"the address is empty ({REGISTRY_FORMS})"
     if is_address(rest, lowest_port=0):  # (as `polybus registry --listen` may be given)
         return ("bad registry address: port 0 picks a free port where a registry listens, "
                 f"and names none to dial ({REGISTRY_FORMS}: the port the registry printed)")
-    return f"bad registry address ({REGISTRY_FORMS})"
+    if why in (MALFORMED, "port"):
+        return f"bad registry address ({REGISTRY_FORMS})"
+    return f"bad registry address: {why} ({REGISTRY_FORMS})"
 
 
 def check_registry_option(address: str | None) -> None:

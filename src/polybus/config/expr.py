@@ -14,6 +14,7 @@ slices. Everything else is a ConfigError naming the line, column and construct.
 from __future__ import annotations
 
 import ast
+import functools
 import numbers
 import operator
 from collections.abc import Callable, Mapping
@@ -297,13 +298,15 @@ def compile_priority(source: str, params: list[str]) -> PriorityExpr:
 _FAILURES = (ArithmeticError, TypeError, ValueError, LookupError, AttributeError)
 
 
-def _fails(source: str, node: ast.AST, compute: Callable[[], object]) -> None:
+def _fails(source: str, node: ast.AST, compute: Callable[[], object], what: str = "") -> None:
     """ConfigError if ``compute()`` (of ``node``, a part of literals alone) fails: it
-    would fail every call the same way (``9**9**9`` passed check)."""
+    would fail every call the same way (``9**9**9`` passed check). ``what`` names the
+    part before its text (``the slice bound``)."""
     try:
         compute()
     except _FAILURES as exc:
-        raise ConfigError(f"priority {source!r}: {_where(node)}: {ast.unparse(node)} fails "
+        part = f"{what} {ast.unparse(node)}" if what else ast.unparse(node)
+        raise ConfigError(f"priority {source!r}: {_where(node)}: {part} fails "
                           f"on every call ({type(exc).__name__}: {exc})",
                           hint="a part of the expression of literals alone is computed as "
                                "the configuration loads, within the bounds a call has "
@@ -326,6 +329,9 @@ def _check_literals(source: str, node: ast.AST) -> None:
         for item in node.elts:
             _check_literals(source, item)
         return
+    if isinstance(node, ast.Slice):
+        _check_slice(source, node)
+        return
     if not _reads(node):
         if isinstance(node, ast.expr) and not isinstance(node, ast.Constant | ast.Slice):
             try:
@@ -344,3 +350,28 @@ def _check_literals(source: str, node: ast.AST) -> None:
         return
     for child in ast.iter_child_nodes(node):
         _check_literals(source, child)
+
+
+def _check_slice(source: str, node: ast.Slice) -> None:
+    """Each bound of the slice ``node`` of literals alone, computed: one that fails
+    (``1/0``), or a step of 0, fails every call (lists, arrays, strings and pandas
+    alike refuse a step of 0). A bound of another type than an integer (``1.5``,
+    ``'a'``) is left to the call: a pandas Series takes labels (``s['a':'c']``)."""
+    for kind, part in (("bound", node.lower), ("bound", node.upper), ("step", node.step)):
+        if part is None:
+            continue
+        if _reads(part):
+            _check_literals(source, part)
+            continue
+        _check_literals(source, part)  # (its own parts first: 1/0 named as such)
+        _fails(source, part, functools.partial(_sliced, part, kind == "step"),
+               f"the slice {kind}")
+
+
+def _sliced(part: ast.expr, step: bool) -> object:
+    """The value of ``part``; as a step, ValueError if it is 0, as every sequence
+    raises it."""
+    value = _evaluate(part, {})
+    if step and type(value) in (int, bool, float) and value == 0:
+        raise ValueError("slice step cannot be zero")
+    return value

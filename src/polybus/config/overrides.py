@@ -17,8 +17,8 @@ from polybus.config.origin import PYTHON, SET, Origin
 from polybus.config.problems import dotted, names_hint
 from polybus.errors import ConfigError
 
-__all__ = ["Overrides", "apply_overrides", "override_value", "parse_key_path", "parse_override",
-           "repeated", "toml_value"]
+__all__ = ["Overrides", "apply_overrides", "normalised", "override_value", "parse_key_path",
+           "parse_override", "repeated", "toml_value"]
 
 Overrides = Iterable[str] | Mapping[str, Any]
 
@@ -97,7 +97,7 @@ def parse_override(text: str, origin: Origin = SET) -> tuple[list[str], Any]:
     return parse_key_path(key.strip(), origin), _value(value)
 
 
-def _normalise(path: list[str]) -> list[str]:
+def normalised(path: list[str]) -> list[str]:
     # [bind] keys are "user.name" strings: bind.client.compare means bind."client.compare".
     if len(path) > 2 and path[0] == "bind":
         return ["bind", ".".join(path[1:])]
@@ -131,7 +131,7 @@ def apply_overrides(doc: dict[str, Any], overrides: Overrides, origin: Origin = 
                 errors.append(e)
     written: list[str] = []
     for path, value in pairs:
-        path = _normalise(path)
+        path = normalised(path)
         full = dotted(*path)
         modules = doc.get("modules", {})
         if len(path) > 2 and path[0] == "modules" and isinstance(modules, dict) \
@@ -171,7 +171,7 @@ def repeated(overrides: Sequence[str], origin: Origin = SET) -> list[str]:
             path, value = parse_override(text, origin)
         except ConfigError:
             continue
-        keys.append((_normalise(path), text.strip(), repr(value)))
+        keys.append((normalised(path), text.strip(), repr(value)))
     out: list[str] = []
     said: set[str] = set()
     for i, (path, text, _) in enumerate(keys):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
@@ -123,6 +124,18 @@ def _quoted_words(text: str) -> str | None:
     return fixed if _reads(fixed) else None
 
 
+def python_literal(value: Any) -> str:
+    """``value`` (as TOML gives one) written as Python that reads back as it: its repr,
+    but an infinity or NaN, whose repr (``inf``) is no Python, ``float("inf")``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value!r}")'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(python_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {python_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
 def _reads(text: str) -> bool:
     """Whether ``text`` is a TOML value (nested too deep for the parser: no)."""
     try:
@@ -224,7 +237,7 @@ class Problems:
             meant = _python_value(value, expected)
             if meant is not None:
                 hint = ("a str is taken as the string, not read as TOML: pass the value "
-                        "itself, " + by.example(key, repr(meant)))
+                        "itself, " + by.example(key, python_literal(meant)))
         self.add(f"expected {expected}, got {describe(value)}", key, hint)
 
     def one_in_array(self, value: Any, key: str, what: str) -> str | None:
@@ -233,11 +246,12 @@ class Problems:
         or Python); None for a value that is no one item (a table, a string of TOML)."""
         if isinstance(value, str) and value[:1] in ("[", "{"):
             return None
-        if not isinstance(value, bool | int | float | str) or value != value \
-                or value in (float("inf"), float("-inf")):
+        if not isinstance(value, bool | int | float | str) or value != value:
             return None
-        item = json.dumps(value)  # (TOML, and Python, for these)
         by = self.override(key)
+        item = json.dumps(value)  # (TOML, and Python, for these; but an infinity:)
+        if isinstance(value, float) and math.isinf(value):
+            item = python_literal(value) if by is not None and not by.shell else repr(value)
         written = by.example(key, f"[{item}]") if by is not None \
             else f"{key.rpartition('.')[2]} = [{item}]"
         return f"{what}, even of one: {written}"

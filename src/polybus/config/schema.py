@@ -127,6 +127,8 @@ def _priority(t: Table) -> str | None:
         return raw
     key = t.key("priority")
     text = str(raw).lower() if isinstance(raw, int | float) else "len(query)"
+    if isinstance(raw, float) and not math.isfinite(raw):  # ("inf" would be a name)
+        text = "len(query)" if math.isnan(raw) else ("-1e309" if raw < 0 else "1e309")
     by = t.p.override(key)
     hint = by.string_hint(key, text) if by else f'write it quoted: priority = "{text}"'
     t.p.add(f"expected an expression string, got {describe(raw)}", key,

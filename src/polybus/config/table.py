@@ -10,10 +10,10 @@ schema.py's modules, define and use tables, cluster.py's and serve.py's.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from polybus.config.hostport import MALFORMED, address_fault
 from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.units import parse_duration, shown
 from polybus.errors import ConfigError
@@ -21,9 +21,6 @@ from polybus.errors import ConfigError
 __all__ = ["Table", "is_address", "pick"]
 
 T = TypeVar("T")
-
-_ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]+)$")
-
 
 class Table:
     """Typed reads from one TOML table at a dotted path, reporting to Problems."""
@@ -97,8 +94,10 @@ class Table:
         v = self.string(k)
         if v is None:
             return None
-        if not is_address(v, lowest_port):
-            self.p.add(f"bad {what} address {v!r}", self.key(k), hint)
+        why = address_fault(v, lowest_port)
+        if why is not None:
+            said = "" if why in (MALFORMED, "port") else f": {why}"
+            self.p.add(f"bad {what} address {v!r}{said}", self.key(k), hint)
             return None
         return v
 
@@ -113,9 +112,9 @@ class Table:
 
 
 def is_address(text: str, lowest_port: int = 1) -> bool:
-    """``HOST:PORT`` (``[v6]:PORT`` too) with ``lowest_port <= PORT <= 65535``."""
-    m = _ADDRESS.match(text)
-    return m is not None and lowest_port <= int(m.group(2)) <= 65535
+    """``HOST:PORT`` (``[v6]:PORT`` too) with ``lowest_port <= PORT <= 65535``
+    (config/hostport.py)."""
+    return address_fault(text, lowest_port) is None
 
 
 def pick(value: T | None, default: T) -> T:

@@ -10,19 +10,16 @@ that only a dotted header made (``modules`` of ``[modules.server]``) at its firs
 multi-line strings are skipped. Only for messages: a line not found is None, and the
 error is shown without one.
 
-It also keeps what a key line wrote, for `as_written`: a number TOML reads as infinity
-(``1e309``) is quoted by the checks as ``inf``, and put back as written.
+It also keeps what a key line wrote (config/written.py), for `as_written`: a number
+TOML reads as infinity (``1e309``) is quoted by the checks as ``inf``, and put back as
+written.
 """
 
 from __future__ import annotations
 
-import math
-import re
-import tomllib
-from typing import Any
-
 from polybus.config.overrides import parse_key_path
 from polybus.config.problems import dotted
+from polybus.config.written import Written
 from polybus.errors import ConfigError
 
 __all__ = ["TomlLines"]
@@ -42,7 +39,7 @@ class TomlLines:
     def __init__(self, text: str) -> None:
         self.lines: dict[str, int] = {}
         self.written: dict[int, str] = {}  # (the key or table each line wrote)
-        self.values: dict[str, str] = {}  # (what each key line wrote after its '=')
+        self.written_values = Written()  # (what each key line wrote after its '=')
         table: list[str] = []
         in_string: str | None = None  # the quotes of a multi-line string being read
         for no, line in enumerate(text.splitlines(), 1):
@@ -69,7 +66,7 @@ class TomlLines:
                 continue
             self.lines.setdefault(dotted(*table, *parts), no)
             self.written[no] = dotted(*table, *parts)
-            self.values.setdefault(dotted(*table, *parts), value.strip())
+            self.written_values.add([*table, *parts], value)
             for q in ('"""', "'''"):
                 if value.count(q) % 2 == 1:
                     in_string = q
@@ -85,25 +82,6 @@ class TomlLines:
 
     def as_written(self, key: str | None, message: str) -> str:
         """``message`` (of the mistake at ``key``) with a number TOML read as infinity
-        (``1e309``, a value or an array's items on the key's own line) quoted as the
-        line wrote it, not as ``inf``: the checks see only the value."""
-        raw = self.values.get(key or "")
-        if raw is None or "inf" in raw:  # (inf written as such is quoted as written)
-            return message
-        try:
-            value = tomllib.loads(f"v = {raw}")["v"]
-        except (tomllib.TOMLDecodeError, RecursionError):
-            return message
-        if not _infinite(value) or not isinstance(value, float | list):
-            return message
-        written = raw.partition("#")[0].strip()  # (numbers only: no '#' in a string)
-        if isinstance(value, list) and not all(isinstance(v, int | float) for v in value):
-            return message
-        quoted = re.escape(repr(value))
-        return re.sub(rf"(?<![\w.]){quoted}(?![\w.])", lambda _: written, message, count=1)
-
-
-def _infinite(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isinf(value)
-    return isinstance(value, list) and any(_infinite(v) for v in value)
+        (``1e309``: a value or an array's items on the key's own line, or inside an
+        inline table there) quoted as the line wrote it, not as ``inf`` (written.py)."""
+        return self.written_values.as_written(key, message)

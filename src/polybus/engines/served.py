@@ -65,7 +65,23 @@ def serve_replica(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *,
                   signals: Sequence[signal.Signals] | None = None) -> None:
     """Serve ``replica`` until stopped (through ``on_serving``'s function or a signal).
     ``here`` and ``client_host``: this process's host and the client's, as the launcher
-    names them; ConfigError if they differ and ``listen_host`` is loopback."""
+    names them; ConfigError if they differ and ``listen_host`` is loopback. A mistake of
+    the configuration found as it starts (that one, its certificate checked against the
+    host it registers) is said at the line that wrote its key, or at the overrides that
+    did, as a worker of the local engine says it (`config.placed`)."""
+    from polybus.config import placed
+
+    try:
+        _serve(app, module, replica, registry=registry, token=token,
+               client_host=client_host, here=here, on_serving=on_serving, signals=signals)
+    except ConfigError as exc:
+        raise placed(exc, app) from None
+
+
+def _serve(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *, registry: str,
+           token: bytes, client_host: str, here: str,
+           on_serving: Callable[[Callable[[], None]], None],
+           signals: Sequence[signal.Signals] | None) -> None:
     from polybus.transport import tls
     from polybus.worker.main import serve
 
@@ -75,8 +91,7 @@ def serve_replica(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *,
         raise ConfigError(
             f"this replica is on {here}, the client on {client_host}: listening on "
             f"{cluster.listen_host} it cannot be reached",
-            file=app.origin("cluster.listen_host"),
-            key="cluster.listen_host",
+            key="cluster.listen_host",  # (placed by serve_replica)
             hint='listen_host = "0.0.0.0" (every interface; each replica registers its '
                  'host name), with [cluster] tls for traffic between hosts')
     tls.configure_cluster(cluster)
