@@ -32,6 +32,7 @@ __all__ = ["ReplicaStats", "SessionStats", "ask_stats", "first_stats", "link_byt
 
 _reqs = itertools.count(1)
 STATS_WAIT_S = 2.0  # how long a replica just dialled is waited for (`first_stats`)
+HALT_LOOK_S = 0.05  # how often that wait looks whether its session closes
 
 
 @dataclass
@@ -88,19 +89,25 @@ def first_stats(ch: Channel, seconds: float = STATS_WAIT_S,
     """The counters of the replica at the end of ``ch``, a connection just dialled that
     nothing else uses yet (client/revive.py: a replica taken back, whose counters ran on
     while it was taken for dead), or None if it does not answer within ``seconds``, or
-    once ``halted()`` (its session closes: revive.py's `Halt`)."""
+    once ``halted()`` (its session closes: revive.py's `Halt`; looked at every
+    HALT_LOOK_S). The thread sleeps on the connection meanwhile (`wait_readable`)."""
     req = next(_reqs)
     deadline = time.monotonic() + seconds
     try:
         ch.send(StatsRequest(req))
-        while time.monotonic() < deadline and not (halted is not None and halted()):
-            ch.fill_soon(0.001)
+        while True:
             while (msg := ch.next_message()) is not None:
                 if type(msg) is Stats and msg.req == req:
                     return msg
+            left = deadline - time.monotonic()
+            if left <= 0 or (halted is not None and halted()):
+                return None
+            # Asleep until the answer comes (a replica that never answers costs no CPU
+            # for the wait), looking at ``halted`` between naps.
+            if ch.wait_readable(min(left, HALT_LOOK_S)):
+                ch.fill(wait=False)
     except PolybusError:  # (gone again: found by the reactor once the link is in place)
         return None
-    return None
 
 
 def ask_stats(reactor: Reactor, link: ReplicaLink) -> Stats | None:
