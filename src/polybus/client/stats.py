@@ -57,7 +57,10 @@ class ReplicaStats:
     transports: list[str] = field(default_factory=list)
     # Where: the address each of those connections dialled, in the same order
     # ("tcp://10.0.0.6:40113", "shm:///tmp/polybus-.../1.shm"), so that workers started
-    # by hand on several hosts can be told apart (the summary's `host`: summary.py)
+    # by hand on several hosts can be told apart (the summary's `host`: summary.py). An
+    # ipc or shm address is a socket file on this host that exists only while its
+    # replica serves (a run's own workers': removed with the run's directory), kept all
+    # the same: it says the transport and that the replica was here (README, --json)
     addresses: list[str] = field(default_factory=list)
 
 
