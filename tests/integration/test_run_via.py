@@ -32,6 +32,17 @@ CLIENT = """
 """
 
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+_SAID = "exists only while its replica serves"
+
+
+def _json_description() -> str:
+    """README's description of `run --json`'s ``addresses``, one line."""
+    text = " ".join(README.read_text().split())
+    start = text.index("`addresses`: where,")
+    return text[start:text.index("`interfaces`", start)]
+
+
 @pytest.mark.parametrize(("module", "binding", "want"), [
     ("tcp", "", ["tcp"]), ("shm", "", ["shm"]), ("ipc", "", ["ipc"]),
     ("shm", 'use.g = { transport = "tcp" }', ["shm", "tcp"])],
@@ -66,6 +77,14 @@ def test_each_replica_says_the_transport_of_each_of_its_connections(
             assert a.startswith("tcp://127.0.0.1:") or a.startswith(
                 (f"ipc://{tempfile.gettempdir()}/polybus-", f"shm://{tempfile.gettempdir()}/polybus-")), r
     assert len({a for r in doc["replicas"] for a in r["addresses"]}) == 2 * len(want)
+    # An ipc or shm address names a socket file of the run's directory, gone once the
+    # run has ended, as the JSON's description (README) says: the address tells the
+    # transport and that the replica was on the client's host, not a file to find.
+    for a in (a for r in doc["replicas"] for a in r["addresses"]):
+        scheme, _, path = a.partition("://")
+        assert scheme == "tcp" or not Path(path).exists(), a
+    if want != ["tcp"]:
+        assert _SAID in _json_description()
     rows = [ln for ln in p.stderr.splitlines() if "server-" in ln]
     assert len(rows) == 2 and all(
         sorted(ln.split("│")[2].strip().split("+")) == want for ln in rows), p.stderr

@@ -113,16 +113,18 @@ def test_owed_bells_ring_when_due_or_all_at_once() -> None:
     with _pair() as (w, r), _pair() as (w2, r2):
         bells = OwedBells()
         assert bells.until_due() >= 3600  # none owed: a poller sleeps as it would
-        bells.answer(w, [Result(1, 1)], within=60.0)
+        assert bells.answer(w, [Result(1, 1)], within=60.0)  # (newly owed)
         assert 0 < bells.until_due() <= 60.0
-        bells.answer(w2, [Result(2, 2)], within=0.0)  # due at once
+        assert not bells.answer(w, [Result(3, 3)], within=0.0)  # (owed already: as it was)
+        assert 0 < bells.until_due() <= 60.0
+        assert bells.answer(w2, [Result(2, 2)], within=0.0)  # due at once
         assert bells.until_due() == 0.0
         assert bells and _bells_waiting(r) == 0 and _bells_waiting(r2) == 0
         bells.ring()  # only the due one
         assert _bells_waiting(r) == 0 and _bells_waiting(r2) == 1
         bells.ring(every=True)  # the queue went empty: every one
         assert _bells_waiting(r) == 1 and not bells
-        assert _read_all(r) == [Result(1, 1)] and _read_all(r2) == [Result(2, 2)]
+        assert _read_all(r) == [Result(1, 1), Result(3, 3)] and _read_all(r2) == [Result(2, 2)]
 
 
 def test_a_closed_connection_owed_a_bell_is_passed_over() -> None:

@@ -41,10 +41,13 @@ class _Silent:
     def send(self, msg: Message) -> None:
         self.sent.append(msg)
 
-    def fill_soon(self, seconds: float) -> int:
+    def wait_readable(self, seconds: float) -> bool:
         self.looks += 1
         if self.on_look is not None:
             self.on_look()
+        return True  # (something to read: `fill` finds it)
+
+    def fill(self, *, wait: bool = True) -> int:
         return 0
 
     def next_message(self) -> Message | None:

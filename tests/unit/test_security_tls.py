@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from polybus.client.stats import first_stats
 from polybus.errors import TLSHandshakeError, TransportError
 from polybus.registry.client import RegistryClient
 from polybus.transport import tls
@@ -150,6 +151,18 @@ def test_a_tls_reader_asleep_wakes_when_rung(tls_worker: WorkerRuntime) -> None:
         ringer.cancel()
         ch.close()
         wake.close()
+
+
+def test_a_replica_s_counters_are_waited_for_asleep_over_tls(tls_worker: WorkerRuntime) -> None:
+    """`first_stats` (client/stats.py) sleeps on the connection (`wait_readable`): over
+    TLS too, where the poll cannot see records OpenSSL has already decrypted."""
+    ch = connect(tls_worker.address, TOKEN, Codec())
+    try:
+        assert not ch.wait_readable(0.05)  # (nothing sent: nothing comes)
+        got = first_stats(ch, seconds=10.0)
+        assert got is not None and got.name == "t0" and got.calls == 0
+    finally:
+        ch.close()
 
 
 @pytest.fixture

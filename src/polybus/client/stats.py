@@ -32,6 +32,7 @@ __all__ = ["ReplicaStats", "SessionStats", "ask_stats", "first_stats", "link_byt
 
 _reqs = itertools.count(1)
 STATS_WAIT_S = 2.0  # how long a replica just dialled is waited for (`first_stats`)
+HALT_LOOK_S = 0.05  # how often that wait looks whether its session closes
 
 
 @dataclass
@@ -56,7 +57,10 @@ class ReplicaStats:
     transports: list[str] = field(default_factory=list)
     # Where: the address each of those connections dialled, in the same order
     # ("tcp://10.0.0.6:40113", "shm:///tmp/polybus-.../1.shm"), so that workers started
-    # by hand on several hosts can be told apart (the summary's `host`: summary.py)
+    # by hand on several hosts can be told apart (the summary's `host`: summary.py). An
+    # ipc or shm address is a socket file on this host that exists only while its
+    # replica serves (a run's own workers': removed with the run's directory), kept all
+    # the same: it says the transport and that the replica was here (README, --json)
     addresses: list[str] = field(default_factory=list)
 
 
@@ -88,19 +92,25 @@ def first_stats(ch: Channel, seconds: float = STATS_WAIT_S,
     """The counters of the replica at the end of ``ch``, a connection just dialled that
     nothing else uses yet (client/revive.py: a replica taken back, whose counters ran on
     while it was taken for dead), or None if it does not answer within ``seconds``, or
-    once ``halted()`` (its session closes: revive.py's `Halt`)."""
+    once ``halted()`` (its session closes: revive.py's `Halt`; looked at every
+    HALT_LOOK_S). The thread sleeps on the connection meanwhile (`wait_readable`)."""
     req = next(_reqs)
     deadline = time.monotonic() + seconds
     try:
         ch.send(StatsRequest(req))
-        while time.monotonic() < deadline and not (halted is not None and halted()):
-            ch.fill_soon(0.001)
+        while True:
             while (msg := ch.next_message()) is not None:
                 if type(msg) is Stats and msg.req == req:
                     return msg
+            left = deadline - time.monotonic()
+            if left <= 0 or (halted is not None and halted()):
+                return None
+            # Asleep until the answer comes (a replica that never answers costs no CPU
+            # for the wait), looking at ``halted`` between naps.
+            if ch.wait_readable(min(left, HALT_LOOK_S)):
+                ch.fill(wait=False)
     except PolybusError:  # (gone again: found by the reactor once the link is in place)
         return None
-    return None
 
 
 def ask_stats(reactor: Reactor, link: ReplicaLink) -> Stats | None:

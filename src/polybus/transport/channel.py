@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport.keepalive import cut as cut_socket
+from polybus.transport.ready import readable, writable
 from polybus.transport.spinning import spin_until
 from polybus.transport.wake import Wake
 from polybus.wire.codec import Codec
@@ -42,16 +43,6 @@ def LATER() -> None:
     returns. Every later send on the connection writes them first (frames stay whole and
     in order), and `Channel.send_unsent` writes on with them alone. (Never called: it is
     told apart by identity.)"""
-
-
-def _writable(sock: socket.socket) -> bool:
-    """Whether ``sock`` has room for a write now (a poll, no wait)."""
-    p = select.poll()
-    try:
-        p.register(sock, select.POLLOUT)
-        return bool(p.poll(0))
-    except (OSError, ValueError):  # (closed under us: the write says how)
-        return True
 
 
 class Channel:
@@ -170,7 +161,7 @@ class Channel:
         if self.closed:
             raise ConnectionLostError(f"connection to {self.peer} is closed")
         if self.unsent:  # (what a LATER send began goes first)
-            if on_blocked is LATER and not self.tls and pieces and not _writable(self.sock):
+            if on_blocked is LATER and not self.tls and pieces and not writable(self.sock):
                 # Still full: behind the rest, untried (tried, a burst of LATER sends went
                 # over every piece left each time: 8,000 Revokes took 25 s)
                 self.unsent.extend(v for v in (memoryview(p).cast("B") for p in pieces)
@@ -231,8 +222,8 @@ class Channel:
         return total
 
     def _wait_writable(self, on_blocked: Callable[[], None] | None) -> None:
-        readable, _, _ = select.select([self.sock], [self.sock], [], 1.0)
-        if readable and on_blocked is not None:
+        can_read, _, _ = select.select([self.sock], [self.sock], [], 1.0)
+        if can_read and on_blocked is not None:
             on_blocked()
 
     # -- receiving -------------------------------------------------------------
@@ -287,6 +278,15 @@ class Channel:
         while n and self.decoder.receiving_large and (more := self._read_once(_DONTWAIT)):
             n += more
         return n
+
+    def wait_readable(self, seconds: float) -> bool:
+        """Sleep in the kernel (no spin) until something comes to read, for ``seconds`` at
+        most: whether it came (then `fill(wait=False)` takes it). For a wait that must
+        not take a CPU, with nothing whole left in the decoder (client/stats.py)."""
+        sock = self.sock  # (TLS: records decrypted already, which no poll sees)
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        return readable(sock, seconds)
 
     def _fill_tls_nowait(self) -> int:
         return self._fill_tls(False)
@@ -390,11 +390,6 @@ class Channel:
         """Something already read that no selector will report (frames whole or partial
         in the decoder): a reader that sleeps before taking it waits for the next bytes."""
         return not self.decoder.empty
-
-    def receive_until(self, wanted: Callable[[list[Message]], bool]) -> None:
-        """Keep reading (blocking) until ``wanted`` says the batch it saw is enough."""
-        while not wanted(self.receive()):
-            pass
 
     def close(self) -> None:
         if not self.closed:

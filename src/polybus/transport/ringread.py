@@ -167,6 +167,18 @@ class RingReader(Channel):
             raise self._broken(exc) from None
         return self.next_message()
 
+    def wait_readable(self, seconds: float) -> bool:
+        """`Channel.wait_readable`: frames in the ring are there to read at once; else
+        this side's flag is lowered (the writer then rings its doorbell for the next
+        frame, ring.py) and it sleeps on the socket, where bells and descriptors come."""
+        rx = self._rx
+        if rx is not None:
+            self.stay_awake(False)
+            _ring.fence()  # (flag down, then the last look: ring.py)
+            if self.ring_ready():
+                return True
+        return super().wait_readable(seconds)
+
     def stay_awake(self, on: bool) -> None:
         """Say whether this side will look at its ring before it next sleeps: while it
         will, the peer rings no doorbell (a system call, with a wake-up of a process

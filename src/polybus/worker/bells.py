@@ -11,9 +11,11 @@ meanwhile (it is awake anyway) takes it without a bell.
 
 `OwedBells` keeps the connections owed a bell with the time each is due. The thread
 that answered rings the due ones after each call, and all of them when the queue is
-empty; while a long call runs, whoever polls (the runtime's standby, or another thread
-of the pool) sleeps no longer than the next is due and rings it then, woken to look
-again when the first bell is held.
+empty; while a long call runs, whoever polls (another thread of the pool, or the
+runtime's standby) sleeps no longer than the next is due and rings it then, woken to
+look again when a bell is newly owed. With no one polling (one handler, running the
+next call), the standby rings it: it too is told, and looks by the time it is due
+(worker/standby.py), however long it slept on an idle replica before.
 """
 
 from __future__ import annotations
@@ -43,14 +45,20 @@ class OwedBells:
     def __bool__(self) -> bool:
         return bool(self._due)
 
-    def answer(self, ch: RingChannel, replies: list[Message], within: float) -> None:
-        """Write ``replies`` on ``ch`` with their bell held back for at most ``within`` s."""
+    def answer(self, ch: RingChannel, replies: list[Message], within: float) -> bool:
+        """Write ``replies`` on ``ch`` with their bell held back for at most ``within`` s;
+        whether ``ch`` is owed a bell it was not before (due in ``within``: whoever may
+        have to ring it is told, runtime.py)."""
         with ch.quiet():
             write(ch, replies)
-        if ch.owed:
-            due = time.monotonic() + within
-            with self._lock:
-                self._due.setdefault(ch, due)  # (the first answer held sets the time)
+        if not ch.owed:
+            return False
+        due = time.monotonic() + within
+        with self._lock:
+            new = ch not in self._due
+            if new:  # (the first answer held sets the time)
+                self._due[ch] = due
+        return new
 
     def until_due(self) -> float:
         """Seconds until the next bell is due (0 if one is; a day if none is owed): a

@@ -7,9 +7,9 @@ loopback round trip). ``pool`` threads run calls. One standby thread looks in ev
 few milliseconds and takes the poller role only when a call has been running since
 its last look, so control messages (steal, cancel, stats) are answered during long
 calls and the network never waits on compute; when the replica is idle the standby
-looks less and less often (up to every 100 ms) and burns no CPU. What a connection
-brings in (reading, backpressure, each message handled) is intake.py's; one turn of
-the poller is polling.py's.
+looks less and less often (up to every 100 ms) and burns no CPU (standby.py). What a
+connection brings in (reading, backpressure, each message handled) is intake.py's; one
+turn of the poller is polling.py's.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from polybus.transport.greeting import Greeting
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
 from polybus.wire.messages import Call, Message, Result, Stats
-from polybus.worker import batching, direct
+from polybus.worker import batching, direct, standby
 from polybus.worker.bells import OwedBells, coalescing
 from polybus.worker.cache import OperandCache
 from polybus.worker.direct import DIRECT_TYPES
@@ -60,6 +60,10 @@ class WorkerRuntime(Polling):
     """
 
     idle_s = 1.0  # the longest a poller with nothing to do sleeps before looking again
+    # The standby looks this often while calls run or came since its last look, then
+    # twice as far apart at each idle look, up to ``standby_idle_s`` (standby.py)
+    standby_look_s = 0.002
+    standby_idle_s = 0.1
 
     def __init__(self, name: str, functions: dict[str, Callable[..., Any]], token: bytes,
                  address: str | Sequence[str] = "tcp://127.0.0.1:0",
@@ -127,6 +131,7 @@ class WorkerRuntime(Polling):
         self._corked = Corked()  # tiny answers written together (replies.py)
         self._bells = OwedBells()  # answers' bells held back at clients' asking (bells.py)
         self._stop_event = threading.Event()
+        self._standby = standby.Standby()  # (when the standby looks next: standby.py)
         # A thread of the replica that ended unexpectedly: why (`_guarded`), and whom to
         # tell (serve() stops the worker, loudly): never a replica alive and deaf.
         self.died: str | None = None
@@ -134,7 +139,7 @@ class WorkerRuntime(Polling):
         self._threads = [threading.Thread(target=self._guarded(self._thread_main), daemon=True,
                                           name=f"polybus-{name}-{i}")
                          for i in range(self.options.pool)]
-        self._threads.append(threading.Thread(target=self._guarded(self._standby_main),
+        self._threads.append(threading.Thread(target=self._guarded(lambda: standby.run(self)),
                                               daemon=True, name=f"polybus-{name}-standby"))
 
     def start(self) -> WorkerRuntime:
@@ -257,24 +262,6 @@ class WorkerRuntime(Polling):
         except BaseException:  # (it must not raise: its callers hold counts it would leave up)
             log.exception("worker %s: could not tell the client of call %d", self.name, call_id)
 
-    def _standby_main(self) -> None:
-        delay, seen = 0.002, -1
-        while not self._stop_event.wait(delay):
-            with self._lock:
-                stuck = self._running > 0 and self._started == seen and not self._polling
-                if stuck:
-                    self._polling = True
-                active = self._started != seen
-                seen = self._started
-            self._release_held(every=False)  # (what fell due behind a long call)
-            self._look_at_connections()  # (accepting.py)
-            self._assure_paused()  # (polling.py)
-            if stuck:
-                self._poll_and_release(takes_job=False)
-                delay = 0.002
-            else:
-                delay = 0.002 if active or self._running else min(delay * 2, 0.1)
-
     def _poll_and_release(self, *, takes_job: bool) -> Job | None:
         """Poll once, let the role go, and (``takes_job``) take the next call to run."""
         job: Job | None = None
@@ -337,12 +324,16 @@ class WorkerRuntime(Polling):
             self._corked.hold(job.channel, reply)  # tiny answers, more waiting: written together
         elif more and (within := coalescing(job.channel)) and not self._corked.held:
             held = self._holding()
-            self._bells.answer(job.channel, [reply], within)  # (`ring` below, or soon)
+            if self._bells.answer(job.channel, [reply], within):  # (`ring` below, or soon)
+                held = False  # (a bell newly owed: it may fall due before what was held)
         else:
             held = True  # (nothing new held: no poller to wake)
             self._corked.send(job.channel, reply)  # (behind its answers corked, if any)
-        if not held and self._polling and self._holding():
-            self._wake()  # a poller asleep bounds its sleep by when what is held falls due
+        if not held and self._holding():  # (held where nothing was)
+            if self._polling:
+                self._wake()  # a poller asleep bounds its sleep by when it falls due
+            # and the standby looks by then: the next call may run with no one polling
+            self._standby.due_in(min(self._bells.until_due(), self._corked.until_due()))
         if self._bells:
             self._bells.ring(every=not len(self._queue))
 
@@ -364,6 +355,7 @@ class WorkerRuntime(Polling):
             self._stopping = True
             self._cv.notify_all()
         self._stop_event.set()
+        self._standby.wake()
         self._wake()
         deadline = time.monotonic() + grace
         self._greeting.end(timeout=min(grace, 1.0))  # handshakes under way end now

@@ -1,0 +1,113 @@
+"""What a replica holds back is let go within its bound, also when the replica was idle
+and a long call runs behind it: a bell held at a client's ``coalesce`` (shm,
+worker/bells.py) within ``coalesce``, a tiny answer corked while more calls wait
+(worker/replies.py) within 2 ms. No thread of the replica polls while that long call
+runs (one handler), and its standby, which lets go what falls due behind a long call,
+looks at an idle replica only every so often (up to 100 ms apart). Before, what was
+held waited for that look: a 0-second call's answer, its bell held for 1 ms, woke a
+sleeping client 78-84 ms after it was sent (8 runs of one round each).
+
+The standby here looks only every 30 s, so what waited for its look would come long
+after the test's bound; the bound itself (the hold + 5 s) is no speed figure. The
+client is in this process, asleep on its socket (over shm its awake flag is down: the
+held answer's doorbell is what wakes it); the replica in this process too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polybus.testing.peers import next_message
+from polybus.transport import ring as ring_mod
+from polybus.transport.channel import Channel
+from polybus.transport.endpoints import connect
+from polybus.transport.ready import readable
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Call, Result
+from polybus.worker.options import ServeOptions
+from polybus.worker.replies import CORK_HOLD_S
+from polybus.worker.runtime import WorkerRuntime
+
+TOKEN = b"held-bell-token-0123456789abcdef"
+COALESCE_S = 0.005
+MARGIN_S = 5.0
+
+
+class _Replica:
+    """A replica whose ``long`` call runs until the test lets it end (``release``),
+    whose standby looks every 30 s, and what it held: ``held``, "bell" or "cork" each."""
+
+    def __init__(self, where: str, short_s: float) -> None:
+        self.release = threading.Event()
+
+        def short() -> int:
+            if short_s:  # (a call of some length: its answer is not corked)
+                time.sleep(short_s)
+            return 1
+
+        def long() -> int:
+            self.release.wait(60)
+            return 2
+
+        self.rt = WorkerRuntime("w", {"short": short, "long": long}, TOKEN, address=where,
+                                options=ServeOptions(spin_s=0.0))
+        self.rt.standby_look_s = self.rt.standby_idle_s = 30.0
+        self.held: list[str] = []
+        self._seen(self.rt._bells, "answer", "bell")
+        self._seen(self.rt._corked, "hold", "cork")
+
+    def _seen(self, holder: Any, method: str, what: str) -> None:
+        real = getattr(holder, method)
+
+        def seen(*args: Any) -> None:
+            self.held.append(what)
+            real(*args)
+
+        setattr(holder, method, seen)
+
+
+@pytest.fixture
+def replica(request: pytest.FixtureRequest, short_tmp: Path) -> Iterator[_Replica]:
+    scheme, short_s = request.param
+    if scheme == "shm" and not ring_mod.supported():
+        pytest.skip("the shm ring needs x86-64")
+    r = _Replica("tcp://127.0.0.1:0" if scheme == "tcp" else f"shm://{short_tmp}/w.shm",
+                 short_s)
+    r.rt.start()
+    try:
+        yield r
+    finally:
+        r.release.set()
+        r.rt.stop()
+
+
+@pytest.mark.parametrize(("replica", "what", "bound"), [
+    (("shm", 0.001), "bell", COALESCE_S), (("tcp", 0.0), "cork", CORK_HOLD_S)],
+    indirect=["replica"], ids=["shm-bell", "tcp-cork"])
+def test_what_is_held_is_let_go_in_time_with_a_long_call_behind_it(
+        replica: _Replica, what: str, bound: float) -> None:
+    ch: Channel = connect(replica.rt.address, TOKEN, Codec())
+    try:
+        ch.spin_s = 0.0
+        if what == "bell":
+            ch.coalesce(COALESCE_S)
+            # (the replica's ring first: its descriptor comes on the socket, taken here)
+            assert readable(ch.sock, 10.0)
+            ch.fill(wait=False)
+        ch.send_many([Call(1, "short", []), Call(2, "long", [])])
+        # The short call's answer is held while the long call waits in the queue; then
+        # the long call runs and no one polls.
+        came = readable(ch.sock, bound + MARGIN_S)
+        assert replica.held == [what], f"held: {replica.held}"
+        assert came, f"what was held did not come within {bound + MARGIN_S} s"
+        assert next_message(ch, limit=10.0) == Result(1, 1)
+        replica.release.set()
+        assert next_message(ch, limit=10.0) == Result(2, 2)
+    finally:
+        ch.close()
