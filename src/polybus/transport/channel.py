@@ -24,6 +24,7 @@ from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport.keepalive import cut as cut_socket
 from polybus.transport.ready import readable, writable
 from polybus.transport.spinning import spin_until
+from polybus.transport.tls import fill_tls
 from polybus.transport.wake import Wake
 from polybus.wire.codec import Codec
 from polybus.wire.framing import Frame, FrameDecoder
@@ -252,7 +253,7 @@ class Channel:
         the bytes read (0 if none were waiting). Raises ConnectionLostError. ``stay``:
         see `fill_soon`."""
         if self.tls:
-            return self._fill_tls(wait)
+            return fill_tls(self, wait)
         n = 0
         if wait and self.spin_s:
             n = spin_until(self._read_nowait, self.spin_s)
@@ -289,7 +290,7 @@ class Channel:
         return readable(sock, seconds)
 
     def _fill_tls_nowait(self) -> int:
-        return self._fill_tls(False)
+        return fill_tls(self, False)
 
     def look(self) -> select.epoll:
         """The socket's own ``epoll`` (made on first use): a spinning reader's look, a
@@ -356,24 +357,6 @@ class Channel:
         self.decoder.buffer_updated(n)
         self.bytes_received += n
         return n
-
-    def _fill_tls(self, wait: bool) -> int:
-        total = 0
-        while True:
-            n = self._read_once(0)
-            if not n:
-                if total or not wait:
-                    return total
-                if self.wake is None:
-                    select.select([self.sock], [], [], 1.0)
-                elif self.wake.fileno() in select.select(
-                        [self.sock.fileno(), self.wake.fileno()], [], [], 1.0)[0]:
-                    self.wake.clear()
-                    return 0
-                continue
-            total += n
-            if not (isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()):
-                return total  # else: decrypted bytes the selector cannot see; take them
 
     def next_message(self) -> Message | None:
         """The next message already received in full, or None; ProtocolError on bad bytes."""

@@ -10,13 +10,18 @@ so registry, workers and clients of one cluster all speak TLS or none does.
 from __future__ import annotations
 
 import re
+import select
 import socket
 import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from polybus.errors import ConfigError
+
+if TYPE_CHECKING:
+    from polybus.transport.channel import Channel
 
 
 @dataclass(frozen=True)
@@ -345,3 +350,26 @@ def _handshaken(ssock: ssl.SSLSocket, deadline: float) -> ssl.SSLSocket:
         ssock.close()
         raise
     return ssock
+
+
+def fill_tls(ch: Channel, wait: bool) -> int:
+    """`Channel.fill` over TLS: read whole records into ``ch``'s decoder, and on through
+    what OpenSSL has decrypted already (no selector sees those bytes); the bytes read.
+    ``wait``: sleep until some come (or ``ch.wake`` rings: 0), looking again each second."""
+    sock = ch.sock
+    total = 0
+    while True:
+        n = ch._read_once(0)
+        if not n:
+            if total or not wait:
+                return total
+            if ch.wake is None:
+                select.select([sock], [], [], 1.0)
+            elif ch.wake.fileno() in select.select(
+                    [sock.fileno(), ch.wake.fileno()], [], [], 1.0)[0]:
+                ch.wake.clear()
+                return 0
+            continue
+        total += n
+        if not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+            return total  # else: decrypted bytes the selector cannot see; take them
