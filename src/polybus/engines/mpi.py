@@ -63,6 +63,7 @@ from polybus.engines import served
 from polybus.engines.base import Cluster, run_registry
 from polybus.engines.launchenv import launched_rank, rank_blas, world_size
 from polybus.engines.local import START_TIMEOUT
+from polybus.engines.mpilauncher import LauncherStopped, launcher_stderr
 from polybus.engines.mpireports import TAG_FAILED, Reports
 from polybus.errors import ConfigError, PolybusError, TransportError, error_line
 from polybus.registry.client import RegistryClient
@@ -131,47 +132,6 @@ def _until(done: Callable[[], bool], seconds: float | None = None) -> bool:
             return False
         time.sleep(_POLL_S)
     return True
-
-
-class LauncherStopped(KeyboardInterrupt):
-    """The launcher is ending the job (Ctrl-C at the terminal, a signal sent to it, or a
-    rank that died): rank 0's run is interrupted, as by Ctrl-C. ``lost``: the replicas
-    (with their ranks) whose connections closed before, their ranks silent;
-    ``starting``: those not registered yet, when it came during the start."""
-
-    def __init__(self, lost: tuple[str, ...] = (), starting: tuple[str, ...] = ()) -> None:
-        super().__init__()
-        self.lost = lost
-        self.starting = starting
-
-    def __str__(self) -> str:
-        if not self.lost and self.starting:  # (a rank that dies importing sends nothing)
-            return (f"mpiexec ended the job while {', '.join(self.starting)} had not "
-                    "started: a rank that dies ends the job, as Ctrl-C or a signal sent "
-                    "to mpiexec does")
-        if not self.lost:
-            return "mpiexec ended the job: Ctrl-C, or a signal sent to mpiexec"
-        which = (f"replica {self.lost[0]} was" if len(self.lost) == 1
-                 else f"replicas {', '.join(self.lost)} were")
-        return (f"mpiexec ended the job, after {which} lost: a rank that dies ends the "
-                f"job, as Ctrl-C or a signal sent to mpiexec does")
-
-
-# Open MPI's launcher on the host it was started on; its stderr is the user's
-_LAUNCHERS = ("prterun", "prte", "mpirun", "mpiexec", "orterun")
-
-
-def _launcher_stderr() -> int | None:
-    """A descriptor of the launcher's own stderr, if this process's parent is Open MPI's
-    launcher (not a daemon on another host, whose stderr is nobody's); else None."""
-    parent = os.getppid()
-    try:
-        with open(f"/proc/{parent}/comm") as f:
-            if f.read().strip() not in _LAUNCHERS:
-                return None
-        return os.open(f"/proc/{parent}/fd/2", os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-    except OSError:  # (no /proc: not Linux; or no such descriptor)
-        return None
 
 
 def _barrier(comm: Any, seconds: float, meanwhile: Callable[[], None] | None = None) -> bool:
@@ -252,7 +212,7 @@ class MpiEngine:
         signals as before. (From the main thread only: Python's rule.)"""
         if threading.current_thread() is not threading.main_thread():
             return
-        self._stderr = _launcher_stderr()
+        self._stderr = launcher_stderr()
         for sig, handler in ((signal.SIGCONT, self._on_cont), (signal.SIGTERM, self._on_term)):
             self._handlers[sig] = signal.signal(sig, handler)
 
