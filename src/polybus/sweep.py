@@ -321,8 +321,8 @@ def error_text(exc: Exception | SystemExit) -> str:
     program raised keeps its traceback from the entrypoint down below it, as `run`
     shows it (the cell's first line in the table, the whole in --json/--csv). A
     program's sys.exit says the status it asked for."""
-    from polybus.runner import client_traceback
     from polybus.usernames import format_exception
+    from polybus.wherestopped import client_traceback
 
     what = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
     if isinstance(exc, SystemExit):
@@ -350,13 +350,13 @@ def _rounds(path: str, cells: list[Cell], repeat: int, runner: Runner,
             try:
                 cell.add(runner(path, _sets(fixed, cell.config)))
             except RunTimeout as exc:  # (--timeout: this run hung, or ran long; go on)
-                from polybus.runner import where_stopped
+                from polybus.wherestopped import where_stopped
 
                 cell.error = f"{exc}{where_stopped(exc)}"
             except KeyboardInterrupt as exc:  # (SIGTERM too): what ran is kept and shown
                 return exc
             except SystemExit as exc:  # the program's sys.exit fails its cell alone;
-                from polybus.runner import client_traceback  # polybus's own ends the process
+                from polybus.wherestopped import client_traceback  # polybus's own ends the process
 
                 if client_traceback(exc) is None:  # (an mpi rank that served its replica)
                     raise

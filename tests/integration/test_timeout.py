@@ -13,6 +13,7 @@ import pytest
 import polybus
 from integration.conftest import Procs, finish
 from polybus.testing.apps import write_one_call_app
+from polybus.wherestopped import where_stopped
 
 SERVER = """
 import threading
@@ -111,7 +112,7 @@ def test_polybus_run_raises_run_timeout_and_the_next_run_works(
     app = write_one_call_app(tmp_path, server=SERVER, client=CLIENT)
     with pytest.raises(polybus.RunTimeout) as got:
         polybus.run(app, ["modules.client.args=[2]"], worker_output=False, timeout=0.5)
-    assert polybus.runner.where_stopped(got.value).startswith(
+    assert where_stopped(got.value).startswith(
         f" while the program was at {app.parent / 'client.py'}, line 8, in main")
     assert polybus.run(app, worker_output=False, timeout=30).result == 1
 
@@ -120,7 +121,7 @@ def _timed_out(app: Path, *sets: str) -> str:
     """What `polybus.run` of ``app`` with ``sets`` says when its 0.5 s limit passes."""
     with pytest.raises(polybus.RunTimeout) as got:
         polybus.run(app, list(sets), worker_output=False, timeout=0.5)
-    return polybus.runner.where_stopped(got.value)
+    return where_stopped(got.value)
 
 
 def test_a_program_that_catches_the_interrupt_still_times_out(tmp_path: Path) -> None:

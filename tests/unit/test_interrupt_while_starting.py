@@ -18,6 +18,7 @@ import pytest
 
 from polybus import runner
 from polybus.testing.apps import write_one_call_app
+from polybus.wherestopped import client_traceback, where_stopped
 
 
 def _interrupted_while_starting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -38,12 +39,12 @@ def _interrupted_while_starting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 def test_a_ctrl_c_while_the_workers_start_names_no_line_of_the_program(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exc = _interrupted_while_starting(tmp_path, monkeypatch, KeyboardInterrupt())
-    assert runner.client_traceback(exc) is None
-    assert runner.where_stopped(exc) == ""
+    assert client_traceback(exc) is None
+    assert where_stopped(exc) == ""
 
 
 def test_an_error_while_the_workers_start_is_not_the_clients(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # (`polybus run` says "the client raised X" only of what the entrypoint raised)
     exc = _interrupted_while_starting(tmp_path, monkeypatch, OSError("no room"))
-    assert runner.client_traceback(exc) is None
+    assert client_traceback(exc) is None

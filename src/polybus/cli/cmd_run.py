@@ -16,9 +16,10 @@ from polybus.config.origin import SET
 from polybus.deadline import check_timeout
 from polybus.errors import RemoteError, RemoteException, reported_name
 from polybus.runargs import jsonable
-from polybus.runner import run, where_stopped
+from polybus.runner import run
 from polybus.summary import caption, has_table, strategies, summary
 from polybus.usernames import type_name
+from polybus.wherestopped import where_stopped
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

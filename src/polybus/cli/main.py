@@ -76,7 +76,7 @@ class Terminated(KeyboardInterrupt):
 
 def where_it_was(command: str, exc: BaseException) -> str:
     """Where `run`'s program was when a signal (or its --timeout) stopped it: its own
-    line and what a wait there was for (runner.py `where_stopped`); `check`'s, the
+    line and what a wait there was for (wherestopped.py); `check`'s, the
     module whose import it was waiting for and its line (usercode.py); "" for anything
     else."""
     if command == "check":
@@ -85,7 +85,7 @@ def where_it_was(command: str, exc: BaseException) -> str:
         return "".join(f" {n}" for n in getattr(exc, "__notes__", ()) if n.startswith(IMPORTING))
     if command != "run":
         return ""
-    from polybus.runner import where_stopped
+    from polybus.wherestopped import where_stopped
 
     return where_stopped(exc)
 
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         # of its own too (one came out as a raw traceback through runner.py). Anything
         # else is polybus's own failure: all of it, for a report; SystemExit (sys.exit
         # in the program) ends the process as in Python.
-        from polybus.runner import client_traceback
+        from polybus.wherestopped import client_traceback
 
         tb = client_traceback(exc) if args.command == "run" else None
         if tb is None or isinstance(exc, SystemExit):
