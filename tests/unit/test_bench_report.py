@@ -344,3 +344,11 @@ def test_a_quick_runs_plot_says_so_in_each_title() -> None:
         assert [ax.get_title() for ax in fig.axes] == ["latency: rtt_us (--quick)"]
     finally:
         plt.close(fig)
+
+
+def test_every_metric_has_the_words_its_table_is_headed_with() -> None:
+    """A table's heading is its metric's unit (results.md): a metric without one was
+    headed with its raw name (mandelbrot's `moved_pct`)."""
+    from polybus.bench.report import METRIC_UNITS, METRICS, MORE_METRICS
+
+    assert [m for m in (*METRICS, *MORE_METRICS) if m not in METRIC_UNITS] == []

@@ -57,6 +57,7 @@ METRIC_UNITS: dict[str, str] = {
     "bytes_sent": "bytes sent",
     "makespan_ratio": "makespan / lower bound",
     "sequential_s": "s, sequential requests",
+    "moved_pct": "% of rows moved between replicas",
 }
 DASH = "\u2013"  # en dash, as in the source tables
 
