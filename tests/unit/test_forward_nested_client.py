@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from polybus.client.calls import CallRecord
 from polybus.client.fwdlost import _forwarded, _renamed
 from polybus.client.nested import FWD, HANDLE, Nested
 from polybus.client.operands import Comm, Known
@@ -73,10 +74,9 @@ def test_forwarded_promises_are_left_as_refs_the_others_answered() -> None:
 def test_a_container_of_forwarded_promises_alone_is_marked_sent_named_or_with_values() -> None:
     for inline in (False, True):
         comm = _comm()
-        rec: Any = type("R", (), {})()
-        rec.args, rec.kwargs = [inside([Unsent(1), 2], _forward), 3], {
-            "d": inside({"x": (Unsent(2),)}, _forward)}
-        rec.message = lambda: Call(1, "f", rec.args, rec.kwargs)
+        d: Any = SimpleNamespace(interface="f", timeout=None)
+        rec = CallRecord(1, d, [inside([Unsent(1), 2], _forward), 3],
+                         {"d": inside({"x": (Unsent(2),)}, _forward)}, 0.0)
         call = comm.messages(rec, LINK, inline=inline)[-1]
         assert type(call) is Call and call.inside == [0, "d"], (inline, call.inside)
         assert call.args[0][0].key == "k1" and call.args[1] == 3

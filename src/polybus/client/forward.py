@@ -1,7 +1,8 @@
 """Forwarding between stages at the client (promise pipelining, seeds/001 Fig. 3).
 
 When an unanswered promise is passed to a call whose binding forwards (async styles, by
-default), the call is sent at once with ``Ref("fwd", key)`` in the promise's place, and
+default), as an argument or inside a list, tuple or dict argument (fwdargs.py), the call
+is sent at once with ``Ref("fwd", key)`` in the promise's place, and
 the producer's replica is told (``Forward``) to send its result straight to the
 consumer's replica. The value passes through the client only if the program uses the
 promise itself: then the client fetches it from the producer's replica (``Fetch``).

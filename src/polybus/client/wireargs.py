@@ -53,7 +53,8 @@ def wire(value: Any, pickle: bool = False) -> Any:
 
     A promise inside a list, tuple or dict is waited for here, when the call is made:
     met only while the message is encoded (the link's send lock held), a wait that must
-    itself send on that link (an open batch, a held call) would deadlock."""
+    itself send on that link (an open batch, a held call) would deadlock. (A forwarding
+    call leaves those it forwards as Refs instead: client/fwdargs.py.)"""
     t = type(value)
     if t in _PLAIN:  # (the common arguments first: this runs for each of every call's)
         return value
