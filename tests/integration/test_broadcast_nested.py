@@ -206,7 +206,7 @@ def test_handles_beside_promises_forwarded_and_waited_for(tmp_path: Path) -> Non
         s = c.session()
         h = polybus.broadcast(a)
         p = s.call("slow_double", (np.ones(4), 0.2), {})
-        # A promise inside the list is waited for when the call is made, as before; the
+        # A promise inside the list goes replica to replica (forwarded from there); the
         # handle beside it is named.
         q = s.call("inner", ([h, p],), {})
         assert wait(q) == ["list", [1000.0, 8.0], [True, False], None]
@@ -214,7 +214,7 @@ def test_handles_beside_promises_forwarded_and_waited_for(tmp_path: Path) -> Non
         p2 = s.call("slow_double", (np.ones(4), 0.2), {})
         q2 = s.call("inner", ({"h": h, "n": 3},), {"b": p2})
         assert wait(q2) == ["dict", [1000.0], [True], 8.0]
-        assert sum(rt.forwarding.forwarded for rt in c.runtimes) == 1
+        assert sum(rt.forwarding.forwarded for rt in c.runtimes) == 2
         assert _sent(s) < 2 * a.nbytes + 16 * 1024
 
 

@@ -1,8 +1,8 @@
-"""A promise inside a dataclass argument is answered when the call is made, as one in
+"""A promise inside a dataclass argument is answered when a sync call is made, as one in
 a list, tuple or dict is (client/wireargs.py): it was met only while the message was
 encoded, with the connection's send lock held, so a sync call waiting on an unanswered
 one hung, and a failed one was taken for the connection breaking (the replica declared
-lost, every later call refused)."""
+lost, every later call refused). An async call forwards it (pickle off: client/fwdargs.py)."""
 
 from __future__ import annotations
 
@@ -53,8 +53,9 @@ CLIENT = """
         try:
             wait(aecho(Box(fail(1))))
             out.append("no error")
-        except RemoteError as e:
-            out.append(str(e).split(" (")[0])
+        except RemoteError as e:  # (forwarded, fail still running: its error is the
+            # consumer's, "an upstream call failed: ..."; answered first, raised at the call)
+            out.append(str(e).split(" (")[0].replace("an upstream call failed: ", ""))
         out.append(wait(aecho(Box(3))))  # the replica serves on
         return out
 """

@@ -29,8 +29,8 @@ values if it misses again: client/operands.py, ``missed``). A batch names at mos
 ``cache_bytes`` of distinct operands, or its Puts would evict them (Pending.joins);
 one call whose operands never fit at once (past the replica's cache bound, the
 largest ``cache_bytes`` of its module) goes alone, by value. A promise inside a list,
-tuple or dict argument is waited for when the call is made (its value joins the batch):
-waited for only once the batch is being written, it could need that very batch.
+tuple or dict argument that forwarding sends on takes the general path too; another is
+waited for at the call (its value joins the batch): not once the batch is written.
 Batches are written, and a call that cannot be sent is failed alone, by batchsend.py.
 A call's promise passed to a forwarding call has its value sent on by the replica: what
 its consumers ask of the replica goes with its batch once placed (client/fwdbatch.py).
@@ -177,8 +177,8 @@ class Batcher:
                 return self._general(args, kwargs)
             else:
                 if (t is list or t is tuple or t is dict) and holds_promise(args[0]):
-                    if holds_handle(args[0]):  # (named by the general path: nested.py)
-                        return self._general(args, kwargs)
+                    if holds_handle(args[0]) or self.d.forwards(args):  # (named, or
+                        return self._general(args, kwargs)  # forwarded: fwdargs.py)
                     args = wait(args)  # (see plain_args)
                 elif t not in AS_IS and general(args[0]):
                     # (a set's handle: said to go by value, a namedtuple's named; a
@@ -188,8 +188,8 @@ class Batcher:
                     args = snapshot_row(args, self._keep())
         else:
             plain = plain_args(args)
-            if plain is False:
-                return self._general(args, kwargs)
+            if plain is False or (plain is None and self.d.forwards(args)):
+                return self._general(args, kwargs)  # (None: promises inside, fwdargs.py)
             if plain is None:
                 args = wait(args)
             for a in args:

@@ -200,6 +200,11 @@ class Dispatcher(GivingUp):
                 self.reactor.step()
         return CallPromise(rec, self.reactor)
 
+    def forwards(self, args: tuple[Any, ...]) -> bool:
+        """A promise among ``args``, or inside them, whose value goes replica to replica
+        to this binding's call (client/fwdargs.py): an aggregated one takes this path."""
+        return self.forwarder is not None and self.forwarder.wants(self, args, {})
+
     def call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The plain async call (no priority; while no cache, aggregation or forwarding
         applies): `__call__`'s steps for it and nothing else (the async hot path).

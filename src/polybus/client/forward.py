@@ -1,7 +1,8 @@
 """Forwarding between stages at the client (promise pipelining, seeds/001 Fig. 3).
 
 When an unanswered promise is passed to a call whose binding forwards (async styles, by
-default), the call is sent at once with ``Ref("fwd", key)`` in the promise's place, and
+default), as an argument or inside a list, tuple or dict argument (fwdargs.py), the call
+is sent at once with ``Ref("fwd", key)`` in the promise's place, and
 the producer's replica is told (``Forward``) to send its result straight to the
 consumer's replica. The value passes through the client only if the program uses the
 promise itself: then the client fetches it from the producer's replica (``Fetch``).
@@ -55,9 +56,9 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.batchcalls import BatchPromise
 from polybus.client.counts import relayed
 from polybus.client.forwardcomm import install
+from polybus.client.fwdargs import carried, forwardable, wants
 from polybus.client.fwdbatch import (
     EntryRecord,
     ask,
@@ -69,7 +70,7 @@ from polybus.client.fwdbatch import (
     undo,
 )
 from polybus.client.fwdblame import origin, said_by, upstream
-from polybus.client.fwdedge import Edge, edge_of, pickles_for, run_of, unsent_value
+from polybus.client.fwdedge import Edge, edge_of
 from polybus.client.fwdlost import Lineage, gone, kept_lost, spent
 from polybus.client.fwdmove import ended, unwritten
 from polybus.client.promise import CallPromise
@@ -121,32 +122,19 @@ class Forwarder:
 
     # -- making a call ---------------------------------------------------------------
     def wants(self, d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """A promise of this run among the arguments whose value is not at the client.
-        (Another run's goes by value, waited for through its own session at the call,
-        or raises if that run has ended: client/ended.py. Its replicas are not this
-        run's, nor, nested, its token: a Forward there was refused, a hang.) False if
-        one is of a module with pickle on and ``d``'s has it off (`pickles_for`, fwdedge.py)."""
-        # (loops, not any() over generators: this runs on every async call)
-        found = False
-        for vs in (args, kwargs.values()) if kwargs else (args,):
-            for a in vs:
-                if ((type(a) is CallPromise or type(a) is BatchPromise) and unsent_value(a)
-                        and run_of(a) is self.reactor):
-                    if pickles_for(a, d):
-                        return False
-                    found = True
-        return found
+        """A promise of this run among the arguments, or inside a list, tuple or dict
+        among them, whose value is not at the client (fwdargs.py)."""
+        return wants(self, d, args, kwargs)
 
     def record(self, d: Dispatcher, cid: int, args: tuple[Any, ...],
                kwargs: dict[str, Any], prio: float) -> CallRecord:
         from polybus.client.calls import CallRecord
-        from polybus.client.wireargs import wire
 
         edges: list[Edge] = []
 
-        def arg(value: Any) -> Any:
-            if not unsent_value(value) or run_of(value) is not self.reactor:
-                return wire(value, d.pickle)  # (another run's: by value, see `wants`)
+        def ref(value: Any) -> Ref | None:  # (a promise forwarded, of its own or inside
+            if not forwardable(self, d, value):  # a container: its edge; else None)
+                return None
             producer: CallRecord = (value._rec if type(value) is CallPromise
                                     else entry_of(value))
             key = f"{self.nonce}.{cid}.{len(edges)}"
@@ -154,6 +142,10 @@ class Forwarder:
             self.edges.setdefault(producer.id, []).append(edges[-1])
             install(producer.dispatcher, self)
             return Ref("fwd", key)
+
+        def arg(value: Any) -> Any:  # (another run's promise: by value, see `wants`)
+            got = ref(value)
+            return got if got is not None else carried(value, d.pickle, ref)
 
         rec = CallRecord(cid, d, [], None, prio)
         rec.args = [arg(a) for a in args]

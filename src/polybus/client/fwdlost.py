@@ -6,7 +6,7 @@ or its consumers fail with `gone`'s WorkerDiedError (an aggregated call's always
 client/fwdbatch.py).
 
 A producer that runs again may itself be a consumer: ``k`` in ``g(k(f(x)))``, whose
-arguments name f's value (``Ref("fwd", key)``). Its edges from its own producers are
+arguments name f's value (``Ref("fwd", key)``, or inside a list: ``g(k([f(x)]))``). Its edges from its own producers are
 done when it answers; answered ``Ref``, it keeps them (`spent`), and `rerun` connects
 them again, each under a new key, as it is placed again: f's value is sent again from
 the replica that keeps it, or from the client, or f runs again in turn (f not
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client.fwdbatch import EntryRecord
 from polybus.client.fwdedge import Edge
+from polybus.client.nested import Nested
 from polybus.errors import WorkerDiedError
 from polybus.wire.codec import Ref
 from polybus.wire.values import OutOfBand, size_of
@@ -181,11 +182,16 @@ def rerun(f: Forwarder, p: CallRecord) -> None:
 
 
 def _forwarded(arg: Any) -> bool:
-    return type(arg) is Ref and arg.kind == "fwd"
+    """``arg`` names a forwarded value, or holds some (a list, tuple or dict: fwdargs.py)."""
+    t = type(arg)
+    return (t is Ref and arg.kind == "fwd") or (t is Nested and arg.fwd)
 
 
 def _renamed(arg: Any, keys: dict[str, Ref]) -> Any:
-    """``arg``, a call's argument as sent: a forwarded value's Ref under its new key."""
+    """``arg``, a call's argument as sent: a forwarded value's Ref under its new key (in
+    a list, tuple or dict too, a copy: client/nested.py)."""
+    if type(arg) is Nested:
+        return arg.renamed(keys) if arg.fwd else arg
     return keys.get(str(arg.key), arg) if _forwarded(arg) else arg
 
 
@@ -203,6 +209,8 @@ def _held(arg: Any) -> int:
     t = type(arg)
     if t in _NOTHING:  # (the common arguments first: this runs for each of every call's)
         return 0
+    if t is Nested:  # (a list, tuple or dict as it travels: what it holds)
+        return held_bytes(arg.value)
     return size_of(arg.data) if t is OutOfBand else held_bytes(arg)
 
 

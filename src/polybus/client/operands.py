@@ -124,8 +124,9 @@ class Comm(CachedArgs, Quick):
     def _nested(self, a: Nested, known: Held | None, puts: list[Message],
                 link: ReplicaLink, inside: list[int | str], at: int | str) -> Any:
         """``a``'s container with its handles named (`_ref`), and ``at`` marked in
-        ``inside`` when they are Refs (not values: ``known`` None)."""
-        if known is not None:
+        ``inside`` when they are Refs (not values: ``known`` None), or it holds
+        forwarded values' Refs (client/fwdargs.py), which the replica must find."""
+        if known is not None or a.fwd:
             inside.append(at)
         return a.named(lambda h: self._ref((h.key, h.value), known, puts, link))
 

@@ -137,9 +137,9 @@ def _copy(a: Any) -> Any:
             return a
         return tuple(items) if t is tuple else (
             t._make(items) if hasattr(t, "_make") else t(items))  # (a namedtuple: _make)
-    if t is Nested:  # (a container holding broadcast handles: client/nested.py)
+    if t is Nested:  # (a container holding broadcast handles or Refs: client/nested.py)
         c = _copy(a.value)
-        return a if c is a.value else Nested(c, a.places)
+        return a if c is a.value else Nested(c, a.places, a.fwd)
     if isinstance(a, list | dict | set):  # a subclass (OrderedDict, defaultdict...) or a set
         c = shallow(cast(Any, a))
         if isinstance(a, list):

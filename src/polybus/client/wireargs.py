@@ -19,6 +19,7 @@ import copy
 import dataclasses
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -28,7 +29,7 @@ from polybus.client.batchcalls import BatchPromise
 from polybus.client.counts import passed_on
 from polybus.client.held import held_bytes
 from polybus.client.lane import _AS_IS
-from polybus.client.nested import HANDLE, MAX_DEPTH, Nested, Places
+from polybus.client.nested import FWD, HANDLE, MAX_DEPTH, Nested, Places
 from polybus.client.promise import CallPromise, Promise, wait
 from polybus.client.shared import Shared
 from polybus.wire.codec import OOB_BYTES, PROMISE_INSIDE, OutOfBand
@@ -52,7 +53,8 @@ def wire(value: Any, pickle: bool = False) -> Any:
 
     A promise inside a list, tuple or dict is waited for here, when the call is made:
     met only while the message is encoded (the link's send lock held), a wait that must
-    itself send on that link (an open batch, a held call) would deadlock."""
+    itself send on that link (an open batch, a held call) would deadlock. (A forwarding
+    call leaves those it forwards as Refs instead: client/fwdargs.py.)"""
     t = type(value)
     if t in _PLAIN:  # (the common arguments first: this runs for each of every call's)
         return value
@@ -127,25 +129,30 @@ _PLAIN = _LEAF - {bytes}  # what `wire` passes at once (bytes: unless out of ban
 class _Walk:
     """What `inside` met: ``unlooked``, a value it did not look into (a dict key of
     another type, a set, a list subclass, an object, a container too deep), which may
-    hold a handle that then goes by value."""
+    hold a handle that then goes by value; ``fwd``, a promise ``forward`` named."""
 
-    __slots__ = ("unlooked",)
+    __slots__ = ("forward", "fwd", "unlooked")
 
-    def __init__(self) -> None:
+    def __init__(self, forward: Callable[[Any], Any] | None) -> None:
         self.unlooked = False
+        self.forward = forward
+        self.fwd = False
 
 
-def inside(value: list[Any] | tuple[Any, ...] | dict[Any, Any]) -> Any:
+def inside(value: list[Any] | tuple[Any, ...] | dict[Any, Any],
+           forward: Callable[[Any], Any] | None = None) -> Any:
     """``value``, a list, tuple or dict that holds a promise or handle, as it travels:
     a new container at every level (lists, tuples and dicts: `polybus.wait`'s copy; a
     namedtuple becomes a tuple, as it would arrive anyway),
     every promise in it answered; if a handle is in it, at most `MAX_DEPTH` containers
     deep and not in a dict's key, a `Nested` that names it (client/nested.py). Handles
-    that still go by value are said (`by_value_note`)."""
+    that still go by value are said (`by_value_note`). With ``forward`` (a forwarding
+    call's: client/fwdargs.py), a promise it gives a Ref for (the others: None) is left
+    as that Ref, as deep as a handle is named, and the Nested says so (``fwd``)."""
     places: Places = {}
-    seen = _Walk()
+    seen = _Walk(forward)
     out = _walk(value, places, 1, seen)
-    got = Nested(out, places) if places else out
+    got = Nested(out, places, seen.fwd) if places else out
     if seen.unlooked:
         by_value_note(_left(got), type(value).__name__)
     return got
@@ -194,6 +201,10 @@ def _item(v: Any, step: Any, places: Places, depth: int, seen: _Walk) -> Any:
             places[step] = sub
         return out
     if isinstance(v, Promise):
+        if seen.forward is not None and (ref := seen.forward(v)) is not None:
+            places[step] = FWD
+            seen.fwd = True
+            return ref
         got = v.__polybus_value__()
         if hasattr(v, "_rec"):  # (a call's promise: its value went through the client)
             passed_on(v)

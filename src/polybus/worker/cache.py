@@ -200,19 +200,31 @@ class OperandCache:
                 keys.discard(key)
 
 
-# What `resolve` returns for a call whose cached operands are all here and that waits for
-# a forwarded value (``Ref("fwd", key)``, left in place): Forwarding.hold holds it.
-FORWARDED = Fail(-1, "forwarded", "", "")
+class Forwarded:
+    """What `resolve` returns for a call whose cached operands are all here and that
+    waits for forwarded values (``Ref("fwd", key)``, left in place): Forwarding.hold
+    holds it. ``nested``: those inside the arguments ``Call.inside`` marks, each as
+    (its place: the argument's position or name, then the index or key of each list or
+    map on the way; its key). Those that are arguments of their own, hold finds."""
+
+    __slots__ = ("nested",)
+    kind = "forwarded"
+
+    def __init__(self, nested: list[tuple[tuple[Any, ...], str]]) -> None:
+        self.nested = nested
 
 
-def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | None:
+FORWARDED = Forwarded([])  # (a call naming forwarded values as arguments of their own)
+
+
+def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | Forwarded | None:
     """Replace the ``Ref("op", key)`` arguments of ``call`` by their values, in place
     (and those inside the list or map arguments ``call.inside`` names: `_resolve_inside`).
 
     Done when the call is queued, so an entry evicted while the call waits is still held
     by the call. ``user`` (the caller's connection) is recorded as using each entry.
-    Returns the Fail to answer when an operand is not here; else `FORWARDED` when the call
-    names a forwarded value, else None.
+    Returns the Fail to answer when an operand is not here; else a `Forwarded` when the
+    call names a forwarded value (as an argument, or inside a marked one), else None.
 
     Every cached operand is looked up, whatever forwarded values the call also names: a
     call held for one holds its operands too (other Puts may evict them meanwhile), and a
@@ -220,7 +232,7 @@ def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | None
     delivered once (the client sends the call again naming the same forwarded key, which
     must still be here for it).
     """
-    waits: Fail | None = None
+    waits: Forwarded | None = None
     args = call.args
     for i, a in enumerate(args):
         if type(a) is Ref:
@@ -242,34 +254,39 @@ def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | None
                 except KeyError:
                     return _miss(call, v)
     if call.inside is not None:  # (Refs inside list or map arguments: only those marked)
-        fail = _resolve_inside(cache, call, user)
-        if fail is not None:
-            return fail
+        got = _resolve_inside(cache, call, user)
+        if got is not None:
+            return got  # (a miss; or the forwarded values inside, with those outside)
     return waits
 
 
-def _resolve_inside(cache: OperandCache, call: Call, user: object) -> Fail | None:
+def _resolve_inside(cache: OperandCache, call: Call, user: object) -> Fail | Forwarded | None:
     """`resolve`'s step for the arguments ``call.inside`` names (broadcast handles in a
-    list, tuple or dict, client/nested.py): each ``Ref("op", key)`` among their items
-    and map values, at most INSIDE_DEPTH containers deep, replaced by its value in
-    place. Only these arguments are looked into, and only for a call that names some."""
+    list, tuple or dict, client/nested.py; promises forwarded from one, fwdargs.py):
+    each ``Ref("op", key)`` among their items and map values, at most INSIDE_DEPTH
+    containers deep, replaced by its value in place, and each ``Ref("fwd", key)`` found
+    there (a `Forwarded`, if any and no miss). Only these arguments are looked into, and
+    only for a call that names some."""
+    found: list[tuple[tuple[Any, ...], str]] = []
     for at in call.inside or ():
         holder: Any = call.args if type(at) is int else call.kwargs
         if holder is None or (at not in holder if type(at) is str
                               else not 0 <= at < len(holder)):  # type: ignore[operator]
             return Fail(call.id, "bad-call", "LookupError",
                         f"the call marks argument {at!r} as holding operands, and has none")
-        lost = _inside(cache, holder[at], user, 1)
+        lost = _inside(cache, holder[at], user, 1, (at,), found)
         if lost is not None:
             return _miss(call, lost)
-    return None
+    return Forwarded(found) if found else None
 
 
-def _inside(cache: OperandCache, x: Any, user: object, depth: int) -> Ref | None:
+def _inside(cache: OperandCache, x: Any, user: object, depth: int, path: tuple[Any, ...],
+            found: list[tuple[tuple[Any, ...], str]]) -> Ref | None:
     """Replace the ``Ref("op")`` items of ``x`` (a list, or a map's values; its keys are
     never operands) by their values in place, and those of the lists and maps in it;
-    the first Ref whose operand is not here, else None. A list of numbers or strings
-    alone is passed over without a Python step per item."""
+    the first Ref whose operand is not here, else None. Each ``Ref("fwd")`` is added to
+    ``found`` with its place (``path``, the place of ``x``, and its step). A list of
+    numbers or strings alone is passed over without a Python step per item."""
     t = type(x)
     if t is list:
         if _plain().issuperset(map(type, x)):
@@ -287,8 +304,10 @@ def _inside(cache: OperandCache, x: Any, user: object, depth: int) -> Ref | None
                     x[k] = _value(cache, v, user)  # (a map's value: its size is unchanged)
                 except KeyError:
                     return v  # type: ignore[no-any-return]
+            else:  # ("fwd": the only other kind a decoder makes)
+                found.append(((*path, k), str(v.key)))
         elif (tv is list or tv is dict) and depth < INSIDE_DEPTH:
-            lost = _inside(cache, v, user, depth + 1)
+            lost = _inside(cache, v, user, depth + 1, (*path, k), found)
             if lost is not None:
                 return lost
     return None

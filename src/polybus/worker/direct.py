@@ -28,7 +28,7 @@ from polybus.transport.shm import ShmChannel
 from polybus.wire.messages import Call, Drop, Message, Put, Result
 from polybus.worker import unread
 from polybus.worker.bells import coalescing
-from polybus.worker.cache import FORWARDED
+from polybus.worker.cache import Forwarded
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import heeded
 from polybus.worker.replies import UNSENDABLE, failure, write
@@ -132,8 +132,8 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             # A cached operand is not here, or a forwarded value: Intake._enqueue's answer
             # (the miss counted once).
             general = True
-            if miss is FORWARDED:
-                rt.forwarding.hold(ch, msg)  # type: ignore[arg-type]
+            if isinstance(miss, Forwarded):
+                rt.forwarding.hold(ch, msg, miss.nested)  # type: ignore[arg-type]
             else:
                 rt._send_quietly(ch, miss)
         if general:

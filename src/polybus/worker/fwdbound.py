@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from polybus.plural import plural
 from polybus.quieter import doubling
@@ -41,6 +41,9 @@ __all__ = ["HELD_BOUND", "HELD_ENTRY_BYTES", "Held", "HeldBound"]
 log = logging.getLogger("polybus.worker")
 HELD_BOUND = 100_000  # calls held at once, at most
 HELD_ENTRY_BYTES = 1024  # counted for each held call beside its arguments (measured: ~1 KB)
+# Where a held call takes a value: an argument's position or keyword, or inside one
+# (worker/cache.py's `Forwarded`: the argument's, then each list's or map's step)
+Place = int | str | tuple[Any, ...]
 
 
 @dataclass(eq=False)
@@ -50,7 +53,7 @@ class Held:
     ch: Channel
     call: Call
     missing: set[str] = field(default_factory=set)
-    where: dict[str, list[int | str]] = field(default_factory=dict)  # key -> arg positions
+    where: dict[str, list[Place]] = field(default_factory=dict)  # key -> its places
     over: bool = False
     nbytes: int = 0  # counted in `HeldBound._holding_bytes` (0: not counted, or no more)
 

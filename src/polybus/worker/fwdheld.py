@@ -1,7 +1,8 @@
 """Forwarded values taken in on a replica: the consumer side of worker/forwarding.py.
 
-Consumer side: a call naming ``Ref("fwd", key)`` is held (not queued) until every such
-value has arrived, then queued like any call; a failed upstream value answers it with a
+Consumer side: a call naming ``Ref("fwd", key)`` (an argument, or inside a list or map
+argument ``Call.inside`` marks: worker/cache.py) is held (not queued) until every such
+value has arrived, each then put in its place, and queued like any call; a failed upstream value answers it with a
 Fail naming the upstream failure, and lets go of it: the other values it waited for are
 taken (not kept) when they come. The client sends such a failure itself when the value
 will never come (its producer lost or given up, or Undelivered). A key delivered twice
@@ -72,14 +73,19 @@ class Receiving(HeldBound):
         self.arrived_bytes_max = DEFAULT_CAPACITY  # (the forward store's bytes)
         self.arrived_max = ARRIVED_BOUND
 
-    def hold(self, ch: Channel, call: Call) -> bool:
-        """True if ``call`` names forwarded values: it is held (or queued, if they are all
+    def hold(self, ch: Channel, call: Call,
+             nested: list[tuple[tuple[Any, ...], str]] | tuple[()] = ()) -> bool:
+        """True if ``call`` names forwarded values (as arguments, or ``nested`` inside
+        them: worker/cache.py's `Forwarded`): it is held (or queued, if they are all
         here already) and the caller must not answer it."""
         h = Held(ch, call)
         for pos, a in _refs(call):
             h.where.setdefault(str(a.key), []).append(pos)
+        for path, key in nested:
+            h.where.setdefault(key, []).append(path)
         if not h.where:
             return False
+        call.inside = None  # (its operands inside are here: not looked for again, queued)
         ready: list[tuple[str, bool, Any]] = []
         dropped = busy = ""
         settled: tuple[bool, Any] | None = None
@@ -238,8 +244,11 @@ class Receiving(HeldBound):
         for pos in h.where[key]:
             if isinstance(pos, int):
                 h.call.args[pos] = value
-            elif h.call.kwargs is not None:
-                h.call.kwargs[pos] = value
+            elif isinstance(pos, str):
+                if h.call.kwargs is not None:
+                    h.call.kwargs[pos] = value
+            else:
+                _place(h.call, pos, value)
         return not h.missing
 
     def _let_go(self, h: Held) -> None:
@@ -315,6 +324,16 @@ def _failure(value: Any) -> tuple[str, str, str]:
             if isinstance(value, list) else f"a value of type {type(value).__name__}")
     return ("ProtocolError", f"the failure came as {form}, not [type, message, traceback] "
             "texts (the peer that sent it is broken)", "")
+
+
+def _place(call: Call, path: tuple[Any, ...], value: Any) -> None:
+    """Put ``value`` at ``path`` inside ``call``'s arguments (its argument's position or
+    keyword, then each list's index or map's key: where `resolve` found its Ref)."""
+    at, *steps, last = path
+    x: Any = call.args[at] if isinstance(at, int) else (call.kwargs or {})[at]
+    for step in steps:
+        x = x[step]
+    x[last] = value
 
 
 def _refs(call: Call) -> list[tuple[int | str, Ref]]:

@@ -48,7 +48,7 @@ from polybus.wire.messages import (
 )
 from polybus.wire.undecodable import Refusal, sent_as
 from polybus.worker.accepting import Accepting
-from polybus.worker.cache import FORWARDED, OperandCache, resolve_batch
+from polybus.worker.cache import Forwarded, OperandCache, resolve_batch
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
 from polybus.worker.heldvalue import freeze_inside
@@ -353,8 +353,8 @@ class Intake(Accepting):
         """Queue ``call``, or hold it for the forwarded values it names; False if it was
         answered at once instead (an operand missing, refused: `_admit`)."""
         miss = resolve_operands(self.cache, call, ch)
-        if miss is FORWARDED:  # it waits for values from other stages (or hold queues it)
-            self.forwarding.hold(ch, call)
+        if isinstance(miss, Forwarded):  # it waits for values from other stages (or hold
+            self.forwarding.hold(ch, call, miss.nested)  # queues it)
             return True
         if miss is not None:
             self._send_quietly(ch, miss)
