@@ -62,9 +62,12 @@ def run(rt: WorkerRuntime) -> None:
     delay, seen = rt.standby_look_s, -1
     while True:
         standby.planned(delay)
+        nap = delay
         if rt._holding():  # (after `planned`: see Standby)
-            delay = min(delay, rt._bells.until_due(), rt._corked.until_due())
-        standby.sleep(delay)
+            nap = min(delay, rt._bells.until_due(), rt._corked.until_due())
+        # (``delay`` goes on doubling on an idle replica, not the nap: one cut to 0 by
+        # what was due, doubled, left the standby looking without a pause for ever)
+        standby.sleep(nap)
         if rt._stop_event.is_set():
             return
         with rt._lock:
