@@ -7,6 +7,8 @@ looks at an idle replica only every so often (up to 100 ms apart). Before, what 
 held waited for that look: a 0-second call's answer, its bell held for 1 ms, woke a
 sleeping client 78-84 ms after it was sent (8 runs of one round each).
 
+And what is held as the replica stops is written before it closes its connections.
+
 The standby here looks only every 30 s, so what waited for its look would come long
 after the test's bound; the bound itself (the hold + 5 s) is no speed figure. The
 client is in this process, asleep on its socket (over shm its awake flag is down: the
@@ -170,4 +172,35 @@ def test_an_answer_corked_while_a_bell_is_owed_for_later_is_let_go_in_time(
     finally:
         ch.close()
         r.release.set()
+        r.rt.stop()
+
+
+def test_an_answer_held_as_the_replica_stops_is_written_before_its_connections_close(
+        short_tmp: Path) -> None:
+    """A call that ends during the replica's stop, while another waits in its queue:
+    its answer, corked (more calls wait), is written before the stop closes the
+    connections. (No thread let it go: the pool's thread left at the stop, the standby
+    before it; the client lost the answer of a call that ran.)"""
+    r = _Replica("tcp://127.0.0.1:0", 0.0)
+    stopped: list[int] = []
+
+    def stopping() -> int:  # (runs as the replica's one handler's call)
+        threading.Thread(target=lambda: stopped.append(r.rt.stop(grace=10.0)),
+                         daemon=True).start()
+        r.rt._stop_event.wait(10.0)  # (until the stop has begun)
+        return 3
+
+    r.rt.functions["stopping"] = stopping
+    r.rt.start()
+    ch: Channel = connect(r.rt.address, TOKEN, Codec())
+    try:
+        for i in range(1, 2001):  # (calls of a few us: the answer below is corked)
+            ch.send(Call(i, "tiny", []))
+            assert next_message(ch, limit=10.0) == Result(i, 1)
+        ch.send_many([Call(3001, "stopping", []), Call(3002, "tiny", [])])
+        got = next_message(ch, limit=10.0, closed="closed")
+        assert r.held == ["cork"], f"held: {r.held}"
+        assert got == Result(3001, 3), f"got {got}"
+    finally:
+        ch.close()
         r.rt.stop()

@@ -378,6 +378,9 @@ class WorkerRuntime(Polling):
         with self._lock:
             unanswered = self._running + len(self._queue)
             new, self._new = self._new, []
+        if self._holding():  # what calls that ended meanwhile held back (more calls
+            self._release_held(every=True)  # waited) is written before the connections
+            # close: the pool's threads left at the stop, the standby too
         for ch in [*self._channels, *new]:  # (new: authenticated, not yet adopted)
             ch.close()
         self.forwarding.close()
