@@ -320,7 +320,8 @@ class WorkerRuntime(Polling):
             return
         more = len(self._queue) and not call.again  # (one sent again: its answer at once)
         if self.busy_s < 1e-4 * self.calls and more and corkable(reply):
-            held = self._holding()
+            # (the first corked is due in 2 ms, maybe before a bell owed already)
+            held = bool(self._corked.held)
             self._corked.hold(job.channel, reply)  # tiny answers, more waiting: written together
         elif more and (within := coalescing(job.channel)) and not self._corked.held:
             held = self._holding()
@@ -329,7 +330,7 @@ class WorkerRuntime(Polling):
         else:
             held = True  # (nothing new held: no poller to wake)
             self._corked.send(job.channel, reply)  # (behind its answers corked, if any)
-        if not held and self._holding():  # (held where nothing was)
+        if not held and self._holding():  # (held where nothing falling due as soon was)
             if self._polling:
                 self._wake()  # a poller asleep bounds its sleep by when it falls due
             # and the standby looks by then: the next call may run with no one polling
@@ -377,6 +378,9 @@ class WorkerRuntime(Polling):
         with self._lock:
             unanswered = self._running + len(self._queue)
             new, self._new = self._new, []
+        if self._holding():  # what calls that ended meanwhile held back (more calls
+            self._release_held(every=True)  # waited) is written before the connections
+            # close: the pool's threads left at the stop, the standby too
         for ch in [*self._channels, *new]:  # (new: authenticated, not yet adopted)
             ch.close()
         self.forwarding.close()

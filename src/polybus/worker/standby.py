@@ -9,9 +9,11 @@ one thread; and it makes the connections' periodic looks (accepting.py). On an i
 replica it looks twice as far apart each time, up to every 100 ms
 (`standby_idle_s`), and so burns no CPU.
 
-What is held falls due sooner than that: whoever holds something where nothing was
-held asks the standby (`Standby.due_in`) to look by then, which ends its sleep only if
-it would have slept past it. (Before, what was held behind a long call waited for the
+What is held falls due sooner than that: whoever holds something that may fall due
+before anything held already (the first answer corked, due in 2 ms, though a bell may
+be owed for later; a connection's first bell owed) asks the standby
+(`Standby.due_in`) to look by then, which ends its sleep only if it would have slept
+past it. (Before, what was held behind a long call waited for the
 standby's next look: a bell held for 1 ms rang 78-84 ms late on a replica that had
 been idle.)
 """
@@ -62,9 +64,12 @@ def run(rt: WorkerRuntime) -> None:
     delay, seen = rt.standby_look_s, -1
     while True:
         standby.planned(delay)
+        nap = delay
         if rt._holding():  # (after `planned`: see Standby)
-            delay = min(delay, rt._bells.until_due(), rt._corked.until_due())
-        standby.sleep(delay)
+            nap = min(delay, rt._bells.until_due(), rt._corked.until_due())
+        # (``delay`` goes on doubling on an idle replica, not the nap: one cut to 0 by
+        # what was due, doubled, left the standby looking without a pause for ever)
+        standby.sleep(nap)
         if rt._stop_event.is_set():
             return
         with rt._lock:
