@@ -273,6 +273,14 @@ def test_a_nan_priority_is_an_error_that_names_the_expression() -> None:
     ("len(9**9**9)", "9 ** 9 ** 9", "OverflowError"),
     ("n + max(1, 'a')", "max(1, 'a')", "TypeError"),
     ("2**10000", "2 ** 10000", "OverflowError: int too large to convert to float"),
+    # (a slice's bounds: test_priority_slice_bounds.py)
+    ("len(query[1/0:])", "1 / 0", "ZeroDivisionError: division by zero"),
+    ("len(query[:n // (2 - 2)])", None, None),  # (reads n: left to the call)
+    ("len(query[n:1/0])", "1 / 0", "ZeroDivisionError"),
+    ("len(query[::0])", "the slice step 0", "ValueError: slice step cannot be zero"),
+    ("len(query[1:2, ::0])", "the slice step 0", "ValueError: slice step cannot be zero"),
+    ("len(query[n:n:1-1])", "the slice step 1 - 1", "ValueError: slice step cannot be zero"),
+    ("len(query[::0.0])", "the slice step 0.0", "ValueError: slice step cannot be zero"),
 ])
 def test_a_part_of_literals_that_fails_every_call_is_refused_at_check(
         source: str, part: str, why: str | None) -> None:
