@@ -15,26 +15,12 @@ from polybus.client.calls import CallRecord
 from polybus.client.fwdlost import _forwarded, _renamed
 from polybus.client.nested import FWD, HANDLE, Nested
 from polybus.client.operands import Comm, Known
-from polybus.client.promise import Promise
 from polybus.client.shared import Shared
 from polybus.client.snapshot import snapshot
 from polybus.client.wireargs import inside
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call
-
-LINK: Any = SimpleNamespace(name="server-0")
-
-
-class Ready(Promise):
-    """A promise already answered (as tests/unit/test_nested_handles.py has it)."""
-
-    __slots__ = ("v",)
-
-    def __init__(self, v: Any) -> None:
-        object.__setattr__(self, "v", v)  # (a promise's own setattr sets its value's)
-
-    def __polybus_value__(self) -> Any:
-        return self.v
+from unit.ready import LINK, Ready
 
 
 def _handle() -> Shared:

@@ -14,7 +14,6 @@ import pytest
 from polybus.client.calls import CallRecord
 from polybus.client.nested import HANDLE, MAX_DEPTH, Nested
 from polybus.client.operands import Comm, Known
-from polybus.client.promise import Promise
 from polybus.client.shared import Shared
 from polybus.client.snapshot import snapshot
 from polybus.client.wireargs import holds_handle, inside, plain_args, wire
@@ -22,20 +21,7 @@ from polybus.wire.codec import Codec, Ref
 from polybus.wire.framing import FrameDecoder
 from polybus.wire.messages import Call, Put, _Msg
 from polybus.worker.cache import OperandCache, resolve
-
-LINK: Any = SimpleNamespace(name="server-0")
-
-
-class Ready(Promise):
-    """A promise already answered (what `wait` and `wire` answer)."""
-
-    __slots__ = ("v",)
-
-    def __init__(self, v: Any) -> None:
-        object.__setattr__(self, "v", v)  # (a promise's own setattr sets its value's)
-
-    def __polybus_value__(self) -> Any:
-        return self.v
+from unit.ready import LINK, Ready
 
 
 def _handle(n: int = 4, start: float = 0.0) -> Shared:
