@@ -51,6 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if not hasattr(config, "workerinput"):  # (once, in the process xdist's workers come from)
+        _mpi_files_apart(config)
         _compiled_ahead()
         if config.getoption("numprocesses", None):
             _rewritten_ahead(config)
@@ -61,6 +62,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     share the work by taking each other's last tests, so a long test left for the end
     kept one worker busy alone while the other had nothing left to take."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # (stable)
+
+
+# Open MPI's shared-memory files (sm_segment.HOST.UID.JOB.RANK), which its ranks make in
+# /dev/shm and remove at MPI's finalize: a job a test ends by a signal (a rank killed, a
+# launcher stopped) leaves them there. Whole-suite runs left one to three at times.
+_MPI_BACKING = ("OMPI_MCA_btl_sm_backing_directory", "OMPI_MCA_osc_sm_backing_directory")
+
+
+def _mpi_files_apart(config: pytest.Config) -> None:
+    """Every MPI job the suite starts keeps its shared-memory files in a directory of the
+    session's own (inherited by xdist's workers and every process a test starts), removed
+    when the session ends, so none is left in /dev/shm. Not where the caller chose one."""
+    import shutil
+    import tempfile
+
+    if any(v in os.environ for v in _MPI_BACKING):
+        return
+    base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # (a tmpfs, as MPI's)
+    where = tempfile.mkdtemp(prefix="polybus-tests-mpi-", dir=base)
+    for v in _MPI_BACKING:
+        os.environ[v] = where
+    config.add_cleanup(lambda: shutil.rmtree(where, ignore_errors=True))
 
 
 def _compiled_ahead() -> None:
