@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -187,10 +187,27 @@ def test_a_backlogged_consumer_has_its_nested_values_kept_for_it(tmp_path: Path)
         assert received(c) < SLACK
 
 
-def test_an_aggregating_consumer_forwards_them_too(tmp_path: Path) -> None:
+class Trio(NamedTuple):
+    a: Any
+    b: Any
+    c: Any
+
+
+AGGREGATED: dict[str, Shape] = {
+    "list": SHAPES["list"],
+    # (a namedtuple alone, or beside another argument: each lean path of batching.py)
+    "namedtuple": lambda ps: ((Trio(ps[0], ps[1], ps[2]),), {}),
+    "namedtuple beside": lambda ps: ((Trio(ps[0], ps[1], ps[2]), 1), {}),
+}
+
+
+@pytest.mark.parametrize("name", list(AGGREGATED))
+def test_an_aggregating_consumer_forwards_them_too(tmp_path: Path, name: str) -> None:
     with cluster(tmp_path, toml(True, more=", aggregate = 4"), replicas=2) as c:
-        got = run(c, SHAPES["list"], True)
-        assert got == EXPECTED["list"] and forwarded(c) == 3 and received(c) < SLACK
+        got = run(c, AGGREGATED[name], True)
+        more = [1] if name == "namedtuple beside" else []
+        assert got == [EXPECTED["list"][0], more, {}]
+        assert forwarded(c) == 3 and received(c) < SLACK
 
 
 @dataclasses.dataclass
