@@ -210,6 +210,23 @@ def test_an_aggregating_consumer_forwards_them_too(tmp_path: Path, name: str) ->
         assert forwarded(c) == 3 and received(c) < SLACK
 
 
+def test_an_aggregated_producers_promises_inside_a_list_go_with_its_batch(
+        tmp_path: Path) -> None:
+    # The consumer, made while the producers' batch is open, leaves it open (as for
+    # promises of its own): its Forwards go with the batch, not after it, when the
+    # producers may have answered already and their values gone to the client.
+    more = 'use.gated_double = { callstyle = "async", forward = true }'
+    text = toml(True).replace(more, more[:-2] + ", aggregate = 4 }")
+    with cluster(tmp_path, text, replicas=2) as c:
+        s = c.session()
+        go = tmp_path / "go"
+        ps = [s.call("gated_double", (X + i, str(go)), {}) for i in range(3)]
+        g = s.call("gather", *SHAPES["two deep"](ps))
+        go.touch()  # (they run as soon as their batch is written)
+        assert outcome(g, within=20) == EXPECTED["two deep"]
+        assert forwarded(c) == 3 and received(c) < SLACK
+
+
 @dataclasses.dataclass
 class Pair:
     left: Any
