@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -187,10 +187,44 @@ def test_a_backlogged_consumer_has_its_nested_values_kept_for_it(tmp_path: Path)
         assert received(c) < SLACK
 
 
-def test_an_aggregating_consumer_forwards_them_too(tmp_path: Path) -> None:
+class Trio(NamedTuple):
+    a: Any
+    b: Any
+    c: Any
+
+
+AGGREGATED: dict[str, Shape] = {
+    "list": SHAPES["list"],
+    # (a namedtuple alone, or beside another argument: each lean path of batching.py)
+    "namedtuple": lambda ps: ((Trio(ps[0], ps[1], ps[2]),), {}),
+    "namedtuple beside": lambda ps: ((Trio(ps[0], ps[1], ps[2]), 1), {}),
+}
+
+
+@pytest.mark.parametrize("name", list(AGGREGATED))
+def test_an_aggregating_consumer_forwards_them_too(tmp_path: Path, name: str) -> None:
     with cluster(tmp_path, toml(True, more=", aggregate = 4"), replicas=2) as c:
-        got = run(c, SHAPES["list"], True)
-        assert got == EXPECTED["list"] and forwarded(c) == 3 and received(c) < SLACK
+        got = run(c, AGGREGATED[name], True)
+        more = [1] if name == "namedtuple beside" else []
+        assert got == [EXPECTED["list"][0], more, {}]
+        assert forwarded(c) == 3 and received(c) < SLACK
+
+
+def test_an_aggregated_producers_promises_inside_a_list_go_with_its_batch(
+        tmp_path: Path) -> None:
+    # The consumer, made while the producers' batch is open, leaves it open (as for
+    # promises of its own): its Forwards go with the batch, not after it, when the
+    # producers may have answered already and their values gone to the client.
+    more = 'use.gated_double = { callstyle = "async", forward = true }'
+    text = toml(True).replace(more, more[:-2] + ", aggregate = 4 }")
+    with cluster(tmp_path, text, replicas=2) as c:
+        s = c.session()
+        go = tmp_path / "go"
+        ps = [s.call("gated_double", (X + i, str(go)), {}) for i in range(3)]
+        g = s.call("gather", *SHAPES["two deep"](ps))
+        go.touch()  # (they run as soon as their batch is written)
+        assert outcome(g, within=20) == EXPECTED["two deep"]
+        assert forwarded(c) == 3 and received(c) < SLACK
 
 
 @dataclasses.dataclass

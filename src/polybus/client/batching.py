@@ -180,9 +180,9 @@ class Batcher:
                     if holds_handle(args[0]) or self.d.forwards(args):  # (named, or
                         return self._general(args, kwargs)  # forwarded: fwdargs.py)
                     args = wait(args)  # (see plain_args)
-                elif t not in AS_IS and general(args[0]):
+                elif t not in AS_IS and (general(args[0]) or self.d.forwards(args)):
                     # (a set's handle: said to go by value, a namedtuple's named; a
-                    # dataclass's promise: answered by the general path's `wire`)
+                    # dataclass's promise: answered by `wire`; a namedtuple's forwarded)
                     return self._general(args, kwargs)
                 if t not in AS_IS:  # held: as it is now (snapshot.py)
                     args = snapshot_row(args, self._keep())

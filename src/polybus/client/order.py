@@ -35,6 +35,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise
+from polybus.client.nested import MAX_DEPTH
+from polybus.client.wireargs import holds_promise, is_namedtuple
 
 if TYPE_CHECKING:
     from polybus.client.batchcalls import Pending
@@ -115,12 +117,33 @@ def arrange(order: Order, d: Dispatcher, args: tuple[Any, ...],
 
 
 def _takes(b: Pending, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """A promise of a call of batch ``b`` among the arguments (not inside them: such a
-    promise is waited for at the call)."""
-    for a in args:
-        if type(a) is BatchPromise and a._rec is b:
+    """A promise of a call of batch ``b`` among the arguments, or inside a list, tuple
+    or dict among them: one there is forwarded as one of its own is (client/fwdargs.py),
+    or waited for at the call (a wait writes every batch)."""
+    for vs in (args, kwargs.values()) if kwargs else (args,):
+        for a in vs:
+            t = type(a)
+            if t is BatchPromise:
+                if a._rec is b:
+                    return True
+            elif (t is list or t is tuple or t is dict or is_namedtuple(t)) and \
+                    holds_promise(a) and _inside(b, a, 1):
+                return True
+    return False
+
+
+def _inside(b: Pending, x: Any, depth: int) -> bool:
+    """A promise of batch ``b`` among ``x``'s items (a dict's values), or in the lists,
+    tuples and dicts among them, as deep as forwarding looks (client/fwdargs.py)."""
+    for v in x.values() if type(x) is dict else x:
+        t = type(v)
+        if t is BatchPromise:
+            if v._rec is b:
+                return True
+        elif ((t is list or t is tuple or t is dict or is_namedtuple(t)) and depth < MAX_DEPTH
+              and _inside(b, v, depth + 1)):
             return True
-    return any(type(v) is BatchPromise and v._rec is b for v in kwargs.values())
+    return False
 
 
 class Ordered:

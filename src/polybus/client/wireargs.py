@@ -333,8 +333,8 @@ def plain_args(args: tuple[Any, ...]) -> bool | None:
     they are; False if the general path must (a promise or broadcast handle, which need
     its care, also inside a list, tuple or dict, or bytes large enough to travel out of
     band), or a handle in another container (a set: `wire` says it goes by value);
-    None if a list, tuple or dict among them holds a promise (waited for first: see
-    batching.py's docstring)."""
+    None if a list, tuple (a namedtuple too) or dict among them holds a promise
+    (forwarded, or waited for first: see batching.py's docstring)."""
     promises = False
     for a in args:
         t = type(a)
@@ -346,8 +346,11 @@ def plain_args(args: tuple[Any, ...]) -> bool | None:
                 if holds_handle(a):
                     return False
                 promises = True
-        elif t not in _PLAIN and (hasattr(t, "__polybus_value__") or general(a)):
-            return False
+        elif t not in _PLAIN:
+            if hasattr(t, "__polybus_value__") or general(a):
+                return False
+            if is_namedtuple(t) and holds_promise(a):  # (as a tuple: forwarding's, or
+                promises = True  # waited for)
     return None if promises else True
 
 
