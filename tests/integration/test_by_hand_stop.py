@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+from typing import Any
 
 import pytest
 
@@ -19,17 +20,23 @@ SAID = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")
 SIGNALS = pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
 
 
+def _stopped_as_run(p: Any, sig: int, program: str) -> None:
+    """``p``, sent ``sig`` already, exits with run's status for it and says only
+    "polybus PROGRAM: WORD" on stderr."""
+    status, word = SAID[sig]
+    assert p.wait(timeout=30) == status
+    assert p.stderr is not None
+    said = rest_of(p.stderr)
+    assert said == f"polybus {program}: {word}\n", said
+
+
 @SIGNALS
 def test_a_registry_stopped_by_a_signal_says_so_and_exits_as_run(procs: Procs, sig: int) -> None:
     env = {"POLYBUS_TOKEN": "stop-registry-token-" + "r" * 20}
     start_registry(procs, env)
     reg = procs.started[-1]
     reg.send_signal(sig)
-    status, word = SAID[sig]
-    assert reg.wait(timeout=30) == status
-    assert reg.stderr is not None
-    said = rest_of(reg.stderr)
-    assert said == f"polybus registry: {word}\n", said
+    _stopped_as_run(reg, sig, "registry")
 
 
 @SIGNALS
@@ -42,10 +49,7 @@ def test_an_idle_worker_stopped_by_a_signal_says_so_and_exits_as_run(procs: Proc
     assert w.stderr is not None
     read_line(w.stderr, "serving")
     w.send_signal(sig)
-    status, word = SAID[sig]
-    assert w.wait(timeout=30) == status
-    said = rest_of(w.stderr)
-    assert said == f"polybus worker: {word}\n", said  # (no call held: no count said)
+    _stopped_as_run(w, sig, "worker")  # (no call held: no count said)
 
 
 def test_an_engine_s_worker_stopped_by_sigterm_still_exits_0_unsaid(procs: Procs) -> None:
@@ -82,11 +86,7 @@ def test_a_worker_stopped_during_its_first_registration_ends_at_once_as_a_stop(
         conn, _ = silent.accept()  # (the worker's registration, under way)
         with conn:
             w.send_signal(sig)
-            status, word = SAID[sig]
-            assert w.wait(timeout=30) == status
-    assert w.stderr is not None
-    said = rest_of(w.stderr)
-    assert said == f"polybus worker: {word}\n", said
+            _stopped_as_run(w, sig, "worker")
 
 
 def test_an_engine_s_worker_stopped_during_its_first_registration_exits_0(
