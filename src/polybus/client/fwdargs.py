@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
     from polybus.client.forward import Forwarder
 
-__all__ = ["carried", "forwardable", "wants"]
+__all__ = ["carried", "forwardable", "promise_inside", "wants"]
 
 
 def forwardable(f: Forwarder, d: Dispatcher, v: Any) -> bool:
@@ -65,25 +65,29 @@ def wants(f: Forwarder, d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, 
 
 def _holds(f: Forwarder, d: Dispatcher, a: Any, t: type) -> bool:
     """Argument ``a`` (of type ``t``) holds a promise `forwardable` where it is looked for."""
+    def hit(v: Any) -> bool:
+        return forwardable(f, d, v)
+
     if t is list or t is tuple or t is dict or is_namedtuple(t):
-        return holds_promise(a) and _inside(f, d, a, 1)
+        return holds_promise(a) and promise_inside(a, hit)
     if not d.pickle and dataclasses.is_dataclass(t) and holds_promise(a):
-        return _inside(f, d, _fields(a), 1)
+        return promise_inside(_fields(a), hit)
     return False
 
 
-def _inside(f: Forwarder, d: Dispatcher, x: Any, depth: int) -> bool:
-    """A promise `forwardable` among ``x``'s items (a dict's values), or in the lists,
-    tuples and dicts among them, as deep as `wireargs.inside` looks."""
+def promise_inside(x: Any, hit: Callable[[Any], bool], depth: int = 1) -> bool:
+    """A call's promise for which ``hit`` is true among ``x``'s items (a dict's values),
+    or in the lists, tuples and dicts among them, as deep as `wireargs.inside` looks
+    (a promise there is forwarded: also order.py's question)."""
     for v in x.values() if type(x) is dict else x:
         t = type(v)
         if t in _LEAF:
             continue
         if t is CallPromise or t is BatchPromise:
-            if forwardable(f, d, v):
+            if hit(v):
                 return True
         elif ((t is list or t is tuple or t is dict or is_namedtuple(t)) and depth < MAX_DEPTH
-              and _inside(f, d, v, depth + 1)):
+              and promise_inside(v, hit, depth + 1)):
             return True
     return False
 

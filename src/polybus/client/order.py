@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise
-from polybus.client.nested import MAX_DEPTH
+from polybus.client.fwdargs import promise_inside
 from polybus.client.wireargs import holds_promise, is_namedtuple
 
 if TYPE_CHECKING:
@@ -127,22 +127,9 @@ def _takes(b: Pending, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
                 if a._rec is b:
                     return True
             elif (t is list or t is tuple or t is dict or is_namedtuple(t)) and \
-                    holds_promise(a) and _inside(b, a, 1):
+                    holds_promise(a) and promise_inside(
+                        a, lambda v: type(v) is BatchPromise and v._rec is b):
                 return True
-    return False
-
-
-def _inside(b: Pending, x: Any, depth: int) -> bool:
-    """A promise of batch ``b`` among ``x``'s items (a dict's values), or in the lists,
-    tuples and dicts among them, as deep as forwarding looks (client/fwdargs.py)."""
-    for v in x.values() if type(x) is dict else x:
-        t = type(v)
-        if t is BatchPromise:
-            if v._rec is b:
-                return True
-        elif ((t is list or t is tuple or t is dict or is_namedtuple(t)) and depth < MAX_DEPTH
-              and _inside(b, v, depth + 1)):
-            return True
     return False
 
 
