@@ -20,7 +20,7 @@ import signal
 import time
 from pathlib import Path
 
-__all__ = ["TERM_S", "naming", "remove_private"]
+__all__ = ["KILL_S", "TERM_S", "end_naming", "naming", "remove_private"]
 
 TERM_S = 5.0  # for Ray's daemons to end on SIGTERM before they are killed
 KILL_S = 2.0  # for them to be gone once killed
