@@ -65,8 +65,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # Open MPI's shared-memory files (sm_segment.HOST.UID.JOB.RANK), which its ranks make in
-# /dev/shm and remove at MPI's finalize: a job a test ends by a signal (a rank killed, a
-# launcher stopped) leaves them there. Whole-suite runs left one to three at times.
+# /dev/shm and remove at MPI's finalize: a process that never gets there leaves its own.
+# One was this suite's: a test that imported mpi4py's MPI in its pytest-xdist worker made
+# the worker an MPI singleton, and the worker ends without MPI_Finalize (test_bench_ep.py
+# loads libmpi without MPI_Init now, as bench/peers does). A job a test ends by a signal
+# (a rank killed, a launcher stopped) would leave them too: this directory is the net.
 _MPI_BACKING = ("OMPI_MCA_btl_sm_backing_directory", "OMPI_MCA_osc_sm_backing_directory")
 
 

@@ -4,6 +4,7 @@ at once, and `polybus check` says what each engine will start, or what it lacks.
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +225,65 @@ def test_ray_prints_go_to_the_worker_output_or_stderr_never_stdout() -> None:
     ray.print_to_stdstream({"lines": ["b"], "actor_name": "server-0", "pid": 7})
     assert len(ray.printed) == 1
     quiet()
+
+
+_DAEMON = """\
+import os, sys, time
+logs = os.path.join(sys.argv[1], "session_1", "logs", "events")
+while True:  # (as Ray's GCS starting: it makes its log directories as it goes)
+    os.makedirs(logs, exist_ok=True)
+    open(os.path.join(logs, "event_GCS.log"), "a").close()
+    time.sleep(0.001)
+"""
+
+
+class _DaemonRay(_InitRay):
+    """A private Ray whose one daemon (its command line names the Ray directory, as
+    Ray's do) goes on writing there after ``shutdown`` returned, as Ray's did."""
+
+    def __init__(self, fails: BaseException | None = None) -> None:
+        super().__init__()
+        self.daemon: Any = None
+        self.cut = fails
+
+    def init(self, **kw: Any) -> None:
+        import subprocess
+        import sys
+        import time
+
+        self.inits.append(kw)
+        self.daemon = subprocess.Popen([sys.executable, "-c", _DAEMON, kw["_temp_dir"]])
+        deadline = time.monotonic() + 30
+        while not (Path(kw["_temp_dir"]) / "session_1").is_dir():  # (it writes)
+            assert self.daemon.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        if self.cut is not None:
+            raise self.cut
+
+
+@pytest.mark.parametrize("cut_short", [False, True])
+def test_a_private_rays_daemons_have_ended_before_its_directory_goes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut_short: bool) -> None:
+    """(A run stopped while Ray started left its directory behind: Ray's GCS, still
+    running, made its log directories again after the run removed them. ``shutdown``
+    too returns before Ray's daemons have ended.)"""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    ray = _DaemonRay(SystemExit(15) if cut_short else None)  # (Ray's SIGTERM handler's)
+    engine = _bare(tmp_path, ray)
+    try:
+        if cut_short:
+            with pytest.raises(SystemExit):
+                engine._init(1)
+        else:
+            engine._init(1)
+        session = Path(ray.inits[0]["_temp_dir"])
+        engine.stop()
+        assert ray.daemon.poll() is not None, "a daemon of the run's Ray still runs"
+        assert not session.exists(), sorted(session.rglob("*"))
+    finally:
+        if ray.daemon is not None and ray.daemon.poll() is None:
+            ray.daemon.kill()
+        if ray.daemon is not None:
+            ray.daemon.wait()
+        for kw in ray.inits:  # (what a failed run left, in /tmp)
+            shutil.rmtree(kw["_temp_dir"], ignore_errors=True)

@@ -69,6 +69,12 @@ def test_a_certificate_that_does_not_name_the_ranks_host_is_said_at_its_line(
     said = _serve(app, "node3.example.org", "node1.example.org")
     assert said.startswith(f"{app}:{_line(app, 'tls = ')}: cluster.tls.cert: the certificate "
                            f"{tmp_path}/named.pem does not name node3.example.org"), said
+    # (what sets the host a rank or an actor registers: its configuration, as no
+    # --listen of a worker started by hand does)
+    assert said.endswith('; with listen_host = "0.0.0.0" each replica registers its own '
+                         "host, which the certificate on that host must name; or set "
+                         "[cluster] listen_host to a host the certificate names)"), said
+    assert "--listen" not in said, said
 
 
 def test_a_loopback_listen_host_on_another_host_is_said_at_its_line(tmp_path: Path) -> None:

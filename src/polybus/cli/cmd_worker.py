@@ -64,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from polybus.transport.endpoints import Address
     from polybus.transport.inproc import ONE_PROCESS
-    from polybus.worker.main import serve
+    from polybus.worker.main import LISTEN_HINT, listen_host_hint, serve
 
     check_registry_option(args.registry)  # (as [cluster] registry is checked)
     if args.name is not None and (fault := replica_name_fault(args.name)) is not None:
@@ -143,6 +143,11 @@ def main(args: argparse.Namespace) -> int:
               f"{slowed[0].name} to serve as that replica)", file=sys.stderr, flush=True)
     listen, rundir = args.listen or ["tcp://127.0.0.1:0"], None
     listen_from = None
+    cert_hint = LISTEN_HINT
+    if loaded is not None and (args.exit_with_parent or not args.listen):
+        # (its TCP host is the file's listen_host: as the local engine, which starts
+        # it with --exit-with-parent, gives it, or as it takes it without --listen)
+        cert_hint = listen_host_hint(loaded.cluster.listen_host)
     if args.config and not args.listen:
         # The module's own transport too (ipc, shm), as the local engine's workers
         # listen: a configuration's `transport` holds for workers started by hand.
@@ -160,7 +165,8 @@ def main(args: argparse.Namespace) -> int:
                         token=token, listen=listen, spec=spec, replica=replica,
                         heartbeat=args.heartbeat if args.heartbeat is not None else heartbeat,
                         max_frame=max_frame, exit_with_parent=args.exit_with_parent,
-                        parent=args.parent, http=http, listen_from=listen_from)
+                        parent=args.parent, http=http, listen_from=listen_from,
+                        cert_hint=cert_hint)
     except ConfigError as exc:  # (its certificate, checked at start against the address
         if loaded is None:      # it registers: said at the line, as loading says the rest)
             raise

@@ -45,6 +45,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from polybus.client import batchreturns
 from polybus.client.batchcalls import (
     BatchPromise,
     Pending,
@@ -332,12 +333,6 @@ class Batcher:
         """Left for the next thread that may send: `_settle`'s work."""
         return bool(self._lost_later or self._back_later or self._after or self.unsettled)
 
-    def after(self, link: ReplicaLink, make: Made) -> None:
-        """What ``make`` builds about a batch placed on ``link`` (fwdbatch.py's `ask`)
-        goes after it: with it if held back, else now (batchsend.py's `write_after`)."""
-        self._after.append((link, make))
-        self._settle()
-
     @property
     def unwritten(self) -> int:
         """Batches (and their Puts) not written yet: open, backlogged, held or given
@@ -345,14 +340,11 @@ class Batcher:
         return ((self.open is not None) + len(self.backlog) + sum(map(len, self.held))
                 + len(self._back_later))
 
-    # -- answers and losses -----------------------------------------------------------
-    def completed(self, b: Pending, link: ReplicaLink) -> None:
-        i = self._index[id(link)]
-        if self.inflight[i] > 0:
-            self.inflight[i] -= 1
-        if self.awaited is not None:
-            self.awaited.answered(b)
-        # Queued batches go out in the reactor's after_step (never from inside a read).
+    # -- answers and losses (client/batchreturns.py) ---------------------------------
+    completed = batchreturns.completed
+    after = batchreturns.after
+    lost = batchreturns.lost
+    given_back = batchreturns.given_back
 
     def forget(self, slot: Slot) -> None:
         """A call given up on (timeout): its value is dropped; its batch runs on unless
@@ -362,22 +354,6 @@ class Batcher:
     def freed(self, link: ReplicaLink) -> None:
         """A batch given up on, on ``link``, is over there (dropped unrun or answered)."""
         freed(self, link)
-
-    def lost(self, link: ReplicaLink, error: PolybusError) -> None:
-        """``link``'s replica is gone: its batches run again elsewhere, or fail."""
-        i = self._index.get(id(link))
-        if i is None:
-            return
-        # Not waited for: the thread that holds the lock may be waiting to write on a
-        # connection whose writer is the thread that found this replica lost.
-        self._lost_later.append((link, i, error))
-        self._settle()
-
-    def given_back(self, place_again: Callable[[], None]) -> None:
-        """A batch a steal gave back (migrate.py): ``place_again`` runs under the lock,
-        now if it is free, else by its holder as it lets go (batchsend.py)."""
-        self._back_later.append(place_again)
-        self._settle()
 
     def _settle(self) -> None:
         settle_owed(self)  # (batchsend.py)

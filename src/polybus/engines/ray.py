@@ -20,7 +20,8 @@ same path on each (a shared file system). Ray is imported only here
 ``REACH_S``: Ray's own start waits for ever on an address nothing answers (it tried for
 minutes, saying only that its GCS timed out), so one that cannot be reached is a
 ConfigError naming it. A private Ray keeps its session files in a directory of the run's
-own, removed when it ends (Ray leaves each session's, 200 KB or more, in /tmp/ray).
+own, removed when it ends, once Ray's daemons have (Ray leaves each session's, 200 KB or
+more, in /tmp/ray; a daemon still running wrote there again: rayend.py).
 
 What the actors print goes to the run's worker output (stderr by default), as the local
 engine's workers' lines do, and Ray's own messages to stderr, never to stdout
@@ -36,7 +37,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import signal
 import socket
 import sys
@@ -51,6 +51,7 @@ from polybus.engines import served
 from polybus.engines.base import Cluster, run_registry
 from polybus.engines.local import START_TIMEOUT
 from polybus.engines.logfollow import LogFollower
+from polybus.engines.rayend import remove_private
 from polybus.engines.rayout import outward_interfaces, ray_cause, ray_death, redirect, route_prints
 from polybus.errors import ConfigError, PolybusError, TransportError, error_line
 from polybus.registry.service import RegistryService
@@ -326,9 +327,11 @@ class RayEngine:
         if self._unroute is not None:
             unroute, self._unroute = self._unroute, None
             unroute()
-        if self._session_dir is not None:
-            shutil.rmtree(self._session_dir, ignore_errors=True)
-            self._session_dir = None
+        if self._session_dir is not None:  # (once Ray's daemons have ended: rayend.py)
+            session, self._session_dir = self._session_dir, None
+            if left := remove_private(session):
+                log.warning("polybus: warning: Ray's processes %s did not end when told "
+                            "to (SIGTERM, SIGKILL)", ", ".join(map(str, left)))
 
     def ended(self, settle: float = 0.0) -> list[str]:
         """One line for each actor that ended before it was stopped, with what Ray says

@@ -83,7 +83,7 @@ def _serve(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *, registry
            on_serving: Callable[[Callable[[], None]], None],
            signals: Sequence[signal.Signals] | None) -> None:
     from polybus.transport import tls
-    from polybus.worker.main import serve
+    from polybus.worker.main import listen_host_hint, serve
 
     cluster = app.cluster
     local = here == client_host
@@ -103,7 +103,8 @@ def _serve(app: AppConfig, module: ModuleSpec, replica: ReplicaSpec, *, registry
               module_key=module.key, token=token, listen=listen, spec=module,
               replica=replica, heartbeat=cluster.heartbeat, max_frame=cluster.max_frame,
               http=http, advertise=socket.gethostname(), on_serving=on_serving,
-              signals=signals, banner=False)
+              signals=signals, banner=False,
+              cert_hint=listen_host_hint(cluster.listen_host))
     finally:
         if rundir is not None:
             shutil.rmtree(rundir, ignore_errors=True)

@@ -1,7 +1,9 @@
 """Waiting for a peer's next message in tests that talk to a worker or registry directly.
 
-``next_message(ch)`` reads ``ch`` until a message comes, the peer closes the connection,
-or ``limit`` seconds pass, without a sleep: a test waits for what it needs, not for time.
+``next_message(ch)`` waits for ``ch`` to have something to read (asleep in the kernel,
+`Channel.wait_readable`), until a message comes, the peer closes the connection, or
+``limit`` seconds pass: a test waits for what it needs, not for time, and spends no CPU
+on the wait (the worker it waits for needs it on a loaded machine).
 """
 
 from __future__ import annotations
@@ -23,13 +25,13 @@ def next_message(ch: Channel, limit: float = 3.0, closed: T | None = None) -> Me
     connection first, the message that came with the close, else ``closed``; None if
     nothing came."""
     deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
+    while (msg := ch.next_message()) is None:  # (one already read: taken at once)
+        left = deadline - time.monotonic()
+        if left <= 0 or not ch.wait_readable(left):
+            return None
         try:
-            ch.fill_soon(0.05)
+            ch.fill(wait=False)
         except ConnectionLostError:
             msg = ch.next_message()
             return msg if msg is not None else closed
-        msg = ch.next_message()
-        if msg is not None:
-            return msg
-    return None
+    return msg

@@ -91,11 +91,27 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
     return opts
 
 
-def check_certificate(addresses: Sequence[Address]) -> None:
+LISTEN_HINT = "; or give --listen a host the certificate names"  # (a worker by hand)
+
+
+def listen_host_hint(listen_host: str) -> str:
+    """The end of the certificate's hint for a replica whose TCP host is the
+    configuration's ``[cluster] listen_host`` (an engine's replica: a local worker, an
+    MPI rank, a Ray actor; a worker by hand with --config and no --listen)."""
+    if listen_host in WILDCARDS:  # (registered as its host's name or address)
+        return (f'; with listen_host = "{listen_host}" each replica registers its own '
+                "host, which the certificate on that host must name; or set [cluster] "
+                "listen_host to a host the certificate names")
+    return "; or set [cluster] listen_host to a host the certificate names"
+
+
+def check_certificate(addresses: Sequence[Address], hint: str = LISTEN_HINT) -> None:
     """With ``[cluster] tls``: this process's certificate names the host of each TCP
     address the worker registers, where its peers dial it; else ConfigError at start,
     naming ``cluster.tls.cert`` and the address (not a refused handshake at each peer's
-    first call). A wildcard address (0.0.0.0, ::) names no host to check."""
+    first call), ``hint`` ending its hint: what sets that host where this replica was
+    started (`LISTEN_HINT`, `listen_host_hint`). A wildcard address (0.0.0.0, ::)
+    names no host to check."""
     from polybus.transport import tls
 
     config = tls.current()
@@ -103,8 +119,7 @@ def check_certificate(addresses: Sequence[Address]) -> None:
         return
     for a in addresses:
         if a.scheme == "tcp" and a.host not in WILDCARDS:
-            config.verify(a.host, f"the address this worker registers ({a})",
-                          "; or give --listen a host the certificate names")
+            config.verify(a.host, f"the address this worker registers ({a})", hint)
 
 
 def _tls_on() -> bool:
@@ -141,7 +156,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
           parent: int | None = None, http: Sequence[str] = (), advertise: str | None = None,
           on_serving: Callable[[Callable[[], None]], None] | None = None,
           signals: Sequence[signal.Signals] | None = None, banner: bool = True,
-          listen_from: str | None = None) -> Stopped:
+          listen_from: str | None = None, cert_hint: str = LISTEN_HINT) -> Stopped:
     """Serve until SIGTERM/SIGINT; how it was stopped (`Stopped`). ``http``: interfaces
     that [serve] routes call; each is also served as ``<name>@http``, answering in
     response form (http/response.py).
@@ -154,7 +169,9 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     ``signals``: those that stop it (default SIGTERM, and SIGINT and SIGHUP unless
     ``exit_with_parent``); () for none, as outside a main thread (a Ray actor's).
     ``banner``: say where it serves on stderr (not for a run's own replicas), and with
-    ``listen_from`` where its main address's host came from (``[cluster] listen_host``)."""
+    ``listen_from`` where its main address's host came from (``[cluster] listen_host``).
+    ``cert_hint``: what sets its host, said if its certificate does not name it
+    (`check_certificate`)."""
     if exit_with_parent:
         # Started by a run's engine, which stops it (SIGTERM, or by dying). A terminal's
         # Ctrl-C goes to the whole process group: the run must get it with its replicas
@@ -186,7 +203,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     else:  # (by hand: a wildcard registers where this host reaches its registry from)
         addresses = registers(runtime.addresses, registry)
     try:
-        check_certificate(addresses)
+        check_certificate(addresses, cert_hint)
     except BaseException:
         runtime.stop()
         if procs is not None:
