@@ -19,7 +19,7 @@ from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.counts import Counts
 from polybus.client.dispatchgiveup import GivingUp
 from polybus.client.done import upstream_failure
-from polybus.client.fwdprio import note_priority_reads
+from polybus.client.fwdprio import note_priority_reads, note_priority_waited
 from polybus.client.headroom import enter, leave
 from polybus.client.lane import MISS
 from polybus.client.order import taken_written
@@ -156,9 +156,12 @@ class Dispatcher(GivingUp):
         forwards = fwd is not None and fwd.wants(self, args, kwargs)
         if aw is not None and not forwards and aw.wants(args, kwargs, fwd is None):
             return aw.call(self, next(_ids), args, kwargs)  # placed once its values come
+        held = None
         if forwards and self.priority is not None:
-            note_priority_reads(self, args, kwargs)  # (it waits for what it reads)
+            held = note_priority_reads(self, args, kwargs)  # (it waits for what it reads)
         prio = float(self.priority(args, kwargs)) if self.priority is not None else 0.0
+        if held:  # (promises in a container it reads: said if it waited for one)
+            note_priority_waited(self, held)
         if forwards and fwd is not None:  # sent now; the values go replica to replica
             rec = fwd.record(self, next(_ids), args, kwargs, prio)
         else:
