@@ -28,11 +28,23 @@ from polybus.client.wireargs import holds_promise, is_namedtuple
 if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
 
-__all__ = ["note_priority_reads", "note_priority_waited"]
+__all__ = ["note_priority_reads", "note_priority_waited", "priority_of"]
 
 log = logging.getLogger("polybus.client")
 
 _said: weakref.WeakSet[Dispatcher] = weakref.WeakSet()
+
+
+def priority_of(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any],
+                forwards: bool) -> float:
+    """The priority of a call of ``d`` (which has one); for a call that forwards, what
+    it waits for at the client said (the first time on ``d``)."""
+    assert d.priority is not None
+    held = note_priority_reads(d, args, kwargs) if forwards else None
+    prio = float(d.priority(args, kwargs))
+    if held:  # (promises in a container it reads: said if it waited for one)
+        note_priority_waited(d, held)
+    return prio
 
 
 def note_priority_reads(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any]
