@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from polybus import wait
-from polybus.client import fwdargs, wireargs
+from polybus.client import fwdargs, fwdprio, wireargs
 
 from . import comm_harness
 from .comm_harness import cluster
@@ -62,7 +62,7 @@ def probes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[int]]:
         seen[id(x)] += 1
         return real(x)
 
-    for module in (wireargs, fwdargs):
+    for module in (wireargs, fwdargs, fwdprio):
         monkeypatch.setattr(module, "holds_promise", counted)
     yield seen
 
@@ -96,3 +96,20 @@ def test_a_container_holding_a_promise_is_probed_once(
         want = {"list": [8.0, 1.0], "tuple": [8.0, 1.0], "dict": {"p": 8.0, "n": 1.0},
                 "kwarg": [1.0, 8.0]}[shape]
         assert got == ([want, plain] if shape != "kwarg" else [plain, want]), got
+
+
+def test_a_priority_reading_the_container_probes_it_no_more(
+        tmp_path: Path, probes: Counter[int]) -> None:
+    # (the priority's look for promises it would wait for takes the answer too)
+    text = TOML.replace('replication = 2', 'replication = 2\ndefine.pair = { priority = '
+                        '"len(a)" }\ndefine.gated_double = {}\ndefine.inner = {}')
+    with cluster(tmp_path, text, replicas=2) as c:
+        s = c.session()
+        go = tmp_path / "go"
+        p = s.call("gated_double", (np.ones(4), str(go)), {})
+        box, plain = [p, 1.0], [2.0]
+        q = s.call("pair", (box, plain), {})
+        go.touch()
+        assert wait(q) == [[8.0, 1.0], [2.0]]
+        assert s.forwarder.forwarded == 1  # type: ignore[attr-defined]
+        assert probes[id(box)] == 1 and probes[id(plain)] == 1, probes

@@ -163,7 +163,7 @@ class Dispatcher(GivingUp):
         aw = self.awaiting
         if aw is not None and not forwards and aw.wants(args, kwargs, fwd is None):
             return aw.call(self, next(_ids), args, kwargs)  # placed once its values come
-        prio = priority_of(self, args, kwargs, forwards) if self.priority is not None else 0.0
+        prio = priority_of(self, args, kwargs, forwards, probes) if self.priority else 0.0
         if forwards and fwd is not None:  # sent now; the values go replica to replica
             rec = fwd.record(self, next(_ids), args, kwargs, prio, probes)
         else:

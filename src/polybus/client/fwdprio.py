@@ -21,7 +21,7 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from polybus.client.fwdargs import promise_inside
+from polybus.client.fwdargs import Probes, promise_inside
 from polybus.client.fwdedge import unsent_value
 from polybus.client.wireargs import holds_promise, is_namedtuple
 
@@ -36,18 +36,20 @@ _said: weakref.WeakSet[Dispatcher] = weakref.WeakSet()
 
 
 def priority_of(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any],
-                forwards: bool) -> float:
+                forwards: bool, probes: Probes | None = None) -> float:
     """The priority of a call of ``d`` (which has one); for a call that forwards, what
-    it waits for at the client said (the first time on ``d``)."""
+    it waits for at the client said (the first time on ``d``). ``probes``: what the
+    forwarding look found of the containers (fwdargs.py), not probed again."""
     assert d.priority is not None
-    held = note_priority_reads(d, args, kwargs) if forwards else None
+    held = note_priority_reads(d, args, kwargs, probes) if forwards else None
     prio = float(d.priority(args, kwargs))
     if held:  # (promises in a container it reads: said if it waited for one)
         note_priority_waited(d, held)
     return prio
 
 
-def note_priority_reads(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any]
+def note_priority_reads(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any],
+                        probes: Probes | None = None
                         ) -> list[tuple[str, str, list[Any]]] | None:
     """Say, the first time it happens on binding ``d``, that its priority reads an
     argument that is a promise forwarding would have sent replica to replica. The
@@ -59,7 +61,9 @@ def note_priority_reads(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, 
     held: list[tuple[str, str, list[Any]]] | None = None
     for name, value in reads(args, kwargs) if reads is not None else ():
         t = type(value)
-        if (t is list or t is tuple or t is dict or is_namedtuple(t)) and holds_promise(value):
+        if (t is list or t is tuple or t is dict or is_namedtuple(t)) and (
+                id(value) in probes if probes is not None and _passed(value, args, kwargs)
+                else holds_promise(value)):
             unsent = _unsent_inside(value)
             if unsent:
                 held = held or []
@@ -77,6 +81,12 @@ def note_priority_reads(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, 
                 d.interface, getattr(d.priority, "source", "?"), name)
             return None
     return held
+
+
+def _passed(value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """``value`` is one of the call's arguments itself (probed by forwarding's look),
+    not one the binding made (a ``*args`` tuple, a default)."""
+    return any(a is value for a in args) or any(v is value for v in kwargs.values())
 
 
 def _unsent_inside(value: Any) -> list[Any]:
