@@ -73,3 +73,43 @@ def test_a_priority_reading_other_arguments_forwards_and_says_nothing(
         assert list(wait(s.call("add", (p, np.ones(4)), {}))) == [3.0] * 4
         assert _edges(s) == 1  # (the call named the promise: the value went on from its replica)
         assert _said(caplog) == []
+
+
+INNER = TOML.replace('define.add = { priority = "PRIORITY" }',
+                     'define.inner = { priority = "PRIORITY" }').replace(
+    '"client.add" = "server.add"', '"client.inner" = "server.inner"').replace(
+    'use.add = { callstyle = "async" }', 'use.inner = { callstyle = "async" }')
+
+
+def test_a_priority_waiting_for_promises_in_a_list_says_so_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # len(xs[0]) reads the first promise's value: the client waits for it there
+    with cluster(tmp_path, INNER.replace("PRIORITY", "len(xs[0])"), replicas=2) as c, \
+            caplog.at_level("WARNING", logger="polybus.client"):
+        s = c.session()
+        for shape in (list, tuple, lambda ps: {0: ps[0], 1: ps[1]}):
+            ps = [s.call("slow_double", (np.ones(4), 0.2), {}) for _ in range(2)]
+            got = wait(s.call("inner", (shape(ps),), {}))
+            assert got[1] == [8.0, 8.0], got
+        said = _said(caplog)
+        assert len(said) == 1, said  # (once a binding)
+        assert said[0].startswith(
+            "polybus: warning: inner's priority 'len(xs[0])' reads xs, which this call passes "
+            "a list holding unanswered promises: the client waited for a value among them "
+            "to compute the priority, so what it waited for went through the client"), said[0]
+        assert "set forward = false on the binding" in said[0]
+        assert "len(xs) needs no value" in said[0]
+
+
+def test_a_priority_reading_a_list_of_promises_without_their_values_says_nothing(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # len(xs) of a list needs no value: the promises in it are forwarded
+    with cluster(tmp_path, INNER.replace("PRIORITY", "len(xs)"), replicas=2) as c, \
+            caplog.at_level("WARNING", logger="polybus.client"):
+        s = c.session()
+        ps = [s.call("slow_double", (np.ones(4), 0.2), {}) for _ in range(2)]
+        got = wait(s.call("inner", ({"a": ps[0], "b": ps[1]},), {}))
+        assert got[1] == [8.0, 8.0], got
+        fwd = s.dispatchers["inner"].forwarder
+        assert fwd is not None and fwd.forwarded == 2
+        assert _said(caplog) == []

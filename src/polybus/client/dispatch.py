@@ -19,7 +19,8 @@ from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.counts import Counts
 from polybus.client.dispatchgiveup import GivingUp
 from polybus.client.done import upstream_failure
-from polybus.client.fwdprio import note_priority_reads
+from polybus.client.fwdargs import NOT_FORWARDED, Probes
+from polybus.client.fwdprio import priority_of
 from polybus.client.headroom import enter, leave
 from polybus.client.lane import MISS
 from polybus.client.order import taken_written
@@ -36,7 +37,7 @@ from polybus.client.snapshot import Keep, snapshot, snapshot_kwargs
 from polybus.client.socketlane import lane_for
 from polybus.client.stubs import SERVED_HERE
 from polybus.client.unsendable import not_sent, unwritten
-from polybus.client.wireargs import AS_IS_ASYNC, wire, wired
+from polybus.client.wireargs import AS_IS_ASYNC, probed, wire, wired
 from polybus.config.model import CallStyle
 from polybus.errors import NoReplicaError, PolybusError
 from polybus.wire.codec import OOB_BYTES
@@ -152,17 +153,21 @@ class Dispatcher(GivingUp):
                 self.calls += 1
                 return up
         fwd = self.forwarder
+        forwards, probes = fwd.wants(self, args, kwargs) if fwd is not None else NOT_FORWARDED
+        return self._made(args, kwargs, forwards, probes)
+
+    def _made(self, args: tuple[Any, ...], kwargs: dict[str, Any], forwards: bool,
+              probes: Probes | None) -> Any:
+        """`__call__` past forwarding's look, its ``probes`` passed on (fwdargs.py)."""
+        fwd = self.forwarder
         aw = self.awaiting
-        forwards = fwd is not None and fwd.wants(self, args, kwargs)
         if aw is not None and not forwards and aw.wants(args, kwargs, fwd is None):
             return aw.call(self, next(_ids), args, kwargs)  # placed once its values come
-        if forwards and self.priority is not None:
-            note_priority_reads(self, args, kwargs)  # (it waits for what it reads)
-        prio = float(self.priority(args, kwargs)) if self.priority is not None else 0.0
+        prio = priority_of(self, args, kwargs, forwards, probes) if self.priority else 0.0
         if forwards and fwd is not None:  # sent now; the values go replica to replica
-            rec = fwd.record(self, next(_ids), args, kwargs, prio)
+            rec = fwd.record(self, next(_ids), args, kwargs, prio, probes)
         else:
-            rec = CallRecord(next(_ids), self, *wired(args, kwargs, self.pickle), prio)
+            rec = CallRecord(next(_ids), self, *wired(args, kwargs, self.pickle, probes), prio)
         self.calls += 1
         kind = self.style.kind
         if kind == "sync":
@@ -203,7 +208,7 @@ class Dispatcher(GivingUp):
     def forwards(self, args: tuple[Any, ...]) -> bool:
         """A promise among ``args``, or inside them, whose value goes replica to replica
         to this binding's call (client/fwdargs.py): an aggregated one takes this path."""
-        return self.forwarder is not None and self.forwarder.wants(self, args, {})
+        return self.forwarder is not None and self.forwarder.wants(self, args, {})[0]
 
     def call_async(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The plain async call (no priority; while no cache, aggregation or forwarding
@@ -258,13 +263,20 @@ class Dispatcher(GivingUp):
             if up is not None:
                 self.calls += 1
                 return up
-        fwd = self.forwarder
-        if self.comm is not None or (fwd is not None and fwd.wants(self, args, kwargs)) or (
-                self.awaiting is not None and self.awaiting.wants(args, kwargs, fwd is None)):
+        if self.comm is not None:
             return self(args, kwargs)
+        fwd = self.forwarder
+        forwards, probes = fwd.wants(self, args, kwargs) if fwd is not None else NOT_FORWARDED
+        aw = self.awaiting
+        if forwards or (aw is not None and aw.wants(args, kwargs, fwd is None)):
+            return self._made(args, kwargs, forwards, probes)  # (not looked at again)
         p = self.pickle  # (the async hot path: written out, no helper call per call)
-        rec = CallRecord(next(_ids), self, [wire(a, p) for a in args],
-                         {k: wire(v, p) for k, v in kwargs.items()} if kwargs else None, 0.0)
+        if probes is not None:  # (containers probed by forwarding's look: not again)
+            rec = CallRecord(next(_ids), self, [probed(a, p, probes) for a in args], {
+                k: probed(v, p, probes) for k, v in kwargs.items()} if kwargs else None, 0.0)
+        else:
+            rec = CallRecord(next(_ids), self, [wire(a, p) for a in args], {
+                k: wire(v, p) for k, v in kwargs.items()} if kwargs else None, 0.0)
         self.calls += 1
         self._send(rec, pick_fresh(self))
         return CallPromise(rec, self.reactor)

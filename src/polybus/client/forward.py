@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client.counts import relayed
 from polybus.client.forwardcomm import install
-from polybus.client.fwdargs import carried, forwardable, wants
+from polybus.client.fwdargs import Probes, carried, forwardable, wants
 from polybus.client.fwdbatch import (
     EntryRecord,
     ask,
@@ -121,13 +121,16 @@ class Forwarder:
         return f"{self.nonce}.{producer.id}"
 
     # -- making a call ---------------------------------------------------------------
-    def wants(self, d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    def wants(self, d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any]
+              ) -> tuple[bool, Probes | None]:
         """A promise of this run among the arguments, or inside a list, tuple or dict
-        among them, whose value is not at the client (fwdargs.py)."""
+        among them, whose value is not at the client; and what probing those containers
+        found, for the rest of the call's path (fwdargs.py)."""
         return wants(self, d, args, kwargs)
 
     def record(self, d: Dispatcher, cid: int, args: tuple[Any, ...],
-               kwargs: dict[str, Any], prio: float) -> CallRecord:
+               kwargs: dict[str, Any], prio: float,
+               probes: Probes | None = None) -> CallRecord:
         from polybus.client.calls import CallRecord
 
         edges: list[Edge] = []
@@ -145,7 +148,7 @@ class Forwarder:
 
         def arg(value: Any) -> Any:  # (another run's promise: by value, see `wants`)
             got = ref(value)
-            return got if got is not None else carried(value, d.pickle, ref)
+            return got if got is not None else carried(value, d.pickle, ref, probes)
 
         rec = CallRecord(cid, d, [], None, prio)
         rec.args = [arg(a) for a in args]

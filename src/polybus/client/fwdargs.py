@@ -15,6 +15,11 @@ list subclass or deeper than MAX_DEPTH, as any promise is there (the codec answe
 A top-level promise of a module with pickle on, passed to a binding with it off
 (`pickles_for`), keeps the call off the forwarding path (client/awaiting.py waits for
 it); one inside a container is waited for at the call, the others there forwarded.
+
+`wants` probes each list, tuple or dict argument (and a dataclass, pickle off) once
+(`holds_promise`: a msgspec encode of it) and hands the answers on (`Probes`), so that
+the rest of the call's path, forwarding or not, takes them rather than probe it again
+(`carried`, `wireargs.wired`).
 """
 
 from __future__ import annotations
@@ -33,7 +38,17 @@ if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
     from polybus.client.forward import Forwarder
 
-__all__ = ["carried", "forwardable", "promise_inside", "wants"]
+__all__ = ["NONE_HELD", "NOT_FORWARDED", "Probes", "carried", "forwardable", "promise_inside", "wants"]
+
+# What `wants` found of a call's containers (every list, tuple or dict argument, and
+# dataclass with pickle off, is probed): the ids of those that hold a promise (or a
+# handle); the others hold none. (The arguments live as long as the call is made.)
+Probes = frozenset[int] | set[int]
+NONE_HELD: Probes = frozenset()  # (probed, none holds one: the common case, no set made)
+NOT_FORWARDED: tuple[bool, Probes | None] = (False, None)  # (None: nothing probed)
+_FORWARDED: tuple[bool, Probes | None] = (True, None)
+_CLEAN = (False, NONE_HELD)
+_CLEAN_FORWARDED = (True, NONE_HELD)
 
 
 def forwardable(f: Forwarder, d: Dispatcher, v: Any) -> bool:
@@ -44,35 +59,46 @@ def forwardable(f: Forwarder, d: Dispatcher, v: Any) -> bool:
             and run_of(v) is f.reactor and not pickles_for(v, d))
 
 
-def wants(f: Forwarder, d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """A promise of this run among the arguments, or inside them, whose value is not at
-    the client. False if one of its own is of a module with pickle on and ``d``'s has it
-    off (`pickles_for`)."""
+def wants(f: Forwarder, d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any]
+          ) -> tuple[bool, Probes | None]:
+    """Whether a promise of this run among the arguments, or inside them, has its value
+    not at the client (False if one of its own is of a module with pickle on and ``d``'s
+    has it off: `pickles_for`); and what was found probing the containers among them
+    (`Probes`, None if none was), for the rest of the call's path."""
     # (loops, not any() over generators: this runs on every async call)
-    found = False
+    found = probing = False
+    held_ids: set[int] | None = None  # (made only when one holds a promise)
     for vs in (args, kwargs.values()) if kwargs else (args,):
         for a in vs:
             t = type(a)
             if t is CallPromise or t is BatchPromise:
                 if unsent_value(a) and run_of(a) is f.reactor:
-                    if pickles_for(a, d):
-                        return False
+                    if pickles_for(a, d):  # (nothing said probed: the rest was not)
+                        return NOT_FORWARDED
                     found = True
-            elif not found and t not in _LEAF and _holds(f, d, a, t):
-                found = True
-    return found
-
-
-def _holds(f: Forwarder, d: Dispatcher, a: Any, t: type) -> bool:
-    """Argument ``a`` (of type ``t``) holds a promise `forwardable` where it is looked for."""
-    def hit(v: Any) -> bool:
-        return forwardable(f, d, v)
-
-    if t is list or t is tuple or t is dict or is_namedtuple(t):
-        return holds_promise(a) and promise_inside(a, hit)
-    if not d.pickle and dataclasses.is_dataclass(t) and holds_promise(a):
-        return promise_inside(_fields(a), hit)
-    return False
+            elif t not in _LEAF:
+                if t is list or t is tuple or t is dict or is_namedtuple(t):
+                    items = a
+                elif not d.pickle and dataclasses.is_dataclass(t):
+                    items = None  # (its fields, looked into if it holds one)
+                else:
+                    continue
+                probing = True
+                if not holds_promise(a):
+                    continue
+                if held_ids is None:
+                    held_ids = {id(a)}
+                else:
+                    held_ids.add(id(a))
+                if not found and promise_inside(
+                        _fields(a) if items is None else items,
+                        lambda v: forwardable(f, d, v)):
+                    found = True
+    if held_ids is not None:
+        return found, held_ids
+    if probing:
+        return _CLEAN_FORWARDED if found else _CLEAN
+    return _FORWARDED if found else NOT_FORWARDED
 
 
 def promise_inside(x: Any, hit: Callable[[Any], bool], depth: int = 1) -> bool:
@@ -92,15 +118,19 @@ def promise_inside(x: Any, hit: Callable[[Any], bool], depth: int = 1) -> bool:
     return False
 
 
-def carried(value: Any, pickle: bool, forward: Callable[[Any], Any]) -> Any:
+def carried(value: Any, pickle: bool, forward: Callable[[Any], Any],
+            probes: Probes | None = None) -> Any:
     """``value``, an argument of a forwarding call that is not a promise forwarded, as it
     travels: a list, tuple or dict (a dataclass, ``pickle`` off) holding promises made
     by `wireargs.inside`, each promise ``forward`` gives a Ref for left as that Ref
-    (client/nested.py's ``Nested``); anything else as `wire` makes it."""
+    (client/nested.py's ``Nested``); anything else as `wire` makes it. ``probes``:
+    what `wants` found of the call's containers (not probed again)."""
     t = type(value)
     if t is list or t is tuple or t is dict or is_namedtuple(t):
-        return inside(value, forward) if holds_promise(value) else value
-    if not pickle and dataclasses.is_dataclass(t) and holds_promise(value):
-        return inside(_fields(value), forward)
+        held = holds_promise(value) if probes is None else id(value) in probes
+        return inside(value, forward) if held else value
+    if not pickle and dataclasses.is_dataclass(t):
+        held = holds_promise(value) if probes is None else id(value) in probes
+        return inside(_fields(value), forward) if held else value
     return wire(value, pickle)
 

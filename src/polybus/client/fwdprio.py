@@ -8,6 +8,11 @@ forwarding does nothing for it. That cost was silent (a new-user trial's
 ``priority = "len(x)"``, x a promise); it is said here, once a binding, with what to do
 instead. Waiting there is kept: the priority is the configuration's, and its value
 needs the argument's.
+
+An argument it reads that is a list, tuple or dict holding such promises (forwarded
+too: fwdargs.py) may or may not be waited for: ``len(xs)`` needs no value, ``len(xs[0])``
+does. So for it the saying comes after the priority is computed, if a promise in it
+was answered meanwhile (`note_priority_waited`), in the same once a binding.
 """
 
 from __future__ import annotations
@@ -16,26 +21,54 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from polybus.client.fwdargs import Probes, promise_inside
 from polybus.client.fwdedge import unsent_value
+from polybus.client.wireargs import holds_promise, is_namedtuple
 
 if TYPE_CHECKING:
     from polybus.client.dispatch import Dispatcher
 
-__all__ = ["note_priority_reads"]
+__all__ = ["note_priority_reads", "note_priority_waited", "priority_of"]
 
 log = logging.getLogger("polybus.client")
 
 _said: weakref.WeakSet[Dispatcher] = weakref.WeakSet()
 
 
-def note_priority_reads(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def priority_of(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any],
+                forwards: bool, probes: Probes | None = None) -> float:
+    """The priority of a call of ``d`` (which has one); for a call that forwards, what
+    it waits for at the client said (the first time on ``d``). ``probes``: what the
+    forwarding look found of the containers (fwdargs.py), not probed again."""
+    assert d.priority is not None
+    held = note_priority_reads(d, args, kwargs, probes) if forwards else None
+    prio = float(d.priority(args, kwargs))
+    if held:  # (promises in a container it reads: said if it waited for one)
+        note_priority_waited(d, held)
+    return prio
+
+
+def note_priority_reads(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any],
+                        probes: Probes | None = None
+                        ) -> list[tuple[str, str, list[Any]]] | None:
     """Say, the first time it happens on binding ``d``, that its priority reads an
-    argument that is a promise forwarding would have sent replica to replica."""
+    argument that is a promise forwarding would have sent replica to replica. The
+    containers it reads that hold such promises, with them, for `note_priority_waited`
+    (None if none, or said already)."""
     if d in _said:
-        return
+        return None
     reads = getattr(d.priority, "reads", None)
+    held: list[tuple[str, str, list[Any]]] | None = None
     for name, value in reads(args, kwargs) if reads is not None else ():
-        if unsent_value(value):  # (False for anything but a promise)
+        t = type(value)
+        if (t is list or t is tuple or t is dict or is_namedtuple(t)) and (
+                id(value) in probes if probes is not None and _passed(value, args, kwargs)
+                else holds_promise(value)):
+            unsent = _unsent_inside(value)
+            if unsent:
+                held = held or []
+                held.append((name, t.__name__, unsent))
+        elif unsent_value(value):  # (False for anything but a promise)
             _said.add(d)
             log.warning(
                 "polybus: warning: %s's priority %r reads %s, which this call passes an "
@@ -46,4 +79,43 @@ def note_priority_reads(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, 
                 "set forward = false on the binding, whose call then returns at once and "
                 "is sent, its priority computed, when the value comes",
                 d.interface, getattr(d.priority, "source", "?"), name)
-            return
+            return None
+    return held
+
+
+def _passed(value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """``value`` is one of the call's arguments itself (probed by forwarding's look),
+    not one the binding made (a ``*args`` tuple, a default)."""
+    return any(a is value for a in args) or any(v is value for v in kwargs.values())
+
+
+def _unsent_inside(value: Any) -> list[Any]:
+    """The unanswered promises inside ``value`` where forwarding looks (fwdargs.py)."""
+    unsent: list[Any] = []
+
+    def note(v: Any) -> bool:  # (each one met: False, so the walk goes to the end)
+        if unsent_value(v):
+            unsent.append(v)
+        return False
+
+    promise_inside(value, note)
+    return unsent
+
+
+def note_priority_waited(d: Dispatcher, held: list[tuple[str, str, list[Any]]]) -> None:
+    """``d``'s priority was computed for a call whose arguments it read hold the
+    unanswered promises ``held`` (`note_priority_reads`): if one was answered since,
+    the priority waited for it (its value came to the client, and goes on from there),
+    said the first time on ``d``."""
+    for name, kind, promises in held:
+        if d not in _said and not all(unsent_value(p) for p in promises):
+            _said.add(d)
+            log.warning(
+                "polybus: warning: %s's priority %r reads %s, which this call passes a %s "
+                "holding unanswered promises: the client waited for a value among them to "
+                "compute the priority, so what it waited for went through the client, not "
+                "replica to replica (forwarding does not apply to it); compute the priority from "
+                "what the client has (len(%s) needs no value; a size passed beside them), "
+                "or set forward = false on the binding, whose call then returns at once "
+                "and is sent, its priority computed, when the values come",
+                d.interface, getattr(d.priority, "source", "?"), name, kind, name)

@@ -35,7 +35,8 @@ from polybus.client.shared import Shared
 from polybus.wire.codec import OOB_BYTES, PROMISE_INSIDE, OutOfBand
 
 __all__ = ["AS_IS_ASYNC", "HOLDERS", "by_value_note", "general", "holds_handle",
-           "holds_promise", "inside", "is_namedtuple", "plain_args", "wire", "wired"]
+           "holds_promise", "inside", "is_namedtuple", "plain_args", "probed", "wire",
+           "wired"]
 
 log = logging.getLogger("polybus.client")
 
@@ -73,11 +74,32 @@ def wire(value: Any, pickle: bool = False) -> Any:
     return value
 
 
-def wired(args: tuple[Any, ...], kwargs: dict[str, Any] | None, pickle: bool
+def wired(args: tuple[Any, ...], kwargs: dict[str, Any] | None, pickle: bool,
+          probes: frozenset[int] | set[int] | None = None
           ) -> tuple[list[Any], dict[str, Any] | None]:
-    """A call's arguments as they travel (`wire`): positional, and keywords (or None)."""
+    """A call's arguments as they travel (`wire`): positional, and keywords (or None).
+    ``probes``: the containers (by id) a forwarding binding's look found holding a
+    promise, the others it probed holding none (client/fwdargs.py's `wants`): not probed
+    again (`probed`)."""
+    if probes is not None:
+        return ([probed(a, pickle, probes) for a in args],
+                {k: probed(v, pickle, probes) for k, v in kwargs.items()} if kwargs else None)
     return ([wire(a, pickle) for a in args],
             {k: wire(v, pickle) for k, v in kwargs.items()} if kwargs else None)
+
+
+def probed(value: Any, pickle: bool, probes: frozenset[int] | set[int]) -> Any:
+    """`wire`'s ``value``, a container probed (a list, tuple or dict; a dataclass with
+    ``pickle`` off) taken as holding a promise if its id is in ``probes``, and none if
+    not (`wire`'s other steps apply to none of them)."""
+    t = type(value)
+    if t in _PLAIN:
+        return value
+    if t is list or t is tuple or t is dict or is_namedtuple(t):
+        return inside(value) if id(value) in probes else value
+    if not pickle and dataclasses.is_dataclass(t):
+        return inside(_fields(value)) if id(value) in probes else value
+    return wire(value, pickle)
 
 
 def _fields(value: Any) -> dict[str, Any]:

@@ -18,6 +18,14 @@ values and the forward store's bytes wait at once, and past that the oldest is d
 and its key remembered (as many as ``TAKEN_BOUND``), so that the call naming it is
 answered at once, ``Fail(kind="forward-dropped")``, not held for ever.
 
+A client's keys begin with its session's nonce (client/forward.py): the replica notes
+the nonces each connection's held calls name, and when a connection ends (the client is
+gone: its held calls go with it) and no other live connection named that nonce, the
+values of its keys that wait unclaimed go at once, and those that come later are let go
+as they come (`GONE_BOUND` such nonces remembered), not kept until the bound above
+pushed them out. A client that dials again (the same session, after it took this
+replica for lost) is known by that nonce again from its first held call.
+
 The calls held are bounded, in count and bytes, by a bound of their own: a call past it
 is answered at once with a BusyError (fwdbound.py says why not the replica's queue).
 """
@@ -41,7 +49,8 @@ from polybus.worker.heldvalue import held_bytes
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
 
-__all__ = ["ARRIVED_BOUND", "ENTRY_BYTES", "HELD_BOUND", "TAKEN_BOUND", "Receiving"]
+__all__ = ["ARRIVED_BOUND", "ENTRY_BYTES", "GONE_BOUND", "HELD_BOUND", "TAKEN_BOUND",
+           "Receiving"]
 
 log = logging.getLogger("polybus.worker")
 TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates (and as dropped)
@@ -51,6 +60,7 @@ TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates (and 
 # a peer's Delivers for keys no call names were kept for ever.
 ARRIVED_BOUND = 100_000
 ENTRY_BYTES = 200  # counted for each such value beside its own bytes (its key, its place)
+GONE_BOUND = 10_000  # nonces of clients gone, remembered to let their late values go
 
 
 class Receiving(HeldBound):
@@ -72,6 +82,12 @@ class Receiving(HeldBound):
         self.received = 0    # values it received from one
         self.arrived_bytes_max = DEFAULT_CAPACITY  # (the forward store's bytes)
         self.arrived_max = ARRIVED_BOUND
+        # The nonces (a key's first part) each connection's held calls named, the live
+        # connections that named each, and those of clients gone: `_named`, `_forget`
+        self._nonces: dict[int, set[str]] = {}
+        self._named_by: dict[str, set[int]] = {}
+        self._gone: OrderedDict[str, None] = OrderedDict()
+        self.gone_dropped = 0  # values let go because their client was gone
 
     def hold(self, ch: Channel, call: Call,
              nested: list[tuple[tuple[Any, ...], str]] | tuple[()] = ()) -> bool:
@@ -93,6 +109,7 @@ class Receiving(HeldBound):
         n = HELD_ENTRY_BYTES + held_bytes(call.args) + (
             held_bytes(call.kwargs) if call.kwargs else 0)
         with self._lock:
+            self._named(ch, h.where)
             for key in h.where:
                 got = self._arrived.pop(key, None)
                 if got is not None:
@@ -211,6 +228,9 @@ class Receiving(HeldBound):
         """Hold a value no call has taken yet (the lock held); past the bounds the oldest
         go (a value larger than the byte bound is kept alone, as the forward store does:
         max_frame bounds it), their keys remembered as dropped."""
+        if self._gone and key.partition(".")[0] in self._gone:
+            self.gone_dropped += 1  # (its client is gone: no call of it will come)
+            return
         n = ENTRY_BYTES + len(key) + held_bytes(value)
         self._dropped.pop(key, None)  # (delivered again after it was dropped: kept now)
         self._arrived[key] = (ok, value, n)
@@ -294,9 +314,41 @@ class Receiving(HeldBound):
         with self._lock:
             return len({id(h) for hs in self._held.values() for h in hs})
 
+    def _named(self, ch: Channel, keys: Any) -> None:
+        """(The lock held) ``ch``'s call names ``keys``: their nonces are its client's."""
+        nonces = self._nonces.get(id(ch))
+        if nonces is None:
+            nonces = self._nonces[id(ch)] = set()
+        for key in keys:
+            nonce = key.partition(".")[0]
+            if nonce not in nonces:
+                nonces.add(nonce)
+                self._named_by.setdefault(nonce, set()).add(id(ch))
+                self._gone.pop(nonce, None)  # (a client that dialled again)
+
+    def _forget(self, ch: Channel) -> None:
+        """(The lock held) ``ch`` ended: the values that wait for the keys of a nonce
+        only it named go, and those that come later go as they come."""
+        for nonce in self._nonces.pop(id(ch), ()):
+            live = self._named_by.get(nonce)
+            if live is not None:
+                live.discard(id(ch))
+                if live:
+                    continue
+                del self._named_by[nonce]
+            self._gone[nonce] = None
+            if len(self._gone) > GONE_BOUND:
+                self._gone.popitem(last=False)
+            mine = nonce + "."
+            for key in [k for k in self._arrived if k.startswith(mine)]:
+                self._arrived_bytes -= self._arrived.pop(key)[2]
+                self.gone_dropped += 1
+
     def _drop_held(self, ch: Channel) -> None:
-        """(The lock held) ``ch``'s client is gone: its held calls go, and what its
-        queued calls took."""
+        """(The lock held) ``ch``'s client is gone: its held calls go, what its queued
+        calls took, and the values that wait for its keys (`_forget`)."""
+        if id(ch) in self._nonces:
+            self._forget(ch)
         for k in [k for k in self._took if k[0] == id(ch)]:
             del self._took[k]
         for key in list(self._held):

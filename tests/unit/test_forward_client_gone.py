@@ -1,0 +1,86 @@
+"""Forwarded values of a client that is gone go from the consumer's replica.
+
+A client's keys begin with its session's nonce. The replica notes the nonces its held
+calls name, per connection; when that connection ends and no other live one named the
+nonce, the values waiting for its keys go at once, and those that come later are let
+go as they come. They were kept until the bound on unclaimed values pushed them out.
+(The client process killed: tests/integration/test_forward_client_killed.py.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from polybus.wire.codec import Ref
+from polybus.wire.messages import Call
+from polybus.worker.fwdheld import GONE_BOUND
+from polybus.worker.runtime import WorkerRuntime
+
+TOKEN = b"forward-client-gone-token-0123456789"
+
+
+class Conn:
+    """A client's connection, as far as the forwarding state looks at one."""
+
+
+@pytest.fixture
+def fwd() -> Iterator[Any]:
+    rt = WorkerRuntime("w", {"echo": lambda x: x}, TOKEN)
+    try:
+        yield rt.forwarding
+    finally:
+        rt.stop()
+
+
+def held(fwd: Any, ch: Conn, cid: int, *keys: str) -> None:
+    assert fwd.hold(ch, Call(cid, "echo", [[Ref("fwd", k) for k in keys]], inside=[0]),
+                    [((0, i), k) for i, k in enumerate(keys)])
+
+
+def test_a_gone_clients_values_go_then_and_later(fwd: Any) -> None:
+    a, b = Conn(), Conn()
+    held(fwd, a, 1, "na.1.0", "na.1.1")
+    held(fwd, b, 1, "nb.1.0")
+    fwd.arrive("na.1.0", True, b"x" * 1000)  # (into its held call)
+    fwd.arrive("na.2.0", True, b"y" * 1000)  # (before its call: waits)
+    fwd.arrive("nb.2.0", True, b"z" * 1000)
+    assert len(fwd._arrived) == 2 and fwd.held_calls() == 2 and fwd._holding_bytes > 1000
+    fwd.dropped(a)
+    assert list(fwd._arrived) == ["nb.2.0"] and fwd.held_calls() == 1
+    fwd.arrive("na.1.1", True, b"w" * 1000)  # (its call went with its client)
+    fwd.arrive("na.3.0", True, b"v" * 1000)
+    assert list(fwd._arrived) == ["nb.2.0"] and fwd.gone_dropped == 3
+    fwd.arrive("nb.3.0", True, 1)  # (another client's: waits, as ever)
+    assert list(fwd._arrived) == ["nb.2.0", "nb.3.0"]
+
+
+def test_a_nonce_another_live_connection_named_is_kept(fwd: Any) -> None:
+    # (a session that dialled this replica again: its new connection names its nonce)
+    old, new = Conn(), Conn()
+    held(fwd, old, 1, "n.1.0")
+    held(fwd, new, 2, "n.2.0")
+    fwd.arrive("n.3.0", True, 3)
+    fwd.dropped(old)
+    fwd.arrive("n.4.0", True, 4)
+    assert list(fwd._arrived) == ["n.3.0", "n.4.0"] and fwd.held_calls() == 1
+    fwd.dropped(new)
+    assert not fwd._arrived and fwd._arrived_bytes == 0 and fwd.held_calls() == 0
+    # Gone, then named again by a connection made since: its values wait again.
+    again = Conn()
+    held(fwd, again, 5, "n.5.0")
+    fwd.arrive("n.6.0", True, 6)
+    assert list(fwd._arrived) == ["n.6.0"]
+    fwd.arrive("n.5.0", True, 5)  # (its held call takes it)
+    assert fwd.held_calls() == 0 and not fwd._nonces.get(id(old))
+
+
+def test_the_nonces_of_clients_gone_are_bounded(fwd: Any) -> None:
+    for i in range(GONE_BOUND + 5):
+        ch = Conn()
+        held(fwd, ch, 1, f"g{i}.1.0")
+        fwd.dropped(ch)
+    assert len(fwd._gone) == GONE_BOUND and not fwd._named_by and not fwd._nonces
+    assert "g0" not in fwd._gone and f"g{GONE_BOUND + 4}" in fwd._gone
