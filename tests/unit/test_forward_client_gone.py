@@ -16,7 +16,7 @@ import pytest
 
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call
-from polybus.worker.fwdheld import GONE_BOUND
+from polybus.worker.fwdgone import GONE_BOUND
 from polybus.worker.runtime import WorkerRuntime
 
 TOKEN = b"forward-client-gone-token-0123456789"
@@ -74,7 +74,7 @@ def test_a_nonce_another_live_connection_named_is_kept(fwd: Any) -> None:
     fwd.arrive("n.6.0", True, 6)
     assert list(fwd._arrived) == ["n.6.0"]
     fwd.arrive("n.5.0", True, 5)  # (its held call takes it)
-    assert fwd.held_calls() == 0 and not fwd._nonces.get(id(old))
+    assert fwd.held_calls() == 0 and not fwd._sessions.nonces.get(id(old))
 
 
 def test_the_nonces_of_clients_gone_are_bounded(fwd: Any) -> None:
@@ -82,5 +82,25 @@ def test_the_nonces_of_clients_gone_are_bounded(fwd: Any) -> None:
         ch = Conn()
         held(fwd, ch, 1, f"g{i}.1.0")
         fwd.dropped(ch)
-    assert len(fwd._gone) == GONE_BOUND and not fwd._named_by and not fwd._nonces
-    assert "g0" not in fwd._gone and f"g{GONE_BOUND + 4}" in fwd._gone
+    assert len(fwd._sessions.gone) == GONE_BOUND and not fwd._sessions.named_by and not fwd._sessions.nonces
+    assert "g0" not in fwd._sessions.gone and f"g{GONE_BOUND + 4}" in fwd._sessions.gone
+
+
+def test_a_call_naming_a_value_let_go_so_fails_at_once(fwd: Any, monkeypatch: Any) -> None:
+    # A session that dials again after its connection ended, and whose value came
+    # before its call: the value was let go, so the call is answered at once with a
+    # Fail saying why, not held for a value that will never come again.
+    sent: list[tuple[Any, Any]] = []
+    monkeypatch.setattr(fwd.rt, "_send_quietly", lambda ch, msg: sent.append((ch, msg)))
+    old = Conn()
+    held(fwd, old, 1, "s.1.0")
+    fwd.arrive("s.2.0", True, b"a" * 100)  # (waits for its call, then its client goes)
+    fwd.dropped(old)
+    fwd.arrive("s.3.0", True, b"b" * 100)  # (comes after: let go as it comes)
+    for cid, key in ((2, "s.2.0"), (3, "s.3.0")):
+        new = Conn()
+        held(fwd, new, cid, key)
+        ch, msg = sent.pop()
+        assert ch is new and msg.id == cid and msg.kind == "forward-dropped"
+        assert key in msg.message and "connection" in msg.message, msg.message
+    assert fwd.held_calls() == 0 and not sent

@@ -18,13 +18,12 @@ values and the forward store's bytes wait at once, and past that the oldest is d
 and its key remembered (as many as ``TAKEN_BOUND``), so that the call naming it is
 answered at once, ``Fail(kind="forward-dropped")``, not held for ever.
 
-A client's keys begin with its session's nonce (client/forward.py): the replica notes
-the nonces each connection's held calls name, and when a connection ends (the client is
-gone: its held calls go with it) and no other live connection named that nonce, the
-values of its keys that wait unclaimed go at once, and those that come later are let go
-as they come (`GONE_BOUND` such nonces remembered), not kept until the bound above
-pushed them out. A client that dials again (the same session, after it took this
-replica for lost) is known by that nonce again from its first held call.
+A client's keys begin with its session's nonce (client/forward.py): when a connection
+ends (the client is gone: its held calls go with it) and no other live connection named
+that nonce (fwdgone.py), the values of its keys that wait unclaimed go at once, and
+those that come later are let go as they come, each key remembered as dropped, as
+above: not kept until the bound pushed them out. A client that dials again is known by
+that nonce again from its first held call.
 
 The calls held are bounded, in count and bytes, by a bound of their own: a call past it
 is answered at once with a BusyError (fwdbound.py says why not the replica's queue).
@@ -44,12 +43,13 @@ from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Fail
 from polybus.worker.cache import DEFAULT_CAPACITY
 from polybus.worker.fwdbound import HELD_BOUND, HELD_ENTRY_BYTES, Held, HeldBound
+from polybus.worker.fwdgone import Sessions
 from polybus.worker.heldvalue import held_bytes
 
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
 
-__all__ = ["ARRIVED_BOUND", "ENTRY_BYTES", "GONE_BOUND", "HELD_BOUND", "TAKEN_BOUND",
+__all__ = ["ARRIVED_BOUND", "ENTRY_BYTES", "HELD_BOUND", "TAKEN_BOUND",
            "Receiving"]
 
 log = logging.getLogger("polybus.worker")
@@ -60,7 +60,9 @@ TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates (and 
 # a peer's Delivers for keys no call names were kept for ever.
 ARRIVED_BOUND = 100_000
 ENTRY_BYTES = 200  # counted for each such value beside its own bytes (its key, its place)
-GONE_BOUND = 10_000  # nonces of clients gone, remembered to let their late values go
+_UNCLAIMED, _GONE = "unclaimed", "gone"  # why a value was dropped
+_WHY_GONE = ("the connection of the client whose calls named it had ended, and it "
+             "was let go with that client's other values")
 
 
 class Receiving(HeldBound):
@@ -77,16 +79,14 @@ class Receiving(HeldBound):
         self._taken: OrderedDict[str, None] = OrderedDict()
         # The keys each queued call took, by (connection, call id): `released`
         self._took: dict[tuple[int, int], list[str]] = {}
-        self._dropped: OrderedDict[str, None] = OrderedDict()  # dropped from _arrived
+        # dropped from _arrived, each with why: `_GONE` (its client's connection had
+        # ended) or `_UNCLAIMED` (past the bounds)
+        self._dropped: OrderedDict[str, str] = OrderedDict()
         self.unclaimed_dropped = 0  # values dropped so, ever
         self.received = 0    # values it received from one
         self.arrived_bytes_max = DEFAULT_CAPACITY  # (the forward store's bytes)
         self.arrived_max = ARRIVED_BOUND
-        # The nonces (a key's first part) each connection's held calls named, the live
-        # connections that named each, and those of clients gone: `_named`, `_forget`
-        self._nonces: dict[int, set[str]] = {}
-        self._named_by: dict[str, set[int]] = {}
-        self._gone: OrderedDict[str, None] = OrderedDict()
+        self._sessions = Sessions()  # the clients its held calls named, those gone
         self.gone_dropped = 0  # values let go because their client was gone
 
     def hold(self, ch: Channel, call: Call,
@@ -103,13 +103,13 @@ class Receiving(HeldBound):
             return False
         call.inside = None  # (its operands inside are here: not looked for again, queued)
         ready: list[tuple[str, bool, Any]] = []
-        dropped = busy = ""
+        dropped = busy = why = ""
         settled: tuple[bool, Any] | None = None
         # (what it holds: its own arguments, measured before any value is put in them)
         n = HELD_ENTRY_BYTES + held_bytes(call.args) + (
             held_bytes(call.kwargs) if call.kwargs else 0)
         with self._lock:
-            self._named(ch, h.where)
+            self._sessions.named(id(ch), h.where)
             for key in h.where:
                 got = self._arrived.pop(key, None)
                 if got is not None:
@@ -118,7 +118,8 @@ class Receiving(HeldBound):
                     ready.append((key, got[0], got[1]))
                     n += got[2]
                 elif key in self._dropped:
-                    dropped = dropped or key
+                    if not dropped:
+                        dropped, why = key, self._dropped[key]
                 else:
                     h.missing.add(key)
             if h.missing and not dropped and all(ok for _, ok, _ in ready):
@@ -140,8 +141,10 @@ class Receiving(HeldBound):
             self.rt._send_quietly(ch, Fail(
                 call.id, "forward-dropped", "LookupError",
                 f"the forwarded value {dropped} was dropped on {self.rt.name} before this "
-                f"call came: too many values arrived unclaimed (at most {self.arrived_max} "
-                f"or {self.arrived_bytes_max} bytes wait for their calls)"))
+                "call came: " + (_WHY_GONE if why == _GONE else
+                                 f"too many values arrived unclaimed (at most "
+                                 f"{self.arrived_max} or {self.arrived_bytes_max} bytes "
+                                 "wait for their calls)")))
             return True
         if busy:
             self._refuse_held(ch, call, busy)
@@ -228,8 +231,9 @@ class Receiving(HeldBound):
         """Hold a value no call has taken yet (the lock held); past the bounds the oldest
         go (a value larger than the byte bound is kept alone, as the forward store does:
         max_frame bounds it), their keys remembered as dropped."""
-        if self._gone and key.partition(".")[0] in self._gone:
+        if self._sessions.is_gone(key):
             self.gone_dropped += 1  # (its client is gone: no call of it will come)
+            self._mark_dropped(key, _GONE)
             return
         n = ENTRY_BYTES + len(key) + held_bytes(value)
         self._dropped.pop(key, None)  # (delivered again after it was dropped: kept now)
@@ -239,15 +243,20 @@ class Receiving(HeldBound):
                 or len(self._arrived) > self.arrived_max) and len(self._arrived) > 1):
             old = next(iter(self._arrived))
             self._arrived_bytes -= self._arrived.pop(old)[2]
-            self._dropped[old] = None
-            if len(self._dropped) > TAKEN_BOUND:
-                self._dropped.popitem(last=False)
+            self._mark_dropped(old, _UNCLAIMED)
             self.unclaimed_dropped += 1
             if doubling(self.unclaimed_dropped):
                 log.warning("worker %s: %d forwarded values dropped so far, unclaimed: more "
                             "than %d (or %d bytes) arrived before their calls; a call that "
                             "names one fails", self.rt.name, self.unclaimed_dropped,
                             self.arrived_max, self.arrived_bytes_max)
+
+    def _mark_dropped(self, key: str, why: str) -> None:
+        """(The lock held) ``key``'s value was let go: a call that names it later is
+        answered at once, saying ``why``, not held for a value that is not coming."""
+        self._dropped[key] = why
+        if len(self._dropped) > TAKEN_BOUND:
+            self._dropped.popitem(last=False)
 
     def _fill(self, h: Held, key: str, ok: bool, value: Any) -> bool:
         """(The lock held) ``key``'s value for ``h``: True if that settles it, to be
@@ -314,40 +323,20 @@ class Receiving(HeldBound):
         with self._lock:
             return len({id(h) for hs in self._held.values() for h in hs})
 
-    def _named(self, ch: Channel, keys: Any) -> None:
-        """(The lock held) ``ch``'s call names ``keys``: their nonces are its client's."""
-        nonces = self._nonces.get(id(ch))
-        if nonces is None:
-            nonces = self._nonces[id(ch)] = set()
-        for key in keys:
-            nonce = key.partition(".")[0]
-            if nonce not in nonces:
-                nonces.add(nonce)
-                self._named_by.setdefault(nonce, set()).add(id(ch))
-                self._gone.pop(nonce, None)  # (a client that dialled again)
-
     def _forget(self, ch: Channel) -> None:
         """(The lock held) ``ch`` ended: the values that wait for the keys of a nonce
         only it named go, and those that come later go as they come."""
-        for nonce in self._nonces.pop(id(ch), ()):
-            live = self._named_by.get(nonce)
-            if live is not None:
-                live.discard(id(ch))
-                if live:
-                    continue
-                del self._named_by[nonce]
-            self._gone[nonce] = None
-            if len(self._gone) > GONE_BOUND:
-                self._gone.popitem(last=False)
+        for nonce in self._sessions.ended(id(ch)):
             mine = nonce + "."
             for key in [k for k in self._arrived if k.startswith(mine)]:
                 self._arrived_bytes -= self._arrived.pop(key)[2]
+                self._mark_dropped(key, _GONE)
                 self.gone_dropped += 1
 
     def _drop_held(self, ch: Channel) -> None:
         """(The lock held) ``ch``'s client is gone: its held calls go, what its queued
         calls took, and the values that wait for its keys (`_forget`)."""
-        if id(ch) in self._nonces:
+        if id(ch) in self._sessions.nonces:
             self._forget(ch)
         for k in [k for k in self._took if k[0] == id(ch)]:
             del self._took[k]
