@@ -239,9 +239,13 @@ class Forwarding(Receiving):
         written. Nothing more is looked at for a client that never asked."""
         values = reply.values
         arr = ndarray_type()
-        for v in values:  # (`heeded`, inlined: this runs on every batch)
+        for v in values:  # (`heeded` and `_large`, inlined: this runs on every batch)
             t = type(v)
-            if (t is arr or t is bytes or t is bytearray) and _large(v):
+            if t is arr:
+                if v.nbytes >= FORWARD_MIN:
+                    self.rt.heed(ch)
+                    break
+            elif (t is bytes or t is bytearray) and len(v) >= FORWARD_MIN:
                 self.rt.heed(ch)
                 break
         if id(ch) not in self.asking:
