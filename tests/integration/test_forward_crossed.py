@@ -23,6 +23,7 @@ from polybus.worker import fwdpeers
 
 from .comm_harness import cluster
 from .test_forward_backlog import settled
+from .test_forward_lost_stages import heard
 
 TOML = """
 [modules.server]
@@ -94,7 +95,7 @@ def test_two_producers_finishing_at_once_forward_to_each_other(
         p1 = s.call("gated_double", (X + 1, str(flag)), {})  # server-1, held
         q0 = s.call("add", (p1, 1.0), {})  # asked before the producers answer
         q1 = s.call("add", (p0, 1.0), {})
-        time.sleep(0.2)  # (the Forwards read by both replicas)
+        heard(c, s, p0, p1)  # (the Forwards read by both replicas)
         flag.touch()     # both answer at once, each sending its value to the other
         assert np.array_equal(np.asarray(q0), (X + 1) * 2 + 1)
         assert np.array_equal(np.asarray(q1), X * 2 + 1)

@@ -210,19 +210,29 @@ def test_an_aggregating_consumer_forwards_them_too(tmp_path: Path, name: str) ->
         assert forwarded(c) == 3 and received(c) < SLACK
 
 
-def test_an_aggregated_producers_promises_inside_a_list_go_with_its_batch(
-        tmp_path: Path) -> None:
-    # The consumer, made while the producers' batch is open, leaves it open (as for
-    # promises of its own): its Forwards go with the batch, not after it, when the
-    # producers may have answered already and their values gone to the client.
+# How the producers' batch stands when the consumer is made: still open (a linger
+# longer than the test), so the consumer's Forwards go with it; or written already, full
+# at its third call, so they go after it, the first requests this client makes of that
+# replica, which reads them before it answers the batch, as it does for a single call.
+BATCH = {"open": "aggregate = 4, linger = \"30s\"", "written": "aggregate = 3, linger = \"30s\""}
+
+
+@pytest.mark.parametrize("batch", list(BATCH))
+def test_an_aggregated_producers_promises_inside_a_list_are_forwarded(
+        tmp_path: Path, batch: str) -> None:
     more = 'use.gated_double = { callstyle = "async", forward = true }'
-    text = toml(True).replace(more, more[:-2] + ", aggregate = 4 }")
+    text = toml(True).replace(more, more[:-2] + f", {BATCH[batch]} }}")
     with cluster(tmp_path, text, replicas=2) as c:
         s = c.session()
+        (bt,) = s.batchers
         go = tmp_path / "go"
         ps = [s.call("gated_double", (X + i, str(go)), {}) for i in range(3)]
+        assert (bt.open is not None) == (batch == "open")
         g = s.call("gather", *SHAPES["two deep"](ps))
-        go.touch()  # (they run as soon as their batch is written)
+        assert (bt.open is not None) == (batch == "open")  # (the consumer left it open)
+        s.reactor.flush_all()  # (the batch and its Forwards written, as a wait writes them)
+        assert bt.unwritten == 0
+        go.touch()  # (they answer once the replica has what was sent before)
         assert outcome(g, within=20) == EXPECTED["two deep"]
         assert forwarded(c) == 3 and received(c) < SLACK
 

@@ -10,10 +10,14 @@ and the batch answered every value to the client.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
+from conftest import FORWARD_TOKEN  # tests/conftest.py
 from polybus.testing.reading import MessageReader
 from polybus.transport.channel import Channel
+from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec, Ref
 from polybus.wire.messages import (
     BatchResult,
@@ -28,6 +32,7 @@ from polybus.wire.messages import (
     Result,
     Undelivered,
 )
+from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
 _next = MessageReader(within=5.0).next  # (the next message a channel received)
@@ -114,25 +119,63 @@ def test_a_cancel_of_an_answered_batch_forgets_what_came_after_it(
     assert not fwd.slots
 
 
-def test_a_batch_is_not_looked_through_for_a_client_that_never_asked(
+def test_a_batch_of_small_values_is_not_looked_through_for_a_client_that_never_asked(
         echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
-    # finished_batch runs for every batch: for a client that never sent a Forward or Keep
-    # for a batch's call it neither scans the values nor reads that client's messages
-    # (heed) before the answer goes.
+    # finished_batch runs for every batch: for a client that never sent a Forward or Keep,
+    # a batch with no large value (an array or bytes of 64 KiB or more) is answered
+    # without reading that client's messages first (heed).
     heeded: list[object] = []
     real = echo_worker.heed
     echo_worker.heed = lambda ch: (heeded.append(ch), real(ch))[1]  # type: ignore[method-assign]
     echo_worker.functions["same"] = lambda x: x
-    big = np.zeros(1 << 14)  # 128 KiB: large enough to be worth keeping off the client
-    echo_peer.send(CallBatch(1, "same", [[big], [1]]))
+    echo_peer.send(CallBatch(1, "same", [[np.zeros(4)], [1], [b"x"]]))
     got = _next(echo_peer)
-    assert isinstance(got, BatchResult) and got.values[1] == 1
+    assert isinstance(got, BatchResult) and got.values[1] == 1, got
     assert not heeded
-    echo_peer.send(Keep(2, "c.9", "c.2.0", False, 0))  # this client forwards: looked at now
-    echo_peer.send(CallBatch(2, "same", [[big], [1]]))
-    got = _next(echo_peer)
-    assert isinstance(got, BatchResult) and _ref(got.values[0], [])
-    assert heeded
+
+
+class Gate:
+    """A function that says it started, then waits until ``going`` is set (5 s at most)."""
+
+    def __init__(self) -> None:
+        self.running, self.going = threading.Event(), threading.Event()
+
+    def gated(self, x: object) -> object:
+        self.running.set()
+        self.going.wait(5)
+        return x
+
+
+def test_the_first_request_of_a_client_made_while_its_batch_runs_is_heard() -> None:
+    # The client writes a batch before its first Keep (or Forward) when the consumer is
+    # made after the batch was written (full, or its linger out): a large value is
+    # answered only once the replica has read what its client sent meanwhile, as a
+    # single call's is, so the Keep is heard and the value kept, not sent to the client.
+    gate = Gate()
+    rt = WorkerRuntime("w1", {"gated": gate.gated}, FORWARD_TOKEN,
+                       options=ServeOptions(pool=1)).start()
+    heeded: list[object] = []
+    real = rt.heed
+    rt.heed = lambda ch: (heeded.append(ch), real(ch))[1]  # type: ignore[method-assign]
+    try:
+        ch = connect(rt.address, FORWARD_TOKEN, Codec())
+        try:
+            big = np.arange(1 << 14, dtype=np.float64)  # 128 KiB: worth keeping off the client
+            ch.send(CallBatch(1, "gated", [[big], [1]]))
+            assert gate.running.wait(5)  # (its replica reads nothing of this client now)
+            ch.send(Keep(1, "c.9", "c.2.0", False, 0))
+            gate.going.set()
+            got = _next(ch)
+            assert isinstance(got, BatchResult) and got.values[1] == 1, got
+            assert _ref(got.values[0], []), got.values[0]  # (kept there)
+            assert heeded
+            ch.send(Fetch("c.9", 5))
+            fetched = _next(ch)
+            assert isinstance(fetched, Fetched) and np.array_equal(fetched.value, big)
+        finally:
+            ch.close()
+    finally:
+        rt.stop()
 
 
 def test_an_unencodable_forwarded_value_fails_its_slot_alone(

@@ -97,8 +97,7 @@ class Forwarding(Receiving):
         # -> its target (``Forward``/``Keep`` with an ``index``: fwdbatch.py answers them).
         self.slots: dict[tuple[int, int], dict[int, _Target]] = {}
         # The clients (by connection) that ever sent a Forward or Keep: the others'
-        # batches are answered with no look at their values (`finished_batch`; a
-        # client writes what it asks of a batch before the batch).
+        # batches are answered with no look for what was asked (`finished_batch`).
         self.asking: set[int] = set()
         # Answers forwarded to other stages, kept for the client's Fetch and for later
         # Forwards, and answers kept for consumers still at the client (Keep): a store of
@@ -234,15 +233,23 @@ class Forwarding(Receiving):
         where asked (``Forward``/``Keep`` with an index): each as `finished` does a
         call's, a forwarded value's slot then ``Ref("fwd", [keys delivered])``, and a
         failed call's failure sent on to its consumers. Changed in place. A call whose
-        forwarding fails in polybus's own steps fails alone (`_fault`). Nothing is looked
-        at for a client that never asked (the common case: no forwarding)."""
-        if id(ch) not in self.asking:
-            return
+        forwarding fails in polybus's own steps fails alone (`_fault`). A large value
+        waits for the client's requests, as in `finished`, whether or not that client
+        asked before: its first may be on its way, for a consumer made once the batch was
+        written. Nothing more is looked at for a client that never asked."""
         values = reply.values
-        for v in values:  # (as `finished`: a large value waits for the client's requests)
-            if heeded(v) and _large(v):
+        arr = ndarray_type()
+        for v in values:  # (`heeded` and `_large`, inlined: this runs on every batch)
+            t = type(v)
+            if t is arr:
+                if v.nbytes >= FORWARD_MIN:
+                    self.rt.heed(ch)
+                    break
+            elif (t is bytes or t is bytearray) and len(v) >= FORWARD_MIN:
                 self.rt.heed(ch)
                 break
+        if id(ch) not in self.asking:
+            return
         where = (id(ch), reply.id)
         asked = self.slots.get(where)
         if asked is None:
