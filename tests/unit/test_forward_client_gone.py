@@ -129,3 +129,17 @@ def test_a_session_that_may_dial_again_marks_its_nonce(dials_again: bool) -> Non
     reactor = SimpleNamespace(on_lost=lambda link, error: None, on_undelivered=None)
     f = Forwarder(SimpleNamespace(reactor=reactor, dials_again=dials_again))  # type: ignore[arg-type]
     assert f.nonce.endswith(DIALS_AGAIN) is dials_again and "." not in f.nonce
+
+
+def test_a_call_sent_again_on_a_new_connection_takes_its_values_again(fwd: Any) -> None:
+    # Held on a connection that ended (its client took this replica for lost) with one
+    # of its two values here: sent again on the next connection, its values delivered
+    # again are taken again, not dropped as duplicates of what the first copy took.
+    old, new = Conn(), Conn()
+    held(fwd, old, 1, "q~.1.0", "q~.1.1")
+    fwd.arrive("q~.1.0", True, 1)
+    fwd.dropped(old)
+    held(fwd, new, 1, "q~.1.0", "q~.1.1")
+    fwd.arrive("q~.1.0", True, 1)
+    fwd.arrive("q~.1.1", True, 2)
+    assert fwd.held_calls() == 0 and not fwd._arrived and fwd._holding_bytes == 0
