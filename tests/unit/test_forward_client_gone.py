@@ -10,13 +10,15 @@ go as they come. They were kept until the bound on unclaimed values pushed them 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from polybus.client.forward import Forwarder
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call
-from polybus.worker.fwdgone import GONE_BOUND
+from polybus.worker.fwdgone import DIALS_AGAIN, GONE_BOUND
 from polybus.worker.runtime import WorkerRuntime
 
 TOKEN = b"forward-client-gone-token-0123456789"
@@ -104,3 +106,40 @@ def test_a_call_naming_a_value_let_go_so_fails_at_once(fwd: Any, monkeypatch: An
         assert ch is new and msg.id == cid and msg.kind == "forward-dropped"
         assert key in msg.message and "connection" in msg.message, msg.message
     assert fwd.held_calls() == 0 and not sent
+
+
+def test_a_client_that_may_dial_again_keeps_its_values(fwd: Any) -> None:
+    # A session that may dial this replica again (a run at a shared registry, the front
+    # door: lost replicas are dialled again) marks its nonce so (client/forward.py): its
+    # connection's end lets nothing go, since its calls lost with it are sent again, on
+    # the next connection, naming the same keys, and their values may come before them.
+    old = Conn()
+    held(fwd, old, 1, "r~.1.0")
+    fwd.arrive("r~.2.0", True, b"a" * 100)  # (its call unread when the connection ended)
+    fwd.dropped(old)
+    fwd.arrive("r~.3.0", True, b"b" * 100)  # (before its call, sent on the new connection)
+    assert list(fwd._arrived) == ["r~.2.0", "r~.3.0"] and fwd.gone_dropped == 0
+    new = Conn()
+    held(fwd, new, 2, "r~.2.0", "r~.3.0")  # (both here: queued, not held)
+    assert not fwd._arrived and fwd.held_calls() == 0 and not fwd._dropped
+
+
+@pytest.mark.parametrize("dials_again", [True, False])
+def test_a_session_that_may_dial_again_marks_its_nonce(dials_again: bool) -> None:
+    reactor = SimpleNamespace(on_lost=lambda link, error: None, on_undelivered=None)
+    f = Forwarder(SimpleNamespace(reactor=reactor, dials_again=dials_again))  # type: ignore[arg-type]
+    assert f.nonce.endswith(DIALS_AGAIN) is dials_again and "." not in f.nonce
+
+
+def test_a_call_sent_again_on_a_new_connection_takes_its_values_again(fwd: Any) -> None:
+    # Held on a connection that ended (its client took this replica for lost) with one
+    # of its two values here: sent again on the next connection, its values delivered
+    # again are taken again, not dropped as duplicates of what the first copy took.
+    old, new = Conn(), Conn()
+    held(fwd, old, 1, "q~.1.0", "q~.1.1")
+    fwd.arrive("q~.1.0", True, 1)
+    fwd.dropped(old)
+    held(fwd, new, 1, "q~.1.0", "q~.1.1")
+    fwd.arrive("q~.1.0", True, 1)
+    fwd.arrive("q~.1.1", True, 2)
+    assert fwd.held_calls() == 0 and not fwd._arrived and fwd._holding_bytes == 0

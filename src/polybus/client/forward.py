@@ -83,6 +83,7 @@ from polybus.errors import (
 )
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Deliver, Undelivered
+from polybus.worker.fwdgone import DIALS_AGAIN
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink
@@ -96,7 +97,9 @@ class Forwarder:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.reactor = session.reactor
-        self.nonce = secrets.token_hex(8)  # keys stay apart between clients of a replica
+        # (keys stay apart between clients of a replica; one that may dial a replica
+        # again says so: its connection's end lets none of its values go, fwdgone.py)
+        self.nonce = secrets.token_hex(8) + (DIALS_AGAIN if session.dials_again else "")
         self.edges: dict[int, list[Edge]] = {}  # producer call id -> its edges
         self.deps: dict[int, list[Edge]] = {}   # consumer call id -> its edges
         self.forwarded = 0   # edges made (values that need not pass the client)

@@ -111,6 +111,7 @@ class Session:
         self._turns: dict[str, int] = {}  # module -> the turn its resolve took
         self._starts: dict[str, int] = {}  # module -> where its rotations start
         self.rejoin = Rejoin(self, max(WAIT_S, wait_s)) if rejoin else None
+        self.dials_again = rejoin or not pump  # (lost replicas dialled again: the front door's too)
         try:
             if bindings is None:
                 bindings = [(b, app.modules[b.user].use.get(b.name, UseSpec()))
@@ -381,9 +382,8 @@ class Session:
 
     def close(self, wait: bool = True) -> None:
         """Everything the session holds let go; first, the loss lines still waiting for
-        the engine's word said, once it comes, or without ``wait`` at once (an
-        interrupted run: client/lossline.py; a Ctrl-C in that wait closes the rest all
-        the same)."""
+        the engine's word said, once it comes, or without ``wait`` at once (an interrupted
+        run: client/lossline.py; a Ctrl-C in that wait closes the rest all the same)."""
         try:
             if self.rejoin is not None:
                 self.rejoin.close(wait)

@@ -5,6 +5,12 @@ replica notes the nonces each connection's held calls name; when a connection en
 no other live connection named a nonce, that session is gone (`Sessions.ended`), and
 fwdheld.py lets go the values that wait for its keys, and those that come later. A
 session that dials again is known by its nonce again from its first held call.
+
+A client that may dial a replica again after it took it for lost (a run at a shared
+registry, the front door) ends its nonce with `DIALS_AGAIN`: its connection's end says
+nothing of it, since the calls it had there are sent again on its next connection,
+naming the same keys, and their values may come before them. Its values wait as any
+unclaimed value does (the bound on those: fwdheld.py).
 """
 
 from __future__ import annotations
@@ -12,9 +18,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 
-__all__ = ["GONE_BOUND", "Sessions"]
+__all__ = ["DIALS_AGAIN", "GONE_BOUND", "Sessions"]
 
 GONE_BOUND = 10_000  # nonces of clients gone, remembered to let their late values go
+DIALS_AGAIN = "~"  # a nonce's last character, of a client that may dial again
 
 
 class Sessions:
@@ -34,7 +41,7 @@ class Sessions:
             nonces = self.nonces[conn] = set()
         for key in keys:
             nonce = key.partition(".")[0]
-            if nonce not in nonces:
+            if nonce not in nonces and not nonce.endswith(DIALS_AGAIN):
                 nonces.add(nonce)
                 self.named_by.setdefault(nonce, set()).add(conn)
                 self.gone.pop(nonce, None)  # (a client that dialled again)

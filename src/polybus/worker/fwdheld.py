@@ -8,7 +8,9 @@ taken (not kept) when they come. The client sends such a failure itself when the
 will never come (its producer lost or given up, or Undelivered). A key delivered twice
 (a producer re-run, the client repairing a race) is taken once; a queued call a
 ``Steal`` gives back gives back its keys (`released`), so that, placed here again, it
-takes them again (as does a held or queued call a ``Revoke`` drops: `revoke`). A copy
+takes them again (as does a held or queued call a ``Revoke`` drops, `revoke`, or
+whose client's connection ended, `_drop_held`: a client that dials again sends it
+again). A copy
 of one that comes after that waits for it as a new value does;
 when the consumer has ended elsewhere the client says so (``Cancel`` with its keys,
 `ended`), and the copy goes (it was parked until the bound below pushed it out). A
@@ -335,15 +337,24 @@ class Receiving(HeldBound):
 
     def _drop_held(self, ch: Channel) -> None:
         """(The lock held) ``ch``'s client is gone: its held calls go, what its queued
-        calls took, and the values that wait for its keys (`_forget`)."""
+        calls took, and the values that wait for its keys (`_forget`). The keys they
+        took are taken no more: a client that dials again sends them again (as a Steal's
+        `released`), and their values delivered again are for them."""
         if id(ch) in self._sessions.nonces:
             self._forget(ch)
         for k in [k for k in self._took if k[0] == id(ch)]:
-            del self._took[k]
+            for key in self._took.pop(k):
+                self._taken.pop(key, None)
+        seen: set[int] = set()  # (a call is under each key it lacks)
         for key in list(self._held):
             rest = []
             for h in self._held[key]:
                 if h.ch is ch:
+                    if id(h) not in seen:
+                        seen.add(id(h))
+                        for took in h.where:
+                            if took not in h.missing:
+                                self._taken.pop(took, None)
                     self._uncount_held(h)
                 else:
                     rest.append(h)
