@@ -4,7 +4,12 @@ at once, and `polybus check` says what each engine will start, or what it lacks.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -287,3 +292,36 @@ def test_a_private_rays_daemons_have_ended_before_its_directory_goes(
             ray.daemon.wait()
         for kw in ray.inits:  # (what a failed run left, in /tmp)
             shutil.rmtree(kw["_temp_dir"], ignore_errors=True)
+
+
+def test_only_the_runs_own_processes_naming_its_directory_are_ended(tmp_path: Path) -> None:
+    # A process of the user's own that names the directory (a `tail -f` of a log there,
+    # started by someone else: here a grandchild reparented away) is never told to end;
+    # the run's own descendant is.
+    from polybus.engines.rayend import naming
+
+    d = tmp_path / "polybus-ray-x"
+    d.mkdir()
+    mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(d)])
+    # (a process that is not this one's descendant: its parent exits at once, so init
+    # or a subreaper adopts it)
+    out = subprocess.run([sys.executable, "-c", (
+        "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(60)', sys.argv[1]], start_new_session=True, "
+        "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+        "print(p.pid)"), str(d)], capture_output=True, text=True, check=True)
+    stranger = int(out.stdout)
+    try:
+        deadline = time.monotonic() + 10
+        for pid in (mine.pid, stranger):  # (both naming it, before it is asked)
+            while str(d).encode() not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        assert naming(str(d)) == [mine.pid]
+    finally:
+        mine.kill()
+        mine.wait()
+        try:
+            os.kill(stranger, signal.SIGKILL)  # (started by this test, through a child)
+        except ProcessLookupError:
+            pass

@@ -5,8 +5,8 @@
 running until the run's process exits. A daemon still running when the run removed the
 directory made its own again (Ray's GCS, starting, makes ``session_*/logs/events`` as
 it goes), and the run left a ``polybus-ray-*`` directory behind. So the processes whose
-command line names the directory (every Ray daemon's names its session's), this user's,
-are told to end (SIGTERM, then SIGKILL), each waited for on its pidfd for a bounded
+command line names the directory (every Ray daemon's names its session's), the run's own
+(its descendants) are told to end (SIGTERM, then SIGKILL), each waited for on its pidfd for a bounded
 time, and only then is the directory removed. Linux; elsewhere the directory is removed
 at once, as before.
 """
@@ -27,24 +27,38 @@ KILL_S = 2.0  # for them to be gone once killed
 
 
 def naming(path: str) -> list[int]:
-    """The processes of this user, other than this one, whose command line names
-    ``path`` (a directory only this run made: only its Ray's daemons name it)."""
+    """This process's descendants whose command line names ``path`` (a directory only
+    this run made: only its Ray's daemons name it). Descendants only: a process of the
+    user's own that names it (a ``tail -f`` of a log there) is never told to end."""
     proc = Path("/proc")
     if not proc.is_dir():
         return []
     me, uid, needle = os.getpid(), os.getuid(), os.fsencode(path)
-    out = []
+    parents: dict[int, int] = {}
+    named = []
     for entry in proc.iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         try:
             if entry.stat().st_uid != uid:
                 continue
+            # (the parent: the field after the state, after the command's parenthesis)
+            parents[int(entry.name)] = int((entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
             if needle in (entry / "cmdline").read_bytes():
-                out.append(int(entry.name))
-        except OSError:  # (ended meanwhile)
+                named.append(int(entry.name))
+        except (OSError, IndexError, ValueError):  # (ended meanwhile)
             continue
-    return out
+    return [pid for pid in named if _descends(pid, me, parents)]
+
+
+def _descends(pid: int, me: int, parents: dict[int, int]) -> bool:
+    seen = set()
+    while pid in parents and pid not in seen:
+        seen.add(pid)
+        pid = parents[pid]
+        if pid == me:
+            return True
+    return False
 
 
 def _open(pid: int, path: str) -> int | None:
