@@ -9,6 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from polybus.client.promise import CallPromise
 from polybus.client.session import Session
 from polybus.client.stubs import activate
 from polybus.config import load
@@ -176,3 +179,18 @@ def call(s: Session, name: str, *args: Any) -> Any:
     from polybus import wait
 
     return wait(s.call(name, args, {}))
+
+
+def opened_at_wait(monkeypatch: pytest.MonkeyPatch, gate: Path) -> None:
+    """Make the file ``gate`` the moment the client waits for a call's promise (any use
+    of its value: `CallPromise.__polybus_value__`), so that a producer gated on it
+    (``gated_double``) is unanswered at least until the client waits for it. For a call
+    that waits for its promises where it is made, by design (a sync consumer; a
+    priority that reads one), which a gate opened after the call would hold for ever."""
+    real = CallPromise.__polybus_value__
+
+    def opening(p: CallPromise) -> Any:
+        gate.touch()
+        return real(p)
+
+    monkeypatch.setattr(CallPromise, "__polybus_value__", opening)

@@ -12,6 +12,11 @@ f0f79d1 the replica's cache was 512 MiB (produce's default); now it is 1 MiB, an
 - the Put of the next B evicted produce's forwarded answer, and ``wait(p)`` failed with
   "could not be fetched ... (gone or evicted)". Fixed: forwarded answers are kept in a
   store of their own (Forwarding.kept), not in the operand cache.
+
+``produce`` answers once the client has made the call that consumes it (the client makes
+the file ``gate`` beside the modules then), so its answer is forwarded every time: with a
+0.3 s producer, a client that stalled that long sent p's value itself, and the test ran
+without the forwarding it is about.
 """
 
 from __future__ import annotations
@@ -25,10 +30,17 @@ from polybus.testing.apps import write_app
 
 SERVER = """
     import time
+    from pathlib import Path
+
     import numpy as np
 
+    GATE = Path(__file__).parent / "gate"
+
     def produce(n):
-        time.sleep(0.3)  # (unanswered when consume is called: its answer is forwarded)
+        # until consume(p, ...) is called (10 s at most): its answer is forwarded
+        end = time.monotonic() + 10
+        while not GATE.exists() and time.monotonic() < end:
+            time.sleep(0.001)
         return np.ones(n)
 
     def consume(x, b):
@@ -36,16 +48,21 @@ SERVER = """
 """
 
 CLIENT = """
+    from pathlib import Path
+
     import numpy as np
     from polybus import use, wait
     from polybus.errors import RemoteError
 
     produce, consume = use("produce"), use("consume")
+    GATE = Path(__file__).parent / "gate"
 
     def main():
         b1, b2 = np.zeros(100_000), np.ones(100_000)
         p = produce(200_000)
-        first = wait(consume(p, b1))
+        q = consume(p, b1)
+        GATE.touch()  # (p's consumer called: p may answer)
+        first = wait(q)
         second = wait(consume(np.zeros(10), b2))  # its Put comes after p's answer
         try:
             kept = float(wait(p).sum())
@@ -75,29 +92,36 @@ TOML = """
 @pytest.mark.timeout(60)
 def test_a_call_held_for_a_forwarded_value_keeps_its_cached_operand(tmp_path: Path) -> None:
     app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
-    out = polybus.run(app, worker_output=None).result
-    assert out[:2] == [200_000.0, 100_000.0]
+    run = polybus.run(app, worker_output=None)
+    assert run.result[:2] == [200_000.0, 100_000.0]
+    assert run.interfaces["client.produce"]["forwarded"] == 1
 
 
 @pytest.mark.timeout(60)
 def test_a_forwarded_answer_can_still_be_fetched_after_the_next_put(tmp_path: Path) -> None:
     app = write_app(tmp_path, server=SERVER, client=CLIENT, toml=TOML)
-    out = polybus.run(app, worker_output=None).result
-    assert out == [200_000.0, 100_000.0, 200_000.0]
+    run = polybus.run(app, worker_output=None)
+    assert run.result == [200_000.0, 100_000.0, 200_000.0]
+    assert run.interfaces["client.produce"]["forwarded"] == 1  # (then fetched: p's own)
 
 
 MISSING_CLIENT = """
+    from pathlib import Path
+
     import numpy as np
     from polybus import use, wait
 
     produce, consume = use("produce"), use("consume")
+    GATE = Path(__file__).parent / "gate"
 
     def main():
         b1, b2 = np.zeros(100_000), np.ones(100_000)
         p = produce(200_000)
         wait(consume(np.zeros(10), b1))
         wait(consume(np.zeros(10), b2))  # its Put evicts b1 (1 MiB): the client does not know
-        return wait(consume(p, b1))  # names b1 and p's forwarded value
+        q = consume(p, b1)  # names b1 and p's forwarded value
+        GATE.touch()
+        return wait(q)
 """
 
 
@@ -107,4 +131,5 @@ def test_a_call_that_misses_an_operand_does_not_take_its_forwarded_value(tmp_pat
     missed b1; sent again naming p's key, already taken, it waited for ever."""
     toml = TOML.replace('cache_bytes = "1MiB" }', 'cache_bytes = "1MiB", pool = 2 }')
     app = write_app(tmp_path, server=SERVER, client=MISSING_CLIENT, toml=toml)
+    # (p unanswered when consume(p, b1) is made: that call names p's forwarded value)
     assert polybus.run(app, worker_output=None).result == 200_000.0

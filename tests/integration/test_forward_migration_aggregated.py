@@ -25,6 +25,7 @@ from polybus.client.session import Session
 from polybus.wire.codec import Ref
 
 from .comm_harness import Cluster, cluster
+from .test_forward_aggregated import written
 from .test_forward_backlog import SLACK, client_bytes, replica, settled
 from .test_forward_migration import N, _grow, give_back, grown, queued_behind, queued_on, wait_until  # noqa: F401 (_grow: the same autouse fixture)
 
@@ -78,16 +79,22 @@ def test_an_aggregated_producer_feeds_a_migrating_consumer_without_blocking(
         tmp_path: Path) -> None:
     # Two batches of 4 on server-0, gated; every consumer placed on server-1, which the
     # idle replicas steal from. Each consuming call returns while its producer waits.
+    # (A linger that cannot run out: each batch is written when full, at its fourth
+    # call, so the first three consumers of each are asked with their batch and the
+    # fourth after it; with 5 ms a loaded machine wrote batches of any size.)
     n = 8
     gate = tmp_path / "gate"
-    with cluster(tmp_path, conf("1:0:0", "0:1:0"), replicas=3) as c:
+    with cluster(tmp_path, conf("1:0:0", "0:1:0", linger="1h"), replicas=3) as c:
         s = c.session()
         try:
             ps, qs = [], []
-            for i in range(n):  # (most asked with their batch, the last of each after it)
+            for i in range(n):
                 ps.append(s.call("agg", (i, str(gate)), {}))
                 qs.append(s.call("double", (ps[-1],), {}))  # (it waited here for ps[-1])
             assert not any(p.done for p in ps)
+            # The Forwards written and read before a producer answers: one not yet read
+            # then found no request there, and its value went through the client.
+            written(s, c)
         finally:
             gate.touch()
         got = [np.asarray(q) for q in qs]

@@ -17,7 +17,7 @@ import pytest
 from polybus import wait
 from polybus.client.session import Session
 
-from .comm_harness import cluster
+from .comm_harness import cluster, opened_at_wait
 
 ROOT = Path(__file__).resolve().parents[2]
 TOML = """
@@ -28,12 +28,12 @@ replication = 2
 [modules.client]
 source = "client.py"
 entrypoint = "main"
-use.slow_double = { callstyle = "async", forward = PRODUCER }
+use.gated_double = { callstyle = "async", forward = PRODUCER }
 use.add = { callstyle = "CONSUMER" }
 
 [bind]
 "client.add" = "server.add"
-"client.slow_double" = "server.slow_double"
+"client.gated_double" = "server.gated_double"
 """
 
 
@@ -47,13 +47,26 @@ def _forwarded(s: Session) -> int:
     ("async", True, True), ("async-demand(2)", True, True), ("sync", True, False),
     ("async", False, False)])
 def test_a_promise_is_forwarded_only_between_two_async_calls(
-        tmp_path: Path, consumer: str, producer_forwards: bool, forwards: bool) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, consumer: str,
+        producer_forwards: bool, forwards: bool) -> None:
+    # The producer answers once the gate is made: after the consuming call (an async
+    # one returns at once), or, a sync one, as that call waits for the promise where it
+    # is made. Either way the promise is unanswered when the consuming call is made
+    # (with a 0.2 s producer, a client that stalled that long between the two calls
+    # found the value answered, and counted no forwarding).
     toml = TOML.replace("CONSUMER", consumer).replace("PRODUCER",
                                                        str(producer_forwards).lower())
+    gate = tmp_path / "gate"
+    opened_at_wait(monkeypatch, gate)
     with cluster(tmp_path, toml) as c:
         s = c.session()
-        p = s.call("slow_double", (np.ones(4), 0.2), {})
-        assert list(wait(s.call("add", (p, np.ones(4)), {}))) == [3.0] * 4
+        try:
+            p = s.call("gated_double", (np.ones(4), str(gate)), {})
+            assert not p.done
+            q = s.call("add", (p, np.ones(4)), {})
+        finally:
+            gate.touch()
+        assert list(wait(q)) == [3.0] * 4
         assert _forwarded(s) == int(forwards)
 
 
