@@ -167,7 +167,12 @@ def test_a_backlogged_consumer_has_its_nested_values_kept_for_it(tmp_path: Path)
     # gather is async-demand(1): its first calls fill both windows, so the next waits
     # at the client; its producers' replicas keep the values for it (Keep), not send
     # them to the client, and send them on once it is placed.
-    with cluster(tmp_path, toml(True, "async-demand(1)"), replicas=2) as c:
+    # (two threads for gated_double: the busy calls hold one on each replica, and the
+    # producers run on the other while the consumer still waits at the client)
+    text = toml(True, "async-demand(1)").replace(
+        "replication = 2\n", "replication = 2\ndefine.gated_double = { pool = 2 }\n"
+        "define.fail_after = {}\ndefine.gather = {}\n", 1)
+    with cluster(tmp_path, text, replicas=2) as c:
         s = c.session()
         go, first = tmp_path / "go", tmp_path / "first"
         busy = [s.call("gated_double", (np.zeros(2), str(first)), {}) for _ in range(2)]
@@ -179,6 +184,8 @@ def test_a_backlogged_consumer_has_its_nested_values_kept_for_it(tmp_path: Path)
         go.touch()
         for _ in polybus.as_completed(ps, timeout=20):
             pass
+        assert not any(b.done for b in busy), "the busy calls must hold the windows still"
+        assert s.dispatchers["gather"].backlogged == 1  # (its values kept for it meanwhile)
         first.touch()
         assert [outcome(b) for b in block] == [[[0.0], [], {}]] * 2
         assert outcome(g, within=20) == [
