@@ -119,6 +119,29 @@ def test_a_504_says_whether_its_call_was_sent_or_held_at_the_front_door(
     assert any("never sent" in x for x in said), err
 
 
+def test_a_504_whose_call_its_replica_dropped_unrun_is_said_so(
+        procs: Procs, tmp_path: Path) -> None:
+    """A call queued behind a running one past its route's timeout: the 504 cannot say
+    whether it had begun, and the line serve says once its replica has dropped it
+    (its ``Released``) does: it never runs."""
+    soon = '"GET /soon" = { to = "web.slow", timeout = "1s" }'
+    port, began = _serve(procs, tmp_path, routes=soon,
+                         args=("--set", "modules.web.define.slow.pool=1"))
+    proc = procs.started[-1]
+    assert proc.stderr is not None
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(_get, port, "/slow?gate=1")
+        _all_began(began, 1)  # (the replica's one thread for it is taken)
+        status, body = _get(port, "/soon?s=0")
+        assert status == 504 and "sent to replica web-0" in body, body
+        read_line(proc.stderr, r"GET /soon\?s=0 -> web\.slow: the call given up was "
+                               r"dropped at web-0 before it began: it never runs")
+        (tmp_path / "open").touch()
+        assert first.result(60) == (201, "done")
+    assert _get(port, "/slow?s=0.01") == (201, "done")
+    assert len(list(began.iterdir())) == 2, sorted(began.iterdir())  # (it never ran)
+
+
 def test_a_request_queued_at_its_replica_whose_client_hangs_up_never_runs(
         procs: Procs, tmp_path: Path) -> None:
     """Revoked as a timed-out call is (or, its close heard before it began, never sent):
