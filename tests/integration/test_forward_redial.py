@@ -26,6 +26,7 @@ from polybus.worker.main import options_for
 from polybus.worker.runtime import WorkerRuntime
 
 from .comm_harness import cluster
+from .test_forward_lost_stages import heard
 
 TOML = """
 [modules.server]
@@ -81,6 +82,10 @@ def test_a_consumer_sent_again_on_a_replica_dialled_again_gets_its_value(
         busy = [s.call("until", (x, str(hang)), {}) for _ in range(3)]
         p = s.call("gated_double", (x, str(gate)), {})
         q = s.call("until", (p, str(done)), {})
+        # The gate opens once prod-0 has read the Forward: read after p's answer, p came
+        # to the client by value, which sends it on itself, on the connection server-0
+        # does not read (the value never reached it while the test waited).
+        heard(c, s, p)
         gate.touch()
         _until("delivered to server-0", lambda: consumer.received >= 2, s)
         # The client takes server-0 for lost (as after 3 silent heartbeats): it closes

@@ -119,10 +119,37 @@ def test_a_504_says_whether_its_call_was_sent_or_held_at_the_front_door(
     assert any("never sent" in x for x in said), err
 
 
+def test_a_504_whose_call_its_replica_dropped_unrun_is_said_so(
+        procs: Procs, tmp_path: Path) -> None:
+    """A call queued behind a running one past its route's timeout: the 504 cannot say
+    whether it had begun, and the line serve says once its replica has dropped it
+    (its ``Released``) does: it never runs."""
+    soon = '"GET /soon" = { to = "web.slow", timeout = "1s" }'
+    port, began = _serve(procs, tmp_path, routes=soon,
+                         args=("--set", "modules.web.define.slow.pool=1"))
+    proc = procs.started[-1]
+    assert proc.stderr is not None
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(_get, port, "/slow?gate=1")
+        _all_began(began, 1)  # (the replica's one thread for it is taken)
+        status, body = _get(port, "/soon?s=0")
+        assert status == 504 and "sent to replica web-0" in body, body
+        read_line(proc.stderr, r"GET /soon\?s=0 -> web\.slow: the call given up was "
+                               r"dropped at web-0 before it began: it never runs")
+        (tmp_path / "open").touch()
+        assert first.result(60) == (201, "done")
+    assert _get(port, "/slow?s=0.01") == (201, "done")
+    assert len(list(began.iterdir())) == 2, sorted(began.iterdir())  # (it never ran)
+
+
 def test_a_request_queued_at_its_replica_whose_client_hangs_up_never_runs(
         procs: Procs, tmp_path: Path) -> None:
     """Revoked as a timed-out call is (or, its close heard before it began, never sent):
-    the request behind it on the replica's one thread runs next."""
+    the request behind it on the replica's one thread runs next. The gate opens once
+    serve says the replica dropped it (its ``Released``): the guarantee is for a call
+    not begun when its replica reads the Revoke ("abandoned" is said as the front door
+    gives the call up, before that; the gate opened then, the call began, under load,
+    before the replica read it)."""
     port, began = _serve(procs, tmp_path, args=("--set", "modules.web.define.slow.pool=1"))
     proc = procs.started[-1]
     with ThreadPoolExecutor(1) as pool:
@@ -131,7 +158,11 @@ def test_a_request_queued_at_its_replica_whose_client_hangs_up_never_runs(
         with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
             s.sendall(b"GET /slow?s=0 HTTP/1.1\r\nHost: h\r\n\r\n")
         assert proc.stderr is not None
-        read_line(proc.stderr, r"GET /slow\?s=0 -> web\.slow: abandoned by its client")
+        said = read_line(proc.stderr, r"GET /slow\?s=0 -> web\.slow: abandoned by its client"
+                                      r" (.*)")
+        if "no call made" not in said.group(1):  # (sent: dropped once web-0 reads the Revoke)
+            read_line(proc.stderr, r"GET /slow\?s=0 -> web\.slow: the call given up was "
+                                   r"dropped at web-0 before it began: it never runs")
         (tmp_path / "open").touch()
         assert first.result(60) == (201, "done")
     assert _get(port, "/slow?s=0.01") == (201, "done")  # (queued behind where it was)

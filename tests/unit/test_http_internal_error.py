@@ -24,7 +24,8 @@ class _Broken:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def call(self, name: str, kwargs: dict[str, Any], timeout: float | None) -> Any:
+    async def call(self, name: str, kwargs: dict[str, Any], timeout: float | None,
+                   dropped: object = None) -> Any:
         self.calls += 1
         return [self.calls][1]  # (IndexError: list index out of range)
 

@@ -18,7 +18,8 @@ from polybus.http.server import FrontDoor
 class _Bridge:
     """Each call is past its timeout: its 504 is logged with the request."""
 
-    async def call(self, name: str, kwargs: object, timeout: float | None) -> object:
+    async def call(self, name: str, kwargs: object, timeout: float | None,
+                   dropped: object = None) -> object:
         raise CallTimeoutError("no answer", interface=name)
 
 

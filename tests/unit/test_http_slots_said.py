@@ -23,7 +23,8 @@ PAGE = RouteSpec("GET /", "GET", "/", "h", "page", fields=())
 
 
 class _Bridge:
-    async def call(self, name: str, kwargs: dict[str, Any], timeout: float | None) -> Any:
+    async def call(self, name: str, kwargs: dict[str, Any], timeout: float | None,
+                   dropped: object = None) -> Any:
         return [200, [], b"ok"]
 
 

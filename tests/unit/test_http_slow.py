@@ -34,7 +34,8 @@ HEAD = b"GET / HTTP/1.1\r\nHost: h\r\nX-a: " + b"b" * 10_000  # never ended
 class _Bridge:
     """``/big?n=N``: N bytes; ``/echo``: the length of the body."""
 
-    async def call(self, name: str, kwargs: dict[str, Any], timeout: float | None) -> Any:
+    async def call(self, name: str, kwargs: dict[str, Any], timeout: float | None,
+                   dropped: object = None) -> Any:
         if name == BIG.key:
             return [200, [], b"x" * int(kwargs["query"]["n"])]
         return [200, [], str(len(kwargs["body"])).encode()]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import BatchPromise, Slot
@@ -119,6 +120,20 @@ class CallBridge:
             self._schedule()
 
         self.reactor.on_lost = lost
+        # Calls given up while written to a replica, by (link, call id): who is told when
+        # the replica says it dropped one before it began (its Revoke's `Released`)
+        self._revoked: dict[tuple[int, int], tuple[ReplicaLink, Callable[[str], None]]] = {}
+        was_released = self.reactor.on_released
+
+        def released(link: ReplicaLink, ids: list[int], req: int) -> None:
+            was_released(link, ids, req)
+            for cid in ids:
+                got = self._revoked.pop((id(link), cid), None)
+                if got is not None:
+                    got[1](f"the call given up was dropped at {link.name} before it began: "
+                           "it never runs")
+
+        self.reactor.on_released = released
 
     def watch(self, link: ReplicaLink) -> None:
         """Step the reactor whenever ``link``'s socket is readable."""
@@ -126,9 +141,12 @@ class CallBridge:
         self._fds[id(link)] = fd
         self.loop.add_reader(fd, self._step)
 
-    async def call(self, name: str, kwargs: dict[str, Any], timeout: float | None) -> Any:
+    async def call(self, name: str, kwargs: dict[str, Any], timeout: float | None,
+                   dropped: Callable[[str], None] | None = None) -> Any:
         """The answer of the bound name ``name``; raises its typed error. ``timeout``
-        runs over a wait for a lost replica too (http/revival.py)."""
+        runs over a wait for a lost replica too (http/revival.py). A call given up (its
+        timeout, its client's close) that its replica then drops before it began is
+        said to ``dropped`` (serve's log of its request)."""
         promise: Any = None
         try:
             async with asyncio.timeout(timeout):
@@ -157,17 +175,33 @@ class CallBridge:
                 text += _where(promise)
             late = CallTimeoutError(text, interface=name)
             if promise is None or _give_up(promise, late):  # (None: it waited for a replica)
+                self._revoking(promise, dropped)
                 raise seen(late) from None  # (its 504 is how it is looked at)
             return wait(promise)  # its answer came in the same instant
         except asyncio.CancelledError as exc:  # (its client hung up, or serve stops):
             # given up as a timeout gives it up, revoked if it has not begun
             if isinstance(promise, Promise):
                 why = str(exc.args[0]) if exc.args else "its request was given up"
-                _give_up(promise, seen(Cancelled(why, interface=name)))
+                if _give_up(promise, seen(Cancelled(why, interface=name))):
+                    self._revoking(promise, dropped)
             raise
         finally:
             if promise is not None:
                 self._pending.pop(id(promise), None)
+
+    def _revoking(self, promise: Any, dropped: Callable[[str], None] | None) -> None:
+        """``promise``'s call, just given up, is revoked at its replica (written there):
+        ``dropped`` is told if the replica's `Released` names it. Those whose end is
+        known since (a late answer, or the replica lost) are forgotten here."""
+        if dropped is None or type(promise) is not CallPromise:
+            return
+        rec = promise._rec
+        link = rec.link
+        if link is None or link.dead or rec.id not in link.abandoned:
+            return  # (never sent, or already answered: nothing revoked)
+        self._revoked = {k: v for k, v in self._revoked.items()
+                         if not v[0].dead and k[1] in v[0].abandoned}
+        self._revoked[(id(link), rec.id)] = (link, dropped)
 
     def after_loss(self, name: str) -> tuple[str, bool]:
         """What a 502 for the bound ``name``'s lost replicas adds, and whether they may

@@ -26,6 +26,7 @@ import asyncio
 import sys
 import traceback
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from polybus.config.model import RouteSpec, ServeSpec
@@ -318,13 +319,14 @@ class FrontDoor:
                         [("Allow", ", ".join(m.allowed))])
             return error_response(404, f"no route for {req.method} {req.shown_path}"), []
         kwargs = _fields(req, m.subpath, route.fields)
+        say, limit = partial(self._log, req, route), self.timeouts[route.key]
         try:
             lock = self._one_at_a_time.get(route.key)
             if lock is None:
-                value = await self.bridge.call(route.key, kwargs, self.timeouts[route.key])
+                value = await self.bridge.call(route.key, kwargs, limit, dropped=say)
             else:
                 async with lock:
-                    value = await self.bridge.call(route.key, kwargs, self.timeouts[route.key])
+                    value = await self.bridge.call(route.key, kwargs, limit, dropped=say)
         except RemoteException as e:
             text = f"{e.remote_type}: {e.remote_message}"
             self._log(req, route, f"500 {text}")
