@@ -78,9 +78,18 @@ def inner(xs, b=None):
             [not x.flags.writeable for x in arrays], None if b is None else float(b.sum())]
 
 def slow_double(x, delay):
-    # a producer that takes its time (test_comm_forward, test_forward_held)
+    # a producer that takes its time (test_comm_forward, test_forward_held): ``delay``
+    # seconds, or given a path, until the file there exists (10 s at most), having made
+    # the file ``<path>.started`` as it began
+    import os
     import time
-    time.sleep(delay)
+    if isinstance(delay, str):
+        open(delay + ".started", "w").close()
+        end = time.monotonic() + 10
+        while not os.path.exists(delay) and time.monotonic() < end:
+            time.sleep(0.0005)
+    else:
+        time.sleep(delay)
     return x * 2
 
 def throw(kind, *args):

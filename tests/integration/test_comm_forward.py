@@ -55,13 +55,17 @@ def client_bytes(c: Cluster) -> tuple[int, int]:
             sum(lk.channel.bytes_received for lk in links))
 
 
-def chain(c: Cluster, x: np.ndarray, k: int) -> np.ndarray:
+def chain(c: Cluster, x: np.ndarray, k: int, flag: Path) -> np.ndarray:
     # Stages that work a little (20 ms): a producer that answers before the client's
     # Forward reaches it sends its value to the client, which relays it (still correct).
+    # So the first answers once the client has made every stage (the file ``flag``):
+    # each Forward is written before its producer can answer, whatever the client's
+    # pace (20 ms stages alone: a client stalled that long relayed a value itself).
     s = c.session()
-    p: object = x
-    for _ in range(k):
+    p: object = s.call("gated_double", (x, str(flag)), {})
+    for _ in range(k - 1):
         p = s.call("slow_double", (p, 0.02), {})
+    flag.touch()
     return np.asarray(p)
 
 
@@ -71,7 +75,7 @@ def test_pipeline_bytes_drop_by_k_minus_1_transfers(tmp_path: Path) -> None:
     out = {}
     for fwd in (True, False):
         with cluster(at(tmp_path, fwd), toml(fwd), replicas=3) as c:
-            out[fwd] = (chain(c, x, k), client_bytes(c),
+            out[fwd] = (chain(c, x, k, tmp_path / f"gate-{fwd}"), client_bytes(c),
                         sum(rt.forwarding.forwarded for rt in c.runtimes))
     (v_on, (sent_on, recv_on), moved_on), (v_off, (sent_off, recv_off), moved_off) = (
         out[True], out[False])

@@ -128,8 +128,18 @@ MISSING_CLIENT = """
 @pytest.mark.timeout(60)
 def test_a_call_that_misses_an_operand_does_not_take_its_forwarded_value(tmp_path: Path) -> None:
     """The call was held for p with b1 not looked up, took p's value when it came, then
-    missed b1; sent again naming p's key, already taken, it waited for ever."""
+    missed b1; sent again naming p's key, already taken, it waited for ever.
+
+    p's Forward is written when consume(p, b1) is made, before the gate opens, so p's
+    value goes replica to replica for each of the consumer's two tries, whether the miss
+    comes back before p answers (a second Forward) or after (forwarded from the store).
+    It went through the client, twice, in 1 run of 6 while the replica answered without
+    reading the Forward another of its threads had read (worker/heeding.py)."""
     toml = TOML.replace('cache_bytes = "1MiB" }', 'cache_bytes = "1MiB", pool = 2 }')
     app = write_app(tmp_path, server=SERVER, client=MISSING_CLIENT, toml=toml)
     # (p unanswered when consume(p, b1) is made: that call names p's forwarded value)
-    assert polybus.run(app, worker_output=None).result == 200_000.0
+    run = polybus.run(app, worker_output=None)
+    assert run.result == 200_000.0
+    assert run.interfaces["client.consume"]["cache_misses"] == 1
+    produced = run.interfaces["client.produce"]
+    assert (produced["forwarded"], produced["through_client"]) == (2, 0)

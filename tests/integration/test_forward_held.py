@@ -62,12 +62,42 @@ def replica(c: Cluster, p: Any) -> WorkerRuntime:
     return next(rt for rt in c.runtimes if rt.name == name)
 
 
-def apart(c: Cluster, consumer: str, delay: float) -> tuple[Any, Callable[[Any], Any]]:
-    """A slow producer on server-0 and a way to make ``consumer`` calls on server-1
-    (each interface picks replicas in turn: one call to it first)."""
+def gate(c: Cluster) -> str:
+    """The path a gated producer (``slow_double`` given it) waits for, 10 s at most."""
+    return str(c.tmp / "gate")
+
+
+def opened(c: Cluster) -> None:
+    """Let the gated producers answer (every test opens the gate before it ends: a
+    producer left waiting would keep its pool thread for 10 s)."""
+    Path(gate(c)).touch()
+
+
+def started(c: Cluster, within: float = 10.0) -> None:
+    """Once a gated producer has begun: it runs until the gate opens."""
+    deadline = time.monotonic() + within
+    while not Path(gate(c) + ".started").exists():
+        assert time.monotonic() < deadline, "the producer never started"
+        time.sleep(0.001)
+
+
+def asked(c: Cluster, p: Any, within: float = 10.0) -> None:
+    """Once ``p``'s replica holds the client's request to forward its answer (a
+    Forward is written when the consuming call is made: flushed here all the same)."""
+    s, rt = c.sessions[-1], replica(c, p)
+    deadline = time.monotonic() + within
+    while not any(where[1] == p._rec.id for where in rt.forwarding.targets):
+        assert time.monotonic() < deadline, "the Forward never reached the producer"
+        s.reactor.flush_all()
+        time.sleep(0.001)
+
+
+def apart(c: Cluster, consumer: str) -> tuple[Any, Callable[[Any], Any]]:
+    """A producer on server-0, gated (`opened`), and a way to make ``consumer`` calls on
+    server-1 (each interface picks replicas in turn: one call to it first)."""
     s = c.session()
     polybus.wait(s.call(consumer, (X, 0) if consumer == "nap" else (X,), {}))
-    p1 = s.call("slow_double", (X, delay), {})
+    p1 = s.call("slow_double", (X, gate(c)), {})
 
     def consume(p: Any) -> Any:
         return s.call(consumer, (p, 0) if consumer == "nap" else (p,), {})
@@ -128,15 +158,17 @@ def upstream_named(err: RemoteException, producer: str, consumer: str,
 
 
 
-def kill(producer: Any) -> None:
-    """Stop the producer's replica mid-call as a kill would: it sends nothing more."""
-    time.sleep(0.1)
+def kill(c: Cluster, producer: Any) -> None:
+    """Stop the producer's replica mid-call as a kill would: it sends nothing more. The
+    gated producer has begun; the gate opens after the stop (a call run again runs)."""
+    started(c)
 
     def dead(to: str) -> Any:
         raise TransportError("killed")
 
     producer.forwarding._peer = dead
     producer.stop(grace=0.05)
+    opened(c)
 
 def test_a_consumer_replica_the_producer_cannot_reach_fails_the_consumer_and_frees_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,7 +176,7 @@ def test_a_consumer_replica_the_producer_cannot_reach_fails_the_consumer_and_fre
     # to ...", answered Ref("fwd", []), the client asked it to forward again, and it
     # failed again, silently.
     with cluster(tmp_path, toml(), replicas=2) as c:
-        p1, consume = apart(c, "double", 0.2)
+        p1, consume = apart(c, "double")
         producer = replica(c, p1)
 
         def unreachable(to: str) -> Any:
@@ -155,6 +187,8 @@ def test_a_consumer_replica_the_producer_cannot_reach_fails_the_consumer_and_fre
         consumer = replica(c, p2)
         assert producer is not consumer
         assert consumer.forwarding.held_calls() <= 1
+        asked(c, p1)  # (p1 unanswered: its value is to go replica to replica)
+        opened(c)
         with pytest.raises(RemoteException) as err:
             outcome(p2)
         text = upstream_named(err.value, producer.name, consumer.name, verdict=False)
@@ -180,13 +214,14 @@ def test_a_producer_given_up_fails_its_consumer_and_frees_it(tmp_path: Path) -> 
     # The consumer stayed held until the producer finished (for ever, if it never did),
     # and then ran: its value came though its upstream promise had failed.
     with cluster(tmp_path, toml(producer_timeout=0.3), replicas=2) as c:
-        p1, consume = apart(c, "double", 2.0)
+        p1, consume = apart(c, "double")  # (it runs on until the gate opens, below)
         p2 = consume(p1)
         producer, consumer = replica(c, p1), replica(c, p2)
         assert producer is not consumer
         with pytest.raises(CallTimeoutError):
             polybus.wait(p1)
-        assert held_soon(consumer, within=0.8) == 0  # (the producer runs on for 1.5 s)
+        assert held_soon(consumer, within=5.0) == 0  # (the producer still running)
+        opened(c)
         with pytest.raises(RemoteException) as err:
             outcome(p2)
         upstream_named(err.value, producer.name, consumer.name)
@@ -196,16 +231,31 @@ def test_a_producer_given_up_fails_its_consumer_and_frees_it(tmp_path: Path) -> 
 def test_a_consumer_given_up_is_freed_on_its_replica(tmp_path: Path) -> None:
     # It stayed held until the producer's value came (for ever, if it never did).
     with cluster(tmp_path, toml(consumer_timeout=0.3), replicas=2) as c:
-        p1, consume = apart(c, "nap", 2.0)
+        p1, consume = apart(c, "nap")  # (it runs on until the gate opens, below)
         p2 = consume(p1)
         consumer = replica(c, p2)
         assert replica(c, p1) is not consumer
+        (edge,) = c.sessions[-1].forwarder.deps[p2._rec.id]  # type: ignore[attr-defined]
+        came: list[bool] = []  # (the values for p2 its replica was given: ok or not)
+        real_arrive = consumer.forwarding.arrive
+
+        def arrive(key: str, ok: bool, value: Any) -> None:
+            real_arrive(key, ok, value)
+            if key == edge.key:
+                came.append(ok)
+
+        consumer.forwarding.arrive = arrive  # type: ignore[method-assign]
+        asked(c, p1)  # (so its value goes to p2's replica, not to the client)
         with pytest.raises(CallTimeoutError):
             polybus.wait(p2)
-        assert held_soon(consumer, within=0.8) == 0
+        assert held_soon(consumer, within=5.0) == 0
         # The producer's value, when it comes, is not kept there for a call that is gone.
+        opened(c)
         assert np.allclose(np.asarray(p1), X * 2)
-        time.sleep(0.1)
+        deadline = time.monotonic() + 10
+        while True not in came:  # (sent before p1's answer; read by now, or soon)
+            assert time.monotonic() < deadline, f"p1's value never came there: {came}"
+            time.sleep(0.001)
         assert not consumer.forwarding._arrived
         assert not c.sessions[-1].forwarder.deps  # type: ignore[attr-defined]
 
@@ -215,11 +265,11 @@ def test_a_producer_replica_dying_mid_call_frees_the_consumer(
         tmp_path: Path, idempotent: bool) -> None:
     # (This worked before: the client re-runs the producer, or sends its failure on.)
     with cluster(tmp_path, toml(idempotent=idempotent), replicas=2) as c:
-        p1, consume = apart(c, "double", 1.0)
+        p1, consume = apart(c, "double")
         p2 = consume(p1)
         producer, consumer = replica(c, p1), replica(c, p2)
         assert producer is not consumer
-        kill(producer)
+        kill(c, producer)
         if idempotent:  # run again on the consumer's replica, delivered there
             assert np.allclose(outcome(p2), X * 4)
         else:
@@ -237,7 +287,7 @@ def test_the_client_heeds_undelivered_only_for_its_own_edges(tmp_path: Path) -> 
     from polybus.wire.messages import Undelivered
 
     with cluster(tmp_path, toml(), replicas=2) as c:
-        p1, consume = apart(c, "double", 0.5)
+        p1, consume = apart(c, "double")
         p2 = consume(p1)
         f = c.sessions[-1].forwarder  # type: ignore[attr-defined]
         assert isinstance(f, Forwarder)
@@ -252,6 +302,7 @@ def test_the_client_heeds_undelivered_only_for_its_own_edges(tmp_path: Path) -> 
                           (plink, Undelivered("", to, "OSError", "x"))]:
             f.undelivered(link, msg)
         assert not edge.failed
+        opened(c)
         assert np.allclose(outcome(p2), X * 4)
 
 
@@ -263,11 +314,11 @@ def test_a_producer_rerun_is_not_kept_from_a_replica_by_its_own_held_consumer(
     # both waited for ever. Calls held for its value do not count against it now.
     with cluster(tmp_path, toml(), replicas=2) as c:
         s = c.session()
-        p1 = s.call("slow_double", (X, 1.0), {})
+        p1 = s.call("slow_double", (X, gate(c)), {})
         p2 = s.call("slow_double", (p1, 0), {})
         producer, consumer = replica(c, p1), replica(c, p2)
         assert producer is not consumer
-        kill(producer)
+        kill(c, producer)
         assert np.allclose(outcome(p2), X * 4)
         assert held_soon(consumer) == 0
 
@@ -277,12 +328,17 @@ def test_a_consumer_lost_with_its_replica_lets_go_of_its_edges(tmp_path: Path) -
     # the client for the session's life; the producer's value, sent nowhere, stays good.
     with cluster(tmp_path, toml(idempotent=False), replicas=2) as c:
         s = c.session()
-        p1 = s.call("slow_double", (X, 0.5), {})
+        p1 = s.call("slow_double", (X, gate(c)), {})
         p2 = s.call("slow_double", (p1, 0), {})
         producer, consumer = replica(c, p1), replica(c, p2)
         assert producer is not consumer
-        time.sleep(0.1)
+        deadline = time.monotonic() + 10
+        while consumer.forwarding.held_calls() != 1:  # (held there for p1's value)
+            assert time.monotonic() < deadline, "the consumer was never held"
+            s.reactor.flush_all()
+            time.sleep(0.001)
         consumer.stop(grace=0.05)
+        opened(c)
         with pytest.raises(WorkerDiedError):
             outcome(p2)
         assert np.allclose(outcome(p1), X * 2)
@@ -301,15 +357,16 @@ def test_a_consumer_that_could_not_be_sent_leaves_no_value_waiting_for_it(
     # lived (up to the bound of 512 MiB). That replica is now told its key is done with.
     with cluster(tmp_path, toml(), replicas=2) as c:
         if apart_:
-            p1, _ = apart(c, "nap", 0.3)  # (the consumer goes to the other replica)
+            p1, _ = apart(c, "nap")  # (the consumer goes to the other replica)
             s = c.sessions[-1]
         else:
             s = c.session()
             polybus.wait(s.call("nap", (X, 0), {}))
-            p1 = s.call("slow_double", (X, 0.3), {})  # (server-0, as the next nap: below)
+            p1 = s.call("slow_double", (X, gate(c)), {})  # (server-0, as the next nap: below)
             polybus.wait(s.call("nap", (X, 0), {}))
         with pytest.raises(TypeError, match="cannot be sent"):
             s.call("nap", (p1, object()), {})
+        opened(c)  # (p1 unanswered until now: it was asked to forward)
         assert np.allclose(outcome(p1), X * 2)
         nonce = s.forwarder.nonce  # type: ignore[attr-defined]
 

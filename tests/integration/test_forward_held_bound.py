@@ -15,6 +15,7 @@ would have stopped reading the connection their producers and values come on). U
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,9 +102,20 @@ def test_consumers_held_past_the_bound_fail_at_once_and_the_rest_are_answered(
         assert np.array_equal(outcome(p), X * 2)
         assert np.array_equal(outcome(p3), X * 2)
         assert rt.forwarding.held_calls() == 0 and rt.forwarding._holding == 0
-        # The replica serves on: producers and consumers as before, as many as the bound.
-        for _ in range(2):
-            p2 = s.call("slow_double", (X, 0.05), {})
-            again = [s.call("double", (p2,), {}) for _ in range(BOUND)]
+        # The replica serves on: producers and consumers as before, as many as the bound
+        # held there (the producer held back till they are: not answered before them,
+        # which would send its value through the client and hold none).
+        for i in range(2):
+            again_flag = tmp_path / f"again{i}"
+            p2 = s.call("gated_double", (X, str(again_flag)), {})
+            try:
+                again = [s.call("double", (p2,), {}) for _ in range(BOUND)]
+                deadline = time.monotonic() + 10
+                while rt.forwarding.held_calls() < BOUND:
+                    assert time.monotonic() < deadline, rt.forwarding.held_calls()
+                    s.reactor.flush_all()
+                    time.sleep(0.001)
+            finally:
+                again_flag.touch()
             assert all(np.array_equal(outcome(q), X * 4) for q in again)
         assert rt.forwarding.held_refused == CONSUMERS - BOUND + 1

@@ -175,8 +175,10 @@ def test_a_kept_value_whose_only_replica_died(tmp_path: Path) -> None:
             polybus.wait(p)
 
 
-NAP = TOML.replace('define.add = {{}}', 'define.add = {{}}\ndefine.nap = {{}}').replace(
-    '"client.add" = "server.add"', '"client.add" = "server.add"\n"client.nap" = "server.nap"'
+# ``nap(x, gate)``: the harness's ``until``, x once the file ``gate`` exists (a directory
+# that does: at once)
+NAP = TOML.replace('define.add = {{}}', 'define.add = {{}}\ndefine.until = {{}}').replace(
+    '"client.add" = "server.add"', '"client.add" = "server.add"\n"client.nap" = "server.until"'
 ).replace('use.add = {{ callstyle = "async" }}',
           'use.add = {{ callstyle = "async" }}\nuse.nap = {{ callstyle = "async" }}')
 
@@ -188,23 +190,29 @@ def test_a_dropped_promise_re_run_for_its_consumer_is_let_go_again(tmp_path: Pat
     # in `calls`), but no promise is left to drop: B's pin for ".own" stays for ever.
     with cluster(tmp_path, NAP.format(fwd='"keep"', idempotent="true"), replicas=2) as c:
         s = c.session()
-        s.call("nap", (0, 0.0), {})  # (so the next nap goes to the other replica)
+        now, flag = str(tmp_path), tmp_path / "q-may-end"
+        s.call("nap", (0, now), {})  # (so the next nap goes to the other replica)
         p = s.call("double", (X,), {})
         settled(p)
-        q = s.call("nap", (p, 1.0), {})
+        q = s.call("nap", (p, str(flag)), {})  # (it runs on till A is lost: p again)
         a = replica(c, p)
         if replica(c, q) is a:
             pytest.skip("consumer placed beside its producer")
         rec = p._rec  # type: ignore[attr-defined]  # (its edge holds it anyway)
         del p
         gc.collect()
-        s.call("nap", (0, 0.0), {})  # (a step: the drop is let go)
-        assert until(lambda: a.forwarding.forwarded == 1)  # (q has its value on B)
-        kill(a)
+        try:
+            s.call("nap", (0, now), {})  # (a step: the drop is let go)
+            assert until(lambda: a.forwarding.forwarded == 1)  # (q has its value on B)
+            kill(a)
+            # (q still running: p runs again on B, the value q needs made again)
+            assert until(lambda: s.reactor.poll() or rec.attempts > 1), rec.attempts
+        finally:
+            flag.touch()
         b = next(rt for rt in c.runtimes if rt is not a)
         assert np.array_equal(np.asarray(q), X * 2)
         x = np.arange(10.0)
-        assert until(lambda: polybus.wait(s.call("nap", (x, 0.0), {})) is not None
+        assert until(lambda: polybus.wait(s.call("nap", (x, now), {})) is not None
                      and b.forwarding.kept.pinned == 0, within=5.0), \
             (b.forwarding.kept.pinned, list(s.forwarder.keeper.calls), rec.attempts)  # type: ignore[attr-defined]
 
@@ -212,8 +220,8 @@ def test_a_dropped_promise_re_run_for_its_consumer_is_let_go_again(tmp_path: Pat
 DEMAND = TOML.replace('use.add = {{ callstyle = "async" }}',
                       'use.add = {{ callstyle = "async" }}\n'
                       'use.nap = {{ callstyle = "async-demand(1)" }}').replace(
-    'define.add = {{}}', 'define.add = {{}}\ndefine.nap = {{}}').replace(
-    '"client.add" = "server.add"', '"client.add" = "server.add"\n"client.nap" = "server.nap"')
+    'define.add = {{}}', 'define.add = {{}}\ndefine.until = {{}}').replace(
+    '"client.add" = "server.add"', '"client.add" = "server.add"\n"client.nap" = "server.until"')
 
 
 def test_a_promise_dropped_before_its_consumer_is_placed_is_let_go_after_it(
@@ -241,13 +249,17 @@ def test_a_promise_dropped_before_its_consumer_is_placed_is_let_go_after_it(
             handle(ch, msg)
 
         a.forwarding.handle = noted  # type: ignore[method-assign]
-        for _ in c.runtimes:
-            s.call("nap", (0, 0.5), {})
-        q = s.call("nap", (p, 0.0), {})
-        assert s.dispatchers["nap"].backlogged == 1  # (waits at the client to be placed)
-        del p
-        gc.collect()
-        s.reactor.poll()  # (a step: the drop is looked at)
+        busy = tmp_path / "busy-may-end"
+        try:
+            for _ in c.runtimes:  # (each replica's window of one: busy till the gate)
+                s.call("nap", (0, str(busy)), {})
+            q = s.call("nap", (p, str(tmp_path)), {})
+            assert s.dispatchers["nap"].backlogged == 1  # (waits at the client to be placed)
+            del p
+            gc.collect()
+            s.reactor.poll()  # (a step: the drop is looked at)
+        finally:
+            busy.touch()  # (the consumer is placed now, after the drop)
         assert np.array_equal(np.asarray(q), X * 2)
         keeper = s.forwarder.keeper  # type: ignore[attr-defined]
         x = np.arange(10.0)

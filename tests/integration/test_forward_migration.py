@@ -151,29 +151,39 @@ def test_a_migrating_pipeline_keeps_its_values_off_the_client(tmp_path: Path) ->
     # the client (each stage's value went to the client and back before). The first
     # stage waits for a gate opened once every call is made: no producer answers before
     # the client asks it to forward (a short stage may: its value is then sent on from
-    # the client, which has it anyway).
+    # the client, which has it anyway). The second stage waits for a second gate,
+    # opened once a call of it has moved (its 20 ms calls may all have run before the
+    # idle replica took one, on a client slow to look).
     n = 12
     moves = ', balance = "steal", loadratio = "1:0"'
 
     def pipeline(c: Cluster, gate: str) -> tuple[list[np.ndarray], Session]:
         s = c.session()
-        outs = [s.call("scale", (s.call("slow_double", (s.call("grow", (i, gate), {}), 0.02),
+        second: object = str(c.tmp / "second") if gate else 0.02  # (slow_double's gate)
+        outs = [s.call("scale", (s.call("slow_double", (s.call("grow", (i, gate), {}), second),
                                         {}), 3), {}) for i in range(n)]
         (c.tmp / "gate").touch()
+        try:
+            if gate:
+                wait_until(lambda: moved(s) > 0, s)
+        finally:
+            (c.tmp / "second").touch()
         return [np.asarray(o) for o in outs], s
+
+    def moved(s: Session) -> int:
+        return sum(sum(m.moved_in.values()) for m in s.migrators)
 
     with cluster(_dir(tmp_path, "off"), steal_config(False, moves), replicas=2) as c:
         plain, _ = pipeline(c, "")  # (a gate would never open: each call waits here)
     with cluster(_dir(tmp_path, "on"), steal_config(True, moves), replicas=2) as c:
         got, s = pipeline(c, str(c.tmp / "gate"))
         sent, recv = client_bytes(c)
-        moved = sum(sum(m.moved_in.values()) for m in s.migrators)
         f = s.forwarder  # type: ignore[attr-defined]
         pinned = lambda: sum(rt.forwarding.kept.pinned for rt in c.runtimes)  # noqa: E731
         wait_until(lambda: pinned() == 0, s)  # (each consumer's end lets its value go)
     for i in range(n):
         assert np.array_equal(got[i], plain[i]) and np.array_equal(got[i], grown(i) * 6)
-    assert moved > 0  # migration still moves calls
+    # (migration still moves calls: pipeline waited for one)
     assert sent < n * SLACK and recv < n * (N + SLACK), (sent, recv)
     assert f.forwarded == 2 * n and f.relayed == 0
 

@@ -29,7 +29,7 @@ from polybus.transport.greeting import Greeting
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
 from polybus.wire.messages import Call, Message, Result, Stats
-from polybus.worker import batching, direct, standby
+from polybus.worker import batching, direct, heeding, standby
 from polybus.worker.bells import OwedBells, coalescing
 from polybus.worker.cache import OperandCache
 from polybus.worker.direct import DIRECT_TYPES
@@ -121,6 +121,7 @@ class WorkerRuntime(Polling):
         self._cv = threading.Condition(self._lock)  # idle threads wait on it
         self._running = 0
         self._polling = False
+        self._heeding = 0  # threads waiting in `heed` for the poller role
         self._stopping = False
         self._quiet = Quieter()
         self._quiet_calls = Quieter()
@@ -188,7 +189,7 @@ class WorkerRuntime(Polling):
                         if len(self._queue) and self._running < self.options.pool:
                             self._cv.notify()
                         break
-                    if not self._polling:
+                    if not self._polling and not self._heeding:  # (heed: waits for it)
                         self._polling = True
                         break
                     self._cv.wait()
@@ -237,21 +238,8 @@ class WorkerRuntime(Polling):
 
     def heed(self, ch: Channel) -> None:
         """Before a large answer goes back on ``ch``: read what its client sent while the
-        call ran, unless another thread polls (and so reads it). A Forward request for
-        this answer then sends it to the next stage, not to the client (forwarding.py)."""
-        with self._lock:
-            if self._polling or ch.closed or ch in self._paused or ch in self._stuck:
-                return
-            self._polling = True
-        try:
-            self._read(ch)
-        except BaseException:  # (as the poller's: a fault here must not lose the answer)
-            log.exception("worker %s: reading %s before an answer failed", self.name, ch.peer)
-        finally:
-            with self._lock:
-                self._polling = False
-                if len(self._queue) and self._running < self.options.pool:
-                    self._cv.notify()  # calls it read wait for a thread
+        call ran, so that a Forward asked meanwhile is heeded (heeding.py)."""
+        heeding.heed(self, ch)
 
     def fault(self, ch: Channel, call_id: int, exc: BaseException) -> None:
         """Call ``call_id`` met ``exc`` in polybus's own steps (not the user's function,
@@ -272,6 +260,8 @@ class WorkerRuntime(Polling):
         finally:
             with self._lock:
                 self._polling = False
+                if self._heeding:
+                    self._cv.notify_all()  # (one waits in `heed` for the role)
                 if takes_job and self._running < self.options.pool and (job := self._queue.pop()):
                     self._running += 1
                     self._started += 1

@@ -73,7 +73,8 @@ def run(rt: WorkerRuntime) -> None:
         if rt._stop_event.is_set():
             return
         with rt._lock:
-            stuck = rt._running > 0 and rt._started == seen and not rt._polling
+            stuck = (rt._running > 0 and rt._started == seen and not rt._polling
+                     and not rt._heeding)  # (heed: waits for the role, runtime.py)
             if stuck:
                 rt._polling = True
             active = rt._started != seen
