@@ -134,6 +134,10 @@ def test_a_504_whose_call_its_replica_dropped_unrun_is_said_so(
         _all_began(began, 1)  # (the replica's one thread for it is taken)
         status, body = _get(port, "/soon?s=0")
         assert status == 504 and "sent to replica web-0" in body, body
+        # (its send was not timed on this route: no time is made up for it; it said
+        # "sent to replica web-0 6.29e+04 s before", the clock's own count)
+        assert "1 other call of the front door's still unanswered there" in body, body
+        assert " before," not in body, body
         read_line(proc.stderr, r"GET /soon\?s=0 -> web\.slow: the call given up was "
                                r"dropped at web-0 before it began: it never runs")
         (tmp_path / "open").touch()

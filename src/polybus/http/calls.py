@@ -55,11 +55,16 @@ def _where(promise: Promise) -> str:
                 "async-demand), never sent")
     if any(c.id == rec.id for c in link.held):
         return f": still held at the front door to be written to replica {link.name}"
-    before = sum(1 for r in link.outstanding.values()
-                 if r is not rec and r.sent_at <= rec.sent_at)
-    text = (f": sent to replica {link.name} "
-            f"{duration_text(max(0.0, time.perf_counter() - rec.sent_at))} before, "
-            f"{plural(before, 'call')} sent there before it still unanswered")
+    if rec.sent_at:
+        before = sum(1 for r in link.outstanding.values()
+                     if r is not rec and r.sent_at <= rec.sent_at)
+        text = (f": sent to replica {link.name} "
+                f"{duration_text(max(0.0, time.perf_counter() - rec.sent_at))} before, "
+                f"{plural(before, 'call')} sent there before it still unanswered")
+    else:  # (when is stamped only under an automatic async-demand window: dispatch.py)
+        others = sum(1 for r in link.outstanding.values() if r is not rec)
+        text = (f": sent to replica {link.name}, {plural(others, 'other call')} of the "
+                "front door's still unanswered there")
     if link.channel.unsent:
         text += "; that replica has stopped reading (its queue full): part of what was "
         text += "written to it is not sent yet"
