@@ -82,8 +82,7 @@ from polybus.errors import (
     RemoteException,
 )
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Deliver, Undelivered
-from polybus.worker.fwdgone import DIALS_AGAIN
+from polybus.wire.messages import DIALS_AGAIN, Deliver, Undelivered
 
 if TYPE_CHECKING:
     from polybus.client.calls import CallRecord, ReplicaLink

@@ -11,6 +11,11 @@ from typing import Any
 
 import msgspec
 
+# The last character of a forwarded value's key's nonce (its first part) when its client
+# may dial a replica again after taking it for lost: that replica keeps the client's
+# values when its connection ends (protocol.md, worker/fwdgone.py).
+DIALS_AGAIN = "~"
+
 
 class _Msg(msgspec.Struct, array_like=True, tag_field="t", omit_defaults=False):
     pass

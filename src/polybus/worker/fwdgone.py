@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from polybus.wire.messages import DIALS_AGAIN
+
 __all__ = ["DIALS_AGAIN", "GONE_BOUND", "Sessions"]
 
 GONE_BOUND = 10_000  # nonces of clients gone, remembered to let their late values go
-DIALS_AGAIN = "~"  # a nonce's last character, of a client that may dial again
 
 
 class Sessions:
