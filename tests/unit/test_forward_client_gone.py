@@ -17,8 +17,8 @@ import pytest
 
 from polybus.client.forward import Forwarder
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Call
-from polybus.worker.fwdgone import DIALS_AGAIN, GONE_BOUND
+from polybus.wire.messages import DIALS_AGAIN, Call
+from polybus.worker.fwdgone import GONE_BOUND
 from polybus.worker.runtime import WorkerRuntime
 
 TOKEN = b"forward-client-gone-token-0123456789"

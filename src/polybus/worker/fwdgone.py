@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from polybus.wire.messages import DIALS_AGAIN
 
-__all__ = ["DIALS_AGAIN", "GONE_BOUND", "Sessions"]
+__all__ = ["GONE_BOUND", "Sessions"]
 
 GONE_BOUND = 10_000  # nonces of clients gone, remembered to let their late values go
 
