@@ -100,6 +100,10 @@ def test_a_second_producer_that_failed_on_its_own_is_said(
     result, [line] = run_case(tmp_path, caplog, "two producers")
     assert result == "done"
     assert "a call to 'slow_fail' failed" in line and "the second" in line
+    # Its promise was passed to a call, not freed unused (a new user's word count, its
+    # first stage refused by a full queue, was told so of a promise it had passed on).
+    assert "freed unused" not in line, line
+    assert "(its promise went to another call, whose outcome did not say it)" in line, line
 
 
 def test_a_producer_given_up_while_its_consumer_waits_is_said(

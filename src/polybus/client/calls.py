@@ -139,7 +139,7 @@ class CallRecord:
         elif waited_on(self):
             pass  # decided when that consumer ends (Forwarder.answered)
         elif getattr(self, "orphan", False):  # no promise left to raise it: said
-            forgotten(error, self.dispatcher.interface)
+            forgotten(error, self.dispatcher.interface, getattr(self, "passed", False))
         told(self.dispatcher, self)
         return True
 

@@ -70,4 +70,4 @@ def said_by(p: CallRecord, named: bool, said: str | None) -> None:
     elif named:
         seen(p.error)
     elif getattr(p, "orphan", False) and not waited_on(p):
-        forgotten(p.error, p.dispatcher.interface)
+        forgotten(p.error, p.dispatcher.interface, passed=True)

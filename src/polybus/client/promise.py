@@ -245,7 +245,7 @@ class CallPromise(Promise):
         elif waited_on(rec):  # (decided when its consumer ends: Forwarder.answered)
             rec.orphan = True
         else:  # (failed, and the program never saw it)
-            forgotten(rec.error, rec.dispatcher.interface)
+            forgotten(rec.error, rec.dispatcher.interface, getattr(rec, "passed", False))
 
     def _expire(self, now: float) -> None:
         expire(self._rec, self._rec.dispatcher.timeout, now, self._reactor.poll)

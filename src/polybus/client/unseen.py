@@ -162,8 +162,11 @@ def raised_before(error: PolybusError, times: int = 0) -> bool:
     return bool(getattr(error, _RAISED, 0) > times)
 
 
-def forgotten(error: PolybusError | None, interface: str) -> None:
-    """A promise of a call to ``interface`` is freed: say ``error`` if no one saw it."""
+def forgotten(error: PolybusError | None, interface: str, passed: bool = False) -> None:
+    """A promise of a call to ``interface`` is freed: say ``error`` if no one saw it.
+    ``passed``: the promise went to another call (forwarded), whose outcome did not say
+    ``error`` (it named another producer's failure, or failed on its own): said so, not
+    as a promise freed unused, which the program would look for in vain."""
     global _shown
     if error is None or getattr(error, _MARK, False):
         return
@@ -189,9 +192,10 @@ def forgotten(error: PolybusError | None, interface: str) -> None:
         _say_again(before, again)
     try:
         if n <= SHOWN_AT_MOST:
+            how = ("its promise went to another call, whose outcome did not say it"
+                   if passed else "its promise was freed unused")
             log.warning("polybus: warning: a call to %r failed and its error was never "
-                        "looked at (its promise was freed unused): %s: %s", interface,
-                        reported_name(error), first)
+                        "looked at (%s): %s: %s", interface, how, reported_name(error), first)
         elif n == SHOWN_AT_MOST + 1:
             log.warning("polybus: warning: more calls failed with their errors never "
                         "looked at; not shown")
