@@ -32,6 +32,7 @@ lint: $(VENV)/.dev
 
 fuzz: $(VENV)/.dev
 	POLYBUS_FUZZ_EXAMPLES=1000000 $(BIN)/python -m pytest -q tests/unit/test_fuzz_wire.py --timeout=0
+	POLYBUS_FUZZ_LIVE_EXAMPLES=20000 $(BIN)/python -m pytest -q tests/integration/test_fuzz_replica.py --timeout=0
 
 # Every benchmark small, to prove they run: into build/bench-quick/ (its JSON, plots and
 # results.md), never results/, whose figures of record the README cites.

@@ -216,12 +216,18 @@ def connect(address: Address | str, token: bytes, codec: Codec,
             sock = inproc.dial(addr.path, timeout)  # (a TransportError if none listens)
         elif addr.scheme in ("ipc", "shm"):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(timeout)
-            sock.connect(addr.path)
+            try:
+                sock.settimeout(timeout)
+                sock.connect(addr.path)
+            except OSError:
+                sock.close()  # (left to the collector, a ResourceWarning)
+                raise
         else:
             sock = socket.create_connection((addr.host, addr.port), timeout=timeout)
     except OSError as exc:
         raise TransportError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
+    except UnicodeError as exc:  # (a host name IDNA cannot encode: "a..b", a 64-character label)
+        raise TransportError(f"cannot connect to {addr}: its host is not a name ({exc})") from None
     tls = tls if addr.scheme == "tcp" else None  # (ipc, shm and inproc stay local and plain)
     greeted = False
     try:

@@ -30,6 +30,9 @@ so one larger than the bound still goes), to at most ``SENDERS_BOUND`` peers at 
 ``Undelivered`` of type BusyError saying which bound, as a replica's full queue under
 ``overflow = "reject"`` says; its consumer fails with it, and the replica serves on
 (tests/unit/test_fwd_send_later.py).
+
+A ``to`` that is no address is told to the client alone; the last `UNREACHED_BOUND` not
+reached are remembered, logged cut short (tests/unit/test_fwd_bad_address.py).
 """
 
 from __future__ import annotations
@@ -42,8 +45,9 @@ from typing import TYPE_CHECKING, Any
 from polybus.errors import MessageTooLarge, PolybusError, TransportError
 from polybus.lazynumpy import is_plain_array
 from polybus.quieter import doubling
+from polybus.registry.limits import ADDRESS_MAX, said
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import connect
+from polybus.transport.endpoints import Address, connect
 from polybus.transport.keepalive import keep_alive
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Deliver, Undelivered
@@ -67,9 +71,30 @@ OUTBOX_BOUND = 10_000           # values waiting for one peer
 OUTBOX_TOTAL = 100_000          # values waiting for all peers together
 OUTBOX_BYTES = DEFAULT_CAPACITY  # their bytes (the forward store's: 512 MiB), all peers
 SENDERS_BOUND = 256             # peers with values waiting (a thread each)
+UNREACHED_BOUND = 1024          # addresses remembered as not reached (each said once)
 BUSY = "BusyError"              # (what a value past a bound fails its consumer with)
 
 _Waiting = collections.deque[tuple[Deliver, Channel | None]]  # (the first one: being sent)
+
+
+def _not_an_address(to: str) -> TransportError | None:
+    """The error for a ``to`` that names no one (marked: not remembered, `_unreachable`)."""
+    if len(to) > ADDRESS_MAX:
+        why = f"it is longer than any ({len(to):,} characters; at most {ADDRESS_MAX:,})"
+    else:
+        try:
+            Address.parse(to)
+            return None
+        except TransportError as exc:  # (it quotes the address whole: said short here)
+            why = str(exc).replace(repr(to), said(to))
+    fault = TransportError(f"{said(to)} is not an address: {why}")
+    fault.not_an_address = True  # type: ignore[attr-defined]
+    return fault
+
+
+def _quoted(text: str) -> str:
+    """A client's text (an address) as it is if short and printable, else `said`."""
+    return text if len(text) <= 200 and text.isprintable() else said(text, 200)
 
 
 class Peers:
@@ -80,15 +105,15 @@ class Peers:
         self.rt = runtime
         self._connect_lock = threading.Lock()
         self._peers: dict[str, Channel] = {}
-        # Peers it could not reach, said once each until reached again: a consumer's
-        # replica gone took one warning per value still addressed to it.
-        self._unreached: set[str] = set()
+        # Peers it could not reach (the last UNREACHED_BOUND), said once each until
+        # reached again: a consumer's replica gone took one warning per value to it.
+        self._unreached: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.forwarded = 0   # values this replica sent to another stage
         # Delivers for `send_later`'s threads, by peer, in order: a peer's thread starts
         # with its first value and ends when none is left (its outbox then gone). Under
         # ``_connect_lock``, as ``_closed``; a dial holds only its peer's ``_dialing`` lock.
-        self._outbox: dict[str, _Waiting] = {}
-        self._dialing: dict[str, threading.Lock] = {}
+        self._outbox: dict[str, _Waiting] = {}  # (below: each dialled now, its lock and users)
+        self._dialing: dict[str, tuple[threading.Lock, list[int]]] = {}
         self._closed = False
         # Their bounds (module constants; tests lower them) and what they count: the
         # values waiting, and the bytes of each distinct one (by id: the deque holds it)
@@ -143,7 +168,7 @@ class Peers:
             self.forwarded -= 1
             self._unreachable(to, exc)
             self._undelivered(to, msg, client, type(exc).__name__,
-                              f"{self.rt.name} could not send the value to {to}: {exc}")
+                              f"{self.rt.name} could not send the value to {_quoted(to)}: {exc}")
             return False
         except (TypeError, ValueError, OverflowError) as exc:  # a value the codec cannot carry
             self.forwarded -= 1
@@ -159,13 +184,17 @@ class Peers:
 
     def _unreachable(self, to: str, exc: BaseException) -> None:
         """``to`` could not be reached: its connection (if any) let go, said once."""
+        if getattr(exc, "not_an_address", False):
+            return
         with self._connect_lock:
             first = to not in self._unreached
-            self._unreached.add(to)
+            self._unreached[to] = None
+            if len(self._unreached) > UNREACHED_BOUND:
+                self._unreached.popitem(last=False)
             gone = self._peers.pop(to, None)
         if first:
             log.warning("worker %s: cannot forward to %s: %s (said once until it is "
-                        "reached again)", self.rt.name, to, exc)
+                        "reached again)", self.rt.name, _quoted(to), _quoted(str(exc)))
         if gone is not None:
             gone.close()
 
@@ -242,6 +271,10 @@ class Peers:
             except (PolybusError, OSError) as exc:
                 self._dial_failed(to, box, (msg, client), exc)
                 continue
+            except Exception as exc:  # (a fault of its own: what waits is failed, not left)
+                log.exception("worker %s: dialling %s failed", self.rt.name, _quoted(to))
+                self._dial_failed(to, box, (msg, client), exc)
+                continue
             try:
                 self._send(to, msg, client)
             except Exception as exc:  # (never the end of the thread: later values would wait)
@@ -272,7 +305,7 @@ class Peers:
                 failed = [first]
         for m, client in failed:
             self._undelivered(to, m, client, type(exc).__name__,
-                              f"{self.rt.name} could not send the value to {to}: {exc}")
+                              f"{self.rt.name} could not send the value to {_quoted(to)}: {exc}")
 
     def _uncount(self, msg: Deliver) -> None:
         """(``_connect_lock`` held) ``msg`` waits no more."""
@@ -298,29 +331,44 @@ class Peers:
             ch = self._live(to)
             if ch is not None:
                 return ch
-            dialing = self._dialing.setdefault(to, threading.Lock())
-        with dialing:
-            with self._connect_lock:  # (dialed meanwhile by another thread?)
-                ch = self._live(to)
-                if ch is not None:
-                    return ch
-                if self._closed:
-                    raise TransportError(f"{self.rt.name} is stopping")
-            codec = Codec(allow_pickle=self.rt.options.allow_pickle,
-                          max_frame=self.rt.options.max_frame)
-            ch = connect(to, self.rt._token, codec)
-            # Probed from this side as the peer probes its end (worker/accepting.py): it
-            # only writes, so a peer cut off while it is idle was found by nothing until
-            # the next value (transport/keepalive.py).
-            keep_alive(ch.sock, self.rt.options.heartbeat)
-            ch.spin_s = self.rt.options.spin_s
+            dialing = self._dialing.get(to)
+            if dialing is None:
+                dialing = self._dialing[to] = (threading.Lock(), [0])
+            dialing[1][0] += 1
+        try:
+            with dialing[0]:
+                return self._dial(to)
+        finally:
             with self._connect_lock:
-                if not self._closed:
-                    self._peers[to] = ch
-                    self._unreached.discard(to)
-                    return ch
-            ch.close()  # (made as the replica stopped: kept by no one, nothing sent on it)
-            raise TransportError(f"{self.rt.name} is stopping")
+                dialing[1][0] -= 1
+                if not dialing[1][0] and self._dialing.get(to) is dialing:
+                    del self._dialing[to]
+
+    def _dial(self, to: str) -> Channel:
+        """(``to``'s dialling lock held) `_peer`'s dial."""
+        with self._connect_lock:  # (dialed meanwhile by another thread?)
+            ch = self._live(to)
+            if ch is not None:
+                return ch
+            if self._closed:
+                raise TransportError(f"{self.rt.name} is stopping")
+        if (fault := _not_an_address(to)) is not None:
+            raise fault
+        codec = Codec(allow_pickle=self.rt.options.allow_pickle,
+                      max_frame=self.rt.options.max_frame)
+        ch = connect(to, self.rt._token, codec)
+        # Probed from this side as the peer probes its end (worker/accepting.py): it
+        # only writes, so a peer cut off while it is idle was found by nothing until
+        # the next value (transport/keepalive.py).
+        keep_alive(ch.sock, self.rt.options.heartbeat)
+        ch.spin_s = self.rt.options.spin_s
+        with self._connect_lock:
+            if not self._closed:
+                self._peers[to] = ch
+                self._unreached.pop(to, None)
+                return ch
+        ch.close()  # (made as the replica stopped: kept by no one, nothing sent on it)
+        raise TransportError(f"{self.rt.name} is stopping")
 
     def _live(self, to: str) -> Channel | None:
         """(``_connect_lock`` held) The connection to ``to`` kept, unless it is closed or
