@@ -104,10 +104,11 @@ class Peers:
         raise NotImplementedError  # (Forwarding.arrive)
 
     def _send(self, to: str, msg: Deliver, client: Channel | None = None, *,
-              cut: bool = False) -> bool:
+              cut: bool = False, asker: Channel | None = None) -> bool:
         """Send ``msg`` to the replica at ``to``; whether it went. One that did not is
         said to ``client`` (``Undelivered``), whose consumer call would otherwise wait
-        there for ever. (``cut``: a failure already cut to fit.)"""
+        there for ever. (``cut``: a failure already cut to fit; ``asker``: the client
+        whose request it was, when it is not to be told: `_unreachable`.)"""
         if to == str(self.rt.address):  # the next stage is this replica: no socket
             self.forwarded += 1
             # An array of its own, writable, as a Deliver over a socket gives: the one
@@ -135,13 +136,14 @@ class Peers:
             # too large to answer does (replies.unsendable), saying it was the forwarded one.
             if not msg.ok and not cut and peer is not None:  # (cut once)
                 texts = replies.cut_failure(msg.value, replies.failure_room(peer.codec.max_frame))
-                return self._send(to, Deliver(msg.key, False, texts), client, cut=True)
+                return self._send(to, Deliver(msg.key, False, texts), client, cut=True,
+                                  asker=asker)
             self._undelivered(to, msg, client, replies.TOO_LARGE,
                               f"the forwarded value cannot be sent on to {to}: {exc}")
             return False
         except (PolybusError, OSError) as exc:
             self.forwarded -= 1
-            self._unreachable(to, exc)
+            self._unreachable(to, exc, asker or client)
             self._undelivered(to, msg, client, type(exc).__name__,
                               f"{self.rt.name} could not send the value to {to}: {exc}")
             return False
@@ -157,17 +159,36 @@ class Peers:
             return False
         return True
 
-    def _unreachable(self, to: str, exc: BaseException) -> None:
-        """``to`` could not be reached: its connection (if any) let go, said once."""
+    def _unreachable(self, to: str, exc: BaseException, asker: Channel | None) -> None:
+        """``to`` could not be reached: its connection (if any) let go, said once (for
+        ``asker``'s value: the client whose request it was). Said at debug level, and
+        not as said, when the run is ending (`_ending`): no one can use the value."""
+        ending = self._ending(asker)
         with self._connect_lock:
-            first = to not in self._unreached
-            self._unreached.add(to)
+            first = to not in self._unreached and not ending
+            if not ending:
+                self._unreached.add(to)
             gone = self._peers.pop(to, None)
-        if first:
+        if ending:
+            log.debug("worker %s: cannot forward to %s: %s (%s)", self.rt.name, to, exc,
+                      ending)
+        elif first:
             log.warning("worker %s: cannot forward to %s: %s (said once until it is "
                         "reached again)", self.rt.name, to, exc)
         if gone is not None:
             gone.close()
+
+    def _ending(self, asker: Channel | None) -> str:
+        """Why a value that did not go on is of no use to anyone now, or "" if it may be:
+        this replica is stopping, or ``asker`` (its client) has gone. At a run's end the
+        client closes its connections, then every replica is stopped at once: a call
+        that ends then, its value asked to go to a replica stopping too (its consumer
+        answered already, the program ended), met that replica's closed listener."""
+        if self._closed or self.rt._stopping:
+            return f"{self.rt.name} is stopping"
+        if asker is not None and (asker.closed or ended(asker)):
+            return "the client that asked for it has gone"
+        return ""
 
     def send_later(self, to: str, msg: Deliver, client: Channel | None) -> None:
         """`_send`, by ``to``'s sending thread: for a thread that must not wait on another
@@ -261,7 +282,7 @@ class Peers:
         its client now, each with that failure (each dialling again, a peer that accepts
         and never greets took the handshake's timeout per value); a value asked for later
         dials again."""
-        self._unreachable(to, exc)
+        self._unreachable(to, exc, first[1])
         with self._connect_lock:
             if box and box[0][0] is first[0]:
                 failed = list(box)
