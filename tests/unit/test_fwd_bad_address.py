@@ -19,16 +19,12 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from polybus.wire.messages import Deliver, Message, Undelivered
+from polybus.wire.messages import Deliver, Undelivered
 from polybus.worker import fwdpeers
 from polybus.worker.runtime import WorkerRuntime
+from unit.test_fwd_send_later import _Client  # (a live client: fwdpeers.py `_ending`)
 
 TOKEN = b"fwd-bad-address-token-0123456789ab"
-
-
-class _Client:
-    def __init__(self) -> None:
-        self.told: list[Message] = []
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Deliver, Message, Undelivered
 from polybus.worker.runtime import WorkerRuntime
+from unit.test_fwd_send_later import _Client
 
 TOKEN = b"fwd-stop-token-0123456789abcdef!"
 CLOSED = "closed the connection during the greeting, before sending it"
@@ -69,13 +70,6 @@ def test_a_tls_alert_where_the_greeting_was_due_is_said_as_a_peer_in_tls(
     alert = bytes([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28])  # (fatal handshake_failure)
     with pytest.raises(TLSHandshakeError, match=r"it answered in TLS.*\[cluster\] tls"):
         connect(peer(alert), TOKEN, Codec(), timeout=5.0)
-
-
-class _Client:
-    """Stands for the client whose value was forwarded: what it was told."""
-
-    def __init__(self) -> None:
-        self.told: list[Message] = []
 
 
 def test_a_replica_forwarding_to_a_stopping_one_says_it_closed_the_connection(

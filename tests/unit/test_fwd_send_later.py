@@ -11,8 +11,10 @@ was sent on it.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,10 +30,24 @@ TOKEN = b"fwd-later-token-0123456789abcdef"
 
 
 class _Client:
-    """Stands for the client whose value was forwarded: what it was told."""
+    """Stands for the client whose value was forwarded: what it was told. Its connection
+    is live (a replica says a value it cannot send on as a fault only while the client
+    that asked for it is there: fwdpeers.py `_ending`)."""
+
+    closed = False
 
     def __init__(self) -> None:
         self.told: list[Message] = []
+        self._ends = socket.socketpair()
+        weakref.finalize(self, _close, self._ends)
+
+    def fileno(self) -> int:
+        return self._ends[0].fileno()
+
+
+def _close(ends: tuple[socket.socket, socket.socket]) -> None:
+    for end in ends:
+        end.close()
 
 
 def _until(cond: Callable[[], bool], within: float = 10.0) -> bool:

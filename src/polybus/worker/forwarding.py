@@ -335,7 +335,8 @@ class Forwarding(Receiving):
             # is said to no one: the client sends this Fail on itself when it comes (an
             # Undelivered, read first, would fail the consumer with its own text instead).
             for to, key in sends:
-                self._send(to, Deliver(key, False, [reply.type, reply.message, reply.traceback]))
+                self._send(to, Deliver(key, False, [reply.type, reply.message, reply.traceback]),
+                           asker=ch)
         return reply
 
     def forget(self, ch: Channel, ids: list[int]) -> None:

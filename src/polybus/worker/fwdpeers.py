@@ -45,15 +45,15 @@ from typing import TYPE_CHECKING, Any
 from polybus.errors import MessageTooLarge, PolybusError, TransportError
 from polybus.lazynumpy import is_plain_array
 from polybus.quieter import doubling
-from polybus.registry.limits import ADDRESS_MAX, said
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import Address, connect
+from polybus.transport.endpoints import connect
 from polybus.transport.keepalive import keep_alive
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Deliver, Undelivered
 from polybus.wire.unsendablepath import at
 from polybus.worker import replies
 from polybus.worker.cache import DEFAULT_CAPACITY
+from polybus.worker.fwdaddress import not_an_address, quoted
 from polybus.worker.heldvalue import held_bytes
 from polybus.worker.poller import ended
 
@@ -75,26 +75,6 @@ UNREACHED_BOUND = 1024          # addresses remembered as not reached (each said
 BUSY = "BusyError"              # (what a value past a bound fails its consumer with)
 
 _Waiting = collections.deque[tuple[Deliver, Channel | None]]  # (the first one: being sent)
-
-
-def _not_an_address(to: str) -> TransportError | None:
-    """The error for a ``to`` that names no one (marked: not remembered, `_unreachable`)."""
-    if len(to) > ADDRESS_MAX:
-        why = f"it is longer than any ({len(to):,} characters; at most {ADDRESS_MAX:,})"
-    else:
-        try:
-            Address.parse(to)
-            return None
-        except TransportError as exc:  # (it quotes the address whole: said short here)
-            why = str(exc).replace(repr(to), said(to))
-    fault = TransportError(f"{said(to)} is not an address: {why}")
-    fault.not_an_address = True  # type: ignore[attr-defined]
-    return fault
-
-
-def _quoted(text: str) -> str:
-    """A client's text (an address) as it is if short and printable, else `said`."""
-    return text if len(text) <= 200 and text.isprintable() else said(text, 200)
 
 
 class Peers:
@@ -129,10 +109,11 @@ class Peers:
         raise NotImplementedError  # (Forwarding.arrive)
 
     def _send(self, to: str, msg: Deliver, client: Channel | None = None, *,
-              cut: bool = False) -> bool:
+              cut: bool = False, asker: Channel | None = None) -> bool:
         """Send ``msg`` to the replica at ``to``; whether it went. One that did not is
         said to ``client`` (``Undelivered``), whose consumer call would otherwise wait
-        there for ever. (``cut``: a failure already cut to fit.)"""
+        there for ever. (``cut``: a failure already cut to fit; ``asker``: the client
+        whose request it was, when it is not to be told: `_unreachable`.)"""
         if to == str(self.rt.address):  # the next stage is this replica: no socket
             self.forwarded += 1
             # An array of its own, writable, as a Deliver over a socket gives: the one
@@ -160,15 +141,16 @@ class Peers:
             # too large to answer does (replies.unsendable), saying it was the forwarded one.
             if not msg.ok and not cut and peer is not None:  # (cut once)
                 texts = replies.cut_failure(msg.value, replies.failure_room(peer.codec.max_frame))
-                return self._send(to, Deliver(msg.key, False, texts), client, cut=True)
+                return self._send(to, Deliver(msg.key, False, texts), client, cut=True,
+                                  asker=asker)
             self._undelivered(to, msg, client, replies.TOO_LARGE,
                               f"the forwarded value cannot be sent on to {to}: {exc}")
             return False
         except (PolybusError, OSError) as exc:
             self.forwarded -= 1
-            self._unreachable(to, exc)
+            self._unreachable(to, exc, asker or client)
             self._undelivered(to, msg, client, type(exc).__name__,
-                              f"{self.rt.name} could not send the value to {_quoted(to)}: {exc}")
+                              f"{self.rt.name} could not send the value to {quoted(to)}: {exc}")
             return False
         except (TypeError, ValueError, OverflowError) as exc:  # a value the codec cannot carry
             self.forwarded -= 1
@@ -182,21 +164,40 @@ class Peers:
             return False
         return True
 
-    def _unreachable(self, to: str, exc: BaseException) -> None:
-        """``to`` could not be reached: its connection (if any) let go, said once."""
+    def _unreachable(self, to: str, exc: BaseException, asker: Channel | None) -> None:
+        """``to`` could not be reached: its connection (if any) let go, said once (for
+        ``asker``'s value: the client whose request it was). Said at debug level, and
+        not as said, when the run is ending (`_ending`): no one can use the value."""
         if getattr(exc, "not_an_address", False):
             return
+        ending = self._ending(asker)
         with self._connect_lock:
-            first = to not in self._unreached
-            self._unreached[to] = None
-            if len(self._unreached) > UNREACHED_BOUND:
-                self._unreached.popitem(last=False)
+            first = to not in self._unreached and not ending
+            if not ending:
+                self._unreached[to] = None
+                if len(self._unreached) > UNREACHED_BOUND:
+                    self._unreached.popitem(last=False)
             gone = self._peers.pop(to, None)
-        if first:
+        if ending:
+            log.debug("worker %s: cannot forward to %s: %s (%s)", self.rt.name, quoted(to),
+                      quoted(str(exc)), ending)
+        elif first:
             log.warning("worker %s: cannot forward to %s: %s (said once until it is "
-                        "reached again)", self.rt.name, _quoted(to), _quoted(str(exc)))
+                        "reached again)", self.rt.name, quoted(to), quoted(str(exc)))
         if gone is not None:
             gone.close()
+
+    def _ending(self, asker: Channel | None) -> str:
+        """Why a value that did not go on is of no use to anyone now, or "" if it may be:
+        this replica is stopping, or ``asker`` (its client) has gone. At a run's end the
+        client closes its connections, then every replica is stopped at once: a call
+        that ends then, its value asked to go to a replica stopping too (its consumer
+        answered already, the program ended), met that replica's closed listener."""
+        if self._closed or self.rt._stopping:
+            return f"{self.rt.name} is stopping"
+        if asker is not None and (asker.closed or ended(asker)):
+            return "the client that asked for it has gone"
+        return ""
 
     def send_later(self, to: str, msg: Deliver, client: Channel | None) -> None:
         """`_send`, by ``to``'s sending thread: for a thread that must not wait on another
@@ -272,7 +273,7 @@ class Peers:
                 self._dial_failed(to, box, (msg, client), exc)
                 continue
             except Exception as exc:  # (a fault of its own: what waits is failed, not left)
-                log.exception("worker %s: dialling %s failed", self.rt.name, _quoted(to))
+                log.exception("worker %s: dialling %s failed", self.rt.name, quoted(to))
                 self._dial_failed(to, box, (msg, client), exc)
                 continue
             try:
@@ -294,7 +295,7 @@ class Peers:
         its client now, each with that failure (each dialling again, a peer that accepts
         and never greets took the handshake's timeout per value); a value asked for later
         dials again."""
-        self._unreachable(to, exc)
+        self._unreachable(to, exc, first[1])
         with self._connect_lock:
             if box and box[0][0] is first[0]:
                 failed = list(box)
@@ -305,7 +306,7 @@ class Peers:
                 failed = [first]
         for m, client in failed:
             self._undelivered(to, m, client, type(exc).__name__,
-                              f"{self.rt.name} could not send the value to {_quoted(to)}: {exc}")
+                              f"{self.rt.name} could not send the value to {quoted(to)}: {exc}")
 
     def _uncount(self, msg: Deliver) -> None:
         """(``_connect_lock`` held) ``msg`` waits no more."""
@@ -352,7 +353,7 @@ class Peers:
                 return ch
             if self._closed:
                 raise TransportError(f"{self.rt.name} is stopping")
-        if (fault := _not_an_address(to)) is not None:
+        if (fault := not_an_address(to)) is not None:
             raise fault
         codec = Codec(allow_pickle=self.rt.options.allow_pickle,
                       max_frame=self.rt.options.max_frame)

@@ -33,9 +33,10 @@ class PeerUnavailable(PolybusError):
 
 def _check(module: str, package: str) -> str | None:
     top = module.split(".")[0]
+    pip = f"'{package}'" if "[" in package else package  # (a shell would read [...])
     try:
         if importlib.util.find_spec(top) is None:
-            return f"not installed (pip install {package})"
+            return f"not installed (pip install {pip})"
         if top == "mpi4py":
             # Load libmpi without MPI_Init: an MPI singleton in this process would leave
             # its shared-memory segment in /dev/shm. The programs run under mpiexec.
@@ -43,7 +44,12 @@ def _check(module: str, package: str) -> str | None:
             rc.initialize = rc.finalize = False
         importlib.import_module(module)
     except Exception as exc:  # any import-time failure (missing libmpi, ...) is a reason
-        return f"import {module} failed: {type(exc).__name__}: {exc}"
+        # Installed, but broken or missing what it needs (mpi4py without libmpi, dask
+        # without distributed): what failed, and the fix, as a missing one is told.
+        return (f"{package.split('[')[0]} is installed but fails to import: import "
+                f"{module} raised {type(exc).__name__}: {exc}; reinstall it (pip install "
+                f"--force-reinstall {pip}), or install polybus's peers extra, which "
+                "brings what it needs (pip install 'polybus[peers]')")
     return None
 
 
