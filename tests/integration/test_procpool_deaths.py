@@ -35,9 +35,17 @@ SERVER = """
             os.kill(os.getpid(), signal.SIGKILL)
         return [x, os.getpid()]
 
-    def children():
-        # (a thread-pool interface: runs in the replica) its pool's live processes
-        return sorted(p.pid for p in multiprocessing.active_children())
+    def children(expected=2):
+        # (a thread-pool interface: runs in the replica) its pool's live processes, once
+        # they are ``expected`` many or 10 s have passed: a broken pool's other child is
+        # killed by the pool's watcher thread and may not have exited yet (on a loaded
+        # machine it was still there when this looked at once)
+        end = time.monotonic() + 10.0
+        while True:
+            live = sorted(p.pid for p in multiprocessing.active_children())
+            if len(live) <= expected or time.monotonic() > end:
+                return live
+            time.sleep(0.01)
 """
 
 TOML = """
