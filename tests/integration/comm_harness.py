@@ -4,6 +4,7 @@ threads, and a client Session built from a configuration written to a temp dir."
 from __future__ import annotations
 
 import textwrap
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -64,8 +65,16 @@ def held(row, b):
     return [not b.flags.writeable, id(b)]
 
 def nap(x, seconds):
+    # x after ``seconds`` seconds, or given a path, once the file there exists (10 s at
+    # most: a gate the test opens)
+    import os
     import time
-    time.sleep(seconds)
+    if isinstance(seconds, str):
+        end = time.monotonic() + 10
+        while not os.path.exists(seconds) and time.monotonic() < end:
+            time.sleep(0.0005)
+    else:
+        time.sleep(seconds)
     return x
 
 def inner(xs, b=None):
@@ -188,6 +197,23 @@ def call(s: Session, name: str, *args: Any) -> Any:
     from polybus import wait
 
     return wait(s.call(name, args, {}))
+
+
+def heard(c: Cluster, s: Session, *ps: Any) -> None:
+    """Once each of ``ps`` has its replica told what to do with its answer (a Forward, or
+    a Keep): it is then answered ``Ref``. (A call to a busy replica is written with the
+    next ones: each wait writes them.)"""
+    deadline = time.monotonic() + 10
+    while not all(any(where[1] == p._rec.id for where in _replica(c, p).forwarding.targets)
+                  for p in ps):
+        assert time.monotonic() < deadline, "a Forward was not heard"
+        s.reactor.flush_all()
+        time.sleep(0.005)
+
+
+def _replica(c: Cluster, p: Any) -> WorkerRuntime:
+    name = p._rec.link.name
+    return next(rt for rt in c.runtimes if rt.name == name)
 
 
 def opened_at_wait(monkeypatch: pytest.MonkeyPatch, gate: Path) -> None:

@@ -22,9 +22,8 @@ from polybus.client.nested import MAX_DEPTH
 from polybus.errors import RemoteException
 
 from . import comm_harness
-from .comm_harness import Cluster, cluster
+from .comm_harness import Cluster, cluster, heard
 from .test_forward_held import outcome
-from .test_forward_lost_stages import heard
 
 GATHER = '''
 def gather(xs, *more, **named):
