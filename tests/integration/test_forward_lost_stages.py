@@ -34,20 +34,12 @@ from .test_forward_held import outcome
 STAGES = '''
 def first(x, flag):
     # a first stage that answers once ``flag`` exists: every later stage is sent by then
-    import os
-    import time
-    end = time.monotonic() + 10
-    while not os.path.exists(flag) and time.monotonic() < end:
-        time.sleep(0.0005)
+    _gate(flag)
     return x * 2
 
 def last(x, flag):
     # the last stage, held on its replica until ``flag`` exists (the test's kill point)
-    import os
-    import time
-    end = time.monotonic() + 10
-    while not os.path.exists(flag) and time.monotonic() < end:
-        time.sleep(0.0005)
+    _gate(flag)
     return x + 1
 
 def mid(x, k):
