@@ -4,6 +4,8 @@ threads, and a client Session built from a configuration written to a temp dir."
 from __future__ import annotations
 
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +26,21 @@ from polybus.worker.module import interfaces, load_module
 from polybus.worker.runtime import WorkerRuntime
 
 SERVER = '''
+import threading
+
 import numpy as np
+
+RELEASED = threading.Event()  # set as the cluster closes: every gate is open then
+
+def _gate(flag, seconds=10.0, every=0.0005):
+    # until the file ``flag`` exists (a gate the test opens), looked at ``every``
+    # seconds, the cluster closes, or ``seconds`` pass (a test that never opens it does
+    # not wait for ever)
+    import os
+    import time
+    end = time.monotonic() + seconds
+    while not os.path.exists(flag) and not RELEASED.is_set() and time.monotonic() < end:
+        time.sleep(every)
 
 def mul(row, b):
     return row @ b
@@ -64,8 +80,12 @@ def held(row, b):
     return [not b.flags.writeable, id(b)]
 
 def nap(x, seconds):
+    # x after ``seconds`` seconds, or given a path, once the file there exists (`_gate`)
     import time
-    time.sleep(seconds)
+    if isinstance(seconds, str):
+        _gate(seconds)
+    else:
+        time.sleep(seconds)
     return x
 
 def inner(xs, b=None):
@@ -79,15 +99,12 @@ def inner(xs, b=None):
 
 def slow_double(x, delay):
     # a producer that takes its time (test_comm_forward, test_forward_held): ``delay``
-    # seconds, or given a path, until the file there exists (10 s at most), having made
-    # the file ``<path>.started`` as it began
-    import os
+    # seconds, or given a path, until the file there exists (`_gate`), having made the
+    # file ``<path>.started`` as it began
     import time
     if isinstance(delay, str):
         open(delay + ".started", "w").close()
-        end = time.monotonic() + 10
-        while not os.path.exists(delay) and time.monotonic() < end:
-            time.sleep(0.0005)
+        _gate(delay)
     else:
         time.sleep(delay)
     return x * 2
@@ -99,24 +116,18 @@ def throw(kind, *args):
 
 def gated_double(x, flag):
     # a producer that answers as soon as the file ``flag`` exists, which the client
-    # makes once every stage of its round is sent (test_comm_forward); 10 s at most
-    import os
-    import time
-    end = time.monotonic() + 10
-    while not os.path.exists(flag) and time.monotonic() < end:
-        time.sleep(0.0005)
+    # makes once every stage of its round is sent (test_comm_forward): `_gate`
+    _gate(flag)
     return x * 2
 
 def until(x, flag):
     # runs until the file ``flag`` exists (a call that looks hung), 60 s at most
-    # (test_demand_abandoned)
-    import os
-    import time
-    end = time.monotonic() + 60
-    while not os.path.exists(flag) and time.monotonic() < end:
-        time.sleep(0.005)
+    # (test_demand_abandoned): `_gate`
+    _gate(flag, 60.0, every=0.005)
     return x
 '''
+
+CLOSE_S = 5.0  # how long a closing cluster waits for its replicas' threads, at most
 
 
 class Cluster:
@@ -140,6 +151,7 @@ class Cluster:
         self.tmp, self.transport = tmp, transport
         spec = self.app.modules["server"]
         module = load_module(spec.source, "polybus_test_comm_server")
+        self.module = module
         self.functions = interfaces(module)
         for i in range(replicas):
             self.start_replica(f"server-{i}")
@@ -162,7 +174,18 @@ class Cluster:
         activate(s)
         return s
 
+    def release(self) -> None:
+        """Open every gate of the replicas' module: its events (``RELEASED``, which
+        opens `_gate`'s files, and a test's own ``GATE``), so no call waits on one."""
+        for value in list(vars(self.module).values()):
+            if isinstance(value, threading.Event):
+                value.set()
+
     def close(self) -> None:
+        # Gates first: a test that failed before it opened one left the call waiting in
+        # a replica thread, polling, until the gate's own limit (10 s, 60 s), after the
+        # test had ended (the stop leaves running calls to their daemon threads).
+        self.release()
         activate(None)
         for s in self.sessions:
             s.close()
@@ -171,6 +194,9 @@ class Cluster:
             # grace, 2 s, for a call still running in it, which nothing would answer)
             if not rt._stopping:
                 rt.stop()
+        deadline = time.monotonic() + CLOSE_S  # (their calls end: no thread left behind)
+        for t in [t for rt in self.runtimes for t in rt._threads if t.ident is not None]:
+            t.join(max(0.0, deadline - time.monotonic()))
         self.reg_client.close()
         self.registry.close()
 
@@ -188,6 +214,23 @@ def call(s: Session, name: str, *args: Any) -> Any:
     from polybus import wait
 
     return wait(s.call(name, args, {}))
+
+
+def heard(c: Cluster, s: Session, *ps: Any) -> None:
+    """Once each of ``ps`` has its replica told what to do with its answer (a Forward, or
+    a Keep): it is then answered ``Ref``. (A call to a busy replica is written with the
+    next ones: each wait writes them.)"""
+    deadline = time.monotonic() + 10
+    while not all(any(where[1] == p._rec.id for where in _replica(c, p).forwarding.targets)
+                  for p in ps):
+        assert time.monotonic() < deadline, "a Forward was not heard"
+        s.reactor.flush_all()
+        time.sleep(0.005)
+
+
+def _replica(c: Cluster, p: Any) -> WorkerRuntime:
+    name = p._rec.link.name
+    return next(rt for rt in c.runtimes if rt.name == name)
 
 
 def opened_at_wait(monkeypatch: pytest.MonkeyPatch, gate: Path) -> None:

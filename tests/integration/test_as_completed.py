@@ -98,7 +98,7 @@ def test_an_interface_timeout_fails_the_call_as_wait_would(tmp_path: Path) -> No
                                        'use.nap = { callstyle = "async", timeout = "0.3s" }')
     with cluster(tmp_path, toml, replicas=1) as c:
         s = c.session()
-        slow = s.call("nap", ("slow", 2.0), {})
+        slow = s.call("nap", ("slow", str(tmp_path / "never")), {})  # (till the close)
         (got,) = polybus.as_completed([slow], timeout=1.5)
         # (named with the interface's limit: it said "within 0 s"; and failed, not yet
         # seen: it is raised here, where the program uses it)

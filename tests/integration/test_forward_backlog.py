@@ -25,7 +25,7 @@ from polybus.errors import RemoteException, TransportError, WorkerDiedError
 from polybus.wire.codec import Ref
 from polybus.worker.runtime import WorkerRuntime
 
-from .comm_harness import Cluster, cluster
+from .comm_harness import Cluster, cluster, heard
 
 PIPELINE = """
 [modules.server]
@@ -60,6 +60,8 @@ use.slow_double = {{ callstyle = "async", forward = {forward} }}
 "client.nap" = "server.nap"
 "client.slow_double" = "server.slow_double"
 """
+# (``nap(x, gate)``: x once the file ``gate`` exists, given a directory that does at
+# once; ``slow_double(x, gate)``: x * 2 once it exists.)
 
 X = np.random.default_rng(3).random(16384)  # 128 KiB: a value worth keeping off the client
 SLACK = 8192  # the small messages of a run: calls, answers, Keeps and Forwards
@@ -94,16 +96,39 @@ def kill(rt: WorkerRuntime) -> None:
     rt.stop(grace=0.05)
 
 
-def backlogged_consumer(c: Cluster, producer_delay: float, x: Any = X) -> tuple[Any, Any]:
-    """A producer (slow_double of ``x``) and a consumer of it (nap) that waits in nap's
-    backlog: each replica has a nap call of 0.6 s in its window of one."""
+def backlogged_consumer(c: Cluster, busy: Path, x: Any = X) -> tuple[Any, Any]:
+    """A producer (slow_double of ``x``), answered, and a consumer of it (nap) that
+    waits in nap's backlog: each replica's window of one holds a nap that runs until the
+    file ``busy`` exists, which the caller makes (the consumer is placed after). The
+    producer answers once its replica has the Keep the consumer's wait asked of it: its
+    value stays there, kept for the consumer."""
     s = c.session()
     for _ in c.runtimes:
-        s.call("nap", (np.zeros(4), 0.6), {})
-    p1 = s.call("slow_double", (x, producer_delay), {})
-    consumer = s.call("nap", (p1, 0), {})
-    assert s.dispatchers["nap"].backlogged == 1  # (waits at the client to be placed)
+        s.call("nap", (np.zeros(4), str(busy)), {})
+    gate = c.tmp / "producer-may-answer"
+    p1 = s.call("slow_double", (x, str(gate)), {})
+    consumer = s.call("nap", (p1, str(c.tmp)), {})
+    assert backlogged(consumer)  # (waits at the client to be placed)
+    heard(c, s, p1)  # (its replica has the Keep)
+    gate.touch()
+    settled(p1)
+    assert backlogged(consumer)  # (answered while the consumer waits)
     return p1, consumer
+
+
+def backlogged(p: Any) -> bool:
+    """``p`` waits at the client, in its binding's backlog, to be placed."""
+    rec = p._rec
+    return any(entry[2] is rec for entry in rec.dispatcher._backlog)
+
+
+def until(what: str, done: Any, s: Any, within: float = 10.0) -> None:
+    """Until ``done()``, the client reading its replicas meanwhile (bounded)."""
+    deadline = time.monotonic() + within
+    while not done():
+        assert time.monotonic() < deadline, f"not {what} within {within} s"
+        s.reactor.poll()
+        time.sleep(0.005)
 
 
 @pytest.mark.parametrize("transport,aggregate", [("tcp", ""), ("shm", ""), ("ipc", ""),
@@ -141,10 +166,14 @@ def test_a_backlogged_pipeline_keeps_its_values_off_the_client(
 
 
 def test_the_program_still_gets_a_value_kept_for_a_backlogged_consumer(tmp_path: Path) -> None:
+    busy = tmp_path / "busy-may-end"
     with cluster(tmp_path, stages(), replicas=2) as c:
-        p1, consumer = backlogged_consumer(c, 0.05)
-        settled(p1)
-        assert np.allclose(np.asarray(p1), X * 2)  # fetched from its replica's store
+        try:
+            p1, consumer = backlogged_consumer(c, busy)
+            assert np.allclose(np.asarray(p1), X * 2)  # fetched from its replica's store
+            assert backlogged(consumer)  # (still kept for it there)
+        finally:
+            busy.touch()  # (the consumer is placed now)
         assert np.allclose(np.asarray(consumer), X * 2)  # sent on from there
         sent, recv = client_bytes(c)
         assert sent < X.nbytes + SLACK  # X once, not p1's value again
@@ -158,14 +187,25 @@ def test_a_failing_producer_fails_its_backlogged_consumer_typed(tmp_path: Path) 
     # Two producers whose consumers wait in the backlog: one raises, one answers. The
     # first's consumer fails with its typed error; the second's value goes replica to
     # replica (it came to the client and went out again).
+    busy, gate = tmp_path / "busy-may-end", tmp_path / "producers-may-answer"
     with cluster(tmp_path, stages(), replicas=2) as c:
         s = c.session()
-        for _ in c.runtimes:
-            s.call("nap", (np.zeros(4), 0.6), {})
-        bad = s.call("slow_double", (None, 0.2), {})  # None * 2 raises, after 0.2 s
-        good = s.call("slow_double", (X, 0.2), {})
-        after_bad, after_good = s.call("nap", (bad, 0), {}), s.call("nap", (good, 0), {})
-        assert s.dispatchers["nap"].backlogged == 2
+        now = str(tmp_path)
+        try:
+            for _ in c.runtimes:
+                s.call("nap", (np.zeros(4), str(busy)), {})
+            bad = s.call("slow_double", (None, str(gate)), {})  # None * 2 raises
+            good = s.call("slow_double", (X, str(gate)), {})
+            after_bad, after_good = s.call("nap", (bad, now), {}), s.call("nap", (good, now), {})
+            assert s.dispatchers["nap"].backlogged == 2
+            heard(c, s, bad, good)  # (their replicas have the Keeps)
+            gate.touch()
+            settled(bad)
+            settled(good)
+            assert backlogged(after_bad) and backlogged(after_good)  # (meanwhile)
+        finally:
+            gate.touch()
+            busy.touch()  # (the consumers are placed now)
         producer = replica(c, bad)
         with pytest.raises(RemoteException) as err:
             polybus.wait(after_bad)
@@ -190,13 +230,18 @@ def test_a_failing_producer_fails_its_backlogged_consumer_typed(tmp_path: Path) 
 @pytest.mark.parametrize("idempotent", [True, False])
 def test_a_producer_replica_dying_while_it_keeps_the_value(
         tmp_path: Path, idempotent: bool) -> None:
+    busy = tmp_path / "busy-may-end"
     with cluster(tmp_path, stages(idempotent=idempotent), replicas=2) as c:
-        p1, consumer = backlogged_consumer(c, 0.05)
-        settled(p1)
-        producer = replica(c, p1)
-        assert type(p1._rec.value) is Ref  # type: ignore[attr-defined]  # (kept there)
-
-        kill(producer)  # (it still runs a nap: the client finds it gone)
+        try:
+            p1, consumer = backlogged_consumer(c, busy)
+            producer = replica(c, p1)
+            assert type(p1._rec.value) is Ref  # type: ignore[attr-defined]  # (kept there)
+            link = p1._rec.link  # type: ignore[attr-defined]
+            kill(producer)  # (it still runs a nap: the client finds it gone)
+            until("the producer's replica found gone", lambda: link.dead, c.sessions[-1])
+            assert backlogged(consumer)  # (its value was lost while it waited)
+        finally:
+            busy.touch()  # (the consumer is placed now)
         if idempotent:  # run again on the other replica, which keeps it in turn
             assert np.allclose(np.asarray(consumer), X * 2)
             assert p1._rec.attempts == 2 and replica(c, p1) is not producer  # type: ignore[attr-defined]
@@ -219,16 +264,21 @@ def test_a_consumer_sent_a_value_from_a_store_that_dies_is_not_left_waiting(
     text = stages(idempotent=idempotent).replace('"async-demand(1)"', '"async"')
     with cluster(tmp_path, text, replicas=2) as c:
         s = c.session()
-        p1 = s.call("slow_double", (X, 0.2), {})
-        assert np.allclose(np.asarray(s.call("nap", (p1, 0), {})), X * 2)  # (p1: Ref)
+        now, gate = str(tmp_path), tmp_path / "producer-may-answer"
+        p1 = s.call("slow_double", (X, str(gate)), {})
+        first = s.call("nap", (p1, now), {})
+        heard(c, s, p1)  # (its replica has the Forward: p1 answers Ref)
+        gate.touch()
+        assert np.allclose(np.asarray(first), X * 2)
+        assert type(p1._rec.value) is Ref  # type: ignore[attr-defined]
         producer = replica(c, p1)
         while True:  # (nap's replicas in turn: the consumer is to go to the other one)
-            probe = s.call("nap", (X, 0), {})
+            probe = s.call("nap", (X, now), {})
             polybus.wait(probe)
             if replica(c, probe) is producer:
                 break
         producer.forwarding._forward = lambda ch, msg: None  # type: ignore[method-assign]
-        consumer = s.call("nap", (p1, 0), {})
+        consumer = s.call("nap", (p1, now), {})
         assert replica(c, consumer) is not producer
         kill(producer)  # (it never read the Forward)
         settled(consumer)
@@ -248,22 +298,25 @@ def test_a_backlogged_consumer_that_ends_unplaced_releases_the_kept_value(
     shrinking the store every other forwarded value is kept in."""
     from polybus.errors import ConnectionLostError
 
+    busy = tmp_path / "busy-may-end"
     with cluster(tmp_path, stages(), replicas=2) as c:
-        p1, consumer = backlogged_consumer(c, 0.05)
-        settled(p1)
-        producer = replica(c, p1)
-        assert producer.forwarding.kept.pinned == 1
-        s = c.sessions[-1]
-        d = s.dispatchers["nap"]
-        rec = consumer._rec
-        d._backlog[:] = [x for x in d._backlog if x[2] is not rec]  # (what lost() does)
-        rec.set_error(ConnectionLostError("every replica of nap is gone (a test)"))
-        s.forwarder.answered(rec)  # type: ignore[attr-defined]
-        deadline = time.monotonic() + 5
-        while producer.forwarding.kept.pinned and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert producer.forwarding.kept.pinned == 0
-        assert producer.forwarding.kept.pinned_bytes == 0
-        assert np.allclose(np.asarray(p1), X * 2)  # the program can still fetch it
+        try:
+            p1, consumer = backlogged_consumer(c, busy)
+            producer = replica(c, p1)
+            assert producer.forwarding.kept.pinned == 1
+            s = c.sessions[-1]
+            d = s.dispatchers["nap"]
+            rec = consumer._rec
+            d._backlog[:] = [x for x in d._backlog if x[2] is not rec]  # (what lost() does)
+            rec.set_error(ConnectionLostError("every replica of nap is gone (a test)"))
+            s.forwarder.answered(rec)  # type: ignore[attr-defined]
+            deadline = time.monotonic() + 5
+            while producer.forwarding.kept.pinned and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert producer.forwarding.kept.pinned == 0
+            assert producer.forwarding.kept.pinned_bytes == 0
+            assert np.allclose(np.asarray(p1), X * 2)  # the program can still fetch it
+        finally:
+            busy.touch()
         with pytest.raises(ConnectionLostError):
             polybus.wait(consumer)

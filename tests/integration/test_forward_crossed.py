@@ -21,9 +21,8 @@ import pytest
 
 from polybus.worker import fwdpeers
 
-from .comm_harness import cluster
+from .comm_harness import cluster, heard
 from .test_forward_backlog import settled
-from .test_forward_lost_stages import heard
 
 TOML = """
 [modules.server]

@@ -70,9 +70,13 @@ def test_a_forward_read_by_another_thread_is_heeded_before_the_answer(
         monkeypatch.setattr(fw, "handle", handle)
         monkeypatch.setattr(fw, "finished", finished)
         s = c.session()
-        p = s.call("gated_double", (x, str(flag)), {})
-        q = s.call("double", (p,), {})
-        assert read.wait(10), "the Forward never reached the poller"
-        flag.touch()
-        assert float(polybus.wait(q, timeout=10).sum()) == 4 * x.size
-        assert type(p._rec.value) is Ref, type(p._rec.value)  # sent on, not to the client
+        try:
+            p = s.call("gated_double", (x, str(flag)), {})
+            q = s.call("double", (p,), {})
+            assert read.wait(10), "the Forward never reached the poller"
+            flag.touch()
+            assert float(polybus.wait(q, timeout=10).sum()) == 4 * x.size
+            assert type(p._rec.value) is Ref, type(p._rec.value)  # sent on, not to the client
+        finally:  # (a failure leaves no poller stalled in the Forward's handling)
+            answering.set()
+            decided.set()

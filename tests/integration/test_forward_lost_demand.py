@@ -25,11 +25,7 @@ from .test_forward_held import outcome
 GATED = '''
 def gated(x, flag):
     # doubles x once ``flag`` exists (the test's kill comes before it)
-    import os
-    import time
-    end = time.monotonic() + 20
-    while not os.path.exists(flag) and time.monotonic() < end:
-        time.sleep(0.001)
+    _gate(flag, 20.0, every=0.001)
     return x * 2
 '''
 

@@ -14,7 +14,6 @@ last has answered ``Ref`` and the last is held there by a flag file.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,27 +27,19 @@ from polybus.errors import PolybusError, RemoteException
 from polybus.wire.codec import Ref
 
 from . import comm_harness
-from .comm_harness import Cluster, cluster
+from .comm_harness import Cluster, cluster, heard
 from .test_forward_backlog import kill
-from .test_forward_held import outcome, replica
+from .test_forward_held import outcome
 
 STAGES = '''
 def first(x, flag):
     # a first stage that answers once ``flag`` exists: every later stage is sent by then
-    import os
-    import time
-    end = time.monotonic() + 10
-    while not os.path.exists(flag) and time.monotonic() < end:
-        time.sleep(0.0005)
+    _gate(flag)
     return x * 2
 
 def last(x, flag):
     # the last stage, held on its replica until ``flag`` exists (the test's kill point)
-    import os
-    import time
-    end = time.monotonic() + 10
-    while not os.path.exists(flag) and time.monotonic() < end:
-        time.sleep(0.0005)
+    _gate(flag)
     return x + 1
 
 def mid(x, k):
@@ -106,18 +97,6 @@ def on(s: Session, where: str, iface: str, *args: Any) -> Any:
     p = s.call(iface, args, {})
     assert p._rec.link is not None and p._rec.link.name == where, p._rec.link
     return p
-
-
-def heard(c: Cluster, s: Session, *ps: Any) -> None:
-    """Once each of ``ps`` has its replica told what to do with its answer (a Forward, or
-    a Keep): it is then answered ``Ref``. (A call to a busy replica is written with the
-    next ones: each wait writes them.)"""
-    deadline = time.monotonic() + 10
-    while not all(any(where[1] == p._rec.id for where in replica(c, p).forwarding.targets)
-                  for p in ps):
-        assert time.monotonic() < deadline, "a Forward was not heard"
-        s.reactor.flush_all()
-        time.sleep(0.005)
 
 
 def answered_ref(*ps: Any) -> None:

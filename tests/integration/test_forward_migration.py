@@ -12,7 +12,6 @@ that dies makes the producer run again (idempotent) or fails the consumer.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,23 +30,23 @@ from polybus.wire.messages import Call, CallBatch, Steal
 
 from . import comm_harness
 from .comm_harness import Cluster, cluster
+from .test_forward_aggregated import written
 from .test_forward_backlog import SLACK, client_bytes, kill, replica, settled
 
 EXTRA = '''
 
 def grow(i, gate=""):
-    # a producer of 128 KiB from a small argument; it waits for ``gate`` to exist
-    import os
-    import time
-    while gate and not os.path.exists(gate):
-        time.sleep(0.002)
+    # a producer of 128 KiB from a small argument; it waits for ``gate`` to exist (20 s
+    # at most: should a call wait where it was made for a gated producer, as it did
+    # before, the test fails at its assertions and does not hang)
+    if gate:
+        _gate(gate, 20.0, every=0.002)
     if i < 0:
         raise ValueError(f"nothing grows from {i}")
     return np.arange(16384, dtype=np.float64) + i
 '''
 
 N = 16384 * 8  # bytes of grow's value
-GATES = ("gate", "go", "go2", "gate1", "gate2", "on/gate")
 
 STEAL = """
 [modules.server]
@@ -96,16 +95,9 @@ use.double2 = {{{{ callstyle = "async", loadratio = "0:0:1" }}}}
 
 
 @pytest.fixture(autouse=True)
-def _grow(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+def _grow(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(comm_harness, "SERVER", comm_harness.SERVER + EXTRA)
-    # Should a call wait where it was made for a gated producer (as it did before), the
-    # gates open after a while, so that the test fails at its assertions and does not
-    # hang: a way out, never a condition any assertion relies on.
-    way_out = threading.Timer(20.0, lambda: [(tmp_path / g).touch() for g in GATES
-                                             if (tmp_path / g).parent.is_dir()])
-    way_out.start()
     yield
-    way_out.cancel()
 
 
 def steal_config(forward: bool = True, moves: str = ', balance = "steal"') -> str:
@@ -162,6 +154,7 @@ def test_a_migrating_pipeline_keeps_its_values_off_the_client(tmp_path: Path) ->
         second: object = str(c.tmp / "second") if gate else 0.02  # (slow_double's gate)
         outs = [s.call("scale", (s.call("slow_double", (s.call("grow", (i, gate), {}), second),
                                         {}), 3), {}) for i in range(n)]
+        written(s, c)  # (each Forward read before its producer may answer)
         (c.tmp / "gate").touch()
         try:
             if gate:

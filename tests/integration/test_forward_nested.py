@@ -22,9 +22,8 @@ from polybus.client.nested import MAX_DEPTH
 from polybus.errors import RemoteException
 
 from . import comm_harness
-from .comm_harness import Cluster, cluster
+from .comm_harness import Cluster, cluster, heard
 from .test_forward_held import outcome
-from .test_forward_lost_stages import heard
 
 GATHER = '''
 def gather(xs, *more, **named):
@@ -41,12 +40,8 @@ def gather(xs, *more, **named):
     return [walk(xs), [walk(m) for m in more], {k: walk(v) for k, v in named.items()}]
 
 def fail_after(x, flag):
-    # a producer that raises once the file ``flag`` exists (10 s at most)
-    import os
-    import time
-    end = time.monotonic() + 10
-    while not os.path.exists(flag) and time.monotonic() < end:
-        time.sleep(0.0005)
+    # a producer that raises once the file ``flag`` exists (`_gate`)
+    _gate(flag)
     raise ValueError(f"no good: {float(x.sum())}")
 '''
 

@@ -25,8 +25,7 @@ from polybus.wire.messages import Replica
 from polybus.worker.main import options_for
 from polybus.worker.runtime import WorkerRuntime
 
-from .comm_harness import cluster
-from .test_forward_lost_stages import heard
+from .comm_harness import cluster, heard
 
 TOML = """
 [modules.server]

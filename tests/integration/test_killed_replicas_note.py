@@ -58,7 +58,7 @@ def test_a_call_lost_with_every_replica_killed(tmp_path: Path, how: str) -> None
     with cluster(tmp_path, TOML, replicas=2) as c:
         s = c.session()
         s.losses.how_ended = lambda name: how  # (as the engine that started them tells)
-        p = s.call("nap", (1, 10.0), {})  # (killed before it ends)
+        p = s.call("nap", (1, str(tmp_path / "never")), {})  # (killed before it ends)
         rec = p._rec  # type: ignore[attr-defined]
         kill_where_it_runs(c, s, rec)  # the replica it runs on: it runs again on the other
         kill_where_it_runs(c, s, rec)

@@ -22,6 +22,7 @@ from polybus.client.policies.aggregate import arg_bytes
 from polybus.client.promise import Promise, behave_as_promise
 from polybus.client.pump import enter, leave
 from polybus.client.unseen import forgotten, raised
+from polybus.client.waitwatch import waited
 from polybus.errors import PolybusError
 from polybus.wire.codec import Ref
 from polybus.wire.messages import BatchResult, CallBatch
@@ -323,10 +324,16 @@ class BatchPromise(msgspec.Struct, Promise, gc=False):
         b = self._rec
         if b.clean:
             value = b.values[self._i]
-            return value if type(value) is not Ref else fetched(b, self._i)
+            if type(value) is not Ref:
+                return value
+            waited(self)  # (fetched: see CallPromise's)
+            return fetched(b, self._i)
         slot = Slot(b, self._i)
         if slot.done:
+            if self._i < len(b.values) and type(b.values[self._i]) is Ref:
+                waited(self)  # (fetched by outcome)
             return slot.outcome()
+        waited(self)
         if b.batcher.reactor.closed:  # (its run ended: nothing more is written, ended.py)
             return b.batcher.reactor.wait(slot, b.batcher.timeout)  # type: ignore[arg-type]
         # Written first if still open or held back: the reactor's lone-call wait reads

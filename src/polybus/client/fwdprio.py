@@ -11,8 +11,11 @@ needs the argument's.
 
 An argument it reads that is a list, tuple or dict holding such promises (forwarded
 too: fwdargs.py) may or may not be waited for: ``len(xs)`` needs no value, ``len(xs[0])``
-does. So for it the saying comes after the priority is computed, if a promise in it
-was answered meanwhile (`note_priority_waited`), in the same once a binding.
+does. So for it the saying comes after the priority is computed, if the priority waited
+for one of them (`note_priority_waited`), in the same once a binding. What it waited
+for is what its thread noted as it computed (client/waitwatch.py), not which promises
+were answered between a look before and a look after: another thread may take an
+answer in meanwhile, for a priority that waited for nothing (a false warning).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.client.fwdargs import Probes, promise_inside
 from polybus.client.fwdedge import unsent_value
+from polybus.client.waitwatch import waits_watched
 from polybus.client.wireargs import holds_promise, is_namedtuple
 
 if TYPE_CHECKING:
@@ -42,9 +46,11 @@ def priority_of(d: Dispatcher, args: tuple[Any, ...], kwargs: dict[str, Any],
     forwarding look found of the containers (fwdargs.py), not probed again."""
     assert d.priority is not None
     held = note_priority_reads(d, args, kwargs, probes) if forwards else None
-    prio = float(d.priority(args, kwargs))
-    if held:  # (promises in a container it reads: said if it waited for one)
-        note_priority_waited(d, held)
+    if not held:
+        return float(d.priority(args, kwargs))
+    with waits_watched() as waited:  # (promises in a container it reads: said if it
+        prio = float(d.priority(args, kwargs))  # waited for one)
+    note_priority_waited(d, held, waited)
     return prio
 
 
@@ -102,13 +108,15 @@ def _unsent_inside(value: Any) -> list[Any]:
     return unsent
 
 
-def note_priority_waited(d: Dispatcher, held: list[tuple[str, str, list[Any]]]) -> None:
+def note_priority_waited(d: Dispatcher, held: list[tuple[str, str, list[Any]]],
+                         waited: set[int]) -> None:
     """``d``'s priority was computed for a call whose arguments it read hold the
-    unanswered promises ``held`` (`note_priority_reads`): if one was answered since,
-    the priority waited for it (its value came to the client, and goes on from there),
-    said the first time on ``d``."""
+    unanswered promises ``held`` (`note_priority_reads`), its thread noting the ids of
+    the promises it waited for, ``waited`` (`waits_watched`): if one of ``held`` is
+    among them, its value came to the client, and goes on from there; said the first
+    time on ``d``."""
     for name, kind, promises in held:
-        if d not in _said and not all(unsent_value(p) for p in promises):
+        if d not in _said and any(id(p) in waited for p in promises):
             _said.add(d)
             log.warning(
                 "polybus: warning: %s's priority %r reads %s, which this call passes a %s "

@@ -18,6 +18,7 @@ from polybus.client.calls import _PENDING, expire, waited_on
 from polybus.client.futurenames import FutureNames
 from polybus.client.unseen import forgotten
 from polybus.client.upstreamdue import give_up_due
+from polybus.client.waitwatch import waited
 from polybus.wire.codec import Ref
 
 if TYPE_CHECKING:
@@ -216,6 +217,7 @@ class CallPromise(Promise):
         value = rec.value
         if value is not _PENDING and type(value) is not Ref:
             return value  # (answered: the common case once the first wait has read)
+        waited(self)  # (its value is not here: a priority that reads it waits, fwdprio.py)
         if rec.done:
             return rec.outcome()
         return self._reactor.wait(rec, rec.dispatcher.timeout)

@@ -11,16 +11,24 @@ registry, the front door) ends its nonce with `DIALS_AGAIN`: its connection's en
 nothing of it, since the calls it had there are sent again on its next connection,
 naming the same keys, and their values may come before them. Its values wait as any
 unclaimed value does (the bound on those: fwdheld.py).
+
+The values that came before their calls (unclaimed) are kept by key, and their keys by
+nonce too (`Unclaimed`), so that a client gone costs what its own values do: its
+values were found by a scan of every unclaimed value, under the replica's forwarding
+lock, for each nonce gone (measured, 1,000 clients gone one by one beside 98,000
+values of a live one, on a loaded 2-core machine: 9-21 ms each; now 0.2-0.35 ms, as
+beside none).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from polybus.wire.messages import DIALS_AGAIN
 
-__all__ = ["GONE_BOUND", "Sessions"]
+__all__ = ["GONE_BOUND", "Sessions", "Unclaimed"]
 
 GONE_BOUND = 10_000  # nonces of clients gone, remembered to let their late values go
 
@@ -66,3 +74,56 @@ class Sessions:
     def is_gone(self, key: str) -> bool:
         """Whether ``key`` is of a session that is gone."""
         return bool(self.gone) and key.partition(".")[0] in self.gone
+
+
+class Unclaimed:
+    """Values no call has taken yet, oldest first: by key, ``(ok, value, bytes
+    counted)``, with their bytes (``nbytes``), and their keys by nonce (``by_nonce``,
+    each nonce's oldest first; a key with no nonce, no ``.``, is under none), kept in
+    step by every change. A mapping's reads by key (``in``, ``len``, iteration); the
+    caller holds its own lock."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, tuple[bool, Any, int]] = {}
+        self.nbytes = 0
+        self.by_nonce: dict[str, dict[str, None]] = {}
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def add(self, key: str, ok: bool, value: Any, n: int) -> None:
+        """Keep ``value`` under ``key`` (not here), counted as ``n`` bytes."""
+        self.values[key] = (ok, value, n)
+        self.nbytes += n
+        nonce, dot, _ = key.partition(".")
+        if dot:
+            self.by_nonce.setdefault(nonce, {})[key] = None
+
+    def pop(self, key: str) -> tuple[bool, Any, int] | None:
+        """``key``'s entry, no longer kept (None if it was not)."""
+        got = self.values.pop(key, None)
+        if got is not None:
+            self.nbytes -= got[2]
+            nonce, dot, _ = key.partition(".")
+            if dot:
+                keys = self.by_nonce[nonce]
+                del keys[key]
+                if not keys:
+                    del self.by_nonce[nonce]
+        return got
+
+    def oldest(self) -> str:
+        return next(iter(self.values))
+
+    def forget(self, nonce: str) -> list[str]:
+        """The keys of ``nonce``'s values, oldest first, no longer kept."""
+        keys = list(self.by_nonce.pop(nonce, ()))
+        for key in keys:
+            self.nbytes -= self.values.pop(key)[2]
+        return keys

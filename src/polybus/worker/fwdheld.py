@@ -45,7 +45,7 @@ from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Fail
 from polybus.worker.cache import DEFAULT_CAPACITY
 from polybus.worker.fwdbound import HELD_BOUND, HELD_ENTRY_BYTES, Held, HeldBound
-from polybus.worker.fwdgone import Sessions
+from polybus.worker.fwdgone import Sessions, Unclaimed
 from polybus.worker.heldvalue import held_bytes
 
 if TYPE_CHECKING:
@@ -76,8 +76,7 @@ class Receiving(HeldBound):
         self._lock = threading.Lock()
         self._held: dict[str, list[Held]] = {}
         # Values no call has taken yet, oldest first: (ok, value, bytes counted).
-        self._arrived: dict[str, tuple[bool, Any, int]] = {}
-        self._arrived_bytes = 0
+        self._arrived = Unclaimed()
         self._taken: OrderedDict[str, None] = OrderedDict()
         # The keys each queued call took, by (connection, call id): `released`
         self._took: dict[tuple[int, int], list[str]] = {}
@@ -113,9 +112,8 @@ class Receiving(HeldBound):
         with self._lock:
             self._sessions.named(id(ch), h.where)
             for key in h.where:
-                got = self._arrived.pop(key, None)
+                got = self._arrived.pop(key)
                 if got is not None:
-                    self._arrived_bytes -= got[2]
                     self._take(key)
                     ready.append((key, got[0], got[1]))
                     n += got[2]
@@ -214,9 +212,7 @@ class Receiving(HeldBound):
             for key in keys:
                 if key in self._held:  # (never: it ended; a call waiting here keeps it)
                     continue
-                got = self._arrived.pop(key, None)
-                if got is not None:
-                    self._arrived_bytes -= got[2]
+                self._arrived.pop(key)
                 self._take(key)
 
     def _ran(self, where: tuple[int, int]) -> None:
@@ -239,12 +235,11 @@ class Receiving(HeldBound):
             return
         n = ENTRY_BYTES + len(key) + held_bytes(value)
         self._dropped.pop(key, None)  # (delivered again after it was dropped: kept now)
-        self._arrived[key] = (ok, value, n)
-        self._arrived_bytes += n
-        while ((self._arrived_bytes > self.arrived_bytes_max
+        self._arrived.add(key, ok, value, n)
+        while ((self._arrived.nbytes > self.arrived_bytes_max
                 or len(self._arrived) > self.arrived_max) and len(self._arrived) > 1):
-            old = next(iter(self._arrived))
-            self._arrived_bytes -= self._arrived.pop(old)[2]
+            old = self._arrived.oldest()
+            self._arrived.pop(old)
             self._mark_dropped(old, _UNCLAIMED)
             self.unclaimed_dropped += 1
             if doubling(self.unclaimed_dropped):
@@ -320,6 +315,11 @@ class Receiving(HeldBound):
             said = UPSTREAM_FAILED + said
         self.rt._send_quietly(h.ch, Fail(h.call.id, "exception", kind, said, tb))
 
+    @property
+    def _arrived_bytes(self) -> int:
+        """The bytes counted for the values no call has taken yet."""
+        return self._arrived.nbytes
+
     def held_calls(self) -> int:
         """Calls held now for forwarded values (each once, however many it waits for)."""
         with self._lock:
@@ -327,11 +327,10 @@ class Receiving(HeldBound):
 
     def _forget(self, ch: Channel) -> None:
         """(The lock held) ``ch`` ended: the values that wait for the keys of a nonce
-        only it named go, and those that come later go as they come."""
+        only it named go (found by nonce: O(its own)), and those that come later go as
+        they come."""
         for nonce in self._sessions.ended(id(ch)):
-            mine = nonce + "."
-            for key in [k for k in self._arrived if k.startswith(mine)]:
-                self._arrived_bytes -= self._arrived.pop(key)[2]
+            for key in self._arrived.forget(nonce):
                 self._mark_dropped(key, _GONE)
                 self.gone_dropped += 1
 
