@@ -41,6 +41,7 @@ from polybus.wire.messages import (
     Steal,
 )
 from polybus.wire.values import Ref
+from polybus.worker.keylimits import KEY_MAX
 
 Ext = msgspec.msgpack.Ext
 IFACES = ["echo", "boom", "arr"]
@@ -55,10 +56,11 @@ values = st.one_of(
     st.sampled_from([b"\x01" * 70_000,  # out of band (ext 2)
                      b"\x02" * 140_000]))  # a frame the replica reads into memory of its own
 
-# What a field is given in place of its own: each msgpack type, the edges of the numbers,
-# extension values, and a pickle (the replica's connections do not allow pickle).
+# What a field is given in place of its own: each msgpack type, a str one past the limit
+# on a key (worker/keylimits.py), the edges of the numbers, extension values, and a
+# pickle (the replica's connections do not allow pickle).
 CONFUSE: list[Any] = [
-    "7", "", "x" * 300, 7, 0, -1, 2**64 - 1, -2**63, 1.5, math.nan, math.inf, -math.inf, 1e308,
+    "7", "", "x" * (KEY_MAX + 1), 7, 0, -1, 2**64 - 1, -2**63, 1.5, math.nan, math.inf, -math.inf, 1e308,
     None, True, False, [], [1, "a"], [[[[[[[[[[[]]]]]]]]]]], {}, {"a": 1}, {1: 2}, b"xx",
     Ext(99, b""), Ext(4, msgspec.msgpack.encode(["zz", "k"])), Ext(2, msgspec.msgpack.encode(9)),
     Ext(3, pickle.dumps(1, protocol=5)), Ext(3, pickle.dumps({"a": [1.5]}, protocol=5)),
@@ -183,7 +185,8 @@ def _ext(data: st.DataObject, e: Any) -> Any:
         meta = data.draw(st.sampled_from(IDXS))
     elif code == 4:
         meta = data.draw(st.sampled_from([["zz", "k"], ["op", 5], ["fwd", None], ["op"], "op",
-                                          ["op", "k", 1], ["fwd", ["a", 1]]]))
+                                          ["op", "k", 1], ["fwd", ["a", 1]],
+                                          ["fwd", "k" * (KEY_MAX + 1)]]))
     else:
         i = data.draw(st.integers(0, len(meta) - 1))
         meta[i] = data.draw(st.sampled_from([DTYPES, SHAPES, IDXS][i]))

@@ -8,7 +8,7 @@ import numpy as np
 
 from polybus.client.naming import content_key
 from polybus.wire.codec import Ref
-from polybus.wire.messages import Call, CallBatch
+from polybus.wire.messages import Call, CallBatch, Fail
 from polybus.worker.cache import OperandCache, resolve, resolve_batch
 from polybus.worker.heldvalue import CACHE_ENTRY_BYTES as E
 
@@ -35,11 +35,17 @@ def test_a_batch_resolves_every_call_or_misses_whole() -> None:
     missing = CallBatch(8, "f", [[1, Ref("op", "b")], [2, Ref("op", "gone")]])
     fail = resolve_batch(c, missing)
     assert fail is not None and (fail.id, fail.kind, fail.message) == (8, "cache-miss", "gone")
-    # A Ref that names no cached operand (a forwarded result's, from a confused peer)
+    # A Ref that names no cached operand (a forwarded value's, from a confused peer)
     # is a miss too: the batch is not run with a Ref for an argument.
-    odd = CallBatch(9, "f", [[Ref("fwd", ["k1", "k2"])]])
+    odd = CallBatch(9, "f", [[Ref("fwd", "k1")]])
     fail = resolve_batch(c, odd)
-    assert fail is not None and fail.kind == "cache-miss"
+    assert fail is not None and (fail.kind, fail.message) == ("cache-miss", "k1")
+    # One whose key is no key (a forwarded result's list of keys) is a bad call, said so
+    # (worker/keylimits.py; it was a miss).
+    odd = CallBatch(10, "f", [[1], [Ref("fwd", ["k1", "k2"])]])
+    fail = resolve_batch(c, odd)
+    assert fail == Fail(10, "bad-call", "TypeError",
+                        "call 1's argument 0 is a reference whose key is a list, not a str")
 
 
 def test_lru_eviction_by_bytes() -> None:

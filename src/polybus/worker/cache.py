@@ -29,6 +29,7 @@ from polybus.wire.messages import Call, CallBatch, Fail
 from polybus.wire.values import INSIDE_DEPTH
 from polybus.worker import readonly
 from polybus.worker.heldvalue import CACHE_ENTRY_BYTES, freeze, held_bytes
+from polybus.worker.keylimits import KEY_MAX, ref_fault
 
 DEFAULT_CAPACITY = 512 * 1024 * 1024
 class OperandCache:
@@ -223,7 +224,9 @@ def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | Forw
 
     Done when the call is queued, so an entry evicted while the call waits is still held
     by the call. ``user`` (the caller's connection) is recorded as using each entry.
-    Returns the Fail to answer when an operand is not here; else a `Forwarded` when the
+    Returns the Fail to answer when an operand is not here, or a Ref's key is no key (not
+    a str of at most KEY_MAX characters: ``bad-call``, keylimits.py, and nothing of the
+    call kept); else a `Forwarded` when the
     call names a forwarded value (as an argument, or inside a marked one), else None.
 
     Every cached operand is looked up, whatever forwarded values the call also names: a
@@ -236,6 +239,8 @@ def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | Forw
     args = call.args
     for i, a in enumerate(args):
         if type(a) is Ref:
+            if type(a.key) is not str or len(a.key) > KEY_MAX:  # (never kept: keylimits.py)
+                return ref_fault(call.id, a.key, f"argument {i}")
             if a.kind == "fwd":
                 waits = FORWARDED
                 continue
@@ -246,6 +251,8 @@ def resolve(cache: OperandCache, call: Call, user: object = None) -> Fail | Forw
     if call.kwargs:
         for k, v in call.kwargs.items():
             if type(v) is Ref:
+                if type(v.key) is not str or len(v.key) > KEY_MAX:
+                    return ref_fault(call.id, v.key, f"argument {k!r}")
                 if v.kind == "fwd":
                     waits = FORWARDED
                     continue
@@ -276,6 +283,8 @@ def _resolve_inside(cache: OperandCache, call: Call, user: object) -> Fail | For
                         f"the call marks argument {at!r} as holding operands, and has none")
         lost = _inside(cache, holder[at], user, 1, (at,), found)
         if lost is not None:
+            if type(lost.key) is not str or len(lost.key) > KEY_MAX:
+                return ref_fault(call.id, lost.key, f"inside argument {at!r}")
             return _miss(call, lost)
     return Forwarded(found) if found else None
 
@@ -284,7 +293,8 @@ def _inside(cache: OperandCache, x: Any, user: object, depth: int, path: tuple[A
             found: list[tuple[tuple[Any, ...], str]]) -> Ref | None:
     """Replace the ``Ref("op")`` items of ``x`` (a list, or a map's values; its keys are
     never operands) by their values in place, and those of the lists and maps in it;
-    the first Ref whose operand is not here, else None. Each ``Ref("fwd")`` is added to
+    the first Ref whose operand is not here, or whose key is no key (not a str of at most
+    KEY_MAX characters), else None. Each ``Ref("fwd")`` is added to
     ``found`` with its place (``path``, the place of ``x``, and its step). A list of
     numbers or strings alone is passed over without a Python step per item."""
     t = type(x)
@@ -299,13 +309,15 @@ def _inside(cache: OperandCache, x: Any, user: object, depth: int, path: tuple[A
     for k, v in items:
         tv = type(v)
         if tv is Ref:
+            if type(v.key) is not str or len(v.key) > KEY_MAX:
+                return v  # type: ignore[no-any-return]
             if v.kind == "op":
                 try:
                     x[k] = _value(cache, v, user)  # (a map's value: its size is unchanged)
                 except KeyError:
                     return v  # type: ignore[no-any-return]
             else:  # ("fwd": the only other kind a decoder makes)
-                found.append(((*path, k), str(v.key)))
+                found.append(((*path, k), v.key))
         elif (tv is list or tv is dict) and depth < INSIDE_DEPTH:
             lost = _inside(cache, v, user, depth + 1, (*path, k), found)
             if lost is not None:
@@ -340,22 +352,22 @@ def resolve_batch(cache: OperandCache, batch: CallBatch, user: object = None) ->
     used: it missed again and went with values, each call carrying its own copy.)"""
     got: dict[Any, Any] = {}  # (the calls of a batch often name one operand: looked up once)
     lost: list[str] | None = None
-    for args in batch.args:
+    for row, args in enumerate(batch.args):
         for i, a in enumerate(args):
             if type(a) is Ref:
-                v = got.get(a.key, got) if type(a.key) is str else got  # (a peer's list: no key)
+                if type(a.key) is not str or len(a.key) > KEY_MAX:  # (keylimits.py)
+                    return ref_fault(batch.id, a.key, f"call {row}'s argument {i}")
+                v = got.get(a.key, got)
                 if v is got:
                     try:
                         v = _value(cache, a, user)
                     except KeyError:
                         if lost is None:
                             lost = []
-                        lost.append(str(a.key))
-                        if type(a.key) is str:
-                            got[a.key] = _LOST
+                        lost.append(a.key)
+                        got[a.key] = _LOST
                         continue
-                    if type(a.key) is str:
-                        got[a.key] = v
+                    got[a.key] = v
                 elif v is _LOST:
                     continue
                 else:

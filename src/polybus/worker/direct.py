@@ -103,6 +103,9 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             # the intake reads no more of it (_stick).
             try:
                 rt._handle(ch, msg)
+            except ProtocolError as exc:  # (a key over the limit: keylimits.py)
+                rt._refuse(ch, exc)
+                return True
             except BaseException:  # (as the intake: a fault in polybus's own steps)
                 rt._fault_reading(ch)
                 return True

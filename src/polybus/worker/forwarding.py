@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.errors import TransportError
 from polybus.lazynumpy import is_plain_array, ndarray_type
+from polybus.registry.limits import ADDRESS_MAX
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
 from polybus.wire.messages import (
@@ -46,8 +47,10 @@ from polybus.wire.messages import (
     Keep,
     Message,
     Result,
+    Undelivered,
 )
 from polybus.worker import unread
+from polybus.worker.fwdaddress import not_an_address, quoted
 from polybus.worker.fwdheld import ARRIVED_BOUND, HELD_BOUND, TAKEN_BOUND, Receiving
 from polybus.worker.fwdstore import ForwardStore, stored
 from polybus.worker.heldvalue import held_bytes
@@ -156,6 +159,12 @@ class Forwarding(Receiving):
                 del self.slots[where]
 
     def _forward(self, ch: Channel, msg: Forward) -> None:
+        if len(msg.to) > ADDRESS_MAX:  # (said now, not kept until the answer: fwdaddress.py)
+            self.rt._send_quietly(ch, Undelivered(
+                msg.key, msg.to, "TransportError",
+                f"{self.rt.name} could not send the value to {quoted(msg.to)}: "
+                f"{not_an_address(msg.to)}"))
+            return
         with self._lock:
             if not self.kept.had(msg.pkey):
                 # the call has not been answered yet (or was, by value; see client)

@@ -52,6 +52,7 @@ from polybus.worker.cache import Forwarded, OperandCache, resolve_batch
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import Forwarding
 from polybus.worker.heldvalue import freeze_inside
+from polybus.worker.keylimits import KEYED, key_fault
 from polybus.worker.options import ServeOptions
 from polybus.worker.poller import ReadPoller
 from polybus.worker.replies import send_quietly
@@ -265,6 +266,8 @@ class Intake(Accepting):
             self._enqueue(ch, msg)
             return
         t = type(msg)
+        if t in KEYED and (fault := key_fault(msg)) is not None:
+            raise ProtocolError(fault)  # (a key over the limit: never kept, keylimits.py)
         if t is Put and is_plain_array(msg.value):  # type: ignore[union-attr]
             # (a cached array, and the Drops of a fresh one each round: ahead of the match)
             self.cache.put(msg.key, msg.value, ch, msg.keep)  # type: ignore[union-attr]
