@@ -164,13 +164,13 @@ class Peers:
             return False
         return True
 
-    def _unreachable(self, to: str, exc: BaseException, asker: Channel | None) -> None:
+    def _unreachable(self, to: str, exc: BaseException, *askers: Channel | None) -> None:
         """``to`` could not be reached: its connection (if any) let go, said once (for
-        ``asker``'s value: the client whose request it was). Said at debug level, and
-        not as said, when the run is ending (`_ending`): no one can use the value."""
+        ``askers``' values: the clients whose requests they were). Said at debug level,
+        and not as said, when the run is ending (`_ending`): no one can use them."""
         if getattr(exc, "not_an_address", False):
             return
-        ending = self._ending(asker)
+        ending = self._ending(askers)
         with self._connect_lock:
             first = to not in self._unreached and not ending
             if not ending:
@@ -187,15 +187,16 @@ class Peers:
         if gone is not None:
             gone.close()
 
-    def _ending(self, asker: Channel | None) -> str:
-        """Why a value that did not go on is of no use to anyone now, or "" if it may be:
-        this replica is stopping, or ``asker`` (its client) has gone. At a run's end the
-        client closes its connections, then every replica is stopped at once: a call
-        that ends then, its value asked to go to a replica stopping too (its consumer
-        answered already, the program ended), met that replica's closed listener."""
+    def _ending(self, askers: tuple[Channel | None, ...]) -> str:
+        """Why values that did not go on are of no use to anyone now, or "" if one may
+        be: this replica is stopping, or every one of ``askers`` (their clients) has
+        gone. At a run's end the client closes its connections, then every replica is
+        stopped at once: a call that ends then, its value asked to go to a replica
+        stopping too (its consumer answered already, the program ended), met that
+        replica's closed listener."""
         if self._closed or self.rt._stopping:
             return f"{self.rt.name} is stopping"
-        if asker is not None and (asker.closed or ended(asker)):
+        if askers and all(a is not None and (a.closed or ended(a)) for a in askers):
             return "the client that asked for it has gone"
         return ""
 
@@ -294,8 +295,7 @@ class Peers:
         """A dial of ``to`` for ``first`` failed: every value waiting for it is said to
         its client now, each with that failure (each dialling again, a peer that accepts
         and never greets took the handshake's timeout per value); a value asked for later
-        dials again."""
-        self._unreachable(to, exc, first[1])
+        dials again. Said as a fault unless every one's client has gone (`_ending`)."""
         with self._connect_lock:
             if box and box[0][0] is first[0]:
                 failed = list(box)
@@ -304,6 +304,7 @@ class Peers:
                     self._uncount(m)
             else:  # (`close` cleared them meanwhile: the one dialled for is said all the same)
                 failed = [first]
+        self._unreachable(to, exc, *(client for _, client in failed))
         for m, client in failed:
             self._undelivered(to, m, client, type(exc).__name__,
                               f"{self.rt.name} could not send the value to {quoted(to)}: {exc}")
