@@ -181,7 +181,9 @@ class Cluster:
             if isinstance(value, threading.Event):
                 value.set()
 
-    def close(self) -> None:
+    def close(self) -> list[str]:
+        """Close the cluster; the names of its replicas' threads still running
+        `CLOSE_S` seconds on (a call no gate ends: `cluster` says so)."""
         # Gates first: a test that failed before it opened one left the call waiting in
         # a replica thread, polling, until the gate's own limit (10 s, 60 s), after the
         # test had ended (the stop leaves running calls to their daemon threads).
@@ -199,6 +201,7 @@ class Cluster:
             t.join(max(0.0, deadline - time.monotonic()))
         self.reg_client.close()
         self.registry.close()
+        return [t.name for rt in self.runtimes for t in rt._threads if t.is_alive()]
 
 
 @contextmanager
@@ -206,8 +209,12 @@ def cluster(tmp: Path, toml: str, replicas: int = 1, transport: str = "tcp") -> 
     c = Cluster(tmp, toml, replicas, transport)
     try:
         yield c
-    finally:
-        c.close()
+    except BaseException:
+        c.close()  # (the test's own failure is what is said)
+        raise
+    left = c.close()
+    assert not left, (f"replica threads still running {CLOSE_S} s after the cluster "
+                      f"closed (a call no gate of its module ends): {left}")
 
 
 def call(s: Session, name: str, *args: Any) -> Any:

@@ -101,3 +101,32 @@ def test_a_host_that_is_no_name_fails_its_values_and_the_next_ones(
         assert isinstance(said, Undelivered) and said.type == "TransportError", said
         assert "its host is not a name" in said.message, said
     assert _until(lambda: not fwd._outbox) and not fwd._dialing
+
+
+def test_a_fault_of_its_own_dialling_fails_what_waits_and_the_thread_goes_on(
+        sender: tuple[WorkerRuntime, _Client], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # A dial that raises what no dial should (neither a PolybusError nor an OSError):
+    # the values that wait for it are told, it is said with its traceback, and a value
+    # asked for later dials again (it ended the sending thread, its values never told).
+    rt, client = sender
+    fwd = rt.forwarding
+    dials: list[str] = []
+
+    def connect(to: object, *args: object, **kwargs: object) -> None:
+        dials.append(str(to))
+        raise RuntimeError("a fault of its own")
+
+    monkeypatch.setattr(fwdpeers, "connect", connect)
+    to = "tcp://127.0.0.1:9"
+    with caplog.at_level(logging.ERROR, logger="polybus.worker"):
+        for i in range(2):
+            fwd.send_later(to, Deliver(f"k{i}", True, i), client)  # type: ignore[arg-type]
+            assert _until(lambda n=i + 1: len(client.told) == n), client.told  # type: ignore[misc]
+            said = client.told[-1]
+            assert isinstance(said, Undelivered) and said.type == "RuntimeError", said
+            assert "a fault of its own" in said.message, said
+    assert dials == [to, to]
+    assert [r.exc_info is not None for r in caplog.records
+            if f"dialling {to} failed" in r.getMessage()] == [True, True], caplog.text
+    assert _until(lambda: not fwd._outbox) and not fwd._dialing and fwd._outbox_count == 0

@@ -24,12 +24,14 @@ from typing import Any
 
 import pytest
 
+from polybus.errors import TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, Deliver, Forward, Message, Undelivered
+from polybus.worker import fwdpeers
 from polybus.worker.runtime import WorkerRuntime
-from unit.test_fwd_send_later import _until
+from unit.test_fwd_send_later import _Client, _until
 
 TOKEN = b"fwd-run-ending-token-0123456789ab"
 SAID = "cannot forward to"
@@ -142,3 +144,41 @@ def test_a_peer_out_of_reach_during_the_run_is_said_for_each_path(
         sender.stop()
     (said,) = _said(caplog, logging.WARNING)
     assert stopped_peer in said, said
+
+
+def test_a_failed_dial_is_said_if_a_value_behind_it_is_a_live_clients(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Values of two clients wait for one dial of a peer out of reach: the first one's
+    # client has gone, the second's run goes on. The dial fails them both; the peer out
+    # of reach is a fault the live client's run meets, said as one (it was said at debug
+    # level, as for a value no one could use, for the first value's client alone).
+    sender = WorkerRuntime("w0", {}, TOKEN).start()
+    release = threading.Event()
+    dials: list[str] = []
+
+    def connect(to: Any, *args: Any, **kwargs: Any) -> Channel:
+        dials.append(str(to))
+        release.wait(30)
+        raise TransportError(f"cannot connect to {to}: refused")
+
+    monkeypatch.setattr(fwdpeers, "connect", connect)
+    told: list[Message] = []
+    monkeypatch.setattr(sender, "_send_quietly", lambda ch, msg: told.append(msg))
+    peer = "tcp://127.0.0.1:9"
+    gone = _Client()
+    gone.closed = True  # (the run that asked for the first value ended)
+    alive = _Client()
+    fwd = sender.forwarding
+    try:
+        with caplog.at_level(logging.DEBUG, logger="polybus.worker"):
+            fwd.send_later(peer, Deliver("a", True, 1), gone)  # type: ignore[arg-type]
+            assert _until(lambda: len(dials) == 1)  # (its dial hangs: the next waits)
+            fwd.send_later(peer, Deliver("b", True, 2), alive)  # type: ignore[arg-type]
+            release.set()
+            assert _until(lambda: len(told) == 2), told
+    finally:
+        release.set()
+        sender.stop()
+    assert dials == [peer]  # (one dial failed them both)
+    (said,) = _said(caplog, logging.WARNING)
+    assert peer in said and "said once until it is reached again" in said, said

@@ -100,8 +100,7 @@ class Peers:
         # with the times it waits, sent or not.
         self.outbox_max, self.outbox_total_max = OUTBOX_BOUND, OUTBOX_TOTAL
         self.outbox_bytes_max, self.senders_max = OUTBOX_BYTES, SENDERS_BOUND
-        self._outbox_count = 0
-        self._outbox_bytes = 0
+        self._outbox_count = self._outbox_bytes = 0
         self._outbox_values: dict[int, list[int]] = {}  # id(value) -> [times, bytes]
         self.outbox_refused = 0  # values past a bound, ever
 
@@ -164,13 +163,13 @@ class Peers:
             return False
         return True
 
-    def _unreachable(self, to: str, exc: BaseException, asker: Channel | None) -> None:
+    def _unreachable(self, to: str, exc: BaseException, *askers: Channel | None) -> None:
         """``to`` could not be reached: its connection (if any) let go, said once (for
-        ``asker``'s value: the client whose request it was). Said at debug level, and
-        not as said, when the run is ending (`_ending`): no one can use the value."""
+        ``askers``' values: the clients whose requests they were). Said at debug level,
+        and not as said, when the run is ending (`_ending`): no one can use them."""
         if getattr(exc, "not_an_address", False):
             return
-        ending = self._ending(asker)
+        ending = self._ending(askers)
         with self._connect_lock:
             first = to not in self._unreached and not ending
             if not ending:
@@ -187,15 +186,14 @@ class Peers:
         if gone is not None:
             gone.close()
 
-    def _ending(self, asker: Channel | None) -> str:
-        """Why a value that did not go on is of no use to anyone now, or "" if it may be:
-        this replica is stopping, or ``asker`` (its client) has gone. At a run's end the
-        client closes its connections, then every replica is stopped at once: a call
-        that ends then, its value asked to go to a replica stopping too (its consumer
-        answered already, the program ended), met that replica's closed listener."""
+    def _ending(self, askers: tuple[Channel | None, ...]) -> str:
+        """Why values that did not go on are of no use now, or "" if one may be: this
+        replica stops, or every one of ``askers`` (their clients) has gone. (A run's end
+        closes the client's connections, then stops every replica at once: a call ending
+        then, its value to go to a replica stopping too, met a closed listener.)"""
         if self._closed or self.rt._stopping:
             return f"{self.rt.name} is stopping"
-        if asker is not None and (asker.closed or ended(asker)):
+        if askers and all(a is not None and (a.closed or ended(a)) for a in askers):
             return "the client that asked for it has gone"
         return ""
 
@@ -269,11 +267,9 @@ class Peers:
                 msg, client = box[0]  # (it waits, and is counted, until it has gone)
             try:  # (dialled first if need be: a dial that fails fails what waited for it)
                 self._peer(to)
-            except (PolybusError, OSError) as exc:
-                self._dial_failed(to, box, (msg, client), exc)
-                continue
-            except Exception as exc:  # (a fault of its own: what waits is failed, not left)
-                log.exception("worker %s: dialling %s failed", self.rt.name, quoted(to))
+            except Exception as exc:  # (a fault of its own too: what waits fails, not left)
+                if not isinstance(exc, PolybusError | OSError):
+                    log.exception("worker %s: dialling %s failed", self.rt.name, quoted(to))
                 self._dial_failed(to, box, (msg, client), exc)
                 continue
             try:
@@ -293,9 +289,8 @@ class Peers:
                      exc: BaseException) -> None:
         """A dial of ``to`` for ``first`` failed: every value waiting for it is said to
         its client now, each with that failure (each dialling again, a peer that accepts
-        and never greets took the handshake's timeout per value); a value asked for later
-        dials again."""
-        self._unreachable(to, exc, first[1])
+        and never greets took the handshake's timeout per value; said as a fault unless
+        every one's client has gone, `_ending`); a value asked for later dials again."""
         with self._connect_lock:
             if box and box[0][0] is first[0]:
                 failed = list(box)
@@ -304,6 +299,7 @@ class Peers:
                     self._uncount(m)
             else:  # (`close` cleared them meanwhile: the one dialled for is said all the same)
                 failed = [first]
+        self._unreachable(to, exc, *(client for _, client in failed))
         for m, client in failed:
             self._undelivered(to, m, client, type(exc).__name__,
                               f"{self.rt.name} could not send the value to {quoted(to)}: {exc}")
