@@ -216,3 +216,19 @@ def test_the_count_goes_down_as_requests_are_cancelled_released_answered_or_thei
     _until(lambda: not fwd.asks.counts and not fwd.targets and not fwd.slots,
            lambda: (fwd.asks.counts, fwd.targets, fwd.slots))
     assert fwd.asks.nbytes == 0
+
+
+def test_a_keep_refused_beside_a_forward_waiting_is_served_from_the_store_later(
+        worker: WorkerRuntime) -> None:
+    to, fwd = str(worker.address), worker.forwarding
+    with _peer(worker) as ch:
+        got = _sent(ch, [Forward(1, "n.1", "n.1.0", to), Keep(2, "n.2", "n.2.0"),
+                         Keep(3, "n.3", "n.3.0"), Keep(1, "n.1", "n.1.1")])
+        assert not [m for m in got if not isinstance(m, Pong)], got
+        assert fwd.targets[next(w for w in fwd.targets if w[1] == 1)][1] == [(to, "n.1.0")]
+        answers = _answers(ch, {1})
+        assert _ref(answers[1].value) == ("fwd", ["n.1.0"]), answers  # (not by value)
+        # the Keep's consumer placed: its Forward is served from the store
+        ch.send_many([Forward(1, "n.1", "n.1.1", to), Call(9, "echo", [Ref("fwd", "n.1.1")])])
+        got = _messages(ch, lambda m: isinstance(m, Result | Undelivered))
+        assert isinstance(got[-1], Result) and got[-1].id == 9 and got[-1].value == [[1]], got

@@ -14,8 +14,10 @@ held 202 MB).
 A request past either bound is refused at once and kept nowhere: a ``Forward`` is
 answered ``Undelivered(key, to, "BusyError", ...)`` saying which bound, as a value too
 many to send on is (fwdpeers.py): its consumer fails rather than waits; a ``Keep`` is
-as one there is no room to pin the value for: the answer goes by value, as if it were
-not asked, and the client sends it on itself. A request asked already (the same ``to``
+as if it had not come: the answer goes by value, and the client sends it on itself (or,
+if a ``Forward`` of the call waits, it is kept as any forwarded answer, and a later
+``Forward`` of the Keep's key is served from there while the store holds it, else
+fails its consumer as an evicted value does). A request asked already (the same ``to``
 and key) adds nothing and is never refused. The replica serves on.
 """
 
