@@ -15,6 +15,8 @@ replica unreachable, a value the codec cannot carry) is said to the client,
 producer's replica knows. ``Keep(id, pkey, key)``, for a consumer still at the client:
 the value is pinned (fwdstore.py) until the ``Forward`` of ``key`` comes, and the
 client answered ``Ref("fwd", [])``; with no room for it, by value, as if not asked.
+What waits for an answer not given yet is bounded (fwdasked.py): a ``Forward`` past
+the bound is said at once (``Undelivered``, BusyError), a ``Keep`` goes as not asked.
 A ``Keep`` with ``least`` (``forward = "keep"``, sent before its call) asks that only of
 an answer of ``least`` bytes or more (heldvalue.held_bytes): a smaller one goes by value.
 A ``Forward`` or ``Keep`` with an ``index`` asks the same of call ``index`` of batch
@@ -51,7 +53,8 @@ from polybus.wire.messages import (
 )
 from polybus.worker import unread
 from polybus.worker.fwdaddress import not_an_address, quoted
-from polybus.worker.fwdheld import ARRIVED_BOUND, HELD_BOUND, TAKEN_BOUND, Receiving
+from polybus.worker.fwdasked import Asking, Target
+from polybus.worker.fwdheld import ARRIVED_BOUND, HELD_BOUND, TAKEN_BOUND
 from polybus.worker.fwdstore import ForwardStore, stored
 from polybus.worker.heldvalue import held_bytes
 from polybus.worker.replies import UNSENDABLE, internal_failure, text_of
@@ -71,9 +74,6 @@ FORWARD_MIN = 64 * 1024
 HOLD = "+"  # a target that is no address: the value stays pinned for its key (Forward.hold)
 
 
-# What a client asked of a call's answer: (pkey, [(to, key)]), ``to`` "" for a Keep,
-# HOLD beside the address of a Forward with ``hold``.
-_Target = tuple[str, list[tuple[str, str]]]
 # What to do with an answer so asked: (Delivers to send, answered by value, kept value)
 _Plan = tuple[list[tuple[str, str]], bool, Any] | None
 
@@ -90,15 +90,13 @@ def _large(value: Any) -> bool:
     return bool(n >= FORWARD_MIN)
 
 
-class Forwarding(Receiving):
+class Forwarding(Asking):
     """A replica's forwarding state; every method is safe from any of its threads."""
 
     def __init__(self, runtime: WorkerRuntime) -> None:
-        super().__init__(runtime)  # (taking values in: fwdheld.py; sending: fwdpeers.py)
-        self.targets: dict[tuple[int, int], _Target] = {}
-        # The same for calls of aggregated batches, by batch: (client, batch id) -> index
-        # -> its target (``Forward``/``Keep`` with an ``index``: fwdbatch.py answers them).
-        self.slots: dict[tuple[int, int], dict[int, _Target]] = {}
+        # (what is asked of answers: fwdasked.py; taking values in: fwdheld.py; sending:
+        # fwdpeers.py)
+        super().__init__(runtime)
         # The clients (by connection) that ever sent a Forward or Keep: the others'
         # batches are answered with no look for what was asked (`finished_batch`).
         self.asking: set[int] = set()
@@ -108,9 +106,6 @@ class Forwarding(Receiving):
         # interfaces' cache_bytes and whose next Put would evict them.
         self.kept = ForwardStore()
         self.arrived_bytes_max = self.kept.capacity
-        # Keeps with a ``least`` (``forward = "keep"``): (client, call id) -> (key, least
-        # bytes); an answer smaller than that is not kept for that key (`finished`).
-        self.sized: dict[tuple[int, int], tuple[str, int]] = {}
 
     # -- messages --------------------------------------------------------------------
     def handle(self, ch: Channel, msg: Message) -> None:
@@ -136,28 +131,6 @@ class Forwarding(Receiving):
                 self.rt._send_quietly(ch, Fetched(msg.req, False, [
                     type(exc).__name__, f"it cannot be sent back: {text_of(exc)}"]))
 
-    def _target(self, ch: Channel, msg: Forward | Keep, make: bool = True) -> _Target | None:
-        """(The lock held) what is asked of call ``msg.id`` on ``ch`` (of call
-        ``msg.index`` of batch ``msg.id``, for an aggregated call), made if ``make``."""
-        where = (id(ch), msg.id)
-        if msg.index < 0:
-            return (self.targets.setdefault(where, (msg.pkey, [])) if make
-                    else self.targets.get(where))
-        slots = self.slots.setdefault(where, {}) if make else self.slots.get(where, {})
-        return slots.setdefault(msg.index, (msg.pkey, [])) if make else slots.get(msg.index)
-
-    def _untarget(self, ch: Channel, msg: Keep) -> None:
-        """(The lock held) nothing is asked of ``msg``'s call any more."""
-        where = (id(ch), msg.id)
-        if msg.index < 0:
-            self.targets.pop(where, None)
-            return
-        slots = self.slots.get(where)
-        if slots is not None:
-            slots.pop(msg.index, None)
-            if not slots:
-                del self.slots[where]
-
     def _forward(self, ch: Channel, msg: Forward) -> None:
         if len(msg.to) > ADDRESS_MAX:  # (said now, not kept until the answer: fwdaddress.py)
             self.rt._send_quietly(ch, Undelivered(
@@ -165,15 +138,17 @@ class Forwarding(Receiving):
                 f"{self.rt.name} could not send the value to {quoted(msg.to)}: "
                 f"{not_an_address(msg.to)}"))
             return
+        why = ""
         with self._lock:
             if not self.kept.had(msg.pkey):
                 # the call has not been answered yet (or was, by value; see client)
-                tos = self._target(ch, msg)[1]  # type: ignore[index]
-                if (msg.to, msg.key) not in tos:  # (asked twice: sent once)
-                    tos.append((msg.to, msg.key))
-                if msg.hold and (HOLD, msg.key) not in tos:
-                    tos.append((HOLD, msg.key))
-                return
+                asked = [(msg.to, msg.key)] + ([(HOLD, msg.key)] if msg.hold else [])
+                why = self._ask(ch, msg, asked)  # (asked twice: sent once)
+                if not why:
+                    return
+        if why:
+            self._refused(ch, msg, why)
+            return
         try:
             if msg.hold:  # (pinned for it, if there is room; else it stays in the LRU)
                 self.kept.keep(msg.pkey, msg.key)
@@ -195,6 +170,7 @@ class Forwarding(Receiving):
                 entry = self._target(ch, msg, make=False)
                 if entry is not None:
                     go = {("", msg.key), (HOLD, msg.key)}
+                    self.asks.remove(id(ch), entry[0], [t for t in entry[1] if t in go])
                     entry[1][:] = [t for t in entry[1] if t not in go]
                     if not entry[1]:
                         self._untarget(ch, msg)
@@ -206,11 +182,11 @@ class Forwarding(Receiving):
             if self.kept.had(msg.pkey):
                 self.kept.keep(msg.pkey, msg.key)
                 return
-            if msg.least > 0 and msg.index < 0:
+            why = self._ask(ch, msg, [("", msg.key)])
+            if not why and msg.least > 0 and msg.index < 0:
                 self.sized[(id(ch), msg.id)] = (msg.key, msg.least)
-            tos = self._target(ch, msg)[1]  # type: ignore[index]
-            if ("", msg.key) not in tos:
-                tos.append(("", msg.key))
+        if why:
+            self._refused(ch, msg, why)
 
     def finished(self, ch: Channel, call: Call, reply: Message) -> Message:
         """The answer to send the client for ``call``, after forwarding it where asked.
@@ -230,6 +206,8 @@ class Forwarding(Receiving):
                 and not small else None)
         with self._lock:  # (stored before the lock goes: a Forward then finds it here)
             entry = self.targets.pop(where, None)
+            if entry is not None:
+                self.asks.remove(where[0], *entry)
             if self.sized.pop(where, None) is not None and small and entry is not None:
                 entry = (entry[0], [t for t in entry[1] if t != ("", sized[0])])  # type: ignore[index]
             if entry is None:
@@ -267,10 +245,11 @@ class Forwarding(Receiving):
         n = len(values)
         copies = {i: stored(values[i]) for i in list(asked) if 0 <= i < n and i not in failed}
         answers: dict[int, Result | Fail] = {}
-        plans: dict[int, tuple[_Target, _Plan]] = {}
-        faults: dict[int, tuple[_Target, Exception]] = {}
+        plans: dict[int, tuple[Target, _Plan]] = {}
+        faults: dict[int, tuple[Target, Exception]] = {}
         with self._lock:  # (all stored before the lock goes, as in `finished`)
             for i, entry in (self.slots.pop(where, None) or {}).items():
+                self.asks.remove(where[0], *entry)
                 if 0 <= i < n:
                     answers[i] = failed.get(i) or Result(i, values[i])
                     result = answers[i] if type(answers[i]) is Result else None
@@ -289,7 +268,7 @@ class Forwarding(Receiving):
         for i, (entry, error) in faults.items():
             self._fault(ch, reply, i, entry, error)
 
-    def _fault(self, ch: Channel, reply: BatchResult, i: int, entry: _Target,
+    def _fault(self, ch: Channel, reply: BatchResult, i: int, entry: Target,
                exc: Exception) -> None:
         """Forwarding call ``i`` of ``reply``'s batch met ``exc`` in polybus's own steps:
         logged, that call fails alone (the client fails its consumers), and nothing is
@@ -304,7 +283,7 @@ class Forwarding(Receiving):
         reply.fails[:] = [f for f in reply.fails if f.id != i]
         reply.fails.append(internal_failure(self.rt.name, i, exc))
 
-    def _plan(self, ch: Channel, entry: _Target, result: Result | None, kept: Any) -> _Plan:
+    def _plan(self, ch: Channel, entry: Target, result: Result | None, kept: Any) -> _Plan:
         """(The lock held) what is to be done with the answer of a call asked ``entry``:
         its value (``result``, ``kept`` its copy to store, if made) kept here as asked,
         and the Delivers to send; None if the answer goes as it is, sending nothing."""
@@ -356,20 +335,17 @@ class Forwarding(Receiving):
             return
         with self._lock:
             for i in ids:
-                self.targets.pop((id(ch), i), None)
+                self._unask(id(ch), i)  # (a batch's too: answered already)
                 self.sized.pop((id(ch), i), None)
-                self.slots.pop((id(ch), i), None)  # (a batch's: answered already)
                 self._took.pop((id(ch), i), None)
 
     def dropped(self, ch: Channel) -> None:
         """``ch``'s client is gone: its held calls and forwarding requests go too."""
         with self._lock:
             self._drop_held(ch)
-            for k in [k for k in self.targets if k[0] == id(ch)]:
-                del self.targets[k]
+            for k in [k for k in [*self.targets, *self.slots] if k[0] == id(ch)]:
+                self._unask(*k)
             for k in [k for k in self.sized if k[0] == id(ch)]:
                 del self.sized[k]
-            for k in [k for k in self.slots if k[0] == id(ch)]:
-                del self.slots[k]
             self.asking.discard(id(ch))
         self.kept.release(ch)  # the answers kept for it alone
