@@ -73,9 +73,9 @@ class Asked:
         """The requests waiting, on all connections."""
         return sum(self.counts.values())
 
-    def room(self, cid: int, pkey: str, new: list[_Request]) -> str:
-        """"" if ``new`` (of call answer ``pkey``) may wait on connection ``cid``; else
-        why not (counted as refused)."""
+    def take(self, cid: int, pkey: str, new: list[_Request]) -> str:
+        """``new`` (of call answer ``pkey``) waits on connection ``cid``, and "" is
+        returned; or, past a bound, nothing is counted and why not is (counted as refused)."""
         n = self.counts.get(cid, 0)
         if n + len(new) > self.per_connection:
             self.refused += 1
@@ -87,13 +87,9 @@ class Asked:
             return (f"the requests of call answers waiting on it hold {self.nbytes} bytes, "
                     f"and this one {more}, over the most a replica keeps "
                     f"({self.bytes_max} bytes)")
+        self.counts[cid] = n + len(new)
+        self.nbytes += more
         return ""
-
-    def add(self, cid: int, pkey: str, new: list[_Request]) -> None:
-        """``new`` (of call answer ``pkey``) waits on connection ``cid``."""
-        if new:
-            self.counts[cid] = self.counts.get(cid, 0) + len(new)
-            self.nbytes += sum(size(pkey, r) for r in new)
 
     def remove(self, cid: int, pkey: str, gone: list[_Request]) -> None:
         """``gone`` (of call answer ``pkey``), which waited on ``cid``, waits no more."""
@@ -140,13 +136,10 @@ class Asking(Receiving):
         new = [t for t in asked if entry is None or t not in entry[1]]
         if not new:
             return ""
-        why = self.asks.room(id(ch), msg.pkey if entry is None else entry[0], new)
-        if why:
-            return why
-        entry = self._target(ch, msg)
-        entry[1].extend(new)  # type: ignore[index]
-        self.asks.add(id(ch), entry[0], new)  # type: ignore[index]
-        return ""
+        why = self.asks.take(id(ch), msg.pkey if entry is None else entry[0], new)
+        if not why:
+            self._target(ch, msg)[1].extend(new)  # type: ignore[index]
+        return why
 
     def _refused(self, ch: Channel, msg: Forward | Keep, why: str) -> None:
         """``msg`` was past the bound (`_ask`): a Forward is said to its client, whose
