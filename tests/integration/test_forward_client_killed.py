@@ -134,15 +134,15 @@ def test_a_killed_clients_forwarded_values_go_from_the_consumers_replica(
                    and fwd._holding_bytes > X_BYTES,
                    "a value waiting unclaimed, a call held", state=lambda: (
                        len(fwd._arrived), fwd.held_calls(), fwd._holding_bytes))
-            assert fwd._arrived_bytes > X_BYTES
+            assert fwd._arrived.nbytes > X_BYTES
             client = next(iter(rt._paused))  # (the client's connection)
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
             _until(lambda: client not in rt._channels and fwd.held_calls() == 0,
                    "the replica saw the client go")
             (tmp_path / "late").touch()  # (p3 answers now: for no one)
-            _until(lambda: fwd._arrived_bytes == 0 and not fwd._arrived, "the values went",
-                   state=lambda: (len(fwd._arrived), fwd._arrived_bytes))
+            _until(lambda: fwd._arrived.nbytes == 0 and not fwd._arrived, "the values went",
+                   state=lambda: (len(fwd._arrived), fwd._arrived.nbytes))
             assert fwd.held_calls() == 0 and fwd._holding_bytes == 0
         finally:
             if proc.poll() is None:

@@ -80,7 +80,7 @@ def test_a_copy_that_came_after_its_consumer_left_goes_when_the_consumer_ends(
         settled(q)
         assert np.array_equal(np.asarray(q), grown(5) * 2)
         wait_until(lambda: key not in fwd1._arrived, s)  # (it waited there till the bound)
-        assert not fwd1._arrived and fwd1._arrived_bytes == 0
+        assert not fwd1._arrived and fwd1._arrived.nbytes == 0
         polybus.wait(b1)
         polybus.wait(b2)
 

@@ -69,7 +69,7 @@ def test_a_nonce_another_live_connection_named_is_kept(fwd: Any) -> None:
     fwd.arrive("n.4.0", True, 4)
     assert list(fwd._arrived) == ["n.3.0", "n.4.0"] and fwd.held_calls() == 1
     fwd.dropped(new)
-    assert not fwd._arrived and fwd._arrived_bytes == 0 and fwd.held_calls() == 0
+    assert not fwd._arrived and fwd._arrived.nbytes == 0 and fwd.held_calls() == 0
     # Gone, then named again by a connection made since: its values wait again.
     again = Conn()
     held(fwd, again, 5, "n.5.0")

@@ -84,7 +84,7 @@ def test_a_copy_that_comes_after_its_consumer_was_given_back_goes_when_it_ends(
     assert "c.2.0" in fwd._arrived  # (the consumer may come back: it would take it)
     peer.send(Cancel([2], ["c.2.0"]))  # the consumer ended elsewhere
     _sync(peer, 2)
-    assert not fwd._arrived and fwd._arrived_bytes == 0
+    assert not fwd._arrived and fwd._arrived.nbytes == 0
     peer.send(Deliver("c.2.0", True, 5))  # a copy later still (a producer run again)
     _sync(peer, 3)
     assert not fwd._arrived and not fwd._took and not fwd._held

@@ -164,7 +164,7 @@ def test_a_refused_call_lets_go_of_the_values_it_found(
     peer.send(Deliver("here", True, 5))
     peer.send(Call(2, "echo", [Ref("fwd", "here"), Ref("fwd", "later")]))
     _busy(reader.next(peer), 2)
-    assert not fwd._arrived and fwd._arrived_bytes == 0  # "here" went with it
+    assert not fwd._arrived and fwd._arrived.nbytes == 0  # "here" went with it
     peer.send(Deliver("later", True, 6))  # not kept: its call was answered
     # A call whose values are all here is not held: the bound does not refuse it.
     peer.send(Deliver("b", True, 7))

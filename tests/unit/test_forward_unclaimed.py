@@ -73,7 +73,7 @@ def test_unclaimed_values_are_bounded_by_count_and_a_call_for_a_dropped_one_fail
     echo_peer.send(Deliver("later", True, "x"))
     echo_peer.send(Call(4, "echo", [Ref("fwd", "k7")]))  # the one left: still served
     assert _next(echo_peer) == Result(4, [7])
-    assert not fwd._arrived and fwd._arrived_bytes == 0 and not fwd._held
+    assert not fwd._arrived and fwd._arrived.nbytes == 0 and not fwd._held
 
 
 def test_unclaimed_values_are_bounded_by_bytes(echo_worker: WorkerRuntime, echo_peer: Channel) -> None:
@@ -87,7 +87,7 @@ def test_unclaimed_values_are_bounded_by_bytes(echo_worker: WorkerRuntime, echo_
     echo_peer.send(Call(1, "echo", [Ref("fwd", "b7")]))
     got = _next(echo_peer)
     assert isinstance(got, Result) and float(got.value[0].sum()) == 7 * block.size
-    assert fwd._arrived_bytes <= fwd.arrived_bytes_max
+    assert fwd._arrived.nbytes <= fwd.arrived_bytes_max
     # b7 taken; b0-b4 dropped for b5-b7, b5 for the nested 400 kB
     assert list(fwd._arrived) == ["b6", "nested"] and fwd.unclaimed_dropped == 6
     echo_peer.send(Call(2, "echo", [Ref("fwd", "b5")]))

@@ -102,7 +102,7 @@ def test_a_call_held_for_forwarded_values_is_dropped_and_its_values_not_waited_f
     peer.send(Deliver("c.2.1", True, 6))  # the other, later: no call takes it
     peer.send(Cancel([], ["c.2.0", "c.2.1"]))  # the client: its consumer has ended
     _sync(peer, 2)
-    assert not fwd._arrived and fwd._arrived_bytes == 0
+    assert not fwd._arrived and fwd._arrived.nbytes == 0
     peer.send(Call(3, "note", [3]))
     assert _next(peer) == Result(3, 3)
     assert ran == [3]

@@ -315,11 +315,6 @@ class Receiving(HeldBound):
             said = UPSTREAM_FAILED + said
         self.rt._send_quietly(h.ch, Fail(h.call.id, "exception", kind, said, tb))
 
-    @property
-    def _arrived_bytes(self) -> int:
-        """The bytes counted for the values no call has taken yet."""
-        return self._arrived.nbytes
-
     def held_calls(self) -> int:
         """Calls held now for forwarded values (each once, however many it waits for)."""
         with self._lock:
