@@ -191,7 +191,7 @@ def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) 
     spent = clock() - t0  # (before the addition: a call there lets the GIL go, and
     rt.busy_s += spent  # a pool thread's time added meanwhile was lost)
     rt.calls += 1
-    if rt.forwarding.targets or (type(reply) is Result and heeded(reply.value)):
+    if rt.forwarding.waiting or (type(reply) is Result and heeded(reply.value)):
         reply = rt.forwarding.finished(ch, call, reply)
     if ch.closed:
         return

@@ -21,7 +21,9 @@ A ``Keep`` with ``least`` (``forward = "keep"``, sent before its call) asks that
 an answer of ``least`` bytes or more (heldvalue.held_bytes): a smaller one goes by value.
 A ``Forward`` or ``Keep`` with an ``index`` asks the same of call ``index`` of batch
 ``id`` (a ``CallBatch``): done before the batch is answered, its slot of the
-``BatchResult`` then holding the ``Ref`` (`finished_batch`). A ``Forward`` with
+``BatchResult`` then holding the ``Ref`` (`finished_batch`); one whose answer has no
+value it names (an index of a plain call or past the batch, none of a batch) is said,
+not served (fwdasked.py `_unnamed`). A ``Forward`` with
 ``hold`` (its consumer may be moved by migration and need the value again) sends the
 value and keeps it pinned for its key until ``Keep(..., release=True)``.
 
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from polybus.errors import TransportError
 from polybus.lazynumpy import is_plain_array, ndarray_type
+from polybus.plural import plural
 from polybus.registry.limits import ADDRESS_MAX
 from polybus.transport.channel import Channel
 from polybus.wire.codec import Ref
@@ -53,7 +56,7 @@ from polybus.wire.messages import (
 )
 from polybus.worker import unread
 from polybus.worker.fwdaddress import not_an_address, quoted
-from polybus.worker.fwdasked import Asking, Target
+from polybus.worker.fwdasked import HOLD, Asking, Target
 from polybus.worker.fwdheld import ARRIVED_BOUND, HELD_BOUND, TAKEN_BOUND
 from polybus.worker.fwdstore import ForwardStore, stored
 from polybus.worker.heldvalue import held_bytes
@@ -71,7 +74,6 @@ __all__ = ["ARRIVED_BOUND", "FORWARD_MIN", "HELD_BOUND", "HOLD", "TAKEN_BOUND", 
 # request for it is seen in time. A producer answering inline read nothing meanwhile,
 # and a 5 ms stage sent its 1.6 MB value to the client in 3 runs of 6.
 FORWARD_MIN = 64 * 1024
-HOLD = "+"  # a target that is no address: the value stays pinned for its key (Forward.hold)
 
 
 # What to do with an answer so asked: (Delivers to send, answered by value, kept value)
@@ -191,13 +193,14 @@ class Forwarding(Asking):
     def finished(self, ch: Channel, call: Call, reply: Message) -> Message:
         """The answer to send the client for ``call``, after forwarding it where asked.
         A large value waits until its client's messages are read (FORWARD_MIN). The
-        inline paths call this only for such a value, or with targets waiting."""
+        inline paths call this only for such a value, or with requests waiting. Requests
+        with an index (`slots`) of this call, which is no batch, name no value: said."""
         if type(reply) is Result and heeded(reply.value) and _large(reply.value):
             self.rt.heed(ch)
         where = (id(ch), call.id)
         if self._took:
             self._ran(where)  # (it ran: a Steal gives nothing of it back now)
-        if not self.targets:  # the common case: nothing asked, no lock taken
+        if not self.waiting:  # the common case: nothing asked, no lock taken
             return reply
         result = reply if type(reply) is Result else None
         sized = self.sized.get(where)  # (a small answer is not kept for its Keep's key)
@@ -208,11 +211,15 @@ class Forwarding(Asking):
             entry = self.targets.pop(where, None)
             if entry is not None:
                 self.asks.remove(where[0], *entry)
+            unnamed = self.slots.pop(where, None)  # (only a batch's calls have an index)
+            for e in (unnamed or {}).values():
+                self.asks.remove(where[0], *e)
             if self.sized.pop(where, None) is not None and small and entry is not None:
                 entry = (entry[0], [t for t in entry[1] if t != ("", sized[0])])  # type: ignore[index]
-            if entry is None:
-                return reply
-            plan = self._plan(ch, entry, result, kept)
+            plan = None if entry is None else self._plan(ch, entry, result, kept)
+        for i, e in (unnamed or {}).items():
+            self._unnamed(ch, e, f"call {call.id} has no value at index {i} (a Call, not a "
+                                 "batch: only a CallBatch's calls have an index)")
         return self._carry_out(ch, reply, plan)  # type: ignore[arg-type]
 
     def finished_batch(self, ch: Channel, reply: BatchResult) -> None:
@@ -223,7 +230,9 @@ class Forwarding(Asking):
         forwarding fails in polybus's own steps fails alone (`_fault`). A large value
         waits for the client's requests, as in `finished`, whether or not that client
         asked before: its first may be on its way, for a consumer made once the batch was
-        written. Nothing more is looked at for a client that never asked."""
+        written. Nothing more is looked at for a client that never asked. A request that
+        names no value of the batch (an index past its calls; no index: a batch has no
+        value of its own) is said, not served (fwdasked.py `_unnamed`)."""
         values = reply.values
         arr = ndarray_type()
         for v in values:  # (`heeded` and `_large`, inlined: this runs on every batch)
@@ -239,24 +248,37 @@ class Forwarding(Asking):
             return
         where = (id(ch), reply.id)
         asked = self.slots.get(where)
-        if asked is None:
+        if asked is None and where not in self.targets:
             return
         failed = {f.id: f for f in reply.fails}
         n = len(values)
-        copies = {i: stored(values[i]) for i in list(asked) if 0 <= i < n and i not in failed}
+        copies = {i: stored(values[i]) for i in list(asked or ()) if i < n and i not in failed}
         answers: dict[int, Result | Fail] = {}
         plans: dict[int, tuple[Target, _Plan]] = {}
         faults: dict[int, tuple[Target, Exception]] = {}
+        unnamed: list[tuple[Target, str]] = []
+        batch = f"a batch of {plural(n, 'call')}"
         with self._lock:  # (all stored before the lock goes, as in `finished`)
+            own = self.targets.pop(where, None)  # (asked with no index)
+            if own is not None:
+                self.asks.remove(where[0], *own)
+                unnamed.append((own, f"call {reply.id} has no value of its own ({batch}: "
+                                     "a request names one of them by its index)"))
+            self.sized.pop(where, None)
             for i, entry in (self.slots.pop(where, None) or {}).items():
                 self.asks.remove(where[0], *entry)
-                if 0 <= i < n:
+                if i >= n:
+                    unnamed.append((entry, f"call {reply.id} has no value at index {i} "
+                                           f"({batch})"))
+                else:
                     answers[i] = failed.get(i) or Result(i, values[i])
                     result = answers[i] if type(answers[i]) is Result else None
                     try:
                         plans[i] = entry, self._plan(ch, entry, result, copies.get(i))  # type: ignore[arg-type]
                     except Exception as exc:
                         faults[i] = entry, exc
+        for entry, why in unnamed:
+            self._unnamed(ch, entry, why)
         for i, (entry, plan) in plans.items():
             try:
                 out = self._carry_out(ch, answers[i], plan)
@@ -348,4 +370,5 @@ class Forwarding(Asking):
             for k in [k for k in self.sized if k[0] == id(ch)]:
                 del self.sized[k]
             self.asking.discard(id(ch))
+            self.unnamed.discard(id(ch))
         self.kept.release(ch)  # the answers kept for it alone

@@ -19,6 +19,14 @@ if a ``Forward`` of the call waits, it is kept as any forwarded answer, and a la
 ``Forward`` of the Keep's key is served from there while the store holds it, else
 fails its consumer as an evicted value does). A request asked already (the same ``to``
 and key) adds nothing and is never refused. The replica serves on.
+
+A request whose call's answer has no value it names (an ``index`` of a plain ``Call``,
+one past its batch's calls, none of a ``CallBatch``) goes when that call is answered,
+as the others do, but is said, not served (`_unnamed`): a ``Forward`` is answered
+``Undelivered(key, to, "LookupError", ...)`` saying what the call has, so its consumer
+fails rather than waits; a ``Keep`` is dropped (logged, once a connection). A foreign
+client's bug waited for nothing until the connection ended, its consumer until its
+client gave up. One naming a call id never sent waits as any request may (above).
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ from polybus.worker.fwdpeers import BUSY
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
 
-__all__ = ["ASKED_BOUND", "ASKED_BYTES", "ASKED_ENTRY_BYTES", "Asked", "Asking", "Target"]
+__all__ = ["ASKED_BOUND", "ASKED_BYTES", "ASKED_ENTRY_BYTES", "HOLD", "LOOKUP", "Asked", "Asking",
+           "Target"]
 
 log = logging.getLogger("polybus.worker")
 
@@ -46,8 +55,10 @@ ASKED_BYTES = DEFAULT_CAPACITY  # their bytes, on all connections (the forward s
 # Counted for each request beside its strings: a Forward of a call not asked of before
 # held 454 bytes with keys of a few characters (tracemalloc, 100,000 of them).
 ASKED_ENTRY_BYTES = 512
+HOLD = "+"  # a target that is no address: the value stays pinned for its key (Forward.hold)
+LOOKUP = "LookupError"  # what a request naming no value fails its consumer with (`_unnamed`)
 
-# A request: (to, key), ``to`` "" for a Keep, forwarding.HOLD beside the address of a
+# A request: (to, key), ``to`` "" for a Keep, `HOLD` beside the address of a
 # Forward with ``hold``; what a client asked of a call's answer: (pkey, [requests]).
 _Request = tuple[str, str]
 Target = tuple[str, list[_Request]]
@@ -118,6 +129,13 @@ class Asking(Receiving):
         self.sized: dict[tuple[int, int], tuple[str, int]] = {}
         # How many of the requests in ``targets`` and ``slots`` wait, and their bytes.
         self.asks = Asked()
+        # Its count by connection, the same dict: empty while no request waits, the one
+        # look of a call's answer for what was asked of it (forwarding.py `finished`).
+        self.waiting = self.asks.counts
+        # The connections that sent a request naming no value (logged once each), and
+        # how many have ever (`_unnamed`).
+        self.unnamed: set[int] = set()
+        self.unnamed_connections = 0
 
     def _target(self, ch: Channel, msg: Forward | Keep, make: bool = True) -> Target | None:
         """(The lock held) what is asked of call ``msg.id`` on ``ch`` (of call
@@ -152,6 +170,28 @@ class Asking(Receiving):
             self.rt._send_quietly(ch, Undelivered(
                 msg.key, msg.to, BUSY,
                 f"{self.rt.name} did not keep the request for {call}'s answer: {why}"))
+
+    def _unnamed(self, ch: Channel, entry: Target, why: str) -> None:
+        """(Not under the lock) ``entry``, asked of an answer that has no value it
+        names (``why``, "call 4 has no value at index 2 ..."), was let go: a Forward in it
+        is said to its client, ``Undelivered`` (`LOOKUP`), so its consumer fails rather
+        than waits for a value that will not come; a Keep goes unsaid, its answer as if
+        not asked. The log says a connection's first such request, as the count of
+        connections that sent one doubles (a foreign client's bug, not the replica's)."""
+        forwards = [(to, key) for to, key in entry[1] if to and to != HOLD]
+        for to, key in forwards:
+            self.rt._send_quietly(ch, Undelivered(key, to, LOOKUP, f"{self.rt.name}: {why}"))
+        with self._lock:
+            first = id(ch) not in self.unnamed
+            if first:
+                self.unnamed.add(id(ch))
+                self.unnamed_connections += 1
+            n = self.unnamed_connections
+        if first and doubling(n):
+            log.warning("worker %s: a request of a call answer names no value, from %s "
+                        "(%s so far sent one; each Forward so is answered Undelivered, "
+                        "each Keep dropped): %s: %s", self.rt.name, ch.peer,
+                        plural(n, "connection"), "a Forward" if forwards else "a Keep", why)
 
     def _untarget(self, ch: Channel, msg: Keep) -> None:
         """(The lock held) nothing is asked of ``msg``'s call any more."""

@@ -127,7 +127,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
             spent = clock() - t0  # (before the addition: a call there lets the GIL go, and
             rt.busy_s += spent  # a pool thread's time added meanwhile was lost)
             rt.calls += 1
-            if rt.forwarding.targets or (type(reply) is Result and heeded(reply.value)):
+            if rt.forwarding.waiting or (type(reply) is Result and heeded(reply.value)):
                 reply = rt.forwarding.finished(ch, msg, reply)
             if not ch.closed:  # the answer: Channel.send's steps, a one-piece frame written here
                 unsendable = False
