@@ -1,4 +1,4 @@
-"""A `broadcast` handle stands for the bytes as they were broadcast (README), whatever
+"""A `broadcast` handle stands for the bytes as they were broadcast (docs/tuning.md), whatever
 the program does to the array afterwards, on every transport.
 
 Found by a new-user trial: ``h1 = broadcast(t); t[0] = 42.0; h2 = broadcast(t)``, then

@@ -105,7 +105,7 @@ def test_ctrl_c_at_the_terminal_says_the_run_was_interrupted(tmp_path: Path) -> 
         "polybus run: interrupted (mpiexec ended the job: Ctrl-C, or a signal sent to "
         f"mpiexec) while the program was at {tmp_path / 'client.py'}, line {line}, in main; "
         "it was waiting for a call to f on server-"), said
-    # mpiexec's own status for a job it ended (README): 1, unless mpiexec itself crashed
+    # mpiexec's own status for a job it ended (docs/guide.md): 1, unless mpiexec itself crashed
     # at its teardown, a NULL read in PMIx_server_finalize (Open MPI 5.0.x's launcher,
     # open-mpi/ompi#13650), after rank 0 said its line and wrote its --json. Under load
     # about 1 run in 20 here, and 3 in 100 of a plain mpi4py program without polybus

@@ -280,7 +280,7 @@ def test_a_promise_deeper_than_the_bound_or_in_a_list_subclass_is_waited_for_at_
 
 def test_the_docs_say_a_list_of_promises_is_forwarded() -> None:
     root = Path(__file__).resolve().parents[2]
-    row = next(line for line in (root / "README.md").read_text().splitlines()
+    row = next(line for line in (root / "docs" / "coming-from.md").read_text().splitlines()
                if line.startswith("| `client.submit(g, fut)`"))
     assert "Not a list of promises" not in row, row
     forward = (root / "docs" / "strategies.md").read_text()

@@ -32,13 +32,13 @@ CLIENT = """
 """
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide.md"
 _SAID = "exists only while its replica serves"
 
 
 def _json_description() -> str:
-    """README's description of `run --json`'s ``addresses``, one line."""
-    text = " ".join(README.read_text().split())
+    """docs/guide.md's description of `run --json`'s ``addresses``, one line."""
+    text = " ".join(GUIDE.read_text().split())
     start = text.index("`addresses`: where,")
     return text[start:text.index("`interfaces`", start)]
 
@@ -78,7 +78,7 @@ def test_each_replica_says_the_transport_of_each_of_its_connections(
                 (f"ipc://{tempfile.gettempdir()}/polybus-", f"shm://{tempfile.gettempdir()}/polybus-")), r
     assert len({a for r in doc["replicas"] for a in r["addresses"]}) == 2 * len(want)
     # An ipc or shm address names a socket file of the run's directory, gone once the
-    # run has ended, as the JSON's description (README) says: the address tells the
+    # run has ended, as the JSON's description (docs/guide.md) says: the address tells the
     # transport and that the replica was on the client's host, not a file to find.
     for a in (a for r in doc["replicas"] for a in r["addresses"]):
         scheme, _, path = a.partition("://")

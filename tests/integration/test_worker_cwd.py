@@ -1,5 +1,5 @@
 """A worker's working directory is the run's, not the configuration's or the module's,
-and the module's folder is on its sys.path (README's tour, docs/configuration.md): a
+and the module's folder is on its sys.path (docs/guide.md, docs/configuration.md): a
 file beside the module is imported from anywhere, a relative file name is not found."""
 
 from __future__ import annotations

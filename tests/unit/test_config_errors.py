@@ -376,7 +376,7 @@ RUN_AGAIN = ("a call lost with its replica runs again on another, as long as its
      "the client's use table: modules.<client>.use.<name>.aggregate = 100"),
     (set_server("num_gpus = 1"), "modules.server.num_gpus",
      "nothing is placed by resources: a replica runs where its engine puts it, or where "
-     "its worker is started by hand at a registry (README, 'Coming from Ray, Dask, ...')"),
+     "its worker is started by hand at a registry (docs/coming-from.md, 'num_gpus')"),
 ])
 def test_a_ported_programs_name_is_told_where_it_goes(tmp_path: Path, toml: str, key: str,
                                                        hint: str) -> None:

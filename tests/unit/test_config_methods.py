@@ -66,8 +66,8 @@ def test_a_method_of_a_class_or_object_says_only_functions_are_served(
                            f"{of}")
     assert found[0][2] == ("serve a function that calls it, in server.py: def compare(*args, "
                            "**kwargs): return model.compare(*args, **kwargs), bound as "
-                           "\"server.compare\" (state kept between calls: README, 'Coming "
-                           "from Ray, Dask, ...', an actor)")
+                           "\"server.compare\" (state kept between calls: docs/coming-from.md, "
+                           "'an actor')")
 
 
 def test_a_class_with_no_instance_gets_one_made_once_in_the_hint(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from polybus.engines import served
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+GUIDE = (ROOT / "docs" / "guide.md").read_text()
 
 
 def _readme_mpiexec() -> list[str]:
@@ -60,6 +61,6 @@ def test_the_readme_mpiexec_command_has_the_options_the_tests_launch_with(
     assert wanted == options, (wanted, options)
     as_root = set(_tests_options(monkeypatch, root=True)) - set(wanted)
     assert as_root == {"--allow-run-as-root", "--bind-to", "none"}
-    section = README[README.index("**Under mpiexec, or on a Ray cluster.**"):]
+    section = GUIDE[GUIDE.index("## Under mpiexec, or on a Ray cluster"):]
     section = section[:section.index("\nUnder ray,")]
     assert re.search(r"as root.{0,80}`--allow-run-as-root`", section, re.S), section

@@ -68,7 +68,7 @@ def _broadcast(session: Session, value: Any) -> Shared:
     key = content_key(value)
     if key is None:  # (a dict, a list, ...: named by its encoding, kept as encoded)
         key, value = encoded(session, value)
-    # The handle stands for the bytes as they are now (README): an array that could
+    # The handle stands for the bytes as they are now (docs/tuning.md, broadcast): an array that could
     # change is kept as a read-only copy (shared with any held call of that content).
     # Sent again from the array, a replica that lost the content (evicted, or dropped
     # when the array changed and was broadcast again) would get the new bytes under the

@@ -28,7 +28,7 @@ the non-zero ones (cli/cmd_run.py).
 They count what the client decided, once for each try: a call moved to another
 replica (migration, a steal), run again after its replica was lost, or whose encoding
 failed after its operands were named may count its operands or its forwarding again,
-so they can exceed ``calls`` (README, "the counts above", says so too).
+so they can exceed ``calls`` (docs/guide.md, "What each strategy did: the counts", says so too).
 """
 
 from __future__ import annotations

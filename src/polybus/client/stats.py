@@ -60,7 +60,7 @@ class ReplicaStats:
     # by hand on several hosts can be told apart (the summary's `host`: summary.py). An
     # ipc or shm address is a socket file on this host that exists only while its
     # replica serves (a run's own workers': removed with the run's directory), kept all
-    # the same: it says the transport and that the replica was here (README, --json)
+    # the same: it says the transport and that the replica was here (docs/guide.md, --json)
     addresses: list[str] = field(default_factory=list)
 
 

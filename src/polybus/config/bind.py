@@ -142,8 +142,7 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
             elif info is not None and (method := method_of(info, iface)) is not None:
                 p.add(f"module {target!r} has no interface {iface!r}: {method[0]}", key,
                       method[1] + f", bound as \"{target}.{iface.rpartition('.')[2]}\" "
-                      "(state kept between calls: README, 'Coming from Ray, Dask, ...', "
-                      "an actor)")
+                      "(state kept between calls: docs/coming-from.md, 'an actor')")
             else:
                 p.add(f"module {target!r} has no interface {iface!r}", key,
                       _interface_hint(iface, served, target, info, p))

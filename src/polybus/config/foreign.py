@@ -90,6 +90,6 @@ def _other(name: str, place: str, n: str) -> str | None:
                 f"modules.<client>.use.<name>.aggregate = {n}")
     if name in _RESOURCES:
         return ("nothing is placed by resources: a replica runs where its engine puts it, "
-                "or where its worker is started by hand at a registry (README, 'Coming "
-                "from Ray, Dask, ...')")
+                "or where its worker is started by hand at a registry (docs/coming-from.md, "
+                "'num_gpus')")
     return None
