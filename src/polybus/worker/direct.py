@@ -144,7 +144,7 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             # its answers, whom the intake has stopped reading (intake.py, _stick)
             if len(queue) or rt._paused or ch.unsent:
                 with lock:
-                    rt._polling = False
+                    rt._let_role_go()
                     rt._cv.notify()
                 return False
             if ch.closed:
@@ -155,6 +155,8 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             rt._awake.add(ch)  # type: ignore[arg-type]
         with lock:  # run it, the role let go meanwhile (as _poll_and_release does)
             rt._polling = False
+            if rt._heeding:  # (`WorkerRuntime._let_role_go`'s steps, written out)
+                rt._cv.notify_all()
             rt._running += 1
             rt._started += 1
             if rt._running < rt.options.pool:

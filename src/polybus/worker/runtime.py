@@ -259,9 +259,7 @@ class WorkerRuntime(Polling):
             log.exception("worker %s: poller failed", self.name)
         finally:
             with self._lock:
-                self._polling = False
-                if self._heeding:
-                    self._cv.notify_all()  # (one waits in `heed` for the role)
+                self._let_role_go()
                 if takes_job and self._running < self.options.pool and (job := self._queue.pop()):
                     self._running += 1
                     self._started += 1
@@ -271,6 +269,13 @@ class WorkerRuntime(Polling):
                 if not takes_job or (job is not None and self._running < self.options.pool):
                     self._cv.notify()
         return job
+
+    def _let_role_go(self) -> None:
+        """(The lock held.) The poller's turn ends: threads waiting in `heed` for the
+        role are told (each wakes; the first takes it), for they ring no more."""
+        self._polling = False
+        if self._heeding:
+            self._cv.notify_all()
 
     def _wake(self) -> None:
         self._bell.ring()
