@@ -80,9 +80,10 @@ class RunResult:
 def busy_share(busy_s: float, elapsed_s: float, handlers: int = 1) -> float:
     """The share of a replica's handlers' time spent in calls: ``busy_s`` (the calls'
     durations summed, so a pool's overlapping calls can add up past the elapsed time)
-    over ``elapsed_s`` times its ``handlers``; 0 for no time. At most 1: a replica
-    shared with other clients counts their calls in full, also one begun before this
-    run started (a new user's shared replica showed 105 busy %)."""
+    over ``elapsed_s`` times its ``handlers``; 0 for no time. At most 1: the busy time
+    and the elapsed time are not read at the same instants (a new user's shared
+    replica, whose busy time counted a call begun before the run in full, showed 105
+    busy %; a call under way now counts for its part within the run: worker/busy.py)."""
     if elapsed_s <= 0:
         return 0.0
     return min(1.0, busy_s / (elapsed_s * max(1, handlers)))

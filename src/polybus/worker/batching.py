@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from polybus.errors import MessageTooLarge, PolybusError
 from polybus.wire.messages import BatchResult, CallBatch, Fail, Result
 from polybus.wire.unsendablepath import at
-from polybus.worker import unread
+from polybus.worker import busy, unread
 from polybus.worker.replies import TOO_LARGE, failure, failure_room, fitted, unsendable
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ def run(rt: WorkerRuntime, job: Job) -> None:
     batch: CallBatch = job.call
     fn = rt.functions[batch.iface]
     t0 = time.perf_counter()
+    me = busy.began(rt, t0)
     rt.queue_wait_s += t0 - job.enqueued
     values: list[Any] = []
     fails: list[Fail] = []
@@ -46,7 +47,7 @@ def run(rt: WorkerRuntime, job: Job) -> None:
         time.sleep(spent * (1.0 / rt.options.speed - 1.0))
         spent = time.perf_counter() - t0
     rt.calls += len(values)
-    rt.busy_s += spent
+    busy.ended(rt, me, spent)
     ch = job.channel
     if ch.closed:
         return

@@ -26,7 +26,7 @@ from polybus.errors import PolybusError, ProtocolError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
 from polybus.wire.messages import Call, Drop, Message, Put, Result
-from polybus.worker import unread
+from polybus.worker import busy, unread
 from polybus.worker.bells import coalescing
 from polybus.worker.cache import Forwarded
 from polybus.worker.cache import resolve as resolve_operands
@@ -144,7 +144,7 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             # its answers, whom the intake has stopped reading (intake.py, _stick)
             if len(queue) or rt._paused or ch.unsent:
                 with lock:
-                    rt._polling = False
+                    rt._let_role_go()
                     rt._cv.notify()
                 return False
             if ch.closed:
@@ -155,6 +155,8 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
             rt._awake.add(ch)  # type: ignore[arg-type]
         with lock:  # run it, the role let go meanwhile (as _poll_and_release does)
             rt._polling = False
+            if rt._heeding:  # (`WorkerRuntime._let_role_go`'s steps, written out)
+                rt._cv.notify_all()
             rt._running += 1
             rt._started += 1
             if rt._running < rt.options.pool:
@@ -182,14 +184,14 @@ def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) 
     """`WorkerRuntime._run`'s steps for a plain call that never waited in the queue."""
     clock = time.perf_counter
     t0 = clock()
+    me = busy.began(rt, t0)
     reply: Message
     try:
         value = fn(*call.args, **call.kwargs) if call.kwargs else fn(*call.args)
         reply = Result(call.id, value)
     except BaseException as exc:  # (as WorkerRuntime._run)
         reply = failure(call.id, exc, fn, call.args, call.kwargs)
-    spent = clock() - t0  # (before the addition: a call there lets the GIL go, and
-    rt.busy_s += spent  # a pool thread's time added meanwhile was lost)
+    busy.ended(rt, me, clock() - t0)
     rt.calls += 1
     if rt.forwarding.waiting or (type(reply) is Result and heeded(reply.value)):
         reply = rt.forwarding.finished(ch, call, reply)

@@ -37,11 +37,14 @@ def heed(rt: WorkerRuntime, ch: Channel) -> None:
             end = time.monotonic() + HEED_WAIT_S
             rt._heeding += 1
             try:
+                rt._wake()  # (its sleep in the selector cut short: once is enough)
                 while rt._polling and not rt._stopping:
-                    if time.monotonic() >= end:
+                    left = end - time.monotonic()
+                    if left <= 0:
                         return
-                    rt._wake()  # (its sleep in the selector cut short)
-                    rt._cv.wait(0.001)  # (notified when a turn ends: runtime.py)
+                    # Every end of a turn tells the threads heeding (`WorkerRuntime.
+                    # _let_role_go`), and none takes the role while one heeds.
+                    rt._cv.wait(left)
             finally:
                 rt._heeding -= 1
             took = True
@@ -56,6 +59,6 @@ def heed(rt: WorkerRuntime, ch: Channel) -> None:
         log.exception("worker %s: reading %s before an answer failed", rt.name, ch.peer)
     finally:
         with rt._lock:
-            rt._polling = False
+            rt._let_role_go()  # (another thread heeding takes it next)
             if took or (len(rt._queue) and rt._running < rt.options.pool):
                 rt._cv.notify()  # someone polls again; calls it read wait for a thread

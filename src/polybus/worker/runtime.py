@@ -29,7 +29,7 @@ from polybus.transport.greeting import Greeting
 from polybus.transport.shm import ShmChannel
 from polybus.transport.wake import Wake
 from polybus.wire.messages import Call, Message, Result, Stats
-from polybus.worker import batching, direct, heeding, standby
+from polybus.worker import batching, busy, direct, heeding, standby
 from polybus.worker.bells import OwedBells, coalescing
 from polybus.worker.cache import OperandCache
 from polybus.worker.direct import DIRECT_TYPES
@@ -126,7 +126,9 @@ class WorkerRuntime(Polling):
         self._quiet = Quieter()
         self._quiet_calls = Quieter()
         self.calls = 0
-        self.busy_s = 0.0
+        self.busy_s = 0.0  # the calls ended; with those under way: busy.py
+        self._since: dict[int, float] = {}  # a thread running a call -> when it began
+        self._busy_lock = threading.Lock()  # (busy_s and _since change together)
         self.queue_wait_s = 0.0
         self._started = 0  # calls started, for the standby's look
         self._corked = Corked()  # tiny answers written together (replies.py)
@@ -243,7 +245,9 @@ class WorkerRuntime(Polling):
 
     def fault(self, ch: Channel, call_id: int, exc: BaseException) -> None:
         """Call ``call_id`` met ``exc`` in polybus's own steps (not the user's function,
-        whose errors are its answer): log it in full, and fail that call alone."""
+        whose errors are its answer): log it in full, and fail that call alone. Called
+        by the thread that ran it: its call is under way no more (busy.py)."""
+        busy.ended(self, threading.get_ident(), 0.0)
         log.error("worker %s: answering call %d failed", self.name, call_id, exc_info=exc)
         try:
             send_quietly(ch, internal_failure(self.name, call_id, exc))
@@ -259,9 +263,7 @@ class WorkerRuntime(Polling):
             log.exception("worker %s: poller failed", self.name)
         finally:
             with self._lock:
-                self._polling = False
-                if self._heeding:
-                    self._cv.notify_all()  # (one waits in `heed` for the role)
+                self._let_role_go()
                 if takes_job and self._running < self.options.pool and (job := self._queue.pop()):
                     self._running += 1
                     self._started += 1
@@ -271,6 +273,13 @@ class WorkerRuntime(Polling):
                 if not takes_job or (job is not None and self._running < self.options.pool):
                     self._cv.notify()
         return job
+
+    def _let_role_go(self) -> None:
+        """(The lock held.) The poller's turn ends: threads waiting in `heed` for the
+        role are told (each wakes; the first takes it), for they ring no more."""
+        self._polling = False
+        if self._heeding:
+            self._cv.notify_all()
 
     def _wake(self) -> None:
         self._bell.ring()
@@ -292,6 +301,7 @@ class WorkerRuntime(Polling):
         if call.again:  # sent again after a loss: what is held is written first, and its
             self._release_held(every=True)  # own answer at once (Call.again), not corked
         t0 = time.perf_counter()
+        me = busy.began(self, t0)
         self.queue_wait_s += t0 - job.enqueued
         reply: Message
         try:
@@ -304,7 +314,7 @@ class WorkerRuntime(Polling):
             time.sleep(spent * (1.0 / self.options.speed - 1.0))
             spent = time.perf_counter() - t0
         self.calls += 1
-        self.busy_s += spent
+        busy.ended(self, me, spent)
         reply = self.forwarding.finished(job.channel, call, reply)
         if job.channel.closed:
             return
@@ -329,7 +339,7 @@ class WorkerRuntime(Polling):
             self._bells.ring(every=not len(self._queue))
 
     def stats(self, req: int = 0) -> Stats:
-        return Stats(self.name, self.calls, self.busy_s, self.queue_wait_s,
+        return Stats(self.name, self.calls, busy.now(self), self.queue_wait_s,
                      len(self._queue), self._running, self.options.speed, req,
                      self.options.pool)
 

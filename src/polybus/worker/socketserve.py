@@ -21,6 +21,7 @@ from __future__ import annotations
 import select
 import socket
 import time
+from threading import get_ident
 from typing import TYPE_CHECKING
 
 from polybus.errors import TransportError
@@ -67,6 +68,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
     send_lock = ch.send_lock
     poll = ch.look().poll
     decoder = ch.decoder
+    since, busy_lock, me = rt._since, rt._busy_lock, get_ident()  # (busy.py's, inlined)
     while True:
         # Wait for bytes: a look, then a read; for the spin window at most.
         deadline = 0.0
@@ -112,20 +114,24 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
                 return None, msg
         with lock:  # run it, the role let go meanwhile (as direct.serve does)
             rt._polling = False
+            if rt._heeding:  # (`WorkerRuntime._let_role_go`'s steps, written out)
+                rt._cv.notify_all()
             rt._running += 1
             rt._started += 1
             if rt._running < rt.options.pool:
                 rt._cv.notify()
         # direct._answer's steps, written out here (one Python frame less a call)
         try:
-            t0 = clock()
+            t0 = since[me] = clock()
             reply: Message
             try:
                 reply = Result(msg.id, functions[msg.iface](*args))
             except BaseException as exc:  # (as WorkerRuntime._run)
                 reply = failure(msg.id, exc, functions[msg.iface], args)
-            spent = clock() - t0  # (before the addition: a call there lets the GIL go, and
-            rt.busy_s += spent  # a pool thread's time added meanwhile was lost)
+            spent = clock() - t0
+            with busy_lock:
+                rt.busy_s += spent
+                del since[me]
             rt.calls += 1
             if rt.forwarding.waiting or (type(reply) is Result and heeded(reply.value)):
                 reply = rt.forwarding.finished(ch, msg, reply)
