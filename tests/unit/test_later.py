@@ -97,3 +97,54 @@ def test_a_dead_replicas_sends_are_dropped() -> None:
     link.dead = True  # (its calls went elsewhere, or failed, when it was lost)
     later.write(reactor)  # type: ignore[arg-type]
     assert reactor.sent == [] and not later.queue
+
+
+class _Deferring(_Reactor):
+    """Sends as `Sending`'s do: deferred while this thread gathers or reads in a send."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.later = Later()
+
+    def send_many(self, link: _Link, msgs: list[Call]) -> None:
+        if self.later.reader is not None and self.later.defer(link, msgs):  # type: ignore[arg-type]
+            return
+        super().send_many(link, msgs)
+
+
+def test_gathered_sends_go_a_replicas_adjacent_ones_as_one_write_in_order() -> None:
+    # A moved call and what is asked of its answer (client/migrate.py): one write, so
+    # its replica cannot answer it before it reads the Forward.
+    r, a, b = _Deferring(), _Link(), _Link()
+    with r.later.gathered(r):  # type: ignore[arg-type]
+        r.send_many(a, [_call(1), _call(2)])
+        r.send(a, _call(3))
+        assert r.sent == []  # (nothing written inside the block)
+        r.send(b, _call(4))
+        r.send(a, _call(5))
+    assert r.sent == [(a, [1, 2, 3]), (b, [4]), (a, [5])]
+    assert r.later.reader is None and r.later.queue == []
+    r.send(a, _call(6))  # after the block: at once
+    assert r.sent[-1] == (a, [6])
+
+
+def test_gathered_inside_a_read_inside_a_send_leaves_them_to_that_send() -> None:
+    r, a = _Deferring(), _Link()
+    r.later.reader = get_ident()  # (a read inside a send: its sends wait for it)
+    with r.later.gathered(r):  # type: ignore[arg-type]
+        r.send(a, _call(1))
+    assert r.sent == [] and r.later.reader == get_ident()
+    r.later.reader = None
+    r.later.write(r)  # type: ignore[arg-type]
+    assert r.sent == [(a, [1])]
+
+
+def test_gathered_writes_what_it_has_when_the_block_raises() -> None:
+    r, a = _Deferring(), _Link()
+    try:
+        with r.later.gathered(r):  # type: ignore[arg-type]
+            r.send(a, _call(1))
+            raise RuntimeError("a step after the send failed")
+    except RuntimeError:
+        pass
+    assert r.sent == [(a, [1])] and r.later.reader is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from polybus.client.later import Later
 from polybus.client.migrate import Migrator
 from polybus.config.model import CallStyle
 
@@ -31,7 +32,7 @@ def _link(name: str) -> Any:
 
 def test_each_released_call_goes_by_its_own_binding() -> None:
     src, dst = _link("r0"), _link("r1")
-    reactor = SimpleNamespace(flush=lambda link: None,
+    reactor = SimpleNamespace(flush=lambda link: None, later=Later(),
                               send_many=lambda link, msgs: link.got.extend(msgs))
     style = CallStyle(kind="async")
 
@@ -65,7 +66,7 @@ def test_a_moved_call_of_an_auto_window_is_timed_from_its_move() -> None:
     import time
 
     src, dst = _link("r0"), _link("r1")
-    reactor = SimpleNamespace(flush=lambda link: None,
+    reactor = SimpleNamespace(flush=lambda link: None, later=Later(),
                               send_many=lambda link, msgs: link.got.extend(msgs))
     d = SimpleNamespace(links=[src, dst], inflight=[6, 2], window=[8, 8],  # (room at dst)
                         style=CallStyle(kind="async-demand"),

@@ -10,11 +10,19 @@ evicting hung so), and its frame cannot go in the middle of another anyway. So w
 thread reads inside a send, every send it decides on waits here, in order, and the send
 that read for it writes them when it is done (`Reactor.send`, ``send_many``), as does
 the next read if that send was not the reactor's own (a sync lane's).
+
+A step that makes several sends which must reach a replica as one write gathers them
+(`Later.gathered`): a call migration moves and what is asked of its answer there
+(client/migrate.py). Written one by one, the replica could read the call, run it and
+answer it by value before the client, preempted between the two writes, wrote the
+``Forward``; the value then went through the client.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from polybus.errors import MessageTooLarge
@@ -45,6 +53,31 @@ class Later:
             self.queue.append((link, msgs))
             return True
         return False
+
+    @contextmanager
+    def gathered(self, reactor: Sending) -> Iterator[None]:
+        """The sends this thread makes in the block wait, then go when it ends, a
+        replica's adjacent ones as one write, in order. In the read turn only (no other
+        thread reads inside a send meanwhile). Inside a read inside a send they wait for
+        that send anyway, and go as they would. One message too large fails the calls
+        of the write it is in (none of it written)."""
+        if self.reader is not None:
+            yield
+            return
+        start = len(self.queue)
+        self.reader = get_ident()
+        try:
+            yield
+        finally:
+            self.reader = None
+            joined: list[tuple[ReplicaLink, list[Message]]] = []
+            for link, msgs in self.queue[start:]:
+                if joined and joined[-1][0] is link:
+                    joined[-1][1].extend(msgs)
+                else:
+                    joined.append((link, list(msgs)))
+            self.queue[start:] = joined
+            self.write(reactor)
 
     def write(self, reactor: Sending) -> None:
         """Write what waits (once no read inside a send is under way, by one thread at

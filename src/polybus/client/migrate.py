@@ -167,11 +167,15 @@ class Migrator:
         for rec in recs:
             comm = rec.dispatcher.comm
             msgs.extend(comm.messages(rec, dst) if comm is not None else [rec.message()])
-        self.d.reactor.flush(dst)  # (calls held for dst go first, as Comm.send_many does)
-        self.d.reactor.send_many(dst, msgs)
-        for rec in recs:  # (after their calls: a producer's Forward must follow its call)
-            if (f := getattr(rec.dispatcher.comm, "forwarder", None)) is not None:
-                moved(f, rec, link, dst)
+        reactor = self.d.reactor
+        reactor.flush(dst)  # (calls held for dst go first, as Comm.send_many does)
+        # The calls, then what their consumers ask of their answers there, as one write
+        # (client/later.py): written apart, a call could be answered by value first.
+        with reactor.later.gathered(reactor):
+            reactor.send_many(dst, msgs)
+            for rec in recs:  # (after their calls: a producer's Forward must follow its call)
+                if (f := getattr(rec.dispatcher.comm, "forwarder", None)) is not None:
+                    moved(f, rec, link, dst)
 
     def _move_batch(self, b: Pending, link: ReplicaLink, dst: ReplicaLink) -> None:
         """Aggregated batch ``b`` (of any binding: a steal takes any call queued for the
