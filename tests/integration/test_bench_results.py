@@ -103,6 +103,23 @@ def test_the_default_page_is_beside_the_results_never_in_the_working_directory(
     assert not (repo / "results" / "results.md").exists()
 
 
+def test_a_folder_beside_docs_not_named_results_keeps_its_page_to_itself(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any DIR whose parent had docs/ made docs/results.md: `bench sort --quick --out
+    quickout` in a clone replaced the page of record with one quick section. Only
+    ``results/`` (the figures of record) makes docs/results.md now."""
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    record = repo / "docs" / "results.md"
+    record.write_text(f"{TITLE}\n\nSENTINEL: the page of record\n")
+    monkeypatch.chdir(repo)
+    (repo / "quickout").mkdir()
+    _write(repo / "quickout")
+    assert cli(["bench", "--page-only", "--out", "quickout"]) == 0
+    assert record.read_text() == f"{TITLE}\n\nSENTINEL: the page of record\n"
+    assert (repo / "quickout" / "results.md").read_text().startswith(TITLE)
+
+
 def test_a_page_that_is_not_a_results_page_is_not_overwritten(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     res = tmp_path / "results"

@@ -3,8 +3,8 @@
 ``--json F`` / ``--plot F.png`` write one benchmark's figures and picture (``--json -``:
 to standard output, the tables then on stderr); ``--out DIR``
 writes ``DIR/NAME.json`` and ``DIR/NAME.png`` for each benchmark run and then
-regenerates the results page (``--page``; by default docs/results.md beside DIR, or
-DIR/results.md: `page_for`) from every JSON in DIR. ``--page-only`` regenerates the
+regenerates the results page (``--page``; by default docs/results.md beside a DIR named
+results, or DIR/results.md: `page_for`) from every JSON in DIR. ``--page-only`` regenerates the
 page without running anything. A ``--quick`` run does not replace a full run's JSON
 (figures of record) unless ``--replace`` is given.
 """
@@ -55,7 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write DIR/NAME.json and DIR/NAME.png per benchmark, then the page")
     p.add_argument("--page", metavar="FILE",
                    help="the results page --out regenerates (default: docs/results.md "
-                        "beside DIR, if DIR's parent has a docs folder, else DIR/results.md)")
+                        "beside DIR if DIR is a folder named 'results' whose parent has a "
+                        "docs folder, else DIR/results.md)")
     p.add_argument("--page-only", action="store_true",
                    help="regenerate --page from the JSON files in --out; run nothing")
     p.add_argument("--replace", action="store_true",
@@ -64,11 +65,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
 
 
+# The folder of the figures of record (``--out results/``): its page is docs/results.md.
+RECORD_DIR = "results"
+
+
 def page_for(args: argparse.Namespace) -> Path:
     """The results page ``--out DIR`` regenerates: ``--page``, else docs/results.md beside
-    DIR when DIR's parent has a docs folder (``--out results/`` in this repository), else
-    DIR/results.md; never a page of the directory the command was run from. UsageError
-    if it is a file the results page was not written to (a README, another page)."""
+    DIR when DIR is a folder named ``results`` whose parent has a docs folder (``--out
+    results/`` in this repository), else DIR/results.md; never a page of the directory
+    the command was run from. (Any DIR beside docs/ made docs/results.md: ``--out
+    quickout`` in a clone replaced the page of record with one quick section.)
+    UsageError if it is a file the results page was not written to (a README, another
+    page)."""
     option, given = ("--page", args.page) if args.page else ("--out", args.out)
     try:  # (a name too long, a loop of links: the looks themselves raise)
         return _page_for(args)
@@ -83,8 +91,10 @@ def _page_for(args: argparse.Namespace) -> Path:
     if args.page:
         page = Path(args.page)
     else:
-        docs = Path(args.out).resolve().parent / "docs"
-        page = docs / "results.md" if docs.is_dir() else Path(args.out) / "results.md"
+        out = Path(args.out).resolve()
+        docs = out.parent / "docs"  # (this repository's layout: results/ beside docs/)
+        page = (docs / "results.md" if out.name == RECORD_DIR and docs.is_dir()
+                else Path(args.out) / "results.md")
     check_writable(str(page) if page.parent.is_dir() else None, "--page")
     if page.is_file():
         with page.open(encoding="utf-8", errors="replace") as f:
