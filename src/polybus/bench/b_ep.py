@@ -30,6 +30,7 @@ from polybus.bench.b_matmul import WARMUP, _matrices, _order, pin_blas
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Row
 from polybus.bench.stats import summarize
+from polybus.plural import plural
 
 __all__ = ["run"]
 
@@ -134,8 +135,8 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                                    "its seconds / polybus's)")
     if quick:
         peer_rows.leave_out_mpi_tcp(result)
-    result.notes.append(f"{rounds} round(s), interleaved: each round runs every system once "
-                        f"({reps} repetitions inside one start-up each); a row is the "
+    result.notes.append(f"{plural(rounds, 'round')}, interleaved: each round runs every system "
+                        f"once ({plural(reps, 'repetition')} inside one start-up each); a row is the "
                         "median of all its rounds' repetitions")
     progress.begin(rounds * (1 + (len(_RUNS) + 1 + len(peer_rows.MPI_TRANSPORTS)) * len(workers)), "ep")
     base: list[float] = []

@@ -88,7 +88,8 @@ def _systems() -> tuple[dict[str, Server], dict[str, str]]:
         "polybus": polybus_server, "asyncio_http": peer_server}
     skipped = {}
     if importlib.util.find_spec("uvicorn") is None:
-        skipped["uvicorn"] = "uvicorn is not installed (it is not a polybus dependency)"
+        skipped["uvicorn"] = ("not installed (pip install uvicorn: an optional peer, in none of "
+                               "polybus's extras)")
     else:
         systems["uvicorn"] = lambda pool: peer_server(pool, uvicorn=True)
     return systems, skipped

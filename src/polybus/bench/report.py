@@ -218,11 +218,14 @@ def _cell(r: Row) -> str:
 
 
 def _per_cell(ns: Sequence[int]) -> str:
-    """The caption's count: ``n = 7 repetitions per cell``, ``n = 1, 7 ...``; ``one
-    measurement per cell`` when every cell has one."""
+    """The caption's count: ``n = 7 repetitions per cell``; ``1 or 7 repetitions per
+    cell`` (``n = 1, 7`` read as a size n); ``one measurement per cell`` when every cell
+    has one."""
     if list(ns) == [1]:
         return "one measurement per cell"
-    return f"n = {', '.join(map(str, ns))} repetitions per cell"
+    if len(ns) == 1:
+        return f"n = {ns[0]} repetitions per cell"
+    return f"{', '.join(map(str, ns[:-1]))} or {ns[-1]} repetitions per cell"
 
 
 def _fmt(v: float) -> str:

