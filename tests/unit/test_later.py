@@ -112,9 +112,10 @@ class _Deferring(_Reactor):
         super().send_many(link, msgs)
 
 
-def test_gathered_sends_go_a_replicas_adjacent_ones_as_one_write_in_order() -> None:
+def test_gathered_sends_go_each_replicas_as_one_write_in_order() -> None:
     # A moved call and what is asked of its answer (client/migrate.py): one write, so
-    # its replica cannot answer it before it reads the Forward.
+    # its replica cannot answer it before it reads the Forward; a send to another
+    # replica between (the Cancel to the one it left) does not split them.
     r, a, b = _Deferring(), _Link(), _Link()
     with r.later.gathered(r):  # type: ignore[arg-type]
         r.send_many(a, [_call(1), _call(2)])
@@ -122,21 +123,24 @@ def test_gathered_sends_go_a_replicas_adjacent_ones_as_one_write_in_order() -> N
         assert r.sent == []  # (nothing written inside the block)
         r.send(b, _call(4))
         r.send(a, _call(5))
-    assert r.sent == [(a, [1, 2, 3]), (b, [4]), (a, [5])]
+    assert r.sent == [(a, [1, 2, 3, 5]), (b, [4])]
     assert r.later.reader is None and r.later.queue == []
     r.send(a, _call(6))  # after the block: at once
     assert r.sent[-1] == (a, [6])
 
 
 def test_gathered_inside_a_read_inside_a_send_leaves_them_to_that_send() -> None:
-    r, a = _Deferring(), _Link()
+    r, a, b = _Deferring(), _Link(), _Link()
     r.later.reader = get_ident()  # (a read inside a send: its sends wait for it)
+    r.send(a, _call(0))  # (the read's, before the block)
     with r.later.gathered(r):  # type: ignore[arg-type]
         r.send(a, _call(1))
+        r.send(b, _call(2))
+        r.send(a, _call(3))
     assert r.sent == [] and r.later.reader == get_ident()
     r.later.reader = None
     r.later.write(r)  # type: ignore[arg-type]
-    assert r.sent == [(a, [1])]
+    assert r.sent == [(a, [0]), (a, [1, 3]), (b, [2])]  # (the block's gathered too)
 
 
 def test_gathered_writes_what_it_has_when_the_block_raises() -> None:

@@ -13,9 +13,10 @@ the next read if that send was not the reactor's own (a sync lane's).
 
 A step that makes several sends which must reach a replica as one write gathers them
 (`Later.gathered`): a call migration moves and what is asked of its answer there
-(client/migrate.py). Written one by one, the replica could read the call, run it and
-answer it by value before the client, preempted between the two writes, wrote the
-``Forward``; the value then went through the client.
+(client/migrate.py), each replica's sends as one write whatever went to others
+between. Written one by one, the replica could read the call, run it and answer it by
+value before the client, preempted between the two writes, wrote the ``Forward``; the
+value then went through the client.
 """
 
 from __future__ import annotations
@@ -56,12 +57,15 @@ class Later:
 
     @contextmanager
     def gathered(self, reactor: Sending) -> Iterator[None]:
-        """The sends this thread makes in the block wait, then go when it ends, a
-        replica's adjacent ones as one write, in order. In the read turn only (no other
-        thread reads inside a send meanwhile). Inside a read inside a send they wait for
-        that send anyway, and go as they would. One message too large fails the calls
-        of the write it is in (none of it written)."""
-        if self.reader is not None:
+        """The sends this thread makes in the block wait, then go when it ends, each
+        replica's as one write, in order (a send to another replica between two to one
+        does not split them: a moved call and its Forward, the Cancel to the replica it
+        left between). In the read turn only (no other thread reads inside a send
+        meanwhile). Inside a read inside a send they are gathered so too, and wait for
+        that send. One message too large fails the calls of the write it is in (none of
+        it written)."""
+        outer = self.reader
+        if outer is not None and outer != get_ident():  # (never in the read turn)
             yield
             return
         start = len(self.queue)
@@ -69,15 +73,16 @@ class Later:
         try:
             yield
         finally:
-            self.reader = None
-            joined: list[tuple[ReplicaLink, list[Message]]] = []
-            for link, msgs in self.queue[start:]:
-                if joined and joined[-1][0] is link:
-                    joined[-1][1].extend(msgs)
+            self.reader = outer
+            joined: dict[int, tuple[ReplicaLink, list[Message]]] = {}
+            for link, msgs in self.queue[start:]:  # (this thread's alone: `defer`)
+                if (got := joined.get(id(link))) is not None:
+                    got[1].extend(msgs)
                 else:
-                    joined.append((link, list(msgs)))
-            self.queue[start:] = joined
-            self.write(reactor)
+                    joined[id(link)] = (link, list(msgs))
+            self.queue[start:] = joined.values()
+            if outer is None:
+                self.write(reactor)
 
     def write(self, reactor: Sending) -> None:
         """Write what waits (once no read inside a send is under way, by one thread at

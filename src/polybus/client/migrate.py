@@ -170,7 +170,8 @@ class Migrator:
         reactor = self.d.reactor
         reactor.flush(dst)  # (calls held for dst go first, as Comm.send_many does)
         # The calls, then what their consumers ask of their answers there, as one write
-        # (client/later.py): written apart, a call could be answered by value first.
+        # (client/later.py), the Cancels to ``link`` (fwdmove.py) between them or not:
+        # written apart, a call could be answered by value first.
         with reactor.later.gathered(reactor):
             reactor.send_many(dst, msgs)
             for rec in recs:  # (after their calls: a producer's Forward must follow its call)
