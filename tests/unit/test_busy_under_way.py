@@ -77,4 +77,4 @@ def test_a_call_under_way_is_busy_up_to_the_read(rt: WorkerRuntime, gate: _Gate,
     assert not runner.is_alive()
     ended = rt.stats()
     assert ended.calls >= 1 and ended.busy_s == rt.busy_s >= under_way.busy_s
-    assert rt._since == {}  # (nothing left counted as under way)
+    assert all(t0 == 0.0 for _, t0 in rt._threads_busy.values())  # (none under way)

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 from polybus.errors import PolybusError, ProtocolError, TransportError
 from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
 from polybus.wire.messages import Call, Drop, Message, Put, Result
-from polybus.worker import busy, unread
+from polybus.worker import unread
 from polybus.worker.bells import coalescing
+from polybus.worker.busy import IDLE
 from polybus.worker.cache import Forwarded
 from polybus.worker.cache import resolve as resolve_operands
 from polybus.worker.forwarding import heeded
@@ -183,15 +185,19 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
 def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) -> None:
     """`WorkerRuntime._run`'s steps for a plain call that never waited in the queue."""
     clock = time.perf_counter
+    threads_busy, me = rt._threads_busy, get_ident()  # (busy.py's steps, inlined)
+    done = threads_busy.get(me, IDLE)[0]
     t0 = clock()
-    me = busy.began(rt, t0)
+    threads_busy[me] = (done, t0)
     reply: Message
     try:
         value = fn(*call.args, **call.kwargs) if call.kwargs else fn(*call.args)
         reply = Result(call.id, value)
     except BaseException as exc:  # (as WorkerRuntime._run)
         reply = failure(call.id, exc, fn, call.args, call.kwargs)
-    busy.ended(rt, me, clock() - t0)
+    spent = clock() - t0
+    threads_busy[me] = (done + spent, 0.0)
+    rt.busy_s += spent
     rt.calls += 1
     if rt.forwarding.waiting or (type(reply) is Result and heeded(reply.value)):
         reply = rt.forwarding.finished(ch, call, reply)

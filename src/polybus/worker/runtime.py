@@ -127,8 +127,8 @@ class WorkerRuntime(Polling):
         self._quiet_calls = Quieter()
         self.calls = 0
         self.busy_s = 0.0  # the calls ended; with those under way: busy.py
-        self._since: dict[int, float] = {}  # a thread running a call -> when it began
-        self._busy_lock = threading.Lock()  # (busy_s and _since change together)
+        # a thread running calls -> (seconds of its calls ended, its call's start or 0)
+        self._threads_busy: dict[int, tuple[float, float]] = {}
         self.queue_wait_s = 0.0
         self._started = 0  # calls started, for the standby's look
         self._corked = Corked()  # tiny answers written together (replies.py)

@@ -30,6 +30,7 @@ from polybus.transport.spinning import yield_cpu
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Message, Result
 from polybus.worker import unread
+from polybus.worker.busy import IDLE
 from polybus.worker.forwarding import heeded
 from polybus.worker.replies import UNSENDABLE, failure, write
 
@@ -68,7 +69,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
     send_lock = ch.send_lock
     poll = ch.look().poll
     decoder = ch.decoder
-    since, busy_lock, me = rt._since, rt._busy_lock, get_ident()  # (busy.py's, inlined)
+    threads_busy, me = rt._threads_busy, get_ident()  # (busy.py's, inlined)
     while True:
         # Wait for bytes: a look, then a read; for the spin window at most.
         deadline = 0.0
@@ -122,16 +123,17 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
                 rt._cv.notify()
         # direct._answer's steps, written out here (one Python frame less a call)
         try:
-            t0 = since[me] = clock()
+            done = threads_busy.get(me, IDLE)[0]
+            t0 = clock()
+            threads_busy[me] = (done, t0)
             reply: Message
             try:
                 reply = Result(msg.id, functions[msg.iface](*args))
             except BaseException as exc:  # (as WorkerRuntime._run)
                 reply = failure(msg.id, exc, functions[msg.iface], args)
             spent = clock() - t0
-            with busy_lock:
-                rt.busy_s += spent
-                del since[me]
+            threads_busy[me] = (done + spent, 0.0)
+            rt.busy_s += spent
             rt.calls += 1
             if rt.forwarding.waiting or (type(reply) is Result and heeded(reply.value)):
                 reply = rt.forwarding.finished(ch, msg, reply)
