@@ -27,7 +27,7 @@ _WIDE = 10.0  # a log axis needs the positive values to span at least this ratio
 _CROWDED = 0.05  # ...and two of them closer than this share of the span on a linear one
 _LOG_Y = 50.0  # a y axis is log when its (positive) values span at least this ratio
 _MARKERS = "os^vDP<>Xph*"
-_DODGE = 0.3  # share of the gap between x values the series at one x spread over
+_DODGE = 0.2  # share of the gap between x values the series at one x spread over
 
 
 def series_colours(labels: Iterable[str]) -> dict[str, str]:
@@ -156,7 +156,7 @@ def _num(v: float, _pos: object = None) -> str:
 
 def _log_ticks(axis: Any, linthresh: float = 0.0) -> None:
     """Decade ticks labelled as plain numbers (`_num`), not 10^k; the 2s and 5s between
-    them too where the axis shows less than three decades (it may show one decade). On
+    them too where the axis shows fewer than two decade ticks. On
     a symlog axis, none between 0 and ``linthresh`` (a label there runs into the 0)."""
     from matplotlib.ticker import FuncFormatter
 
@@ -165,8 +165,8 @@ def _log_ticks(axis: Any, linthresh: float = 0.0) -> None:
 
     def minor(v: float, _pos: object) -> str:
         lo, hi = axis.get_view_interval()
-        if v <= 0 or lo <= 0 or math.log10(hi / lo) > 3:
-            return ""
+        if v <= 0 or lo <= 0 or math.floor(math.log10(hi)) - math.ceil(math.log10(lo)) >= 1:
+            return ""  # (two decade ticks or more: those say the scale)
         mantissa = v / 10 ** math.floor(math.log10(v) + 1e-9)
         return _num(v) if any(abs(mantissa - m) < 1e-6 for m in (2, 5)) else ""
 
