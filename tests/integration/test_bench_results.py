@@ -41,7 +41,7 @@ def test_page_is_deterministic_and_complete(tmp_path: Path) -> None:
     assert text.index("## throughput") < text.index("## latency")
     assert "skipped **mpi4py**: not installed (pip install mpi4py)" in text
     assert "| polybus/raw_socket rtt at 0 B | 1.17 |" in text
-    assert "numpy 2.0" in text and "2026-11-21 10:00 UTC .. 2026-11-21 10:05 UTC" in text
+    assert "numpy 2.0" in text and "2026-11-21 10:00 UTC .. 2026-11-21 10:05 UTC (the first and last benchmark began)" in text
     assert "| 1000 | 62.0 [62.0\u201362.0] | 75.0 [74.0\u201376.0] |" in text
     # a copy of the same JSON files, read later, gives the same page
     other = tmp_path / "copy"

@@ -228,8 +228,9 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
              "- commit: " + ", ".join(commits or ["not recorded"]),
              "- versions: " + (", ".join(f"{k} {_versions(v)}" for k, v in sorted(vers.items()))
                                or "?"),
-             "- date: " + (f"{min(dates)} .. {max(dates)}" if len(set(dates)) > 1
-                           else dates[0] if dates else "unknown"), ""]
+             # (each benchmark's date is when it began: the last one's end is not known)
+             "- date: " + (f"{min(dates)} .. {max(dates)} (the first and last benchmark began)"
+                           if len(set(dates)) > 1 else dates[0] if dates else "unknown"), ""]
     # A benchmark with two JSON files here (sort.json, sort-quick.json): each section
     # named by its file, or both were "## sort", and the contents led to the first alone.
     benches = [r.bench for r, _, _ in items]
