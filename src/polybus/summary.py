@@ -93,6 +93,7 @@ def strategies(r: RunResult) -> list[str]:
             (c.get("through_client", 0), f"{c.get('through_client', 0)} through the client"),
             (c.get("refused", 0), f"{c.get('refused', 0)} refused (queue full)"),
             (c.get("cancelled", 0), f"{c.get('cancelled', 0)} cancelled"),
+            (c.get("run_again", 0), f"{c.get('run_again', 0)} run again (a replica lost)"),
         ) if n]
         if said:
             lines.append(f"{name}: {', '.join(said)}")

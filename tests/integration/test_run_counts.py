@@ -194,7 +194,7 @@ def test_run_reports_the_counts_in_json_and_only_the_non_zero_in_its_summary(
     assert data["interfaces"]["client.echo"] == {
         "calls": 20, "batches": 4, "batched_calls": 20, "operands_put": 0,
         "operands_named": 0, "cache_misses": 0, "forwarded": 0, "through_client": 0,
-        "refused": 0, "cancelled": 0}
+        "refused": 0, "cancelled": 0, "run_again": 0}
     assert data["broadcasts"] == {"values": 0, "puts": 0}
     assert "client.echo: 4 batches (20 calls)\n" in p.stderr, p.stderr
     off = tmp_path / "off"

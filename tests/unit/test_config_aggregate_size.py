@@ -50,3 +50,20 @@ def test_a_size_of_a_few_bytes_is_a_warning_that_suggests_the_count(tmp_path: Pa
 @pytest.mark.parametrize("aggregate", ["16", '"256"', '"64KiB"'])
 def test_a_count_or_a_size_that_batches_is_not(tmp_path: Path, aggregate: str) -> None:
     assert _notes(tmp_path, aggregate) == []
+
+
+def test_a_count_of_zero_is_off_as_no_key_is(tmp_path: Path) -> None:
+    """A sweep's natural baseline, `--vary modules.client.use.f.aggregate=0,64`, was
+    refused ("expected a number of calls from 1 ..., got 0"), and `aggregate = 1` is not
+    off (every call goes as a batch of one): 0 is off now."""
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "client.py").write_text(CLIENT)
+    path = tmp_path / "app.toml"
+    path.write_text(TOML.replace("AGGREGATE", "0"))
+    cfg, errors = validate(str(path))
+    assert errors == [] and cfg is not None
+    use = cfg.modules["client"].use["f"]
+    assert use.aggregate is None and use.aggregate_bytes is None
+    path.write_text(TOML.replace(", aggregate = AGGREGATE", ""))
+    plain, errors = validate(str(path))
+    assert errors == [] and plain is not None and plain.modules["client"].use["f"] == use

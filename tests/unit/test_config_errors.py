@@ -143,7 +143,7 @@ def set_define(item: str) -> str:
     return BASE.replace('{ priority = "len(query)" }', f'{{ priority = "len(query)", {item} }}')
 
 
-AGG = "expected a number of calls from 1 to 1,000,000 or a size > 0 such as '64KiB', got "
+AGG = "expected a number of calls from 1 to 1,000,000 or a size > 0 such as '64KiB' (0: off), got "
 
 
 def set_use(item: str) -> str:
@@ -216,8 +216,6 @@ def set_cluster(item: str) -> str:
     (set_use('balance = "random"'), "modules.client.use.compare.balance",
      "expected one of 'none', 'steal', 'least', got 'random'", None),
     # (a count or a size: both forms are said, whichever was written)
-    (set_use("aggregate = 0"), "modules.client.use.compare.aggregate",
-     AGG + "0", None),
     (set_use("aggregate = -5"), "modules.client.use.compare.aggregate",
      AGG + "-5", None),
     (set_use("aggregate = true"), "modules.client.use.compare.aggregate",

@@ -42,7 +42,7 @@ DURATIONS = "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"
 REPLICATION = ("a count N >= 0 (0: no replicas, its calls made in the client), or names "
                "such as 'a,b,c' or 'a:speed=0.5', or a migration path such as "
                "'a(oc=(load>=10))#b(uc=(load==0)):[1/2]'")
-AGGREGATE = ("expected a number of calls from 1 to 1,000,000 or a size > 0 such as '64KiB', "
+AGGREGATE = ("expected a number of calls from 1 to 1,000,000 or a size > 0 such as '64KiB' (0: off), "
              "got ")
 FRAME_OVER = "a max_frame of "
 FRAME_WHY = (" is more than a frame can be, '4GiB' less a byte (4,294,967,295 bytes): a "
@@ -76,7 +76,6 @@ OUT_OF_RANGE = [
     (f"{S}.replication", HUGE, f"the replica count {HUGE} is more than 65536", REPLICATION),
     # aggregate: both forms (a count, a size)
     (f"{U}.aggregate", -5, AGGREGATE + "-5", None),
-    (f"{U}.aggregate", 0, AGGREGATE + "0", None),
     # a count past any batch's frame was taken, and meant nothing
     (f"{U}.aggregate", HUGE, AGGREGATE + str(HUGE), None),
     (f"{U}.aggregate", 1_000_001, AGGREGATE + "1000001", None),
@@ -177,6 +176,7 @@ def test_a_value_out_of_range_is_said_at_its_key_with_the_range(
     ("cluster.heartbeat", "24h"),
     (f"{U}.linger", 86400),
     (f"{U}.aggregate", 1_000_000),
+    (f"{U}.aggregate", 0),  # (off, as no key: test_config_aggregate_size.py)
     (f"{S}.define.compare.cache_bytes", 1),
     ("cluster.max_frame", (1 << 32) - 1),  # (a frame's u32 length: wire/framing.py)
     (f"{U}.callstyle", "async-demand(1000000)"),

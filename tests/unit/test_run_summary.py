@@ -48,7 +48,7 @@ def test_one_call_is_not_one_calls() -> None:
 def _row(**counts: int) -> dict[str, int]:
     row = {"calls": 10, "batches": 0, "batched_calls": 0, "operands_put": 0,
            "operands_named": 0, "cache_misses": 0, "forwarded": 0, "through_client": 0,
-           "refused": 0, "cancelled": 0}
+           "refused": 0, "cancelled": 0, "run_again": 0}
     row.update(counts)
     return row
 

@@ -73,6 +73,8 @@ def refill(d: Dispatcher) -> None:
         link = d.links[i]
         rec.link = link
         rec.attempts += 1
+        if rec.attempts > 1:  # (sent again after a loss)
+            d.counts.run_again += 1
         link.outstanding[rec.id] = rec
         d.inflight[i] += 1
         rec.sent_at, rec.ahead = now, d.inflight[i]

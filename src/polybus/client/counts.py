@@ -24,6 +24,9 @@ the non-zero ones (cli/cmd_run.py).
   BusyErrors the program got (a refused batch, one for each of its calls).
 - ``cancelled``: calls cancelled before they ran (``p.cancel()`` said True:
   client/cancel.py); counted in ``calls`` too, and in no batch.
+- ``run_again``: calls sent again after the replica that held them was lost (each
+  time; an aggregated batch's, one for each of its calls; not a call a steal or a
+  migration moved, which never ran where it was).
 
 They count what the client decided, once for each try: a call moved to another
 replica (migration, a steal), run again after its replica was lost, or whose encoding
@@ -54,18 +57,18 @@ class Counts:
     """One binding's strategy counts (see the module docstring)."""
 
     __slots__ = ("batched_calls", "batches", "cache_misses", "cancelled", "forwarded",
-                 "operands_named", "operands_put", "refused", "through_client")
+                 "operands_named", "operands_put", "refused", "run_again", "through_client")
 
     def __init__(self) -> None:
         self.batches = self.batched_calls = 0
         self.operands_put = self.operands_named = self.cache_misses = 0
         self.forwarded = self.through_client = 0
-        self.refused = self.cancelled = 0
+        self.refused = self.cancelled = self.run_again = 0
 
 
 # In the order --json gives them, after ``calls``
 FIELDS = ("batches", "batched_calls", "operands_put", "operands_named", "cache_misses",
-          "forwarded", "through_client", "refused", "cancelled")
+          "forwarded", "through_client", "refused", "cancelled", "run_again")
 
 
 class Broadcasts:

@@ -317,6 +317,7 @@ class Dispatcher(GivingUp):
     def _send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
         rec.link = link
         rec.attempts += 1
+        self.counts.run_again += rec.attempts > 1  # (sent again after a loss: message())
         if rec.deadline:  # (its timeout counts from its writing: CallRecord)
             rec.deadline = math.inf if hold else time.monotonic() + (self.timeout or 0.0)
         link.outstanding[rec.id] = rec

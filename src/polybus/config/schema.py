@@ -58,7 +58,7 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # past a million calls is a typo (1e20 as an integer was taken, and meant nothing).
 MAX_AGGREGATE = 1_000_000
 AGGREGATE_FORMS = (f"a number of calls from 1 to {MAX_AGGREGATE:,} or a size > 0 such as "
-                   "'64KiB'")
+                   "'64KiB' (0: off)")
 # Sanity bounds, each said with the value in the message (a pool's: pool.py). A
 # heartbeat is a reader's wait at most (poll takes whole milliseconds in a C int: 24.8 days), a linger the
 # linger timer's sleep (time_t): one of days means never, and past those bounds the
@@ -183,6 +183,8 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
         if isinstance(raw, int) and not isinstance(raw, bool):
             if 1 <= raw <= MAX_AGGREGATE:
                 aggregate = raw
+            elif raw == 0:  # off, as with no key: a sweep's baseline (--vary ...aggregate=0,64)
+                pass
             else:  # (both forms said: a size is as good a fix as a count)
                 p.add(f"expected {AGGREGATE_FORMS}, got {shown(raw)}", t.key("aggregate"))
         elif isinstance(raw, str):
