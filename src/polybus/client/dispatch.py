@@ -109,9 +109,8 @@ class Dispatcher(GivingUp):
         # as they were at the call (client/snapshot.py; set with the binding's Migrator).
         self.keep_args = False
         # Calls lost with a dead replica: call id -> replicas lost with it in a row. Lost
-        # once, a call runs again beside others; lost twice, alone on an idle replica, so
-        # a call that kills its worker is charged alone and its bystanders are not
-        # (client/backlog.py).
+        # once, a call runs again beside others; lost twice, alone on an idle replica, so a
+        # call that kills its worker is charged alone, not its bystanders (backlog.py).
         self._suspects: dict[int, int] = {}
         self._isolated: dict[int, int] = {}  # link index -> the suspect it runs alone
         # The plain sync call over a lone link, in one frame (client/lane.py for shm,
@@ -317,7 +316,8 @@ class Dispatcher(GivingUp):
     def _send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
         rec.link = link
         rec.attempts += 1
-        self.counts.run_again += rec.attempts > 1  # (sent again after a loss: message())
+        if rec.attempts > 1:  # (sent again after a loss: CallRecord.message marks it)
+            self.counts.run_again += 1
         if rec.deadline:  # (its timeout counts from its writing: CallRecord)
             rec.deadline = math.inf if hold else time.monotonic() + (self.timeout or 0.0)
         link.outstanding[rec.id] = rec
