@@ -95,9 +95,8 @@ class Dispatcher(GivingUp):
         # at once all the same; ``awaited``: told of this binding's outcomes (awaiting.py)
         self.awaiting: Awaiting | None = None
         self.awaited: Awaiting | None = None
-        # False (``use.forward = false`` on this binding): its answers come to the client,
-        # even when a promise of it is passed to a binding that forwards.
-        self.forwards_answers = True
+        # False (``use.forward = false``): its answers come to the client, even as arguments
+        self.forwards_answers = True  # (of a binding that forwards)
         self.rejoins = False  # lost replicas looked for again: its calls wait (rejoin.py)
         # ``forward = "keep"``: its calls' large answers stay on their replicas (fwdown.py)
         self.keeper: Keeper | None = None
