@@ -183,9 +183,7 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
         if isinstance(raw, int) and not isinstance(raw, bool):
             if 1 <= raw <= MAX_AGGREGATE:
                 aggregate = raw
-            elif raw == 0:  # off, as with no key: a sweep's baseline (--vary ...aggregate=0,64)
-                pass
-            else:  # (both forms said: a size is as good a fix as a count)
+            elif raw != 0:  # (0: off, as no key; both forms said: a size is as good a fix)
                 p.add(f"expected {AGGREGATE_FORMS}, got {shown(raw)}", t.key("aggregate"))
         elif isinstance(raw, str):
             aggregate_bytes = t.parsed("aggregate", parse_size)
