@@ -10,7 +10,7 @@ call under way began or 0.0)``, replaced whole in one store when a call begins
 (`began`) and ends (`ended`); `now` sums the entries as they are, each consistent, so a
 read between a call's end and its entry's change cannot count it twice or not at all,
 and no lock is taken on a call's path (a lock there cost ~230 ns a call inline, 3% of an
-`shm` round trip; the store, ~50). A thread gone leaves its entry, its seconds still
+`shm` round trip; the store, ~70). A thread gone leaves its entry, its seconds still
 counted; one whose ident is reused adds to it. Each path a call runs by
 (`WorkerRuntime._run`, batching.py, direct.py, socketserve.py inlined) keeps it.
 ``WorkerRuntime.busy_s`` stays the plain sum of the calls ended, for the corking rule
