@@ -1,19 +1,23 @@
 """A replica's busy seconds never go back between two reads (worker/busy.py): a run's
 figure is its end's less its start's (client/stats.py), so a read that counted a call
-under way must not be followed by one that counts less: a call failed by polybus's own
-steps (`WorkerRuntime.fault`) dropped the seconds it had been under way.
+under way must not be followed by one that counts less. Two ways it went back: a call
+failed by polybus's own steps (`WorkerRuntime.fault`) dropped the seconds it had been
+under way, and a read whose clock was taken before a call's start was stored counted
+that call's seconds below zero.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from polybus.wire.messages import Call, CallBatch
-from polybus.worker import batching, direct, runtime
+from polybus.worker import batching, busy, direct, runtime
 from polybus.worker.runtime import WorkerRuntime
 from polybus.worker.servicing import Job
 
@@ -94,3 +98,24 @@ def test_a_fault_keeps_the_seconds_a_read_counted(rt: WorkerRuntime, fn: _Failin
     after = rt.stats().busy_s
     assert after >= under_way, (after, under_way)
     assert all(t0 == 0.0 for _, t0 in rt._threads_busy.values())  # (none under way)
+
+
+class _BeginsAtTheRead(dict[int, tuple[float, float]]):
+    """Another thread's call begins just as a read is taken: its clock read and its
+    entry stored between the reader's steps (a thread switch there)."""
+
+    def values(self) -> Any:
+        self[-1] = (0.0, time.perf_counter())
+        return super().values()
+
+
+def test_a_call_beginning_at_a_read_counts_no_less_than_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    r = WorkerRuntime("w", {}, TOKEN)
+    try:
+        r._threads_busy = _BeginsAtTheRead({1: (2.0, 0.0)})
+        ticks = itertools.count(100.0, 0.5)  # (a clock that goes on at each read of it)
+        monkeypatch.setattr(time, "perf_counter", lambda: next(ticks))
+        assert busy.now(r) >= 2.0
+    finally:
+        r.stop()

@@ -17,8 +17,11 @@ counted; one whose ident is reused adds to it. Each path a call runs by
 (runtime.py), which needs no call under way.
 
 A run's figure is its end's less its start's (client/stats.py), so a call under way at
-either counts for its part within the run. A call polybus's own steps fail keeps its
-seconds (`faulted`): a read while it was under way counted them.
+either counts for its part within the run, and a read is never less than one before it
+but by one step: a read between a call's last clock read and its entry's store counts
+it up to the read, the store a little less (the steps between: ~100 ns; a thread switch
+there, up to the switch interval, 5 ms). A call polybus's own steps fail keeps its
+seconds (`faulted`).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ def faulted(rt: WorkerRuntime) -> None:
 
 def now(rt: WorkerRuntime) -> float:
     """The busy seconds so far: the calls ended, and those under way up to now."""
-    at = time.perf_counter()
     entries = list(rt._threads_busy.values())  # (one C step under the GIL: no lock)
+    # (the clock read after: every start listed was read before it, none counts below 0)
+    at = time.perf_counter()
     return sum(done + (at - t0 if t0 else 0.0) for done, t0 in entries)
