@@ -17,7 +17,11 @@ counted; one whose ident is reused adds to it. Each path a call runs by
 (runtime.py), which needs no call under way.
 
 A run's figure is its end's less its start's (client/stats.py), so a call under way at
-either counts for its part within the run.
+either counts for its part within the run, and a read is never less than one before it
+but by one step: a read between a call's last clock read and its entry's store counts
+it up to the read, the store a little less (the steps between: ~100 ns; a thread switch
+there, up to the switch interval, 5 ms). A call polybus's own steps fail keeps its
+seconds (`faulted`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from polybus.worker.runtime import WorkerRuntime
 
-__all__ = ["IDLE", "began", "ended", "now"]
+__all__ = ["IDLE", "began", "ended", "faulted", "now"]
 
 IDLE = (0.0, 0.0)  # a thread's entry before its first call: nothing ended, none under way
 
@@ -43,15 +47,24 @@ def began(rt: WorkerRuntime, t0: float) -> int:
 
 
 def ended(rt: WorkerRuntime, me: int, spent: float) -> None:
-    """The call of thread ``me`` ended, ``spent`` seconds after it began (0 when
-    polybus's own steps failed it: `WorkerRuntime.fault`, the call not counted)."""
+    """The call of thread ``me`` ended, ``spent`` seconds after it began."""
     threads = rt._threads_busy
     threads[me] = (threads.get(me, IDLE)[0] + spent, 0.0)
     rt.busy_s += spent
 
 
+def faulted(rt: WorkerRuntime) -> None:
+    """The calling thread's call was failed by polybus's own steps (`WorkerRuntime.fault`),
+    maybe before `ended`: its seconds up to now are counted, as a read meanwhile counted
+    them (dropped, the next read would be less). Nothing if it had ended."""
+    me = get_ident()
+    t0 = rt._threads_busy.get(me, IDLE)[1]
+    ended(rt, me, time.perf_counter() - t0 if t0 else 0.0)
+
+
 def now(rt: WorkerRuntime) -> float:
     """The busy seconds so far: the calls ended, and those under way up to now."""
-    at = time.perf_counter()
     entries = list(rt._threads_busy.values())  # (one C step under the GIL: no lock)
+    # (the clock read after: every start listed was read before it, none counts below 0)
+    at = time.perf_counter()
     return sum(done + (at - t0 if t0 else 0.0) for done, t0 in entries)

@@ -246,8 +246,8 @@ class WorkerRuntime(Polling):
     def fault(self, ch: Channel, call_id: int, exc: BaseException) -> None:
         """Call ``call_id`` met ``exc`` in polybus's own steps (not the user's function,
         whose errors are its answer): log it in full, and fail that call alone. Called
-        by the thread that ran it: its call is under way no more (busy.py)."""
-        busy.ended(self, threading.get_ident(), 0.0)
+        by the thread that ran it: its call is under way no more, its seconds counted."""
+        busy.faulted(self)
         log.error("worker %s: answering call %d failed", self.name, call_id, exc_info=exc)
         try:
             send_quietly(ch, internal_failure(self.name, call_id, exc))
