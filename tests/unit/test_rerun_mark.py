@@ -103,3 +103,60 @@ def test_a_call_given_back_unrun_is_placed_again_unmarked(style: CallStyle) -> N
     d.refill()
     assert [(m.id, m.again) for _, m in reactor.sent] == [(rec.id, False)]
     assert rec.attempts == 1
+
+
+class _Interrupted(_Reactor):
+    """Its first write of a call sent again raises KeyboardInterrupt (nothing written)."""
+
+    armed = False
+
+    def send(self, link: ReplicaLink, msg: Any) -> None:
+        if self.armed and type(msg) is Call and msg.again:
+            self.armed = False
+            raise KeyboardInterrupt
+        super().send(link, msg)
+
+    hold = send
+
+
+def test_each_call_sent_again_is_counted_once_even_if_a_write_was_cut_short() -> None:
+    # (backlog.refill takes back a placement whose write a BaseException cut short: its
+    # attempt, and the run-again count with it, else counted twice)
+    links = [ReplicaLink(f"r{i}", "server", channel=None) for i in range(2)]  # type: ignore[arg-type]
+    reactor = _Interrupted()
+    d = Dispatcher("f", reactor, links, CallStyle("async-demand", 1))  # type: ignore[arg-type]
+    p = d((1,), {})
+    reactor.promises.append(p)
+    rec: CallRecord = p._rec
+    lost = rec.link
+    assert lost is not None
+    lost.dead = True
+    reactor.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        d.lost(lost, ConnectionLostError(f"{lost.name} is gone"))
+        d.refill()
+    d.refill()
+    assert [(m.id, m.again) for _, m in reactor.sent][-1] == (rec.id, True)
+    assert d.counts.run_again == 1 and rec.attempts == 2
+
+
+def test_a_call_sent_again_then_given_back_is_counted_as_sent_again_once() -> None:
+    # (a give-back takes its attempt back, as the next placement counts one: the
+    # run-again count with it, or a call lost once and then moved counted twice)
+    links = [ReplicaLink(f"r{i}", "server", channel=None) for i in range(3)]  # type: ignore[arg-type]
+    reactor = _Reactor()
+    d = Dispatcher("f", reactor, links, CallStyle("async-demand", 1))  # type: ignore[arg-type]
+    p = d((1,), {})
+    reactor.promises.append(p)
+    rec: CallRecord = p._rec
+    first = rec.link
+    assert first is not None
+    first.dead = True
+    d.lost(first, ConnectionLostError(f"{first.name} is gone"))
+    d.refill()
+    again = rec.link
+    assert again is not None and again is not first and d.counts.run_again == 1
+    assert d.uncount(rec, again)  # (given back unrun by a Steal or a Revoke)
+    place_again(again, [rec])
+    d.refill()
+    assert rec.link is not None and d.counts.run_again == 1 and rec.attempts == 2

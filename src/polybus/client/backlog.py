@@ -98,6 +98,8 @@ def refill(d: Dispatcher) -> None:
                 for rec in placed:
                     if lk.outstanding.pop(rec.id, None) is rec:
                         d.inflight[j] -= 1
+                        if rec.attempts > 1:  # (its count as sent again, taken back too)
+                            d.counts.run_again -= 1
                         rec.attempts -= 1
                         rec.link = None  # (waiting at the client: its timeout not begun)
                         if d._isolated.get(j) == rec.id:

@@ -47,6 +47,8 @@ def _given_back(link: ReplicaLink, rec: CallRecord) -> Forwarder | None:
     f: Forwarder | None = getattr(rec.dispatcher.comm, "forwarder", None)
     if f is not None:
         moved(f, rec, link, None)
+    if rec.attempts > 1:  # (its run-again count goes back with it: the next send's)
+        rec.dispatcher.counts.run_again -= 1
     rec.attempts -= 1
     return f
 
