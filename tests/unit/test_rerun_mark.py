@@ -119,18 +119,24 @@ class _Interrupted(_Reactor):
     hold = send
 
 
-def test_each_call_sent_again_is_counted_once_even_if_a_write_was_cut_short() -> None:
-    # (backlog.refill takes back a placement whose write a BaseException cut short: its
-    # attempt, and the run-again count with it, else counted twice)
-    links = [ReplicaLink(f"r{i}", "server", channel=None) for i in range(2)]  # type: ignore[arg-type]
-    reactor = _Interrupted()
+def _one_call_lost(reactor: _Reactor, replicas: int) -> tuple[Dispatcher, CallRecord, ReplicaLink]:
+    """An async-demand(1) binding over ``replicas`` fake links, one call made on it, and
+    the replica that held it dead (not yet told to the binding: the caller's `lost`)."""
+    links = [ReplicaLink(f"r{i}", "server", channel=None) for i in range(replicas)]  # type: ignore[arg-type]
     d = Dispatcher("f", reactor, links, CallStyle("async-demand", 1))  # type: ignore[arg-type]
     p = d((1,), {})
     reactor.promises.append(p)
     rec: CallRecord = p._rec
-    lost = rec.link
-    assert lost is not None
-    lost.dead = True
+    assert rec.link is not None
+    rec.link.dead = True
+    return d, rec, rec.link
+
+
+def test_each_call_sent_again_is_counted_once_even_if_a_write_was_cut_short() -> None:
+    # (backlog.refill takes back a placement whose write a BaseException cut short: its
+    # attempt, and the run-again count with it, else counted twice)
+    reactor = _Interrupted()
+    d, rec, lost = _one_call_lost(reactor, 2)
     reactor.armed = True
     with pytest.raises(KeyboardInterrupt):
         d.lost(lost, ConnectionLostError(f"{lost.name} is gone"))
@@ -143,15 +149,7 @@ def test_each_call_sent_again_is_counted_once_even_if_a_write_was_cut_short() ->
 def test_a_call_sent_again_then_given_back_is_counted_as_sent_again_once() -> None:
     # (a give-back takes its attempt back, as the next placement counts one: the
     # run-again count with it, or a call lost once and then moved counted twice)
-    links = [ReplicaLink(f"r{i}", "server", channel=None) for i in range(3)]  # type: ignore[arg-type]
-    reactor = _Reactor()
-    d = Dispatcher("f", reactor, links, CallStyle("async-demand", 1))  # type: ignore[arg-type]
-    p = d((1,), {})
-    reactor.promises.append(p)
-    rec: CallRecord = p._rec
-    first = rec.link
-    assert first is not None
-    first.dead = True
+    d, rec, first = _one_call_lost(_Reactor(), 3)
     d.lost(first, ConnectionLostError(f"{first.name} is gone"))
     d.refill()
     again = rec.link
