@@ -45,6 +45,8 @@ CLOSED = object()
 
 @pytest.fixture
 def worker() -> Iterator[WorkerRuntime]:
+    # (not tests/conftest.py's echo_worker: its pool of 2 takes lone calls off the
+    # inline paths, whose look at what was asked the inline test is about)
     rt = WorkerRuntime("w", {"echo": lambda *xs: list(xs)}, TOKEN).start()
     try:
         yield rt
