@@ -147,9 +147,9 @@ def _num(v: float, _pos: object = None) -> str:
     """A tick label as a reader writes the number: 0.02, 500, 10k, 1M, 1e-5."""
     if v == 0:
         return "0"
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
-        if abs(v) >= scale:
-            return f"{v / (scale if suffix != 'k' else 1e3):g}{suffix}"
+    for at, unit, suffix in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):  # (1000, not 1k)
+        if abs(v) >= at:
+            return f"{v / unit:g}{suffix}"
     text = f"{v:g}"
     return text.replace("e-0", "e-").replace("e+0", "e")
 
