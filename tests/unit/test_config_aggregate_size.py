@@ -52,14 +52,16 @@ def test_a_count_or_a_size_that_batches_is_not(tmp_path: Path, aggregate: str) -
     assert _notes(tmp_path, aggregate) == []
 
 
-def test_a_count_of_zero_is_off_as_no_key_is(tmp_path: Path) -> None:
+@pytest.mark.parametrize("zero", ["0", '"0B"', '"0KiB"', '"0"'])
+def test_a_count_or_size_of_zero_is_off_as_no_key_is(tmp_path: Path, zero: str) -> None:
     """A sweep's natural baseline, `--vary modules.client.use.f.aggregate=0,64`, was
     refused ("expected a number of calls from 1 ..., got 0"), and `aggregate = 1` is not
-    off (every call goes as a batch of one): 0 is off now."""
+    off (every call goes as a batch of one): 0 is off now, and so is a size of 0
+    (``"0KiB"`` was refused while ``0`` was off)."""
     (tmp_path / "server.py").write_text(SERVER)
     (tmp_path / "client.py").write_text(CLIENT)
     path = tmp_path / "app.toml"
-    path.write_text(TOML.replace("AGGREGATE", "0"))
+    path.write_text(TOML.replace("AGGREGATE", zero))
     cfg, errors = validate(str(path))
     assert errors == [] and cfg is not None
     use = cfg.modules["client"].use["f"]

@@ -143,7 +143,7 @@ def set_define(item: str) -> str:
     return BASE.replace('{ priority = "len(query)" }', f'{{ priority = "len(query)", {item} }}')
 
 
-AGG = "expected a number of calls from 1 to 1,000,000 or a size > 0 such as '64KiB' (0: off), got "
+AGG = "expected a number of calls from 1 to 1,000,000 or a size such as '64KiB' (0 or '0B': off), got "
 
 
 def set_use(item: str) -> str:
@@ -221,8 +221,6 @@ def set_cluster(item: str) -> str:
     (set_use("aggregate = true"), "modules.client.use.compare.aggregate",
      AGG + "a boolean True",
      None),
-    (set_use('aggregate = "0B"'), "modules.client.use.compare.aggregate",
-     AGG + "'0B'", None),
     (set_use('aggregate = "many"'), "modules.client.use.compare.aggregate",
      "not a size: 'many'", "a number of bytes or a string such as '64KiB', '512MiB', '1GB'"),
     (set_use('linger = "soon"'), "modules.client.use.compare.linger",

@@ -115,6 +115,16 @@ def test_the_same_options_with_replicas_are_not_warned_of(tmp_path: Path) -> Non
     assert app.notes == ()
 
 
+@pytest.mark.parametrize("off", ["0", '"0B"', '"0KiB"'])
+def test_aggregate_written_off_is_not_said_ignored(tmp_path: Path, off: str) -> None:
+    """A sweep's baseline, `--vary modules.server.replication=0,2` beside `aggregate = 0`,
+    was told "aggregate is ignored" of an option that asks for nothing (0 is off)."""
+    app = load(_app(tmp_path, client=f'use.f = {{ callstyle = "async", aggregate = {off} }}\n'))
+    assert app.notes == ()
+    app = load(_app(tmp_path, client='use.f = { callstyle = "async", aggregate = 2 }\n'))
+    assert [n.key for n in app.notes] == ["modules.client.use.f.aggregate"]
+
+
 def test_a_load_ratio_of_any_length_is_not_an_error_with_zero(tmp_path: Path) -> None:
     # (with replicas, its shares must be as many as the replicas: an error)
     path = _app(tmp_path, client='use.f = { loadratio = "1:2:3" }\n')

@@ -42,7 +42,7 @@ DURATIONS = "a number of seconds or a string such as '250us', '1ms', '5s', '2m'"
 REPLICATION = ("a count N >= 0 (0: no replicas, its calls made in the client), or names "
                "such as 'a,b,c' or 'a:speed=0.5', or a migration path such as "
                "'a(oc=(load>=10))#b(uc=(load==0)):[1/2]'")
-AGGREGATE = ("expected a number of calls from 1 to 1,000,000 or a size > 0 such as '64KiB' (0: off), "
+AGGREGATE = ("expected a number of calls from 1 to 1,000,000 or a size such as '64KiB' (0 or '0B': off), "
              "got ")
 FRAME_OVER = "a max_frame of "
 FRAME_WHY = (" is more than a frame can be, '4GiB' less a byte (4,294,967,295 bytes): a "

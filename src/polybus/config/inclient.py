@@ -19,6 +19,8 @@ from typing import Any
 
 from polybus.config.model import AppConfig, Binding, ModuleSpec
 from polybus.config.problems import Problems, dotted
+from polybus.config.units import parse_size
+from polybus.errors import ConfigError
 
 __all__ = ["IGNORED", "in_client_lines", "note_in_client", "with_replicas"]
 
@@ -48,9 +50,21 @@ IGNORED = {
 
 
 def _written(table: Any, key: str) -> list[str]:
-    """The keys of ``table`` (a raw TOML table) under ``key`` that `IGNORED` names."""
+    """The keys of ``table`` (a raw TOML table) under ``key`` that `IGNORED` names, but
+    an ``aggregate`` written off (0, or a size of 0), which asks for nothing."""
     sub = table.get(key) if isinstance(table, dict) else None
-    return [k for k in sub if k in IGNORED] if isinstance(sub, dict) else []
+    return ([k for k in sub if k in IGNORED and not (k == "aggregate" and _off(sub[k]))]
+            if isinstance(sub, dict) else [])
+
+
+def _off(aggregate: Any) -> bool:
+    """``aggregate`` as written is off: 0, or a size of 0 bytes (as schema.py reads it)."""
+    if type(aggregate) is int:
+        return aggregate == 0
+    try:
+        return isinstance(aggregate, str) and parse_size(aggregate) == 0
+    except ConfigError:  # (not a size: said by the parse, not here)
+        return False
 
 
 def note_in_client(modules: dict[str, ModuleSpec], raw: dict[str, Any],

@@ -57,8 +57,8 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A batch is one frame, cut at max_frame and at its linger whatever the count: a count
 # past a million calls is a typo (1e20 as an integer was taken, and meant nothing).
 MAX_AGGREGATE = 1_000_000
-AGGREGATE_FORMS = (f"a number of calls from 1 to {MAX_AGGREGATE:,} or a size > 0 such as "
-                   "'64KiB' (0: off)")
+AGGREGATE_FORMS = (f"a number of calls from 1 to {MAX_AGGREGATE:,} or a size such as "
+                   "'64KiB' (0 or '0B': off)")
 # Sanity bounds, each said with the value in the message (a pool's: pool.py). A
 # heartbeat is a reader's wait at most (poll takes whole milliseconds in a C int: 24.8 days), a linger the
 # linger timer's sleep (time_t): one of days means never, and past those bounds the
@@ -186,10 +186,7 @@ def parse_use(table: dict[str, Any], path: tuple[str, ...], p: Problems) -> UseS
             elif raw != 0:  # (0: off, as no key; both forms said: a size is as good a fix)
                 p.add(f"expected {AGGREGATE_FORMS}, got {shown(raw)}", t.key("aggregate"))
         elif isinstance(raw, str):
-            aggregate_bytes = t.parsed("aggregate", parse_size)
-            if aggregate_bytes == 0:
-                p.add(f"expected {AGGREGATE_FORMS}, got {raw!r}", t.key("aggregate"))
-                aggregate_bytes = None
+            aggregate_bytes = t.parsed("aggregate", parse_size) or None  # ("0KiB": off, as 0)
         else:
             p.wrong_type(AGGREGATE_FORMS, raw, t.key("aggregate"))
     linger = t.parsed("linger", parse_duration)
