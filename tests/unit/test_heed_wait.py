@@ -37,7 +37,7 @@ def rt(monkeypatch: pytest.MonkeyPatch) -> Iterator[WorkerRuntime]:
     finally:
         with r._cv:  # (a heeding thread still waiting, were the test to fail, ends)
             r._stopping = True
-            r._cv.notify_all()
+            r._heed_cv.notify_all()
         r.stop()
 
 
@@ -68,8 +68,58 @@ def test_a_heeding_thread_rings_once_and_takes_the_role_when_the_turn_ends(
     finally:
         with rt._cv:
             rt._stopping = True
-            rt._cv.notify_all()
+            rt._heed_cv.notify_all()
         heeder.join(10)
     assert read == [ch]  # it took the role, and read its client
     assert len(rings) == 1, f"the bell was rung {len(rings)} times"
     assert not rt._polling and rt._heeding == 0
+
+
+def test_the_turns_end_wakes_the_heeding_thread_not_the_idle_ones(
+        rt: WorkerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end of a turn tells the threads that heed; an idle thread of the pool, waiting
+    for work or the role, sleeps on (it was woken at every heed of a large answer, only
+    to find the role promised and wait again)."""
+    woken: list[int] = []
+    idle_waiting, stop_idle = threading.Event(), threading.Event()
+
+    def idle() -> None:  # (a pool thread with nothing to do: waits on the runtime's cv)
+        with rt._cv:
+            idle_waiting.set()
+            while not stop_idle.is_set():
+                rt._cv.wait()
+                woken.append(1)
+
+    reading, read_done = threading.Event(), threading.Event()
+
+    def read(_ch: Any) -> None:  # (the heeding thread has the role: hold it here)
+        reading.set()
+        read_done.wait(10)
+
+    monkeypatch.setattr(rt, "_read", read)
+    idler = threading.Thread(target=idle, daemon=True)
+    idler.start()
+    assert idle_waiting.wait(10)
+    rt._polling = True  # (this thread's turn)
+    heeder = threading.Thread(target=rt.heed, args=(Conn(),), daemon=True)
+    heeder.start()
+    try:
+        while True:  # (until the heeding thread waits for the turn's end)
+            with rt._cv:
+                if rt._heeding:
+                    break
+        rt._poll_and_release(takes_job=False)  # the turn ends
+        assert reading.wait(10), "the heeding thread did not take the role"
+        with rt._cv:
+            # Woken, the idle thread has either left the condition's waiters and not yet
+            # run, or run and recorded it: either shows here, whenever it is looked at.
+            assert woken == [] and len(rt._cv._waiters) == 1, (  # type: ignore[attr-defined]
+                "the turn's end woke an idle pool thread")
+    finally:
+        read_done.set()
+        heeder.join(10)
+        stop_idle.set()
+        with rt._cv:
+            rt._cv.notify_all()
+        idler.join(10)
+    assert not heeder.is_alive() and not idler.is_alive()

@@ -158,7 +158,7 @@ def serve(rt: WorkerRuntime, ch: Channel) -> bool:
         with lock:  # run it, the role let go meanwhile (as _poll_and_release does)
             rt._polling = False
             if rt._heeding:  # (`WorkerRuntime._let_role_go`'s steps, written out)
-                rt._cv.notify_all()
+                rt._heed_cv.notify_all()
             rt._running += 1
             rt._started += 1
             if rt._running < rt.options.pool:

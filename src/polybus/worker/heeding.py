@@ -43,8 +43,9 @@ def heed(rt: WorkerRuntime, ch: Channel) -> None:
                     if left <= 0:
                         return
                     # Every end of a turn tells the threads heeding (`WorkerRuntime.
-                    # _let_role_go`), and none takes the role while one heeds.
-                    rt._cv.wait(left)
+                    # _let_role_go`, on their own condition: the idle pool threads sleep
+                    # on), and none takes the role while one heeds.
+                    rt._heed_cv.wait(left)
             finally:
                 rt._heeding -= 1
             took = True

@@ -122,6 +122,9 @@ class WorkerRuntime(Polling):
         self._running = 0
         self._polling = False
         self._heeding = 0  # threads waiting in `heed` for the poller role
+        # ... on a condition of their own: the end of a poll turn tells them, not the
+        # idle pool threads waiting on _cv, which the role promised to a heeder is not for
+        self._heed_cv = threading.Condition(self._lock)
         self._stopping = False
         self._quiet = Quieter()
         self._quiet_calls = Quieter()
@@ -270,7 +273,10 @@ class WorkerRuntime(Polling):
                 # The standby lets the role go: someone must hold it again. A pool thread
                 # that goes to run a call wakes an idle one to poll meanwhile (else calls
                 # that come wait for the standby's look, up to 100 ms on an idle replica).
-                if not takes_job or (job is not None and self._running < self.options.pool):
+                # Not for a thread heeding, which takes the role (told by _let_role_go),
+                # with no call waiting that an idle one would run.
+                if ((not takes_job or (job is not None and self._running < self.options.pool))
+                        and not (self._heeding and not len(self._queue))):
                     self._cv.notify()
         return job
 
@@ -279,7 +285,7 @@ class WorkerRuntime(Polling):
         role are told (each wakes; the first takes it), for they ring no more."""
         self._polling = False
         if self._heeding:
-            self._cv.notify_all()
+            self._heed_cv.notify_all()
 
     def _wake(self) -> None:
         self._bell.ring()
@@ -355,6 +361,7 @@ class WorkerRuntime(Polling):
         with self._cv:
             self._stopping = True
             self._cv.notify_all()
+            self._heed_cv.notify_all()
         self._stop_event.set()
         self._standby.wake()
         self._wake()

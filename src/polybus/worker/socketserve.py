@@ -116,7 +116,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
         with lock:  # run it, the role let go meanwhile (as direct.serve does)
             rt._polling = False
             if rt._heeding:  # (`WorkerRuntime._let_role_go`'s steps, written out)
-                rt._cv.notify_all()
+                rt._heed_cv.notify_all()
             rt._running += 1
             rt._started += 1
             if rt._running < rt.options.pool:
