@@ -152,3 +152,21 @@ def test_gathered_writes_what_it_has_when_the_block_raises() -> None:
     except RuntimeError:
         pass
     assert r.sent == [(a, [1])] and r.later.reader is None
+
+
+def test_a_write_too_large_fails_its_calls_not_the_calls_its_requests_name() -> None:
+    """A Forward or Keep in a joined write names another call (its producer's, on this
+    replica) by ``id``: the write failing fails the calls it carries, a held Batch's
+    among them, never a producer it only asks something of."""
+    from polybus.wire.messages import Batch, Forward, Keep
+
+    later, link, reactor = Later(), _Link(), _Reactor(too_large={1})
+    owners = {i: _Owner() for i in (1, 2, 3, 7, 8)}
+    link.outstanding.update(owners)
+    later.reader = get_ident()
+    later.defer(link, [_call(1), Forward(7, "p7", "k", "tcp://127.0.0.1:1"), Keep(8, "p8", "k8"),
+                       Batch([_call(2), _call(3)])])
+    later.reader = None
+    later.write(reactor)  # type: ignore[arg-type]
+    assert [i for i, o in owners.items() if o.error is not None] == [1, 2, 3]
+    assert sorted(link.outstanding) == [7, 8]  # the producers: still in flight

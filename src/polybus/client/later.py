@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from polybus.errors import MessageTooLarge
-from polybus.wire.messages import Message
+from polybus.wire.messages import Batch, Call, CallBatch, Message
 
 if TYPE_CHECKING:
     from polybus.client.calls import ReplicaLink
@@ -110,10 +110,17 @@ class Later:
 
 
 def _fail(link: ReplicaLink, msgs: list[Message], exc: MessageTooLarge) -> None:
-    """The calls (or aggregated batches) of ``msgs`` fail with ``exc``: none was written."""
+    """The calls (or aggregated batches) of ``msgs`` fail with ``exc``: none was written.
+    Only calls: a Forward or Keep among them names by ``id`` the producer it asks
+    something of, a call written before and still in flight."""
     for m in msgs:
-        cid = getattr(m, "id", None)
-        owner: Any = link.outstanding.pop(cid, None) if cid is not None else None
+        t = type(m)
+        if t is Batch:  # (held calls packed into one frame: client/sending.py `flush`)
+            _fail(link, [i for i in m.items if type(i) is Call], exc)  # type: ignore[union-attr]
+            continue
+        if t is not Call and t is not CallBatch:
+            continue
+        owner: Any = link.outstanding.pop(m.id, None)  # type: ignore[union-attr]
         if owner is not None and owner.set_error(exc):
             by = getattr(owner, "batcher", None) or owner.dispatcher
             by.completed(owner, link)
