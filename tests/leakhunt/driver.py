@@ -120,18 +120,20 @@ def _session(cluster: Cluster, argv: list[str]) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def wave(cluster: Cluster, rng: random.Random, n: int, seed: int,
-         parallel: int) -> dict[str, int]:
-    """Runs ``n`` sessions, ``parallel`` at a time; returns what was done."""
+def wave(cluster: Cluster, rng: random.Random, n: int, seed: int, parallel: int,
+         mix: tuple[float, float] = (0.55, 0.75), kinds_from: list[str] = KINDS,
+         ) -> dict[str, int]:
+    """Runs ``n`` sessions, ``parallel`` at a time; returns what was done. ``mix``: the
+    shares of sessions of runs, and of those and runs killed (the rest: bad peers)."""
     done = {"runs": 0, "killed": 0, "bad": 0, "failed": 0}
     plan: list[tuple[str, list[str]]] = []
     for i in range(n):
         r = rng.random()
-        if r < 0.55:
-            kinds = ",".join(rng.choice(KINDS) for _ in range(rng.randint(2, 5)))
+        if r < mix[0]:
+            kinds = ",".join(rng.choice(kinds_from) for _ in range(rng.randint(2, 5)))
             plan.append(("runs", ["runs", cluster.registry, str(cluster.token),
                                   rng.choice(["shm", "tcp"]), str(seed + i), kinds]))
-        elif r < 0.75:
+        elif r < mix[1]:
             plan.append(("kill", ["runs", cluster.registry, str(cluster.token),
                                   rng.choice(["shm", "tcp"]), str(seed + i),
                                   rng.choice(["burst", "fwd,burst", "cached,burst"])]))
@@ -223,8 +225,12 @@ def main() -> int:
     ap.add_argument("--parallel", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default="", help="JSON lines of every sample")
+    ap.add_argument("--mix", default="0.55,0.2",
+                    help="shares of sessions of runs and of runs killed (the rest: bad peers)")
+    ap.add_argument("--kinds", default=",".join(KINDS), help="the kinds runs choose from")
     args = ap.parse_args()
     rng = random.Random(args.seed)
+    runs, killed = map(float, args.mix.split(","))
     with tempfile.TemporaryDirectory(prefix="leakhunt-") as tmp:
         cluster = Cluster(Path(tmp))
         out = open(args.out, "w") if args.out else None  # noqa: SIM115 (closed below)
@@ -239,7 +245,8 @@ def main() -> int:
             for w in range(args.waves + 1):
                 if w:
                     t0 = time.monotonic()
-                    d = wave(cluster, rng, args.per_wave, w * 1000, args.parallel)
+                    d = wave(cluster, rng, args.per_wave, w * 1000, args.parallel,
+                             (runs, runs + killed), args.kinds.split(","))
                     served += args.per_wave
                     print(f"  wave {w}: {d} in {time.monotonic() - t0:.0f} s", flush=True)
                 s = sample(cluster)
