@@ -18,7 +18,7 @@ import pytest
 from polybus.client.forward import Forwarder
 from polybus.wire.codec import Ref
 from polybus.wire.messages import DIALS_AGAIN, Call
-from polybus.worker.fwdgone import GONE_BOUND
+from polybus.worker.fwdgone import GONE_BOUND, LAPSE_S
 from polybus.worker.runtime import WorkerRuntime
 
 TOKEN = b"forward-client-gone-token-0123456789"
@@ -143,3 +143,79 @@ def test_a_call_sent_again_on_a_new_connection_takes_its_values_again(fwd: Any) 
     fwd.arrive("q~.1.0", True, 1)
     fwd.arrive("q~.1.1", True, 2)
     assert fwd.held_calls() == 0 and not fwd._arrived and fwd._holding_bytes == 0
+
+
+def _clock(fwd: Any) -> list[float]:
+    now = [1000.0]
+    fwd._sessions.clock = lambda: now[0]
+    return now
+
+
+def test_a_client_that_may_dial_again_and_never_does_leaves_no_value(fwd: Any) -> None:
+    # A run at a shared registry killed with its values on their way: its nonce lapses
+    # when its connection ends, and once LAPSE_S has passed with no connection naming
+    # it, the next connection's end lets its values go. They waited until the bound on
+    # unclaimed values (512 MiB) pushed them out, so a replica serving such runs for
+    # days held that much for runs long gone.
+    now = _clock(fwd)
+    for i in range(20):  # twenty runs killed, each with two values here
+        ch = Conn()
+        held(fwd, ch, 1, f"k{i}~.1.0")
+        fwd.arrive(f"k{i}~.2.0", True, b"a" * 100)
+        fwd.dropped(ch)
+        fwd.arrive(f"k{i}~.3.0", True, b"b" * 100)
+    assert len(fwd._arrived) == 40  # (within LAPSE_S: each may dial again)
+    now[0] += LAPSE_S + 1
+    other = Conn()
+    held(fwd, other, 1, "live.1.0")
+    fwd.dropped(other)
+    assert not fwd._arrived and fwd._arrived.nbytes == 0 and not fwd._arrived.by_nonce
+    assert not fwd._sessions.lapsed and not fwd._sessions.nonces and not fwd._sessions.named_by
+    assert fwd.gone_dropped == 40
+
+
+def test_a_lapsed_client_back_within_the_lapse_keeps_its_values(fwd: Any) -> None:
+    now = _clock(fwd)
+    old = Conn()
+    held(fwd, old, 1, "b~.1.0")
+    fwd.arrive("b~.2.0", True, 2)
+    fwd.dropped(old)
+    now[0] += LAPSE_S - 1
+    new = Conn()
+    held(fwd, new, 2, "b~.9.0")  # (dialled again: named on its new connection)
+    now[0] += LAPSE_S + 1
+    fwd.dropped(Conn())
+    assert list(fwd._arrived) == ["b~.2.0"] and not fwd._sessions.lapsed
+    # A value that comes while it has lapsed restarts the lapse: its values wait
+    # LAPSE_S from the last one's arrival.
+    fwd.dropped(new)
+    now[0] += LAPSE_S - 1
+    fwd.arrive("b~.3.0", True, 3)
+    now[0] += 2
+    fwd.dropped(Conn())
+    assert list(fwd._arrived) == ["b~.2.0", "b~.3.0"]
+    now[0] += LAPSE_S
+    fwd.dropped(Conn())
+    assert not fwd._arrived
+
+
+def test_a_call_naming_a_lapsed_clients_value_fails_saying_why(fwd: Any, monkeypatch: Any) -> None:
+    sent: list[tuple[Any, Any]] = []
+    monkeypatch.setattr(fwd.rt, "_send_quietly", lambda ch, msg: sent.append((ch, msg)))
+    now = _clock(fwd)
+    old = Conn()
+    held(fwd, old, 1, "c~.1.0")
+    fwd.arrive("c~.2.0", True, b"a" * 100)
+    fwd.dropped(old)
+    now[0] += LAPSE_S + 1
+    fwd.dropped(Conn())
+    # Back after the lapse: its value went, and its call is told so at once.
+    new = Conn()
+    held(fwd, new, 2, "c~.2.0")
+    ch, msg = sent.pop()
+    assert ch is new and msg.kind == "forward-dropped" and "c~.2.0" in msg.message
+    assert f"within {LAPSE_S:g} s" in msg.message, msg.message
+    # Its later values wait for their calls as any do.
+    fwd.arrive("c~.3.0", True, 3)
+    held(fwd, new, 3, "c~.3.0")
+    assert not sent and not fwd._arrived and fwd.held_calls() == 0

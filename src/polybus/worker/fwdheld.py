@@ -45,7 +45,7 @@ from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Fail
 from polybus.worker.cache import DEFAULT_CAPACITY
 from polybus.worker.fwdbound import HELD_BOUND, HELD_ENTRY_BYTES, Held, HeldBound
-from polybus.worker.fwdgone import Sessions, Unclaimed
+from polybus.worker.fwdgone import LAPSE_S, Sessions, Unclaimed
 from polybus.worker.heldvalue import held_bytes
 
 if TYPE_CHECKING:
@@ -62,9 +62,11 @@ TAKEN_BOUND = 100_000  # keys remembered as taken, to drop late duplicates (and 
 # a peer's Delivers for keys no call names were kept for ever.
 ARRIVED_BOUND = 100_000
 ENTRY_BYTES = 200  # counted for each such value beside its own bytes (its key, its place)
-_UNCLAIMED, _GONE = "unclaimed", "gone"  # why a value was dropped
-_WHY_GONE = ("the connection of the client whose calls named it had ended, and it "
-             "was let go with that client's other values")
+_UNCLAIMED, _GONE, _LAPSED = "unclaimed", "gone", "lapsed"  # why a value was dropped
+_WHY = {_GONE: "the connection of the client whose calls named it had ended, and it "
+               "was let go with that client's other values",
+        _LAPSED: f"the connection of the client whose calls named it had ended, and no "
+                 f"connection named that client within {LAPSE_S:g} s (fwdgone.py)"}
 
 
 class Receiving(HeldBound):
@@ -141,7 +143,7 @@ class Receiving(HeldBound):
             self.rt._send_quietly(ch, Fail(
                 call.id, "forward-dropped", "LookupError",
                 f"the forwarded value {dropped} was dropped on {self.rt.name} before this "
-                "call came: " + (_WHY_GONE if why == _GONE else
+                "call came: " + (_WHY.get(why) or
                                  f"too many values arrived unclaimed (at most "
                                  f"{self.arrived_max} or {self.arrived_bytes_max} bytes "
                                  "wait for their calls)")))
@@ -233,6 +235,7 @@ class Receiving(HeldBound):
             self.gone_dropped += 1  # (its client is gone: no call of it will come)
             self._mark_dropped(key, _GONE)
             return
+        self._sessions.arrived(key)  # (a lapsed client's: waits LAPSE_S from now)
         n = ENTRY_BYTES + len(key) + held_bytes(value)
         self._dropped.pop(key, None)  # (delivered again after it was dropped: kept now)
         self._arrived.add(key, ok, value, n)
@@ -325,9 +328,13 @@ class Receiving(HeldBound):
         only it named go (found by nonce: O(its own)), and those that come later go as
         they come."""
         for nonce in self._sessions.ended(id(ch)):
-            for key in self._arrived.forget(nonce):
-                self._mark_dropped(key, _GONE)
-                self.gone_dropped += 1
+            self._let_nonce_go(nonce, _GONE)
+
+    def _let_nonce_go(self, nonce: str, why: str) -> None:
+        """(The lock held) the values waiting for ``nonce``'s keys go."""
+        for key in self._arrived.forget(nonce):
+            self._mark_dropped(key, why)
+            self.gone_dropped += 1
 
     def _drop_held(self, ch: Channel) -> None:
         """(The lock held) ``ch``'s client is gone: its held calls go, what its queued
@@ -336,6 +343,8 @@ class Receiving(HeldBound):
         `released`), and their values delivered again are for them."""
         if id(ch) in self._sessions.nonces:
             self._forget(ch)
+        for nonce in self._sessions.expired():  # (lapsed clients not back: fwdgone.py)
+            self._let_nonce_go(nonce, _LAPSED)
         for k in [k for k in self._took if k[0] == id(ch)]:
             for key in self._took.pop(k):
                 self._taken.pop(key, None)
