@@ -40,7 +40,7 @@ from polybus.wire.messages import DIALS_AGAIN
 __all__ = ["GONE_BOUND", "LAPSE_S", "Sessions", "Unclaimed"]
 
 GONE_BOUND = 10_000  # nonces of clients gone, remembered to let their late values go
-LAPSE_S = 60.0  # a lapsed nonce's values wait this long for a connection to name it
+LAPSE_S = 300.0  # a lapsed nonce's values wait this long for a connection to name it
 
 
 class Sessions:
