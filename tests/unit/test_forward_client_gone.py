@@ -219,3 +219,77 @@ def test_a_call_naming_a_lapsed_clients_value_fails_saying_why(fwd: Any, monkeyp
     fwd.arrive("c~.3.0", True, 3)
     held(fwd, new, 3, "c~.3.0")
     assert not sent and not fwd._arrived and fwd.held_calls() == 0
+
+
+def test_a_client_that_may_dial_again_live_on_a_connection_keeps_its_values(fwd: Any) -> None:
+    # Two connections of one client to this replica (a binding over a transport of its
+    # own), both naming it: one ends, the other lives, so its nonce does not lapse, and
+    # its values wait however long and however many connections end meanwhile. So do
+    # those of a live client whose calls were all answered and whose next consumer has
+    # not come yet.
+    now = _clock(fwd)
+    one, two, idle = Conn(), Conn(), Conn()
+    held(fwd, one, 1, "e~.1.0")
+    held(fwd, two, 2, "e~.2.0")
+    held(fwd, idle, 1, "f~.1.0")
+    fwd.arrive("f~.1.0", True, 1)  # (its one call answered: it names nothing held now)
+    fwd.arrive("e~.3.0", True, 3)
+    fwd.dropped(one)
+    assert not fwd._sessions.lapsed
+    for _ in range(3):
+        now[0] += LAPSE_S + 1
+        fwd.arrive("e~.4.0" if _ == 0 else f"f~.{_}.9", True, 4)
+        fwd.dropped(Conn())
+    assert sorted(fwd._arrived) == ["e~.3.0", "e~.4.0", "f~.1.9", "f~.2.9"]
+    assert fwd.gone_dropped == 0 and not fwd._sessions.lapsed and not fwd._sessions.spent
+    held(fwd, two, 3, "e~.3.0", "e~.4.0")  # (its consumer comes: takes both, queued)
+    held(fwd, idle, 2, "f~.1.9", "f~.2.9")
+    assert not fwd._arrived and fwd.held_calls() == 1  # (two's first call: e~.2.0)
+
+
+def test_lapsed_nonces_stay_bounded(fwd: Any, monkeypatch: Any) -> None:
+    # Clients killed faster than they lapse, and late values for those whose values
+    # went: the nonces remembered stay within the bound, whatever comes. (A value for
+    # one forgotten past the bound waits as any unclaimed value does.)
+    from polybus.worker import fwdgone
+
+    monkeypatch.setattr(fwdgone, "GONE_BOUND", 5)
+    now = _clock(fwd)
+    for i in range(40):
+        ch = Conn()
+        held(fwd, ch, 1, f"g{i}~.1.0")
+        fwd.arrive(f"g{i}~.2.0", True, i)
+        fwd.dropped(ch)  # (past the bound, the oldest lapsed go at once: spent)
+        for j in range(max(0, i - 8), i):  # (late values for earlier ones: lapsed again)
+            fwd.arrive(f"g{j}~.{i}.1", True, j)
+        sessions = fwd._sessions
+        assert len(sessions.spent) <= 5 and len(sessions.lapsed) <= 10, (i, sessions.lapsed)
+        if i == 20:
+            now[0] += LAPSE_S + 1
+    now[0] += LAPSE_S + 1
+    fwd.dropped(Conn())
+    assert not fwd._sessions.lapsed and len(fwd._sessions.spent) <= 5
+    assert fwd._arrived and not [k for k in fwd._arrived
+                                 if k.partition(".")[0] in fwd._sessions.spent]
+
+
+def test_a_lapsed_value_delivered_again_is_kept_for_its_call(fwd: Any, monkeypatch: Any) -> None:
+    # Its value went with its lapsed client; delivered again (its producer run again)
+    # before the call that names it, it waits for that call, which takes it.
+    sent: list[Any] = []
+    monkeypatch.setattr(fwd.rt, "_send_quietly", lambda ch, msg: sent.append(msg))
+    now = _clock(fwd)
+    old = Conn()
+    held(fwd, old, 1, "h~.1.0")
+    fwd.arrive("h~.2.0", True, 2)
+    fwd.dropped(old)
+    now[0] += LAPSE_S + 1
+    fwd.dropped(Conn())
+    assert not fwd._arrived and fwd._dropped.get("h~.2.0") == "lapsed"
+    fwd.arrive("h~.2.0", True, 2)
+    assert list(fwd._arrived) == ["h~.2.0"] and "h~.2.0" not in fwd._dropped
+    now[0] += LAPSE_S - 1  # (it waits LAPSE_S from its arrival, not from the lapse)
+    fwd.dropped(Conn())
+    new = Conn()
+    held(fwd, new, 2, "h~.2.0")
+    assert not sent and not fwd._arrived and fwd.held_calls() == 0

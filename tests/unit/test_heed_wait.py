@@ -123,3 +123,37 @@ def test_the_turns_end_wakes_the_heeding_thread_not_the_idle_ones(
             rt._cv.notify_all()
         idler.join(10)
     assert not heeder.is_alive() and not idler.is_alive()
+
+
+def test_a_heeding_thread_past_its_wait_when_the_turn_ends_takes_the_role(
+        rt: WorkerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The turn's end wakes no idle thread while one heeds: a heeding thread whose wait
+    has run out by the time it is told takes the role all the same (it looks whether
+    the role is free before whether its time is up), so the replica is never left with
+    the role free and no one told to take it."""
+    from types import SimpleNamespace
+
+    read: list[Any] = []
+    monkeypatch.setattr(rt, "_read", read.append)
+    ch = Conn()
+    rt._polling = True  # (this thread's turn)
+    heeder = threading.Thread(target=rt.heed, args=(ch,), daemon=True)
+    heeder.start()
+    try:
+        while True:  # (until the heeding thread waits for the turn's end)
+            with rt._cv:
+                if rt._heeding:
+                    break
+        # Its wait runs out as the turn ends: the clock it reads is past its deadline.
+        later = SimpleNamespace(monotonic=lambda: float("inf"))
+        monkeypatch.setattr(heeding, "time", later)
+        rt._poll_and_release(takes_job=False)  # the turn ends, and no idle thread is woken
+        heeder.join(10)
+        assert not heeder.is_alive(), "the turn's end did not tell the heeding thread"
+    finally:
+        with rt._cv:
+            rt._stopping = True
+            rt._heed_cv.notify_all()
+        heeder.join(10)
+    assert read == [ch], "the role was left free: the heeding thread did not take it"
+    assert not rt._polling and rt._heeding == 0
