@@ -53,3 +53,20 @@ def test_a_changed_answer_is_seen(want: Outcome) -> None:
     why = stratmix.check(combo, want, limit=30.0)
     assert "digest" in why
 
+
+def test_a_call_a_steal_gives_back_to_its_backlog_is_placed() -> None:
+    """A migration path on the module of a pipeline's producers and of an
+    async-demand(2) binding: a steal gave back one of the binding's calls with no room
+    for it at the stealing replica, into its backlog, its record still naming the
+    replica that gave it back; the program's wait for it read that replica alone, and
+    the run hung (in most runs of 20 rounds). Each run's answers are the client's."""
+    args = "modules.client.args=[3, 80, 0, 0, 0, 20]"
+    want = stratmix.run(["run", str(stratmix.APP)], 30,
+                        [args, *(f"{k}={v}" for k, v in stratmix.BASELINE)])
+    assert want.rc == 0 and want.digest, want.stderr
+    got = stratmix.run(["run", str(stratmix.APP)], 40,
+                       [args, 'modules.s1.replication="s1a#s1b"',
+                        'modules.client.use.small.callstyle="async-demand(2)"'])
+    assert got.rc == 0, got.stderr[-3000:]
+    assert got.digest == want.digest
+    assert not got.left
