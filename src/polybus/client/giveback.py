@@ -42,11 +42,15 @@ def place_again(link: ReplicaLink, recs: Iterable[CallRecord]) -> None:
 
 def _given_back(link: ReplicaLink, rec: CallRecord) -> Forwarder | None:
     """What every call given back unrun by ``link`` goes through: its forwarding edges
-    leave ``link`` (its binding's forwarder returned, or None), and the move is not
-    counted as a failed attempt (refill and ``_send`` count one)."""
+    leave ``link`` (its binding's forwarder returned, or None), its record names no
+    replica, and the move is not counted as a failed attempt (refill and ``_send`` count
+    one)."""
     f: Forwarder | None = getattr(rec.dispatcher.comm, "forwarder", None)
     if f is not None:
         moved(f, rec, link, None)
+    # At no replica until placed, as every call in a backlog: a wait for it then places
+    # it (Reactor._wait), where one naming ``link`` read that replica alone for good.
+    rec.link = None
     if rec.attempts > 1:  # (its run-again count goes back with it: the next send's)
         rec.dispatcher.counts.run_again -= 1
     rec.attempts -= 1

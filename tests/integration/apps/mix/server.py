@@ -1,0 +1,46 @@
+"""The served functions of the strategy-mix program (tests/integration/stratmix.py).
+
+Plain functions, deterministic: each answer depends on its arguments alone, so every
+configuration of the program gives the same answers. Two modules of the configuration
+serve this one file: ``s1`` (the first stage, the small calls) and ``s2`` (the rest).
+"""
+
+import numpy as np
+
+WIDTH = 12_000  # a stage-one answer of 96,000 bytes: past the 64 KiB that forwarding keeps
+
+
+def produce(i):
+    """Stage one: a large array (its answer is forwarded to stage two)."""
+    if i % 5 == 3:
+        raise ValueError(f"boom produce {i}")
+    return np.arange(WIDTH, dtype=np.float64) * (i + 1)
+
+
+def consume(a, i):
+    """Stage two: takes stage one's array."""
+    return float(a[::97].sum()) + i
+
+
+def small(i):
+    """A short call, many of them (aggregation)."""
+    if i % 23 == 7:
+        raise ValueError(f"boom small {i}")
+    return i * i + 1
+
+
+def matvec(b, i):
+    """A frozen operand shared by many calls (the cache)."""
+    return b[:, i % b.shape[1]] * (i + 1)
+
+
+def scaled(h, i):
+    """A broadcast value, read by many calls."""
+    return int(h[i % len(h)]) * 3 + i
+
+
+def ranked(i, w):
+    """A call with a priority (its weight w)."""
+    if w == 4:
+        raise KeyError(f"boom ranked {i}")
+    return [i, w, i * w]

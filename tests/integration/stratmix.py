@@ -1,0 +1,397 @@
+"""Random combinations of every strategy, driven through one program, each checked
+against the same program with every module called in the client (replication = 0).
+
+The program is ``tests/integration/apps/mix``: a two-stage pipeline whose first stage
+answers 96 KB arrays (forwarding), 80 small calls (aggregation), a frozen operand many
+calls share (the cache), a broadcast value, calls with a priority, and calls that raise
+(each error digested with the answers, in call order). ``draw(seed)`` picks a
+configuration from the keys of docs/configuration.md: the modules' replication (counts,
+names, speeds, migration paths), transport, pickle, spin and coalesce; each interface's
+pool, queue and overflow, cache, cache_bytes, prefetch, priority, timeout and
+idempotent; each binding's callstyle (sync, async, async-demand(N), async-demand(auto)),
+loadratio, balance, aggregate and linger, forward (true, false, "keep"), transport and
+timeout; and about one draw in four makes the program's calls 2 or 3 times in one run
+(its ``rounds``: a race that shows once in many runs shows sooner), its digest the
+baseline's that many times. About one draw in eight is a combination the docs say is refused
+(``forward = "keep"`` beside what holds calls at the client, ``balance = "least"`` with a
+``loadratio``): it must be refused by ``polybus check``, naming the key.
+
+For a human, from the repository's root::
+
+    .venv/bin/python -m tests.integration.stratmix 50            # seeds 0..49
+    .venv/bin/python -m tests.integration.stratmix 20 --first 1000 -v
+    .venv/bin/python -m tests.integration.stratmix --seed 17 --show   # one, its --sets
+
+Each run gets 10 s (``--limit``); one that passes it is killed, with its workers, by
+their process group. A run must also leave no process of its group and nothing in its
+own ``$TMPDIR``. The exit status is the count of combinations that failed (at most 100).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = Path(__file__).resolve().parent / "apps" / "mix" / "app.toml"
+POLYBUS = [sys.executable, "-m", "polybus"]
+BASELINE = (("modules.s1.replication", 0), ("modules.s2.replication", 0))
+
+DEFINES = {"s1": ("produce", "small"), "s2": ("consume", "matvec", "scaled", "ranked")}
+MODULE_OF = {i: m for m, ifaces in DEFINES.items() for i in ifaces}
+Override = tuple[str, object]
+
+
+@dataclass
+class Combo:
+    seed: int
+    overrides: list[Override]
+    refused_key: str = ""  # a combination the docs refuse: the key its error names
+
+    def sets(self) -> list[str]:
+        return [f"{k}={toml_value(v)}" for k, v in self.overrides]
+
+
+def toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return str(v)
+
+
+def _replication(r: random.Random, m: str) -> tuple[object, int, bool]:
+    """A module's replication, its replica count, and whether it has migration paths."""
+    kind = r.choice(["count", "count", "names", "speeds", "path", "conditions", "ring", "zero"])
+    if kind == "count":
+        n = r.choice([1, 2, 3])
+        return n, n, False
+    if kind == "names":
+        return f"{m}a,{m}b", 2, False
+    if kind == "speeds":
+        return f"{m}a:speed=0.5,{m}b", 2, False
+    if kind == "path":
+        return f"{m}a#{m}b", 2, True
+    if kind == "conditions":
+        return f"{m}a(oc=(load>=mean+1))#{m}b(uc=(load<mean)):[1/2]", 2, True
+    if kind == "ring":
+        return f"{m}a#{m}b#{m}c#{m}a", 3, True
+    return 0, 0, False
+
+
+def draw(seed: int) -> Combo:
+    """One configuration of the mix program, drawn from ``seed``."""
+    r = random.Random(seed)
+    out: list[Override] = []
+    count: dict[str, int] = {}
+    paths: dict[str, bool] = {}
+    for m in DEFINES:
+        rep, count[m], paths[m] = _replication(r, m)
+        out.append((f"modules.{m}.replication", rep))
+        out.append((f"modules.{m}.transport", r.choice(["tcp", "ipc", "shm"])))
+        if r.random() < 0.3:
+            out.append((f"modules.{m}.pickle", True))
+        if r.random() < 0.3:
+            out.append((f"modules.{m}.spin", r.choice(["0", "100us", "1ms"])))
+        if r.random() < 0.3:
+            out.append((f"modules.{m}.coalesce", r.choice(["20us", "1ms"])))
+        queue = r.choice([None, None, 1, 4])  # one bound for the whole module
+        for iface in DEFINES[m]:
+            d = f"modules.{m}.define.{iface}"
+            if r.random() < 0.4:
+                out.append((f"{d}.pool", r.choice([2, "threads:3", "processes:2"])))
+            if queue is not None:
+                out.append((f"{d}.queue", queue))
+            elif r.random() < 0.15:
+                out.append((f"{d}.overflow", "reject"))  # never full: 1000 > every call
+            if r.random() < 0.15:
+                out.append((f"{d}.timeout", "60s"))
+            if r.random() < 0.15:
+                out.append((f"{d}.idempotent", False))
+    for iface in ("matvec", "scaled"):
+        d = f"modules.s2.define.{iface}"
+        if iface == "matvec" and r.random() < 0.6:
+            out.append((f"{d}.cache", r.choice([["b"], "auto"])))
+            if r.random() < 0.4:
+                out.append((f"{d}.prefetch", "all"))
+        if r.random() < 0.4:
+            out.append((f"{d}.cache_bytes", r.choice(["64KiB", "1MiB", "8MiB"])))
+    out.append(("modules.s2.define.ranked.priority", r.choice(["w", "-w", "i % 3", "w * 10 - i"])))
+    if r.random() < 0.2:
+        out.append(("modules.s1.define.small.priority", "i % 4"))
+    refused = ""
+    held: dict[str, bool] = {}
+    steal: dict[str, bool] = {}
+    for iface in ("produce", "consume", "small", "matvec", "scaled", "ranked"):
+        m, u = MODULE_OF[iface], f"modules.client.use.{iface}"
+        style = r.choice(["sync", "async", "async", "async-demand(1)", "async-demand(3)",
+                          "async-demand(auto)"])
+        out.append((f"{u}.callstyle", style))
+        ratio = style in ("sync", "async") and count[m] >= 2 and r.random() < 0.3
+        if ratio:
+            shares = [r.choice([1, 2, 3]) for _ in range(count[m])]
+            out.append((f"{u}.loadratio", ":".join(map(str, shares))))
+        balance = r.choice(["none", "none", "steal", "least"])
+        if balance == "least" and ratio:
+            balance = "steal"
+        if balance != "none":
+            out.append((f"{u}.balance", balance))
+        agg = r.random() < (0.6 if iface == "small" else 0.2)
+        if agg:
+            out.append((f"{u}.aggregate", r.choice([1, 4, 64, "2KiB"])))
+            if r.random() < 0.5:
+                out.append((f"{u}.linger", r.choice(["0", "1ms", "5ms"])))
+        fwd = r.choice([None, None, False, "keep"] if iface in ("produce", "matvec") else [None, None, False])
+        if fwd is not None:
+            out.append((f"{u}.forward", fwd))
+        held[iface] = style != "async" or agg or paths[m]
+        steal[m] = steal.get(m, False) or balance == "steal"
+        if r.random() < 0.2:
+            out.append((f"{u}.transport", r.choice(["tcp", "ipc", "shm"])))
+        if r.random() < 0.15:
+            out.append((f"{u}.timeout", "60s"))
+    # forward = "keep" only where the docs take it: a plain async binding, no aggregate,
+    # no balance = "steal" on any binding to its module, no migration paths
+    for iface in ("produce", "matvec"):
+        key = f"modules.client.use.{iface}.forward"
+        if (key, "keep") in out and (held[iface] or steal.get(MODULE_OF[iface])):
+            out.remove((key, "keep"))
+    if r.random() < 0.125:
+        refused = _refused(r, out)
+    elif r.random() < 0.3:  # the program made 2 or 3 times in one run (a race shows sooner)
+        out.append(("modules.client.args", [10, 80, 12, 10, 12, r.choice([2, 3])]))
+    return Combo(seed, out, refused)
+
+
+def features(combo: Combo) -> set[str]:
+    """What a combination exercises: each key it sets (by its last part), and for the
+    keys whose values differ in kind, the kind (``replication:path``,
+    ``callstyle:async-demand(auto)``, ``forward:keep``, ``refused:...forward``)."""
+    out = {f"refused:{combo.refused_key.rsplit('.', 1)[1]}"} if combo.refused_key else set()
+    for k, v in combo.overrides:
+        key = k.rsplit(".", 1)[1]
+        out.add(key)
+        if key == "replication":
+            text = str(v)
+            out.add("replication:" + ("conditions" if "oc=" in text else "path" if "#" in text
+                                      else "speeds" if "speed" in text else "names"
+                                      if isinstance(v, str) else "zero" if v == 0 else "count"))
+        elif key == "callstyle":
+            out.add("callstyle:" + ("async-demand(N)" if str(v)[-2:-1].isdigit() else str(v)))
+        elif key in ("forward", "balance", "transport", "cache"):
+            out.add(f"{key}:{v}")
+        elif key == "pool":
+            out.add("pool:" + ("processes" if "processes" in str(v) else "threads"))
+    return out
+
+
+# Every feature ``draw`` can give, which FIXED covers (test_strategy_mix.py checks it).
+ALL_FEATURES = {
+    "replication", "replication:count", "replication:names", "replication:speeds",
+    "replication:path", "replication:conditions", "replication:zero", "transport",
+    "transport:tcp", "transport:ipc", "transport:shm", "pickle", "spin", "coalesce", "pool",
+    "pool:threads", "pool:processes", "queue", "overflow", "timeout", "idempotent", "cache",
+    "cache:['b']", "cache:auto", "prefetch", "cache_bytes", "priority", "callstyle",
+    "callstyle:sync", "callstyle:async", "callstyle:async-demand(N)",
+    "callstyle:async-demand(auto)", "loadratio", "balance", "balance:steal", "balance:least",
+    "aggregate", "linger", "forward", "forward:False", "forward:keep", "refused:forward",
+    "refused:balance", "args"}
+
+
+def _refused(r: random.Random, out: list[Override]) -> str:
+    """Add a combination the docs refuse; the key its error must name."""
+    u = "modules.client.use.produce"
+    kind = r.choice(["keep+aggregate", "keep+sync", "keep+demand", "keep+steal", "keep+paths",
+                     "least+ratio"])
+    if kind == "least+ratio":
+        out.append((f"{u}.callstyle", "async"))
+        out.append(("modules.s1.replication", 2))
+        out.append((f"{u}.loadratio", "1:2"))
+        out.append((f"{u}.balance", "least"))
+        return f"{u}.balance"
+    out.append((f"{u}.forward", "keep"))
+    if kind == "keep+aggregate":
+        out.append((f"{u}.aggregate", 4))
+    elif kind == "keep+sync":
+        out.append((f"{u}.callstyle", "sync"))
+    elif kind == "keep+demand":
+        out.append((f"{u}.callstyle", "async-demand(2)"))
+    elif kind == "keep+paths":
+        out.append(("modules.s1.replication", "s1a#s1b"))
+    else:
+        out.append((f"{u}.balance", "steal"))
+    return f"{u}.forward"
+
+
+@dataclass
+class Outcome:
+    rc: int | None  # None: killed at the limit
+    digest: str = ""
+    entries: list[str] = field(default_factory=list)
+    stderr: str = ""
+    left: list[str] = field(default_factory=list)  # processes and files a run left
+    seconds: float = 0.0
+
+
+def _group(pgid: int) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if stat[0] != "Z" and int(stat[2]) == pgid:
+                pids.append(int(d.name))
+    return pids
+
+
+def run(args: list[str], limit: float = 10.0, sets: list[str] = (),  # type: ignore[assignment]
+        stop_itself: bool = True) -> Outcome:
+    """``polybus ARGS`` with ``--set``s, in a process group and a ``$TMPDIR`` of its own;
+    killed (its group) past ``limit`` seconds. ``stop_itself``: a run is given
+    ``--timeout`` a little under ``limit``, to say where it was; else, past the limit,
+    every process of the group is asked for its stacks (SIGUSR1: the workers write them
+    to their logs, which are added to its stderr)."""
+    tmp = Path(tempfile.mkdtemp(prefix="smx-", dir="/tmp"))
+    js = tmp / "run.json"
+    cmd = [*POLYBUS, *args]
+    if args[0] == "run":
+        cmd += ["--quiet", "--json", str(js)]
+        if stop_itself:
+            cmd += ["--timeout", f"{max(limit - 2.5, 1):g}s"]
+    for s in sets:
+        cmd += ["--set", s]
+    env = {k: v for k, v in os.environ.items() if k != "POLYBUS_TOKEN"}
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env["TMPDIR"] = str(tmp)
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        _, err = p.communicate(timeout=limit)
+        rc: int | None = p.returncode
+    except subprocess.TimeoutExpired:
+        if not stop_itself:
+            for q in _group(p.pid):
+                os.kill(q, signal.SIGUSR1)
+            time.sleep(2)
+            logs = "".join(f"--- {f.name}\n{f.read_text(errors='replace')}" for f in tmp.rglob("*.log"))
+            os.killpg(p.pid, signal.SIGKILL)
+            _, err = p.communicate()
+            return Outcome(None, stderr=err + logs, seconds=time.monotonic() - t0)
+        p.send_signal(signal.SIGUSR1)  # polybus prints every thread's stack
+        try:
+            _, err = p.communicate(timeout=3)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _, err = p.communicate()
+        rc = None
+    out = Outcome(rc, stderr=err, seconds=time.monotonic() - t0)
+    deadline = time.monotonic() + 5
+    while (left := _group(p.pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if left:
+        out.left += [f"pid {q}" for q in left]
+        for q in left:
+            try:
+                os.kill(q, signal.SIGKILL)
+            except OSError:
+                pass
+    if js.exists():
+        try:
+            res = json.loads(js.read_text())["result"]
+            rounds = res if isinstance(res, list) else [res]  # (client.main's rounds)
+            out.digest = "+".join(r["digest"] for r in rounds)
+            out.entries = [e for r in rounds for e in r["entries"]]
+        except (ValueError, KeyError, TypeError):
+            pass
+        js.unlink()
+    out.left += [str(x) for x in tmp.iterdir()]
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def baseline(limit: float = 20.0) -> Outcome:
+    return run(["run", str(APP)], limit, [f"{k}={toml_value(v)}" for k, v in BASELINE])
+
+
+def check(combo: Combo, want: Outcome, limit: float = 10.0) -> str:
+    """'' if the combination behaves as the docs say, else what went wrong."""
+    if combo.refused_key:
+        got = run(["check", str(APP), "--no-import"], limit, combo.sets())
+        if got.rc == 0 or combo.refused_key not in got.stderr:
+            return f"not refused naming {combo.refused_key} (rc {got.rc}):\n{got.stderr[-2000:]}"
+        return ""
+    got = run(["run", str(APP)], limit, combo.sets())
+    problems = []
+    if got.rc is None:
+        problems.append(f"still running after {limit:g} s")
+    elif got.rc != 0:
+        problems.append(f"exit status {got.rc}")
+    elif got.digest != "+".join([want.digest] * _rounds(combo)):
+        diff = [f"{a} (want {b})" for a, b in zip(got.entries, want.entries * _rounds(combo),
+                                                  strict=False) if a != b]
+        problems.append(f"digest {got.digest}, want {want.digest}; first differing: {diff[:4]}")
+    if got.left:
+        problems.append(f"left behind: {got.left}")
+    if problems:
+        return "; ".join(problems) + f"\n{got.stderr[-3000:]}"
+    return ""
+
+
+def _rounds(combo: Combo) -> int:
+    """How many times the combination's program makes its calls (client.main's rounds)."""
+    args = dict(combo.overrides).get("modules.client.args")
+    return args[5] if isinstance(args, list) and len(args) > 5 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.integration.stratmix", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("n", nargs="?", type=int, default=20, help="combinations to run")
+    ap.add_argument("--first", type=int, default=0, help="the first seed")
+    ap.add_argument("--seed", type=int, help="run this seed alone")
+    ap.add_argument("--limit", type=float, default=10.0, help="seconds a run may take")
+    ap.add_argument("--show", action="store_true", help="print each combination's --sets")
+    ap.add_argument("-v", action="store_true", help="a line for each combination")
+    a = ap.parse_args(argv)
+    seeds = [a.seed] if a.seed is not None else list(range(a.first, a.first + a.n))
+    want = baseline()
+    if want.rc != 0 or not want.digest:
+        print(f"the baseline failed (rc {want.rc}):\n{want.stderr}", file=sys.stderr)
+        return 100
+    failed = 0
+    for seed in seeds:
+        combo = draw(seed)
+        if a.show:
+            print(f"seed {seed}: " + " ".join(f"--set '{s}'" for s in combo.sets()))
+        t0 = time.monotonic()
+        why = check(combo, want, a.limit)
+        if why:
+            failed += 1
+            print(f"seed {seed}: FAILED: {why}", flush=True)
+        elif a.v:
+            kind = f"refused ({combo.refused_key})" if combo.refused_key else "same answers"
+            print(f"seed {seed}: {kind}, {time.monotonic() - t0:.1f} s", flush=True)
+    print(f"{len(seeds)} combination(s), {failed} failed", file=sys.stderr)
+    return min(failed, 100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
