@@ -23,7 +23,12 @@ __all__ = ["check_liveness", "request"]
 def request(r: Reactor, link: ReplicaLink, msg: Message, req: int,
             timeout: float) -> Message | None:
     """Send ``msg`` to ``link`` and wait, reading, for the answer with the same ``req``
-    (None: none came within ``timeout`` s, or the replica went)."""
+    (None: none came within ``timeout`` s, or the replica went). Each read is followed
+    by what follows every read (`Reactor._stepped`): a call that the answers it took made
+    room for is placed (a backlog), as after a wait's read. Left at the client, a wait
+    that followed for a call on another replica alone read that replica alone, and never
+    placed it: a consumer there waiting on its producer's value waited until a liveness
+    ping's answer ended that read (two heartbeats)."""
     r.send(link, msg)
     deadline = time.monotonic() + timeout
     while req not in r.replies and not link.dead and time.monotonic() < deadline:
@@ -37,6 +42,7 @@ def request(r: Reactor, link: ReplicaLink, msg: Message, req: int,
                 rings.up(r._rings)
                 r._reader = None
                 r._lock.release()
+            r._stepped()
         else:
             time.sleep(0.001)
     return r.replies.pop(req, None)
