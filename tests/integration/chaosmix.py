@@ -156,7 +156,7 @@ def killer(kill: Kill, marks: Path, done: Killed,
 
 # What a run could leave in /dev/shm: polybus names nothing there (its segments are
 # memfds), a process pool's semaphores and shared memory are multiprocessing's. (Other
-# programs' files, made there meanwhile, are not looked at.)
+# programs' files, made there meanwhile, are not looked at, nor one a live process maps.)
 _SHM_OURS = ("polybus", "sem.mp-", "psm_", "wnsm_")
 
 
@@ -165,6 +165,22 @@ def _dev_shm() -> set[str]:
         return {n for n in os.listdir("/dev/shm") if n.startswith(_SHM_OURS) or "polybus" in n}
     except OSError:
         return set()
+
+
+def _mapped(names: set[str]) -> set[str]:
+    """Those of ``names`` in /dev/shm that a live process maps: in use (another run's,
+    beside this one), not left."""
+    if not names:
+        return set()
+    out = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                maps = (d / "maps").read_text()
+            except OSError:
+                continue
+            out |= {n for n in names if f"/dev/shm/{n}" in maps}
+    return out
 
 
 def run(chaos: Chaos, limit: float) -> tuple[Outcome, Killed]:
@@ -183,7 +199,7 @@ def run(chaos: Chaos, limit: float) -> tuple[Outcome, Killed]:
     while new and time.monotonic() < deadline:
         time.sleep(0.05)
         new = {n for n in new if os.path.exists(f"/dev/shm/{n}")}
-    got.left += [f"/dev/shm/{n}" for n in sorted(new)]
+    got.left += [f"/dev/shm/{n}" for n in sorted(new - _mapped(new))]
     return got, done
 
 
