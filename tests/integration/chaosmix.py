@@ -251,6 +251,26 @@ def check(chaos: Chaos, want: Outcome, limit: float = 20.0) -> tuple[str, Killed
     return "", done
 
 
+def kill_features(chaos: Chaos) -> set[str]:
+    """What a draw's kill exercises: the module killed, and what its replicas and the
+    bindings to them were given (the kinds ``stratmix.features`` names, of that module's
+    keys alone), ``may-fail`` beside an interface with ``idempotent = false``, and
+    ``forwarded`` where the killed replicas ran producers whose values go on to ``s2``
+    (not ``forward = false``)."""
+    m = chaos.kill.module
+    mine = [(k, v) for k, v in chaos.combo.overrides
+            if k.startswith(f"modules.{m}.") or (k.startswith("modules.client.use.")
+                                                 and MODULE_OF.get(k.split(".")[3]) == m)]
+    out = {f"kill:{m}"} | stratmix.features(Combo(chaos.combo.seed, mine))
+    if may_fail(chaos):
+        out.add("may-fail")
+    if m == "s1" and ("modules.client.use.produce.forward", False) not in chaos.combo.overrides:
+        out.add("forwarded")
+    if stratmix._rounds(chaos.combo) > 1:
+        out.add("rounds")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.integration.chaosmix", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
