@@ -4,12 +4,12 @@ promises.
 
 ``draw(seed)`` takes stratmix's combination for that seed (one the docs refuse is not
 run here: stratmix checks it) and, of its modules with two replicas or more, picks one;
-the run's served functions note each call they begin (``$MIX_MARKS``: ``pid ppid name``,
-tests/integration/apps/mix/server.py) and take ``$MIX_PAUSE`` seconds, so that the run
-lasts; once the module's calls begun reach the drawn count, the replica that began the
-last of them (the worker whose ``--as`` is that module, by its pid or its process pool's
-parent) is SIGKILLed. Its answers do not change: only the kill's moment is left to
-timing.
+the run's served functions note each call they begin (``$MIX_MARKS``: ``pid ppid name
+token``, tests/integration/apps/mix/server.py) and take ``$MIX_PAUSE`` seconds, so that
+the run lasts; the module's call that is the drawn count's waits (``$MIX_HOLD``) while
+the replica that began it (the worker whose ``--as`` is that module, by its pid or its
+process pool's parent) is SIGKILLed: a call is running there as it dies. Its answers do
+not change: only what else is under way then is left to timing.
 
 What a run must then do (reliability.md, "Delivery and execution", "Forwarded values
 that never come"): the client goes on with the replicas left, and every call lost with
@@ -131,8 +131,7 @@ def killer(kill: Kill, marks: Path, done: Killed,
                 lines = marks.read_text().splitlines()
             except OSError:
                 lines = []
-            mine = [ln.split() for ln in lines if ln.endswith(tuple(names))]
-            mine = [w for w in mine if len(w) == 3 and w[2] in names]
+            mine = [w for w in map(str.split, lines) if len(w) == 4 and w[2] in names]
             if len(mine) < kill.after:
                 time.sleep(0.002)
                 continue
@@ -190,7 +189,9 @@ def run(chaos: Chaos, limit: float) -> tuple[Outcome, Killed]:
     before = _dev_shm()
     try:
         got = stratmix.run(["run", str(APP)], limit, chaos.sets(),
-                           env_add={"MIX_MARKS": str(marks), "MIX_PAUSE": f"{chaos.kill.pause:g}"},
+                           env_add={"MIX_MARKS": str(marks), "MIX_PAUSE": f"{chaos.kill.pause:g}",
+                                    "MIX_HOLD": f"{','.join(DEFINES[chaos.kill.module])}:"
+                                                f"{chaos.kill.after}"},
                            watch=killer(chaos.kill, marks, done, limit))
     finally:
         shutil.rmtree(marks_dir, ignore_errors=True)
