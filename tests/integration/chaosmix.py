@@ -43,6 +43,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -120,7 +121,7 @@ def _worker_module(pid: int) -> tuple[str, str]:
 
 def killer(kill: Kill, marks: Path, done: Killed,
            limit: float) -> Callable[[subprocess.Popen[str]], None]:
-    """The watch for stratmix.run: SIGKILLs the replica of ``kill.module`` that begins
+    """The watch beside a run (on a thread of its own): SIGKILLs the replica of ``kill.module`` that begins
     its ``kill.after``-th call, and says what it did in ``done``."""
     names = set(DEFINES[kill.module])
 
@@ -189,12 +190,19 @@ def run(chaos: Chaos, limit: float) -> tuple[Outcome, Killed]:
     marks = marks_dir / "marks"
     done = Killed()
     before = _dev_shm()
+    watch = killer(chaos.kill, marks, done, limit)
+    watchers: list[threading.Thread] = []
+
+    def started(p: subprocess.Popen[str]) -> None:  # (beside the run, on a thread)
+        watchers.append(threading.Thread(target=watch, args=(p,), daemon=True))
+        watchers[-1].start()
+
+    env = {"MIX_MARKS": str(marks), "MIX_PAUSE": f"{chaos.kill.pause:g}",
+           "MIX_HOLD": f"{','.join(DEFINES[chaos.kill.module])}:{chaos.kill.after}"}
     try:
-        got = stratmix.run(["run", str(APP)], limit, chaos.sets(),
-                           env_add={"MIX_MARKS": str(marks), "MIX_PAUSE": f"{chaos.kill.pause:g}",
-                                    "MIX_HOLD": f"{','.join(DEFINES[chaos.kill.module])}:"
-                                                f"{chaos.kill.after}"},
-                           watch=killer(chaos.kill, marks, done, limit))
+        got = stratmix.run(["run", str(APP)], limit, chaos.sets(), env_add=env, started=started)
+        for w in watchers:  # (each ends with the run: what it did is in `done`)
+            w.join()
     finally:
         shutil.rmtree(marks_dir, ignore_errors=True)
     new = _dev_shm() - before

@@ -38,7 +38,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -262,14 +261,13 @@ def _group(pgid: int) -> list[int]:
 
 def run(args: list[str], limit: float = 10.0, sets: list[str] = (),  # type: ignore[assignment]
         stop_itself: bool = True, env_add: dict[str, str] | None = None,
-        watch: Callable[[subprocess.Popen[str]], None] | None = None) -> Outcome:
+        started: Callable[[subprocess.Popen[str]], None] | None = None) -> Outcome:
     """``polybus ARGS`` with ``--set``s, in a process group and a ``$TMPDIR`` of its own;
     killed (its group) past ``limit`` seconds. ``stop_itself``: a run is given
     ``--timeout`` a little under ``limit``, to say where it was; else, past the limit,
     every process of the group is asked for its stacks (SIGUSR1: the workers write them
     to their logs, which are added to its stderr). ``env_add`` is added to its
-    environment; ``watch(process)``, if given, runs on a thread of its own while it runs
-    (chaosmix.py kills a replica from there), and is waited for before the run's checks."""
+    environment; ``started(process)`` is called once it started (chaosmix.py's killer)."""
     tmp = Path(tempfile.mkdtemp(prefix="smx-", dir="/tmp"))
     js = tmp / "run.json"
     cmd = [*POLYBUS, *args]
@@ -286,9 +284,8 @@ def run(args: list[str], limit: float = 10.0, sets: list[str] = (),  # type: ign
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-    watcher = threading.Thread(target=watch, args=(p,), daemon=True) if watch else None
-    if watcher:
-        watcher.start()
+    if started:
+        started(p)
     try:
         _, err = p.communicate(timeout=limit)
         rc: int | None = p.returncode
@@ -300,8 +297,6 @@ def run(args: list[str], limit: float = 10.0, sets: list[str] = (),  # type: ign
             logs = "".join(f"--- {f.name}\n{f.read_text(errors='replace')}" for f in tmp.rglob("*.log"))
             os.killpg(p.pid, signal.SIGKILL)
             _, err = p.communicate()
-            if watcher:
-                watcher.join()
             return Outcome(None, stderr=err + logs, seconds=time.monotonic() - t0)
         p.send_signal(signal.SIGUSR1)  # polybus prints every thread's stack
         try:
@@ -313,8 +308,6 @@ def run(args: list[str], limit: float = 10.0, sets: list[str] = (),  # type: ign
                 pass
             _, err = p.communicate()
         rc = None
-    if watcher:
-        watcher.join()
     out = Outcome(rc, stderr=err, seconds=time.monotonic() - t0)
     deadline = time.monotonic() + 5
     while (left := _group(p.pid)) and time.monotonic() < deadline:
