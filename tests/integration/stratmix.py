@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -259,12 +260,14 @@ def _group(pgid: int) -> list[int]:
 
 
 def run(args: list[str], limit: float = 10.0, sets: list[str] = (),  # type: ignore[assignment]
-        stop_itself: bool = True) -> Outcome:
+        stop_itself: bool = True, env_add: dict[str, str] | None = None,
+        started: Callable[[subprocess.Popen[str]], None] | None = None) -> Outcome:
     """``polybus ARGS`` with ``--set``s, in a process group and a ``$TMPDIR`` of its own;
     killed (its group) past ``limit`` seconds. ``stop_itself``: a run is given
     ``--timeout`` a little under ``limit``, to say where it was; else, past the limit,
     every process of the group is asked for its stacks (SIGUSR1: the workers write them
-    to their logs, which are added to its stderr)."""
+    to their logs, which are added to its stderr). ``env_add`` is added to its
+    environment; ``started(process)`` is called once it started (chaosmix.py's killer)."""
     tmp = Path(tempfile.mkdtemp(prefix="smx-", dir="/tmp"))
     js = tmp / "run.json"
     cmd = [*POLYBUS, *args]
@@ -277,9 +280,12 @@ def run(args: list[str], limit: float = 10.0, sets: list[str] = (),  # type: ign
     env = {k: v for k, v in os.environ.items() if k != "POLYBUS_TOKEN"}
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
     env["TMPDIR"] = str(tmp)
+    env.update(env_add or {})
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    if started:
+        started(p)
     try:
         _, err = p.communicate(timeout=limit)
         rc: int | None = p.returncode

@@ -2,7 +2,8 @@
 
 A call answered ``Ref("fwd", ...)`` left its value on its replica (sent on to a next
 stage, or kept there for one): the first use of its promise asks that replica for it
-(``Fetch``), and its record holds it from then on (calls.py).
+(``Fetch``), and its record holds it from then on (calls.py). That replica gone, the
+call runs again (idempotent, a replica left: fwdlost.py) and its value is the answer.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.calls import define_key
+from polybus.client.fwdlost import may_run_again, rerun
 from polybus.errors import RemoteError, WorkerDiedError
+from polybus.wire.codec import Ref
 from polybus.wire.messages import Fetch, Fetched
 
 if TYPE_CHECKING:
@@ -40,13 +43,11 @@ def fetch(rec: CallRecord) -> Any:
 
         raise stale(rec)
     if link is None or link.dead:
-        raise _gone(rec, f, link)
+        return _lost(rec, f, link)
     req = next(_reqs)
     reply = f.reactor.request(link, Fetch(f.pkey(rec), req), req, FETCH_TIMEOUT)
     if reply is None and link.dead:  # (it died meanwhile: run again, or WorkerDiedError)
-        if not rec.done:
-            return f.reactor.wait(rec, rec.dispatcher.timeout)  # (fwdown.py's `lost`)
-        raise _gone(rec, f, link)
+        return _lost(rec, f, link)
     if not isinstance(reply, Fetched) or not reply.ok:
         why = (reply.value[1] if isinstance(reply, Fetched) and isinstance(reply.value, list)
                and len(reply.value) == 2 else "gone or evicted")  # (wire/undecodable.py)
@@ -58,6 +59,18 @@ def fetch(rec: CallRecord) -> Any:
     if keeper is not None:  # (at the client now: let go there)
         keeper.fetched(rec)
     return reply.value
+
+
+def _lost(rec: CallRecord, f: Forwarder, link: ReplicaLink | None) -> Any:
+    """The value's replica is gone: the call's value once it runs again (already, for
+    a consumer that needed it: forward.py's `_after_lost`, fwdown.py's `lost`; else now,
+    as a lost call does, if it may: fwdlost.py's `may_run_again`), or WorkerDiedError."""
+    if not rec.done:
+        return f.reactor.wait(rec, rec.dispatcher.timeout)
+    if type(rec.value) is Ref and may_run_again(rec):
+        rerun(f, rec)
+        return f.reactor.wait(rec, rec.dispatcher.timeout)
+    raise _gone(rec, f, link)
 
 
 def _gone(rec: CallRecord, f: Forwarder, link: ReplicaLink | None) -> WorkerDiedError:
