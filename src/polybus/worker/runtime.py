@@ -93,9 +93,8 @@ class WorkerRuntime(Polling):
         self._greeting = Greeting(f"polybus-{name}-handshake")  # for stop() to end
         self.address = self.addresses[0]
         # Rung (once per call run while a client is paused, under the pool's lock) to end
-        # the poller's sleep. Never blocks: sent blocking, the rings of a thread running
-        # a whole queue filled the socket's buffer with no poller to read them, and the
-        # replica stopped for good (an async burst of 2,000 small calls over shm).
+        # the poller's sleep. Never blocks: sent blocking, a thread running a whole queue
+        # filled its socket with no poller to read it, and the replica stopped for good.
         self._bell = Wake()
         self._sel = ReadPoller()
         for real, sock in self._listening.items():
@@ -106,8 +105,7 @@ class WorkerRuntime(Polling):
         self._paused: dict[Channel, None] = {}
         self._stuck: set[Channel] = set()  # clients not reading their answers (intake.py)
         self._stash: dict[Channel, Message] = {}  # a call read while the queue was full
-        # shm channels read from in the last poll: the next poll spins on their rings
-        # before it blocks, so a busy client's next call costs no system call.
+        # shm channels read from in the last poll: the next poll spins on them first
         self._hot: set[ShmChannel] = set()
         self._awake: set[ShmChannel] = set()  # their rings' awake flag is up (intake._read)
         self._unwarm: set[Channel] = set()  # their next large frame would touch fresh memory
@@ -121,10 +119,8 @@ class WorkerRuntime(Polling):
         self._cv = threading.Condition(self._lock)  # idle threads wait on it
         self._running = 0
         self._polling = False
-        self._heeding = 0  # threads waiting in `heed` for the poller role
-        # ... on a condition of their own: the end of a poll turn tells them, not the
-        # idle pool threads waiting on _cv, which the role promised to a heeder is not for
-        self._heed_cv = threading.Condition(self._lock)
+        self._heeding = 0  # threads waiting in `heed` for the poller role, on their own cv
+        self._heed_cv = threading.Condition(self._lock)  # (a turn's end wakes no idle thread)
         self._stopping = False
         self._quiet = Quieter()
         self._quiet_calls = Quieter()
@@ -272,9 +268,8 @@ class WorkerRuntime(Polling):
                     self._started += 1
                 # The standby lets the role go: someone must hold it again. A pool thread
                 # that goes to run a call wakes an idle one to poll meanwhile (else calls
-                # that come wait for the standby's look, up to 100 ms on an idle replica).
-                # Not for a thread heeding, which takes the role (told by _let_role_go),
-                # with no call waiting that an idle one would run.
+                # that come wait for the standby's look, up to 100 ms on an idle replica);
+                # not while a thread heeds (it takes the role) and no call waits.
                 if ((not takes_job or (job is not None and self._running < self.options.pool))
                         and not (self._heeding and not len(self._queue))):
                     self._cv.notify()
