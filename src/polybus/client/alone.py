@@ -38,6 +38,7 @@ class LoneCalls:
     liveness: Liveness[ReplicaLink] | None
     unfinished: bool
     refills: bool  # (the session has after-step work: a backlog, a batcher, a migrator)
+    step_owed: bool  # (a read inside a send left the after-step work: Sending._drain_held)
     flushers: list[Callable[[], None]]  # (open aggregated batches: Batcher.flush)
     # Calls waiting at the client for their promises' values (client/awaiting.py, which
     # sets its own): while any waits, each read is followed by a look at them, so no
@@ -134,9 +135,12 @@ class LoneCalls:
         (nor left unsent by the pump, nor waiting at the client for a promise's value)."""
         links = self.links
         if len(links) == 1:  # one replica: the common sync case
-            return not links[0].held and not self.unfinished and not self.unplaced
-        if self.unfinished or self.unplaced:  # (the general loop writes on with the pump's
-            return False  # writes, and places calls waiting at the client: awaiting.py)
+            return (not links[0].held and not self.unfinished and not self.unplaced
+                    and not self.step_owed)
+        # (the general loop writes on with the pump's writes, places calls waiting at the
+        # client, awaiting.py, and does the after-step work a send's reads left owed)
+        if self.unfinished or self.unplaced or self.step_owed:
+            return False
         # (a replica still running a call given up on counts: its late answer must be
         # read, or the replica would stay passed over for good)
         return not any(lk.held or ((lk.outstanding or lk.abandoned or lk.watch)

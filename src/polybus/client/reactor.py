@@ -69,6 +69,9 @@ class Reactor(LoneCalls, Sending):
         # False once the session knows after_step has nothing to do (no demand-driven
         # backlog, batcher or migrator): the sync lane then skips it (client/lane.py).
         self.refills = True
+        # A read inside a send (Sending._drain_held) left the after-step work for later:
+        # done at the next step outside a send (`_stepped`), which no lone read precedes.
+        self.step_owed = False
         # Aggregating bindings' open batches, written before any read (client/batching.py).
         self.flushers: list[Callable[[], None]] = []
         # Program threads inside polybus, counted where a pump moves held work while the
@@ -166,6 +169,7 @@ class Reactor(LoneCalls, Sending):
             with self._cv:
                 self._cv.notify_all()
         if not self._in_send:
+            self.step_owed = False  # (cleared first: a send of its own may owe it again)
             if self.later.queue:  # (left by a read inside a send not the reactor's: a lane's)
                 self.later.write(self)
             self.after_step()
@@ -186,8 +190,9 @@ class Reactor(LoneCalls, Sending):
         try:
             busy = [lk for lk in self.links
                     if (lk.outstanding or lk.abandoned or lk.watch) and not lk.dead]
+            owed = self.step_owed and not self._in_send  # (then a look, not a wait)
             if (timeout is None and len(busy) == 1 and (prefer is None or prefer is busy[0])
-                    and self._fast):
+                    and self._fast and not owed):
                 before = busy[0].channel.bytes_received
                 self._receive(busy[0], wait=True)  # the fast path: one blocking read
                 if busy[0].channel.bytes_received == before and self.liveness is not None:
@@ -198,6 +203,8 @@ class Reactor(LoneCalls, Sending):
                     wait_s = min(wait_s, UNSENT_S)
                 if self.liveness is not None:
                     wait_s = min(wait_s, self.liveness.heartbeat / 2)
+                if owed:  # (the after-step work a send's reads left: `_stepped` next)
+                    wait_s = 0.0
                 # Messages already read, whole in a decoder (a reader that took only its
                 # own answer left them), are taken first, without sleeping: no socket will
                 # say they are here. (A frame only partly read is left to the select.)
@@ -253,6 +260,7 @@ class Reactor(LoneCalls, Sending):
                 self._reader = None
                 self._lock.release()
             if not self._in_send:
+                self.step_owed = False
                 self.after_step()
 
     def _read_ready(self) -> bool:

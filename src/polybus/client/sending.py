@@ -44,6 +44,10 @@ class Sending:
     links: list[ReplicaLink]
     later: Later  # sends decided by a read inside a send (client/later.py)
     _in_send: int  # sends under way (a read inside one leaves after_step for later)
+    refills: bool  # (the session has after-step work: a backlog, a batcher, a migrator)
+    # A read inside a send left the after-step work owed: done at the next step outside
+    # a send, and no read waits on one replica alone before it (client/alone.py `_alone`)
+    step_owed: bool
     # What a send does while the connection is full (`_drain`, or LATER in the pump's turn)
     _when_full: Callable[[], None]
     flushers: list[Callable[[], None]]  # (open aggregated batches: Batcher.flush)
@@ -214,6 +218,8 @@ class Sending:
         outer = later.reader
         try:
             later.reader = get_ident()
+            if self.refills:  # (what it reads may make room for a call at the client)
+                self.step_owed = True
             for link in self.links:
                 if not link.dead:
                     self._receive(link, wait=False)
