@@ -5,7 +5,7 @@ promises.
 ``draw(seed)`` takes stratmix's combination for that seed (one the docs refuse is not
 run here: stratmix checks it) and, of its modules with two replicas or more, picks one;
 the run's served functions note each call they begin (``$MIX_MARKS``: ``pid ppid name
-token``, tests/integration/apps/mix/server.py) and take ``$MIX_PAUSE`` seconds, so that
+token i``, tests/integration/apps/mix/server.py) and take ``$MIX_PAUSE`` seconds, so that
 the run lasts; the module's call that is the drawn count's waits (``$MIX_HOLD``) while
 the replica that began it (the worker whose ``--as`` is that module, by its pid or its
 process pool's parent) is SIGKILLed: a call is running there as it dies. Its answers do
@@ -63,6 +63,9 @@ class Kill:
     module: str  # the module one of whose replicas is killed
     after: int  # once this many of its calls have begun: the replica that began the last
     pause: float  # seconds each served call takes ($MIX_PAUSE)
+    then: int = 0  # a second replica killed: the one that begins the module's call of this
+    # count, or (-1) the one that runs the held call again (chaoskeep.py)
+    aim: str = ""  # "f i": kill the replica that ran f(i) instead, none held (chaoskeep.py)
 
 
 @dataclass
@@ -81,6 +84,7 @@ class Killed:
     pid: int = 0
     calls: int = 0  # calls of the module begun when it did
     why_not: str = ""
+    second: str = ""  # the second replica killed (Kill.then), or why none
     notes: list[str] = field(default_factory=list)
 
 
@@ -125,31 +129,59 @@ def killer(kill: Kill, marks: Path, done: Killed,
     its ``kill.after``-th call, and says what it did in ``done``."""
     names = set(DEFINES[kill.module])
 
-    def watch(p: subprocess.Popen[str]) -> None:
-        deadline = time.monotonic() + limit
+    def rows(p: subprocess.Popen[str], deadline: float, enough: Callable[[list[list[str]]], bool]
+             ) -> list[list[str]] | None:
         while p.poll() is None and time.monotonic() < deadline:
             try:
                 lines = marks.read_text().splitlines()
             except OSError:
                 lines = []
-            mine = [w for w in map(str.split, lines) if len(w) == 4 and w[2] in names]
-            if len(mine) < kill.after:
-                time.sleep(0.002)
-                continue
-            pid, ppid = int(mine[kill.after - 1][0]), int(mine[kill.after - 1][1])
-            for q in (pid, ppid):
-                module, name = _worker_module(q)
-                if module == kill.module:
-                    try:
-                        os.kill(q, signal.SIGKILL)
-                    except ProcessLookupError:
-                        done.why_not = f"{name} (pid {q}) had ended"
-                        return
-                    done.name, done.pid, done.calls = name, q, len(mine)
-                    return
-            done.why_not = f"no replica of {kill.module} at pid {pid} or {ppid}"
+            mine = [w for w in map(str.split, lines) if len(w) == 5 and w[2] in names]
+            if enough(mine):
+                return mine
+            time.sleep(0.002)
+        return None
+
+    def kill_one(row: list[str], spare: int) -> tuple[str, int, str]:
+        """SIGKILL the replica that began the call ``row``: (its name, pid, or why not)."""
+        for q in (int(row[0]), int(row[1])):
+            module, name = _worker_module(q)
+            if module == kill.module and q != spare:
+                try:
+                    os.kill(q, signal.SIGKILL)
+                except ProcessLookupError:
+                    return "", 0, f"{name} (pid {q}) had ended"
+                return name, q, ""
+        return "", 0, f"no live replica of {kill.module} at pid {row[0]} or {row[1]}"
+
+    def watch(p: subprocess.Popen[str]) -> None:
+        deadline = time.monotonic() + limit
+        def victim(m: list[list[str]]) -> list[str] | None:
+            if len(m) < kill.after:
+                return None
+            return next((w for w in m if w[2::2] == kill.aim.split()), None) if kill.aim \
+                else m[kill.after - 1]
+        mine = rows(p, deadline, lambda m: victim(m) is not None)
+        if mine is None:
+            done.why_not = f"the run ended with {kill.module}'s calls short of {kill.after}"
             return
-        done.why_not = f"the run ended with {kill.module}'s calls short of {kill.after}"
+        done.name, done.pid, done.why_not = kill_one(victim(mine) or [], 0)
+        done.calls = len(mine)
+        if not done.name or not kill.then:
+            return
+        held = mine[kill.after - 1]
+        if kill.then > 0:
+            def at(m: list[list[str]]) -> list[str] | None:
+                return m[kill.then - 1] if len(m) >= kill.then else None
+        else:
+            def at(m: list[list[str]]) -> list[str] | None:
+                return next((w for w in m[kill.after:] if w[2::2] == held[2::2]), None)
+        again = rows(p, deadline, lambda m: at(m) is not None)
+        if again is None:
+            done.second = "none: the run ended first"
+            return
+        name, _, why = kill_one(at(again) or [], done.pid)
+        done.second = name or why
 
     return watch
 
@@ -198,11 +230,16 @@ def run(chaos: Chaos, limit: float) -> tuple[Outcome, Killed]:
         watchers[-1].start()
 
     env = {"MIX_MARKS": str(marks), "MIX_PAUSE": f"{chaos.kill.pause:g}",
-           "MIX_HOLD": f"{','.join(DEFINES[chaos.kill.module])}:{chaos.kill.after}"}
+           "MIX_HOLD": "" if chaos.kill.aim else f"{','.join(DEFINES[chaos.kill.module])}:{chaos.kill.after}",
+           "MIX_HOLD_AGAIN": "1" if chaos.kill.then < 0 else ""}
     try:
         got = stratmix.run(["run", str(APP)], limit, chaos.sets(), env_add=env, started=started)
         for w in watchers:  # (each ends with the run: what it did is in `done`)
             w.join()
+        seen: dict[tuple[str, ...], int] = {}  # the calls that ran again (rounds=1)
+        for w in (ln.split() for ln in marks.read_text().splitlines() if marks.exists()):
+            seen[tuple(w[2::2])] = seen.get(tuple(w[2::2]), 0) + 1
+        done.notes += [f"{n}({i})x{k}" for (n, i), k in seen.items() if k > 1]
     finally:
         shutil.rmtree(marks_dir, ignore_errors=True)
     new = _dev_shm() - before
@@ -258,7 +295,7 @@ def check(chaos: Chaos, want: Outcome, limit: float = 20.0) -> tuple[str, Killed
     if got.left:
         problems.append(f"left behind: {got.left}")
     if problems:
-        return "; ".join(problems) + f" [killed: {done.name or done.why_not}]\n{got.stderr[-3000:]}", done
+        return "; ".join(problems) + f" [killed: {done.name or done.why_not}{', then ' + done.second if done.second else ''}]\n{got.stderr[-3000:]}", done
     return "", done
 
 
