@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from polybus.client.calls import CallRecord, waiting_for
+from polybus.client.counts import Counts
 from polybus.client.giveback import place_again
 from polybus.client.migrate import Migrator
 from polybus.config.model import CallStyle
@@ -32,7 +33,7 @@ def _demand(links: list[Any], window: int, inflight: list[int]) -> Any:
                            style=CallStyle(kind="async-demand", window=window), timeout=None,
                            _index={id(lk): i for i, lk in enumerate(links)}, _isolated={},
                            _backlog=[], _seq=itertools.count(), _auto=None,
-                           counts=SimpleNamespace(run_again=0))
+                           counts=Counts())
 
 
 def _at(d: Any, link: Any, cid: int) -> CallRecord:

@@ -24,6 +24,7 @@ import pytest
 from polybus.client import batchplace
 from polybus.client.batchcalls import Pending
 from polybus.client.batching import Batcher
+from polybus.client.counts import Counts
 from polybus.client.drain import under_way
 from polybus.client.migrate import Migrator
 from polybus.config.model import CallStyle
@@ -42,7 +43,8 @@ def _setup(window: int, inflight: list[int]) -> tuple[Any, Any, Batcher, Migrato
     reactor = SimpleNamespace(flush=lambda link: None, work_left=lambda: None,
                               send_many=lambda link, msgs: link.got.extend(msgs))
     bt: Any = object.__new__(Batcher)
-    bt.interface, bt.reactor, bt.comm, bt.d = "work", reactor, None, None
+    bt.interface, bt.reactor, bt.comm = "work", reactor, None
+    bt.d = SimpleNamespace(counts=Counts())  # type: ignore[assignment]
     bt.links, bt.inflight = [src, dst], list(inflight)
     bt._index = {id(src): 0, id(dst): 1}
     bt.demand, bt.window = True, window
@@ -132,7 +134,7 @@ def test_a_batch_given_back_while_the_queue_is_placed_is_neither_lost_nor_placed
 def _given_back_with_none_live(rejoins: bool) -> tuple[Any, Any, Batcher, Pending]:
     """A batch r0 gave back to a steal for r1, both lost before its move ran."""
     src, dst, bt, m = _setup(window=2, inflight=[1, 0])
-    bt.d = SimpleNamespace(rejoins=rejoins)  # type: ignore[assignment]
+    bt.d = SimpleNamespace(rejoins=rejoins, counts=Counts())  # type: ignore[assignment]
     b = _batch(bt, 5, src)
     src.dead = dst.dead = True
     m._pending[3] = (src, dst, 1)

@@ -72,9 +72,7 @@ def refill(d: Dispatcher) -> None:
             heapq.heappop(d._backlog)
         link = d.links[i]
         rec.link = link
-        rec.attempts += 1
-        if rec.attempts > 1:  # (sent again after a loss)
-            d.counts.run_again += 1
+        d.counts.tried(rec)
         link.outstanding[rec.id] = rec
         d.inflight[i] += 1
         rec.sent_at, rec.ahead = now, d.inflight[i]
@@ -98,9 +96,7 @@ def refill(d: Dispatcher) -> None:
                 for rec in placed:
                     if lk.outstanding.pop(rec.id, None) is rec:
                         d.inflight[j] -= 1
-                        if rec.attempts > 1:  # (its count as sent again, taken back too)
-                            d.counts.run_again -= 1
-                        rec.attempts -= 1
+                        d.counts.untried(rec)
                         rec.link = None  # (waiting at the client: its timeout not begun)
                         if d._isolated.get(j) == rec.id:
                             del d._isolated[j]

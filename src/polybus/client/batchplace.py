@@ -73,9 +73,7 @@ def place(bt: Batcher, b: Pending, send: bool = True) -> bool:
         return False
     link = bt.links[i]
     b.link = link
-    b.attempts += 1
-    if b.attempts > 1:  # (sent again after a loss: each of its calls)
-        bt.d.counts.run_again += len(b.rows())
+    bt.d.counts.tried(b, len(b.rows()))  # (sent again after a loss: each of its calls)
     b.placed = time.monotonic()  # (its calls' timeout counts from here)
     link.outstanding[b.id] = b  # type: ignore[assignment]
     bt.inflight[i] += 1

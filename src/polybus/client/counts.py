@@ -65,6 +65,20 @@ class Counts:
         self.forwarded = self.through_client = 0
         self.refused = self.cancelled = self.run_again = 0
 
+    def tried(self, rec: Any, calls: int = 1) -> None:
+        """One more attempt of ``rec`` (a call, or an aggregated batch of ``calls``
+        calls); past its first, each of its calls counts as run again."""
+        rec.attempts += 1
+        if rec.attempts > 1:
+            self.run_again += calls
+
+    def untried(self, rec: Any, calls: int = 1) -> None:
+        """`tried` taken back: that attempt was no failed one (a move, a give-back, a
+        write cut short), and neither is its count."""
+        if rec.attempts > 1:
+            self.run_again -= calls
+        rec.attempts -= 1
+
 
 # In the order --json gives them, after ``calls``
 FIELDS = ("batches", "batched_calls", "operands_put", "operands_named", "cache_misses",

@@ -314,7 +314,7 @@ class Dispatcher(GivingUp):
 
     def _send(self, rec: CallRecord, link: ReplicaLink, hold: bool = False) -> None:
         rec.link = link
-        rec.attempts += 1
+        rec.attempts += 1  # (`Counts.tried`'s steps, written out on the general call path)
         if rec.attempts > 1:  # (sent again after a loss: CallRecord.message marks it)
             self.counts.run_again += 1
         if rec.deadline:  # (its timeout counts from its writing: CallRecord)

@@ -51,9 +51,7 @@ def _given_back(link: ReplicaLink, rec: CallRecord) -> Forwarder | None:
     # At no replica until placed, as every call in a backlog: a wait for it then places
     # it (Reactor._wait), where one naming ``link`` read that replica alone for good.
     rec.link = None
-    if rec.attempts > 1:  # (its run-again count goes back with it: the next send's)
-        rec.dispatcher.counts.run_again -= 1
-    rec.attempts -= 1
+    rec.dispatcher.counts.untried(rec)  # (its run-again count too: the next send's)
     return f
 
 

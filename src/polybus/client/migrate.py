@@ -226,9 +226,7 @@ def _queued_again(b: Pending, link: ReplicaLink) -> None:
     forgotten there: asked of where it goes)."""
     moved_batch(b, link, None)
     b.link = None
-    if b.attempts > 1:  # (its calls' run-again count goes back too: `place` counts them)
-        b.batcher.d.counts.run_again -= len(b.rows())
-    b.attempts -= 1  # (a move is not a failed attempt: `place` counts one)
+    b.batcher.d.counts.untried(b, len(b.rows()))  # (a move is no failed attempt: `place`)
     b.batcher.backlog.appendleft(b)
     b.batcher.reactor.work_left()
 
