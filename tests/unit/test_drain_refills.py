@@ -15,35 +15,21 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable
 
 from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.dispatch import Dispatcher
 from polybus.client.promise import wait
 from polybus.client.reactor import Reactor
 from polybus.config.model import CallStyle
-from polybus.testing.peers import next_message
+from polybus.testing.peers import next_message, serve_one
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import authenticate, connect
+from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, Result
 
 TOKEN = b"drain-refills-token-0123456789abc"
 WAIT = 15.0  # the most anything below is waited for
 BIG = 16 << 20  # more than a loopback connection takes with its reader not reading
-
-
-def _replica(listener: socket.socket, held: list[Channel],
-             serve: Callable[[Channel], None]) -> threading.Thread:
-    def run() -> None:
-        sock, peer = listener.accept()
-        ch = authenticate(sock, peer, TOKEN, Codec(), WAIT)
-        held.append(ch)
-        serve(ch)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t
 
 
 def test_a_wait_after_a_full_send_places_the_backlog_call_its_reads_made_room_for() -> None:
@@ -84,7 +70,7 @@ def test_a_wait_after_a_full_send_places_the_backlog_call_its_reads_made_room_fo
         answered_q.append(got_second.wait(WAIT))
         ch.send(Result(q.id, "q"))
 
-    threads = [_replica(la, held, serve_a), _replica(lc, held, serve_c)]
+    threads = [serve_one(la, TOKEN, held, serve_a), serve_one(lc, TOKEN, held, serve_c)]
     reactor = Reactor()
     try:
         a = ReplicaLink("a", "m", connect(f"tcp://127.0.0.1:{la.getsockname()[1]}", TOKEN,

@@ -19,16 +19,15 @@ import itertools
 import select
 import socket
 import threading
-from collections.abc import Callable
 
 from polybus.client.calls import ReplicaLink
 from polybus.client.dispatch import Dispatcher
 from polybus.client.promise import wait
 from polybus.client.reactor import Reactor
 from polybus.config.model import CallStyle
-from polybus.testing.peers import next_message
+from polybus.testing.peers import next_message, serve_one
 from polybus.transport.channel import Channel
-from polybus.transport.endpoints import authenticate, connect
+from polybus.transport.endpoints import connect
 from polybus.wire.codec import Codec
 from polybus.wire.messages import Call, Ping, Pong, Result
 
@@ -36,19 +35,6 @@ TOKEN = b"request-refills-token-0123456789a"
 WAIT = 15.0  # the most anything below is waited for
 
 _reqs = itertools.count(1 << 41)
-
-
-def _replica(listener: socket.socket, held: list[Channel],
-             serve: Callable[[Channel], None]) -> threading.Thread:
-    def run() -> None:
-        sock, peer = listener.accept()
-        ch = authenticate(sock, peer, TOKEN, Codec(), WAIT)
-        held.append(ch)
-        serve(ch)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t
 
 
 def test_a_request_places_the_backlog_call_its_reads_made_room_for() -> None:
@@ -79,7 +65,7 @@ def test_a_request_places_the_backlog_call_its_reads_made_room_for() -> None:
         answered_q.append(got_second.wait(WAIT))
         ch.send(Result(q.id, "q"))
 
-    threads = [_replica(la, held, serve_a), _replica(lb, held, serve_b)]
+    threads = [serve_one(la, TOKEN, held, serve_a), serve_one(lb, TOKEN, held, serve_b)]
     reactor = Reactor()
     try:
         a = ReplicaLink("a", "m", connect(f"tcp://127.0.0.1:{la.getsockname()[1]}", TOKEN,

@@ -1,4 +1,5 @@
-"""Waiting for a peer's next message in tests that talk to a worker or registry directly.
+"""Waiting for a peer's next message in tests that talk to a worker or registry directly,
+and a peer written by hand for tests that talk to a client directly.
 
 ``next_message(ch)`` waits for ``ch`` to have something to read (asleep in the kernel,
 `Channel.wait_readable`), until a message comes, the peer closes the connection, or
@@ -8,14 +9,19 @@ on the wait (the worker it waits for needs it on a loaded machine).
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
+from collections.abc import Callable
 from typing import TypeVar
 
 from polybus.errors import ConnectionLostError
 from polybus.transport.channel import Channel
+from polybus.transport.endpoints import authenticate
+from polybus.wire.codec import Codec
 from polybus.wire.messages import Message
 
-__all__ = ["next_message"]
+__all__ = ["next_message", "serve_one"]
 
 T = TypeVar("T")
 
@@ -35,3 +41,19 @@ def next_message(ch: Channel, limit: float = 3.0, closed: T | None = None) -> Me
             msg = ch.next_message()
             return msg if msg is not None else closed
     return msg
+
+
+def serve_one(listener: socket.socket, token: bytes, held: list[Channel],
+              serve: Callable[[Channel], None], limit: float = 15.0) -> threading.Thread:
+    """A replica by hand: a thread that accepts one connection on ``listener``, takes its
+    handshake with ``token`` (within ``limit`` seconds), adds its channel to ``held``
+    (for the test to close) and runs ``serve`` on it."""
+    def run() -> None:
+        sock, peer = listener.accept()
+        ch = authenticate(sock, peer, token, Codec(), limit)
+        held.append(ch)
+        serve(ch)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
