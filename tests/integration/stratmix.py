@@ -30,6 +30,7 @@ own ``$TMPDIR``. The exit status is the count of combinations that failed (at mo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -249,11 +250,10 @@ class Outcome:
 def _group(pgid: int) -> list[int]:
     pids = []
     for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
+        if not d.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):  # (a process ended meanwhile)
+            stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
             if stat[0] != "Z" and int(stat[2]) == pgid:
                 pids.append(int(d.name))
     return pids
@@ -284,9 +284,9 @@ def run(args: list[str], limit: float = 10.0, sets: list[str] = (),  # type: ign
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-    if started:
-        started(p)
     try:
+        if started:
+            started(p)
         _, err = p.communicate(timeout=limit)
         rc: int | None = p.returncode
     except subprocess.TimeoutExpired:
@@ -302,12 +302,16 @@ def run(args: list[str], limit: float = 10.0, sets: list[str] = (),  # type: ign
         try:
             _, err = p.communicate(timeout=3)
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             _, err = p.communicate()
         rc = None
+    except BaseException:  # (the test's own timeout, a Ctrl-C: the run's group goes too)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     out = Outcome(rc, stderr=err, seconds=time.monotonic() - t0)
     deadline = time.monotonic() + 5
     while (left := _group(p.pid)) and time.monotonic() < deadline:
@@ -315,18 +319,14 @@ def run(args: list[str], limit: float = 10.0, sets: list[str] = (),  # type: ign
     if left:
         out.left += [f"pid {q}" for q in left]
         for q in left:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(q, signal.SIGKILL)
-            except OSError:
-                pass
     if js.exists():
-        try:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
             res = json.loads(js.read_text())["result"]
             rounds = res if isinstance(res, list) else [res]  # (client.main's rounds)
             out.digest = "+".join(r["digest"] for r in rounds)
             out.entries = [e for r in rounds for e in r["entries"]]
-        except (ValueError, KeyError, TypeError):
-            pass
         js.unlink()
     out.left += [str(x) for x in tmp.iterdir()]
     shutil.rmtree(tmp, ignore_errors=True)
