@@ -35,6 +35,7 @@ from polybus.errors import (
     PolybusError,
     WorkerDiedError,
 )
+from polybus.pinning import check_here, pinned_run
 from polybus.runargs import echo_to, jsonable, override_strings
 from polybus.token import cluster_token, token_source
 from polybus.transport import tls
@@ -143,9 +144,12 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
     interrupted = False  # Ctrl-C, SIGTERM, the mpi launcher's stop, a time limit
     imports: ClientImports | None = None
     # (outer: in a run nested in a client's entrypoint, the outer run's session)
+    check_here(app, registry=bool(registry))  # (the CPUs of the processes started here)
     with one_run() as outer, started_cluster(app, sets, registry=registry, origin=origin,
                                              token_file=token_file, worker_output=echo
-                                             ) as cluster:
+                                             ) as cluster, \
+            pinned_run(client.cpus_of(None), f"modules.{client.key}.cpus",
+                       app.origin(f"modules.{client.key}.cpus")):
         kept = unseen.saved() if outer is not None else None  # (the outer run's: given back)
         try:
             t0 = time.perf_counter()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from polybus.bench.b_matmul import chunk_of
+from polybus.bench.b_matmul import PLACED, chunk_of
 
 if TYPE_CHECKING:
     from conftest import QuickBenchmarks  # tests/conftest.py
@@ -72,6 +72,13 @@ def test_matmul_quick_stateful_sends_less(quick_bench: QuickBenchmarks) -> None:
             if r.find("mpi4py", 2, "seconds", {"n": m, "mode": mode, "transport": "sm"}):
                 assert (f"polybus/mpi4py {mode} seconds n={m} servers=2 (polybus shm "
                         "aggregate=10) (mpi4py sm)") in [x.name for x in r.ratios]
+            # so is the placed row (cpus on the client and the servers), on 2 CPUs
+            placed = r.find("polybus", 2, "seconds", {"n": m, "mode": mode, "cpus": PLACED})
+            assert placed is not None and placed.config["transport"] == "shm"
+            assert "cpus" not in plain.config
+            if r.find("mpi4py", 2, "seconds", {"n": m, "mode": mode, "transport": "sm"}):
+                assert (f"polybus/mpi4py {mode} seconds n={m} servers=2 (polybus shm "
+                        f"cpus={PLACED}) (mpi4py sm)") in [x.name for x in r.ratios]
 
 
 @pytest.mark.parametrize("stateful", [False, True])

@@ -40,6 +40,7 @@ from polybus.bench.peers.matmul_pool import pool_seconds
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, Ratio, Row
 from polybus.bench.stats import Stat, summarize
+from polybus.config.cpus import can_pin
 from polybus.engines.launchenv import set_loaded_blas_threads
 
 __all__ = ["CALLS", "WARMUP", "chunk_of", "one_process_seconds", "pin_blas", "run"]
@@ -177,7 +178,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                             "hold A and B before the clock starts and send nothing (round "
                             "robin's share each): the most k servers could gain on this "
                             "machine in this run (bench/_ceiling.py)")
-    progress.begin(len(sizes) * (1 + 2 * (len(servers) + len(real) + 1) + 3 * min(len(real), 1)
+    progress.begin(len(sizes) * (1 + 2 * (len(servers) + len(real) + 2) + 3 * min(len(real), 1)
                                  + 4 * len(real)) + len(ceilings) + 1, "matmul")
     for n in sizes:
         reps_n = reps_for(n, reps)
@@ -214,6 +215,8 @@ def run(quick: bool, progress: Progress) -> BenchResult:
                 progress.advance(f"matmul polybus {mode} {transport} n={n} servers={k}")
             _aggregated_row(result, n, real[-1], stateful, reps_n, base.median)
             progress.advance(f"matmul polybus {mode} shm aggregated n={n}")
+            _placed_row(result, n, stateful, reps_n, base.median)
+            progress.advance(f"matmul polybus {mode} shm placed n={n}")
             for k in real[-1:]:
                 for b_untimed in (False, True) if stateful else (False,):
                     st = pool_seconds(n, k, stateful, reps_n, b_untimed=b_untimed)
@@ -272,13 +275,42 @@ def _aggregated_row(result: BenchResult, n: int, k: int, stateful: bool, reps: i
     plain rows and their ratios stay as they are; this row has its own."""
     if n > AGGREGATE_MAX_N:
         return
-    mode = "stateful" if stateful else "stateless"
     per_replica = _per_replica(n, k)
     st, _, ok = polybus_run(n, k, stateful, 0.0, reps, "shm", aggregate=per_replica)
+    _variant(result, n, k, stateful, st, ok, base, {"aggregate": per_replica})
+
+
+# The placed row's CPUs (``cpus`` on each module, config/cpus.py): the client alone on
+# the first CPU this process may run on, both replicas on the second. With three busy
+# processes on two CPUs, a call then wakes its replica on the other CPU, and the two
+# replicas take turns on theirs (docs/tuning.md, "Placement: `cpus`").
+def _placed(cpus: list[int]) -> tuple[str, ...]:
+    return (f"modules.client.cpus=[{cpus[0]}]", f"modules.server.cpus=[{cpus[1]}]")
+
+
+def _placed_row(result: BenchResult, n: int, stateful: bool, reps: int, base: float) -> None:
+    """An extra, labelled polybus row at small n on 2 CPUs or more: the same modules
+    over shm on 2 servers, with one configuration change, `_placed`. Its own ratios."""
+    cpus = sorted(os.sched_getaffinity(0)) if can_pin() else []
+    if n > AGGREGATE_MAX_N or len(cpus) < 2:
+        return
+    st, _, ok = polybus_run(n, 2, stateful, 0.0, reps, "shm", extra=_placed(cpus))
+    _variant(result, n, 2, stateful, st, ok, base, {"cpus": PLACED})
+
+
+PLACED = "client on one CPU, servers on another"  # (the label of `_placed`'s rows)
+
+
+def _variant(result: BenchResult, n: int, k: int, stateful: bool, st: Stat, ok: bool,
+             base: float, label: dict[str, str | int]) -> None:
+    """A polybus row over shm beside the plain ones, told apart by ``label`` (its
+    configuration change): its seconds and speedup, and a note if an answer was wrong."""
+    mode = "stateful" if stateful else "stateless"
     if not ok:
-        result.notes.append(f"polybus {mode} shm aggregate n={n} servers={k}: WRONG RESULT")
+        said = " ".join(f"{k}={v}" for k, v in label.items())
+        result.notes.append(f"polybus {mode} shm {said} n={n} servers={k}: WRONG RESULT")
     cfg: dict[str, str | int | bool] = {"n": n, "mode": mode, "transport": "shm",
-                                        "modelled": False, "aggregate": per_replica}
+                                        "modelled": False, **label}
     result.add(Row.of("polybus", cfg, k, "seconds", st))
     result.add(Row.of("polybus", cfg, k, "speedup", st.map(_over(base))))
 
@@ -323,12 +355,13 @@ def _ratios(result: BenchResult, n: int, k: int) -> None:
             result.add_ratio(f"parallel_ceiling / polybus {at}",
                              result.find("parallel_ceiling", k, "seconds", {"n": n}), mine)
             peer_rows.mpi_ratios(result, at, mine, tr, k, {"n": n, "mode": mode})
-    per_replica = _per_replica(n, k)
-    for mode in ("stateful", "stateless"):  # the aggregated rows' own, beside the plain
-        agg = result.find("polybus", k, "seconds",
-                          {"n": n, "mode": mode, "aggregate": per_replica})
-        if agg is not None:
-            at = f"{mode} seconds n={n} servers={k} (polybus shm aggregate={per_replica})"
-            peer_rows.mpi_ratios(result, at, agg, "shm", k, {"n": n, "mode": mode})
-            result.add_ratio(f"polybus/process_pool {at}", agg,
-                             result.find("process_pool", k, "seconds", {"n": n, "mode": mode}))
+    # the aggregated and placed rows' own, beside the plain
+    for label in ({"aggregate": _per_replica(n, k)}, {"cpus": PLACED}):
+        for mode in ("stateful", "stateless"):
+            row = result.find("polybus", k, "seconds", {"n": n, "mode": mode, **label})
+            if row is not None:
+                said = " ".join(f"{a}={b}" for a, b in label.items())
+                at = f"{mode} seconds n={n} servers={k} (polybus shm {said})"
+                peer_rows.mpi_ratios(result, at, row, "shm", k, {"n": n, "mode": mode})
+                result.add_ratio(f"polybus/process_pool {at}", row, result.find(
+                    "process_pool", k, "seconds", {"n": n, "mode": mode}))

@@ -23,6 +23,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from polybus.config import validate
+from polybus.errors import ConfigError
+from polybus.pinning import check_here
 
 if TYPE_CHECKING:
     from polybus.config.model import AppConfig
@@ -81,6 +83,11 @@ def main(args: argparse.Namespace) -> int:
     app, errors = validate(args.config, tuple(args.set), tls_hosts=args.host or "registry",
                            running=True)
     missing = _missing_engine(app) if app is not None else None
+    if app is not None and not missing:
+        try:
+            check_here(app)  # (CPUs this machine does not have, where it starts processes)
+        except ConfigError as exc:
+            errors.append(exc)
     if errors or missing:
         # (an engine whose package is missing is a problem of the configuration as any
         # other: said with them, before any module is imported, and counted the same)

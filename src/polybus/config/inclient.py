@@ -31,6 +31,7 @@ IGNORED = {
     "pickle": "nothing is encoded: arguments and values are passed as they are",
     "spin": "no replica's answer is waited for",
     "coalesce": "no replica's answer is waited for",
+    "cpus": "its calls run in the client process, which the client module's cpus place",
     # define.<iface>
     "priority": "there is no replica queue to order: each call runs when it is made",
     "pool": "there is no replica pool: each call runs in the calling thread",
@@ -77,7 +78,7 @@ def note_in_client(modules: dict[str, ModuleSpec], raw: dict[str, Any],
             continue
         table = raw.get(key)
         where = f"module {key!r} has replication = 0 (called in the client)"
-        for k in ("transport", "pickle", "spin", "coalesce"):
+        for k in ("transport", "pickle", "spin", "coalesce", "cpus"):
             if isinstance(table, dict) and k in table:
                 _say(p, k, where, dotted("modules", key, k), key)
         defines = table.get("define") if isinstance(table, dict) else None

@@ -16,7 +16,7 @@ __all__ = ["CLUSTER_KEYS", "DEFINE_HINTS", "DEFINE_KEYS", "MODULE_KEYS", "SERVE_
 
 TOP_KEYS = ("modules", "bind", "cluster", "serve")
 MODULE_KEYS = ("source", "replication", "define", "use", "entrypoint", "args", "kwargs",
-               "transport", "pickle", "spin", "coalesce")
+               "transport", "pickle", "spin", "coalesce", "cpus")
 DEFINE_KEYS = ("priority", "pool", "queue", "overflow", "cache", "cache_bytes", "prefetch",
                "timeout", "idempotent")
 USE_KEYS = ("callstyle", "loadratio", "balance", "aggregate", "linger", "timeout", "transport",

@@ -175,6 +175,20 @@ class ModuleSpec:
     pickle: bool = False
     spin: float = SPIN_S   # a waiting reader polls this long before it sleeps
     coalesce: float = 0.0  # over shm: a replica holds back its answers' bells this long at most
+    # ``cpus``: one set of CPUs for every replica (or the client), or one per replica,
+    # cycled (config/cpus.py); () : not pinned
+    cpus: tuple[frozenset[int], ...] = ()
+
+    def cpus_of(self, replica: str | None) -> frozenset[int] | None:
+        """The CPUs ``replica`` (a name; None: the client) is pinned to, None if none:
+        its own set when ``cpus`` gives one per replica and the name is one of
+        ``replication``'s, else every CPU ``cpus`` names."""
+        if not self.cpus:
+            return None
+        names = [r.name for r in self.replication]
+        if len(self.cpus) > 1 and replica in names:
+            return self.cpus[names.index(replica) % len(self.cpus)]
+        return frozenset().union(*self.cpus)
 
     @property
     def cache_bytes(self) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from polybus.config.cpus import can_pin
 from polybus.config.milfile import MilFile
 from polybus.config.model import Binding, DefineSpec, ModuleSpec, ServeSpec, UseSpec
 from polybus.config.problems import Problems, dotted, nearest
@@ -146,6 +147,10 @@ def note_no_ops(modules: dict[str, ModuleSpec], raw: dict[str, Any], p: Problems
     """Options that do nothing where they are written: said, and the run goes on."""
     for key, m in modules.items():
         _note_coalesce(key, m, modules, bindings, serve, p)
+        if m.cpus and not can_pin():
+            p.note("cpus does nothing on this system: it cannot pin a process to CPUs "
+                   "(Linux's sched_setaffinity)", dotted("modules", key, "cpus"),
+                   "leave cpus out here; it applies where the processes run on Linux")
         for iface, d in m.define.items():
             if d.prefetch is not None and d.cache is None:
                 p.note("prefetch pushes cached operands, and this interface caches none",

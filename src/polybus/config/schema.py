@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from polybus.config.callstyle import parse_callstyle
+from polybus.config.cpus import parse_cpus
 from polybus.config.files import NUL_SAID, config_file, has_nul, not_a_file
 from polybus.config.forwardopt import parse_forward, refuse_keep
 from polybus.config.keys import (
@@ -329,6 +330,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
         pickle=pick(t.boolean("pickle"), False),
         spin=_spin(t),
         coalesce=_coalesce(t),
+        cpus=pick(t.parsed("cpus", parse_cpus), ()),
     )
 
 

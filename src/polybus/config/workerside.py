@@ -19,7 +19,8 @@ from polybus.config.model import AppConfig, ModuleSpec
 
 __all__ = ["REPLICA_DEFINE_KEYS", "unapplied", "worker_side_changes"]
 
-# define.<interface> keys a replica applies: its queue, its pool and its cache's bound.
+# define.<interface> keys a replica applies: its queue, its pool and its cache's bound
+# (and of the module itself, its ``cpus``).
 REPLICA_DEFINE_KEYS = ("priority", "pool", "pool_kind", "queue", "overflow", "cache_bytes")
 
 
@@ -40,6 +41,8 @@ def worker_side_changes(base: AppConfig, app: AppConfig) -> list[str]:
         speeds = _speeds(old)
         if any(speed != speeds.get(name, 1.0) for name, speed in _speeds(spec).items()):
             changed.append(f"modules.{key}.replication")
+        if spec.cpus != old.cpus:  # (each replica pins itself: worker/main.py)
+            changed.append(f"modules.{key}.cpus")
         for name, d in spec.define.items():
             if d.filled:  # (what it takes from the named defines: theirs, said of them)
                 continue

@@ -47,6 +47,10 @@ _SERVER = """\
     def work(x):
         if x == "boom":
             raise ValueError("boom asked for")
+        if x == "cpus":  # (the CPUs of every thread of this process)
+            from polybus.pinning import thread_cpus
+
+            return [os.getpid(), thread_cpus()]
         return [os.getpid(), x * 2]
 
 
@@ -64,6 +68,10 @@ _CLIENT = """\
     def main(kind="answers"):
         if kind == "boom":
             return wait(work("boom"))
+        if kind == "cpus":
+            got = [wait(p) for p in [work("cpus") for i in range(6)]]
+            return {"processes": len({g[0] for g in got}),
+                    "cpus": sorted({tuple(map(tuple, g[1])) for g in got})}
         if kind == "cached":
             b = np.arange(100_000, dtype=np.float64)
             return [wait(p) for p in [scaled(b, i) for i in range(6)]]
@@ -128,6 +136,8 @@ _PACKAGE = (("shapes/__init__.py", ""), ("shapes/serve/__init__.py", ""),
                 "    import numpy as np\n\n    from ..twice import twice\n",
             ).replace("x * 2]", "twice(x)]")))
 _SUM = float(sum(range(100_000)))
+# the first CPU this process may run on (Linux), which the pinned case's replicas take
+_FIRST_CPU = min(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
 _ANSWERS = {"processes": 2, "values": [2 * i for i in range(12)]}
 CASES = (
     Case("answers over tcp", "answers", result=_ANSWERS),
@@ -136,6 +146,8 @@ CASES = (
     Case("cached operand", "cached", 'transport = "shm"', result=[_SUM * i for i in range(6)]),
     Case("a served module in a package", "answers", result=_ANSWERS,
          source="shapes/serve/server.py", files=_PACKAGE),
+    Case("replicas pinned to a CPU", "cpus", f"cpus = [{_FIRST_CPU}]",
+         result={"processes": 2, "cpus": [[[_FIRST_CPU]]]}),
     Case("a call that raises", "boom", error=("remote traceback", "ValueError: boom asked for")),
     Case("a module that does not import", "answers",
          server_source=("def work(x):\n    return x\n\n\ndef scaled(b, i):\n    return i\n\n\n"

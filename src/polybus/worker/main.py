@@ -14,6 +14,7 @@ from polybus.config.model import ModuleSpec, ReplicaSpec
 from polybus.errors import PolybusError
 from polybus.http.response import HTTP_SUFFIX, http_form
 from polybus.memory import keep_freed_memory
+from polybus.pinning import ENV, pin, unpin_inherited
 from polybus.registry.client import Membership, RegistryClient
 from polybus.stopsignals import Stopping, StopSignals
 from polybus.transport.endpoints import WILDCARDS, Address
@@ -89,6 +90,18 @@ def options_for(spec: ModuleSpec | None, replica: ReplicaSpec | None, max_frame:
     if replica is not None:
         opts.speed = replica.speed
     return opts
+
+
+def place(spec: ModuleSpec | None, name: str) -> None:
+    """This replica on the CPUs its module's ``cpus`` gives it (pinning.py); without
+    them, not on a pinned client's CPUs that it inherited."""
+    cpus = spec.cpus_of(name) if spec is not None else None
+    if cpus is None:
+        unpin_inherited()
+        return
+    assert spec is not None
+    pin(cpus, f"modules.{spec.key}.cpus")
+    os.environ.pop(ENV, None)  # (not passed on to what this replica starts)
 
 
 LISTEN_HINT = "; or give --listen a host the certificate names"  # (a worker by hand)
@@ -179,6 +192,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         die_with_parent(parent=parent)
     line_buffered()  # (before the module's top-level code prints anything)
+    place(spec, name)  # (before any thread of its own, or its process pool, starts)
     keep_freed_memory()  # large messages reuse their memory (memory.py)
     client = RegistryClient(registry, token)  # (a malformed address fails here, first)
     serving(module_key)  # (a use() it calls says a replica cannot: client/stubs.py)

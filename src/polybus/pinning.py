@@ -1,0 +1,153 @@
+"""A module's ``cpus`` applied: this process, every thread of it, pinned to those CPUs.
+
+A replica pins itself as it starts (worker/main.py), before its threads and its process
+pool exist, so all of them run there. The client pins the process that runs the program
+for the run's length (runner.py), once its local replicas are started (they must not
+inherit the client's CPUs), and gives every thread the CPUs it had before when the run
+ends. While it is pinned, ``POLYBUS_CPUS_BEFORE`` in its environment names those CPUs,
+so that a replica it starts later (a nested run's) without ``cpus`` of its own runs
+where it would have, not on the client's CPUs.
+
+Linux's CPU affinity is per thread: ``os.sched_setaffinity(0, ...)`` moves the calling
+thread alone, and threads inherit the mask of the thread that starts them. So every
+task in /proc/self/task is moved. Elsewhere (macOS has no affinity call) nothing is
+pinned, and the configuration's loading says so once (config/notes.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from polybus.config.cpus import can_pin, cpu_list
+from polybus.errors import ConfigError
+
+if TYPE_CHECKING:
+    from polybus.config.model import AppConfig
+
+__all__ = ["ENV", "allowed", "can_pin", "check_here", "pin", "pinned_run", "thread_cpus",
+           "unpin_inherited"]
+
+ENV = "POLYBUS_CPUS_BEFORE"
+
+
+def allowed() -> frozenset[int]:
+    """The CPUs a ``cpus`` here may name: those this process may run on, or, in a
+    process started by a pinned client, those the client could run on before."""
+    before = _before()
+    return before if before is not None else frozenset(os.sched_getaffinity(0))
+
+
+def _before() -> frozenset[int] | None:
+    text = os.environ.get(ENV)
+    if not text:
+        return None
+    try:
+        return frozenset(_read_list(text))
+    except ValueError:  # (not ours to judge: left as if unset)
+        return None
+
+
+def _read_list(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _tasks() -> list[int]:
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:  # (no /proc: the calling thread alone)
+        return [0]
+
+
+def thread_cpus() -> list[list[int]]:
+    """The CPU sets of this process's threads, each sorted, without repeats (one set:
+    every thread may run on the same CPUs). What a program prints to see its ``cpus``."""
+    out: set[tuple[int, ...]] = set()
+    for tid in _tasks():
+        with contextlib.suppress(ProcessLookupError):  # (a thread that ended meanwhile)
+            out.add(tuple(sorted(os.sched_getaffinity(tid))))
+    return [list(c) for c in sorted(out)]
+
+
+def _move(cpus: frozenset[int]) -> None:
+    for tid in _tasks():
+        with contextlib.suppress(ProcessLookupError):  # (a thread that ended meanwhile)
+            os.sched_setaffinity(tid, cpus)
+
+
+def pin(cpus: frozenset[int], key: str, file: str | None = None) -> frozenset[int] | None:
+    """Run every thread of this process, and those it starts later, on ``cpus`` (the
+    value of ``key``); the CPUs the calling thread had before, or None where nothing can
+    be pinned. ConfigError naming ``key`` if a CPU is not one this process may run on."""
+    if not can_pin():
+        return None
+    pin_check(cpus, allowed(), key, file)
+    before = frozenset(os.sched_getaffinity(0))
+    _move(cpus)
+    return before
+
+
+def check_here(app: AppConfig, registry: bool = False) -> None:
+    """Before a run starts anything: the CPUs of each process it would start on this
+    machine (the client; the local engine's replicas, unless ``registry``: workers by
+    hand) are ones this process may run on; else ConfigError naming the first module's
+    ``cpus`` that names another, said to be where it was written (`AppConfig.origin`)."""
+    if not can_pin():
+        return
+    may = allowed()
+    for module, m in app.modules.items():
+        want = m.cpus_of(None)
+        if want is not None and (module == app.client
+                                 or (not registry and app.cluster.engine == "local")):
+            key = f"modules.{module}.cpus"
+            pin_check(want, may, key, app.origin(key))
+
+
+def pin_check(cpus: frozenset[int], may: frozenset[int], key: str, file: str | None) -> None:
+    """ConfigError naming ``key`` if ``cpus`` holds a CPU outside ``may``."""
+    if outside := sorted(cpus - may):
+        some = ", ".join(map(str, outside[:8])) + (", ..." if len(outside) > 8 else "")
+        raise ConfigError(f"CPU {some} is not one this process may run on here "
+                          f"({os.uname().nodename}: CPUs {cpu_list(may)})",
+                          file=file, key=key,
+                          hint=f"name CPUs from {cpu_list(may)}, or leave cpus out")
+
+
+def unpin_inherited() -> None:
+    """In a process started by a pinned client, with no ``cpus`` of its own: run where
+    the client could before it was pinned (`ENV`), not on the client's CPUs."""
+    before = _before()
+    os.environ.pop(ENV, None)  # (not passed on: this process is not the client)
+    if before is not None and can_pin():
+        with contextlib.suppress(OSError):
+            _move(before)
+
+
+@contextlib.contextmanager
+def pinned_run(cpus: frozenset[int] | None, key: str, file: str | None = None
+               ) -> Iterator[None]:
+    """The client's ``cpus`` for the block (`pin`); every thread back on the CPUs the
+    calling thread had before, and `ENV` as it was, at its end."""
+    if cpus is None or not can_pin():
+        yield
+        return
+    env = os.environ.get(ENV)
+    before = pin(cpus, key, file)
+    if before is None:  # (not reached: can_pin)
+        yield
+        return
+    if env is None:
+        os.environ[ENV] = cpu_list(before)
+    try:
+        yield
+    finally:
+        if env is None:
+            os.environ.pop(ENV, None)
+        with contextlib.suppress(OSError):
+            _move(before)
