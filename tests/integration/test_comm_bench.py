@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from polybus.bench.b_matmul import PLACED, chunk_of
+from polybus.bench.b_matmul import COALESCE, PLACED, SPREAD, chunk_of
 
 if TYPE_CHECKING:
     from conftest import QuickBenchmarks  # tests/conftest.py
@@ -61,6 +61,10 @@ def test_matmul_quick_stateful_sends_less(quick_bench: QuickBenchmarks) -> None:
     assert paired is not None and paired.n == 1 and paired.median > 0
     plain = r.find("polybus", 2, "speedup", {"n": n, "mode": "stateful", "transport": "shm"})
     assert plain is not None and "interleaved" not in plain.config  # (found first)
+    # in the same rounds, with coalesce, and with coalesce and each server on its own CPU
+    for label in ({"coalesce": COALESCE}, {"placed": f"{SPREAD}, coalesce={COALESCE}"}):
+        row = r.find("polybus", 2, "speedup", {"n": n, "interleaved": 1, **label})
+        assert row is not None and row.median > 0
     # the aggregated row is extra (n <= 200), labelled, with its own ratio; the plain
     # shm row is still the one the plain ratios find
     for m in (100, 200):  # (20 calls, 10 to each replica: one batch each)

@@ -17,9 +17,11 @@ its block instead of computing it (BENCHMARKS.md), so those rows measure communi
 and scheduling, not the kernel. At small n (``AGGREGATE_MAX_N``) one extra polybus row per
 mode, labelled ``aggregate`` in its config, runs the same modules over shm with one
 configuration change, the client's calls to a replica packed into one message; it has
-ratios of its own, and the plain rows and theirs are kept as they are. Last, the
+ratios of its own, and the plain rows and theirs are kept as they are; so does one
+labelled ``cpus`` (`_placed`: the client on one CPU, the servers on another). Last, the
 speedup of record (stateful over shm, the largest size, 2 servers) is measured again
-with one process and polybus back to back in each of several rounds (bench/_paired.py).
+with one process and polybus back to back in each of several rounds (bench/_paired.py),
+plain, with ``coalesce``, and with ``coalesce`` and each server on a CPU of its own.
 """
 
 from __future__ import annotations
@@ -236,10 +238,13 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     def stateful_shm(*extra: str) -> Stat:
         return polybus_run(n, k, True, 0.0, reps_for(n, reps), "shm", extra=extra)[0]
 
+    coalesce = f"modules.server.coalesce={COALESCE}"
+    variants = {f"coalesce={COALESCE}": lambda: stateful_shm(coalesce)}
+    if spread := _spread(k):  # (each server on a CPU of its own, and coalesce)
+        variants[f"placed={SPREAD}, coalesce={COALESCE}"] = lambda: stateful_shm(
+            coalesce, f"modules.server.cpus={spread}")
     paired_speedup(result, n, k, 1 if quick else ROUNDS,
-                   lambda: one_process_seconds(n, reps_for(n, reps)), stateful_shm,
-                   {f"coalesce={COALESCE}":
-                    lambda: stateful_shm(f"modules.server.coalesce={COALESCE}")})
+                   lambda: one_process_seconds(n, reps_for(n, reps)), stateful_shm, variants)
     progress.advance(f"matmul one process and polybus stateful shm n={n}, interleaved")
     for n in sizes:
         _ratios(result, n, min(2, cpus))
@@ -299,6 +304,14 @@ def _placed_row(result: BenchResult, n: int, stateful: bool, reps: int, base: fl
 
 
 PLACED = "client on one CPU, servers on another"  # (the label of `_placed`'s rows)
+SPREAD = "each server on a CPU of its own"  # (`_spread`'s, in the speedup of record)
+
+
+def _spread(k: int) -> str | None:
+    """``cpus`` that puts server i alone on the i-th CPU this process may run on (the
+    client free), for ``k`` servers; None with fewer CPUs than that."""
+    cpus = sorted(os.sched_getaffinity(0)) if can_pin() else []
+    return None if len(cpus) < k else "[" + ",".join(f"[{c}]" for c in cpus[:k]) + "]"
 
 
 def _variant(result: BenchResult, n: int, k: int, stateful: bool, st: Stat, ok: bool,
