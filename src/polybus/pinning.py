@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from polybus.config.cpus import can_pin, cpu_list
+from polybus.engines.launchenv import launched_rank
 from polybus.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -97,13 +98,17 @@ def check_here(app: AppConfig, registry: bool = False) -> None:
     """Before a run starts anything: the CPUs of each process it would start on this
     machine (the client; the local engine's replicas, unless ``registry``: workers by
     hand) are ones this process may run on; else ConfigError naming the first module's
-    ``cpus`` that names another, said to be where it was written (`AppConfig.origin`)."""
+    ``cpus`` that names another, said to be where it was written (`AppConfig.origin`).
+    Under the mpi engine every rank runs this, and only rank 0 runs the client: a rank
+    that serves a replica checks nothing here (its own ``cpus`` are checked as its
+    replica starts), since a launcher may have bound each rank to CPUs of its own."""
     if not can_pin():
         return
+    client_here = app.cluster.engine != "mpi" or not launched_rank()  # (None, or 0)
     may = allowed()
     for module, m in app.modules.items():
         want = m.cpus_of(None)
-        if want is not None and (module == app.client
+        if want is not None and ((module == app.client and client_here)
                                  or (not registry and app.cluster.engine == "local")):
             key = f"modules.{module}.cpus"
             pin_check(want, may, key, app.origin(key))
