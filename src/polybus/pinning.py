@@ -137,22 +137,38 @@ def unpin_inherited() -> None:
 @contextlib.contextmanager
 def pinned_run(cpus: frozenset[int] | None, key: str, file: str | None = None
                ) -> Iterator[None]:
-    """The client's ``cpus`` for the block (`pin`); every thread back on the CPUs the
-    calling thread had before, and `ENV` as it was, at its end."""
+    """The client's ``cpus`` for the block (`pin`); at its end, however it ends, each
+    thread back on the CPUs it had before (one started meanwhile: those the calling
+    thread had), and `ENV` as it was."""
     if cpus is None or not can_pin():
         yield
         return
+    pin_check(cpus, allowed(), key, file)
     env = os.environ.get(ENV)
-    before = pin(cpus, key, file)
-    if before is None:  # (not reached: can_pin)
-        yield
-        return
-    if env is None:
-        os.environ[ENV] = cpu_list(before)
-    try:
+    mine = frozenset(os.sched_getaffinity(0))
+    masks = _masks()
+    try:  # (from here: an interrupt anywhere still gives everything back)
+        if env is None:
+            os.environ[ENV] = cpu_list(mine)
+        _move(cpus)
         yield
     finally:
         if env is None:
             os.environ.pop(ENV, None)
-        with contextlib.suppress(OSError):
-            _move(before)
+        _restore(masks, mine)
+
+
+def _masks() -> dict[int, frozenset[int]]:
+    """The CPUs of each thread of this process, by thread id."""
+    out: dict[int, frozenset[int]] = {}
+    for tid in _tasks():
+        with contextlib.suppress(ProcessLookupError):  # (a thread that ended meanwhile)
+            out[tid] = frozenset(os.sched_getaffinity(tid))
+    return out
+
+
+def _restore(masks: dict[int, frozenset[int]], other: frozenset[int]) -> None:
+    """Each thread on its CPUs in ``masks``, a thread not there on ``other``."""
+    for tid in _tasks():
+        with contextlib.suppress(OSError):  # (ended meanwhile; a CPU since taken away)
+            os.sched_setaffinity(tid, masks.get(tid, other))

@@ -1,8 +1,11 @@
-"""pinning.py in one process: what `check_here` checks where."""
+"""pinning.py in one process: what `check_here` checks where, and what `pinned_run`
+gives back (every thread its own CPUs, `ENV` as it was), however the block ends."""
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,7 @@ import pytest
 from polybus.config import load
 from polybus.engines.launchenv import RANK_VARS
 from polybus.errors import ConfigError
-from polybus.pinning import can_pin, check_here
+from polybus.pinning import ENV, can_pin, check_here, pinned_run
 from polybus.testing.apps import write_one_call_app
 
 pytestmark = pytest.mark.skipif(
@@ -54,3 +57,59 @@ def test_an_mpi_rank_that_serves_does_not_check_the_clients_cpus(
     with pytest.raises(ConfigError):
         check_here(load(write_one_call_app(tmp_path / "local"),
                         (f"modules.client.cpus=[{NOT_HERE}]",)))
+
+
+@pytest.fixture
+def other_thread(cpus: list[int]) -> Iterator[tuple[threading.Event, list[int]]]:
+    """A thread of this process on ``cpus[1]`` alone (set by itself), waiting until told
+    to end; its thread id."""
+    ready, end = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def body() -> None:
+        os.sched_setaffinity(0, {cpus[1]})
+        tid.append(threading.get_native_id())
+        ready.set()
+        end.wait(30)
+
+    t = threading.Thread(target=body, name="other", daemon=True)
+    t.start()
+    try:
+        assert ready.wait(10)
+        yield end, tid
+    finally:
+        end.set()
+        t.join(10)
+
+
+def test_each_thread_gets_its_own_cpus_back(
+        cpus: list[int], other_thread: tuple[threading.Event, list[int]]) -> None:
+    """Every thread was given the calling thread's CPUs at the end: a thread the program
+    had placed elsewhere lost its placement (docs: each thread gets its CPUs back)."""
+    _, [tid] = other_thread
+    mine = os.sched_getaffinity(0)
+    with pinned_run(frozenset({cpus[0]}), "modules.client.cpus"):
+        assert os.sched_getaffinity(tid) == {cpus[0]}  # (every thread, while pinned)
+        assert os.sched_getaffinity(0) == {cpus[0]}
+    assert os.sched_getaffinity(tid) == {cpus[1]}
+    assert os.sched_getaffinity(0) == mine
+
+
+def test_a_block_that_raises_gives_the_cpus_and_env_back(cpus: list[int]) -> None:
+    mine = os.sched_getaffinity(0)
+    had = os.environ.get(ENV)
+    with pytest.raises(KeyboardInterrupt), pinned_run(frozenset({cpus[0]}), "k"):
+        assert os.environ.get(ENV) is not None
+        raise KeyboardInterrupt
+    assert os.sched_getaffinity(0) == mine
+    assert os.environ.get(ENV) == had
+
+
+def test_a_cpu_not_here_pins_nothing_and_leaves_env_alone(cpus: list[int]) -> None:
+    mine = os.sched_getaffinity(0)
+    had = os.environ.get(ENV)
+    with pytest.raises(ConfigError) as err, pinned_run(frozenset({NOT_HERE}), "k.cpus", "f"):
+        pytest.fail("the block ran")
+    assert (err.value.key, err.value.file) == ("k.cpus", "f")
+    assert os.sched_getaffinity(0) == mine
+    assert os.environ.get(ENV) == had
