@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from polybus.config import placed
 from polybus.config.cpus import can_pin, cpu_list
 from polybus.engines.launchenv import launched_rank
 from polybus.errors import ConfigError
@@ -98,7 +99,8 @@ def check_here(app: AppConfig, registry: bool = False) -> None:
     """Before a run starts anything: the CPUs of each process it would start on this
     machine (the client; the local engine's replicas, unless ``registry``: workers by
     hand) are ones this process may run on; else ConfigError naming the first module's
-    ``cpus`` that names another, said to be where it was written (`AppConfig.origin`).
+    ``cpus`` that names another, said where it was written (`config.placed`: the line, or
+the overrides).
     Under the mpi engine every rank runs this, and only rank 0 runs the client: a rank
     that serves a replica checks nothing here (its own ``cpus`` are checked as its
     replica starts), since a launcher may have bound each rank to CPUs of its own."""
@@ -110,8 +112,10 @@ def check_here(app: AppConfig, registry: bool = False) -> None:
         want = m.cpus_of(None)
         if want is not None and ((module == app.client and client_here)
                                  or (not registry and app.cluster.engine == "local")):
-            key = f"modules.{module}.cpus"
-            pin_check(want, may, key, app.origin(key))
+            try:
+                pin_check(want, may, f"modules.{module}.cpus", None)
+            except ConfigError as exc:
+                raise placed(exc, app) from None
 
 
 def pin_check(cpus: frozenset[int], may: frozenset[int], key: str, file: str | None) -> None:

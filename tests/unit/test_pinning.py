@@ -113,3 +113,19 @@ def test_a_cpu_not_here_pins_nothing_and_leaves_env_alone(cpus: list[int]) -> No
     assert (err.value.key, err.value.file) == ("k.cpus", "f")
     assert os.sched_getaffinity(0) == mine
     assert os.environ.get(ENV) == had
+
+
+@pytest.mark.usefixtures("no_rank")
+def test_a_cpu_not_here_in_the_file_is_said_at_its_line(tmp_path: Path) -> None:
+    """Every other mistake in a configuration names the line that wrote it; this one
+    named the file alone (`polybus run`, `polybus check`)."""
+    path = write_one_call_app(tmp_path, server_keys=f"cpus = [{NOT_HERE}]")
+    line = 1 + path.read_text().splitlines().index(f"cpus = [{NOT_HERE}]")
+    with pytest.raises(ConfigError) as err:
+        check_here(load(path))
+    assert (err.value.file, err.value.line) == (str(path), line)
+    assert err.value.key == "modules.server.cpus"
+    # (an override's is said to be the override's)
+    with pytest.raises(ConfigError) as err:
+        check_here(load(path, ("modules.server.cpus=[0]", f"modules.client.cpus=[{NOT_HERE}]")))
+    assert (err.value.file, err.value.line) == ("--set", None)
