@@ -97,16 +97,17 @@ def pin(cpus: frozenset[int], key: str, file: str | None = None) -> frozenset[in
 
 def check_here(app: AppConfig, registry: bool = False) -> None:
     """Before a run starts anything: the CPUs of each process it would start on this
-    machine (the client; the local engine's replicas, unless ``registry``: workers by
-    hand) are ones this process may run on; else ConfigError naming the first module's
-    ``cpus`` that names another, said where it was written (`config.placed`: the line, or
-the overrides).
-    Under the mpi engine every rank runs this, and only rank 0 runs the client: a rank
-    that serves a replica checks nothing here (its own ``cpus`` are checked as its
-    replica starts), since a launcher may have bound each rank to CPUs of its own."""
+    machine (the client; the local engine's replicas, unless ``registry`` or
+    ``[cluster] registry``: workers by hand) are ones this process may run on; else
+    ConfigError naming the first module's ``cpus`` that names another, said where it
+    was written (`config.placed`: at its line, or the overrides). Under the mpi engine
+    every rank runs this, and only rank 0 runs the client: a rank that serves a replica
+    checks nothing here (its own ``cpus`` are checked as its replica starts), since a
+    launcher may have bound each rank to CPUs of its own."""
     if not can_pin():
         return
     client_here = app.cluster.engine != "mpi" or not launched_rank()  # (None, or 0)
+    registry = registry or app.cluster.registry is not None  # (either: workers by hand)
     may = allowed()
     for module, m in app.modules.items():
         want = m.cpus_of(None)

@@ -129,3 +129,17 @@ def test_a_cpu_not_here_in_the_file_is_said_at_its_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         check_here(load(path, ("modules.server.cpus=[0]", f"modules.client.cpus=[{NOT_HERE}]")))
     assert (err.value.file, err.value.line) == ("--set", None)
+
+
+@pytest.mark.usefixtures("no_rank")
+def test_workers_of_a_registry_in_the_file_are_not_checked_here(tmp_path: Path) -> None:
+    """With ``[cluster] registry`` the replicas are workers started by hand, as with
+    ``registry=``: their cpus were checked against this machine, and the run and
+    `polybus check` refused a CPU only the workers' hosts have."""
+    tail = '[cluster]\nregistry = "127.0.0.1:9"\n'
+    app = load(write_one_call_app(tmp_path, tail=tail), (f"modules.server.cpus=[{NOT_HERE}]",))
+    check_here(app)
+    with pytest.raises(ConfigError) as err:  # (the client runs here: still checked)
+        check_here(load(write_one_call_app(tmp_path / "c", tail=tail),
+                        (f"modules.client.cpus=[{NOT_HERE}]",)))
+    assert err.value.key == "modules.client.cpus"
