@@ -98,7 +98,8 @@ def pin(cpus: frozenset[int], key: str, file: str | None = None) -> frozenset[in
 def check_here(app: AppConfig, registry: bool = False) -> None:
     """Before a run starts anything: the CPUs of each process it would start on this
     machine (the client; the local engine's replicas, unless ``registry`` or
-    ``[cluster] registry``: workers by hand) are ones this process may run on; else
+    ``[cluster] registry``: workers by hand; not a module called in the client, whose
+    ``cpus`` is ignored: config/inclient.py) are ones this process may run on; else
     ConfigError naming the first module's ``cpus`` that names another, said where it
     was written (`config.placed`: at its line, or the overrides). Under the mpi engine
     every rank runs this, and only rank 0 runs the client: a rank that serves a replica
@@ -111,8 +112,8 @@ def check_here(app: AppConfig, registry: bool = False) -> None:
     may = allowed()
     for module, m in app.modules.items():
         want = m.cpus_of(None)
-        if want is not None and ((module == app.client and client_here)
-                                 or (not registry and app.cluster.engine == "local")):
+        if want is not None and ((module == app.client and client_here) or (
+                m.replication and not registry and app.cluster.engine == "local")):
             try:
                 pin_check(want, may, f"modules.{module}.cpus", None)
             except ConfigError as exc:

@@ -143,3 +143,13 @@ def test_workers_of_a_registry_in_the_file_are_not_checked_here(tmp_path: Path) 
         check_here(load(write_one_call_app(tmp_path / "c", tail=tail),
                         (f"modules.client.cpus=[{NOT_HERE}]",)))
     assert err.value.key == "modules.client.cpus"
+
+
+@pytest.mark.usefixtures("no_rank")
+def test_cpus_said_to_be_ignored_is_not_checked(tmp_path: Path) -> None:
+    """On a module called in the client (replication = 0) cpus is said to be ignored
+    (config/inclient.py); the run was refused for it all the same."""
+    app = load(write_one_call_app(tmp_path), ("modules.server.replication=0",
+                                              f"modules.server.cpus=[{NOT_HERE}]"))
+    assert [n.key for n in app.notes] == ["modules.server.cpus"]
+    check_here(app)
