@@ -29,8 +29,8 @@ from polybus.errors import ConfigError
 if TYPE_CHECKING:
     from polybus.config.model import AppConfig
 
-__all__ = ["ENV", "allowed", "can_pin", "check_here", "pin", "pinned_run", "thread_cpus",
-           "unpin_inherited"]
+__all__ = ["ENV", "allowed", "can_pin", "check_here", "pin", "pin_check", "pinned_run",
+           "thread_cpus", "unpin_inherited"]
 
 ENV = "POLYBUS_CPUS_BEFORE"
 
@@ -124,10 +124,13 @@ def pin_check(cpus: frozenset[int], may: frozenset[int], key: str, file: str | N
     """ConfigError naming ``key`` if ``cpus`` holds a CPU outside ``may``."""
     if outside := sorted(cpus - may):
         some = ", ".join(map(str, outside[:8])) + (", ..." if len(outside) > 8 else "")
+        hint = f"name CPUs from {cpu_list(may)}, or leave cpus out"
+        if launched_rank() is not None:  # (mpiexec binds 2 ranks to a core each, unasked)
+            hint += ("; a launcher that binds each rank to CPUs leaves it those alone: "
+                     "start it unbound (mpiexec --bind-to none, srun --cpu-bind=none)")
         raise ConfigError(f"CPU {some} is not one this process may run on here "
                           f"({os.uname().nodename}: CPUs {cpu_list(may)})",
-                          file=file, key=key,
-                          hint=f"name CPUs from {cpu_list(may)}, or leave cpus out")
+                          file=file, key=key, hint=hint)
 
 
 def unpin_inherited() -> None:

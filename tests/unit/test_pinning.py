@@ -13,7 +13,7 @@ import pytest
 from polybus.config import load
 from polybus.engines.launchenv import RANK_VARS
 from polybus.errors import ConfigError
-from polybus.pinning import ENV, can_pin, check_here, pinned_run
+from polybus.pinning import ENV, can_pin, check_here, pin_check, pinned_run
 from polybus.testing.apps import write_one_call_app
 
 pytestmark = pytest.mark.skipif(
@@ -153,3 +153,16 @@ def test_cpus_said_to_be_ignored_is_not_checked(tmp_path: Path) -> None:
                                               f"modules.server.cpus=[{NOT_HERE}]"))
     assert [n.key for n in app.notes] == ["modules.server.cpus"]
     check_here(app)
+
+
+def test_under_a_launcher_a_cpu_not_here_says_the_launcher_may_have_bound_it(
+        monkeypatch: pytest.MonkeyPatch, no_rank: None) -> None:
+    """mpiexec binds each of 2 ranks to a core by default: `cpus` then fails on a CPU
+    the machine has, and the hint named only the CPUs left."""
+    with pytest.raises(ConfigError) as err:
+        pin_check(frozenset({NOT_HERE}), frozenset({0}), "modules.server.cpus", None)
+    assert err.value.hint is not None and "--bind-to" not in err.value.hint
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    with pytest.raises(ConfigError) as err:
+        pin_check(frozenset({NOT_HERE}), frozenset({0}), "modules.server.cpus", None)
+    assert err.value.hint is not None and "mpiexec --bind-to none" in err.value.hint
