@@ -33,6 +33,10 @@ __all__ = ["ENV", "allowed", "can_pin", "check_here", "pin", "pin_check", "pinne
            "thread_cpus", "unpin_inherited"]
 
 ENV = "POLYBUS_CPUS_BEFORE"
+# how many times the threads are listed at most while they are moved: threads that go
+# on starting others for good (each started by a moved one, so placed already) are
+# not chased for ever
+LOOKS = 8
 
 
 def allowed() -> frozenset[int]:
@@ -78,9 +82,16 @@ def thread_cpus() -> list[list[int]]:
 
 
 def _move(cpus: frozenset[int]) -> None:
-    for tid in _tasks():
-        with contextlib.suppress(ProcessLookupError):  # (a thread that ended meanwhile)
-            os.sched_setaffinity(tid, cpus)
+    """Every thread on ``cpus``: looked for again until none is new (`LOOKS` times at
+    most), since a thread started by one not moved yet inherits the CPUs of before."""
+    done: set[int] = set()
+    for _ in range(LOOKS):
+        if not (new := [t for t in _tasks() if t not in done]):
+            break
+        for tid in new:
+            with contextlib.suppress(ProcessLookupError):  # (a thread that ended meanwhile)
+                os.sched_setaffinity(tid, cpus)
+            done.add(tid)
 
 
 def pin(cpus: frozenset[int], key: str, file: str | None = None) -> frozenset[int] | None:
@@ -177,7 +188,13 @@ def _masks() -> dict[int, frozenset[int]]:
 
 
 def _restore(masks: dict[int, frozenset[int]], other: frozenset[int]) -> None:
-    """Each thread on its CPUs in ``masks``, a thread not there on ``other``."""
-    for tid in _tasks():
-        with contextlib.suppress(OSError):  # (ended meanwhile; a CPU since taken away)
-            os.sched_setaffinity(tid, masks.get(tid, other))
+    """Each thread on its CPUs in ``masks``, a thread not there on ``other`` (looked for
+    again until none is new, as in `_move`)."""
+    done: set[int] = set()
+    for _ in range(LOOKS):
+        if not (new := [t for t in _tasks() if t not in done]):
+            break
+        for tid in new:
+            with contextlib.suppress(OSError):  # (ended meanwhile; a CPU since taken away)
+                os.sched_setaffinity(tid, masks.get(tid, other))
+            done.add(tid)

@@ -166,3 +166,24 @@ def test_under_a_launcher_a_cpu_not_here_says_the_launcher_may_have_bound_it(
     with pytest.raises(ConfigError) as err:
         pin_check(frozenset({NOT_HERE}), frozenset({0}), "modules.server.cpus", None)
     assert err.value.hint is not None and "mpiexec --bind-to none" in err.value.hint
+
+
+def test_a_thread_started_while_the_threads_are_moved_is_moved_too(
+        cpus: list[int], other_thread: tuple[threading.Event, list[int]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread started by one not moved yet inherits the CPUs of before: one look at
+    /proc/self/task left it there for the whole run. (Here the thread is hidden from
+    the looks before the threads are moved, as one started just after them.)"""
+    from polybus import pinning
+
+    _, [tid] = other_thread
+    real = pinning._tasks
+    looks: list[int] = []
+
+    def tasks() -> list[int]:
+        looks.append(1)
+        return [t for t in real() if t != tid or len(looks) > 2]
+
+    monkeypatch.setattr(pinning, "_tasks", tasks)
+    with pinned_run(frozenset({cpus[0]}), "modules.client.cpus"):
+        assert os.sched_getaffinity(tid) == {cpus[0]}
