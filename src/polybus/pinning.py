@@ -157,9 +157,10 @@ def unpin_inherited() -> None:
 @contextlib.contextmanager
 def pinned_run(cpus: frozenset[int] | None, key: str, file: str | None = None
                ) -> Iterator[None]:
-    """The client's ``cpus`` for the block (`pin`); at its end, however it ends, each
-    thread back on the CPUs it had before (one started meanwhile: those the calling
-    thread had), and `ENV` as it was."""
+    """The client's ``cpus`` for the block: every thread of this process on them (as
+    `pin`, checked first); at its end, however it ends, each thread back on the CPUs
+    it had before (one started meanwhile: those the calling thread had), and `ENV` as
+    it was."""
     if cpus is None or not can_pin():
         yield
         return
