@@ -21,16 +21,22 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from polybus.config import placed
 from polybus.config.cpus import can_pin, cpu_list
+from polybus.engines.launchenv import launched_rank
 from polybus.errors import ConfigError
 
 if TYPE_CHECKING:
     from polybus.config.model import AppConfig
 
-__all__ = ["ENV", "allowed", "can_pin", "check_here", "pin", "pinned_run", "thread_cpus",
-           "unpin_inherited"]
+__all__ = ["ENV", "allowed", "can_pin", "check_here", "pin", "pin_check", "pinned_run",
+           "thread_cpus", "unpin_inherited"]
 
 ENV = "POLYBUS_CPUS_BEFORE"
+# how many times the threads are listed at most while they are moved: threads that go
+# on starting others for good (each started by a moved one, so placed already) are
+# not chased for ever
+LOOKS = 8
 
 
 def allowed() -> frozenset[int]:
@@ -76,9 +82,16 @@ def thread_cpus() -> list[list[int]]:
 
 
 def _move(cpus: frozenset[int]) -> None:
-    for tid in _tasks():
-        with contextlib.suppress(ProcessLookupError):  # (a thread that ended meanwhile)
-            os.sched_setaffinity(tid, cpus)
+    """Every thread on ``cpus``: looked for again until none is new (`LOOKS` times at
+    most), since a thread started by one not moved yet inherits the CPUs of before."""
+    done: set[int] = set()
+    for _ in range(LOOKS):
+        if not (new := [t for t in _tasks() if t not in done]):
+            break
+        for tid in new:
+            with contextlib.suppress(ProcessLookupError):  # (a thread that ended meanwhile)
+                os.sched_setaffinity(tid, cpus)
+            done.add(tid)
 
 
 def pin(cpus: frozenset[int], key: str, file: str | None = None) -> frozenset[int] | None:
@@ -95,28 +108,40 @@ def pin(cpus: frozenset[int], key: str, file: str | None = None) -> frozenset[in
 
 def check_here(app: AppConfig, registry: bool = False) -> None:
     """Before a run starts anything: the CPUs of each process it would start on this
-    machine (the client; the local engine's replicas, unless ``registry``: workers by
-    hand) are ones this process may run on; else ConfigError naming the first module's
-    ``cpus`` that names another, said to be where it was written (`AppConfig.origin`)."""
+    machine (the client; the local engine's replicas, unless ``registry`` or
+    ``[cluster] registry``: workers by hand; not a module called in the client, whose
+    ``cpus`` is ignored: config/inclient.py) are ones this process may run on; else
+    ConfigError naming the first module's ``cpus`` that names another, said where it
+    was written (`config.placed`: at its line, or the overrides). Under the mpi engine
+    every rank runs this, and only rank 0 runs the client: a rank that serves a replica
+    checks nothing here (its own ``cpus`` are checked as its replica starts), since a
+    launcher may have bound each rank to CPUs of its own."""
     if not can_pin():
         return
+    client_here = app.cluster.engine != "mpi" or not launched_rank()  # (None, or 0)
+    registry = registry or app.cluster.registry is not None  # (either: workers by hand)
     may = allowed()
     for module, m in app.modules.items():
         want = m.cpus_of(None)
-        if want is not None and (module == app.client
-                                 or (not registry and app.cluster.engine == "local")):
-            key = f"modules.{module}.cpus"
-            pin_check(want, may, key, app.origin(key))
+        if want is not None and ((module == app.client and client_here) or (
+                m.replication and not registry and app.cluster.engine == "local")):
+            try:
+                pin_check(want, may, f"modules.{module}.cpus", None)
+            except ConfigError as exc:
+                raise placed(exc, app) from None
 
 
 def pin_check(cpus: frozenset[int], may: frozenset[int], key: str, file: str | None) -> None:
     """ConfigError naming ``key`` if ``cpus`` holds a CPU outside ``may``."""
     if outside := sorted(cpus - may):
         some = ", ".join(map(str, outside[:8])) + (", ..." if len(outside) > 8 else "")
+        hint = f"name CPUs from {cpu_list(may)}, or leave cpus out"
+        if launched_rank() is not None:  # (mpiexec binds 2 ranks to a core each, unasked)
+            hint += ("; a launcher that binds each rank to CPUs leaves it those alone: "
+                     "start it unbound (mpiexec --bind-to none, srun --cpu-bind=none)")
         raise ConfigError(f"CPU {some} is not one this process may run on here "
                           f"({os.uname().nodename}: CPUs {cpu_list(may)})",
-                          file=file, key=key,
-                          hint=f"name CPUs from {cpu_list(may)}, or leave cpus out")
+                          file=file, key=key, hint=hint)
 
 
 def unpin_inherited() -> None:
@@ -132,22 +157,45 @@ def unpin_inherited() -> None:
 @contextlib.contextmanager
 def pinned_run(cpus: frozenset[int] | None, key: str, file: str | None = None
                ) -> Iterator[None]:
-    """The client's ``cpus`` for the block (`pin`); every thread back on the CPUs the
-    calling thread had before, and `ENV` as it was, at its end."""
+    """The client's ``cpus`` for the block: every thread of this process on them (as
+    `pin`, checked first); at its end, however it ends, each thread back on the CPUs
+    it had before (one started meanwhile: those the calling thread had), and `ENV` as
+    it was."""
     if cpus is None or not can_pin():
         yield
         return
+    pin_check(cpus, allowed(), key, file)
     env = os.environ.get(ENV)
-    before = pin(cpus, key, file)
-    if before is None:  # (not reached: can_pin)
-        yield
-        return
-    if env is None:
-        os.environ[ENV] = cpu_list(before)
-    try:
+    mine = frozenset(os.sched_getaffinity(0))
+    masks = _masks()
+    try:  # (from here: an interrupt anywhere still gives everything back)
+        if env is None:
+            os.environ[ENV] = cpu_list(mine)
+        _move(cpus)
         yield
     finally:
         if env is None:
             os.environ.pop(ENV, None)
-        with contextlib.suppress(OSError):
-            _move(before)
+        _restore(masks, mine)
+
+
+def _masks() -> dict[int, frozenset[int]]:
+    """The CPUs of each thread of this process, by thread id."""
+    out: dict[int, frozenset[int]] = {}
+    for tid in _tasks():
+        with contextlib.suppress(ProcessLookupError):  # (a thread that ended meanwhile)
+            out[tid] = frozenset(os.sched_getaffinity(tid))
+    return out
+
+
+def _restore(masks: dict[int, frozenset[int]], other: frozenset[int]) -> None:
+    """Each thread on its CPUs in ``masks``, a thread not there on ``other`` (looked for
+    again until none is new, as in `_move`)."""
+    done: set[int] = set()
+    for _ in range(LOOKS):
+        if not (new := [t for t in _tasks() if t not in done]):
+            break
+        for tid in new:
+            with contextlib.suppress(OSError):  # (ended meanwhile; a CPU since taken away)
+                os.sched_setaffinity(tid, masks.get(tid, other))
+            done.add(tid)

@@ -23,6 +23,10 @@ MASKS = "import os\n\nfrom polybus.pinning import thread_cpus\n"
 SERVER = MASKS + """
 def where():
     return os.getpid(), thread_cpus()
+
+
+def blas():
+    return os.environ.get("OMP_NUM_THREADS"), thread_cpus()
 """
 CLIENT = MASKS + """
 from polybus import use, wait
@@ -139,3 +143,27 @@ def test_check_says_a_cpu_this_machine_does_not_give(
     assert cli(["check", str(app), "--no-import", "--set", "modules.server.cpus=[4095]",
                 "--set", 'cluster.engine="mpi"']) == 0
     assert "CPU 4095" not in capsys.readouterr().err
+
+
+def test_a_pinned_replica_is_given_no_more_blas_threads_than_its_cpus(
+        app: Path, cpus: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local engine gives each worker its share of the machine's CPUs for BLAS
+    (engines/launchenv.py); a replica pinned to one CPU was given the share of all of
+    them (one replica on 2 CPUs: 2 threads on its 1)."""
+    from polybus.engines.launchenv import BLAS_VARS
+
+    for v in BLAS_VARS:
+        monkeypatch.delenv(v, raising=False)
+    client = app.parent / "blasclient.py"
+    client.write_text("from polybus import use\n\nblas = use('blas')\n\n"
+                      "def main():\n    return blas()\n")
+    toml = TOML.replace('"client.py"', '"blasclient.py"').replace(
+        'use.where = { callstyle = "async" }', "").replace('"client.where" = "server.where"',
+                                                            '"client.blas" = "server.blas"')
+    cfg = app.parent / "blas.toml"
+    cfg.write_text(toml)
+    r = polybus.run(cfg, {"modules.server.replication": 1,
+                          "modules.server.cpus": [cpus[1]]}, worker_output=False)
+    assert r.result == ["1", [[cpus[1]]]]
+    r = polybus.run(cfg, {"modules.server.replication": 1}, worker_output=False)
+    assert r.result == [str(len(cpus)), [cpus]]  # (not pinned: the whole share)

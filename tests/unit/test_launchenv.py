@@ -114,3 +114,14 @@ def test_slurms_counts_of_another_job_size_leave_the_whole_job_here(
     for k, v in {**SRUN, "PMI_SIZE": "16"}.items():
         monkeypatch.setenv(k, v)
     assert launchenv.local_size() == 16
+
+
+def test_a_rank_whose_replica_is_pinned_takes_no_more_than_its_cpus(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica's ``cpus`` (pinning.py) pins it after its BLAS share was set from the
+    host's CPUs: its share was then more threads than the CPUs it may run on."""
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2")  # (8 CPUs / 2: 4 threads)
+    assert rank_blas(frozenset({5})) == dict.fromkeys(BLAS_VARS, "1")
+    assert launchenv.blas_threads({}, 2, frozenset({0, 1, 2, 3, 4, 5})) == dict.fromkeys(
+        BLAS_VARS, "4")  # (never more than the share)
+    assert launchenv.blas_threads({}, 1, frozenset({0, 1})) == dict.fromkeys(BLAS_VARS, "2")

@@ -108,27 +108,33 @@ def slurm_tasks_here(environ: Environ | None = None) -> int | None:
     return counts[node]
 
 
-def blas_threads(environ: dict[str, str] | os._Environ[str], sharers: int) -> dict[str, str]:
+def blas_threads(environ: dict[str, str] | os._Environ[str], sharers: int,
+                 pinned: frozenset[int] | None = None) -> dict[str, str]:
     """The BLAS thread settings for one of ``sharers`` processes sharing this process's
-    CPUs, or nothing if the environment sets any of them."""
+    CPUs, or nothing if the environment sets any of them; for a process its module's
+    ``cpus`` pins to ``pinned`` (pinning.py), no more than those CPUs."""
     if any(v in environ for v in BLAS_VARS):
         return {}
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return dict.fromkeys(BLAS_VARS, str(max(1, (cpus or 1) // max(1, sharers))))
+    share = (cpus or 1) // max(1, sharers)
+    if pinned:
+        share = min(share, len(pinned))
+    return dict.fromkeys(BLAS_VARS, str(max(1, share)))
 
 
-def rank_blas() -> dict[str, str]:
+def rank_blas(pinned: frozenset[int] | None = None) -> dict[str, str]:
     """This rank serves a replica (the mpi engine's `serve_rank`): its share of the
     host's CPUs for BLAS, among the ranks the launcher started there, set in the
     environment (for what loads BLAS later, and processes it starts) and in the BLAS
     numpy has loaded already (`set_loaded_blas_threads`); what was set (nothing when
     the environment sets any of them). A rank the launcher bound to CPUs of its own
-    (fewer than the host's share) takes them all: they are its share already."""
+    (fewer than the host's share) takes them all: they are its share already; one its
+    module's ``cpus`` pins to ``pinned`` takes no more than those."""
     sharers = local_size() or 1
     if hasattr(os, "sched_getaffinity") and (
             len(os.sched_getaffinity(0)) * sharers <= (os.cpu_count() or 1)):
         sharers = 1  # (bound: its CPUs are its own)
-    got = blas_threads(os.environ, sharers)  # (nothing if the environment sets any)
+    got = blas_threads(os.environ, sharers, pinned)  # (nothing if the environment sets any)
     os.environ.update(got)
     if got:
         set_loaded_blas_threads(int(got["OMP_NUM_THREADS"]))

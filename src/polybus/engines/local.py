@@ -143,7 +143,8 @@ class LocalEngine:
             # process pool). The worker makes its own stdout line-buffered
             # (worker/main.py), so a line is one write.
             replicas = sum(len(m.replication) for m in self.app.servers())
-            env = dict(os.environ, **blas_threads(os.environ, replicas),
+            pinned = self.app.modules[key].cpus_of(name)  # (its cpus: pinning.py)
+            env = dict(os.environ, **blas_threads(os.environ, replicas, pinned),
                        **{ENV: self.token.decode(), "PYTHONUNBUFFERED": "1"})
             with open(log, "ab") as out:  # (appends: several processes write to it)
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,

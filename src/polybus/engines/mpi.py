@@ -323,7 +323,9 @@ class MpiEngine:
         (leaving the job early would have the launcher end it) and exits 0: the run says
         what became of it, and its status is the program's, as under the local engine."""
         _check_size(self.app, self.comm.Get_size())
-        rank_blas()  # (its share of the host's CPUs for BLAS, as a local worker's)
+        module, replica = replica_of(self.app, self.rank)
+        # (its share of the host's CPUs for BLAS, as a local worker's: of its cpus too)
+        rank_blas(module.cpus_of(replica.name))
         start = self.comm.bcast(None, root=0)
         if "failed" in start:  # (rank 0 reports it)
             self._end(0)
@@ -345,7 +347,6 @@ class MpiEngine:
                 stop()
 
         status = 0
-        module, replica = replica_of(self.app, self.rank)
         try:
             served.serve_replica(self.app, module, replica, registry=start["registry"],
                                  token=start["token"], client_host=start["host"],
