@@ -167,3 +167,16 @@ def test_a_pinned_replica_is_given_no_more_blas_threads_than_its_cpus(
     assert r.result == ["1", [[cpus[1]]]]
     r = polybus.run(cfg, {"modules.server.replication": 1}, worker_output=False)
     assert r.result == [str(len(cpus)), [cpus]]  # (not pinned: the whole share)
+
+
+def test_serve_refuses_a_cpu_this_machine_does_not_give_before_starting(
+        tmp_path: Path) -> None:
+    from polybus.http.frontdoor import serve
+    from polybus.testing.proctree import children
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "rudy" / "app.toml"
+    with pytest.raises(ConfigError) as err:
+        serve(example, ["modules.web.cpus=[4095]"], listen="127.0.0.1:0")
+    assert err.value.key == "modules.web.cpus"
+    assert "CPU 4095 is not one this process may run on here" in str(err.value)
+    assert children(os.getpid()) == set()  # (no worker was started)

@@ -36,6 +36,7 @@ from polybus.http.calls import CallBridge
 from polybus.http.hangup import listen
 from polybus.http.response import HTTP_SUFFIX
 from polybus.http.server import FrontDoor
+from polybus.pinning import check_here
 from polybus.plural import plural
 from polybus.runargs import echo_to, override_strings
 from polybus.runner import serving_rank, started_cluster, warn_unapplied
@@ -115,6 +116,7 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
                           key="serve", hint='add [serve] with listen = "127.0.0.1:8080" and '
                                             '[serve.routes] such as "GET /" = "web.page"')
     spec = app.serve
+    check_here(app, registry=bool(registry))  # (the CPUs of the replicas started here)
     # (an mpi rank that serves a replica goes from started_cluster to its end, never
     # here: the front door's port is rank 0's alone)
     sock = None if serving_rank(app) else _listen(spec.listen)
