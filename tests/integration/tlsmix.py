@@ -80,15 +80,21 @@ def draw(seed: int, tls: bool | None = None, by_hand: bool | None = None) -> Dra
 
 
 def features(d: Draw) -> set[str]:
-    out = {f"stratmix:{f}" for f in stratmix.features(d.combo)}
+    """What a draw exercises: stratmix's features (``stratmix:...``), ``tls`` and the
+    transports beside it, ``by-hand`` or ``tls+local``, and of a draw run by hand the
+    kinds of value stratmix tells apart (``by-hand+replication:path``, ...)."""
+    inner = stratmix.features(d.combo)
+    out = {f"stratmix:{f}" for f in inner}
     if d.tls:
         out.add("tls")
         out |= {f"tls+transport:{v}" for k, v in d.combo.overrides if k.endswith(".transport")}
+    if d.combo.refused_key:
+        return out  # (checked, never run)
+    out.add("by-hand" if d.by_hand else "local")
+    if d.tls:
+        out.add("tls+by-hand" if d.by_hand else "tls+local")
     if d.by_hand:
-        out.add("by-hand")
-        out |= {f"by-hand+{f}" for f in stratmix.features(d.combo) if ":" in f}
-    if d.tls and d.by_hand:
-        out.add("tls+by-hand")
+        out |= {f"by-hand+{f}" for f in inner if ":" in f}
     return out
 
 

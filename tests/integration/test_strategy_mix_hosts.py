@@ -1,0 +1,70 @@
+"""Combinations of every strategy give the program's answer with mutual TLS on, and
+against workers started by hand at a registry: a fixed list of seeded draws
+(tests/integration/tlsmix.py adds TLS and workers by hand to stratmix.py's
+combinations), each checked against the same program in the client alone; the
+registry and workers by hand end on SIGTERM and leave nothing in their $TMPDIR. More,
+at random, for a human: ``python -m tests.integration.tlsmix N``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from . import stratmix, tlsmix
+from .stratmix import Combo, Outcome
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
+                                reason="needs the openssl command")
+
+# Chosen so that together they cover every feature of WANTED (below): TLS with the
+# local engine's workers and with workers by hand, beside each transport; by hand, each
+# kind of replication (counts, names, speeds, migration paths, zero), forward = "keep",
+# process pools, balance; one combination the docs refuse, checked with TLS on.
+FIXED = [358, 25, 32, 2, 9, 57]
+WANTED = {
+    "tls", "local", "by-hand", "tls+by-hand", "tls+local", "tls+transport:tcp",
+    "tls+transport:shm", "tls+transport:ipc", "by-hand+replication:path",
+    "by-hand+replication:speeds", "by-hand+replication:names", "by-hand+replication:count",
+    "by-hand+replication:conditions", "by-hand+replication:zero", "by-hand+forward:keep",
+    "by-hand+pool:processes", "by-hand+callstyle:async-demand(auto)",
+    "by-hand+balance:steal", "by-hand+balance:least", "by-hand+cache:auto",
+    "stratmix:refused:forward"}
+
+
+@pytest.fixture(scope="module")
+def want() -> Outcome:
+    out = stratmix.baseline()
+    assert out.rc == 0 and out.digest, out.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tlsmix.make_pki(tmp_path_factory.mktemp("tlsmix") / "pki")
+
+
+def test_the_fixed_list_covers_every_wanted_feature() -> None:
+    seen = set().union(*(tlsmix.features(tlsmix.draw(s)) for s in FIXED))
+    assert WANTED - seen == set()
+
+
+def test_a_draw_leaves_stratmix_draws_as_they_were() -> None:
+    for seed in range(40):
+        d, plain = tlsmix.draw(seed, tls=False), stratmix.draw(seed)
+        assert d.combo == plain and not d.tls
+
+
+@pytest.mark.parametrize("seed", FIXED)
+def test_a_combination_gives_the_same_answers(want: Outcome, pki: Path, seed: int) -> None:
+    d = tlsmix.draw(seed)
+    why = tlsmix.check(d, want, pki, limit=30.0)
+    assert why == "", f"seed {seed} (tls {d.tls}, by hand {d.by_hand}): {' '.join(d.sets(pki))}\n{why}"
+
+
+def test_a_changed_answer_is_seen_by_hand(want: Outcome, pki: Path) -> None:
+    """The check can fail: by hand, with TLS, other arguments give other entries."""
+    d = tlsmix.Draw(Combo(-1, [("modules.client.args", [10, 80, 12, 10, 11])]), True, True)
+    why = tlsmix.check(d, want, pki, limit=30.0)
+    assert "digest" in why
