@@ -8,6 +8,8 @@ at random, for a human: ``python -m tests.integration.tlsmix N``."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,21 @@ def test_a_changed_answer_is_seen_by_hand(want: Outcome, pki: Path) -> None:
     d = tlsmix.Draw(Combo(-1, [("modules.client.args", [10, 80, 12, 10, 11])]), True, True)
     why = tlsmix.check(d, want, pki, limit=30.0)
     assert "digest" in why
+
+
+def test_a_process_by_hand_that_outlives_sigterm_is_said_and_killed(tmp_path: Path) -> None:
+    """The check of what a run by hand leaves can fail: a process that ignores SIGTERM
+    is said (then killed with its group)."""
+    log = tmp_path / "stubborn.log"
+    with log.open("wb") as f:
+        p = subprocess.Popen([sys.executable, "-c", STUBBORN], stdout=f, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    hand = tlsmix.Hand([("stubborn", p, log)])
+    assert hand.wait_for("(ready)", seconds=30) == ["ready"]
+    left = hand.stop()
+    assert len(left) == 1 and left[0].startswith("stubborn: pids ["), left
+    assert p.poll() is not None and stratmix._group(p.pid) == []
+
+
+STUBBORN = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ready', flush=True)\ntime.sleep(60)\n")

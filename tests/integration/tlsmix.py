@@ -170,10 +170,10 @@ class Hand:
         deadline = time.monotonic() + STOP_S
         left = []
         for what, p, _ in self.procs:
-            while (_group := stratmix._group(p.pid)) and time.monotonic() < deadline:
+            while (pids := stratmix._group(p.pid)) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            if _group:
-                left.append(f"{what}: pids {_group} still there {STOP_S:g} s after SIGTERM")
+            if pids:
+                left.append(f"{what}: pids {pids} still there {STOP_S:g} s after SIGTERM")
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -227,8 +227,7 @@ def check(d: Draw, want: Outcome, pki: Path | None, limit: float = 10.0) -> str:
     """'' if the combination behaves as the docs say, else what went wrong."""
     tls = [tls_set(pki)] if d.tls and pki is not None else []
     if d.combo.refused_key or not d.by_hand:
-        return stratmix.check(Combo(d.combo.seed, d.combo.overrides, d.combo.refused_key),
-                              want, limit, extra_sets=tls)
+        return stratmix.check(d.combo, want, limit, extra_sets=tls)
     got = run_by_hand(d, pki, limit)
     return stratmix.judge(d.combo, want, got, limit)
 
