@@ -27,6 +27,7 @@ For a human, from the repository's root::
     .venv/bin/python -m tests.integration.chaosmix 100               # seeds 0..99
     .venv/bin/python -m tests.integration.chaosmix 50 --first 1000 -v
     .venv/bin/python -m tests.integration.chaosmix --seed 17 --show  # one, its --sets
+    .venv/bin/python -m tests.integration.chaosmix 50 --tls -v       # with mutual TLS on
 
 The exit status is the count of draws that failed (at most 100).
 """
@@ -328,7 +329,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=float, default=20.0, help="seconds a run may take")
     ap.add_argument("--show", action="store_true", help="print each draw's --sets and kill")
     ap.add_argument("-v", action="store_true", help="a line for each draw")
+    ap.add_argument("--tls", action="store_true", help="with [cluster] tls on (tlsmix.py)")
     a = ap.parse_args(argv)
+    pki = None
+    if a.tls:
+        from . import tlsmix
+
+        pki = tlsmix.make_pki(Path(tempfile.mkdtemp(prefix="cmx-pki-")) / "pki")
     seeds = [a.seed] if a.seed is not None else list(range(a.first, a.first + a.n))
     want = stratmix.baseline()
     if want.rc != 0 or not want.digest:
@@ -341,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
             if a.v:
                 print(f"seed {seed}: not drawn (refused, or no module of 2 replicas)")
             continue
+        if pki is not None:
+            chaos.combo = tlsmix.with_tls(chaos.combo, pki)
         if a.show:
             print(f"seed {seed}: kill {chaos.kill}: " + " ".join(f"--set '{s}'" for s in chaos.sets()))
         t0 = time.monotonic()
@@ -353,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         elif a.v:
             what = f"killed {done.name} at call {done.calls}" if done.name else done.why_not
             print(f"seed {seed}: {what}; as documented, {time.monotonic() - t0:.1f} s", flush=True)
+    if pki is not None:
+        shutil.rmtree(pki.parent, ignore_errors=True)
     print(f"{ran} draw(s) run, {killed} with a replica killed, {failed} failed", file=sys.stderr)
     return min(failed, 100)
 

@@ -73,10 +73,22 @@ def draw(seed: int, tls: bool | None = None, by_hand: bool | None = None) -> Dra
     on_tls = r.random() < 0.5 if tls is None else tls
     hand = r.random() < 0.5 if by_hand is None else by_hand
     combo = stratmix.draw(seed)
-    if on_tls:
-        combo = Combo(combo.seed, [(k, "tcp") if k.endswith(".transport") and r.random() < 2 / 3
-                                   else (k, v) for k, v in combo.overrides], combo.refused_key)
-    return Draw(combo, on_tls, hand)
+    return Draw(tcp_mostly(combo, r) if on_tls else combo, on_tls, hand)
+
+
+def tcp_mostly(combo: Combo, r: random.Random) -> Combo:
+    """``combo`` with each ``transport`` it sets made ``tcp`` two times in three."""
+    return Combo(combo.seed, [(k, "tcp") if k.endswith(".transport") and r.random() < 2 / 3
+                              else (k, v) for k, v in combo.overrides], combo.refused_key)
+
+
+def with_tls(combo: Combo, pki: Path) -> Combo:
+    """``combo`` with ``tcp_mostly``'s transports (drawn from its seed) and TLS on
+    (chaosmix.py's ``--tls``)."""
+    r = random.Random(f"tlsmix tcp {combo.seed}")
+    tls = [(f"cluster.tls.{k}", str(pki / f)) for k, f in
+           (("cert", "node.pem"), ("key", "node.key"), ("ca", "ca.pem"))]
+    return Combo(combo.seed, tcp_mostly(combo, r).overrides + tls, combo.refused_key)
 
 
 def features(d: Draw) -> set[str]:
