@@ -88,3 +88,13 @@ def test_a_process_by_hand_that_outlives_sigterm_is_said_and_killed(tmp_path: Pa
 
 STUBBORN = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
             "print('ready', flush=True)\ntime.sleep(60)\n")
+
+
+def test_workers_by_hand_not_under_tls_are_seen() -> None:
+    """The check of TLS by hand can fail: a draw said to be under TLS whose registry and
+    workers were given no TLS files (``pki`` None) never said mutual TLS."""
+    d = tlsmix.Draw(Combo(-2, [("modules.s1.replication", 0), ("modules.s2.replication", 1)]),
+                    True, True)
+    got = tlsmix.run_by_hand(d, None, 30.0)
+    assert got.rc == 1 and "not said under TLS: ['registry', 's2:s2-0']" in got.stderr
+    assert got.left == []

@@ -14,7 +14,8 @@ REPLICA --registry ...`` for each replica the combination's ``replication`` name
 given the same ``--set``s, all started at once and waited for (``serving``), then
 ``polybus run APP --registry ... --token-file ...``. The registry and workers are
 stopped afterwards (SIGTERM, their process group) and must end within 5 s, and leave
-nothing in the ``$TMPDIR`` they were given (their sockets' private folders). A
+nothing in the ``$TMPDIR`` they were given (their sockets' private folders); with TLS,
+each must have said at start that it listens under mutual TLS. A
 combination the docs refuse must still be refused by ``polybus check``, naming its key.
 
 For a human, from the repository's root (needs the ``openssl`` command)::
@@ -222,6 +223,9 @@ def run_by_hand(d: Draw, pki: Path | None, limit: float) -> Outcome:
         up = hand.wait_for(r"(serving)", first=1)
         if not all(up):
             return Outcome(1, stderr=f"a worker did not start\n{hand.said()}")
+        plain = [what for what, _, log in hand.procs if "mutual TLS" not in log.read_text()]
+        if d.tls and plain:  # (each says it at start: docs/security.md, "TLS")
+            return Outcome(1, stderr=f"not said under TLS: {plain}\n{hand.said()}")
         out = stratmix.run(["run", str(APP), "--registry", registry, "--token-file",
                             str(token)], limit, sets)
     finally:
