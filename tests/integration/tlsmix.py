@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,9 +195,11 @@ class Hand:
         return left
 
 
-def run_by_hand(d: Draw, pki: Path | None, limit: float) -> Outcome:
+def run_by_hand(d: Draw, pki: Path | None, limit: float, env_add: dict[str, str] | None = None,
+                started: Callable[[subprocess.Popen[str]], None] | None = None) -> Outcome:
     """The combination's run at a registry and workers started by hand (their own
-    ``$TMPDIR``, which must be empty once they ended)."""
+    ``$TMPDIR``, which must be empty once they ended). ``env_add`` and ``started`` as
+    `stratmix.run` takes them, ``env_add`` given to the workers too."""
     sets = d.sets(pki)
     work = Path(tempfile.mkdtemp(prefix="hmx-", dir="/tmp"))
     tmp = work / "tmp"
@@ -207,6 +210,7 @@ def run_by_hand(d: Draw, pki: Path | None, limit: float) -> Outcome:
     env = {k: v for k, v in os.environ.items() if k != "POLYBUS_TOKEN"}
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
     env["TMPDIR"] = str(tmp)
+    env.update(env_add or {})
     config = ["--config", str(APP), *(a for s in sets for a in ("--set", s))]
     hand = Hand()
     try:
@@ -227,7 +231,7 @@ def run_by_hand(d: Draw, pki: Path | None, limit: float) -> Outcome:
         if d.tls and plain:  # (each says it at start: docs/security.md, "TLS")
             return Outcome(1, stderr=f"not said under TLS: {plain}\n{hand.said()}")
         out = stratmix.run(["run", str(APP), "--registry", registry, "--token-file",
-                            str(token)], limit, sets)
+                            str(token)], limit, sets, env_add=env_add, started=started)
     finally:
         left = hand.stop()
         files = [str(x.relative_to(tmp)) for x in tmp.rglob("*")]
