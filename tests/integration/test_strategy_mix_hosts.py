@@ -2,8 +2,10 @@
 against workers started by hand at a registry: a fixed list of seeded draws
 (tests/integration/tlsmix.py adds TLS and workers by hand to stratmix.py's
 combinations), each checked against the same program in the client alone; the
-registry and workers by hand end on SIGTERM and leave nothing in their $TMPDIR. More,
-at random, for a human: ``python -m tests.integration.tlsmix N``."""
+registry and workers by hand end on SIGTERM and leave nothing in their $TMPDIR; and a
+worker by hand SIGKILLed mid-run does as docs/reliability.md says (chaosmix.py). More,
+at random, for a human: ``python -m tests.integration.tlsmix N``, ``python -m
+tests.integration.chaosmix N --by-hand --tls``."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from . import stratmix, tlsmix
+from . import chaosmix, stratmix, tlsmix
 from .stratmix import Combo, Outcome
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
@@ -98,3 +100,19 @@ def test_workers_by_hand_not_under_tls_are_seen() -> None:
     got = tlsmix.run_by_hand(d, None, 30.0)
     assert got.rc == 1 and "not said under TLS: ['registry', 's2:s2-0']" in got.stderr
     assert got.left == []
+
+
+@pytest.mark.parametrize(("seed", "tls"), [(1, True), (120, False)])
+def test_a_replica_by_hand_killed_mid_run_does_as_documented(
+        want: Outcome, pki: Path, seed: int, tls: bool) -> None:
+    """chaosmix.py's kill, of a worker started by hand: its producers' values forwarded
+    (1, under TLS), beside interfaces with ``idempotent = false`` (120). The answers of
+    the client alone, or the documented WorkerDiedError; its sockets' folder, which no
+    one is left to remove, is the only thing left."""
+    chaos = chaosmix.draw(seed)
+    assert chaos is not None
+    if tls:
+        chaos.combo = tlsmix.with_tls(chaos.combo, pki)
+    why, done = chaosmix.check(chaos, want, limit=30.0, by_hand=True)
+    assert why == "", f"seed {seed}: kill {chaos.kill}: {' '.join(chaos.sets())}\n{why}"
+    assert done.name and done.calls >= chaos.kill.after, done
