@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import resource
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,13 +69,15 @@ EXPECTED = (sum(i * i for i in range(40)), [sum(range(20000)) + 20000 * k for k 
 
 
 @pytest.fixture(autouse=True)
-def _room_for_descriptors() -> None:
+def _room_for_descriptors() -> Iterator[None]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = 4 * HOLD
     if hard != resource.RLIM_INFINITY and hard < want:
         pytest.skip(f"needs {want} descriptors a process (the hard limit is {hard})")
     if soft != resource.RLIM_INFINITY and soft < want:  # (the run and its workers inherit it)
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
