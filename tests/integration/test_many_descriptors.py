@@ -71,7 +71,7 @@ EXPECTED = (sum(i * i for i in range(40)), [sum(range(20000)) + 20000 * k for k 
 @pytest.fixture(autouse=True)
 def _room_for_descriptors() -> Iterator[None]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = 4 * HOLD
+    want = 2 * HOLD
     if hard != resource.RLIM_INFINITY and hard < want:
         pytest.skip(f"needs {want} descriptors a process (the hard limit is {hard})")
     if soft != resource.RLIM_INFINITY and soft < want:  # (the run and its workers inherit it)

@@ -37,7 +37,7 @@ HOLD = 1100
 def held() -> Iterator[None]:
     """1,100 descriptors held: those made from here on are numbered past 1,023."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = 4 * HOLD
+    want = 2 * HOLD
     if hard != resource.RLIM_INFINITY and hard < want:
         pytest.skip(f"needs {want} descriptors (the hard limit is {hard})")
     if soft != resource.RLIM_INFINITY and soft < want:
