@@ -17,12 +17,13 @@ Ctrl-C for the handshake's 5 s, then ended with its error (status 2, not 130).
 from __future__ import annotations
 
 import os
-import select
 import signal
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType, TracebackType
+
+from polybus.transport.ready import ready
 
 __all__ = ["StopSignals", "Stopping"]
 
@@ -111,8 +112,7 @@ class StopSignals:
             left = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
             if left <= 0:
                 break
-            ready, _, _ = select.select([self._r], [], [], left)
-            if ready:
+            if ready([self._r], [], left)[0]:  # (a poll: select() takes no fd past 1,023)
                 try:
                     os.read(self._r, 4096)
                 except OSError:  # (BlockingIOError: another holder of the pipe read it)

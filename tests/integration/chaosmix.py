@@ -27,6 +27,8 @@ For a human, from the repository's root::
     .venv/bin/python -m tests.integration.chaosmix 100               # seeds 0..99
     .venv/bin/python -m tests.integration.chaosmix 50 --first 1000 -v
     .venv/bin/python -m tests.integration.chaosmix --seed 17 --show  # one, its --sets
+    .venv/bin/python -m tests.integration.chaosmix 50 --tls -v       # with mutual TLS on
+    .venv/bin/python -m tests.integration.chaosmix 50 --by-hand -v   # workers by hand
 
 The exit status is the count of draws that failed (at most 100).
 """
@@ -85,6 +87,7 @@ class Killed:
     calls: int = 0  # calls of the module begun when it did
     why_not: str = ""
     second: str = ""  # the second replica killed (Kill.then), or why none
+    second_pid: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -180,7 +183,7 @@ def killer(kill: Kill, marks: Path, done: Killed,
         if again is None:
             done.second = "none: the run ended first"
             return
-        name, _, why = kill_one(at(again) or [], done.pid)
+        name, done.second_pid, why = kill_one(at(again) or [], done.pid)
         done.second = name or why
 
     return watch
@@ -217,7 +220,10 @@ def _mapped(names: set[str]) -> set[str]:
     return out
 
 
-def run(chaos: Chaos, limit: float) -> tuple[Outcome, Killed]:
+def run(chaos: Chaos, limit: float, by_hand: bool = False) -> tuple[Outcome, Killed]:
+    """The draw's run, its kill made beside it; ``by_hand``: at a registry and workers
+    started by hand (tlsmix.py), the folder of each one killed (its sockets', in their
+    ``$TMPDIR``, which none is left to remove) not counted as left behind."""
     marks_dir = Path(tempfile.mkdtemp(prefix="cmx-", dir="/tmp"))
     marks = marks_dir / "marks"
     done = Killed()
@@ -233,7 +239,13 @@ def run(chaos: Chaos, limit: float) -> tuple[Outcome, Killed]:
            "MIX_HOLD": "" if chaos.kill.aim else f"{','.join(DEFINES[chaos.kill.module])}:{chaos.kill.after}",
            "MIX_HOLD_AGAIN": "1" if chaos.kill.then < 0 else ""}
     try:
-        got = stratmix.run(["run", str(APP)], limit, chaos.sets(), env_add=env, started=started)
+        if by_hand:
+            from . import tlsmix
+
+            got = tlsmix.run_by_hand(tlsmix.Draw(chaos.combo, False, True), None, limit,
+                                     env_add=env, started=started)
+        else:
+            got = stratmix.run(["run", str(APP)], limit, chaos.sets(), env_add=env, started=started)
         for w in watchers:  # (each ends with the run: what it did is in `done`)
             w.join()
         seen: dict[tuple[str, ...], int] = {}  # the calls that ran again (rounds=1)
@@ -248,6 +260,9 @@ def run(chaos: Chaos, limit: float) -> tuple[Outcome, Killed]:
         time.sleep(0.05)
         new = {n for n in new if os.path.exists(f"/dev/shm/{n}")}
     got.left += [f"/dev/shm/{n}" for n in sorted(new - _mapped(new))]
+    dead = tuple(f"$TMPDIR of the workers: polybus-{pid}-" for pid in (done.pid, done.second_pid)
+                 if pid)
+    got.left = [x for x in got.left if not (dead and x.startswith(dead))]
     return got, done
 
 
@@ -275,9 +290,10 @@ def _died_naming(stderr: str, ifaces: set[str]) -> bool:
     return said is not None and any(re.search(rf"\b{i}\b", said.group(1)) for i in ifaces)
 
 
-def check(chaos: Chaos, want: Outcome, limit: float = 20.0) -> tuple[str, Killed]:
+def check(chaos: Chaos, want: Outcome, limit: float = 20.0,
+          by_hand: bool = False) -> tuple[str, Killed]:
     """('' if the run behaves as reliability.md says, else what went wrong; the kill)."""
-    got, done = run(chaos, limit)
+    got, done = run(chaos, limit, by_hand)
     problems = []
     fail_ok = may_fail(chaos)
     rounds = stratmix._rounds(chaos.combo)
@@ -328,7 +344,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=float, default=20.0, help="seconds a run may take")
     ap.add_argument("--show", action="store_true", help="print each draw's --sets and kill")
     ap.add_argument("-v", action="store_true", help="a line for each draw")
+    ap.add_argument("--tls", action="store_true", help="with [cluster] tls on (tlsmix.py)")
+    ap.add_argument("--by-hand", action="store_true",
+                    help="at a registry and workers started by hand (tlsmix.py)")
     a = ap.parse_args(argv)
+    pki = None
+    if a.tls:
+        from . import tlsmix
+
+        pki = tlsmix.make_pki(Path(tempfile.mkdtemp(prefix="cmx-pki-")) / "pki")
     seeds = [a.seed] if a.seed is not None else list(range(a.first, a.first + a.n))
     want = stratmix.baseline()
     if want.rc != 0 or not want.digest:
@@ -341,10 +365,12 @@ def main(argv: list[str] | None = None) -> int:
             if a.v:
                 print(f"seed {seed}: not drawn (refused, or no module of 2 replicas)")
             continue
+        if pki is not None:
+            chaos.combo = tlsmix.with_tls(chaos.combo, pki)
         if a.show:
             print(f"seed {seed}: kill {chaos.kill}: " + " ".join(f"--set '{s}'" for s in chaos.sets()))
         t0 = time.monotonic()
-        why, done = check(chaos, want, a.limit)
+        why, done = check(chaos, want, a.limit, a.by_hand)
         ran += 1
         killed += bool(done.name)
         if why:
@@ -353,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
         elif a.v:
             what = f"killed {done.name} at call {done.calls}" if done.name else done.why_not
             print(f"seed {seed}: {what}; as documented, {time.monotonic() - t0:.1f} s", flush=True)
+    if pki is not None:
+        shutil.rmtree(pki.parent, ignore_errors=True)
     print(f"{ran} draw(s) run, {killed} with a replica killed, {failed} failed", file=sys.stderr)
     return min(failed, 100)
 

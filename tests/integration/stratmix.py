@@ -337,14 +337,21 @@ def baseline(limit: float = 20.0) -> Outcome:
     return run(["run", str(APP)], limit, [f"{k}={toml_value(v)}" for k, v in BASELINE])
 
 
-def check(combo: Combo, want: Outcome, limit: float = 10.0) -> str:
-    """'' if the combination behaves as the docs say, else what went wrong."""
+def check(combo: Combo, want: Outcome, limit: float = 10.0,
+          extra_sets: list[str] = ()) -> str:  # type: ignore[assignment]
+    """'' if the combination behaves as the docs say, else what went wrong;
+    ``extra_sets`` are given to its run (or check) after the combination's own."""
+    sets = [*combo.sets(), *extra_sets]
     if combo.refused_key:
-        got = run(["check", str(APP), "--no-import"], limit, combo.sets())
+        got = run(["check", str(APP), "--no-import"], limit, sets)
         if got.rc == 0 or combo.refused_key not in got.stderr:
             return f"not refused naming {combo.refused_key} (rc {got.rc}):\n{got.stderr[-2000:]}"
         return ""
-    got = run(["run", str(APP)], limit, combo.sets())
+    return judge(combo, want, run(["run", str(APP)], limit, sets), limit)
+
+
+def judge(combo: Combo, want: Outcome, got: Outcome, limit: float) -> str:
+    """'' if ``got``, the combination's run, gave ``want``'s answers and left nothing."""
     problems = [f"still running after {limit:g} s"] if got.rc is None else (
         [f"exit status {got.rc}"] if got.rc != 0 else [])
     if got.rc == 0 and got.digest != "+".join([want.digest] * _rounds(combo)):

@@ -35,12 +35,12 @@ its bytes go after those already begun on that connection.)
 
 from __future__ import annotations
 
-import select
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from polybus.client import rings
+from polybus.transport.ready import ready
 from polybus.transport.wake import Wake
 
 if TYPE_CHECKING:
@@ -215,8 +215,8 @@ class Pump:
             grace = 0.0  # an answer came (or the wait ran out): look at once
 
     def _sleep(self, seconds: float | None) -> None:
-        try:
-            select.select([self._bell.fileno()], [], [], seconds)
+        try:  # (a poll: select() takes no descriptor past 1,023)
+            ready([self._bell.fileno()], [], seconds)
         except (OSError, ValueError):  # (closed under it: stopping)
             return
         self._bell.clear()
@@ -246,9 +246,9 @@ class Pump:
         fds = [lk.channel.sock.fileno() for lk in links]
         full = [lk.channel.sock.fileno() for lk in links
                 if lk.channel.unsent and getattr(lk.channel, "_tx", None) is None]
-        try:
-            ready = select.select([*fds, bell], full, [], MOST_S)[0]
+        try:  # (a poll: select() raised ValueError for a descriptor past 1,023)
+            woke = ready([*fds, bell], full, MOST_S)[0]
         except (OSError, ValueError):  # a socket closed under it (a replica lost)
             return
-        if bell in ready:
+        if bell in woke:
             self._bell.clear()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import select
 import threading
 import time
 from collections.abc import Callable
@@ -173,7 +172,7 @@ class RegistryClient:
                     f"answered a {what} in {self._timeout:g} s: is its process stopped "
                     "(Ctrl-Z, SIGSTOP) or hung, or is something other than `polybus "
                     "registry` listening there? (a registry answers at once)")
-            if select.select([ch], [], [], left)[0]:
+            if ch.wait_readable(left):  # (a poll: select() takes no descriptor past 1,023)
                 ch.fill(wait=False)
 
     def close(self) -> None:

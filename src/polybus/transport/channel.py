@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from polybus.errors import ConnectionLostError, ProtocolError
 from polybus.transport.keepalive import cut as cut_socket
-from polybus.transport.ready import readable, writable
+from polybus.transport.ready import readable, ready, writable
 from polybus.transport.spinning import spin_until
 from polybus.transport.tls import fill_tls
 from polybus.transport.wake import Wake
@@ -223,7 +223,8 @@ class Channel:
         return total
 
     def _wait_writable(self, on_blocked: Callable[[], None] | None) -> None:
-        can_read, _, _ = select.select([self.sock], [self.sock], [], 1.0)
+        fd = self.sock.fileno()  # (a poll: select() takes no descriptor past 1,023)
+        can_read, _ = ready([fd], [fd], 1.0)
         if can_read and on_blocked is not None:
             on_blocked()
 

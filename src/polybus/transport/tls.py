@@ -10,7 +10,6 @@ so registry, workers and clients of one cluster all speak TLS or none does.
 from __future__ import annotations
 
 import re
-import select
 import socket
 import ssl
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from polybus.errors import ConfigError
+from polybus.transport.ready import ready
 
 if TYPE_CHECKING:
     from polybus.transport.channel import Channel
@@ -363,10 +363,10 @@ def fill_tls(ch: Channel, wait: bool) -> int:
         if not n:
             if total or not wait:
                 return total
-            if ch.wake is None:
-                select.select([sock], [], [], 1.0)
-            elif ch.wake.fileno() in select.select(
-                    [sock.fileno(), ch.wake.fileno()], [], [], 1.0)[0]:
+            # (a poll: select() takes no descriptor past 1,023, and raised ValueError)
+            wake = [] if ch.wake is None else [ch.wake.fileno()]
+            if set(wake) & ready([sock.fileno(), *wake], [], 1.0)[0]:
+                assert ch.wake is not None
                 ch.wake.clear()
                 return 0
             continue
