@@ -40,9 +40,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from polybus.config.overrides import toml_value
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).resolve().parent / "apps" / "mix" / "app.toml"
@@ -62,16 +64,6 @@ class Combo:
 
     def sets(self) -> list[str]:
         return [f"{k}={toml_value(v)}" for k, v in self.overrides]
-
-
-def toml_value(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    return str(v)
 
 
 def _replication(r: random.Random, m: str) -> tuple[object, int, bool]:
@@ -316,11 +308,10 @@ def run(args: list[str], limit: float = 10.0, sets: list[str] = (),  # type: ign
     deadline = time.monotonic() + 5
     while (left := _group(p.pid)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if left:
-        out.left += [f"pid {q}" for q in left]
-        for q in left:
-            with contextlib.suppress(OSError):
-                os.kill(q, signal.SIGKILL)
+    out.left += [f"pid {q}" for q in left]
+    for q in left:
+        with contextlib.suppress(OSError):
+            os.kill(q, signal.SIGKILL)
     if js.exists():
         with contextlib.suppress(ValueError, KeyError, TypeError):
             res = json.loads(js.read_text())["result"]
@@ -337,8 +328,8 @@ def baseline(limit: float = 20.0) -> Outcome:
     return run(["run", str(APP)], limit, [f"{k}={toml_value(v)}" for k, v in BASELINE])
 
 
-def check(combo: Combo, want: Outcome, limit: float = 10.0,
-          extra_sets: list[str] = ()) -> str:  # type: ignore[assignment]
+def check(combo: Combo, want: Outcome, limit: float = 10.0, extra_sets: Sequence[str] = ()
+          ) -> str:
     """'' if the combination behaves as the docs say, else what went wrong;
     ``extra_sets`` are given to its run (or check) after the combination's own."""
     sets = [*combo.sets(), *extra_sets]
@@ -358,11 +349,8 @@ def judge(combo: Combo, want: Outcome, got: Outcome, limit: float) -> str:
         diff = [f"{a} (want {b})" for a, b in zip(got.entries, want.entries * _rounds(combo),
                                                   strict=False) if a != b]
         problems.append(f"digest {got.digest}, want {want.digest}; first differing: {diff[:4]}")
-    if got.left:
-        problems.append(f"left behind: {got.left}")
-    if problems:
-        return "; ".join(problems) + f"\n{got.stderr[-3000:]}"
-    return ""
+    problems += [f"left behind: {got.left}"] if got.left else []
+    return "; ".join(problems) + f"\n{got.stderr[-3000:]}" if problems else ""
 
 
 def _rounds(combo: Combo) -> int:
@@ -382,8 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", action="store_true", help="a line for each combination")
     a = ap.parse_args(argv)
     seeds = [a.seed] if a.seed is not None else list(range(a.first, a.first + a.n))
-    want = baseline()
-    if want.rc != 0 or not want.digest:
+    if (want := baseline()).rc != 0 or not want.digest:
         print(f"the baseline failed (rc {want.rc}):\n{want.stderr}", file=sys.stderr)
         return 100
     failed = 0
@@ -392,8 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.show:
             print(f"seed {seed}: " + " ".join(f"--set '{s}'" for s in combo.sets()))
         t0 = time.monotonic()
-        why = check(combo, want, a.limit)
-        if why:
+        if why := check(combo, want, a.limit):
             failed += 1
             print(f"seed {seed}: FAILED: {why}", flush=True)
         elif a.v:
