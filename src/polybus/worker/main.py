@@ -13,7 +13,7 @@ from polybus.client.stubs import serving
 from polybus.config.model import ModuleSpec, ReplicaSpec
 from polybus.errors import PolybusError
 from polybus.http.response import HTTP_SUFFIX, http_form
-from polybus.memory import keep_freed_memory
+from polybus.memory import REPLICA_ARENAS, keep_freed_memory
 from polybus.pinning import ENV, pin, unpin_inherited
 from polybus.registry.client import Membership, RegistryClient
 from polybus.stopsignals import Stopping, StopSignals
@@ -193,7 +193,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         die_with_parent(parent=parent)
     line_buffered()  # (before the module's top-level code prints anything)
     place(spec, name)  # (before any thread of its own, or its process pool, starts)
-    keep_freed_memory()  # large messages reuse their memory (memory.py)
+    keep_freed_memory(REPLICA_ARENAS)  # large messages reuse their memory (memory.py)
     client = RegistryClient(registry, token)  # (a malformed address fails here, first)
     serving(module_key)  # (a use() it calls says a replica cannot: client/stubs.py)
     module = load_module(module_path, import_name(module_key))
