@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from polybus.config.model import AppConfig
 
 __all__ = ["ENV", "allowed", "can_pin", "check_here", "pin", "pin_check", "pinned_run",
-           "thread_cpus", "unpin_inherited"]
+           "pinned_thread", "thread_cpus", "unpin_inherited"]
 
 ENV = "POLYBUS_CPUS_BEFORE"
 # how many times the threads are listed at most while they are moved: threads that go
@@ -199,3 +199,25 @@ def _restore(masks: dict[int, frozenset[int]], other: frozenset[int]) -> None:
             with contextlib.suppress(OSError):  # (ended meanwhile; a CPU since taken away)
                 os.sched_setaffinity(tid, masks.get(tid, other))
             done.add(tid)
+
+
+@contextlib.contextmanager
+def pinned_thread(cpus: set[int] | frozenset[int] | None) -> Iterator[None]:
+    """The calling thread alone on ``cpus`` for the block (the benchmarks' client and
+    launcher: what they start meanwhile, processes and threads, inherits it); at its
+    end the calling thread, and every thread started meanwhile, back on the CPUs the
+    calling thread had. (A thread started in the block and left pinned, a session's or
+    a pool's, kept the CPU for the rest of the process: every later benchmark in a
+    `polybus bench all` ran beside it.)"""
+    if cpus is None or not can_pin():
+        yield
+        return
+    before = frozenset(os.sched_getaffinity(0))
+    known = set(_tasks())
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        for tid in [0, *(t for t in _tasks() if t not in known)]:
+            with contextlib.suppress(OSError):  # (ended meanwhile)
+                os.sched_setaffinity(tid, before)

@@ -187,3 +187,27 @@ def test_a_thread_started_while_the_threads_are_moved_is_moved_too(
     monkeypatch.setattr(pinning, "_tasks", tasks)
     with pinned_run(frozenset({cpus[0]}), "modules.client.cpus"):
         assert os.sched_getaffinity(tid) == {cpus[0]}
+
+
+def test_pinned_thread_moves_the_caller_alone_and_gives_back_what_started_in_it(
+        cpus: list[int]) -> None:
+    """The benchmarks' pin (bench/placement.py, bench_client.py): a thread started in the
+    block, and still alive after it, was left on the block's CPU for the rest of the
+    process (a session's, a pool's), beside every later benchmark of `bench all`."""
+    from polybus.pinning import pinned_thread
+
+    stop = threading.Event()
+    seen: list[frozenset[int]] = []
+    with pinned_thread({cpus[1]}):
+        assert os.sched_getaffinity(0) == {cpus[1]}
+        late = threading.Thread(target=stop.wait, daemon=True)
+        late.start()  # (inherits the block's CPUs)
+        assert late.native_id is not None
+        seen.append(frozenset(os.sched_getaffinity(late.native_id)))
+    try:
+        assert seen == [frozenset({cpus[1]})]
+        assert os.sched_getaffinity(0) == set(cpus)
+        assert os.sched_getaffinity(late.native_id) == set(cpus)
+    finally:
+        stop.set()
+        late.join()

@@ -15,11 +15,11 @@ peers and polybus rows are compared only at the same placement.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Literal
 
 from polybus.bench.peers import PeerUnavailable
+from polybus.pinning import pinned_thread
 
 __all__ = ["DEFAULT", "Placement", "cpu_sets", "pin", "pinned_self"]
 
@@ -47,15 +47,8 @@ def pin(pid: int, cpus: set[int] | None) -> None:
         os.sched_setaffinity(pid, cpus)
 
 
-@contextmanager
-def pinned_self(cpus: set[int] | None) -> Iterator[None]:
-    """Pin this process to ``cpus`` for the block, then restore its previous affinity."""
-    if cpus is None:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, cpus)
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
+def pinned_self(cpus: set[int] | None) -> AbstractContextManager[None]:
+    """The calling thread on ``cpus`` for the block (what it starts meanwhile inherits
+    them), then it and the threads started meanwhile back on its previous CPUs
+    (pinning.pinned_thread)."""
+    return pinned_thread(cpus)

@@ -8,7 +8,6 @@ and the socket family the calls went over (to tell tcp from ipc honestly).
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from polybus import use, wait
+from polybus.pinning import pinned_thread
 
 echo = use("echo")
 sink = use("sink")
@@ -33,19 +33,6 @@ def _family() -> str:
     return "unix" if families == {socket.AF_UNIX} else "tcp"
 
 
-class _Pinned:
-    def __init__(self, cpus: list[int] | None) -> None:
-        self.cpus = set(cpus) if cpus else None
-        self.before: set[int] | None = None
-
-    def __enter__(self) -> None:
-        if self.cpus is not None:
-            self.before = os.sched_getaffinity(0)
-            os.sched_setaffinity(0, self.cpus)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.before is not None:
-            os.sched_setaffinity(0, self.before)
 
 
 def warm_for(round_trip: Any, seconds: float) -> int:
@@ -63,7 +50,7 @@ def latency(sizes: list[int], reps: int, iters: list[int], warmup_s: float = 0.0
     """Mean round trip (µs) of a sync echo of ``size`` bytes, ``reps`` times per size,
     after ``warmup_s`` seconds of untimed empty echoes before the first size."""
     out: dict[str, Any] = {"family": "", "rtt_us": []}
-    with _Pinned(cpus):
+    with pinned_thread(set(cpus) if cpus else None):
         warm_for(lambda: echo(b""), warmup_s)  # connect and warm before any clock runs
         out["family"] = _family()
         for size, n in zip(sizes, iters, strict=True):
@@ -82,7 +69,7 @@ def latency(sizes: list[int], reps: int, iters: list[int], warmup_s: float = 0.0
 def bandwidth(sizes: list[int], reps: int, cpus: list[int] | None = None) -> dict[str, Any]:
     """GB/s of one-way transfers of a ``size``-byte uint8 array (the answer is its size)."""
     out: dict[str, Any] = {"family": "", "gbps": []}
-    with _Pinned(cpus):
+    with pinned_thread(set(cpus) if cpus else None):
         sink(np.zeros(1, dtype=np.uint8))
         out["family"] = _family()
         for size in sizes:
