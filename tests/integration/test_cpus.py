@@ -81,15 +81,19 @@ def test_client_and_replicas_run_on_the_cpus_named(app: Path, cpus: list[int]) -
 
 
 def test_one_list_per_replica_is_taken_in_order(app: Path, cpus: list[int]) -> None:
+    # (the client's threads as they were: a test process may hold threads of its own,
+    # placed by an earlier test, which a run that pins nothing leaves as they are)
+    before = thread_cpus()
     r = polybus.run(app, {"modules.server.cpus": [[cpus[0]], [cpus[1]]]})
     got = sorted(m[0] for m in _replicas(r.result))
     assert got == [[cpus[0]], [cpus[1]]]
-    assert r.result["client"] == [cpus]  # (the client: not pinned)
+    assert r.result["client"] == before  # (the client: not pinned)
 
 
 def test_an_empty_list_pins_nothing(app: Path, cpus: list[int]) -> None:
+    before = thread_cpus()
     r = polybus.run(app, {"modules.server.cpus": [], "modules.client.cpus": []})
-    assert r.result["client"] == [cpus]
+    assert r.result["client"] == before
     assert all(m == [cpus] for m in _replicas(r.result))
 
 
@@ -175,8 +179,9 @@ def test_serve_refuses_a_cpu_this_machine_does_not_give_before_starting(
     from polybus.testing.proctree import children
 
     example = Path(__file__).resolve().parents[2] / "examples" / "rudy" / "app.toml"
+    before = children(os.getpid())  # (a test process may have children of its own)
     with pytest.raises(ConfigError) as err:
         serve(example, ["modules.web.cpus=[4095]"], listen="127.0.0.1:0")
     assert err.value.key == "modules.web.cpus"
     assert "CPU 4095 is not one this process may run on here" in str(err.value)
-    assert children(os.getpid()) == set()  # (no worker was started)
+    assert children(os.getpid()) <= before  # (no worker was started)
