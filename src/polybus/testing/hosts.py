@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from polybus.token import make_token, write_token_file
+from polybus.transport.ready import ready
 
 __all__ = ["by_hand"]
 
@@ -51,7 +51,7 @@ class _Started:
         while (left := deadline - time.monotonic()) > 0:
             if m := re.search(pattern, self.out.decode(errors="replace")):
                 return m
-            if select.select([fd], [], [], left)[0]:
+            if ready([fd], [], left)[0]:  # (a poll: select() takes no fd past 1,023)
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     return None  # (it ended)
