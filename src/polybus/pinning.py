@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from polybus.config import placed
-from polybus.config.cpus import can_pin, cpu_list
+from polybus.config.cpus import can_pin, cpu_list, read_cpu_list
 from polybus.engines.launchenv import launched_rank
 from polybus.errors import ConfigError
 
@@ -51,17 +51,10 @@ def _before() -> frozenset[int] | None:
     if not text:
         return None
     try:
-        return frozenset(_read_list(text))
-    except ValueError:  # (not ours to judge: left as if unset)
+        return frozenset(read_cpu_list(text))
+    except ConfigError:  # (not ours to judge: left as if unset)
         return None
 
-
-def _read_list(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def _tasks() -> list[int]:

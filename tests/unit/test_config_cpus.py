@@ -25,6 +25,8 @@ def _load(tmp_path: Path, *sets: str, server_keys: str = "") -> Any:
     ("[0, 1, 1]", (frozenset({0, 1}),)),
     ("[[0], [1, 2]]", (frozenset({0}), frozenset({1, 2}))),
     ("[]", ()),
+    ('"0-2,5"', (frozenset({0, 1, 2, 5}),)),  # (a CPU list, as taskset -c takes it)
+    ('"1"', (frozenset({1}),)),
 ])
 def test_the_forms_cpus_takes(tmp_path: Path, written: str, want: Any) -> None:
     cfg, problems = _load(tmp_path, f"modules.server.cpus={written}")
@@ -45,8 +47,12 @@ def test_each_replica_takes_its_list_cycled_and_others_take_them_all(tmp_path: P
 
 
 @pytest.mark.parametrize(("written", "said", "hint"), [
-    ('"0-1"', "expected a list of CPU numbers such as [1] or [0, 1]", None),
-    ("3", "expected a list of CPU numbers", None),
+    ("3", 'or a CPU list as taskset -c takes it, such as "0-3,6"',
+     'cpus names CPUs, not a count of them: [3] is CPU 3 alone, "0-2" the first 3'),
+    ("true", "expected a list of CPU numbers", None),
+    ('"3-1"', "cpus '3-1': '3-1' is not a CPU number or a range of them", "taskset -c"),
+    ('"0,x"', "cpus '0,x': 'x' is not a CPU number or a range of them", "taskset -c"),
+    ('"0-70000"', "cpus '0-70000': 70000 is not a CPU number", "at most 65535"),
     ("[0, [1]]", "cpus mixes numbers and lists: [0, [1]]", "either one list"),
     ("[[0], []]", "cpus list 1 is empty", "give at least one CPU number"),
     ("[-1]", "cpus holds -1, not a CPU number", "CPU numbers are from 0 to at most 65535"),

@@ -5,6 +5,7 @@ Written on a module::
 
     cpus = [1]           # each replica of this module runs on CPU 1 only
     cpus = [0, 1]        # ... on CPU 0 or 1, as the kernel chooses
+    cpus = "0-3,6"       # ... on CPUs 0 to 3 and 6 (a CPU list, as taskset -c takes it)
     cpus = [[0], [1]]    # replica i on list i (cycled: replica 2 on [0] again)
     cpus = []            # not pinned (the default)
 
@@ -21,25 +22,33 @@ process runs on, checked there as it starts (pinning.py).
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from polybus.config.units import shown
 from polybus.errors import ConfigError
 
-__all__ = ["CPUS_FORMS", "MAX_CPU", "can_pin", "cpu_list", "parse_cpus"]
+__all__ = ["CPUS_FORMS", "MAX_CPU", "can_pin", "cpu_list", "parse_cpus", "read_cpu_list"]
 
 CPUS_FORMS = ("a list of CPU numbers such as [1] or [0, 1] (every replica may run on any of "
               "them), or one list per replica such as [[0], [1]] (replica i on list i, "
-              "cycled); [] for none")
+              "cycled), or a CPU list as taskset -c takes it, such as \"0-3,6\"; [] for none")
 
 MAX_CPU = (1 << 16) - 1  # a sanity bound: Linux builds take at most 8192 CPUs
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def parse_cpus(value: Any) -> tuple[frozenset[int], ...]:
     """``cpus`` as written: one set per list given (a flat list is one), () for ``[]``.
     ConfigError with what is wrong and where in the value."""
+    if isinstance(value, str):
+        return (_one(read_cpu_list(value), ""),)
     if not isinstance(value, list):
-        raise ConfigError(f"expected {CPUS_FORMS}, got {shown(value)}")
+        count = type(value) is int and value >= 1  # (Ray's num_cpus, docker --cpus)
+        first = f'"0-{value - 1}" the first {value}' if count and value > 1 else '"0" the first'
+        raise ConfigError(f"expected {CPUS_FORMS}, got {shown(value)}", hint=(
+            f"cpus names CPUs, not a count of them: [{value}] is CPU {value} alone, "
+            f"{first}") if count else None)
     if not value:
         return ()
     lists = [isinstance(v, list) for v in value]
@@ -69,6 +78,24 @@ def _one(items: list[Any], where: str) -> frozenset[int]:
 def can_pin() -> bool:
     """This system can restrict a process to CPUs (Linux; not macOS)."""
     return hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")
+
+
+def read_cpu_list(text: str) -> list[int]:
+    """``"0-2,5"`` -> ``[0, 1, 2, 5]`` (Linux's cpulist form, as ``taskset -c`` takes);
+    ConfigError saying which part is not a CPU or a range of them."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, dash, hi = (x.strip() for x in part.partition("-"))
+        if not _DIGITS.fullmatch(lo) or (dash and not _DIGITS.fullmatch(hi)) or (
+                dash and int(hi) < int(lo)):
+            raise ConfigError(f"cpus {text!r}: {part.strip()!r} is not a CPU number or a "
+                              "range of them", hint='a CPU list such as "1" or "0-3,6", as '
+                                                    "taskset -c takes it, or a list [0, 1]")
+        if int(hi or lo) > MAX_CPU:
+            raise ConfigError(f"cpus {text!r}: {hi or lo} is not a CPU number",
+                              hint=f"CPU numbers are from 0 to at most {MAX_CPU}")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 def cpu_list(cpus: frozenset[int] | set[int]) -> str:
