@@ -56,7 +56,6 @@ def _before() -> frozenset[int] | None:
         return None
 
 
-
 def _tasks() -> list[int]:
     try:
         return [int(t) for t in os.listdir("/proc/self/task")]
@@ -67,24 +66,13 @@ def _tasks() -> list[int]:
 def thread_cpus() -> list[list[int]]:
     """The CPU sets of this process's threads, each sorted, without repeats (one set:
     every thread may run on the same CPUs). What a program prints to see its ``cpus``."""
-    out: set[tuple[int, ...]] = set()
-    for tid in _tasks():
-        with contextlib.suppress(ProcessLookupError):  # (a thread that ended meanwhile)
-            out.add(tuple(sorted(os.sched_getaffinity(tid))))
-    return [list(c) for c in sorted(out)]
+    return [list(c) for c in sorted({tuple(sorted(m)) for m in _masks().values()})]
 
 
 def _move(cpus: frozenset[int]) -> None:
-    """Every thread on ``cpus``: looked for again until none is new (`LOOKS` times at
-    most), since a thread started by one not moved yet inherits the CPUs of before."""
-    done: set[int] = set()
-    for _ in range(LOOKS):
-        if not (new := [t for t in _tasks() if t not in done]):
-            break
-        for tid in new:
-            with contextlib.suppress(ProcessLookupError):  # (a thread that ended meanwhile)
-                os.sched_setaffinity(tid, cpus)
-            done.add(tid)
+    """Every thread on ``cpus`` (`_restore` with no thread's own CPUs kept); an error
+    moving one that has not ended is raised."""
+    _restore({}, cpus, ProcessLookupError)
 
 
 def pin(cpus: frozenset[int], key: str, file: str | None = None) -> frozenset[int] | None:
@@ -181,15 +169,18 @@ def _masks() -> dict[int, frozenset[int]]:
     return out
 
 
-def _restore(masks: dict[int, frozenset[int]], other: frozenset[int]) -> None:
-    """Each thread on its CPUs in ``masks``, a thread not there on ``other`` (looked for
-    again until none is new, as in `_move`)."""
+def _restore(masks: dict[int, frozenset[int]], other: frozenset[int],
+             ignore: type[OSError] = OSError) -> None:
+    """Each thread on its CPUs in ``masks``, a thread not there on ``other``: looked for
+    again until none is new (`LOOKS` times at most), since a thread started by one not
+    moved yet inherits the CPUs of before. ``ignore``: the errors of a thread passed
+    over (by default also a CPU since taken away; `_move`: only one that ended)."""
     done: set[int] = set()
     for _ in range(LOOKS):
         if not (new := [t for t in _tasks() if t not in done]):
             break
         for tid in new:
-            with contextlib.suppress(OSError):  # (ended meanwhile; a CPU since taken away)
+            with contextlib.suppress(ignore):
                 os.sched_setaffinity(tid, masks.get(tid, other))
             done.add(tid)
 

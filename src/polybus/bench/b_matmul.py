@@ -289,6 +289,11 @@ def _aggregated_row(result: BenchResult, n: int, k: int, stateful: bool, reps: i
 # the first CPU this process may run on, both replicas on the second. With three busy
 # processes on two CPUs, a call then wakes its replica on the other CPU, and the two
 # replicas take turns on theirs (docs/tuning.md, "Placement: `cpus`").
+def _cpus_here() -> list[int]:
+    """The CPUs this process may run on, in order ([] where nothing can be pinned)."""
+    return sorted(os.sched_getaffinity(0)) if can_pin() else []
+
+
 def _placed(cpus: list[int]) -> tuple[str, ...]:
     return (f"modules.client.cpus=[{cpus[0]}]", f"modules.server.cpus=[{cpus[1]}]")
 
@@ -296,7 +301,7 @@ def _placed(cpus: list[int]) -> tuple[str, ...]:
 def _placed_row(result: BenchResult, n: int, stateful: bool, reps: int, base: float) -> None:
     """An extra, labelled polybus row at small n on 2 CPUs or more: the same modules
     over shm on 2 servers, with one configuration change, `_placed`. Its own ratios."""
-    cpus = sorted(os.sched_getaffinity(0)) if can_pin() else []
+    cpus = _cpus_here()
     if n > AGGREGATE_MAX_N or len(cpus) < 2:
         return
     st, _, ok = polybus_run(n, 2, stateful, 0.0, reps, "shm", extra=_placed(cpus))
@@ -310,7 +315,7 @@ SPREAD = "each server on a CPU of its own"  # (`_spread`'s, in the speedup of re
 def _spread(k: int) -> str | None:
     """``cpus`` that puts server i alone on the i-th CPU this process may run on (the
     client free), for ``k`` servers; None with fewer CPUs than that."""
-    cpus = sorted(os.sched_getaffinity(0)) if can_pin() else []
+    cpus = _cpus_here()
     return None if len(cpus) < k else "[" + ",".join(f"[{c}]" for c in cpus[:k]) + "]"
 
 
