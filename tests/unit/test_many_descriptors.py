@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from test_pump import FakeReactor  # tests/unit
-from test_security_tls import TOKEN, cfg, make_pki  # tests/unit
+from test_security_tls import TOKEN, cfg, echo_twenty, make_pki  # tests/unit
 
 from polybus.client.pump import Gate, Pump, gated
 from polybus.stopsignals import StopSignals
@@ -26,7 +26,7 @@ from polybus.transport.channel import Channel
 from polybus.transport.endpoints import connect
 from polybus.transport.wake import Wake
 from polybus.wire.codec import Codec
-from polybus.wire.messages import Call, Result
+from polybus.wire.messages import Call
 from polybus.worker.options import ServeOptions
 from polybus.worker.runtime import WorkerRuntime
 
@@ -66,14 +66,7 @@ def test_a_tls_connection_past_1023_waits_reads_and_writes(
         ch.wake = wake
         ringer.start()
         assert ch.fill(wait=True) == 0  # asleep until rung (it raised ValueError)
-        big = b"x" * 300_000  # more than the socket takes at once: the send waits for room
-        for i in range(20):
-            ch.send(Call(i, "echo", [i if i % 5 else big]))
-        got: list[object] = []
-        while len(got) < 20:
-            got += ch.receive()
-        got.sort(key=lambda r: r.id)  # type: ignore[attr-defined]
-        assert got == [Result(i, i if i % 5 else big) for i in range(20)]
+        echo_twenty(ch)  # (its 300 KB calls: a send that waits for room)
     finally:
         ringer.cancel()
         ch.close()

@@ -19,6 +19,7 @@ from polybus.client.stats import first_stats
 from polybus.errors import TLSHandshakeError, TransportError
 from polybus.registry.client import RegistryClient
 from polybus.transport import tls
+from polybus.transport.channel import Channel
 from polybus.transport.endpoints import authenticate, connect
 from polybus.transport.wake import Wake
 from polybus.wire.codec import Codec
@@ -90,16 +91,22 @@ def test_mutual_tls_round_trip(tls_worker: WorkerRuntime) -> None:
         assert ch.tls
         version = ch.sock.version()  # type: ignore[attr-defined]
         assert version in ("TLSv1.2", "TLSv1.3")
-        big = b"x" * 300_000  # many TLS records, and non-blocking reads of them
-        for i in range(20):
-            ch.send(Call(i, "echo", [i if i % 5 else big]))
-        got: list[object] = []
-        while len(got) < 20:
-            got += ch.receive()
-        got.sort(key=lambda r: r.id)  # type: ignore[attr-defined]
-        assert got == [Result(i, i if i % 5 else big) for i in range(20)]
+        echo_twenty(ch)  # many TLS records, and non-blocking reads of them
     finally:
         ch.close()
+
+
+def echo_twenty(ch: Channel) -> None:
+    """Twenty echo calls on ``ch``, every fifth 300 KB (more than a socket takes at
+    once), and every answer checked, in any order."""
+    big = b"x" * 300_000
+    for i in range(20):
+        ch.send(Call(i, "echo", [i if i % 5 else big]))
+    got: list[object] = []
+    while len(got) < 20:
+        got += ch.receive()
+    got.sort(key=lambda r: r.id)  # type: ignore[attr-defined]
+    assert got == [Result(i, i if i % 5 else big) for i in range(20)]
 
 
 def _refused(address: str, ctx: ssl.SSLContext | None) -> None:
