@@ -75,16 +75,13 @@ def _move(cpus: frozenset[int]) -> None:
     _restore({}, cpus, ProcessLookupError)
 
 
-def pin(cpus: frozenset[int], key: str, file: str | None = None) -> frozenset[int] | None:
+def pin(cpus: frozenset[int], key: str, file: str | None = None) -> None:
     """Run every thread of this process, and those it starts later, on ``cpus`` (the
-    value of ``key``); the CPUs the calling thread had before, or None where nothing can
-    be pinned. ConfigError naming ``key`` if a CPU is not one this process may run on."""
-    if not can_pin():
-        return None
-    pin_check(cpus, allowed(), key, file)
-    before = frozenset(os.sched_getaffinity(0))
-    _move(cpus)
-    return before
+    value of ``key``; nothing where nothing can be pinned). ConfigError naming ``key``
+    if a CPU is not one this process may run on."""
+    if can_pin():
+        pin_check(cpus, allowed(), key, file)
+        _move(cpus)
 
 
 def check_here(app: AppConfig, registry: bool = False) -> None:
