@@ -32,12 +32,15 @@ def alert_then_hold() -> Iterator[str]:
     it open, silent, until the test ends (its close comes after the client's deadline)."""
     lst = socket.create_server(("127.0.0.1", 0))
     held: list[socket.socket] = []
+    lst.settimeout(0.05)  # (a close does not wake an accept: the loop looks at done)
     done = threading.Event()
 
     def serve() -> None:
         while not done.is_set():
             try:
                 sock, _ = lst.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
             sock.sendall(tls._ALERT)
@@ -49,8 +52,8 @@ def alert_then_hold() -> Iterator[str]:
         yield f"127.0.0.1:{lst.getsockname()[1]}"
     finally:
         done.set()
-        lst.close()
         thread.join(5)
+        lst.close()
         for sock in held:
             sock.close()
 
