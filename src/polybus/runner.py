@@ -22,7 +22,6 @@ from polybus.config import load
 from polybus.config.cluster import check_registry_option
 from polybus.config.model import AppConfig
 from polybus.config.origin import PYTHON, SET, Origin
-from polybus.config.workerside import unapplied, worker_side_changes
 from polybus.deadline import check_timeout, time_limit
 from polybus.embedded import ClientImports, loop_note
 from polybus.engines.base import Cluster, Engine
@@ -132,8 +131,6 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
     wait_s = wait_seconds(wait_for_workers, registry or app.cluster.registry)
     for note in app.notes:
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
-    if sets and (registry or app.cluster.registry):
-        warn_unapplied(path, app, origin)
     client = app.modules.get(app.client)
     if client is None or client.entrypoint is None:
         raise ConfigError("no module has an entrypoint", file=str(path), key="modules",
@@ -237,22 +234,6 @@ def _ended(exc: BaseException, app: AppConfig, client: str,
     loop_note(exc)  # (a notebook's cell: an event loop runs there already)
     unseen.hush()
     return exc
-
-
-def warn_unapplied(path: str | Path, app: AppConfig, origin: Origin) -> None:
-    """Overrides a hand-started worker would have to apply itself reach none (this run,
-    or `polybus serve`, starts no worker): said, key by key, rather than dropped without
-    a word."""
-    try:
-        base = load(path, (), origin)
-    except ConfigError:
-        return  # (valid only with the overrides: nothing to compare with)
-    for key in worker_side_changes(base, app):
-        warnings.warn(str(ConfigError(
-            unapplied(origin.label, key), file=str(app.path), key=key,
-            hint="give it to each `polybus worker --config ... --as ...` (as --set), "
-                 "or put it in the configuration the workers were started with")),
-            ConfigWarning, stacklevel=3)
 
 
 @contextmanager

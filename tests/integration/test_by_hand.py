@@ -70,10 +70,12 @@ def test_fewer_replicas_than_configured_warns_once_and_runs(procs: Procs) -> Non
         warnings_of, lambda: warnings_of("modules.server.define.quicksort.pool=4"),
         lambda: warnings_of('modules.server.transport="shm"'))
     assert plain == []
-    # A setting only the replicas apply reaches none of these (started by hand): said,
-    # and the run goes on with the workers as they are.
+    # A setting the replicas apply themselves is theirs (workers of --module: pool 1),
+    # not this run's: said, and the run goes on with the workers as they are.
     [warned] = pooled
-    assert "modules.server.define.quicksort.pool" in warned and "does not reach them" in warned
+    assert ("warning: --set: modules.server.define.quicksort.pool: the replicas started by "
+            "hand apply their own define.quicksort.pool: server-0, server-1 have 1 where "
+            "this run's configuration gives 4") in warned, warned
     # Workers of --module listen on TCP alone: a run configured for shm says it uses that.
     [warned] = shm
     assert "configured for shm" in warned and "server-0, server-1 on this host" in warned

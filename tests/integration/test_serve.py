@@ -309,14 +309,15 @@ def test_serve_with_parts_started_by_hand(procs: Procs) -> None:
                     "--name", "web-by-hand", env=env)
     assert w.stderr is not None
     read_line(w.stderr, r"serving .*work@http")  # the routed forms come from [serve]
-    # A setting the replicas apply themselves reaches none started by hand: said, as
-    # `run --registry` says it (serve dropped it without a word).
+    # A setting the replicas apply themselves is the worker's own, not serve's --set:
+    # said, as `run --registry` says it (serve dropped it without a word).
     p = procs.start("serve", app, "--registry", addr, "--listen", "127.0.0.1:0",
                     "--set", "modules.web.define.work.pool=1", env=env)
     assert p.stderr is not None
     warned = read_line(p.stderr, r"warning: .*", timeout=60).group(0)
-    assert "modules.web.define.work.pool: --set changes a setting the replicas apply " \
-        "themselves" in warned and "it does not reach them" in warned, warned
+    assert ("warning: --set: modules.web.define.work.pool: the replicas started by hand "
+            "apply their own define.work.pool: web-by-hand has 100 where this run's "
+            "configuration gives 1") in warned, warned
     m = read_line(p.stderr, r"listening on http://([0-9.]+):([0-9]+)", timeout=60)
     c = http.client.HTTPConnection(m.group(1), int(m.group(2)), timeout=30)
     assert get(c, "GET", "/work?ms=0")[::2] == (200, b'{"slept_ms":0.0}')

@@ -11,7 +11,7 @@ import pytest
 
 from polybus.config import validate
 from polybus.config.cpus import cpu_list
-from polybus.config.workerside import worker_side_changes
+from polybus.config.workerside import applied
 from polybus.testing.apps import write_one_call_app
 
 
@@ -98,12 +98,12 @@ def test_where_nothing_can_be_pinned_cpus_is_said_to_do_nothing(
     assert "cpus does nothing on this system" in note.bare_message
 
 
-def test_a_changed_cpus_is_a_setting_workers_by_hand_do_not_take(tmp_path: Path) -> None:
+def test_cpus_is_a_setting_a_replica_applies_and_registers(tmp_path: Path) -> None:
     base, _ = _load(tmp_path)
     changed, _ = _load(tmp_path, "modules.server.cpus=[0]", "modules.client.cpus=[0]")
-    # (the client pins itself whoever started the replicas: not said of it)
-    assert worker_side_changes(base, changed) == ["modules.server.cpus"]
-    assert worker_side_changes(base, base) == []
+    # (what a worker by hand registers, and a run compares with its own: workerside.py)
+    assert applied(base.modules["server"], "server-0")["cpus"] == "[]"
+    assert applied(changed.modules["server"], "server-0")["cpus"] == "0"
 
 
 @pytest.mark.parametrize(("cpus", "text"), [

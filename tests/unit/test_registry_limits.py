@@ -16,7 +16,14 @@ import pytest
 
 from polybus.errors import TransportError
 from polybus.registry.client import RegistryClient
-from polybus.registry.limits import ADDRESSES_MAX, INTERFACES_MAX, NAME_MAX, said
+from polybus.registry.limits import (
+    ADDRESSES_MAX,
+    INTERFACES_MAX,
+    NAME_MAX,
+    SETTING_MAX,
+    SETTINGS_MAX,
+    said,
+)
 from polybus.registry.service import RegistryService
 from polybus.testing.peers import next_message
 from polybus.transport.channel import Channel
@@ -88,8 +95,14 @@ def _served(reg: RegistryService, module: str = "m") -> list[str]:
      ["its addresses are 17", f"{ADDRESSES_MAX}"]),
     (Replica(FORGED, "m", GOOD, ["f"]), ["its name", "not printable", r"'\n' at 1"]),
     (Replica("a", "m", GOOD, ["f\tg"]), ["its interface [0]", "not printable"]),
+    (Replica("a", "m", GOOD, ["f"], settings={FORGED: "1"}), ["its setting", "not printable"]),
+    (Replica("a", "m", GOOD, ["f"], settings={"speed": MEGA}),
+     ["its setting 'speed'", f"{SETTING_MAX:,}"]),
+    (Replica("a", "m", GOOD, ["f"], settings={str(i): "1" for i in range(SETTINGS_MAX + 1)}),
+     ["its settings are", f"{SETTINGS_MAX:,}"]),
 ], ids=["unparseable", "port", "scheme", "addresses", "name", "module", "interface",
-        "source", "long-address", "many-interfaces", "many-addresses", "newline", "tab"])
+        "source", "long-address", "many-interfaces", "many-addresses", "newline", "tab",
+        "setting-key", "setting-value", "many-settings"])
 def test_a_register_the_registry_does_not_take_is_refused_naming_the_field(
         registry: RegistryService, ch: Channel, replica: Replica,
         said_in_reason: list[str]) -> None:

@@ -1,13 +1,26 @@
-"""Which overrides a hand-started worker would have to apply itself (config/workerside.py)."""
+"""What a replica applies itself, as it registers it, and a run's comparison of it with
+its own configuration (config/workerside.py, client/handsettings.py), without processes."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from polybus.client.handsettings import say_other_settings
 from polybus.config import load
-from polybus.config.workerside import worker_side_changes
+from polybus.config.model import AppConfig
+from polybus.config.origin import SET
+from polybus.config.workerside import applied, differences, setting_key
+from polybus.errors import ConfigWarning
+from polybus.wire.messages import Replica
+
+FILE = ('[modules.s]\nsource = "s.py"\nreplication = 2\n'
+        'define.f = { pool = 2 }\n'
+        '[modules.c]\nsource = "c.py"\nentrypoint = "main"\n'
+        '[bind]\n"c.f" = "s.f"\n')
 
 
 @pytest.fixture
@@ -15,67 +28,119 @@ def app_path(tmp_path: Path) -> Path:
     (tmp_path / "s.py").write_text("def f(x):\n    return x\n\n\ndef g(x):\n    return x\n")
     (tmp_path / "c.py").write_text("def main():\n    return 1\n")
     path = tmp_path / "app.toml"
-    path.write_text('[modules.s]\nsource = "s.py"\nreplication = 2\n'
-                    'define.f = { pool = 2 }\n'
-                    '[modules.c]\nsource = "c.py"\nentrypoint = "main"\n'
-                    '[bind]\n"c.f" = "s.f"\n')
+    path.write_text(FILE)
     return path
 
 
-@pytest.mark.parametrize(("sets", "changed"), [
-    (["modules.s.define.f.pool=4"], ["modules.s.define.f.pool"]),
-    (["modules.s.define.f={pool=2, queue=5, overflow=\"reject\"}"],
-     ["modules.s.define.f.queue", "modules.s.define.f.overflow"]),
-    (['modules.s.replication="s-0:speed=0.5,s-1"'], ["modules.s.replication"]),
-    (['modules.s.replication="s-1:speed=0.5"'], ["modules.s.replication"]),
-    (['modules.s.replication="alpha:speed=0.5,beta"'], ["modules.s.replication"]),
-    (["modules.s.define.g.cache_bytes=\"1MiB\""], ["modules.s.define.g.cache_bytes"]),
-])
-def test_replica_side_overrides_are_named(app_path: Path, sets: list[str],
-                                          changed: list[str]) -> None:
-    assert worker_side_changes(load(app_path), load(app_path, sets)) == changed
+def _app(path: Path, *sets: str) -> AppConfig:
+    return load(path, sets, SET)
 
 
-@pytest.mark.parametrize("sets", [
-    [],
-    ["modules.s.replication=4"],           # the count is the client's (it warns if short)
-    ["modules.s.replication=1"],
-    # names choose which of the registered replicas the run uses (client/choosing.py):
-    # `--set 'modules.s.replication="s-1"'` picks s-1, and was said to reach no worker
-    ['modules.s.replication="s-1"'],
-    ['modules.s.replication="s-1,s-0"'],
-    ['modules.s.replication="alpha,beta"'],
-    ['modules.s.replication="s-0:speed=1,s-1"'],  # (the speed they have)
-    ["modules.s.define.f.pool=2"],         # the value the file has
-    ["modules.s.define.f.timeout=\"2s\""],  # applied by the client
-    ["modules.s.define.f.idempotent=false"],
-    ["modules.s.define.g.idempotent=false"],  # a new interface at its defaults otherwise
-    ["modules.c.use.f.callstyle=async"],
-])
-def test_client_side_overrides_are_not(app_path: Path, sets: list[str]) -> None:
-    assert worker_side_changes(load(app_path), load(app_path, sets)) == []
+def test_a_replica_of_no_configuration_applies_the_defaults() -> None:
+    assert applied(None, "anyone", ["f", "g"]) == {
+        "define.f.pool": "1", "define.g.pool": "1", "queue": "1000", "overflow": "block",
+        "cache_bytes": "512MiB", "cpus": "[]", "speed": "1.0"}
 
 
-def test_a_run_warns_of_a_speed_alone(app_path: Path) -> None:
-    """What `polybus run --registry` (and `polybus.run`, as a ConfigWarning) says of an
-    override of ``replication``: nothing of names, which pick the replicas; of a speed,
-    that it does not reach the workers, and that the names do choose."""
-    import warnings
+def test_a_replica_applies_its_configuration_by_its_name(app_path: Path) -> None:
+    app = _app(app_path, 'modules.s.define.f={pool="processes:3", queue=5}',
+               'modules.s.define.g={overflow="reject", cache_bytes=1000}',
+               'modules.s.replication="s-0:speed=0.25,s-1"', "modules.s.cpus=[[0],[1, 2]]")
+    spec = app.modules["s"]
+    s0, s1, other = (applied(spec, n) for n in ("s-0", "s-1", "x"))
+    assert s0 == {"define.f.pool": "processes:3", "define.g.pool": "1", "queue": "1000",
+                  "overflow": "reject", "cache_bytes": "1000B", "cpus": "0",
+                  "speed": "0.25"}
+    assert (s1["cpus"], s1["speed"]) == ("1-2", "1.0")
+    # a name replication does not give: every CPU listed, full speed (worker/main.py)
+    assert (other["cpus"], other["speed"]) == ("0-2", "1.0")
+    assert applied(app.modules["s"], "s-0") == s0  # (the same text each time)
 
-    from polybus.config.origin import SET
-    from polybus.errors import ConfigWarning
-    from polybus.runner import warn_unapplied
 
-    def said(*sets: str) -> list[str]:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            warn_unapplied(app_path, load(app_path, sets, SET), SET)
-        assert all(issubclass(w.category, ConfigWarning) for w in caught)
-        return [str(w.message) for w in caught]
+def test_replicas_that_agree_differ_in_nothing(app_path: Path) -> None:
+    spec = _app(app_path).modules["s"]
+    assert differences(spec, [(n, applied(spec, n)) for n in ("s-0", "s-1")]) == []
 
-    assert said('modules.s.replication="s-1"') == []
-    [speed] = said('modules.s.replication="s-1:speed=0.5"')
-    assert "modules.s.replication: --set changes a replica's speed" in speed
-    assert "the speed does not reach them" in speed and "they choose which" in speed
-    [pool] = said("modules.s.define.f.pool=4")
-    assert "modules.s.define.f.pool: --set changes a setting the replicas apply" in pool
+
+def test_a_difference_names_the_replicas_their_value_and_the_runs(app_path: Path) -> None:
+    theirs = _app(app_path, "modules.s.define.f.pool=2").modules["s"]
+    ours = _app(app_path, "modules.s.define.f.pool=4").modules["s"]
+    [d] = differences(ours, [(n, applied(theirs, n)) for n in ("s-0", "s-1")])
+    assert d.key == "define.f.pool"
+    assert d.text() == "s-0, s-1 have 2 where this run's configuration gives 4"
+
+
+def test_speed_and_cpus_are_compared_by_the_replicas_name(app_path: Path) -> None:
+    theirs = _app(app_path, 'modules.s.replication="s-0:speed=0.5,s-1"',
+                  "modules.s.cpus=[[0],[1]]").modules["s"]
+    ours = _app(app_path, 'modules.s.replication="s-0,s-1:speed=0.5"',
+                "modules.s.cpus=[[1],[0]]").modules["s"]
+    found = {d.key: d.text() for d in
+             differences(ours, [(n, applied(theirs, n)) for n in ("s-0", "s-1")])}
+    assert found == {
+        "cpus": "s-0 has 0 where this run's configuration gives 1; "
+                "s-1 has 1 where this run's configuration gives 0",
+        "speed": "s-0 has 0.5 where this run's configuration gives 1.0; "
+                 "s-1 has 1.0 where this run's configuration gives 0.5"}
+    # the same settings under the names they were given: nothing differs
+    assert differences(theirs, [(n, applied(theirs, n)) for n in ("s-0", "s-1")]) == []
+
+
+def test_a_replica_that_registers_no_settings_is_not_compared(app_path: Path) -> None:
+    """An older worker's record (no ``settings`` field) still decodes, and says none."""
+    old = msgspec.msgpack.encode(["s-0", "s", "tcp://127.0.0.1:1", ["f"], 1.0, 7, [], ""])
+    replica = msgspec.msgpack.decode(old, type=Replica)
+    assert replica.settings == {}
+    spec = _app(app_path, "modules.s.define.f.pool=4").modules["s"]
+    assert differences(spec, [(replica.name, replica.settings)]) == []
+    # nor a key a replica does not register (an interface it does not know)
+    assert differences(spec, [("s-0", {"speed": "1.0"})]) == []
+    new = Replica("s-1", "s", "tcp://127.0.0.1:1", ["f"], settings={"speed": "0.5"})
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(new), type=Replica) == new
+
+
+def test_the_key_said_is_the_one_that_gives_the_runs_value(app_path: Path) -> None:
+    spec = _app(app_path, "modules.s.define.g.queue=5000",
+                'modules.s.define.g.overflow="reject"').modules["s"]
+    assert setting_key(spec, "define.f.pool") == "modules.s.define.f.pool"
+    assert setting_key(spec, "queue") == "modules.s.define.g.queue"
+    assert setting_key(spec, "overflow") == "modules.s.define.g.overflow"
+    assert setting_key(spec, "speed") == "modules.s.replication"
+    assert setting_key(spec, "cpus") == "modules.s.cpus"
+
+
+def _said(app: AppConfig, settings: dict[str, str], said: set[str] | None = None
+          ) -> list[str]:
+    replicas = [Replica(n, "s", "tcp://127.0.0.1:1", ["f"], settings=settings)
+                for n in ("s-0", "s-1")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        say_other_settings(app, "s", replicas, set() if said is None else said)
+    assert all(issubclass(w.category, ConfigWarning) for w in caught)
+    return [str(w.message) for w in caught]
+
+
+def test_a_warning_says_where_the_runs_value_came_from(app_path: Path) -> None:
+    workers = applied(_app(app_path, "modules.s.define.f.pool=3",
+                           "modules.s.define.f.queue=5").modules["s"], "s-0")
+    # from the file's line, from --set, and the default (no define wrote a queue)
+    [f_pool, queue] = _said(_app(app_path), workers)
+    assert f_pool.startswith(f"{app_path}:4: modules.s.define.f.pool: the replicas started "
+                             "by hand apply their own define.f.pool: s-0, s-1 have 3 where "
+                             "this run's configuration gives 2 (start the workers with "
+                             "the same --set")
+    assert queue.startswith(f"{app_path}: modules.s.define.f.queue: ") and \
+        "apply their own queue: s-0, s-1 have 5 where this run's configuration gives " \
+        "1000 (the default)" in queue, queue
+    [f_pool, _] = _said(_app(app_path, "modules.s.define.f.pool=4"), workers)
+    assert f_pool.startswith("--set: modules.s.define.f.pool: ") and "gives 4" in f_pool
+    # none where they agree, whoever gave this run its value (the --set the workers had)
+    assert _said(_app(app_path, "modules.s.define.f.pool=3",
+                      "modules.s.define.f.queue=5"), workers) == []
+
+
+def test_each_key_is_said_once_a_session(app_path: Path) -> None:
+    workers = applied(_app(app_path, "modules.s.define.f.pool=3").modules["s"], "s-0")
+    said: set[str] = set()
+    assert len(_said(_app(app_path), workers, said)) == 1
+    assert _said(_app(app_path), workers, said) == []  # (another binding's, say)

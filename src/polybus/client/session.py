@@ -23,6 +23,7 @@ from polybus.client.dialing import (
 from polybus.client.dispatch import Dispatcher
 from polybus.client.forward import forwarder_for
 from polybus.client.fwdown import keep_answers
+from polybus.client.handsettings import say_other_settings
 from polybus.client.inclient import InClient, in_client, release
 from polybus.client.lossline import HowEnded, LossLines
 from polybus.client.migrate import Migrator, migrator_for
@@ -131,8 +132,7 @@ class Session:
                              dotted("modules", b.user, "use", b.name, "loadratio")
                              if b.user in app.modules else
                              dotted("serve", "routes", b.name, "loadratio"), str(app.path))
-                # A derived form ("page@http", worker/main.py) has its interface's options.
-                base = b.interface.partition("@")[0]
+                base = b.interface.partition("@")[0]  # ("page@http": page's options)
                 define = module.define.get(base, DefineSpec())
                 prio = (priority_fn(define.priority, module.source, base,
                                     dotted("modules", b.module, "define", base, "priority"))
@@ -281,6 +281,8 @@ class Session:
             rs, scheme, self.token,
             [Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
              for _ in rs]))
+        if self._turn:  # (workers by hand: each applies its own settings, said if not ours)
+            say_other_settings(self.app, module, [r for r, _ in made], self._short)
         links = []
         for r, channel in made:
             tune(channel, spec)
@@ -289,9 +291,8 @@ class Session:
             links.append(link)
         # A replica still registered that cannot be reached (stopped, gone within the
         # registry's ttl, or registered with an address this host cannot dial) is left out
-        # as one not registered is (a spare registered takes its place), and said by
-        # name; none reached is an error that names each. (It failed the run, naming only
-        # an address.)
+        # as one not registered is (a spare takes its place), and said by name; none
+        # reached is an error that names each. (It failed the run, naming an address.)
         unreachable = [unreached_line(r, scheme, e, self.registry.address) for r, e in failed]
         if unreachable and not links:
             raise NoReplicaError(

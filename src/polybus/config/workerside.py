@@ -1,69 +1,132 @@
-"""Settings a replica applies itself: what an override cannot change in workers started
-by hand.
+"""Settings a replica applies itself, as it registers them and as a run compares them.
 
 A run that uses a running registry (``--registry``) starts no worker: each replica it
 finds was started by ``polybus worker`` with its own settings (``--config`` and its
-``--set``, or none with ``--module``). An override given to that run for one of these
-reaches no replica, so it is said rather than silently dropped. Of ``replication``, that
-is a replica's speed alone (a worker takes the one its configuration gives its
-``--name``): the names and the count are the client's, and choose which of the
-registered replicas the run uses (client/choosing.py). The rest of a serving module's
-settings are the client's to apply too (how to call, what to cache, timeouts, retries)
-and take effect as ever; `transport` is chosen per replica from what it offers
-(client/dialing.py says when it cannot be had).
+``--set``, or none with ``--module``), which may not be this run's. So each worker
+registers the values it applies (`applied`: ``Replica.settings``), and the client,
+once it has chosen a module's replicas, compares them with what this run's
+configuration gives each of them by its name (`differences`), and says each that
+differs (client/handsettings.py).
+
+What a replica applies, by key (relative to its module): each interface's
+``define.<f>.pool`` (its own limit, and its kind: threads or processes); the
+replica's one queue (``queue``: the largest of its defines'), what a full one does
+(``overflow``: "reject" if any define asks for it) and its operand cache's bound
+(``cache_bytes``: `ModuleSpec.cache_bytes`); its ``cpus`` (`ModuleSpec.cpus_of` its
+name) and its ``speed`` (of ``replication``, the replica of its name; 1 under another
+name). The rest of a serving module's settings are the client's to apply and take effect
+as ever: how to call, what to cache, timeouts, retries, and ``priority`` (the client
+computes each call's priority and the replica orders its queue by it, whatever its own
+configuration says); ``replication``'s names and count choose which of the registered
+replicas the run uses (client/choosing.py); ``transport`` is chosen per replica from
+what it offers (client/dialing.py says when it cannot be had).
+
+Each value is canonical text: the same settings give the same text, on any host, and it
+reads as the configuration writes it (``"processes:2"``, ``"512MiB"``, ``"0-3"``).
 """
 
 from __future__ import annotations
 
-from polybus.config.model import AppConfig, ModuleSpec
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-__all__ = ["REPLICA_DEFINE_KEYS", "unapplied", "worker_side_changes"]
+from polybus.config.cpus import cpu_list
+from polybus.config.model import DefineSpec, ModuleSpec
+from polybus.config.problems import dotted
 
-# define.<interface> keys a replica applies: its queue, its pool and its cache's bound
-# (and of the module itself, its ``cpus``).
-REPLICA_DEFINE_KEYS = ("priority", "pool", "pool_kind", "queue", "overflow", "cache_bytes")
+__all__ = ["Differs", "applied", "differences", "setting_key", "size_text"]
 
-
-def _speeds(spec: ModuleSpec) -> dict[str, float]:
-    """What of ``replication`` a replica applies: the speed of each replica, by name (a
-    worker under a name its configuration does not give serves at full speed)."""
-    return {r.name: r.speed for r in spec.replication}
+_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
 
-def worker_side_changes(base: AppConfig, app: AppConfig) -> list[str]:
-    """The dotted keys of serving modules' replica-side settings that differ between
-    ``base`` (the file alone) and ``app`` (with this run's overrides)."""
-    changed: list[str] = []
-    for key, spec in app.modules.items():
-        old = base.modules.get(key)
-        if not spec.replication or old is None:
+def size_text(n: int) -> str:
+    """A size as the configuration writes one, exactly: ``"512MiB"``, ``"1000B"``."""
+    for unit, size in _UNITS:
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n}B"
+
+
+def _pool(d: DefineSpec) -> str:
+    return str(d.pool) if d.pool_kind == "threads" else f"processes:{d.pool}"
+
+
+def applied(spec: ModuleSpec | None, name: str, interfaces: Iterable[str] = ()) -> dict[str, str]:
+    """What replica ``name`` of ``spec`` applies itself, by key (the module's docstring):
+    as a worker of that configuration applies it (worker/main.py `options_for`,
+    `place`). ``spec`` None (a worker of ``--module``): the defaults, each of
+    ``interfaces`` (those it serves) at its define's defaults."""
+    defines = dict(spec.define) if spec is not None else {f: DefineSpec() for f in interfaces}
+    out = {dotted("define", f, "pool"): _pool(d) for f, d in defines.items()}
+    given = list(defines.values())
+    out["queue"] = str(max((d.queue for d in given), default=DefineSpec.queue))
+    out["overflow"] = "reject" if any(d.overflow == "reject" for d in given) else "block"
+    out["cache_bytes"] = size_text(spec.cache_bytes if spec is not None
+                                   else DefineSpec.cache_bytes)
+    cpus = spec.cpus_of(name) if spec is not None else None
+    out["cpus"] = cpu_list(cpus) if cpus else "[]"
+    speed = next((r.speed for r in spec.replication if r.name == name),
+                 1.0) if spec is not None else 1.0
+    out["speed"] = repr(float(speed))
+    return out
+
+
+def setting_key(spec: ModuleSpec, key: str) -> str:
+    """The configuration's key (dotted, from ``modules``) that gives ``spec``'s value of
+    setting ``key`` (an `applied` key): for the replica's queue, overflow and cache bound,
+    the first define that gives the value the replica takes (the largest queue, a
+    "reject"), else the first define's key, which the caller finds written or not."""
+    base = ["modules", spec.key]
+    if key == "speed":
+        return dotted(*base, "replication")
+    if key == "cpus":
+        return dotted(*base, "cpus")
+    named = {f: d for f, d in spec.define.items() if not d.filled} or dict(spec.define)
+    first = next(iter(named), None)
+    if key == "queue":
+        top = max((d.queue for d in named.values()), default=DefineSpec.queue)
+        first = next((f for f, d in named.items() if d.queue == top), first)
+    elif key == "overflow":
+        first = next((f for f, d in named.items() if d.overflow == "reject"), first)
+    elif key == "cache_bytes":
+        chosen = {f: d for f, d in named.items() if d.cache or d.cache_bytes_set}
+        first = next((f for f, d in chosen.items() if d.cache_bytes == spec.cache_bytes),
+                     first)
+    else:  # (define.<f>.pool: itself)
+        return dotted(*base) + "." + key
+    return dotted(*base, "define", first, key) if first is not None else dotted(*base, "define")
+
+
+@dataclass(frozen=True)
+class Differs:
+    """Setting ``key`` of a module differs at replicas started by hand: ``at`` holds, for
+    each replica concerned (by name, in the order given), its value and this run's."""
+
+    key: str
+    at: dict[str, tuple[str, str]]
+
+    def text(self) -> str:
+        """``server-0, server-1 have 2 where this run's configuration gives 4`` (with a
+        clause for each pair of values, as speeds and cpus differ by replica)."""
+        pairs: dict[tuple[str, str], list[str]] = {}
+        for name, pair in self.at.items():
+            pairs.setdefault(pair, []).append(name)
+        return "; ".join(
+            f"{', '.join(names)} {'has' if len(names) == 1 else 'have'} {theirs} where "
+            f"this run's configuration gives {ours}" for (theirs, ours), names in pairs.items())
+
+
+def differences(spec: ModuleSpec, replicas: Sequence[tuple[str, Mapping[str, str]]]
+                ) -> list[Differs]:
+    """Each setting of ``spec``'s replicas whose registered value (``replicas``: each
+    one's name and its ``Replica.settings``) is not what this run's ``spec`` gives a
+    replica of that name (`applied`), in `applied`'s order. A replica that registered
+    none (an older worker) is not compared, nor a key it does not register."""
+    found: dict[str, dict[str, tuple[str, str]]] = {}
+    for name, theirs in replicas:
+        if not theirs:
             continue
-        speeds = _speeds(old)
-        if any(speed != speeds.get(name, 1.0) for name, speed in _speeds(spec).items()):
-            changed.append(f"modules.{key}.replication")
-        if spec.cpus != old.cpus:  # (each replica pins itself: worker/main.py)
-            changed.append(f"modules.{key}.cpus")
-        for name, d in spec.define.items():
-            if d.filled:  # (what it takes from the named defines: theirs, said of them)
-                continue
-            before = old.define.get(name)
-            for field in REPLICA_DEFINE_KEYS:
-                if before is None or getattr(d, field) != getattr(before, field):
-                    if before is None and getattr(d, field) == getattr(type(d)(), field):
-                        continue
-                    changed.append(f"modules.{key}.define.{name}.{field}")
-    return changed
-
-
-def unapplied(label: str, key: str) -> str:
-    """What a run with workers started by hand says of ``key``, a `worker_side_changes`
-    key its overrides (``label``: ``--set``) changed. Of ``replication``, the speed
-    alone: its names and count are the run's (it said they did not reach the workers,
-    of the very --set that picked the replica the run used)."""
-    if key.endswith(".replication"):
-        return (f"{label} changes a replica's speed, which a worker takes from the "
-                f"configuration it was started with, and this run uses workers started by "
-                f"hand (a running registry): the speed does not reach them (the replicas' "
-                f"names and count do: they choose which of those registered this run uses)")
-    return (f"{label} changes a setting the replicas apply themselves, and this run uses "
-            f"workers started by hand (a running registry): it does not reach them")
+        for key, ours in applied(spec, name).items():
+            if key in theirs and theirs[key] != ours:
+                found.setdefault(key, {})[name] = (theirs[key], ours)
+    return [Differs(k, v) for k, v in found.items()]

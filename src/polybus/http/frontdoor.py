@@ -39,7 +39,7 @@ from polybus.http.server import FrontDoor
 from polybus.pinning import check_here
 from polybus.plural import plural
 from polybus.runargs import echo_to, override_strings
-from polybus.runner import serving_rank, started_cluster, warn_unapplied
+from polybus.runner import serving_rank, started_cluster
 from polybus.transport.reach import is_loopback
 
 __all__ = ["serve"]
@@ -109,8 +109,6 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
     wait_s = wait_seconds(wait_for_workers, registry or app.cluster.registry)
     for note in app.notes:  # (as `polybus.run` says them)
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
-    if sets and (registry or app.cluster.registry):  # (workers by hand: as run says it)
-        warn_unapplied(path, app, origin)
     if app.serve is None:
         raise ConfigError("no [serve] table: nothing to serve over HTTP", file=str(path),
                           key="serve", hint='add [serve] with listen = "127.0.0.1:8080" and '

@@ -6,7 +6,9 @@ its log names what peers send, so it takes only what a real program sends: names
 replica's, its module's, each interface's, its source's digest) of at most `NAME_MAX`
 characters, addresses that parse (`Address.parse`, as clients dial them) of at most
 `ADDRESS_MAX`, at most `INTERFACES_MAX` interfaces and `ADDRESSES_MAX` addresses a
-replica, every one of them printable (no newline, tab, escape...); and at most
+replica, its settings (at most `SETTINGS_MAX`, each key of at most `ADDRESS_MAX`
+characters and value of at most `SETTING_MAX`), every one of them printable (no
+newline, tab, escape...); and at most
 `REGISTRATIONS_MAX` replicas registered over one connection (registry/state.py). Anything
 else is refused, naming the field and the limit; the registry serves on, and what the
 connection registered stays. Peer text in its log and its answers is quoted by `said`:
@@ -33,6 +35,10 @@ ADDRESSES_MAX = 16
 # a large cluster registers 300 over one) has room. This keeps one connection from
 # growing the registry without end under ever new names.
 REGISTRATIONS_MAX = 1024
+# A replica's settings (config/workerside.py): one per interface and a few more; a value
+# is short but for a CPU list, which on a machine of thousands of CPUs may be long.
+SETTINGS_MAX = INTERFACES_MAX + 64
+SETTING_MAX = 16 * 1024
 SAID_MAX = 80  # characters of peer text in a log line or an answer
 
 
@@ -89,6 +95,11 @@ def _faults(r: Replica) -> Iterator[str | None]:
     yield _address("address", r.address)
     yield _many("addresses", r.addresses, ADDRESSES_MAX)
     yield from (_address(f"address [{i}]", a) for i, a in enumerate(r.addresses))
+    if len(r.settings) > SETTINGS_MAX:
+        yield (f"its settings are {len(r.settings):,}, over the registry's limit of "
+               f"{SETTINGS_MAX:,} a replica")
+    for k, v in r.settings.items():
+        yield _text("setting", k, ADDRESS_MAX) or _text(f"setting {said(k)}", v, SETTING_MAX)
 
 
 def resolve_fault(msg: Resolve) -> str | None:

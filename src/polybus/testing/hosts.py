@@ -20,7 +20,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import tomllib
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -82,12 +83,16 @@ class _Started:
 
 
 @contextmanager
-def by_hand(app: Path, replicas: int, said: list[str]) -> Iterator[list[str]]:
+def by_hand(app: Path, replicas: int, said: list[str], sets: Sequence[str] = (),
+            modules: Sequence[str] = ()) -> Iterator[list[str]]:
     """A registry and ``replicas`` workers of module ``server`` of ``app``, started by
     hand; yields what ``polybus run`` is given to use them (``--registry``,
     ``--token-file``). On the way out every one is ended and what they printed is put
-    in ``said``, registry first."""
+    in ``said``, registry first. ``sets``: each worker's ``--set``s (``KEY=VALUE``);
+    ``modules``: the names of more workers, started with ``--module`` and the server's
+    source file (of no configuration: the defaults)."""
     where = app.parent
+    source = where / tomllib.loads(app.read_text())["modules"]["server"]["source"]
     py = [sys.executable, "-m", "polybus"]
     token = str(write_token_file(make_token(), where / "token"))
     started: list[_Started] = []
@@ -99,9 +104,12 @@ def by_hand(app: Path, replicas: int, said: list[str]) -> Iterator[list[str]]:
         if found is None:
             raise AssertionError(f"the registry did not start:\n{reg.end()}")
         registry = found.group(1)
+        mine = ["--registry", registry, "--token-file", token]
         workers = [_Started([*py, "worker", "--config", str(app), "--as", "server",
-                             "--name", f"server-{i}", "--registry", registry,
-                             "--token-file", token], where) for i in range(replicas)]
+                             *(a for s in sets for a in ("--set", s)),
+                             "--name", f"server-{i}", *mine], where) for i in range(replicas)]
+        workers += [_Started([*py, "worker", "--module", str(source), "--name", name, *mine],
+                             where) for name in modules]
         started.extend(workers)
         for w in workers:  # (all started at once, as by several hands)
             w.wait_for(r"serving")  # (or it ended: the run says what that means)

@@ -254,6 +254,11 @@ class Replica(msgspec.Struct, array_like=True):
     # client leaves out a replica of another file registered under its module's key.
     # "" from a worker that says none. Last, as ``addresses``.
     source: str = ""
+    # What the replica applies itself, by key relative to its module ("define.f.pool",
+    # "queue", "cpus", "speed"...), as canonical text (config/workerside.py `applied`): a
+    # client compares it with its own configuration's. Empty from a worker that says
+    # none (not compared). Last, as ``source``.
+    settings: dict[str, str] = {}
 
 
 class Register(_Msg, tag=20):
