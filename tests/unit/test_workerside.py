@@ -144,3 +144,22 @@ def test_each_key_is_said_once_a_session(app_path: Path) -> None:
     said: set[str] = set()
     assert len(_said(_app(app_path), workers, said)) == 1
     assert _said(_app(app_path), workers, said) == []  # (another binding's, say)
+
+
+def test_cpus_per_replica_are_not_compared_for_a_replica_the_run_does_not_name(
+        app_path: Path) -> None:
+    """A run that takes fewer replicas than the workers' file names (``--set
+    replication=1``, a sweep over the count) uses the one its turn gives: s-1, pinned
+    by the workers' file to its own list. This run's configuration gives s-1 no list
+    of its own (only its replicas have one): it was said to give "0-1", every CPU
+    listed, which none of its replicas is on."""
+    theirs = _app(app_path, "modules.s.cpus=[[0],[1]]").modules["s"]
+    ours = _app(app_path, "modules.s.cpus=[[0],[1]]", "modules.s.replication=1").modules["s"]
+    assert differences(ours, [("s-1", applied(theirs, "s-1"))]) == []
+    # one on a list of the run's is as the run places its replicas; one on none is not
+    assert differences(ours, [("x", {"cpus": "0"})]) == []
+    [d] = differences(ours, [("x", {"cpus": "[]"}), ("y", {"cpus": "0-1"})])
+    assert d.text() == "x has [] where this run's configuration gives 0-1", d.text()
+    # a replica the run names is compared with its own list, as ever
+    [d] = differences(ours, [("s-0", applied(theirs, "s-1"))])
+    assert d.text() == "s-0 has 1 where this run's configuration gives 0", d.text()

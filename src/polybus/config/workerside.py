@@ -121,12 +121,21 @@ def differences(spec: ModuleSpec, replicas: Sequence[tuple[str, Mapping[str, str
     """Each setting of ``spec``'s replicas whose registered value (``replicas``: each
     one's name and its ``Replica.settings``) is not what this run's ``spec`` gives a
     replica of that name (`applied`), in `applied`'s order. A replica that registered
-    none (an older worker) is not compared, nor a key it does not register."""
+    none (an older worker) is not compared, nor a key it does not register; nor, when
+    ``cpus`` gives a list per replica, the CPUs of a replica ``replication`` does not
+    name (one a count's turn gave) that are one of those lists."""
     found: dict[str, dict[str, tuple[str, str]]] = {}
+    names = {r.name for r in spec.replication}
+    # (``cpus`` of a list per replica, for a replica this run does not name, one its turn
+    # gave: this run's own replicas are each on one of the lists, which it agrees with)
+    lists = {cpu_list(c) for c in spec.cpus} if len(spec.cpus) > 1 else set()
     for name, theirs in replicas:
         if not theirs:
             continue
         for key, ours in applied(spec, name).items():
-            if key in theirs and theirs[key] != ours:
-                found.setdefault(key, {})[name] = (theirs[key], ours)
+            if key not in theirs or theirs[key] == ours:
+                continue
+            if key == "cpus" and name not in names and theirs[key] in lists:
+                continue
+            found.setdefault(key, {})[name] = (theirs[key], ours)
     return [Differs(k, v) for k, v in found.items()]
