@@ -95,3 +95,14 @@ def test_a_priority_is_the_clients_and_not_compared(hand: tuple[Path, list[str]]
     whatever its own configuration says (checked by hand: a worker of no priority ran a
     run's queued calls by that run's ``--set`` priority): it was said to reach none."""
     assert _warned(hand, *WORKERS, 'modules.server.define.f.priority="x"') == []
+
+
+def test_pickle_is_the_replicas_own_and_compared(hand: tuple[Path, list[str]]) -> None:
+    """A replica's codec takes pickled values or not by its own ``pickle``: a run with
+    ``pickle = true`` at workers without it sent a pickled argument, which each replica
+    refused, dropping the connection, and the run ended in a PoisonCallError that blamed
+    the call. Nothing said why."""
+    [said] = _warned(hand, *WORKERS, "modules.server.pickle=true")
+    assert said.startswith("--set: modules.server.pickle: the replicas started by hand "
+                           "apply their own pickle: server-0, server-1 have false where "
+                           "this run's configuration gives true"), said

@@ -39,17 +39,18 @@ def _app(path: Path, *sets: str) -> AppConfig:
 def test_a_replica_of_no_configuration_applies_the_defaults() -> None:
     assert applied(None, "anyone", ["f", "g"]) == {
         "define.f.pool": "1", "define.g.pool": "1", "queue": "1000", "overflow": "block",
-        "cache_bytes": "512MiB", "cpus": "[]", "speed": "1.0"}
+        "cache_bytes": "512MiB", "pickle": "false", "cpus": "[]", "speed": "1.0"}
 
 
 def test_a_replica_applies_its_configuration_by_its_name(app_path: Path) -> None:
     app = _app(app_path, 'modules.s.define.f={pool="processes:3", queue=5}',
                'modules.s.define.g={overflow="reject", cache_bytes=1000}',
-               'modules.s.replication="s-0:speed=0.25,s-1"', "modules.s.cpus=[[0],[1, 2]]")
+               'modules.s.replication="s-0:speed=0.25,s-1"', "modules.s.cpus=[[0],[1, 2]]",
+               "modules.s.pickle=true")
     spec = app.modules["s"]
     s0, s1, other = (applied(spec, n) for n in ("s-0", "s-1", "x"))
     assert s0 == {"define.f.pool": "processes:3", "define.g.pool": "1", "queue": "1000",
-                  "overflow": "reject", "cache_bytes": "1000B", "cpus": "0",
+                  "overflow": "reject", "cache_bytes": "1000B", "pickle": "true", "cpus": "0",
                   "speed": "0.25"}
     assert (s1["cpus"], s1["speed"]) == ("1-2", "1.0")
     # a name replication does not give: every CPU listed, full speed (worker/main.py)
@@ -107,6 +108,7 @@ def test_the_key_said_is_the_one_that_gives_the_runs_value(app_path: Path) -> No
     assert setting_key(spec, "overflow") == "modules.s.define.g.overflow"
     assert setting_key(spec, "speed") == "modules.s.replication"
     assert setting_key(spec, "cpus") == "modules.s.cpus"
+    assert setting_key(spec, "pickle") == "modules.s.pickle"
 
 
 def _said(app: AppConfig, settings: dict[str, str], said: set[str] | None = None

@@ -12,7 +12,9 @@ What a replica applies, by key (relative to its module): each interface's
 ``define.<f>.pool`` (its own limit, and its kind: threads or processes); the
 replica's one queue (``queue``: the largest of its defines'), what a full one does
 (``overflow``: "reject" if any define asks for it) and its operand cache's bound
-(``cache_bytes``: `ModuleSpec.cache_bytes`); its ``cpus`` (`ModuleSpec.cpus_of` its
+(``cache_bytes``: `ModuleSpec.cache_bytes`); whether its codec takes pickled values
+(``pickle``: a replica without it drops a connection that sends one, and a client
+without it one that answers with one); its ``cpus`` (`ModuleSpec.cpus_of` its
 name) and its ``speed`` (of ``replication``, the replica of its name; 1 under another
 name). The rest of a serving module's settings are the client's to apply and take effect
 as ever: how to call, what to cache, timeouts, retries, and ``priority`` (the client
@@ -63,6 +65,7 @@ def applied(spec: ModuleSpec | None, name: str, interfaces: Iterable[str] = ()) 
     out["overflow"] = "reject" if any(d.overflow == "reject" for d in given) else "block"
     out["cache_bytes"] = size_text(spec.cache_bytes if spec is not None
                                    else DefineSpec.cache_bytes)
+    out["pickle"] = "true" if spec is not None and spec.pickle else "false"
     cpus = spec.cpus_of(name) if spec is not None else None
     out["cpus"] = cpu_list(cpus) if cpus else "[]"
     speed = next((r.speed for r in spec.replication if r.name == name),
@@ -79,8 +82,8 @@ def setting_key(spec: ModuleSpec, key: str) -> str:
     base = ["modules", spec.key]
     if key == "speed":
         return dotted(*base, "replication")
-    if key == "cpus":
-        return dotted(*base, "cpus")
+    if key in ("cpus", "pickle"):
+        return dotted(*base, key)
     named = {f: d for f, d in spec.define.items() if not d.filled} or dict(spec.define)
     first = next(iter(named), None)
     if key == "queue":
