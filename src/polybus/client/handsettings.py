@@ -21,6 +21,7 @@ from polybus.config.origin import written_by
 from polybus.config.overrides import parse_key_path
 from polybus.config.workerside import differences, setting_key
 from polybus.errors import ConfigError, ConfigWarning
+from polybus.saidonce import KIND
 from polybus.wire.messages import Replica
 
 if TYPE_CHECKING:
@@ -70,4 +71,6 @@ def say_other_settings(app: AppConfig, module: str, replicas: Sequence[Replica],
         else:  # (neither the file nor the overrides wrote it)
             err = ConfigError(f"{text} (the default)", file=str(app.path), key=key,
                               hint=hint)
-        warnings.warn(str(err), ConfigWarning, stacklevel=2)
+        warning = ConfigWarning(str(err))
+        setattr(warning, KIND, f"{module} setting {d.kind()}")  # (saidonce.py: one kind
+        warnings.warn(warning, stacklevel=2)                    # whichever replicas)

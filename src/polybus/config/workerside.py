@@ -118,6 +118,12 @@ class Differs:
             f"{', '.join(names)} {'has' if len(names) == 1 else 'have'} {theirs} where "
             f"this run's configuration gives {ours}" for (theirs, ours), names in pairs.items())
 
+    def kind(self) -> str:
+        """What `text` says but the replicas' names: the same difference of other
+        replicas (runs that take them in turn) is one warning (saidonce.py)."""
+        return f"{self.key}: " + "; ".join(
+            f"{theirs} for {ours}" for theirs, ours in sorted(set(self.at.values())))
+
 
 def differences(spec: ModuleSpec, replicas: Sequence[tuple[str, Mapping[str, str]]]
                 ) -> list[Differs]:
