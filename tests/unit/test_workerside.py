@@ -165,3 +165,14 @@ def test_cpus_per_replica_are_not_compared_for_a_replica_the_run_does_not_name(
     # a replica the run names is compared with its own list, as ever
     [d] = differences(ours, [("s-0", applied(theirs, "s-1"))])
     assert d.text() == "s-0 has 1 where this run's configuration gives 0", d.text()
+
+
+def test_the_cache_bound_said_is_that_of_an_interface_that_caches(app_path: Path) -> None:
+    """The bound is the largest of the interfaces that cache, when any does: g's
+    ``cache_bytes``, which caches nothing, was named for it as it was equal."""
+    spec = _app(app_path, 'modules.s.define={g={cache_bytes="512MiB"}, f={cache=["x"]}}'
+                ).modules["s"]
+    assert setting_key(spec, "cache_bytes") == "modules.s.define.f.cache_bytes"
+    # none caches: the largest that one sets
+    spec = _app(app_path, 'modules.s.define={g={cache_bytes="1GiB"}, f={}}').modules["s"]
+    assert setting_key(spec, "cache_bytes") == "modules.s.define.g.cache_bytes"

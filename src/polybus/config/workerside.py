@@ -92,7 +92,8 @@ def setting_key(spec: ModuleSpec, key: str) -> str:
     elif key == "overflow":
         first = next((f for f, d in named.items() if d.overflow == "reject"), first)
     elif key == "cache_bytes":
-        chosen = {f: d for f, d in named.items() if d.cache or d.cache_bytes_set}
+        chosen = ({f: d for f, d in named.items() if d.cache}  # (as ModuleSpec.cache_bytes)
+                  or {f: d for f, d in named.items() if d.cache_bytes_set})
         first = next((f for f, d in chosen.items() if d.cache_bytes == spec.cache_bytes),
                      first)
     else:  # (define.<f>.pool: itself)
