@@ -176,3 +176,12 @@ def test_the_cache_bound_said_is_that_of_an_interface_that_caches(app_path: Path
     # none caches: the largest that one sets
     spec = _app(app_path, 'modules.s.define={g={cache_bytes="1GiB"}, f={}}').modules["s"]
     assert setting_key(spec, "cache_bytes") == "modules.s.define.g.cache_bytes"
+
+
+def test_a_file_changed_since_it_was_read_is_said_without_its_line(app_path: Path) -> None:
+    """The file's value, its line not to be found: it was said to be the default."""
+    app = _app(app_path)
+    app_path.write_text("[modules\n")  # (no longer TOML)
+    [said] = _said(app, {"define.f.pool": "3"})
+    assert said.startswith(f"{app_path}: modules.s.define.f.pool: ") and \
+        "have 3 where this run's configuration gives 2 (start" in said, said

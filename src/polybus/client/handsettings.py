@@ -59,14 +59,15 @@ def say_other_settings(app: AppConfig, module: str, replicas: Sequence[Replica],
         return
     try:
         doc: dict[str, Any] | None = load_document(app.path)
-    except ConfigError:  # (changed since it was read: said without its line)
+    except ConfigError:  # (changed since it was read: said without its line, nor taken
+        # for the default)
         doc = None
     hint = _HINT.format(module=module)
     for d in found:
         said.add(f"{module} setting {d.key}")
         key = setting_key(spec, d.key)
         text = f"the replicas started by hand apply their own {d.key}: {d.text()}"
-        if written_by(app.overridden, key) or _written(doc, key):
+        if doc is None or written_by(app.overridden, key) or _written(doc, key):
             err = placed(ConfigError(text, key=key, hint=hint), app)
         else:  # (neither the file nor the overrides wrote it)
             err = ConfigError(f"{text} (the default)", file=str(app.path), key=key,
