@@ -39,14 +39,18 @@ def hand(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[
 
 
 def _warned(hand: tuple[Path, list[str]], *sets: str) -> list[str]:
-    """The ConfigWarnings of a run (overrides said as --set) at the workers by hand."""
+    """The ConfigWarnings of a run (overrides said as --set) at the workers by hand,
+    each placed, as a configuration's notes are, at the call of `polybus.run`."""
     app, use = hand
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = polybus.run(app, overrides=list(sets), registry=use[1], token_file=use[3],
                              origin=SET, worker_output=False)
     assert result.result == 1
-    return [str(w.message) for w in caught if issubclass(w.category, ConfigWarning)]
+    mine = [w for w in caught if issubclass(w.category, ConfigWarning)]
+    # (it was placed at polybus's own line: session.py, and that line's source shown)
+    assert all(w.filename == __file__ for w in mine), [w.filename for w in mine]
+    return [str(w.message) for w in mine]
 
 
 def test_a_run_with_the_workers_own_set_says_nothing(hand: tuple[Path, list[str]]) -> None:

@@ -12,6 +12,8 @@ value and this run's. None is said where they agree, whoever gave this run its v
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections.abc import MutableSet, Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,19 @@ __all__ = ["say_other_settings"]
 
 _HINT = ("start the workers with the same --set, or from the configuration this run "
          "uses (`polybus worker --config FILE --as {module}`), or give this run theirs")
+
+
+_POLYBUS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _outside() -> int:
+    """The ``stacklevel`` of the first caller outside polybus, for a warning of the
+    function that calls this: the program's call of `polybus.run` (or `serve`), where a
+    configuration's notes are placed, not polybus's own line of the session."""
+    level, frame = 2, sys._getframe(2)  # (1: the function that warns)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_POLYBUS):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 def _written(doc: dict[str, Any] | None, key: str) -> bool:
@@ -74,4 +89,4 @@ def say_other_settings(app: AppConfig, module: str, replicas: Sequence[Replica],
                               hint=hint)
         warning = ConfigWarning(str(err))
         setattr(warning, KIND, f"{module} setting {d.kind()}")  # (saidonce.py: one kind
-        warnings.warn(warning, stacklevel=2)                    # whichever replicas)
+        warnings.warn(warning, stacklevel=_outside())           # whichever replicas)
