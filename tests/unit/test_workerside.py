@@ -185,3 +185,19 @@ def test_a_file_changed_since_it_was_read_is_said_without_its_line(app_path: Pat
     [said] = _said(app, {"define.f.pool": "3"})
     assert said.startswith(f"{app_path}: modules.s.define.f.pool: ") and \
         "have 3 where this run's configuration gives 2 (start" in said, said
+
+
+def test_a_replica_registers_what_the_registry_takes(app_path: Path) -> None:
+    """A CPU list of thousands of CPUs may be longer than the registry takes of a
+    setting (every other CPU of 8,192: 19,924 characters): the worker was refused, and
+    did not start, for a setting it registers only to be compared. It is left out."""
+    from dataclasses import replace
+
+    from polybus.config.workerside import registered
+    from polybus.registry.limits import replica_fault
+
+    spec = replace(_app(app_path).modules["s"], cpus=(frozenset(range(0, 8192, 2)),))
+    settings = registered(spec, "s-0")
+    assert "cpus" not in settings and settings["speed"] == "1.0"
+    assert replica_fault(Replica("s-0", "s", "tcp://127.0.0.1:1", ["f"],
+                                 settings=settings)) is None

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from polybus.config.cpus import cpu_list
 from polybus.config.model import DefineSpec, ModuleSpec
 from polybus.config.problems import dotted
+from polybus.registry.limits import SETTING_MAX
 
-__all__ = ["Differs", "applied", "differences", "setting_key", "size_text"]
+__all__ = ["Differs", "applied", "differences", "registered", "setting_key", "size_text"]
 
 _UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
@@ -72,6 +73,14 @@ def applied(spec: ModuleSpec | None, name: str, interfaces: Iterable[str] = ()) 
                  1.0) if spec is not None else 1.0
     out["speed"] = repr(float(speed))
     return out
+
+
+def registered(spec: ModuleSpec | None, name: str, interfaces: Iterable[str] = ()
+               ) -> dict[str, str]:
+    """`applied`, as the worker registers it (``Replica.settings``): but for a value
+    longer than the registry takes (a CPU list of thousands of CPUs), left out and so not
+    compared, rather than the worker refused for it."""
+    return {k: v for k, v in applied(spec, name, interfaces).items() if len(v) <= SETTING_MAX}
 
 
 def setting_key(spec: ModuleSpec, key: str) -> str:
