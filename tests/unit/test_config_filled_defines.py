@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from polybus.config import load
-from polybus.config.workerside import worker_side_changes
+from polybus.config.workerside import applied, setting_key
 from polybus.testing.apps import write_bound_app
 
 SERVER = "".join(f"def {n}(x):\n    return x\n\n\n" for n in (
@@ -71,9 +71,11 @@ def test_reject_everywhere_it_is_written_says_nothing(app: Path) -> None:
 
 
 def test_a_run_on_hand_started_workers_names_only_the_keys_written(app: Path) -> None:
-    # (polybus run --registry: each replica-side override is said not to reach them)
-    assert worker_side_changes(load(app), load(app, [f"{SV}.work.overflow=reject"])) == [
-        f"{SV}.work.overflow"]
+    # (polybus run --registry: a replica's setting that differs from the run's is said at
+    # the define that gave the run its value, not at one filled from it)
+    spec = load(app, [f"{SV}.work.overflow=reject"]).modules["server"]
+    assert applied(spec, "server-0")["overflow"] == "reject"
+    assert setting_key(spec, "overflow") == f"{SV}.work.overflow"
 
 
 COUNTER = """\
