@@ -49,7 +49,8 @@ def test_a_replica_applies_its_configuration_by_its_name(app_path: Path) -> None
                "modules.s.pickle=true")
     spec = app.modules["s"]
     s0, s1, other = (applied(spec, n) for n in ("s-0", "s-1", "x"))
-    assert s0 == {"define.f.pool": "processes:3", "define.g.pool": "1", "queue": "1000",
+    assert s0 == {"define.f.pool": "processes:3", "define.g.pool": "1",
+                  "define.f.idempotent": "true", "queue": "1000",
                   "overflow": "reject", "cache_bytes": "1000B", "pickle": "true", "cpus": "0",
                   "speed": "0.25"}
     assert (s1["cpus"], s1["speed"]) == ("1-2", "1.0")
@@ -201,3 +202,19 @@ def test_a_replica_registers_what_the_registry_takes(app_path: Path) -> None:
     assert "cpus" not in settings and settings["speed"] == "1.0"
     assert replica_fault(Replica("s-0", "s", "tcp://127.0.0.1:1", ["f"],
                                  settings=settings)) is None
+
+
+def test_idempotent_is_a_process_pools_own_and_compared(app_path: Path) -> None:
+    """A replica runs a call of a ``processes`` pool again when the child running it
+    died, unless its own configuration says the interface is not idempotent
+    (worker/procpool.py): a run's ``idempotent = false`` at workers without it, for a
+    call that must not run twice, was not said. Of a thread pool it is the client's."""
+    theirs = _app(app_path, 'modules.s.define.f.pool="processes:2"').modules["s"]
+    ours = _app(app_path, 'modules.s.define.f.pool="processes:2"',
+                "modules.s.define.f.idempotent=false").modules["s"]
+    [d] = differences(ours, [(n, applied(theirs, n)) for n in ("s-0", "s-1")])
+    assert (d.key, d.text()) == ("define.f.idempotent", "s-0, s-1 have true where this "
+                                 "run's configuration gives false")
+    assert setting_key(ours, d.key) == "modules.s.define.f.idempotent"
+    threads = _app(app_path, "modules.s.define.f.idempotent=false").modules["s"]
+    assert differences(threads, [("s-0", applied(_app(app_path).modules["s"], "s-0"))]) == []

@@ -9,7 +9,9 @@ configuration gives each of them by its name (`differences`), and says each that
 differs (client/handsettings.py).
 
 What a replica applies, by key (relative to its module): each interface's
-``define.<f>.pool`` (its own limit, and its kind: threads or processes); the
+``define.<f>.pool`` (its own limit, and its kind: threads or processes), and of one of
+processes ``define.<f>.idempotent`` (the pool runs again a call whose child died, unless
+not idempotent: worker/procpool.py); the
 replica's one queue (``queue``: the largest of its defines'), what a full one does
 (``overflow``: "reject" if any define asks for it) and its operand cache's bound
 (``cache_bytes``: `ModuleSpec.cache_bytes`); whether its codec takes pickled values
@@ -61,6 +63,9 @@ def applied(spec: ModuleSpec | None, name: str, interfaces: Iterable[str] = ()) 
     ``interfaces`` (those it serves) at its define's defaults."""
     defines = dict(spec.define) if spec is not None else {f: DefineSpec() for f in interfaces}
     out = {dotted("define", f, "pool"): _pool(d) for f, d in defines.items()}
+    # (a process pool runs again a call whose child died, unless not idempotent: its own)
+    out.update((dotted("define", f, "idempotent"), "true" if d.idempotent else "false")
+               for f, d in defines.items() if d.pool_kind == "processes")
     given = list(defines.values())
     out["queue"] = str(max((d.queue for d in given), default=DefineSpec.queue))
     out["overflow"] = "reject" if any(d.overflow == "reject" for d in given) else "block"
@@ -105,7 +110,7 @@ def setting_key(spec: ModuleSpec, key: str) -> str:
                   or {f: d for f, d in named.items() if d.cache_bytes_set})
         first = next((f for f, d in chosen.items() if d.cache_bytes == spec.cache_bytes),
                      first)
-    else:  # (define.<f>.pool: itself)
+    else:  # (define.<f>.pool, define.<f>.idempotent: itself)
         return dotted(*base) + "." + key
     return dotted(*base, "define", first, key) if first is not None else dotted(*base, "define")
 
