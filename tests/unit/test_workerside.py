@@ -39,7 +39,8 @@ def _app(path: Path, *sets: str) -> AppConfig:
 def test_a_replica_of_no_configuration_applies_the_defaults() -> None:
     assert applied(None, "anyone", ["f", "g"]) == {
         "define.f.pool": "1", "define.g.pool": "1", "queue": "1000", "overflow": "block",
-        "cache_bytes": "512MiB", "pickle": "false", "cpus": "[]", "speed": "1.0"}
+        "cache_bytes": "512MiB", "pickle": "false", "spin": "100 us", "cpus": "[]",
+        "speed": "1.0"}
 
 
 def test_a_replica_applies_its_configuration_by_its_name(app_path: Path) -> None:
@@ -51,7 +52,8 @@ def test_a_replica_applies_its_configuration_by_its_name(app_path: Path) -> None
     s0, s1, other = (applied(spec, n) for n in ("s-0", "s-1", "x"))
     assert s0 == {"define.f.pool": "processes:3", "define.g.pool": "1",
                   "define.f.idempotent": "true", "queue": "1000",
-                  "overflow": "reject", "cache_bytes": "1000B", "pickle": "true", "cpus": "0",
+                  "overflow": "reject", "cache_bytes": "1000B", "pickle": "true",
+                  "spin": "100 us", "cpus": "0",
                   "speed": "0.25"}
     assert (s1["cpus"], s1["speed"]) == ("1-2", "1.0")
     # a name replication does not give: every CPU listed, full speed (worker/main.py)
@@ -218,3 +220,19 @@ def test_idempotent_is_a_process_pools_own_and_compared(app_path: Path) -> None:
     assert setting_key(ours, d.key) == "modules.s.define.f.idempotent"
     threads = _app(app_path, "modules.s.define.f.idempotent=false").modules["s"]
     assert differences(threads, [("s-0", applied(_app(app_path).modules["s"], "s-0"))]) == []
+
+
+def test_a_replicas_spin_is_its_own_and_compared(app_path: Path) -> None:
+    """A replica polls for its next call ``spin`` after answering, by its own
+    configuration (none with ``coalesce`` over shm: worker/main.py `options_for`): a
+    run's ``spin`` reached only its client, and was not said."""
+    workers = applied(_app(app_path).modules["s"], "s-0")
+    ours = _app(app_path, 'modules.s.spin="0"').modules["s"]
+    [d] = differences(ours, [("s-0", workers)])
+    assert (d.key, d.text()) == ("spin", "s-0 has 100 us where this run's configuration "
+                                 "gives 0 s")
+    assert setting_key(ours, "spin") == "modules.s.spin"
+    # none with coalesce over shm, which the run's value then comes from
+    shm = _app(app_path, 'modules.s.transport="shm"', 'modules.s.coalesce="10us"').modules["s"]
+    assert applied(shm, "s-0")["spin"] == "0 s"
+    assert setting_key(shm, "spin") == "modules.s.coalesce"

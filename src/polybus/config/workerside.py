@@ -16,7 +16,8 @@ replica's one queue (``queue``: the largest of its defines'), what a full one do
 (``overflow``: "reject" if any define asks for it) and its operand cache's bound
 (``cache_bytes``: `ModuleSpec.cache_bytes`); whether its codec takes pickled values
 (``pickle``: a replica without it drops a connection that sends one, and a client
-without it one that answers with one); its ``cpus`` (`ModuleSpec.cpus_of` its
+without it one that answers with one); how long it polls for a next call after
+answering (``spin``; none with ``coalesce`` over shm); its ``cpus`` (`ModuleSpec.cpus_of` its
 name) and its ``speed`` (of ``replication``, the replica of its name; 1 under another
 name). The rest of a serving module's settings are the client's to apply and take effect
 as ever: how to call, what to cache, timeouts, retries, and ``priority`` (the client
@@ -37,7 +38,9 @@ from dataclasses import dataclass
 from polybus.config.cpus import cpu_list
 from polybus.config.model import DefineSpec, ModuleSpec
 from polybus.config.problems import dotted
+from polybus.config.units import duration_text
 from polybus.registry.limits import SETTING_MAX
+from polybus.transport.spinning import SPIN_S
 
 __all__ = ["Differs", "applied", "differences", "registered", "setting_key", "size_text"]
 
@@ -50,6 +53,11 @@ def size_text(n: int) -> str:
         if n and n % size == 0:
             return f"{n // size}{unit}"
     return f"{n}B"
+
+
+def _coalescing(spec: ModuleSpec) -> bool:
+    """Its replicas spin not at all (worker/main.py `options_for`)."""
+    return bool(spec.coalesce) and spec.transport == "shm"
 
 
 def _pool(d: DefineSpec) -> str:
@@ -72,6 +80,8 @@ def applied(spec: ModuleSpec | None, name: str, interfaces: Iterable[str] = ()) 
     out["cache_bytes"] = size_text(spec.cache_bytes if spec is not None
                                    else DefineSpec.cache_bytes)
     out["pickle"] = "true" if spec is not None and spec.pickle else "false"
+    out["spin"] = duration_text(SPIN_S if spec is None else 0.0 if _coalescing(spec)
+                                else spec.spin)
     cpus = spec.cpus_of(name) if spec is not None else None
     out["cpus"] = cpu_list(cpus) if cpus else "[]"
     speed = next((r.speed for r in spec.replication if r.name == name),
@@ -98,6 +108,8 @@ def setting_key(spec: ModuleSpec, key: str) -> str:
         return dotted(*base, "replication")
     if key in ("cpus", "pickle"):
         return dotted(*base, key)
+    if key == "spin":
+        return dotted(*base, "coalesce" if _coalescing(spec) else "spin")
     named = {f: d for f, d in spec.define.items() if not d.filled} or dict(spec.define)
     first = next(iter(named), None)
     if key == "queue":
