@@ -236,3 +236,21 @@ def test_a_replicas_spin_is_its_own_and_compared(app_path: Path) -> None:
     shm = _app(app_path, 'modules.s.transport="shm"', 'modules.s.coalesce="10us"').modules["s"]
     assert applied(shm, "s-0")["spin"] == "0 s"
     assert setting_key(shm, "spin") == "modules.s.coalesce"
+
+
+def test_a_replica_of_the_most_interfaces_registers_its_settings(app_path: Path) -> None:
+    """Each interface of a pool of processes registers two settings (its pool and its
+    idempotent): as many interfaces as the registry takes fit its settings' limit."""
+    from dataclasses import replace
+
+    from polybus.config.model import DefineSpec
+    from polybus.config.workerside import registered
+    from polybus.registry.limits import INTERFACES_MAX, replica_fault
+
+    names = [f"f{i}" for i in range(INTERFACES_MAX)]
+    spec = replace(_app(app_path).modules["s"], define={
+        n: DefineSpec(pool=2, pool_kind="processes") for n in names})
+    settings = registered(spec, "s-0", names)
+    assert len(settings) > 2 * INTERFACES_MAX
+    assert replica_fault(Replica("s-0", "s", "tcp://127.0.0.1:1", names,
+                                 settings=settings)) is None
