@@ -8,6 +8,9 @@ and a worker of ``--module`` applies the defaults. Each registers what it applie
 that differs is said once (a ConfigWarning, at the place that gave this run's value:
 the file's line, the ``--set``, or the default), with the replicas concerned, their
 value and this run's. None is said where they agree, whoever gave this run its value.
+From Python the warning is placed at the program's call of `polybus.run` (or
+`serve`), as the configuration's notes are; in a sweep it is one warning whichever
+replicas each run took in turn (its ``KIND``: saidonce.py).
 """
 
 from __future__ import annotations
@@ -74,9 +77,8 @@ def say_other_settings(app: AppConfig, module: str, replicas: Sequence[Replica],
         return
     try:
         doc: dict[str, Any] | None = load_document(app.path)
-    except ConfigError:  # (changed since it was read: said without its line, nor taken
-        # for the default)
-        doc = None
+    except ConfigError:  # (changed since it was read: said at the file, without its
+        doc = None        # line, and not taken for the default)
     hint = _HINT.format(module=module)
     for d in found:
         said.add(f"{module} setting {d.key}")
