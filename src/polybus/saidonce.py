@@ -8,8 +8,9 @@ times. Within `said_once` the first of each kind is said, when it comes, as it w
 have been; the later ones are counted, by run, for `Said.repeats` to say at the end.
 
 A warning's kind is its text, unless its log record carries a ``KIND`` attribute
-(``log.warning(..., extra={KIND: "..."})``): for a warning that names what changes from
-one run to the next though nothing else does (the replicas a run took in turn).
+(``log.warning(..., extra={KIND: "..."})``), or its `ConfigWarning` does (set on the
+instance given to ``warnings.warn``): for a warning that names what changes from one run
+to the next though nothing else does (the replicas a run took in turn).
 Warnings of the program itself (other categories than `ConfigWarning`) are left as
 Python shows them.
 """
@@ -133,7 +134,8 @@ def said_once() -> Iterator[Said]:
                         lineno: int, file: TextIO | None = None,
                         line: str | None = None) -> None:
             if not issubclass(category, ConfigWarning) \
-                    or said.first(str(message), f"warning: {message}"):  # (as said)
+                    or said.first(str(getattr(message, KIND, None) or message),
+                                  f"warning: {message}"):  # (as said)
                 show(message, category, filename, lineno, file, line)
 
         warnings.showwarning = showwarning

@@ -39,14 +39,18 @@ def hand(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[
 
 
 def _warned(hand: tuple[Path, list[str]], *sets: str) -> list[str]:
-    """The ConfigWarnings of a run (overrides said as --set) at the workers by hand."""
+    """The ConfigWarnings of a run (overrides said as --set) at the workers by hand,
+    each placed, as a configuration's notes are, at the call of `polybus.run`."""
     app, use = hand
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = polybus.run(app, overrides=list(sets), registry=use[1], token_file=use[3],
                              origin=SET, worker_output=False)
     assert result.result == 1
-    return [str(w.message) for w in caught if issubclass(w.category, ConfigWarning)]
+    mine = [w for w in caught if issubclass(w.category, ConfigWarning)]
+    # (it was placed at polybus's own line: session.py, and that line's source shown)
+    assert all(w.filename == __file__ for w in mine), [w.filename for w in mine]
+    return [str(w.message) for w in mine]
 
 
 def test_a_run_with_the_workers_own_set_says_nothing(hand: tuple[Path, list[str]]) -> None:
@@ -95,3 +99,14 @@ def test_a_priority_is_the_clients_and_not_compared(hand: tuple[Path, list[str]]
     whatever its own configuration says (checked by hand: a worker of no priority ran a
     run's queued calls by that run's ``--set`` priority): it was said to reach none."""
     assert _warned(hand, *WORKERS, 'modules.server.define.f.priority="x"') == []
+
+
+def test_pickle_is_the_replicas_own_and_compared(hand: tuple[Path, list[str]]) -> None:
+    """A replica's codec takes pickled values or not by its own ``pickle``: a run with
+    ``pickle = true`` at workers without it sent a pickled argument, which each replica
+    refused, dropping the connection, and the run ended in a PoisonCallError that blamed
+    the call. Nothing said why."""
+    [said] = _warned(hand, *WORKERS, "modules.server.pickle=true")
+    assert said.startswith("--set: modules.server.pickle: the replicas started by hand "
+                           "apply their own pickle: server-0, server-1 have false where "
+                           "this run's configuration gives true"), said

@@ -150,3 +150,27 @@ def test_long_warnings_that_differ_late_are_told_apart_in_their_counts(
                                "once, above): polybus: warning: a call to 'f' failed"), line
         assert f"ValueError: bad {n} (raised in f on server-0)" in line, line
         assert len(line) < 250, line  # (still a line, not the whole of each)
+
+
+@pytest.mark.filterwarnings("default::polybus.errors.ConfigWarning")
+def test_workers_settings_said_of_the_replicas_each_run_took_in_turn_are_one_warning(
+        app: str, monkeypatch: pytest.MonkeyPatch, recwarn: pytest.WarningsRecorder,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs of a count at workers started by hand take them in turn, and the setting
+    they apply that is not the run's was said anew of each (``server-0 has 2 where
+    ...``, then ``server-1 has 2 ...``): one warning, said once, as its log lines are."""
+    from polybus.client.handsettings import say_other_settings
+    from polybus.config import load
+    from polybus.wire.messages import Replica
+
+    def say(run: int, sets: Sequence[str]) -> None:
+        took = Replica(f"server-{(run - 1) % 3}", "server", "tcp://127.0.0.1:1",
+                       ["square"], settings={"define.square.pool": "2"})
+        say_other_settings(load(app, sets), "server", [took], set())
+
+    assert _sweep(app, monkeypatch, say) == 0
+    said = [str(w.message) for w in recwarn if w.category is ConfigWarning]
+    assert len(said) == 1 and "server-0 has 2 where this run's configuration gives 1" \
+        in said[0], said
+    assert ("polybus sweep: 5 more runs said this warning again, 4 of them in other words "
+            "(said once, above): warning: ") in capsys.readouterr().err

@@ -39,17 +39,21 @@ def _app(path: Path, *sets: str) -> AppConfig:
 def test_a_replica_of_no_configuration_applies_the_defaults() -> None:
     assert applied(None, "anyone", ["f", "g"]) == {
         "define.f.pool": "1", "define.g.pool": "1", "queue": "1000", "overflow": "block",
-        "cache_bytes": "512MiB", "cpus": "[]", "speed": "1.0"}
+        "cache_bytes": "512MiB", "pickle": "false", "spin": "100 us", "cpus": "[]",
+        "speed": "1.0"}
 
 
 def test_a_replica_applies_its_configuration_by_its_name(app_path: Path) -> None:
     app = _app(app_path, 'modules.s.define.f={pool="processes:3", queue=5}',
                'modules.s.define.g={overflow="reject", cache_bytes=1000}',
-               'modules.s.replication="s-0:speed=0.25,s-1"', "modules.s.cpus=[[0],[1, 2]]")
+               'modules.s.replication="s-0:speed=0.25,s-1"', "modules.s.cpus=[[0],[1, 2]]",
+               "modules.s.pickle=true")
     spec = app.modules["s"]
     s0, s1, other = (applied(spec, n) for n in ("s-0", "s-1", "x"))
-    assert s0 == {"define.f.pool": "processes:3", "define.g.pool": "1", "queue": "1000",
-                  "overflow": "reject", "cache_bytes": "1000B", "cpus": "0",
+    assert s0 == {"define.f.pool": "processes:3", "define.g.pool": "1",
+                  "define.f.idempotent": "true", "queue": "1000",
+                  "overflow": "reject", "cache_bytes": "1000B", "pickle": "true",
+                  "spin": "100 us", "cpus": "0",
                   "speed": "0.25"}
     assert (s1["cpus"], s1["speed"]) == ("1-2", "1.0")
     # a name replication does not give: every CPU listed, full speed (worker/main.py)
@@ -107,6 +111,7 @@ def test_the_key_said_is_the_one_that_gives_the_runs_value(app_path: Path) -> No
     assert setting_key(spec, "overflow") == "modules.s.define.g.overflow"
     assert setting_key(spec, "speed") == "modules.s.replication"
     assert setting_key(spec, "cpus") == "modules.s.cpus"
+    assert setting_key(spec, "pickle") == "modules.s.pickle"
 
 
 def _said(app: AppConfig, settings: dict[str, str], said: set[str] | None = None
@@ -144,3 +149,108 @@ def test_each_key_is_said_once_a_session(app_path: Path) -> None:
     said: set[str] = set()
     assert len(_said(_app(app_path), workers, said)) == 1
     assert _said(_app(app_path), workers, said) == []  # (another binding's, say)
+
+
+def test_cpus_per_replica_are_not_compared_for_a_replica_the_run_does_not_name(
+        app_path: Path) -> None:
+    """A run that takes fewer replicas than the workers' file names (``--set
+    replication=1``, a sweep over the count) uses the one its turn gives: s-1, pinned
+    by the workers' file to its own list. This run's configuration gives s-1 no list
+    of its own (only its replicas have one): it was said to give "0-1", every CPU
+    listed, which none of its replicas is on."""
+    theirs = _app(app_path, "modules.s.cpus=[[0],[1]]").modules["s"]
+    ours = _app(app_path, "modules.s.cpus=[[0],[1]]", "modules.s.replication=1").modules["s"]
+    assert differences(ours, [("s-1", applied(theirs, "s-1"))]) == []
+    # one on a list of the run's is as the run places its replicas; one on none is not
+    assert differences(ours, [("x", {"cpus": "0"})]) == []
+    [d] = differences(ours, [("x", {"cpus": "[]"}), ("y", {"cpus": "0-1"})])
+    assert d.text() == "x has [] where this run's configuration gives 0-1", d.text()
+    # a replica the run names is compared with its own list, as ever
+    [d] = differences(ours, [("s-0", applied(theirs, "s-1"))])
+    assert d.text() == "s-0 has 1 where this run's configuration gives 0", d.text()
+
+
+def test_the_cache_bound_said_is_that_of_an_interface_that_caches(app_path: Path) -> None:
+    """The bound is the largest of the interfaces that cache, when any does: g's
+    ``cache_bytes``, which caches nothing, was named for it as it was equal."""
+    spec = _app(app_path, 'modules.s.define={g={cache_bytes="512MiB"}, f={cache=["x"]}}'
+                ).modules["s"]
+    assert setting_key(spec, "cache_bytes") == "modules.s.define.f.cache_bytes"
+    # none caches: the largest that one sets
+    spec = _app(app_path, 'modules.s.define={g={cache_bytes="1GiB"}, f={}}').modules["s"]
+    assert setting_key(spec, "cache_bytes") == "modules.s.define.g.cache_bytes"
+
+
+def test_a_file_changed_since_it_was_read_is_said_without_its_line(app_path: Path) -> None:
+    """The file's value, its line not to be found: it was said to be the default."""
+    app = _app(app_path)
+    app_path.write_text("[modules\n")  # (no longer TOML)
+    [said] = _said(app, {"define.f.pool": "3"})
+    assert said.startswith(f"{app_path}: modules.s.define.f.pool: ") and \
+        "have 3 where this run's configuration gives 2 (start" in said, said
+
+
+def test_a_replica_registers_what_the_registry_takes(app_path: Path) -> None:
+    """A CPU list of thousands of CPUs may be longer than the registry takes of a
+    setting (every other CPU of 8,192: 19,924 characters): the worker was refused, and
+    did not start, for a setting it registers only to be compared. It is left out."""
+    from dataclasses import replace
+
+    from polybus.config.workerside import registered
+    from polybus.registry.limits import replica_fault
+
+    spec = replace(_app(app_path).modules["s"], cpus=(frozenset(range(0, 8192, 2)),))
+    settings = registered(spec, "s-0")
+    assert "cpus" not in settings and settings["speed"] == "1.0"
+    assert replica_fault(Replica("s-0", "s", "tcp://127.0.0.1:1", ["f"],
+                                 settings=settings)) is None
+
+
+def test_idempotent_is_a_process_pools_own_and_compared(app_path: Path) -> None:
+    """A replica runs a call of a ``processes`` pool again when the child running it
+    died, unless its own configuration says the interface is not idempotent
+    (worker/procpool.py): a run's ``idempotent = false`` at workers without it, for a
+    call that must not run twice, was not said. Of a thread pool it is the client's."""
+    theirs = _app(app_path, 'modules.s.define.f.pool="processes:2"').modules["s"]
+    ours = _app(app_path, 'modules.s.define.f.pool="processes:2"',
+                "modules.s.define.f.idempotent=false").modules["s"]
+    [d] = differences(ours, [(n, applied(theirs, n)) for n in ("s-0", "s-1")])
+    assert (d.key, d.text()) == ("define.f.idempotent", "s-0, s-1 have true where this "
+                                 "run's configuration gives false")
+    assert setting_key(ours, d.key) == "modules.s.define.f.idempotent"
+    threads = _app(app_path, "modules.s.define.f.idempotent=false").modules["s"]
+    assert differences(threads, [("s-0", applied(_app(app_path).modules["s"], "s-0"))]) == []
+
+
+def test_a_replicas_spin_is_its_own_and_compared(app_path: Path) -> None:
+    """A replica polls for its next call ``spin`` after answering, by its own
+    configuration (none with ``coalesce`` over shm: worker/main.py `options_for`): a
+    run's ``spin`` reached only its client, and was not said."""
+    workers = applied(_app(app_path).modules["s"], "s-0")
+    ours = _app(app_path, 'modules.s.spin="0"').modules["s"]
+    [d] = differences(ours, [("s-0", workers)])
+    assert (d.key, d.text()) == ("spin", "s-0 has 100 us where this run's configuration "
+                                 "gives 0 s")
+    assert setting_key(ours, "spin") == "modules.s.spin"
+    # none with coalesce over shm, which the run's value then comes from
+    shm = _app(app_path, 'modules.s.transport="shm"', 'modules.s.coalesce="10us"').modules["s"]
+    assert applied(shm, "s-0")["spin"] == "0 s"
+    assert setting_key(shm, "spin") == "modules.s.coalesce"
+
+
+def test_a_replica_of_the_most_interfaces_registers_its_settings(app_path: Path) -> None:
+    """Each interface of a pool of processes registers two settings (its pool and its
+    idempotent): as many interfaces as the registry takes fit its settings' limit."""
+    from dataclasses import replace
+
+    from polybus.config.model import DefineSpec
+    from polybus.config.workerside import registered
+    from polybus.registry.limits import INTERFACES_MAX, replica_fault
+
+    names = [f"f{i}" for i in range(INTERFACES_MAX)]
+    spec = replace(_app(app_path).modules["s"], define={
+        n: DefineSpec(pool=2, pool_kind="processes") for n in names})
+    settings = registered(spec, "s-0", names)
+    assert len(settings) > 2 * INTERFACES_MAX
+    assert replica_fault(Replica("s-0", "s", "tcp://127.0.0.1:1", names,
+                                 settings=settings)) is None

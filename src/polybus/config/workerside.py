@@ -9,10 +9,15 @@ configuration gives each of them by its name (`differences`), and says each that
 differs (client/handsettings.py).
 
 What a replica applies, by key (relative to its module): each interface's
-``define.<f>.pool`` (its own limit, and its kind: threads or processes); the
+``define.<f>.pool`` (its own limit, and its kind: threads or processes), and of one of
+processes ``define.<f>.idempotent`` (the pool runs again a call whose child died, unless
+not idempotent: worker/procpool.py); the
 replica's one queue (``queue``: the largest of its defines'), what a full one does
 (``overflow``: "reject" if any define asks for it) and its operand cache's bound
-(``cache_bytes``: `ModuleSpec.cache_bytes`); its ``cpus`` (`ModuleSpec.cpus_of` its
+(``cache_bytes``: `ModuleSpec.cache_bytes`); whether its codec takes pickled values
+(``pickle``: a replica without it drops a connection that sends one, and a client
+without it one that answers with one); how long it polls for a next call after
+answering (``spin``; none with ``coalesce`` over shm); its ``cpus`` (`ModuleSpec.cpus_of` its
 name) and its ``speed`` (of ``replication``, the replica of its name; 1 under another
 name). The rest of a serving module's settings are the client's to apply and take effect
 as ever: how to call, what to cache, timeouts, retries, and ``priority`` (the client
@@ -33,8 +38,11 @@ from dataclasses import dataclass
 from polybus.config.cpus import cpu_list
 from polybus.config.model import DefineSpec, ModuleSpec
 from polybus.config.problems import dotted
+from polybus.config.units import duration_text
+from polybus.registry.limits import SETTING_MAX
+from polybus.transport.spinning import SPIN_S
 
-__all__ = ["Differs", "applied", "differences", "setting_key", "size_text"]
+__all__ = ["Differs", "applied", "differences", "registered", "setting_key", "size_text"]
 
 _UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
@@ -45,6 +53,11 @@ def size_text(n: int) -> str:
         if n and n % size == 0:
             return f"{n // size}{unit}"
     return f"{n}B"
+
+
+def _coalescing(spec: ModuleSpec) -> bool:
+    """Its replicas spin not at all (worker/main.py `options_for`)."""
+    return bool(spec.coalesce) and spec.transport == "shm"
 
 
 def _pool(d: DefineSpec) -> str:
@@ -58,17 +71,31 @@ def applied(spec: ModuleSpec | None, name: str, interfaces: Iterable[str] = ()) 
     ``interfaces`` (those it serves) at its define's defaults."""
     defines = dict(spec.define) if spec is not None else {f: DefineSpec() for f in interfaces}
     out = {dotted("define", f, "pool"): _pool(d) for f, d in defines.items()}
+    # (a process pool runs again a call whose child died, unless not idempotent: its own)
+    out.update((dotted("define", f, "idempotent"), "true" if d.idempotent else "false")
+               for f, d in defines.items() if d.pool_kind == "processes")
     given = list(defines.values())
     out["queue"] = str(max((d.queue for d in given), default=DefineSpec.queue))
     out["overflow"] = "reject" if any(d.overflow == "reject" for d in given) else "block"
     out["cache_bytes"] = size_text(spec.cache_bytes if spec is not None
                                    else DefineSpec.cache_bytes)
+    out["pickle"] = "true" if spec is not None and spec.pickle else "false"
+    out["spin"] = duration_text(SPIN_S if spec is None else 0.0 if _coalescing(spec)
+                                else spec.spin)
     cpus = spec.cpus_of(name) if spec is not None else None
     out["cpus"] = cpu_list(cpus) if cpus else "[]"
     speed = next((r.speed for r in spec.replication if r.name == name),
                  1.0) if spec is not None else 1.0
     out["speed"] = repr(float(speed))
     return out
+
+
+def registered(spec: ModuleSpec | None, name: str, interfaces: Iterable[str] = ()
+               ) -> dict[str, str]:
+    """`applied`, as the worker registers it (``Replica.settings``): but for a value
+    longer than the registry takes (a CPU list of thousands of CPUs), left out and so not
+    compared, rather than the worker refused for it."""
+    return {k: v for k, v in applied(spec, name, interfaces).items() if len(v) <= SETTING_MAX}
 
 
 def setting_key(spec: ModuleSpec, key: str) -> str:
@@ -79,8 +106,10 @@ def setting_key(spec: ModuleSpec, key: str) -> str:
     base = ["modules", spec.key]
     if key == "speed":
         return dotted(*base, "replication")
-    if key == "cpus":
-        return dotted(*base, "cpus")
+    if key in ("cpus", "pickle"):
+        return dotted(*base, key)
+    if key == "spin":
+        return dotted(*base, "coalesce" if _coalescing(spec) else "spin")
     named = {f: d for f, d in spec.define.items() if not d.filled} or dict(spec.define)
     first = next(iter(named), None)
     if key == "queue":
@@ -89,10 +118,11 @@ def setting_key(spec: ModuleSpec, key: str) -> str:
     elif key == "overflow":
         first = next((f for f, d in named.items() if d.overflow == "reject"), first)
     elif key == "cache_bytes":
-        chosen = {f: d for f, d in named.items() if d.cache or d.cache_bytes_set}
+        chosen = ({f: d for f, d in named.items() if d.cache}  # (as ModuleSpec.cache_bytes)
+                  or {f: d for f, d in named.items() if d.cache_bytes_set})
         first = next((f for f, d in chosen.items() if d.cache_bytes == spec.cache_bytes),
                      first)
-    else:  # (define.<f>.pool: itself)
+    else:  # (define.<f>.pool, define.<f>.idempotent: itself)
         return dotted(*base) + "." + key
     return dotted(*base, "define", first, key) if first is not None else dotted(*base, "define")
 
@@ -115,18 +145,33 @@ class Differs:
             f"{', '.join(names)} {'has' if len(names) == 1 else 'have'} {theirs} where "
             f"this run's configuration gives {ours}" for (theirs, ours), names in pairs.items())
 
+    def kind(self) -> str:
+        """What `text` says but the replicas' names: the same difference of other
+        replicas (runs that take them in turn) is one warning (saidonce.py)."""
+        return f"{self.key}: " + "; ".join(
+            f"{theirs} for {ours}" for theirs, ours in sorted(set(self.at.values())))
+
 
 def differences(spec: ModuleSpec, replicas: Sequence[tuple[str, Mapping[str, str]]]
                 ) -> list[Differs]:
     """Each setting of ``spec``'s replicas whose registered value (``replicas``: each
     one's name and its ``Replica.settings``) is not what this run's ``spec`` gives a
     replica of that name (`applied`), in `applied`'s order. A replica that registered
-    none (an older worker) is not compared, nor a key it does not register."""
+    none (an older worker) is not compared, nor a key it does not register; nor, when
+    ``cpus`` gives a list per replica, the CPUs of a replica ``replication`` does not
+    name (one a count's turn gave) that are one of those lists."""
     found: dict[str, dict[str, tuple[str, str]]] = {}
+    names = {r.name for r in spec.replication}
+    # (``cpus`` of a list per replica, for a replica this run does not name, one its turn
+    # gave: this run's own replicas are each on one of the lists, which it agrees with)
+    lists = {cpu_list(c) for c in spec.cpus} if len(spec.cpus) > 1 else set()
     for name, theirs in replicas:
         if not theirs:
             continue
         for key, ours in applied(spec, name).items():
-            if key in theirs and theirs[key] != ours:
-                found.setdefault(key, {})[name] = (theirs[key], ours)
+            if key not in theirs or theirs[key] == ours:
+                continue
+            if key == "cpus" and name not in names and theirs[key] in lists:
+                continue
+            found.setdefault(key, {})[name] = (theirs[key], ours)
     return [Differs(k, v) for k, v in found.items()]

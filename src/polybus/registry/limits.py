@@ -35,9 +35,10 @@ ADDRESSES_MAX = 16
 # a large cluster registers 300 over one) has room. This keeps one connection from
 # growing the registry without end under ever new names.
 REGISTRATIONS_MAX = 1024
-# A replica's settings (config/workerside.py): one per interface and a few more; a value
-# is short but for a CPU list, which on a machine of thousands of CPUs may be long.
-SETTINGS_MAX = INTERFACES_MAX + 64
+# A replica's settings (config/workerside.py): two per interface (of a pool of processes:
+# its pool and its idempotent) and a few more; a value is short but for a CPU list, which
+# on a machine of thousands of CPUs may be long (a worker leaves out one over this).
+SETTINGS_MAX = 2 * INTERFACES_MAX + 64
 SETTING_MAX = 16 * 1024
 SAID_MAX = 80  # characters of peer text in a log line or an answer
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from polybus.client.stubs import serving
 from polybus.config.model import ModuleSpec, ReplicaSpec
-from polybus.config.workerside import applied
+from polybus.config.workerside import registered as settings_of
 from polybus.errors import PolybusError
 from polybus.http.response import HTTP_SUFFIX, http_form
 from polybus.memory import REPLICA_ARENAS, keep_freed_memory
@@ -228,7 +228,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     me = Replica(name, module_key, str(addresses[0]), sorted(functions),
                  runtime.options.speed, os.getpid(), [str(a) for a in addresses],
                  source_digest(module_path),
-                 applied(spec, name, (n for n in functions if HTTP_SUFFIX not in n)))
+                 settings_of(spec, name, (n for n in functions if HTTP_SUFFIX not in n)))
     membership = Membership(client, me, heartbeat, say=_say)
     if signals is None:
         # (by hand, SIGHUP too: its terminal closed; it stops as for Ctrl-C, files gone)
