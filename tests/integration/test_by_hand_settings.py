@@ -95,9 +95,11 @@ def test_speed_and_cpus_are_compared_by_name(hand: tuple[Path, list[str]]) -> No
 
 
 def test_a_priority_is_the_clients_and_not_compared(hand: tuple[Path, list[str]]) -> None:
-    """The client computes each call's priority and a replica orders its queue by it,
-    whatever its own configuration says (checked by hand: a worker of no priority ran a
-    run's queued calls by that run's ``--set`` priority): it was said to reach none."""
+    """The client computes each call's priority and a replica of a pool of more than one
+    orders its queue by it, whatever its own configuration says (checked by hand: a worker
+    of no priority ran a run's queued calls by that run's ``--set`` priority): it was
+    said to reach none. (One of a pool of one over shm runs its ring as it comes:
+    test_workerside.py.)"""
     assert _warned(hand, *WORKERS, 'modules.server.define.f.priority="x"') == []
 
 

@@ -39,8 +39,8 @@ def _app(path: Path, *sets: str) -> AppConfig:
 def test_a_replica_of_no_configuration_applies_the_defaults() -> None:
     assert applied(None, "anyone", ["f", "g"]) == {
         "define.f.pool": "1", "define.g.pool": "1", "queue": "1000", "overflow": "block",
-        "cache_bytes": "512MiB", "pickle": "false", "spin": "100 us", "cpus": "[]",
-        "speed": "1.0"}
+        "cache_bytes": "512MiB", "pickle": "false", "priority": "ordered", "spin": "100 us",
+        "cpus": "[]", "speed": "1.0"}
 
 
 def test_a_replica_applies_its_configuration_by_its_name(app_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_a_replica_applies_its_configuration_by_its_name(app_path: Path) -> None
     assert s0 == {"define.f.pool": "processes:3", "define.g.pool": "1",
                   "define.f.idempotent": "true", "queue": "1000",
                   "overflow": "reject", "cache_bytes": "1000B", "pickle": "true",
-                  "spin": "100 us", "cpus": "0",
+                  "priority": "ordered", "spin": "100 us", "cpus": "0",
                   "speed": "0.25"}
     assert (s1["cpus"], s1["speed"]) == ("1-2", "1.0")
     # a name replication does not give: every CPU listed, full speed (worker/main.py)
@@ -254,3 +254,26 @@ def test_a_replica_of_the_most_interfaces_registers_its_settings(app_path: Path)
     assert len(settings) > 2 * INTERFACES_MAX
     assert replica_fault(Replica("s-0", "s", "tcp://127.0.0.1:1", names,
                                  settings=settings)) is None
+
+
+def test_a_replica_that_orders_no_calls_by_priority_is_said_to_a_run_that_has_them(
+        app_path: Path) -> None:
+    """A replica whose configuration gives no define a priority runs the calls in its
+    ring as they come (one handler, over shm: worker/direct.py), ahead of a higher one
+    behind them: a run's priorities at such workers were said to take effect. A worker
+    of no configuration orders them; a run without priorities, or over TCP, is not
+    compared."""
+    shm, one = 'modules.s.transport="shm"', "modules.s.define.f.pool=1"
+    plain = _app(app_path, shm, one).modules["s"]
+    ours = _app(app_path, shm, one, 'modules.s.define.f.priority="x"').modules["s"]
+    [d] = differences(ours, [("s-0", applied(plain, "s-0"))])
+    assert (d.key, d.text()) == ("priority", "s-0 has as they come where this run's "
+                                 "configuration gives ordered")
+    assert setting_key(ours, "priority") == "modules.s.define.f.priority"
+    assert differences(ours, [("s-0", applied(None, "s-0", ["f", "g"]))]) == []
+    assert differences(plain, [("s-0", applied(ours, "s-0"))]) == []
+    # a pool of more than one, or calls over TCP: no ring run as it comes
+    two = _app(app_path, shm).modules["s"]
+    assert applied(two, "s-0")["priority"] == "ordered"
+    tcp = _app(app_path, one, 'modules.s.define.f.priority="x"').modules["s"]
+    assert differences(tcp, [("s-0", applied(plain, "s-0"))]) == []

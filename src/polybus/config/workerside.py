@@ -18,11 +18,13 @@ replica's one queue (``queue``: the largest of its defines'), what a full one do
 (``pickle``: a replica without it drops a connection that sends one, and a client
 without it one that answers with one); how long it polls for a next call after
 answering (``spin``; none with ``coalesce`` over shm); its ``cpus`` (`ModuleSpec.cpus_of` its
-name) and its ``speed`` (of ``replication``, the replica of its name; 1 under another
-name). The rest of a serving module's settings are the client's to apply and take effect
-as ever: how to call, what to cache, timeouts, retries, and ``priority`` (the client
-computes each call's priority and the replica orders its queue by it, whatever its own
-configuration says); ``replication``'s names and count choose which of the registered
+name), its ``speed`` (of ``replication``, the replica of its name; 1 under another
+name), and whether it orders calls by their priority (``priority``: `ORDERED` if any of
+its defines has one, or its pool is more than one, or it has no configuration; else it
+runs the calls in its shm ring as they come, worker/direct.py), compared only where this
+run's calls have priorities and travel over shm. The rest of a serving module's settings are the client's
+to apply and take effect as ever: how to call, what to cache, timeouts, retries, each
+call's priority (the client computes it); ``replication``'s names and count choose which of the registered
 replicas the run uses (client/choosing.py); ``transport`` is chosen per replica from
 what it offers (client/dialing.py says when it cannot be had).
 
@@ -42,7 +44,10 @@ from polybus.config.units import duration_text
 from polybus.registry.limits import SETTING_MAX
 from polybus.transport.spinning import SPIN_S
 
-__all__ = ["Differs", "applied", "differences", "registered", "setting_key", "size_text"]
+__all__ = ["ORDERED", "Differs", "applied", "differences", "registered", "setting_key", "size_text"]
+
+# ``priority``: whether a replica orders the calls it is sent by their priorities
+ORDERED, AS_THEY_COME = "ordered", "as they come"
 
 _UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
@@ -80,6 +85,10 @@ def applied(spec: ModuleSpec | None, name: str, interfaces: Iterable[str] = ()) 
     out["cache_bytes"] = size_text(spec.cache_bytes if spec is not None
                                    else DefineSpec.cache_bytes)
     out["pickle"] = "true" if spec is not None and spec.pickle else "false"
+    # (worker/direct.py: with no define ordering by priority and one handler, the calls
+    # in an shm ring run as they come)
+    out["priority"] = (ORDERED if spec is None or any(d.priority for d in given)
+                       or max((d.pool for d in given), default=1) > 1 else AS_THEY_COME)
     out["spin"] = duration_text(SPIN_S if spec is None else 0.0 if _coalescing(spec)
                                 else spec.spin)
     cpus = spec.cpus_of(name) if spec is not None else None
@@ -112,7 +121,9 @@ def setting_key(spec: ModuleSpec, key: str) -> str:
         return dotted(*base, "coalesce" if _coalescing(spec) else "spin")
     named = {f: d for f, d in spec.define.items() if not d.filled} or dict(spec.define)
     first = next(iter(named), None)
-    if key == "queue":
+    if key == "priority":  # (the first define that orders by one)
+        first = next((f for f, d in named.items() if d.priority), first)
+    elif key == "queue":
         top = max((d.queue for d in named.values()), default=DefineSpec.queue)
         first = next((f for f, d in named.items() if d.queue == top), first)
     elif key == "overflow":
@@ -173,5 +184,7 @@ def differences(spec: ModuleSpec, replicas: Sequence[tuple[str, Mapping[str, str
                 continue
             if key == "cpus" and name not in names and theirs[key] in lists:
                 continue
+            if key == "priority" and (ours != ORDERED or spec.transport != "shm"):
+                continue  # (no priorities to order by, or no ring to run them from)
             found.setdefault(key, {})[name] = (theirs[key], ours)
     return [Differs(k, v) for k, v in found.items()]
