@@ -237,14 +237,23 @@ def _dial(port: int, end: float, quit: threading.Event) -> socket.socket:
         return s
 
 
-def hang_up(port: int, n: int, marks: Path, reset: bool, timeout: float,
-            quit: threading.Event) -> bool:
-    """A client that asks ``/slow?s=3&n=N`` and closes (``reset``: with an RST) once its
-    handler has begun (its mark); False if it had not begun within ``timeout`` (a 503,
-    say: the connection is closed all the same)."""
+HANG_UPS = ("close", "reset", "early")  # (hang-up n uses HANG_UPS[n % 3])
+
+
+def hang_up(port: int, n: int, marks: Path, timeout: float, quit: threading.Event) -> bool:
+    """A client that asks ``/slow?s=3&n=N`` and hangs up as ``HANG_UPS[n % 3]`` says:
+    with a close or a reset once its handler has begun (its mark), or with a close at
+    once ("early": the request may not have been read yet, or held at the front door).
+    Whether it hung up while its request was in flight: early, or once its handler had
+    begun; False if that had not begun within ``timeout`` (a 503, say: the connection
+    is closed all the same)."""
     end = time.monotonic() + timeout
+    how = HANG_UPS[n % 3]
     with _dial(port, end, quit) as s:
         s.sendall(Req("GET", "/slow", (("s", "3"), ("n", str(n)))).wire())
+        if how == "early":
+            return True
+        reset = how == "reset"
         while time.monotonic() < end and not quit.is_set():
             with contextlib.suppress(OSError):
                 if any(w[2:5:2] == ["slow", str(n)] for w in

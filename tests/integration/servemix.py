@@ -122,7 +122,7 @@ def draw(seed: int, kill: bool = False, tls: bool = False) -> Draw:
         out.append(("serve.max_connections", r.choice([2, 4])))
     if not why and not kill and r.random() < 0.1:
         why = _refused(r, out)
-    d = Draw(Combo(seed, out, "serve.refused" if why else ""), why, r.choice([0, 1, 2]) if not kill else 0,
+    d = Draw(Combo(seed, out, "serve.refused" if why else ""), why, r.choice([0, 1, 2, 3]) if not kill else 0,
              tls=tls and r.random() < 0.25)
     if kill:
         d.kill = _kill(seed, d)
@@ -158,7 +158,7 @@ def _kill(seed: int, d: Draw) -> chaosmix.Kill:
     r = random.Random(f"servemix kill {seed}")
     m = r.choice(list(DEFINES))
     return chaosmix.Kill(m, r.randint(1, max(1, int(_calls(d, m) * 0.7))),
-                         r.choice([0.0005, 0.002, 0.005]))
+                         r.choice([0.0005, 0.002, 0.005]), then=-1 if r.random() < 0.3 else 0)
 
 
 def priority_reads(d: Draw) -> dict[str, str]:
@@ -198,7 +198,7 @@ def run(d: Draw, limit: float, pki: Path | None = None) -> Ran:
 
     def hang(n: int) -> None:
         try:
-            hung[n] = servehttp.hang_up(port, n, marks, n % 2 == 1, limit - 5, clients.quit)
+            hung[n] = servehttp.hang_up(port, n, marks, limit - 5, clients.quit)
         except OSError:  # (serve never listened: its exit status says why)
             hung[n] = False
 
@@ -206,7 +206,7 @@ def run(d: Draw, limit: float, pki: Path | None = None) -> Ran:
         watch = chaosmix.killer(d.kill, marks, done, limit, DEFINES) if d.kill else None
 
         def drive() -> None:
-            side = [threading.Thread(target=hang, args=(1000 + h,)) for h in range(d.hangups)]
+            side = [threading.Thread(target=hang, args=(1002 + h,)) for h in range(d.hangups)]
             if watch is not None:
                 side.append(threading.Thread(target=watch, args=(p,)))
             for t in side:
@@ -224,7 +224,8 @@ def run(d: Draw, limit: float, pki: Path | None = None) -> Ran:
 
     kill = d.kill
     env = {"MIX_MARKS": str(marks), "MIX_PAUSE": f"{kill.pause:g}" if kill else "",
-           "MIX_HOLD": f"{','.join(DEFINES[kill.module])}:{kill.after}" if kill else ""}
+           "MIX_HOLD": f"{','.join(DEFINES[kill.module])}:{kill.after}" if kill else "",
+           "MIX_HOLD_AGAIN": "1" if kill and kill.then < 0 else ""}
     before = chaosmix._dev_shm()
     try:
         got = stratmix.run(["serve", str(APP), "--listen", f"127.0.0.1:{port}"], limit,
@@ -241,7 +242,8 @@ def run(d: Draw, limit: float, pki: Path | None = None) -> Ran:
         time.sleep(0.05)
         new = {n for n in new if Path(f"/dev/shm/{n}").exists()}
     got.left += [f"/dev/shm/{n}" for n in sorted(new - chaosmix._mapped(new))]
-    dead = tuple(f"$TMPDIR of the workers: polybus-{pid}-" for pid in (done.pid,) if pid)
+    dead = tuple(f"$TMPDIR of the workers: polybus-{pid}-" for pid in (done.pid, done.second_pid)
+                 if pid)
     got.left = [x for x in got.left if not (dead and x.startswith(dead))]
     return Ran(got, clients, reqs, hung, done)
 
@@ -271,9 +273,11 @@ def judge(d: Draw, ran: Ran, limit: float) -> str:
             problems.append(f"{req.method} {req.target}: {why}")
     if m := _FAULTS.search(got.stderr):
         problems.append(f"serve said a fault of its own: {got.stderr[m.start():m.start() + 300]!r}")
+    reject = d.option("modules.w1.define.slow.overflow") == "reject"  # (a 503 at once)
     for n, began in sorted(ran.hung.items()):
         said = f"GET /slow?s=3&n={n} -> w1.slow: abandoned by its client"
-        if began and said not in got.stderr:
+        early = servehttp.HANG_UPS[n % 3] == "early"
+        if began and not (early and reject) and said not in got.stderr:
             problems.append(f"the client that hung up on /slow n={n} was not said abandoned")
     if ran.killed.name and d.kill and \
             f"replica {ran.killed.name} of module '{d.kill.module}' was lost" not in got.stderr:
@@ -301,14 +305,32 @@ def _allowed(d: Draw, req: servehttp.Req, answer: servehttp.Got,
     return False
 
 
-def check(d: Draw, limit: float = 20.0, pki: Path | None = None) -> str:
-    """'' if the draw behaves as the docs say, else what went wrong."""
+def check(d: Draw, limit: float = 20.0, pki: Path | None = None) -> tuple[str, Ran | None]:
+    """('' if the draw behaves as the docs say, else what went wrong; its run, None for
+    a refused one)."""
     if d.refused_why:
         got = stratmix.run(["check", str(APP), "--no-import"], limit, d.combo.sets())
         if got.rc == 0 or d.refused_why not in got.stderr:
-            return f"not refused saying {d.refused_why!r} (rc {got.rc}):\n{got.stderr[-2000:]}"
-        return ""
-    return judge(d, run(d, limit, pki), limit)
+            return (f"not refused saying {d.refused_why!r} (rc {got.rc}):\n"
+                    f"{got.stderr[-2000:]}"), None
+        return "", None
+    ran = run(d, limit, pki)
+    return judge(d, ran, limit), ran
+
+
+def said(ran: Ran | None) -> str:
+    """What a run did beside its requests: its kill, its hang-ups."""
+    if ran is None:
+        return "refused"
+    out = [f"{len(ran.reqs)} requests"]
+    if ran.killed.name or ran.killed.why_not:
+        out.append(f"killed {ran.killed.name} at call {ran.killed.calls}" if ran.killed.name
+                   else f"no kill: {ran.killed.why_not}")
+        if ran.killed.second:
+            out.append(f"then {ran.killed.second}")
+    if ran.hung:
+        out.append(f"{sum(ran.hung.values())} of {len(ran.hung)} hang-ups mid-request")
+    return ", ".join(out)
 
 
 def features(d: Draw) -> set[str]:
@@ -350,12 +372,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"clients {Clients.draw(seed, 1).conns and [k for k, _ in Clients.draw(seed, 1).conns]}: "
                   + " ".join(f"--set '{s}'" for s in d.combo.sets()), flush=True)
         t0 = time.monotonic()
-        if why := check(d, a.limit, pki):
+        why, ran = check(d, a.limit, pki)
+        if why:
             failed += 1
             print(f"seed {seed}: FAILED: {why}", flush=True)
         elif a.v:
-            print(f"seed {seed}: {'refused' if d.refused_why else 'as documented'}, "
-                  f"{time.monotonic() - t0:.1f} s", flush=True)
+            print(f"seed {seed}: as documented ({said(ran)}), {time.monotonic() - t0:.1f} s",
+                  flush=True)
     if pki is not None:
         shutil.rmtree(pki.parent, ignore_errors=True)
     print(f"{len(seeds)} draw(s), {failed} failed", file=sys.stderr)
