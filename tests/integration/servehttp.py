@@ -180,7 +180,8 @@ class Clients:
     """Each connection's requests (by index) and how it sends them."""
     conns: list[tuple[str, list[int]]]
     got: dict[int, Got | str] = field(default_factory=dict)  # a Got, or what went wrong
-    quit: threading.Event = field(default_factory=threading.Event)  # serve has ended
+    quit: threading.Event = field(default_factory=threading.Event)  # serve has ended, or stops
+    halfway: threading.Event = field(default_factory=threading.Event)  # half are answered
 
     @staticmethod
     def draw(seed: int, n: int) -> Clients:
@@ -206,7 +207,7 @@ class Clients:
                 for i in idx:
                     with _dial(port, end, self.quit) as s:
                         s.sendall(reqs[i].wire(close=kind == "close", v10=kind == "http/1.0"))
-                        self.got[i] = _read(s.makefile("rb"), reqs[i].method == "HEAD")
+                        self._got(i, _read(s.makefile("rb"), reqs[i].method == "HEAD"))
                         if s.recv(1):  # (the server closes after the answer)
                             self.got[i] = "bytes after a response on a closing connection"
                 return
@@ -217,10 +218,30 @@ class Clients:
                     batch = idx[at:at + step]
                     s.sendall(b"".join(reqs[i].wire() for i in batch))
                     for i in batch:
-                        self.got[i] = _read(f, reqs[i].method == "HEAD")
+                        self._got(i, _read(f, reqs[i].method == "HEAD"))
         except (OSError, ValueError) as e:
             for i in idx:
                 self.got.setdefault(i, f"{kind} connection: {type(e).__name__}: {e}")
+
+
+    def _got(self, i: int, answer: Got) -> None:
+        self.got[i] = answer
+        if 2 * len(self.got) >= sum(len(idx) for _, idx in self.conns):
+            self.halfway.set()
+
+
+def ready(port: int, timeout: float, quit: threading.Event) -> bool:
+    """Whether the front door answered (a 404 for ``/ready``) within ``timeout``: it
+    listens before its workers start, and reads requests once they have registered."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and not quit.is_set():
+        try:
+            with _dial(port, end, quit) as s:
+                s.sendall(Req("GET", "/ready").wire(close=True))
+                return _read(s.makefile("rb"), False)[0] == 404
+        except OSError:
+            time.sleep(0.05)
+    return False
 
 
 def _dial(port: int, end: float, quit: threading.Event) -> socket.socket:
