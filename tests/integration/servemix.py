@@ -129,6 +129,7 @@ def draw(seed: int, kill: bool = False, tls: bool = False) -> Draw:
              tls=tls and r.random() < 0.25)
     if kill:
         d.kill = _kill(seed, d)
+        d.hangups = random.Random(f"servemix kill hang-ups {seed}").choice([0, 0, 1, 2])
     elif not why and r.random() < 0.25:  # (a stop with requests in flight; no hang-ups)
         d.stop, d.hangups = r.choice(["serve", "group"]), 0
     return d

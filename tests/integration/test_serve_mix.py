@@ -12,11 +12,12 @@ import pytest
 from . import chaosmix, servehttp, servemix
 from .stratmix import Outcome
 
-# Chosen so that together they use every kind of client connection, hang-ups (a close
-# and a reset), migration paths with conditions, process pools, each callstyle, and
-# (KILL) a module of one replica whose worker is killed mid-request: the request waits
-# for the worker serve starts again and gets its answer. Two refusals, checked.
-FIXED = [7]
+# Chosen so that together they use every kind of client connection, each kind of
+# hang-up (a close and a reset mid-call, a close at once), a SIGTERM with requests in
+# flight, migration paths with conditions, process pools, each callstyle, and (KILL) a
+# module of one replica whose worker is killed mid-request: the request waits for the
+# worker serve starts again and gets its answer. Two refusals, checked.
+FIXED = [7, 41]
 KILL = [23]
 REFUSED = [11, 37]
 
@@ -25,10 +26,11 @@ def test_the_fixed_draws_cover_the_front_doors_ways() -> None:
     seen = set().union(*(servemix.features(servemix.draw(s)) for s in FIXED),
                        *(servemix.features(servemix.draw(s, kill=True)) for s in KILL))
     want = {f"conn:{k}" for k in servehttp.CONN_KINDS} | {
-        "hangup", "kill:w2", "pool:processes", "replication:conditions", "callstyle:sync",
-        "callstyle:async", "callstyle:async-demand(N)", "callstyle:async-demand(auto)"}
+        "hangup", "kill:w2", "stop:serve", "pool:processes", "replication:conditions",
+        "callstyle:sync", "callstyle:async", "callstyle:async-demand(N)",
+        "callstyle:async-demand(auto)"}
     assert want - seen == set()
-    assert servemix.draw(FIXED[0]).hangups == 2  # (n 1002 closes, 1003 resets)
+    assert servemix.draw(FIXED[0]).hangups == 3  # (n 1002 closes, 1003 resets, 1004 early)
     assert all(servemix.draw(s).refused_why for s in REFUSED)
 
 
@@ -38,6 +40,8 @@ def test_a_combination_answers_as_its_handlers_do(seed: int) -> None:
     why, ran = servemix.check(d, limit=30.0)
     assert why == "", f"seed {seed}: {' '.join(d.combo.sets())}\n{why}"
     assert ran is not None and all(ran.hung.values()), ran.hung  # (hung up mid-request)
+    if d.stop:  # (the signal came with requests unanswered)
+        assert len([g for g in ran.clients.got.values() if not isinstance(g, str)]) < len(ran.reqs)
 
 
 @pytest.mark.parametrize("seed", KILL)
