@@ -113,12 +113,16 @@ def requests(seed: int, n: int = 48) -> list[Req]:
             out.append(Req("HEAD", "/square", q))
         else:
             out.append(r.choice([Req("GET", "/nowhere", q), Req("DELETE", "/square", q)]))
+    for k in range(2):  # (past the /slow route's timeout, where one is drawn: its 504)
+        out.insert(r.randrange(len(out)), Req("GET", "/slow", (("s", "0.6"), ("n", str(n + k)))))
     return out
 
 
-def expected(req: Req, priority_reads: dict[str, str]) -> Got:
+def expected(req: Req, priority_reads: dict[str, str], late: float | None = None) -> Got:
     """The response ``req`` must get: its handler called here; ``priority_reads``: the
-    query key each handler's drawn priority reads (a request without it is a 400)."""
+    query key each handler's drawn priority reads (a request without it is a 400);
+    ``late``: the timeout of the ``/slow`` route, where one was drawn (a request whose
+    handler sleeps longer is a 504)."""
     m = TABLE.match(req.method, req.path)
     if m.target is None:
         if m.allowed:
@@ -128,6 +132,8 @@ def expected(req: Req, priority_reads: dict[str, str]) -> Got:
     query = dict(req.query)
     if name in priority_reads and priority_reads[name] not in query:
         return 400, {}, b""
+    if name == "slow" and late is not None and float(query["s"]) > late:
+        return 504, {}, b""
     fn = getattr(web(), name)
     every = {"method": req.method, "path": req.path, "query": query, "body": req.body,
              "headers": {k.lower(): v for k, v in req.headers}, "subpath": m.subpath}
@@ -145,7 +151,7 @@ def differs(req: Req, want: Got, got: Got) -> str:
     they differ."""
     if got[0] != want[0]:
         return f"status {got[0]} (want {want[0]}): {got[2][:300]!r}"
-    if want[0] in (400, 404, 405):
+    if want[0] in (400, 404, 405, 504):
         return "" if want[0] != 405 or got[1].get("allow") == want[1]["allow"] else \
             f"Allow {got[1].get('allow')!r} (want {want[1]['allow']!r})"
     if got[1].get("content-type") != want[1].get("content-type"):

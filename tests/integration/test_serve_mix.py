@@ -65,7 +65,7 @@ def test_a_wrong_answer_is_seen() -> None:
     reqs = servehttp.requests(FIXED[0])
     clients = servehttp.Clients([("keep-alive", list(range(len(reqs))))])
     for i, q in enumerate(reqs):
-        clients.got[i] = servehttp.expected(q, servemix.priority_reads(d))
+        clients.got[i] = servehttp.expected(q, servemix.priority_reads(d), servemix.late(d))
     ran = servemix.Ran(Outcome(143), clients, reqs, {}, chaosmix.Killed())
     assert servemix.judge(d, ran, 30.0) == ""
     square = next(i for i, q in enumerate(reqs) if q.path == "/square" and q.method == "GET")
