@@ -336,7 +336,8 @@ def _allowed(d: Draw, req: servehttp.Req, answer: servehttp.Got,
         return False
     module, iface = target
     d_key = f"modules.{module}.define.{iface}"
-    if answer[0] == 503 and d.stop and answer[2].endswith(b": the server is stopping\n"):
+    if answer[0] == 503 and d.stop and (req.method == "HEAD" or answer[2].endswith(
+            b": the server is stopping\n")):
         return answer[1].get("retry-after") == "1"  # (in flight past the grace)
     if answer[0] == 502 and d.stop == "group":  # (its workers got the SIGTERM too, and
         # stopped: a call lost with them is not run again (or, not idempotent, at all),
