@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import shutil
 import signal
 import socket
@@ -54,7 +53,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import chaosmix, servehttp, stratmix
@@ -63,7 +62,8 @@ from .stratmix import Combo, Outcome, Override
 
 APP = Path(__file__).resolve().parent / "apps" / "servemix" / "app.toml"
 START_S = 60.0  # for serve to start its workers and answer (not counted in a run's limit)
-DEFINES: dict[str, tuple[str, ...]] = {"w1": ("square", "echo", "blob", "slow"), "w2": ("ranked", "digest", "shaped", "files")}
+DEFINES: dict[str, tuple[str, ...]] = {"w1": ("square", "echo", "blob", "slow"),
+                                       "w2": ("ranked", "digest", "shaped", "files")}
 MODULE_OF = {i: m for m, ifaces in DEFINES.items() for i in ifaces}
 
 
@@ -75,7 +75,6 @@ class Draw:
     kill: chaosmix.Kill | None = None
     tls: bool = False
     stop: str = ""  # SIGTERM once half the requests are answered: to "serve", or its "group"
-    notes: list[str] = field(default_factory=list)
 
     def option(self, key: str) -> object:
         return dict(self.combo.overrides).get(key)
@@ -125,8 +124,8 @@ def draw(seed: int, kill: bool = False, tls: bool = False) -> Draw:
         out.append(("serve.max_connections", r.choice([2, 4])))
     if not why and not kill and r.random() < 0.1:
         why = _refused(r, out)
-    d = Draw(Combo(seed, out, "serve.refused" if why else ""), why, r.choice([0, 1, 2, 3]) if not kill else 0,
-             tls=tls and r.random() < 0.25)
+    d = Draw(Combo(seed, out, "serve.refused" if why else ""), why,
+             r.choice([0, 1, 2, 3]) if not kill else 0, tls=tls and r.random() < 0.25)
     if kill:
         d.kill = _kill(seed, d)
         d.hangups = random.Random(f"servemix kill hang-ups {seed}").choice([0, 0, 1, 2])
@@ -282,75 +281,6 @@ def run(d: Draw, limit: float, pki: Path | None = None) -> Ran:
     return Ran(got, clients, reqs, hung, done)
 
 
-_FAULTS = re.compile(r"the front door failed|polybus failed calling|Traceback|"
-                     r"Unhandled exception|Task exception", re.M)
-
-
-def judge(d: Draw, ran: Ran, limit: float) -> str:
-    """'' if the run answered every request as the handler does here (or as the docs
-    say of the draw: a 503 beside overflow = "reject", a 502 of a call killed with its
-    replica where the interface is not idempotent), said each hang-up and the kill, and
-    stopped cleanly; else what went wrong."""
-    got, problems = ran.out, []
-    if got.rc is None:
-        problems.append(f"still running {limit:g} s after it answered first (or "
-                        f"{START_S:g} s after it started)")
-    elif d.stop and "polybus serve: stopping after" not in got.stderr:
-        problems.append("its stop was not said")
-    elif got.rc != 143:
-        problems.append(f"exit status {got.rc}, not 143 (SIGTERM)")
-    reads = priority_reads(d)
-    for i, req in enumerate(ran.reqs):
-        answer = ran.clients.got.get(i, "no response")
-        if isinstance(answer, str):
-            if not d.stop:  # (a stop closes connections between requests, and the door)
-                problems.append(f"{req.method} {req.target}: {answer}")
-            continue
-        why = servehttp.differs(req, servehttp.expected(req, reads, late(d)), answer)
-        if why and not _allowed(d, req, answer, ran.killed):
-            problems.append(f"{req.method} {req.target}: {why}")
-    if m := _FAULTS.search(got.stderr):
-        problems.append(f"serve said a fault of its own: {got.stderr[m.start():m.start() + 300]!r}")
-    reject = d.option("modules.w1.define.slow.overflow") == "reject"  # (a 503 at once)
-    for n, began in sorted(ran.hung.items()):
-        said = f"GET /slow?s=3&n={n} -> w1.slow: abandoned by its client"
-        early = servehttp.HANG_UPS[n % 3] == "early"
-        if began and not (early and reject) and said not in got.stderr:
-            problems.append(f"the client that hung up on /slow n={n} was not said abandoned")
-    if ran.killed.name and d.kill and \
-            f"replica {ran.killed.name} of module '{d.kill.module}' was lost" not in got.stderr:
-        problems.append(f"the loss of {ran.killed.name} was not said")
-    if got.left:
-        problems.append(f"left behind: {got.left}")
-    if not problems:
-        return ""
-    kill = f" [killed: {ran.killed.name or ran.killed.why_not}]" if d.kill else ""
-    return "; ".join(problems[:8]) + kill + f"\n{got.stderr[-3000:]}"
-
-
-def _allowed(d: Draw, req: servehttp.Req, answer: servehttp.Got,
-             killed: chaosmix.Killed) -> bool:
-    """Whether ``answer``, not the handler's, is one the docs give the draw."""
-    target = req.route()
-    if target is None:
-        return False
-    module, iface = target
-    d_key = f"modules.{module}.define.{iface}"
-    if answer[0] == 503 and d.stop and (req.method == "HEAD" or answer[2].endswith(
-            b": the server is stopping\n")):
-        return answer[1].get("retry-after") == "1"  # (in flight past the grace)
-    if answer[0] == 502 and d.stop == "group":  # (its workers got the SIGTERM too, and
-        # stopped: a call lost with them is not run again (or, not idempotent, at all),
-        # or ran on each as they went, PoisonCallError; "retry later" where how they
-        # ended is not known yet, tests/unit/test_revival_ready.py)
-        return True
-    if answer[0] == 503:  # (the replica's queue full)
-        return d.option(f"{d_key}.overflow") == "reject" and answer[1].get("retry-after") == "1"
-    if answer[0] == 502 and killed.name and d.kill and d.kill.module == module:
-        return d.option(f"{d_key}.idempotent") is False  # (its WorkerDiedError)
-    return False
-
-
 def check(d: Draw, limit: float = 20.0, pki: Path | None = None) -> tuple[str, Ran | None]:
     """('' if the draw behaves as the docs say, else what went wrong; its run, None for
     a refused one)."""
@@ -360,26 +290,10 @@ def check(d: Draw, limit: float = 20.0, pki: Path | None = None) -> tuple[str, R
             return (f"not refused saying {d.refused_why!r} (rc {got.rc}):\n"
                     f"{got.stderr[-2000:]}"), None
         return "", None
+    from .servejudge import judge  # (which reads this module's draws)
+
     ran = run(d, limit, pki)
     return judge(d, ran, limit), ran
-
-
-def said(d: Draw, ran: Ran | None) -> str:
-    """What a run did beside its requests: its kill, its hang-ups."""
-    if ran is None:
-        return "refused"
-    out = [f"{len(ran.reqs)} requests"]
-    if ran.killed.name or ran.killed.why_not:
-        out.append(f"killed {ran.killed.name} at call {ran.killed.calls}" if ran.killed.name
-                   else f"no kill: {ran.killed.why_not}")
-        if ran.killed.second:
-            out.append(f"then {ran.killed.second}")
-    if ran.hung:
-        out.append(f"{sum(ran.hung.values())} of {len(ran.hung)} hang-ups mid-request")
-    if d.stop:
-        n = sum(1 for g in ran.clients.got.values() if not isinstance(g, str))
-        out.append(f"SIGTERM to {d.stop} with {len(ran.reqs) - n} unanswered")
-    return ", ".join(out)
 
 
 def features(d: Draw) -> set[str]:
@@ -423,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                   + " ".join(f"--set '{s}'" for s in d.combo.sets()), flush=True)
         t0 = time.monotonic()
         why, ran = check(d, a.limit, pki)
+        from .servejudge import said
         if why:
             failed += 1
             print(f"seed {seed}: FAILED: {why}", flush=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from . import chaosmix, servehttp, servemix
+from . import chaosmix, servehttp, servejudge, servemix
 from .stratmix import Outcome
 
 # Chosen so that together they use every kind of client connection, each kind of
@@ -39,7 +39,8 @@ def test_a_combination_answers_as_its_handlers_do(seed: int) -> None:
     d = servemix.draw(seed)
     why, ran = servemix.check(d, limit=30.0)
     assert why == "", f"seed {seed}: {' '.join(d.combo.sets())}\n{why}"
-    assert ran is not None and all(ran.hung.values()), ran.hung  # (hung up mid-request)
+    assert ran is not None
+    assert all(ran.hung.values()), ran.hung  # (hung up mid-request)
     if d.stop:  # (the signal came with requests unanswered)
         assert len([g for g in ran.clients.got.values() if not isinstance(g, str)]) < len(ran.reqs)
 
@@ -67,14 +68,16 @@ def test_a_wrong_answer_is_seen() -> None:
     for i, q in enumerate(reqs):
         clients.got[i] = servehttp.expected(q, servemix.priority_reads(d), servemix.late(d))
     ran = servemix.Ran(Outcome(143), clients, reqs, {}, chaosmix.Killed())
-    assert servemix.judge(d, ran, 30.0) == ""
+    assert servejudge.judge(d, ran, 30.0) == ""
     square = next(i for i, q in enumerate(reqs) if q.path == "/square" and q.method == "GET")
-    status, headers, body = clients.got[square]  # type: ignore[misc]
-    for wrong, said in [((status, headers, body + b"0"), "body"),
-                        ((503, {"retry-after": "1"}, b""), "status 503"),
-                        ((status, {}, body), "content-type"), ("reset", "reset")]:
+    right = servehttp.expected(reqs[square], {}, None)
+    status, headers, body = right
+    wrongs: list[tuple[servehttp.Got | str, str]] = [
+        ((status, headers, body + b"0"), "body"), ((503, {"retry-after": "1"}, b""), "status 503"),
+        ((status, {}, body), "content-type"), ("reset", "reset")]
+    for wrong, said in wrongs:
         clients.got[square] = wrong
-        assert said in servemix.judge(d, ran, 30.0)
-    clients.got[square] = (status, headers, body)
+        assert said in servejudge.judge(d, ran, 30.0)
+    clients.got[square] = right
     ran.hung[1002] = True  # (a hang-up serve did not say)
-    assert "was not said abandoned" in servemix.judge(d, ran, 30.0)
+    assert "was not said abandoned" in servejudge.judge(d, ran, 30.0)
