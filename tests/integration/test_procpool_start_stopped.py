@@ -62,3 +62,47 @@ def test_a_pool_start_cut_short_leaves_no_thread_of_its_executor(tmp_path: Path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "left [] 0", (p.stdout, p.stderr)
     assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
+
+
+_WORKER = textwrap.dedent("""
+    import sys, threading
+    from pathlib import Path
+
+    def main():
+        import concurrent.futures.process as cfp
+        import polybus.worker.main as wm
+        from polybus.config import load
+
+        def stopped(*args, **kwargs):  # a stop signal as the replica's runtime is made
+            raise KeyboardInterrupt
+
+        wm.WorkerRuntime = stopped
+        app = load(sys.argv[1])
+        try:
+            wm.serve(registry="tcp://127.0.0.1:9", module_path=Path(sys.argv[2]),
+                     name="w-0", module_key="w", token=b"t" * 32, spec=app.modules["w"])
+        except KeyboardInterrupt:
+            pass
+        left = [t.name for t in threading.enumerate() if t.is_alive()
+                and t is not threading.main_thread()]
+        print("left", left, len(cfp._threads_wakeups))
+
+    if __name__ == "__main__":
+        main()
+""")
+
+
+def test_a_worker_stopped_once_its_pool_started_ends_the_pool(tmp_path: Path) -> None:
+    """A stop signal after the process pool started and before the worker serves (its
+    runtime made, its addresses registered): the pool was never closed, its executor's
+    threads left running into the exit (the same race as above)."""
+    (tmp_path / "quick.py").write_text("def f(x):\n    return x\n")
+    (tmp_path / "client.py").write_text("def main():\n    return 0\n")
+    (tmp_path / "app.toml").write_text(
+        '[modules.w]\nsource = "quick.py"\ndefine.f = { pool = "processes:2" }\n'
+        '[modules.client]\nsource = "client.py"\nentrypoint = "main"\n')
+    (tmp_path / "drive.py").write_text(_WORKER)
+    p = subprocess.run([sys.executable, str(tmp_path / "drive.py"), str(tmp_path / "app.toml"),
+                        str(tmp_path / "quick.py")], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "left [] 0", (p.stdout, p.stderr)

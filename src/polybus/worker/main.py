@@ -201,25 +201,28 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     options = options_for(spec, replica, max_frame, [n for n in http if n in functions])
     options.heartbeat = heartbeat
     procs: ProcessPool | None = None
-    if spec is not None and (children := process_count(spec)):
-        procs = ProcessPool(children, module_path, import_name(module_key), name)
-        functions = {n: (procs.wrap(n, spec.define[n].idempotent)
-                         if spec.define[n].pool_kind == "processes" else f)
-                     for n, f in functions.items()}
-    for n in http:
-        if n in functions:
-            functions[n + HTTP_SUFFIX] = http_form(functions[n])
-    runtime = WorkerRuntime(name, functions, token, listen, options)
-    if advertise or exit_with_parent:
-        addresses = [dataclasses.replace(a, host=advertise)
-                     if advertise and a.scheme == "tcp" and a.host in WILDCARDS else a
-                     for a in runtime.addresses]
-    else:  # (by hand: a wildcard registers where this host reaches its registry from)
-        addresses = registers(runtime.addresses, registry)
+    runtime: WorkerRuntime | None = None
     try:
+        if spec is not None and (children := process_count(spec)):
+            procs = ProcessPool(children, module_path, import_name(module_key), name)
+            functions = {n: (procs.wrap(n, spec.define[n].idempotent)
+                             if spec.define[n].pool_kind == "processes" else f)
+                         for n, f in functions.items()}
+        for n in http:
+            if n in functions:
+                functions[n + HTTP_SUFFIX] = http_form(functions[n])
+        runtime = WorkerRuntime(name, functions, token, listen, options)
+        if advertise or exit_with_parent:
+            addresses = [dataclasses.replace(a, host=advertise)
+                         if advertise and a.scheme == "tcp" and a.host in WILDCARDS else a
+                         for a in runtime.addresses]
+        else:  # (by hand: a wildcard registers where this host reaches its registry from)
+            addresses = registers(runtime.addresses, registry)
         check_certificate(addresses, cert_hint)
-    except BaseException:
-        runtime.stop()
+    except BaseException:  # (a stop signal's too, as they start: what started is ended,
+        # the process pool's threads waited for, not left running into the exit)
+        if runtime is not None:
+            runtime.stop()
         if procs is not None:
             procs.close()
         raise
