@@ -162,6 +162,12 @@ def _say_reach(name: str, bound: Sequence[Address], registry: str, configured: b
             _say(line)
 
 
+def _ended_cleanly(signum: int, frame: object) -> None:
+    """An engine's worker stopped before it serves: nothing of it to end yet but the
+    process (its process pool's children end with it, the kernel's SIGKILL)."""
+    os._exit(0)
+
+
 def serve(*, registry: str, module_path: Path, name: str, module_key: str, token: bytes,
           listen: str | Sequence[str] = "tcp://127.0.0.1:0", spec: ModuleSpec | None = None,
           replica: ReplicaSpec | None = None, heartbeat: float = 1.0,
@@ -190,7 +196,14 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         # Ctrl-C goes to the whole process group: the run must get it with its replicas
         # still there (it stops them), not lose them first and report them gone.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        die_with_parent(parent=parent)
+        die_with_parent(parent=parent)  # (its run already gone: "terminated", 143)
+        # Until its stop signals' own handlers (below), its engine's SIGTERM ends it at
+        # once, the clean end it is later (0, nothing said). Raised as Terminated while
+        # its module imported (serve stopping a worker it had just started again), it
+        # said "polybus worker: terminated" and exited 143, a failure to serve's
+        # supervisor; or, met in a callback of the import machinery, it was printed as
+        # "Exception ignored in ..." and lost, the worker importing on.
+        signal.signal(signal.SIGTERM, _ended_cleanly)
     line_buffered()  # (before the module's top-level code prints anything)
     place(spec, name)  # (before any thread of its own, or its process pool, starts)
     keep_freed_memory(REPLICA_ARENAS)  # large messages reuse their memory (memory.py)
