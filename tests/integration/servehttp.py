@@ -46,13 +46,15 @@ _web: ModuleType | None = None
 
 
 def web() -> ModuleType:
-    """The handlers' module, imported here (its marks off: no ``$MIX_MARKS`` here)."""
+    """The handlers' module, imported here (its marks off: no ``$MIX_MARKS`` here; its
+    sleeps too, which change no answer)."""
     global _web
     if _web is None:
         spec = importlib.util.spec_from_file_location("servemix_web", WEB)
         assert spec is not None and spec.loader is not None
         _web = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(_web)
+        _web._sleep = lambda seconds: None
     return _web
 
 
