@@ -142,8 +142,9 @@ def _ending(argv: list[str] | None, code: int) -> None:
             return
         except KeyboardInterrupt:  # (Terminated too) one that came as they were put in
             # met the first handlers, which raised again, out of main(): a traceback and
-            # status 1 (two SIGTERMs at once, as serve stops a worker it started again,
-            # its restarter's thread ending and the engine signalling it). Changes nothing.
+            # status 1 (seen with two SIGTERMs at once: serve stopping a worker it had
+            # started again, its restarter's thread ending and the engine signalling
+            # it). Changes nothing.
             continue
 
 
