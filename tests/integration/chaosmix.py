@@ -126,11 +126,13 @@ def _worker_module(pid: int) -> tuple[str, str]:
     return words[words.index("--as") + 1], words[words.index("--name") + 1]
 
 
-def killer(kill: Kill, marks: Path, done: Killed,
-           limit: float) -> Callable[[subprocess.Popen[str]], None]:
+def killer(kill: Kill, marks: Path, done: Killed, limit: float,
+           defines: dict[str, tuple[str, ...]] = DEFINES
+           ) -> Callable[[subprocess.Popen[str]], None]:
     """The watch beside a run (on a thread of its own): SIGKILLs the replica of ``kill.module`` that begins
-    its ``kill.after``-th call, and says what it did in ``done``."""
-    names = set(DEFINES[kill.module])
+    its ``kill.after``-th call (of the interfaces ``defines`` gives it), and says what it
+    did in ``done``."""
+    names = set(defines[kill.module])
 
     def rows(p: subprocess.Popen[str], deadline: float, enough: Callable[[list[list[str]]], bool]
              ) -> list[list[str]] | None:

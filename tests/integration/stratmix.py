@@ -85,6 +85,56 @@ def _replication(r: random.Random, m: str) -> tuple[object, int, bool]:
     return 0, 0, False
 
 
+
+def module_keys(r: random.Random, m: str, out: list[Override]) -> int | None:
+    """A module's transport, pickle, spin and coalesce, added to ``out``; the queue bound
+    drawn for each of its interfaces (None: the default)."""
+    out.append((f"modules.{m}.transport", r.choice(["tcp", "ipc", "shm"])))
+    if r.random() < 0.3:
+        out.append((f"modules.{m}.pickle", True))
+    if r.random() < 0.3:
+        out.append((f"modules.{m}.spin", r.choice(["0", "100us", "1ms"])))
+    if r.random() < 0.3:
+        out.append((f"modules.{m}.coalesce", r.choice(["20us", "1ms"])))
+    queue: int | None = r.choice([None, None, 1, 4])  # one bound for the whole module
+    return queue
+
+
+def define_keys(r: random.Random, d: str, queue: int | None, out: list[Override]) -> None:
+    """An interface's pool, queue (or overflow = "reject" beside the default queue),
+    timeout and idempotent, under its define table ``d``, added to ``out``."""
+    if r.random() < 0.4:
+        out.append((f"{d}.pool", r.choice([2, "threads:3", "processes:2"])))
+    if queue is not None:
+        out.append((f"{d}.queue", queue))
+    elif r.random() < 0.15:
+        out.append((f"{d}.overflow", "reject"))  # never full: 1000 > every call
+    if r.random() < 0.15:
+        out.append((f"{d}.timeout", "60s"))
+    if r.random() < 0.15:
+        out.append((f"{d}.idempotent", False))
+
+
+def call_keys(r: random.Random, u: str, replicas: int, out: list[Override]
+              ) -> tuple[str, bool, str]:
+    """A binding's callstyle, loadratio (for a sync or async one, of ``replicas`` >= 2)
+    and balance (never "least" beside a loadratio), under ``u``, added to ``out``:
+    (callstyle, whether a loadratio was drawn, balance)."""
+    style = r.choice(["sync", "async", "async", "async-demand(1)", "async-demand(3)",
+                      "async-demand(auto)"])
+    out.append((f"{u}.callstyle", style))
+    ratio = style in ("sync", "async") and replicas >= 2 and r.random() < 0.3
+    if ratio:
+        shares = [r.choice([1, 2, 3]) for _ in range(replicas)]
+        out.append((f"{u}.loadratio", ":".join(map(str, shares))))
+    balance = r.choice(["none", "none", "steal", "least"])
+    if balance == "least" and ratio:
+        balance = "steal"
+    if balance != "none":
+        out.append((f"{u}.balance", balance))
+    return style, ratio, balance
+
+
 def draw(seed: int) -> Combo:
     """One configuration of the mix program, drawn from ``seed``."""
     r = random.Random(seed)
@@ -94,26 +144,9 @@ def draw(seed: int) -> Combo:
     for m in DEFINES:
         rep, count[m], paths[m] = _replication(r, m)
         out.append((f"modules.{m}.replication", rep))
-        out.append((f"modules.{m}.transport", r.choice(["tcp", "ipc", "shm"])))
-        if r.random() < 0.3:
-            out.append((f"modules.{m}.pickle", True))
-        if r.random() < 0.3:
-            out.append((f"modules.{m}.spin", r.choice(["0", "100us", "1ms"])))
-        if r.random() < 0.3:
-            out.append((f"modules.{m}.coalesce", r.choice(["20us", "1ms"])))
-        queue = r.choice([None, None, 1, 4])  # one bound for the whole module
+        queue = module_keys(r, m, out)
         for iface in DEFINES[m]:
-            d = f"modules.{m}.define.{iface}"
-            if r.random() < 0.4:
-                out.append((f"{d}.pool", r.choice([2, "threads:3", "processes:2"])))
-            if queue is not None:
-                out.append((f"{d}.queue", queue))
-            elif r.random() < 0.15:
-                out.append((f"{d}.overflow", "reject"))  # never full: 1000 > every call
-            if r.random() < 0.15:
-                out.append((f"{d}.timeout", "60s"))
-            if r.random() < 0.15:
-                out.append((f"{d}.idempotent", False))
+            define_keys(r, f"modules.{m}.define.{iface}", queue, out)
     for iface in ("matvec", "scaled"):
         d = f"modules.s2.define.{iface}"
         if iface == "matvec" and r.random() < 0.6:
@@ -130,18 +163,7 @@ def draw(seed: int) -> Combo:
     steal: dict[str, bool] = {}
     for iface in ("produce", "consume", "small", "matvec", "scaled", "ranked"):
         m, u = MODULE_OF[iface], f"modules.client.use.{iface}"
-        style = r.choice(["sync", "async", "async", "async-demand(1)", "async-demand(3)",
-                          "async-demand(auto)"])
-        out.append((f"{u}.callstyle", style))
-        ratio = style in ("sync", "async") and count[m] >= 2 and r.random() < 0.3
-        if ratio:
-            shares = [r.choice([1, 2, 3]) for _ in range(count[m])]
-            out.append((f"{u}.loadratio", ":".join(map(str, shares))))
-        balance = r.choice(["none", "none", "steal", "least"])
-        if balance == "least" and ratio:
-            balance = "steal"
-        if balance != "none":
-            out.append((f"{u}.balance", balance))
+        style, _, balance = call_keys(r, u, count[m], out)
         agg = r.random() < (0.6 if iface == "small" else 0.2)
         if agg:
             out.append((f"{u}.aggregate", r.choice([1, 4, 64, "2KiB"])))

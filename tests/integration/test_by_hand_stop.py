@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
 from typing import Any
 
 import pytest
@@ -109,3 +110,28 @@ def test_an_engine_s_worker_stopped_during_its_first_registration_exits_0(
     assert w.stderr is not None
     said = rest_of(w.stderr)
     assert "polybus worker" not in said, said
+
+
+def test_an_engine_s_worker_stopped_while_it_imports_its_module_exits_0(
+        procs: Procs, tmp_path: Any) -> None:
+    """--exit-with-parent: its engine's SIGTERM while it imports its module (serve
+    stopping a worker it had just started again) is a clean end, as later: 0, nothing
+    said. It raised Terminated in the import, which said "polybus worker: terminated"
+    and exited 143 (a failure, to serve's supervisor), or, landing in a callback of the
+    import machinery, was printed as "Exception ignored in ..." and lost."""
+    mark = tmp_path / "importing"
+    (tmp_path / "slow.py").write_text(f"import pathlib, time\npathlib.Path({str(mark)!r})"
+                                      ".touch()\ntime.sleep(60)\n\n\ndef f(x):\n    return x\n")
+    env = {"POLYBUS_TOKEN": "stop-importing-worker-" + "i" * 20}
+    w = procs.start("worker", "--registry", "127.0.0.1:9", "--module", tmp_path / "slow.py",
+                    "--name", "server-0", "--exit-with-parent", "--parent", str(os.getpid()),
+                    env=env)
+    deadline = time.monotonic() + 30
+    while not mark.exists():  # (its module's top-level code runs)
+        assert w.poll() is None and time.monotonic() < deadline, rest_of(w.stderr)
+        time.sleep(0.02)
+    w.send_signal(signal.SIGTERM)
+    assert w.wait(timeout=30) == 0
+    assert w.stderr is not None
+    said = rest_of(w.stderr)
+    assert "polybus worker" not in said and "Traceback" not in said, said

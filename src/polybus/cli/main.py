@@ -125,17 +125,27 @@ def _terminate(signum: int, frame: object) -> None:
 
 def _ending(argv: list[str] | None, code: int) -> None:
     """The process ends with ``code`` (a stop signal's): another SIGINT or SIGTERM from
-    now on ends it at once with the same status. One that came as the stop's message was
-    said, or as the interpreter shut down, was a KeyboardInterrupt outside main(): the
-    process died of SIGINT (status -2), not 130. Not for main() called from Python."""
+    now on ends it at once with the same status (one that comes as that is set up
+    changes nothing). One that came as the stop's message was said, or as the
+    interpreter shut down, was a KeyboardInterrupt outside main(): the process died of
+    SIGINT (status -2), not 130. Not for main() called from Python."""
     if argv is not None:
         return
 
     def now(signum: int, frame: object) -> None:
         os._exit(code)
 
-    signal.signal(signal.SIGINT, now)
-    signal.signal(signal.SIGTERM, now)
+    while True:
+        try:
+            signal.signal(signal.SIGINT, now)
+            signal.signal(signal.SIGTERM, now)
+            return
+        except KeyboardInterrupt:  # (Terminated too) one that came as they were put in
+            # met the first handlers, which raised again, out of main(): a traceback and
+            # status 1 (seen with two SIGTERMs at once: serve stopping a worker it had
+            # started again, its restarter's thread ending and the engine signalling
+            # it). Changes nothing.
+            continue
 
 
 def _deaf_to_stops(argv: list[str] | None) -> None:

@@ -163,6 +163,12 @@ def _say_reach(name: str, bound: Sequence[Address], registry: str, configured: b
             _say(line)
 
 
+def _ended_cleanly(signum: int, frame: object) -> None:
+    """An engine's worker stopped before it serves: nothing of it to end yet but the
+    process (its process pool's children end with it, the kernel's SIGKILL)."""
+    os._exit(0)
+
+
 def serve(*, registry: str, module_path: Path, name: str, module_key: str, token: bytes,
           listen: str | Sequence[str] = "tcp://127.0.0.1:0", spec: ModuleSpec | None = None,
           replica: ReplicaSpec | None = None, heartbeat: float = 1.0,
@@ -191,7 +197,14 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         # Ctrl-C goes to the whole process group: the run must get it with its replicas
         # still there (it stops them), not lose them first and report them gone.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        die_with_parent(parent=parent)
+        die_with_parent(parent=parent)  # (its run already gone: "terminated", 143)
+        # Until its stop signals' own handlers (below), its engine's SIGTERM ends it at
+        # once, the clean end it is later (0, nothing said). Raised as Terminated while
+        # its module imported (serve stopping a worker it had just started again), it
+        # said "polybus worker: terminated" and exited 143, a failure to serve's
+        # supervisor; or, met in a callback of the import machinery, it was printed as
+        # "Exception ignored in ..." and lost, the worker importing on.
+        signal.signal(signal.SIGTERM, _ended_cleanly)
     line_buffered()  # (before the module's top-level code prints anything)
     place(spec, name)  # (before any thread of its own, or its process pool, starts)
     keep_freed_memory(REPLICA_ARENAS)  # large messages reuse their memory (memory.py)
@@ -202,25 +215,28 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     options = options_for(spec, replica, max_frame, [n for n in http if n in functions])
     options.heartbeat = heartbeat
     procs: ProcessPool | None = None
-    if spec is not None and (children := process_count(spec)):
-        procs = ProcessPool(children, module_path, import_name(module_key), name)
-        functions = {n: (procs.wrap(n, spec.define[n].idempotent)
-                         if spec.define[n].pool_kind == "processes" else f)
-                     for n, f in functions.items()}
-    for n in http:
-        if n in functions:
-            functions[n + HTTP_SUFFIX] = http_form(functions[n])
-    runtime = WorkerRuntime(name, functions, token, listen, options)
-    if advertise or exit_with_parent:
-        addresses = [dataclasses.replace(a, host=advertise)
-                     if advertise and a.scheme == "tcp" and a.host in WILDCARDS else a
-                     for a in runtime.addresses]
-    else:  # (by hand: a wildcard registers where this host reaches its registry from)
-        addresses = registers(runtime.addresses, registry)
+    runtime: WorkerRuntime | None = None
     try:
+        if spec is not None and (children := process_count(spec)):
+            procs = ProcessPool(children, module_path, import_name(module_key), name)
+            functions = {n: (procs.wrap(n, spec.define[n].idempotent)
+                             if spec.define[n].pool_kind == "processes" else f)
+                         for n, f in functions.items()}
+        for n in http:
+            if n in functions:
+                functions[n + HTTP_SUFFIX] = http_form(functions[n])
+        runtime = WorkerRuntime(name, functions, token, listen, options)
+        if advertise or exit_with_parent:
+            addresses = [dataclasses.replace(a, host=advertise)
+                         if advertise and a.scheme == "tcp" and a.host in WILDCARDS else a
+                         for a in runtime.addresses]
+        else:  # (by hand: a wildcard registers where this host reaches its registry from)
+            addresses = registers(runtime.addresses, registry)
         check_certificate(addresses, cert_hint)
-    except BaseException:
-        runtime.stop()
+    except BaseException:  # (a stop signal's too, as they start: what started is ended,
+        # the process pool's threads waited for, not left running into the exit)
+        if runtime is not None:
+            runtime.stop()
         if procs is not None:
             procs.close()
         raise

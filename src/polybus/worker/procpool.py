@@ -138,8 +138,11 @@ class ProcessPool:
             for f in [executor.submit(ready) for _ in range(self._workers)]:
                 f.result()
         except BaseException:
+            # (its children killed, its threads waited for: one left running into the
+            # interpreter's exit, a stop signal's, closed its wake-up pipe as CPython
+            # 3.11's exit wrote to it, "Exception ignored ... Bad file descriptor")
             pool.children = list(executor._processes.values())
-            _end(pool, 0.0, wait=False)
+            _end(pool, 0.0, wait=True)
             raise
         pool.children = list(executor._processes.values())
         pool.manager = getattr(executor, "_executor_manager_thread", None)
