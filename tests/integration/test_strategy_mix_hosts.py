@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from . import chaosmix, stratmix, tlsmix
+from . import chaosmix, mixrun, stratmix, tlsmix
 from .stratmix import Combo, Outcome
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None,
@@ -85,7 +85,7 @@ def test_a_process_by_hand_that_outlives_sigterm_is_said_and_killed(tmp_path: Pa
     assert hand.wait_for("(ready)", seconds=30) == ["ready"]
     left = hand.stop()
     assert len(left) == 1 and left[0].startswith("stubborn: pids ["), left
-    assert p.poll() is not None and stratmix._group(p.pid) == []
+    assert p.poll() is not None and mixrun._group(p.pid) == []
 
 
 STUBBORN = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"

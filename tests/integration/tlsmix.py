@@ -45,8 +45,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import stratmix
-from .stratmix import APP, POLYBUS, ROOT, Combo, Outcome
+from . import mixrun, stratmix
+from .mixrun import POLYBUS, ROOT
+from .stratmix import APP, Combo, Outcome
 
 START_S = 20.0  # for the registry and each worker to say it is up
 STOP_S = 5.0  # after SIGTERM, for the registry and workers to end
@@ -184,7 +185,7 @@ class Hand:
         deadline = time.monotonic() + STOP_S
         left = []
         for what, p, _ in self.procs:
-            while (pids := stratmix._group(p.pid)) and time.monotonic() < deadline:
+            while (pids := mixrun._group(p.pid)) and time.monotonic() < deadline:
                 time.sleep(0.05)
             if pids:
                 left.append(f"{what}: pids {pids} still there {STOP_S:g} s after SIGTERM")
