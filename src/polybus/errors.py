@@ -190,11 +190,14 @@ class ConnectionLostError(TransportError):
     process may well be alive (a call holding the GIL keeps it from answering a Ping).
     ``call_site``: as for a RemoteError, when a call failed with it. ``killed`` is set
     (client/session.py) when the worker of the replica, and of each of its module's
-    replicas lost before it, was killed by SIGKILL: from outside any call.
+    replicas lost before it, was killed by SIGKILL: from outside any call; ``stopped``
+    when each was ended so or stopped (a stop signal, or the clean end an engine's
+    worker makes of one, status 0), some of them stopped.
     """
 
     call_site: str | None = None
     killed = False
+    stopped = False
 
     def __init__(self, message: str, *, heartbeat: float | None = None) -> None:
         self.heartbeat = heartbeat

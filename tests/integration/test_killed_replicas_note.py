@@ -1,7 +1,10 @@
 """A call lost with each replica that went, when each was killed by SIGKILL: the error
 says that a SIGKILL comes from outside the call, not first that the call may be what
 ends them (serve's 502 said so of two replicas killed by hand, beside "killed by signal
-9"). Lost with replicas that ended otherwise, it says so as before (client/calls.py)."""
+9"); so when each was stopped (a stop signal, or an engine's worker's clean end of one:
+serve's whole process group stopped, as systemd does, said it of its workers that
+exited 0: servemix). Lost with replicas that ended otherwise, it says so as before
+(client/calls.py)."""
 
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ use.nap = { callstyle = "async" }
 """
 
 SIGKILL = "was killed by signal 9 (SIGKILL)"
+STOPPED = "exited with status 0"  # (an engine's worker, stopped by SIGTERM: a clean end)
 
 
 def polled(s: Session, check: Callable[[], bool], within: float = 10.0) -> bool:
@@ -53,7 +57,8 @@ def kill_where_it_runs(c: Cluster, s: Session, rec: Any) -> None:
     assert polled(s, lambda: rec.done or rec.link is not lost)
 
 
-@pytest.mark.parametrize("how", [SIGKILL, "exited with status 3"])
+@pytest.mark.parametrize("how", [SIGKILL, STOPPED, "was killed by signal 15 (SIGTERM)",
+                                 "exited with status 3"])
 def test_a_call_lost_with_every_replica_killed(tmp_path: Path, how: str) -> None:
     with cluster(tmp_path, TOML, replicas=2) as c:
         s = c.session()
@@ -71,5 +76,10 @@ def test_a_call_lost_with_every_replica_killed(tmp_path: Path, how: str) -> None
             assert ("each was killed by SIGKILL, which comes from outside the call (a user, "
                     "a supervisor, or the kernel's OOM killer, which the call's own memory "
                     "use can set off)") in said, said
+        elif how != "exited with status 3":  # (stopped: serve's group stopped by systemd)
+            assert "may be what ends them" not in said, said
+            assert ("but each was stopped (a stop signal, SIGTERM or Ctrl-C, as a supervisor "
+                    "stopping the service sends it to the whole process group) or killed by "
+                    "SIGKILL, from outside the call") in said, said
         else:
             assert "so it may be what ends them" in said, said

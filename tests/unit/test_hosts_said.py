@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from polybus.client.calls import silence_note
 from polybus.client.dialing import unreached_line
 from polybus.client.lossline import LossLines
+from polybus.client.lostnotes import silence_note
 from polybus.errors import ConnectionLostError
 from polybus.registry.client import RegistryClient
 from polybus.registry.service import RegistryService

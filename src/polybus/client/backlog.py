@@ -21,8 +21,9 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from polybus.client.calls import CallRecord, ReplicaLink, silence_note, suspect_note
+from polybus.client.calls import CallRecord, ReplicaLink
 from polybus.client.calltext import call_text
+from polybus.client.lostnotes import silence_note, suspect_note
 from polybus.client.picking import alive, loads, open_to_calls
 from polybus.client.policies.balance import demand_pick
 from polybus.client.unsendable import send_accepted

@@ -13,8 +13,9 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from polybus.client.batchcalls import Pending
-from polybus.client.calls import suspect_note, told
+from polybus.client.calls import told
 from polybus.client.fwdbatch import listed, remapped, requeued, settle
+from polybus.client.lostnotes import suspect_note
 from polybus.client.unsendable import named, too_large
 from polybus.errors import (
     ConnectionLostError,

@@ -26,6 +26,7 @@ from polybus.client.fwdown import keep_answers
 from polybus.client.handsettings import say_other_settings
 from polybus.client.inclient import InClient, in_client, release
 from polybus.client.lossline import HowEnded, LossLines
+from polybus.client.lostnotes import mark_outside, outside
 from polybus.client.migrate import Migrator, migrator_for
 from polybus.client.order import order_calls
 from polybus.client.params import parameters, priority_fn
@@ -364,13 +365,12 @@ class Session:
         # (said once, however many links it had; now, or once the engine can say how
         # its worker ended, never waited for here, on the reactor's path: lossline.py)
         self.losses.lost(link.name, link.module, error)
-        if (isinstance(error, ConnectionLostError)  # (said with its calls lost: calls.py)
-                and self.ended.get(link.name, "").endswith("(SIGKILL)")):
+        if isinstance(error, ConnectionLostError) and outside(self.ended.get(link.name)):
             # (an engine that says how its workers ended only later, mpi or Ray, has not
-            # yet: then the call is not cleared of ending them)
-            gone = {link.name} | {lk.name for d in self.dispatchers.values() for lk in d.links
-                                  if lk.dead and lk.module == link.module}
-            error.killed = all(self.ended.get(n, "").endswith("(SIGKILL)") for n in gone)
+            # yet: the call is not cleared then)
+            mark_outside(error, [self.ended.get(n) for n in {link.name} | {
+                lk.name for d in self.dispatchers.values() for lk in d.links
+                if lk.dead and lk.module == link.module}])
         for d in self.dispatchers.values():
             d.lost(link, error)
         for bt in self.batchers:
