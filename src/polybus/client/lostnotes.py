@@ -66,17 +66,16 @@ def suspect_note(interface: str, attempts: int, error: object = None, module: st
     if note:  # (not a call that ended them: it kept them from answering)
         return (f"{note}; this call was running on each of the {attempts} replicas lost, "
                 f"and ran again after each loss ({stop})")
+    went = f"; this call was running on each of the {attempts} replicas that went"
+    again = "a call lost with its replica runs again elsewhere"
     if getattr(error, "killed", False):  # (each by SIGKILL: not the call's own end)
-        return (f"; this call was running on each of the {attempts} replicas that went, "
-                "but each was killed by SIGKILL, which comes from outside the call (a user, "
-                "a supervisor, or the kernel's OOM killer, which the call's own memory use "
-                "can set off); a call lost with its replica "
-                f"runs again elsewhere ({stop})")
-    if getattr(error, "stopped", False):  # (a service stopping: not the call's own end)
-        return (f"; this call was running on each of the {attempts} replicas that went, "
-                "but each was stopped (a stop signal, SIGTERM or Ctrl-C, as a supervisor "
-                "stopping the service sends it to the whole process group) or killed by "
-                "SIGKILL, from outside the call; a call lost with its replica runs again "
-                f"elsewhere ({stop})")
-    return (f"; this call was running on each of the {attempts} replicas that went, so it "
-            f"may be what ends them (a call lost with its replica runs again elsewhere; {stop})")
+        why = ("each was killed by SIGKILL, which comes from outside the call (a user, a "
+               "supervisor, or the kernel's OOM killer, which the call's own memory use can "
+               "set off)")
+    elif getattr(error, "stopped", False):  # (a service stopping: not the call's own end)
+        why = ("each was stopped (a stop signal, SIGTERM or Ctrl-C, as a supervisor stopping "
+               "the service sends it to the whole process group) or killed by SIGKILL, from "
+               "outside the call")
+    else:
+        return f"{went}, so it may be what ends them ({again}; {stop})"
+    return f"{went}, but {why}; {again} ({stop})"
