@@ -19,7 +19,7 @@ from polybus.client import rings
 from polybus.client.calls import CallRecord, ReplicaLink, waiting_for
 from polybus.client.later import get_ident
 from polybus.client.unsendable import not_sent
-from polybus.errors import MessageTooLarge, PolybusError, UnsendableError
+from polybus.errors import MessageTooLarge, PolybusError, TransportError, UnsendableError
 from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Message, Result
 
@@ -87,6 +87,8 @@ class LoneCalls:
                         self._drain_held)
             except (TypeError, ValueError, OverflowError) as exc:
                 raise not_sent(rec, exc) from None
+            except TransportError:  # (the connection broke: the call, outstanding there,
+                raise  # is lost with its replica below, run again or failed as any is)
             except BaseException:  # (RecursionError, MemoryError, Ctrl-C: as it is)
                 rec.dispatcher.forget(rec, sent=False)  # not written: not in flight
                 raise

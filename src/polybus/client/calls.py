@@ -281,8 +281,8 @@ def error_from(fail: Fail, interface: str, replica: str, origin: str = "",
 class ReplicaLink:
     """The client's connection to one replica and the calls outstanding on it."""
 
-    __slots__ = ("abandoned", "before", "calls", "channel", "dead", "held", "lock", "module",
-                 "name", "outstanding", "speed", "trail", "watch")
+    __slots__ = ("abandoned", "back", "before", "calls", "channel", "dead", "held", "lock",
+                 "module", "name", "outstanding", "speed", "trail", "watch")
 
     def __init__(self, name: str, module: str, channel: Channel, speed: float = 1.0) -> None:
         self.name = name
@@ -315,6 +315,9 @@ class ReplicaLink:
         # The lost link this one took the place of (client/revive.py `install`), for the
         # run's figures: each process that served the run keeps its row (stats.py)
         self.before: ReplicaLink | None = None
+        # Dialled in a lost link's place, the first of its replica's connections since
+        # that loss: the one whose coming back is said (revive.py `back_line`)
+        self.back = False
 
     @property
     def load(self) -> int:

@@ -103,14 +103,17 @@ class LossLines:
         # long-lived front door, kept one more at each loss)
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
 
-    def again(self, name: str) -> None:
+    def again(self, name: str) -> bool:
         """Replica ``name`` was dialled again (a worker answering again, or one started
         in its place): its next loss is said, with how that worker ended; how the
-        earlier one ended is past."""
+        earlier one ended is past. True the first time since its loss was heard (its
+        other connections, a binding's other transport, dialled again after: False)."""
         with self._lock:
+            heard = name in self._heard
             self._heard.discard(name)
             self._latest.pop(name, None)
             self.ended.pop(name, None)
+        return heard
 
     def _later(self, number: int, name: str) -> None:
         assert self.how_ended_later is not None

@@ -208,7 +208,8 @@ class Rejoin:
         s = self.session
         busy: list[Found] = []  # (a Batcher's lock held elsewhere: put in place later)
         for link in install(s, key, found, busy):
-            log.warning("polybus: %s", back_line(link))
+            if link.back:
+                log.warning("polybus: %s", back_line(link))
         if busy:
             with self.cv:  # (closed meanwhile, on another thread: `close` kept none)
                 if self.closed:

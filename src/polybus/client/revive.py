@@ -242,7 +242,11 @@ def _put(session: Session, links: list[ReplicaLink], f: Found) -> ReplicaLink | 
         if any(m.d is d for d in users):
             m.replace(old, new)
     session._serves[r.name] = list(r.interfaces)
-    session.losses.again(r.name)  # (its next loss is said again: client/lossline.py)
+    # (its next loss is said again: client/lossline.py; its coming back said once, not
+    # once more for a binding's other transport dialled again after)
+    new.back = session.losses.again(r.name)
+    if old.name != r.name:  # (another worker in a lost one's place: said of that loss)
+        new.back = session.losses.again(old.name) or new.back
     return new
 
 

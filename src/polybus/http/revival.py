@@ -288,7 +288,8 @@ class Revival:
             found, failed = out
             for link in install(self.session, key, found):
                 self.watch(link)
-                _say(back_line(link))
+                if link.back:
+                    _say(back_line(link))
             if found and placed(self.session, key):  # (the calls that waited: sent)
                 k.none_since = None
                 if k.overdue is not None:
