@@ -86,9 +86,11 @@ use.use = {{ callstyle = "async" }}
 """
 
 
-def wait_for(path: Path, within: float = 60.0) -> None:
+def wait_for(path: Path, within: float = 60.0, line: bool = False) -> None:
+    """Until ``path`` exists, and with ``line`` holds a whole line (a file the server
+    opens, then writes: seen empty between the two under load)."""
     deadline = time.monotonic() + within
-    while not path.exists() or (path.stat().st_size and not path.read_text().endswith("\n")):
+    while not path.exists() or (line and not path.read_text().endswith("\n")):
         assert time.monotonic() < deadline, f"{path.name} never came"
         time.sleep(0.01)
 
@@ -103,7 +105,7 @@ def test_a_forwarded_value_lost_with_its_replica_is_made_again_for_the_program(
     app = tmp_path / "app.toml"
     app.write_text(TOML.format(d=tmp_path, define=define))
     p = procs.start("run", app, "--no-worker-output", cwd=tmp_path)
-    wait_for(tmp_path / "started")
+    wait_for(tmp_path / "started", line=True)
     pid = int((tmp_path / "started").read_text().split()[0])
     assert pid in descendants(p.pid), pid
     wait_for(tmp_path / "used")
