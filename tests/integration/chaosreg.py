@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
 import re
@@ -116,12 +117,13 @@ def _killer(plan: Plan, bh: tlsmix.ByHand, marks: Path, seen: Seen, limit: float
 
     def watch(p: subprocess.Popen[str]) -> None:
         deadline = time.monotonic() + limit
-        while p.poll() is None and time.monotonic() < deadline and _marks(marks) < plan.after:
+        first = _marks(marks)  # (the calls of the runs before)
+        while p.poll() is None and time.monotonic() < deadline and _marks(marks) - first < plan.after:
             time.sleep(0.002)
         if p.poll() is not None or time.monotonic() >= deadline:
             seen.why_not = f"the run ended with fewer than {plan.after} calls begun"
             return
-        seen.marks_at_kill = _marks(marks)
+        seen.marks_at_kill = _marks(marks) - first
         if plan.what in ("registry", "both"):
             _, reg, _ = bh.hand.procs[0]
             with contextlib.suppress(ProcessLookupError):
@@ -143,26 +145,115 @@ def _killer(plan: Plan, bh: tlsmix.ByHand, marks: Path, seen: Seen, limit: float
     return threads, started
 
 
-def _fds_threads(pid: int) -> tuple[int, int]:
-    try:
-        fds = len(os.listdir(f"/proc/{pid}/fd"))
-        threads = len(os.listdir(f"/proc/{pid}/task"))
-    except OSError:
-        return -1, -1
-    return fds, threads
+def _fds(pid: int) -> dict[str, list[str]]:
+    """The process's descriptors by kind (``socket``, ``memfd``, ``other``): their links."""
+    out: dict[str, list[str]] = {"socket": [], "memfd": [], "other": []}
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                out["socket" if link.startswith("socket:") else "memfd" if
+                    link.startswith("/memfd:") else "other"].append(link)
+    return out
+
+
+def _tcp_ports(pids: list[int]) -> set[int]:
+    """The local ports of the tcp sockets of processes ``pids`` (/proc/net/tcp*)."""
+    inodes = {link[8:-1] for pid in pids for link in _fds(pid)["socket"]}
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for row in list(f)[1:]:
+                w = row.split()
+                if len(w) > 9 and w[9] in inodes:
+                    ports.add(int(w[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+@dataclass
+class Holding:
+    """What a worker holds, from outside (/proc) and inside (apps/mix/mixprobe.py)."""
+
+    sockets: int
+    memfds: int
+    other: int  # descriptors of every other kind
+    threads: int
+    peer_in: int  # connections from the other workers (forwarded values)
+    peers_out: int  # connections to them
+    client_in: int  # connections from clients
+    probe: dict[str, object]
+
+
+def _holding(bh: tlsmix.ByHand, work: Path) -> dict[str, Holding]:
+    pids = [p.pid for _, p, _ in _workers(bh)]
+    ports = _tcp_ports(pids)
+    out = {}
+    for what, p, _ in _workers(bh):
+        probe = _probe(work, p.pid)
+        ends = probe.get("ends")
+        ends = ends if isinstance(ends, list) else []
+        peer_in = sum(1 for k, v in ends if (k == "tcp" and v in ports)
+                      or (k == "unix" and v in pids))
+        fds = _fds(p.pid)
+        try:
+            threads = len(os.listdir(f"/proc/{p.pid}/task"))
+        except OSError:
+            threads = -1
+        out[what] = Holding(len(fds["socket"]), len(fds["memfd"]), len(fds["other"]), threads,
+                            peer_in, int(probe.get("peers_out", 0)),  # type: ignore[call-overload]
+                            len(ends) - peer_in, probe)
+    return out
+
+
+def _more(now: Holding, was: Holding) -> dict[str, str]:
+    """What ``now`` holds more than ``was``, beside the connections between workers (one
+    each way per pair that forwarded a value: kept) and what may stay (MAY_STAY)."""
+    more = {}
+    peers = now.peer_in + now.peers_out - was.peer_in - was.peers_out
+    for k, a, b in [("descriptors (not sockets, not memfds)", now.other, was.other),
+                    ("threads", now.threads, was.threads),
+                    ("client connections", now.client_in, was.client_in),
+                    ("sockets beside the workers' connections",
+                     now.sockets - now.peer_in - now.peers_out,
+                     was.sockets - was.peer_in - was.peers_out),
+                    ("memfds", now.memfds, was.memfds + 4 * max(0, peers))]:
+        if a > b:
+            more[k] = f"{b} -> {a}"
+    for k, v in now.probe.items():
+        w = was.probe.get(k)
+        if k not in MAY_STAY | {"ends", "channels", "peers_out"} and (
+                not isinstance(v, int) or not isinstance(w, int) or v > w):
+            more[k] = f"{w} -> {v}"
+    return more
 
 
 def _workers(bh: tlsmix.ByHand) -> list[tuple[str, subprocess.Popen[bytes], Path]]:
     return [w for w in bh.hand.procs if not w[0].startswith("registry")]
 
 
-def _settled(bh: tlsmix.ByHand, base: dict[str, tuple[int, int]]) -> list[str]:
-    """Each worker whose descriptors or threads are above ``base`` after SETTLE_S."""
+# What a replica holds for clients that are gone may stay (reliability.md, "The client
+# dies"): the values forwarded to it for a client that may dial again (a run at a shared
+# registry) wait 5 minutes for it, and those of a client none of whose calls naming them
+# it read wait for the bound on unclaimed values; every other count comes back.
+MAY_STAY = {"arrived", "arrived_bytes", "arrived_unlapsed", "lapsed"}
+
+
+def _probe(work: Path, pid: int) -> dict[str, object]:
+    """What the worker ``pid`` holds for its clients (apps/mix/mixprobe.py), {} if it
+    wrote nothing."""
+    try:
+        return dict(json.loads((work / f"probe.{pid}").read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def _held_back(bh: tlsmix.ByHand, work: Path, base: dict[str, Holding]) -> list[str]:
+    """Each worker that holds more than ``base`` (`_more`) after SETTLE_S."""
     deadline = time.monotonic() + SETTLE_S
     while True:
-        over = [f"{what}: descriptors, threads {_fds_threads(p.pid)}, were {base[what]}"
-                for what, p, _ in _workers(bh)
-                if any(a > b for a, b in zip(_fds_threads(p.pid), base[what], strict=True))]
+        now = _holding(bh, work)
+        over = [f"{what} holds more than after a run that ended well: {more}"
+                for what, h in now.items() if (more := _more(h, base[what]))]
         if not over or time.monotonic() > deadline:
             return over
         time.sleep(0.1)
@@ -199,7 +290,8 @@ def run(plan: Plan, want: Outcome, limit: float = 15.0) -> tuple[list[str], Seen
     sets = plan.combo.sets()
     work = Path(tempfile.mkdtemp(prefix="crg-", dir="/tmp"))
     marks = work / "marks"
-    env = {"MIX_MARKS": str(marks), "MIX_PAUSE": f"{plan.pause:g}"}
+    env = {"MIX_MARKS": str(marks), "MIX_PAUSE": f"{plan.pause:g}",
+           "MIX_PROBE": str(work / "probe")}
     problems: list[str] = []
     seen = Seen()
     bh: tlsmix.ByHand | None = None
@@ -210,11 +302,11 @@ def run(plan: Plan, want: Outcome, limit: float = 15.0) -> tuple[list[str], Seen
 
     try:
         with tlsmix.hand_started(tlsmix.Draw(plan.combo, False, True), None, env) as bh:
-            base: dict[str, tuple[int, int]] = {}
+            base: dict[str, Holding] = {}
             if plan.what != "registry":  # (what a worker holds after a run that ended well)
                 judge("the first run", stratmix.run(bh.run_args(), limit, sets, env_add=env))
                 time.sleep(0.3)
-                base = {what: _fds_threads(p.pid) for what, p, _ in _workers(bh)}
+                base = _holding(bh, work)
             threads, started = _killer(plan, bh, marks, seen, limit)
             got = stratmix.run(bh.run_args(), limit, sets, env_add=env,
                                started=started)  # type: ignore[arg-type]
@@ -251,7 +343,9 @@ def run(plan: Plan, want: Outcome, limit: float = 15.0) -> tuple[list[str], Seen
                 problems += _worker_said(bh)
             judge("the next run", stratmix.run(bh.run_args(), limit, sets, env_add=env))
             if base:
-                problems += _settled(bh, base)
+                problems += _held_back(bh, work, base)
+                seen.notes += [f"{what} keeps {n} value(s) of clients gone" for what, p, _
+                               in _workers(bh) if (n := _probe(work, p.pid).get("arrived"))]
             problems += [f"{what} ended (status {p.returncode})" for what, p, _ in _workers(bh)
                          if p.poll() is not None]
     except tlsmix.StartFailed as exc:
@@ -275,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", action="store_true", help="print each draw's --sets and kills")
     ap.add_argument("-v", action="store_true", help="a line for each draw")
     a = ap.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # (started in the background)
     seeds = [a.seed] if a.seed is not None else list(range(a.first, a.first + a.n))
     want = stratmix.baseline()
     if want.rc != 0 or not want.digest:
