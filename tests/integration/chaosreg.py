@@ -341,7 +341,14 @@ def run(plan: Plan, want: Outcome, limit: float = 15.0) -> tuple[list[str], Seen
                 elif missing := _registered_again(bh, "registry-2"):
                     problems.append(f"not registered again within {BACK_S:g} s: {missing}")
                 problems += _worker_said(bh)
-            judge("the next run", stratmix.run(bh.run_args(), limit, sets, env_add=env))
+            nxt = stratmix.run(bh.run_args(), limit, sets, env_add=env)
+            judge("the next run", nxt)
+            if seen.registry_gone:  # (every worker registered again, and kept so)
+                problems += [f"the next run: {ln}" for ln in nxt.stderr.splitlines()
+                             if re.search(r"configured \d+ replica\(s\), found", ln)]
+                log = next((lg for what, _, lg in bh.hand.procs if what == "registry-2"), None)
+                text = log.read_text(errors="replace") if log else ""
+                problems += [f"registry-2: {ln}" for ln in text.splitlines() if "dropped" in ln]
             if base:
                 problems += _held_back(bh, work, base)
                 seen.notes += [f"{what} keeps {n} value(s) of clients gone" for what, p, _
