@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import random
 import re
@@ -53,12 +52,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import stratmix, tlsmix
+from . import holdings, stratmix, tlsmix
 from .stratmix import Combo, Outcome
 
 QUIET_S = 0.5  # after the client went, no call of its begins past this
 BACK_S = 6.0  # a registry back: each worker registered there again within this
-SETTLE_S = 3.0  # for a worker's descriptors and threads to come back
 STATUS_NO_REGISTRY = 2
 
 
@@ -145,118 +143,8 @@ def _killer(plan: Plan, bh: tlsmix.ByHand, marks: Path, seen: Seen, limit: float
     return threads, started
 
 
-def _fds(pid: int) -> dict[str, list[str]]:
-    """The process's descriptors by kind (``socket``, ``memfd``, ``other``): their links."""
-    out: dict[str, list[str]] = {"socket": [], "memfd": [], "other": []}
-    with contextlib.suppress(OSError):
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            with contextlib.suppress(OSError):
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-                out["socket" if link.startswith("socket:") else "memfd" if
-                    link.startswith("/memfd:") else "other"].append(link)
-    return out
-
-
-def _tcp_ports(pids: list[int]) -> set[int]:
-    """The local ports of the tcp sockets of processes ``pids`` (/proc/net/tcp*)."""
-    inodes = {link[8:-1] for pid in pids for link in _fds(pid)["socket"]}
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError), open(table) as f:
-            for row in list(f)[1:]:
-                w = row.split()
-                if len(w) > 9 and w[9] in inodes:
-                    ports.add(int(w[1].rsplit(":", 1)[1], 16))
-    return ports
-
-
-@dataclass
-class Holding:
-    """What a worker holds, from outside (/proc) and inside (apps/mix/mixprobe.py)."""
-
-    sockets: int
-    memfds: int
-    other: int  # descriptors of every other kind
-    threads: int
-    peer_in: int  # connections from the other workers (forwarded values)
-    peers_out: int  # connections to them
-    client_in: int  # connections from clients
-    probe: dict[str, object]
-
-
-def _holding(bh: tlsmix.ByHand, work: Path) -> dict[str, Holding]:
-    pids = [p.pid for _, p, _ in _workers(bh)]
-    ports = _tcp_ports(pids)
-    out = {}
-    for what, p, _ in _workers(bh):
-        probe = _probe(work, p.pid)
-        ends = probe.get("ends")
-        ends = ends if isinstance(ends, list) else []
-        peer_in = sum(1 for k, v in ends if (k == "tcp" and v in ports)
-                      or (k == "unix" and v in pids))
-        fds = _fds(p.pid)
-        try:
-            threads = len(os.listdir(f"/proc/{p.pid}/task"))
-        except OSError:
-            threads = -1
-        out[what] = Holding(len(fds["socket"]), len(fds["memfd"]), len(fds["other"]), threads,
-                            peer_in, int(probe.get("peers_out", 0)),  # type: ignore[call-overload]
-                            len(ends) - peer_in, probe)
-    return out
-
-
-def _more(now: Holding, was: Holding) -> dict[str, str]:
-    """What ``now`` holds more than ``was``, beside the connections between workers (one
-    each way per pair that forwarded a value: kept) and what may stay (MAY_STAY)."""
-    more = {}
-    peers = now.peer_in + now.peers_out - was.peer_in - was.peers_out
-    for k, a, b in [("descriptors (not sockets, not memfds)", now.other, was.other),
-                    ("threads", now.threads, was.threads),
-                    ("client connections", now.client_in, was.client_in),
-                    ("sockets beside the workers' connections",
-                     now.sockets - now.peer_in - now.peers_out,
-                     was.sockets - was.peer_in - was.peers_out),
-                    ("memfds", now.memfds, was.memfds + 4 * max(0, peers))]:
-        if a > b:
-            more[k] = f"{b} -> {a}"
-    for k, v in now.probe.items():
-        w = was.probe.get(k)
-        if k not in MAY_STAY | {"ends", "channels", "peers_out"} and (
-                not isinstance(v, int) or not isinstance(w, int) or v > w):
-            more[k] = f"{w} -> {v}"
-    return more
-
-
 def _workers(bh: tlsmix.ByHand) -> list[tuple[str, subprocess.Popen[bytes], Path]]:
     return [w for w in bh.hand.procs if not w[0].startswith("registry")]
-
-
-# What a replica holds for clients that are gone may stay (reliability.md, "The client
-# dies"): the values forwarded to it for a client that may dial again (a run at a shared
-# registry) wait 5 minutes for it, and those of a client none of whose calls naming them
-# it read wait for the bound on unclaimed values; every other count comes back.
-MAY_STAY = {"arrived", "arrived_bytes", "arrived_unlapsed", "lapsed"}
-
-
-def _probe(work: Path, pid: int) -> dict[str, object]:
-    """What the worker ``pid`` holds for its clients (apps/mix/mixprobe.py), {} if it
-    wrote nothing."""
-    try:
-        return dict(json.loads((work / f"probe.{pid}").read_text()))
-    except (OSError, ValueError):
-        return {}
-
-
-def _held_back(bh: tlsmix.ByHand, work: Path, base: dict[str, Holding]) -> list[str]:
-    """Each worker that holds more than ``base`` (`_more`) after SETTLE_S."""
-    deadline = time.monotonic() + SETTLE_S
-    while True:
-        now = _holding(bh, work)
-        over = [f"{what} holds more than after a run that ended well: {more}"
-                for what, h in now.items() if (more := _more(h, base[what]))]
-        if not over or time.monotonic() > deadline:
-            return over
-        time.sleep(0.1)
 
 
 def _registered_again(bh: tlsmix.ByHand, log_of: str) -> list[str]:
@@ -302,11 +190,11 @@ def run(plan: Plan, want: Outcome, limit: float = 15.0) -> tuple[list[str], Seen
 
     try:
         with tlsmix.hand_started(tlsmix.Draw(plan.combo, False, True), None, env) as bh:
-            base: dict[str, Holding] = {}
+            base: dict[str, holdings.Holding] = {}
             if plan.what != "registry":  # (what a worker holds after a run that ended well)
                 judge("the first run", stratmix.run(bh.run_args(), limit, sets, env_add=env))
                 time.sleep(0.3)
-                base = _holding(bh, work)
+                base = holdings.holding(_workers(bh), work)
             threads, started = _killer(plan, bh, marks, seen, limit)
             got = stratmix.run(bh.run_args(), limit, sets, env_add=env,
                                started=started)  # type: ignore[arg-type]
@@ -350,9 +238,9 @@ def run(plan: Plan, want: Outcome, limit: float = 15.0) -> tuple[list[str], Seen
                 text = log.read_text(errors="replace") if log else ""
                 problems += [f"registry-2: {ln}" for ln in text.splitlines() if "dropped" in ln]
             if base:
-                problems += _held_back(bh, work, base)
+                problems += holdings.held_back(lambda: _workers(bh), work, base)
                 seen.notes += [f"{what} keeps {n} value(s) of clients gone" for what, p, _
-                               in _workers(bh) if (n := _probe(work, p.pid).get("arrived"))]
+                               in _workers(bh) if (n := holdings.probe_of(work, p.pid).get("arrived"))]
             problems += [f"{what} ended (status {p.returncode})" for what, p, _ in _workers(bh)
                          if p.poll() is not None]
     except tlsmix.StartFailed as exc:

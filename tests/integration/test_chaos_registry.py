@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from . import chaosreg, stratmix, tlsmix
+from . import chaosreg, holdings, stratmix, tlsmix
 from .stratmix import Outcome
 
 # 6: registry SIGKILL, back 1 s later, and the client SIGKILLed (the workers' holdings
@@ -48,10 +48,10 @@ def test_a_draw_does_as_documented(want: Outcome, seed: int) -> None:
     assert bool(seen.client_gone) == (plan.what == "both"), seen
 
 
-def _holding(**kw: int) -> chaosreg.Holding:
+def _holding(**kw: int) -> holdings.Holding:
     h = dict(sockets=5, memfds=0, other=6, threads=6, peer_in=0, peers_out=0, client_in=0)
     h.update(kw)
-    return chaosreg.Holding(**h, probe={"queue": 0, "cache": 0, "arrived": 0})  # type: ignore[arg-type]
+    return holdings.Holding(**h, probe={"queue": 0, "cache": 0, "arrived": 0})  # type: ignore[arg-type]
 
 
 def test_what_a_worker_kept_for_a_client_gone_is_seen() -> None:
@@ -59,14 +59,14 @@ def test_what_a_worker_kept_for_a_client_gone_is_seen() -> None:
     kept are each said; the connections between workers, and a value forwarded for
     a client that may dial again (kept 5 minutes, documented), are not."""
     was = _holding()
-    assert chaosreg._more(_holding(), was) == {}
-    assert chaosreg._more(_holding(sockets=7, peer_in=1, peers_out=1, memfds=4), was) == {}
-    assert "client connections" in chaosreg._more(_holding(sockets=6, client_in=1), was)
-    assert "descriptors (not sockets, not memfds)" in chaosreg._more(_holding(other=7), was)
-    assert "sockets beside the workers' connections" in chaosreg._more(_holding(sockets=6), was)
+    assert holdings.more(_holding(), was) == {}
+    assert holdings.more(_holding(sockets=7, peer_in=1, peers_out=1, memfds=4), was) == {}
+    assert "client connections" in holdings.more(_holding(sockets=6, client_in=1), was)
+    assert "descriptors (not sockets, not memfds)" in holdings.more(_holding(other=7), was)
+    assert "sockets beside the workers' connections" in holdings.more(_holding(sockets=6), was)
     now = _holding()
     now.probe = {"queue": 0, "cache": 1, "arrived": 3}
-    assert chaosreg._more(now, was) == {"cache": "0 -> 1"}
+    assert holdings.more(now, was) == {"cache": "0 -> 1"}
 
 
 def test_a_worker_that_said_nothing_of_its_registry_is_seen(tmp_path: Path) -> None:
