@@ -25,7 +25,8 @@ What must then be seen (reliability.md, "The registry dies", "The client dies",
   descriptors and threads come back to what they were after a run that ended well
   (one is run first for that);
 - every worker is still running at the end, and all of them, and the registries, end on
-  SIGTERM leaving nothing in their ``$TMPDIR``.
+  SIGTERM within 5 s leaving nothing in their ``$TMPDIR``; in half the draws that killed
+  the registry, it is SIGKILLed again first, and the workers stop without it.
 
 For a human, from the repository's root::
 
@@ -69,12 +70,14 @@ class Plan:
     gap: float  # "soon": seconds between the registry's end and its start again
     after: int  # once this many calls have begun
     pause: float  # seconds each served call takes ($MIX_PAUSE)
+    gone_at_end: bool = False  # the registry SIGKILLed again before the workers are stopped
 
     def __str__(self) -> str:
         reg = f"registry {signal.Signals(self.sig).name}, back {self.back}" + (
             f" after {self.gap:g} s" if self.back == "soon" else "")
         return {"registry": reg, "client": "client SIGKILL", "both": f"{reg}, client SIGKILL"
-                }[self.what] + f", at call {self.after}, pause {self.pause:g} s"
+                }[self.what] + f", at call {self.after}, pause {self.pause:g} s" + (
+                    ", registry gone at the end" if self.gone_at_end else "")
 
 
 def draw(seed: int) -> Plan | None:
@@ -85,9 +88,11 @@ def draw(seed: int) -> Plan | None:
         return None
     r = random.Random(f"chaosreg {seed}")
     what = r.choice(["registry", "client", "both"])
-    return Plan(combo, what, r.choice([signal.SIGKILL, signal.SIGTERM]),
+    plan = Plan(combo, what, r.choice([signal.SIGKILL, signal.SIGTERM]),
                 r.choice(["soon", "soon", "later"]), r.choice([0.0, 0.2, 1.0]),
                 r.randint(1, 40), r.choice([0.002, 0.01, 0.02]))
+    plan.gone_at_end = what != "client" and r.random() < 0.5  # (drawn last: the rest as before)
+    return plan
 
 
 @dataclass
@@ -243,6 +248,13 @@ def run(plan: Plan, want: Outcome, limit: float = 15.0) -> tuple[list[str], Seen
                                in _workers(bh) if (n := holdings.probe_of(work, p.pid).get("arrived"))]
             problems += [f"{what} ended (status {p.returncode})" for what, p, _ in _workers(bh)
                          if p.poll() is not None]
+            if plan.gone_at_end and seen.registry_gone:  # (the workers then stop without it:
+                reg2 = next(p for what, p, _ in bh.hand.procs  # within STOP_S: Hand.stop)
+                            if what == "registry-2")
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(reg2.pid, signal.SIGKILL)
+                reg2.wait()
+                time.sleep(1.5)  # (a heartbeat or more finds it gone)
     except tlsmix.StartFailed as exc:
         problems.append(str(exc))
     finally:
