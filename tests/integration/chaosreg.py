@@ -223,7 +223,9 @@ def run(plan: Plan, want: Outcome, limit: float = 15.0) -> tuple[list[str], Seen
             if seen.registry_gone:
                 if plan.back == "later":
                     none = stratmix.run(bh.run_args(), limit, sets, env_add=env)
-                    if none.rc != STATUS_NO_REGISTRY or "no registry answers at" not in none.stderr:
+                    if not _workers(bh):  # (every module in the client: no registry asked)
+                        judge("a run with no registry and no worker", none)
+                    elif none.rc != STATUS_NO_REGISTRY or "no registry answers at" not in none.stderr:
                         problems.append(f"a run with no registry: exit status {none.rc}, want "
                                         f"{STATUS_NO_REGISTRY} saying 'no registry answers at'"
                                         f"\n{none.stderr[-1500:]}")
