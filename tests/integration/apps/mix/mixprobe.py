@@ -1,19 +1,32 @@
 """What a replica of the mix program holds for its clients, written every 0.1 s to
 ``$MIX_PROBE.PID`` as one JSON object (tests/integration/chaosreg.py compares them
 before and after a client is killed). Started by server.py when ``$MIX_PROBE`` is set,
-in the worker process alone (a process pool's children hold no runtime)."""
+in a ``polybus worker`` process alone (a client, or a process pool's child, holds no
+runtime)."""
 
-import gc
 import json
 import os
 import socket
 import struct
+import sys
 import threading
 import time
 
 
 def _runtime():
-    return next((o for o in gc.get_objects() if type(o).__name__ == "WorkerRuntime"), None)
+    """The process's WorkerRuntime, found through its threads' loops (bound methods of
+    it, or wrapped in a closure): never with gc.get_objects(), whose references to a
+    tuple another thread is building make CPython's tuple() of a generator fail with
+    SystemError ("bad argument to internal function")."""
+    for t in threading.enumerate():
+        target = getattr(t, "_target", None)
+        cells = [c.cell_contents for c in (getattr(target, "__closure__", None) or ())
+                 if c.cell_contents is not None]
+        for f in [target, *cells]:
+            rt = getattr(f, "__self__", None)
+            if type(rt).__name__ == "WorkerRuntime":
+                return rt
+    return None
 
 
 def _other_end(ch):
@@ -52,6 +65,9 @@ def sample(rt):
 
 
 def start(path):
+    if "worker" not in sys.argv:  # (a client's copy of the module, or a pool's child)
+        return
+
     def loop():
         rt = None
         for _ in range(30):  # (none in a process pool's child, nor in a client)
