@@ -165,17 +165,22 @@ def _registered_again(bh: tlsmix.ByHand, log_of: str) -> list[str]:
         time.sleep(0.05)
 
 
-def _worker_said(bh: tlsmix.ByHand) -> list[str]:
+def _worker_said(bh: tlsmix.ByHand, within: float = 2.0) -> list[str]:
     """Each worker that did not say, once each, that it lost the registry and that it
-    registered again."""
-    out = []
-    for what, _, log in _workers(bh):
-        text = log.read_text(errors="replace")
-        lost, again = text.count("lost the registry at"), text.count("registered again")
-        if (lost, again) != (1, 1):
-            out.append(f"{what} said 'lost the registry' {lost}, 'registered again' {again} "
-                       "times, want once each")
-    return out
+    registered again (``within`` seconds: it says the latter once the registry answered,
+    after the registry said it)."""
+    deadline = time.monotonic() + within
+    while True:
+        out = []
+        for what, _, log in _workers(bh):
+            text = log.read_text(errors="replace")
+            lost, again = text.count("lost the registry at"), text.count("registered again")
+            if (lost, again) != (1, 1):
+                out.append(f"{what} said 'lost the registry' {lost}, 'registered again' "
+                           f"{again} times, want once each")
+        if not out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.05)
 
 
 def run(plan: Plan, want: Outcome, limit: float = 15.0) -> tuple[list[str], Seen]:
