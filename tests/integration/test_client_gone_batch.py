@@ -23,7 +23,7 @@ define.until = { pool = 1 }
 [modules.client]
 source = "client.py"
 entrypoint = "main"
-use.until = { callstyle = "async", aggregate = 8 }
+use.until = { callstyle = "async", aggregate = 8, linger = "30s" }  # (sent when full)
 
 [bind]
 "client.until" = "server.until"
@@ -47,8 +47,9 @@ def test_the_rest_of_a_batch_of_a_client_gone_is_not_run(tmp_path: Path, transpo
             ps = [s.call("until", (i, str(hang)), {}) for i in range(8)]  # (one batch)
             s.reactor.flush_all()
             assert _until(lambda: rt._running == 1), "the batch never began"
+            [ch] = list(rt._channels)
             s.close()  # (its connections closed, no goodbye: as a process that ends)
-            assert _until(lambda: not rt._channels), len(rt._channels)
+            assert _until(lambda: ch.closed and not rt._channels), len(rt._channels)
         finally:
             hang.touch()  # (the call running ends)
         assert _until(lambda: not rt._running)
