@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -196,11 +196,42 @@ class Hand:
         return left
 
 
-def run_by_hand(d: Draw, pki: Path | None, limit: float, env_add: dict[str, str] | None = None,
-                started: Callable[[subprocess.Popen[str]], None] | None = None) -> Outcome:
-    """The combination's run at a registry and workers started by hand (their own
-    ``$TMPDIR``, which must be empty once they ended). ``env_add`` and ``started`` as
-    `stratmix.run` takes them, ``env_add`` given to the workers too."""
+class StartFailed(Exception):
+    """The registry or a worker by hand did not start (or, under TLS, did not say so)."""
+
+
+@dataclass
+class ByHand:
+    """A registry and workers started by hand (`hand_started`): what a run is given to use
+    them, and, once they ended, what they left and said."""
+
+    hand: Hand
+    registry: str  # HOST:PORT
+    token: Path
+    env: dict[str, str]
+    config: list[str]  # --config APP and the draw's --sets
+    left: list[str] = field(default_factory=list)
+    said: str = ""
+
+    def run_args(self) -> list[str]:
+        return ["run", str(APP), "--registry", self.registry, "--token-file", str(self.token)]
+
+    def start_registry(self, what: str, listen: str = "127.0.0.1:0") -> str:
+        """Start (again) a registry on ``listen``: its HOST:PORT once it listens, '' if
+        it did not within START_S."""
+        self.hand.start(what, ["registry", "--listen", listen, "--token-file",
+                               str(self.token), *self.config], self.env, self.token.parent)
+        [at] = self.hand.wait_for(r"listening on (?:tcp://)?(\S+)", first=len(self.hand.procs) - 1)
+        return at
+
+
+@contextlib.contextmanager
+def hand_started(d: Draw, pki: Path | None, env_add: dict[str, str] | None = None
+            ) -> Iterator[ByHand]:
+    """The combination's registry and workers started by hand (their own ``$TMPDIR``),
+    each worker waited for; StartFailed if one did not start. On the way out each is
+    stopped (`Hand.stop`) and ``left`` says what had to be killed and what is left in
+    their ``$TMPDIR``; ``said`` is what they printed."""
     sets = d.sets(pki)
     work = Path(tempfile.mkdtemp(prefix="hmx-", dir="/tmp"))
     tmp = work / "tmp"
@@ -213,34 +244,45 @@ def run_by_hand(d: Draw, pki: Path | None, limit: float, env_add: dict[str, str]
     env["TMPDIR"] = str(tmp)
     env.update(env_add or {})
     config = ["--config", str(APP), *(a for s in sets for a in ("--set", s))]
-    hand = Hand()
+    bh = ByHand(Hand(), "", token, env, config)
     try:
-        hand.start("registry", ["registry", "--listen", "127.0.0.1:0", "--token-file",
-                                str(token), *config], env, work)
-        [registry] = hand.wait_for(r"listening on (?:tcp://)?(\S+)")
-        if not registry:
-            return Outcome(1, stderr=f"the registry did not start\n{hand.said()}")
+        if not (registry := bh.start_registry("registry")):
+            raise StartFailed(f"the registry did not start\n{bh.hand.said()}")
+        bh.registry = registry
         for m, names in replicas(sets).items():
             for name in names:
-                hand.start(f"{m}:{name}", ["worker", *config, "--as", m, "--name", name,
-                                           "--registry", registry, "--token-file", str(token)],
-                           env, work)
-        up = hand.wait_for(r"(serving)", first=1)
-        if not all(up):
-            return Outcome(1, stderr=f"a worker did not start\n{hand.said()}")
-        plain = [what for what, _, log in hand.procs if "mutual TLS" not in log.read_text()]
+                bh.hand.start(f"{m}:{name}", ["worker", *config, "--as", m, "--name", name,
+                                              "--registry", registry, "--token-file",
+                                              str(token)], env, work)
+        if not all(bh.hand.wait_for(r"(serving)", first=1)):
+            raise StartFailed(f"a worker did not start\n{bh.hand.said()}")
+        plain = [what for what, _, log in bh.hand.procs if "mutual TLS" not in log.read_text()]
         if d.tls and plain:  # (each says it at start: docs/security.md, "TLS")
-            return Outcome(1, stderr=f"not said under TLS: {plain}\n{hand.said()}")
-        out = stratmix.run(["run", str(APP), "--registry", registry, "--token-file",
-                            str(token)], limit, sets, env_add=env_add, started=started)
+            raise StartFailed(f"not said under TLS: {plain}\n{bh.hand.said()}")
+        yield bh
     finally:
-        left = hand.stop()
-        files = [str(x.relative_to(tmp)) for x in tmp.rglob("*")]
-        said = hand.said()
+        bh.left = bh.hand.stop()
+        bh.left += [f"$TMPDIR of the workers: {x.relative_to(tmp)}" for x in tmp.rglob("*")]
+        bh.said = bh.hand.said()
         shutil.rmtree(work, ignore_errors=True)
-    out.left += left + [f"$TMPDIR of the workers: {f}" for f in files]
-    if out.rc != 0 or out.left:
-        out.stderr += "\n" + said[-4000:]
+
+
+def run_by_hand(d: Draw, pki: Path | None, limit: float, env_add: dict[str, str] | None = None,
+                started: Callable[[subprocess.Popen[str]], None] | None = None) -> Outcome:
+    """The combination's run at a registry and workers started by hand (their own
+    ``$TMPDIR``, which must be empty once they ended). ``env_add`` and ``started`` as
+    `stratmix.run` takes them (``env_add`` given to the workers too)."""
+    sets = d.sets(pki)
+    bh: ByHand | None = None
+    try:
+        with hand_started(d, pki, env_add) as bh:
+            out = stratmix.run(bh.run_args(), limit, sets, env_add=env_add, started=started)
+    except StartFailed as exc:
+        out = Outcome(1, stderr=str(exc))
+    if bh is not None:
+        out.left += bh.left
+        if out.rc != 0 or out.left:
+            out.stderr += "\n" + bh.said[-4000:]
     return out
 
 

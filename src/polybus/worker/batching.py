@@ -2,7 +2,8 @@
 
 The calls of a batch run in order on one thread; each call's exception is caught on its
 own (its slot in the answer is nil and a ``Fail`` with its index says why), so one
-failing call fails alone. All answers go back as one ``BatchResult``; a call whose
+failing call fails alone. A batch whose client went (its connection closed by the
+poller) runs no more of its calls: the one running finishes, the rest are not begun. All answers go back as one ``BatchResult``; a call whose
 value the client asked to be forwarded (``Forward``/``Keep`` with its index) has it sent
 to the next stage first, and ``Ref("fwd", ...)`` in its slot (worker/forwarding.py).
 """
@@ -36,7 +37,10 @@ def run(rt: WorkerRuntime, job: Job) -> None:
     append = values.append
     refused = getattr(batch, "refused", None)  # (calls that did not unpickle: undecodable.py)
     rows = batch.args if refused is None else _unrefused(batch.args, refused, values, fails)
+    ch = job.channel
     for args in rows:
+        if ch.closed:  # (its client went: the calls not begun are for nobody, as its
+            break      # queued ones, which the poller dropped with its connection)
         try:
             append(fn(*args))
         except BaseException as exc:  # (as WorkerRuntime._run)
@@ -48,7 +52,6 @@ def run(rt: WorkerRuntime, job: Job) -> None:
         spent = time.perf_counter() - t0
     rt.calls += len(values)
     busy.ended(rt, me, spent)
-    ch = job.channel
     if ch.closed:
         return
     reply = BatchResult(batch.id, values, fails)

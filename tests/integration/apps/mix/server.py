@@ -18,6 +18,10 @@ _HOLD_NAMES, _, _HOLD_AT = os.environ.get("MIX_HOLD", "").partition(":")  # "f,g
 _HOLD = set(_HOLD_NAMES.split(",")) if _HOLD_AT else set()
 _AGAIN = os.environ.get("MIX_HOLD_AGAIN", "") == "1"  # hold the held call's next run too
 _calls = itertools.count()
+if os.environ.get("MIX_PROBE"):  # tests/integration/chaosreg.py: what a replica holds
+    import mixprobe
+
+    mixprobe.start(os.environ["MIX_PROBE"])
 
 
 def _mark(name, i):
