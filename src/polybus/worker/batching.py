@@ -3,9 +3,10 @@
 The calls of a batch run in order on one thread; each call's exception is caught on its
 own (its slot in the answer is nil and a ``Fail`` with its index says why), so one
 failing call fails alone. A batch whose client went (its connection closed by the
-poller) runs no more of its calls: the one running finishes, the rest are not begun. All answers go back as one ``BatchResult``; a call whose
-value the client asked to be forwarded (``Forward``/``Keep`` with its index) has it sent
-to the next stage first, and ``Ref("fwd", ...)`` in its slot (worker/forwarding.py).
+poller) runs no more of its calls: the one running finishes, the rest are not begun.
+All answers go back as one ``BatchResult``; a call whose value the client asked to be
+forwarded (``Forward``/``Keep`` with its index) has it sent to the next stage first,
+and ``Ref("fwd", ...)`` in its slot (worker/forwarding.py).
 """
 
 from __future__ import annotations
