@@ -29,6 +29,20 @@ class _Gone:
 
     closed = True
 
+class _Going:
+    """A connection whose client goes once a batch's first call has begun: that call
+    runs, the rest do not, and no answer is written (a batch stops at a closed
+    connection: worker/batching.py)."""
+
+    def __init__(self) -> None:
+        self.looks = 0
+
+    @property
+    def closed(self) -> bool:
+        self.looks += 1
+        return self.looks > 1
+
+
 
 class _Failing:
     """A function that waits at a gate, then raises (its failure is then built)."""
@@ -74,7 +88,7 @@ def _faulted(run: Callable[[WorkerRuntime, _Failing], None]) -> Callable[..., No
 RUNS: dict[str, tuple[Any, Callable[[WorkerRuntime, _Failing], None]]] = {
     "pool": (runtime, lambda rt, f: rt._run(Job(Call(1, "fails", []), _Gone(), 0.0))),
     "batch": (batching, lambda rt, f: batching.run(
-        rt, Job(CallBatch(1, "fails", [[]]), _Gone(), 0.0))),
+        rt, Job(CallBatch(1, "fails", [[]]), _Going(), 0.0))),
     "inline": (direct, lambda rt, f: direct._answer(rt, _Gone(), Call(1, "fails", []), f)),  # type: ignore[arg-type]
 }
 
