@@ -29,6 +29,7 @@ class _Gone:
 
     closed = True
 
+
 class _Going:
     """A connection whose client goes once a batch's first call has begun: that call
     runs, the rest do not, and no answer is written (a batch stops at a closed

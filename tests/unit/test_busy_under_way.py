@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pytest
+from test_busy_monotone import _Going  # (tests/unit on the path: no __init__)
 
 from polybus.wire.messages import Call, CallBatch
 from polybus.worker import batching, direct
@@ -24,19 +25,6 @@ class _Gone:
     """A connection whose client has gone: the call is counted, no answer written."""
 
     closed = True
-
-class _Going:
-    """A connection whose client goes once a batch's first call has begun: that call
-    runs, the rest do not, and no answer is written (a batch stops at a closed
-    connection: worker/batching.py)."""
-
-    def __init__(self) -> None:
-        self.looks = 0
-
-    @property
-    def closed(self) -> bool:
-        self.looks += 1
-        return self.looks > 1
 
 
 
