@@ -7,13 +7,12 @@ nobody (a second and more of calls begun after the client went)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from .comm_harness import cluster
+from .test_client_gone import _until
 
 TOML = """
 [modules.server]
@@ -28,13 +27,6 @@ use.until = { callstyle = "async", aggregate = 8, linger = "30s" }  # (sent when
 [bind]
 "client.until" = "server.until"
 """
-
-
-def _until(cond: Callable[[], bool], within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    return cond()
 
 
 @pytest.mark.parametrize("transport", ["tcp", "shm"])
