@@ -95,8 +95,7 @@ class Session:
         self.migrators: list[Migrator] = []
         self.gate: Gate | None = None  # (with a pump: client/pump.py)
         self.pump: Pump | None = None
-        # Calls waiting at the client for their promises' values (client/awaiting.py)
-        self.awaiting: Awaiting | None = None
+        self.awaiting: Awaiting | None = None  # calls held for promises' values (awaiting.py)
         self._base: dict[int, Stats | None] = {}
         self._bytes0: dict[int, tuple[int, int]] = {}  # each link's (sent, received) then
         self._short: set[str] = set()  # modules already warned about (once a session)
