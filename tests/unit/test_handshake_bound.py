@@ -112,6 +112,7 @@ def test_a_replica_closes_connections_past_the_bound_at_once(
         for _ in range(CONNECTED):  # passed the handshake: not counted
             connected.append(connect(worker.address, TOKEN, Codec()))
         assert _answer(connected[-1], Call(1, "echo", [1])) == Result(1, 1)
+        _drained(worker._gates[worker.address])  # (a thread that sent its ack may not have left)
         crowd = _crowd(worker.address)
         try:
             assert _closed_at_once(worker.address)
@@ -150,6 +151,7 @@ def test_a_registry_closes_connections_past_the_bound_at_once(
             for _ in range(CONNECTED):
                 connected.append(connect(str(reg.address), TOKEN, Codec()))
             assert _answer(connected[-1], Resolve(req=1)) == Replicas([], 1)
+            _drained(reg._gate)  # (a thread that sent its ack may not have left the gate)
             crowd = _crowd(reg.address)
             try:
                 assert _closed_at_once(reg.address)
