@@ -282,7 +282,7 @@ class Session:
             [Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
              for _ in rs]))
         if self._turn:  # (workers by hand: each applies its own settings, said if not ours)
-            say_other_settings(self.app, module, [r for r, _ in made], self._short)
+            say_other_settings(self.app, module, made, self._short)
         links = []
         for r, channel in made:
             tune(channel, spec)
