@@ -247,6 +247,7 @@ def _put(session: Session, links: list[ReplicaLink], f: Found) -> ReplicaLink | 
     new.back = session.losses.again(r.name)
     if old.name != r.name:  # (another worker in a lost one's place: said of that loss)
         new.back = session.losses.again(old.name) or new.back
+    new.dialling = session.losses.dialling(r.name)
     return new
 
 
