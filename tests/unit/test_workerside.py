@@ -306,3 +306,16 @@ def test_the_order_is_compared_where_the_calls_go_by_an_shm_ring(app_path: Path)
                                  "configuration gives ordered")
     assert differences(shm, workers, rings=set()) == []
     assert [d.key for d in differences(shm, workers)] == ["priority"]  # (its own rings)
+
+
+def test_the_order_is_not_compared_where_the_run_coalesces(app_path: Path) -> None:
+    """A run's ``coalesce`` over shm is asked of each replica's ring (client/dialing.py
+    `tune`), and a replica whose ring holds its bells back runs no burst as it comes
+    (worker/direct.py): its calls wait in its queue, in their priorities' order. Such
+    replicas were said to run them as they come. (Their spin is their own: said.)"""
+    one, shm = "modules.s.define.f.pool=1", 'modules.s.transport="shm"'
+    theirs = _app(app_path, one, shm).modules["s"]
+    ours = _app(app_path, one, shm, 'modules.s.define.f.priority="x"',
+                'modules.s.coalesce="1ms"').modules["s"]
+    found = differences(ours, [("s-0", applied(theirs, "s-0"))])
+    assert [d.key for d in found] == ["spin"]

@@ -23,7 +23,8 @@ name), and whether it orders calls by their priority (``priority``: `ORDERED` if
 its defines has one, or its pool is more than one, or it has no configuration; else it
 runs the calls in its shm ring as they come, worker/direct.py), compared only where this
 run's defines give priorities and its calls reach the replica by an shm ring (the
-module's transport, a binding's own, or TCP where the replica offers no shm). The rest of a serving module's settings are the client's
+module's transport, a binding's own, or TCP where the replica offers no shm) whose
+bells this run does not hold back (``coalesce``: its calls then wait in the queue). The rest of a serving module's settings are the client's
 to apply and take effect as ever: how to call, what to cache, timeouts, retries, each
 call's priority (the client computes it); ``replication``'s names and count choose which of the registered
 replicas the run uses (client/choosing.py); ``transport`` is chosen per replica from
@@ -174,7 +175,8 @@ def differences(spec: ModuleSpec, replicas: Sequence[tuple[str, Mapping[str, str
     name (one a count's turn gave) that are one of those lists. ``priority`` is compared
     only where this run's defines give one, at the replicas in ``rings`` (those its
     calls reach by an shm ring: a binding's own transport, or a replica that offers no
-    shm, decides it; None: every one, where the module's transport is shm)."""
+    shm, decides it; None: every one, where the module's transport is shm), and not
+    where this run's ``coalesce`` is asked of those rings (no burst runs as it comes)."""
     found: dict[str, dict[str, tuple[str, str]]] = {}
     names = {r.name for r in spec.replication}
     prioritised = any(d.priority for d in spec.define.values())
@@ -189,8 +191,9 @@ def differences(spec: ModuleSpec, replicas: Sequence[tuple[str, Mapping[str, str
                 continue
             if key == "cpus" and name not in names and theirs[key] in lists:
                 continue
-            if key == "priority" and not (prioritised and (
+            if key == "priority" and not (prioritised and not spec.coalesce and (
                     spec.transport == "shm" if rings is None else name in rings)):
-                continue  # (no priorities to order by, or no ring to run them from)
+                continue  # (no priorities to order by, no ring to run them from, or
+                #           one whose bells this run holds back: worker/direct.py)
             found.setdefault(key, {})[name] = (theirs[key], ours)
     return [Differs(k, v) for k, v in found.items()]
