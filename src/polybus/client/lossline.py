@@ -72,6 +72,9 @@ class LossLines:
         # of an earlier dialling (`dialling`), lost after that, is of the worker whose
         # loss was said (a binding's other transport, not read meanwhile)
         self._dialled: dict[str, int] = {}
+        # Names whose loss was heard and that were not dialled again themselves since
+        # (another worker in their place is not their coming back)
+        self._away: set[str] = set()
         # Each loss heard, by its number: (name, module, why) of those unsaid; and the
         # number of each name's latest loss (only its word is kept in `ended`)
         self._waiting: dict[int, tuple[str, str, str]] = {}
@@ -92,6 +95,7 @@ class LossLines:
                                        and dialling < self._dialled.get(name, 0)):
                 return
             self._heard.add(name)
+            self._away.add(name)
             number = self._latest[name] = next(self._numbers)
         why = _why(error)
         how = self.how_ended(name) if self.how_ended is not None else None
@@ -113,11 +117,13 @@ class LossLines:
         # long-lived front door, kept one more at each loss)
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
 
-    def again(self, name: str) -> bool:
+    def again(self, name: str, itself: bool = True) -> bool:
         """Replica ``name`` was dialled again (a worker answering again, or one started
-        in its place): its next loss is said, with how that worker ended; how the
-        earlier one ended is past. True the first time since its loss was heard (its
-        other connections, a binding's other transport, dialled again after: False)."""
+        in its place: not ``itself``): its next loss is said, with how that worker
+        ended; how the earlier one ended is past. True the first time since its loss
+        was heard (its other connections, a binding's other transport, dialled again
+        after: False); ``itself``, the first time the worker of that name is (another
+        worker that took a place of its meanwhile is not its coming back)."""
         with self._lock:
             heard = name in self._heard
             if heard:
@@ -125,7 +131,11 @@ class LossLines:
             self._heard.discard(name)
             self._latest.pop(name, None)
             self.ended.pop(name, None)
-        return heard
+            if not itself:
+                return heard
+            back = name in self._away
+            self._away.discard(name)
+        return back
 
     def dialling(self, name: str) -> int:
         """How often ``name`` was dialled again after a loss heard: a connection's own

@@ -228,7 +228,7 @@ def _put(session: Session, links: list[ReplicaLink], f: Found) -> ReplicaLink | 
     # known before any read can find it lost: then its loss is not taken for an earlier's)
     back = session.losses.again(r.name)
     if old.name != r.name:  # (another worker in a lost one's place: said of that loss)
-        back = session.losses.again(old.name) or back
+        back = session.losses.again(old.name, itself=False) or back
     new = ReplicaLink(r.name, old.module, f.channel, r.speed, session.losses.dialling(r.name))
     new.back = back
     follow(new, old)
