@@ -93,10 +93,13 @@ def _session(tmp_path: Path, said: _Said, then: Callable[[], None], **how: Any) 
     return session
 
 
-def _lose(session: Session) -> None:
+def _lose(session: Session, dialling: int | None = None) -> None:
     """The reactor finds replica server-0's connection closed (on this thread: the
-    reactor's path)."""
-    link = ReplicaLink("server-0", "server", channel=_Channel())  # type: ignore[arg-type]
+    reactor's path): one dialled now (of the name's latest dialling), or of
+    ``dialling``."""
+    if dialling is None:
+        dialling = session.losses.dialling("server-0")
+    link = ReplicaLink("server-0", "server", _Channel(), dialling=dialling)  # type: ignore[arg-type]
     session.reactor._lost(link, ConnectionLostError("server-0 is gone"))
 
 
@@ -271,6 +274,26 @@ def test_a_name_lost_again_after_it_was_dialled_again_is_said_with_its_second_en
         f"{LOST}; its worker exited with status 1",
         f"{LOST}; its worker exited with status 3"]
     assert session.ended == {"server-0": "exited with status 3"}
+
+
+def test_a_connection_of_the_worker_said_lost_is_not_said_once_its_name_is_back(
+        tmp_path: Path, said: _Said) -> None:
+    """A second connection of a lost worker (a binding's other transport), not read
+    until its name was dialled again over the first, was said lost again for the one
+    loss (test_run_rejoin_said.py); one dialled since is said."""
+    ends = iter(["exited with status 1", "exited with status 3"])
+    session = _session(tmp_path, said, lambda: None, how_ended=lambda name: next(ends))
+    try:
+        _lose(session)
+        assert session.losses.again("server-0")  # (the first connection's place)
+        _lose(session, dialling=0)  # (the other, found lost only now)
+        assert not session.losses.again("server-0")  # (its place: not said back)
+        _lose(session)
+    finally:
+        session.close()
+    assert [e for e in said.events if "was lost" in e] == [
+        f"{LOST}; its worker exited with status 1",
+        f"{LOST}; its worker exited with status 3"]
 
 
 def test_the_late_word_on_a_first_worker_leaves_the_second_ones_end(

@@ -166,7 +166,7 @@ def test_workers_settings_said_of_the_replicas_each_run_took_in_turn_are_one_war
     def say(run: int, sets: Sequence[str]) -> None:
         took = Replica(f"server-{(run - 1) % 3}", "server", "tcp://127.0.0.1:1",
                        ["square"], settings={"define.square.pool": "2"})
-        say_other_settings(load(app, sets), "server", [took], set())
+        say_other_settings(load(app, sets), "server", [(took, None)], set())
 
     assert _sweep(app, monkeypatch, say) == 0
     said = [str(w.message) for w in recwarn if w.category is ConfigWarning]

@@ -116,7 +116,7 @@ def test_the_key_said_is_the_one_that_gives_the_runs_value(app_path: Path) -> No
 
 def _said(app: AppConfig, settings: dict[str, str], said: set[str] | None = None
           ) -> list[str]:
-    replicas = [Replica(n, "s", "tcp://127.0.0.1:1", ["f"], settings=settings)
+    replicas = [(Replica(n, "s", "tcp://127.0.0.1:1", ["f"], settings=settings), None)
                 for n in ("s-0", "s-1")]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -277,3 +277,45 @@ def test_a_replica_that_orders_no_calls_by_priority_is_said_to_a_run_that_has_th
     assert applied(two, "s-0")["priority"] == "ordered"
     tcp = _app(app_path, one, 'modules.s.define.f.priority="x"').modules["s"]
     assert differences(tcp, [("s-0", applied(plain, "s-0"))]) == []
+
+
+def test_a_run_without_priorities_is_not_told_of_a_replicas_order(app_path: Path) -> None:
+    """A run whose defines give no priority sends calls of none: whether a replica
+    orders them by one changes nothing. With a pool of two (its own replicas order
+    their queue, `applied` "ordered") it was told that a worker of one handler runs
+    them as they come."""
+    shm = 'modules.s.transport="shm"'
+    theirs = _app(app_path, shm, "modules.s.define.f.pool=1").modules["s"]
+    ours = _app(app_path, shm).modules["s"]  # (pool 2, no priority)
+    found = differences(ours, [("s-0", applied(theirs, "s-0"))])
+    assert [d.key for d in found] == ["define.f.pool"]
+
+
+def test_the_order_is_compared_where_the_calls_go_by_an_shm_ring(app_path: Path) -> None:
+    """Whether a replica's calls come by an shm ring is the connection's: a binding's
+    own ``transport = "shm"`` over a module of TCP, or a replica that offers no shm to a
+    run of it (reached over TCP). The module's transport alone was looked at: the first
+    was never said, the second said for calls that no ring ran as they came."""
+    one, prio = "modules.s.define.f.pool=1", 'modules.s.define.f.priority="x"'
+    theirs = _app(app_path, one).modules["s"]
+    tcp = _app(app_path, one, prio).modules["s"]
+    shm = _app(app_path, one, prio, 'modules.s.transport="shm"').modules["s"]
+    workers = [(n, applied(theirs, n)) for n in ("s-0", "s-1")]
+    [d] = differences(tcp, workers, rings={"s-1"})
+    assert (d.key, d.text()) == ("priority", "s-1 has as they come where this run's "
+                                 "configuration gives ordered")
+    assert differences(shm, workers, rings=set()) == []
+    assert [d.key for d in differences(shm, workers)] == ["priority"]  # (its own rings)
+
+
+def test_the_order_is_not_compared_where_the_run_coalesces(app_path: Path) -> None:
+    """A run's ``coalesce`` over shm is asked of each replica's ring (client/dialing.py
+    `tune`), and a replica whose ring holds its bells back runs no burst as it comes
+    (worker/direct.py): its calls wait in its queue, in their priorities' order. Such
+    replicas were said to run them as they come. (Their spin is their own: said.)"""
+    one, shm = "modules.s.define.f.pool=1", 'modules.s.transport="shm"'
+    theirs = _app(app_path, one, shm).modules["s"]
+    ours = _app(app_path, one, shm, 'modules.s.define.f.priority="x"',
+                'modules.s.coalesce="1ms"').modules["s"]
+    found = differences(ours, [("s-0", applied(theirs, "s-0"))])
+    assert [d.key for d in found] == ["spin"]

@@ -281,10 +281,11 @@ def error_from(fail: Fail, interface: str, replica: str, origin: str = "",
 class ReplicaLink:
     """The client's connection to one replica and the calls outstanding on it."""
 
-    __slots__ = ("abandoned", "back", "before", "calls", "channel", "dead", "held", "lock",
-                 "module", "name", "outstanding", "speed", "trail", "watch")
+    __slots__ = ("abandoned", "back", "before", "calls", "channel", "dead", "dialling",
+                 "held", "lock", "module", "name", "outstanding", "speed", "trail", "watch")
 
-    def __init__(self, name: str, module: str, channel: Channel, speed: float = 1.0) -> None:
+    def __init__(self, name: str, module: str, channel: Channel, speed: float = 1.0,
+                 dialling: int = 0) -> None:
         self.name = name
         self.module = module
         self.channel = channel
@@ -318,6 +319,9 @@ class ReplicaLink:
         # Dialled in a lost link's place, the first of its replica's connections since
         # that loss: the one whose coming back is said (revive.py `back_line`)
         self.back = False
+        # Of which dialling of its name (client/lossline.py `LossLines.dialling`): lost
+        # after its name was dialled again, it is of a worker whose loss was said
+        self.dialling = dialling
 
     @property
     def load(self) -> int:

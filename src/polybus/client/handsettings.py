@@ -27,6 +27,7 @@ from polybus.config.overrides import parse_key_path
 from polybus.config.workerside import differences, setting_key
 from polybus.errors import ConfigError, ConfigWarning
 from polybus.saidonce import KIND
+from polybus.transport.shm import ShmChannel
 from polybus.wire.messages import Replica
 
 if TYPE_CHECKING:
@@ -65,13 +66,16 @@ def _written(doc: dict[str, Any] | None, key: str) -> bool:
     return True
 
 
-def say_other_settings(app: AppConfig, module: str, replicas: Sequence[Replica],
+def say_other_settings(app: AppConfig, module: str, made: Sequence[tuple[Replica, object]],
                        said: MutableSet[str]) -> None:
-    """Warn of each setting of ``module``'s chosen ``replicas`` (workers by hand) that
-    is not what ``app`` (the file and this run's overrides) gives them, once a session
-    and key (``said``), said at the place that gave this run's value."""
+    """Warn of each setting of ``module``'s chosen replicas (workers by hand; ``made``:
+    each with its connection) that is not what ``app`` (the file and this run's
+    overrides) gives them, once a session and key (``said``), said at the place that
+    gave this run's value. Whether a replica orders calls by priority is compared where
+    its connection is an shm ring's (config/workerside.py)."""
     spec = app.modules[module]
-    found = [d for d in differences(spec, [(r.name, r.settings) for r in replicas])
+    rings = {r.name for r, ch in made if isinstance(ch, ShmChannel)}
+    found = [d for d in differences(spec, [(r.name, r.settings) for r, _ in made], rings)
              if f"{module} setting {d.key}" not in said]
     if not found:
         return

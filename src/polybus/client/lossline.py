@@ -3,7 +3,9 @@
 how the replica's worker ended when the engine that started it can tell. Once a name,
 until it is dialled again (`LossLines.again`: the front door gets its lost replicas
 back, http/revival.py): a name lost again after that, its worker started again in
-between, is said again, with how that worker ended.
+between, is said again, with how that worker ended; but not a connection of the name
+dialled before that (a binding's other transport, not read since the worker went):
+that worker's loss was said.
 
 A loss is heard on the reactor's path: the thread that reads every connection, which
 every other call waits on (an event loop's, under the front door). Nothing here waits
@@ -66,6 +68,13 @@ class LossLines:
         self.ended: dict[str, str] = {}
         self._heard: set[str] = set()  # names whose loss was heard (said once, until
         #                                dialled again: `again`)
+        # By name, how often it was dialled again after its loss was heard: a connection
+        # of an earlier dialling (`dialling`), lost after that, is of the worker whose
+        # loss was said (a binding's other transport, not read meanwhile)
+        self._dialled: dict[str, int] = {}
+        # Names whose loss was heard and that were not dialled again themselves since
+        # (another worker in their place is not their coming back)
+        self._away: set[str] = set()
         # Each loss heard, by its number: (name, module, why) of those unsaid; and the
         # number of each name's latest loss (only its word is kept in `ended`)
         self._waiting: dict[int, tuple[str, str, str]] = {}
@@ -75,13 +84,18 @@ class LossLines:
         self._lock = threading.Lock()
         self._closed = False  # (a loss heard after `close`: said at once)
 
-    def lost(self, name: str, module: str, error: PolybusError) -> None:
+    def lost(self, name: str, module: str, error: PolybusError,
+             dialling: int | None = None) -> None:
         """Replica ``name`` of ``module`` was lost with ``error``: its line said now, or
-        once the engine's word comes (never waited for here)."""
+        once the engine's word comes (never waited for here). ``dialling``: that of the
+        connection lost (`dialling`); one earlier than the name's is of a worker whose
+        loss was said, and dialled again since: not said again."""
         with self._lock:
-            if name in self._heard:
+            if name in self._heard or (dialling is not None
+                                       and dialling < self._dialled.get(name, 0)):
                 return
             self._heard.add(name)
+            self._away.add(name)
             number = self._latest[name] = next(self._numbers)
         why = _why(error)
         how = self.how_ended(name) if self.how_ended is not None else None
@@ -103,17 +117,31 @@ class LossLines:
         # long-lived front door, kept one more at each loss)
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
 
-    def again(self, name: str) -> bool:
+    def again(self, name: str, itself: bool = True) -> bool:
         """Replica ``name`` was dialled again (a worker answering again, or one started
-        in its place): its next loss is said, with how that worker ended; how the
-        earlier one ended is past. True the first time since its loss was heard (its
-        other connections, a binding's other transport, dialled again after: False)."""
+        in its place: not ``itself``): its next loss is said, with how that worker
+        ended; how the earlier one ended is past. True the first time since its loss
+        was heard (its other connections, a binding's other transport, dialled again
+        after: False); ``itself``, the first time the worker of that name is (another
+        worker that took a place of its meanwhile is not its coming back)."""
         with self._lock:
             heard = name in self._heard
+            if heard:
+                self._dialled[name] = self._dialled.get(name, 0) + 1
             self._heard.discard(name)
             self._latest.pop(name, None)
             self.ended.pop(name, None)
-        return heard
+            if not itself:
+                return heard
+            back = name in self._away
+            self._away.discard(name)
+        return back
+
+    def dialling(self, name: str) -> int:
+        """How often ``name`` was dialled again after a loss heard: a connection's own
+        (``ReplicaLink.dialling``), given to `lost` when it is lost."""
+        with self._lock:
+            return self._dialled.get(name, 0)
 
     def _later(self, number: int, name: str) -> None:
         assert self.how_ended_later is not None

@@ -223,7 +223,14 @@ def _put(session: Session, links: list[ReplicaLink], f: Found) -> ReplicaLink | 
                         "serve %s; not used", r.name, old.module, ", ".join(missing))
         return None
     tune(f.channel, session.app.modules[old.module])
-    new = ReplicaLink(r.name, old.module, f.channel, r.speed)
+    # (its next loss is said again: client/lossline.py; its coming back said once, not
+    # once more for a binding's other transport dialled again after; and its dialling
+    # known before any read can find it lost: then its loss is not taken for an earlier's)
+    back = session.losses.again(r.name)
+    if old.name != r.name:  # (another worker in a lost one's place: said of that loss)
+        back = session.losses.again(old.name, itself=False) or back
+    new = ReplicaLink(r.name, old.module, f.channel, r.speed, session.losses.dialling(r.name))
+    new.back = back
     follow(new, old)
     session._base[id(new)] = f.base  # (this run's figures from here: client/stats.py)
     session._bytes0[id(new)] = link_bytes(new)
@@ -242,11 +249,6 @@ def _put(session: Session, links: list[ReplicaLink], f: Found) -> ReplicaLink | 
         if any(m.d is d for d in users):
             m.replace(old, new)
     session._serves[r.name] = list(r.interfaces)
-    # (its next loss is said again: client/lossline.py; its coming back said once, not
-    # once more for a binding's other transport dialled again after)
-    new.back = session.losses.again(r.name)
-    if old.name != r.name:  # (another worker in a lost one's place: said of that loss)
-        new.back = session.losses.again(old.name) or new.back
     return new
 
 

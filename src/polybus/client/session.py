@@ -282,11 +282,11 @@ class Session:
             [Codec(allow_pickle=spec.pickle, max_frame=self.app.cluster.max_frame)
              for _ in rs]))
         if self._turn:  # (workers by hand: each applies its own settings, said if not ours)
-            say_other_settings(self.app, module, [r for r, _ in made], self._short)
+            say_other_settings(self.app, module, made, self._short)
         links = []
         for r, channel in made:
             tune(channel, spec)
-            link = ReplicaLink(r.name, module, channel, r.speed)
+            link = ReplicaLink(r.name, module, channel, r.speed, self.losses.dialling(r.name))
             self.reactor.add(link)
             links.append(link)
         # A replica still registered that cannot be reached (stopped, gone within the
@@ -363,7 +363,7 @@ class Session:
     def _lost(self, link: ReplicaLink, error: PolybusError) -> None:
         # (said once, however many links it had; now, or once the engine can say how
         # its worker ended, never waited for here, on the reactor's path: lossline.py)
-        self.losses.lost(link.name, link.module, error)
+        self.losses.lost(link.name, link.module, error, link.dialling)
         if isinstance(error, ConnectionLostError) and outside(self.ended.get(link.name)):
             # (an engine that says how its workers ended only later, mpi or Ray, has not
             # yet: the call is not cleared then)

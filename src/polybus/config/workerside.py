@@ -22,7 +22,9 @@ name), its ``speed`` (of ``replication``, the replica of its name; 1 under anoth
 name), and whether it orders calls by their priority (``priority``: `ORDERED` if any of
 its defines has one, or its pool is more than one, or it has no configuration; else it
 runs the calls in its shm ring as they come, worker/direct.py), compared only where this
-run's calls have priorities and travel over shm. The rest of a serving module's settings are the client's
+run's defines give priorities and its calls reach the replica by an shm ring (the
+module's transport, a binding's own, or TCP where the replica offers no shm) whose
+bells this run does not hold back (``coalesce``: its calls then wait in the queue). The rest of a serving module's settings are the client's
 to apply and take effect as ever: how to call, what to cache, timeouts, retries, each
 call's priority (the client computes it); ``replication``'s names and count choose which of the registered
 replicas the run uses (client/choosing.py); ``transport`` is chosen per replica from
@@ -34,7 +36,7 @@ reads as the configuration writes it (``"processes:2"``, ``"512MiB"``, ``"0-3"``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from polybus.config.cpus import cpu_list
@@ -163,16 +165,21 @@ class Differs:
             f"{theirs} for {ours}" for theirs, ours in sorted(set(self.at.values())))
 
 
-def differences(spec: ModuleSpec, replicas: Sequence[tuple[str, Mapping[str, str]]]
-                ) -> list[Differs]:
+def differences(spec: ModuleSpec, replicas: Sequence[tuple[str, Mapping[str, str]]],
+                rings: Container[str] | None = None) -> list[Differs]:
     """Each setting of ``spec``'s replicas whose registered value (``replicas``: each
     one's name and its ``Replica.settings``) is not what this run's ``spec`` gives a
     replica of that name (`applied`), in `applied`'s order. A replica that registered
     none (an older worker) is not compared, nor a key it does not register; nor, when
     ``cpus`` gives a list per replica, the CPUs of a replica ``replication`` does not
-    name (one a count's turn gave) that are one of those lists."""
+    name (one a count's turn gave) that are one of those lists. ``priority`` is compared
+    only where this run's defines give one, at the replicas in ``rings`` (those its
+    calls reach by an shm ring: a binding's own transport, or a replica that offers no
+    shm, decides it; None: every one, where the module's transport is shm), and not
+    where this run's ``coalesce`` is asked of those rings (no burst runs as it comes)."""
     found: dict[str, dict[str, tuple[str, str]]] = {}
     names = {r.name for r in spec.replication}
+    prioritised = any(d.priority for d in spec.define.values())
     # (``cpus`` of a list per replica, for a replica this run does not name, one its turn
     # gave: this run's own replicas are each on one of the lists, which it agrees with)
     lists = {cpu_list(c) for c in spec.cpus} if len(spec.cpus) > 1 else set()
@@ -184,7 +191,9 @@ def differences(spec: ModuleSpec, replicas: Sequence[tuple[str, Mapping[str, str
                 continue
             if key == "cpus" and name not in names and theirs[key] in lists:
                 continue
-            if key == "priority" and (ours != ORDERED or spec.transport != "shm"):
-                continue  # (no priorities to order by, or no ring to run them from)
+            if key == "priority" and not (prioritised and not spec.coalesce and (
+                    spec.transport == "shm" if rings is None else name in rings)):
+                continue  # (no priorities to order by, no ring to run them from, or
+                #           one whose bells this run holds back: worker/direct.py)
             found.setdefault(key, {})[name] = (theirs[key], ours)
     return [Differs(k, v) for k, v in found.items()]

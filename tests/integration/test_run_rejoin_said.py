@@ -1,0 +1,107 @@
+"""A worker of two connections (a binding over another transport than its module's)
+lost once and started again is said lost once and back once, whichever connection
+finds the loss first (client/lossline.py, client/revive.py).
+
+The client's loop is driven by files as in test_run_rejoin.py; its interface is not
+idempotent and the client calls again a call that failed with its replica, so nothing
+reads the second connection between the first one's loss and its dialling again.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import textwrap
+from pathlib import Path
+
+from integration.conftest import Procs, finish, read_line, start_registry
+from integration.test_run_rejoin import KV, _answer
+
+CLIENT = '''\
+import os
+import time
+
+from polybus import WorkerDiedError, use
+
+stock = use("stock")
+stock_tcp = use("stock_tcp")  # (the same, over TCP: a second connection to kv-0)
+
+
+def again(f, i):
+    try:
+        return f(i)
+    except WorkerDiedError:  # (not idempotent: its replica went with it)
+        return f(i)
+
+
+def main(where, n):
+    for i in range(n):
+        go = os.path.join(where, f"go-{i}")
+        deadline = time.monotonic() + 120
+        while not os.path.exists(go):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{go} never came")
+            time.sleep(0.01)
+        pid = again(stock, i)
+        assert again(stock_tcp, i) == pid
+        with open(os.path.join(where, f"out-{i}.tmp"), "w") as f:
+            f.write(str(pid))
+        os.rename(os.path.join(where, f"out-{i}.tmp"), os.path.join(where, f"out-{i}"))
+    return "done"
+'''
+
+TOML = '''\
+[modules.kv]
+source = "kv.py"
+replication = 1
+transport = "ipc"
+define.stock = {{ idempotent = false }}
+
+[modules.client]
+source = "client.py"
+entrypoint = "main"
+args = ["{where}", 2]
+use.stock_tcp = {{ transport = "tcp" }}
+
+[bind]
+"client.stock" = "kv.stock"
+"client.stock_tcp" = "kv.stock"
+
+[cluster]
+heartbeat = 0.25
+'''
+
+
+def test_a_worker_lost_once_is_said_lost_once_and_back_once(
+        procs: Procs, tmp_path: Path) -> None:
+    """kv-0 SIGKILLed between two calls and started again: its ipc connection's loss
+    was said, kv-0 dialled again over ipc and said back; then its TCP connection, to the
+    process killed, found broken, was said lost a second time, and back a second time,
+    for one loss and one restart."""
+    env = {"POLYBUS_TOKEN": "rejoin-token-" + "r" * 20}
+    (tmp_path / "kv.py").write_text(KV)
+    (tmp_path / "client.py").write_text(textwrap.dedent(CLIENT))
+    app = tmp_path / "app.toml"
+    app.write_text(TOML.format(where=tmp_path))
+    addr, _ = start_registry(procs, env)
+
+    def worker() -> subprocess.Popen[str]:
+        w = procs.start("worker", "--registry", addr, "--config", app, "--as", "kv",
+                        "--name", "kv-0", env=env)
+        assert w.stderr is not None
+        read_line(w.stderr, r"serving")
+        return w
+
+    first = worker()
+    run = procs.start("run", app, "--registry", addr, "--quiet",
+                      "--wait-for-workers", "60s", env=env)
+    assert _answer(tmp_path, 0, run) == first.pid
+    first.send_signal(signal.SIGKILL)  # (by its own pid)
+    first.wait(timeout=20)
+    second = worker()
+    assert _answer(tmp_path, 1, run) == second.pid
+    out, err = finish(run, 60)
+    assert run.returncode == 0, err
+    assert out.strip() == "done", (out, err)
+    assert err.count("replica kv-0 of module 'kv' was lost") == 1, err
+    assert err.count("replica kv-0 of module 'kv' is back: dialled again") == 1, err
