@@ -15,61 +15,22 @@ import textwrap
 from pathlib import Path
 
 from integration.conftest import Procs, finish, read_line, start_registry
+from integration.test_run_rejoin import CLIENT as REJOIN_CLIENT
 from integration.test_run_rejoin import KV, _answer
+from integration.test_run_rejoin import TOML as REJOIN_TOML
 
-CLIENT = '''\
-import os
-import time
-
-from polybus import WorkerDiedError, use
-
-stock = use("stock")
-stock_tcp = use("stock_tcp")  # (the same, over TCP: a second connection to kv-0)
-
-
-def again(f, i):
-    try:
-        return f(i)
-    except WorkerDiedError:  # (not idempotent: its replica went with it)
-        return f(i)
-
-
-def main(where, n):
-    for i in range(n):
-        go = os.path.join(where, f"go-{i}")
-        deadline = time.monotonic() + 120
-        while not os.path.exists(go):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{go} never came")
-            time.sleep(0.01)
-        pid = again(stock, i)
-        assert again(stock_tcp, i) == pid
-        with open(os.path.join(where, f"out-{i}.tmp"), "w") as f:
-            f.write(str(pid))
-        os.rename(os.path.join(where, f"out-{i}.tmp"), os.path.join(where, f"out-{i}"))
-    return "done"
-'''
-
-TOML = '''\
-[modules.kv]
-source = "kv.py"
-replication = 1
-transport = "ipc"
-define.stock = {{ idempotent = false }}
-
-[modules.client]
-source = "client.py"
-entrypoint = "main"
-args = ["{where}", 2]
-use.stock_tcp = {{ transport = "tcp" }}
-
-[bind]
-"client.stock" = "kv.stock"
-"client.stock_tcp" = "kv.stock"
-
-[cluster]
-heartbeat = 0.25
-'''
+# test_run_rejoin.py's client, which makes a call again after its replica's loss, and
+# its configuration, whose `stock` is not idempotent (so the first call fails)
+CLIENT = REJOIN_CLIENT.replace(
+    "from polybus import use", "from polybus import WorkerDiedError, use").replace(
+    "def again(f, i):\n    return f(i)",
+    "def again(f, i):\n    try:\n        return f(i)\n"
+    "    except WorkerDiedError:  # (not idempotent: its replica went with it)\n"
+    "        return f(i)")
+TOML = REJOIN_TOML.replace(
+    'transport = "ipc"\n', 'transport = "ipc"\ndefine.stock = {{ idempotent = false }}\n'
+).replace('args = ["{where}", 3]', 'args = ["{where}", 2]')
+assert "except WorkerDiedError" in CLIENT and "idempotent" in TOML and '", 2]' in TOML
 
 
 def test_a_worker_lost_once_is_said_lost_once_and_back_once(
