@@ -9,15 +9,12 @@ come (worker/direct.py).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import polybus
-from polybus.config.origin import SET
-from polybus.errors import ConfigWarning
+from integration.test_by_hand_settings import _warned
 from polybus.testing.apps import write_one_call_app
 from polybus.testing.hosts import by_hand
 
@@ -31,16 +28,6 @@ def hand(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[
     said: list[str] = []
     with by_hand(app, 1, said) as use:
         yield app, use
-
-
-def _warned(hand: tuple[Path, list[str]], *sets: str) -> list[str]:
-    app, use = hand
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = polybus.run(app, overrides=list(sets), registry=use[1], token_file=use[3],
-                             origin=SET, worker_output=False)
-    assert result.result == 1
-    return [str(w.message) for w in caught if issubclass(w.category, ConfigWarning)]
 
 
 def test_a_binding_of_its_own_shm_is_told_of_a_worker_that_runs_its_ring_as_it_comes(

@@ -77,12 +77,22 @@ heartbeat = 0.25
 '''
 
 
-def _app(where: Path) -> Path:
+def _app(where: Path, client: str = CLIENT, toml: str = TOML) -> Path:
     (where / "kv.py").write_text(KV)
-    (where / "client.py").write_text(textwrap.dedent(CLIENT))
+    (where / "client.py").write_text(textwrap.dedent(client))
     app = where / "app.toml"
-    app.write_text(TOML.format(where=where))
+    app.write_text(toml.format(where=where))
     return app
+
+
+def kv_worker(procs: Procs, addr: str, app: Path, env: dict[str, str]
+              ) -> subprocess.Popen[str]:
+    """Worker kv-0 started by hand, once it serves."""
+    w = procs.start("worker", "--registry", addr, "--config", app, "--as", "kv",
+                    "--name", "kv-0", env=env)
+    assert w.stderr is not None
+    read_line(w.stderr, r"serving")
+    return w
 
 
 def _answer(where: Path, i: int, run: subprocess.Popen[str], timeout: float = 60.0) -> int:
@@ -115,11 +125,7 @@ def test_a_run_takes_back_a_worker_started_again_under_its_name(
     addr, _ = start_registry(procs, env)
 
     def worker() -> subprocess.Popen[str]:
-        w = procs.start("worker", "--registry", addr, "--config", app, "--as", "kv",
-                        "--name", "kv-0", env=env)
-        assert w.stderr is not None
-        read_line(w.stderr, r"serving")
-        return w
+        return kv_worker(procs, addr, app, env)
 
     first = worker()
     figures = tmp_path / "figures.json"

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import textwrap
 from pathlib import Path
 
-from integration.conftest import Procs, finish, read_line, start_registry
+from integration.conftest import Procs, finish, start_registry
 from integration.test_run_rejoin import CLIENT as REJOIN_CLIENT
-from integration.test_run_rejoin import KV, _answer
 from integration.test_run_rejoin import TOML as REJOIN_TOML
+from integration.test_run_rejoin import _answer, _app, kv_worker
 
 # test_run_rejoin.py's client, which makes a call again after its replica's loss, and
 # its configuration, whose `stock` is not idempotent (so the first call fails)
@@ -40,18 +39,11 @@ def test_a_worker_lost_once_is_said_lost_once_and_back_once(
     process killed, found broken, was said lost a second time, and back a second time,
     for one loss and one restart."""
     env = {"POLYBUS_TOKEN": "rejoin-token-" + "r" * 20}
-    (tmp_path / "kv.py").write_text(KV)
-    (tmp_path / "client.py").write_text(textwrap.dedent(CLIENT))
-    app = tmp_path / "app.toml"
-    app.write_text(TOML.format(where=tmp_path))
+    app = _app(tmp_path, CLIENT, TOML)
     addr, _ = start_registry(procs, env)
 
     def worker() -> subprocess.Popen[str]:
-        w = procs.start("worker", "--registry", addr, "--config", app, "--as", "kv",
-                        "--name", "kv-0", env=env)
-        assert w.stderr is not None
-        read_line(w.stderr, r"serving")
-        return w
+        return kv_worker(procs, addr, app, env)
 
     first = worker()
     run = procs.start("run", app, "--registry", addr, "--quiet",
