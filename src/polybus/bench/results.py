@@ -29,6 +29,7 @@ from polybus.bench.report import (
     _per_cell,
     _unique,
 )
+from polybus.bench.schema import fault
 from polybus.errors import UsageError
 
 __all__ = ["QUICK_TITLE", "TITLE", "TITLES", "VERSIONED", "load_results", "read_result", "render_page", "shown",
@@ -61,8 +62,8 @@ def versions() -> dict[str, str]:
 def read_result(path: Path) -> Loaded | None:
     """(result, raw JSON, path) of a benchmark's JSON file; None for JSON of another kind
     (no ``bench`` and ``rows``: a sweep's, say). UsageError naming the file if it cannot
-    be read, is not JSON, or is a benchmark's JSON not as polybus writes one: it was a
-    json.decoder traceback, or a KeyError."""
+    be read, is not JSON, or is a benchmark's JSON not as polybus writes one (and the
+    field: bench/schema.py): it was a json.decoder traceback, or a KeyError."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -74,12 +75,16 @@ def read_result(path: Path) -> Loaded | None:
                          f"{exc.colno}); fix or remove it") from None
     if not isinstance(raw, dict) or "bench" not in raw or "rows" not in raw:
         return None
-    try:
-        return BenchResult.from_dict(raw), raw, path
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise UsageError(f"{path}: a benchmark's JSON not as polybus writes one ({what}); "
-                         "fix or remove it") from None
+    # (each field checked first, and named: a ratio's value or a row's median that was a
+    # string, a machine that was no object, ended the page in a traceback)
+    what = fault(raw)
+    if what is None:
+        try:
+            return BenchResult.from_dict(raw), raw, path
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+    raise UsageError(f"{path}: a benchmark's JSON not as polybus writes one ({what}); "
+                     "fix or remove it") from None
 
 
 def load_results(directory: str | os.PathLike[str], order: Sequence[str] = (),
