@@ -252,3 +252,13 @@ def test_json_is_never_one_of_the_files_compared(
     assert old.read_bytes() == before
     assert _error(["--compare", str(old), str(new), "--json", str(tmp_path / "no" / "c.json")],
                   capsys) == f"--json {tmp_path}/no/c.json: directory {tmp_path}/no does not exist"
+
+
+def test_names_are_printed_as_they_are_not_as_markup(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = _put(tmp_path / "[b]o.json", _doc("x[b]y", [("r[i]", 1.0)]))
+    new = _put(tmp_path / "n.json", _doc("x[b]y", [("r[i]", 2.0)]))
+    assert cli(["bench", "--compare", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "─ x[b]y ─" in out and f"old {old}: " in out
+    assert _table(out)[1:] == [["r[i]", "1", "2", "2.00"]]

@@ -220,7 +220,7 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
     from polybus.cli.output import rule
 
     for b in comparison.benchmarks:
-        rule(console, b.label)
+        rule(console, Text(b.label))  # (a name with [...] in it is no markup)
         console.print(_side_line("old", b.old))
         console.print(_side_line("new", b.new))
         for note in b.notes:
