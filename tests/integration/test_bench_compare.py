@@ -200,6 +200,9 @@ def test_errors_say_what_and_where(tmp_path: Path, capsys: pytest.CaptureFixture
     broken = tmp_path / "broken.json"
     broken.write_text('{"bench": ')
     sweep = _put(tmp_path / "sweep.json", {"sweep": "app.toml", "cells": []})
+    rowless = _put(tmp_path / "rowless.json", {"bench": "sort"})
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
     odd = _put(tmp_path / "odd.json", {**_doc("sort", []), "ratios": [{"name": "x",
                                                                         "value": "fast"}]})
     empty, sweeps = tmp_path / "empty", tmp_path / "sweeps"
@@ -214,6 +217,10 @@ def test_errors_say_what_and_where(tmp_path: Path, capsys: pytest.CaptureFixture
                                "(ratios[0].value is not a number: 'fast'); fix or remove it",
         (str(good), str(sweep)): f"--compare NEW {sweep}: not a benchmark's JSON (it has no "
                                  '"bench" and "rows")',
+        (str(rowless), str(good)): f"--compare OLD {rowless}: not a benchmark's JSON (it has "
+                                   'no "rows")',
+        (str(good), str(listed)): f"--compare NEW {listed}: not a benchmark's JSON (it is a "
+                                  "list, not an object)",
         (str(empty), str(good)): f"--compare OLD {empty}: no JSON file in this folder "
                                  f"(NAME.json, as `polybus bench NAME --out {empty}` writes)",
         (str(good), str(sweeps)): f"--compare NEW {sweeps}: no benchmark's JSON in this "

@@ -12,6 +12,7 @@ Nothing here runs a benchmark.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -123,9 +124,16 @@ def load_side(given: str, side: str, order: Sequence[str] = (),
     if not path.exists():
         raise UsageError(f"{where}: no such file or folder")
     got = read_result(path)
-    if got is None:
-        raise UsageError(f"{where}: not a benchmark's JSON (it has no \"bench\" and "
-                         "\"rows\")")
+    if got is None:  # (JSON, read once already: which of the two it lacks)
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        lacks = ([f'"{k}"' for k in ("bench", "rows") if k not in raw]
+                 if isinstance(raw, dict) else [])
+        kind = ("a list" if isinstance(raw, list) else "a string" if isinstance(raw, str)
+                else "null" if raw is None else "true or false" if isinstance(raw, bool)
+                else "a number")
+        said = (f"it has no {' and '.join(lacks)}" if lacks else
+                f"it is {kind}, not an object")
+        raise UsageError(f"{where}: not a benchmark's JSON ({said})")
     return [got]
 
 
