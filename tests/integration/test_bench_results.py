@@ -190,7 +190,7 @@ def test_a_benchmark_s_json_with_rows_not_as_written_is_named(
     assert cli(["bench", "--page-only", "--out", str(res)]) == 2
     assert capsys.readouterr().err == (
         f"polybus bench: error: {res}/odd.json: a benchmark's JSON not as polybus writes "
-        "one (no 'config'); fix or remove it\n")
+        "one (rows[0] has no 'config'); fix or remove it\n")
 
 
 def test_json_of_another_kind_is_left_out_and_said(
@@ -258,3 +258,30 @@ def test_versions_that_differ_between_the_files_are_all_said(tmp_path: Path) -> 
     for order in (["latency", "throughput"], ["throughput", "latency"]):
         text = render_page(load_results(res, order), tmp_path / "r.md", res)
         assert "- versions: numpy 2.0 (latency), 2.1 (throughput), polybus 0.1.0" in text
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("ratios", [{"name": "a/b", "value": "fast"}], "ratios[0].value is not a number: 'fast'"),
+    ("machine", [2], "machine is not an object: [2]"),
+    ("rows", [{"system": "polybus", "config": {}, "x": 0, "metric": "rtt_us", "median": "1",
+               "min": 1, "max": 1, "n": 3}], "rows[0].median is not a number: '1'"),
+    ("params", {"versions": ["numpy 2.0"]}, "params.versions is not an object: ['numpy 2.0']"),
+])
+def test_a_field_of_the_wrong_kind_is_named_not_a_traceback(
+        field: str, value: object, said: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A ratio's value, a row's median that is a string, a machine or versions that is
+    not an object: the page ended in a traceback (ValueError, TypeError, AttributeError)."""
+    import json
+
+    res = tmp_path / "results"
+    res.mkdir()
+    _write(res)
+    doc = json.loads((res / "latency.json").read_text())
+    doc[field] = value
+    (res / "latency.json").write_text(json.dumps(doc))
+    assert cli(["bench", "--page-only", "--out", str(res)]) == 2
+    assert capsys.readouterr().err.endswith(  # (after the warning of sweep.json)
+        f"polybus bench: error: {res}/latency.json: a benchmark's JSON not as polybus writes "
+        f"one ({said}); fix or remove it\n")
+    assert not (res / "results.md").exists()

@@ -29,10 +29,11 @@ from polybus.bench.report import (
     _per_cell,
     _unique,
 )
+from polybus.bench.schema import fault
 from polybus.errors import UsageError
 
-__all__ = ["QUICK_TITLE", "TITLE", "TITLES", "VERSIONED", "load_results", "read_result", "render_page", "shown",
-           "versions", "write_page"]
+__all__ = ["QUICK_TITLE", "TITLE", "TITLES", "VERSIONED", "load_results", "read_result",
+           "record", "record_lines", "render_page", "shown", "versions", "write_page"]
 
 Loaded = tuple[BenchResult, dict[str, Any], Path]
 
@@ -61,8 +62,8 @@ def versions() -> dict[str, str]:
 def read_result(path: Path) -> Loaded | None:
     """(result, raw JSON, path) of a benchmark's JSON file; None for JSON of another kind
     (no ``bench`` and ``rows``: a sweep's, say). UsageError naming the file if it cannot
-    be read, is not JSON, or is a benchmark's JSON not as polybus writes one: it was a
-    json.decoder traceback, or a KeyError."""
+    be read, is not JSON, or is a benchmark's JSON not as polybus writes one (and the
+    field: bench/schema.py): it was a json.decoder traceback, or a KeyError."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -74,26 +75,32 @@ def read_result(path: Path) -> Loaded | None:
                          f"{exc.colno}); fix or remove it") from None
     if not isinstance(raw, dict) or "bench" not in raw or "rows" not in raw:
         return None
-    try:
-        return BenchResult.from_dict(raw), raw, path
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise UsageError(f"{path}: a benchmark's JSON not as polybus writes one ({what}); "
-                         "fix or remove it") from None
+    # (each field checked first, and named: a ratio's value or a row's median that was a
+    # string, a machine that was no object, ended the page in a traceback)
+    what = fault(raw)
+    if what is None:
+        try:
+            return BenchResult.from_dict(raw), raw, path
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+    raise UsageError(f"{path}: a benchmark's JSON not as polybus writes one ({what}); "
+                     "fix or remove it") from None
 
 
 def load_results(directory: str | os.PathLike[str], order: Sequence[str] = (),
-                 warn: Callable[[str], object] | None = None) -> list[Loaded]:
+                 warn: Callable[[str], object] | None = None,
+                 left_out_of: str = "the page") -> list[Loaded]:
     """(result, raw JSON, path) for every benchmark's ``*.json`` in ``directory``;
-    ``order`` first. Each other JSON file is left out, and said to ``warn``: it was
-    dropped without a word. UsageError (`read_result`) for a file that is not JSON."""
+    ``order`` first. Each other JSON file is left out, and said to ``warn`` (left out of
+    ``left_out_of``): it was dropped without a word. UsageError (`read_result`) for a
+    file that is not JSON."""
     found = []
     for path in sorted(Path(directory).glob("*.json")):
         got = read_result(path)
         if got is None:
             if warn is not None:
                 warn(f"{path}: not a benchmark's JSON (it has no \"bench\" and \"rows\"); "
-                     "left out of the page")
+                     f"left out of {left_out_of}")
             continue
         found.append(got)
     rank = {name: i for i, name in enumerate(order)}
@@ -186,11 +193,11 @@ def shown(directory: str | os.PathLike[str]) -> str:
     return Path(directory).as_posix().rstrip("/") + "/"
 
 
-def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
-                directory: str | os.PathLike[str] = "results") -> str:
-    """The markdown of the results page, images linked relative to ``page``; it says
-    the JSON files came from ``directory`` (the command's ``--out``)."""
-    items = list(results)
+def record(items: Sequence[Loaded]) -> dict[str, str]:
+    """What the page says of the run of ``items`` (each a benchmark's file): ``machine``
+    (CPUs and platform, the first file's), ``python``, ``commit`` (each one the files
+    recorded), ``versions`` and ``date`` (the first and last benchmark's, when they
+    differ). `record_lines` words them as the page does."""
     first = items[0][1] if items else {}
     machine = first.get("machine", {})
     vers: dict[str, dict[str, list[str]]] = {}  # package: version: benchmarks
@@ -203,6 +210,30 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
             vers.setdefault(package, {}).setdefault(version, []).append(result.bench)
         if "date" in result.params:
             dates.append(str(result.params["date"]))
+    return {
+        "machine": f"{machine.get('cpus', '?')} CPUs, {machine.get('platform', '?')}",
+        "python": str(machine.get("python", "?")),
+        "commit": ", ".join(commits or ["not recorded"]),
+        "versions": ", ".join(f"{k} {_versions(v)}" for k, v in sorted(vers.items())) or "?",
+        # (each benchmark's date is when it began: the last one's end is not known)
+        "date": (f"{min(dates)} .. {max(dates)} (the first and last benchmark began)"
+                 if len(set(dates)) > 1 else dates[0] if dates else "unknown"),
+    }
+
+
+def record_lines(said: dict[str, str], keys: Sequence[str] = (
+        "machine", "python", "commit", "versions", "date")) -> list[str]:
+    """``keys`` of a `record` as the page's lines say them (``machine: 2 CPUs, Linux``,
+    ``Python 3.11.7``, ``commit: a6ad20c3``)."""
+    return [f"Python {said[k]}" if k == "python" else f"{k}: {said[k]}" for k in keys]
+
+
+def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
+                directory: str | os.PathLike[str] = "results") -> str:
+    """The markdown of the results page, images linked relative to ``page``; it says
+    the JSON files came from ``directory`` (the command's ``--out``)."""
+    items = list(results)
+    said = record(items)
     out = shown(directory)
     quick = bool(items) and all(result.params.get("quick") for result, _, _ in items)
     flag = " --quick" if quick else ""
@@ -223,14 +254,7 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
              "(rudy: an asyncio HTTP server peer), `sequential_s` (rudy: seconds for N "
              "requests one after another) and `moved_pct` (mandelbrot: the share of rows "
              "migrated).", "",
-             f"- machine: {machine.get('cpus', '?')} CPUs, {machine.get('platform', '?')}",
-             f"- Python {machine.get('python', '?')}",
-             "- commit: " + ", ".join(commits or ["not recorded"]),
-             "- versions: " + (", ".join(f"{k} {_versions(v)}" for k, v in sorted(vers.items()))
-                               or "?"),
-             # (each benchmark's date is when it began: the last one's end is not known)
-             "- date: " + (f"{min(dates)} .. {max(dates)} (the first and last benchmark began)"
-                           if len(set(dates)) > 1 else dates[0] if dates else "unknown"), ""]
+             *(f"- {line}" for line in record_lines(said)), ""]
     # A benchmark with two JSON files here (sort.json, sort-quick.json): each section
     # named by its file, or both were "## sort", and the contents led to the first alone.
     benches = [r.bench for r, _, _ in items]

@@ -5,8 +5,9 @@ to standard output, the tables then on stderr); ``--out DIR``
 writes ``DIR/NAME.json`` and ``DIR/NAME.png`` for each benchmark run and then
 regenerates the results page (``--page``; by default docs/results.md beside a DIR named
 results, or DIR/results.md: `page_for`) from every JSON in DIR. ``--page-only`` regenerates the
-page without running anything. A ``--quick`` run does not replace a full run's JSON
-(figures of record) unless ``--replace`` is given.
+page without running anything, and ``--compare OLD NEW`` compares two runs' JSON
+(cli/bench_compare.py). A ``--quick`` run does not replace a full run's JSON (figures of
+record) unless ``--replace`` is given.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true",
                    help="a small version (proves it works; not figures of record)")
     p.add_argument("--json", metavar="FILE",
-                   help="write the figures as JSON (- for standard output: the tables "
-                        "then go to stderr)")
+                   help="write the figures (with --compare, the comparison) as JSON (- "
+                        "for standard output: the tables then go to stderr)")
     p.add_argument("--plot", metavar="FILE.png",
                    help="write a picture of the figures, in the format FILE's extension "
                         "names (.png, .pdf, .svg, ...)")
@@ -63,6 +64,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="let a --quick run replace a full run's figures (NAME.json in "
                         "--out DIR, or --json FILE); without it that is refused")
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    p.add_argument("--compare", nargs="+", metavar=("OLD", "NEW"),
+                   help="run nothing: compare the ratios of two runs, each a benchmark's "
+                        "JSON file or a folder of them (NEW left out: results/); --json "
+                        "FILE writes the comparison")
 
 
 # The folder of the figures of record (``--out results/``): its page is docs/results.md.
@@ -141,6 +146,10 @@ def main(args: argparse.Namespace) -> int:
     # Piped or redirected: tables whole, not cut at 80 columns. With --json -, standard
     # output is the JSON's alone (as `polybus run --json -`): the tables go to stderr.
     console = result_console(sys.stderr if args.json == STDOUT else None)
+    if args.compare is not None:
+        from polybus.cli import bench_compare
+
+        return bench_compare.run(args, console)
     if args.list:
         # (the name first on each line, then what it reproduces and measures: one line
         # each however long, for a script to read)

@@ -12,6 +12,7 @@ from typing import IO
 
 from rich.console import Console
 from rich.rule import Rule
+from rich.text import Text
 
 __all__ = ["UNBOUNDED", "is_tty", "result_console", "rule"]
 
@@ -35,7 +36,8 @@ def result_console(file: IO[str] | None = None) -> Console:
     return Console(file=file, width=None if is_tty(file) else UNBOUNDED)
 
 
-def rule(console: Console, title: str) -> None:
-    """A horizontal rule with ``title``: across a terminal, 80 columns elsewhere (an
-    unbounded console would draw it a million columns long)."""
+def rule(console: Console, title: str | Text) -> None:
+    """A horizontal rule with ``title`` (a str is read as markup; a Text, as it is):
+    across a terminal, 80 columns elsewhere (an unbounded console would draw it a
+    million columns long)."""
     console.print(Rule(title), width=None if console.width < UNBOUNDED else _RULE_WIDTH)
