@@ -13,7 +13,7 @@ from polybus.client.handsettings import say_other_settings
 from polybus.config import load
 from polybus.config.model import AppConfig
 from polybus.config.origin import SET
-from polybus.config.workerside import applied, differences, setting_key
+from polybus.config.workerside import Differs, applied, differences, setting_key
 from polybus.errors import ConfigWarning
 from polybus.wire.messages import Replica
 
@@ -319,3 +319,15 @@ def test_the_order_is_not_compared_where_the_run_coalesces(app_path: Path) -> No
                 'modules.s.coalesce="1ms"').modules["s"]
     found = differences(ours, [("s-0", applied(theirs, "s-0"))])
     assert [d.key for d in found] == ["spin"]
+
+
+def test_a_long_value_is_said_cut_short_with_its_length() -> None:
+    """A peer's value was printed whole in the warning: up to the registry's 16 KiB of a
+    setting (a worker by hand, or anything holding the token, registers what it likes)."""
+    long = "7" * 5000
+    text = Differs("cpus", {"server-0": (long, "0")}).text()
+    assert len(text) < 300, len(text)
+    assert text.startswith("server-0 has " + "7" * 60) and "(5000 characters)" in text, text
+    assert text.endswith("where this run's configuration gives 0"), text
+    assert Differs("cpus", {"server-0": ("1", "0")}).text() == (
+        "server-0 has 1 where this run's configuration gives 0")

@@ -140,6 +140,14 @@ def setting_key(spec: ModuleSpec, key: str) -> str:
     return dotted(*base, "define", first, key) if first is not None else dotted(*base, "define")
 
 
+SHOWN = 120  # characters of a value said whole (a peer registers up to 16 KiB of one)
+
+
+def _shown(value: str) -> str:
+    """``value``, or its start and its length when it is longer than `SHOWN`."""
+    return value if len(value) <= SHOWN else f"{value[:SHOWN]}... ({len(value)} characters)"
+
+
 @dataclass(frozen=True)
 class Differs:
     """Setting ``key`` of a module differs at replicas started by hand: ``at`` holds, for
@@ -155,8 +163,9 @@ class Differs:
         for name, pair in self.at.items():
             pairs.setdefault(pair, []).append(name)
         return "; ".join(
-            f"{', '.join(names)} {'has' if len(names) == 1 else 'have'} {theirs} where "
-            f"this run's configuration gives {ours}" for (theirs, ours), names in pairs.items())
+            f"{', '.join(names)} {'has' if len(names) == 1 else 'have'} {_shown(theirs)} "
+            f"where this run's configuration gives {_shown(ours)}"
+            for (theirs, ours), names in pairs.items())
 
     def kind(self) -> str:
         """What `text` says but the replicas' names: the same difference of other
