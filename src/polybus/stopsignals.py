@@ -104,6 +104,14 @@ class StopSignals:
             except OSError:
                 pass
 
+    def came(self, signum: int) -> None:
+        """Note ``signum`` as if it had come now (it came before these handlers were in:
+        a worker's start, worker/startstop.py); it comes first only if none did."""
+        if self.signum is None:
+            self.signum = signum
+        self.request()
+        self.requested = False  # (a signal's stop, not a request's)
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block until a signal has come or `request` was called (True), or ``timeout``
         seconds pass (False). A byte in the pipe with neither noted wakes nothing."""

@@ -1,0 +1,106 @@
+"""A worker started by hand, stopped while it starts: before it serves (its module
+importing, its process pool starting), a stop signal ends it as one does later.
+
+The signal's handler raises `StartStopped` in the main thread, where it runs between two
+bytecodes of whatever Python code runs there. In a callback whose exceptions Python
+prints and drops (a ``__del__``, a weakref's callback: importlib's own module locks
+have one, run in every import), it was printed as "Exception ignored in ..." and lost:
+the worker imported on, registered and served. So the signal is also noted, and a
+thread of this module sends it again to the main thread every `REPEAT_S` until the stop
+has been taken (`disarm`): one lost in a callback comes out at the next (and is not
+printed: it is no fault of the callback's, and the stop is said as any). Once disarmed,
+a signal is noted and raises nothing (the stop's own clean-up is not cut short); the
+caller passes what was noted on to the handlers that take over (`signum`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from types import FrameType, TracebackType
+
+__all__ = ["REPEAT_S", "StartStopped", "StartStops"]
+
+REPEAT_S = 0.1  # how often a stop not yet taken is sent again to the main thread
+
+
+class StartStopped(KeyboardInterrupt):
+    """A stop signal came while the worker started (`StartStops.signum` says which).
+    A KeyboardInterrupt, as `Terminated` is: a module's failure to import is said at its
+    line (worker/module.py), this is not."""
+
+
+class StartStops:
+    """Handlers for ``signals`` while a worker starts (the main thread's); a context
+    manager whose exit ends the thread that repeats a signal (the handlers stay)."""
+
+    def __init__(self, signals: Iterable[signal.Signals]) -> None:
+        self.signum: int | None = None
+        self._armed = True
+        self._pid = os.getpid()
+        self._main = threading.get_ident()
+        self._over = threading.Event()
+        self._hook: Callable[[sys.UnraisableHookArgs], object] = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
+        for sig in signals:
+            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                continue  # (under nohup: as StopSignals leaves it)
+            signal.signal(sig, self._handle)
+        # (started now, not by the handler: a handler that starts a thread may wait for
+        # a lock the main thread held where the signal interrupted it)
+        self._repeater = threading.Thread(target=self._repeat, daemon=True,
+                                          name="polybus-start-stop")
+        self._repeater.start()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != self._pid:  # (a child the module forked: Python's own handling)
+            if signum == signal.SIGINT:
+                signal.signal(signum, signal.default_int_handler)
+                raise KeyboardInterrupt
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        if self.signum is None:
+            self.signum = signum
+        if self._armed:
+            raise StartStopped
+
+    def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
+        """A `StartStopped` lost in a callback is dropped unsaid (it comes again); any
+        other exception of a callback is said as ever."""
+        if not isinstance(unraisable.exc_value, StartStopped):
+            self._hook(unraisable)
+
+    def _repeat(self) -> None:
+        """Send the noted signal to the main thread again, until the stop is taken."""
+        while not self._over.wait(REPEAT_S):
+            signum = self.signum
+            if signum is not None and self._armed:
+                try:
+                    signal.pthread_kill(self._main, signum)
+                except OSError:  # (the main thread is ending)
+                    return
+
+    def disarm(self) -> None:
+        """The stop is taken (or the worker started): a signal from now on is noted
+        only, and none is sent again."""
+        self._armed = False
+
+    def close(self) -> None:
+        """Disarm, and end the repeating thread."""
+        self._armed = False
+        self._over.set()
+        if sys.unraisablehook == self._unraisable:  # (else someone set theirs since)
+            sys.unraisablehook = self._hook
+        if self._repeater is not threading.current_thread():
+            self._repeater.join()
+
+    def __enter__(self) -> StartStops:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,85 @@
+"""A worker started by hand (`polybus worker --config app.toml --as KEY`) stopped while it
+imports its module ends as a stop at any other time ("polybus worker: terminated", 143;
+"interrupted", 130; "hung up ...", 129), nothing left in its `$TMPDIR`, whatever Python
+code the signal landed in. One that landed in a callback whose exceptions Python prints
+and drops (a `__del__`, a weakref's callback, importlib's own module-lock callback) was
+printed as "Exception ignored in ..." and lost: the worker imported on, registered and
+served. Here the module's top level drops an object whose `__del__` says it runs (a file)
+and sleeps; the signal comes then. The top level then sleeps 60 s more: a stop noted
+only once the import is over would not be prompt either. (SIGHUP killed it there, its
+socket folder left in `$TMPDIR`.) So too a top level that catches the stop and goes on."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from integration.conftest import Procs, rest_of, start_registry
+from polybus.registry.client import RegistryClient
+
+SAID = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated"),
+        signal.SIGHUP: (129, "hung up (its terminal closed)")}
+
+# Where the signal lands: in a __del__ (the callback), at the top level, or at a top
+# level that catches it (a bare ``except:`` around its work) and goes on.
+_AT = {
+    "del": ("class _Slow:\n    def __del__(self):\n        MARK.touch()\n"
+            "        time.sleep(60)\n\n\n_Slow()\ntime.sleep(60)\n"),
+    "top": "MARK.touch()\ntime.sleep(60)\n",
+    "caught": ("MARK.touch()\ntry:\n    time.sleep(60)\nexcept BaseException:\n"
+               "    pass\ntime.sleep(60)\n"),
+}
+
+
+def _app(tmp_path: Path, registry: str, at: str) -> Path:
+    mark = tmp_path / "in-del"
+    (tmp_path / "slow.py").write_text(f"import pathlib, time\nMARK = pathlib.Path({str(mark)!r})"
+                                      f"\n{_AT[at]}\n\ndef f(x):\n    return x\n")
+    (tmp_path / "client.py").write_text("from polybus import use\n\nf = use('f')\n\n\n"
+                                        "def main():\n    return f(1)\n")
+    app = tmp_path / "app.toml"
+    app.write_text(f'[cluster]\nregistry = "{registry}"\n\n'
+                   '[modules.server]\nsource = "slow.py"\nreplication = 1\n'
+                   'transport = "ipc"\n\n'
+                   '[modules.client]\nsource = "client.py"\nentrypoint = "main"\n\n'
+                   '[bind]\n"client.f" = "server.f"\n')
+    return app
+
+
+@pytest.mark.parametrize(("sig", "at"), [
+    (signal.SIGTERM, "del"), (signal.SIGINT, "del"), (signal.SIGHUP, "del"),
+    (signal.SIGTERM, "top"), (signal.SIGINT, "top"), (signal.SIGTERM, "caught")],
+    ids=["TERM-del", "INT-del", "HUP-del", "TERM-top", "INT-top", "TERM-caught"])
+def test_a_worker_stopped_as_it_imports_its_module_ends_as_a_stop(
+        procs: Procs, tmp_path: Path, sig: int, at: str) -> None:
+    token = "stop-in-callback-token-" + "c" * 20
+    env = {"POLYBUS_TOKEN": token}
+    addr, _ = start_registry(procs, env)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    app = _app(tmp_path, addr, at)
+    w = procs.start("worker", "--config", app, "--as", "server", "--name", "server-0",
+                    env={**env, "TMPDIR": str(tmp)})
+    assert w.stderr is not None
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "in-del").exists():  # (in the sleep after it)
+        assert w.poll() is None and time.monotonic() < deadline, rest_of(w.stderr)
+        time.sleep(0.02)
+    w.send_signal(sig)
+    status, word = SAID[sig]
+    try:
+        assert w.wait(timeout=5) == status
+    finally:
+        if w.poll() is None:
+            w.kill()
+    said = rest_of(w.stderr)
+    assert said == f"polybus worker: {word}\n", said
+    assert list(tmp.iterdir()) == []
+    client = RegistryClient(addr, token.encode())
+    try:
+        assert client.resolve(module="server") == []
+    finally:
+        client.close()
