@@ -220,6 +220,8 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         line_buffered()  # (before the module's top-level code prints anything)
         place(spec, name)  # (before any thread of its own, or its process pool, starts)
         keep_freed_memory(REPLICA_ARENAS)  # large messages reuse their memory (memory.py)
+        if starting is not None:
+            starting.repeat()  # (its thread: on the replica's CPUs and arenas, as any)
         client = RegistryClient(registry, token)  # (a malformed address fails here, first)
         serving(module_key)  # (a use() it calls says a replica cannot: client/stubs.py)
         module = load_module(module_path, import_name(module_key))
@@ -250,7 +252,10 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
             runtime.stop()
         if procs is not None:
             procs.close()
-        if not isinstance(exc, StartStopped) or starting is None:
+        if starting is None:
+            raise
+        if not isinstance(exc, StartStopped):
+            starting.put_back()  # (its error said as ever: a signal now does as before)
             raise
         return Stopped(starting.signum, 0)  # (by hand: said as any stop is)
     if starting is not None:

@@ -7,8 +7,8 @@ prints and drops (a ``__del__``, a weakref's callback: importlib's own module lo
 have one, run in every import), it was printed as "Exception ignored in ..." and lost:
 the worker imported on, registered and served. So the signal is also noted, and a
 thread of this module sends it again to the main thread every `REPEAT_S` until the stop
-has been taken (`disarm`): one lost in a callback comes out at the next (and is not
-printed: it is no fault of the callback's, and the stop is said as any). Once disarmed,
+has been taken (`close`): one lost in a callback comes out at the next (and is not
+printed: it is no fault of the callback's, and the stop is said as any). Once closed,
 a signal is noted and raises nothing (the stop's own clean-up is not cut short); the
 caller passes what was noted on to the handlers that take over (`signum`).
 """
@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from types import FrameType, TracebackType
+from types import FrameType
 
 __all__ = ["REPEAT_S", "StartStopped", "StartStops"]
 
@@ -34,8 +34,8 @@ class StartStopped(KeyboardInterrupt):
 
 
 class StartStops:
-    """Handlers for ``signals`` while a worker starts (the main thread's); a context
-    manager whose exit ends the thread that repeats a signal (the handlers stay)."""
+    """Handlers for ``signals`` while a worker starts (the main thread's), in at once;
+    the thread that repeats a signal runs from `repeat` to `close` (the handlers stay)."""
 
     def __init__(self, signals: Iterable[signal.Signals]) -> None:
         self.signum: int | None = None
@@ -45,12 +45,18 @@ class StartStops:
         self._over = threading.Event()
         self._hook: Callable[[sys.UnraisableHookArgs], object] = sys.unraisablehook
         sys.unraisablehook = self._unraisable
+        self._before: dict[signal.Signals, signal._HANDLER] = {}
         for sig in signals:
             if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
                 continue  # (under nohup: as StopSignals leaves it)
-            signal.signal(sig, self._handle)
-        # (started now, not by the handler: a handler that starts a thread may wait for
-        # a lock the main thread held where the signal interrupted it)
+            self._before[sig] = signal.signal(sig, self._handle)
+        self._repeater: threading.Thread | None = None
+
+    def repeat(self) -> None:
+        """Start the thread that repeats a signal not taken (by the caller, once this
+        process may start threads: a replica sets its CPUs and allocator first; never by
+        the handler, which may interrupt the main thread where it held a lock that
+        starting a thread takes)."""
         self._repeater = threading.Thread(target=self._repeat, daemon=True,
                                           name="polybus-start-stop")
         self._repeater.start()
@@ -84,23 +90,19 @@ class StartStops:
                 except OSError:  # (the main thread is ending)
                     return
 
-    def disarm(self) -> None:
-        """The stop is taken (or the worker started): a signal from now on is noted
-        only, and none is sent again."""
-        self._armed = False
+    def put_back(self) -> None:
+        """The handlers of before back (the start failed: its error is said as ever,
+        and a signal meanwhile does as it did)."""
+        for sig, handler in self._before.items():
+            if handler is not None:  # (None: one set outside Python, not to be put back)
+                signal.signal(sig, handler)
 
     def close(self) -> None:
-        """Disarm, and end the repeating thread."""
+        """Disarm (the stop is taken, or the worker started: a signal from now on is
+        noted only, and none is sent again), and end the repeating thread."""
         self._armed = False
         self._over.set()
         if sys.unraisablehook == self._unraisable:  # (else someone set theirs since)
             sys.unraisablehook = self._hook
-        if self._repeater is not threading.current_thread():
+        if self._repeater is not None and self._repeater is not threading.current_thread():
             self._repeater.join()
-
-    def __enter__(self) -> StartStops:
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()

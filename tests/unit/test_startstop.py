@@ -1,0 +1,86 @@
+"""worker/startstop.py, in this process, with SIGUSR2 (not a signal pytest itself
+heeds): a stop signal while a worker starts raises `StartStopped`; one lost in a
+callback whose exceptions Python drops comes again, unsaid; once closed, a signal is
+only noted; the handlers of before can be put back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from polybus.worker.startstop import StartStopped, StartStops
+
+SIG = signal.SIGUSR2
+
+
+@pytest.fixture
+def handlers() -> Iterator[list[object]]:
+    """SIGUSR2's handler and the unraisable hook as they were, put back after; what
+    the hook of before was given meanwhile."""
+    before = signal.getsignal(SIG)
+    hook = sys.unraisablehook
+    seen: list[object] = []
+    sys.unraisablehook = seen.append
+    try:
+        yield seen
+    finally:
+        sys.unraisablehook = hook
+        signal.signal(SIG, before)
+
+
+def _until_raised(limit: float = 5.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_signal_raises_start_stopped_and_is_noted(handlers: list[object]) -> None:
+    s = StartStops([SIG])
+    try:
+        with pytest.raises(StartStopped):
+            os.kill(os.getpid(), SIG)
+            _until_raised()
+        assert s.signum == SIG
+    finally:
+        s.close()
+
+
+def test_one_lost_in_a_del_comes_again_unsaid(handlers: list[object]) -> None:
+    class Dropped:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), SIG)
+            time.sleep(0.05)  # (the handler runs here: its exception is dropped)
+
+    s = StartStops([SIG])
+    s.repeat()
+    past: list[bool] = []
+    try:
+        with pytest.raises(StartStopped):
+            Dropped()
+            past.append(True)  # (the first was lost in the __del__)
+            _until_raised()  # (the repeat, within 0.1 s; 5 s if none came)
+        assert s.signum == SIG and past == [True]
+    finally:
+        s.close()
+    assert handlers == []  # (the lost one was not given to the hook of before)
+    assert sys.unraisablehook == handlers.append  # (put back by close)
+
+
+def test_once_closed_a_signal_is_noted_only_and_the_old_handlers_go_back(
+        handlers: list[object]) -> None:
+    got: list[int] = []
+    signal.signal(SIG, lambda signum, frame: got.append(signum))
+    s = StartStops([SIG])
+    s.close()
+    os.kill(os.getpid(), SIG)
+    time.sleep(0.01)
+    assert s.signum == SIG and got == []
+    s.put_back()
+    os.kill(os.getpid(), SIG)
+    time.sleep(0.01)
+    assert got == [SIG]
