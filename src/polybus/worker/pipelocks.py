@@ -37,37 +37,32 @@ class PipeSemaphore:
     def __init__(self, value: int = 1) -> None:
         r, w = os.pipe()  # (close-on-exec: a child gets them only when passed at its spawn)
         self._r, self._w = r, w
+        self._nb = _not_blocking(r)
         if value:
             os.write(w, b"\0" * value)
 
     def acquire(self, block: bool = True, timeout: float | None = None) -> bool:
         """Take one (True); False if none came: at once (not ``block``), or within
-        ``timeout`` seconds. A plain wait (the executor's, every one) is a blocking
-        read, of which the kernel wakes one per byte written (Linux 5.5 and later):
-        not every idle child for each call."""
+        ``timeout`` seconds. A plain wait (the executor's, but for its last
+        ``put_nowait``) is a blocking read, of which the kernel wakes one per byte
+        written (Linux 5.5 and later): not every idle child for each call."""
         if block and timeout is None:
             while not os.read(self._r, 1):  # (no end of file: this process holds ``_w``)
                 pass
             return True
-        # Without blocking the read end's open file, which the children share: a file of
-        # this process's own on the same pipe, not blocking (/proc, Linux).
-        fd = os.open(f"/proc/self/fd/{self._r}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            deadline = time.monotonic() + max(0.0, timeout or 0.0)
-            while True:
-                try:
-                    if os.read(fd, 1):
-                        return True
-                except BlockingIOError:
-                    pass
-                left = deadline - time.monotonic()
-                if not block or left <= 0:
-                    return False
-                poll = select.poll()  # (several takers may wake for one: each that
-                poll.register(fd, select.POLLIN)  # finds none waits again)
-                poll.poll(max(1, int(left * 1000)))
-        finally:
-            os.close(fd)
+        deadline = time.monotonic() + max(0.0, timeout or 0.0)
+        while True:
+            try:
+                if os.read(self._nb, 1):
+                    return True
+            except BlockingIOError:
+                pass
+            left = deadline - time.monotonic()
+            if not block or left <= 0:
+                return False
+            poll = select.poll()  # (several takers may wake for one: each that finds
+            poll.register(self._nb, select.POLLIN)  # none waits again)
+            poll.poll(max(1, int(left * 1000)))
 
     def release(self) -> None:
         os.write(self._w, b"\0")
@@ -103,14 +98,22 @@ class PipeSemaphore:
         self._r, self._w = (int(fd.detach()) for fd in state)
         for fd in (self._r, self._w):  # (not passed on to what the child runs)
             os.set_inheritable(fd, False)
+        self._nb = _not_blocking(self._r)
 
     def __del__(self, _close: Any = os.close) -> None:  # (os may be gone at exit)
-        for fd in (getattr(self, "_r", -1), getattr(self, "_w", -1)):
+        for fd in (getattr(self, n, -1) for n in ("_r", "_w", "_nb")):
             if fd >= 0:
                 try:
                     _close(fd)
                 except OSError:
                     pass
+
+
+def _not_blocking(r: int) -> int:
+    """A file of this process's own on the pipe whose read end is ``r``, not blocking
+    (/proc, Linux): a take that must not wait reads there, leaving ``r``'s open file,
+    shared with the children, blocking."""
+    return os.open(f"/proc/self/fd/{r}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
 
 
 class _PipeLockContext(context.SpawnContext):
