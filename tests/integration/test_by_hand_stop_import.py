@@ -28,6 +28,8 @@ SAID = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")
 _AT = {
     "del": ("class _Slow:\n    def __del__(self):\n        MARK.touch()\n"
             "        time.sleep(60)\n\n\n_Slow()\ntime.sleep(60)\n"),
+    "del-last": ("class _Slow:\n    def __del__(self):\n        MARK.touch()\n"
+                 "        time.sleep(60)\n\n\n_Slow()\n"),  # (the import's end next)
     "top": "MARK.touch()\ntime.sleep(60)\n",
     "caught": ("MARK.touch()\ntry:\n    time.sleep(60)\nexcept BaseException:\n"
                "    pass\ntime.sleep(60)\n"),
@@ -51,8 +53,10 @@ def _app(tmp_path: Path, registry: str, at: str) -> Path:
 
 @pytest.mark.parametrize(("sig", "at"), [
     (signal.SIGTERM, "del"), (signal.SIGINT, "del"), (signal.SIGHUP, "del"),
-    (signal.SIGTERM, "top"), (signal.SIGINT, "top"), (signal.SIGTERM, "caught")],
-    ids=["TERM-del", "INT-del", "HUP-del", "TERM-top", "INT-top", "TERM-caught"])
+    (signal.SIGTERM, "del-last"), (signal.SIGTERM, "top"), (signal.SIGINT, "top"),
+    (signal.SIGTERM, "caught")],
+    ids=["TERM-del", "INT-del", "HUP-del", "TERM-del-last", "TERM-top", "INT-top",
+         "TERM-caught"])
 def test_a_worker_stopped_as_it_imports_its_module_ends_as_a_stop(
         procs: Procs, tmp_path: Path, sig: int, at: str) -> None:
     token = "stop-in-callback-token-" + "c" * 20
