@@ -84,3 +84,32 @@ def test_once_closed_a_signal_is_noted_only_and_the_old_handlers_go_back(
     os.kill(os.getpid(), SIG)
     time.sleep(0.01)
     assert got == [SIG]
+
+
+def test_the_handling_of_a_stop_is_not_cut_short_by_its_repeat_or_a_second_signal(
+        handlers: list[object]) -> None:
+    """Where a `StartStopped` is handled already (a process pool's start ending its
+    children, a ``finally`` on its way out), neither the repeat (every 0.1 s) nor
+    another signal raises again; once that is over and the module goes on, it does."""
+    s = StartStops([SIG])
+    s.repeat()
+    done: list[bool] = []
+    try:
+        with pytest.raises(StartStopped):
+            try:
+                os.kill(os.getpid(), SIG)
+                _until_raised()
+            finally:  # (the clean-up: 0.3 s, three repeats, and a second signal)
+                os.kill(os.getpid(), SIG)
+                time.sleep(0.3)
+                done.append(True)
+        assert done == [True]
+        with pytest.raises(StartStopped):  # (caught and gone on: it comes again)
+            try:
+                os.kill(os.getpid(), SIG)
+                _until_raised()
+            except StartStopped:
+                pass
+            _until_raised()
+    finally:
+        s.close()

@@ -8,9 +8,12 @@ have one, run in every import), it was printed as "Exception ignored in ..." and
 the worker imported on, registered and served. So the signal is also noted, and a
 thread of this module sends it again to the main thread every `REPEAT_S` until the stop
 has been taken (`close`): one lost in a callback comes out at the next (and is not
-printed: it is no fault of the callback's, and the stop is said as any). Once closed,
-a signal is noted and raises nothing (the stop's own clean-up is not cut short); the
-caller passes what was noted on to the handlers that take over (`signum`).
+printed: it is no fault of the callback's, and the stop is said as any). Nor is one
+raised where a `StartStopped` is being handled already (an ``except`` or ``finally`` on
+its way out, a process pool's start ending its children): that clean-up is not cut
+short, by the repeat or by a second signal; a module that catches it and goes on gets it
+again. Once closed, a signal is noted and raises nothing; the caller passes what was
+noted on to the handlers that take over (`signum`).
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ class StartStops:
             return
         if self.signum is None:
             self.signum = signum
-        if self._armed:
+        if self._armed and not _handling(sys.exc_info()[1]):
             raise StartStopped
 
     def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
@@ -106,3 +109,15 @@ class StartStops:
             sys.unraisablehook = self._hook
         if self._repeater is not None and self._repeater is not threading.current_thread():
             self._repeater.join()
+
+
+def _handling(exc: BaseException | None) -> bool:
+    """``exc`` (what the interrupted code is handling: ``sys.exc_info``, as the handler
+    sees it) is a `StartStopped`, or one raised while one was handled."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, StartStopped):
+            return True
+        seen.add(id(exc))
+        exc = exc.__context__
+    return False
