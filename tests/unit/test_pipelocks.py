@@ -10,7 +10,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from polybus.worker.pipelocks import PIPE_LOCKS, PipeSemaphore
+import pytest
+
+from polybus.worker.pipelocks import MOST, PIPE_LOCKS, PipeSemaphore
 
 
 def _named_here() -> set[str]:
@@ -29,6 +31,12 @@ def test_a_semaphore_counts_what_is_taken_and_given_back() -> None:
     assert s.acquire(True, 0.01)
     with PipeSemaphore(1) as got:
         assert got
+
+
+def test_a_count_past_a_pipe_s_room_is_refused_not_left_to_hang() -> None:
+    assert PipeSemaphore(MOST).get_value() == MOST
+    with pytest.raises(ValueError, match="holds 0 to"):
+        PIPE_LOCKS.Queue()  # (unbounded: multiprocessing's SEM_VALUE_MAX)
 
 
 def test_a_waiting_acquire_takes_one_released_by_another_thread() -> None:

@@ -28,13 +28,19 @@ import time
 from multiprocessing import context, reduction
 from typing import Any
 
-__all__ = ["PIPE_LOCKS", "PipeSemaphore"]
+__all__ = ["MOST", "PIPE_LOCKS", "PipeSemaphore"]
+
+# The most a semaphore holds: a pipe's room (64 KiB on Linux), which a count past it
+# would fill, its writer then waiting for ever. (A pool's queue needs its size + 1.)
+MOST = 65536
 
 
 class PipeSemaphore:
     """A counting semaphore shared with spawned children: ``value`` bytes in a pipe."""
 
     def __init__(self, value: int = 1) -> None:
+        if not 0 <= value <= MOST:  # (an unbounded Queue asks for 2**31 - 1: refused)
+            raise ValueError(f"a pipe semaphore holds 0 to {MOST}, not {value}")
         r, w = os.pipe()  # (close-on-exec: a child gets them only when passed at its spawn)
         self._r, self._w = r, w
         self._nb = _not_blocking(r)
