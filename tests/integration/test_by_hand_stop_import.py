@@ -32,6 +32,10 @@ _AT = {
             "        time.sleep(60)\n\n\n_Slow()\ntime.sleep(60)\n"),
     "del-last": ("class _Slow:\n    def __del__(self):\n        MARK.touch()\n"
                  "        time.sleep(60)\n\n\n_Slow()\n"),  # (the import's end next)
+    "del-loop": ("class _D:\n    def __del__(self):\n        MARK.touch()\n"
+                 "        for i in range(20000):\n            i += 1\n\n\n"
+                 "end = time.monotonic() + 60\nwhile time.monotonic() < end:\n"
+                 "    _D()\n"),  # (nearly all its time in callbacks: each signal too)
     "top": "MARK.touch()\ntime.sleep(60)\n",
     "caught": ("MARK.touch()\ntry:\n    time.sleep(60)\nexcept BaseException:\n"
                "    pass\ntime.sleep(60)\n"),
@@ -60,9 +64,11 @@ def _app(tmp_path: Path, registry: str, at: str) -> Path:
 
 @pytest.mark.parametrize(("sig", "at"), [
     (signal.SIGTERM, "del"), (signal.SIGINT, "del"), (signal.SIGHUP, "del"),
-    (signal.SIGTERM, "del-last"), (signal.SIGTERM, "top"), (signal.SIGINT, "top"),
+    (signal.SIGTERM, "del-last"), (signal.SIGTERM, "del-loop"), (signal.SIGTERM, "top"),
+    (signal.SIGINT, "top"),
     (signal.SIGTERM, "caught"), (signal.SIGTERM, "pool"), (signal.SIGINT, "pool")],
-    ids=["TERM-del", "INT-del", "HUP-del", "TERM-del-last", "TERM-top", "INT-top",
+    ids=["TERM-del", "INT-del", "HUP-del", "TERM-del-last", "TERM-del-loop", "TERM-top",
+         "INT-top",
          "TERM-caught", "TERM-pool", "INT-pool"])
 def test_a_worker_stopped_as_it_imports_its_module_ends_as_a_stop(
         procs: Procs, tmp_path: Path, sig: int, at: str) -> None:

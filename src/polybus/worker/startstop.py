@@ -5,15 +5,17 @@ The signal's handler raises `StartStopped` in the main thread, where it runs bet
 bytecodes of whatever Python code runs there. In a callback whose exceptions Python
 prints and drops (a ``__del__``, a weakref's callback: importlib's own module locks
 have one, run in every import), it was printed as "Exception ignored in ..." and lost:
-the worker imported on, registered and served. So the signal is also noted, and a
-thread of this module sends it again to the main thread every `REPEAT_S` until the stop
-has been taken (`close`): one lost in a callback comes out at the next (and is not
-printed: it is no fault of the callback's, and the stop is said as any). Nor is one
-raised where a `StartStopped` is being handled already (an ``except`` or ``finally`` on
-its way out, a process pool's start ending its children): that clean-up is not cut
-short, by the repeat or by a second signal; a module that catches it and goes on gets it
-again. Once closed, a signal is noted and raises nothing; the caller passes what was
-noted on to the handlers that take over (`signum`).
+the worker imported on, registered and served. So the signal is also noted; one dropped
+so is not printed (it is no fault of the callback's, and the stop is said as any) and
+is raised again at the next line of the code the callback interrupted (a trace on the
+frames below it, as a debugger's: a module whose time goes to callbacks met every
+signal in one); and a thread of this module sends it again to the main thread every
+`REPEAT_S` until the stop has been taken (`close`), for a module that caught it and
+went on. None is raised where a `StartStopped` is being handled already (an ``except``
+or ``finally`` on its way out, a process pool's start ending its children): that
+clean-up is not cut short, by the repeat or by a second signal. Once closed, a signal
+is noted and raises nothing; the caller passes what was noted on to the handlers that
+take over (`signum`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class StartStops:
                 continue  # (under nohup: as StopSignals leaves it)
             self._before[sig] = signal.signal(sig, self._handle)
         self._repeater: threading.Thread | None = None
+        self._traced: list[FrameType] = []  # (`_at_next_line`)
+        self._trace_of_before: object = None
 
     def repeat(self) -> None:
         """Start the thread that repeats a signal not taken (by the caller, once this
@@ -78,10 +82,45 @@ class StartStops:
             raise StartStopped
 
     def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
-        """A `StartStopped` lost in a callback is dropped unsaid (it comes again); any
-        other exception of a callback is said as ever."""
+        """A `StartStopped` lost in a callback is dropped unsaid, and raised again at
+        the next line of the code the callback interrupted (`_at_next_line`); any other
+        exception of a callback is said as ever."""
         if not isinstance(unraisable.exc_value, StartStopped):
             self._hook(unraisable)
+        elif self._armed and threading.get_ident() == self._main:
+            self._at_next_line(sys._getframe(1))
+
+    def _at_next_line(self, frame: FrameType | None) -> None:
+        """`StartStopped` raised at the next line any of ``frame`` and those below it
+        runs (as a debugger stops there: their own trace, a frame called later traced
+        by none). A module whose time goes mostly to callbacks (objects with a
+        ``__del__`` dropped in a loop) met every signal, the repeats too, in one."""
+        if self._traced:
+            return
+        self._trace_of_before = sys.gettrace()
+        while frame is not None:
+            frame.f_trace = self._line
+            self._traced.append(frame)
+            frame = frame.f_back
+        sys.settrace(_untraced)
+
+    def _line(self, frame: FrameType, event: str, arg: object) -> object:
+        if not self._armed:
+            self._untrace()
+            return None
+        if event != "line" or _handling(sys.exc_info()[1]):
+            return self._line
+        self._untrace()
+        raise StartStopped
+
+    def _untrace(self) -> None:
+        """No frame traced any more, the trace of before (if any) back."""
+        if not self._traced:
+            return
+        for frame in self._traced:
+            frame.f_trace = None
+        self._traced.clear()
+        sys.settrace(self._trace_of_before)  # type: ignore[arg-type]
 
     def _repeat(self) -> None:
         """Send the noted signal to the main thread again, until the stop is taken."""
@@ -105,6 +144,8 @@ class StartStops:
         noted only, and none is sent again), and end the repeating thread."""
         self._armed = False
         self._over.set()
+        if threading.get_ident() == self._main:
+            self._untrace()
         if sys.unraisablehook == self._unraisable:  # (else someone set theirs since)
             sys.unraisablehook = self._hook
         if self._repeater is not None and self._repeater is not threading.current_thread():
@@ -121,3 +162,8 @@ def _handling(exc: BaseException | None) -> bool:
         seen.add(id(exc))
         exc = exc.__context__
     return False
+
+
+def _untraced(frame: FrameType, event: str, arg: object) -> None:
+    """The trace of every frame called while `StartStops._at_next_line` waits: none."""
+    return None
