@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from polybus.worker.pipelocks import MOST, PIPE_LOCKS, PipeSemaphore
+from polybus.worker.pipelocks import MOST, PIPE_LOCKS, PipeSemaphore, pool_context
 
 
 def _named_here() -> set[str]:
@@ -87,3 +88,12 @@ def test_a_process_pool_of_spawned_children_runs_with_nothing_in_dev_shm() -> No
         assert q.empty()
         q.close()
         q.join_thread()
+
+
+def test_a_system_without_proc_gets_spawn_s_own_locks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pipes' non-blocking twin is opened through /proc/self/fd: on macOS the pool
+    would not start; there spawn's semaphores are not files in /dev/shm anyway."""
+    assert pool_context() is PIPE_LOCKS
+    monkeypatch.setattr(sys, "platform", "darwin")
+    other = pool_context()
+    assert other is not PIPE_LOCKS and other.get_start_method() == "spawn"

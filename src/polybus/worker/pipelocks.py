@@ -20,15 +20,17 @@ executor makes none).
 from __future__ import annotations
 
 import fcntl
+import multiprocessing
 import os
 import select
 import struct
+import sys
 import termios
 import time
 from multiprocessing import context, reduction
 from typing import Any
 
-__all__ = ["MOST", "PIPE_LOCKS", "PipeSemaphore"]
+__all__ = ["MOST", "PIPE_LOCKS", "PipeSemaphore", "pool_context"]
 
 # The most a semaphore holds: a pipe's room (64 KiB on Linux), which a count past it
 # would fill, its writer then waiting for ever. (A pool's queue needs its size + 1.)
@@ -136,3 +138,11 @@ class _PipeLockContext(context.SpawnContext):
 
 
 PIPE_LOCKS = _PipeLockContext()
+
+
+def pool_context() -> context.BaseContext:
+    """`PIPE_LOCKS` on Linux; elsewhere spawn's own, whose semaphores are not files (a
+    pipe's non-blocking twin is opened through /proc, which only Linux has)."""
+    if sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd"):
+        return PIPE_LOCKS
+    return multiprocessing.get_context("spawn")

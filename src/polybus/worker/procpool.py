@@ -47,7 +47,7 @@ from typing import Any
 
 from polybus.usernames import key_of
 from polybus.worker.lifetime import how_it_ended
-from polybus.worker.pipelocks import PIPE_LOCKS
+from polybus.worker.pipelocks import pool_context
 from polybus.worker.poolslots import Slots
 from polybus.worker.procchild import invoke, load, ready
 from polybus.worker.replies import CHILD_TRACEBACK, PoolDied, unreadable
@@ -132,7 +132,7 @@ class ProcessPool:
         pool started again, a pool thread, which runs until the replica stops.)"""
         # Spawned (no forking of a threaded process), its queues' locks pipes: spawn's
         # own are named in /dev/shm, and a SIGKILL of the whole group left them there
-        executor = ProcessPoolExecutor(self._workers, mp_context=PIPE_LOCKS, initializer=load,
+        executor = ProcessPoolExecutor(self._workers, mp_context=pool_context(), initializer=load,
                                        initargs=self._initargs)
         pool = _Pool(executor)
         try:
