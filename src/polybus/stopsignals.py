@@ -98,11 +98,22 @@ class StopSignals:
         """Stop `wait` as a signal would, from any thread (an engine's own stop: the
         mpi engine's ranks are told to stop by a message, not a signal)."""
         self.requested = True
+        self._wake()
+
+    def _wake(self) -> None:
+        """A byte for `wait`'s select (it looks at the flags before it blocks)."""
         if self._open:
             try:
                 os.write(self._w, b"\0")
-            except OSError:
+            except OSError:  # (the pipe is full: the flag is what counts)
                 pass
+
+    def came(self, signum: int) -> None:
+        """Note ``signum`` as if it had come now (it came before these handlers were in:
+        a worker's start, worker/startstop.py); it comes first only if none did."""
+        if self.signum is None:
+            self.signum = signum
+        self._wake()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until a signal has come or `request` was called (True), or ``timeout``

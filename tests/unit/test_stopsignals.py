@@ -88,3 +88,20 @@ def test_within_raising_a_signal_ends_a_blocking_call_and_is_noted(
             stop.request()  # (from any thread: raises nothing)
         os.kill(os.getpid(), signal.SIGUSR1)  # (outside: noted only)
         assert stop.wait(5) and stop.signum == signal.SIGUSR1
+
+
+def test_a_signal_that_came_before_the_handlers_ends_the_wait_as_one_after(
+        restore_handlers: None) -> None:
+    """`came`: a worker's stop noted while it started (worker/startstop.py), passed on:
+    the wait ends at once, the first registration is not tried, no request is noted."""
+    from polybus.stopsignals import Stopping
+
+    with StopSignals((signal.SIGUSR1,)) as stop:
+        stop.came(signal.SIGTERM)
+        assert stop.wait(5) is True
+        assert stop.signum == signal.SIGTERM and not stop.requested
+        with pytest.raises(Stopping), stop.raising():
+            pytest.fail("the first registration ran after the stop came")
+        os.kill(os.getpid(), signal.SIGUSR1)  # (a later one: the first is the one said)
+        stop.came(signal.SIGINT)
+        assert stop.signum == signal.SIGTERM

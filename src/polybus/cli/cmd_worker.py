@@ -166,7 +166,7 @@ def main(args: argparse.Namespace) -> int:
                         heartbeat=args.heartbeat if args.heartbeat is not None else heartbeat,
                         max_frame=max_frame, exit_with_parent=args.exit_with_parent,
                         parent=args.parent, http=http, listen_from=listen_from,
-                        cert_hint=cert_hint)
+                        cert_hint=cert_hint, by_hand=not args.exit_with_parent)
     except ConfigError as exc:  # (its certificate, checked at start against the address
         if loaded is None:      # it registers: said at the line, as loading says the rest)
             raise

@@ -34,6 +34,7 @@ from polybus.worker.module import interfaces, load_module
 from polybus.worker.options import ServeOptions
 from polybus.worker.procpool import ProcessPool
 from polybus.worker.runtime import WorkerRuntime
+from polybus.worker.startstop import StartStopped, StartStops
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +177,8 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
           parent: int | None = None, http: Sequence[str] = (), advertise: str | None = None,
           on_serving: Callable[[Callable[[], None]], None] | None = None,
           signals: Sequence[signal.Signals] | None = None, banner: bool = True,
-          listen_from: str | None = None, cert_hint: str = LISTEN_HINT) -> Stopped:
+          listen_from: str | None = None, cert_hint: str = LISTEN_HINT,
+          by_hand: bool = False) -> Stopped:
     """Serve until SIGTERM/SIGINT; how it was stopped (`Stopped`). ``http``: interfaces
     that [serve] routes call; each is also served as ``<name>@http``, answering in
     response form (http/response.py).
@@ -191,7 +193,9 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
     ``banner``: say where it serves on stderr (not for a run's own replicas), and with
     ``listen_from`` where its main address's host came from (``[cluster] listen_host``).
     ``cert_hint``: what sets its host, said if its certificate does not name it
-    (`check_certificate`)."""
+    (`check_certificate`). ``by_hand``: a worker started by hand, which a stop signal
+    while it starts (its module importing, its pool starting) ends as one later does,
+    returned as `Stopped`, wherever the signal landed (worker/startstop.py)."""
     if exit_with_parent:
         # Started by a run's engine, which stops it (SIGTERM, or by dying). A terminal's
         # Ctrl-C goes to the whole process group: the run must get it with its replicas
@@ -205,18 +209,25 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         # supervisor; or, met in a callback of the import machinery, it was printed as
         # "Exception ignored in ..." and lost, the worker importing on.
         signal.signal(signal.SIGTERM, _ended_cleanly)
-    line_buffered()  # (before the module's top-level code prints anything)
-    place(spec, name)  # (before any thread of its own, or its process pool, starts)
-    keep_freed_memory(REPLICA_ARENAS)  # large messages reuse their memory (memory.py)
-    client = RegistryClient(registry, token)  # (a malformed address fails here, first)
-    serving(module_key)  # (a use() it calls says a replica cannot: client/stubs.py)
-    module = load_module(module_path, import_name(module_key))
-    functions = interfaces(module, spec.define.keys() if spec else ())
-    options = options_for(spec, replica, max_frame, [n for n in http if n in functions])
-    options.heartbeat = heartbeat
+    if signals is None:
+        # (by hand, SIGHUP too: its terminal closed; it stops as for Ctrl-C, files gone)
+        signals = ((signal.SIGTERM,) if exit_with_parent
+                   else (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+    starting = StartStops(signals) if by_hand else None
     procs: ProcessPool | None = None
     runtime: WorkerRuntime | None = None
     try:
+        line_buffered()  # (before the module's top-level code prints anything)
+        place(spec, name)  # (before any thread of its own, or its process pool, starts)
+        keep_freed_memory(REPLICA_ARENAS)  # large messages reuse their memory (memory.py)
+        if starting is not None:
+            starting.repeat()  # (its thread: on the replica's CPUs and arenas, as any)
+        client = RegistryClient(registry, token)  # (a malformed address fails here, first)
+        serving(module_key)  # (a use() it calls says a replica cannot: client/stubs.py)
+        module = load_module(module_path, import_name(module_key))
+        functions = interfaces(module, spec.define.keys() if spec else ())
+        options = options_for(spec, replica, max_frame, [n for n in http if n in functions])
+        options.heartbeat = heartbeat
         if spec is not None and (children := process_count(spec)):
             procs = ProcessPool(children, module_path, import_name(module_key), name)
             functions = {n: (procs.wrap(n, spec.define[n].idempotent)
@@ -233,24 +244,31 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         else:  # (by hand: a wildcard registers where this host reaches its registry from)
             addresses = registers(runtime.addresses, registry)
         check_certificate(addresses, cert_hint)
-    except BaseException:  # (a stop signal's too, as they start: what started is ended,
-        # the process pool's threads waited for, not left running into the exit)
+    except BaseException as exc:  # (a stop signal's too, as they start: what started
+        # is ended, the process pool's threads waited for, not left running into the exit)
+        if starting is not None:
+            starting.close()  # (a signal now is noted only: the clean-up is not cut short)
         if runtime is not None:
             runtime.stop()
         if procs is not None:
             procs.close()
-        raise
+        if starting is None:
+            raise
+        if not isinstance(exc, StartStopped):
+            starting.put_back()  # (its error said as ever: a signal now does as before)
+            raise
+        return Stopped(starting.signum, 0)  # (by hand: said as any stop is)
+    if starting is not None:
+        starting.close()  # (a signal from now on is noted, and passed on below)
     runtime.start()
     me = Replica(name, module_key, str(addresses[0]), sorted(functions),
                  runtime.options.speed, os.getpid(), [str(a) for a in addresses],
                  source_digest(module_path),
                  settings_of(spec, name, (n for n in functions if HTTP_SUFFIX not in n)))
     membership = Membership(client, me, heartbeat, say=_say)
-    if signals is None:
-        # (by hand, SIGHUP too: its terminal closed; it stops as for Ctrl-C, files gone)
-        signals = ((signal.SIGTERM,) if exit_with_parent
-                   else (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
     stop = StopSignals(signals)
+    if starting is not None and starting.signum is not None:  # (came as it started: it
+        stop.came(starting.signum)  # stops at once, unregistered, as any stop)
     runtime.on_died = stop.request  # (a thread of it ended: the worker stops, loudly)
     if runtime.died is not None:  # (before it was told whom to tell)
         stop.request()

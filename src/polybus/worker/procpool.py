@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import pickle
 import signal
@@ -48,6 +47,7 @@ from typing import Any
 
 from polybus.usernames import key_of
 from polybus.worker.lifetime import how_it_ended
+from polybus.worker.pipelocks import pool_context
 from polybus.worker.poolslots import Slots
 from polybus.worker.procchild import invoke, load, ready
 from polybus.worker.replies import CHILD_TRACEBACK, PoolDied, unreadable
@@ -130,8 +130,9 @@ class ProcessPool:
         before any child is up. (A child started here gets the kernel's SIGKILL when the
         thread that started it ends: this one, the worker's main thread or, for a
         pool started again, a pool thread, which runs until the replica stops.)"""
-        ctx = multiprocessing.get_context("spawn")  # no forking of a threaded process
-        executor = ProcessPoolExecutor(self._workers, mp_context=ctx, initializer=load,
+        # Spawned (no forking of a threaded process), its queues' locks pipes: spawn's
+        # own are named in /dev/shm, and a SIGKILL of the whole group left them there
+        executor = ProcessPoolExecutor(self._workers, mp_context=pool_context(), initializer=load,
                                        initargs=self._initargs)
         pool = _Pool(executor)
         try:

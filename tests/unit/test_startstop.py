@@ -1,0 +1,125 @@
+"""worker/startstop.py, in this process, with SIGUSR2 (not a signal pytest itself
+heeds): a stop signal while a worker starts raises `StartStopped`; one lost in a
+callback whose exceptions Python drops comes again, unsaid; once closed, a signal is
+only noted; the handlers of before can be put back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from polybus.worker.startstop import StartStopped, StartStops
+
+SIG = signal.SIGUSR2
+
+
+@pytest.fixture
+def handlers() -> Iterator[list[object]]:
+    """SIGUSR2's handler and the unraisable hook as they were, put back after; what
+    the hook of before was given meanwhile."""
+    before = signal.getsignal(SIG)
+    hook = sys.unraisablehook
+    seen: list[object] = []
+    sys.unraisablehook = seen.append
+    try:
+        yield seen
+    finally:
+        sys.unraisablehook = hook
+        signal.signal(SIG, before)
+
+
+def _until_raised(limit: float = 5.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_signal_raises_start_stopped_and_is_noted(handlers: list[object]) -> None:
+    s = StartStops([SIG])
+    try:
+        with pytest.raises(StartStopped):
+            os.kill(os.getpid(), SIG)
+            _until_raised()
+        assert s.signum == SIG
+    finally:
+        s.close()
+
+
+def test_one_lost_in_a_del_is_raised_at_the_next_line_unsaid(handlers: list[object]) -> None:
+    """Dropped in the ``__del__`` (a callback), it is raised at the next line of the
+    code the callback interrupted, not in the next callback; no trace is left."""
+    inside: list[object] = []
+
+    class Dropped:
+        def __del__(self) -> None:
+            try:
+                os.kill(os.getpid(), SIG)
+                time.sleep(0.05)  # (the handler runs here: its exception is dropped)
+            finally:
+                inside.append(sys.exc_info()[1])
+
+    tracing = sys.gettrace()
+    s = StartStops([SIG])
+    past: list[bool] = []
+    try:
+        with pytest.raises(StartStopped):
+            Dropped()
+            past.append(True)  # (raised here: the line after the one that dropped it)
+        assert s.signum == SIG and past == []
+        assert len(inside) == 1 and isinstance(inside[0], StartStopped)
+        assert sys.gettrace() is tracing or tracing is not None
+        for _ in range(3):  # (no trace left to raise again, at a line or a call)
+            past.append(bool(sum(range(10))))
+    finally:
+        s.close()
+    assert handlers == []  # (the lost one was not given to the hook of before)
+    assert sys.unraisablehook == handlers.append  # (put back by close)
+
+
+def test_once_closed_a_signal_is_noted_only_and_the_old_handlers_go_back(
+        handlers: list[object]) -> None:
+    got: list[int] = []
+    signal.signal(SIG, lambda signum, frame: got.append(signum))
+    s = StartStops([SIG])
+    s.close()
+    os.kill(os.getpid(), SIG)
+    time.sleep(0.01)
+    assert s.signum == SIG and got == []
+    s.put_back()
+    os.kill(os.getpid(), SIG)
+    time.sleep(0.01)
+    assert got == [SIG]
+
+
+def test_the_handling_of_a_stop_is_not_cut_short_by_its_repeat_or_a_second_signal(
+        handlers: list[object]) -> None:
+    """Where a `StartStopped` is handled already (a process pool's start ending its
+    children, a ``finally`` on its way out), neither the repeat (every 0.1 s) nor
+    another signal raises again; once that is over and the module goes on, it does."""
+    s = StartStops([SIG])
+    s.repeat()
+    done: list[bool] = []
+    try:
+        with pytest.raises(StartStopped):
+            try:
+                os.kill(os.getpid(), SIG)
+                _until_raised()
+            finally:  # (the clean-up: 0.3 s, three repeats, and a second signal)
+                os.kill(os.getpid(), SIG)
+                time.sleep(0.3)
+                done.append(True)
+        assert done == [True]
+        with pytest.raises(StartStopped):  # (caught and gone on: it comes again)
+            try:
+                os.kill(os.getpid(), SIG)
+                _until_raised()
+            except StartStopped:
+                pass
+            _until_raised()
+    finally:
+        s.close()
