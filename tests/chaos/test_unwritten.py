@@ -16,7 +16,7 @@ import pytest
 from polybus.client.batching import Batcher
 from polybus.client.promise import wait
 from polybus.client.session import Session
-from polybus.errors import WorkerDiedError
+from polybus.errors import ConnectionLostError, WorkerDiedError
 from polybus.wire.messages import CallBatch
 
 from .conftest import Harness
@@ -150,3 +150,41 @@ def test_a_batch_held_for_its_linger_when_its_replica_dies_runs_on_the_other_onc
     assert all(outcomes[i] == i * i and runs[i] == 1 for i in range(6) if i not in died), \
         (outcomes, runs)
     assert bt.d.counts.run_again == 1
+
+
+def test_calls_held_for_a_replica_taken_for_dead_run_on_the_other_never_there(
+        harness: Harness) -> None:
+    # async-demand: a call for a replica that is busy anyway is held, written with the
+    # next ones (Sending.hold); the program inside polybus (the gate entered), the pump
+    # leaves them. w0, alive, is taken for dead (as a heartbeat's silence takes it):
+    # what it was sent fails (it may run there), what was held for it runs on w1, and
+    # never on w0, whose connection is closed before anything more is written.
+    harness.embedded_registry()
+    app = harness.app(TWO, 'modules.client.use.once.callstyle="async-demand(4)"')
+    harness.workers(2)
+    session = harness.session(app)
+    assert [wait(session.call("once", (i,), {})) for i in range(2)] == [0, 1]
+    gate = session.gate
+    assert gate is not None
+    gate.enter()
+    try:
+        ps = [session.call("once", (i, 300.0), {}) for i in range(10, 16)]
+        w0 = next(lk for lk in session.reactor.links if lk.name == "w0")
+        held = {m.id for m in w0.held}
+        sent = {rid for rid in w0.outstanding if rid not in held}
+        assert held and sent, (held, sent)
+        session.reactor._lost(w0, ConnectionLostError("w0 taken for dead (the test)"))
+    finally:
+        gate.leave()
+    outcomes: dict[int, object] = {}
+    for i, p in zip(range(10, 16), ps, strict=True):
+        try:
+            outcomes[i] = wait(p)
+        except WorkerDiedError as exc:
+            outcomes[i] = exc
+    time.sleep(0.5)  # (w0 alive: what it was sent runs to its end there)
+    runs = harness.executions()
+    died = [i for i, o in outcomes.items() if isinstance(o, WorkerDiedError)]
+    assert len(died) == len(sent) and all(runs[i] == 1 for i in died), (outcomes, runs)
+    assert all(outcomes[i] == i * i and runs[i] == 1 for i in outcomes if i not in died), \
+        (outcomes, runs)
