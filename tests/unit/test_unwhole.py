@@ -1,0 +1,121 @@
+"""Which frames a connection never wrote whole (transport/unwhole.py): every frame the
+peer decoded is one `stop_writes` does not name, and every frame it names the peer
+never decoded; what cannot be told is None."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from polybus.errors import ConnectionLostError
+from polybus.transport.channel import LATER, Channel
+from polybus.transport.ringchannel import RingChannel
+from polybus.wire.codec import Codec
+from polybus.wire.messages import Batch, Call, CallBatch, Message
+
+BIG = b"x" * (64 << 10)
+
+
+@contextmanager
+def _pair() -> Iterator[tuple[Channel, Channel]]:
+    a, b = socket.socketpair()
+    for s in (a, b):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 << 10)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 10)
+    w, r = Channel(a, Codec(), "reader"), Channel(b, Codec(), "writer")
+    try:
+        yield w, r
+    finally:
+        w.close()
+        r.close()
+
+
+def _ids(msgs: list[Message]) -> set[int]:
+    return {m.id for m in msgs if type(m) is Call}
+
+
+def _decoded(r: Channel) -> set[int]:
+    """Every whole frame the reader can still take (the writer closed)."""
+    got: list[Message] = []
+    try:
+        while True:
+            got += r.receive(wait=True)
+    except ConnectionLostError:
+        pass
+    return _ids(got)
+
+
+def test_frames_left_unsent_are_named_and_those_written_are_not() -> None:
+    with _pair() as (w, r):
+        sent: set[int] = set()
+        i = 0
+        while not w.unsent:  # (the reader does not read: the connection fills)
+            w.send(Call(i, "f", [BIG[:4096]]), LATER)
+            sent.add(i)
+            i += 1
+        for j in range(i, i + 3):  # (behind the rest, untried)
+            w.send(Call(j, "f", [b"small"]), LATER)
+            sent.add(j)
+        never = w.stop_writes()
+        assert never is not None and {i - 1, i, i + 1, i + 2} <= never
+        with pytest.raises(ConnectionLostError):  # (no write after the look)
+            w.send(Call(99, "f", []), LATER)
+        w.sock.shutdown(socket.SHUT_WR)
+        whole = _decoded(r)
+        assert whole and not whole & never and whole | never == sent
+
+
+def test_a_send_cut_short_by_a_broken_connection_names_its_frames() -> None:
+    # The reader takes some frames and hangs up while the writer is inside one
+    # send_many: the frames it took are whole (counted as written, though the send
+    # raised), the rest are named.
+    with _pair() as (w, r):
+        got: list[Message] = []
+
+        def read_some() -> None:
+            while len(got) < 3:
+                got.extend(r.receive(wait=True))
+            r.sock.shutdown(socket.SHUT_RDWR)
+
+        t = threading.Thread(target=read_some)
+        t.start()
+        msgs: list[Message] = [Call(i, "f", [BIG]) for i in range(40)]
+        try:
+            with pytest.raises(ConnectionLostError):
+                w.send_many(msgs)
+        finally:
+            t.join(10)
+        never = w.stop_writes()
+        assert never is not None
+        assert not _ids(got) & never and len(never) >= 30, (sorted(_ids(got)), never)
+
+
+def test_batches_and_calls_in_a_batch_are_named_by_their_ids() -> None:
+    with _pair() as (w, _r):
+        w.sock.shutdown(socket.SHUT_WR)  # (every send fails: nothing reaches the peer)
+        with pytest.raises(ConnectionLostError):
+            w.send_many([CallBatch(7, "f", [[1], [2]]),
+                         Batch([Call(8, "f", []), Call(9, "f", [])])])
+        assert w.stop_writes() == {7, 8, 9}
+
+
+def test_what_is_not_known_is_none() -> None:
+    with _pair() as (w, r):  # a write under way on another thread
+        w.send(Call(1, "f", []))
+        with w.send_lock:
+            assert w.stop_writes() is None
+    with _pair() as (w, r):  # a write cut short by a Ctrl-C, not the connection
+
+        def interrupted() -> None:
+            raise KeyboardInterrupt
+
+        r.sock.send(b"?")  # (so the full writer reads, here: interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            for i in range(1000):
+                w.send(Call(i, "f", [BIG]), interrupted)
+        assert w.stop_writes() is None
+    assert RingChannel.frames_known is False  # (shm: a put may be read once committed)
