@@ -11,6 +11,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from polybus.client.calls import ReplicaLink
+from polybus.client.unwritten import unwritten
 from polybus.errors import ConnectionLostError
 from polybus.transport.channel import LATER, Channel
 from polybus.transport.ringchannel import RingChannel
@@ -117,5 +119,21 @@ def test_what_is_not_known_is_none() -> None:
         with pytest.raises(KeyboardInterrupt):
             for i in range(1000):
                 w.send(Call(i, "f", [BIG]), interrupted)
-        assert w.stop_writes() is None
+        assert w.stop_writes() is None and w.untracked
     assert RingChannel.frames_known is False  # (shm: a put may be read once committed)
+
+
+def test_calls_held_at_the_client_are_unwritten_unless_a_write_was_cut_short() -> None:
+    # (client/unwritten.py) a call held to be written with the next ones never went;
+    # after a write cut short by a Ctrl-C, what it took from them is put back to be
+    # held again, though it may have gone: nothing is told unwritten then
+    with _pair() as (w, _r):
+        link = ReplicaLink("w0", "m", w)
+        link.held.append(Call(5, "f", []))
+        assert unwritten(link) == {5}
+        assert w.closed  # (its writes ended with the look)
+    with _pair() as (w, _r):
+        link = ReplicaLink("w0", "m", w)
+        link.held.append(Call(5, "f", []))
+        w.untracked = True
+        assert unwritten(link) is None

@@ -149,9 +149,10 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
         del link.outstanding[r.id]
     d.inflight[i] = 0
     alone = d._isolated.pop(i, None)  # (the call it ran alone, if any)
+    never = link.unwritten  # (those that never reached it whole: client/unwritten.py)
     for rec in sorted(held, key=lambda r: r.id):
         call = call_text(d.interface, rec.args, rec.kwargs)  # (which of its calls it was)
-        if rec.id in link.unwritten and (d.rejoins or any(alive(d))):
+        if never is not None and rec.id in never and (d.rejoins or any(alive(d))):
             # Never reached the replica whole (client/unwritten.py): it did not run
             # there, so it goes again, first in line, idempotent or not, its suspicion
             # as it was (lost alone before: alone again)

@@ -245,7 +245,8 @@ def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None
     bt.inflight[i] = 0
     # Never reached the replica whole (held here, or not written whole: unwritten.py):
     # run again whatever the interface, and no loss of theirs counts toward poison
-    never = link.unwritten | {m.id for m in bt.held[i] if type(m) is CallBatch}
+    never = set() if link.unwritten is None else link.unwritten | {
+        m.id for m in bt.held[i] if type(m) is CallBatch}
     bt.held[i] = []  # (their batches are among those re-run or failed below)
     d = bt.d
     live = any(not lk.dead for lk in bt.links) or d.rejoins

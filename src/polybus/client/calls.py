@@ -322,7 +322,8 @@ class ReplicaLink:
         self.back = False
         # Lost: the ids of the calls and batches placed here that provably never reached
         # the replica whole (client/unwritten.py), placed again whatever their interface
-        self.unwritten: frozenset[int] = frozenset()
+        # (None: none is known, not even those held at the client)
+        self.unwritten: frozenset[int] | None = frozenset()
         # Of which dialling of its name (client/lossline.py `LossLines.dialling`): lost
         # after its name was dialled again, it is of a worker whose loss was said
         self.dialling = dialling

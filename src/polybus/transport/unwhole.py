@@ -59,7 +59,9 @@ class FrameEnds:
     # `_encode_many` also takes segments): `stop_writes` proves nothing there
     frames_known = True
     queued = 0  # bytes handed to writes, whole frames (beside bytes_sent: those written)
-    _lost_track = False  # a write cut short by other than a broken connection
+    # A write was cut short by other than a broken connection (a Ctrl-C inside it): what
+    # was written is not known, nor is what its caller put back to write again (held)
+    untracked = False
     _ends: list[tuple[int, Message]] | None = None  # (end in the stream, message)
 
     if TYPE_CHECKING:
@@ -121,7 +123,7 @@ class FrameEnds:
         """A send raised: by a broken (or closed) connection, ``ends`` kept; by anything
         else, what was written is not known."""
         if not self.closed:
-            self._lost_track = True
+            self.untracked = True
         if self._ends is None:
             self._ends = []
         self._ends.extend(ends)
@@ -137,7 +139,7 @@ class FrameEnds:
             self.send_lock.release()
             return None
         try:
-            if self._lost_track:
+            if self.untracked:
                 return None
             sent = self.bytes_sent
             return call_ids([m for end, m in self._ends or () if end > sent])
