@@ -244,7 +244,8 @@ def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None
         del link.outstanding[b.id]
     bt.inflight[i] = 0
     # Never reached the replica whole (held here, or not written whole: unwritten.py):
-    # run again whatever the interface, and no loss of theirs counts toward poison
+    # run again whatever the interface, not taken for poison now (though the try is in
+    # their ``attempts``, which the poison rule counts at a later loss)
     never = set() if link.unwritten is None else link.unwritten | {
         m.id for m in bt.held[i] if type(m) is CallBatch}
     bt.held[i] = []  # (their batches are among those re-run or failed below)
