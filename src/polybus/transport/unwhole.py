@@ -74,13 +74,14 @@ class FrameEnds:
                   on_blocked: Callable[[], None] | None) -> int:
         """Write ``pieces``, ``msg``'s frame (None: on with ``unsent`` alone), its end
         kept while it is not written whole (the send lock held)."""
-        ends = [] if msg is None else [(self._queue(pieces), msg)]
+        end = self.queued = self.queued + size(pieces)
         try:
             n = self._send_pieces(pieces, on_blocked)
         except BaseException:
-            self._cut(ends)
+            self._cut([] if msg is None else [(end, msg)])
             raise
-        self._wrote(ends)
+        if self.unsent or self._ends:  # (else nothing to keep: the common case)
+            self._wrote([] if msg is None else [(end, msg)])
         return n
 
     def _send_frames(self, msgs: list[Message], on_blocked: Callable[[], None] | None) -> int:
