@@ -41,7 +41,7 @@ class _Reactor:
 
 
 def _link(name: str) -> Any:
-    return SimpleNamespace(name=name, dead=False, outstanding={}, abandoned={}, held=[],
+    return SimpleNamespace(name=name, unwritten=frozenset(), dead=False, outstanding={}, abandoned={}, held=[],
                            load=0, module="m")
 
 

@@ -27,8 +27,8 @@ class _Rec:
 
 def _lose(attempts: int, alive: bool, idempotent: bool = True,
           args: list[Any] | None = None) -> BaseException | None:
-    link = SimpleNamespace(name="web-0", dead=True, outstanding={}, module="web")
-    other = SimpleNamespace(name="web-1", dead=not alive, outstanding={}, module="web")
+    link = SimpleNamespace(name="web-0", unwritten=frozenset(), dead=True, outstanding={}, module="web")
+    other = SimpleNamespace(name="web-1", unwritten=frozenset(), dead=not alive, outstanding={}, module="web")
     # (``attempts``: the replicas lost with the call, this one the last: it was lost with
     # the others before; at 3, it was running alone on this one, as backlog.refill runs
     # a call lost twice)

@@ -149,9 +149,16 @@ def lost(d: Dispatcher, link: ReplicaLink, error: PolybusError) -> None:
         del link.outstanding[r.id]
     d.inflight[i] = 0
     alone = d._isolated.pop(i, None)  # (the call it ran alone, if any)
+    never = link.unwritten  # (those that never reached it whole: client/unwritten.py)
     for rec in sorted(held, key=lambda r: r.id):
-        losses = d._suspects.pop(rec.id, 0) + 1  # (replicas lost with it in a row)
         call = call_text(d.interface, rec.args, rec.kwargs)  # (which of its calls it was)
+        if never is not None and rec.id in never and (d.rejoins or any(alive(d))):
+            # Never reached the replica whole (client/unwritten.py): it did not run
+            # there, so it goes again, first in line, idempotent or not, its suspicion
+            # as it was (lost alone before: alone again)
+            heapq.heappush(d._backlog, (float("-inf"), next(d._seq), rec))
+            continue
+        losses = d._suspects.pop(rec.id, 0) + 1  # (replicas lost with it in a row)
         if not d.idempotent:
             went = "was taken for dead" if silence_note(error) else "died"
             rec.set_error(WorkerDiedError(

@@ -243,12 +243,23 @@ def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None
     for b in held:
         del link.outstanding[b.id]
     bt.inflight[i] = 0
+    # Never reached the replica whole (held here, or not written whole: unwritten.py):
+    # run again whatever the interface, not taken for poison now (though the try is in
+    # their ``attempts``, which the poison rule counts at a later loss)
+    never = set() if link.unwritten is None else link.unwritten | {
+        m.id for m in bt.held[i] if type(m) is CallBatch}
     bt.held[i] = []  # (their batches are among those re-run or failed below)
     d = bt.d
+    live = any(not lk.dead for lk in bt.links) or d.rejoins
     for b in sorted(held, key=lambda b: b.id, reverse=True):
         if b.done:
             continue
-        if not d.idempotent:
+        if b.id in never and live:
+            b.link = None
+            bt.backlog.appendleft(b)  # first in line, in its old order
+            if b.entries:
+                requeued(b)
+        elif not d.idempotent:
             b.set_error(WorkerDiedError(
                 f"{link.name} died holding a batch of {plural(len(b.args), 'call')} to "
                 f"{bt.interface}, which is not idempotent, so they were not re-run "
@@ -258,7 +269,7 @@ def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None
                 f"a batch of {plural(len(b.args), 'call')} to {bt.interface} was lost "
                 f"with {plural(b.attempts, 'replica')} in a row (last: {link.name}); it is "
                 f"not tried again", interface=bt.interface, replica=link.name))
-        elif any(not lk.dead for lk in bt.links) or d.rejoins:
+        elif live:
             # (with none live, where lost replicas are looked for again, it waits for
             # one: failed by client/rejoin.py if none comes in time)
             b.link = None

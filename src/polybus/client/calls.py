@@ -282,7 +282,8 @@ class ReplicaLink:
     """The client's connection to one replica and the calls outstanding on it."""
 
     __slots__ = ("abandoned", "back", "before", "calls", "channel", "dead", "dialling",
-                 "held", "lock", "module", "name", "outstanding", "speed", "trail", "watch")
+                 "held", "lock", "module", "name", "outstanding", "speed", "trail", "unwritten",
+                 "watch")
 
     def __init__(self, name: str, module: str, channel: Channel, speed: float = 1.0,
                  dialling: int = 0) -> None:
@@ -319,6 +320,10 @@ class ReplicaLink:
         # Dialled in a lost link's place, the first of its replica's connections since
         # that loss: the one whose coming back is said (revive.py `back_line`)
         self.back = False
+        # Lost: the ids of the calls and batches placed here that provably never reached
+        # the replica whole (client/unwritten.py), placed again whatever their interface
+        # (None: none is known, not even those held at the client)
+        self.unwritten: frozenset[int] | None = frozenset()
         # Of which dialling of its name (client/lossline.py `LossLines.dialling`): lost
         # after its name was dialled again, it is of a worker whose loss was said
         self.dialling = dialling

@@ -25,6 +25,7 @@ from polybus.client.later import Later, get_ident
 from polybus.client.liveness import Liveness
 from polybus.client.pump import Gate, gated
 from polybus.client.sending import Sending
+from polybus.client.unwritten import unwritten
 from polybus.client.upstreamdue import give_up_due
 from polybus.errors import PolybusError
 from polybus.transport.channel import LATER
@@ -367,6 +368,7 @@ class Reactor(LoneCalls, Sending):
         link.abandoned.clear()
         if self.closed:  # (the run ended and closed it, as another thread read it: not a
             return  # replica lost, nor its calls to run again; their waits say it ended)
+        link.unwritten = unwritten(link)  # (placed again, idempotent or not: unwritten.py)
         try:
             self._sel.unregister(link.channel.sock)
         except (KeyError, ValueError):

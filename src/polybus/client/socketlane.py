@@ -90,23 +90,29 @@ class SocketLane:
             if not lock.acquire(False):
                 ch.wait_send_lock(r._drain_held)  # (another thread writes: read meanwhile)
             try:
-                pieces = ch.codec.encode(Call(rid, d.interface, wargs))
+                pieces = ch.codec.encode(call := Call(rid, d.interface, wargs))
                 if ch.closed:
                     raise ConnectionLostError(f"connection to {ch.peer} is closed")
-                if len(pieces) == 1 and type(p := pieces[0]) is bytes and not ch.unsent:
-                    try:
-                        sent = ch.sock.send(p, _DONTWAIT)
-                    except BlockingIOError:
-                        sent = 0
-                    except OSError as exc:
-                        ch.closed = True
-                        raise ConnectionLostError(
-                            f"connection to {ch.peer} broke while sending: {exc}") from None
-                    ch.bytes_sent += sent
-                    if sent != len(p):  # (the rest as the channel writes, reading meanwhile)
-                        ch._send_pieces([memoryview(p)[sent:]], r._drain_held)
-                else:
-                    ch._send_pieces(pieces, r._drain_held)
+                ends: list[tuple[int, Message]] = [(ch._queue(pieces), call)]  # (unwhole.py)
+                try:
+                    if len(pieces) == 1 and type(p := pieces[0]) is bytes and not ch.unsent:
+                        try:
+                            sent = ch.sock.send(p, _DONTWAIT)
+                        except BlockingIOError:
+                            sent = 0
+                        except OSError as exc:
+                            ch.closed = True
+                            raise ConnectionLostError(
+                                f"connection to {ch.peer} broke while sending: {exc}") from None
+                        ch.bytes_sent += sent
+                        if sent != len(p):  # (the rest as the channel writes, reading meanwhile)
+                            ch._send_pieces([memoryview(p)[sent:]], r._drain_held)
+                    else:
+                        ch._send_pieces(pieces, r._drain_held)
+                except BaseException:
+                    ch._cut(ends)
+                    raise
+                ch._wrote(ends)
             finally:
                 lock.release()
         except (TypeError, OverflowError, UnicodeEncodeError) as exc:  # not encodable: which

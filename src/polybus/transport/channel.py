@@ -25,6 +25,7 @@ from polybus.transport.keepalive import cut as cut_socket
 from polybus.transport.ready import readable, ready, writable
 from polybus.transport.spinning import spin_until
 from polybus.transport.tls import fill_tls
+from polybus.transport.unwhole import FrameEnds
 from polybus.transport.wake import Wake
 from polybus.wire.codec import Codec
 from polybus.wire.framing import Frame, FrameDecoder
@@ -46,7 +47,7 @@ def LATER() -> None:
     told apart by identity.)"""
 
 
-class Channel:
+class Channel(FrameEnds):
     """Messages over one connected, authenticated socket."""
 
     # A waiting fill polls this long before it sleeps in the kernel (spinning.py);
@@ -98,8 +99,7 @@ class Channel:
         if not lock.acquire(False):
             self.wait_send_lock(on_blocked)
         try:
-            pieces = self._encode(msg)
-            return self._send_pieces(pieces, on_blocked)
+            return self._send_one(self._encode(msg), msg, on_blocked)  # (unwhole.py)
         finally:
             lock.release()
 
@@ -108,7 +108,7 @@ class Channel:
         if not lock.acquire(False):
             self.wait_send_lock(on_blocked)
         try:
-            return self._send_pieces(self._encode_many(msgs), on_blocked)
+            return self._send_frames(msgs, on_blocked)  # (`_encode_many`'s: unwhole.py)
         finally:
             lock.release()
 
@@ -129,7 +129,7 @@ class Channel:
         """Write on with what `LATER` sends left in ``unsent`` (with `LATER`: as much as
         the connection takes now); the bytes written."""
         with self.send_lock:
-            return self._send_pieces([], on_blocked) if self.unsent else 0
+            return self._send_one([], None, on_blocked) if self.unsent else 0
 
     def _take_unsent(self, pieces: list[bytes | memoryview]) -> list[bytes | memoryview]:
         """``pieces`` behind the bytes left unsent, which this write takes on (send lock held)."""
@@ -219,7 +219,8 @@ class Channel:
         except OSError as exc:
             self.closed = True
             raise ConnectionLostError(f"connection to {self.peer} broke while sending: {exc}") from None
-        self.bytes_sent += total
+        finally:  # (also what went before a break: unwhole.py reads it)
+            self.bytes_sent += total
         return total
 
     def _wait_writable(self, on_blocked: Callable[[], None] | None) -> None:

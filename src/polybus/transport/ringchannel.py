@@ -56,6 +56,11 @@ class RingChannel(RingReader):
     """A Channel whose frames go through rings (set up by ShmChannel): the sending
     half here, the receiving half in ringread.py."""
 
+    # A put's frame may be taken once its header is committed (`_put_frame` commits,
+    # then rings the bell, whose failure raises): a send that raised may have been
+    # read, so no frame is ever known not to have reached the peer (transport/unwhole.py)
+    frames_known = False
+
     _tx: _ring.Ring | None
     _hup: select.poll | None
     # (the segment side's: large buffers go by segment from this size; descriptors and
