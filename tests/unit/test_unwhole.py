@@ -187,3 +187,18 @@ def test_over_tls_frames_left_unsent_are_named_and_those_written_are_not(
     finally:
         w.close()
         r.close()
+
+
+def test_a_lone_send_that_finds_the_peer_gone_names_its_frame() -> None:
+    """The common case (nothing left unsent before it) counts a frame's end only when it
+    is not written whole: a send that raised at once, the peer gone, names its frame;
+    one written whole before it is not named."""
+    with _pair() as (w, r):
+        w.send(Call(1, "f", [b"small"]))
+        assert r.receive(wait=True) == [Call(1, "f", [b"small"])]
+        r.sock.close()  # (the peer gone: the next sends raise, the first or the second)
+        with pytest.raises(ConnectionLostError):
+            for i in range(2, 10):
+                w.send(Call(i, "f", [b"small"]))
+        never = w.stop_writes()
+        assert never is not None and 1 not in never and i in never, (never, i)

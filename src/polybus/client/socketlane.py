@@ -33,6 +33,7 @@ from polybus.client.unsendable import named, too_large
 from polybus.errors import ConnectionLostError, MessageTooLarge, PolybusError
 from polybus.transport.channel import Channel
 from polybus.transport.shm import ShmChannel
+from polybus.transport.unwhole import size
 from polybus.wire.codec import OOB_BYTES, Ref
 from polybus.wire.messages import Call, Message, Result
 
@@ -93,9 +94,12 @@ class SocketLane:
                 pieces = ch.codec.encode(call := Call(rid, d.interface, wargs))
                 if ch.closed:
                     raise ConnectionLostError(f"connection to {ch.peer} is closed")
-                ends: list[tuple[int, Message]] = [(ch._queue(pieces), call)]  # (unwhole.py)
+                # (every earlier byte written: the frame's end counted only if it is not
+                # written whole, transport/unwhole.py)
+                fast = not ch.unsent and ch._ends is None
+                base = ch.queued
                 try:
-                    if len(pieces) == 1 and type(p := pieces[0]) is bytes and not ch.unsent:
+                    if fast and len(pieces) == 1 and type(p := pieces[0]) is bytes:
                         try:
                             sent = ch.sock.send(p, _DONTWAIT)
                         except BlockingIOError:
@@ -110,9 +114,14 @@ class SocketLane:
                     else:
                         ch._send_pieces(pieces, r._drain_held)
                 except BaseException:
-                    ch._cut(ends)
+                    ch.queued = base + size(pieces)
+                    ch._cut([(ch.queued, call)])
                     raise
-                ch._wrote(ends)
+                if fast and not ch.unsent:
+                    ch.queued = ch.bytes_sent
+                else:
+                    ch.queued = base + size(pieces)
+                    ch._wrote([(ch.queued, call)])
             finally:
                 lock.release()
         except (TypeError, OverflowError, UnicodeEncodeError) as exc:  # not encodable: which

@@ -74,6 +74,21 @@ class FrameEnds:
                   on_blocked: Callable[[], None] | None) -> int:
         """Write ``pieces``, ``msg``'s frame (None: on with ``unsent`` alone), its end
         kept while it is not written whole (the send lock held)."""
+        if not self.unsent and self._ends is None and msg is not None:
+            # The common case, every earlier byte written (``queued`` is ``bytes_sent``):
+            # its size counted only if it is not written whole (the hot path)
+            try:
+                n = self._send_pieces(pieces, on_blocked)
+            except BaseException:
+                self.queued += size(pieces)
+                self._cut([(self.queued, msg)])
+                raise
+            if self.unsent:
+                self.queued += size(pieces)
+                self._wrote([(self.queued, msg)])
+            else:
+                self.queued = self.bytes_sent
+            return n
         end = self.queued = self.queued + size(pieces)
         try:
             n = self._send_pieces(pieces, on_blocked)
@@ -105,11 +120,6 @@ class FrameEnds:
             raise
         self._wrote(ends)
         return n
-
-    def _queue(self, pieces: list[bytes | memoryview]) -> int:
-        """``pieces`` (one frame or more) handed to the writes: where they end."""
-        self.queued = end = self.queued + size(pieces)
-        return end
 
     def _wrote(self, ends: list[tuple[int, Message]]) -> None:
         """A send returned: ``ends`` kept while bytes are left unsent, else all forgotten."""
