@@ -82,6 +82,11 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], MilFile | None]:
     try:
         return tomllib.loads(text), None
     except tomllib.TOMLDecodeError as e:
+        if Path(file).suffix in (".py", ".pyw"):  # (`polybus run client.py`: tomllib's
+            raise ConfigError(                   # words said nothing of that)
+                "a Python module, not a configuration: give the configuration (TOML, or "
+                "MIL .cfg/.mil) that names it as a module's source, such as app.toml",
+                file=file) from None
         raise not_toml(e, text, file) from None
 
 
