@@ -34,8 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "to register (start order free) instead of failing at once; and, "
                         "if above 5 s, for a lost worker to come back")
     p.add_argument("--token-file", metavar="FILE",
-                   help="read the cluster token from FILE (else $POLYBUS_TOKEN, else "
-                        "the configuration's [cluster] token_file)")
+                   help="with --registry: read the cluster token from FILE (else "
+                        "$POLYBUS_TOKEN, else the configuration's [cluster] token_file)")
     p.add_argument("--quiet", action="store_true",
                    help="no summary on stderr (what the program prints, client and "
                         "workers, is still shown)")
