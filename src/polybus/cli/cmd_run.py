@@ -9,7 +9,7 @@ import sys
 from functools import partial
 from typing import TextIO
 
-from polybus.cli.output import result_console
+from polybus.cli.output import STDOUT_GONE, result_console, stdout_gone
 from polybus.cli.values import check_distinct, check_writable, read_files, save, seconds
 from polybus.config import module_sources
 from polybus.config.origin import SET
@@ -137,7 +137,12 @@ def shown(result: object) -> str | None:
     except Exception as exc:
         return (f"the result ({type_name(type(result))}) could not be shown: printing it "
                 f"raised {_described(exc)}")
-    print(text, flush=True)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # (`polybus run app.toml | head`: the summary follows)
+        if not stdout_gone():
+            raise
+        return f"the result could not be written: {STDOUT_GONE}"
     return None
 
 

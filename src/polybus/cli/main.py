@@ -229,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         from polybus.wherestopped import client_traceback
 
         tb = client_traceback(exc) if args.command == "run" else None
+        if tb is None and isinstance(exc, BrokenPipeError):  # (`polybus check | head`)
+            from polybus.cli.output import stdout_gone
+
+            if stdout_gone():  # (its reader ended first: quietly, as Python advises)
+                return 1
         if tb is None or isinstance(exc, SystemExit):
             raise
         from polybus.usernames import format_exception
