@@ -36,7 +36,7 @@ from polybus.errors import (
 )
 from polybus.pinning import check_here, pinned_run
 from polybus.runargs import echo_to, jsonable, override_strings
-from polybus.token import cluster_token, token_source
+from polybus.token import check_token_apart, cluster_token, token_source
 from polybus.transport import tls
 from polybus.usernames import import_name
 from polybus.worker.module import entry_note, load_module
@@ -129,6 +129,7 @@ def run(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] | str = (
     app = load(path, sets, origin, running=not registry,
                tls_hosts="client" if registry else None)
     wait_s = wait_seconds(wait_for_workers, registry or app.cluster.registry)
+    check_token_apart(token_file, registry or app.cluster.registry, python=not origin.shell)
     for note in app.notes:
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
     client = app.modules.get(app.client)

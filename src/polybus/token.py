@@ -101,3 +101,18 @@ def cluster_token(token_file: str | Path | None, config_token_file: str | Path |
     if token is None and required:
         read_token(None, python=python)  # (raises the "no cluster token" error)
     return token
+
+
+def check_token_apart(token_file: str | Path | None, registry: str | None, *,
+                      python: bool = False) -> None:
+    """A UsageError for a token file given to a run (or serve) that has no registry: it
+    is the token of workers started apart, and a run without a registry starts its own,
+    under a token it makes (the file was left unread, and workers started by hand served
+    nothing, unsaid). (``python``: as `read_token`'s.)"""
+    if token_file is None or registry:
+        return
+    said = f"token_file={str(token_file)!r}" if python else f"--token-file {token_file}"
+    give = "registry=" if python else "--registry HOST:PORT"
+    raise UsageError(f"{said} is the token of workers started apart, at a registry: give "
+                     f"{give} as well (or [cluster] registry); a run without one starts "
+                     "workers of its own, under a token of its own")

@@ -327,3 +327,14 @@ def test_a_file_another_probe_made_and_removed_meanwhile_is_still_writable(
     monkeypatch.setattr(values.os, "stat", stat_then_gone)
     check_writable(str(tmp_path / "result.json"), "--json")
     assert not os.path.lexists(tmp_path / "result.json")  # (os.stat is the fake here)
+
+
+def test_version_says_polybus_s_version(capsys: pytest.CaptureFixture[str]) -> None:
+    # A new user's first command: it was "error: the following arguments are required:
+    # COMMAND", exit status 2.
+    import polybus
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"polybus {polybus.__version__}\n"

@@ -104,3 +104,32 @@ def test_registry_set_overrides_its_config(tmp_path: Path, monkeypatch: pytest.M
     # A mistake in it is said as --set's, as run says it
     assert main(["registry", "--config", str(app), "--set", "cluster.heartbeet=0.2"]) == 2
     assert "did you mean 'heartbeat'?" in capsys.readouterr().err
+
+
+def test_worker_module_with_config_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """--module beside --config --as: one of them was dropped unsaid (the worker served
+    the configuration's module, whatever file --module named)."""
+    app = _app(tmp_path)
+    (tmp_path / "other.py").write_text("def g(x):\n    return x\n")
+    seen = _never_served(monkeypatch)
+    got = main(["worker", "--registry", "127.0.0.1:1", "--config", str(app), "--as", "server",
+                "--module", str(tmp_path / "other.py")])
+    assert got == 2 and seen == {}
+    err = capsys.readouterr().err
+    assert err.startswith(f"polybus worker: error: --module {tmp_path / 'other.py'}: "
+                          "give --module FILE or --config FILE --as KEY, not both"), err
+
+
+def test_worker_as_without_config_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """--as with --module and no --config: it was dropped unsaid, the worker serving the
+    file's stem as its module key whatever --as said."""
+    _app(tmp_path)
+    seen = _never_served(monkeypatch)
+    got = main(["worker", "--registry", "127.0.0.1:1", "--module", str(tmp_path / "server.py"),
+                "--as", "kv"])
+    assert got == 2 and seen == {}
+    err = capsys.readouterr().err
+    assert err.startswith("polybus worker: error: --as kv: --as names a module of --config, "
+                          "and no --config was given"), err

@@ -181,6 +181,18 @@ def test_bad_bindings(tmp_path: Path, line: str, key: str, message: str,
     assert errors(tmp_path, rebind(line)) == [(key, message, hint)]
 
 
+def test_a_binding_written_the_other_way_round_says_so(tmp_path: Path) -> None:
+    """The server's side first, as `"server.compare" = "client.compare"`: it was said as
+    "binding target module 'client' has no replicas" with the hint "give modules.client
+    a replication", and 'compare' as unbound in the client besides."""
+    assert errors(tmp_path, rebind('"server.compare" = "client.compare"')) == [(
+        'bind."server.compare"',
+        "the binding is written the other way round: 'client' is the program's client "
+        "(its entrypoint runs it) and serves nothing; 'server' serves 'compare'",
+        'write "client.compare" = "server.compare": the name the caller uses '
+        '(module.name) = the module.interface that serves it')]
+
+
 def test_binding_from_a_missing_user_module(tmp_path: Path) -> None:
     toml = rebind('"client.compare" = "server.compare"\n"clinet.compare" = "server.compare"')
     assert one(tmp_path, toml) == ('bind."clinet.compare"',
@@ -316,3 +328,16 @@ def test_a_binding_used_only_in_the_source_or_by_a_name_made_at_run_time_is_not_
     toml = BASE + '"client.extra" = "server.compare"\n'
     assert notes(tmp_path, toml, client=CLIENT + '\nextra = use("extra")\n') == []
     assert notes(tmp_path, toml, client=CLIENT + '\nname = "ex" + "tra"\nx = use(name)\n') == []
+
+
+def test_a_mil_binding_written_the_other_way_round_says_so_in_mil(tmp_path: Path) -> None:
+    dna = Path(__file__).resolve().parents[2] / "examples" / "dna"
+    for name in ("client.py", "server.py"):
+        (tmp_path / name).write_text((dna / name).read_text())
+    cfg = tmp_path / "app.cfg"
+    cfg.write_text((dna / "app.cfg").read_text().replace(
+        "bind client compare server compare ::", "bind server compare client compare ::"))
+    _, found = validate(str(cfg))
+    assert [(e.key, e.hint) for e in found] == [(
+        'bind."server.compare"', "write 'bind client compare server compare ::': the caller "
+        "and the name it uses, then the module and interface that serve it")]

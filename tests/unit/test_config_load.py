@@ -243,3 +243,33 @@ def test_bad_override_paths() -> None:
         ("--set", "modules.server.source.x",
          "cannot set modules.server.source.x: modules.server.source is not a table", None),
     ]
+
+
+def test_a_folder_given_as_the_configuration_names_the_files_it_holds(tmp_path: Path) -> None:
+    """`polybus run examples/dna`: it was "cannot read the configuration file: [Errno 21]
+    Is a directory"."""
+    (tmp_path / "app.cfg").write_text("")
+    (tmp_path / "pipeline.toml").write_text("")
+    (tmp_path / "app.toml").write_text("")
+    (tmp_path / "server.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text("")  # (a Python project's, not one)
+    _, errors = validate(tmp_path)
+    assert [(e.file, e.bare_message, e.hint) for e in errors] == [(
+        str(tmp_path), "a folder, not a configuration file",
+        f"give the configuration in it: {tmp_path / 'app.toml'}, "
+        f"{tmp_path / 'pipeline.toml'} or {tmp_path / 'app.cfg'}")]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _, errors = validate(empty)
+    assert [e.hint for e in errors] == [
+        "it holds no configuration (a .toml file, or MIL's .cfg or .mil)"]
+
+
+@pytest.mark.parametrize("written", ["app", "app.tml", "App.toml", "ap.toml"])
+def test_a_configuration_not_found_names_the_one_it_is_likely_a_typo_of(
+        tmp_path: Path, written: str) -> None:
+    (tmp_path / "app.toml").write_text("")
+    (tmp_path / "app.py").write_text("")
+    _, errors = validate(tmp_path / written)
+    assert [(e.bare_message, e.hint) for e in errors] == [
+        ("configuration file not found", f"did you mean {str(tmp_path / 'app.toml')!r}?")]

@@ -64,3 +64,17 @@ def test_a_file_that_is_not_utf8_is_said_at_its_line(tmp_path: Path, mark: bytes
     assert _found(tmp_path, mark + text) == [
         (6, "the configuration file is not UTF-8 text: byte 0xe9 at column 6",
          "save it as UTF-8; a byte order mark at its start is read past")]
+
+
+def test_a_python_module_given_as_the_configuration_is_said_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`polybus run client.py`, as `python client.py` runs it: it was said as tomllib's
+    "not valid TOML: Expected '=' after a key in a key/value pair (at column 6)"."""
+    from polybus.cli.main import main
+
+    (tmp_path / "client.py").write_text("from polybus import use\n\nf = use('f')\n")
+    assert main(["run", str(tmp_path / "client.py")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"polybus run: error: {tmp_path / 'client.py'}: a Python module, "
+                          "not a configuration"), err
+    assert "not valid TOML" not in err and "such as app.toml" in err

@@ -74,3 +74,20 @@ def test_a_configuration_knows_which_keys_the_overrides_wrote(app: str) -> None:
     assert load(app).origin("cluster.engine") == here
     # (where a value came from is not the configuration: the same values compare equal)
     assert load(app, ["cluster.engine=local"]) == load(app)
+
+
+@pytest.mark.parametrize(("engine", "package"), [("ray", "ray"), ("mpi", "mpi4py")])
+def test_run_blames_set_for_an_engine_whose_package_does_not_import(
+        app: str, engine: str, package: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # `run --set cluster.engine=ray` said "error: cluster.engine: the ray engine needs
+    # ray, which does not import", neither --set nor the file, where check said --set.
+    monkeypatch.setitem(sys.modules, package, None)  # (an import of it fails)
+    monkeypatch.setitem(sys.modules, f"{package}.MPI", None)
+    if engine == "mpi":  # (as under mpiexec with one rank a replica: past the rank count)
+        monkeypatch.setattr("polybus.engines.mpi._check_size", lambda *a, **k: None)
+        monkeypatch.setattr("polybus.engines.mpi.launched_rank", lambda: 0)
+    assert main(["run", app, "--set", f"cluster.engine={engine}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"polybus run: error: --set: cluster.engine: the {engine} engine "
+                          f"needs {package}, which does not import"), err

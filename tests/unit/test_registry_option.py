@@ -107,3 +107,19 @@ def test_an_ipv6_address_the_transport_cannot_dial_is_refused_with_the_reason(
                                 (f'cluster.registry="{address}"',))
         assert config is None and [e.key for e in errs] == ["cluster.registry"]
         assert f"bad registry address {address!r}: {why}" in str(errs[0]), errs[0]
+
+
+@pytest.mark.parametrize("command", [["run", "{app}"], ["worker", "--module", "{server}"]])
+def test_a_url_of_another_scheme_is_refused_as_the_registry_option(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--registry http://127.0.0.1:7700`: it was said as the transport's "registry
+    address: unknown transport 'http' ... (tcp, ipc, shm, or inproc within one
+    process)", after the token was read, naming no option and forms no registry has."""
+    monkeypatch.setenv("POLYBUS_TOKEN", "x" * 32)
+    app = write_one_call_app(tmp_path)
+    argv = [a.format(app=app, server=tmp_path / "server.py") for a in command]
+    assert main([*argv, "--registry", "http://127.0.0.1:7700"]) == 2
+    assert capsys.readouterr().err == (
+        f"polybus {command[0]}: error: --registry 'http://127.0.0.1:7700': bad registry "
+        f"address: a registry is dialled over TCP, not http:// ({REGISTRY_FORMS})\n")

@@ -81,3 +81,24 @@ def test_timeout_from_another_thread_is_refused_as_the_docstring_says(app: Path)
     t.join()
     assert len(got) == 1 and isinstance(got[0], UsageError)
     assert "main thread" in str(got[0])
+
+
+def test_a_token_file_without_a_registry_is_refused_before_the_run(
+        app: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A token file is the token of workers started apart, at a registry: without one,
+    the run started workers of its own under a token of its own, the file unread (even
+    one that does not exist), and the workers started by hand served nothing, unsaid."""
+    from polybus.cli.main import main
+
+    token = tmp_path / "cluster.token"  # (never read: none is written)
+    with pytest.raises(UsageError) as info:
+        polybus.run(app, token_file=str(token), worker_output=False)
+    assert str(info.value).startswith(
+        f"token_file={str(token)!r} is the token of workers started apart, at a registry: "
+        "give registry= as well"), info.value
+    for command in ("run", "serve"):
+        assert main([command, str(app), "--token-file", str(token)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"polybus {command}: error: --token-file {token} is the token "
+                              "of workers started apart, at a registry: give --registry "
+                              "HOST:PORT as well"), err

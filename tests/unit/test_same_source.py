@@ -44,3 +44,27 @@ def test_a_worker_registers_the_digest_of_the_file_it_read(tmp_path: Path) -> No
     b.write_bytes(b"def f():\r\n    return 1\r\n")  # (the same code, other bytes)
     assert source_digest(a) == source_digest(a) != source_digest(b)
     assert len(source_digest(a)) == 16
+
+
+def test_a_replica_of_this_file_that_serves_less_is_not_said_to_run_another(
+        tmp_path: Path) -> None:
+    """A worker of this very file started with --module serves the defs of its file
+    alone, where the configuration serves what [bind] binds too (a function the file
+    imports): the run said "a worker of another file registered under the same module
+    key", which it is not (those are left out before, by their digest)."""
+    from types import SimpleNamespace
+
+    from polybus.client.dialing import check_serves
+    from polybus.config.model import Binding
+
+    link = SimpleNamespace(name="server-0")
+    with pytest.raises(NoReplicaError) as info:
+        check_serves(Binding("client", "square", "server", "square"), [link],  # type: ignore[list-item]
+                     {"server-0": ["total"]}, "127.0.0.1:9", tmp_path / "app.toml")
+    said = str(info.value)
+    assert said.startswith("replica server-0 of module 'server' (registered at 127.0.0.1:9) "
+                           "does not serve 'square'; it serves total: "), said
+    assert "a worker of another file registered" not in said
+    assert ("a worker started with --module serves the functions its file defines (each "
+            "def, not a function it imports)") in said
+    assert f"polybus worker --config {tmp_path / 'app.toml'} --as server" in said

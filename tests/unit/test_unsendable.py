@@ -107,3 +107,23 @@ def test_a_masked_array_is_refused_by_the_safe_codec_and_pickled_with_its_mask()
     back = got[3][0]  # (a Call is [tag, id, interface, args, kwargs])
     assert isinstance(back, np.ma.MaskedArray)
     assert back.mask.tolist() == [False, True] and back.data.tolist() == [1, 2]
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # (numpy's, of matrix)
+def test_a_numpy_matrix_is_refused_by_the_safe_codec_and_pickled_as_a_matrix() -> None:
+    # It arrived as a plain ndarray without a word, where * multiplies element by
+    # element: the program's m * m, a matrix product before, gave another answer.
+    import numpy as np
+
+    from polybus.client.naming import content_key
+    from polybus.wire.codec import Codec
+    from polybus.wire.messages import Call
+
+    m = np.matrix([[1, 2], [3, 4]])
+    with pytest.raises(TypeError, match=r"^a numpy matrix cannot be sent by the safe codec: "
+                                        r"it would arrive as a plain ndarray, where \* "):
+        Codec().encode_parts(Call(0, "f", [m], None))
+    assert content_key(m) is None  # (not a cached operand either: it goes by value)
+    header, bufs = Codec(allow_pickle=True).encode_parts(Call(0, "f", [m], None))
+    back = Codec(allow_pickle=True).decode_value(header, list(bufs))[3][0]  # type: ignore[arg-type]
+    assert isinstance(back, np.matrix) and (back * back).tolist() == [[7, 10], [15, 22]]

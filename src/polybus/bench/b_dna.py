@@ -10,10 +10,10 @@ them in the order the client makes them. Each makespan is reported over the lowe
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import polybus
 from polybus.bench._balance import MODEL_NOTE, Harness, lower_bound
+from polybus.bench.exampledirs import example
 from polybus.bench.progress import Progress
 from polybus.bench.report import BenchResult, ConfigValue, Ratio, Row
 from polybus.bench.stats import summarize
@@ -78,7 +78,7 @@ def run(quick: bool, progress: Progress) -> BenchResult:
     return result
 
 
-PIPELINE = Path(__file__).resolve().parents[3] / "examples" / "dna" / "pipeline.toml"
+PIPELINE = example("dna") / "pipeline.toml"
 _STAGES = ("stage2", "stage3", "stage4")
 #: --quick's pipeline arguments (main(n, size, entry_len, seed)): 4 queries, not the 16
 #: of pipeline.toml, whose search took 1.1-2.5 s of pure Python a run here

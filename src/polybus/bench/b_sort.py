@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from polybus.bench import peer_rows as optional_peers
+from polybus.bench.exampledirs import example
 from polybus.bench.peers import why_unavailable
 from polybus.bench.polybus_runs import PROGRAMS
 from polybus.bench.progress import Progress
@@ -33,7 +34,7 @@ from polybus.bench.stats import Stat, repeat, time_repeat
 
 __all__ = ["EXAMPLE", "Plan", "plan", "run"]
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sort"
+EXAMPLE = example("sort")
 ALGORITHMS = {"insertion": "insertion_sort", "quicksort": "quicksort"}
 
 

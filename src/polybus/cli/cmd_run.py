@@ -9,7 +9,7 @@ import sys
 from functools import partial
 from typing import TextIO
 
-from polybus.cli.output import result_console
+from polybus.cli.output import STDOUT_GONE, result_console, stdout_gone
 from polybus.cli.values import check_distinct, check_writable, read_files, save, seconds
 from polybus.config import module_sources
 from polybus.config.origin import SET
@@ -34,8 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "to register (start order free) instead of failing at once; and, "
                         "if above 5 s, for a lost worker to come back")
     p.add_argument("--token-file", metavar="FILE",
-                   help="read the cluster token from FILE (else $POLYBUS_TOKEN, else "
-                        "the configuration's [cluster] token_file)")
+                   help="with --registry: read the cluster token from FILE (else "
+                        "$POLYBUS_TOKEN, else the configuration's [cluster] token_file)")
     p.add_argument("--quiet", action="store_true",
                    help="no summary on stderr (what the program prints, client and "
                         "workers, is still shown)")
@@ -137,7 +137,12 @@ def shown(result: object) -> str | None:
     except Exception as exc:
         return (f"the result ({type_name(type(result))}) could not be shown: printing it "
                 f"raised {_described(exc)}")
-    print(text, flush=True)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # (`polybus run app.toml | head`: the summary follows)
+        if not stdout_gone():
+            raise
+        return f"the result could not be written: {STDOUT_GONE}"
     return None
 
 

@@ -18,8 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", metavar="HOST:PORT",
                    help="use the workers of a running registry instead of starting any")
     p.add_argument("--token-file", metavar="FILE",
-                   help="read the cluster token from FILE (else $POLYBUS_TOKEN, else "
-                        "the configuration's [cluster] token_file)")
+                   help="with --registry: read the cluster token from FILE (else "
+                        "$POLYBUS_TOKEN, else the configuration's [cluster] token_file)")
     p.add_argument("--no-worker-output", action="store_true",
                    help="do not forward what the workers print to stderr")
     # For a program that starts the front door itself (the rudy benchmark): it then ends

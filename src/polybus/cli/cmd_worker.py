@@ -27,6 +27,12 @@ _NO_CONFIG = ("--set {}: --set overrides a key of --config, and --module serves 
               "configuration; write the keys in a configuration and serve its module with "
               "--config FILE --as KEY (and --set there)")
 
+# --as with --module: refused, not dropped (the worker registered under the file's stem,
+# and a run looking for [modules.KEY] found none)
+_AS_NO_CONFIG = ("--as {0}: --as names a module of --config, and no --config was given; "
+                 "a worker of --module FILE serves the module named by FILE's stem ('{1}'); "
+                 "to serve it as '{0}', give --config app.toml --as {0}")
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", metavar="HOST:PORT",
@@ -84,6 +90,10 @@ def main(args: argparse.Namespace) -> int:
 
         if not args.as_key:
             raise UsageError("--config needs --as KEY (which [modules.KEY] to serve)")
+        if args.module:  # (it was dropped unsaid: the configuration's module served)
+            raise UsageError(f"--module {args.module}: give --module FILE or --config FILE "
+                             f"--as KEY, not both (--config serves [modules.{args.as_key}] "
+                             "as configured, from its source)")
         # (the address it registers is checked against its certificate as it starts)
         app = loaded = load(args.config, tuple(args.set), tls_hosts="worker")
         config_token_file = app.cluster.token_file
@@ -114,6 +124,8 @@ def main(args: argparse.Namespace) -> int:
     elif args.module:
         if args.set:  # (--module builds no configuration: a --set would be dropped unsaid)
             raise UsageError(_NO_CONFIG.format(args.set[0]))
+        if args.as_key:  # (dropped unsaid too: served under the file's stem)
+            raise UsageError(_AS_NO_CONFIG.format(args.as_key, Path(args.module).stem))
         check_name(args.module, "--module")
         path = Path(args.module)
         why = not_a_file(path)

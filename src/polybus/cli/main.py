@@ -33,7 +33,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command; with ``only``, of that command's arguments alone
     (the others listed, their modules not imported: a run's every worker starts as
     `polybus worker`, and imported all of them, bench's and sweep's too)."""
+    from polybus import __version__
+
     parser = argparse.ArgumentParser(prog="polybus", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"polybus {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -226,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         from polybus.wherestopped import client_traceback
 
         tb = client_traceback(exc) if args.command == "run" else None
+        if tb is None and isinstance(exc, BrokenPipeError):  # (`polybus check | head`)
+            from polybus.cli.output import stdout_gone
+
+            if stdout_gone():  # (its reader ended first: quietly, as Python advises)
+                return 1
         if tb is None or isinstance(exc, SystemExit):
             raise
         from polybus.usernames import format_exception

@@ -7,6 +7,8 @@ the width is unbounded instead, so a table takes its natural width and nothing i
 
 from __future__ import annotations
 
+import os
+import select
 import sys
 from typing import IO
 
@@ -14,7 +16,7 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
-__all__ = ["UNBOUNDED", "is_tty", "result_console", "rule"]
+__all__ = ["STDOUT_GONE", "UNBOUNDED", "is_tty", "result_console", "rule", "stdout_gone"]
 
 UNBOUNDED = 1_000_000
 """Columns of a console that is not a terminal: more than any table here takes."""
@@ -41,3 +43,25 @@ def rule(console: Console, title: str | Text) -> None:
     across a terminal, 80 columns elsewhere (an unbounded console would draw it a
     million columns long)."""
     console.print(Rule(title), width=None if console.width < UNBOUNDED else _RULE_WIDTH)
+
+
+STDOUT_GONE = "standard output was closed (its reader ended, as `head` does)"
+
+
+def stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has gone (``polybus ... | head``,
+    head ended first); if so, what is still to be written there goes to /dev/null from
+    now on (the interpreter's last flush said "Exception ignored ... BrokenPipeError").
+    A BrokenPipeError of anything else (a socket) is not taken for it."""
+    try:
+        fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        gone = any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    return gone

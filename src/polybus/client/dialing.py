@@ -216,12 +216,15 @@ def check_serves(b: Binding, links: Sequence[ReplicaLink], serves: Mapping[str, 
                 f"replica {link.name} serves {base!r} but not its HTTP form: start "
                 f"the workers of a served program with `polybus worker --config "
                 f"{config} --as {b.module}`, not --module")
+        # (one of another file is left out before, by its digest: `same_source`)
         raise NoReplicaError(
             f"replica {link.name} of module {b.module!r} (registered at "
             f"{registry}) does not serve {b.interface!r}; it serves "
-            f"{', '.join(served) or 'nothing'}: a worker of another file registered "
-            f"under the same module key; stop it, or give this program a registry "
-            f"of its own")
+            f"{', '.join(served) or 'nothing'}: a worker started with --module serves "
+            f"the functions its file defines (each def, not a function it imports), and "
+            f"one started with another configuration what that one binds; start it with "
+            f"`polybus worker --config {config} --as {b.module}`, which serves what this "
+            f"configuration binds, or give this program a registry of its own")
 
 
 def tune(channel: Channel, spec: ModuleSpec) -> None:

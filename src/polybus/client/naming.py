@@ -70,7 +70,8 @@ def content_key(value: Any) -> str | None:
     array holding Python objects, ``dtype=object`` or a structured dtype with such a
     field: its bytes are references, not content, so it cannot be named and goes by
     value, uncached; and for a masked array, which travels pickled, its mask and fill
-    value with its data: named by its data alone, two masks would share a name).
+    value with its data: named by its data alone, two masks would share a name; a numpy
+    matrix likewise, pickled as itself or refused).
 
     An array's bytes are hashed at every call, unless they cannot change: a program may
     change an array in place between two calls (``x[:] = ...``), and a name remembered
@@ -87,7 +88,7 @@ def content_key(value: Any) -> str | None:
     if isinstance(value, np.ndarray):
         arr: np.ndarray[Any, Any] = value
         if arr.dtype.hasobject or (type(arr) is not np.ndarray
-                                   and isinstance(arr, np.ma.MaskedArray)):
+                                   and isinstance(arr, np.ma.MaskedArray | np.matrix)):
             return None
         ident = id(arr)
         hit = _memo.get(ident)

@@ -9,6 +9,7 @@ dotted key, in one ConfigError.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from polybus.config.bind import build
 from polybus.config.callstyle import parse_callstyle
 from polybus.config.cluster import TLSHosts
 from polybus.config.expr import PriorityExpr, compile_priority
-from polybus.config.files import NUL_SAID, has_nul
+from polybus.config.files import NUL_SAID, configurations_in, has_nul
 from polybus.config.followon import fold_follow_ons
 from polybus.config.mil import is_mil, parse_mil
 from polybus.config.milfile import MilFile
@@ -26,7 +27,7 @@ from polybus.config.origin import SET, Origin
 from polybus.config.overrides import Overrides, apply_overrides, parse_override
 from polybus.config.problems import ConfigErrors, Problems, dotted, rekey
 from polybus.config.replication import parse_replication
-from polybus.config.schema import source_file
+from polybus.config.schema import FILE_CUTOFF, source_file, swapped
 from polybus.config.tomlerrors import not_toml, not_utf8
 from polybus.config.tomllines import TomlLines
 from polybus.config.units import parse_duration, parse_size
@@ -70,7 +71,11 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], MilFile | None]:
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise ConfigError("configuration file not found", file=file) from None
+        raise ConfigError("configuration file not found", file=file,
+                          hint=_nearest_configuration(file)) from None
+    except IsADirectoryError:  # (`polybus run examples/dna`)
+        raise ConfigError("a folder, not a configuration file", file=file,
+                          hint=_configurations_said(file)) from None
     except OSError as e:
         raise ConfigError(f"cannot read the configuration file: {e}", file=file) from None
     try:  # (utf-8-sig: a byte order mark, as Notepad writes, is read past)
@@ -82,7 +87,35 @@ def read_document(path: str | Path) -> tuple[dict[str, Any], MilFile | None]:
     try:
         return tomllib.loads(text), None
     except tomllib.TOMLDecodeError as e:
+        if Path(file).suffix in (".py", ".pyw"):  # (`polybus run client.py`: tomllib's
+            raise ConfigError(                   # words said nothing of that)
+                "a Python module, not a configuration: give the configuration (TOML, or "
+                "MIL .cfg/.mil) that names it as a module's source, such as app.toml",
+                file=file) from None
         raise not_toml(e, text, file) from None
+
+
+def _configurations_said(folder: str) -> str:
+    """What to give instead of ``folder``: the configurations it holds."""
+    found = [str(Path(folder) / f.name) for f in configurations_in(Path(folder))]
+    if not found:
+        return "it holds no configuration (a .toml file, or MIL's .cfg or .mil)"
+    listed = found[0] if len(found) == 1 else f"{', '.join(found[:-1])} or {found[-1]}"
+    return f"give the configuration in it: {listed}"
+
+
+def _nearest_configuration(written: str) -> str | None:
+    """The configuration file beside ``written`` (not found) whose name it is likely a
+    typo of, by name without its suffix (app, app.tml, App.toml: app.toml), as
+    `nearest_file` finds a module's source; None if none is."""
+    looked = Path(written)
+    stems: dict[str, str] = {}
+    for f in configurations_in(looked.parent if str(looked.parent) else Path(".")):
+        stems.setdefault(f.stem.casefold(), f.name)
+    stem = looked.stem.casefold()
+    found = difflib.get_close_matches(stem, list(stems), n=1, cutoff=FILE_CUTOFF) or [
+        s for s in stems if swapped(stem, s)][:1]
+    return f"did you mean {str(looked.with_name(stems[found[0]]))!r}?" if found else None
 
 
 def module_sources(path: str | Path, overrides: Overrides = (), origin: Origin = SET

@@ -118,6 +118,17 @@ def _bindings(raw: Any, modules: dict[str, ModuleSpec],
             continue
         if not (modules[target].replication or modules[target].in_client) and not p.reported(
                 dotted("modules", target, "replication")):
+            if modules[target].entrypoint is not None and user in modules \
+                    and (modules[user].replication or modules[user].in_client):
+                attempted.add((target, iface))  # (the client's use: not 'unbound' too)
+                p.add(f"the binding is written the other way round: {target!r} is the "
+                      "program's client (its entrypoint runs it) and serves nothing; "
+                      f"{user!r} serves {name!r}", key,
+                      f"write 'bind {target} {iface} {user} {name} ::': the caller and the "
+                      "name it uses, then the module and interface that serve it" if p.mil
+                      else f'write "{target}.{iface}" = "{user}.{name}": the name the '
+                      "caller uses (module.name) = the module.interface that serves it")
+                continue
             p.add(f"binding target module {target!r} has no replicas", key,
                   f"give modules.{target} a replication")
             continue

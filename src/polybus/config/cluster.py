@@ -73,10 +73,15 @@ REGISTRY_FORMS = "expected HOST:PORT with 1 <= PORT <= 65535, e.g. '10.0.0.5:770
 def registry_fault(address: str) -> str | None:
     """Why ``address`` is no registry's, as ``[cluster] registry`` refuses it (the command
     line takes ``tcp://HOST:PORT`` too, as the local engine gives it to its workers);
-    None if it is one. Another scheme (``inproc://``, a registry in this process, from
-    Python) is left to the transport, which says what it takes."""
+    None if it is one. Another transport's scheme (``inproc://``, a registry in this
+    process, from Python) is left to the transport, which says what it takes; one of no
+    transport (``http://``) is refused here, as the option's."""
     if "://" in address and not address.startswith("tcp://"):
-        return None
+        scheme = address.partition("://")[0]
+        if scheme in ("inproc", "ipc", "shm"):  # (a transport's: it says what it takes)
+            return None
+        return (f"bad registry address: a registry is dialled over TCP, not {scheme}:// "
+                f"({REGISTRY_FORMS})")
     rest = address.removeprefix("tcp://")
     why = address_fault(rest)
     if why is None:

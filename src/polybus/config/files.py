@@ -13,9 +13,23 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-__all__ = ["NUL_SAID", "config_file", "has_nul", "not_a_file"]
+__all__ = ["CONFIG_SUFFIXES", "NUL_SAID", "config_file", "configurations_in", "has_nul",
+           "not_a_file"]
 
 NUL_SAID = "contains a NUL character, which no file name can hold"
+CONFIG_SUFFIXES = (".toml", ".cfg", ".mil")
+"""A configuration's: TOML's, then MIL's (config/mil.py)."""
+
+
+def configurations_in(folder: Path) -> list[Path]:
+    """The configuration files in ``folder`` (`CONFIG_SUFFIXES`; not a Python project's
+    pyproject.toml), TOML's first, each kind by name; none if it cannot be read."""
+    try:
+        found = [f for f in folder.iterdir() if f.suffix in CONFIG_SUFFIXES and f.is_file()
+                 and f.name != "pyproject.toml"]
+    except OSError:
+        return []
+    return sorted(found, key=lambda f: (CONFIG_SUFFIXES.index(f.suffix), f.name))
 
 
 def has_nul(name: str) -> bool:

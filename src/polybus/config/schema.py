@@ -47,8 +47,8 @@ from polybus.errors import ConfigError
 from polybus.transport.spinning import SPIN_S
 
 __all__ = [
-    "CLUSTER_KEYS", "DEFINE_KEYS", "MODULE_KEYS", "TOP_KEYS", "USE_KEYS", "parse_module",
-    "source_file",
+    "CLUSTER_KEYS", "DEFINE_KEYS", "FILE_CUTOFF", "MODULE_KEYS", "TOP_KEYS", "USE_KEYS",
+    "nearest_file", "parse_module", "source_file", "swapped",
 ]
 
 TRANSPORTS = ("tcp", "ipc", "shm")  # (not inproc: a module's replicas are processes)
@@ -337,7 +337,7 @@ def parse_module(key: str, table: dict[str, Any], base_dir: Path, p: Problems,
 # How alike two file names' stems must be (difflib's ratio) for one to be offered for
 # the other. The whole names at 0.6 offered 'osexit.py' for 'nonexist.py' (".py" alike
 # in both made up most of it); stems at 0.8 keep a letter left out, doubled or changed
-# in a name of five letters or more, and `_swapped` two letters in any.
+# in a name of five letters or more, and `swapped` two letters in any.
 FILE_CUTOFF = 0.8
 
 
@@ -354,11 +354,11 @@ def nearest_file(written: str, looked: Path) -> str | None:
         stems.setdefault(n[:-3].casefold(), n)
     stem = looked.name.removesuffix(".py").casefold()
     found = difflib.get_close_matches(stem, list(stems), n=1, cutoff=FILE_CUTOFF) or [
-        s for s in stems if _swapped(stem, s)][:1]
+        s for s in stems if swapped(stem, s)][:1]
     return f"did you mean {str(Path(written).with_name(stems[found[0]]))!r}?" if found else None
 
 
-def _swapped(a: str, b: str) -> bool:
+def swapped(a: str, b: str) -> bool:
     """``b`` is ``a`` with two neighbouring letters swapped (mian: main)."""
     if len(a) != len(b) or a == b:
         return False

@@ -88,12 +88,12 @@ def replica_of(app: AppConfig, rank: int) -> tuple[ModuleSpec, ReplicaSpec]:
 # A process that no launcher started (engines/launchenv.py reads what one sets) does not
 # initialize MPI at all: it is told how to launch (initializing MPI alone, as a
 # singleton, ended a test runner).
-def _world() -> Any:
+def _world(file: str | None = None) -> Any:
     try:
         from mpi4py import MPI
     except ImportError as exc:
         raise ConfigError(f"the mpi engine needs mpi4py, which does not import ({exc})",
-                          key="cluster.engine",
+                          file=file, key="cluster.engine",
                           hint="pip install 'polybus[mpi]' (mpi4py and Open MPI)") from None
     return MPI
 
@@ -158,7 +158,7 @@ class MpiEngine:
         self.start_timeout = start_timeout
         if launched_rank() is None:
             _check_size(app, 1, launched=False)  # (raises: one process, no launcher)
-        self.mpi = _world()
+        self.mpi = _world(app.origin("cluster.engine"))
         self.comm = self.mpi.COMM_WORLD
         self.rank: int = self.comm.Get_rank()
         self.registry: RegistryService | None = None

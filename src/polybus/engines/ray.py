@@ -66,7 +66,9 @@ REACH_S = 5.0  # for $RAY_ADDRESS to answer a connection before the run says it 
 HOW_S = 0.5  # for Ray to say how an actor whose connection closed ended (`how_ended`)
 
 
-def _ray() -> Any:
+def _ray(file: str | None = None) -> Any:
+    """Ray, imported; a ConfigError at ``file`` (where cluster.engine was written: the
+    file or --set) if it does not import."""
     # Read by Ray when it is imported: each worker's lines as they are (not "[repeated
     # 3x across cluster]"), with no colour codes in a log or a pipe.
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
@@ -75,7 +77,8 @@ def _ray() -> Any:
         import ray
     except ImportError as exc:
         raise ConfigError(f"the ray engine needs ray, which does not import ({exc})",
-                          key="cluster.engine", hint="pip install 'polybus[ray]'") from None
+                          file=file, key="cluster.engine",
+                          hint="pip install 'polybus[ray]'") from None
     return ray
 
 
@@ -154,7 +157,7 @@ class RayEngine:
         self.overrides = overrides
         self.start_timeout = start_timeout
         self.echo = echo
-        self.ray = _ray()
+        self.ray = _ray(app.origin("cluster.engine"))
         self.registry: RegistryService | None = None
         self.actors: dict[str, Any] = {}  # replica name -> the actor serving it
         self._own_ray = False

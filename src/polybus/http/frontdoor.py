@@ -40,6 +40,7 @@ from polybus.pinning import check_here
 from polybus.plural import plural
 from polybus.runargs import echo_to, override_strings
 from polybus.runner import serving_rank, started_cluster
+from polybus.token import check_token_apart
 from polybus.transport.reach import is_loopback
 
 __all__ = ["serve"]
@@ -107,6 +108,7 @@ def serve(path: str | Path, overrides: Mapping[str, Any] | Sequence[str] = (), *
     app = load(path, sets, origin, running=not registry,
                tls_hosts="client" if registry else None)  # (as `polybus.run` loads it)
     wait_s = wait_seconds(wait_for_workers, registry or app.cluster.registry)
+    check_token_apart(token_file, registry or app.cluster.registry, python=not origin.shell)
     for note in app.notes:  # (as `polybus.run` says them)
         warnings.warn(str(note), ConfigWarning, stacklevel=2)
     if app.serve is None:

@@ -191,8 +191,11 @@ class Codec(Decoding):
             return marked(force(obj)) if self.allow_pickle else force(obj)
         if np is not None:  # (no value is an array while numpy is not imported)
             if isinstance(obj, np.ndarray):
-                if t is not np.ndarray and isinstance(obj, np.ma.MaskedArray):  # (subclasses only)
-                    return self._masked(obj)
+                if t is not np.ndarray:  # (subclasses only)
+                    if isinstance(obj, np.ma.MaskedArray):
+                        return self._masked(obj)
+                    if isinstance(obj, np.matrix):
+                        return self._matrix(obj)
                 small = obj.nbytes <= INLINE_MAX
                 if small and (head := HEADS.get((obj.dtype, obj.shape))) is not None:
                     return msgspec.msgpack.Ext(EXT_SMALL, head + obj.tobytes())  # (the common one)
@@ -244,6 +247,16 @@ class Codec(Decoding):
                         "arrive as a plain array, its mask lost; send its .data and .mask "
                         "as two arrays, or .filled(value), or set pickle = true on the "
                         "serving module in the configuration")
+
+    def _matrix(self, obj: np.matrix[Any, Any]) -> msgspec.msgpack.Ext:
+        """A numpy matrix: pickled where pickle is on; else refused (it went as a plain
+        ndarray, whose * multiplies element by element where a matrix's is a product)."""
+        if self.allow_pickle:
+            return self._pickled(obj)
+        raise TypeError("a numpy matrix cannot be sent by the safe codec: it would arrive "
+                        "as a plain ndarray, where * multiplies element by element (a "
+                        "matrix's * is a matrix product); send np.asarray(m) and use @, or "
+                        "set pickle = true on the serving module in the configuration")
 
     def _pickled(self, obj: Any) -> msgspec.msgpack.Ext:
         if not self.allow_pickle:

@@ -12,7 +12,7 @@ from pathlib import Path
 from polybus.client.stubs import serving
 from polybus.config.model import ModuleSpec, ReplicaSpec
 from polybus.config.workerside import registered as settings_of
-from polybus.errors import PolybusError
+from polybus.errors import PolybusError, UsageError
 from polybus.http.response import HTTP_SUFFIX, http_form
 from polybus.memory import REPLICA_ARENAS, keep_freed_memory
 from polybus.pinning import ENV, pin, unpin_inherited
@@ -226,6 +226,12 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         serving(module_key)  # (a use() it calls says a replica cannot: client/stubs.py)
         module = load_module(module_path, import_name(module_key))
         functions = interfaces(module, spec.define.keys() if spec else ())
+        if not functions and spec is None:  # (--module: it registered, serving nothing)
+            raise UsageError(f"module {module_key!r} ({module_path}) has no function to "
+                             "serve: a worker serves each top-level def of its module "
+                             "whose name does not start with '_' (not a class or its "
+                             "methods, nor a function imported from another module: a def "
+                             "that calls it is served)")
         options = options_for(spec, replica, max_frame, [n for n in http if n in functions])
         options.heartbeat = heartbeat
         if spec is not None and (children := process_count(spec)):
