@@ -49,9 +49,11 @@ def read_token(token_file: str | Path | None = None, *, required: bool = True,
         if not data:
             raise UsageError(f"token file {token_file} is empty")
         _warn_if_readable(token_file)
+        _warn_if_short(data, f"token file {token_file}")
         return data
     env = os.environ.get(ENV, "").strip()
     if env:
+        _warn_if_short(env.encode(), f"${ENV}")
         return env.encode()
     if required:
         # (every source `cluster_token` reads: the configuration's was left out)
@@ -74,6 +76,20 @@ def _warn_if_readable(token_file: str | Path) -> None:
         log.warning("polybus: warning: token file %s can be read by others (mode %o): "
                     "whoever reads it can join this cluster; `chmod 600 %s`",
                     token_file, mode, token_file)
+
+
+SHORT = 16  # bytes: a token shorter than this is said to be guessable
+
+
+def _warn_if_short(token: bytes, where: str) -> None:
+    """Said once a source (not refused: a test's own cluster may use one): a short token
+    can be guessed, and a peer that holds the token can call every served function
+    (and, where a module enables pickle, run any code)."""
+    if len(token) < SHORT and where not in _warned:
+        _warned.add(where)
+        log.warning("polybus: warning: the cluster token in %s is %d bytes: short enough "
+                    "to guess, and whoever has it can join this cluster; use %d bytes or "
+                    "more (polybus registry makes one of 64)", where, len(token), SHORT)
 
 
 def token_source(token_file: str | Path | None,

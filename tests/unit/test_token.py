@@ -69,3 +69,21 @@ def test_a_token_file_others_can_read_is_said_once(
     assert caplog.messages == [
         f"polybus: warning: token file {shared} can be read by others (mode 644): whoever "
         f"reads it can join this cluster; `chmod 600 {shared}`"]
+
+
+def test_a_short_token_is_said_once_per_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """A 5-byte token was taken without a word (`polybus registry --token-file` of a
+    file the user wrote): one that short can be guessed."""
+    caplog.set_level(logging.WARNING, logger="polybus.token")
+    short = tmp_path / "short"
+    short.write_text("abcde\n")
+    short.chmod(0o600)
+    assert read_token(short) == b"abcde"
+    assert read_token(short) == b"abcde"
+    monkeypatch.setenv(ENV, "x" * 16)
+    assert read_token(None) == b"x" * 16
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [f"polybus: warning: the cluster token in token file {short} is 5 bytes: "
+                    "short enough to guess, and whoever has it can join this cluster; use "
+                    "16 bytes or more (polybus registry makes one of 64)"], said
