@@ -24,6 +24,7 @@ from polybus.config.model import AppConfig, Binding, ClusterSpec, DefineSpec, Mo
 from polybus.config.notes import (
     note_big_batches,
     note_demand_batches,
+    note_idle,
     note_idle_shares,
     note_many_replicas,
     note_no_ops,
@@ -371,6 +372,7 @@ def build(doc: dict[str, Any], config_path: Path, p: Problems,
     note_plain_off_host(cluster.listen_host, cluster.tls, p)
     if serve is not None:
         serve = check_routes(serve, modules, interfaces, infos, p)
+    note_idle(modules, bindings, serve, p)  # (replicas that serve no call)
     note_unanswerable(modules, infos, bindings, serve, p)  # (a generator, an async def)
     check_registered_names(modules, interfaces, serve, p)
     note_idle_shares(remote, far, serve, p)

@@ -14,8 +14,8 @@ from polybus.config.problems import Problems, dotted, nearest
 from polybus.config.source import SourceInfo
 from polybus.plural import plural
 
-__all__ = ["note_big_batches", "note_demand_batches", "note_idle_shares", "note_many_replicas", "note_no_ops",
-           "note_plain_off_host", "note_unused"]
+__all__ = ["note_big_batches", "note_demand_batches", "note_idle", "note_idle_shares",
+           "note_many_replicas", "note_no_ops", "note_plain_off_host", "note_unused"]
 
 
 # ``aggregate`` as a size below this is a few calls' arguments at most (a call counts 8
@@ -304,3 +304,22 @@ def _note_demand_ratio(module: str, m: ModuleSpec, key: str, use: UseSpec,
            f"call to whichever replica has room, so the shares are not applied{also}", key,
            'for a static split, use callstyle = "async" with this loadratio; to give faster '
            'replicas more, balance = "steal", or async-demand without a loadratio')
+
+
+def note_idle(modules: dict[str, ModuleSpec], bindings: list[Binding],
+              serve: ServeSpec | None, p: Problems) -> None:
+    """A module with replicas that no [bind] entry and no [serve] route names: its
+    workers start and serve no call (a new user's unbound module, or the client's module
+    given ``replication = 2``, was started so without a word)."""
+    for key, m in modules.items():
+        if not m.replication or any(b.module == key for b in bindings):
+            continue
+        if serve is not None and any(r.module == key for r in serve.routes):
+            continue
+        n = len(m.replication)
+        hint = ("the client's module runs in the client: leave out its replication"
+                if m.entrypoint is not None else
+                f'bind a function of it ("client.f" = "{key}.f"), or leave the module out')
+        p.note(f"module {key!r} has {plural(n, 'replica')} but nothing calls it: no [bind] "
+               f"entry or [serve] route names it, so {'its worker serves' if n == 1 else 'its workers serve'} no call",
+               dotted("modules", key, "replication"), hint)
