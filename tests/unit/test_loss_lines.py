@@ -65,6 +65,10 @@ class _Calls:
 
 class _Channel:
     sock = None  # (no socket: nothing to unregister)
+    untracked = False
+
+    def stop_writes(self) -> set[int] | None:  # (nothing written: client/unwritten.py)
+        return set()
 
     def close(self) -> None:
         pass
