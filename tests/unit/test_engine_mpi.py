@@ -31,12 +31,13 @@ TWO_SERVERS = """\
     entrypoint = "main"
     [bind]
     "client.f" = "b.f"
+    "client.g" = "a.f"
     [cluster]
     engine = "mpi"
 """
 
 
-CLIENT = "from polybus import use\n\nf = use('f')\n\n\ndef main():\n    return f(1)\n"
+CLIENT = "from polybus import use\n\nf = use('f')\ng = use('g')\n\n\ndef main():\n    return f(1)\n"
 
 
 def _app(tmp_path: Path) -> Path:

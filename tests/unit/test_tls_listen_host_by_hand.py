@@ -73,6 +73,7 @@ def test_a_registry_of_the_file_starts_and_a_run_still_checks_the_wildcard(
     assert main(["check", str(app), "--no-import"]) == 2
 
 
+@pytest.mark.filterwarnings("ignore:.*nothing calls it")  # (its server: no call, on purpose)
 def test_a_run_through_a_registry_given_apart_checks_no_listen_host(
         pki: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """It starts no worker and is never dialled: the file's listen_host is not its."""

@@ -71,6 +71,7 @@ class _Pool:
     children: list[BaseProcess] = field(default_factory=list)
     broken: str | None = None
     manager: threading.Thread | None = None  # (the executor's thread)
+    watch: threading.Thread | None = None  # (`ProcessPool._watch`'s)
     futures: set[Future[Any]] = field(default_factory=set)
     killed: set[int] = field(default_factory=set)
     swept: bool = False
@@ -147,8 +148,9 @@ class ProcessPool:
             raise
         pool.children = list(executor._processes.values())
         pool.manager = getattr(executor, "_executor_manager_thread", None)
-        threading.Thread(target=self._watch, args=(pool,), daemon=True,
-                         name="polybus-procpool-watch").start()
+        pool.watch = threading.Thread(target=self._watch, args=(pool,), daemon=True,
+                                      name="polybus-procpool-watch")
+        pool.watch.start()
         return pool
 
     def wrap(self, fn_name: str, idempotent: bool = True) -> Callable[..., Any]:
@@ -340,4 +342,7 @@ def _end(pool: _Pool, grace: float, *, wait: bool) -> None:
                 p.join(1.0)
     # The executor finds its pool broken (if it had not), fails what it held, lets go.
     pool.executor.shutdown(wait=wait, cancel_futures=True)
+    watch = pool.watch  # (its sweep follows the children's end: not left running on)
+    if wait and watch is not None and watch is not threading.current_thread():
+        watch.join(_MANAGER_END_S)
 
