@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from types import FrameType
 
 import pytest
 
@@ -123,3 +124,46 @@ def test_the_handling_of_a_stop_is_not_cut_short_by_its_repeat_or_a_second_signa
             _until_raised()
     finally:
         s.close()
+
+
+def test_a_trace_of_before_sees_the_lines_meanwhile_and_after(handlers: list[object]) -> None:
+    """A trace of the process's own (coverage, a debugger) is kept: CPython takes every
+    trace off when one raises, as the line's raising `StartStopped` does; it and each
+    frame's own come back (it went for good, and the frames it traced saw no line)."""
+    seen: list[tuple[str, int]] = []
+
+    def mine(frame: FrameType, event: str, arg: object) -> object:
+        if event == "line" and frame.f_code.co_name in ("outer", "called"):
+            seen.append((frame.f_code.co_name, frame.f_lineno))
+        return mine
+
+    class Dropped:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), SIG)
+            time.sleep(0.05)
+
+    def called() -> int:
+        return 1
+
+    def outer() -> tuple[bool, list[str]]:
+        s = StartStops([SIG])
+        try:
+            with pytest.raises(StartStopped) as info:
+                Dropped()
+                called()  # (raised at this line, which the trace of before saw)
+        finally:
+            s.close()
+        meanwhile = ("outer", info.tb.tb_lineno) in seen
+        del seen[:]
+        called()  # (a frame after: the trace of before's call)
+        return meanwhile, [name for name, _ in seen]  # (a line of outer's own after it)
+
+    coverage = sys.gettrace()  # (pytest-cov's, if any: put back after)
+    sys.settrace(mine)
+    try:
+        meanwhile, names = outer()
+        after = sys.gettrace()
+    finally:
+        sys.settrace(coverage)
+    assert after is mine
+    assert meanwhile and names == ["outer", "called", "outer"]

@@ -26,6 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from types import FrameType
+from typing import Any
 
 __all__ = ["REPEAT_S", "StartStopped", "StartStops"]
 
@@ -56,8 +57,10 @@ class StartStops:
                 continue  # (under nohup: as StopSignals leaves it)
             self._before[sig] = signal.signal(sig, self._handle)
         self._repeater: threading.Thread | None = None
-        self._traced: list[FrameType] = []  # (`_at_next_line`)
-        self._trace_of_before: object = None
+        # (`_at_next_line`: each frame traced, with its own trace of before)
+        self._traced: dict[int, tuple[FrameType, Any]] = {}
+        self._trace_of_before: Any = None
+        self._raised = False  # (at a line: CPython has since taken every trace off)
 
     def repeat(self) -> None:
         """Start the thread that repeats a signal not taken (by the caller, once this
@@ -94,33 +97,50 @@ class StartStops:
         """`StartStopped` raised at the next line any of ``frame`` and those below it
         runs (as a debugger stops there: their own trace, a frame called later traced
         by none). A module whose time goes mostly to callbacks (objects with a
-        ``__del__`` dropped in a loop) met every signal, the repeats too, in one."""
+        ``__del__`` dropped in a loop) met every signal, the repeats too, in one.
+        A trace of before (coverage, a debugger) still sees every event meanwhile."""
         if self._traced:
-            return
+            if not self._raised:
+                return  # (one is waiting for its line already)
+            self._untrace()  # (the traces the last raise took off back, then again)
+        self._raised = False
         self._trace_of_before = sys.gettrace()
         while frame is not None:
+            self._traced[id(frame)] = (frame, frame.f_trace)
             frame.f_trace = self._line
-            self._traced.append(frame)
             frame = frame.f_back
-        sys.settrace(_untraced)
+        sys.settrace(_untraced if self._trace_of_before is None else self._trace_of_before)
 
     def _line(self, frame: FrameType, event: str, arg: object) -> object:
+        traced = self._traced.get(id(frame))
+        if traced is not None and traced[0] is frame and traced[1] is not None:
+            # (the frame's own trace of before is given the event first, as ever)
+            self._traced[id(frame)] = (frame, traced[1](frame, event, arg))
         if not self._armed:
             self._untrace()
             return None
         if event != "line" or _handling(sys.exc_info()[1]):
             return self._line
-        self._untrace()
+        # Raised by a trace function, it makes CPython take every trace off (its
+        # sys.settrace(None), this frame's f_trace): `_untrace` puts them back, at
+        # `close` or the next one lost in a callback
+        self._raised = True
         raise StartStopped
 
     def _untrace(self) -> None:
-        """No frame traced any more, the trace of before (if any) back."""
+        """No frame traced by this any more: each frame's trace of before back, and the
+        thread's (coverage's, a debugger's), unless one was set since."""
         if not self._traced:
             return
-        for frame in self._traced:
-            frame.f_trace = None
+        for frame, before in self._traced.values():
+            if frame.f_trace == self._line or (self._raised and frame.f_trace is None):
+                frame.f_trace = before
         self._traced.clear()
-        sys.settrace(self._trace_of_before)  # type: ignore[arg-type]
+        now = sys.gettrace()
+        if now is _untraced or now is self._trace_of_before or (self._raised and now is None):
+            sys.settrace(self._trace_of_before)
+        self._trace_of_before = None
+        self._raised = False
 
     def _repeat(self) -> None:
         """Send the noted signal to the main thread again, until the stop is taken."""
