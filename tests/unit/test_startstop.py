@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -167,3 +168,40 @@ def test_a_trace_of_before_sees_the_lines_meanwhile_and_after(handlers: list[obj
         sys.settrace(coverage)
     assert after is mine
     assert meanwhile and names == ["outer", "called", "outer"]
+
+
+FORKED = """
+import os, signal, time
+from polybus.worker.startstop import StartStopped, StartStops
+armed = []
+def before():  # (an at-fork hook's exception is dropped, as a callback's)
+    if armed:
+        armed.clear()
+        os.kill(os.getpid(), signal.SIGUSR2)
+        time.sleep(0.05)
+os.register_at_fork(before=before)
+me = os.getpid()
+s = StartStops([signal.SIGUSR2])
+try:
+    armed.append(1)
+    pid = os.fork()
+    x = 1
+    outcome = "went on"
+except StartStopped:
+    outcome = "StartStopped"
+if os.getpid() != me:
+    os.write(1, f"child: {outcome}\\n".encode())
+    os._exit(0)
+s.close()
+os.waitpid(pid, 0)
+print("parent:", outcome, flush=True)
+"""
+
+
+def test_a_child_forked_while_a_lost_stop_waits_for_its_line_goes_on() -> None:
+    """The stop lost in the fork's own hook is the parent's: raised at its next line
+    there; the child, which has the parent's traced frames, is not stopped (it raised
+    `StartStopped` at its first line, as if the signal had been its own)."""
+    out = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert sorted(out.split("\n")) == ["", "child: went on", "parent: StartStopped"]

@@ -116,8 +116,8 @@ class StartStops:
         if traced is not None and traced[0] is frame and traced[1] is not None:
             # (the frame's own trace of before is given the event first, as ever)
             self._traced[id(frame)] = (frame, traced[1](frame, event, arg))
-        if not self._armed:
-            self._untrace()
+        if not self._armed or os.getpid() != self._pid:  # (or a child forked meanwhile:
+            self._untrace()  # the stop was its parent's, as `_handle` leaves it)
             return None
         if event != "line" or _handling(sys.exc_info()[1]):
             return self._line
