@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
@@ -205,3 +206,23 @@ def test_a_child_forked_while_a_lost_stop_waits_for_its_line_goes_on() -> None:
     out = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True,
                          timeout=60, check=True).stdout
     assert sorted(out.split("\n")) == ["", "child: went on", "parent: StartStopped"]
+
+
+def test_made_outside_the_main_thread_it_fails_and_leaves_the_hook_and_handlers_as_were(
+        handlers: list[object]) -> None:
+    """Signals are the main thread's: made in another, it fails (ValueError) with the
+    unraisable hook of before in place (it was left its own) and no handler set."""
+    failed: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            StartStops([SIG])
+        except ValueError as exc:
+            failed.append(exc)
+
+    before = signal.getsignal(SIG)
+    t = threading.Thread(target=make)
+    t.start()
+    t.join(30)
+    assert len(failed) == 1
+    assert sys.unraisablehook == handlers.append and signal.getsignal(SIG) == before

@@ -52,10 +52,15 @@ class StartStops:
         self._hook: Callable[[sys.UnraisableHookArgs], object] = sys.unraisablehook
         sys.unraisablehook = self._unraisable
         self._before: dict[signal.Signals, signal._HANDLER] = {}
-        for sig in signals:
-            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
-                continue  # (under nohup: as StopSignals leaves it)
-            self._before[sig] = signal.signal(sig, self._handle)
+        try:
+            for sig in signals:
+                if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                    continue  # (under nohup: as StopSignals leaves it)
+                self._before[sig] = signal.signal(sig, self._handle)
+        except BaseException:  # (ValueError outside the main thread): nothing left of it
+            self.put_back()
+            sys.unraisablehook = self._hook
+            raise
         self._repeater: threading.Thread | None = None
         # (`_at_next_line`: each frame traced, with its own trace of before)
         self._traced: dict[int, tuple[FrameType, Any]] = {}
