@@ -5,6 +5,7 @@ only noted; the handlers of before can be put back."""
 
 from __future__ import annotations
 
+import operator
 import os
 import signal
 import subprocess
@@ -226,3 +227,52 @@ def test_made_outside_the_main_thread_it_fails_and_leaves_the_hook_and_handlers_
     t.join(30)
     assert len(failed) == 1
     assert sys.unraisablehook == handlers.append and signal.getsignal(SIG) == before
+
+
+def test_a_signal_while_it_is_made_is_noted_and_raises_nothing_yet(
+        handlers: list[object]) -> None:
+    """One that comes as its handlers go in (here between two of them) raised out of
+    the making, before the caller's ``try`` (serve's): now it is noted, and raised once
+    it is made and armed (here by the repeat)."""
+
+    def signals() -> Iterator[signal.Signals]:
+        yield SIG
+        os.kill(os.getpid(), SIG)  # (its handler is in: it runs here)
+        time.sleep(0.05)
+        yield signal.SIGUSR1
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        s = StartStops(signals())
+        try:
+            assert s.signum == SIG
+            s.repeat()
+            with pytest.raises(StartStopped):
+                _until_raised()
+        finally:
+            s.close()
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+
+
+def test_a_signal_that_lands_as_close_is_entered_is_noted_only(handlers: list[object]) -> None:
+    """Its handler runs at close's first bytecode, before close disarms (the start
+    ended or failed, its clean-up next): it raised there, and nothing was closed."""
+    s = StartStops([SIG])
+    go, held = threading.Lock(), threading.Lock()
+    go.acquire()
+    held.acquire()
+
+    def trip() -> None:  # (its handler waits for the main thread's next bytecode)
+        with go:
+            signal.pthread_kill(threading.get_ident(), SIG)
+            held.release()
+
+    t = threading.Thread(target=trip)
+    t.start()
+    try:  # (C calls alone, up to close's first bytecode)
+        list(map(operator.call, [go.release, held.acquire, s.close]))
+    finally:
+        t.join(30)
+        s.close()
+    assert s.signum == SIG

@@ -13,9 +13,11 @@ signal in one); and a thread of this module sends it again to the main thread ev
 `REPEAT_S` until the stop has been taken (`close`), for a module that caught it and
 went on. None is raised where a `StartStopped` is being handled already (an ``except``
 or ``finally`` on its way out, a process pool's start ending its children): that
-clean-up is not cut short, by the repeat or by a second signal. Once closed, a signal
-is noted and raises nothing; the caller passes what was noted on to the handlers that
-take over (`signum`).
+clean-up is not cut short, by the repeat or by a second signal. Nor is one raised
+where it would come out of the caller's ``try`` (serve's): as the handlers go in, in
+`close` before it disarms, or by the trace at a line of the caller's own frame (its
+own end, or its ``except``). Once closed, a signal is noted and raises nothing; the
+caller passes what was noted on to the handlers that take over (`signum`).
 """
 
 from __future__ import annotations
@@ -43,12 +45,24 @@ class StartStops:
     """Handlers for ``signals`` while a worker starts (the main thread's), in at once;
     the thread that repeats a signal runs from `repeat` to `close` (the handlers stay)."""
 
-    def __init__(self, signals: Iterable[signal.Signals]) -> None:
+    def __init__(self, signals: Iterable[signal.Signals],
+                 untraced: FrameType | None = None) -> None:
+        """``untraced``: the caller's frame (serve's), which goes on past the start to
+        its end or its clean-up, neither to be cut short: it and those that called it
+        are not traced (`_at_next_line`), a stop lost in a callback that interrupted
+        it comes with the repeat. A signal while this is made is noted; it raises
+        nothing until this is made (it would have come out of the caller's ``try``)."""
         self.signum: int | None = None
-        self._armed = True
+        self._armed = False
         self._pid = os.getpid()
         self._main = threading.get_ident()
         self._over = threading.Event()
+        self._repeater: threading.Thread | None = None
+        # (`_at_next_line`: each frame traced, with its own trace of before)
+        self._traced: dict[int, tuple[FrameType, Any]] = {}
+        self._trace_of_before: Any = None
+        self._raised = False  # (at a line: CPython has since taken every trace off)
+        self._untraced = untraced
         self._hook: Callable[[sys.UnraisableHookArgs], object] = sys.unraisablehook
         sys.unraisablehook = self._unraisable
         self._before: dict[signal.Signals, signal._HANDLER] = {}
@@ -61,11 +75,7 @@ class StartStops:
             self.put_back()
             sys.unraisablehook = self._hook
             raise
-        self._repeater: threading.Thread | None = None
-        # (`_at_next_line`: each frame traced, with its own trace of before)
-        self._traced: dict[int, tuple[FrameType, Any]] = {}
-        self._trace_of_before: Any = None
-        self._raised = False  # (at a line: CPython has since taken every trace off)
+        self._armed = True  # (last: no call after it here, where a handler could run)
 
     def repeat(self) -> None:
         """Start the thread that repeats a signal not taken (by the caller, once this
@@ -86,8 +96,9 @@ class StartStops:
             return
         if self.signum is None:
             self.signum = signum
-        if self._armed and not _handling(sys.exc_info()[1]):
-            raise StartStopped
+        if self._armed and not _handling(sys.exc_info()[1]) \
+                and (frame is None or frame.f_code is not _CLOSE):
+            raise StartStopped  # (not in `close`, before its first line disarms)
 
     def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
         """A `StartStopped` lost in a callback is dropped unsaid, and raised again at
@@ -108,9 +119,11 @@ class StartStops:
             if not self._raised:
                 return  # (one is waiting for its line already)
             self._untrace()  # (the traces the last raise took off back, then again)
+        if frame is None or frame is self._untraced:
+            return  # (the caller's own: the repeat raises it)
         self._raised = False
         self._trace_of_before = sys.gettrace()
-        while frame is not None:
+        while frame is not None and frame is not self._untraced:
             self._traced[id(frame)] = (frame, frame.f_trace)
             frame.f_trace = self._line
             frame = frame.f_back
@@ -175,6 +188,11 @@ class StartStops:
             sys.unraisablehook = self._hook
         if self._repeater is not None and self._repeater is not threading.current_thread():
             self._repeater.join()
+
+
+# A signal that lands in `close` (its call's first bytecode, before it disarms: a start
+# that failed or ended, its clean-up about to begin) raises nothing
+_CLOSE = StartStops.close.__code__
 
 
 def _handling(exc: BaseException | None) -> bool:
