@@ -204,6 +204,10 @@ class ProcessPool:
                 return pool
             finally:
                 pool.done(future)
+                # (A broken pool's exception is the future's, its traceback holds this
+                # frame: with the future too, a cycle that kept the pool, and its
+                # queues' pipes, open until a full collection, pool after pool)
+                del future
             return _Value(_unpickled(answer))
         raise PoolDied("WorkerDiedError", (
             f"{self._replica}: its process pool broke {_SUBMITS} times in a row before "
