@@ -19,6 +19,7 @@ executor makes none).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import multiprocessing
 import os
@@ -46,6 +47,11 @@ class PipeSemaphore:
         r, w = os.pipe()  # (close-on-exec: a child gets them only when passed at its spawn)
         self._r, self._w = r, w
         self._nb = _not_blocking(r)
+        room = _room(w, value)  # (grown if need be, and it can be)
+        if value > room:  # (its write would wait for ever)
+            raise OSError(errno.ENOSPC, f"a pipe semaphore of {value}: its pipe holds "
+                          f"{room} bytes, and could not be made to hold more (a user "
+                          f"past /proc/sys/fs/pipe-user-pages-soft gets small pipes)")
         if value:
             os.write(w, b"\0" * value)
 
@@ -115,6 +121,22 @@ class PipeSemaphore:
                     _close(fd)
                 except OSError:
                     pass
+
+
+def _room(w: int, need: int) -> int:
+    """What the pipe of write end ``w`` holds, grown to ``need`` if it held less (a
+    pipe may hold 1 or 2 pages: a user past the system's pipe-user-pages-soft gets no
+    more, unless grown). 64 KiB where the size cannot be read or set (not Linux)."""
+    get, set_ = getattr(fcntl, "F_GETPIPE_SZ", None), getattr(fcntl, "F_SETPIPE_SZ", None)
+    if get is None or set_ is None:
+        return MOST
+    room = int(fcntl.fcntl(w, get))
+    if room < need:
+        try:
+            room = int(fcntl.fcntl(w, set_, need))
+        except OSError:  # (EPERM: the user is past the hard limit)
+            pass
+    return room
 
 
 def _not_blocking(r: int) -> int:
