@@ -140,3 +140,14 @@ def test_a_count_past_a_small_pipe_s_room_grows_it_or_is_refused_not_left_to_han
                          text=True, timeout=60)
     assert out.stdout.splitlines() == ["4096 4096", "4097 4097", "20000 refused"], out.stderr
 
+
+def test_a_wait_with_a_timeout_of_years_takes_one_released_meanwhile() -> None:
+    """As multiprocessing's own semaphore does (its poll was given the timeout whole, in
+    milliseconds: OverflowError)."""
+    s = PipeSemaphore(0)
+    t = threading.Timer(0.05, s.release)
+    t.start()
+    try:
+        assert s.acquire(True, 1e10)
+    finally:
+        t.join()

@@ -36,6 +36,7 @@ __all__ = ["MOST", "PIPE_LOCKS", "PipeSemaphore", "pool_context"]
 # The most a semaphore holds: a pipe's room (64 KiB on Linux), which a count past it
 # would fill, its writer then waiting for ever. (A pool's queue needs its size + 1.)
 MOST = 65536
+_LONGEST_POLL_S = 86400.0  # (one poll's; a longer timeout polls again: poll's is a C int)
 
 
 class PipeSemaphore:
@@ -76,7 +77,7 @@ class PipeSemaphore:
                 return False
             poll = select.poll()  # (several takers may wake for one: each that finds
             poll.register(self._nb, select.POLLIN)  # none waits again)
-            poll.poll(max(1, int(left * 1000)))
+            poll.poll(max(1, int(min(left, _LONGEST_POLL_S) * 1000)))  # (then again)
 
     def release(self) -> None:
         os.write(self._w, b"\0")
