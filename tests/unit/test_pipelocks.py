@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -151,3 +152,35 @@ def test_a_wait_with_a_timeout_of_years_takes_one_released_meanwhile() -> None:
         assert s.acquire(True, 1e10)
     finally:
         t.join()
+
+
+class _Raised(Exception):
+    pass
+
+
+def test_a_signal_whose_handler_raises_as_the_byte_is_read_gives_it_back() -> None:
+    """A signal handler that raises (an alarm's timeout, Ctrl-C's KeyboardInterrupt)
+    and runs just as a waiting ``with lock`` reads its byte, before the ``with`` is in:
+    the lock was taken for good (a child's ``result_queue.put``, retried by the
+    executor after the exception, then waited on itself: the pool hung). As
+    multiprocessing's own, the lock is not taken."""
+    lock = PipeSemaphore(0)
+
+    def raising(signum: int, frame: object) -> None:
+        raise _Raised
+
+    def trip() -> None:  # (given to this thread: the waiting one runs the handler once
+        time.sleep(0.2)  # its read returns, with the byte)
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR2)
+        lock.release()
+
+    before = signal.signal(signal.SIGUSR2, raising)
+    t = threading.Thread(target=trip)
+    try:
+        t.start()
+        with pytest.raises(_Raised), lock:
+            pytest.fail("the with was entered")  # (the handler runs first)
+        assert lock.get_value() == 1
+    finally:
+        t.join(30)
+        signal.signal(signal.SIGUSR2, before)

@@ -60,15 +60,30 @@ class PipeSemaphore:
         """Take one (True); False if none came: at once (not ``block``), or within
         ``timeout`` seconds. A plain wait (the executor's, but for its last
         ``put_nowait``) is a blocking read, of which the kernel wakes one per byte
-        written (Linux 5.5 and later): not every idle child for each call."""
+        written (Linux 5.5 and later): not every idle child for each call.
+
+        A signal handler that raises as the byte is read (Python runs it right after
+        the read returns, before its result is kept) gets the byte given back: the
+        exception comes with none taken, as from multiprocessing's own (whose ``with``
+        is entered at once). A lock kept so was the child's result queue's, which the
+        executor's retry of its ``put`` then waited on for ever."""
+        taken = bytearray(b"\1")  # (the read puts the pipe's b"\0" here)
+        try:
+            return self._take(block, timeout, taken)
+        except BaseException:
+            if taken[0] == 0:
+                self.release()
+            raise
+
+    def _take(self, block: bool, timeout: float | None, taken: bytearray) -> bool:
         if block and timeout is None:
-            while not os.read(self._r, 1):  # (no end of file: this process holds ``_w``)
+            while not os.readv(self._r, [taken]):  # (no end of file: ``_w`` is ours)
                 pass
             return True
         deadline = time.monotonic() + max(0.0, timeout or 0.0)
         while True:
             try:
-                if os.read(self._nb, 1):
+                if os.readv(self._nb, [taken]):
                     return True
             except BlockingIOError:
                 pass
