@@ -49,3 +49,50 @@ def test_a_pool_that_broke_lets_its_descriptors_go_once_done(tmp_path: Path) -> 
         pp.close(grace=0.0)
         if collecting:
             gc.enable()
+
+
+HALF_ANSWER = """
+import os, signal, struct
+from multiprocessing import connection
+
+_real = connection.Connection._send_bytes
+
+
+def _half_then_killed(self, buf):
+    if len(buf) > 1_000_000:  # (the answer: its length and half of it sent, then killed)
+        self._send(struct.pack("!i", len(buf)))
+        self._send(memoryview(buf)[: len(buf) // 2].tobytes())
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _real(self, buf)
+
+
+connection.Connection._send_bytes = _half_then_killed
+
+
+def big(n):
+    return b"x" * n
+
+
+def f(x):
+    return x
+"""
+
+
+def test_a_child_killed_halfway_through_its_answer_leaves_no_thread_reading_it(
+        tmp_path: Path) -> None:
+    """The executor's thread reads the rest of that answer: no end of file came, as this
+    process held the answers' pipe's writing end too, so it read for ever (the call
+    failed only once `_watch` gave up waiting for it, and it kept the pool, its
+    descriptors and its feeder thread, for good)."""
+    (tmp_path / "server.py").write_text(HALF_ANSWER)
+    pp = ProcessPool(2, tmp_path / "server.py", import_name("server"), "server-0")
+    try:
+        old = pp._pool
+        with pytest.raises(PoolDied, match=r"killed by signal 9"):  # (its news, not
+            pp.wrap("big", idempotent=False)(2_000_000)  # the answer's end of file)
+        assert old.manager is not None
+        old.manager.join(HANG_GUARD_S)
+        assert not old.manager.is_alive()
+        assert pp.wrap("f")(3) == 3
+    finally:
+        pp.close(grace=0.0)

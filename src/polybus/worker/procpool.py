@@ -147,6 +147,13 @@ class ProcessPool:
             raise
         pool.children = list(executor._processes.values())
         pool.manager = getattr(executor, "_executor_manager_thread", None)
+        # The children's answers' pipe: this process held its writing end too, only for
+        # children spawned later (none are: all are up). A child killed halfway through
+        # an answer left the executor's thread reading the rest for ever, no end of file
+        # coming; now that comes once every child has gone, and the pool breaks.
+        results = getattr(executor, "_result_queue", None)
+        if results is not None:
+            results._writer.close()
         threading.Thread(target=self._watch, args=(pool,), daemon=True,
                          name="polybus-procpool-watch").start()
         return pool
@@ -301,10 +308,6 @@ def _how_it_broke(pool: _Pool, exc: BrokenProcessPool | None) -> str:
     """"a process of its process pool (pid 12) exited with status 3", or what else
     broke it."""
     cause = exc.__cause__ if exc is not None else None
-    if cause is not None:  # (no process died: the pool met an error of its own)
-        lines = [ln.strip() for ln in str(cause).strip().strip("'").splitlines() if ln.strip()]
-        return f"its process pool broke: an answer from it could not be read ({lines[-1]})" \
-            if lines else "its process pool broke"
     # A process's sentinel closes as it exits, before it can be reaped: wait for those.
     # (The executor's thread may reap one first: its exit code is ours once it has.)
     gone = set(connection.wait([p.sentinel for p in pool.children], timeout=0))
@@ -317,9 +320,14 @@ def _how_it_broke(pool: _Pool, exc: BrokenProcessPool | None) -> str:
     ended = [(p.pid, p.exitcode) for p in pool.children]
     # (The executor SIGTERMs the others once one has died, and `_watch` kills them:
     # those are not the news.)
-    dead = ([(pid, c) for pid, c in ended
-             if c is not None and c != -signal.SIGTERM and pid not in pool.killed]
-            or [(pid, c) for pid, c in ended if c is not None])
+    died = [(pid, c) for pid, c in ended
+            if c is not None and c != -signal.SIGTERM and pid not in pool.killed]
+    if cause is not None and not died:  # (none died of itself: an error of the pool's
+        # own; one that died halfway through its answer broke the reading of it too)
+        lines = [ln.strip() for ln in str(cause).strip().strip("'").splitlines() if ln.strip()]
+        return f"its process pool broke: an answer from it could not be read ({lines[-1]})" \
+            if lines else "its process pool broke"
+    dead = died or [(pid, c) for pid, c in ended if c is not None]
     if dead:
         pid, code = dead[0]
         more = f" (and {len(dead) - 1} more)" if len(dead) > 1 else ""
