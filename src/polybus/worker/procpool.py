@@ -71,6 +71,7 @@ class _Pool:
     children: list[BaseProcess] = field(default_factory=list)
     broken: str | None = None
     manager: threading.Thread | None = None  # (the executor's thread)
+    watcher: threading.Thread | None = None  # (`ProcessPool._watch`'s)
     futures: set[Future[Any]] = field(default_factory=set)
     killed: set[int] = field(default_factory=set)
     swept: bool = False
@@ -154,8 +155,9 @@ class ProcessPool:
         results = getattr(executor, "_result_queue", None)
         if results is not None:
             results._writer.close()
-        threading.Thread(target=self._watch, args=(pool,), daemon=True,
-                         name="polybus-procpool-watch").start()
+        pool.watcher = threading.Thread(target=self._watch, args=(pool,), daemon=True,
+                                        name="polybus-procpool-watch")
+        pool.watcher.start()
         return pool
 
     def wrap(self, fn_name: str, idempotent: bool = True) -> Callable[..., Any]:
@@ -288,6 +290,8 @@ class ProcessPool:
             self._closed = True
             pool = self._pool
         _end(pool, grace, wait=True)
+        if pool.watcher is not None:  # (it ends once the executor's thread has: none of
+            pool.watcher.join(_MANAGER_END_S)  # the pool's threads left running on)
 
 
 @dataclass(frozen=True, slots=True)
