@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -97,3 +99,88 @@ def test_a_system_without_proc_gets_spawn_s_own_locks(monkeypatch: pytest.Monkey
     monkeypatch.setattr(sys, "platform", "darwin")
     other = pool_context()
     assert other is not PIPE_LOCKS and other.get_start_method() == "spawn"
+
+
+SMALL_PIPES = """
+import fcntl, os
+from polybus.worker import pipelocks
+real = os.pipe
+
+
+def small():  # (a user past /proc/sys/fs/pipe-user-pages-soft gets pipes of 1 page)
+    r, w = real()
+    fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)
+    return r, w
+
+
+def no_more(fd, cmd, arg=0):  # (past pipe-user-pages-hard: no pipe grows)
+    if cmd == fcntl.F_SETPIPE_SZ:
+        raise PermissionError(1, "Operation not permitted")
+    return fcntl.fcntl(fd, cmd, arg)
+
+
+pipelocks.os.pipe = small
+for n in (4096, 4097, 20000):
+    if n == 20000:
+        pipelocks.fcntl = type("F", (), {"fcntl": staticmethod(no_more),
+                                         "F_GETPIPE_SZ": fcntl.F_GETPIPE_SZ,
+                                         "F_SETPIPE_SZ": fcntl.F_SETPIPE_SZ})
+    try:
+        s = pipelocks.PipeSemaphore(n)
+        print(n, s.get_value(), flush=True)
+    except OSError as exc:
+        print(n, "refused", flush=True)
+"""
+
+
+def test_a_count_past_a_small_pipe_s_room_grows_it_or_is_refused_not_left_to_hang() -> None:
+    """A pipe may hold less than 64 KiB (1 or 2 pages, for a user past the system's
+    pipe-user-pages-soft): a count past its room is written only once the pipe grew
+    to hold it, else refused (its write waited for ever: a pool's start hung)."""
+    out = subprocess.run([sys.executable, "-c", SMALL_PIPES], capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.splitlines() == ["4096 4096", "4097 4097", "20000 refused"], out.stderr
+
+
+def test_a_wait_with_a_timeout_of_years_takes_one_released_meanwhile() -> None:
+    """As multiprocessing's own semaphore does (its poll was given the timeout whole, in
+    milliseconds: OverflowError)."""
+    s = PipeSemaphore(0)
+    t = threading.Timer(0.05, s.release)
+    t.start()
+    try:
+        assert s.acquire(True, 1e10)
+    finally:
+        t.join()
+
+
+class _Raised(Exception):
+    pass
+
+
+def test_a_signal_whose_handler_raises_as_the_byte_is_read_gives_it_back() -> None:
+    """A signal handler that raises (an alarm's timeout, Ctrl-C's KeyboardInterrupt)
+    and runs just as a waiting ``with lock`` reads its byte, before the ``with`` is in:
+    the lock was taken for good (a child's ``result_queue.put``, retried by the
+    executor after the exception, then waited on itself: the pool hung). As
+    multiprocessing's own, the lock is not taken."""
+    lock = PipeSemaphore(0)
+
+    def raising(signum: int, frame: object) -> None:
+        raise _Raised
+
+    def trip() -> None:  # (given to this thread: the waiting one runs the handler once
+        time.sleep(0.2)  # its read returns, with the byte)
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR2)
+        lock.release()
+
+    before = signal.signal(signal.SIGUSR2, raising)
+    t = threading.Thread(target=trip)
+    try:
+        t.start()
+        with pytest.raises(_Raised), lock:
+            pytest.fail("the with was entered")  # (the handler runs first)
+        assert lock.get_value() == 1
+    finally:
+        t.join(30)
+        signal.signal(signal.SIGUSR2, before)

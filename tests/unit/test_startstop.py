@@ -5,11 +5,15 @@ only noted; the handlers of before can be put back."""
 
 from __future__ import annotations
 
+import operator
 import os
 import signal
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from types import FrameType
 
 import pytest
 
@@ -123,3 +127,152 @@ def test_the_handling_of_a_stop_is_not_cut_short_by_its_repeat_or_a_second_signa
             _until_raised()
     finally:
         s.close()
+
+
+def test_a_trace_of_before_sees_the_lines_meanwhile_and_after(handlers: list[object]) -> None:
+    """A trace of the process's own (coverage, a debugger) is kept: CPython takes every
+    trace off when one raises, as the line's raising `StartStopped` does; it and each
+    frame's own come back (it went for good, and the frames it traced saw no line)."""
+    seen: list[tuple[str, int]] = []
+
+    def mine(frame: FrameType, event: str, arg: object) -> object:
+        if event == "line" and frame.f_code.co_name in ("outer", "called"):
+            seen.append((frame.f_code.co_name, frame.f_lineno))
+        return mine
+
+    class Dropped:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), SIG)
+            time.sleep(0.05)
+
+    def called() -> int:
+        return 1
+
+    def outer() -> tuple[bool, list[str]]:
+        s = StartStops([SIG])
+        try:
+            with pytest.raises(StartStopped) as info:
+                Dropped()
+                called()  # (raised at this line, which the trace of before saw)
+        finally:
+            s.close()
+        meanwhile = ("outer", info.tb.tb_lineno) in seen
+        del seen[:]
+        called()  # (a frame after: the trace of before's call)
+        return meanwhile, [name for name, _ in seen]  # (a line of outer's own after it)
+
+    coverage = sys.gettrace()  # (pytest-cov's, if any: put back after)
+    sys.settrace(mine)
+    try:
+        meanwhile, names = outer()
+        after = sys.gettrace()
+    finally:
+        sys.settrace(coverage)
+    assert after is mine
+    assert meanwhile and names == ["outer", "called", "outer"]
+
+
+FORKED = """
+import os, signal, time
+from polybus.worker.startstop import StartStopped, StartStops
+armed = []
+def before():  # (an at-fork hook's exception is dropped, as a callback's)
+    if armed:
+        armed.clear()
+        os.kill(os.getpid(), signal.SIGUSR2)
+        time.sleep(0.05)
+os.register_at_fork(before=before)
+me = os.getpid()
+s = StartStops([signal.SIGUSR2])
+try:
+    armed.append(1)
+    pid = os.fork()
+    x = 1
+    outcome = "went on"
+except StartStopped:
+    outcome = "StartStopped"
+if os.getpid() != me:
+    os.write(1, f"child: {outcome}\\n".encode())
+    os._exit(0)
+s.close()
+os.waitpid(pid, 0)
+print("parent:", outcome, flush=True)
+"""
+
+
+def test_a_child_forked_while_a_lost_stop_waits_for_its_line_goes_on() -> None:
+    """The stop lost in the fork's own hook is the parent's: raised at its next line
+    there; the child, which has the parent's traced frames, is not stopped (it raised
+    `StartStopped` at its first line, as if the signal had been its own)."""
+    out = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert sorted(out.split("\n")) == ["", "child: went on", "parent: StartStopped"]
+
+
+def test_made_outside_the_main_thread_it_fails_and_leaves_the_hook_and_handlers_as_were(
+        handlers: list[object]) -> None:
+    """Signals are the main thread's: made in another, it fails (ValueError) with the
+    unraisable hook of before in place (it was left its own) and no handler set."""
+    failed: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            StartStops([SIG])
+        except ValueError as exc:
+            failed.append(exc)
+
+    before = signal.getsignal(SIG)
+    t = threading.Thread(target=make)
+    t.start()
+    t.join(30)
+    assert len(failed) == 1
+    assert sys.unraisablehook == handlers.append and signal.getsignal(SIG) == before
+
+
+def test_a_signal_while_it_is_made_is_noted_and_raises_nothing_yet(
+        handlers: list[object]) -> None:
+    """One that comes as its handlers go in (here between two of them) raised out of
+    the making, before the caller's ``try`` (serve's): now it is noted, and raised once
+    it is made and armed (here by the repeat)."""
+
+    def signals() -> Iterator[signal.Signals]:
+        yield SIG
+        os.kill(os.getpid(), SIG)  # (its handler is in: it runs here)
+        time.sleep(0.05)
+        yield signal.SIGUSR1
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        s = StartStops(signals())
+        try:
+            assert s.signum == SIG
+            s.repeat()
+            with pytest.raises(StartStopped):
+                _until_raised()
+        finally:
+            s.close()
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+
+
+def test_a_signal_that_lands_as_close_is_entered_is_noted_only(handlers: list[object]) -> None:
+    """Its handler runs at close's first bytecode, before close disarms (the start
+    ended or failed, its clean-up next): it raised there, and nothing was closed."""
+    s = StartStops([SIG])
+    go, held = threading.Lock(), threading.Lock()
+    go.acquire()
+    held.acquire()
+
+    def trip() -> None:  # (its handler waits for the main thread's next bytecode)
+        with go:
+            signal.pthread_kill(threading.get_ident(), SIG)
+            held.release()
+
+    t = threading.Thread(target=trip)
+    t.start()
+    try:  # (C calls alone, up to close's first bytecode)
+        list(map(operator.call, [go.release, held.acquire, s.close]))
+    finally:
+        t.join(30)
+        s.close()
+    assert s.signum == SIG

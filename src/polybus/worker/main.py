@@ -213,7 +213,7 @@ def serve(*, registry: str, module_path: Path, name: str, module_key: str, token
         # (by hand, SIGHUP too: its terminal closed; it stops as for Ctrl-C, files gone)
         signals = ((signal.SIGTERM,) if exit_with_parent
                    else (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
-    starting = StartStops(signals) if by_hand else None
+    starting = StartStops(signals, untraced=sys._getframe()) if by_hand else None
     procs: ProcessPool | None = None
     runtime: WorkerRuntime | None = None
     try:

@@ -19,6 +19,7 @@ executor makes none).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import multiprocessing
 import os
@@ -35,6 +36,7 @@ __all__ = ["MOST", "PIPE_LOCKS", "PipeSemaphore", "pool_context"]
 # The most a semaphore holds: a pipe's room (64 KiB on Linux), which a count past it
 # would fill, its writer then waiting for ever. (A pool's queue needs its size + 1.)
 MOST = 65536
+_LONGEST_POLL_S = 86400.0  # (one poll's; a longer timeout polls again: poll's is a C int)
 
 
 class PipeSemaphore:
@@ -46,6 +48,11 @@ class PipeSemaphore:
         r, w = os.pipe()  # (close-on-exec: a child gets them only when passed at its spawn)
         self._r, self._w = r, w
         self._nb = _not_blocking(r)
+        room = _room(w, value)  # (grown if need be, and it can be)
+        if value > room:  # (its write would wait for ever)
+            raise OSError(errno.ENOSPC, f"a pipe semaphore of {value}: its pipe holds "
+                          f"{room} bytes, and could not be made to hold more (a user "
+                          f"past /proc/sys/fs/pipe-user-pages-soft gets small pipes)")
         if value:
             os.write(w, b"\0" * value)
 
@@ -53,15 +60,30 @@ class PipeSemaphore:
         """Take one (True); False if none came: at once (not ``block``), or within
         ``timeout`` seconds. A plain wait (the executor's, but for its last
         ``put_nowait``) is a blocking read, of which the kernel wakes one per byte
-        written (Linux 5.5 and later): not every idle child for each call."""
+        written (Linux 5.5 and later): not every idle child for each call.
+
+        A signal handler that raises as the byte is read (Python runs it right after
+        the read returns, before its result is kept) gets the byte given back: the
+        exception comes with none taken, as from multiprocessing's own (whose ``with``
+        is entered at once). A lock kept so was the child's result queue's, which the
+        executor's retry of its ``put`` then waited on for ever."""
+        taken = bytearray(b"\1")  # (the read puts the pipe's b"\0" here)
+        try:
+            return self._take(block, timeout, taken)
+        except BaseException:
+            if taken[0] == 0:
+                self.release()
+            raise
+
+    def _take(self, block: bool, timeout: float | None, taken: bytearray) -> bool:
         if block and timeout is None:
-            while not os.read(self._r, 1):  # (no end of file: this process holds ``_w``)
+            while not os.readv(self._r, [taken]):  # (no end of file: ``_w`` is ours)
                 pass
             return True
         deadline = time.monotonic() + max(0.0, timeout or 0.0)
         while True:
             try:
-                if os.read(self._nb, 1):
+                if os.readv(self._nb, [taken]):
                     return True
             except BlockingIOError:
                 pass
@@ -70,7 +92,7 @@ class PipeSemaphore:
                 return False
             poll = select.poll()  # (several takers may wake for one: each that finds
             poll.register(self._nb, select.POLLIN)  # none waits again)
-            poll.poll(max(1, int(left * 1000)))
+            poll.poll(max(1, int(min(left, _LONGEST_POLL_S) * 1000)))  # (then again)
 
     def release(self) -> None:
         os.write(self._w, b"\0")
@@ -115,6 +137,22 @@ class PipeSemaphore:
                     _close(fd)
                 except OSError:
                     pass
+
+
+def _room(w: int, need: int) -> int:
+    """What the pipe of write end ``w`` holds, grown to ``need`` if it held less (a
+    pipe may hold 1 or 2 pages: a user past the system's pipe-user-pages-soft gets no
+    more, unless grown). 64 KiB where the size cannot be read or set (not Linux)."""
+    get, set_ = getattr(fcntl, "F_GETPIPE_SZ", None), getattr(fcntl, "F_SETPIPE_SZ", None)
+    if get is None or set_ is None:
+        return MOST
+    room = int(fcntl.fcntl(w, get))
+    if room < need:
+        try:
+            room = int(fcntl.fcntl(w, set_, need))
+        except OSError:  # (EPERM: the user is past the hard limit)
+            pass
+    return room
 
 
 def _not_blocking(r: int) -> int:

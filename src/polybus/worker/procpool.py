@@ -71,7 +71,7 @@ class _Pool:
     children: list[BaseProcess] = field(default_factory=list)
     broken: str | None = None
     manager: threading.Thread | None = None  # (the executor's thread)
-    watch: threading.Thread | None = None  # (`ProcessPool._watch`'s)
+    watcher: threading.Thread | None = None  # (`ProcessPool._watch`'s)
     futures: set[Future[Any]] = field(default_factory=set)
     killed: set[int] = field(default_factory=set)
     swept: bool = False
@@ -148,9 +148,16 @@ class ProcessPool:
             raise
         pool.children = list(executor._processes.values())
         pool.manager = getattr(executor, "_executor_manager_thread", None)
-        pool.watch = threading.Thread(target=self._watch, args=(pool,), daemon=True,
-                                      name="polybus-procpool-watch")
-        pool.watch.start()
+        # The children's answers' pipe: this process held its writing end too, only for
+        # children spawned later (none are: all are up). A child killed halfway through
+        # an answer left the executor's thread reading the rest for ever, no end of file
+        # coming; now that comes once every child has gone, and the pool breaks.
+        results = getattr(executor, "_result_queue", None)
+        if results is not None:
+            results._writer.close()
+        pool.watcher = threading.Thread(target=self._watch, args=(pool,), daemon=True,
+                                        name="polybus-procpool-watch")
+        pool.watcher.start()
         return pool
 
     def wrap(self, fn_name: str, idempotent: bool = True) -> Callable[..., Any]:
@@ -206,6 +213,10 @@ class ProcessPool:
                 return pool
             finally:
                 pool.done(future)
+                # (A broken pool's exception is the future's, its traceback holds this
+                # frame: with the future too, a cycle that kept the pool, and its
+                # queues' pipes, open until a full collection, pool after pool)
+                del future
             return _Value(_unpickled(answer))
         raise PoolDied("WorkerDiedError", (
             f"{self._replica}: its process pool broke {_SUBMITS} times in a row before "
@@ -279,6 +290,8 @@ class ProcessPool:
             self._closed = True
             pool = self._pool
         _end(pool, grace, wait=True)
+        if pool.watcher is not None:  # (it ends once the executor's thread has: none of
+            pool.watcher.join(_MANAGER_END_S)  # the pool's threads left running on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,10 +312,6 @@ def _how_it_broke(pool: _Pool, exc: BrokenProcessPool | None) -> str:
     """"a process of its process pool (pid 12) exited with status 3", or what else
     broke it."""
     cause = exc.__cause__ if exc is not None else None
-    if cause is not None:  # (no process died: the pool met an error of its own)
-        lines = [ln.strip() for ln in str(cause).strip().strip("'").splitlines() if ln.strip()]
-        return f"its process pool broke: an answer from it could not be read ({lines[-1]})" \
-            if lines else "its process pool broke"
     # A process's sentinel closes as it exits, before it can be reaped: wait for those.
     # (The executor's thread may reap one first: its exit code is ours once it has.)
     gone = set(connection.wait([p.sentinel for p in pool.children], timeout=0))
@@ -315,9 +324,14 @@ def _how_it_broke(pool: _Pool, exc: BrokenProcessPool | None) -> str:
     ended = [(p.pid, p.exitcode) for p in pool.children]
     # (The executor SIGTERMs the others once one has died, and `_watch` kills them:
     # those are not the news.)
-    dead = ([(pid, c) for pid, c in ended
-             if c is not None and c != -signal.SIGTERM and pid not in pool.killed]
-            or [(pid, c) for pid, c in ended if c is not None])
+    died = [(pid, c) for pid, c in ended
+            if c is not None and c != -signal.SIGTERM and pid not in pool.killed]
+    if cause is not None and not died:  # (none died of itself: an error of the pool's
+        # own; one that died halfway through its answer broke the reading of it too)
+        lines = [ln.strip() for ln in str(cause).strip().strip("'").splitlines() if ln.strip()]
+        return f"its process pool broke: an answer from it could not be read ({lines[-1]})" \
+            if lines else "its process pool broke"
+    dead = died or [(pid, c) for pid, c in ended if c is not None]
     if dead:
         pid, code = dead[0]
         more = f" (and {len(dead) - 1} more)" if len(dead) > 1 else ""
@@ -342,7 +356,4 @@ def _end(pool: _Pool, grace: float, *, wait: bool) -> None:
                 p.join(1.0)
     # The executor finds its pool broken (if it had not), fails what it held, lets go.
     pool.executor.shutdown(wait=wait, cancel_futures=True)
-    watch = pool.watch  # (its sweep follows the children's end: not left running on)
-    if wait and watch is not None and watch is not threading.current_thread():
-        watch.join(_MANAGER_END_S)
 

@@ -13,9 +13,11 @@ signal in one); and a thread of this module sends it again to the main thread ev
 `REPEAT_S` until the stop has been taken (`close`), for a module that caught it and
 went on. None is raised where a `StartStopped` is being handled already (an ``except``
 or ``finally`` on its way out, a process pool's start ending its children): that
-clean-up is not cut short, by the repeat or by a second signal. Once closed, a signal
-is noted and raises nothing; the caller passes what was noted on to the handlers that
-take over (`signum`).
+clean-up is not cut short, by the repeat or by a second signal. Nor is one raised
+where it would come out of the caller's ``try`` (serve's): as the handlers go in, in
+`close` before it disarms, or by the trace at a line of the caller's own frame (its
+own end, or its ``except``). Once closed, a signal is noted and raises nothing; the
+caller passes what was noted on to the handlers that take over (`signum`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from types import FrameType
+from typing import Any
 
 __all__ = ["REPEAT_S", "StartStopped", "StartStops"]
 
@@ -42,22 +45,37 @@ class StartStops:
     """Handlers for ``signals`` while a worker starts (the main thread's), in at once;
     the thread that repeats a signal runs from `repeat` to `close` (the handlers stay)."""
 
-    def __init__(self, signals: Iterable[signal.Signals]) -> None:
+    def __init__(self, signals: Iterable[signal.Signals],
+                 untraced: FrameType | None = None) -> None:
+        """``untraced``: the caller's frame (serve's), which goes on past the start to
+        its end or its clean-up, neither to be cut short: it and those that called it
+        are not traced (`_at_next_line`), a stop lost in a callback that interrupted
+        it comes with the repeat. A signal while this is made is noted; it raises
+        nothing until this is made (it would have come out of the caller's ``try``)."""
         self.signum: int | None = None
-        self._armed = True
+        self._armed = False
         self._pid = os.getpid()
         self._main = threading.get_ident()
         self._over = threading.Event()
+        self._repeater: threading.Thread | None = None
+        # (`_at_next_line`: each frame traced, with its own trace of before)
+        self._traced: dict[int, tuple[FrameType, Any]] = {}
+        self._trace_of_before: Any = None
+        self._raised = False  # (at a line: CPython has since taken every trace off)
+        self._untraced = untraced
         self._hook: Callable[[sys.UnraisableHookArgs], object] = sys.unraisablehook
         sys.unraisablehook = self._unraisable
         self._before: dict[signal.Signals, signal._HANDLER] = {}
-        for sig in signals:
-            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
-                continue  # (under nohup: as StopSignals leaves it)
-            self._before[sig] = signal.signal(sig, self._handle)
-        self._repeater: threading.Thread | None = None
-        self._traced: list[FrameType] = []  # (`_at_next_line`)
-        self._trace_of_before: object = None
+        try:
+            for sig in signals:
+                if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                    continue  # (under nohup: as StopSignals leaves it)
+                self._before[sig] = signal.signal(sig, self._handle)
+        except BaseException:  # (ValueError outside the main thread): nothing left of it
+            self.put_back()
+            sys.unraisablehook = self._hook
+            raise
+        self._armed = True  # (last: no call after it here, where a handler could run)
 
     def repeat(self) -> None:
         """Start the thread that repeats a signal not taken (by the caller, once this
@@ -78,8 +96,9 @@ class StartStops:
             return
         if self.signum is None:
             self.signum = signum
-        if self._armed and not _handling(sys.exc_info()[1]):
-            raise StartStopped
+        if self._armed and not _handling(sys.exc_info()[1]) \
+                and (frame is None or frame.f_code is not _CLOSE):
+            raise StartStopped  # (not in `close`, before its first line disarms)
 
     def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
         """A `StartStopped` lost in a callback is dropped unsaid, and raised again at
@@ -94,33 +113,52 @@ class StartStops:
         """`StartStopped` raised at the next line any of ``frame`` and those below it
         runs (as a debugger stops there: their own trace, a frame called later traced
         by none). A module whose time goes mostly to callbacks (objects with a
-        ``__del__`` dropped in a loop) met every signal, the repeats too, in one."""
+        ``__del__`` dropped in a loop) met every signal, the repeats too, in one.
+        A trace of before (coverage, a debugger) still sees every event meanwhile."""
         if self._traced:
-            return
+            if not self._raised:
+                return  # (one is waiting for its line already)
+            self._untrace()  # (the traces the last raise took off back, then again)
+        if frame is None or frame is self._untraced:
+            return  # (the caller's own: the repeat raises it)
+        self._raised = False
         self._trace_of_before = sys.gettrace()
-        while frame is not None:
+        while frame is not None and frame is not self._untraced:
+            self._traced[id(frame)] = (frame, frame.f_trace)
             frame.f_trace = self._line
-            self._traced.append(frame)
             frame = frame.f_back
-        sys.settrace(_untraced)
+        sys.settrace(_untraced if self._trace_of_before is None else self._trace_of_before)
 
     def _line(self, frame: FrameType, event: str, arg: object) -> object:
-        if not self._armed:
-            self._untrace()
+        traced = self._traced.get(id(frame))
+        if traced is not None and traced[0] is frame and traced[1] is not None:
+            # (the frame's own trace of before is given the event first, as ever)
+            self._traced[id(frame)] = (frame, traced[1](frame, event, arg))
+        if not self._armed or os.getpid() != self._pid:  # (or a child forked meanwhile:
+            self._untrace()  # the stop was its parent's, as `_handle` leaves it)
             return None
         if event != "line" or _handling(sys.exc_info()[1]):
             return self._line
-        self._untrace()
+        # Raised by a trace function, it makes CPython take every trace off (its
+        # sys.settrace(None), this frame's f_trace): `_untrace` puts them back, at
+        # `close` or the next one lost in a callback
+        self._raised = True
         raise StartStopped
 
     def _untrace(self) -> None:
-        """No frame traced any more, the trace of before (if any) back."""
+        """No frame traced by this any more: each frame's trace of before back, and the
+        thread's (coverage's, a debugger's), unless one was set since."""
         if not self._traced:
             return
-        for frame in self._traced:
-            frame.f_trace = None
+        for frame, before in self._traced.values():
+            if frame.f_trace == self._line or (self._raised and frame.f_trace is None):
+                frame.f_trace = before
         self._traced.clear()
-        sys.settrace(self._trace_of_before)  # type: ignore[arg-type]
+        now = sys.gettrace()
+        if now is _untraced or now is self._trace_of_before or (self._raised and now is None):
+            sys.settrace(self._trace_of_before)
+        self._trace_of_before = None
+        self._raised = False
 
     def _repeat(self) -> None:
         """Send the noted signal to the main thread again, until the stop is taken."""
@@ -150,6 +188,11 @@ class StartStops:
             sys.unraisablehook = self._hook
         if self._repeater is not None and self._repeater is not threading.current_thread():
             self._repeater.join()
+
+
+# A signal that lands in `close` (its call's first bytecode, before it disarms: a start
+# that failed or ended, its clean-up about to begin) raises nothing
+_CLOSE = StartStops.close.__code__
 
 
 def _handling(exc: BaseException | None) -> bool:
