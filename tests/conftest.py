@@ -84,10 +84,32 @@ def _mpi_files_apart(config: pytest.Config) -> None:
     if any(v in os.environ for v in _MPI_BACKING):
         return
     base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # (a tmpfs, as MPI's)
-    where = tempfile.mkdtemp(prefix="suite-mpi-", dir=base)
+    stale_mpi_dirs_removed(base or tempfile.gettempdir())
+    where = tempfile.mkdtemp(prefix=f"suite-mpi-{os.getpid()}-", dir=base)
     for v in _MPI_BACKING:
         os.environ[v] = where
     config.add_cleanup(lambda: shutil.rmtree(where, ignore_errors=True))
+
+
+def stale_mpi_dirs_removed(base: str) -> list[str]:
+    """Remove (and name) the `_mpi_files_apart` directories in ``base`` of sessions that
+    ended without their cleanup (a pytest killed by a timeout left its empty directory in
+    /dev/shm each time): those whose session's process (``suite-mpi-PID-...``) is gone."""
+    import shutil
+
+    gone = []
+    for d in Path(base).glob("suite-mpi-*-*"):
+        pid = d.name.split("-")[2]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(d.name)
+        except PermissionError:  # (alive, another user's)
+            continue
+    return gone
 
 
 def _compiled_ahead() -> None:
