@@ -181,9 +181,10 @@ def main(args: argparse.Namespace) -> int:
     for line in results_said(sweep, found):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.file.flush()  # (the table before any line saying an output was not written)
-    unwritten = write_outputs(sweep, args)
+    written: list[str] = []
+    unwritten = write_outputs(sweep, args, written)
     if sweep.interrupted is not None:  # (what ran is shown and saved; then as any Ctrl-C)
-        raise sweep.interrupted
+        raise _said(sweep, written)
     if unwritten:
         return 2
     if not all(c.ok for c in sweep.cells):
@@ -191,15 +192,33 @@ def main(args: argparse.Namespace) -> int:
     return RESULTS_DIFFER if found.changed else 0
 
 
-def write_outputs(sweep: Sweep, args: argparse.Namespace) -> int:
+def _said(sweep: Sweep, written: Sequence[str]) -> BaseException:
+    """The interrupt that stopped ``sweep``, with how far it went and where what ran is:
+    main() said only ``polybus sweep: interrupted``, under a table that may have scrolled
+    away, and nothing of the files written."""
+    stop = sweep.interrupted
+    assert stop is not None
+    if type(stop) is not KeyboardInterrupt or str(stop):  # (SIGTERM's, or one with words)
+        return stop
+    made = sum(c.made for c in sweep.cells)
+    where = f" and in {', '.join(written)}" if written else ""
+    return KeyboardInterrupt(f"after {made} of {sweep.planned * sweep.repeat} runs; what "
+                             f"ran is in the table above{where}")
+
+
+def write_outputs(sweep: Sweep, args: argparse.Namespace,
+                  saved: list[str] | None = None) -> int:
     """Write --json, --csv and --plot; each that cannot be written is said in a line and
-    the others are written all the same. How many could not be."""
+    the others are written all the same. How many could not be; those written are
+    added to ``saved``."""
     outputs = [(option, path, write) for option, path, write in (
         ("--json", args.json, partial(write_text, sweep.to_json)),
         ("--csv", args.csv, partial(write_text, sweep.to_csv)),
         ("--plot", args.plot if sweep.cells else None, partial(plot, sweep))) if path]
     written = [f"{option} {path}" for option, path, write in outputs
                if save("sweep", option, path, write)]
+    if saved is not None:
+        saved.extend(written)
     note = not_drawn(sweep)
     if f"--plot {args.plot}" in written and note is not None:  # (said in the picture too)
         print(f"polybus sweep: --plot {args.plot}: {note}", file=sys.stderr, flush=True)

@@ -21,7 +21,7 @@ def results(sweep: Sweep) -> Results:
 
 def _label(sweep: Sweep, cell: Cell, keys: Sequence[str]) -> str:
     short = short_names([k for k, _ in sweep.varies])
-    return ", ".join(f"{short[k]}={cell.config[k]}" for k in keys) or "every run"
+    return ", ".join(f"{short[k]}={sweep.shown(cell)[k]}" for k in keys) or "every run"
 
 
 def _some(names: Sequence[str]) -> str:

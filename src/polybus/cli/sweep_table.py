@@ -136,7 +136,7 @@ def table(sweep: Sweep, saved: Sequence[str] = ()) -> Table:
                 *(("efficiency",) if eff else ()), *(("sent", "received") if counted else ())):
         t.add_column(col, justify="right")
     for c in sweep.cells:
-        vals = [escape(c.config[k]) for k in keys]
+        vals = [escape(sweep.shown(c)[k]) for k in keys]
         if not c.ok:  # (no figure of the runs that succeeded first: not the combination's)
             t.add_row(*vals, f"[red]{failed(c, sweep.repeat)}[/]: {escape(brief(c.error, saved))}",
                       *((DASH,) if runs else ()), DASH, *((DASH,) if eff else ()),
