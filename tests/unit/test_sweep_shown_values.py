@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from polybus.cli.sweep_table import table
+from polybus.cli.sweep_table import table, title
 from polybus.sweep import Sweep, run_sweep
 from polybus.sweepargs import shown_values
 
@@ -38,6 +38,7 @@ def test_a_string_value_is_shown_without_its_quotes_in_the_table_and_csv() -> No
     rows = list(csv.DictReader(io.StringIO(sweep.to_csv())))
     assert [r[REPL] for r in rows] == ["a:speed=0.5,b"] * 2 + ["c"] * 2 + ["2"] * 2
     assert [r[STYLE] for r in rows] == ["sync", "async"] * 3
+    assert '"' not in title(sweep)  # (efficiency vs replication=a:speed=0.5,b)
     # the JSON keeps the value as the run took it
     assert sweep.to_dict()["cells"][0]["config"][REPL] == "a:speed=0.5,b"
 
