@@ -99,8 +99,16 @@ def panels(sweep: Sweep) -> list[Panel]:
     along = sweep.efficiency_vs
     if along is not None and any(c.efficiency is not None for c in sweep.cells):
         key = along[0]
-        out.append(_panel(sweep, "efficiency", lambda c: c.efficiency, key,
-                          lambda v: replicas(key, v), f"{_short(key, keys)} (replicas)"))
+        vals = dict(sweep.varies)[key]
+        counts = [replicas(key, v) for v in vals]
+        count_of: Callable[[str], float | None] = lambda v: replicas(key, v)  # noqa: E731
+        by_count = None
+        if len(set(counts)) < len(counts):  # (two values of one count: one x, joined)
+            count_of = lambda v: float(vals.index(v))  # noqa: E731
+            by_count = [f"{shown_values(vals)[v]} ({n:g})" for v, n in zip(vals, counts,
+                                                                           strict=True)]
+        out.append(_panel(sweep, "efficiency", lambda c: c.efficiency, key, count_of,
+                          f"{_short(key, keys)} (replicas)", by_count))
     # Bytes where a change moved them (cache on or off, forwarding, aggregation): a
     # panel of one flat line, or of a few percent's noise, would only take room.
     if differs([c.sent for c in sweep.cells if c.ok]):
