@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -120,13 +121,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "combination's cell, saying where it was; the sweep goes on")
 
 
+# No --set given: every override a run has is a --vary's, and what a run says of one
+# names --vary, the option the user typed (it said --set of a varied key); with --set
+# too, one origin cannot tell them apart, and --set is kept. (A context variable, not
+# an argument: tests swap _runner for functions of (path, sets).)
+_VARIED_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("varied_only",
+                                                                   default=False)
+
+
 def _runner(path: str, sets: Sequence[str], worker_output: bool = True,
             timeout: float | None = None) -> Measured:
-    from polybus.config.origin import SET
+    from polybus.config.origin import SET, VARY
     from polybus.resultdigest import result_digest
     from polybus.runner import run
 
-    r = run(path, tuple(sets), origin=SET, worker_output=worker_output, timeout=timeout)
+    r = run(path, tuple(sets), origin=VARY if _VARIED_ONLY.get() else SET,
+            worker_output=worker_output, timeout=timeout)
     digest, why = result_digest(r.result)  # (the result itself is not kept)
     return Measured(r.elapsed_s, r.bytes_sent, r.bytes_received, digest, why)
 
@@ -168,10 +178,15 @@ def main(args: argparse.Namespace) -> int:
         if args.no_worker_output or args.timeout is not None:
             runner = partial(_runner, worker_output=not args.no_worker_output,
                              timeout=args.timeout)
-        sweep = run_sweep(args.config, varies, args.repeat, said.counting(runner), baseline,
-                          fixed=args.set,
-                          progress=_Bar(bar, task, lines=not (err.is_terminal or args.quiet)),
-                          tied=tied)
+        varied_only = _VARIED_ONLY.set(not args.set)
+        try:
+            sweep = run_sweep(args.config, varies, args.repeat, said.counting(runner),
+                              baseline, fixed=args.set,
+                              progress=_Bar(bar, task,
+                                            lines=not (err.is_terminal or args.quiet)),
+                              tied=tied)
+        finally:
+            _VARIED_ONLY.reset(varied_only)
     for line in said.repeats("polybus sweep"):
         print(line, file=sys.stderr, flush=True)
     console.print(title(sweep), markup=False, highlight=False)
