@@ -109,10 +109,12 @@ def results_said(sweep: Sweep, found: Results | None = None) -> list[str]:
                " that ran" if sweep.interrupted is not None else "")
         lines.append(f"results: the same in {which} combination{ran} (digest "
                      f"{next(iter(found.digests))})")
-    elif found.compared:
+    elif found.compared:  # (a failed cell gave no result: said, as above)
+        ran = (", in the combinations that succeeded" if not all(c.ok for c in sweep.cells)
+               else ", in the combinations that ran" if sweep.interrupted is not None else "")
         lines.append(f"results: the same across "
                      f"{', '.join(short_names(keys)[k] for k in strategies)} at each "
-                     f"{', '.join(short_names(keys)[k] for k in program)} "
+                     f"{', '.join(short_names(keys)[k] for k in program)}{ran} "
                      f"(digests in --json/--csv)")
     elif program and sum(c in found.ran for c in sweep.cells) > 1:
         # (each combination ran another program, --tie of the args with a strategy:
