@@ -236,6 +236,13 @@ class Sweep:
     planned: int = 0  # combinations asked for
     tied: list[str] = field(default_factory=list)  # keys that move with the one before
 
+    def shown(self, cell: Cell) -> dict[str, str]:
+        """A cell's values as the table, CSV and plot show them (`shown_values`)."""
+        from polybus.sweepargs import shown_values
+
+        return {k: shown_values(dict(self.varies).get(k, [v])).get(v, v)
+                for k, v in cell.config.items()}
+
     @property
     def baseline_failed(self) -> bool:
         """Every cell of the baseline's values failed (or never ran): no speedup."""
@@ -301,7 +308,7 @@ class Sweep:
         for c in self.cells:
             stats = ([c.median, min(c.elapsed_s), max(c.elapsed_s)] if c.ok else ["", "", ""])
             sizes = (c.sent, c.received) if c.ok else (None, None)
-            w.writerow([*(c.config[k] for k in keys), *stats, len(c.elapsed_s), c.made,
+            w.writerow([*(self.shown(c)[k] for k in keys), *stats, len(c.elapsed_s), c.made,
                         *("" if x is None else x
                           for x in (c.speedup, c.efficiency, *sizes)),
                         c.error or "", self.interrupted is None,
@@ -336,13 +343,14 @@ def error_text(exc: Exception | SystemExit) -> str:
 
 
 def _rounds(path: str, cells: list[Cell], repeat: int, runner: Runner,
-            fixed: Sequence[str], progress: Progress | None) -> BaseException | None:
+            fixed: Sequence[str], progress: Progress | None,
+            shown: Callable[[Cell], dict[str, str]]) -> BaseException | None:
     """The runs, in rounds; the interrupt that stopped them, if one did."""
     for i in range(repeat):
         for cell in cells:
             if cell.error is not None:
                 continue  # (failed: its later rounds left the total when it failed)
-            label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in cell.config.items())
+            label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in shown(cell).items())
             what = f"{label} (round {i + 1}/{repeat})"
             if progress is not None:
                 progress.start(what)
@@ -384,9 +392,10 @@ def run_sweep(path: str, varies: Sequence[tuple[str, list[str]]], repeat: int,
     # In rounds, each combination once a round: a machine that drifts (another job, a
     # VM's neighbours) moves every cell alike, not the ones that ran during it.
     cells = [Cell(combo) for combo in combos]
+    shows = Sweep(path, [(k, list(v)) for k, v in varies], repeat, {}, []).shown
     stopped: BaseException | None = None
     try:
-        stopped = _rounds(path, cells, repeat, runner, fixed, progress)
+        stopped = _rounds(path, cells, repeat, runner, fixed, progress, shows)
     except KeyboardInterrupt as exc:  # between two runs (printing the last one's line)
         stopped = exc
     cells = [c for c in cells if c.elapsed_s or c.error is not None]

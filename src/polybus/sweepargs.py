@@ -19,6 +19,7 @@ __all__ = [
     "parse_baseline",
     "parse_varies",
     "parse_vary",
+    "shown_values",
     "split_values",
     "typed",
     "varies_nothing",
@@ -233,3 +234,17 @@ def typed(text: str) -> Any:
     except (TypeError, ValueError):
         return text
     return value
+
+
+def shown_values(values: Sequence[str]) -> dict[str, str]:
+    """Each of a key's varied values as the table, the CSV, the plot and the progress
+    show it: a string as the string (``"a:speed=0.5,b"`` typed shows ``a:speed=0.5,b``,
+    as ``sync`` typed bare shows ``sync``), any other value as typed; as typed, every
+    one, when two would then read alike (``2`` and ``"2"``)."""
+    from polybus.config.overrides import override_value
+
+    out = {}
+    for v in values:
+        value = override_value(v)
+        out[v] = value if isinstance(value, str) else v
+    return out if len(set(out.values())) == len(out) else {v: v for v in values}

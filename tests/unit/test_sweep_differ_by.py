@@ -103,3 +103,10 @@ def test_results_that_agree_have_nothing_to_explain() -> None:
     sweep = _sweep([f"{TRANSPORT}=tcp,shm"], _digested(lambda c: 1))
     assert not any("what made the difference" in x for x in results_said(sweep))
     assert _differ_by(sweep) == [] and sweep.to_dict()["results_differ"] is False
+
+
+def test_what_made_the_difference_shows_a_string_value_without_its_quotes() -> None:
+    sweep = _sweep([f'{REP}=1,2,"a,b"'], _digested(lambda c: c[REP] == "1"))
+    said = results_said(sweep, results(sweep))
+    assert any("replication=1 gives a different result from 2/a,b" in line
+               for line in said), said

@@ -132,3 +132,18 @@ def test_a_failed_combination_is_not_said_to_agree() -> None:
     assert [c.ok for c in sweep.cells] == [True, True, False]
     assert results_said(sweep) == [f"results: the same in every combination that succeeded "
                                    f"(digest {sweep.cells[0].digests[0]})"]
+
+
+def test_a_failed_combination_is_not_said_to_agree_when_args_are_varied_too() -> None:
+    """The same with an argument varied: `the same across replication at each args`
+    said nothing of args=[2], whose every combination had failed."""
+    varies, tied = parse_varies([f"{ARGS}=[1],[2],[3]", f"{REP}=1,2"])
+
+    def runner(path: str, sets: Sequence[str]) -> Measured:
+        if f"{ARGS}=[2]" in sets:
+            raise ValueError("refused")
+        return Measured(1.0, None, None, *result_digest(sets[0]))
+    sweep = run_sweep("a.toml", varies, 2, runner, tied=tied)
+    assert results_said(sweep) == ["results: the same across replication at each args, "
+                                   "in the combinations that succeeded (digests in "
+                                   "--json/--csv)"]

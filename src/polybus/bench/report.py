@@ -43,7 +43,7 @@ METRICS = ("rtt_us", "gbps", "calls_per_s", "seconds", "speedup", "efficiency",
 # Where none of those fits, one name more each (the results page says what each is):
 # matmul's parallel ceiling (k forked processes that hold A and B and send nothing), rudy's
 # asyncio HTTP server peer and its time for N requests one after another, mandelbrot's
-# share of rows migrated.
+# moves between replicas per 100 rows (a row moved twice counts twice: not a share).
 MORE_SYSTEMS = ("parallel_ceiling", "asyncio_http")
 MORE_METRICS = ("sequential_s", "moved_pct")
 
@@ -57,7 +57,7 @@ METRIC_UNITS: dict[str, str] = {
     "bytes_sent": "bytes sent",
     "makespan_ratio": "makespan / lower bound",
     "sequential_s": "s, sequential requests",
-    "moved_pct": "% of rows moved between replicas",
+    "moved_pct": "moves between replicas per 100 rows",
 }
 DASH = "\u2013"  # en dash, as in the source tables
 

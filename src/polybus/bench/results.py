@@ -252,8 +252,8 @@ def render_page(results: Iterable[Loaded], page: str | os.PathLike[str],
              "in src/polybus/bench/report.py), and four more where none of them fits: `parallel_ceiling` (matmul: k forked processes that hold A and B "
              "and send nothing, the most k servers could gain here), `asyncio_http` "
              "(rudy: an asyncio HTTP server peer), `sequential_s` (rudy: seconds for N "
-             "requests one after another) and `moved_pct` (mandelbrot: the share of rows "
-             "migrated).", "",
+             "requests one after another) and `moved_pct` (mandelbrot: moves between "
+             "replicas per 100 rows, a row moved twice counted twice).", "",
              *(f"- {line}" for line in record_lines(said)), ""]
     # A benchmark with two JSON files here (sort.json, sort-quick.json): each section
     # named by its file, or both were "## sort", and the contents led to the first alone.

@@ -37,6 +37,7 @@ from polybus.cli.values import (
     write_text,
 )
 from polybus.errors import UsageError
+from polybus.plural import plural
 
 if TYPE_CHECKING:
     from polybus.bench.report import BenchResult
@@ -314,12 +315,15 @@ def _run_one(name: str, args: argparse.Namespace, console: Console,
     if args.out:
         out = Path(args.out)
         targets.append((("--out", str(out / f"{name}.json")), ("--out", str(out / f"{name}.png"))))
+    wrote: list[str] = []  # (the JSON files written: an interrupt says where its rows are)
     for (json_option, json_path), (png_option, png_path) in targets:
         # (write_json makes --out's directory; - is standard output)
         write = (partial(write_text, lambda: result.to_json() + "\n")
                  if json_path == STDOUT else result.write_json)
         if json_path and not save("bench", json_option, json_path, write):
             unwritten.append(json_path)
+        elif json_path and json_path != STDOUT:
+            wrote.append(json_path)
         if png_path and result.rows:
             try:
                 if not save("bench", png_option, png_path, partial(plot, result)):
@@ -327,8 +331,10 @@ def _run_one(name: str, args: argparse.Namespace, console: Console,
             except ImportError as exc:  # matplotlib is an extra (--out: said before the runs)
                 _warn(f"{png_path} not written: matplotlib did not import ({exc}); "
                       f"{PLOT_EXTRA} for it")
-    if interrupted is not None:
-        raise interrupted
+    if interrupted is not None:  # (it said only "interrupted": not what was kept, nor where)
+        raise KeyboardInterrupt(f"{name}: the {plural(len(result.rows), 'row')} measured "
+                                f"before it written to {', '.join(wrote)}, "
+                                f'"complete": false') if wrote else interrupted
     return ok
 
 

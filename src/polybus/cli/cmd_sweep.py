@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -120,13 +121,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "combination's cell, saying where it was; the sweep goes on")
 
 
+# No --set given: every override a run has is a --vary's, and what a run says of one
+# names --vary, the option the user typed (it said --set of a varied key); with --set
+# too, one origin cannot tell them apart, and --set is kept. (A context variable, not
+# an argument: tests swap _runner for functions of (path, sets).)
+_VARIED_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("varied_only",
+                                                                   default=False)
+
+
 def _runner(path: str, sets: Sequence[str], worker_output: bool = True,
             timeout: float | None = None) -> Measured:
-    from polybus.config.origin import SET
+    from polybus.config.origin import SET, VARY
     from polybus.resultdigest import result_digest
     from polybus.runner import run
 
-    r = run(path, tuple(sets), origin=SET, worker_output=worker_output, timeout=timeout)
+    r = run(path, tuple(sets), origin=VARY if _VARIED_ONLY.get() else SET,
+            worker_output=worker_output, timeout=timeout)
     digest, why = result_digest(r.result)  # (the result itself is not kept)
     return Measured(r.elapsed_s, r.bytes_sent, r.bytes_received, digest, why)
 
@@ -168,10 +178,15 @@ def main(args: argparse.Namespace) -> int:
         if args.no_worker_output or args.timeout is not None:
             runner = partial(_runner, worker_output=not args.no_worker_output,
                              timeout=args.timeout)
-        sweep = run_sweep(args.config, varies, args.repeat, said.counting(runner), baseline,
-                          fixed=args.set,
-                          progress=_Bar(bar, task, lines=not (err.is_terminal or args.quiet)),
-                          tied=tied)
+        varied_only = _VARIED_ONLY.set(not args.set)
+        try:
+            sweep = run_sweep(args.config, varies, args.repeat, said.counting(runner),
+                              baseline, fixed=args.set,
+                              progress=_Bar(bar, task,
+                                            lines=not (err.is_terminal or args.quiet)),
+                              tied=tied)
+        finally:
+            _VARIED_ONLY.reset(varied_only)
     for line in said.repeats("polybus sweep"):
         print(line, file=sys.stderr, flush=True)
     console.print(title(sweep), markup=False, highlight=False)
@@ -181,9 +196,10 @@ def main(args: argparse.Namespace) -> int:
     for line in results_said(sweep, found):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.file.flush()  # (the table before any line saying an output was not written)
-    unwritten = write_outputs(sweep, args)
+    written: list[str] = []
+    unwritten = write_outputs(sweep, args, written)
     if sweep.interrupted is not None:  # (what ran is shown and saved; then as any Ctrl-C)
-        raise sweep.interrupted
+        raise _said(sweep, written)
     if unwritten:
         return 2
     if not all(c.ok for c in sweep.cells):
@@ -191,15 +207,33 @@ def main(args: argparse.Namespace) -> int:
     return RESULTS_DIFFER if found.changed else 0
 
 
-def write_outputs(sweep: Sweep, args: argparse.Namespace) -> int:
+def _said(sweep: Sweep, written: Sequence[str]) -> BaseException:
+    """The interrupt that stopped ``sweep``, with how far it went and where what ran is:
+    main() said only ``polybus sweep: interrupted``, under a table that may have scrolled
+    away, and nothing of the files written."""
+    stop = sweep.interrupted
+    assert stop is not None
+    if type(stop) is not KeyboardInterrupt or str(stop):  # (SIGTERM's, or one with words)
+        return stop
+    made = sum(c.made for c in sweep.cells)
+    where = f" and in {', '.join(written)}" if written else ""
+    return KeyboardInterrupt(f"after {made} of {sweep.planned * sweep.repeat} runs; what "
+                             f"ran is in the table above{where}")
+
+
+def write_outputs(sweep: Sweep, args: argparse.Namespace,
+                  saved: list[str] | None = None) -> int:
     """Write --json, --csv and --plot; each that cannot be written is said in a line and
-    the others are written all the same. How many could not be."""
+    the others are written all the same. How many could not be; those written are
+    added to ``saved``."""
     outputs = [(option, path, write) for option, path, write in (
         ("--json", args.json, partial(write_text, sweep.to_json)),
         ("--csv", args.csv, partial(write_text, sweep.to_csv)),
         ("--plot", args.plot if sweep.cells else None, partial(plot, sweep))) if path]
     written = [f"{option} {path}" for option, path, write in outputs
                if save("sweep", option, path, write)]
+    if saved is not None:
+        saved.extend(written)
     note = not_drawn(sweep)
     if f"--plot {args.plot}" in written and note is not None:  # (said in the picture too)
         print(f"polybus sweep: --plot {args.plot}: {note}", file=sys.stderr, flush=True)

@@ -11,6 +11,7 @@ from typing import Any
 
 from polybus.cli.sweep_table import short_names
 from polybus.sweep import Cell, Sweep, replicas, tied_with
+from polybus.sweepargs import shown_values
 
 __all__ = ["BYTES_NOISE", "Panel", "differs", "not_drawn", "panels", "plot", "series"]
 
@@ -60,7 +61,7 @@ def _panel(sweep: Sweep, name: str, get: Callable[[Cell], float | None], xkey: s
         x, y = x_of(c.config[xkey]), get(c) if c.ok else None
         if x is None:
             continue
-        label = ", ".join(f"{_short(k, keys)}={c.config[k]}" for k in others)
+        label = ", ".join(f"{_short(k, keys)}={sweep.shown(c)[k]}" for k in others)
         if y is not None:
             lines.setdefault(label, []).append((x, y))
             continue
@@ -92,14 +93,22 @@ def panels(sweep: Sweep) -> list[Panel]:
     values = dict(sweep.varies)[xkey]
     numeric = all(_number(v) is not None for v in values)
     x_of = _number if numeric else lambda v: float(values.index(v))
-    ticks = None if numeric else values
+    ticks = None if numeric else [shown_values(values)[v] for v in values]
     out = [_panel(sweep, "elapsed s", lambda c: c.median, xkey, x_of, _short(xkey, keys), ticks),
            _panel(sweep, "speedup", lambda c: c.speedup, xkey, x_of, _short(xkey, keys), ticks)]
     along = sweep.efficiency_vs
     if along is not None and any(c.efficiency is not None for c in sweep.cells):
         key = along[0]
-        out.append(_panel(sweep, "efficiency", lambda c: c.efficiency, key,
-                          lambda v: replicas(key, v), f"{_short(key, keys)} (replicas)"))
+        vals = dict(sweep.varies)[key]
+        counts = [replicas(key, v) for v in vals]
+        count_of: Callable[[str], float | None] = lambda v: replicas(key, v)  # noqa: E731
+        by_count = None
+        if len(set(counts)) < len(counts):  # (two values of one count: one x, joined)
+            count_of = lambda v: float(vals.index(v))  # noqa: E731
+            by_count = [f"{shown_values(vals)[v]} ({n:g})" for v, n in zip(vals, counts,
+                                                                           strict=True)]
+        out.append(_panel(sweep, "efficiency", lambda c: c.efficiency, key, count_of,
+                          f"{_short(key, keys)} (replicas)", by_count))
     # Bytes where a change moved them (cache on or off, forwarding, aggregation): a
     # panel of one flat line, or of a few percent's noise, would only take room.
     if differs([c.sent for c in sweep.cells if c.ok]):
@@ -126,7 +135,7 @@ def not_drawn(sweep: Sweep) -> str | None:
     drawn: ...", which beside the file's name, ``--plot s.png: not drawn: ...``, said the
     picture had not been written when it had.)"""
     keys = [k for k, _ in sweep.varies]
-    failed = [", ".join(f"{_short(k, keys)}={c.config[k]}" for k in keys)
+    failed = [", ".join(f"{_short(k, keys)}={sweep.shown(c)[k]}" for k in keys)
               for c in sweep.cells if not c.ok]
     if not failed:
         return None

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from polybus.cli.sweep_table import short_names
 from polybus.sweep import Cell, Sweep
+from polybus.sweepargs import shown_values
 from polybus.sweepsame import Classes, Results, compare_results, computing
 
 __all__ = ["SHOWN", "results", "results_said"]
@@ -21,7 +22,7 @@ def results(sweep: Sweep) -> Results:
 
 def _label(sweep: Sweep, cell: Cell, keys: Sequence[str]) -> str:
     short = short_names([k for k, _ in sweep.varies])
-    return ", ".join(f"{short[k]}={cell.config[k]}" for k in keys) or "every run"
+    return ", ".join(f"{short[k]}={sweep.shown(cell)[k]}" for k in keys) or "every run"
 
 
 def _some(names: Sequence[str]) -> str:
@@ -49,6 +50,13 @@ def _made_it(split: dict[str, Classes], others: bool) -> str:
     return f"{said}, whatever the other varied keys" if others else said
 
 
+def _shown(sweep: Sweep, split: dict[str, Classes]) -> dict[str, Classes]:
+    """``split``'s values as the table shows them (`shown_values`: "a,b" as a,b)."""
+    values = dict(sweep.varies)
+    return {k: tuple(tuple(shown_values(values.get(k, list(c))).get(v, v) for v in c)
+                     for c in classes) for k, classes in split.items()}
+
+
 def differ_by(sweep: Sweep, found: Results) -> list[str]:
     """The lines saying which varied key made each group of combinations that should
     agree give different results: one for every group when they say the same."""
@@ -56,9 +64,9 @@ def differ_by(sweep: Sweep, found: Results) -> list[str]:
     program = [k for k in keys if computing(k)]
     others = sum(not computing(k) for k in keys) > 1
     if all(s == found.split_by[0] for s in found.split_by):
-        return [f"  what made the difference: {_made_it(found.split_by[0], others)}"]
+        return [f"  what made the difference: {_made_it(_shown(sweep, found.split_by[0]), others)}"]
     return [f"  what made the difference at {_label(sweep, group[0], program)}: "
-            f"{_made_it(split, others)}" for group, split in zip(found.differing,
+            f"{_made_it(_shown(sweep, split), others)}" for group, split in zip(found.differing,
                                                                   found.split_by,
                                                                   strict=True)]
 
@@ -101,10 +109,12 @@ def results_said(sweep: Sweep, found: Results | None = None) -> list[str]:
                " that ran" if sweep.interrupted is not None else "")
         lines.append(f"results: the same in {which} combination{ran} (digest "
                      f"{next(iter(found.digests))})")
-    elif found.compared:
+    elif found.compared:  # (a failed cell gave no result: said, as above)
+        ran = (", in the combinations that succeeded" if not all(c.ok for c in sweep.cells)
+               else ", in the combinations that ran" if sweep.interrupted is not None else "")
         lines.append(f"results: the same across "
                      f"{', '.join(short_names(keys)[k] for k in strategies)} at each "
-                     f"{', '.join(short_names(keys)[k] for k in program)} "
+                     f"{', '.join(short_names(keys)[k] for k in program)}{ran} "
                      f"(digests in --json/--csv)")
     elif program and sum(c in found.ran for c in sweep.cells) > 1:
         # (each combination ran another program, --tie of the args with a strategy:

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from polybus.plural import plural
 from polybus.sweep import Cell, Sweep, moving_with, replicas
+from polybus.sweepargs import shown_values
 
 __all__ = ["BRIEF", "DASH", "brief", "compared", "elapsed", "failed", "runs_said",
            "short_names", "size", "table", "title"]
@@ -44,8 +45,12 @@ def brief(error: str | None, saved: Sequence[str] = ()) -> str:
     return f"{first} (full text {where})"
 
 
+def _shown(sweep: Sweep, key: str, value: str) -> str:
+    return shown_values(dict(sweep.varies).get(key, [value])).get(value, value)
+
+
 def _base(sweep: Sweep) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sweep.baseline.items())
+    return ", ".join(f"{k}={_shown(sweep, k, v)}" for k, v in sweep.baseline.items())
 
 
 def _same(sweep: Sweep, ref: dict[str, str]) -> str:
@@ -83,7 +88,8 @@ def compared(sweep: Sweep) -> str:
     if expand({key: value}) == expand(sweep.baseline):
         return f"{speedup}; efficiency: that speedup {per}"
     ref = {key: value}
-    return f"{speedup}; efficiency: speedup vs {key}={value}{_same(sweep, ref)}, {per}"
+    return (f"{speedup}; efficiency: speedup vs {key}={_shown(sweep, key, value)}"
+            f"{_same(sweep, ref)}, {per}")
 
 
 def title(sweep: Sweep) -> str:
@@ -136,7 +142,7 @@ def table(sweep: Sweep, saved: Sequence[str] = ()) -> Table:
                 *(("efficiency",) if eff else ()), *(("sent", "received") if counted else ())):
         t.add_column(col, justify="right")
     for c in sweep.cells:
-        vals = [escape(c.config[k]) for k in keys]
+        vals = [escape(sweep.shown(c)[k]) for k in keys]
         if not c.ok:  # (no figure of the runs that succeeded first: not the combination's)
             t.add_row(*vals, f"[red]{failed(c, sweep.repeat)}[/]: {escape(brief(c.error, saved))}",
                       *((DASH,) if runs else ()), DASH, *((DASH,) if eff else ()),
