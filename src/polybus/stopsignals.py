@@ -25,7 +25,7 @@ from types import FrameType, TracebackType
 
 from polybus.transport.ready import ready
 
-__all__ = ["StopSignals", "Stopping"]
+__all__ = ["StopSignals", "Stopping", "as_python_would"]
 
 # The longest one select in `wait` blocks. The kernel gives a signal to the main thread
 # only when that thread does not block it; given to another thread, it interrupts no
@@ -35,6 +35,16 @@ _SLICE = 0.5
 
 class Stopping(BaseException):  # (a stop, as KeyboardInterrupt is: not an Exception)
     """A stop signal came within `StopSignals.raising` (its ``signum`` is noted)."""
+
+
+def as_python_would(signum: int) -> None:
+    """In a child forked after polybus's handlers were set, ``signum`` as Python's own
+    handling would take it: KeyboardInterrupt for SIGINT, else the default action."""
+    if signum == signal.SIGINT:
+        signal.signal(signum, signal.default_int_handler)
+        raise KeyboardInterrupt
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 class StopSignals:
@@ -64,11 +74,7 @@ class StopSignals:
         # is not this process's, and must not wake this process's wait. The child gets
         # what Python's own handling would do (terminate() of a forked child ends it).
         if os.getpid() != self._pid:
-            if signum == signal.SIGINT:
-                signal.signal(signum, signal.default_int_handler)
-                raise KeyboardInterrupt
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
+            as_python_would(signum)
             return
         if self.signum is None:
             self.signum = signum

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from polybus.deadline import RunTimeout
-from polybus.errors import ConfigError, PolybusError, UsageError
+from polybus.errors import ConfigError, UsageError
 from polybus.sweepargs import check_nesting, check_repeat, overridden, parse_baseline, typed
 from polybus.sweepcompare import Expand, compare, efficiency_reference, replicas
+from polybus.wherestopped import error_text
 
 __all__ = ["Cell", "Measured", "Runner", "Sweep", "check_combinations", "combinations",
            "efficiency_reference", "overridden", "replicas", "run_sweep"]
@@ -321,25 +322,6 @@ class Sweep:
 
     def write_json(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json(), encoding="utf-8")
-
-
-def error_text(exc: Exception | SystemExit) -> str:
-    """A failed cell's error: its first line says what, and an exception the client
-    program raised keeps its traceback from the entrypoint down below it, as `run`
-    shows it (the cell's first line in the table, the whole in --json/--csv). A
-    program's sys.exit says the status it asked for."""
-    from polybus.usernames import format_exception
-    from polybus.wherestopped import client_traceback
-
-    what = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
-    if isinstance(exc, SystemExit):
-        code = exc.code
-        status = 0 if code is None else code if isinstance(code, int) else 1
-        what += f" (the program exited, status {status})"
-    tb = None if isinstance(exc, PolybusError) else client_traceback(exc)
-    if tb is None:
-        return what
-    return what + "\n" + "".join(format_exception(exc, tb)).rstrip()  # (client.InputError)
 
 
 def _rounds(path: str, cells: list[Cell], repeat: int, runner: Runner,

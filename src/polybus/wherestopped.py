@@ -10,7 +10,7 @@ from types import TracebackType
 
 from polybus.ownfiles import is_library_file, is_polybus_file
 
-__all__ = ["client_traceback", "where_stopped"]
+__all__ = ["client_traceback", "error_text", "where_stopped"]
 
 
 def client_traceback(exc: BaseException) -> TracebackType | None:
@@ -50,3 +50,22 @@ def where_stopped(exc: BaseException) -> str:
         tb = tb.tb_next
     notes = "; ".join(n for n in getattr(exc, "__notes__", ()) if n.startswith("it was "))
     return (own or line) + (f"; {notes}" if notes else "")
+
+
+def error_text(exc: Exception | SystemExit) -> str:
+    """A failed cell's error: its first line says what, and an exception the client
+    program raised keeps its traceback from the entrypoint down below it, as `run`
+    shows it (the cell's first line in the table, the whole in --json/--csv). A
+    program's sys.exit says the status it asked for."""
+    from polybus.errors import PolybusError
+    from polybus.usernames import format_exception
+
+    what = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        status = 0 if code is None else code if isinstance(code, int) else 1
+        what += f" (the program exited, status {status})"
+    tb = None if isinstance(exc, PolybusError) else client_traceback(exc)
+    if tb is None:
+        return what
+    return what + "\n" + "".join(format_exception(exc, tb)).rstrip()  # (client.InputError)

@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
 
+from polybus.stopsignals import as_python_would
+
 __all__ = ["REPEAT_S", "StartStopped", "StartStops"]
 
 REPEAT_S = 0.1  # how often a stop not yet taken is sent again to the main thread
@@ -88,11 +90,7 @@ class StartStops:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if os.getpid() != self._pid:  # (a child the module forked: Python's own handling)
-            if signum == signal.SIGINT:
-                signal.signal(signum, signal.default_int_handler)
-                raise KeyboardInterrupt
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
+            as_python_would(signum)
             return
         if self.signum is None:
             self.signum = signum
