@@ -202,3 +202,19 @@ def test_a_lone_send_that_finds_the_peer_gone_names_its_frame() -> None:
                 w.send(Call(i, "f", [b"small"]))
         never = w.stop_writes()
         assert never is not None and 1 not in never and i in never, (never, i)
+
+
+def test_frames_of_several_left_unsent_are_named_and_those_written_are_not() -> None:
+    """The same for sends of several messages at once (an async burst, a batch's)."""
+    with _pair() as (w, r):
+        sent: set[int] = set()
+        i = 0
+        while not w.unsent:  # (the reader does not read: the connection fills)
+            w.send_many([Call(i, "f", [BIG[:4096]]), Call(i + 1, "f", [b"small"])], LATER)
+            sent |= {i, i + 1}
+            i += 2
+        never = w.stop_writes()
+        assert never is not None and i - 1 in never
+        w.sock.shutdown(socket.SHUT_WR)
+        whole = _decoded(r)
+        assert whole and not whole & never and whole | never == sent

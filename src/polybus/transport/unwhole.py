@@ -100,26 +100,41 @@ class FrameEnds:
         return n
 
     def _send_frames(self, msgs: list[Message], on_blocked: Callable[[], None] | None) -> int:
-        """`_send_one` for ``msgs``, each frame's end kept (the send lock held)."""
+        """`_send_one` for ``msgs``: their frames' ends counted only if they are not all
+        written whole (the send lock held)."""
         if not self.frames_known:
             return self._send_pieces(self._encode_many(msgs), on_blocked)
         pieces: list[bytes | memoryview] = []
-        sizes: list[int] = []
+        counts: list[int] = []  # (each message's pieces)
         for m in msgs:  # (every one encoded before any is counted: one may raise)
             p = self._encode(m)
             pieces += p
-            sizes.append(size(p))
-        ends: list[tuple[int, Message]] = []
-        for m, n in zip(msgs, sizes, strict=True):
-            self.queued += n
-            ends.append((self.queued, m))
+            counts.append(len(p))
+        fast = not self.unsent and self._ends is None  # (``queued`` is ``bytes_sent``)
+        base = self.queued
         try:
             n = self._send_pieces(pieces, on_blocked)
         except BaseException:
-            self._cut(ends)
+            self._cut(self._frame_ends(msgs, pieces, counts, base))
             raise
-        self._wrote(ends)
+        if fast and not self.unsent:
+            self.queued = self.bytes_sent
+        else:
+            self._wrote(self._frame_ends(msgs, pieces, counts, base))
         return n
+
+    def _frame_ends(self, msgs: list[Message], pieces: list[bytes | memoryview],
+                    counts: list[int], base: int) -> list[tuple[int, Message]]:
+        """Where each of ``msgs``' frames (``pieces``, ``counts`` of them each) ends in
+        the stream, the first after ``base``; ``queued`` is the last."""
+        ends: list[tuple[int, Message]] = []
+        i = 0
+        for m, k in zip(msgs, counts, strict=True):
+            base += size(pieces[i:i + k])
+            i += k
+            ends.append((base, m))
+        self.queued = base
+        return ends
 
     def _wrote(self, ends: list[tuple[int, Message]]) -> None:
         """A send returned: ``ends`` kept while bytes are left unsent, else all forgotten."""
