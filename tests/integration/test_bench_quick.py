@@ -15,6 +15,7 @@ import pytest
 
 from polybus.bench import registry
 from polybus.bench.report import METRICS, MORE_METRICS, MORE_SYSTEMS, SYSTEMS
+from polybus.bench.schema import fault
 
 if TYPE_CHECKING:
     from conftest import QuickBenchmarks  # tests/conftest.py
@@ -34,6 +35,7 @@ def test_quick_benchmark_runs_and_writes_schema(name: str, quick_bench: QuickBen
     assert run.exit_code == 0
     d = run.json
     assert set(d) >= KEYS and d["bench"] == name
+    assert fault(d) is None, fault(d)  # (each field of the kind the results page reads)
     assert d["rows"], "a benchmark writes at least one row"
     for row in d["rows"]:
         assert set(row) >= ROW_KEYS
