@@ -32,7 +32,7 @@ from polybus.worker.bells import coalescing
 from polybus.worker.busy import IDLE
 from polybus.worker.cache import Forwarded
 from polybus.worker.cache import resolve as resolve_operands
-from polybus.worker.forwarding import heeded
+from polybus.worker.forwarding import to_finish
 from polybus.worker.replies import UNSENDABLE, failure, write
 from polybus.worker.servicing import Job
 from polybus.worker.socketserve import serve_socket, usable
@@ -199,7 +199,7 @@ def _answer(rt: WorkerRuntime, ch: Channel, call: Call, fn: Callable[..., Any]) 
     threads_busy[me] = (done + spent, 0.0)
     rt.busy_s += spent
     rt.calls += 1
-    if rt.forwarding.waiting or (type(reply) is Result and heeded(reply.value)):
+    if to_finish(rt.forwarding, reply):
         reply = rt.forwarding.finished(ch, call, reply)
     if ch.closed:
         return

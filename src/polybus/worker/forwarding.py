@@ -67,7 +67,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("polybus.worker")
 
-__all__ = ["ARRIVED_BOUND", "FORWARD_MIN", "HELD_BOUND", "HOLD", "TAKEN_BOUND", "Forwarding"]
+__all__ = ["ARRIVED_BOUND", "FORWARD_MIN", "HELD_BOUND", "HOLD", "TAKEN_BOUND", "Forwarding",
+           "to_finish"]
 
 # An answer this large is worth keeping off the client: before it is sent, the replica
 # reads what that client sent while the call ran (WorkerRuntime.heed), so a Forward
@@ -84,6 +85,21 @@ def heeded(value: Any) -> bool:
     """Whether ``value`` is of a kind that may be so large: an array, bytes, bytearray."""
     t = type(value)
     return t is bytes or t is bytearray or t is ndarray_type()
+
+
+def to_finish(fw: Forwarding, reply: Message) -> bool:
+    """Whether `Forwarding.finished` has anything to do for ``reply``: requests waiting,
+    queued calls taken, or a large value (`heeded`, FORWARD_MIN or more). Else it returns
+    ``reply`` as it is, and the inline paths skip its call (worker/direct.py)."""
+    if fw.waiting or fw._took:
+        return True
+    if type(reply) is not Result:
+        return False
+    v = reply.value
+    t = type(v)
+    if t is bytes or t is bytearray:
+        return len(v) >= FORWARD_MIN
+    return t is ndarray_type() and bool(v.nbytes >= FORWARD_MIN)
 
 
 def _large(value: Any) -> bool:

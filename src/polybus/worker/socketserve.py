@@ -31,7 +31,7 @@ from polybus.wire.codec import Ref
 from polybus.wire.messages import Call, Message, Result
 from polybus.worker import unread
 from polybus.worker.busy import IDLE
-from polybus.worker.forwarding import heeded
+from polybus.worker.forwarding import to_finish
 from polybus.worker.replies import UNSENDABLE, failure, write
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def serve_socket(rt: WorkerRuntime, ch: Channel, fair_s: float
             threads_busy[me] = (done + spent, 0.0)
             rt.busy_s += spent
             rt.calls += 1
-            if rt.forwarding.waiting or (type(reply) is Result and heeded(reply.value)):
+            if to_finish(rt.forwarding, reply):
                 reply = rt.forwarding.finished(ch, msg, reply)
             if not ch.closed:  # the answer: Channel.send's steps, a one-piece frame written here
                 unsendable = False
