@@ -42,7 +42,7 @@ class Pending:
 
     __slots__ = ("__weakref__", "args", "attempts", "batcher", "clean", "dispatcher", "done",
                  "entries", "error", "fails", "id", "late", "link", "only", "opbytes",
-                 "opened", "ops", "placed", "resent", "size", "values")
+                 "opened", "ops", "placed", "resent", "size", "spared", "values")
 
     def __init__(self, batcher: Batcher, now: float) -> None:
         self.batcher = batcher
@@ -54,6 +54,9 @@ class Pending:
         self.id = 0
         self.link: ReplicaLink | None = None
         self.attempts = 0
+        # Of those, tries lost that never reached their replica (client/unwritten.py):
+        # run again, but no failed try (the poison rule counts ``attempts - spared``)
+        self.spared = 0
         self.done = False
         self.clean = False  # answered, and no call of it failed or was given up on
         self.values: list[Any] = []

@@ -244,8 +244,8 @@ def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None
         del link.outstanding[b.id]
     bt.inflight[i] = 0
     # Never reached the replica whole (held here, or not written whole: unwritten.py):
-    # run again whatever the interface, not taken for poison now (though the try is in
-    # their ``attempts``, which the poison rule counts at a later loss)
+    # run again whatever the interface, and that try is no failed one (``spared``: the
+    # poison rule counts only losses of a batch that may have run)
     never = set() if link.unwritten is None else link.unwritten | {
         m.id for m in bt.held[i] if type(m) is CallBatch}
     bt.held[i] = []  # (their batches are among those re-run or failed below)
@@ -255,6 +255,7 @@ def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None
         if b.done:
             continue
         if b.id in never and live:
+            b.spared += 1
             b.link = None
             bt.backlog.appendleft(b)  # first in line, in its old order
             if b.entries:
@@ -264,10 +265,10 @@ def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None
                 f"{link.name} died holding a batch of {plural(len(b.args), 'call')} to "
                 f"{bt.interface}, which is not idempotent, so they were not re-run "
                 f"({error})", interface=bt.interface, replica=link.name))
-        elif b.attempts >= d.max_attempts:
+        elif (losses := b.attempts - b.spared) >= d.max_attempts:
             b.set_error(PoisonCallError(
                 f"a batch of {plural(len(b.args), 'call')} to {bt.interface} was lost "
-                f"with {plural(b.attempts, 'replica')} in a row (last: {link.name}); it is "
+                f"with {plural(losses, 'replica')} in a row (last: {link.name}); it is "
                 f"not tried again", interface=bt.interface, replica=link.name))
         elif live:
             # (with none live, where lost replicas are looked for again, it waits for
@@ -279,7 +280,8 @@ def requeue(bt: Batcher, link: ReplicaLink, i: int, error: PolybusError) -> None
         else:
             b.set_error(ConnectionLostError(
                 f"every replica of {bt.interface} is gone (last: {link.name}: "
-                f"{error})" + suspect_note(bt.interface, b.attempts, error, link.module)))
+                f"{error})" + suspect_note(bt.interface, b.attempts - b.spared, error,
+                                           link.module)))
 
 
 __all__ = ["refuse", "requeue", "settle_owed", "unplace", "write", "write_after"]
