@@ -62,6 +62,9 @@ class ReplicaStats:
     # replica serves (a run's own workers': removed with the run's directory), kept all
     # the same: it says the transport and that the replica was here (docs/guide.md, --json)
     addresses: list[str] = field(default_factory=list)
+    # The module it serves ("server"): a sweep counts the replicas each module's runs
+    # found (fewer than its replication asks for, at a registry) by it
+    module: str = ""
 
 
 @dataclass
@@ -197,7 +200,8 @@ def _row(session: Session, rows: dict[str, ReplicaStats], key: str, link: Replic
     rs = rows.get(key)
     new = rs is None
     if rs is None:
-        rs = rows[key] = ReplicaStats(link.name, speed=link.speed, lost=lost)
+        rs = rows[key] = ReplicaStats(link.name, speed=link.speed, lost=lost,
+                                      module=link.module)
     scheme = link.channel.peer.partition("://")[0]
     if scheme not in rs.transports:
         rs.transports.append(scheme)
