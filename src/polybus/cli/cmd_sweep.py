@@ -214,15 +214,16 @@ def main(args: argparse.Namespace) -> int:
 def _said(sweep: Sweep, written: Sequence[str]) -> BaseException:
     """The interrupt that stopped ``sweep``, with how far it went and where what ran is:
     main() said only ``polybus sweep: interrupted``, under a table that may have scrolled
-    away, and nothing of the files written."""
+    away, and nothing of the files written. A SIGTERM's as well, of its own type
+    (`Terminated`: ``terminated (after ...)``, status 143): it said ``terminated`` alone."""
     stop = sweep.interrupted
     assert stop is not None
-    if type(stop) is not KeyboardInterrupt or str(stop):  # (SIGTERM's, or one with words)
+    if not isinstance(stop, KeyboardInterrupt) or str(stop):  # (one with words: its own)
         return stop
     made = sum(c.made for c in sweep.cells)
     where = f" and in {', '.join(written)}" if written else ""
-    return KeyboardInterrupt(f"after {made} of {sweep.planned * sweep.repeat} runs; what "
-                             f"ran is in the table above{where}")
+    return type(stop)(f"after {made} of {sweep.planned * sweep.repeat} runs; what ran is "
+                      f"in the table above{where}")
 
 
 def write_outputs(sweep: Sweep, args: argparse.Namespace,
