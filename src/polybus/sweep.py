@@ -45,6 +45,7 @@ class Measured:
     bytes_received: int | None = None
     digest: str | None = None
     no_digest: str | None = None
+    replicas: dict[str, int] | None = None  # module -> the replicas that served it
 
 
 Runner = Callable[[str, Sequence[str]], "float | Measured"]
@@ -167,6 +168,8 @@ class Cell:
     # each run's result digest, as elapsed_s (None: none kept), and why one could not be
     digests: list[str | None] = field(default_factory=list)
     no_digest: str | None = None
+    # module -> the replicas that served it in each run (when the runner counts them)
+    replicas: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -204,6 +207,8 @@ class Cell:
             self.bytes_received.append(int(got.bytes_received))
         self.digests.append(got.digest)
         self.no_digest = self.no_digest or got.no_digest
+        for module, n in (got.replicas or {}).items():
+            self.replicas.setdefault(module, []).append(n)
 
     def to_dict(self) -> dict[str, Any]:
         """Its JSON. ``runs``: the runs made, ``runs_ok`` (and ``n``, as ever) those that
@@ -220,7 +225,8 @@ class Cell:
                 "bytes_sent": list(self.bytes_sent), "bytes_received": list(self.bytes_received),
                 "bytes_sent_median": self.sent if ok else None,
                 "bytes_received_median": self.received if ok else None,
-                "digests": list(self.digests), "no_digest": self.no_digest}
+                "digests": list(self.digests), "no_digest": self.no_digest,
+                "replicas": {m: list(ns) for m, ns in self.replicas.items()}}
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from polybus.sweep import Cell
 
-__all__ = ["Expand", "compare", "efficiency_reference", "replicas"]
+__all__ = ["Expand", "compare", "efficiency_reference", "replicas", "served", "short"]
 
 Expand = Callable[[Mapping[str, str]], dict[str, str]]
 """Values of some varied keys -> those with the values of the keys tied to them."""
@@ -32,6 +32,30 @@ def replicas(key: str, value: str) -> float | None:
         return float(len(parse_replication(override_value(value), "server")[0]))
     except ConfigError:
         return None
+
+
+def served(cell: Cell, key: str) -> float | None:
+    """The replicas of the module of ``key`` (``modules.<m>.replication``) that served
+    each run of ``cell``, when its runs counted them and found as many each; else None.
+    At a registry a run goes on with the workers registered, fewer than the replication
+    may ask for (said once, by the run), so its efficiency is per replica that served."""
+    parts = key.split(".")
+    if len(parts) != 3 or parts[0] != "modules" or parts[2] != "replication":
+        return None
+    counts = set(cell.replicas.get(parts[1], ()))
+    return float(counts.pop()) if len(counts) == 1 else None
+
+
+def short(cells: Sequence[Cell], key: str) -> list[tuple[Cell, int, int]]:
+    """The cells with a figure whose runs found fewer replicas of ``key``'s module than
+    their value of ``key`` asks for: each with the count that served and the count
+    asked."""
+    out = []
+    for c in cells:
+        n, asked = served(c, key), replicas(key, c.config.get(key, ""))
+        if c.ok and n is not None and asked is not None and n < asked:
+            out.append((c, int(n), int(asked)))
+    return out
 
 
 def efficiency_reference(configs: Sequence[Mapping[str, str]], baseline: Mapping[str, str]
@@ -89,6 +113,12 @@ def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
             continue
         key, value = along
         ref = ok_cell({**c.config, **expand({key: value})})
-        p, p0 = replicas(key, c.config[key]), replicas(key, value)
-        if ref is not None and p and p0 is not None:  # (p = 0: no servers, no efficiency)
+        if ref is None:
+            continue
+        # (the replicas that served, at a registry fewer than asked: else as the value reads)
+        p = served(c, key)
+        p = replicas(key, c.config[key]) if p is None else p
+        p0 = served(ref, key)
+        p0 = replicas(key, value) if p0 is None else p0
+        if p and p0 is not None:  # (p = 0: no servers, no efficiency)
             c.efficiency = ref.median / c.median / (p / p0 if p0 else p)

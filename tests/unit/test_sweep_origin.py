@@ -15,6 +15,7 @@ from polybus.config.origin import SET, VARY
 
 class _Ran:
     elapsed_s, bytes_sent, bytes_received, result = 1.0, 0, 0, 1
+    replicas = ()  # (RunResult's: the replicas each module's run found)
 
 
 @pytest.mark.parametrize(("extra", "origin"), [([], VARY),

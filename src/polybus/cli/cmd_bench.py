@@ -331,8 +331,9 @@ def _run_one(name: str, args: argparse.Namespace, console: Console,
             except ImportError as exc:  # matplotlib is an extra (--out: said before the runs)
                 _warn(f"{png_path} not written: matplotlib did not import ({exc}); "
                       f"{PLOT_EXTRA} for it")
-    if interrupted is not None:  # (it said only "interrupted": not what was kept, nor where)
-        raise KeyboardInterrupt(f"{name}: the {plural(len(result.rows), 'row')} measured "
+    if interrupted is not None:  # (it said only "interrupted": not what was kept, nor where;
+        # of the interrupt's own type: a SIGTERM's said "interrupted" and exited 130)
+        raise type(interrupted)(f"{name}: the {plural(len(result.rows), 'row')} measured "
                                 f"before it written to {', '.join(wrote)}, "
                                 f'"complete": false') if wrote else interrupted
     return ok

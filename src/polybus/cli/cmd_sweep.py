@@ -37,7 +37,7 @@ from polybus.bench.progress import Times
 from polybus.cli.output import result_console
 from polybus.cli.sweep_plot import not_drawn, plot
 from polybus.cli.sweep_results import results, results_said
-from polybus.cli.sweep_table import table, title
+from polybus.cli.sweep_table import short_said, table, title
 from polybus.cli.values import (
     STDOUT,
     check_distinct,
@@ -138,7 +138,11 @@ def _runner(path: str, sets: Sequence[str], worker_output: bool = True,
     r = run(path, tuple(sets), origin=VARY if _VARIED_ONLY.get() else SET,
             worker_output=worker_output, timeout=timeout)
     digest, why = result_digest(r.result)  # (the result itself is not kept)
-    return Measured(r.elapsed_s, r.bytes_sent, r.bytes_received, digest, why)
+    served: dict[str, set[str]] = {}  # (a process taken back has a row of its own)
+    for rs in r.replicas:
+        served.setdefault(rs.module, set()).add(rs.name)
+    return Measured(r.elapsed_s, r.bytes_sent, r.bytes_received, digest, why,
+                    {m: len(names) for m, names in served.items()})
 
 
 def main(args: argparse.Namespace) -> int:
@@ -193,7 +197,7 @@ def main(args: argparse.Namespace) -> int:
     console.print(table(sweep, [o for o, f in (("--json", args.json), ("--csv", args.csv))
                                 if f]))
     found = results(sweep)
-    for line in results_said(sweep, found):
+    for line in [*short_said(sweep), *results_said(sweep, found)]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.file.flush()  # (the table before any line saying an output was not written)
     written: list[str] = []
@@ -210,15 +214,16 @@ def main(args: argparse.Namespace) -> int:
 def _said(sweep: Sweep, written: Sequence[str]) -> BaseException:
     """The interrupt that stopped ``sweep``, with how far it went and where what ran is:
     main() said only ``polybus sweep: interrupted``, under a table that may have scrolled
-    away, and nothing of the files written."""
+    away, and nothing of the files written. A SIGTERM's as well, of its own type
+    (`Terminated`: ``terminated (after ...)``, status 143): it said ``terminated`` alone."""
     stop = sweep.interrupted
     assert stop is not None
-    if type(stop) is not KeyboardInterrupt or str(stop):  # (SIGTERM's, or one with words)
+    if not isinstance(stop, KeyboardInterrupt) or str(stop):  # (one with words: its own)
         return stop
     made = sum(c.made for c in sweep.cells)
     where = f" and in {', '.join(written)}" if written else ""
-    return KeyboardInterrupt(f"after {made} of {sweep.planned * sweep.repeat} runs; what "
-                             f"ran is in the table above{where}")
+    return type(stop)(f"after {made} of {sweep.planned * sweep.repeat} runs; what ran is "
+                      f"in the table above{where}")
 
 
 def write_outputs(sweep: Sweep, args: argparse.Namespace,

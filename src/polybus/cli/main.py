@@ -209,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     except Terminated as exc:  # (the process ends now if the program's threads run on)
         _ending(argv, 128 + signal.SIGTERM)
         end_now(args.command, 128 + signal.SIGTERM,
-                "terminated" + where_it_was(args.command, exc), outlive)
+                "terminated" + (f" ({exc})" if str(exc) else "")  # (a sweep's how far)
+                + where_it_was(args.command, exc), outlive)
         outlive = False
         _deaf_to_stops(argv)
         return 128 + signal.SIGTERM

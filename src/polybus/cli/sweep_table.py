@@ -13,9 +13,10 @@ from rich.table import Table
 from polybus.plural import plural
 from polybus.sweep import Cell, Sweep, moving_with, replicas
 from polybus.sweepargs import shown_values
+from polybus.sweepcompare import short
 
 __all__ = ["BRIEF", "DASH", "brief", "compared", "elapsed", "failed", "runs_said",
-           "short_names", "size", "table", "title"]
+           "short_names", "short_said", "size", "table", "title"]
 
 DASH = "\u2013"
 
@@ -198,3 +199,18 @@ def short_names(keys: Sequence[str]) -> dict[str, str]:
                 break
         out[k] = name
     return out
+
+
+def short_said(sweep: Sweep) -> list[str]:
+    """A line for each cell whose runs found fewer replicas registered than its
+    replication asks for (a sweep at a registry): the table's efficiency there is per
+    replica that served (sweepcompare.py `served`), which its replication value alone
+    would not tell."""
+    along = sweep.efficiency_vs
+    if along is None:
+        return []
+    key = along[0]
+    name = short_names([k for k, _ in sweep.varies])[key]
+    return [f"{name}={sweep.shown(c)[key]}: its runs found {plural(n, 'replica')} of the "
+            f"{asked} asked for registered, and ran with those; its efficiency is per "
+            f"replica that served" for c, n, asked in short(sweep.cells, key)]

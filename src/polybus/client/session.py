@@ -35,7 +35,7 @@ from polybus.client.pump import Gate, Pump
 from polybus.client.reactor import Reactor
 from polybus.client.rejoin import Rejoin
 from polybus.client.revive import WAIT_S
-from polybus.client.stats import SessionStats, ask_stats, link_bytes, session_stats
+from polybus.client.stats import SessionStats, ask_stats, busy_at_start, link_bytes, session_stats
 from polybus.client.upstreamdue import watch_upstream
 from polybus.client.waitfor import await_replicas, none_registered
 from polybus.config.model import AppConfig, Binding, DefineSpec, UseSpec
@@ -194,6 +194,8 @@ class Session:
             # as workers started by hand do): this run's figures are the difference.
             self._base = {id(lk): ask_stats(self.reactor, lk)
                           for links in self.links.values() for lk in links}
+            if self._turn and (busy := busy_at_start(self)) is not None:
+                log.warning(busy)  # (workers started by hand: calls before this run's)
             # ... and its bytes are what its calls carried, not that request's.
             self._bytes0 = {id(lk): link_bytes(lk) for links in self.links.values()
                             for lk in links}

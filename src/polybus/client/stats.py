@@ -17,22 +17,24 @@ from typing import TYPE_CHECKING
 
 from polybus.client.counts import interfaces
 from polybus.errors import PolybusError
+from polybus.plural import plural
 from polybus.wire.messages import Stats, StatsRequest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from polybus.client.calls import ReplicaLink
     from polybus.client.reactor import Reactor
     from polybus.client.session import Session
     from polybus.transport.channel import Channel
 
-__all__ = ["ReplicaStats", "SessionStats", "ask_stats", "first_stats", "link_bytes",
-           "session_stats"]
+__all__ = ["ReplicaStats", "SessionStats", "ask_stats", "busy_at_start", "first_stats",
+           "link_bytes", "session_stats"]
 
 _reqs = itertools.count(1)
 STATS_WAIT_S = 2.0  # how long a replica just dialled is waited for (`first_stats`)
 HALT_LOOK_S = 0.05  # how often that wait looks whether its session closes
+BUSY_LOOK_S = 0.05  # a replica busy as a run begins is looked at again after this
 
 
 @dataclass
@@ -62,6 +64,9 @@ class ReplicaStats:
     # replica serves (a run's own workers': removed with the run's directory), kept all
     # the same: it says the transport and that the replica was here (docs/guide.md, --json)
     addresses: list[str] = field(default_factory=list)
+    # The module it serves ("server"): a sweep counts the replicas each module's runs
+    # found (fewer than its replication asks for, at a registry) by it
+    module: str = ""
 
 
 @dataclass
@@ -121,6 +126,42 @@ def ask_stats(reactor: Reactor, link: ReplicaLink) -> Stats | None:
     req = next(_reqs)
     reply = reactor.request(link, StatsRequest(req), req)
     return reply if isinstance(reply, Stats) else None
+
+
+def busy_at_start(session: Session) -> str | None:
+    """The warning for replicas of a shared registry that were running or holding calls
+    as ``session``'s run began (its counters then, ``session._base``): another client's,
+    or those a run left when it failed, timed out or was interrupted, which run to their
+    end on workers started by hand. The run's calls wait behind them and its time counts
+    that wait, which nothing else would say (a sweep's next combination timed out behind
+    them, as if its own calls hung). Asked again after BUSY_LOOK_S, a replica said only if
+    busy both times: one counts a call it has just answered as running a moment longer.
+    None when every replica was idle."""
+    if _busy(session._base.values()) is None:
+        return None
+    time.sleep(BUSY_LOOK_S)
+    busy = _busy(ask_stats(session.reactor, lk) for links in session.links.values()
+                 for lk in links)
+    if busy is None:
+        return None
+    return (f"polybus: warning: {'replica' if len(busy) == 1 else 'replicas'} "
+            f"{', '.join(f'{n} ({what})' for n, what in busy.items())} "
+            f"{'was' if len(busy) == 1 else 'were'} busy as this run began (another "
+            f"client's calls, or those a run left when it failed, timed out or was "
+            f"interrupted, which run to their end): this run's calls wait behind them, "
+            f"and its time counts that wait")
+
+
+def _busy(stats: Iterable[Stats | None]) -> dict[str, str] | None:
+    """Each busy replica's name and what it was doing ("1 call running, 2 queued"), a
+    replica once however many connections reach it; None for none."""
+    busy: dict[str, str] = {}
+    for st in stats:
+        if st is not None and (st.running or st.queued) and st.name not in busy:
+            busy[st.name] = ", ".join(
+                [*([plural(st.running, "call") + " running"] if st.running else []),
+                 *([f"{st.queued} queued"] if st.queued else [])])
+    return busy or None
 
 
 def session_stats(session: Session) -> SessionStats:
@@ -197,7 +238,8 @@ def _row(session: Session, rows: dict[str, ReplicaStats], key: str, link: Replic
     rs = rows.get(key)
     new = rs is None
     if rs is None:
-        rs = rows[key] = ReplicaStats(link.name, speed=link.speed, lost=lost)
+        rs = rows[key] = ReplicaStats(link.name, speed=link.speed, lost=lost,
+                                      module=link.module)
     scheme = link.channel.peer.partition("://")[0]
     if scheme not in rs.transports:
         rs.transports.append(scheme)

@@ -210,12 +210,31 @@ class _Parser(Reader):
             given[key.text] = key.line
             if key.text in DECLARATIONS:
                 continue
+            _declaration_misspelt(self, kind.text, key)
             if kind.text == "define" and key.text == "replication":  # (CORD's place for it)
                 self.replication(m, key, value)
                 self.note(key.line, "modules", m.name, "replication")
                 continue
             table[key.text] = value
             self.note(key.line, "modules", m.name, kind.text, name.text, key.text)
+
+
+def _declaration_misspelt(reader: Reader, kind: str, key: Tok) -> None:
+    """An attribute that is no key of its ``use`` or ``define`` table and reads as a
+    misspelt declaration (``patern``) is said so at its line: left to the table's
+    checks, it was an unknown key whose valid keys were listed without the declarations,
+    which the file's other interfaces may use."""
+    from polybus.config.keys import DEFINE_KEYS, USE_KEYS
+    from polybus.config.problems import closest
+
+    keys = USE_KEYS if kind == "use" else (*DEFINE_KEYS, "replication")
+    if key.text in keys:
+        return
+    near = closest(key.text, (*keys, *DECLARATIONS))
+    if near in DECLARATIONS:
+        raise reader.error(f"'{kind} interface' has no attribute '{key.text}': did you mean "
+                           f"'{near}'? (a declaration of the interface's types, read and "
+                           f"not used: {', '.join(DECLARATIONS[:3])})", key)
 
 
 class _Module:
