@@ -16,15 +16,7 @@ from polybus.bench import registry
 from polybus.bench.report import BenchResult, Row
 from polybus.bench.stats import Stat
 from polybus.cli.main import Terminated, main
-
-APP = {
-    "server.py": "def square(x):\n    return x * x\n",
-    "client.py": 'from polybus import use\n\nsquare = use("square")\n\n\ndef main(n):\n'
-                 "    return square(n)\n",
-    "app.toml": '[modules.server]\nsource = "server.py"\n\n[modules.client]\n'
-                'source = "client.py"\nentrypoint = "main"\nargs = [3]\n\n'
-                '[bind]\n"client.square" = "server.square"\n',
-}
+from polybus.testing.apps import write_one_call_app
 
 
 def test_sweep_terminated_says_how_far_and_where(
@@ -32,8 +24,7 @@ def test_sweep_terminated_says_how_far_and_where(
         capsys: pytest.CaptureFixture[str]) -> None:
     from polybus.cli import cmd_sweep
 
-    for name, text in APP.items():
-        (tmp_path / name).write_text(text)
+    app = write_one_call_app(tmp_path)
     runs: list[Sequence[str]] = []
 
     def runner(path: str, sets: Sequence[str]) -> float:
@@ -44,7 +35,7 @@ def test_sweep_terminated_says_how_far_and_where(
 
     monkeypatch.setattr(cmd_sweep, "_runner", runner)
     out = tmp_path / "s.json"
-    rc = main(["sweep", str(tmp_path / "app.toml"), "--repeat", "1", "--quiet",
+    rc = main(["sweep", str(app), "--repeat", "1", "--quiet",
                "--vary", "modules.server.replication=1,2,4", "--json", str(out)])
     assert rc == 143
     assert capsys.readouterr().err.rstrip().endswith(
