@@ -99,10 +99,8 @@ class Session:
         self._base: dict[int, Stats | None] = {}
         self._bytes0: dict[int, tuple[int, int]] = {}  # each link's (sent, received) then
         self._short: set[str] = set()  # modules already warned about (once a session)
-        # A lost replica said, with how its worker ended when the engine that started
-        # it can tell; and, by replica name, what it said for each lost one whose end it
-        # knew (the front door says it in the 502 of a request that finds the replica
-        # gone: http/revival.py)
+        # A lost replica said, with how its worker ended if its engine can tell; by name,
+        # what was said of each whose end was known (a 502's text: http/revival.py)
         self.losses = LossLines(how_ended, how_ended_later)
         self.ended = self.losses.ended
         self._serves: dict[str, list[str]] = {}  # replica name -> its interfaces
