@@ -58,6 +58,13 @@ def short(cells: Sequence[Cell], key: str) -> list[tuple[Cell, int, int]]:
     return out
 
 
+def _count(cell: Cell, key: str, value: str) -> float | None:
+    """The replicas that served ``cell`` (at a registry, fewer than asked: `served`),
+    else as ``key``'s ``value`` reads."""
+    n = served(cell, key)
+    return replicas(key, value) if n is None else n
+
+
 def efficiency_reference(configs: Sequence[Mapping[str, str]], baseline: Mapping[str, str]
                          ) -> tuple[str, str] | None:
     """The replication key efficiency is measured along, and the value it is measured
@@ -115,10 +122,6 @@ def compare(cells: Sequence[Cell], baseline: Mapping[str, str],
         ref = ok_cell({**c.config, **expand({key: value})})
         if ref is None:
             continue
-        # (the replicas that served, at a registry fewer than asked: else as the value reads)
-        p = served(c, key)
-        p = replicas(key, c.config[key]) if p is None else p
-        p0 = served(ref, key)
-        p0 = replicas(key, value) if p0 is None else p0
+        p, p0 = _count(c, key, c.config[key]), _count(ref, key, value)
         if p and p0 is not None:  # (p = 0: no servers, no efficiency)
             c.efficiency = ref.median / c.median / (p / p0 if p0 else p)

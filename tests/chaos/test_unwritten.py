@@ -24,6 +24,15 @@ from .conftest import Harness
 TWO = "modules.server.replication=2"
 
 
+def _two_over_ipc(harness: Harness, style: str) -> Session:
+    """A session of the TWO app, ``once`` called in ``style`` over ipc, at 2 workers."""
+    harness.embedded_registry()
+    app = harness.app(TWO, f'modules.client.use.once.callstyle="{style}"',
+                      'modules.client.use.once.transport="ipc"')
+    harness.workers(2)
+    return harness.session(app)
+
+
 def _gone(harness: Harness, session: Session, name: str) -> None:
     """SIGKILL replica ``name`` (by its PID) once the session's links to it are up."""
     assert any(lk.name == name for lk in session.reactor.links)
@@ -35,11 +44,7 @@ def test_a_sync_call_whose_send_finds_its_replica_gone_runs_on_the_other_once(
         harness: Harness) -> None:
     # Over ipc a write to a dead peer's socket fails at once (EPIPE): not a byte of
     # the call's frame reached it, so it cannot have run there.
-    harness.embedded_registry()
-    app = harness.app(TWO, 'modules.client.use.once.callstyle="sync"',
-                      'modules.client.use.once.transport="ipc"')
-    harness.workers(2)
-    session = harness.session(app)
+    session = _two_over_ipc(harness, "sync")
     assert [session.call("once", (i,), {}) for i in range(2)] == [0, 1]  # (one each)
     _gone(harness, session, "w0")
     assert [session.call("once", (i,), {}) for i in range(10, 14)] == [
@@ -52,11 +57,7 @@ def test_a_sync_call_whose_send_finds_its_replica_gone_runs_on_the_other_once(
 
 
 def test_a_call_that_began_on_a_replica_that_dies_still_fails(harness: Harness) -> None:
-    harness.embedded_registry()
-    app = harness.app(TWO, 'modules.client.use.once.callstyle="sync"',
-                      'modules.client.use.once.transport="ipc"')
-    harness.workers(2)
-    session = harness.session(app)
+    session = _two_over_ipc(harness, "sync")
     assert session.call("once", (1,), {}) == 1  # (to w0: the next goes to w1)
 
     def kill_once_running() -> None:
@@ -80,11 +81,7 @@ def test_a_call_that_began_on_a_replica_that_dies_still_fails(harness: Harness) 
 @pytest.mark.parametrize("style", ["async", "async-demand(4)"])
 def test_async_calls_whose_send_finds_their_replica_gone_run_on_the_other_once(
         harness: Harness, style: str) -> None:
-    harness.embedded_registry()
-    app = harness.app(TWO, f'modules.client.use.once.callstyle="{style}"',
-                      'modules.client.use.once.transport="ipc"')
-    harness.workers(2)
-    session = harness.session(app)
+    session = _two_over_ipc(harness, style)
     assert [wait(session.call("once", (i,), {})) for i in range(4)] == [0, 1, 4, 9]
     _gone(harness, session, "w0")
     ps = [session.call("once", (i, 50.0), {}) for i in range(10, 20)]
@@ -97,11 +94,7 @@ def test_async_calls_whose_send_finds_their_replica_gone_run_on_the_other_once(
 def test_a_forwarded_pipeline_whose_sends_find_their_replica_gone_runs_once(
         harness: Harness) -> None:
     # once(once(i)): the consumer's promise argument is forwarded replica to replica
-    harness.embedded_registry()
-    app = harness.app(TWO, 'modules.client.use.once.callstyle="async"',
-                      'modules.client.use.once.transport="ipc"')
-    harness.workers(2)
-    session = harness.session(app)
+    session = _two_over_ipc(harness, "async")
     assert wait(session.call("once", (session.call("once", (2,), {}),), {})) == 16
     _gone(harness, session, "w0")
     outs = [session.call("once", (session.call("once", (i,), {}),), {}) for i in (3, 5, 7)]
